@@ -1,0 +1,76 @@
+"""Arg: what flows between layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.backend import get_array_module
+
+
+class Arg:
+    """A layer's output as the next layer sees it, like Paddle's ``Argument``.
+
+    Args:
+        value: the array (batch first: NCHW, NCDHW, or rows of a sequence batch).
+        seq_starts: for sequence batches, int array of ``n_seqs + 1`` row offsets
+            (``seq_starts[0] == 0``, ``seq_starts[-1] == len(value)``).
+        ids: integer ids (labels, table lookups, multiplex choices), one per row.
+        needs_grad: whether layers should compute a gradient for this input. Data and ids
+            don't; layer outputs do.
+
+    The gradient buffer is allocated with zeros on first use of :attr:`grad`, so layers can always
+    add (``+=``) into it; :attr:`has_grad` tells whether anything has been added yet.
+    """
+
+    __slots__ = ("value", "seq_starts", "ids", "needs_grad", "_grad")
+
+    def __init__(
+        self,
+        value: Any = None,
+        *,
+        seq_starts: Any = None,
+        ids: Any = None,
+        needs_grad: bool = True,
+    ) -> None:
+        self.value = value
+        self.seq_starts = seq_starts
+        self.ids = ids
+        self.needs_grad = needs_grad and value is not None
+        self._grad = None
+
+    @property
+    def grad(self) -> Any:
+        """The gradient of the loss with respect to :attr:`value`; zeros on first use."""
+        if self._grad is None:
+            self._grad = get_array_module(self.value).zeros_like(self.value)
+        return self._grad
+
+    @grad.setter
+    def grad(self, g: Any) -> None:
+        self._grad = g
+
+    @property
+    def has_grad(self) -> bool:
+        return self._grad is not None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    @property
+    def batch_size(self) -> int:
+        if self.value is not None:
+            return int(self.value.shape[0])
+        return int(len(self.ids))
+
+    @property
+    def num_sequences(self) -> int:
+        return 0 if self.seq_starts is None else int(len(self.seq_starts) - 1)
+
+    def __repr__(self) -> str:
+        parts = [f"shape={self.shape}" if self.value is not None else "value=None"]
+        if self.seq_starts is not None:
+            parts.append(f"n_seqs={self.num_sequences}")
+        if self.ids is not None:
+            parts.append(f"ids={len(self.ids)}")
+        return f"Arg({', '.join(parts)})"

@@ -1,0 +1,100 @@
+"""The array module (numpy or cupy) and moves between host and device.
+
+cupy is imported here and nowhere else, only when the GPU is asked for, so ``import distconv``
+needs numpy alone. Layer code asks :func:`get_array_module` for the module of its inputs and
+never calls ``numpy`` on data directly, so one code path serves both devices.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy
+
+DEVICES = ("cpu", "gpu")
+_device = "cpu"
+_cupy: ModuleType | None = None
+
+
+class BackendError(RuntimeError):
+    """The requested device cannot be used (cupy missing, no CUDA device)."""
+
+
+def _import_cupy() -> ModuleType:
+    global _cupy
+    if _cupy is None:
+        try:
+            import cupy
+        except ImportError as exc:  # pragma: no cover - depends on the machine
+            raise BackendError(
+                "device 'gpu' needs cupy, which is not importable here "
+                f"({exc}); install the GPU extra: pip install 'distconv[gpu]'"
+            ) from exc
+        try:
+            cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # pragma: no cover - depends on the machine
+            raise BackendError(
+                f"device 'gpu': cupy is installed but no CUDA device works: {exc}"
+            ) from exc
+        _cupy = cupy
+    return _cupy
+
+
+def set_device(name: str) -> None:
+    """Choose where new arrays live: ``"cpu"`` (numpy) or ``"gpu"`` (cupy).
+
+    Raises:
+        BackendError: for ``"gpu"`` when cupy or a CUDA device is missing.
+        ValueError: for an unknown device name.
+    """
+    global _device
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {name!r}")
+    if name == "gpu":
+        _import_cupy()
+    _device = name
+
+
+def device_from_env(default: str = "cpu") -> str:
+    """The device named by ``DISTCONV_DEVICE``, or ``default``."""
+    return os.environ.get("DISTCONV_DEVICE", default).strip().lower() or default
+
+
+def current_device() -> str:
+    """The device chosen with :func:`set_device` (``"cpu"`` unless changed)."""
+    return _device
+
+
+def xp_for_device(name: str | None = None) -> ModuleType:
+    """The array module for a device (the current one by default)."""
+    return _import_cupy() if (name or _device) == "gpu" else numpy
+
+
+def get_array_module(*arrays: Any) -> ModuleType:
+    """numpy or cupy, whichever the given arrays belong to (numpy when none is a cupy array)."""
+    if _cupy is not None:
+        for a in arrays:
+            if isinstance(a, _cupy.ndarray):
+                return _cupy
+    return numpy
+
+
+def is_gpu_array(a: Any) -> bool:
+    """Whether ``a`` is a cupy array."""
+    return _cupy is not None and isinstance(a, _cupy.ndarray)
+
+
+def to_device(a: Any, device: str | None = None) -> Any:
+    """Copy ``a`` to ``device`` (the current one by default); no copy when it is already there."""
+    if (device or _device) == "gpu":
+        return _import_cupy().asarray(a)
+    return to_host(a)
+
+
+def to_host(a: Any) -> numpy.ndarray:
+    """A numpy array with the contents of ``a`` (a copy only when ``a`` lives on the GPU)."""
+    if is_gpu_array(a):
+        return a.get()
+    return numpy.asarray(a)

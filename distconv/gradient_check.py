@@ -1,0 +1,236 @@
+"""Numerical gradient checks for layers, modelled on Paddle's ``LayerGradUtil``.
+
+:func:`check_layer_grad` takes a layer and its inputs and proves, against central finite
+differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
+
+1. every parameter and every input that wants a gradient gets the right one, along a random
+   direction aligned with the gradient (Paddle's check: the direction's signs follow the
+   gradient's, so the dot product cannot cancel to nothing) and element by element on a random
+   sample of entries;
+2. ``backward`` run twice adds the same gradient again (gradients accumulate);
+3. each parameter fires its ``inc_update`` callback once per pass, after all its users;
+4. with every parameter static the input gradients are unchanged and no callback fires.
+
+Layer tests call it for every option; it raises ``AssertionError`` naming the array that failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distconv.arg import Arg
+from distconv.backend import get_array_module, to_host
+from distconv.layers.base import Layer
+from distconv.parameter import Parameter
+
+#: (step, tolerance on the relative difference) per dtype
+DEFAULTS = {np.dtype(np.float64): (1e-6, 1e-6), np.dtype(np.float32): (1e-3, 2e-2)}
+
+
+@dataclass
+class GradCheckReport:
+    """The largest relative difference seen for each checked array, by name."""
+
+    diffs: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def worst(self) -> float:
+        return max(self.diffs.values(), default=0.0)
+
+
+class _Objective:
+    """``f = sum(layer(*inputs) * r)`` with ``r`` drawn once."""
+
+    def __init__(self, layer: Layer, inputs: list[Arg], rng: np.random.Generator) -> None:
+        self.layer, self.inputs = layer, inputs
+        out = layer.forward(*inputs).value
+        xp = get_array_module(out)
+        self.r = xp.asarray(rng.uniform(0.5, 1.5, out.shape) * rng.choice([-1, 1], out.shape))
+        self.r = self.r.astype(out.dtype)
+        self.dtype = np.dtype(out.dtype)
+        self.f0 = self.value()
+
+    def value(self) -> float:
+        out = self.layer.forward(*self.inputs).value
+        xp = get_array_module(out)
+        return float(xp.sum(out.astype(np.float64) * self.r))
+
+    def backward(self, callback: Any) -> None:
+        """Fresh forward, seed ``d f / d output = r``, backward."""
+        self.layer.forward(*self.inputs)
+        self.layer.output.grad = self.r.copy()
+        self.layer.backward(callback)
+
+
+def _analytic(obj: _Objective, params: list[Parameter], passes: int) -> tuple[dict, dict]:
+    """Gradients after ``passes`` backward passes from zero, and callback counts per name."""
+    for p in params:
+        p.zero_grad()
+    for a in obj.inputs:
+        a.grad = None
+    fired: dict[str, int] = {}
+
+    def callback(p: Parameter) -> None:
+        fired[p.name] = fired.get(p.name, 0) + 1
+
+    for _ in range(passes):
+        obj.backward(callback)
+    grads = {f"param {p.name}": p.grad.copy() for p in params if not p.static}
+    for i, a in enumerate(obj.inputs):
+        if a.needs_grad:
+            grads[f"input {i}"] = a.grad.copy()
+    return grads, fired
+
+
+def _targets(obj: _Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:
+    """Name -> (owner, attribute) of every array whose gradient is checked."""
+    t = {f"param {p.name}": (p, "value") for p in params if not p.static}
+    for i, a in enumerate(obj.inputs):
+        if a.needs_grad:
+            t[f"input {i}"] = (a, "value")
+    return t
+
+
+def _central(obj: _Objective, owner: Any, direction: Any, step: float) -> float:
+    """``(f(v + step*d) - f(v - step*d)) / (2 step)``, restoring ``v`` afterwards.
+
+    Layers read ``param.value`` and ``arg.value`` at each forward, so swapping the attribute
+    perturbs a parameter and an input alike.
+    """
+    original = owner.value
+    base = original.astype(np.float64)
+    try:
+        owner.value = (base + step * direction).astype(original.dtype)
+        f_plus = obj.value()
+        owner.value = (base - step * direction).astype(original.dtype)
+        f_minus = obj.value()
+    finally:
+        owner.value = original
+    return (f_plus - f_minus) / (2 * step)
+
+
+def check_layer_grad(
+    layer: Layer,
+    inputs: list[Arg],
+    *,
+    step: float | None = None,
+    tol: float | None = None,
+    elements: int = 6,
+    seed: int = 0,
+    check_static: bool = True,
+) -> GradCheckReport:
+    """Check ``layer``'s backward against finite differences; see the module docstring.
+
+    Args:
+        layer: the layer under test (its parameters are perturbed in place and restored).
+        inputs: its inputs; those with ``needs_grad`` are checked too.
+        step: finite-difference step; by dtype when None (1e-6 float64, 1e-3 float32).
+        tol: largest allowed relative difference; by dtype (1e-6 float64, 0.02 float32).
+        elements: how many single entries of each array to check besides the direction.
+        seed: for the output weighting and the directions.
+        check_static: also run the all-static pass.
+
+    Returns:
+        The worst relative difference per array.
+    """
+    rng = np.random.default_rng(seed)
+    params = layer.parameters()
+    obj = _Objective(layer, inputs, rng)
+    d_step, d_tol = DEFAULTS.get(obj.dtype, DEFAULTS[np.dtype(np.float32)])
+    step, tol = step or d_step, tol or d_tol
+
+    grads, fired = _analytic(obj, params, passes=1)
+    _check_fired(layer, params, fired, passes=1)
+    report = GradCheckReport()
+    for name, (owner, _) in _targets(obj, params).items():
+        report.diffs[name] = _check_array(obj, owner, grads[name], step, tol, elements, rng, name)
+
+    twice, fired2 = _analytic(obj, params, passes=2)
+    _check_fired(layer, params, fired2, passes=2)
+    for name, g in grads.items():
+        xp = get_array_module(g)
+        if not bool(xp.allclose(twice[name], 2 * g, rtol=1e-5, atol=1e-12)):
+            raise AssertionError(f"{layer}: {name}: backward twice did not double the gradient")
+
+    if check_static and params:
+        _check_static(layer, obj, params, grads)
+    return report
+
+
+def _check_array(
+    obj: _Objective, owner: Any, grad: Any, step: float, tol: float, elements: int, rng, name: str
+) -> float:
+    xp = get_array_module(grad)
+    g = to_host(grad).astype(np.float64)
+    # Paddle's direction: random magnitudes, signs of the gradient (random where it is zero).
+    signs = np.where(g != 0, np.sign(g), rng.choice([-1.0, 1.0], g.shape))
+    direction = signs * rng.uniform(0.5, 1.5, g.shape)
+    worst = _compare(
+        obj, owner, xp.asarray(direction), float((g * direction).sum()), step, tol, name
+    )
+    flat = rng.choice(g.size, size=min(elements, g.size), replace=False)
+    for k in flat:
+        e = np.zeros(g.size)
+        e[k] = 1.0
+        idx = np.unravel_index(k, g.shape)
+        worst = max(
+            worst,
+            _compare(
+                obj,
+                owner,
+                xp.asarray(e.reshape(g.shape)),
+                float(g[idx]),
+                step,
+                tol,
+                f"{name}{list(idx)}",
+            ),
+        )
+    return worst
+
+
+def _compare(obj, owner, direction, analytic: float, step: float, tol: float, name: str) -> float:
+    numeric = _central(obj, owner, direction, step)
+    # Rounding in f limits the numeric derivative to about eps*|f|/step: derivatives below that
+    # floor (a dead ReLU, a zero entry) are judged on an absolute scale instead of their own.
+    eps = float(np.finfo(obj.dtype).eps)
+    floor = 10 * eps * max(abs(obj.f0), 1.0) / (step * tol)
+    diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
+    if diff > tol:
+        raise AssertionError(
+            f"{obj.layer}: gradient of {name} is off: analytic {analytic:.10g}, "
+            f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
+        )
+    return diff
+
+
+def _check_fired(layer: Layer, params: list[Parameter], fired: dict[str, int], passes: int) -> None:
+    """An unshared parameter fires once per pass; a static one never (shared: tested apart)."""
+    for p in params:
+        if p.shared_count > 1:
+            continue
+        want = 0 if p.static else passes
+        got = fired.get(p.name, 0)
+        if got != want:
+            raise AssertionError(
+                f"{layer}: parameter {p.name} fired its callback {got} times in {passes} passes"
+            )
+
+
+def _check_static(layer: Layer, obj: _Objective, params: list[Parameter], grads: dict) -> None:
+    was = [p.static for p in params]
+    try:
+        for p in params:
+            p.set_static(True)
+        frozen, fired = _analytic(obj, params, passes=1)
+        if fired:
+            raise AssertionError(f"{layer}: static parameters fired callbacks: {fired}")
+        for name, g in frozen.items():
+            xp = get_array_module(g)
+            if not bool(xp.allclose(g, grads[name], rtol=1e-6, atol=1e-12)):
+                raise AssertionError(f"{layer}: {name} changed when the parameters were static")
+    finally:
+        for p, s in zip(params, was):
+            p.set_static(s)

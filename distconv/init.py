@@ -1,0 +1,73 @@
+"""Weight initialisers: MSRA (He), Xavier (Glorot), normal, zero.
+
+Values are drawn on the host from one seeded generator, in the order layers are built, then moved
+to the current device; :func:`set_seed` makes a whole model reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from distconv.backend import to_device
+
+_rng = np.random.default_rng(0)
+
+Initializer = Callable[[tuple[int, ...], int, int, np.random.Generator], np.ndarray]
+
+
+def set_seed(seed: int) -> None:
+    """Reseed the generator every initialiser draws from."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+
+
+def msra(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+    """He et al. 2015: normal with std sqrt(2 / fan_in), for ReLU networks."""
+    return rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+
+
+def xavier(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+    """Glorot & Bengio 2010: uniform in +-sqrt(6 / (fan_in + fan_out))."""
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, shape)
+
+
+def normal(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+    """Normal with std 0.01, independent of the fans."""
+    return rng.standard_normal(shape) * 0.01
+
+
+def zero(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+    return np.zeros(shape)
+
+
+INITIALIZERS: dict[str, Initializer] = {
+    "msra": msra,
+    "he": msra,
+    "xavier": xavier,
+    "glorot": xavier,
+    "normal": normal,
+    "zero": zero,
+}
+
+
+def initialize(
+    method: str | Initializer,
+    shape: tuple[int, ...],
+    fan_in: int,
+    fan_out: int,
+    dtype: Any = np.float32,
+) -> Any:
+    """An array of ``shape`` drawn by ``method`` (a name or a function), on the current device."""
+    if isinstance(method, str):
+        try:
+            method = INITIALIZERS[method]
+        except KeyError:
+            raise ValueError(
+                f"unknown initialiser {method!r}; choose one of {sorted(INITIALIZERS)}"
+            ) from None
+    host = np.asarray(method(tuple(shape), max(fan_in, 1), max(fan_out, 1), _rng), dtype=dtype)
+    return to_device(host)

@@ -1,0 +1,1 @@
+"""Pure array kernels (numpy or cupy): no Parameter, no Arg, no layer logic."""

@@ -1,0 +1,102 @@
+"""Activation functions (pure array code), used by every layer as its ``act`` option.
+
+Each activation computes ``y = f(z)`` and, from the output alone, ``dz = f'(z) * dy``; keeping
+only ``y`` is what lets a layer apply its activation in place of storing ``z``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.backend import get_array_module
+
+
+class ActivationFunction:
+    """``forward(z) -> y`` and ``backward(y, dy) -> dz`` on arrays of any shape."""
+
+    name = "base"
+
+    def forward(self, z: Any) -> Any:
+        raise NotImplementedError
+
+    def backward(self, y: Any, dy: Any) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Linear(ActivationFunction):
+    name = "linear"
+
+    def forward(self, z):
+        return z
+
+    def backward(self, y, dy):
+        return dy
+
+
+class ReLU(ActivationFunction):
+    name = "relu"
+
+    def forward(self, z):
+        return get_array_module(z).maximum(z, 0)
+
+    def backward(self, y, dy):
+        return dy * (y > 0)
+
+
+class Sigmoid(ActivationFunction):
+    name = "sigmoid"
+
+    def forward(self, z):
+        xp = get_array_module(z)
+        # exp of a non-positive number never overflows, whatever the sign of z
+        e = xp.exp(-xp.abs(z))
+        return xp.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
+
+    def backward(self, y, dy):
+        return dy * y * (1 - y)
+
+
+class Tanh(ActivationFunction):
+    name = "tanh"
+
+    def forward(self, z):
+        return get_array_module(z).tanh(z)
+
+    def backward(self, y, dy):
+        return dy * (1 - y * y)
+
+
+class Softmax(ActivationFunction):
+    """Softmax over axis 1 (the features of a row, or the channels of an image)."""
+
+    name = "softmax"
+
+    def forward(self, z):
+        xp = get_array_module(z)
+        e = xp.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def backward(self, y, dy):
+        return y * (dy - (dy * y).sum(axis=1, keepdims=True))
+
+
+ACTIVATIONS: dict[str, type[ActivationFunction]] = {
+    cls.name: cls for cls in (Linear, ReLU, Sigmoid, Tanh, Softmax)
+}
+
+
+def get_activation(act: str | ActivationFunction | None) -> ActivationFunction:
+    """An activation from its name (``None`` means linear) or the instance itself."""
+    if act is None:
+        return Linear()
+    if isinstance(act, ActivationFunction):
+        return act
+    try:
+        return ACTIVATIONS[act]()
+    except KeyError:
+        raise ValueError(
+            f"unknown activation {act!r}; choose one of {sorted(ACTIVATIONS)}"
+        ) from None

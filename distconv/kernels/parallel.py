@@ -1,0 +1,92 @@
+"""Run a kernel over chunks of the batch on several threads, one BLAS thread each.
+
+A numpy convolution spends much of its time copying pixels into columns, which numpy does on
+one thread. Splitting the batch into chunks and running each chunk's copy and matrix product on
+its own thread (numpy releases the GIL for both) with BLAS held to one thread per chunk uses
+every core for the copies too. This is how the conv kernels reach PyTorch's speed on the CPU.
+
+On the GPU (cupy arrays) the whole batch is one chunk: the device is already parallel.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_controller = None
+
+#: below this many column elements per thread, threads cost more than they save
+MIN_WORK_PER_THREAD = 1 << 16
+#: column elements per chunk: small enough that a chunk's columns stay in cache while the
+#: matrix product reads them (measured: 1-2 samples of a 64-channel 56x56 3x3 conv)
+CHUNK_WORK = 1 << 21
+
+
+def num_threads() -> int:
+    """Threads for batch-parallel kernels: ``DISTCONV_NUM_THREADS`` or the usable cores."""
+    env = os.environ.get("DISTCONV_NUM_THREADS")
+    if env:
+        n = int(env)
+        if n < 1:
+            raise ValueError(f"DISTCONV_NUM_THREADS must be >= 1, got {env!r}")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _executor(n: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size < n:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="distconv-kernel")
+            _pool_size = n
+        return _pool
+
+
+def _one_blas_thread() -> AbstractContextManager:
+    """Hold BLAS to one thread while our own threads split the work."""
+    global _controller
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return nullcontext()
+    with _lock:
+        if _controller is None:
+            _controller = ThreadpoolController()
+    return _controller.limit(limits=1, user_api="blas")
+
+
+def chunk_bounds(n: int, chunks: int) -> list[tuple[int, int]]:
+    """``chunks`` contiguous ``(start, stop)`` ranges covering ``range(n)``, sizes within one."""
+    chunks = max(1, min(chunks, n))
+    edges = [n * i // chunks for i in range(chunks + 1)]
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def over_batch(
+    fn: Callable[[int, int], object], n: int, work_per_sample: int, on_gpu: bool = False
+) -> list[object]:
+    """Call ``fn(start, stop)`` on chunks covering the batch ``range(n)``; return the results.
+
+    ``fn`` must write only its own slice of any shared output. Results come back in batch
+    order, so sums over them are the same on every run.
+    """
+    threads = 1 if on_gpu else min(num_threads(), n)
+    if threads > 1 and n * work_per_sample < threads * MIN_WORK_PER_THREAD:
+        threads = 1
+    if threads == 1:
+        return [fn(0, n)]
+    bounds = chunk_bounds(n, max(threads, -(-n * work_per_sample // CHUNK_WORK)))
+    with _one_blas_thread():
+        futures = [_executor(threads).submit(fn, a, b) for a, b in bounds]
+        return [f.result() for f in futures]

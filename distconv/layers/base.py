@@ -1,0 +1,140 @@
+"""The Layer base class: forward, backward(callback), parameters, argument checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.arg import Arg
+from distconv.kernels.activation import ActivationFunction, get_activation
+from distconv.parameter import Parameter, UpdateCallback
+
+
+class LayerError(ValueError):
+    """Bad input to a layer; the message names the layer and the shapes."""
+
+
+class Layer:
+    """A layer: ``forward(*inputs) -> Arg`` and ``backward(callback)``.
+
+    Subclasses implement :meth:`_forward` (inputs to pre-activation array) and :meth:`_backward`
+    (gradient of the pre-activation to gradients of parameters and inputs). The base applies the
+    activation on the way forward and undoes it first on the way back, as every Paddle layer does
+    with ``backwardActivation()``. Gradients are added (``+=``) into ``Arg.grad`` and
+    ``Parameter.grad``, so running backward twice doubles them.
+
+    A subclass calls ``param.inc_update(callback)`` on each of its parameters the moment that
+    parameter's gradient is complete.
+
+    Args:
+        act: activation name (``"relu"``, ``"sigmoid"``, ``"tanh"``, ``"softmax"``,
+            ``"linear"``), an activation object, or None for linear.
+        name: the layer's name in error messages and parameter names; the network sets it.
+
+    Attributes:
+        inputs: the Args of the last forward.
+        output: the Arg of the last forward.
+    """
+
+    #: how many inputs ``forward`` takes: an int, or ``(min, max)`` with ``max=None`` for any.
+    num_inputs: int | tuple[int, int | None] = 1
+
+    def __init__(self, *, act: str | ActivationFunction | None = None, name: str | None = None):
+        self.name = name or type(self).__name__
+        self.act = get_activation(act)
+        self._params: dict[str, Parameter] = {}
+        self._owned: set[str] = set()
+        self.inputs: tuple[Arg, ...] = ()
+        self.output: Arg | None = None
+
+    # -- parameters ---------------------------------------------------------------------------
+    def add_param(self, key: str, param: Parameter) -> Parameter:
+        """Register ``param`` as this layer's ``key``; it counts this layer as one more user."""
+        if key in self._params:
+            raise self.fail(f"parameter {key!r} registered twice")
+        param.add_user()
+        self._params[key] = param
+        return param
+
+    def new_param(self, key: str, value: Any, *, static: bool = False) -> Parameter:
+        """Create and register a parameter named ``"<layer name>.<key>"``, owned by this layer."""
+        param = self.add_param(key, Parameter(f"{self.name}.{key}", value, static=static))
+        self._owned.add(key)
+        return param
+
+    def set_name(self, name: str) -> None:
+        """Rename the layer and the parameters it owns (shared ones passed in keep theirs)."""
+        self.name = name
+        for key in self._owned:
+            self._params[key].name = f"{name}.{key}"
+
+    def parameters(self) -> list[Parameter]:
+        """This layer's parameters (sub-objects such as projections included), in a stable order."""
+        return list(self._params.values())
+
+    # -- forward / backward -------------------------------------------------------------------
+    def __call__(self, *inputs: Arg) -> Arg:
+        return self.forward(*inputs)
+
+    def forward(self, *inputs: Arg) -> Arg:
+        """Compute the output from ``inputs``; keeps both for backward."""
+        self.check_num_inputs(inputs)
+        self.inputs = inputs
+        z = self._forward(*inputs)
+        self.output = self.make_output(self.act.forward(z), inputs)
+        return self.output
+
+    def backward(self, callback: UpdateCallback) -> None:
+        """Add this layer's gradients into its inputs and parameters; fire ``inc_update``."""
+        if self.output is None:
+            raise self.fail("backward called before forward")
+        dz = self.backward_activation()
+        self._backward(dz, callback)
+
+    def backward_activation(self) -> Any:
+        """The gradient of the pre-activation, from the output's gradient."""
+        out = self.output
+        return self.act.backward(out.value, out.grad)
+
+    def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
+        """Wrap the output array; sequence offsets pass through from the first input."""
+        seq = inputs[0].seq_starts if inputs else None
+        return Arg(y, seq_starts=seq)
+
+    def _forward(self, *inputs: Arg) -> Any:
+        raise NotImplementedError
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        raise NotImplementedError
+
+    # -- argument checks ----------------------------------------------------------------------
+    def check_num_inputs(self, inputs: tuple[Arg, ...]) -> None:
+        lo, hi = (
+            (self.num_inputs, self.num_inputs)
+            if isinstance(self.num_inputs, int)
+            else self.num_inputs
+        )
+        n = len(inputs)
+        if n < lo or (hi is not None and n > hi):
+            want = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number'}"
+            raise self.fail(f"expected {want} input(s), got {n}")
+        for i, a in enumerate(inputs):
+            if not isinstance(a, Arg):
+                raise self.fail(f"input {i} must be an Arg, got {type(a).__name__}")
+
+    def fail(self, message: str) -> LayerError:
+        """A LayerError whose message starts with this layer's type and name."""
+        return LayerError(f"{self.label}: {message}")
+
+    @property
+    def label(self) -> str:
+        """Type and name, as error messages show the layer: ``Conv2D 'conv1'``."""
+        cls = type(self).__name__
+        return cls if self.name == cls else f"{cls} '{self.name}'"
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+def grad_target(arg: Arg) -> Any:
+    """The gradient buffer of an input that wants one, or None (data, ids, static inputs)."""
+    return arg.grad if arg.needs_grad else None

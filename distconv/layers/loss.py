@@ -1,0 +1,98 @@
+"""Losses as layers: softmax cross-entropy and mean squared error.
+
+A loss layer's output is a 0-d array (the mean over the batch); :meth:`Network.backward` seeds
+its gradient with 1, and the loss adds ``d(loss)/d(input)`` into its inputs like any layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.arg import Arg
+from distconv.backend import get_array_module
+from distconv.layers.base import Layer, grad_target
+from distconv.parameter import UpdateCallback
+
+
+def _labels(layer: Layer, label: Arg, n: int, n_classes: int) -> Any:
+    ids = label.ids if label.ids is not None else label.value
+    if ids is None:
+        raise layer.fail("the label input carries neither ids nor a value")
+    xp = get_array_module(ids)
+    ids = ids.reshape(-1)
+    if ids.dtype.kind not in "iu":
+        raise layer.fail(f"labels must be integers, got dtype {ids.dtype}")
+    if len(ids) != n:
+        raise layer.fail(f"{len(ids)} labels for a batch of {n} rows")
+    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n_classes):
+        raise layer.fail(
+            f"labels must lie in [0, {n_classes}), got range [{int(ids.min())}, {int(ids.max())}]"
+        )
+    return xp.asarray(ids)
+
+
+class SoftmaxCrossEntropy(Layer):
+    """Mean over the batch of ``-log softmax(logits)[label]``.
+
+    Inputs: ``logits`` ``(N, classes)`` and ``label`` (an Arg whose ``ids``, or integer
+    ``value``, holds ``N`` class indices). Output: a 0-d loss.
+
+    Attributes:
+        prob: the softmax of the last forward, ``(N, classes)``.
+    """
+
+    num_inputs = 2
+
+    def _forward(self, logits: Arg, label: Arg) -> Any:
+        z = logits.value
+        if z.ndim != 2:
+            raise self.fail(f"expected logits of shape (N, classes), got {tuple(z.shape)}")
+        xp = get_array_module(z)
+        n, c = z.shape
+        self._ids = _labels(self, label, n, c)
+        shifted = z - z.max(axis=1, keepdims=True)
+        log_norm = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
+        log_prob = shifted - log_norm
+        self.prob = xp.exp(log_prob)
+        picked = xp.take_along_axis(log_prob, self._ids[:, None], axis=1)
+        return -picked.mean()
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        dx = grad_target(self.inputs[0])
+        if dx is None:
+            return
+        xp = get_array_module(dx)
+        n = dx.shape[0]
+        g = self.prob.copy()
+        g[xp.arange(n), self._ids] -= 1
+        dx += g * (dz / n)
+
+    def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
+        return Arg(y)
+
+
+class MSELoss(Layer):
+    """Mean over every element of ``(pred - target)^2``, as PyTorch's ``MSELoss``.
+
+    Inputs: ``pred`` and ``target`` of the same shape. Output: a 0-d loss. Both inputs get
+    gradients if they want them.
+    """
+
+    num_inputs = 2
+
+    def _forward(self, pred: Arg, target: Arg) -> Any:
+        if pred.shape != target.shape:
+            raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
+        self._diff = pred.value - target.value
+        return (self._diff * self._diff).mean()
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        g = self._diff * (2 * dz / self._diff.size)
+        pred, target = self.inputs
+        if pred.needs_grad:
+            pred.grad += g
+        if target.needs_grad:
+            target.grad -= g
+
+    def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
+        return Arg(y)

@@ -1,0 +1,84 @@
+"""Parameter: a named array, its gradient, and the ``inc_update`` seam."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from distconv.backend import get_array_module
+
+UpdateCallback = Callable[["Parameter"], None]
+
+
+class Parameter:
+    """A trainable (or static) array with its gradient.
+
+    Layers add into :attr:`grad` during backward and call :meth:`inc_update` once their share
+    of the gradient is in. A parameter used by ``k`` layers (``shared_count == k``) calls the
+    callback once per pass, after the k-th call, as Paddle's ``Parameter::incUpdate`` does. The
+    callback is where a sync strategy takes over: apply the optimizer, push to a parameter server,
+    or start an allreduce, while backward goes on with the layers below.
+
+    Args:
+        name: unique name; the key in checkpoints and on the wire.
+        value: the initial array (numpy or cupy); the parameter owns it.
+        static: a static parameter gets no gradient and never fires its callback.
+
+    Attributes:
+        grad: gradient array of ``value``'s shape and dtype, or None when static.
+        shared_count: how many layers use this parameter (layers register themselves).
+    """
+
+    def __init__(self, name: str, value: Any, *, static: bool = False) -> None:
+        if not name:
+            raise ValueError("a Parameter needs a non-empty name")
+        self.name = name
+        self.value = value
+        self.static = static
+        self.grad = None if static else get_array_module(value).zeros_like(value)
+        self.shared_count = 0
+        self._pending = 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    @property
+    def size(self) -> int:
+        return int(self.value.size)
+
+    def add_user(self) -> None:
+        """Register one more layer that uses this parameter (done by ``Layer.add_param``)."""
+        self.shared_count += 1
+
+    def inc_update(self, callback: UpdateCallback) -> None:
+        """Count one user's gradient in; call ``callback(self)`` once all users are in.
+
+        Static parameters never fire. The counter resets after firing, so the next pass starts
+        afresh.
+        """
+        if self.static:
+            return
+        self._pending += 1
+        if self._pending >= max(self.shared_count, 1):
+            self._pending = 0
+            callback(self)
+
+    def zero_grad(self) -> None:
+        """Clear the gradient (and the pending count of a pass that was abandoned)."""
+        if self.grad is not None:
+            self.grad[...] = 0
+        self._pending = 0
+
+    def set_static(self, static: bool = True) -> None:
+        """Freeze or unfreeze the parameter; a frozen one drops its gradient buffer."""
+        self.static = static
+        if static:
+            self.grad = None
+        elif self.grad is None:
+            self.grad = get_array_module(self.value).zeros_like(self.value)
+        self._pending = 0
+
+    def __repr__(self) -> str:
+        kind = ", static" if self.static else ""
+        return f"Parameter({self.name!r}, shape={self.shape}, dtype={self.value.dtype}{kind})"

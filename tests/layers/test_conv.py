@@ -1,0 +1,162 @@
+import numpy as np
+import pytest
+
+from distconv import Arg
+from distconv.gradient_check import check_layer_grad
+from distconv.layers import Conv2D, Conv3D, ConvTranspose2D, ConvTranspose3D, LayerError
+
+F64 = np.float64
+OPTIONS = [
+    # kernel, stride, padding, dilation, groups, bias, act
+    (3, 1, 0, 1, 1, "shared", None),
+    (3, 1, 1, 1, 1, None, "relu"),
+    (3, 2, 1, 1, 2, "shared", "tanh"),
+    ((2, 3), (1, 2), (1, 0), 1, 1, "shared", "sigmoid"),
+    (3, 1, 2, 2, 1, "unshared", None),
+    (2, 3, 1, (2, 1), 4, "unshared", "softmax"),
+    (1, 1, 0, 1, 4, None, "linear"),  # depthwise-style pointwise groups
+]
+
+
+@pytest.mark.parametrize("k,s,p,d,g,bias,act", OPTIONS)
+def test_conv2d_gradients(rng, k, s, p, d, g, bias, act):
+    layer = Conv2D(4, 8, k, s, p, d, g, bias=bias, act=act, input_size=(7, 8), dtype=F64)
+    x = Arg(rng.standard_normal((2, 4, 7, 8)))
+    report = check_layer_grad(layer, [x])
+    assert report.worst < 1e-6
+    assert set(report.diffs) >= {"input 0", f"param {layer.name}.weight"}
+
+
+@pytest.mark.parametrize("k,s,p,d,g,bias,act", OPTIONS)
+def test_conv_transpose2d_gradients(rng, k, s, p, d, g, bias, act):
+    layer = ConvTranspose2D(
+        4, 8, k, s, p, d, g, bias=bias, act=act, input_size=(5, 4), dtype=F64
+    )
+    x = Arg(rng.standard_normal((2, 4, 5, 4)))
+    assert check_layer_grad(layer, [x]).worst < 1e-6
+
+
+def test_conv_transpose2d_output_padding_gradients(rng):
+    layer = ConvTranspose2D(3, 2, 3, stride=2, padding=1, output_padding=1, dtype=F64)
+    x = Arg(rng.standard_normal((2, 3, 4, 4)))
+    assert layer(x).shape == (2, 2, 8, 8)
+    check_layer_grad(layer, [x])
+
+
+def test_conv2d_float32_gradients(rng):
+    # a smooth activation: float32 needs a step (1e-3) wide enough to cross ReLU kinks
+    layer = Conv2D(3, 4, 3, padding=1, act="tanh")
+    x = Arg(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+    assert check_layer_grad(layer, [x]).worst <= 0.02
+
+
+@pytest.mark.parametrize("cls", [Conv3D, ConvTranspose3D])
+@pytest.mark.parametrize(
+    "k,s,p,g,bias", [(3, 1, 1, 1, "shared"), ((1, 2, 3), (2, 1, 2), (0, 1, 1), 2, "unshared")]
+)
+def test_conv3d_gradients(rng, cls, k, s, p, g, bias):
+    layer = cls(2, 4, k, s, p, groups=g, bias=bias, input_size=(4, 5, 4), dtype=F64)
+    x = Arg(rng.standard_normal((2, 2, 4, 5, 4)))
+    check_layer_grad(layer, [x], elements=3)
+
+
+def test_input_without_gradient_is_left_alone(rng):
+    layer = Conv2D(2, 3, 3, dtype=F64)
+    x = Arg(rng.standard_normal((1, 2, 5, 5)), needs_grad=False)
+    layer(x)
+    layer.output.grad = np.ones(layer.output.shape)
+    layer.backward(lambda p: None)
+    assert not x.has_grad
+    assert np.abs(layer.weight.grad).sum() > 0
+
+
+# -- errors -------------------------------------------------------------------------------------
+def test_wrong_channel_count_names_layer_and_shapes():
+    layer = Conv2D(3, 4, 3, name="conv1")
+    with pytest.raises(LayerError, match=r"Conv2D 'conv1': expected 3 input channels, got 4 .*\(2, 4, 8, 8\)"):
+        layer(Arg(np.zeros((2, 4, 8, 8), np.float32)))
+
+
+def test_kernel_larger_than_padded_input():
+    layer = Conv2D(1, 1, 5, padding=1, name="c")
+    with pytest.raises(LayerError, match=r"kernel \(5, 5\).*larger than the input \(2, 2\) padded by \(1, 1\)"):
+        layer(Arg(np.zeros((1, 1, 2, 2), np.float32)))
+
+
+def test_bad_construction_arguments():
+    with pytest.raises(ValueError, match="in_channels=3 must be a positive multiple of groups=2"):
+        Conv2D(3, 4, 3, groups=2)
+    with pytest.raises(ValueError, match="unshared bias needs input_size"):
+        Conv2D(3, 4, 3, bias="unshared")
+    with pytest.raises(ValueError, match="bias must be one of"):
+        Conv2D(3, 4, 3, bias="per-pixel")
+    with pytest.raises(ValueError, match="output_padding"):
+        ConvTranspose2D(3, 4, 3, stride=2, output_padding=2)
+    with pytest.raises(LayerError, match="4-D input"):
+        Conv2D(3, 4, 3)(Arg(np.zeros((3, 8, 8), np.float32)))
+
+
+# -- parity with PyTorch --------------------------------------------------------------------------
+def _torch_grads(torch, fn, x, w, b, dy):
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    tb = torch.tensor(b, requires_grad=True)
+    y = fn(tx, tw, tb)
+    y.backward(torch.tensor(dy))
+    return y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()
+
+
+def _ours(layer, x, dy):
+    xa = Arg(x)
+    y = layer(xa).value.copy()
+    layer.output.grad = dy
+    layer.backward(lambda p: None)
+    return y, xa.grad, layer.weight.grad, layer.bias.grad
+
+
+PARITY = [(3, 1, 1, 1, 1), (3, 2, 1, 1, 2), (5, 2, 2, 2, 1), (3, 1, 1, 1, 6)]
+
+
+@pytest.mark.parametrize("k,s,p,d,g", PARITY)
+@pytest.mark.parametrize("nd,transposed", [(2, False), (2, True), (3, False), (3, True)])
+def test_parity_with_pytorch(torch, rng, k, s, p, d, g, nd, transposed):
+    import torch.nn.functional as F
+
+    cls = {(2, False): Conv2D, (2, True): ConvTranspose2D, (3, False): Conv3D, (3, True): ConvTranspose3D}[
+        (nd, transposed)
+    ]
+    layer = cls(6, 12, k, s, p, d, g, dtype=F64)
+    layer.bias.value[...] = rng.standard_normal(12)
+    size = (9,) * nd if nd == 2 else (6,) * nd
+    x = rng.standard_normal((3, 6, *size))
+    if transposed:
+        fn = {2: F.conv_transpose2d, 3: F.conv_transpose3d}[nd]
+        op = (0,) * nd
+
+        def ref(tx, tw, tb):
+            return fn(tx, tw, tb, stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    else:
+        fn = {2: F.conv2d, 3: F.conv3d}[nd]
+
+        def ref(tx, tw, tb):
+            return fn(tx, tw, tb, stride=s, padding=p, dilation=d, groups=g)
+
+    y_ref = ref(*(torch.tensor(a) for a in (x, layer.weight.value, layer.bias.value))).numpy()
+    dy = rng.standard_normal(y_ref.shape)
+    expected = _torch_grads(torch, ref, x, layer.weight.value, layer.bias.value, dy)
+    for got, want, what in zip(_ours(layer, x, dy), expected, ("y", "dx", "dw", "db")):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-9, err_msg=what)
+
+
+def test_depthwise_conv2d_parity(torch, rng):
+    import torch.nn.functional as F
+
+    layer = Conv2D(8, 8, 3, padding=1, groups=8, dtype=F64)
+    x = rng.standard_normal((2, 8, 7, 7))
+    dy = rng.standard_normal((2, 8, 7, 7))
+
+    def ref(tx, tw, tb):
+        return F.conv2d(tx, tw, tb, padding=1, groups=8)
+
+    expected = _torch_grads(torch, ref, x, layer.weight.value, layer.bias.value, dy)
+    for got, want in zip(_ours(layer, x, dy), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-9)

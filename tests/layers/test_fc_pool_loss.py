@@ -1,0 +1,150 @@
+import numpy as np
+import pytest
+
+from distconv import Arg
+from distconv.gradient_check import check_layer_grad
+from distconv.layers import (
+    Activation,
+    AvgPool2D,
+    AvgPool3D,
+    FullyConnected,
+    LayerError,
+    MaxPool2D,
+    MaxPool3D,
+    MSELoss,
+    SoftmaxCrossEntropy,
+)
+
+F64 = np.float64
+
+
+@pytest.mark.parametrize("act", [None, "relu", "sigmoid", "tanh", "softmax", "linear"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_fully_connected_gradients(rng, act, bias):
+    layer = FullyConnected(12, 5, bias=bias, act=act, dtype=F64)
+    check_layer_grad(layer, [Arg(rng.standard_normal((4, 12)))])
+
+
+def test_fully_connected_flattens_images(rng):
+    layer = FullyConnected(3 * 4 * 4, 6, dtype=F64)
+    x = Arg(rng.standard_normal((2, 3, 4, 4)))
+    assert layer(x).shape == (2, 6)
+    check_layer_grad(layer, [x])
+
+
+def test_fully_connected_wrong_width():
+    with pytest.raises(LayerError, match=r"FullyConnected 'fc': expected 10 features per sample, got input shape \(2, 9\)"):
+        FullyConnected(10, 3, name="fc")(Arg(np.zeros((2, 9), np.float32)))
+
+
+@pytest.mark.parametrize("cls", [MaxPool2D, AvgPool2D])
+@pytest.mark.parametrize("k,s,p", [(2, None, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 1))])
+def test_pool2d_gradients(rng, cls, k, s, p):
+    x = Arg(rng.standard_normal((2, 3, 7, 6)))
+    check_layer_grad(cls(k, s, p), [x])
+
+
+@pytest.mark.parametrize("cls", [MaxPool3D, AvgPool3D])
+def test_pool3d_gradients(rng, cls):
+    check_layer_grad(cls(2, 2, 1), [Arg(rng.standard_normal((2, 2, 4, 5, 3)))])
+
+
+@pytest.mark.parametrize("act", ["relu", "sigmoid", "tanh", "softmax", "linear"])
+def test_activation_layer_gradients(rng, act):
+    check_layer_grad(Activation(act), [Arg(rng.standard_normal((3, 7)))])
+
+
+def test_unknown_activation():
+    with pytest.raises(ValueError, match="unknown activation 'gelu'"):
+        Activation("gelu")
+
+
+def test_sigmoid_is_stable_for_large_inputs():
+    y = Activation("sigmoid")(Arg(np.array([[-1000.0, 0.0, 1000.0]]))).value
+    np.testing.assert_allclose(y, [[0.0, 0.5, 1.0]])
+
+
+def test_softmax_cross_entropy_gradients(rng):
+    logits = Arg(rng.standard_normal((5, 4)))
+    labels = Arg(ids=np.array([0, 3, 1, 1, 2]))
+    check_layer_grad(SoftmaxCrossEntropy(), [logits, labels])
+
+
+def test_mse_gradients_on_both_inputs(rng):
+    a, b = (Arg(rng.standard_normal((3, 4))) for _ in range(2))
+    report = check_layer_grad(MSELoss(), [a, b])
+    assert {"input 0", "input 1"} <= set(report.diffs)
+
+
+def test_loss_errors():
+    with pytest.raises(LayerError, match=r"labels must lie in \[0, 3\), got range \[0, 3\]"):
+        SoftmaxCrossEntropy()(Arg(np.zeros((2, 3))), Arg(ids=np.array([0, 3])))
+    with pytest.raises(LayerError, match="3 labels for a batch of 2 rows"):
+        SoftmaxCrossEntropy()(Arg(np.zeros((2, 3))), Arg(ids=np.array([0, 1, 2])))
+    with pytest.raises(LayerError, match="differs from target shape"):
+        MSELoss()(Arg(np.zeros((2, 3))), Arg(np.zeros((3, 2))))
+    with pytest.raises(LayerError, match="window .* larger than the input"):
+        MaxPool2D(4)(Arg(np.zeros((1, 1, 3, 3))))
+
+
+# -- parity with PyTorch --------------------------------------------------------------------------
+def test_linear_parity(torch, rng):
+    layer = FullyConnected(6, 4, dtype=F64)
+    layer.bias.value[...] = rng.standard_normal(4)
+    x = rng.standard_normal((3, 6))
+    dy = rng.standard_normal((3, 4))
+    tx = torch.tensor(x, requires_grad=True)
+    tw = torch.tensor(layer.weight.value, requires_grad=True)
+    tb = torch.tensor(layer.bias.value, requires_grad=True)
+    ty = torch.nn.functional.linear(tx, tw, tb)
+    ty.backward(torch.tensor(dy))
+    xa = Arg(x)
+    np.testing.assert_allclose(layer(xa).value, ty.detach().numpy(), rtol=1e-5)
+    layer.output.grad = dy
+    layer.backward(lambda p: None)
+    np.testing.assert_allclose(xa.grad, tx.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(layer.weight.grad, tw.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(layer.bias.grad, tb.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind,k,s,p", [("max", 2, 2, 0), ("max", 3, 2, 1), ("avg", 3, 2, 1), ("avg", 2, 1, 0)])
+def test_pool_parity(torch, rng, kind, k, s, p):
+    F = torch.nn.functional
+    x = rng.standard_normal((2, 3, 7, 7))
+    layer = (MaxPool2D if kind == "max" else AvgPool2D)(k, s, p)
+    ref = F.max_pool2d if kind == "max" else F.avg_pool2d
+    tx = torch.tensor(x, requires_grad=True)
+    ty = ref(tx, k, s, p)
+    dy = rng.standard_normal(tuple(ty.shape))
+    ty.backward(torch.tensor(dy))
+    xa = Arg(x)
+    np.testing.assert_allclose(layer(xa).value, ty.detach().numpy(), rtol=1e-5)
+    layer.output.grad = dy
+    layer.backward(lambda p: None)
+    np.testing.assert_allclose(xa.grad, tx.grad.numpy(), rtol=1e-5, atol=1e-12)
+
+
+def test_loss_parity(torch, rng):
+    F = torch.nn.functional
+    z = rng.standard_normal((6, 5))
+    ids = rng.integers(0, 5, 6)
+    tz = torch.tensor(z, requires_grad=True)
+    tl = F.cross_entropy(tz, torch.tensor(ids))
+    tl.backward()
+    za = Arg(z)
+    layer = SoftmaxCrossEntropy()
+    assert float(layer(za, Arg(ids=ids)).value) == pytest.approx(tl.item(), rel=1e-10)
+    layer.output.grad = np.ones(())
+    layer.backward(lambda p: None)
+    np.testing.assert_allclose(za.grad, tz.grad.numpy(), rtol=1e-5)
+
+    a, b = rng.standard_normal((2, 3, 4))
+    ta = torch.tensor(a, requires_grad=True)
+    tm = F.mse_loss(ta, torch.tensor(b))
+    tm.backward()
+    aa = Arg(a)
+    mse = MSELoss()
+    assert float(mse(aa, Arg(b, needs_grad=False)).value) == pytest.approx(tm.item(), rel=1e-10)
+    mse.output.grad = np.ones(())
+    mse.backward(lambda p: None)
+    np.testing.assert_allclose(aa.grad, ta.grad.numpy(), rtol=1e-5)
