@@ -11,8 +11,10 @@ transposed forward     ``conv_backward_data(x, w, out_shape)``
 transposed backward    ``conv_forward(dy, w, dw_from=x)`` -> dx, dw in one pass
 =====================  ==========================================================
 
-Every function splits the batch into chunks run on parallel threads (see ``parallel``); within
-a chunk all work is batched matrix products and strided copies, with no loop over samples.
+On cupy arrays the work goes to cuDNN when it is there (:mod:`distconv.kernels.cudnn`), else the
+same im2col code runs on the device. On the CPU every function splits the batch into chunks run
+on parallel threads (see ``parallel``); within a chunk all work is batched matrix products and
+strided copies, with no loop over samples.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.backend import get_array_module, is_gpu_array
+from distconv.kernels import cudnn
 from distconv.kernels.im2col import col2im, im2col_view
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry
@@ -63,6 +66,10 @@ def conv_forward(
     Returns:
         ``(y, dw)``: ``y`` of shape ``(N, O, *out)`` or None; ``dw`` of ``w``'s shape or None.
     """
+    if is_gpu_array(x) and cudnn.usable(x, w):
+        y = cudnn.conv_forward(x, w, geom) if want_y else None
+        dw = None if dw_from is None else cudnn.conv_backward_weight(x, dw_from, geom, w.shape)
+        return y, dw
     xp = get_array_module(x, w)
     out = geom.out_size(x.shape[2:])
     n, g = x.shape[0], geom.groups
@@ -94,6 +101,8 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         w: ``(O, C/groups, *k)``.
         x_shape: ``(N, C, *sp)``.
     """
+    if is_gpu_array(g) and cudnn.usable(g, w):
+        return cudnn.conv_backward_data(g, w, geom, x_shape)
     if _can_flip(geom) and geom.transpose_out_size(g.shape[2:]) == tuple(x_shape[2:]):
         return _conv_backward_data_by_flip(g, w, geom, x_shape)
     xp = get_array_module(g, w)

@@ -1,0 +1,60 @@
+"""Shared benchmark plumbing: timing, thread pinning, one process per library and thread count.
+
+PyTorch and numpy each bring a thread pool; in one process they fight over the cores, so every
+measurement runs in a fresh subprocess with the thread count fixed before any import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DISTCONV_NUM_THREADS")
+
+
+def best_ms(fn: Callable[[], object], repeat: int = 7, warmup: int = 2, budget_s: float = 20.0) -> float:
+    """The fastest of ``repeat`` timed calls in milliseconds (stops early past ``budget_s``)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+        if time.perf_counter() - start > budget_s and len(times) >= 2:
+            break
+    return min(times) * 1e3
+
+
+def run_worker(script: str, library: str, threads: int, extra: list[str] | None = None) -> dict:
+    """Run ``script --worker LIBRARY`` in a fresh process pinned to ``threads``; its JSON result."""
+    env = dict(os.environ)
+    for var in THREAD_VARS:
+        env[var] = str(threads)
+    cmd = [sys.executable, script, "--worker", library, "--threads", str(threads), *(extra or [])]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{library} worker failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def torch_available() -> bool:
+    try:
+        import importlib.util
+
+        return importlib.util.find_spec("torch") is not None
+    except Exception:
+        return False
+
+
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(f"{{:>{w}}}" for w in widths)
+    print(line.format(*header))
+    for r in rows:
+        print(line.format(*r))

@@ -1,0 +1,106 @@
+"""cuDNN convolutions through cupy, used for cupy arrays when cuDNN is there.
+
+Only :mod:`distconv.kernels.conv` calls this module, and only with cupy arrays, so nothing here
+runs (or imports cupy) on a CPU-only machine. ``DISTCONV_CUDNN=0`` turns it off, which makes the
+im2col code run on the device instead (useful to compare the two).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any
+
+from distconv.kernels.shape import ConvGeometry
+
+_FLOATS = ("float16", "float32", "float64")
+
+
+@lru_cache(maxsize=1)
+def _cudnn() -> Any:
+    try:
+        import cupyx.cudnn as cudnn
+        from cupy.cuda import cudnn as _lib  # noqa: F401  (raises when cuDNN is missing)
+    except Exception:
+        return None
+    return cudnn
+
+
+def usable(*arrays: Any) -> bool:
+    """Whether cuDNN can run a convolution on these (cupy) arrays."""
+    if os.environ.get("DISTCONV_CUDNN", "1") == "0":
+        return False
+    return _cudnn() is not None and all(a.dtype.name in _FLOATS for a in arrays)
+
+
+def _conv_args(geom: ConvGeometry) -> dict[str, Any]:
+    return {
+        "pad": geom.pad,
+        "stride": geom.stride,
+        "dilation": geom.dilation,
+        "groups": geom.groups,
+    }
+
+
+def conv_forward(x: Any, w: Any, geom: ConvGeometry) -> Any:
+    """``y = conv(x, w)`` by cuDNN; layouts as in :mod:`distconv.kernels.conv`."""
+    import cupy
+
+    y = cupy.empty((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])), dtype=x.dtype)
+    a = _conv_args(geom)
+    _cudnn().convolution_forward(
+        cupy.ascontiguousarray(x),
+        cupy.ascontiguousarray(w),
+        None,
+        y,
+        a["pad"],
+        a["stride"],
+        a["dilation"],
+        a["groups"],
+        auto_tune=True,
+        tensor_core="auto",
+    )
+    return y
+
+
+def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
+    """``col2im(w^T g)`` by cuDNN: a convolution's input gradient, a transposed forward."""
+    import cupy
+
+    dx = cupy.empty(tuple(x_shape), dtype=g.dtype)
+    a = _conv_args(geom)
+    _cudnn().convolution_backward_data(
+        cupy.ascontiguousarray(w),
+        cupy.ascontiguousarray(g),
+        None,
+        dx,
+        a["pad"],
+        a["stride"],
+        a["dilation"],
+        a["groups"],
+        deterministic=False,
+        auto_tune=True,
+        tensor_core="auto",
+    )
+    return dx
+
+
+def conv_backward_weight(x: Any, g: Any, geom: ConvGeometry, w_shape: tuple[int, ...]) -> Any:
+    """``sum_n g_n @ col(x_n)^T`` by cuDNN: the weight gradient of ``y = conv(x, w)``."""
+    import cupy
+
+    dw = cupy.empty(tuple(w_shape), dtype=x.dtype)
+    a = _conv_args(geom)
+    _cudnn().convolution_backward_filter(
+        cupy.ascontiguousarray(x),
+        cupy.ascontiguousarray(g),
+        dw,
+        a["pad"],
+        a["stride"],
+        a["dilation"],
+        a["groups"],
+        deterministic=False,
+        auto_tune=True,
+        tensor_core="auto",
+    )
+    return dw
