@@ -29,9 +29,7 @@ def test_conv2d_gradients(rng, k, s, p, d, g, bias, act):
 
 @pytest.mark.parametrize("k,s,p,d,g,bias,act", OPTIONS)
 def test_conv_transpose2d_gradients(rng, k, s, p, d, g, bias, act):
-    layer = ConvTranspose2D(
-        4, 8, k, s, p, d, g, bias=bias, act=act, input_size=(5, 4), dtype=F64
-    )
+    layer = ConvTranspose2D(4, 8, k, s, p, d, g, bias=bias, act=act, input_size=(5, 4), dtype=F64)
     x = Arg(rng.standard_normal((2, 4, 5, 4)))
     assert check_layer_grad(layer, [x]).worst < 1e-6
 
@@ -73,13 +71,17 @@ def test_input_without_gradient_is_left_alone(rng):
 # -- errors -------------------------------------------------------------------------------------
 def test_wrong_channel_count_names_layer_and_shapes():
     layer = Conv2D(3, 4, 3, name="conv1")
-    with pytest.raises(LayerError, match=r"Conv2D 'conv1': expected 3 input channels, got 4 .*\(2, 4, 8, 8\)"):
+    with pytest.raises(
+        LayerError, match=r"Conv2D 'conv1': expected 3 input channels, got 4 .*\(2, 4, 8, 8\)"
+    ):
         layer(Arg(np.zeros((2, 4, 8, 8), np.float32)))
 
 
 def test_kernel_larger_than_padded_input():
     layer = Conv2D(1, 1, 5, padding=1, name="c")
-    with pytest.raises(LayerError, match=r"kernel \(5, 5\).*larger than the input \(2, 2\) padded by \(1, 1\)"):
+    with pytest.raises(
+        LayerError, match=r"kernel \(5, 5\).*larger than the input \(2, 2\) padded by \(1, 1\)"
+    ):
         layer(Arg(np.zeros((1, 1, 2, 2), np.float32)))
 
 
@@ -121,9 +123,12 @@ PARITY = [(3, 1, 1, 1, 1), (3, 2, 1, 1, 2), (5, 2, 2, 2, 1), (3, 1, 1, 1, 6)]
 def test_parity_with_pytorch(torch, rng, k, s, p, d, g, nd, transposed):
     import torch.nn.functional as F
 
-    cls = {(2, False): Conv2D, (2, True): ConvTranspose2D, (3, False): Conv3D, (3, True): ConvTranspose3D}[
-        (nd, transposed)
-    ]
+    cls = {
+        (2, False): Conv2D,
+        (2, True): ConvTranspose2D,
+        (3, False): Conv3D,
+        (3, True): ConvTranspose3D,
+    }[(nd, transposed)]
     layer = cls(6, 12, k, s, p, d, g, dtype=F64)
     layer.bias.value[...] = rng.standard_normal(12)
     size = (9,) * nd if nd == 2 else (6,) * nd

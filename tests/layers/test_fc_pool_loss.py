@@ -33,7 +33,10 @@ def test_fully_connected_flattens_images(rng):
 
 
 def test_fully_connected_wrong_width():
-    with pytest.raises(LayerError, match=r"FullyConnected 'fc': expected 10 features per sample, got input shape \(2, 9\)"):
+    with pytest.raises(
+        LayerError,
+        match=r"FullyConnected 'fc': expected 10 features per sample, got input shape \(2, 9\)",
+    ):
         FullyConnected(10, 3, name="fc")(Arg(np.zeros((2, 9), np.float32)))
 
 
@@ -107,7 +110,9 @@ def test_linear_parity(torch, rng):
     np.testing.assert_allclose(layer.bias.grad, tb.grad.numpy(), rtol=1e-5)
 
 
-@pytest.mark.parametrize("kind,k,s,p", [("max", 2, 2, 0), ("max", 3, 2, 1), ("avg", 3, 2, 1), ("avg", 2, 1, 0)])
+@pytest.mark.parametrize(
+    "kind,k,s,p", [("max", 2, 2, 0), ("max", 3, 2, 1), ("avg", 3, 2, 1), ("avg", 2, 1, 0)]
+)
 def test_pool_parity(torch, rng, kind, k, s, p):
     F = torch.nn.functional
     x = rng.standard_normal((2, 3, 7, 7))

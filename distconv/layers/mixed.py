@@ -1,0 +1,248 @@
+"""Layers built from projections and operators: Mixed (and the base Concatenate2 shares).
+
+:class:`ProjectionLayer` holds the machinery: it adopts one projection per input (their
+parameters become its own, named ``"<layer>.proj<i>.weight"``), starts the output at zero, lets
+every projection and operator add into its columns, adds a bias (per column, or per channel for
+convolution projections) and applies the activation. Backward follows Paddle's
+``MixedLayer::backward``: activation, bias (``inc_update``), each projection's backward (each
+fires its own ``inc_update``), then each operator's.
+
+Subclasses only decide which columns each projection writes (:meth:`ProjectionLayer._layout`)
+and how a shared bias finds its channels (:meth:`ProjectionLayer._bias_channels`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from distconv.arg import Arg
+from distconv.backend import get_array_module
+from distconv.init import initialize
+from distconv.kernels.activation import ActivationFunction
+from distconv.layers.base import Layer
+from distconv.layers.operator import Operator
+from distconv.layers.projection import LayerPart, Projection
+from distconv.parameter import Parameter, UpdateCallback
+
+
+class ProjectionLayer(Layer):
+    """Base of layers whose output is a sum of projections (and operators) of their inputs.
+
+    Args:
+        projections: one per input, in input order; None for an input only operators read.
+        operators: operators over the inputs (Mixed only).
+        bias: add a trainable bias.
+        shared_bias: one bias per output channel instead of per column; every part must then
+            be a convolution.
+        act: activation applied last.
+        dtype: dtype of the bias (and of the output when no input or parameter fixes it).
+        name: layer name.
+
+    Attributes:
+        projections: the adopted projections (their parameters are this layer's).
+        operators: the adopted operators.
+        size: output columns.
+        columns: the output columns each projection writes (a slice, or None).
+        bias: ``(size,)``, ``(channels,)`` when shared, or None.
+    """
+
+    #: whether an input may come without a projection (read by operators only)
+    projection_optional = True
+
+    def __init__(
+        self,
+        projections: Sequence[Projection | None],
+        operators: Sequence[Operator] = (),
+        *,
+        bias: bool = False,
+        shared_bias: bool = False,
+        act: str | ActivationFunction | None = None,
+        dtype: Any = np.float32,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(act=act, name=name)
+        self.projections = list(projections)
+        self.operators = list(operators)
+        if not self.projections:
+            raise self.fail("needs at least one input (one projection, or None, per input)")
+        self.num_inputs = len(self.projections)
+        self.dtype = np.dtype(dtype)
+        self._adopt_parts()
+        self._check_inputs_used()
+        self.size, self.columns = self._layout()
+        self.shared_bias = bool(shared_bias)
+        self.bias = self._make_bias() if bias else None
+
+    # -- construction --------------------------------------------------------------------------
+    def _adopt_parts(self) -> None:
+        """Attach every projection (``proj<i>``) and operator (``op<i>``) to this layer."""
+        for i, proj in enumerate(self.projections):
+            if proj is None:  # an input only operators read
+                if not self.projection_optional:
+                    raise self.fail(f"input {i} needs a projection")
+                continue
+            self._adopt(proj, Projection, f"proj{i}")
+        for i, op in enumerate(self.operators):
+            self._adopt(op, Operator, f"op{i}")
+
+    def _adopt(self, part: LayerPart, cls: type, key: str) -> None:
+        if not isinstance(part, cls):
+            raise self.fail(f"{key} must be a {cls.__name__}, got {type(part).__name__}")
+        part.attach(self, key)
+
+    def _check_inputs_used(self) -> None:
+        n = self.num_inputs
+        used = {i for i, p in enumerate(self.projections) if p is not None}
+        for op in self.operators:
+            bad = [i for i in op.input_indices if i >= n]
+            if bad:
+                raise self.fail(f"{op.label} reads input(s) {bad}, but the layer has {n} inputs")
+            used.update(op.input_indices)
+        unused = sorted(set(range(n)) - used)
+        if unused:
+            raise self.fail(f"input(s) {unused} have no projection and no operator reads them")
+
+    def _layout(self) -> tuple[int, list[slice | None]]:
+        """``(size, columns)``: output columns, and the slice each projection writes."""
+        raise NotImplementedError
+
+    def _parts(self) -> list[LayerPart]:
+        return [p for p in self.projections if p is not None] + self.operators
+
+    def _conv_parts(self) -> list[LayerPart]:
+        """Every part, checked to be a convolution (what a shared bias needs)."""
+        parts = self._parts()
+        for part in parts:
+            if not hasattr(part, "out_channels"):
+                raise self.fail(
+                    f"shared_bias needs convolution projections/operators; {part.label} is not one"
+                )
+        return parts
+
+    def _bias_channels(self) -> int:
+        """Channels of the output, for a shared bias."""
+        raise NotImplementedError
+
+    def _make_bias(self) -> Parameter:
+        shape = (self._bias_channels(),) if self.shared_bias else (self.size,)
+        return self.new_param("bias", initialize("zero", shape, 1, 1, self.dtype))
+
+    # -- forward / backward --------------------------------------------------------------------
+    def _new_output(self, inputs: tuple[Arg, ...]) -> Any:
+        rows = [a.batch_size for a in inputs]
+        if len(set(rows)) > 1:
+            raise self.fail(f"inputs have different numbers of rows: {rows}")
+        arrays = [a.value for a in inputs if a.value is not None]
+        arrays += [p.value for p in self.parameters()]
+        floats = [a.dtype for a in arrays if a.dtype.kind == "f"]
+        dtype = np.result_type(*floats) if floats else self.dtype
+        return get_array_module(*arrays).zeros((rows[0], self.size), dtype=dtype)
+
+    def _forward(self, *inputs: Arg) -> Any:
+        out = self._new_output(inputs)
+        for proj, arg, cols in zip(self.projections, inputs, self.columns):
+            if proj is not None:
+                proj.forward(arg, out[:, cols])
+        for op in self.operators:
+            op.forward([inputs[i] for i in op.input_indices], out)
+        if self.bias is not None:
+            b = self.bias.value
+            if self.shared_bias:
+                channels = out.reshape(out.shape[0], b.shape[0], -1)  # a view: out is fresh
+                channels += b[:, None]
+            else:
+                out += b
+        return out
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        if self.bias is not None:
+            if not self.bias.static:
+                c = self.bias.shape[0]
+                axes = (0, 2) if self.shared_bias else 0
+                self.bias.grad += dz.reshape(dz.shape[0], c, -1).sum(axis=axes).reshape(c)
+            self.bias.inc_update(callback)
+        for proj, arg, cols in zip(self.projections, self.inputs, self.columns):
+            if proj is not None:
+                proj.backward(arg, dz[:, cols], callback)
+        for op in self.operators:
+            op.backward([self.inputs[i] for i in op.input_indices], dz)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(repr(p) for p in self._parts())
+        return f"{self.label}(size={getattr(self, 'size', '?')}, [{parts}], act={self.act})"
+
+
+class Mixed(ProjectionLayer):
+    """Sum of projections and operators of the inputs, plus bias, then activation.
+
+    Paddle's ``MixedLayer``: every projection and operator adds into the whole output.
+
+    Args:
+        projections: one per input, in input order; None for an input only operators read.
+        operators: operators (e.g. :class:`~distconv.layers.operator.DotMulOperator`) over the
+            inputs named by their ``input_indices``.
+        size: output columns; by default the common ``out_width`` of the parts.
+        bias: add a trainable bias.
+        shared_bias: one bias per output channel (convolution parts only).
+        act: activation.
+        dtype: bias dtype.
+        name: layer name.
+
+    Shape:
+        - Inputs: whatever each projection / operator reads, all with ``N`` rows.
+        - Output: ``(N, size)``; sequence offsets pass through from the first input.
+
+    Attributes:
+        bias: ``(size,)``, ``(out_channels,)`` when shared, or None.
+
+    Example:
+        >>> emb = Mixed([TableProjection(vocab, 32)])
+        >>> ctx = Mixed([ContextProjection(32, context_length=3)], bias=True, act="tanh")
+    """
+
+    def __init__(
+        self,
+        projections: Sequence[Projection | None],
+        operators: Sequence[Operator] = (),
+        size: int | None = None,
+        *,
+        bias: bool = False,
+        shared_bias: bool = False,
+        act: str | ActivationFunction | None = None,
+        dtype: Any = np.float32,
+        name: str | None = None,
+    ) -> None:
+        self._requested_size = size
+        super().__init__(
+            projections,
+            operators,
+            bias=bias,
+            shared_bias=shared_bias,
+            act=act,
+            dtype=dtype,
+            name=name,
+        )
+
+    def _layout(self) -> tuple[int, list[slice | None]]:
+        widths = [(p.label, p.out_width) for p in self._parts() if p.out_width is not None]
+        size = self._requested_size
+        if size is None:
+            if not widths:
+                raise self.fail("give size: no projection or operator fixes the output width")
+            size = widths[0][1]
+        if size < 1:
+            raise self.fail(f"size={size} must be >= 1")
+        for label, w in widths:
+            if w != size:
+                raise self.fail(f"{label} writes {w} columns, but the layer's size is {size}")
+        full = slice(None)
+        return size, [None if p is None else full for p in self.projections]
+
+    def _bias_channels(self) -> int:
+        channels = {p.out_channels for p in self._conv_parts()}
+        if len(channels) > 1:
+            raise self.fail(f"shared_bias needs one channel count, parts have {sorted(channels)}")
+        return channels.pop()

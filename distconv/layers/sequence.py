@@ -1,0 +1,153 @@
+"""Sequence layers: :class:`SequenceConcat`, and the offset arithmetic sequence layers share.
+
+A sequence batch is rows plus ``seq_starts`` (``n_seqs + 1`` row offsets). The helpers here turn
+offsets into per-row facts with array operations (no loop over sequences), so that they run on
+numpy and cupy alike; :func:`segment_ids` is also how CSR selections are expanded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distconv.arg import Arg
+from distconv.backend import get_array_module
+from distconv.init import initialize
+from distconv.kernels.activation import ActivationFunction
+from distconv.layers.base import Layer, grad_target
+from distconv.parameter import UpdateCallback
+
+
+def segment_ids(starts: Any, total: int) -> Any:
+    """The segment each of ``total`` rows belongs to, given ``n + 1`` offsets.
+
+    ``segment_ids([0, 2, 2, 5], 5) == [0, 0, 2, 2, 2]``: empty segments own no row. A binary
+    search rather than ``repeat(arange(n), lengths)``, because cupy's ``repeat`` wants the
+    lengths on the host.
+    """
+    xp = get_array_module(starts)
+    return xp.searchsorted(starts, xp.arange(total), side="right") - 1
+
+
+def check_offsets(layer: Layer, starts: Any, rows: int, what: str, xp: Any = np) -> Any:
+    """``starts`` as an int array (of module ``xp``) of offsets into ``rows`` rows.
+
+    Offsets must begin at 0, end at ``rows`` and never decrease; otherwise a LayerError from
+    ``layer`` naming ``what``.
+    """
+    if starts is None:
+        raise layer.fail(f"{what} has no seq_starts; a sequence input needs them")
+    starts = xp.asarray(starts)
+    if starts.ndim != 1 or len(starts) < 1 or starts.dtype.kind not in "iu":
+        raise layer.fail(
+            f"{what}: seq_starts must be a 1-D integer array of n + 1 offsets, got "
+            f"shape {tuple(starts.shape)} dtype {starts.dtype}"
+        )
+    first, last = int(starts[0]), int(starts[-1])
+    if first != 0 or last != rows or bool((starts[1:] < starts[:-1]).any()):
+        raise layer.fail(
+            f"{what}: seq_starts must rise from 0 to the row count {rows}, got {_preview(starts)}"
+        )
+    return starts
+
+
+def _preview(a: Any, n: int = 8) -> str:
+    """A short text form of an index array for error messages."""
+    head = [int(v) for v in a[:n].tolist()]
+    return f"{head}{' ...' if len(a) > n else ''} (length {len(a)})"
+
+
+class SequenceConcat(Layer):
+    """Concatenate two sequence batches sequence by sequence: ``a0 b0 a1 b1 ...``.
+
+    Paddle's ``SequenceConcatLayer``: input ``a`` and input ``b`` hold the same number of
+    sequences of rows of the same width; output sequence ``i`` is sequence ``i`` of ``a``
+    followed by sequence ``i`` of ``b``. The row order is a permutation built once per forward
+    from the offsets with array operations; backward routes each row of the output gradient
+    back to the row it came from.
+
+    Args:
+        width: the row width; checked against the inputs when given, required with a bias.
+        bias: add one learned value per column.
+        act: activation applied to the output.
+        dtype: the bias dtype.
+        name: layer name.
+
+    Shape:
+        - Inputs: ``a`` ``(Na, width)`` with ``seq_starts`` of ``n + 1`` offsets, ``b``
+          ``(Nb, width)`` with ``n + 1`` offsets.
+        - Output: ``(Na + Nb, width)``; ``seq_starts = a.seq_starts + b.seq_starts``.
+
+    Attributes:
+        bias: ``(width,)`` or None.
+    """
+
+    num_inputs = 2
+
+    def __init__(
+        self,
+        width: int | None = None,
+        bias: bool = False,
+        act: str | ActivationFunction | None = None,
+        *,
+        dtype: Any = np.float32,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(act=act, name=name)
+        if width is not None and width < 1:
+            raise self.fail(f"width={width} must be >= 1")
+        if bias and width is None:
+            raise self.fail("a bias needs width (one bias value per column)")
+        self.width = width
+        self.bias = (
+            self.new_param("bias", initialize("zero", (width,), 1, 1, dtype)) if bias else None
+        )
+
+    def _check(self, a: Arg, b: Arg) -> tuple[Any, Any]:
+        for what, x in (("input 0", a), ("input 1", b)):
+            if x.value is None or x.value.ndim != 2:
+                shape = None if x.value is None else tuple(x.value.shape)
+                raise self.fail(f"{what} must hold rows of shape (N, width), got {shape}")
+        wa, wb = a.value.shape[1], b.value.shape[1]
+        if wa != wb or (self.width is not None and wa != self.width):
+            want = f" (built for width {self.width})" if self.width is not None else ""
+            raise self.fail(f"inputs differ in width: {wa} and {wb}{want}")
+        xp = get_array_module(a.value)
+        sa = check_offsets(self, a.seq_starts, a.value.shape[0], "input 0", xp)
+        sb = check_offsets(self, b.seq_starts, b.value.shape[0], "input 1", xp)
+        if len(sa) != len(sb):
+            raise self.fail(
+                f"inputs hold different numbers of sequences: {len(sa) - 1} and {len(sb) - 1}"
+            )
+        return sa, sb
+
+    def _forward(self, a: Arg, b: Arg) -> Any:
+        sa, sb = self._check(a, b)
+        xp = get_array_module(a.value)
+        na, nb = a.value.shape[0], b.value.shape[0]
+        # Row j of sequence i of ``a`` lands after the i earlier b-sequences: j + sb[i]; row j of
+        # sequence i of ``b`` lands after a's first i + 1 sequences: j + sa[i + 1].
+        self._pos_a = xp.arange(na) + sb[segment_ids(sa, na)]
+        self._pos_b = xp.arange(nb) + sa[segment_ids(sb, nb) + 1]
+        self._starts = sa + sb
+        y = xp.empty((na + nb, a.value.shape[1]), dtype=xp.result_type(a.value, b.value))
+        y[self._pos_a] = a.value
+        y[self._pos_b] = b.value
+        if self.bias is not None:
+            y += self.bias.value
+        return y
+
+    def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
+        return Arg(y, seq_starts=self._starts)
+
+    def _backward(self, dz: Any, callback: UpdateCallback) -> None:
+        if self.bias is not None:
+            if not self.bias.static:
+                self.bias.grad += dz.sum(axis=0)
+            self.bias.inc_update(callback)
+        xp = get_array_module(dz)
+        for x, pos in zip(self.inputs, (self._pos_a, self._pos_b)):
+            dx = grad_target(x)
+            if dx is not None:
+                dx += xp.take(dz, pos, axis=0)
