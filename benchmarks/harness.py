@@ -16,7 +16,9 @@ from collections.abc import Callable
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DISTCONV_NUM_THREADS")
 
 
-def best_ms(fn: Callable[[], object], repeat: int = 7, warmup: int = 2, budget_s: float = 20.0) -> float:
+def best_ms(
+    fn: Callable[[], object], repeat: int = 7, warmup: int = 2, budget_s: float = 20.0
+) -> float:
     """The fastest of ``repeat`` timed calls in milliseconds (stops early past ``budget_s``)."""
     for _ in range(warmup):
         fn()

@@ -49,7 +49,10 @@ def _shared_net(rng):
     first = net.add("fc1", FullyConnected(4, 4, act="tanh", dtype=np.float64), inputs="x")
     net.add("fc2", FullyConnected(4, 4, weight=first.weight, dtype=np.float64), inputs="fc1")
     net.add("loss", SoftmaxCrossEntropy(), inputs=["fc2", "label"])
-    feeds = {"x": Arg(rng.standard_normal((3, 4)), needs_grad=False), "label": Arg(ids=np.array([0, 1, 3]))}
+    feeds = {
+        "x": Arg(rng.standard_normal((3, 4)), needs_grad=False),
+        "label": Arg(ids=np.array([0, 1, 3])),
+    }
     return net, first, feeds
 
 
@@ -102,7 +105,9 @@ def test_network_dag_with_two_inputs_and_topological_order(rng):
     net.add("conv", Conv2D(1, 6, 2, dtype=np.float64), inputs="image")
     assert net.order() == ["conv", "fc", "loss"]
     assert net.feed_names == ["image", "label"]
-    out = net.forward({"image": rng.standard_normal((2, 1, 2, 2)), "label": Arg(ids=np.array([1, 2]))})
+    out = net.forward(
+        {"image": rng.standard_normal((2, 1, 2, 2)), "label": Arg(ids=np.array([1, 2]))}
+    )
     assert out["fc"].shape == (2, 3) and out["loss"].shape == ()
 
 

@@ -9,7 +9,14 @@ import pytest
 
 from distconv import Arg
 from distconv.backend import BackendError, set_device, to_host
-from distconv.layers import Conv2D, Conv3D, ConvTranspose2D, ConvTranspose3D, FullyConnected, MaxPool2D
+from distconv.layers import (
+    Conv2D,
+    Conv3D,
+    ConvTranspose2D,
+    ConvTranspose3D,
+    FullyConnected,
+    MaxPool2D,
+)
 
 pytestmark = pytest.mark.gpu
 

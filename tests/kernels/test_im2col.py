@@ -41,7 +41,13 @@ def test_seed_im2col_column_layout():
 
 @pytest.mark.parametrize(
     "nd,k,s,p,d",
-    [(2, 3, 1, 1, 1), (2, 3, 2, 0, 1), (2, 2, 3, 1, 2), (3, 3, 2, 1, 1), (3, (1, 2, 3), (2, 1, 1), (0, 1, 1), (1, 2, 1))],
+    [
+        (2, 3, 1, 1, 1),
+        (2, 3, 2, 0, 1),
+        (2, 2, 3, 1, 2),
+        (3, 3, 2, 1, 1),
+        (3, (1, 2, 3), (2, 1, 1), (0, 1, 1), (1, 2, 1)),
+    ],
 )
 def test_col2im_is_the_adjoint_of_im2col(rng, nd, k, s, p, d):
     geom = ConvGeometry.make(nd, k, s, p, d)
@@ -73,7 +79,9 @@ def test_geometry_rejects_bad_arguments():
         im2col(np.zeros((1, 1, 2, 2)), ConvGeometry.make(2, 3))
 
 
-@pytest.mark.parametrize("stride,pad,dil,groups", [(1, 1, 1, 1), (1, 2, 2, 2), (2, 1, 1, 2), (1, 0, 1, 4)])
+@pytest.mark.parametrize(
+    "stride,pad,dil,groups", [(1, 1, 1, 1), (1, 2, 2, 2), (2, 1, 1, 2), (1, 0, 1, 4)]
+)
 def test_stride1_flip_path_equals_col2im_path(rng, stride, pad, dil, groups):
     # conv_backward_data takes a flipped-kernel convolution at stride 1; both must agree
     geom = ConvGeometry.make(2, 3, stride, pad, dil, groups)

@@ -1,0 +1,297 @@
+"""Data sets and the batches each worker trains on.
+
+Images are float32 NCHW in [0, 1] on the host, labels int64. Three sources: scikit-learn's bundled
+handwritten digits (8x8, no download), MNIST from its four IDX files, and a synthetic set for
+tests. :func:`batches` shuffles by ``(seed, epoch)`` alone, so a resumed run sees exactly the
+batches an uninterrupted one would, and hands each of ``world_size`` workers a disjoint shard.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DATASETS = ("digits", "mnist", "synthetic")
+
+
+class DataError(ValueError):
+    """Unreadable, malformed or non-finite data; the message names the file or the array."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Images and their labels, checked on construction.
+
+    Args:
+        x: float images, shape (N, C, H, W).
+        y: integer labels in ``[0, num_classes)``, shape (N,).
+        num_classes: number of classes; inferred as ``max(y) + 1`` when omitted.
+        name: what error messages call this data set.
+
+    Raises:
+        DataError: mismatched lengths, a wrong rank or dtype, NaN or infinity in ``x``, or a label
+            out of range.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    num_classes: int = 0
+    name: str = "dataset"
+
+    def __post_init__(self) -> None:
+        x, y = self.x, self.y
+        if x.ndim != 4 or x.dtype.kind != "f":
+            raise DataError(f"{self.name}: images must be float NCHW, got {x.dtype} {x.shape}")
+        if y.ndim != 1 or y.dtype.kind not in "iu" or len(y) != len(x):
+            raise DataError(
+                f"{self.name}: labels must be integers of shape ({len(x)},), "
+                f"got {y.dtype} {y.shape}"
+            )
+        bad = int(np.count_nonzero(~np.isfinite(x)))
+        if bad:
+            raise DataError(f"{self.name}: images hold {bad} NaN or infinite values")
+        if self.num_classes <= 0:
+            object.__setattr__(self, "num_classes", int(y.max()) + 1 if len(y) else 0)
+        if len(y) and (y.min() < 0 or y.max() >= self.num_classes):
+            raise DataError(
+                f"{self.name}: labels must lie in [0, {self.num_classes}), "
+                f"got [{y.min()}, {y.max()}]"
+            )
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(C, H, W) of one image."""
+        return tuple(self.x.shape[1:])
+
+    def subset(self, index: np.ndarray, name: str | None = None) -> Dataset:
+        """The examples at ``index`` (an index array or a boolean mask), as a new data set."""
+        return Dataset(self.x[index], self.y[index], self.num_classes, name or self.name)
+
+
+# -- splits and batches ----------------------------------------------------------------------
+
+
+def split(dataset: Dataset, test_fraction: float, seed: int) -> tuple[Dataset, Dataset]:
+    """A stratified, seeded split into (train, test).
+
+    The test set gets ``round(test_fraction * N)`` examples, each class within one of its share,
+    chosen by a permutation drawn from ``seed``.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    n = len(dataset)
+    perm = np.random.default_rng(seed).permutation(n)
+    # A stable sort of the shuffled labels groups each class in shuffled order. An example's
+    # rank within its class, over the class size, spreads every class evenly over [0, 1); the
+    # lowest positions overall form the test set, which keeps proportions and the exact total.
+    order = perm[np.argsort(dataset.y[perm], kind="stable")]
+    counts = np.bincount(dataset.y, minlength=dataset.num_classes)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    labels = dataset.y[order]
+    position = (np.arange(n) - starts[labels] + 0.5) / counts[labels]
+    in_test = np.zeros(n, dtype=bool)
+    in_test[order[np.argsort(position, kind="stable")[: round(test_fraction * n)]]] = True
+    return (
+        dataset.subset(~in_test, f"{dataset.name} train"),
+        dataset.subset(in_test, f"{dataset.name} test"),
+    )
+
+
+def shard_indices(
+    n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1), shuffle: bool = True
+) -> np.ndarray:
+    """The example indices worker ``shard = (rank, world_size)`` visits in ``epoch``.
+
+    The permutation depends only on ``(seed, epoch)``. Every worker gets ``n // world_size``
+    examples, so all take the same number of steps (synchronous training needs that); the few
+    left over differ from epoch to epoch, so none is skipped for good.
+    """
+    rank, world = shard
+    if not (world >= 1 and 0 <= rank < world):
+        raise ValueError(
+            f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}"
+        )
+    if n < world:
+        raise ValueError(f"{n} examples cannot be shared among {world} workers")
+    perm = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
+    per_worker = n // world
+    return perm[rank * per_worker : (rank + 1) * per_worker]
+
+
+def batches(
+    dataset: Dataset,
+    batch_size: int,
+    seed: int = 0,
+    epoch: int = 0,
+    shard: tuple[int, int] = (0, 1),
+    *,
+    shuffle: bool = True,
+    drop_last: bool = False,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield ``(images, labels)`` batches of this worker's shard for one epoch.
+
+    Args:
+        dataset: the data set.
+        batch_size: examples per batch on this worker.
+        seed: with ``epoch``, the only input to the shuffle.
+        epoch: the epoch number (0-based).
+        shard: ``(rank, world_size)``; workers of one job get disjoint examples.
+        shuffle: False keeps the data set's order (evaluation).
+        drop_last: skip a last batch smaller than ``batch_size``.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    index = shard_indices(len(dataset), seed, epoch, shard, shuffle)
+    stop = len(index) - len(index) % batch_size if drop_last else len(index)
+    for start in range(0, stop, batch_size):
+        i = index[start : start + batch_size]
+        yield dataset.x[i], dataset.y[i]
+
+
+def num_batches(n: int, batch_size: int, world_size: int = 1, *, drop_last: bool = False) -> int:
+    """How many batches :func:`batches` yields per worker per epoch."""
+    per_worker = n // world_size
+    return per_worker // batch_size if drop_last else -(-per_worker // batch_size)
+
+
+# -- sources ---------------------------------------------------------------------------------
+
+
+def load_digits(test_fraction: float = 0.2, seed: int = 0) -> tuple[Dataset, Dataset]:
+    """scikit-learn's 1797 handwritten digits as (train, test), images (N, 1, 8, 8) in [0, 1].
+
+    The data ship with scikit-learn; nothing is downloaded. The split is stratified by class
+    and seeded.
+    """
+    from sklearn.datasets import load_digits as sk_load_digits  # heavy; only when asked for
+
+    raw = sk_load_digits()
+    x = (raw.images.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)  # pixel values are 0..16
+    full = Dataset(x, raw.target.astype(np.int64), 10, "digits")
+    return split(full, test_fraction, seed)
+
+
+MNIST_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+_IDX_UBYTE = 0x08  # IDX type code of unsigned bytes, the only one MNIST uses
+
+
+def load_mnist(directory: str | os.PathLike) -> tuple[Dataset, Dataset]:
+    """MNIST as (train, test) from the four IDX files in ``directory``, gzipped or not.
+
+    Images become (N, 1, 28, 28) float32 in [0, 1].
+
+    Raises:
+        DataError: the directory or a file is missing, or a file is not a valid IDX file of the
+            expected kind (the message names the file).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DataError(f"MNIST directory {directory} does not exist")
+    parts = []
+    for split_name, (image_file, label_file) in MNIST_FILES.items():
+        images = read_idx(_find(directory, image_file), ndim=3)
+        labels = read_idx(_find(directory, label_file), ndim=1)
+        if len(images) != len(labels):
+            raise DataError(
+                f"{directory}: {image_file} holds {len(images)} images but {label_file} holds "
+                f"{len(labels)} labels"
+            )
+        x = (images.astype(np.float32) / 255.0)[:, None]
+        parts.append(Dataset(x, labels.astype(np.int64), 10, f"mnist {split_name}"))
+    return parts[0], parts[1]
+
+
+def _find(directory: Path, name: str) -> Path:
+    for candidate in (directory / name, directory / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise DataError(f"{directory}: neither {name} nor {name}.gz exists")
+
+
+def read_idx(path: str | os.PathLike, ndim: int | None = None) -> np.ndarray:
+    """An IDX file of unsigned bytes (``.gz`` accepted) as a uint8 array.
+
+    Raises:
+        DataError: bad magic number, wrong number of dimensions, or a size that does not match
+            the header; the message names the file.
+    """
+    path = Path(path)
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path}: cannot read: {exc}") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != _IDX_UBYTE:
+        raise DataError(
+            f"{path}: not an IDX file of unsigned bytes (magic number {raw[:4].hex() or 'missing'},"
+            f" expected 000008xx)"
+        )
+    dims = raw[3]
+    if ndim is not None and dims != ndim:
+        raise DataError(f"{path}: expected {ndim} dimension(s), the header says {dims}")
+    header = 4 + 4 * dims
+    if len(raw) < header:
+        raise DataError(f"{path}: truncated header ({len(raw)} bytes)")
+    shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", dims, 4))
+    expected = header + int(np.prod(shape))
+    if len(raw) != expected:
+        raise DataError(
+            f"{path}: size {len(raw)} bytes does not match shape {shape} "
+            f"({expected} bytes expected)"
+        )
+    return np.frombuffer(raw, np.uint8, offset=header).reshape(shape)
+
+
+def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Write a uint8 array as an IDX file (gzipped when ``path`` ends in ``.gz``)."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    header = bytes([0, 0, _IDX_UBYTE, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as f:
+        f.write(header + array.tobytes())
+
+
+def synthetic(
+    n: int = 512,
+    image_shape: tuple[int, int, int] = (1, 8, 8),
+    num_classes: int = 4,
+    noise: float = 0.3,
+    seed: int = 0,
+) -> Dataset:
+    """A learnable data set for tests: each class is a fixed random pattern plus noise.
+
+    Labels cycle through the classes, so every class has ``n // num_classes`` or one more
+    example. Values are clipped to [0, 1] like real images.
+    """
+    rng = np.random.default_rng(seed)
+    patterns = rng.random((num_classes, *image_shape))
+    y = np.arange(n, dtype=np.int64) % num_classes
+    x = patterns[y] + noise * rng.standard_normal((n, *image_shape))
+    return Dataset(np.clip(x, 0.0, 1.0).astype(np.float32), y, num_classes, "synthetic")
+
+
+def load_dataset(
+    name: str, data_dir: str | os.PathLike | None = None, seed: int = 0
+) -> tuple[Dataset, Dataset]:
+    """(train, test) for a data set named on the command line: digits, mnist or synthetic."""
+    if name == "digits":
+        return load_digits(seed=seed)
+    if name == "mnist":
+        if data_dir is None:
+            raise DataError("the mnist data set needs a directory (--data-dir) with its IDX files")
+        return load_mnist(data_dir)
+    if name == "synthetic":
+        return split(synthetic(seed=seed), 0.25, seed)
+    raise DataError(f"unknown data set {name!r}; choose one of {list(DATASETS)}")

@@ -1,0 +1,55 @@
+"""Ready-made networks. Each takes the input shape, so one definition serves several data sets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from distconv.layers.conv import Conv2D
+from distconv.layers.fc import FullyConnected
+from distconv.layers.loss import SoftmaxCrossEntropy
+from distconv.layers.pool import MaxPool2D
+from distconv.network import Network
+
+#: the names of the feeds every classifier here reads
+IMAGE, LABEL = "image", "label"
+
+
+def lenet(
+    image_shape: Sequence[int] = (1, 8, 8),
+    num_classes: int = 10,
+    channels: Sequence[int] = (16, 32),
+    hidden: int = 128,
+) -> Network:
+    """A LeNet-style classifier: two conv/relu/max-pool stages, two fully connected layers.
+
+    ``conv 3x3 pad 1 -> relu -> maxpool 2`` twice, then ``fc -> relu -> fc`` and a softmax
+    cross-entropy loss. The padding keeps the size through each convolution and each pool halves
+    it, so 8x8 digits reach the classifier as 2x2 and 28x28 MNIST as 7x7.
+
+    Args:
+        image_shape: (C, H, W) of one input image.
+        num_classes: outputs of the last layer.
+        channels: output channels of the two convolutions.
+        hidden: width of the hidden fully connected layer.
+
+    Returns:
+        A network fed ``"image"`` (an ``(N, C, H, W)`` Arg) and ``"label"`` (an Arg whose
+        ``ids`` are the classes), with layers ``conv1, pool1, conv2, pool2, fc1, fc2, loss``.
+    """
+    c, h, w = image_shape
+    net = Network()
+    size = (h, w)
+    prev, in_ch = IMAGE, c
+    for i, out_ch in enumerate(channels, start=1):
+        conv = net.add(f"conv{i}", Conv2D(in_ch, out_ch, 3, padding=1, act="relu"), prev)
+        pool = net.add(f"pool{i}", MaxPool2D(2), f"conv{i}")
+        size = pool.geom.out_size(conv.out_size(size))
+        if min(size) < 1:
+            raise ValueError(
+                f"image_shape {tuple(image_shape)} is too small for {i} pooling stages"
+            )
+        prev, in_ch = f"pool{i}", out_ch
+    net.add("fc1", FullyConnected(in_ch * size[0] * size[1], hidden, act="relu"), prev)
+    net.add("fc2", FullyConnected(hidden, num_classes), "fc1")
+    net.add("loss", SoftmaxCrossEntropy(), ["fc2", LABEL])
+    return net

@@ -1,0 +1,295 @@
+"""Optimizers: one update rule each, applied to raw arrays.
+
+An optimizer holds only hyperparameters. Its state lives beside it, one dict of arrays per
+parameter, created by :meth:`Optimizer.init_state` and passed back into :meth:`Optimizer.update`.
+Keeping the rule free of :class:`~distconv.parameter.Parameter` objects is what lets a
+parameter-server shard run the very same code on the slices of parameters it holds, and keeping
+the state as arrays only (Adam's step count included) is what lets checkpoints save it as tensors.
+
+The rules follow ``torch.optim`` exactly (same defaults, same order of operations), so a model
+trained here and one trained in PyTorch from the same weights stay together.
+
+Example:
+    >>> opt = create_optimizer("adam", lr=1e-3)
+    >>> state = opt.init_state(w)
+    >>> opt.update(w, grad, state)          # w changes in place
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from numbers import Real
+from typing import Any, ClassVar
+
+from distconv.backend import get_array_module
+
+State = dict[str, Any]
+
+
+class Optimizer:
+    """Base class: hyperparameters, state layout and the in-place update rule.
+
+    Subclasses set :attr:`name`, list the per-parameter buffers in :attr:`buffers` (zeros shaped
+    like the parameter), and implement :meth:`_apply`. Weight decay (L2, added to the gradient
+    as ``torch.optim`` does) is common to every rule and handled here.
+
+    Args:
+        lr: learning rate, > 0.
+        **hyper: the subclass's hyperparameters; all are reported by :meth:`config`.
+
+    Attributes:
+        lr: the learning rate; may be changed between steps (a schedule).
+        hyper: the other hyperparameters, by name.
+    """
+
+    name: ClassVar[str] = "base"
+    #: names of the state buffers shaped like the parameter
+    buffers: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, lr: float, **hyper: float) -> None:
+        _check("lr", lr, low=0.0, low_open=True)
+        _check("weight_decay", hyper.get("weight_decay", 0.0), low=0.0)
+        self.lr = float(lr)
+        self.hyper = {k: float(v) for k, v in hyper.items()}
+
+    def init_state(self, value: Any) -> State:
+        """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype."""
+        xp = get_array_module(value)
+        return {key: xp.zeros_like(value) for key in self.buffers}
+
+    def update(self, value: Any, grad: Any, state: State) -> None:
+        """Apply one step to ``value`` in place, updating ``state`` in place.
+
+        ``grad`` is read, never written. Pure array operations, so ``value`` may be a numpy or a
+        cupy array, a whole parameter or a slice of one.
+        """
+        decay = self.hyper.get("weight_decay", 0.0)
+        if decay:
+            grad = grad + decay * value
+        self._apply(value, grad, state)
+
+    def _apply(self, value: Any, grad: Any, state: State) -> None:
+        raise NotImplementedError
+
+    def config(self) -> dict[str, Any]:
+        """The name and every hyperparameter, JSON-able; :func:`optimizer_from_config` inverts."""
+        return {"name": self.name, "lr": self.lr, **self.hyper}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
+        return f"{type(self).__name__}({args})"
+
+
+class SGD(Optimizer):
+    """Plain gradient descent: ``w -= lr * g``.
+
+    Args:
+        lr: learning rate.
+        weight_decay: L2 penalty added to the gradient.
+    """
+
+    name = "sgd"
+
+    def __init__(self, lr: float = 0.01, weight_decay: float = 0.0) -> None:
+        super().__init__(lr, weight_decay=weight_decay)
+
+    def _apply(self, value, grad, state):
+        value -= self.lr * grad
+
+
+class Momentum(Optimizer):
+    """Heavy-ball momentum, as ``torch.optim.SGD(momentum=mu)``: ``v = mu*v + g; w -= lr*v``.
+
+    Args:
+        lr: learning rate.
+        momentum: ``mu`` in [0, 1).
+        weight_decay: L2 penalty added to the gradient.
+    """
+
+    name = "momentum"
+    buffers = ("velocity",)
+    nesterov = False
+
+    def __init__(self, lr: float = 0.01, momentum: float = 0.9, weight_decay: float = 0.0):
+        _check("momentum", momentum, low=0.0, high=1.0)
+        super().__init__(lr, momentum=momentum, weight_decay=weight_decay)
+
+    def _apply(self, value, grad, state):
+        mu = self.hyper["momentum"]
+        v = state["velocity"]
+        v *= mu
+        v += grad
+        # Nesterov looks ahead along the new velocity: w -= lr * (g + mu * v)
+        step = grad + mu * v if self.nesterov else v
+        value -= self.lr * step
+
+
+class Nesterov(Momentum):
+    """Nesterov momentum, as ``torch.optim.SGD(momentum=mu, nesterov=True)``.
+
+    Args:
+        lr: learning rate.
+        momentum: ``mu`` in [0, 1).
+        weight_decay: L2 penalty added to the gradient.
+    """
+
+    name = "nesterov"
+    nesterov = True
+
+
+class AdaGrad(Optimizer):
+    """Duchi et al. 2011, as ``torch.optim.Adagrad``: ``s += g*g; w -= lr*g / (sqrt(s) + eps)``.
+
+    Args:
+        lr: learning rate.
+        eps: added to the denominator.
+        weight_decay: L2 penalty added to the gradient.
+    """
+
+    name = "adagrad"
+    buffers = ("sum_sq",)
+
+    def __init__(self, lr: float = 0.01, eps: float = 1e-10, weight_decay: float = 0.0):
+        _check("eps", eps, low=0.0)
+        super().__init__(lr, eps=eps, weight_decay=weight_decay)
+
+    def _apply(self, value, grad, state):
+        xp = get_array_module(value)
+        s = state["sum_sq"]
+        s += grad * grad
+        value -= self.lr * grad / (xp.sqrt(s) + self.hyper["eps"])
+
+
+class RMSProp(Optimizer):
+    """Tieleman & Hinton 2012, as ``torch.optim.RMSprop``.
+
+    ``m = alpha*m + (1-alpha)*g*g; w -= lr*g / (sqrt(m) + eps)``.
+
+    Args:
+        lr: learning rate.
+        alpha: decay of the running mean of squared gradients, in [0, 1).
+        eps: added to the denominator.
+        weight_decay: L2 penalty added to the gradient.
+    """
+
+    name = "rmsprop"
+    buffers = ("mean_sq",)
+
+    def __init__(
+        self, lr: float = 0.01, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0
+    ) -> None:
+        _check("alpha", alpha, low=0.0, high=1.0)
+        _check("eps", eps, low=0.0)
+        super().__init__(lr, alpha=alpha, eps=eps, weight_decay=weight_decay)
+
+    def _apply(self, value, grad, state):
+        xp = get_array_module(value)
+        alpha = self.hyper["alpha"]
+        m = state["mean_sq"]
+        m *= alpha
+        m += (1 - alpha) * grad * grad
+        value -= self.lr * grad / (xp.sqrt(m) + self.hyper["eps"])
+
+
+class Adam(Optimizer):
+    """Kingma & Ba 2015, as ``torch.optim.Adam`` (L2 weight decay, not AdamW).
+
+    The step count is state too, a 0-d int64 array, so a shard or a checkpoint carries it with
+    the moments, and the bias correction is computed on the device without a round trip to the
+    host.
+
+    Args:
+        lr: learning rate.
+        beta1: decay of the first moment, in [0, 1).
+        beta2: decay of the second moment, in [0, 1).
+        eps: added to the denominator.
+        weight_decay: L2 penalty added to the gradient.
+    """
+
+    name = "adam"
+    buffers = ("m", "v")
+
+    def __init__(
+        self,
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        _check("beta1", beta1, low=0.0, high=1.0)
+        _check("beta2", beta2, low=0.0, high=1.0)
+        _check("eps", eps, low=0.0)
+        super().__init__(lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+
+    def init_state(self, value):
+        state = super().init_state(value)
+        state["step"] = get_array_module(value).zeros((), dtype="int64")
+        return state
+
+    def _apply(self, value, grad, state):
+        xp = get_array_module(value)
+        b1, b2, eps = self.hyper["beta1"], self.hyper["beta2"], self.hyper["eps"]
+        m, v, t = state["m"], state["v"], state["step"]
+        t += 1
+        m *= b1
+        m += (1 - b1) * grad
+        v *= b2
+        v += (1 - b2) * grad * grad
+        # corrections in float64 like torch's Python floats, then in the parameter's dtype
+        step_size = (self.lr / (1 - b1**t)).astype(value.dtype)
+        root_c2 = xp.sqrt(1 - b2**t).astype(value.dtype)
+        value -= step_size * m / (xp.sqrt(v) / root_c2 + eps)
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {
+    cls.name: cls for cls in (SGD, Momentum, Nesterov, AdaGrad, RMSProp, Adam)
+}
+
+
+def create_optimizer(name: str, **kwargs: float) -> Optimizer:
+    """The optimizer called ``name`` (case-insensitive) with the given hyperparameters.
+
+    Raises:
+        ValueError: unknown name, unknown hyperparameter, or a value out of range.
+    """
+    try:
+        cls = OPTIMIZERS[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}"
+        ) from None
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # an unknown keyword: name the optimizer and what it takes
+        raise ValueError(f"optimizer {name!r}: {exc}") from None
+
+
+def optimizer_from_config(config: Mapping[str, Any]) -> Optimizer:
+    """Rebuild an optimizer from :meth:`Optimizer.config`'s output."""
+    if "name" not in config:
+        raise ValueError(f"optimizer config has no 'name': {dict(config)!r}")
+    kwargs = {k: v for k, v in config.items() if k != "name"}
+    return create_optimizer(config["name"], **kwargs)
+
+
+def _check(
+    name: str,
+    x: float,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+) -> None:
+    """Raise ValueError naming the hyperparameter unless ``low <=/< x < high``."""
+    bad = (
+        not isinstance(x, Real)
+        or isinstance(x, bool)
+        or x != x  # NaN
+        or (low is not None and (x <= low if low_open else x < low))
+        or (high is not None and x >= high)
+    )
+    if bad:
+        lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
+        hi = "" if high is None else f" < {high}"
+        raise ValueError(f"{name} must satisfy {lo}{name}{hi}, got {x!r}")

@@ -1,0 +1,256 @@
+"""Data sets: digits, MNIST IDX files, splits, deterministic sharded batches, validation."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from distconv.data import (
+    DataError,
+    Dataset,
+    batches,
+    load_dataset,
+    load_digits,
+    load_mnist,
+    num_batches,
+    read_idx,
+    split,
+    synthetic,
+    write_idx,
+)
+
+# -- digits ----------------------------------------------------------------------------------
+
+
+def test_digits_shapes_ranges_and_stratified_split():
+    train, test = load_digits(test_fraction=0.2, seed=0)
+    assert len(train) + len(test) == 1797
+    assert len(test) == 359  # round(0.2 * 1797)
+    assert train.x.shape == (1438, 1, 8, 8) and train.x.dtype == np.float32
+    assert train.y.dtype == np.int64 and test.num_classes == 10
+    assert train.x.min() == 0.0 and train.x.max() == 1.0
+    # stratified: each class is ~20% test
+    frac = np.bincount(test.y, minlength=10) / (
+        np.bincount(test.y, minlength=10) + np.bincount(train.y, minlength=10)
+    )
+    np.testing.assert_allclose(frac, 0.2, atol=0.006)  # one example of ~180
+
+
+def test_digits_split_is_seeded_and_disjoint():
+    a_train, a_test = load_digits(seed=3)
+    b_train, b_test = load_digits(seed=3)
+    c_train, c_test = load_digits(seed=4)
+    np.testing.assert_array_equal(a_test.x, b_test.x)
+    assert not np.array_equal(a_test.x, c_test.x)
+    # no image of the test set appears in the training set
+    rows = {r.tobytes() for r in a_train.x.reshape(len(a_train), -1)}
+    dup = sum(r.tobytes() in rows for r in a_test.x.reshape(len(a_test), -1))
+    assert dup <= 2  # digits holds a couple of genuinely identical images
+
+
+# -- MNIST IDX files -------------------------------------------------------------------------
+
+
+def _write_mnist(directory, n_train=6, n_test=4, gz=False):
+    rng = np.random.default_rng(0)
+    suffix = ".gz" if gz else ""
+    data = {}
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        labels = rng.integers(0, 10, n, dtype=np.uint8)
+        write_idx(directory / f"{prefix}-images-idx3-ubyte{suffix}", images)
+        write_idx(directory / f"{prefix}-labels-idx1-ubyte{suffix}", labels)
+        data[prefix] = (images, labels)
+    return data
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_mnist_reads_raw_and_gzip(tmp_path, gz):
+    data = _write_mnist(tmp_path, gz=gz)
+    train, test = load_mnist(tmp_path)
+    assert train.x.shape == (6, 1, 28, 28) and test.x.shape == (4, 1, 28, 28)
+    np.testing.assert_array_equal(train.x[:, 0] * 255, data["train"][0].astype(np.float32))
+    np.testing.assert_array_equal(test.y, data["t10k"][1])
+    assert train.x.dtype == np.float32 and train.y.dtype == np.int64
+
+
+def test_mnist_missing_directory_and_file(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        load_mnist(tmp_path / "nope")
+    _write_mnist(tmp_path)
+    (tmp_path / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(DataError, match=r"neither t10k-labels-idx1-ubyte nor .*\.gz exists"):
+        load_mnist(tmp_path)
+
+
+def test_mnist_bad_magic_names_the_file(tmp_path):
+    _write_mnist(tmp_path)
+    path = tmp_path / "train-images-idx3-ubyte"
+    raw = bytearray(path.read_bytes())
+    raw[2] = 0x0D  # float instead of unsigned byte
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=r"train-images-idx3-ubyte: not an IDX file.*00000d03"):
+        load_mnist(tmp_path)
+
+
+def test_mnist_wrong_rank_truncated_and_mismatched(tmp_path):
+    _write_mnist(tmp_path)
+    labels = tmp_path / "train-labels-idx1-ubyte"
+    images = tmp_path / "train-images-idx3-ubyte"
+
+    write_idx(labels, np.zeros((6, 2), np.uint8))
+    with pytest.raises(DataError, match="train-labels-idx1-ubyte: expected 1 dimension"):
+        load_mnist(tmp_path)
+
+    write_idx(labels, np.zeros(5, np.uint8))
+    with pytest.raises(DataError, match="holds 6 images but train-labels-idx1-ubyte holds 5"):
+        load_mnist(tmp_path)
+
+    write_idx(labels, np.zeros(6, np.uint8))
+    images.write_bytes(images.read_bytes()[:-10])
+    with pytest.raises(DataError, match=r"train-images-idx3-ubyte: size 4710 bytes .*4720"):
+        load_mnist(tmp_path)
+
+
+def test_mnist_corrupt_gzip_and_bad_labels(tmp_path):
+    _write_mnist(tmp_path, gz=True)
+    path = tmp_path / "t10k-images-idx3-ubyte.gz"
+    path.write_bytes(path.read_bytes()[:20])
+    with pytest.raises(DataError, match="t10k-images-idx3-ubyte.gz: cannot read"):
+        load_mnist(tmp_path)
+    _write_mnist(tmp_path, gz=True)
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", np.full(4, 12, np.uint8))
+    with pytest.raises(DataError, match=r"mnist test: labels must lie in \[0, 10\)"):
+        load_mnist(tmp_path)
+
+
+def test_read_idx_roundtrip_any_rank(tmp_path):
+    a = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    write_idx(tmp_path / "a.gz", a)
+    np.testing.assert_array_equal(read_idx(tmp_path / "a.gz"), a)
+    with gzip.open(tmp_path / "a.gz") as f:
+        assert f.read(4) == b"\x00\x00\x08\x03"
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def test_nan_data_is_rejected_with_a_count():
+    x = np.zeros((5, 1, 2, 2), np.float32)
+    x[1, 0, 0, 0] = np.nan
+    x[3, 0, 1, 1] = np.inf
+    with pytest.raises(DataError, match="mine: images hold 2 NaN or infinite values"):
+        Dataset(x, np.zeros(5, np.int64), 2, "mine")
+
+
+def test_dataset_checks_shapes_and_labels():
+    x = np.zeros((3, 1, 2, 2), np.float32)
+    with pytest.raises(DataError, match=r"labels must be integers of shape \(3,\)"):
+        Dataset(x, np.zeros(2, np.int64))
+    with pytest.raises(DataError, match="float NCHW"):
+        Dataset(x[:, 0], np.zeros(3, np.int64))
+    with pytest.raises(DataError, match=r"labels must lie in \[0, 2\), got \[0, 5\]"):
+        Dataset(x, np.array([0, 1, 5]), 2)
+    assert Dataset(x, np.array([0, 3, 1])).num_classes == 4
+
+
+# -- batches ---------------------------------------------------------------------------------
+
+
+def _ids(n):
+    """A data set whose single pixel is the example's index, to see which examples a batch has."""
+    x = np.arange(n, dtype=np.float32).reshape(n, 1, 1, 1)
+    return Dataset(x, np.arange(n) % 3, 3)
+
+
+def _seen(dataset, **kw):
+    return np.concatenate([xb.ravel() for xb, _ in batches(dataset, **kw)]).astype(int)
+
+
+def test_batches_cover_the_epoch_once_in_shuffled_order():
+    ds = _ids(10)
+    got = [xb.ravel().astype(int) for xb, _ in batches(ds, 4, seed=1, epoch=0)]
+    assert [len(b) for b in got] == [4, 4, 2]
+    order = np.concatenate(got)
+    assert sorted(order) == list(range(10)) and list(order) != list(range(10))
+    assert num_batches(10, 4) == 3 and num_batches(10, 4, drop_last=True) == 2
+    assert len(list(batches(ds, 4, drop_last=True))) == 2
+
+
+def test_labels_travel_with_images():
+    ds = _ids(20)
+    for xb, yb in batches(ds, 6, seed=5, epoch=2):
+        np.testing.assert_array_equal(yb, xb.ravel().astype(int) % 3)
+
+
+def test_shuffle_depends_only_on_seed_and_epoch():
+    ds = _ids(50)
+    a = _seen(ds, batch_size=7, seed=3, epoch=4)
+    # a fresh process state, other epochs drawn in between: the same order
+    list(batches(ds, 7, seed=3, epoch=1))
+    np.testing.assert_array_equal(_seen(ds, batch_size=7, seed=3, epoch=4), a)
+    assert not np.array_equal(_seen(ds, batch_size=7, seed=3, epoch=5), a)
+    assert not np.array_equal(_seen(ds, batch_size=7, seed=4, epoch=4), a)
+    # the batch size cuts the same sequence differently, it does not change it
+    np.testing.assert_array_equal(_seen(ds, batch_size=50, seed=3, epoch=4), a)
+
+
+def test_shards_are_disjoint_equal_and_cover_all_but_the_remainder():
+    ds = _ids(23)
+    world = 4
+    shards = [_seen(ds, batch_size=2, seed=0, epoch=1, shard=(r, world)) for r in range(world)]
+    assert [len(s) for s in shards] == [5] * world  # 23 // 4
+    union = np.concatenate(shards)
+    assert len(set(union)) == 20
+    assert num_batches(23, 2, world) == 3
+    # the left-over examples change with the epoch
+    other = np.concatenate(
+        [_seen(ds, batch_size=2, seed=0, epoch=2, shard=(r, world)) for r in range(world)]
+    )
+    assert set(range(23)) - set(union) != set(range(23)) - set(other)
+
+
+def test_unshuffled_batches_keep_order_and_bad_arguments():
+    ds = _ids(5)
+    np.testing.assert_array_equal(_seen(ds, batch_size=2, shuffle=False), np.arange(5))
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        list(batches(ds, 0))
+    with pytest.raises(ValueError, match=r"0 <= rank < world_size, got \(2, 2\)"):
+        list(batches(ds, 1, shard=(2, 2)))
+    with pytest.raises(ValueError, match="5 examples cannot be shared among 8 workers"):
+        list(batches(ds, 1, shard=(0, 8)))
+
+
+# -- synthetic and splits --------------------------------------------------------------------
+
+
+def test_synthetic_is_seeded_balanced_and_separable():
+    a, b = synthetic(n=200, seed=1), synthetic(n=200, seed=1)
+    np.testing.assert_array_equal(a.x, b.x)
+    assert np.bincount(a.y).tolist() == [50, 50, 50, 50]
+    assert 0.0 <= a.x.min() and a.x.max() <= 1.0
+    # the nearest class mean classifies it almost perfectly: it is learnable
+    flat = a.x.reshape(len(a), -1)
+    means = np.stack([flat[a.y == c].mean(0) for c in range(4)])
+    pred = ((flat[:, None] - means[None]) ** 2).sum(-1).argmin(1)
+    assert (pred == a.y).mean() > 0.95
+
+
+def test_split_fractions_and_bad_fraction():
+    train, test = split(synthetic(n=100), 0.25, seed=0)
+    assert (len(train), len(test)) == (75, 25)
+    per_class = np.bincount(test.y)
+    assert per_class.sum() == 25 and per_class.max() - per_class.min() <= 1
+    with pytest.raises(ValueError, match="test_fraction"):
+        split(synthetic(n=10), 1.0, seed=0)
+
+
+def test_load_dataset_by_name(tmp_path):
+    train, test = load_dataset("synthetic", seed=0)
+    assert len(train) + len(test) == 512
+    with pytest.raises(DataError, match="unknown data set 'cifar'"):
+        load_dataset("cifar")
+    with pytest.raises(DataError, match="needs a directory"):
+        load_dataset("mnist")
