@@ -23,7 +23,13 @@ from typing import Any
 
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels import cudnn
-from distconv.kernels.im2col import col2im, im2col_view
+from distconv.kernels.im2col import (
+    can_widen,
+    col2im_wide,
+    im2col_view,
+    wide_col_size,
+    wide_width,
+)
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry
 
@@ -33,11 +39,25 @@ def _grouped_weight(w: Any, groups: int) -> Any:
     return w.reshape(groups, w.shape[0] // groups, -1)
 
 
-def _columns(x: Any, geom: ConvGeometry, a: int, b: int) -> Any:
+def _columns(x: Any, geom: ConvGeometry, a: int, b: int, wide: bool) -> Any:
     """Samples ``a:b`` of ``x`` as grouped column matrices ``(B, G, C/G*K, L)`` (one copy)."""
-    view = im2col_view(x[a:b], geom)
+    view = im2col_view(x[a:b], geom, wide=wide)
     n, c = view.shape[:2]
     return view.reshape(n, geom.groups, (c // geom.groups) * geom.kernel_volume, -1)
+
+
+def _widen(g: Any, size: tuple[int, ...]) -> Any:
+    """``g`` ``(B, O, *out)`` zero-padded at the end of its spatial axes to ``size``.
+
+    Output-side arrays in a wide column layout, where the extra columns must contribute
+    nothing.
+    """
+    if tuple(g.shape[2:]) == tuple(size):
+        return g
+    xp = get_array_module(g)
+    wide = xp.zeros((*g.shape[:2], *size), dtype=g.dtype)
+    wide[(slice(None), slice(None)) + tuple(slice(0, m) for m in g.shape[2:])] = g
+    return wide
 
 
 def _sum_weight_grad(partials: list[Any], w_shape: tuple[int, ...]) -> Any:
@@ -75,14 +95,16 @@ def conv_forward(
     n, g = x.shape[0], geom.groups
     wg = _grouped_weight(w, g)
     y = xp.empty((n, w.shape[0], *out), dtype=x.dtype) if want_y else None
+    wide = can_widen(geom)
+    width = wide_width(x.shape[2:], geom) if wide else out[-1]
 
     def run(a: int, b: int) -> Any:
-        col = _columns(x, geom, a, b)
+        col = _columns(x, geom, a, b, wide)
         if want_y:
-            y[a:b] = xp.matmul(wg, col).reshape((b - a, -1, *out))
+            y[a:b] = xp.matmul(wg, col).reshape((b - a, -1, *out[:-1], width))[..., : out[-1]]
         if dw_from is None:
             return None
-        gy = dw_from[a:b].reshape(b - a, g, wg.shape[1], -1)
+        gy = _widen(dw_from[a:b], (*out[:-1], width)).reshape(b - a, g, wg.shape[1], -1)
         return xp.matmul(gy, col.swapaxes(-1, -2)).sum(axis=0)
 
     work = x.shape[1] * geom.kernel_volume * _volume(out)
@@ -103,7 +125,7 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
     """
     if is_gpu_array(g) and cudnn.usable(g, w):
         return cudnn.conv_backward_data(g, w, geom, x_shape)
-    if _can_flip(geom) and geom.transpose_out_size(g.shape[2:]) == tuple(x_shape[2:]):
+    if _flip_pays(g.shape, x_shape, geom):
         return _conv_backward_data_by_flip(g, w, geom, x_shape)
     xp = get_array_module(g, w)
     n, c = x_shape[:2]
@@ -111,21 +133,32 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
     wt = _grouped_weight(w, G).swapaxes(-1, -2)  # (G, C/G*K, O/G)
     out = tuple(g.shape[2:])
     dx = xp.empty(tuple(x_shape), dtype=g.dtype)
+    wide = wide_col_size(out, x_shape[2:], geom)
 
     def run(a: int, b: int) -> None:
-        gy = g[a:b].reshape(b - a, G, wt.shape[2], -1)
-        col = xp.matmul(wt, gy).reshape((b - a, c, *geom.ksize, *out))
-        dx[a:b] = col2im(col, (b - a, c, *x_shape[2:]), geom)
+        gy = _widen(g[a:b], wide).reshape(b - a, G, wt.shape[2], -1)
+        col = xp.matmul(wt, gy).reshape((b - a, c, *geom.ksize, *wide))
+        dx[a:b] = col2im_wide(col, (b - a, c, *x_shape[2:]), geom)
 
     over_batch(run, n, c * geom.kernel_volume * _volume(out), on_gpu=is_gpu_array(g))
     return dx
 
 
-def _can_flip(geom: ConvGeometry) -> bool:
-    """Stride 1 with padding within the kernel's reach: the adjoint is itself a convolution."""
-    return all(s == 1 for s in geom.stride) and all(
-        p <= d * (k - 1) for p, d, k in zip(geom.pad, geom.dilation, geom.ksize)
-    )
+def _flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeometry) -> bool:
+    """Whether to compute the adjoint as a convolution with the flipped kernel.
+
+    It is one at stride 1 with padding within the kernel's reach. It pays when its columns
+    (``O*K`` per input pixel) are no more than col2im's (``C*K`` per output pixel): true for
+    the usual same-padded layers, false where few channels fan out (LeNet's 6 -> 16, 12x12
+    -> 8x8, where the flip costs 4x more).
+    """
+    if any(s != 1 for s in geom.stride) or any(
+        p > d * (k - 1) for p, d, k in zip(geom.pad, geom.dilation, geom.ksize)
+    ):
+        return False
+    if geom.transpose_out_size(g_shape[2:]) != tuple(x_shape[2:]):
+        return False  # output_padding: the flipped convolution would come out short
+    return g_shape[1] * _volume(x_shape[2:]) <= x_shape[1] * _volume(g_shape[2:])
 
 
 def _conv_backward_data_by_flip(

@@ -21,8 +21,10 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _controller = None
 
-#: below this many column elements per thread, threads cost more than they save
-MIN_WORK_PER_THREAD = 1 << 16
+#: below this many column elements per thread, threads cost more than they save: the GIL
+#: hand-offs of many small numpy calls outweigh the parallel copies (measured on LeNet-sized
+#: layers, 0.6-1.2 M column elements, which ran 1.3-1.6x slower on two threads)
+MIN_WORK_PER_THREAD = 1 << 20
 #: column elements per chunk: small enough that a chunk's columns stay in cache while the
 #: matrix product reads them (measured: 1-2 samples of a 64-channel 56x56 3x3 conv)
 CHUNK_WORK = 1 << 21

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
-from distconv.kernels.im2col import col2im, im2col
+from distconv.kernels.im2col import col2im, im2col, im2col_view
 from distconv.kernels.shape import (
     ConvGeometry,
     as_tuple,
@@ -113,3 +113,36 @@ def test_threaded_chunks_give_the_same_result(rng, monkeypatch):
     np.testing.assert_allclose(y2, y1, rtol=1e-12)
     np.testing.assert_allclose(dx2, dx1, rtol=1e-12)
     np.testing.assert_allclose(dw2, dw1, rtol=1e-12)
+
+
+WIDE_CASES = [
+    (2, 3, 1, 1, 1),
+    (2, 5, 1, 0, 1),
+    (2, 3, 2, 1, 1),
+    (2, 3, 3, 2, 2),
+    (3, 3, 2, 1, 1),
+    (3, (2, 3, 1), (1, 2, 3), (1, 0, 0), (2, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("nd,k,s,p,d", WIDE_CASES)
+def test_col2im_wide_equals_col2im(rng, nd, k, s, p, d):
+    from distconv.kernels.conv import _widen
+    from distconv.kernels.im2col import col2im_wide, wide_col_size
+
+    geom = ConvGeometry.make(nd, k, s, p, d)
+    img_shape = (2, 3) + ((11, 10) if nd == 2 else (7, 8, 9))
+    out = geom.out_size(img_shape[2:])
+    col = rng.standard_normal((2, 3, *geom.ksize, *out))
+    wide = wide_col_size(out, img_shape[2:], geom)
+    wcol = _widen(col.reshape(2, -1, *out), wide).reshape(2, 3, *geom.ksize, *wide)
+    np.testing.assert_array_equal(col2im_wide(wcol, img_shape, geom), col2im(col, img_shape, geom))
+
+
+@pytest.mark.parametrize("nd,k,s,p,d", [c for c in WIDE_CASES if c[2] == 1])
+def test_wide_im2col_view_holds_the_narrow_columns(rng, nd, k, s, p, d):
+    geom = ConvGeometry.make(nd, k, s, p, d)
+    x = rng.standard_normal((2, 3) + ((11, 10) if nd == 2 else (7, 8, 9)))
+    narrow = im2col(x, geom)
+    wide = np.asarray(im2col_view(x, geom, wide=True))
+    np.testing.assert_array_equal(wide[..., : narrow.shape[-1]], narrow)
