@@ -68,6 +68,12 @@ def add_train(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--lr", type=_positive_float, help="learning rate (optimizer's default)")
     p.add_argument(
+        "--lr-decay",
+        type=_positive_float,
+        default=d.lr_decay,
+        help="epoch e trains at lr * LR_DECAY**e; 1 keeps it constant (%(default)s)",
+    )
+    p.add_argument(
         "--seed",
         type=_int_at_least(0),
         default=d.seed,
@@ -99,6 +105,7 @@ def run_train(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         optimizer=args.optimizer,
         lr=args.lr,
+        lr_decay=args.lr_decay,
         seed=args.seed,
         out=out,
         resume=args.resume,

@@ -17,7 +17,7 @@ IMAGE, LABEL = "image", "label"
 def lenet(
     image_shape: Sequence[int] = (1, 8, 8),
     num_classes: int = 10,
-    channels: Sequence[int] = (16, 32),
+    channels: Sequence[int] = (32, 64),
     hidden: int = 128,
 ) -> Network:
     """A LeNet-style classifier: two conv/relu/max-pool stages, two fully connected layers.

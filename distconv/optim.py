@@ -38,7 +38,8 @@ class Optimizer:
         **hyper: the subclass's hyperparameters; all are reported by :meth:`config`.
 
     Attributes:
-        lr: the learning rate; may be changed between steps (a schedule).
+        lr: the learning rate the rules use now: ``base_lr`` times the schedule's factor.
+        base_lr: the learning rate the optimizer was built with (what :meth:`config` reports).
         hyper: the other hyperparameters, by name.
     """
 
@@ -49,8 +50,12 @@ class Optimizer:
     def __init__(self, lr: float, **hyper: float) -> None:
         _check("lr", lr, low=0.0, low_open=True)
         _check("weight_decay", hyper.get("weight_decay", 0.0), low=0.0)
-        self.lr = float(lr)
+        self.base_lr = self.lr = float(lr)
         self.hyper = {k: float(v) for k, v in hyper.items()}
+
+    def scale_lr(self, factor: float) -> None:
+        """Set the working rate to ``base_lr * factor`` (a schedule's value for this epoch)."""
+        self.lr = self.base_lr * float(factor)
 
     def init_state(self, value: Any) -> State:
         """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype."""
@@ -73,7 +78,7 @@ class Optimizer:
 
     def config(self) -> dict[str, Any]:
         """The name and every hyperparameter, JSON-able; :func:`optimizer_from_config` inverts."""
-        return {"name": self.name, "lr": self.lr, **self.hyper}
+        return {"name": self.name, "lr": self.base_lr, **self.hyper}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")

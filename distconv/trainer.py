@@ -50,6 +50,9 @@ class Trainer:
         seed: the shuffle seed (with the epoch number, the only input to the batch order).
         shard: ``(rank, world_size)`` of this worker; rank 0 alone evaluates and writes files.
         progress: draw a progress bar: None draws one on a terminal only.
+        lr_decay: epoch ``e`` (from 0) trains at ``lr * lr_decay**e``. A per-epoch factor, not
+            a schedule over the run's length, so a run resumed with more epochs continues
+            exactly the schedule an uninterrupted one follows.
 
     Attributes:
         step: optimizer steps taken.
@@ -68,7 +71,10 @@ class Trainer:
         seed: int = 0,
         shard: tuple[int, int] = (0, 1),
         progress: bool | None = None,
+        lr_decay: float = 1.0,
     ) -> None:
+        if not 0.0 < lr_decay <= 1.0:
+            raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay}")
         if loss_layer_name not in network.layers:
             raise ValueError(f"no layer {loss_layer_name!r}; layers: {list(network.layers)}")
         wiring = network.wiring[loss_layer_name]
@@ -80,6 +86,7 @@ class Trainer:
         self.image_name = image_name
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.seed, self.shard, self.progress = seed, shard, progress
+        self.lr_decay = lr_decay
         self.params = network.parameters()
         self.step = 0
         self.epoch = 0
@@ -128,6 +135,9 @@ class Trainer:
     # -- epochs --------------------------------------------------------------------------------
     def train_epoch(self, train: Dataset, batch_size: int) -> tuple[float, float]:
         """One pass over this worker's shard; returns its mean loss and accuracy."""
+        optimizer = getattr(self.sync, "optimizer", None)
+        if optimizer is not None:
+            optimizer.scale_lr(self.lr_decay**self.epoch)
         total = num_batches(len(train), batch_size, self.shard[1])
         loss_sum, correct, seen = 0.0, 0, 0
         bar = ProgressBar(total, f"epoch {self.epoch + 1}", enabled=self.progress)
@@ -220,7 +230,11 @@ class Trainer:
             epoch=self.epoch,
             seed=self.seed,
             optimizer=self._optimizer_config(),
-            extra={"batch_size": batch_size, "world_size": self.shard[1]},
+            extra={
+                "batch_size": batch_size,
+                "world_size": self.shard[1],
+                "lr_decay": self.lr_decay,
+            },
         )
 
     def restore(self, path: str | Path, batch_size: int) -> None:
@@ -231,6 +245,7 @@ class Trainer:
             "seed": (ckpt.seed, self.seed),
             "batch size": (ckpt.extra.get("batch_size"), batch_size),
             "world size": (ckpt.extra.get("world_size"), self.shard[1]),
+            "lr decay": (ckpt.extra.get("lr_decay", 1.0), self.lr_decay),
             "optimizer": (ckpt.optimizer, self._optimizer_config()),
         }
         differ = [
@@ -259,9 +274,10 @@ def _summary(record: dict[str, Any], epochs: int) -> str:
 class TrainConfig:
     """Everything that defines a training run; the command line fills one in.
 
-    The defaults train :func:`distconv.models.lenet` on the digits to 98-99% test accuracy
-    (98.3% with seed 0; 98.1-98.6% over seeds 0-4, each seed its own split) in about 10-15
-    seconds on two CPU cores.
+    The defaults train :func:`distconv.models.lenet` on the digits to 98-99.5% test accuracy
+    (99.4% with seed 0; 98.3-99.4%, mean 98.8%, over seeds 0-4, each seed its own split) in
+    about 12 seconds on two CPU cores. Without the learning-rate decay the accuracy swings by
+    half a percent from epoch to epoch and the final one is a matter of luck.
     """
 
     data: str = "digits"
@@ -270,6 +286,7 @@ class TrainConfig:
     batch_size: int = 16
     optimizer: str = "adam"
     lr: float | None = None  # None: the optimizer's default
+    lr_decay: float = 0.9
     seed: int = 0
     out: str | None = None
     resume: bool = False
@@ -308,6 +325,7 @@ def train(config: TrainConfig) -> Trainer:
         out_dir=config.out,
         seed=config.seed,
         progress=config.progress,
+        lr_decay=config.lr_decay,
     )
     trainer.fit(train_set, test_set, config.epochs, config.batch_size, resume=config.resume)
     return trainer

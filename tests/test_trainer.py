@@ -192,7 +192,7 @@ def test_bad_loss_layer_name(data):
         Trainer(net, RecordingSync(), "fc1")
 
 
-@pytest.mark.parametrize("size,flat", [(8, 32 * 2 * 2), (28, 32 * 7 * 7)])
+@pytest.mark.parametrize("size,flat", [(8, 64 * 2 * 2), (28, 64 * 7 * 7)])
 def test_lenet_sizes_its_classifier_from_the_image(size, flat):
     set_seed(0)
     net = lenet((1, size, size))
@@ -203,3 +203,22 @@ def test_lenet_sizes_its_classifier_from_the_image(size, flat):
     assert out["loss"].value.shape == ()
     with pytest.raises(ValueError, match="too small"):
         lenet((1, 3, 3))
+
+
+def test_lr_decay_scales_each_epoch_and_the_config_keeps_the_base_rate():
+    from distconv.sync import create_sync
+
+    train_set = synthetic(n=128)
+    set_seed(0)
+    net = lenet(train_set.image_shape, train_set.num_classes)
+    opt = create_optimizer("sgd", lr=0.1)
+    trainer = Trainer(net, create_sync("local", optimizer=opt), lr_decay=0.5, progress=False)
+    seen = []
+    for _ in range(3):
+        trainer.train_epoch(train_set, 64)
+        seen.append(opt.lr)
+        trainer.epoch += 1
+    assert seen == pytest.approx([0.1, 0.05, 0.025])
+    assert opt.config()["lr"] == 0.1
+    with pytest.raises(ValueError, match=r"lr_decay must lie in \(0, 1\]"):
+        Trainer(net, create_sync("local", optimizer=opt), lr_decay=1.5)
