@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
+from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.parameter import Parameter, UpdateCallback
 
@@ -60,6 +61,29 @@ class Layer:
         param = self.add_param(key, Parameter(f"{self.name}.{key}", value, static=static))
         self._owned.add(key)
         return param
+
+    def make_weight(
+        self,
+        key: str,
+        shape: tuple[int, ...],
+        *,
+        init: str | Initializer,
+        fan_in: int,
+        fan_out: int,
+        dtype: Any,
+        shared: Parameter | None = None,
+    ) -> Parameter:
+        """A new initialised weight under ``key``, or ``shared`` after checking its shape."""
+        shape = tuple(shape)
+        if shared is None:
+            return self.new_param(key, initialize(init, shape, fan_in, fan_out, dtype))
+        if shared.shape != shape:
+            raise self.fail(f"shared {key} has shape {shared.shape}, needs {shape}")
+        return self.add_param(key, shared)
+
+    def make_bias(self, key: str, shape: tuple[int, ...], dtype: Any) -> Parameter:
+        """A new bias under ``key``, zeros of ``shape``."""
+        return self.new_param(key, initialize("zero", tuple(shape), 1, 1, dtype))
 
     def set_name(self, name: str) -> None:
         """Rename the layer and the parameters it owns (shared ones passed in keep theirs)."""

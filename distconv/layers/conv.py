@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.init import initialize
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
 from distconv.kernels.shape import ConvGeometry, as_tuple
@@ -100,15 +99,15 @@ class ConvNd(Layer):
         )
 
         w_shape = self._weight_shape()
-        if weight is None:
-            fan_in = w_shape[1] * self.geom.kernel_volume
-            fan_out = w_shape[0] * self.geom.kernel_volume
-            weight = self.new_param("weight", initialize(init, w_shape, fan_in, fan_out, dtype))
-        else:
-            if weight.shape != w_shape:
-                raise self.fail(f"shared weight has shape {weight.shape}, needs {w_shape}")
-            self.add_param("weight", weight)
-        self.weight = weight
+        self.weight = self.make_weight(
+            "weight",
+            w_shape,
+            init=init,
+            fan_in=w_shape[1] * self.geom.kernel_volume,
+            fan_out=w_shape[0] * self.geom.kernel_volume,
+            dtype=dtype,
+            shared=weight,
+        )
         self.bias = self._make_bias(dtype)
 
     # -- construction --------------------------------------------------------------------------
@@ -141,7 +140,7 @@ class ConvNd(Layer):
             if self.input_size is None:
                 raise self.fail("an unshared bias needs input_size (the spatial input size)")
             shape += self.out_size(self.input_size)
-        return self.new_param("bias", initialize("zero", shape, 1, 1, dtype))
+        return self.make_bias("bias", shape, dtype)
 
     # -- forward / backward --------------------------------------------------------------------
     def _check_input(self, x: Any) -> None:

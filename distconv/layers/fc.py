@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.init import initialize
 from distconv.kernels.activation import ActivationFunction
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import Parameter, UpdateCallback
@@ -51,21 +50,16 @@ class FullyConnected(Layer):
         if in_features < 1 or out_features < 1:
             raise self.fail(f"in_features={in_features}, out_features={out_features} must be >= 1")
         self.in_features, self.out_features = in_features, out_features
-        shape = (out_features, in_features)
-        if weight is None:
-            weight = self.new_param(
-                "weight", initialize(init, shape, in_features, out_features, dtype)
-            )
-        elif weight.shape != shape:
-            raise self.fail(f"shared weight has shape {weight.shape}, needs {shape}")
-        else:
-            self.add_param("weight", weight)
-        self.weight = weight
-        self.bias = (
-            self.new_param("bias", initialize("zero", (out_features,), 1, 1, dtype))
-            if bias
-            else None
+        self.weight = self.make_weight(
+            "weight",
+            (out_features, in_features),
+            init=init,
+            fan_in=in_features,
+            fan_out=out_features,
+            dtype=dtype,
+            shared=weight,
         )
+        self.bias = self.make_bias("bias", (out_features,), dtype) if bias else None
 
     def _flat(self, x: Arg) -> Any:
         v = x.value

@@ -20,7 +20,6 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
-from distconv.init import initialize
 from distconv.kernels.activation import ActivationFunction
 from distconv.layers.base import Layer
 from distconv.layers.operator import Operator
@@ -128,7 +127,7 @@ class ProjectionLayer(Layer):
 
     def _make_bias(self) -> Parameter:
         shape = (self._bias_channels(),) if self.shared_bias else (self.size,)
-        return self.new_param("bias", initialize("zero", shape, 1, 1, self.dtype))
+        return self.make_bias("bias", shape, self.dtype)
 
     # -- forward / backward --------------------------------------------------------------------
     def _new_output(self, inputs: tuple[Arg, ...]) -> Any:

@@ -25,7 +25,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_gpu_array, to_host
-from distconv.init import Initializer, initialize
+from distconv.init import Initializer
 from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
 from distconv.kernels.shape import ConvGeometry, as_tuple
 from distconv.layers.base import Layer, LayerError, grad_target
@@ -197,12 +197,15 @@ class Projection(LayerPart):
         shape, fan_in, fan_out, init, dtype = self._weight_spec
         if shape is None:
             return
-        key = f"{self.key}.weight"
-        if self._shared is not None:
-            self.weight = self.owner.add_param(key, self._shared)
-        else:
-            value = initialize(init, shape, fan_in, fan_out, dtype)
-            self.weight = self.owner.new_param(key, value)
+        self.weight = self.owner.make_weight(
+            f"{self.key}.weight",
+            shape,
+            init=init,
+            fan_in=fan_in,
+            fan_out=fan_out,
+            dtype=dtype,
+            shared=self._shared,
+        )
 
     @property
     def needs_weight_grad(self) -> bool:

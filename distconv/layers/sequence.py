@@ -13,7 +13,6 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
-from distconv.init import initialize
 from distconv.kernels.activation import ActivationFunction
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import UpdateCallback
@@ -100,9 +99,7 @@ class SequenceConcat(Layer):
         if bias and width is None:
             raise self.fail("a bias needs width (one bias value per column)")
         self.width = width
-        self.bias = (
-            self.new_param("bias", initialize("zero", (width,), 1, 1, dtype)) if bias else None
-        )
+        self.bias = self.make_bias("bias", (width,), dtype) if bias else None
 
     def _check(self, a: Arg, b: Arg) -> tuple[Any, Any]:
         for what, x in (("input 0", a), ("input 1", b)):
