@@ -1,0 +1,43 @@
+import numpy as np
+import pytest
+
+from distconv.init import initialize, set_seed
+from distconv.layers import Conv2D
+
+
+def test_msra_has_he_variance():
+    set_seed(0)
+    w = initialize("msra", (256, 64, 3, 3), fan_in=64 * 9, fan_out=256 * 9, dtype=np.float64)
+    assert w.std() == pytest.approx(np.sqrt(2 / (64 * 9)), rel=0.02)
+    assert abs(w.mean()) < 0.01 * w.std()
+
+
+def test_xavier_is_uniform_within_the_glorot_limit():
+    set_seed(0)
+    w = initialize("xavier", (300, 200), fan_in=200, fan_out=300, dtype=np.float64)
+    limit = np.sqrt(6 / 500)
+    assert w.max() <= limit and w.min() >= -limit
+    assert w.max() > 0.98 * limit and w.min() < -0.98 * limit
+    assert w.std() == pytest.approx(limit / np.sqrt(3), rel=0.02)
+
+
+def test_normal_and_zero():
+    set_seed(0)
+    assert initialize("normal", (400, 400), 1, 1).std() == pytest.approx(0.01, rel=0.02)
+    assert not initialize("zero", (3, 3), 1, 1).any()
+    assert initialize("zero", (2,), 1, 1, dtype=np.float64).dtype == np.float64
+
+
+def test_seed_makes_models_reproducible():
+    set_seed(7)
+    a = Conv2D(3, 4, 3).weight.value
+    set_seed(7)
+    b = Conv2D(3, 4, 3).weight.value
+    c = Conv2D(3, 4, 3).weight.value
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(b, c)
+
+
+def test_unknown_initialiser():
+    with pytest.raises(ValueError, match="unknown initialiser 'lecun'"):
+        initialize("lecun", (2, 2), 1, 1)
