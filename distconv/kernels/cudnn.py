@@ -33,13 +33,13 @@ def usable(*arrays: Any) -> bool:
     return _cudnn() is not None and all(a.dtype.name in _FLOATS for a in arrays)
 
 
-def _conv_args(geom: ConvGeometry) -> dict[str, Any]:
-    return {
-        "pad": geom.pad,
-        "stride": geom.stride,
-        "dilation": geom.dilation,
-        "groups": geom.groups,
-    }
+def _conv_params(geom: ConvGeometry) -> tuple:
+    """cupyx.cudnn's positional convolution parameters: pad, stride, dilation, groups."""
+    return geom.pad, geom.stride, geom.dilation, geom.groups
+
+
+#: cupyx.cudnn's keyword options: let cuDNN pick the fastest algorithm once per shape
+_TUNE = {"auto_tune": True, "tensor_core": "auto"}
 
 
 def conv_forward(x: Any, w: Any, geom: ConvGeometry) -> Any:
@@ -47,18 +47,8 @@ def conv_forward(x: Any, w: Any, geom: ConvGeometry) -> Any:
     import cupy
 
     y = cupy.empty((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])), dtype=x.dtype)
-    a = _conv_args(geom)
     _cudnn().convolution_forward(
-        cupy.ascontiguousarray(x),
-        cupy.ascontiguousarray(w),
-        None,
-        y,
-        a["pad"],
-        a["stride"],
-        a["dilation"],
-        a["groups"],
-        auto_tune=True,
-        tensor_core="auto",
+        cupy.ascontiguousarray(x), cupy.ascontiguousarray(w), None, y, *_conv_params(geom), **_TUNE
     )
     return y
 
@@ -68,19 +58,14 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
     import cupy
 
     dx = cupy.empty(tuple(x_shape), dtype=g.dtype)
-    a = _conv_args(geom)
     _cudnn().convolution_backward_data(
         cupy.ascontiguousarray(w),
         cupy.ascontiguousarray(g),
         None,
         dx,
-        a["pad"],
-        a["stride"],
-        a["dilation"],
-        a["groups"],
+        *_conv_params(geom),
         deterministic=False,
-        auto_tune=True,
-        tensor_core="auto",
+        **_TUNE,
     )
     return dx
 
@@ -90,17 +75,12 @@ def conv_backward_weight(x: Any, g: Any, geom: ConvGeometry, w_shape: tuple[int,
     import cupy
 
     dw = cupy.empty(tuple(w_shape), dtype=x.dtype)
-    a = _conv_args(geom)
     _cudnn().convolution_backward_filter(
         cupy.ascontiguousarray(x),
         cupy.ascontiguousarray(g),
         dw,
-        a["pad"],
-        a["stride"],
-        a["dilation"],
-        a["groups"],
+        *_conv_params(geom),
         deterministic=False,
-        auto_tune=True,
-        tensor_core="auto",
+        **_TUNE,
     )
     return dw
