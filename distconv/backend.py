@@ -72,18 +72,22 @@ def xp_for_device(name: str | None = None) -> ModuleType:
     return _import_cupy() if (name or _device) == "gpu" else numpy
 
 
+def _is_cupy(a: Any) -> bool:
+    # by the type's module, so a cupy array is recognised even before set_device("gpu")
+    return type(a).__module__.partition(".")[0] == "cupy"
+
+
 def get_array_module(*arrays: Any) -> ModuleType:
     """numpy or cupy, whichever the given arrays belong to (numpy when none is a cupy array)."""
-    if _cupy is not None:
-        for a in arrays:
-            if isinstance(a, _cupy.ndarray):
-                return _cupy
+    for a in arrays:
+        if _is_cupy(a):
+            return _import_cupy()
     return numpy
 
 
 def is_gpu_array(a: Any) -> bool:
     """Whether ``a`` is a cupy array."""
-    return _cupy is not None and isinstance(a, _cupy.ndarray)
+    return _is_cupy(a)
 
 
 def to_device(a: Any, device: str | None = None) -> Any:

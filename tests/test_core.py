@@ -178,3 +178,15 @@ def test_gpu_without_cupy_is_a_clear_error():
         set_device("tpu")
     assert get_array_module(np.zeros(1)) is np
     assert isinstance(to_host([1, 2]), np.ndarray)
+
+
+def test_cupy_arrays_are_recognised_by_type_even_before_set_device():
+    try:
+        import cupy  # noqa: F401
+
+        pytest.skip("cupy is installed here; the GPU tests cover it")
+    except ImportError:
+        pass
+    fake = type("ndarray", (), {"__module__": "cupy._core.core"})()
+    with pytest.raises(BackendError, match="needs cupy"):
+        get_array_module(np.zeros(1), fake)
