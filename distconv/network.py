@@ -91,8 +91,24 @@ class Network:
         return list(params.values())
 
     def zero_grad(self) -> None:
+        """Clear every parameter's gradient."""
         for p in self.parameters():
             p.zero_grad()
+
+    def _count_users(self) -> None:
+        """Tell each parameter how many of this network's layers will add into it per pass.
+
+        ``Parameter.shared_count`` counts every layer ever built with the parameter; a layer
+        built but left out of this network would hold its callback back forever. A pass also
+        starts with no pending counts, whatever an interrupted pass left.
+        """
+        users: dict[int, int] = {}
+        for name in self.order():
+            for p in self.layers[name].parameters():
+                users[id(p)] = users.get(id(p), 0) + 1
+        for p in self.parameters():
+            p.shared_count = users[id(p)]
+            p.reset_pending()
 
     def forward(self, feeds: Mapping[str, Arg | Any]) -> dict[str, Arg]:
         """Run every layer; returns all outputs by name (the feeds included).
@@ -100,6 +116,7 @@ class Network:
         Raises:
             NetworkError: a feed is missing, or holds NaN or infinity.
         """
+        self.outputs = {}
         outputs = {name: self._check_feed(name, feeds) for name in self.feed_names}
         for name in self.order():
             args = [outputs[i] for i in self.wiring[name]]
@@ -134,6 +151,7 @@ class Network:
         order = self.order()
         if not self.outputs:
             raise NetworkError("backward called before forward")
+        self._count_users()
         loss = loss or order[-1]
         # Gradients of intermediate outputs start from zero each pass, so a second backward
         # adds exactly one more pass's worth into the parameters (they accumulate, Args don't).

@@ -64,6 +64,10 @@ class Parameter:
             self._pending = 0
             callback(self)
 
+    def reset_pending(self) -> None:
+        """Forget the users counted so far in this pass (a new pass starts)."""
+        self._pending = 0
+
     def zero_grad(self) -> None:
         """Clear the gradient (and the pending count of a pass that was abandoned)."""
         if self.grad is not None:

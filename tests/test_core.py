@@ -7,7 +7,7 @@ from distconv import Arg, Parameter
 from distconv.backend import BackendError, get_array_module, set_device, to_host
 from distconv.gradient_check import check_layer_grad
 from distconv.layers import Conv2D, FullyConnected, SoftmaxCrossEntropy
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer, LayerError, grad_target
 from distconv.network import Network, NetworkError
 
 
@@ -190,3 +190,26 @@ def test_cupy_arrays_are_recognised_by_type_even_before_set_device():
     fake = type("ndarray", (), {"__module__": "cupy._core.core"})()
     with pytest.raises(BackendError, match="needs cupy"):
         get_array_module(np.zeros(1), fake)
+
+
+def test_network_counts_only_its_own_users_of_a_shared_parameter(rng):
+    net = Network()
+    fc = net.add("fc", FullyConnected(4, 3, dtype=np.float64), inputs="x")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["fc", "label"])
+    FullyConnected(4, 3, weight=fc.weight)  # built with the weight, never added to the network
+    assert fc.weight.shared_count == 2
+    feeds = {"x": rng.standard_normal((2, 4)), "label": Arg(ids=np.array([0, 2]))}
+    fired: list[str] = []
+    for n_pass in (1, 2):
+        net.forward(feeds)
+        net.backward(lambda p: fired.append(p.name))
+        assert sorted(fired) == sorted(["fc.bias", "fc.weight"] * n_pass)
+
+
+def test_a_failed_forward_leaves_nothing_to_backward():
+    fc = FullyConnected(4, 2)
+    fc(Arg(np.zeros((3, 4), np.float32)))
+    with pytest.raises(LayerError):
+        fc(Arg(np.zeros((5, 7), np.float32)))
+    with pytest.raises(LayerError, match="backward called before forward"):
+        fc.backward(lambda p: None)

@@ -109,7 +109,10 @@ def conv_forward(
 
     work = x.shape[1] * geom.kernel_volume * _volume(out)
     partials = over_batch(run, n, work, on_gpu=is_gpu_array(x))
-    dw = None if dw_from is None else _sum_weight_grad(partials, w.shape)
+    if dw_from is None:
+        dw = None
+    else:  # an empty batch has no partials: its gradient is zero
+        dw = _sum_weight_grad(partials, w.shape) if partials else xp.zeros_like(w)
     return y, dw
 
 
@@ -124,7 +127,8 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         x_shape: ``(N, C, *sp)``.
     """
     if is_gpu_array(g) and cudnn.usable(g, w):
-        return cudnn.conv_backward_data(g, w, geom, x_shape)
+        # cuDNN wants g exactly conv-shaped; output_padding >= stride leaves it a row short
+        return cudnn.conv_backward_data(_widen(g, geom.out_size(x_shape[2:])), w, geom, x_shape)
     if _flip_pays(g.shape, x_shape, geom):
         return _conv_backward_data_by_flip(g, w, geom, x_shape)
     xp = get_array_module(g, w)
@@ -204,3 +208,31 @@ def _volume(shape: tuple[int, ...]) -> int:
     for s in shape:
         v *= int(s)
     return v
+
+
+def conv_any_forward(
+    x: Any, w: Any, geom: ConvGeometry, transposed: bool, out_size: tuple[int, ...]
+) -> Any:
+    """A convolution, or a transposed one, of ``x`` to spatial size ``out_size``.
+
+    The one forward that convolution layers and projections share, whatever their direction.
+    """
+    if transposed:
+        return conv_backward_data(x, w, geom, (x.shape[0], w.shape[1] * geom.groups, *out_size))
+    return conv_forward(x, w, geom)[0]
+
+
+def conv_any_backward(
+    dy: Any, x: Any, w: Any, geom: ConvGeometry, transposed: bool, need_dx: bool, need_dw: bool
+) -> tuple[Any, Any]:
+    """Input and weight gradients of :func:`conv_any_forward`; either is None when not needed."""
+    if not transposed:
+        return conv_backward(dy, x, w, geom, need_dx, need_dw)
+    out = geom.out_size(dy.shape[2:])
+    # with output_padding >= stride the adjoint reaches one input row past the end: pad the
+    # input side for the weight gradient, crop the input gradient
+    dw_from = _widen(x, out) if need_dw else None
+    dx, dw = conv_forward(dy, w, geom, dw_from=dw_from, want_y=need_dx)
+    if dx is not None and tuple(dx.shape[2:]) != tuple(x.shape[2:]):
+        dx = dx[(slice(None), slice(None)) + tuple(slice(0, n) for n in x.shape[2:])]
+    return dx, dw

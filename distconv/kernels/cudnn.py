@@ -27,10 +27,11 @@ def _cudnn() -> Any:
 
 
 def usable(*arrays: Any) -> bool:
-    """Whether cuDNN can run a convolution on these (cupy) arrays."""
+    """Whether cuDNN can run a convolution on these (cupy) arrays: one float dtype for all."""
     if os.environ.get("DISTCONV_CUDNN", "1") == "0":
         return False
-    return _cudnn() is not None and all(a.dtype.name in _FLOATS for a in arrays)
+    dtypes = {a.dtype.name for a in arrays}
+    return _cudnn() is not None and len(dtypes) == 1 and dtypes <= set(_FLOATS)
 
 
 def _conv_params(geom: ConvGeometry) -> tuple:

@@ -80,15 +80,18 @@ def over_batch(
 ) -> list[object]:
     """Call ``fn(start, stop)`` on chunks covering the batch ``range(n)``; return the results.
 
-    ``fn`` must write only its own slice of any shared output. Results come back in batch
-    order, so sums over them are the same on every run.
+    ``fn`` must write only its own slice of any shared output. The chunks depend on the shapes
+    alone, never on the thread count, and results come back in batch order, so sums over them
+    are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is: a run reproduces on any machine.
     """
-    threads = 1 if on_gpu else min(num_threads(), n)
-    if threads > 1 and n * work_per_sample < threads * MIN_WORK_PER_THREAD:
-        threads = 1
-    if threads == 1:
+    if n == 0:
+        return []
+    if on_gpu or n == 1:
         return [fn(0, n)]
-    bounds = chunk_bounds(n, max(threads, -(-n * work_per_sample // CHUNK_WORK)))
+    bounds = chunk_bounds(n, -(-n * work_per_sample // CHUNK_WORK))
+    threads = min(num_threads(), len(bounds))
+    if threads == 1 or n * work_per_sample < threads * MIN_WORK_PER_THREAD:
+        return [fn(a, b) for a, b in bounds]
     with _one_blas_thread():
         futures = [_executor(threads).submit(fn, a, b) for a, b in bounds]
         return [f.result() for f in futures]

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 
 def as_tuple(value: int | Sequence[int], nd: int, name: str) -> tuple[int, ...]:
     """``value`` repeated ``nd`` times if it is an int, else checked to have ``nd`` entries."""
-    if isinstance(value, int):
-        return (value,) * nd
+    if isinstance(value, (int, np.integer)):
+        return (int(value),) * nd
+    if not isinstance(value, Sequence) or not all(isinstance(v, (int, np.integer)) for v in value):
+        raise ValueError(f"{name} must be an int or {nd} ints, got {value!r}")
     t = tuple(int(v) for v in value)
     if len(t) != nd:
         raise ValueError(f"{name} needs {nd} values (one per spatial axis), got {tuple(value)}")
@@ -97,6 +101,16 @@ class ConvGeometry:
                 in_size, self.ksize, self.stride, self.pad, self.dilation, op
             )
         )
+
+    def check_output_padding(self, output_padding: tuple[int, ...]) -> None:
+        """A transposed convolution's output_padding must lie in ``[0, max(stride, dilation))``
+        per axis, as in PyTorch: more would add rows no input pixel reaches."""
+        for op, s, d in zip(output_padding, self.stride, self.dilation):
+            if not 0 <= op < max(s, d):
+                raise ValueError(
+                    f"output_padding={tuple(output_padding)} must be >= 0 and smaller than "
+                    f"stride {self.stride} or dilation {self.dilation} on each axis"
+                )
 
     def padded_extent(self) -> tuple[int, ...]:
         """How far one kernel application reaches along each axis: ``d(k-1) + 1``."""

@@ -101,6 +101,7 @@ class Layer:
 
     def forward(self, *inputs: Arg) -> Arg:
         """Compute the output from ``inputs``; keeps both for backward."""
+        self.output = None  # a forward that fails leaves nothing to run backward on
         self.check_num_inputs(inputs)
         self.inputs = inputs
         z = self._forward(*inputs)

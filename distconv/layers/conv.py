@@ -14,7 +14,7 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
+from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.shape import ConvGeometry, as_tuple
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import Parameter, UpdateCallback
@@ -118,13 +118,12 @@ class ConvNd(Layer):
         return (self.out_channels, self.in_channels // g, *self.geom.ksize)
 
     def _check_output_padding(self) -> None:
-        for op, s, d in zip(self.output_padding, self.geom.stride, self.geom.dilation):
-            if op and (not self.transposed or op >= max(s, d)):
-                raise self.fail(
-                    f"output_padding={self.output_padding} must be smaller than stride "
-                    f"{self.geom.stride} or dilation {self.geom.dilation}, and only for "
-                    "transposed convolutions"
-                )
+        if any(self.output_padding) and not self.transposed:
+            raise self.fail("output_padding is only for transposed convolutions")
+        try:
+            self.geom.check_output_padding(self.output_padding)
+        except ValueError as exc:
+            raise self.fail(str(exc)) from None
 
     def out_size(self, in_size: Sequence[int]) -> tuple[int, ...]:
         """Spatial output size for a spatial input size."""
@@ -164,14 +163,10 @@ class ConvNd(Layer):
 
     def _forward(self, x: Arg) -> Any:
         self._check_input(x.value)
-        v, w = x.value, self.weight.value
-        if self.transposed:
-            n = v.shape[0]
-            y = conv_backward_data(
-                v, w, self.geom, (n, self.out_channels, *self.out_size(v.shape[2:]))
-            )
-        else:
-            y = conv_forward(v, w, self.geom)[0]
+        v = x.value
+        y = conv_any_forward(
+            v, self.weight.value, self.geom, self.transposed, self.out_size(v.shape[2:])
+        )
         if self.bias is not None:
             b = self.bias.value
             y += b.reshape((1, -1) + (1,) * self.nd) if self.bias_kind == "shared" else b
@@ -186,17 +181,15 @@ class ConvNd(Layer):
         dx_buf = grad_target(x)
         need_dw = not self.weight.static
         if dx_buf is not None or need_dw:
-            w = self.weight.value
-            if self.transposed:
-                dx, dw = conv_forward(
-                    dz,
-                    w,
-                    self.geom,
-                    dw_from=x.value if need_dw else None,
-                    want_y=dx_buf is not None,
-                )
-            else:
-                dx, dw = conv_backward(dz, x.value, w, self.geom, dx_buf is not None, need_dw)
+            dx, dw = conv_any_backward(
+                dz,
+                x.value,
+                self.weight.value,
+                self.geom,
+                self.transposed,
+                dx_buf is not None,
+                need_dw,
+            )
             if dx is not None:
                 dx_buf += dx
             if dw is not None:

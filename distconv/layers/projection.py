@@ -26,7 +26,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_gpu_array, to_host
 from distconv.init import Initializer
-from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
+from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.shape import ConvGeometry, as_tuple
 from distconv.layers.base import Layer, LayerError, grad_target
 from distconv.parameter import Parameter, UpdateCallback
@@ -691,6 +691,10 @@ class ConvProjection(Projection):
         self.output_padding = as_tuple(output_padding, nd, "output_padding")
         if any(self.output_padding) and not self.transposed:
             raise self.fail("output_padding is only for transposed convolutions")
+        try:
+            self.geom.check_output_padding(self.output_padding)
+        except ValueError as exc:
+            raise self.fail(str(exc)) from None
         if self.transposed:
             self.output_size = self.geom.transpose_out_size(self.input_size, self.output_padding)
         else:
@@ -721,12 +725,8 @@ class ConvProjection(Projection):
         return x.reshape(x.shape[0], self.in_channels, *self.input_size)
 
     def forward(self, input: Arg, out: Any) -> None:
-        x, w = self._images(input), self.weight.value
-        if self.transposed:
-            y_shape = (x.shape[0], self.out_channels, *self.output_size)
-            y = conv_backward_data(x, w, self.geom, y_shape)
-        else:
-            y = conv_forward(x, w, self.geom)[0]
+        x = self._images(input)
+        y = conv_any_forward(x, self.weight.value, self.geom, self.transposed, self.output_size)
         out += y.reshape(out.shape)
 
     def _backward(self, input: Arg, dout: Any) -> None:
@@ -734,13 +734,11 @@ class ConvProjection(Projection):
         need_dw = self.needs_weight_grad
         if dx_buf is None and not need_dw:
             return
-        x, w = self._images(input), self.weight.value
+        x = self._images(input)
         dy = dout.reshape(dout.shape[0], self.out_channels, *self.output_size)
-        if self.transposed:
-            dw_from = x if need_dw else None
-            dx, dw = conv_forward(dy, w, self.geom, dw_from=dw_from, want_y=dx_buf is not None)
-        else:
-            dx, dw = conv_backward(dy, x, w, self.geom, dx_buf is not None, need_dw)
+        dx, dw = conv_any_backward(
+            dy, x, self.weight.value, self.geom, self.transposed, dx_buf is not None, need_dw
+        )
         if dx is not None:
             dx_buf += dx.reshape(dx_buf.shape)
         if dw is not None:

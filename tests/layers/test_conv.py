@@ -165,3 +165,49 @@ def test_depthwise_conv2d_parity(torch, rng):
     expected = _torch_grads(torch, ref, x, layer.weight.value, layer.bias.value, dy)
     for got, want in zip(_ours(layer, x, dy), expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "nd,k,s,p,d,op,g",
+    [
+        (2, 3, 2, 1, 1, 1, 1),
+        (2, 2, 1, 1, 2, 1, 1),  # output_padding >= stride, allowed because < dilation
+        (2, 3, (1, 2), 1, (3, 1), (2, 1), 2),
+        (3, 3, 2, 1, 2, (1, 0, 1), 2),
+        (3, 2, 1, 0, 2, 1, 1),
+    ],
+)
+def test_conv_transpose_output_padding_parity(torch, rng, nd, k, s, p, d, op, g):
+    import torch.nn.functional as F
+
+    cls = ConvTranspose2D if nd == 2 else ConvTranspose3D
+    layer = cls(4, 6, k, s, p, d, g, output_padding=op, dtype=F64)
+    layer.bias.value[...] = rng.standard_normal(6)
+    x = rng.standard_normal((2, 4) + ((5, 6) if nd == 2 else (3, 4, 3)))
+    fn = F.conv_transpose2d if nd == 2 else F.conv_transpose3d
+
+    def ref(tx, tw, tb):
+        return fn(tx, tw, tb, stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+
+    y_ref = ref(*(torch.tensor(a) for a in (x, layer.weight.value, layer.bias.value)))
+    dy = rng.standard_normal(tuple(y_ref.shape))
+    expected = _torch_grads(torch, ref, x, layer.weight.value, layer.bias.value, dy)
+    for got, want, what in zip(_ours(layer, x, dy), expected, ("y", "dx", "dw", "db")):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-9, err_msg=what)
+    check_layer_grad(layer, [Arg(x)], elements=3)
+
+
+def test_output_padding_out_of_range_is_refused():
+    with pytest.raises(LayerError, match=r"output_padding=\(2, 2\) must be >= 0 and smaller than"):
+        ConvTranspose2D(1, 1, 3, stride=2, output_padding=2)
+    with pytest.raises(LayerError, match="only for transposed"):
+        Conv2D(1, 1, 3, stride=2, output_padding=1)
+    with pytest.raises(ValueError, match=r"kernel_size must be an int or 2 ints, got 3.0"):
+        Conv2D(3, 4, 3.0)
+
+
+def test_conv_transpose_projection_checks_output_padding():
+    from distconv.layers import ConvTransposeProjection
+
+    with pytest.raises(LayerError, match="output_padding=.* must be >= 0 and smaller than"):
+        ConvTransposeProjection(1, 1, 3, 1, stride=1, output_padding=3)
