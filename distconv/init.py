@@ -24,23 +24,27 @@ def set_seed(seed: int) -> None:
     _rng = np.random.default_rng(seed)
 
 
-def msra(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+def msra(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator) -> np.ndarray:
     """He et al. 2015: normal with std sqrt(2 / fan_in), for ReLU networks."""
     return rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
 
 
-def xavier(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+def xavier(
+    shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator
+) -> np.ndarray:
     """Glorot & Bengio 2010: uniform in +-sqrt(6 / (fan_in + fan_out))."""
     limit = np.sqrt(6.0 / (fan_in + fan_out))
     return rng.uniform(-limit, limit, shape)
 
 
-def normal(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+def normal(
+    shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator
+) -> np.ndarray:
     """Normal with std 0.01, independent of the fans."""
     return rng.standard_normal(shape) * 0.01
 
 
-def zero(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+def zero(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator) -> np.ndarray:
     return np.zeros(shape)
 
 

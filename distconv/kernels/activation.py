@@ -29,43 +29,43 @@ class ActivationFunction:
 class Linear(ActivationFunction):
     name = "linear"
 
-    def forward(self, z):
+    def forward(self, z: Any) -> Any:
         return z
 
-    def backward(self, y, dy):
+    def backward(self, y: Any, dy: Any) -> Any:
         return dy
 
 
 class ReLU(ActivationFunction):
     name = "relu"
 
-    def forward(self, z):
+    def forward(self, z: Any) -> Any:
         return get_array_module(z).maximum(z, 0)
 
-    def backward(self, y, dy):
+    def backward(self, y: Any, dy: Any) -> Any:
         return dy * (y > 0)
 
 
 class Sigmoid(ActivationFunction):
     name = "sigmoid"
 
-    def forward(self, z):
+    def forward(self, z: Any) -> Any:
         xp = get_array_module(z)
         # exp of a non-positive number never overflows, whatever the sign of z
         e = xp.exp(-xp.abs(z))
         return xp.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
 
-    def backward(self, y, dy):
+    def backward(self, y: Any, dy: Any) -> Any:
         return dy * y * (1 - y)
 
 
 class Tanh(ActivationFunction):
     name = "tanh"
 
-    def forward(self, z):
+    def forward(self, z: Any) -> Any:
         return get_array_module(z).tanh(z)
 
-    def backward(self, y, dy):
+    def backward(self, y: Any, dy: Any) -> Any:
         return dy * (1 - y * y)
 
 
@@ -74,12 +74,12 @@ class Softmax(ActivationFunction):
 
     name = "softmax"
 
-    def forward(self, z):
+    def forward(self, z: Any) -> Any:
         xp = get_array_module(z)
         e = xp.exp(z - z.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
-    def backward(self, y, dy):
+    def backward(self, y: Any, dy: Any) -> Any:
         return y * (dy - (dy * y).sum(axis=1, keepdims=True))
 
 

@@ -31,7 +31,7 @@ from distconv.kernels.im2col import (
     wide_width,
 )
 from distconv.kernels.parallel import over_batch
-from distconv.kernels.shape import ConvGeometry
+from distconv.kernels.shape import ConvGeometry, volume
 
 
 def _grouped_weight(w: Any, groups: int) -> Any:
@@ -107,7 +107,7 @@ def conv_forward(
         gy = _widen(dw_from[a:b], (*out[:-1], width)).reshape(b - a, g, wg.shape[1], -1)
         return xp.matmul(gy, col.swapaxes(-1, -2)).sum(axis=0)
 
-    work = x.shape[1] * geom.kernel_volume * _volume(out)
+    work = x.shape[1] * geom.kernel_volume * volume(out)
     partials = over_batch(run, n, work, on_gpu=is_gpu_array(x))
     if dw_from is None:
         dw = None
@@ -144,7 +144,7 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         col = xp.matmul(wt, gy).reshape((b - a, c, *geom.ksize, *wide))
         dx[a:b] = col2im_wide(col, (b - a, c, *x_shape[2:]), geom)
 
-    over_batch(run, n, c * geom.kernel_volume * _volume(out), on_gpu=is_gpu_array(g))
+    over_batch(run, n, c * geom.kernel_volume * volume(out), on_gpu=is_gpu_array(g))
     return dx
 
 
@@ -162,7 +162,7 @@ def _flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeo
         return False
     if geom.transpose_out_size(g_shape[2:]) != tuple(x_shape[2:]):
         return False  # output_padding: the flipped convolution would come out short
-    return g_shape[1] * _volume(x_shape[2:]) <= x_shape[1] * _volume(g_shape[2:])
+    return g_shape[1] * volume(x_shape[2:]) <= x_shape[1] * volume(g_shape[2:])
 
 
 def _conv_backward_data_by_flip(
@@ -201,13 +201,6 @@ def conv_backward(
     dw = conv_forward(x, w, geom, dw_from=dy, want_y=False)[1] if need_dw else None
     dx = conv_backward_data(dy, w, geom, x.shape) if need_dx else None
     return dx, dw
-
-
-def _volume(shape: tuple[int, ...]) -> int:
-    v = 1
-    for s in shape:
-        v *= int(s)
-    return v
 
 
 def conv_any_forward(

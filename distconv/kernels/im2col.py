@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from distconv.backend import get_array_module
-from distconv.kernels.shape import ConvGeometry
+from distconv.kernels.shape import ConvGeometry, volume
 
 
 def _as_strided(xp: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
@@ -59,7 +59,7 @@ class _Planes:
             self.size *= s
         self.tail = (geom.ksize[-1] - 1) * geom.dilation[-1] if wide else 0
         # row-major element strides of a padded plane
-        self.steps = tuple(int(_prod(self.padded[i + 1 :])) for i in range(len(self.padded)))
+        self.steps = tuple(int(volume(self.padded[i + 1 :])) for i in range(len(self.padded)))
         self.n, self.c, self.geom, self.wide = n, c, geom, wide
 
     def buffer(self, xp: Any, dtype: Any, fill: float = 0.0) -> Any:
@@ -79,13 +79,6 @@ class _Planes:
 
     def out_strides(self, item: int) -> tuple[int, ...]:
         return tuple(st * s * item for st, s in zip(self.steps, self.geom.stride))
-
-
-def _prod(shape: tuple[int, ...]) -> int:
-    v = 1
-    for s in shape:
-        v *= int(s)
-    return v
 
 
 def im2col_view(x: Any, geom: ConvGeometry, pad_value: float = 0.0, wide: bool = False) -> Any:
@@ -181,20 +174,20 @@ def col2im_wide(col: Any, img_shape: tuple[int, ...], geom: ConvGeometry) -> Any
     xp = get_array_module(col)
     n, c = img_shape[:2]
     grid = phase_grid(img_shape[2:], geom)
-    steps = tuple(_prod(grid[a + 1 :]) for a in range(geom.nd))
+    steps = tuple(volume(grid[a + 1 :]) for a in range(geom.nd))
     run = col.shape[2 + geom.nd] * steps[0]
     slabs = col.reshape(n, c, *geom.ksize, -1)
     padded = tuple(m + 2 * p for m, p in zip(img_shape[2:], geom.pad))
     img = xp.zeros((n, c, *padded), dtype=col.dtype)
     for phase, taps in _taps_by_phase(geom, steps).items():
-        buf = xp.zeros((n, c, max(_prod(grid), max(s for _, s in taps) + run)), dtype=col.dtype)
+        buf = xp.zeros((n, c, max(volume(grid), max(s for _, s in taps) + run)), dtype=col.dtype)
         for offset, start in taps:
             buf[:, :, start : start + run] += slabs[(slice(None), slice(None)) + offset]
         target = img[
             (slice(None), slice(None))
             + tuple(slice(r, None, s) for r, s in zip(phase, geom.stride))
         ]
-        dense = buf[:, :, : _prod(grid)].reshape(n, c, *grid)
+        dense = buf[:, :, : volume(grid)].reshape(n, c, *grid)
         target[...] = dense[
             (slice(None), slice(None)) + tuple(slice(0, m) for m in target.shape[2:])
         ]

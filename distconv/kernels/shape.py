@@ -8,6 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def volume(shape: Sequence[int]) -> int:
+    """The number of elements of an array of ``shape`` (1 for ``()``)."""
+    v = 1
+    for n in shape:
+        v *= int(n)
+    return v
+
+
 def as_tuple(value: int | Sequence[int], nd: int, name: str) -> tuple[int, ...]:
     """``value`` repeated ``nd`` times if it is an int, else checked to have ``nd`` entries."""
     if isinstance(value, (int, np.integer)):
@@ -78,10 +86,8 @@ class ConvGeometry:
 
     @property
     def kernel_volume(self) -> int:
-        v = 1
-        for k in self.ksize:
-            v *= k
-        return v
+        """Elements in one kernel window: the product of ``ksize``."""
+        return volume(self.ksize)
 
     def out_size(self, in_size: Sequence[int]) -> tuple[int, ...]:
         """Spatial output size of the convolution for a spatial input size."""

@@ -8,6 +8,7 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
+from distconv.kernels.shape import volume
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import UpdateCallback
 
@@ -51,7 +52,7 @@ class FeatureMapExpand(Layer):
         if v is None or v.ndim < 1:
             raise self.fail(f"expected an input of shape (N, *), got {x}")
         xp = get_array_module(v)
-        flat = v.reshape(v.shape[0], -1)
+        flat = v.reshape(v.shape[0], volume(v.shape[1:]))
         if self.as_row_vector:
             return xp.tile(flat, (1, self.num_filters))
         return xp.repeat(flat, self.num_filters, axis=1)

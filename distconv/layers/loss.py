@@ -49,6 +49,8 @@ class SoftmaxCrossEntropy(Layer):
             raise self.fail(f"expected logits of shape (N, classes), got {tuple(z.shape)}")
         xp = get_array_module(z)
         n, c = z.shape
+        if n == 0:
+            raise self.fail("an empty batch has no mean loss")
         self._ids = _labels(self, label, n, c)
         shifted = z - z.max(axis=1, keepdims=True)
         log_norm = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
@@ -81,6 +83,10 @@ class MSELoss(Layer):
     num_inputs = 2
 
     def _forward(self, pred: Arg, target: Arg) -> Any:
+        if pred.value is None or target.value is None:
+            raise self.fail("both inputs need array values (got an ids-only Arg)")
+        if pred.value.size == 0:
+            raise self.fail("an empty batch has no mean loss")
         if pred.shape != target.shape:
             raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
         self._diff = pred.value - target.value

@@ -34,12 +34,14 @@ from distconv.parameter import Parameter, UpdateCallback
 IntOrTuple = int | Sequence[int]
 
 
-def ones(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+def ones(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator) -> np.ndarray:
     """Initialiser: all ones (an element-wise or scalar weight that starts as the identity)."""
     return np.ones(shape)
 
 
-def unit_normal(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator):
+def unit_normal(
+    shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator
+) -> np.ndarray:
     """Initialiser: standard normal, PyTorch's default for embedding tables."""
     return rng.standard_normal(shape)
 

@@ -153,3 +153,12 @@ def test_loss_parity(torch, rng):
     mse.output.grad = np.ones(())
     mse.backward(lambda p: None)
     np.testing.assert_allclose(aa.grad, ta.grad.numpy(), rtol=1e-5)
+
+
+def test_empty_batches_and_ids_only_inputs_get_clear_errors():
+    with pytest.raises(LayerError, match="empty batch"):
+        SoftmaxCrossEntropy()(Arg(np.zeros((0, 3))), Arg(ids=np.zeros(0, np.int64)))
+    with pytest.raises(LayerError, match="ids-only"):
+        MSELoss()(Arg(np.zeros((2, 3))), Arg(ids=np.array([0, 1])))
+    # layers themselves pass an empty batch through
+    assert FullyConnected(3, 2)(Arg(np.zeros((0, 3), np.float32))).shape == (0, 2)
