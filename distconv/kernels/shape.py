@@ -108,9 +108,12 @@ class ConvGeometry:
             )
         )
 
-    def check_output_padding(self, output_padding: tuple[int, ...]) -> None:
-        """A transposed convolution's output_padding must lie in ``[0, max(stride, dilation))``
-        per axis, as in PyTorch: more would add rows no input pixel reaches."""
+    def check_output_padding(self, output_padding: tuple[int, ...], transposed: bool) -> None:
+        """Output padding is for transposed convolutions only, and must lie in
+        ``[0, max(stride, dilation))`` per axis, as in PyTorch: more would add rows no input
+        pixel reaches."""
+        if any(output_padding) and not transposed:
+            raise ValueError("output_padding is only for transposed convolutions")
         for op, s, d in zip(output_padding, self.stride, self.dilation):
             if not 0 <= op < max(s, d):
                 raise ValueError(

@@ -118,10 +118,8 @@ class ConvNd(Layer):
         return (self.out_channels, self.in_channels // g, *self.geom.ksize)
 
     def _check_output_padding(self) -> None:
-        if any(self.output_padding) and not self.transposed:
-            raise self.fail("output_padding is only for transposed convolutions")
         try:
-            self.geom.check_output_padding(self.output_padding)
+            self.geom.check_output_padding(self.output_padding, self.transposed)
         except ValueError as exc:
             raise self.fail(str(exc)) from None
 

@@ -691,10 +691,8 @@ class ConvProjection(Projection):
                 raise self.fail(f"{what}={c} must be a positive multiple of {groups=}")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.output_padding = as_tuple(output_padding, nd, "output_padding")
-        if any(self.output_padding) and not self.transposed:
-            raise self.fail("output_padding is only for transposed convolutions")
         try:
-            self.geom.check_output_padding(self.output_padding)
+            self.geom.check_output_padding(self.output_padding, self.transposed)
         except ValueError as exc:
             raise self.fail(str(exc)) from None
         if self.transposed:
