@@ -18,6 +18,11 @@ class NetworkError(ValueError):
 class Network:
     """Named layers wired by name; names not produced by a layer are data inputs (feeds).
 
+    Args:
+        check_finite: check every float feed for NaN and infinity at each forward. A trainer
+            whose data set was checked once when loaded turns it off: on a GPU the check is a
+            host sync per step.
+
     Example:
         >>> net = Network()
         >>> net.add("fc", FullyConnected(4, 3, act="relu"), inputs="x")
@@ -26,7 +31,8 @@ class Network:
         >>> net.backward(callback)            # seeds d(loss) = 1, walks the layers in reverse
     """
 
-    def __init__(self) -> None:
+    def __init__(self, check_finite: bool = True) -> None:
+        self.check_finite = check_finite
         self.layers: dict[str, Layer] = {}
         self.wiring: dict[str, tuple[str, ...]] = {}
         self.outputs: dict[str, Arg] = {}
@@ -131,7 +137,7 @@ class Network:
         if not isinstance(arg, Arg):
             arg = Arg(arg, needs_grad=False)
         v = arg.value
-        if v is not None and v.dtype.kind == "f":
+        if self.check_finite and v is not None and v.dtype.kind == "f":
             xp = get_array_module(v)
             if not bool(xp.isfinite(v).all()):
                 bad = int((~xp.isfinite(v)).sum())

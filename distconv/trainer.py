@@ -81,6 +81,8 @@ class Trainer:
         if len(wiring) != 2:
             raise ValueError(f"loss layer {loss_layer_name!r} must read (logits, label)")
         self.network, self.sync = network, sync
+        # a Dataset checks its values once when built; per step it would cost a host sync
+        network.check_finite = False
         self.loss_name = loss_layer_name
         self.logits_name, self.label_name = wiring
         self.image_name = image_name

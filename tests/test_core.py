@@ -213,3 +213,10 @@ def test_a_failed_forward_leaves_nothing_to_backward():
         fc(Arg(np.zeros((5, 7), np.float32)))
     with pytest.raises(LayerError, match="backward called before forward"):
         fc.backward(lambda p: None)
+
+
+def test_the_finite_check_can_be_turned_off():
+    net = Network(check_finite=False)
+    net.add("fc", FullyConnected(2, 2), inputs="x")
+    bad = np.full((1, 2), np.nan, np.float32)
+    assert np.isnan(net.forward({"x": bad})["fc"].value).all()
