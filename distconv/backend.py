@@ -62,16 +62,6 @@ def device_from_env(default: str = "cpu") -> str:
     return os.environ.get("DISTCONV_DEVICE", default).strip().lower() or default
 
 
-def current_device() -> str:
-    """The device chosen with :func:`set_device` (``"cpu"`` unless changed)."""
-    return _device
-
-
-def xp_for_device(name: str | None = None) -> ModuleType:
-    """The array module for a device (the current one by default)."""
-    return _import_cupy() if (name or _device) == "gpu" else numpy
-
-
 def _is_cupy(a: Any) -> bool:
     # by the type's module, so a cupy array is recognised even before set_device("gpu")
     return type(a).__module__.partition(".")[0] == "cupy"
@@ -102,3 +92,9 @@ def to_host(a: Any) -> numpy.ndarray:
     if is_gpu_array(a):
         return a.get()
     return numpy.asarray(a)
+
+
+def copy_into(target: Any, source: Any) -> None:
+    """``target[...] = source`` on ``target``'s device and in its dtype (host or device source)."""
+    device = "gpu" if is_gpu_array(target) else "cpu"
+    target[...] = to_device(to_host(source).astype(target.dtype, copy=False), device)

@@ -146,13 +146,17 @@ class Network:
                 )
         return arg
 
-    def backward(self, callback: UpdateCallback, loss: str | None = None) -> None:
+    def backward(
+        self, callback: UpdateCallback, loss: str | None = None, *, loss_scale: float = 1.0
+    ) -> None:
         """Backward through every layer in reverse order, with one callback for the pass.
 
         Args:
             callback: called by each parameter once its gradient is complete.
             loss: the layer whose output is the scalar loss; its gradient is seeded with 1.
                 Defaults to the last layer in topological order.
+            loss_scale: the loss gradient's seed. The Trainer passes the batch's example count,
+                so a mean loss yields gradient sums that a sync strategy can add across ranks.
         """
         order = self.order()
         if not self.outputs:
@@ -164,6 +168,6 @@ class Network:
         for arg in self.outputs.values():
             arg.grad = None
         out = self.outputs[loss]
-        out.grad = get_array_module(out.value).ones_like(out.value)
+        out.grad = get_array_module(out.value).full_like(out.value, loss_scale)
         for name in reversed(order):
             self.layers[name].backward(callback)

@@ -94,7 +94,7 @@ class Trainer:
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
         network.zero_grad()
-        sync.setup([p for p in self.params if not p.static])
+        sync.setup([p for p in self.params if not p.static], {})
 
     @property
     def is_chief(self) -> bool:
@@ -118,9 +118,9 @@ class Trainer:
 
     def train_step(self, x: Any, y: Any) -> tuple[Any, Any]:
         """One optimizer step on a batch; returns its (summed loss, correct count) on the device."""
-        self.sync.start_step()
+        self.sync.start_step(len(y))
         loss, correct = self._forward(x, y)
-        self.network.backward(self.sync, loss=self.loss_name)
+        self.network.backward(self.sync, loss=self.loss_name, loss_scale=len(y))
         self.sync.finish_step()
         self.step += 1
         return loss, correct
@@ -137,9 +137,7 @@ class Trainer:
     # -- epochs --------------------------------------------------------------------------------
     def train_epoch(self, train: Dataset, batch_size: int) -> tuple[float, float]:
         """One pass over this worker's shard; returns its mean loss and accuracy."""
-        optimizer = getattr(self.sync, "optimizer", None)
-        if optimizer is not None:
-            optimizer.scale_lr(self.lr_decay**self.epoch)
+        self.sync.set_lr_scale(self.lr_decay**self.epoch)
         total = num_batches(len(train), batch_size, self.shard[1])
         loss_sum, correct, seen = 0.0, 0, 0
         bar = ProgressBar(total, f"epoch {self.epoch + 1}", enabled=self.progress)
@@ -217,8 +215,7 @@ class Trainer:
         return MetricsWriter(self._path(METRICS), self.epoch if resume else None)
 
     def _optimizer_config(self) -> dict[str, Any] | None:
-        optimizer = getattr(self.sync, "optimizer", None)
-        return optimizer.config() if optimizer is not None else None
+        return self.sync.optimizer_config()
 
     def save(self, batch_size: int) -> None:
         """Write ``<out_dir>/checkpoint.safetensors`` (rank 0 only; nothing without out_dir)."""
@@ -227,7 +224,7 @@ class Trainer:
         save_checkpoint(
             self._path(CHECKPOINT),
             self.params,
-            getattr(self.sync, "state", None),
+            self.sync.state_dict(),
             step=self.step,
             epoch=self.epoch,
             seed=self.seed,
@@ -258,7 +255,7 @@ class Trainer:
                 f"checkpoint {path} comes from a different run; resuming would not reproduce "
                 f"it ({'; '.join(differ)})"
             )
-        restore_checkpoint(ckpt, self.params, getattr(self.sync, "state", None))
+        restore_checkpoint(ckpt, self.params, self.sync.state_dict())
         self.step, self.epoch = ckpt.step, ckpt.epoch
         log.info("resumed from %s at epoch %d, step %d", path, self.epoch, self.step)
 

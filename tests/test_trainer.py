@@ -145,9 +145,11 @@ class RecordingSync(SyncStrategy):
     """Records the protocol; applies plain SGD so training still moves."""
 
     def __init__(self):
+        super().__init__(create_optimizer("sgd"))
         self.events = []
 
-    def start_step(self):
+    def start_step(self, examples):
+        super().start_step(examples)
         self.events.append("start")
 
     def on_gradient(self, param):
@@ -157,6 +159,12 @@ class RecordingSync(SyncStrategy):
 
     def finish_step(self):
         self.events.append("finish")
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
 
 
 def test_step_protocol_every_parameter_once_in_reverse_layer_order(data):

@@ -1,39 +1,198 @@
-"""The interface every gradient-synchronisation strategy implements."""
+"""The sync contract: the only door between the Trainer and a transport.
+
+A :class:`SyncStrategy` owns everything that differs between one process, a parameter server and
+allreduce: who this process is (rank, world size, chief), how every rank starts with identical
+parameters, what happens to a gradient the moment it is complete (the ``inc_update`` callback),
+where the optimizer runs and where its state lives, and how small metrics are reduced. The
+Trainer calls only the methods below and never reaches inside (Horovod's
+``DistributedOptimizer`` + ``broadcast_parameters`` and ChainerMN's communicator are the models).
+
+One step, as the Trainer drives it::
+
+    sync.start_step(examples)        # this rank's examples in the whole step (all passes)
+    for each of the K passes:        # K = gradient accumulation, usually 1
+        network.forward(batch)
+        network.backward(sync if last pass else no-op, loss_scale=len(batch))
+    sync.finish_step()               # every parameter now holds its updated value
+
+Gradients arrive as **sums over this rank's examples** (the Trainer seeds the mean loss with the
+pass's example count). The strategy sums them over ranks and divides by the step's global number
+of examples, so N ranks with batch b and one rank with batch N*b take the same step, uneven last
+batches included.
+
+Ownership of ``param.grad``: from the callback until :meth:`finish_step` returns, ``param.grad``
+belongs to the strategy, which may be reading it on a communication thread (or may have handed
+out the array as a view into a bucket buffer). Nobody else writes it in that window. When
+:meth:`finish_step` returns, every gradient is zero again and belongs to the layers.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from distconv.optim import Optimizer
 from distconv.parameter import Parameter
+
+#: optimizer state by parameter name, then state key (host or device arrays)
+StateDict = dict[str, dict[str, Any]]
+
+
+class SyncError(RuntimeError):
+    """Ranks disagree, a peer is gone, or the strategy was used out of order.
+
+    The message names the cause: the first field that differs between ranks, the rank that
+    stopped answering, or the call that came too early.
+    """
 
 
 class SyncStrategy(ABC):
-    """What happens to a parameter once its gradient is complete.
+    """What happens to each gradient, and everything the Trainer needs across ranks.
 
-    The trainer calls :meth:`setup` once with every parameter, :meth:`start_step` before each
-    forward (a parameter-server client pulls there), passes the strategy itself as the backward
-    callback (it is callable), and calls :meth:`finish_step` after backward, which returns once
-    every parameter holds its updated value.
+    Subclasses implement :meth:`on_gradient` and :meth:`finish_step`, and override the
+    collective methods (:meth:`broadcast_parameters`, :meth:`allreduce_sum`, :meth:`barrier`,
+    :meth:`all_equal`) for their transport. The defaults are those of a single process.
+
+    Args:
+        optimizer: the update rule. Where it runs (here, or on the servers) is the strategy's
+            business; the Trainer only scales its learning rate and saves its state through
+            this interface.
+        rank: this process's rank in the job.
+        world_size: how many training processes take part.
+
+    Attributes:
+        params: the trainable parameters, after :meth:`setup`.
+        firing_order: parameter names in the order the first backward pass fired them, as the
+            Network recorded it (allreduce lays out its buckets from this).
     """
 
-    def setup(self, params: Sequence[Parameter]) -> None:
-        """Called once, before the first step, with every trainable parameter."""
-        self.params = list(params)
+    def __init__(self, optimizer: Optimizer, rank: int = 0, world_size: int = 1) -> None:
+        if not (world_size >= 1 and 0 <= rank < world_size):
+            raise ValueError(f"need 0 <= rank < world_size, got rank {rank} of {world_size}")
+        self.optimizer = optimizer
+        self.rank = rank
+        self.world_size = world_size
+        self.params: list[Parameter] = []
+        self.firing_order: list[str] = []
+        self._examples = 0
 
-    def start_step(self) -> None:
-        """Called before each forward pass."""
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def is_chief(self) -> bool:
+        """Rank 0: the process that writes files and seeds the others."""
+        return self.rank == 0
+
+    # -- start-up ---------------------------------------------------------------------------
+    def setup(self, params: Sequence[Parameter], config: Mapping[str, Any] | None = None) -> None:
+        """Check that every rank runs the same job, then make every rank's parameters identical.
+
+        Args:
+            params: every trainable parameter, in the network's order.
+            config: what must agree on every rank (batch size, seed, optimizer, data, ...);
+                parameter names, shapes and dtypes are added here.
+
+        Raises:
+            SyncError: ranks (or servers) disagree; the message names the first difference.
+        """
+        self.params = list(params)
+        self.all_equal(job_description(self.params, self.optimizer, config or {}))
+        self.init_state()
+        self.broadcast_parameters()
+
+    def init_state(self) -> None:
+        """Create optimizer state for parameters that have none (a local optimizer's hook)."""
+
+    def broadcast_parameters(self) -> None:
+        """Make every rank's parameter values (and optimizer state) equal to rank 0's."""
+
+    def set_firing_order(self, names: Sequence[str]) -> None:
+        """The Network recorded the order in which the first pass fired the parameters."""
+        self.firing_order = list(names)
+
+    # -- one step -----------------------------------------------------------------------------
+    def start_step(self, examples: int) -> None:
+        """A step begins; this rank contributes ``examples`` examples to it (over all passes)."""
+        self._examples = int(examples)
 
     @abstractmethod
     def on_gradient(self, param: Parameter) -> None:
-        """The ``inc_update`` callback: ``param.grad`` is complete for this step."""
+        """The ``inc_update`` callback: ``param.grad`` holds this rank's complete gradient sum."""
 
     def __call__(self, param: Parameter) -> None:
         self.on_gradient(param)
 
     @abstractmethod
     def finish_step(self) -> None:
-        """Wait for what is in flight; afterwards every parameter is updated."""
+        """Wait for what is in flight; afterwards every parameter is updated, gradients zero."""
+
+    # -- optimizer ----------------------------------------------------------------------------
+    def set_lr_scale(self, factor: float) -> None:
+        """Train at ``base_lr * factor`` from the next step on (a schedule's value)."""
+        self.optimizer.scale_lr(factor)
+
+    def optimizer_config(self) -> dict[str, Any]:
+        """The optimizer's name and hyperparameters (what checkpoints record)."""
+        return self.optimizer.config()
+
+    @abstractmethod
+    def state_dict(self) -> StateDict:
+        """The optimizer state of every parameter, by name then key (gathered if remote)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Replace the optimizer state (on every rank, or on the servers), before training."""
+
+    # -- collectives --------------------------------------------------------------------------
+    def allreduce_sum(self, values: Sequence[float]) -> list[float]:
+        """Sum small metrics (loss sums, correct answers, examples) over every rank."""
+        return [float(v) for v in values]
+
+    def barrier(self) -> None:
+        """Return once every rank has called it."""
+
+    def all_equal(self, description: Mapping[str, Any]) -> None:
+        """Stop every rank unless all hold the same ``description``.
+
+        Raises:
+            SyncError: naming the first key whose value differs, and the ranks' values.
+        """
 
     def close(self) -> None:
-        """Release sockets, communicators and threads."""
+        """Release sockets, communicators and threads; the Trainer calls it in a ``finally``."""
+
+
+def job_description(
+    params: Sequence[Parameter], optimizer: Optimizer, config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What every rank must agree on: the config, the optimizer, and each parameter's layout."""
+    description = {f"config.{k}": v for k, v in sorted(config.items())}
+    description["optimizer"] = optimizer.config()
+    description["parameters"] = [[p.name, list(p.shape), str(p.value.dtype)] for p in params]
+    return description
+
+
+def first_difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
+    """The first key (sorted) whose value differs between two descriptions, as a sentence."""
+    for key in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
+        if a != b:
+            if key == "parameters" and isinstance(a, list) and isinstance(b, list):
+                return _first_param_difference(a, b)
+            return f"{key}: {a!r} here, {b!r} there"
+    return None
+
+
+def _first_param_difference(a: list, b: list) -> str:
+    for i, (pa, pb) in enumerate(zip(a, b)):
+        if pa != pb:
+            return f"parameter {i}: {pa} here, {pb} there"
+    return f"parameter count: {len(a)} here, {len(b)} there"
+
+
+def digest(description: Mapping[str, Any]) -> str:
+    """A short SHA-256 of a JSON-able description (cheap to compare across ranks)."""
+    text = json.dumps(description, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -2,37 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
+from distconv.backend import copy_into
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncStrategy
+from distconv.sync.base import StateDict, SyncStrategy
 
 
 class LocalSync(SyncStrategy):
-    """Apply ``optimizer`` to each parameter as its gradient completes, then clear the gradient.
+    """World size 1: average each gradient over the step's examples, apply ``optimizer``, clear.
 
     Updating during backward is safe: a parameter fires only after every layer that uses it has
     finished with it, and layers below never read it.
+
+    Args:
+        optimizer: the update rule, run here on each parameter.
 
     Attributes:
         state: optimizer state per parameter name (what checkpoints save).
     """
 
     def __init__(self, optimizer: Optimizer) -> None:
-        self.optimizer = optimizer
-        self.state: dict[str, dict[str, Any]] = {}
+        super().__init__(optimizer, rank=0, world_size=1)
+        self.state: StateDict = {}
 
-    def setup(self, params: Sequence[Parameter]) -> None:
-        super().setup(params)
+    def init_state(self) -> None:
         for p in self.params:
             if p.name not in self.state:
                 self.state[p.name] = self.optimizer.init_state(p.value)
 
     def on_gradient(self, param: Parameter) -> None:
+        if self._examples > 1:
+            param.grad /= self._examples
         self.optimizer.update(param.value, param.grad, self.state[param.name])
         param.grad[...] = 0
 
     def finish_step(self) -> None:
         """Nothing is in flight in a single process."""
+
+    def state_dict(self) -> StateDict:
+        return self.state
+
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Copy ``state`` into the existing buffers, on their device and in their dtype."""
+        for name, buffers in state.items():
+            for key, value in buffers.items():
+                copy_into(self.state[name][key], value)
