@@ -83,6 +83,12 @@ class Parameter:
             self.grad = get_array_module(self.value).zeros_like(self.value)
         self._pending = 0
 
+    def cast(self, dtype: Any) -> None:
+        """Convert the value (and gradient) to ``dtype``, e.g. float64 for exactness checks."""
+        self.value = self.value.astype(dtype, copy=False)
+        if self.grad is not None:
+            self.grad = self.grad.astype(dtype, copy=False)
+
     def __repr__(self) -> str:
         kind = ", static" if self.static else ""
         return f"Parameter({self.name!r}, shape={self.shape}, dtype={self.value.dtype}{kind})"

@@ -6,17 +6,31 @@ chosen, so single-process use needs neither mpi4py nor pyzmq.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from distconv.sync.base import SyncStrategy
+from distconv.sync.base import SyncError, SyncStrategy
 
-__all__ = ["SyncStrategy", "create_sync"]
+__all__ = ["SyncError", "SyncStrategy", "create_sync", "TRANSPORTS"]
+
+#: transport name -> "module:class"; the module is imported only when the transport is chosen
+TRANSPORTS = {
+    "local": "distconv.sync.local:LocalSync",
+    "pserver": "distconv.sync.ps.client:PServerSync",
+    "mpi": "distconv.sync.mpi:MPISync",
+}
 
 
 def create_sync(kind: str, **kwargs: Any) -> SyncStrategy:
-    """Build the sync strategy named ``kind`` (``"local"`` for now)."""
-    if kind == "local":
-        from distconv.sync.local import LocalSync
+    """Build the sync strategy named ``kind`` with the transport's own keyword arguments.
 
-        return LocalSync(**kwargs)
-    raise ValueError(f"unknown sync strategy {kind!r}; available: ['local']")
+    Raises:
+        ValueError: an unknown transport name.
+        ImportError: the transport's library (pyzmq, mpi4py) is not installed; the message says
+            which extra to install.
+    """
+    if kind not in TRANSPORTS:
+        raise ValueError(f"unknown sync strategy {kind!r}; available: {sorted(TRANSPORTS)}")
+    module_name, _, class_name = TRANSPORTS[kind].partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, class_name)(**kwargs)
