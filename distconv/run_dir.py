@@ -29,6 +29,7 @@ from distconv.checkpoint import CheckpointError
 
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
+CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
 CHIEF_PART = "chief.safetensors"
 #: files that mark a directory as holding a run
 RUN_FILES = ("metrics.jsonl", CHECKPOINTS, "checkpoint.safetensors")
@@ -79,8 +80,7 @@ class RunDirectory:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
             os.close(fd)
             raise RunDirError(
-                f"{self.root} is in use by {holder}; two runs must not share an output "
-                "directory"
+                f"{self.root} is in use by {holder}; two runs must not share an output directory"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)

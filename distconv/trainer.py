@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics
 from distconv.network import Network
 from distconv.parameter import Parameter
-from distconv.run_dir import CHIEF_PART, RunDirectory, RunDirError
+from distconv.run_dir import CHIEF, CHIEF_PART, RunDirectory, RunDirError
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
 
@@ -268,10 +269,13 @@ class Trainer:
             self.accumulate,
             self.seed,
         )
+        # only the main thread may handle signals (a test can run ranks as threads)
+        handles_signals = threading.current_thread() is threading.main_thread()
         previous = signal.getsignal(signal.SIGTERM)
         try:
             self._start(resume)
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+            if handles_signals:
+                signal.signal(signal.SIGTERM, self._on_sigterm)
             writer = self._metrics_writer()
             while self.pos.epoch < epochs:
                 record = self._run_epoch(train, test, sampler)
@@ -282,7 +286,8 @@ class Trainer:
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if handles_signals:
+                signal.signal(signal.SIGTERM, previous)
             if self.run is not None:
                 self.run.release()
         return self.history
@@ -396,7 +401,7 @@ class Trainer:
             run.clear()
             return None
         if resume in (True, "auto") and latest is not None:
-            return self.restore(latest.part(CHIEF_PART))
+            return self.restore(latest.part(CHIEF))
         if resume is True:
             raise CheckpointError(f"--resume: no complete checkpoint in {run.checkpoint_root}")
         if run.holds_run() and resume != "auto":
@@ -428,7 +433,7 @@ class Trainer:
                     **{k: v for k, v in self.config.items() if k != "batch_size"},
                 },
             )
-            self.run.commit(self.pos.step, {"chief": directory / CHIEF_PART})
+            self.run.commit(self.pos.step, {CHIEF: directory / CHIEF_PART})
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 
     def _check_finite_parameters(self) -> None:

@@ -174,7 +174,7 @@ def test_gpu_without_cupy_is_a_clear_error():
         pass
     with pytest.raises(BackendError, match="needs cupy.*pip install 'distconv\\[gpu\\]'"):
         set_device("gpu")
-    with pytest.raises(ValueError, match="device must be one of"):
+    with pytest.raises(BackendError, match="device must be one of"):
         set_device("tpu")
     assert get_array_module(np.zeros(1)) is np
     assert isinstance(to_host([1, 2]), np.ndarray)
