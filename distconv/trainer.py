@@ -16,26 +16,20 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, to_device, to_host
-from distconv.checkpoint import (
-    CheckpointError,
-    load_checkpoint,
-    restore_checkpoint,
-    save_checkpoint,
-)
+from distconv.backend import to_device, to_host
 from distconv.data import Dataset
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics
 from distconv.network import Network
 from distconv.parameter import Parameter
-from distconv.run_dir import CHIEF, CHIEF_PART, RunDirectory, RunDirError
+from distconv.resume import Position, StepCheckpoints, TrainingError, share_position
+from distconv.run_dir import RunDirectory
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
 
@@ -48,22 +42,8 @@ PLOT = "metrics.png"
 Arrays = Mapping[str, np.ndarray]
 
 
-class TrainingError(RuntimeError):
-    """Training cannot go on (the loss diverged); the message names the epoch and steps."""
-
-
 class Preempted(Exception):
     """SIGTERM arrived; the trainer saved a checkpoint at the step it names and stopped."""
-
-
-@dataclass
-class _Position:
-    """Where training stands, and the epoch's metric sums so far (global after a restore)."""
-
-    epoch: int = 0  # epochs completed
-    step: int = 0  # optimizer steps taken in all
-    step_in_epoch: int = 0
-    sums: dict[str, float] = field(default_factory=dict)
 
 
 class Trainer:
@@ -141,8 +121,10 @@ class Trainer:
             "lr_decay": lr_decay,
             "dtype": str(self.dtype),
         }
-        self.run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
-        self.pos = _Position()
+        self.config["global_batch"] = self.global_batch
+        run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
+        self.checkpoints = StepCheckpoints(run, self.params, sync, self.config)
+        self.pos = Position()
         self.history: list[dict[str, Any]] = []
         self._stop_requested = False
         network.zero_grad()
@@ -273,7 +255,9 @@ class Trainer:
         handles_signals = threading.current_thread() is threading.main_thread()
         previous = signal.getsignal(signal.SIGTERM)
         try:
-            self._start(resume)
+            state, pos = self.checkpoints.open(resume)
+            self.sync.setup(self.trainable, self.config, state)
+            self.pos = share_position(self.sync, pos)
             if handles_signals:
                 signal.signal(signal.SIGTERM, self._on_sigterm)
             writer = self._metrics_writer()
@@ -288,8 +272,7 @@ class Trainer:
         finally:
             if handles_signals:
                 signal.signal(signal.SIGTERM, previous)
-            if self.run is not None:
-                self.run.release()
+            self.checkpoints.close()
         return self.history
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
@@ -320,15 +303,15 @@ class Trainer:
                     sums = self._fold(sums, loss_sum, correct, seen, start, checked)
                     loss_sum, correct, seen, checked = 0, 0, 0, self.pos.step
                     start = time.perf_counter()
-                    self._save(sums)
+                    self.checkpoints.save(self.pos, sums)
                     if self._stop_requested:
                         raise Preempted(f"stopped by SIGTERM after step {self.pos.step}")
         sums = self._fold(sums, loss_sum, correct, seen, start, checked)
-        self.pos = _Position(self.pos.epoch + 1, self.pos.step, 0, {})
+        self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
         record = self._record(sums, sampler)
         if test is not None:
             record.update(self.evaluate(test))
-        self._save({})
+        self.checkpoints.save(self.pos, {})
         return record
 
     def _checkpoint_due(self) -> bool:
@@ -377,110 +360,10 @@ class Trainer:
         record["world_size"] = self.sync.world_size
         return record
 
-    # -- checkpoints ----------------------------------------------------------------------------
-    def _start(self, resume: bool | str) -> None:
-        """Take the run directory, restore on the chief, and set every rank up identically."""
-        state = None
-        if self.run is not None:
-            self.run.acquire()
-            state = self._resolve_resume(resume)
-        self.sync.setup(self.trainable, self.config, state)
-        # every rank continues from the chief's position
-        p = self.pos
-        fields = [p.epoch, p.step, p.step_in_epoch, *(p.sums.get(k, 0.0) for k in _SUMS)]
-        if not self.sync.is_chief:
-            fields = [0.0] * len(fields)
-        epoch, step, in_epoch, *sums = self.sync.allreduce_sum(fields)
-        restored = dict(zip(_SUMS, sums)) if in_epoch else {}
-        self.pos = _Position(int(epoch), int(step), int(in_epoch), restored)
-
-    def _resolve_resume(self, resume: bool | str) -> dict[str, dict[str, Any]] | None:
-        run = self.run
-        latest = run.latest()
-        if resume == "overwrite":
-            run.clear()
-            return None
-        if resume in (True, "auto") and latest is not None:
-            return self.restore(latest.part(CHIEF))
-        if resume is True:
-            raise CheckpointError(f"--resume: no complete checkpoint in {run.checkpoint_root}")
-        if run.holds_run() and resume != "auto":
-            raise RunDirError(
-                f"{run.root} already holds a run; pass --resume to continue it, --resume auto "
-                "to continue it if it has a checkpoint, or --overwrite to replace it"
-            )
-        if resume == "auto":
-            run.clear()  # files of a run that never reached its first checkpoint
-        return None
-
-    def _save(self, sums: dict[str, float]) -> None:
-        """Write a checkpoint of the current step (chief), then let every rank go on."""
-        if self.run is not None:
-            self._check_finite_parameters()
-            directory = self.run.step_dir(self.pos.step)
-            save_checkpoint(
-                directory / CHIEF_PART,
-                self.params,
-                self.sync.state_dict(),
-                step=self.pos.step,
-                epoch=self.pos.epoch,
-                seed=self.seed,
-                optimizer=self.sync.optimizer_config(),
-                extra={
-                    "step_in_epoch": self.pos.step_in_epoch,
-                    "sums": {k: sums.get(k, 0.0) for k in _SUMS},
-                    "global_batch": self.global_batch,
-                    **{k: v for k, v in self.config.items() if k != "batch_size"},
-                },
-            )
-            self.run.commit(self.pos.step, {CHIEF: directory / CHIEF_PART})
-        self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
-
-    def _check_finite_parameters(self) -> None:
-        for p in self.params:
-            xp = get_array_module(p.value)
-            if not bool(xp.isfinite(p.value).all()):
-                raise TrainingError(
-                    f"parameter {p.name!r} holds NaN or infinity at step {self.pos.step} (epoch "
-                    f"{self.pos.epoch + 1}); no checkpoint was written over the last finite one"
-                )
-
-    def restore(self, path: str | Path) -> dict[str, dict[str, Any]]:
-        """Load a checkpoint into the parameters and the position; returns its optimizer state.
-
-        Raises:
-            CheckpointError: the checkpoint does not fit the model, or comes from a run whose
-                seed, global batch, optimizer, learning-rate decay or dtype differ.
-        """
-        ckpt = load_checkpoint(path)
-        theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
-        ours = {
-            **self.config,
-            "global_batch": self.global_batch,
-            "optimizer": self.sync.optimizer_config(),
-        }
-        keys = ("seed", "global_batch", "optimizer", "lr_decay", "dtype")
-        differ = [f"{k}: checkpoint {theirs.get(k)!r}, this run {ours[k]!r}" for k in keys]
-        differ = [d for d, k in zip(differ, keys) if theirs.get(k) != ours[k]]
-        if differ:
-            raise CheckpointError(
-                f"checkpoint {path} comes from a different run; resuming would not reproduce it "
-                f"({'; '.join(differ)}). The global batch (world size x batch size x "
-                "accumulate) must stay the same across a resume."
-            )
-        restore_checkpoint(ckpt, self.params)
-        sums = ckpt.extra.get("sums", {})
-        self.pos = _Position(ckpt.epoch, ckpt.step, int(ckpt.extra.get("step_in_epoch", 0)), sums)
-        log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
-        return ckpt.optim_state
-
     def _metrics_writer(self) -> MetricsWriter | None:
         if not self.writes_files:
             return None
         return MetricsWriter(self.out_dir / METRICS, self.pos.epoch)
-
-
-_SUMS = ("loss", "correct", "examples", "seconds")
 
 
 def _accumulate_only(param: Parameter) -> None:

@@ -55,13 +55,13 @@ def test_training_learns_and_records_every_epoch(data, tmp_path):
     assert history[0]["global_batch"] == 16 and history[0]["world_size"] == 1
     assert _records(tmp_path) == history
     assert (tmp_path / "metrics.png").read_bytes()[:4] == b"\x89PNG"
-    latest = t.run.latest()
+    latest = t.checkpoints.run.latest()
     ckpt = load_checkpoint(latest.part("chief"))
     assert (latest.step, ckpt.epoch, ckpt.step, ckpt.seed) == (90, 6, 90, 0)
     assert ckpt.optimizer["name"] == "adam" and ckpt.extra["global_batch"] == 16
     for p in t.params:
         np.testing.assert_array_equal(ckpt.params[p.name], p.value)
-    assert [m.step for m in t.run.manifests()] == [60, 75, 90]  # keeps the last 3
+    assert [m.step for m in t.checkpoints.run.manifests()] == [60, 75, 90]  # keeps the last 3
 
 
 def test_same_seed_same_weights_bit_for_bit(data):
@@ -85,10 +85,11 @@ def test_resume_mid_epoch_gives_the_weights_of_an_uninterrupted_run(data, tmp_pa
     # checkpoints at steps 7, 14, 15 (epoch end), 21, 28, 30 (epoch end); the last 3 stay
     first = _trainer(tmp_path / "split", optimizer=optimizer, checkpoint_every=7)
     first.fit(train, test, epochs=2)
-    for m in first.run.manifests():  # as if killed after step 21, in the middle of epoch 2
+    # as if killed after step 21, in the middle of epoch 2
+    for m in first.checkpoints.run.manifests():
         if m.step > 21:
             m.path.unlink()
-    assert first.run.latest().step == 21
+    assert first.checkpoints.run.latest().step == 21
     # a new process: the model is built again, from another init seed, which the checkpoint
     # must overwrite entirely
     third = _trainer(tmp_path / "split", optimizer=optimizer, init_seed=123, checkpoint_every=7)
@@ -120,7 +121,7 @@ def test_a_directory_holding_a_run_is_refused_unless_told(data, tmp_path):
     assert (tmp_path / "metrics.jsonl").read_bytes() == before
     t = _trainer(tmp_path)
     t.fit(train, test, epochs=1, resume="overwrite")
-    assert [m.step for m in t.run.manifests()] == [15]
+    assert [m.step for m in t.checkpoints.run.manifests()] == [15]
 
 
 def test_resume_auto_starts_fresh_and_strict_resume_needs_a_checkpoint(data, tmp_path):
@@ -147,12 +148,12 @@ def test_resume_refuses_a_checkpoint_of_another_run(data, tmp_path):
 def test_a_second_run_on_the_same_directory_fails_at_once_naming_the_holder(data, tmp_path):
     train, _ = data
     first = _trainer(tmp_path)
-    first.run.acquire()
+    first.checkpoints.run.acquire()
     try:
         with pytest.raises(RunDirError, match=r"in use by pid \d+ on "):
             _trainer(tmp_path).fit(train, epochs=1)
     finally:
-        first.run.release()
+        first.checkpoints.run.release()
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -166,7 +167,7 @@ def test_diverging_loss_stops_with_the_step_range_and_writes_no_non_finite_check
     t = Trainer(_net(), sync, 16, out_dir=tmp_path, progress=False, checkpoint_every=4)
     with pytest.raises(TrainingError, match=r"epoch 1.*(between steps 1 and 4|at step 4)"):
         t.fit(train, test, epochs=2)
-    for manifest in t.run.manifests():
+    for manifest in t.checkpoints.run.manifests():
         ckpt = load_checkpoint(manifest.part("chief"))
         assert all(np.isfinite(a).all() for a in ckpt.params.values())
 
