@@ -302,3 +302,33 @@ def test_ranks_that_disagree_stop_naming_the_first_difference():
 
     with pytest.raises(SyncError, match=r"config.batch_size: 8 here, 4 there|4 here, 8 there"):
         run_ranks(2, body)
+
+
+def test_resume_with_another_world_size_keeping_the_global_batch(tmp_path):
+    arrays = _regression_free_data()
+
+    def run(world, batch_size, epochs, resume):
+        nets = [_net(rank) for rank in range(world)]
+
+        def body(rank, w):
+            sync = ThreadedSync(create_optimizer("adam", lr=0.05), w, rank)
+            t = Trainer(
+                nets[rank],
+                sync,
+                batch_size,
+                dtype="float64",
+                progress=False,
+                out_dir=tmp_path / "run",
+            )
+            t.fit(arrays, epochs=epochs, resume=resume)
+            return _weights(t)
+
+        return run_ranks(world, body)
+
+    (whole,) = _train_ranks(1, 16, 1, "adam", epochs=2)[0:1]
+    run(2, 8, 1, False)  # one epoch on 2 ranks of 8, then the second on 1 rank of 16
+    (resumed,) = run(1, 16, 2, True)
+    for name, ref in whole[0].items():
+        np.testing.assert_allclose(resumed[name], ref, rtol=1e-10, atol=1e-12, err_msg=name)
+    with pytest.raises(CheckpointError, match="global_batch: checkpoint 16, this run 8"):
+        run(1, 8, 3, True)
