@@ -363,3 +363,29 @@ def test_permission_denied_is_reported_as_such(tmp_path, monkeypatch):
     with pytest.raises(CheckpointError) as info:
         load_checkpoint(path)
     assert str(info.value) == f"checkpoint {path} cannot be read: permission denied"
+
+
+def test_every_single_bit_flip_in_the_header_fails_or_loads_the_original(original_bytes, tmp_path):
+    """The header (length, tensor table, metadata) bit by bit: nothing loads with a new meaning."""
+    raw, original = original_bytes
+    header_end = 8 + int.from_bytes(raw[:8], "little")
+    path = tmp_path / "flipped.safetensors"
+    path.write_bytes(raw)
+    outcomes = {"failed": 0, "same": 0}
+    fd = os.open(path, os.O_WRONLY)  # flip in place: reopening with truncation is slow
+    try:
+        for where in range(header_end):
+            for bit in range(8):
+                os.pwrite(fd, bytes([raw[where] ^ (1 << bit)]), where)
+                try:
+                    loaded = load_checkpoint(path)
+                except CheckpointError as exc:
+                    assert "\n" not in str(exc)
+                    outcomes["failed"] += 1
+                    continue
+                assert _same(loaded, original), f"byte {where} bit {bit} changed the meaning"
+                outcomes["same"] += 1
+            os.pwrite(fd, raw[where : where + 1], where)
+    finally:
+        os.close(fd)
+    assert outcomes["failed"] > 0.9 * 8 * header_end
