@@ -52,7 +52,6 @@ class Layer:
         """Register ``param`` as this layer's ``key``; it counts this layer as one more user."""
         if key in self._params:
             raise self.fail(f"parameter {key!r} registered twice")
-        param.add_user()
         self._params[key] = param
         return param
 
