@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointError
+from distconv.files import write_atomically
 
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
@@ -129,7 +130,8 @@ class RunDirectory:
                 raise CheckpointError(f"checkpoint part {name!r} of step {step} is missing: {path}")
             relative[name] = str(path.resolve().relative_to(root.resolve()))
         manifest = root / f"step-{step:08d}.json"
-        write_text_atomically(manifest, json.dumps({"step": step, "parts": relative}, indent=1))
+        text = json.dumps({"step": step, "parts": relative}, indent=1)
+        write_atomically(manifest, [text.encode()])
         self._prune()
         return Manifest(step, relative, manifest)
 
@@ -156,22 +158,3 @@ class RunDirectory:
         for old in complete[: -self.keep]:
             old.path.unlink(missing_ok=True)
             shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a synced temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

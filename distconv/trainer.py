@@ -172,26 +172,14 @@ class Trainer:
                     self._fire_all()
                 continue
             loss, right = self._forward(arrays, index)
-            callback = self._callback() if last else _accumulate_only
+            callback = self.sync if last else _accumulate_only
             self.network.backward(callback, loss=self.loss_name, loss_scale=len(index))
             loss_sum, correct = loss_sum + loss, correct + right
         self.sync.finish_step()
+        if not self.sync.firing_order and self.network.firing_order:
+            self.sync.set_firing_order(self.network.firing_order)
         self.pos.step += 1
         return loss_sum, correct, examples
-
-    def _callback(self) -> Any:
-        """The sync itself, or on the first pass a recorder that tells it the firing order."""
-        if self.sync.firing_order:
-            return self.sync
-        order: list[str] = []
-
-        def record(param: Parameter) -> None:
-            order.append(param.name)
-            if len(order) == len(self.trainable):
-                self.sync.set_firing_order(order)
-            self.sync(param)
-
-        return record
 
     def _fire_all(self) -> None:
         """Hand every gradient (what earlier passes accumulated, or zero) to the sync."""

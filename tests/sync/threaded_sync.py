@@ -23,21 +23,38 @@ from distconv.sync.base import StateDict, SyncError, SyncStrategy, first_differe
 
 
 class World:
-    """What the ranks share: a barrier and one slot per rank for each exchange."""
+    """What the ranks share: a barrier, one slot per rank for each exchange, and a turn.
+
+    Only the rank holding the turn computes; a rank gives it up while it waits for the others.
+    Ranks in one process would otherwise call BLAS from several threads at once, which this
+    fixture has no business testing (real ranks are processes), and which made results flaky.
+    """
 
     def __init__(self, size: int, timeout: float = 30.0) -> None:
         self.size = size
-        self.barrier = threading.Barrier(size, timeout=timeout)
+        self._barrier = threading.Barrier(size, timeout=timeout)
+        self.turn = threading.Lock()
         self.slots: list[Any] = [None] * size
+
+    def wait(self) -> None:
+        """Wait for every rank, without holding the turn meanwhile."""
+        self.turn.release()
+        try:
+            self._barrier.wait()
+        finally:
+            self.turn.acquire()
 
     def exchange(self, rank: int, value: Any) -> list[Any]:
         """Every rank's ``value``, in rank order."""
-        self.barrier.wait()
+        self.wait()
         self.slots[rank] = value
-        self.barrier.wait()
+        self.wait()
         values = list(self.slots)
-        self.barrier.wait()
+        self.wait()
         return values
+
+    def abort(self) -> None:
+        self._barrier.abort()
 
 
 class ThreadedSync(SyncStrategy):
@@ -95,7 +112,7 @@ class ThreadedSync(SyncStrategy):
         return [float(x) for x in np.sum(rows, axis=0)]
 
     def barrier(self) -> None:
-        self.world.barrier.wait()
+        self.world.wait()
 
 
 def run_ranks(size: int, body: Callable[[int, World], Any]) -> list[Any]:
@@ -105,11 +122,14 @@ def run_ranks(size: int, body: Callable[[int, World], Any]) -> list[Any]:
     errors: list[BaseException] = []
 
     def run(rank: int) -> None:
+        world.turn.acquire()
         try:
             results[rank] = body(rank, world)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(exc)
-            world.barrier.abort()
+            world.abort()
+        finally:
+            world.turn.release()
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
     for t in threads:
