@@ -60,6 +60,8 @@ _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 #: leaves room for "-pserver-NNNNN" inside the 63-character DNS label a pod's hostname is
 MAX_JOB_NAME = 40
 MODES = ("sync", "async")
+#: flags the deployment sets itself; a second copy in train_args would silently win or clash
+OWNED_FLAGS = ("--sync", "--pservers", "--keys", "--insecure", "--health-port")
 
 
 def render_manifests(
@@ -130,6 +132,9 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if isinstance(train_args, str) or not all(isinstance(a, str) for a in train_args):
         raise ValueError(f"train_args must be a sequence of strings, got {train_args!r}")
+    owned = [a for a in train_args if a.split("=", 1)[0] in OWNED_FLAGS]
+    if owned:
+        raise ValueError(f"train_args must leave {', '.join(owned)} to the deployment")
 
 
 class _Job:

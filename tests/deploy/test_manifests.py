@@ -361,6 +361,8 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         ({"image": "my image"}, "image must be a non-empty image reference"),
         ({"mode": "bsp"}, "mode must be one of ('sync', 'async'), got 'bsp'"),
         ({"train_args": "--epochs 3"}, "train_args must be a sequence of strings"),
+        ({"train_args": ["--health-port=9"]}, "train_args must leave --health-port=9 to the"),
+        ({"train_args": ["--epochs", "3", "--sync", "local"]}, "must leave --sync to the"),
         ({"mpi": True}, "an MPIJob runs allreduce without shards; got servers=1"),
         ({"servers": 0, "mpi": False}, "a parameter-server job needs servers >= 1"),
     ],
