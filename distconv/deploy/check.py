@@ -153,8 +153,8 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
             capacity += slots
         for container in _pod(replicas.get("Launcher", {})).get("containers", []):
             np = _flag(_argv(container), "-np", "-n")
-            if np is None:
-                yield f"{_where(mpijob)} Launcher: mpirun has no -np"
+            if np is None or not np.isdigit():
+                yield f"{_where(mpijob)} Launcher: mpirun needs -np with a number, got {np!r}"
             elif int(np) > capacity:
                 yield (
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
@@ -280,7 +280,7 @@ def _container_conventions(here, container, volumes, health_ports) -> Iterator[s
 def _probe_problems(here, container, health_ports) -> Iterator[str]:
     argv = _argv(container)
     port_flag = _flag(argv, "--health-port")
-    if port_flag is not None and int(port_flag) not in health_ports:
+    if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
         yield f"{here}: --health-port {port_flag} is no container port named health"
     if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
         return

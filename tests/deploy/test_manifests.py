@@ -267,6 +267,10 @@ SEMANTIC_BREAKS = {
     "-np beyond the slots": (
         "mpijob", 0, lambda o: _arg_set(_container(o, "Launcher"), "-np", "5"), "-np 5 exceeds",
     ),
+    "-np not a number": (
+        "mpijob", 0, lambda o: _arg_set(_container(o, "Launcher"), "-np", "all"),
+        "-np with a number",
+    ),
     "a shard missing from --pservers": (
         "pserver", 2, lambda o: _arg_set(_container(o), "--pservers",
             "digits-ps-pserver-0.digits-ps-pserver:5555"), "--pservers",
