@@ -186,6 +186,12 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         help="compress gradients on the wire (mpi)",
     )
     g.add_argument("--log-format", choices=("text", "json"), default="text")
+    g.add_argument(
+        "--health-port",
+        type=_int_at_least(0),
+        help="serve /readyz, /healthz and /metrics on this port plus the local rank, on all "
+        "interfaces (0: any free port)",
+    )
 
 
 def _runtime_flags(args: argparse.Namespace) -> dict:
@@ -232,6 +238,7 @@ def run_train(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         progress=False if args.no_progress else None,
+        health_port=args.health_port,
         sync=args.sync,
         sync_options=_sync_options(args),
     )

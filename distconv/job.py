@@ -7,6 +7,7 @@ trains whatever network and sync strategy it is given.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.runtime import Runtime, detect_runtime
+from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
 
 log = logging.getLogger("distconv.job")
@@ -45,6 +47,7 @@ class TrainConfig:
     checkpoint_every: int = 0
     keep_checkpoints: int = 3
     progress: bool | None = None
+    health_port: int | None = None  # serve /readyz, /healthz, /metrics (+ local rank)
     sync: str | None = None  # None: chosen from the runtime
     sync_options: dict[str, Any] = field(default_factory=dict)
 
@@ -70,6 +73,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     network = lenet(train_set.image_shape, train_set.num_classes)
     network.check_finite = False  # the Dataset checked its values once when it was loaded
     kind = config.sync or choose_transport(runtime)
+    monitor = _start_service(config.health_port, runtime)
     sync = build_sync(kind, optimizer, runtime, config.sync_options)
     try:
         log.info(
@@ -95,8 +99,23 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             dtype=config.dtype,
             progress=config.progress,
             config={"data": config.data, "model": "lenet", "epochs": config.epochs},
+            monitor=monitor,
         )
         trainer.fit(train_set, test_set, config.epochs, resume=config.resume)
     finally:
         sync.close()
+        if monitor is not None:
+            monitor.close()
     return trainer
+
+
+def _start_service(port: int | None, runtime: Runtime) -> ServiceEndpoints | None:
+    """Probes and metrics on ``port + local rank`` (several ranks may share a pod), all
+    interfaces: a kubelet probes the pod's address, not loopback."""
+    if port is None:
+        return None
+    service = ServiceEndpoints(role=runtime.role, rank=runtime.rank)
+    bound = service.start("0.0.0.0", port + runtime.local_rank if port else 0)
+    service.set_restarts(int(os.environ.get("DISTCONV_RESTART", "0") or 0))
+    log.info("probes and metrics on port %d", bound)
+    return service

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from distconv.resume import Position, StepCheckpoints, TrainingError, share_posi
 from distconv.run_dir import RunDirectory
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
+
+if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
+    from distconv.service import ServiceEndpoints
 
 log = logging.getLogger("distconv.trainer")
 
@@ -68,6 +71,9 @@ class Trainer:
         dtype: the float type of parameters and inputs (None keeps the network's).
         progress: draw a progress bar on the chief: None draws one on a terminal only.
         config: more facts that must agree on every rank (data set, model), for the digest.
+        monitor: told when this rank is ready and how each step went (a
+            :class:`~distconv.service.ServiceEndpoints` serving ``/readyz``, ``/healthz`` and
+            ``/metrics``), or None.
 
     Attributes:
         history: one record per epoch completed by this call of :meth:`fit`.
@@ -90,6 +96,7 @@ class Trainer:
         dtype: Any = None,
         progress: bool | None = None,
         config: Mapping[str, Any] | None = None,
+        monitor: ServiceEndpoints | None = None,
     ) -> None:
         if not 0.0 < lr_decay <= 1.0:
             raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay}")
@@ -107,6 +114,7 @@ class Trainer:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
         self.checkpoint_every = checkpoint_every
+        self.monitor = monitor
         self.dtype = np.dtype(dtype) if dtype is not None else None
         self.params = network.parameters()
         if self.dtype is not None:
@@ -163,6 +171,7 @@ class Trainer:
     def train_step(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any, int]:
         """One optimizer step over this rank's passes; returns (loss sum, right, examples)."""
         examples = sum(len(i) for i in passes)
+        began = time.perf_counter()
         self.sync.start_step(examples)
         loss_sum, correct = 0, 0
         for k, index in enumerate(passes):
@@ -179,6 +188,8 @@ class Trainer:
         if not self.sync.firing_order and self.network.firing_order:
             self.sync.set_firing_order(self.network.firing_order)
         self.pos.step += 1
+        if self.monitor is not None:
+            self.monitor.observe_step(time.perf_counter() - began, examples)
         return loss_sum, correct, examples
 
     def _fire_all(self) -> None:
@@ -246,6 +257,8 @@ class Trainer:
             state, pos = self.checkpoints.open(resume)
             self.sync.setup(self.trainable, self.config, state)
             self.pos = share_position(self.sync, pos)
+            if self.monitor is not None:
+                self.monitor.set_ready()
             if handles_signals:
                 signal.signal(signal.SIGTERM, self._on_sigterm)
             writer = self._metrics_writer()

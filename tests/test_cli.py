@@ -220,3 +220,49 @@ def test_defaults_reach_98_percent_on_digits(tmp_path):
     last = _records(tmp_path / "run")[-1]
     assert last["epoch"] == 20
     assert last["test_acc"] >= 0.98, last
+
+
+def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with socket.socket() as s:  # a free port, as the OS sees it now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [*SMALL, "--batch-size", "4", "--epochs", "3", "--out", str(tmp_path / "r")]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "distconv", "train", *args, "--health-port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def get(path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, ""
+        except OSError:
+            return None, ""
+
+    try:
+        deadline = time.monotonic() + 60
+        while get("/readyz")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert get("/readyz")[0] == 200 and get("/healthz")[0] == 200
+        while time.monotonic() < deadline:  # wait until a few steps are counted
+            families = {f.name: f for f in text_string_to_metric_families(get("/metrics")[1])}
+            samples = families["distconv_samples"].samples
+            if samples and samples[0].value >= 16:
+                break
+            time.sleep(0.05)
+        assert samples[0].value >= 16 and samples[0].labels["rank"] == "0"
+    finally:
+        child.kill()
+        child.wait()
