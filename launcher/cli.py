@@ -294,17 +294,20 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
     program = parse_program(rest)
     if not program.is_train:
         raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
-    objects = render.render_manifests(
-        job_name=args.job_name,
-        workers=args.workers,
-        servers=args.servers,
-        image=args.image,
-        gpus=args.gpus,
-        train_args=list(program.argv),
-        mode=args.mode,
-        slots_per_worker=args.slots_per_worker,
-        mpi=True if args.mpi else None,
-    )
+    try:
+        objects = render.render_manifests(
+            job_name=args.job_name,
+            workers=args.workers,
+            servers=args.servers,
+            image=args.image,
+            gpus=args.gpus,
+            train_args=list(program.argv),
+            mode=args.mode,
+            slots_per_worker=args.slots_per_worker,
+            mpi=True if args.mpi else None,
+        )
+    except ValueError as exc:  # the renderer's check of the job's shape
+        raise LaunchError(str(exc)) from None
     if args.out:
         render.write_manifests(objects, args.out)
         print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)
