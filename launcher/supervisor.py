@@ -111,14 +111,20 @@ class _Child:
 
     def _copy(self, out: BinaryIO, lock: threading.Lock) -> None:
         prefix = self.spec.line_prefix
+        echo = True
         for line in iter(self.proc.stdout.readline, b""):
             if not line.endswith(b"\n"):
                 line += b"\n"
             self.log.write(line)
             self.tail.append(line.decode(errors="replace").rstrip("\n"))
+            if not echo:
+                continue
             with lock:  # one write per whole line: prefixes never split a line
-                out.write(prefix + line)
-                out.flush()
+                try:
+                    out.write(prefix + line)
+                    out.flush()
+                except OSError:  # our stdout is gone (`| head`): keep draining into the log
+                    echo = False
         self.log.flush()
 
     def poll(self) -> int | None:

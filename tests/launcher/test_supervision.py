@@ -289,3 +289,25 @@ def test_any_program_runs_with_the_runtime_variables(tmp_path):
         "[worker 0] worker 0/2 sh1",
         "[worker 1] worker 1/2 sh1",
     ]
+
+
+@pytest.mark.timeout(30)
+def test_a_child_killed_by_a_signal_is_reported_by_name(tmp_path):
+    run = tmp_path / "run"
+    done = launch(
+        run,
+        "--workers",
+        "2",
+        "--servers",
+        "0",
+        "--grace",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        'if [ "$RANK" = 1 ]; then kill -KILL $$; fi; sleep 30',
+    )
+    assert done.returncode == 137
+    assert "worker 1 failed with signal SIGKILL" in done.stderr
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["rank"], report["exit_code"], report["signal"]) == (1, None, "SIGKILL")
