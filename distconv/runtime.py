@@ -155,7 +155,9 @@ def detect_runtime(
 _FLAG_KEYS = {"rank", "world_size", "local_rank", "role", "job_id", "pservers", "keys_dir"}
 
 
-def _placement(flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None):
+def _placement(
+    flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None
+) -> _Placement:
     """Rank and world size: flags over the one environment source (or agreeing sources)."""
     if "rank" in flags and "world_size" in flags:
         # flags override everything, so a broken or disagreeing environment does not matter
@@ -185,7 +187,13 @@ def _from_environment(env: Mapping[str, str], hostname: str | None) -> _Placemen
                 f"two sources disagree about this process's rank: {first.describe()} vs "
                 f"{other.describe()}; unset one or pass --rank/--world-size explicitly"
             )
-    return found[0] if found else None
+    if not found:
+        return None
+    # an agreeing source may know the local rank when the first does not (RANK without
+    # LOCAL_RANK beside MPICH's MPI_LOCALRANKID)
+    local = next((p.local_rank for p in found if p.local_rank is not None), None)
+    first = found[0]
+    return _Placement(first.source, first.rank, first.world_size, local, first.names)
 
 
 def _triple(

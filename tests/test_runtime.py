@@ -130,7 +130,7 @@ def test_agreeing_sources_take_the_first_and_its_local_rank():
         "MPI_LOCALRANKID": "1",
     }
     rt = detect(env)
-    assert (rt.source, rt.rank, rt.world_size) == ("distconv", 1, 2)
+    assert (rt.source, rt.rank, rt.world_size, rt.local_rank) == ("distconv", 1, 2, 1)
 
 
 def test_flags_override_everything_silently():
