@@ -148,7 +148,7 @@ class _Child:
         self.log.close()
 
     def failure(self, restart: int) -> Failure:
-        self._pump.join(timeout=5)  # the tail should hold its last words
+        """What went wrong, for the report; call after :meth:`finish` so the tail is whole."""
         code = self.returncode
         sig = signal.Signals(-code).name if code is not None and code < 0 else None
         return Failure(
@@ -240,15 +240,15 @@ class Supervisor:
             for spec in specs:
                 log_path = self.run_dir / "logs" / f"{spec.name}.log"
                 children.append(_Child(spec, log_path, self.out, self._lock))
-            failure = self._watch(children, restart)
-            self._stop([c for c in children if c.poll() is None])
-            return failure
+            failed = self._watch(children)
+            self._stop(children)
         finally:
             for child in children:
                 child.finish()
+        return failed.failure(restart) if failed is not None else None
 
-    def _watch(self, children: list[_Child], restart: int) -> Failure | None:
-        """The first failure, or None when every worker succeeded or the launcher was signalled."""
+    def _watch(self, children: list[_Child]) -> _Child | None:
+        """The first child to fail; None when every worker succeeded or a signal came."""
         workers = [c for c in children if c.spec.role != "server"]
         while True:
             if self._signals:
@@ -257,13 +257,17 @@ class Supervisor:
             for child in children:
                 code = child.poll()
                 if code is not None and code != 0:
-                    return child.failure(restart)
+                    return child
             if all(c.poll() == 0 for c in workers):
                 return None
             time.sleep(self.poll_interval)
 
     def _stop(self, children: list[_Child]) -> None:
-        """SIGTERM to every group, SIGKILL after the grace period (or at a second signal)."""
+        """SIGTERM to every group, SIGKILL after the grace period (or at a second signal).
+
+        Groups whose leader has exited are signalled too: what the leader left behind gets
+        the same chance to clean up.
+        """
         for child in children:
             child.signal_group(signal.SIGTERM)
         signals_seen = len(self._signals)
