@@ -183,6 +183,7 @@ def local_plan(
             num_shards=args.servers,
             workers=args.workers,
             mode=args.mode,
+            job_id=job_id,
             keys_dir=keys_dir,
             checkpoint_dir=checkpoint_dir,
             extra=("--insecure",) if args.insecure else (),

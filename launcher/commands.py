@@ -131,6 +131,7 @@ class ServerOptions:
     num_shards: int
     workers: int
     mode: str = "sync"
+    job_id: str = ""
     keys_dir: str | None = None
     checkpoint_dir: str | None = None
     host: str = "127.0.0.1"
@@ -144,6 +145,8 @@ def server_command(
     argv = [python, "-m", "distconv", "pserver", "--bind", f"{opts.host}:{port}"]
     argv += ["--shard", str(shard), "--num-shards", str(opts.num_shards)]
     argv += ["--workers", str(opts.workers), "--mode", opts.mode]
+    if opts.job_id:  # a shard serves only requests that name its job
+        argv += ["--job-id", opts.job_id]
     if opts.keys_dir is not None:
         argv += ["--keys", opts.keys_dir]
     if opts.checkpoint_dir is not None:

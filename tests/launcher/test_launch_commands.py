@@ -83,10 +83,11 @@ def test_worker_commands():
 
 
 def test_server_and_keys_commands():
-    opts = ServerOptions(2, 3, "async", "/r/keys", "/r/ckpt", extra=("--insecure",))
+    opts = ServerOptions(2, 3, "async", "j", "/r/keys", "/r/ckpt", extra=("--insecure",))
     assert server_command(1, 5555, opts, python="py") == [
         "py", "-m", "distconv", "pserver", "--bind", "127.0.0.1:5555", "--shard", "1",
-        "--num-shards", "2", "--workers", "3", "--mode", "async", "--keys", "/r/keys",
+        "--num-shards", "2", "--workers", "3", "--mode", "async", "--job-id", "j",
+        "--keys", "/r/keys",
         "--checkpoint-dir", "/r/ckpt", "--insecure",
     ]  # fmt: skip
     assert server_command(0, 7, ServerOptions(1, 1), python="py")[4:] == [
@@ -148,7 +149,7 @@ def test_a_parameter_server_job_exactly(tmp_path):
         ["--workers", "2", "--servers", "2", "--threads", "3", "--", "--epochs", "1"], tmp_path
     )
     keys, out = str(tmp_path / "keys"), str(tmp_path / "train")
-    assert servers == ServerOptions(2, 2, "sync", keys, out)
+    assert servers == ServerOptions(2, 2, "sync", "j", keys, out)
     assert job == JobEnv("j", (), keys, threads=3)
     specs = local_children(program, servers, job, 2, 1, {"HOME": "/h"}, ports=[7001, 7002])
     assert [(s.role, s.rank) for s in specs] == [
@@ -159,8 +160,8 @@ def test_a_parameter_server_job_exactly(tmp_path):
     ]
     assert specs[1].argv == [
         PY, "-m", "distconv", "pserver", "--bind", "127.0.0.1:7002", "--shard", "1",
-        "--num-shards", "2", "--workers", "2", "--mode", "sync", "--keys", keys,
-        "--checkpoint-dir", out,
+        "--num-shards", "2", "--workers", "2", "--mode", "sync", "--job-id", "j",
+        "--keys", keys, "--checkpoint-dir", out,
     ]  # fmt: skip
     assert specs[3].argv == [
         PY, "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--out", out,
@@ -184,7 +185,7 @@ def test_insecure_and_user_out_dir(tmp_path):
         ["--workers", "2", "--insecure", "--mode", "async", "--", "--out", "/o"], tmp_path
     )
     assert program.argv == ("--out", "/o", "--insecure")
-    assert servers == ServerOptions(1, 2, "async", None, "/o", extra=("--insecure",))
+    assert servers == ServerOptions(1, 2, "async", "j", None, "/o", extra=("--insecure",))
     assert job.keys_dir is None
 
 
