@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import logging
@@ -155,7 +156,33 @@ def detect_runtime(
 _FLAG_KEYS = {"rank", "world_size", "local_rank", "role", "job_id", "pservers", "keys_dir"}
 
 
-def _placement(flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None):
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the explicit flags :func:`detect_runtime` reads, plus ``--log-format``.
+
+    All default to None, so an absent flag leaves the environment in charge. Pass
+    :func:`runtime_flags` of the parsed namespace to :func:`detect_runtime`.
+    """
+    group = parser.add_argument_group("runtime (default: from the environment)")
+    group.add_argument("--rank", type=int, help="this process's rank")
+    group.add_argument("--world-size", type=int, help="how many processes of this role")
+    group.add_argument("--local-rank", type=int, help="rank among this host's processes")
+    group.add_argument("--role", choices=ROLES, help="worker or server")
+    group.add_argument("--job-id", help="names the job in logs and metrics")
+    group.add_argument("--pservers", help="parameter-server shards, host:port,host:port")
+    group.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
+    group.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="log lines (text)"
+    )
+
+
+def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The runtime flags of a namespace parsed with :func:`add_runtime_arguments`."""
+    return {key: getattr(args, key, None) for key in sorted(_FLAG_KEYS)}
+
+
+def _placement(
+    flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None
+) -> _Placement:
     """Rank and world size: flags over the one environment source (or agreeing sources)."""
     if "rank" in flags and "world_size" in flags:
         # flags override everything, so a broken or disagreeing environment does not matter
@@ -185,7 +212,13 @@ def _from_environment(env: Mapping[str, str], hostname: str | None) -> _Placemen
                 f"two sources disagree about this process's rank: {first.describe()} vs "
                 f"{other.describe()}; unset one or pass --rank/--world-size explicitly"
             )
-    return found[0] if found else None
+    if not found:
+        return None
+    # an agreeing source may know the local rank when the first does not (RANK without
+    # LOCAL_RANK beside MPICH's MPI_LOCALRANKID)
+    local = next((p.local_rank for p in found if p.local_rank is not None), None)
+    first = found[0]
+    return _Placement(first.source, first.rank, first.world_size, local, first.names)
 
 
 def _triple(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import logging
@@ -17,9 +18,11 @@ import pytest
 from distconv.runtime import (
     Runtime,
     RuntimeConfigError,
+    add_runtime_arguments,
     check_address,
     configure_logging,
     detect_runtime,
+    runtime_flags,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -130,7 +133,7 @@ def test_agreeing_sources_take_the_first_and_its_local_rank():
         "MPI_LOCALRANKID": "1",
     }
     rt = detect(env)
-    assert (rt.source, rt.rank, rt.world_size) == ("distconv", 1, 2)
+    assert (rt.source, rt.rank, rt.world_size, rt.local_rank) == ("distconv", 1, 2, 1)
 
 
 def test_flags_override_everything_silently():
@@ -281,3 +284,29 @@ def test_real_mpiexec_ranks(tmp_path):
     sources = {line.split()[0] for line in lines}
     assert sources <= {"pmi", "openmpi"} and len(sources) == 1
     assert [line.split()[1:] for line in lines] == [["0", "2"], ["1", "2"]]
+
+
+def test_command_line_flags_override_the_environment():
+    parser = argparse.ArgumentParser()
+    add_runtime_arguments(parser)
+    env = {"RANK": "0", "WORLD_SIZE": "2", "DISTCONV_JOB_ID": "env-job"}
+    args = parser.parse_args([])
+    assert runtime_flags(args) == dict.fromkeys(
+        ["job_id", "keys_dir", "local_rank", "pservers", "rank", "role", "world_size"]
+    )
+    assert detect(env, runtime_flags(args)) == Runtime(
+        rank=0, world_size=2, job_id="env-job", source="distconv"
+    )
+    argv = ["--rank", "1", "--world-size", "3", "--role", "server", "--pservers", "h:1,h:2"]
+    argv += ["--keys", "/k", "--job-id", "cli-job", "--log-format", "json"]
+    args = parser.parse_args(argv)
+    assert args.log_format == "json"
+    assert detect(env, runtime_flags(args)) == Runtime(
+        role="server",
+        rank=1,
+        world_size=3,
+        job_id="cli-job",
+        pservers=("h:1", "h:2"),
+        keys_dir="/k",
+        source="flags",
+    )
