@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -323,3 +323,22 @@ def load_dataset(
     if name == "synthetic":
         return split(synthetic(seed=seed), 0.25, seed)
     raise DataError(f"unknown data set {name!r}; choose one of {list(DATASETS)}")
+
+
+#: a data set as arrays by feed name, all with the same first dimension
+Arrays = Mapping[str, np.ndarray]
+
+
+def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label") -> Arrays:
+    """A data set as arrays by feed name (a :class:`Dataset` feeds ``image`` and ``label``)."""
+    if isinstance(data, Dataset):
+        return {image: data.x, label: data.y}
+    return data
+
+
+def array_length(arrays: Arrays) -> int:
+    """The common first dimension of a data set's arrays."""
+    lengths = {name: len(a) for name, a in arrays.items()}
+    if not lengths or len(set(lengths.values())) != 1:
+        raise ValueError(f"a data set needs arrays of one common length, got {lengths}")
+    return next(iter(lengths.values()))

@@ -217,3 +217,16 @@ def plot_metrics(
 def _series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list, list]:
     pairs = [(r["epoch"], r[key]) for r in records if r.get(key) is not None]
     return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def summary(record: dict[str, Any], epochs: int) -> str:
+    """One log line for an epoch's record."""
+    parts = [f"epoch {record['epoch']}/{epochs}"]
+    for key in ("train_loss", "train_acc", "test_loss", "test_acc"):
+        if key in record:
+            parts.append(f"{key} {record[key]:.4f}")
+    parts.append(f"{record['seconds']:.1f}s")
+    parts.append(
+        f"{record['examples_per_second']:.0f} ex/s (global batch {record['global_batch']})"
+    )
+    return "  ".join(parts)

@@ -23,9 +23,9 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import to_device, to_host
-from distconv.data import Dataset
+from distconv.data import Arrays, Dataset, array_length, as_arrays
 from distconv.layers.loss import SoftmaxCrossEntropy
-from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics
+from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
 from distconv.resume import Position, StepCheckpoints, TrainingError, share_position
@@ -40,9 +40,6 @@ log = logging.getLogger("distconv.trainer")
 
 METRICS = "metrics.jsonl"
 PLOT = "metrics.png"
-
-#: a data set: arrays by feed name, all with the same first dimension
-Arrays = Mapping[str, np.ndarray]
 
 
 class Preempted(Exception):
@@ -202,7 +199,7 @@ class Trainer:
     def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:
         """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share."""
         arrays = as_arrays(arrays)
-        n = _length(arrays)
+        n = array_length(arrays)
         mine = stride_shard(n, self.sync.rank, self.sync.world_size)
         loss_sum, correct = 0.0, 0.0
         for start in range(0, len(mine), batch_size):
@@ -243,7 +240,7 @@ class Trainer:
         """
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
         sampler = GlobalBatchSampler(
-            _length(train),
+            array_length(train),
             self.batch_size,
             self.sync.rank,
             self.sync.world_size,
@@ -267,7 +264,7 @@ class Trainer:
                 self.history.append(record)
                 if writer is not None:
                     writer.write(record)
-                log.info(_summary(record, epochs))
+                log.info(summary(record, epochs))
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
         finally:
@@ -380,29 +377,3 @@ def _accuracy_names(
     if isinstance(network.layers[loss], SoftmaxCrossEntropy) and len(wiring) == 2:
         return wiring[0], wiring[1]
     return None
-
-
-def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label") -> Arrays:
-    """A data set as arrays by feed name (a :class:`Dataset` feeds ``image`` and ``label``)."""
-    if isinstance(data, Dataset):
-        return {image: data.x, label: data.y}
-    return data
-
-
-def _length(arrays: Arrays) -> int:
-    lengths = {name: len(a) for name, a in arrays.items()}
-    if not lengths or len(set(lengths.values())) != 1:
-        raise ValueError(f"a data set needs arrays of one common length, got {lengths}")
-    return next(iter(lengths.values()))
-
-
-def _summary(record: dict[str, Any], epochs: int) -> str:
-    parts = [f"epoch {record['epoch']}/{epochs}"]
-    for key in ("train_loss", "train_acc", "test_loss", "test_acc"):
-        if key in record:
-            parts.append(f"{key} {record[key]:.4f}")
-    parts.append(f"{record['seconds']:.1f}s")
-    parts.append(
-        f"{record['examples_per_second']:.0f} ex/s (global batch {record['global_batch']})"
-    )
-    return "  ".join(parts)
