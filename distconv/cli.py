@@ -205,15 +205,14 @@ def _runtime_flags(args: argparse.Namespace) -> dict:
 
 
 def _sync_options(args: argparse.Namespace) -> dict:
-    options = {"timeout": args.timeout}
-    if args.insecure:
-        options["insecure"] = True
-    if args.bucket_mb is not None:
-        options["bucket_bytes"] = int(args.bucket_mb * 2**20)
-    options["grad_dtype"] = args.grad_dtype
-    keep = {"pserver": ("timeout", "insecure"), "mpi": ("bucket_bytes", "grad_dtype")}
-    allowed = keep.get(args.sync, ("timeout", "insecure", "bucket_bytes", "grad_dtype"))
-    return {k: v for k, v in options.items() if v is not None and k in allowed}
+    """The transport settings given on the command line (the transport picks its own)."""
+    options = {
+        "timeout": args.timeout,
+        "insecure": args.insecure or None,
+        "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb is not None else None,
+        "grad_dtype": args.grad_dtype,
+    }
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def run_train(args: argparse.Namespace) -> int:

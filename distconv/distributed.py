@@ -7,8 +7,8 @@ under ``distconv-launch``::
     from distconv.trainer import Trainer
 
     sync = dist.init("adam", lr=1e-3)          # runtime from flags/environment, then the sync
-    trainer = Trainer(my_network, sync, batch_size=32)
     try:
+        trainer = Trainer(my_network, sync, batch_size=32)
         trainer.fit({"x": inputs, "target": targets}, epochs=5)
     finally:
         sync.close()
@@ -80,10 +80,23 @@ def choose_transport(runtime: Runtime) -> str:
     return "local"
 
 
+#: the settings each transport takes; the others are dropped when it is chosen
+TRANSPORT_OPTIONS = {
+    "local": (),
+    "pserver": ("timeout", "insecure", "sparse"),
+    "mpi": ("bucket_bytes", "grad_dtype", "overlap"),
+}
+
+
 def build_sync(
     kind: str, optimizer: Optimizer, runtime: Runtime, options: Mapping[str, Any]
 ) -> SyncStrategy:
-    """The strategy ``kind`` for this runtime; checks that the two agree on rank and size."""
+    """The strategy ``kind`` for this runtime; checks that the two agree on rank and size.
+
+    ``options`` may hold settings of every transport (a command line offers them all); the
+    chosen one takes its own (:data:`TRANSPORT_OPTIONS`) and the rest are dropped.
+    """
+    options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
     if kind == "local":
         if runtime.world_size > 1:
             raise RuntimeConfigError(

@@ -24,7 +24,7 @@ from distconv.checkpoint import (
     save_checkpoint,
 )
 from distconv.parameter import Parameter
-from distconv.run_dir import CHIEF, CHIEF_PART, RunDirectory, RunDirError
+from distconv.run_dir import CHIEF, CHIEF_PART, LEGACY_CHECKPOINT, RunDirectory, RunDirError
 from distconv.sync import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
@@ -95,6 +95,11 @@ class StepCheckpoints:
                 "to continue it if it has a checkpoint, or --overwrite to replace it"
             )
         if resume == "auto":
+            if (run.root / LEGACY_CHECKPOINT).exists():
+                raise RunDirError(
+                    f"{run.root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}), "
+                    "which this version cannot resume; pass --overwrite to replace the run"
+                )
             run.clear()  # files of a run that never reached its first checkpoint
         return None, Position()
 

@@ -32,8 +32,10 @@ LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
 CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
 CHIEF_PART = "chief.safetensors"
+#: the single checkpoint file of distconv 0.1, before step checkpoints
+LEGACY_CHECKPOINT = "checkpoint.safetensors"
 #: files that mark a directory as holding a run
-RUN_FILES = ("metrics.jsonl", CHECKPOINTS, "checkpoint.safetensors")
+RUN_FILES = ("metrics.jsonl", CHECKPOINTS, LEGACY_CHECKPOINT)
 
 
 class RunDirError(CheckpointError):

@@ -46,6 +46,14 @@ class Preempted(Exception):
     """SIGTERM arrived; the trainer saved a checkpoint at the step it names and stopped."""
 
 
+#: ranks agree on stopping after a SIGTERM every this many steps (a collective per step would
+#: cost a parameter-server round trip each)
+STOP_CHECK_EVERY = 8
+
+#: what ``fit(resume=...)`` accepts
+RESUME_MODES = (False, True, "auto", "overwrite")
+
+
 class Trainer:
     """Trains ``network`` with ``sync`` behind its ``inc_update`` callback.
 
@@ -200,6 +208,8 @@ class Trainer:
         """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share."""
         arrays = as_arrays(arrays)
         n = array_length(arrays)
+        if n == 0:
+            raise ValueError("cannot evaluate on an empty data set")
         mine = stride_shard(n, self.sync.rank, self.sync.world_size)
         loss_sum, correct = 0.0, 0.0
         for start in range(0, len(mine), batch_size):
@@ -238,6 +248,8 @@ class Trainer:
             TrainingError: the loss became NaN or infinite.
             Preempted: SIGTERM arrived; a checkpoint was saved first.
         """
+        if resume not in RESUME_MODES:
+            raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
         sampler = GlobalBatchSampler(
             array_length(train),
@@ -262,8 +274,9 @@ class Trainer:
             while self.pos.epoch < epochs:
                 record = self._run_epoch(train, test, sampler)
                 self.history.append(record)
-                if writer is not None:
+                if writer is not None:  # before the checkpoint: a resume keeps its line
                     writer.write(record)
+                self.checkpoints.save(self.pos, {})
                 log.info(summary(record, epochs))
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
@@ -297,19 +310,19 @@ class Trainer:
                 self.pos.step_in_epoch += 1
                 if bar.enabled:
                     bar.update()
-                if self._checkpoint_due() or self._stop_agreed():
+                stop = self._stop_agreed()  # every rank, every STOP_CHECK_EVERY steps
+                if stop or self._checkpoint_due():
                     sums = self._fold(sums, loss_sum, correct, seen, start, checked)
                     loss_sum, correct, seen, checked = 0, 0, 0, self.pos.step
                     start = time.perf_counter()
                     self.checkpoints.save(self.pos, sums)
-                    if self._stop_requested:
+                    if stop:
                         raise Preempted(f"stopped by SIGTERM after step {self.pos.step}")
         sums = self._fold(sums, loss_sum, correct, seen, start, checked)
         self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
         record = self._record(sums, sampler)
         if test is not None:
             record.update(self.evaluate(test))
-        self.checkpoints.save(self.pos, {})
         return record
 
     def _checkpoint_due(self) -> bool:
@@ -317,12 +330,17 @@ class Trainer:
         return every > 0 and self.pos.step % every == 0
 
     def _stop_agreed(self) -> bool:
-        """Whether any rank got SIGTERM (all ranks must stop at the same step)."""
+        """Whether any rank got SIGTERM: all ranks must stop at the same step.
+
+        Ranks agree every :data:`STOP_CHECK_EVERY` steps. The flag is read before the
+        collective and never cleared, so a signal that arrives during it counts at the next.
+        """
         if self.sync.world_size == 1:
             return self._stop_requested
+        if self.pos.step % STOP_CHECK_EVERY:
+            return False
         (anyone,) = self.sync.allreduce_sum([float(self._stop_requested)])
-        self._stop_requested = anyone > 0
-        return self._stop_requested
+        return anyone > 0
 
     def _fold(self, sums, loss_sum, correct, seen, start, checked) -> dict[str, float]:
         """Add this rank's device sums into the global ones; stop if the loss diverged."""

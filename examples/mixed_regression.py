@@ -53,8 +53,8 @@ def main() -> None:
 
     sync = dist.init("adam", lr=0.01)  # rank, world size and transport from the environment
     set_seed(0)
-    trainer = Trainer(build_model(), sync, args.batch_size, out_dir=args.out, progress=False)
     try:
+        trainer = Trainer(build_model(), sync, args.batch_size, out_dir=args.out, progress=False)
         history = trainer.fit(
             make_data(2048, seed=1), make_data(512, seed=2), args.epochs, resume=args.resume
         )

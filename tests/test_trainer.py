@@ -253,7 +253,9 @@ def test_lr_decay_scales_each_epoch_and_the_config_keeps_the_base_rate(data):
 
 # -- many ranks, one global batch ---------------------------------------------------------------
 
-N_EXAMPLES = 100  # with a global batch of 16, the last step of each epoch has 4 examples
+# with a global batch of 16 the last step has 1 example: one rank of two gets none, and one of
+# two accumulation passes is empty
+N_EXAMPLES = 97
 
 
 def _regression_free_data():

@@ -149,7 +149,10 @@ class SyncStrategy(ABC):
 
     @abstractmethod
     def state_dict(self) -> StateDict:
-        """The optimizer state of every parameter, by name then key (gathered if remote)."""
+        """The optimizer state of every parameter, by name then key (gathered if remote).
+
+        Called on the chief alone, when it writes a checkpoint: it must not be a collective.
+        """
 
     @abstractmethod
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
@@ -171,7 +174,10 @@ class SyncStrategy(ABC):
         """
 
     def close(self) -> None:
-        """Release sockets, communicators and threads; the Trainer calls it in a ``finally``."""
+        """Release sockets, communicators and threads.
+
+        Whoever built the strategy closes it, in a ``finally`` (``distconv.job.train`` does).
+        """
 
 
 def job_description(

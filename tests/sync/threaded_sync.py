@@ -64,7 +64,7 @@ class ThreadedSync(SyncStrategy):
         super().__init__(optimizer, rank, world.size)
         self.world = world
         self.state: StateDict = {}
-        self.fired: list[Parameter] = []
+        self.fired: dict[str, Any] = {}
 
     def init_state(self) -> None:
         for p in self.params:
@@ -92,19 +92,24 @@ class ThreadedSync(SyncStrategy):
                 raise SyncError(f"rank {self.rank} and rank {r} differ: {diff}")
 
     def on_gradient(self, param: Parameter) -> None:
-        self.fired.append(param)
+        """Take the gradient as a transport would: now, once; later changes must not count."""
+        if param.name in self.fired:
+            raise SyncError(f"rank {self.rank}: {param.name} fired twice in one step")
+        self.fired[param.name] = param.grad.copy()
+        param.grad[...] = 0
 
     def finish_step(self) -> None:
-        grads = self.world.exchange(
-            self.rank, ([p.grad.copy() for p in self.params], self._examples)
-        )
+        missing = [p.name for p in self.params if p.name not in self.fired]
+        if missing:
+            raise SyncError(f"rank {self.rank}: {missing} never fired this step")
+        mine = [self.fired[p.name] for p in self.params]
+        grads = self.world.exchange(self.rank, (mine, self._examples))
         total = sum(n for _, n in grads)
         for i, p in enumerate(self.params):
             summed = grads[0][0][i].copy()
             for g, _ in grads[1:]:  # rank order, so every rank adds in the same order
                 summed += g[i]
             self.optimizer.update(p.value, summed / total, self.state[p.name])
-            p.grad[...] = 0
         self.fired.clear()
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
