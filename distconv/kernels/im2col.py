@@ -25,15 +25,6 @@ def _as_strided(xp: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...
     return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
 
 
-def pad_spatial(x: Any, pad: tuple[int, ...], value: float = 0.0) -> Any:
-    """``x`` with ``pad[i]`` entries of ``value`` on both sides of spatial axis ``i``."""
-    if not any(pad):
-        return x
-    xp = get_array_module(x)
-    widths = [(0, 0), (0, 0)] + [(p, p) for p in pad]
-    return xp.pad(x, widths, mode="constant", constant_values=value)
-
-
 def can_widen(geom: ConvGeometry) -> bool:
     """Whether the wide column layout applies: stride 1 along the last axis."""
     return geom.stride[-1] == 1

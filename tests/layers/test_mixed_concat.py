@@ -9,10 +9,9 @@ from distconv.layers.base import LayerError
 from distconv.layers.concat import Concatenate, Concatenate2
 from distconv.layers.mixed import Mixed
 from distconv.layers.operator import ConvOperator, DotMulOperator
+from distconv.layers.context import ContextProjection
+from distconv.layers.conv import ConvProjection, ConvTransposeProjection
 from distconv.layers.projection import (
-    ContextProjection,
-    ConvProjection,
-    ConvTransposeProjection,
     DotMulProjection,
     FullMatrixProjection,
     IdentityProjection,

@@ -5,22 +5,21 @@ import pytest
 
 from distconv import Arg, Parameter
 from distconv.gradient_check import check_layer_grad
+from distconv.kernels.rows import RowScatter
+from distconv.kernels.sequence import context_index
 from distconv.layers.base import LayerError
+from distconv.layers.context import ContextProjection
+from distconv.layers.conv import ConvProjection, ConvTransposeProjection
 from distconv.layers.mixed import Mixed
 from distconv.layers.operator import ConvOperator, DotMulOperator
 from distconv.layers.projection import (
-    ContextProjection,
-    ConvProjection,
-    ConvTransposeProjection,
     DotMulProjection,
     FullMatrixProjection,
     IdentityProjection,
-    RowScatter,
     ScalingProjection,
     SliceProjection,
     TableProjection,
     TransposedFullMatrixProjection,
-    context_index,
 )
 
 F64 = np.float64
@@ -174,14 +173,16 @@ def test_context_projection_gradients(rng, length, start, trainable):
         assert f"param {layer.name}.proj0.weight" in report.diffs
 
 
-def test_context_default_start_centres_the_window():
-    assert ContextProjection(4, 5).context_start == -2
-    assert ContextProjection(4, 4).context_start == -1
+def test_context_default_start_is_paddles():
+    # Paddle's config helper: -(len - 1) / 2 in Python 2, which floors: an even window reaches
+    # one row further back than forward
+    starts = {length: ContextProjection(4, length).context_start for length in range(1, 7)}
+    assert starts == {1: 0, 2: -1, 3: -1, 4: -2, 5: -2, 6: -3}
 
 
 def test_context_index_names_padding_rows():
     # one sequence of 2 rows, window of 4 starting 2 rows back: begin_pad 2, end_pad 1
-    index, outside = context_index(np.array([0, 2]), -2, 4, 2)
+    index, outside = context_index(np.array([0, 2]), 2, -2, 4, 2)
     # input rows are 0..1, padding rows 2 + k
     np.testing.assert_array_equal(index, [[2, 3, 0, 1], [3, 0, 1, 4]])
     np.testing.assert_array_equal(outside, [[1, 1, 0, 0], [1, 0, 0, 1]])
@@ -375,8 +376,8 @@ def test_ids_out_of_range_name_layer_and_range():
     msg = r"Mixed 'emb': TableProjection 'proj0': ids must lie in \[0, 10\) .*got range \[3, 12\]"
     with pytest.raises(LayerError, match=msg):
         layer(Arg(ids=np.array([3, 12, 5])))
-    with pytest.raises(LayerError, match=r"got range \[-1, 5\]"):
-        layer(Arg(ids=np.array([-1, 5])))
+    with pytest.raises(LayerError, match=r"or be -1 \(no row\), got range \[-2, 5\]"):
+        layer(Arg(ids=np.array([-2, 5])))
     with pytest.raises(LayerError, match="needs integer ids .*got dtype float64"):
         layer(Arg(np.zeros((2, 1))))
 
@@ -407,7 +408,7 @@ def test_context_needs_valid_sequences():
     with pytest.raises(LayerError, match=r"Mixed 'ctx': ContextProjection 'proj0': needs a seq"):
         layer(Arg(np.zeros((4, 2))))
     with pytest.raises(
-        LayerError, match=r"seq_starts must rise from 0 to the 4 rows, got \[0, 3\]"
+        LayerError, match=r"seq_starts must rise from 0 to the row count 4, got \[0, 3\]"
     ):
         layer(Arg(np.zeros((4, 2)), seq_starts=np.array([0, 3])))
     with pytest.raises(LayerError, match="context_length=0 must be >= 1"):
