@@ -158,13 +158,7 @@ class ConvSpec:
     @classmethod
     def make(
         cls,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: IntOrTuple,
-        stride: IntOrTuple = 1,
-        padding: IntOrTuple = 0,
-        dilation: IntOrTuple = 1,
-        groups: int = 1,
+        conv: tuple,
         *,
         nd: int | None = None,
         input_size: IntOrTuple | None = None,
@@ -174,13 +168,18 @@ class ConvSpec:
         """Normalise and check the arguments of a convolution.
 
         Args:
+            conv: the layer's own arguments, in PyTorch's order: ``(in_channels, out_channels,
+                kernel_size, stride, padding, dilation, groups)``.
             nd: spatial axes; by default those of ``input_size`` (2 for an int).
             input_size: fix the spatial input size (a projection's image, an unshared bias);
                 the output size is then checked to be positive here.
+            transposed: a transposed convolution.
+            output_padding: (transposed only) extra output size, per axis or for all.
 
         Raises:
             ValueError: naming the argument that is out of range.
         """
+        in_channels, out_channels, kernel_size, stride, padding, dilation, groups = conv
         if nd is None:
             nd = 2 if input_size is None or isinstance(input_size, int) else len(input_size)
         geom = ConvGeometry.make(nd, kernel_size, stride, padding, dilation, groups)

@@ -94,7 +94,7 @@ class ConvNd(Layer):
         self.spec = checked(
             self,
             ConvSpec.make,
-            *conv,
+            conv,
             nd=self.nd,
             input_size=input_size,
             transposed=self.transposed,

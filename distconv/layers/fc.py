@@ -63,11 +63,13 @@ class FullyConnected(Layer):
             raise self.fail(f"in_features={in_features}, out_features={out_features} must be >= 1")
         self.in_features, self.out_features = in_features, out_features
         self.num_inputs = len(self.in_widths)
-        shared = [weight] if single or weight is None else list(weight)
-        if len(shared) == 1 and len(self.in_widths) > 1 and shared[0] is None:
-            shared *= len(self.in_widths)
-        if len(shared) != len(self.in_widths):
-            raise self.fail(f"weight= needs one entry per input ({len(self.in_widths)})")
+        k = len(self.in_widths)
+        if single or weight is None:
+            shared = [weight] * k
+        else:
+            shared = [weight] if isinstance(weight, Parameter) else list(weight)
+        if len(shared) != k:
+            raise self.fail(f"weight= needs one entry per input ({k}), got {len(shared)}")
         self.weights = [
             self.make_weight(
                 "weight" if single else f"weight{i}",

@@ -203,7 +203,7 @@ class ConvImages:
         self.spec = checked(
             self,
             ConvSpec.make,
-            *conv,
+            conv,
             input_size=input_size,
             transposed=self.transposed,
             output_padding=output_padding,

@@ -118,7 +118,9 @@ def test_multiplex_gradients(rng, n, shape, act):
 
 
 def test_multiplex_copies_chosen_rows_and_routes_gradients(rng):
-    ids = np.array([2, 2, 0, 1, 1, 1, 0, 2])  # runs of equal ids: the seed's copy blocks
+    ids = np.array(
+        [2, 2, 0, 1, 1, 1, 0, 2]
+    )  # runs of equal ids: Paddle's layer copies them as blocks
     cands = [Arg(rng.standard_normal((8, 3))) for _ in range(3)]
     cands[1].needs_grad = False
     layer = Multiplex()
