@@ -28,7 +28,7 @@ def test_normal_and_zero():
     assert initialize("zero", (2,), 1, 1, dtype=np.float64).dtype == np.float64
 
 
-def test_seed_makes_models_reproducible():
+def test_set_seed_makes_models_reproducible():
     set_seed(7)
     a = Conv2D(3, 4, 3).weight.value
     set_seed(7)

@@ -143,7 +143,7 @@ def test_two_layers_share_a_table_in_a_network(rng):
     assert net.parameters() == [table] and table.name == "a.proj0.weight"
     fired = []
     net.forward({"ids1": Arg(ids=np.array([0, 5])), "ids2": Arg(ids=np.array([5, 1]))})
-    net.backward(fired.append)  # seeds d(sum) = 1
+    net.backward(fired.append)  # the loss gradient starts at d(sum) = 1
     assert fired == [table]
     np.testing.assert_array_equal(table.grad[:, 0], [1, 1, 0, 0, 0, 2])
 
