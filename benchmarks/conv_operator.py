@@ -60,7 +60,7 @@ def _baseline(x, f, dout, case):
     return step
 
 
-def _operator(x, f, dout, case):
+def operator_step(x, f, dout, case):
     from distconv import Arg
     from distconv.layers import ConvOperator, Mixed
 
@@ -90,7 +90,7 @@ def _best_pair(a, b, repeat: int) -> tuple[float, float]:
     return best[0] * 1e3, best[1] * 1e3
 
 
-def _arrays(case):
+def make_arrays(case):
     import numpy as np
 
     n, c, o, size, k, p, g = case
@@ -107,7 +107,7 @@ def _torch_ms(case, repeat: int) -> float:
     import torch.nn.functional as F
 
     n, c, o, size, k, p, g = case
-    x, f, dout = (torch.from_numpy(a) for a in _arrays(case))
+    x, f, dout = (torch.from_numpy(a) for a in make_arrays(case))
     x = x.reshape(1, n * c, size, size).requires_grad_()
     w = f.reshape(n * o, c // g, k, k).requires_grad_()
     dy = dout.reshape(1, n * o, size + 2 * p - k + 1, -1)
@@ -136,8 +136,8 @@ def worker(library: str, threads: int, repeat: int) -> None:
             torch.set_num_threads(threads)
             result[name] = {"torch": _torch_ms(case, repeat)}
             continue
-        arrays = _arrays(case)
-        base, ours = _baseline(*arrays, case), _operator(*arrays, case)
+        arrays = make_arrays(case)
+        base, ours = _baseline(*arrays, case), operator_step(*arrays, case)
         for want, got in zip(base(), ours()):  # the same numbers, or the timing means nothing
             np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-3, atol=1e-3)
         b, o = _best_pair(base, ours, repeat)
