@@ -12,7 +12,7 @@ import pytest
 
 from distconv import Arg, Parameter
 from distconv.layers import FullyConnected, MSELoss
-from distconv.network import Network
+from distconv.network import Network, NetworkError
 from distconv.optim import Momentum
 from distconv.sync.local import LocalSync
 
@@ -62,6 +62,11 @@ def test_a_callback_fired_per_user_misses_the_reference(rng, monkeypatch):
             callback(self)
 
     monkeypatch.setattr(Parameter, "inc_update", fire_at_once)
+    # caught twice over: the Network refuses a parameter that fires twice in a pass, and were
+    # it not checked, the weights would miss the reference
+    with pytest.raises(NetworkError, match=r"fc1.weight \(2 times\)"):
+        _train(rng)
+    monkeypatch.setattr(Network, "_check_fired", lambda self, fired: None)
     w0, batches, trained = _train(rng)
     with pytest.raises(AssertionError):
         np.testing.assert_allclose(trained, _by_hand(w0, batches), rtol=1e-6)
