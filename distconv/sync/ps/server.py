@@ -277,6 +277,10 @@ class Shard:
             if isinstance(exc, WireError):
                 log.warning("shard %d: bad request from %r: %s", self.index, ident, exc)
             self._reply(ident, header, error=str(exc))
+        except Exception as exc:  # a request no check foresaw must not take the shard down
+            self.stats.errors += 1
+            log.exception("shard %d: request from %r failed", self.index, ident)
+            self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
 
     def _check_sender(self, header: dict[str, Any], frame: Any) -> None:
         if header["job"] != self.config.job_id:
@@ -335,6 +339,8 @@ class Shard:
         except (ValueError, TypeError) as exc:
             raise WireError(f"optimizer config: {exc}") from None
         table = [_table_entry(e, params) for e in header["table"]]
+        if not table:
+            raise WireError("seed: no blocks")
         if len({e[0] for e in table}) != len(table) or len(arrays) != len(table):
             raise WireError("seed: block ids repeat, or blocks and arrays differ in number")
         blocks = {}
