@@ -349,7 +349,7 @@ class PServerSync(SyncStrategy):
                 for key in keys:
                     a = np.asarray(to_host(state[spec.name][key]))
                     a = a if a.ndim == 0 else rows_view(a, spec)[b.start : b.stop]
-                    arrays.append(np.ascontiguousarray(a))
+                    arrays.append(np.array(a, order="C"))
             asks.append(
                 (s, {"op": "set_state", "blocks": [b.id for b in blocks], "keys": keys}, arrays)
             )

@@ -383,7 +383,7 @@ class Shard:
     def _op_get_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         blocks = self._blocks(header)
         keys = sorted(blocks[0][1].state) if blocks else []
-        out = [np.ascontiguousarray(b.state[k]) for _, b in blocks for k in keys]
+        out = [np.array(b.state[k], order="C") for _, b in blocks for k in keys]
         self._reply(ident, header, out, keys=keys)
 
     def _op_set_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
@@ -559,7 +559,7 @@ class Shard:
         for bid, b in self.blocks.items():
             tensors[f"block.{bid}.value"] = b.value
             for k, a in b.state.items():
-                tensors[f"block.{bid}.state.{k}"] = np.ascontiguousarray(a)
+                tensors[f"block.{bid}.state.{k}"] = np.array(a, order="C")
         meta = {
             "shard": str(self.index),
             "step": step,
