@@ -102,6 +102,7 @@ class PServerSync(SyncStrategy):
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
+        self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
 
     def _connect(self, endpoint: str, keys_dir: str | None, insecure: bool) -> zmq.Socket:
         sock = self._ctx.socket(zmq.DEALER)
@@ -265,12 +266,17 @@ class PServerSync(SyncStrategy):
         for s in range(len(self._socks)):
             asks.append((s, {"op": "pull", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ()))
         for s, (h, arrays) in enumerate(self._ask_all(asks, "pull")):
-            self._write(self.layout.blocks_on(s), arrays, h["versions"])
+            self._write(self.layout.blocks_on(s), arrays, h)
         self._values_to_device()
 
-    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], versions) -> None:
-        for b, a, v in zip(blocks, arrays, versions):
-            self._host_rows(b.param)[b.start : b.stop] = a
+    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> None:
+        """Write a reply's values: whole blocks, or ``[ids, rows]`` pairs when it lists rows."""
+        for k, (b, v) in enumerate(zip(blocks, reply["versions"])):
+            host = self._host_rows(b.param)
+            if "rows" in reply:
+                host[arrays[2 * k]] = arrays[2 * k + 1]
+            else:
+                host[b.start : b.stop] = arrays[k]
             self._versions[b.id] = v
 
     def _values_to_device(self) -> None:
@@ -286,7 +292,9 @@ class PServerSync(SyncStrategy):
 
     def on_gradient(self, param: Parameter) -> None:
         i = self._index(param)
-        rows = rows_view(to_host(param.grad), self._specs[i])
+        spec = self._specs[i]
+        grad = rows_view(to_host(param.grad), spec)
+        touched = self._touched(i, grad) if spec.sparse else None
         for shard, blocks in self._targets[i]:
             head = {
                 "op": "push",
@@ -297,21 +305,73 @@ class PServerSync(SyncStrategy):
                 "blocks": [b.id for b in blocks],
                 "versions": [self._versions[b.id] for b in blocks],
             }
-            rid = self._ask(shard, head, [rows[b.start : b.stop] for b in blocks])
-            self._inflight[rid] = (i, blocks)
+            if touched is None:
+                arrays = [grad[b.start : b.stop] for b in blocks]
+            else:
+                ids = [_rows_in(touched, b) for b in blocks]
+                head["rows"] = [len(r) for r in ids]
+                arrays = [a for r in ids for a in (r, grad[r])]
+            self._inflight[self._ask(shard, head, arrays)] = (i, blocks)
+
+    def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
+        """The rows of a sparse parameter this step touched: those prefetched, else nonzero."""
+        name = self.params[i].name
+        if name in self._row_ids:
+            return self._row_ids[name]
+        return np.flatnonzero(grad.any(axis=1)).astype(np.int64)
+
+    def prefetch(self, row_ids_by_param: Mapping[str, Any]) -> None:
+        """Pull the rows the next batch needs of each sparse parameter, before its forward.
+
+        Args:
+            row_ids_by_param: sparse parameter name -> the row ids (any order, repeats allowed)
+                the next forward pass reads. The same rows are pushed after its backward.
+
+        Raises:
+            ValueError: a name that is not a sparse parameter, or an id out of range.
+        """
+        asks, plan = [], []
+        for name, ids in row_ids_by_param.items():
+            i = self._by_name_index(name)
+            spec = self._specs[i]
+            rows = np.unique(np.asarray(to_host(ids), dtype=np.int64).ravel())
+            if not spec.sparse or (len(rows) and (rows[0] < 0 or rows[-1] >= spec.rows)):
+                raise ValueError(
+                    f"prefetch: {name} is not a sparse parameter, or an id is out "
+                    f"of range 0..{spec.rows - 1}"
+                )
+            self._row_ids[name] = rows
+            for shard, blocks in self._targets[i]:
+                ids_per_block = [_rows_in(rows, b) for b in blocks]
+                head = {
+                    "op": "pull",
+                    "blocks": [b.id for b in blocks],
+                    "rows": [len(r) for r in ids_per_block],
+                }
+                asks.append((shard, head, ids_per_block))
+                plan.append(blocks)
+        for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch")):
+            self._write(blocks, arrays, header)
+        self._values_to_device()
 
     def _index(self, param: Parameter) -> int:
+        return self._by_name_index(param.name)
+
+    def _by_name_index(self, name: str) -> int:
         if not hasattr(self, "_by_name"):
             self._by_name = {p.name: i for i, p in enumerate(self.params)}
-        return self._by_name[param.name]
+        if name not in self._by_name:
+            raise ValueError(f"no parameter {name!r} in this job")
+        return self._by_name[name]
 
     def finish_step(self) -> None:
         """Wait for every push's reply, write the new values, clear the gradients."""
         inflight, self._inflight = self._inflight, {}
         replies = self._wait(list(inflight), f"step {self._step}")
         for (header, arrays), (_, blocks) in zip(replies, inflight.values()):
-            self._write(blocks, arrays, header["versions"])
+            self._write(blocks, arrays, header)
             self.drops += bool(header.get("dropped"))
+        self._row_ids.clear()
         self._values_to_device()
         for p in self.params:
             p.grad[...] = 0
@@ -405,6 +465,12 @@ class PServerSync(SyncStrategy):
             for s in self._socks:
                 s.close(linger=200)
             self._ctx.term()
+
+
+def _rows_in(rows: np.ndarray, block: Block) -> np.ndarray:
+    """The sorted ``rows`` that fall in ``block``."""
+    lo, hi = np.searchsorted(rows, [block.start, block.stop])
+    return rows[lo:hi]
 
 
 def _now() -> float:

@@ -376,9 +376,21 @@ class Shard:
 
     def _op_pull(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         blocks = self._blocks(header)
-        self._reply(
-            ident, header, [b.value for _, b in blocks], versions=[b.version for _, b in blocks]
-        )
+        if "rows" not in header:
+            self._reply(
+                ident, header, [b.value for _, b in blocks], versions=[b.version for _, b in blocks]
+            )
+            return
+        counts = int_list(header, "rows")
+        if len(counts) != len(blocks) or len(arrays) != len(blocks):
+            raise WireError(
+                f"pull of rows: {len(counts)} counts, {len(arrays)} id arrays for "
+                f"{len(blocks)} blocks"
+            )
+        for (bid, b), rows, n in zip(blocks, arrays, counts):
+            self._check_rows(b, rows, n, f"pull of block {bid}")
+        out, fields = self._values([bid for bid, _ in blocks], arrays)
+        self._reply(ident, header, out, **fields)
 
     def _op_get_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         blocks = self._blocks(header)
@@ -416,27 +428,58 @@ class Shard:
         if not self.blocks:
             raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
         mine = self.by_param.get(p, [])
-        if ids != mine or len(arrays) != len(ids):
+        if ids != mine:
             raise WireError(f"push of parameter {p}: blocks {ids[:8]}, this shard holds {mine[:8]}")
         if header["count"] < 0 or header["lr"] <= 0:
             raise WireError(f"push: count {header['count']} < 0 or lr {header['lr']} <= 0")
-        spec = self.params[p]
-        for bid, g in zip(ids, arrays):
-            b = self.blocks[bid]
-            _expect(g, spec, b.stop - b.start, f"gradient block {bid}")
+        parts = self._gradient_parts(header, ids, arrays)
+        for _, g in parts:
             if not np.isfinite(g).all():
-                msg = f"gradient of parameter {spec.name} from rank {rank} is not finite (NaN/Inf)"
+                name = self.params[p].name
+                msg = f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
                 if self.config.mode == "sync":
                     self._fail(msg)
                 raise _Refused(msg)
         self.stats.pushes += 1
         self.last_step[rank] = header["step"]
         if self.config.mode == "sync":
-            self._collect_push(ident, header, arrays)
+            self._collect_push(ident, header, parts)
         else:
-            self._apply_async(ident, header, arrays)
+            self._apply_async(ident, header, parts)
 
-    def _collect_push(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+    def _gradient_parts(self, header: dict[str, Any], ids: list[int], arrays: list) -> list:
+        """Per block, ``(row ids or None, gradient)``: whole blocks, or a sparse push's rows."""
+        spec = self.params[header["param"]]
+        if "rows" not in header:
+            if len(arrays) != len(ids):
+                raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+            for bid, g in zip(ids, arrays):
+                _expect(g, spec, self.blocks[bid].stop - self.blocks[bid].start, f"block {bid}")
+            return [(None, g) for g in arrays]
+        if not spec.sparse:
+            raise WireError(f"push of rows for {spec.name}, which is not sparse")
+        counts = int_list(header, "rows")
+        if len(counts) != len(ids) or len(arrays) != 2 * len(ids):
+            raise WireError(
+                f"sparse push: {len(counts)} row counts, {len(arrays)} arrays for "
+                f"{len(ids)} blocks (want one count and [ids, rows] per block)"
+            )
+        parts = []
+        for k, bid in enumerate(ids):
+            rows, g = arrays[2 * k], arrays[2 * k + 1]
+            self._check_rows(self.blocks[bid], rows, counts[k], f"block {bid}")
+            _expect(g, spec, counts[k], f"rows of block {bid}")
+            parts.append((rows, g))
+        return parts
+
+    def _check_rows(self, block: _Block, rows: np.ndarray, count: int, what: str) -> None:
+        ok = rows.dtype == DTYPES["int64"] and rows.shape == (count,)
+        if not ok or (count and (rows[0] < block.start or rows[-1] >= block.stop)):
+            raise WireError(f"{what}: row ids must be {count} int64 in {block.start}:{block.stop}")
+        if count > 1 and not (np.diff(rows) > 0).all():
+            raise WireError(f"{what}: row ids must increase strictly")
+
+    def _collect_push(self, ident: bytes, header: dict[str, Any], parts: list) -> None:
         p, step, rank = header["param"], header["step"], header["rank"]
         if step <= self.completed.get(p, -1):
             raise WireError(f"stale push: step {step} of parameter {self.params[p].name} is done")
@@ -445,9 +488,11 @@ class Shard:
         first = next(iter(waiting.by_rank.values()), None)
         if first is not None and first[1]["step"] != step:
             raise WireError(f"push for step {step}, shard is collecting step {first[1]['step']}")
+        if first is not None and ("rows" in first[1]) != ("rows" in header):
+            raise WireError(f"rank {rank} pushed {self.params[p].name} dense and sparse mixed")
         if rank in waiting.by_rank:
             raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
-        waiting.by_rank[rank] = (ident, header, arrays)
+        waiting.by_rank[rank] = (ident, header, parts)
         if len(waiting.by_rank) == self.config.workers:
             del self.waiting[key]
             self._apply_sync(p, step, waiting)
@@ -458,27 +503,49 @@ class Shard:
         ids = waiting.by_rank[ranks[0]][1]["blocks"]
         self.optimizer.lr = float(waiting.by_rank[0][1]["lr"])
         start = time.perf_counter()
+        touched = []
         for i, bid in enumerate(ids):
-            grad = np.array(waiting.by_rank[ranks[0]][2][i])
-            for r in ranks[1:]:  # rank order: two runs add in the same order, bit for bit
-                grad += waiting.by_rank[r][2][i]
+            rows, grad = _sum_in_rank_order([waiting.by_rank[r][2][i] for r in ranks])
             if total > 0:
                 grad /= total
-            self._update(self.blocks[bid], grad)
+            self._update(self.blocks[bid], grad, rows)
+            touched.append(rows)
         self.stats.update_seconds += time.perf_counter() - start
         self.stats.updates += 1
         self.completed[p] = step
-        values = [self.blocks[bid].value for bid in ids]
-        versions = [self.blocks[bid].version for bid in ids]
+        arrays, fields = self._values(ids, touched)
         for r in ranks:
             ident, header, _ = waiting.by_rank[r]
-            self._reply(ident, header, values, versions=versions)
+            self._reply(ident, header, arrays, **fields)
 
-    def _update(self, block: _Block, grad: np.ndarray) -> None:
-        self.optimizer.update(block.value, grad, block.state)
+    def _values(self, ids: Sequence[int], touched: Sequence[np.ndarray | None]):
+        """The reply to a push: each block's values, or its touched rows as [ids, rows] pairs."""
+        fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
+        if not touched or touched[0] is None:
+            return [self.blocks[b].value for b in ids], fields
+        arrays = []
+        for bid, rows in zip(ids, touched):
+            arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
+        fields["rows"] = [len(r) for r in touched]
+        return arrays, fields
+
+    def _update(self, block: _Block, grad: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """One optimizer step on a block, or on some of its rows (sparse: the others keep their
+        values and state, as if their gradient had not existed: "lazy" momentum and Adam)."""
+        if rows is None:
+            self.optimizer.update(block.value, grad, block.state)
+        elif len(rows):
+            local = rows - block.start
+            value = block.value[local]
+            state = {k: s[local] if s.ndim else s for k, s in block.state.items()}
+            self.optimizer.update(value, grad, state)
+            block.value[local] = value
+            for k, s in block.state.items():
+                if s.ndim:
+                    s[local] = state[k]
         block.version += 1
 
-    def _apply_async(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+    def _apply_async(self, ident: bytes, header: dict[str, Any], parts: list) -> None:
         ids = header["blocks"]
         versions = int_list(header, "versions")
         if len(versions) != len(ids):
@@ -498,18 +565,13 @@ class Shard:
         else:
             self.optimizer.lr = float(header["lr"])
             start = time.perf_counter()
-            for bid, g in zip(ids, arrays):
+            for bid, (rows, g) in zip(ids, parts):
                 grad = g / header["count"] if header["count"] > 0 else np.array(g)
-                self._update(self.blocks[bid], grad)
+                self._update(self.blocks[bid], grad, rows)
             self.stats.update_seconds += time.perf_counter() - start
             self.stats.updates += 1
-        self._reply(
-            ident,
-            header,
-            [self.blocks[b].value for b in ids],
-            versions=[self.blocks[b].version for b in ids],
-            dropped=dropped,
-        )
+        arrays, fields = self._values(ids, [rows for rows, _ in parts])
+        self._reply(ident, header, arrays, dropped=dropped, **fields)
 
     # -- collectives and housekeeping ---------------------------------------------------------
     def _live(self) -> set[int]:
@@ -644,6 +706,24 @@ def _table_entry(entry: Any, params: Sequence[ParamSpec]) -> tuple[int, int, int
     if not 0 <= start < stop <= params[p].rows:
         raise WireError(f"seed: block {bid} rows {start}:{stop} outside 0:{params[p].rows}")
     return bid, p, start, stop
+
+
+def _sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
+    """Sum the ranks' gradients of one block in rank order: (row ids or None, summed rows).
+
+    Dense parts add up whole; sparse parts add up over the union of their rows (``np.add.at``
+    visits the concatenation in order, so every row's sum runs in rank order too).
+    """
+    if parts[0][0] is None:
+        grad = np.array(parts[0][1])
+        for _, g in parts[1:]:  # rank order: two runs add in the same order, bit for bit
+            grad += g
+        return None, grad
+    ids = np.concatenate([rows for rows, _ in parts])
+    rows, where = np.unique(ids, return_inverse=True)
+    grad = np.zeros((len(rows), parts[0][1].shape[1]), dtype=parts[0][1].dtype)
+    np.add.at(grad, where, np.concatenate([g for _, g in parts]))
+    return rows, grad
 
 
 def _expect(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:

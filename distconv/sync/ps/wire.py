@@ -86,7 +86,12 @@ def pack(header: Mapping[str, Any], arrays: Sequence[np.ndarray] = ()) -> list[A
             raise WireError(f"array frames must be C-contiguous, got strides {a.strides}")
         table.append([dtype_name(a.dtype), list(a.shape), int(a.nbytes)])
     head = {**header, "v": PROTOCOL_VERSION, "arrays": table}
-    return [msgpack.packb(head, use_bin_type=True), *(memoryview(a).cast("B") for a in arrays)]
+    return [msgpack.packb(head, use_bin_type=True), *(_frame(a) for a in arrays)]
+
+
+def _frame(array: np.ndarray) -> memoryview | bytes:
+    """The array's bytes as one frame, without a copy (an empty array is an empty frame)."""
+    return memoryview(array).cast("B") if array.nbytes else b""
 
 
 def dtype_name(dtype: Any) -> str:
