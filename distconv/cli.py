@@ -266,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_train(subparsers)
+    from distconv.sync.ps.cli import add_keys, add_pserver  # declares flags only; no zmq import
+
+    add_pserver(subparsers)
+    add_keys(subparsers)
     return parser
 
 
