@@ -20,6 +20,8 @@ from distconv.backend import BackendError, device_from_env, set_device
 from distconv.checkpoint import CheckpointError
 from distconv.data import DATASETS, DataError
 from distconv.job import TrainConfig, train
+from distconv.layers.base import LayerError
+from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.optim import OPTIMIZERS
 from distconv.runtime import RuntimeConfigError, configure_logging, detect_runtime
@@ -35,13 +37,24 @@ USER_ERRORS = (
     RuntimeConfigError,
     SyncError,
     TrainingError,
+    MetricsError,
+    LayerError,
     OSError,
 )
 
 
+def _number(text: str, kind: type) -> float | int:
+    """``kind(text)``, or the one-line usage error argparse prints for a bad value."""
+    try:
+        return kind(text)
+    except ValueError:
+        name = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"must be {name}, got {text!r}") from None
+
+
 def _int_at_least(low: int):
     def parse(text: str) -> int:
-        value = int(text)
+        value = _number(text, int)
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value
@@ -56,7 +69,7 @@ def _float_in(low: float, high: float, *, high_closed: bool = False):
     """A parser for a finite float in ``(low, high)`` (or ``(low, high]``)."""
 
     def parse(text: str) -> float:
-        value = float(text)
+        value = _number(text, float)
         if not (value > low and (value <= high if high_closed else value < high)):
             closing = "]" if high_closed else ")"
             raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}{closing}, got {text}")

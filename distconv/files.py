@@ -50,6 +50,11 @@ def write_atomically(
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())  # the data must be on disk before the rename makes them live
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # say which file could not be written (ENOSPC names none)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

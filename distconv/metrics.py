@@ -7,15 +7,17 @@ matplotlib (Agg, no display) only when called.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from distconv.files import write_atomically
+
+log = logging.getLogger("distconv.metrics")
 
 
 class ProgressBar:
@@ -173,7 +175,7 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
             record = json.loads(raw)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             if number == len(lines):  # no newline after it: torn by a crash mid-write
-                warnings.warn(f"{path}: dropping a torn last line ({len(raw)} bytes)", stacklevel=2)
+                log.warning("%s: dropping a torn last line (%d bytes)", path, len(raw))
                 break
             raise MetricsError(f"{path}, line {number}: not valid JSON ({exc})") from None
         if not isinstance(record, dict):

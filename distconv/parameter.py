@@ -26,7 +26,8 @@ class Parameter:
 
     Attributes:
         grad: gradient array of ``value``'s shape and dtype, or None when static.
-        shared_count: how many layers use this parameter (layers register themselves).
+        shared_count: how many uses of this parameter add into its gradient per pass (the
+            Network counts them before each backward).
     """
 
     def __init__(self, name: str, value: Any, *, static: bool = False) -> None:
@@ -46,10 +47,6 @@ class Parameter:
     @property
     def size(self) -> int:
         return int(self.value.size)
-
-    def add_user(self) -> None:
-        """Register one more layer that uses this parameter (done by ``Layer.add_param``)."""
-        self.shared_count += 1
 
     def inc_update(self, callback: UpdateCallback) -> None:
         """Count one user's gradient in; call ``callback(self)`` once all users are in.

@@ -18,13 +18,21 @@ from typing import Any
 
 from distconv.backend import get_array_module
 from distconv.checkpoint import (
+    Checkpoint,
     CheckpointError,
     load_checkpoint,
     restore_checkpoint,
     save_checkpoint,
 )
 from distconv.parameter import Parameter
-from distconv.run_dir import CHIEF, CHIEF_PART, LEGACY_CHECKPOINT, RunDirectory, RunDirError
+from distconv.run_dir import (
+    CHIEF,
+    CHIEF_PART,
+    LEGACY_CHECKPOINT,
+    Manifest,
+    RunDirectory,
+    RunDirError,
+)
 from distconv.sync import SyncStrategy
 
 log = logging.getLogger("distconv.resume")
@@ -84,9 +92,11 @@ class StepCheckpoints:
         if resume == "overwrite":
             run.clear()
             return None, Position()
-        latest = run.latest()
-        if resume in (True, "auto") and latest is not None:
-            return self.restore(latest.part(CHIEF))
+        complete, problems = run.scan()
+        if resume in (True, "auto") and complete:
+            return self._restore_newest(complete, problems)
+        if resume in (True, "auto") and problems:  # never start over a run we cannot read
+            raise RunDirError(f"no usable checkpoint in {run.root}: {'; '.join(problems)}")
         if resume is True:
             raise CheckpointError(f"--resume: no complete checkpoint in {run.checkpoint_root}")
         if run.holds_run() and resume != "auto":
@@ -102,6 +112,24 @@ class StepCheckpoints:
                 )
             run.clear()  # files of a run that never reached its first checkpoint
         return None, Position()
+
+    def _restore_newest(
+        self, complete: list[Manifest], problems: list[str]
+    ) -> tuple[OptimState, Position]:
+        """Restore the newest checkpoint that loads; say what was skipped on the way."""
+        for problem in problems:
+            log.warning("skipping a checkpoint: %s", problem)
+        for manifest in reversed(complete):
+            path = manifest.part(CHIEF)
+            try:
+                ckpt = load_checkpoint(path)
+            except CheckpointError as exc:
+                if manifest is complete[0]:
+                    raise
+                log.warning("%s; trying the checkpoint before it", exc)
+                continue
+            return self.restore(ckpt)
+        raise AssertionError("unreachable: the oldest checkpoint raises or returns")
 
     def close(self) -> None:
         if self.run is not None:
@@ -142,14 +170,15 @@ class StepCheckpoints:
                     f"{pos.epoch + 1}); no checkpoint was written over the last finite one"
                 )
 
-    def restore(self, path: str | Path) -> tuple[OptimState, Position]:
+    def restore(self, source: str | Path | Checkpoint) -> tuple[OptimState, Position]:
         """Load a checkpoint into the parameters; returns its optimizer state and position.
 
         Raises:
             CheckpointError: the checkpoint does not fit the model, or comes from a run whose
                 seed, global batch, optimizer, learning-rate decay or dtype differ.
         """
-        ckpt = load_checkpoint(path)
+        ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
+        path = ckpt.path
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
         ours = {**self.facts, "optimizer": self.sync.optimizer_config()}
         differ = [

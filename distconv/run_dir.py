@@ -150,18 +150,27 @@ class RunDirectory:
 
     def manifests(self) -> list[Manifest]:
         """Complete checkpoints, oldest first (manifests whose parts all exist)."""
-        found = []
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[Manifest], list[str]]:
+        """Complete checkpoints, oldest first, and a sentence for each manifest that is not
+        usable (damaged, or naming a part that is missing or not a file)."""
+        found, problems = [], []
         for path in sorted(self.checkpoint_root.glob("step-*.json")):
             try:
                 data = json.loads(path.read_text())
                 manifest = Manifest(
                     int(data["step"]), dict(data["parts"]), path, dict(data.get("remote", {}))
                 )
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # a damaged manifest marks no complete checkpoint
-            if all(manifest.part(name).is_file() for name in manifest.parts):
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")
+                continue
+            bad = [str(manifest.part(n)) for n in manifest.parts if not manifest.part(n).is_file()]
+            if bad:
+                problems.append(f"{path} names parts that are missing or not files: {bad}")
+            else:
                 found.append(manifest)
-        return found
+        return found, problems
 
     def latest(self) -> Manifest | None:
         """The newest complete checkpoint, or None."""

@@ -193,9 +193,15 @@ def test_gpu_without_cupy_is_one_line(tmp_path):
 def test_usage_errors_exit_2(tmp_path):
     proc = distconv("train", "--epochs", "0")
     assert proc.returncode == 2 and "must be >= 1" in proc.stderr
-    for bad in (["--lr", "inf"], ["--lr", "nan"], ["--lr-decay", "2"], ["--out", ""]):
-        proc = distconv("train", *bad)
+    out = ["--out", str(tmp_path / "never"), "--epochs", "1"]  # a regression must not train long
+    bad_values = (["--lr", "inf"], ["--lr", "nan"], ["--lr-decay", "2"], ["--lr", "abc"])
+    for bad in (*bad_values, ["--epochs", "x"]):
+        proc = distconv("train", *out, *bad)
         assert proc.returncode == 2 and "must" in proc.stderr, (bad, proc.stderr)
+        assert "invalid parse value" not in proc.stderr
+    proc = distconv("train", "--out", "", "--epochs", "1")
+    assert proc.returncode == 2 and "must not be empty" in proc.stderr
+    assert not (tmp_path / "never").exists()
     assert distconv().returncode == 2  # no subcommand
     version = distconv("--version")
     assert version.returncode == 0 and version.stdout.startswith("distconv ")
@@ -266,3 +272,21 @@ def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_damaged_manifest_stops_resume_auto_instead_of_starting_over(tmp_path):
+    out = tmp_path / "run"
+    assert distconv("train", *SMALL, "--epochs", "1", "--out", str(out)).returncode == 0
+    (manifest,) = (out / "checkpoints").glob("step-*.json")
+    manifest.write_text('{"step": 12, "par')
+    proc = distconv("train", *SMALL, "--epochs", "2", "--out", str(out), "--resume", "auto")
+    _assert_one_line_error(proc, "no usable checkpoint", "is damaged")
+    assert len(_records(out)) == 1  # the first run's metrics are still there
+
+
+def test_a_damaged_metrics_log_is_one_line(tmp_path):
+    out = tmp_path / "run"
+    assert distconv("train", *SMALL, "--epochs", "1", "--out", str(out)).returncode == 0
+    (out / "metrics.jsonl").write_text("5\n")
+    proc = distconv("train", *SMALL, "--epochs", "2", "--out", str(out), "--resume")
+    _assert_one_line_error(proc, "metrics.jsonl", "line 1")

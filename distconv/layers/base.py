@@ -72,7 +72,7 @@ class Layer:
 
     # -- parameters ---------------------------------------------------------------------------
     def add_param(self, key: str, param: Parameter) -> Parameter:
-        """Register ``param`` as this layer's ``key``; it counts this layer as one more user."""
+        """Register ``param`` as this layer's ``key`` (the Network counts its users per pass)."""
         if key in self._params:
             raise self.fail(f"parameter {key!r} registered twice")
         self._params[key] = param
