@@ -203,10 +203,13 @@ class Shard:
             self._auth = keyfiles.start_authenticator(self._ctx, set(workers))
             keyfiles.curve_server(self._sock, public, secret)
         address = f"[{host}]" if ":" in host else host
-        if port == 0:
-            port = self._sock.bind_to_random_port(f"tcp://{address}")
-        else:
-            self._sock.bind(f"tcp://{address}:{port}")
+        try:
+            if port == 0:
+                port = self._sock.bind_to_random_port(f"tcp://{address}")
+            else:
+                self._sock.bind(f"tcp://{address}:{port}")
+        except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it
+            raise OSError(f"cannot bind {self.config.bind}: {exc}") from None
         self.endpoint = f"{host}:{port}"
         log.info(
             "shard %d/%d listening on %s (%s mode, %d workers, %s)",
