@@ -324,12 +324,12 @@ class Shard:
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         text = header["description"]
+        self.hosts[header["rank"]] = header["host"]
         if self.description is None:
             self.description = text
         elif text != self.description:
             diff = first_difference(json.loads(text), json.loads(self.description))
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
-        self.hosts[header["rank"]] = header["host"]
         self.left.discard(header["rank"])
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
