@@ -203,10 +203,13 @@ class Shard:
             self._auth = keyfiles.start_authenticator(self._ctx, set(workers))
             keyfiles.curve_server(self._sock, public, secret)
         address = f"[{host}]" if ":" in host else host
-        if port == 0:
-            port = self._sock.bind_to_random_port(f"tcp://{address}")
-        else:
-            self._sock.bind(f"tcp://{address}:{port}")
+        try:
+            if port == 0:
+                port = self._sock.bind_to_random_port(f"tcp://{address}")
+            else:
+                self._sock.bind(f"tcp://{address}:{port}")
+        except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it
+            raise OSError(f"cannot bind {self.config.bind}: {exc}") from None
         self.endpoint = f"{host}:{port}"
         log.info(
             "shard %d/%d listening on %s (%s mode, %d workers, %s)",
@@ -321,12 +324,12 @@ class Shard:
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         text = header["description"]
+        self.hosts[header["rank"]] = header["host"]
         if self.description is None:
             self.description = text
         elif text != self.description:
             diff = first_difference(json.loads(text), json.loads(self.description))
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
-        self.hosts[header["rank"]] = header["host"]
         self.left.discard(header["rank"])
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
@@ -434,7 +437,7 @@ class Shard:
             raise WireError(f"push: count {header['count']} < 0 or lr {header['lr']} <= 0")
         parts = self._gradient_parts(header, ids, arrays)
         for _, g in parts:
-            if not np.isfinite(g).all():
+            if not _finite(g):
                 name = self.params[p].name
                 msg = f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
                 if self.config.mode == "sync":
@@ -505,9 +508,7 @@ class Shard:
         start = time.perf_counter()
         touched = []
         for i, bid in enumerate(ids):
-            rows, grad = _sum_in_rank_order([waiting.by_rank[r][2][i] for r in ranks])
-            if total > 0:
-                grad /= total
+            rows, grad = _mean_in_rank_order([waiting.by_rank[r][2][i] for r in ranks], total)
             self._update(self.blocks[bid], grad, rows)
             touched.append(rows)
         self.stats.update_seconds += time.perf_counter() - start
@@ -522,7 +523,12 @@ class Shard:
         """The reply to a push: each block's values, or its touched rows as [ids, rows] pairs."""
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
-            return [self.blocks[b].value for b in ids], fields
+            # sync: the next update waits for every worker's next push, so the frames are gone
+            # by then and may alias the values; async updates any time: send a snapshot
+            copy = self.config.mode == "async"
+            return [
+                np.array(self.blocks[b].value) if copy else self.blocks[b].value for b in ids
+            ], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
@@ -708,22 +714,32 @@ def _table_entry(entry: Any, params: Sequence[ParamSpec]) -> tuple[int, int, int
     return bid, p, start, stop
 
 
-def _sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
-    """Sum the ranks' gradients of one block in rank order: (row ids or None, summed rows).
+def _finite(grad: np.ndarray) -> bool:
+    """No NaN or Inf in ``grad``: a sum first (no temporary array), the exact test if it is not."""
+    return bool(np.isfinite(grad.sum())) or bool(np.isfinite(grad).all())
 
-    Dense parts add up whole; sparse parts add up over the union of their rows (``np.add.at``
-    visits the concatenation in order, so every row's sum runs in rank order too).
+
+def _mean_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]], total: int):
+    """Sum the ranks' gradients of one block in rank order, divide by ``total``.
+
+    Returns ``(row ids or None, gradient)``. Dense parts add up whole; sparse parts add up over
+    the union of their rows (``np.add.at`` visits the concatenation in order, so every row's
+    sum runs in rank order too). Two runs add in the same order, bit for bit.
     """
     if parts[0][0] is None:
-        grad = np.array(parts[0][1])
-        for _, g in parts[1:]:  # rank order: two runs add in the same order, bit for bit
+        if len(parts) == 1:
+            return None, parts[0][1] / max(total, 1)
+        grad = parts[0][1] + parts[1][1]
+        for _, g in parts[2:]:
             grad += g
-        return None, grad
-    ids = np.concatenate([rows for rows, _ in parts])
-    rows, where = np.unique(ids, return_inverse=True)
-    grad = np.zeros((len(rows), parts[0][1].shape[1]), dtype=parts[0][1].dtype)
-    np.add.at(grad, where, np.concatenate([g for _, g in parts]))
-    return rows, grad
+    else:
+        ids = np.concatenate([rows for rows, _ in parts])
+        rows, where = np.unique(ids, return_inverse=True)
+        grad = np.zeros((len(rows), parts[0][1].shape[1]), dtype=parts[0][1].dtype)
+        np.add.at(grad, where, np.concatenate([g for _, g in parts]))
+    if total > 1:
+        grad /= total
+    return (None if parts[0][0] is None else rows), grad
 
 
 def _expect(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:

@@ -72,3 +72,33 @@ def test_blocks_are_balanced_by_bytes_and_a_large_parameter_spans_shards():
     # deterministic: the same inputs give the same table on every worker
     again = Layout(specs, num_shards=3, block_bytes=4096)
     assert again.blocks == layout.blocks and again.shard_of == layout.shard_of
+
+
+def test_pserver_command_line_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from ps_helpers import REPO_ROOT
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "distconv", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONPATH": str(REPO_ROOT)},
+        )
+
+    base = ["pserver", "--shard", "0", "--num-shards", "1", "--workers", "1"]
+    no_keys = run(*base, "--bind", "127.0.0.1:0")
+    assert no_keys.returncode == 1 and "pass --keys DIR, or --insecure" in no_keys.stderr
+    missing = run(*base, "--bind", "127.0.0.1:0", "--keys", str(tmp_path / "none"))
+    assert missing.returncode == 1 and "server.key_secret not found" in missing.stderr
+    bad = run(*base, "--bind", "localhost", "--insecure")
+    assert bad.returncode == 1 and "expected HOST:PORT, got 'localhost'" in bad.stderr
+    both = run(*base, "--bind", "127.0.0.1:0", "--insecure", "--keys", str(tmp_path))
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    made = run("keys", str(tmp_path / "k"), "--workers", "3")
+    assert made.returncode == 0 and len(list((tmp_path / "k").iterdir())) == 8
+    again = run("keys", str(tmp_path / "k"), "--workers", "3")
+    assert again.returncode == 1 and "already holds keys" in again.stderr
