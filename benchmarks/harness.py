@@ -13,6 +13,8 @@ import sys
 import time
 from collections.abc import Callable
 
+#: the checkout this file belongs to: workers import its distconv, not an installed one
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DISTCONV_NUM_THREADS")
 
 
@@ -36,6 +38,7 @@ def best_ms(
 def run_worker(script: str, library: str, threads: int, extra: list[str] | None = None) -> dict:
     """Run ``script --worker LIBRARY`` in a fresh process pinned to ``threads``; its JSON result."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     for var in THREAD_VARS:
         env[var] = str(threads)
     cmd = [sys.executable, script, "--worker", library, "--threads", str(threads), *(extra or [])]

@@ -1,52 +1,174 @@
-"""Max and average pooling over any number of spatial axes, by the im2col view.
+"""Max and average pooling over any number of spatial axes, one strided view per window offset.
 
-The window of every output position is one slab of :func:`im2col_view`; pooling reduces it, and
-the backward scatters through :func:`col2im`, so pooling shares the convolution's shape code.
+A window of ``K`` elements (``K`` = kernel volume, 4 for 2x2) is ``K`` shifted, strided views of
+the (padded) input, each of the output's shape. Pooling folds them with ``K - 1`` elementwise
+``maximum``/``add`` calls into one output buffer (``out=``, no temporaries), and the backward
+adds into the same views: for max pooling through window-position masks (``x == y``, first
+position of a tie wins), with no index array and no gather. Neither side builds the ``K``-times
+larger column matrix that an im2col-based pooling copies.
+
+When windows tile the input exactly (kernel = stride, no padding, sizes divisible: the usual 2x2
+pooling), each input element belongs to exactly one view, so the backward writes the gradient
+instead of zero-filling and adding.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from distconv.backend import get_array_module
-from distconv.kernels.im2col import col2im, im2col_view
+from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.shape import ConvGeometry
 
-
-def _windows(x: Any, geom: ConvGeometry, pad_value: float) -> Any:
-    """``(N, C, K, *out)``: each output position's window flattened on axis 2 (one copy)."""
-    view = im2col_view(x, geom, pad_value)
-    n, c = view.shape[:2]
-    return view.reshape(n, c, geom.kernel_volume, *view.shape[2 + geom.nd :])
+_ALL2 = (slice(None), slice(None))
 
 
-def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, Any]:
-    """Max over each window; padding never wins. Returns ``(y, argmax)``; argmax feeds backward."""
-    win = _windows(x, geom, float("-inf"))
-    idx = win.argmax(axis=2)
+def _offset_views(a: Any, geom: ConvGeometry, out: tuple[int, ...]) -> Iterator[Any]:
+    """For each kernel offset in row-major order, the ``(N, C, *out)`` strided view of ``a``."""
+    for offset in itertools.product(*(range(k) for k in geom.ksize)):
+        yield a[
+            _ALL2
+            + tuple(
+                slice(o * d, o * d + s * (n - 1) + 1, s)
+                for o, d, s, n in zip(offset, geom.dilation, geom.stride, out)
+            )
+        ]
+
+
+def tiles_exactly(geom: ConvGeometry, in_size: tuple[int, ...]) -> bool:
+    """Whether the windows cover every input element exactly once (kernel = stride, no pad)."""
+    return (
+        not any(geom.pad)
+        and geom.stride == geom.ksize
+        and all(d == 1 or k == 1 for d, k in zip(geom.dilation, geom.ksize))
+        and all(n % k == 0 for n, k in zip(in_size, geom.ksize))
+    )
+
+
+class PoolState:
+    """What a max pooling's backward needs: the (padded) input and the output it produced."""
+
+    __slots__ = ("xpad", "y")
+
+    def __init__(self, xpad: Any, y: Any) -> None:
+        self.xpad, self.y = xpad, y
+
+
+def _fold(x: Any, geom: ConvGeometry, pad_value: float, op: str) -> tuple[Any, Any]:
+    """``op`` (``"maximum"`` or ``"add"``) over the window views; returns ``(y, padded x)``."""
     xp = get_array_module(x)
-    y = xp.take_along_axis(win, idx[:, :, None], axis=2)[:, :, 0]
-    return y, idx
+    out = geom.out_size(x.shape[2:])
+    xpad = pad_spatial(x, geom.pad, pad_value)
+    views = _offset_views(xpad, geom, out)
+    first = next(views)
+    fold = getattr(xp, op)
+    y = xp.empty(first.shape, dtype=x.dtype)
+    try:
+        second = next(views)
+    except StopIteration:  # a 1x1 window
+        y[...] = first
+        return y, xpad
+    fold(first, second, out=y)
+    for v in views:
+        fold(y, v, out=y)
+    return y, xpad
 
 
-def max_pool_backward(dy: Any, idx: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
-    """Route each output gradient to the input element that was the window's maximum."""
+def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, PoolState]:
+    """Max over each window; padding never wins. Returns ``(y, state)``; state feeds backward.
+
+    NaN propagates, as in PyTorch.
+    """
+    y, xpad = _fold(x, geom, float("-inf"), "maximum")
+    return y, PoolState(xpad, y)
+
+
+def _grad_buffer(
+    dx: Any, dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...]
+) -> tuple[Any, bool]:
+    """Where the per-offset gradients go: ``(buffer, write)``; ``write`` means assign, not add.
+
+    Assigning is right only into a fresh buffer whose every element one view covers once.
+    """
     xp = get_array_module(dy)
-    k = xp.arange(geom.kernel_volume).reshape((1, 1, -1) + (1,) * geom.nd)
-    dcol = (k == idx[:, :, None]) * dy[:, :, None]
-    n, c = dy.shape[:2]
-    return col2im(dcol.reshape(n, c, *geom.ksize, *dy.shape[2:]), x_shape, geom)
+    if dx is None and tiles_exactly(geom, tuple(x_shape[2:])):
+        return xp.empty(tuple(x_shape), dtype=dy.dtype), True
+    if any(geom.pad):
+        padded = tuple(n + 2 * p for n, p in zip(x_shape[2:], geom.pad))
+        return xp.zeros((*x_shape[:2], *padded), dtype=dy.dtype), False
+    if dx is None:
+        dx = xp.zeros(tuple(x_shape), dtype=dy.dtype)
+    return dx, False
+
+
+def _finish(buf: Any, dx: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
+    """Crop the padding off ``buf`` and add it into ``dx`` (when given); the input gradient."""
+    if not any(geom.pad):
+        return buf
+    inner = buf[_ALL2 + tuple(slice(p, p + n) for p, n in zip(geom.pad, x_shape[2:]))]
+    if dx is None:
+        return get_array_module(buf).ascontiguousarray(inner)
+    dx += inner
+    return dx
+
+
+def max_pool_backward(
+    dy: Any, state: PoolState, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any = None
+) -> Any:
+    """Route each output gradient to the first window position that holds the maximum.
+
+    Args:
+        dy: ``(N, C, *out)`` output gradient.
+        state: from :func:`max_pool_forward`.
+        geom: the pooling's geometry.
+        x_shape: the input's shape.
+        dx: an input gradient to add into, or None for a new array.
+
+    Returns:
+        The input gradient: ``dx`` with the result added, or a new array.
+    """
+    xp = get_array_module(dy)
+    buf, write = _grad_buffer(dx, dy, geom, x_shape)
+    out = tuple(dy.shape[2:])
+    y = state.y
+    hit = xp.empty(y.shape, dtype=bool)
+    free = None  # windows whose maximum no earlier offset has claimed (ties: first wins)
+    scratch = None if write else xp.empty(y.shape, dtype=dy.dtype)
+    last = geom.kernel_volume - 1
+    for k, (xv, gv) in enumerate(
+        zip(_offset_views(state.xpad, geom, out), _offset_views(buf, geom, out))
+    ):
+        xp.equal(xv, y, out=hit)
+        if free is None:
+            free = ~hit
+        else:
+            xp.logical_and(hit, free, out=hit)
+            if k < last:
+                xp.logical_xor(free, hit, out=free)
+        if write:
+            xp.multiply(dy, hit, out=gv)
+        else:
+            xp.multiply(dy, hit, out=scratch)
+            gv += scratch
+    return _finish(buf, dx, geom, x_shape)
 
 
 def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:
     """Mean over each window, padding counted as zeros (PyTorch's ``count_include_pad=True``)."""
-    return _windows(x, geom, 0.0).mean(axis=2)
+    y, _ = _fold(x, geom, 0.0, "add")
+    y *= y.dtype.type(1.0 / geom.kernel_volume)
+    return y
 
 
-def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
-    """Spread each output gradient evenly over its window."""
-    xp = get_array_module(dy)
-    n, c = dy.shape[:2]
-    share = (dy / geom.kernel_volume)[:, :, None]
-    dcol = xp.broadcast_to(share, (n, c, geom.kernel_volume, *dy.shape[2:]))
-    return col2im(dcol.reshape(n, c, *geom.ksize, *dy.shape[2:]), x_shape, geom)
+def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any = None) -> Any:
+    """Spread each output gradient evenly over its window; adds into ``dx`` when given."""
+    buf, write = _grad_buffer(dx, dy, geom, x_shape)
+    share = dy * dy.dtype.type(1.0 / geom.kernel_volume)
+    for gv in _offset_views(buf, geom, tuple(dy.shape[2:])):
+        if write:
+            gv[...] = share
+        else:
+            gv += share
+    return _finish(buf, dx, geom, x_shape)
