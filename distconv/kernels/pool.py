@@ -18,9 +18,10 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels.im2col import pad_spatial
-from distconv.kernels.shape import ConvGeometry
+from distconv.kernels.parallel import over_batch
+from distconv.kernels.shape import ConvGeometry, volume
 
 _ALL2 = (slice(None), slice(None))
 
@@ -61,19 +62,31 @@ def _fold(x: Any, geom: ConvGeometry, pad_value: float, op: str) -> tuple[Any, A
     xp = get_array_module(x)
     out = geom.out_size(x.shape[2:])
     xpad = pad_spatial(x, geom.pad, pad_value)
-    views = _offset_views(xpad, geom, out)
-    first = next(views)
+    y = xp.empty((*x.shape[:2], *out), dtype=x.dtype)
     fold = getattr(xp, op)
-    y = xp.empty(first.shape, dtype=x.dtype)
-    try:
-        second = next(views)
-    except StopIteration:  # a 1x1 window
-        y[...] = first
-        return y, xpad
-    fold(first, second, out=y)
-    for v in views:
-        fold(y, v, out=y)
+
+    def run(a: int, b: int) -> None:
+        views = _offset_views(xpad[a:b], geom, out)
+        first, yc = next(views), y[a:b]
+        if geom.kernel_volume == 1:
+            yc[...] = first
+            return
+        fold(first, next(views), out=yc)
+        for v in views:
+            fold(yc, v, out=yc)
+
+    _over_batch(run, x, geom)
     return y, xpad
+
+
+def _over_batch(run: Any, x: Any, geom: ConvGeometry) -> None:
+    """``run(a, b)`` over chunks of the batch, on parallel threads when the batch is large.
+
+    Elementwise work: the result is bitwise the same however the batch is split. The work
+    counted is what an im2col pooling would copy (input elements times window size).
+    """
+    work = volume(x.shape[1:]) * geom.kernel_volume
+    over_batch(run, x.shape[0], work, on_gpu=is_gpu_array(x))
 
 
 def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, PoolState]:
@@ -129,16 +142,28 @@ def max_pool_backward(
     Returns:
         The input gradient: ``dx`` with the result added, or a new array.
     """
-    xp = get_array_module(dy)
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
+
+    def run(a: int, b: int) -> None:
+        _max_pool_backward_chunk(dy[a:b], state.xpad[a:b], state.y[a:b], buf[a:b], geom, write)
+
+    _over_batch(run, dy, geom)
+    return _finish(buf, dx, geom, x_shape)
+
+
+def _max_pool_backward_chunk(
+    dy: Any, xpad: Any, y: Any, buf: Any, geom: ConvGeometry, write: bool
+) -> None:
+    """:func:`max_pool_backward` on a chunk of samples: masks per window offset, in order."""
+    xp = get_array_module(dy)
     out = tuple(dy.shape[2:])
-    y = state.y
     hit = xp.empty(y.shape, dtype=bool)
     free = None  # windows whose maximum no earlier offset has claimed (ties: first wins)
-    scratch = None if write else xp.empty(y.shape, dtype=dy.dtype)
+    # the masked gradient goes through a contiguous scratch, then one strided copy or add
+    scratch = xp.empty(y.shape, dtype=dy.dtype)
     last = geom.kernel_volume - 1
     for k, (xv, gv) in enumerate(
-        zip(_offset_views(state.xpad, geom, out), _offset_views(buf, geom, out))
+        zip(_offset_views(xpad, geom, out), _offset_views(buf, geom, out))
     ):
         xp.equal(xv, y, out=hit)
         if free is None:
@@ -147,12 +172,11 @@ def max_pool_backward(
             xp.logical_and(hit, free, out=hit)
             if k < last:
                 xp.logical_xor(free, hit, out=free)
+        xp.multiply(dy, hit, out=scratch)
         if write:
-            xp.multiply(dy, hit, out=gv)
+            gv[...] = scratch
         else:
-            xp.multiply(dy, hit, out=scratch)
             gv += scratch
-    return _finish(buf, dx, geom, x_shape)
 
 
 def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:
