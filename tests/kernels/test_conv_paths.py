@@ -155,3 +155,41 @@ def test_bad_thread_count_names_the_variable(monkeypatch, value):
         ValueError, match=f"DISTCONV_NUM_THREADS must be an integer >= 1, got '{value}'"
     ):
         num_threads()
+
+
+def test_a_lenet_step_stays_float32(rng):
+    """No float64 upcast anywhere in a training step: Args, gradients, parameters, Adam state."""
+    from distconv.models import lenet
+    from distconv.optim import Adam
+    from distconv.sync.local import LocalSync
+    from distconv.trainer import Trainer
+
+    net = lenet((1, 8, 8))
+    sync = LocalSync(Adam(1e-3))
+    trainer = Trainer(net, sync, progress=False)
+    x = rng.standard_normal((6, 1, 8, 8)).astype(np.float32)
+    trainer.train_step(x, rng.integers(0, 10, 6))
+    for name, arg in net.outputs.items():
+        if arg.value is not None:
+            assert arg.value.dtype == np.float32, name
+        if arg.has_grad:
+            assert arg.grad.dtype == np.float32, name
+    for p in net.parameters():
+        assert p.value.dtype == p.grad.dtype == np.float32, p.name
+        for key, buf in sync.state[p.name].items():
+            assert key == "step" or buf.dtype == np.float32, (p.name, key)
+
+
+@pytest.mark.parametrize("name", ["relu", "tanh", "linear", "sigmoid", "softmax"])
+def test_activation_in_place_gives_the_same_output(rng, name):
+    """What a layer that owns its pre-activation buffer gets with ``inplace=True``."""
+    from distconv.kernels.activation import get_activation
+
+    act = get_activation(name)
+    z = rng.standard_normal((4, 6)).astype(np.float32)
+    expected = act.forward(z.copy())
+    buf = z.copy()
+    got = act.forward(buf, inplace=True)
+    np.testing.assert_array_equal(got, expected)
+    if name in ("relu", "tanh", "linear"):
+        assert got is buf  # no temporary
