@@ -38,15 +38,21 @@ CASES = {
 LAYERS = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "loss")
 
 
+#: ``wall``: elapsed time. ``cpu``: CPU time of the whole process (all its threads), which a
+#: busy shared machine barely disturbs; fair at 1 thread, where neither library spin-waits
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = time.perf_counter
+
+
 def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 3) -> float:
-    """Median of ``repeat`` timed calls, in milliseconds."""
+    """Median of ``repeat`` timed calls, in milliseconds, on the chosen clock."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = _clock()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(_clock() - t)
     return statistics.median(times) * 1e3
 
 
@@ -152,7 +158,9 @@ def _torch_worker(side: int, batch: int, repeat: int) -> dict:
     return result
 
 
-def worker(library: str, case: str, repeat: int) -> None:
+def worker(library: str, case: str, repeat: int, clock: str) -> None:
+    global _clock
+    _clock = CLOCKS[clock]
     side, batch = CASES[case]
     if library == "torch":
         import torch
@@ -173,10 +181,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="alternated processes per library")
     ap.add_argument("--repeat", type=int, default=30, help="timed calls per process")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--clock", choices=list(CLOCKS), default="wall")
     ap.add_argument("--worker", choices=["distconv", "torch"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.cases[0], args.repeat)
+        worker(args.worker, args.cases[0], args.repeat, args.clock)
         return
     libs = ["distconv", "torch"] if torch_available() else ["distconv"]
     if len(libs) == 1:
@@ -186,14 +195,17 @@ def main() -> None:
         runs: dict[str, list[dict]] = {lib: [] for lib in libs}
         for _ in range(args.rounds):
             for lib in libs:
-                extra = ["--cases", case, "--repeat", str(args.repeat)]
+                extra = ["--cases", case, "--repeat", str(args.repeat), "--clock", args.clock]
                 runs[lib].append(run_worker(__file__, lib, args.threads, extra))
         measured[case] = {lib: _median_of(r) for lib, r in runs.items()}
-    _report(measured, args.threads, args.rounds)
+    _report(measured, args)
 
 
-def _report(measured: dict[str, dict[str, dict]], threads: int, rounds: int) -> None:
-    print(f"# training step, {threads} threads, median of {rounds} alternated processes each")
+def _report(measured: dict[str, dict[str, dict]], args: argparse.Namespace) -> None:
+    print(
+        f"# training step, {args.threads} thread(s), {args.clock} clock, median over "
+        f"{args.rounds} alternated processes of each process's median of {args.repeat} steps"
+    )
     rows = []
     for case, res in measured.items():
         ours, ref = res["distconv"], res.get("torch")
