@@ -54,9 +54,13 @@ def _case(rng, nd, n, c, sp, o, k, s, p, d, g):
 @pytest.fixture(params=["per_sample", "batched"])
 def layout(request, monkeypatch):
     """Force one layout through the cost model's threshold."""
-    limit = 0 if request.param == "per_sample" else 10**9
-    monkeypatch.setattr(conv, "BATCHED_MAX_POSITIONS", limit)
+    _force(monkeypatch, request.param == "batched")
     return request.param
+
+
+def _force(monkeypatch, batched: bool) -> None:
+    monkeypatch.setattr(conv, "BATCHED_MAX_POSITIONS", 10**9 if batched else 0)
+    monkeypatch.setattr(conv, "BATCHED_MIN_ROWS", 0)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -71,8 +75,8 @@ def test_both_layouts_give_the_same_gradients(rng, monkeypatch, case):
     geom, x, w = _case(rng, *case)
     dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
     results = []
-    for limit in (0, 10**9):
-        monkeypatch.setattr(conv, "BATCHED_MAX_POSITIONS", limit)
+    for batched in (False, True):
+        _force(monkeypatch, batched)
         results.append(conv_backward(dy, x, w, geom))
     (dx0, dw0), (dx1, dw1) = results
     np.testing.assert_allclose(dx0, dx1, rtol=1e-10, atol=1e-10)
@@ -98,10 +102,10 @@ def test_layouts_match_torch_float32(torch, rng, layout, case):
     np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("layout_limit", [0, 10**9])
-def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, layout_limit):
+@pytest.mark.parametrize("batched", [False, True])
+def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched):
     """Chunks and layout depend on the shapes alone: any thread count gives the same bits."""
-    monkeypatch.setattr(conv, "BATCHED_MAX_POSITIONS", layout_limit)
+    _force(monkeypatch, batched)
     monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 5000)
     monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
@@ -122,8 +126,9 @@ def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, layout_limit):
 def test_cost_model_depends_on_the_output_size_alone():
     small, large = (14, 14), (56, 56)
     for direction in ("fwd", "dw", "dx"):
-        assert use_batched(small, direction)
-        assert not use_batched(large, direction)
+        assert use_batched(small, 32 * 9, direction)
+        assert not use_batched(large, 32 * 9, direction)
+        assert not use_batched(small, 1 * 9, direction)  # LeNet's first layer
 
 
 def test_autotuner_times_each_shape_once_and_stays_correct(rng, monkeypatch):
