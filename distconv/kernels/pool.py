@@ -49,12 +49,17 @@ def tiles_exactly(geom: ConvGeometry, in_size: tuple[int, ...]) -> bool:
 
 
 class PoolState:
-    """What a max pooling's backward needs: the (padded) input and the output it produced."""
+    """What a max pooling's backward needs: the window elements, offset by offset, and ``y``.
 
-    __slots__ = ("xpad", "y")
+    ``windows[k]`` is a contiguous copy of offset ``k``'s view, ``(K, N, C, *out)`` in all: the
+    backward's comparisons then run on contiguous memory (8x faster than on the strided views;
+    the copy costs less than it saves).
+    """
 
-    def __init__(self, xpad: Any, y: Any) -> None:
-        self.xpad, self.y = xpad, y
+    __slots__ = ("windows", "y")
+
+    def __init__(self, windows: Any, y: Any) -> None:
+        self.windows, self.y = windows, y
 
 
 def _fold(x: Any, geom: ConvGeometry, pad_value: float, op: str) -> tuple[Any, Any]:
@@ -94,8 +99,24 @@ def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, PoolState]:
 
     NaN propagates, as in PyTorch.
     """
-    y, xpad = _fold(x, geom, float("-inf"), "maximum")
-    return y, PoolState(xpad, y)
+    xp = get_array_module(x)
+    out = geom.out_size(x.shape[2:])
+    xpad = pad_spatial(x, geom.pad, float("-inf"))
+    windows = xp.empty((geom.kernel_volume, *x.shape[:2], *out), dtype=x.dtype)
+    y = xp.empty(windows.shape[1:], dtype=x.dtype)
+
+    def run(a: int, b: int) -> None:
+        for k, v in enumerate(_offset_views(xpad[a:b], geom, out)):
+            windows[k, a:b] = v
+        if geom.kernel_volume == 1:
+            y[a:b] = windows[0, a:b]
+            return
+        xp.maximum(windows[0, a:b], windows[1, a:b], out=y[a:b])
+        for k in range(2, geom.kernel_volume):
+            xp.maximum(y[a:b], windows[k, a:b], out=y[a:b])
+
+    _over_batch(run, x, geom)
+    return y, PoolState(windows, y)
 
 
 def _grad_buffer(
@@ -145,14 +166,16 @@ def max_pool_backward(
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
 
     def run(a: int, b: int) -> None:
-        _max_pool_backward_chunk(dy[a:b], state.xpad[a:b], state.y[a:b], buf[a:b], geom, write)
+        _max_pool_backward_chunk(
+            dy[a:b], state.windows[:, a:b], state.y[a:b], buf[a:b], geom, write
+        )
 
     _over_batch(run, dy, geom)
     return _finish(buf, dx, geom, x_shape)
 
 
 def _max_pool_backward_chunk(
-    dy: Any, xpad: Any, y: Any, buf: Any, geom: ConvGeometry, write: bool
+    dy: Any, windows: Any, y: Any, buf: Any, geom: ConvGeometry, write: bool
 ) -> None:
     """:func:`max_pool_backward` on a chunk of samples: masks per window offset, in order."""
     xp = get_array_module(dy)
@@ -162,10 +185,8 @@ def _max_pool_backward_chunk(
     # the masked gradient goes through a contiguous scratch, then one strided copy or add
     scratch = xp.empty(y.shape, dtype=dy.dtype)
     last = geom.kernel_volume - 1
-    for k, (xv, gv) in enumerate(
-        zip(_offset_views(xpad, geom, out), _offset_views(buf, geom, out))
-    ):
-        xp.equal(xv, y, out=hit)
+    for k, gv in enumerate(_offset_views(buf, geom, out)):
+        xp.equal(windows[k], y, out=hit)
         if free is None:
             free = ~hit
         else:
