@@ -198,3 +198,24 @@ def test_activation_in_place_gives_the_same_output(rng, name):
     np.testing.assert_array_equal(got, expected)
     if name in ("relu", "tanh", "linear"):
         assert got is buf  # no temporary
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[-1] == 1])
+def test_dense_input_gradient_matches_col2im(rng, monkeypatch, case):
+    """The dense form of the input gradient (tiny images) against the col2im path."""
+    geom, x, w = _case(rng, *case)
+    dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
+    monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 0)
+    expected = conv_backward_data(dy, w, geom, x.shape)
+    monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 10**9)
+    assert conv.dense_pays(tuple(dy.shape[2:]), tuple(x.shape[2:]), w.shape, geom)
+    np.testing.assert_allclose(
+        conv_backward_data(dy, w, geom, x.shape), expected, rtol=1e-10, atol=1e-10
+    )
+
+
+def test_dense_only_for_tiny_images():
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    assert conv.dense_pays((4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2 on the digits
+    assert not conv.dense_pays((8, 8), (8, 8), (32, 1, 3, 3), geom)
+    assert not conv.dense_pays((4, 4), (4, 4), (8, 8, 3, 3), ConvGeometry.make(2, 3, 1, 1, 1, 2))
