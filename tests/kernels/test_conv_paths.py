@@ -208,7 +208,8 @@ def test_dense_input_gradient_matches_col2im(rng, monkeypatch, case):
     monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 0)
     expected = conv_backward_data(dy, w, geom, x.shape)
     monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 10**9)
-    assert conv.dense_pays(tuple(dy.shape[2:]), tuple(x.shape[2:]), w.shape, geom)
+    monkeypatch.setattr(conv, "DENSE_MIN_BATCH", 1)
+    assert conv.dense_pays(len(x), tuple(dy.shape[2:]), tuple(x.shape[2:]), w.shape, geom)
     np.testing.assert_allclose(
         conv_backward_data(dy, w, geom, x.shape), expected, rtol=1e-10, atol=1e-10
     )
@@ -216,6 +217,8 @@ def test_dense_input_gradient_matches_col2im(rng, monkeypatch, case):
 
 def test_dense_only_for_tiny_images():
     geom = ConvGeometry.make(2, 3, 1, 1)
-    assert conv.dense_pays((4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2 on the digits
-    assert not conv.dense_pays((8, 8), (8, 8), (32, 1, 3, 3), geom)
-    assert not conv.dense_pays((4, 4), (4, 4), (8, 8, 3, 3), ConvGeometry.make(2, 3, 1, 1, 1, 2))
+    assert conv.dense_pays(64, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2, digits
+    assert not conv.dense_pays(16, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # too few samples
+    assert not conv.dense_pays(64, (8, 8), (8, 8), (32, 1, 3, 3), geom)
+    grouped = ConvGeometry.make(2, 3, 1, 1, 1, 2)
+    assert not conv.dense_pays(64, (4, 4), (4, 4), (8, 8, 3, 3), grouped)
