@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import print_table, run_worker, torch_available  # noqa: E402
+from harness import CLOCKS, print_table, run_worker, torch_available  # noqa: E402
 
 # name: (image side, batch)
 CASES = {
@@ -40,9 +40,6 @@ CASES = {
 LAYERS = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "loss")
 
 
-#: ``wall``: elapsed time. ``cpu``: CPU time of the whole process (all its threads), which a
-#: busy shared machine barely disturbs; fair at 1 thread, where neither library spin-waits
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = time.perf_counter
 
 
