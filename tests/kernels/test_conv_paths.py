@@ -164,16 +164,21 @@ def test_bad_thread_count_names_the_variable(monkeypatch, value):
 
 def test_a_lenet_step_stays_float32(rng):
     """No float64 upcast anywhere in a training step: Args, gradients, parameters, Adam state."""
+    from distconv import Arg
     from distconv.models import lenet
     from distconv.optim import Adam
     from distconv.sync.local import LocalSync
-    from distconv.trainer import Trainer
 
     net = lenet((1, 8, 8))
     sync = LocalSync(Adam(1e-3))
-    trainer = Trainer(net, sync, progress=False)
+    sync.setup([p for p in net.parameters() if not p.static], {})
     x = rng.standard_normal((6, 1, 8, 8)).astype(np.float32)
-    trainer.train_step(x, rng.integers(0, 10, 6))
+    y = rng.integers(0, 10, 6)
+    # one step as the trainer runs it, through the sync contract
+    sync.start_step(6)
+    net.forward({"image": Arg(x, needs_grad=False), "label": Arg(ids=y, needs_grad=False)})
+    net.backward(sync, loss="loss", loss_scale=6)
+    sync.finish_step()
     for name, arg in net.outputs.items():
         if arg.value is not None:
             assert arg.value.dtype == np.float32, name
