@@ -23,6 +23,8 @@ CASES = {
     "lenet conv1 N64 C1 28^2 K6 5x5": ("conv2d", 64, 1, (28, 28), 6, 5, 1, 0),
     "lenet conv2 N64 C6 12^2 K16 5x5": ("conv2d", 64, 6, (12, 12), 16, 5, 1, 0),
     "N32 C64 56^2 K64 3x3 p1": ("conv2d", 32, 64, (56, 56), 64, 3, 1, 1),
+    "lenet3 conv2 N64 C32 14^2 K64 3x3 p1": ("conv2d", 64, 32, (14, 14), 64, 3, 1, 1),
+    "lenet3 conv2 N64 C32 4^2 K64 3x3 p1": ("conv2d", 64, 32, (4, 4), 64, 3, 1, 1),
     "N32 C32 32^2 K64 3x3 s2 p1": ("conv2d", 32, 32, (32, 32), 64, 3, 2, 1),
     "deconv3d N4 C8 16^3 K8 3^3 s2 p1": ("deconv3d", 4, 8, (16, 16, 16), 8, 3, 2, 1),
 }
@@ -98,7 +100,7 @@ def _torch_case(case: tuple):
     return fwd, fwd_bwd
 
 
-def worker(library: str, threads: int, names: list[str]) -> None:
+def worker(library: str, threads: int, names: list[str], clock: str = "wall") -> None:
     if library == "torch":
         import torch
 
@@ -107,7 +109,10 @@ def worker(library: str, threads: int, names: list[str]) -> None:
     result = {}
     for name in names:
         fwd, fwd_bwd = make(CASES[name])
-        result[name] = {"fwd": best_ms(fwd), "fwd_bwd": best_ms(fwd_bwd)}
+        result[name] = {
+            "fwd": best_ms(fwd, clock=clock),
+            "fwd_bwd": best_ms(fwd_bwd, clock=clock),
+        }
     print(json.dumps(result))
 
 
@@ -115,18 +120,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     ap.add_argument("--worker", choices=["distconv", "torch"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.threads[0], args.cases)
+        worker(args.worker, args.threads[0], args.cases, args.clock)
         return
     have_torch = torch_available()
     if not have_torch:
         print("PyTorch is not importable: printing distconv times only")
     rows = []
     for t in args.threads:
-        ours = run_worker(__file__, "distconv", t, ["--cases", *args.cases])
-        ref = run_worker(__file__, "torch", t, ["--cases", *args.cases]) if have_torch else {}
+        extra = ["--cases", *args.cases, "--clock", args.clock]
+        ours = run_worker(__file__, "distconv", t, extra)
+        ref = run_worker(__file__, "torch", t, extra) if have_torch else {}
         for name in args.cases:
             gf = flops(CASES[name]) / 1e9
             for phase, mult in (("fwd", 1), ("fwd_bwd", 3)):

@@ -1,7 +1,9 @@
 """Activation functions (pure array code), used by every layer as its ``act`` option.
 
 Each activation computes ``y = f(z)`` and, from the output alone, ``dz = f'(z) * dy``; keeping
-only ``y`` is what lets a layer apply its activation in place of storing ``z``.
+only ``y`` is what lets a layer apply its activation in place of storing ``z``: a layer whose
+``z`` is a fresh buffer of its own passes ``inplace=True`` and saves an output-sized temporary
+(ReLU, tanh and linear honour it; the others return a new array).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ class ActivationFunction:
 
     name = "base"
 
-    def forward(self, z: Any) -> Any:
+    def forward(self, z: Any, inplace: bool = False) -> Any:
+        """``f(z)``; with ``inplace`` it may overwrite ``z`` (the caller owns it)."""
         raise NotImplementedError
 
     def backward(self, y: Any, dy: Any) -> Any:
@@ -29,7 +32,7 @@ class ActivationFunction:
 class Linear(ActivationFunction):
     name = "linear"
 
-    def forward(self, z: Any) -> Any:
+    def forward(self, z: Any, inplace: bool = False) -> Any:
         return z
 
     def backward(self, y: Any, dy: Any) -> Any:
@@ -39,8 +42,8 @@ class Linear(ActivationFunction):
 class ReLU(ActivationFunction):
     name = "relu"
 
-    def forward(self, z: Any) -> Any:
-        return get_array_module(z).maximum(z, 0)
+    def forward(self, z: Any, inplace: bool = False) -> Any:
+        return get_array_module(z).maximum(z, 0, out=z if inplace else None)
 
     def backward(self, y: Any, dy: Any) -> Any:
         return dy * (y > 0)
@@ -49,7 +52,7 @@ class ReLU(ActivationFunction):
 class Sigmoid(ActivationFunction):
     name = "sigmoid"
 
-    def forward(self, z: Any) -> Any:
+    def forward(self, z: Any, inplace: bool = False) -> Any:
         xp = get_array_module(z)
         # exp of a non-positive number never overflows, whatever the sign of z
         e = xp.exp(-xp.abs(z))
@@ -62,8 +65,8 @@ class Sigmoid(ActivationFunction):
 class Tanh(ActivationFunction):
     name = "tanh"
 
-    def forward(self, z: Any) -> Any:
-        return get_array_module(z).tanh(z)
+    def forward(self, z: Any, inplace: bool = False) -> Any:
+        return get_array_module(z).tanh(z, out=z if inplace else None)
 
     def backward(self, y: Any, dy: Any) -> Any:
         return dy * (1 - y * y)
@@ -74,7 +77,7 @@ class Softmax(ActivationFunction):
 
     name = "softmax"
 
-    def forward(self, z: Any) -> Any:
+    def forward(self, z: Any, inplace: bool = False) -> Any:
         xp = get_array_module(z)
         e = xp.exp(z - z.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)

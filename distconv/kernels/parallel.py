@@ -34,9 +34,12 @@ def num_threads() -> int:
     """Threads for batch-parallel kernels: ``DISTCONV_NUM_THREADS`` or the usable cores."""
     env = os.environ.get("DISTCONV_NUM_THREADS")
     if env:
-        n = int(env)
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
         if n < 1:
-            raise ValueError(f"DISTCONV_NUM_THREADS must be >= 1, got {env!r}")
+            raise ValueError(f"DISTCONV_NUM_THREADS must be an integer >= 1, got {env!r}")
         return n
     try:
         return len(os.sched_getaffinity(0))

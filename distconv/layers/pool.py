@@ -14,7 +14,7 @@ from distconv.kernels.pool import (
     max_pool_forward,
 )
 from distconv.kernels.shape import ConvGeometry
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer
 from distconv.parameter import UpdateCallback
 
 IntOrTuple = int | Sequence[int]
@@ -55,7 +55,7 @@ class PoolNd(Layer):
             raise self.fail(
                 f"padding {self.geom.pad} must be at most half the window {self.geom.ksize}"
             )
-        self._argmax = None
+        self._state = None
 
     def _forward(self, x: Arg) -> Any:
         v = x.value
@@ -67,19 +67,20 @@ class PoolNd(Layer):
                 f"padded by {self.geom.pad}"
             )
         if self.mode == "max":
-            y, self._argmax = max_pool_forward(v, self.geom)
+            y, self._state = max_pool_forward(v, self.geom)
             return y
         return avg_pool_forward(v, self.geom)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         x = self.inputs[0]
-        dx = grad_target(x)
-        if dx is None:
+        if not x.needs_grad:
             return
+        # the first gradient into x is written, not added to zeros: x.grad is made here
+        dx = x.grad if x.has_grad else None
         if self.mode == "max":
-            dx += max_pool_backward(dz, self._argmax, self.geom, x.shape)
+            x.grad = max_pool_backward(dz, self._state, self.geom, x.shape, dx)
         else:
-            dx += avg_pool_backward(dz, self.geom, x.shape)
+            x.grad = avg_pool_backward(dz, self.geom, x.shape, dx)
 
 
 class MaxPool2D(PoolNd):

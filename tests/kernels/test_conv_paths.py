@@ -1,0 +1,229 @@
+"""The convolution layouts (per-sample and batched), the cost model, the autotuner, threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.kernels import conv
+from distconv.kernels.conv import (
+    conv_backward,
+    conv_backward_data,
+    conv_forward,
+    use_batched,
+)
+from distconv.kernels.parallel import num_threads
+from distconv.kernels.shape import ConvGeometry
+
+# (nd, N, C, spatial, O, k, stride, pad, dilation, groups)
+CASES = [
+    (2, 5, 4, (9, 9), 6, 3, 1, 1, 1, 1),
+    (2, 4, 6, (8, 7), 4, 3, 2, 1, 1, 2),
+    (2, 3, 2, (10, 10), 3, (3, 2), (1, 2), (1, 0), (2, 1), 1),
+    (2, 6, 8, (5, 5), 8, 3, 1, 1, 1, 4),  # the flipped-kernel data gradient
+    (3, 2, 2, (5, 6, 4), 3, 3, 2, 1, 1, 1),
+]
+
+
+def _direct(x, w, geom):
+    """The convolution as the definition's sum over kernel offsets, in float64 (no im2col)."""
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    G = geom.groups
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in geom.pad])
+    out = geom.out_size(x.shape[2:])
+    y = np.zeros((n, o, *out))
+    for offset in np.ndindex(*geom.ksize):
+        sl = tuple(
+            slice(k * d, k * d + s * (m - 1) + 1, s)
+            for k, d, s, m in zip(offset, geom.dilation, geom.stride, out)
+        )
+        patch = xp[(slice(None), slice(None)) + sl].reshape(n, G, cg, -1)
+        wk = w[(slice(None), slice(None)) + offset].reshape(G, o // G, cg)
+        y += np.einsum("goc,ngcl->ngol", wk, patch).reshape(n, o, *out)
+    return y
+
+
+def _case(rng, nd, n, c, sp, o, k, s, p, d, g):
+    geom = ConvGeometry.make(nd, k, s, p, d, g)
+    x = rng.standard_normal((n, c, *sp))
+    w = rng.standard_normal((o, c // g, *geom.ksize))
+    return geom, x, w
+
+
+@pytest.fixture(params=["per_sample", "batched"])
+def layout(request, monkeypatch):
+    """Force one layout through the cost model's threshold."""
+    _force(monkeypatch, request.param == "batched")
+    return request.param
+
+
+def _force(monkeypatch, batched: bool) -> None:
+    monkeypatch.setattr(conv, "BATCHED_MAX_POSITIONS", 10**9 if batched else 0)
+    monkeypatch.setattr(conv, "BATCHED_MIN_ROWS", 0)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_both_layouts_match_the_definition(rng, layout, case):
+    geom, x, w = _case(rng, *case)
+    y, _ = conv_forward(x, w, geom)
+    np.testing.assert_allclose(y, _direct(x, w, geom), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_both_layouts_give_the_same_gradients(rng, monkeypatch, case):
+    geom, x, w = _case(rng, *case)
+    dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
+    results = []
+    for batched in (False, True):
+        _force(monkeypatch, batched)
+        results.append(conv_backward(dy, x, w, geom))
+    (dx0, dw0), (dx1, dw1) = results
+    np.testing.assert_allclose(dx0, dx1, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dw0, dw1, rtol=1e-10, atol=1e-10)
+    # the weight gradient is the adjoint of the forward: <dy, conv(x, v)> == <dw, v>
+    v = rng.standard_normal(w.shape)
+    np.testing.assert_allclose((dy * _direct(x, v, geom)).sum(), (dw1 * v).sum(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("case", CASES[:2])
+def test_layouts_match_torch_float32(torch, rng, layout, case):
+    nd, n, c, sp, o, k, s, p, d, g = case
+    geom, x, w = _case(rng, *case)
+    x, w = x.astype(np.float32), w.astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, None, s, p, d, g)
+    dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(dy))
+    y, _ = conv_forward(x, w, geom)
+    dx, dw = conv_backward(dy, x, w, geom)
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched):
+    """Chunks and layout depend on the shapes alone: any thread count gives the same bits."""
+    _force(monkeypatch, batched)
+    monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 5000)
+    monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    x = rng.standard_normal((16, 8, 10, 10)).astype(np.float32)
+    w = rng.standard_normal((12, 8, 3, 3)).astype(np.float32)
+    results = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+        y, _ = conv_forward(x, w, geom)
+        dy = np.cos(y)
+        results.append((y, *conv_backward(dy, x, w, geom)))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_cost_model_depends_on_the_output_size_alone():
+    small, large = (14, 14), (56, 56)
+    for direction in ("fwd", "dw", "dx"):
+        assert use_batched(small, 32 * 9, direction)
+        assert not use_batched(large, 32 * 9, direction)
+        assert not use_batched(small, 1 * 9, direction)  # LeNet's first layer
+
+
+def test_autotuner_times_each_shape_once_and_stays_correct(rng, monkeypatch):
+    monkeypatch.setenv("DISTCONV_AUTOTUNE", "1")
+    monkeypatch.setattr(conv, "_tuned", {})
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    x = rng.standard_normal((4, 3, 6, 6))
+    w = rng.standard_normal((5, 3, 3, 3))
+    for _ in range(2):
+        y, _ = conv_forward(x, w, geom)
+        dx, dw = conv_backward(np.ones_like(y), x, w, geom)
+        np.testing.assert_allclose(y, _direct(x, w, geom), rtol=1e-10, atol=1e-10)
+    assert {key[0] for key in conv._tuned} == {"fwd", "dw", "dx"}
+    assert all(isinstance(v, bool) for v in conv._tuned.values())
+    ref = conv_backward_data(np.ones_like(y), w, geom, x.shape)
+    np.testing.assert_allclose(dx, ref, rtol=1e-12)
+
+
+def test_autotune_flag_must_be_0_or_1(monkeypatch):
+    monkeypatch.setenv("DISTCONV_AUTOTUNE", "yes")
+    with pytest.raises(ValueError, match="DISTCONV_AUTOTUNE must be 0 or 1, got 'yes'"):
+        conv.autotune_enabled()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_bad_thread_count_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", value)
+    with pytest.raises(
+        ValueError, match=f"DISTCONV_NUM_THREADS must be an integer >= 1, got '{value}'"
+    ):
+        num_threads()
+
+
+def test_a_lenet_step_stays_float32(rng):
+    """No float64 upcast anywhere in a training step: Args, gradients, parameters, Adam state."""
+    from distconv import Arg
+    from distconv.models import lenet
+    from distconv.optim import Adam
+    from distconv.sync.local import LocalSync
+
+    net = lenet((1, 8, 8))
+    sync = LocalSync(Adam(1e-3))
+    sync.setup([p for p in net.parameters() if not p.static], {})
+    x = rng.standard_normal((6, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 10, 6)
+    # one step as the trainer runs it, through the sync contract
+    sync.start_step(6)
+    net.forward({"image": Arg(x, needs_grad=False), "label": Arg(ids=y, needs_grad=False)})
+    net.backward(sync, loss="loss", loss_scale=6)
+    sync.finish_step()
+    for name, arg in net.outputs.items():
+        if arg.value is not None:
+            assert arg.value.dtype == np.float32, name
+        if arg.has_grad:
+            assert arg.grad.dtype == np.float32, name
+    for p in net.parameters():
+        assert p.value.dtype == p.grad.dtype == np.float32, p.name
+        for key, buf in sync.state[p.name].items():
+            assert key == "step" or buf.dtype == np.float32, (p.name, key)
+
+
+@pytest.mark.parametrize("name", ["relu", "tanh", "linear", "sigmoid", "softmax"])
+def test_activation_in_place_gives_the_same_output(rng, name):
+    """What a layer that owns its pre-activation buffer gets with ``inplace=True``."""
+    from distconv.kernels.activation import get_activation
+
+    act = get_activation(name)
+    z = rng.standard_normal((4, 6)).astype(np.float32)
+    expected = act.forward(z.copy())
+    buf = z.copy()
+    got = act.forward(buf, inplace=True)
+    np.testing.assert_array_equal(got, expected)
+    if name in ("relu", "tanh", "linear"):
+        assert got is buf  # no temporary
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[-1] == 1])
+def test_dense_input_gradient_matches_col2im(rng, monkeypatch, case):
+    """The dense form of the input gradient (tiny images) against the col2im path."""
+    geom, x, w = _case(rng, *case)
+    dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
+    monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 0)
+    expected = conv_backward_data(dy, w, geom, x.shape)
+    monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 10**9)
+    monkeypatch.setattr(conv, "DENSE_MIN_BATCH", 1)
+    assert conv.dense_pays(len(x), tuple(dy.shape[2:]), tuple(x.shape[2:]), w.shape, geom)
+    np.testing.assert_allclose(
+        conv_backward_data(dy, w, geom, x.shape), expected, rtol=1e-10, atol=1e-10
+    )
+
+
+def test_dense_only_for_tiny_images():
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    assert conv.dense_pays(64, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2, digits
+    assert not conv.dense_pays(16, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # too few samples
+    assert not conv.dense_pays(64, (8, 8), (8, 8), (32, 1, 3, 3), geom)
+    grouped = ConvGeometry.make(2, 3, 1, 1, 1, 2)
+    assert not conv.dense_pays(64, (4, 4), (4, 4), (8, 8, 3, 3), grouped)

@@ -1,0 +1,155 @@
+"""Pooling kernels against an im2col reference and PyTorch: tiling, general windows, ties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv import Arg
+from distconv.kernels.im2col import col2im, im2col_view
+from distconv.kernels.pool import (
+    avg_pool_backward,
+    avg_pool_forward,
+    max_pool_backward,
+    max_pool_forward,
+    tiles_exactly,
+)
+from distconv.kernels.shape import ConvGeometry
+from distconv.layers import MaxPool2D
+
+
+# -- the im2col reference (the previous implementation: argmax over each window's column) ----
+def _windows(x, geom, pad_value):
+    view = im2col_view(x, geom, pad_value)
+    n, c = view.shape[:2]
+    return view.reshape(n, c, geom.kernel_volume, *view.shape[2 + geom.nd :])
+
+
+def ref_max(x, dy, geom):
+    win = _windows(x, geom, -np.inf)
+    idx = win.argmax(axis=2)
+    y = np.take_along_axis(win, idx[:, :, None], axis=2)[:, :, 0]
+    k = np.arange(geom.kernel_volume).reshape((1, 1, -1) + (1,) * geom.nd)
+    dcol = (k == idx[:, :, None]) * dy[:, :, None]
+    n, c = dy.shape[:2]
+    return y, col2im(dcol.reshape(n, c, *geom.ksize, *dy.shape[2:]), x.shape, geom)
+
+
+def ref_avg(x, dy, geom):
+    y = _windows(x, geom, 0.0).mean(axis=2)
+    n, c = dy.shape[:2]
+    share = np.broadcast_to(
+        (dy / geom.kernel_volume)[:, :, None], (n, c, geom.kernel_volume, *dy.shape[2:])
+    )
+    return y, col2im(share.reshape(n, c, *geom.ksize, *dy.shape[2:]), x.shape, geom)
+
+
+GEOMETRIES = [
+    # (spatial, kernel, stride, pad, dilation)
+    ((8, 8), 2, 2, 0, 1),  # tiles exactly: the written backward
+    ((7, 9), 2, 2, 0, 1),  # kernel = stride, sizes not divisible: a ragged edge
+    ((7, 7), 3, 2, 1, 1),  # overlapping, padded
+    ((6, 7), (2, 3), (1, 2), (1, 1), 1),
+    ((9, 9), 2, 1, 0, 2),  # dilated
+    ((4, 5, 6), 2, 2, 1, 1),  # 3-D, padded
+    ((4, 4, 4), 2, 2, 0, 1),  # 3-D, tiles exactly
+]
+
+
+def _geom(spatial, k, s, p, d):
+    return ConvGeometry.make(len(spatial), k, s, p, d)
+
+
+@pytest.mark.parametrize("spatial,k,s,p,d", GEOMETRIES)
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_max_pool_matches_reference(rng, spatial, k, s, p, d, accumulate):
+    geom = _geom(spatial, k, s, p, d)
+    x = rng.standard_normal((2, 3, *spatial)).astype(np.float32)
+    y, state = max_pool_forward(x, geom)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    ry, rdx = ref_max(x, dy, geom)
+    np.testing.assert_array_equal(y, ry)
+    base = rng.standard_normal(x.shape).astype(np.float32) if accumulate else None
+    dx = max_pool_backward(dy, state, geom, x.shape, None if base is None else base.copy())
+    np.testing.assert_allclose(dx, rdx + (0 if base is None else base), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("spatial,k,s,p,d", GEOMETRIES)
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_avg_pool_matches_reference(rng, spatial, k, s, p, d, accumulate):
+    geom = _geom(spatial, k, s, p, d)
+    x = rng.standard_normal((2, 3, *spatial))
+    y = avg_pool_forward(x, geom)
+    dy = rng.standard_normal(y.shape)
+    ry, rdx = ref_avg(x, dy, geom)
+    np.testing.assert_allclose(y, ry, rtol=1e-12)
+    base = rng.standard_normal(x.shape) if accumulate else None
+    dx = avg_pool_backward(dy, geom, x.shape, None if base is None else base.copy())
+    np.testing.assert_allclose(dx, rdx + (0 if base is None else base), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("spatial,k,s,p", [((8, 8), 2, 2, 0), ((7, 7), 3, 2, 1)])
+def test_max_pool_ties_go_to_the_first_position(spatial, k, s, p):
+    """All-zero windows (what a ReLU leaves) send the whole gradient to their first element."""
+    geom = _geom(spatial, k, s, p, 1)
+    rng = np.random.default_rng(0)
+    x = np.maximum(rng.standard_normal((2, 2, *spatial)), 0).round(0).astype(np.float32)
+    y, state = max_pool_forward(x, geom)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    _, rdx = ref_max(x, dy, geom)
+    np.testing.assert_allclose(max_pool_backward(dy, state, geom, x.shape), rdx, rtol=1e-6)
+    # every output gradient lands exactly once: no tie duplicates it
+    assert np.isclose(max_pool_backward(dy, state, geom, x.shape).sum(), dy.sum(), rtol=1e-4)
+
+
+def test_ties_match_torch(torch):
+    """PyTorch also routes a tied window's gradient to the first maximum in row-major order."""
+    x = np.zeros((1, 2, 6, 6), np.float32)
+    x[0, 0, 2, 3] = x[0, 0, 3, 2] = 1.0  # a 2-way tie inside one window
+    dy = np.arange(18, dtype=np.float32).reshape(1, 2, 3, 3) + 1
+    geom = _geom((6, 6), 2, 2, 0, 1)
+    y, state = max_pool_forward(x, geom)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.max_pool2d(tx, 2)
+    ty.backward(torch.tensor(dy))
+    np.testing.assert_array_equal(y, ty.detach().numpy())
+    np.testing.assert_array_equal(max_pool_backward(dy, state, geom, x.shape), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 3, 0), (3, 2, 1), (2, 1, 1)])
+def test_max_pool_layer_matches_torch_float32(torch, rng, k, s, p):
+    x = rng.standard_normal((4, 5, 12, 12)).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.max_pool2d(tx, k, s, p)
+    dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(dy))
+    layer, xa = MaxPool2D(k, s, p), Arg(x)
+    np.testing.assert_array_equal(layer(xa).value, ty.detach().numpy())
+    layer.output.grad = dy
+    layer.backward(lambda q: None)
+    np.testing.assert_allclose(xa.grad, tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_layer_adds_into_an_existing_gradient(rng):
+    x = rng.standard_normal((2, 3, 8, 8))
+    layer, xa = MaxPool2D(2), Arg(x)
+    layer(xa)
+    layer.output.grad = np.ones((2, 3, 4, 4))
+    layer.backward(lambda q: None)
+    once = xa.grad.copy()
+    layer.backward(lambda q: None)
+    np.testing.assert_array_equal(xa.grad, 2 * once)
+
+
+def test_tiles_exactly():
+    assert tiles_exactly(_geom((8, 8), 2, 2, 0, 1), (8, 8))
+    assert not tiles_exactly(_geom((7, 8), 2, 2, 0, 1), (7, 8))
+    assert not tiles_exactly(_geom((8, 8), 2, 1, 0, 1), (8, 8))
+    assert not tiles_exactly(_geom((8, 8), 2, 2, 1, 1), (8, 8))
+
+
+def test_nan_propagates_like_torch():
+    x = np.ones((1, 1, 4, 4), np.float32)
+    x[0, 0, 1, 1] = np.nan
+    y, _ = max_pool_forward(x, _geom((4, 4), 2, 2, 0, 1))
+    assert np.isnan(y[0, 0, 0, 0]) and not np.isnan(y[0, 0, 1, 1])
