@@ -21,6 +21,15 @@ from distconv.backend import get_array_module
 from distconv.kernels.shape import ConvGeometry, volume
 
 
+def pad_spatial(x: Any, pad: tuple[int, ...], value: float = 0.0) -> Any:
+    """``x`` with ``pad[i]`` entries of ``value`` on both sides of spatial axis ``i``."""
+    if not any(pad):
+        return x
+    xp = get_array_module(x)
+    widths = [(0, 0), (0, 0)] + [(p, p) for p in pad]
+    return xp.pad(x, widths, mode="constant", constant_values=value)
+
+
 def _as_strided(xp: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
     return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
 
