@@ -59,6 +59,9 @@ class Layer:
         output: the Arg of the last forward.
     """
 
+    #: whether ``_forward`` returns a fresh array nobody else holds, so the activation may
+    #: overwrite it instead of allocating the output anew
+    owns_preactivation: bool = False
     #: how many inputs ``forward`` takes: an int, or ``(min, max)`` with ``max=None`` for any.
     num_inputs: int | tuple[int, int | None] = 1
 
@@ -127,7 +130,7 @@ class Layer:
         self.check_num_inputs(inputs)
         self.inputs = inputs
         z = self._forward(*inputs)
-        self.output = self.make_output(self.act.forward(z), inputs)
+        self.output = self.make_output(self.act.forward(z, inplace=self.owns_preactivation), inputs)
         return self.output
 
     def backward(self, callback: UpdateCallback) -> None:

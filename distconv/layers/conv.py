@@ -67,6 +67,8 @@ class ConvNd(Layer):
         bias: ``(O,)`` shared, ``(O, *out)`` unshared, or None.
     """
 
+    owns_preactivation = True  # a fresh product; the activation may run in place
+
     nd = 2
     transposed = False
 

@@ -44,6 +44,8 @@ class FullyConnected(Layer):
         in_widths: features per sample of each input.
     """
 
+    owns_preactivation = True  # a fresh product; the activation may run in place
+
     def __init__(
         self,
         in_features: int | Sequence[int],
