@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from distconv.arg import Arg
+from distconv.backend import to_device, to_host
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.network import Network
@@ -46,7 +47,7 @@ def global_batches(sizes: Sequence[int] = GLOBAL_BATCHES, seed: int = 7):
 def train(net: Network, sync: SyncStrategy, rank: int = 0, world: int = 1) -> None:
     """Run every global batch as one step; this rank takes examples ``rank::world``."""
     for x, y in global_batches():
-        xs, ys = x[rank::world], y[rank::world]
+        xs, ys = to_device(x[rank::world]), to_device(y[rank::world])
         sync.start_step(len(ys))
         net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
         net.backward(sync, loss="loss", loss_scale=len(ys))
@@ -55,7 +56,7 @@ def train(net: Network, sync: SyncStrategy, rank: int = 0, world: int = 1) -> No
 
 def weights(net: Network) -> dict[str, np.ndarray]:
     """Every parameter's value, by name (a copy)."""
-    return {p.name: np.array(p.value) for p in net.parameters()}
+    return {p.name: to_host(p.value).copy() for p in net.parameters()}
 
 
 def mpiexec() -> str | None:
