@@ -58,17 +58,21 @@ def test_gradients_are_views_into_the_bucket_buffers(no_mpi4py):
     sync.close()
 
 
-def test_first_step_records_the_firing_order(no_mpi4py):
-    net = small_lenet(seed=0)
+def test_buckets_follow_the_first_pass_then_the_given_order(no_mpi4py):
+    params = small_lenet(seed=0).parameters()
     sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
-    params = net.parameters()
     sync.setup(params, {})
-    train(net, sync)
-    names = [p.name for b in sync.buckets for p in b.params]
-    # backward fires each layer's bias before its weight, last layer first
-    assert names[:2] == ["fc2.bias", "fc2.weight"] and names[-1] == "conv1.weight"
+    assert [p.name for b in sync.buckets for p in b.params] == [p.name for p in params[::-1]]
+    fired = [params[i] for i in np.random.default_rng(0).permutation(len(params))]
+    for _ in range(2):
+        sync.start_step(1)
+        for p in fired:
+            sync.on_gradient(p)
+        sync.finish_step()
+        # the first step ran on the first guess; from the second on, buckets follow the pass
+    assert [p.name for b in sync.buckets for p in b.params] == [p.name for p in fired]
     sync.set_firing_order([p.name for p in params])
-    assert [p.name for p in sync.buckets[0].params][0] == params[0].name
+    assert [p.name for b in sync.buckets for p in b.params] == [p.name for p in params]
     sync.close()
 
 
@@ -77,6 +81,14 @@ def test_float16_wire_is_close_to_the_exact_result(no_mpi4py):
     half = run(MPISync(create_optimizer("sgd"), grad_dtype="float16"))
     error = max(float(np.abs(half[k] - exact[k]).max()) for k in exact)
     assert 0 < error < 1e-3
+
+
+def test_bfloat16_wire_is_close_to_the_exact_result(no_mpi4py):
+    pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
+    exact = run(MPISync(create_optimizer("sgd")))
+    half = run(MPISync(create_optimizer("sgd"), grad_dtype="bfloat16"))
+    error = max(float(np.abs(half[k] - exact[k]).max()) for k in exact)
+    assert 0 < error < 1e-2
 
 
 def test_state_dict_round_trip(no_mpi4py):

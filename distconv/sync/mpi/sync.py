@@ -107,6 +107,7 @@ class MPISync(LocalSync):
         self._slot: dict[str, tuple[int, int]] = {}
         self._layout_order: list[str] = []
         self._fired: list[str] = []
+        self._recorded: list[str] = []
         self._next_launch = 0
         self._total = 0
         self._in_step = False
@@ -202,6 +203,8 @@ class MPISync(LocalSync):
         if self._grad_comm is None:
             raise SyncError("MPISync.start_step called before setup")
         super().start_step(examples)
+        if self.firing_order or self._recorded:
+            self._lay_out(self.firing_order or self._recorded)
         mine = np.array([self.step, self._layout_hash, self._examples], dtype=np.int64)
         every = np.zeros((self.world_size, 3), dtype=np.int64)
         self.comm.Allgather(mine, every)
@@ -283,8 +286,8 @@ class MPISync(LocalSync):
                 self._apply(bucket)
         finally:
             self.step += 1
-        if self.step == 1 and not self.firing_order:
-            self._lay_out(self._fired)
+        if not self._recorded:
+            self._recorded = list(self._fired)  # the first pass's order: next step's layout
 
     def _wait(self, bucket: Bucket) -> None:
         if self._thread is not None:
