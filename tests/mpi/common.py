@@ -74,6 +74,11 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
         "PYTHONPATH": str(REPO_ROOT),
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
+        # Open MPI refuses root (CI runs as root) and more ranks than cores unless told;
+        # MPICH ignores these
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
     }
     return subprocess.run(
         [mpiexec(), *args], env=env, capture_output=True, text=True, timeout=timeout
