@@ -284,17 +284,21 @@ def cnn_worker(args) -> None:
     train_set, test_set = load_dataset("digits", None, 0)
     set_seed(0)
     net = lenet(train_set.image_shape, train_set.num_classes)
-    kind = "mpi" if args.sync == "mpi" else "local"
-    sync = create_sync(kind, optimizer=create_optimizer("adam"))
+    optimizer = create_optimizer("adam")
+    if args.sync == "mpi":
+        sync = create_sync("mpi", optimizer=optimizer, grad_dtype=args.grad_dtype or None)
+    else:
+        sync = create_sync("local", optimizer=optimizer)
     shard = (sync.rank, sync.world_size)
     trainer = Trainer(net, sync, progress=False, shard=shard, lr_decay=0.9)
     start = time.perf_counter()
     trainer.fit(train_set, None, args.epochs, 16)
     seconds = time.perf_counter() - start
+    wire = getattr(sync, "wire_bytes", 0)
     samples = args.epochs * (len(train_set) // shard[1]) * shard[1]
     if sync.rank == 0:
         _, acc = trainer.evaluate(test_set)
-        print(json.dumps({"samples_per_s": samples / seconds, "test_acc": acc}))
+        print(json.dumps({"samples_per_s": samples / seconds, "test_acc": acc, "wire": wire}))
     sync.close()
 
 
@@ -359,6 +363,17 @@ def report(r: dict) -> None:
         )
 
 
+def accuracy(args) -> None:
+    """The default CNN on 2 ranks: test accuracy and speed, float32 against float16 wire."""
+    runs = {d: mpiexec(2, "cnn", args, ["--grad-dtype", d]) for d in ("float32", "float16")}
+    for dtype, r in runs.items():
+        print(
+            f"2 ranks, {dtype} wire, {args.epochs} epochs: test acc {r['test_acc']:.4f}, "
+            f"{r['samples_per_s']:.0f} samples/s, {r['wire'] / 1e6:.1f} MB on the wire"
+        )
+    print(json.dumps(runs))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", choices=("mpi", "gloo", "cnn"))
@@ -372,6 +387,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cnn", action="store_true")
+    ap.add_argument("--grad-dtype", default="")
+    ap.add_argument(
+        "--accuracy",
+        action="store_true",
+        help="only train the default CNN on 2 ranks, float32 then float16 on the wire",
+    )
     args = ap.parse_args()
     if args.worker == "mpi":
         return mpi_worker(args)
@@ -379,6 +400,8 @@ def main() -> None:
         return gloo_worker(args)
     if args.worker == "cnn":
         return cnn_worker(args)
+    if args.accuracy:
+        return accuracy(args)
     result = mpiexec(2, "mpi", args)
     if not args.no_torch:
         result.update(run_gloo(args))

