@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -67,7 +68,8 @@ def mpiexec() -> str | None:
 def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``mpiexec ARGS`` with this worktree's distconv importable and one BLAS thread.
 
-    ``timeout`` bounds the whole job: a hang fails the test instead of eating CI.
+    ``timeout`` bounds the whole job: a hang fails the test (``TimeoutExpired``) instead of
+    eating CI, and every process of the job is killed, so none outlives its test.
     """
     env = {
         **os.environ,
@@ -80,9 +82,21 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
         "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
     }
-    return subprocess.run(
-        [mpiexec(), *args], env=env, capture_output=True, text=True, timeout=timeout
+    proc = subprocess.Popen(
+        [mpiexec(), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: a hung job is killed whole
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def script(name: str) -> list[str]:
