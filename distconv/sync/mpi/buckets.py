@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +16,9 @@ from distconv.sync.base import SyncError
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
 NATIVE_SUM = ("float32", "float64")
+#: how long the communication thread sleeps between tests of a request: short against a
+#: bucket's transfer (~1 ms for 1 MB), long enough to leave the core to compute meanwhile
+POLL_SECONDS = 50e-6
 #: what ``grad_dtype`` may name
 WIRE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -131,6 +135,16 @@ def build_buckets(
         groups[-1].append(p)
         size += p.grad.nbytes
     return [Bucket(i, g, wire, world_size) for i, g in enumerate(groups)]
+
+
+def poll(request: Any) -> None:
+    """Wait for an MPI request by testing it between short sleeps.
+
+    ``MPI_Wait`` spins on a core; a sleep gives the core (and the GIL) back to the compute that
+    the thread is meant to overlap, and each ``Test`` still drives MPICH's progress engine.
+    """
+    while not request.Test():
+        time.sleep(POLL_SECONDS)
 
 
 class CommThread:

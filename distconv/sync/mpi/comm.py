@@ -23,6 +23,9 @@ class _Done:
     def Wait(self) -> None:  # noqa: N802 - mpi4py's spelling
         """Nothing to wait for."""
 
+    def Test(self) -> bool:  # noqa: N802
+        return True
+
 
 class SingleRankComm:
     """The few communicator calls MPISync makes, for one process and without MPI.
@@ -51,7 +54,11 @@ class SingleRankComm:
     def Allgatherv(self, send: Any, recv: Any) -> None:  # noqa: N802
         recv[0][...] = send
 
-    Alltoall = Allgather
+    def Ialltoall(self, send: Any, recv: Any) -> _Done:  # noqa: N802
+        self.Allgather(send, recv)
+        return _Done()
+
+    Iallgather = Ialltoall
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: N802
         """Rank 0 already holds the value."""

@@ -18,13 +18,15 @@ order is known, the reverse of the network's order (backward's usual order, DDP'
 first step records the real order, and the layout is rebuilt once if it differs.
 
 Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs
-each bucket's allreduce while Python goes on with backward. MPICH makes no progress on a
-non-blocking collective while Python computes, and a thread pays only where compute leaves a
-core free (a GPU kernel, spare cores); on full cores it competes for them. So ``overlap=None``
-turns it on where gradients live on a GPU or the node has more cores than ranks, and otherwise
-the buckets start as non-blocking ``Iallreduce`` calls that complete in :meth:`finish_step`.
-MPICH's own progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with
-``overlap=False``.
+each bucket's allreduce while Python goes on with backward. It polls the request with short
+sleeps rather than blocking in ``MPI_Wait``, which spins: on a busy 2-core machine a spinning
+thread made a 2-rank step slower than no thread at all, a polling one faster. MPICH makes no
+progress on a non-blocking collective while Python computes, and a thread pays only where compute
+leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
+``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
+and otherwise the buckets start as non-blocking ``Iallreduce`` calls that complete in
+:meth:`finish_step`. MPICH's own progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the
+alternative with ``overlap=False``.
 
 Compression: ``grad_dtype="float16"`` (or ``"bfloat16"`` with ``ml_dtypes``) puts half the bytes
 on the wire. MPI's built-in sum knows no 16-bit floats, so the reduction is done by hand: an
@@ -47,7 +49,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,7 +59,7 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, wire_dtype
+from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, poll, wire_dtype
 from distconv.sync.mpi.comm import SingleRankComm, import_mpi
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
@@ -269,17 +271,21 @@ class MPISync(LocalSync):
                 self._in_place(), bucket.target, self._sum()
             )
 
-    def _reduce(self, bucket: Bucket) -> None:
-        """The blocking reduction of one packed bucket (on the communication thread, or here)."""
+    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None] = poll) -> None:
+        """The whole reduction of one packed bucket, each collective finished by ``wait``.
+
+        On the communication thread ``wait`` is :func:`poll`; in :meth:`finish_step`, ``Wait``.
+        """
+        comm = self._grad_comm
         if not bucket.compressed:
-            self._grad_comm.Allreduce(self._in_place(), bucket.target, self._sum())
+            wait(comm.Iallreduce(self._in_place(), bucket.target, self._sum()))
             return
         # reduce-scatter by hand: chunk r of every rank's buffer goes to rank r, which adds the
         # chunks in float32 in rank order; then every rank gathers the 16-bit sums
         wire, parts = bucket.target, bucket.scratch
-        self._grad_comm.Alltoall(wire.view(np.uint8), parts.view(np.uint8))
+        wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
         chunk = parts.reshape(self.world_size, -1).astype(np.float32).sum(axis=0)
-        self._grad_comm.Allgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8))
+        wait(comm.Iallgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8)))
 
     def finish_step(self) -> None:
         """Wait for every bucket, average, apply the optimizer, zero the gradients."""
@@ -304,7 +310,7 @@ class MPISync(LocalSync):
             bucket.request.Wait()
             bucket.request = None
         else:
-            self._reduce(bucket)
+            self._reduce(bucket, wait=lambda request: request.Wait())
 
     def _apply(self, bucket: Bucket) -> None:
         if self._total > 1:
