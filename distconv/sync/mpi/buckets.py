@@ -62,6 +62,7 @@ class Bucket:
         target: what the collective reduces: ``host``, or the wire-dtype copy of it.
         compressed: ``target`` holds 16-bit floats, which MPI's SUM cannot add.
         fired: which parameters have delivered their gradient this step.
+        pending: how many have not.
     """
 
     def __init__(
@@ -88,6 +89,7 @@ class Bucket:
         self.compressed = self.target.dtype.name not in NATIVE_SUM
         self.scratch = np.empty_like(self.target) if self.compressed else None
         self.fired = [False] * len(self.params)
+        self.pending = len(self.params)
         self.request: Any = None
         self.done: threading.Event | None = None
         self.error: BaseException | None = None
@@ -95,6 +97,7 @@ class Bucket:
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""
         self.fired = [False] * len(self.params)
+        self.pending = len(self.params)
 
     def pack(self) -> None:
         """Bring the gradients to the host and into the wire dtype (no-ops where not needed)."""

@@ -248,15 +248,16 @@ class MPISync(LocalSync):
         if bucket.fired[j]:
             raise SyncError(f"parameter {param.name!r} fired twice in step {self.step}")
         bucket.fired[j] = True
+        bucket.pending -= 1
         self._fired.append(param.name)
-        if all(bucket.fired):
+        if bucket.pending == 0:
             self._launch_ready()
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
         while self._next_launch < len(self.buckets):
             bucket = self.buckets[self._next_launch]
-            if not (everything or all(bucket.fired)):
+            if not (everything or bucket.pending == 0):
                 return
             self._launch(bucket)
             self._next_launch += 1
