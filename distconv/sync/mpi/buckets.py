@@ -140,13 +140,18 @@ def build_buckets(
     return [Bucket(i, g, wire, world_size) for i, g in enumerate(groups)]
 
 
-def poll(request: Any) -> None:
-    """Wait for an MPI request by testing it between short sleeps.
+def poll(request: Any, hurry: threading.Event | None = None) -> None:
+    """Wait for an MPI request by testing it between short sleeps, until told to hurry.
 
-    ``MPI_Wait`` spins on a core; a sleep gives the core (and the GIL) back to the compute that
-    the thread is meant to overlap, and each ``Test`` still drives MPICH's progress engine.
+    ``MPI_Wait`` spins on a core; while backward computes, a sleep gives the core (and the GIL)
+    back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is set
+    (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes at
+    full speed.
     """
     while not request.Test():
+        if hurry is not None and hurry.is_set():
+            request.Wait()
+            return
         time.sleep(POLL_SECONDS)
 
 
@@ -158,11 +163,12 @@ class CommThread:
     per-step check, metrics) never interleave with its own.
 
     Args:
-        reduce: the blocking reduction of one packed bucket.
+        reduce: the reduction of one packed bucket, given how to wait for each request.
     """
 
-    def __init__(self, reduce: Callable[[Bucket], None]) -> None:
+    def __init__(self, reduce: Callable[[Bucket, Callable[[Any], None]], None]) -> None:
         self._reduce = reduce
+        self.hurry = threading.Event()
         self._queue: queue.SimpleQueue[Bucket | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
@@ -175,18 +181,26 @@ class CommThread:
     def _run(self) -> None:
         while (bucket := self._queue.get()) is not None:
             try:
-                self._reduce(bucket)
+                self._reduce(bucket, self._wait_request)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
                 bucket.error = exc
             finally:
                 bucket.done.set()
 
+    def _wait_request(self, request: Any) -> None:
+        poll(request, self.hurry)
+
+    def relax(self) -> None:
+        """Backward starts: poll gently again."""
+        self.hurry.clear()
+
     def wait(self, bucket: Bucket) -> None:
-        """Block until ``bucket`` is reduced.
+        """Block until ``bucket`` is reduced (and make the thread finish at full speed).
 
         Raises:
             SyncError: the reduction failed on the communication thread.
         """
+        self.hurry.set()
         bucket.done.wait()
         if bucket.error is not None:
             raise SyncError(

@@ -18,9 +18,10 @@ order is known, the reverse of the network's order (backward's usual order, DDP'
 first step records the real order, and the layout is rebuilt once if it differs.
 
 Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs
-each bucket's allreduce while Python goes on with backward. It polls the request with short
-sleeps rather than blocking in ``MPI_Wait``, which spins: on a busy 2-core machine a spinning
-thread made a 2-rank step slower than no thread at all, a polling one faster. MPICH makes no
+each bucket's allreduce while Python goes on with backward. While backward runs it polls the
+request with short sleeps rather than blocking in ``MPI_Wait``, which spins (on a busy 2-core
+machine a spinning thread made a 2-rank step slower than no thread at all, a polling one
+faster); once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. MPICH makes no
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
@@ -59,7 +60,7 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, poll, wire_dtype
+from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, wire_dtype
 from distconv.sync.mpi.comm import SingleRankComm, import_mpi
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
@@ -227,6 +228,8 @@ class MPISync(LocalSync):
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
+        if self._thread is not None:
+            self._thread.relax()
 
     def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
         texts = self._allgather_bytes(json.dumps(self._layout).encode())
@@ -272,7 +275,7 @@ class MPISync(LocalSync):
                 self._in_place(), bucket.target, self._sum()
             )
 
-    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None] = poll) -> None:
+    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
         """The whole reduction of one packed bucket, each collective finished by ``wait``.
 
         On the communication thread ``wait`` is :func:`poll`; in :meth:`finish_step`, ``Wait``.
