@@ -4,10 +4,12 @@ Usage, on a machine with a CUDA device after ``pip install -e '.[gpu,test]'``::
 
     python benchmarks/gpu.py
 
-First runs ``pytest -m gpu`` (every layer on the device against numpy, with and without
-cuDNN), then times forward+backward of the conv benchmark's shapes in float32 on the device
-with cuDNN and with the im2col kernels (``DISTCONV_CUDNN=0``), and prints both with their
-ratio. Exits non-zero if the tests fail.
+First runs ``pytest -m gpu`` (the whole layer catalogue on the device against numpy:
+convolutions, FC and pooling with and without cuDNN, projections, operators, sequences,
+selective FC, multiplex, expand, concatenation), then times forward+backward in float32 on the
+device with cuDNN and with the im2col kernels (``DISTCONV_CUDNN=0``) of the conv benchmark's
+shapes and of ``ConvOperator`` (a filter bank per sample, one grouped convolution), and prints
+both with their ratio. Exits non-zero if the tests fail.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from conv import CASES  # noqa: E402
+from conv_operator import CASES as OPERATOR_CASES  # noqa: E402
+from conv_operator import make_arrays, operator_step  # noqa: E402
 from harness import print_table  # noqa: E402
 
 
@@ -54,6 +58,13 @@ def _step(case):
     return run
 
 
+def _device_operator_step(case):
+    import cupy
+
+    x, f, dout = (cupy.asarray(a) for a in make_arrays(case))
+    return operator_step(x, f, dout, case)
+
+
 def main() -> int:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], cwd=root)
@@ -64,11 +75,14 @@ def main() -> int:
     set_device("gpu")
     sync = cupy.cuda.Device().synchronize
     rows = []
-    for name, case in CASES.items():
+    cases = [(name, _step, case) for name, case in CASES.items()]
+    for name, case in OPERATOR_CASES.items():
+        cases.append((f"ConvOperator {name}", _device_operator_step, case))
+    for name, make, case in cases:
         times = {}
         for flag in ("1", "0"):
             os.environ["DISTCONV_CUDNN"] = flag
-            times[flag] = _best_ms(_step(case), sync)
+            times[flag] = _best_ms(make(case), sync)
         rows.append(
             [name, f"{times['1']:.2f}", f"{times['0']:.2f}", f"{times['0'] / times['1']:.1f}"]
         )

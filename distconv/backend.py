@@ -51,7 +51,7 @@ def set_device(name: str) -> None:
     """
     global _device
     if name not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {name!r}")
+        raise BackendError(f"device must be one of {DEVICES}, got {name!r}")
     if name == "gpu":
         _import_cupy()
     _device = name

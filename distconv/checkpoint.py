@@ -8,16 +8,15 @@ pickled, so a checkpoint is safe to open and PyTorch users can read it
 
 A save never leaves a half-written checkpoint behind: it writes a temporary file in the same
 directory, flushes it to disk, renames it over the old one (atomic on POSIX) and syncs the
-directory. A SHA-256 over the tensors, kept in the metadata, catches a file damaged later.
+directory (:mod:`distconv.files`). A SHA-256 over the metadata and the tensors, kept in the
+metadata, catches a file damaged later: a changed epoch fails the check like a changed weight.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,11 +25,14 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import is_gpu_array, to_device, to_host
+from distconv.files import describe_os_error, write_atomically
 from distconv.parameter import Parameter
 
 FORMAT = "distconv-checkpoint"
-VERSION = "1"
+VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
 OPTIM_PREFIX = "optim/"
+DIGEST_KEY = "sha256"
+CHUNK = 8 << 20  # bytes per write, so a hook can stop a writer in the middle of a save
 
 OptimState = Mapping[str, Mapping[str, Any]]
 
@@ -88,11 +90,15 @@ def save_checkpoint(
         extra: other JSON-able facts to keep.
 
     Raises:
-        CheckpointError: a parameter name clashes with the optimizer-state prefix or another name.
-        OSError: the file cannot be written (the old checkpoint is left as it was).
+        CheckpointError: a parameter name clashes with the optimizer-state prefix or another
+            name, or the file cannot be written (the message names the file and the cause, such
+            as "no space left on device"); the old checkpoint is left as it was.
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
+    from safetensors.numpy import save
+
+    path = Path(path)
     tensors = _tensors(params, optim_state or {})
     metadata = {
         "format": FORMAT,
@@ -102,9 +108,16 @@ def save_checkpoint(
         "seed": "" if seed is None else str(int(seed)),
         "optimizer": json.dumps(dict(optimizer)) if optimizer is not None else "",
         "extra": json.dumps(dict(extra or {})),
-        "sha256": _digest(tensors),
     }
-    _write_atomically(Path(path), tensors, metadata)
+    metadata[DIGEST_KEY] = _digest(tensors, metadata)
+    data = memoryview(save(tensors, metadata=metadata))
+    chunks = (data[i : i + CHUNK] for i in range(0, len(data), CHUNK))
+    try:
+        write_atomically(path, chunks)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot save checkpoint {path}: {describe_os_error(exc)}; the previous one is intact"
+        ) from None
 
 
 def _tensors(params: Sequence[Parameter], optim_state: OptimState) -> dict[str, np.ndarray]:
@@ -124,64 +137,41 @@ def _host(a: Any) -> np.ndarray:
     return np.asarray(to_host(a), order="C")
 
 
-def _digest(tensors: Mapping[str, np.ndarray]) -> str:
+def _digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
+    """SHA-256 over every metadata entry but the digest itself, then every tensor.
+
+    Covering the metadata means an edited epoch or step fails the check instead of changing
+    what a resumed run does.
+    """
     h = hashlib.sha256()
+    covered = {k: v for k, v in metadata.items() if k != DIGEST_KEY}
+    h.update(json.dumps(covered, sort_keys=True).encode())
     for name in sorted(tensors):
         a = tensors[name]
-        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
         h.update(a.tobytes())
     return h.hexdigest()
-
-
-def _write_atomically(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]):
-    from safetensors.numpy import save_file
-
-    prefix = f".{path.name}."
-    # a writer killed mid-save leaves its temporary file behind; one writer per path, so any
-    # such file is stale by now and would only fill the disk
-    for stale in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata=metadata)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the checkpoint private to its writer
-        with open(tmp, "rb+") as f:  # the data must be on disk before the rename makes it live
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - Windows
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read and verify a checkpoint.
 
     Raises:
-        CheckpointError: the file is missing, truncated, corrupt, or not a distconv checkpoint;
-            the message names the file.
+        CheckpointError: the file is missing, unreadable (the OS's reason), truncated, corrupt,
+            from another format version, or not a distconv checkpoint; the one-line message
+            names the file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
     tensors, meta = _read(path)
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path} is a safetensors file but not a distconv one")
-    if _digest(tensors) != meta.get("sha256"):
-        raise CheckpointError(f"checkpoint {path} is corrupt: its tensors fail the checksum")
+    if meta.get("version") != VERSION:
+        raise CheckpointError(
+            f"checkpoint {path} has format version {meta.get('version')!r}; this distconv "
+            f"reads version {VERSION!r}"
+        )
+    if _digest(tensors, meta) != meta.get(DIGEST_KEY):
+        raise CheckpointError(f"checkpoint {path} is corrupt: it fails its checksum")
     try:
         ckpt = Checkpoint(
             path=path,
@@ -204,15 +194,27 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
 
 def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    from safetensors import safe_open
+    """The tensors and metadata of a safetensors file, or a one-line CheckpointError."""
+    from safetensors.numpy import load
 
     try:
-        with safe_open(path, framework="numpy") as f:
-            meta = f.metadata() or {}
-            tensors = {k: np.array(f.get_tensor(k)) for k in f.keys()}
-    except Exception as exc:  # safetensors raises several types for a damaged file
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {path} does not exist") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"checkpoint {path} is a directory, not a file") from None
+    except OSError as exc:
         raise CheckpointError(
-            f"checkpoint {path} is unreadable (truncated or corrupt): {exc}"
+            f"checkpoint {path} cannot be read: {describe_os_error(exc)}"
+        ) from None
+    try:
+        tensors = load(raw)  # checks the header, the dtypes and every tensor's byte range
+        size = int.from_bytes(raw[:8], "little")
+        meta = json.loads(raw[8 : 8 + size]).get("__metadata__") or {}
+    except Exception as exc:  # safetensors raises several types for a damaged file
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise CheckpointError(
+            f"checkpoint {path} is unreadable (truncated or corrupt): {reason}"
         ) from None
     return tensors, meta
 

@@ -19,11 +19,24 @@ from distconv import __version__
 from distconv.backend import BackendError, device_from_env, set_device
 from distconv.checkpoint import CheckpointError
 from distconv.data import DATASETS, DataError
+from distconv.job import TrainConfig, train
+from distconv.network import NetworkError
 from distconv.optim import OPTIMIZERS
-from distconv.trainer import CHECKPOINT, METRICS, PLOT, TrainConfig, train
+from distconv.runtime import RuntimeConfigError, configure_logging, detect_runtime
+from distconv.sync import TRANSPORTS, SyncError
+from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
 
 #: failures with a cause the user can act on; anything else is a bug and keeps its traceback
-USER_ERRORS = (DataError, CheckpointError, BackendError, ValueError, OSError)
+USER_ERRORS = (
+    DataError,
+    CheckpointError,
+    BackendError,
+    NetworkError,
+    RuntimeConfigError,
+    SyncError,
+    TrainingError,
+    OSError,
+)
 
 
 def _int_at_least(low: int):
@@ -39,21 +52,42 @@ def _int_at_least(low: int):
 _positive_int = _int_at_least(1)
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+def _float_in(low: float, high: float, *, high_closed: bool = False):
+    """A parser for a finite float in ``(low, high)`` (or ``(low, high]``)."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (value > low and (value <= high if high_closed else value < high)):
+            closing = "]" if high_closed else ")"
+            raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}{closing}, got {text}")
+        return value
+
+    return parse
+
+
+_positive_float = _float_in(0.0, float("inf"))
+
+
+def _resume_mode(text: str) -> str:
+    if text != "auto":
+        raise argparse.ArgumentTypeError(f"the only value --resume takes is 'auto', got {text!r}")
+    return text
+
+
+def _directory(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def add_train(subparsers: argparse._SubParsersAction) -> None:
-    """``distconv train``: single-process training of LeNet with checkpoints and metrics."""
+    """``distconv train``: train LeNet alone or as one worker of a job."""
     d = TrainConfig()
     p = subparsers.add_parser(
         "train",
         help="train a LeNet classifier",
-        description="Train LeNet on a data set; write metrics.jsonl, metrics.png and "
-        "checkpoint.safetensors to --out.",
+        description="Train LeNet on a data set, alone or as one worker of a distributed job; "
+        "write metrics.jsonl, metrics.png and step checkpoints to --out.",
     )
     p.add_argument("--data", choices=DATASETS, default=d.data, help="data set (%(default)s)")
     p.add_argument("--data-dir", help="directory of the MNIST IDX files (.gz or raw)")
@@ -61,7 +95,16 @@ def add_train(subparsers: argparse._SubParsersAction) -> None:
         "--epochs", type=_positive_int, default=d.epochs, help="epochs in all (%(default)s)"
     )
     p.add_argument(
-        "--batch-size", type=_positive_int, default=d.batch_size, help="per step (%(default)s)"
+        "--batch-size",
+        type=_positive_int,
+        default=d.batch_size,
+        help="examples per step on each worker (%(default)s)",
+    )
+    p.add_argument(
+        "--accumulate",
+        type=_positive_int,
+        default=d.accumulate,
+        help="forward/backward passes per optimizer step (%(default)s)",
     )
     p.add_argument(
         "--optimizer", choices=sorted(OPTIMIZERS), default=d.optimizer, help="(%(default)s)"
@@ -69,7 +112,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=_positive_float, help="learning rate (optimizer's default)")
     p.add_argument(
         "--lr-decay",
-        type=_positive_float,
+        type=_float_in(0.0, 1.0, high_closed=True),
         default=d.lr_decay,
         help="epoch e trains at lr * LR_DECAY**e; 1 keeps it constant (%(default)s)",
     )
@@ -79,23 +122,103 @@ def add_train(subparsers: argparse._SubParsersAction) -> None:
         default=d.seed,
         help="split, init and shuffle seed (%(default)s)",
     )
+    p.add_argument("--dtype", choices=("float32", "float64"), default=d.dtype)
     p.add_argument(
         "--device",
         choices=("cpu", "gpu"),
         help="where arrays live (default: $DISTCONV_DEVICE, else cpu)",
     )
-    p.add_argument("--out", help="output directory (default: runs/<data>-<optimizer>-seed<seed>)")
     p.add_argument(
+        "--out",
+        type=_directory,
+        help="output directory (default: runs/<data>-<optimizer>-seed<seed>)",
+    )
+    resume = p.add_mutually_exclusive_group()
+    resume.add_argument(
         "--resume",
-        action="store_true",
-        help="continue from <out>/checkpoint.safetensors up to --epochs in all",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_resume_mode,
+        help="continue from the newest complete checkpoint in --out; 'auto' starts fresh "
+        "when there is none",
+    )
+    resume.add_argument("--overwrite", action="store_true", help="replace a previous run in --out")
+    p.add_argument(
+        "--checkpoint-every",
+        type=_int_at_least(0),
+        default=d.checkpoint_every,
+        help="also checkpoint every N steps (0: at epoch ends and on SIGTERM only)",
+    )
+    p.add_argument(
+        "--keep-checkpoints",
+        type=_positive_int,
+        default=d.keep_checkpoints,
+        help="complete checkpoints to keep (%(default)s)",
     )
     p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    add_distributed_arguments(p)
     p.set_defaults(handler=run_train)
+
+
+def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
+    """Who this process is and how it synchronises; flags override the environment."""
+    g = p.add_argument_group("distributed")
+    g.add_argument(
+        "--sync",
+        choices=sorted(TRANSPORTS),
+        help="gradient synchronisation (default: pserver with --pservers, mpi under "
+        "mpiexec, else local)",
+    )
+    g.add_argument("--rank", type=_int_at_least(0), help="this worker's rank (overrides env)")
+    g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
+    g.add_argument("--job-id", help="names the job in logs and metrics")
+    g.add_argument("--pservers", help="parameter-server shards, HOST:PORT,HOST:PORT")
+    g.add_argument("--keys", help="directory of the job's CURVE key files")
+    g.add_argument(
+        "--insecure", action="store_true", help="parameter server without CURVE (experiments)"
+    )
+    g.add_argument("--timeout", type=_positive_float, help="seconds any wait for a peer may take")
+    g.add_argument("--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi)")
+    g.add_argument(
+        "--grad-dtype",
+        choices=("float16", "bfloat16"),
+        help="compress gradients on the wire (mpi)",
+    )
+    g.add_argument("--log-format", choices=("text", "json"), default="text")
+    g.add_argument(
+        "--health-port",
+        type=_int_at_least(0),
+        help="serve /readyz, /healthz and /metrics on this port plus the local rank, on all "
+        "interfaces (0: any free port)",
+    )
+
+
+def _runtime_flags(args: argparse.Namespace) -> dict:
+    return {
+        "rank": args.rank,
+        "world_size": args.world_size,
+        "job_id": args.job_id,
+        "pservers": args.pservers,
+        "keys_dir": args.keys,
+    }
+
+
+def _sync_options(args: argparse.Namespace) -> dict:
+    """The transport settings given on the command line (the transport picks its own)."""
+    options = {
+        "timeout": args.timeout,
+        "insecure": args.insecure or None,
+        "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb is not None else None,
+        "grad_dtype": args.grad_dtype,
+    }
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Train as ``args`` say; print the final test accuracy and where the files went."""
+    runtime = detect_runtime(_runtime_flags(args))
+    configure_logging(runtime, logging.WARNING if args.quiet else logging.INFO, args.log_format)
     set_device(args.device or device_from_env())
     out = args.out or os.path.join("runs", f"{args.data}-{args.optimizer}-seed{args.seed}")
     config = TrainConfig(
@@ -103,24 +226,33 @@ def run_train(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         epochs=args.epochs,
         batch_size=args.batch_size,
+        accumulate=args.accumulate,
         optimizer=args.optimizer,
         lr=args.lr,
         lr_decay=args.lr_decay,
         seed=args.seed,
+        dtype=args.dtype,
         out=out,
-        resume=args.resume,
+        resume="overwrite" if args.overwrite else args.resume,
+        checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
         progress=False if args.no_progress else None,
+        health_port=args.health_port,
+        sync=args.sync,
+        sync_options=_sync_options(args),
     )
     start = time.perf_counter()
-    trainer = train(config)
+    trainer = train(config, runtime)
     seconds = time.perf_counter() - start
+    if not runtime.is_chief:
+        return 0
     if not trainer.history:
-        print(f"nothing to do: the checkpoint in {out} is at epoch {trainer.epoch}")
+        print(f"nothing left to do: the run in {out} has finished epoch {trainer.pos.epoch}")
         return 0
     last = trainer.history[-1]
     print(
         f"test accuracy {last['test_acc']:.4f} (loss {last['test_loss']:.4f}) after epoch "
-        f"{last['epoch']}, {seconds:.1f}s; wrote {CHECKPOINT}, {METRICS}, {PLOT} in {out}"
+        f"{last['epoch']}, {seconds:.1f}s; wrote checkpoints, {METRICS} and {PLOT} in {out}"
     )
     return 0
 
@@ -134,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_train(subparsers)
+    from distconv.sync.ps.cli import add_keys, add_pserver  # declares flags only; no zmq import
+
+    add_pserver(subparsers)
+    add_keys(subparsers)
     return parser
 
 
@@ -152,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"distconv {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except Preempted as exc:
+        print(f"distconv {args.command}: {exc}", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"distconv {args.command}: interrupted", file=sys.stderr)
         return 130

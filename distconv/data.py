@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,34 +190,59 @@ _IDX_UBYTE = 0x08  # IDX type code of unsigned bytes, the only one MNIST uses
 def load_mnist(directory: str | os.PathLike) -> tuple[Dataset, Dataset]:
     """MNIST as (train, test) from the four IDX files in ``directory``, gzipped or not.
 
-    Images become (N, 1, 28, 28) float32 in [0, 1].
+    Images become (N, 1, 28, 28) float32 in [0, 1]. Files may be named as on the MNIST page
+    (``train-images-idx3-ubyte``) or with a dot before ``idx`` (``train-images.idx3-ubyte``), a
+    common variant. Both sets are checked before anything trains: neither may be empty, and the
+    test images must have the training images' size.
 
     Raises:
-        DataError: the directory or a file is missing, or a file is not a valid IDX file of the
-            expected kind (the message names the file).
+        DataError: the directory or a file is missing, a file is not a valid IDX file of the
+            expected kind, or the two sets do not fit together (the message names the files).
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DataError(f"MNIST directory {directory} does not exist")
-    parts = []
-    for split_name, (image_file, label_file) in MNIST_FILES.items():
-        images = read_idx(_find(directory, image_file), ndim=3)
-        labels = read_idx(_find(directory, label_file), ndim=1)
+    directory = _directory(directory)
+    parts, sources = [], []
+    for split_name, (image_name, label_name) in MNIST_FILES.items():
+        image_file, label_file = _find(directory, image_name), _find(directory, label_name)
+        images, labels = read_idx(image_file, ndim=3), read_idx(label_file, ndim=1)
         if len(images) != len(labels):
             raise DataError(
-                f"{directory}: {image_file} holds {len(images)} images but {label_file} holds "
-                f"{len(labels)} labels"
+                f"{directory}: {image_file.name} holds {len(images)} images but "
+                f"{label_file.name} holds {len(labels)} labels"
             )
+        if len(images) == 0:
+            raise DataError(f"{image_file}: the MNIST {split_name} set holds no images")
         x = (images.astype(np.float32) / 255.0)[:, None]
         parts.append(Dataset(x, labels.astype(np.int64), 10, f"mnist {split_name}"))
-    return parts[0], parts[1]
+        sources.append(image_file)
+    (train, test), (train_file, test_file) = parts, sources
+    if train.image_shape != test.image_shape:
+        size = "x".join(map(str, train.image_shape[1:]))
+        other = "x".join(map(str, test.image_shape[1:]))
+        raise DataError(
+            f"{test_file.name} holds {other} images but {train_file.name} holds {size} "
+            f"(in {directory}); both sets must have the same image size"
+        )
+    return train, test
+
+
+def _directory(directory: str | os.PathLike) -> Path:
+    directory = Path(directory)
+    if directory.is_dir():
+        return directory
+    if directory.exists():
+        raise DataError(f"MNIST directory {directory} is not a directory (it is a file)")
+    raise DataError(f"MNIST directory {directory} does not exist")
 
 
 def _find(directory: Path, name: str) -> Path:
-    for candidate in (directory / name, directory / f"{name}.gz"):
-        if candidate.is_file():
-            return candidate
-    raise DataError(f"{directory}: neither {name} nor {name}.gz exists")
+    stem, _, kind = name.rpartition("-idx")
+    spellings = (name, f"{stem}.idx{kind}")  # train-images-idx3-ubyte, train-images.idx3-ubyte
+    for spelling in spellings:
+        for candidate in (directory / spelling, directory / f"{spelling}.gz"):
+            if candidate.is_file():
+                return candidate
+    tried = ", ".join(f"{n}[.gz]" for n in spellings)
+    raise DataError(f"{directory}: no {tried} in it")
 
 
 def read_idx(path: str | os.PathLike, ndim: int | None = None) -> np.ndarray:
@@ -231,7 +257,9 @@ def read_idx(path: str | os.PathLike, ndim: int | None = None) -> np.ndarray:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as f:
             raw = f.read()
-    except (OSError, EOFError) as exc:
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # damaged compressed data
+        raise DataError(f"{path}: damaged gzip data: {exc}") from None
+    except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc}") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != _IDX_UBYTE:
         raise DataError(
@@ -295,3 +323,22 @@ def load_dataset(
     if name == "synthetic":
         return split(synthetic(seed=seed), 0.25, seed)
     raise DataError(f"unknown data set {name!r}; choose one of {list(DATASETS)}")
+
+
+#: a data set as arrays by feed name, all with the same first dimension
+Arrays = Mapping[str, np.ndarray]
+
+
+def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label") -> Arrays:
+    """A data set as arrays by feed name (a :class:`Dataset` feeds ``image`` and ``label``)."""
+    if isinstance(data, Dataset):
+        return {image: data.x, label: data.y}
+    return data
+
+
+def array_length(arrays: Arrays) -> int:
+    """The common first dimension of a data set's arrays."""
+    lengths = {name: len(a) for name, a in arrays.items()}
+    if not lengths or len(set(lengths.values())) != 1:
+        raise ValueError(f"a data set needs arrays of one common length, got {lengths}")
+    return next(iter(lengths.values()))

@@ -8,7 +8,10 @@ differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
    gradient's, so the dot product cannot cancel to nothing) and element by element on a random
    sample of entries;
 2. ``backward`` run twice adds the same gradient again (gradients accumulate);
-3. each parameter fires its ``inc_update`` callback once per pass, after all its users;
+3. each parameter fires its ``inc_update`` callback once per pass, with its gradient complete:
+   nothing is added to it after the callback (one that fires before its last user has added
+   its share fails here, though it fires once); a parameter that also serves layers outside the
+   check waits for them and must not fire;
 4. with every parameter static the input gradients are unchanged and no callback fires.
 
 Layer tests call it for every option; it raises ``AssertionError`` naming the array that failed.
@@ -66,18 +69,33 @@ class _Objective:
 
 
 def _analytic(obj: _Objective, params: list[Parameter], passes: int) -> tuple[dict, dict]:
-    """Gradients after ``passes`` backward passes from zero, and callback counts per name."""
+    """Gradients after ``passes`` backward passes from zero, and callback counts per name.
+
+    Raises:
+        AssertionError: a parameter's gradient changed after its callback fired in a pass.
+    """
     for p in params:
         p.zero_grad()
     for a in obj.inputs:
         a.grad = None
     fired: dict[str, int] = {}
+    at_fire: dict[str, Any] = {}
 
     def callback(p: Parameter) -> None:
         fired[p.name] = fired.get(p.name, 0) + 1
+        at_fire[p.name] = (p, p.grad.copy())
 
     for _ in range(passes):
+        at_fire.clear()
+        for p in params:  # users outside the layer never come: each pass counts afresh
+            p.reset_pending()
         obj.backward(callback)
+        for name, (p, grad) in at_fire.items():
+            if not bool(get_array_module(grad).array_equal(grad, p.grad)):
+                raise AssertionError(
+                    f"{obj.layer}: parameter {name} fired its callback before its gradient "
+                    "was complete (more was added to it afterwards)"
+                )
     grads = {f"param {p.name}": p.grad.copy() for p in params if not p.static}
     for i, a in enumerate(obj.inputs):
         if a.needs_grad:
@@ -138,6 +156,9 @@ def check_layer_grad(
     """
     rng = np.random.default_rng(seed)
     params = layer.parameters()
+    for p in params:  # the layer alone, as a one-layer Network would count its users
+        p.shared_count = sum(q is p for q in params)
+        p.reset_pending()
     obj = _Objective(layer, inputs, rng)
     d_step, d_tol = DEFAULTS.get(obj.dtype, DEFAULTS[np.dtype(np.float32)])
     step, tol = step or d_step, tol or d_tol
@@ -207,15 +228,16 @@ def _compare(obj, owner, direction, analytic: float, step: float, tol: float, na
 
 
 def _check_fired(layer: Layer, params: list[Parameter], fired: dict[str, int], passes: int) -> None:
-    """An unshared parameter fires once per pass; a static one never (shared: tested apart)."""
+    """Each parameter fires once per pass, after all its uses inside ``layer``; a static one
+    never. That each fired with its gradient complete is checked as the passes run
+    (:func:`_analytic`)."""
     for p in params:
-        if p.shared_count > 1:
-            continue
         want = 0 if p.static else passes
         got = fired.get(p.name, 0)
         if got != want:
             raise AssertionError(
                 f"{layer}: parameter {p.name} fired its callback {got} times in {passes} passes"
+                f" (expected {want})"
             )
 
 

@@ -1,4 +1,4 @@
-"""Weight initialisers: MSRA (He), Xavier (Glorot), normal, zero.
+"""Weight initialisers: MSRA (He), Xavier (Glorot), normal, zero, ones, unit normal.
 
 Values are drawn on the host from one seeded generator, in the order layers are built, then moved
 to the current device; :func:`set_seed` makes a whole model reproducible.
@@ -45,7 +45,20 @@ def normal(
 
 
 def zero(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator) -> np.ndarray:
+    """All zeros: biases, and padding that starts as the untrained case."""
     return np.zeros(shape)
+
+
+def ones(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator) -> np.ndarray:
+    """All ones: an element-wise or scalar weight that starts as the identity."""
+    return np.ones(shape)
+
+
+def unit_normal(
+    shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Standard normal, PyTorch's default for embedding tables."""
+    return rng.standard_normal(shape)
 
 
 INITIALIZERS: dict[str, Initializer] = {
@@ -55,6 +68,8 @@ INITIALIZERS: dict[str, Initializer] = {
     "glorot": xavier,
     "normal": normal,
     "zero": zero,
+    "ones": ones,
+    "unit_normal": unit_normal,
 }
 
 

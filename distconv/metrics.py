@@ -1,4 +1,4 @@
-"""Progress bar, timers, a JSON-lines metrics log and the loss/accuracy plot.
+"""Progress bar, a JSON-lines metrics log and the loss/accuracy plot.
 
 Nothing here needs more than the standard library, except :func:`plot_metrics`, which imports
 matplotlib (Agg, no display) only when called.
@@ -10,9 +10,12 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+from distconv.files import write_atomically
 
 
 class ProgressBar:
@@ -105,32 +108,8 @@ def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-class Timer:
-    """Wall-clock time, summed over every ``with timer:`` block.
-
-    Attributes:
-        total: seconds spent inside the blocks so far.
-        count: how many blocks ran.
-    """
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self.count = 0
-        self._start: float | None = None
-
-    def __enter__(self) -> Timer:
-        self._start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.total += time.perf_counter() - self._start
-        self.count += 1
-        self._start = None
-
-    @property
-    def mean(self) -> float:
-        """Seconds per block (0 before the first)."""
-        return self.total / self.count if self.count else 0.0
+class MetricsError(ValueError):
+    """A damaged metrics log; the message names the file and the line."""
 
 
 class MetricsWriter:
@@ -141,29 +120,68 @@ class MetricsWriter:
         keep_through_epoch: None starts the file afresh. An int keeps the existing records whose
             ``epoch`` is at most this (a resumed run's checkpoint epoch) and drops the rest,
             which a crashed run wrote after its last checkpoint and the resumed run will redo.
+
+    The file is replaced atomically when it is trimmed or started, so a crash at any moment
+    leaves either the old history or the new one, never an empty file.
+
+    Raises:
+        MetricsError: a resumed run's log is damaged other than by a torn last line.
     """
 
     def __init__(self, path: str | os.PathLike, keep_through_epoch: int | None = None) -> None:
         self.path = Path(path)
         kept = []
         if keep_through_epoch is not None and self.path.exists():
-            kept = [r for r in read_metrics(self.path) if r.get("epoch", 0) <= keep_through_epoch]
+            kept = [r for r in read_metrics(self.path) if self._epoch(r) <= keep_through_epoch]
         self.records: list[dict[str, Any]] = kept
-        with open(self.path, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in kept)
+        write_atomically(self.path, [b"".join(_line(r) for r in kept)])
+
+    def _epoch(self, record: Mapping[str, Any]) -> float:
+        epoch = record.get("epoch", 0)
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
+            raise MetricsError(f"{self.path}: a record's epoch is {epoch!r}, not a number")
+        return epoch
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` (JSON-able values) as one line."""
-        line = json.dumps(dict(record))
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
+        line = _line(record)
+        with open(self.path, "ab") as f:
+            f.write(line)
         self.records.append(dict(record))
 
 
+def _line(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(dict(record)) + "\n").encode()
+
+
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file (blank lines skipped)."""
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a JSON-lines file (blank lines skipped).
+
+    A last line without its newline that does not parse is what a crash mid-append leaves: it
+    is dropped with a warning.
+
+    Raises:
+        MetricsError: any other line is not a JSON object; the message names file and line.
+    """
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    records = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            if number == len(lines):  # no newline after it: torn by a crash mid-write
+                warnings.warn(f"{path}: dropping a torn last line ({len(raw)} bytes)", stacklevel=2)
+                break
+            raise MetricsError(f"{path}, line {number}: not valid JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise MetricsError(
+                f"{path}, line {number}: expected a JSON object, got {type(record).__name__}"
+            )
+        records.append(record)
+    return records
 
 
 def plot_metrics(
@@ -199,3 +217,16 @@ def plot_metrics(
 def _series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list, list]:
     pairs = [(r["epoch"], r[key]) for r in records if r.get(key) is not None]
     return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def summary(record: dict[str, Any], epochs: int) -> str:
+    """One log line for an epoch's record."""
+    parts = [f"epoch {record['epoch']}/{epochs}"]
+    for key in ("train_loss", "train_acc", "test_loss", "test_acc"):
+        if key in record:
+            parts.append(f"{key} {record[key]:.4f}")
+    parts.append(f"{record['seconds']:.1f}s")
+    parts.append(
+        f"{record['examples_per_second']:.0f} ex/s (global batch {record['global_batch']})"
+    )
+    return "  ".join(parts)

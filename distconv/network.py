@@ -1,7 +1,15 @@
-"""Network: a DAG of named layers, forward in topological order, backward in reverse."""
+"""Network: a DAG of named layers, forward in topological order, backward in reverse.
+
+The Network alone counts each parameter's users (the layers of this network that add into its
+gradient), so a parameter shared by k layers fires its callback once per pass, after the k-th.
+After every backward it checks that each trainable parameter fired exactly once, and that the
+order matches the first pass's (:attr:`Network.firing_order`), which the allreduce lays its
+buckets out by.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,6 +31,10 @@ class Network:
             whose data set was checked once when loaded turns it off: on a GPU the check is a
             host sync per step.
 
+    Attributes:
+        firing_order: names of the trainable parameters in the order the first backward pass
+            fired their callbacks; None before it. Later passes must fire in the same order.
+
     Example:
         >>> net = Network()
         >>> net.add("fc", FullyConnected(4, 3, act="relu"), inputs="x")
@@ -36,17 +48,41 @@ class Network:
         self.layers: dict[str, Layer] = {}
         self.wiring: dict[str, tuple[str, ...]] = {}
         self.outputs: dict[str, Arg] = {}
+        self.firing_order: list[str] | None = None
         self._order: list[str] | None = None
 
     def add(self, name: str, layer: Layer, inputs: str | Iterable[str]) -> Layer:
-        """Add ``layer`` under ``name``, reading the outputs (or feeds) named in ``inputs``."""
+        """Add ``layer`` under ``name``, reading the outputs (or feeds) named in ``inputs``.
+
+        Raises:
+            NetworkError: the name is taken or not a string, ``layer`` is not a Layer or is
+                already in the network under another name, or ``inputs`` are not names.
+        """
+        if not isinstance(name, str) or not name:
+            raise NetworkError(f"a layer name must be a non-empty string, got {name!r}")
+        if not isinstance(inputs, (str, Iterable)):
+            raise NetworkError(f"add({name!r}, ...): inputs must be names, got {inputs!r}")
+        if not isinstance(layer, Layer):
+            raise NetworkError(f"add({name!r}, ...): expected a Layer, got {type(layer).__name__}")
         if name in self.layers:
             raise NetworkError(f"layer name {name!r} is used twice")
-        names = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+        for other, existing in self.layers.items():
+            if existing is layer:
+                raise NetworkError(
+                    f"add({name!r}, ...): this {type(layer).__name__} object is already in the "
+                    f"network as {other!r}; a layer keeps one call's inputs for backward, so it "
+                    f"cannot run twice in a pass. To share weights, build a second layer and pass "
+                    f"it the first one's Parameter (e.g. weight=net[{other!r}].weight)"
+                )
+        names = (inputs,) if isinstance(inputs, str) else tuple(inputs or ())
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise NetworkError(f"add({name!r}, ...): inputs must be names, got {inputs!r}")
         layer.set_name(name)
         self.layers[name] = layer
         self.wiring[name] = names
         self._order = None
+        self.firing_order = None  # a new layer, a new order
+        self._count_users()
         return layer
 
     def __getitem__(self, name: str) -> Layer:
@@ -104,16 +140,19 @@ class Network:
     def _count_users(self) -> None:
         """Tell each parameter how many of this network's layers will add into it per pass.
 
-        ``Parameter.shared_count`` counts every layer ever built with the parameter; a layer
-        built but left out of this network would hold its callback back forever. A pass also
-        starts with no pending counts, whatever an interrupted pass left.
+        Only the network counts: a layer built with a parameter but left out of the network
+        must not hold its callback back. Counting again at every backward also covers a
+        parameter shared with another network, and starts the pass with no pending counts,
+        whatever an interrupted pass left.
         """
-        users: dict[int, int] = {}
-        for name in self.order():
-            for p in self.layers[name].parameters():
-                users[id(p)] = users.get(id(p), 0) + 1
-        for p in self.parameters():
-            p.shared_count = users[id(p)]
+        users: Counter[int] = Counter()
+        params: dict[int, Parameter] = {}
+        for layer in self.layers.values():
+            for p in layer.parameters():
+                users[id(p)] += 1
+                params[id(p)] = p
+        for key, p in params.items():
+            p.shared_count = users[key]
             p.reset_pending()
 
     def forward(self, feeds: Mapping[str, Arg | Any]) -> dict[str, Arg]:
@@ -123,19 +162,49 @@ class Network:
             NetworkError: a feed is missing, or holds NaN or infinity.
         """
         self.outputs = {}
+        if not isinstance(feeds, Mapping):
+            raise NetworkError(
+                f"forward expects a mapping from input names to Args or arrays, got "
+                f"{type(feeds).__name__}"
+            )
         outputs = {name: self._check_feed(name, feeds) for name in self.feed_names}
         for name in self.order():
             args = [outputs[i] for i in self.wiring[name]]
-            outputs[name] = self.layers[name].forward(*args)
+            try:
+                outputs[name] = self.layers[name].forward(*args)
+            except TypeError as exc:  # numpy's casting errors; rare, so checked only here
+                self._raise_for_integer_input(name, args, exc)
+                raise
         self.outputs = outputs
         return outputs
+
+    def _raise_for_integer_input(self, name: str, args: list[Arg], exc: TypeError) -> None:
+        """Turn a casting error caused by integer or bool values into a NetworkError."""
+        for source, arg in zip(self.wiring[name], args):
+            v = arg.value
+            if v is not None and getattr(v, "dtype", None) is not None and v.dtype.kind in "biu":
+                raise NetworkError(
+                    f"layer {self.layers[name].label}: input {source!r} holds {v.dtype} values, "
+                    f"but the layer computes in floating point; feed float arrays (images as "
+                    f"x.astype(np.float32) / 255) or integer ids as Arg(ids=...)"
+                ) from exc
 
     def _check_feed(self, name: str, feeds: Mapping[str, Arg | Any]) -> Arg:
         if name not in feeds:
             raise NetworkError(f"input {name!r} was not fed (feeds: {sorted(feeds)})")
         arg = feeds[name]
         if not isinstance(arg, Arg):
+            if not _is_array(arg):
+                raise NetworkError(
+                    f"input {name!r} must be an Arg or an array, got {type(arg).__name__}"
+                )
             arg = Arg(arg, needs_grad=False)
+        elif arg.value is None and arg.ids is None:
+            raise NetworkError(f"input {name!r} is an Arg with neither a value nor ids")
+        elif arg.value is not None and not _is_array(arg.value):
+            raise NetworkError(
+                f"input {name!r}: Arg.value must be an array, got {type(arg.value).__name__}"
+            )
         v = arg.value
         if self.check_finite and v is not None and v.dtype.kind == "f":
             xp = get_array_module(v)
@@ -161,13 +230,61 @@ class Network:
         order = self.order()
         if not self.outputs:
             raise NetworkError("backward called before forward")
+        late = [name for name in order if name not in self.outputs]
+        if late:
+            raise NetworkError(
+                f"layer(s) {late} were added after the last forward; run forward again first"
+            )
+        if loss is None:
+            loss = order[-1]
+        elif loss not in self.layers:
+            raise NetworkError(f"backward(loss={loss!r}): no such layer (layers: {order})")
         self._count_users()
-        loss = loss or order[-1]
         # Gradients of intermediate outputs start from zero each pass, so a second backward
         # adds exactly one more pass's worth into the parameters (they accumulate, Args don't).
         for arg in self.outputs.values():
             arg.grad = None
         out = self.outputs[loss]
         out.grad = get_array_module(out.value).full_like(out.value, loss_scale)
+        fired: list[Parameter] = []
+        record = fired.append
+
+        def fire(p: Parameter) -> None:
+            record(p)
+            callback(p)
+
         for name in reversed(order):
-            self.layers[name].backward(callback)
+            self.layers[name].backward(fire)
+        self._check_fired(fired)
+
+    def _check_fired(self, fired: list[Parameter]) -> None:
+        """Every trainable parameter fired exactly once, in the first pass's order."""
+        trainable = [p for p in self.parameters() if not p.static]
+        if len(fired) != len(trainable) or {id(p) for p in fired} != {id(p) for p in trainable}:
+            times = Counter(id(p) for p in fired)
+            wrong = [f"{p.name} ({times[id(p)]} times)" for p in trainable if times[id(p)] != 1]
+            raise NetworkError(
+                f"after backward every trainable parameter must fire its callback once; "
+                f"{', '.join(wrong) or 'parameters outside this network fired'}. A layer's "
+                f"backward calls param.inc_update(callback) once per pass for each parameter"
+            )
+        names = [p.name for p in fired]
+        if self.firing_order is None:
+            self.firing_order = names
+        elif names != self.firing_order:
+            pairs = zip(names + [None], self.firing_order + [None])
+            i, (now, then) = next((i, ab) for i, ab in enumerate(pairs) if ab[0] != ab[1])
+            raise NetworkError(
+                f"parameters fired in another order than in the first pass: position {i} is "
+                f"{now!r}, was {then!r}; call reset_firing_order() after changing which "
+                f"parameters train"
+            )
+
+    def reset_firing_order(self) -> None:
+        """Forget the recorded order; the next backward records it afresh."""
+        self.firing_order = None
+
+
+def _is_array(v: Any) -> bool:
+    """numpy or cupy arrays (anything with a dtype and a shape), not lists or scalars."""
+    return hasattr(v, "dtype") and hasattr(v, "shape")

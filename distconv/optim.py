@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from numbers import Real
 from typing import Any, ClassVar
@@ -290,7 +291,7 @@ def _check(
     bad = (
         not isinstance(x, Real)
         or isinstance(x, bool)
-        or x != x  # NaN
+        or not math.isfinite(x)  # NaN and infinity alike
         or (low is not None and (x <= low if low_open else x < low))
         or (high is not None and x >= high)
     )

@@ -1,330 +1,397 @@
-"""The training loop: batches in, ``forward``, ``backward(sync)``, ``finish_step``; metrics out.
+"""The training loop: one global batch per step, ``backward(sync)``, ``finish_step``; metrics out.
 
-:class:`Trainer` runs the loop for any network whose last layer is a classification loss and any
-sync strategy; it evaluates, checkpoints each epoch and resumes from a checkpoint so that an
-interrupted run ends with exactly the weights of an uninterrupted one. :func:`train` builds the
-whole job (data, model, optimizer, sync) from a :class:`TrainConfig`, which is what the command
-line calls.
+:class:`Trainer` trains any network that ends in a loss, with any sync strategy behind the
+``inc_update`` callback, and uses nothing of the strategy but the contract in
+:mod:`distconv.sync.base`. It takes its rank's share of each global batch
+(:mod:`distconv.sampler`), accumulates gradients over ``accumulate`` passes, reduces metrics
+over ranks, evaluates on every rank's share of the test set, checkpoints every N steps, at each
+epoch's end and on SIGTERM, and resumes from the newest complete checkpoint so that an
+interrupted run ends with exactly the weights of an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import to_device, to_host
-from distconv.checkpoint import (
-    CheckpointError,
-    load_checkpoint,
-    restore_checkpoint,
-    save_checkpoint,
-)
-from distconv.data import Dataset, batches, load_dataset, num_batches
-from distconv.init import set_seed
-from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics
-from distconv.models import lenet
+from distconv.data import Arrays, Dataset, array_length, as_arrays
+from distconv.layers.loss import SoftmaxCrossEntropy
+from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
-from distconv.optim import create_optimizer
-from distconv.sync import SyncStrategy, create_sync
+from distconv.parameter import Parameter
+from distconv.resume import Position, StepCheckpoints, TrainingError, share_position
+from distconv.run_dir import RunDirectory
+from distconv.sampler import GlobalBatchSampler, stride_shard
+from distconv.sync import SyncStrategy
+
+if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
+    from distconv.service import ServiceEndpoints
 
 log = logging.getLogger("distconv.trainer")
 
-CHECKPOINT = "checkpoint.safetensors"
 METRICS = "metrics.jsonl"
 PLOT = "metrics.png"
 
 
+class Preempted(Exception):
+    """SIGTERM arrived; the trainer saved a checkpoint at the step it names and stopped."""
+
+
+#: ranks agree on stopping after a SIGTERM every this many steps (a collective per step would
+#: cost a parameter-server round trip each)
+STOP_CHECK_EVERY = 8
+
+#: what ``fit(resume=...)`` accepts
+RESUME_MODES = (False, True, "auto", "overwrite")
+
+
 class Trainer:
-    """Trains a classifier network with a sync strategy behind its ``inc_update`` callback.
+    """Trains ``network`` with ``sync`` behind its ``inc_update`` callback.
 
     Args:
-        network: the model; ``loss_layer_name`` must be a loss reading ``(logits, label)``.
-        sync: what happens to each gradient (``LocalSync`` applies the optimizer).
-        loss_layer_name: the loss layer; its first input gives the predictions for accuracy.
-        image_name: the feed that receives the images.
-        out_dir: where the checkpoint, metrics and plot go; None writes nothing.
-        seed: the shuffle seed (with the epoch number, the only input to the batch order).
-        shard: ``(rank, world_size)`` of this worker; rank 0 alone evaluates and writes files.
-        progress: draw a progress bar: None draws one on a terminal only.
-        lr_decay: epoch ``e`` (from 0) trains at ``lr * lr_decay**e``. A per-epoch factor, not
-            a schedule over the run's length, so a run resumed with more epochs continues
-            exactly the schedule an uninterrupted one follows.
+        network: the model; its layer ``loss`` outputs a scalar mean loss.
+        sync: the sync strategy (rank, world size, optimizer, collectives).
+        batch_size: examples per pass on each rank (the global batch is
+            ``world_size * batch_size * accumulate``).
+        loss: the loss layer's name.
+        accuracy: ``(predictions, labels)`` names to count right answers with, None for no
+            accuracy, or ``"auto"``: the loss's inputs when it is a softmax cross-entropy.
+        accumulate: forward/backward passes per optimizer step.
+        out_dir: where checkpoints and metrics go (the chief writes them); None writes nothing.
+        seed: the shuffle seed (with the epoch, the only input to the batch order).
+        lr_decay: epoch ``e`` (from 0) trains at ``lr * lr_decay**e``. A per-epoch factor, not a
+            schedule over the run's length, so a run resumed with more epochs continues exactly
+            the schedule an uninterrupted one follows.
+        checkpoint_every: also checkpoint every this many steps (0: at epoch ends only).
+        keep_checkpoints: complete checkpoints to keep.
+        dtype: the float type of parameters and inputs (None keeps the network's).
+        progress: draw a progress bar on the chief: None draws one on a terminal only.
+        config: more facts that must agree on every rank (data set, model), for the digest.
+        monitor: told when this rank is ready and how each step went (a
+            :class:`~distconv.service.ServiceEndpoints` serving ``/readyz``, ``/healthz`` and
+            ``/metrics``), or None.
 
     Attributes:
-        step: optimizer steps taken.
-        epoch: epochs completed.
-        history: one record per completed epoch (what ``metrics.jsonl`` holds).
+        history: one record per epoch completed by this call of :meth:`fit`.
     """
 
     def __init__(
         self,
         network: Network,
         sync: SyncStrategy,
-        loss_layer_name: str = "loss",
+        batch_size: int,
         *,
-        image_name: str = "image",
+        loss: str = "loss",
+        accuracy: tuple[str, str] | str | None = "auto",
+        accumulate: int = 1,
         out_dir: str | Path | None = None,
         seed: int = 0,
-        shard: tuple[int, int] = (0, 1),
-        progress: bool | None = None,
         lr_decay: float = 1.0,
+        checkpoint_every: int = 0,
+        keep_checkpoints: int = 3,
+        dtype: Any = None,
+        progress: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+        monitor: ServiceEndpoints | None = None,
     ) -> None:
         if not 0.0 < lr_decay <= 1.0:
             raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay}")
-        if loss_layer_name not in network.layers:
-            raise ValueError(f"no layer {loss_layer_name!r}; layers: {list(network.layers)}")
-        wiring = network.wiring[loss_layer_name]
-        if len(wiring) != 2:
-            raise ValueError(f"loss layer {loss_layer_name!r} must read (logits, label)")
+        if batch_size < 1 or accumulate < 1 or checkpoint_every < 0:
+            raise ValueError(
+                f"need batch_size >= 1, accumulate >= 1, checkpoint_every >= 0; got "
+                f"{batch_size}, {accumulate}, {checkpoint_every}"
+            )
+        if loss not in network.layers:
+            raise ValueError(f"no layer {loss!r}; layers: {list(network.layers)}")
         self.network, self.sync = network, sync
-        # a Dataset checks its values once when built; per step it would cost a host sync
-        network.check_finite = False
-        self.loss_name = loss_layer_name
-        self.logits_name, self.label_name = wiring
-        self.image_name = image_name
+        self.batch_size, self.accumulate = batch_size, accumulate
+        self.loss_name = loss
+        self.accuracy = _accuracy_names(network, loss, accuracy)
         self.out_dir = Path(out_dir) if out_dir is not None else None
-        self.seed, self.shard, self.progress = seed, shard, progress
-        self.lr_decay = lr_decay
+        self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
+        self.checkpoint_every = checkpoint_every
+        self.monitor = monitor
+        self.dtype = np.dtype(dtype) if dtype is not None else None
         self.params = network.parameters()
-        self.step = 0
-        self.epoch = 0
+        if self.dtype is not None:
+            for p in self.params:
+                p.cast(self.dtype)
+        self.trainable = [p for p in self.params if not p.static]
+        self.config = {
+            **(config or {}),
+            "batch_size": batch_size,
+            "accumulate": accumulate,
+            "seed": seed,
+            "lr_decay": lr_decay,
+            "dtype": str(self.dtype),
+        }
+        self.config["global_batch"] = self.global_batch
+        run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
+        self.checkpoints = StepCheckpoints(run, self.params, sync, self.config)
+        self.pos = Position()
         self.history: list[dict[str, Any]] = []
+        self._stop_requested = False
         network.zero_grad()
-        sync.setup([p for p in self.params if not p.static], {})
 
     @property
-    def is_chief(self) -> bool:
-        """Rank 0: the worker that evaluates and writes files."""
-        return self.shard[0] == 0
+    def writes_files(self) -> bool:
+        return self.out_dir is not None and self.sync.is_chief
 
-    # -- one step ------------------------------------------------------------------------------
-    def _feeds(self, x: Any, y: Any) -> dict[str, Arg]:
-        return {
-            self.image_name: Arg(to_device(x), needs_grad=False),
-            self.label_name: Arg(ids=to_device(y), needs_grad=False),
-        }
+    @property
+    def global_batch(self) -> int:
+        return self.sync.world_size * self.batch_size * self.accumulate
 
-    def _forward(self, x: Any, y: Any) -> tuple[Any, Any]:
-        """Forward a batch; returns its summed loss and number of right answers, on the device."""
-        feeds = self._feeds(x, y)
-        outputs = self.network.forward(feeds)
-        logits = outputs[self.logits_name].value
-        correct = (logits.argmax(axis=1) == feeds[self.label_name].ids).sum()
-        return outputs[self.loss_name].value * len(y), correct
+    # -- one step -------------------------------------------------------------------------------
+    def _feeds(self, arrays: Arrays, index: np.ndarray) -> dict[str, Arg]:
+        feeds = {}
+        for name, a in arrays.items():
+            part = a[index]
+            if part.dtype.kind in "iub":
+                feeds[name] = Arg(ids=to_device(part), needs_grad=False)
+            else:
+                if self.dtype is not None:
+                    part = part.astype(self.dtype, copy=False)
+                feeds[name] = Arg(to_device(part), needs_grad=False)
+        return feeds
 
-    def train_step(self, x: Any, y: Any) -> tuple[Any, Any]:
-        """One optimizer step on a batch; returns its (summed loss, correct count) on the device."""
-        self.sync.start_step(len(y))
-        loss, correct = self._forward(x, y)
-        self.network.backward(self.sync, loss=self.loss_name, loss_scale=len(y))
+    def _forward(self, arrays: Arrays, index: np.ndarray) -> tuple[Any, Any]:
+        """Forward a batch; returns its summed loss and right answers (0 without accuracy)."""
+        outputs = self.network.forward(self._feeds(arrays, index))
+        loss = outputs[self.loss_name].value * len(index)
+        if self.accuracy is None:
+            return loss, 0
+        predictions, labels = (outputs[n] for n in self.accuracy)
+        truth = labels.ids if labels.ids is not None else labels.value
+        return loss, (predictions.value.argmax(axis=1) == truth).sum()
+
+    def train_step(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any, int]:
+        """One optimizer step over this rank's passes; returns (loss sum, right, examples)."""
+        examples = sum(len(i) for i in passes)
+        began = time.perf_counter()
+        self.sync.start_step(examples)
+        loss_sum, correct = 0, 0
+        for k, index in enumerate(passes):
+            last = k == len(passes) - 1
+            if len(index) == 0:  # the short last step left this rank nothing in this pass
+                if last:
+                    self._fire_all()
+                continue
+            loss, right = self._forward(arrays, index)
+            callback = self.sync if last else _accumulate_only
+            self.network.backward(callback, loss=self.loss_name, loss_scale=len(index))
+            loss_sum, correct = loss_sum + loss, correct + right
         self.sync.finish_step()
-        self.step += 1
-        return loss, correct
+        if not self.sync.firing_order and self.network.firing_order:
+            self.sync.set_firing_order(self.network.firing_order)
+        self.pos.step += 1
+        if self.monitor is not None:
+            self.monitor.observe_step(time.perf_counter() - began, examples)
+        return loss_sum, correct, examples
 
-    def evaluate(self, dataset: Dataset, batch_size: int = 256) -> tuple[float, float]:
-        """Mean loss and accuracy over ``dataset``, forward only, in the data set's order."""
-        total_loss, total_correct = 0.0, 0
-        for x, y in batches(dataset, batch_size, shuffle=False):
-            loss, correct = self._forward(x, y)
-            total_loss += float(to_host(loss))
-            total_correct += int(to_host(correct))
-        return total_loss / len(dataset), total_correct / len(dataset)
+    def _fire_all(self) -> None:
+        """Hand every gradient (what earlier passes accumulated, or zero) to the sync."""
+        by_name = {p.name: p for p in self.trainable}
+        for name in self.sync.firing_order or list(by_name):
+            self.sync(by_name[name])
 
-    # -- epochs --------------------------------------------------------------------------------
-    def train_epoch(self, train: Dataset, batch_size: int) -> tuple[float, float]:
-        """One pass over this worker's shard; returns its mean loss and accuracy."""
-        self.sync.set_lr_scale(self.lr_decay**self.epoch)
-        total = num_batches(len(train), batch_size, self.shard[1])
-        loss_sum, correct, seen = 0.0, 0, 0
-        bar = ProgressBar(total, f"epoch {self.epoch + 1}", enabled=self.progress)
-        with bar:
-            for x, y in batches(train, batch_size, self.seed, self.epoch, self.shard):
-                loss, right = self.train_step(x, y)
-                # sums stay on the device; reading them every step would stall a GPU
-                loss_sum, correct, seen = loss_sum + loss, correct + right, seen + len(y)
-                if bar.enabled:
-                    bar.update(loss=float(to_host(loss)) / len(y))
-        return float(to_host(loss_sum)) / seen, int(to_host(correct)) / seen
+    # -- evaluation -----------------------------------------------------------------------------
+    def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:
+        """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share."""
+        arrays = as_arrays(arrays)
+        n = array_length(arrays)
+        if n == 0:
+            raise ValueError("cannot evaluate on an empty data set")
+        mine = stride_shard(n, self.sync.rank, self.sync.world_size)
+        loss_sum, correct = 0.0, 0.0
+        for start in range(0, len(mine), batch_size):
+            loss, right = self._forward(arrays, mine[start : start + batch_size])
+            loss_sum += float(to_host(loss))
+            correct += float(to_host(right))
+        loss_sum, correct = self.sync.allreduce_sum([loss_sum, correct])
+        result = {"test_loss": loss_sum / n}
+        if self.accuracy is not None:
+            result["test_acc"] = correct / n
+        return result
 
+    # -- epochs ---------------------------------------------------------------------------------
     def fit(
         self,
-        train: Dataset,
-        test: Dataset | None,
-        epochs: int,
-        batch_size: int,
+        train: Arrays | Dataset,
+        test: Arrays | Dataset | None = None,
+        epochs: int = 1,
         *,
-        resume: bool = False,
+        resume: bool | str = False,
     ) -> list[dict[str, Any]]:
-        """Train until ``epochs`` epochs are complete; returns the records of every epoch.
+        """Train until ``epochs`` epochs are complete; returns the records of this call's epochs.
 
-        With ``resume``, first restore ``<out_dir>/checkpoint.safetensors`` and continue after
-        its epoch: the batches, and hence the weights, are those of an uninterrupted run.
+        Args:
+            train: the training set (arrays by feed name, or a :class:`Dataset`).
+            test: evaluated after each epoch when given.
+            epochs: epochs in all, counting those a resumed checkpoint already holds.
+            resume: ``False`` starts fresh (refusing a directory that holds a run),
+                ``True`` continues from the newest complete checkpoint (which must exist),
+                ``"auto"`` continues when one exists and starts fresh otherwise, and
+                ``"overwrite"`` deletes a previous run's files first.
 
         Raises:
-            CheckpointError: ``resume`` without a usable checkpoint, or one written by a run
-                with another seed, batch size or optimizer.
+            CheckpointError: no checkpoint to resume from, one from a different run, or an
+                output directory that holds a run and no instruction what to do with it.
+            TrainingError: the loss became NaN or infinite.
+            Preempted: SIGTERM arrived; a checkpoint was saved first.
         """
-        if resume:
-            self.restore(self._path(CHECKPOINT), batch_size)
-        writer = self._metrics_writer(resume)
-        for _ in range(self.epoch, epochs):
-            record = self._run_epoch(train, test, batch_size)
-            self.history.append(record)
-            if writer is not None:
-                writer.write(record)
-            self.save(batch_size)
-            log.info(_summary(record, epochs))
-        if writer is not None and writer.records:
-            plot_metrics(writer.records, self._path(PLOT), title=str(self.out_dir.name))
+        if resume not in RESUME_MODES:
+            raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
+        train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
+        sampler = GlobalBatchSampler(
+            array_length(train),
+            self.batch_size,
+            self.sync.rank,
+            self.sync.world_size,
+            self.accumulate,
+            self.seed,
+        )
+        # only the main thread may handle signals (a test can run ranks as threads)
+        handles_signals = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGTERM)
+        try:
+            state, pos = self.checkpoints.open(resume)
+            self.sync.setup(self.trainable, self.config, state)
+            self.pos = share_position(self.sync, pos)
+            if self.monitor is not None:
+                self.monitor.set_ready()
+            if handles_signals:
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+            writer = self._metrics_writer()
+            while self.pos.epoch < epochs:
+                record = self._run_epoch(train, test, sampler)
+                self.history.append(record)
+                if writer is not None:  # before the checkpoint: a resume keeps its line
+                    writer.write(record)
+                self.checkpoints.save(self.pos, {})
+                log.info(summary(record, epochs))
+            if writer is not None and writer.records:
+                plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
+        finally:
+            if handles_signals:
+                signal.signal(signal.SIGTERM, previous)
+            self.checkpoints.close()
         return self.history
 
-    def _run_epoch(self, train: Dataset, test: Dataset | None, batch_size: int) -> dict[str, Any]:
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self._stop_requested = True
+
+    def _run_epoch(
+        self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler
+    ) -> dict[str, Any]:
+        self.sync.set_lr_scale(self.lr_decay**self.pos.epoch)
         start = time.perf_counter()
-        train_loss, train_acc = self.train_epoch(train, batch_size)
-        train_seconds = time.perf_counter() - start
-        self.epoch += 1
-        record: dict[str, Any] = {
-            "epoch": self.epoch,
-            "step": self.step,
-            "train_loss": train_loss,
-            "train_acc": train_acc,
-        }
-        if test is not None and self.is_chief:
-            record["test_loss"], record["test_acc"] = self.evaluate(test)
-        record["seconds"] = time.perf_counter() - start
-        record["examples_per_second"] = len(train) // self.shard[1] / train_seconds
+        sums = {"loss": 0.0, "correct": 0.0, "examples": 0.0, "seconds": 0.0, **self.pos.sums}
+        loss_sum, correct, seen = 0, 0, 0  # this rank's, on the device since the last check
+        checked = self.pos.step
+        bar = ProgressBar(
+            sampler.steps_per_epoch - self.pos.step_in_epoch,
+            f"epoch {self.pos.epoch + 1}",
+            enabled=self.progress if self.sync.is_chief else False,
+        )
+        with bar:
+            for passes in sampler.passes(self.pos.epoch, self.pos.step_in_epoch):
+                loss, right, n = self.train_step(train, passes)
+                # sums stay on the device; reading them every step would stall a GPU
+                loss_sum, correct, seen = loss_sum + loss, correct + right, seen + n
+                self.pos.step_in_epoch += 1
+                if bar.enabled:
+                    bar.update()
+                stop = self._stop_agreed()  # every rank, every STOP_CHECK_EVERY steps
+                if stop or self._checkpoint_due():
+                    sums = self._fold(sums, loss_sum, correct, seen, start, checked)
+                    loss_sum, correct, seen, checked = 0, 0, 0, self.pos.step
+                    start = time.perf_counter()
+                    self.checkpoints.save(self.pos, sums)
+                    if stop:
+                        raise Preempted(f"stopped by SIGTERM after step {self.pos.step}")
+        sums = self._fold(sums, loss_sum, correct, seen, start, checked)
+        self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
+        record = self._record(sums, sampler)
+        if test is not None:
+            record.update(self.evaluate(test))
         return record
 
-    # -- files ---------------------------------------------------------------------------------
-    def _path(self, name: str) -> Path:
-        if self.out_dir is None:
-            raise CheckpointError("this trainer has no out_dir to read or write files in")
-        return self.out_dir / name
+    def _checkpoint_due(self) -> bool:
+        every = self.checkpoint_every
+        return every > 0 and self.pos.step % every == 0
 
-    def _writes_files(self) -> bool:
-        return self.out_dir is not None and self.is_chief
+    def _stop_agreed(self) -> bool:
+        """Whether any rank got SIGTERM: all ranks must stop at the same step.
 
-    def _metrics_writer(self, resume: bool) -> MetricsWriter | None:
-        if not self._writes_files():
-            return None
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        return MetricsWriter(self._path(METRICS), self.epoch if resume else None)
+        Ranks agree every :data:`STOP_CHECK_EVERY` steps. The flag is read before the
+        collective and never cleared, so a signal that arrives during it counts at the next.
+        """
+        if self.sync.world_size == 1:
+            return self._stop_requested
+        if self.pos.step % STOP_CHECK_EVERY:
+            return False
+        (anyone,) = self.sync.allreduce_sum([float(self._stop_requested)])
+        return anyone > 0
 
-    def _optimizer_config(self) -> dict[str, Any] | None:
-        return self.sync.optimizer_config()
-
-    def save(self, batch_size: int) -> None:
-        """Write ``<out_dir>/checkpoint.safetensors`` (rank 0 only; nothing without out_dir)."""
-        if not self._writes_files():
-            return
-        save_checkpoint(
-            self._path(CHECKPOINT),
-            self.params,
-            self.sync.state_dict(),
-            step=self.step,
-            epoch=self.epoch,
-            seed=self.seed,
-            optimizer=self._optimizer_config(),
-            extra={
-                "batch_size": batch_size,
-                "world_size": self.shard[1],
-                "lr_decay": self.lr_decay,
-            },
-        )
-
-    def restore(self, path: str | Path, batch_size: int) -> None:
-        """Load a checkpoint into the model and the sync's optimizer state, after checking that
-        it was written by a run like this one (seed, batch size, workers, optimizer)."""
-        ckpt = load_checkpoint(path)
-        expected = {
-            "seed": (ckpt.seed, self.seed),
-            "batch size": (ckpt.extra.get("batch_size"), batch_size),
-            "world size": (ckpt.extra.get("world_size"), self.shard[1]),
-            "lr decay": (ckpt.extra.get("lr_decay", 1.0), self.lr_decay),
-            "optimizer": (ckpt.optimizer, self._optimizer_config()),
-        }
-        differ = [
-            f"{k}: checkpoint {a!r}, this run {b!r}" for k, (a, b) in expected.items() if a != b
-        ]
-        if differ:
-            raise CheckpointError(
-                f"checkpoint {path} comes from a different run; resuming would not reproduce "
-                f"it ({'; '.join(differ)})"
+    def _fold(self, sums, loss_sum, correct, seen, start, checked) -> dict[str, float]:
+        """Add this rank's device sums into the global ones; stop if the loss diverged."""
+        local = [float(to_host(loss_sum)), float(to_host(correct)), float(seen)]
+        loss, right, examples = self.sync.allreduce_sum(local)
+        if not np.isfinite(loss):
+            raise TrainingError(
+                f"the loss became NaN or infinite in epoch {self.pos.epoch + 1}, between steps "
+                f"{checked + 1} and {self.pos.step}; lower the learning rate or check the data"
             )
-        restore_checkpoint(ckpt, self.params, self.sync.state_dict())
-        self.step, self.epoch = ckpt.step, ckpt.epoch
-        log.info("resumed from %s at epoch %d, step %d", path, self.epoch, self.step)
+        out = dict(sums)
+        out["loss"] += loss
+        out["correct"] += right
+        out["examples"] += examples
+        out["seconds"] += time.perf_counter() - start
+        out["rank_examples"] = out.get("rank_examples", 0.0) + seen
+        return out
+
+    def _record(self, sums: dict[str, float], sampler: GlobalBatchSampler) -> dict[str, Any]:
+        rates = [0.0] * self.sync.world_size
+        rates[self.sync.rank] = sums.get("rank_examples", 0.0) / max(sums["seconds"], 1e-9)
+        record: dict[str, Any] = {
+            "epoch": self.pos.epoch,
+            "step": self.pos.step,
+            "train_loss": sums["loss"] / max(sums["examples"], 1),
+        }
+        if self.accuracy is not None:
+            record["train_acc"] = sums["correct"] / max(sums["examples"], 1)
+        record["seconds"] = sums["seconds"]
+        record["examples_per_second"] = sums["examples"] / max(sums["seconds"], 1e-9)
+        record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
+        record["global_batch"] = sampler.global_batch
+        record["world_size"] = self.sync.world_size
+        return record
+
+    def _metrics_writer(self) -> MetricsWriter | None:
+        if not self.writes_files:
+            return None
+        return MetricsWriter(self.out_dir / METRICS, self.pos.epoch)
 
 
-def _summary(record: dict[str, Any], epochs: int) -> str:
-    parts = [f"epoch {record['epoch']}/{epochs}"]
-    for key in ("train_loss", "train_acc", "test_loss", "test_acc"):
-        if key in record:
-            parts.append(f"{key} {record[key]:.4f}")
-    parts.append(f"{record['seconds']:.1f}s")
-    return "  ".join(parts)
+def _accumulate_only(param: Parameter) -> None:
+    """The callback of every pass but the last: the gradient stays and accumulates."""
 
 
-@dataclass
-class TrainConfig:
-    """Everything that defines a training run; the command line fills one in.
-
-    The defaults train :func:`distconv.models.lenet` on the digits to 98-99.5% test accuracy
-    (99.4% with seed 0; 98.3-99.4%, mean 98.8%, over seeds 0-4, each seed its own split) in
-    about 12 seconds on two CPU cores. Without the learning-rate decay the accuracy swings by
-    half a percent from epoch to epoch and the final one is a matter of luck.
-    """
-
-    data: str = "digits"
-    data_dir: str | None = None
-    epochs: int = 20
-    batch_size: int = 16
-    optimizer: str = "adam"
-    lr: float | None = None  # None: the optimizer's default
-    lr_decay: float = 0.9
-    seed: int = 0
-    out: str | None = None
-    resume: bool = False
-    progress: bool | None = None
-
-
-def train(config: TrainConfig) -> Trainer:
-    """Load the data, build LeNet, the optimizer and local sync, and run :meth:`Trainer.fit`.
-
-    The seed fixes the data split, the initial weights and the batch order, so two runs with the
-    same config end with identical weights.
-
-    Raises:
-        DataError: the data cannot be loaded.
-        CheckpointError: ``resume`` fails.
-        ValueError: a bad optimizer name or hyperparameter.
-    """
-    train_set, test_set = load_dataset(config.data, config.data_dir, config.seed)
-    optimizer = create_optimizer(
-        config.optimizer, **({} if config.lr is None else {"lr": config.lr})
-    )
-    set_seed(config.seed)
-    network = lenet(train_set.image_shape, train_set.num_classes)
-    log.info(
-        "training on %s: %d train, %d test examples; %s; config %s",
-        config.data,
-        len(train_set),
-        len(test_set),
-        optimizer,
-        asdict(config),
-    )
-    trainer = Trainer(
-        network,
-        create_sync("local", optimizer=optimizer),
-        "loss",
-        out_dir=config.out,
-        seed=config.seed,
-        progress=config.progress,
-        lr_decay=config.lr_decay,
-    )
-    trainer.fit(train_set, test_set, config.epochs, config.batch_size, resume=config.resume)
-    return trainer
+def _accuracy_names(
+    network: Network, loss: str, accuracy: tuple[str, str] | str | None
+) -> tuple[str, str] | None:
+    if accuracy != "auto":
+        return accuracy  # type: ignore[return-value]
+    wiring = network.wiring[loss]
+    if isinstance(network.layers[loss], SoftmaxCrossEntropy) and len(wiring) == 2:
+        return wiring[0], wiring[1]
+    return None

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import distconv.checkpoint as checkpoint_module
+import distconv.files as files_module
 from distconv.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -154,25 +157,45 @@ def test_optimizer_state_mismatch_is_reported(tmp_path):
         restore_checkpoint(path, params, state)
 
 
-def test_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+def _assert_holds(path, params, step):
+    ckpt = load_checkpoint(path)
+    assert ckpt.step == step
+    for p in params:
+        np.testing.assert_array_equal(ckpt.params[p.name], p.value)
+    assert sorted(os.listdir(path.parent)) == [path.name]  # no temp file left
+
+
+def _enospc_after_first_chunk(path):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_disk_full_names_the_file_and_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "checkpoint.safetensors"
+    first = _model(0)
+    _save(path, first, None, step=1)
+    # the disk fills up after the first chunk of the new file is written
+    monkeypatch.setattr(files_module, "write_hook", _enospc_after_first_chunk)
+    with pytest.raises(CheckpointError) as info:
+        _save(path, _model(1), None, step=2)
+    msg = str(info.value)
+    assert f"cannot save checkpoint {path}: no space left on device" in msg
+    assert "\n" not in msg
+    _assert_holds(path, first, step=1)
+
+
+def test_failed_rename_names_the_cause(tmp_path, monkeypatch):
     path = tmp_path / "checkpoint.safetensors"
     first = _model(0)
     _save(path, first, None, step=1)
 
-    import safetensors.numpy
+    def refuse(src, dst):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(dst))
 
-    def half_write_then_fail(tensors, filename, metadata=None):
-        Path(filename).write_bytes(b"partial")
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(safetensors.numpy, "save_file", half_write_then_fail)
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setattr(files_module.os, "replace", refuse)
+    with pytest.raises(CheckpointError, match=r"cannot save checkpoint .*: permission denied"):
         _save(path, _model(1), None, step=2)
-
-    ckpt = load_checkpoint(path)
-    assert ckpt.step == 1
-    np.testing.assert_array_equal(ckpt.params["conv1.weight"], first[0].value)
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint.safetensors"]  # no temp file left
+    monkeypatch.undo()
+    _assert_holds(path, first, step=1)
 
 
 def test_stale_temp_files_are_removed_by_the_next_save(tmp_path):
@@ -185,43 +208,53 @@ def test_stale_temp_files_are_removed_by_the_next_save(tmp_path):
     assert not stale.exists() and unrelated.exists()
 
 
+# The writer stops inside its second save, after the first chunk, and says so: the parent kills
+# it only then, so the kill provably lands in the middle of a save (no sleep-and-hope).
 WRITER = textwrap.dedent(
     """
-    import sys
+    import sys, time
     import numpy as np
-    from distconv.checkpoint import save_checkpoint
+    import distconv.checkpoint as checkpoint
+    import distconv.files as files
     from distconv.parameter import Parameter
 
     path = sys.argv[1]
-    params = [Parameter(f"w{i}", np.zeros(2_000_000, np.float32)) for i in range(4)]
-    i = 0
-    while True:
-        i += 1
+    checkpoint.CHUNK = 1 << 16
+    params = [Parameter(f"w{i}", np.zeros(100_000, np.float32)) for i in range(4)]
+    for step in (1, 2):
         for p in params:
-            p.value[...] = i
-        save_checkpoint(path, params, step=i)
-        print(i, flush=True)
+            p.value[...] = step
+        if step == 2:
+            def stop(target):
+                print("inside save 2", flush=True)
+                time.sleep(600)
+            files.write_hook = stop
+        checkpoint.save_checkpoint(path, params, step=step)
+        print(f"saved {step}", flush=True)
     """
 )
 
 
-def test_writer_killed_mid_write_leaves_a_whole_checkpoint(tmp_path):
-    """SIGKILL a process that saves 32 MB checkpoints in a loop; the file on disk stays whole."""
+@pytest.mark.timeout(60)
+def test_writer_killed_mid_save_leaves_the_previous_checkpoint_whole(tmp_path):
+    """SIGKILL a process in the middle of writing its second checkpoint; the first survives."""
     path = tmp_path / "checkpoint.safetensors"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True, env=env
     )
     try:
-        assert proc.stdout.readline().strip() == "1"  # one whole save is on disk
-        time.sleep(0.15)  # now the writer is somewhere inside a later save
+        assert proc.stdout.readline().strip() == "saved 1"
+        assert proc.stdout.readline().strip() == "inside save 2"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+    temps = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert len(temps) == 1  # the kill left a half-written second save behind
     ckpt = load_checkpoint(path)
-    assert ckpt.step >= 1
+    assert ckpt.step == 1
     for a in ckpt.params.values():
-        assert (a == ckpt.step).all()  # every tensor from the same save as the metadata
+        assert (a == 1).all()  # every tensor from the same save as the metadata
 
 
 def test_metadata_is_json(tmp_path):
@@ -238,3 +271,121 @@ def test_metadata_is_json(tmp_path):
 def test_name_clash_with_the_optimizer_prefix(tmp_path):
     with pytest.raises(CheckpointError, match="cannot save parameter 'optim/x'"):
         save_checkpoint(tmp_path / "c.safetensors", [Parameter("optim/x", np.zeros(1))])
+
+
+# -- the digest covers the metadata -------------------------------------------------------------
+def test_edited_epoch_in_the_header_fails_the_checksum(tmp_path):
+    path = tmp_path / "c.safetensors"
+    _save(path, _model(), None, epoch=1)
+    raw = path.read_bytes()
+    assert raw.count(b'"epoch":"1"') == 1
+    path.write_bytes(raw.replace(b'"epoch":"1"', b'"epoch":"0"'))  # same length: still parses
+    with pytest.raises(CheckpointError, match="c.safetensors is corrupt: it fails its checksum"):
+        load_checkpoint(path)
+
+
+def test_older_format_version_is_refused(tmp_path):
+    path = tmp_path / "c.safetensors"
+    _save(path, _model(), None)
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b'"version":"2"', b'"version":"1"'))
+    with pytest.raises(CheckpointError, match="format version '1'; this distconv reads"):
+        load_checkpoint(path)
+
+
+def _same(a, b) -> bool:
+    """Whether two checkpoints mean the same: metadata, names, dtypes, shapes and values."""
+    if (a.step, a.epoch, a.seed, a.optimizer, a.extra) != (
+        b.step,
+        b.epoch,
+        b.seed,
+        b.optimizer,
+        b.extra,
+    ):
+        return False
+    flat_a = {**a.params, **{f"{n}/{k}": v for n, s in a.optim_state.items() for k, v in s.items()}}
+    flat_b = {**b.params, **{f"{n}/{k}": v for n, s in b.optim_state.items() for k, v in s.items()}}
+    return flat_a.keys() == flat_b.keys() and all(
+        flat_a[k].dtype == flat_b[k].dtype and np.array_equal(flat_a[k], flat_b[k]) for k in flat_a
+    )
+
+
+@pytest.fixture(scope="module")
+def original_bytes(tmp_path_factory):
+    path = tmp_path_factory.mktemp("orig") / "c.safetensors"
+    params = _model(0)
+    _, state = _adam_state(params)
+    _save(path, params, state, extra={"batch_size": 32})
+    return path.read_bytes(), load_checkpoint(path)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10**9), st.integers(1, 255)), min_size=1, max_size=4)
+)
+def test_flipped_bytes_never_load_with_a_changed_meaning(original_bytes, tmp_path, flips):
+    """Flip bytes anywhere (header length, JSON header, metadata, tensor data): the result loads
+    exactly the original checkpoint or fails with a one-line CheckpointError."""
+    raw, original = original_bytes
+    damaged = bytearray(raw)
+    for where, mask in flips:
+        damaged[where % len(raw)] ^= mask
+    path = tmp_path / "flipped.safetensors"
+    path.write_bytes(bytes(damaged))
+    try:
+        loaded = load_checkpoint(path)
+    except CheckpointError as exc:
+        assert "\n" not in str(exc) and str(path) in str(exc)
+        return
+    assert _same(loaded, original)
+
+
+# -- unreadable files: the real cause ----------------------------------------------------------
+def test_a_directory_in_place_of_the_checkpoint(tmp_path):
+    (tmp_path / "c.safetensors").mkdir()
+    with pytest.raises(CheckpointError, match=r"c.safetensors is a directory, not a file"):
+        load_checkpoint(tmp_path / "c.safetensors")
+
+
+def test_permission_denied_is_reported_as_such(tmp_path, monkeypatch):
+    path = tmp_path / "c.safetensors"
+    _save(path, _model(), None)
+    real_read_bytes = Path.read_bytes
+
+    def denied(self):  # tests run as root, who may read anything: inject the OS's answer
+        if self == path:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+        return real_read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path)
+    assert str(info.value) == f"checkpoint {path} cannot be read: permission denied"
+
+
+def test_every_single_bit_flip_in_the_header_fails_or_loads_the_original(original_bytes, tmp_path):
+    """The header (length, tensor table, metadata) bit by bit: nothing loads with a new meaning."""
+    raw, original = original_bytes
+    header_end = 8 + int.from_bytes(raw[:8], "little")
+    path = tmp_path / "flipped.safetensors"
+    path.write_bytes(raw)
+    outcomes = {"failed": 0, "same": 0}
+    fd = os.open(path, os.O_WRONLY)  # flip in place: reopening with truncation is slow
+    try:
+        for where in range(header_end):
+            for bit in range(8):
+                os.pwrite(fd, bytes([raw[where] ^ (1 << bit)]), where)
+                try:
+                    loaded = load_checkpoint(path)
+                except CheckpointError as exc:
+                    assert "\n" not in str(exc)
+                    outcomes["failed"] += 1
+                    continue
+                assert _same(loaded, original), f"byte {where} bit {bit} changed the meaning"
+                outcomes["same"] += 1
+            os.pwrite(fd, raw[where : where + 1], where)
+    finally:
+        os.close(fd)
+    assert outcomes["failed"] > 0.9 * 8 * header_end

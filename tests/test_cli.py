@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from distconv.checkpoint import load_checkpoint
+from distconv.run_dir import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,6 +30,11 @@ def distconv(*args: str, env: dict | None = None, cwd: Path | None = None, timeo
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def _latest(out: Path):
+    """The newest complete checkpoint of the run in ``out``, loaded."""
+    return load_checkpoint(RunDirectory(out).latest().part("chief"))
 
 
 def _records(out: Path) -> list[dict]:
@@ -58,7 +64,7 @@ def test_train_writes_metrics_plot_and_checkpoint(tmp_path):
     assert records[1]["step"] == 2 * 12  # 384 training examples / 32
     assert 0.0 <= records[1]["test_acc"] <= 1.0 and records[1]["train_loss"] > 0
     assert (out / "metrics.png").stat().st_size > 5000
-    assert load_checkpoint(out / "checkpoint.safetensors").epoch == 2
+    assert _latest(out).epoch == 2
 
 
 def test_resume_through_the_cli_matches_an_uninterrupted_run(tmp_path):
@@ -68,8 +74,7 @@ def test_resume_through_the_cli_matches_an_uninterrupted_run(tmp_path):
     proc = distconv("train", *SMALL, "--epochs", "2", "--out", str(parts), "--resume")
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stderr
-    a = load_checkpoint(whole / "checkpoint.safetensors")
-    b = load_checkpoint(parts / "checkpoint.safetensors")
+    a, b = _latest(whole), _latest(parts)
     assert (a.epoch, a.step) == (b.epoch, b.step) == (2, 24)
     for name, value in a.params.items():
         np.testing.assert_array_equal(b.params[name], value, err_msg=name)
@@ -79,7 +84,7 @@ def test_resume_through_the_cli_matches_an_uninterrupted_run(tmp_path):
 def test_default_out_dir_is_under_runs(tmp_path):
     proc = distconv("train", *SMALL, "--epochs", "1", "--seed", "4", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "runs" / "synthetic-adam-seed4" / "checkpoint.safetensors").is_file()
+    assert _latest(tmp_path / "runs" / "synthetic-adam-seed4").epoch == 1
 
 
 def test_missing_mnist_directory_is_one_line(tmp_path):
@@ -93,15 +98,71 @@ def test_mnist_without_data_dir(tmp_path):
 
 def test_corrupt_checkpoint_is_one_line(tmp_path):
     out = tmp_path / "run"
-    out.mkdir()
-    (out / "checkpoint.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
-    proc = distconv("train", *SMALL, "--out", str(out), "--resume")
-    _assert_one_line_error(proc, "checkpoint.safetensors is unreadable")
+    assert distconv("train", *SMALL, "--epochs", "1", "--out", str(out)).returncode == 0
+    part = RunDirectory(out).latest().part("chief")
+    part.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    proc = distconv("train", *SMALL, "--epochs", "2", "--out", str(out), "--resume")
+    _assert_one_line_error(proc, "chief.safetensors is unreadable")
 
 
 def test_resume_without_checkpoint_is_one_line(tmp_path):
     proc = distconv("train", *SMALL, "--out", str(tmp_path / "fresh"), "--resume")
-    _assert_one_line_error(proc, "checkpoint.safetensors does not exist")
+    _assert_one_line_error(proc, "no complete checkpoint")
+
+
+def test_resume_auto_trains_on_an_empty_directory_and_finds_nothing_left_after(tmp_path):
+    out = tmp_path / "run"
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(out), "--resume", "auto")
+    assert proc.returncode == 0 and "test accuracy" in proc.stdout, proc.stderr
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(out), "--resume", "auto")
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing left to do" in proc.stdout and len(_records(out)) == 1
+
+
+def test_running_the_same_command_twice_keeps_the_first_run(tmp_path):
+    out = tmp_path / "keep"
+    assert distconv("train", *SMALL, "--epochs", "2", "--out", str(out)).returncode == 0
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "run.lock"}
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(out))
+    _assert_one_line_error(proc, "already holds a run", "--resume", "--overwrite")
+    assert {p: p.read_bytes() for p in files} == files
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(out), "--overwrite")
+    assert proc.returncode == 0 and [r["epoch"] for r in _records(out)] == [1]
+
+
+def test_sigterm_mid_epoch_then_resume_auto_ends_with_the_weights_of_an_uninterrupted_run(
+    tmp_path,
+):
+    args = (*SMALL, "--batch-size", "8", "--epochs", "2", "--checkpoint-every", "1000")
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert distconv("train", *args, "--out", str(whole)).returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DISTCONV_PROGRESS": "0"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "distconv", "train", *args, "--out", str(parts)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:  # wait for the first epoch's log line, then stop it in the second epoch
+        for line in child.stderr:
+            if "epoch 1/2" in line:
+                child.send_signal(signal.SIGTERM)
+                break
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 143, err
+    stopped = _latest(parts)
+    assert stopped.epoch == 1 and 48 < stopped.step < 96, stopped.step  # inside epoch 2
+    proc = distconv("train", *args, "--out", str(parts), "--resume", "auto")
+    assert proc.returncode == 0, proc.stderr
+    a, b = _latest(whole), _latest(parts)
+    assert (a.epoch, a.step) == (b.epoch, b.step) == (2, 96)
+    for name, value in a.params.items():
+        np.testing.assert_array_equal(b.params[name], value, err_msg=name)
+    for name, value in a.optim_state.items():
+        for key, buf in value.items():
+            np.testing.assert_array_equal(b.optim_state[name][key], buf)
 
 
 def test_resume_into_another_model_lists_the_mismatch_on_one_line(tmp_path):
@@ -129,38 +190,79 @@ def test_gpu_without_cupy_is_one_line(tmp_path):
     _assert_one_line_error(proc, "needs cupy")
 
 
-def test_usage_errors_exit_2():
+def test_usage_errors_exit_2(tmp_path):
     proc = distconv("train", "--epochs", "0")
     assert proc.returncode == 2 and "must be >= 1" in proc.stderr
+    for bad in (["--lr", "inf"], ["--lr", "nan"], ["--lr-decay", "2"], ["--out", ""]):
+        proc = distconv("train", *bad)
+        assert proc.returncode == 2 and "must" in proc.stderr, (bad, proc.stderr)
     assert distconv().returncode == 2  # no subcommand
     version = distconv("--version")
     assert version.returncode == 0 and version.stdout.startswith("distconv ")
 
 
-def test_nan_data_is_one_line(monkeypatch, capsys, tmp_path):
-    """In-process: no real data file can hold NaN, so feed a NaN array through the loader."""
-    import distconv.trainer
-    from distconv.cli import main
-    from distconv.data import Dataset
+def test_a_file_as_out_is_one_line(tmp_path):
+    (tmp_path / "f").write_text("x")
+    proc = distconv("train", *SMALL, "--out", str(tmp_path / "f"))
+    _assert_one_line_error(proc, "exists and is not a directory")
 
-    def nan_data(name, data_dir=None, seed=0):
-        x = np.zeros((8, 1, 8, 8), np.float32)
-        x[2, 0, 3, 3] = np.nan
-        return Dataset(x, np.zeros(8, np.int64), 10, "mydata"), None
 
-    monkeypatch.setattr(distconv.trainer, "load_dataset", nan_data)
-    assert main(["-q", "train", "--out", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert err.strip() == "distconv train: error: mydata: images hold 1 NaN or infinite values"
+def test_local_sync_with_several_workers_is_one_line(tmp_path):
+    proc = distconv("train", *SMALL, "--out", str(tmp_path), env={"RANK": "1", "WORLD_SIZE": "2"})
+    _assert_one_line_error(proc, "rank 1 of 2", "--sync pserver or mpi")
 
 
 @pytest.mark.slow
-def test_defaults_reach_98_percent_on_digits_within_a_minute(tmp_path):
-    start = time.perf_counter()
-    proc = distconv("train", "--out", str(tmp_path / "run"), timeout=300)
-    seconds = time.perf_counter() - start
+@pytest.mark.timeout(900)  # about 15 s on an idle 2-core machine; far longer on a busy one
+def test_defaults_reach_98_percent_on_digits(tmp_path):
+    proc = distconv("train", "--out", str(tmp_path / "run"), timeout=850)
     assert proc.returncode == 0, proc.stderr
     last = _records(tmp_path / "run")[-1]
     assert last["epoch"] == 20
     assert last["test_acc"] >= 0.98, last
-    assert seconds < 60, f"took {seconds:.1f}s"
+
+
+def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with socket.socket() as s:  # a free port, as the OS sees it now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [*SMALL, "--batch-size", "4", "--epochs", "3", "--out", str(tmp_path / "r")]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "distconv", "train", *args, "--health-port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def get(path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, ""
+        except OSError:
+            return None, ""
+
+    try:
+        deadline = time.monotonic() + 60
+        while get("/readyz")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert get("/readyz")[0] == 200 and get("/healthz")[0] == 200
+        while time.monotonic() < deadline:  # wait until a few steps are counted
+            families = {f.name: f for f in text_string_to_metric_families(get("/metrics")[1])}
+            samples = families["distconv_samples"].samples
+            if samples and samples[0].value >= 16:
+                break
+            time.sleep(0.05)
+        assert samples[0].value >= 16 and samples[0].labels["rank"] == "0"
+    finally:
+        child.kill()
+        child.wait()

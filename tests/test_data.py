@@ -53,15 +53,15 @@ def test_digits_split_is_seeded_and_disjoint():
 # -- MNIST IDX files -------------------------------------------------------------------------
 
 
-def _write_mnist(directory, n_train=6, n_test=4, gz=False):
+def _write_mnist(directory, n_train=6, n_test=4, gz=False, test_size=28, sep="-"):
     rng = np.random.default_rng(0)
     suffix = ".gz" if gz else ""
     data = {}
-    for prefix, n in (("train", n_train), ("t10k", n_test)):
-        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+    for prefix, n, size in (("train", n_train, 28), ("t10k", n_test, test_size)):
+        images = rng.integers(0, 256, (n, size, size), dtype=np.uint8)
         labels = rng.integers(0, 10, n, dtype=np.uint8)
-        write_idx(directory / f"{prefix}-images-idx3-ubyte{suffix}", images)
-        write_idx(directory / f"{prefix}-labels-idx1-ubyte{suffix}", labels)
+        write_idx(directory / f"{prefix}-images{sep}idx3-ubyte{suffix}", images)
+        write_idx(directory / f"{prefix}-labels{sep}idx1-ubyte{suffix}", labels)
         data[prefix] = (images, labels)
     return data
 
@@ -81,7 +81,8 @@ def test_mnist_missing_directory_and_file(tmp_path):
         load_mnist(tmp_path / "nope")
     _write_mnist(tmp_path)
     (tmp_path / "t10k-labels-idx1-ubyte").unlink()
-    with pytest.raises(DataError, match=r"neither t10k-labels-idx1-ubyte nor .*\.gz exists"):
+    msg = r"no t10k-labels-idx1-ubyte\[\.gz\], t10k-labels\.idx1-ubyte\[\.gz\] in it"
+    with pytest.raises(DataError, match=msg):
         load_mnist(tmp_path)
 
 
@@ -118,11 +119,54 @@ def test_mnist_corrupt_gzip_and_bad_labels(tmp_path):
     _write_mnist(tmp_path, gz=True)
     path = tmp_path / "t10k-images-idx3-ubyte.gz"
     path.write_bytes(path.read_bytes()[:20])
-    with pytest.raises(DataError, match="t10k-images-idx3-ubyte.gz: cannot read"):
+    with pytest.raises(DataError, match="t10k-images-idx3-ubyte.gz: damaged gzip data"):
         load_mnist(tmp_path)
     _write_mnist(tmp_path, gz=True)
     write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", np.full(4, 12, np.uint8))
     with pytest.raises(DataError, match=r"mnist test: labels must lie in \[0, 10\)"):
+        load_mnist(tmp_path)
+
+
+def test_mnist_damaged_compressed_data_is_a_data_error(tmp_path):
+    _write_mnist(tmp_path, gz=True)
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    raw = bytearray(path.read_bytes())
+    for i in range(20, len(raw) - 20, 7):  # damage the deflate stream, keep header and trailer
+        raw[i] ^= 0x5A
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=r"train-images-idx3-ubyte.gz: damaged gzip data"):
+        load_mnist(tmp_path)
+
+
+def test_mnist_data_dir_that_is_a_file(tmp_path):
+    afile = tmp_path / "mnist.tar"
+    afile.write_bytes(b"not a directory")
+    with pytest.raises(DataError, match=r"mnist.tar is not a directory \(it is a file\)"):
+        load_dataset("mnist", afile)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_mnist_accepts_the_dotted_spelling(tmp_path, gz):
+    data = _write_mnist(tmp_path, gz=gz, sep=".")
+    assert (tmp_path / f"train-images.idx3-ubyte{'.gz' if gz else ''}").is_file()
+    train, test = load_mnist(tmp_path)
+    np.testing.assert_array_equal(test.y, data["t10k"][1])
+    assert len(train) == 6
+
+
+def test_mnist_empty_test_set_is_refused_before_training(tmp_path):
+    _write_mnist(tmp_path, n_test=0)
+    with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte: the MNIST test set holds no"):
+        load_mnist(tmp_path)
+
+
+def test_mnist_test_images_of_another_size_name_both_files(tmp_path):
+    _write_mnist(tmp_path, test_size=20)
+    msg = (
+        r"t10k-images-idx3-ubyte holds 20x20 images but train-images-idx3-ubyte holds 28x28 "
+        r"\(in .*\); both sets must have the same image size"
+    )
+    with pytest.raises(DataError, match=msg):
         load_mnist(tmp_path)
 
 

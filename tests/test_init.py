@@ -28,7 +28,7 @@ def test_normal_and_zero():
     assert initialize("zero", (2,), 1, 1, dtype=np.float64).dtype == np.float64
 
 
-def test_seed_makes_models_reproducible():
+def test_set_seed_makes_models_reproducible():
     set_seed(7)
     a = Conv2D(3, 4, 3).weight.value
     set_seed(7)
@@ -41,3 +41,10 @@ def test_seed_makes_models_reproducible():
 def test_unknown_initialiser():
     with pytest.raises(ValueError, match="unknown initialiser 'lecun'"):
         initialize("lecun", (2, 2), 1, 1)
+
+
+def test_ones_and_unit_normal_by_name():
+    set_seed(0)
+    assert (initialize("ones", (2, 3), 1, 1) == 1).all()
+    w = initialize("unit_normal", (300, 300), 1, 1, dtype=np.float64)
+    assert w.std() == pytest.approx(1.0, rel=0.02)

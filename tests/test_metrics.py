@@ -1,14 +1,16 @@
-"""Progress bar, timers, the JSON-lines log and the plot."""
+"""Progress bar, the JSON-lines log (damaged files, atomic rewrites) and the plot."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
-import time
+import os
 
 import pytest
 
-from distconv.metrics import MetricsWriter, ProgressBar, Timer, plot_metrics, read_metrics
+import distconv.files
+from distconv.metrics import MetricsError, MetricsWriter, ProgressBar, plot_metrics, read_metrics
 
 
 class _Tty(io.StringIO):
@@ -46,16 +48,6 @@ def test_bar_render_half_way():
     assert bar.render(elapsed=2.0) == "x [" + "#" * 15 + "." * 15 + "] 5/10 2.5 it/s"
 
 
-def test_timer_sums_blocks():
-    t = Timer()
-    for _ in range(2):
-        with t:
-            time.sleep(0.02)
-    assert t.count == 2
-    assert 0.04 <= t.total < 0.5
-    assert t.mean == pytest.approx(t.total / 2)
-
-
 def test_metrics_writer_appends_lines_and_trims_on_resume(tmp_path):
     path = tmp_path / "metrics.jsonl"
     w = MetricsWriter(path)
@@ -84,3 +76,54 @@ def test_plot_writes_a_png(tmp_path):
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 5000
+
+
+# -- damaged logs --------------------------------------------------------------------------------
+def _log(path, text: str):
+    path.write_text(text)
+    return path
+
+
+def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path):
+    path = _log(tmp_path / "metrics.jsonl", '{"epoch": 1}\n{"epoch": 2}\n{"epoch": 3, "tr')
+    with pytest.warns(UserWarning, match=r"metrics.jsonl: dropping a torn last line"):
+        w = MetricsWriter(path, keep_through_epoch=5)
+    assert [r["epoch"] for r in w.records] == [1, 2]
+    w.write({"epoch": 3})
+    assert [r["epoch"] for r in read_metrics(path)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"epoch": 1}\n{"epo\n{"epoch": 3}\n', r"metrics.jsonl, line 2: not valid JSON"),
+        ('{"epoch": 1}\n5\n', r"metrics.jsonl, line 2: expected a JSON object, got int"),
+        ("[1, 2]\n", r"metrics.jsonl, line 1: expected a JSON object, got list"),
+        ('{"epoch": 1}\n\xff\n', r"metrics.jsonl, line 2: not valid JSON"),
+        ('{"epoch": "x"}\n', r"metrics.jsonl: a record's epoch is 'x', not a number"),
+    ],
+)
+def test_other_damage_names_the_file_and_line(tmp_path, text, message):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(MetricsError, match=message):
+        MetricsWriter(path, keep_through_epoch=5)
+    assert path.read_bytes() == text.encode("latin-1")  # nothing was thrown away
+
+
+def test_a_crash_while_trimming_keeps_the_history(tmp_path, monkeypatch):
+    """The resumed writer replaces the file atomically: a failure mid-rewrite loses nothing."""
+    path = tmp_path / "metrics.jsonl"
+    w = MetricsWriter(path)
+    for epoch in (1, 2, 3):
+        w.write({"epoch": epoch, "train_loss": 1.0 / epoch})
+    before = path.read_bytes()
+
+    def disk_full(target):  # the disk fills up after the first chunk of the new file
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(distconv.files, "write_hook", disk_full, raising=False)
+    with pytest.raises(OSError, match="No space left"):
+        MetricsWriter(path, keep_through_epoch=2)
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["metrics.jsonl"]

@@ -13,8 +13,9 @@ import numpy as np
 from distconv import Arg
 from distconv.init import set_seed
 from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers.context import ContextProjection
 from distconv.layers.mixed import Mixed
-from distconv.layers.projection import ContextProjection, TableProjection
+from distconv.layers.projection import TableProjection
 from distconv.network import Network
 
 VOCAB, CLASSES, EMBED = 16, 4, 8

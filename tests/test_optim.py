@@ -158,6 +158,9 @@ def test_create_optimizer_errors_name_the_problem():
         create_optimizer("adam", beta2=float("nan"))
     with pytest.raises(ValueError, match="no 'name'"):
         optimizer_from_config({"lr": 0.1})
+    for infinite in ("lr", "weight_decay"):  # a diverging run must not start at all
+        with pytest.raises(ValueError, match=f"{infinite} must satisfy.*got inf"):
+            create_optimizer("sgd", **{infinite: float("inf")})
 
 
 def test_names_are_case_insensitive_and_numpy_scalars_accepted():

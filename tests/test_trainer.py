@@ -1,4 +1,4 @@
-"""The training loop: the step protocol, learning, reproducibility and exact resume."""
+"""The training loop: the step protocol, learning, reproducibility, exact resume, many ranks."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.sync import create_sync
+from distconv.run_dir import RunDirError
+from distconv.sync import SyncError, create_sync
 from distconv.sync.base import SyncStrategy
 from distconv.trainer import Trainer
+from tests.sync.threaded_sync import ThreadedSync, run_ranks
 
 
 @pytest.fixture(scope="module")
@@ -23,181 +25,212 @@ def data():
     return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
-def _trainer(out_dir=None, *, init_seed=0, seed=0, optimizer="adam", shard=(0, 1), **kw):
+def _net(init_seed=0):
     set_seed(init_seed)
-    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
-    sync = create_sync("local", optimizer=create_optimizer(optimizer, lr=0.01))
-    return Trainer(net, sync, "loss", out_dir=out_dir, seed=seed, shard=shard, progress=False, **kw)
+    return lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
+
+
+def _trainer(out_dir=None, *, init_seed=0, optimizer="adam", batch_size=16, sync=None, **kw):
+    sync = sync or create_sync("local", optimizer=create_optimizer(optimizer, lr=0.01))
+    return Trainer(_net(init_seed), sync, batch_size, out_dir=out_dir, progress=False, **kw)
 
 
 def _weights(trainer):
     return {p.name: p.value.copy() for p in trainer.params}
 
 
+def _records(path):
+    return [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
+
+
 def test_training_learns_and_records_every_epoch(data, tmp_path):
     train, test = data
     t = _trainer(tmp_path)
-    history = t.fit(train, test, epochs=6, batch_size=16)
+    history = t.fit(train, test, epochs=6)
     assert [r["epoch"] for r in history] == [1, 2, 3, 4, 5, 6]
     assert [r["step"] for r in history] == [15, 30, 45, 60, 75, 90]  # 240 examples / 16
     assert history[-1]["train_loss"] < 0.2 * history[0]["train_loss"]
     assert history[0]["test_acc"] < 0.5 and history[-1]["test_acc"] >= 0.9
-    loss, acc = t.evaluate(test)
-    assert (loss, acc) == (history[-1]["test_loss"], history[-1]["test_acc"])
     assert set(history[0]) >= {"train_acc", "test_loss", "seconds", "examples_per_second"}
-
-    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert lines == history
+    assert history[0]["global_batch"] == 16 and history[0]["world_size"] == 1
+    assert _records(tmp_path) == history
     assert (tmp_path / "metrics.png").read_bytes()[:4] == b"\x89PNG"
-    ckpt = load_checkpoint(tmp_path / "checkpoint.safetensors")
-    assert (ckpt.epoch, ckpt.step, ckpt.seed) == (6, 90, 0)
-    assert ckpt.optimizer["name"] == "adam" and ckpt.extra["batch_size"] == 16
+    latest = t.checkpoints.run.latest()
+    ckpt = load_checkpoint(latest.part("chief"))
+    assert (latest.step, ckpt.epoch, ckpt.step, ckpt.seed) == (90, 6, 90, 0)
+    assert ckpt.optimizer["name"] == "adam" and ckpt.extra["global_batch"] == 16
     for p in t.params:
         np.testing.assert_array_equal(ckpt.params[p.name], p.value)
+    assert [m.step for m in t.checkpoints.run.manifests()] == [60, 75, 90]  # keeps the last 3
 
 
 def test_same_seed_same_weights_bit_for_bit(data):
     train, test = data
     a, b = _trainer(), _trainer()
-    a.fit(train, test, epochs=2, batch_size=16)
-    b.fit(train, test, epochs=2, batch_size=16)
+    a.fit(train, test, epochs=2)
+    b.fit(train, test, epochs=2)
     wa, wb = _weights(a), _weights(b)
     assert all(np.array_equal(wa[k], wb[k]) for k in wa)
     c = _trainer(seed=1)  # another shuffle seed: other weights
-    c.fit(train, test, epochs=2, batch_size=16)
+    c.fit(train, test, epochs=2)
     assert not np.array_equal(_weights(c)["conv1.weight"], wa["conv1.weight"])
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "momentum"])
-def test_resume_gives_the_weights_of_an_uninterrupted_run(data, tmp_path, optimizer):
+def test_resume_mid_epoch_gives_the_weights_of_an_uninterrupted_run(data, tmp_path, optimizer):
     train, test = data
     whole = _trainer(tmp_path / "whole", optimizer=optimizer)
-    whole.fit(train, test, epochs=4, batch_size=16)
+    whole.fit(train, test, epochs=3)
 
-    first = _trainer(tmp_path / "split", optimizer=optimizer)
-    first.fit(train, test, epochs=2, batch_size=16)
-    # a new process: the model is built again, here even from another init seed, which the
-    # checkpoint must overwrite entirely
-    second = _trainer(tmp_path / "split", optimizer=optimizer, init_seed=123)
-    history = second.fit(train, test, epochs=4, batch_size=16, resume=True)
-
-    assert [r["epoch"] for r in history] == [3, 4]
-    assert second.step == whole.step == 60
-    w1, w2 = _weights(whole), _weights(second)
+    # checkpoints at steps 7, 14, 15 (epoch end), 21, 28, 30 (epoch end); the last 3 stay
+    first = _trainer(tmp_path / "split", optimizer=optimizer, checkpoint_every=7)
+    first.fit(train, test, epochs=2)
+    # as if killed after step 21, in the middle of epoch 2
+    for m in first.checkpoints.run.manifests():
+        if m.step > 21:
+            m.path.unlink()
+    assert first.checkpoints.run.latest().step == 21
+    # a new process: the model is built again, from another init seed, which the checkpoint
+    # must overwrite entirely
+    third = _trainer(tmp_path / "split", optimizer=optimizer, init_seed=123, checkpoint_every=7)
+    history = third.fit(train, test, epochs=3, resume="auto")
+    assert [r["epoch"] for r in history] == [2, 3]
+    assert third.pos.step == 45
+    w1, w2 = _weights(whole), _weights(third)
     for name in w1:
         np.testing.assert_array_equal(w2[name], w1[name], err_msg=name)
-    for name, state in whole.sync.state.items():
+    for name, state in whole.sync.state_dict().items():
         for key, value in state.items():
-            np.testing.assert_array_equal(second.sync.state[name][key], value)
-    records = [
-        json.loads(x) for x in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()
-    ]
-    expected = [
-        json.loads(x) for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()
-    ]
-    drop = ("seconds", "examples_per_second")
-    strip = [{k: v for k, v in r.items() if k not in drop} for r in records]
-    assert strip == [{k: v for k, v in r.items() if k not in drop} for r in expected]
+            np.testing.assert_array_equal(third.sync.state_dict()[name][key], value)
+    drop = ("seconds", "examples_per_second", "examples_per_second_per_rank")
+    strip = [{k: v for k, v in r.items() if k not in drop} for r in _records(tmp_path / "split")]
+    expected = [{k: v for k, v in r.items() if k not in drop} for r in _records(tmp_path / "whole")]
+    assert [r["epoch"] for r in strip] == [1, 2, 3]
+    for ours, theirs in zip(strip, expected):
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            assert ours[key] == pytest.approx(theirs[key], rel=1e-6), key  # float32 sums
 
 
-def test_resume_after_a_crash_between_metrics_and_checkpoint(data, tmp_path):
+def test_a_directory_holding_a_run_is_refused_unless_told(data, tmp_path):
     train, test = data
-    _trainer(tmp_path).fit(train, test, epochs=2, batch_size=16)
-    with open(tmp_path / "metrics.jsonl", "a") as f:  # epoch 3 logged, then the crash
-        f.write(json.dumps({"epoch": 3, "train_loss": 9.9}) + "\n")
-    _trainer(tmp_path).fit(train, test, epochs=3, batch_size=16, resume=True)
-    records = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in records] == [1, 2, 3]
-    assert records[-1]["train_loss"] != 9.9
+    _trainer(tmp_path).fit(train, test, epochs=1)
+    before = (tmp_path / "metrics.jsonl").read_bytes()
+    with pytest.raises(RunDirError, match="already holds a run.*--resume.*--overwrite"):
+        _trainer(tmp_path).fit(train, test, epochs=1)
+    assert (tmp_path / "metrics.jsonl").read_bytes() == before
+    t = _trainer(tmp_path)
+    t.fit(train, test, epochs=1, resume="overwrite")
+    assert [m.step for m in t.checkpoints.run.manifests()] == [15]
+
+
+def test_resume_auto_starts_fresh_and_strict_resume_needs_a_checkpoint(data, tmp_path):
+    train, test = data
+    with pytest.raises(CheckpointError, match="no complete checkpoint"):
+        _trainer(tmp_path / "a").fit(train, test, epochs=1, resume=True)
+    assert len(_trainer(tmp_path / "b").fit(train, test, epochs=1, resume="auto")) == 1
+    t = _trainer(tmp_path / "b")
+    assert t.fit(train, test, epochs=1, resume="auto") == []  # nothing left to do
+    assert t.pos.epoch == 1 and len(_records(tmp_path / "b")) == 1
 
 
 def test_resume_refuses_a_checkpoint_of_another_run(data, tmp_path):
     train, test = data
-    _trainer(tmp_path).fit(train, test, epochs=1, batch_size=16)
-    with pytest.raises(CheckpointError, match=r"batch size: checkpoint 16, this run 8"):
-        _trainer(tmp_path).fit(train, test, epochs=2, batch_size=8, resume=True)
+    _trainer(tmp_path).fit(train, test, epochs=1)
+    with pytest.raises(CheckpointError, match=r"global_batch: checkpoint 16, this run 8"):
+        _trainer(tmp_path, batch_size=8).fit(train, test, epochs=2, resume=True)
     with pytest.raises(CheckpointError, match=r"seed: checkpoint 0, this run 5"):
-        _trainer(tmp_path, seed=5).fit(train, test, epochs=2, batch_size=16, resume=True)
+        _trainer(tmp_path, seed=5).fit(train, test, epochs=2, resume=True)
     with pytest.raises(CheckpointError, match=r"optimizer: checkpoint \{'name': 'adam'"):
-        _trainer(tmp_path, optimizer="sgd").fit(train, test, epochs=2, batch_size=16, resume=True)
-    with pytest.raises(CheckpointError, match="does not exist"):
-        _trainer(tmp_path / "empty").fit(train, test, epochs=2, batch_size=16, resume=True)
+        _trainer(tmp_path, optimizer="sgd").fit(train, test, epochs=2, resume=True)
 
 
-def test_resume_with_nothing_left_to_do(data, tmp_path):
+def test_a_second_run_on_the_same_directory_fails_at_once_naming_the_holder(data, tmp_path):
+    train, _ = data
+    first = _trainer(tmp_path)
+    first.checkpoints.run.acquire()
+    try:
+        with pytest.raises(RunDirError, match=r"in use by pid \d+ on "):
+            _trainer(tmp_path).fit(train, epochs=1)
+    finally:
+        first.checkpoints.run.release()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_diverging_loss_stops_with_the_step_range_and_writes_no_non_finite_checkpoint(
+    data, tmp_path
+):
+    from distconv.trainer import TrainingError
+
     train, test = data
-    _trainer(tmp_path).fit(train, test, epochs=1, batch_size=16)
-    t = _trainer(tmp_path)
-    assert t.fit(train, test, epochs=1, batch_size=16, resume=True) == []
-    assert t.epoch == 1 and len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 1
-
-
-def test_evaluate_changes_nothing(data):
-    train, test = data
-    t = _trainer()
-    before = _weights(t)
-    t.evaluate(test)
-    assert all(np.array_equal(before[k], v) for k, v in _weights(t).items())
-    assert all(not p.grad.any() for p in t.params)
-
-
-class RecordingSync(SyncStrategy):
-    """Records the protocol; applies plain SGD so training still moves."""
-
-    def __init__(self):
-        super().__init__(create_optimizer("sgd"))
-        self.events = []
-
-    def start_step(self, examples):
-        super().start_step(examples)
-        self.events.append("start")
-
-    def on_gradient(self, param):
-        self.events.append(param.name)
-        param.value -= 0.01 * param.grad
-        param.grad[...] = 0
-
-    def finish_step(self):
-        self.events.append("finish")
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, state):
-        pass
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=1e30))
+    t = Trainer(_net(), sync, 16, out_dir=tmp_path, progress=False, checkpoint_every=4)
+    with pytest.raises(TrainingError, match=r"epoch 1.*(between steps 1 and 4|at step 4)"):
+        t.fit(train, test, epochs=2)
+    for manifest in t.checkpoints.run.manifests():
+        ckpt = load_checkpoint(manifest.part("chief"))
+        assert all(np.isfinite(a).all() for a in ckpt.params.values())
 
 
 def test_step_protocol_every_parameter_once_in_reverse_layer_order(data):
     train, _ = data
-    set_seed(0)
-    net = lenet((1, 8, 8), num_classes=4, channels=(2, 2), hidden=4)
-    sync = RecordingSync()
-    t = Trainer(net, sync, progress=False)
-    assert [p.name for p in sync.params] == [p.name for p in net.parameters()]
-    t.train_step(train.x[:8], train.y[:8])
+
+    class Recording(SyncStrategy):
+        def __init__(self):
+            super().__init__(create_optimizer("sgd"))
+            self.events = []
+
+        def start_step(self, examples):
+            super().start_step(examples)
+            self.events.append(("start", examples))
+
+        def on_gradient(self, param):
+            self.events.append(param.name)
+            param.grad[...] = 0
+
+        def finish_step(self):
+            self.events.append("finish")
+
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+    sync = Recording()
+    t = Trainer(_net(), sync, 8, progress=False)
+    t.fit({"image": train.x[:8], "label": train.y[:8]}, epochs=1)
+    assert [p.name for p in sync.params] == [p.name for p in t.network.parameters()]
+    assert sync.events[0] == ("start", 8) and sync.events[-1] == "finish"
     names = sync.events[1:-1]
-    assert sync.events[0] == "start" and sync.events[-1] == "finish"
-    assert sorted(names) == sorted(p.name for p in net.parameters())
+    assert sorted(names) == sorted(p.name for p in t.network.parameters())
+    assert sync.firing_order == names
     layers = [n.split(".")[0] for n in names]
     assert layers.index("fc2") < layers.index("fc1") < layers.index("conv2") < layers.index("conv1")
 
 
-def test_non_chief_worker_trains_its_shard_and_writes_nothing(data, tmp_path):
-    train, test = data
-    t = _trainer(tmp_path, shard=(1, 2))
-    history = t.fit(train, test, epochs=1, batch_size=16)
-    assert history[0]["step"] == 8  # 240 // 2 = 120 examples, 16 per batch
-    assert "test_acc" not in history[0]
-    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+def test_a_regression_network_without_labels_trains(tmp_path):
+    """Any network ending in a loss: MSE on float targets, no accuracy."""
+    from distconv.layers import FullyConnected, MSELoss
+    from distconv.network import Network
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 3))
+    target = x @ np.array([[1.0], [-2.0], [0.5]]) + 0.1
+    net = Network()
+    net.add("fc", FullyConnected(3, 1), "x")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.1))
+    t = Trainer(net, sync, 32, dtype="float64", progress=False, out_dir=tmp_path)
+    history = t.fit({"x": x, "target": target}, {"x": x, "target": target}, epochs=20)
+    assert "train_acc" not in history[0] and "test_acc" not in history[0]
+    assert history[-1]["test_loss"] < 1e-4 < history[0]["train_loss"]
+    np.testing.assert_allclose(net["fc"].weight.value.ravel(), [1.0, -2.0, 0.5], atol=1e-2)
 
 
-def test_bad_loss_layer_name(data):
-    set_seed(0)
-    net = lenet((1, 8, 8), num_classes=4, channels=(2, 2), hidden=4)
+def test_bad_loss_layer_name():
     with pytest.raises(ValueError, match="no layer 'xent'"):
-        Trainer(net, RecordingSync(), "xent")
-    with pytest.raises(ValueError, match=r"must read \(logits, label\)"):
-        Trainer(net, RecordingSync(), "fc1")
+        _trainer(loss="xent")
 
 
 @pytest.mark.parametrize("size,flat", [(8, 64 * 2 * 2), (28, 64 * 7 * 7)])
@@ -208,25 +241,96 @@ def test_lenet_sizes_its_classifier_from_the_image(size, flat):
     x = np.random.default_rng(0).random((3, 1, size, size), dtype=np.float32)
     out = net.forward({"image": x, "label": Arg(ids=np.array([0, 1, 9]))})
     assert out["fc2"].shape == (3, 10)
-    assert out["loss"].value.shape == ()
-    with pytest.raises(ValueError, match="too small"):
-        lenet((1, 3, 3))
 
 
-def test_lr_decay_scales_each_epoch_and_the_config_keeps_the_base_rate():
-    from distconv.sync import create_sync
+def test_lr_decay_scales_each_epoch_and_the_config_keeps_the_base_rate(data):
+    train, _ = data
+    t = _trainer(lr_decay=0.5)
+    t.fit(train, epochs=3)
+    assert t.sync.optimizer.lr == pytest.approx(0.01 * 0.25)
+    assert t.sync.optimizer_config()["lr"] == 0.01
 
-    train_set = synthetic(n=128)
-    set_seed(0)
-    net = lenet(train_set.image_shape, train_set.num_classes)
-    opt = create_optimizer("sgd", lr=0.1)
-    trainer = Trainer(net, create_sync("local", optimizer=opt), lr_decay=0.5, progress=False)
-    seen = []
-    for _ in range(3):
-        trainer.train_epoch(train_set, 64)
-        seen.append(opt.lr)
-        trainer.epoch += 1
-    assert seen == pytest.approx([0.1, 0.05, 0.025])
-    assert opt.config()["lr"] == 0.1
-    with pytest.raises(ValueError, match=r"lr_decay must lie in \(0, 1\]"):
-        Trainer(net, create_sync("local", optimizer=opt), lr_decay=1.5)
+
+# -- many ranks, one global batch ---------------------------------------------------------------
+
+# with a global batch of 16 the last step has 1 example: one rank of two gets none, and one of
+# two accumulation passes is empty
+N_EXAMPLES = 97
+
+
+def _regression_free_data():
+    d = synthetic(n=N_EXAMPLES, num_classes=4, noise=0.3, seed=5)
+    return {"image": d.x.astype(np.float64), "label": d.y}
+
+
+def _train_ranks(world, batch_size, accumulate, optimizer, epochs=2):
+    arrays = _regression_free_data()
+
+    def body(rank, w):
+        sync = ThreadedSync(create_optimizer(optimizer, lr=0.05), w, rank)
+        t = Trainer(
+            _net(rank), sync, batch_size, accumulate=accumulate, dtype="float64", progress=False
+        )
+        history = t.fit(arrays, arrays, epochs=epochs)
+        return _weights(t), history
+
+    return run_ranks(world, body)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_two_ranks_of_b_equal_one_rank_of_2b_in_float64(optimizer):
+    ((single, h1),) = _train_ranks(1, 16, 1, optimizer)
+    (w0, h2a), (w1, h2b) = _train_ranks(2, 8, 1, optimizer)
+    ((acc, h3),) = _train_ranks(1, 8, 2, optimizer)
+    for name, ref in single.items():
+        for other in (w0, w1, acc):
+            np.testing.assert_allclose(other[name], ref, rtol=1e-10, atol=1e-12, err_msg=name)
+        np.testing.assert_array_equal(w0[name], w1[name])  # ranks end identical
+    assert h1[-1]["step"] == h2a[-1]["step"] == h3[-1]["step"] == 14  # 7 steps per epoch
+    for key in ("train_loss", "train_acc", "test_loss", "test_acc"):
+        assert h2a[-1][key] == pytest.approx(h1[-1][key], rel=1e-9)
+        assert h2a[-1][key] == h2b[-1][key]
+    assert len(h2a[-1]["examples_per_second_per_rank"]) == 2
+
+
+def test_ranks_that_disagree_stop_naming_the_first_difference():
+    arrays = _regression_free_data()
+    nets = [_net(), _net()]
+
+    def body(rank, w):
+        sync = ThreadedSync(create_optimizer("sgd"), w, rank)
+        t = Trainer(nets[rank], sync, 8 if rank == 0 else 4, progress=False)
+        t.fit(arrays, epochs=1)
+
+    with pytest.raises(SyncError, match=r"config.batch_size: 8 here, 4 there|4 here, 8 there"):
+        run_ranks(2, body)
+
+
+def test_resume_with_another_world_size_keeping_the_global_batch(tmp_path):
+    arrays = _regression_free_data()
+
+    def run(world, batch_size, epochs, resume):
+        nets = [_net(rank) for rank in range(world)]
+
+        def body(rank, w):
+            sync = ThreadedSync(create_optimizer("adam", lr=0.05), w, rank)
+            t = Trainer(
+                nets[rank],
+                sync,
+                batch_size,
+                dtype="float64",
+                progress=False,
+                out_dir=tmp_path / "run",
+            )
+            t.fit(arrays, epochs=epochs, resume=resume)
+            return _weights(t)
+
+        return run_ranks(world, body)
+
+    (whole,) = _train_ranks(1, 16, 1, "adam", epochs=2)[0:1]
+    run(2, 8, 1, False)  # one epoch on 2 ranks of 8, then the second on 1 rank of 16
+    (resumed,) = run(1, 16, 2, True)
+    for name, ref in whole[0].items():
+        np.testing.assert_allclose(resumed[name], ref, rtol=1e-10, atol=1e-12, err_msg=name)
+    with pytest.raises(CheckpointError, match="global_batch: checkpoint 16, this run 8"):
+        run(1, 8, 3, True)

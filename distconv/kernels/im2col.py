@@ -25,15 +25,6 @@ def _as_strided(xp: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...
     return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
 
 
-def pad_spatial(x: Any, pad: tuple[int, ...], value: float = 0.0) -> Any:
-    """``x`` with ``pad[i]`` entries of ``value`` on both sides of spatial axis ``i``."""
-    if not any(pad):
-        return x
-    xp = get_array_module(x)
-    widths = [(0, 0), (0, 0)] + [(p, p) for p in pad]
-    return xp.pad(x, widths, mode="constant", constant_values=value)
-
-
 def can_widen(geom: ConvGeometry) -> bool:
     """Whether the wide column layout applies: stride 1 along the last axis."""
     return geom.stride[-1] == 1
@@ -87,9 +78,9 @@ def im2col_view(x: Any, geom: ConvGeometry, pad_value: float = 0.0, wide: bool =
     With ``wide=True`` (stride 1 along the last axis) the last output axis runs over the whole
     padded width instead of the ``out[-1]`` valid positions: the view is
     ``(N, C, *ksize, *out[:-1], padded_last)`` and its last two axes are contiguous in memory,
-    so copying it into a matrix moves long runs instead of ``out[-1]``-element rows (3x faster
-    on 8x8 outputs). The extra columns hold junk; callers drop them from results and give them
-    zero gradients.
+    so copying it into a matrix moves long runs instead of ``out[-1]``-element rows (the gain
+    is largest on small outputs; see docs/benchmarks.md). The extra columns hold junk; callers
+    drop them from results and give them zero gradients.
 
     Args:
         x: ``(N, C, *spatial)`` input.
@@ -168,8 +159,8 @@ def col2im_wide(col: Any, img_shape: tuple[int, ...], geom: ConvGeometry) -> Any
     to the phase grid on every axis but the first (the extra columns must be zero, so what
     they add where they land is nothing). The phases are then interleaved into the image once.
     A plain col2im adds through strided windows with rows as short as ``out[-1]``, which numpy
-    runs element-run by element-run: this is 2.5x faster on a 3-D stride-2 layer and on
-    LeNet's 8x8 outputs.
+    runs element-run by element-run; this form moves long contiguous runs instead (faster on
+    strided 3-D layers and small outputs; see docs/benchmarks.md).
     """
     xp = get_array_module(col)
     n, c = img_shape[:2]

@@ -1,4 +1,9 @@
-"""Shape arithmetic shared by every convolution and pooling, 2-D and 3-D alike."""
+"""Shape arithmetic shared by every convolution and pooling, 2-D and 3-D alike.
+
+:class:`ConvGeometry` is a kernel's reach (size, stride, padding, dilation, groups);
+:class:`ConvSpec` adds channels and direction: the one place conv layers, projections and
+operators check their arguments and derive weight shapes and output sizes.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+#: an int for every spatial axis alike, or one value per axis
+IntOrTuple = int | Sequence[int]
 
 
 def volume(shape: Sequence[int]) -> int:
@@ -121,6 +129,121 @@ class ConvGeometry:
                     f"stride {self.stride} or dilation {self.dilation} on each axis"
                 )
 
-    def padded_extent(self) -> tuple[int, ...]:
-        """How far one kernel application reaches along each axis: ``d(k-1) + 1``."""
-        return tuple(d * (k - 1) + 1 for k, d in zip(self.ksize, self.dilation))
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """One convolution's channels, geometry and direction: what every conv layer checks.
+
+    :class:`~distconv.layers.conv.ConvNd`, the convolution projections and
+    :class:`~distconv.layers.operator.ConvOperator` all build one with :meth:`make`, which
+    checks the channels against the groups and the output padding against the direction, and
+    read from it the weight shape, the initialiser's fans and the output size.
+
+    Attributes:
+        in_channels: ``C``.
+        out_channels: ``O``.
+        geom: kernel, stride, padding, dilation, groups.
+        transposed: a transposed convolution (the adjoint of a convolution).
+        output_padding: (transposed only) extra size on one side of the output, per axis.
+        input_size: the spatial input size when it is fixed at construction, else None.
+    """
+
+    in_channels: int
+    out_channels: int
+    geom: ConvGeometry
+    transposed: bool = False
+    output_padding: tuple[int, ...] = ()
+    input_size: tuple[int, ...] | None = None
+
+    @classmethod
+    def make(
+        cls,
+        conv: tuple,
+        *,
+        nd: int | None = None,
+        input_size: IntOrTuple | None = None,
+        transposed: bool = False,
+        output_padding: IntOrTuple = 0,
+    ) -> ConvSpec:
+        """Normalise and check the arguments of a convolution.
+
+        Args:
+            conv: the layer's own arguments, in PyTorch's order: ``(in_channels, out_channels,
+                kernel_size, stride, padding, dilation, groups)``.
+            nd: spatial axes; by default those of ``input_size`` (2 for an int).
+            input_size: fix the spatial input size (a projection's image, an unshared bias);
+                the output size is then checked to be positive here.
+            transposed: a transposed convolution.
+            output_padding: (transposed only) extra output size, per axis or for all.
+
+        Raises:
+            ValueError: naming the argument that is out of range.
+        """
+        in_channels, out_channels, kernel_size, stride, padding, dilation, groups = conv
+        if nd is None:
+            nd = 2 if input_size is None or isinstance(input_size, int) else len(input_size)
+        geom = ConvGeometry.make(nd, kernel_size, stride, padding, dilation, groups)
+        for what, c in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if c < 1 or c % geom.groups:
+                raise ValueError(f"{what}={c} must be a positive multiple of groups={geom.groups}")
+        op = as_tuple(output_padding, nd, "output_padding")
+        geom.check_output_padding(op, transposed)
+        size = None if input_size is None else as_tuple(input_size, nd, "input_size")
+        spec = cls(int(in_channels), int(out_channels), geom, transposed, op, size)
+        if size is not None:
+            spec.out_size(size)
+        return spec
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        """``(O, C/groups, *k)``, or ``(C, O/groups, *k)`` transposed (PyTorch's layouts)."""
+        g, k = self.geom.groups, self.geom.ksize
+        if self.transposed:
+            return (self.in_channels, self.out_channels // g, *k)
+        return (self.out_channels, self.in_channels // g, *k)
+
+    @property
+    def fans(self) -> tuple[int, int]:
+        """``(fan_in, fan_out)`` of the weight, for the initialiser."""
+        shape, kv = self.weight_shape, self.geom.kernel_volume
+        return shape[1] * kv, shape[0] * kv
+
+    def out_size(self, in_size: Sequence[int]) -> tuple[int, ...]:
+        """Spatial output size for a spatial input size.
+
+        Raises:
+            ValueError: the output would be empty (the kernel does not fit).
+        """
+        g = self.geom
+        if self.transposed:
+            out = g.transpose_out_size(in_size, self.output_padding)
+        else:
+            out = g.out_size(in_size)
+        if min(out) < 1:
+            raise ValueError(
+                f"kernel {g.ksize} (dilation {g.dilation}) is larger than the input "
+                f"{tuple(in_size)} padded by {g.pad}"
+            )
+        return out
+
+    @property
+    def output_size(self) -> tuple[int, ...]:
+        """The spatial output size for the fixed ``input_size``."""
+        if self.input_size is None:
+            raise ValueError("this convolution was built without input_size")
+        return self.out_size(self.input_size)
+
+    def flat_widths(self) -> tuple[int, int]:
+        """Input and output elements per sample, ``C*prod(input_size)`` and ``O*prod(out)``."""
+        return (
+            self.in_channels * volume(self.input_size),
+            self.out_channels * volume(self.output_size),
+        )
+
+    def describe(self) -> str:
+        """``kernel=..., stride=..., pad=..., dilation=..., groups=...`` for a layer's repr."""
+        g = self.geom
+        return (
+            f"kernel={g.ksize}, stride={g.stride}, pad={g.pad}, dilation={g.dilation}, "
+            f"groups={g.groups}"
+        )

@@ -3,7 +3,15 @@
 from distconv.layers.activation import Activation
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.concat import Concatenate, Concatenate2
-from distconv.layers.conv import Conv2D, Conv3D, ConvTranspose2D, ConvTranspose3D
+from distconv.layers.context import ContextProjection
+from distconv.layers.conv import (
+    Conv2D,
+    Conv3D,
+    ConvProjection,
+    ConvTranspose2D,
+    ConvTranspose3D,
+    ConvTransposeProjection,
+)
 from distconv.layers.expand import FeatureMapExpand
 from distconv.layers.fc import FullyConnected
 from distconv.layers.loss import MSELoss, SoftmaxCrossEntropy
@@ -12,9 +20,6 @@ from distconv.layers.multiplex import Multiplex
 from distconv.layers.operator import ConvOperator, DotMulOperator
 from distconv.layers.pool import AvgPool2D, AvgPool3D, MaxPool2D, MaxPool3D
 from distconv.layers.projection import (
-    ContextProjection,
-    ConvProjection,
-    ConvTransposeProjection,
     DotMulProjection,
     FullMatrixProjection,
     IdentityProjection,

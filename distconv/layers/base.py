@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from distconv.arg import Arg
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.parameter import Parameter, UpdateCallback
 
+T = TypeVar("T")
+
 
 class LayerError(ValueError):
     """Bad input to a layer; the message names the layer and the shapes."""
+
+
+class Fails(Protocol):
+    """Anything that builds its own LayerError: a layer, or a part of one."""
+
+    def fail(self, message: str) -> LayerError: ...
+
+
+def checked(owner: Fails, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, a ValueError from it re-raised as ``owner.fail`` (naming it).
+
+    Kernels check shapes and raise plain ValueErrors; layers call them through this so that the
+    message also says which layer (and which part of it) was given the bad argument.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except LayerError:
+        raise
+    except ValueError as exc:
+        raise owner.fail(str(exc)) from None
 
 
 class Layer:
@@ -52,7 +75,6 @@ class Layer:
         """Register ``param`` as this layer's ``key``; it counts this layer as one more user."""
         if key in self._params:
             raise self.fail(f"parameter {key!r} registered twice")
-        param.add_user()
         self._params[key] = param
         return param
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
@@ -13,7 +10,6 @@ from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.shape import volume
 from distconv.layers.base import Layer, grad_target
 from distconv.layers.mixed import ProjectionLayer
-from distconv.layers.projection import Projection
 from distconv.parameter import UpdateCallback
 
 
@@ -65,6 +61,7 @@ class Concatenate2(ProjectionLayer):
 
     Args:
         projections: one per input, in input order.
+        size: output columns, checked against ``sum(w_i)`` when given.
         bias: add a trainable bias.
         shared_bias: one bias per channel (every projection a convolution with the same output
             image size, so the output is their channels stacked).
@@ -81,27 +78,14 @@ class Concatenate2(ProjectionLayer):
     """
 
     projection_optional = False
-
-    def __init__(
-        self,
-        projections: Sequence[Projection],
-        *,
-        bias: bool = False,
-        shared_bias: bool = False,
-        act: str | ActivationFunction | None = None,
-        dtype: Any = np.float32,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(
-            projections, bias=bias, shared_bias=shared_bias, act=act, dtype=dtype, name=name
-        )
+    takes_operators = False
 
     def _layout(self) -> tuple[int, list[slice | None]]:
         columns, at = [], 0
         for p in self.projections:
             columns.append(slice(at, at + p.out_width))
             at += p.out_width
-        return at, columns
+        return self._check_size(at), columns
 
     def _bias_channels(self) -> int:
         parts = self._conv_parts()

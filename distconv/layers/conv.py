@@ -1,8 +1,11 @@
-"""Convolution layers: 2-D and 3-D, transposed, grouped, dilated, with shared or unshared bias.
+"""Convolutions: the layers (2-D and 3-D, transposed, grouped, dilated) and the projections.
 
-One N-d base (:class:`ConvNd`) holds all the logic; ``Conv2D``, ``Conv3D``, ``ConvTranspose2D``
-and ``ConvTranspose3D`` only fix the number of spatial axes and the direction, as PyTorch's
-``_ConvNd`` does. The arithmetic lives in :mod:`distconv.kernels`.
+One N-d base (:class:`ConvNd`) holds all the layer logic; ``Conv2D``, ``Conv3D``,
+``ConvTranspose2D`` and ``ConvTranspose3D`` only fix the number of spatial axes and the
+direction, as PyTorch's ``_ConvNd`` does. :class:`ConvProjection` is the same convolution as a
+part of a :class:`~distconv.layers.mixed.Mixed` layer, reading flattened images. Both check
+their arguments and derive shapes through one :class:`~distconv.kernels.shape.ConvSpec`; the
+arithmetic lives in :mod:`distconv.kernels`.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
+from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
-from distconv.kernels.shape import ConvGeometry, as_tuple
-from distconv.layers.base import Layer, grad_target
+from distconv.kernels.shape import ConvSpec, IntOrTuple
+from distconv.layers.base import Layer, checked, grad_target
+from distconv.layers.part import ConvImages, Projection
 from distconv.parameter import Parameter, UpdateCallback
 
-IntOrTuple = int | Sequence[int]
 BIAS_KINDS = ("shared", "unshared", None)
 
 
@@ -80,54 +84,41 @@ class ConvNd(Layer):
         *,
         output_padding: IntOrTuple = 0,
         input_size: IntOrTuple | None = None,
-        init: str = "msra",
+        init: str | Initializer = "msra",
         dtype: Any = np.float32,
         weight: Parameter | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(act=act, name=name)
-        self.geom = ConvGeometry.make(self.nd, kernel_size, stride, padding, dilation, groups)
-        for what, n in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if n < 1 or n % groups:
-                raise self.fail(f"{what}={n} must be a positive multiple of groups={groups}")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.output_padding = as_tuple(output_padding, self.nd, "output_padding")
-        self._check_output_padding()
-        self.bias_kind = _bias_kind(bias)
-        self.input_size = (
-            None if input_size is None else as_tuple(input_size, self.nd, "input_size")
+        conv = (in_channels, out_channels, kernel_size, stride, padding, dilation, groups)
+        self.spec = checked(
+            self,
+            ConvSpec.make,
+            conv,
+            nd=self.nd,
+            input_size=input_size,
+            transposed=self.transposed,
+            output_padding=output_padding,
         )
-
-        w_shape = self._weight_shape()
+        self.geom, self.input_size = self.spec.geom, self.spec.input_size
+        self.output_padding = self.spec.output_padding
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.bias_kind = _bias_kind(bias)
+        fan_in, fan_out = self.spec.fans
         self.weight = self.make_weight(
             "weight",
-            w_shape,
+            self.spec.weight_shape,
             init=init,
-            fan_in=w_shape[1] * self.geom.kernel_volume,
-            fan_out=w_shape[0] * self.geom.kernel_volume,
+            fan_in=fan_in,
+            fan_out=fan_out,
             dtype=dtype,
             shared=weight,
         )
         self.bias = self._make_bias(dtype)
 
-    # -- construction --------------------------------------------------------------------------
-    def _weight_shape(self) -> tuple[int, ...]:
-        g = self.geom.groups
-        if self.transposed:
-            return (self.in_channels, self.out_channels // g, *self.geom.ksize)
-        return (self.out_channels, self.in_channels // g, *self.geom.ksize)
-
-    def _check_output_padding(self) -> None:
-        try:
-            self.geom.check_output_padding(self.output_padding, self.transposed)
-        except ValueError as exc:
-            raise self.fail(str(exc)) from None
-
     def out_size(self, in_size: Sequence[int]) -> tuple[int, ...]:
         """Spatial output size for a spatial input size."""
-        if self.transposed:
-            return self.geom.transpose_out_size(in_size, self.output_padding)
-        return self.geom.out_size(in_size)
+        return checked(self, self.spec.out_size, in_size)
 
     def _make_bias(self, dtype: Any) -> Parameter | None:
         if self.bias_kind is None:
@@ -136,7 +127,7 @@ class ConvNd(Layer):
         if self.bias_kind == "unshared":
             if self.input_size is None:
                 raise self.fail("an unshared bias needs input_size (the spatial input size)")
-            shape += self.out_size(self.input_size)
+            shape += self.spec.output_size
         return self.make_bias("bias", shape, dtype)
 
     # -- forward / backward --------------------------------------------------------------------
@@ -152,12 +143,7 @@ class ConvNd(Layer):
         sp = tuple(x.shape[2:])
         if self.input_size is not None and sp != self.input_size:
             raise self.fail(f"built for spatial size {self.input_size}, got input {x.shape}")
-        out = self.out_size(sp)
-        if min(out) < 1:
-            raise self.fail(
-                f"kernel {self.geom.ksize} (dilation {self.geom.dilation}) is larger than the "
-                f"input {sp} padded by {self.geom.pad}"
-            )
+        self.out_size(sp)
 
     def _forward(self, x: Arg) -> Any:
         self._check_input(x.value)
@@ -195,10 +181,8 @@ class ConvNd(Layer):
         self.weight.inc_update(callback)
 
     def __repr__(self) -> str:
-        g = self.geom
         return (
-            f"{self.label}({self.in_channels}, {self.out_channels}, kernel={g.ksize}, "
-            f"stride={g.stride}, pad={g.pad}, dilation={g.dilation}, groups={g.groups}, "
+            f"{self.label}({self.in_channels}, {self.out_channels}, {self.spec.describe()}, "
             f"bias={self.bias_kind}, act={self.act})"
         )
 
@@ -223,7 +207,103 @@ class ConvTranspose2D(ConvNd):
 
 
 class ConvTranspose3D(ConvNd):
-    """3-D transposed convolution, the seed's DeConv3D; see :class:`ConvNd`."""
+    """3-D transposed convolution, Paddle's DeConv3D layer; see :class:`ConvNd`."""
 
     nd = 3
+    transposed = True
+
+
+# -- projections ----------------------------------------------------------------------------------
+class ConvProjection(ConvImages, Projection):
+    """Convolution of flattened images: Paddle's ``ConvProjection``.
+
+    Input rows are images ``(C, *input_size)`` flattened, as Paddle's projections see them; the
+    output rows are the ``(O, *output_size)`` results flattened the same way, so per-channel
+    (shared) bias in the owning layer sees channel-major columns.
+
+    Args:
+        in_channels: ``C``.
+        out_channels: ``O``.
+        input_size: spatial size of one input image (an int for a square 2-D image).
+        kernel_size, stride, padding, dilation: an int, or one value per spatial axis.
+        groups: independent channel groups.
+        output_padding: (transposed only) extra size on one side of the output.
+        init, dtype, weight: see :class:`~distconv.layers.part.Projection`.
+
+    Shape:
+        - Input: ``(N, C * prod(input_size))``.
+        - Output: ``(N, O * prod(output_size))`` with, per axis, the formulas of
+          :class:`ConvNd`.
+
+    Attributes:
+        weight: ``(O, C/groups, *k)``, or ``(C, O/groups, *k)`` when transposed.
+        spec: the checked :class:`~distconv.kernels.shape.ConvSpec`.
+        output_size: spatial size of one output image.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        input_size: IntOrTuple,
+        kernel_size: IntOrTuple,
+        stride: IntOrTuple = 1,
+        padding: IntOrTuple = 0,
+        dilation: IntOrTuple = 1,
+        groups: int = 1,
+        *,
+        output_padding: IntOrTuple = 0,
+        init: str | Initializer = "msra",
+        dtype: Any = np.float32,
+        weight: Parameter | None = None,
+    ) -> None:
+        conv = (in_channels, out_channels, kernel_size, stride, padding, dilation, groups)
+        spec = self._make_spec(conv, input_size, output_padding)
+        fan_in, fan_out = spec.fans
+        super().__init__(
+            *spec.flat_widths(),
+            weight_shape=spec.weight_shape,
+            fan_in=fan_in,
+            fan_out=fan_out,
+            init=init,
+            dtype=dtype,
+            weight=weight,
+        )
+
+    def _images(self, input: Arg) -> Any:
+        x = self._rows(input, self.in_width)
+        return x.reshape(x.shape[0], self.in_channels, *self.input_size)
+
+    def forward(self, input: Arg, out: Any) -> None:
+        w, spec = self.weight.value, self.spec
+        y = conv_any_forward(self._images(input), w, spec.geom, self.transposed, self.output_size)
+        out += y.reshape(out.shape)
+
+    def _backward(self, input: Arg, dout: Any) -> None:
+        dx_buf = self._grad_rows(input)
+        need_dw = self.needs_weight_grad
+        if dx_buf is None and not need_dw:
+            return
+        dy = dout.reshape(dout.shape[0], self.out_channels, *self.output_size)
+        w, geom = self.weight.value, self.spec.geom
+        need_dx = dx_buf is not None
+        dx, dw = conv_any_backward(
+            dy, self._images(input), w, geom, self.transposed, need_dx, need_dw
+        )
+        if dx is not None:
+            dx_buf += dx.reshape(dx_buf.shape)
+        if dw is not None:
+            self.weight.grad += dw
+
+    def __repr__(self) -> str:
+        return f"{self.label}({self._conv_repr()})"
+
+
+class ConvTransposeProjection(ConvProjection):
+    """Transposed convolution of flattened images (Paddle's ``ConvTransProjection``).
+
+    Arguments and shapes as :class:`ConvProjection` with the transposed formula; the weight is
+    ``(C, O/groups, *k)``.
+    """
+
     transposed = True

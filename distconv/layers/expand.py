@@ -58,7 +58,7 @@ class FeatureMapExpand(Layer):
         return xp.repeat(flat, self.num_filters, axis=1)
 
     def backward(self, callback: UpdateCallback) -> None:
-        # As the seed: with no input gradient to fill there is nothing to do, not even the
+        # As Paddle's layer: with no input gradient to fill there is nothing to do, not even the
         # activation's backward.
         if self.inputs and grad_target(self.inputs[0]) is None:
             return

@@ -1,89 +1,117 @@
-"""Fully connected layer: ``y = x W^T + b`` with PyTorch's ``(out, in)`` weight layout."""
+"""Fully connected layer: ``y = sum_i x_i W_i^T + b`` with PyTorch's ``(out, in)`` layout."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from distconv.arg import Arg
+from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import Parameter, UpdateCallback
 
 
 class FullyConnected(Layer):
-    """``y = x W^T + b``; inputs of more than two axes are flattened per sample.
+    """``y = x W^T + b``; with several inputs ``y = sum_i x_i W_i^T + b``, each its own weight.
+
+    Paddle's ``FullyConnectedLayer``: every input has its own weight and the products are
+    summed (one shared bias). Inputs of more than two axes are flattened per sample.
 
     Args:
-        in_features: features per sample (``C*H*W`` for an image input).
+        in_features: features per sample (``C*H*W`` for an image input); a sequence of them,
+            one per input, for several inputs.
         out_features: outputs per sample.
         bias: whether to add a bias.
         act: activation applied to the output.
         init: weight initialiser name.
         dtype: parameter dtype.
-        weight: share an existing ``(out, in)`` weight Parameter.
+        weight: share an existing ``(out, in)`` weight Parameter; with several inputs, a
+            sequence with one Parameter (or None, for a new one) per input.
         name: layer name.
 
     Shape:
-        - Input: ``(N, in_features)`` or ``(N, *)`` with ``in_features`` elements per sample.
-        - Output: ``(N, out_features)``; sequence offsets pass through.
+        - Input ``i``: ``(N, in_features[i])`` or ``(N, *)`` with that many elements per sample.
+        - Output: ``(N, out_features)``; sequence offsets pass through from input 0.
 
     Attributes:
-        weight: ``(out_features, in_features)``.
+        weights: one ``(out_features, in_features[i])`` Parameter per input, named ``weight``
+            for a single input and ``weight0``, ``weight1``, ... for several.
+        weight: ``weights[0]``.
         bias: ``(out_features,)`` or None.
+        in_widths: features per sample of each input.
     """
 
     def __init__(
         self,
-        in_features: int,
+        in_features: int | Sequence[int],
         out_features: int,
         bias: bool = True,
         act: str | ActivationFunction | None = None,
         *,
-        init: str = "msra",
+        init: str | Initializer = "msra",
         dtype: Any = np.float32,
-        weight: Parameter | None = None,
+        weight: Parameter | Sequence[Parameter | None] | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(act=act, name=name)
-        if in_features < 1 or out_features < 1:
+        single = isinstance(in_features, (int, np.integer))
+        self.in_widths = (int(in_features),) if single else tuple(int(w) for w in in_features)
+        if not self.in_widths or min(self.in_widths) < 1 or out_features < 1:
             raise self.fail(f"in_features={in_features}, out_features={out_features} must be >= 1")
         self.in_features, self.out_features = in_features, out_features
-        self.weight = self.make_weight(
-            "weight",
-            (out_features, in_features),
-            init=init,
-            fan_in=in_features,
-            fan_out=out_features,
-            dtype=dtype,
-            shared=weight,
-        )
+        self.num_inputs = len(self.in_widths)
+        k = len(self.in_widths)
+        if single or weight is None:
+            shared = [weight] * k
+        else:
+            shared = [weight] if isinstance(weight, Parameter) else list(weight)
+        if len(shared) != k:
+            raise self.fail(f"weight= needs one entry per input ({k}), got {len(shared)}")
+        self.weights = [
+            self.make_weight(
+                "weight" if single else f"weight{i}",
+                (out_features, width),
+                init=init,
+                fan_in=width,
+                fan_out=out_features,
+                dtype=dtype,
+                shared=w,
+            )
+            for i, (width, w) in enumerate(zip(self.in_widths, shared))
+        ]
+        self.weight = self.weights[0]
         self.bias = self.make_bias("bias", (out_features,), dtype) if bias else None
 
-    def _flat(self, x: Arg) -> Any:
-        v = x.value
-        n = v.shape[0]
-        if v.ndim < 2 or v.size != n * self.in_features:
-            raise self.fail(
-                f"expected {self.in_features} features per sample, got input shape {tuple(v.shape)}"
-            )
-        return v.reshape(n, self.in_features)
+    def _flat(self, x: Arg, i: int = 0) -> Any:
+        """Input ``i``'s value as ``(N, in_widths[i])`` rows."""
+        v, width = x.value, self.in_widths[i]
+        n = v.shape[0] if v is not None and v.ndim else 0
+        if v is None or v.ndim < 2 or v.size != n * width:
+            shape = None if v is None else tuple(v.shape)
+            which = f"input {i}: " if len(self.in_widths) > 1 else ""
+            raise self.fail(f"{which}expected {width} features per sample, got input shape {shape}")
+        return v.reshape(n, width)
 
-    def _forward(self, x: Arg) -> Any:
-        y = self._flat(x) @ self.weight.value.T
+    def _forward(self, *inputs: Arg) -> Any:
+        y = None
+        for i, (x, w) in enumerate(zip(inputs, self.weights)):
+            p = self._flat(x, i) @ w.value.T
+            y = p if y is None else y + p
         if self.bias is not None:
             y += self.bias.value
         return y
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
-        x = self.inputs[0]
         if self.bias is not None and not self.bias.static:
             self.bias.grad += dz.sum(axis=0)
             self.bias.inc_update(callback)
-        dx = grad_target(x)
-        if dx is not None:
-            dx += (dz @ self.weight.value).reshape(dx.shape)
-        if not self.weight.static:
-            self.weight.grad += dz.T @ self._flat(x)
-        self.weight.inc_update(callback)
+        for i, (x, w) in enumerate(zip(self.inputs, self.weights)):
+            dx = grad_target(x)
+            if dx is not None:  # before inc_update: the callback may change the weight
+                dx += (dz @ w.value).reshape(dx.shape)
+            if not w.static:
+                w.grad += dz.T @ self._flat(x, i)
+            w.inc_update(callback)

@@ -45,6 +45,16 @@ class SoftmaxCrossEntropy(Layer):
 
     def _forward(self, logits: Arg, label: Arg) -> Any:
         z = logits.value
+        if z is None:
+            raise self.fail(
+                "input 0 must be the logits, got an ids-only Arg (inputs are [logits, label], "
+                "in that order)"
+            )
+        if z.dtype.kind != "f":
+            raise self.fail(
+                f"input 0 must be float logits, got {z.dtype} (inputs are [logits, label], "
+                f"in that order)"
+            )
         if z.ndim != 2:
             raise self.fail(f"expected logits of shape (N, classes), got {tuple(z.shape)}")
         xp = get_array_module(z)

@@ -23,16 +23,21 @@ from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
 from distconv.layers.base import Layer
 from distconv.layers.operator import Operator
-from distconv.layers.projection import LayerPart, Projection
+from distconv.layers.part import LayerPart, Projection
 from distconv.parameter import Parameter, UpdateCallback
 
 
 class ProjectionLayer(Layer):
     """Base of layers whose output is a sum of projections (and operators) of their inputs.
 
+    Subclasses take this constructor as it is; they differ only in :meth:`_layout`, in
+    :meth:`_bias_channels`, and in the class flags :attr:`projection_optional` and
+    :attr:`takes_operators`.
+
     Args:
         projections: one per input, in input order; None for an input only operators read.
-        operators: operators over the inputs (Mixed only).
+        operators: operators over the inputs (where the layer takes them).
+        size: output columns; by default what the parts imply (checked against it if given).
         bias: add a trainable bias.
         shared_bias: one bias per output channel instead of per column; every part must then
             be a convolution.
@@ -50,11 +55,14 @@ class ProjectionLayer(Layer):
 
     #: whether an input may come without a projection (read by operators only)
     projection_optional = True
+    #: whether the layer adds operators into its output
+    takes_operators = True
 
     def __init__(
         self,
         projections: Sequence[Projection | None],
         operators: Sequence[Operator] = (),
+        size: int | None = None,
         *,
         bias: bool = False,
         shared_bias: bool = False,
@@ -67,6 +75,11 @@ class ProjectionLayer(Layer):
         self.operators = list(operators)
         if not self.projections:
             raise self.fail("needs at least one input (one projection, or None, per input)")
+        if self.operators and not self.takes_operators:
+            raise self.fail("takes no operators (use Mixed)")
+        if size is not None and size < 1:
+            raise self.fail(f"size={size} must be >= 1")
+        self.requested_size = size
         self.num_inputs = len(self.projections)
         self.dtype = np.dtype(dtype)
         self._adopt_parts()
@@ -105,8 +118,19 @@ class ProjectionLayer(Layer):
             raise self.fail(f"input(s) {unused} have no projection and no operator reads them")
 
     def _layout(self) -> tuple[int, list[slice | None]]:
-        """``(size, columns)``: output columns, and the slice each projection writes."""
+        """``(size, columns)``: output columns, and the slice each projection writes.
+
+        Called by the constructor once the parts are attached; ``requested_size`` holds the
+        ``size`` argument (None when not given).
+        """
         raise NotImplementedError
+
+    def _check_size(self, size: int) -> int:
+        """``size``, after checking it against a ``size`` argument."""
+        want = self.requested_size
+        if want is not None and want != size:
+            raise self.fail(f"size={want}, but the projections write {size} columns")
+        return size
 
     def _parts(self) -> list[LayerPart]:
         return [p for p in self.projections if p is not None] + self.operators
@@ -202,38 +226,13 @@ class Mixed(ProjectionLayer):
         >>> ctx = Mixed([ContextProjection(32, context_length=3)], bias=True, act="tanh")
     """
 
-    def __init__(
-        self,
-        projections: Sequence[Projection | None],
-        operators: Sequence[Operator] = (),
-        size: int | None = None,
-        *,
-        bias: bool = False,
-        shared_bias: bool = False,
-        act: str | ActivationFunction | None = None,
-        dtype: Any = np.float32,
-        name: str | None = None,
-    ) -> None:
-        self._requested_size = size
-        super().__init__(
-            projections,
-            operators,
-            bias=bias,
-            shared_bias=shared_bias,
-            act=act,
-            dtype=dtype,
-            name=name,
-        )
-
     def _layout(self) -> tuple[int, list[slice | None]]:
         widths = [(p.label, p.out_width) for p in self._parts() if p.out_width is not None]
-        size = self._requested_size
+        size = self.requested_size
         if size is None:
             if not widths:
                 raise self.fail("give size: no projection or operator fixes the output width")
             size = widths[0][1]
-        if size < 1:
-            raise self.fail(f"size={size} must be >= 1")
         for label, w in widths:
             if w != size:
                 raise self.fail(f"{label} writes {w} columns, but the layer's size is {size}")

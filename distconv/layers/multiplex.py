@@ -15,7 +15,7 @@ class Multiplex(Layer):
     """``y[r] = inputs[1 + ids[r]][r]``: a per-row switch between candidate inputs.
 
     Paddle's ``MultiplexLayer``. Input 0 carries one id per row in ``Arg.ids``; inputs
-    ``1..n`` are the candidates, all of one shape. Where the seed builds a schedule of block
+    ``1..n`` are the candidates, all of one shape. Where Paddle's layer builds a schedule of block
     copies (one per run of equal ids), this layer gathers the rows of each candidate at once
     (one index array per candidate, found in forward and reused in backward), so the work is a
     few array operations whatever the pattern of ids. Gradients go back only to the chosen

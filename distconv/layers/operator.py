@@ -9,15 +9,13 @@ it takes no callback.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from distconv.arg import Arg
-from distconv.backend import get_array_module
-from distconv.kernels.im2col import col2im, im2col_view
-from distconv.kernels.shape import ConvGeometry, as_tuple
-from distconv.layers.projection import IntOrTuple, LayerPart
+from distconv.kernels.conv import conv_backward, conv_forward
+from distconv.kernels.shape import ConvGeometry, IntOrTuple, volume
+from distconv.layers.part import ConvImages, LayerPart
 
 
 class Operator(LayerPart):
@@ -87,12 +85,15 @@ class DotMulOperator(Operator):
         return f"{self.label}(scale={self.scale}, inputs={self.input_indices})"
 
 
-class ConvOperator(Operator):
+class ConvOperator(ConvImages, Operator):
     """Convolution with a different filter per sample (Paddle's ``ConvOperator``).
 
     Input ``image`` holds flattened images, input ``filter`` one flattened filter bank per
-    sample; sample ``n``'s output is ``conv(image[n], filter[n])``. All samples run at once as
-    one batched matrix product over im2col columns.
+    sample; sample ``n``'s output is ``conv(image[n], filter[n])``. A filter per sample is a
+    grouped convolution: the batch becomes the channels of one image and the filter banks one
+    weight with ``groups = N * groups``, so the operator runs on the convolution kernels
+    (:mod:`distconv.kernels.conv`: cuDNN on the GPU, im2col on the CPU), as PyTorch users write
+    it with ``F.conv2d(x.reshape(1, N*C, ...), f.reshape(N*O, ...), groups=N*groups)``.
 
     Args:
         in_channels: ``C``.
@@ -124,56 +125,39 @@ class ConvOperator(Operator):
         groups: int = 1,
         input_indices: Sequence[int] = (0, 1),
     ) -> None:
-        nd = 2 if isinstance(input_size, int) else len(input_size)
-        self.input_size = as_tuple(input_size, nd, "input_size")
-        self.geom = ConvGeometry.make(nd, kernel_size, stride, padding, dilation, groups)
-        for what, c in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if c < 1 or c % groups:
-                raise self.fail(f"{what}={c} must be a positive multiple of {groups=}")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.output_size = self.geom.out_size(self.input_size)
-        if min(self.output_size) < 1:
-            raise self.fail(
-                f"kernel {self.geom.ksize} (dilation {self.geom.dilation}) is larger than the "
-                f"input {self.input_size} padded by {self.geom.pad}"
-            )
-        super().__init__(input_indices, out_channels * int(np.prod(self.output_size)))
-        self.in_width = in_channels * int(np.prod(self.input_size))
-        self.filter_width = out_channels * (in_channels // groups) * self.geom.kernel_volume
+        conv = (in_channels, out_channels, kernel_size, stride, padding, dilation, groups)
+        spec = self._make_spec(conv, input_size)
+        self.in_width, out_width = spec.flat_widths()
+        super().__init__(input_indices, out_width)
+        self.filter_width = out_channels * volume(spec.weight_shape[1:])
 
-    def _operands(self, inputs: Sequence[Arg]) -> tuple[Any, Any, Any]:
-        """Images ``(N, C, *sp)``, columns ``(N, G, C/G*K, L)``, filters ``(N, G, O/G, C/G*K)``."""
+    def _grouped(self, inputs: Sequence[Arg]) -> tuple[Any, Any, ConvGeometry]:
+        """Images ``(1, N*C, *sp)``, filters ``(N*O, C/G, *k)``, geometry with ``N*G`` groups."""
         i_img, i_filt = self.input_indices
         x = self._rows(inputs[0], self.in_width, f"image (input {i_img})")
         f = self._rows(inputs[1], self.filter_width, f"filter (input {i_filt})")
-        n, g = x.shape[0], self.geom.groups
-        images = x.reshape(n, self.in_channels, *self.input_size)
-        col = im2col_view(images, self.geom).reshape(n, g, -1, int(np.prod(self.output_size)))
-        return images, col, f.reshape(n, g, self.out_channels // g, -1)
+        n = x.shape[0]
+        images = x.reshape(1, n * self.in_channels, *self.input_size)
+        geom = self.spec.geom
+        w = f.reshape(n * self.out_channels, -1, *geom.ksize)
+        return images, w, replace(geom, groups=n * geom.groups)
 
     def forward(self, inputs: Sequence[Arg], out: Any) -> None:
-        _, col, w = self._operands(inputs)
-        xp = get_array_module(col, w)
-        out += xp.matmul(w, col).reshape(out.shape)
+        images, w, geom = self._grouped(inputs)
+        if out.shape[0]:
+            out += conv_forward(images, w, geom)[0].reshape(out.shape)
 
     def backward(self, inputs: Sequence[Arg], dout: Any) -> None:
         dx, dw = self._grad_rows(inputs[0]), self._grad_rows(inputs[1])
-        if dx is None and dw is None:
+        if (dx is None and dw is None) or not dout.shape[0]:
             return
-        images, col, w = self._operands(inputs)
-        xp = get_array_module(col, w)
-        dy = dout.reshape(w.shape[:3] + (-1,))  # (N, G, O/G, L)
-        if dw is not None:
-            dw += xp.matmul(dy, col.swapaxes(-1, -2)).reshape(dw.shape)
-        if dx is not None:
-            dcol = xp.matmul(w.swapaxes(-1, -2), dy)  # (N, G, C/G*K, L)
-            dcol = dcol.reshape(images.shape[:2] + self.geom.ksize + self.output_size)
-            dx += col2im(dcol, images.shape, self.geom).reshape(dx.shape)
+        images, w, geom = self._grouped(inputs)
+        dy = dout.reshape(1, -1, *self.output_size)
+        gx, gw = conv_backward(dy, images, w, geom, dx is not None, dw is not None)
+        if gx is not None:
+            dx += gx.reshape(dx.shape)
+        if gw is not None:
+            dw += gw.reshape(dw.shape)
 
     def __repr__(self) -> str:
-        g = self.geom
-        return (
-            f"{self.label}({self.in_channels}, {self.out_channels}, input={self.input_size}, "
-            f"kernel={g.ksize}, stride={g.stride}, pad={g.pad}, groups={g.groups}, "
-            f"inputs={self.input_indices})"
-        )
+        return f"{self.label}({self._conv_repr()}, inputs={self.input_indices})"

@@ -1,8 +1,7 @@
-"""Sequence layers: :class:`SequenceConcat`, and the offset arithmetic sequence layers share.
+"""Sequence layers: :class:`SequenceConcat`.
 
-A sequence batch is rows plus ``seq_starts`` (``n_seqs + 1`` row offsets). The helpers here turn
-offsets into per-row facts with array operations (no loop over sequences), so that they run on
-numpy and cupy alike; :func:`segment_ids` is also how CSR selections are expanded.
+A sequence batch is rows plus ``seq_starts`` (``n_seqs + 1`` row offsets); the offset arithmetic
+lives in :mod:`distconv.kernels.sequence`.
 """
 
 from __future__ import annotations
@@ -14,47 +13,9 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
-from distconv.layers.base import Layer, grad_target
+from distconv.kernels.sequence import check_offsets, segment_ids
+from distconv.layers.base import Layer, checked, grad_target
 from distconv.parameter import UpdateCallback
-
-
-def segment_ids(starts: Any, total: int) -> Any:
-    """The segment each of ``total`` rows belongs to, given ``n + 1`` offsets.
-
-    ``segment_ids([0, 2, 2, 5], 5) == [0, 0, 2, 2, 2]``: empty segments own no row. A binary
-    search rather than ``repeat(arange(n), lengths)``, because cupy's ``repeat`` wants the
-    lengths on the host.
-    """
-    xp = get_array_module(starts)
-    return xp.searchsorted(starts, xp.arange(total), side="right") - 1
-
-
-def check_offsets(layer: Layer, starts: Any, rows: int, what: str, xp: Any = np) -> Any:
-    """``starts`` as an int array (of module ``xp``) of offsets into ``rows`` rows.
-
-    Offsets must begin at 0, end at ``rows`` and never decrease; otherwise a LayerError from
-    ``layer`` naming ``what``.
-    """
-    if starts is None:
-        raise layer.fail(f"{what} has no seq_starts; a sequence input needs them")
-    starts = xp.asarray(starts)
-    if starts.ndim != 1 or len(starts) < 1 or starts.dtype.kind not in "iu":
-        raise layer.fail(
-            f"{what}: seq_starts must be a 1-D integer array of n + 1 offsets, got "
-            f"shape {tuple(starts.shape)} dtype {starts.dtype}"
-        )
-    first, last = int(starts[0]), int(starts[-1])
-    if first != 0 or last != rows or bool((starts[1:] < starts[:-1]).any()):
-        raise layer.fail(
-            f"{what}: seq_starts must rise from 0 to the row count {rows}, got {_preview(starts)}"
-        )
-    return starts
-
-
-def _preview(a: Any, n: int = 8) -> str:
-    """A short text form of an index array for error messages."""
-    head = [int(v) for v in a[:n].tolist()]
-    return f"{head}{' ...' if len(a) > n else ''} (length {len(a)})"
 
 
 class SequenceConcat(Layer):
@@ -111,8 +72,10 @@ class SequenceConcat(Layer):
             want = f" (built for width {self.width})" if self.width is not None else ""
             raise self.fail(f"inputs differ in width: {wa} and {wb}{want}")
         xp = get_array_module(a.value)
-        sa = check_offsets(self, a.seq_starts, a.value.shape[0], "input 0", xp)
-        sb = check_offsets(self, b.seq_starts, b.value.shape[0], "input 1", xp)
+        sa, sb = (
+            checked(self, check_offsets, x.seq_starts, len(x.value), xp, f"input {i}'s seq_starts")
+            for i, x in enumerate((a, b))
+        )
         if len(sa) != len(sb):
             raise self.fail(
                 f"inputs hold different numbers of sequences: {len(sa) - 1} and {len(sb) - 1}"

@@ -86,13 +86,21 @@ class SyncStrategy(ABC):
         return self.rank == 0
 
     # -- start-up ---------------------------------------------------------------------------
-    def setup(self, params: Sequence[Parameter], config: Mapping[str, Any] | None = None) -> None:
+    def setup(
+        self,
+        params: Sequence[Parameter],
+        config: Mapping[str, Any] | None = None,
+        state: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         """Check that every rank runs the same job, then make every rank's parameters identical.
 
         Args:
             params: every trainable parameter, in the network's order.
             config: what must agree on every rank (batch size, seed, optimizer, data, ...);
                 parameter names, shapes and dtypes are added here.
+            state: optimizer state restored from a checkpoint, given on the chief only. The
+                chief's parameter values (fresh or restored) and this state are what every
+                rank starts from.
 
         Raises:
             SyncError: ranks (or servers) disagree; the message names the first difference.
@@ -100,6 +108,8 @@ class SyncStrategy(ABC):
         self.params = list(params)
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()
+        if state is not None:
+            self.load_state_dict(state)
         self.broadcast_parameters()
 
     def init_state(self) -> None:
@@ -139,7 +149,10 @@ class SyncStrategy(ABC):
 
     @abstractmethod
     def state_dict(self) -> StateDict:
-        """The optimizer state of every parameter, by name then key (gathered if remote)."""
+        """The optimizer state of every parameter, by name then key (gathered if remote).
+
+        Called on the chief alone, when it writes a checkpoint: it must not be a collective.
+        """
 
     @abstractmethod
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
@@ -161,7 +174,10 @@ class SyncStrategy(ABC):
         """
 
     def close(self) -> None:
-        """Release sockets, communicators and threads; the Trainer calls it in a ``finally``."""
+        """Release sockets, communicators and threads.
+
+        Whoever built the strategy closes it, in a ``finally`` (``distconv.job.train`` does).
+        """
 
 
 def job_description(

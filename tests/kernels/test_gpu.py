@@ -1,4 +1,7 @@
-"""The cupy path: the same layers on the device, with cuDNN and with im2col, against numpy.
+"""The cupy path: every layer family on the device, against the same layer on numpy.
+
+Convolutions, FC and pooling run with cuDNN and with im2col; the catalogue below adds
+projections, operators, sequences, selective FC, multiplex, expand and concatenation.
 
 Skipped where cupy or a CUDA device is missing (CI has none); run them on a GPU machine with
 ``pytest -m gpu``.
@@ -10,12 +13,31 @@ import pytest
 from distconv import Arg
 from distconv.backend import BackendError, set_device, to_host
 from distconv.layers import (
+    Concatenate,
+    Concatenate2,
+    ContextProjection,
     Conv2D,
     Conv3D,
+    ConvOperator,
+    ConvProjection,
     ConvTranspose2D,
     ConvTranspose3D,
+    ConvTransposeProjection,
+    DotMulOperator,
+    DotMulProjection,
+    FeatureMapExpand,
+    FullMatrixProjection,
     FullyConnected,
+    IdentityProjection,
     MaxPool2D,
+    Mixed,
+    Multiplex,
+    ScalingProjection,
+    SelectiveFullyConnected,
+    SequenceConcat,
+    SliceProjection,
+    TableProjection,
+    TransposedFullMatrixProjection,
 )
 
 pytestmark = pytest.mark.gpu
@@ -68,3 +90,154 @@ def test_device_matches_host(cupy, monkeypatch, rng, make, cudnn):
     np.testing.assert_allclose(to_host(xd.grad), xa.grad, rtol=1e-8, atol=1e-10)
     for p, q in zip(host.parameters(), dev.parameters()):
         np.testing.assert_allclose(to_host(q.grad), p.grad, rtol=1e-8, atol=1e-10)
+
+
+# -- the whole catalogue: every layer family on the device against numpy --------------------------
+# Each case is (name, layer factory, inputs). An input is a dict of host arrays: "value" (gets a
+# gradient), "ids" and "seq_starts". The same layer is built on each device, the device copy
+# takes the host's parameter values, and forward, input gradients and parameter gradients must
+# agree (float64).
+F64 = np.float64
+SEQ = np.array([0, 3, 3, 4, 9])  # uneven, one empty, one of length 1
+
+
+def _rows(n, width, **extra):
+    return {"value": np.random.default_rng(n * 31 + width).standard_normal((n, width)), **extra}
+
+
+def _ids(values, **extra):
+    return {"ids": np.asarray(values), **extra}
+
+
+CATALOGUE = [
+    (
+        "matrix projections, bias, tanh",
+        lambda: Mixed(
+            [
+                FullMatrixProjection(6, 4, dtype=F64),
+                TransposedFullMatrixProjection(5, 4, dtype=F64),
+            ],
+            bias=True,
+            act="tanh",
+            dtype=F64,
+        ),
+        [_rows(7, 6), _rows(7, 5)],
+    ),
+    (
+        "element-wise and slice projections",
+        lambda: Mixed(
+            [
+                DotMulProjection(5, dtype=F64),
+                ScalingProjection(5, dtype=F64),
+                IdentityProjection(8, 5, offset=2),
+                SliceProjection(6, [(4, 6), (0, 3)]),
+            ],
+            dtype=F64,
+        ),
+        [_rows(4, 5), _rows(4, 5), _rows(4, 8), _rows(4, 6)],
+    ),
+    (
+        "table projection with id -1",
+        lambda: Mixed([TableProjection(9, 4, dtype=F64)], bias=True, dtype=F64),
+        [_ids([3, -1, 8, 3, 0, -1, 3])],
+    ),
+    (
+        "context projection, trainable padding",
+        lambda: Mixed([ContextProjection(3, 4, trainable_padding=True, dtype=F64)], dtype=F64),
+        [_rows(9, 3, seq_starts=SEQ)],
+    ),
+    (
+        "context projection, zero padding",
+        lambda: Mixed([ContextProjection(3, 3, 1, dtype=F64)], act="relu", dtype=F64),
+        [_rows(9, 3, seq_starts=SEQ)],
+    ),
+    (
+        "conv and transposed conv projections, shared bias",
+        lambda: Concatenate2(
+            [
+                ConvProjection(2, 4, (5, 5), 3, padding=1, groups=2, dtype=F64),
+                ConvTransposeProjection(2, 2, (3, 3), 3, stride=2, padding=1, dtype=F64),
+            ],
+            bias=True,
+            shared_bias=True,
+            dtype=F64,
+        ),
+        [_rows(3, 2 * 25), _rows(3, 2 * 9)],
+    ),
+    (
+        "conv and dot-mul operators",
+        lambda: Mixed(
+            [None, None, None],
+            [ConvOperator(2, 3, (4, 4), 3, padding=1), DotMulOperator(0.5, (2, 2))],
+            size=48,
+            dtype=F64,
+        ),
+        [_rows(3, 2 * 16), _rows(3, 3 * 2 * 9), _rows(3, 48)],
+    ),
+    (
+        "selective fc, two inputs, table selection, sparse",
+        lambda: SelectiveFullyConnected((4, 6), 40, method="sparse", dtype=F64),
+        [_rows(5, 4), _rows(5, 6), _ids(np.arange(15).reshape(5, 3) * 2)],
+    ),
+    (
+        "selective fc, CSR selection, dense, softmax",
+        lambda: SelectiveFullyConnected(4, 12, act="softmax", method="dense", dtype=F64),
+        [_rows(3, 4), _ids([1, 5, 5, 0, 11, 2], seq_starts=np.array([0, 2, 4, 6]))],
+    ),
+    (
+        "selective fc, full output",
+        lambda: SelectiveFullyConnected(4, 6, dtype=F64),
+        [_rows(3, 4)],
+    ),
+    (
+        "sequence concat with bias",
+        lambda: SequenceConcat(3, bias=True, dtype=F64),
+        [_rows(9, 3, seq_starts=SEQ), _rows(6, 3, seq_starts=np.array([0, 1, 3, 3, 6]))],
+    ),
+    (
+        "multiplex",
+        lambda: Multiplex(act="sigmoid"),
+        [_ids([2, 0, 0, 1, 2, 1]), _rows(6, 4), _rows(6, 4), _rows(6, 4)],
+    ),
+    ("feature map expand, row", lambda: FeatureMapExpand(3), [_rows(4, 5)]),
+    ("feature map expand, column", lambda: FeatureMapExpand(3, as_row_vector=False), [_rows(4, 5)]),
+    ("concatenate", lambda: Concatenate(act="tanh"), [_rows(4, 3), _rows(4, 2)]),
+]
+
+
+def _args(specs, to):
+    """Args on one device from host specs (``to`` moves an array there)."""
+    return [
+        Arg(
+            None if s.get("value") is None else to(s["value"]),
+            ids=None if s.get("ids") is None else to(s["ids"]),
+            seq_starts=None if s.get("seq_starts") is None else to(s["seq_starts"]),
+        )
+        for s in specs
+    ]
+
+
+@pytest.mark.parametrize("name,make,specs", CATALOGUE, ids=[c[0] for c in CATALOGUE])
+def test_catalogue_on_device_matches_host(cupy, rng, name, make, specs):
+    set_device("cpu")
+    host = make()
+    set_device("gpu")
+    dev = make()
+    for p, q in zip(host.parameters(), dev.parameters()):
+        p.value[...] = rng.standard_normal(p.shape)  # zero-initialised padding and bias too
+        q.value[...] = cupy.asarray(p.value)
+    xs, xd = _args(specs, np.asarray), _args(specs, cupy.asarray)
+    y, yd = host(*xs), dev(*xd)
+    assert isinstance(yd.value, cupy.ndarray)
+    np.testing.assert_allclose(to_host(yd.value), y.value, rtol=1e-10, atol=1e-12)
+    if y.ids is not None:
+        np.testing.assert_array_equal(to_host(yd.ids), y.ids)
+    dy = rng.standard_normal(y.value.shape)
+    y.grad, yd.grad = dy, cupy.asarray(dy)
+    host.backward(lambda p: None)
+    dev.backward(lambda p: None)
+    for i, (a, b) in enumerate(zip(xs, xd)):
+        if a.needs_grad:
+            np.testing.assert_allclose(to_host(b.grad), a.grad, rtol=1e-8, atol=1e-10, err_msg=i)
+    for p, q in zip(host.parameters(), dev.parameters()):
+        np.testing.assert_allclose(to_host(q.grad), p.grad, rtol=1e-8, atol=1e-10, err_msg=p.name)

@@ -11,7 +11,7 @@ from distconv.kernels.shape import (
 )
 
 
-def test_seed_understand_4d_im2col_fixture():
+def test_reference_understand_4d_im2col_fixture():
     # ai-edu's understand_4d_im2col: x = arange(54) as (2,3,3,3), W = arange(24) as (2,3,2,2);
     # its output rows are (sample, y, x) and columns output channels.
     x = np.arange(54.0).reshape(2, 3, 3, 3)
@@ -31,8 +31,9 @@ def test_seed_understand_4d_im2col_fixture():
     np.testing.assert_array_equal(rows, expected)
 
 
-def test_seed_im2col_column_layout():
-    # the seed's col_x for the same x: first row is the first 2x2 window of every channel
+def test_reference_im2col_column_layout():
+    # the reference implementation's col_x for the same x: the first row is the first 2x2
+    # window of every channel
     x = np.arange(54.0).reshape(2, 3, 3, 3)
     col = im2col(x, ConvGeometry.make(2, 2))  # (N, C, kh, kw, oh, ow)
     first_window = col[0, :, :, :, 0, 0].reshape(-1)

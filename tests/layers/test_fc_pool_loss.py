@@ -162,3 +162,13 @@ def test_empty_batches_and_ids_only_inputs_get_clear_errors():
         MSELoss()(Arg(np.zeros((2, 3))), Arg(ids=np.array([0, 1])))
     # layers themselves pass an empty batch through
     assert FullyConnected(3, 2)(Arg(np.zeros((0, 3), np.float32))).shape == (0, 2)
+
+
+def test_fully_connected_sums_several_inputs(rng):
+    layer = FullyConnected((3, 2 * 2), 5, act="tanh", dtype=np.float64, name="fc")
+    a, b = Arg(rng.standard_normal((4, 3))), Arg(rng.standard_normal((4, 2, 2)))
+    w0, w1 = (w.value for w in layer.weights)
+    want = np.tanh(a.value @ w0.T + b.value.reshape(4, 4) @ w1.T + layer.bias.value)
+    np.testing.assert_allclose(layer(a, b).value, want, rtol=1e-12)
+    report = check_layer_grad(layer, [a, b])
+    assert {"param fc.weight0", "param fc.weight1", "input 0", "input 1"} <= set(report.diffs)

@@ -7,12 +7,11 @@ from distconv import Arg
 from distconv.gradient_check import check_layer_grad
 from distconv.layers.base import LayerError
 from distconv.layers.concat import Concatenate, Concatenate2
+from distconv.layers.context import ContextProjection
+from distconv.layers.conv import ConvProjection, ConvTransposeProjection
 from distconv.layers.mixed import Mixed
 from distconv.layers.operator import ConvOperator, DotMulOperator
 from distconv.layers.projection import (
-    ContextProjection,
-    ConvProjection,
-    ConvTransposeProjection,
     DotMulProjection,
     FullMatrixProjection,
     IdentityProjection,
@@ -102,7 +101,7 @@ def test_mixed_convolutions_with_bias(rng, shared_bias):
         np.testing.assert_allclose(diff[:, [0, 2, 3]], 0.0)
 
 
-def test_mixed_backward_follows_the_seed_order(rng):
+def test_mixed_backward_follows_paddles_order(rng):
     """Bias first, then each projection's weight, each firing once, in input order."""
     layer = Mixed(
         [FullMatrixProjection(3, 2), TableProjection(5, 2)], bias=True, act="tanh", name="m"
@@ -144,7 +143,7 @@ def test_two_layers_share_a_table_in_a_network(rng):
     assert net.parameters() == [table] and table.name == "a.proj0.weight"
     fired = []
     net.forward({"ids1": Arg(ids=np.array([0, 5])), "ids2": Arg(ids=np.array([5, 1]))})
-    net.backward(fired.append)  # seeds d(sum) = 1
+    net.backward(fired.append)  # the loss gradient starts at d(sum) = 1
     assert fired == [table]
     np.testing.assert_array_equal(table.grad[:, 0], [1, 1, 0, 0, 0, 2])
 
@@ -267,3 +266,15 @@ def test_concatenate2_and_concatenate_errors():
         Concatenate(name="c")(Arg(np.zeros((2, 3))), Arg(ids=np.array([0, 1])))
     with pytest.raises(LayerError, match=r"Concatenate 'c': inputs have different numbers of rows"):
         Concatenate(name="c")(Arg(np.zeros((2, 3))), Arg(np.zeros((3, 3))))
+
+
+def test_one_constructor_for_every_projection_layer(rng):
+    a, b = Arg(rng.standard_normal((2, 3))), Arg(rng.standard_normal((2, 5)))
+    parts = [FullMatrixProjection(3, 4), IdentityProjection(5, 2)]
+    assert Concatenate2(parts, size=6)(a, b).shape == (2, 6)
+    with pytest.raises(LayerError, match="size=7, but the projections write 6 columns"):
+        Concatenate2([FullMatrixProjection(3, 4), IdentityProjection(5, 2)], size=7)
+    with pytest.raises(LayerError, match=r"Concatenate2: takes no operators \(use Mixed\)"):
+        Concatenate2([None, None], [DotMulOperator()])
+    with pytest.raises(LayerError, match="size=0 must be >= 1"):
+        Mixed([FullMatrixProjection(3, 4)], size=0)

@@ -6,21 +6,18 @@ import pytest
 from distconv import Arg, Parameter
 from distconv.gradient_check import check_layer_grad
 from distconv.layers.base import LayerError
+from distconv.layers.context import ContextProjection
+from distconv.layers.conv import ConvProjection, ConvTransposeProjection
 from distconv.layers.mixed import Mixed
 from distconv.layers.operator import ConvOperator, DotMulOperator
 from distconv.layers.projection import (
-    ContextProjection,
-    ConvProjection,
-    ConvTransposeProjection,
     DotMulProjection,
     FullMatrixProjection,
     IdentityProjection,
-    RowScatter,
     ScalingProjection,
     SliceProjection,
     TableProjection,
     TransposedFullMatrixProjection,
-    context_index,
 )
 
 F64 = np.float64
@@ -174,17 +171,11 @@ def test_context_projection_gradients(rng, length, start, trainable):
         assert f"param {layer.name}.proj0.weight" in report.diffs
 
 
-def test_context_default_start_centres_the_window():
-    assert ContextProjection(4, 5).context_start == -2
-    assert ContextProjection(4, 4).context_start == -1
-
-
-def test_context_index_names_padding_rows():
-    # one sequence of 2 rows, window of 4 starting 2 rows back: begin_pad 2, end_pad 1
-    index, outside = context_index(np.array([0, 2]), -2, 4, 2)
-    # input rows are 0..1, padding rows 2 + k
-    np.testing.assert_array_equal(index, [[2, 3, 0, 1], [3, 0, 1, 4]])
-    np.testing.assert_array_equal(outside, [[1, 1, 0, 0], [1, 0, 0, 1]])
+def test_context_default_start_is_paddles():
+    # Paddle's config helper: -(len - 1) / 2 in Python 2, which floors: an even window reaches
+    # one row further back than forward
+    starts = {length: ContextProjection(4, length).context_start for length in range(1, 7)}
+    assert starts == {1: 0, 2: -1, 3: -1, 4: -2, 5: -2, 6: -3}
 
 
 def test_context_without_trainable_padding_has_no_parameter():
@@ -322,20 +313,7 @@ def test_conv_operator_matches_torch_per_sample(torch, rng):
     np.testing.assert_allclose(filters.grad, tf.grad.numpy().reshape(n, -1), rtol=1e-10, atol=1e-12)
 
 
-# -- the scatter-add and the weight-update contract ------------------------------------------------
-def test_row_scatter_sums_repeated_rows(rng):
-    index = np.array([4, 1, 4, 4, 0, 1])
-    rows = rng.standard_normal((6, 3))
-    keep = np.array([True, True, True, False, True, True])
-    for k in (None, keep):
-        target = np.ones((5, 3))
-        RowScatter(index, k).add(target, rows)
-        want = np.ones((5, 3))
-        np.add.at(want, index if k is None else index[k], rows if k is None else rows[k])
-        np.testing.assert_allclose(target, want, rtol=1e-14)
-    RowScatter(np.array([], dtype=int)).add(target, rows[:0])  # nothing to add: no error
-
-
+# -- the weight-update contract ------------------------------------------------
 def test_table_gradient_only_touches_looked_up_rows(rng):
     layer = Mixed([TableProjection(6, 2, dtype=F64)])
     run_backward(layer, [Arg(ids=np.array([[4], [1], [4]]))], np.ones((3, 2)))
@@ -360,7 +338,8 @@ def test_shared_weight_between_projections(rng):
     table = Mixed([TableProjection(5, 3, dtype=F64)], name="a")
     w = table.projections[0].weight
     tied = Mixed([TableProjection(5, 3, dtype=F64, weight=w)], name="b")
-    assert w.shared_count == 2 and tied.parameters() == [w]
+    w.shared_count = 2  # outside a Network nobody counts users: the caller says how many
+    assert tied.parameters() == [w]
     fired = []
     for layer, ids in ((table, [0, 1]), (tied, [1, 4])):
         run_backward(layer, [Arg(ids=np.array(ids))], np.ones((2, 3)), fired.append)
@@ -375,8 +354,8 @@ def test_ids_out_of_range_name_layer_and_range():
     msg = r"Mixed 'emb': TableProjection 'proj0': ids must lie in \[0, 10\) .*got range \[3, 12\]"
     with pytest.raises(LayerError, match=msg):
         layer(Arg(ids=np.array([3, 12, 5])))
-    with pytest.raises(LayerError, match=r"got range \[-1, 5\]"):
-        layer(Arg(ids=np.array([-1, 5])))
+    with pytest.raises(LayerError, match=r"or be -1 \(no row\), got range \[-2, 5\]"):
+        layer(Arg(ids=np.array([-2, 5])))
     with pytest.raises(LayerError, match="needs integer ids .*got dtype float64"):
         layer(Arg(np.zeros((2, 1))))
 
@@ -407,7 +386,7 @@ def test_context_needs_valid_sequences():
     with pytest.raises(LayerError, match=r"Mixed 'ctx': ContextProjection 'proj0': needs a seq"):
         layer(Arg(np.zeros((4, 2))))
     with pytest.raises(
-        LayerError, match=r"seq_starts must rise from 0 to the 4 rows, got \[0, 3\]"
+        LayerError, match=r"seq_starts must rise from 0 to the row count 4, got \[0, 3\]"
     ):
         layer(Arg(np.zeros((4, 2)), seq_starts=np.array([0, 3])))
     with pytest.raises(LayerError, match="context_length=0 must be >= 1"):
@@ -445,3 +424,36 @@ def test_conv_operator_checks_filter_width(rng):
         LayerError, match=r"Mixed 'op': inputs have different numbers of rows: \[2, 3\]"
     ):
         layer(image, Arg(np.zeros((3, 54))))
+
+
+# -- Paddle's departures: padded ids, tied output matrices ----------------------------------------
+def test_table_id_minus_one_is_no_row(rng):
+    layer = randomize(Mixed([TableProjection(6, 3, dtype=F64)], bias=True, dtype=F64), rng)
+    w, b = layer.projections[0].weight, layer.bias
+    ids = np.array([2, -1, 5, -1, 2])
+    y = run_backward(layer, [Arg(ids=ids)], np.ones((5, 3)))
+    want = np.where(ids[:, None] >= 0, w.value[ids], 0) + b.value
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(w.grad[:, 0], [0, 0, 2, 0, 0, 1])  # -1 gives no gradient
+    check_layer_grad(layer, [Arg(ids=ids)])
+
+
+def test_output_matrix_ties_with_an_embedding_table(rng):
+    vocab, width = 7, 3
+    table = TableProjection(vocab, width, dtype=F64)
+    Mixed([table], name="emb")
+    out = FullMatrixProjection(width, vocab, dtype=F64, weight=table.weight)
+    layer = Mixed([out], name="logits")
+    h = rng.standard_normal((4, width))
+    np.testing.assert_allclose(layer(Arg(h)).value, h @ table.weight.value.T, rtol=1e-12)
+    with pytest.raises(LayerError, match=r"shared weight has shape \(7, 3\), needs \(3, 7\)"):
+        TransposedFullMatrixProjection(width, vocab, weight=table.weight)
+
+
+def test_transposed_matrix_ties_with_the_opposite_full_matrix(rng):
+    enc = FullMatrixProjection(5, 3, dtype=F64)
+    Mixed([enc])
+    dec = TransposedFullMatrixProjection(3, 5, dtype=F64, weight=enc.weight)
+    layer = Mixed([dec])
+    z = rng.standard_normal((2, 3))
+    np.testing.assert_allclose(layer(Arg(z)).value, z @ enc.weight.value, rtol=1e-12)

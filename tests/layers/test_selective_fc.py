@@ -225,3 +225,57 @@ def test_bad_construction_and_inputs():
         SelectiveFullyConnected(3, 4)(Arg(np.zeros((2, 4))), Arg(ids=np.zeros((2, 1), int)))
     with pytest.raises(LayerError, match="expected 1 to 2 input"):
         SelectiveFullyConnected(3, 4)(Arg(np.zeros((2, 3))), Arg(ids=[0]), Arg(ids=[0]))
+
+
+# -- several inputs, each with its own weight (Paddle's layer sums them) ---------------------------
+def _two_input_layer(rng, **kw):
+    layer = SelectiveFullyConnected((4, 2 * 3), 12, dtype=F64, name="sfc", **kw)
+    layer.bias.value[...] = rng.standard_normal(12)
+    return layer
+
+
+@pytest.mark.parametrize("method", ["sparse", "dense"])
+@pytest.mark.parametrize("selected", [False, True])
+def test_several_inputs_gradients(rng, method, selected):
+    layer = _two_input_layer(rng, act="tanh", method=method)
+    a, b = Arg(rng.standard_normal((5, 4))), Arg(rng.standard_normal((5, 2, 3)))
+    sel = [Arg(ids=_cols(rng, 5, 3, 12))] if selected else []
+    report = check_layer_grad(layer, [a, b, *sel])
+    assert {"input 0", "input 1", "param sfc.weight0", "param sfc.weight1"} <= set(report.diffs)
+
+
+@pytest.mark.parametrize("method", ["sparse", "dense"])
+def test_several_inputs_sum_their_products(rng, method):
+    layer = _two_input_layer(rng, method=method)
+    w0, w1 = (w.value for w in layer.weights)
+    a, b = rng.standard_normal((5, 4)), rng.standard_normal((5, 6))
+    cols = _cols(rng, 5, 3, 12)
+    full = a @ w0.T + b @ w1.T + layer.bias.value
+    y = layer(Arg(a), Arg(b.reshape(5, 2, 3)), Arg(ids=cols)).value
+    np.testing.assert_allclose(y, np.take_along_axis(full, cols, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(layer(Arg(a), Arg(b)).value, full, rtol=1e-12)
+    assert [w.shape for w in layer.weights] == [(12, 4), (12, 6)] and layer.weight is layer.weights[
+        0
+    ]
+
+
+def test_several_inputs_fire_each_weight_once(rng):
+    layer = _two_input_layer(rng)
+    fired = []
+    y = layer(
+        Arg(rng.standard_normal((2, 4))),
+        Arg(rng.standard_normal((2, 6))),
+        _csr(_cols(rng, 2, 2, 12)),
+    )
+    y.grad = np.ones(y.shape)
+    layer.backward(lambda p: fired.append(p.name))
+    assert fired == ["sfc.bias", "sfc.weight0", "sfc.weight1"]
+
+
+def test_several_inputs_errors():
+    with pytest.raises(LayerError, match=r"input 1: expected 6 features per sample, got input"):
+        SelectiveFullyConnected((4, 6), 5)(Arg(np.zeros((2, 4))), Arg(np.zeros((2, 5))))
+    with pytest.raises(LayerError, match=r"weight= needs one entry per input \(2\), got 1"):
+        SelectiveFullyConnected((4, 6), 5, weight=[None])
+    with pytest.raises(LayerError, match="expected 2 to 3 input"):
+        SelectiveFullyConnected((4, 6), 5)(Arg(np.zeros((2, 4))))

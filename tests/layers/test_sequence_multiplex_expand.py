@@ -4,10 +4,11 @@ import pytest
 from distconv import Arg
 from distconv.gradient_check import check_layer_grad
 from distconv.kernels.activation import Linear
+from distconv.kernels.sequence import segment_ids
 from distconv.layers import LayerError
 from distconv.layers.expand import FeatureMapExpand
 from distconv.layers.multiplex import Multiplex
-from distconv.layers.sequence import SequenceConcat, segment_ids
+from distconv.layers.sequence import SequenceConcat
 
 F64 = np.float64
 
@@ -91,11 +92,11 @@ def test_sequence_concat_errors(rng):
         layer(a, _seq(rng, [1, 2], 4))
     with pytest.raises(LayerError, match=r"width: 3 and 3 \(built for width 5\)"):
         SequenceConcat(5)(a, _seq(rng, [1, 2], 3))
-    with pytest.raises(LayerError, match="input 1 has no seq_starts"):
+    with pytest.raises(LayerError, match="input 1's seq_starts are missing"):
         layer(a, Arg(np.zeros((3, 3))))
     with pytest.raises(
         LayerError,
-        match=r"input 0: seq_starts must rise from 0 to the row count 3, got \[0, 1, 4\]",
+        match=r"input 0's seq_starts must rise from 0 to the row count 3, got \[0, 1, 4\]",
     ):
         layer(Arg(a.value, seq_starts=np.array([0, 1, 4])), a)
     with pytest.raises(
@@ -117,7 +118,9 @@ def test_multiplex_gradients(rng, n, shape, act):
 
 
 def test_multiplex_copies_chosen_rows_and_routes_gradients(rng):
-    ids = np.array([2, 2, 0, 1, 1, 1, 0, 2])  # runs of equal ids: the seed's copy blocks
+    ids = np.array(
+        [2, 2, 0, 1, 1, 1, 0, 2]
+    )  # runs of equal ids: Paddle's layer copies them as blocks
     cands = [Arg(rng.standard_normal((8, 3))) for _ in range(3)]
     cands[1].needs_grad = False
     layer = Multiplex()

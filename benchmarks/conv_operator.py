@@ -1,0 +1,180 @@
+"""ConvOperator (a filter bank per sample) against the per-sample matrix product it replaced.
+
+Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15]``
+
+Until issue 7 the operator multiplied each sample's filters with that sample's im2col columns
+itself (one batched matmul, plain col2im). It now runs as one grouped convolution with
+``groups = N * G`` through :mod:`distconv.kernels.conv`. This script times forward + backward
+(image and filter gradients) of both on the same arrays, in the same process, alternating the
+two so that load on a shared machine hits both alike, and prints the ratio baseline / operator
+(higher is better; the issue's target is 2 on N16 C16 16x16 3x3). With PyTorch importable it
+also times ``F.conv2d`` with ``groups = N * G``, the same computation, in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import print_table, run_worker, torch_available  # noqa: E402
+
+# name: (N, C, O, size, kernel, padding, groups)
+CASES = {
+    "N16 C16 16^2 K16 3x3 p1": (16, 16, 16, 16, 3, 1, 1),
+    "N16 C16 16^2 K16 3x3 p1 g2": (16, 16, 16, 16, 3, 1, 2),
+    "N32 C8 28^2 K8 5x5 p2": (32, 8, 8, 28, 5, 2, 1),
+}
+
+
+def _baseline(x, f, dout, case):
+    """The operator before issue 7: im2col, one matmul per sample and group, plain col2im."""
+    import numpy as np
+
+    from distconv.kernels.im2col import col2im, im2col_view
+    from distconv.kernels.shape import ConvGeometry
+
+    n, c, o, size, k, p, g = case
+    geom = ConvGeometry.make(2, k, 1, p, 1, g)
+    out = geom.out_size((size, size))
+
+    def columns():
+        images = x.reshape(n, c, size, size)
+        col = im2col_view(images, geom).reshape(n, g, -1, out[0] * out[1])
+        return images, col, f.reshape(n, g, o // g, -1)
+
+    def step():
+        _, col, w = columns()
+        y = np.matmul(w, col).reshape(n, -1)
+        images, col, w = columns()  # backward rebuilt the columns, as the operator did
+        dy = dout.reshape(n, g, o // g, -1)
+        dw = np.matmul(dy, col.swapaxes(-1, -2))
+        dcol = np.matmul(w.swapaxes(-1, -2), dy).reshape(n, c, k, k, *out)
+        dx = col2im(dcol, images.shape, geom)
+        return y, dx, dw
+
+    return step
+
+
+def operator_step(x, f, dout, case):
+    from distconv import Arg
+    from distconv.layers import ConvOperator, Mixed
+
+    n, c, o, size, k, p, g = case
+    layer = Mixed([None, None], [ConvOperator(c, o, size, k, padding=p, groups=g)])
+    image, filters = Arg(x), Arg(f)
+
+    def step():
+        image.grad = filters.grad = None
+        y = layer(image, filters)
+        y.grad = dout
+        layer.backward(lambda param: None)
+        return y.value, image.grad, filters.grad
+
+    return step
+
+
+def _best_pair(a, b, repeat: int) -> tuple[float, float]:
+    """Best-of-``repeat`` milliseconds of ``a`` and ``b``, timed alternately after a warm-up."""
+    a(), b()
+    best = [float("inf"), float("inf")]
+    for _ in range(repeat):
+        for i, fn in enumerate((a, b)):
+            t = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t)
+    return best[0] * 1e3, best[1] * 1e3
+
+
+def make_arrays(case):
+    import numpy as np
+
+    n, c, o, size, k, p, g = case
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, c * size * size)).astype(np.float32)
+    f = rng.standard_normal((n, o * (c // g) * k * k)).astype(np.float32)
+    out = size + 2 * p - k + 1
+    dout = rng.standard_normal((n, o * out * out)).astype(np.float32)
+    return x, f, dout
+
+
+def _torch_ms(case, repeat: int) -> float:
+    import torch
+    import torch.nn.functional as F
+
+    n, c, o, size, k, p, g = case
+    x, f, dout = (torch.from_numpy(a) for a in make_arrays(case))
+    x = x.reshape(1, n * c, size, size).requires_grad_()
+    w = f.reshape(n * o, c // g, k, k).requires_grad_()
+    dy = dout.reshape(1, n * o, size + 2 * p - k + 1, -1)
+
+    def step():
+        x.grad = w.grad = None
+        F.conv2d(x, w, None, 1, p, 1, n * g).backward(dy)
+
+    step()
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - t)
+    return best * 1e3
+
+
+def worker(library: str, threads: int, repeat: int) -> None:
+    import numpy as np
+
+    result = {}
+    for name, case in CASES.items():
+        if library == "torch":
+            import torch
+
+            torch.set_num_threads(threads)
+            result[name] = {"torch": _torch_ms(case, repeat)}
+            continue
+        arrays = make_arrays(case)
+        base, ours = _baseline(*arrays, case), operator_step(*arrays, case)
+        for want, got in zip(base(), ours()):  # the same numbers, or the timing means nothing
+            np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-3, atol=1e-3)
+        b, o = _best_pair(base, ours, repeat)
+        result[name] = {"baseline": b, "operator": o}
+    print(json.dumps(result))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--worker", choices=["distconv", "torch"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.threads[0], args.repeat)
+        return
+    rows = []
+    for t in args.threads:
+        extra = ["--repeat", str(args.repeat)]
+        ours = run_worker(__file__, "distconv", t, extra)
+        ref = run_worker(__file__, "torch", t, extra) if torch_available() else {}
+        for name, r in ours.items():
+            torch_ms = ref.get(name, {}).get("torch")
+            rows.append(
+                [
+                    name,
+                    t,
+                    f"{r['baseline']:.2f}",
+                    f"{r['operator']:.2f}",
+                    f"{r['baseline'] / r['operator']:.2f}",
+                    f"{torch_ms:.2f}" if torch_ms else "-",
+                    f"{r['operator'] / torch_ms:.2f}" if torch_ms else "-",
+                ]
+            )
+    header = ["case (fwd+bwd, float32)", "threads", "baseline ms", "operator ms", "speed-up"]
+    print_table(header + ["torch ms", "operator / torch"], rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""Checks on a job's manifests that no schema makes.
+
+A schema says a field has the right type; it cannot say that a worker's ``--pservers`` names the
+shards that the StatefulSet will create, that ``mpirun -np`` fits in the slots, or that the
+Secret with the keys is mounted where ``DISTCONV_KEYS`` points. :func:`manifest_problems` does,
+over the objects of one job (as :func:`~distconv.deploy.render.render_manifests` returns them or
+as read back from YAML), and returns one line per problem; an empty list means all is well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+Manifest = dict[str, Any]
+
+#: a Job (or an MPIJob's launcher) that restarts forever never finishes
+JOB_RESTART_POLICIES = ("Never", "OnFailure")
+#: SIGTERM -> checkpoint -> exit needs at least this long
+MIN_GRACE_SECONDS = 60
+REQUIRED_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+)
+
+
+def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
+    """Every problem found in one job's manifests, one line each, naming the object.
+
+    Checks: Job and MPIJob-launcher restart policies; each ``subdomain`` and ``serviceName``
+    names a headless Service of the job whose selector matches the pods; ``mpirun -np`` fits in
+    the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
+    StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
+    equals the worker Job's completions; and the conventions every pod keeps (labels, non-root,
+    resources, grace period, probes on the health port, keys mounted as files only).
+    """
+    problems: list[str] = []
+    for check in (
+        _restart_policies,
+        _services_named,
+        _mpi_slots,
+        _server_lists,
+        _worker_counts,
+        _conventions,
+    ):
+        problems.extend(check(objs))
+    return problems
+
+
+# -- walking the objects ------------------------------------------------------------------------
+
+
+def _where(obj: Manifest) -> str:
+    return f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
+
+
+def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
+    """(where, pod template) for each pod template the object holds."""
+    spec = obj.get("spec", {})
+    if obj.get("kind") == "MPIJob":
+        for role, replica in spec.get("mpiReplicaSpecs", {}).items():
+            yield f"{_where(obj)} {role}", replica.get("template", {})
+    elif "template" in spec:
+        yield _where(obj), spec["template"]
+
+
+def _containers(template: Manifest) -> list[Manifest]:
+    spec = template.get("spec", {})
+    return [*spec.get("initContainers", []), *spec.get("containers", [])]
+
+
+def _argv(container: Manifest) -> list[str]:
+    return [str(a) for a in (*container.get("command", []), *container.get("args", []))]
+
+
+def _flag(argv: list[str], *names: str) -> str | None:
+    """The value after the first of ``names`` in ``argv`` (``--x v`` or ``--x=v``)."""
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def _env(container: Manifest) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", []) if "name" in e}
+
+
+def _of_kind(objs: Sequence[Manifest], kind: str) -> list[Manifest]:
+    return [o for o in objs if o.get("kind") == kind]
+
+
+# -- the checks ---------------------------------------------------------------------------------
+
+
+def _restart_policies(objs: Sequence[Manifest]) -> Iterator[str]:
+    for job in _of_kind(objs, "Job"):
+        policy = job.get("spec", {}).get("template", {}).get("spec", {}).get("restartPolicy")
+        if policy not in JOB_RESTART_POLICIES:
+            yield f"{_where(job)}: restartPolicy must be Never or OnFailure, got {policy!r}"
+    for mpijob in _of_kind(objs, "MPIJob"):
+        launcher = mpijob.get("spec", {}).get("mpiReplicaSpecs", {}).get("Launcher", {})
+        for policy in (launcher.get("restartPolicy"), _pod(launcher).get("restartPolicy")):
+            if policy is not None and policy not in JOB_RESTART_POLICIES:
+                yield (
+                    f"{_where(mpijob)} Launcher: restartPolicy must be Never or OnFailure, "
+                    f"got {policy!r}"
+                )
+
+
+def _pod(replica: Manifest) -> Manifest:
+    return replica.get("template", {}).get("spec", {})
+
+
+def _services_named(objs: Sequence[Manifest]) -> Iterator[str]:
+    services = {s["metadata"]["name"]: s for s in _of_kind(objs, "Service")}
+    for obj in objs:
+        named = []
+        if obj.get("kind") == "StatefulSet":
+            named.append(("serviceName", obj["spec"].get("serviceName"), obj["spec"]["template"]))
+        for _, template in _templates(obj):
+            sub = template.get("spec", {}).get("subdomain")
+            if sub is not None:
+                named.append(("subdomain", sub, template))
+        for field, name, template in named:
+            yield from _service_matches(_where(obj), field, name, template, services)
+
+
+def _service_matches(where, field, name, template, services) -> Iterator[str]:
+    service = services.get(name)
+    if service is None:
+        yield f"{where}: {field} {name!r} names no Service of this job"
+        return
+    if service["spec"].get("clusterIP") != "None":
+        yield f"{where}: {field} {name!r} is not headless (clusterIP must be None)"
+    selector = service["spec"].get("selector") or {}
+    labels = template.get("metadata", {}).get("labels", {})
+    missing = {k: v for k, v in selector.items() if labels.get(k) != v}
+    if not selector or missing:
+        yield f"{where}: Service {name!r} selector does not match the pods (differs: {missing})"
+
+
+def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
+    for mpijob in _of_kind(objs, "MPIJob"):
+        spec = mpijob.get("spec", {})
+        replicas = spec.get("mpiReplicaSpecs", {})
+        slots = int(spec.get("slotsPerWorker", 1))
+        capacity = int(replicas.get("Worker", {}).get("replicas", 0)) * slots
+        if spec.get("runLauncherAsWorker"):
+            capacity += slots
+        for container in _pod(replicas.get("Launcher", {})).get("containers", []):
+            np = _flag(_argv(container), "-np", "-n")
+            if np is None or not np.isdigit():
+                yield f"{_where(mpijob)} Launcher: mpirun needs -np with a number, got {np!r}"
+            elif int(np) > capacity:
+                yield (
+                    f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
+                    f"({capacity} = replicas x slotsPerWorker)"
+                )
+
+
+def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str], int] | None:
+    """The shards' addresses in ordinal order and their count, from the StatefulSet."""
+    for sts in _of_kind(objs, "StatefulSet"):
+        spec = sts["spec"]
+        for container in spec["template"]["spec"].get("containers", []):
+            bind = _flag(_argv(container), "--bind")
+            if bind is None:
+                continue
+            port = bind.rsplit(":", 1)[-1]
+            name, service = sts["metadata"]["name"], spec.get("serviceName")
+            replicas = int(spec.get("replicas", 1))
+            return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas
+    return None
+
+
+def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
+    shards = _shard_names(objs)
+    for obj in objs:
+        for where, template in _templates(obj):
+            for container in _containers(template):
+                argv, env = _argv(container), _env(container)
+                if shards is not None and _flag(argv, "--num-shards") not in (None, str(shards[1])):
+                    yield (
+                        f"{where}: --num-shards {_flag(argv, '--num-shards')} but the "
+                        f"StatefulSet has {shards[1]} replicas"
+                    )
+                for source, text in (
+                    ("--pservers", _flag(argv, "--pservers")),
+                    ("DISTCONV_PSERVERS", env.get("DISTCONV_PSERVERS")),
+                ):
+                    if text is None:
+                        continue
+                    if shards is None:
+                        yield f"{where}: {source} is set but the job has no shard StatefulSet"
+                    elif text.split(",") != shards[0]:
+                        yield (
+                            f"{where}: {source} {text!r} is not the shards' DNS names "
+                            f"{','.join(shards[0])!r}"
+                        )
+
+
+def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
+    jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
+    for job in jobs:
+        spec = job["spec"]
+        completions = spec.get("completions")
+        if spec.get("parallelism") != completions:
+            yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
+        for container in _containers(spec["template"]):
+            size = _env(container).get("DISTCONV_WORLD_SIZE")
+            if size != str(completions):
+                yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
+        for sts in _of_kind(objs, "StatefulSet"):
+            for container in _containers(sts["spec"]["template"]):
+                workers = _flag(_argv(container), "--workers")
+                if workers is not None and workers != str(completions):
+                    yield (
+                        f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
+                        f"{completions} ranks"
+                    )
+
+
+def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
+    for obj in objs:
+        yield from _labels(_where(obj), obj.get("metadata", {}))
+        health_ports = _health_ports(obj)
+        for where, template in _templates(obj):
+            yield from _labels(f"{where} pod template", template.get("metadata", {}))
+            yield from _pod_conventions(where, template, health_ports)
+
+
+def _labels(where: str, metadata: Manifest) -> Iterator[str]:
+    labels = metadata.get("labels", {})
+    for key in REQUIRED_LABELS:
+        if not labels.get(key):
+            yield f"{where}: label {key} is missing"
+
+
+def _health_ports(obj: Manifest) -> set[int]:
+    """Container ports named "health" anywhere in the object (MPI ranks run on the workers)."""
+    return {
+        p["containerPort"]
+        for _, template in _templates(obj)
+        for c in _containers(template)
+        for p in c.get("ports", [])
+        if p.get("name") == "health"
+    }
+
+
+def _pod_conventions(where: str, template: Manifest, health_ports: set[int]) -> Iterator[str]:
+    pod = template.get("spec", {})
+    security = pod.get("securityContext", {})
+    if security.get("runAsNonRoot") is not True or not security.get("runAsUser"):
+        yield f"{where}: the pod must set runAsNonRoot: true and a numeric non-zero runAsUser"
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    if grace < MIN_GRACE_SECONDS:
+        yield f"{where}: terminationGracePeriodSeconds {grace} < {MIN_GRACE_SECONDS} s"
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for container in _containers(template):
+        here = f"{where} container {container.get('name')}"
+        yield from _container_conventions(here, container, volumes, health_ports)
+
+
+def _container_conventions(here, container, volumes, health_ports) -> Iterator[str]:
+    if container.get("securityContext", {}).get("allowPrivilegeEscalation") is not False:
+        yield f"{here}: allowPrivilegeEscalation must be false"
+    resources = container.get("resources", {})
+    for part in ("requests", "limits"):
+        for kind in ("cpu", "memory"):
+            if kind not in resources.get(part, {}):
+                yield f"{here}: resources.{part}.{kind} is missing"
+    yield from _probe_problems(here, container, health_ports)
+    yield from _key_problems(here, container, volumes)
+
+
+def _probe_problems(here, container, health_ports) -> Iterator[str]:
+    argv = _argv(container)
+    port_flag = _flag(argv, "--health-port")
+    if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
+        yield f"{here}: --health-port {port_flag} is no container port named health"
+    if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
+        return
+    ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
+    if "health" not in ports:
+        yield f"{here}: no container port named health for the probes"
+        return
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = container.get(probe, {}).get("httpGet", {})
+        if get.get("path") != path or get.get("port") not in ("health", ports["health"]):
+            yield f"{here}: {probe} must GET {path} on the health port, got {get or None}"
+
+
+def _key_problems(here, container, volumes) -> Iterator[str]:
+    for var in container.get("env", []):
+        if "secretKeyRef" in var.get("valueFrom", {}):
+            yield f"{here}: env {var['name']} comes from a Secret; keys travel as files only"
+    if any("secretRef" in source for source in container.get("envFrom", [])):
+        yield f"{here}: envFrom a Secret; keys travel as files only"
+    keys = _flag(_argv(container), "--keys")
+    if keys is None:
+        return
+    if _env(container).get("DISTCONV_KEYS") != keys:
+        yield f"{here}: DISTCONV_KEYS must be {keys!r}, the --keys directory"
+    mounted = {
+        m["mountPath"]: volumes.get(m["name"], {}) for m in container.get("volumeMounts", [])
+    }
+    if "secret" not in mounted.get(keys, {}):
+        yield f"{here}: --keys {keys} is not a mounted Secret volume"

@@ -1,0 +1,133 @@
+"""The public entry point for user programs: who am I, and which sync strategy serves me.
+
+A script written against this module runs unchanged in one process, under ``mpiexec`` and
+under ``distconv-launch``::
+
+    import distconv.distributed as dist
+    from distconv.trainer import Trainer
+
+    sync = dist.init("adam", lr=1e-3)          # runtime from flags/environment, then the sync
+    try:
+        trainer = Trainer(my_network, sync, batch_size=32)
+        trainer.fit({"x": inputs, "target": targets}, epochs=5)
+    finally:
+        sync.close()
+
+``init`` picks the transport from the runtime when not told: a parameter server when servers
+are listed (``DISTCONV_PSERVERS``), MPI when ``mpiexec`` started the process with more than one
+rank, and a single local process otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from distconv.optim import Optimizer, create_optimizer
+from distconv.runtime import Runtime, RuntimeConfigError, configure_logging, detect_runtime
+from distconv.sync import SyncError, SyncStrategy, create_sync
+
+log = logging.getLogger("distconv.distributed")
+
+#: runtime sources that mean "an MPI launcher started me"
+_MPI_SOURCES = ("openmpi", "pmi")
+
+
+def init(
+    optimizer: Optimizer | str = "sgd",
+    *,
+    sync: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+    log_format: str | None = "text",
+    sync_options: Mapping[str, Any] | None = None,
+    **hyperparameters: float,
+) -> SyncStrategy:
+    """Detect the runtime, set up rank-stamped logging, and build the sync strategy.
+
+    Args:
+        optimizer: an optimizer, or the name of one built with ``hyperparameters``.
+        sync: ``"local"``, ``"pserver"`` or ``"mpi"``; None chooses from the runtime.
+        flags: explicit runtime settings (``rank``, ``world_size``, ``pservers``, ...), which
+            override the environment.
+        log_format: ``"text"`` or ``"json"``; None leaves logging alone.
+        sync_options: the transport's own settings (``timeout``, ``insecure``,
+            ``bucket_bytes``, ``grad_dtype``, ...).
+        **hyperparameters: for an optimizer given by name (``lr=0.01``).
+
+    Returns:
+        The strategy; its ``rank``, ``world_size`` and ``is_chief`` say who this process is.
+
+    Raises:
+        RuntimeConfigError: the environment is inconsistent, or the transport's rank and world
+            size disagree with it.
+    """
+    runtime = detect_runtime(flags)
+    if log_format is not None:
+        configure_logging(runtime, fmt=log_format)
+    if isinstance(optimizer, str):
+        optimizer = create_optimizer(optimizer, **hyperparameters)
+    kind = sync or choose_transport(runtime)
+    return build_sync(kind, optimizer, runtime, sync_options or {})
+
+
+def choose_transport(runtime: Runtime) -> str:
+    """The transport a runtime implies: pserver with servers, mpi under mpiexec, else local."""
+    if runtime.pservers:
+        return "pserver"
+    if runtime.world_size > 1 and runtime.source in _MPI_SOURCES:
+        return "mpi"
+    return "local"
+
+
+#: the settings each transport takes; the others are dropped when it is chosen
+TRANSPORT_OPTIONS = {
+    "local": (),
+    "pserver": ("timeout", "insecure", "sparse"),
+    "mpi": ("bucket_bytes", "grad_dtype", "overlap"),
+}
+
+
+def build_sync(
+    kind: str, optimizer: Optimizer, runtime: Runtime, options: Mapping[str, Any]
+) -> SyncStrategy:
+    """The strategy ``kind`` for this runtime; checks that the two agree on rank and size.
+
+    ``options`` may hold settings of every transport (a command line offers them all); the
+    chosen one takes its own (:data:`TRANSPORT_OPTIONS`) and the rest are dropped.
+    """
+    options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
+    if kind == "local":
+        if runtime.world_size > 1:
+            raise RuntimeConfigError(
+                f"this process is rank {runtime.rank} of {runtime.world_size} "
+                f"({runtime.source}), but local sync trains alone; use --sync pserver or mpi"
+            )
+        return create_sync("local", optimizer=optimizer)
+    if kind == "pserver":
+        if not runtime.pservers:
+            raise RuntimeConfigError(
+                "--sync pserver needs the servers: --pservers HOST:PORT,... or DISTCONV_PSERVERS"
+            )
+        return create_sync(
+            "pserver",
+            optimizer=optimizer,
+            rank=runtime.rank,
+            world_size=runtime.world_size,
+            pservers=list(runtime.pservers),
+            keys_dir=runtime.keys_dir,
+            job_id=runtime.job_id,
+            **options,
+        )
+    if kind == "mpi":
+        strategy = create_sync("mpi", optimizer=optimizer, **options)
+        if runtime.source != "default" and (
+            (strategy.rank, strategy.world_size) != (runtime.rank, runtime.world_size)
+        ):
+            strategy.close()
+            raise SyncError(
+                f"MPI says rank {strategy.rank} of {strategy.world_size}, but the environment "
+                f"({runtime.source}) says rank {runtime.rank} of {runtime.world_size}"
+            )
+        return strategy
+    return create_sync(kind, optimizer=optimizer, **options)

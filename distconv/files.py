@@ -1,0 +1,76 @@
+"""Atomic file replacement, shared by checkpoints and the metrics log (standard library only).
+
+A file written with :func:`write_atomically` holds either its old contents or the new, whole:
+the data go to a temporary file in the same directory, are flushed to disk, renamed over the
+target (atomic on POSIX) and the directory is synced so the rename itself survives a crash.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+#: called after each chunk is written; tests set it to stop a writer provably mid-save
+write_hook: Callable[[Path], None] | None = None
+
+
+def write_atomically(
+    path: str | os.PathLike, chunks: Iterable[bytes], *, mode: int = 0o644
+) -> None:
+    """Replace ``path`` with the concatenation of ``chunks``, all or nothing.
+
+    Temporary files that a killed writer left (``.<name>.*.tmp``) are removed first: one writer
+    per path, so any such file is stale by now and would only fill the disk.
+
+    Args:
+        path: the file to replace; its directory must exist.
+        chunks: the new contents, written in order.
+        mode: permission bits of the new file (``mkstemp`` alone would make it private).
+
+    Raises:
+        OSError: the file could not be written; ``path`` is left as it was and no temporary
+            file remains.
+    """
+    path = Path(path)
+    prefix = f".{path.name}."
+    for stale in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        stale.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+                if write_hook is not None:
+                    write_hook(path)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())  # the data must be on disk before the rename makes them live
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: str | os.PathLike) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - Windows
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A short, lower-case cause for an OS error: ``no space left on device``."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else "") or str(exc)
+    return (reason or type(exc).__name__).lower()

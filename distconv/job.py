@@ -1,0 +1,121 @@
+"""A whole training job from one :class:`TrainConfig`: data, model, sync, trainer.
+
+This is what ``distconv train`` runs. It keeps job assembly out of the :class:`Trainer`, which
+trains whatever network and sync strategy it is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from distconv.data import load_dataset
+from distconv.distributed import build_sync, choose_transport
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import create_optimizer
+from distconv.runtime import Runtime, detect_runtime
+from distconv.service import ServiceEndpoints
+from distconv.trainer import Trainer
+
+log = logging.getLogger("distconv.job")
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run; the command line fills one in.
+
+    The defaults train :func:`distconv.models.lenet` on the digits to 98-99.5 % test accuracy
+    in about 15 seconds on two CPU cores. ``batch_size`` is per worker: the global batch is
+    ``world_size * batch_size * accumulate``.
+    """
+
+    data: str = "digits"
+    data_dir: str | None = None
+    epochs: int = 20
+    batch_size: int = 16
+    accumulate: int = 1
+    optimizer: str = "adam"
+    lr: float | None = None  # None: the optimizer's default
+    lr_decay: float = 0.9
+    seed: int = 0
+    dtype: str = "float32"
+    out: str | None = None
+    resume: bool | str = False  # False, True, "auto" or "overwrite"
+    checkpoint_every: int = 0
+    keep_checkpoints: int = 3
+    progress: bool | None = None
+    health_port: int | None = None  # serve /readyz, /healthz, /metrics (+ local rank)
+    sync: str | None = None  # None: chosen from the runtime
+    sync_options: dict[str, Any] = field(default_factory=dict)
+
+
+def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
+    """Load the data, build LeNet, the optimizer and the sync strategy, and train.
+
+    The seed fixes the data split, the initial weights and the batch order, so two runs with the
+    same config end with identical weights, whatever the world size.
+
+    Raises:
+        DataError: the data cannot be loaded.
+        CheckpointError: resuming fails, or the output directory holds another run.
+        RuntimeConfigError, SyncError: the ranks or transports do not fit together.
+        TrainingError: the loss diverged.
+    """
+    runtime = runtime or detect_runtime()
+    train_set, test_set = load_dataset(config.data, config.data_dir, config.seed)
+    optimizer = create_optimizer(
+        config.optimizer, **({} if config.lr is None else {"lr": config.lr})
+    )
+    set_seed(config.seed)
+    network = lenet(train_set.image_shape, train_set.num_classes)
+    network.check_finite = False  # the Dataset checked its values once when it was loaded
+    kind = config.sync or choose_transport(runtime)
+    monitor = _start_service(config.health_port, runtime)
+    sync = build_sync(kind, optimizer, runtime, config.sync_options)
+    try:
+        log.info(
+            "training on %s: %d train, %d test examples; %s; %s sync, %d worker(s); config %s",
+            config.data,
+            len(train_set),
+            len(test_set),
+            optimizer,
+            kind,
+            sync.world_size,
+            asdict(config),
+        )
+        trainer = Trainer(
+            network,
+            sync,
+            config.batch_size,
+            accumulate=config.accumulate,
+            out_dir=config.out,
+            seed=config.seed,
+            lr_decay=config.lr_decay,
+            checkpoint_every=config.checkpoint_every,
+            keep_checkpoints=config.keep_checkpoints,
+            dtype=config.dtype,
+            progress=config.progress,
+            config={"data": config.data, "model": "lenet", "epochs": config.epochs},
+            monitor=monitor,
+        )
+        trainer.fit(train_set, test_set, config.epochs, resume=config.resume)
+    finally:
+        sync.close()
+        if monitor is not None:
+            monitor.close()
+    return trainer
+
+
+def _start_service(port: int | None, runtime: Runtime) -> ServiceEndpoints | None:
+    """Probes and metrics on ``port + local rank`` (several ranks may share a pod), all
+    interfaces: a kubelet probes the pod's address, not loopback."""
+    if port is None:
+        return None
+    service = ServiceEndpoints(role=runtime.role, rank=runtime.rank)
+    bound = service.start("0.0.0.0", port + runtime.local_rank if port else 0)
+    service.set_restarts(int(os.environ.get("DISTCONV_RESTART", "0") or 0))
+    log.info("probes and metrics on port %d", bound)
+    return service

@@ -1,0 +1,77 @@
+"""Row scatter-adds: summing rows into a table at repeated indices, on numpy and cupy alike.
+
+Two shapes of the same problem. :class:`RowScatter` adds rows into a target at an index that
+may repeat (embedding tables, the context projection's padded table). :func:`compact_columns`
+sums a gradient over the columns a batch selected, so that one matrix product gives the weight
+gradient of exactly those rows (the selective fully connected layer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distconv.backend import get_array_module, is_gpu_array
+
+
+class RowScatter:
+    """Adds ``rows[k]`` into ``target[index[k]]`` for every ``k``; repeated indices are summed.
+
+    On the CPU the index is sorted once (at construction) and each run of equal indices is
+    summed by ``add.reduceat``, so the final add touches every target row at most once (fast on
+    every numpy, unlike ``add.at`` before 2.0); on the GPU ``add.at`` is one atomic kernel.
+
+    Args:
+        index: ``(M,)`` integer target rows.
+        keep: optional ``(M,)`` bool mask; entries where it is False are left out.
+    """
+
+    def __init__(self, index: Any, keep: Any = None) -> None:
+        xp = get_array_module(index)
+        pos = xp.arange(len(index)) if keep is None else xp.flatnonzero(keep)
+        self._gpu = is_gpu_array(index)
+        if self._gpu:
+            self._pos, self._index = pos, index[pos]
+            return
+        order = pos[xp.argsort(index[pos], kind="stable")]
+        sorted_index = index[order]
+        first = xp.ones(len(order), dtype=bool)
+        first[1:] = sorted_index[1:] != sorted_index[:-1]
+        self._pos = order
+        self._segments = xp.flatnonzero(first)
+        self._targets = sorted_index[self._segments]
+
+    def add(self, target: Any, rows: Any) -> None:
+        """``target[index[k]] += rows[k]`` for every kept ``k``."""
+        xp = get_array_module(target)
+        if self._gpu:
+            xp.add.at(target, self._index, rows[self._pos])
+        elif len(self._pos):
+            target[self._targets] += xp.add.reduceat(rows[self._pos], self._segments, axis=0)
+
+
+def compact_columns(dz: Any, cols: Any, width: int) -> tuple[Any, Any]:
+    """The columns used anywhere in a batch, and ``dz`` summed onto them.
+
+    Args:
+        dz: ``(N, k)`` gradient of the selected outputs.
+        cols: ``(N, k)`` column of each entry of ``dz``, in ``[0, width)``.
+        width: columns in all.
+
+    Returns:
+        ``(used, D)``: ``used`` the ``u`` distinct columns, sorted (``slice(None)`` when all
+        ``width`` are used, so that no copy of a weight is gathered), and ``D`` of shape
+        ``(N, u)`` with ``D[b, j] = sum of dz[b, t] over t with cols[b, t] == used[j]`` (a column
+        picked twice by one sample collects both). Then ``D^T x`` is the weight gradient of
+        exactly the used rows: one matrix product, never larger than a full layer's ``dz^T x``,
+        where per-entry scatter-adds (``add.at``, sorted ``reduceat``) are much slower on the CPU.
+    """
+    xp = get_array_module(dz)
+    n, k = cols.shape
+    # Which columns are used and where each lands among them, in O(nnz + width): no sort.
+    hit = xp.bincount(cols.reshape(-1), minlength=width) > 0
+    slot = xp.cumsum(hit) - 1
+    u = int(slot[-1]) + 1 if width else 0
+    used = slice(None) if u == width else xp.flatnonzero(hit)
+    cell = xp.repeat(xp.arange(n), k) * u + slot[cols.reshape(-1)]
+    d = xp.bincount(cell, weights=dz.reshape(-1), minlength=n * u)
+    return used, d.reshape(n, u).astype(dz.dtype, copy=False)

@@ -1,0 +1,89 @@
+"""Sequence offsets turned into per-row facts with array operations, on numpy and cupy alike.
+
+A sequence batch is rows plus ``seq_starts`` (``n_seqs + 1`` row offsets). Nothing here loops
+over sequences or copies offsets to the host: every function is a few array operations in the
+offsets' own array module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distconv.backend import get_array_module
+
+
+def segment_ids(starts: Any, total: int) -> Any:
+    """The segment each of ``total`` rows belongs to, given ``n + 1`` offsets.
+
+    ``segment_ids([0, 2, 2, 5], 5) == [0, 0, 2, 2, 2]``: empty segments own no row. A binary
+    search rather than ``repeat(arange(n), lengths)``, because cupy's ``repeat`` wants the
+    lengths on the host. Also how CSR selections are expanded row by row.
+    """
+    xp = get_array_module(starts)
+    return xp.searchsorted(starts, xp.arange(total), side="right") - 1
+
+
+def check_offsets(starts: Any, rows: int, xp: Any = np, what: str = "seq_starts") -> Any:
+    """``starts`` as an int array (of module ``xp``) of offsets into ``rows`` rows.
+
+    Args:
+        starts: the offsets (host or device).
+        rows: the row count they must end at.
+        xp: the array module to return them in.
+        what: how error messages name them (``"input 0's seq_starts"``).
+
+    Raises:
+        ValueError: the offsets are not 1-D integers that begin at 0, end at ``rows`` and
+            never decrease.
+    """
+    if starts is None:
+        raise ValueError(f"{what} are missing; a sequence input needs them")
+    starts = xp.asarray(starts)
+    if starts.ndim != 1 or len(starts) < 1 or starts.dtype.kind not in "iu":
+        raise ValueError(
+            f"{what} must be a 1-D integer array of n + 1 offsets, got "
+            f"shape {tuple(starts.shape)} dtype {starts.dtype}"
+        )
+    first, last = int(starts[0]), int(starts[-1])
+    if first != 0 or last != rows or bool((starts[1:] < starts[:-1]).any()):
+        raise ValueError(f"{what} must rise from 0 to the row count {rows}, got {_preview(starts)}")
+    return starts
+
+
+def _preview(a: Any, n: int = 8) -> str:
+    """A short text form of an index array for error messages."""
+    head = [int(v) for v in a[:n].tolist()]
+    return f"{head}{' ...' if len(a) > n else ''} (length {len(a)})"
+
+
+def context_index(
+    seq_starts: Any, rows: int, context_start: int, context_length: int, begin_pad: int
+) -> tuple[Any, Any]:
+    """Where each output slot reads from, for a context window within each sequence.
+
+    Output row ``t`` (at position ``p`` in a sequence of length ``L`` starting at row ``s``),
+    slot ``j`` reads relative position ``r = p + context_start + j``: input row ``s + r`` when
+    ``0 <= r < L``, else padding row ``begin_pad + r`` (before the start) or
+    ``begin_pad + r - L`` (past the end), which is Paddle's ``ContextProjectionForward``.
+
+    Args:
+        seq_starts: ``n_seqs + 1`` checked offsets (numpy or cupy; the result is on the same).
+        rows: the row count, ``seq_starts[-1]`` (passed in, so nothing is read back).
+        context_start, context_length: the window.
+        begin_pad: padding rows before a sequence.
+
+    Returns:
+        ``(index, outside)``, both ``(rows, context_length)``: ``index`` into the rows of
+        ``[input; padding]`` (padding row ``k`` is ``rows + k``), and where padding is read.
+    """
+    xp = get_array_module(seq_starts)
+    seq = segment_ids(seq_starts, rows)
+    first = seq_starts[seq][:, None]
+    length = seq_starts[seq + 1][:, None] - first
+    rel = (xp.arange(rows)[:, None] - first) + (context_start + xp.arange(context_length))
+    before, after = rel < 0, rel >= length
+    pad = xp.where(before, begin_pad + rel, begin_pad + rel - length)
+    outside = before | after
+    return xp.where(outside, rows + pad, first + rel), outside

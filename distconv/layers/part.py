@@ -1,0 +1,233 @@
+"""The pieces a layer is built from: :class:`LayerPart` and the :class:`Projection` base.
+
+A projection is Paddle's ``Projection``. It never owns an output: ``forward(input, out)`` *adds*
+its result into the array it is handed (the whole output of a
+:class:`~distconv.layers.mixed.Mixed` layer, or one column slice of a
+:class:`~distconv.layers.concat.Concatenate2`), and ``backward(input, dout, callback)`` adds into
+the input's gradient and its parameter's gradient, then calls ``inc_update``. The input gradient is
+computed before ``inc_update`` because the callback may change the weight (a local optimizer
+step), exactly as Paddle's projections order it.
+
+A projection is built free-standing with its sizes. Its parameter is created when a layer adopts
+it with :meth:`LayerPart.attach`: through the layer's ``new_param`` (or ``add_param`` for a shared
+weight), so the parameter is named ``"<layer>.<key>.weight"``, counts the layer as one user, is
+listed by the layer's ``parameters()`` and follows the layer's renames.
+
+Inputs are read as rows: ``(N, width)``, or ``(N, *)`` flattened per sample, as Paddle's matrices.
+The families live in their own modules: :mod:`~distconv.layers.projection` (matrix, table,
+element-wise, slice), :mod:`~distconv.layers.context` (the context window) and
+:mod:`~distconv.layers.conv` (convolutions, next to the conv layers); operators in
+:mod:`~distconv.layers.operator`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distconv.arg import Arg
+from distconv.backend import get_array_module
+from distconv.init import Initializer
+from distconv.kernels.shape import ConvSpec, IntOrTuple
+from distconv.layers.base import Layer, LayerError, checked, grad_target
+from distconv.parameter import Parameter, UpdateCallback
+
+
+# -- what projections and operators share --------------------------------------------------------
+class LayerPart:
+    """A piece of a layer (a projection or an operator): its owner, its key, errors, input rows.
+
+    Attributes:
+        owner: the layer that adopted this part (None until :meth:`attach`).
+        key: the part's key in that layer (``"proj0"``, ``"op1"``).
+    """
+
+    def __init__(self) -> None:
+        self.owner: Layer | None = None
+        self.key: str | None = None
+
+    def attach(self, owner: Layer, key: str) -> None:
+        """Adopt this part into ``owner`` under ``key`` (and create its parameters there).
+
+        Raises:
+            LayerError: the part already serves a layer (it keeps per-batch state, so it can't
+                serve two).
+        """
+        if self.owner is not None:
+            raise self.fail(
+                f"already attached to {self.owner.label} as {self.key!r}; "
+                "build a new one for each layer (share weights with weight=)"
+            )
+        self.owner, self.key = owner, key
+        self._make_params()
+
+    def _make_params(self) -> None:
+        """Create parameters in the owner; none by default."""
+
+    @property
+    def label(self) -> str:
+        """Type and key, as error messages show the part: ``TableProjection 'proj0'``."""
+        cls, key = type(self).__name__, getattr(self, "key", None)
+        return cls if key is None else f"{cls} {key!r}"
+
+    def fail(self, message: str) -> LayerError:
+        """A LayerError naming the owning layer (once attached) and this part."""
+        if getattr(self, "owner", None) is None:
+            return LayerError(f"{self.label}: {message}")
+        return self.owner.fail(f"{self.label}: {message}")
+
+    def _rows(self, arg: Arg, width: int | None, what: str = "input") -> Any:
+        """``arg.value`` as ``(N, width)`` rows (``width=None``: whatever it has per sample)."""
+        v = arg.value
+        if v is None:
+            raise self.fail(f"the {what} carries no value (ids only?)")
+        n = int(v.shape[0]) if v.ndim else 0
+        if v.ndim < 2 or (width is not None and v.size != n * width):
+            want = "rows" if width is None else f"{width} columns per row"
+            raise self.fail(f"expected {what} of {want}, got shape {tuple(v.shape)}")
+        return v.reshape(n, -1)
+
+    @staticmethod
+    def _grad_rows(arg: Arg) -> Any:
+        """The gradient buffer of ``arg`` as an ``(N, width)`` view, or None if it wants none.
+
+        The view must share memory with the buffer for ``+=`` to land, so a non-contiguous
+        buffer is first replaced by a contiguous copy.
+        """
+        buf = grad_target(arg)
+        if buf is None:
+            return None
+        if not buf.flags.c_contiguous:
+            arg.grad = buf = get_array_module(buf).ascontiguousarray(buf)
+        return buf.reshape(buf.shape[0], -1)
+
+
+# -- the projection base -------------------------------------------------------------------------
+class Projection(LayerPart):
+    """Base of all projections: sizes, at most one parameter, and the backward order.
+
+    Subclasses implement :meth:`forward` (add into ``out``) and :meth:`_backward` (add into the
+    input's and the weight's gradients); :meth:`backward` then calls ``inc_update``.
+
+    Args:
+        in_width: columns of the input (None for a projection that reads ``Arg.ids``).
+        out_width: columns it writes.
+        weight_shape: shape of its parameter, or None for a projection without one.
+        fan_in, fan_out: for the initialiser.
+        init: initialiser name or function.
+        dtype: parameter dtype.
+        weight: share this existing Parameter instead of creating one (shape must match).
+
+    Attributes:
+        weight: the Parameter once attached, or None.
+    """
+
+    def __init__(
+        self,
+        in_width: int | None,
+        out_width: int,
+        *,
+        weight_shape: tuple[int, ...] | None = None,
+        fan_in: int = 1,
+        fan_out: int = 1,
+        init: str | Initializer = "msra",
+        dtype: Any = np.float32,
+        weight: Parameter | None = None,
+    ) -> None:
+        super().__init__()
+        for what, w in (("in_width", in_width), ("out_width", out_width)):
+            if w is not None and w < 1:
+                raise self.fail(f"{what}={w} must be >= 1")
+        if weight is not None and (weight_shape is None or weight.shape != weight_shape):
+            raise self.fail(f"shared weight has shape {weight.shape}, needs {weight_shape}")
+        self.in_width, self.out_width = in_width, out_width
+        self._weight_spec = (weight_shape, fan_in, fan_out, init, dtype)
+        self._shared = weight
+        self.weight: Parameter | None = None
+
+    def _make_params(self) -> None:
+        shape, fan_in, fan_out, init, dtype = self._weight_spec
+        if shape is None:
+            return
+        self.weight = self.owner.make_weight(
+            f"{self.key}.weight",
+            shape,
+            init=init,
+            fan_in=fan_in,
+            fan_out=fan_out,
+            dtype=dtype,
+            shared=self._shared,
+        )
+
+    @property
+    def needs_weight_grad(self) -> bool:
+        return self.weight is not None and not self.weight.static
+
+    def forward(self, input: Arg, out: Any) -> None:
+        """Add this projection of ``input`` into ``out`` ``(N, out_width)`` (in place)."""
+        raise NotImplementedError
+
+    def backward(self, input: Arg, dout: Any, callback: UpdateCallback) -> None:
+        """Add gradients into ``input`` and the weight from ``dout``; then ``inc_update``."""
+        self._backward(input, dout)
+        if self.weight is not None:
+            self.weight.inc_update(callback)
+
+    def _backward(self, input: Arg, dout: Any) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.label}({self.in_width} -> {self.out_width})"
+
+
+# -- what convolution parts share ------------------------------------------------------------------
+class ConvImages:
+    """Mixin of the parts that convolve flattened images of one fixed size.
+
+    :class:`~distconv.layers.conv.ConvProjection` and
+    :class:`~distconv.layers.operator.ConvOperator` build their
+    :class:`~distconv.kernels.shape.ConvSpec` through :meth:`_make_spec` and read every size
+    from it; a shared bias reads ``out_channels`` and ``output_size``.
+    """
+
+    spec: ConvSpec
+    #: a transposed convolution (the adjoint); set by subclasses
+    transposed = False
+
+    def _make_spec(
+        self, conv: tuple, input_size: IntOrTuple, output_padding: IntOrTuple = 0
+    ) -> ConvSpec:
+        """Check ``conv`` = ``(in_channels, out_channels, kernel, stride, padding, dilation,
+        groups)`` for images of ``input_size``; the spec's ValueErrors name this part."""
+        self.spec = checked(
+            self,
+            ConvSpec.make,
+            conv,
+            input_size=input_size,
+            transposed=self.transposed,
+            output_padding=output_padding,
+        )
+        return self.spec
+
+    @property
+    def in_channels(self) -> int:
+        return self.spec.in_channels
+
+    @property
+    def out_channels(self) -> int:
+        return self.spec.out_channels
+
+    @property
+    def input_size(self) -> tuple[int, ...]:
+        return self.spec.input_size
+
+    @property
+    def output_size(self) -> tuple[int, ...]:
+        return self.spec.output_size
+
+    def _conv_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, input={self.input_size}, "
+            f"{self.spec.describe()}"
+        )

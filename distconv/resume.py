@@ -1,0 +1,179 @@
+"""Step checkpoints of a run: where to resume from, and writing each step's parts.
+
+The chief owns the run directory (:class:`~distconv.run_dir.RunDirectory`): it decides whether
+to resume, restores the parameters and returns the optimizer state for the sync strategy to
+spread, and writes each checkpoint: the parameters, the optimizer state (gathered through the
+sync contract wherever it lives), the position in the data and the epoch's metric sums so far.
+Nothing else in training is random (the batch order is a function of seed and epoch), so the
+position is all a resumed run needs to see exactly the batches an uninterrupted one sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distconv.backend import get_array_module
+from distconv.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    restore_checkpoint,
+    save_checkpoint,
+)
+from distconv.parameter import Parameter
+from distconv.run_dir import CHIEF, CHIEF_PART, LEGACY_CHECKPOINT, RunDirectory, RunDirError
+from distconv.sync import SyncStrategy
+
+log = logging.getLogger("distconv.resume")
+
+#: the epoch's running metric sums a checkpoint carries (global: reduced over ranks)
+SUMS = ("loss", "correct", "examples", "seconds")
+#: what must match between a checkpoint and the run resuming it
+MUST_MATCH = ("seed", "global_batch", "optimizer", "lr_decay", "dtype")
+
+OptimState = dict[str, dict[str, Any]]
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (the loss diverged); the message names the epoch and steps."""
+
+
+@dataclass
+class Position:
+    """Where training stands, and the epoch's metric sums up to the last checkpoint."""
+
+    epoch: int = 0  # epochs completed
+    step: int = 0  # optimizer steps taken in all
+    step_in_epoch: int = 0
+    sums: dict[str, float] = field(default_factory=dict)
+
+
+class StepCheckpoints:
+    """The chief's checkpoints of one run.
+
+    Args:
+        run: the run directory (the chief's), or None on other ranks and without files.
+        params: every parameter of the model, static ones included.
+        sync: the strategy (optimizer config and state go through it).
+        facts: what a checkpoint must agree on with this run (:data:`MUST_MATCH`) and records.
+    """
+
+    def __init__(
+        self,
+        run: RunDirectory | None,
+        params: Sequence[Parameter],
+        sync: SyncStrategy,
+        facts: Mapping[str, Any],
+    ) -> None:
+        self.run, self.params, self.sync = run, list(params), sync
+        self.facts = dict(facts)
+
+    def open(self, resume: bool | str) -> tuple[OptimState | None, Position]:
+        """Take the directory and decide: resume (returns the state and position) or start.
+
+        ``resume`` is False (refuse a directory holding a run), True (a checkpoint must exist),
+        ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
+        """
+        if self.run is None:
+            return None, Position()
+        run = self.run
+        run.acquire()
+        if resume == "overwrite":
+            run.clear()
+            return None, Position()
+        latest = run.latest()
+        if resume in (True, "auto") and latest is not None:
+            return self.restore(latest.part(CHIEF))
+        if resume is True:
+            raise CheckpointError(f"--resume: no complete checkpoint in {run.checkpoint_root}")
+        if run.holds_run() and resume != "auto":
+            raise RunDirError(
+                f"{run.root} already holds a run; pass --resume to continue it, --resume auto "
+                "to continue it if it has a checkpoint, or --overwrite to replace it"
+            )
+        if resume == "auto":
+            if (run.root / LEGACY_CHECKPOINT).exists():
+                raise RunDirError(
+                    f"{run.root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}), "
+                    "which this version cannot resume; pass --overwrite to replace the run"
+                )
+            run.clear()  # files of a run that never reached its first checkpoint
+        return None, Position()
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.release()
+
+    def save(self, pos: Position, sums: Mapping[str, float]) -> None:
+        """Write the checkpoint of ``pos.step`` (chief), then let every rank go on.
+
+        Raises:
+            TrainingError: a parameter is NaN or infinite; nothing is written.
+        """
+        if self.run is not None:
+            self._check_finite(pos)
+            part = self.run.step_dir(pos.step) / CHIEF_PART
+            save_checkpoint(
+                part,
+                self.params,
+                self.sync.state_dict(),
+                step=pos.step,
+                epoch=pos.epoch,
+                seed=self.facts.get("seed"),
+                optimizer=self.sync.optimizer_config(),
+                extra={
+                    **{k: v for k, v in self.facts.items() if k != "seed"},
+                    "step_in_epoch": pos.step_in_epoch,
+                    "sums": {k: float(sums.get(k, 0.0)) for k in SUMS},
+                },
+            )
+            self.run.commit(pos.step, {CHIEF: part})
+        self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
+
+    def _check_finite(self, pos: Position) -> None:
+        for p in self.params:
+            if not bool(get_array_module(p.value).isfinite(p.value).all()):
+                raise TrainingError(
+                    f"parameter {p.name!r} holds NaN or infinity at step {pos.step} (epoch "
+                    f"{pos.epoch + 1}); no checkpoint was written over the last finite one"
+                )
+
+    def restore(self, path: str | Path) -> tuple[OptimState, Position]:
+        """Load a checkpoint into the parameters; returns its optimizer state and position.
+
+        Raises:
+            CheckpointError: the checkpoint does not fit the model, or comes from a run whose
+                seed, global batch, optimizer, learning-rate decay or dtype differ.
+        """
+        ckpt = load_checkpoint(path)
+        theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
+        ours = {**self.facts, "optimizer": self.sync.optimizer_config()}
+        differ = [
+            f"{k}: checkpoint {theirs.get(k)!r}, this run {ours.get(k)!r}"
+            for k in MUST_MATCH
+            if theirs.get(k) != ours.get(k)
+        ]
+        if differ:
+            raise CheckpointError(
+                f"checkpoint {path} comes from a different run; resuming would not reproduce it "
+                f"({'; '.join(differ)}). The global batch (world size x batch size x "
+                "accumulate) must stay the same across a resume."
+            )
+        restore_checkpoint(ckpt, self.params)
+        pos = Position(
+            ckpt.epoch, ckpt.step, int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra["sums"]
+        )
+        log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
+        return ckpt.optim_state, pos
+
+
+def share_position(sync: SyncStrategy, pos: Position) -> Position:
+    """Every rank's copy of the chief's position (the others contribute zeros to a sum)."""
+    fields = [pos.epoch, pos.step, pos.step_in_epoch, *(pos.sums.get(k, 0.0) for k in SUMS)]
+    if not sync.is_chief:
+        fields = [0.0] * len(fields)
+    epoch, step, in_epoch, *sums = sync.allreduce_sum(fields)
+    return Position(int(epoch), int(step), int(in_epoch), dict(zip(SUMS, sums)) if in_epoch else {})

@@ -1,0 +1,162 @@
+"""A run's output directory: one owner at a time, step checkpoints tied together by manifests.
+
+Layout::
+
+    <out>/run.lock                         held (flock) by the chief while the run lives
+    <out>/checkpoints/step-00000120/...    the parts of the checkpoint of step 120
+    <out>/checkpoints/step-00000120.json   its manifest, written last
+    <out>/metrics.jsonl, metrics.png
+
+A checkpoint is one unit: its manifest names every part (the chief's file, and each server
+shard's where a parameter server holds state) and is written atomically only after every part
+is on disk, so a checkpoint without a manifest is incomplete and never resumed from. Resume
+takes the newest manifest whose parts all exist. The lock is an OS-level ``flock``, which the
+kernel drops when its holder dies, so a restarted pod never meets a stale lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from distconv.checkpoint import CheckpointError
+from distconv.files import write_atomically
+
+LOCK = "run.lock"
+CHECKPOINTS = "checkpoints"
+CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
+CHIEF_PART = "chief.safetensors"
+#: the single checkpoint file of distconv 0.1, before step checkpoints
+LEGACY_CHECKPOINT = "checkpoint.safetensors"
+#: files that mark a directory as holding a run
+RUN_FILES = ("metrics.jsonl", CHECKPOINTS, LEGACY_CHECKPOINT)
+
+
+class RunDirError(CheckpointError):
+    """The run directory is taken, holds another run, or cannot be used; the message says how."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One complete checkpoint: its step and where each part lives (relative to the root)."""
+
+    step: int
+    parts: dict[str, str]
+    path: Path
+
+    def part(self, name: str) -> Path:
+        return self.path.parent / self.parts[name]
+
+
+class RunDirectory:
+    """The chief's handle on ``<out>``: the lock, the checkpoint directories and manifests.
+
+    Args:
+        root: the output directory; created if missing.
+        keep: how many complete checkpoints to keep (older ones are deleted after a new one
+            is complete).
+    """
+
+    def __init__(self, root: str | os.PathLike, keep: int = 3) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.root = Path(root)
+        self.keep = keep
+        self._lock_fd: int | None = None
+
+    # -- ownership ------------------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Take the directory's lock, or fail at once naming the process that holds it."""
+        if self.root.exists() and not self.root.is_dir():
+            raise RunDirError(f"output directory {self.root} exists and is not a directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirError(
+                f"{self.root} is in use by {holder}; two runs must not share an output directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = None
+
+    def holds_run(self) -> bool:
+        """Whether the directory already holds a run's files (finished or partial)."""
+        return any((self.root / name).exists() for name in RUN_FILES)
+
+    def clear(self) -> None:
+        """Delete a previous run's checkpoints and metrics (``--overwrite``)."""
+        for name in RUN_FILES + ("metrics.png",):
+            path = self.root / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    @property
+    def checkpoint_root(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    def step_dir(self, step: int) -> Path:
+        """The directory the parts of step ``step`` go into (created)."""
+        path = self.checkpoint_root / f"step-{step:08d}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def commit(self, step: int, parts: Mapping[str, str | os.PathLike]) -> Manifest:
+        """Write the manifest of step ``step`` once every part is on disk; prune old ones.
+
+        Raises:
+            CheckpointError: a part is missing (the checkpoint stays incomplete).
+        """
+        root = self.checkpoint_root
+        relative = {}
+        for name, path in parts.items():
+            path = Path(path)
+            if not path.is_file():
+                raise CheckpointError(f"checkpoint part {name!r} of step {step} is missing: {path}")
+            relative[name] = str(path.resolve().relative_to(root.resolve()))
+        manifest = root / f"step-{step:08d}.json"
+        text = json.dumps({"step": step, "parts": relative}, indent=1)
+        write_atomically(manifest, [text.encode()])
+        self._prune()
+        return Manifest(step, relative, manifest)
+
+    def manifests(self) -> list[Manifest]:
+        """Complete checkpoints, oldest first (manifests whose parts all exist)."""
+        found = []
+        for path in sorted(self.checkpoint_root.glob("step-*.json")):
+            try:
+                data = json.loads(path.read_text())
+                manifest = Manifest(int(data["step"]), dict(data["parts"]), path)
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a damaged manifest marks no complete checkpoint
+            if all(manifest.part(name).is_file() for name in manifest.parts):
+                found.append(manifest)
+        return found
+
+    def latest(self) -> Manifest | None:
+        """The newest complete checkpoint, or None."""
+        found = self.manifests()
+        return found[-1] if found else None
+
+    def _prune(self) -> None:
+        complete = self.manifests()
+        for old in complete[: -self.keep]:
+            old.path.unlink(missing_ok=True)
+            shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)

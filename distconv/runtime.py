@@ -1,0 +1,461 @@
+"""Who am I: role, rank, world size, local rank, job id, servers and keys, from flags or env.
+
+One function, :func:`detect_runtime`, answers for every way a process can be started: by hand
+with flags, by ``distconv-launch`` (our variables plus the torchrun names ``RANK``/
+``WORLD_SIZE``/``LOCAL_RANK``), by OpenMPI's ``mpirun`` (``OMPI_COMM_WORLD_*``), by MPICH's Hydra
+(``PMI_RANK``/``PMI_SIZE``/``MPI_LOCALRANKID``), or as a Kubernetes Indexed Job
+(``JOB_COMPLETION_INDEX``, with the world size from ``DISTCONV_WORLD_SIZE``). A StatefulSet
+ordinal in the host name (``pserver-3``) is read only with ``DISTCONV_RANK_FROM_HOSTNAME=1``;
+otherwise a machine called ``ci-runner-2`` would silently become rank 2.
+
+Explicit flags override everything, silently. Two environment sources that are both present and
+disagree are an error naming both: guessing which launcher is right would put two processes on
+the same rank, which hangs the job instead of failing it.
+
+Example::
+
+    runtime = detect_runtime({"rank": args.rank, "world_size": args.world_size})
+    configure_logging(runtime, fmt=args.log_format)
+    log.info("started")          # "12:00:01 [2/4] started"
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import re
+import socket
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ROLES = ("worker", "server")
+DEFAULT_JOB_ID = "local"
+
+#: the variables distconv-launch sets for each child (and Kubernetes manifests set per pod)
+ENV_ROLE = "DISTCONV_ROLE"
+ENV_PSERVERS = "DISTCONV_PSERVERS"
+ENV_JOB_ID = "DISTCONV_JOB_ID"
+ENV_KEYS = "DISTCONV_KEYS"
+ENV_WORLD_SIZE = "DISTCONV_WORLD_SIZE"
+ENV_RANK_FROM_HOSTNAME = "DISTCONV_RANK_FROM_HOSTNAME"
+ENV_RESTART = "DISTCONV_RESTART"
+
+_HOST_ORDINAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(\d+)$")
+
+
+class RuntimeConfigError(ValueError):
+    """The flags or the environment do not describe one consistent process.
+
+    The message names the variables involved: both sources when two disagree, the variable and
+    its value when one is malformed or out of range.
+    """
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """This process's place in the job.
+
+    Attributes:
+        role: ``"worker"`` or ``"server"`` (a parameter-server shard).
+        rank: 0-based index among processes of the same role.
+        world_size: how many processes of this role take part.
+        local_rank: index among this role's processes on the same host (picks the GPU).
+        job_id: names the job in logs, metrics and key files.
+        pservers: parameter-server shards as ``"host:port"``, in shard order.
+        keys_dir: directory holding the job's CURVE key files, or None without encryption.
+        source: which source gave rank and world size: ``"flags"``, ``"distconv"``,
+            ``"openmpi"``, ``"pmi"``, ``"kubernetes"``, ``"hostname"`` or ``"default"``.
+    """
+
+    role: str = "worker"
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    job_id: str = DEFAULT_JOB_ID
+    pservers: tuple[str, ...] = ()
+    keys_dir: str | None = None
+    source: str = "default"
+
+    @property
+    def is_chief(self) -> bool:
+        """True for the worker that writes files (rank 0); servers are never the chief."""
+        return self.role == "worker" and self.rank == 0
+
+    @property
+    def log_prefix(self) -> str:
+        """``"[2/4]"`` for worker 2 of 4 (``"[server 1/2]"`` for a shard); ``""`` when alone."""
+        if self.world_size <= 1:
+            return ""
+        role = "server " if self.role == "server" else ""
+        return f"[{role}{self.rank}/{self.world_size}]"
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Rank, world size and (maybe) local rank as one source reported them."""
+
+    source: str
+    rank: int
+    world_size: int
+    local_rank: int | None
+    names: str  # the variables read, for messages: "RANK=1, WORLD_SIZE=2"
+
+    def describe(self) -> str:
+        return f"{self.names} ({self.source})"
+
+
+def detect_runtime(
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    hostname: str | None = None,
+) -> Runtime:
+    """Work out this process's runtime from explicit flags, then the environment.
+
+    Args:
+        flags: explicit settings; any of ``rank``, ``world_size``, ``local_rank``, ``role``,
+            ``job_id``, ``pservers`` (comma-separated string or sequence) and ``keys_dir``.
+            Keys whose value is None count as absent (argparse defaults).
+        environ: the environment to read (default ``os.environ``).
+        hostname: the host name, read only with ``DISTCONV_RANK_FROM_HOSTNAME=1``
+            (default ``socket.gethostname()``).
+
+    Returns:
+        The validated :class:`Runtime`.
+
+    Raises:
+        RuntimeConfigError: two environment sources disagree, a variable is malformed, or the
+            rank is out of range for the world size.
+    """
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    env = os.environ if environ is None else environ
+    unknown = set(flags) - _FLAG_KEYS
+    if unknown:
+        raise RuntimeConfigError(
+            f"unknown runtime flag(s) {sorted(unknown)}; known: {sorted(_FLAG_KEYS)}"
+        )
+    placement = _placement(flags, env, hostname)
+    runtime = Runtime(
+        role=_role(flags, env),
+        rank=placement.rank,
+        world_size=placement.world_size,
+        local_rank=placement.local_rank or 0,
+        job_id=_job_id(flags, env),
+        pservers=_pservers(flags, env),
+        keys_dir=str(flags.get("keys_dir") or env.get(ENV_KEYS) or "") or None,
+        source=placement.source,
+    )
+    _check_ranges(runtime, placement.describe())
+    return runtime
+
+
+_FLAG_KEYS = {"rank", "world_size", "local_rank", "role", "job_id", "pservers", "keys_dir"}
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the explicit flags :func:`detect_runtime` reads, plus ``--log-format``.
+
+    All default to None, so an absent flag leaves the environment in charge. Pass
+    :func:`runtime_flags` of the parsed namespace to :func:`detect_runtime`.
+    """
+    group = parser.add_argument_group("runtime (default: from the environment)")
+    group.add_argument("--rank", type=int, help="this process's rank")
+    group.add_argument("--world-size", type=int, help="how many processes of this role")
+    group.add_argument("--local-rank", type=int, help="rank among this host's processes")
+    group.add_argument("--role", choices=ROLES, help="worker or server")
+    group.add_argument("--job-id", help="names the job in logs and metrics")
+    group.add_argument("--pservers", help="parameter-server shards, host:port,host:port")
+    group.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
+    group.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="log lines (text)"
+    )
+
+
+def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The runtime flags of a namespace parsed with :func:`add_runtime_arguments`."""
+    return {key: getattr(args, key, None) for key in sorted(_FLAG_KEYS)}
+
+
+def _placement(
+    flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None
+) -> _Placement:
+    """Rank and world size: flags over the one environment source (or agreeing sources)."""
+    if "rank" in flags and "world_size" in flags:
+        # flags override everything, so a broken or disagreeing environment does not matter
+        found = None
+    else:
+        found = _from_environment(env, hostname)
+    if not any(k in flags for k in ("rank", "world_size", "local_rank")):
+        return found or _Placement("default", 0, 1, 0, "nothing set")
+    base = found or _Placement("default", 0, 1, None, "")
+    rank = _flag_int(flags, "rank", base.rank)
+    world = _flag_int(flags, "world_size", base.world_size)
+    local = _flag_int(flags, "local_rank", base.local_rank)
+    source = "flags" if ("rank" in flags or "world_size" in flags) else base.source
+    return _Placement(source, rank, world, local, f"rank={rank}, world_size={world}")
+
+
+def _from_environment(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
+    """The placement every present environment source agrees on, or None when none is set."""
+    found = [p for p in (reader(env, hostname) for reader in _READERS) if p is not None]
+    for other in found[1:]:
+        first = found[0]
+        if (first.rank, first.world_size) != (other.rank, other.world_size) or (
+            None not in (first.local_rank, other.local_rank)
+            and first.local_rank != other.local_rank
+        ):
+            raise RuntimeConfigError(
+                f"two sources disagree about this process's rank: {first.describe()} vs "
+                f"{other.describe()}; unset one or pass --rank/--world-size explicitly"
+            )
+    if not found:
+        return None
+    # an agreeing source may know the local rank when the first does not (RANK without
+    # LOCAL_RANK beside MPICH's MPI_LOCALRANKID)
+    local = next((p.local_rank for p in found if p.local_rank is not None), None)
+    first = found[0]
+    return _Placement(first.source, first.rank, first.world_size, local, first.names)
+
+
+def _triple(
+    env: Mapping[str, str], source: str, rank_var: str, size_var: str, local_var: str
+) -> _Placement | None:
+    """A source that names rank, size and (optionally) local rank in three variables."""
+    if rank_var not in env and size_var not in env:
+        return None
+    for needed in (rank_var, size_var):
+        if needed not in env:
+            present = size_var if needed == rank_var else rank_var
+            raise RuntimeConfigError(f"{present} is set but {needed} is not ({source})")
+    rank = _env_int(env, rank_var)
+    world = _env_int(env, size_var)
+    local = _env_int(env, local_var) if local_var in env else None
+    names = f"{rank_var}={rank}, {size_var}={world}"
+    return _Placement(source, rank, world, local, names)
+
+
+def _read_distconv(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
+    return _triple(env, "distconv", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+def _read_openmpi(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
+    return _triple(
+        env, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"
+    )
+
+
+def _read_pmi(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
+    return _triple(env, "pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")
+
+
+def _read_kubernetes(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
+    """An Indexed Job pod: one process per pod, so the local rank is 0."""
+    if "JOB_COMPLETION_INDEX" not in env:
+        return None
+    rank = _env_int(env, "JOB_COMPLETION_INDEX")
+    world = _world_size_var(env, f"JOB_COMPLETION_INDEX={rank}")
+    return _Placement("kubernetes", rank, world, 0, f"JOB_COMPLETION_INDEX={rank}")
+
+
+def _read_hostname(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
+    """A StatefulSet ordinal (``pserver-3``), only when asked for."""
+    if env.get(ENV_RANK_FROM_HOSTNAME, "").strip().lower() not in ("1", "true", "yes"):
+        return None
+    host = (hostname if hostname is not None else socket.gethostname()).split(".")[0]
+    match = _HOST_ORDINAL.match(host)
+    if match is None:
+        raise RuntimeConfigError(
+            f"{ENV_RANK_FROM_HOSTNAME}=1 but host name {host!r} does not end in -<ordinal>"
+        )
+    rank = int(match.group(2))
+    world = _world_size_var(env, f"host name {host!r}")
+    return _Placement("hostname", rank, world, 0, f"host name {host!r}")
+
+
+#: environment sources in precedence order (the first present one names the source)
+_READERS: Sequence[Callable[[Mapping[str, str], str | None], _Placement | None]] = (
+    _read_distconv,
+    _read_openmpi,
+    _read_pmi,
+    _read_kubernetes,
+    _read_hostname,
+)
+
+
+def _world_size_var(env: Mapping[str, str], rank_from: str) -> int:
+    if ENV_WORLD_SIZE not in env:
+        raise RuntimeConfigError(
+            f"the rank comes from {rank_from}, but {ENV_WORLD_SIZE} is not set to say how many "
+            "workers there are"
+        )
+    return _env_int(env, ENV_WORLD_SIZE)
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int:
+    text = env[name]
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise RuntimeConfigError(f"{name} must be an integer, got {text!r}") from None
+
+
+def _flag_int(flags: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    if key not in flags:
+        return default
+    value = flags[key]
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise RuntimeConfigError(f"--{key.replace('_', '-')} must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise RuntimeConfigError(
+            f"--{key.replace('_', '-')} must be an integer, got {value!r}"
+        ) from None
+
+
+def _check_ranges(runtime: Runtime, where: str) -> None:
+    if runtime.world_size < 1:
+        raise RuntimeConfigError(
+            f"world size must be at least 1, got {runtime.world_size} from {where}"
+        )
+    if not 0 <= runtime.rank < runtime.world_size:
+        raise RuntimeConfigError(
+            f"rank {runtime.rank} is out of range for world size {runtime.world_size} "
+            f"(need 0 <= rank < world size), from {where}"
+        )
+    if not 0 <= runtime.local_rank < runtime.world_size:
+        raise RuntimeConfigError(
+            f"local rank {runtime.local_rank} is out of range for world size "
+            f"{runtime.world_size}, from {where}"
+        )
+
+
+def _role(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    role = str(flags.get("role") or env.get(ENV_ROLE) or "worker").strip().lower()
+    if role not in ROLES:
+        where = "--role" if "role" in flags else ENV_ROLE
+        raise RuntimeConfigError(f"{where} must be one of {', '.join(ROLES)}, got {role!r}")
+    return role
+
+
+def _job_id(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    job_id = str(flags.get("job_id") or env.get(ENV_JOB_ID) or DEFAULT_JOB_ID).strip()
+    if not job_id or any(c.isspace() for c in job_id):
+        raise RuntimeConfigError(f"job id must be a non-empty word, got {job_id!r}")
+    return job_id
+
+
+def _pservers(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
+    if "pservers" in flags:
+        value, where = flags["pservers"], "--pservers"
+    else:
+        value, where = env.get(ENV_PSERVERS, ""), ENV_PSERVERS
+    items = value.split(",") if isinstance(value, str) else list(value)
+    servers = tuple(str(item).strip() for item in items if str(item).strip())
+    for address in servers:
+        check_address(address, where)
+    return servers
+
+
+def check_address(address: str, where: str = "address") -> None:
+    """Raise :class:`RuntimeConfigError` unless ``address`` is ``host:port`` (IPv6 in brackets).
+
+    Args:
+        address: the address to check.
+        where: the flag or variable it came from, for the message.
+    """
+    host, sep, port = address.rpartition(":")
+    ok = bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+    if ok and ":" in host:  # an IPv6 literal must be bracketed, or the port is ambiguous
+        ok = host.startswith("[") and host.endswith("]")
+    if not ok:
+        raise RuntimeConfigError(f"{where}: {address!r} is not host:port (port 1-65535)")
+
+
+class _RuntimeFilter(logging.Filter):
+    """Stamps every record with the runtime's fields so any formatter can use them."""
+
+    def __init__(self, runtime: Runtime, restart: int) -> None:
+        super().__init__()
+        self.runtime = runtime
+        self.restart = restart
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.rank_prefix = self.runtime.log_prefix + " " if self.runtime.log_prefix else ""
+        record.runtime = self.runtime
+        record.restart = self.restart
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, message and who logged it (``--log-format json``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        runtime: Runtime = getattr(record, "runtime", Runtime())
+        entry = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "message": record.getMessage(),
+            "logger": record.name,
+            "role": runtime.role,
+            "rank": runtime.rank,
+            "world_size": runtime.world_size,
+            "job_id": runtime.job_id,
+            "restart": getattr(record, "restart", 0),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, separators=(",", ":"))
+
+
+_TEXT_FORMAT = "%(asctime)s %(rank_prefix)s%(message)s"
+_HANDLER_NAME = "distconv.runtime"
+
+
+def configure_logging(
+    runtime: Runtime,
+    level: int = logging.INFO,
+    fmt: str = "text",
+    stream: Any = None,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Route every log record through one handler that carries this process's rank.
+
+    Replaces the root logger's handlers, so calling it again (say after the runtime is known
+    better) does not duplicate lines.
+
+    Args:
+        runtime: whose lines these are.
+        level: the root logger's level.
+        fmt: ``"text"`` (``"12:00:01 [2/4] message"``) or ``"json"`` (one object per line with
+            time, level, message, role, rank, world_size, job_id and restart).
+        stream: where lines go (default ``sys.stderr``).
+        environ: read for ``DISTCONV_RESTART``, the launcher's restart count (default
+            ``os.environ``).
+
+    Raises:
+        RuntimeConfigError: ``fmt`` is not one of the two, or ``DISTCONV_RESTART`` is not an
+            integer.
+    """
+    if fmt not in ("text", "json"):
+        raise RuntimeConfigError(f"log format must be 'text' or 'json', got {fmt!r}")
+    env = os.environ if environ is None else environ
+    restart = _env_int(env, ENV_RESTART) if ENV_RESTART in env else 0
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.set_name(_HANDLER_NAME)
+    handler.addFilter(_RuntimeFilter(runtime, restart))
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(_TEXT_FORMAT, datefmt="%H:%M:%S"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)

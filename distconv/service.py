@@ -1,0 +1,272 @@
+"""Probes and metrics for a worker or a shard: ``/readyz``, ``/healthz`` and ``/metrics``.
+
+Kubernetes (or anyone with ``curl``) asks three questions of a running rank:
+
+- ``/readyz``: 200 once :meth:`ServiceEndpoints.set_ready` was called (the sync strategy has
+  seeded or received the parameters), 503 before.
+- ``/healthz``: 200 while steps progress; 503 when no :meth:`~ServiceEndpoints.beat` came for
+  ``stall_seconds`` (counted from :meth:`~ServiceEndpoints.start` until the first beat), so a
+  rank stuck in a collective gets restarted by its liveness probe.
+- ``/metrics``: the Prometheus text format, written by the official client from a registry
+  private to this instance, every series labelled with ``role`` and ``rank``.
+
+The server is the standard library's threading HTTP server on a daemon thread: it costs nothing
+while nobody asks, and the training thread only ever touches plain attributes and the client's
+thread-safe metric objects.
+
+Example::
+
+    service = ServiceEndpoints(role="worker", rank=runtime.rank)
+    port = service.start(host="0.0.0.0", port=args.health_port)
+    ...  # setup() seeds or receives the parameters
+    service.set_ready()
+    for step in ...:
+        service.observe_step(seconds, samples)  # also counts as a beat
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+#: step and allreduce durations span milliseconds (tiny models) to minutes (large ones)
+_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class _Metrics:
+    """The ``distconv_`` series of one rank, in their own registry."""
+
+    def __init__(self, registry: CollectorRegistry, role: str, rank: int) -> None:
+        labels = ("role", "rank")
+        values = {"role": role, "rank": str(rank)}
+
+        def make(kind, name: str, doc: str, **kwargs):
+            return kind(name, doc, labels, registry=registry, **kwargs).labels(**values)
+
+        self.samples = make(Counter, "distconv_samples", "Examples trained by this rank.")
+        self.samples_per_second = make(
+            Gauge, "distconv_samples_per_second", "This rank's throughput in the last step."
+        )
+        self.step_seconds = make(
+            Histogram,
+            "distconv_step_seconds",
+            "Wall time of one training step.",
+            buckets=_SECONDS_BUCKETS,
+        )
+        self.step = make(Gauge, "distconv_step", "The last step that made progress.")
+        self.bytes_pushed = make(
+            Counter, "distconv_bytes_pushed", "Payload bytes sent (gradients, seeds)."
+        )
+        self.bytes_pulled = make(
+            Counter, "distconv_bytes_pulled", "Payload bytes received (parameter values)."
+        )
+        self.allreduce_seconds = make(
+            Histogram,
+            "distconv_allreduce_seconds",
+            "Wall time of one allreduce (time waited in finish_step).",
+            buckets=_SECONDS_BUCKETS,
+        )
+        self.stale_dropped = make(
+            Counter,
+            "distconv_stale_gradients_dropped",
+            "Gradients dropped for exceeding the staleness bound (asynchronous mode).",
+        )
+        self.restarts = make(Gauge, "distconv_restarts", "Times the job was restarted.")
+        self.ready = make(Gauge, "distconv_ready", "1 once the parameters are in place.")
+
+
+class ServiceEndpoints:
+    """``/readyz``, ``/healthz`` and ``/metrics`` for one rank, served on a daemon thread.
+
+    Args:
+        role: ``"worker"`` or ``"server"`` (any non-empty label is accepted).
+        rank: this rank (a shard's index for a server), ``>= 0``.
+        stall_seconds: ``/healthz`` answers 503 after this long without a beat.
+        registry: where the metrics live; a fresh private ``CollectorRegistry`` by default, so
+            two instances in one process never collide.
+
+    Raises:
+        ValueError: a label is empty, the rank negative, or ``stall_seconds`` not positive.
+    """
+
+    def __init__(
+        self,
+        role: str = "worker",
+        rank: int = 0,
+        stall_seconds: float = 300.0,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        if not isinstance(role, str) or not role.strip():
+            raise ValueError(f"role must be a non-empty string, got {role!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"rank must be an integer >= 0, got {rank!r}")
+        if not (isinstance(stall_seconds, (int, float)) and math.isfinite(stall_seconds)):
+            raise ValueError(f"stall_seconds must be a finite number, got {stall_seconds!r}")
+        if stall_seconds <= 0:
+            raise ValueError(f"stall_seconds must be > 0, got {stall_seconds}")
+        self.role = role
+        self.rank = rank
+        self.stall_seconds = float(stall_seconds)
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._metrics = _Metrics(self.registry, role, rank)
+        self._ready = False
+        self._last_beat = time.monotonic()
+        self._last_step: int | None = None
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- serving ------------------------------------------------------------------------------
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Serve on ``host:port`` (0: a free port) from a daemon thread; return the bound port.
+
+        The stall clock starts here, so a rank that never reaches its first step also turns
+        unhealthy after ``stall_seconds``.
+
+        Raises:
+            RuntimeError: already started.
+            OSError: the address cannot be bound (in use, not local).
+        """
+        if self._server is not None:
+            raise RuntimeError(
+                f"service endpoints already serve on port {self._server.server_address[1]}"
+            )
+        server = ThreadingHTTPServer((host, port), _handler_for(self))
+        server.daemon_threads = True
+        self._server = server
+        self._last_beat = time.monotonic()
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"distconv-service-{self.role}-{self.rank}",
+            daemon=True,
+        )
+        self._thread.start()
+        return int(server.server_address[1])
+
+    def close(self) -> None:
+        """Stop serving and release the port; safe to call twice."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> ServiceEndpoints:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- state the probes report ---------------------------------------------------------------
+
+    def set_ready(self, ready: bool = True) -> None:
+        """``/readyz`` answers 200 from now on (or 503 again with ``ready=False``)."""
+        self._ready = bool(ready)
+        self._metrics.ready.set(1.0 if self._ready else 0.0)
+
+    def beat(self, step: int) -> None:
+        """Record progress: step ``step`` finished, so the rank is healthy for another while."""
+        self._last_beat = time.monotonic()
+        self._last_step = int(step)
+        self._metrics.step.set(self._last_step)
+
+    @property
+    def ready(self) -> bool:
+        """What ``/readyz`` says."""
+        return self._ready
+
+    @property
+    def healthy(self) -> bool:
+        """What ``/healthz`` says: a beat came within the last ``stall_seconds``."""
+        return self._seconds_since_beat() <= self.stall_seconds
+
+    def _seconds_since_beat(self) -> float:
+        return time.monotonic() - self._last_beat
+
+    def _health_text(self) -> str:
+        quiet = self._seconds_since_beat()
+        last = "none yet" if self._last_step is None else str(self._last_step)
+        state = "ok" if quiet <= self.stall_seconds else "stalled"
+        return (
+            f"{state}: {self.role} {self.rank}, last step {last}, {quiet:.1f} s ago "
+            f"(limit {self.stall_seconds:g} s)\n"
+        )
+
+    # -- metrics -------------------------------------------------------------------------------
+
+    def observe_step(self, seconds: float, samples: int) -> None:
+        """One step took ``seconds`` for ``samples`` examples here; refreshes health like a beat."""
+        if seconds < 0 or samples < 0:
+            raise ValueError(f"seconds and samples must be >= 0, got {seconds} and {samples}")
+        m = self._metrics
+        m.step_seconds.observe(seconds)
+        m.samples.inc(samples)
+        if seconds > 0:
+            m.samples_per_second.set(samples / seconds)
+        self._last_beat = time.monotonic()
+
+    def add_bytes(self, pushed: int = 0, pulled: int = 0) -> None:
+        """Count payload bytes sent to and received from peers."""
+        if pushed < 0 or pulled < 0:
+            raise ValueError(f"byte counts must be >= 0, got pushed={pushed}, pulled={pulled}")
+        self._metrics.bytes_pushed.inc(pushed)
+        self._metrics.bytes_pulled.inc(pulled)
+
+    def observe_allreduce(self, seconds: float) -> None:
+        """One allreduce (or the wait for it) took ``seconds``."""
+        if seconds < 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds}")
+        self._metrics.allreduce_seconds.observe(seconds)
+
+    def add_stale_dropped(self, n: int = 1) -> None:
+        """``n`` gradients were dropped as too stale."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        self._metrics.stale_dropped.inc(n)
+
+    def set_restarts(self, n: int) -> None:
+        """The job has been restarted ``n`` times (the launcher's ``DISTCONV_RESTART``)."""
+        if n < 0:
+            raise ValueError(f"restarts must be >= 0, got {n}")
+        self._metrics.restarts.set(n)
+
+
+def _handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to ``service`` (the stdlib server wants a class)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            path = self.path.split("?", 1)[0]
+            if path == "/readyz":
+                ok = service.ready
+                self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            elif path == "/healthz":
+                status = 200 if service.healthy else 503
+                self._reply(status, service._health_text().encode())
+            elif path == "/metrics":
+                self._reply(200, generate_latest(service.registry), CONTENT_TYPE_LATEST)
+            else:
+                self._reply(404, b"not found: try /readyz, /healthz or /metrics\n")
+
+        def _reply(self, status: int, body: bytes, ctype: str = "text/plain; charset=utf-8"):
+            self.send_response(HTTPStatus(status))
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            # probes arrive every few seconds; logging each would drown the training log
+            pass
+
+    return Handler

@@ -1,0 +1,1 @@
+"""Parameter server over ZeroMQ: wire format, blocks, shard, client, keys, command line."""

@@ -1,0 +1,101 @@
+"""``distconv pserver`` (one shard) and ``distconv keys`` (the job's CURVE key files).
+
+Declaring the flags imports nothing from ZeroMQ; the handlers import the server and the key
+code when they run, so ``distconv train`` starts without pyzmq.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_pserver(subparsers: argparse._SubParsersAction) -> None:
+    """``distconv pserver --bind HOST:PORT --shard I --num-shards M --workers N ...``."""
+    p = subparsers.add_parser(
+        "pserver",
+        help="run one parameter-server shard",
+        description="Serve one shard of a parameter-server job. It knows no model: worker 0 "
+        "seeds it with its blocks and the optimizer configuration.",
+    )
+    p.add_argument(
+        "--bind", required=True, help="HOST:PORT to listen on; only that interface (port 0: any)"
+    )
+    p.add_argument("--shard", type=int, required=True, help="this shard's index, from 0")
+    p.add_argument("--num-shards", type=int, required=True, help="shards in the job")
+    p.add_argument("--workers", type=int, required=True, help="workers in the job")
+    p.add_argument("--mode", choices=("sync", "async"), default="sync", help="(%(default)s)")
+    p.add_argument(
+        "--max-staleness",
+        type=int,
+        default=4,
+        help="async: drop a gradient more than this many updates behind (%(default)s)",
+    )
+    p.add_argument(
+        "--on-worker-loss",
+        choices=("fail", "continue"),
+        default="fail",
+        help="async: what a worker silent past --timeout does to the job (%(default)s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds any wait for a worker may take before it is named (%(default)s)",
+    )
+    security = p.add_mutually_exclusive_group()
+    security.add_argument("--keys", help="directory of the job's CURVE keys (distconv keys)")
+    security.add_argument(
+        "--insecure", action="store_true", help="no CURVE encryption or authentication"
+    )
+    p.add_argument("--checkpoint-dir", help="where this shard writes its checkpoint parts")
+    p.add_argument("--job-id", default="", help="the job id workers send (%(default)r)")
+    p.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=1 << 30,
+        help="largest array payload of one request (%(default)s)",
+    )
+    p.set_defaults(handler=run_pserver)
+
+
+def run_pserver(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or SIGINT."""
+    from distconv.sync.ps.server import ShardConfig, run_shard
+
+    config = ShardConfig(
+        bind=args.bind,
+        shard=args.shard,
+        num_shards=args.num_shards,
+        workers=args.workers,
+        mode=args.mode,
+        max_staleness=args.max_staleness,
+        timeout=args.timeout,
+        on_worker_loss=args.on_worker_loss,
+        keys_dir=args.keys,
+        insecure=args.insecure,
+        checkpoint_dir=args.checkpoint_dir,
+        job_id=args.job_id,
+        max_message_bytes=args.max_message_bytes,
+    )
+    return run_shard(config)
+
+
+def add_keys(subparsers: argparse._SubParsersAction) -> None:
+    """``distconv keys DIR --workers N``."""
+    p = subparsers.add_parser(
+        "keys",
+        help="make a parameter-server job's CURVE key files",
+        description="Write server.key(_secret) and worker-R.key(_secret) for R < N into DIR.",
+    )
+    p.add_argument("dir", help="directory to write (created; existing keys are never replaced)")
+    p.add_argument("--workers", type=int, required=True, help="workers in the job")
+    p.set_defaults(handler=run_keys)
+
+
+def run_keys(args: argparse.Namespace) -> int:
+    """Write the key files and list them."""
+    from distconv.sync.ps.keys import make_keys
+
+    files = make_keys(args.dir, args.workers)
+    print(f"wrote {len(files)} key files to {args.dir}")
+    return 0

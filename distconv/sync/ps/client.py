@@ -1,0 +1,477 @@
+"""The worker side of the parameter server: :class:`PServerSync`, a :class:`SyncStrategy`.
+
+On ``inc_update`` the gradient's blocks leave at once, one message per shard holding blocks of
+the parameter; the frames are handed to ZeroMQ without copying, and ZeroMQ's own I/O thread
+sends them while backward goes on with the layers below (no Python thread, so no fight over the
+GIL with backward). The reply to each push carries the blocks' new values; :meth:`finish_step`
+waits for all of them and writes them into the parameters: one round trip per shard and
+parameter, overlapped with backward.
+
+Collectives (the start-up digest, the barrier, metric sums) go through shard 0, since workers
+have no direct links to each other.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import zmq
+
+from distconv.backend import copy_into, is_gpu_array, to_host
+from distconv.optim import Optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import StateDict, SyncError, SyncStrategy, first_difference, job_description
+from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.blocks import BLOCK_BYTES, Block, Layout, ParamSpec, rows_view
+from distconv.sync.ps.server import hostname, split_endpoint
+from distconv.sync.ps.wire import WireError, dtype_name, pack, unpack_arrays, unpack_header
+
+log = logging.getLogger("distconv.pserver")
+
+#: a worker waits this much longer than ``timeout`` for a reply, so that the shard's own timeout
+#: (which names the missing worker) fires first when both use the same value
+GRACE = 1.5
+
+
+class PServerSync(SyncStrategy):
+    """Gradients go to parameter-server shards; the optimizer runs there.
+
+    Args:
+        optimizer: the update rule; its config seeds the shards, its ``lr`` (schedule included)
+            travels with every push.
+        rank: this worker's rank.
+        world_size: how many workers the job has.
+        pservers: the shards' ``HOST:PORT``, shard 0 first.
+        keys_dir: the job's CURVE key directory (``distconv keys``); this worker reads
+            ``worker-<rank>.key_secret`` and ``server.key``.
+        insecure: no CURVE (local experiments only); logged.
+        timeout: seconds a shard's shard-side wait may take; this worker waits ``GRACE`` times
+            as long before naming a shard that does not answer.
+        job_id: the id every request carries; shards serve only their own job.
+        sparse: names of parameters whose blocks hold whole rows (tables).
+        block_bytes: the largest block (see :mod:`distconv.sync.ps.blocks`).
+
+    Attributes:
+        mode: ``"sync"`` or ``"async"``, learnt from the shards in :meth:`setup`.
+        drops: async pushes the shards dropped as too stale.
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        *,
+        rank: int,
+        world_size: int,
+        pservers: Sequence[str],
+        keys_dir: str | None = None,
+        insecure: bool = False,
+        timeout: float = 60.0,
+        job_id: str = "",
+        sparse: Sequence[str] = (),
+        block_bytes: int = BLOCK_BYTES,
+    ) -> None:
+        super().__init__(optimizer, rank, world_size)
+        if not pservers:
+            raise ValueError("--pservers needs at least one HOST:PORT")
+        if not insecure and not keys_dir:
+            raise ValueError("CURVE is on by default: pass keys_dir (--keys DIR) or insecure=True")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {timeout}")
+        self.endpoints = [":".join(map(str, split_endpoint(e))) for e in pservers]
+        self.timeout = float(timeout)
+        self.job_id = job_id
+        self.sparse = set(sparse)
+        self.block_bytes = int(block_bytes)
+        self.mode = ""
+        self.drops = 0
+        self._ctx = zmq.Context()
+        self._socks = [self._connect(e, keys_dir, insecure) for e in self.endpoints]
+        self._poller = zmq.Poller()
+        for s in self._socks:
+            self._poller.register(s, zmq.POLLIN)
+        self._next_id = 0
+        self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
+        self._inflight: dict[int, tuple[int, list[Block]]] = {}
+        self._step = 0
+        self._collective = 0
+        self._versions: list[int] = []
+        self._rid_shard: dict[int, int] = {}
+        self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
+        self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
+
+    def _connect(self, endpoint: str, keys_dir: str | None, insecure: bool) -> zmq.Socket:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        if insecure:
+            log.warning("rank %d: --insecure: talking to %s without CURVE", self.rank, endpoint)
+        else:
+            keyfiles.curve_client(sock, keyfiles.worker_keys(keys_dir, self.rank))
+        host, port = split_endpoint(endpoint)
+        sock.connect(f"tcp://{f'[{host}]' if ':' in host else host}:{port}")
+        return sock
+
+    # -- requests -----------------------------------------------------------------------------
+    def _send(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()) -> int:
+        rid = self._next_id
+        self._next_id += 1
+        head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
+        self._socks[shard].send_multipart(pack(head, arrays), copy=False)
+        return rid
+
+    def _wait(self, rids: Sequence[int], what: str) -> list[tuple[dict[str, Any], list]]:
+        """The replies to ``rids``, in order; SyncError on an error reply or past the timeout."""
+        limit = self.timeout * GRACE
+        deadline = _now() + limit
+        missing = [r for r in rids if r not in self._replies]
+        while missing:
+            left = deadline - _now()
+            if left <= 0:
+                raise SyncError(
+                    f"rank {self.rank}: no answer to {what} from pserver shard(s) "
+                    f"{self._shards_of(missing)} within {limit:g} s"
+                )
+            for sock, _ in self._poller.poll(left * 1000):
+                self._receive(sock)
+            missing = [r for r in missing if r not in self._replies]
+        out = [self._replies.pop(r) for r in rids]
+        for header, _ in out:
+            if header["op"] == "error":
+                raise SyncError(f"rank {self.rank}, {what}: pserver: {header.get('error')}")
+        return out
+
+    def _receive(self, sock: zmq.Socket) -> None:
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            try:
+                header = unpack_header(frames[0].buffer, request=False)
+                arrays = unpack_arrays(header, [f.buffer for f in frames[1:]])
+            except WireError as exc:
+                raise SyncError(
+                    f"rank {self.rank}: malformed reply from a pserver: {exc}"
+                ) from None
+            self._replies[header.get("id", -1)] = (header, arrays)
+
+    def _shards_of(self, rids: Sequence[int]) -> str:
+        shards = sorted({self._rid_shard.get(r, -1) for r in rids})
+        return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
+
+    def _ask(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()):
+        rid = self._send(shard, header, arrays)
+        self._rid_shard[rid] = shard
+        return rid
+
+    def _ask_all(
+        self, headers: Sequence[tuple[int, dict[str, Any], Sequence[np.ndarray]]], what: str
+    ) -> list[tuple[dict[str, Any], list]]:
+        return self._wait([self._ask(s, h, a) for s, h, a in headers], what)
+
+    # -- start-up -----------------------------------------------------------------------------
+    def setup(self, params: Sequence[Parameter], config: Mapping[str, Any] | None = None) -> None:
+        """Compare the job with every shard and rank, seed the shards (rank 0), pull (others)."""
+        self.params = list(params)
+        self._specs = [self._spec(p) for p in self.params]
+        unknown = self.sparse - {p.name for p in self.params}
+        if unknown:
+            raise ValueError(f"sparse parameters {sorted(unknown)} are not in the model")
+        self.layout = Layout(self._specs, len(self._socks), self.block_bytes)
+        self._versions = [0] * len(self.layout.blocks)
+        self._targets = [
+            [(s, self.layout.blocks_on(s, i)) for s in range(len(self._socks))]
+            for i in range(len(self.params))
+        ]
+        self._targets = [[(s, bl) for s, bl in t if bl] for t in self._targets]
+        description = job_description(self.params, self.optimizer, config or {})
+        description["pserver"] = {
+            "block_bytes": self.block_bytes,
+            "shards": len(self._socks),
+            "sparse": sorted(self.sparse),
+        }
+        self._hello(description)
+        self.all_equal(description)
+        if self.is_chief:
+            self._seed()
+        self.barrier()
+        if not self.is_chief:
+            self._pull_all()
+        log.info(
+            "rank %d: %d parameters in %d blocks on %d shards (%s mode)",
+            self.rank,
+            len(self.params),
+            len(self.layout.blocks),
+            len(self._socks),
+            self.mode,
+        )
+
+    def _spec(self, p: Parameter) -> ParamSpec:
+        host = to_host(p.value)
+        if not host.flags.c_contiguous:
+            raise ValueError(f"parameter {p.name} is not C-contiguous")
+        return ParamSpec(p.name, tuple(p.shape), dtype_name(host.dtype), p.name in self.sparse)
+
+    def _hello(self, description: dict[str, Any]) -> None:
+        text = json.dumps(description, sort_keys=True, default=str)
+        head = {"op": "hello", "host": hostname(), "description": text}
+        replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
+        for s, (h, _) in enumerate(replies):
+            expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
+            got = {k: h.get(k) for k in expect}
+            if got != expect:
+                raise SyncError(
+                    f"pserver {self.endpoints[s]} is set up as {got}, this worker "
+                    f"expects {expect} (check --pservers order and --workers)"
+                )
+        modes = {h.get("mode") for h, _ in replies}
+        if len(modes) != 1:
+            raise SyncError(f"pserver shards disagree on --mode: {sorted(map(str, modes))}")
+        self.mode = modes.pop()
+
+    def _host_rows(self, i: int) -> np.ndarray:
+        """Parameter ``i``'s values as rows: the array itself on CPU, a host copy on a GPU."""
+        p = self.params[i]
+        if is_gpu_array(p.value):
+            if p.name not in self._host:
+                self._host[p.name] = to_host(p.value)
+            return rows_view(self._host[p.name], self._specs[i])
+        return rows_view(p.value, self._specs[i])
+
+    def _seed(self) -> None:
+        specs = [s.to_wire() for s in self._specs]
+        asks = []
+        for s in range(len(self._socks)):
+            blocks = self.layout.blocks_on(s)
+            host = {
+                b.param: rows_view(to_host(self.params[b.param].value), self._specs[b.param])
+                for b in blocks
+            }
+            arrays = [host[b.param][b.start : b.stop] for b in blocks]
+            head = {
+                "op": "seed",
+                "params": specs,
+                "table": [b.to_wire() for b in blocks],
+                "optimizer": self.optimizer.config(),
+            }
+            asks.append((s, head, arrays))
+        self._ask_all(asks, "seed")
+
+    def _pull_all(self) -> None:
+        asks = []
+        for s in range(len(self._socks)):
+            asks.append((s, {"op": "pull", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ()))
+        for s, (h, arrays) in enumerate(self._ask_all(asks, "pull")):
+            self._write(self.layout.blocks_on(s), arrays, h)
+        self._values_to_device()
+
+    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> None:
+        """Write a reply's values: whole blocks, or ``[ids, rows]`` pairs when it lists rows."""
+        for k, (b, v) in enumerate(zip(blocks, reply["versions"])):
+            host = self._host_rows(b.param)
+            if "rows" in reply:
+                host[arrays[2 * k]] = arrays[2 * k + 1]
+            else:
+                host[b.start : b.stop] = arrays[k]
+            self._versions[b.id] = v
+
+    def _values_to_device(self) -> None:
+        """Host copies were written; move them to the device parameters (no-op on CPU)."""
+        for p in self.params:
+            if is_gpu_array(p.value):
+                copy_into(p.value, self._host[p.name])
+
+    # -- one step -----------------------------------------------------------------------------
+    def start_step(self, examples: int) -> None:
+        super().start_step(examples)
+        self._step += 1
+
+    def on_gradient(self, param: Parameter) -> None:
+        i = self._index(param)
+        spec = self._specs[i]
+        grad = rows_view(to_host(param.grad), spec)
+        touched = self._touched(i, grad) if spec.sparse else None
+        for shard, blocks in self._targets[i]:
+            head = {
+                "op": "push",
+                "step": self._step,
+                "count": self._examples,
+                "lr": self.optimizer.lr,
+                "param": i,
+                "blocks": [b.id for b in blocks],
+                "versions": [self._versions[b.id] for b in blocks],
+            }
+            if touched is None:
+                arrays = [grad[b.start : b.stop] for b in blocks]
+            else:
+                ids = [_rows_in(touched, b) for b in blocks]
+                head["rows"] = [len(r) for r in ids]
+                arrays = [a for r in ids for a in (r, grad[r])]
+            self._inflight[self._ask(shard, head, arrays)] = (i, blocks)
+
+    def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
+        """The rows of a sparse parameter this step touched: those prefetched, else nonzero."""
+        name = self.params[i].name
+        if name in self._row_ids:
+            return self._row_ids[name]
+        return np.flatnonzero(grad.any(axis=1)).astype(np.int64)
+
+    def prefetch(self, row_ids_by_param: Mapping[str, Any]) -> None:
+        """Pull the rows the next batch needs of each sparse parameter, before its forward.
+
+        Args:
+            row_ids_by_param: sparse parameter name -> the row ids (any order, repeats allowed)
+                the next forward pass reads. The same rows are pushed after its backward.
+
+        Raises:
+            ValueError: a name that is not a sparse parameter, or an id out of range.
+        """
+        asks, plan = [], []
+        for name, ids in row_ids_by_param.items():
+            i = self._by_name_index(name)
+            spec = self._specs[i]
+            rows = np.unique(np.asarray(to_host(ids), dtype=np.int64).ravel())
+            if not spec.sparse or (len(rows) and (rows[0] < 0 or rows[-1] >= spec.rows)):
+                raise ValueError(
+                    f"prefetch: {name} is not a sparse parameter, or an id is out "
+                    f"of range 0..{spec.rows - 1}"
+                )
+            self._row_ids[name] = rows
+            for shard, blocks in self._targets[i]:
+                ids_per_block = [_rows_in(rows, b) for b in blocks]
+                head = {
+                    "op": "pull",
+                    "blocks": [b.id for b in blocks],
+                    "rows": [len(r) for r in ids_per_block],
+                }
+                asks.append((shard, head, ids_per_block))
+                plan.append(blocks)
+        for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch")):
+            self._write(blocks, arrays, header)
+        self._values_to_device()
+
+    def _index(self, param: Parameter) -> int:
+        return self._by_name_index(param.name)
+
+    def _by_name_index(self, name: str) -> int:
+        if not hasattr(self, "_by_name"):
+            self._by_name = {p.name: i for i, p in enumerate(self.params)}
+        if name not in self._by_name:
+            raise ValueError(f"no parameter {name!r} in this job")
+        return self._by_name[name]
+
+    def finish_step(self) -> None:
+        """Wait for every push's reply, write the new values, clear the gradients."""
+        inflight, self._inflight = self._inflight, {}
+        replies = self._wait(list(inflight), f"step {self._step}")
+        for (header, arrays), (_, blocks) in zip(replies, inflight.values()):
+            self._write(blocks, arrays, header)
+            self.drops += bool(header.get("dropped"))
+        self._row_ids.clear()
+        self._values_to_device()
+        for p in self.params:
+            p.grad[...] = 0
+
+    # -- optimizer state ----------------------------------------------------------------------
+    def state_dict(self) -> StateDict:
+        """Gather every block's optimizer state from the shards, by parameter name then key."""
+        state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
+        asks = [
+            (s, {"op": "get_state", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ())
+            for s in range(len(self._socks))
+        ]
+        for s, (h, arrays) in enumerate(self._ask_all(asks, "get_state")):
+            it = iter(arrays)
+            for b in self.layout.blocks_on(s):
+                for key in h["keys"]:
+                    target, a = state[self._specs[b.param].name][key], next(it)
+                    if target.ndim == 0:  # a per-parameter scalar (Adam's step): same everywhere
+                        target[...] = a
+                    else:
+                        rows_view(target, self._specs[b.param])[b.start : b.stop] = a
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Rank 0 sends ``state`` to the shards (the others have nothing to do)."""
+        if not self.is_chief:
+            return
+        asks = []
+        for s in range(len(self._socks)):
+            blocks = self.layout.blocks_on(s)
+            keys = sorted(state[self.params[blocks[0].param].name]) if blocks else []
+            arrays = []
+            for b in blocks:
+                spec = self._specs[b.param]
+                for key in keys:
+                    a = np.asarray(to_host(state[spec.name][key]))
+                    a = a if a.ndim == 0 else rows_view(a, spec)[b.start : b.stop]
+                    arrays.append(np.array(a, order="C"))
+            asks.append(
+                (s, {"op": "set_state", "blocks": [b.id for b in blocks], "keys": keys}, arrays)
+            )
+        self._ask_all(asks, "set_state")
+
+    def save_remote_parts(self, step: int) -> dict[str, str]:
+        """Ask every shard to write its part of checkpoint ``step``; part name -> path."""
+        asks = [(s, {"op": "checkpoint", "step": int(step)}, ()) for s in range(len(self._socks))]
+        replies = self._ask_all(asks, f"checkpoint {step}")
+        return {f"pserver-shard{s}": h["path"] for s, (h, _) in enumerate(replies)}
+
+    def shard_stats(self) -> list[dict[str, Any]]:
+        """Each shard's counters (pushes, bytes in/out, drops, update seconds, errors)."""
+        asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
+        return [h["stats"] for h, _ in self._ask_all(asks, "stats")]
+
+    # -- collectives (through shard 0) --------------------------------------------------------
+    def _gather(self, kind: str, value: Any) -> list[Any]:
+        self._collective += 1
+        tag = f"{kind}:{self._collective}"
+        ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
+        return header["values"]
+
+    def allreduce_sum(self, values: Sequence[float]) -> list[float]:
+        """Sum small metrics over the ranks, in rank order (through shard 0)."""
+        ours = [float(v) for v in values]
+        total = [0.0] * len(ours)
+        for theirs in self._gather("allreduce", ours):
+            if theirs is not None:  # a rank lost in async mode with --on-worker-loss continue
+                total = [a + b for a, b in zip(total, theirs)]
+        return total
+
+    def barrier(self) -> None:
+        """Return once every live rank has reached it (through shard 0)."""
+        self._gather("barrier", None)
+
+    def all_equal(self, description: Mapping[str, Any]) -> None:
+        ours = json.loads(json.dumps(description, sort_keys=True, default=str))
+        for rank, text in enumerate(self._gather("all_equal", json.dumps(ours, sort_keys=True))):
+            if text is None:
+                continue
+            diff = first_difference(ours, json.loads(text))
+            if diff:
+                raise SyncError(f"rank {self.rank} and rank {rank} run different jobs: {diff}")
+
+    def close(self) -> None:
+        """Tell the shards this worker is done (best effort), then close the sockets."""
+        try:
+            if self.params:
+                for s in range(len(self._socks)):
+                    self._send(s, {"op": "bye"})
+        finally:
+            for s in self._socks:
+                s.close(linger=200)
+            self._ctx.term()
+
+
+def _rows_in(rows: np.ndarray, block: Block) -> np.ndarray:
+    """The sorted ``rows`` that fall in ``block``."""
+    lo, hi = np.searchsorted(rows, [block.start, block.stop])
+    return rows[lo:hi]
+
+
+def _now() -> float:
+    return time.monotonic()

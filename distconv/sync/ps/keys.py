@@ -1,0 +1,131 @@
+"""CURVE key files for a parameter-server job, and the ZAP authenticator that checks them.
+
+``distconv keys DIR --workers N`` writes, with pyzmq's own certificate format:
+
+- ``DIR/server.key`` and ``DIR/server.key_secret``: the pair every shard uses;
+- ``DIR/worker-R.key`` and ``DIR/worker-R.key_secret`` for each rank R in ``0..N-1``.
+
+A shard reads its secret file and the workers' public files; worker R reads its own secret file
+and the server's public file. Secret files are created ``0600``. Keys travel as files (a mounted
+Secret in Kubernetes), never in environment variables, which ``/proc`` shows.
+
+A shard accepts exactly the job's worker keys (a ZAP callback over pyzmq's
+:class:`~zmq.auth.thread.ThreadAuthenticator`), and a message that says rank R must come from
+worker R's key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+SERVER = "server"
+_WORKER = re.compile(r"worker-(\d+)\.key$")
+
+
+class KeyFileError(ValueError):
+    """A key file is missing or unreadable; the text names the file."""
+
+
+def worker_name(rank: int) -> str:
+    return f"worker-{rank}"
+
+
+def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
+    """Write the server pair and one pair per worker into ``directory``; returns the files.
+
+    Raises:
+        ValueError: ``workers < 1``, or the directory already holds keys (never overwritten:
+            a running job would lose its credentials).
+    """
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    if (path / f"{SERVER}.key").exists():
+        raise ValueError(f"{path} already holds keys; remove them or choose another directory")
+    written = []
+    for name in [SERVER, *(worker_name(r) for r in range(workers))]:
+        public, secret = zmq.auth.create_certificates(str(path), name)
+        os.chmod(secret, 0o600)
+        written += [Path(public), Path(secret)]
+    return written
+
+
+def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
+    if not path.is_file():
+        raise KeyFileError(f"CURVE key file {path} not found (make keys with `distconv keys`)")
+    try:
+        public, private = zmq.auth.load_certificate(str(path))
+    except (ValueError, OSError) as exc:
+        raise KeyFileError(f"CURVE key file {path} is unreadable: {exc}") from None
+    if secret and private is None:
+        raise KeyFileError(f"{path} holds no secret key")
+    return public, private
+
+
+def server_keys(directory: str | os.PathLike) -> tuple[bytes, bytes, dict[bytes, int]]:
+    """A shard's (public, secret) pair and the job's worker public keys, mapped to their ranks."""
+    path = Path(directory)
+    public, secret = _load(path / f"{SERVER}.key_secret", secret=True)
+    workers = {}
+    for file in sorted(path.glob("worker-*.key")):
+        match = _WORKER.search(file.name)
+        if match:
+            workers[_load(file, secret=False)[0]] = int(match.group(1))
+    if not workers:
+        raise KeyFileError(f"no worker-R.key files in {path}")
+    return public, secret, workers  # type: ignore[return-value]
+
+
+def worker_keys(directory: str | os.PathLike, rank: int) -> tuple[bytes, bytes, bytes]:
+    """Worker ``rank``'s (public, secret) pair and the servers' public key."""
+    path = Path(directory)
+    public, secret = _load(path / f"{worker_name(rank)}.key_secret", secret=True)
+    server_public, _ = _load(path / f"{SERVER}.key", secret=False)
+    return public, secret, server_public  # type: ignore[return-value]
+
+
+class _JobKeys:
+    """ZAP credentials provider: accepts exactly the given client public keys (z85)."""
+
+    def __init__(self, keys: set[bytes]) -> None:
+        self.keys = keys
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key in self.keys
+
+
+def start_authenticator(context: zmq.Context, worker_public: set[bytes]) -> ThreadAuthenticator:
+    """Start pyzmq's ZAP handler on ``context``, admitting only ``worker_public`` keys."""
+    auth = ThreadAuthenticator(context)
+    auth.start()
+    auth.configure_curve_callback(domain="*", credentials_provider=_JobKeys(set(worker_public)))
+    return auth
+
+
+def curve_server(socket: zmq.Socket, public: bytes, secret: bytes) -> None:
+    """Make ``socket`` a CURVE server (before bind)."""
+    socket.curve_publickey = public
+    socket.curve_secretkey = secret
+    socket.curve_server = True
+
+
+def curve_client(socket: zmq.Socket, keys: tuple[bytes, bytes, bytes]) -> None:
+    """Make ``socket`` a CURVE client of the server whose public key is ``keys[2]``."""
+    socket.curve_publickey, socket.curve_secretkey, socket.curve_serverkey = keys
+
+
+def user_id(frame: Any) -> bytes | None:
+    """The ZAP user id (the client's z85 public key) of a received frame, if authenticated."""
+    try:
+        value = frame.get("User-Id")
+    except zmq.ZMQError:
+        return None
+    return value.encode() if isinstance(value, str) else value

@@ -1,0 +1,331 @@
+"""The ``distconv-launch`` command: ``local``, ``mpi`` and ``k8s``.
+
+Everything after ``--`` is what each worker runs: ``distconv train`` arguments by default, or a
+``.py`` file or program of the user's, which then gets the same roles, ranks, supervision and
+restarts (see :func:`.commands.parse_program`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .commands import (
+    THREAD_VARS,
+    JobEnv,
+    LaunchError,
+    Program,
+    ServerOptions,
+    child_env,
+    clean_environ,
+    free_ports,
+    keys_command,
+    option_value,
+    parse_program,
+    server_command,
+    threads_per_process,
+    worker_command,
+)
+from .supervisor import ChildSpec, Supervisor
+
+PROG = "distconv-launch"
+
+
+def _at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _add_job_options(p: argparse.ArgumentParser) -> None:
+    """Options every supervised job has: restarts, grace, run directory, job id, threads."""
+    p.add_argument(
+        "--max-restarts", type=_at_least(0), default=0, help="restarts after a failure (0)"
+    )
+    p.add_argument(
+        "--grace", type=_seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
+    )
+    p.add_argument("--run-dir", help="logs, keys and failure.json (default: runs/<job-id>)")
+    p.add_argument("--job-id", help="names the job (default: launch-<time>-<random>)")
+    p.add_argument(
+        "--threads",
+        type=_at_least(1),
+        help="BLAS threads per worker (default: this host's cores / its workers)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser for everything before ``--``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Start a distconv job: local processes, mpiexec, or Kubernetes manifests. "
+        "After --: distconv train arguments, or a program or .py file to run instead.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    local = sub.add_parser("local", help="workers and parameter servers on this host")
+    local.add_argument("--workers", type=_at_least(1), required=True, help="worker processes")
+    local.add_argument(
+        "--servers", type=_at_least(0), default=1, help="parameter-server shards; 0 for none (1)"
+    )
+    local.add_argument("--mode", choices=("sync", "async"), default="sync", help="(sync)")
+    local.add_argument(
+        "--insecure", action="store_true", help="no CURVE keys (passes --insecure on)"
+    )
+    _add_job_options(local)
+    local.set_defaults(handler=run_local)
+
+    mpi = sub.add_parser("mpi", help="workers under mpiexec (MPICH or OpenMPI), allreduce")
+    mpi.add_argument("-np", "-n", dest="np", type=_at_least(1), required=True, help="ranks")
+    hosts = mpi.add_mutually_exclusive_group()
+    hosts.add_argument("--hostfile", help="host:slots (MPICH) or 'host slots=N' (OpenMPI) lines")
+    hosts.add_argument("-H", "--hosts", dest="hosts", help="h1:2,h2:2")
+    mpi.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    mpi.add_argument("--oversubscribe", action="store_true", help="more ranks than slots")
+    mpi.add_argument("--allow-run-as-root", action="store_true", help="(OpenMPI)")
+    mpi.add_argument("--mpiexec", help="the mpiexec to run (default: from PATH or the wheel)")
+    mpi.add_argument("--mpi-flavor", choices=("mpich", "openmpi"), help="skip `mpiexec --version`")
+    _add_job_options(mpi)
+    mpi.set_defaults(handler=run_mpi)
+
+    k8s = sub.add_parser("k8s", help="render Kubernetes manifests for one job")
+    k8s.add_argument("--workers", type=_at_least(1), required=True)
+    k8s.add_argument("--servers", type=_at_least(0), default=1, help="0 renders an MPIJob (1)")
+    k8s.add_argument("--image", required=True, help="container image with distconv")
+    k8s.add_argument("--gpus", type=_at_least(0), default=0, help="GPUs per worker (0)")
+    k8s.add_argument("--mode", choices=("sync", "async"), default="sync")
+    k8s.add_argument("--job-name", default="distconv", help="(distconv)")
+    k8s.add_argument("--slots-per-worker", type=_at_least(1), default=1, help="MPIJob slots (1)")
+    k8s.add_argument("--mpi", action="store_true", help="an MPIJob even with --servers")
+    k8s.add_argument("--out", help="write one file per object here (default: YAML to stdout)")
+    k8s.set_defaults(handler=run_k8s)
+    return parser
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The launcher's own arguments and what follows the first ``--``."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def _job_id(args: argparse.Namespace) -> str:
+    if args.job_id:
+        if not args.job_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise LaunchError(f"--job-id must be letters, digits, '-', '_' or '.': {args.job_id!r}")
+        return args.job_id
+    return f"launch-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
+    return Path(args.run_dir or os.path.join("runs", job_id)).absolute()
+
+
+def make_keys(keys_dir: Path, workers: int) -> None:
+    """``distconv keys DIR --workers N`` as a subprocess; a failure is one clear error."""
+    done = subprocess.run(
+        keys_command(str(keys_dir), workers), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise LaunchError(f"`distconv keys` failed to make the job's CURVE keys: {last}")
+
+
+def local_plan(
+    args: argparse.Namespace, program: Program, job_id: str, run_dir: Path, environ
+) -> tuple[ServerOptions | None, JobEnv, list[str]]:
+    """Server options, shared environment and the worker program of a local job."""
+    if program.is_train and args.servers == 0 and args.workers > 1:
+        raise LaunchError(
+            "distconv train with several workers needs parameter servers (--servers M >= 1) "
+            "or allreduce (distconv-launch mpi)"
+        )
+    worker_argv = list(program.argv)
+    out = None
+    if program.is_train:
+        out = option_value(worker_argv, "--out")
+        if out is None:
+            out = str(run_dir / "train")
+            worker_argv += ["--out", out]
+        if args.insecure and args.servers:
+            worker_argv += ["--insecure"]
+    keys_dir = None if args.insecure or not args.servers else str(run_dir / "keys")
+    servers = None
+    if args.servers:
+        checkpoint_dir = out or str(run_dir / "checkpoints")
+        servers = ServerOptions(
+            num_shards=args.servers,
+            workers=args.workers,
+            mode=args.mode,
+            job_id=job_id,
+            keys_dir=keys_dir,
+            checkpoint_dir=checkpoint_dir,
+            extra=("--insecure",) if args.insecure else (),
+        )
+    threads = args.threads or threads_per_process(args.workers)
+    job = JobEnv(job_id=job_id, keys_dir=keys_dir, threads=threads)
+    return servers, job, worker_argv
+
+
+def local_children(
+    program: Program,
+    servers: ServerOptions | None,
+    job: JobEnv,
+    workers: int,
+    restart: int,
+    environ,
+    ports: Sequence[int] = (),
+) -> list[ChildSpec]:
+    """Every child of one attempt of a local job: the shards first, then the workers."""
+    pservers = tuple(f"{servers.host}:{p}" for p in ports) if servers else ()
+    job = JobEnv(job.job_id, pservers, job.keys_dir, job.threads, restart)
+    specs = []
+    if servers is not None:
+        shard_job = JobEnv(job.job_id, pservers, job.keys_dir, 1, restart)
+        for shard, port in enumerate(ports):
+            env = child_env(environ, shard_job, "server", shard, servers.num_shards)
+            specs.append(ChildSpec("server", shard, server_command(shard, port, servers), env))
+    sync = "pserver" if servers is not None else None
+    argv = worker_command(program, sync, restart)
+    for rank in range(workers):
+        specs.append(
+            ChildSpec("worker", rank, argv, child_env(environ, job, "worker", rank, workers))
+        )
+    return specs
+
+
+def run_local(args: argparse.Namespace, rest: list[str]) -> int:
+    """``distconv-launch local``: supervise N workers and M shards on this host."""
+    program = parse_program(rest)
+    job_id = _job_id(args)
+    run_dir = _run_dir(args, job_id)
+    servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
+    program = Program(tuple(worker_argv), program.is_train)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if job.keys_dir is not None:
+        make_keys(Path(job.keys_dir), args.workers)
+    supervisor = Supervisor(run_dir, grace=args.grace)
+    supervisor.say(
+        f"job {job_id}: {args.workers} worker(s), {args.servers} server(s); logs in "
+        f"{run_dir / 'logs'}"
+    )
+
+    def build(restart: int) -> list[ChildSpec]:
+        ports = free_ports(args.servers) if servers else []
+        return local_children(program, servers, job, args.workers, restart, os.environ, ports)
+
+    return supervisor.run(build, max_restarts=args.max_restarts)
+
+
+def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
+    """``distconv-launch mpi``: build the mpiexec command; print it or supervise it."""
+    from .mpi import (
+        MpiOptions,
+        detect_flavor,
+        find_mpiexec,
+        mpi_command,
+        mpi_worker_command,
+        parse_hostfile,
+        parse_hosts,
+    )
+
+    program = parse_program(rest)
+    hosts = []
+    if args.hostfile:
+        hosts = parse_hostfile(Path(args.hostfile).read_text(), where=args.hostfile)
+    elif args.hosts:
+        hosts = parse_hosts(args.hosts)
+    opts = MpiOptions(args.np, tuple(hosts), args.oversubscribe, args.allow_run_as_root)
+    mpiexec = find_mpiexec(args.mpiexec)
+    flavor = args.mpi_flavor or detect_flavor(mpiexec)
+    job_id = _job_id(args)
+    per_host = -(-args.np // len(hosts)) if hosts else args.np
+    threads = args.threads or threads_per_process(per_host)
+
+    def build(restart: int) -> list[ChildSpec]:
+        env = clean_environ(os.environ)
+        env.update(DISTCONV_JOB_ID=job_id, DISTCONV_RESTART=str(restart), PYTHONUNBUFFERED="1")
+        env.update(dict.fromkeys(THREAD_VARS, str(threads)))
+        argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program, restart), env)
+        return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
+
+    if args.dry_run:
+        print(shlex.join(build(0)[0].argv))
+        return 0
+    run_dir = _run_dir(args, job_id)
+    supervisor = Supervisor(run_dir, grace=args.grace)
+    supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
+    return supervisor.run(build, max_restarts=args.max_restarts)
+
+
+def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
+    """``distconv-launch k8s``: render the job's manifests with the deploy renderer."""
+    try:
+        from distconv.deploy import render
+    except ImportError as exc:
+        raise LaunchError(
+            f"the Kubernetes renderer distconv.deploy.render is missing: {exc}"
+        ) from None
+    program = parse_program(rest)
+    if not program.is_train:
+        raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
+    try:
+        objects = render.render_manifests(
+            job_name=args.job_name,
+            workers=args.workers,
+            servers=args.servers,
+            image=args.image,
+            gpus=args.gpus,
+            train_args=list(program.argv),
+            mode=args.mode,
+            slots_per_worker=args.slots_per_worker,
+            mpi=True if args.mpi else None,
+        )
+    except ValueError as exc:  # the renderer's check of the job's shape
+        raise LaunchError(str(exc)) from None
+    if args.out:
+        render.write_manifests(objects, args.out)
+        print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(render.dump_yaml(objects))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``distconv-launch``; returns the exit status."""
+    own, rest = split_argv(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(own)
+    try:
+        return args.handler(args, rest)
+    except (LaunchError, OSError) as exc:
+        if os.environ.get("DISTCONV_DEBUG"):
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
+        return 1

@@ -1,0 +1,236 @@
+"""Pure builders for the processes of a local job: what to run, with which environment.
+
+Nothing here starts a process or touches the disk (except :func:`free_ports`, which asks the
+kernel for ports), so tests assert the exact commands (Horovod's runner is the model). The
+supervisor (:mod:`.supervisor`) runs what these functions describe.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+#: variables a parent launcher or scheduler may have left behind; a child that inherited them
+#: would see two sources for its rank (the runtime refuses that), so they never pass through
+PLACEMENT_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "JOB_COMPLETION_INDEX",
+    "DISTCONV_WORLD_SIZE",
+    "DISTCONV_RANK_FROM_HOSTNAME",
+)
+PLACEMENT_PREFIXES = ("OMPI_COMM_WORLD_", "PMI_", "PMIX_", "MPI_LOCALRANKID")
+
+#: the thread pools of every BLAS numpy may be linked against, and distconv's own kernels
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DISTCONV_NUM_THREADS")
+
+
+class LaunchError(ValueError):
+    """The launch cannot be described: bad counts, an unknown program, a malformed hostfile."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """What runs in each worker: ``distconv train`` with arguments, or the user's own program.
+
+    Attributes:
+        argv: for ``distconv train``, the train arguments; otherwise the full command
+            (a ``.py`` file comes first, the interpreter is added by the builders).
+        is_train: True when ``argv`` are ``distconv train`` arguments.
+    """
+
+    argv: tuple[str, ...]
+    is_train: bool
+
+    @property
+    def is_script(self) -> bool:
+        """True when the program is a Python file, run with this interpreter."""
+        return not self.is_train and self.argv[0].endswith(".py")
+
+
+def parse_program(args: Sequence[str]) -> Program:
+    """Decide what follows ``--``: ``distconv train`` arguments, a ``.py`` file or a program.
+
+    Train arguments start with an option (``--epochs 2``) or with the word ``train``, which is
+    dropped. Anything else must be a ``.py`` file or a program found on ``PATH``, which then runs
+    instead, as ``torchrun`` runs any script.
+
+    Raises:
+        LaunchError: the first word is neither an option nor a file or program that exists.
+    """
+    args = tuple(args)
+    if not args or args[0].startswith("-"):
+        return Program(args, is_train=True)
+    if args[0] == "train":
+        return Program(args[1:], is_train=True)
+    first = args[0]
+    if first.endswith(".py"):
+        if not os.path.isfile(first):
+            raise LaunchError(f"script {first!r} does not exist")
+        return Program(args, is_train=False)
+    if os.sep in first and not os.path.isfile(first):
+        raise LaunchError(f"program {first!r} does not exist")
+    if os.sep not in first and shutil.which(first) is None:
+        raise LaunchError(
+            f"{first!r} is neither a program on PATH nor a .py file; distconv train arguments "
+            "start with an option, e.g. -- --epochs 2"
+        )
+    return Program(args, is_train=False)
+
+
+def has_option(argv: Sequence[str], name: str) -> bool:
+    """True when ``argv`` holds option ``name`` as ``--name`` or ``--name=value``."""
+    return any(a == name or a.startswith(name + "=") for a in argv)
+
+
+def option_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``--name value`` or ``--name=value`` in ``argv`` (the last one wins)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
+    """``distconv train`` arguments for one start of the job.
+
+    Adds ``--sync SYNC`` unless the user chose a transport, and ``--resume auto`` on a restart
+    unless the user asked for a resume mode themselves.
+    """
+    argv = list(program.argv)
+    if sync is not None and not has_option(argv, "--sync"):
+        argv = ["--sync", sync, *argv]
+    if restart > 0 and not has_option(argv, "--resume"):
+        argv += ["--resume", "auto"]
+    return argv
+
+
+def worker_command(
+    program: Program, sync: str | None, restart: int, python: str = sys.executable
+) -> list[str]:
+    """The command of one local worker (every worker runs the same one; ranks come from env)."""
+    if program.is_train:
+        return [python, "-m", "distconv", "train", *train_args(program, sync, restart)]
+    if program.is_script:
+        return [python, *program.argv]
+    return list(program.argv)
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How the parameter-server shards of a local job run."""
+
+    num_shards: int
+    workers: int
+    mode: str = "sync"
+    job_id: str = ""
+    keys_dir: str | None = None
+    checkpoint_dir: str | None = None
+    host: str = "127.0.0.1"
+    extra: tuple[str, ...] = field(default=())
+
+
+def server_command(
+    shard: int, port: int, opts: ServerOptions, python: str = sys.executable
+) -> list[str]:
+    """``python -m distconv pserver ...`` for shard ``shard`` listening on ``port``."""
+    argv = [python, "-m", "distconv", "pserver", "--bind", f"{opts.host}:{port}"]
+    argv += ["--shard", str(shard), "--num-shards", str(opts.num_shards)]
+    argv += ["--workers", str(opts.workers), "--mode", opts.mode]
+    if opts.job_id:  # a shard serves only requests that name its job
+        argv += ["--job-id", opts.job_id]
+    if opts.keys_dir is not None:
+        argv += ["--keys", opts.keys_dir]
+    if opts.checkpoint_dir is not None:
+        argv += ["--checkpoint-dir", opts.checkpoint_dir]
+    return argv + list(opts.extra)
+
+
+def keys_command(keys_dir: str, workers: int, python: str = sys.executable) -> list[str]:
+    """``python -m distconv keys DIR --workers N``: the job's CURVE key files."""
+    return [python, "-m", "distconv", "keys", keys_dir, "--workers", str(workers)]
+
+
+def threads_per_process(processes: int, cpus: int | None = None) -> int:
+    """BLAS threads per child so ``processes`` children share the cores without oversubscribing."""
+    cpus = cpus or os.cpu_count() or 1
+    return max(1, cpus // max(1, processes))
+
+
+def clean_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without any other launcher's placement variables (see PLACEMENT_VARS)."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k not in PLACEMENT_VARS and not k.startswith(PLACEMENT_PREFIXES)
+    }
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    """What every child of one local job shares."""
+
+    job_id: str
+    pservers: tuple[str, ...] = ()
+    keys_dir: str | None = None
+    threads: int = 1
+    restart: int = 0
+
+
+def child_env(
+    environ: Mapping[str, str], job: JobEnv, role: str, rank: int, world_size: int
+) -> dict[str, str]:
+    """The environment of one child: the launcher's, cleaned, plus the runtime's variables.
+
+    Args:
+        environ: the launcher's environment.
+        job: what all children share.
+        role: ``"worker"`` or ``"server"``.
+        rank: the child's rank among its role (a server's shard index).
+        world_size: how many children have this role.
+    """
+    env = clean_environ(environ)
+    env.update(
+        DISTCONV_ROLE=role,
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),  # every child of a local job is on this host
+        DISTCONV_JOB_ID=job.job_id,
+        DISTCONV_RESTART=str(job.restart),
+        PYTHONUNBUFFERED="1",  # lines reach the launcher as they are written
+    )
+    if job.pservers:
+        env["DISTCONV_PSERVERS"] = ",".join(job.pservers)
+    else:
+        env.pop("DISTCONV_PSERVERS", None)
+    if job.keys_dir is not None:
+        env["DISTCONV_KEYS"] = job.keys_dir
+    else:
+        env.pop("DISTCONV_KEYS", None)
+    env.update(dict.fromkeys(THREAD_VARS, str(job.threads)))
+    return env
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports that were free on ``host`` a moment ago.
+
+    All sockets stay open until every port is chosen, so the kernel never hands out one twice.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

@@ -1,0 +1,235 @@
+"""Pure builders for ``distconv-launch mpi``: the ``mpiexec`` command for MPICH or OpenMPI.
+
+MPICH's Hydra and OpenMPI's ``mpirun`` spell the same things differently: the process count
+(``-n`` / ``-np``), the host list (``-hosts`` / ``-H``, both ``host:slots``), the environment
+(Hydra passes all of it with ``-genvall``; OpenMPI exports each variable named with ``-x``), and
+OpenMPI alone needs ``--oversubscribe`` and ``--allow-run-as-root``. Hostfiles are read in both
+formats (``host:slots`` as MPICH writes them, ``host slots=N`` as OpenMPI does) and passed on as
+a host list, so either file works with either MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .commands import THREAD_VARS, LaunchError, Program, train_args
+
+FLAVORS = ("mpich", "openmpi")
+
+#: exported to OpenMPI ranks with -x when present (Hydra's -genvall passes everything)
+PASS_VARS = (
+    "PATH",
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+    "LD_LIBRARY_PATH",
+    "VIRTUAL_ENV",
+    "CUDA_VISIBLE_DEVICES",
+)
+PASS_PREFIXES = ("DISTCONV_", "NCCL_", "UCX_")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One line of a hostfile: a host and how many ranks it takes."""
+
+    name: str
+    slots: int = 1
+
+
+def find_mpiexec(explicit: str | None = None, python: str = sys.executable) -> str:
+    """The ``mpiexec`` to run: ``explicit``, else on PATH, else beside ``python`` (mpich wheel).
+
+    Raises:
+        LaunchError: none is found.
+    """
+    if explicit:
+        found = shutil.which(explicit)
+        if found is None:
+            raise LaunchError(f"--mpiexec {explicit!r} is not an executable")
+        return found
+    for name in ("mpiexec", "mpirun"):
+        found = shutil.which(name)
+        if found:
+            return found
+    beside = os.path.join(os.path.dirname(python), "mpiexec")
+    if os.access(beside, os.X_OK):
+        return beside
+    raise LaunchError("no mpiexec or mpirun on PATH; pip install 'distconv[mpi]' or install an MPI")
+
+
+def flavor_from_version(text: str) -> str:
+    """``"mpich"`` or ``"openmpi"`` from the output of ``mpiexec --version``.
+
+    Raises:
+        LaunchError: the output is neither Hydra's nor OpenMPI's.
+    """
+    lowered = text.lower()
+    if "hydra" in lowered:  # MPICH, and Hydra-based MPIs such as Intel MPI and MVAPICH
+        return "mpich"
+    if "open mpi" in lowered or "open-mpi" in lowered or "openrte" in lowered:
+        return "openmpi"
+    first = text.strip().splitlines()[0] if text.strip() else "(no output)"
+    raise LaunchError(f"unknown MPI: `mpiexec --version` says {first!r}; pass --mpi-flavor")
+
+
+def detect_flavor(mpiexec: str) -> str:
+    """Run ``mpiexec --version`` and read which MPI it is."""
+    try:
+        done = subprocess.run(
+            [mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"cannot run {mpiexec} --version: {exc}") from None
+    return flavor_from_version(done.stdout + done.stderr)
+
+
+def parse_hostfile(text: str, where: str = "hostfile") -> list[Host]:
+    """Hosts from a hostfile in either format: ``host``, ``host:N`` or ``host slots=N``.
+
+    Comments (``#``) and blank lines are skipped; OpenMPI's ``max_slots=`` is accepted and
+    ignored.
+
+    Raises:
+        LaunchError: a line is neither format; the message names the file and line.
+    """
+    hosts = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        try:
+            host = _host_word(words[0])
+            for word in words[1:]:
+                key, eq, value = word.partition("=")
+                if not eq or key not in ("slots", "max_slots"):
+                    raise ValueError(f"unknown field {word!r}")
+                if key == "slots":
+                    host = Host(host.name, _slots(value))
+        except ValueError as exc:
+            raise LaunchError(f"{where} line {number}: {exc} in {raw.strip()!r}") from None
+        hosts.append(host)
+    if not hosts:
+        raise LaunchError(f"{where} names no hosts")
+    return hosts
+
+
+def parse_hosts(spec: str) -> list[Host]:
+    """Hosts from ``-H h1:2,h2:2`` (a host without ``:N`` takes one rank).
+
+    Raises:
+        LaunchError: an entry is malformed.
+    """
+    try:
+        hosts = [_host_word(word.strip()) for word in spec.split(",") if word.strip()]
+    except ValueError as exc:
+        raise LaunchError(f"-H {spec!r}: {exc}") from None
+    if not hosts:
+        raise LaunchError("-H names no hosts")
+    return hosts
+
+
+def _host_word(word: str) -> Host:
+    name, colon, slots = word.rpartition(":")
+    if not colon:
+        return Host(word)
+    if not name:
+        raise ValueError(f"no host name in {word!r}")
+    return Host(name, _slots(slots))
+
+
+def _slots(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"slots must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def hosts_arg(hosts: Sequence[Host]) -> str:
+    """``h1:2,h2:2``, which both Hydra's ``-hosts`` and OpenMPI's ``-H`` read."""
+    return ",".join(f"{h.name}:{h.slots}" for h in hosts)
+
+
+def mpi_worker_command(program: Program, restart: int, python: str = sys.executable) -> list[str]:
+    """One rank's command: ``python -m mpi4py`` runs it, so an exception aborts every rank."""
+    if program.is_train:
+        return [
+            python,
+            "-m",
+            "mpi4py",
+            "-m",
+            "distconv",
+            "train",
+            *train_args(program, "mpi", restart),
+        ]
+    if program.is_script:
+        return [python, "-m", "mpi4py", *program.argv]
+    return list(program.argv)
+
+
+def exported_names(environ: Mapping[str, str]) -> list[str]:
+    """The variables OpenMPI must export with ``-x`` (sorted, so commands are reproducible)."""
+    return sorted(
+        name
+        for name in environ
+        if name in PASS_VARS or name in THREAD_VARS or name.startswith(PASS_PREFIXES)
+    )
+
+
+@dataclass(frozen=True)
+class MpiOptions:
+    """What ``distconv-launch mpi`` was asked for."""
+
+    np: int
+    hosts: tuple[Host, ...] = ()
+    oversubscribe: bool = False
+    allow_run_as_root: bool = False
+
+
+def mpi_command(
+    mpiexec: str,
+    flavor: str,
+    opts: MpiOptions,
+    worker: Sequence[str],
+    environ: Mapping[str, str],
+) -> list[str]:
+    """The whole ``mpiexec`` command line.
+
+    Args:
+        mpiexec: path of ``mpiexec``/``mpirun``.
+        flavor: ``"mpich"`` or ``"openmpi"``.
+        opts: rank count, hosts and permissions.
+        worker: each rank's command (:func:`mpi_worker_command`).
+        environ: the environment ``mpiexec`` will run with (names the OpenMPI exports).
+
+    Raises:
+        LaunchError: unknown flavor, or more ranks than slots without ``oversubscribe``.
+    """
+    if flavor not in FLAVORS:
+        raise LaunchError(f"MPI flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+    slots = sum(h.slots for h in opts.hosts)
+    if opts.hosts and opts.np > slots and not opts.oversubscribe:
+        raise LaunchError(
+            f"-np {opts.np} is more than the {slots} slot(s) of the hosts; add hosts or slots, "
+            "or pass --oversubscribe"
+        )
+    if flavor == "mpich":
+        argv = [mpiexec, "-n", str(opts.np)]
+        if opts.hosts:
+            argv += ["-hosts", hosts_arg(opts.hosts)]
+        argv += ["-genvall"]
+    else:
+        argv = [mpiexec, "-np", str(opts.np)]
+        if opts.hosts:
+            argv += ["-H", hosts_arg(opts.hosts)]
+        if opts.oversubscribe:
+            argv += ["--oversubscribe"]
+        if opts.allow_run_as_root:
+            argv += ["--allow-run-as-root"]
+        for name in exported_names(environ):
+            argv += ["-x", name]
+    return argv + list(worker)

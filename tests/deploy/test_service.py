@@ -1,0 +1,131 @@
+"""The probes and metrics over real HTTP on a port-0 server."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from distconv.service import ServiceEndpoints
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """Status and body of GET http://127.0.0.1:port/path (errors are answers too)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.fixture
+def service():
+    svc = ServiceEndpoints(role="worker", rank=3, stall_seconds=0.5)
+    svc.port = svc.start()
+    yield svc
+    svc.close()
+
+
+def test_ready_turns_from_false_to_true(service):
+    assert get(service.port, "/readyz")[0] == 503
+    service.set_ready()
+    assert get(service.port, "/readyz") == (200, "ready\n")
+    service.set_ready(False)
+    assert get(service.port, "/readyz")[0] == 503
+
+
+@pytest.mark.timeout(30)
+def test_health_turns_from_true_to_false_when_steps_stop(service):
+    service.beat(7)
+    status, body = get(service.port, "/healthz")
+    assert status == 200 and "last step 7" in body
+    # poll (no fixed sleep assertion): the answer must flip once stall_seconds pass quietly
+    deadline = time.monotonic() + 20
+    while get(service.port, "/healthz")[0] == 200:
+        assert time.monotonic() < deadline, "/healthz never reported the stall"
+        time.sleep(0.1)
+    status, body = get(service.port, "/healthz")
+    assert status == 503 and body.startswith("stalled: worker 3, last step 7")
+    service.beat(8)
+    assert get(service.port, "/healthz")[0] == 200
+
+
+def test_metrics_parse_with_the_prometheus_parser(service):
+    service.observe_step(0.5, 64)
+    service.observe_step(0.25, 64)
+    service.add_bytes(pushed=1000, pulled=250)
+    service.add_bytes(pushed=24)
+    service.observe_allreduce(0.125)
+    service.add_stale_dropped(2)
+    service.set_restarts(1)
+    service.beat(41)
+    service.set_ready()
+    status, text = get(service.port, "/metrics")
+    assert status == 200
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            assert s.labels.get("role") == "worker" and s.labels.get("rank") == "3", s
+            samples[s.name if "le" not in s.labels else (s.name, s.labels["le"])] = s.value
+    assert samples["distconv_samples_total"] == 128
+    assert samples["distconv_samples_per_second"] == 256.0  # the last step: 64 / 0.25
+    assert samples["distconv_step_seconds_count"] == 2
+    assert samples["distconv_step_seconds_sum"] == 0.75
+    assert samples[("distconv_step_seconds_bucket", "0.25")] == 1
+    assert samples["distconv_bytes_pushed_total"] == 1024
+    assert samples["distconv_bytes_pulled_total"] == 250
+    assert samples["distconv_allreduce_seconds_sum"] == 0.125
+    assert samples["distconv_stale_gradients_dropped_total"] == 2
+    assert samples["distconv_restarts"] == 1
+    assert samples["distconv_step"] == 41
+    assert samples["distconv_ready"] == 1
+
+
+def test_two_instances_in_one_process_do_not_collide():
+    with ServiceEndpoints(role="server", rank=0) as a, ServiceEndpoints(role="server", rank=1) as b:
+        pa, pb = a.start(), b.start()
+        assert pa != pb
+        a.add_stale_dropped(5)
+        assert 'rank="1"' in get(pb, "/metrics")[1]
+        assert (
+            'distconv_stale_gradients_dropped_total{rank="1",role="server"} 0.0'
+            in (get(pb, "/metrics")[1])
+        )
+
+
+def test_unknown_path_is_404_and_close_frees_the_port(service):
+    assert get(service.port, "/nope")[0] == 404
+    service.close()
+    service.close()  # twice is fine
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{service.port}/readyz", timeout=5)
+
+
+def test_starting_twice_is_an_error(service):
+    with pytest.raises(RuntimeError, match="already serve on port"):
+        service.start()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"role": ""}, "role must be a non-empty string"),
+        ({"rank": -1}, "rank must be an integer >= 0, got -1"),
+        ({"stall_seconds": 0}, "stall_seconds must be > 0, got 0"),
+        ({"stall_seconds": float("nan")}, "stall_seconds must be a finite number"),
+    ],
+)
+def test_bad_arguments_name_the_cause(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ServiceEndpoints(**kwargs)
+
+
+def test_negative_counts_are_refused():
+    svc = ServiceEndpoints()
+    with pytest.raises(ValueError, match="byte counts must be >= 0"):
+        svc.add_bytes(pushed=-1)
+    with pytest.raises(ValueError, match="seconds and samples must be >= 0"):
+        svc.observe_step(-0.1, 3)

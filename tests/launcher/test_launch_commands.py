@@ -1,0 +1,235 @@
+"""The local job's commands and environments, asserted exactly (no process is started)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.cli import build_parser, local_children, local_plan, split_argv
+from launcher.commands import (
+    THREAD_VARS,
+    JobEnv,
+    LaunchError,
+    Program,
+    ServerOptions,
+    child_env,
+    clean_environ,
+    free_ports,
+    has_option,
+    keys_command,
+    option_value,
+    parse_program,
+    server_command,
+    threads_per_process,
+    train_args,
+    worker_command,
+)
+from launcher.supervisor import Failure
+
+PY = sys.executable
+
+
+def test_split_argv_at_the_first_double_dash():
+    assert split_argv(["local", "--workers", "2", "--", "a.py", "--", "x"]) == (
+        ["local", "--workers", "2"],
+        ["a.py", "--", "x"],
+    )
+    assert split_argv(["local", "--workers", "2"]) == (["local", "--workers", "2"], [])
+
+
+def test_parse_program(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text("print(1)\n")
+    assert parse_program([]) == Program((), is_train=True)
+    assert parse_program(["--epochs", "2"]) == Program(("--epochs", "2"), is_train=True)
+    assert parse_program(["train", "--epochs", "2"]) == Program(("--epochs", "2"), True)
+    program = parse_program([str(script), "--lr", "1"])
+    assert not program.is_train and program.is_script
+    program = parse_program(["sh", "-c", "true"])
+    assert not program.is_train and not program.is_script
+    with pytest.raises(LaunchError, match="script 'gone.py' does not exist"):
+        parse_program(["gone.py"])
+    with pytest.raises(LaunchError, match="program '/no/such' does not exist"):
+        parse_program(["/no/such"])
+
+
+def test_options_in_argv():
+    argv = ["--out", "a", "--resume=auto", "--out=b"]
+    assert has_option(argv, "--resume") and not has_option(argv, "--res")
+    assert option_value(argv, "--out") == "b" and option_value(argv, "--lr") is None
+
+
+def test_train_args_add_sync_and_resume_only_when_missing():
+    program = Program(("--epochs", "2"), True)
+    assert train_args(program, "pserver", 0) == ["--sync", "pserver", "--epochs", "2"]
+    assert train_args(program, None, 2) == ["--epochs", "2", "--resume", "auto"]
+    mine = Program(("--sync", "local", "--resume"), True)
+    assert train_args(mine, "pserver", 1) == ["--sync", "local", "--resume"]
+
+
+def test_worker_commands():
+    assert worker_command(Program(("--epochs", "1"), True), "pserver", 1, python="py") == [
+        "py", "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--resume", "auto",
+    ]  # fmt: skip
+    assert worker_command(Program(("me.py", "-x"), False), "pserver", 1, python="py") == [
+        "py",
+        "me.py",
+        "-x",
+    ]
+    assert worker_command(Program(("prog", "-x"), False), None, 0) == ["prog", "-x"]
+
+
+def test_server_and_keys_commands():
+    opts = ServerOptions(2, 3, "async", "j", "/r/keys", "/r/ckpt", extra=("--insecure",))
+    assert server_command(1, 5555, opts, python="py") == [
+        "py", "-m", "distconv", "pserver", "--bind", "127.0.0.1:5555", "--shard", "1",
+        "--num-shards", "2", "--workers", "3", "--mode", "async", "--job-id", "j",
+        "--keys", "/r/keys",
+        "--checkpoint-dir", "/r/ckpt", "--insecure",
+    ]  # fmt: skip
+    assert server_command(0, 7, ServerOptions(1, 1), python="py")[4:] == [
+        "--bind", "127.0.0.1:7", "--shard", "0", "--num-shards", "1", "--workers", "1",
+        "--mode", "sync",
+    ]  # fmt: skip
+    assert keys_command("/r/keys", 4, python="py") == [
+        "py", "-m", "distconv", "keys", "/r/keys", "--workers", "4",
+    ]  # fmt: skip
+
+
+def test_threads_per_process():
+    assert threads_per_process(2, cpus=16) == 8
+    assert threads_per_process(3, cpus=16) == 5
+    assert threads_per_process(32, cpus=16) == 1
+
+
+def test_child_env_replaces_foreign_placement_and_pins_threads():
+    environ = {
+        "PATH": "/bin",
+        "RANK": "9",
+        "OMPI_COMM_WORLD_RANK": "9",
+        "PMI_RANK": "9",
+        "JOB_COMPLETION_INDEX": "9",
+        "DISTCONV_PSERVERS": "stale:1",
+        "DISTCONV_KEYS": "/stale",
+        "OMP_NUM_THREADS": "64",
+    }
+    job = JobEnv("j", ("127.0.0.1:1", "127.0.0.1:2"), "/k", threads=4, restart=2)
+    env = child_env(environ, job, "worker", 1, 3)
+    assert env == {
+        "PATH": "/bin",
+        "DISTCONV_ROLE": "worker",
+        "RANK": "1",
+        "WORLD_SIZE": "3",
+        "LOCAL_RANK": "1",
+        "DISTCONV_JOB_ID": "j",
+        "DISTCONV_RESTART": "2",
+        "PYTHONUNBUFFERED": "1",
+        "DISTCONV_PSERVERS": "127.0.0.1:1,127.0.0.1:2",
+        "DISTCONV_KEYS": "/k",
+        **dict.fromkeys(THREAD_VARS, "4"),
+    }
+    env = child_env(environ, JobEnv("j"), "server", 0, 1)
+    assert "DISTCONV_PSERVERS" not in env and "DISTCONV_KEYS" not in env
+    assert clean_environ({"PMIX_RANK": "1", "MPI_LOCALRANKID": "0", "HOME": "/h"}) == {"HOME": "/h"}
+
+
+def _local(argv: list[str], tmp_path: Path):
+    own, rest = split_argv(["local", *argv])
+    args = build_parser().parse_args(own)
+    program = parse_program(rest)
+    servers, job, worker_argv = local_plan(args, program, "j", tmp_path, {})
+    return args, Program(tuple(worker_argv), program.is_train), servers, job
+
+
+def test_a_parameter_server_job_exactly(tmp_path):
+    args, program, servers, job = _local(
+        ["--workers", "2", "--servers", "2", "--threads", "3", "--", "--epochs", "1"], tmp_path
+    )
+    keys, out = str(tmp_path / "keys"), str(tmp_path / "train")
+    assert servers == ServerOptions(2, 2, "sync", "j", keys, out)
+    assert job == JobEnv("j", (), keys, threads=3)
+    specs = local_children(program, servers, job, 2, 1, {"HOME": "/h"}, ports=[7001, 7002])
+    assert [(s.role, s.rank) for s in specs] == [
+        ("server", 0),
+        ("server", 1),
+        ("worker", 0),
+        ("worker", 1),
+    ]
+    assert specs[1].argv == [
+        PY, "-m", "distconv", "pserver", "--bind", "127.0.0.1:7002", "--shard", "1",
+        "--num-shards", "2", "--workers", "2", "--mode", "sync", "--job-id", "j",
+        "--keys", keys, "--checkpoint-dir", out,
+    ]  # fmt: skip
+    assert specs[3].argv == [
+        PY, "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--out", out,
+        "--resume", "auto",
+    ]  # fmt: skip
+    worker = specs[3].env
+    assert worker["DISTCONV_PSERVERS"] == "127.0.0.1:7001,127.0.0.1:7002"
+    assert (worker["DISTCONV_ROLE"], worker["RANK"], worker["WORLD_SIZE"]) == ("worker", "1", "2")
+    assert (worker["DISTCONV_KEYS"], worker["DISTCONV_RESTART"], worker["OMP_NUM_THREADS"]) == (
+        keys,
+        "1",
+        "3",
+    )
+    server = specs[1].env
+    assert (server["DISTCONV_ROLE"], server["RANK"], server["WORLD_SIZE"]) == ("server", "1", "2")
+    assert server["OMP_NUM_THREADS"] == "1"
+
+
+def test_insecure_and_user_out_dir(tmp_path):
+    _, program, servers, job = _local(
+        ["--workers", "2", "--insecure", "--mode", "async", "--", "--out", "/o"], tmp_path
+    )
+    assert program.argv == ("--out", "/o", "--insecure")
+    assert servers == ServerOptions(1, 2, "async", "j", None, "/o", extra=("--insecure",))
+    assert job.keys_dir is None
+
+
+def test_a_user_program_without_servers(tmp_path):
+    _, program, servers, job = _local(["--workers", "2", "--servers", "0", "--", "sh"], tmp_path)
+    assert servers is None and job.keys_dir is None and program == Program(("sh",), False)
+    specs = local_children(program, servers, job, 2, 0, {})
+    assert [s.argv for s in specs] == [["sh"], ["sh"]]
+    assert "DISTCONV_PSERVERS" not in specs[0].env
+
+
+def test_train_needs_servers_for_several_workers(tmp_path):
+    with pytest.raises(LaunchError, match="needs parameter servers .* or allreduce"):
+        _local(["--workers", "2", "--servers", "0"], tmp_path)
+    _, program, servers, _ = _local(["--workers", "1", "--servers", "0"], tmp_path)
+    assert servers is None and program.argv == ("--out", str(tmp_path / "train"))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["local"], "the following arguments are required: --workers"),
+        (["local", "--workers", "0"], "must be >= 1, got 0"),
+        (["local", "--workers", "2", "--grace", "-1"], "must be >= 0"),
+        (["mpi", "-np", "2", "--hostfile", "f", "-H", "a"], "not allowed with argument"),
+    ],
+)
+def test_bad_flags(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_free_ports_are_distinct_and_bindable():
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_failure_status_and_description():
+    base = dict(role="worker", rank=1, log="l", tail=[], restart=0)
+    assert Failure(exit_code=3, signal=None, **base).status == 3
+    assert Failure(exit_code=300, signal=None, **base).status == 1
+    killed = Failure(exit_code=None, signal="SIGKILL", **base)
+    assert killed.status == 137 and killed.describe() == "worker 1 failed with signal SIGKILL"

@@ -1,0 +1,95 @@
+"""``distconv-launch k8s``: the deploy renderer's manifests, every argument passed through."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HAS_RENDERER = importlib.util.find_spec("distconv.deploy") is not None
+needs_renderer = pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")
+
+
+def launch(*argv: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "k8s", *argv],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+JOBS = [
+    (["--workers", "3", "--servers", "2", "--image", "reg/distconv:1", "--mode", "async"], 2),
+    (["--workers", "4", "--servers", "0", "--image", "reg/distconv:1", "--gpus", "1",
+      "--slots-per-worker", "2", "--job-name", "ar"], 0),
+]  # fmt: skip
+
+
+@needs_renderer
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("argv, servers", JOBS)
+def test_stdout_is_the_renderers_yaml(argv, servers):
+    from distconv.deploy.check import manifest_problems
+    from distconv.deploy.render import dump_yaml, render_manifests
+
+    done = launch(*argv, "--", "--epochs", "2", "--batch-size", "32")
+    assert done.returncode == 0, done.stderr
+    value = dict(zip(argv[::2], argv[1::2]))
+    objects = render_manifests(
+        job_name=value.get("--job-name", "distconv"),
+        workers=int(value["--workers"]),
+        servers=servers,
+        image=value["--image"],
+        gpus=int(value.get("--gpus", 0)),
+        train_args=["--epochs", "2", "--batch-size", "32"],
+        mode=value.get("--mode", "sync"),
+        slots_per_worker=int(value.get("--slots-per-worker", 1)),
+    )
+    assert done.stdout == dump_yaml(objects)
+    assert manifest_problems(objects) == []
+    assert "--batch-size" in done.stdout
+
+
+@needs_renderer
+@pytest.mark.timeout(60)
+def test_out_folder_gets_one_file_per_object(tmp_path):
+    from distconv.deploy.render import manifest_filename, render_manifests
+
+    done = launch(*JOBS[0][0], "--out", str(tmp_path / "m"), "--", "--epochs", "1")
+    assert done.returncode == 0, done.stderr
+    objects = render_manifests(
+        job_name="distconv", workers=3, servers=2, image="reg/distconv:1", mode="async",
+        train_args=["--epochs", "1"],
+    )  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == sorted(
+        manifest_filename(o) for o in objects
+    )
+
+
+@needs_renderer
+@pytest.mark.timeout(60)
+def test_renderer_refusals_are_one_line():
+    done = launch("--workers", "2", "--image", "x", "--job-name", "Bad_Name")
+    assert done.returncode == 1
+    assert done.stderr.startswith("distconv-launch k8s: error: ")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_user_program_is_refused(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text("")
+    done = launch("--workers", "2", "--image", "x", "--", str(script))
+    assert done.returncode == 1
+    expected = "renders distconv train jobs; put the program in the image instead"
+    if not HAS_RENDERER:
+        expected = "the Kubernetes renderer distconv.deploy.render is missing"
+    assert expected in done.stderr

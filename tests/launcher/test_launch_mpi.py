@@ -1,0 +1,215 @@
+"""``distconv-launch mpi``: exact commands for MPICH and OpenMPI, hostfiles, a real mpiexec run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.commands import LaunchError, Program
+from launcher.mpi import (
+    Host,
+    MpiOptions,
+    exported_names,
+    flavor_from_version,
+    mpi_command,
+    mpi_worker_command,
+    parse_hostfile,
+    parse_hosts,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+HYDRA = """HYDRA build details:
+    Version:                                 4.1.2
+    Release Date:                            Wed Jun  7 15:22:45 CDT 2023
+"""
+OPENMPI = "mpirun (Open MPI) 4.1.5\n\nReport bugs to http://www.open-mpi.org/community/help/\n"
+
+
+def test_flavor_from_version():
+    assert flavor_from_version(HYDRA) == "mpich"
+    assert flavor_from_version(OPENMPI) == "openmpi"
+    assert flavor_from_version("mpirun (OpenRTE) 2.1.1") == "openmpi"
+    with pytest.raises(
+        LaunchError, match="unknown MPI: .* says 'Something 1.0'; pass --mpi-flavor"
+    ):
+        flavor_from_version("Something 1.0\nmore")
+
+
+def test_hostfiles_in_both_formats():
+    mpich = "# MPICH\nnode-a:2\nnode-b:4   # fast one\n\nnode-c\n"
+    openmpi = "node-a slots=2\nnode-b slots=4 max_slots=8\nnode-c\n"
+    expected = [Host("node-a", 2), Host("node-b", 4), Host("node-c", 1)]
+    assert parse_hostfile(mpich) == expected
+    assert parse_hostfile(openmpi) == expected
+    assert parse_hosts("node-a:2,node-b:4,node-c") == expected
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a:0\n", "hosts line 1: slots must be a positive integer, got '0' in 'a:0'"),
+        ("a\nb slots=x\n", "hosts line 2: slots must be a positive integer, got 'x'"),
+        ("a cpus=2\n", "hosts line 1: unknown field 'cpus=2' in 'a cpus=2'"),
+        (":2\n", "no host name in ':2'"),
+        ("# nothing\n", "hosts names no hosts"),
+    ],
+)
+def test_bad_hostfiles(text, message):
+    with pytest.raises(LaunchError, match=message):
+        parse_hostfile(text, where="hosts")
+
+
+def test_bad_host_list():
+    with pytest.raises(LaunchError, match=r"-H 'a:two': slots must be"):
+        parse_hosts("a:two")
+
+
+def test_worker_commands_under_mpi():
+    train = Program(("--epochs", "1"), True)
+    assert mpi_worker_command(train, 0, python="py") == [
+        "py", "-m", "mpi4py", "-m", "distconv", "train", "--sync", "mpi", "--epochs", "1",
+    ]  # fmt: skip
+    assert mpi_worker_command(train, 1, python="py")[-2:] == ["--resume", "auto"]
+    assert mpi_worker_command(Program(("me.py", "-x"), False), 0, python="py") == [
+        "py",
+        "-m",
+        "mpi4py",
+        "me.py",
+        "-x",
+    ]
+    assert mpi_worker_command(Program(("prog",), False), 0) == ["prog"]
+
+
+ENVIRON = {
+    "PATH": "/bin",
+    "HOME": "/h",
+    "PYTHONPATH": "/src",
+    "DISTCONV_JOB_ID": "j",
+    "OMP_NUM_THREADS": "2",
+    "NCCL_DEBUG": "INFO",
+}
+
+
+def test_mpich_command_exactly():
+    opts = MpiOptions(4, (Host("a", 2), Host("b", 2)), oversubscribe=True, allow_run_as_root=True)
+    assert mpi_command("/x/mpiexec", "mpich", opts, ["w"], ENVIRON) == [
+        "/x/mpiexec", "-n", "4", "-hosts", "a:2,b:2", "-genvall", "w",
+    ]  # fmt: skip
+    assert mpi_command("mpiexec", "mpich", MpiOptions(2), ["w"], ENVIRON) == [
+        "mpiexec", "-n", "2", "-genvall", "w",
+    ]  # fmt: skip
+
+
+def test_openmpi_command_exactly():
+    opts = MpiOptions(5, (Host("a", 2), Host("b", 2)), oversubscribe=True, allow_run_as_root=True)
+    assert exported_names(ENVIRON) == [
+        "DISTCONV_JOB_ID", "NCCL_DEBUG", "OMP_NUM_THREADS", "PATH", "PYTHONPATH",
+    ]  # fmt: skip
+    assert mpi_command("mpirun", "openmpi", opts, ["w", "x"], ENVIRON) == [
+        "mpirun", "-np", "5", "-H", "a:2,b:2", "--oversubscribe", "--allow-run-as-root",
+        "-x", "DISTCONV_JOB_ID", "-x", "NCCL_DEBUG", "-x", "OMP_NUM_THREADS", "-x", "PATH",
+        "-x", "PYTHONPATH", "w", "x",
+    ]  # fmt: skip
+
+
+def test_more_ranks_than_slots_is_refused():
+    with pytest.raises(LaunchError, match="-np 3 is more than the 2 slot"):
+        mpi_command("m", "openmpi", MpiOptions(3, (Host("a", 2),)), ["w"], {})
+    with pytest.raises(LaunchError, match="MPI flavor must be one of mpich, openmpi"):
+        mpi_command("m", "lam", MpiOptions(1), ["w"], {})
+
+
+def launch(*argv: str, env: dict | None = None, cwd=None, timeout=60):
+    base = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT), "HOME": "/tmp"}
+    return subprocess.run(
+        [PY, "-m", "launcher", "mpi", *argv],
+        env={**base, **(env or {})},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.timeout(60)
+def test_dry_run_prints_the_exact_command(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node-a slots=2\nnode-b slots=2\n")
+    done = launch("-np", "4", "--hostfile", str(hostfile), "--mpiexec", "sh", "--mpi-flavor",
+                  "openmpi", "--allow-run-as-root", "--job-id", "j9", "--threads", "3", "--dry-run",
+                  "--", "--epochs", "1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    exports = ["DISTCONV_JOB_ID", "DISTCONV_NUM_THREADS", "DISTCONV_RESTART", "MKL_NUM_THREADS"]
+    exports += ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH", "PYTHONUNBUFFERED"]
+    expected = [shutil.which("sh"), "-np", "4", "-H", "node-a:2,node-b:2", "--allow-run-as-root"]
+    for name in exports:
+        expected += ["-x", name]
+    expected += [PY, "-m", "mpi4py", "-m", "distconv", "train", "--sync", "mpi", "--epochs", "1"]
+    assert done.stdout == shlex.join(expected) + "\n"
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_dry_run_detects_the_installed_mpi(tmp_path):
+    script = tmp_path / "my.py"
+    script.write_text("")
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec is not on PATH")
+    version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
+    flavor = flavor_from_version(version.stdout + version.stderr)
+    done = launch("-np", "2", "-H", "localhost:2", "--dry-run", "--", str(script))
+    if flavor == "mpich":
+        expected = [mpiexec, "-n", "2", "-hosts", "localhost:2", "-genvall"]
+    else:
+        expected = [mpiexec, "-np", "2", "-H", "localhost:2"]
+    assert done.stdout.startswith(shlex.join(expected) + " ")
+    assert done.stdout.endswith(shlex.join([PY, "-m", "mpi4py", str(script)]) + "\n")
+
+
+RANK_SCRIPT = """
+import json, os, sys
+from mpi4py import MPI
+from distconv.runtime import detect_runtime
+runtime = detect_runtime()
+comm = MPI.COMM_WORLD
+total = comm.allreduce(runtime.rank + 1)
+print(json.dumps({"mpi_rank": comm.Get_rank(), "source": runtime.source, "rank": runtime.rank,
+                  "world": runtime.world_size, "job": runtime.job_id, "sum": total,
+                  "threads": os.environ["OMP_NUM_THREADS"], "argv": sys.argv[1:]}), flush=True)
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not on PATH")
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "ranks.py"
+    script.write_text(RANK_SCRIPT)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost:2\n")
+    done = launch("-np", "2", "--hostfile", str(hostfile), "--job-id", "mpi1", "--threads", "1",
+                  "--run-dir", str(tmp_path / "run"), "--", str(script), "--flag",
+                  timeout=100)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = sorted((json.loads(line) for line in done.stdout.splitlines()), key=lambda r: r["rank"])
+    for rank, row in enumerate(rows):
+        assert row["source"] in ("pmi", "openmpi")
+        expected = {"mpi_rank": rank, "rank": rank, "world": 2, "job": "mpi1", "sum": 3}
+        assert {k: row[k] for k in expected} == expected
+        assert (row["threads"], row["argv"]) == ("1", ["--flag"])
+    assert len(rows) == 2
+    log = (tmp_path / "run" / "logs" / "mpiexec-0.log").read_text().splitlines()
+    assert sorted(log) == sorted(done.stdout.splitlines())

@@ -1,0 +1,65 @@
+"""``local --workers 2 --servers 2`` with real shards: keys, ports, job id and shutdown all fit.
+
+The workers are a user program (ps_launch_worker.py) driving the parameter-server strategy at the
+contract level; their final weights must equal one process training on the whole batch.
+Skipped until the parameter server (``distconv.sync.ps``) is merged.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).with_name("ps_launch_worker.py")
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+    ENV.pop(_name, None)
+
+
+def _has_pserver() -> bool:
+    try:
+        return importlib.util.find_spec("distconv.sync.ps.client") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not _has_pserver(), reason="distconv.sync.ps is not merged yet")
+@pytest.mark.timeout(180)
+def test_two_workers_two_shards_equal_one_process(tmp_path):
+    sys.path.insert(0, str(WORKER.parent))
+    try:
+        import ps_launch_worker as worker
+    finally:
+        sys.path.remove(str(WORKER.parent))
+    from distconv.optim import create_optimizer
+    from distconv.sync.local import LocalSync
+
+    steps, run = 4, tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "2",
+         "--run-dir", str(run), "--grace", "20", "--", str(WORKER), str(tmp_path), str(steps)],
+        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=170,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    assert sorted(p.name for p in (run / "keys").iterdir() if p.name.startswith("worker")) == [
+        "worker-0.key", "worker-0.key_secret", "worker-1.key", "worker-1.key_secret",
+    ]  # fmt: skip
+    assert {line.split("]")[0] + "]" for line in done.stdout.splitlines()} >= {
+        "[server 0]", "[server 1]", "[worker 0]", "[worker 1]",
+    }  # fmt: skip
+
+    net = worker.small_net()
+    sync = LocalSync(create_optimizer("sgd", lr=0.05))
+    sync.setup(net.parameters(), {"batch": worker.BATCH})
+    worker.train(net, sync, steps, 0, 1)
+    for rank in range(2):
+        got = np.load(tmp_path / f"weights-{rank}.npz")
+        for p in net.parameters():
+            np.testing.assert_allclose(got[p.name], p.value, rtol=1e-10, atol=1e-12)

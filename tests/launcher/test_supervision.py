@@ -1,0 +1,313 @@
+"""Gang semantics with real processes: the real launcher runs gang_child.py as a user script."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHILD = str(Path(__file__).with_name("gang_child.py"))
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
+    ENV.pop(_name, None)
+
+
+def launch_argv(run_dir: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "launcher", "local", "--run-dir", str(run_dir), *options]
+
+
+def launch(run_dir: Path, *options: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        launch_argv(run_dir, *options),
+        env=ENV,
+        cwd=run_dir.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie waiting for a reaper."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def recorded_pids(out: Path) -> list[int]:
+    pids = [json.loads(p.read_text())["pid"] for p in out.glob("*.json") if "-r" in p.name]
+    pids += [json.loads(p.read_text())["pid"] for p in out.glob("*.grandchild")]
+    return pids
+
+
+def wait_for(paths: list[Path], limit: float = 30) -> None:
+    deadline = time.monotonic() + limit
+    while not all(p.exists() for p in paths):
+        assert time.monotonic() < deadline, f"children never started: {paths}"
+        time.sleep(0.05)
+
+
+def wait_gone(pids: list[int], limit: float = 5) -> list[int]:
+    """The pids still alive after ``limit`` s (an orphan's reparenting is not instant)."""
+    deadline = time.monotonic() + limit
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.mark.timeout(60)
+def test_env_roles_ranks_and_threads(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    done = launch(
+        run,
+        "--workers",
+        "3",
+        "--servers",
+        "0",
+        "--job-id",
+        "j1",
+        "--threads",
+        "2",
+        "--",
+        CHILD,
+        str(out),
+        "env",
+    )
+    assert done.returncode == 0, done.stderr
+    for rank in range(3):
+        record = json.loads((out / f"worker-{rank}-r0.json").read_text())
+        assert record["runtime"] == {
+            "role": "worker",
+            "rank": rank,
+            "world_size": 3,
+            "local_rank": rank,
+            "job_id": "j1",
+            "pservers": [],
+            "keys_dir": None,
+            "source": "distconv",
+        }
+        assert set(record["env"].values()) == {None, "2", "j1"}
+        assert record["env"]["DISTCONV_PSERVERS"] is None and record["env"]["OMP_NUM_THREADS"]
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_child_ends_the_gang_and_is_reported(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    done = launch(
+        run,
+        "--workers",
+        "3",
+        "--servers",
+        "0",
+        "--grace",
+        "2",
+        "--",
+        CHILD,
+        str(out),
+        "stubborn-fail",
+        timeout=30,
+    )
+    assert done.returncode == 3
+    assert "worker 1 failed with exit code 3 (after 0 restart(s))" in done.stderr
+    assert "    rank 1 gives up" in done.stderr  # the tail of its log
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"], report["signal"]) == (
+        "worker",
+        1,
+        3,
+        None,
+    )
+    assert report["tail"] == ["rank 1 gives up"]
+    assert report["log"] == str(run / "logs" / "worker-1.log")
+    # rank 2 checkpointed on SIGTERM; rank 0 ignored it and needed the SIGKILL after the grace
+    assert (out / "worker-2-r0.sigterm").exists() and not (out / "worker-0-r0.sigterm").exists()
+    pids = recorded_pids(out)
+    assert len(pids) == 6  # three workers, three grandchildren
+    assert wait_gone(pids) == []
+
+
+@pytest.mark.timeout(90)
+def test_restart_resumes_from_the_checkpoint(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    done = launch(
+        run,
+        "--workers",
+        "2",
+        "--servers",
+        "0",
+        "--max-restarts",
+        "1",
+        "--grace",
+        "5",
+        "--",
+        CHILD,
+        str(out),
+        "steps",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "worker 1 failed with exit code 3; restarting the job (1 of 1)" in done.stderr
+    assert json.loads((out / "done.json").read_text()) == {"start": 7, "restart": 1}
+    assert json.loads((out / "ckpt.json").read_text()) == {"step": 10}
+    assert not (run / "failure.json").exists()
+    log = (run / "logs" / "worker-1.log").read_text()
+    assert log.count("rank 1 fails after the checkpoint of step 5") == 1
+
+
+@pytest.mark.timeout(60)
+def test_out_of_restarts_reports_the_last_failure(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    done = launch(
+        run,
+        "--workers",
+        "2",
+        "--servers",
+        "0",
+        "--max-restarts",
+        "1",
+        "--grace",
+        "2",
+        "--",
+        CHILD,
+        str(out),
+        "fail",
+    )
+    assert done.returncode == 3
+    assert done.stderr.count("restarting the job") == 1
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["rank"], report["restart"], report["max_restarts"]) == (1, 1, 1)
+    assert (out / "worker-0-r1.json").exists()  # the restart really ran
+    assert wait_gone(recorded_pids(out)) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_reaches_every_child_and_nothing_survives(tmp_path, signum, status):
+    out, run = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    launcher = subprocess.Popen(
+        launch_argv(
+            run, "--workers", "2", "--servers", "0", "--grace", "10", "--", CHILD, str(out), "sleep"
+        ),
+        env=ENV,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for([out / f"worker-{r}-r0.grandchild" for r in range(2)])
+        launcher.send_signal(signum)
+        stdout, stderr = launcher.communicate(timeout=30)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == status, stderr
+    assert f"stopped by {signal.Signals(signum).name}" in stderr
+    assert (out / "worker-0-r0.sigterm").exists() and (out / "worker-1-r0.sigterm").exists()
+    assert not (run / "failure.json").exists()
+    pids = recorded_pids(out)
+    assert len(pids) == 4
+    assert wait_gone(pids) == []
+
+
+@pytest.mark.timeout(90)
+def test_lines_are_prefixed_and_never_split(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    count, length = 400, 20000  # lines far longer than a pipe's buffer, written as fast as can be
+    done = launch(
+        run,
+        "--workers",
+        "3",
+        "--servers",
+        "0",
+        "--",
+        CHILD,
+        str(out),
+        "chatter",
+        str(count),
+        str(length),
+        timeout=80,
+    )
+    assert done.returncode == 0, done.stderr
+    pattern = re.compile(r"\[worker (\d)\] (\d):(\d+):([a-c])\4*")
+    seen = {0: [], 1: [], 2: []}
+    for line in done.stdout.splitlines():
+        match = pattern.fullmatch(line)
+        assert match, f"a split or interleaved line: {line[:80]}...{line[-80:]}"
+        rank = int(match.group(1))
+        assert int(match.group(2)) == rank and match.group(4) == "abc"[rank]
+        assert len(line) == len(f"[worker {rank}] {rank}:{match.group(3)}:") + length
+        seen[rank].append(int(match.group(3)))
+    assert seen == {r: list(range(count)) for r in range(3)}
+    for rank in range(3):
+        log = (run / "logs" / f"worker-{rank}.log").read_text().splitlines()
+        assert len(log) == count and log[0] == f"{rank}:0:" + "abc"[rank] * length
+
+
+@pytest.mark.timeout(30)
+def test_a_program_that_is_not_there_is_one_clear_error(tmp_path):
+    done = launch(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "no-such-prog-x")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "distconv-launch local: error: 'no-such-prog-x' is neither a program on PATH nor a .py "
+        "file; distconv train arguments start with an option, e.g. -- --epochs 2"
+    ]
+
+
+@pytest.mark.timeout(30)
+def test_any_program_runs_with_the_runtime_variables(tmp_path):
+    run = tmp_path / "run"
+    done = launch(
+        run,
+        "--workers",
+        "2",
+        "--servers",
+        "0",
+        "--job-id",
+        "sh1",
+        "--",
+        "sh",
+        "-c",
+        'echo "$DISTCONV_ROLE $RANK/$WORLD_SIZE $DISTCONV_JOB_ID"',
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == [
+        "[worker 0] worker 0/2 sh1",
+        "[worker 1] worker 1/2 sh1",
+    ]
+
+
+@pytest.mark.timeout(30)
+def test_a_child_killed_by_a_signal_is_reported_by_name(tmp_path):
+    run = tmp_path / "run"
+    done = launch(
+        run,
+        "--workers",
+        "2",
+        "--servers",
+        "0",
+        "--grace",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        'if [ "$RANK" = 1 ]; then kill -KILL $$; fi; sleep 30',
+    )
+    assert done.returncode == 137
+    assert "worker 1 failed with signal SIGKILL" in done.stderr
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["rank"], report["exit_code"], report["signal"]) == (1, None, "SIGKILL")

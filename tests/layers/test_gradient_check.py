@@ -1,0 +1,37 @@
+"""The gradient checker itself: it must fail a layer whose callback fires too early."""
+
+import numpy as np
+import pytest
+
+from distconv import Arg, Parameter
+from distconv.gradient_check import check_layer_grad
+from distconv.layers import FullyConnected, Mixed
+from distconv.layers.base import grad_target
+from distconv.layers.projection import FullMatrixProjection
+
+F64 = np.float64
+
+
+class EarlyFiringFC(FullyConnected):
+    """Fires the weight's callback before adding the weight gradient: wrong, yet once a pass."""
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0]
+        self.weight.inc_update(callback)
+        self.weight.grad += dz.T @ self._flat(x)
+        dx = grad_target(x)
+        if dx is not None:
+            dx += dz @ self.weight.value
+
+
+def test_a_callback_before_the_gradient_is_complete_fails(rng):
+    layer = EarlyFiringFC(3, 2, bias=False, dtype=F64)
+    with pytest.raises(AssertionError, match="fired its callback before its gradient"):
+        check_layer_grad(layer, [Arg(rng.standard_normal((4, 3)))])
+
+
+def test_a_weight_shared_inside_one_layer_fires_once_after_both_uses(rng):
+    w = Parameter("w", rng.standard_normal((2, 3)))
+    layer = Mixed([FullMatrixProjection(3, 2, weight=w), FullMatrixProjection(3, 2, weight=w)])
+    x = [Arg(rng.standard_normal((4, 3))), Arg(rng.standard_normal((4, 3)))]
+    assert "param w" in check_layer_grad(layer, x).diffs

@@ -1,0 +1,30 @@
+"""Fixtures for the parameter-server tests: real shard processes, a job's key files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from ps_helpers import REPO_ROOT, Shards
+
+
+@pytest.fixture
+def shards(tmp_path):
+    s = Shards(tmp_path)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def job_keys(tmp_path_factory) -> str:
+    """A key directory for a 2-worker job, made by the real command."""
+    directory = tmp_path_factory.mktemp("keys") / "job"
+    subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(directory), "--workers", "2"],
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+    )
+    return str(directory)

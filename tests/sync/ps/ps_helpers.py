@@ -1,0 +1,142 @@
+"""Helpers for the parameter-server tests. Real shards: ``python -m distconv pserver`` subprocesses.
+
+Each shard binds 127.0.0.1 port 0 and prints the port it got; every process started here is
+killed in the fixture's teardown. The subprocesses import this checkout's ``distconv``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from distconv.arg import Arg
+from distconv.init import set_seed
+from distconv.models import lenet
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class Shards:
+    """Starts and stops shard processes; ``endpoints`` lists the running ones' HOST:PORT."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+
+    def start(
+        self,
+        num_shards: int,
+        workers: int,
+        *,
+        keys: str | None = None,
+        mode: str = "sync",
+        extra: Sequence[str] = (),
+    ) -> list[str]:
+        endpoints = []
+        for i in range(num_shards):
+            log = self.tmp_path / f"shard{i}-{len(self.procs)}.log"
+            cmd = [
+                sys.executable,
+                "-m",
+                "distconv",
+                "pserver",
+                "--bind",
+                "127.0.0.1:0",
+                "--shard",
+                str(i),
+                "--num-shards",
+                str(num_shards),
+                "--workers",
+                str(workers),
+                "--mode",
+                mode,
+                *(["--keys", keys] if keys else ["--insecure"]),
+                *extra,
+            ]
+            with open(log, "w") as err:
+                proc = subprocess.Popen(
+                    cmd,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                    env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+                )
+            self.procs.append(proc)
+            self.logs.append(log)
+            line = proc.stdout.readline()
+            assert "listening on" in line, f"shard {i} did not start: {log.read_text()}"
+            endpoints.append(line.split()[-1])
+        return endpoints
+
+    def log_text(self) -> str:
+        return "\n".join(p.read_text() for p in self.logs)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+
+
+def small_net(seed: int = 0, dtype=np.float64):
+    """The small LeNet of the equivalence tests, every parameter cast to ``dtype``."""
+    set_seed(seed)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    for p in net.parameters():
+        p.cast(dtype)
+    return net
+
+
+def batches(steps: int, batch: int, seed: int = 5) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``steps`` global batches of random images and labels."""
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal((batch, 1, 8, 8)), rng.integers(0, 4, size=batch))
+        for _ in range(steps)
+    ]
+
+
+def train_steps(net, sync, data, rank: int = 0, world: int = 1) -> None:
+    """Drive ``sync`` at the contract level; rank r takes examples r, r+world, ... of each batch."""
+    for x, y in data:
+        xs, ys = x[rank::world], y[rank::world]
+        sync.start_step(len(ys))
+        net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
+        net.backward(sync, loss="loss", loss_scale=len(ys))
+        sync.finish_step()
+
+
+def run_ranks(fn: Callable[[int], object], world: int, timeout: float = 100) -> list[object]:
+    """Run ``fn(rank)`` for every rank in threads; re-raise the first exception."""
+    results: list[object] = [None] * world
+    errors: list[BaseException | None] = [None] * world
+
+    def body(rank: int) -> None:
+        try:
+            results[rank] = fn(rank)
+        except BaseException as exc:  # reported to the test below
+            errors[rank] = exc
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return results

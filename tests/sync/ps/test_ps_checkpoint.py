@@ -1,0 +1,73 @@
+"""Checkpoints: a job resumed after a shard dies ends with the weights of an uninterrupted run."""
+
+from __future__ import annotations
+
+import signal
+
+import numpy as np
+from ps_helpers import batches, run_ranks, small_net, train_steps
+from safetensors.numpy import load_file
+
+from distconv.optim import create_optimizer
+from distconv.sync.ps.client import PServerSync
+
+DATA = batches(4, 8)
+
+
+def _run(endpoints, steps, start=None, checkpoint_at=None):
+    """Train ``steps`` on 2 workers; ``start`` = (weights, optimizer state) of a checkpoint."""
+    nets = [small_net(seed=rank) for rank in range(2)]
+    if start is not None:  # the chief restores the checkpoint; the other worker pulls from it
+        for p in nets[0].parameters():
+            p.value[...] = start[0][p.name]
+    saved = {}
+
+    def rank_fn(rank):
+        sync = PServerSync(
+            create_optimizer("adam", lr=0.05),
+            rank=rank,
+            world_size=2,
+            pservers=endpoints,
+            insecure=True,
+            timeout=20,
+            block_bytes=64,
+        )
+        try:
+            sync.setup(nets[rank].parameters(), {"batch": 8})
+            if start is not None:
+                sync.load_state_dict(start[1])
+            train_steps(nets[rank], sync, steps, rank, 2)
+            if rank == 0 and checkpoint_at is not None:
+                saved["weights"] = {p.name: p.value.copy() for p in nets[0].parameters()}
+                saved["state"] = sync.state_dict()
+                saved["parts"] = sync.save_remote_parts(checkpoint_at)
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    return {p.name: p.value.copy() for p in nets[0].parameters()}, saved
+
+
+def test_resume_after_a_shard_dies_equals_an_uninterrupted_run(shards, tmp_path):
+    straight, _ = _run(shards.start(2, workers=2), DATA)
+
+    ckpt = tmp_path / "ckpt"
+    endpoints = shards.start(2, workers=2, extra=["--checkpoint-dir", str(ckpt)])
+    _, saved = _run(endpoints, DATA[:2], checkpoint_at=2)
+    # each shard wrote its part of step 2 atomically: its blocks' values and Adam state
+    assert sorted(saved["parts"]) == ["pserver-shard0", "pserver-shard1"]
+    part = load_file(saved["parts"]["pserver-shard1"])
+    assert any(k.endswith(".state.m") for k in part) and any(k.endswith(".value") for k in part)
+
+    shards.procs[-1].send_signal(signal.SIGKILL)  # shard 1 dies
+    shards.procs[-1].wait()
+    shards.procs[-2].send_signal(signal.SIGTERM)  # shard 0 is stopped: writes its last part
+    shards.procs[-2].wait(timeout=20)
+    assert (ckpt / "pserver-shard0-steplast.safetensors").exists()
+
+    # the whole job restarts from the chief's checkpoint (weights + gathered optimizer state)
+    resumed, _ = _run(
+        shards.start(2, workers=2), DATA[2:], start=(saved["weights"], saved["state"])
+    )
+    for name, value in straight.items():
+        np.testing.assert_array_equal(resumed[name], value)

@@ -1,0 +1,162 @@
+"""Fuzz a live CURVE shard with hypothesis while a real worker trains through it.
+
+Random and truncated frames, wrong dtypes, lying shapes, huge sizes, another worker's key and
+unauthenticated connections: the shard answers or drops each message, and the worker's weights
+at the end equal single-process training over the same steps, so no bad message touched them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ps_helpers import batches, small_net, train_steps
+
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.wire import REQUIRED, pack, unpack_header
+
+OPS = sorted(REQUIRED) + ["nope"]
+leaf = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()
+    | st.text(max_size=8) | st.binary(max_size=8)
+)  # fmt: skip
+value = st.recursive(
+    leaf, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+array_entry = st.lists(
+    st.one_of(st.sampled_from(["float64", "float32", "int64", "object", "<U3"]),
+              st.lists(st.integers(-1, 2**40), max_size=3), st.integers(-1, 2**40), value),
+    min_size=0, max_size=4,
+)  # fmt: skip
+header = st.fixed_dictionaries(
+    {"v": st.sampled_from([1, 1, 1, 0, 2, "1"]), "op": st.sampled_from(OPS),
+     "id": st.integers(0, 10**6), "job": st.sampled_from(["", "", "other"]),
+     "rank": st.sampled_from([0, 0, 1, -1, 7, "0"]), "arrays": st.lists(array_entry, max_size=3)},
+    optional={k: value for k in ("step", "count", "lr", "param", "blocks", "versions", "host",
+                                 "description", "params", "table", "optimizer", "keys", "tag",
+                                 "value")},
+)  # fmt: skip
+frames = st.lists(st.binary(max_size=96), max_size=3)
+
+
+def _push_frames(rng_bytes: bytes, mutation: int) -> list[bytes]:
+    """A well-formed push of parameter 0, then broken one way (``mutation``)."""
+    grad = np.frombuffer(rng_bytes.ljust(64, b"\0")[:64], dtype=np.float64).reshape(8, 1)
+    parts = pack({"op": "push", "id": 1, "job": "", "rank": 0, "step": 1, "count": 4, "lr": 0.1,
+                  "param": 0, "blocks": [0], "versions": [0]}, [grad])  # fmt: skip
+    head = msgpack.unpackb(parts[0])
+    data = bytes(parts[1])
+    if mutation == 0:  # truncated frame
+        data = data[: len(data) // 2]
+    elif mutation == 1:  # wrong dtype
+        head["arrays"][0][0] = "float32"
+    elif mutation == 2:  # a shape that lies about the frame
+        head["arrays"][0][1] = [9, 3]
+    elif mutation == 3:  # huge claimed size
+        head["arrays"][0] = ["float64", [2**40], 2**43]
+    elif mutation == 4:  # stale protocol version
+        head["v"] = 0
+    elif mutation == 5:  # the header itself cut short
+        return [msgpack.packb(head)[:-3], data]
+    return [msgpack.packb(head), data]
+
+
+class Fuzzer:
+    def __init__(self, endpoint: str, keys: str, rank_key: int | None) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        if rank_key is not None:
+            keyfiles.curve_client(self.sock, keyfiles.worker_keys(keys, rank_key))
+        self.sock.connect(f"tcp://{endpoint}")
+
+    def send(self, parts: list[bytes], wait: float) -> list[bytes] | None:
+        try:  # with no completed handshake there is no peer, and a blocking send would hang
+            self.sock.send_multipart(parts or [b""], zmq.NOBLOCK)
+        except zmq.Again:
+            return None
+        if self.sock.poll(wait * 1000):
+            return self.sock.recv_multipart()
+        return None
+
+    def close(self) -> None:
+        self.sock.close(0)
+        self.ctx.term()
+
+
+@pytest.mark.timeout(240)
+def test_fuzzed_shard_keeps_serving_a_training_worker(shards, job_keys):
+    (endpoint,) = shards.start(1, workers=1, keys=job_keys, extra=["--max-message-bytes", "500000"])
+    net = small_net()
+    sync = PServerSync(create_optimizer("sgd", lr=0.05), rank=0, world_size=1, pservers=[endpoint],
+                       keys_dir=job_keys, timeout=20, block_bytes=64)  # fmt: skip
+    sync.setup(net.parameters())
+    stop, steps, failure = threading.Event(), [0], []
+    data = batches(400, 4)
+
+    def train() -> None:
+        try:
+            while not stop.is_set() and steps[0] < len(data):
+                train_steps(net, sync, [data[steps[0]]])
+                steps[0] += 1
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=train, daemon=True)
+    worker.start()
+    good, wrong_key = Fuzzer(endpoint, job_keys, 0), Fuzzer(endpoint, job_keys, 1)
+    stranger = Fuzzer(endpoint, job_keys, None)
+    answered = []
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(kind=st.integers(0, 3), head=header, parts=frames, raw=st.binary(max_size=64),
+           mutation=st.integers(0, 5))  # fmt: skip
+    def fuzz(kind, head, parts, raw, mutation):
+        if kind == 0:  # garbage frames from an authenticated worker
+            reply = good.send([raw, *parts], wait=2)
+        elif kind == 1:  # a header of the right shape with random content
+            reply = good.send([msgpack.packb(head, use_bin_type=True), *parts], wait=2)
+        elif kind == 2:  # a real push, broken
+            reply = good.send(_push_frames(raw, mutation), wait=2)
+        else:  # a well-formed request with worker 1's key claiming rank 0
+            reply = wrong_key.send(pack({"op": "stats", "id": 0, "job": "", "rank": 0}), wait=2)
+            assert (
+                reply and "another worker's key" in unpack_header(reply[0], request=False)["error"]
+            )
+        if reply is not None:
+            answered.append(unpack_header(reply[0], request=False)["op"])
+        # unauthenticated: no CURVE handshake, so nothing reaches the shard and nothing comes back
+        assert stranger.send([raw or b"x"], wait=0.02) is None
+
+    try:
+        fuzz()
+        # a frame past --max-message-bytes: zmq drops the connection before the shard reads it
+        assert good.send([b"\x80", b"\0" * 2_000_000], wait=1) is None
+    finally:
+        for f in (good, wrong_key, stranger):
+            f.close()
+        stop.set()
+        worker.join(60)
+    assert not failure, failure
+    stats = sync.shard_stats()[0]
+    sync.close()
+    assert "error" in answered and stats["errors"] >= answered.count("error")
+    assert steps[0] > 0
+    assert "Traceback" not in shards.log_text()  # every bad message was caught by a check
+
+    # the fuzz never touched the weights: they equal single-process training over those steps
+    ref = small_net()
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    local.setup(ref.parameters())
+    train_steps(ref, local, data[: steps[0]])
+    for p, q in zip(net.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)

@@ -1,0 +1,114 @@
+"""Sparse rows: a 100 000 x 32 table trains through the shards; bytes follow the rows touched."""
+
+from __future__ import annotations
+
+import numpy as np
+from ps_helpers import run_ranks
+
+from distconv.arg import Arg
+from distconv.init import set_seed
+from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers.mixed import Mixed
+from distconv.layers.projection import TableProjection
+from distconv.network import Network
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.sync.ps.client import PServerSync
+
+VOCAB, WIDTH, TABLE = 100_000, 32, "embed.proj0.weight"
+
+
+def _net(seed: int = 0) -> Network:
+    set_seed(seed)
+    net = Network()
+    net.add("embed", Mixed([TableProjection(VOCAB, WIDTH)]), inputs="words")
+    net.add("logits", FullyConnected(WIDTH, 4), inputs="embed")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["logits", "label"])
+    for p in net.parameters():
+        p.cast(np.float64)
+    return net
+
+
+def _batches(steps: int, size: int, seed: int = 7):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, VOCAB, size) for _ in range(steps)]
+
+
+def _step(net, sync, words, prefetch=True):
+    if prefetch:
+        sync.prefetch({TABLE: words})
+    sync.start_step(len(words))
+    net.forward(
+        {"words": Arg(ids=words, needs_grad=False), "label": Arg(ids=words % 4, needs_grad=False)}
+    )
+    net.backward(sync, loss="loss", loss_scale=len(words))
+    sync.finish_step()
+
+
+def _sync(endpoints, rank, world, lr=0.5):
+    return PServerSync(
+        create_optimizer("sgd", lr=lr),
+        rank=rank,
+        world_size=world,
+        pservers=endpoints,
+        insecure=True,
+        timeout=30,
+        sparse=[TABLE],
+    )
+
+
+def test_sparse_sgd_through_two_shards_equals_dense_training(shards):
+    data = _batches(3, 16)
+    ref = _net()
+    local = LocalSync(create_optimizer("sgd", lr=0.5))
+    local.setup(ref.parameters())
+    for words in data:
+        _step(ref, local, words, prefetch=False)
+
+    endpoints = shards.start(2, workers=2)
+    nets = [_net(seed=r) for r in range(2)]
+
+    def rank_fn(rank):
+        sync = _sync(endpoints, rank, 2)
+        try:
+            sync.setup(nets[rank].parameters())
+            for words in data:
+                _step(nets[rank], sync, words[rank::2])
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    for net in nets:
+        for p, q in zip(net.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
+    touched = np.unique(np.concatenate(data))
+    assert not np.array_equal(
+        nets[0].parameters()[0].value[touched], _net().parameters()[0].value[touched]
+    )
+
+
+def test_bytes_per_step_follow_the_rows_touched_not_the_table(shards, capsys):
+    (endpoint,) = shards.start(1, workers=1)
+    net, sync = _net(), _sync(endpoint and [endpoint], 0, 1)
+    try:
+        sync.setup(net.parameters())
+        table_bytes = VOCAB * WIDTH * 8
+        per_step = {}
+        for rows in (16, 256, 4096):
+            before = sync.shard_stats()[0]
+            _step(net, sync, np.random.default_rng(rows).choice(VOCAB, rows, replace=False))
+            after = sync.shard_stats()[0]
+            per_step[rows] = (
+                after["bytes_in"] - before["bytes_in"] + after["bytes_out"] - before["bytes_out"]
+            )
+    finally:
+        sync.close()
+    with capsys.disabled():
+        print(
+            f"\nsparse 100000x32 float64 table ({table_bytes} bytes): bytes in+out per step by "
+            f"rows touched: {per_step}"
+        )
+    row = WIDTH * 8 + 8  # one row of values plus its id, each way: prefetch, push and reply
+    for rows, total in per_step.items():
+        assert 3 * rows * row <= total <= 4 * rows * row + 20_000
+    assert per_step[16] < table_bytes / 1000

@@ -1,0 +1,66 @@
+"""The public API for user programs: ``distconv.distributed.init`` and a script built on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distconv.distributed import build_sync, choose_transport, init
+from distconv.optim import create_optimizer
+from distconv.runtime import Runtime, RuntimeConfigError
+from distconv.sync.local import LocalSync
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_user_script_trains_a_regression_network_through_the_public_api(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "mixed_regression.py"), "--epochs", "8"]
+        + ["--out", str(out)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == list(range(1, 9))
+    assert "train_acc" not in records[0]  # no labels, no accuracy
+    assert records[-1]["test_loss"] < 0.25 * records[0]["train_loss"]
+    assert f"test loss {records[-1]['test_loss']:.5f}" in proc.stdout
+
+
+def test_init_alone_gives_local_sync(monkeypatch):
+    for var in ("RANK", "WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "DISTCONV_PSERVERS"):
+        monkeypatch.delenv(var, raising=False)
+    sync = init("sgd", lr=0.5, log_format=None)
+    assert isinstance(sync, LocalSync)
+    assert (sync.rank, sync.world_size, sync.is_chief) == (0, 1, True)
+    assert sync.optimizer_config()["lr"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "runtime,kind",
+    [
+        (Runtime(), "local"),
+        (Runtime(rank=1, world_size=2, pservers=("h:1",), source="distconv"), "pserver"),
+        (Runtime(rank=1, world_size=2, source="pmi"), "mpi"),
+        (Runtime(rank=1, world_size=2, source="openmpi"), "mpi"),
+    ],
+)
+def test_the_transport_follows_the_runtime(runtime, kind):
+    assert choose_transport(runtime) == kind
+
+
+def test_local_sync_refuses_a_multi_rank_runtime():
+    runtime = Runtime(rank=1, world_size=3, source="distconv")
+    with pytest.raises(RuntimeConfigError, match="rank 1 of 3.*--sync pserver or mpi"):
+        build_sync("local", create_optimizer("sgd"), runtime, {})
+    with pytest.raises(RuntimeConfigError, match="needs the servers"):
+        build_sync("pserver", create_optimizer("sgd"), runtime, {})

@@ -1,0 +1,248 @@
+"""The Network's checks: one object per name, clear errors for bad feeds and calls, and every
+trainable parameter firing its callback exactly once per pass, in a fixed order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.arg import Arg
+from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers.base import Layer, LayerError
+from distconv.models import lenet
+from distconv.network import Network, NetworkError
+
+F64 = np.float64
+
+
+def _classifier(width: int = 4) -> Network:
+    net = Network()
+    net.add("fc", FullyConnected(width, 3, dtype=F64), inputs="x")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["fc", "label"])
+    return net
+
+
+def _feeds(rng, n: int = 2, width: int = 4) -> dict:
+    return {"x": rng.standard_normal((n, width)), "label": Arg(ids=np.arange(n) % 3)}
+
+
+# -- one layer object, one name -----------------------------------------------------------------
+def _loss_and_grad(net, feeds):
+    net.zero_grad()
+    loss = float(net.forward(feeds)["loss"].value)
+    net.backward(lambda p: None)
+    return loss
+
+
+def test_the_same_layer_object_under_two_names_is_refused():
+    net = Network()
+    fc = FullyConnected(6, 6, act="tanh")
+    net.add("a", fc, "image")
+    with pytest.raises(NetworkError) as info:
+        net.add("b", fc, "a")
+    msg = str(info.value)
+    assert "already in the network as 'a'" in msg
+    assert "pass it the first one's Parameter (e.g. weight=net['a'].weight)" in msg
+    assert list(net.layers) == ["a"]
+
+
+def test_the_advised_way_to_share_gives_the_right_gradient(rng):
+    """Two layers sharing one Parameter: the weight gradient matches finite differences."""
+    net = Network()
+    a = net.add("a", FullyConnected(3, 3, act="tanh", dtype=F64), "x")
+    net.add("b", FullyConnected(3, 3, act="tanh", weight=a.weight, dtype=F64), "a")
+    net.add("loss", SoftmaxCrossEntropy(), ["b", "label"])
+    feeds = _feeds(rng, 4, 3)
+    _loss_and_grad(net, feeds)
+    analytic = a.weight.grad.copy()
+    numeric = np.zeros_like(analytic)
+    h = 1e-6
+    for i in np.ndindex(analytic.shape):
+        a.weight.value[i] += h
+        up = float(net.forward(feeds)["loss"].value)
+        a.weight.value[i] -= 2 * h
+        down = float(net.forward(feeds)["loss"].value)
+        a.weight.value[i] += h
+        numeric[i] = (up - down) / (2 * h)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-9)
+
+
+# -- bad calls and feeds ------------------------------------------------------------------------
+@pytest.mark.parametrize("thing", [object(), FullyConnected, "fc", None])
+def test_add_needs_a_layer(thing):
+    with pytest.raises(NetworkError, match=r"add\('fc', \.\.\.\): expected a Layer, got "):
+        Network().add("fc", thing, "x")
+
+
+def test_add_needs_names():
+    with pytest.raises(NetworkError, match="inputs must be names, got 5"):
+        Network().add("fc", FullyConnected(2, 2), 5)
+    with pytest.raises(NetworkError, match="a layer name must be a non-empty string"):
+        Network().add("", FullyConnected(2, 2), "x")
+
+
+@pytest.mark.parametrize(
+    "x, message",
+    [
+        ([[1.0, 2.0, 3.0, 4.0]] * 2, "input 'x' must be an Arg or an array, got list"),
+        (None, "input 'x' must be an Arg or an array, got NoneType"),
+        (Arg(), "input 'x' is an Arg with neither a value nor ids"),
+        (Arg([[1.0, 2.0]]), "input 'x': Arg.value must be an array, got list"),
+    ],
+)
+def test_bad_feeds_are_network_errors(rng, x, message):
+    feeds = {**_feeds(rng), "x": x}
+    with pytest.raises(NetworkError, match=message):
+        _classifier().forward(feeds)
+
+
+def test_feeds_must_be_a_mapping(rng):
+    with pytest.raises(NetworkError, match="expects a mapping .* got list"):
+        _classifier().forward([rng.standard_normal((2, 4))])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, bool])
+@pytest.mark.parametrize("wrap", [lambda v: v, Arg])
+def test_integer_or_bool_images_name_the_layer(dtype, wrap):
+    net = lenet((1, 8, 8), 10)
+    images = np.ones((2, 1, 8, 8), dtype)
+    with pytest.raises(NetworkError) as info:
+        net.forward({"image": wrap(images), "label": Arg(ids=np.array([0, 1]))})
+    msg = str(info.value)
+    assert msg.startswith("layer Conv2D 'conv1': input 'image' holds ")
+    assert "computes in floating point; feed float arrays" in msg
+
+
+def test_swapped_loss_inputs_name_the_loss_layer(rng):
+    net = Network()
+    net.add("fc", FullyConnected(4, 3, dtype=F64), inputs="x")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["label", "fc"])
+    msg = r"SoftmaxCrossEntropy 'loss': input 0 must be the logits, got an ids-only Arg"
+    with pytest.raises(LayerError, match=msg):
+        net.forward(_feeds(rng))
+    feeds = {**_feeds(rng), "label": np.array([0, 1])}  # labels as a plain integer array
+    with pytest.raises(LayerError, match="input 0 must be float logits, got int64"):
+        net.forward(feeds)
+
+
+def test_backward_with_an_unknown_loss_layer(rng):
+    net = _classifier()
+    net.forward(_feeds(rng))
+    with pytest.raises(NetworkError, match=r"backward\(loss='nope'\): no such layer"):
+        net.backward(lambda p: None, loss="nope")
+
+
+def test_a_layer_added_between_forward_and_backward(rng):
+    net = _classifier()
+    net.forward(_feeds(rng))
+    net.add("extra", FullyConnected(3, 3), "fc")
+    with pytest.raises(NetworkError, match=r"\['extra'\] were added after the last forward"):
+        net.backward(lambda p: None)
+
+
+# -- every trainable parameter fires once per pass, in one order ---------------------------------
+class _TwoWeights(Layer):
+    """y = x * a * b elementwise; fires ``a`` and ``b`` in an order a test can change."""
+
+    def __init__(self, width: int, *, fire=("a", "b"), times=1) -> None:
+        super().__init__()
+        self.new_param("a", np.ones(width))
+        self.new_param("b", np.ones(width))
+        self.fire, self.times = fire, times
+
+    def _forward(self, x: Arg):
+        a, b = (self._params[k].value for k in "ab")
+        return x.value * a * b
+
+    def _backward(self, dz, callback) -> None:
+        x = self.inputs[0].value
+        a, b = (self._params[k] for k in "ab")
+        for p, q in ((a, b), (b, a)):
+            if not p.static:
+                p.grad += (dz * x * q.value).sum(axis=0)
+        for key in self.fire:
+            for _ in range(self.times):
+                self._params[key].inc_update(callback)
+
+
+def _net_with(layer: Layer) -> Network:
+    net = Network()
+    net.add("fc", FullyConnected(4, 3, dtype=F64), "x")
+    net.add("mul", layer, "fc")
+    net.add("loss", SoftmaxCrossEntropy(), ["mul", "label"])
+    return net
+
+
+def _pass(net, rng, fired=None):
+    net.forward(_feeds(rng))
+    net.backward((fired if fired is not None else []).append)
+
+
+def test_firing_order_is_recorded_on_the_first_pass(rng):
+    net = _net_with(_TwoWeights(3))
+    assert net.firing_order is None
+    fired = []
+    _pass(net, rng, fired)
+    assert net.firing_order == ["mul.a", "mul.b", "fc.bias", "fc.weight"]
+    assert [p.name for p in fired] == net.firing_order  # the caller's callback saw each once
+    _pass(net, rng)
+    assert net.firing_order == ["mul.a", "mul.b", "fc.bias", "fc.weight"]
+
+
+def test_a_layer_that_forgets_inc_update_fails_the_pass_with_the_parameter_name(rng):
+    net = _net_with(_TwoWeights(3, fire=("a",)))
+    with pytest.raises(NetworkError) as info:
+        _pass(net, rng)
+    msg = str(info.value)
+    assert "every trainable parameter must fire its callback once; mul.b (0 times)" in msg
+    assert "param.inc_update(callback)" in msg
+
+
+def test_a_parameter_that_fires_twice_is_named(rng):
+    net = _net_with(_TwoWeights(3, times=2))
+    with pytest.raises(NetworkError, match=r"mul\.a \(2 times\), mul\.b \(2 times\)"):
+        _pass(net, rng)
+
+
+def test_a_later_pass_in_another_order_is_an_error(rng):
+    layer = _TwoWeights(3)
+    net = _net_with(layer)
+    _pass(net, rng)
+    layer.fire = ("b", "a")
+    with pytest.raises(NetworkError, match="position 0 is 'mul.b', was 'mul.a'"):
+        _pass(net, rng)
+    net.reset_firing_order()
+    _pass(net, rng)
+    assert net.firing_order[:2] == ["mul.b", "mul.a"]
+
+
+def test_static_parameters_are_not_expected_and_freezing_one_is_named(rng):
+    layer = _TwoWeights(3)
+    net = _net_with(layer)
+    _pass(net, rng)
+    layer._params["b"].set_static()
+    with pytest.raises(NetworkError, match="position 1 is 'fc.bias', was 'mul.b'"):
+        _pass(net, rng)
+    net.reset_firing_order()
+    _pass(net, rng)
+    assert net.firing_order == ["mul.a", "fc.bias", "fc.weight"]
+
+
+def test_adding_a_layer_forgets_the_order(rng):
+    net = _classifier()
+    _pass(net, rng)
+    assert net.firing_order == ["fc.bias", "fc.weight"]
+    net.add("more", FullyConnected(3, 3, dtype=F64), "fc")
+    assert net.firing_order is None
+
+
+def test_the_network_alone_counts_users():
+    shared = FullyConnected(4, 4, dtype=F64)
+    assert shared.weight.shared_count == 0  # building layers counts nothing
+    other = FullyConnected(4, 4, weight=shared.weight, dtype=F64)
+    assert shared.weight.shared_count == 0
+    net = Network()
+    net.add("a", shared, "x")
+    assert shared.weight.shared_count == 1
+    net.add("b", other, "a")
+    assert shared.weight.shared_count == 2

@@ -1,0 +1,312 @@
+"""Runtime detection: every source, precedence, disagreement, ranges, and the log lines."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distconv.runtime import (
+    Runtime,
+    RuntimeConfigError,
+    add_runtime_arguments,
+    check_address,
+    configure_logging,
+    detect_runtime,
+    runtime_flags,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def detect(env=None, flags=None, hostname="laptop"):
+    return detect_runtime(flags=flags, environ=env or {}, hostname=hostname)
+
+
+def test_nothing_set_is_a_single_worker():
+    rt = detect()
+    assert rt == Runtime(source="default")
+    assert rt.is_chief and rt.log_prefix == "" and rt.job_id == "local"
+
+
+@pytest.mark.parametrize(
+    "env, source, placement",
+    [
+        ({"RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "0"}, "distconv", (2, 4, 0)),
+        ({"RANK": "1", "WORLD_SIZE": "2"}, "distconv", (1, 2, 0)),
+        (
+            {
+                "OMPI_COMM_WORLD_RANK": "3",
+                "OMPI_COMM_WORLD_SIZE": "4",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            },
+            "openmpi",
+            (3, 4, 1),
+        ),
+        ({"PMI_RANK": "1", "PMI_SIZE": "3", "MPI_LOCALRANKID": "1"}, "pmi", (1, 3, 1)),
+        ({"PMI_RANK": "2", "PMI_SIZE": "3"}, "pmi", (2, 3, 0)),
+        ({"JOB_COMPLETION_INDEX": "5", "DISTCONV_WORLD_SIZE": "8"}, "kubernetes", (5, 8, 0)),
+    ],
+)
+def test_each_environment_source(env, source, placement):
+    rt = detect(env)
+    assert rt.source == source
+    assert (rt.rank, rt.world_size, rt.local_rank) == placement
+    assert rt.is_chief == (placement[0] == 0)
+
+
+def test_hostname_ordinal_only_when_asked():
+    env = {"DISTCONV_WORLD_SIZE": "4"}
+    # a CI machine whose name ends in a number must not become rank 2
+    assert detect(env, hostname="ci-runner-2") == Runtime(source="default")
+    rt = detect({**env, "DISTCONV_RANK_FROM_HOSTNAME": "1"}, hostname="pserver-3.svc.local")
+    assert (rt.source, rt.rank, rt.world_size, rt.local_rank) == ("hostname", 3, 4, 0)
+
+
+def test_hostname_opt_in_without_ordinal_names_the_host():
+    with pytest.raises(RuntimeConfigError, match="'laptop' does not end in -<ordinal>"):
+        detect({"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "2"})
+
+
+def test_hostname_uses_the_real_host_name_by_default():
+    env = {"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "100000"}
+    host = socket.gethostname().split(".")[0]
+    if host.rsplit("-", 1)[-1].isdigit():
+        assert detect_runtime(environ=env).source == "hostname"
+    else:
+        with pytest.raises(RuntimeConfigError, match=repr(host)):
+            detect_runtime(environ=env)
+
+
+def test_kubernetes_index_needs_the_world_size():
+    with pytest.raises(RuntimeConfigError, match="JOB_COMPLETION_INDEX=1.*DISTCONV_WORLD_SIZE"):
+        detect({"JOB_COMPLETION_INDEX": "1"})
+
+
+def test_disagreeing_sources_name_both():
+    env = {"RANK": "1", "WORLD_SIZE": "2", "PMI_RANK": "0", "PMI_SIZE": "2"}
+    with pytest.raises(RuntimeConfigError) as err:
+        detect(env)
+    message = str(err.value)
+    assert "RANK=1, WORLD_SIZE=2 (distconv)" in message
+    assert "PMI_RANK=0, PMI_SIZE=2 (pmi)" in message
+
+
+def test_disagreeing_world_sizes_and_local_ranks():
+    with pytest.raises(RuntimeConfigError, match=r"\(openmpi\) vs .*\(kubernetes\)"):
+        detect(
+            {
+                "OMPI_COMM_WORLD_RANK": "1",
+                "OMPI_COMM_WORLD_SIZE": "2",
+                "JOB_COMPLETION_INDEX": "1",
+                "DISTCONV_WORLD_SIZE": "3",
+            }
+        )
+    with pytest.raises(RuntimeConfigError, match="disagree"):
+        detect(
+            {
+                "RANK": "1",
+                "WORLD_SIZE": "2",
+                "LOCAL_RANK": "1",
+                "OMPI_COMM_WORLD_RANK": "1",
+                "OMPI_COMM_WORLD_SIZE": "2",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+            }
+        )
+
+
+def test_agreeing_sources_take_the_first_and_its_local_rank():
+    env = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "PMI_RANK": "1",
+        "PMI_SIZE": "2",
+        "MPI_LOCALRANKID": "1",
+    }
+    rt = detect(env)
+    assert (rt.source, rt.rank, rt.world_size, rt.local_rank) == ("distconv", 1, 2, 1)
+
+
+def test_flags_override_everything_silently():
+    env = {"RANK": "1", "WORLD_SIZE": "2", "PMI_RANK": "0", "PMI_SIZE": "2"}
+    rt = detect(env, flags={"rank": 3, "world_size": 4, "local_rank": 1})
+    assert (rt.source, rt.rank, rt.world_size, rt.local_rank) == ("flags", 3, 4, 1)
+
+
+def test_flags_override_one_key_and_keep_the_rest():
+    env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4"}
+    rt = detect(env, flags={"rank": 2, "world_size": None})  # None = flag not given
+    assert (rt.source, rt.rank, rt.world_size) == ("flags", 2, 4)
+    rt = detect(env, flags={"local_rank": 1})
+    assert (rt.source, rt.rank, rt.local_rank) == ("openmpi", 1, 1)
+
+
+def test_roles_servers_keys_and_job_id_from_env_and_flags():
+    env = {
+        "DISTCONV_ROLE": "server",
+        "DISTCONV_PSERVERS": "10.0.0.1:7000, ps-1.ps:7000,[::1]:7001",
+        "DISTCONV_JOB_ID": "job-42",
+        "DISTCONV_KEYS": "/run/keys",
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+    }
+    rt = detect(env)
+    assert rt.role == "server" and not rt.is_chief and rt.log_prefix == "[server 1/2]"
+    assert rt.pservers == ("10.0.0.1:7000", "ps-1.ps:7000", "[::1]:7001")
+    assert (rt.job_id, rt.keys_dir) == ("job-42", "/run/keys")
+    rt = detect(env, flags={"role": "worker", "pservers": ["h:1"], "job_id": "x", "keys_dir": "k"})
+    assert (rt.role, rt.pservers, rt.job_id, rt.keys_dir) == ("worker", ("h:1",), "x", "k")
+    assert rt.log_prefix == "[1/2]"
+
+
+@pytest.mark.parametrize(
+    "env, flags, message",
+    [
+        (
+            {"RANK": "2", "WORLD_SIZE": "2"},
+            None,
+            r"rank 2 is out of range for world size 2.*RANK=2",
+        ),
+        ({"RANK": "-1", "WORLD_SIZE": "2"}, None, "rank -1 is out of range"),
+        ({"RANK": "0", "WORLD_SIZE": "0"}, None, "world size must be at least 1"),
+        ({"RANK": "x", "WORLD_SIZE": "2"}, None, "RANK must be an integer, got 'x'"),
+        ({"RANK": "1"}, None, r"RANK is set but WORLD_SIZE is not \(distconv\)"),
+        ({"PMI_SIZE": "2"}, None, "PMI_SIZE is set but PMI_RANK is not"),
+        ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "5"}, None, "local rank 5 is out of range"),
+        ({}, {"rank": 4, "world_size": 4}, "rank 4 is out of range.*rank=4, world_size=4"),
+        ({}, {"rank": "two"}, "--rank must be an integer, got 'two'"),
+        ({}, {"ranks": 1}, r"unknown runtime flag\(s\) \['ranks'\]"),
+        ({"DISTCONV_ROLE": "chief"}, None, "DISTCONV_ROLE must be one of worker, server"),
+        ({}, {"role": "boss"}, "--role must be one of"),
+        ({"DISTCONV_PSERVERS": "host"}, None, "DISTCONV_PSERVERS: 'host' is not host:port"),
+        ({}, {"pservers": "h:0"}, "--pservers: 'h:0' is not host:port"),
+        ({"DISTCONV_JOB_ID": "a b"}, None, "job id must be a non-empty word"),
+        ({"DISTCONV_WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "2"}, None, "out of range"),
+    ],
+)
+def test_bad_input_is_one_clear_error(env, flags, message):
+    with pytest.raises(RuntimeConfigError, match=message) as err:
+        detect(env, flags)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("good", ["h:1", "a.b-c:65535", "[::1]:80", "10.0.0.1:5555"])
+def test_check_address_accepts(good):
+    check_address(good)
+
+
+@pytest.mark.parametrize("bad", ["h", ":80", "h:", "h:70000", "::1:80", "h:8x"])
+def test_check_address_rejects(bad):
+    with pytest.raises(RuntimeConfigError, match="not host:port"):
+        check_address(bad)
+
+
+@pytest.fixture
+def restore_root_logging():
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_text_log_lines_carry_the_rank(restore_root_logging):
+    out = io.StringIO()
+    configure_logging(Runtime(rank=2, world_size=4), stream=out, environ={})
+    logging.getLogger("distconv.test").info("hello %s", "there")
+    configure_logging(Runtime(rank=2, world_size=4), stream=out, environ={})  # no duplicates
+    logging.getLogger("other").warning("second")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith(" [2/4] hello there") and lines[1].endswith(" [2/4] second")
+    out = io.StringIO()
+    configure_logging(Runtime(), stream=out, environ={})
+    logging.getLogger("x").info("alone")
+    assert out.getvalue().split(" ", 1)[1] == "alone\n"
+
+
+def test_json_log_lines(restore_root_logging):
+    out = io.StringIO()
+    runtime = Runtime(role="server", rank=1, world_size=2, job_id="j7")
+    configure_logging(runtime, fmt="json", stream=out, environ={"DISTCONV_RESTART": "3"})
+    logging.getLogger("distconv").debug("hidden")
+    try:
+        raise KeyError("boom")
+    except KeyError:
+        logging.getLogger("distconv").exception("step %d failed", 5)
+    (line,) = out.getvalue().splitlines()
+    entry = json.loads(line)
+    assert entry["time"].endswith("Z") and "T" in entry["time"]
+    expected = {"level": "error", "message": "step 5 failed", "role": "server", "rank": 1}
+    assert {k: entry[k] for k in expected} == expected
+    assert (entry["world_size"], entry["job_id"], entry["restart"]) == (2, "j7", 3)
+    assert "KeyError: 'boom'" in entry["exception"]
+
+
+def test_bad_log_settings(restore_root_logging):
+    with pytest.raises(RuntimeConfigError, match="log format must be 'text' or 'json'"):
+        configure_logging(Runtime(), fmt="xml")
+    with pytest.raises(RuntimeConfigError, match="DISTCONV_RESTART must be an integer"):
+        configure_logging(Runtime(), environ={"DISTCONV_RESTART": "once"})
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_real_mpiexec_ranks(tmp_path):
+    """Under a real ``mpiexec -n 2`` each process detects its own rank from PMI or OpenMPI."""
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec is not on PATH")
+    script = (
+        "from distconv.runtime import detect_runtime as d; r = d(); "
+        "print(r.source, r.rank, r.world_size)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    done = subprocess.run(
+        [mpiexec, "-n", "2", sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.split("\n"))[1:]
+    sources = {line.split()[0] for line in lines}
+    assert sources <= {"pmi", "openmpi"} and len(sources) == 1
+    assert [line.split()[1:] for line in lines] == [["0", "2"], ["1", "2"]]
+
+
+def test_command_line_flags_override_the_environment():
+    parser = argparse.ArgumentParser()
+    add_runtime_arguments(parser)
+    env = {"RANK": "0", "WORLD_SIZE": "2", "DISTCONV_JOB_ID": "env-job"}
+    args = parser.parse_args([])
+    assert runtime_flags(args) == dict.fromkeys(
+        ["job_id", "keys_dir", "local_rank", "pservers", "rank", "role", "world_size"]
+    )
+    assert detect(env, runtime_flags(args)) == Runtime(
+        rank=0, world_size=2, job_id="env-job", source="distconv"
+    )
+    argv = ["--rank", "1", "--world-size", "3", "--role", "server", "--pservers", "h:1,h:2"]
+    argv += ["--keys", "/k", "--job-id", "cli-job", "--log-format", "json"]
+    args = parser.parse_args(argv)
+    assert args.log_format == "json"
+    assert detect(env, runtime_flags(args)) == Runtime(
+        role="server",
+        rank=1,
+        world_size=3,
+        job_id="cli-job",
+        pservers=("h:1", "h:2"),
+        keys_dir="/k",
+        source="flags",
+    )
