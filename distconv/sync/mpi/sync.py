@@ -126,10 +126,19 @@ class MPISync(LocalSync):
             self._install_abort_hook()
 
     # -- start-up ---------------------------------------------------------------------------
-    def setup(self, params: Sequence[Parameter], config: Mapping[str, Any] | None = None) -> None:
-        """Check the job on every rank, broadcast rank 0's parameters and state, lay out buckets."""
+    def setup(
+        self,
+        params: Sequence[Parameter],
+        config: Mapping[str, Any] | None = None,
+        state: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Check the job on every rank, broadcast rank 0's parameters and state, lay out buckets.
+
+        ``state`` (a checkpoint's optimizer state) is given on rank 0 alone; the broadcast hands
+        it to every other rank.
+        """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
-        super().setup(params, {**(config or {}), **wire})
+        super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         if self.overlap is None:
