@@ -226,33 +226,22 @@ def free_port() -> int:
 
 # -- the default CNN ------------------------------------------------------------------------------
 def cnn_worker(args) -> None:
-    """Train the default LeNet on the digits; print samples per second (and test accuracy)."""
-    from distconv.data import load_dataset
-    from distconv.init import set_seed
-    from distconv.models import lenet
-    from distconv.optim import create_optimizer
-    from distconv.sync import create_sync
-    from distconv.trainer import Trainer
+    """Train the default LeNet on the digits (``distconv.job.train``); print its speed.
 
-    train_set, test_set = load_dataset("digits", None, 0)
-    set_seed(0)
-    net = lenet(train_set.image_shape, train_set.num_classes)
-    optimizer = create_optimizer("adam")
-    if args.sync == "mpi":
-        sync = create_sync("mpi", optimizer=optimizer, grad_dtype=args.grad_dtype or None)
-    else:
-        sync = create_sync("local", optimizer=optimizer)
-    shard = (sync.rank, sync.world_size)
-    trainer = Trainer(net, sync, progress=False, shard=shard, lr_decay=0.9)
-    start = time.perf_counter()
-    trainer.fit(train_set, None, args.epochs, 16)
-    seconds = time.perf_counter() - start
-    wire = getattr(sync, "wire_bytes", 0)
-    samples = args.epochs * (len(train_set) // shard[1]) * shard[1]
-    if sync.rank == 0:
-        _, acc = trainer.evaluate(test_set)
-        print(json.dumps({"samples_per_s": samples / seconds, "test_acc": acc, "wire": wire}))
-    sync.close()
+    Samples per second: the median over epochs of the training rate the trainer logs (global,
+    evaluation excluded).
+    """
+    from distconv.job import TrainConfig, train
+
+    options = {"grad_dtype": args.grad_dtype} if args.grad_dtype else {}
+    config = TrainConfig(epochs=args.epochs, sync=args.sync, sync_options=options, progress=False)
+    trainer = train(config)
+    if trainer.sync.rank == 0:
+        rates = [r["examples_per_second"] for r in trainer.history]
+        record = {"samples_per_s": float(np.median(rates))}
+        record["test_acc"] = trainer.history[-1].get("test_acc")
+        record["wire"] = getattr(trainer.sync, "wire_bytes", 0)
+        print(json.dumps(record))
 
 
 # -- the driver ---------------------------------------------------------------------------------
