@@ -96,9 +96,6 @@ def save_checkpoint(
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
-    from safetensors.numpy import save
-
-    path = Path(path)
     tensors = _tensors(params, optim_state or {})
     metadata = {
         "format": FORMAT,
@@ -109,8 +106,24 @@ def save_checkpoint(
         "optimizer": json.dumps(dict(optimizer)) if optimizer is not None else "",
         "extra": json.dumps(dict(extra or {})),
     }
+    save_tensors(path, tensors, metadata)
+
+
+def save_tensors(
+    path: str | os.PathLike, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]
+) -> None:
+    """Write tensors and string metadata as a safetensors file, atomically, with a digest
+    that covers both (what :func:`save_checkpoint` and a parameter-server shard's part use).
+
+    Raises:
+        CheckpointError: the file cannot be written; the old one is left as it was.
+    """
+    from safetensors.numpy import save
+
+    path = Path(path)
+    metadata = dict(metadata)
     metadata[DIGEST_KEY] = _digest(tensors, metadata)
-    data = memoryview(save(tensors, metadata=metadata))
+    data = memoryview(save(dict(tensors), metadata=metadata))
     chunks = (data[i : i + CHUNK] for i in range(0, len(data), CHUNK))
     try:
         write_atomically(path, chunks)

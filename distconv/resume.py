@@ -115,6 +115,7 @@ class StepCheckpoints:
         """
         if self.run is not None:
             self._check_finite(pos)
+            remote = self.sync.save_remote_parts(pos.step)
             part = self.run.step_dir(pos.step) / CHIEF_PART
             save_checkpoint(
                 part,
@@ -130,7 +131,7 @@ class StepCheckpoints:
                     "sums": {k: float(sums.get(k, 0.0)) for k in SUMS},
                 },
             )
-            self.run.commit(pos.step, {CHIEF: part})
+            self.run.commit(pos.step, {CHIEF: part}, remote)
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 
     def _check_finite(self, pos: Position) -> None:

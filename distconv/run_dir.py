@@ -22,7 +22,7 @@ import os
 import shutil
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointError
@@ -44,11 +44,13 @@ class RunDirError(CheckpointError):
 
 @dataclass(frozen=True)
 class Manifest:
-    """One complete checkpoint: its step and where each part lives (relative to the root)."""
+    """One complete checkpoint: its step, where each local part lives (relative to the
+    checkpoint root), and the parts remote holders (parameter-server shards) acknowledged."""
 
     step: int
     parts: dict[str, str]
     path: Path
+    remote: dict[str, str] = field(default_factory=dict)
 
     def part(self, name: str) -> Path:
         return self.path.parent / self.parts[name]
@@ -118,8 +120,16 @@ class RunDirectory:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def commit(self, step: int, parts: Mapping[str, str | os.PathLike]) -> Manifest:
+    def commit(
+        self,
+        step: int,
+        parts: Mapping[str, str | os.PathLike],
+        remote: Mapping[str, str] | None = None,
+    ) -> Manifest:
         """Write the manifest of step ``step`` once every part is on disk; prune old ones.
+
+        ``remote`` names parts written elsewhere (a shard's own disk), already acknowledged by
+        their writers; they are recorded, not checked, since this host may not see them.
 
         Raises:
             CheckpointError: a part is missing (the checkpoint stays incomplete).
@@ -132,10 +142,11 @@ class RunDirectory:
                 raise CheckpointError(f"checkpoint part {name!r} of step {step} is missing: {path}")
             relative[name] = str(path.resolve().relative_to(root.resolve()))
         manifest = root / f"step-{step:08d}.json"
-        text = json.dumps({"step": step, "parts": relative}, indent=1)
+        remote = dict(remote or {})
+        text = json.dumps({"step": step, "parts": relative, "remote": remote}, indent=1)
         write_atomically(manifest, [text.encode()])
         self._prune()
-        return Manifest(step, relative, manifest)
+        return Manifest(step, relative, manifest, remote)
 
     def manifests(self) -> list[Manifest]:
         """Complete checkpoints, oldest first (manifests whose parts all exist)."""
@@ -143,7 +154,9 @@ class RunDirectory:
         for path in sorted(self.checkpoint_root.glob("step-*.json")):
             try:
                 data = json.loads(path.read_text())
-                manifest = Manifest(int(data["step"]), dict(data["parts"]), path)
+                manifest = Manifest(
+                    int(data["step"]), dict(data["parts"]), path, dict(data.get("remote", {}))
+                )
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # a damaged manifest marks no complete checkpoint
             if all(manifest.part(name).is_file() for name in manifest.parts):

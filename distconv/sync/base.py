@@ -158,6 +158,13 @@ class SyncStrategy(ABC):
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Replace the optimizer state (on every rank, or on the servers), before training."""
 
+    def save_remote_parts(self, step: int) -> dict[str, str]:
+        """Have remote holders of state (parameter-server shards) write their part of the
+        checkpoint of ``step``; returns part name -> where each was written, once every holder
+        acknowledged. The chief calls it; a strategy that holds everything locally returns {}.
+        """
+        return {}
+
     # -- collectives --------------------------------------------------------------------------
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
         """Sum small metrics (loss sums, correct answers, examples) over every rank."""

@@ -174,8 +174,14 @@ class PServerSync(SyncStrategy):
         return self._wait([self._ask(s, h, a) for s, h, a in headers], what)
 
     # -- start-up -----------------------------------------------------------------------------
-    def setup(self, params: Sequence[Parameter], config: Mapping[str, Any] | None = None) -> None:
-        """Compare the job with every shard and rank, seed the shards (rank 0), pull (others)."""
+    def setup(
+        self,
+        params: Sequence[Parameter],
+        config: Mapping[str, Any] | None = None,
+        state: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Compare the job with every shard and rank, seed the shards (rank 0, with the
+        restored optimizer ``state`` if any), pull (others)."""
         self.params = list(params)
         self._specs = [self._spec(p) for p in self.params]
         unknown = self.sparse - {p.name for p in self.params}
@@ -198,6 +204,8 @@ class PServerSync(SyncStrategy):
         self.all_equal(description)
         if self.is_chief:
             self._seed()
+            if state is not None:
+                self.load_state_dict(state)
         self.barrier()
         if not self.is_chief:
             self._pull_all()

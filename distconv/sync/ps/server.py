@@ -615,7 +615,7 @@ class Shard:
 
     def save_part(self, step: str) -> Path:
         """Write this shard's blocks and optimizer state atomically; returns the file."""
-        from distconv.checkpoint import _write_atomically
+        from distconv.checkpoint import save_tensors
 
         tensors = {}
         for bid, b in self.blocks.items():
@@ -635,7 +635,7 @@ class Shard:
         directory = Path(self.config.checkpoint_dir)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"pserver-shard{self.index}-step{step}.safetensors"
-        _write_atomically(path, tensors, meta)
+        save_tensors(path, tensors, meta)
         return path
 
     def _fail(self, message: str) -> None:
