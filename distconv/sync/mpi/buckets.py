@@ -1,0 +1,213 @@
+"""Gradient buckets: flat buffers the gradients live in, and the thread that reduces them."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from distconv.backend import get_array_module, is_gpu_array
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+
+#: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
+NATIVE_SUM = ("float32", "float64")
+#: how long the communication thread sleeps between tests of a request: short against a
+#: bucket's transfer (~1 ms for 1 MB), long enough to leave the core to compute meanwhile
+POLL_SECONDS = 50e-6
+#: what ``grad_dtype`` may name
+WIRE_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def wire_dtype(name: str | None) -> np.dtype | None:
+    """The numpy dtype for ``grad_dtype`` (None: the gradients' own).
+
+    Raises:
+        ValueError: an unknown name, or bfloat16 without ``ml_dtypes``.
+    """
+    if name is None:
+        return None
+    if name not in WIRE_DTYPES:
+        raise ValueError(f"grad_dtype must be one of {WIRE_DTYPES} or None, got {name!r}")
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ValueError(
+                "grad_dtype 'bfloat16' needs ml_dtypes: pip install ml_dtypes"
+            ) from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+class Bucket:
+    """Consecutive parameters (in firing order) whose gradients share one flat buffer.
+
+    Building a bucket moves each parameter's gradient into the buffer and leaves ``param.grad``
+    as a view of its slice, so the layers add straight into what is reduced.
+
+    Args:
+        index: position in the layout (buckets are reduced in this order on every rank).
+        params: the parameters, all of one dtype and on one device.
+        wire: the dtype on the wire, or None for the gradients' own.
+        world_size: ranks in the job (a 16-bit wire buffer is padded to a multiple of it).
+
+    Attributes:
+        buffer: the flat gradients, where the parameters live (host or device).
+        host: the flat gradients on the host: ``buffer`` itself, or its staging copy.
+        target: what the collective reduces: ``host``, or the wire-dtype copy of it.
+        compressed: ``target`` holds 16-bit floats, which MPI's SUM cannot add.
+        fired: which parameters have delivered their gradient this step.
+        pending: how many have not.
+    """
+
+    def __init__(
+        self, index: int, params: Sequence[Parameter], wire: np.dtype | None, world_size: int
+    ) -> None:
+        self.index, self.params = index, list(params)
+        first = self.params[0].grad
+        xp = get_array_module(first)
+        self.size = sum(p.size for p in self.params)
+        self.buffer = xp.zeros(self.size, dtype=first.dtype)
+        offset = 0
+        for p in self.params:
+            view = self.buffer[offset : offset + p.size].reshape(p.shape)
+            view[...] = p.grad
+            p.grad = view
+            offset += p.size
+        # cupy gradients are staged through host memory, so any MPI (CUDA-aware or not) works
+        self.on_device = is_gpu_array(self.buffer)
+        self.host = np.zeros(self.size, first.dtype) if self.on_device else self.buffer
+        self.target = self.host
+        if wire is not None and wire != self.host.dtype:
+            padded = -(-self.size // world_size) * world_size
+            self.target = np.zeros(padded, dtype=wire)
+        self.compressed = self.target.dtype.name not in NATIVE_SUM
+        self.scratch = np.empty_like(self.target) if self.compressed else None
+        self.fired = [False] * len(self.params)
+        self.pending = len(self.params)
+        self.request: Any = None
+        self.done: threading.Event | None = None
+        self.error: BaseException | None = None
+
+    def reset(self) -> None:
+        """A new step: no gradient has fired yet."""
+        self.fired = [False] * len(self.params)
+        self.pending = len(self.params)
+
+    def pack(self) -> None:
+        """Bring the gradients to the host and into the wire dtype (no-ops where not needed)."""
+        if self.on_device:
+            self.buffer.get(out=self.host)
+        if self.target is not self.host:
+            np.copyto(self.target[: self.size], self.host, casting="unsafe")
+
+    def unpack(self) -> None:
+        """The reduced sums back into the gradient buffer."""
+        if self.target is not self.host:
+            np.copyto(self.host, self.target[: self.size], casting="unsafe")
+        if self.on_device:
+            self.buffer.set(self.host)
+
+    def describe(self) -> list[Any]:
+        """What every rank must agree on: names, dtypes and sizes."""
+        names = [p.name for p in self.params]
+        return [names, str(self.host.dtype), str(self.target.dtype), int(self.target.size)]
+
+
+def build_buckets(
+    params: Sequence[Parameter], bucket_bytes: int, wire: np.dtype | None, world_size: int
+) -> list[Bucket]:
+    """Group ``params`` (in firing order) into buckets of about ``bucket_bytes`` bytes.
+
+    A bucket closes when the next gradient would overflow it, or has another dtype or device.
+    """
+    groups: list[list[Parameter]] = []
+    size = 0
+    for p in params:
+        kind = (p.grad.dtype, is_gpu_array(p.grad))
+        last = groups[-1][-1] if groups else None
+        same = last is not None and (last.grad.dtype, is_gpu_array(last.grad)) == kind
+        if not same or size + p.grad.nbytes > bucket_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += p.grad.nbytes
+    return [Bucket(i, g, wire, world_size) for i, g in enumerate(groups)]
+
+
+def poll(request: Any, hurry: threading.Event | None = None) -> None:
+    """Wait for an MPI request by testing it between short sleeps, until told to hurry.
+
+    ``MPI_Wait`` spins on a core; while backward computes, a sleep gives the core (and the GIL)
+    back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is set
+    (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes at
+    full speed.
+    """
+    while not request.Test():
+        if hurry is not None and hurry.is_set():
+            request.Wait()
+            return
+        time.sleep(POLL_SECONDS)
+
+
+class CommThread:
+    """One thread that runs the buckets' blocking reductions in the order they are submitted.
+
+    MPI needs collectives issued in the same order on every rank; one thread fed in layout
+    order keeps it. It owns a duplicate communicator, so the main thread's collectives (the
+    per-step check, metrics) never interleave with its own.
+
+    Args:
+        reduce: the reduction of one packed bucket, given how to wait for each request.
+    """
+
+    def __init__(self, reduce: Callable[[Bucket, Callable[[Any], None]], None]) -> None:
+        self._reduce = reduce
+        self.hurry = threading.Event()
+        self._queue: queue.SimpleQueue[Bucket | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
+        self._thread.start()
+
+    def submit(self, bucket: Bucket) -> None:
+        """Queue ``bucket``'s reduction."""
+        bucket.done, bucket.error = threading.Event(), None
+        self._queue.put(bucket)
+
+    def _run(self) -> None:
+        while (bucket := self._queue.get()) is not None:
+            try:
+                self._reduce(bucket, self._wait_request)
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
+                bucket.error = exc
+            finally:
+                bucket.done.set()
+
+    def _wait_request(self, request: Any) -> None:
+        poll(request, self.hurry)
+
+    def relax(self) -> None:
+        """Backward starts: poll gently again."""
+        self.hurry.clear()
+
+    def wait(self, bucket: Bucket) -> None:
+        """Block until ``bucket`` is reduced (and make the thread finish at full speed).
+
+        Raises:
+            SyncError: the reduction failed on the communication thread.
+        """
+        self.hurry.set()
+        bucket.done.wait()
+        if bucket.error is not None:
+            raise SyncError(
+                f"allreduce of gradient bucket {bucket.index} failed: {bucket.error}"
+            ) from bucket.error
+
+    def stop(self) -> None:
+        """Let the thread finish what is queued, then end it."""
+        self._queue.put(None)
+        self._thread.join(timeout=30)

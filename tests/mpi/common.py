@@ -1,0 +1,104 @@
+"""What the MPI scripts and the tests that start them share: the model, the data, the steps.
+
+The scripts run under ``mpiexec`` (``python -m mpi4py tests/mpi/<script>.py OUT ...``) and write
+their results as ``.npz`` files; the tests compare those with single-process training here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from distconv.arg import Arg
+from distconv.backend import to_device, to_host
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.network import Network
+from distconv.sync.base import SyncStrategy
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+#: the global batch of each step; the last one is uneven (7 examples over 2 ranks: 4 + 3)
+GLOBAL_BATCHES = (16, 16, 16, 7)
+
+
+def small_lenet(seed: int, channels: Sequence[int] = (2, 3)) -> Network:
+    """The small float64 LeNet of the equivalence tests, initialised from ``seed``."""
+    set_seed(seed)
+    net = lenet((1, 8, 8), 4, channels=tuple(channels), hidden=8)
+    for p in net.parameters():
+        p.cast(np.float64)
+    return net
+
+
+def global_batches(sizes: Sequence[int] = GLOBAL_BATCHES, seed: int = 7):
+    """The same global batches ``(x, y)`` on every rank and in the single-process reference."""
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        yield rng.standard_normal((n, 1, 8, 8)), rng.integers(0, 4, n)
+
+
+def train(net: Network, sync: SyncStrategy, rank: int = 0, world: int = 1) -> None:
+    """Run every global batch as one step; this rank takes examples ``rank::world``."""
+    for x, y in global_batches():
+        xs, ys = to_device(x[rank::world]), to_device(y[rank::world])
+        sync.start_step(len(ys))
+        net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
+        net.backward(sync, loss="loss", loss_scale=len(ys))
+        sync.finish_step()
+
+
+def weights(net: Network) -> dict[str, np.ndarray]:
+    """Every parameter's value, by name (a copy)."""
+    return {p.name: to_host(p.value).copy() for p in net.parameters()}
+
+
+def mpiexec() -> str | None:
+    """The ``mpiexec`` on PATH, or None (the tests then skip)."""
+    return shutil.which("mpiexec")
+
+
+def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``mpiexec ARGS`` with this worktree's distconv importable and one BLAS thread.
+
+    ``timeout`` bounds the whole job: a hang fails the test (``TimeoutExpired``) instead of
+    eating CI, and every process of the job is killed, so none outlives its test.
+    """
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        # Open MPI refuses root (CI runs as root) and more ranks than cores unless told;
+        # MPICH ignores these
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
+    }
+    proc = subprocess.Popen(
+        [mpiexec(), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: a hung job is killed whole
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def script(name: str) -> list[str]:
+    """The command line that runs ``tests/mpi/<name>`` under mpi4py's abort-on-error runner."""
+    return [sys.executable, "-m", "mpi4py", str(HERE / name)]

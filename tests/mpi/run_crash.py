@@ -1,0 +1,40 @@
+"""mpiexec -n 2 python run_crash.py: rank 1 raises in the middle of step 2's backward.
+
+Run under plain ``python`` (not ``-m mpi4py``): MPISync's exception hook alone must abort the
+job, while rank 0 waits in the step's allreduce.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import small_lenet, train  # noqa: E402
+
+from distconv.optim import create_optimizer  # noqa: E402
+from distconv.sync.mpi import MPISync  # noqa: E402
+
+
+class CrashingSync(MPISync):
+    """Raises on rank 1 at the third gradient of step 2."""
+
+    calls = 0
+
+    def on_gradient(self, param):
+        self.calls += 1
+        if self.rank == 1 and self.step == 1 and self.calls % 8 == 3:
+            raise RuntimeError("rank 1 fails on purpose")
+        super().on_gradient(param)
+
+
+def main() -> None:
+    sync = CrashingSync(create_optimizer("sgd"), bucket_bytes=300, overlap=sys.argv[1] == "1")
+    net = small_lenet(seed=0)
+    sync.setup(net.parameters(), {})
+    train(net, sync, sync.rank, sync.world_size)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""mpiexec -n 1 python -m mpi4py run_mismatch.py ARGS : -n 1 ... OTHER_ARGS: ranks that differ.
+
+``--batch-size`` goes into the job description, ``--channels`` changes the model, and
+``--reverse-order`` makes this rank claim another firing order after the first step, so its
+bucket layout differs. Every case must end with a message naming the difference, not a hang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import small_lenet, train  # noqa: E402
+
+from distconv.optim import create_optimizer  # noqa: E402
+from distconv.sync.mpi import MPISync  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--channels", default="2,3")
+    parser.add_argument("--reverse-order", action="store_true")
+    args = parser.parse_args()
+    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
+    net = small_lenet(0, [int(c) for c in args.channels.split(",")])
+    sync.setup(net.parameters(), {"batch_size": args.batch_size})
+    if args.reverse_order:
+        sync.set_firing_order([p.name for p in net.parameters()])
+    train(net, sync, sync.rank, sync.world_size)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""World size 1: MPISync's own code path (buckets, views, checks) in one process, without MPI."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
+from distconv.sync.local import LocalSync
+from distconv.sync.mpi import MPISync, SingleRankComm
+from tests.mpi.common import small_lenet, train, weights
+
+
+@pytest.fixture
+def no_mpi4py(monkeypatch):
+    """Make ``import mpi4py`` fail, as on a machine without it."""
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+
+
+def run(sync) -> dict[str, np.ndarray]:
+    net = small_lenet(seed=0)
+    sync.setup(net.parameters(), {})
+    try:
+        train(net, sync)
+    finally:
+        sync.close()
+    return weights(net)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("bucket_bytes, overlap", [(1 << 22, False), (300, False), (300, True)])
+def test_one_rank_without_mpi4py_equals_local_sync_bitwise(
+    no_mpi4py, optimizer, bucket_bytes, overlap
+):
+    expected = run(LocalSync(create_optimizer(optimizer)))
+    sync = MPISync(create_optimizer(optimizer), bucket_bytes=bucket_bytes, overlap=overlap)
+    assert isinstance(sync.comm, SingleRankComm) and sync.world_size == 1
+    got = run(sync)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])
+
+
+def test_gradients_are_views_into_the_bucket_buffers(no_mpi4py):
+    net = small_lenet(seed=0)
+    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
+    sync.setup(net.parameters(), {})
+    train(net, sync)
+    assert len(sync.buckets) > 3
+    for bucket in sync.buckets:
+        assert sum(p.size for p in bucket.params) == bucket.buffer.size
+        for p in bucket.params:
+            assert np.shares_memory(p.grad, bucket.buffer)
+            assert not p.grad.any()  # zero again after the step
+    sync.close()
+
+
+def test_buckets_follow_the_first_pass_then_the_given_order(no_mpi4py):
+    params = small_lenet(seed=0).parameters()
+    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
+    sync.setup(params, {})
+    assert [p.name for b in sync.buckets for p in b.params] == [p.name for p in params[::-1]]
+    fired = [params[i] for i in np.random.default_rng(0).permutation(len(params))]
+    for _ in range(2):
+        sync.start_step(1)
+        for p in fired:
+            sync.on_gradient(p)
+        sync.finish_step()
+        # the first step ran on the first guess; from the second on, buckets follow the pass
+    assert [p.name for b in sync.buckets for p in b.params] == [p.name for p in fired]
+    sync.set_firing_order([p.name for p in params])
+    assert [p.name for b in sync.buckets for p in b.params] == [p.name for p in params]
+    sync.close()
+
+
+def test_float16_wire_is_close_to_the_exact_result(no_mpi4py):
+    exact = run(MPISync(create_optimizer("sgd")))
+    half = run(MPISync(create_optimizer("sgd"), grad_dtype="float16"))
+    error = max(float(np.abs(half[k] - exact[k]).max()) for k in exact)
+    assert 0 < error < 1e-3
+
+
+def test_bfloat16_wire_is_close_to_the_exact_result(no_mpi4py):
+    pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
+    exact = run(MPISync(create_optimizer("sgd")))
+    half = run(MPISync(create_optimizer("sgd"), grad_dtype="bfloat16"))
+    error = max(float(np.abs(half[k] - exact[k]).max()) for k in exact)
+    assert 0 < error < 1e-2
+
+
+def test_state_dict_round_trip(no_mpi4py):
+    sync = MPISync(create_optimizer("adam"))
+    run(sync)
+    state = {k: {b: np.array(v) for b, v in s.items()} for k, s in sync.state_dict().items()}
+    other = MPISync(create_optimizer("adam"))
+    other.setup(small_lenet(seed=0).parameters(), {})
+    other.load_state_dict(state)
+    for name, buffers in state.items():
+        for key, value in buffers.items():
+            np.testing.assert_array_equal(other.state_dict()[name][key], value)
+    assert int(other.state_dict()["fc2.weight"]["step"]) == 4
+    other.close()
+
+
+def test_bad_arguments_and_misuse_are_named(no_mpi4py):
+    with pytest.raises(ValueError, match="grad_dtype must be one of"):
+        MPISync(create_optimizer("sgd"), grad_dtype="int8")
+    with pytest.raises(ValueError, match="bucket_bytes must be a positive integer"):
+        MPISync(create_optimizer("sgd"), bucket_bytes=0)
+    net = small_lenet(seed=0)
+    sync = MPISync(create_optimizer("sgd"))
+    with pytest.raises(SyncError, match="before setup"):
+        sync.start_step(4)
+    sync.setup(net.parameters(), {})
+    p = net.parameters()[0]
+    with pytest.raises(SyncError, match="outside a step"):
+        sync.on_gradient(p)
+    sync.start_step(4)
+    sync.on_gradient(p)
+    with pytest.raises(SyncError, match="fired twice"):
+        sync.on_gradient(p)
+    sync.close()
+
+
+def test_metrics_reduce_over_one_rank(no_mpi4py):
+    sync = MPISync(create_optimizer("sgd"))
+    assert sync.allreduce_sum([1.5, 2]) == [1.5, 2.0]
+    sync.barrier()
+    sync.all_equal({"a": 1})
+
+
+@pytest.mark.gpu
+def test_gpu_gradients_are_staged_through_the_host(no_mpi4py):
+    from distconv import backend
+
+    try:
+        backend.set_device("gpu")
+    except backend.BackendError as exc:
+        pytest.skip(f"no GPU: {exc}")
+    try:
+        expected = run(LocalSync(create_optimizer("adam")))
+        sync = MPISync(create_optimizer("adam"), bucket_bytes=300)
+        got = run(sync)
+        assert all(b.on_device for b in sync.buckets)
+    finally:
+        backend.set_device("cpu")
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-12)

@@ -1,0 +1,29 @@
+"""End to end: ``mpiexec -n 2 python -m mpi4py -m distconv train --sync mpi`` on the digits."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.mpi.common import mpiexec, run_mpi
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.slow,
+    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
+]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+
+@pytest.mark.timeout(900)
+def test_two_ranks_reach_98_percent_on_the_digits(tmp_path):
+    command = ["-n", "2", sys.executable, "-m", "mpi4py", "-m", "distconv", "train"]
+    command += ["--sync", "mpi", "--out", str(tmp_path / "run"), "--no-progress"]
+    proc = run_mpi(command, timeout=850)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert last["world_size"] == 2 and last["epoch"] == 20
+    assert last["test_acc"] >= 0.98, last
