@@ -85,7 +85,9 @@ def over_batch(
 
     ``fn`` must write only its own slice of any shared output. The chunks depend on the shapes
     alone, never on the thread count, and results come back in batch order, so sums over them
-    are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is: a run reproduces on any machine.
+    are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is (products outside these
+    kernels, such as a fully connected layer's, follow BLAS's own thread count: pin
+    ``OPENBLAS_NUM_THREADS`` to reproduce a run bit for bit on another machine).
     """
     if n == 0:
         return []
@@ -93,8 +95,11 @@ def over_batch(
         return [fn(0, n)]
     bounds = chunk_bounds(n, -(-n * work_per_sample // CHUNK_WORK))
     threads = min(num_threads(), len(bounds))
+    # BLAS runs on one thread in both paths: a GEMM's bits depend on how many threads split it,
+    # so the serial path must not let BLAS thread where the parallel path would not
     if threads == 1 or n * work_per_sample < threads * MIN_WORK_PER_THREAD:
-        return [fn(a, b) for a, b in bounds]
+        with _one_blas_thread():
+            return [fn(a, b) for a, b in bounds]
     with _one_blas_thread():
         futures = [_executor(threads).submit(fn, a, b) for a, b in bounds]
         return [f.result() for f in futures]

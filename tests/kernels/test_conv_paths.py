@@ -227,3 +227,23 @@ def test_dense_only_for_tiny_images():
     assert not conv.dense_pays(64, (8, 8), (8, 8), (32, 1, 3, 3), geom)
     grouped = ConvGeometry.make(2, 3, 1, 1, 1, 2)
     assert not conv.dense_pays(64, (4, 4), (4, 4), (8, 8, 3, 3), grouped)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [((64, 32, 14, 14), 64), ((8, 64, 28, 28), 64)],  # LeNet's conv2 at 28x28; a larger image
+)
+def test_real_layer_sizes_are_bitwise_the_same_for_1_and_2_threads(rng, monkeypatch, shape):
+    """Sizes where BLAS itself would thread: the serial path must hold it to one thread too."""
+    (n, c, h, w_), k = shape
+    monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
+    w = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+    results = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+        y, _ = conv_forward(x, w, geom)
+        results.append((y, *conv_backward(np.cos(y), x, w, geom)))
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
