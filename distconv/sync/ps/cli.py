@@ -7,6 +7,9 @@ code when they run, so ``distconv train`` starts without pyzmq.
 from __future__ import annotations
 
 import argparse
+import os
+
+from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID
 
 
 def add_pserver(subparsers: argparse._SubParsersAction) -> None:
@@ -48,7 +51,11 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         "--insecure", action="store_true", help="no CURVE encryption or authentication"
     )
     p.add_argument("--checkpoint-dir", help="where this shard writes its checkpoint parts")
-    p.add_argument("--job-id", default="", help="the job id workers send (%(default)r)")
+    p.add_argument(
+        "--job-id",
+        default=os.environ.get(ENV_JOB_ID) or DEFAULT_JOB_ID,
+        help="the job id workers send (default: $DISTCONV_JOB_ID, else %(default)r, as workers)",
+    )
     p.add_argument(
         "--max-message-bytes",
         type=int,

@@ -25,6 +25,7 @@ import zmq
 from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
+from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import StateDict, SyncError, SyncStrategy, first_difference, job_description
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import BLOCK_BYTES, Block, Layout, ParamSpec, rows_view
@@ -71,7 +72,7 @@ class PServerSync(SyncStrategy):
         keys_dir: str | None = None,
         insecure: bool = False,
         timeout: float = 60.0,
-        job_id: str = "",
+        job_id: str = DEFAULT_JOB_ID,
         sparse: Sequence[str] = (),
         block_bytes: int = BLOCK_BYTES,
     ) -> None:

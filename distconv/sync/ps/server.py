@@ -34,6 +34,7 @@ import numpy as np
 import zmq
 
 from distconv.optim import Optimizer, optimizer_from_config
+from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import first_difference
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
@@ -48,6 +49,9 @@ from distconv.sync.ps.wire import (
 )
 
 log = logging.getLogger("distconv.pserver")
+
+#: the collectives workers gather through shard 0, tagged "<kind>:<counter>"
+GATHER_KINDS = ("allreduce", "barrier", "all_equal")
 
 #: how often the loop wakes to check timeouts when no message arrives, in seconds
 TICK = 0.1
@@ -86,7 +90,7 @@ class ShardConfig:
     keys_dir: str | None = None
     insecure: bool = False
     checkpoint_dir: str | None = None
-    job_id: str = ""
+    job_id: str = DEFAULT_JOB_ID
     max_message_bytes: int = MAX_MESSAGE_BYTES
 
     def check(self) -> None:
@@ -430,7 +434,9 @@ class Shard:
         ids = int_list(header, "blocks")
         if not self.blocks:
             raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
-        mine = self.by_param.get(p, [])
+        if p not in self.by_param:  # also a negative index, which would wrap around
+            raise WireError(f"push of parameter {p}: this shard holds no block of it")
+        mine = self.by_param[p]
         if ids != mine:
             raise WireError(f"push of parameter {p}: blocks {ids[:8]}, this shard holds {mine[:8]}")
         if header["count"] < 0 or header["lr"] <= 0:
@@ -584,6 +590,10 @@ class Shard:
         return set(range(self.config.workers)) - self.lost
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        kind, _, number = str(header["tag"]).partition(":")
+        if kind not in GATHER_KINDS or not number.isdigit():
+            # a made-up tag would hold every other rank's gathers hostage until the timeout
+            raise WireError(f"gather tag {header['tag']!r} is not one of {GATHER_KINDS} + ':N'")
         key = f"gather:{header['tag']}"
         waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
         if header["rank"] in waiting.by_rank:
