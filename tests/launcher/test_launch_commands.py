@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from launcher.commands import (
 from launcher.supervisor import Failure
 
 PY = sys.executable
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_split_argv_at_the_first_double_dash():
@@ -97,6 +100,22 @@ def test_server_and_keys_commands():
     assert keys_command("/r/keys", 4, python="py") == [
         "py", "-m", "distconv", "keys", "/r/keys", "--workers", "4",
     ]  # fmt: skip
+
+
+def test_threads_count_only_the_cores_this_process_may_use():
+    """Under a one-core affinity mask (taskset, a cpuset) every child gets one thread."""
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from launcher.commands import threads_per_process as t; print(t(1))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout == "1\n"
+
+
+def test_shards_count_when_sharing_the_cores(tmp_path):
+    _, _, _, job = _local(["--workers", "1", "--servers", "1", "--", "--epochs", "1"], tmp_path)
+    assert job.threads == threads_per_process(2)
 
 
 def test_threads_per_process():
