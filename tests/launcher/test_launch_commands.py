@@ -252,3 +252,19 @@ def test_failure_status_and_description():
     assert Failure(exit_code=300, signal=None, **base).status == 1
     killed = Failure(exit_code=None, signal="SIGKILL", **base)
     assert killed.status == 137 and killed.describe() == "worker 1 failed with signal SIGKILL"
+
+
+def test_the_jobs_keys_are_never_readable_by_others(tmp_path):
+    """The launcher's keys (made by `distconv keys`): directory 0700, no file open to others."""
+    from launcher.cli import make_keys
+
+    previous = os.umask(0o022)  # a typical umask, whatever the test runner has
+    try:
+        keys = tmp_path / "run" / "keys"
+        make_keys(keys, 2)
+    finally:
+        os.umask(previous)
+    assert (keys.stat().st_mode & 0o777) == 0o700
+    files = sorted(keys.iterdir())
+    assert len(files) == 6
+    assert all(f.stat().st_mode & 0o077 == 0 for f in files), [oct(f.stat().st_mode) for f in files]
