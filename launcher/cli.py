@@ -271,7 +271,11 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
 
     def build(restart: int) -> list[ChildSpec]:
         env = clean_environ(os.environ)
-        env.update(DISTCONV_JOB_ID=job_id, DISTCONV_RESTART=str(restart), PYTHONUNBUFFERED="1")
+        env.update(DISTCONV_JOB_ID=job_id, DISTCONV_RESTART=str(restart))
+        # MPI prefixes each chunk a rank writes with its rank; unbuffered Python writes a line's
+        # text and its newline apart, which would split lines. Line-buffered stderr and flushed
+        # prints write whole lines.
+        env.pop("PYTHONUNBUFFERED", None)
         env.update(dict.fromkeys(THREAD_VARS, str(threads)))
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program, restart), env)
         return [ChildSpec("mpiexec", 0, argv, env, prefix="")]

@@ -151,7 +151,7 @@ def test_dry_run_prints_the_exact_command(tmp_path):
                   "--", "--epochs", "1", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     exports = ["DISTCONV_JOB_ID", "DISTCONV_NUM_THREADS", "DISTCONV_RESTART", "MKL_NUM_THREADS"]
-    exports += ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH", "PYTHONUNBUFFERED"]
+    exports += ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH"]
     expected = [shutil.which("sh"), "-np", "4", "-H", "node-a:2,node-b:2", "--tag-output"]
     expected += ["--allow-run-as-root"]
     for name in exports:
