@@ -8,6 +8,8 @@ import copy
 import functools
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -502,3 +504,37 @@ def test_yaml_output_reads_back_every_awkward_string():
     assert list(yaml.safe_load_all(text)) == [obj, obj]
     with pytest.raises(TypeError, match="cannot write float 0.5"):
         dump_yaml([{"x": 0.5}])
+
+
+@pytest.mark.timeout(60)
+def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
+    """The preStop command, run for real in its own PID namespace (as a container sees its own
+    processes): it returns at once without a rank, and only after a running rank has exited."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
+    probe = subprocess.run(
+        ["unshare", "-pf", "--mount-proc", "true"], capture_output=True, timeout=20
+    )
+    if probe.returncode != 0:
+        pytest.skip("cannot make a PID namespace here")
+    (mpijob,) = render("mpijob")
+    (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    pre_stop = shlex.join(worker["lifecycle"]["preStop"]["exec"]["command"])
+    # a stand-in rank whose command line names distconv; it leaves a mark when it exits
+    rank = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(2)' distconv train"
+    script = f"""
+        {pre_stop} && echo alone
+        {rank} & pid=$!
+        sleep 0.5
+        {pre_stop}
+        if kill -0 $pid 2>/dev/null; then echo rank-still-running; else echo rank-gone; fi
+    """
+    file = tmp_path / "stop.sh"  # from a file: the shell's own command line names no rank
+    file.write_text(script)
+    done = subprocess.run(
+        ["unshare", "-pf", "--mount-proc", "sh", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.stdout.split() == ["alone", "rank-gone"], done.stderr
