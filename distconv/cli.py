@@ -202,8 +202,13 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--health-port",
         type=_int_at_least(0),
-        help="serve /readyz, /healthz and /metrics on this port plus the local rank, on all "
-        "interfaces (0: any free port)",
+        help="serve /readyz, /healthz and /metrics on this port plus the local rank "
+        "(0: any free port)",
+    )
+    g.add_argument(
+        "--health-host",
+        default="127.0.0.1",
+        help="interface of --health-port (%(default)s; 0.0.0.0 in a pod, for the kubelet)",
     )
 
 
@@ -251,6 +256,7 @@ def run_train(args: argparse.Namespace) -> int:
         keep_checkpoints=args.keep_checkpoints,
         progress=False if args.no_progress else None,
         health_port=args.health_port,
+        health_host=args.health_host,
         sync=args.sync,
         sync_options=_sync_options(args),
     )

@@ -48,6 +48,7 @@ class TrainConfig:
     keep_checkpoints: int = 3
     progress: bool | None = None
     health_port: int | None = None  # serve /readyz, /healthz, /metrics (+ local rank)
+    health_host: str = "127.0.0.1"  # the probes' interface; 0.0.0.0 for a kubelet
     sync: str | None = None  # None: chosen from the runtime
     sync_options: dict[str, Any] = field(default_factory=dict)
 
@@ -73,9 +74,10 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     network = lenet(train_set.image_shape, train_set.num_classes)
     network.check_finite = False  # the Dataset checked its values once when it was loaded
     kind = config.sync or choose_transport(runtime)
-    monitor = _start_service(config.health_port, runtime)
-    sync = build_sync(kind, optimizer, runtime, config.sync_options)
+    monitor = _start_service(config.health_port, config.health_host, runtime)
+    sync = None
     try:
+        sync = build_sync(kind, optimizer, runtime, config.sync_options)
         log.info(
             "training on %s: %d train, %d test examples; %s; %s sync, %d worker(s); config %s",
             config.data,
@@ -103,19 +105,20 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
         )
         trainer.fit(train_set, test_set, config.epochs, resume=config.resume)
     finally:
-        sync.close()
+        if sync is not None:
+            sync.close()
         if monitor is not None:
             monitor.close()
     return trainer
 
 
-def _start_service(port: int | None, runtime: Runtime) -> ServiceEndpoints | None:
-    """Probes and metrics on ``port + local rank`` (several ranks may share a pod), all
-    interfaces: a kubelet probes the pod's address, not loopback."""
+def _start_service(port: int | None, host: str, runtime: Runtime) -> ServiceEndpoints | None:
+    """Probes and metrics on ``host:port + local rank`` (several ranks may share a pod); a
+    kubelet probes the pod's address, so pods pass ``host`` 0.0.0.0."""
     if port is None:
         return None
     service = ServiceEndpoints(role=runtime.role, rank=runtime.rank)
-    bound = service.start("0.0.0.0", port + runtime.local_rank if port else 0)
+    bound = service.start(host, port + runtime.local_rank if port else 0)
     service.set_restarts(int(os.environ.get("DISTCONV_RESTART", "0") or 0))
     log.info("probes and metrics on port %d", bound)
     return service

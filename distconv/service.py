@@ -17,7 +17,7 @@ thread-safe metric objects.
 Example::
 
     service = ServiceEndpoints(role="worker", rank=runtime.rank)
-    port = service.start(host="0.0.0.0", port=args.health_port)
+    port = service.start(host=args.health_host, port=args.health_port)
     ...  # setup() seeds or receives the parameters
     service.set_ready()
     for step in ...:

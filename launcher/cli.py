@@ -31,6 +31,7 @@ from .commands import (
     parse_program,
     server_command,
     threads_per_process,
+    with_out,
     worker_command,
 )
 from .supervisor import ChildSpec, Supervisor
@@ -74,7 +75,7 @@ def _add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
         type=_at_least(1),
-        help="BLAS threads per worker (default: this host's cores / its workers)",
+        help="BLAS threads per worker (default: this process's usable cores / its children)",
     )
 
 
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     k8s = sub.add_parser("k8s", help="render Kubernetes manifests for one job")
     k8s.add_argument("--workers", type=_at_least(1), required=True)
-    k8s.add_argument("--servers", type=_at_least(0), default=1, help="0 renders an MPIJob (1)")
+    k8s.add_argument("--servers", type=_at_least(0), help="0 renders an MPIJob (1; 0 with --mpi)")
     k8s.add_argument("--image", required=True, help="container image with distconv")
     k8s.add_argument("--gpus", type=_at_least(0), default=0, help="GPUs per worker (0)")
     k8s.add_argument("--mode", choices=("sync", "async"), default="sync")
@@ -166,13 +167,10 @@ def local_plan(
             "distconv train with several workers needs parameter servers (--servers M >= 1) "
             "or allreduce (distconv-launch mpi)"
         )
-    worker_argv = list(program.argv)
+    worker_argv = list(with_out(program, run_dir).argv)
     out = None
     if program.is_train:
         out = option_value(worker_argv, "--out")
-        if out is None:
-            out = str(run_dir / "train")
-            worker_argv += ["--out", out]
         if args.insecure and args.servers:
             worker_argv += ["--insecure"]
     keys_dir = None if args.insecure or not args.servers else str(run_dir / "keys")
@@ -188,7 +186,8 @@ def local_plan(
             checkpoint_dir=checkpoint_dir,
             extra=("--insecure",) if args.insecure else (),
         )
-    threads = args.threads or threads_per_process(args.workers)
+    # shards take one thread each (set in local_children) but share the cores all the same
+    threads = args.threads or threads_per_process(args.workers + args.servers)
     job = JobEnv(job_id=job_id, keys_dir=keys_dir, threads=threads)
     return servers, job, worker_argv
 
@@ -267,10 +266,16 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     job_id = _job_id(args)
     per_host = -(-args.np // len(hosts)) if hosts else args.np
     threads = args.threads or threads_per_process(per_host)
+    run_dir = _run_dir(args, job_id)
+    program = with_out(program, run_dir)
 
     def build(restart: int) -> list[ChildSpec]:
         env = clean_environ(os.environ)
-        env.update(DISTCONV_JOB_ID=job_id, DISTCONV_RESTART=str(restart), PYTHONUNBUFFERED="1")
+        env.update(DISTCONV_JOB_ID=job_id, DISTCONV_RESTART=str(restart))
+        # MPI prefixes each chunk a rank writes with its rank; unbuffered Python writes a line's
+        # text and its newline apart, which would split lines. Line-buffered stderr and flushed
+        # prints write whole lines.
+        env.pop("PYTHONUNBUFFERED", None)
         env.update(dict.fromkeys(THREAD_VARS, str(threads)))
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program, restart), env)
         return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
@@ -278,7 +283,6 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     if args.dry_run:
         print(shlex.join(build(0)[0].argv))
         return 0
-    run_dir = _run_dir(args, job_id)
     supervisor = Supervisor(run_dir, grace=args.grace)
     supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
     return supervisor.run(build, max_restarts=args.max_restarts)
@@ -299,7 +303,7 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
         objects = render.render_manifests(
             job_name=args.job_name,
             workers=args.workers,
-            servers=args.servers,
+            servers=(0 if args.mpi else 1) if args.servers is None else args.servers,
             image=args.image,
             gpus=args.gpus,
             train_args=list(program.argv),

@@ -99,6 +99,14 @@ def option_value(argv: Sequence[str], name: str) -> str | None:
     return value
 
 
+def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
+    """``program`` writing into ``run_dir/train`` unless it is not distconv train or names its
+    own ``--out``: every way of launching keeps a job's checkpoints in its run directory."""
+    if not program.is_train or has_option(program.argv, "--out"):
+        return program
+    return Program((*program.argv, "--out", os.path.join(run_dir, "train")), True)
+
+
 def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
     """``distconv train`` arguments for one start of the job.
 
@@ -160,9 +168,21 @@ def keys_command(keys_dir: str, workers: int, python: str = sys.executable) -> l
 
 
 def threads_per_process(processes: int, cpus: int | None = None) -> int:
-    """BLAS threads per child so ``processes`` children share the cores without oversubscribing."""
-    cpus = cpus or os.cpu_count() or 1
+    """BLAS threads per child so ``processes`` children share the cores without oversubscribing.
+
+    ``cpus`` defaults to the cores this process may run on (its affinity mask, which taskset,
+    cgroup cpusets and batch schedulers narrow), not every core of the machine.
+    """
+    cpus = cpus or usable_cpus()
     return max(1, cpus // max(1, processes))
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (``os.cpu_count()`` where affinity is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 def clean_environ(environ: Mapping[str, str]) -> dict[str, str]:

@@ -2,8 +2,9 @@
 
 MPICH's Hydra and OpenMPI's ``mpirun`` spell the same things differently: the process count
 (``-n`` / ``-np``), the host list (``-hosts`` / ``-H``, both ``host:slots``), the environment
-(Hydra passes all of it with ``-genvall``; OpenMPI exports each variable named with ``-x``), and
-OpenMPI alone needs ``--oversubscribe`` and ``--allow-run-as-root``. Hostfiles are read in both
+(Hydra passes all of it with ``-genvall``; OpenMPI exports each variable named with ``-x``), the
+rank before each output line (``-prepend-rank`` / ``--tag-output``), and OpenMPI alone needs
+``--oversubscribe`` and ``--allow-run-as-root``. Hostfiles are read in both
 formats (``host:slots`` as MPICH writes them, ``host slots=N`` as OpenMPI does) and passed on as
 a host list, so either file works with either MPI.
 """
@@ -221,11 +222,12 @@ def mpi_command(
         argv = [mpiexec, "-n", str(opts.np)]
         if opts.hosts:
             argv += ["-hosts", hosts_arg(opts.hosts)]
-        argv += ["-genvall"]
+        argv += ["-genvall", "-prepend-rank"]  # "[1] line": which rank said it
     else:
         argv = [mpiexec, "-np", str(opts.np)]
         if opts.hosts:
             argv += ["-H", hosts_arg(opts.hosts)]
+        argv += ["--tag-output"]  # "[1,0]<stdout>:line": which rank said it
         if opts.oversubscribe:
             argv += ["--oversubscribe"]
         if opts.allow_run_as_root:

@@ -10,8 +10,12 @@ The rules (issue 11, "Gang semantics"):
   failing role and rank, its exit code or signal and the tail of its log, on stderr and as JSON
   in ``<run_dir>/failure.json``.
 - The attempt succeeds when every worker has exited 0; servers still running then are stopped.
-- SIGTERM or SIGINT to the launcher is passed to every child as SIGTERM (distconv checkpoints on
-  it), then SIGKILL after ``grace``; the launcher exits 128 + the signal (143 or 130).
+- SIGTERM, SIGINT or SIGHUP to the launcher is passed to every child as SIGTERM (distconv
+  checkpoints on it), then SIGKILL after ``grace``; the launcher exits 128 + the signal (143,
+  130 or 129). On Linux each child also asks the kernel for SIGTERM when the launcher dies
+  (``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher takes its children with it.
+- The failure reported is the one that happened first: each child's exit time is taken by a
+  thread waiting on it, so two children failing within one poll are told apart.
 - Each line of output is written whole, behind its child's prefix, under one lock; the
   child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix.
 """
@@ -19,6 +23,8 @@ The rules (issue 11, "Gang semantics"):
 from __future__ import annotations
 
 import collections
+import ctypes
+import ctypes.util
 import json
 import os
 import signal
@@ -32,6 +38,31 @@ from pathlib import Path
 from typing import BinaryIO
 
 TAIL_LINES = 20
+#: signals that stop the job: each becomes SIGTERM to every child, then 128 + it as our status
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking the kernel to SIGTERM the child when its parent dies (Linux).
+
+    Everything is looked up here, in the parent: between fork and exec the child only calls
+    the prepared function (the launcher has threads, so the child may not take their locks).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM.value, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before the prctl took hold
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 @dataclass(frozen=True)
@@ -92,6 +123,8 @@ class _Child:
 
     def __init__(self, spec: ChildSpec, log_path: Path, out: BinaryIO, lock: threading.Lock):
         self.spec = spec
+        #: monotonic time the process exited, set by the waiter thread (None while it runs)
+        self.exited_at: float | None = None
         self.log_path = log_path
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.proc = subprocess.Popen(
@@ -101,6 +134,7 @@ class _Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: we signal the group, not the pid
+            preexec_fn=_parent_death_signal(),
         )
         self.log = open(log_path, "ab")  # closed by finish()
         self.returncode: int | None = None
@@ -108,6 +142,12 @@ class _Child:
             target=self._copy, args=(out, lock), name=f"pump-{spec.name}", daemon=True
         )
         self._pump.start()
+        self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
+        self._waiter.start()
+
+    def _wait(self) -> None:
+        self.proc.wait()
+        self.exited_at = time.monotonic()
 
     def _copy(self, out: BinaryIO, lock: threading.Lock) -> None:
         prefix = self.spec.line_prefix
@@ -128,8 +168,9 @@ class _Child:
         self.log.flush()
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self.proc.poll()
+        """The exit status once the waiter has recorded the exit time, else None."""
+        if self.returncode is None and self.exited_at is not None:
+            self.returncode = self.proc.returncode
         return self.returncode
 
     def signal_group(self, signum: int) -> None:
@@ -142,6 +183,7 @@ class _Child:
         """Kill whatever is left of the group, reap, drain the output, close the log."""
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
+        self._waiter.join()
         self.poll()
         self._pump.join(timeout=10)
         self.proc.stdout.close()
@@ -229,7 +271,7 @@ class Supervisor:
         if threading.current_thread() is not threading.main_thread():
             return {}  # signal handlers can only be set there; the caller forwards signals
         previous = {}
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in STOP_SIGNALS:
             previous[signum] = signal.signal(signum, lambda s, _f: self._signals.append(s))
         return previous
 
@@ -254,10 +296,9 @@ class Supervisor:
             if self._signals:
                 self.say(f"got {signal.Signals(self._signals[0]).name}; stopping every child")
                 return None
-            for child in children:
-                code = child.poll()
-                if code is not None and code != 0:
-                    return child
+            failed = [c for c in children if c.poll() not in (None, 0)]
+            if failed:  # several within one poll: the one that exited first
+                return min(failed, key=lambda c: c.exited_at)
             if all(c.poll() == 0 for c in workers):
                 return None
             time.sleep(self.poll_interval)

@@ -32,8 +32,11 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     names a headless Service of the job whose selector matches the pods; ``mpirun -np`` fits in
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
-    equals the worker Job's completions; and the conventions every pod keeps (labels, non-root,
-    resources, grace period, probes on the health port, keys mounted as files only).
+    equals the worker Job's completions; the conventions every pod keeps (labels, non-root,
+    resources, grace period, probes on the health port, keys mounted as files only); every
+    ``distconv train`` resumes (``--resume auto``) and writes ``--out`` onto a writable volume
+    of the pods its ranks run in; shards and workers mount different key Secrets; and an MPI
+    worker pod waits for its ranks in a preStop hook, with no readiness or startup gate.
     """
     problems: list[str] = []
     for check in (
@@ -43,6 +46,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _server_lists,
         _worker_counts,
         _conventions,
+        _train_runs,
+        _split_secrets,
     ):
         problems.extend(check(objs))
     return problems
@@ -288,10 +293,29 @@ def _probe_problems(here, container, health_ports) -> Iterator[str]:
     if "health" not in ports:
         yield f"{here}: no container port named health for the probes"
         return
+    if " Worker container " in here:  # sshd, up long before mpirun starts any rank
+        yield from _mpi_worker_probes(here, container)
+        return
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         get = container.get(probe, {}).get("httpGet", {})
         if get.get("path") != path or get.get("port") not in ("health", ports["health"]):
             yield f"{here}: {probe} must GET {path} on the health port, got {get or None}"
+    startup = container.get("startupProbe")
+    if startup is not None and startup.get("httpGet", {}).get("path") != "/readyz":
+        # /healthz is 200 before the first beat: a startup probe on it passes at once
+        yield f"{here}: startupProbe must GET /readyz, got {startup.get('httpGet')}"
+
+
+def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:
+    for probe in ("readinessProbe", "startupProbe"):
+        if probe in container:
+            yield f"{here}: no {probe} on sshd: it would fail while the gang is scheduled"
+    liveness = " ".join(container.get("livenessProbe", {}).get("exec", {}).get("command", []))
+    if "/healthz" not in liveness:
+        yield f"{here}: livenessProbe must check the running ranks' /healthz"
+    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+    if not pre_stop or "istconv" not in " ".join(pre_stop):  # "[d]istconv" too
+        yield f"{here}: a preStop hook must wait while distconv ranks run"
 
 
 def _key_problems(here, container, volumes) -> Iterator[str]:
@@ -310,3 +334,68 @@ def _key_problems(here, container, volumes) -> Iterator[str]:
     }
     if "secret" not in mounted.get(keys, {}):
         yield f"{here}: --keys {keys} is not a mounted Secret volume"
+
+
+def _train_argv(argv: list[str]) -> list[str] | None:
+    """The ``distconv train`` arguments in ``argv``, or None when it runs no training."""
+    for i in range(len(argv) - 1):
+        if argv[i] == "distconv" and argv[i + 1] == "train":
+            return argv[i + 2 :]
+    return None
+
+
+def _rank_pods(obj: Manifest, where: str, template: Manifest) -> list[tuple[str, Manifest]]:
+    """(where, pod template) of the pods whose ranks run the command of ``template``."""
+    if obj.get("kind") == "MPIJob" and where.endswith(" Launcher"):
+        return [(w, t) for w, t in _templates(obj) if w.endswith(" Worker")]
+    return [(where, template)]
+
+
+def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Restarted ranks resume, and every rank can write its run directory."""
+    for obj in objs:
+        for where, template in _templates(obj):
+            for container in _containers(template):
+                train = _train_argv(_argv(container))
+                if train is None:
+                    continue
+                here = f"{where} container {container.get('name')}"
+                if _flag(train, "--resume") != "auto":
+                    yield f"{here}: distconv train needs --resume auto, or a restart starts over"
+                out = _flag(train, "--out") or "runs"
+                for pod_where, pod in _rank_pods(obj, where, template):
+                    yield from _writable(pod_where, pod, out, container.get("workingDir"))
+
+
+def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:
+    path = out if out.startswith("/") else f"{workdir or '/'}/{out}"
+    for container in template.get("spec", {}).get("containers", []):
+        mounts = [
+            m["mountPath"].rstrip("/") + "/"
+            for m in container.get("volumeMounts", [])
+            if not m.get("readOnly")
+        ]
+        if not any(path.startswith(m) for m in mounts):
+            yield (
+                f"{where} container {container.get('name')}: --out {path} is on no writable "
+                "volume (the root file system is read-only)"
+            )
+
+
+def _secret_names(template: Manifest) -> set[str]:
+    volumes = template.get("spec", {}).get("volumes", [])
+    return {v["secret"]["secretName"] for v in volumes if "secret" in v}
+
+
+def _split_secrets(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Shards never mount the workers' secret keys, workers never the server's."""
+    shards = {
+        n for s in _of_kind(objs, "StatefulSet") for n in _secret_names(s["spec"]["template"])
+    }
+    for job in _of_kind(objs, "Job"):
+        shared = shards & _secret_names(job["spec"]["template"])
+        if shared:
+            yield (
+                f"{_where(job)}: mounts the shards' Secret {sorted(shared)}; workers must not "
+                "hold the server's secret key"
+            )

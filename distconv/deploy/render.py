@@ -4,10 +4,14 @@ Two shapes, chosen by the sync mode:
 
 - **Parameter server** (``servers >= 1``): a headless Service and a StatefulSet for the shards
   (shard ``i`` is pod ``<job>-pserver-<i>``, reachable as ``<job>-pserver-<i>.<job>-pserver``),
-  and an Indexed Job for the workers (rank = ``JOB_COMPLETION_INDEX``). Both mount the job's
-  CURVE keys from the Secret ``<job>-keys`` as files; the Secret itself is made from
-  ``distconv keys DIR`` by ``kubectl create secret generic``, so no key ever sits in a manifest,
-  a repository or an environment variable.
+  and an Indexed Job for the workers (rank = ``JOB_COMPLETION_INDEX``). The shards mount the
+  Secret ``<job>-server-keys`` (the server's pair and every worker's public key), the workers
+  ``<job>-worker-keys`` (the server's public key and the workers' pairs), both as files, so no
+  worker ever holds the server's secret key and no shard a worker's. Both Secrets are made
+  from ``distconv keys DIR`` by ``kubectl create secret generic`` (docs/kubernetes.md), so no
+  key ever sits in a manifest, a repository or an environment variable. The pods of one
+  Indexed Job share one template, so each worker pod holds every worker's secret key, not
+  only its own; per-worker Secrets would need one Job per rank.
 - **Allreduce** (``servers == 0``): a Kubeflow ``MPIJob`` (``kubeflow.org/v2beta1``) whose
   launcher runs ``mpirun -np <workers> python -m mpi4py -m distconv train --sync mpi ...`` and
   whose worker pods run ``sshd`` as the image's non-root user.
@@ -41,7 +45,7 @@ HOME = "/home/distconv"
 PS_PORT = 5555
 HEALTH_PORT = 8080
 SSH_PORT = 2222
-#: where the CURVE key Secret is mounted (DISTCONV_KEYS points here)
+#: where the CURVE key Secrets are mounted (DISTCONV_KEYS points here)
 KEYS_DIR = "/etc/distconv/keys"
 #: each shard's checkpoint parts (a PersistentVolumeClaim per shard)
 CHECKPOINT_DIR = "/var/lib/distconv/checkpoints"
@@ -61,7 +65,21 @@ _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_JOB_NAME = 40
 MODES = ("sync", "async")
 #: flags the deployment sets itself; a second copy in train_args would silently win or clash
-OWNED_FLAGS = ("--sync", "--pservers", "--keys", "--insecure", "--health-port")
+OWNED_FLAGS = (
+    "--sync",
+    "--pservers",
+    "--keys",
+    "--insecure",
+    "--health-port",
+    "--health-host",
+    "--resume",
+)
+#: a restarted container resumes from the run directory's last checkpoint, or starts afresh
+RESUME_ARGS = ("--resume", "auto")
+#: probes must answer the kubelet, which calls the pod's address, not loopback
+HEALTH_ARGS = ("--health-port", str(HEALTH_PORT), "--health-host", "0.0.0.0")
+#: a startup probe on /readyz may wait this long (periods x failures) for peers and seeding
+STARTUP_SECONDS = 1200
 
 
 def render_manifests(
@@ -86,7 +104,9 @@ def render_manifests(
         image: the container image (``docker/Dockerfile`` or ``docker/Dockerfile.cuda``).
         gpus: GPUs per worker pod (``nvidia.com/gpu`` limit); 0 for CPU only.
         train_args: extra ``distconv train`` arguments, appended after the ones the deployment
-            owns (``--sync``, ``--pservers``, ``--keys``, ``--health-port``).
+            owns (``--sync``, ``--pservers``, ``--keys``, ``--health-port``,
+            ``--health-host``, ``--resume auto``); ``--out`` defaults to a directory on the
+            pod's writable run volume.
         mode: the shards' mode, ``"sync"`` or ``"async"`` (parameter-server jobs only).
         slots_per_worker: ranks per MPI worker pod (MPI jobs only).
         mpi: force the MPIJob (True) or the parameter-server shape (False); by default an MPIJob
@@ -269,7 +289,7 @@ class _Job:
         args = ["distconv", "pserver", "--bind", f"0.0.0.0:{PS_PORT}"]
         args += ["--shard", "$(DISTCONV_SHARD)", "--num-shards", str(self.servers)]
         args += ["--workers", str(self.workers), "--mode", self.mode, "--keys", KEYS_DIR]
-        args += ["--checkpoint-dir", CHECKPOINT_DIR, "--health-port", str(HEALTH_PORT)]
+        args += ["--checkpoint-dir", CHECKPOINT_DIR, *HEALTH_ARGS]
         env = self.rank_env("server", self.servers, _cpus(SERVER_RESOURCES), gpu=False)
         env += [
             _env("DISTCONV_KEYS", KEYS_DIR),
@@ -306,23 +326,29 @@ class _Job:
                 "selector": {"matchLabels": self.selector("pserver")},
                 "template": {
                     "metadata": {"labels": self.labels("pserver")},
-                    "spec": self.pod_spec(container, [_tmp_volume(), self.keys_volume()]),
+                    "spec": self.pod_spec(container, [_tmp_volume(), self.keys_volume("server")]),
                 },
                 "volumeClaimTemplates": [claim],
             },
         }
 
-    def keys_volume(self) -> Manifest:
+    def keys_volume(self, side: str) -> Manifest:
+        """The ``side`` (``"server"`` or ``"worker"``) Secret: each side gets only its keys."""
         # 0440 + fsGroup: readable by the non-root user's group, by nobody else
         return {
             "name": "keys",
-            "secret": {"secretName": f"{self.name}-keys", "defaultMode": 0o440},
+            "secret": {"secretName": f"{self.name}-{side}-keys", "defaultMode": 0o440},
         }
+
+    def train_argv(self) -> list[str]:
+        """The user's train arguments, resuming on a restart, writing onto the run volume."""
+        out = [] if _has_flag(self.train_args, "--out") else ["--out", f"{WORK_DIR}/train"]
+        return [*RESUME_ARGS, *out, *self.train_args]
 
     def worker_job(self) -> Manifest:
         servers = ",".join(self.pserver_addresses())
         args = ["distconv", "train", "--sync", "pserver", "--pservers", servers]
-        args += ["--keys", KEYS_DIR, "--health-port", str(HEALTH_PORT), *self.train_args]
+        args += ["--keys", KEYS_DIR, *HEALTH_ARGS, *self.train_argv()]
         env = self.rank_env("worker", self.workers, _cpus(WORKER_RESOURCES), self.gpus > 0)
         env += [_env("DISTCONV_PSERVERS", servers), _env("DISTCONV_KEYS", KEYS_DIR)]
         container = self.container(
@@ -335,7 +361,7 @@ class _Job:
             gpus=self.gpus,
         )
         container["workingDir"] = WORK_DIR
-        volumes = [_tmp_volume(), self.keys_volume(), {"name": "work", "emptyDir": {}}]
+        volumes = [_tmp_volume(), self.keys_volume("worker"), _work_volume()]
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -362,7 +388,7 @@ class _Job:
         resources = {k: _times(v, self.slots) for k, v in WORKER_RESOURCES.items()}
         threads = _cpus(WORKER_RESOURCES)
         args = ["mpirun", "-np", str(self.workers), "python", "-m", "mpi4py", "-m", "distconv"]
-        args += ["train", "--sync", "mpi", "--health-port", str(HEALTH_PORT), *self.train_args]
+        args += ["train", "--sync", "mpi", *HEALTH_ARGS, *self.train_argv()]
         launcher = self.container(
             "launcher",
             args,
@@ -370,20 +396,29 @@ class _Job:
             # mpirun (MPICH Hydra) hands its environment to every rank it starts over ssh; the
             # worker pods' own environment never reaches them. Rank and size come from PMI.
             env=self.rank_env("worker", None, threads, self.gpus > 0),
-            mounts=[],
+            mounts=[_work_mount()],
             ports=[],
             probed=False,
         )
+        # Hydra starts each rank in mpirun's working directory: the same path on every pod
+        launcher["workingDir"] = WORK_DIR
         sshd = ["/usr/sbin/sshd", "-De", "-f", f"{HOME}/.sshd_config"]
         worker = self.container(
             "worker",
             sshd,
             resources,
             env=[],
-            mounts=[],
+            mounts=[_work_mount()],
             ports=[_port("ssh", SSH_PORT), _port("health", HEALTH_PORT)],
             gpus=self.gpus,
+            probed=False,
         )
+        worker["workingDir"] = WORK_DIR
+        # sshd serves before any rank runs (gang scheduling may take long): no readiness or
+        # startup gate; liveness judges only ranks that are running, on their own ports
+        worker["livenessProbe"] = _rank_liveness(self.slots)
+        # sshd must outlive the ranks it started, or they die mid-checkpoint
+        worker["lifecycle"] = {"preStop": {"exec": {"command": _wait_for_ranks()}}}
         return {
             "apiVersion": "kubeflow.org/v2beta1",
             "kind": "MPIJob",
@@ -406,7 +441,7 @@ class _Job:
             "restartPolicy": restart,
             "template": {
                 "metadata": {"labels": self.labels(component)},
-                "spec": self.pod_spec(container, [_tmp_volume()]),
+                "spec": self.pod_spec(container, [_tmp_volume(), _work_volume()]),
             },
         }
 
@@ -424,7 +459,9 @@ def _probes() -> Manifest:
         }
 
     return {
-        "startupProbe": probe("/healthz", 10, 60),
+        # /readyz, not /healthz: /healthz is 200 before the first beat, so a startup probe on
+        # it would pass at once; liveness starts once the rank has its parameters
+        "startupProbe": probe("/readyz", 10, STARTUP_SECONDS // 10),
         "readinessProbe": probe("/readyz", 5, 3),
         "livenessProbe": probe("/healthz", 30, 3),
     }
@@ -444,6 +481,59 @@ def _keys_mount() -> Manifest:
 
 def _tmp_volume() -> Manifest:
     return {"name": "tmp", "emptyDir": {}}
+
+
+def _work_volume() -> Manifest:
+    """The run directory (checkpoints, metrics); an emptyDir survives container restarts in
+    the pod, not the pod: use a PersistentVolumeClaim to keep runs across pods."""
+    return {"name": "work", "emptyDir": {}}
+
+
+def _work_mount() -> Manifest:
+    return {"name": "work", "mountPath": WORK_DIR}
+
+
+def _has_flag(argv: Sequence[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+#: exit 0 while no rank listens (none started yet, or all done); else every listening rank's
+#: /healthz must answer 200
+_RANK_LIVENESS = """\
+import socket, sys, urllib.request
+for port in range({first}, {stop}):
+    try:
+        socket.create_connection(("127.0.0.1", port), 2).close()
+    except OSError:
+        continue
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{{port}}/healthz", timeout=4)
+    except Exception as exc:
+        sys.exit(f"rank on port {{port}}: {{exc}}")
+"""
+
+
+def _rank_liveness(slots: int) -> Manifest:
+    """An MPI worker pod's liveness: the /healthz of each rank that runs there."""
+    script = _RANK_LIVENESS.format(first=HEALTH_PORT, stop=HEALTH_PORT + slots)
+    return {
+        "exec": {"command": ["python", "-c", script]},
+        "periodSeconds": 30,
+        "failureThreshold": 3,
+        "timeoutSeconds": 10,
+    }
+
+
+def _wait_for_ranks() -> list[str]:
+    """preStop: wait while a distconv rank runs in the pod, at most the grace period.
+
+    ``[d]istconv`` matches the ranks' command lines but not this shell's or grep's own.
+    """
+    loop = (
+        f"i=0; while [ $i -lt {GRACE_SECONDS} ] && "
+        "grep -qs '[d]istconv' /proc/[0-9]*/cmdline; do sleep 1; i=$((i+1)); done"
+    )
+    return ["/bin/sh", "-c", loop]
 
 
 def _times(quantity: str, n: int) -> str:

@@ -7,16 +7,23 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
+from distconv.cli import build_parser
 from distconv.deploy import dump_yaml, manifest_problems, render_manifests, write_manifests
+from distconv.deploy.check import _templates
 from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES, KEYS_DIR
+from distconv.service import ServiceEndpoints
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
@@ -138,16 +145,94 @@ def test_gpu_variant_limits_gpus_on_workers_only():
 
 
 def test_keys_are_files_from_the_secret_never_environment_values():
+    sides = {"StatefulSet": "server", "Job": "worker"}
     for obj in render("pserver"):
         text = dump_yaml([obj])
         if obj["kind"] == "Service":
             continue
         pod = obj["spec"]["template"]["spec"]
-        assert {
-            "name": "keys",
-            "secret": {"secretName": "digits-ps-keys", "defaultMode": 0o440},
-        } in (pod["volumes"])
+        secret = f"digits-ps-{sides[obj['kind']]}-keys"  # shards and workers: their own keys
+        assert {"name": "keys", "secret": {"secretName": secret, "defaultMode": 0o440}} in (
+            pod["volumes"]
+        )
         assert "secretKeyRef" not in text and "secretRef" not in text
+
+
+def _distconv_argv(container: dict) -> list[str] | None:
+    """What follows ``distconv`` in a container's argv, ``$(VAR)`` filled from its env."""
+    argv = [str(a) for a in (*container.get("command", []), *container.get("args", []))]
+    if "distconv" not in argv:
+        return None
+    env = {e["name"]: e.get("value", "0") for e in container.get("env", [])}
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in argv][
+        argv.index("distconv") + 1 :
+    ]
+
+
+@pytest.mark.parametrize("name", [n for n in CONFIGS if n != "mpi-plain"])
+def test_every_container_command_parses_with_the_real_distconv_parser(name):
+    parser = build_parser()
+    seen = set()
+    for obj in render(name):
+        for _, template in _templates(obj):
+            for container in template["spec"]["containers"]:
+                argv = _distconv_argv(container)
+                if argv is None:
+                    continue
+                args = parser.parse_args(argv)  # SystemExit on any flag distconv lacks
+                seen.add(argv[0])
+                assert args.health_port == 8080 and args.health_host == "0.0.0.0"
+                if argv[0] == "train":
+                    assert args.resume == "auto" and args.out.startswith("/var/lib/distconv/")
+    assert seen == ({"train"} if CONFIGS[name]["servers"] == 0 else {"train", "pserver"})
+
+
+@pytest.mark.parametrize("name", ["pserver", "mpijob"])
+def test_startup_probes_wait_for_readiness_not_for_health(name):
+    for obj in render(name):
+        for _, template in _templates(obj):
+            for container in template["spec"]["containers"]:
+                startup = container.get("startupProbe")
+                if startup is None:
+                    continue
+                assert startup["httpGet"]["path"] == "/readyz"
+                assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+
+
+def test_mpi_worker_pods_wait_for_their_ranks_and_are_not_gated():
+    (mpijob,) = render("mpijob")
+    replicas = mpijob["spec"]["mpiReplicaSpecs"]
+    (worker,) = replicas["Worker"]["template"]["spec"]["containers"]
+    assert "readinessProbe" not in worker and "startupProbe" not in worker
+    assert worker["lifecycle"]["preStop"]["exec"]["command"][0] == "/bin/sh"
+    (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
+    for container in (launcher, worker):
+        assert container["workingDir"] == "/var/lib/distconv/run"
+        assert {"name": "work", "mountPath": "/var/lib/distconv/run"} in container["volumeMounts"]
+
+
+def test_mpi_worker_liveness_judges_only_running_ranks(tmp_path):
+    """The exec probe, run for real: passes with no rank, fails on a stalled one."""
+    (mpijob,) = render("mpijob")
+    (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    script = worker["livenessProbe"]["exec"]["command"][-1]
+    assert "range(8080, 8081)" in script  # one slot: one rank's port
+
+    def run(port: int) -> int:
+        code = script.replace("range(8080, 8081)", f"range({port}, {port + 1})")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode
+
+    service = ServiceEndpoints(role="worker", rank=0, stall_seconds=0.05)
+    port = service.start("127.0.0.1", 0)
+    try:
+        time.sleep(0.2)  # no beat for longer than stall_seconds: the rank is stalled
+        assert run(port) == 1
+        service.beat(1)
+        service.stall_seconds = 60.0
+        assert run(port) == 0
+    finally:
+        service.close()
+    assert run(port) == 0  # no rank listens: nothing to judge
 
 
 def test_the_checked_in_examples_equal_a_fresh_render(tmp_path):
@@ -298,8 +383,12 @@ SEMANTIC_BREAKS = {
         "pserver", 1, lambda o: _container(o).pop("readinessProbe"), "readinessProbe",
     ),
     "liveness on the wrong path": (
-        "mpijob", 0, lambda o: _container(o, "Worker")["livenessProbe"]["httpGet"].update(
+        "pserver", 2, lambda o: _container(o)["livenessProbe"]["httpGet"].update(
             path="/readyz"), "livenessProbe must GET /healthz",
+    ),
+    "mpi liveness judges no rank": (
+        "mpijob", 0, lambda o: _container(o, "Worker")["livenessProbe"].update(
+            exec={"command": ["true"]}), "running ranks' /healthz",
     ),
     "--health-port is not served": (
         "pserver", 2, lambda o: _arg_set(_container(o), "--health-port", "9999"),
@@ -335,6 +424,36 @@ SEMANTIC_BREAKS = {
     "label missing": (
         "pserver", 0, lambda o: o["metadata"]["labels"].pop("app.kubernetes.io/instance"),
         "label app.kubernetes.io/instance is missing",
+    ),
+    "a worker restart starts over": (
+        "pserver", 2, lambda o: _arg_set(_container(o), "--resume", "never"), "--resume auto",
+    ),
+    "mpi ranks start over": (
+        "mpijob", 0, lambda o: _arg_set(_container(o, "Launcher"), "--resume", "never"),
+        "--resume auto",
+    ),
+    "workers get the server's secret key": (
+        "pserver", 2, lambda o: _pod(o)["volumes"][1]["secret"].update(
+            secretName="digits-ps-server-keys"), "must not hold the server's secret key",
+    ),
+    "startup probe passes at once": (
+        "pserver", 1, lambda o: _container(o)["startupProbe"]["httpGet"].update(path="/healthz"),
+        "startupProbe must GET /readyz",
+    ),
+    "mpi run directory not writable": (
+        "mpijob", 0, lambda o: _container(o, "Worker")["volumeMounts"].pop(),
+        "is on no writable volume",
+    ),
+    "--out on the read-only root": (
+        "pserver", 2, lambda o: _arg_set(_container(o), "--out", "/opt/run"),
+        "--out /opt/run is on no writable volume",
+    ),
+    "sshd gated on readiness": (
+        "mpijob", 0, lambda o: _container(o, "Worker").update(readinessProbe={}),
+        "no readinessProbe on sshd",
+    ),
+    "no preStop on mpi workers": (
+        "mpijob", 0, lambda o: _container(o, "Worker").pop("lifecycle"), "preStop",
     ),
 }  # fmt: skip
 
@@ -385,3 +504,37 @@ def test_yaml_output_reads_back_every_awkward_string():
     assert list(yaml.safe_load_all(text)) == [obj, obj]
     with pytest.raises(TypeError, match="cannot write float 0.5"):
         dump_yaml([{"x": 0.5}])
+
+
+@pytest.mark.timeout(60)
+def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
+    """The preStop command, run for real in its own PID namespace (as a container sees its own
+    processes): it returns at once without a rank, and only after a running rank has exited."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
+    probe = subprocess.run(
+        ["unshare", "-pf", "--mount-proc", "true"], capture_output=True, timeout=20
+    )
+    if probe.returncode != 0:
+        pytest.skip("cannot make a PID namespace here")
+    (mpijob,) = render("mpijob")
+    (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    pre_stop = shlex.join(worker["lifecycle"]["preStop"]["exec"]["command"])
+    # a stand-in rank whose command line names distconv; it leaves a mark when it exits
+    rank = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(2)' distconv train"
+    script = f"""
+        {pre_stop} && echo alone
+        {rank} & pid=$!
+        sleep 0.5
+        {pre_stop}
+        if kill -0 $pid 2>/dev/null; then echo rank-still-running; else echo rank-gone; fi
+    """
+    file = tmp_path / "stop.sh"  # from a file: the shell's own command line names no rank
+    file.write_text(script)
+    done = subprocess.run(
+        ["unshare", "-pf", "--mount-proc", "sh", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.stdout.split() == ["alone", "rank-gone"], done.stderr

@@ -129,3 +129,20 @@ def test_negative_counts_are_refused():
         svc.add_bytes(pushed=-1)
     with pytest.raises(ValueError, match="seconds and samples must be >= 0"):
         svc.observe_step(-0.1, 3)
+
+
+def test_train_closes_the_probes_when_the_transport_cannot_be_built(monkeypatch):
+    """``distconv.job.train`` starts the endpoints, then build_sync raises: the port is freed."""
+    monkeypatch.delenv("DISTCONV_PSERVERS", raising=False)
+    import socket
+
+    from distconv.job import TrainConfig, train
+    from distconv.runtime import RuntimeConfigError
+    from launcher.commands import free_ports
+
+    (port,) = free_ports(1)
+    config = TrainConfig(data="synthetic", epochs=1, health_port=port, sync="pserver")
+    with pytest.raises(RuntimeConfigError, match="needs the servers"):
+        train(config)  # no --pservers: the transport refuses
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # EADDRINUSE if the endpoints still served

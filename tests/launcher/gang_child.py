@@ -8,6 +8,7 @@ checkpoints and exits 0 on SIGTERM (as distconv train does), then does ACTION:
 - ``sleep``: sleep, with a grandchild, until signalled.
 - ``steps``: ten steps; the chief checkpoints each one to OUT/ckpt.json and resumes from it. On
   the first start the chief gets stuck at step 7, and rank 1 exits 3 once step 5 is saved.
+- ``race T``: rank 1 exits 4 at wall-clock time T, rank 0 exits 5 30 ms later, the others sleep.
 - ``chatter N LENGTH``: print N lines of LENGTH characters as fast as possible.
 - ``env``: nothing more.
 """
@@ -58,6 +59,12 @@ def main() -> int:
         time.sleep(300)
     elif action == "steps":
         return steps(out, runtime.rank, runtime.is_chief, restart)
+    elif action == "race":
+        if runtime.rank > 1:
+            time.sleep(300)
+        at = float(args[0]) + (0.03 if runtime.rank == 0 else 0.0)
+        time.sleep(max(0.0, at - time.time()))
+        os._exit(5 if runtime.rank == 0 else 4)  # no interpreter teardown: exits at `at`
     elif action == "chatter":
         count, length = int(args[0]), int(args[1])
         body = chr(ord("a") + runtime.rank) * length

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from launcher.commands import (
 from launcher.supervisor import Failure
 
 PY = sys.executable
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_split_argv_at_the_first_double_dash():
@@ -97,6 +100,22 @@ def test_server_and_keys_commands():
     assert keys_command("/r/keys", 4, python="py") == [
         "py", "-m", "distconv", "keys", "/r/keys", "--workers", "4",
     ]  # fmt: skip
+
+
+def test_threads_count_only_the_cores_this_process_may_use():
+    """Under a one-core affinity mask (taskset, a cpuset) every child gets one thread."""
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from launcher.commands import threads_per_process as t; print(t(1))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout == "1\n"
+
+
+def test_shards_count_when_sharing_the_cores(tmp_path):
+    _, _, _, job = _local(["--workers", "1", "--servers", "1", "--", "--epochs", "1"], tmp_path)
+    assert job.threads == threads_per_process(2)
 
 
 def test_threads_per_process():
@@ -233,3 +252,19 @@ def test_failure_status_and_description():
     assert Failure(exit_code=300, signal=None, **base).status == 1
     killed = Failure(exit_code=None, signal="SIGKILL", **base)
     assert killed.status == 137 and killed.describe() == "worker 1 failed with signal SIGKILL"
+
+
+def test_the_jobs_keys_are_never_readable_by_others(tmp_path):
+    """The launcher's keys (made by `distconv keys`): directory 0700, no file open to others."""
+    from launcher.cli import make_keys
+
+    previous = os.umask(0o022)  # a typical umask, whatever the test runner has
+    try:
+        keys = tmp_path / "run" / "keys"
+        make_keys(keys, 2)
+    finally:
+        os.umask(previous)
+    assert (keys.stat().st_mode & 0o777) == 0o700
+    files = sorted(keys.iterdir())
+    assert len(files) == 6
+    assert all(f.stat().st_mode & 0o077 == 0 for f in files), [oct(f.stat().st_mode) for f in files]

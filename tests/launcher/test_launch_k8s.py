@@ -93,3 +93,19 @@ def test_a_user_program_is_refused(tmp_path):
     if not HAS_RENDERER:
         expected = "the Kubernetes renderer distconv.deploy.render is missing"
     assert expected in done.stderr
+
+
+@needs_renderer
+@pytest.mark.timeout(60)
+def test_mpi_means_no_servers_unless_told():
+    import yaml
+
+    done = launch("--workers", "2", "--image", "d:1", "--mpi", "--", "--epochs", "1")
+    assert done.returncode == 0, done.stderr
+    assert [o["kind"] for o in yaml.safe_load_all(done.stdout)] == ["MPIJob"]
+    plain = launch("--workers", "2", "--image", "d:1", "--", "--epochs", "1")
+    assert [o["kind"] for o in yaml.safe_load_all(plain.stdout)] == [
+        "Service",
+        "StatefulSet",
+        "Job",
+    ]

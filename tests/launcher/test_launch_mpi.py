@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -102,10 +103,10 @@ ENVIRON = {
 def test_mpich_command_exactly():
     opts = MpiOptions(4, (Host("a", 2), Host("b", 2)), oversubscribe=True, allow_run_as_root=True)
     assert mpi_command("/x/mpiexec", "mpich", opts, ["w"], ENVIRON) == [
-        "/x/mpiexec", "-n", "4", "-hosts", "a:2,b:2", "-genvall", "w",
+        "/x/mpiexec", "-n", "4", "-hosts", "a:2,b:2", "-genvall", "-prepend-rank", "w",
     ]  # fmt: skip
     assert mpi_command("mpiexec", "mpich", MpiOptions(2), ["w"], ENVIRON) == [
-        "mpiexec", "-n", "2", "-genvall", "w",
+        "mpiexec", "-n", "2", "-genvall", "-prepend-rank", "w",
     ]  # fmt: skip
 
 
@@ -115,7 +116,8 @@ def test_openmpi_command_exactly():
         "DISTCONV_JOB_ID", "NCCL_DEBUG", "OMP_NUM_THREADS", "PATH", "PYTHONPATH",
     ]  # fmt: skip
     assert mpi_command("mpirun", "openmpi", opts, ["w", "x"], ENVIRON) == [
-        "mpirun", "-np", "5", "-H", "a:2,b:2", "--oversubscribe", "--allow-run-as-root",
+        "mpirun", "-np", "5", "-H", "a:2,b:2", "--tag-output", "--oversubscribe",
+        "--allow-run-as-root",
         "-x", "DISTCONV_JOB_ID", "-x", "NCCL_DEBUG", "-x", "OMP_NUM_THREADS", "-x", "PATH",
         "-x", "PYTHONPATH", "w", "x",
     ]  # fmt: skip
@@ -146,14 +148,16 @@ def test_dry_run_prints_the_exact_command(tmp_path):
     hostfile.write_text("node-a slots=2\nnode-b slots=2\n")
     done = launch("-np", "4", "--hostfile", str(hostfile), "--mpiexec", "sh", "--mpi-flavor",
                   "openmpi", "--allow-run-as-root", "--job-id", "j9", "--threads", "3", "--dry-run",
-                  "--", "--epochs", "1")  # fmt: skip
+                  "--", "--epochs", "1", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     exports = ["DISTCONV_JOB_ID", "DISTCONV_NUM_THREADS", "DISTCONV_RESTART", "MKL_NUM_THREADS"]
-    exports += ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH", "PYTHONUNBUFFERED"]
-    expected = [shutil.which("sh"), "-np", "4", "-H", "node-a:2,node-b:2", "--allow-run-as-root"]
+    exports += ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH"]
+    expected = [shutil.which("sh"), "-np", "4", "-H", "node-a:2,node-b:2", "--tag-output"]
+    expected += ["--allow-run-as-root"]
     for name in exports:
         expected += ["-x", name]
     expected += [PY, "-m", "mpi4py", "-m", "distconv", "train", "--sync", "mpi", "--epochs", "1"]
+    expected += ["--out", str(tmp_path / "runs" / "j9" / "train")]  # as local does
     assert done.stdout == shlex.join(expected) + "\n"
     assert not (tmp_path / "runs").exists()
 
@@ -170,9 +174,9 @@ def test_dry_run_detects_the_installed_mpi(tmp_path):
     flavor = flavor_from_version(version.stdout + version.stderr)
     done = launch("-np", "2", "-H", "localhost:2", "--dry-run", "--", str(script))
     if flavor == "mpich":
-        expected = [mpiexec, "-n", "2", "-hosts", "localhost:2", "-genvall"]
+        expected = [mpiexec, "-n", "2", "-hosts", "localhost:2", "-genvall", "-prepend-rank"]
     else:
-        expected = [mpiexec, "-np", "2", "-H", "localhost:2"]
+        expected = [mpiexec, "-np", "2", "-H", "localhost:2", "--tag-output"]
     assert done.stdout.startswith(shlex.join(expected) + " ")
     assert done.stdout.endswith(shlex.join([PY, "-m", "mpi4py", str(script)]) + "\n")
 
@@ -204,7 +208,12 @@ def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
                   "--run-dir", str(tmp_path / "run"), "--", str(script), "--flag",
                   timeout=100)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = sorted((json.loads(line) for line in done.stdout.splitlines()), key=lambda r: r["rank"])
+    lines = done.stdout.splitlines()
+    # every line carries its rank: "[1] ..." (MPICH) or "[1,1]<stdout>:..." (OpenMPI)
+    tagged = [re.match(r"\[(?:\d+,)?(\d+)\](?:<stdout>:)? ?(.*)$", line) for line in lines]
+    assert all(tagged), lines
+    rows = sorted((json.loads(m.group(2)) for m in tagged), key=lambda r: r["rank"])
+    assert sorted(int(m.group(1)) for m in tagged) == [0, 1]
     for rank, row in enumerate(rows):
         assert row["source"] in ("pmi", "openmpi")
         expected = {"mpi_rank": rank, "rank": rank, "world": 2, "job": "mpi1", "sum": 3}

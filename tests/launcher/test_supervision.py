@@ -105,6 +105,7 @@ def test_env_roles_ranks_and_threads(tmp_path):
 def test_a_failing_child_ends_the_gang_and_is_reported(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
+    start = time.monotonic()
     done = launch(
         run,
         "--workers",
@@ -119,6 +120,8 @@ def test_a_failing_child_ends_the_gang_and_is_reported(tmp_path):
         "stubborn-fail",
         timeout=30,
     )
+    # a bound on a hang, not a speed test: rank 0 ignores SIGTERM, so the grace runs out
+    assert time.monotonic() - start < 2 + 10
     assert done.returncode == 3
     assert "worker 1 failed with exit code 3 (after 0 restart(s))" in done.stderr
     assert "    rank 1 gives up" in done.stderr  # the tail of its log
@@ -194,7 +197,9 @@ def test_out_of_restarts_reports_the_last_failure(tmp_path):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(
+    "signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
 def test_a_signal_reaches_every_child_and_nothing_survives(tmp_path, signum, status):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
@@ -311,3 +316,48 @@ def test_a_child_killed_by_a_signal_is_reported_by_name(tmp_path):
     assert "worker 1 failed with signal SIGKILL" in done.stderr
     report = json.loads((run / "failure.json").read_text())
     assert (report["rank"], report["exit_code"], report["signal"]) == (1, None, "SIGKILL")
+
+
+@pytest.mark.timeout(60)
+def test_a_killed_launcher_takes_its_children_with_it(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    launcher = subprocess.Popen(
+        launch_argv(run, "--workers", "2", "--servers", "0", "--", CHILD, str(out), "sleep"),
+        env=ENV,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    grandchildren = [out / f"worker-{r}-r0.grandchild" for r in range(2)]
+    try:
+        wait_for(grandchildren)
+        children = [json.loads((out / f"worker-{r}-r0.json").read_text())["pid"] for r in range(2)]
+        os.kill(launcher.pid, signal.SIGKILL)  # no handler runs: only the kernel can tell them
+        launcher.wait(timeout=10)
+        assert wait_gone(children) == []
+        # each child got SIGTERM from the kernel, so it checkpointed as on a launcher's SIGTERM
+        assert all((out / f"worker-{r}-r0.sigterm").exists() for r in range(2))
+    finally:
+        launcher.kill()
+        launcher.wait()
+        for path in grandchildren:  # a grandchild's own parent died without reaping it
+            try:
+                os.kill(json.loads(path.read_text())["pid"], signal.SIGKILL)
+            except (ProcessLookupError, FileNotFoundError):
+                pass
+
+
+@pytest.mark.timeout(120)
+def test_the_report_names_the_child_that_failed_first(tmp_path):
+    """Rank 1 fails 30 ms before rank 0, often within one poll of the launcher."""
+    for attempt in range(4):
+        out, run = tmp_path / f"out{attempt}", tmp_path / f"run{attempt}"
+        out.mkdir()
+        at = f"{time.time() + 3:.3f}"  # both have started by then
+        done = launch(
+            run, "--workers", "3", "--servers", "0", "--grace", "2", "--", CHILD, str(out),
+            "race", at,
+        )  # fmt: skip
+        report = json.loads((run / "failure.json").read_text())
+        assert (report["rank"], report["exit_code"], done.returncode) == (1, 4, 4), done.stderr

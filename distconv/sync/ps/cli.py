@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID
 
@@ -62,6 +63,22 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         default=1 << 30,
         help="largest array payload of one request (%(default)s)",
     )
+    p.add_argument(
+        "--health-port",
+        type=int,
+        help="serve /readyz (seeded), /healthz (serving) and /metrics on this port (0: any)",
+    )
+    p.add_argument(
+        "--health-host",
+        default="127.0.0.1",
+        help="interface of the probes (%(default)s; 0.0.0.0 in a pod, for the kubelet)",
+    )
+    p.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=300.0,
+        help="/healthz turns 503 when the serving loop is stuck this long (%(default)s)",
+    )
     p.set_defaults(handler=run_pserver)
 
 
@@ -84,7 +101,25 @@ def run_pserver(args: argparse.Namespace) -> int:
         job_id=args.job_id,
         max_message_bytes=args.max_message_bytes,
     )
-    return run_shard(config)
+    service = _start_service(args)
+    try:
+        return run_shard(config, service)
+    finally:
+        if service is not None:
+            service.close()
+
+
+def _start_service(args: argparse.Namespace):
+    """The shard's probes, when ``--health-port`` asks for them (prints the bound port)."""
+    if args.health_port is None:
+        return None
+    from distconv.service import ServiceEndpoints
+
+    service = ServiceEndpoints(role="server", rank=args.shard, stall_seconds=args.stall_seconds)
+    port = service.start(args.health_host, args.health_port)
+    # stderr: stdout's first line is "listening on HOST:PORT", which callers read
+    print(f"pserver shard {args.shard} probes on {args.health_host}:{port}", file=sys.stderr)
+    return service
 
 
 def add_keys(subparsers: argparse._SubParsersAction) -> None:

@@ -6,7 +6,8 @@
 - ``DIR/worker-R.key`` and ``DIR/worker-R.key_secret`` for each rank R in ``0..N-1``.
 
 A shard reads its secret file and the workers' public files; worker R reads its own secret file
-and the server's public file. Secret files are created ``0600``. Keys travel as files (a mounted
+and the server's public file. The directory is ``0700`` and every file is created under
+umask ``077`` (secret files ``0600``). Keys travel as files (a mounted
 Secret in Kubernetes), never in environment variables, which ``/proc`` shows.
 
 A shard accepts exactly the job's worker keys (a ZAP callback over pyzmq's
@@ -47,14 +48,20 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     path = Path(directory)
-    path.mkdir(parents=True, exist_ok=True)
-    if (path / f"{SERVER}.key").exists():
-        raise ValueError(f"{path} already holds keys; remove them or choose another directory")
-    written = []
-    for name in [SERVER, *(worker_name(r) for r in range(workers))]:
-        public, secret = zmq.auth.create_certificates(str(path), name)
-        os.chmod(secret, 0o600)
-        written += [Path(public), Path(secret)]
+    # umask 077 while creating: no file or directory is ever readable by others, not even for
+    # the moment between pyzmq writing a secret file and a chmod
+    previous = os.umask(0o077)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if (path / f"{SERVER}.key").exists():
+            raise ValueError(f"{path} already holds keys; remove them or choose another directory")
+        written = []
+        for name in [SERVER, *(worker_name(r) for r in range(workers))]:
+            public, secret = zmq.auth.create_certificates(str(path), name)
+            os.chmod(secret, 0o600)
+            written += [Path(public), Path(secret)]
+    finally:
+        os.umask(previous)
     return written
 
 

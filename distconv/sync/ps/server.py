@@ -187,6 +187,8 @@ class Shard:
         self.left: set[int] = set()
         self.lost: set[int] = set()
         self._stop = False
+        #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`
+        self.service: Any = None
         self._ctx = zmq.Context()
         self._auth = None
         self._key_rank: dict[bytes, int] = {}
@@ -244,12 +246,23 @@ class Shard:
                 self.handle(self._sock.recv_multipart(copy=False))
             now = time.monotonic()
             self._check_timeouts(now)
+            self._report_probes()
             if now >= next_stats:
                 self.log_stats()
                 next_stats = now + STATS_EVERY
         if self.config.checkpoint_dir and self.blocks:
             log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
         self.log_stats()
+
+    def _report_probes(self) -> None:
+        """Ready once seeded (or restored); a beat per loop turn while the job has not failed,
+        so ``/healthz`` turns 503 when the loop hangs or the job has failed."""
+        if self.service is None:
+            return
+        if self.service.ready != bool(self.blocks):
+            self.service.set_ready(bool(self.blocks))
+        if not self.failed:
+            self.service.beat(self.stats.updates)
 
     def close(self) -> None:
         """Release the socket, the authenticator and the context."""
@@ -762,9 +775,16 @@ def _expect(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:
         )
 
 
-def run_shard(config: ShardConfig) -> int:
-    """Run one shard until SIGTERM or SIGINT; prints ``listening on HOST:PORT`` once bound."""
+def run_shard(config: ShardConfig, service: Any = None) -> int:
+    """Run one shard until SIGTERM or SIGINT; prints ``listening on HOST:PORT`` once bound.
+
+    Args:
+        config: the shard's settings.
+        service: optional :class:`~distconv.service.ServiceEndpoints`, already serving; the
+            loop marks it ready once seeded and beats it while healthy.
+    """
     shard = Shard(config)
+    shard.service = service
     try:
         endpoint = shard.bind()
         print(f"pserver shard {config.shard} listening on {endpoint}", flush=True)

@@ -1,0 +1,83 @@
+"""Real ``distconv train`` under ``distconv-launch local``: SIGTERM checkpoints, exits 143, and
+a second launch resumes from that checkpoint with ``--resume auto``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from launcher.commands import free_ports
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
+    ENV.pop(_name, None)
+#: many short epochs: the run is still training when the test's SIGTERM lands
+EPOCHS = "12"
+SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
+
+
+def launch_argv(run: Path, *train: str) -> list[str]:
+    return [
+        sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
+        "--run-dir", str(run), "--grace", "60", "--",
+        "--data", "synthetic", "--epochs", EPOCHS, "--batch-size", "32", "--no-progress", *train,
+    ]  # fmt: skip
+
+
+def trained_samples(port: int) -> float:
+    """Examples the worker has trained, from /metrics; -1 while it does not answer yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            found = SAMPLES.search(reply.read())
+    except OSError:
+        return -1
+    return float(found.group(1)) if found else -1
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path):
+    run = tmp_path / "run"
+    (port,) = free_ports(1)
+    launcher = subprocess.Popen(
+        launch_argv(run, "--health-port", str(port)),
+        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while trained_samples(port) <= 0:  # a step is done: the SIGTERM handler is in place
+            assert launcher.poll() is None, launcher.communicate()
+            assert time.monotonic() < deadline, "the worker never trained a step"
+            time.sleep(0.02)
+        launcher.send_signal(signal.SIGTERM)
+        stdout, stderr = launcher.communicate(timeout=90)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert launcher.returncode == 143, stderr
+    log = (run / "logs" / "worker-0.log").read_text()
+    stopped = re.search(r"stopped by SIGTERM after step (\d+)", log)
+    assert stopped, log[-2000:]
+    checkpoint_step = int(stopped.group(1))
+    assert any((run / "train").rglob("*")), "no checkpoint in the run directory"
+
+    again = subprocess.run(
+        launch_argv(run, "--resume", "auto"),
+        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = re.search(r"resumed from .* at epoch (\d+), step (\d+)", again.stdout + again.stderr)
+    assert resumed, (again.stdout + again.stderr)[-3000:]
+    assert int(resumed.group(2)) == checkpoint_step
+    assert f"after epoch {EPOCHS}" in again.stdout
+    metrics = (run / "train" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in metrics] == list(range(1, int(EPOCHS) + 1))
