@@ -39,7 +39,7 @@ array_entry = st.lists(
 )  # fmt: skip
 header = st.fixed_dictionaries(
     {"v": st.sampled_from([1, 1, 1, 0, 2, "1"]), "op": st.sampled_from(OPS),
-     "id": st.integers(0, 10**6), "job": st.sampled_from(["", "", "other"]),
+     "id": st.integers(0, 10**6), "job": st.sampled_from(["local", "local", "other"]),
      "rank": st.sampled_from([0, 0, 1, -1, 7, "0"]), "arrays": st.lists(array_entry, max_size=3)},
     optional={k: value for k in ("step", "count", "lr", "param", "blocks", "versions", "host",
                                  "description", "params", "table", "optimizer", "keys", "tag",
@@ -51,7 +51,7 @@ frames = st.lists(st.binary(max_size=96), max_size=3)
 def _push_frames(rng_bytes: bytes, mutation: int) -> list[bytes]:
     """A well-formed push of parameter 0, then broken one way (``mutation``)."""
     grad = np.frombuffer(rng_bytes.ljust(64, b"\0")[:64], dtype=np.float64).reshape(8, 1)
-    parts = pack({"op": "push", "id": 1, "job": "", "rank": 0, "step": 1, "count": 4, "lr": 0.1,
+    parts = pack({"op": "push", "id": 1, "job": "local", "rank": 0, "step": 1, "count": 4, "lr": 0.1,
                   "param": 0, "blocks": [0], "versions": [0]}, [grad])  # fmt: skip
     head = msgpack.unpackb(parts[0])
     data = bytes(parts[1])
@@ -128,7 +128,9 @@ def test_fuzzed_shard_keeps_serving_a_training_worker(shards, job_keys):
         elif kind == 2:  # a real push, broken
             reply = good.send(_push_frames(raw, mutation), wait=2)
         else:  # a well-formed request with worker 1's key claiming rank 0
-            reply = wrong_key.send(pack({"op": "stats", "id": 0, "job": "", "rank": 0}), wait=2)
+            reply = wrong_key.send(
+                pack({"op": "stats", "id": 0, "job": "local", "rank": 0}), wait=2
+            )
             assert (
                 reply and "another worker's key" in unpack_header(reply[0], request=False)["error"]
             )
