@@ -133,6 +133,8 @@ class Trainer:
             "seed": seed,
             "lr_decay": lr_decay,
             "dtype": str(self.dtype),
+            # which steps run extra collectives (checkpoint barriers) must agree too
+            "checkpoint_every": checkpoint_every,
         }
         self.config["global_batch"] = self.global_batch
         run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None

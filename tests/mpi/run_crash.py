@@ -32,8 +32,11 @@ class CrashingSync(MPISync):
 def main() -> None:
     sync = CrashingSync(create_optimizer("sgd"), bucket_bytes=300, overlap=sys.argv[1] == "1")
     net = small_lenet(seed=0)
-    sync.setup(net.parameters(), {})
-    train(net, sync, sync.rank, sync.world_size)
+    try:  # as distconv.job.train does: close() runs before the exception reaches the hook
+        sync.setup(net.parameters(), {})
+        train(net, sync, sync.rank, sync.world_size)
+    finally:
+        sync.close()
 
 
 if __name__ == "__main__":

@@ -149,3 +149,21 @@ def test_gpu_gradients_are_staged_through_the_host(no_mpi4py):
         backend.set_device("cpu")
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-12)
+
+
+def test_float16_on_the_wire_carries_averages_not_sums_that_overflow():
+    """512 examples with gradient 200 each sum to 102400, past float16's 65504."""
+    from distconv.optim import create_optimizer
+    from distconv.parameter import Parameter
+    from distconv.sync.mpi import MPISync
+
+    for wire in (None, "float16"):
+        p = Parameter("w", np.zeros(4, np.float32))
+        sync = MPISync(create_optimizer("sgd", lr=0.1), grad_dtype=wire)
+        sync.setup([p], {})
+        sync.start_step(512)
+        p.grad[...] = 200.0 * 512
+        sync.on_gradient(p)
+        sync.finish_step()
+        sync.close()
+        np.testing.assert_allclose(p.value, -20.0, rtol=1e-3, err_msg=str(wire))

@@ -99,12 +99,21 @@ class Bucket:
         self.fired = [False] * len(self.params)
         self.pending = len(self.params)
 
-    def pack(self) -> None:
-        """Bring the gradients to the host and into the wire dtype (no-ops where not needed)."""
+    @property
+    def casts(self) -> bool:
+        """Whether the wire carries another dtype than the gradients."""
+        return self.target is not self.host
+
+    def pack(self, scale: float = 1.0) -> None:
+        """Bring the gradients to the host and into the wire dtype (no-ops where not needed).
+
+        A bucket cast to another wire dtype is multiplied by ``scale`` (1 / the step's global
+        example count) on the way: sums over many examples overflow float16, averages do not.
+        """
         if self.on_device:
             self.buffer.get(out=self.host)
-        if self.target is not self.host:
-            np.copyto(self.target[: self.size], self.host, casting="unsafe")
+        if self.casts:
+            np.multiply(self.host, scale, out=self.target[: self.size], casting="unsafe")
 
     def unpack(self) -> None:
         """The reduced sums back into the gradient buffer."""

@@ -275,7 +275,7 @@ class MPISync(LocalSync):
             self._next_launch += 1
 
     def _launch(self, bucket: Bucket) -> None:
-        bucket.pack()
+        bucket.pack(1.0 / max(self._total, 1))
         self.wire_bytes += bucket.target.nbytes
         if self._thread is not None:
             self._thread.submit(bucket)
@@ -326,7 +326,7 @@ class MPISync(LocalSync):
             self._reduce(bucket, wait=lambda request: request.Wait())
 
     def _apply(self, bucket: Bucket) -> None:
-        if self._total > 1:
+        if self._total > 1 and not bucket.casts:  # a cast one was scaled in pack
             bucket.buffer /= self._total
         for p in bucket.params:
             self.optimizer.update(p.value, p.grad, self.state[p.name])
@@ -375,6 +375,16 @@ class MPISync(LocalSync):
         if self._grad_comm is not None and self._grad_comm is not self.comm:
             self._grad_comm.Free()
         self._grad_comm = None
+        if self.world_size > 1 and sys.exc_info()[0] is not None:
+            # closed while an exception propagates (a ``finally``): the other ranks may be
+            # waiting in a collective for this one, and nobody may reach the except hook
+            error = sys.exc_info()[1]
+            print(
+                f"rank {self.rank}: {type(error).__name__}: {error}; aborting the MPI job",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.comm.Abort(1)
         if self._previous_hook is not None and sys.excepthook is self._hook:
             sys.excepthook = self._previous_hook
         self._previous_hook = None

@@ -51,8 +51,8 @@ frames = st.lists(st.binary(max_size=96), max_size=3)
 def _push_frames(rng_bytes: bytes, mutation: int) -> list[bytes]:
     """A well-formed push of parameter 0, then broken one way (``mutation``)."""
     grad = np.frombuffer(rng_bytes.ljust(64, b"\0")[:64], dtype=np.float64).reshape(8, 1)
-    parts = pack({"op": "push", "id": 1, "job": "local", "rank": 0, "step": 1, "count": 4, "lr": 0.1,
-                  "param": 0, "blocks": [0], "versions": [0]}, [grad])  # fmt: skip
+    parts = pack({"op": "push", "id": 1, "job": "local", "rank": 0, "step": 1, "count": 4,
+                  "lr": 0.1, "param": 0, "blocks": [0], "versions": [0]}, [grad])  # fmt: skip
     head = msgpack.unpackb(parts[0])
     data = bytes(parts[1])
     if mutation == 0:  # truncated frame
