@@ -19,7 +19,7 @@ from harness import best_ms, print_table, run_worker, torch_available  # noqa: E
 
 # name: (kind, N, C, spatial, O, k, stride, pad)
 CASES = {
-    "seed N64 C3 28^2 K4 3x3": ("conv2d", 64, 3, (28, 28), 4, 3, 1, 0),
+    "ref N64 C3 28^2 K4 3x3": ("conv2d", 64, 3, (28, 28), 4, 3, 1, 0),
     "lenet conv1 N64 C1 28^2 K6 5x5": ("conv2d", 64, 1, (28, 28), 6, 5, 1, 0),
     "lenet conv2 N64 C6 12^2 K16 5x5": ("conv2d", 64, 6, (12, 12), 16, 5, 1, 0),
     "N32 C64 56^2 K64 3x3 p1": ("conv2d", 32, 64, (56, 56), 64, 3, 1, 1),
