@@ -33,7 +33,7 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
-from distconv.sync import SyncStrategy
+from distconv.sync import SyncError, SyncStrategy
 
 log = logging.getLogger("distconv.resume")
 
@@ -43,6 +43,14 @@ SUMS = ("loss", "correct", "examples", "seconds")
 MUST_MATCH = ("seed", "global_batch", "optimizer", "lr_decay", "dtype")
 
 OptimState = dict[str, dict[str, Any]]
+
+
+#: what ``fit(resume=...)`` accepts
+RESUME_MODES = (False, True, "auto", "overwrite")
+
+
+class Preempted(Exception):
+    """SIGTERM arrived; the trainer saved a checkpoint at the step it names and stopped."""
 
 
 class TrainingError(RuntimeError):
@@ -207,3 +215,14 @@ def share_position(sync: SyncStrategy, pos: Position) -> Position:
         fields = [0.0] * len(fields)
     epoch, step, in_epoch, *sums = sync.allreduce_sum(fields)
     return Position(int(epoch), int(step), int(in_epoch), dict(zip(SUMS, sums)) if in_epoch else {})
+
+
+def refuse_frozen_resume(params: Sequence[Parameter], pos: Position, world_size: int) -> None:
+    """Frozen parameters are restored on the chief alone and are not part of the sync, so other
+    ranks would keep their initial values: refuse to resume several ranks with any."""
+    frozen = [p.name for p in params if p.static]
+    if frozen and pos.step and world_size > 1:
+        raise SyncError(
+            f"cannot resume {world_size} ranks with frozen parameters {frozen}: their "
+            "checkpointed values would reach rank 0 only; resume on one rank, or unfreeze them"
+        )

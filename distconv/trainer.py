@@ -28,7 +28,15 @@ from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
-from distconv.resume import Position, StepCheckpoints, TrainingError, share_position
+from distconv.resume import (
+    RESUME_MODES,
+    Position,
+    Preempted,
+    StepCheckpoints,
+    TrainingError,
+    refuse_frozen_resume,
+    share_position,
+)
 from distconv.run_dir import RunDirectory
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
@@ -42,16 +50,8 @@ METRICS = "metrics.jsonl"
 PLOT = "metrics.png"
 
 
-class Preempted(Exception):
-    """SIGTERM arrived; the trainer saved a checkpoint at the step it names and stopped."""
-
-
-#: ranks agree on stopping after a SIGTERM every this many steps (a collective per step would
-#: cost a parameter-server round trip each)
+#: ranks agree on stopping after a SIGTERM every this many steps (a collective costs a round trip)
 STOP_CHECK_EVERY = 8
-
-#: what ``fit(resume=...)`` accepts
-RESUME_MODES = (False, True, "auto", "overwrite")
 
 
 class Trainer:
@@ -268,6 +268,7 @@ class Trainer:
             state, pos = self.checkpoints.open(resume)
             self.sync.setup(self.trainable, self.config, state)
             self.pos = share_position(self.sync, pos)
+            refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:
                 self.monitor.set_ready()
             if handles_signals:

@@ -246,3 +246,15 @@ def test_the_network_alone_counts_users():
     assert shared.weight.shared_count == 1
     net.add("b", other, "a")
     assert shared.weight.shared_count == 2
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_])
+def test_integer_features_into_a_fully_connected_layer_name_it(dtype):
+    from distconv.layers import FullyConnected, MSELoss
+
+    net = Network()
+    net.add("fc", FullyConnected(4, 1), "x")
+    net.add("loss", MSELoss(), ["fc", "t"])
+    feeds = {"x": Arg(np.ones((2, 4), dtype)), "t": np.zeros((2, 1), np.float32)}
+    with pytest.raises(LayerError, match=r"FullyConnected 'fc': input holds (int64|bool) values"):
+        net.forward(feeds)

@@ -334,3 +334,23 @@ def test_resume_with_another_world_size_keeping_the_global_batch(tmp_path):
         np.testing.assert_allclose(resumed[name], ref, rtol=1e-10, atol=1e-12, err_msg=name)
     with pytest.raises(CheckpointError, match="global_batch: checkpoint 16, this run 8"):
         run(1, 8, 3, True)
+
+
+def test_resuming_several_ranks_with_frozen_parameters_is_refused(tmp_path):
+    arrays = _regression_free_data()
+
+    def run(resume):
+        nets = [_net(rank) for rank in range(2)]
+        for net in nets:
+            net["conv1"].weight.set_static()
+
+        def body(rank, w):
+            sync = ThreadedSync(create_optimizer("sgd"), w, rank)
+            t = Trainer(nets[rank], sync, 8, progress=False, out_dir=tmp_path)
+            t.fit(arrays, epochs=2 if resume else 1, resume=resume)
+
+        run_ranks(2, body)
+
+    run(False)
+    with pytest.raises(SyncError, match=r"frozen parameters \['conv1.weight'\]"):
+        run(True)

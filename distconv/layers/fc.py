@@ -95,6 +95,9 @@ class FullyConnected(Layer):
             shape = None if v is None else tuple(v.shape)
             which = f"input {i}: " if len(self.in_widths) > 1 else ""
             raise self.fail(f"{which}expected {width} features per sample, got input shape {shape}")
+        if v.dtype.kind != "f":  # an integer product would train silently in int or float64
+            which = f"input {i} " if len(self.in_widths) > 1 else "input "
+            raise self.fail(f"{which}holds {v.dtype} values; cast it to a float type first")
         return v.reshape(n, width)
 
     def _forward(self, *inputs: Arg) -> Any:
