@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -120,6 +121,7 @@ class ServiceEndpoints:
         self._last_step: int | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._totals: dict[str, float] = {}
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -233,6 +235,16 @@ class ServiceEndpoints:
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         self._metrics.stale_dropped.inc(n)
+
+    def record_totals(self, totals: Mapping[str, float]) -> None:
+        """Count what a sync strategy's running totals (``SyncStrategy.traffic()``) added since
+        the last call: ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``."""
+        last, self._totals = self._totals, dict(totals)
+        delta = {k: v - last.get(k, 0.0) for k, v in totals.items()}
+        self.add_bytes(int(delta.get("bytes_pushed", 0)), int(delta.get("bytes_pulled", 0)))
+        if "sync_seconds" in delta:
+            self.observe_allreduce(max(delta["sync_seconds"], 0.0))
+        self.add_stale_dropped(int(delta.get("stale_dropped", 0)))
 
     def set_restarts(self, n: int) -> None:
         """The job has been restarted ``n`` times (the launcher's ``DISTCONV_RESTART``)."""

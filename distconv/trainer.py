@@ -197,6 +197,7 @@ class Trainer:
         self.pos.step += 1
         if self.monitor is not None:
             self.monitor.observe_step(time.perf_counter() - began, examples)
+            self.monitor.record_totals(self.sync.traffic())
         return loss_sum, correct, examples
 
     def _fire_all(self) -> None:
@@ -375,9 +376,7 @@ class Trainer:
         record["seconds"] = sums["seconds"]
         record["examples_per_second"] = sums["examples"] / max(sums["seconds"], 1e-9)
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
-        record["global_batch"] = sampler.global_batch
-        record["world_size"] = self.sync.world_size
-        return record
+        return {**record, "global_batch": sampler.global_batch, "world_size": self.sync.world_size}
 
     def _metrics_writer(self) -> MetricsWriter | None:
         if not self.writes_files:

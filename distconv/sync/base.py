@@ -165,6 +165,11 @@ class SyncStrategy(ABC):
         """
         return {}
 
+    def traffic(self) -> dict[str, float]:
+        """Running totals for monitoring (``/metrics``): ``bytes_pushed``, ``bytes_pulled``,
+        ``sync_seconds`` (time spent finishing steps) and ``stale_dropped``, those it keeps."""
+        return {}
+
     # -- collectives --------------------------------------------------------------------------
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
         """Sum small metrics (loss sums, correct answers, examples) over every rank."""

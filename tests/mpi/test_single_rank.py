@@ -167,3 +167,27 @@ def test_float16_on_the_wire_carries_averages_not_sums_that_overflow():
         sync.finish_step()
         sync.close()
         np.testing.assert_allclose(p.value, -20.0, rtol=1e-3, err_msg=str(wire))
+
+
+def test_the_trainer_reports_the_transports_traffic_on_metrics(no_mpi4py):
+    """/metrics counts what the sync moved: bytes and the time finishing steps took."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from distconv.service import ServiceEndpoints
+    from distconv.trainer import Trainer
+
+    service = ServiceEndpoints(role="worker", rank=0)
+    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
+    rng = np.random.default_rng(0)
+    data = {"image": rng.random((32, 1, 8, 8), dtype=np.float32), "label": np.arange(32) % 4}
+    try:
+        Trainer(small_lenet(seed=0), sync, 8, monitor=service, progress=False).fit(data, epochs=1)
+    finally:
+        sync.close()
+    text = generate_latest(service.registry)
+    values = {
+        s.name: s.value for f in text_string_to_metric_families(text.decode()) for s in f.samples
+    }
+    assert values["distconv_bytes_pushed_total"] == sync.wire_bytes > 0
+    assert values["distconv_allreduce_seconds_count"] == 4  # one per step

@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -111,6 +112,7 @@ class MPISync(LocalSync):
         self.bucket_bytes, self.grad_dtype, self.overlap = bucket_bytes, grad_dtype, overlap
         self.buckets: list[Bucket] = []
         self.wire_bytes = 0
+        self.sync_seconds = 0.0
         self.step = 0
         self._grad_comm: Any = None
         self._thread: CommThread | None = None
@@ -305,6 +307,7 @@ class MPISync(LocalSync):
         if not self._in_step:
             raise SyncError("finish_step without start_step")
         self._in_step = False
+        began = time.perf_counter()
         self._launch_ready(everything=True)
         try:
             for bucket in self.buckets:
@@ -313,8 +316,18 @@ class MPISync(LocalSync):
                 self._apply(bucket)
         finally:
             self.step += 1
+            self.sync_seconds += time.perf_counter() - began
         if not self._recorded:
             self._recorded = list(self._fired)  # the first pass's order: next step's layout
+
+    def traffic(self) -> dict[str, float]:
+        """Bytes handed to the gradient collectives (sent and received alike), and the time
+        ``finish_step`` took (waiting, averaging, the optimizer)."""
+        return {
+            "bytes_pushed": self.wire_bytes,
+            "bytes_pulled": self.wire_bytes,
+            "sync_seconds": self.sync_seconds,
+        }
 
     def _wait(self, bucket: Bucket) -> None:
         if self._thread is not None:

@@ -90,6 +90,8 @@ class PServerSync(SyncStrategy):
         self.block_bytes = int(block_bytes)
         self.mode = ""
         self.drops = 0
+        self._bytes_pushed = self._bytes_pulled = 0
+        self._sync_seconds = 0.0
         self._ctx = zmq.Context()
         self._socks = [self._connect(e, keys_dir, insecure) for e in self.endpoints]
         self._poller = zmq.Poller()
@@ -121,7 +123,9 @@ class PServerSync(SyncStrategy):
         rid = self._next_id
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
-        self._socks[shard].send_multipart(pack(head, arrays), copy=False)
+        frames = pack(head, arrays)
+        self._socks[shard].send_multipart(frames, copy=False)
+        self._bytes_pushed += sum(memoryview(f).nbytes for f in frames)
         return rid
 
     def _wait(self, rids: Sequence[int], what: str) -> list[tuple[dict[str, Any], list]]:
@@ -151,6 +155,7 @@ class PServerSync(SyncStrategy):
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
+            self._bytes_pulled += sum(len(f) for f in frames)
             try:
                 header = unpack_header(frames[0].buffer, request=False)
                 arrays = unpack_arrays(header, [f.buffer for f in frames[1:]])
@@ -376,7 +381,9 @@ class PServerSync(SyncStrategy):
     def finish_step(self) -> None:
         """Wait for every push's reply, write the new values, clear the gradients."""
         inflight, self._inflight = self._inflight, {}
+        began = _now()
         replies = self._wait(list(inflight), f"step {self._step}")
+        self._sync_seconds += _now() - began
         for (header, arrays), (_, blocks) in zip(replies, inflight.values()):
             self._write(blocks, arrays, header)
             self.drops += bool(header.get("dropped"))
@@ -384,6 +391,14 @@ class PServerSync(SyncStrategy):
         self._values_to_device()
         for p in self.params:
             p.grad[...] = 0
+
+    def traffic(self) -> dict[str, float]:
+        return {
+            "bytes_pushed": self._bytes_pushed,
+            "bytes_pulled": self._bytes_pulled,
+            "sync_seconds": self._sync_seconds,
+            "stale_dropped": self.drops,
+        }
 
     # -- optimizer state ----------------------------------------------------------------------
     def state_dict(self) -> StateDict:
