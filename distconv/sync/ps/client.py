@@ -90,6 +90,7 @@ class PServerSync(SyncStrategy):
         self.block_bytes = int(block_bytes)
         self.mode = ""
         self.drops = 0
+        self._part_writers: list[int] = []
         self._bytes_pushed = self._bytes_pulled = 0
         self._sync_seconds = 0.0
         self._ctx = zmq.Context()
@@ -246,6 +247,9 @@ class PServerSync(SyncStrategy):
         if len(modes) != 1:
             raise SyncError(f"pserver shards disagree on --mode: {sorted(map(str, modes))}")
         self.mode = modes.pop()
+        # shards started without --checkpoint-dir keep no parts of their own; the chief's
+        # checkpoint holds their state all the same
+        self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
 
     def _host_rows(self, i: int) -> np.ndarray:
         """Parameter ``i``'s values as rows: the array itself on CPU, a host copy on a GPU."""
@@ -441,9 +445,10 @@ class PServerSync(SyncStrategy):
 
     def save_remote_parts(self, step: int) -> dict[str, str]:
         """Ask every shard to write its part of checkpoint ``step``; part name -> path."""
-        asks = [(s, {"op": "checkpoint", "step": int(step)}, ()) for s in range(len(self._socks))]
-        replies = self._ask_all(asks, f"checkpoint {step}")
-        return {f"pserver-shard{s}": h["path"] for s, (h, _) in enumerate(replies)}
+        writers = self._part_writers
+        asks = [(s, {"op": "checkpoint", "step": int(step)}, ()) for s in writers]
+        replies = self._ask_all(asks, f"checkpoint {step}") if asks else []
+        return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
 
     def shard_stats(self) -> list[dict[str, Any]]:
         """Each shard's counters (pushes, bytes in/out, drops, update seconds, errors)."""

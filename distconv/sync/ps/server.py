@@ -337,6 +337,7 @@ class Shard:
             "workers": c.workers,
             "mode": c.mode,
             "max_staleness": c.max_staleness,
+            "checkpoints": bool(c.checkpoint_dir),
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

@@ -71,3 +71,16 @@ def test_resume_after_a_shard_dies_equals_an_uninterrupted_run(shards, tmp_path)
     )
     for name, value in straight.items():
         np.testing.assert_array_equal(resumed[name], value)
+
+
+def test_shards_without_a_checkpoint_dir_write_no_parts_and_do_not_fail_the_save(shards):
+    """The chief's checkpoint holds the shards' state; their own parts are an extra."""
+    endpoints = shards.start(1, workers=1)  # no --checkpoint-dir
+    sync = PServerSync(
+        create_optimizer("sgd"), rank=0, world_size=1, pservers=endpoints, insecure=True
+    )
+    try:
+        sync.setup(small_net().parameters(), {})
+        assert sync.save_remote_parts(3) == {}
+    finally:
+        sync.close()
