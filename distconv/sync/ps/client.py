@@ -145,6 +145,8 @@ class PServerSync(SyncStrategy):
                 self._receive(sock)
             missing = [r for r in missing if r not in self._replies]
         out = [self._replies.pop(r) for r in rids]
+        for r in rids:  # a long run sends millions of requests
+            self._rid_shard.pop(r, None)
         for header, _ in out:
             if header["op"] == "error":
                 raise SyncError(f"rank {self.rank}, {what}: pserver: {header.get('error')}")

@@ -398,9 +398,9 @@ class Shard:
     def _op_pull(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         blocks = self._blocks(header)
         if "rows" not in header:
-            self._reply(
-                ident, header, [b.value for _, b in blocks], versions=[b.version for _, b in blocks]
-            )
+            # async pushes update values in place while a reply may still sit in ZeroMQ's queue
+            values = [b.value.copy() if self.config.mode == "async" else b.value for _, b in blocks]
+            self._reply(ident, header, values, versions=[b.version for _, b in blocks])
             return
         counts = int_list(header, "rows")
         if len(counts) != len(blocks) or len(arrays) != len(blocks):
