@@ -14,22 +14,21 @@ transposed backward    ``conv_forward(dy, w, dw_from=x)`` -> dx, dw in one pass
 On cupy arrays the work goes to cuDNN when it is there (:mod:`distconv.kernels.cudnn`), else the
 same im2col code runs on the device. On the CPU every function splits the batch into chunks run
 on parallel threads (see ``parallel``); within a chunk all work is batched matrix products and
-strided copies, with no loop over samples.
+strided copies, with no loop over samples. Which layout a chunk runs in is chosen by
+:mod:`distconv.kernels.conv_layout`.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import os
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels import cudnn
+from distconv.kernels.conv_layout import dense_pays, run_chunks
 from distconv.kernels.im2col import (
     can_widen,
     col2im_wide,
@@ -37,80 +36,7 @@ from distconv.kernels.im2col import (
     wide_col_size,
     wide_width,
 )
-from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
-
-#: the batched layout pays where a sample's own matrix product is small: at most this many
-#: output positions per sample (a 32x32 image) ...
-BATCHED_MAX_POSITIONS = 1024
-#: ... and at least this many rows (C/G * kernel volume) in the column matrix, so that one
-#: product over the chunk earns back the transposes around it. Measured single-threaded (CPU
-#: time, float32): LeNet's conv2 (C32 3x3, 14x14 and 4x4, batch 64) runs 5-30 % faster
-#: batched in each direction; its conv1 (C1 3x3, 9 rows) 5-20 % slower; a 56x56 layer
-#: (C64 3x3) equal forward and 5-10 % slower backward.
-BATCHED_MIN_ROWS = 32
-
-_tuned: dict[tuple, bool] = {}
-
-
-def use_batched(out: tuple[int, ...], rows: int, direction: str) -> bool:
-    """The cost model: whether ``direction`` (``fwd``, ``dw``, ``dx``) uses the batched layout.
-
-    Per sample, a chunk of ``B`` samples costs ``B`` products ``(O/G) x rows x L`` with
-    ``rows = C/G * K``; batched, one product ``(O/G) x rows x B*L`` plus a transposed copy of
-    each side. The choice depends on the shapes alone (never on timings or thread counts), so
-    a run's results are bitwise the same everywhere. The three directions share the rule
-    today; ``direction`` is where they would part.
-    """
-    del direction
-    return volume(out) <= BATCHED_MAX_POSITIONS and rows >= BATCHED_MIN_ROWS
-
-
-def autotune_enabled() -> bool:
-    """``DISTCONV_AUTOTUNE=1``: time both layouts once per shape and keep the faster.
-
-    Like cuDNN's benchmark mode this trades bitwise reproducibility for speed: the choice
-    depends on timings, and the two layouts sum in different orders.
-    """
-    value = os.environ.get("DISTCONV_AUTOTUNE", "0")
-    if value not in ("0", "1", ""):
-        raise ValueError(f"DISTCONV_AUTOTUNE must be 0 or 1, got {value!r}")
-    return value == "1"
-
-
-def _run_chunks(
-    run: Callable[[int, int, bool], Any],
-    direction: str,
-    x: Any,
-    w: Any,
-    geom: ConvGeometry,
-    work: int,
-) -> list[Any]:
-    """``run(a, b, batched)`` over the batch's chunks, in the layout the cost model picks.
-
-    With the autotuner on, the first call of a shape runs both layouts, timed, and remembers
-    the faster; either run's results are right, so the last one is returned.
-    """
-    on_gpu = is_gpu_array(x)
-    n = x.shape[0]
-    out = geom.out_size(x.shape[2:]) if direction != "dx" else tuple(x.shape[2:])
-    rows = w.shape[1] * geom.kernel_volume
-
-    def go(batched: bool) -> list[Any]:
-        return over_batch(lambda a, b: run(a, b, batched), n, work, on_gpu=on_gpu)
-
-    if on_gpu or not autotune_enabled():
-        return go(use_batched(out, rows, direction))
-    key = (direction, tuple(x.shape), tuple(w.shape), geom, str(x.dtype))
-    if key in _tuned:
-        return go(_tuned[key])
-    times = {}
-    for batched in (False, True):
-        start = time.perf_counter()
-        result = go(batched)
-        times[batched] = time.perf_counter() - start
-    _tuned[key] = min(times, key=times.get)
-    return result
 
 
 def _grouped_weight(w: Any, groups: int) -> Any:
@@ -218,7 +144,7 @@ def conv_forward(
         return xp.matmul(gy, col.swapaxes(-1, -2)).sum(axis=0)
 
     key = ("fwd" if want_y else "") + ("dw" if dw_from is not None else "")
-    partials = _run_chunks(run, key, x, w, geom, work)
+    partials = run_chunks(run, key, x, w, geom, work)
     if dw_from is None:
         dw = None
     else:  # an empty batch has no partials: its gradient is zero
@@ -265,42 +191,8 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         col = xp.moveaxis(col, 1 + geom.nd, 1)
         dx[a:b] = col2im_wide(col, (c, b - a, *x_shape[2:]), geom).swapaxes(0, 1)
 
-    _run_chunks(run, "dx", g, w, geom, c * geom.kernel_volume * volume(out))
+    run_chunks(run, "dx", g, w, geom, c * geom.kernel_volume * volume(out))
     return dx
-
-
-#: the dense form multiplies by every (output, input) pixel pair, ``in/K`` times the work of
-#: im2col: worth it only up to this ratio, where it saves all of col2im's copies and adds
-#: (LeNet's 4x4 second layer on the digits: input gradient 2.95 -> 1.4 ms per batch of 64)
-DENSE_MAX_WORK_RATIO = 2
-#: and only while the dense matrix ``(O*out, C*in)`` stays small (elements)
-DENSE_MAX_ELEMENTS = 1 << 22
-#: building the matrix is a fixed cost (0.7 ms for LeNet's conv2) that the cheaper per-sample
-#: product earns back from about 24 samples on (measured: batch 16 breaks even, 64 gains 1.2 ms)
-DENSE_MIN_BATCH = 32
-
-
-def dense_pays(
-    n: int,
-    out: tuple[int, ...],
-    in_size: tuple[int, ...],
-    w_shape: tuple[int, ...],
-    geom: ConvGeometry,
-) -> bool:
-    """Whether the input gradient of a convolution on tiny images goes by one dense product.
-
-    On a 4x4 image a 3x3 kernel touches most of the input from every output pixel, so the
-    convolution is nearly a dense matrix: ``dx = dy @ M`` with ``M`` of shape
-    ``(O*out, C*in)`` needs no column copies at all. Shapes alone decide, so results stay
-    bitwise reproducible.
-    """
-    o, cg = w_shape[:2]
-    return (
-        geom.groups == 1
-        and n >= DENSE_MIN_BATCH
-        and volume(in_size) <= DENSE_MAX_WORK_RATIO * geom.kernel_volume
-        and o * volume(out) * cg * volume(in_size) <= DENSE_MAX_ELEMENTS
-    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -343,7 +235,7 @@ def _flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeo
     It is one at stride 1 with padding within the kernel's reach. It pays when its columns
     (``O*K`` per input pixel) are no more than col2im's (``C*K`` per output pixel): true for
     the usual same-padded layers, false where few channels fan out (LeNet's 6 -> 16, 12x12
-    -> 8x8, where the flip costs 4x more).
+    -> 8x8).
     """
     if any(s != 1 for s in geom.stride) or any(
         p > d * (k - 1) for p, d, k in zip(geom.pad, geom.dilation, geom.ksize)
@@ -360,7 +252,7 @@ def _conv_backward_data_by_flip(
     """At stride 1, ``col2im(w^T g)`` equals a convolution of ``g`` with the flipped kernel.
 
     A forward convolution copies each pixel once into its columns, where col2im adds into every
-    pixel once per kernel offset; measured 1.4x faster on a 64-channel 56x56 3x3 layer.
+    pixel once per kernel offset.
     """
     xp = get_array_module(g, w)
     G = geom.groups

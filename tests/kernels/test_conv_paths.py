@@ -5,13 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.kernels import conv
-from distconv.kernels.conv import (
-    conv_backward,
-    conv_backward_data,
-    conv_forward,
-    use_batched,
-)
+from distconv.kernels import conv_layout
+from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
+from distconv.kernels.conv_layout import use_batched
 from distconv.kernels.parallel import num_threads
 from distconv.kernels.shape import ConvGeometry
 
@@ -59,8 +55,8 @@ def layout(request, monkeypatch):
 
 
 def _force(monkeypatch, batched: bool) -> None:
-    monkeypatch.setattr(conv, "BATCHED_MAX_POSITIONS", 10**9 if batched else 0)
-    monkeypatch.setattr(conv, "BATCHED_MIN_ROWS", 0)
+    monkeypatch.setattr(conv_layout, "BATCHED_MAX_POSITIONS", 10**9 if batched else 0)
+    monkeypatch.setattr(conv_layout, "BATCHED_MIN_ROWS", 0)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -133,7 +129,7 @@ def test_cost_model_depends_on_the_output_size_alone():
 
 def test_autotuner_times_each_shape_once_and_stays_correct(rng, monkeypatch):
     monkeypatch.setenv("DISTCONV_AUTOTUNE", "1")
-    monkeypatch.setattr(conv, "_tuned", {})
+    monkeypatch.setattr(conv_layout, "_tuned", {})
     geom = ConvGeometry.make(2, 3, 1, 1)
     x = rng.standard_normal((4, 3, 6, 6))
     w = rng.standard_normal((5, 3, 3, 3))
@@ -141,8 +137,8 @@ def test_autotuner_times_each_shape_once_and_stays_correct(rng, monkeypatch):
         y, _ = conv_forward(x, w, geom)
         dx, dw = conv_backward(np.ones_like(y), x, w, geom)
         np.testing.assert_allclose(y, _direct(x, w, geom), rtol=1e-10, atol=1e-10)
-    assert {key[0] for key in conv._tuned} == {"fwd", "dw", "dx"}
-    assert all(isinstance(v, bool) for v in conv._tuned.values())
+    assert {key[0] for key in conv_layout._tuned} == {"fwd", "dw", "dx"}
+    assert all(isinstance(v, bool) for v in conv_layout._tuned.values())
     ref = conv_backward_data(np.ones_like(y), w, geom, x.shape)
     np.testing.assert_allclose(dx, ref, rtol=1e-12)
 
@@ -150,7 +146,7 @@ def test_autotuner_times_each_shape_once_and_stays_correct(rng, monkeypatch):
 def test_autotune_flag_must_be_0_or_1(monkeypatch):
     monkeypatch.setenv("DISTCONV_AUTOTUNE", "yes")
     with pytest.raises(ValueError, match="DISTCONV_AUTOTUNE must be 0 or 1, got 'yes'"):
-        conv.autotune_enabled()
+        conv_layout.autotune_enabled()
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
@@ -210,11 +206,11 @@ def test_dense_input_gradient_matches_col2im(rng, monkeypatch, case):
     """The dense form of the input gradient (tiny images) against the col2im path."""
     geom, x, w = _case(rng, *case)
     dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
-    monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 0)
+    monkeypatch.setattr(conv_layout, "DENSE_MAX_WORK_RATIO", 0)
     expected = conv_backward_data(dy, w, geom, x.shape)
-    monkeypatch.setattr(conv, "DENSE_MAX_WORK_RATIO", 10**9)
-    monkeypatch.setattr(conv, "DENSE_MIN_BATCH", 1)
-    assert conv.dense_pays(len(x), tuple(dy.shape[2:]), tuple(x.shape[2:]), w.shape, geom)
+    monkeypatch.setattr(conv_layout, "DENSE_MAX_WORK_RATIO", 10**9)
+    monkeypatch.setattr(conv_layout, "DENSE_MIN_BATCH", 1)
+    assert conv_layout.dense_pays(len(x), tuple(dy.shape[2:]), tuple(x.shape[2:]), w.shape, geom)
     np.testing.assert_allclose(
         conv_backward_data(dy, w, geom, x.shape), expected, rtol=1e-10, atol=1e-10
     )
@@ -222,11 +218,11 @@ def test_dense_input_gradient_matches_col2im(rng, monkeypatch, case):
 
 def test_dense_only_for_tiny_images():
     geom = ConvGeometry.make(2, 3, 1, 1)
-    assert conv.dense_pays(64, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2, digits
-    assert not conv.dense_pays(16, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # too few samples
-    assert not conv.dense_pays(64, (8, 8), (8, 8), (32, 1, 3, 3), geom)
+    assert conv_layout.dense_pays(64, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2, digits
+    assert not conv_layout.dense_pays(16, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # too few samples
+    assert not conv_layout.dense_pays(64, (8, 8), (8, 8), (32, 1, 3, 3), geom)
     grouped = ConvGeometry.make(2, 3, 1, 1, 1, 2)
-    assert not conv.dense_pays(64, (4, 4), (4, 4), (8, 8, 3, 3), grouped)
+    assert not conv_layout.dense_pays(64, (4, 4), (4, 4), (8, 8, 3, 3), grouped)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,122 @@
+"""Which layout a CPU convolution runs in: the cost model, the opt-in autotuner, the dense rule.
+
+:mod:`distconv.kernels.conv` computes; this module only chooses. A chunk of samples runs either
+*per sample* (one matrix product per sample) or *batched* (one product over the chunk's columns
+side by side); the input gradient of a convolution on tiny images may instead go by one dense
+product. Every choice depends on the shapes alone, so results are bitwise reproducible, unless
+``DISTCONV_AUTOTUNE=1`` asks for timed choices.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from distconv.backend import is_gpu_array
+from distconv.kernels.parallel import over_batch
+from distconv.kernels.shape import ConvGeometry, volume
+
+#: the batched layout pays where a sample's own matrix product is small: at most this many
+#: output positions per sample (a 32x32 image) ...
+BATCHED_MAX_POSITIONS = 1024
+#: ... and at least this many rows (C/G * kernel volume) in the column matrix, so that one
+#: product over the chunk earns back the transposes around it (measurements: docs/benchmarks.md)
+BATCHED_MIN_ROWS = 32
+
+#: the autotuner's choices, ``(direction, x shape, w shape, geometry, dtype) -> batched``
+_tuned: dict[tuple, bool] = {}
+
+
+def use_batched(out: tuple[int, ...], rows: int, direction: str) -> bool:
+    """The cost model: whether ``direction`` (``fwd``, ``dw``, ``dx``) uses the batched layout.
+
+    Per sample, a chunk of ``B`` samples costs ``B`` products ``(O/G) x rows x L`` with
+    ``rows = C/G * K``; batched, one product ``(O/G) x rows x B*L`` plus a transposed copy of
+    each side. The choice depends on the shapes alone (never on timings or thread counts), so
+    a run's results are bitwise the same everywhere. The three directions share the rule
+    today; ``direction`` is where they would part.
+    """
+    del direction
+    return volume(out) <= BATCHED_MAX_POSITIONS and rows >= BATCHED_MIN_ROWS
+
+
+def autotune_enabled() -> bool:
+    """``DISTCONV_AUTOTUNE=1``: time both layouts once per shape and keep the faster.
+
+    Like cuDNN's benchmark mode this trades bitwise reproducibility for speed: the choice
+    depends on timings, and the two layouts sum in different orders.
+    """
+    value = os.environ.get("DISTCONV_AUTOTUNE", "0")
+    if value not in ("0", "1", ""):
+        raise ValueError(f"DISTCONV_AUTOTUNE must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def run_chunks(
+    run: Callable[[int, int, bool], Any],
+    direction: str,
+    x: Any,
+    w: Any,
+    geom: ConvGeometry,
+    work: int,
+) -> list[Any]:
+    """``run(a, b, batched)`` over the batch's chunks, in the layout the cost model picks.
+
+    With the autotuner on, the first call of a shape runs both layouts, timed, and remembers
+    the faster; either run's results are right, so the last one is returned.
+    """
+    on_gpu = is_gpu_array(x)
+    n = x.shape[0]
+    out = geom.out_size(x.shape[2:]) if direction != "dx" else tuple(x.shape[2:])
+    rows = w.shape[1] * geom.kernel_volume
+
+    def go(batched: bool) -> list[Any]:
+        return over_batch(lambda a, b: run(a, b, batched), n, work, on_gpu=on_gpu)
+
+    if on_gpu or not autotune_enabled():
+        return go(use_batched(out, rows, direction))
+    key = (direction, tuple(x.shape), tuple(w.shape), geom, str(x.dtype))
+    if key in _tuned:
+        return go(_tuned[key])
+    times = {}
+    for batched in (False, True):
+        start = time.perf_counter()
+        result = go(batched)
+        times[batched] = time.perf_counter() - start
+    _tuned[key] = min(times, key=times.get)
+    return result
+
+
+#: the dense form multiplies by every (output, input) pixel pair, ``in/K`` times the work of
+#: im2col: worth it only up to this ratio, where it saves all of col2im's copies and adds
+DENSE_MAX_WORK_RATIO = 2
+#: and only while the dense matrix ``(O*out, C*in)`` stays small (elements)
+DENSE_MAX_ELEMENTS = 1 << 22
+#: building the matrix is a fixed cost that the cheaper per-sample product earns back only
+#: over enough samples
+DENSE_MIN_BATCH = 32
+
+
+def dense_pays(
+    n: int,
+    out: tuple[int, ...],
+    in_size: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    geom: ConvGeometry,
+) -> bool:
+    """Whether the input gradient of a convolution on tiny images goes by one dense product.
+
+    On a 4x4 image a 3x3 kernel touches most of the input from every output pixel, so the
+    convolution is nearly a dense matrix: ``dx = dy @ M`` with ``M`` of shape
+    ``(O*out, C*in)`` needs no column copies at all. Shapes alone decide, so results stay
+    bitwise reproducible.
+    """
+    o, cg = w_shape[:2]
+    return (
+        geom.groups == 1
+        and n >= DENSE_MIN_BATCH
+        and volume(in_size) <= DENSE_MAX_WORK_RATIO * geom.kernel_volume
+        and o * volume(out) * cg * volume(in_size) <= DENSE_MAX_ELEMENTS
+    )
