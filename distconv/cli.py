@@ -21,10 +21,11 @@ from distconv.checkpoint import CheckpointError
 from distconv.data import DATASETS, DataError
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
+from distconv.logs import configure_logging
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.optim import OPTIMIZERS
-from distconv.runtime import RuntimeConfigError, configure_logging, detect_runtime
+from distconv.runtime import RuntimeConfigError, detect_runtime
 from distconv.sync import TRANSPORTS, SyncError
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
 

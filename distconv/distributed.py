@@ -24,8 +24,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
-from distconv.runtime import Runtime, RuntimeConfigError, configure_logging, detect_runtime
+from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.sync import SyncError, SyncStrategy, create_sync
 
 log = logging.getLogger("distconv.distributed")

@@ -15,20 +15,17 @@ the same rank, which hangs the job instead of failing it.
 Example::
 
     runtime = detect_runtime({"rank": args.rank, "world_size": args.world_size})
-    configure_logging(runtime, fmt=args.log_format)
-    log.info("started")          # "12:00:01 [2/4] started"
+    runtime.log_prefix           # "[2/4]" for worker 2 of 4
+
+Log lines that carry the rank come from :func:`distconv.logs.configure_logging`.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import logging
 import os
 import re
 import socket
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -374,88 +371,3 @@ def check_address(address: str, where: str = "address") -> None:
         ok = host.startswith("[") and host.endswith("]")
     if not ok:
         raise RuntimeConfigError(f"{where}: {address!r} is not host:port (port 1-65535)")
-
-
-class _RuntimeFilter(logging.Filter):
-    """Stamps every record with the runtime's fields so any formatter can use them."""
-
-    def __init__(self, runtime: Runtime, restart: int) -> None:
-        super().__init__()
-        self.runtime = runtime
-        self.restart = restart
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.rank_prefix = self.runtime.log_prefix + " " if self.runtime.log_prefix else ""
-        record.runtime = self.runtime
-        record.restart = self.restart
-        return True
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, message and who logged it (``--log-format json``)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        runtime: Runtime = getattr(record, "runtime", Runtime())
-        entry = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname.lower(),
-            "message": record.getMessage(),
-            "logger": record.name,
-            "role": runtime.role,
-            "rank": runtime.rank,
-            "world_size": runtime.world_size,
-            "job_id": runtime.job_id,
-            "restart": getattr(record, "restart", 0),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, separators=(",", ":"))
-
-
-_TEXT_FORMAT = "%(asctime)s %(rank_prefix)s%(message)s"
-_HANDLER_NAME = "distconv.runtime"
-
-
-def configure_logging(
-    runtime: Runtime,
-    level: int = logging.INFO,
-    fmt: str = "text",
-    stream: Any = None,
-    environ: Mapping[str, str] | None = None,
-) -> None:
-    """Route every log record through one handler that carries this process's rank.
-
-    Replaces the root logger's handlers, so calling it again (say after the runtime is known
-    better) does not duplicate lines.
-
-    Args:
-        runtime: whose lines these are.
-        level: the root logger's level.
-        fmt: ``"text"`` (``"12:00:01 [2/4] message"``) or ``"json"`` (one object per line with
-            time, level, message, role, rank, world_size, job_id and restart).
-        stream: where lines go (default ``sys.stderr``).
-        environ: read for ``DISTCONV_RESTART``, the launcher's restart count (default
-            ``os.environ``).
-
-    Raises:
-        RuntimeConfigError: ``fmt`` is not one of the two, or ``DISTCONV_RESTART`` is not an
-            integer.
-    """
-    if fmt not in ("text", "json"):
-        raise RuntimeConfigError(f"log format must be 'text' or 'json', got {fmt!r}")
-    env = os.environ if environ is None else environ
-    restart = _env_int(env, ENV_RESTART) if ENV_RESTART in env else 0
-    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
-    handler.set_name(_HANDLER_NAME)
-    handler.addFilter(_RuntimeFilter(runtime, restart))
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter(_TEXT_FORMAT, datefmt="%H:%M:%S"))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level)

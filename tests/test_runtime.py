@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from distconv.logs import configure_logging
 from distconv.runtime import (
     Runtime,
     RuntimeConfigError,
     add_runtime_arguments,
     check_address,
-    configure_logging,
     detect_runtime,
     runtime_flags,
 )

@@ -14,9 +14,10 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.init import set_seed
+from distconv.logs import configure_logging
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.runtime import configure_logging, detect_runtime
+from distconv.runtime import detect_runtime
 from distconv.sync import create_sync
 
 BATCH = 8
