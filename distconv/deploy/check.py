@@ -2,9 +2,8 @@
 
 A schema says a field has the right type; it cannot say that a worker's ``--pservers`` names the
 shards that the StatefulSet will create, that ``mpirun -np`` fits in the slots, or that the
-Secret with the keys is mounted where ``DISTCONV_KEYS`` points. :func:`manifest_problems` does,
-over the objects of one job (as :func:`~distconv.deploy.render.render_manifests` returns them or
-as read back from YAML), and returns one line per problem; an empty list means all is well.
+Secret with the keys is mounted where ``DISTCONV_KEYS`` points. :func:`manifest_problems` does:
+one line per problem in one job's objects (rendered or read back from YAML), none if all is well.
 """
 
 from __future__ import annotations

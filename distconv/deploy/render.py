@@ -34,31 +34,59 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from distconv import __version__
+from distconv.deploy.mpijob import LAUNCHER_RESOURCES, SSH_PORT, _MpiWorkload
+from distconv.deploy.pod import (
+    GRACE_SECONDS,
+    HEALTH_ARGS,
+    HEALTH_PORT,
+    HOME,
+    KEYS_DIR,
+    RESUME_ARGS,
+    STARTUP_SECONDS,
+    USER_ID,
+    WORK_DIR,
+    WORKER_RESOURCES,
+    Manifest,
+)
+from distconv.deploy.pserver import (
+    CHECKPOINT_DIR,
+    POD_INDEX_LABEL,
+    PS_PORT,
+    SERVER_RESOURCES,
+    _PserverWorkloads,
+)
 
-Manifest = dict[str, Any]
-
-#: the image's user and group (docker/Dockerfile); numeric, so runAsNonRoot can verify it
-USER_ID = 10001
-HOME = "/home/distconv"
-#: ports inside the pods; the training processes get --health-port HEALTH_PORT
-PS_PORT = 5555
-HEALTH_PORT = 8080
-SSH_PORT = 2222
-#: where the CURVE key Secrets are mounted (DISTCONV_KEYS points here)
-KEYS_DIR = "/etc/distconv/keys"
-#: each shard's checkpoint parts (a PersistentVolumeClaim per shard)
-CHECKPOINT_DIR = "/var/lib/distconv/checkpoints"
-#: the workers' working directory: run output (checkpoints, metrics) of the relative --out
-WORK_DIR = "/var/lib/distconv/run"
-#: SIGTERM -> checkpoint -> exit must fit in here before SIGKILL
-GRACE_SECONDS = 120
-#: the shard's StatefulSet pods carry their ordinal in this label (Kubernetes >= 1.28)
-POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
-
-WORKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
-SERVER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
-LAUNCHER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
+# The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
+# constants are re-exported here, where callers have always imported them from.
+__all__ = [
+    "CHECKPOINT_DIR",
+    "EXAMPLES",
+    "EXAMPLE_TRAIN_ARGS",
+    "GRACE_SECONDS",
+    "HEALTH_ARGS",
+    "HEALTH_PORT",
+    "HOME",
+    "KEYS_DIR",
+    "LAUNCHER_RESOURCES",
+    "MAX_JOB_NAME",
+    "MODES",
+    "Manifest",
+    "OWNED_FLAGS",
+    "POD_INDEX_LABEL",
+    "PS_PORT",
+    "RESUME_ARGS",
+    "SERVER_RESOURCES",
+    "SSH_PORT",
+    "STARTUP_SECONDS",
+    "USER_ID",
+    "WORKER_RESOURCES",
+    "WORK_DIR",
+    "dump_yaml",
+    "manifest_filename",
+    "render_manifests",
+    "write_examples",
+    "write_manifests",
+]
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 #: leaves room for "-pserver-NNNNN" inside the 63-character DNS label a pod's hostname is
@@ -74,12 +102,6 @@ OWNED_FLAGS = (
     "--health-host",
     "--resume",
 )
-#: a restarted container resumes from the run directory's last checkpoint, or starts afresh
-RESUME_ARGS = ("--resume", "auto")
-#: probes must answer the kubelet, which calls the pod's address, not loopback
-HEALTH_ARGS = ("--health-port", str(HEALTH_PORT), "--health-host", "0.0.0.0")
-#: a startup probe on /readyz may wait this long (periods x failures) for peers and seeding
-STARTUP_SECONDS = 1200
 
 
 def render_manifests(
@@ -157,396 +179,8 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         raise ValueError(f"train_args must leave {', '.join(owned)} to the deployment")
 
 
-class _Job:
-    """The pieces every object of one job shares; one method per object."""
-
-    def __init__(self, name, workers, servers, image, gpus, train_args, mode, slots) -> None:
-        self.name = name
-        self.workers = workers
-        self.servers = servers
-        self.image = image
-        self.gpus = gpus
-        self.train_args = train_args
-        self.mode = mode
-        self.slots = slots
-        self.pserver = f"{name}-pserver"
-
-    # -- shared pieces --------------------------------------------------------------------------
-
-    def selector(self, component: str) -> dict[str, str]:
-        """The labels that pick this job's pods of one component."""
-        return {
-            "app.kubernetes.io/name": "distconv",
-            "app.kubernetes.io/instance": self.name,
-            "app.kubernetes.io/component": component,
-        }
-
-    def labels(self, component: str) -> dict[str, str]:
-        """The standard recommended labels of every object and pod."""
-        return {
-            **self.selector(component),
-            "app.kubernetes.io/part-of": "distconv",
-            "app.kubernetes.io/version": __version__,
-            "app.kubernetes.io/managed-by": "distconv-launch",
-        }
-
-    def metadata(self, name: str, component: str) -> Manifest:
-        return {"name": name, "labels": self.labels(component)}
-
-    def pserver_addresses(self) -> list[str]:
-        """Every shard's stable DNS name and port, in shard order."""
-        return [f"{self.pserver}-{i}.{self.pserver}:{PS_PORT}" for i in range(self.servers)]
-
-    def pod_spec(self, container: Manifest, volumes: list[Manifest], **extra: Any) -> Manifest:
-        """A pod running ``container`` as the image's non-root user."""
-        return {
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": USER_ID,
-                "runAsGroup": USER_ID,
-                "fsGroup": USER_ID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "terminationGracePeriodSeconds": GRACE_SECONDS,
-            **extra,
-            "containers": [container],
-            "volumes": volumes,
-        }
-
-    def container(
-        self,
-        name: str,
-        args: list[str],
-        resources: dict[str, str],
-        *,
-        env: list[Manifest],
-        mounts: list[Manifest],
-        ports: list[Manifest],
-        gpus: int = 0,
-        probed: bool = True,
-    ) -> Manifest:
-        """A container of the image; only ``args`` is set, so tini stays the entry point."""
-        limits: dict[str, Any] = dict(resources)
-        if gpus:
-            limits["nvidia.com/gpu"] = gpus
-        spec: Manifest = {
-            "name": name,
-            "image": self.image,
-            "imagePullPolicy": "IfNotPresent",
-            "args": args,
-            **({"env": env} if env else {}),
-            **({"ports": ports} if ports else {}),
-            "resources": {"requests": dict(resources), "limits": limits},
-            "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "readOnlyRootFilesystem": True,
-                "capabilities": {"drop": ["ALL"]},
-            },
-            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
-        }
-        if probed:
-            spec.update(_probes())
-        return spec
-
-    def rank_env(
-        self, role: str, world_size: int | None, threads: int, gpu: bool
-    ) -> list[Manifest]:
-        """What a training process needs to know about itself, besides its rank."""
-        env = [_env("DISTCONV_ROLE", role), _env("DISTCONV_JOB_ID", self.name)]
-        if world_size is not None:
-            env.append(_env("DISTCONV_WORLD_SIZE", str(world_size)))
-        # matplotlib and friends want a writable config directory; the root fs is read-only
-        env.append(_env("MPLCONFIGDIR", "/tmp/matplotlib"))
-        # one BLAS pool per process, sized to its share of the CPU limit: nothing oversubscribes
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.append(_env(name, str(threads)))
-        env.append(_env("DISTCONV_NUM_THREADS", str(threads)))
-        if gpu:
-            env.append(_env("DISTCONV_DEVICE", "gpu"))
-        return env
-
-    # -- parameter-server shape -----------------------------------------------------------------
-
-    def pserver_service(self) -> Manifest:
-        """Headless, and publishing pods before they are ready: workers must reach the shards
-        to seed them, and a shard is only ready once seeded."""
-        return {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": self.metadata(self.pserver, "pserver"),
-            "spec": {
-                "clusterIP": "None",
-                "publishNotReadyAddresses": True,
-                "selector": self.selector("pserver"),
-                "ports": [
-                    {"name": "ps", "port": PS_PORT, "targetPort": "ps"},
-                    {"name": "health", "port": HEALTH_PORT, "targetPort": "health"},
-                ],
-            },
-        }
-
-    def pserver_statefulset(self) -> Manifest:
-        args = ["distconv", "pserver", "--bind", f"0.0.0.0:{PS_PORT}"]
-        args += ["--shard", "$(DISTCONV_SHARD)", "--num-shards", str(self.servers)]
-        args += ["--workers", str(self.workers), "--mode", self.mode, "--keys", KEYS_DIR]
-        args += ["--checkpoint-dir", CHECKPOINT_DIR, *HEALTH_ARGS]
-        env = self.rank_env("server", self.servers, _cpus(SERVER_RESOURCES), gpu=False)
-        env += [
-            _env("DISTCONV_KEYS", KEYS_DIR),
-            _env("DISTCONV_RANK_FROM_HOSTNAME", "1"),
-            {
-                "name": "DISTCONV_SHARD",
-                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}},
-            },
-        ]
-        container = self.container(
-            "pserver",
-            args,
-            SERVER_RESOURCES,
-            env=env,
-            mounts=[_keys_mount(), {"name": "checkpoints", "mountPath": CHECKPOINT_DIR}],
-            ports=[_port("ps", PS_PORT), _port("health", HEALTH_PORT)],
-        )
-        claim = {
-            "metadata": {"name": "checkpoints", "labels": self.labels("pserver")},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": self.metadata(self.pserver, "pserver"),
-            "spec": {
-                "serviceName": self.pserver,
-                "replicas": self.servers,
-                # shards are peers, not a chain: start and replace them all at once
-                "podManagementPolicy": "Parallel",
-                "selector": {"matchLabels": self.selector("pserver")},
-                "template": {
-                    "metadata": {"labels": self.labels("pserver")},
-                    "spec": self.pod_spec(container, [_tmp_volume(), self.keys_volume("server")]),
-                },
-                "volumeClaimTemplates": [claim],
-            },
-        }
-
-    def keys_volume(self, side: str) -> Manifest:
-        """The ``side`` (``"server"`` or ``"worker"``) Secret: each side gets only its keys."""
-        # 0440 + fsGroup: readable by the non-root user's group, by nobody else
-        return {
-            "name": "keys",
-            "secret": {"secretName": f"{self.name}-{side}-keys", "defaultMode": 0o440},
-        }
-
-    def train_argv(self) -> list[str]:
-        """The user's train arguments, resuming on a restart, writing onto the run volume."""
-        out = [] if _has_flag(self.train_args, "--out") else ["--out", f"{WORK_DIR}/train"]
-        return [*RESUME_ARGS, *out, *self.train_args]
-
-    def worker_job(self) -> Manifest:
-        servers = ",".join(self.pserver_addresses())
-        args = ["distconv", "train", "--sync", "pserver", "--pservers", servers]
-        args += ["--keys", KEYS_DIR, *HEALTH_ARGS, *self.train_argv()]
-        env = self.rank_env("worker", self.workers, _cpus(WORKER_RESOURCES), self.gpus > 0)
-        env += [_env("DISTCONV_PSERVERS", servers), _env("DISTCONV_KEYS", KEYS_DIR)]
-        container = self.container(
-            "worker",
-            args,
-            WORKER_RESOURCES,
-            env=env,
-            mounts=[_keys_mount(), {"name": "work", "mountPath": WORK_DIR}],
-            ports=[_port("health", HEALTH_PORT)],
-            gpus=self.gpus,
-        )
-        container["workingDir"] = WORK_DIR
-        volumes = [_tmp_volume(), self.keys_volume("worker"), _work_volume()]
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": self.metadata(f"{self.name}-worker", "worker"),
-            "spec": {
-                "completionMode": "Indexed",
-                "completions": self.workers,
-                "parallelism": self.workers,
-                "backoffLimit": 3 * self.workers,
-                "template": {
-                    "metadata": {"labels": self.labels("worker")},
-                    # OnFailure restarts the container in the same pod, so the run directory
-                    # (and the chief's checkpoint in it) survives for --resume
-                    "spec": self.pod_spec(container, volumes, restartPolicy="OnFailure"),
-                },
-            },
-        }
-
-    # -- allreduce shape ------------------------------------------------------------------------
-
-    def mpijob(self) -> Manifest:
-        pods = -(-self.workers // self.slots)
-        # a pod holds `slots` ranks: it gets a worker's share of CPU and memory for each
-        resources = {k: _times(v, self.slots) for k, v in WORKER_RESOURCES.items()}
-        threads = _cpus(WORKER_RESOURCES)
-        args = ["mpirun", "-np", str(self.workers), "python", "-m", "mpi4py", "-m", "distconv"]
-        args += ["train", "--sync", "mpi", *HEALTH_ARGS, *self.train_argv()]
-        launcher = self.container(
-            "launcher",
-            args,
-            LAUNCHER_RESOURCES,
-            # mpirun (MPICH Hydra) hands its environment to every rank it starts over ssh; the
-            # worker pods' own environment never reaches them. Rank and size come from PMI.
-            env=self.rank_env("worker", None, threads, self.gpus > 0),
-            mounts=[_work_mount()],
-            ports=[],
-            probed=False,
-        )
-        # Hydra starts each rank in mpirun's working directory: the same path on every pod
-        launcher["workingDir"] = WORK_DIR
-        sshd = ["/usr/sbin/sshd", "-De", "-f", f"{HOME}/.sshd_config"]
-        worker = self.container(
-            "worker",
-            sshd,
-            resources,
-            env=[],
-            mounts=[_work_mount()],
-            ports=[_port("ssh", SSH_PORT), _port("health", HEALTH_PORT)],
-            gpus=self.gpus,
-            probed=False,
-        )
-        worker["workingDir"] = WORK_DIR
-        # sshd serves before any rank runs (gang scheduling may take long): no readiness or
-        # startup gate; liveness judges only ranks that are running, on their own ports
-        worker["livenessProbe"] = _rank_liveness(self.slots)
-        # sshd must outlive the ranks it started, or they die mid-checkpoint
-        worker["lifecycle"] = {"preStop": {"exec": {"command": _wait_for_ranks()}}}
-        return {
-            "apiVersion": "kubeflow.org/v2beta1",
-            "kind": "MPIJob",
-            "metadata": self.metadata(self.name, "mpijob"),
-            "spec": {
-                "slotsPerWorker": self.slots,
-                "mpiImplementation": "MPICH",
-                "sshAuthMountPath": f"{HOME}/.ssh",
-                "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
-                "mpiReplicaSpecs": {
-                    "Launcher": self.replica(1, "launcher", launcher, "OnFailure"),
-                    "Worker": self.replica(pods, "worker", worker, "Never"),
-                },
-            },
-        }
-
-    def replica(self, replicas: int, component: str, container: Manifest, restart: str):
-        return {
-            "replicas": replicas,
-            "restartPolicy": restart,
-            "template": {
-                "metadata": {"labels": self.labels(component)},
-                "spec": self.pod_spec(container, [_tmp_volume(), _work_volume()]),
-            },
-        }
-
-
-def _probes() -> Manifest:
-    """Readiness on /readyz, liveness on /healthz; the startup probe holds liveness off while
-    a rank waits for its peers (or, under MPI, for mpirun to start it)."""
-
-    def probe(path: str, period: int, failures: int) -> Manifest:
-        return {
-            "httpGet": {"path": path, "port": "health"},
-            "periodSeconds": period,
-            "failureThreshold": failures,
-            "timeoutSeconds": 5,
-        }
-
-    return {
-        # /readyz, not /healthz: /healthz is 200 before the first beat, so a startup probe on
-        # it would pass at once; liveness starts once the rank has its parameters
-        "startupProbe": probe("/readyz", 10, STARTUP_SECONDS // 10),
-        "readinessProbe": probe("/readyz", 5, 3),
-        "livenessProbe": probe("/healthz", 30, 3),
-    }
-
-
-def _env(name: str, value: str) -> Manifest:
-    return {"name": name, "value": value}
-
-
-def _port(name: str, number: int) -> Manifest:
-    return {"name": name, "containerPort": number, "protocol": "TCP"}
-
-
-def _keys_mount() -> Manifest:
-    return {"name": "keys", "mountPath": KEYS_DIR, "readOnly": True}
-
-
-def _tmp_volume() -> Manifest:
-    return {"name": "tmp", "emptyDir": {}}
-
-
-def _work_volume() -> Manifest:
-    """The run directory (checkpoints, metrics); an emptyDir survives container restarts in
-    the pod, not the pod: use a PersistentVolumeClaim to keep runs across pods."""
-    return {"name": "work", "emptyDir": {}}
-
-
-def _work_mount() -> Manifest:
-    return {"name": "work", "mountPath": WORK_DIR}
-
-
-def _has_flag(argv: Sequence[str], flag: str) -> bool:
-    return any(a == flag or a.startswith(flag + "=") for a in argv)
-
-
-#: exit 0 while no rank listens (none started yet, or all done); else every listening rank's
-#: /healthz must answer 200
-_RANK_LIVENESS = """\
-import socket, sys, urllib.request
-for port in range({first}, {stop}):
-    try:
-        socket.create_connection(("127.0.0.1", port), 2).close()
-    except OSError:
-        continue
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{{port}}/healthz", timeout=4)
-    except Exception as exc:
-        sys.exit(f"rank on port {{port}}: {{exc}}")
-"""
-
-
-def _rank_liveness(slots: int) -> Manifest:
-    """An MPI worker pod's liveness: the /healthz of each rank that runs there."""
-    script = _RANK_LIVENESS.format(first=HEALTH_PORT, stop=HEALTH_PORT + slots)
-    return {
-        "exec": {"command": ["python", "-c", script]},
-        "periodSeconds": 30,
-        "failureThreshold": 3,
-        "timeoutSeconds": 10,
-    }
-
-
-def _wait_for_ranks() -> list[str]:
-    """preStop: wait while a distconv rank runs in the pod, at most the grace period.
-
-    ``[d]istconv`` matches the ranks' command lines but not this shell's or grep's own.
-    """
-    loop = (
-        f"i=0; while [ $i -lt {GRACE_SECONDS} ] && "
-        "grep -qs '[d]istconv' /proc/[0-9]*/cmdline; do sleep 1; i=$((i+1)); done"
-    )
-    return ["/bin/sh", "-c", loop]
-
-
-def _times(quantity: str, n: int) -> str:
-    """A whole-number Kubernetes quantity ("2", "4Gi") times ``n``."""
-    digits = quantity.rstrip("KMGTPEi")
-    return f"{int(digits) * n}{quantity[len(digits) :]}"
-
-
-def _cpus(resources: dict[str, str]) -> int:
-    """Whole CPUs (at least one) in a container's CPU quantity ("2", "500m")."""
-    quantity = resources["cpu"]
-    whole = int(quantity[:-1]) // 1000 if quantity.endswith("m") else int(quantity)
-    return max(1, whole)
+class _Job(_PserverWorkloads, _MpiWorkload):
+    """One job's objects: the parameter-server shape or the MPIJob."""
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""The allreduce workload: a Kubeflow ``MPIJob`` (``kubeflow.org/v2beta1``) whose launcher runs
+``mpirun`` and whose worker pods run ``sshd`` (see :mod:`distconv.deploy.render`)."""
+
+from __future__ import annotations
+
+from distconv.deploy.pod import (
+    GRACE_SECONDS,
+    HEALTH_ARGS,
+    HEALTH_PORT,
+    HOME,
+    WORK_DIR,
+    WORKER_RESOURCES,
+    Manifest,
+    _cpus,
+    _JobBase,
+    _port,
+    _times,
+    _tmp_volume,
+    _work_mount,
+    _work_volume,
+)
+
+#: the worker pods' sshd port
+SSH_PORT = 2222
+LAUNCHER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
+
+
+class _MpiWorkload(_JobBase):
+    """The MPIJob of one job."""
+
+    def mpijob(self) -> Manifest:
+        pods = -(-self.workers // self.slots)
+        # a pod holds `slots` ranks: it gets a worker's share of CPU and memory for each
+        resources = {k: _times(v, self.slots) for k, v in WORKER_RESOURCES.items()}
+        threads = _cpus(WORKER_RESOURCES)
+        args = ["mpirun", "-np", str(self.workers), "python", "-m", "mpi4py", "-m", "distconv"]
+        args += ["train", "--sync", "mpi", *HEALTH_ARGS, *self.train_argv()]
+        launcher = self.container(
+            "launcher",
+            args,
+            LAUNCHER_RESOURCES,
+            # mpirun (MPICH Hydra) hands its environment to every rank it starts over ssh; the
+            # worker pods' own environment never reaches them. Rank and size come from PMI.
+            env=self.rank_env("worker", None, threads, self.gpus > 0),
+            mounts=[_work_mount()],
+            ports=[],
+            probed=False,
+        )
+        # Hydra starts each rank in mpirun's working directory: the same path on every pod
+        launcher["workingDir"] = WORK_DIR
+        sshd = ["/usr/sbin/sshd", "-De", "-f", f"{HOME}/.sshd_config"]
+        worker = self.container(
+            "worker",
+            sshd,
+            resources,
+            env=[],
+            mounts=[_work_mount()],
+            ports=[_port("ssh", SSH_PORT), _port("health", HEALTH_PORT)],
+            gpus=self.gpus,
+            probed=False,
+        )
+        worker["workingDir"] = WORK_DIR
+        # sshd serves before any rank runs (gang scheduling may take long): no readiness or
+        # startup gate; liveness judges only ranks that are running, on their own ports
+        worker["livenessProbe"] = _rank_liveness(self.slots)
+        # sshd must outlive the ranks it started, or they die mid-checkpoint
+        worker["lifecycle"] = {"preStop": {"exec": {"command": _wait_for_ranks()}}}
+        return {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": self.metadata(self.name, "mpijob"),
+            "spec": {
+                "slotsPerWorker": self.slots,
+                "mpiImplementation": "MPICH",
+                "sshAuthMountPath": f"{HOME}/.ssh",
+                "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
+                "mpiReplicaSpecs": {
+                    "Launcher": self.replica(1, "launcher", launcher, "OnFailure"),
+                    "Worker": self.replica(pods, "worker", worker, "Never"),
+                },
+            },
+        }
+
+    def replica(self, replicas: int, component: str, container: Manifest, restart: str):
+        return {
+            "replicas": replicas,
+            "restartPolicy": restart,
+            "template": {
+                "metadata": {"labels": self.labels(component)},
+                "spec": self.pod_spec(container, [_tmp_volume(), _work_volume()]),
+            },
+        }
+
+
+#: exit 0 while no rank listens (none started yet, or all done); else every listening rank's
+#: /healthz must answer 200
+_RANK_LIVENESS = """\
+import socket, sys, urllib.request
+for port in range({first}, {stop}):
+    try:
+        socket.create_connection(("127.0.0.1", port), 2).close()
+    except OSError:
+        continue
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{{port}}/healthz", timeout=4)
+    except Exception as exc:
+        sys.exit(f"rank on port {{port}}: {{exc}}")
+"""
+
+
+def _rank_liveness(slots: int) -> Manifest:
+    """An MPI worker pod's liveness: the /healthz of each rank that runs there."""
+    script = _RANK_LIVENESS.format(first=HEALTH_PORT, stop=HEALTH_PORT + slots)
+    return {
+        "exec": {"command": ["python", "-c", script]},
+        "periodSeconds": 30,
+        "failureThreshold": 3,
+        "timeoutSeconds": 10,
+    }
+
+
+def _wait_for_ranks() -> list[str]:
+    """preStop: wait while a distconv rank runs in the pod, at most the grace period.
+
+    ``[d]istconv`` matches the ranks' command lines but not this shell's or grep's own.
+    """
+    loop = (
+        f"i=0; while [ $i -lt {GRACE_SECONDS} ] && "
+        "grep -qs '[d]istconv' /proc/[0-9]*/cmdline; do sleep 1; i=$((i+1)); done"
+    )
+    return ["/bin/sh", "-c", loop]

@@ -1,0 +1,213 @@
+"""The pod and container pieces every workload of a job shares.
+
+Labels and metadata, the pod's and container's security context (a numeric non-root user, a
+read-only root file system, no capabilities), CPU and memory requests and limits, the
+environment a training process reads, the ``/readyz`` and ``/healthz`` probes, and the volumes
+and mounts (``/tmp``, the run directory, the CURVE keys). The workloads build on
+:class:`_JobBase`: :mod:`distconv.deploy.pserver` and :mod:`distconv.deploy.mpijob`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from distconv import __version__
+
+Manifest = dict[str, Any]
+
+#: the image's user and group (docker/Dockerfile); numeric, so runAsNonRoot can verify it
+USER_ID = 10001
+HOME = "/home/distconv"
+#: the training processes get --health-port HEALTH_PORT
+HEALTH_PORT = 8080
+#: where the CURVE key Secrets are mounted (DISTCONV_KEYS points here)
+KEYS_DIR = "/etc/distconv/keys"
+#: the workers' working directory: run output (checkpoints, metrics) of the relative --out
+WORK_DIR = "/var/lib/distconv/run"
+#: SIGTERM -> checkpoint -> exit must fit in here before SIGKILL
+GRACE_SECONDS = 120
+
+WORKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
+
+#: a restarted container resumes from the run directory's last checkpoint, or starts afresh
+RESUME_ARGS = ("--resume", "auto")
+#: probes must answer the kubelet, which calls the pod's address, not loopback
+HEALTH_ARGS = ("--health-port", str(HEALTH_PORT), "--health-host", "0.0.0.0")
+#: a startup probe on /readyz may wait this long (periods x failures) for peers and seeding
+STARTUP_SECONDS = 1200
+
+
+class _JobBase:
+    """The pieces every object of one job shares; the workload mixins add one method per
+    object."""
+
+    def __init__(self, name, workers, servers, image, gpus, train_args, mode, slots) -> None:
+        self.name = name
+        self.workers = workers
+        self.servers = servers
+        self.image = image
+        self.gpus = gpus
+        self.train_args = train_args
+        self.mode = mode
+        self.slots = slots
+        self.pserver = f"{name}-pserver"
+
+    # -- shared pieces --------------------------------------------------------------------------
+
+    def selector(self, component: str) -> dict[str, str]:
+        """The labels that pick this job's pods of one component."""
+        return {
+            "app.kubernetes.io/name": "distconv",
+            "app.kubernetes.io/instance": self.name,
+            "app.kubernetes.io/component": component,
+        }
+
+    def labels(self, component: str) -> dict[str, str]:
+        """The standard recommended labels of every object and pod."""
+        return {
+            **self.selector(component),
+            "app.kubernetes.io/part-of": "distconv",
+            "app.kubernetes.io/version": __version__,
+            "app.kubernetes.io/managed-by": "distconv-launch",
+        }
+
+    def metadata(self, name: str, component: str) -> Manifest:
+        return {"name": name, "labels": self.labels(component)}
+
+    def pod_spec(self, container: Manifest, volumes: list[Manifest], **extra: Any) -> Manifest:
+        """A pod running ``container`` as the image's non-root user."""
+        return {
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": USER_ID,
+                "runAsGroup": USER_ID,
+                "fsGroup": USER_ID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "terminationGracePeriodSeconds": GRACE_SECONDS,
+            **extra,
+            "containers": [container],
+            "volumes": volumes,
+        }
+
+    def container(
+        self,
+        name: str,
+        args: list[str],
+        resources: dict[str, str],
+        *,
+        env: list[Manifest],
+        mounts: list[Manifest],
+        ports: list[Manifest],
+        gpus: int = 0,
+        probed: bool = True,
+    ) -> Manifest:
+        """A container of the image; only ``args`` is set, so tini stays the entry point."""
+        limits: dict[str, Any] = dict(resources)
+        if gpus:
+            limits["nvidia.com/gpu"] = gpus
+        spec: Manifest = {
+            "name": name,
+            "image": self.image,
+            "imagePullPolicy": "IfNotPresent",
+            "args": args,
+            **({"env": env} if env else {}),
+            **({"ports": ports} if ports else {}),
+            "resources": {"requests": dict(resources), "limits": limits},
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+            },
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
+        }
+        if probed:
+            spec.update(_probes())
+        return spec
+
+    def rank_env(
+        self, role: str, world_size: int | None, threads: int, gpu: bool
+    ) -> list[Manifest]:
+        """What a training process needs to know about itself, besides its rank."""
+        env = [_env("DISTCONV_ROLE", role), _env("DISTCONV_JOB_ID", self.name)]
+        if world_size is not None:
+            env.append(_env("DISTCONV_WORLD_SIZE", str(world_size)))
+        # matplotlib and friends want a writable config directory; the root fs is read-only
+        env.append(_env("MPLCONFIGDIR", "/tmp/matplotlib"))
+        # one BLAS pool per process, sized to its share of the CPU limit: nothing oversubscribes
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.append(_env(name, str(threads)))
+        env.append(_env("DISTCONV_NUM_THREADS", str(threads)))
+        if gpu:
+            env.append(_env("DISTCONV_DEVICE", "gpu"))
+        return env
+
+    def train_argv(self) -> list[str]:
+        """The user's train arguments, resuming on a restart, writing onto the run volume."""
+        out = [] if _has_flag(self.train_args, "--out") else ["--out", f"{WORK_DIR}/train"]
+        return [*RESUME_ARGS, *out, *self.train_args]
+
+
+def _probes() -> Manifest:
+    """Readiness on /readyz, liveness on /healthz; the startup probe holds liveness off while
+    a rank waits for its peers (or, under MPI, for mpirun to start it)."""
+
+    def probe(path: str, period: int, failures: int) -> Manifest:
+        return {
+            "httpGet": {"path": path, "port": "health"},
+            "periodSeconds": period,
+            "failureThreshold": failures,
+            "timeoutSeconds": 5,
+        }
+
+    return {
+        # /readyz, not /healthz: /healthz is 200 before the first beat, so a startup probe on
+        # it would pass at once; liveness starts once the rank has its parameters
+        "startupProbe": probe("/readyz", 10, STARTUP_SECONDS // 10),
+        "readinessProbe": probe("/readyz", 5, 3),
+        "livenessProbe": probe("/healthz", 30, 3),
+    }
+
+
+def _env(name: str, value: str) -> Manifest:
+    return {"name": name, "value": value}
+
+
+def _port(name: str, number: int) -> Manifest:
+    return {"name": name, "containerPort": number, "protocol": "TCP"}
+
+
+def _keys_mount() -> Manifest:
+    return {"name": "keys", "mountPath": KEYS_DIR, "readOnly": True}
+
+
+def _tmp_volume() -> Manifest:
+    return {"name": "tmp", "emptyDir": {}}
+
+
+def _work_volume() -> Manifest:
+    """The run directory (checkpoints, metrics); an emptyDir survives container restarts in
+    the pod, not the pod: use a PersistentVolumeClaim to keep runs across pods."""
+    return {"name": "work", "emptyDir": {}}
+
+
+def _work_mount() -> Manifest:
+    return {"name": "work", "mountPath": WORK_DIR}
+
+
+def _has_flag(argv: Sequence[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def _times(quantity: str, n: int) -> str:
+    """A whole-number Kubernetes quantity ("2", "4Gi") times ``n``."""
+    digits = quantity.rstrip("KMGTPEi")
+    return f"{int(digits) * n}{quantity[len(digits) :]}"
+
+
+def _cpus(resources: dict[str, str]) -> int:
+    """Whole CPUs (at least one) in a container's CPU quantity ("2", "500m")."""
+    quantity = resources["cpu"]
+    whole = int(quantity[:-1]) // 1000 if quantity.endswith("m") else int(quantity)
+    return max(1, whole)

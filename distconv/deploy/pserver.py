@@ -1,0 +1,145 @@
+"""The parameter-server workloads: a headless Service and a StatefulSet for the shards, an
+Indexed Job for the workers (see :mod:`distconv.deploy.render`)."""
+
+from __future__ import annotations
+
+from distconv.deploy.pod import (
+    HEALTH_ARGS,
+    HEALTH_PORT,
+    KEYS_DIR,
+    WORK_DIR,
+    WORKER_RESOURCES,
+    Manifest,
+    _cpus,
+    _env,
+    _JobBase,
+    _keys_mount,
+    _port,
+    _tmp_volume,
+    _work_volume,
+)
+
+#: the shards' port inside their pods
+PS_PORT = 5555
+#: each shard's checkpoint parts (a PersistentVolumeClaim per shard)
+CHECKPOINT_DIR = "/var/lib/distconv/checkpoints"
+#: the shard's StatefulSet pods carry their ordinal in this label (Kubernetes >= 1.28)
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+SERVER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+
+
+class _PserverWorkloads(_JobBase):
+    """The shards' Service and StatefulSet and the workers' Indexed Job of one job."""
+
+    def pserver_addresses(self) -> list[str]:
+        """Every shard's stable DNS name and port, in shard order."""
+        return [f"{self.pserver}-{i}.{self.pserver}:{PS_PORT}" for i in range(self.servers)]
+
+    def pserver_service(self) -> Manifest:
+        """Headless, and publishing pods before they are ready: workers must reach the shards
+        to seed them, and a shard is only ready once seeded."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": self.metadata(self.pserver, "pserver"),
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": self.selector("pserver"),
+                "ports": [
+                    {"name": "ps", "port": PS_PORT, "targetPort": "ps"},
+                    {"name": "health", "port": HEALTH_PORT, "targetPort": "health"},
+                ],
+            },
+        }
+
+    def pserver_statefulset(self) -> Manifest:
+        args = ["distconv", "pserver", "--bind", f"0.0.0.0:{PS_PORT}"]
+        args += ["--shard", "$(DISTCONV_SHARD)", "--num-shards", str(self.servers)]
+        args += ["--workers", str(self.workers), "--mode", self.mode, "--keys", KEYS_DIR]
+        args += ["--checkpoint-dir", CHECKPOINT_DIR, *HEALTH_ARGS]
+        env = self.rank_env("server", self.servers, _cpus(SERVER_RESOURCES), gpu=False)
+        env += [
+            _env("DISTCONV_KEYS", KEYS_DIR),
+            _env("DISTCONV_RANK_FROM_HOSTNAME", "1"),
+            {
+                "name": "DISTCONV_SHARD",
+                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}},
+            },
+        ]
+        container = self.container(
+            "pserver",
+            args,
+            SERVER_RESOURCES,
+            env=env,
+            mounts=[_keys_mount(), {"name": "checkpoints", "mountPath": CHECKPOINT_DIR}],
+            ports=[_port("ps", PS_PORT), _port("health", HEALTH_PORT)],
+        )
+        claim = {
+            "metadata": {"name": "checkpoints", "labels": self.labels("pserver")},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": self.metadata(self.pserver, "pserver"),
+            "spec": {
+                "serviceName": self.pserver,
+                "replicas": self.servers,
+                # shards are peers, not a chain: start and replace them all at once
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": self.selector("pserver")},
+                "template": {
+                    "metadata": {"labels": self.labels("pserver")},
+                    "spec": self.pod_spec(container, [_tmp_volume(), self.keys_volume("server")]),
+                },
+                "volumeClaimTemplates": [claim],
+            },
+        }
+
+    def keys_volume(self, side: str) -> Manifest:
+        """The ``side`` (``"server"`` or ``"worker"``) Secret: each side gets only its keys."""
+        # 0440 + fsGroup: readable by the non-root user's group, by nobody else
+        return {
+            "name": "keys",
+            "secret": {"secretName": f"{self.name}-{side}-keys", "defaultMode": 0o440},
+        }
+
+    def worker_job(self) -> Manifest:
+        servers = ",".join(self.pserver_addresses())
+        args = ["distconv", "train", "--sync", "pserver", "--pservers", servers]
+        args += ["--keys", KEYS_DIR, *HEALTH_ARGS, *self.train_argv()]
+        env = self.rank_env("worker", self.workers, _cpus(WORKER_RESOURCES), self.gpus > 0)
+        env += [_env("DISTCONV_PSERVERS", servers), _env("DISTCONV_KEYS", KEYS_DIR)]
+        container = self.container(
+            "worker",
+            args,
+            WORKER_RESOURCES,
+            env=env,
+            mounts=[_keys_mount(), {"name": "work", "mountPath": WORK_DIR}],
+            ports=[_port("health", HEALTH_PORT)],
+            gpus=self.gpus,
+        )
+        container["workingDir"] = WORK_DIR
+        volumes = [_tmp_volume(), self.keys_volume("worker"), _work_volume()]
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": self.metadata(f"{self.name}-worker", "worker"),
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": self.workers,
+                "parallelism": self.workers,
+                "backoffLimit": 3 * self.workers,
+                "template": {
+                    "metadata": {"labels": self.labels("worker")},
+                    # OnFailure restarts the container in the same pod, so the run directory
+                    # (and the chief's checkpoint in it) survives for --resume
+                    "spec": self.pod_spec(container, volumes, restartPolicy="OnFailure"),
+                },
+            },
+        }
