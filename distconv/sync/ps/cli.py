@@ -84,7 +84,8 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
 
 def run_pserver(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT."""
-    from distconv.sync.ps.server import ShardConfig, run_shard
+    from distconv.sync.ps.config import ShardConfig
+    from distconv.sync.ps.server import run_shard
 
     config = ShardConfig(
         bind=args.bind,

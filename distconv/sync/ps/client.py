@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,20 +25,17 @@ from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.runtime import DEFAULT_JOB_ID
-from distconv.sync.base import StateDict, SyncError, SyncStrategy, first_difference, job_description
-from distconv.sync.ps import keys as keyfiles
+from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_description
 from distconv.sync.ps.blocks import BLOCK_BYTES, Block, Layout, ParamSpec, rows_view
-from distconv.sync.ps.server import hostname, split_endpoint
-from distconv.sync.ps.wire import WireError, dtype_name, pack, unpack_arrays, unpack_header
+from distconv.sync.ps.channel import ShardChannel, _now
+from distconv.sync.ps.config import hostname, split_endpoint
+from distconv.sync.ps.remote_state import RemoteState
+from distconv.sync.ps.wire import dtype_name
 
 log = logging.getLogger("distconv.pserver")
 
-#: a worker waits this much longer than ``timeout`` for a reply, so that the shard's own timeout
-#: (which names the missing worker) fires first when both use the same value
-GRACE = 1.5
 
-
-class PServerSync(SyncStrategy):
+class PServerSync(ShardChannel, RemoteState, SyncStrategy):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
     Args:
@@ -107,80 +103,6 @@ class PServerSync(SyncStrategy):
         self._rid_shard: dict[int, int] = {}
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
         self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
-
-    def _connect(self, endpoint: str, keys_dir: str | None, insecure: bool) -> zmq.Socket:
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        if insecure:
-            log.warning("rank %d: --insecure: talking to %s without CURVE", self.rank, endpoint)
-        else:
-            keyfiles.curve_client(sock, keyfiles.worker_keys(keys_dir, self.rank))
-        host, port = split_endpoint(endpoint)
-        sock.connect(f"tcp://{f'[{host}]' if ':' in host else host}:{port}")
-        return sock
-
-    # -- requests -----------------------------------------------------------------------------
-    def _send(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()) -> int:
-        rid = self._next_id
-        self._next_id += 1
-        head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
-        frames = pack(head, arrays)
-        self._socks[shard].send_multipart(frames, copy=False)
-        self._bytes_pushed += sum(memoryview(f).nbytes for f in frames)
-        return rid
-
-    def _wait(self, rids: Sequence[int], what: str) -> list[tuple[dict[str, Any], list]]:
-        """The replies to ``rids``, in order; SyncError on an error reply or past the timeout."""
-        limit = self.timeout * GRACE
-        deadline = _now() + limit
-        missing = [r for r in rids if r not in self._replies]
-        while missing:
-            left = deadline - _now()
-            if left <= 0:
-                raise SyncError(
-                    f"rank {self.rank}: no answer to {what} from pserver shard(s) "
-                    f"{self._shards_of(missing)} within {limit:g} s"
-                )
-            for sock, _ in self._poller.poll(left * 1000):
-                self._receive(sock)
-            missing = [r for r in missing if r not in self._replies]
-        out = [self._replies.pop(r) for r in rids]
-        for r in rids:  # a long run sends millions of requests
-            self._rid_shard.pop(r, None)
-        for header, _ in out:
-            if header["op"] == "error":
-                raise SyncError(f"rank {self.rank}, {what}: pserver: {header.get('error')}")
-        return out
-
-    def _receive(self, sock: zmq.Socket) -> None:
-        while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            self._bytes_pulled += sum(len(f) for f in frames)
-            try:
-                header = unpack_header(frames[0].buffer, request=False)
-                arrays = unpack_arrays(header, [f.buffer for f in frames[1:]])
-            except WireError as exc:
-                raise SyncError(
-                    f"rank {self.rank}: malformed reply from a pserver: {exc}"
-                ) from None
-            self._replies[header.get("id", -1)] = (header, arrays)
-
-    def _shards_of(self, rids: Sequence[int]) -> str:
-        shards = sorted({self._rid_shard.get(r, -1) for r in rids})
-        return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
-
-    def _ask(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()):
-        rid = self._send(shard, header, arrays)
-        self._rid_shard[rid] = shard
-        return rid
-
-    def _ask_all(
-        self, headers: Sequence[tuple[int, dict[str, Any], Sequence[np.ndarray]]], what: str
-    ) -> list[tuple[dict[str, Any], list]]:
-        return self._wait([self._ask(s, h, a) for s, h, a in headers], what)
 
     # -- start-up -----------------------------------------------------------------------------
     def setup(
@@ -406,57 +328,6 @@ class PServerSync(SyncStrategy):
             "stale_dropped": self.drops,
         }
 
-    # -- optimizer state ----------------------------------------------------------------------
-    def state_dict(self) -> StateDict:
-        """Gather every block's optimizer state from the shards, by parameter name then key."""
-        state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
-        asks = [
-            (s, {"op": "get_state", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ())
-            for s in range(len(self._socks))
-        ]
-        for s, (h, arrays) in enumerate(self._ask_all(asks, "get_state")):
-            it = iter(arrays)
-            for b in self.layout.blocks_on(s):
-                for key in h["keys"]:
-                    target, a = state[self._specs[b.param].name][key], next(it)
-                    if target.ndim == 0:  # a per-parameter scalar (Adam's step): same everywhere
-                        target[...] = a
-                    else:
-                        rows_view(target, self._specs[b.param])[b.start : b.stop] = a
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Rank 0 sends ``state`` to the shards (the others have nothing to do)."""
-        if not self.is_chief:
-            return
-        asks = []
-        for s in range(len(self._socks)):
-            blocks = self.layout.blocks_on(s)
-            keys = sorted(state[self.params[blocks[0].param].name]) if blocks else []
-            arrays = []
-            for b in blocks:
-                spec = self._specs[b.param]
-                for key in keys:
-                    a = np.asarray(to_host(state[spec.name][key]))
-                    a = a if a.ndim == 0 else rows_view(a, spec)[b.start : b.stop]
-                    arrays.append(np.array(a, order="C"))
-            asks.append(
-                (s, {"op": "set_state", "blocks": [b.id for b in blocks], "keys": keys}, arrays)
-            )
-        self._ask_all(asks, "set_state")
-
-    def save_remote_parts(self, step: int) -> dict[str, str]:
-        """Ask every shard to write its part of checkpoint ``step``; part name -> path."""
-        writers = self._part_writers
-        asks = [(s, {"op": "checkpoint", "step": int(step)}, ()) for s in writers]
-        replies = self._ask_all(asks, f"checkpoint {step}") if asks else []
-        return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
-
-    def shard_stats(self) -> list[dict[str, Any]]:
-        """Each shard's counters (pushes, bytes in/out, drops, update seconds, errors)."""
-        asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
-        return [h["stats"] for h, _ in self._ask_all(asks, "stats")]
-
     # -- collectives (through shard 0) --------------------------------------------------------
     def _gather(self, kind: str, value: Any) -> list[Any]:
         self._collective += 1
@@ -502,7 +373,3 @@ def _rows_in(rows: np.ndarray, block: Block) -> np.ndarray:
     """The sorted ``rows`` that fall in ``block``."""
     lo, hi = np.searchsorted(rows, [block.start, block.stop])
     return rows[lo:hi]
-
-
-def _now() -> float:
-    return time.monotonic()

@@ -1,0 +1,78 @@
+"""A shard's settings and the ``HOST:PORT`` addresses shards and workers share."""
+
+from __future__ import annotations
+
+import os
+import socket as pysocket
+from dataclasses import dataclass
+
+from distconv.runtime import DEFAULT_JOB_ID
+from distconv.sync.ps.wire import MAX_MESSAGE_BYTES
+
+
+@dataclass
+class ShardConfig:
+    """A shard's settings (the ``distconv pserver`` flags).
+
+    Attributes:
+        bind: ``HOST:PORT``; port 0 picks a free port (printed and logged).
+        shard: this shard's index, ``0 <= shard < num_shards``.
+        num_shards: how many shards the job has.
+        workers: how many workers the job has.
+        mode: ``"sync"`` or ``"async"``.
+        max_staleness: async only: the most updates a pushed block may lag behind.
+        timeout: seconds any wait may take before the missing worker is named.
+        on_worker_loss: async only: ``"fail"`` or ``"continue"`` without a silent worker.
+        keys_dir: directory of the job's CURVE key files; None with ``insecure``.
+        insecure: no encryption, no authentication (local experiments only).
+        checkpoint_dir: where this shard writes its checkpoint parts.
+        job_id: the job every request must name ("" accepts the empty id only).
+        max_message_bytes: largest array payload of one message.
+    """
+
+    bind: str
+    shard: int = 0
+    num_shards: int = 1
+    workers: int = 1
+    mode: str = "sync"
+    max_staleness: int = 4
+    timeout: float = 60.0
+    on_worker_loss: str = "fail"
+    keys_dir: str | None = None
+    insecure: bool = False
+    checkpoint_dir: str | None = None
+    job_id: str = DEFAULT_JOB_ID
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad setting."""
+        if not (0 <= self.shard < self.num_shards):
+            raise ValueError(
+                f"need 0 <= --shard < --num-shards, got {self.shard}, {self.num_shards}"
+            )
+        if self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        if self.mode not in ("sync", "async"):
+            raise ValueError(f"--mode must be sync or async, got {self.mode!r}")
+        if self.on_worker_loss not in ("fail", "continue"):
+            raise ValueError(
+                f"--on-worker-loss must be fail or continue, got {self.on_worker_loss!r}"
+            )
+        if self.max_staleness < 0 or self.timeout <= 0:
+            raise ValueError("--max-staleness must be >= 0 and --timeout > 0")
+        if not self.insecure and not self.keys_dir:
+            raise ValueError("CURVE is on by default: pass --keys DIR, or --insecure to opt out")
+        split_endpoint(self.bind)
+
+
+def split_endpoint(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` as (host, port); ValueError unless both are present and the port is valid."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def hostname() -> str:
+    """This machine's name, as workers report it to the shards."""
+    return os.environ.get("HOSTNAME") or pysocket.gethostname()

@@ -1,0 +1,289 @@
+"""The requests a shard answers: one ``_op_<name>`` method per wire ``op``, with the checks
+that turn a malformed request into an error reply instead of a crash."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from distconv.optim import optimizer_from_config
+from distconv.sync.base import first_difference
+from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.state import (
+    _Block,
+    _expect,
+    _finite,
+    _param_spec,
+    _Refused,
+    _table_entry,
+    _Waiting,
+)
+from distconv.sync.ps.wire import DTYPES, WireError, int_list, unpack_arrays, unpack_header
+
+log = logging.getLogger("distconv.pserver")
+
+#: the collectives workers gather through shard 0, tagged "<kind>:<counter>"
+GATHER_KINDS = ("allreduce", "barrier", "all_equal")
+
+
+class RequestHandlers:
+    """The request side of :class:`~distconv.sync.ps.server.Shard`: check a request, dispatch
+    it to its ``_op_`` method."""
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def handle(self, frames: Sequence[Any]) -> None:
+        """Check one request and answer it (now, or when its sync step or collective is done)."""
+        ident = frames[0].bytes
+        self.stats.bytes_in += sum(len(f) for f in frames[1:])
+        header: dict[str, Any] = {}
+        try:
+            if len(frames) < 2:
+                raise WireError("empty message")
+            header = unpack_header(frames[1].buffer)
+            self._check_sender(header, frames[1])
+            arrays = unpack_arrays(
+                header, [f.buffer for f in frames[2:]], self.config.max_message_bytes
+            )
+            if self.failed and header["op"] not in ("stats", "bye"):
+                raise _Refused(self.failed)
+            self.last_seen[header["rank"]] = time.monotonic()
+            getattr(self, f"_op_{header['op']}")(ident, header, arrays)
+        except (WireError, _Refused) as exc:
+            self.stats.errors += 1
+            if isinstance(exc, WireError):
+                log.warning("shard %d: bad request from %r: %s", self.index, ident, exc)
+            self._reply(ident, header, error=str(exc))
+        except Exception as exc:  # a request no check foresaw must not take the shard down
+            self.stats.errors += 1
+            log.exception("shard %d: request from %r failed", self.index, ident)
+            self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
+
+    def _check_sender(self, header: dict[str, Any], frame: Any) -> None:
+        if header["job"] != self.config.job_id:
+            raise WireError(f"job {header['job']!r}, this shard serves {self.config.job_id!r}")
+        rank = header["rank"]
+        if not 0 <= rank < self.config.workers:
+            raise WireError(f"rank {rank} outside 0..{self.config.workers - 1}")
+        if self._key_rank:
+            key = keyfiles.user_id(frame)
+            if self._key_rank.get(key) != rank:
+                raise WireError(f"rank {rank} sent with another worker's key")
+
+    # -- start-up -----------------------------------------------------------------------------
+    def _settings(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "shard": c.shard,
+            "num_shards": c.num_shards,
+            "workers": c.workers,
+            "mode": c.mode,
+            "max_staleness": c.max_staleness,
+            "checkpoints": bool(c.checkpoint_dir),
+        }
+
+    def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        text = header["description"]
+        self.hosts[header["rank"]] = header["host"]
+        if self.description is None:
+            self.description = text
+        elif text != self.description:
+            diff = first_difference(json.loads(text), json.loads(self.description))
+            raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
+        self.left.discard(header["rank"])
+        self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
+
+    def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        if header["rank"] != 0:
+            raise WireError(f"only rank 0 seeds the shards, got rank {header['rank']}")
+        params = [_param_spec(p) for p in header["params"]]
+        try:
+            optimizer = optimizer_from_config(header["optimizer"])
+        except (ValueError, TypeError) as exc:
+            raise WireError(f"optimizer config: {exc}") from None
+        table = [_table_entry(e, params) for e in header["table"]]
+        if not table:
+            raise WireError("seed: no blocks")
+        if len({e[0] for e in table}) != len(table) or len(arrays) != len(table):
+            raise WireError("seed: block ids repeat, or blocks and arrays differ in number")
+        blocks = {}
+        for (bid, p, start, stop), value in zip(table, arrays):
+            _expect(value, params[p], stop - start, f"block {bid}")
+            copy = np.array(value)
+            blocks[bid] = _Block(p, start, stop, copy, optimizer.init_state(copy))
+        self.params, self.blocks, self.optimizer = params, blocks, optimizer
+        self.by_param = {}
+        for bid in sorted(blocks):
+            self.by_param.setdefault(blocks[bid].param, []).append(bid)
+        self.completed = {}
+        self.waiting = {k: w for k, w in self.waiting.items() if k.startswith("gather:")}
+        log.info(
+            "shard %d: seeded with %d blocks of %d parameters, %s",
+            self.index,
+            len(blocks),
+            len({b.param for b in blocks.values()}),
+            optimizer,
+        )
+        self._reply(ident, header)
+
+    # -- values and state ---------------------------------------------------------------------
+    def _blocks(self, header: dict[str, Any]) -> list[tuple[int, _Block]]:
+        if not self.blocks:
+            raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
+        out = []
+        for bid in int_list(header, "blocks"):
+            if bid not in self.blocks:
+                raise WireError(f"block {bid} is not held by shard {self.index}")
+            out.append((bid, self.blocks[bid]))
+        return out
+
+    def _op_pull(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        blocks = self._blocks(header)
+        if "rows" not in header:
+            # async pushes update values in place while a reply may still sit in ZeroMQ's queue
+            values = [b.value.copy() if self.config.mode == "async" else b.value for _, b in blocks]
+            self._reply(ident, header, values, versions=[b.version for _, b in blocks])
+            return
+        counts = int_list(header, "rows")
+        if len(counts) != len(blocks) or len(arrays) != len(blocks):
+            raise WireError(
+                f"pull of rows: {len(counts)} counts, {len(arrays)} id arrays for "
+                f"{len(blocks)} blocks"
+            )
+        for (bid, b), rows, n in zip(blocks, arrays, counts):
+            self._check_rows(b, rows, n, f"pull of block {bid}")
+        out, fields = self._values([bid for bid, _ in blocks], arrays)
+        self._reply(ident, header, out, **fields)
+
+    def _op_get_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        blocks = self._blocks(header)
+        keys = sorted(blocks[0][1].state) if blocks else []
+        out = [np.array(b.state[k], order="C") for _, b in blocks for k in keys]
+        self._reply(ident, header, out, keys=keys)
+
+    def _op_set_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        if header["rank"] != 0:
+            raise WireError("only rank 0 loads optimizer state")
+        blocks = self._blocks(header)
+        keys = header["keys"]
+        if len(arrays) != len(blocks) * len(keys):
+            raise WireError(
+                f"set_state: {len(arrays)} arrays for {len(blocks)} blocks x {len(keys)} keys"
+            )
+        it = iter(arrays)
+        for bid, b in blocks:
+            if set(keys) != set(b.state):
+                raise WireError(f"set_state keys {keys}, the optimizer keeps {sorted(b.state)}")
+            for k in keys:
+                a = next(it)
+                if a.shape != b.state[k].shape or a.dtype != b.state[k].dtype:
+                    raise WireError(
+                        f"set_state block {bid} {k!r}: {a.dtype}{a.shape}, expected "
+                        f"{b.state[k].dtype}{b.state[k].shape}"
+                    )
+                b.state[k][...] = a
+        self._reply(ident, header)
+
+    # -- pushes -------------------------------------------------------------------------------
+    def _op_push(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        p, rank = header["param"], header["rank"]
+        ids = int_list(header, "blocks")
+        if not self.blocks:
+            raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
+        if p not in self.by_param:  # also a negative index, which would wrap around
+            raise WireError(f"push of parameter {p}: this shard holds no block of it")
+        mine = self.by_param[p]
+        if ids != mine:
+            raise WireError(f"push of parameter {p}: blocks {ids[:8]}, this shard holds {mine[:8]}")
+        if header["count"] < 0 or header["lr"] <= 0:
+            raise WireError(f"push: count {header['count']} < 0 or lr {header['lr']} <= 0")
+        parts = self._gradient_parts(header, ids, arrays)
+        for _, g in parts:
+            if not _finite(g):
+                name = self.params[p].name
+                msg = f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
+                if self.config.mode == "sync":
+                    self._fail(msg)
+                raise _Refused(msg)
+        self.stats.pushes += 1
+        self.last_step[rank] = header["step"]
+        if self.config.mode == "sync":
+            self._collect_push(ident, header, parts)
+        else:
+            self._apply_async(ident, header, parts)
+
+    def _gradient_parts(self, header: dict[str, Any], ids: list[int], arrays: list) -> list:
+        """Per block, ``(row ids or None, gradient)``: whole blocks, or a sparse push's rows."""
+        spec = self.params[header["param"]]
+        if "rows" not in header:
+            if len(arrays) != len(ids):
+                raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+            for bid, g in zip(ids, arrays):
+                _expect(g, spec, self.blocks[bid].stop - self.blocks[bid].start, f"block {bid}")
+            return [(None, g) for g in arrays]
+        if not spec.sparse:
+            raise WireError(f"push of rows for {spec.name}, which is not sparse")
+        counts = int_list(header, "rows")
+        if len(counts) != len(ids) or len(arrays) != 2 * len(ids):
+            raise WireError(
+                f"sparse push: {len(counts)} row counts, {len(arrays)} arrays for "
+                f"{len(ids)} blocks (want one count and [ids, rows] per block)"
+            )
+        parts = []
+        for k, bid in enumerate(ids):
+            rows, g = arrays[2 * k], arrays[2 * k + 1]
+            self._check_rows(self.blocks[bid], rows, counts[k], f"block {bid}")
+            _expect(g, spec, counts[k], f"rows of block {bid}")
+            parts.append((rows, g))
+        return parts
+
+    def _check_rows(self, block: _Block, rows: np.ndarray, count: int, what: str) -> None:
+        ok = rows.dtype == DTYPES["int64"] and rows.shape == (count,)
+        if not ok or (count and (rows[0] < block.start or rows[-1] >= block.stop)):
+            raise WireError(f"{what}: row ids must be {count} int64 in {block.start}:{block.stop}")
+        if count > 1 and not (np.diff(rows) > 0).all():
+            raise WireError(f"{what}: row ids must increase strictly")
+
+    def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        kind, _, number = str(header["tag"]).partition(":")
+        if kind not in GATHER_KINDS or not number.isdigit():
+            # a made-up tag would hold every other rank's gathers hostage until the timeout
+            raise WireError(f"gather tag {header['tag']!r} is not one of {GATHER_KINDS} + ':N'")
+        key = f"gather:{header['tag']}"
+        waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
+        if header["rank"] in waiting.by_rank:
+            raise WireError(f"rank {header['rank']} sent {header['tag']!r} twice")
+        waiting.by_rank[header["rank"]] = (ident, header, [])
+        self._finish_gather(key)
+
+    def _finish_gather(self, key: str) -> None:
+        waiting = self.waiting[key]
+        if not self._live() <= set(waiting.by_rank):
+            return
+        del self.waiting[key]
+        values = [
+            waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
+            for r in range(self.config.workers)
+        ]
+        for ident, header, _ in waiting.by_rank.values():
+            self._reply(ident, header, values=values)
+
+    def _op_stats(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        self._reply(
+            ident, header, stats=self.stats.as_dict(), failed=self.failed, **self._settings()
+        )
+
+    def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        self.left.add(header["rank"])
+        self._reply(ident, header)
+
+    def _op_checkpoint(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        if not self.config.checkpoint_dir:
+            raise _Refused(f"shard {self.index} has no --checkpoint-dir")
+        if not self.blocks:
+            raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
+        self._reply(ident, header, path=str(self.save_part(str(header["step"]))))

@@ -1,0 +1,221 @@
+"""What a shard holds (blocks, their optimizer state, held requests, counters) and how an
+update changes it: the sync mean in rank order, the async staleness rule, sparse rows."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distconv.sync.ps.blocks import ParamSpec
+from distconv.sync.ps.wire import DTYPES, WireError, int_list
+
+log = logging.getLogger("distconv.pserver")
+
+
+@dataclass
+class _Block:
+    param: int
+    start: int
+    stop: int
+    value: np.ndarray
+    state: dict[str, np.ndarray]
+    version: int = 0
+
+
+@dataclass
+class _Waiting:
+    """Requests held until every worker has sent its part (a sync step or a collective)."""
+
+    what: str
+    since: float
+    by_rank: dict[int, tuple[bytes, dict[str, Any], list[np.ndarray]]] = field(default_factory=dict)
+
+
+@dataclass
+class Stats:
+    """What the shard reports on a ``stats`` request and in its log."""
+
+    pushes: int = 0
+    updates: int = 0
+    drops: int = 0
+    errors: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    update_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Refused(Exception):
+    """A well-formed request the shard cannot serve (not seeded, job failed, NaN gradient)."""
+
+
+def _param_spec(entry: Any) -> ParamSpec:
+    ok = (
+        isinstance(entry, list)
+        and len(entry) == 4
+        and isinstance(entry[0], str)
+        and isinstance(entry[1], list)
+        and all(isinstance(n, int) and n >= 0 for n in entry[1])
+        and entry[2] in DTYPES
+        and isinstance(entry[3], bool)
+    )
+    if not ok:
+        raise WireError(f"seed: parameter entry {entry!r} is not [name, shape, dtype, sparse]")
+    return ParamSpec(entry[0], tuple(entry[1]), entry[2], entry[3])
+
+
+def _table_entry(entry: Any, params: Sequence[ParamSpec]) -> tuple[int, int, int, int]:
+    ok = isinstance(entry, list) and len(entry) == 4 and all(isinstance(n, int) for n in entry)
+    if not ok or not 0 <= entry[1] < len(params):
+        raise WireError(f"seed: block entry {entry!r} is not [id, param, start, stop]")
+    bid, p, start, stop = entry
+    if not 0 <= start < stop <= params[p].rows:
+        raise WireError(f"seed: block {bid} rows {start}:{stop} outside 0:{params[p].rows}")
+    return bid, p, start, stop
+
+
+def _finite(grad: np.ndarray) -> bool:
+    """No NaN or Inf in ``grad``: a sum first (no temporary array), the exact test if it is not."""
+    return bool(np.isfinite(grad.sum())) or bool(np.isfinite(grad).all())
+
+
+def _mean_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]], total: int):
+    """Sum the ranks' gradients of one block in rank order, divide by ``total``.
+
+    Returns ``(row ids or None, gradient)``. Dense parts add up whole; sparse parts add up over
+    the union of their rows (``np.add.at`` visits the concatenation in order, so every row's
+    sum runs in rank order too). Two runs add in the same order, bit for bit.
+    """
+    if parts[0][0] is None:
+        if len(parts) == 1:
+            return None, parts[0][1] / max(total, 1)
+        grad = parts[0][1] + parts[1][1]
+        for _, g in parts[2:]:
+            grad += g
+    else:
+        ids = np.concatenate([rows for rows, _ in parts])
+        rows, where = np.unique(ids, return_inverse=True)
+        grad = np.zeros((len(rows), parts[0][1].shape[1]), dtype=parts[0][1].dtype)
+        np.add.at(grad, where, np.concatenate([g for _, g in parts]))
+    if total > 1:
+        grad /= total
+    return (None if parts[0][0] is None else rows), grad
+
+
+def _expect(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:
+    """WireError unless ``array`` is ``rows`` rows of ``spec`` in ``spec``'s dtype."""
+    shape = (rows, spec.row_len)
+    if array.shape != shape or array.dtype != DTYPES[spec.dtype]:
+        raise WireError(
+            f"{what} of {spec.name}: {array.dtype}{list(array.shape)}, expected "
+            f"{spec.dtype}{list(shape)}"
+        )
+
+
+class BlockUpdates:
+    """The optimizer side of :class:`~distconv.sync.ps.server.Shard`: collect a sync step's
+    pushes, apply them (or an async push) to the blocks, build the reply's values."""
+
+    def _collect_push(self, ident: bytes, header: dict[str, Any], parts: list) -> None:
+        p, step, rank = header["param"], header["step"], header["rank"]
+        if step <= self.completed.get(p, -1):
+            raise WireError(f"stale push: step {step} of parameter {self.params[p].name} is done")
+        key = f"push:{p}"
+        waiting = self.waiting.setdefault(key, _Waiting(f"step {step}", time.monotonic()))
+        first = next(iter(waiting.by_rank.values()), None)
+        if first is not None and first[1]["step"] != step:
+            raise WireError(f"push for step {step}, shard is collecting step {first[1]['step']}")
+        if first is not None and ("rows" in first[1]) != ("rows" in header):
+            raise WireError(f"rank {rank} pushed {self.params[p].name} dense and sparse mixed")
+        if rank in waiting.by_rank:
+            raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
+        waiting.by_rank[rank] = (ident, header, parts)
+        if len(waiting.by_rank) == self.config.workers:
+            del self.waiting[key]
+            self._apply_sync(p, step, waiting)
+
+    def _apply_sync(self, p: int, step: int, waiting: _Waiting) -> None:
+        ranks = sorted(waiting.by_rank)
+        total = sum(waiting.by_rank[r][1]["count"] for r in ranks)
+        ids = waiting.by_rank[ranks[0]][1]["blocks"]
+        self.optimizer.lr = float(waiting.by_rank[0][1]["lr"])
+        start = time.perf_counter()
+        touched = []
+        for i, bid in enumerate(ids):
+            rows, grad = _mean_in_rank_order([waiting.by_rank[r][2][i] for r in ranks], total)
+            self._update(self.blocks[bid], grad, rows)
+            touched.append(rows)
+        self.stats.update_seconds += time.perf_counter() - start
+        self.stats.updates += 1
+        self.completed[p] = step
+        arrays, fields = self._values(ids, touched)
+        for r in ranks:
+            ident, header, _ = waiting.by_rank[r]
+            self._reply(ident, header, arrays, **fields)
+
+    def _values(self, ids: Sequence[int], touched: Sequence[np.ndarray | None]):
+        """The reply to a push: each block's values, or its touched rows as [ids, rows] pairs."""
+        fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
+        if not touched or touched[0] is None:
+            # sync: the next update waits for every worker's next push, so the frames are gone
+            # by then and may alias the values; async updates any time: send a snapshot
+            copy = self.config.mode == "async"
+            return [
+                np.array(self.blocks[b].value) if copy else self.blocks[b].value for b in ids
+            ], fields
+        arrays = []
+        for bid, rows in zip(ids, touched):
+            arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
+        fields["rows"] = [len(r) for r in touched]
+        return arrays, fields
+
+    def _update(self, block: _Block, grad: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """One optimizer step on a block, or on some of its rows (sparse: the others keep their
+        values and state, as if their gradient had not existed: "lazy" momentum and Adam)."""
+        if rows is None:
+            self.optimizer.update(block.value, grad, block.state)
+        elif len(rows):
+            local = rows - block.start
+            value = block.value[local]
+            state = {k: s[local] if s.ndim else s for k, s in block.state.items()}
+            self.optimizer.update(value, grad, state)
+            block.value[local] = value
+            for k, s in block.state.items():
+                if s.ndim:
+                    s[local] = state[k]
+        block.version += 1
+
+    def _apply_async(self, ident: bytes, header: dict[str, Any], parts: list) -> None:
+        ids = header["blocks"]
+        versions = int_list(header, "versions")
+        if len(versions) != len(ids):
+            raise WireError(f"push: {len(versions)} versions for {len(ids)} blocks")
+        staleness = max(self.blocks[b].version - v for b, v in zip(ids, versions))
+        dropped = staleness > self.config.max_staleness
+        if dropped:
+            self.stats.drops += 1
+            log.info(
+                "shard %d: dropped a push of %s from rank %d: %d updates stale (max %d)",
+                self.index,
+                self.params[header["param"]].name,
+                header["rank"],
+                staleness,
+                self.config.max_staleness,
+            )
+        else:
+            self.optimizer.lr = float(header["lr"])
+            start = time.perf_counter()
+            for bid, (rows, g) in zip(ids, parts):
+                grad = g / header["count"] if header["count"] > 0 else np.array(g)
+                self._update(self.blocks[bid], grad, rows)
+            self.stats.update_seconds += time.perf_counter() - start
+            self.stats.updates += 1
+        arrays, fields = self._values(ids, [rows for rows, _ in parts])
+        self._reply(ident, header, arrays, dropped=dropped, **fields)
