@@ -65,7 +65,7 @@ def operator_step(x, f, dout, case):
     from distconv.layers import ConvOperator, Mixed
 
     n, c, o, size, k, p, g = case
-    layer = Mixed([None, None], [ConvOperator(c, o, size, k, padding=p, groups=g)])
+    layer = Mixed([None, None], [ConvOperator(c, o, k, input_size=size, padding=p, groups=g)])
     image, filters = Arg(x), Arg(f)
 
     def step():

@@ -39,12 +39,12 @@ from distconv.kernels.im2col import (
 from distconv.kernels.shape import ConvGeometry, volume
 
 
-def _grouped_weight(w: Any, groups: int) -> Any:
+def grouped_weight(w: Any, groups: int) -> Any:
     """``(O, C/G, *k)`` -> ``(G, O/G, C/G * K)``."""
     return w.reshape(groups, w.shape[0] // groups, -1)
 
 
-def _columns(x: Any, geom: ConvGeometry, a: int, b: int, wide: bool, batched: bool) -> Any:
+def grouped_columns(x: Any, geom: ConvGeometry, a: int, b: int, wide: bool, batched: bool) -> Any:
     """Samples ``a:b`` of ``x`` as grouped column matrices (one copy).
 
     Per sample: ``(B, G, C/G*K, L)``, one matrix per sample. Batched: ``(G, C/G*K, B*L)``, the
@@ -71,7 +71,18 @@ def _from_batch_major(t: Any, b: int, spatial: tuple[int, ...]) -> Any:
     return t.reshape(-1, b, *spatial).swapaxes(0, 1)
 
 
-def _widen(g: Any, size: tuple[int, ...]) -> Any:
+def column_layout(in_size: tuple[int, ...], geom: ConvGeometry) -> tuple[bool, tuple[int, ...]]:
+    """Whether columns of an ``in_size`` image use the wide layout, and their spatial size.
+
+    Wide columns run over the whole padded width (``can_widen``), so output-side arrays are
+    widened to match (:func:`widen_output`) and cropped after.
+    """
+    out = geom.out_size(in_size)
+    wide = can_widen(geom)
+    return wide, (*out[:-1], wide_width(in_size, geom) if wide else out[-1])
+
+
+def widen_output(g: Any, size: tuple[int, ...]) -> Any:
     """``g`` ``(B, O, *out)`` zero-padded at the end of its spatial axes to ``size``.
 
     Output-side arrays in a wide column layout, where the extra columns must contribute
@@ -118,15 +129,13 @@ def conv_forward(
     xp = get_array_module(x, w)
     out = geom.out_size(x.shape[2:])
     n, g = x.shape[0], geom.groups
-    wg = _grouped_weight(w, g)
+    wg = grouped_weight(w, g)
     y = xp.empty((n, w.shape[0], *out), dtype=x.dtype) if want_y else None
-    wide = can_widen(geom)
-    width = wide_width(x.shape[2:], geom) if wide else out[-1]
-    wide_out = (*out[:-1], width)
+    wide, wide_out = column_layout(x.shape[2:], geom)
     work = x.shape[1] * geom.kernel_volume * volume(out)
 
     def run(a: int, b: int, batched: bool) -> Any:
-        col = _columns(x, geom, a, b, wide, batched)
+        col = grouped_columns(x, geom, a, b, wide, batched)
         if want_y:
             yc = xp.matmul(wg, col)
             yc = (
@@ -137,7 +146,7 @@ def conv_forward(
             y[a:b] = yc[..., : out[-1]]
         if dw_from is None:
             return None
-        gy = _widen(dw_from[a:b], wide_out)
+        gy = widen_output(dw_from[a:b], wide_out)
         if batched:
             return xp.matmul(_batch_major(gy, g), col.swapaxes(-1, -2))
         gy = gy.reshape(b - a, g, wg.shape[1], -1)
@@ -164,23 +173,24 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
     """
     if is_gpu_array(g) and cudnn.usable(g, w):
         # cuDNN wants g exactly conv-shaped; output_padding >= stride leaves it a row short
-        return cudnn.conv_backward_data(_widen(g, geom.out_size(x_shape[2:])), w, geom, x_shape)
+        g = widen_output(g, geom.out_size(x_shape[2:]))
+        return cudnn.conv_backward_data(g, w, geom, x_shape)
     if not is_gpu_array(g) and dense_pays(
         g.shape[0], tuple(g.shape[2:]), tuple(x_shape[2:]), w.shape, geom
     ):
         return _conv_backward_data_dense(g, w, geom, x_shape)
-    if _flip_pays(g.shape, x_shape, geom):
+    if flip_pays(g.shape, x_shape, geom):
         return _conv_backward_data_by_flip(g, w, geom, x_shape)
     xp = get_array_module(g, w)
     n, c = x_shape[:2]
     G = geom.groups
-    wt = _grouped_weight(w, G).swapaxes(-1, -2)  # (G, C/G*K, O/G)
+    wt = grouped_weight(w, G).swapaxes(-1, -2)  # (G, C/G*K, O/G)
     out = tuple(g.shape[2:])
     dx = xp.empty(tuple(x_shape), dtype=g.dtype)
     wide = wide_col_size(out, x_shape[2:], geom)
 
     def run(a: int, b: int, batched: bool) -> None:
-        gy = _widen(g[a:b], wide)
+        gy = widen_output(g[a:b], wide)
         if not batched:
             col = xp.matmul(wt, gy.reshape(b - a, G, wt.shape[2], -1))
             col = col.reshape((b - a, c, *geom.ksize, *wide))
@@ -229,7 +239,7 @@ def _conv_backward_data_dense(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple
     return xp.ascontiguousarray(dx.reshape(n, -1, c).swapaxes(1, 2)).reshape(tuple(x_shape))
 
 
-def _flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeometry) -> bool:
+def flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeometry) -> bool:
     """Whether to compute the adjoint as a convolution with the flipped kernel.
 
     It is one at stride 1 with padding within the kernel's reach. It pays when its columns
@@ -254,21 +264,27 @@ def _conv_backward_data_by_flip(
     A forward convolution copies each pixel once into its columns, where col2im adds into every
     pixel once per kernel offset.
     """
-    xp = get_array_module(g, w)
-    G = geom.groups
-    o, cg = w.shape[:2]
-    spatial_flip = (slice(None), slice(None)) + (slice(None, None, -1),) * geom.nd
-    # (O, C/G, *k) -> (G, O/G, C/G, *k) -> (G, C/G, O/G, *k) -> (C, O/G, *k), flipped
-    wf = w.reshape(G, o // G, cg, *geom.ksize).swapaxes(1, 2).reshape(G * cg, o // G, *geom.ksize)
-    wf = xp.ascontiguousarray(wf[spatial_flip])
-    flipped = ConvGeometry(
-        geom.ksize,
-        geom.stride,
-        tuple(d * (k - 1) - p for p, d, k in zip(geom.pad, geom.dilation, geom.ksize)),
-        geom.dilation,
-        G,
-    )
-    return conv_forward(g, wf, flipped)[0]
+    return conv_forward(g, flip_weight(w, geom), flipped_geometry(geom))[0]
+
+
+def flip_weight(w: Any, geom: ConvGeometry) -> Any:
+    """``(..., O, C/G, *k)`` -> ``(..., C, O/G, *k)`` flipped in space: the adjoint's kernel.
+
+    Leading axes (a filter bank per sample) carry through.
+    """
+    xp = get_array_module(w)
+    G, ks = geom.groups, geom.ksize
+    lead, (o, cg) = w.shape[: -2 - geom.nd], w.shape[-2 - geom.nd : -geom.nd]
+    # (O, C/G) -> (G, O/G, C/G) -> (G, C/G, O/G) -> (C, O/G), per leading index
+    wf = w.reshape(*lead, G, o // G, cg, *ks).swapaxes(-1 - geom.nd, -2 - geom.nd)
+    wf = wf.reshape(*lead, G * cg, o // G, *ks)
+    return xp.ascontiguousarray(wf[(...,) + (slice(None, None, -1),) * geom.nd])
+
+
+def flipped_geometry(geom: ConvGeometry) -> ConvGeometry:
+    """The geometry of the adjoint at stride 1: padding ``d(k-1) - p`` on each axis."""
+    pad = tuple(d * (k - 1) - p for p, d, k in zip(geom.pad, geom.dilation, geom.ksize))
+    return ConvGeometry(geom.ksize, geom.stride, pad, geom.dilation, geom.groups)
 
 
 def conv_backward(
@@ -305,7 +321,7 @@ def conv_any_backward(
     out = geom.out_size(dy.shape[2:])
     # with output_padding >= stride the adjoint reaches one input row past the end: pad the
     # input side for the weight gradient, crop the input gradient
-    dw_from = _widen(x, out) if need_dw else None
+    dw_from = widen_output(x, out) if need_dw else None
     dx, dw = conv_forward(dy, w, geom, dw_from=dw_from, want_y=need_dx)
     if dx is not None and tuple(dx.shape[2:]) != tuple(x.shape[2:]):
         dx = dx[(slice(None), slice(None)) + tuple(slice(0, n) for n in x.shape[2:])]

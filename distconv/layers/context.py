@@ -16,7 +16,7 @@ from distconv.init import Initializer
 from distconv.kernels.rows import RowScatter
 from distconv.kernels.sequence import check_offsets, context_index
 from distconv.layers.base import checked
-from distconv.layers.part import Projection
+from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter
 
 
@@ -69,16 +69,8 @@ class ContextProjection(Projection):
         pad_rows = self.begin_pad + self.end_pad
         self.trainable_padding = trainable_padding
         shape = (pad_rows, width) if trainable_padding and pad_rows else None
-        super().__init__(
-            width,
-            width * context_length,
-            weight_shape=shape,
-            fan_in=width,
-            fan_out=width,
-            init=init,
-            dtype=dtype,
-            weight=weight,
-        )
+        spec = WeightSpec(shape, (width, width), init, dtype, weight)
+        super().__init__(width, width * context_length, spec)
 
     def forward(self, input: Arg, out: Any) -> None:
         x = self._rows(input, self.in_width)

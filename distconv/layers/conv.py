@@ -19,9 +19,9 @@ from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
-from distconv.kernels.shape import ConvSpec, IntOrTuple
 from distconv.layers.base import Layer, checked, grad_target
-from distconv.layers.part import ConvImages, Projection
+from distconv.layers.convolution import Convolution
+from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter, UpdateCallback
 
 BIAS_KINDS = ("shared", "unshared", None)
@@ -37,7 +37,7 @@ def _bias_kind(bias: str | bool | None) -> str | None:
     return bias
 
 
-class ConvNd(Layer):
+class ConvNd(Convolution, Layer):
     """Convolution (or transposed convolution) over ``nd`` spatial axes by im2col/col2im.
 
     Args:
@@ -45,6 +45,8 @@ class ConvNd(Layer):
         out_channels: channels of the output (``O``).
         kernel_size, stride, padding, dilation: an int, or one value per spatial axis.
         groups: split input and output channels into this many independent groups.
+
+    Keyword-only:
         bias: ``"shared"`` (one per output channel), ``"unshared"`` (one per output element;
             needs ``input_size``), or None.
         act: activation applied to the output.
@@ -72,44 +74,23 @@ class ConvNd(Layer):
     nd = 2
     transposed = False
 
-    def __init__(
+    def _build(
         self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: IntOrTuple,
-        stride: IntOrTuple = 1,
-        padding: IntOrTuple = 0,
-        dilation: IntOrTuple = 1,
-        groups: int = 1,
         bias: str | bool | None = "shared",
         act: str | ActivationFunction | None = None,
-        *,
-        output_padding: IntOrTuple = 0,
-        input_size: IntOrTuple | None = None,
         init: str | Initializer = "msra",
         dtype: Any = np.float32,
         weight: Parameter | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(act=act, name=name)
-        conv = (in_channels, out_channels, kernel_size, stride, padding, dilation, groups)
-        self.spec = checked(
-            self,
-            ConvSpec.make,
-            conv,
-            nd=self.nd,
-            input_size=input_size,
-            transposed=self.transposed,
-            output_padding=output_padding,
-        )
-        self.geom, self.input_size = self.spec.geom, self.spec.input_size
-        self.output_padding = self.spec.output_padding
-        self.in_channels, self.out_channels = in_channels, out_channels
+        Layer.__init__(self, act=act, name=name)
+        spec = self._make_spec()
+        self.output_padding = spec.output_padding
         self.bias_kind = _bias_kind(bias)
-        fan_in, fan_out = self.spec.fans
+        fan_in, fan_out = spec.fans
         self.weight = self.make_weight(
             "weight",
-            self.spec.weight_shape,
+            spec.weight_shape,
             init=init,
             fan_in=fan_in,
             fan_out=fan_out,
@@ -216,7 +197,7 @@ class ConvTranspose3D(ConvNd):
 
 
 # -- projections ----------------------------------------------------------------------------------
-class ConvProjection(ConvImages, Projection):
+class ConvProjection(Convolution, Projection):
     """Convolution of flattened images: Paddle's ``ConvProjection``.
 
     Input rows are images ``(C, *input_size)`` flattened, as Paddle's projections see them; the
@@ -226,9 +207,11 @@ class ConvProjection(ConvImages, Projection):
     Args:
         in_channels: ``C``.
         out_channels: ``O``.
-        input_size: spatial size of one input image (an int for a square 2-D image).
         kernel_size, stride, padding, dilation: an int, or one value per spatial axis.
         groups: independent channel groups.
+
+    Keyword-only:
+        input_size: spatial size of one input image (an int for a square 2-D image); required.
         output_padding: (transposed only) extra size on one side of the output.
         init, dtype, weight: see :class:`~distconv.layers.part.Projection`.
 
@@ -243,34 +226,17 @@ class ConvProjection(ConvImages, Projection):
         output_size: spatial size of one output image.
     """
 
-    def __init__(
+    def _build(
         self,
-        in_channels: int,
-        out_channels: int,
-        input_size: IntOrTuple,
-        kernel_size: IntOrTuple,
-        stride: IntOrTuple = 1,
-        padding: IntOrTuple = 0,
-        dilation: IntOrTuple = 1,
-        groups: int = 1,
-        *,
-        output_padding: IntOrTuple = 0,
         init: str | Initializer = "msra",
         dtype: Any = np.float32,
         weight: Parameter | None = None,
     ) -> None:
-        conv = (in_channels, out_channels, kernel_size, stride, padding, dilation, groups)
-        spec = self._make_spec(conv, input_size, output_padding)
-        fan_in, fan_out = spec.fans
-        super().__init__(
-            *spec.flat_widths(),
-            weight_shape=spec.weight_shape,
-            fan_in=fan_in,
-            fan_out=fan_out,
-            init=init,
-            dtype=dtype,
-            weight=weight,
-        )
+        spec = self._make_spec()
+        if spec.input_size is None:
+            raise self.fail("needs input_size, the spatial size of one input image")
+        weight_spec = WeightSpec(spec.weight_shape, spec.fans, init, dtype, weight)
+        Projection.__init__(self, *spec.flat_widths(), weight_spec)
 
     def _images(self, input: Arg) -> Any:
         x = self._rows(input, self.in_width)

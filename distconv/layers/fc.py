@@ -31,6 +31,7 @@ class FullyConnected(Layer):
         weight: share an existing ``(out, in)`` weight Parameter; with several inputs, a
             sequence with one Parameter (or None, for a new one) per input.
         name: layer name.
+        **options: a subclass's own options (see :meth:`_configure`).
 
     Shape:
         - Input ``i``: ``(N, in_features[i])`` or ``(N, *)`` with that many elements per sample.
@@ -57,6 +58,7 @@ class FullyConnected(Layer):
         dtype: Any = np.float32,
         weight: Parameter | Sequence[Parameter | None] | None = None,
         name: str | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(act=act, name=name)
         single = isinstance(in_features, (int, np.integer))
@@ -86,6 +88,10 @@ class FullyConnected(Layer):
         ]
         self.weight = self.weights[0]
         self.bias = self.make_bias("bias", (out_features,), dtype) if bias else None
+        self._configure(**options)
+
+    def _configure(self) -> None:
+        """Take a subclass's own keyword options (none here: an unknown one is a TypeError)."""
 
     def _flat(self, x: Arg, i: int = 0) -> Any:
         """Input ``i``'s value as ``(N, in_widths[i])`` rows."""

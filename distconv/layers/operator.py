@@ -9,13 +9,13 @@ it takes no callback.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.kernels.conv import conv_backward, conv_forward
-from distconv.kernels.shape import ConvGeometry, IntOrTuple, volume
-from distconv.layers.part import ConvImages, LayerPart
+from distconv.kernels.conv_per_sample import per_sample_conv_backward, per_sample_conv_forward
+from distconv.kernels.shape import volume
+from distconv.layers.convolution import Convolution
+from distconv.layers.part import LayerPart
 
 
 class Operator(LayerPart):
@@ -85,22 +85,25 @@ class DotMulOperator(Operator):
         return f"{self.label}(scale={self.scale}, inputs={self.input_indices})"
 
 
-class ConvOperator(ConvImages, Operator):
+class ConvOperator(Convolution, Operator):
     """Convolution with a different filter per sample (Paddle's ``ConvOperator``).
 
     Input ``image`` holds flattened images, input ``filter`` one flattened filter bank per
-    sample; sample ``n``'s output is ``conv(image[n], filter[n])``. A filter per sample is a
-    grouped convolution: the batch becomes the channels of one image and the filter banks one
-    weight with ``groups = N * groups``, so the operator runs on the convolution kernels
-    (:mod:`distconv.kernels.conv`: cuDNN on the GPU, im2col on the CPU), as PyTorch users write
-    it with ``F.conv2d(x.reshape(1, N*C, ...), f.reshape(N*O, ...), groups=N*groups)``.
+    sample; sample ``n``'s output is ``conv(image[n], filter[n])``. It runs on
+    :mod:`distconv.kernels.conv_per_sample`: on the CPU each chunk of samples multiplies its own
+    filters with its own im2col columns, on parallel threads; on a GPU cuDNN runs it as the
+    grouped convolution it is (``groups = N * groups`` over one image of ``N * C`` channels, as
+    PyTorch users write it with ``F.conv2d(x.reshape(1, N*C, ...), f.reshape(N*O, ...),
+    groups=N*groups)``).
 
     Args:
         in_channels: ``C``.
         out_channels: ``O`` (filters per sample).
-        input_size: spatial size of one image (an int for a square 2-D image).
         kernel_size, stride, padding, dilation: an int, or one value per spatial axis.
         groups: independent channel groups.
+
+    Keyword-only:
+        input_size: spatial size of one image (an int for a square 2-D image); required.
         input_indices: the layer inputs holding the images and the filters.
 
     Shape:
@@ -113,47 +116,35 @@ class ConvOperator(ConvImages, Operator):
         output_size: spatial size of one output image.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        input_size: IntOrTuple,
-        kernel_size: IntOrTuple,
-        stride: IntOrTuple = 1,
-        padding: IntOrTuple = 0,
-        dilation: IntOrTuple = 1,
-        groups: int = 1,
-        input_indices: Sequence[int] = (0, 1),
-    ) -> None:
-        conv = (in_channels, out_channels, kernel_size, stride, padding, dilation, groups)
-        spec = self._make_spec(conv, input_size)
+    def _build(self, input_indices: Sequence[int] = (0, 1)) -> None:
+        spec = self._make_spec()
+        if spec.input_size is None:
+            raise self.fail("needs input_size, the spatial size of one image")
         self.in_width, out_width = spec.flat_widths()
-        super().__init__(input_indices, out_width)
-        self.filter_width = out_channels * volume(spec.weight_shape[1:])
+        Operator.__init__(self, input_indices, out_width)
+        self.filter_width = spec.out_channels * volume(spec.weight_shape[1:])
 
-    def _grouped(self, inputs: Sequence[Arg]) -> tuple[Any, Any, ConvGeometry]:
-        """Images ``(1, N*C, *sp)``, filters ``(N*O, C/G, *k)``, geometry with ``N*G`` groups."""
+    def _operands(self, inputs: Sequence[Arg]) -> tuple[Any, Any]:
+        """Images ``(N, C, *sp)`` and filters ``(N, O, C/G, *k)``."""
         i_img, i_filt = self.input_indices
         x = self._rows(inputs[0], self.in_width, f"image (input {i_img})")
         f = self._rows(inputs[1], self.filter_width, f"filter (input {i_filt})")
         n = x.shape[0]
-        images = x.reshape(1, n * self.in_channels, *self.input_size)
-        geom = self.spec.geom
-        w = f.reshape(n * self.out_channels, -1, *geom.ksize)
-        return images, w, replace(geom, groups=n * geom.groups)
+        images = x.reshape(n, self.in_channels, *self.input_size)
+        return images, f.reshape(n, self.out_channels, -1, *self.spec.geom.ksize)
 
     def forward(self, inputs: Sequence[Arg], out: Any) -> None:
-        images, w, geom = self._grouped(inputs)
-        if out.shape[0]:
-            out += conv_forward(images, w, geom)[0].reshape(out.shape)
+        images, filters = self._operands(inputs)
+        out += per_sample_conv_forward(images, filters, self.spec.geom).reshape(out.shape)
 
     def backward(self, inputs: Sequence[Arg], dout: Any) -> None:
         dx, dw = self._grad_rows(inputs[0]), self._grad_rows(inputs[1])
-        if (dx is None and dw is None) or not dout.shape[0]:
+        if dx is None and dw is None:
             return
-        images, w, geom = self._grouped(inputs)
-        dy = dout.reshape(1, -1, *self.output_size)
-        gx, gw = conv_backward(dy, images, w, geom, dx is not None, dw is not None)
+        images, filters = self._operands(inputs)
+        dy = dout.reshape(dout.shape[0], self.out_channels, *self.output_size)
+        need_dx, need_dw = dx is not None, dw is not None
+        gx, gw = per_sample_conv_backward(dy, images, filters, self.spec.geom, need_dx, need_dw)
         if gx is not None:
             dx += gx.reshape(dx.shape)
         if gw is not None:

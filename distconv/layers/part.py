@@ -22,6 +22,7 @@ element-wise, slice), :mod:`~distconv.layers.context` (the context window) and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.init import Initializer
-from distconv.kernels.shape import ConvSpec, IntOrTuple
-from distconv.layers.base import Layer, LayerError, checked, grad_target
+from distconv.layers.base import Layer, LayerError, grad_target
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -104,6 +104,25 @@ class LayerPart:
 
 
 # -- the projection base -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WeightSpec:
+    """A projection's parameter, made when a layer adopts the projection.
+
+    Attributes:
+        shape: the parameter's shape; None for a projection without one.
+        fans: ``(fan_in, fan_out)`` for the initialiser.
+        init: initialiser name or function.
+        dtype: parameter dtype.
+        shared: an existing Parameter to share instead of making one (its shape must match).
+    """
+
+    shape: tuple[int, ...] | None
+    fans: tuple[int, int] = (1, 1)
+    init: str | Initializer = "msra"
+    dtype: Any = np.float32
+    shared: Parameter | None = None
+
+
 class Projection(LayerPart):
     """Base of all projections: sizes, at most one parameter, and the backward order.
 
@@ -113,51 +132,39 @@ class Projection(LayerPart):
     Args:
         in_width: columns of the input (None for a projection that reads ``Arg.ids``).
         out_width: columns it writes.
-        weight_shape: shape of its parameter, or None for a projection without one.
-        fan_in, fan_out: for the initialiser.
-        init: initialiser name or function.
-        dtype: parameter dtype.
-        weight: share this existing Parameter instead of creating one (shape must match).
+        weight: its parameter, or None for a projection without one.
 
     Attributes:
         weight: the Parameter once attached, or None.
     """
 
     def __init__(
-        self,
-        in_width: int | None,
-        out_width: int,
-        *,
-        weight_shape: tuple[int, ...] | None = None,
-        fan_in: int = 1,
-        fan_out: int = 1,
-        init: str | Initializer = "msra",
-        dtype: Any = np.float32,
-        weight: Parameter | None = None,
+        self, in_width: int | None, out_width: int, weight: WeightSpec | None = None
     ) -> None:
         super().__init__()
         for what, w in (("in_width", in_width), ("out_width", out_width)):
             if w is not None and w < 1:
                 raise self.fail(f"{what}={w} must be >= 1")
-        if weight is not None and (weight_shape is None or weight.shape != weight_shape):
-            raise self.fail(f"shared weight has shape {weight.shape}, needs {weight_shape}")
+        spec = weight or WeightSpec(None)
+        if spec.shared is not None and spec.shared.shape != spec.shape:
+            raise self.fail(f"shared weight has shape {spec.shared.shape}, needs {spec.shape}")
         self.in_width, self.out_width = in_width, out_width
-        self._weight_spec = (weight_shape, fan_in, fan_out, init, dtype)
-        self._shared = weight
+        self._weight_spec = spec
         self.weight: Parameter | None = None
 
     def _make_params(self) -> None:
-        shape, fan_in, fan_out, init, dtype = self._weight_spec
-        if shape is None:
+        spec = self._weight_spec
+        if spec.shape is None:
             return
+        fan_in, fan_out = spec.fans
         self.weight = self.owner.make_weight(
             f"{self.key}.weight",
-            shape,
-            init=init,
+            spec.shape,
+            init=spec.init,
             fan_in=fan_in,
             fan_out=fan_out,
-            dtype=dtype,
-            shared=self._shared,
+            dtype=spec.dtype,
+            shared=spec.shared,
         )
 
     @property
@@ -179,55 +186,3 @@ class Projection(LayerPart):
 
     def __repr__(self) -> str:
         return f"{self.label}({self.in_width} -> {self.out_width})"
-
-
-# -- what convolution parts share ------------------------------------------------------------------
-class ConvImages:
-    """Mixin of the parts that convolve flattened images of one fixed size.
-
-    :class:`~distconv.layers.conv.ConvProjection` and
-    :class:`~distconv.layers.operator.ConvOperator` build their
-    :class:`~distconv.kernels.shape.ConvSpec` through :meth:`_make_spec` and read every size
-    from it; a shared bias reads ``out_channels`` and ``output_size``.
-    """
-
-    spec: ConvSpec
-    #: a transposed convolution (the adjoint); set by subclasses
-    transposed = False
-
-    def _make_spec(
-        self, conv: tuple, input_size: IntOrTuple, output_padding: IntOrTuple = 0
-    ) -> ConvSpec:
-        """Check ``conv`` = ``(in_channels, out_channels, kernel, stride, padding, dilation,
-        groups)`` for images of ``input_size``; the spec's ValueErrors name this part."""
-        self.spec = checked(
-            self,
-            ConvSpec.make,
-            conv,
-            input_size=input_size,
-            transposed=self.transposed,
-            output_padding=output_padding,
-        )
-        return self.spec
-
-    @property
-    def in_channels(self) -> int:
-        return self.spec.in_channels
-
-    @property
-    def out_channels(self) -> int:
-        return self.spec.out_channels
-
-    @property
-    def input_size(self) -> tuple[int, ...]:
-        return self.spec.input_size
-
-    @property
-    def output_size(self) -> tuple[int, ...]:
-        return self.spec.output_size
-
-    def _conv_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, input={self.input_size}, "
-            f"{self.spec.describe()}"
-        )

@@ -15,7 +15,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.init import Initializer, ones, unit_normal
 from distconv.kernels.rows import RowScatter
-from distconv.layers.part import Projection
+from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter
 
 
@@ -53,16 +53,8 @@ class FullMatrixProjection(Projection):
         weight: Parameter | None = None,
     ) -> None:
         shape = (in_width, out_width) if self.transposed else (out_width, in_width)
-        super().__init__(
-            in_width,
-            out_width,
-            weight_shape=shape,
-            fan_in=in_width,
-            fan_out=out_width,
-            init=init,
-            dtype=dtype,
-            weight=weight,
-        )
+        fans = (in_width, out_width)
+        super().__init__(in_width, out_width, WeightSpec(shape, fans, init, dtype, weight))
 
     def _matrix(self) -> Any:
         """The weight as ``(out, in)``, a view for the transposed layout."""
@@ -129,16 +121,8 @@ class TableProjection(Projection):
     ) -> None:
         if vocab_size < 1:
             raise self.fail(f"vocab_size={vocab_size} must be >= 1")
-        super().__init__(
-            None,
-            width,
-            weight_shape=(vocab_size, width),
-            fan_in=1,
-            fan_out=width,
-            init=init,
-            dtype=dtype,
-            weight=weight,
-        )
+        spec = WeightSpec((vocab_size, width), (1, width), init, dtype, weight)
+        super().__init__(None, width, spec)
         self.vocab_size = vocab_size
 
     def _ids(self, input: Arg) -> Any:
@@ -196,14 +180,7 @@ class DotMulProjection(Projection):
         dtype: Any = np.float32,
         weight: Parameter | None = None,
     ) -> None:
-        super().__init__(
-            width,
-            width,
-            weight_shape=self._shape(width),
-            init=init,
-            dtype=dtype,
-            weight=weight,
-        )
+        super().__init__(width, width, WeightSpec(self._shape(width), (1, 1), init, dtype, weight))
 
     @staticmethod
     def _shape(width: int) -> tuple[int, ...]:

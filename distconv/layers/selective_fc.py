@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from distconv.arg import Arg
 from distconv.backend import get_array_module
-from distconv.init import Initializer
-from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.rows import compact_columns
 from distconv.kernels.sequence import check_offsets, segment_ids
 from distconv.layers.base import checked, grad_target
 from distconv.layers.fc import FullyConnected
-from distconv.parameter import Parameter, UpdateCallback
+from distconv.parameter import UpdateCallback
 
 METHODS = ("auto", "sparse", "dense")
 
@@ -74,18 +69,14 @@ class SelectiveFullyConnected(FullyConnected):
     layer's.
 
     Args:
-        in_features: features per sample (``C*H*W`` for an image input), or one per data input.
-        out_features: columns of the full output.
-        bias: whether to add a bias.
-        act: activation applied to the output (softmax: over the selected columns).
-        init: weight initialiser name.
-        dtype: parameter dtype.
-        weight: share existing ``(out, in)`` weight Parameters (see
-            :class:`~distconv.layers.fc.FullyConnected`).
+        in_features, out_features, bias, act, init, dtype, weight, name: as
+            :class:`~distconv.layers.fc.FullyConnected`; ``out_features`` is the width of the
+            full output, and a softmax ``act`` runs over the selected columns.
+
+    Keyword-only options of its own:
         method: ``"auto"``, ``"sparse"`` or ``"dense"`` (see above).
         inference: allow uneven selections (forward only).
         pad_value: pre-activation value of the padding of uneven selections.
-        name: layer name.
 
     Shape:
         - Data input ``i``: ``(N, in_features[i])`` or ``(N, *)`` with that many elements.
@@ -101,24 +92,9 @@ class SelectiveFullyConnected(FullyConnected):
         selection: the :class:`Selection` of the last forward, None after a full one.
     """
 
-    def __init__(
-        self,
-        in_features: int | Sequence[int],
-        out_features: int,
-        bias: bool = True,
-        act: str | ActivationFunction | None = None,
-        *,
-        init: str | Initializer = "msra",
-        dtype: Any = np.float32,
-        weight: Parameter | Sequence[Parameter | None] | None = None,
-        method: str = "auto",
-        inference: bool = False,
-        pad_value: float = float("-inf"),
-        name: str | None = None,
+    def _configure(
+        self, method: str = "auto", inference: bool = False, pad_value: float = float("-inf")
     ) -> None:
-        super().__init__(
-            in_features, out_features, bias, act, init=init, dtype=dtype, weight=weight, name=name
-        )
         k = len(self.in_widths)
         self.num_inputs = (k, k + 1)  # the data inputs, then the selection if any
         if method not in METHODS:

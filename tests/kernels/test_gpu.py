@@ -155,8 +155,8 @@ CATALOGUE = [
         "conv and transposed conv projections, shared bias",
         lambda: Concatenate2(
             [
-                ConvProjection(2, 4, (5, 5), 3, padding=1, groups=2, dtype=F64),
-                ConvTransposeProjection(2, 2, (3, 3), 3, stride=2, padding=1, dtype=F64),
+                ConvProjection(2, 4, 3, input_size=(5, 5), padding=1, groups=2, dtype=F64),
+                ConvTransposeProjection(2, 2, 3, input_size=(3, 3), stride=2, padding=1, dtype=F64),
             ],
             bias=True,
             shared_bias=True,
@@ -168,7 +168,7 @@ CATALOGUE = [
         "conv and dot-mul operators",
         lambda: Mixed(
             [None, None, None],
-            [ConvOperator(2, 3, (4, 4), 3, padding=1), DotMulOperator(0.5, (2, 2))],
+            [ConvOperator(2, 3, 3, input_size=(4, 4), padding=1), DotMulOperator(0.5, (2, 2))],
             size=48,
             dtype=F64,
         ),

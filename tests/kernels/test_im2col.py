@@ -92,9 +92,9 @@ def test_stride1_flip_path_equals_col2im_path(rng, stride, pad, dil, groups):
     dy = rng.standard_normal(y.shape)
     got = conv_backward_data(dy, w, geom, x.shape)
     # reference: the adjoint written out with the explicit col2im
-    from distconv.kernels.conv import _grouped_weight
+    from distconv.kernels.conv import grouped_weight
 
-    wt = _grouped_weight(w, groups).swapaxes(-1, -2)
+    wt = grouped_weight(w, groups).swapaxes(-1, -2)
     col = np.matmul(wt, dy.reshape(3, groups, 8 // groups, -1)).reshape(3, 4, 3, 3, *y.shape[2:])
     np.testing.assert_allclose(got, col2im(col, x.shape, geom), rtol=1e-10, atol=1e-12)
 
@@ -138,7 +138,7 @@ WIDE_CASES = [
 
 @pytest.mark.parametrize("nd,k,s,p,d", WIDE_CASES)
 def test_col2im_wide_equals_col2im(rng, nd, k, s, p, d):
-    from distconv.kernels.conv import _widen
+    from distconv.kernels.conv import widen_output
     from distconv.kernels.im2col import col2im_wide, wide_col_size
 
     geom = ConvGeometry.make(nd, k, s, p, d)
@@ -146,7 +146,7 @@ def test_col2im_wide_equals_col2im(rng, nd, k, s, p, d):
     out = geom.out_size(img_shape[2:])
     col = rng.standard_normal((2, 3, *geom.ksize, *out))
     wide = wide_col_size(out, img_shape[2:], geom)
-    wcol = _widen(col.reshape(2, -1, *out), wide).reshape(2, 3, *geom.ksize, *wide)
+    wcol = widen_output(col.reshape(2, -1, *out), wide).reshape(2, 3, *geom.ksize, *wide)
     np.testing.assert_array_equal(col2im_wide(wcol, img_shape, geom), col2im(col, img_shape, geom))
 
 

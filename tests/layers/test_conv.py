@@ -210,4 +210,4 @@ def test_conv_transpose_projection_checks_output_padding():
     from distconv.layers import ConvTransposeProjection
 
     with pytest.raises(LayerError, match="output_padding=.* must be >= 0 and smaller than"):
-        ConvTransposeProjection(1, 1, 3, 1, stride=1, output_padding=3)
+        ConvTransposeProjection(1, 1, 1, input_size=3, stride=1, output_padding=3)

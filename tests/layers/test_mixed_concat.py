@@ -85,9 +85,9 @@ def test_mixed_projection_and_operator_on_the_same_input(rng):
 
 @pytest.mark.parametrize("shared_bias", [False, True])
 def test_mixed_convolutions_with_bias(rng, shared_bias):
-    conv = ConvProjection(2, 4, (5, 5), 3, padding=1, dtype=F64)
-    deconv = ConvTransposeProjection(3, 4, (3, 3), 3, stride=2, padding=1, dtype=F64)
-    op = ConvOperator(2, 4, (5, 5), 3, padding=1, input_indices=(0, 2))
+    conv = ConvProjection(2, 4, 3, input_size=(5, 5), padding=1, dtype=F64)
+    deconv = ConvTransposeProjection(3, 4, 3, input_size=(3, 3), stride=2, padding=1, dtype=F64)
+    op = ConvOperator(2, 4, 3, input_size=(5, 5), padding=1, input_indices=(0, 2))
     layer = Mixed([conv, deconv, None], [op], bias=True, shared_bias=shared_bias, dtype=F64)
     randomize(layer, rng)
     assert layer.size == 4 * 25 and layer.bias.shape == ((4,) if shared_bias else (100,))
@@ -197,8 +197,8 @@ def test_concatenate2_writes_each_projection_into_its_columns(rng):
 
 
 def test_concatenate2_shared_bias_over_stacked_channels(rng):
-    first = ConvProjection(2, 3, (4, 4), 3, padding=1, dtype=F64)
-    second = ConvProjection(1, 2, (4, 4), 1, dtype=F64)
+    first = ConvProjection(2, 3, 3, input_size=(4, 4), padding=1, dtype=F64)
+    second = ConvProjection(1, 2, 1, input_size=(4, 4), dtype=F64)
     layer = randomize(Concatenate2([first, second], bias=True, shared_bias=True, dtype=F64), rng)
     assert layer.bias.shape == (5,)
     inputs = [rows(rng, 32, n=2), rows(rng, 16, n=2)]
@@ -243,11 +243,16 @@ def test_mixed_checks_its_inputs():
 def test_shared_bias_needs_convolutions():
     with pytest.raises(LayerError, match="shared_bias needs convolution .*'proj1' is not one"):
         Mixed(
-            [ConvProjection(1, 2, 4, 3), FullMatrixProjection(16, 8)], bias=True, shared_bias=True
+            [ConvProjection(1, 2, 3, input_size=4), FullMatrixProjection(16, 8)],
+            bias=True,
+            shared_bias=True,
         )
     with pytest.raises(LayerError, match=r"one channel count, parts have \[2, 8\]"):
         Mixed(
-            [ConvProjection(1, 2, 4, 1), ConvProjection(1, 8, 4, 3)],  # 32 columns each
+            [
+                ConvProjection(1, 2, 1, input_size=4),
+                ConvProjection(1, 8, 3, input_size=4),
+            ],  # 32 columns each
             bias=True,
             shared_bias=True,
         )
@@ -255,7 +260,9 @@ def test_shared_bias_needs_convolutions():
         LayerError, match=r"one output image size, projections give \[\(2, 2\), \(4, 4\)\]"
     ):
         Concatenate2(
-            [ConvProjection(1, 2, 4, 1), ConvProjection(1, 2, 4, 3)], bias=True, shared_bias=True
+            [ConvProjection(1, 2, 1, input_size=4), ConvProjection(1, 2, 3, input_size=4)],
+            bias=True,
+            shared_bias=True,
         )
 
 

@@ -197,7 +197,7 @@ CONVS = [
 @pytest.mark.parametrize("cls", [ConvProjection, ConvTransposeProjection])
 @pytest.mark.parametrize("c,o,size,k,s,p,d,g", CONVS)
 def test_conv_projection_gradients(rng, cls, c, o, size, k, s, p, d, g):
-    proj = cls(c, o, size, k, s, p, d, g, dtype=F64)
+    proj = cls(c, o, k, s, p, d, g, input_size=size, dtype=F64)
     layer = randomize(Mixed([proj], bias=True, shared_bias=True, act="tanh", dtype=F64), rng)
     x = Arg(rng.standard_normal((2, c * size[0] * size[1])))
     assert layer(x).shape == (2, o * int(np.prod(proj.output_size)))
@@ -205,14 +205,14 @@ def test_conv_projection_gradients(rng, cls, c, o, size, k, s, p, d, g):
 
 
 def test_conv3d_projection_gradients(rng):
-    proj = ConvProjection(2, 3, (3, 4, 3), 2, padding=(0, 1, 1), dtype=F64)
+    proj = ConvProjection(2, 3, 2, input_size=(3, 4, 3), padding=(0, 1, 1), dtype=F64)
     layer = randomize(Mixed([proj], bias=True, dtype=F64), rng)
     check_layer_grad(layer, [Arg(rng.standard_normal((2, 2 * 36)))], elements=3)
 
 
 @pytest.mark.parametrize("c,o,size,k,s,p,d,g", CONVS[:3])
 def test_conv_operator_gradients(rng, c, o, size, k, s, p, d, g):
-    op = ConvOperator(c, o, size, k, s, p, d, g)
+    op = ConvOperator(c, o, k, s, p, d, g, input_size=size)
     layer = randomize(
         Mixed([None, None], [op], bias=True, shared_bias=True, act="tanh", dtype=F64), rng
     )
@@ -273,7 +273,7 @@ def test_conv_projection_matches_torch(torch, rng, transposed):
 
     cls = ConvTransposeProjection if transposed else ConvProjection
     kw = {"output_padding": 1} if transposed else {}
-    proj = cls(4, 6, (5, 6), 3, stride=2, padding=1, groups=2, dtype=F64, **kw)
+    proj = cls(4, 6, 3, stride=2, padding=1, groups=2, input_size=(5, 6), dtype=F64, **kw)
     layer = Mixed([proj])
     x = rng.standard_normal((3, 4, 5, 6))
     dout = rng.standard_normal((3, proj.out_width))
@@ -296,7 +296,7 @@ def test_conv_operator_matches_torch_per_sample(torch, rng):
     import torch.nn.functional as F
 
     n, c, o, g = 3, 4, 6, 2
-    op = ConvOperator(c, o, (5, 5), 3, stride=2, padding=1, groups=g)
+    op = ConvOperator(c, o, 3, input_size=(5, 5), stride=2, padding=1, groups=g)
     layer = Mixed([None, None], [op])
     x, f = rng.standard_normal((n, c, 5, 5)), rng.standard_normal((n, o, c // g, 3, 3))
     image, filters = Arg(x.reshape(n, -1)), Arg(f.reshape(n, -1))
@@ -397,11 +397,15 @@ def test_construction_errors():
     with pytest.raises(LayerError, match=r"shared weight has shape \(3, 4\), needs \(4, 3\)"):
         FullMatrixProjection(3, 4, weight=Parameter("w", np.zeros((3, 4))))
     with pytest.raises(LayerError, match="in_channels=3 must be a positive multiple of groups=2"):
-        ConvProjection(3, 4, 5, 3, groups=2)
+        ConvProjection(3, 4, 3, input_size=5, groups=2)
     with pytest.raises(LayerError, match=r"kernel \(5, 5\).*larger than the input \(3, 3\)"):
-        ConvProjection(1, 1, 3, 5)
+        ConvProjection(1, 1, 5, input_size=3)
     with pytest.raises(LayerError, match="output_padding is only for transposed"):
-        ConvProjection(1, 1, 5, 3, output_padding=1)
+        ConvProjection(1, 1, 3, input_size=5, output_padding=1)
+    with pytest.raises(LayerError, match="ConvProjection: needs input_size"):
+        ConvProjection(1, 1, 3)
+    with pytest.raises(LayerError, match="ConvOperator: needs input_size"):
+        ConvOperator(1, 1, 3)
     with pytest.raises(LayerError, match="vocab_size=0"):
         TableProjection(0, 3)
     with pytest.raises(LayerError, match=r"DotMulOperator: needs 2 non-negative input indices"):
@@ -416,7 +420,7 @@ def test_projection_serves_one_layer():
 
 
 def test_conv_operator_checks_filter_width(rng):
-    layer = Mixed([None, None], [ConvOperator(2, 3, 4, 3)], name="op")
+    layer = Mixed([None, None], [ConvOperator(2, 3, 3, input_size=4)], name="op")
     image, filters = Arg(np.zeros((2, 32))), Arg(np.zeros((2, 53)))
     with pytest.raises(LayerError, match=r"ConvOperator 'op0': expected filter \(input 1\) of 54"):
         layer(image, filters)

@@ -1,0 +1,153 @@
+"""Convolution with its own filter bank for every sample, on numpy or cupy.
+
+Paddle's ``ConvOperator`` convolves sample ``n`` with filters ``w[n]``. That is a grouped
+convolution with ``groups = N * G`` over one image of ``N * C`` channels, and on a GPU cuDNN
+runs it that way. On the CPU the im2col kernels of :mod:`distconv.kernels.conv` would then see
+a batch of one: nothing to split over threads and one large column copy. Here the batch stays
+the batch instead: each chunk of samples multiplies its own filters with its own columns, the
+chunks run on parallel threads (:mod:`distconv.kernels.parallel`), and the input gradient at
+stride 1 is itself a per-sample convolution with the flipped filters, as in
+:mod:`distconv.kernels.conv`.
+
+Layouts: input ``(N, C, *sp)``, filters ``(N, O, C/groups, *k)`` (a PyTorch weight per sample),
+output ``(N, O, *out)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from distconv.backend import get_array_module, is_gpu_array
+from distconv.kernels import cudnn
+from distconv.kernels.conv import (
+    column_layout,
+    conv_backward,
+    conv_forward,
+    flip_pays,
+    flip_weight,
+    flipped_geometry,
+    grouped_columns,
+    widen_output,
+)
+from distconv.kernels.im2col import col2im_wide, wide_col_size
+from distconv.kernels.parallel import over_batch
+from distconv.kernels.shape import ConvGeometry, volume
+
+
+def _per_sample_grouped(w: Any, groups: int) -> Any:
+    """``(N, O, C/G, *k)`` -> ``(N, G, O/G, C/G * K)``."""
+    n, o, cg = w.shape[:3]
+    return w.reshape(n, groups, o // groups, cg * volume(w.shape[3:]))
+
+
+def _check(x: Any, w: Any, geom: ConvGeometry) -> None:
+    n, c = x.shape[:2]
+    if w.ndim != 3 + geom.nd or w.shape[0] != n or w.shape[2] * geom.groups != c:
+        raise ValueError(
+            f"filters {tuple(w.shape)} do not fit images {tuple(x.shape)}: expected "
+            f"({n}, O, {c // geom.groups}, *{geom.ksize}) with {geom.groups} group(s)"
+        )
+    if w.shape[1] % geom.groups:
+        raise ValueError(f"{w.shape[1]} filters per sample do not split into {geom.groups} groups")
+
+
+def _as_one_image(x: Any, w: Any, geom: ConvGeometry) -> tuple[Any, Any, ConvGeometry]:
+    """The same convolution as one image of ``N*C`` channels with ``N*G`` groups (for cuDNN)."""
+    images = x.reshape(1, -1, *x.shape[2:])
+    return images, w.reshape(-1, *w.shape[2:]), replace(geom, groups=x.shape[0] * geom.groups)
+
+
+def _use_cudnn(*arrays: Any) -> bool:
+    return is_gpu_array(arrays[0]) and cudnn.usable(*arrays) and arrays[0].shape[0] > 0
+
+
+def per_sample_conv_forward(x: Any, w: Any, geom: ConvGeometry) -> Any:
+    """``y[n] = conv(x[n], w[n])`` for every sample ``n``.
+
+    Args:
+        x: ``(N, C, *sp)``.
+        w: ``(N, O, C/groups, *k)``.
+        geom: kernel, stride, padding, dilation, groups (of one sample's convolution).
+
+    Returns:
+        ``(N, O, *out)``.
+    """
+    _check(x, w, geom)
+    out = geom.out_size(x.shape[2:])
+    if _use_cudnn(x, w):
+        return conv_forward(*_as_one_image(x, w, geom))[0].reshape(x.shape[0], -1, *out)
+    xp = get_array_module(x, w)
+    n = x.shape[0]
+    wg = _per_sample_grouped(w, geom.groups)
+    y = xp.empty((n, w.shape[1], *out), dtype=x.dtype)
+    wide, wide_out = column_layout(x.shape[2:], geom)
+
+    def run(a: int, b: int) -> None:
+        col = grouped_columns(x, geom, a, b, wide, batched=False)
+        y[a:b] = xp.matmul(wg[a:b], col).reshape(b - a, -1, *wide_out)[..., : out[-1]]
+
+    over_batch(run, n, _work(x.shape[1], geom, out), on_gpu=is_gpu_array(x))
+    return y
+
+
+def per_sample_conv_backward(
+    dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dx: bool = True, need_dw: bool = True
+) -> tuple[Any, Any]:
+    """Gradients of :func:`per_sample_conv_forward` in ``x`` and ``w`` given ``dy``.
+
+    Returns:
+        ``(dx, dw)`` shaped like ``x`` and ``w``; either is None when not needed.
+    """
+    _check(x, w, geom)
+    if _use_cudnn(dy, x, w):
+        images, filters, grouped = _as_one_image(x, w, geom)
+        dy1 = dy.reshape(1, -1, *dy.shape[2:])
+        dx, dw = conv_backward(dy1, images, filters, grouped, need_dx, need_dw)
+        return (
+            None if dx is None else dx.reshape(x.shape),
+            None if dw is None else dw.reshape(w.shape),
+        )
+    dw = _weight_grad(dy, x, w, geom) if need_dw else None
+    dx = _input_grad(dy, w, geom, tuple(x.shape)) if need_dx else None
+    return dx, dw
+
+
+def _work(channels: int, geom: ConvGeometry, out: tuple[int, ...]) -> int:
+    """Column elements per sample, ``C * K * L``: what chunks are sized by."""
+    return channels * geom.kernel_volume * volume(out)
+
+
+def _weight_grad(dy: Any, x: Any, w: Any, geom: ConvGeometry) -> Any:
+    xp = get_array_module(dy, x, w)
+    n, o = w.shape[:2]
+    G = geom.groups
+    dw = xp.empty(w.shape, dtype=w.dtype)
+    wide, wide_out = column_layout(x.shape[2:], geom)
+
+    def run(a: int, b: int) -> None:
+        col = grouped_columns(x, geom, a, b, wide, batched=False)
+        gy = widen_output(dy[a:b], wide_out).reshape(b - a, G, o // G, -1)
+        dw[a:b] = xp.matmul(gy, col.swapaxes(-1, -2)).reshape(dw[a:b].shape)
+
+    over_batch(run, n, _work(x.shape[1], geom, tuple(dy.shape[2:])), on_gpu=is_gpu_array(x))
+    return dw
+
+
+def _input_grad(dy: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
+    """``col2im(w[n]^T dy[n])`` per sample, or at stride 1 a convolution with flipped filters."""
+    if flip_pays(dy.shape, x_shape, geom):
+        return per_sample_conv_forward(dy, flip_weight(w, geom), flipped_geometry(geom))
+    xp = get_array_module(dy, w)
+    n, c = x_shape[:2]
+    wt = _per_sample_grouped(w, geom.groups).swapaxes(-1, -2)  # (N, G, C/G*K, O/G)
+    wide = wide_col_size(dy.shape[2:], x_shape[2:], geom)
+    dx = xp.empty(x_shape, dtype=dy.dtype)
+
+    def run(a: int, b: int) -> None:
+        gy = widen_output(dy[a:b], wide).reshape(b - a, geom.groups, wt.shape[-1], -1)
+        col = xp.matmul(wt[a:b], gy).reshape((b - a, c, *geom.ksize, *wide))
+        dx[a:b] = col2im_wide(col, (b - a, c, *x_shape[2:]), geom)
+
+    over_batch(run, n, _work(c, geom, tuple(dy.shape[2:])), on_gpu=is_gpu_array(dy))
+    return dx

@@ -1,0 +1,107 @@
+"""A filter bank per sample: against one convolution per sample and against PyTorch."""
+
+import numpy as np
+import pytest
+
+from distconv.kernels.conv import conv_backward, conv_forward, flip_pays
+from distconv.kernels.conv_per_sample import per_sample_conv_backward, per_sample_conv_forward
+from distconv.kernels.shape import ConvGeometry
+
+# (nd, C, O, size, kernel, stride, padding, dilation, groups)
+CASES = [
+    (2, 3, 4, 6, 3, 1, 1, 1, 1),  # same-padded: the input gradient goes by the flipped filters
+    (2, 2, 6, 5, 3, 1, 0, 1, 1),  # few channels fan out: col2im
+    (2, 4, 6, 7, 3, 2, 1, 1, 2),  # strided and grouped: col2im
+    (2, 4, 4, 7, 3, 1, 2, 2, 2),  # dilated and grouped, flipped
+    (2, 3, 2, 6, 2, 3, 0, 1, 1),  # stride wider than the kernel: pixels no tap reaches
+    (3, 2, 3, 4, 3, 1, 1, 1, 1),  # a volume
+    (1, 3, 2, 9, 3, 2, 1, 1, 1),  # a sequence
+]
+
+
+def _arrays(rng, case, n=5, dtype=np.float64):
+    nd, c, o, size, k, s, p, d, g = case
+    geom = ConvGeometry.make(nd, k, s, p, d, g)
+    x = rng.standard_normal((n, c) + (size,) * nd).astype(dtype)
+    w = rng.standard_normal((n, o, c // g) + (k,) * nd).astype(dtype)
+    dy = rng.standard_normal((n, o, *geom.out_size(x.shape[2:]))).astype(dtype)
+    return geom, x, w, dy
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_matches_one_convolution_per_sample(rng, case):
+    geom, x, w, dy = _arrays(rng, case)
+    y = per_sample_conv_forward(x, w, geom)
+    dx, dw = per_sample_conv_backward(dy, x, w, geom)
+    for i in range(x.shape[0]):
+        xi, wi, dyi = x[i : i + 1], w[i], dy[i : i + 1]
+        np.testing.assert_allclose(y[i], conv_forward(xi, wi, geom)[0][0], rtol=1e-12)
+        dxi, dwi = conv_backward(dyi, xi, wi, geom)
+        np.testing.assert_allclose(dx[i], dxi[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(dw[i], dwi, rtol=1e-10, atol=1e-12)
+
+
+def test_cases_cover_both_input_gradient_paths():
+    paths = set()
+    for case in CASES:
+        geom, x, _, dy = _arrays(np.random.default_rng(0), case, n=1)
+        paths.add(flip_pays(dy.shape, x.shape, geom))
+    assert paths == {True, False}
+
+
+@pytest.mark.parametrize("case", CASES[:4])
+def test_against_pytorch_grouped_convolution(rng, torch, case):
+    # PyTorch's form of the same thing: the batch as channels of one image, N*G groups
+    nd, c, o, size, k, s, p, d, g = case
+    geom, x, w, dy = _arrays(rng, case)
+    n = x.shape[0]
+    tx = torch.tensor(x.reshape(1, n * c, size, size), requires_grad=True)
+    tw = torch.tensor(w.reshape(n * o, c // g, k, k), requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, None, s, p, d, n * g)
+    ty.backward(torch.tensor(dy.reshape(ty.shape)))
+    y = per_sample_conv_forward(x, w, geom)
+    dx, dw = per_sample_conv_backward(dy, x, w, geom)
+    np.testing.assert_allclose(y.reshape(ty.shape), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dx.reshape(tx.shape), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dw.reshape(tw.shape), tw.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_only_the_asked_gradients(rng):
+    geom, x, w, dy = _arrays(rng, CASES[0])
+    dx, dw = per_sample_conv_backward(dy, x, w, geom, need_dx=False)
+    assert dx is None and dw.shape == w.shape
+    dx, dw = per_sample_conv_backward(dy, x, w, geom, need_dw=False)
+    assert dw is None and dx.shape == x.shape
+
+
+def test_an_empty_batch(rng):
+    geom, x, w, dy = _arrays(rng, CASES[2], n=0)
+    assert per_sample_conv_forward(x, w, geom).shape == dy.shape
+    dx, dw = per_sample_conv_backward(dy, x, w, geom)
+    assert dx.shape == x.shape and dw.shape == w.shape
+
+
+def test_chunks_split_the_batch_without_changing_a_bit(rng, monkeypatch):
+    geom, x, w, dy = _arrays(rng, CASES[2], n=7, dtype=np.float32)
+    whole = per_sample_conv_forward(x, w, geom), *per_sample_conv_backward(dy, x, w, geom)
+    monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 1)  # a chunk per sample
+    monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "3")
+    chunked = per_sample_conv_forward(x, w, geom), *per_sample_conv_backward(dy, x, w, geom)
+    for a, b in zip(whole, chunked):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "w_shape, match",
+    [
+        ((4, 6, 2, 3, 3), "do not fit images"),  # a filter bank for another batch size
+        ((5, 6, 3, 3, 3), "do not fit images"),  # C/G wrong
+        ((5, 6, 2, 3), "do not fit images"),  # not a 2-D kernel
+        ((5, 5, 2, 3, 3), "do not split into 2 groups"),
+    ],
+)
+def test_filters_that_do_not_fit_are_refused(rng, w_shape, match):
+    geom, x, _, _ = _arrays(rng, CASES[2])
+    with pytest.raises(ValueError, match=match):
+        per_sample_conv_forward(x, np.zeros(w_shape), geom)
