@@ -4,8 +4,9 @@ A window of ``K`` elements (``K`` = kernel volume, 4 for 2x2) is ``K`` shifted, 
 the (padded) input, each of the output's shape. Pooling folds them with ``K - 1`` elementwise
 ``maximum``/``add`` calls into one output buffer (``out=``, no temporaries), and the backward
 adds into the same views: for max pooling through window-position masks (``x == y``, first
-position of a tie wins), with no index array and no gather. Neither side builds the ``K``-times
-larger column matrix that an im2col-based pooling copies.
+position of a tie wins), with no index array and no gather. Windows whose maximum is NaN or a
+``-inf`` tied with the padding route their gradient as PyTorch does (see ``_RareWindows``).
+Neither side builds the ``K``-times larger column matrix that an im2col-based pooling copies.
 
 When windows tile the input exactly (kernel = stride, no padding, sizes divisible: the usual 2x2
 pooling), each input element belongs to exactly one view, so the backward writes the gradient
@@ -14,9 +15,12 @@ instead of zero-filling and adding.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels.im2col import pad_spatial
@@ -185,19 +189,91 @@ def _max_pool_backward_chunk(
     # the masked gradient goes through a contiguous scratch, then one strided copy or add
     scratch = xp.empty(y.shape, dtype=dy.dtype)
     last = geom.kernel_volume - 1
+    in_size = tuple(n - 2 * p for n, p in zip(buf.shape[2:], geom.pad))
+    rare = _RareWindows.find(windows, y, geom, in_size)
     for k, gv in enumerate(_offset_views(buf, geom, out)):
         xp.equal(windows[k], y, out=hit)
+        if rare is not None:
+            rare.restrict(hit, k)
         if free is None:
             free = ~hit
         else:
             xp.logical_and(hit, free, out=hit)
             if k < last:
                 xp.logical_xor(free, hit, out=free)
+        if rare is not None:
+            rare.route_nan(hit, k)
         xp.multiply(dy, hit, out=scratch)
         if write:
             gv[...] = scratch
         else:
             gv += scratch
+
+
+class _RareWindows:
+    """Windows where ``x == y`` alone would route a gradient other than PyTorch does.
+
+    - A window whose maximum is NaN: PyTorch's gradient goes to its *last* NaN (it keeps
+      taking ``isnan(val)``), where ``NaN == NaN`` would route it nowhere.
+    - A window whose maximum is ``-inf`` while it overlaps the padding: PyTorch's gradient goes
+      to the first element *inside* the image, where the ``-inf`` padding would otherwise win
+      the tie and swallow it.
+
+    Both are rare, so :meth:`find` looks for them once per chunk (two passes over ``y``) and the
+    common case pays nothing more.
+    """
+
+    def __init__(
+        self,
+        windows: Any,
+        y: Any,
+        geom: ConvGeometry,
+        in_size: tuple[int, ...],
+        nan: Any,
+        pad: bool,
+    ) -> None:
+        xp = self.xp = get_array_module(y)
+        self.geom, self.in_size, self.out = geom, in_size, tuple(y.shape[2:])
+        self.nan, self.pad = nan, pad
+        self.last_nan = None
+        if nan is not None:  # index of each window's last NaN
+            self.last_nan = xp.full(y.shape, -1, dtype=xp.int32)
+            for k in range(geom.kernel_volume):
+                self.last_nan[xp.isnan(windows[k])] = k
+
+    @classmethod
+    def find(
+        cls, windows: Any, y: Any, geom: ConvGeometry, in_size: tuple[int, ...]
+    ) -> _RareWindows | None:
+        """The rare windows of a chunk, or None when it has none (the common case)."""
+        xp = get_array_module(y)
+        nan = xp.isnan(y)
+        nan = nan if bool(nan.any()) else None
+        pad = any(geom.pad) and bool(xp.isneginf(y).any())
+        return cls(windows, y, geom, in_size, nan, pad) if nan is not None or pad else None
+
+    def restrict(self, hit: Any, k: int) -> None:
+        """Drop padding positions from offset ``k``'s ties (only a ``-inf`` maximum ties them)."""
+        if self.pad:
+            hit &= self._inside(k)
+
+    def route_nan(self, hit: Any, k: int) -> None:
+        """In NaN windows, offset ``k`` takes the gradient exactly when it holds the last NaN."""
+        if self.nan is not None:
+            xp = get_array_module(hit)
+            xp.copyto(hit, self.last_nan == k, where=self.nan)
+
+    def _inside(self, k: int) -> Any:
+        """Which output positions' offset-``k`` element lies inside the image, ``(*out)``."""
+        g = self.geom
+        offset = np.unravel_index(k, g.ksize)
+        axes = []
+        for a, (o, n) in enumerate(zip(offset, self.in_size)):
+            pos = o * g.dilation[a] + g.stride[a] * np.arange(self.out[a]) - g.pad[a]
+            shape = [1] * len(self.out)
+            shape[a] = -1  # this axis's positions, broadcast against the others
+            axes.append(((pos >= 0) & (pos < n)).reshape(shape))
+        return self.xp.asarray(functools.reduce(np.logical_and, axes))
 
 
 def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:

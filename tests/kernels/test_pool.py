@@ -153,3 +153,58 @@ def test_nan_propagates_like_torch():
     x[0, 0, 1, 1] = np.nan
     y, _ = max_pool_forward(x, _geom((4, 4), 2, 2, 0, 1))
     assert np.isnan(y[0, 0, 0, 0]) and not np.isnan(y[0, 0, 1, 1])
+
+
+def _torch_max_pool(torch, x, dy, nd, k, s, p, d=1):
+    pool = torch.nn.functional.max_pool2d if nd == 2 else torch.nn.functional.max_pool3d
+    tx = torch.tensor(x, requires_grad=True)
+    ty = pool(tx, k, s, p, d)
+    ty.backward(torch.tensor(dy))
+    return ty.detach().numpy(), tx.grad.numpy()
+
+
+def test_nan_windows_route_their_gradient_like_torch(torch):
+    # PyTorch keeps taking NaNs: a window's gradient goes to its *last* NaN
+    x = np.arange(16, dtype=np.float64).reshape(1, 1, 4, 4)
+    x[0, 0, 0, 1] = x[0, 0, 1, 0] = np.nan  # two NaNs in the first window
+    x[0, 0, 2, 2] = np.nan
+    dy = np.arange(1.0, 5.0).reshape(1, 1, 2, 2)
+    geom = _geom((4, 4), 2, 2, 0, 1)
+    y, state = max_pool_forward(x, geom)
+    ty, tdx = _torch_max_pool(torch, x, dy, 2, 2, 2, 0)
+    np.testing.assert_array_equal(y, ty)
+    dx = max_pool_backward(dy, state, geom, x.shape)
+    np.testing.assert_array_equal(dx, tdx)
+    assert dx[0, 0, 1, 0] == 1 and dx[0, 0, 0, 1] == 0  # the last NaN, not the first
+
+
+def test_minus_inf_windows_never_give_their_gradient_to_the_padding(torch):
+    # every element -inf: the maximum ties with the -inf padding; PyTorch's gradient goes to the
+    # window's first element inside the image, where a plain x == y would lose it in the padding
+    x = np.full((1, 1, 4, 4), -np.inf)
+    x[0, 0, 3, 3] = 1.0
+    geom = _geom((4, 4), 3, 2, 1, 1)
+    y, state = max_pool_forward(x, geom)
+    dy = np.arange(1.0, 1.0 + y.size).reshape(y.shape)
+    ty, tdx = _torch_max_pool(torch, x, dy, 2, 3, 2, 1)
+    np.testing.assert_array_equal(y, ty)
+    dx = max_pool_backward(dy, state, geom, x.shape)
+    np.testing.assert_array_equal(dx, tdx)
+    assert dx.sum() == dy.sum()  # nothing lost
+
+
+@pytest.mark.parametrize(
+    "nd,k,s,p,d",
+    [(2, 2, 2, 0, 1), (2, 3, 2, 1, 1), (2, 2, 1, 1, 1), (2, 3, 1, 1, 2), (3, 3, 2, 1, 1)],
+)
+def test_nan_and_minus_inf_sprinkled_match_torch(torch, rng, nd, k, s, p, d):
+    shape = (3, 2) + (7,) * nd
+    x = rng.integers(-3, 4, shape).astype(np.float64)  # small integers: many ties as well
+    x[rng.random(shape) < 0.08] = np.nan
+    x[rng.random(shape) < 0.3] = -np.inf
+    geom = ConvGeometry.make(nd, k, s, p, d)
+    y, state = max_pool_forward(x, geom)
+    dy = rng.standard_normal(y.shape)
+    ty, tdx = _torch_max_pool(torch, x, dy, nd, k, s, p, d)
+    np.testing.assert_array_equal(y, ty)
+    np.testing.assert_allclose(max_pool_backward(dy, state, geom, x.shape), tdx, rtol=1e-12)
