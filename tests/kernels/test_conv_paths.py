@@ -143,6 +143,33 @@ def test_autotuner_times_each_shape_once_and_stays_correct(rng, monkeypatch):
     np.testing.assert_allclose(dx, ref, rtol=1e-12)
 
 
+@pytest.mark.parametrize("slow", [False, True])
+def test_autotuner_keeps_the_faster_layout(rng, monkeypatch, slow):
+    # make one layout far slower than the other: the tuner must keep the other, every direction
+    import time
+
+    monkeypatch.setenv("DISTCONV_AUTOTUNE", "1")
+    monkeypatch.setattr(conv_layout, "_tuned", {})
+    real_run_chunks = conv_layout.run_chunks
+
+    def run_chunks(run, direction, x, w, geom, work):
+        def delayed(a, b, batched):
+            if batched == slow:
+                time.sleep(0.05)
+            return run(a, b, batched)
+
+        return real_run_chunks(delayed, direction, x, w, geom, work)
+
+    import distconv.kernels.conv as conv_module
+
+    monkeypatch.setattr(conv_module, "run_chunks", run_chunks)
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    x, w = rng.standard_normal((4, 3, 6, 6)), rng.standard_normal((5, 3, 3, 3))
+    y, _ = conv_forward(x, w, geom)
+    conv_backward(np.ones_like(y), x, w, geom)
+    assert conv_layout._tuned and set(conv_layout._tuned.values()) == {not slow}
+
+
 def test_autotune_flag_must_be_0_or_1(monkeypatch):
     monkeypatch.setenv("DISTCONV_AUTOTUNE", "yes")
     with pytest.raises(ValueError, match="DISTCONV_AUTOTUNE must be 0 or 1, got 'yes'"):
