@@ -41,15 +41,26 @@ def _per_sample_grouped(w: Any, groups: int) -> Any:
     return w.reshape(n, groups, o // groups, cg * volume(w.shape[3:]))
 
 
-def _check(x: Any, w: Any, geom: ConvGeometry) -> None:
+def _check(x: Any, w: Any, geom: ConvGeometry, dy: Any = None) -> None:
+    if x.ndim != 2 + geom.nd:
+        raise ValueError(f"expected {2 + geom.nd}-D images (N, C, *spatial), got {tuple(x.shape)}")
     n, c = x.shape[:2]
-    if w.ndim != 3 + geom.nd or w.shape[0] != n or w.shape[2] * geom.groups != c:
+    if (
+        w.ndim != 3 + geom.nd
+        or w.shape[0] != n
+        or w.shape[2] * geom.groups != c
+        or tuple(w.shape[3:]) != geom.ksize
+    ):
         raise ValueError(
             f"filters {tuple(w.shape)} do not fit images {tuple(x.shape)}: expected "
             f"({n}, O, {c // geom.groups}, *{geom.ksize}) with {geom.groups} group(s)"
         )
     if w.shape[1] % geom.groups:
         raise ValueError(f"{w.shape[1]} filters per sample do not split into {geom.groups} groups")
+    if dy is not None:
+        want = (n, w.shape[1], *geom.out_size(x.shape[2:]))
+        if tuple(dy.shape) != want:
+            raise ValueError(f"output gradient {tuple(dy.shape)} should be {want}")
 
 
 def _as_one_image(x: Any, w: Any, geom: ConvGeometry) -> tuple[Any, Any, ConvGeometry]:
@@ -99,7 +110,7 @@ def per_sample_conv_backward(
     Returns:
         ``(dx, dw)`` shaped like ``x`` and ``w``; either is None when not needed.
     """
-    _check(x, w, geom)
+    _check(x, w, geom, dy)
     if _use_cudnn(dy, x, w):
         images, filters, grouped = _as_one_image(x, w, geom)
         dy1 = dy.reshape(1, -1, *dy.shape[2:])

@@ -45,11 +45,11 @@ class ConvNd(Convolution, Layer):
         out_channels: channels of the output (``O``).
         kernel_size, stride, padding, dilation: an int, or one value per spatial axis.
         groups: split input and output channels into this many independent groups.
-
-    Keyword-only:
         bias: ``"shared"`` (one per output channel), ``"unshared"`` (one per output element;
             needs ``input_size``), or None.
         act: activation applied to the output.
+
+    Keyword-only:
         output_padding: (transposed only) extra size added to one side of the output.
         input_size: spatial size of the input; needed only for an unshared bias.
         init: weight initialiser name (``"msra"``, ``"xavier"``, ``"normal"``, ``"zero"``).
@@ -78,6 +78,7 @@ class ConvNd(Convolution, Layer):
         self,
         bias: str | bool | None = "shared",
         act: str | ActivationFunction | None = None,
+        *,
         init: str | Initializer = "msra",
         dtype: Any = np.float32,
         weight: Parameter | None = None,
@@ -228,6 +229,7 @@ class ConvProjection(Convolution, Projection):
 
     def _build(
         self,
+        *,
         init: str | Initializer = "msra",
         dtype: Any = np.float32,
         weight: Parameter | None = None,

@@ -27,7 +27,8 @@ class Convolution:
         input_size: the spatial size of the input (required by the parts, which read flattened
             images; a layer needs it only for an unshared bias).
         output_padding: (transposed only) extra size added to one side of the output.
-        **options: what the kind builds, listed in its own docstring.
+        *options, **keyword_options: what the kind builds, listed in its own docstring (a
+            layer's ``bias`` and ``act`` may follow ``groups`` positionally, as before).
 
     Attributes:
         spec: the checked :class:`~distconv.kernels.shape.ConvSpec`.
@@ -48,19 +49,19 @@ class Convolution:
         padding: IntOrTuple = 0,
         dilation: IntOrTuple = 1,
         groups: int = 1,
-        *,
+        *options: Any,
         input_size: IntOrTuple | None = None,
         output_padding: IntOrTuple = 0,
-        **options: Any,
+        **keyword_options: Any,
     ) -> None:
         self._arguments = (
             (in_channels, out_channels, kernel_size, stride, padding, dilation, groups),
             input_size,
             output_padding,
         )
-        self._build(**options)
+        self._build(*options, **keyword_options)
 
-    def _build(self, **options: Any) -> None:
+    def _build(self, *options: Any, **keyword_options: Any) -> None:
         """Make what this kind owns; call :meth:`_make_spec` before reading any size."""
         raise NotImplementedError
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,6 +62,7 @@ class FullyConnected(Layer):
         **options: Any,
     ) -> None:
         super().__init__(act=act, name=name)
+        self._check_options(options)
         single = isinstance(in_features, (int, np.integer))
         self.in_widths = (int(in_features),) if single else tuple(int(w) for w in in_features)
         if not self.in_widths or min(self.in_widths) < 1 or out_features < 1:
@@ -89,6 +91,14 @@ class FullyConnected(Layer):
         self.weight = self.weights[0]
         self.bias = self.make_bias("bias", (out_features,), dtype) if bias else None
         self._configure(**options)
+
+    def _check_options(self, options: dict[str, Any]) -> None:
+        """Refuse unknown options before any weight is drawn (a failed constructor must not
+        move the seeded generator)."""
+        try:
+            inspect.signature(self._configure).bind(**options)
+        except TypeError as exc:
+            raise TypeError(f"{self.label}: {exc}") from None
 
     def _configure(self) -> None:
         """Take a subclass's own keyword options (none here: an unknown one is a TypeError)."""

@@ -131,7 +131,7 @@ class ConvOperator(Convolution, Operator):
         f = self._rows(inputs[1], self.filter_width, f"filter (input {i_filt})")
         n = x.shape[0]
         images = x.reshape(n, self.in_channels, *self.input_size)
-        return images, f.reshape(n, self.out_channels, -1, *self.spec.geom.ksize)
+        return images, f.reshape(n, *self.spec.weight_shape)  # one (O, C/G, *k) bank a sample
 
     def forward(self, inputs: Sequence[Arg], out: Any) -> None:
         images, filters = self._operands(inputs)

@@ -30,6 +30,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.init import Initializer
+from distconv.kernels.shape import volume
 from distconv.layers.base import Layer, LayerError, grad_target
 from distconv.parameter import Parameter, UpdateCallback
 
@@ -86,7 +87,7 @@ class LayerPart:
         if v.ndim < 2 or (width is not None and v.size != n * width):
             want = "rows" if width is None else f"{width} columns per row"
             raise self.fail(f"expected {what} of {want}, got shape {tuple(v.shape)}")
-        return v.reshape(n, -1)
+        return v.reshape(n, -1 if width is None else width)  # -1 cannot size an empty batch
 
     @staticmethod
     def _grad_rows(arg: Arg) -> Any:
@@ -100,7 +101,7 @@ class LayerPart:
             return None
         if not buf.flags.c_contiguous:
             arg.grad = buf = get_array_module(buf).ascontiguousarray(buf)
-        return buf.reshape(buf.shape[0], -1)
+        return buf.reshape(buf.shape[0], volume(buf.shape[1:]))  # -1 fails on an empty batch
 
 
 # -- the projection base -------------------------------------------------------------------------

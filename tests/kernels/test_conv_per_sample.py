@@ -3,13 +3,14 @@
 import numpy as np
 import pytest
 
+from distconv.kernels import conv_per_sample
 from distconv.kernels.conv import conv_backward, conv_forward, flip_pays
 from distconv.kernels.conv_per_sample import per_sample_conv_backward, per_sample_conv_forward
 from distconv.kernels.shape import ConvGeometry
 
 # (nd, C, O, size, kernel, stride, padding, dilation, groups)
 CASES = [
-    (2, 3, 4, 6, 3, 1, 1, 1, 1),  # same-padded: the input gradient goes by the flipped filters
+    (2, 4, 3, 6, 3, 1, 1, 1, 1),  # same-padded: the input gradient goes by the flipped filters
     (2, 2, 6, 5, 3, 1, 0, 1, 1),  # few channels fan out: col2im
     (2, 4, 6, 7, 3, 2, 1, 1, 2),  # strided and grouped: col2im
     (2, 4, 4, 7, 3, 1, 2, 2, 2),  # dilated and grouped, flipped
@@ -41,23 +42,30 @@ def test_matches_one_convolution_per_sample(rng, case):
         np.testing.assert_allclose(dw[i], dwi, rtol=1e-10, atol=1e-12)
 
 
-def test_cases_cover_both_input_gradient_paths():
-    paths = set()
-    for case in CASES:
-        geom, x, _, dy = _arrays(np.random.default_rng(0), case, n=1)
-        paths.add(flip_pays(dy.shape, x.shape, geom))
-    assert paths == {True, False}
+@pytest.mark.parametrize("case, flips", [(CASES[0], True), (CASES[1], False), (CASES[2], False)])
+def test_input_gradient_goes_by_flipped_filters_exactly_when_it_pays(rng, monkeypatch, case, flips):
+    geom, x, w, dy = _arrays(rng, case)
+    assert flip_pays(dy.shape, x.shape, geom) == flips
+    calls = []
+    real = conv_per_sample.flip_weight
+    monkeypatch.setattr(conv_per_sample, "flip_weight", lambda *a: calls.append(1) or real(*a))
+    dx, _ = per_sample_conv_backward(dy, x, w, geom, need_dw=False)
+    assert bool(calls) == flips
+    for i in range(x.shape[0]):  # and either route gives the right numbers
+        ref = conv_backward(dy[i : i + 1], x[i : i + 1], w[i], geom, need_dw=False)[0]
+        np.testing.assert_allclose(dx[i], ref[0], rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("case", CASES[:4])
+@pytest.mark.parametrize("case", CASES)
 def test_against_pytorch_grouped_convolution(rng, torch, case):
     # PyTorch's form of the same thing: the batch as channels of one image, N*G groups
     nd, c, o, size, k, s, p, d, g = case
     geom, x, w, dy = _arrays(rng, case)
     n = x.shape[0]
-    tx = torch.tensor(x.reshape(1, n * c, size, size), requires_grad=True)
-    tw = torch.tensor(w.reshape(n * o, c // g, k, k), requires_grad=True)
-    ty = torch.nn.functional.conv2d(tx, tw, None, s, p, d, n * g)
+    conv = getattr(torch.nn.functional, f"conv{nd}d")
+    tx = torch.tensor(x.reshape(1, n * c, *x.shape[2:]), requires_grad=True)
+    tw = torch.tensor(w.reshape(n * o, c // g, *w.shape[3:]), requires_grad=True)
+    ty = conv(tx, tw, None, s, p, d, n * g)
     ty.backward(torch.tensor(dy.reshape(ty.shape)))
     y = per_sample_conv_forward(x, w, geom)
     dx, dw = per_sample_conv_backward(dy, x, w, geom)
@@ -81,8 +89,9 @@ def test_an_empty_batch(rng):
     assert dx.shape == x.shape and dw.shape == w.shape
 
 
-def test_chunks_split_the_batch_without_changing_a_bit(rng, monkeypatch):
-    geom, x, w, dy = _arrays(rng, CASES[2], n=7, dtype=np.float32)
+@pytest.mark.parametrize("case", CASES)
+def test_chunks_split_the_batch_without_changing_a_bit(rng, monkeypatch, case):
+    geom, x, w, dy = _arrays(rng, case, n=7, dtype=np.float32)
     whole = per_sample_conv_forward(x, w, geom), *per_sample_conv_backward(dy, x, w, geom)
     monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 1)  # a chunk per sample
     monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
@@ -99,9 +108,18 @@ def test_chunks_split_the_batch_without_changing_a_bit(rng, monkeypatch):
         ((5, 6, 3, 3, 3), "do not fit images"),  # C/G wrong
         ((5, 6, 2, 3), "do not fit images"),  # not a 2-D kernel
         ((5, 5, 2, 3, 3), "do not split into 2 groups"),
+        ((5, 6, 2, 9, 1), "do not fit images"),  # the right volume, the wrong kernel
     ],
 )
 def test_filters_that_do_not_fit_are_refused(rng, w_shape, match):
     geom, x, _, _ = _arrays(rng, CASES[2])
     with pytest.raises(ValueError, match=match):
         per_sample_conv_forward(x, np.zeros(w_shape), geom)
+
+
+def test_images_and_output_gradients_that_do_not_fit_are_refused(rng):
+    geom, x, w, dy = _arrays(rng, CASES[0])
+    with pytest.raises(ValueError, match=r"expected 4-D images"):
+        per_sample_conv_forward(x[0], w, geom)
+    with pytest.raises(ValueError, match=r"output gradient \(5, 3, 5, 5\) should be"):
+        per_sample_conv_backward(dy[:, :, :5, :5], x, w, geom)

@@ -217,8 +217,10 @@ def _args(specs, to):
     ]
 
 
+@pytest.mark.parametrize("cudnn", ["1", "0"])  # the conv parts on cuDNN and on device im2col
 @pytest.mark.parametrize("name,make,specs", CATALOGUE, ids=[c[0] for c in CATALOGUE])
-def test_catalogue_on_device_matches_host(cupy, rng, name, make, specs):
+def test_catalogue_on_device_matches_host(cupy, monkeypatch, rng, name, make, specs, cudnn):
+    monkeypatch.setenv("DISTCONV_CUDNN", cudnn)
     set_device("cpu")
     host = make()
     set_device("gpu")

@@ -211,3 +211,10 @@ def test_conv_transpose_projection_checks_output_padding():
 
     with pytest.raises(LayerError, match="output_padding=.* must be >= 0 and smaller than"):
         ConvTransposeProjection(1, 1, 1, input_size=3, stride=1, output_padding=3)
+
+
+def test_bias_and_act_may_follow_groups_positionally():
+    layer = Conv2D(4, 8, 3, 1, 0, 1, 1, None, "relu")
+    assert layer.bias is None and layer.act is not None
+    with pytest.raises(TypeError):
+        Conv2D(4, 8, 3, 1, 0, 1, 1, None, "relu", "msra")  # init is keyword-only

@@ -461,3 +461,13 @@ def test_transposed_matrix_ties_with_the_opposite_full_matrix(rng):
     layer = Mixed([dec])
     z = rng.standard_normal((2, 3))
     np.testing.assert_allclose(layer(Arg(z)).value, z @ enc.weight.value, rtol=1e-12)
+
+
+def test_conv_operator_on_an_empty_batch():
+    layer = Mixed([None, None], [ConvOperator(2, 3, 3, input_size=4, padding=1)])
+    image, filters = Arg(np.zeros((0, 32))), Arg(np.zeros((0, 54)))
+    y = layer(image, filters)
+    assert y.value.shape == (0, 48)
+    y.grad = np.zeros((0, 48))
+    layer.backward(lambda p: None)
+    assert image.grad.shape == (0, 32) and filters.grad.shape == (0, 54)

@@ -3,7 +3,7 @@ import pytest
 
 from distconv import Arg
 from distconv.gradient_check import check_layer_grad
-from distconv.layers import LayerError, MSELoss
+from distconv.layers import FullyConnected, LayerError, MSELoss
 from distconv.layers.selective_fc import SPARSE_MAX_DENSITY, SelectiveFullyConnected
 from distconv.network import Network
 
@@ -279,3 +279,14 @@ def test_several_inputs_errors():
         SelectiveFullyConnected((4, 6), 5, weight=[None])
     with pytest.raises(LayerError, match="expected 2 to 3 input"):
         SelectiveFullyConnected((4, 6), 5)(Arg(np.zeros((2, 4))))
+
+
+def test_an_unknown_option_is_refused_before_any_weight_is_drawn():
+    from distconv.init import set_seed
+
+    set_seed(1)
+    expected = FullyConnected(4, 3).weight.value.copy()
+    set_seed(1)
+    with pytest.raises(TypeError, match="SelectiveFullyConnected: .*unexpected keyword.*'methd'"):
+        SelectiveFullyConnected(4, 3, methd="dense")
+    np.testing.assert_array_equal(FullyConnected(4, 3).weight.value, expected)
