@@ -21,7 +21,7 @@ VOCAB, WIDTH, TABLE = 100_000, 32, "embed.proj0.weight"
 def _net(seed: int = 0) -> Network:
     set_seed(seed)
     net = Network()
-    net.add("embed", Mixed([TableProjection(VOCAB, WIDTH)]), inputs="words")
+    net.add("embed", Mixed([TableProjection(VOCAB, WIDTH, sparse=True)]), inputs="words")
     net.add("logits", FullyConnected(WIDTH, 4), inputs="embed")
     net.add("loss", SoftmaxCrossEntropy(), inputs=["logits", "label"])
     for p in net.parameters():
@@ -35,9 +35,9 @@ def _batches(steps: int, size: int, seed: int = 7):
 
 
 def _step(net, sync, words, prefetch=True):
+    sync.start_step(len(words))
     if prefetch:
         sync.prefetch({TABLE: words})
-    sync.start_step(len(words))
     net.forward(
         {"words": Arg(ids=words, needs_grad=False), "label": Arg(ids=words % 4, needs_grad=False)}
     )
@@ -53,7 +53,6 @@ def _sync(endpoints, rank, world, lr=0.5):
         pservers=endpoints,
         insecure=True,
         timeout=30,
-        sparse=[TABLE],
     )
 
 
