@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from ps_helpers import run_ranks
 
 from distconv.arg import Arg
@@ -111,3 +112,19 @@ def test_bytes_per_step_follow_the_rows_touched_not_the_table(shards, capsys):
     for rows, total in per_step.items():
         assert 3 * rows * row <= total <= 4 * rows * row + 20_000
     assert per_step[16] < table_bytes / 1000
+
+
+def test_the_sparse_set_comes_from_the_model_and_prefetch_checks_names_and_ids(shards):
+    (endpoint,) = shards.start(1, workers=1)
+    net, sync = _net(), _sync([endpoint], 0, 1)
+    try:
+        sync.setup(net.parameters())
+        assert sync.sparse == {TABLE}
+        with pytest.raises(ValueError, match="prefetch: logits.weight is not marked sparse_rows"):
+            sync.prefetch({"logits.weight": [0]})
+        with pytest.raises(ValueError, match=r"span \[-1, 5\], outside its rows 0..99999"):
+            sync.prefetch({TABLE: [5, -1]})
+        with pytest.raises(ValueError, match="no parameter 'nope' in this job"):
+            sync.prefetch({"nope": [0]})
+    finally:
+        sync.close()
