@@ -158,7 +158,7 @@ class ProjectionLayer(Layer):
         :meth:`Layer.rows_read`); any other sparse parameter: every row."""
         reads, asked = [], set()
         for proj, arg in zip(self.projections, feeds):
-            w = getattr(proj, "weight", None)
+            w = proj.weight if proj is not None else None
             if w is not None and w.sparse_rows:
                 reads.append((w.name, proj.rows_read(arg)))
                 asked.add(w.name)
