@@ -15,7 +15,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
-from distconv.layers.base import Layer
+from distconv.layers.base import Layer, LayerError
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -189,7 +189,41 @@ class Network:
                     f"x.astype(np.float32) / 255) or integer ids as Arg(ids=...)"
                 ) from exc
 
-    def _check_feed(self, name: str, feeds: Mapping[str, Arg | Any]) -> Arg:
+    def rows_needed(self, feeds: Mapping[str, Arg | Any]) -> dict[str, Any]:
+        """The rows a forward on ``feeds`` reads of each trainable ``sparse_rows`` parameter.
+
+        Runs no forward: each layer holding such a parameter answers from the inputs it is fed
+        (:meth:`Layer.rows_read`): a table the ids, a selective FC the selected columns, any
+        other reader every row. A parameter shared by several layers gets the union.
+
+        Returns:
+            parameter name -> distinct row ids, sorted; empty when nothing is sparse.
+
+        Raises:
+            NetworkError: a feed is missing, or a sparse layer's ids are computed by another
+                layer (then its rows cannot be known before forward).
+        """
+        sparse = {p.name for p in self.parameters() if p.sparse_rows and not p.static}
+        found: dict[str, list[Any]] = {}
+        fed = set(self.feed_names)
+        for name in self.order() if sparse else ():
+            layer = self.layers[name]
+            if not sparse.intersection(p.name for p in layer.parameters()):
+                continue
+            args = [self._feed_arg(i, feeds) if i in fed else None for i in self.wiring[name]]
+            try:
+                reads = layer.rows_read(args)
+            except LayerError as exc:
+                computed = [i for i in self.wiring[name] if i not in fed]
+                where = f" (inputs computed by layers: {computed})" if computed else ""
+                raise NetworkError(f"{exc}{where}") from None
+            for pname, ids in reads:
+                if pname in sparse:
+                    found.setdefault(pname, []).append(ids.reshape(-1))
+        return {n: get_array_module(*v).unique(_concat(v)) for n, v in found.items()}
+
+    def _feed_arg(self, name: str, feeds: Mapping[str, Arg | Any]) -> Arg:
+        """Feed ``name`` as an Arg (an array is wrapped), checked for presence and type."""
         if name not in feeds:
             raise NetworkError(f"input {name!r} was not fed (feeds: {sorted(feeds)})")
         arg = feeds[name]
@@ -205,6 +239,11 @@ class Network:
             raise NetworkError(
                 f"input {name!r}: Arg.value must be an array, got {type(arg.value).__name__}"
             )
+        return arg
+
+    def _check_feed(self, name: str, feeds: Mapping[str, Arg | Any]) -> Arg:
+        """:meth:`_feed_arg`, and float values checked finite when ``check_finite``."""
+        arg = self._feed_arg(name, feeds)
         v = arg.value
         if self.check_finite and v is not None and v.dtype.kind == "f":
             xp = get_array_module(v)
@@ -283,6 +322,10 @@ class Network:
     def reset_firing_order(self) -> None:
         """Forget the recorded order; the next backward records it afresh."""
         self.firing_order = None
+
+
+def _concat(arrays: list[Any]) -> Any:
+    return arrays[0] if len(arrays) == 1 else get_array_module(*arrays).concatenate(arrays)
 
 
 def _is_array(v: Any) -> bool:

@@ -23,6 +23,10 @@ class Parameter:
         name: unique name; the key in checkpoints and on the wire.
         value: the initial array (numpy or cupy); the parameter owns it.
         static: a static parameter gets no gradient and never fires its callback.
+        sparse_rows: a table read a few rows per batch (an embedding, a selective FC's
+            weight): a parameter server then moves only the rows a batch reads, pulled before
+            forward and pushed after backward (Paddle's ``sparse_update``). Other transports
+            hold it whole; the flag changes no numbers.
 
     Attributes:
         grad: gradient array of ``value``'s shape and dtype, or None when static.
@@ -30,12 +34,17 @@ class Parameter:
             Network counts them before each backward).
     """
 
-    def __init__(self, name: str, value: Any, *, static: bool = False) -> None:
+    def __init__(
+        self, name: str, value: Any, *, static: bool = False, sparse_rows: bool = False
+    ) -> None:
         if not name:
             raise ValueError("a Parameter needs a non-empty name")
         self.name = name
         self.value = value
         self.static = static
+        self.sparse_rows = False
+        if sparse_rows:
+            self.mark_sparse_rows()
         self.grad = None if static else get_array_module(value).zeros_like(value)
         self.shared_count = 0
         self._pending = 0
@@ -71,6 +80,23 @@ class Parameter:
             self.grad[...] = 0
         self._pending = 0
 
+    def mark_sparse_rows(self) -> None:
+        """Mark this parameter a table of rows (axis 0) that batches read a few at a time.
+
+        The mark stays for good: every layer sharing the parameter sees it.
+
+        Raises:
+            ValueError: the value is a scalar (it has no rows).
+        """
+        if not getattr(self.value, "ndim", 0):
+            raise ValueError(f"parameter {self.name}: a scalar has no rows to mark sparse")
+        self.sparse_rows = True
+
+    def all_rows(self) -> Any:
+        """Every row id (``0 .. shape[0] - 1``), on the value's device: what a reader that
+        cannot narrow its rows reads."""
+        return get_array_module(self.value).arange(self.shape[0])
+
     def set_static(self, static: bool = True) -> None:
         """Freeze or unfreeze the parameter; a frozen one drops its gradient buffer."""
         self.static = static
@@ -87,5 +113,5 @@ class Parameter:
             self.grad = self.grad.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
-        kind = ", static" if self.static else ""
+        kind = (", static" if self.static else "") + (", sparse_rows" if self.sparse_rows else "")
         return f"Parameter({self.name!r}, shape={self.shape}, dtype={self.value.dtype}{kind})"

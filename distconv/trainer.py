@@ -126,6 +126,8 @@ class Trainer:
             for p in self.params:
                 p.cast(self.dtype)
         self.trainable = [p for p in self.params if not p.static]
+        # tables of which a parameter server moves only a batch's rows: fetch them first
+        self.sparse = any(p.sparse_rows for p in self.trainable)
         self.config = {
             **(config or {}),
             "batch_size": batch_size,
@@ -166,8 +168,14 @@ class Trainer:
         return feeds
 
     def _forward(self, arrays: Arrays, index: np.ndarray) -> tuple[Any, Any]:
-        """Forward a batch; returns its summed loss and right answers (0 without accuracy)."""
-        outputs = self.network.forward(self._feeds(arrays, index))
+        """Forward a batch; returns its summed loss and right answers (0 without accuracy).
+
+        The rows of ``sparse_rows`` tables the batch reads are fetched through the sync first.
+        """
+        feeds = self._feeds(arrays, index)
+        if self.sparse:
+            self.sync.prefetch(self.network.rows_needed(feeds))
+        outputs = self.network.forward(feeds)
         loss = outputs[self.loss_name].value * len(index)
         if self.accuracy is None:
             return loss, 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from distconv.arg import Arg
@@ -119,6 +119,20 @@ class Layer:
     def parameters(self) -> list[Parameter]:
         """This layer's parameters (sub-objects such as projections included), in a stable order."""
         return list(self._params.values())
+
+    def rows_read(self, feeds: Sequence[Arg | None]) -> list[tuple[str, Any]]:
+        """Which rows of its ``sparse_rows`` parameters a forward on these inputs reads.
+
+        Asked before forward (a parameter server pulls those rows first). This default reads
+        every row; tables and selective FCs narrow it to the rows their ids select.
+
+        Args:
+            feeds: input ``i``'s Arg when the network is fed it, None when a layer computes it.
+
+        Returns:
+            ``(parameter name, row ids)`` pairs; ids in any order, repeats allowed.
+        """
+        return [(p.name, p.all_rows()) for p in self.parameters() if p.sparse_rows]
 
     # -- forward / backward -------------------------------------------------------------------
     def __call__(self, *inputs: Arg) -> Arg:

@@ -153,6 +153,17 @@ class ProjectionLayer(Layer):
         shape = (self._bias_channels(),) if self.shared_bias else (self.size,)
         return self.make_bias("bias", shape, self.dtype)
 
+    def rows_read(self, feeds: Sequence[Arg | None]) -> list[tuple[str, Any]]:
+        """Each projection's sparse weight: the rows its input selects (see
+        :meth:`Layer.rows_read`); any other sparse parameter: every row."""
+        reads, asked = [], set()
+        for proj, arg in zip(self.projections, feeds):
+            w = proj.weight if proj is not None else None
+            if w is not None and w.sparse_rows:
+                reads.append((w.name, proj.rows_read(arg)))
+                asked.add(w.name)
+        return reads + [r for r in super().rows_read(feeds) if r[0] not in asked]
+
     # -- forward / backward --------------------------------------------------------------------
     def _new_output(self, inputs: tuple[Arg, ...]) -> Any:
         rows = [a.batch_size for a in inputs]

@@ -168,6 +168,11 @@ class Projection(LayerPart):
             shared=spec.shared,
         )
 
+    def rows_read(self, input: Arg | None) -> Any:
+        """The rows of the weight a forward on ``input`` (None: computed by a layer) reads:
+        all of them, unless a projection that reads ids narrows it."""
+        return self.weight.all_rows()
+
     @property
     def needs_weight_grad(self) -> bool:
         return self.weight is not None and not self.weight.static

@@ -101,6 +101,9 @@ class TableProjection(Projection):
         width: columns of each row (the output width).
         init: initialiser (standard normal by default, as ``torch.nn.Embedding``).
         dtype, weight: see :class:`Projection`.
+        sparse: mark the weight ``sparse_rows`` (Paddle's ``sparse_update``): a parameter
+            server then moves only the rows of the ids in each batch. A shared weight marked
+            elsewhere stays marked.
 
     Shape:
         - Input: an Arg whose ``ids`` (or integer ``value``) holds ``N`` ids.
@@ -118,12 +121,29 @@ class TableProjection(Projection):
         init: str | Initializer = unit_normal,
         dtype: Any = np.float32,
         weight: Parameter | None = None,
+        sparse: bool = False,
     ) -> None:
         if vocab_size < 1:
             raise self.fail(f"vocab_size={vocab_size} must be >= 1")
         spec = WeightSpec((vocab_size, width), (1, width), init, dtype, weight)
         super().__init__(None, width, spec)
         self.vocab_size = vocab_size
+        self.sparse = bool(sparse)
+
+    def _make_params(self) -> None:
+        super()._make_params()
+        if self.sparse:
+            self.weight.mark_sparse_rows()
+
+    def rows_read(self, input: Arg | None) -> Any:
+        """The distinct ids of ``input`` (``-1``, no row, left out): the rows forward reads."""
+        if input is None:
+            raise self.fail(
+                "its ids come from another layer, so the rows of its sparse weight are unknown "
+                "before forward; feed the ids directly (or build it without sparse=True)"
+            )
+        ids = self._ids(input)
+        return get_array_module(ids).unique(ids[ids >= 0])
 
     def _ids(self, input: Arg) -> Any:
         ids = input.ids if input.ids is not None else input.value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,9 @@ class SelectiveFullyConnected(FullyConnected):
         method: ``"auto"``, ``"sparse"`` or ``"dense"`` (see above).
         inference: allow uneven selections (forward only).
         pad_value: pre-activation value of the padding of uneven selections.
+        sparse: mark the weights ``sparse_rows`` (rows are output columns): a parameter server
+            then moves only the rows of the columns each batch selects (every row when the
+            layer runs without a selection). Shared weights marked elsewhere stay marked.
 
     Shape:
         - Data input ``i``: ``(N, in_features[i])`` or ``(N, *)`` with that many elements.
@@ -93,8 +97,15 @@ class SelectiveFullyConnected(FullyConnected):
     """
 
     def _configure(
-        self, method: str = "auto", inference: bool = False, pad_value: float = float("-inf")
+        self,
+        method: str = "auto",
+        inference: bool = False,
+        pad_value: float = float("-inf"),
+        sparse: bool = False,
     ) -> None:
+        if sparse:
+            for w in self.weights:
+                w.mark_sparse_rows()
         k = len(self.in_widths)
         self.num_inputs = (k, k + 1)  # the data inputs, then the selection if any
         if method not in METHODS:
@@ -110,8 +121,8 @@ class SelectiveFullyConnected(FullyConnected):
         return self.selection is None
 
     # -- selection ------------------------------------------------------------------------------
-    def _select(self, sel: Arg, n: int, xp: Any) -> Selection:
-        """Validate the selection input and lay it out as an ``(n, k)`` table."""
+    def _selected_ids(self, sel: Arg, xp: Any) -> Any:
+        """The selection's column indices, checked to be integers in ``[0, out_features)``."""
         if sel.ids is None:
             raise self.fail("the selection (last input) must carry column indices in Arg.ids")
         ids = xp.asarray(sel.ids)
@@ -122,6 +133,11 @@ class SelectiveFullyConnected(FullyConnected):
                 f"selected columns must lie in [0, {self.out_features}), got range "
                 f"[{int(ids.min())}, {int(ids.max())}]"
             )
+        return ids
+
+    def _select(self, sel: Arg, n: int, xp: Any) -> Selection:
+        """Validate the selection input and lay it out as an ``(n, k)`` table."""
+        ids = self._selected_ids(sel, xp)
         if sel.seq_starts is None:
             if ids.ndim != 2 or ids.shape[0] != n:
                 raise self.fail(
@@ -161,6 +177,26 @@ class SelectiveFullyConnected(FullyConnected):
         if self.method == "auto":
             return k <= SPARSE_MAX_DENSITY * self.out_features
         return self.method == "sparse"
+
+    def rows_read(self, feeds: Sequence[Arg | None]) -> list[tuple[str, Any]]:
+        """The weights' rows a forward reads: the selected columns, or all without a selection.
+
+        Raises:
+            LayerError: the selection is computed by another layer (unknown before forward).
+        """
+        reads = super().rows_read(feeds)
+        k = len(self.weights)
+        if len(feeds) == k or not reads:
+            return reads
+        if feeds[k] is None:
+            raise self.fail(
+                "its selection (last input) comes from another layer, so the rows of its "
+                "sparse weights are unknown before forward; feed the selection directly"
+            )
+        xp = get_array_module(self.weight.value)
+        cols = xp.unique(self._selected_ids(feeds[k], xp))
+        weights = {w.name for w in self.weights}
+        return [(name, cols if name in weights else ids) for name, ids in reads]
 
     # -- forward --------------------------------------------------------------------------------
     def _forward(self, *inputs: Arg) -> Any:

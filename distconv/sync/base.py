@@ -11,6 +11,7 @@ One step, as the Trainer drives it::
 
     sync.start_step(examples)        # this rank's examples in the whole step (all passes)
     for each of the K passes:        # K = gradient accumulation, usually 1
+        sync.prefetch(network.rows_needed(batch))   # only if the model has sparse_rows
         network.forward(batch)
         network.backward(sync if last pass else no-op, loss_scale=len(batch))
     sync.finish_step()               # every parameter now holds its updated value
@@ -126,6 +127,20 @@ class SyncStrategy(ABC):
     def start_step(self, examples: int) -> None:
         """A step begins; this rank contributes ``examples`` examples to it (over all passes)."""
         self._examples = int(examples)
+
+    def prefetch(self, rows_by_param: Mapping[str, Any]) -> None:
+        """Make the rows the next forward reads current, before it runs.
+
+        The Trainer calls it before every forward (training and evaluation passes) of a model
+        with ``sparse_rows`` parameters, after :meth:`start_step` in a step. A strategy that
+        holds parameters whole (local, allreduce) has them current already: this default does
+        nothing. A parameter server pulls just these rows, and pushes just the rows prefetched
+        in a step after its backward.
+
+        Args:
+            rows_by_param: sparse parameter name -> row ids (any order, repeats allowed), as
+                :meth:`~distconv.network.Network.rows_needed` gives them.
+        """
 
     @abstractmethod
     def on_gradient(self, param: Parameter) -> None:

@@ -50,11 +50,12 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         timeout: seconds a shard's shard-side wait may take; this worker waits ``GRACE`` times
             as long before naming a shard that does not answer.
         job_id: the id every request carries; shards serve only their own job.
-        sparse: names of parameters whose blocks hold whole rows (tables).
         block_bytes: the largest block (see :mod:`distconv.sync.ps.blocks`).
 
     Attributes:
         mode: ``"sync"`` or ``"async"``, learnt from the shards in :meth:`setup`.
+        sparse: names of the parameters marked ``sparse_rows`` (their blocks hold whole rows;
+            they move a batch's rows only), learnt in :meth:`setup`.
         drops: async pushes the shards dropped as too stale.
     """
 
@@ -69,7 +70,6 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         insecure: bool = False,
         timeout: float = 60.0,
         job_id: str = DEFAULT_JOB_ID,
-        sparse: Sequence[str] = (),
         block_bytes: int = BLOCK_BYTES,
     ) -> None:
         super().__init__(optimizer, rank, world_size)
@@ -82,7 +82,7 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         self.endpoints = [":".join(map(str, split_endpoint(e))) for e in pservers]
         self.timeout = float(timeout)
         self.job_id = job_id
-        self.sparse = set(sparse)
+        self.sparse: set[str] = set()
         self.block_bytes = int(block_bytes)
         self.mode = ""
         self.drops = 0
@@ -114,10 +114,8 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         """Compare the job with every shard and rank, seed the shards (rank 0, with the
         restored optimizer ``state`` if any), pull (others)."""
         self.params = list(params)
+        self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
-        unknown = self.sparse - {p.name for p in self.params}
-        if unknown:
-            raise ValueError(f"sparse parameters {sorted(unknown)} are not in the model")
         self.layout = Layout(self._specs, len(self._socks), self.block_bytes)
         self._versions = [0] * len(self.layout.blocks)
         self._targets = [
@@ -231,6 +229,7 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
+        self._row_ids.clear()  # rows an evaluation prefetched are not this step's
 
     def on_gradient(self, param: Parameter) -> None:
         i = self._index(param)
@@ -256,7 +255,8 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
             self._inflight[self._ask(shard, head, arrays)] = (i, blocks)
 
     def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
-        """The rows of a sparse parameter this step touched: those prefetched, else nonzero."""
+        """The rows of a sparse parameter this step read: those prefetched since
+        :meth:`start_step`, else (a caller that never prefetches) those with a gradient."""
         name = self.params[i].name
         if name in self._row_ids:
             return self._row_ids[name]
@@ -267,7 +267,8 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
 
         Args:
             row_ids_by_param: sparse parameter name -> the row ids (any order, repeats allowed)
-                the next forward pass reads. The same rows are pushed after its backward.
+                the next forward pass reads. The rows prefetched in a step (every pass's, when
+                gradients accumulate) are the rows pushed after its backward.
 
         Raises:
             ValueError: a name that is not a sparse parameter, or an id out of range.
@@ -276,13 +277,16 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         for name, ids in row_ids_by_param.items():
             i = self._by_name_index(name)
             spec = self._specs[i]
+            if not spec.sparse:
+                raise ValueError(f"prefetch: {name} is not marked sparse_rows")
             rows = np.unique(np.asarray(to_host(ids), dtype=np.int64).ravel())
-            if not spec.sparse or (len(rows) and (rows[0] < 0 or rows[-1] >= spec.rows)):
+            if len(rows) and (rows[0] < 0 or rows[-1] >= spec.rows):
                 raise ValueError(
-                    f"prefetch: {name} is not a sparse parameter, or an id is out "
-                    f"of range 0..{spec.rows - 1}"
+                    f"prefetch: row ids of {name} span [{rows[0]}, {rows[-1]}], outside its "
+                    f"rows 0..{spec.rows - 1}"
                 )
-            self._row_ids[name] = rows
+            seen = self._row_ids.get(name)
+            self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
             for shard, blocks in self._targets[i]:
                 ids_per_block = [_rows_in(rows, b) for b in blocks]
                 head = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from ps_helpers import run_ranks
 
 from distconv.arg import Arg
@@ -21,7 +22,7 @@ VOCAB, WIDTH, TABLE = 100_000, 32, "embed.proj0.weight"
 def _net(seed: int = 0) -> Network:
     set_seed(seed)
     net = Network()
-    net.add("embed", Mixed([TableProjection(VOCAB, WIDTH)]), inputs="words")
+    net.add("embed", Mixed([TableProjection(VOCAB, WIDTH, sparse=True)]), inputs="words")
     net.add("logits", FullyConnected(WIDTH, 4), inputs="embed")
     net.add("loss", SoftmaxCrossEntropy(), inputs=["logits", "label"])
     for p in net.parameters():
@@ -35,9 +36,9 @@ def _batches(steps: int, size: int, seed: int = 7):
 
 
 def _step(net, sync, words, prefetch=True):
+    sync.start_step(len(words))
     if prefetch:
         sync.prefetch({TABLE: words})
-    sync.start_step(len(words))
     net.forward(
         {"words": Arg(ids=words, needs_grad=False), "label": Arg(ids=words % 4, needs_grad=False)}
     )
@@ -53,7 +54,6 @@ def _sync(endpoints, rank, world, lr=0.5):
         pservers=endpoints,
         insecure=True,
         timeout=30,
-        sparse=[TABLE],
     )
 
 
@@ -112,3 +112,19 @@ def test_bytes_per_step_follow_the_rows_touched_not_the_table(shards, capsys):
     for rows, total in per_step.items():
         assert 3 * rows * row <= total <= 4 * rows * row + 20_000
     assert per_step[16] < table_bytes / 1000
+
+
+def test_the_sparse_set_comes_from_the_model_and_prefetch_checks_names_and_ids(shards):
+    (endpoint,) = shards.start(1, workers=1)
+    net, sync = _net(), _sync([endpoint], 0, 1)
+    try:
+        sync.setup(net.parameters())
+        assert sync.sparse == {TABLE}
+        with pytest.raises(ValueError, match="prefetch: logits.weight is not marked sparse_rows"):
+            sync.prefetch({"logits.weight": [0]})
+        with pytest.raises(ValueError, match=r"span \[-1, 5\], outside its rows 0..99999"):
+            sync.prefetch({TABLE: [5, -1]})
+        with pytest.raises(ValueError, match="no parameter 'nope' in this job"):
+            sync.prefetch({"nope": [0]})
+    finally:
+        sync.close()
