@@ -16,6 +16,7 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.layers.base import Layer, LayerError
+from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -99,6 +100,16 @@ class Network:
         if self._order is None:
             self._order = self._topological_order()
         return self._order
+
+    def softmax_inputs(self, loss: str) -> tuple[str, str] | None:
+        """``(predictions, labels)`` of ``loss`` when it is a softmax cross-entropy, else None.
+
+        What the trainer counts right answers with when asked for accuracy ``"auto"``.
+        """
+        wiring = self.wiring[loss]
+        if isinstance(self.layers[loss], SoftmaxCrossEntropy) and len(wiring) == 2:
+            return wiring[0], wiring[1]
+        return None
 
     def _topological_order(self) -> list[str]:
         order: list[str] = []

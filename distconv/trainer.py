@@ -24,7 +24,6 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import to_device, to_host
 from distconv.data import Arrays, Dataset, array_length, as_arrays
-from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
@@ -115,7 +114,7 @@ class Trainer:
         self.network, self.sync = network, sync
         self.batch_size, self.accumulate = batch_size, accumulate
         self.loss_name = loss
-        self.accuracy = _accuracy_names(network, loss, accuracy)
+        self.accuracy = network.softmax_inputs(loss) if accuracy == "auto" else accuracy
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
         self.checkpoint_every = checkpoint_every
@@ -394,14 +393,3 @@ class Trainer:
 
 def _accumulate_only(param: Parameter) -> None:
     """The callback of every pass but the last: the gradient stays and accumulates."""
-
-
-def _accuracy_names(
-    network: Network, loss: str, accuracy: tuple[str, str] | str | None
-) -> tuple[str, str] | None:
-    if accuracy != "auto":
-        return accuracy  # type: ignore[return-value]
-    wiring = network.wiring[loss]
-    if isinstance(network.layers[loss], SoftmaxCrossEntropy) and len(wiring) == 2:
-        return wiring[0], wiring[1]
-    return None
