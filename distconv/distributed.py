@@ -97,6 +97,11 @@ def build_sync(
     ``options`` may hold settings of every transport (a command line offers them all); the
     chosen one takes its own (:data:`TRANSPORT_OPTIONS`) and the rest are dropped.
     """
+    if "sparse" in options:  # a ctor argument once; silently dense traffic would be a surprise
+        raise ValueError(
+            "sparse tables are marked in the model now: TableProjection(..., sparse=True) or "
+            "SelectiveFullyConnected(..., sparse=True), not a sync option"
+        )
     options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
     if kind == "local":
         if runtime.world_size > 1:

@@ -25,8 +25,9 @@ class Parameter:
         static: a static parameter gets no gradient and never fires its callback.
         sparse_rows: a table read a few rows per batch (an embedding, a selective FC's
             weight): a parameter server then moves only the rows a batch reads, pulled before
-            forward and pushed after backward (Paddle's ``sparse_update``). Other transports
-            hold it whole; the flag changes no numbers.
+            forward and pushed after backward (Paddle's ``sparse_update``); the shard's update
+            (momentum, Adam moments, weight decay) then reaches only those rows. Other
+            transports hold it whole; the flag changes no numbers there.
 
     Attributes:
         grad: gradient array of ``value``'s shape and dtype, or None when static.

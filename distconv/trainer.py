@@ -126,7 +126,7 @@ class Trainer:
                 p.cast(self.dtype)
         self.trainable = [p for p in self.params if not p.static]
         # tables of which a parameter server moves only a batch's rows: fetch them first
-        self.sparse = any(p.sparse_rows for p in self.trainable)
+        self.sparse = sync.fetches_rows and any(p.sparse_rows for p in self.trainable)
         self.config = {
             **(config or {}),
             "batch_size": batch_size,

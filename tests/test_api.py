@@ -64,3 +64,9 @@ def test_local_sync_refuses_a_multi_rank_runtime():
         build_sync("local", create_optimizer("sgd"), runtime, {})
     with pytest.raises(RuntimeConfigError, match="needs the servers"):
         build_sync("pserver", create_optimizer("sgd"), runtime, {})
+
+
+def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
+    runtime = Runtime(rank=0, world_size=1, source="default")
+    with pytest.raises(ValueError, match=r"TableProjection\(\.\.\., sparse=True\)"):
+        build_sync("local", create_optimizer("sgd"), runtime, {"sparse": ["t.weight"]})

@@ -146,3 +146,26 @@ def test_local_training_of_a_sparse_table_equals_the_dense_one():
         results.append([p.value for p in trainer.params])
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+
+def test_only_a_strategy_that_fetches_rows_makes_the_trainer_ask_for_them(monkeypatch):
+    # working out a batch's rows costs a unique() per forward: strategies holding tables whole
+    # (fetches_rows False) never pay it
+    asked = []
+    real = Network.rows_needed
+    spy = lambda net, feeds: asked.append(1) or real(net, feeds)  # noqa: E731
+    monkeypatch.setattr(Network, "rows_needed", spy)
+    data = {"item": np.arange(8) % 30, "target": np.zeros((8, 1))}
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    assert not sync.fetches_rows
+    Trainer(_regression(True), sync, 4, dtype=np.float64, progress=False).fit(data, data, epochs=1)
+    assert asked == []
+
+    class Fetching(LocalSync):
+        fetches_rows = True
+
+    Trainer(_regression(True), Fetching(create_optimizer("sgd")), 4, progress=False).fit(
+        data, data, epochs=1
+    )
+    assert len(asked) >= 2  # every training and evaluation forward

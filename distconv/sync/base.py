@@ -11,7 +11,7 @@ One step, as the Trainer drives it::
 
     sync.start_step(examples)        # this rank's examples in the whole step (all passes)
     for each of the K passes:        # K = gradient accumulation, usually 1
-        sync.prefetch(network.rows_needed(batch))   # only if the model has sparse_rows
+        sync.prefetch(network.rows_needed(batch))   # if fetches_rows and sparse_rows exist
         network.forward(batch)
         network.backward(sync if last pass else no-op, loss_scale=len(batch))
     sync.finish_step()               # every parameter now holds its updated value
@@ -128,11 +128,17 @@ class SyncStrategy(ABC):
         """A step begins; this rank contributes ``examples`` examples to it (over all passes)."""
         self._examples = int(examples)
 
+    #: whether :meth:`prefetch` does anything: the strategy keeps ``sparse_rows`` tables
+    #: elsewhere and moves only the rows a batch reads (a parameter server). Only then does the
+    #: Trainer work out those rows, which also needs every sparse table's ids to be a feed.
+    fetches_rows = False
+
     def prefetch(self, rows_by_param: Mapping[str, Any]) -> None:
         """Make the rows the next forward reads current, before it runs.
 
-        The Trainer calls it before every forward (training and evaluation passes) of a model
-        with ``sparse_rows`` parameters, after :meth:`start_step` in a step. A strategy that
+        When :attr:`fetches_rows`, the Trainer calls it before every forward (training and
+        evaluation passes) of a model with ``sparse_rows`` parameters, after
+        :meth:`start_step` in a step. A strategy that
         holds parameters whole (local, allreduce) has them current already: this default does
         nothing. A parameter server pulls just these rows, and pushes just the rows prefetched
         in a step after its backward.

@@ -30,12 +30,13 @@ from distconv.sync.ps.blocks import BLOCK_BYTES, Block, Layout, ParamSpec, rows_
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
 from distconv.sync.ps.remote_state import RemoteState
+from distconv.sync.ps.sparse import SparseRows, rows_in
 from distconv.sync.ps.wire import dtype_name
 
 log = logging.getLogger("distconv.pserver")
 
 
-class PServerSync(ShardChannel, RemoteState, SyncStrategy):
+class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
     Args:
@@ -58,6 +59,8 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
             they move a batch's rows only), learnt in :meth:`setup`.
         drops: async pushes the shards dropped as too stale.
     """
+
+    fetches_rows = True  # sparse tables stay on the shards; a batch's rows are pulled
 
     def __init__(
         self,
@@ -102,7 +105,7 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
-        self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
+        self._init_sparse_rows()
 
     # -- start-up -----------------------------------------------------------------------------
     def setup(
@@ -205,12 +208,16 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         asks = []
         for s in range(len(self._socks)):
             asks.append((s, {"op": "pull", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ()))
+        written: set[int] = set()
         for s, (h, arrays) in enumerate(self._ask_all(asks, "pull")):
-            self._write(self.layout.blocks_on(s), arrays, h)
-        self._values_to_device()
+            written |= self._write(self.layout.blocks_on(s), arrays, h)
+        self._values_to_device(written)
 
-    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> None:
-        """Write a reply's values: whole blocks, or ``[ids, rows]`` pairs when it lists rows."""
+    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> set[int]:
+        """Write a reply's values: whole blocks, or ``[ids, rows]`` pairs when it lists rows.
+
+        Returns the indices of the parameters written.
+        """
         for k, (b, v) in enumerate(zip(blocks, reply["versions"])):
             host = self._host_rows(b.param)
             if "rows" in reply:
@@ -218,10 +225,13 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
             else:
                 host[b.start : b.stop] = arrays[k]
             self._versions[b.id] = v
+        return {b.param for b in blocks}
 
-    def _values_to_device(self) -> None:
-        """Host copies were written; move them to the device parameters (no-op on CPU)."""
-        for p in self.params:
+    def _values_to_device(self, written: set[int]) -> None:
+        """Host copies of these parameters were written; move them to the device (no-op on
+        CPU). Only those: the others may have no host copy yet."""
+        for i in sorted(written):
+            p = self.params[i]
             if is_gpu_array(p.value):
                 copy_into(p.value, self._host[p.name])
 
@@ -229,7 +239,7 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
-        self._row_ids.clear()  # rows an evaluation prefetched are not this step's
+        self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:
         i = self._index(param)
@@ -249,56 +259,10 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
             if touched is None:
                 arrays = [grad[b.start : b.stop] for b in blocks]
             else:
-                ids = [_rows_in(touched, b) for b in blocks]
+                ids = [rows_in(touched, b) for b in blocks]
                 head["rows"] = [len(r) for r in ids]
                 arrays = [a for r in ids for a in (r, grad[r])]
             self._inflight[self._ask(shard, head, arrays)] = (i, blocks)
-
-    def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
-        """The rows of a sparse parameter this step read: those prefetched since
-        :meth:`start_step`, else (a caller that never prefetches) those with a gradient."""
-        name = self.params[i].name
-        if name in self._row_ids:
-            return self._row_ids[name]
-        return np.flatnonzero(grad.any(axis=1)).astype(np.int64)
-
-    def prefetch(self, row_ids_by_param: Mapping[str, Any]) -> None:
-        """Pull the rows the next batch needs of each sparse parameter, before its forward.
-
-        Args:
-            row_ids_by_param: sparse parameter name -> the row ids (any order, repeats allowed)
-                the next forward pass reads. The rows prefetched in a step (every pass's, when
-                gradients accumulate) are the rows pushed after its backward.
-
-        Raises:
-            ValueError: a name that is not a sparse parameter, or an id out of range.
-        """
-        asks, plan = [], []
-        for name, ids in row_ids_by_param.items():
-            i = self._by_name_index(name)
-            spec = self._specs[i]
-            if not spec.sparse:
-                raise ValueError(f"prefetch: {name} is not marked sparse_rows")
-            rows = np.unique(np.asarray(to_host(ids), dtype=np.int64).ravel())
-            if len(rows) and (rows[0] < 0 or rows[-1] >= spec.rows):
-                raise ValueError(
-                    f"prefetch: row ids of {name} span [{rows[0]}, {rows[-1]}], outside its "
-                    f"rows 0..{spec.rows - 1}"
-                )
-            seen = self._row_ids.get(name)
-            self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
-            for shard, blocks in self._targets[i]:
-                ids_per_block = [_rows_in(rows, b) for b in blocks]
-                head = {
-                    "op": "pull",
-                    "blocks": [b.id for b in blocks],
-                    "rows": [len(r) for r in ids_per_block],
-                }
-                asks.append((shard, head, ids_per_block))
-                plan.append(blocks)
-        for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch")):
-            self._write(blocks, arrays, header)
-        self._values_to_device()
 
     def _index(self, param: Parameter) -> int:
         return self._by_name_index(param.name)
@@ -316,11 +280,12 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
         began = _now()
         replies = self._wait(list(inflight), f"step {self._step}")
         self._sync_seconds += _now() - began
+        written: set[int] = set()
         for (header, arrays), (_, blocks) in zip(replies, inflight.values()):
-            self._write(blocks, arrays, header)
+            written |= self._write(blocks, arrays, header)
             self.drops += bool(header.get("dropped"))
-        self._row_ids.clear()
-        self._values_to_device()
+        self._record_rows(False)
+        self._values_to_device(written)
         for p in self.params:
             p.grad[...] = 0
 
@@ -371,9 +336,3 @@ class PServerSync(ShardChannel, RemoteState, SyncStrategy):
             for s in self._socks:
                 s.close(linger=200)
             self._ctx.term()
-
-
-def _rows_in(rows: np.ndarray, block: Block) -> np.ndarray:
-    """The sorted ``rows`` that fall in ``block``."""
-    lo, hi = np.searchsorted(rows, [block.start, block.stop])
-    return rows[lo:hi]

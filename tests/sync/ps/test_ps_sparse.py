@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from ps_helpers import run_ranks
@@ -13,6 +15,7 @@ from distconv.layers.mixed import Mixed
 from distconv.layers.projection import TableProjection
 from distconv.network import Network
 from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.client import PServerSync
 
@@ -126,5 +129,51 @@ def test_the_sparse_set_comes_from_the_model_and_prefetch_checks_names_and_ids(s
             sync.prefetch({TABLE: [5, -1]})
         with pytest.raises(ValueError, match="no parameter 'nope' in this job"):
             sync.prefetch({"nope": [0]})
+    finally:
+        sync.close()
+
+
+def test_async_prefetch_brings_the_rows_another_worker_updated(shards):
+    # in async mode the shards hold rows this worker has not seen: only the pull brings them
+    endpoints = shards.start(2, workers=2, mode="async")
+    nets, row = [_net(seed=0), _net(seed=0)], 4321
+    updated, arrived = threading.Barrier(2), {}
+
+    def rank_fn(rank):
+        sync = _sync(endpoints, rank, 2)
+        try:
+            sync.setup(nets[rank].parameters())
+            table = nets[rank].parameters()[0]
+            assert table.name == TABLE
+            if rank == 1:
+                _step(nets[rank], sync, np.array([row, row + 1]))
+                arrived["value"] = table.value[row].copy()
+            updated.wait(timeout=60)
+            if rank == 0:
+                before = table.value[row].copy()
+                sync.start_step(1)
+                sync.prefetch({TABLE: [row]})
+                arrived["before"], arrived["after"] = before, table.value[row].copy()
+                sync.finish_step()
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    assert not np.array_equal(arrived["before"], arrived["value"])  # rank 1 did move the row
+    np.testing.assert_array_equal(arrived["after"], arrived["value"])
+
+
+def test_a_row_with_a_gradient_that_was_not_prefetched_is_an_error(shards):
+    # a layer that reads rows its rows_read does not report would lose their updates silently
+    (endpoint,) = shards.start(1, workers=1)
+    net, sync = _net(), _sync([endpoint], 0, 1)
+    try:
+        sync.setup(net.parameters())
+        words = np.array([1, 5])
+        sync.start_step(2)
+        sync.prefetch({TABLE: [1]})
+        net.forward({"words": Arg(ids=words), "label": Arg(ids=words % 4)})
+        with pytest.raises(SyncError, match=r"rows \[5\] have gradients but were not prefetched"):
+            net.backward(sync, loss="loss", loss_scale=2)
     finally:
         sync.close()

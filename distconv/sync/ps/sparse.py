@@ -1,0 +1,109 @@
+"""Sparse tables on the client: which rows a step read, and pulling just those.
+
+A parameter marked ``sparse_rows`` (an embedding table) stays whole on the shards; a worker
+pulls the rows the next forward reads (:meth:`SparseRows.prefetch`, called by the Trainer) and
+pushes, after backward, the gradient of exactly the rows it prefetched in that step. Rows
+prefetched outside a step (an evaluation) are pulled but not recorded.
+
+:class:`SparseRows` is a mixin of :class:`~distconv.sync.ps.client.PServerSync`: it uses the
+client's parameters, specs, block targets and reply writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from distconv.backend import to_host
+from distconv.sync.base import SyncError
+from distconv.sync.ps.blocks import Block
+
+
+class SparseRows:
+    """The rows of each sparse parameter prefetched in the current step."""
+
+    def _init_sparse_rows(self) -> None:
+        self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
+        self._in_step = False  # between start_step and finish_step
+
+    def _record_rows(self, in_step: bool) -> None:
+        """A step starts (prefetched rows are recorded from now) or ends (forget them)."""
+        self._in_step = in_step
+        self._row_ids.clear()
+
+    def _touched(self, i: int, grad: np.ndarray) -> np.ndarray:
+        """The rows of a sparse parameter this step read: those prefetched since
+        :meth:`start_step`, else (a caller that never prefetches) those with a gradient.
+
+        Raises:
+            SyncError: a row has a gradient but was never prefetched: a layer read rows its
+                ``rows_read`` did not report, and its update would be lost.
+        """
+        name = self.params[i].name
+        with_grad = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
+        if name not in self._row_ids:
+            return with_grad
+        prefetched = self._row_ids[name]
+        missed = np.setdiff1d(with_grad, prefetched, assume_unique=True)
+        if len(missed):
+            raise SyncError(
+                f"{name}: rows {missed[:8].tolist()} have gradients but were not prefetched "
+                f"this step ({len(missed)} in all); a layer reads rows its rows_read misses"
+            )
+        return prefetched
+
+    def prefetch(self, row_ids_by_param: Mapping[str, Any]) -> None:
+        """Pull the rows the next batch needs of each sparse parameter, before its forward.
+
+        Args:
+            row_ids_by_param: sparse parameter name -> the row ids (any order, repeats allowed)
+                the next forward pass reads. The rows prefetched in a step (every pass's, when
+                gradients accumulate) are the rows pushed after its backward.
+
+        Raises:
+            ValueError: a name that is not a sparse parameter, or an id out of range.
+        """
+        wanted = self._checked_rows(row_ids_by_param)  # all names first: nothing half-recorded
+        asks, plan = [], []
+        for i, rows in wanted.items():
+            if self._in_step:  # an evaluation's rows (outside a step) are pulled, not pushed
+                name, seen = self.params[i].name, self._row_ids.get(self.params[i].name)
+                self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
+            for shard, blocks in self._targets[i]:
+                ids_per_block = [rows_in(rows, b) for b in blocks]
+                head = {
+                    "op": "pull",
+                    "blocks": [b.id for b in blocks],
+                    "rows": [len(r) for r in ids_per_block],
+                }
+                asks.append((shard, head, ids_per_block))
+                plan.append(blocks)
+        written: set[int] = set()
+        for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch")):
+            written |= self._write(blocks, arrays, header)
+        self._values_to_device(written)
+
+    def _checked_rows(self, row_ids_by_param: Mapping[str, Any]) -> dict[int, np.ndarray]:
+        """Parameter index -> sorted unique row ids, every name and id checked."""
+        wanted = {}
+        for name, ids in row_ids_by_param.items():
+            i = self._by_name_index(name)
+            spec = self._specs[i]
+            if not spec.sparse:
+                raise ValueError(f"prefetch: {name} is not marked sparse_rows")
+            rows = np.unique(np.asarray(to_host(ids), dtype=np.int64).ravel())
+            if len(rows) and (rows[0] < 0 or rows[-1] >= spec.rows):
+                raise ValueError(
+                    f"prefetch: row ids of {name} span [{rows[0]}, {rows[-1]}], outside its "
+                    f"rows 0..{spec.rows - 1}"
+                )
+            wanted[i] = rows
+        return wanted
+
+
+def rows_in(rows: np.ndarray, block: Block) -> np.ndarray:
+    """The sorted ``rows`` that fall in ``block``."""
+    lo, hi = np.searchsorted(rows, [block.start, block.stop])
+    return rows[lo:hi]
