@@ -148,7 +148,6 @@ def test_local_training_of_a_sparse_table_equals_the_dense_one():
         np.testing.assert_array_equal(a, b)
 
 
-
 def test_only_a_strategy_that_fetches_rows_makes_the_trainer_ask_for_them(monkeypatch):
     # working out a batch's rows costs a unique() per forward: strategies holding tables whole
     # (fetches_rows False) never pay it
