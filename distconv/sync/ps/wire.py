@@ -150,29 +150,38 @@ def unpack_arrays(
 ) -> list[np.ndarray]:
     """The arrays of a message whose header was checked, as read-only views of the frames.
 
+    Every check runs before the first frame becomes an array: the frames' total size against
+    ``max_bytes`` (the cap is per message, whatever the size of each frame), then the table
+    (dtypes, shapes, the sizes it declares), then each frame's size against its entry.
+
     Raises:
-        WireError: frame count, dtype, shape or byte count differ from the table, or the total
-            exceeds ``max_bytes``.
+        WireError: the frames together exceed ``max_bytes``, or frame count, dtype, shape or
+            byte count differ from the table.
     """
     table = header["arrays"]
     if len(table) != len(frames):
         raise WireError(f"header lists {len(table)} arrays, message has {len(frames)} frames")
-    total = 0
-    arrays = []
-    for i, (entry, frame) in enumerate(zip(table, frames)):
-        dtype, shape = _entry(i, entry)
-        nbytes = math.prod(shape) * dtype.itemsize
-        total += nbytes
-        if total > max_bytes:
-            raise WireError(f"message arrays exceed {max_bytes} bytes")
-        buf = memoryview(frame)
-        if entry[2] != nbytes or buf.nbytes != nbytes:
+    buffers = [memoryview(f) for f in frames]
+    total = sum(b.nbytes for b in buffers)
+    if total > max_bytes:
+        raise WireError(
+            f"message of {len(buffers)} array frames holds {total} bytes, more than the "
+            f"{max_bytes} of --max-message-bytes"
+        )
+    entries = [_entry(i, entry) for i, entry in enumerate(table)]
+    sizes = [math.prod(shape) * dtype.itemsize for dtype, shape in entries]
+    if sum(sizes) > max_bytes:
+        raise WireError(f"header declares {sum(sizes)} array bytes, more than {max_bytes}")
+    for i, (buf, nbytes, (dtype, shape)) in enumerate(zip(buffers, sizes, entries)):
+        if table[i][2] != nbytes or buf.nbytes != nbytes:
             raise WireError(
                 f"array {i}: shape {shape} of {dtype.name} is {nbytes} bytes, header says "
-                f"{entry[2]}, frame has {buf.nbytes}"
+                f"{table[i][2]}, frame has {buf.nbytes}"
             )
-        arrays.append(np.frombuffer(buf, dtype=dtype).reshape(shape))
-    return arrays
+    return [
+        np.frombuffer(buf, dtype=dtype).reshape(shape)
+        for buf, (dtype, shape) in zip(buffers, entries)
+    ]
 
 
 def _entry(i: int, entry: Any) -> tuple[np.dtype, tuple[int, ...]]:
