@@ -68,10 +68,20 @@ class RemoteState:
             )
         self._ask_all(asks, "set_state")
 
-    def save_remote_parts(self, step: int) -> dict[str, str]:
-        """Ask every shard to write its part of checkpoint ``step``; part name -> path."""
+    def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:
+        """Ask every shard to write its part of checkpoint ``step``; part name -> path.
+
+        Args:
+            step: the checkpoint's step.
+            keep: the chief's number of kept checkpoints: each shard then deletes its parts
+                but those of its ``keep`` newest steps up to ``step`` (None: the shard's own
+                ``--keep-parts``).
+        """
         writers = self._part_writers
-        asks = [(s, {"op": "checkpoint", "step": int(step)}, ()) for s in writers]
+        head: dict[str, Any] = {"op": "checkpoint", "step": int(step)}
+        if keep is not None:
+            head["keep"] = int(keep)
+        asks = [(s, head, ()) for s in writers]
         replies = self._ask_all(asks, f"checkpoint {step}") if asks else []
         return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
 

@@ -51,6 +51,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "optimizer": dict,
     "keys": list,
     "tag": str,
+    "keep": int,
     "value": (list, str, type(None)),
     "error": str,
     "ok": bool,
