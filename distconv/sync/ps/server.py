@@ -36,12 +36,14 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
-from distconv.sync.ps.wire import pack
+from distconv.sync.ps.wire import pack, send
 
 log = logging.getLogger("distconv.pserver")
 
 #: how often the loop wakes to check timeouts when no message arrives, in seconds
 TICK = 0.1
+#: the most requests handled in a row before the timeouts and probes are looked at
+BATCH = 64
 #: how often the stats go to the log, in seconds
 STATS_EVERY = 30.0
 
@@ -132,7 +134,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         next_stats = time.monotonic() + STATS_EVERY
         while not self._stop:
             if poller.poll(TICK * 1000):
-                self.handle(self._sock.recv_multipart(copy=False))
+                self._drain()
             now = time.monotonic()
             self._check_timeouts(now)
             self._report_probes()
@@ -142,6 +144,16 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         if self.config.checkpoint_dir and self.blocks:
             log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
         self.log_stats()
+
+    def _drain(self) -> None:
+        """Handle the requests already queued, up to ``BATCH``, without a poll for each (the
+        timeouts and probes are looked at between batches)."""
+        for _ in range(BATCH):
+            try:
+                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.handle(frames)
 
     def _report_probes(self) -> None:
         """Ready once seeded (or restored); a beat per loop turn while the job has not failed,
@@ -176,7 +188,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             header["error"] = error
         frames = pack(header, arrays)
         self.stats.bytes_out += sum(a.nbytes for a in arrays)
-        self._sock.send_multipart([ident, *frames], copy=False)
+        send(self._sock, frames, prefix=(ident,))
 
     # -- collectives and housekeeping ---------------------------------------------------------
     def _live(self) -> set[int]:
