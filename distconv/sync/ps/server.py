@@ -187,7 +187,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         if error:
             header["error"] = error
         frames = pack(header, arrays)
-        self.stats.bytes_out += sum(a.nbytes for a in arrays)
+        self.stats.bytes_out += len(frames[0]) + sum(a.nbytes for a in arrays)
         send(self._sock, frames, prefix=(ident,))
 
     # -- collectives and housekeeping ---------------------------------------------------------

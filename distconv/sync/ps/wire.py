@@ -59,7 +59,6 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "keep": int,
     "value": (list, str, type(None)),
     "error": str,
-    "ok": bool,
 }
 #: the fields each request operation must carry (besides v, op, id, job, rank, arrays)
 REQUIRED: dict[str, tuple[str, ...]] = {
