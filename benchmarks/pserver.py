@@ -51,9 +51,18 @@ from distconv.sync.ps.client import PServerSync  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
+try:  # an older checkout measured with --code may predate it
+    from distconv.sync.ps.server import keep_freed_buffers
+except ImportError:
+
+    def keep_freed_buffers() -> bool:
+        return False
+
 
 def echo_server(keys: str | None) -> None:
-    """A raw ROUTER that sends every message straight back (the baseline's far end)."""
+    """A raw ROUTER that sends every message straight back (the baseline's far end), with
+    the allocator setting the shards use, so both far ends treat buffers alike."""
+    keep_freed_buffers()
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     if keys:
@@ -224,6 +233,12 @@ def main() -> None:
     parser.add_argument("--modes", default="insecure,curve", help="(%(default)s)")
     parser.add_argument("--code", help="measure the distconv of this checkout instead")
     parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument(
+        "--keep-freed-buffers",
+        action="store_true",
+        help="apply the shards' allocator setting to this process too (the worker side of "
+        "both the raw and the parameter-server round trips)",
+    )
     parser.add_argument("--echo", choices=("insecure", "curve"), help=argparse.SUPPRESS)
     parser.add_argument("--keys", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -231,6 +246,8 @@ def main() -> None:
         echo_server(args.keys if args.echo == "curve" else None)
         return
 
+    if args.keep_freed_buffers:
+        keep_freed_buffers()
     n = int(args.mb * 2**20 / 4 / args.params)
     rng = np.random.default_rng(0)
     grads = [rng.standard_normal(n).astype(np.float32) for _ in range(args.params)]
@@ -240,7 +257,11 @@ def main() -> None:
         keyfiles.make_keys(keys, workers=1)
         results = {m: run_mode(m, keys, grads, args.repeat) for m in args.modes.split(",")}
     if args.json:
-        print(json.dumps({"code": str(REPO), **results}))
+        print(
+            json.dumps(
+                {"code": str(REPO), "keep_freed_buffers": args.keep_freed_buffers, **results}
+            )
+        )
         return
     some = next(iter(results.values()))
     print(
