@@ -108,9 +108,9 @@ def pack(header: Mapping[str, Any], arrays: Sequence[np.ndarray] = ()) -> list[A
 
 
 def send(sock: Any, frames: Sequence[Any], prefix: Sequence[bytes] = ()) -> None:
-    """Send one message: ``prefix`` (a ROUTER's peer identity) and the header copied (small),
-    the array frames without a copy. Like ``send_multipart(copy=False)``, with plain int flags
-    and no per-frame checks, which cost more than a small frame's copy."""
+    """Send one message: ``prefix`` (a ROUTER's peer identity) and the header copied (they
+    are small), the array frames without a copy. What ``send_multipart`` does, with plain int
+    flags: pyzmq's flag enum costs microseconds per frame."""
     for part in prefix:
         sock.send(part, _MORE)
     sock.send(frames[0], _MORE if len(frames) > 1 else 0)
@@ -171,7 +171,8 @@ def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[st
 def unpack_arrays(
     header: Mapping[str, Any], frames: Sequence[Any], max_bytes: int = MAX_MESSAGE_BYTES
 ) -> list[np.ndarray]:
-    """The arrays of a message whose header was checked, as read-only views of the frames.
+    """The arrays of a message whose header was checked, as views of the frames (writable
+    when the frames are, as ZeroMQ's received frames are: the shard sums into them).
 
     Every check runs before the first frame becomes an array: the frames' total size against
     ``max_bytes`` (the cap is per message, whatever the size of each frame), then the table
