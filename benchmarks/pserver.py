@@ -1,6 +1,6 @@
 """Parameter-server transport against a raw ZeroMQ DEALER/ROUTER round trip of the same bytes.
 
-Usage: ``python benchmarks/pserver.py [--mb 16] [--params 100] [--repeat 15]``
+Usage: ``python benchmarks/pserver.py [--mb 16] [--params 100] [--repeat 15] [--code DIR]``
 
 One worker pushes ``--mb`` MB of float32 gradients as ``--params`` parameters through 2 real
 shards (``distconv pserver`` subprocesses on 127.0.0.1, sync mode, SGD) and waits for the new
@@ -9,22 +9,39 @@ messages (same sizes, same split over 2 processes) to 2 raw ROUTER echo processe
 the echoes. The shards' optimizer time (from their stats) is reported apart and subtracted, so
 the ratio compares transports. Each is measured with CURVE off and on.
 
-Prints best-of-N milliseconds and the ratios (target: transport <= 1.25x raw, CURVE off).
+The machine is shared and noisy: raw and parameter-server steps alternate, one of each per
+round, and the medians (and the bests) of ``--repeat`` rounds are reported. ``--code DIR``
+measures the ``distconv`` of another checkout (say, an older commit) with this same method, so
+two versions compare as ratios, each against the raw round trip of its own run.
+
+Prints milliseconds and the ratios (target: transport <= 1.25x raw, CURVE off).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import zmq
 
-REPO = Path(__file__).resolve().parents[1]
+
+def _code_dir() -> Path:
+    """The checkout whose distconv is measured: ``--code DIR``, else this one (read before the
+    imports below, which must come from it)."""
+    for i, arg in enumerate(sys.argv[:-1]):
+        if arg == "--code":
+            return Path(sys.argv[i + 1]).resolve()
+    return Path(__file__).resolve().parents[1]
+
+
+REPO = _code_dir()
 sys.path.insert(0, str(REPO))
 
 from distconv.optim import create_optimizer  # noqa: E402
@@ -34,9 +51,18 @@ from distconv.sync.ps.client import PServerSync  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
+try:  # an older checkout measured with --code may predate it
+    from distconv.sync.ps.server import keep_freed_buffers
+except ImportError:
+
+    def keep_freed_buffers() -> bool:
+        return False
+
 
 def echo_server(keys: str | None) -> None:
-    """A raw ROUTER that sends every message straight back (the baseline's far end)."""
+    """A raw ROUTER that sends every message straight back (the baseline's far end), with
+    the allocator setting the shards use, so both far ends treat buffers alike."""
+    keep_freed_buffers()
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     if keys:
@@ -57,84 +83,162 @@ def start(cmd: list[str], procs: list[subprocess.Popen]) -> str:
     return proc.stdout.readline().split()[-1]
 
 
-def raw_round_trip(endpoints: list[str], grads: list[np.ndarray], keys: str | None, repeat: int):
-    """Best ms of sending every gradient (a header + one raw frame) to its echo and back."""
-    ctx = zmq.Context()
-    socks = []
-    for e in endpoints:
-        s = ctx.socket(zmq.DEALER)
-        if keys:
-            keyfiles.curve_client(s, keyfiles.worker_keys(keys, 0))
-        s.connect(f"tcp://{e}")
-        socks.append(s)
-    header = b"\x80" * 64  # a header-sized frame, as the parameter server sends one
+class RawRoundTrip:
+    """The baseline: every gradient (a header-sized frame + one raw frame) to its echo and
+    back, the messages split over the echoes as the blocks are over the shards."""
 
-    def once() -> None:
-        for i, g in enumerate(grads):
-            socks[i % len(socks)].send_multipart([header, g], copy=False)
-        for i in range(len(grads)):
-            socks[i % len(socks)].recv_multipart(copy=False)
+    def __init__(self, endpoints: list[str], grads: list[np.ndarray], keys: str | None) -> None:
+        self.ctx = zmq.Context()
+        self.socks = []
+        for e in endpoints:
+            s = self.ctx.socket(zmq.DEALER)
+            if keys:
+                keyfiles.curve_client(s, keyfiles.worker_keys(keys, 0))
+            s.connect(f"tcp://{e}")
+            self.socks.append(s)
+        self.grads = grads
+        self.header = b"\x80" * 64  # a header-sized frame, as the parameter server sends one
 
-    best = _best(once, repeat)
-    for s in socks:
-        s.close(0)
-    ctx.term()
-    return best
+    def step(self) -> tuple[float, float]:
+        """Seconds of one round trip of every gradient, and this process's CPU seconds in it."""
+        t, c = time.perf_counter(), time.process_time()
+        for i, g in enumerate(self.grads):
+            self.socks[i % len(self.socks)].send_multipart([self.header, g], copy=False)
+        for i in range(len(self.grads)):
+            self.socks[i % len(self.socks)].recv_multipart(copy=False)
+        return time.perf_counter() - t, time.process_time() - c
+
+    def close(self) -> None:
+        for s in self.socks:
+            s.close(0)
+        self.ctx.term()
 
 
-def pserver_step(endpoints: list[str], grads: list[np.ndarray], keys: str | None, repeat: int):
-    """Best ms of one push + pull of every parameter, and the shards' optimizer ms in it."""
-    params = [Parameter(f"p{i}", np.zeros_like(g)) for i, g in enumerate(grads)]
-    security = {"keys_dir": keys} if keys else {"insecure": True}
-    sync = PServerSync(
-        create_optimizer("sgd", lr=1e-3),
-        rank=0,
-        world_size=1,
-        pservers=endpoints,
-        timeout=60,
-        **security,
-    )
-    sync.setup(params)
-    totals, optimizer = [], []
+class PServerStep:
+    """One worker's push + pull of every parameter through the shards (sync mode, SGD)."""
+
+    def __init__(self, endpoints: list[str], grads: list[np.ndarray], keys: str | None) -> None:
+        self.params = [Parameter(f"p{i}", np.zeros_like(g)) for i, g in enumerate(grads)]
+        self.grads = grads
+        security = {"keys_dir": keys} if keys else {"insecure": True}
+        self.sync = PServerSync(
+            create_optimizer("sgd", lr=1e-3),
+            rank=0,
+            world_size=1,
+            pservers=endpoints,
+            timeout=60,
+            **security,
+        )
+        self.sync.setup(self.params)
+
+    def step(self) -> tuple[float, float, float, float]:
+        """Seconds of one step; the shards' optimizer seconds in it: the slower shard's (they
+        update in parallel) and the sum; this process's CPU seconds in it."""
+        for p, g in zip(self.params, self.grads):
+            p.grad[...] = g
+        before = [s["update_seconds"] for s in self.sync.shard_stats()]
+        t, c = time.perf_counter(), time.process_time()
+        self.sync.start_step(1)
+        for p in self.params:  # in the order backward would fire them
+            self.sync.on_gradient(p)
+        self.sync.finish_step()
+        elapsed, cpu = time.perf_counter() - t, time.process_time() - c
+        after = [s["update_seconds"] for s in self.sync.shard_stats()]
+        optim = [a - b for a, b in zip(after, before)]
+        return elapsed, max(optim), sum(optim), cpu
+
+    def close(self) -> None:
+        self.sync.close()
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` have used so far (Linux ``/proc``; 0 elsewhere)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def measure(
+    raw: RawRoundTrip, ps: PServerStep, repeat: int, echo_pids: list[int], shard_pids: list[int]
+) -> dict[str, float]:
+    """Alternate raw and parameter-server steps, ``repeat`` rounds after 2 of warm-up.
+
+    Milliseconds: medians and bests of the raw step, the whole step, the optimizer in it, and
+    the transport (whole minus optimizer); and the CPU milliseconds per step of all processes
+    (this one in the step, the servers' over the round), which a busy machine disturbs less
+    than the wall clock (the parameter server's without the shards' optimizer time).
+    """
+    rows, cpu = [], np.zeros(2)
+    for k in range(repeat + 2):
+        e0 = cpu_seconds(echo_pids)
+        r, r_cpu = raw.step()
+        e1, s0 = cpu_seconds(echo_pids), cpu_seconds(shard_pids)
+        total, optim, optim_sum, ps_cpu = ps.step()
+        s1 = cpu_seconds(shard_pids)
+        if k >= 2:
+            rows.append((r, total, optim, total - optim))
+            cpu += (r_cpu + e1 - e0, ps_cpu + s1 - s0 - optim_sum)
+    a = np.array(rows) * 1e3
+    med, best = np.median(a, axis=0), a.min(axis=0)
+    return {
+        "raw": med[0],
+        "total": med[1],
+        "optim": med[2],
+        "transport": med[3],
+        "raw_best": best[0],
+        "transport_best": best[3],
+        "raw_cpu": cpu[0] / repeat * 1e3,
+        "transport_cpu": cpu[1] / repeat * 1e3,
+    }
+
+
+def shard_command(i: int, flags: list[str]) -> list[str]:
+    return [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0",
+            "--shard", str(i), "--num-shards", "2", "--workers", "1", *flags]  # fmt: skip
+
+
+def run_mode(mode: str, keys: str, grads: list[np.ndarray], repeat: int) -> dict[str, float]:
+    """Start 2 echoes and 2 shards for ``mode`` (insecure or curve), measure, stop them."""
+    procs: list[subprocess.Popen] = []
+    flags = ["--insecure"] if mode == "insecure" else ["--keys", keys]
+    k = keys if mode == "curve" else None
     try:
-        for k in range(repeat + 2):
-            for p, g in zip(params, grads):
-                p.grad[...] = g
-            before = [s["update_seconds"] for s in sync.shard_stats()]
-            t = time.perf_counter()
-            sync.start_step(1)
-            for p in params:  # in the order backward would fire them
-                sync.on_gradient(p)
-            sync.finish_step()
-            elapsed = time.perf_counter() - t
-            after = [s["update_seconds"] for s in sync.shard_stats()]
-            if k >= 2:  # warm-up
-                totals.append(elapsed)
-                # the shards update in parallel: the slower one's optimizer time is on the path
-                optimizer.append(max(a - b for a, b in zip(after, before)))
-        shard_bytes = sync.layout.shard_bytes()
+        echo = [start([sys.executable, __file__, "--echo", mode, "--keys", keys], procs)]
+        echo.append(start([sys.executable, __file__, "--echo", mode, "--keys", keys], procs))
+        shards = [start(shard_command(i, flags), procs) for i in range(2)]
+        raw, ps = RawRoundTrip(echo, grads, k), PServerStep(shards, grads, k)
+        pids = [p.pid for p in procs]
+        try:
+            result = measure(raw, ps, repeat, pids[:2], pids[2:])
+            return {**result, "shard_bytes": ps.sync.layout.shard_bytes()}
+        finally:
+            raw.close()
+            ps.close()
     finally:
-        sync.close()
-    best = int(np.argmin(np.array(totals) - np.array(optimizer)))
-    return totals[best] * 1e3, optimizer[best] * 1e3, shard_bytes
-
-
-def _best(fn, repeat: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times) * 1e3
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=16.0)
     parser.add_argument("--params", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=15, help="rounds (%(default)s)")
+    parser.add_argument("--modes", default="insecure,curve", help="(%(default)s)")
+    parser.add_argument("--code", help="measure the distconv of this checkout instead")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument(
+        "--keep-freed-buffers",
+        action="store_true",
+        help="apply the shards' allocator setting to this process too (the worker side of "
+        "both the raw and the parameter-server round trips)",
+    )
     parser.add_argument("--echo", choices=("insecure", "curve"), help=argparse.SUPPRESS)
     parser.add_argument("--keys", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -142,68 +246,42 @@ def main() -> None:
         echo_server(args.keys if args.echo == "curve" else None)
         return
 
+    if args.keep_freed_buffers:
+        keep_freed_buffers()
     n = int(args.mb * 2**20 / 4 / args.params)
     rng = np.random.default_rng(0)
     grads = [rng.standard_normal(n).astype(np.float32) for _ in range(args.params)]
     total_mb = sum(g.nbytes for g in grads) / 2**20
-    import tempfile
-
-    procs: list[subprocess.Popen] = []
-    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         keys = str(Path(tmp) / "keys")
         keyfiles.make_keys(keys, workers=1)
-        try:
-            for mode in ("insecure", "curve"):
-                flags = ["--insecure"] if mode == "insecure" else ["--keys", keys]
-                echo = [
-                    start([sys.executable, __file__, "--echo", mode, "--keys", keys], procs)
-                    for _ in range(2)
-                ]
-                shard = [
-                    start(
-                        [
-                            sys.executable,
-                            "-m",
-                            "distconv",
-                            "pserver",
-                            "--bind",
-                            "127.0.0.1:0",
-                            "--shard",
-                            str(i),
-                            "--num-shards",
-                            "2",
-                            "--workers",
-                            "1",
-                            *flags,
-                        ],
-                        procs,
-                    )
-                    for i in range(2)
-                ]
-                k = keys if mode == "curve" else None
-                raw = raw_round_trip(echo, grads, k, args.repeat)
-                total, opt, loads = pserver_step(shard, grads, k, args.repeat)
-                results[mode] = (raw, total, opt, loads)
-        finally:
-            for p in procs:
-                p.kill()
-                p.wait()
+        results = {m: run_mode(m, keys, grads, args.repeat) for m in args.modes.split(",")}
+    if args.json:
+        print(
+            json.dumps(
+                {"code": str(REPO), "keep_freed_buffers": args.keep_freed_buffers, **results}
+            )
+        )
+        return
+    some = next(iter(results.values()))
     print(
         f"{total_mb:.1f} MB of float32 gradients as {args.params} parameters, 2 shards "
-        f"(bytes per shard {results['insecure'][3]}), best of {args.repeat}"
+        f"(bytes per shard {some['shard_bytes']}), medians of {args.repeat} alternating rounds"
     )
     print(f"{'':10} {'raw ms':>8} {'ps ms':>8} {'optim ms':>9} {'transport':>10} {'ratio':>6}")
-    for mode, (raw, total, opt, _) in results.items():
+    for mode, r in results.items():
         print(
-            f"{mode:10} {raw:8.2f} {total:8.2f} {opt:9.2f} {total - opt:10.2f} "
-            f"{(total - opt) / raw:6.2f}x"
+            f"{mode:10} {r['raw']:8.2f} {r['total']:8.2f} {r['optim']:9.2f} "
+            f"{r['transport']:10.2f} {r['transport'] / r['raw']:6.2f}x   "
+            f"(bests: {r['transport_best'] / r['raw_best']:.2f}x; CPU ms {r['raw_cpu']:.1f} raw, "
+            f"{r['transport_cpu']:.1f} ps: {r['transport_cpu'] / r['raw_cpu']:.2f}x)"
         )
-    off, on = results["insecure"], results["curve"]
-    print(
-        f"CURVE costs {(on[1] - on[2]) / (off[1] - off[2]):.2f}x the transport time "
-        f"(raw ZeroMQ: {on[0] / off[0]:.2f}x)"
-    )
+    if {"insecure", "curve"} <= set(results):
+        off, on = results["insecure"], results["curve"]
+        print(
+            f"CURVE costs {on['transport'] / off['transport']:.2f}x the transport time "
+            f"(raw ZeroMQ: {on['raw'] / off['raw']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

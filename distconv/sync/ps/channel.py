@@ -14,7 +14,7 @@ import zmq
 from distconv.sync.base import SyncError
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
-from distconv.sync.ps.wire import WireError, pack, unpack_arrays, unpack_header
+from distconv.sync.ps.wire import WireError, pack, send, unpack_arrays, unpack_header
 
 log = logging.getLogger("distconv.pserver")
 
@@ -44,7 +44,7 @@ class ShardChannel:
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
         frames = pack(head, arrays)
-        self._socks[shard].send_multipart(frames, copy=False)
+        send(self._socks[shard], frames)
         self._bytes_pushed += sum(memoryview(f).nbytes for f in frames)
         return rid
 

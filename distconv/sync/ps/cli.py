@@ -53,6 +53,13 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--checkpoint-dir", help="where this shard writes its checkpoint parts")
     p.add_argument(
+        "--keep-parts",
+        type=int,
+        default=3,
+        help="checkpoint parts kept when the chief does not say (%(default)s, as the trainer's "
+        "--keep-checkpoints; 0: all)",
+    )
+    p.add_argument(
         "--job-id",
         default=os.environ.get(ENV_JOB_ID) or DEFAULT_JOB_ID,
         help="the job id workers send (default: $DISTCONV_JOB_ID, else %(default)r, as workers)",
@@ -99,6 +106,7 @@ def run_pserver(args: argparse.Namespace) -> int:
         keys_dir=args.keys,
         insecure=args.insecure,
         checkpoint_dir=args.checkpoint_dir,
+        keep_parts=args.keep_parts,
         job_id=args.job_id,
         max_message_bytes=args.max_message_bytes,
     )

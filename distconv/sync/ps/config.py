@@ -26,6 +26,7 @@ class ShardConfig:
         keys_dir: directory of the job's CURVE key files; None with ``insecure``.
         insecure: no encryption, no authentication (local experiments only).
         checkpoint_dir: where this shard writes its checkpoint parts.
+        keep_parts: parts kept when a checkpoint request names no ``keep`` (0: all).
         job_id: the job every request must name ("" accepts the empty id only).
         max_message_bytes: largest array payload of one message.
     """
@@ -41,6 +42,7 @@ class ShardConfig:
     keys_dir: str | None = None
     insecure: bool = False
     checkpoint_dir: str | None = None
+    keep_parts: int = 3
     job_id: str = DEFAULT_JOB_ID
     max_message_bytes: int = MAX_MESSAGE_BYTES
 
@@ -58,6 +60,8 @@ class ShardConfig:
             raise ValueError(
                 f"--on-worker-loss must be fail or continue, got {self.on_worker_loss!r}"
             )
+        if self.keep_parts < 0:
+            raise ValueError(f"--keep-parts must be >= 0, got {self.keep_parts}")
         if self.max_staleness < 0 or self.timeout <= 0:
             raise ValueError("--max-staleness must be >= 0 and --timeout > 0")
         if not self.insecure and not self.keys_dir:

@@ -286,4 +286,7 @@ class RequestHandlers:
             raise _Refused(f"shard {self.index} has no --checkpoint-dir")
         if not self.blocks:
             raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
-        self._reply(ident, header, path=str(self.save_part(str(header["step"]))))
+        keep = header.get("keep")
+        if header["step"] < 0 or (keep is not None and keep < 1):
+            raise WireError(f"checkpoint: step {header['step']} < 0 or keep {keep} < 1")
+        self._reply(ident, header, path=str(self.save_part(str(header["step"]), keep)))

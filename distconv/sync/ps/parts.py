@@ -1,18 +1,39 @@
-"""A shard's checkpoint part: its blocks, their optimizer state and the table, in one file."""
+"""A shard's checkpoint part: its blocks, their optimizer state and the table, in one file.
+
+Parts are pruned by the shard that writes them, since they live on its own disk, which the
+chief may not see. After writing the part of step ``S`` the shard keeps the parts of its
+``keep`` newest steps up to ``S`` and deletes the others: older ones, as the chief deletes its
+old checkpoints, and any of a step after ``S``, left by an attempt the job rolled back from when
+it resumed at an earlier checkpoint. ``keep`` comes with the request (the chief's number of
+kept checkpoints), else from ``--keep-parts``; 0 keeps everything. The ``steplast`` part that
+SIGTERM writes is never pruned.
+
+Parts are never read back: the chief's checkpoint holds every block's values (the weights) and
+optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards from it.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 
 import numpy as np
+
+log = logging.getLogger("distconv.pserver")
 
 
 class CheckpointParts:
     """The checkpoint side of :class:`~distconv.sync.ps.server.Shard`."""
 
-    def save_part(self, step: str) -> Path:
-        """Write this shard's blocks and optimizer state atomically; returns the file."""
+    def save_part(self, step: str, keep: int | None = None) -> Path:
+        """Write this shard's blocks and optimizer state atomically; returns the file.
+
+        Args:
+            step: the checkpoint's step (digits), or ``"last"`` on SIGTERM.
+            keep: parts to keep after a numbered step (None: ``--keep-parts``; 0: all).
+        """
         from distconv.checkpoint import save_tensors
 
         tensors = {}
@@ -34,4 +55,25 @@ class CheckpointParts:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"pserver-shard{self.index}-step{step}.safetensors"
         save_tensors(path, tensors, meta)
+        if step.isdigit():
+            self.prune_parts(int(step), self.config.keep_parts if keep is None else keep)
         return path
+
+    def prune_parts(self, step: int, keep: int) -> list[Path]:
+        """Delete this shard's parts but those of its ``keep`` newest steps up to ``step``
+        (``keep`` 0: none); returns the files deleted."""
+        if keep <= 0:
+            return []
+        pattern = re.compile(rf"pserver-shard{self.index}-step(\d+)\.safetensors")
+        parts = {}
+        for path in Path(self.config.checkpoint_dir).iterdir():
+            match = pattern.fullmatch(path.name)
+            if match:
+                parts[int(match.group(1))] = path
+        kept = sorted(s for s in parts if s <= step)[-keep:]
+        gone = [parts[s] for s in sorted(parts) if s not in kept]
+        for path in gone:
+            path.unlink(missing_ok=True)
+        if gone:
+            log.info("shard %d: pruned %d old checkpoint part(s)", self.index, len(gone))
+        return gone

@@ -1,5 +1,13 @@
 """The optimizer state the shards hold for a worker: gathered and restored block by block, and
-the shards' own checkpoint parts and counters."""
+the shards' own checkpoint parts and counters.
+
+A shard keeps a per-parameter scalar of the optimizer (Adam's ``step``) once per *block*. The
+blocks of a dense parameter advance together, but a sparse table's block takes a step only when
+one of its rows is touched, so its blocks' counts differ. The gathered state therefore carries,
+for each sparse parameter and each scalar key ``K``, ``K + PER_ROW``: one count per row (each
+row holds its block's count), which does not depend on the block layout; ``K`` itself holds the
+largest. Restoring sends each block the count of its rows.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +18,20 @@ import numpy as np
 
 from distconv.backend import to_host
 from distconv.sync.base import StateDict
-from distconv.sync.ps.blocks import rows_view
+from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
+
+#: suffix of the per-row copy of a per-block scalar (``step`` -> ``step_per_row``)
+PER_ROW = "_per_row"
 
 
 class RemoteState:
     """The state side of :class:`~distconv.sync.ps.client.PServerSync`."""
 
     def state_dict(self) -> StateDict:
-        """Gather every block's optimizer state from the shards, by parameter name then key."""
+        """Gather every block's optimizer state from the shards, by parameter name then key.
+
+        Sparse parameters also get ``K + PER_ROW`` for each scalar key ``K`` (see the module).
+        """
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
         asks = [
             (s, {"op": "get_state", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ())
@@ -26,38 +40,48 @@ class RemoteState:
         for s, (h, arrays) in enumerate(self._ask_all(asks, "get_state")):
             it = iter(arrays)
             for b in self.layout.blocks_on(s):
+                spec = self._specs[b.param]
                 for key in h["keys"]:
-                    target, a = state[self._specs[b.param].name][key], next(it)
-                    if target.ndim == 0:  # a per-parameter scalar (Adam's step): same everywhere
-                        target[...] = a
-                    else:
-                        rows_view(target, self._specs[b.param])[b.start : b.stop] = a
+                    _gather_block(state[spec.name], spec, b, key, next(it))
         return state
 
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Rank 0 sends ``state`` to the shards (the others have nothing to do)."""
+        """Rank 0 sends ``state`` to the shards (the others have nothing to do).
+
+        Raises:
+            ValueError: a sparse parameter's rows disagree on a scalar within one block (the
+                checkpoint was cut into other blocks), or a per-row array has the wrong shape.
+        """
         if not self.is_chief:
             return
         asks = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
-            keys = sorted(state[self.params[blocks[0].param].name]) if blocks else []
-            arrays = []
-            for b in blocks:
-                spec = self._specs[b.param]
-                for key in keys:
-                    a = np.asarray(to_host(state[spec.name][key]))
-                    a = a if a.ndim == 0 else rows_view(a, spec)[b.start : b.stop]
-                    arrays.append(np.array(a, order="C"))
+            keys = _shard_keys(state[self.params[blocks[0].param].name]) if blocks else []
+            arrays = [
+                _block_state(state[self._specs[b.param].name], self._specs[b.param], b, key)
+                for b in blocks
+                for key in keys
+            ]
             asks.append(
                 (s, {"op": "set_state", "blocks": [b.id for b in blocks], "keys": keys}, arrays)
             )
         self._ask_all(asks, "set_state")
 
-    def save_remote_parts(self, step: int) -> dict[str, str]:
-        """Ask every shard to write its part of checkpoint ``step``; part name -> path."""
+    def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:
+        """Ask every shard to write its part of checkpoint ``step``; part name -> path.
+
+        Args:
+            step: the checkpoint's step.
+            keep: the chief's number of kept checkpoints: each shard then deletes its parts
+                but those of its ``keep`` newest steps up to ``step`` (None: the shard's own
+                ``--keep-parts``).
+        """
         writers = self._part_writers
-        asks = [(s, {"op": "checkpoint", "step": int(step)}, ()) for s in writers]
+        head: dict[str, Any] = {"op": "checkpoint", "step": int(step)}
+        if keep is not None:
+            head["keep"] = int(keep)
+        asks = [(s, head, ()) for s in writers]
         replies = self._ask_all(asks, f"checkpoint {step}") if asks else []
         return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
 
@@ -65,3 +89,47 @@ class RemoteState:
         """Each shard's counters (pushes, bytes in/out, drops, update seconds, errors)."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
         return [h["stats"] for h, _ in self._ask_all(asks, "stats")]
+
+
+def _gather_block(
+    state: dict[str, Any], spec: ParamSpec, block: Block, key: str, value: np.ndarray
+) -> None:
+    """Write one block's ``key`` (a slice of rows, or a per-block scalar) into ``state``."""
+    target = state[key]
+    if target.ndim:
+        rows_view(target, spec)[block.start : block.stop] = value
+        return
+    if spec.sparse:
+        per_row = state.setdefault(key + PER_ROW, np.zeros(spec.rows, dtype=value.dtype))
+        per_row[block.start : block.stop] = value
+    # a dense parameter's blocks advance together (in sync mode; in async mode, the largest)
+    target[...] = np.maximum(target, value)
+
+
+def _shard_keys(state: Mapping[str, Any]) -> list[str]:
+    """The keys a shard keeps: the optimizer's, without the per-row copies."""
+    return sorted(k for k in state if not k.endswith(PER_ROW))
+
+
+def _block_state(state: Mapping[str, Any], spec: ParamSpec, block: Block, key: str) -> np.ndarray:
+    """One block's ``key``, C-contiguous, as ``set_state`` sends it."""
+    a = np.asarray(to_host(state[key]))
+    if a.ndim:
+        return np.array(rows_view(a, spec)[block.start : block.stop], order="C")
+    per_row = state.get(key + PER_ROW) if spec.sparse else None
+    if per_row is None:
+        return np.array(a)
+    per_row = np.asarray(to_host(per_row))
+    if per_row.shape != (spec.rows,):
+        raise ValueError(
+            f"optimizer state {spec.name}/{key + PER_ROW} has shape {per_row.shape}, "
+            f"expected ({spec.rows},)"
+        )
+    counts = np.unique(per_row[block.start : block.stop])
+    if len(counts) != 1:
+        raise ValueError(
+            f"rows {block.start}:{block.stop} of {spec.name} hold different {key!r} counts "
+            f"{counts[:4].tolist()} but form one block here: resume with the block size and "
+            "shard count of the run that wrote the checkpoint"
+        )
+    return np.array(counts[0], dtype=a.dtype)

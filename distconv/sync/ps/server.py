@@ -19,6 +19,7 @@ the shard goes on serving everyone else.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import signal
@@ -36,12 +37,16 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
-from distconv.sync.ps.wire import pack
+from distconv.sync.ps.wire import pack, send
 
 log = logging.getLogger("distconv.pserver")
 
 #: how often the loop wakes to check timeouts when no message arrives, in seconds
 TICK = 0.1
+#: the most requests handled in a row before the timeouts and probes are looked at
+BATCH = 64
+#: the largest buffer glibc keeps in the heap for reuse (its ``mmap`` threshold), in bytes
+MALLOC_KEEP = 8 << 20
 #: how often the stats go to the log, in seconds
 STATS_EVERY = 30.0
 
@@ -132,7 +137,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         next_stats = time.monotonic() + STATS_EVERY
         while not self._stop:
             if poller.poll(TICK * 1000):
-                self.handle(self._sock.recv_multipart(copy=False))
+                self._drain()
             now = time.monotonic()
             self._check_timeouts(now)
             self._report_probes()
@@ -142,6 +147,16 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         if self.config.checkpoint_dir and self.blocks:
             log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
         self.log_stats()
+
+    def _drain(self) -> None:
+        """Handle the requests already queued, up to ``BATCH``, without a poll for each (the
+        timeouts and probes are looked at between batches)."""
+        for _ in range(BATCH):
+            try:
+                frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.handle(frames)
 
     def _report_probes(self) -> None:
         """Ready once seeded (or restored); a beat per loop turn while the job has not failed,
@@ -175,8 +190,8 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         if error:
             header["error"] = error
         frames = pack(header, arrays)
-        self.stats.bytes_out += sum(a.nbytes for a in arrays)
-        self._sock.send_multipart([ident, *frames], copy=False)
+        self.stats.bytes_out += len(frames[0]) + sum(a.nbytes for a in arrays)
+        send(self._sock, frames, prefix=(ident,))
 
     # -- collectives and housekeeping ---------------------------------------------------------
     def _live(self) -> set[int]:
@@ -223,6 +238,26 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
                     self._finish_gather(key)
 
 
+def keep_freed_buffers(threshold: int = MALLOC_KEEP) -> bool:
+    """Have glibc's allocator reuse freed message buffers instead of handing each back to the
+    kernel; returns whether it could (False off glibc).
+
+    Every request brings blocks of up to a MiB or more, which glibc serves with a fresh ``mmap``
+    above its threshold and unmaps when freed, so ZeroMQ's I/O thread page-faults through every
+    block it receives. Raising the ``mmap`` and trim thresholds keeps such buffers in the heap
+    for the next message. Process-wide, so the shard's entry point calls it, not the library.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's malloc.h
+    return bool(mallopt(m_mmap_threshold, threshold)) and bool(
+        mallopt(m_trim_threshold, 8 * threshold)
+    )
+
+
 def run_shard(config: ShardConfig, service: Any = None) -> int:
     """Run one shard until SIGTERM or SIGINT; prints ``listening on HOST:PORT`` once bound.
 
@@ -231,6 +266,7 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
         service: optional :class:`~distconv.service.ServiceEndpoints`, already serving; the
             loop marks it ready once seeded and beats it while healthy.
     """
+    keep_freed_buffers()
     shard = Shard(config)
     shard.service = service
     try:

@@ -19,11 +19,16 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import zmq
 
 #: bumped whenever a header field changes meaning
 PROTOCOL_VERSION = 1
 #: dtypes allowed in array frames (little-endian); nothing else is ever turned into an array
 DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
+#: ``zmq.SNDMORE`` as a plain int (pyzmq's flag enum costs microseconds per operation)
+_MORE = int(zmq.SNDMORE)
+#: the wire name of each allowed dtype (equal dtypes hash equal: native float32 is "<f4" here)
+_WIRE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 #: largest header, in bytes; headers carry ids and small descriptions, never data
 MAX_HEADER_BYTES = 1 << 20
 #: default cap on one message's array bytes (a shard's ``--max-message-bytes``)
@@ -51,9 +56,9 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "optimizer": dict,
     "keys": list,
     "tag": str,
+    "keep": int,
     "value": (list, str, type(None)),
     "error": str,
-    "ok": bool,
 }
 #: the fields each request operation must carry (besides v, op, id, job, rank, arrays)
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -69,6 +74,19 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "bye": (),
 }
 COMMON = ("v", "op", "id", "job", "rank", "arrays")
+#: the fields every request of an op needs, checked in this order
+NEEDED = {op: COMMON + fields for op, fields in REQUIRED.items()}
+
+
+def _exact_types(kind: type | tuple[type, ...]) -> frozenset[type]:
+    """The exact types msgpack may decode a field of ``kind`` to: a float field takes ints,
+    an int field never a bool (msgpack decodes to exact built-in types, never subclasses)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return frozenset(kinds) | ({int} if float in kinds else set())
+
+
+#: ``FIELDS`` as sets of exact types, for a check with one set lookup per field
+TYPES = {key: _exact_types(kind) for key, kind in FIELDS.items()}
 
 
 class WireError(ValueError):
@@ -89,6 +107,18 @@ def pack(header: Mapping[str, Any], arrays: Sequence[np.ndarray] = ()) -> list[A
     return [msgpack.packb(head, use_bin_type=True), *(_frame(a) for a in arrays)]
 
 
+def send(sock: Any, frames: Sequence[Any], prefix: Sequence[bytes] = ()) -> None:
+    """Send one message: ``prefix`` (a ROUTER's peer identity) and the header copied (they
+    are small), the array frames without a copy. What ``send_multipart`` does, with plain int
+    flags: pyzmq's flag enum costs microseconds per frame."""
+    for part in prefix:
+        sock.send(part, _MORE)
+    sock.send(frames[0], _MORE if len(frames) > 1 else 0)
+    last = len(frames) - 1
+    for i in range(1, len(frames)):
+        sock.send(frames[i], 0 if i == last else _MORE, copy=False)
+
+
 def _frame(array: np.ndarray) -> memoryview | bytes:
     """The array's bytes as one frame, without a copy (an empty array is an empty frame)."""
     return memoryview(array).cast("B") if array.nbytes else b""
@@ -96,11 +126,12 @@ def _frame(array: np.ndarray) -> memoryview | bytes:
 
 def dtype_name(dtype: Any) -> str:
     """The wire name of ``dtype``, or WireError if it may not travel."""
-    dtype = np.dtype(dtype)
-    for name, allowed in DTYPES.items():
-        if dtype == allowed:
-            return name
-    raise WireError(f"dtype {dtype} cannot travel; allowed: {sorted(DTYPES)}")
+    name = _WIRE_NAMES.get(dtype) if isinstance(dtype, np.dtype) else None
+    if name is None:
+        name = _WIRE_NAMES.get(np.dtype(dtype))
+    if name is None:
+        raise WireError(f"dtype {np.dtype(dtype)} cannot travel; allowed: {sorted(DTYPES)}")
+    return name
 
 
 def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[str, Any]:
@@ -117,62 +148,64 @@ def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[st
     if len(frame) > MAX_HEADER_BYTES:
         raise WireError(f"header of {len(frame)} bytes exceeds {MAX_HEADER_BYTES}")
     try:
-        header = msgpack.unpackb(bytes(frame), raw=False, strict_map_key=True)
+        header = msgpack.unpackb(frame, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several types for garbage; all mean the same
         raise WireError(f"header is not msgpack: {type(exc).__name__}") from None
-    if not isinstance(header, dict):
+    if type(header) is not dict:
         raise WireError(f"header must be a map, got {type(header).__name__}")
-    if header.get("v") != PROTOCOL_VERSION:
+    if header.get("v") != PROTOCOL_VERSION or type(header.get("v")) is not int:
         raise WireError(f"protocol version {header.get('v')!r}, expected {PROTOCOL_VERSION}")
-    needed = COMMON + REQUIRED.get(header.get("op"), ()) if request else ("v", "op", "arrays")
-    if request and header.get("op") not in REQUIRED:
-        raise WireError(f"unknown op {header.get('op')!r}; known: {sorted(REQUIRED)}")
-    for key in needed:
+    op = header.get("op")
+    if request and (type(op) is not str or op not in NEEDED):
+        raise WireError(f"unknown op {op!r}; known: {sorted(REQUIRED)}")
+    for key in NEEDED[op] if request else ("v", "op", "arrays"):
         if key not in header:
-            raise WireError(f"op {header.get('op')!r}: header lacks {key!r}")
+            raise WireError(f"op {op!r}: header lacks {key!r}")
     for key, value in header.items():
-        kind = FIELDS.get(key)
-        if kind is not None and not _is(value, kind):
+        allowed = TYPES.get(key)
+        if allowed is not None and type(value) not in allowed:
             raise WireError(f"header field {key!r} has type {type(value).__name__}")
     return header
-
-
-def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(value, bool) and kind is int:
-        return False
-    return isinstance(value, kind)
 
 
 def unpack_arrays(
     header: Mapping[str, Any], frames: Sequence[Any], max_bytes: int = MAX_MESSAGE_BYTES
 ) -> list[np.ndarray]:
-    """The arrays of a message whose header was checked, as read-only views of the frames.
+    """The arrays of a message whose header was checked, as views of the frames (writable
+    when the frames are, as ZeroMQ's received frames are: the shard sums into them).
+
+    Every check runs before the first frame becomes an array: the frames' total size against
+    ``max_bytes`` (the cap is per message, whatever the size of each frame), then the table
+    (dtypes, shapes, the sizes it declares), then each frame's size against its entry.
 
     Raises:
-        WireError: frame count, dtype, shape or byte count differ from the table, or the total
-            exceeds ``max_bytes``.
+        WireError: the frames together exceed ``max_bytes``, or frame count, dtype, shape or
+            byte count differ from the table.
     """
     table = header["arrays"]
     if len(table) != len(frames):
         raise WireError(f"header lists {len(table)} arrays, message has {len(frames)} frames")
-    total = 0
-    arrays = []
-    for i, (entry, frame) in enumerate(zip(table, frames)):
-        dtype, shape = _entry(i, entry)
-        nbytes = math.prod(shape) * dtype.itemsize
-        total += nbytes
-        if total > max_bytes:
-            raise WireError(f"message arrays exceed {max_bytes} bytes")
-        buf = memoryview(frame)
-        if entry[2] != nbytes or buf.nbytes != nbytes:
+    buffers = [memoryview(f) for f in frames]
+    total = sum(b.nbytes for b in buffers)
+    if total > max_bytes:
+        raise WireError(
+            f"message of {len(buffers)} array frames holds {total} bytes, more than the "
+            f"{max_bytes} of --max-message-bytes"
+        )
+    entries = [_entry(i, entry) for i, entry in enumerate(table)]
+    sizes = [math.prod(shape) * dtype.itemsize for dtype, shape in entries]
+    if sum(sizes) > max_bytes:
+        raise WireError(f"header declares {sum(sizes)} array bytes, more than {max_bytes}")
+    for i, (buf, nbytes, (dtype, shape)) in enumerate(zip(buffers, sizes, entries)):
+        if table[i][2] != nbytes or buf.nbytes != nbytes:
             raise WireError(
                 f"array {i}: shape {shape} of {dtype.name} is {nbytes} bytes, header says "
-                f"{entry[2]}, frame has {buf.nbytes}"
+                f"{table[i][2]}, frame has {buf.nbytes}"
             )
-        arrays.append(np.frombuffer(buf, dtype=dtype).reshape(shape))
-    return arrays
+    return [
+        np.frombuffer(buf, dtype=dtype).reshape(shape)
+        for buf, (dtype, shape) in zip(buffers, entries)
+    ]
 
 
 def _entry(i: int, entry: Any) -> tuple[np.dtype, tuple[int, ...]]:

@@ -1,0 +1,78 @@
+"""The shard's per-block arithmetic, which now runs in place in the received frames: the same
+bits as the plain formula (rank-order sum, then one division), and no copy when none is
+needed; and the header's exact type checks."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+
+from distconv.sync.ps.state import _finite, _mean_in_rank_order
+from distconv.sync.ps.wire import WireError, pack, unpack_header
+
+
+def _frames(*arrays, writable=True):
+    """Arrays as a shard receives them: views of message buffers (writable, as zmq's are)."""
+    out = []
+    for a in arrays:
+        buf = bytearray(a.tobytes()) if writable else a.tobytes()
+        out.append(np.frombuffer(buf, a.dtype).reshape(a.shape))
+    return out
+
+
+@pytest.mark.parametrize("writable", [True, False])
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_the_mean_in_place_has_the_bits_of_the_plain_formula(writable, ranks):
+    rng = np.random.default_rng(ranks)
+    grads = [rng.standard_normal((257, 1)).astype(np.float32) for _ in range(ranks)]
+    expect = grads[0].copy()
+    for g in grads[1:]:
+        expect = expect + g
+    expect = expect / 7
+    rows, got = _mean_in_rank_order([(None, g) for g in _frames(*grads, writable=writable)], 7)
+    assert rows is None
+    np.testing.assert_array_equal(got, expect)
+
+
+def test_one_rank_and_one_example_take_no_copy():
+    (g,) = _frames(np.arange(6.0).reshape(6, 1))
+    assert _mean_in_rank_order([(None, g)], 1)[1] is g
+    ids, rows = _frames(np.array([2, 5]), np.ones((2, 3)))
+    got_ids, got = _mean_in_rank_order([(ids, rows)], 2)
+    assert got_ids is ids and got is rows and (got == 0.5).all()
+
+
+def test_sparse_rows_of_several_ranks_add_over_their_union_in_rank_order():
+    parts = [
+        (np.array([1, 4]), np.array([[1.0], [2.0]])),
+        (np.array([4, 6]), np.array([[10.0], [20.0]])),
+    ]
+    rows, grad = _mean_in_rank_order(parts, 2)
+    np.testing.assert_array_equal(rows, [1, 4, 6])
+    np.testing.assert_array_equal(grad, [[0.5], [6.0], [10.0]])
+
+
+def test_finite_finds_nan_and_both_infinities():
+    g = np.zeros((100, 1), np.float32)
+    assert _finite(g)
+    for bad in (np.nan, np.inf, -np.inf):
+        g[37] = bad
+        assert not _finite(g)
+    g[37] = np.finfo(np.float32).max  # huge but finite
+    assert _finite(g)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "ok"),
+    [("rank", True, False), ("v", True, False), ("lr", 1, True), ("lr", False, False),
+     ("blocks", (1,), True), ("op", ["pull"], False)],
+)  # fmt: skip
+def test_header_fields_have_their_exact_types(field, value, ok):
+    head = msgpack.unpackb(pack({"op": "pull", "id": 1, "job": "", "rank": 0, "blocks": []})[0])
+    frame = msgpack.packb({**head, field: value})  # a tuple packs as a list
+    if ok:
+        unpack_header(frame)
+    else:
+        with pytest.raises(WireError):
+            unpack_header(frame)
