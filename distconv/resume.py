@@ -151,7 +151,7 @@ class StepCheckpoints:
         """
         if self.run is not None:
             self._check_finite(pos)
-            remote = self.sync.save_remote_parts(pos.step)
+            remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep)
             part = self.run.step_dir(pos.step) / CHIEF_PART
             save_checkpoint(
                 part,

@@ -50,6 +50,12 @@ class SyncError(RuntimeError):
     """
 
 
+#: suffix of a per-row copy of an optimizer scalar (``step`` -> ``step_per_row``): what a
+#: parameter server saves for a ``sparse_rows`` table, whose rows were updated different numbers
+#: of times. A strategy that holds the table whole keeps one scalar and ignores these keys.
+PER_ROW = "_per_row"
+
+
 class SyncStrategy(ABC):
     """What happens to each gradient, and everything the Trainer needs across ranks.
 
@@ -179,10 +185,15 @@ class SyncStrategy(ABC):
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Replace the optimizer state (on every rank, or on the servers), before training."""
 
-    def save_remote_parts(self, step: int) -> dict[str, str]:
+    def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:
         """Have remote holders of state (parameter-server shards) write their part of the
         checkpoint of ``step``; returns part name -> where each was written, once every holder
         acknowledged. The chief calls it; a strategy that holds everything locally returns {}.
+
+        Args:
+            step: the checkpoint's step.
+            keep: how many parts each holder keeps (the chief's ``--keep-checkpoints``), or
+                None for the holders' own setting.
         """
         return {}
 

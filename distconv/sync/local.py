@@ -8,7 +8,7 @@ from typing import Any
 from distconv.backend import copy_into
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
-from distconv.sync.base import StateDict, SyncStrategy
+from distconv.sync.base import PER_ROW, StateDict, SyncStrategy
 
 
 class LocalSync(SyncStrategy):
@@ -46,7 +46,12 @@ class LocalSync(SyncStrategy):
         return self.state
 
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Copy ``state`` into the existing buffers, on their device and in their dtype."""
+        """Copy ``state`` into the existing buffers, on their device and in their dtype.
+
+        Per-row counts of a parameter-server checkpoint (keys ending in :data:`PER_ROW`) have
+        no buffer here and are skipped: a whole table keeps the scalar (the largest count).
+        """
         for name, buffers in state.items():
             for key, value in buffers.items():
-                copy_into(self.state[name][key], value)
+                if not key.endswith(PER_ROW):
+                    copy_into(self.state[name][key], value)

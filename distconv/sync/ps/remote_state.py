@@ -17,11 +17,8 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import to_host
-from distconv.sync.base import StateDict
+from distconv.sync.base import PER_ROW, StateDict
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
-
-#: suffix of the per-row copy of a per-block scalar (``step`` -> ``step_per_row``)
-PER_ROW = "_per_row"
 
 
 class RemoteState:
@@ -52,8 +49,8 @@ class RemoteState:
             ValueError: a sparse parameter's rows disagree on a scalar within one block (the
                 checkpoint was cut into other blocks), or a per-row array has the wrong shape.
         """
-        if not self.is_chief:
-            return
+        if not self.is_chief or not any(state.values()):
+            return  # a stateless optimizer (plain SGD): the shards hold nothing to restore
         asks = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
