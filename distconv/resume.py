@@ -150,6 +150,7 @@ class StepCheckpoints:
             TrainingError: a parameter is NaN or infinite; nothing is written.
         """
         if self.run is not None:
+            self.sync.refresh_parameters()  # an async server's chief pulls what others moved
             self._check_finite(pos)
             remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep)
             part = self.run.step_dir(pos.step) / CHIEF_PART

@@ -185,6 +185,15 @@ class SyncStrategy(ABC):
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Replace the optimizer state (on every rank, or on the servers), before training."""
 
+    def refresh_parameters(self) -> None:
+        """Make this rank's parameters the current ones before the chief writes a checkpoint.
+
+        A strategy whose ranks end each step identical has nothing to do (this default). An
+        asynchronous parameter server hands each worker only the blocks and rows it pushed, so
+        there the chief pulls everything first; otherwise its checkpoint would keep rows that
+        other workers have moved on.
+        """
+
     def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:
         """Have remote holders of state (parameter-server shards) write their part of the
         checkpoint of ``step``; returns part name -> where each was written, once every holder

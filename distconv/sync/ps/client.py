@@ -204,6 +204,11 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
             asks.append((s, head, arrays))
         self._ask_all(asks, "seed")
 
+    def refresh_parameters(self) -> None:
+        """In async mode, pull every block: this worker's copy holds only what it pushed."""
+        if self.mode == "async":
+            self._pull_all()
+
     def _pull_all(self) -> None:
         asks = []
         for s in range(len(self._socks)):

@@ -177,3 +177,30 @@ def test_a_row_with_a_gradient_that_was_not_prefetched_is_an_error(shards):
             net.backward(sync, loss="loss", loss_scale=2)
     finally:
         sync.close()
+
+
+def test_async_refresh_brings_every_row_before_a_checkpoint(shards):
+    # the chief's copy holds only rows it pushed; a checkpoint must hold what the shards hold
+    endpoints = shards.start(2, workers=2, mode="async")
+    nets, rows = [_net(seed=0), _net(seed=0)], np.array([11, 70_000, 99_999])
+    pushed, seen = threading.Barrier(2), {}
+
+    def rank_fn(rank):
+        sync = _sync(endpoints, rank, 2)
+        try:
+            sync.setup(nets[rank].parameters())
+            table = nets[rank].parameters()[0]
+            if rank == 1:
+                _step(nets[rank], sync, rows)
+                seen["shards"] = table.value[rows].copy()
+            pushed.wait(timeout=60)
+            if rank == 0:
+                seen["stale"] = table.value[rows].copy()
+                sync.refresh_parameters()
+                seen["refreshed"] = table.value[rows].copy()
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    assert not np.array_equal(seen["stale"], seen["shards"])
+    np.testing.assert_array_equal(seen["refreshed"], seen["shards"])
