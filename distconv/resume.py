@@ -134,7 +134,10 @@ class StepCheckpoints:
             except CheckpointError as exc:
                 if manifest is complete[0]:
                     raise
-                log.warning("%s; trying the checkpoint before it", exc)
+                log.warning("%s; setting it aside, trying the checkpoint before it", exc)
+                # the run goes on from an older step: a newer manifest left in place would
+                # count as the newest when old checkpoints are pruned, and outlive new ones
+                self.run.set_aside(manifest)
                 continue
             return self.restore(ckpt)
         raise AssertionError("unreachable: the oldest checkpoint raises or returns")
@@ -152,7 +155,9 @@ class StepCheckpoints:
         if self.run is not None:
             self.sync.refresh_parameters()  # an async server's chief pulls what others moved
             self._check_finite(pos)
-            remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep)
+            # shards prune before the manifest is committed: one part more keeps every part the
+            # kept manifests name, even if this process dies between the two
+            remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
             part = self.run.step_dir(pos.step) / CHIEF_PART
             save_checkpoint(
                 part,

@@ -177,6 +177,13 @@ class RunDirectory:
         found = self.manifests()
         return found[-1] if found else None
 
+    def set_aside(self, manifest: Manifest) -> Path:
+        """Rename an unusable checkpoint's manifest out of the scan (``.json.unusable``),
+        keeping its files for inspection; returns the new path."""
+        aside = manifest.path.with_name(manifest.path.name + ".unusable")
+        manifest.path.rename(aside)
+        return aside
+
     def _prune(self) -> None:
         complete = self.manifests()
         for old in complete[: -self.keep]:

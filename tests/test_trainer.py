@@ -354,3 +354,40 @@ def test_resuming_several_ranks_with_frozen_parameters_is_refused(tmp_path):
     run(False)
     with pytest.raises(SyncError, match=r"frozen parameters \['conv1.weight'\]"):
         run(True)
+
+
+def test_a_damaged_newest_checkpoint_is_set_aside_so_new_ones_outlive_it(data, tmp_path):
+    # the run falls back to step 14; the unreadable step-15 manifest must not count as the newest
+    # when pruning, or it would outlive (and finally be all that is left of) the new checkpoints
+    train, test = data
+    first = _trainer(tmp_path, checkpoint_every=7, keep_checkpoints=2)
+    first.fit(train, test, epochs=1)  # checkpoints 7, 14, 15 (epoch end); 14 and 15 stay
+    run = first.checkpoints.run
+    newest = run.latest()
+    assert newest.step == 15
+    newest.part("chief").write_bytes(b"not a checkpoint")
+    again = _trainer(tmp_path, checkpoint_every=7, keep_checkpoints=2)
+    again.fit(train, test, epochs=2, resume="auto")
+    assert [m.step for m in run.manifests()] == [28, 30]
+    assert (run.checkpoint_root / "step-00000015.json.unusable").exists()
+
+
+def test_the_chief_refreshes_then_asks_remote_holders_to_keep_one_part_more(data, tmp_path):
+    # remote holders prune before the manifest is committed; keeping one more part means every
+    # kept manifest still finds its parts if the chief dies in between
+    calls = []
+
+    class Recording(create_sync("local", optimizer=create_optimizer("sgd")).__class__):
+        def refresh_parameters(self):
+            calls.append("refresh")
+
+        def save_remote_parts(self, step, keep=None):
+            calls.append(("parts", step, keep))
+            return {}
+
+    sync = Recording(create_optimizer("sgd", lr=0.01))
+    _trainer(tmp_path, sync=sync, checkpoint_every=7, keep_checkpoints=2).fit(*data, epochs=1)
+    assert calls == ["refresh", ("parts", 7, 3), "refresh", ("parts", 14, 3)] + [
+        "refresh",
+        ("parts", 15, 3),
+    ]
