@@ -24,9 +24,11 @@ compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full spe
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
-and otherwise the buckets start as non-blocking ``Iallreduce`` calls that complete in
-:meth:`finish_step`. MPICH's own progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the
-alternative with ``overlap=False``.
+and otherwise the buckets start as non-blocking ``Iallreduce`` calls, tested at each gradient
+(MPI's progress on the main thread) and completed in :meth:`finish_step`. The thread needs MPI
+initialised at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks for MULTIPLE); below that it is
+never started, and the reason is logged once. MPICH's own progress thread
+(``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
 
 Compression: ``grad_dtype="float16"`` (or ``"bfloat16"`` with ``ml_dtypes``) puts half the bytes
 on the wire. MPI's built-in sum knows no 16-bit floats, so the reduction is done by hand: an
@@ -59,7 +61,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, wire_dtype
-from distconv.sync.mpi.comm import SingleRankComm, import_mpi
+from distconv.sync.mpi.comm import SingleRankComm, import_mpi, threads_allowed
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -80,7 +82,8 @@ class MPISync(LocalSync):
         grad_dtype: the dtype on the wire: None (the gradients' own), ``"float32"``,
             ``"float64"``, ``"float16"`` or ``"bfloat16"`` (summed in float32).
         overlap: reduce on a communication thread while backward goes on; None decides by the
-            machine (see the module docstring).
+            machine (see the module docstring). Ignored, with a logged reason, when MPI was
+            initialised below ``MPI_THREAD_SERIALIZED``.
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -118,6 +121,7 @@ class MPISync(LocalSync):
         self._fired: list[str] = []
         self._recorded: list[str] = []
         self._next_launch = 0
+        self._polled = 0
         self._total = 0
         self._in_step = False
         self._previous_hook = None
@@ -143,6 +147,8 @@ class MPISync(LocalSync):
         if self.overlap is None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
             self.overlap = self.world_size > 1 and (on_gpu or cores > self._local_ranks())
+        if self.overlap and not threads_allowed(self.mpi):
+            self.overlap = False
         if self.overlap:
             self._thread = CommThread(self._reduce)
         self._lay_out([p.name for p in reversed(self.params)])
@@ -235,7 +241,7 @@ class MPISync(LocalSync):
         self._total = int(every[:, 2].sum())
         for b in self.buckets:
             b.reset()
-        self._fired, self._next_launch, self._in_step = [], 0, True
+        self._fired, self._next_launch, self._polled, self._in_step = [], 0, 0, True
         if self._thread is not None:
             self._thread.relax()
 
@@ -263,6 +269,21 @@ class MPISync(LocalSync):
         self._fired.append(param.name)
         if bucket.pending == 0:
             self._launch_ready()
+        if self._thread is None and self._polled < self._next_launch:
+            self._poll_in_flight()
+
+    def _poll_in_flight(self) -> None:
+        """Without a communication thread, let MPI progress at each gradient.
+
+        MPICH moves a non-blocking collective forward only inside MPI calls; testing the oldest
+        request in flight each time backward hands over a gradient (a few microseconds) lets
+        the buckets travel during backward instead of all inside :meth:`finish_step`.
+        """
+        while self._polled < self._next_launch:
+            request = self.buckets[self._polled].request
+            if request is not None and not request.Test():
+                return
+            self._polled += 1
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
