@@ -58,11 +58,13 @@ class Bucket:
 
     Attributes:
         buffer: the flat gradients, where the parameters live (host or device).
+        spare: the host buffer the gradients move to when a step ends (None on a device).
         host: the flat gradients on the host: ``buffer`` itself, or its staging copy.
         target: what the collective reduces: ``host``, or the wire-dtype copy of it.
         compressed: ``target`` holds 16-bit floats, which MPI's SUM cannot add.
         fired: which parameters have delivered their gradient this step.
         pending: how many have not.
+        averaged: the buffer holds this step's averaged gradients.
     """
 
     def __init__(
@@ -73,14 +75,16 @@ class Bucket:
         xp = get_array_module(first)
         self.size = sum(p.size for p in self.params)
         self.buffer = xp.zeros(self.size, dtype=first.dtype)
-        offset = 0
-        for p in self.params:
-            view = self.buffer[offset : offset + p.size].reshape(p.shape)
+        self.views = self._views(self.buffer)
+        for p, view in zip(self.params, self.views):
             view[...] = p.grad
             p.grad = view
-            offset += p.size
         # cupy gradients are staged through host memory, so any MPI (CUDA-aware or not) works
         self.on_device = is_gpu_array(self.buffer)
+        # on the host, a second buffer: when a step ends the layers get it (zero) at once, and
+        # the used one is zeroed off the critical path (see clear)
+        self.spare = None if self.on_device else np.zeros_like(self.buffer)
+        self.spare_views = None if self.on_device else self._views(self.spare)
         self.host = np.zeros(self.size, first.dtype) if self.on_device else self.buffer
         self.target = self.host
         if wire is not None and wire != self.host.dtype:
@@ -90,14 +94,21 @@ class Bucket:
         self.scratch = np.empty_like(self.target) if self.compressed else None
         self.fired = [False] * len(self.params)
         self.pending = len(self.params)
+        self.averaged = False
         self.request: Any = None
         self.done: threading.Event | None = None
         self.error: BaseException | None = None
+
+    def _views(self, flat: Any) -> list[Any]:
+        """Each parameter's gradient as a view of its slice of ``flat``."""
+        bounds = np.cumsum([0] + [p.size for p in self.params]).tolist()
+        return [flat[a:b].reshape(p.shape) for p, a, b in zip(self.params, bounds, bounds[1:])]
 
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""
         self.fired = [False] * len(self.params)
         self.pending = len(self.params)
+        self.averaged = False
 
     @property
     def casts(self) -> bool:
@@ -121,6 +132,61 @@ class Bucket:
             np.copyto(self.host, self.target[: self.size], casting="unsafe")
         if self.on_device:
             self.buffer.set(self.host)
+
+    def average(self, total: int) -> None:
+        """Leave the averaged gradients in the gradient buffer, the reduced sums being in.
+
+        A cast bucket carried averages already (see :meth:`pack`); the others are divided by
+        ``total``, the step's global number of examples. By a power of two that is a product
+        with its inverse, exact and so bitwise the same, and a quarter cheaper than division.
+        Once per step: a second call does nothing.
+        """
+        if self.averaged:
+            return
+        self.averaged = True
+        self.unpack()
+        if total > 1 and not self.casts:
+            if total & (total - 1) == 0:
+                self.buffer *= 1.0 / total
+            else:
+                self.buffer /= total
+
+    def clear(self) -> Any:
+        """Leave every gradient zero for the next step.
+
+        On the host the gradients move to the spare buffer (zero already), and the used buffer,
+        returned, becomes the spare: the caller zeroes it before this bucket's next
+        :meth:`clear`, where it costs least (on the communication thread, while the main
+        thread goes on). A device buffer is zeroed in place (an asynchronous kernel); None.
+        """
+        if self.spare is None:
+            self.buffer.fill(0)
+            return None
+        used, casts = self.buffer, self.casts
+        self.buffer, self.spare = self.spare, used
+        self.views, self.spare_views = self.spare_views, self.views
+        for p, view in zip(self.params, self.views):
+            p.grad = view
+        self.host = self.buffer
+        if not casts:
+            self.target = self.host
+        return used
+
+    def reduce(self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any) -> None:
+        """The whole reduction of the packed bucket over ``comm``, each request ended by ``wait``.
+
+        A native dtype is one in-place ``Iallreduce`` with ``op``. A 16-bit wire is reduced by
+        hand: chunk r of every rank's buffer goes to rank r (``Ialltoall``, the reduce-scatter),
+        which adds the chunks in float32 in rank order; then every rank gathers the 16-bit sums
+        (``Iallgather``), so every rank holds bitwise the same result.
+        """
+        if not self.compressed:
+            wait(comm.Iallreduce(in_place, self.target, op))
+            return
+        wire, parts = self.target, self.scratch
+        wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
+        chunk = parts.reshape(comm.Get_size(), -1).astype(np.float32).sum(axis=0)
+        wait(comm.Iallgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8)))
 
     def describe(self) -> list[Any]:
         """What every rank must agree on: names, dtypes and sizes."""
@@ -178,7 +244,7 @@ class CommThread:
     def __init__(self, reduce: Callable[[Bucket, Callable[[Any], None]], None]) -> None:
         self._reduce = reduce
         self.hurry = threading.Event()
-        self._queue: queue.SimpleQueue[Bucket | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Bucket | np.ndarray | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
 
@@ -187,8 +253,15 @@ class CommThread:
         bucket.done, bucket.error = threading.Event(), None
         self._queue.put(bucket)
 
+    def zero(self, array: np.ndarray) -> None:
+        """Queue the zeroing of ``array`` (done before any reduction submitted later)."""
+        self._queue.put(array)
+
     def _run(self) -> None:
         while (bucket := self._queue.get()) is not None:
+            if not isinstance(bucket, Bucket):
+                bucket.fill(0)  # numpy lets the GIL go while it writes
+                continue
             try:
                 self._reduce(bucket, self._wait_request)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()

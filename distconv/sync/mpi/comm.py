@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,40 @@ def threads_allowed(mpi: Any | None) -> bool:
             name,
         )
     return False
+
+
+def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
+    """Every rank's ``data``, in rank order (raw bytes: nothing is pickled)."""
+    sizes = np.zeros(comm.Get_size(), dtype=np.int64)
+    comm.Allgather(np.array([len(data)], dtype=np.int64), sizes)
+    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
+    comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes.tolist()])
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def install_abort_hook(comm: Any) -> Callable[[], None]:
+    """Make an uncaught exception print its traceback, then abort the whole job.
+
+    Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec`` with
+    them) until something kills them.
+
+    Returns:
+        A function that puts the previous hook back (if ours is still the one installed).
+    """
+    previous = sys.excepthook
+
+    def abort_job(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        previous(etype, value, tb)
+        sys.stderr.flush()
+        comm.Abort(1)
+
+    def restore() -> None:
+        if sys.excepthook is abort_job:
+            sys.excepthook = previous
+
+    sys.excepthook = abort_job
+    return restore
 
 
 class _Done:

@@ -11,7 +11,9 @@ models). One step, as buckets:
    bucket fires, the bucket's allreduce starts at once, buckets strictly in layout order (MPI
    needs the same collective order on every rank).
 3. :meth:`MPISync.finish_step` waits for each bucket in turn, divides by the global number of
-   examples, runs the optimizer on its parameters and zeroes the buffer.
+   examples, runs the optimizer on its parameters (reading the bucket's views) and hands the
+   layers the bucket's spare buffer, zero; the used one is zeroed on the communication thread
+   when there is one, at once otherwise.
 
 Buckets follow the order in which the first backward pass fired the parameters: before that
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
@@ -61,7 +63,13 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, wire_dtype
-from distconv.sync.mpi.comm import SingleRankComm, import_mpi, threads_allowed
+from distconv.sync.mpi.comm import (
+    SingleRankComm,
+    allgather_bytes,
+    import_mpi,
+    install_abort_hook,
+    threads_allowed,
+)
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -124,9 +132,8 @@ class MPISync(LocalSync):
         self._polled = 0
         self._total = 0
         self._in_step = False
-        self._previous_hook = None
-        if self.world_size > 1:
-            self._install_abort_hook()
+        # one rank's uncaught exception aborts the job instead of leaving the others hanging
+        self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else None
 
     # -- start-up ---------------------------------------------------------------------------
     def setup(
@@ -150,7 +157,7 @@ class MPISync(LocalSync):
         if self.overlap and not threads_allowed(self.mpi):
             self.overlap = False
         if self.overlap:
-            self._thread = CommThread(self._reduce)
+            self._thread = CommThread(self._reduce_and_average)
         self._lay_out([p.name for p in reversed(self.params)])
 
     def _local_ranks(self) -> int:
@@ -183,22 +190,13 @@ class MPISync(LocalSync):
             SyncError: naming this rank, the first rank that differs, and the first differing key.
         """
         ours = json.loads(json.dumps(description, sort_keys=True, default=str))
-        digests = self._allgather_bytes(digest(ours).encode())
+        digests = allgather_bytes(self.comm, digest(ours).encode())
         if len(set(digests)) == 1:
             return
-        texts = self._allgather_bytes(json.dumps(ours, sort_keys=True).encode())
+        texts = allgather_bytes(self.comm, json.dumps(ours, sort_keys=True).encode())
         other = next(r for r, d in enumerate(digests) if d != digests[self.rank])
         diff = first_difference(ours, json.loads(texts[other]))
         raise SyncError(f"rank {self.rank} and rank {other} run different jobs: {diff}")
-
-    def _allgather_bytes(self, data: bytes) -> list[bytes]:
-        """Every rank's ``data``, in rank order (raw bytes: nothing is pickled)."""
-        sizes = np.zeros(self.world_size, dtype=np.int64)
-        self.comm.Allgather(np.array([len(data)], dtype=np.int64), sizes)
-        out = np.zeros(int(sizes.sum()), dtype=np.uint8)
-        self.comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes.tolist()])
-        bounds = np.concatenate([[0], np.cumsum(sizes)])
-        return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
 
     # -- layout -----------------------------------------------------------------------------
     def set_firing_order(self, names: Sequence[str]) -> None:
@@ -246,7 +244,7 @@ class MPISync(LocalSync):
             self._thread.relax()
 
     def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
-        texts = self._allgather_bytes(json.dumps(self._layout).encode())
+        texts = allgather_bytes(self.comm, json.dumps(self._layout).encode())
         other = next(r for r, h in enumerate(hashes.tolist()) if h != hashes[self.rank])
         diff = first_difference(self._layout, json.loads(texts[other]))
         raise SyncError(
@@ -304,21 +302,12 @@ class MPISync(LocalSync):
                 self._in_place(), bucket.target, self._sum()
             )
 
-    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
-        """The whole reduction of one packed bucket, each collective finished by ``wait``.
-
-        On the communication thread ``wait`` is :func:`poll`; in :meth:`finish_step`, ``Wait``.
-        """
-        comm = self._grad_comm
-        if not bucket.compressed:
-            wait(comm.Iallreduce(self._in_place(), bucket.target, self._sum()))
-            return
-        # reduce-scatter by hand: chunk r of every rank's buffer goes to rank r, which adds the
-        # chunks in float32 in rank order; then every rank gathers the 16-bit sums
-        wire, parts = bucket.target, bucket.scratch
-        wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
-        chunk = parts.reshape(self.world_size, -1).astype(np.float32).sum(axis=0)
-        wait(comm.Iallgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8)))
+    def _reduce_and_average(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
+        """On the communication thread: reduce, then average a host bucket while it is hot in
+        cache (a device bucket is averaged by the main thread, which owns the device)."""
+        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum())
+        if not bucket.on_device:
+            bucket.average(self._total)
 
     def finish_step(self) -> None:
         """Wait for every bucket, average, apply the optimizer, zero the gradients."""
@@ -330,7 +319,7 @@ class MPISync(LocalSync):
         try:
             for bucket in self.buckets:
                 self._wait(bucket)
-                bucket.unpack()
+                bucket.average(self._total)
                 self._apply(bucket)
         finally:
             self.step += 1
@@ -354,14 +343,19 @@ class MPISync(LocalSync):
             bucket.request.Wait()
             bucket.request = None
         else:
-            self._reduce(bucket, wait=lambda request: request.Wait())
+            bucket.reduce(self._grad_comm, lambda r: r.Wait(), self._in_place(), self._sum())
 
     def _apply(self, bucket: Bucket) -> None:
-        if self._total > 1 and not bucket.casts:  # a cast one was scaled in pack
-            bucket.buffer /= self._total
+        """The optimizer on the averaged gradients (views of the bucket), then zero gradients."""
         for p in bucket.params:
             self.optimizer.update(p.value, p.grad, self.state[p.name])
-        bucket.buffer[...] = 0
+        used = bucket.clear()
+        if used is None:
+            return
+        if self._thread is not None:
+            self._thread.zero(used)  # done before this bucket's next reduction
+        else:
+            used.fill(0)
 
     # -- collectives --------------------------------------------------------------------------
     def _in_place(self) -> Any:
@@ -381,23 +375,6 @@ class MPISync(LocalSync):
         self.comm.Barrier()
 
     # -- failure and shutdown -------------------------------------------------------------------
-    def _install_abort_hook(self) -> None:
-        """An uncaught exception on any rank prints its traceback, then aborts the whole job.
-
-        Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec``
-        with them) until something kills them.
-        """
-        previous = sys.excepthook
-        comm = self.comm
-
-        def abort_job(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-            previous(etype, value, tb)
-            sys.stderr.flush()
-            comm.Abort(1)
-
-        self._previous_hook, self._hook = previous, abort_job
-        sys.excepthook = abort_job
-
     def close(self) -> None:
         """Stop the communication thread, free the duplicate communicator, restore the hook."""
         if self._thread is not None:
@@ -416,6 +393,6 @@ class MPISync(LocalSync):
                 flush=True,
             )
             self.comm.Abort(1)
-        if self._previous_hook is not None and sys.excepthook is self._hook:
-            sys.excepthook = self._previous_hook
-        self._previous_hook = None
+        if self._restore_hook is not None:
+            self._restore_hook()
+        self._restore_hook = None
