@@ -44,17 +44,28 @@ def test_one_rank_without_mpi4py_equals_local_sync_bitwise(
         np.testing.assert_array_equal(got[name], expected[name])
 
 
-def test_gradients_are_views_into_the_bucket_buffers(no_mpi4py):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_gradients_are_views_into_the_bucket_buffers(no_mpi4py, overlap):
+    """With the thread, the layers get the spare buffer, zero, while the thread zeroes the other."""
     net = small_lenet(seed=0)
-    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
+    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300, overlap=overlap)
     sync.setup(net.parameters(), {})
-    train(net, sync)
-    assert len(sync.buckets) > 3
-    for bucket in sync.buckets:
-        assert sum(p.size for p in bucket.params) == bucket.buffer.size
-        for p in bucket.params:
-            assert np.shares_memory(p.grad, bucket.buffer)
-            assert not p.grad.any()  # zero again after the step
+    for _ in range(3):
+        train(net, sync)  # 4 steps each
+        assert len(sync.buckets) > 3
+        for bucket in sync.buckets:
+            assert sum(p.size for p in bucket.params) == bucket.buffer.size
+            assert (bucket.spare is not None) is overlap
+            for p in bucket.params:
+                assert np.shares_memory(p.grad, bucket.buffer)
+                assert not p.grad.any()  # zero again after the step
+    used = [b.buffer for b in sync.buckets]
+    sync.start_step(1)
+    for p in sync.params:
+        sync.on_gradient(p)
+    sync.finish_step()
+    # with the thread the two buffers take turns; without it there is one
+    assert all((b.buffer is not u) is overlap for b, u in zip(sync.buckets, used))
     sync.close()
 
 

@@ -55,10 +55,12 @@ class Bucket:
         params: the parameters, all of one dtype and on one device.
         wire: the dtype on the wire, or None for the gradients' own.
         world_size: ranks in the job (a 16-bit wire buffer is padded to a multiple of it).
+        spare: keep a second host buffer, zeroed by someone else while the layers use the
+            first (see :meth:`clear`); worth it only where a communication thread zeroes it.
 
     Attributes:
         buffer: the flat gradients, where the parameters live (host or device).
-        spare: the host buffer the gradients move to when a step ends (None on a device).
+        spare: the host buffer the gradients move to when a step ends, or None.
         host: the flat gradients on the host: ``buffer`` itself, or its staging copy.
         target: what the collective reduces: ``host``, or the wire-dtype copy of it.
         compressed: ``target`` holds 16-bit floats, which MPI's SUM cannot add.
@@ -68,7 +70,12 @@ class Bucket:
     """
 
     def __init__(
-        self, index: int, params: Sequence[Parameter], wire: np.dtype | None, world_size: int
+        self,
+        index: int,
+        params: Sequence[Parameter],
+        wire: np.dtype | None,
+        world_size: int,
+        spare: bool = False,
     ) -> None:
         self.index, self.params = index, list(params)
         first = self.params[0].grad
@@ -81,10 +88,9 @@ class Bucket:
             p.grad = view
         # cupy gradients are staged through host memory, so any MPI (CUDA-aware or not) works
         self.on_device = is_gpu_array(self.buffer)
-        # on the host, a second buffer: when a step ends the layers get it (zero) at once, and
-        # the used one is zeroed off the critical path (see clear)
-        self.spare = None if self.on_device else np.zeros_like(self.buffer)
-        self.spare_views = None if self.on_device else self._views(self.spare)
+        double = spare and not self.on_device  # a device zeroes in an asynchronous kernel
+        self.spare = np.zeros_like(self.buffer) if double else None
+        self.spare_views = self._views(self.spare) if double else None
         self.host = np.zeros(self.size, first.dtype) if self.on_device else self.buffer
         self.target = self.host
         if wire is not None and wire != self.host.dtype:
@@ -154,10 +160,11 @@ class Bucket:
     def clear(self) -> Any:
         """Leave every gradient zero for the next step.
 
-        On the host the gradients move to the spare buffer (zero already), and the used buffer,
+        With a spare buffer the gradients move to it (zero already) and the used buffer,
         returned, becomes the spare: the caller zeroes it before this bucket's next
-        :meth:`clear`, where it costs least (on the communication thread, while the main
-        thread goes on). A device buffer is zeroed in place (an asynchronous kernel); None.
+        :meth:`clear`, on the communication thread while the main thread goes on. Without
+        one (no thread to hand the work to; a device, where zeroing is an asynchronous kernel)
+        the buffer is zeroed in place, hot in cache after the optimizer's read; None.
         """
         if self.spare is None:
             self.buffer.fill(0)
@@ -195,11 +202,16 @@ class Bucket:
 
 
 def build_buckets(
-    params: Sequence[Parameter], bucket_bytes: int, wire: np.dtype | None, world_size: int
+    params: Sequence[Parameter],
+    bucket_bytes: int,
+    wire: np.dtype | None,
+    world_size: int,
+    spare: bool = False,
 ) -> list[Bucket]:
     """Group ``params`` (in firing order) into buckets of about ``bucket_bytes`` bytes.
 
     A bucket closes when the next gradient would overflow it, or has another dtype or device.
+    ``spare``: give each host bucket a second buffer (see :class:`Bucket`).
     """
     groups: list[list[Parameter]] = []
     size = 0
@@ -212,7 +224,7 @@ def build_buckets(
             size = 0
         groups[-1].append(p)
         size += p.grad.nbytes
-    return [Bucket(i, g, wire, world_size) for i, g in enumerate(groups)]
+    return [Bucket(i, g, wire, world_size, spare) for i, g in enumerate(groups)]
 
 
 def poll(request: Any, hurry: threading.Event | None = None) -> None:

@@ -11,9 +11,9 @@ models). One step, as buckets:
    bucket fires, the bucket's allreduce starts at once, buckets strictly in layout order (MPI
    needs the same collective order on every rank).
 3. :meth:`MPISync.finish_step` waits for each bucket in turn, divides by the global number of
-   examples, runs the optimizer on its parameters (reading the bucket's views) and hands the
-   layers the bucket's spare buffer, zero; the used one is zeroed on the communication thread
-   when there is one, at once otherwise.
+   examples, runs the optimizer on its parameters (reading the bucket's views) and zeroes the
+   buffer; with a communication thread the layers get a spare buffer, zero, at once, and the
+   thread zeroes the used one while backward goes on.
 
 Buckets follow the order in which the first backward pass fired the parameters: before that
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
@@ -214,7 +214,8 @@ class MPISync(LocalSync):
         if names == self._layout_order:
             return
         params = [known[n] for n in names]
-        self.buckets = build_buckets(params, self.bucket_bytes, self._wire, self.world_size)
+        spare = self._thread is not None  # it zeroes the used buffers while backward runs
+        self.buckets = build_buckets(params, self.bucket_bytes, self._wire, self.world_size, spare)
         self._layout_order = names
         self._slot = {p.name: (b.index, j) for b in self.buckets for j, p in enumerate(b.params)}
         self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
@@ -350,12 +351,8 @@ class MPISync(LocalSync):
         for p in bucket.params:
             self.optimizer.update(p.value, p.grad, self.state[p.name])
         used = bucket.clear()
-        if used is None:
-            return
-        if self._thread is not None:
+        if used is not None:
             self._thread.zero(used)  # done before this bucket's next reduction
-        else:
-            used.fill(0)
 
     # -- collectives --------------------------------------------------------------------------
     def _in_place(self) -> Any:
