@@ -27,6 +27,7 @@ ratio is against a baseline measured in the same run:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
@@ -213,6 +214,8 @@ def mpi_worker(args) -> None:
         sync.close()
     out["wire_bytes_float32"] = wire_bytes(comm, args, "float32")
     out["wire_bytes_float16"] = wire_bytes(comm, args, "float16")
+    if importlib.util.find_spec("ml_dtypes") is not None:
+        out["wire_bytes_bfloat16"] = wire_bytes(comm, args, "bfloat16")
     out.update(
         overlap(comm, args, "free", lambda i, t=args.compute_ms / 1e3 / args.grads: time.sleep(t))
     )
@@ -339,8 +342,9 @@ def report(r: dict) -> None:
     for window in ("ready", "whole"):
         ratio = r[f"after_{window}_ms"] / r[f"before_{window}_ms"]
         print(f"after / before, {window}: {ratio:.3f}")
-    half = r["wire_bytes_float16"] / r["wire_bytes_float32"]
-    print(f"bytes sent per step (counted at the MPI buffers), float16 / float32: {half:.3f}")
+    for dtype in ("float16", "bfloat16")[: 1 + ("wire_bytes_bfloat16" in r)]:
+        half = r[f"wire_bytes_{dtype}"] / r["wire_bytes_float32"]
+        print(f"bytes sent per step (counted at the MPI buffers), {dtype} / float32: {half:.3f}")
     for kind in ("free", "full"):
         compute, comm = r[f"{kind}_compute_ms"], r[f"{kind}_comm_ms"]
         off, on = r[f"{kind}_step_thread0_ms"], r[f"{kind}_step_thread1_ms"]
@@ -364,8 +368,9 @@ def report(r: dict) -> None:
 
 
 def accuracy(args) -> None:
-    """The default CNN on 2 ranks: test accuracy and speed, float32 against float16 wire."""
-    runs = {d: mpiexec(2, "cnn", args, ["--grad-dtype", d]) for d in ("float32", "float16")}
+    """The default CNN on 2 ranks: test accuracy and speed, float32 against 16-bit wires."""
+    dtypes = ("float32", "float16", "bfloat16")
+    runs = {d: mpiexec(2, "cnn", args, ["--grad-dtype", d]) for d in dtypes}
     for dtype, r in runs.items():
         print(
             f"2 ranks, {dtype} wire, {args.epochs} epochs: test acc {r['test_acc']:.4f}, "
@@ -391,7 +396,7 @@ def main() -> None:
     ap.add_argument(
         "--accuracy",
         action="store_true",
-        help="only train the default CNN on 2 ranks, float32 then float16 on the wire",
+        help="only train the default CNN on 2 ranks, float32, float16, bfloat16 on the wire",
     )
     args = ap.parse_args()
     if args.worker == "mpi":
