@@ -11,7 +11,9 @@ ratio is against a baseline measured in the same run:
   first gradient. The per-step check is before the window, the optimizer and the zeroing of the
   gradients after it are timed apart (``whole``: until ``finish_step`` returns). Against one raw
   ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x. ``before`` is the previous finish
-  (divide, optimizer, zero in place), run beside the current one for before/after ratios.
+  (divide, optimizer, zero in place), run beside the current one for before/after ratios. The
+  ``floor`` is the raw call followed by one averaging pass over its buffer: what any sync that
+  hands out averaged gradients costs at least, without a core to spare.
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
   DDP's buckets are, and as 100 separate calls. Target: the sync >= 2x faster than fused gloo.
 - **overlap, free cores**: a backward pass simulated by a sleep per gradient (a GPU kernel that
@@ -157,8 +159,7 @@ def wire_bytes(comm, args, grad_dtype):
     """Bytes one step's gradient collectives send, counted from the buffers handed to MPI."""
     from mpi4py import MPI
 
-    from distconv.sync.mpi import DEFAULT_BUCKET_BYTES
-    from distconv.sync.mpi.comm import CountingComm
+    from distconv.sync.mpi import DEFAULT_BUCKET_BYTES, CountingComm
 
     counting = CountingComm(comm, MPI.IN_PLACE)
     sync, order = make_sync(
@@ -179,8 +180,15 @@ def mpi_worker(args) -> None:
     comm = MPI.COMM_WORLD
     fused = np.ones(args.mb * MB // 4, np.float32)
     pieces = [p.value for p in make_params(args.mb * MB, args.grads)]
+    ones = fused.copy()  # stays ones: summed over the ranks, then averaged
+    half = 1.0 / comm.size  # 2 ranks x 1 example: an exact product, as MPISync averages then
     cases = {
         "raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, fused, MPI.SUM), None),
+        "raw_fused_average": (
+            None,
+            lambda: (comm.Allreduce(MPI.IN_PLACE, ones, MPI.SUM), np.multiply(ones, half, ones)),
+            None,
+        ),
         "raw_separate": (
             None,
             lambda: [comm.Allreduce(MPI.IN_PLACE, g, MPI.SUM) for g in pieces],
@@ -319,6 +327,7 @@ def report(r: dict) -> None:
     fused = r["raw_fused_ms"]
     rows = [("raw Allreduce, fused 4 MB", fused, "baseline")]
     rows.append(("raw Allreduce, 100 calls", r["raw_separate_ms"], ""))
+    rows.append(("raw Allreduce, fused, then averaged", r["raw_fused_average_ms"], "floor"))
     for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16"):
         note = "target <= 1.1x" if name == "default" else ""
         rows.append(
@@ -342,6 +351,8 @@ def report(r: dict) -> None:
     for window in ("ready", "whole"):
         ratio = r[f"after_{window}_ms"] / r[f"before_{window}_ms"]
         print(f"after / before, {window}: {ratio:.3f}")
+    floor = r["sync_default_ms"] / r["raw_fused_average_ms"]
+    print(f"MPISync default / (raw fused Allreduce + one averaging pass): {floor:.3f}")
     for dtype in ("float16", "bfloat16")[: 1 + ("wire_bytes_bfloat16" in r)]:
         half = r[f"wire_bytes_{dtype}"] / r["wire_bytes_float32"]
         print(f"bytes sent per step (counted at the MPI buffers), {dtype} / float32: {half:.3f}")

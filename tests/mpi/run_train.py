@@ -18,8 +18,7 @@ import numpy as np  # noqa: E402
 from common import small_lenet, train, weights  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
-from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
-from distconv.sync.mpi.comm import CountingComm  # noqa: E402
+from distconv.sync.mpi import CountingComm, MPISync, import_mpi  # noqa: E402
 
 
 def main() -> None:
