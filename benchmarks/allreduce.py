@@ -202,6 +202,8 @@ def mpi_worker(args) -> None:
         "256KiB": dict(bucket_bytes=MB // 4, overlap=False),
         "float16": dict(bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False, grad_dtype="float16"),
     }
+    if importlib.util.find_spec("ml_dtypes") is not None:
+        syncs["bfloat16"] = {**syncs["float16"], "grad_dtype": "bfloat16"}
     out, made = {}, []
     for name, options in syncs.items():
         sync, order = make_sync(comm, args, **options)
@@ -328,7 +330,9 @@ def report(r: dict) -> None:
     rows = [("raw Allreduce, fused 4 MB", fused, "baseline")]
     rows.append(("raw Allreduce, 100 calls", r["raw_separate_ms"], ""))
     rows.append(("raw Allreduce, fused, then averaged", r["raw_fused_average_ms"], "floor"))
-    for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16"):
+    for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16", "bfloat16"):
+        if f"sync_{name}_ms" not in r:
+            continue
         note = "target <= 1.1x" if name == "default" else ""
         rows.append(
             (f"MPISync {name} ({r[f'sync_{name}_buckets']} buckets)", r[f"sync_{name}_ms"], note)
