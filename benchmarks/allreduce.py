@@ -7,13 +7,13 @@ Every number is the median over ``--reps`` repetitions of the slowest rank's tim
 ratio is against a baseline measured in the same run:
 
 - **sync**: 100 gradients totalling 4 MB handed to :class:`MPISync` one by one, until every
-  averaged gradient is ready: the moment the (no-op) optimizer is handed the last bucket's
-  first gradient. The per-step check is before the window, the optimizer and the zeroing of the
-  gradients after it are timed apart (``whole``: until ``finish_step`` returns). Against one raw
-  ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x. ``before`` is the previous finish
-  (divide, optimizer, zero in place), run beside the current one for before/after ratios. The
-  ``floor`` is the raw call followed by one averaging pass over its buffer: what any sync that
-  hands out averaged gradients costs at least, without a core to spare.
+  averaged gradient is ready: the moment the (no-op) optimizer is handed the first gradient
+  after the last averaging. The per-step check is before the window; the optimizer and the
+  zeroing after it are timed apart (``whole``: until ``finish_step`` returns). Against one raw
+  ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x. ``before`` is MPISync as it was (one
+  ``Iallreduce`` per bucket, then divide, optimizer, zero), run beside the current one (pieces
+  of 1 MiB, one at a time, each averaged while the next travels) for before/after ratios. The
+  ``floor`` is the raw call followed by one averaging pass over its buffer.
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
   DDP's buckets are, and as 100 separate calls. Target: the sync >= 2x faster than fused gloo.
 - **overlap, free cores**: a backward pass simulated by a sleep per gradient (a GPU kernel that
@@ -102,18 +102,30 @@ def no_update():
 
 
 def before_sync():
-    """MPISync with the previous ``finish_step`` (divide, optimizer, zero the buffer in place),
-    kept here so that before/after ratios come from one run."""
+    """MPISync as it was before (one ``Iallreduce`` per bucket started at launch; at the end
+    wait, divide, optimizer, zero in place), kept here so before/after come from one run.
+    Without a communication thread or a 16-bit wire, as the cases that use it."""
     from distconv.sync.mpi import MPISync
 
     class BeforeSync(MPISync):
+        updates_per_bucket = True
+
+        def setup(self, *args, **kwargs):
+            super().setup(*args, **kwargs)
+            self._pump = None
+
+        def _launch(self, bucket):
+            super()._launch(bucket)
+            bucket.request = self._grad_comm.Iallreduce(
+                self._in_place(), bucket.target, self._sum()
+            )
+
         def finish_step(self):
             self._in_step = False
             self._launch_ready(everything=True)
             for bucket in self.buckets:
-                self._wait(bucket)
-                bucket.unpack()
-                if self._total > 1 and not bucket.casts:
+                bucket.request.Wait()
+                if self._total > 1:
                     bucket.buffer /= self._total
                 for p in bucket.params:
                     self.optimizer.update(p.value, p.grad, self.state[p.name])
@@ -147,7 +159,10 @@ def sync_case(sync, order, compute=None, *, check_timed=False, until_ready=False
         return sync.optimizer.ready_at if until_ready else None
 
     def start():
-        sync.optimizer.watch = sync.buckets[-1].params[0].value
+        # every gradient is averaged before the first update, unless each bucket's update
+        # follows its own wait (the communication thread, and the previous finish_step)
+        per_bucket = sync.overlap or getattr(sync, "updates_per_bucket", False)
+        sync.optimizer.watch = sync.buckets[-1 if per_bucket else 0].params[0].value
         sync.start_step(1)
 
     if check_timed:

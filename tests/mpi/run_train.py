@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--bucket-bytes", type=int, default=1 << 22)
     parser.add_argument("--overlap", type=int, choices=(0, 1), default=0)
     parser.add_argument("--grad-dtype", default=None)
+    parser.add_argument("--piece-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
     mpi = import_mpi()
     comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)
@@ -37,6 +38,7 @@ def main() -> None:
         bucket_bytes=args.bucket_bytes,
         grad_dtype=args.grad_dtype,
         overlap=bool(args.overlap),
+        piece_bytes=args.piece_bytes,
     )
     net = small_lenet(seed=0 if sync.rank == 0 else 100 + sync.rank)
     sync.setup(net.parameters(), {"batch_size": 16})
@@ -44,6 +46,7 @@ def main() -> None:
         train(net, sync, sync.rank, sync.world_size)
         extra = {
             "_buckets": np.array(len(sync.buckets)),
+            "_pieces": np.array(sum(len(b.pieces) for b in sync.buckets)),
             "_sent_bytes": np.array(sum(d.sent for d in comm.duplicates)),
             "_overlap": np.array(bool(sync.overlap)),
         }

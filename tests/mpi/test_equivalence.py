@@ -38,6 +38,9 @@ def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarra
         ("sgd", ("--overlap", "1", "--bucket-bytes", "300")),
         ("adam", ("--overlap", "1", "--bucket-bytes", "300")),
         ("adam", ("--overlap", "0", "--bucket-bytes", "300")),
+        # each bucket on the wire in many pieces, one at a time, averaged piece by piece
+        ("adam", ("--overlap", "0", "--bucket-bytes", "2000", "--piece-bytes", "256")),
+        ("sgd", ("--overlap", "1", "--bucket-bytes", "2000", "--piece-bytes", "256")),
     ],
 )
 def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, options):
@@ -50,6 +53,8 @@ def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, o
     assert max_relative(expected, weights(small_lenet(seed=0))) > 1e-3
     if "300" in options:
         assert int(ranks[0]["_buckets"]) > 3
+    if "256" in options:
+        assert int(ranks[0]["_pieces"]) > 2 * int(ranks[0]["_buckets"])
     # mpi4py initialises MPI at THREAD_MULTIPLE, so the thread asked for really ran
     assert bool(ranks[0]["_overlap"]) is (options[1] == "1")
 

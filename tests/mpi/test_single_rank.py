@@ -32,12 +32,20 @@ def run(sync) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-@pytest.mark.parametrize("bucket_bytes, overlap", [(1 << 22, False), (300, False), (300, True)])
+@pytest.mark.parametrize(
+    "bucket_bytes, overlap, piece_bytes",
+    [(1 << 22, False, 1 << 20), (300, False, 1 << 20), (300, True, 1 << 20), (1 << 22, False, 64)],
+)
 def test_one_rank_without_mpi4py_equals_local_sync_bitwise(
-    no_mpi4py, optimizer, bucket_bytes, overlap
+    no_mpi4py, optimizer, bucket_bytes, overlap, piece_bytes
 ):
     expected = run(LocalSync(create_optimizer(optimizer)))
-    sync = MPISync(create_optimizer(optimizer), bucket_bytes=bucket_bytes, overlap=overlap)
+    sync = MPISync(
+        create_optimizer(optimizer),
+        bucket_bytes=bucket_bytes,
+        overlap=overlap,
+        piece_bytes=piece_bytes,
+    )
     assert isinstance(sync.comm, SingleRankComm) and sync.world_size == 1
     got = run(sync)
     for name in expected:
@@ -121,6 +129,8 @@ def test_bad_arguments_and_misuse_are_named(no_mpi4py):
         MPISync(create_optimizer("sgd"), grad_dtype="int8")
     with pytest.raises(ValueError, match="bucket_bytes must be a positive integer"):
         MPISync(create_optimizer("sgd"), bucket_bytes=0)
+    with pytest.raises(ValueError, match="piece_bytes must be a positive integer, got 1.5"):
+        MPISync(create_optimizer("sgd"), piece_bytes=1.5)
     net = small_lenet(seed=0)
     sync = MPISync(create_optimizer("sgd"))
     with pytest.raises(SyncError, match="before setup"):

@@ -8,12 +8,13 @@ models). One step, as buckets:
    step with the same bucket layout, and learns the step's global number of examples.
 2. Each gradient lives as a view into its bucket's flat buffer, so the layers' ``+=`` writes
    straight into what goes on the wire and nothing is copied twice. When the last gradient of a
-   bucket fires, the bucket's allreduce starts at once, buckets strictly in layout order (MPI
-   needs the same collective order on every rank).
-3. :meth:`MPISync.finish_step` waits for each bucket in turn, divides by the global number of
-   examples, runs the optimizer on its parameters (reading the bucket's views) and zeroes the
-   buffer; with a communication thread the layers get a spare buffer, zero, at once, and the
-   thread zeroes the used one while backward goes on.
+   bucket fires, the bucket goes on the wire at once, in pieces of ``piece_bytes`` (1 MiB),
+   one allreduce at a time, strictly in layout order (MPI needs the same collective order on
+   every rank). Each piece is averaged (divided by the global number of examples) as soon as it
+   is reduced, still in cache, while the next one travels.
+3. :meth:`MPISync.finish_step` waits for the rest, runs the optimizer on the averaged
+   gradients (the bucket's views) and zeroes them; with a communication thread the layers get a
+   spare buffer, zero, at once, and the thread zeroes the used one while backward goes on.
 
 Buckets follow the order in which the first backward pass fired the parameters: before that
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
@@ -26,19 +27,17 @@ compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full spe
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
-and otherwise the buckets start as non-blocking ``Iallreduce`` calls, tested at each gradient
-(MPI's progress on the main thread) and completed in :meth:`finish_step`. The thread needs MPI
-initialised at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks for MULTIPLE); below that it is
-never started, and the reason is logged once. MPICH's own progress thread
-(``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
+and otherwise the main thread drives the pieces, testing them at each gradient (MPI progresses
+only inside MPI calls). The thread needs MPI at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks
+for MULTIPLE); below that it is never started, and the reason is logged once. MPICH's own
+progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
 
 Compression: ``grad_dtype="float16"`` (or ``"bfloat16"`` with ``ml_dtypes``) puts half the bytes
 on the wire. MPI's built-in sum knows no 16-bit floats, so the reduction is done by hand: an
 ``Alltoall`` of 16-bit chunks (the reduce-scatter), a float32 sum in rank order, an ``Allgather``
 of the 16-bit result. Every rank gets bitwise the same gradient.
 
-World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI, so neither
-mpi4py nor an MPI library is needed for one process.
+World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI (no mpi4py).
 
 Running: ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi ...``; ``-m mpi4py`` (and
 the exception hook here) makes one rank's crash abort the job. The ``mpi`` extra brings mpi4py
@@ -62,7 +61,14 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, wire_dtype
+from distconv.sync.mpi.buckets import (
+    PIECE_BYTES,
+    Bucket,
+    CommThread,
+    PiecePump,
+    build_buckets,
+    wire_dtype,
+)
 from distconv.sync.mpi.comm import (
     SingleRankComm,
     allgather_bytes,
@@ -92,6 +98,8 @@ class MPISync(LocalSync):
         overlap: reduce on a communication thread while backward goes on; None decides by the
             machine (see the module docstring). Ignored, with a logged reason, when MPI was
             initialised below ``MPI_THREAD_SERIALIZED``.
+        piece_bytes: bytes per allreduce call; a bucket goes on the wire in pieces this size,
+            one at a time (default :data:`~distconv.sync.mpi.buckets.PIECE_BYTES`, 1 MiB).
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -107,10 +115,13 @@ class MPISync(LocalSync):
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         grad_dtype: str | None = None,
         overlap: bool | None = None,
+        piece_bytes: int = PIECE_BYTES,
     ) -> None:
         super().__init__(optimizer)
-        if not isinstance(bucket_bytes, int) or bucket_bytes < 1:
-            raise ValueError(f"bucket_bytes must be a positive integer, got {bucket_bytes!r}")
+        for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.piece_bytes = piece_bytes
         self._wire = wire_dtype(grad_dtype)
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
@@ -129,7 +140,7 @@ class MPISync(LocalSync):
         self._fired: list[str] = []
         self._recorded: list[str] = []
         self._next_launch = 0
-        self._polled = 0
+        self._pump: PiecePump | None = None
         self._total = 0
         self._in_step = False
         # one rank's uncaught exception aborts the job instead of leaving the others hanging
@@ -148,6 +159,7 @@ class MPISync(LocalSync):
         it to every other rank.
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
+        wire["sync.piece_bytes"] = self.piece_bytes
         super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
@@ -158,6 +170,8 @@ class MPISync(LocalSync):
             self.overlap = False
         if self.overlap:
             self._thread = CommThread(self._reduce_and_average)
+        else:
+            self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
         self._lay_out([p.name for p in reversed(self.params)])
 
     def _local_ranks(self) -> int:
@@ -215,7 +229,9 @@ class MPISync(LocalSync):
             return
         params = [known[n] for n in names]
         spare = self._thread is not None  # it zeroes the used buffers while backward runs
-        self.buckets = build_buckets(params, self.bucket_bytes, self._wire, self.world_size, spare)
+        self.buckets = build_buckets(
+            params, self.bucket_bytes, self._wire, self.world_size, spare, self.piece_bytes
+        )
         self._layout_order = names
         self._slot = {p.name: (b.index, j) for b in self.buckets for j, p in enumerate(b.params)}
         self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
@@ -240,7 +256,9 @@ class MPISync(LocalSync):
         self._total = int(every[:, 2].sum())
         for b in self.buckets:
             b.reset()
-        self._fired, self._next_launch, self._polled, self._in_step = [], 0, 0, True
+        self._fired, self._next_launch, self._in_step = [], 0, True
+        if self._pump is not None:
+            self._pump.reset()
         if self._thread is not None:
             self._thread.relax()
 
@@ -268,21 +286,8 @@ class MPISync(LocalSync):
         self._fired.append(param.name)
         if bucket.pending == 0:
             self._launch_ready()
-        if self._thread is None and self._polled < self._next_launch:
-            self._poll_in_flight()
-
-    def _poll_in_flight(self) -> None:
-        """Without a communication thread, let MPI progress at each gradient.
-
-        MPICH moves a non-blocking collective forward only inside MPI calls; testing the oldest
-        request in flight each time backward hands over a gradient (a few microseconds) lets
-        the buckets travel during backward instead of all inside :meth:`finish_step`.
-        """
-        while self._polled < self._next_launch:
-            request = self.buckets[self._polled].request
-            if request is not None and not request.Test():
-                return
-            self._polled += 1
+        if self._pump is not None:
+            self._pump.pump(self.buckets, self._next_launch, self._total)
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -298,15 +303,11 @@ class MPISync(LocalSync):
         self.wire_bytes += bucket.target.nbytes
         if self._thread is not None:
             self._thread.submit(bucket)
-        elif not bucket.compressed:
-            bucket.request = self._grad_comm.Iallreduce(
-                self._in_place(), bucket.target, self._sum()
-            )
 
     def _reduce_and_average(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
         """On the communication thread: reduce, then average a host bucket while it is hot in
         cache (a device bucket is averaged by the main thread, which owns the device)."""
-        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum())
+        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum(), self._total)
         if not bucket.on_device:
             bucket.average(self._total)
 
@@ -318,10 +319,19 @@ class MPISync(LocalSync):
         began = time.perf_counter()
         self._launch_ready(everything=True)
         try:
-            for bucket in self.buckets:
-                self._wait(bucket)
-                bucket.average(self._total)
-                self._apply(bucket)
+            if self._thread is not None:  # each bucket's optimizer while the next one travels
+                for bucket in self.buckets:
+                    self._thread.wait(bucket)
+                    bucket.average(self._total)
+                    self._apply(bucket)
+            else:  # nothing travels while the optimizer runs: every gradient averaged first
+                self._pump.pump(self.buckets, self._next_launch, self._total, block=True)
+                for bucket in self.buckets:
+                    if not bucket.pieces:  # a 16-bit wire, reduced by hand
+                        bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None, self._total)
+                    bucket.average(self._total)
+                for bucket in self.buckets:
+                    self._apply(bucket)
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
@@ -336,15 +346,6 @@ class MPISync(LocalSync):
             "bytes_pulled": self.wire_bytes,
             "sync_seconds": self.sync_seconds,
         }
-
-    def _wait(self, bucket: Bucket) -> None:
-        if self._thread is not None:
-            self._thread.wait(bucket)
-        elif bucket.request is not None:
-            bucket.request.Wait()
-            bucket.request = None
-        else:
-            bucket.reduce(self._grad_comm, lambda r: r.Wait(), self._in_place(), self._sum())
 
     def _apply(self, bucket: Bucket) -> None:
         """The optimizer on the averaged gradients (views of the bucket), then zero gradients."""
