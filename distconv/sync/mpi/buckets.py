@@ -108,8 +108,8 @@ class Bucket:
         # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand); a host
         # bucket that keeps its dtype averages each piece once it is reduced, still in cache
         step = max(1, piece_bytes // self.target.itemsize)
-        ends = range(0, 0 if self.compressed else self.target.size, step)
-        self.pieces = [slice(a, min(a + step, self.target.size)) for a in ends]
+        starts = range(0, 0 if self.compressed else self.target.size, step)
+        self.pieces = [slice(a, min(a + step, self.target.size)) for a in starts]
         self.per_piece = not self.on_device and not self.casts
         self.fired = [False] * len(self.params)
         self.pending = len(self.params)
