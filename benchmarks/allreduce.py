@@ -196,12 +196,18 @@ def mpi_worker(args) -> None:
     fused = np.ones(args.mb * MB // 4, np.float32)
     pieces = [p.value for p in make_params(args.mb * MB, args.grads)]
     ones = fused.copy()  # stays ones: summed over the ranks, then averaged
+    pieces = np.array_split(fused.copy(), max(1, fused.nbytes // MB))
     half = 1.0 / comm.size  # 2 ranks x 1 example: an exact product, as MPISync averages then
     cases = {
         "raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, fused, MPI.SUM), None),
         "raw_fused_average": (
             None,
             lambda: (comm.Allreduce(MPI.IN_PLACE, ones, MPI.SUM), np.multiply(ones, half, ones)),
+            None,
+        ),
+        "raw_pieces": (  # the fused buffer as 1 MiB calls, as MPISync sends a bucket
+            None,
+            lambda: [comm.Allreduce(MPI.IN_PLACE, piece, MPI.SUM) for piece in pieces],
             None,
         ),
         "raw_separate": (
@@ -345,6 +351,7 @@ def report(r: dict) -> None:
     rows = [("raw Allreduce, fused 4 MB", fused, "baseline")]
     rows.append(("raw Allreduce, 100 calls", r["raw_separate_ms"], ""))
     rows.append(("raw Allreduce, fused, then averaged", r["raw_fused_average_ms"], "floor"))
+    rows.append(("raw Allreduce, fused buffer as 1 MiB calls", r["raw_pieces_ms"], ""))
     for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16", "bfloat16"):
         if f"sync_{name}_ms" not in r:
             continue
