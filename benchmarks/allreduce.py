@@ -7,8 +7,13 @@ Every number is the median over ``--reps`` repetitions of the slowest rank's tim
 ratio is against a baseline measured in the same run:
 
 - **sync**: 100 gradients totalling 4 MB handed to :class:`MPISync` one by one, until every
-  averaged gradient is ready (the per-step check is outside the window; the optimizer is a no-op
-  here and timed apart), against one raw ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x.
+  averaged gradient is ready: the moment the (no-op) optimizer is handed the first gradient
+  after the last averaging. The per-step check is before the window; the optimizer and the
+  zeroing after it are timed apart (``whole``: until ``finish_step`` returns). Against one raw
+  ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x. ``before`` is MPISync as it was (one
+  ``Iallreduce`` per bucket, then divide, optimizer, zero), run beside the current one (pieces
+  of 1 MiB, one at a time, each averaged while the next travels) for before/after ratios. The
+  ``floor`` is the raw call followed by one averaging pass over its buffer.
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
   DDP's buckets are, and as 100 separate calls. Target: the sync >= 2x faster than fused gloo.
 - **overlap, free cores**: a backward pass simulated by a sleep per gradient (a GPU kernel that
@@ -24,6 +29,7 @@ ratio is against a baseline measured in the same run:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
@@ -48,8 +54,9 @@ def interleaved(comm, cases: dict, reps: int, warmup: int = 3) -> dict[str, floa
     """Median milliseconds of the slowest rank for each case, the cases taking turns.
 
     ``cases`` maps a name to ``(before, timed, after)`` (``before``/``after`` untimed, may be
-    None). Taking turns in every repetition spreads the load of a shared machine evenly over the
-    cases, so their ratios hold even when the absolute times drift.
+    None; ``timed`` may return the ``time.perf_counter()`` at which its window ended). Taking
+    turns in every repetition spreads the load of a shared machine evenly over the cases, so
+    their ratios hold even when the absolute times drift.
     """
     from mpi4py import MPI
 
@@ -60,8 +67,8 @@ def interleaved(comm, cases: dict, reps: int, warmup: int = 3) -> dict[str, floa
                 before()
             comm.Barrier()
             start = time.perf_counter()
-            timed()
-            elapsed = np.array([time.perf_counter() - start])
+            end = timed()  # a case may say when its window ended (a perf_counter reading)
+            elapsed = np.array([(end if isinstance(end, float) else time.perf_counter()) - start])
             if after is not None:
                 after()
             comm.Allreduce(MPI.IN_PLACE, elapsed, MPI.MAX)
@@ -80,30 +87,68 @@ def make_params(total_bytes: int, grads: int):
 
 
 def no_update():
-    """An optimizer that does nothing, so the sync is timed without the update."""
+    """An optimizer that does nothing but note when it is handed the ``watch`` parameter."""
     from distconv.optim import Optimizer
 
     class NoUpdate(Optimizer):
         name = "none"
+        watch, ready_at = None, 0.0
 
         def _apply(self, value, grad, state):
-            pass
+            if value is self.watch:
+                self.ready_at = time.perf_counter()
 
     return NoUpdate(lr=1.0)
 
 
-def make_sync(comm, args, **options):
-    """An MPISync over fresh parameters, set up, with its gradients' firing order."""
+def before_sync():
+    """MPISync as it was before (one ``Iallreduce`` per bucket started at launch; at the end
+    wait, divide, optimizer, zero in place), kept here so before/after come from one run.
+    Without a communication thread or a 16-bit wire, as the cases that use it."""
+    from distconv.sync.mpi import MPISync
+
+    class BeforeSync(MPISync):
+        updates_per_bucket = True
+
+        def setup(self, *args, **kwargs):
+            super().setup(*args, **kwargs)
+            self._pump = None
+
+        def _launch(self, bucket):
+            super()._launch(bucket)
+            bucket.request = self._grad_comm.Iallreduce(
+                self._in_place(), bucket.target, self._sum()
+            )
+
+        def finish_step(self):
+            self._in_step = False
+            self._launch_ready(everything=True)
+            for bucket in self.buckets:
+                bucket.request.Wait()
+                if self._total > 1:
+                    bucket.buffer /= self._total
+                for p in bucket.params:
+                    self.optimizer.update(p.value, p.grad, self.state[p.name])
+                bucket.buffer[...] = 0
+            self.step += 1
+
+    return BeforeSync
+
+
+def make_sync(comm, args, kind=None, **options):
+    """An MPISync (or ``kind``) over fresh parameters, set up, with the gradients' firing order."""
     from distconv.sync.mpi import MPISync
 
     params = make_params(args.mb * MB, args.grads)
-    sync = MPISync(no_update(), comm=comm, **options)
+    sync = (kind or MPISync)(no_update(), comm=comm, **options)
     sync.setup(params, {})
     return sync, list(reversed(params))  # the layout's order, as backward fires them
 
 
-def sync_case(sync, order, compute=None, *, check_timed=False):
-    """A case for :func:`interleaved`: one step; the per-step check timed or not."""
+def sync_case(sync, order, compute=None, *, check_timed=False, until_ready=False):
+    """A case for :func:`interleaved`: one step; the per-step check timed or not; the window
+    ending when ``finish_step`` returns or (``until_ready``) when the last bucket's averaged
+    gradients reach the optimizer."""
 
     def gradients():
         for i, p in enumerate(order):
@@ -111,10 +156,34 @@ def sync_case(sync, order, compute=None, *, check_timed=False):
                 compute(i)
             sync.on_gradient(p)
         sync.finish_step()
+        return sync.optimizer.ready_at if until_ready else None
+
+    def start():
+        # every gradient is averaged before the first update, unless each bucket's update
+        # follows its own wait (the communication thread, and the previous finish_step)
+        per_bucket = sync.overlap or getattr(sync, "updates_per_bucket", False)
+        sync.optimizer.watch = sync.buckets[-1 if per_bucket else 0].params[0].value
+        sync.start_step(1)
 
     if check_timed:
-        return None, lambda: (sync.start_step(1), gradients()), None
-    return (lambda: sync.start_step(1)), gradients, None
+        return None, lambda: (start(), gradients())[1], None
+    return start, gradients, None
+
+
+def wire_bytes(comm, args, grad_dtype):
+    """Bytes one step's gradient collectives send, counted from the buffers handed to MPI."""
+    from mpi4py import MPI
+
+    from distconv.sync.mpi import DEFAULT_BUCKET_BYTES, CountingComm
+
+    counting = CountingComm(comm, MPI.IN_PLACE)
+    sync, order = make_sync(
+        counting, args, bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False, grad_dtype=grad_dtype
+    )
+    sync_case(sync, order)[0]()
+    sync_case(sync, order)[1]()
+    sync.close()
+    return sum(d.sent for d in counting.duplicates)
 
 
 def mpi_worker(args) -> None:
@@ -126,8 +195,21 @@ def mpi_worker(args) -> None:
     comm = MPI.COMM_WORLD
     fused = np.ones(args.mb * MB // 4, np.float32)
     pieces = [p.value for p in make_params(args.mb * MB, args.grads)]
+    ones = fused.copy()  # stays ones: summed over the ranks, then averaged
+    pieces = np.array_split(fused.copy(), max(1, fused.nbytes // MB))
+    half = 1.0 / comm.size  # 2 ranks x 1 example: an exact product, as MPISync averages then
     cases = {
         "raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, fused, MPI.SUM), None),
+        "raw_fused_average": (
+            None,
+            lambda: (comm.Allreduce(MPI.IN_PLACE, ones, MPI.SUM), np.multiply(ones, half, ones)),
+            None,
+        ),
+        "raw_pieces": (  # the fused buffer as 1 MiB calls, as MPISync sends a bucket
+            None,
+            lambda: [comm.Allreduce(MPI.IN_PLACE, piece, MPI.SUM) for piece in pieces],
+            None,
+        ),
         "raw_separate": (
             None,
             lambda: [comm.Allreduce(MPI.IN_PLACE, g, MPI.SUM) for g in pieces],
@@ -141,23 +223,30 @@ def mpi_worker(args) -> None:
         "256KiB": dict(bucket_bytes=MB // 4, overlap=False),
         "float16": dict(bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False, grad_dtype="float16"),
     }
+    if importlib.util.find_spec("ml_dtypes") is not None:
+        syncs["bfloat16"] = {**syncs["float16"], "grad_dtype": "bfloat16"}
     out, made = {}, []
     for name, options in syncs.items():
         sync, order = make_sync(comm, args, **options)
         made.append(sync)
-        cases[f"sync_{name}"] = sync_case(sync, order)
+        cases[f"sync_{name}"] = sync_case(sync, order, until_ready=True)
         out[f"sync_{name}_buckets"] = len(sync.buckets)
+    for when, kind in (("before", before_sync()), ("after", None)):
+        sync, order = make_sync(comm, args, kind, bucket_bytes=DEFAULT_BUCKET_BYTES)
+        made.append(sync)
+        cases[f"{when}_ready"] = sync_case(sync, order, until_ready=True)
+        cases[f"{when}_whole"] = sync_case(sync, order)
     check, order = make_sync(comm, args, bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False)
-    cases["sync_default_with_check"] = sync_case(check, order, check_timed=True)
+    cases["sync_default_with_check"] = sync_case(check, order, check_timed=True, until_ready=True)
     sgd = SGD(lr=0.01)
     cases["optimizer"] = (None, lambda: [sgd.update(g, g, {}) for g in pieces], None)
     out.update({f"{k}_ms": v for k, v in interleaved(comm, cases, args.reps).items()})
-    before = [s.wire_bytes for s in made]
-    interleaved(comm, {n: cases[f"sync_{n}"] for n in ("default", "float16")}, 1, warmup=0)
-    out["wire_bytes_float32"] = made[0].wire_bytes - before[0]
-    out["wire_bytes_float16"] = made[-1].wire_bytes - before[-1]
     for sync in [*made, check]:
         sync.close()
+    out["wire_bytes_float32"] = wire_bytes(comm, args, "float32")
+    out["wire_bytes_float16"] = wire_bytes(comm, args, "float16")
+    if importlib.util.find_spec("ml_dtypes") is not None:
+        out["wire_bytes_bfloat16"] = wire_bytes(comm, args, "bfloat16")
     out.update(
         overlap(comm, args, "free", lambda i, t=args.compute_ms / 1e3 / args.grads: time.sleep(t))
     )
@@ -208,7 +297,7 @@ def gloo_worker(args) -> None:
     cases = {
         "gloo_fused": (None, lambda: dist.all_reduce(fused), None),
         "gloo_separate": (None, lambda: [dist.all_reduce(p) for p in pieces], None),
-        "gloo_run_sync_default": sync_case(sync, order),
+        "gloo_run_sync_default": sync_case(sync, order, until_ready=True),
         "gloo_run_raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, raw, MPI.SUM), None),
     }
     out = {f"{k}_ms": v for k, v in interleaved(comm, cases, args.reps).items()}
@@ -261,12 +350,19 @@ def report(r: dict) -> None:
     fused = r["raw_fused_ms"]
     rows = [("raw Allreduce, fused 4 MB", fused, "baseline")]
     rows.append(("raw Allreduce, 100 calls", r["raw_separate_ms"], ""))
-    for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16"):
+    rows.append(("raw Allreduce, fused, then averaged", r["raw_fused_average_ms"], "floor"))
+    rows.append(("raw Allreduce, fused buffer as 1 MiB calls", r["raw_pieces_ms"], ""))
+    for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16", "bfloat16"):
+        if f"sync_{name}_ms" not in r:
+            continue
         note = "target <= 1.1x" if name == "default" else ""
         rows.append(
             (f"MPISync {name} ({r[f'sync_{name}_buckets']} buckets)", r[f"sync_{name}_ms"], note)
         )
     rows.append(("MPISync default + per-step check", r["sync_default_with_check_ms"], ""))
+    for when in ("before", "after"):
+        rows.append((f"{when}: until averaged", r[f"{when}_ready_ms"], ""))
+        rows.append((f"{when}: whole finish_step (+zeroing)", r[f"{when}_whole_ms"], ""))
     rows.append(("SGD update of 4 MB (apart)", r["optimizer_ms"], ""))
     if "gloo_fused_ms" in r:
         scale = fused / r["gloo_run_raw_fused_ms"]  # its own run: scaled by the raw call there
@@ -278,8 +374,14 @@ def report(r: dict) -> None:
     if "gloo_fused_ms" in r:
         ratio = r["gloo_fused_ms"] / r["gloo_run_sync_default_ms"]
         print(f"gloo fused / MPISync default, taking turns: {ratio:.2f}x (target >= 2x)")
-    half = r["wire_bytes_float16"] / r["wire_bytes_float32"]
-    print(f"wire bytes per step, float16 / float32: {half:.3f}")
+    for window in ("ready", "whole"):
+        ratio = r[f"after_{window}_ms"] / r[f"before_{window}_ms"]
+        print(f"after / before, {window}: {ratio:.3f}")
+    floor = r["sync_default_ms"] / r["raw_fused_average_ms"]
+    print(f"MPISync default / (raw fused Allreduce + one averaging pass): {floor:.3f}")
+    for dtype in ("float16", "bfloat16")[: 1 + ("wire_bytes_bfloat16" in r)]:
+        half = r[f"wire_bytes_{dtype}"] / r["wire_bytes_float32"]
+        print(f"bytes sent per step (counted at the MPI buffers), {dtype} / float32: {half:.3f}")
     for kind in ("free", "full"):
         compute, comm = r[f"{kind}_compute_ms"], r[f"{kind}_comm_ms"]
         off, on = r[f"{kind}_step_thread0_ms"], r[f"{kind}_step_thread1_ms"]
@@ -303,8 +405,9 @@ def report(r: dict) -> None:
 
 
 def accuracy(args) -> None:
-    """The default CNN on 2 ranks: test accuracy and speed, float32 against float16 wire."""
-    runs = {d: mpiexec(2, "cnn", args, ["--grad-dtype", d]) for d in ("float32", "float16")}
+    """The default CNN on 2 ranks: test accuracy and speed, float32 against 16-bit wires."""
+    dtypes = ("float32", "float16", "bfloat16")
+    runs = {d: mpiexec(2, "cnn", args, ["--grad-dtype", d]) for d in dtypes}
     for dtype, r in runs.items():
         print(
             f"2 ranks, {dtype} wire, {args.epochs} epochs: test acc {r['test_acc']:.4f}, "
@@ -330,7 +433,7 @@ def main() -> None:
     ap.add_argument(
         "--accuracy",
         action="store_true",
-        help="only train the default CNN on 2 ranks, float32 then float16 on the wire",
+        help="only train the default CNN on 2 ranks, float32, float16, bfloat16 on the wire",
     )
     args = ap.parse_args()
     if args.worker == "mpi":

@@ -42,19 +42,45 @@ def _import_cupy() -> ModuleType:
     return _cupy
 
 
-def set_device(name: str) -> None:
+def set_device(name: str, local_rank: int = 0) -> None:
     """Choose where new arrays live: ``"cpu"`` (numpy) or ``"gpu"`` (cupy).
 
+    Args:
+        name: ``"cpu"`` or ``"gpu"``.
+        local_rank: this process's index among the job's processes on its host (the
+            runtime's ``local_rank``); on ``"gpu"`` it takes CUDA device ``local_rank``.
+
     Raises:
-        BackendError: for ``"gpu"`` when cupy or a CUDA device is missing.
-        ValueError: for an unknown device name.
+        BackendError: for ``"gpu"`` when cupy or a CUDA device is missing, or when this host
+            has no device ``local_rank``; for an unknown device name.
     """
     global _device
     if name not in DEVICES:
         raise BackendError(f"device must be one of {DEVICES}, got {name!r}")
     if name == "gpu":
-        _import_cupy()
+        cupy = _import_cupy()
+        cupy.cuda.Device(gpu_index(local_rank, cupy.cuda.runtime.getDeviceCount())).use()
     _device = name
+
+
+def gpu_index(local_rank: int, device_count: int) -> int:
+    """The CUDA device a process uses: device ``local_rank`` of the ``device_count`` it sees.
+
+    One process per GPU, as DDP and Horovod place them: the ranks on a host take devices 0, 1,
+    ... in local-rank order, so two ranks never share a device by accident.
+
+    Raises:
+        BackendError: ``local_rank`` is negative, or there are not that many devices.
+    """
+    if local_rank < 0:
+        raise BackendError(f"local rank must be >= 0, got {local_rank}")
+    if local_rank >= device_count:
+        raise BackendError(
+            f"local rank {local_rank} needs CUDA device {local_rank}, but this process sees "
+            f"{device_count} device(s): start at most {device_count} GPU rank(s) per host, "
+            "or leave CUDA_VISIBLE_DEVICES unset so every rank sees every device"
+        )
+    return local_rank
 
 
 def device_from_env(default: str = "cpu") -> str:

@@ -238,7 +238,7 @@ def run_train(args: argparse.Namespace) -> int:
     """Train as ``args`` say; print the final test accuracy and where the files went."""
     runtime = detect_runtime(_runtime_flags(args))
     configure_logging(runtime, logging.WARNING if args.quiet else logging.INFO, args.log_format)
-    set_device(args.device or device_from_env())
+    set_device(args.device or device_from_env(), local_rank=runtime.local_rank)
     out = args.out or os.path.join("runs", f"{args.data}-{args.optimizer}-seed{args.seed}")
     config = TrainConfig(
         data=args.data,

@@ -21,7 +21,9 @@ from distconv.backend import to_device, to_host
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.network import Network
+from distconv.optim import create_optimizer
 from distconv.sync.base import SyncStrategy
+from distconv.sync.local import LocalSync
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -99,6 +101,44 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def script(name: str) -> list[str]:
-    """The command line that runs ``tests/mpi/<name>`` under mpi4py's abort-on-error runner."""
-    return [sys.executable, "-m", "mpi4py", str(HERE / name)]
+def script(name: str, thread_level: str | None = None) -> list[str]:
+    """The command line that runs ``tests/mpi/<name>`` under mpi4py's abort-on-error runner.
+
+    ``thread_level`` (``"single"``, ``"funneled"``, ...) initialises MPI at that level instead
+    of mpi4py's default, MULTIPLE (``mpi4py.rc.thread_level``, set before MPI starts).
+    """
+    rc = ["-rc", f"thread_level={thread_level}"] if thread_level else []
+    return [sys.executable, "-m", "mpi4py", *rc, str(HERE / name)]
+
+
+def reference(optimizer: str) -> dict[str, np.ndarray]:
+    """One process, LocalSync, the whole global batch each step."""
+    net = small_lenet(seed=0)
+    sync = LocalSync(create_optimizer(optimizer))
+    sync.setup(net.parameters(), {})
+    train(net, sync)
+    return weights(net)
+
+
+def run_ranks(
+    out: Path, optimizer: str, *options: str, thread_level: str | None = None
+) -> tuple[list[dict[str, np.ndarray]], subprocess.CompletedProcess]:
+    """Train with ``run_train.py`` under ``mpiexec -n 2``: each rank's saved arrays, the job."""
+    proc = run_mpi(
+        ["-n", "2", *script("run_train.py", thread_level), str(out), optimizer, *options]
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [dict(np.load(out / f"rank{r}.npz")) for r in range(2)], proc
+
+
+def max_relative(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
+    """The largest ``max|a - b| / max(|a|, |b|)`` over the parameters."""
+    return max(
+        float(np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), np.abs(b[k]).max(), 1e-300))
+        for k in b
+    )
+
+
+def params_of(saved: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The parameters among a rank's saved arrays (the rest start with ``_``)."""
+    return {k: v for k, v in saved.items() if not k.startswith("_")}

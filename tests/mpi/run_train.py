@@ -1,7 +1,9 @@
 """mpiexec -n N python -m mpi4py run_train.py OUT OPTIMIZER [options]: train, save the weights.
 
 Rank 1 and up initialise from another seed, so equal weights at the end also show that
-rank 0's parameters were broadcast. Each rank writes ``OUT/rank<r>.npz``.
+rank 0's parameters were broadcast. Each rank writes ``OUT/rank<r>.npz``: the weights, and under
+names starting with ``_`` the bucket count, the bytes the gradient collectives sent (counted
+from the buffers handed to MPI, :class:`CountingComm`) and whether the communication thread ran.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np  # noqa: E402
 from common import small_lenet, train, weights  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
-from distconv.sync.mpi import MPISync  # noqa: E402
+from distconv.sync.mpi import CountingComm, MPISync, import_mpi  # noqa: E402
 
 
 def main() -> None:
@@ -26,18 +28,28 @@ def main() -> None:
     parser.add_argument("--bucket-bytes", type=int, default=1 << 22)
     parser.add_argument("--overlap", type=int, choices=(0, 1), default=0)
     parser.add_argument("--grad-dtype", default=None)
+    parser.add_argument("--piece-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
+    mpi = import_mpi()
+    comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)
     sync = MPISync(
         create_optimizer(args.optimizer),
+        comm=comm,
         bucket_bytes=args.bucket_bytes,
         grad_dtype=args.grad_dtype,
         overlap=bool(args.overlap),
+        piece_bytes=args.piece_bytes,
     )
     net = small_lenet(seed=0 if sync.rank == 0 else 100 + sync.rank)
     sync.setup(net.parameters(), {"batch_size": 16})
     try:
         train(net, sync, sync.rank, sync.world_size)
-        extra = {"_buckets": np.array(len(sync.buckets)), "_wire_bytes": np.array(sync.wire_bytes)}
+        extra = {
+            "_buckets": np.array(len(sync.buckets)),
+            "_pieces": np.array(sum(len(b.pieces) for b in sync.buckets)),
+            "_sent_bytes": np.array(sum(d.sent for d in comm.duplicates)),
+            "_overlap": np.array(bool(sync.overlap)),
+        }
         np.savez(Path(args.out) / f"rank{sync.rank}.npz", **weights(net), **extra)
     finally:
         sync.close()

@@ -32,29 +32,48 @@ def run(sync) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-@pytest.mark.parametrize("bucket_bytes, overlap", [(1 << 22, False), (300, False), (300, True)])
+@pytest.mark.parametrize(
+    "bucket_bytes, overlap, piece_bytes",
+    [(1 << 22, False, 1 << 20), (300, False, 1 << 20), (300, True, 1 << 20), (1 << 22, False, 64)],
+)
 def test_one_rank_without_mpi4py_equals_local_sync_bitwise(
-    no_mpi4py, optimizer, bucket_bytes, overlap
+    no_mpi4py, optimizer, bucket_bytes, overlap, piece_bytes
 ):
     expected = run(LocalSync(create_optimizer(optimizer)))
-    sync = MPISync(create_optimizer(optimizer), bucket_bytes=bucket_bytes, overlap=overlap)
+    sync = MPISync(
+        create_optimizer(optimizer),
+        bucket_bytes=bucket_bytes,
+        overlap=overlap,
+        piece_bytes=piece_bytes,
+    )
     assert isinstance(sync.comm, SingleRankComm) and sync.world_size == 1
     got = run(sync)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name])
 
 
-def test_gradients_are_views_into_the_bucket_buffers(no_mpi4py):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_gradients_are_views_into_the_bucket_buffers(no_mpi4py, overlap):
+    """With the thread, the layers get the spare buffer, zero, while the thread zeroes the other."""
     net = small_lenet(seed=0)
-    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
+    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300, overlap=overlap)
     sync.setup(net.parameters(), {})
-    train(net, sync)
-    assert len(sync.buckets) > 3
-    for bucket in sync.buckets:
-        assert sum(p.size for p in bucket.params) == bucket.buffer.size
-        for p in bucket.params:
-            assert np.shares_memory(p.grad, bucket.buffer)
-            assert not p.grad.any()  # zero again after the step
+    for _ in range(3):
+        train(net, sync)  # 4 steps each
+        assert len(sync.buckets) > 3
+        for bucket in sync.buckets:
+            assert sum(p.size for p in bucket.params) == bucket.buffer.size
+            assert (bucket.spare is not None) is overlap
+            for p in bucket.params:
+                assert np.shares_memory(p.grad, bucket.buffer)
+                assert not p.grad.any()  # zero again after the step
+    used = [b.buffer for b in sync.buckets]
+    sync.start_step(1)
+    for p in sync.params:
+        sync.on_gradient(p)
+    sync.finish_step()
+    # with the thread the two buffers take turns; without it there is one
+    assert all((b.buffer is not u) is overlap for b, u in zip(sync.buckets, used))
     sync.close()
 
 
@@ -110,6 +129,8 @@ def test_bad_arguments_and_misuse_are_named(no_mpi4py):
         MPISync(create_optimizer("sgd"), grad_dtype="int8")
     with pytest.raises(ValueError, match="bucket_bytes must be a positive integer"):
         MPISync(create_optimizer("sgd"), bucket_bytes=0)
+    with pytest.raises(ValueError, match="piece_bytes must be a positive integer, got 1.5"):
+        MPISync(create_optimizer("sgd"), piece_bytes=1.5)
     net = small_lenet(seed=0)
     sync = MPISync(create_optimizer("sgd"))
     with pytest.raises(SyncError, match="before setup"):

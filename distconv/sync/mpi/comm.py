@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger("distconv.sync.mpi")
+#: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
+THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
+_said_why: set[str] = set()
 
 
 def import_mpi() -> Any | None:
@@ -15,6 +23,71 @@ def import_mpi() -> Any | None:
     except ImportError:
         return None
     return MPI
+
+
+def threads_allowed(mpi: Any | None) -> bool:
+    """Whether a communication thread may call MPI beside the main thread.
+
+    The thread and the main thread never call MPI at the same time: the main thread's
+    collectives (the per-step check, metrics, broadcasts) run only between steps, once every
+    bucket the thread was given is done, and the thread is idle until the next bucket. That is
+    ``MPI_THREAD_SERIALIZED``'s discipline, so SERIALIZED or MULTIPLE will do. Below that
+    (``mpi4py.rc.thread_level = "single"`` or ``"funneled"``, or an MPI that grants no more) a
+    second thread calling MPI is undefined behaviour, so the caller reduces on the main thread;
+    the first refusal is logged, with the reason. Without MPI (one process) any thread may run.
+
+    Args:
+        mpi: the ``mpi4py.MPI`` module, or None when there is no MPI.
+    """
+    if mpi is None:
+        return True
+    level = mpi.Query_thread()
+    if level >= mpi.THREAD_SERIALIZED:
+        return True
+    name = THREAD_LEVELS[level] if 0 <= level < len(THREAD_LEVELS) else str(level)
+    if name not in _said_why:
+        _said_why.add(name)
+        log.warning(
+            "MPI was initialised at thread level %r (below 'serialized'): no communication "
+            "thread; gradient buckets are reduced on the main thread. Initialise MPI with "
+            "mpi4py.rc.thread_level = 'multiple' (mpi4py's default) to overlap them.",
+            name,
+        )
+    return False
+
+
+def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
+    """Every rank's ``data``, in rank order (raw bytes: nothing is pickled)."""
+    sizes = np.zeros(comm.Get_size(), dtype=np.int64)
+    comm.Allgather(np.array([len(data)], dtype=np.int64), sizes)
+    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
+    comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes.tolist()])
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def install_abort_hook(comm: Any) -> Callable[[], None]:
+    """Make an uncaught exception print its traceback, then abort the whole job.
+
+    Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec`` with
+    them) until something kills them.
+
+    Returns:
+        A function that puts the previous hook back (if ours is still the one installed).
+    """
+    previous = sys.excepthook
+
+    def abort_job(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        previous(etype, value, tb)
+        sys.stderr.flush()
+        comm.Abort(1)
+
+    def restore() -> None:
+        if sys.excepthook is abort_job:
+            sys.excepthook = previous
+
+    sys.excepthook = abort_job
+    return restore
 
 
 class _Done:
@@ -74,3 +147,78 @@ class SingleRankComm:
 
     def Abort(self, code: int = 1) -> None:  # noqa: N802
         os._exit(code)
+
+
+class CountingComm:
+    """A real communicator that also counts the bytes this rank puts on the wire.
+
+    Every call goes to ``comm``; the collectives below also add, from the ``nbytes`` of the
+    buffers actually handed to MPI, what this rank sends in a bandwidth-optimal algorithm over
+    ``n`` ranks: ``2(n-1)/n`` of an allreduce's buffer (reduce-scatter, then allgather),
+    ``(n-1)/n`` of a reduce-scatter's or an alltoall's send buffer, ``n-1`` times an
+    allgather's own block. A 16-bit wire therefore counts half the bytes of a float32 one, and
+    a cast down and back up around a float32 allreduce counts as float32. :meth:`Dup` returns a
+    counting duplicate, listed in :attr:`duplicates` (MPISync reduces gradients on one).
+
+    Args:
+        comm: an mpi4py communicator.
+        in_place: ``MPI.IN_PLACE`` (whose buffer is then the receive buffer).
+
+    Attributes:
+        sent: bytes this rank sent through the counted collectives.
+        calls: (method name, bytes of the buffer handed to MPI) of every counted call.
+        duplicates: the counting communicators :meth:`Dup` made.
+    """
+
+    #: method -> (which buffer argument is the data, share of its bytes sent per rank)
+    COUNTED = {
+        "Allreduce": (0, lambda n: 2 * (n - 1) / n),
+        "Iallreduce": (0, lambda n: 2 * (n - 1) / n),
+        "Reduce_scatter_block": (0, lambda n: (n - 1) / n),
+        "Ireduce_scatter_block": (0, lambda n: (n - 1) / n),
+        "Alltoall": (0, lambda n: (n - 1) / n),
+        "Ialltoall": (0, lambda n: (n - 1) / n),
+        "Allgather": (0, lambda n: n - 1),
+        "Iallgather": (0, lambda n: n - 1),
+    }
+
+    def __init__(self, comm: Any, in_place: Any) -> None:
+        self._comm, self._in_place = comm, in_place
+        self.sent = 0.0
+        self.calls: list[tuple[str, int]] = []
+        self.duplicates: list[CountingComm] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._comm, name)
+        if name not in self.COUNTED:
+            return method
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._count(name, args)
+            return method(*args, **kwargs)
+
+        return counted
+
+    def _count(self, name: str, args: tuple) -> None:
+        index, share = self.COUNTED[name]
+        data = args[index]
+        if data is self._in_place:
+            data = args[index + 1]
+            if name.lower().endswith(
+                "allgather"
+            ):  # in place: this rank's block of the receive buffer
+                data = _array(data)[: _array(data).size // self.Get_size()]
+        nbytes = _array(data).nbytes
+        self.calls.append((name, nbytes))
+        self.sent += nbytes * share(self.Get_size())
+
+    def Dup(self) -> CountingComm:  # noqa: N802
+        """A counting duplicate of the communicator."""
+        dup = CountingComm(self._comm.Dup(), self._in_place)
+        self.duplicates.append(dup)
+        return dup
+
+
+def _array(buffer: Any) -> np.ndarray:
+    """The array in an mpi4py buffer argument (an array, or a list that starts with one)."""
+    return np.asarray(buffer[0] if isinstance(buffer, list | tuple) else buffer)

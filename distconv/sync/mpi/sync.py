@@ -8,10 +8,13 @@ models). One step, as buckets:
    step with the same bucket layout, and learns the step's global number of examples.
 2. Each gradient lives as a view into its bucket's flat buffer, so the layers' ``+=`` writes
    straight into what goes on the wire and nothing is copied twice. When the last gradient of a
-   bucket fires, the bucket's allreduce starts at once, buckets strictly in layout order (MPI
-   needs the same collective order on every rank).
-3. :meth:`MPISync.finish_step` waits for each bucket in turn, divides by the global number of
-   examples, runs the optimizer on its parameters and zeroes the buffer.
+   bucket fires, the bucket goes on the wire at once, in pieces of ``piece_bytes`` (1 MiB),
+   one allreduce at a time, strictly in layout order (MPI needs the same collective order on
+   every rank). Each piece is averaged (divided by the global number of examples) as soon as it
+   is reduced, still in cache, while the next one travels.
+3. :meth:`MPISync.finish_step` waits for the rest, runs the optimizer on the averaged
+   gradients (the bucket's views) and zeroes them; with a communication thread the layers get a
+   spare buffer, zero, at once, and the thread zeroes the used one while backward goes on.
 
 Buckets follow the order in which the first backward pass fired the parameters: before that
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
@@ -24,17 +27,17 @@ compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full spe
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
-and otherwise the buckets start as non-blocking ``Iallreduce`` calls that complete in
-:meth:`finish_step`. MPICH's own progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the
-alternative with ``overlap=False``.
+and otherwise the main thread drives the pieces, testing them at each gradient (MPI progresses
+only inside MPI calls). The thread needs MPI at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks
+for MULTIPLE); below that it is never started, and the reason is logged once. MPICH's own
+progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
 
 Compression: ``grad_dtype="float16"`` (or ``"bfloat16"`` with ``ml_dtypes``) puts half the bytes
 on the wire. MPI's built-in sum knows no 16-bit floats, so the reduction is done by hand: an
 ``Alltoall`` of 16-bit chunks (the reduce-scatter), a float32 sum in rank order, an ``Allgather``
 of the 16-bit result. Every rank gets bitwise the same gradient.
 
-World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI, so neither
-mpi4py nor an MPI library is needed for one process.
+World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI (no mpi4py).
 
 Running: ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi ...``; ``-m mpi4py`` (and
 the exception hook here) makes one rank's crash abort the job. The ``mpi`` extra brings mpi4py
@@ -58,8 +61,21 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.buckets import Bucket, CommThread, build_buckets, wire_dtype
-from distconv.sync.mpi.comm import SingleRankComm, import_mpi
+from distconv.sync.mpi.buckets import (
+    PIECE_BYTES,
+    Bucket,
+    CommThread,
+    PiecePump,
+    build_buckets,
+    wire_dtype,
+)
+from distconv.sync.mpi.comm import (
+    SingleRankComm,
+    allgather_bytes,
+    import_mpi,
+    install_abort_hook,
+    threads_allowed,
+)
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -80,7 +96,10 @@ class MPISync(LocalSync):
         grad_dtype: the dtype on the wire: None (the gradients' own), ``"float32"``,
             ``"float64"``, ``"float16"`` or ``"bfloat16"`` (summed in float32).
         overlap: reduce on a communication thread while backward goes on; None decides by the
-            machine (see the module docstring).
+            machine (see the module docstring). Ignored, with a logged reason, when MPI was
+            initialised below ``MPI_THREAD_SERIALIZED``.
+        piece_bytes: bytes per allreduce call; a bucket goes on the wire in pieces this size,
+            one at a time (default :data:`~distconv.sync.mpi.buckets.PIECE_BYTES`, 1 MiB).
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -96,10 +115,13 @@ class MPISync(LocalSync):
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         grad_dtype: str | None = None,
         overlap: bool | None = None,
+        piece_bytes: int = PIECE_BYTES,
     ) -> None:
         super().__init__(optimizer)
-        if not isinstance(bucket_bytes, int) or bucket_bytes < 1:
-            raise ValueError(f"bucket_bytes must be a positive integer, got {bucket_bytes!r}")
+        for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.piece_bytes = piece_bytes
         self._wire = wire_dtype(grad_dtype)
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
@@ -118,11 +140,11 @@ class MPISync(LocalSync):
         self._fired: list[str] = []
         self._recorded: list[str] = []
         self._next_launch = 0
+        self._pump: PiecePump | None = None
         self._total = 0
         self._in_step = False
-        self._previous_hook = None
-        if self.world_size > 1:
-            self._install_abort_hook()
+        # one rank's uncaught exception aborts the job instead of leaving the others hanging
+        self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else None
 
     # -- start-up ---------------------------------------------------------------------------
     def setup(
@@ -137,14 +159,19 @@ class MPISync(LocalSync):
         it to every other rank.
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
+        wire["sync.piece_bytes"] = self.piece_bytes
         super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         if self.overlap is None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
             self.overlap = self.world_size > 1 and (on_gpu or cores > self._local_ranks())
+        if self.overlap and not threads_allowed(self.mpi):
+            self.overlap = False
         if self.overlap:
-            self._thread = CommThread(self._reduce)
+            self._thread = CommThread(self._reduce_and_average)
+        else:
+            self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
         self._lay_out([p.name for p in reversed(self.params)])
 
     def _local_ranks(self) -> int:
@@ -177,22 +204,13 @@ class MPISync(LocalSync):
             SyncError: naming this rank, the first rank that differs, and the first differing key.
         """
         ours = json.loads(json.dumps(description, sort_keys=True, default=str))
-        digests = self._allgather_bytes(digest(ours).encode())
+        digests = allgather_bytes(self.comm, digest(ours).encode())
         if len(set(digests)) == 1:
             return
-        texts = self._allgather_bytes(json.dumps(ours, sort_keys=True).encode())
+        texts = allgather_bytes(self.comm, json.dumps(ours, sort_keys=True).encode())
         other = next(r for r, d in enumerate(digests) if d != digests[self.rank])
         diff = first_difference(ours, json.loads(texts[other]))
         raise SyncError(f"rank {self.rank} and rank {other} run different jobs: {diff}")
-
-    def _allgather_bytes(self, data: bytes) -> list[bytes]:
-        """Every rank's ``data``, in rank order (raw bytes: nothing is pickled)."""
-        sizes = np.zeros(self.world_size, dtype=np.int64)
-        self.comm.Allgather(np.array([len(data)], dtype=np.int64), sizes)
-        out = np.zeros(int(sizes.sum()), dtype=np.uint8)
-        self.comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes.tolist()])
-        bounds = np.concatenate([[0], np.cumsum(sizes)])
-        return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
 
     # -- layout -----------------------------------------------------------------------------
     def set_firing_order(self, names: Sequence[str]) -> None:
@@ -210,7 +228,10 @@ class MPISync(LocalSync):
         if names == self._layout_order:
             return
         params = [known[n] for n in names]
-        self.buckets = build_buckets(params, self.bucket_bytes, self._wire, self.world_size)
+        spare = self._thread is not None  # it zeroes the used buffers while backward runs
+        self.buckets = build_buckets(
+            params, self.bucket_bytes, self._wire, self.world_size, spare, self.piece_bytes
+        )
         self._layout_order = names
         self._slot = {p.name: (b.index, j) for b in self.buckets for j, p in enumerate(b.params)}
         self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
@@ -236,11 +257,13 @@ class MPISync(LocalSync):
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
+        if self._pump is not None:
+            self._pump.reset()
         if self._thread is not None:
             self._thread.relax()
 
     def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
-        texts = self._allgather_bytes(json.dumps(self._layout).encode())
+        texts = allgather_bytes(self.comm, json.dumps(self._layout).encode())
         other = next(r for r, h in enumerate(hashes.tolist()) if h != hashes[self.rank])
         diff = first_difference(self._layout, json.loads(texts[other]))
         raise SyncError(
@@ -263,6 +286,8 @@ class MPISync(LocalSync):
         self._fired.append(param.name)
         if bucket.pending == 0:
             self._launch_ready()
+        if self._pump is not None:
+            self._pump.pump(self.buckets, self._next_launch, self._total)
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -278,26 +303,13 @@ class MPISync(LocalSync):
         self.wire_bytes += bucket.target.nbytes
         if self._thread is not None:
             self._thread.submit(bucket)
-        elif not bucket.compressed:
-            bucket.request = self._grad_comm.Iallreduce(
-                self._in_place(), bucket.target, self._sum()
-            )
 
-    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
-        """The whole reduction of one packed bucket, each collective finished by ``wait``.
-
-        On the communication thread ``wait`` is :func:`poll`; in :meth:`finish_step`, ``Wait``.
-        """
-        comm = self._grad_comm
-        if not bucket.compressed:
-            wait(comm.Iallreduce(self._in_place(), bucket.target, self._sum()))
-            return
-        # reduce-scatter by hand: chunk r of every rank's buffer goes to rank r, which adds the
-        # chunks in float32 in rank order; then every rank gathers the 16-bit sums
-        wire, parts = bucket.target, bucket.scratch
-        wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
-        chunk = parts.reshape(self.world_size, -1).astype(np.float32).sum(axis=0)
-        wait(comm.Iallgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8)))
+    def _reduce_and_average(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
+        """On the communication thread: reduce, then average a host bucket while it is hot in
+        cache (a device bucket is averaged by the main thread, which owns the device)."""
+        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum(), self._total)
+        if not bucket.on_device:
+            bucket.average(self._total)
 
     def finish_step(self) -> None:
         """Wait for every bucket, average, apply the optimizer, zero the gradients."""
@@ -307,10 +319,19 @@ class MPISync(LocalSync):
         began = time.perf_counter()
         self._launch_ready(everything=True)
         try:
-            for bucket in self.buckets:
-                self._wait(bucket)
-                bucket.unpack()
-                self._apply(bucket)
+            if self._thread is not None:  # each bucket's optimizer while the next one travels
+                for bucket in self.buckets:
+                    self._thread.wait(bucket)
+                    bucket.average(self._total)
+                    self._apply(bucket)
+            else:  # nothing travels while the optimizer runs: every gradient averaged first
+                self._pump.pump(self.buckets, self._next_launch, self._total, block=True)
+                for bucket in self.buckets:
+                    if not bucket.pieces:  # a 16-bit wire, reduced by hand
+                        bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None, self._total)
+                    bucket.average(self._total)
+                for bucket in self.buckets:
+                    self._apply(bucket)
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
@@ -326,21 +347,13 @@ class MPISync(LocalSync):
             "sync_seconds": self.sync_seconds,
         }
 
-    def _wait(self, bucket: Bucket) -> None:
-        if self._thread is not None:
-            self._thread.wait(bucket)
-        elif bucket.request is not None:
-            bucket.request.Wait()
-            bucket.request = None
-        else:
-            self._reduce(bucket, wait=lambda request: request.Wait())
-
     def _apply(self, bucket: Bucket) -> None:
-        if self._total > 1 and not bucket.casts:  # a cast one was scaled in pack
-            bucket.buffer /= self._total
+        """The optimizer on the averaged gradients (views of the bucket), then zero gradients."""
         for p in bucket.params:
             self.optimizer.update(p.value, p.grad, self.state[p.name])
-        bucket.buffer[...] = 0
+        used = bucket.clear()
+        if used is not None:
+            self._thread.zero(used)  # done before this bucket's next reduction
 
     # -- collectives --------------------------------------------------------------------------
     def _in_place(self) -> Any:
@@ -360,23 +373,6 @@ class MPISync(LocalSync):
         self.comm.Barrier()
 
     # -- failure and shutdown -------------------------------------------------------------------
-    def _install_abort_hook(self) -> None:
-        """An uncaught exception on any rank prints its traceback, then aborts the whole job.
-
-        Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec``
-        with them) until something kills them.
-        """
-        previous = sys.excepthook
-        comm = self.comm
-
-        def abort_job(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-            previous(etype, value, tb)
-            sys.stderr.flush()
-            comm.Abort(1)
-
-        self._previous_hook, self._hook = previous, abort_job
-        sys.excepthook = abort_job
-
     def close(self) -> None:
         """Stop the communication thread, free the duplicate communicator, restore the hook."""
         if self._thread is not None:
@@ -395,6 +391,6 @@ class MPISync(LocalSync):
                 flush=True,
             )
             self.comm.Abort(1)
-        if self._previous_hook is not None and sys.excepthook is self._hook:
-            sys.excepthook = self._previous_hook
-        self._previous_hook = None
+        if self._restore_hook is not None:
+            self._restore_hook()
+        self._restore_hook = None

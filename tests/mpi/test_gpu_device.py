@@ -1,0 +1,81 @@
+"""Each rank takes CUDA device ``LOCAL_RANK``: the choice from the runtime, and the device itself.
+
+Without cupy or a GPU (as on the CI machine) only the choice is tested: which device index a
+rank picks from its runtime and the device count, under a real ``mpiexec -n 2``. The last test
+needs a GPU and skips without one.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from distconv.backend import BackendError, gpu_index
+from distconv.runtime import detect_runtime
+from tests.mpi.common import mpiexec, run_mpi
+
+#: what each rank prints: its rank, then the device it would take with 2 devices, or the error
+PICK = (
+    "from distconv.backend import BackendError, gpu_index\n"
+    "from distconv.runtime import detect_runtime\n"
+    "rt = detect_runtime()\n"
+    "for count in (2, 1):\n"
+    "    try:\n"
+    "        print(rt.rank, count, gpu_index(rt.local_rank, count), flush=True)\n"
+    "    except BackendError as exc:\n"
+    "        print(rt.rank, count, 'error:', exc, flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("count", [1, 2, 8])
+def test_each_local_rank_takes_its_own_device(count):
+    assert [gpu_index(r, count) for r in range(count)] == list(range(count))
+
+
+def test_more_local_ranks_than_devices_is_a_clear_error():
+    with pytest.raises(BackendError, match=r"local rank 2 needs CUDA device 2, .* sees 2 dev"):
+        gpu_index(2, 2)
+    with pytest.raises(BackendError, match="sees 0 device"):
+        gpu_index(0, 0)
+    with pytest.raises(BackendError, match="local rank must be >= 0, got -1"):
+        gpu_index(-1, 4)
+
+
+def test_the_device_follows_local_rank_from_the_environment():
+    for local in range(3):
+        runtime = detect_runtime(environ={"RANK": "3", "WORLD_SIZE": "6", "LOCAL_RANK": str(local)})
+        assert gpu_index(runtime.local_rank, 4) == local
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
+def test_ranks_under_mpiexec_take_devices_by_local_rank():
+    proc = run_mpi(["-n", "2", sys.executable, "-c", PICK], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = sorted(proc.stdout.splitlines())
+    assert lines[0] == "0 1 0" and lines[1] == "0 2 0" and lines[3] == "1 2 1", lines
+    assert lines[2].startswith("1 1 error: local rank 1 needs CUDA device 1"), lines
+
+
+@pytest.mark.gpu
+def test_set_device_makes_device_local_rank_current():
+    from distconv import backend
+
+    try:
+        backend.set_device("gpu")
+    except BackendError as exc:
+        pytest.skip(f"no GPU: {exc}")
+    import cupy
+
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+        for local in range(count):
+            backend.set_device("gpu", local_rank=local)
+            assert cupy.cuda.Device().id == local
+            assert backend.to_device([1.0]).device.id == local
+        with pytest.raises(BackendError, match=f"needs CUDA device {count}"):
+            backend.set_device("gpu", local_rank=count)
+    finally:
+        cupy.cuda.Device(0).use()
+        backend.set_device("cpu")

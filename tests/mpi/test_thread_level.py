@@ -1,0 +1,42 @@
+"""The communication thread respects the thread level MPI was initialised with (real mpiexec).
+
+mpi4py asks for ``MPI_THREAD_MULTIPLE`` unless ``mpi4py.rc.thread_level`` says otherwise; the
+scripts here set it with ``python -m mpi4py -rc thread_level=...``, before MPI starts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.mpi.common import max_relative, mpiexec, params_of, reference, run_ranks
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
+]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+WHY = "no communication thread; gradient buckets are reduced on the main thread"
+
+
+@pytest.mark.parametrize("level", ["single", "funneled"])
+def test_below_serialized_no_thread_runs_and_the_reason_is_logged_once(tmp_path, level):
+    options = ("--overlap", "1", "--bucket-bytes", "300")
+    ranks, proc = run_ranks(tmp_path, "adam", *options, thread_level=level)
+    assert not any(bool(r["_overlap"]) for r in ranks)
+    assert proc.stderr.count(WHY) == 2, proc.stderr  # once per rank, though 4 steps ran
+    assert f"thread level {level!r}" in proc.stderr
+    expected = reference("adam")  # reduced on the main thread, still the right answer
+    for name in expected:
+        np.testing.assert_array_equal(ranks[0][name], ranks[1][name])
+    assert max_relative(params_of(ranks[0]), expected) <= 1e-10
+
+
+def test_serialized_is_enough_for_the_thread(tmp_path):
+    """The main thread calls MPI only while the thread is idle: SERIALIZED's discipline."""
+    options = ("--overlap", "1", "--bucket-bytes", "300")
+    ranks, proc = run_ranks(tmp_path, "adam", *options, thread_level="serialized")
+    assert all(bool(r["_overlap"]) for r in ranks)
+    assert WHY not in proc.stderr
+    assert max_relative(params_of(ranks[0]), reference("adam")) <= 1e-10
