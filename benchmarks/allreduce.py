@@ -196,7 +196,7 @@ def mpi_worker(args) -> None:
     fused = np.ones(args.mb * MB // 4, np.float32)
     pieces = [p.value for p in make_params(args.mb * MB, args.grads)]
     ones = fused.copy()  # stays ones: summed over the ranks, then averaged
-    pieces = np.array_split(fused.copy(), max(1, fused.nbytes // MB))
+    mib_pieces = np.array_split(fused.copy(), max(1, fused.nbytes // MB))
     half = 1.0 / comm.size  # 2 ranks x 1 example: an exact product, as MPISync averages then
     cases = {
         "raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, fused, MPI.SUM), None),
@@ -207,7 +207,7 @@ def mpi_worker(args) -> None:
         ),
         "raw_pieces": (  # the fused buffer as 1 MiB calls, as MPISync sends a bucket
             None,
-            lambda: [comm.Allreduce(MPI.IN_PLACE, piece, MPI.SUM) for piece in pieces],
+            lambda: [comm.Allreduce(MPI.IN_PLACE, piece, MPI.SUM) for piece in mib_pieces],
             None,
         ),
         "raw_separate": (
@@ -232,7 +232,9 @@ def mpi_worker(args) -> None:
         cases[f"sync_{name}"] = sync_case(sync, order, until_ready=True)
         out[f"sync_{name}_buckets"] = len(sync.buckets)
     for when, kind in (("before", before_sync()), ("after", None)):
-        sync, order = make_sync(comm, args, kind, bucket_bytes=DEFAULT_BUCKET_BYTES)
+        # no thread: the previous MPISync starts its own Iallreduce on the main thread, which
+        # must not race a communication thread on the same communicator
+        sync, order = make_sync(comm, args, kind, bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False)
         made.append(sync)
         cases[f"{when}_ready"] = sync_case(sync, order, until_ready=True)
         cases[f"{when}_whole"] = sync_case(sync, order)

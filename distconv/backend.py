@@ -63,17 +63,28 @@ def set_device(name: str, local_rank: int = 0) -> None:
     _device = name
 
 
-def gpu_index(local_rank: int, device_count: int) -> int:
+def gpu_index(local_rank: int, device_count: int, visible: str | None = None) -> int:
     """The CUDA device a process uses: device ``local_rank`` of the ``device_count`` it sees.
 
     One process per GPU, as DDP and Horovod place them: the ranks on a host take devices 0, 1,
-    ... in local-rank order, so two ranks never share a device by accident.
+    ... in local-rank order, so two ranks never share a device by accident. A scheduler that
+    gives each task its own GPU (SLURM's ``--gpus-per-task=1``, a Kubernetes GPU limit of 1)
+    names exactly one device in ``CUDA_VISIBLE_DEVICES``: that one, device 0, is this
+    process's whatever its local rank.
+
+    Args:
+        local_rank: the process's rank on its host.
+        device_count: the CUDA devices this process sees.
+        visible: ``CUDA_VISIBLE_DEVICES`` (read from the environment when None).
 
     Raises:
         BackendError: ``local_rank`` is negative, or there are not that many devices.
     """
     if local_rank < 0:
         raise BackendError(f"local rank must be >= 0, got {local_rank}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "") if visible is None else visible
+    if device_count == 1 and len([d for d in visible.split(",") if d.strip()]) == 1:
+        return 0  # the scheduler chose this process's device
     if local_rank >= device_count:
         raise BackendError(
             f"local rank {local_rank} needs CUDA device {local_rank}, but this process sees "

@@ -42,6 +42,13 @@ def test_more_local_ranks_than_devices_is_a_clear_error():
         gpu_index(-1, 4)
 
 
+def test_a_device_the_scheduler_chose_is_used_whatever_the_local_rank():
+    # SLURM --gpus-per-task=1 or a Kubernetes GPU limit of 1: one device named, seen as device 0
+    assert gpu_index(3, 1, visible="5") == 0
+    with pytest.raises(BackendError, match="local rank 3 needs CUDA device 3"):
+        gpu_index(3, 1, visible="")  # one device, but nobody chose it for this rank
+
+
 def test_the_device_follows_local_rank_from_the_environment():
     for local in range(3):
         runtime = detect_runtime(environ={"RANK": "3", "WORLD_SIZE": "6", "LOCAL_RANK": str(local)})

@@ -163,11 +163,15 @@ class MPISync(LocalSync):
         super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
+        local_ranks = self._local_ranks()  # a collective: every rank calls it, GPU or not
         if self.overlap is None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-            self.overlap = self.world_size > 1 and (on_gpu or cores > self._local_ranks())
+            self.overlap = self.world_size > 1 and (on_gpu or cores > local_ranks)
         if self.overlap and not threads_allowed(self.mpi):
             self.overlap = False
+        # the two paths start their collectives in different orders: every rank takes the same
+        (without_thread,) = self.allreduce_sum([0.0 if self.overlap else 1.0])
+        self.overlap = self.overlap and without_thread == 0
         if self.overlap:
             self._thread = CommThread(self._reduce_and_average)
         else:
