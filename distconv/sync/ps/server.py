@@ -75,6 +75,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self.failed: str | None = None
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.waiting: dict[str, _Waiting] = {}  # "push:<param>" or "gather:<tag>"
+        self._seeding: Any = None  # a seed whose parts are still arriving
         self.hosts: dict[int, str] = {}
         self.last_step: dict[int, int] = {}
         self.last_seen: dict[int, float] = {}

@@ -57,6 +57,8 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "keys": list,
     "tag": str,
     "keep": int,
+    "part": int,
+    "parts": int,
     "value": (list, str, type(None)),
     "error": str,
 }
