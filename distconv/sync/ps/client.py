@@ -177,11 +177,20 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         # checkpoint holds their state all the same
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
-        self._check_push_sizes()
+        self._check_sizes([h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
 
-    def _check_push_sizes(self) -> None:
-        """A dense push carries all of a shard's blocks of a parameter in one message: say now,
-        not at the first step, when that is more than the shard takes."""
+    def _check_sizes(self, frames: Sequence[int]) -> None:
+        """Say now, not at the first step, when a shard cannot take this layout: a block is one
+        frame (ZeroMQ drops a connection whose frame exceeds the shard's bound, and the worker
+        would only time out), and a dense push carries all of a shard's blocks of a parameter."""
+        for b in self.layout.blocks:
+            s = self.layout.shard_of[b.id]
+            if b.nbytes > frames[s]:
+                raise SyncError(
+                    f"rank {self.rank}: block {b.id} of {self.params[b.param].name} is "
+                    f"{b.nbytes} bytes, more than the {frames[s]} of --max-frame-bytes of "
+                    f"pserver {self.endpoints[s]}: use a smaller block size"
+                )
         for i, targets in enumerate(self._targets):
             if self._specs[i].sparse:  # a sparse push carries a batch's rows only
                 continue

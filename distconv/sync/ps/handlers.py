@@ -23,7 +23,14 @@ from distconv.sync.ps.state import (
     _table_entry,
     _Waiting,
 )
-from distconv.sync.ps.wire import DTYPES, WireError, int_list, unpack_arrays, unpack_header
+from distconv.sync.ps.wire import (
+    DTYPES,
+    WireError,
+    frame_limit,
+    int_list,
+    unpack_arrays,
+    unpack_header,
+)
 
 log = logging.getLogger("distconv.pserver")
 
@@ -105,6 +112,7 @@ class RequestHandlers:
             "max_staleness": c.max_staleness,
             "checkpoints": bool(c.checkpoint_dir),
             "max_message_bytes": c.max_message_bytes,
+            "max_frame_bytes": frame_limit(c.max_message_bytes, c.max_frame_bytes),
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

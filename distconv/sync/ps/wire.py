@@ -33,6 +33,20 @@ _WIRE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 MAX_HEADER_BYTES = 1 << 20
 #: default cap on one message's array bytes (a shard's ``--max-message-bytes``)
 MAX_MESSAGE_BYTES = 1 << 30
+#: default bound on one array frame (a shard's ``--max-frame-bytes``): 16 default blocks
+MAX_FRAME_BYTES = 16 << 20
+
+
+def frame_limit(max_message_bytes: int, max_frame_bytes: int) -> int:
+    """The largest array frame a shard takes: the frame bound or the message cap, the smaller."""
+    return min(max_frame_bytes, max_message_bytes)
+
+
+def zmq_max_msg_size(max_message_bytes: int, max_frame_bytes: int) -> int:
+    """ZeroMQ's ``MAXMSGSIZE`` for a shard, which ZeroMQ applies to each *frame*: the largest
+    array frame, or a header frame (up to ``MAX_HEADER_BYTES``), whichever is larger."""
+    return max(frame_limit(max_message_bytes, max_frame_bytes), MAX_HEADER_BYTES)
+
 
 #: every field a request may carry, with its type; ``op`` picks the ones it needs
 FIELDS: dict[str, type | tuple[type, ...]] = {
