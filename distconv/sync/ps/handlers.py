@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -254,8 +255,9 @@ class RequestHandlers:
         mine = self.by_param[p]
         if ids != mine:
             raise WireError(f"push of parameter {p}: blocks {ids[:8]}, this shard holds {mine[:8]}")
-        if header["count"] < 0 or header["lr"] <= 0:
-            raise WireError(f"push: count {header['count']} < 0 or lr {header['lr']} <= 0")
+        lr = header["lr"]
+        if header["count"] < 0 or not math.isfinite(lr) or lr <= 0:  # NaN passes "<= 0"
+            raise WireError(f"push: count {header['count']} < 0, or lr {lr} not finite and > 0")
         parts = self._gradient_parts(header, ids, arrays)
         for _, g in parts:
             if not _finite(g):

