@@ -29,6 +29,7 @@ from distconv.sync.ps.wire import (
     WireError,
     frame_limit,
     int_list,
+    short,
     unpack_arrays,
     unpack_header,
 )
@@ -63,6 +64,9 @@ class RequestHandlers:
     """The request side of :class:`~distconv.sync.ps.server.Shard`: check a request, dispatch
     it to its ``_op_`` method."""
 
+    #: whether a failure no check foresaw has been logged with its traceback yet
+    _traced = False
+
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, frames: Sequence[Any]) -> None:
         """Check one request and answer it (now, or when its sync step or collective is done)."""
@@ -84,16 +88,28 @@ class RequestHandlers:
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             if isinstance(exc, WireError):
-                log.warning("shard %d: bad request from %r: %s", self.index, ident, exc)
+                log.warning("shard %d: bad request from %s: %s", self.index, short(ident), exc)
             self._reply(ident, header, error=str(exc))
         except Exception as exc:  # a request no check foresaw must not take the shard down
             self.stats.errors += 1
-            log.exception("shard %d: request from %r failed", self.index, ident)
+            self._log_unexpected(ident, header, exc)
             self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
+
+    def _log_unexpected(self, ident: bytes, header: dict[str, Any], exc: Exception) -> None:
+        """A failure no check foresaw (a shard bug): the first with its traceback, later ones
+        in one line each, so a peer repeating a message the checks miss cannot flood the log."""
+        what = f"{short(header.get('op'))} from {short(ident)}"
+        if self._traced:
+            log.error(
+                "shard %d: request %s failed: %s: %s", self.index, what, type(exc).__name__, exc
+            )
+        else:
+            self._traced = True
+            log.exception("shard %d: request %s failed", self.index, what)
 
     def _check_sender(self, header: dict[str, Any], frame: Any) -> None:
         if header["job"] != self.config.job_id:
-            raise WireError(f"job {header['job']!r}, this shard serves {self.config.job_id!r}")
+            raise WireError(f"job {short(header['job'])}, this shard serves {self.config.job_id!r}")
         rank = header["rank"]
         if not 0 <= rank < self.config.workers:
             raise WireError(f"rank {rank} outside 0..{self.config.workers - 1}")
@@ -233,7 +249,9 @@ class RequestHandlers:
         it = iter(arrays)
         for bid, b in blocks:
             if set(keys) != set(b.state):
-                raise WireError(f"set_state keys {keys}, the optimizer keeps {sorted(b.state)}")
+                raise WireError(
+                    f"set_state keys {short(keys)}, the optimizer keeps {sorted(b.state)}"
+                )
             for k in keys:
                 a = next(it)
                 if a.shape != b.state[k].shape or a.dtype != b.state[k].dtype:
@@ -309,11 +327,13 @@ class RequestHandlers:
         kind, _, number = str(header["tag"]).partition(":")
         if kind not in GATHER_KINDS or not number.isdigit():
             # a made-up tag would hold every other rank's gathers hostage until the timeout
-            raise WireError(f"gather tag {header['tag']!r} is not one of {GATHER_KINDS} + ':N'")
+            raise WireError(
+                f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N'"
+            )
         key = f"gather:{header['tag']}"
         waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
         if header["rank"] in waiting.by_rank:
-            raise WireError(f"rank {header['rank']} sent {header['tag']!r} twice")
+            raise WireError(f"rank {header['rank']} sent {short(header['tag'])} twice")
         waiting.by_rank[header["rank"]] = (ident, header, [])
         self._finish_gather(key)
 
