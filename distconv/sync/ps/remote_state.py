@@ -56,11 +56,21 @@ class RemoteState:
         """Rank 0 sends ``state`` to the shards (the others have nothing to do).
 
         Raises:
-            ValueError: a sparse parameter's rows disagree on a scalar within one block (the
-                checkpoint was cut into other blocks), or a per-row array has the wrong shape.
+            ValueError: a parameter's entry lacks one of the optimizer's keys (a stateful
+                optimizer needs them all), a sparse parameter's rows disagree on a scalar
+                within one block (the checkpoint was cut into other blocks), or a per-row
+                array has the wrong shape.
         """
-        if not self.is_chief or not any(state.values()):
+        keys = set(self.optimizer.init_state(np.zeros(1)))
+        if not self.is_chief or not keys:
             return  # a stateless optimizer (plain SGD): the shards hold nothing to restore
+        for p in self.params:
+            missing = sorted(keys - set(state.get(p.name, {})))
+            if missing:
+                raise ValueError(
+                    f"optimizer state to restore lacks {missing[0]!r} of parameter {p.name} "
+                    f"({self.optimizer} keeps {sorted(keys)} for every parameter)"
+                )
         asks = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)

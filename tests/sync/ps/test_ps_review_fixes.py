@@ -50,3 +50,41 @@ def test_a_push_with_a_nan_or_inf_lr_is_refused_and_the_weights_stay_finite(shar
     for p, q in zip(net.parameters(), ref.parameters()):
         assert np.isfinite(p.value).all()
         np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("drop", ["all", "one"])
+def test_a_stateful_optimizer_refuses_a_state_without_an_entry_for_every_parameter(shards, drop):
+    endpoints = shards.start(2, workers=1)
+    net, sync = small_net(), _sync(endpoints, optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, batches(1, 4))
+        state = sync.state_dict()
+        names = [p.name for p in net.parameters()]
+        if drop == "all":  # every entry empty: used to skip the restore silently
+            state, missing = {name: {} for name in names}, names[0]
+        else:
+            missing = names[3]
+            del state[missing]
+        with pytest.raises(ValueError, match=f"lacks '.*' of parameter {missing} "):
+            sync.load_state_dict(state)
+    finally:
+        sync.close()
+
+
+def test_a_stateless_optimizer_restores_nothing_from_an_empty_state(shards):
+    endpoints = shards.start(1, workers=1)
+    data = batches(2, 4)
+    net, sync = small_net(), _sync(endpoints)
+    try:
+        sync.setup(net.parameters())
+        sync.load_state_dict({})  # plain SGD keeps no state: nothing to send, nothing to check
+        train_steps(net, sync, data)
+    finally:
+        sync.close()
+    ref = small_net()
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    local.setup(ref.parameters())
+    train_steps(ref, local, data)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
