@@ -151,8 +151,17 @@ class BlockUpdates:
             raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
         waiting.by_rank[rank] = (ident, header, parts)
         if len(waiting.by_rank) == self.config.workers:
-            del self.waiting[key]
-            self._apply_sync(p, step, waiting)
+            try:
+                self._apply_sync(p, step, waiting)
+            except Exception as exc:  # some blocks may be updated: the job cannot go on
+                log.exception("shard %d: sync update of parameter %d failed", self.index, p)
+                # still held, so the failure answers every rank waiting for this update
+                self._fail(
+                    f"update of parameter {self.params[p].name} at step {step} failed on shard "
+                    f"{self.index}: {type(exc).__name__}: {exc}"
+                )
+            else:
+                del self.waiting[key]
 
     def _apply_sync(self, p: int, step: int, waiting: _Waiting) -> None:
         ranks = sorted(waiting.by_rank)

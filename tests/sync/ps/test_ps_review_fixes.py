@@ -3,24 +3,28 @@ every waiting rank, a NaN gradient names the rank that sent it."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
-from ps_helpers import batches, small_net, train_steps
+from ps_helpers import batches, run_ranks, small_net, train_steps
 
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
 
 
-def _sync(endpoints, rank=0, world=1, optimizer="sgd"):
+def _sync(endpoints, rank=0, world=1, optimizer="sgd", timeout=10):
     return PServerSync(
         create_optimizer(optimizer, lr=0.05),
         rank=rank,
         world_size=world,
         pservers=endpoints,
         insecure=True,
-        timeout=10,
+        timeout=timeout,
         block_bytes=64,
     )
 
@@ -88,3 +92,40 @@ def test_a_stateless_optimizer_restores_nothing_from_an_empty_state(shards):
     train_steps(ref, local, data)
     for p, q in zip(net.parameters(), ref.parameters()):
         np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
+
+
+def _failing_update(value, grad, state):
+    raise FloatingPointError("injected")
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_sync_update_answers_every_waiting_rank():
+    # an in-process shard (real sockets, its own thread), so that its optimizer can be made
+    # to fail: no request a worker can send makes a correct optimizer raise
+    shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=2, insecure=True, timeout=30))
+    endpoints = [shard.bind()]
+    server = threading.Thread(target=shard.serve, daemon=True)
+    server.start()
+
+    def rank_fn(rank):
+        # timeout 4: a rank left unanswered would say "no answer ... within 6 s" instead
+        sync = _sync(endpoints, rank, 2, timeout=4)
+        try:
+            sync.setup(small_net(seed=rank).parameters())
+            if rank == 0:
+                shard.optimizer.update = _failing_update
+            sync.barrier()  # rank 1 pushes only once the fault is in place
+            with pytest.raises(SyncError) as err:
+                train_steps(small_net(seed=rank), sync, batches(1, 8), rank, 2)
+            return str(err.value)
+        finally:
+            sync.close()
+
+    try:
+        messages = run_ranks(rank_fn, 2, timeout=40)
+    finally:
+        shard.stop()
+        server.join(10)
+        shard.close()
+    for message in messages:
+        assert "failed on shard 0: FloatingPointError: injected" in message, messages
