@@ -129,3 +129,27 @@ def test_a_failing_sync_update_answers_every_waiting_rank():
         shard.close()
     for message in messages:
         assert "failed on shard 0: FloatingPointError: injected" in message, messages
+
+
+@pytest.mark.timeout(60)
+def test_a_nan_gradient_from_rank_1_is_named_as_rank_1_on_every_rank(shards):
+    endpoints = shards.start(2, workers=2)
+
+    def rank_fn(rank):
+        net, sync = small_net(seed=rank), _sync(endpoints, rank, 2)
+        try:
+            sync.setup(net.parameters())
+            sync.start_step(4)
+            for i, param in enumerate(net.parameters()):
+                param.grad[...] = 0.5
+                if rank == 1 and i == 2:
+                    param.grad.flat[1] = np.nan
+                sync.on_gradient(param)
+            with pytest.raises(SyncError) as err:
+                sync.finish_step()
+            return str(err.value), net.parameters()[2].name
+        finally:
+            sync.close()
+
+    for message, name in run_ranks(rank_fn, 2):
+        assert f"gradient of parameter {name} from rank 1 is not finite" in message, message
