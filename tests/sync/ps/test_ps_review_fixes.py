@@ -1,5 +1,7 @@
-"""Review fixes with real shards: a NaN learning rate is refused, a failing sync update answers
-every waiting rank, a NaN gradient names the rank that sent it."""
+"""Review fixes: a NaN learning rate is refused, a state restore needs an entry for every
+parameter (unless the optimizer keeps none), a failing sync update answers every waiting rank,
+a NaN gradient names the rank that sent it. Real shard processes, except where the shard's
+optimizer must be made to fail (an in-process shard on real sockets)."""
 
 from __future__ import annotations
 
