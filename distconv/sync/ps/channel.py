@@ -14,7 +14,14 @@ import zmq
 from distconv.sync.base import SyncError
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
-from distconv.sync.ps.wire import WireError, pack, send, unpack_arrays, unpack_header
+from distconv.sync.ps.wire import (
+    MAX_MESSAGE_BYTES,
+    WireError,
+    pack,
+    send,
+    unpack_arrays,
+    unpack_header,
+)
 
 log = logging.getLogger("distconv.pserver")
 
@@ -80,12 +87,47 @@ class ShardChannel:
             self._bytes_pulled += sum(len(f) for f in frames)
             try:
                 header = unpack_header(frames[0].buffer, request=False)
-                arrays = unpack_arrays(header, [f.buffer for f in frames[1:]])
+                cap = self._reply_caps.get(sock, MAX_MESSAGE_BYTES)
+                arrays = unpack_arrays(header, [f.buffer for f in frames[1:]], cap)
             except WireError as exc:
                 raise SyncError(
                     f"rank {self.rank}: malformed reply from a pserver: {exc}"
                 ) from None
             self._replies[header.get("id", -1)] = (header, arrays)
+
+    # -- bulk operations in messages within a shard's cap ---------------------------------------
+    def _set_caps(self, caps: Sequence[int]) -> None:
+        """Each shard's ``--max-message-bytes`` (from its ``hello`` reply): the most array bytes
+        one request to it, or one reply from it, may hold."""
+        self._caps = list(caps)
+        self._reply_caps = dict(zip(self._socks, self._caps))
+
+    def _runs(self, shard: int, items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+        """``items`` cut into consecutive runs whose ``sizes`` (array bytes) add up to at most
+        the shard's cap: one request each. The cap counts array frames only (the header is
+        bounded apart, by ``MAX_HEADER_BYTES``), so a run may fill it exactly.
+
+        Returns ``[[]]`` for no items: the request still goes (and the shard says what is wrong).
+
+        Raises:
+            SyncError: one item alone is larger than the cap.
+        """
+        cap = self._caps[shard]
+        runs: list[list[Any]] = []
+        size = cap + 1
+        for item, n in zip(items, sizes):
+            if n > cap:
+                raise SyncError(
+                    f"rank {self.rank}: a block needs {n} bytes in one message, more than the "
+                    f"{cap} of --max-message-bytes of pserver {self.endpoints[shard]}: use a "
+                    "smaller block size or a larger cap"
+                )
+            if size + n > cap:
+                runs.append([])
+                size = 0
+            runs[-1].append(item)
+            size += n
+        return runs or [[]]
 
     def _shards_of(self, rids: Sequence[int]) -> str:
         shards = sorted({self._rid_shard.get(r, -1) for r in rids})

@@ -68,7 +68,15 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         "--max-message-bytes",
         type=int,
         default=1 << 30,
-        help="largest array payload of one request (%(default)s)",
+        help="largest array payload of one request (%(default)s); bounds what the shard "
+        "processes, not what ZeroMQ buffers to receive it",
+    )
+    p.add_argument(
+        "--max-frame-bytes",
+        type=int,
+        default=16 << 20,
+        help="largest array frame, or --max-message-bytes if smaller (%(default)s: 16 default "
+        "blocks); ZeroMQ closes a connection sending a larger one before buffering it",
     )
     p.add_argument(
         "--health-port",
@@ -109,6 +117,7 @@ def run_pserver(args: argparse.Namespace) -> int:
         keep_parts=args.keep_parts,
         job_id=args.job_id,
         max_message_bytes=args.max_message_bytes,
+        max_frame_bytes=args.max_frame_bytes,
     )
     service = _start_service(args)
     try:

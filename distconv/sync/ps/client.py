@@ -31,7 +31,7 @@ from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.sparse import SparseRows, rows_in
-from distconv.sync.ps.wire import dtype_name
+from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, dtype_name
 
 log = logging.getLogger("distconv.pserver")
 
@@ -97,6 +97,7 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         self._poller = zmq.Poller()
         for s in self._socks:
             self._poller.register(s, zmq.POLLIN)
+        self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
         self._inflight: dict[int, tuple[int, list[Block]]] = {}
@@ -175,6 +176,32 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         # shards started without --checkpoint-dir keep no parts of their own; the chief's
         # checkpoint holds their state all the same
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
+        self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
+        self._check_sizes([h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
+
+    def _check_sizes(self, frames: Sequence[int]) -> None:
+        """Say now, not at the first step, when a shard cannot take this layout: a block is one
+        frame (ZeroMQ drops a connection whose frame exceeds the shard's bound, and the worker
+        would only time out), and a dense push carries all of a shard's blocks of a parameter."""
+        for b in self.layout.blocks:
+            s = self.layout.shard_of[b.id]
+            if b.nbytes > frames[s]:
+                raise SyncError(
+                    f"rank {self.rank}: block {b.id} of {self.params[b.param].name} is "
+                    f"{b.nbytes} bytes, more than the {frames[s]} of --max-frame-bytes of "
+                    f"pserver {self.endpoints[s]}: use a smaller block size"
+                )
+        for i, targets in enumerate(self._targets):
+            if self._specs[i].sparse:  # a sparse push carries a batch's rows only
+                continue
+            for s, blocks in targets:
+                size = sum(b.nbytes for b in blocks)
+                if size > self._caps[s]:
+                    raise SyncError(
+                        f"rank {self.rank}: a push of {self.params[i].name} carries {size} "
+                        f"bytes to pserver {self.endpoints[s]}, more than its "
+                        f"--max-message-bytes {self._caps[s]}: use more shards or a larger cap"
+                    )
 
     def _host_rows(self, i: int) -> np.ndarray:
         """Parameter ``i``'s values as rows: the array itself on CPU, a host copy on a GPU."""
@@ -186,7 +213,9 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         return rows_view(p.value, self._specs[i])
 
     def _seed(self) -> None:
+        """Send every shard its blocks, in as many ``seed`` parts as its cap needs."""
         specs = [s.to_wire() for s in self._specs]
+        config = self.optimizer.config()
         asks = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
@@ -194,14 +223,17 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
                 b.param: rows_view(to_host(self.params[b.param].value), self._specs[b.param])
                 for b in blocks
             }
-            arrays = [host[b.param][b.start : b.stop] for b in blocks]
-            head = {
-                "op": "seed",
-                "params": specs,
-                "table": [b.to_wire() for b in blocks],
-                "optimizer": self.optimizer.config(),
-            }
-            asks.append((s, head, arrays))
+            runs = self._runs(s, blocks, [b.nbytes for b in blocks])
+            for part, run in enumerate(runs):
+                head = {
+                    "op": "seed",
+                    "params": specs,
+                    "table": [b.to_wire() for b in run],
+                    "optimizer": config,
+                    "part": part,
+                    "parts": len(runs),
+                }
+                asks.append((s, head, [host[b.param][b.start : b.stop] for b in run]))
         self._ask_all(asks, "seed")
 
     def refresh_parameters(self) -> None:
@@ -210,12 +242,15 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
             self._pull_all()
 
     def _pull_all(self) -> None:
-        asks = []
+        """Pull every block's values, in as many requests per shard as its cap needs."""
+        runs = []
         for s in range(len(self._socks)):
-            asks.append((s, {"op": "pull", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ()))
+            blocks = self.layout.blocks_on(s)
+            runs += [(s, run) for run in self._runs(s, blocks, [b.nbytes for b in blocks])]
+        asks = [(s, {"op": "pull", "blocks": [b.id for b in run]}, ()) for s, run in runs]
         written: set[int] = set()
-        for s, (h, arrays) in enumerate(self._ask_all(asks, "pull")):
-            written |= self._write(self.layout.blocks_on(s), arrays, h)
+        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "pull")):
+            written |= self._write(run, arrays, h)
         self._values_to_device(written)
 
     def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> set[int]:

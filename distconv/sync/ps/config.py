@@ -7,7 +7,7 @@ import socket as pysocket
 from dataclasses import dataclass
 
 from distconv.runtime import DEFAULT_JOB_ID
-from distconv.sync.ps.wire import MAX_MESSAGE_BYTES
+from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 
 
 @dataclass
@@ -28,7 +28,10 @@ class ShardConfig:
         checkpoint_dir: where this shard writes its checkpoint parts.
         keep_parts: parts kept when a checkpoint request names no ``keep`` (0: all).
         job_id: the job every request must name ("" accepts the empty id only).
-        max_message_bytes: largest array payload of one message.
+        max_message_bytes: largest array payload of one message (bounds what the shard
+            processes; ZeroMQ has received the whole message by then).
+        max_frame_bytes: largest array frame (with the cap, the smaller): ZeroMQ closes a
+            connection whose frame is larger before buffering it, so this bounds memory per frame.
     """
 
     bind: str
@@ -45,6 +48,7 @@ class ShardConfig:
     keep_parts: int = 3
     job_id: str = DEFAULT_JOB_ID
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_frame_bytes: int = MAX_FRAME_BYTES
 
     def check(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -62,6 +66,8 @@ class ShardConfig:
             )
         if self.keep_parts < 0:
             raise ValueError(f"--keep-parts must be >= 0, got {self.keep_parts}")
+        if self.max_message_bytes < 1 or self.max_frame_bytes < 1:
+            raise ValueError("--max-message-bytes and --max-frame-bytes must be >= 1")
         if self.max_staleness < 0 or self.timeout <= 0:
             raise ValueError("--max-staleness must be >= 0 and --timeout > 0")
         if not self.insecure and not self.keys_dir:

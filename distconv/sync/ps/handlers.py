@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +24,15 @@ from distconv.sync.ps.state import (
     _table_entry,
     _Waiting,
 )
-from distconv.sync.ps.wire import DTYPES, WireError, int_list, unpack_arrays, unpack_header
+from distconv.sync.ps.wire import (
+    DTYPES,
+    WireError,
+    frame_limit,
+    int_list,
+    short,
+    unpack_arrays,
+    unpack_header,
+)
 
 log = logging.getLogger("distconv.pserver")
 
@@ -31,9 +40,32 @@ log = logging.getLogger("distconv.pserver")
 GATHER_KINDS = ("allreduce", "barrier", "all_equal")
 
 
+class _Seeding:
+    """A seed arriving in parts: what part 0 set, and the blocks received so far."""
+
+    def __init__(self, header: dict[str, Any], optimizer: Any, parts: int) -> None:
+        self.params_wire = header["params"]
+        self.config = header["optimizer"]
+        self.params = [_param_spec(p) for p in header["params"]]
+        self.optimizer = optimizer
+        self.parts = parts
+        self.next = 0
+        self.blocks: dict[int, _Block] = {}
+
+
+def _seed_optimizer(config: dict[str, Any]) -> Any:
+    try:
+        return optimizer_from_config(config)
+    except (ValueError, TypeError) as exc:
+        raise WireError(f"optimizer config: {exc}") from None
+
+
 class RequestHandlers:
     """The request side of :class:`~distconv.sync.ps.server.Shard`: check a request, dispatch
     it to its ``_op_`` method."""
+
+    #: whether a failure no check foresaw has been logged with its traceback yet
+    _traced = False
 
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, frames: Sequence[Any]) -> None:
@@ -56,16 +88,28 @@ class RequestHandlers:
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             if isinstance(exc, WireError):
-                log.warning("shard %d: bad request from %r: %s", self.index, ident, exc)
+                log.warning("shard %d: bad request from %s: %s", self.index, short(ident), exc)
             self._reply(ident, header, error=str(exc))
         except Exception as exc:  # a request no check foresaw must not take the shard down
             self.stats.errors += 1
-            log.exception("shard %d: request from %r failed", self.index, ident)
+            self._log_unexpected(ident, header, exc)
             self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
+
+    def _log_unexpected(self, ident: bytes, header: dict[str, Any], exc: Exception) -> None:
+        """A failure no check foresaw (a shard bug): the first with its traceback, later ones
+        in one line each, so a peer repeating a message the checks miss cannot flood the log."""
+        what = f"{short(header.get('op'))} from {short(ident)}"
+        if self._traced:
+            log.error(
+                "shard %d: request %s failed: %s: %s", self.index, what, type(exc).__name__, exc
+            )
+        else:
+            self._traced = True
+            log.exception("shard %d: request %s failed", self.index, what)
 
     def _check_sender(self, header: dict[str, Any], frame: Any) -> None:
         if header["job"] != self.config.job_id:
-            raise WireError(f"job {header['job']!r}, this shard serves {self.config.job_id!r}")
+            raise WireError(f"job {short(header['job'])}, this shard serves {self.config.job_id!r}")
         rank = header["rank"]
         if not 0 <= rank < self.config.workers:
             raise WireError(f"rank {rank} outside 0..{self.config.workers - 1}")
@@ -84,6 +128,8 @@ class RequestHandlers:
             "mode": c.mode,
             "max_staleness": c.max_staleness,
             "checkpoints": bool(c.checkpoint_dir),
+            "max_message_bytes": c.max_message_bytes,
+            "max_frame_bytes": frame_limit(c.max_message_bytes, c.max_frame_bytes),
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
@@ -98,37 +144,63 @@ class RequestHandlers:
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
     def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """One part of a seed: ``part`` of ``parts`` (0 of 1 when absent), each within the
+        message cap. Part 0 starts a fresh seed; the blocks replace the shard's state once the
+        last part has arrived, so a shard is never seen half seeded."""
         if header["rank"] != 0:
             raise WireError(f"only rank 0 seeds the shards, got rank {header['rank']}")
-        params = [_param_spec(p) for p in header["params"]]
+        part, parts = header.get("part", 0), header.get("parts", 1)
+        if not 0 <= part < parts:
+            raise WireError(f"seed part {part} of {parts}")
+        if part == 0:
+            self._seeding = _Seeding(header, _seed_optimizer(header["optimizer"]), parts)
+        elif self._seeding is None or (part, parts) != (self._seeding.next, self._seeding.parts):
+            expected = None if self._seeding is None else self._seeding.next
+            self._seeding = None
+            raise WireError(f"seed part {part} of {parts} out of order (expected {expected})")
+        seeding = self._seeding
+        if (header["params"], header["optimizer"]) != (seeding.params_wire, seeding.config):
+            raise WireError(f"seed part {part}: params or optimizer differ from part 0")
         try:
-            optimizer = optimizer_from_config(header["optimizer"])
-        except (ValueError, TypeError) as exc:
-            raise WireError(f"optimizer config: {exc}") from None
-        table = [_table_entry(e, params) for e in header["table"]]
-        if not table:
+            self._seed_blocks(seeding, header["table"], arrays)
+        except WireError:
+            self._seeding = None
+            raise
+        seeding.next += 1
+        if seeding.next == parts:
+            self._seeding = None
+            self._install_seed(seeding)
+        self._reply(ident, header)
+
+    def _seed_blocks(self, seeding: _Seeding, table: list, arrays: list) -> None:
+        entries = [_table_entry(e, seeding.params) for e in table]
+        if not entries:
             raise WireError("seed: no blocks")
-        if len({e[0] for e in table}) != len(table) or len(arrays) != len(table):
-            raise WireError("seed: block ids repeat, or blocks and arrays differ in number")
-        blocks = {}
-        for (bid, p, start, stop), value in zip(table, arrays):
-            _expect(value, params[p], stop - start, f"block {bid}")
+        ids = [e[0] for e in entries]
+        if len(set(ids)) != len(ids) or set(ids) & seeding.blocks.keys():
+            raise WireError("seed: block ids repeat")
+        if len(arrays) != len(entries):
+            raise WireError(f"seed: {len(arrays)} arrays for {len(entries)} blocks")
+        for (bid, p, start, stop), value in zip(entries, arrays):
+            _expect(value, seeding.params[p], stop - start, f"block {bid}")
             copy = np.array(value)
-            blocks[bid] = _Block(p, start, stop, copy, optimizer.init_state(copy))
-        self.params, self.blocks, self.optimizer = params, blocks, optimizer
+            seeding.blocks[bid] = _Block(p, start, stop, copy, seeding.optimizer.init_state(copy))
+
+    def _install_seed(self, seeding: _Seeding) -> None:
+        self.params, self.blocks, self.optimizer = seeding.params, seeding.blocks, seeding.optimizer
         self.by_param = {}
-        for bid in sorted(blocks):
-            self.by_param.setdefault(blocks[bid].param, []).append(bid)
+        for bid in sorted(self.blocks):
+            self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
         self.completed = {}
         self.waiting = {k: w for k, w in self.waiting.items() if k.startswith("gather:")}
         log.info(
-            "shard %d: seeded with %d blocks of %d parameters, %s",
+            "shard %d: seeded with %d blocks of %d parameters in %d part(s), %s",
             self.index,
-            len(blocks),
-            len({b.param for b in blocks.values()}),
-            optimizer,
+            len(self.blocks),
+            len(self.by_param),
+            seeding.parts,
+            self.optimizer,
         )
-        self._reply(ident, header)
 
     # -- values and state ---------------------------------------------------------------------
     def _blocks(self, header: dict[str, Any]) -> list[tuple[int, _Block]]:
@@ -177,7 +249,9 @@ class RequestHandlers:
         it = iter(arrays)
         for bid, b in blocks:
             if set(keys) != set(b.state):
-                raise WireError(f"set_state keys {keys}, the optimizer keeps {sorted(b.state)}")
+                raise WireError(
+                    f"set_state keys {short(keys)}, the optimizer keeps {sorted(b.state)}"
+                )
             for k in keys:
                 a = next(it)
                 if a.shape != b.state[k].shape or a.dtype != b.state[k].dtype:
@@ -199,8 +273,9 @@ class RequestHandlers:
         mine = self.by_param[p]
         if ids != mine:
             raise WireError(f"push of parameter {p}: blocks {ids[:8]}, this shard holds {mine[:8]}")
-        if header["count"] < 0 or header["lr"] <= 0:
-            raise WireError(f"push: count {header['count']} < 0 or lr {header['lr']} <= 0")
+        lr = header["lr"]
+        if header["count"] < 0 or not math.isfinite(lr) or lr <= 0:  # NaN passes "<= 0"
+            raise WireError(f"push: count {header['count']} < 0, or lr {lr} not finite and > 0")
         parts = self._gradient_parts(header, ids, arrays)
         for _, g in parts:
             if not _finite(g):
@@ -252,11 +327,13 @@ class RequestHandlers:
         kind, _, number = str(header["tag"]).partition(":")
         if kind not in GATHER_KINDS or not number.isdigit():
             # a made-up tag would hold every other rank's gathers hostage until the timeout
-            raise WireError(f"gather tag {header['tag']!r} is not one of {GATHER_KINDS} + ':N'")
+            raise WireError(
+                f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N'"
+            )
         key = f"gather:{header['tag']}"
         waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
         if header["rank"] in waiting.by_rank:
-            raise WireError(f"rank {header['rank']} sent {header['tag']!r} twice")
+            raise WireError(f"rank {header['rank']} sent {short(header['tag'])} twice")
         waiting.by_rank[header["rank"]] = (ident, header, [])
         self._finish_gather(key)
 

@@ -11,7 +11,7 @@ largest. Restoring sends each block the count of its rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,39 +30,62 @@ class RemoteState:
         Sparse parameters also get ``K + PER_ROW`` for each scalar key ``K`` (see the module).
         """
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
-        asks = [
-            (s, {"op": "get_state", "blocks": [b.id for b in self.layout.blocks_on(s)]}, ())
-            for s in range(len(self._socks))
-        ]
-        for s, (h, arrays) in enumerate(self._ask_all(asks, "get_state")):
+        runs = []
+        for s in range(len(self._socks)):
+            blocks = self.layout.blocks_on(s)
+            runs += [(s, run) for run in self._runs(s, blocks, self._state_sizes(blocks))]
+        asks = [(s, {"op": "get_state", "blocks": [b.id for b in run]}, ()) for s, run in runs]
+        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "get_state")):
             it = iter(arrays)
-            for b in self.layout.blocks_on(s):
+            for b in run:
                 spec = self._specs[b.param]
                 for key in h["keys"]:
                     _gather_block(state[spec.name], spec, b, key, next(it))
         return state
 
+    def _state_sizes(self, blocks: Sequence[Block]) -> list[int]:
+        """The bytes of each block's optimizer state in a ``get_state`` reply."""
+        sizes = []
+        for b in blocks:
+            dtype = np.dtype(self._specs[b.param].dtype)
+            template = self.optimizer.init_state(np.zeros(b.stop - b.start, dtype))
+            sizes.append(sum(int(np.asarray(v).nbytes) for v in template.values()))
+        return sizes
+
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Rank 0 sends ``state`` to the shards (the others have nothing to do).
 
         Raises:
-            ValueError: a sparse parameter's rows disagree on a scalar within one block (the
-                checkpoint was cut into other blocks), or a per-row array has the wrong shape.
+            ValueError: a parameter's entry lacks one of the optimizer's keys (a stateful
+                optimizer needs them all), a sparse parameter's rows disagree on a scalar
+                within one block (the checkpoint was cut into other blocks), or a per-row
+                array has the wrong shape.
         """
-        if not self.is_chief or not any(state.values()):
+        keys = set(self.optimizer.init_state(np.zeros(1)))
+        if not self.is_chief or not keys:
             return  # a stateless optimizer (plain SGD): the shards hold nothing to restore
+        for p in self.params:
+            missing = sorted(keys - set(state.get(p.name, {})))
+            if missing:
+                raise ValueError(
+                    f"optimizer state to restore lacks {missing[0]!r} of parameter {p.name} "
+                    f"({self.optimizer} keeps {sorted(keys)} for every parameter)"
+                )
         asks = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
             keys = _shard_keys(state[self.params[blocks[0].param].name]) if blocks else []
             arrays = [
-                _block_state(state[self._specs[b.param].name], self._specs[b.param], b, key)
+                [
+                    _block_state(state[self._specs[b.param].name], self._specs[b.param], b, key)
+                    for key in keys
+                ]
                 for b in blocks
-                for key in keys
             ]
-            asks.append(
-                (s, {"op": "set_state", "blocks": [b.id for b in blocks], "keys": keys}, arrays)
-            )
+            sizes = [sum(a.nbytes for a in per_block) for per_block in arrays]
+            for run in self._runs(s, list(zip(blocks, arrays)), sizes):
+                head = {"op": "set_state", "blocks": [b.id for b, _ in run], "keys": keys}
+                asks.append((s, head, [a for _, per_block in run for a in per_block]))
         self._ask_all(asks, "set_state")
 
     def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:

@@ -37,7 +37,7 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
-from distconv.sync.ps.wire import pack, send
+from distconv.sync.ps.wire import pack, send, zmq_max_msg_size
 
 log = logging.getLogger("distconv.pserver")
 
@@ -75,6 +75,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self.failed: str | None = None
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.waiting: dict[str, _Waiting] = {}  # "push:<param>" or "gather:<tag>"
+        self._seeding: Any = None  # a seed whose parts are still arriving
         self.hosts: dict[int, str] = {}
         self.last_step: dict[int, int] = {}
         self.last_seen: dict[int, float] = {}
@@ -88,8 +89,11 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self._key_rank: dict[bytes, int] = {}
         self._sock = self._ctx.socket(zmq.ROUTER)
         self._sock.linger = 0
-        # zmq drops a connection whose frame exceeds this before the shard reads a byte of it
-        self._sock.setsockopt(zmq.MAXMSGSIZE, config.max_message_bytes + (1 << 20))
+        # ZeroMQ's limit is per frame: it closes a connection whose frame is larger before
+        # buffering it; a message of many frames is buffered whole, whatever the cap says
+        self._sock.setsockopt(
+            zmq.MAXMSGSIZE, zmq_max_msg_size(config.max_message_bytes, config.max_frame_bytes)
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
     def bind(self) -> str:

@@ -4,6 +4,7 @@ update changes it: the sync mean in rank order, the async staleness rule, sparse
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.wire import DTYPES, WireError, int_list
+from distconv.sync.ps.wire import DTYPES, MAX_ARRAY_BYTES, WireError, int_list, is_shape, short
 
 log = logging.getLogger("distconv.pserver")
 
@@ -58,23 +59,26 @@ class _Refused(Exception):
 
 def _param_spec(entry: Any) -> ParamSpec:
     ok = (
-        isinstance(entry, list)
+        type(entry) is list
         and len(entry) == 4
-        and isinstance(entry[0], str)
-        and isinstance(entry[1], list)
-        and all(isinstance(n, int) and n >= 0 for n in entry[1])
+        and type(entry[0]) is str
+        and is_shape(entry[1])
+        and type(entry[2]) is str
         and entry[2] in DTYPES
-        and isinstance(entry[3], bool)
+        and type(entry[3]) is bool
     )
     if not ok:
-        raise WireError(f"seed: parameter entry {entry!r} is not [name, shape, dtype, sparse]")
+        raise WireError(f"seed: parameter entry {short(entry)} is not [name, shape, dtype, sparse]")
+    spanned = math.prod(n for n in entry[1] if n) * DTYPES[entry[2]].itemsize
+    if spanned > MAX_ARRAY_BYTES:
+        raise WireError(f"seed: parameter shape {short(entry[1])} spans {spanned} bytes")
     return ParamSpec(entry[0], tuple(entry[1]), entry[2], entry[3])
 
 
 def _table_entry(entry: Any, params: Sequence[ParamSpec]) -> tuple[int, int, int, int]:
-    ok = isinstance(entry, list) and len(entry) == 4 and all(isinstance(n, int) for n in entry)
+    ok = type(entry) is list and len(entry) == 4 and all(type(n) is int for n in entry)
     if not ok or not 0 <= entry[1] < len(params):
-        raise WireError(f"seed: block entry {entry!r} is not [id, param, start, stop]")
+        raise WireError(f"seed: block entry {short(entry)} is not [id, param, start, stop]")
     bid, p, start, stop = entry
     if not 0 <= start < stop <= params[p].rows:
         raise WireError(f"seed: block {bid} rows {start}:{stop} outside 0:{params[p].rows}")
@@ -147,8 +151,17 @@ class BlockUpdates:
             raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
         waiting.by_rank[rank] = (ident, header, parts)
         if len(waiting.by_rank) == self.config.workers:
-            del self.waiting[key]
-            self._apply_sync(p, step, waiting)
+            try:
+                self._apply_sync(p, step, waiting)
+            except Exception as exc:  # some blocks may be updated: the job cannot go on
+                log.exception("shard %d: sync update of parameter %d failed", self.index, p)
+                # still held, so the failure answers every rank waiting for this update
+                self._fail(
+                    f"update of parameter {self.params[p].name} at step {step} failed on shard "
+                    f"{self.index}: {type(exc).__name__}: {exc}"
+                )
+            else:
+                del self.waiting[key]
 
     def _apply_sync(self, p: int, step: int, waiting: _Waiting) -> None:
         ranks = sorted(waiting.by_rank)

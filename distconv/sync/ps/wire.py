@@ -14,6 +14,7 @@ goes on serving. ``docs/protocol.md`` describes the same rules for other clients
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,20 @@ _WIRE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 MAX_HEADER_BYTES = 1 << 20
 #: default cap on one message's array bytes (a shard's ``--max-message-bytes``)
 MAX_MESSAGE_BYTES = 1 << 30
+#: default bound on one array frame (a shard's ``--max-frame-bytes``): 16 default blocks
+MAX_FRAME_BYTES = 16 << 20
+
+
+def frame_limit(max_message_bytes: int, max_frame_bytes: int) -> int:
+    """The largest array frame a shard takes: the frame bound or the message cap, the smaller."""
+    return min(max_frame_bytes, max_message_bytes)
+
+
+def zmq_max_msg_size(max_message_bytes: int, max_frame_bytes: int) -> int:
+    """ZeroMQ's ``MAXMSGSIZE`` for a shard, which ZeroMQ applies to each *frame*: the largest
+    array frame, or a header frame (up to ``MAX_HEADER_BYTES``), whichever is larger."""
+    return max(frame_limit(max_message_bytes, max_frame_bytes), MAX_HEADER_BYTES)
+
 
 #: every field a request may carry, with its type; ``op`` picks the ones it needs
 FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -57,6 +72,8 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "keys": list,
     "tag": str,
     "keep": int,
+    "part": int,
+    "parts": int,
     "value": (list, str, type(None)),
     "error": str,
 }
@@ -87,6 +104,19 @@ def _exact_types(kind: type | tuple[type, ...]) -> frozenset[type]:
 
 #: ``FIELDS`` as sets of exact types, for a check with one set lookup per field
 TYPES = {key: _exact_types(kind) for key, kind in FIELDS.items()}
+
+
+#: reprs of received values in errors and logs: a header may hold up to a MiB of anything
+_SHORT = reprlib.Repr()  # (keyword arguments need Python 3.12)
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 3, 6, 6
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 40
+#: the most bytes any one shape may describe (numpy's own limit on an array's size)
+MAX_ARRAY_BYTES = 2**63 - 1
+
+
+def short(value: Any) -> str:
+    """``repr(value)``, cut short: what an error or log line may quote of received input."""
+    return _SHORT.repr(value)
 
 
 class WireError(ValueError):
@@ -154,10 +184,10 @@ def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[st
     if type(header) is not dict:
         raise WireError(f"header must be a map, got {type(header).__name__}")
     if header.get("v") != PROTOCOL_VERSION or type(header.get("v")) is not int:
-        raise WireError(f"protocol version {header.get('v')!r}, expected {PROTOCOL_VERSION}")
+        raise WireError(f"protocol version {short(header.get('v'))}, expected {PROTOCOL_VERSION}")
     op = header.get("op")
     if request and (type(op) is not str or op not in NEEDED):
-        raise WireError(f"unknown op {op!r}; known: {sorted(REQUIRED)}")
+        raise WireError(f"unknown op {short(op)}; known: {sorted(REQUIRED)}")
     for key in NEEDED[op] if request else ("v", "op", "arrays"):
         if key not in header:
             raise WireError(f"op {op!r}: header lacks {key!r}")
@@ -192,7 +222,7 @@ def unpack_arrays(
             f"message of {len(buffers)} array frames holds {total} bytes, more than the "
             f"{max_bytes} of --max-message-bytes"
         )
-    entries = [_entry(i, entry) for i, entry in enumerate(table)]
+    entries = [_entry(i, entry, max_bytes) for i, entry in enumerate(table)]
     sizes = [math.prod(shape) * dtype.itemsize for dtype, shape in entries]
     if sum(sizes) > max_bytes:
         raise WireError(f"header declares {sum(sizes)} array bytes, more than {max_bytes}")
@@ -208,19 +238,38 @@ def unpack_arrays(
     ]
 
 
-def _entry(i: int, entry: Any) -> tuple[np.dtype, tuple[int, ...]]:
+def _entry(i: int, entry: Any, max_bytes: int) -> tuple[np.dtype, tuple[int, ...]]:
+    """One table entry as (dtype, shape), checked before any array exists: a dtype name that is
+    a string on the allow-list (a list or map would not even hash), at most 8 non-negative int
+    dimensions whose non-zero ones, times the item size, fit ``max_bytes`` (``[0, 2**63]``
+    describes 0 bytes, yet numpy cannot shape an array so)."""
     ok = (
-        isinstance(entry, list)
+        type(entry) is list
         and len(entry) == 3
+        and type(entry[0]) is str
         and entry[0] in DTYPES
-        and isinstance(entry[1], list)
-        and len(entry[1]) <= 8
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in entry[1])
-        and isinstance(entry[2], int)
+        and is_shape(entry[1])
+        and type(entry[2]) is int
     )
     if not ok:
-        raise WireError(f"array {i}: entry {entry!r} is not [dtype, shape, nbytes]")
-    return DTYPES[entry[0]], tuple(entry[1])
+        raise WireError(f"array {i}: entry {short(entry)} is not [dtype, shape, nbytes]")
+    dtype, shape = DTYPES[entry[0]], tuple(entry[1])
+    spanned = math.prod(n for n in shape if n) * dtype.itemsize
+    if spanned > max_bytes:
+        raise WireError(
+            f"array {i}: shape {short(entry[1])} declares {spanned} bytes in its non-zero "
+            f"dimensions, more than {max_bytes}"
+        )
+    return dtype, shape
+
+
+def is_shape(value: Any, max_dims: int = 8) -> bool:
+    """Whether ``value`` is a list of at most ``max_dims`` non-negative ints (never bools)."""
+    return (
+        type(value) is list
+        and len(value) <= max_dims
+        and all(type(n) is int and n >= 0 for n in value)
+    )
 
 
 def int_list(header: Mapping[str, Any], key: str) -> list[int]:

@@ -1,0 +1,79 @@
+"""ZeroMQ's ``MAXMSGSIZE`` is per frame, so a shard bounds each frame by ``--max-frame-bytes``
+(or the cap, if smaller): a larger frame is dropped with its connection before it is buffered,
+and a worker whose blocks would not fit is told at start-up instead of timing out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zmq
+from ps_helpers import small_net
+
+from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
+from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
+from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("cap", "frame", "expected"),
+    [(1 << 30, 16 * MIB, 16 * MIB), (4 * MIB, 16 * MIB, 4 * MIB), (4096, 64, MAX_HEADER_BYTES)],
+)
+def test_the_socket_bounds_each_frame_by_the_smaller_limit_but_not_below_a_header(
+    cap, frame, expected
+):
+    shard = Shard(
+        ShardConfig(bind="127.0.0.1:0", insecure=True, max_message_bytes=cap, max_frame_bytes=frame)
+    )
+    try:
+        assert shard._sock.getsockopt(zmq.MAXMSGSIZE) == expected
+    finally:
+        shard.close()
+
+
+def _sync(endpoints, block_bytes):
+    return PServerSync(
+        create_optimizer("sgd", lr=0.05),
+        rank=0,
+        world_size=1,
+        pservers=endpoints,
+        insecure=True,
+        timeout=5,
+        block_bytes=block_bytes,
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_frame_over_the_bound_is_dropped_unread_and_the_shard_serves_on(shards):
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
+    ctx = zmq.Context()
+    raw = ctx.socket(zmq.DEALER)
+    raw.linger = 0
+    raw.connect(f"tcp://{endpoint}")
+    sync = _sync([endpoint], 64)
+    try:
+        big = np.zeros(2 * MIB // 8, np.int64)  # one 2 MiB frame: over the bound
+        raw.send_multipart(pack({"op": "pull", "id": 3, "job": "local", "rank": 0}, [big]))
+        sync.setup(small_net().parameters())  # the shard still serves a worker
+        stats = sync.shard_stats()[0]
+        # ZeroMQ closed the connection: the shard never saw the message, nor answered it
+        assert stats["errors"] == 0 and stats["bytes_in"] < MIB
+        assert not raw.poll(0)
+    finally:
+        sync.close()
+        raw.close(0)
+        ctx.term()
+
+
+def test_a_worker_whose_blocks_exceed_the_frame_bound_is_told_at_setup(shards):
+    endpoints = shards.start(1, workers=1, extra=["--max-frame-bytes", "32"])
+    sync = _sync(endpoints, 64)
+    try:
+        with pytest.raises(SyncError, match=r"is \d+ bytes, more than the 32 of --max-frame-bytes"):
+            sync.setup(small_net().parameters())
+    finally:
+        sync.close()

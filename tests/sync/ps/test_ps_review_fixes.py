@@ -1,0 +1,157 @@
+"""Review fixes: a NaN learning rate is refused, a state restore needs an entry for every
+parameter (unless the optimizer keeps none), a failing sync update answers every waiting rank,
+a NaN gradient names the rank that sent it. Real shard processes, except where the shard's
+optimizer must be made to fail (an in-process shard on real sockets)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from ps_helpers import batches, run_ranks, small_net, train_steps
+
+from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
+from distconv.sync.local import LocalSync
+from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
+
+
+def _sync(endpoints, rank=0, world=1, optimizer="sgd", timeout=10):
+    return PServerSync(
+        create_optimizer(optimizer, lr=0.05),
+        rank=rank,
+        world_size=world,
+        pservers=endpoints,
+        insecure=True,
+        timeout=timeout,
+        block_bytes=64,
+    )
+
+
+@pytest.mark.parametrize("lr", [float("nan"), float("inf")])
+def test_a_push_with_a_nan_or_inf_lr_is_refused_and_the_weights_stay_finite(shards, lr):
+    endpoints = shards.start(2, workers=1)
+    data = batches(3, 4)
+    net, sync = small_net(), _sync(endpoints)
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, data[:1])
+        sync.optimizer.lr = lr  # what a broken schedule would send
+        with pytest.raises(SyncError, match=f"lr {lr} not finite"):
+            train_steps(net, sync, data[1:2])
+        sync.optimizer.lr = 0.05
+        for p in net.parameters():  # finish_step raised before it cleared the refused step's
+            p.grad[...] = 0
+        train_steps(net, sync, data[2:])
+    finally:
+        sync.close()
+    # the refused step changed nothing on the shards: as if only steps 1 and 3 had run
+    ref = small_net()
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    local.setup(ref.parameters())
+    train_steps(ref, local, [data[0], data[2]])
+    for p, q in zip(net.parameters(), ref.parameters()):
+        assert np.isfinite(p.value).all()
+        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("drop", ["all", "one"])
+def test_a_stateful_optimizer_refuses_a_state_without_an_entry_for_every_parameter(shards, drop):
+    endpoints = shards.start(2, workers=1)
+    net, sync = small_net(), _sync(endpoints, optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, batches(1, 4))
+        state = sync.state_dict()
+        names = [p.name for p in net.parameters()]
+        if drop == "all":  # every entry empty: used to skip the restore silently
+            state, missing = {name: {} for name in names}, names[0]
+        else:
+            missing = names[3]
+            del state[missing]
+        with pytest.raises(ValueError, match=f"lacks '.*' of parameter {missing} "):
+            sync.load_state_dict(state)
+    finally:
+        sync.close()
+
+
+def test_a_stateless_optimizer_restores_nothing_from_an_empty_state(shards):
+    endpoints = shards.start(1, workers=1)
+    data = batches(2, 4)
+    net, sync = small_net(), _sync(endpoints)
+    try:
+        sync.setup(net.parameters())
+        sync.load_state_dict({})  # plain SGD keeps no state: nothing to send, nothing to check
+        train_steps(net, sync, data)
+    finally:
+        sync.close()
+    ref = small_net()
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    local.setup(ref.parameters())
+    train_steps(ref, local, data)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
+
+
+def _failing_update(value, grad, state):
+    raise FloatingPointError("injected")
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_sync_update_answers_every_waiting_rank():
+    # an in-process shard (real sockets, its own thread), so that its optimizer can be made
+    # to fail: no request a worker can send makes a correct optimizer raise
+    shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=2, insecure=True, timeout=30))
+    endpoints = [shard.bind()]
+    server = threading.Thread(target=shard.serve, daemon=True)
+    server.start()
+
+    def rank_fn(rank):
+        # timeout 4: a rank left unanswered would say "no answer ... within 6 s" instead
+        sync = _sync(endpoints, rank, 2, timeout=4)
+        try:
+            sync.setup(small_net(seed=rank).parameters())
+            if rank == 0:
+                shard.optimizer.update = _failing_update
+            sync.barrier()  # rank 1 pushes only once the fault is in place
+            with pytest.raises(SyncError) as err:
+                train_steps(small_net(seed=rank), sync, batches(1, 8), rank, 2)
+            return str(err.value)
+        finally:
+            sync.close()
+
+    try:
+        messages = run_ranks(rank_fn, 2, timeout=40)
+    finally:
+        shard.stop()
+        server.join(10)
+        shard.close()
+    for message in messages:
+        assert "failed on shard 0: FloatingPointError: injected" in message, messages
+
+
+@pytest.mark.timeout(60)
+def test_a_nan_gradient_from_rank_1_is_named_as_rank_1_on_every_rank(shards):
+    endpoints = shards.start(2, workers=2)
+
+    def rank_fn(rank):
+        net, sync = small_net(seed=rank), _sync(endpoints, rank, 2)
+        try:
+            sync.setup(net.parameters())
+            sync.start_step(4)
+            for i, param in enumerate(net.parameters()):
+                param.grad[...] = 0.5
+                if rank == 1 and i == 2:
+                    param.grad.flat[1] = np.nan
+                sync.on_gradient(param)
+            with pytest.raises(SyncError) as err:
+                sync.finish_step()
+            return str(err.value), net.parameters()[2].name
+        finally:
+            sync.close()
+
+    for message, name in run_ranks(rank_fn, 2):
+        assert f"gradient of parameter {name} from rank 1 is not finite" in message, message
