@@ -17,7 +17,12 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.init import set_seed
+from distconv.layers import FullyConnected, Mixed, SoftmaxCrossEntropy, TableProjection
 from distconv.models import lenet
+from distconv.network import Network
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.sync.ps.client import PServerSync
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -100,6 +105,19 @@ def small_net(seed: int = 0, dtype=np.float64):
     return net
 
 
+def sparse_table_net(vocab: int, width: int, classes: int, seed: int = 0):
+    """A ``sparse=True`` table of ``vocab x width`` (``embed.proj0.weight``) under a classifier,
+    in float64: the sparse-row tests' model, fed ``words`` (ids) and ``label``."""
+    set_seed(seed)
+    net = Network()
+    net.add("embed", Mixed([TableProjection(vocab, width, sparse=True)]), inputs="words")
+    net.add("logits", FullyConnected(width, classes), inputs="embed")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["logits", "label"])
+    for p in net.parameters():
+        p.cast(np.float64)
+    return net
+
+
 def batches(steps: int, batch: int, seed: int = 5) -> list[tuple[np.ndarray, np.ndarray]]:
     """``steps`` global batches of random images and labels."""
     rng = np.random.default_rng(seed)
@@ -117,6 +135,38 @@ def train_steps(net, sync, data, rank: int = 0, world: int = 1) -> None:
         net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
         net.backward(sync, loss="loss", loss_scale=len(ys))
         sync.finish_step()
+
+
+def insecure_worker(
+    endpoints: Sequence[str],
+    rank: int = 0,
+    world: int = 1,
+    *,
+    optimizer: str = "sgd",
+    lr: float = 0.05,
+    timeout: float = 20,
+    block_bytes: int = 64,
+):
+    """The tests' usual worker: a ``PServerSync`` on shards started without CURVE."""
+    return PServerSync(
+        create_optimizer(optimizer, lr=lr),
+        rank=rank,
+        world_size=world,
+        pservers=list(endpoints),
+        insecure=True,
+        timeout=timeout,
+        block_bytes=block_bytes,
+    )
+
+
+def assert_equals_local_training(net, data, optimizer: str = "sgd", lr: float = 0.05) -> None:
+    """``net``'s weights equal :func:`small_net` trained on ``data`` by ``LocalSync`` (1e-10)."""
+    ref = small_net()
+    local = LocalSync(create_optimizer(optimizer, lr=lr))
+    local.setup(ref.parameters())
+    train_steps(ref, local, data)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
 
 
 def run_ranks(fn: Callable[[int], object], world: int, timeout: float = 100) -> list[object]:

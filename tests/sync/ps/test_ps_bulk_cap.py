@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import batches, run_ranks, small_net, train_steps
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
-from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
-from distconv.sync.ps.client import PServerSync
 
 #: each shard holds ~870 bytes of values, ~1.8 KB of Adam state and at most 384 bytes of one
 #: parameter (a push), in blocks of 64 bytes
@@ -18,15 +16,7 @@ DATA = batches(4, 8)
 
 
 def _sync(endpoints, rank, block_bytes=64):
-    return PServerSync(
-        create_optimizer("adam", lr=0.05),
-        rank=rank,
-        world_size=2,
-        pservers=endpoints,
-        insecure=True,
-        timeout=20,
-        block_bytes=block_bytes,
-    )
+    return insecure_worker(endpoints, rank, 2, optimizer="adam", block_bytes=block_bytes)
 
 
 def _train(endpoints, start=None):
@@ -78,15 +68,7 @@ def test_a_small_cap_changes_nothing_seed_pull_gather_and_restore(shards):
 
 def test_a_parameter_that_cannot_be_pushed_within_the_cap_is_named_at_setup(shards):
     endpoints = shards.start(1, workers=1, extra=["--max-message-bytes", "128"])
-    sync = PServerSync(
-        create_optimizer("sgd", lr=0.05),
-        rank=0,
-        world_size=1,
-        pservers=endpoints,
-        insecure=True,
-        timeout=20,
-        block_bytes=64,
-    )
+    sync = insecure_worker(endpoints)
     try:
         with pytest.raises(SyncError, match=r"a push of conv1.weight carries 144 bytes .* 128:"):
             sync.setup(small_net().parameters())

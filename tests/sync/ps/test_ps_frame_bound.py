@@ -7,11 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import small_net
+from ps_helpers import insecure_worker, small_net
 
-from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
-from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import Shard
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack
@@ -36,15 +34,7 @@ def test_the_socket_bounds_each_frame_by_the_smaller_limit_but_not_below_a_heade
 
 
 def _sync(endpoints, block_bytes):
-    return PServerSync(
-        create_optimizer("sgd", lr=0.05),
-        rank=0,
-        world_size=1,
-        pservers=endpoints,
-        insecure=True,
-        timeout=5,
-        block_bytes=block_bytes,
-    )
+    return insecure_worker(endpoints, timeout=5, block_bytes=block_bytes)
 
 
 @pytest.mark.timeout(60)

@@ -7,11 +7,14 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import batches, small_net, train_steps
+from ps_helpers import (
+    assert_equals_local_training,
+    batches,
+    insecure_worker,
+    small_net,
+    train_steps,
+)
 
-from distconv.optim import create_optimizer
-from distconv.sync.local import LocalSync
-from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import WireError, pack, unpack_arrays, unpack_header
 
 CAP = 4096
@@ -44,15 +47,7 @@ def test_frames_each_under_the_cap_but_over_it_together_are_refused_for_their_si
 def test_a_live_shard_answers_an_oversized_message_and_keeps_serving(shards):
     (endpoint,) = shards.start(1, workers=1, extra=["--max-message-bytes", str(CAP)])
     net = small_net()
-    sync = PServerSync(
-        create_optimizer("sgd", lr=0.05),
-        rank=0,
-        world_size=1,
-        pservers=[endpoint],
-        insecure=True,
-        timeout=20,
-        block_bytes=64,
-    )
+    sync = insecure_worker([endpoint])
     ctx = zmq.Context()
     raw = ctx.socket(zmq.DEALER)
     raw.linger = 0
@@ -72,9 +67,4 @@ def test_a_live_shard_answers_an_oversized_message_and_keeps_serving(shards):
         sync.close()
         raw.close(0)
         ctx.term()
-    ref = small_net()
-    local = LocalSync(create_optimizer("sgd", lr=0.05))
-    local.setup(ref.parameters())
-    train_steps(ref, local, data)
-    for p, q in zip(net.parameters(), ref.parameters()):
-        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
+    assert_equals_local_training(net, data)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import signal
 
 import pytest
-from ps_helpers import batches, small_net, train_steps
+from ps_helpers import batches, insecure_worker, small_net, train_steps
 
-from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.ps.client import PServerSync
 
@@ -19,15 +18,7 @@ def _steps(directory) -> list[str]:
 
 
 def _worker(endpoint) -> PServerSync:
-    return PServerSync(
-        create_optimizer("adam", lr=0.05),
-        rank=0,
-        world_size=1,
-        pservers=[endpoint],
-        insecure=True,
-        timeout=20,
-        block_bytes=64,
-    )
+    return insecure_worker([endpoint], optimizer="adam")
 
 
 def test_the_chiefs_keep_prunes_the_shards_parts(shards, tmp_path):

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import run_ranks
+from ps_helpers import run_ranks, sparse_table_net
 
 from distconv.arg import Arg
-from distconv.init import set_seed
-from distconv.layers import FullyConnected, SoftmaxCrossEntropy
-from distconv.layers.mixed import Mixed
-from distconv.layers.projection import TableProjection
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.sync.ps.client import PServerSync
@@ -27,14 +23,7 @@ STEPS = [np.random.default_rng(s).integers(0, VOCAB, 12) for s in range(6)]
 
 
 def _net() -> Network:
-    set_seed(3)
-    net = Network()
-    net.add("embed", Mixed([TableProjection(VOCAB, WIDTH, sparse=True)]), inputs="words")
-    net.add("logits", FullyConnected(WIDTH, 3), inputs="embed")
-    net.add("loss", SoftmaxCrossEntropy(), inputs=["logits", "label"])
-    for p in net.parameters():
-        p.cast(np.float64)
-    return net
+    return sparse_table_net(VOCAB, WIDTH, 3, seed=3)
 
 
 def _train(endpoints, steps, start=None):

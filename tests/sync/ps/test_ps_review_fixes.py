@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from ps_helpers import batches, run_ranks, small_net, train_steps
+from ps_helpers import assert_equals_local_training, batches, run_ranks, small_net, train_steps
 
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
@@ -88,12 +88,7 @@ def test_a_stateless_optimizer_restores_nothing_from_an_empty_state(shards):
         train_steps(net, sync, data)
     finally:
         sync.close()
-    ref = small_net()
-    local = LocalSync(create_optimizer("sgd", lr=0.05))
-    local.setup(ref.parameters())
-    train_steps(ref, local, data)
-    for p, q in zip(net.parameters(), ref.parameters()):
-        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
+    assert_equals_local_training(net, data)
 
 
 def _failing_update(value, grad, state):

@@ -6,13 +6,9 @@ import threading
 
 import numpy as np
 import pytest
-from ps_helpers import run_ranks
+from ps_helpers import run_ranks, sparse_table_net
 
 from distconv.arg import Arg
-from distconv.init import set_seed
-from distconv.layers import FullyConnected, SoftmaxCrossEntropy
-from distconv.layers.mixed import Mixed
-from distconv.layers.projection import TableProjection
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
@@ -23,14 +19,7 @@ VOCAB, WIDTH, TABLE = 100_000, 32, "embed.proj0.weight"
 
 
 def _net(seed: int = 0) -> Network:
-    set_seed(seed)
-    net = Network()
-    net.add("embed", Mixed([TableProjection(VOCAB, WIDTH, sparse=True)]), inputs="words")
-    net.add("logits", FullyConnected(WIDTH, 4), inputs="embed")
-    net.add("loss", SoftmaxCrossEntropy(), inputs=["logits", "label"])
-    for p in net.parameters():
-        p.cast(np.float64)
-    return net
+    return sparse_table_net(VOCAB, WIDTH, 4, seed=seed)
 
 
 def _batches(steps: int, size: int, seed: int = 7):

@@ -9,10 +9,8 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import batches, small_net, train_steps
+from ps_helpers import batches, insecure_worker, small_net, train_steps
 
-from distconv.optim import create_optimizer
-from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.state import _param_spec
 from distconv.sync.ps.wire import WireError, pack, unpack_arrays, unpack_header
 
@@ -92,15 +90,7 @@ def test_a_live_shard_answers_bad_tables_in_one_line_and_serves_on(shards):
     messages = [_message(e) for e in BAD_ENTRIES]
     messages += [_seed_with_param(["w", [1], ["float64"], False])]
     messages += [_seed_with_param(["w", [0, 2**63], "float64", True])]
-    sync = PServerSync(
-        create_optimizer("sgd", lr=0.05),
-        rank=0,
-        world_size=1,
-        pservers=[endpoint],
-        insecure=True,
-        timeout=20,
-        block_bytes=64,
-    )
+    sync = insecure_worker([endpoint])
     try:
         for frames in messages:
             raw.send_multipart(frames)
