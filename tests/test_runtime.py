@@ -266,21 +266,23 @@ def test_real_mpiexec_ranks(tmp_path):
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         pytest.skip("mpiexec is not on PATH")
+    # each rank writes its own file: two ranks printing to one pipe can interleave mid-line
     script = (
-        "from distconv.runtime import detect_runtime as d; r = d(); "
-        "print(r.source, r.rank, r.world_size)"
+        "import pathlib, sys; from distconv.runtime import detect_runtime as d; r = d(); "
+        "pathlib.Path(sys.argv[1], f'rank{r.rank}').write_text(f'{r.source} {r.rank} "
+        "{r.world_size}')"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     done = subprocess.run(
-        [mpiexec, "-n", "2", sys.executable, "-c", script],
+        [mpiexec, "-n", "2", sys.executable, "-c", script, str(tmp_path)],
         env=env,
         capture_output=True,
         text=True,
         timeout=50,
     )
     assert done.returncode == 0, done.stderr
-    lines = sorted(done.stdout.split("\n"))[1:]
+    lines = [p.read_text() for p in sorted(tmp_path.glob("rank*"))]
     sources = {line.split()[0] for line in lines}
     assert sources <= {"pmi", "openmpi"} and len(sources) == 1
     assert [line.split()[1:] for line in lines] == [["0", "2"], ["1", "2"]]
