@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, is_gpu_array
+from distconv.backend import get_array_module, is_gpu_array, to_host
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
@@ -219,8 +219,8 @@ class _RareWindows:
       to the first element *inside* the image, where the ``-inf`` padding would otherwise win
       the tie and swallow it.
 
-    Both are rare, so :meth:`find` looks for them once per chunk (two passes over ``y``) and the
-    common case pays nothing more.
+    Both are rare, so :meth:`find` looks for them once per chunk: two passes over ``y`` and, on
+    a GPU, one wait for the device; the masks below are built only when one is there.
     """
 
     def __init__(
@@ -248,9 +248,12 @@ class _RareWindows:
         """The rare windows of a chunk, or None when it has none (the common case)."""
         xp = get_array_module(y)
         nan = xp.isnan(y)
-        nan = nan if bool(nan.any()) else None
-        pad = any(geom.pad) and bool(xp.isneginf(y).any())
-        return cls(windows, y, geom, in_size, nan, pad) if nan is not None or pad else None
+        minus_inf = xp.isneginf(y).any() if any(geom.pad) else xp.zeros((), dtype=bool)
+        # one read of both answers: on a GPU each read is a wait for the device
+        has_nan, pad = (bool(v) for v in to_host(xp.stack([nan.any(), minus_inf])))
+        if not (has_nan or pad):
+            return None
+        return cls(windows, y, geom, in_size, nan if has_nan else None, pad)
 
     def restrict(self, hit: Any, k: int) -> None:
         """Drop padding positions from offset ``k``'s ties (only a ``-inf`` maximum ties them)."""
