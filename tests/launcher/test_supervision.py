@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,24 @@ def launch(run_dir: Path, *options: str, timeout: float = 60) -> subprocess.Comp
         text=True,
         timeout=timeout,
     )
+
+
+def launch_workers(
+    run_dir: Path,
+    workers: int,
+    *argv: str,
+    extra: Sequence[str] = (),
+    grace: float | None = None,
+    restarts: int | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess:
+    """``distconv-launch local`` with ``workers`` workers and no servers, each running ``argv``."""
+    options = ["--workers", str(workers), "--servers", "0", *extra]
+    if grace is not None:
+        options += ["--grace", str(grace)]
+    if restarts is not None:
+        options += ["--max-restarts", str(restarts)]
+    return launch(run_dir, *options, "--", *argv, timeout=timeout)
 
 
 def alive(pid: int) -> bool:
@@ -69,20 +88,8 @@ def wait_gone(pids: list[int], limit: float = 5) -> list[int]:
 def test_env_roles_ranks_and_threads(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
-    done = launch(
-        run,
-        "--workers",
-        "3",
-        "--servers",
-        "0",
-        "--job-id",
-        "j1",
-        "--threads",
-        "2",
-        "--",
-        CHILD,
-        str(out),
-        "env",
+    done = launch_workers(
+        run, 3, CHILD, str(out), "env", extra=("--job-id", "j1", "--threads", "2")
     )
     assert done.returncode == 0, done.stderr
     for rank in range(3):
@@ -106,20 +113,7 @@ def test_a_failing_child_ends_the_gang_and_is_reported(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
     start = time.monotonic()
-    done = launch(
-        run,
-        "--workers",
-        "3",
-        "--servers",
-        "0",
-        "--grace",
-        "2",
-        "--",
-        CHILD,
-        str(out),
-        "stubborn-fail",
-        timeout=30,
-    )
+    done = launch_workers(run, 3, CHILD, str(out), "stubborn-fail", grace=2, timeout=30)
     # a bound on a hang, not a speed test: rank 0 ignores SIGTERM, so the grace runs out
     assert time.monotonic() - start < 2 + 10
     assert done.returncode == 3
@@ -145,21 +139,7 @@ def test_a_failing_child_ends_the_gang_and_is_reported(tmp_path):
 def test_restart_resumes_from_the_checkpoint(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
-    done = launch(
-        run,
-        "--workers",
-        "2",
-        "--servers",
-        "0",
-        "--max-restarts",
-        "1",
-        "--grace",
-        "5",
-        "--",
-        CHILD,
-        str(out),
-        "steps",
-    )
+    done = launch_workers(run, 2, CHILD, str(out), "steps", restarts=1, grace=5)
     assert done.returncode == 0, done.stderr
     assert "worker 1 failed with exit code 3; restarting the job (1 of 1)" in done.stderr
     assert json.loads((out / "done.json").read_text()) == {"start": 7, "restart": 1}
@@ -173,21 +153,7 @@ def test_restart_resumes_from_the_checkpoint(tmp_path):
 def test_out_of_restarts_reports_the_last_failure(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
-    done = launch(
-        run,
-        "--workers",
-        "2",
-        "--servers",
-        "0",
-        "--max-restarts",
-        "1",
-        "--grace",
-        "2",
-        "--",
-        CHILD,
-        str(out),
-        "fail",
-    )
+    done = launch_workers(run, 2, CHILD, str(out), "fail", restarts=1, grace=2)
     assert done.returncode == 3
     assert done.stderr.count("restarting the job") == 1
     report = json.loads((run / "failure.json").read_text())
@@ -233,20 +199,7 @@ def test_lines_are_prefixed_and_never_split(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
     count, length = 400, 20000  # lines far longer than a pipe's buffer, written as fast as can be
-    done = launch(
-        run,
-        "--workers",
-        "3",
-        "--servers",
-        "0",
-        "--",
-        CHILD,
-        str(out),
-        "chatter",
-        str(count),
-        str(length),
-        timeout=80,
-    )
+    done = launch_workers(run, 3, CHILD, str(out), "chatter", str(count), str(length), timeout=80)
     assert done.returncode == 0, done.stderr
     pattern = re.compile(r"\[worker (\d)\] (\d):(\d+):([a-c])\4*")
     seen = {0: [], 1: [], 2: []}
@@ -265,7 +218,7 @@ def test_lines_are_prefixed_and_never_split(tmp_path):
 
 @pytest.mark.timeout(30)
 def test_a_program_that_is_not_there_is_one_clear_error(tmp_path):
-    done = launch(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "no-such-prog-x")
+    done = launch_workers(tmp_path / "run", 1, "no-such-prog-x")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "distconv-launch local: error: 'no-such-prog-x' is neither a program on PATH nor a .py "
@@ -276,18 +229,13 @@ def test_a_program_that_is_not_there_is_one_clear_error(tmp_path):
 @pytest.mark.timeout(30)
 def test_any_program_runs_with_the_runtime_variables(tmp_path):
     run = tmp_path / "run"
-    done = launch(
+    done = launch_workers(
         run,
-        "--workers",
-        "2",
-        "--servers",
-        "0",
-        "--job-id",
-        "sh1",
-        "--",
+        2,
         "sh",
         "-c",
         'echo "$DISTCONV_ROLE $RANK/$WORLD_SIZE $DISTCONV_JOB_ID"',
+        extra=("--job-id", "sh1"),
     )
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.splitlines()) == [
@@ -299,18 +247,8 @@ def test_any_program_runs_with_the_runtime_variables(tmp_path):
 @pytest.mark.timeout(30)
 def test_a_child_killed_by_a_signal_is_reported_by_name(tmp_path):
     run = tmp_path / "run"
-    done = launch(
-        run,
-        "--workers",
-        "2",
-        "--servers",
-        "0",
-        "--grace",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        'if [ "$RANK" = 1 ]; then kill -KILL $$; fi; sleep 30',
+    done = launch_workers(
+        run, 2, "sh", "-c", 'if [ "$RANK" = 1 ]; then kill -KILL $$; fi; sleep 30', grace=2
     )
     assert done.returncode == 137
     assert "worker 1 failed with signal SIGKILL" in done.stderr
@@ -355,9 +293,6 @@ def test_the_report_names_the_child_that_failed_first(tmp_path):
         out, run = tmp_path / f"out{attempt}", tmp_path / f"run{attempt}"
         out.mkdir()
         at = f"{time.time() + 3:.3f}"  # both have started by then
-        done = launch(
-            run, "--workers", "3", "--servers", "0", "--grace", "2", "--", CHILD, str(out),
-            "race", at,
-        )  # fmt: skip
+        done = launch_workers(run, 3, CHILD, str(out), "race", at, grace=2)
         report = json.loads((run / "failure.json").read_text())
         assert (report["rank"], report["exit_code"], done.returncode) == (1, 4, 4), done.stderr
