@@ -326,8 +326,7 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
             self.drops += bool(header.get("dropped"))
         self._record_rows(False)
         self._values_to_device(written)
-        for p in self.params:
-            p.grad[...] = 0
+        self._zero_gradients()
 
     def traffic(self) -> dict[str, float]:
         return {

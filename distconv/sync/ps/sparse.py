@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import to_host
+from distconv.backend import get_array_module, to_host
 from distconv.sync.base import SyncError
-from distconv.sync.ps.blocks import Block
+from distconv.sync.ps.blocks import Block, rows_view
 
 
 class SparseRows:
@@ -27,6 +27,18 @@ class SparseRows:
     def _init_sparse_rows(self) -> None:
         self._row_ids: dict[str, np.ndarray] = {}  # sparse rows prefetched for this step
         self._in_step = False  # between start_step and finish_step
+        self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
+
+    def _zero_gradients(self) -> None:
+        """Clear every gradient for the next step: a sparse table's only in the rows it pushed,
+        the only rows that can hold one (:meth:`_touched` refuses any other), not the table."""
+        pushed, self._pushed = self._pushed, {}
+        for i, p in enumerate(self.params):
+            if i in pushed:
+                xp = get_array_module(p.grad)
+                rows_view(p.grad, self._specs[i])[xp.asarray(pushed[i])] = 0
+            else:
+                p.grad[...] = 0
 
     def _record_rows(self, in_step: bool) -> None:
         """A step starts (prefetched rows are recorded from now) or ends (forget them)."""
@@ -43,16 +55,15 @@ class SparseRows:
         """
         name = self.params[i].name
         with_grad = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
-        if name not in self._row_ids:
-            return with_grad
-        prefetched = self._row_ids[name]
-        missed = np.setdiff1d(with_grad, prefetched, assume_unique=True)
+        rows = self._row_ids.get(name, with_grad)
+        missed = np.setdiff1d(with_grad, rows, assume_unique=True)
         if len(missed):
             raise SyncError(
                 f"{name}: rows {missed[:8].tolist()} have gradients but were not prefetched "
                 f"this step ({len(missed)} in all); a layer reads rows its rows_read misses"
             )
-        return prefetched
+        self._pushed[i] = rows
+        return rows
 
     def prefetch(self, row_ids_by_param: Mapping[str, Any]) -> None:
         """Pull the rows the next batch needs of each sparse parameter, before its forward.
