@@ -209,10 +209,14 @@ def _torch_worker(side: int, batch: int, repeat: int) -> dict:
     return result
 
 
-def worker(library: str, case: str, repeat: int, clock: str) -> None:
+def worker(library: str, case: str, repeat: int, clock: str, keep_memory: str) -> None:
     global _clock
     _clock = CLOCKS[clock]
     side, batch = CASES[case]
+    if keep_memory == "both" or (keep_memory == "distconv" and library == "distconv"):
+        from distconv.allocator import keep_freed_memory
+
+        keep_freed_memory()  # what `distconv train` does at start-up
     if library == "torch":
         import torch
 
@@ -233,10 +237,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=30, help="timed calls per process")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--clock", choices=list(CLOCKS), default="wall")
+    ap.add_argument(
+        "--keep-memory",
+        choices=["distconv", "both", "neither"],
+        default="distconv",
+        help="which side keeps freed memory mapped (distconv.allocator): as each library ships "
+        "(distconv), or the same allocator setting for both",
+    )
     ap.add_argument("--worker", choices=["distconv", "torch"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.cases[0], args.repeat, args.clock)
+        worker(args.worker, args.cases[0], args.repeat, args.clock, args.keep_memory)
         return
     libs = ["distconv", "torch"] if torch_available() else ["distconv"]
     if len(libs) == 1:
@@ -247,6 +258,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for lib in libs:
                 extra = ["--cases", case, "--repeat", str(args.repeat), "--clock", args.clock]
+                extra += ["--keep-memory", args.keep_memory]
                 runs[lib].append(run_worker(__file__, lib, args.threads, extra))
         measured[case] = {lib: _median_of(r) for lib, r in runs.items()}
     _report(measured, args)
@@ -255,7 +267,8 @@ def main() -> None:
 def _report(measured: dict[str, dict[str, dict]], args: argparse.Namespace) -> None:
     print(
         f"# training step, {args.threads} thread(s), {args.clock} clock, median over "
-        f"{args.rounds} alternated processes of each process's median of {args.repeat} steps"
+        f"{args.rounds} alternated processes of each process's median of {args.repeat} steps; "
+        f"freed memory kept mapped by: {args.keep_memory}"
     )
     rows = []
     for case, res in measured.items():

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from distconv.allocator import keep_freed_memory
 from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
@@ -46,6 +47,9 @@ def init(
 ) -> SyncStrategy:
     """Detect the runtime, set up rank-stamped logging, and build the sync strategy.
 
+    It also has the allocator keep freed memory for the next step
+    (:func:`distconv.allocator.keep_freed_memory`; ``DISTCONV_KEEP_MEMORY=0`` leaves it alone).
+
     Args:
         optimizer: an optimizer, or the name of one built with ``hyperparameters``.
         sync: ``"local"``, ``"pserver"`` or ``"mpi"``; None chooses from the runtime.
@@ -64,6 +68,7 @@ def init(
             size disagree with it.
     """
     runtime = detect_runtime(flags)
+    keep_freed_memory()  # a training process: each step reuses the last one's memory
     if log_format is not None:
         configure_logging(runtime, fmt=log_format)
     if isinstance(optimizer, str):

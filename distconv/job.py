@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from distconv.allocator import keep_freed_memory
 from distconv.data import load_dataset
 from distconv.distributed import build_sync, choose_transport
 from distconv.init import set_seed
@@ -66,6 +67,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
         TrainingError: the loss diverged.
     """
     runtime = runtime or detect_runtime()
+    keep_freed_memory()  # every step reuses the last one's memory: keep it mapped
     train_set, test_set = load_dataset(config.data, config.data_dir, config.seed)
     optimizer = create_optimizer(
         config.optimizer, **({} if config.lr is None else {"lr": config.lr})
