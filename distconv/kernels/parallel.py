@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import contextmanager
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
-_controller = None
+_blas: list | None = None
 
 #: below this many column elements per thread, threads cost more than they save: the GIL
 #: hand-offs of many small numpy calls outweigh the parallel copies (measured on LeNet-sized
@@ -58,17 +58,36 @@ def _executor(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _one_blas_thread() -> AbstractContextManager:
-    """Hold BLAS to one thread while our own threads split the work."""
-    global _controller
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return nullcontext()
+def _blas_libraries() -> list:
+    """The BLAS libraries loaded in this process (threadpoolctl's controllers), found once."""
+    global _blas
     with _lock:
-        if _controller is None:
-            _controller = ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
+        if _blas is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+            except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+                _blas = []
+            else:
+                _blas = ThreadpoolController().select(user_api="blas").lib_controllers
+        return _blas
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Hold BLAS to one thread while our own threads split the work.
+
+    Every kernel call enters this, so it reads each library's thread count directly and changes
+    only those not already at one: threadpoolctl's ``limit`` took about 65 us a call, five times
+    as much, which a digits step paid some ten times.
+    """
+    changed = [(lib, n) for lib in _blas_libraries() if (n := lib.get_num_threads()) != 1]
+    for lib, _ in changed:
+        lib.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for lib, n in changed:
+            lib.set_num_threads(n)
 
 
 def chunk_bounds(n: int, chunks: int) -> list[tuple[int, int]]:
