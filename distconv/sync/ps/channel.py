@@ -46,13 +46,23 @@ class ShardChannel:
         return sock
 
     # -- requests -----------------------------------------------------------------------------
-    def _send(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()) -> int:
+    def _send(
+        self,
+        shard: int,
+        header: dict[str, Any],
+        arrays: Sequence[np.ndarray] = (),
+        track: bool = False,
+    ) -> int:
+        """Send one request; returns its id. With ``track``, ``self._trackers[shard]`` holds
+        the message's ``zmq.MessageTracker`` (None when it has no array frame)."""
         rid = self._next_id
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
         frames = pack(head, arrays)
-        send(self._socks[shard], frames)
-        self._bytes_pushed += sum(memoryview(f).nbytes for f in frames)
+        tracker = send(self._socks[shard], frames, track=track)
+        if track:
+            self._trackers[shard] = tracker
+        self._bytes_pushed += len(frames[0]) + sum(a.nbytes for a in arrays)
         return rid
 
     def _wait(self, rids: Sequence[int], what: str) -> list[tuple[dict[str, Any], list]]:
@@ -133,8 +143,14 @@ class ShardChannel:
         shards = sorted({self._rid_shard.get(r, -1) for r in rids})
         return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
 
-    def _ask(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()):
-        rid = self._send(shard, header, arrays)
+    def _ask(
+        self,
+        shard: int,
+        header: dict[str, Any],
+        arrays: Sequence[np.ndarray] = (),
+        track: bool = False,
+    ) -> int:
+        rid = self._send(shard, header, arrays, track)
         self._rid_shard[rid] = shard
         return rid
 

@@ -207,9 +207,12 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             return
         self.failed = message
         log.error("shard %d: job failed: %s", self.index, message)
+        answered: set[int] = set()  # a push of several parameters is held under each
         for waiting in self.waiting.values():
             for ident, header, _ in waiting.by_rank.values():
-                self._reply(ident, header, error=message)
+                if id(header) not in answered:
+                    answered.add(id(header))
+                    self._reply(ident, header, error=message)
         self.waiting.clear()
 
     def _who(self, rank: int) -> str:
