@@ -138,3 +138,13 @@ def test_a_malformed_coalesced_push_is_refused_whole_and_the_shard_serves_on(sha
         raw.close(0)
         ctx.term()
     assert_equals_local_training(net, data)
+
+
+def test_coalesced_pushes_are_cut_at_the_shards_message_cap(shards):
+    # small_net holds 1752 bytes of float64; fc1.weight alone is 768 of them
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-message-bytes", "1024"])
+    data = batches(STEPS, BATCH)
+    net, (messages,), (stats,) = _train([endpoint], data, [1 << 20])
+    assert_equals_local_training(net, data)
+    assert messages >= 2 * STEPS and stats["push_messages"] == messages
+    assert stats["errors"] == 0  # no push exceeded the cap
