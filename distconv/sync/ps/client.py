@@ -314,19 +314,29 @@ class PServerSync(SparseRows, PushQueue, ShardChannel, RemoteState, SyncStrategy
         return self._by_name[name]
 
     def finish_step(self) -> None:
-        """Wait for every push's reply, write the new values, clear the gradients."""
+        """Send what is still queued; write each reply's new values as it arrives, and clear a
+        gradient once every push holding it is answered (so it has left), while the other
+        replies are still on their way."""
         self._flush_pushes()
         inflight, self._inflight = self._inflight, {}
+        pending: dict[int, int] = {}  # parameter -> its pushes not answered yet
+        for blocks in inflight.values():
+            for i in {b.param for b in blocks}:
+                pending[i] = pending.get(i, 0) + 1
         began = _now()
-        replies = self._wait(list(inflight), f"step {self._step}")
-        self._sync_seconds += _now() - began
         written: set[int] = set()
-        for (header, arrays), blocks in zip(replies, inflight.values()):
+        for rid, (header, arrays) in self._arrivals(list(inflight), f"step {self._step}"):
+            blocks = inflight[rid]
             written |= self._write(blocks, arrays, header)
             self.drops += int(header.get("dropped", 0))
+            for i in {b.param for b in blocks}:
+                pending[i] -= 1
+                if not pending[i]:
+                    self._zero_gradient(i)
+        self._sync_seconds += _now() - began
         self._record_rows(False)
         self._values_to_device(written)
-        self._zero_gradients()
+        self._zero_gradients(done=set(pending))
 
     def traffic(self) -> dict[str, float]:
         return {
