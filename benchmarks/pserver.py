@@ -49,6 +49,7 @@ from distconv.parameter import Parameter  # noqa: E402
 from distconv.sync.ps import keys as keyfiles  # noqa: E402
 from distconv.sync.ps.client import PServerSync  # noqa: E402
 
+HERE = str(Path(__file__).resolve())
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 try:  # an older checkout measured with --code may predate it
@@ -76,8 +77,9 @@ def echo_server(keys: str | None) -> None:
 
 
 def start(cmd: list[str], procs: list[subprocess.Popen]) -> str:
+    # run in the measured checkout: ``python -m`` puts the working directory first on the path
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV, cwd=REPO
     )
     procs.append(proc)
     return proc.stdout.readline().split()[-1]
@@ -117,10 +119,18 @@ class RawRoundTrip:
 class PServerStep:
     """One worker's push + pull of every parameter through the shards (sync mode, SGD)."""
 
-    def __init__(self, endpoints: list[str], grads: list[np.ndarray], keys: str | None) -> None:
+    def __init__(
+        self,
+        endpoints: list[str],
+        grads: list[np.ndarray],
+        keys: str | None,
+        push_bytes: int | None = None,
+    ) -> None:
         self.params = [Parameter(f"p{i}", np.zeros_like(g)) for i, g in enumerate(grads)]
         self.grads = grads
         security = {"keys_dir": keys} if keys else {"insecure": True}
+        if push_bytes is not None:  # an older checkout measured with --code may lack it
+            security["push_bytes"] = push_bytes
         self.sync = PServerSync(
             create_optimizer("sgd", lr=1e-3),
             rank=0,
@@ -202,20 +212,23 @@ def shard_command(i: int, flags: list[str]) -> list[str]:
             "--shard", str(i), "--num-shards", "2", "--workers", "1", *flags]  # fmt: skip
 
 
-def run_mode(mode: str, keys: str, grads: list[np.ndarray], repeat: int) -> dict[str, float]:
+def run_mode(
+    mode: str, keys: str, grads: list[np.ndarray], repeat: int, push_bytes: int | None = None
+) -> dict[str, float]:
     """Start 2 echoes and 2 shards for ``mode`` (insecure or curve), measure, stop them."""
     procs: list[subprocess.Popen] = []
     flags = ["--insecure"] if mode == "insecure" else ["--keys", keys]
     k = keys if mode == "curve" else None
     try:
-        echo = [start([sys.executable, __file__, "--echo", mode, "--keys", keys], procs)]
-        echo.append(start([sys.executable, __file__, "--echo", mode, "--keys", keys], procs))
+        echo = [start([sys.executable, HERE, "--echo", mode, "--keys", keys], procs)]
+        echo.append(start([sys.executable, HERE, "--echo", mode, "--keys", keys], procs))
         shards = [start(shard_command(i, flags), procs) for i in range(2)]
-        raw, ps = RawRoundTrip(echo, grads, k), PServerStep(shards, grads, k)
+        raw, ps = RawRoundTrip(echo, grads, k), PServerStep(shards, grads, k, push_bytes)
         pids = [p.pid for p in procs]
         try:
             result = measure(raw, ps, repeat, pids[:2], pids[2:])
-            return {**result, "shard_bytes": ps.sync.layout.shard_bytes()}
+            messages = getattr(ps.sync, "push_messages", None)
+            return {**result, "shard_bytes": ps.sync.layout.shard_bytes(), "messages": messages}
         finally:
             raw.close()
             ps.close()
@@ -232,6 +245,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15, help="rounds (%(default)s)")
     parser.add_argument("--modes", default="insecure,curve", help="(%(default)s)")
     parser.add_argument("--code", help="measure the distconv of this checkout instead")
+    parser.add_argument(
+        "--push-bytes", type=int, help="the worker's push_bytes (its default if not given)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     parser.add_argument(
         "--keep-freed-buffers",
@@ -255,7 +271,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         keys = str(Path(tmp) / "keys")
         keyfiles.make_keys(keys, workers=1)
-        results = {m: run_mode(m, keys, grads, args.repeat) for m in args.modes.split(",")}
+        results = {
+            m: run_mode(m, keys, grads, args.repeat, args.push_bytes) for m in args.modes.split(",")
+        }
     if args.json:
         print(
             json.dumps(

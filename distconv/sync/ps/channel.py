@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,37 +46,58 @@ class ShardChannel:
         return sock
 
     # -- requests -----------------------------------------------------------------------------
-    def _send(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()) -> int:
+    def _send(
+        self,
+        shard: int,
+        header: dict[str, Any],
+        arrays: Sequence[np.ndarray] = (),
+        track: bool = False,
+    ) -> int:
+        """Send one request; returns its id. With ``track``, ``self._trackers[shard]`` holds
+        the message's ``zmq.MessageTracker`` (None when it has no array frame)."""
         rid = self._next_id
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
         frames = pack(head, arrays)
-        send(self._socks[shard], frames)
-        self._bytes_pushed += sum(memoryview(f).nbytes for f in frames)
+        tracker = send(self._socks[shard], frames, track=track)
+        if track:
+            self._trackers[shard] = tracker
+        self._bytes_pushed += len(frames[0]) + sum(a.nbytes for a in arrays)
         return rid
 
     def _wait(self, rids: Sequence[int], what: str) -> list[tuple[dict[str, Any], list]]:
         """The replies to ``rids``, in order; SyncError on an error reply or past the timeout."""
+        got = {rid: reply for rid, reply in self._arrivals(rids, what)}
+        return [got[r] for r in rids]
+
+    def _arrivals(self, rids: Sequence[int], what: str) -> Iterator[tuple[int, tuple]]:
+        """``(rid, (header, arrays))`` for each of ``rids`` as its reply arrives, so a caller
+        can use one while the others are still on their way.
+
+        Raises:
+            SyncError: an error reply, or no reply within the timeout.
+        """
         limit = self.timeout * GRACE
         deadline = _now() + limit
-        missing = [r for r in rids if r not in self._replies]
+        missing = set(rids)
         while missing:
+            for rid in [r for r in missing if r in self._replies]:
+                missing.discard(rid)
+                self._rid_shard.pop(rid, None)  # a long run sends millions of requests
+                reply = self._replies.pop(rid)
+                if reply[0]["op"] == "error":
+                    raise SyncError(f"rank {self.rank}, {what}: pserver: {reply[0].get('error')}")
+                yield rid, reply
+            if not missing:
+                return
             left = deadline - _now()
             if left <= 0:
                 raise SyncError(
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
-                    f"{self._shards_of(missing)} within {limit:g} s"
+                    f"{self._shards_of(sorted(missing))} within {limit:g} s"
                 )
             for sock, _ in self._poller.poll(left * 1000):
                 self._receive(sock)
-            missing = [r for r in missing if r not in self._replies]
-        out = [self._replies.pop(r) for r in rids]
-        for r in rids:  # a long run sends millions of requests
-            self._rid_shard.pop(r, None)
-        for header, _ in out:
-            if header["op"] == "error":
-                raise SyncError(f"rank {self.rank}, {what}: pserver: {header.get('error')}")
-        return out
 
     def _receive(self, sock: zmq.Socket) -> None:
         while True:
@@ -133,8 +154,14 @@ class ShardChannel:
         shards = sorted({self._rid_shard.get(r, -1) for r in rids})
         return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
 
-    def _ask(self, shard: int, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()):
-        rid = self._send(shard, header, arrays)
+    def _ask(
+        self,
+        shard: int,
+        header: dict[str, Any],
+        arrays: Sequence[np.ndarray] = (),
+        track: bool = False,
+    ) -> int:
+        rid = self._send(shard, header, arrays, track)
         self._rid_shard[rid] = shard
         return rid
 

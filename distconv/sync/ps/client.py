@@ -1,11 +1,12 @@
 """The worker side of the parameter server: :class:`PServerSync`, a :class:`SyncStrategy`.
 
-On ``inc_update`` the gradient's blocks leave at once, one message per shard holding blocks of
-the parameter; the frames are handed to ZeroMQ without copying, and ZeroMQ's own I/O thread
-sends them while backward goes on with the layers below (no Python thread, so no fight over the
-GIL with backward). The reply to each push carries the blocks' new values; :meth:`finish_step`
-waits for all of them and writes them into the parameters: one round trip per shard and
-parameter, overlapped with backward.
+On ``inc_update`` the gradient's blocks are handed over at once: whatever is queued for a shard
+goes as one message as soon as the shard's previous push has left (:mod:`.outbox`), so bursts
+of gradients coalesce and a slow trickle goes one by one. The frames are handed to ZeroMQ
+without copying, and ZeroMQ's own I/O thread sends them while backward goes on with the layers
+below (no Python thread, so no fight over the GIL with backward). The reply to each push
+carries its blocks' new values; :meth:`finish_step` sends what is still queued, waits for all
+replies and writes them into the parameters.
 
 Collectives (the start-up digest, the barrier, metric sums) go through shard 0, since workers
 have no direct links to each other.
@@ -29,6 +30,7 @@ from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_de
 from distconv.sync.ps.blocks import BLOCK_BYTES, Block, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
+from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.sparse import SparseRows, rows_in
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, dtype_name
@@ -36,7 +38,7 @@ from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, dtype_name
 log = logging.getLogger("distconv.pserver")
 
 
-class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
+class PServerSync(SparseRows, PushQueue, ShardChannel, RemoteState, SyncStrategy):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
     Args:
@@ -52,12 +54,16 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
             as long before naming a shard that does not answer.
         job_id: the id every request carries; shards serve only their own job.
         block_bytes: the largest block (see :mod:`distconv.sync.ps.blocks`).
+        push_bytes: a shard's queued gradients leave before the end of the step once they
+            reach this many bytes and its previous push has left (see :mod:`.outbox`);
+            default 1 MiB; 0 sends each gradient as soon as the link is free.
 
     Attributes:
         mode: ``"sync"`` or ``"async"``, learnt from the shards in :meth:`setup`.
         sparse: names of the parameters marked ``sparse_rows`` (their blocks hold whole rows;
             they move a batch's rows only), learnt in :meth:`setup`.
-        drops: async pushes the shards dropped as too stale.
+        drops: gradients (one per parameter and shard) the shards dropped as too stale.
+        push_messages: push messages sent so far (several gradients may share one).
     """
 
     fetches_rows = True  # sparse tables stay on the shards; a batch's rows are pulled
@@ -74,6 +80,7 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         timeout: float = 60.0,
         job_id: str = DEFAULT_JOB_ID,
         block_bytes: int = BLOCK_BYTES,
+        push_bytes: int | None = None,
     ) -> None:
         super().__init__(optimizer, rank, world_size)
         if not pservers:
@@ -100,7 +107,8 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
-        self._inflight: dict[int, tuple[int, list[Block]]] = {}
+        self._trackers: dict[int, Any] = {}
+        self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._collective = 0
         self._versions: list[int] = []
@@ -285,24 +293,15 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         i = self._index(param)
         spec = self._specs[i]
         grad = rows_view(to_host(param.grad), spec)
-        touched = self._touched(i, grad) if spec.sparse else None
+        if not spec.sparse:
+            for shard, blocks in self._targets[i]:
+                self._queue_push(shard, i, blocks, [grad[b.start : b.stop] for b in blocks])
+            return
+        touched = self._touched(i, grad)
         for shard, blocks in self._targets[i]:
-            head = {
-                "op": "push",
-                "step": self._step,
-                "count": self._examples,
-                "lr": self.optimizer.lr,
-                "param": i,
-                "blocks": [b.id for b in blocks],
-                "versions": [self._versions[b.id] for b in blocks],
-            }
-            if touched is None:
-                arrays = [grad[b.start : b.stop] for b in blocks]
-            else:
-                ids = [rows_in(touched, b) for b in blocks]
-                head["rows"] = [len(r) for r in ids]
-                arrays = [a for r in ids for a in (r, grad[r])]
-            self._inflight[self._ask(shard, head, arrays)] = (i, blocks)
+            ids = [rows_in(touched, b) for b in blocks]
+            arrays = [a for r in ids for a in (r, grad[r])]
+            self._push_message(shard, [i], blocks, arrays, rows=[len(r) for r in ids])
 
     def _index(self, param: Parameter) -> int:
         return self._by_name_index(param.name)
@@ -315,18 +314,29 @@ class PServerSync(SparseRows, ShardChannel, RemoteState, SyncStrategy):
         return self._by_name[name]
 
     def finish_step(self) -> None:
-        """Wait for every push's reply, write the new values, clear the gradients."""
+        """Send what is still queued; write each reply's new values as it arrives, and clear a
+        gradient once every push holding it is answered (so it has left), while the other
+        replies are still on their way."""
+        self._flush_pushes()
         inflight, self._inflight = self._inflight, {}
+        pending: dict[int, int] = {}  # parameter -> its pushes not answered yet
+        for blocks in inflight.values():
+            for i in {b.param for b in blocks}:
+                pending[i] = pending.get(i, 0) + 1
         began = _now()
-        replies = self._wait(list(inflight), f"step {self._step}")
-        self._sync_seconds += _now() - began
         written: set[int] = set()
-        for (header, arrays), (_, blocks) in zip(replies, inflight.values()):
+        for rid, (header, arrays) in self._arrivals(list(inflight), f"step {self._step}"):
+            blocks = inflight[rid]
             written |= self._write(blocks, arrays, header)
-            self.drops += bool(header.get("dropped"))
+            self.drops += int(header.get("dropped", 0))
+            for i in {b.param for b in blocks}:
+                pending[i] -= 1
+                if not pending[i]:
+                    self._zero_gradient(i)
+        self._sync_seconds += _now() - began
         self._record_rows(False)
         self._values_to_device(written)
-        self._zero_gradients()
+        self._zero_gradients(done=set(pending))
 
     def traffic(self) -> dict[str, float]:
         return {

@@ -264,42 +264,65 @@ class RequestHandlers:
 
     # -- pushes -------------------------------------------------------------------------------
     def _op_push(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        p, rank = header["param"], header["rank"]
-        ids = int_list(header, "blocks")
+        """A push of one or more parameters' gradients: all checked before any is kept."""
         if not self.blocks:
             raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
-        if p not in self.by_param:  # also a negative index, which would wrap around
-            raise WireError(f"push of parameter {p}: this shard holds no block of it")
-        mine = self.by_param[p]
-        if ids != mine:
-            raise WireError(f"push of parameter {p}: blocks {ids[:8]}, this shard holds {mine[:8]}")
         lr = header["lr"]
         if header["count"] < 0 or not math.isfinite(lr) or lr <= 0:  # NaN passes "<= 0"
             raise WireError(f"push: count {header['count']} < 0, or lr {lr} not finite and > 0")
-        parts = self._gradient_parts(header, ids, arrays)
-        for _, g in parts:
+        params, ids = self._push_blocks(header)
+        parts = self._gradient_parts(header, params, ids, arrays)
+        rank = header["rank"]
+        for k, (_, g) in enumerate(parts):
             if not _finite(g):
-                name = self.params[p].name
+                name = self.params[self.blocks[ids[k]].param].name
                 msg = f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
                 if self.config.mode == "sync":
                     self._fail(msg)
                 raise _Refused(msg)
-        self.stats.pushes += 1
+        self.stats.pushes += len(params)
+        self.stats.push_messages += 1
         self.last_step[rank] = header["step"]
         if self.config.mode == "sync":
-            self._collect_push(ident, header, parts)
+            self._collect_push(ident, header, params, parts)
         else:
-            self._apply_async(ident, header, parts)
+            self._apply_async(ident, header, params, parts)
 
-    def _gradient_parts(self, header: dict[str, Any], ids: list[int], arrays: list) -> list:
+    def _push_blocks(self, header: dict[str, Any]) -> tuple[list[int], list[int]]:
+        """The push's parameters and block ids, checked: distinct parameters this shard holds
+        blocks of, each followed by exactly those blocks, a version per block, and a sparse
+        table's rows alone in their message."""
+        params, ids = int_list(header, "params"), int_list(header, "blocks")
+        if not params or len(set(params)) != len(params):
+            raise WireError(f"push: parameters {short(params)} are none or repeat")
+        if "rows" in header and len(params) != 1:
+            raise WireError(f"push of rows carries {len(params)} parameters, must carry one")
+        expected: list[int] = []
+        for p in params:
+            if p not in self.by_param:  # also a negative index, which would wrap around
+                raise WireError(f"push of parameter {p}: this shard holds no block of it")
+            expected += self.by_param[p]
+        if ids != expected:
+            raise WireError(
+                f"push of parameters {short(params)}: blocks {short(ids)}, this shard holds "
+                f"{short(expected)}"
+            )
+        if len(header["versions"]) != len(ids):
+            raise WireError(f"push: {len(header['versions'])} versions for {len(ids)} blocks")
+        return params, ids
+
+    def _gradient_parts(
+        self, header: dict[str, Any], params: list[int], ids: list[int], arrays: list
+    ) -> list:
         """Per block, ``(row ids or None, gradient)``: whole blocks, or a sparse push's rows."""
-        spec = self.params[header["param"]]
         if "rows" not in header:
             if len(arrays) != len(ids):
                 raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
             for bid, g in zip(ids, arrays):
-                _expect(g, spec, self.blocks[bid].stop - self.blocks[bid].start, f"block {bid}")
+                b = self.blocks[bid]
+                _expect(g, self.params[b.param], b.stop - b.start, f"block {bid}")
             return [(None, g) for g in arrays]
+        spec = self.params[params[0]]
         if not spec.sparse:
             raise WireError(f"push of rows for {spec.name}, which is not sparse")
         counts = int_list(header, "rows")

@@ -1,15 +1,15 @@
 """One parameter-server shard: a ROUTER socket, the blocks it holds, their optimizer state.
 
 The shard knows no model. Worker 0 seeds it with its blocks (values, the optimizer's config);
-then every worker pushes each parameter's gradient blocks, and the reply to a push carries the
-blocks' new values.
+then every worker pushes its gradient blocks, several parameters to a message when they come
+together, and the reply to a push carries the blocks' new values.
 
-- **sync**: the shard collects the pushes of all N workers for a parameter's step, sums them in
-  rank order (bitwise reproducible), divides by the sum of their example counts, runs the
-  optimizer once and answers all N pushes.
-- **async**: each push is applied at once with its own example count. A push whose blocks have
-  taken more than ``max_staleness`` updates since the worker last received them is dropped
-  (counted in the stats, logged) and answered with the current values.
+- **sync**: the shard collects the gradients of all N workers for a parameter's step, sums
+  them in rank order (bitwise reproducible), divides by the sum of their example counts and
+  runs the optimizer once; a push is answered once every parameter it carries is updated.
+- **async**: each parameter of a push is applied at once with the push's example count. One
+  whose blocks have taken more than ``max_staleness`` updates since the worker last received
+  them is dropped (counted in the stats, logged); the reply carries the current values.
 
 Every wait has a timeout. A worker missing from a sync step (or a collective) past the timeout
 fails the job: every later request gets the message naming the rank, its host and its last step.
@@ -207,9 +207,12 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             return
         self.failed = message
         log.error("shard %d: job failed: %s", self.index, message)
+        answered: set[int] = set()  # a push of several parameters is held under each
         for waiting in self.waiting.values():
             for ident, header, _ in waiting.by_rank.values():
-                self._reply(ident, header, error=message)
+                if id(header) not in answered:
+                    answered.add(id(header))
+                    self._reply(ident, header, error=message)
         self.waiting.clear()
 
     def _who(self, rank: int) -> str:

@@ -29,16 +29,23 @@ class SparseRows:
         self._in_step = False  # between start_step and finish_step
         self._pushed: dict[int, np.ndarray] = {}  # parameter index -> the rows pushed
 
-    def _zero_gradients(self) -> None:
-        """Clear every gradient for the next step: a sparse table's only in the rows it pushed,
-        the only rows that can hold one (:meth:`_touched` refuses any other), not the table."""
-        pushed, self._pushed = self._pushed, {}
-        for i, p in enumerate(self.params):
-            if i in pushed:
-                xp = get_array_module(p.grad)
-                rows_view(p.grad, self._specs[i])[xp.asarray(pushed[i])] = 0
-            else:
-                p.grad[...] = 0
+    def _zero_gradients(self, done: set[int] = frozenset()) -> None:
+        """Clear every gradient for the next step but those in ``done`` (already cleared)."""
+        for i in range(len(self.params)):
+            if i not in done:
+                self._zero_gradient(i)
+        self._pushed = {}
+
+    def _zero_gradient(self, i: int) -> None:
+        """Clear parameter ``i``'s gradient: a sparse table's only in the rows it pushed, the
+        only rows that can hold one (:meth:`_touched` refuses any other), not the table."""
+        p = self.params[i]
+        rows = self._pushed.get(i)
+        if rows is None:
+            p.grad[...] = 0
+        else:
+            xp = get_array_module(p.grad)
+            rows_view(p.grad, self._specs[i])[xp.asarray(rows)] = 0
 
     def _record_rows(self, in_step: bool) -> None:
         """A step starts (prefetched rows are recorded from now) or ends (forget them)."""

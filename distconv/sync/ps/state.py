@@ -34,7 +34,18 @@ class _Waiting:
 
     what: str
     since: float
-    by_rank: dict[int, tuple[bytes, dict[str, Any], list[np.ndarray]]] = field(default_factory=dict)
+    #: rank -> (peer identity, request header, what the op keeps: a push's ``(_Push, parts)``)
+    by_rank: dict[int, tuple[bytes, dict[str, Any], Any]] = field(default_factory=dict)
+
+
+@dataclass
+class _Push:
+    """A sync push held until every parameter it carries is updated; then one reply."""
+
+    ident: bytes
+    header: dict[str, Any]
+    left: int  # parameters still waiting for the other workers' pushes
+    touched: list[np.ndarray | None] | None = None  # a sparse push's rows, once updated
 
 
 @dataclass
@@ -42,6 +53,7 @@ class Stats:
     """What the shard reports on a ``stats`` request and in its log."""
 
     pushes: int = 0
+    push_messages: int = 0
     updates: int = 0
     drops: int = 0
     errors: int = 0
@@ -136,51 +148,73 @@ class BlockUpdates:
     """The optimizer side of :class:`~distconv.sync.ps.server.Shard`: collect a sync step's
     pushes, apply them (or an async push) to the blocks, build the reply's values."""
 
-    def _collect_push(self, ident: bytes, header: dict[str, Any], parts: list) -> None:
-        p, step, rank = header["param"], header["step"], header["rank"]
-        if step <= self.completed.get(p, -1):
-            raise WireError(f"stale push: step {step} of parameter {self.params[p].name} is done")
+    def _collect_push(
+        self, ident: bytes, header: dict[str, Any], params: list, parts: list
+    ) -> None:
+        """Hold each parameter's part of a sync push until every worker has sent it; check
+        them all before holding any, so a refused push leaves nothing behind."""
+        step, rank, sparse = header["step"], header["rank"], "rows" in header
+        for p in params:
+            if step <= self.completed.get(p, -1):
+                raise WireError(f"stale push: step {step} of parameter {self.params[p].name} done")
+            waiting = self.waiting.get(f"push:{p}")
+            first = next(iter(waiting.by_rank.values()), None) if waiting else None
+            if first is not None and first[1]["step"] != step:
+                raise WireError(
+                    f"push for step {step}, shard is collecting step {first[1]['step']}"
+                )
+            if first is not None and ("rows" in first[1]) != sparse:
+                raise WireError(f"rank {rank} pushed {self.params[p].name} dense and sparse mixed")
+            if waiting is not None and rank in waiting.by_rank:
+                raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
+        push = _Push(ident, header, len(params))
+        at = 0
+        for p in params:
+            n = len(self.by_param[p])
+            self._hold(p, step, rank, push, parts[at : at + n])
+            at += n
+            if self.failed:  # an update failed and answered everyone
+                return
+
+    def _hold(self, p: int, step: int, rank: int, push: _Push, parts: list) -> None:
         key = f"push:{p}"
         waiting = self.waiting.setdefault(key, _Waiting(f"step {step}", time.monotonic()))
-        first = next(iter(waiting.by_rank.values()), None)
-        if first is not None and first[1]["step"] != step:
-            raise WireError(f"push for step {step}, shard is collecting step {first[1]['step']}")
-        if first is not None and ("rows" in first[1]) != ("rows" in header):
-            raise WireError(f"rank {rank} pushed {self.params[p].name} dense and sparse mixed")
-        if rank in waiting.by_rank:
-            raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
-        waiting.by_rank[rank] = (ident, header, parts)
-        if len(waiting.by_rank) == self.config.workers:
-            try:
-                self._apply_sync(p, step, waiting)
-            except Exception as exc:  # some blocks may be updated: the job cannot go on
-                log.exception("shard %d: sync update of parameter %d failed", self.index, p)
-                # still held, so the failure answers every rank waiting for this update
-                self._fail(
-                    f"update of parameter {self.params[p].name} at step {step} failed on shard "
-                    f"{self.index}: {type(exc).__name__}: {exc}"
-                )
-            else:
-                del self.waiting[key]
+        waiting.by_rank[rank] = (push.ident, push.header, (push, parts))
+        if len(waiting.by_rank) < self.config.workers:
+            return
+        try:
+            self._apply_sync(p, step, waiting)
+        except Exception as exc:  # some blocks may be updated: the job cannot go on
+            log.exception("shard %d: sync update of parameter %d failed", self.index, p)
+            # still held, so the failure answers every rank waiting for this update
+            self._fail(
+                f"update of parameter {self.params[p].name} at step {step} failed on shard "
+                f"{self.index}: {type(exc).__name__}: {exc}"
+            )
+        else:
+            del self.waiting[key]
 
     def _apply_sync(self, p: int, step: int, waiting: _Waiting) -> None:
         ranks = sorted(waiting.by_rank)
-        total = sum(waiting.by_rank[r][1]["count"] for r in ranks)
-        ids = waiting.by_rank[ranks[0]][1]["blocks"]
-        self.optimizer.lr = float(waiting.by_rank[0][1]["lr"])
+        held = [waiting.by_rank[r][2] for r in ranks]  # (push, parts) per rank
+        total = sum(push.header["count"] for push, _ in held)
+        self.optimizer.lr = float(held[0][0].header["lr"])
         start = time.perf_counter()
         touched = []
-        for i, bid in enumerate(ids):
-            rows, grad = _mean_in_rank_order([waiting.by_rank[r][2][i] for r in ranks], total)
+        for i, bid in enumerate(self.by_param[p]):
+            rows, grad = _mean_in_rank_order([parts[i] for _, parts in held], total)
             self._update(self.blocks[bid], grad, rows)
             touched.append(rows)
         self.stats.update_seconds += time.perf_counter() - start
         self.stats.updates += 1
         self.completed[p] = step
-        arrays, fields = self._values(ids, touched)
-        for r in ranks:
-            ident, header, _ = waiting.by_rank[r]
-            self._reply(ident, header, arrays, **fields)
+        for push, _ in held:
+            if touched[0] is not None:  # a sparse push carries this one parameter only
+                push.touched = touched
+            push.left -= 1
+            if push.left == 0:
+                arrays, fields = self._values(push.header["blocks"], push.touched or ())
+                self._reply(push.ident, push.header, arrays, **fields)
 
     def _values(self, ids: Sequence[int], touched: Sequence[np.ndarray | None]):
         """The reply to a push: each block's values, or its touched rows as [ids, rows] pairs."""
@@ -214,30 +248,33 @@ class BlockUpdates:
                     s[local] = state[k]
         block.version += 1
 
-    def _apply_async(self, ident: bytes, header: dict[str, Any], parts: list) -> None:
-        ids = header["blocks"]
+    def _apply_async(self, ident: bytes, header: dict[str, Any], params: list, parts: list) -> None:
+        """Apply each parameter of a push at once, or drop it if too stale; one reply with
+        every block's values and the number of parameters dropped."""
         versions = int_list(header, "versions")
-        if len(versions) != len(ids):
-            raise WireError(f"push: {len(versions)} versions for {len(ids)} blocks")
-        staleness = max(self.blocks[b].version - v for b, v in zip(ids, versions))
-        dropped = staleness > self.config.max_staleness
-        if dropped:
-            self.stats.drops += 1
-            log.info(
-                "shard %d: dropped a push of %s from rank %d: %d updates stale (max %d)",
-                self.index,
-                self.params[header["param"]].name,
-                header["rank"],
-                staleness,
-                self.config.max_staleness,
-            )
-        else:
+        dropped, at = 0, 0
+        for p in params:
+            ids = self.by_param[p]
+            mine, at = slice(at, at + len(ids)), at + len(ids)
+            staleness = max(self.blocks[b].version - v for b, v in zip(ids, versions[mine]))
+            if staleness > self.config.max_staleness:
+                dropped += 1
+                self.stats.drops += 1
+                log.info(
+                    "shard %d: dropped a push of %s from rank %d: %d updates stale (max %d)",
+                    self.index,
+                    self.params[p].name,
+                    header["rank"],
+                    staleness,
+                    self.config.max_staleness,
+                )
+                continue
             self.optimizer.lr = float(header["lr"])
             start = time.perf_counter()
-            for bid, (rows, g) in zip(ids, parts):
+            for bid, (rows, g) in zip(ids, parts[mine]):
                 _, grad = _mean_in_rank_order([(rows, g)], header["count"])
                 self._update(self.blocks[bid], grad, rows)
             self.stats.update_seconds += time.perf_counter() - start
             self.stats.updates += 1
-        arrays, fields = self._values(ids, [rows for rows, _ in parts])
+        arrays, fields = self._values(header["blocks"], [rows for rows, _ in parts])
         self._reply(ident, header, arrays, dropped=dropped, **fields)

@@ -22,8 +22,8 @@ import msgpack
 import numpy as np
 import zmq
 
-#: bumped whenever a header field changes meaning
-PROTOCOL_VERSION = 1
+#: bumped whenever a header field changes meaning (2: a push carries several parameters)
+PROTOCOL_VERSION = 2
 #: dtypes allowed in array frames (little-endian); nothing else is ever turned into an array
 DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
 #: ``zmq.SNDMORE`` as a plain int (pyzmq's flag enum costs microseconds per operation)
@@ -62,7 +62,6 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "step": int,
     "count": int,
     "lr": float,
-    "param": int,
     "blocks": list,
     "versions": list,
     "rows": list,
@@ -82,7 +81,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "hello": ("host", "description"),
     "seed": ("params", "table", "optimizer"),
     "pull": ("blocks",),
-    "push": ("step", "count", "lr", "param", "blocks", "versions"),
+    "push": ("step", "count", "lr", "params", "blocks", "versions"),
     "get_state": ("blocks",),
     "set_state": ("blocks", "keys"),
     "gather": ("tag", "value"),
@@ -137,16 +136,27 @@ def pack(header: Mapping[str, Any], arrays: Sequence[np.ndarray] = ()) -> list[A
     return [msgpack.packb(head, use_bin_type=True), *(_frame(a) for a in arrays)]
 
 
-def send(sock: Any, frames: Sequence[Any], prefix: Sequence[bytes] = ()) -> None:
+def send(
+    sock: Any, frames: Sequence[Any], prefix: Sequence[bytes] = (), track: bool = False
+) -> Any:
     """Send one message: ``prefix`` (a ROUTER's peer identity) and the header copied (they
     are small), the array frames without a copy. What ``send_multipart`` does, with plain int
-    flags: pyzmq's flag enum costs microseconds per frame."""
+    flags: pyzmq's flag enum costs microseconds per frame.
+
+    Returns:
+        With ``track``, a ``zmq.MessageTracker`` of the last frame, done once ZeroMQ has
+        handed the whole message to the kernel (frames leave in order); else None.
+    """
     for part in prefix:
         sock.send(part, _MORE)
-    sock.send(frames[0], _MORE if len(frames) > 1 else 0)
     last = len(frames) - 1
-    for i in range(1, len(frames)):
-        sock.send(frames[i], 0 if i == last else _MORE, copy=False)
+    if last == 0:
+        sock.send(frames[0], 0)
+        return None  # a copied header leaves nothing to track
+    sock.send(frames[0], _MORE)
+    for i in range(1, last):
+        sock.send(frames[i], _MORE, copy=False)
+    return sock.send(frames[last], 0, copy=False, track=track)
 
 
 def _frame(array: np.ndarray) -> memoryview | bytes:

@@ -21,6 +21,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.wire import PROTOCOL_VERSION as V
 from distconv.sync.ps.wire import REQUIRED, pack, unpack_header
 
 OPS = sorted(REQUIRED) + ["nope"]
@@ -38,10 +39,10 @@ array_entry = st.lists(
     min_size=0, max_size=4,
 )  # fmt: skip
 header = st.fixed_dictionaries(
-    {"v": st.sampled_from([1, 1, 1, 0, 2, "1"]), "op": st.sampled_from(OPS),
+    {"v": st.sampled_from([V, V, V, 0, V - 1, V + 1, str(V)]), "op": st.sampled_from(OPS),
      "id": st.integers(0, 10**6), "job": st.sampled_from(["local", "local", "other"]),
      "rank": st.sampled_from([0, 0, 1, -1, 7, "0"]), "arrays": st.lists(array_entry, max_size=3)},
-    optional={k: value for k in ("step", "count", "lr", "param", "blocks", "versions", "host",
+    optional={k: value for k in ("step", "count", "lr", "blocks", "versions", "rows", "host",
                                  "description", "params", "table", "optimizer", "keys", "tag",
                                  "value")},
 )  # fmt: skip
@@ -52,7 +53,7 @@ def _push_frames(rng_bytes: bytes, mutation: int) -> list[bytes]:
     """A well-formed push of parameter 0, then broken one way (``mutation``)."""
     grad = np.frombuffer(rng_bytes.ljust(64, b"\0")[:64], dtype=np.float64).reshape(8, 1)
     parts = pack({"op": "push", "id": 1, "job": "local", "rank": 0, "step": 1, "count": 4,
-                  "lr": 0.1, "param": 0, "blocks": [0], "versions": [0]}, [grad])  # fmt: skip
+                  "lr": 0.1, "params": [0], "blocks": [0], "versions": [0]}, [grad])  # fmt: skip
     head = msgpack.unpackb(parts[0])
     data = bytes(parts[1])
     if mutation == 0:  # truncated frame

@@ -13,7 +13,7 @@ from ps_helpers import REPO_ROOT, small_net
 from distconv.optim import create_optimizer
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.state import Stats
-from distconv.sync.ps.wire import FIELDS, REQUIRED, pack, unpack_header
+from distconv.sync.ps.wire import FIELDS, PROTOCOL_VERSION, REQUIRED, pack, unpack_header
 
 DOC = (REPO_ROOT / "docs" / "protocol.md").read_text()
 
@@ -23,6 +23,8 @@ def _table_ops() -> set[str]:
 
 
 def test_every_op_field_stat_and_flag_is_documented():
+    assert f"protocol (version {PROTOCOL_VERSION})" in DOC
+    assert f"`v` is the integer {PROTOCOL_VERSION} " in DOC
     assert _table_ops() == set(REQUIRED)
     missing = [f for f in FIELDS if f"`{f}`" not in DOC]
     assert not missing, f"header fields not in docs/protocol.md: {missing}"

@@ -1,0 +1,100 @@
+"""Coalesced pushes: a worker's gradients for a shard leave together.
+
+Each complete gradient is handed over at once (:meth:`PushQueue._queue_push`) to its shard's
+queue. The queue goes as one message once it holds at least ``push_bytes`` of gradients and the
+shard's previous push has left (ZeroMQ has handed all of it to the kernel: its
+``MessageTracker`` is done); else it keeps growing until the next gradient, or until
+:meth:`PushQueue._flush_pushes` at the end of the step. So a large model's gradients leave
+during backward, in messages that grow when the link is slow (DDP's buckets, sized by the link
+as well as by a setting), while a small model's all travel as one message per shard and step:
+on a busy machine the cost of a push is the Python that handles each message at both ends, not
+its bytes. There is no Python thread to fight backward for the GIL. No message holds more array
+bytes than the shard's cap. A sparse table's push (rows, not blocks) always travels alone.
+
+:class:`PushQueue` is a mixin of :class:`~distconv.sync.ps.client.PServerSync`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from distconv.sync.ps.blocks import BLOCK_BYTES, Block
+
+#: default ``push_bytes``: one default block
+PUSH_BYTES = BLOCK_BYTES
+
+
+class PushQueue:
+    """The pushes of the current step: queued per shard, and those sent awaiting replies."""
+
+    def _init_push_queue(self, shards: int, push_bytes: int | None = None) -> None:
+        #: per shard: (parameter index, its blocks there, their gradient arrays), in order
+        self._queued: list[list[tuple[int, list[Block], list[np.ndarray]]]] = [
+            [] for _ in range(shards)
+        ]
+        self._queued_bytes = [0] * shards
+        self._last_push: list[Any] = [None] * shards  # MessageTracker of the last push
+        #: the fewest queued gradient bytes that leave before the end of the step
+        self.push_bytes = PUSH_BYTES if push_bytes is None else int(push_bytes)
+        if self.push_bytes < 0:
+            raise ValueError(f"push_bytes must be >= 0, got {push_bytes}")
+        #: request id -> the blocks its reply carries, in message order
+        self._inflight: dict[int, list[Block]] = {}
+        self.push_messages = 0
+
+    def _queue_push(
+        self, shard: int, param: int, blocks: list[Block], arrays: list[np.ndarray]
+    ) -> None:
+        """Queue one dense gradient's blocks for ``shard``; send the queue if the link is free."""
+        size = sum(a.nbytes for a in arrays)
+        if self._queued[shard] and self._queued_bytes[shard] + size > self._caps[shard]:
+            self._send_queued(shard)
+        self._queued[shard].append((param, blocks, arrays))
+        self._queued_bytes[shard] += size
+        if self._queued_bytes[shard] >= self.push_bytes:
+            tracker = self._last_push[shard]
+            if tracker is None or tracker.done:
+                self._send_queued(shard)
+
+    def _flush_pushes(self) -> None:
+        """Send whatever is still queued (the end of the step)."""
+        for shard in range(len(self._queued)):
+            self._send_queued(shard)
+
+    def _send_queued(self, shard: int) -> None:
+        queued = self._queued[shard]
+        if not queued:
+            return
+        self._queued[shard], self._queued_bytes[shard] = [], 0
+        blocks = [b for _, bl, _ in queued for b in bl]
+        arrays = [a for _, _, arr in queued for a in arr]
+        self._push_message(shard, [p for p, _, _ in queued], blocks, arrays)
+
+    def _push_message(
+        self,
+        shard: int,
+        params: list[int],
+        blocks: list[Block],
+        arrays: Sequence[np.ndarray],
+        rows: list[int] | None = None,
+    ) -> None:
+        """Send one push of ``params`` (their blocks on ``shard``, in order); ``rows`` for a
+        sparse table's push (one count per block, ``[ids, rows]`` arrays per block)."""
+        head: dict[str, Any] = {
+            "op": "push",
+            "step": self._step,
+            "count": self._examples,
+            "lr": self.optimizer.lr,
+            "params": params,
+            "blocks": [b.id for b in blocks],
+            "versions": [self._versions[b.id] for b in blocks],
+        }
+        if rows is not None:
+            head["rows"] = rows
+        rid = self._ask(shard, head, arrays, track=True)
+        self._last_push[shard] = self._trackers.pop(shard, None)
+        self._inflight[rid] = blocks
+        self.push_messages += 1

@@ -1,0 +1,150 @@
+"""Coalesced pushes (protocol 2): several parameters' gradients in one message, real shards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zmq
+from ps_helpers import (
+    assert_equals_local_training,
+    batches,
+    insecure_worker,
+    run_ranks,
+    small_net,
+    train_steps,
+)
+
+from distconv.sync.ps.blocks import Layout, ParamSpec
+from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.wire import pack, unpack_header
+
+STEPS, BATCH = 3, 8
+
+
+def _train(endpoints, data, push_bytes, world=1):
+    """Train ``small_net`` on ``data`` with ``world`` workers, rank r using ``push_bytes[r]``;
+    returns rank 0's weights, every rank's push message count and the shards' stats."""
+    nets = [small_net(seed=rank) for rank in range(world)]
+
+    def rank_fn(rank: int):
+        sync = insecure_worker(endpoints, rank, world)
+        sync.push_bytes = push_bytes[rank]
+        try:
+            sync.setup(nets[rank].parameters())
+            train_steps(nets[rank], sync, data, rank, world)
+            return sync.push_messages, sync.shard_stats()
+        finally:
+            sync.close()
+
+    results = run_ranks(rank_fn, world)
+    return nets[0], [m for m, _ in results], results[0][1]
+
+
+def test_a_burst_of_gradients_goes_as_one_push_per_shard_and_equals_one_process(shards):
+    data = batches(STEPS, BATCH)
+    endpoints = shards.start(2, workers=1)
+    net, (messages,), stats = _train(endpoints, data, [1 << 20])
+    assert_equals_local_training(net, data)
+    # 8 parameters in 64-byte blocks over 2 shards; each step's gradients (well under 1 MiB)
+    # leave together at finish_step: one message per shard and step
+    assert messages == 2 * STEPS
+    assert [s["push_messages"] for s in stats] == [STEPS, STEPS]
+    held = [len({b.param for b in blocks}) for blocks in _blocks_by_shard(endpoints)]
+    assert [s["pushes"] for s in stats] == [n * STEPS for n in held]
+    assert all(n > 1 for n in held)
+
+
+def _blocks_by_shard(endpoints):
+    """The blocks each shard holds of ``small_net`` in 64-byte blocks (the block rule)."""
+    specs = [ParamSpec(p.name, p.shape, "float64") for p in small_net().parameters()]
+    layout = Layout(specs, len(endpoints), 64)
+    return [layout.blocks_on(s) for s in range(len(endpoints))]
+
+
+def test_workers_grouping_gradients_differently_give_the_one_process_weights(shards):
+    """Rank 0 sends each step's gradients in one message per shard, rank 1 each gradient on
+    its own when the link is free: the shards sum each parameter in rank order all the same."""
+    data = batches(STEPS, BATCH)
+    mixed, (m0, m1), _ = _train(shards.start(2, workers=2), data, [1 << 20, 0], world=2)
+    assert_equals_local_training(mixed, data)
+    assert m0 == 2 * STEPS and m1 > m0
+    alike, _, _ = _train(shards.start(2, workers=2), data, [1 << 20, 1 << 20], world=2)
+    for p, q in zip(mixed.parameters(), alike.parameters()):
+        np.testing.assert_array_equal(p.value, q.value)  # grouping never changes a bit
+
+
+def _bad_pushes(table: dict[int, list[int]]) -> list[tuple[str, dict, list[np.ndarray]]]:
+    """Pushes whose first parameter is well formed and whose whole is not, with the error
+    each must get. ``table``: parameter -> its block ids on the shard (64-byte float64
+    blocks: 8 rows each, or fewer in a parameter's last blocks)."""
+    (p, bp), (q, bq) = list(table.items())[:2]
+    good = [np.ones((8, 1)) for _ in bp]
+
+    def rows(n):
+        return [np.ones((8, 1)) for _ in range(n)]
+
+    head = {"op": "push", "id": 9, "job": "local", "rank": 0, "step": 1, "count": 1, "lr": 0.1}
+    return [
+        ("repeat", {**head, "params": [p, p], "blocks": bp + bp, "versions": [0] * 2 * len(bp)},
+         good + good),
+        ("this shard holds", {**head, "params": [p, q], "blocks": bp + bq[:-1],
+                              "versions": [0] * (len(bp) + len(bq) - 1)},
+         good + rows(len(bq) - 1)),
+        ("versions for", {**head, "params": [p, q], "blocks": bp + bq, "versions": [0]},
+         good + rows(len(bq))),
+        ("arrays for", {**head, "params": [p, q], "blocks": bp + bq,
+                        "versions": [0] * (len(bp) + len(bq))}, good),
+        ("must carry one", {**head, "params": [p, q], "blocks": bp + bq, "rows": [1] * 3,
+                            "versions": [0] * (len(bp) + len(bq))}, good + rows(len(bq))),
+        ("expected float64", {**head, "params": [p, q], "blocks": bp + bq,
+                              "versions": [0] * (len(bp) + len(bq))},
+         good + [np.ones((8, 1), np.float32) for _ in bq]),
+        ("not finite", {**head, "params": [p, q], "blocks": bp + bq,
+                        "versions": [0] * (len(bp) + len(bq))},
+         good + [np.full((8, 1), np.nan) for _ in bq]),
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(120)
+def test_a_malformed_coalesced_push_is_refused_whole_and_the_shard_serves_on(shards):
+    endpoint = shards.start(1, workers=1, mode="async")[0]
+    net = small_net()
+    sync: PServerSync = insecure_worker([endpoint])
+    ctx = zmq.Context()
+    raw = ctx.socket(zmq.DEALER)
+    raw.linger = 0
+    raw.connect(f"tcp://{endpoint}")
+    try:
+        sync.setup(net.parameters())
+        # two parameters whose blocks are all 8 rows (64 bytes of float64) long
+        table = {
+            i: [b.id for b in sync.layout.blocks_on(0, i)]
+            for i, p in enumerate(net.parameters())
+            if p.value.size % 8 == 0
+        }
+        assert len(table) >= 2
+        for cause, header, arrays in _bad_pushes(table):
+            raw.send_multipart(pack(header, arrays))
+            assert raw.poll(10_000), cause
+            reply = unpack_header(raw.recv_multipart()[0], request=False)
+            assert reply["op"] == "error" and cause in reply["error"], (cause, reply)
+        stats = sync.shard_stats()[0]
+        assert stats["updates"] == 0 and stats["pushes"] == 0  # nothing of them was kept
+        assert stats["errors"] == len(_bad_pushes(table))
+        data = batches(STEPS, BATCH)
+        train_steps(net, sync, data)  # async with one worker is plain SGD
+    finally:
+        sync.close()
+        raw.close(0)
+        ctx.term()
+    assert_equals_local_training(net, data)
+
+
+def test_coalesced_pushes_are_cut_at_the_shards_message_cap(shards):
+    # small_net holds 1752 bytes of float64; fc1.weight alone is 768 of them
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-message-bytes", "1024"])
+    data = batches(STEPS, BATCH)
+    net, (messages,), (stats,) = _train([endpoint], data, [1 << 20])
+    assert_equals_local_training(net, data)
+    assert messages >= 2 * STEPS and stats["push_messages"] == messages
+    assert stats["errors"] == 0  # no push exceeded the cap
