@@ -52,12 +52,15 @@ from distconv.sync.ps.client import PServerSync  # noqa: E402
 HERE = str(Path(__file__).resolve())
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
-try:  # an older checkout measured with --code may predate it
-    from distconv.sync.ps.server import keep_freed_buffers
-except ImportError:
+try:  # the setting every training process and shard applies
+    from distconv.allocator import keep_freed_memory as keep_freed_buffers
+except ImportError:  # an older checkout measured with --code
+    try:
+        from distconv.sync.ps.server import keep_freed_buffers
+    except ImportError:
 
-    def keep_freed_buffers() -> bool:
-        return False
+        def keep_freed_buffers() -> bool:
+            return False
 
 
 def echo_server(keys: str | None) -> None:

@@ -10,8 +10,9 @@ PyTorch's step takes none. :func:`keep_freed_memory` raises both thresholds, as
 next step reuses them. The cost is that a process keeps its high-water mark of freed memory
 (bounded by :data:`TRIM_THRESHOLD`) instead of returning it between steps.
 
-``distconv train`` and :func:`distconv.distributed.init` call it; set ``DISTCONV_KEEP_MEMORY=0``
-to leave the allocator alone. Elsewhere than glibc it does nothing.
+``distconv train``, :func:`distconv.distributed.init` and a parameter-server shard call it;
+set ``DISTCONV_KEEP_MEMORY=0`` to leave the allocator alone. Elsewhere than glibc it does
+nothing.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ the shard goes on serving everyone else.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import signal
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from distconv.allocator import keep_freed_memory
 from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
@@ -45,8 +45,6 @@ log = logging.getLogger("distconv.pserver")
 TICK = 0.1
 #: the most requests handled in a row before the timeouts and probes are looked at
 BATCH = 64
-#: the largest buffer glibc keeps in the heap for reuse (its ``mmap`` threshold), in bytes
-MALLOC_KEEP = 8 << 20
 #: how often the stats go to the log, in seconds
 STATS_EVERY = 30.0
 
@@ -245,26 +243,6 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
                     self._finish_gather(key)
 
 
-def keep_freed_buffers(threshold: int = MALLOC_KEEP) -> bool:
-    """Have glibc's allocator reuse freed message buffers instead of handing each back to the
-    kernel; returns whether it could (False off glibc).
-
-    Every request brings blocks of up to a MiB or more, which glibc serves with a fresh ``mmap``
-    above its threshold and unmaps when freed, so ZeroMQ's I/O thread page-faults through every
-    block it receives. Raising the ``mmap`` and trim thresholds keeps such buffers in the heap
-    for the next message. Process-wide, so the shard's entry point calls it, not the library.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's malloc.h
-    return bool(mallopt(m_mmap_threshold, threshold)) and bool(
-        mallopt(m_trim_threshold, 8 * threshold)
-    )
-
-
 def run_shard(config: ShardConfig, service: Any = None) -> int:
     """Run one shard until SIGTERM or SIGINT; prints ``listening on HOST:PORT`` once bound.
 
@@ -273,7 +251,7 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
         service: optional :class:`~distconv.service.ServiceEndpoints`, already serving; the
             loop marks it ready once seeded and beats it while healthy.
     """
-    keep_freed_buffers()
+    keep_freed_memory()  # every request's blocks reuse the last one's buffers, without faults
     shard = Shard(config)
     shard.service = service
     try:
