@@ -195,6 +195,12 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=_positive_float, help="seconds any wait for a peer may take")
     g.add_argument("--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi)")
     g.add_argument(
+        "--push-kb",
+        type=_int_at_least(0),
+        help="queued gradients go to their shard once this many KiB wait (pserver; default "
+        "1024; 0 sends each gradient as soon as the link is free)",
+    )
+    g.add_argument(
         "--grad-dtype",
         choices=("float16", "bfloat16"),
         help="compress gradients on the wire (mpi)",
@@ -230,6 +236,7 @@ def _sync_options(args: argparse.Namespace) -> dict:
         "insecure": args.insecure or None,
         "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb is not None else None,
         "grad_dtype": args.grad_dtype,
+        "push_bytes": args.push_kb * 1024 if args.push_kb is not None else None,
     }
     return {k: v for k, v in options.items() if v is not None}
 

@@ -89,7 +89,7 @@ def choose_transport(runtime: Runtime) -> str:
 #: the settings each transport takes; the others are dropped when it is chosen
 TRANSPORT_OPTIONS = {
     "local": (),
-    "pserver": ("timeout", "insecure"),
+    "pserver": ("timeout", "insecure", "push_bytes"),
     "mpi": ("bucket_bytes", "grad_dtype", "overlap"),
 }
 

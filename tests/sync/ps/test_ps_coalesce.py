@@ -148,3 +148,21 @@ def test_coalesced_pushes_are_cut_at_the_shards_message_cap(shards):
     assert_equals_local_training(net, data)
     assert messages >= 2 * STEPS and stats["push_messages"] == messages
     assert stats["errors"] == 0  # no push exceeded the cap
+
+
+def test_push_kb_on_the_command_line_reaches_the_client(shards):
+    from distconv.cli import _sync_options, build_parser
+    from distconv.distributed import build_sync
+    from distconv.optim import SGD
+    from distconv.runtime import detect_runtime
+
+    endpoints = shards.start(1, workers=1)
+    args = build_parser().parse_args(["train", "--push-kb", "0", "--insecure"])
+    runtime = detect_runtime({"pservers": ",".join(endpoints)}, environ={})
+    sync = build_sync("pserver", SGD(0.1), runtime, _sync_options(args))
+    try:
+        assert sync.push_bytes == 0
+    finally:
+        sync.close()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--push-kb", "-1"])
