@@ -1,6 +1,6 @@
 """Allreduce over MPI: gradients in buckets, reduced while backward goes on, a local optimizer.
 
-Every rank runs the same optimizer on the same averaged gradients, so every rank ends each step
+Every rank runs the same optimizer on the same summed gradients, so every rank ends each step
 with identical parameters (Horovod's ``DistributedOptimizer`` and PyTorch DDP's reducer are the
 models). One step, as buckets:
 
@@ -10,11 +10,13 @@ models). One step, as buckets:
    straight into what goes on the wire and nothing is copied twice. When the last gradient of a
    bucket fires, the bucket goes on the wire at once, in pieces of ``piece_bytes`` (1 MiB),
    one allreduce at a time, strictly in layout order (MPI needs the same collective order on
-   every rank). Each piece is averaged (divided by the global number of examples) as soon as it
-   is reduced, still in cache, while the next one travels.
-3. :meth:`MPISync.finish_step` waits for the rest, runs the optimizer on the averaged
-   gradients (the bucket's views) and zeroes them; with a communication thread the layers get a
-   spare buffer, zero, at once, and the thread zeroes the used one while backward goes on.
+   every rank).
+3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the summed
+   gradients (the bucket's views) with ``grad_scale = 1 / global examples``: the optimizer
+   folds the average into the scalars it multiplies by anyway, so averaging costs no pass over
+   memory and the sync is done when the reductions are. Then it zeroes the gradients; with a
+   communication thread the layers get a spare buffer, zero, at once, and the thread zeroes
+   the used one while backward goes on.
 
 Buckets follow the order in which the first backward pass fired the parameters: before that
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
@@ -88,7 +90,8 @@ class MPISync(LocalSync):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
-        optimizer: the update rule, run on every rank on the averaged gradients.
+        optimizer: the update rule, run on every rank on the summed gradients, averaged inside
+            it (``grad_scale``).
         comm: an mpi4py communicator; None takes ``MPI.COMM_WORLD``, or :class:`SingleRankComm`
             when mpi4py is not installed.
         bucket_bytes: gradient bytes per bucket (default :data:`DEFAULT_BUCKET_BYTES`, 4 MiB);
@@ -173,7 +176,7 @@ class MPISync(LocalSync):
         (without_thread,) = self.allreduce_sum([0.0 if self.overlap else 1.0])
         self.overlap = self.overlap and without_thread == 0
         if self.overlap:
-            self._thread = CommThread(self._reduce_and_average)
+            self._thread = CommThread(self._reduce)
         else:
             self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
         self._lay_out([p.name for p in reversed(self.params)])
@@ -291,7 +294,7 @@ class MPISync(LocalSync):
         if bucket.pending == 0:
             self._launch_ready()
         if self._pump is not None:
-            self._pump.pump(self.buckets, self._next_launch, self._total)
+            self._pump.pump(self.buckets, self._next_launch)
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -308,15 +311,15 @@ class MPISync(LocalSync):
         if self._thread is not None:
             self._thread.submit(bucket)
 
-    def _reduce_and_average(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
-        """On the communication thread: reduce, then average a host bucket while it is hot in
-        cache (a device bucket is averaged by the main thread, which owns the device)."""
-        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum(), self._total)
+    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
+        """On the communication thread: reduce, and unpack a host bucket (a device bucket is
+        unpacked by the main thread, which owns the device)."""
+        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum())
         if not bucket.on_device:
-            bucket.average(self._total)
+            bucket.unpack()
 
     def finish_step(self) -> None:
-        """Wait for every bucket, average, apply the optimizer, zero the gradients."""
+        """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
         if not self._in_step:
             raise SyncError("finish_step without start_step")
         self._in_step = False
@@ -326,14 +329,14 @@ class MPISync(LocalSync):
             if self._thread is not None:  # each bucket's optimizer while the next one travels
                 for bucket in self.buckets:
                     self._thread.wait(bucket)
-                    bucket.average(self._total)
+                    bucket.unpack()
                     self._apply(bucket)
-            else:  # nothing travels while the optimizer runs: every gradient averaged first
-                self._pump.pump(self.buckets, self._next_launch, self._total, block=True)
+            else:  # nothing travels while the optimizer runs: every gradient reduced first
+                self._pump.pump(self.buckets, self._next_launch, block=True)
                 for bucket in self.buckets:
                     if not bucket.pieces:  # a 16-bit wire, reduced by hand
-                        bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None, self._total)
-                    bucket.average(self._total)
+                        bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None)
+                    bucket.unpack()
                 for bucket in self.buckets:
                     self._apply(bucket)
         finally:
@@ -344,7 +347,7 @@ class MPISync(LocalSync):
 
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
-        ``finish_step`` took (waiting, averaging, the optimizer)."""
+        ``finish_step`` took (waiting, the optimizer, zeroing)."""
         return {
             "bytes_pushed": self.wire_bytes,
             "bytes_pulled": self.wire_bytes,
@@ -352,9 +355,10 @@ class MPISync(LocalSync):
         }
 
     def _apply(self, bucket: Bucket) -> None:
-        """The optimizer on the averaged gradients (views of the bucket), then zero gradients."""
+        """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
+        scale = bucket.grad_scale(self._total)
         for p in bucket.params:
-            self.optimizer.update(p.value, p.grad, self.state[p.name])
+            self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
         used = bucket.clear()
         if used is not None:
             self._thread.zero(used)  # done before this bucket's next reduction
