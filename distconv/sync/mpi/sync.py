@@ -4,8 +4,10 @@ Every rank runs the same optimizer on the same summed gradients, so every rank e
 with identical parameters (Horovod's ``DistributedOptimizer`` and PyTorch DDP's reducer are the
 models). One step, as buckets:
 
-1. :meth:`MPISync.start_step` checks with one small ``Allgather`` that every rank is at the same
-   step with the same bucket layout, and learns the step's global number of examples.
+1. :meth:`MPISync.start_step` starts one small non-blocking ``Iallgather`` of the step number,
+   the bucket layout's hash and the rank's examples. It is completed and checked just before
+   the step's first gradient collective (so a mismatch is named before anything can hang),
+   by then long arrived: the ranks meet once a step, at the gradients, not twice.
 2. Each gradient lives as a view into its bucket's flat buffer, so the layers' ``+=`` writes
    straight into what goes on the wire and nothing is copied twice. When the last gradient of a
    bucket fires, the bucket goes on the wire at once, in pieces of ``piece_bytes`` (1 MiB),
@@ -143,8 +145,10 @@ class MPISync(LocalSync):
         self._fired: list[str] = []
         self._recorded: list[str] = []
         self._next_launch = 0
+        self._next_apply = 0
         self._pump: PiecePump | None = None
         self._total = 0
+        self._check: tuple[Any, np.ndarray, np.ndarray] | None = None
         self._in_step = False
         # one rank's uncaught exception aborts the job instead of leaving the others hanging
         self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else None
@@ -246,7 +250,8 @@ class MPISync(LocalSync):
 
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
-        """Check that every rank is at this step with this layout; sum the examples."""
+        """Start checking that every rank is at this step with this layout (see
+        :meth:`_complete_check`) and summing the examples."""
         if self._grad_comm is None:
             raise SyncError("MPISync.start_step called before setup")
         super().start_step(examples)
@@ -254,20 +259,35 @@ class MPISync(LocalSync):
             self._lay_out(self.firing_order or self._recorded)
         mine = np.array([self.step, self._layout_hash, self._examples], dtype=np.int64)
         every = np.zeros((self.world_size, 3), dtype=np.int64)
-        self.comm.Allgather(mine, every)
+        self._check = (self.comm.Iallgather(mine, every), mine, every)
+        for b in self.buckets:
+            b.reset()
+        self._fired, self._next_launch, self._next_apply, self._in_step = [], 0, 0, True
+        if self._pump is not None:
+            self._pump.reset()
+        if self._thread is not None:
+            self._thread.relax()
+
+    def _complete_check(self) -> None:
+        """Finish :meth:`start_step`'s exchange; stop on a mismatch, else learn the total.
+
+        Called before the step's first gradient collective, on every rank, so ranks that
+        disagree all stop here, with a message, before any of them can hang in a reduction.
+
+        Raises:
+            SyncError: the ranks are at different steps, or lay out buckets differently.
+        """
+        if self._check is None:
+            return
+        request, _, every = self._check
+        request.Wait()
+        self._check = None
         if len(set(every[:, 0].tolist())) > 1:
             steps = ", ".join(f"rank {r}: {s}" for r, s in enumerate(every[:, 0].tolist()))
             raise SyncError(f"ranks are at different steps ({steps})")
         if len(set(every[:, 1].tolist())) > 1:
             self._raise_layout_mismatch(every[:, 1])
         self._total = int(every[:, 2].sum())
-        for b in self.buckets:
-            b.reset()
-        self._fired, self._next_launch, self._in_step = [], 0, True
-        if self._pump is not None:
-            self._pump.reset()
-        if self._thread is not None:
-            self._thread.relax()
 
     def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
         texts = allgather_bytes(self.comm, json.dumps(self._layout).encode())
@@ -295,6 +315,21 @@ class MPISync(LocalSync):
             self._launch_ready()
         if self._pump is not None:
             self._pump.pump(self.buckets, self._next_launch)
+        else:
+            self._apply_reduced()
+
+    def _apply_reduced(self) -> None:
+        """With the thread: the optimizer on the buckets it has reduced, while backward goes on.
+
+        Safe for the same reason as :class:`LocalSync`'s update in the callback: a parameter
+        fires only once every layer that reads it is done with it. What is done here is off
+        ``finish_step``'s critical path (and off the main thread's, where a GPU computes).
+        """
+        while self._next_apply < self._next_launch:
+            bucket = self.buckets[self._next_apply]
+            if not bucket.done.is_set():
+                return
+            self._finish_bucket(bucket)
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -306,6 +341,7 @@ class MPISync(LocalSync):
             self._next_launch += 1
 
     def _launch(self, bucket: Bucket) -> None:
+        self._complete_check()
         bucket.pack(1.0 / max(self._total, 1))
         self.wire_bytes += bucket.target.nbytes
         if self._thread is not None:
@@ -324,13 +360,18 @@ class MPISync(LocalSync):
             raise SyncError("finish_step without start_step")
         self._in_step = False
         began = time.perf_counter()
+        self._complete_check()  # a step without buckets
         self._launch_ready(everything=True)
         try:
             if self._thread is not None:  # each bucket's optimizer while the next one travels
-                for bucket in self.buckets:
+                while self._next_apply < len(self.buckets):
+                    bucket = self.buckets[self._next_apply]
                     self._thread.wait(bucket)
-                    bucket.unpack()
-                    self._apply(bucket)
+                    if self._next_apply + 1 < len(self.buckets):
+                        # hand the thread the GIL until the next reduction is under way: the
+                        # optimizer's Python would otherwise hold it off for a switch interval
+                        self._thread.wait_started(self.buckets[self._next_apply + 1])
+                    self._finish_bucket(bucket)
             else:  # nothing travels while the optimizer runs: every gradient reduced first
                 self._pump.pump(self.buckets, self._next_launch, block=True)
                 for bucket in self.buckets:
@@ -353,6 +394,13 @@ class MPISync(LocalSync):
             "bytes_pulled": self.wire_bytes,
             "sync_seconds": self.sync_seconds,
         }
+
+    def _finish_bucket(self, bucket: Bucket) -> None:
+        """A bucket the thread has reduced: its gradients back in place, then the optimizer."""
+        self._thread.wait(bucket)  # raises what the thread raised
+        bucket.unpack()
+        self._apply(bucket)
+        self._next_apply += 1
 
     def _apply(self, bucket: Bucket) -> None:
         """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
