@@ -310,9 +310,12 @@ class MPISync(LocalSync):
             raise SyncError(f"parameter {param.name!r} fired twice in step {self.step}")
         bucket.fired[j] = True
         bucket.pending -= 1
-        self._fired.append(param.name)
+        if not self._recorded:  # the first step's firing order, for the next layout
+            self._fired.append(param.name)
         if bucket.pending == 0:
             self._launch_ready()
+        if not self._next_launch:  # nothing on the wire yet: nothing to move on
+            return
         if self._pump is not None:
             self._pump.pump(self.buckets, self._next_launch)
         else:
