@@ -212,3 +212,79 @@ def test_the_trainer_reports_the_transports_traffic_on_metrics(no_mpi4py):
     }
     assert values["distconv_bytes_pushed_total"] == sync.wire_bytes > 0
     assert values["distconv_allreduce_seconds_count"] == 4  # one per step
+
+
+class RecordingComm(SingleRankComm):
+    """One rank, recording the collectives in the order they are called and waited for."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
+        self.log.append("Iallgather")
+        super().Iallgather(send, recv)
+        return _LoggedRequest(self.log, "check complete")
+
+    def Iallreduce(self, send, recv, op=None):  # noqa: N802
+        self.log.append("Iallreduce")
+        return super().Iallreduce(send, recv, op)
+
+
+class _LoggedRequest:
+    def __init__(self, log: list[str], what: str) -> None:
+        self.log, self.what = log, what
+
+    def Wait(self) -> None:  # noqa: N802
+        self.log.append(self.what)
+
+    def Test(self) -> bool:  # noqa: N802
+        return True
+
+
+def test_the_step_check_completes_before_the_first_gradient_collective(no_mpi4py):
+    """start_step only posts the check; it is completed (and a mismatch named) before any
+    gradient reduction could hang, not at once: the ranks meet once a step."""
+    net = small_lenet(seed=0)
+    comm = RecordingComm()
+    sync = MPISync(create_optimizer("sgd"), comm=comm, bucket_bytes=300)
+    sync.setup(net.parameters(), {})
+    comm.log.clear()
+    sync.start_step(4)
+    assert comm.log == ["Iallgather"]
+    first, *rest = sync.buckets[0].params
+    for p in rest:  # the first bucket is not complete yet: nothing goes on the wire
+        sync.on_gradient(p)
+    assert comm.log == ["Iallgather"]
+    sync.on_gradient(first)
+    assert comm.log[:3] == ["Iallgather", "check complete", "Iallreduce"]
+    for p in sync.params:
+        if p.name not in {q.name for q in sync.buckets[0].params}:
+            sync.on_gradient(p)
+    sync.finish_step()
+    assert comm.log.count("check complete") == 1
+    sync.close()
+
+
+def test_with_the_thread_reduced_buckets_are_updated_during_backward(no_mpi4py):
+    """The optimizer runs on a bucket the thread has reduced at the next gradient, before
+    finish_step; the result is the same as updating them all at the end (see the bitwise test
+    above)."""
+    net = small_lenet(seed=0)
+    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300, overlap=True)
+    sync.setup(net.parameters(), {})
+    sync.start_step(4)
+    first, second = sync.buckets[0], sync.buckets[1]
+    before = [p.value.copy() for p in first.params]
+    for p in first.params:
+        p.grad[...] = 1.0
+        sync.on_gradient(p)
+    first.done.wait(timeout=30)
+    sync.on_gradient(second.params[0])  # the next gradient finds the first bucket reduced
+    for p, old in zip(first.params, before):
+        np.testing.assert_allclose(p.value, old - 0.01 * 1.0 / 4)  # sgd's lr 0.01, 4 examples
+        assert not p.grad.any()  # its gradients handed back, zero
+    for p in sync.params:
+        if p.name not in {q.name for q in (*first.params, second.params[0])}:
+            sync.on_gradient(p)
+    sync.finish_step()
+    sync.close()
