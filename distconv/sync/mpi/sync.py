@@ -64,7 +64,7 @@ from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
-from distconv.sync.local import LocalSync
+from distconv.sync.local import LocalSync, mean_scale
 from distconv.sync.mpi.buckets import (
     PIECE_BYTES,
     Bucket,
@@ -345,7 +345,7 @@ class MPISync(LocalSync):
 
     def _launch(self, bucket: Bucket) -> None:
         self._complete_check()
-        bucket.pack(1.0 / max(self._total, 1))
+        bucket.pack(mean_scale(self._total))
         self.wire_bytes += bucket.target.nbytes
         if self._thread is not None:
             self._thread.submit(bucket)
