@@ -114,7 +114,6 @@ class Bucket:
         self.pending = len(self.params)
         self.unpacked = False
         self.done: threading.Event | None = None
-        self.started: threading.Event | None = None
         self.error: BaseException | None = None
 
     def _views(self, flat: Any) -> list[Any]:
@@ -319,7 +318,7 @@ class CommThread:
 
     def submit(self, bucket: Bucket) -> None:
         """Queue ``bucket``'s reduction."""
-        bucket.done, bucket.started, bucket.error = threading.Event(), threading.Event(), None
+        bucket.done, bucket.error = threading.Event(), None
         self._queue.put(bucket)
 
     def zero(self, array: np.ndarray) -> None:
@@ -332,15 +331,13 @@ class CommThread:
                 bucket.fill(0)  # numpy lets the GIL go while it writes
                 continue
             try:
-                self._reduce(bucket, lambda request, b=bucket: self._wait_request(b, request))
+                self._reduce(bucket, self._wait_request)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
                 bucket.error = exc
             finally:
-                bucket.started.set()
                 bucket.done.set()
 
-    def _wait_request(self, bucket: Bucket, request: Any) -> None:
-        bucket.started.set()  # its first collective is issued: MPI moves it from here on
+    def _wait_request(self, request: Any) -> None:
         poll(request, self.hurry)
 
     def relax(self) -> None:
@@ -359,10 +356,6 @@ class CommThread:
             raise SyncError(
                 f"allreduce of gradient bucket {bucket.index} failed: {bucket.error}"
             ) from bucket.error
-
-    def wait_started(self, bucket: Bucket) -> None:
-        """Block until the thread has issued ``bucket``'s first collective (or given up)."""
-        bucket.started.wait()
 
     def stop(self) -> None:
         """Let the thread finish what is queued, then end it."""

@@ -145,7 +145,6 @@ class MPISync(LocalSync):
         self._fired: list[str] = []
         self._recorded: list[str] = []
         self._next_launch = 0
-        self._next_apply = 0
         self._pump: PiecePump | None = None
         self._total = 0
         self._check: tuple[Any, np.ndarray, np.ndarray] | None = None
@@ -262,7 +261,7 @@ class MPISync(LocalSync):
         self._check = (self.comm.Iallgather(mine, every), mine, every)
         for b in self.buckets:
             b.reset()
-        self._fired, self._next_launch, self._next_apply, self._in_step = [], 0, 0, True
+        self._fired, self._next_launch, self._in_step = [], 0, True
         if self._pump is not None:
             self._pump.reset()
         if self._thread is not None:
@@ -314,25 +313,8 @@ class MPISync(LocalSync):
             self._fired.append(param.name)
         if bucket.pending == 0:
             self._launch_ready()
-        if not self._next_launch:  # nothing on the wire yet: nothing to move on
-            return
-        if self._pump is not None:
+        if self._pump is not None and self._next_launch:  # something on the wire to move on
             self._pump.pump(self.buckets, self._next_launch)
-        else:
-            self._apply_reduced()
-
-    def _apply_reduced(self) -> None:
-        """With the thread: the optimizer on the buckets it has reduced, while backward goes on.
-
-        Safe for the same reason as :class:`LocalSync`'s update in the callback: a parameter
-        fires only once every layer that reads it is done with it. What is done here is off
-        ``finish_step``'s critical path (and off the main thread's, where a GPU computes).
-        """
-        while self._next_apply < self._next_launch:
-            bucket = self.buckets[self._next_apply]
-            if not bucket.done.is_set():
-                return
-            self._finish_bucket(bucket)
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -367,14 +349,10 @@ class MPISync(LocalSync):
         self._launch_ready(everything=True)
         try:
             if self._thread is not None:  # each bucket's optimizer while the next one travels
-                while self._next_apply < len(self.buckets):
-                    bucket = self.buckets[self._next_apply]
+                for bucket in self.buckets:
                     self._thread.wait(bucket)
-                    if self._next_apply + 1 < len(self.buckets):
-                        # hand the thread the GIL until the next reduction is under way: the
-                        # optimizer's Python would otherwise hold it off for a switch interval
-                        self._thread.wait_started(self.buckets[self._next_apply + 1])
-                    self._finish_bucket(bucket)
+                    bucket.unpack()
+                    self._apply(bucket)
             else:  # nothing travels while the optimizer runs: every gradient reduced first
                 self._pump.pump(self.buckets, self._next_launch, block=True)
                 for bucket in self.buckets:
@@ -397,13 +375,6 @@ class MPISync(LocalSync):
             "bytes_pulled": self.wire_bytes,
             "sync_seconds": self.sync_seconds,
         }
-
-    def _finish_bucket(self, bucket: Bucket) -> None:
-        """A bucket the thread has reduced: its gradients back in place, then the optimizer."""
-        self._thread.wait(bucket)  # raises what the thread raised
-        bucket.unpack()
-        self._apply(bucket)
-        self._next_apply += 1
 
     def _apply(self, bucket: Bucket) -> None:
         """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
