@@ -76,7 +76,7 @@ class Optimizer:
             state: the parameter's state (from :meth:`init_state`), updated in place.
             grad_scale: the rule sees ``grad * grad_scale`` (a sync hands in sums over the
                 step's examples and ``1 / examples``). The factor is folded into scalars the
-                rule multiplies by anyway, (``lr * s) * g``, so no pass over memory is added;
+                rule multiplies by anyway (``(lr * s) * g``), so no pass over memory is added;
                 the result equals ``update(value, grad * grad_scale, state)`` to an ulp or
                 two, and bitwise for a power of two.
         """
