@@ -284,8 +284,12 @@ def overlap(comm, args, kind: str, compute) -> dict:
     """Compute-only step, then the step with the sync without and with the thread."""
     cases = {f"{kind}_compute": (None, lambda: [compute(i) for i in range(args.grads)], None)}
     made = []
+    # compute that leaves the cores free leaves the thread a core to wait on: poll_seconds=0
+    # (what MPISync picks itself with GPU gradients or spare cores)
+    poll = {"poll_seconds": 0.0} if kind == "free" else {}
     for thread in (False, True, None):  # None: what MPISync chooses on this machine
-        sync, order = make_sync(comm, args, bucket_bytes=args.overlap_bucket, overlap=thread)
+        options = dict(bucket_bytes=args.overlap_bucket, overlap=thread)
+        sync, order = make_sync(comm, args, **options, **(poll if thread else {}))
         made.append(sync)
         name = "auto" if thread is None else f"thread{int(thread)}"
         cases[f"{kind}_step_{name}"] = sync_case(sync, order, compute)

@@ -283,19 +283,24 @@ class PiecePump:
         return True
 
 
-def poll(request: Any, hurry: threading.Event | None = None) -> None:
-    """Wait for an MPI request by testing it between short sleeps, until told to hurry.
+def poll(request: Any, hurry: threading.Event | None = None, seconds: float = POLL_SECONDS) -> None:
+    """Wait for an MPI request by testing it between sleeps of ``seconds``, until told to hurry.
 
-    ``MPI_Wait`` spins on a core; while backward computes, a sleep gives the core (and the GIL)
-    back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is set
-    (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes at
-    full speed.
+    ``MPI_Wait`` spins on a core; while backward computes there, a sleep gives the core (and the
+    GIL) back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is
+    set (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes
+    at full speed. ``seconds=0`` waits in ``MPI_Wait`` from the start (mpi4py lets the GIL go
+    there): for a core of its own, which a sleeping poll slows down several times (each
+    ``Test`` moves a reduction one step, and a sleep lasts 50-100 us).
     """
+    if seconds <= 0:
+        request.Wait()
+        return
     while not request.Test():
         if hurry is not None and hurry.is_set():
             request.Wait()
             return
-        time.sleep(POLL_SECONDS)
+        time.sleep(seconds)
 
 
 class CommThread:
@@ -307,10 +312,15 @@ class CommThread:
 
     Args:
         reduce: the reduction of one packed bucket, given how to wait for each request.
+        poll_seconds: how each request is waited for while backward runs (see :func:`poll`).
     """
 
-    def __init__(self, reduce: Callable[[Bucket, Callable[[Any], None]], None]) -> None:
-        self._reduce = reduce
+    def __init__(
+        self,
+        reduce: Callable[[Bucket, Callable[[Any], None]], None],
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self._reduce, self.poll_seconds = reduce, poll_seconds
         self.hurry = threading.Event()
         self._queue: queue.SimpleQueue[Bucket | np.ndarray | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
@@ -338,7 +348,7 @@ class CommThread:
                 bucket.done.set()
 
     def _wait_request(self, request: Any) -> None:
-        poll(request, self.hurry)
+        poll(request, self.hurry, self.poll_seconds)
 
     def relax(self) -> None:
         """Backward starts: poll gently again."""

@@ -27,7 +27,10 @@ first step records the real order, and the layout is rebuilt once if it differs.
 Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs
 each bucket's allreduce while Python goes on with backward. While backward runs it polls the
 request with short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with
-compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. MPICH makes no
+compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each
+rank has a core to spare for it (gradients on a GPU, or twice as many cores as ranks on the
+node) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``): sleeping polls make each
+reduction several times slower, and the last ones then spill past backward. MPICH makes no
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
@@ -67,6 +70,7 @@ from distconv.sync.base import SyncError, digest, first_difference
 from distconv.sync.local import LocalSync, mean_scale
 from distconv.sync.mpi.buckets import (
     PIECE_BYTES,
+    POLL_SECONDS,
     Bucket,
     CommThread,
     PiecePump,
@@ -105,6 +109,10 @@ class MPISync(LocalSync):
             initialised below ``MPI_THREAD_SERIALIZED``.
         piece_bytes: bytes per allreduce call; a bucket goes on the wire in pieces this size,
             one at a time (default :data:`~distconv.sync.mpi.buckets.PIECE_BYTES`, 1 MiB).
+        poll_seconds: with the thread, the sleep between tests of a request while backward
+            runs; 0 waits in ``MPI_Wait`` (a core of its own); None decides by the machine
+            (0 with GPU gradients or twice as many cores as ranks on the node, else
+            :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`).
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -121,8 +129,12 @@ class MPISync(LocalSync):
         grad_dtype: str | None = None,
         overlap: bool | None = None,
         piece_bytes: int = PIECE_BYTES,
+        poll_seconds: float | None = None,
     ) -> None:
         super().__init__(optimizer)
+        if poll_seconds is not None and not poll_seconds >= 0:
+            raise ValueError(f"poll_seconds must be >= 0 or None, got {poll_seconds!r}")
+        self.poll_seconds = poll_seconds
         for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -170,8 +182,8 @@ class MPISync(LocalSync):
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         local_ranks = self._local_ranks()  # a collective: every rank calls it, GPU or not
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
         if self.overlap is None:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
             self.overlap = self.world_size > 1 and (on_gpu or cores > local_ranks)
         if self.overlap and not threads_allowed(self.mpi):
             self.overlap = False
@@ -179,7 +191,10 @@ class MPISync(LocalSync):
         (without_thread,) = self.allreduce_sum([0.0 if self.overlap else 1.0])
         self.overlap = self.overlap and without_thread == 0
         if self.overlap:
-            self._thread = CommThread(self._reduce)
+            seconds = self.poll_seconds
+            if seconds is None:  # a core for each rank's thread: it may wait in MPI_Wait
+                seconds = 0.0 if on_gpu or cores >= 2 * local_ranks else POLL_SECONDS
+            self._thread = CommThread(self._reduce, seconds)
         else:
             self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
         self._lay_out([p.name for p in reversed(self.params)])
