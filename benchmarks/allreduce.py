@@ -7,20 +7,25 @@ Every number is the median over ``--reps`` repetitions of the slowest rank's tim
 ratio is against a baseline measured in the same run:
 
 - **sync**: 100 gradients totalling 4 MB handed to :class:`MPISync` one by one, until every
-  averaged gradient is ready: the moment the (no-op) optimizer is handed the first gradient
-  after the last averaging. The per-step check is before the window; the optimizer and the
-  zeroing after it are timed apart (``whole``: until ``finish_step`` returns). Against one raw
-  ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x. ``before`` is MPISync as it was (one
-  ``Iallreduce`` per bucket, then divide, optimizer, zero), run beside the current one (pieces
-  of 1 MiB, one at a time, each averaged while the next travels) for before/after ratios. The
-  ``floor`` is the raw call followed by one averaging pass over its buffer.
+  gradient is ready for the optimizer: the moment the (no-op) optimizer is handed the first
+  gradient after the last reduction (the optimizer averages them itself, ``grad_scale``). The
+  per-step check is posted before the window (completed inside it, before the first reduction,
+  it has arrived by then; ``with_check`` times the whole of it); the optimizer and the zeroing
+  after it are timed apart
+  (``whole``: until ``finish_step`` returns; ``whole_sgd``: the same with a real SGD, so the
+  whole step). Against one raw ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x.
+  ``before`` is MPISync as it was (1 MiB pieces, each averaged in a pass of its own while the
+  next travels, the optimizer on averages), run beside the current one for before/after
+  ratios. The old ``floor``, the raw call followed by one averaging pass over its buffer, was
+  what the sync could reach while it averaged in a pass of its own.
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
   DDP's buckets are, and as 100 separate calls. Target: the sync >= 2x faster than fused gloo.
 - **overlap, free cores**: a backward pass simulated by a sleep per gradient (a GPU kernel that
   leaves the core free). Exposed communication = step time - compute-only step time, as a share
   of the same step's communication alone. Target <= 20 %.
-- **overlap, full cores**: the same with numpy compute on every core; the communication thread
-  may not make the step slower than without it.
+- **overlap, full cores**: the same with numpy compute on every core; the overlap machinery
+  (``overlap=None``, which turns the thread off where ranks fill the cores) may not make the
+  step slower than without it. The thread forced on is reported too.
 - **float16 wire**: the bytes handed to the collectives and the time, against float32.
 - **CNN**: the default LeNet on the digits, 2 ranks x 1 BLAS thread against 1 x 1 (LocalSync),
   samples per second. Target >= 1.8x.
@@ -94,7 +99,7 @@ def no_update():
         name = "none"
         watch, ready_at = None, 0.0
 
-        def _apply(self, value, grad, state):
+        def _apply(self, value, grad, state, scale):
             if value is self.watch:
                 self.ready_at = time.perf_counter()
 
@@ -102,45 +107,53 @@ def no_update():
 
 
 def before_sync():
-    """MPISync as it was before (one ``Iallreduce`` per bucket started at launch; at the end
-    wait, divide, optimizer, zero in place), kept here so before/after come from one run.
-    Without a communication thread or a 16-bit wire, as the cases that use it."""
+    """MPISync as it was before the optimizer averaged (each reduced 1 MiB piece averaged in a
+    pass of its own once the next one is on the wire; the optimizer on averages), kept here so
+    before/after come from one run. Without a communication thread or a 16-bit wire, as the
+    cases that use it."""
+    from distconv.sync.local import mean_scale
     from distconv.sync.mpi import MPISync
+    from distconv.sync.mpi.buckets import PiecePump
+
+    class AveragingPump(PiecePump):
+        scale = 1.0
+
+        def pump(self, buckets, launched, block=False):
+            while self.request is not None or self._start(buckets, launched):
+                if block:
+                    self.request.Wait()
+                elif not self.request.Test():
+                    return
+                b, k = self.cursor
+                self.request = None
+                self.cursor = (b + 1, 0) if k + 1 == len(buckets[b].pieces) else (b, k + 1)
+                self._start(buckets, launched)
+                buckets[b].buffer[buckets[b].pieces[k]] *= self.scale  # the pass it took
 
     class BeforeSync(MPISync):
-        updates_per_bucket = True
-
         def setup(self, *args, **kwargs):
             super().setup(*args, **kwargs)
-            self._pump = None
+            self._pump = AveragingPump(self._grad_comm, self._in_place(), self._sum())
 
-        def _launch(self, bucket):
-            super()._launch(bucket)
-            bucket.request = self._grad_comm.Iallreduce(
-                self._in_place(), bucket.target, self._sum()
-            )
+        def start_step(self, examples):
+            super().start_step(examples)
+            self._pump.scale = mean_scale(self._total)
 
-        def finish_step(self):
-            self._in_step = False
-            self._launch_ready(everything=True)
-            for bucket in self.buckets:
-                bucket.request.Wait()
-                if self._total > 1:
-                    bucket.buffer /= self._total
-                for p in bucket.params:
-                    self.optimizer.update(p.value, p.grad, self.state[p.name])
-                bucket.buffer[...] = 0
-            self.step += 1
+        def _apply(self, bucket):
+            for p in bucket.params:
+                self.optimizer.update(p.value, p.grad, self.state[p.name])
+            bucket.clear()
 
     return BeforeSync
 
 
-def make_sync(comm, args, kind=None, **options):
-    """An MPISync (or ``kind``) over fresh parameters, set up, with the gradients' firing order."""
+def make_sync(comm, args, kind=None, optimizer=None, **options):
+    """An MPISync (or ``kind``) over fresh parameters, set up, with the gradients' firing order;
+    the optimizer does nothing unless one is given."""
     from distconv.sync.mpi import MPISync
 
     params = make_params(args.mb * MB, args.grads)
-    sync = (kind or MPISync)(no_update(), comm=comm, **options)
+    sync = (kind or MPISync)(optimizer or no_update(), comm=comm, **options)
     sync.setup(params, {})
     return sync, list(reversed(params))  # the layout's order, as backward fires them
 
@@ -159,10 +172,11 @@ def sync_case(sync, order, compute=None, *, check_timed=False, until_ready=False
         return sync.optimizer.ready_at if until_ready else None
 
     def start():
-        # every gradient is averaged before the first update, unless each bucket's update
-        # follows its own wait (the communication thread, and the previous finish_step)
-        per_bucket = sync.overlap or getattr(sync, "updates_per_bucket", False)
-        sync.optimizer.watch = sync.buckets[-1 if per_bucket else 0].params[0].value
+        # every gradient is reduced before the first update, unless each bucket's update
+        # follows its own wait (the communication thread)
+        if until_ready:
+            watched = sync.buckets[-1 if sync.overlap else 0].params[0].value
+            sync.optimizer.watch = watched
         sync.start_step(1)
 
     if check_timed:
@@ -232,12 +246,15 @@ def mpi_worker(args) -> None:
         cases[f"sync_{name}"] = sync_case(sync, order, until_ready=True)
         out[f"sync_{name}_buckets"] = len(sync.buckets)
     for when, kind in (("before", before_sync()), ("after", None)):
-        # no thread: the previous MPISync starts its own Iallreduce on the main thread, which
-        # must not race a communication thread on the same communicator
-        sync, order = make_sync(comm, args, kind, bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False)
+        # no thread: the previous MPISync pumps its pieces on the main thread
+        options = dict(bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False)
+        sync, order = make_sync(comm, args, kind, **options)
         made.append(sync)
         cases[f"{when}_ready"] = sync_case(sync, order, until_ready=True)
         cases[f"{when}_whole"] = sync_case(sync, order)
+        sync, order = make_sync(comm, args, kind, SGD(lr=1e-6), **options)
+        made.append(sync)
+        cases[f"{when}_whole_sgd"] = sync_case(sync, order)
     check, order = make_sync(comm, args, bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False)
     cases["sync_default_with_check"] = sync_case(check, order, check_timed=True, until_ready=True)
     sgd = SGD(lr=0.01)
@@ -267,14 +284,22 @@ def overlap(comm, args, kind: str, compute) -> dict:
     """Compute-only step, then the step with the sync without and with the thread."""
     cases = {f"{kind}_compute": (None, lambda: [compute(i) for i in range(args.grads)], None)}
     made = []
-    for thread in (False, True):
+    variants = {"thread0": False, "thread1": True, "auto": None}  # auto: MPISync's choice here
+    for name, thread in variants.items():
         sync, order = make_sync(comm, args, bucket_bytes=args.overlap_bucket, overlap=thread)
         made.append(sync)
-        cases[f"{kind}_step_thread{int(thread)}"] = sync_case(sync, order, compute)
+        cases[f"{kind}_step_{name}"] = sync_case(sync, order, compute)
+    auto_chose = bool(made[-1].overlap)
+    if kind == "free":  # the thread waiting in MPI_Wait, as MPISync has it with a core to spare
+        options = dict(bucket_bytes=args.overlap_bucket, overlap=True, poll_seconds=0.0)
+        sync, order = make_sync(comm, args, **options)
+        made.append(sync)
+        cases[f"{kind}_step_spin"] = sync_case(sync, order, compute)
     comm_only, order = make_sync(comm, args, bucket_bytes=args.overlap_bucket, overlap=False)
     made.append(comm_only)
     cases[f"{kind}_comm"] = sync_case(comm_only, order)
     out = {f"{k}_ms": v for k, v in interleaved(comm, cases, args.reps).items()}
+    out[f"{kind}_auto_thread"] = auto_chose
     for sync in made:
         sync.close()
     return out
@@ -352,7 +377,7 @@ def report(r: dict) -> None:
     fused = r["raw_fused_ms"]
     rows = [("raw Allreduce, fused 4 MB", fused, "baseline")]
     rows.append(("raw Allreduce, 100 calls", r["raw_separate_ms"], ""))
-    rows.append(("raw Allreduce, fused, then averaged", r["raw_fused_average_ms"], "floor"))
+    rows.append(("raw Allreduce, fused, then averaged", r["raw_fused_average_ms"], "old floor"))
     rows.append(("raw Allreduce, fused buffer as 1 MiB calls", r["raw_pieces_ms"], ""))
     for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16", "bfloat16"):
         if f"sync_{name}_ms" not in r:
@@ -363,8 +388,9 @@ def report(r: dict) -> None:
         )
     rows.append(("MPISync default + per-step check", r["sync_default_with_check_ms"], ""))
     for when in ("before", "after"):
-        rows.append((f"{when}: until averaged", r[f"{when}_ready_ms"], ""))
+        rows.append((f"{when}: until ready for the optimizer", r[f"{when}_ready_ms"], ""))
         rows.append((f"{when}: whole finish_step (+zeroing)", r[f"{when}_whole_ms"], ""))
+        rows.append((f"{when}: whole step with SGD", r[f"{when}_whole_sgd_ms"], ""))
     rows.append(("SGD update of 4 MB (apart)", r["optimizer_ms"], ""))
     if "gloo_fused_ms" in r:
         scale = fused / r["gloo_run_raw_fused_ms"]  # its own run: scaled by the raw call there
@@ -376,7 +402,7 @@ def report(r: dict) -> None:
     if "gloo_fused_ms" in r:
         ratio = r["gloo_fused_ms"] / r["gloo_run_sync_default_ms"]
         print(f"gloo fused / MPISync default, taking turns: {ratio:.2f}x (target >= 2x)")
-    for window in ("ready", "whole"):
+    for window in ("ready", "whole", "whole_sgd"):
         ratio = r[f"after_{window}_ms"] / r[f"before_{window}_ms"]
         print(f"after / before, {window}: {ratio:.3f}")
     floor = r["sync_default_ms"] / r["raw_fused_average_ms"]
@@ -396,8 +422,12 @@ def report(r: dict) -> None:
                 f"  exposed communication with the thread: {(on - compute) / comm:.0%} "
                 f"(without: {(off - compute) / comm:.0%}); target <= 20 %"
             )
+            spin = (r["free_step_spin_ms"] - compute) / comm
+            print(f"  the thread waiting in MPI_Wait (poll_seconds=0): {spin:.0%} exposed")
         else:
-            print(f"  step with thread / without: {on / off:.3f} (target <= 1)")
+            print(f"  step with thread / without: {on / off:.3f}")
+        auto, chose = r[f"{kind}_step_auto_ms"], "on" if r[f"{kind}_auto_thread"] else "off"
+        print(f"  overlap=None (the thread {chose} here) / without: {auto / off:.3f} (target <= 1)")
     if "cnn2" in r:
         ratio = r["cnn2"]["samples_per_s"] / r["cnn1"]["samples_per_s"]
         print(

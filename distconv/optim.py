@@ -13,6 +13,7 @@ Example:
     >>> opt = create_optimizer("adam", lr=1e-3)
     >>> state = opt.init_state(w)
     >>> opt.update(w, grad, state)          # w changes in place
+    >>> opt.update(w, grad_sum, state, grad_scale=1 / n)  # the mean of n examples' gradients
 """
 
 from __future__ import annotations
@@ -63,18 +64,30 @@ class Optimizer:
         xp = get_array_module(value)
         return {key: xp.zeros_like(value) for key in self.buffers}
 
-    def update(self, value: Any, grad: Any, state: State) -> None:
+    def update(self, value: Any, grad: Any, state: State, grad_scale: float = 1.0) -> None:
         """Apply one step to ``value`` in place, updating ``state`` in place.
 
         ``grad`` is read, never written. Pure array operations, so ``value`` may be a numpy or a
         cupy array, a whole parameter or a slice of one.
-        """
-        decay = self.hyper.get("weight_decay", 0.0)
-        if decay:
-            grad = grad + decay * value
-        self._apply(value, grad, state)
 
-    def _apply(self, value: Any, grad: Any, state: State) -> None:
+        Args:
+            value: the parameter, updated in place.
+            grad: its gradient, or a sum of gradients that ``grad_scale`` turns into one.
+            state: the parameter's state (from :meth:`init_state`), updated in place.
+            grad_scale: the rule sees ``grad * grad_scale`` (a sync hands in sums over the
+                step's examples and ``1 / examples``). The factor is folded into scalars the
+                rule multiplies by anyway (``(lr * s) * g``), so no pass over memory is added;
+                the result equals ``update(value, grad * grad_scale, state)`` to an ulp or
+                two, and bitwise for a power of two.
+        """
+        scale = float(grad_scale)
+        decay = self.hyper.get("weight_decay", 0.0)
+        if decay:  # s * (g + (decay / s) * w) = s * g + decay * w: the L2 term is not scaled
+            grad = grad + (decay / scale) * value
+        self._apply(value, grad, state, scale)
+
+    def _apply(self, value: Any, grad: Any, state: State, scale: float) -> None:
+        """The rule on the gradient ``grad * scale`` (``scale`` folded into its scalars)."""
         raise NotImplementedError
 
     def config(self) -> dict[str, Any]:
@@ -99,8 +112,8 @@ class SGD(Optimizer):
     def __init__(self, lr: float = 0.01, weight_decay: float = 0.0) -> None:
         super().__init__(lr, weight_decay=weight_decay)
 
-    def _apply(self, value, grad, state):
-        value -= self.lr * grad
+    def _apply(self, value, grad, state, scale):
+        value -= (self.lr * scale) * grad
 
 
 class Momentum(Optimizer):
@@ -120,14 +133,16 @@ class Momentum(Optimizer):
         _check("momentum", momentum, low=0.0, high=1.0)
         super().__init__(lr, momentum=momentum, weight_decay=weight_decay)
 
-    def _apply(self, value, grad, state):
+    def _apply(self, value, grad, state, scale):
         mu = self.hyper["momentum"]
         v = state["velocity"]
         v *= mu
-        v += grad
-        # Nesterov looks ahead along the new velocity: w -= lr * (g + mu * v)
-        step = grad + mu * v if self.nesterov else v
-        value -= self.lr * step
+        # the velocity is in averaged units (the scale changes with an uneven last batch)
+        v += grad if scale == 1.0 else scale * grad
+        if self.nesterov:  # looks ahead along the new velocity: w -= lr * (s * g + mu * v)
+            value -= (self.lr * scale) * (grad + (mu / scale) * v)
+        else:
+            value -= self.lr * v
 
 
 class Nesterov(Momentum):
@@ -159,11 +174,11 @@ class AdaGrad(Optimizer):
         _check("eps", eps, low=0.0)
         super().__init__(lr, eps=eps, weight_decay=weight_decay)
 
-    def _apply(self, value, grad, state):
+    def _apply(self, value, grad, state, scale):
         xp = get_array_module(value)
         s = state["sum_sq"]
-        s += grad * grad
-        value -= self.lr * grad / (xp.sqrt(s) + self.hyper["eps"])
+        s += grad * grad if scale == 1.0 else (scale * scale) * grad * grad
+        value -= (self.lr * scale) * grad / (xp.sqrt(s) + self.hyper["eps"])
 
 
 class RMSProp(Optimizer):
@@ -188,13 +203,13 @@ class RMSProp(Optimizer):
         _check("eps", eps, low=0.0)
         super().__init__(lr, alpha=alpha, eps=eps, weight_decay=weight_decay)
 
-    def _apply(self, value, grad, state):
+    def _apply(self, value, grad, state, scale):
         xp = get_array_module(value)
         alpha = self.hyper["alpha"]
         m = state["mean_sq"]
         m *= alpha
-        m += (1 - alpha) * grad * grad
-        value -= self.lr * grad / (xp.sqrt(m) + self.hyper["eps"])
+        m += ((1 - alpha) * scale * scale) * grad * grad
+        value -= (self.lr * scale) * grad / (xp.sqrt(m) + self.hyper["eps"])
 
 
 class Adam(Optimizer):
@@ -233,15 +248,15 @@ class Adam(Optimizer):
         state["step"] = get_array_module(value).zeros((), dtype="int64")
         return state
 
-    def _apply(self, value, grad, state):
+    def _apply(self, value, grad, state, scale):
         xp = get_array_module(value)
         b1, b2, eps = self.hyper["beta1"], self.hyper["beta2"], self.hyper["eps"]
         m, v, t = state["m"], state["v"], state["step"]
         t += 1
         m *= b1
-        m += (1 - b1) * grad
+        m += ((1 - b1) * scale) * grad
         v *= b2
-        v += (1 - b2) * grad * grad
+        v += ((1 - b2) * scale * scale) * grad * grad
         # corrections in float64 like torch's Python floats, then in the parameter's dtype
         step_size = (self.lr / (1 - b1**t)).astype(value.dtype)
         root_c2 = xp.sqrt(1 - b2**t).astype(value.dtype)

@@ -167,3 +167,58 @@ def test_names_are_case_insensitive_and_numpy_scalars_accepted():
     opt = create_optimizer("Adam", lr=np.float32(0.5))
     assert opt.name == "adam" and opt.lr == 0.5
     assert isinstance(opt, Optimizer)
+
+
+def _scaled_runs(name, hyper, dtype, scale, steps=4, start=None):
+    """Weights after ``update(w, g, st, grad_scale=scale)`` and after ``update(w, g*scale, st)``.
+
+    The gradients are ``1 / scale`` times larger than usual, as sums over examples are.
+    """
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal(4000).astype(dtype) if start is None else start.astype(dtype)
+    grads = [(rng.standard_normal(w0.size) / scale).astype(dtype) for _ in range(steps)]
+    opt = create_optimizer(name, **hyper)
+    folded, scaled = w0.copy(), w0.copy()
+    s_folded, s_scaled = opt.init_state(folded), opt.init_state(scaled)
+    for g in grads:
+        opt.update(folded, g, s_folded, grad_scale=scale)
+        opt.update(scaled, g * np.asarray(scale, dtype), s_scaled)
+    return w0, folded, scaled
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("decay", [0.0, 0.01])
+def test_grad_scale_equals_a_scaled_gradient(name, dtype, decay):
+    """The scale folded into the rule's scalars gives the rule on ``grad * scale`` to rounding.
+
+    The first step from zero is the step itself: a few ulps apart element by element (the
+    reference rounds ``grad * scale`` first, the folded rule rounds ``lr * scale``). After
+    several steps (moments, weight decay) the weights stay within a few ulps of the largest.
+    """
+    hyper = {"lr": 0.05, "weight_decay": decay}
+    _, first, first_ref = _scaled_runs(name, hyper, dtype, 1 / 7, steps=1, start=np.zeros(4000))
+    assert np.abs(first).min() > 0
+    np.testing.assert_array_max_ulp(first, first_ref, maxulp=4)
+    w0, folded, scaled = _scaled_runs(name, hyper, dtype, 1 / 7)
+    assert not np.array_equal(folded, w0)
+    worst = np.abs(folded - scaled).max() / np.abs(scaled).max()
+    assert worst <= 4 * np.finfo(dtype).eps
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_grad_scale_by_a_power_of_two_is_exact(name):
+    """Multiplying by a power of two is exact, so folding it in changes no bit."""
+    for dtype in (np.float32, np.float64):
+        _, folded, scaled = _scaled_runs(name, {"lr": 0.05, "weight_decay": 0.01}, dtype, 1 / 16)
+        np.testing.assert_array_equal(folded, scaled)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_grad_scale_leaves_the_gradient_alone(name):
+    grad = np.random.default_rng(5).standard_normal(10)
+    kept = grad.copy()
+    opt = create_optimizer(name, weight_decay=0.1)
+    w = np.ones(10)
+    opt.update(w, grad, opt.init_state(w), grad_scale=0.25)
+    np.testing.assert_array_equal(grad, kept)

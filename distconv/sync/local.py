@@ -12,7 +12,10 @@ from distconv.sync.base import PER_ROW, StateDict, SyncStrategy
 
 
 class LocalSync(SyncStrategy):
-    """World size 1: average each gradient over the step's examples, apply ``optimizer``, clear.
+    """World size 1: apply ``optimizer`` to each gradient averaged over the step, then clear it.
+
+    The gradient arrives as a sum over the step's examples; the optimizer averages it inside
+    its own arithmetic (``grad_scale``, see :func:`mean_scale`), so averaging adds no pass.
 
     Updating during backward is safe: a parameter fires only after every layer that uses it has
     finished with it, and layers below never read it.
@@ -34,9 +37,8 @@ class LocalSync(SyncStrategy):
                 self.state[p.name] = self.optimizer.init_state(p.value)
 
     def on_gradient(self, param: Parameter) -> None:
-        if self._examples > 1:
-            param.grad /= self._examples
-        self.optimizer.update(param.value, param.grad, self.state[param.name])
+        scale = mean_scale(self._examples)
+        self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
         param.grad[...] = 0
 
     def finish_step(self) -> None:
@@ -55,3 +57,8 @@ class LocalSync(SyncStrategy):
             for key, value in buffers.items():
                 if not key.endswith(PER_ROW):
                     copy_into(self.state[name][key], value)
+
+
+def mean_scale(examples: int) -> float:
+    """The ``grad_scale`` that turns a gradient summed over ``examples`` into their mean."""
+    return 1.0 / examples if examples > 1 else 1.0

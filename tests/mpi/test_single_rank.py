@@ -131,6 +131,8 @@ def test_bad_arguments_and_misuse_are_named(no_mpi4py):
         MPISync(create_optimizer("sgd"), bucket_bytes=0)
     with pytest.raises(ValueError, match="piece_bytes must be a positive integer, got 1.5"):
         MPISync(create_optimizer("sgd"), piece_bytes=1.5)
+    with pytest.raises(ValueError, match="poll_seconds must be >= 0 or None, got -1"):
+        MPISync(create_optimizer("sgd"), poll_seconds=-1)
     net = small_lenet(seed=0)
     sync = MPISync(create_optimizer("sgd"))
     with pytest.raises(SyncError, match="before setup"):
@@ -212,3 +214,86 @@ def test_the_trainer_reports_the_transports_traffic_on_metrics(no_mpi4py):
     }
     assert values["distconv_bytes_pushed_total"] == sync.wire_bytes > 0
     assert values["distconv_allreduce_seconds_count"] == 4  # one per step
+
+
+class RecordingComm(SingleRankComm):
+    """One rank, recording the collectives in the order they are called and waited for."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
+        self.log.append("Iallgather")
+        super().Iallgather(send, recv)
+        return _LoggedRequest(self.log, "check complete")
+
+    def Iallreduce(self, send, recv, op=None):  # noqa: N802
+        self.log.append("Iallreduce")
+        return super().Iallreduce(send, recv, op)
+
+
+class _LoggedRequest:
+    def __init__(self, log: list[str], what: str) -> None:
+        self.log, self.what = log, what
+
+    def Wait(self) -> None:  # noqa: N802
+        self.log.append(self.what)
+
+    def Test(self) -> bool:  # noqa: N802
+        return True
+
+
+def test_the_step_check_completes_before_the_first_gradient_collective(no_mpi4py):
+    """start_step only posts the check; it is completed (and a mismatch named) before any
+    gradient reduction could hang, not at once: the ranks meet once a step."""
+    net = small_lenet(seed=0)
+    comm = RecordingComm()
+    sync = MPISync(create_optimizer("sgd"), comm=comm, bucket_bytes=300)
+    sync.setup(net.parameters(), {})
+    comm.log.clear()
+    sync.start_step(4)
+    assert comm.log == ["Iallgather"]
+    first, *rest = sync.buckets[0].params
+    for p in rest:  # the first bucket is not complete yet: nothing goes on the wire
+        sync.on_gradient(p)
+    assert comm.log == ["Iallgather"]
+    sync.on_gradient(first)
+    assert comm.log[:3] == ["Iallgather", "check complete", "Iallreduce"]
+    for p in sync.params:
+        if p.name not in {q.name for q in sync.buckets[0].params}:
+            sync.on_gradient(p)
+    sync.finish_step()
+    assert comm.log.count("check complete") == 1
+    sync.close()
+
+
+class _CountingRequest:
+    """A request that completes at its third ``Test``, or at once in ``Wait``."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def Test(self) -> bool:  # noqa: N802 - mpi4py's spelling
+        self.calls.append("Test")
+        return self.calls.count("Test") >= 3
+
+    def Wait(self) -> None:  # noqa: N802
+        self.calls.append("Wait")
+
+
+def test_poll_sleeps_between_tests_or_waits_at_once():
+    """A thread with a core of its own (``poll_seconds=0``) waits in MPI_Wait from the start;
+    otherwise it tests between sleeps, and waits once the main thread hurries it."""
+    import threading
+
+    from distconv.sync.mpi.buckets import poll
+
+    gentle, spinning, hurried = _CountingRequest(), _CountingRequest(), _CountingRequest()
+    poll(gentle, None, 1e-6)
+    poll(spinning, None, 0.0)
+    hurry = threading.Event()
+    hurry.set()
+    poll(hurried, hurry, 1e-6)
+    assert gentle.calls == ["Test"] * 3
+    assert spinning.calls == ["Wait"]
+    assert hurried.calls == ["Test", "Wait"]

@@ -13,6 +13,7 @@ import numpy as np
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.local import mean_scale
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
 NATIVE_SUM = ("float32", "float64")
@@ -71,7 +72,7 @@ class Bucket:
         compressed: ``target`` holds 16-bit floats, which MPI's SUM cannot add.
         fired: which parameters have delivered their gradient this step.
         pending: how many have not.
-        averaged: the buffer holds this step's averaged gradients.
+        unpacked: the buffer holds this step's reduced gradients.
         pieces: the slices of ``target`` reduced by one call each (empty for a 16-bit wire).
     """
 
@@ -105,15 +106,13 @@ class Bucket:
             self.target = np.zeros(padded, dtype=wire)
         self.compressed = self.target.dtype.name not in NATIVE_SUM
         self.scratch = np.empty_like(self.target) if self.compressed else None
-        # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand); a host
-        # bucket that keeps its dtype averages each piece once it is reduced, still in cache
+        # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand)
         step = max(1, piece_bytes // self.target.itemsize)
         starts = range(0, 0 if self.compressed else self.target.size, step)
         self.pieces = [slice(a, min(a + step, self.target.size)) for a in starts]
-        self.per_piece = not self.on_device and not self.casts
         self.fired = [False] * len(self.params)
         self.pending = len(self.params)
-        self.averaged = False
+        self.unpacked = False
         self.done: threading.Event | None = None
         self.error: BaseException | None = None
 
@@ -126,7 +125,7 @@ class Bucket:
         """A new step: no gradient has fired yet."""
         self.fired = [False] * len(self.params)
         self.pending = len(self.params)
-        self.averaged = False
+        self.unpacked = False
 
     @property
     def casts(self) -> bool:
@@ -145,31 +144,24 @@ class Bucket:
             np.multiply(self.host, scale, out=self.target[: self.size], casting="unsafe")
 
     def unpack(self) -> None:
-        """The reduced sums back into the gradient buffer."""
+        """The reduced gradients back into the gradient buffer (once a step; no-ops where the
+        collective reduced the buffer itself)."""
+        if self.unpacked:
+            return
+        self.unpacked = True
         if self.target is not self.host:
             np.copyto(self.host, self.target[: self.size], casting="unsafe")
         if self.on_device:
             self.buffer.set(self.host)
 
-    def average(self, total: int) -> None:
-        """Leave the averaged gradients in the gradient buffer, the reduced sums being in.
+    def grad_scale(self, total: int) -> float:
+        """What the optimizer multiplies this bucket's reduced gradients by to average them.
 
-        A cast bucket carried averages already (see :meth:`pack`); the others are divided by
-        ``total``, the step's global number of examples (see :func:`divide`). Once per step: a
-        second call, or one after every piece was averaged, does nothing.
+        The buffer holds sums over the step's ``total`` examples, and the optimizer folds
+        ``1 / total`` into its own scalars (no pass over memory of its own); a cast bucket
+        carried averages already (see :meth:`pack`).
         """
-        if self.averaged:
-            return
-        self.averaged = True
-        self.unpack()
-        if not self.casts:
-            divide(self.buffer, total)
-
-    def piece_done(self, k: int, total: int) -> None:
-        """Piece ``k`` is reduced: average it now if the bucket averages by pieces."""
-        if self.per_piece:
-            divide(self.buffer[self.pieces[k]], total)
-            self.averaged = k == len(self.pieces) - 1
+        return 1.0 if self.casts else mean_scale(total)
 
     def clear(self) -> Any:
         """Leave every gradient zero for the next step.
@@ -193,21 +185,17 @@ class Bucket:
             self.target = self.host
         return used
 
-    def reduce(
-        self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any, total: int
-    ) -> None:
+    def reduce(self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any) -> None:
         """The whole reduction of the packed bucket over ``comm``, each request ended by ``wait``.
 
-        A native dtype is one in-place ``Iallreduce`` with ``op`` per piece (see
-        :meth:`piece_done`; ``total`` is the step's global example count). A 16-bit wire is
+        A native dtype is one in-place ``Iallreduce`` with ``op`` per piece. A 16-bit wire is
         reduced by hand: chunk r of every rank's buffer goes to rank r (``Ialltoall``, the
         reduce-scatter), which adds the chunks in float32 in rank order; then every rank gathers
         the 16-bit sums (``Iallgather``), so every rank holds bitwise the same result.
         """
         if not self.compressed:
-            for k, piece in enumerate(self.pieces):
+            for piece in self.pieces:
                 wait(comm.Iallreduce(in_place, self.target[piece], op))
-                self.piece_done(k, total)
             return
         wire, parts = self.target, self.scratch
         wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
@@ -219,17 +207,6 @@ class Bucket:
         names = [p.name for p in self.params]
         sizes = [str(self.host.dtype), str(self.target.dtype), int(self.target.size)]
         return [names, *sizes, len(self.pieces)]
-
-
-def divide(array: Any, total: int) -> None:
-    """``array /= total`` in place; by a power of two as a product with its inverse, which is
-    exact and so bitwise the same, and a quarter cheaper."""
-    if total <= 1:
-        return
-    if total & (total - 1) == 0:
-        array *= 1.0 / total
-    else:
-        array /= total
 
 
 def build_buckets(
@@ -264,9 +241,9 @@ class PiecePump:
 
     MPICH moves a non-blocking collective only inside MPI calls, so the main thread pumps at
     each gradient: it tests the piece on the wire (microseconds) and starts the next one; at
-    the end of the step it pumps with ``block``. Each piece is averaged once the next one is on
-    its way. Pieces go in layout order, the same on every rank, as MPI requires; buckets with
-    no pieces (a 16-bit wire) are skipped, for the caller to reduce.
+    the end of the step it pumps with ``block``. Pieces go in layout order, the same on every
+    rank, as MPI requires; buckets with no pieces (a 16-bit wire) are skipped, for the caller
+    to reduce.
 
     Args:
         comm: the gradient communicator.
@@ -282,13 +259,8 @@ class PiecePump:
         """A new step: the first piece of the first bucket is next."""
         self.cursor, self.request = (0, 0), None
 
-    def pump(
-        self, buckets: Sequence[Bucket], launched: int, total: int, block: bool = False
-    ) -> None:
-        """Move the pieces of ``buckets[:launched]`` on; with ``block``, until all are reduced.
-
-        ``total`` is the step's global example count, by which each piece is averaged.
-        """
+    def pump(self, buckets: Sequence[Bucket], launched: int, block: bool = False) -> None:
+        """Move the pieces of ``buckets[:launched]`` on; with ``block``, until all are reduced."""
         while self.request is not None or self._start(buckets, launched):
             if block:
                 self.request.Wait()
@@ -297,8 +269,6 @@ class PiecePump:
             b, k = self.cursor
             self.request = None
             self.cursor = (b + 1, 0) if k + 1 == len(buckets[b].pieces) else (b, k + 1)
-            self._start(buckets, launched)
-            buckets[b].piece_done(k, total)
 
     def _start(self, buckets: Sequence[Bucket], launched: int) -> bool:
         """Start the piece at the cursor if its bucket is launched; whether one started."""
@@ -313,19 +283,24 @@ class PiecePump:
         return True
 
 
-def poll(request: Any, hurry: threading.Event | None = None) -> None:
-    """Wait for an MPI request by testing it between short sleeps, until told to hurry.
+def poll(request: Any, hurry: threading.Event | None = None, seconds: float = POLL_SECONDS) -> None:
+    """Wait for an MPI request by testing it between sleeps of ``seconds``, until told to hurry.
 
-    ``MPI_Wait`` spins on a core; while backward computes, a sleep gives the core (and the GIL)
-    back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is set
-    (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes at
-    full speed.
+    ``MPI_Wait`` spins on a core; while backward computes there, a sleep gives the core (and the
+    GIL) back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is
+    set (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes
+    at full speed. ``seconds=0`` waits in ``MPI_Wait`` from the start (mpi4py lets the GIL go
+    there): for a core of its own, which a sleeping poll slows down several times (each
+    ``Test`` moves a reduction one step, and a sleep lasts 50-100 us).
     """
+    if seconds <= 0:
+        request.Wait()
+        return
     while not request.Test():
         if hurry is not None and hurry.is_set():
             request.Wait()
             return
-        time.sleep(POLL_SECONDS)
+        time.sleep(seconds)
 
 
 class CommThread:
@@ -337,10 +312,15 @@ class CommThread:
 
     Args:
         reduce: the reduction of one packed bucket, given how to wait for each request.
+        poll_seconds: how each request is waited for while backward runs (see :func:`poll`).
     """
 
-    def __init__(self, reduce: Callable[[Bucket, Callable[[Any], None]], None]) -> None:
-        self._reduce = reduce
+    def __init__(
+        self,
+        reduce: Callable[[Bucket, Callable[[Any], None]], None],
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self._reduce, self.poll_seconds = reduce, poll_seconds
         self.hurry = threading.Event()
         self._queue: queue.SimpleQueue[Bucket | np.ndarray | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
@@ -368,7 +348,7 @@ class CommThread:
                 bucket.done.set()
 
     def _wait_request(self, request: Any) -> None:
-        poll(request, self.hurry)
+        poll(request, self.hurry, self.poll_seconds)
 
     def relax(self) -> None:
         """Backward starts: poll gently again."""

@@ -1,20 +1,24 @@
 """Allreduce over MPI: gradients in buckets, reduced while backward goes on, a local optimizer.
 
-Every rank runs the same optimizer on the same averaged gradients, so every rank ends each step
+Every rank runs the same optimizer on the same summed gradients, so every rank ends each step
 with identical parameters (Horovod's ``DistributedOptimizer`` and PyTorch DDP's reducer are the
 models). One step, as buckets:
 
-1. :meth:`MPISync.start_step` checks with one small ``Allgather`` that every rank is at the same
-   step with the same bucket layout, and learns the step's global number of examples.
+1. :meth:`MPISync.start_step` starts one small non-blocking ``Iallgather`` of the step number,
+   the bucket layout's hash and the rank's examples. It is completed and checked just before
+   the step's first gradient collective (so a mismatch is named before anything can hang),
+   by then long arrived: the ranks meet once a step, at the gradients, not twice.
 2. Each gradient lives as a view into its bucket's flat buffer, so the layers' ``+=`` writes
    straight into what goes on the wire and nothing is copied twice. When the last gradient of a
    bucket fires, the bucket goes on the wire at once, in pieces of ``piece_bytes`` (1 MiB),
    one allreduce at a time, strictly in layout order (MPI needs the same collective order on
-   every rank). Each piece is averaged (divided by the global number of examples) as soon as it
-   is reduced, still in cache, while the next one travels.
-3. :meth:`MPISync.finish_step` waits for the rest, runs the optimizer on the averaged
-   gradients (the bucket's views) and zeroes them; with a communication thread the layers get a
-   spare buffer, zero, at once, and the thread zeroes the used one while backward goes on.
+   every rank).
+3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the summed
+   gradients (the bucket's views) with ``grad_scale = 1 / global examples``: the optimizer
+   folds the average into the scalars it multiplies by anyway, so averaging costs no pass over
+   memory and the sync is done when the reductions are. Then it zeroes the gradients; with a
+   communication thread the layers get a spare buffer, zero, at once, and the thread zeroes
+   the used one while backward goes on.
 
 Buckets follow the order in which the first backward pass fired the parameters: before that
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
@@ -23,7 +27,10 @@ first step records the real order, and the layout is rebuilt once if it differs.
 Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs
 each bucket's allreduce while Python goes on with backward. While backward runs it polls the
 request with short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with
-compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. MPICH makes no
+compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each
+rank has a core to spare for it (gradients on a GPU, or twice as many cores as ranks on the
+node) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``): sleeping polls make each
+reduction several times slower, and the last ones then spill past backward. MPICH makes no
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
@@ -60,9 +67,10 @@ from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
-from distconv.sync.local import LocalSync
+from distconv.sync.local import LocalSync, mean_scale
 from distconv.sync.mpi.buckets import (
     PIECE_BYTES,
+    POLL_SECONDS,
     Bucket,
     CommThread,
     PiecePump,
@@ -88,7 +96,8 @@ class MPISync(LocalSync):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
-        optimizer: the update rule, run on every rank on the averaged gradients.
+        optimizer: the update rule, run on every rank on the summed gradients, averaged inside
+            it (``grad_scale``).
         comm: an mpi4py communicator; None takes ``MPI.COMM_WORLD``, or :class:`SingleRankComm`
             when mpi4py is not installed.
         bucket_bytes: gradient bytes per bucket (default :data:`DEFAULT_BUCKET_BYTES`, 4 MiB);
@@ -100,6 +109,10 @@ class MPISync(LocalSync):
             initialised below ``MPI_THREAD_SERIALIZED``.
         piece_bytes: bytes per allreduce call; a bucket goes on the wire in pieces this size,
             one at a time (default :data:`~distconv.sync.mpi.buckets.PIECE_BYTES`, 1 MiB).
+        poll_seconds: with the thread, the sleep between tests of a request while backward
+            runs; 0 waits in ``MPI_Wait`` (a core of its own); None decides by the machine
+            (0 with GPU gradients or twice as many cores as ranks on the node, else
+            :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`).
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -116,8 +129,12 @@ class MPISync(LocalSync):
         grad_dtype: str | None = None,
         overlap: bool | None = None,
         piece_bytes: int = PIECE_BYTES,
+        poll_seconds: float | None = None,
     ) -> None:
         super().__init__(optimizer)
+        if poll_seconds is not None and not poll_seconds >= 0:
+            raise ValueError(f"poll_seconds must be >= 0 or None, got {poll_seconds!r}")
+        self.poll_seconds = poll_seconds
         for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -142,6 +159,7 @@ class MPISync(LocalSync):
         self._next_launch = 0
         self._pump: PiecePump | None = None
         self._total = 0
+        self._check: tuple[Any, np.ndarray, np.ndarray] | None = None
         self._in_step = False
         # one rank's uncaught exception aborts the job instead of leaving the others hanging
         self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else None
@@ -164,8 +182,8 @@ class MPISync(LocalSync):
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         local_ranks = self._local_ranks()  # a collective: every rank calls it, GPU or not
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
         if self.overlap is None:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
             self.overlap = self.world_size > 1 and (on_gpu or cores > local_ranks)
         if self.overlap and not threads_allowed(self.mpi):
             self.overlap = False
@@ -173,7 +191,10 @@ class MPISync(LocalSync):
         (without_thread,) = self.allreduce_sum([0.0 if self.overlap else 1.0])
         self.overlap = self.overlap and without_thread == 0
         if self.overlap:
-            self._thread = CommThread(self._reduce_and_average)
+            seconds = self.poll_seconds
+            if seconds is None:  # a core for each rank's thread: it may wait in MPI_Wait
+                seconds = 0.0 if on_gpu or cores >= 2 * local_ranks else POLL_SECONDS
+            self._thread = CommThread(self._reduce, seconds)
         else:
             self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
         self._lay_out([p.name for p in reversed(self.params)])
@@ -243,7 +264,8 @@ class MPISync(LocalSync):
 
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
-        """Check that every rank is at this step with this layout; sum the examples."""
+        """Start checking that every rank is at this step with this layout (see
+        :meth:`_complete_check`) and summing the examples."""
         if self._grad_comm is None:
             raise SyncError("MPISync.start_step called before setup")
         super().start_step(examples)
@@ -251,13 +273,7 @@ class MPISync(LocalSync):
             self._lay_out(self.firing_order or self._recorded)
         mine = np.array([self.step, self._layout_hash, self._examples], dtype=np.int64)
         every = np.zeros((self.world_size, 3), dtype=np.int64)
-        self.comm.Allgather(mine, every)
-        if len(set(every[:, 0].tolist())) > 1:
-            steps = ", ".join(f"rank {r}: {s}" for r, s in enumerate(every[:, 0].tolist()))
-            raise SyncError(f"ranks are at different steps ({steps})")
-        if len(set(every[:, 1].tolist())) > 1:
-            self._raise_layout_mismatch(every[:, 1])
-        self._total = int(every[:, 2].sum())
+        self._check = (self.comm.Iallgather(mine, every), mine, every)
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
@@ -265,6 +281,27 @@ class MPISync(LocalSync):
             self._pump.reset()
         if self._thread is not None:
             self._thread.relax()
+
+    def _complete_check(self) -> None:
+        """Finish :meth:`start_step`'s exchange; stop on a mismatch, else learn the total.
+
+        Called before the step's first gradient collective, on every rank, so ranks that
+        disagree all stop here, with a message, before any of them can hang in a reduction.
+
+        Raises:
+            SyncError: the ranks are at different steps, or lay out buckets differently.
+        """
+        if self._check is None:
+            return
+        request, _, every = self._check
+        request.Wait()
+        self._check = None
+        if len(set(every[:, 0].tolist())) > 1:
+            steps = ", ".join(f"rank {r}: {s}" for r, s in enumerate(every[:, 0].tolist()))
+            raise SyncError(f"ranks are at different steps ({steps})")
+        if len(set(every[:, 1].tolist())) > 1:
+            self._raise_layout_mismatch(every[:, 1])
+        self._total = int(every[:, 2].sum())
 
     def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
         texts = allgather_bytes(self.comm, json.dumps(self._layout).encode())
@@ -287,11 +324,12 @@ class MPISync(LocalSync):
             raise SyncError(f"parameter {param.name!r} fired twice in step {self.step}")
         bucket.fired[j] = True
         bucket.pending -= 1
-        self._fired.append(param.name)
+        if not self._recorded:  # the first step's firing order, for the next layout
+            self._fired.append(param.name)
         if bucket.pending == 0:
             self._launch_ready()
-        if self._pump is not None:
-            self._pump.pump(self.buckets, self._next_launch, self._total)
+        if self._pump is not None and self._next_launch:  # something on the wire to move on
+            self._pump.pump(self.buckets, self._next_launch)
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -303,37 +341,39 @@ class MPISync(LocalSync):
             self._next_launch += 1
 
     def _launch(self, bucket: Bucket) -> None:
-        bucket.pack(1.0 / max(self._total, 1))
+        self._complete_check()
+        bucket.pack(mean_scale(self._total))
         self.wire_bytes += bucket.target.nbytes
         if self._thread is not None:
             self._thread.submit(bucket)
 
-    def _reduce_and_average(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
-        """On the communication thread: reduce, then average a host bucket while it is hot in
-        cache (a device bucket is averaged by the main thread, which owns the device)."""
-        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum(), self._total)
+    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
+        """On the communication thread: reduce, and unpack a host bucket (a device bucket is
+        unpacked by the main thread, which owns the device)."""
+        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum())
         if not bucket.on_device:
-            bucket.average(self._total)
+            bucket.unpack()
 
     def finish_step(self) -> None:
-        """Wait for every bucket, average, apply the optimizer, zero the gradients."""
+        """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
         if not self._in_step:
             raise SyncError("finish_step without start_step")
         self._in_step = False
         began = time.perf_counter()
+        self._complete_check()  # a step without buckets
         self._launch_ready(everything=True)
         try:
             if self._thread is not None:  # each bucket's optimizer while the next one travels
                 for bucket in self.buckets:
                     self._thread.wait(bucket)
-                    bucket.average(self._total)
+                    bucket.unpack()
                     self._apply(bucket)
-            else:  # nothing travels while the optimizer runs: every gradient averaged first
-                self._pump.pump(self.buckets, self._next_launch, self._total, block=True)
+            else:  # nothing travels while the optimizer runs: every gradient reduced first
+                self._pump.pump(self.buckets, self._next_launch, block=True)
                 for bucket in self.buckets:
                     if not bucket.pieces:  # a 16-bit wire, reduced by hand
-                        bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None, self._total)
-                    bucket.average(self._total)
+                        bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None)
+                    bucket.unpack()
                 for bucket in self.buckets:
                     self._apply(bucket)
         finally:
@@ -344,7 +384,7 @@ class MPISync(LocalSync):
 
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
-        ``finish_step`` took (waiting, averaging, the optimizer)."""
+        ``finish_step`` took (waiting, the optimizer, zeroing)."""
         return {
             "bytes_pushed": self.wire_bytes,
             "bytes_pulled": self.wire_bytes,
@@ -352,9 +392,10 @@ class MPISync(LocalSync):
         }
 
     def _apply(self, bucket: Bucket) -> None:
-        """The optimizer on the averaged gradients (views of the bucket), then zero gradients."""
+        """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
+        scale = bucket.grad_scale(self._total)
         for p in bucket.params:
-            self.optimizer.update(p.value, p.grad, self.state[p.name])
+            self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
         used = bucket.clear()
         if used is not None:
             self._thread.zero(used)  # done before this bucket's next reduction
