@@ -339,8 +339,8 @@ def main() -> None:
         f"(bytes per shard {some['shard_bytes']}), medians of {args.repeat} alternating rounds"
     )
     print(
-        f"messages per step: ps {some['messages']:.1f}, raw {some['raw_messages']}, raw grouped "
-        f"{some['raw_grouped_messages']}"
+        f"messages per step: ps {some['messages'] or float('nan'):.1f}, raw "
+        f"{some['raw_messages']}, raw grouped {some['raw_grouped_messages']}"
     )
     print(
         f"{'':10} {'raw ms':>8} {'grouped':>8} {'ps ms':>8} {'optim ms':>9} {'transport':>10} "
