@@ -4,10 +4,16 @@ Usage: ``python benchmarks/pserver.py [--mb 16] [--params 100] [--repeat 15] [--
 
 One worker pushes ``--mb`` MB of float32 gradients as ``--params`` parameters through 2 real
 shards (``distconv pserver`` subprocesses on 127.0.0.1, sync mode, SGD) and waits for the new
-values: one push + pull per step. The baseline, measured in the same run, sends the same
-messages (same sizes, same split over 2 processes) to 2 raw ROUTER echo processes and waits for
-the echoes. The shards' optimizer time (from their stats) is reported apart and subtracted, so
-the ratio compares transports. Each is measured with CURVE off and on.
+values: one push + pull per step. The parameter server coalesces a shard's gradients into a
+few messages (``push_bytes``, 1 MiB by default: about 16 per step for 16 MB), whereas the raw
+baseline, measured in the same run, sends the same bytes as one message per gradient (100,
+split over 2 raw ROUTER echo processes as the blocks are over the shards) and waits for the
+echoes. A second raw baseline, ``raw grouped``, sends the gradients grouped as the worker's
+queue would group them with a free link (each shard's queued gradients go once they reach
+``push_bytes``, the rest at the end), so the ratios against both show what the grouping
+itself buys. The shards' optimizer time (from their stats) is reported apart and subtracted,
+so the ratio compares transports. Each is measured with CURVE off and on. ``messages`` is the
+parameter server's push messages per step (the raw baselines' are printed beside).
 
 The machine is shared and noisy: raw and parameter-server steps alternate, one of each per
 round, and the medians (and the bests) of ``--repeat`` rounds are reported. ``--code DIR``
@@ -90,9 +96,17 @@ def start(cmd: list[str], procs: list[subprocess.Popen]) -> str:
 
 class RawRoundTrip:
     """The baseline: every gradient (a header-sized frame + one raw frame) to its echo and
-    back, the messages split over the echoes as the blocks are over the shards."""
+    back, the messages split over the echoes as the blocks are over the shards; with
+    ``group_bytes``, each echo's gradients grouped into messages of at least that many bytes
+    (the last one of each echo: what is left), in the order they come."""
 
-    def __init__(self, endpoints: list[str], grads: list[np.ndarray], keys: str | None) -> None:
+    def __init__(
+        self,
+        endpoints: list[str],
+        grads: list[np.ndarray],
+        keys: str | None,
+        group_bytes: int | None = None,
+    ) -> None:
         self.ctx = zmq.Context()
         self.socks = []
         for e in endpoints:
@@ -101,22 +115,40 @@ class RawRoundTrip:
                 keyfiles.curve_client(s, keyfiles.worker_keys(keys, 0))
             s.connect(f"tcp://{e}")
             self.socks.append(s)
-        self.grads = grads
+        self.plan = _plan(len(self.socks), grads, group_bytes)
         self.header = b"\x80" * 64  # a header-sized frame, as the parameter server sends one
 
     def step(self) -> tuple[float, float]:
         """Seconds of one round trip of every gradient, and this process's CPU seconds in it."""
         t, c = time.perf_counter(), time.process_time()
-        for i, g in enumerate(self.grads):
-            self.socks[i % len(self.socks)].send_multipart([self.header, g], copy=False)
-        for i in range(len(self.grads)):
-            self.socks[i % len(self.socks)].recv_multipart(copy=False)
+        for s, arrays in self.plan:
+            self.socks[s].send_multipart([self.header, *arrays], copy=False)
+        for s, _ in self.plan:
+            self.socks[s].recv_multipart(copy=False)
         return time.perf_counter() - t, time.process_time() - c
 
     def close(self) -> None:
         for s in self.socks:
             s.close(0)
         self.ctx.term()
+
+
+def _plan(
+    echoes: int, grads: list[np.ndarray], group_bytes: int | None
+) -> list[tuple[int, list[np.ndarray]]]:
+    """The raw messages of one step, in sending order: ``(echo, arrays)``; gradient i goes to
+    echo ``i % echoes``, alone or queued until its echo's queue holds ``group_bytes``."""
+    if group_bytes is None:
+        return [(i % echoes, [g]) for i, g in enumerate(grads)]
+    plan: list[tuple[int, list[np.ndarray]]] = []
+    queued: list[list[np.ndarray]] = [[] for _ in range(echoes)]
+    for i, g in enumerate(grads):
+        queue = queued[i % echoes]
+        queue.append(g)
+        if sum(a.nbytes for a in queue) >= group_bytes:
+            plan.append((i % echoes, queue[:]))
+            queue.clear()
+    return plan + [(s, q) for s, q in enumerate(queued) if q]
 
 
 class PServerStep:
@@ -177,14 +209,20 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def measure(
-    raw: RawRoundTrip, ps: PServerStep, repeat: int, echo_pids: list[int], shard_pids: list[int]
+    raw: RawRoundTrip,
+    grouped: RawRoundTrip,
+    ps: PServerStep,
+    repeat: int,
+    echo_pids: list[int],
+    shard_pids: list[int],
 ) -> dict[str, float]:
     """Alternate raw and parameter-server steps, ``repeat`` rounds after 2 of warm-up.
 
-    Milliseconds: medians and bests of the raw step, the whole step, the optimizer in it, and
-    the transport (whole minus optimizer); and the CPU milliseconds per step of all processes
-    (this one in the step, the servers' over the round), which a busy machine disturbs less
-    than the wall clock (the parameter server's without the shards' optimizer time).
+    Milliseconds: medians and bests of the raw step, the median of the grouped raw step, the
+    whole step, the optimizer in it, and the transport (whole minus optimizer); and the CPU
+    milliseconds per step of all processes (this one in the step, the servers' over the
+    round), which a busy machine disturbs less than the wall clock (the parameter server's
+    without the shards' optimizer time).
     """
     rows, cpu = [], np.zeros(2)
     for k in range(repeat + 2):
@@ -193,8 +231,9 @@ def measure(
         e1, s0 = cpu_seconds(echo_pids), cpu_seconds(shard_pids)
         total, optim, optim_sum, ps_cpu = ps.step()
         s1 = cpu_seconds(shard_pids)
+        g, _ = grouped.step()
         if k >= 2:
-            rows.append((r, total, optim, total - optim))
+            rows.append((r, total, optim, total - optim, g))
             cpu += (r_cpu + e1 - e0, ps_cpu + s1 - s0 - optim_sum)
     a = np.array(rows) * 1e3
     med, best = np.median(a, axis=0), a.min(axis=0)
@@ -203,6 +242,7 @@ def measure(
         "total": med[1],
         "optim": med[2],
         "transport": med[3],
+        "raw_grouped": med[4],
         "raw_best": best[0],
         "transport_best": best[3],
         "raw_cpu": cpu[0] / repeat * 1e3,
@@ -226,14 +266,23 @@ def run_mode(
         echo = [start([sys.executable, HERE, "--echo", mode, "--keys", keys], procs)]
         echo.append(start([sys.executable, HERE, "--echo", mode, "--keys", keys], procs))
         shards = [start(shard_command(i, flags), procs) for i in range(2)]
-        raw, ps = RawRoundTrip(echo, grads, k), PServerStep(shards, grads, k, push_bytes)
+        ps = PServerStep(shards, grads, k, push_bytes)
+        group = getattr(ps.sync, "push_bytes", None)  # an older checkout may not coalesce
+        raw, grouped = RawRoundTrip(echo, grads, k), RawRoundTrip(echo, grads, k, group)
         pids = [p.pid for p in procs]
         try:
-            result = measure(raw, ps, repeat, pids[:2], pids[2:])
-            messages = getattr(ps.sync, "push_messages", None)
-            return {**result, "shard_bytes": ps.sync.layout.shard_bytes(), "messages": messages}
+            result = measure(raw, grouped, ps, repeat, pids[:2], pids[2:])
+            messages = getattr(ps.sync, "push_messages", None)  # a total over every step
+            return {
+                **result,
+                "shard_bytes": ps.sync.layout.shard_bytes(),
+                "messages": None if messages is None else messages / (repeat + 2),
+                "raw_messages": len(raw.plan),
+                "raw_grouped_messages": len(grouped.plan),
+            }
         finally:
             raw.close()
+            grouped.close()
             ps.close()
     finally:
         for p in procs:
@@ -289,11 +338,19 @@ def main() -> None:
         f"{total_mb:.1f} MB of float32 gradients as {args.params} parameters, 2 shards "
         f"(bytes per shard {some['shard_bytes']}), medians of {args.repeat} alternating rounds"
     )
-    print(f"{'':10} {'raw ms':>8} {'ps ms':>8} {'optim ms':>9} {'transport':>10} {'ratio':>6}")
+    print(
+        f"messages per step: ps {some['messages'] or float('nan'):.1f}, raw "
+        f"{some['raw_messages']}, raw grouped {some['raw_grouped_messages']}"
+    )
+    print(
+        f"{'':10} {'raw ms':>8} {'grouped':>8} {'ps ms':>8} {'optim ms':>9} {'transport':>10} "
+        f"{'ratio':>6} {'/grouped':>8}"
+    )
     for mode, r in results.items():
         print(
-            f"{mode:10} {r['raw']:8.2f} {r['total']:8.2f} {r['optim']:9.2f} "
-            f"{r['transport']:10.2f} {r['transport'] / r['raw']:6.2f}x   "
+            f"{mode:10} {r['raw']:8.2f} {r['raw_grouped']:8.2f} {r['total']:8.2f} "
+            f"{r['optim']:9.2f} {r['transport']:10.2f} {r['transport'] / r['raw']:6.2f}x "
+            f"{r['transport'] / r['raw_grouped']:7.2f}x   "
             f"(bests: {r['transport_best'] / r['raw_best']:.2f}x; CPU ms {r['raw_cpu']:.1f} raw, "
             f"{r['transport_cpu']:.1f} ps: {r['transport_cpu'] / r['raw_cpu']:.2f}x)"
         )

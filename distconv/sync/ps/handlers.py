@@ -280,19 +280,21 @@ class RequestHandlers:
                 if self.config.mode == "sync":
                     self._fail(msg)
                 raise _Refused(msg)
-        self.stats.pushes += len(params)
-        self.stats.push_messages += 1
-        self.last_step[rank] = header["step"]
         if self.config.mode == "sync":
             self._collect_push(ident, header, params, parts)
         else:
             self._apply_async(ident, header, params, parts)
+        # counted once accepted: a push refused above (stale, repeated) raised before here
+        self.stats.pushes += len(params)
+        self.stats.push_messages += 1
+        self.last_step[rank] = header["step"]
 
     def _push_blocks(self, header: dict[str, Any]) -> tuple[list[int], list[int]]:
         """The push's parameters and block ids, checked: distinct parameters this shard holds
-        blocks of, each followed by exactly those blocks, a version per block, and a sparse
-        table's rows alone in their message."""
+        blocks of, each followed by exactly those blocks, an integer version per block (in both
+        modes, though only async reads them), and a sparse table's rows alone in their message."""
         params, ids = int_list(header, "params"), int_list(header, "blocks")
+        int_list(header, "versions")
         if not params or len(set(params)) != len(params):
             raise WireError(f"push: parameters {short(params)} are none or repeat")
         if "rows" in header and len(params) != 1:

@@ -2,9 +2,10 @@
 
 Each complete gradient is handed over at once (:meth:`PushQueue._queue_push`) to its shard's
 queue. The queue goes as one message once it holds at least ``push_bytes`` of gradients and the
-shard's previous push has left (ZeroMQ has handed all of it to the kernel: its
-``MessageTracker`` is done); else it keeps growing until the next gradient, or until
-:meth:`PushQueue._flush_pushes` at the end of the step. So a large model's gradients leave
+shard's previous push has left (ZeroMQ has let go of all of it: the ``MessageTracker`` of its
+last frame, a ``zmq.Frame`` of its own so that pyzmq never copies it, is done); else it keeps
+growing until the next gradient, or until :meth:`PushQueue._flush_pushes` at the end of the
+step. So a large model's gradients leave
 during backward, in messages that grow when the link is slow (DDP's buckets, sized by the link
 as well as by a setting), while a small model's all travel as one message per shard and step:
 on a busy machine the cost of a push is the Python that handles each message at both ends, not

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.wire import DTYPES, MAX_ARRAY_BYTES, WireError, int_list, is_shape, short
+from distconv.sync.ps.wire import DTYPES, MAX_ARRAY_BYTES, WireError, is_shape, short
 
 log = logging.getLogger("distconv.pserver")
 
@@ -250,31 +250,47 @@ class BlockUpdates:
 
     def _apply_async(self, ident: bytes, header: dict[str, Any], params: list, parts: list) -> None:
         """Apply each parameter of a push at once, or drop it if too stale; one reply with
-        every block's values and the number of parameters dropped."""
-        versions = int_list(header, "versions")
-        dropped, at = 0, 0
+        every block's values and the number of parameters dropped.
+
+        Everything a request can get wrong was checked before (:meth:`_op_push`) and the drops
+        are decided here before any update, so only the optimizer itself can fail midway (a
+        shard bug, or memory): some blocks may be updated then, so the job fails, as in sync.
+        """
+        at, applied = 0, []
         for p in params:
             ids = self.by_param[p]
             mine, at = slice(at, at + len(ids)), at + len(ids)
-            staleness = max(self.blocks[b].version - v for b, v in zip(ids, versions[mine]))
-            if staleness > self.config.max_staleness:
-                dropped += 1
-                self.stats.drops += 1
-                log.info(
-                    "shard %d: dropped a push of %s from rank %d: %d updates stale (max %d)",
-                    self.index,
-                    self.params[p].name,
-                    header["rank"],
-                    staleness,
-                    self.config.max_staleness,
-                )
+            staleness = max(
+                self.blocks[b].version - v for b, v in zip(ids, header["versions"][mine])
+            )
+            if staleness <= self.config.max_staleness:
+                applied.append((p, ids, parts[mine]))
                 continue
-            self.optimizer.lr = float(header["lr"])
-            start = time.perf_counter()
-            for bid, (rows, g) in zip(ids, parts[mine]):
-                _, grad = _mean_in_rank_order([(rows, g)], header["count"])
-                self._update(self.blocks[bid], grad, rows)
-            self.stats.update_seconds += time.perf_counter() - start
+            self.stats.drops += 1
+            log.info(
+                "shard %d: dropped a push of %s from rank %d: %d updates stale (max %d)",
+                self.index,
+                self.params[p].name,
+                header["rank"],
+                staleness,
+                self.config.max_staleness,
+            )
+        self.optimizer.lr = float(header["lr"])
+        for p, ids, mine in applied:
+            try:
+                start = time.perf_counter()
+                for bid, (rows, g) in zip(ids, mine):
+                    _, grad = _mean_in_rank_order([(rows, g)], header["count"])
+                    self._update(self.blocks[bid], grad, rows)
+                self.stats.update_seconds += time.perf_counter() - start
+            except Exception as exc:
+                log.exception("shard %d: async update of parameter %d failed", self.index, p)
+                message = (
+                    f"update of parameter {self.params[p].name} from rank {header['rank']} "
+                    f"failed on shard {self.index}: {type(exc).__name__}: {exc}"
+                )
+                self._fail(message)
+                raise _Refused(message) from None
             self.stats.updates += 1
         arrays, fields = self._values(header["blocks"], [rows for rows, _ in parts])
-        self._reply(ident, header, arrays, dropped=dropped, **fields)
+        self._reply(ident, header, arrays, dropped=len(params) - len(applied), **fields)

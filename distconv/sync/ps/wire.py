@@ -156,7 +156,12 @@ def send(
     sock.send(frames[0], _MORE)
     for i in range(1, last):
         sock.send(frames[i], _MORE, copy=False)
-    return sock.send(frames[last], 0, copy=False, track=track)
+    if not track:
+        return sock.send(frames[last], 0, copy=False)
+    # pyzmq copies a frame under its copy_threshold (64 KiB) even with copy=False, and the
+    # tracker it returns then is done at once; a Frame of our own is never copied, so its
+    # tracker is done only once ZeroMQ has let go of the message
+    return sock.send(zmq.Frame(frames[last], copy=False, track=True), 0, copy=False, track=True)
 
 
 def _frame(array: np.ndarray) -> memoryview | bytes:

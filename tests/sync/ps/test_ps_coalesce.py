@@ -14,6 +14,7 @@ from ps_helpers import (
     train_steps,
 )
 
+from distconv.arg import Arg
 from distconv.sync.ps.blocks import Layout, ParamSpec
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import pack, unpack_header
@@ -61,16 +62,43 @@ def _blocks_by_shard(endpoints):
     return [layout.blocks_on(s) for s in range(len(endpoints))]
 
 
-def test_workers_grouping_gradients_differently_give_the_one_process_weights(shards):
-    """Rank 0 sends each step's gradients in one message per shard, rank 1 each gradient on
-    its own when the link is free: the shards sum each parameter in rank order all the same."""
-    data = batches(STEPS, BATCH)
-    mixed, (m0, m1), _ = _train(shards.start(2, workers=2), data, [1 << 20, 0], world=2)
-    assert_equals_local_training(mixed, data)
-    assert m0 == 2 * STEPS and m1 > m0
-    alike, _, _ = _train(shards.start(2, workers=2), data, [1 << 20, 1 << 20], world=2)
-    for p, q in zip(mixed.parameters(), alike.parameters()):
-        np.testing.assert_array_equal(p.value, q.value)  # grouping never changes a bit
+def test_workers_grouping_gradients_differently_give_the_rank_order_sum_bit_for_bit(shards):
+    """Ranks 0 and 2 send each step's gradients in one message per shard, rank 1 each gradient
+    on its own when the link is free: the shards still sum each parameter in rank order. Three
+    ranks, since with two a + b == b + a whatever the order."""
+    data = batches(STEPS, 9)
+    endpoints = shards.start(2, workers=3)
+    net, (m0, m1, m2), _ = _train(endpoints, data, [1 << 20, 0, 1 << 20], world=3)
+    assert m0 == m2 == 2 * STEPS and m1 > m0
+    assert_equals_local_training(net, data)
+    ranked, reverse = _sync_sgd(data, 3), _sync_sgd(data, 3, order=[2, 1, 0])
+    assert any((a != b).any() for a, b in zip(ranked, reverse))  # the order shows in the bits
+    for p, expected in zip(net.parameters(), ranked):
+        np.testing.assert_array_equal(p.value, expected)
+
+
+def _sync_sgd(data, world: int, order=None, lr: float = 0.05) -> list[np.ndarray]:
+    """``small_net``'s weights after sync SGD on ``data`` done by hand, as the protocol says:
+    per step each rank's gradient sums, added in ``order`` (rank order by default), divided
+    by the step's example count."""
+    net, order = small_net(), order or list(range(world))
+    for x, y in data:
+        sums = []
+        for rank in range(world):
+            for p in net.parameters():
+                p.grad[...] = 0
+            ys = y[rank::world]
+            inputs = {"image": Arg(x[rank::world], needs_grad=False), "label": Arg(ids=ys)}
+            net.forward(inputs)
+            net.backward(lambda p: None, loss="loss", loss_scale=len(ys))
+            sums.append([p.grad.copy() for p in net.parameters()])
+        for i, p in enumerate(net.parameters()):
+            grad = sums[order[0]][i].copy()
+            for rank in order[1:]:
+                grad += sums[rank][i]
+            grad /= len(y)
+            p.value -= lr * grad
+    return [p.value for p in net.parameters()]
 
 
 def _bad_pushes(table: dict[int, list[int]]) -> list[tuple[str, dict, list[np.ndarray]]]:
