@@ -10,16 +10,25 @@ On the GPU (cupy arrays) the whole batch is one chunk: the device is already par
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _blas: list | None = None
+#: the process-wide BLAS hold: how many callers are inside it, and what it changed
+_hold_lock = threading.Lock()
+_holders = 0
+_held: list = []
+_warned = False
 
 #: below this many column elements per thread, threads cost more than they save: the GIL
 #: hand-offs of many small numpy calls outweigh the parallel copies (measured on LeNet-sized
@@ -53,7 +62,9 @@ def _executor(n: int) -> ThreadPoolExecutor:
         if _pool is None or _pool_size < n:
             if _pool is not None:
                 _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="distconv-kernel")
+            _pool = ThreadPoolExecutor(
+                max_workers=n, thread_name_prefix="distconv-kernel", initializer=_hold_worker
+            )
             _pool_size = n
         return _pool
 
@@ -72,22 +83,70 @@ def _blas_libraries() -> list:
         return _blas
 
 
+def _per_thread(lib: Any) -> bool:
+    """Whether ``lib``'s thread count is per calling thread (OpenMP layers, MKL)."""
+    return getattr(lib, "threading_layer", None) == "openmp" or lib.internal_api == "mkl"
+
+
 @contextmanager
 def _one_blas_thread() -> Iterator[None]:
     """Hold BLAS to one thread while our own threads split the work.
 
-    Every kernel call enters this, so it reads each library's thread count directly and changes
-    only those not already at one: threadpoolctl's ``limit`` took about 65 us a call, five times
-    as much, which a digits step paid some ten times.
+    A process-wide pool (OpenBLAS on pthreads) gets one hold for the whole process: the first
+    caller in sets it to one thread, the last one out restores it, so kernels called from
+    several Python threads at once (ranks run as threads) neither undo each other nor run
+    unheld. A per-thread count (OpenMP layers, MKL) is set for the calling thread, and for good
+    in our pool's workers (:func:`_hold_worker`). Counts are read and set directly:
+    threadpoolctl's ``limit`` costs about 65 us a call, five times as much, and every kernel
+    call enters here.
     """
-    changed = [(lib, n) for lib in _blas_libraries() if (n := lib.get_num_threads()) != 1]
-    for lib, _ in changed:
+    global _holders, _held
+    libs = _blas_libraries()
+    mine = [(lib, n) for lib in libs if _per_thread(lib) and (n := lib.get_num_threads()) != 1]
+    for lib, _ in mine:
         lib.set_num_threads(1)
+    with _hold_lock:
+        if _holders == 0:
+            shared = [lib for lib in libs if not _per_thread(lib)]
+            _held = [(lib, n) for lib in shared if (n := lib.get_num_threads()) != 1]
+            for lib, _ in _held:
+                lib.set_num_threads(1)
+            _check_held(shared)
+        _holders += 1
     try:
         yield
     finally:
-        for lib, n in changed:
+        with _hold_lock:
+            _holders -= 1
+            if _holders == 0:
+                for lib, n in _held:
+                    lib.set_num_threads(n)
+                    if hasattr(lib, "clear_controlling_thread"):  # the next holder may be
+                        lib.clear_controlling_thread()  # another thread (threadpoolctl >= 3.2)
+                _held = []
+        for lib, n in mine:
             lib.set_num_threads(n)
+
+
+def _check_held(libs: list) -> None:
+    """Warn once if a library kept more than one thread (threadpoolctl let another thread
+    control it): results then depend on BLAS's thread count."""
+    global _warned
+    stuck = [lib.internal_api for lib in libs if lib.get_num_threads() not in (1, None)]
+    if stuck and not _warned:
+        _warned = True
+        log.warning(
+            "could not hold %s to one thread in the conv kernels (another Python thread controls "
+            "its thread count); results may differ from run to run",
+            ", ".join(stuck),
+        )
+
+
+def _hold_worker() -> None:
+    """Our pool's threads only run kernels: one BLAS thread for per-thread libraries, for good."""
+    for lib in _blas_libraries():
+        if _per_thread(lib):
+            lib.set_num_threads(1)
 
 
 def chunk_bounds(n: int, chunks: int) -> list[tuple[int, int]]:
