@@ -7,21 +7,25 @@ every free. The next step then touches fresh pages, and every page is a fault: o
 step at batch 16 about 150 faults a step, over 1 ms of kernel time on a virtual machine, where
 PyTorch's step takes none. :func:`keep_freed_memory` raises both thresholds, as
 ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_MMAP_THRESHOLD_`` would, so the pages stay mapped and the
-next step reuses them. The cost is that a process keeps its high-water mark of freed memory
-(bounded by :data:`TRIM_THRESHOLD`) instead of returning it between steps.
+next step reuses them. The cost is that a process keeps its peak memory mapped instead of
+returning freed memory between steps (each allocator arena keeps up to
+:data:`TRIM_THRESHOLD` at its top, and holes below it stay as glibc leaves them).
 
 ``distconv train``, :func:`distconv.distributed.init` and a parameter-server shard call it;
-set ``DISTCONV_KEEP_MEMORY=0`` to leave the allocator alone. Elsewhere than glibc it does
-nothing.
+set ``DISTCONV_KEEP_MEMORY=0`` to leave the allocator alone. It also stays alone when the user
+tuned it already (a ``MALLOC_*_`` variable or a ``glibc.malloc`` tunable), and elsewhere than
+glibc.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import platform
+from collections.abc import Mapping
+
+from distconv.runtime import RuntimeConfigError
 
 log = logging.getLogger(__name__)
 
@@ -42,26 +46,33 @@ def keep_freed_memory() -> bool:
     """Ask glibc to keep freed memory mapped (once per process).
 
     Returns:
-        Whether the allocator now keeps freed memory: False off glibc, or when
-        ``DISTCONV_KEEP_MEMORY=0``.
+        Whether the allocator now keeps freed memory: False off glibc, when
+        ``DISTCONV_KEEP_MEMORY=0``, or when the environment tunes malloc already.
 
     Raises:
-        ValueError: ``DISTCONV_KEEP_MEMORY`` is set to something other than 0 or 1.
+        RuntimeConfigError: ``DISTCONV_KEEP_MEMORY`` is set to something other than 0 or 1.
     """
     global _applied
     if _applied is not None:
         return _applied
     wanted = os.environ.get("DISTCONV_KEEP_MEMORY", "1")
     if wanted not in ("0", "1"):
-        raise ValueError(f"DISTCONV_KEEP_MEMORY must be 0 or 1, got {wanted!r}")
-    _applied = wanted == "1" and _set_glibc_thresholds()
+        raise RuntimeConfigError(f"DISTCONV_KEEP_MEMORY must be 0 or 1, got {wanted!r}")
+    _applied = wanted == "1" and not _tuned_by_user(os.environ) and _set_glibc_thresholds()
     return _applied
+
+
+def _tuned_by_user(environ: Mapping[str, str]) -> bool:
+    """Whether the environment sets malloc's knobs itself (ours would override them)."""
+    return any(name.startswith("MALLOC_") and name.endswith("_") for name in environ) or (
+        "glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
+    )
 
 
 def _set_glibc_thresholds() -> bool:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = ctypes.CDLL(None)  # the C library this process already runs on
     settings = (
         (M_MMAP_THRESHOLD, MMAP_THRESHOLD),
         (M_TRIM_THRESHOLD, TRIM_THRESHOLD),

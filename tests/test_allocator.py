@@ -17,10 +17,12 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# Allocate, touch and free a 3 MB array twice; count the page faults of the second time (under
-# numpy's 4 MiB huge-page threshold, so every 4 kB page faults on its own).
+# Allocate, touch and free a 3 MB array twice; count the page faults of the second time. Under
+# numpy's 4 MiB huge-page threshold, and with transparent huge pages off for the process (a
+# host with THP "always" would fault 2 MiB at a time), every 4 kB page faults on its own.
 PROBE = """
-import json, resource
+import ctypes, json, resource
+ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE
 import numpy as np
 from distconv.allocator import keep_freed_memory
 
@@ -33,18 +35,33 @@ print(json.dumps({"kept": kept, "faults": faults}))
 """
 
 
-def _probe(keep: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "DISTCONV_KEEP_MEMORY": keep}
+def _clean_env(**extra: str) -> dict[str, str]:
+    """This environment without anything that tunes or replaces malloc, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "LD_PRELOAD")
+    }
+    return {**env, "PYTHONPATH": str(REPO_ROOT), **extra}
+
+
+def _probe(**env: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60
-    )
+        [sys.executable, "-c", PROBE], env=_clean_env(**env), capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the policy is glibc's mallopt")
+glibc_only = pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="the policy is glibc's mallopt"
+)
+
+
+@glibc_only
 def test_freed_memory_is_reused_without_faults():
-    kept, default = _probe("1"), _probe("0")
+    kept, default = _probe(DISTCONV_KEEP_MEMORY="1"), _probe(DISTCONV_KEEP_MEMORY="0")
     assert kept["kept"] is True and default["kept"] is False
     pages = 3_000_000 // 4096
     # glibc's default gives the first 3 MB back and faults the second one in page by page
@@ -52,10 +69,23 @@ def test_freed_memory_is_reused_without_faults():
     assert kept["faults"] < pages // 50
 
 
-def test_bad_setting_is_refused(monkeypatch):
-    from distconv import allocator
+@glibc_only
+@pytest.mark.parametrize(
+    "tuning",
+    [{"MALLOC_TRIM_THRESHOLD_": "0"}, {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}],
+)
+def test_a_user_tuned_allocator_is_left_alone(tuning):
+    # the user's setting (trim everything) stands, and the second 3 MB faults in again
+    probe = _probe(DISTCONV_KEEP_MEMORY="1", **tuning)
+    assert probe["kept"] is False
+    assert probe["faults"] > 3_000_000 // 4096 // 2
 
-    monkeypatch.setattr(allocator, "_applied", None)
-    monkeypatch.setenv("DISTCONV_KEEP_MEMORY", "yes")
-    with pytest.raises(ValueError, match="DISTCONV_KEEP_MEMORY must be 0 or 1"):
-        allocator.keep_freed_memory()
+
+def test_bad_setting_is_refused_in_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", "train", "--epochs", "1", "--out", str(tmp_path)],
+        env=_clean_env(DISTCONV_KEEP_MEMORY="yes"), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "DISTCONV_KEEP_MEMORY must be 0 or 1, got 'yes'" in done.stderr
+    assert "Traceback" not in done.stderr

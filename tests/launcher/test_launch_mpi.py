@@ -133,7 +133,7 @@ def test_more_ranks_than_slots_is_refused():
 def launch(*argv: str, env: dict | None = None, cwd=None, timeout=60):
     base = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT), "HOME": "/tmp"}
     # Open MPI's own settings (root in a container, oversubscription: .ci/openmpi) carry over
-    base.update({k: v for k, v in os.environ.items() if k.startswith("OMPI_")})
+    base.update({k: v for k, v in os.environ.items() if k.startswith(("OMPI_", "PRTE_"))})
     return subprocess.run(
         [PY, "-m", "launcher", "mpi", *argv],
         env={**base, **(env or {})},
