@@ -56,8 +56,9 @@ def init(
         flags: explicit runtime settings (``rank``, ``world_size``, ``pservers``, ...), which
             override the environment.
         log_format: ``"text"`` or ``"json"``; None leaves logging alone.
-        sync_options: the transport's own settings (``timeout``, ``insecure``,
-            ``bucket_bytes``, ``grad_dtype``, ...).
+        sync_options: the transport's own settings (:data:`TRANSPORT_OPTIONS`: ``timeout``,
+            ``insecure``, ``push_bytes`` for pserver; ``bucket_bytes``, ``grad_dtype``,
+            ``overlap`` for mpi); another transport's settings are ignored.
         **hyperparameters: for an optimizer given by name (``lr=0.01``).
 
     Returns:
