@@ -111,7 +111,7 @@ def before_sync():
     pass of its own once the next one is on the wire; the optimizer on averages), kept here so
     before/after come from one run. Without a communication thread or a 16-bit wire, as the
     cases that use it."""
-    from distconv.sync.local import mean_scale
+    from distconv.optim import mean_scale
     from distconv.sync.mpi import MPISync
     from distconv.sync.mpi.buckets import PiecePump
 

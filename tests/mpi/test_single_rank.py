@@ -192,6 +192,38 @@ def test_float16_on_the_wire_carries_averages_not_sums_that_overflow():
         np.testing.assert_allclose(p.value, -20.0, rtol=1e-3, err_msg=str(wire))
 
 
+@pytest.mark.parametrize("overlap", [False, True])
+def test_float16_parameters_are_averaged_before_the_wire(no_mpi4py, overlap):
+    """16-bit gradients are averaged in ``pack`` (float32 arithmetic), not by the optimizer:
+    the sum of several ranks' sums would overflow float16, and Adam's folded ``s * s`` would
+    underflow. The step equals LocalSync's (which scales first too) bitwise."""
+    from distconv.parameter import Parameter
+
+    rng = np.random.default_rng(0)
+    start = (0.01 * rng.standard_normal(64)).astype(np.float16)
+    grad = (768 * rng.uniform(0.5, 1.5, 64)).astype(np.float16)
+    results = []
+    for sync in (
+        LocalSync(create_optimizer("adam", eps=1e-3)),
+        MPISync(create_optimizer("adam", eps=1e-3), overlap=overlap),
+    ):
+        p = Parameter("w", start.copy())
+        sync.setup([p], {})
+        for _ in range(3):
+            sync.start_step(768)
+            p.grad[...] = grad
+            if isinstance(sync, MPISync):
+                bucket = sync.buckets[0]
+                assert bucket.averages and bucket.grad_scale(768) == 1.0
+            sync.on_gradient(p)
+            sync.finish_step()
+        sync.close()
+        results.append(p.value.copy())
+    np.testing.assert_array_equal(results[1], results[0])
+    # three Adam steps of a positive gradient move each weight by about 3 * lr
+    np.testing.assert_allclose(start.astype(np.float32) - results[1], 3e-3, rtol=0.02)
+
+
 def test_the_trainer_reports_the_transports_traffic_on_metrics(no_mpi4py):
     """/metrics counts what the sync moved: bytes and the time finishing steps took."""
     from prometheus_client import generate_latest

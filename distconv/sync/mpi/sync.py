@@ -64,10 +64,10 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import copy_into, is_gpu_array, to_host
-from distconv.optim import Optimizer
+from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
-from distconv.sync.local import LocalSync, mean_scale
+from distconv.sync.local import LocalSync
 from distconv.sync.mpi.buckets import (
     PIECE_BYTES,
     POLL_SECONDS,
