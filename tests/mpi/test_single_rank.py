@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
@@ -329,3 +330,35 @@ def test_poll_sleeps_between_tests_or_waits_at_once():
     assert gentle.calls == ["Test"] * 3
     assert spinning.calls == ["Wait"]
     assert hurried.calls == ["Test", "Wait"]
+
+
+def test_a_pending_step_check_is_completed_never_overwritten(no_mpi4py):
+    """start_step twice without finish_step completes the first check and then refuses,
+    naming the cause; close() after an unfinished step completes its check too."""
+    p = Parameter("w", np.zeros(4))
+    comm = RecordingComm()
+    sync = MPISync(create_optimizer("sgd"), comm=comm)
+    sync.setup([p], {})
+    comm.log.clear()
+    sync.start_step(4)
+    with pytest.raises(SyncError, match="start_step called while step 0 is unfinished"):
+        sync.start_step(4)
+    assert comm.log == ["Iallgather", "check complete"]
+    comm.log.clear()
+    sync._in_step = False  # as after a failed step the caller abandoned
+    sync.start_step(4)
+    sync.close()
+    assert comm.log == ["Iallgather", "check complete"]
+
+
+def test_close_while_an_exception_propagates_leaves_the_check_to_the_abort_path(no_mpi4py):
+    comm = RecordingComm()
+    sync = MPISync(create_optimizer("sgd"), comm=comm)
+    sync.setup([Parameter("w", np.zeros(4))], {})
+    comm.log.clear()
+    sync.start_step(4)
+    try:
+        raise RuntimeError("a layer failed")
+    except RuntimeError:
+        sync.close()  # world size 1: nothing to abort, and no wait either
+    assert comm.log == ["Iallgather"]

@@ -268,6 +268,11 @@ class MPISync(LocalSync):
         :meth:`_complete_check`) and summing the examples."""
         if self._grad_comm is None:
             raise SyncError("MPISync.start_step called before setup")
+        if self._in_step:  # complete the pending check first: no request is ever left behind
+            self._complete_check()
+            raise SyncError(
+                f"start_step called while step {self.step} is unfinished: call finish_step first"
+            )
         super().start_step(examples)
         if self.firing_order or self._recorded:
             self._lay_out(self.firing_order or self._recorded)
@@ -419,7 +424,11 @@ class MPISync(LocalSync):
 
     # -- failure and shutdown -------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the communication thread, free the duplicate communicator, restore the hook."""
+        """Complete a pending step check, stop the communication thread, free the duplicate
+        communicator, restore the hook; abort the job when an exception propagates."""
+        if self._check is not None and sys.exc_info()[0] is None:
+            request, self._check = self._check[0], None
+            request.Wait()  # every rank posted it in start_step: MPI must see it complete
         if self._thread is not None:
             self._thread.stop()
             self._thread = None
