@@ -132,7 +132,9 @@ def test_bad_arguments_and_misuse_are_named(no_mpi4py):
         MPISync(create_optimizer("sgd"), bucket_bytes=0)
     with pytest.raises(ValueError, match="piece_bytes must be a positive integer, got 1.5"):
         MPISync(create_optimizer("sgd"), piece_bytes=1.5)
-    with pytest.raises(ValueError, match="poll_seconds must be >= 0 or None, got -1"):
+    with pytest.raises(
+        ValueError, match="poll_seconds must be a finite number >= 0 or None, got -1"
+    ):
         MPISync(create_optimizer("sgd"), poll_seconds=-1)
     net = small_lenet(seed=0)
     sync = MPISync(create_optimizer("sgd"))
@@ -362,3 +364,54 @@ def test_close_while_an_exception_propagates_leaves_the_check_to_the_abort_path(
     except RuntimeError:
         sync.close()  # world size 1: nothing to abort, and no wait either
     assert comm.log == ["Iallgather"]
+
+
+@pytest.mark.timeout(30)
+def test_a_sleeping_poll_wakes_when_hurried():
+    """The sleep between tests is a wait on ``hurry``: being told to hurry ends it at once
+    (a 10-minute sleep would outlast the test's timeout)."""
+    import threading
+
+    from distconv.sync.mpi.buckets import poll
+
+    request, hurry = _CountingRequest(), threading.Event()
+    request.Test = lambda: request.calls.append("Test") and False  # never completes by testing
+    threading.Timer(0.05, hurry.set).start()
+    poll(request, hurry, 600.0)
+    assert request.calls == ["Test", "Wait"]
+
+
+@pytest.mark.parametrize("bad", [-1e-3, float("nan"), float("inf"), True, "0.1"])
+def test_poll_seconds_must_be_a_finite_number(no_mpi4py, bad):
+    with pytest.raises(ValueError, match=f"poll_seconds must be a finite number >= 0.*{bad!r}"):
+        MPISync(create_optimizer("sgd"), poll_seconds=bad)
+
+
+@pytest.mark.parametrize(
+    "files, cores",
+    [
+        ({}, None),  # no cgroup files: the affinity mask alone
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: two cores run threads
+        ({"cpu.max": "100000 100000\n"}, 1),
+        ({"cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2),
+        (
+            {
+                "cpu,cpuacct/cpu.cfs_quota_us": "50000\n",
+                "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            },
+            1,
+        ),
+    ],
+)
+def test_usable_cores_counts_the_cgroup_quota(tmp_path, files, cores):
+    import os
+
+    from distconv.sync.mpi.comm import usable_cores
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    affinity = len(os.sched_getaffinity(0))
+    assert usable_cores(tmp_path) == (affinity if cores is None else min(affinity, cores))

@@ -304,10 +304,11 @@ def poll(request: Any, hurry: threading.Event | None = None, seconds: float = PO
         request.Wait()
         return
     while not request.Test():
-        if hurry is not None and hurry.is_set():
+        if hurry is None:
+            time.sleep(seconds)
+        elif hurry.is_set() or hurry.wait(seconds):  # told to hurry while asleep: wake now
             request.Wait()
             return
-        time.sleep(seconds)
 
 
 class CommThread:

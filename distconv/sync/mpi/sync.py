@@ -28,9 +28,9 @@ Overlap: with ``overlap=True`` a communication thread (on its own duplicate comm
 each bucket's allreduce while Python goes on with backward. While backward runs it polls the
 request with short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with
 compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each
-rank has a core to spare for it (gradients on a GPU, or twice as many cores as ranks on the
-node) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``): sleeping polls make each
-reduction several times slower, and the last ones then spill past backward. MPICH makes no
+rank has a core to spare for it (twice as many usable cores as ranks on the node, GPU run or
+not, a cgroup CPU quota counted) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``):
+sleeping polls make each reduction several times slower, and the last ones then spill past backward. MPICH makes no
 progress on a non-blocking collective while Python computes, and a thread pays only where compute
 leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
 ``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
@@ -55,10 +55,11 @@ and the ``mpich`` wheel. Open MPI works with the same mpi4py wheel; it wants
 from __future__ import annotations
 
 import json
-import os
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -83,6 +84,7 @@ from distconv.sync.mpi.comm import (
     import_mpi,
     install_abort_hook,
     threads_allowed,
+    usable_cores,
 )
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
@@ -111,8 +113,9 @@ class MPISync(LocalSync):
             one at a time (default :data:`~distconv.sync.mpi.buckets.PIECE_BYTES`, 1 MiB).
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait`` (a core of its own); None decides by the machine
-            (0 with GPU gradients or twice as many cores as ranks on the node, else
-            :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`).
+            (0 with at least twice as many usable cores as ranks on the node, GPU run or not,
+            counting a cgroup CPU quota: see :func:`~distconv.sync.mpi.comm.usable_cores`;
+            else :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`).
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -132,8 +135,15 @@ class MPISync(LocalSync):
         poll_seconds: float | None = None,
     ) -> None:
         super().__init__(optimizer)
-        if poll_seconds is not None and not poll_seconds >= 0:
-            raise ValueError(f"poll_seconds must be >= 0 or None, got {poll_seconds!r}")
+        if poll_seconds is not None and (
+            isinstance(poll_seconds, bool)
+            or not isinstance(poll_seconds, Real)
+            or not math.isfinite(poll_seconds)
+            or poll_seconds < 0
+        ):
+            raise ValueError(
+                f"poll_seconds must be a finite number >= 0 or None, got {poll_seconds!r}"
+            )
         self.poll_seconds = poll_seconds
         for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
             if not isinstance(value, int) or value < 1:
@@ -182,7 +192,7 @@ class MPISync(LocalSync):
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         local_ranks = self._local_ranks()  # a collective: every rank calls it, GPU or not
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        cores = usable_cores()
         if self.overlap is None:
             self.overlap = self.world_size > 1 and (on_gpu or cores > local_ranks)
         if self.overlap and not threads_allowed(self.mpi):
@@ -193,7 +203,7 @@ class MPISync(LocalSync):
         if self.overlap:
             seconds = self.poll_seconds
             if seconds is None:  # a core for each rank's thread: it may wait in MPI_Wait
-                seconds = 0.0 if on_gpu or cores >= 2 * local_ranks else POLL_SECONDS
+                seconds = 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
             self._thread = CommThread(self._reduce, seconds)
         else:
             self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
