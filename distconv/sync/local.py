@@ -15,8 +15,8 @@ class LocalSync(SyncStrategy):
     """World size 1: apply ``optimizer`` to each gradient averaged over the step, then clear it.
 
     The gradient arrives as a sum over the step's examples; the optimizer averages it inside
-    its own arithmetic (``grad_scale``, see :func:`~distconv.optim.mean_scale`), so averaging
-    adds no pass.
+    its own arithmetic (``grad_scale``, see :func:`~distconv.optim.mean_scale` and
+    :meth:`~distconv.optim.Optimizer.update` for what that costs each rule).
 
     Updating during backward is safe: a parameter fires only after every layer that uses it has
     finished with it, and layers below never read it.

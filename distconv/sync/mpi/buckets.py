@@ -165,8 +165,8 @@ class Bucket:
         """What the optimizer multiplies this bucket's reduced gradients by to average them.
 
         The buffer holds sums over the step's ``total`` examples, and the optimizer folds
-        ``1 / total`` into its own scalars (no pass over memory of its own); a cast bucket
-        carried averages already, and so did 16-bit gradients (see :meth:`pack`).
+        ``1 / total`` into its own scalars (see :meth:`~distconv.optim.Optimizer.update`); a
+        cast bucket carried averages already, and so did 16-bit gradients (see :meth:`pack`).
         """
         return 1.0 if self.averages else mean_scale(total)
 

@@ -15,8 +15,10 @@ models). One step, as buckets:
    every rank).
 3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the summed
    gradients (the bucket's views) with ``grad_scale = 1 / global examples``: the optimizer
-   folds the average into the scalars it multiplies by anyway, so averaging costs no pass over
-   memory and the sync is done when the reductions are. Then it zeroes the gradients; with a
+   folds the average into the scalars it multiplies by anyway (SGD, RMSProp and Adam add no
+   pass over memory for it; Momentum and AdaGrad one ``s * g`` temporary; 16-bit buckets are
+   averaged in :meth:`~distconv.sync.mpi.buckets.Bucket.pack`), so the sync is done when the
+   reductions are. Then it zeroes the gradients; with a
    communication thread the layers get a spare buffer, zero, at once, and the thread zeroes
    the used one while backward goes on.
 
@@ -24,20 +26,20 @@ Buckets follow the order in which the first backward pass fired the parameters: 
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
 first step records the real order, and the layout is rebuilt once if it differs.
 
-Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs
-each bucket's allreduce while Python goes on with backward. While backward runs it polls the
-request with short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with
-compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each
-rank has a core to spare for it (twice as many usable cores as ranks on the node, GPU run or
-not, a cgroup CPU quota counted) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``):
-sleeping polls make each reduction several times slower, and the last ones then spill past backward. MPICH makes no
-progress on a non-blocking collective while Python computes, and a thread pays only where compute
-leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
-``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
-and otherwise the main thread drives the pieces, testing them at each gradient (MPI progresses
-only inside MPI calls). The thread needs MPI at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks
-for MULTIPLE); below that it is never started, and the reason is logged once. MPICH's own
-progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
+Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs each
+bucket's allreduce while Python goes on with backward. While backward runs it polls the request with
+short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with compute; once
+:meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each rank has a core to
+spare for it (twice as many usable cores as ranks on the node, GPU run or not, a cgroup CPU quota
+counted) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``): sleeping polls make each
+reduction several times slower, and the last ones then spill past backward. MPICH makes no progress
+on a non-blocking collective while Python computes, and a thread pays only where compute leaves a
+core free (a GPU kernel, spare cores); on full cores it competes for them. So ``overlap=None`` turns
+it on where gradients live on a GPU or the node has more usable cores than ranks, and otherwise the
+main thread drives the pieces, testing them at each gradient (MPI progresses only inside MPI calls).
+The thread needs MPI at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks for MULTIPLE); below that it
+is never started, and the reason is logged once. MPICH's own progress thread
+(``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
 
 Compression: ``grad_dtype="float16"`` (or ``"bfloat16"`` with ``ml_dtypes``) puts half the bytes
 on the wire. MPI's built-in sum knows no 16-bit floats, so the reduction is done by hand: an
