@@ -76,11 +76,16 @@ class Optimizer:
             state: the parameter's state (from :meth:`init_state`), updated in place.
             grad_scale: the rule sees ``grad * grad_scale`` (a sync hands in sums over the
                 step's examples and ``1 / examples``). The factor is folded into scalars the
-                rule multiplies by anyway (``(lr * s) * g``), so no pass over memory is added;
-                the result equals ``update(value, grad * grad_scale, state)`` to an ulp or
-                two, and bitwise for a power of two.
+                rule multiplies by anyway (``(lr * s) * g``), so SGD, RMSProp and Adam add no
+                pass over memory; Momentum and AdaGrad form one ``s * g`` temporary (their
+                state is kept in averaged units). The result equals
+                ``update(value, grad * grad_scale, state)`` to an ulp or two, and bitwise for a
+                power of two. For 16-bit parameters the gradient is scaled first (one pass):
+                folded scalars such as ``(1 - beta2) * s * s`` underflow there.
         """
         scale = float(grad_scale)
+        if scale != 1.0 and value.dtype.itemsize <= 2:
+            grad, scale = scaled_copy(grad, scale), 1.0
         decay = self.hyper.get("weight_decay", 0.0)
         if decay:  # s * (g + (decay / s) * w) = s * g + decay * w: the L2 term is not scaled
             grad = grad + (decay / scale) * value
@@ -261,6 +266,22 @@ class Adam(Optimizer):
         step_size = (self.lr / (1 - b1**t)).astype(value.dtype)
         root_c2 = xp.sqrt(1 - b2**t).astype(value.dtype)
         value -= step_size * m / (xp.sqrt(v) / root_c2 + eps)
+
+
+def mean_scale(examples: int) -> float:
+    """The ``grad_scale`` that turns a gradient summed over ``examples`` into their mean."""
+    return 1.0 / examples if examples > 1 else 1.0
+
+
+def scaled_copy(grad: Any, scale: float) -> Any:
+    """``grad * scale`` in ``grad``'s dtype, multiplied in float32 (one pass over memory).
+
+    For 16-bit arrays: ``scale`` itself (``1 / examples``) may be subnormal in float16.
+    """
+    xp = get_array_module(grad)
+    out = xp.empty_like(grad)
+    xp.multiply(grad, scale, out=out, dtype="float32", casting="unsafe")
+    return out
 
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {

@@ -222,3 +222,107 @@ def test_grad_scale_leaves_the_gradient_alone(name):
     w = np.ones(10)
     opt.update(w, grad, opt.init_state(w), grad_scale=0.25)
     np.testing.assert_array_equal(grad, kept)
+
+
+#: scales that change between steps, as an uneven last batch makes them
+VARYING_SCALES = (1 / 8, 1 / 8, 1 / 3, 1 / 5)
+
+
+def _average_then_update(opt, w, state, grads, scales):
+    """The reference: the rule on ``grad * scale``, the average formed first."""
+    for g, s in zip(grads, scales):
+        opt.update(w, g * s, state)
+
+
+def _sum_grads(n, scales, dtype=np.float64, seed=11):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal(n) / s).astype(dtype) for s in scales]
+
+
+def _assert_states_close(got, want, rtol):
+    assert got.keys() == want.keys()
+    for key in want:
+        if key == "step":
+            np.testing.assert_array_equal(got[key], want[key])
+        else:
+            np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=0, err_msg=key)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("decay", [0.0, 0.01])
+def test_state_is_kept_in_averaged_units_when_the_scale_varies(name, decay):
+    """Folding a changing scale leaves weights AND state as averaging first would.
+
+    A rule that kept, say, momentum's velocity in summed units would agree on the weights for
+    one constant scale, but not on its state, and not on the weights once the scale changes.
+    """
+    opt = create_optimizer(name, lr=0.05, weight_decay=decay)
+    grads = _sum_grads(500, VARYING_SCALES)
+    w0 = np.random.default_rng(2).standard_normal(500)
+    folded, ref = w0.copy(), w0.copy()
+    s_folded, s_ref = opt.init_state(folded), opt.init_state(ref)
+    for g, s in zip(grads, VARYING_SCALES):
+        opt.update(folded, g, s_folded, grad_scale=s)
+    _average_then_update(opt, ref, s_ref, grads, VARYING_SCALES)
+    assert not np.allclose(ref, w0)
+    np.testing.assert_allclose(folded, ref, rtol=1e-12, atol=1e-14)
+    _assert_states_close(s_folded, s_ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_resuming_from_an_averaged_units_state_continues_identically(name):
+    """State written by the old path (the rule on averaged gradients) resumes with the folded
+    path as if the old path had gone on: a checkpoint from before the change stays valid."""
+    opt = create_optimizer(name, lr=0.05, weight_decay=0.01)
+    grads = _sum_grads(500, VARYING_SCALES + VARYING_SCALES[::-1], seed=4)
+    scales = VARYING_SCALES + VARYING_SCALES[::-1]
+    w = np.random.default_rng(6).standard_normal(500)
+    state = opt.init_state(w)
+    _average_then_update(opt, w, state, grads[:4], scales[:4])  # the checkpoint
+    resumed, s_resumed = w.copy(), {k: v.copy() for k, v in state.items()}
+    for g, s in zip(grads[4:], scales[4:]):
+        opt.update(resumed, g, s_resumed, grad_scale=s)
+    _average_then_update(opt, w, state, grads[4:], scales[4:])
+    np.testing.assert_allclose(resumed, w, rtol=1e-12, atol=1e-14)
+    _assert_states_close(s_resumed, state, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("decay", [0.0, 0.01])
+def test_float16_parameters_with_a_sum_over_256_ranks(name, decay):
+    """16-bit parameters: ``grad_scale = 1 / (256 ranks * 3 examples)`` gives the rule on the
+    averaged gradient, as float32 arithmetic computes it, to float16's precision.
+
+    Folded into the rule's scalars, ``(1 - beta2) * s * s`` and the like underflow in float16
+    (Adam's ``v`` would stay 0 and the step be tens of times too large), and ``g * g`` of a sum
+    overflows; the gradient must be scaled first.
+    """
+    scale = 1 / (256 * 3)
+    hyper = {"lr": 1e-3, "weight_decay": decay}
+    if "eps" in OPTIMIZERS[name]().hyper:  # the defaults (1e-8, 1e-10) are 0 in float16
+        hyper["eps"] = 1e-3
+    rng = np.random.default_rng(8)
+    w0 = (0.05 * rng.standard_normal(2000)).astype(np.float16)
+    # averaged gradients of magnitude 0.5..1.5: float16 holds g * g, so any error is the scale's
+    mean = [rng.choice([-1, 1], w0.size) * rng.uniform(0.5, 1.5, w0.size) for _ in range(4)]
+    grads = [(m / scale).astype(np.float16) for m in mean]
+    opt = create_optimizer(name, **hyper)
+    half, ref = w0.copy(), w0.astype(np.float32)
+    s_half, s_ref = opt.init_state(half), opt.init_state(ref)
+    half_ref = w0.copy()  # the rule on the averaged gradient, in float16
+    s_hr = opt.init_state(half_ref)
+    for g in grads:
+        opt.update(half, g, s_half, grad_scale=scale)
+        opt.update(ref, g.astype(np.float32) * np.float32(scale), s_ref)
+        opt.update(half_ref, (g.astype(np.float32) * np.float32(scale)).astype(np.float16), s_hr)
+    moved = ref - w0.astype(np.float32)
+    assert np.abs(moved).max() > 1e-3
+    np.testing.assert_array_equal(half, half_ref)  # scaled first: the average, then the rule
+    error = np.abs(half.astype(np.float32) - ref).max()
+    assert error <= 0.02 * np.abs(moved).max() + float(np.finfo(np.float16).eps) * 0.2
+    for key in s_ref:
+        if key != "step":
+            want = s_ref[key]
+            got = s_half[key].astype(np.float32)
+            assert np.isfinite(got).all(), key
+            assert np.abs(got - want).max() <= 0.01 * np.abs(want).max(), key

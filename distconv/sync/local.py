@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from distconv.backend import copy_into
-from distconv.optim import Optimizer
+from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import PER_ROW, StateDict, SyncStrategy
 
@@ -15,7 +15,8 @@ class LocalSync(SyncStrategy):
     """World size 1: apply ``optimizer`` to each gradient averaged over the step, then clear it.
 
     The gradient arrives as a sum over the step's examples; the optimizer averages it inside
-    its own arithmetic (``grad_scale``, see :func:`mean_scale`), so averaging adds no pass.
+    its own arithmetic (``grad_scale``, see :func:`~distconv.optim.mean_scale` and
+    :meth:`~distconv.optim.Optimizer.update` for what that costs each rule).
 
     Updating during backward is safe: a parameter fires only after every layer that uses it has
     finished with it, and layers below never read it.
@@ -57,8 +58,3 @@ class LocalSync(SyncStrategy):
             for key, value in buffers.items():
                 if not key.endswith(PER_ROW):
                     copy_into(self.state[name][key], value)
-
-
-def mean_scale(examples: int) -> float:
-    """The ``grad_scale`` that turns a gradient summed over ``examples`` into their mean."""
-    return 1.0 / examples if examples > 1 else 1.0

@@ -38,7 +38,7 @@ def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarra
         ("sgd", ("--overlap", "1", "--bucket-bytes", "300")),
         ("adam", ("--overlap", "1", "--bucket-bytes", "300")),
         ("adam", ("--overlap", "0", "--bucket-bytes", "300")),
-        # each bucket on the wire in many pieces, one at a time, averaged piece by piece
+        # each bucket on the wire in many pieces, one at a time (the optimizer averages after)
         ("adam", ("--overlap", "0", "--bucket-bytes", "2000", "--piece-bytes", "256")),
         ("sgd", ("--overlap", "1", "--bucket-bytes", "2000", "--piece-bytes", "256")),
     ],

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
@@ -131,7 +132,9 @@ def test_bad_arguments_and_misuse_are_named(no_mpi4py):
         MPISync(create_optimizer("sgd"), bucket_bytes=0)
     with pytest.raises(ValueError, match="piece_bytes must be a positive integer, got 1.5"):
         MPISync(create_optimizer("sgd"), piece_bytes=1.5)
-    with pytest.raises(ValueError, match="poll_seconds must be >= 0 or None, got -1"):
+    with pytest.raises(
+        ValueError, match="poll_seconds must be a finite number >= 0 or None, got -1"
+    ):
         MPISync(create_optimizer("sgd"), poll_seconds=-1)
     net = small_lenet(seed=0)
     sync = MPISync(create_optimizer("sgd"))
@@ -190,6 +193,38 @@ def test_float16_on_the_wire_carries_averages_not_sums_that_overflow():
         sync.finish_step()
         sync.close()
         np.testing.assert_allclose(p.value, -20.0, rtol=1e-3, err_msg=str(wire))
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_float16_parameters_are_averaged_before_the_wire(no_mpi4py, overlap):
+    """16-bit gradients are averaged in ``pack`` (float32 arithmetic), not by the optimizer:
+    the sum of several ranks' sums would overflow float16, and Adam's folded ``s * s`` would
+    underflow. The step equals LocalSync's (which scales first too) bitwise."""
+    from distconv.parameter import Parameter
+
+    rng = np.random.default_rng(0)
+    start = (0.01 * rng.standard_normal(64)).astype(np.float16)
+    grad = (768 * rng.uniform(0.5, 1.5, 64)).astype(np.float16)
+    results = []
+    for sync in (
+        LocalSync(create_optimizer("adam", eps=1e-3)),
+        MPISync(create_optimizer("adam", eps=1e-3), overlap=overlap),
+    ):
+        p = Parameter("w", start.copy())
+        sync.setup([p], {})
+        for _ in range(3):
+            sync.start_step(768)
+            p.grad[...] = grad
+            if isinstance(sync, MPISync):
+                bucket = sync.buckets[0]
+                assert bucket.averages and bucket.grad_scale(768) == 1.0
+            sync.on_gradient(p)
+            sync.finish_step()
+        sync.close()
+        results.append(p.value.copy())
+    np.testing.assert_array_equal(results[1], results[0])
+    # three Adam steps of a positive gradient move each weight by about 3 * lr
+    np.testing.assert_allclose(start.astype(np.float32) - results[1], 3e-3, rtol=0.02)
 
 
 def test_the_trainer_reports_the_transports_traffic_on_metrics(no_mpi4py):
@@ -297,3 +332,86 @@ def test_poll_sleeps_between_tests_or_waits_at_once():
     assert gentle.calls == ["Test"] * 3
     assert spinning.calls == ["Wait"]
     assert hurried.calls == ["Test", "Wait"]
+
+
+def test_a_pending_step_check_is_completed_never_overwritten(no_mpi4py):
+    """start_step twice without finish_step completes the first check and then refuses,
+    naming the cause; close() after an unfinished step completes its check too."""
+    p = Parameter("w", np.zeros(4))
+    comm = RecordingComm()
+    sync = MPISync(create_optimizer("sgd"), comm=comm)
+    sync.setup([p], {})
+    comm.log.clear()
+    sync.start_step(4)
+    with pytest.raises(SyncError, match="start_step called while step 0 is unfinished"):
+        sync.start_step(4)
+    assert comm.log == ["Iallgather", "check complete"]
+    comm.log.clear()
+    sync._in_step = False  # as after a failed step the caller abandoned
+    sync.start_step(4)
+    sync.close()
+    assert comm.log == ["Iallgather", "check complete"]
+
+
+def test_close_while_an_exception_propagates_leaves_the_check_to_the_abort_path(no_mpi4py):
+    comm = RecordingComm()
+    sync = MPISync(create_optimizer("sgd"), comm=comm)
+    sync.setup([Parameter("w", np.zeros(4))], {})
+    comm.log.clear()
+    sync.start_step(4)
+    try:
+        raise RuntimeError("a layer failed")
+    except RuntimeError:
+        sync.close()  # world size 1: nothing to abort, and no wait either
+    assert comm.log == ["Iallgather"]
+
+
+@pytest.mark.timeout(30)
+def test_a_sleeping_poll_wakes_when_hurried():
+    """The sleep between tests is a wait on ``hurry``: being told to hurry ends it at once
+    (a 10-minute sleep would outlast the test's timeout)."""
+    import threading
+
+    from distconv.sync.mpi.buckets import poll
+
+    request, hurry = _CountingRequest(), threading.Event()
+    request.Test = lambda: request.calls.append("Test") and False  # never completes by testing
+    threading.Timer(0.05, hurry.set).start()
+    poll(request, hurry, 600.0)
+    assert request.calls == ["Test", "Wait"]
+
+
+@pytest.mark.parametrize("bad", [-1e-3, float("nan"), float("inf"), True, "0.1"])
+def test_poll_seconds_must_be_a_finite_number(no_mpi4py, bad):
+    with pytest.raises(ValueError, match=f"poll_seconds must be a finite number >= 0.*{bad!r}"):
+        MPISync(create_optimizer("sgd"), poll_seconds=bad)
+
+
+@pytest.mark.parametrize(
+    "files, cores",
+    [
+        ({}, None),  # no cgroup files: the affinity mask alone
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: two cores run threads
+        ({"cpu.max": "100000 100000\n"}, 1),
+        ({"cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2),
+        (
+            {
+                "cpu,cpuacct/cpu.cfs_quota_us": "50000\n",
+                "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            },
+            1,
+        ),
+    ],
+)
+def test_usable_cores_counts_the_cgroup_quota(tmp_path, files, cores):
+    import os
+
+    from distconv.sync.mpi.comm import usable_cores
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    affinity = len(os.sched_getaffinity(0))
+    assert usable_cores(tmp_path) == (affinity if cores is None else min(affinity, cores))

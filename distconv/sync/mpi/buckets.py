@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import get_array_module, is_gpu_array
+from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.local import mean_scale
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
 NATIVE_SUM = ("float32", "float64")
@@ -132,16 +132,23 @@ class Bucket:
         """Whether the wire carries another dtype than the gradients."""
         return self.target is not self.host
 
+    @property
+    def averages(self) -> bool:
+        """Whether :meth:`pack` turns the sums into averages itself: a cast bucket, or 16-bit
+        gradients, whose optimizer could not fold ``1 / examples`` into 16-bit scalars."""
+        return self.casts or self.host.dtype.itemsize <= 2
+
     def pack(self, scale: float = 1.0) -> None:
         """Bring the gradients to the host and into the wire dtype (no-ops where not needed).
 
-        A bucket cast to another wire dtype is multiplied by ``scale`` (1 / the step's global
-        example count) on the way: sums over many examples overflow float16, averages do not.
+        A bucket that :attr:`averages` is multiplied by ``scale`` (1 / the step's global example
+        count) on the way, in float32: sums over many examples overflow float16, averages do not.
         """
         if self.on_device:
             self.buffer.get(out=self.host)
-        if self.casts:
-            np.multiply(self.host, scale, out=self.target[: self.size], casting="unsafe")
+        if self.averages and (self.casts or scale != 1.0):
+            out = self.target[: self.size]
+            np.multiply(self.host, scale, out=out, dtype=np.float32, casting="unsafe")
 
     def unpack(self) -> None:
         """The reduced gradients back into the gradient buffer (once a step; no-ops where the
@@ -158,10 +165,10 @@ class Bucket:
         """What the optimizer multiplies this bucket's reduced gradients by to average them.
 
         The buffer holds sums over the step's ``total`` examples, and the optimizer folds
-        ``1 / total`` into its own scalars (no pass over memory of its own); a cast bucket
-        carried averages already (see :meth:`pack`).
+        ``1 / total`` into its own scalars (see :meth:`~distconv.optim.Optimizer.update`); a
+        cast bucket carried averages already, and so did 16-bit gradients (see :meth:`pack`).
         """
-        return 1.0 if self.casts else mean_scale(total)
+        return 1.0 if self.averages else mean_scale(total)
 
     def clear(self) -> Any:
         """Leave every gradient zero for the next step.
@@ -297,10 +304,11 @@ def poll(request: Any, hurry: threading.Event | None = None, seconds: float = PO
         request.Wait()
         return
     while not request.Test():
-        if hurry is not None and hurry.is_set():
+        if hurry is None:
+            time.sleep(seconds)
+        elif hurry.is_set() or hurry.wait(seconds):  # told to hurry while asleep: wake now
             request.Wait()
             return
-        time.sleep(seconds)
 
 
 class CommThread:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,9 +30,11 @@ def import_mpi() -> Any | None:
 def threads_allowed(mpi: Any | None) -> bool:
     """Whether a communication thread may call MPI beside the main thread.
 
-    The thread and the main thread never call MPI at the same time: the main thread's
-    collectives (the per-step check, metrics, broadcasts) run only between steps, once every
-    bucket the thread was given is done, and the thread is idle until the next bucket. That is
+    The thread and the main thread never call MPI at the same time: the main thread posts the
+    per-step check (an ``Iallgather``) in ``start_step`` and completes it before the step's
+    first bucket goes to the thread; its other collectives (metrics, broadcasts) run between
+    steps, once every bucket the thread was given is done; the thread is idle until the next
+    bucket. That is
     ``MPI_THREAD_SERIALIZED``'s discipline, so SERIALIZED or MULTIPLE will do. Below that
     (``mpi4py.rc.thread_level = "single"`` or ``"funneled"``, or an MPI that grants no more) a
     second thread calling MPI is undefined behaviour, so the caller reduces on the main thread;
@@ -88,6 +92,38 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
 
     sys.excepthook = abort_job
     return restore
+
+
+def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota.
+
+    A container limited to 2 CPUs on a 64-core node sees 64 in its affinity mask; the quota
+    (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` in v1, directly
+    under ``cgroup_root`` or in its ``cpu`` or ``cpu,cpuacct`` folder) says 2.
+
+    Args:
+        cgroup_root: where the cgroup file system is mounted (tests pass a folder of their own).
+    """
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    quota = _cgroup_quota(Path(cgroup_root))
+    return affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
+
+
+def _cgroup_quota(root: Path) -> float | None:
+    """CPUs the cgroup quota allows (quota / period), or None without a quota."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    for folder in (root, root / "cpu", root / "cpu,cpuacct"):
+        try:
+            quota = int((folder / "cpu.cfs_quota_us").read_text())
+            period = int((folder / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+        return None if quota <= 0 or period <= 0 else quota / period
+    return None
 
 
 class _Done:

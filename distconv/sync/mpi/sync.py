@@ -15,8 +15,10 @@ models). One step, as buckets:
    every rank).
 3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the summed
    gradients (the bucket's views) with ``grad_scale = 1 / global examples``: the optimizer
-   folds the average into the scalars it multiplies by anyway, so averaging costs no pass over
-   memory and the sync is done when the reductions are. Then it zeroes the gradients; with a
+   folds the average into the scalars it multiplies by anyway (SGD, RMSProp and Adam add no
+   pass over memory for it; Momentum and AdaGrad one ``s * g`` temporary; 16-bit buckets are
+   averaged in :meth:`~distconv.sync.mpi.buckets.Bucket.pack`), so the sync is done when the
+   reductions are. Then it zeroes the gradients; with a
    communication thread the layers get a spare buffer, zero, at once, and the thread zeroes
    the used one while backward goes on.
 
@@ -24,20 +26,20 @@ Buckets follow the order in which the first backward pass fired the parameters: 
 order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
 first step records the real order, and the layout is rebuilt once if it differs.
 
-Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs
-each bucket's allreduce while Python goes on with backward. While backward runs it polls the
-request with short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with
-compute; once :meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each
-rank has a core to spare for it (gradients on a GPU, or twice as many cores as ranks on the
-node) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``): sleeping polls make each
-reduction several times slower, and the last ones then spill past backward. MPICH makes no
-progress on a non-blocking collective while Python computes, and a thread pays only where compute
-leaves a core free (a GPU kernel, spare cores); on full cores it competes for them. So
-``overlap=None`` turns it on where gradients live on a GPU or the node has more cores than ranks,
-and otherwise the main thread drives the pieces, testing them at each gradient (MPI progresses
-only inside MPI calls). The thread needs MPI at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks
-for MULTIPLE); below that it is never started, and the reason is logged once. MPICH's own
-progress thread (``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
+Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs each
+bucket's allreduce while Python goes on with backward. While backward runs it polls the request with
+short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with compute; once
+:meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each rank has a core to
+spare for it (twice as many usable cores as ranks on the node, GPU run or not, a cgroup CPU quota
+counted) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``): sleeping polls make each
+reduction several times slower, and the last ones then spill past backward. MPICH makes no progress
+on a non-blocking collective while Python computes, and a thread pays only where compute leaves a
+core free (a GPU kernel, spare cores); on full cores it competes for them. So ``overlap=None`` turns
+it on where gradients live on a GPU or the node has more usable cores than ranks, and otherwise the
+main thread drives the pieces, testing them at each gradient (MPI progresses only inside MPI calls).
+The thread needs MPI at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks for MULTIPLE); below that it
+is never started, and the reason is logged once. MPICH's own progress thread
+(``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
 
 Compression: ``grad_dtype="float16"`` (or ``"bfloat16"`` with ``ml_dtypes``) puts half the bytes
 on the wire. MPI's built-in sum knows no 16-bit floats, so the reduction is done by hand: an
@@ -55,19 +57,20 @@ and the ``mpich`` wheel. Open MPI works with the same mpi4py wheel; it wants
 from __future__ import annotations
 
 import json
-import os
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from distconv.backend import copy_into, is_gpu_array, to_host
-from distconv.optim import Optimizer
+from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest, first_difference
-from distconv.sync.local import LocalSync, mean_scale
+from distconv.sync.local import LocalSync
 from distconv.sync.mpi.buckets import (
     PIECE_BYTES,
     POLL_SECONDS,
@@ -83,6 +86,7 @@ from distconv.sync.mpi.comm import (
     import_mpi,
     install_abort_hook,
     threads_allowed,
+    usable_cores,
 )
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
@@ -111,8 +115,9 @@ class MPISync(LocalSync):
             one at a time (default :data:`~distconv.sync.mpi.buckets.PIECE_BYTES`, 1 MiB).
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait`` (a core of its own); None decides by the machine
-            (0 with GPU gradients or twice as many cores as ranks on the node, else
-            :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`).
+            (0 with at least twice as many usable cores as ranks on the node, GPU run or not,
+            counting a cgroup CPU quota: see :func:`~distconv.sync.mpi.comm.usable_cores`;
+            else :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`).
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -132,8 +137,15 @@ class MPISync(LocalSync):
         poll_seconds: float | None = None,
     ) -> None:
         super().__init__(optimizer)
-        if poll_seconds is not None and not poll_seconds >= 0:
-            raise ValueError(f"poll_seconds must be >= 0 or None, got {poll_seconds!r}")
+        if poll_seconds is not None and (
+            isinstance(poll_seconds, bool)
+            or not isinstance(poll_seconds, Real)
+            or not math.isfinite(poll_seconds)
+            or poll_seconds < 0
+        ):
+            raise ValueError(
+                f"poll_seconds must be a finite number >= 0 or None, got {poll_seconds!r}"
+            )
         self.poll_seconds = poll_seconds
         for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
             if not isinstance(value, int) or value < 1:
@@ -182,7 +194,7 @@ class MPISync(LocalSync):
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         local_ranks = self._local_ranks()  # a collective: every rank calls it, GPU or not
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        cores = usable_cores()
         if self.overlap is None:
             self.overlap = self.world_size > 1 and (on_gpu or cores > local_ranks)
         if self.overlap and not threads_allowed(self.mpi):
@@ -193,7 +205,7 @@ class MPISync(LocalSync):
         if self.overlap:
             seconds = self.poll_seconds
             if seconds is None:  # a core for each rank's thread: it may wait in MPI_Wait
-                seconds = 0.0 if on_gpu or cores >= 2 * local_ranks else POLL_SECONDS
+                seconds = 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
             self._thread = CommThread(self._reduce, seconds)
         else:
             self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
@@ -268,6 +280,11 @@ class MPISync(LocalSync):
         :meth:`_complete_check`) and summing the examples."""
         if self._grad_comm is None:
             raise SyncError("MPISync.start_step called before setup")
+        if self._in_step:  # complete the pending check first: no request is ever left behind
+            self._complete_check()
+            raise SyncError(
+                f"start_step called while step {self.step} is unfinished: call finish_step first"
+            )
         super().start_step(examples)
         if self.firing_order or self._recorded:
             self._lay_out(self.firing_order or self._recorded)
@@ -419,7 +436,11 @@ class MPISync(LocalSync):
 
     # -- failure and shutdown -------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the communication thread, free the duplicate communicator, restore the hook."""
+        """Complete a pending step check, stop the communication thread, free the duplicate
+        communicator, restore the hook; abort the job when an exception propagates."""
+        if self._check is not None and sys.exc_info()[0] is None:
+            request, self._check = self._check[0], None
+            request.Wait()  # every rank posted it in start_step: MPI must see it complete
         if self._thread is not None:
             self._thread.stop()
             self._thread = None

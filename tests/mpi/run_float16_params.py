@@ -1,0 +1,34 @@
+"""mpiexec -n 2 python -m mpi4py run_float16_params.py OVERLAP: float16 parameters whose
+per-rank gradient sums fit float16 but whose sum over the ranks does not.
+
+Each rank hands in the sum of its 512 examples' gradients, 40000 (78.125 per example); over two
+ranks that is 80000, past float16's 65504, unless the bucket is averaged before the wire. Rank 0
+prints the parameter after one SGD step (lr 0.01): -0.78125 when it was.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.mpi import MPISync
+
+
+def main() -> None:
+    sync = MPISync(create_optimizer("sgd", lr=0.01), overlap=sys.argv[1] == "1")
+    p = Parameter("w", np.zeros(8, np.float16))
+    sync.setup([p], {})
+    sync.start_step(512)
+    p.grad[...] = 40000.0
+    sync.on_gradient(p)
+    sync.finish_step()
+    sync.close()
+    if sync.rank == 0:
+        print(" ".join(str(float(v)) for v in p.value))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""16-bit parameters over real ``mpiexec -n 2``: buckets carry averages, so the sum over the
+ranks cannot overflow float16 where each rank's own sum does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mpi.common import mpiexec, run_mpi, script
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
+]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_float16_sums_over_ranks_do_not_overflow(overlap):
+    proc = run_mpi(["-n", "2", *script("run_float16_params.py"), overlap])
+    assert proc.returncode == 0, proc.stderr
+    values = [float(v) for v in proc.stdout.split()]
+    assert values == [-0.78125] * 8  # 0.01 * 80000 / 1024, exact in float16
