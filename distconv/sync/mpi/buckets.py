@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,20 @@ NATIVE_SUM = ("float32", "float64")
 #: how long the communication thread sleeps between tests of a request: short against a
 #: bucket's transfer (~1 ms for 1 MB), long enough to leave the core to compute meanwhile
 POLL_SECONDS = 50e-6
+
+
+def check_poll_seconds(value: float | None) -> float | None:
+    """``value`` if it is None or a finite number >= 0 (not a bool), else ValueError."""
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"poll_seconds must be a finite number >= 0 or None, got {value!r}")
+    return value
+
+
 #: what ``grad_dtype`` may name
 WIRE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 #: bytes per allreduce call: a bucket goes on the wire in pieces this size, one at a time. With

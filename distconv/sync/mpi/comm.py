@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from distconv.sync.base import first_difference
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
@@ -68,6 +71,25 @@ def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes.tolist()])
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def ranks_on_node(comm: Any, mpi: Any) -> int:
+    """How many of ``comm``'s ranks share this node (a collective; 1 without MPI)."""
+    if mpi is None:
+        return 1
+    node = comm.Split_type(mpi.COMM_TYPE_SHARED)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
+
+
+def difference_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, str]:
+    """The first rank whose ``same`` is False, and the first way its ``ours`` (a JSON value)
+    differs from this rank's: gathers every rank's JSON, so call it on every rank."""
+    texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
+    other = next(r for r, alike in enumerate(same) if not alike)
+    return other, first_difference(ours, json.loads(texts[other]))
 
 
 def install_abort_hook(comm: Any) -> Callable[[], None]:

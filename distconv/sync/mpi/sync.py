@@ -2,66 +2,44 @@
 
 Every rank runs the same optimizer on the same summed gradients, so every rank ends each step
 with identical parameters (Horovod's ``DistributedOptimizer`` and PyTorch DDP's reducer are the
-models). One step, as buckets:
+models). One step:
 
-1. :meth:`MPISync.start_step` starts one small non-blocking ``Iallgather`` of the step number,
-   the bucket layout's hash and the rank's examples. It is completed and checked just before
-   the step's first gradient collective (so a mismatch is named before anything can hang),
-   by then long arrived: the ranks meet once a step, at the gradients, not twice.
-2. Each gradient lives as a view into its bucket's flat buffer, so the layers' ``+=`` writes
-   straight into what goes on the wire and nothing is copied twice. When the last gradient of a
-   bucket fires, the bucket goes on the wire at once, in pieces of ``piece_bytes`` (1 MiB),
-   one allreduce at a time, strictly in layout order (MPI needs the same collective order on
-   every rank).
-3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the summed
-   gradients (the bucket's views) with ``grad_scale = 1 / global examples``: the optimizer
-   folds the average into the scalars it multiplies by anyway (SGD, RMSProp and Adam add no
-   pass over memory for it; Momentum and AdaGrad one ``s * g`` temporary; 16-bit buckets are
-   averaged in :meth:`~distconv.sync.mpi.buckets.Bucket.pack`), so the sync is done when the
-   reductions are. Then it zeroes the gradients; with a
-   communication thread the layers get a spare buffer, zero, at once, and the thread zeroes
-   the used one while backward goes on.
+1. :meth:`MPISync.start_step` posts the ranks' agreement on step, layout and examples
+   (:mod:`~distconv.sync.mpi.step_check`), completed before the first gradient collective.
+2. Each gradient is a view into its bucket's flat buffer, so the layers' ``+=`` writes straight
+   into what goes on the wire. When a bucket's last gradient fires, the bucket goes on the wire
+   at once, in pieces of ``piece_bytes`` (1 MiB), one allreduce at a time, in layout order (MPI
+   needs the same collective order on every rank).
+3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the sums with
+   ``grad_scale = 1 / global examples``, folded into the rule's own arithmetic (16-bit buckets
+   are averaged in :meth:`~distconv.sync.mpi.buckets.Bucket.pack` instead), then zeroes the
+   gradients (with a communication thread, by swapping in a spare buffer).
 
-Buckets follow the order in which the first backward pass fired the parameters: before that
-order is known, the reverse of the network's order (backward's usual order, DDP's guess too); the
-first step records the real order, and the layout is rebuilt once if it differs.
+Buckets follow the order in which the first backward pass fired the parameters (before that,
+the reverse of the network's order, DDP's guess too).
 
-Overlap: with ``overlap=True`` a communication thread (on its own duplicate communicator) runs each
-bucket's allreduce while Python goes on with backward. While backward runs it polls the request with
-short sleeps rather than blocking in ``MPI_Wait``, which spins and competes with compute; once
-:meth:`finish_step` waits, it finishes in ``MPI_Wait`` at full speed. Where each rank has a core to
-spare for it (twice as many usable cores as ranks on the node, GPU run or not, a cgroup CPU quota
-counted) it waits in ``MPI_Wait`` throughout (``poll_seconds=0``): sleeping polls make each
-reduction several times slower, and the last ones then spill past backward. MPICH makes no progress
-on a non-blocking collective while Python computes, and a thread pays only where compute leaves a
-core free (a GPU kernel, spare cores); on full cores it competes for them. So ``overlap=None`` turns
-it on where gradients live on a GPU or the node has more usable cores than ranks, and otherwise the
-main thread drives the pieces, testing them at each gradient (MPI progresses only inside MPI calls).
-The thread needs MPI at ``MPI_THREAD_SERIALIZED`` or above (mpi4py asks for MULTIPLE); below that it
-is never started, and the reason is logged once. MPICH's own progress thread
-(``MPIR_CVAR_ASYNC_PROGRESS=1``) is the alternative with ``overlap=False``.
+Overlap: MPICH makes no progress on a non-blocking collective while Python computes. A
+communication thread (``overlap=True``, on its own duplicate communicator) reduces while
+backward goes on, polling with short sleeps, or waiting in ``MPI_Wait`` where each rank has a
+core to spare (``poll_seconds``). It pays only where compute leaves a core free (a GPU, spare
+cores), so ``overlap=None`` turns it on there and otherwise the main thread tests the pieces at
+each gradient. It needs ``MPI_THREAD_SERIALIZED`` or above; below that it is never started.
 
-Compression: ``grad_dtype="float16"`` (or ``"bfloat16"`` with ``ml_dtypes``) puts half the bytes
-on the wire. MPI's built-in sum knows no 16-bit floats, so the reduction is done by hand: an
-``Alltoall`` of 16-bit chunks (the reduce-scatter), a float32 sum in rank order, an ``Allgather``
-of the 16-bit result. Every rank gets bitwise the same gradient.
+Compression: ``grad_dtype="float16"`` (or ``"bfloat16"``) halves the bytes; MPI's sum knows no
+16-bit floats, so an ``Alltoall`` of 16-bit chunks, a float32 sum in rank order and an
+``Allgather`` do it by hand, bitwise alike on every rank.
 
 World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI (no mpi4py).
-
-Running: ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi ...``; ``-m mpi4py`` (and
-the exception hook here) makes one rank's crash abort the job. The ``mpi`` extra brings mpi4py
-and the ``mpich`` wheel. Open MPI works with the same mpi4py wheel; it wants
-``--allow-run-as-root`` only as root (containers), ``--oversubscribe`` for more ranks than cores.
+Run as ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi``: ``-m mpi4py`` and the
+exception hook installed here make one rank's crash abort the job.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -69,7 +47,7 @@ import numpy as np
 from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError, digest, first_difference
+from distconv.sync.base import SyncError, digest
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.buckets import (
     PIECE_BYTES,
@@ -78,16 +56,20 @@ from distconv.sync.mpi.buckets import (
     CommThread,
     PiecePump,
     build_buckets,
+    check_poll_seconds,
     wire_dtype,
 )
 from distconv.sync.mpi.comm import (
     SingleRankComm,
     allgather_bytes,
+    difference_from,
     import_mpi,
     install_abort_hook,
+    ranks_on_node,
     threads_allowed,
     usable_cores,
 )
+from distconv.sync.mpi.step_check import StepCheck
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -137,16 +119,7 @@ class MPISync(LocalSync):
         poll_seconds: float | None = None,
     ) -> None:
         super().__init__(optimizer)
-        if poll_seconds is not None and (
-            isinstance(poll_seconds, bool)
-            or not isinstance(poll_seconds, Real)
-            or not math.isfinite(poll_seconds)
-            or poll_seconds < 0
-        ):
-            raise ValueError(
-                f"poll_seconds must be a finite number >= 0 or None, got {poll_seconds!r}"
-            )
-        self.poll_seconds = poll_seconds
+        self.poll_seconds = check_poll_seconds(poll_seconds)
         for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -171,7 +144,7 @@ class MPISync(LocalSync):
         self._next_launch = 0
         self._pump: PiecePump | None = None
         self._total = 0
-        self._check: tuple[Any, np.ndarray, np.ndarray] | None = None
+        self._check = StepCheck(self.comm)
         self._in_step = False
         # one rank's uncaught exception aborts the job instead of leaving the others hanging
         self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else None
@@ -193,7 +166,7 @@ class MPISync(LocalSync):
         super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
-        local_ranks = self._local_ranks()  # a collective: every rank calls it, GPU or not
+        local_ranks = ranks_on_node(self.comm, self.mpi)  # a collective: every rank calls it
         cores = usable_cores()
         if self.overlap is None:
             self.overlap = self.world_size > 1 and (on_gpu or cores > local_ranks)
@@ -210,15 +183,6 @@ class MPISync(LocalSync):
         else:
             self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
         self._lay_out([p.name for p in reversed(self.params)])
-
-    def _local_ranks(self) -> int:
-        if self.mpi is None:
-            return 1
-        node = self.comm.Split_type(self.mpi.COMM_TYPE_SHARED)
-        try:
-            return node.Get_size()
-        finally:
-            node.Free()
 
     def broadcast_parameters(self) -> None:
         """Copy rank 0's parameter values and optimizer state to every rank."""
@@ -244,9 +208,7 @@ class MPISync(LocalSync):
         digests = allgather_bytes(self.comm, digest(ours).encode())
         if len(set(digests)) == 1:
             return
-        texts = allgather_bytes(self.comm, json.dumps(ours, sort_keys=True).encode())
-        other = next(r for r, d in enumerate(digests) if d != digests[self.rank])
-        diff = first_difference(ours, json.loads(texts[other]))
+        other, diff = difference_from(self.comm, ours, [d == digests[self.rank] for d in digests])
         raise SyncError(f"rank {self.rank} and rank {other} run different jobs: {diff}")
 
     # -- layout -----------------------------------------------------------------------------
@@ -288,9 +250,7 @@ class MPISync(LocalSync):
         super().start_step(examples)
         if self.firing_order or self._recorded:
             self._lay_out(self.firing_order or self._recorded)
-        mine = np.array([self.step, self._layout_hash, self._examples], dtype=np.int64)
-        every = np.zeros((self.world_size, 3), dtype=np.int64)
-        self._check = (self.comm.Iallgather(mine, every), mine, every)
+        self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
@@ -300,34 +260,12 @@ class MPISync(LocalSync):
             self._thread.relax()
 
     def _complete_check(self) -> None:
-        """Finish :meth:`start_step`'s exchange; stop on a mismatch, else learn the total.
-
-        Called before the step's first gradient collective, on every rank, so ranks that
-        disagree all stop here, with a message, before any of them can hang in a reduction.
-
-        Raises:
-            SyncError: the ranks are at different steps, or lay out buckets differently.
+        """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
+        learn the step's global examples. Called before the step's first gradient collective.
         """
-        if self._check is None:
-            return
-        request, _, every = self._check
-        request.Wait()
-        self._check = None
-        if len(set(every[:, 0].tolist())) > 1:
-            steps = ", ".join(f"rank {r}: {s}" for r, s in enumerate(every[:, 0].tolist()))
-            raise SyncError(f"ranks are at different steps ({steps})")
-        if len(set(every[:, 1].tolist())) > 1:
-            self._raise_layout_mismatch(every[:, 1])
-        self._total = int(every[:, 2].sum())
-
-    def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
-        texts = allgather_bytes(self.comm, json.dumps(self._layout).encode())
-        other = next(r for r, h in enumerate(hashes.tolist()) if h != hashes[self.rank])
-        diff = first_difference(self._layout, json.loads(texts[other]))
-        raise SyncError(
-            f"step {self.step}: rank {self.rank} and rank {other} lay out gradient buckets "
-            f"differently (parameters fired in another order?): {diff}"
-        )
+        total = self._check.complete()
+        if total is not None:
+            self._total = total
 
     def on_gradient(self, param: Parameter) -> None:
         """Count ``param`` in its bucket; a complete bucket starts its allreduce at once."""
@@ -438,9 +376,8 @@ class MPISync(LocalSync):
     def close(self) -> None:
         """Complete a pending step check, stop the communication thread, free the duplicate
         communicator, restore the hook; abort the job when an exception propagates."""
-        if self._check is not None and sys.exc_info()[0] is None:
-            request, self._check = self._check[0], None
-            request.Wait()  # every rank posted it in start_step: MPI must see it complete
+        if sys.exc_info()[0] is None:
+            self._check.drain()  # every rank posted it in start_step: MPI must see it complete
         if self._thread is not None:
             self._thread.stop()
             self._thread = None

@@ -1,0 +1,79 @@
+"""The ranks' agreement at each step: the same step, the same bucket layout, and the examples.
+
+:class:`~distconv.sync.mpi.sync.MPISync` posts one small non-blocking ``Iallgather`` of
+``(step, layout hash, examples)`` when a step starts and completes it just before the step's
+first gradient collective. By then it has long arrived, so the ranks meet once a step, at the
+gradients, not twice; and a rank that disagrees is named there, on every rank, before any of
+them can hang in a reduction of another size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.comm import difference_from
+
+
+class StepCheck:
+    """One step's exchange on ``comm``: :meth:`post`, then :meth:`complete` (or :meth:`drain`)."""
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self._request: Any = None
+        self._every = np.zeros((0, 3), dtype=np.int64)
+        self._mine = np.zeros(3, dtype=np.int64)
+        self._step = 0
+        self._layout: Mapping[str, Any] = {}
+
+    @property
+    def pending(self) -> bool:
+        """Whether a posted exchange has not been completed yet."""
+        return self._request is not None
+
+    def post(self, step: int, layout: Mapping[str, Any], layout_hash: int, examples: int) -> None:
+        """Start the exchange of this rank's step, layout hash and examples."""
+        self._step, self._layout = step, layout
+        self._mine = np.array([step, layout_hash, examples], dtype=np.int64)
+        self._every = np.zeros((self.comm.Get_size(), 3), dtype=np.int64)
+        self._request = self.comm.Iallgather(self._mine, self._every)
+
+    def complete(self) -> int | None:
+        """Wait for the exchange and check it.
+
+        Returns:
+            The step's examples summed over the ranks, or None when nothing was pending.
+
+        Raises:
+            SyncError: the ranks are at different steps, or lay out their buckets differently.
+        """
+        if not self.drain():
+            return None
+        every = self._every
+        if len(set(every[:, 0].tolist())) > 1:
+            steps = ", ".join(f"rank {r}: {s}" for r, s in enumerate(every[:, 0].tolist()))
+            raise SyncError(f"ranks are at different steps ({steps})")
+        if len(set(every[:, 1].tolist())) > 1:
+            self._raise_layout_mismatch(every[:, 1])
+        return int(every[:, 2].sum())
+
+    def drain(self) -> bool:
+        """Wait for a pending exchange without checking it (MPI must see every posted
+        collective complete); whether one was pending."""
+        if self._request is None:
+            return False
+        request, self._request = self._request, None
+        request.Wait()
+        return True
+
+    def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
+        rank = self.comm.Get_rank()
+        same = [h == hashes[rank] for h in hashes.tolist()]
+        other, diff = difference_from(self.comm, dict(self._layout), same)
+        raise SyncError(
+            f"step {self._step}: rank {rank} and rank {other} lay out gradient buckets "
+            f"differently (parameters fired in another order?): {diff}"
+        )
