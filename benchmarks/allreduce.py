@@ -129,17 +129,11 @@ def before_sync():
     class AveragingPump(PiecePump):
         scale = 1.0
 
-        def pump(self, buckets, launched, block=False):
-            while self.request is not None or self._start(buckets, launched):
-                if block:
-                    self.request.Wait()
-                elif not self.request.Test():
-                    return
-                b, k = self.cursor
-                self.request = None
-                self.cursor = (b + 1, 0) if k + 1 == len(buckets[b].pieces) else (b, k + 1)
-                self._start(buckets, launched)
-                buckets[b].buffer[buckets[b].pieces[k]] *= self.scale  # the pass it took
+        def _done(self, buckets, launched):
+            b, k = self.cursor
+            super()._done(buckets, launched)
+            self._start(buckets, launched)  # the next piece travels while this one is averaged
+            buckets[b].buffer[buckets[b].pieces[k]] *= self.scale  # the pass it took
 
     class BeforeSync(MPISync):
         def setup(self, *args, **kwargs):

@@ -289,9 +289,13 @@ class PiecePump:
                 self.request.Wait()
             elif not self.request.Test():
                 return
-            b, k = self.cursor
-            self.request = None
-            self.cursor = (b + 1, 0) if k + 1 == len(buckets[b].pieces) else (b, k + 1)
+            self._done(buckets, launched)
+
+    def _done(self, buckets: Sequence[Bucket], launched: int) -> None:
+        """The piece at the cursor is reduced: move the cursor past it."""
+        b, k = self.cursor
+        self.request = None
+        self.cursor = (b + 1, 0) if k + 1 == len(buckets[b].pieces) else (b, k + 1)
 
     def _start(self, buckets: Sequence[Bucket], launched: int) -> bool:
         """Start the piece at the cursor if its bucket is launched; whether one started."""
@@ -313,8 +317,7 @@ def poll(request: Any, hurry: threading.Event | None = None, seconds: float = PO
     GIL) back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is
     set (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes
     at full speed. ``seconds=0`` waits in ``MPI_Wait`` from the start (mpi4py lets the GIL go
-    there): for a core of its own, which a sleeping poll slows down several times (each
-    ``Test`` moves a reduction one step, and a sleep lasts 50-100 us).
+    there), for a core of its own: sleeping polls slow a reduction down several times.
     """
     if seconds <= 0:
         request.Wait()
