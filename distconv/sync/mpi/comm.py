@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,12 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
     previous = sys.excepthook
 
     def abort_job(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-        previous(etype, value, tb)
+        if previous is sys.__excepthook__:
+            # one write: the rank that aborts first kills the others, maybe mid-print, and the
+            # default hook writes the message line in pieces, which could lose it on every rank
+            sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
+        else:
+            previous(etype, value, tb)
         sys.stderr.flush()
         comm.Abort(1)
 
