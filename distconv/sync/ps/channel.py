@@ -53,10 +53,12 @@ class ShardChannel:
         arrays: Sequence[np.ndarray] = (),
         track: bool = False,
     ) -> int:
-        """Send one request; returns its id. With ``track``, ``self._trackers[shard]`` holds
-        the message's ``zmq.MessageTracker`` (None when it has no array frame)."""
+        """Send one request; returns its id (remembered with its shard, for timeout messages).
+        With ``track``, ``self._trackers[shard]`` holds the message's ``zmq.MessageTracker``
+        (None when it has no array frame)."""
         rid = self._next_id
         self._next_id += 1
+        self._rid_shard[rid] = shard
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
         frames = pack(head, arrays)
         tracker = send(self._socks[shard], frames, track=track)
@@ -154,21 +156,10 @@ class ShardChannel:
         shards = sorted({self._rid_shard.get(r, -1) for r in rids})
         return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
 
-    def _ask(
-        self,
-        shard: int,
-        header: dict[str, Any],
-        arrays: Sequence[np.ndarray] = (),
-        track: bool = False,
-    ) -> int:
-        rid = self._send(shard, header, arrays, track)
-        self._rid_shard[rid] = shard
-        return rid
-
     def _ask_all(
         self, headers: Sequence[tuple[int, dict[str, Any], Sequence[np.ndarray]]], what: str
     ) -> list[tuple[dict[str, Any], list]]:
-        return self._wait([self._ask(s, h, a) for s, h, a in headers], what)
+        return self._wait([self._send(s, h, a) for s, h, a in headers], what)
 
 
 def _now() -> float:

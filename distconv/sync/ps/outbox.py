@@ -95,7 +95,7 @@ class PushQueue:
         }
         if rows is not None:
             head["rows"] = rows
-        rid = self._ask(shard, head, arrays, track=True)
+        rid = self._send(shard, head, arrays, track=True)
         self._last_push[shard] = self._trackers.pop(shard, None)
         self._inflight[rid] = blocks
         self.push_messages += 1
