@@ -3,11 +3,15 @@
 ``--batch-size`` goes into the job description, ``--channels`` changes the model, and
 ``--reverse-order`` makes this rank claim another firing order after the first step, so its
 bucket layout differs. Every case must end with a message naming the difference, not a hang.
+``--errors DIR`` also writes each rank's error to ``DIR/rank<r>.err`` before the job aborts:
+``mpiexec`` may tear the job down before it relays an aborting rank's stderr, and the test is
+about the message, not about the relay.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,13 +28,22 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--channels", default="2,3")
     parser.add_argument("--reverse-order", action="store_true")
+    parser.add_argument("--errors", type=Path)
     args = parser.parse_args()
     sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
-    net = small_lenet(0, [int(c) for c in args.channels.split(",")])
-    sync.setup(net.parameters(), {"batch_size": args.batch_size})
-    if args.reverse_order:
-        sync.set_firing_order([p.name for p in net.parameters()])
-    train(net, sync, sync.rank, sync.world_size)
+    try:
+        net = small_lenet(0, [int(c) for c in args.channels.split(",")])
+        sync.setup(net.parameters(), {"batch_size": args.batch_size})
+        if args.reverse_order:
+            sync.set_firing_order([p.name for p in net.parameters()])
+        train(net, sync, sync.rank, sync.world_size)
+    except Exception as error:
+        if args.errors is not None:
+            with open(args.errors / f"rank{sync.rank}.err", "w") as f:
+                f.write(f"{type(error).__name__}: {error}\n")
+                f.flush()
+                os.fsync(f.fileno())
+        raise  # to mpi4py's runner, which aborts the job
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ hang fails the test by ``TimeoutExpired`` rather than by a timed assertion.
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,26 +29,32 @@ def test_one_rank_raising_ends_the_job(overlap):
     assert "rank 1 fails on purpose" in proc.stderr
 
 
-def mpmd(ours: list[str], theirs: list[str]) -> str:
-    """Run two ranks with different arguments; returns what they printed on stderr."""
-    command = ["-n", "1", *script("run_mismatch.py"), *ours]
-    command += [":", "-n", "1", *script("run_mismatch.py"), *theirs]
+def mpmd(tmp_path: Path, ours: list[str], theirs: list[str]) -> str:
+    """Run two ranks with different arguments; returns their errors (stderr, and each rank's
+    own record: mpiexec may drop an aborting rank's stderr when it tears the job down)."""
+    errors = ["--errors", str(tmp_path)]
+    command = ["-n", "1", *script("run_mismatch.py"), *ours, *errors]
+    command += [":", "-n", "1", *script("run_mismatch.py"), *theirs, *errors]
     proc = run_mpi(command, timeout=30)
     assert proc.returncode != 0
-    return proc.stderr
+    records = [f.read_text() for f in sorted(tmp_path.glob("rank*.err"))]
+    assert records, f"no rank recorded an error; stderr: {proc.stderr[-2000:]}"
+    return "\n".join([proc.stderr, *records])
 
 
-def test_different_batch_sizes_stop_with_a_message():
-    err = mpmd(["--batch-size", "16"], ["--batch-size", "8"])
+def test_different_batch_sizes_stop_with_a_message(tmp_path):
+    err = mpmd(tmp_path, ["--batch-size", "16"], ["--batch-size", "8"])
     assert "different jobs" in err
     assert "config.batch_size: 16 here, 8 there" in err or "config.batch_size: 8 here, 16" in err
 
 
-def test_different_models_stop_with_a_message():
-    err = mpmd(["--channels", "2,3"], ["--channels", "2,4"])
+def test_different_models_stop_with_a_message(tmp_path):
+    err = mpmd(tmp_path, ["--channels", "2,3"], ["--channels", "2,4"])
     assert "different jobs" in err and "parameter 2: ['conv2.weight', [" in err
 
 
-def test_different_bucket_layouts_stop_at_the_step_check():
-    err = mpmd([], ["--reverse-order"])
-    assert "step 0: rank" in err and "lay out gradient buckets differently" in err
+def test_different_bucket_layouts_stop_at_the_step_check(tmp_path):
+    err = mpmd(tmp_path, [], ["--reverse-order"])
+    assert "lay out gradient buckets differently" in err
+    assert "step 0: rank 0 and rank 1" in err or "step 0: rank 1 and rank 0" in err
+    assert re.search(r"bucket \d+: .* here, .* there", err), err
