@@ -105,14 +105,16 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
     previous = sys.excepthook
 
     def abort_job(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-        if previous is sys.__excepthook__:
-            # one write: the rank that aborts first kills the others, maybe mid-print, and the
-            # default hook writes the message line in pieces, which could lose it on every rank
-            sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
-        else:
-            previous(etype, value, tb)
-        sys.stderr.flush()
-        comm.Abort(1)
+        try:
+            if previous is sys.__excepthook__:
+                # one write, where the default hook makes a hundred: a rank killed by another's
+                # abort then loses its whole message or none of it, never half a line
+                sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
+            else:
+                previous(etype, value, tb)
+            sys.stderr.flush()
+        finally:  # abort even if printing failed: the other ranks must not hang
+            comm.Abort(1)
 
     def restore() -> None:
         if sys.excepthook is abort_job:
