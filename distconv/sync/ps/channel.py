@@ -58,10 +58,10 @@ class ShardChannel:
         (None when it has no array frame)."""
         rid = self._next_id
         self._next_id += 1
-        self._rid_shard[rid] = shard
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
         frames = pack(head, arrays)
         tracker = send(self._socks[shard], frames, track=track)
+        self._rid_shard[rid] = shard
         if track:
             self._trackers[shard] = tracker
         self._bytes_pushed += len(frames[0]) + sum(a.nbytes for a in arrays)
