@@ -368,10 +368,18 @@ def cnn_worker(args) -> None:
 
 
 # -- the driver ---------------------------------------------------------------------------------
+#: the CNN comparison is 2 ranks x 1 BLAS thread against 1 x 1 (the issue's setting, and what
+#: ``distconv-launch --threads 1`` sets): unpinned, 2 ranks x 2 threads oversubscribe 2 cores
+ONE_THREAD = dict.fromkeys(
+    ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DISTCONV_NUM_THREADS"), "1"
+)
+
+
 def mpiexec(n: int, worker: str, args, extra=()) -> dict:
     cmd = ["mpiexec", "-n", str(n), sys.executable, "-m", "mpi4py", __file__, "--worker", worker]
     cmd += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k in PASSED]
-    out = subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=1200)
+    env = {**os.environ, **(ONE_THREAD if worker == "cnn" else {})}
+    out = subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=1200, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"mpiexec {worker} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
