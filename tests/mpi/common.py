@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from distconv.arg import Arg
 from distconv.backend import to_device, to_host
@@ -65,6 +66,13 @@ def weights(net: Network) -> dict[str, np.ndarray]:
 def mpiexec() -> str | None:
     """The ``mpiexec`` on PATH, or None (the tests then skip)."""
     return shutil.which("mpiexec")
+
+
+#: every test module that starts ``mpiexec``: marked ``mpi``, skipped where there is none
+NEEDS_MPIEXEC = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
+]
 
 
 def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.mpi.common import (
+    NEEDS_MPIEXEC,
     max_relative,
-    mpiexec,
     params_of,
     reference,
     run_ranks,
@@ -19,10 +19,7 @@ from tests.mpi.common import (
     weights,
 )
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
-]
+pytestmark = NEEDS_MPIEXEC
 mpi4py = pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 

@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.mpi.common import HERE, mpiexec, run_mpi, script
+from tests.mpi.common import HERE, NEEDS_MPIEXEC, run_mpi, script
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
-]
+pytestmark = NEEDS_MPIEXEC
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 

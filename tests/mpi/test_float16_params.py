@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mpi.common import mpiexec, run_mpi, script
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
-]
+pytestmark = NEEDS_MPIEXEC
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 

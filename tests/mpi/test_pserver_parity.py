@@ -12,11 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from tests.mpi.common import REPO_ROOT, mpiexec, run_mpi, script, small_lenet, train, weights
+from tests.mpi.common import NEEDS_MPIEXEC, REPO_ROOT, run_mpi, script, small_lenet, train, weights
 
 pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
+    *NEEDS_MPIEXEC,
     pytest.mark.skipif(
         importlib.util.find_spec("distconv.sync.ps") is None,
         reason="the parameter server (distconv.sync.ps) is not here",

@@ -7,13 +7,9 @@ import sys
 
 import pytest
 
-from tests.mpi.common import mpiexec, run_mpi
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.slow,
-    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
-]
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.slow]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 

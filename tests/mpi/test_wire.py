@@ -20,12 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.mpi.common import mpiexec, params_of, run_ranks, small_lenet, weights
+from tests.mpi.common import NEEDS_MPIEXEC, params_of, run_ranks, small_lenet, weights
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed"),
-]
+pytestmark = NEEDS_MPIEXEC
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 #: unit roundoff of each 16-bit wire dtype
