@@ -15,6 +15,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
+from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.parameter import Parameter, UpdateCallback
@@ -179,13 +180,14 @@ class Network:
                 f"{type(feeds).__name__}"
             )
         outputs = {name: self._check_feed(name, feeds) for name in self.feed_names}
-        for name in self.order():
-            args = [outputs[i] for i in self.wiring[name]]
-            try:
-                outputs[name] = self.layers[name].forward(*args)
-            except TypeError as exc:  # numpy's casting errors; rare, so checked only here
-                self._raise_for_integer_input(name, args, exc)
-                raise
+        with one_blas_thread():  # the kernels' threads are the step's parallelism
+            for name in self.order():
+                args = [outputs[i] for i in self.wiring[name]]
+                try:
+                    outputs[name] = self.layers[name].forward(*args)
+                except TypeError as exc:  # numpy's casting errors; rare, so checked only here
+                    self._raise_for_integer_input(name, args, exc)
+                    raise
         self.outputs = outputs
         return outputs
 
@@ -303,8 +305,9 @@ class Network:
             record(p)
             callback(p)
 
-        for name in reversed(order):
-            self.layers[name].backward(fire)
+        with one_blas_thread():
+            for name in reversed(order):
+                self.layers[name].backward(fire)
         self._check_fired(fired)
 
     def _check_fired(self, fired: list[Parameter]) -> None:

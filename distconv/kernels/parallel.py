@@ -4,6 +4,8 @@ A numpy convolution spends much of its time copying pixels into columns, which n
 one thread. Splitting the batch into chunks and running each chunk's copy and matrix product on
 its own thread (numpy releases the GIL for both) with BLAS held to one thread per chunk uses
 every core for the copies too. This is how the conv kernels reach PyTorch's speed on the CPU.
+Large matrix products outside the conv kernels (fully connected layers) split their rows over
+the same threads (:func:`matmul`), so one pool of threads does all of a step's work.
 
 On the GPU (cupy arrays) the whole batch is one chunk: the device is already parallel.
 """
@@ -17,6 +19,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
+
+import numpy as np
+
+from distconv.backend import is_gpu_array
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +95,14 @@ def _per_thread(lib: Any) -> bool:
 
 
 @contextmanager
-def _one_blas_thread() -> Iterator[None]:
+def one_blas_thread() -> Iterator[None]:
     """Hold BLAS to one thread while our own threads split the work.
+
+    Every kernel call enters it, and so does a whole :meth:`~distconv.network.Network.forward`
+    and ``backward``: inside a step distconv's kernel threads are the only parallelism. A BLAS
+    pool of its own would compete with them for the cores, and OpenBLAS's workers spin for
+    about 0.1 s after each threaded call (measured: the MNIST-size LeNet step took 88 ms with
+    the fully connected products on OpenBLAS's threads and 67 ms with them held).
 
     A process-wide pool (OpenBLAS on pthreads) gets one hold for the whole process: the first
     caller in sets it to one thread, the last one out restores it, so kernels called from
@@ -163,21 +175,61 @@ def over_batch(
 
     ``fn`` must write only its own slice of any shared output. The chunks depend on the shapes
     alone, never on the thread count, and results come back in batch order, so sums over them
-    are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is (products outside these
-    kernels, such as a fully connected layer's, follow BLAS's own thread count: pin
-    ``OPENBLAS_NUM_THREADS`` to reproduce a run bit for bit on another machine).
+    are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is.
     """
     if n == 0:
         return []
     if on_gpu or n == 1:
         return [fn(0, n)]
     bounds = chunk_bounds(n, -(-n * work_per_sample // CHUNK_WORK))
+    return _run(fn, bounds, n * work_per_sample)
+
+
+def _run(
+    fn: Callable[[int, int], object], bounds: list[tuple[int, int]], work: int | None = None
+) -> list:
+    """``fn`` over ``bounds`` in order: on the pool, unless ``work`` (elements) is too little
+    to share out."""
     threads = min(num_threads(), len(bounds))
     # BLAS runs on one thread in both paths: a GEMM's bits depend on how many threads split it,
     # so the serial path must not let BLAS thread where the parallel path would not
-    if threads == 1 or n * work_per_sample < threads * MIN_WORK_PER_THREAD:
-        with _one_blas_thread():
+    if threads == 1 or (work is not None and work < threads * MIN_WORK_PER_THREAD):
+        with one_blas_thread():
             return [fn(a, b) for a, b in bounds]
-    with _one_blas_thread():
+    with one_blas_thread():
         futures = [_executor(threads).submit(fn, a, b) for a, b in bounds]
         return [f.result() for f in futures]
+
+
+#: multiply-adds per chunk of a split matrix product: a few hundred microseconds of one core,
+#: long enough that a chunk's BLAS call runs at full speed
+MATMUL_CHUNK_MACS = 1 << 23
+#: and at least this many rows per chunk, so each chunk fills BLAS's register blocks
+MATMUL_MIN_ROWS = 8
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` for matrices, its rows split over the kernel threads, BLAS on one thread each.
+
+    How a product is split into chunks depends on its shape alone, so the result is bitwise
+    the same for any ``DISTCONV_NUM_THREADS`` (OpenBLAS's own threading, and even how many
+    rows one call gets, change the last bits). Fully connected layers use it so that their
+    products share the cores with the conv kernels instead of waking a BLAS pool of their own.
+    On the GPU it is ``a @ b``.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    if is_gpu_array(a) or m == 0:
+        return a @ b
+    chunks = min(-(-m * k * n // MATMUL_CHUNK_MACS), m // MATMUL_MIN_ROWS)
+    bounds = chunk_bounds(m, max(1, chunks))
+    if len(bounds) == 1:
+        with one_blas_thread():
+            return a @ b
+    out = np.empty((m, n), dtype=np.result_type(a.dtype, b.dtype))
+
+    def rows(start: int, stop: int) -> None:
+        np.matmul(a[start:stop], b, out=out[start:stop])
+
+    _run(rows, bounds)
+    return out

@@ -11,6 +11,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
+from distconv.kernels.parallel import matmul
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import Parameter, UpdateCallback
 
@@ -119,7 +120,7 @@ class FullyConnected(Layer):
     def _forward(self, *inputs: Arg) -> Any:
         y = None
         for i, (x, w) in enumerate(zip(inputs, self.weights)):
-            p = self._flat(x, i) @ w.value.T
+            p = matmul(self._flat(x, i), w.value.T)
             y = p if y is None else y + p
         if self.bias is not None:
             y += self.bias.value
@@ -132,7 +133,7 @@ class FullyConnected(Layer):
         for i, (x, w) in enumerate(zip(self.inputs, self.weights)):
             dx = grad_target(x)
             if dx is not None:  # before inc_update: the callback may change the weight
-                dx += (dz @ w.value).reshape(dx.shape)
+                dx += matmul(dz, w.value).reshape(dx.shape)
             if not w.static:
-                w.grad += dz.T @ self._flat(x, i)
+                w.grad += matmul(dz.T, self._flat(x, i))
             w.inc_update(callback)

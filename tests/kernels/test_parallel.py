@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
-from distconv.kernels.parallel import chunk_bounds, over_batch
+from distconv.kernels.parallel import chunk_bounds, matmul, over_batch
 
 
 def _blas_threads() -> list[int]:
@@ -64,4 +65,75 @@ def test_kernels_on_several_python_threads_all_run_held():
         after = _blas_threads()
     ones = [1] * len(after)
     assert seen == {"a": [ones], "b": [ones]}
+    assert after == [2] * len(after)
+
+
+@pytest.mark.parametrize("shape", [(64, 3136, 128), (128, 64, 3136), (37, 1000, 77), (5, 50, 7)])
+def test_matmul_is_the_product_and_bitwise_the_same_for_any_thread_count(shape, monkeypatch):
+    """Rows split by shape alone: 1, 2 and 3 threads give the same bits, close to ``a @ b``."""
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32).T  # a transposed view, as the fc uses
+    results = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+        results.append(matmul(a, b))
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(results[0], want, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+    assert results[0].dtype == np.float32
+    for other in results[1:]:
+        assert np.array_equal(other, results[0])
+
+
+def test_matmul_splits_large_products_over_threads(monkeypatch):
+    """A product of several chunks runs its chunks on the pool, each with BLAS held to one."""
+    if not _blas_threads():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    seen: list[tuple[str, list[int]]] = []
+    real = np.matmul
+
+    def spy(x, y, out=None):
+        seen.append((threading.current_thread().name, _blas_threads()))
+        return real(x, y, out=out)
+
+    monkeypatch.setattr("distconv.kernels.parallel.np.matmul", spy)
+    a, b = np.ones((64, 3136), np.float32), np.ones((3136, 128), np.float32)
+    with threadpool_limits(limits=2, user_api="blas"):
+        out = matmul(a, b)
+    assert np.array_equal(out, np.full((64, 128), 3136, np.float32))
+    assert len(seen) == 4  # 25.7 M multiply-adds in chunks of 8.4 M: four of 16 rows
+    assert all(name.startswith("distconv-kernel") for name, _ in seen)
+    assert all(threads == [1] * len(threads) for _, threads in seen)
+
+
+def test_network_forward_and_backward_hold_blas_to_one_thread():
+    """Inside a step the kernels' threads are the only parallelism: a layer sees one BLAS
+    thread in forward and backward, and the count comes back after."""
+    if not _blas_threads():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    from distconv.arg import Arg
+    from distconv.layers.activation import Activation
+    from distconv.network import Network
+
+    seen = []
+
+    class Probe(Activation):
+        def _forward(self, x):
+            seen.append(("fwd", _blas_threads()))
+            return super()._forward(x)
+
+        def _backward(self, dz, callback):
+            seen.append(("bwd", _blas_threads()))
+            return super()._backward(dz, callback)
+
+    net = Network()
+    net.add("probe", Probe("relu"), "x")
+    with threadpool_limits(limits=2, user_api="blas"):
+        net.forward({"x": Arg(np.ones((2, 3), np.float32))})
+        net.backward(lambda p: None)
+        after = _blas_threads()
+    assert [d for d, _ in seen] == ["fwd", "bwd"]
+    assert all(threads == [1] * len(after) for _, threads in seen)
     assert after == [2] * len(after)
