@@ -71,15 +71,26 @@ def _from_batch_major(t: Any, b: int, spatial: tuple[int, ...]) -> Any:
     return t.reshape(-1, b, *spatial).swapaxes(0, 1)
 
 
-def column_layout(in_size: tuple[int, ...], geom: ConvGeometry) -> tuple[bool, tuple[int, ...]]:
+def column_layout(
+    in_size: tuple[int, ...], geom: ConvGeometry, w_shape: tuple[int, ...] | None = None
+) -> tuple[bool, tuple[int, ...]]:
     """Whether columns of an ``in_size`` image use the wide layout, and their spatial size.
 
-    Wide columns run over the whole padded width (``can_widen``), so output-side arrays are
-    widened to match (:func:`widen_output`) and cropped after.
+    Wide columns run over the whole padded width (``can_widen``), so their copy moves long
+    contiguous runs, but output-side arrays must be widened to match (:func:`widen_output`)
+    and cropped after: a pass over the output. Given the weight's shape, the wide layout is
+    kept only where the columns outweigh the output (``C/G * K >= O/G`` rows per position);
+    few input channels fanning out to many (a first layer on grey images: 9 rows, 32
+    outputs) take exact columns, and the product writes straight into the output.
     """
     out = geom.out_size(in_size)
-    wide = can_widen(geom)
+    wide = can_widen(geom) and (w_shape is None or _columns_outweigh_output(w_shape, geom))
     return wide, (*out[:-1], wide_width(in_size, geom) if wide else out[-1])
+
+
+def _columns_outweigh_output(w_shape: tuple[int, ...], geom: ConvGeometry) -> bool:
+    o, cg = w_shape[:2]
+    return cg * geom.kernel_volume >= o // geom.groups
 
 
 def widen_output(g: Any, size: tuple[int, ...]) -> Any:
@@ -131,12 +142,14 @@ def conv_forward(
     n, g = x.shape[0], geom.groups
     wg = grouped_weight(w, g)
     y = xp.empty((n, w.shape[0], *out), dtype=x.dtype) if want_y else None
-    wide, wide_out = column_layout(x.shape[2:], geom)
+    wide, wide_out = column_layout(x.shape[2:], geom, w.shape)
     work = x.shape[1] * geom.kernel_volume * volume(out)
 
     def run(a: int, b: int, batched: bool) -> Any:
         col = grouped_columns(x, geom, a, b, wide, batched)
-        if want_y:
+        if want_y and not (wide or batched):  # exact columns: the product is the output
+            xp.matmul(wg, col, out=y[a:b].reshape(b - a, g, wg.shape[1], -1))
+        elif want_y:
             yc = xp.matmul(wg, col)
             yc = (
                 _from_batch_major(yc, b - a, wide_out)

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from distconv.kernels import conv_layout
-from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
+from distconv.kernels.conv import (
+    column_layout,
+    conv_backward,
+    conv_backward_data,
+    conv_forward,
+)
 from distconv.kernels.conv_layout import use_batched
 from distconv.kernels.parallel import num_threads
 from distconv.kernels.shape import ConvGeometry
@@ -18,6 +23,8 @@ CASES = [
     (2, 3, 2, (10, 10), 3, (3, 2), (1, 2), (1, 0), (2, 1), 1),
     (2, 6, 8, (5, 5), 8, 3, 1, 1, 1, 4),  # the flipped-kernel data gradient
     (3, 2, 2, (5, 6, 4), 3, 3, 2, 1, 1, 1),
+    (2, 5, 1, (9, 8), 12, 3, 1, 1, 1, 1),  # exact (not wide) columns: 9 rows, 12 outputs
+    (2, 4, 4, (6, 7), 24, 1, 1, 0, 1, 2),  # the same, grouped 1x1
 ]
 
 
@@ -117,6 +124,13 @@ def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched):
     for other in results[1:]:
         for a, b in zip(results[0], other):
             np.testing.assert_array_equal(a, b)
+
+
+def test_wide_columns_only_where_they_outweigh_the_output():
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    assert column_layout((28, 28), geom, (32, 1, 3, 3)) == (False, (28, 28))  # LeNet's conv1
+    assert column_layout((14, 14), geom, (64, 32, 3, 3)) == (True, (14, 16))  # and conv2
+    assert column_layout((14, 14), ConvGeometry.make(2, 3, 2, 1), (64, 32, 3, 3))[0] is False
 
 
 def test_cost_model_depends_on_the_output_size_alone():
@@ -258,7 +272,8 @@ def test_dense_only_for_tiny_images():
 
 @pytest.mark.parametrize(
     "shape",
-    [((64, 32, 14, 14), 64), ((8, 64, 28, 28), 64)],  # LeNet's conv2 at 28x28; a larger image
+    # LeNet's conv1 and conv2 at 28x28; a larger image
+    [((64, 1, 28, 28), 32), ((64, 32, 14, 14), 64), ((8, 64, 28, 28), 64)],
 )
 def test_real_layer_sizes_are_bitwise_the_same_for_1_and_2_threads(rng, monkeypatch, shape):
     """Sizes where BLAS itself would thread: the serial path must hold it to one thread too."""
