@@ -20,14 +20,12 @@ strided copies, with no loop over samples. Which layout a chunk runs in is chose
 
 from __future__ import annotations
 
-import functools
-import itertools
+import threading
 from typing import Any
-
-import numpy as np
 
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels import cudnn
+from distconv.kernels.conv_dense import conv_backward_data_dense
 from distconv.kernels.conv_layout import dense_pays, run_chunks
 from distconv.kernels.im2col import (
     can_widen,
@@ -114,8 +112,38 @@ def _sum_weight_grad(partials: list[Any], w_shape: tuple[int, ...]) -> Any:
     return total.reshape(w_shape)
 
 
+class Columns:
+    """The column matrices a forward built, kept for the weight gradient of its backward.
+
+    The weight gradient multiplies by the same columns of ``x`` the forward did; keeping them
+    saves building them again (on LeNet's conv2 at 28x28, a quarter of the weight gradient's
+    time). Keyed by chunk and layout, so a backward whose chunks differ (the autotuner chose
+    another layout) rebuilds what it does not find. Holds at most ``max_bytes``: columns beyond
+    it are rebuilt in backward, as without a cache.
+    """
+
+    def __init__(self, max_bytes: int = 32 << 20) -> None:
+        self.max_bytes, self.nbytes = max_bytes, 0
+        self._kept: dict[tuple[int, int, bool], Any] = {}
+        self._lock = threading.Lock()  # chunks run on the kernel threads
+
+    def keep(self, key: tuple[int, int, bool], col: Any) -> None:
+        with self._lock:
+            if self.nbytes + col.nbytes <= self.max_bytes:
+                self._kept[key] = col
+                self.nbytes += col.nbytes
+
+    def get(self, key: tuple[int, int, bool]) -> Any:
+        return self._kept.get(key)
+
+
 def conv_forward(
-    x: Any, w: Any, geom: ConvGeometry, dw_from: Any = None, want_y: bool = True
+    x: Any,
+    w: Any,
+    geom: ConvGeometry,
+    dw_from: Any = None,
+    want_y: bool = True,
+    columns: Columns | None = None,
 ) -> tuple[Any, Any]:
     """``y = conv(x, w)`` and, when ``dw_from`` is given, ``dw = sum_n dw_from_n @ col(x_n)^T``.
 
@@ -129,6 +157,7 @@ def conv_forward(
         geom: kernel, stride, padding, dilation, groups.
         dw_from: ``(N, O, *out)`` or None.
         want_y: compute ``y`` (False when only the weight gradient is wanted).
+        columns: a forward keeps its columns here; a weight gradient reuses those it finds.
 
     Returns:
         ``(y, dw)``: ``y`` of shape ``(N, O, *out)`` or None; ``dw`` of ``w``'s shape or None.
@@ -146,7 +175,11 @@ def conv_forward(
     work = x.shape[1] * geom.kernel_volume * volume(out)
 
     def run(a: int, b: int, batched: bool) -> Any:
-        col = grouped_columns(x, geom, a, b, wide, batched)
+        col = columns.get((a, b, batched)) if columns is not None and not want_y else None
+        if col is None:
+            col = grouped_columns(x, geom, a, b, wide, batched)
+            if columns is not None and want_y:
+                columns.keep((a, b, batched), col)
         if want_y and not (wide or batched):  # exact columns: the product is the output
             xp.matmul(wg, col, out=y[a:b].reshape(b - a, g, wg.shape[1], -1))
         elif want_y:
@@ -191,7 +224,7 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
     if not is_gpu_array(g) and dense_pays(
         g.shape[0], tuple(g.shape[2:]), tuple(x_shape[2:]), w.shape, geom
     ):
-        return _conv_backward_data_dense(g, w, geom, x_shape)
+        return conv_backward_data_dense(g, w, geom, x_shape)
     if flip_pays(g.shape, x_shape, geom):
         return _conv_backward_data_by_flip(g, w, geom, x_shape)
     xp = get_array_module(g, w)
@@ -216,40 +249,6 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
 
     run_chunks(run, "dx", g, w, geom, c * geom.kernel_volume * volume(out))
     return dx
-
-
-@functools.lru_cache(maxsize=64)
-def _dense_taps(geom: ConvGeometry, out: tuple[int, ...], in_size: tuple[int, ...]) -> tuple:
-    """``(k, p, q)``: flat kernel offset, output pixel and input pixel of every tap in bounds."""
-    ks, ps, qs = [], [], []
-    for k, offset in enumerate(itertools.product(*(range(n) for n in geom.ksize))):
-        grids = np.meshgrid(*(np.arange(m) for m in out), indexing="ij")
-        q_axes = [
-            grid * s - p + o * d
-            for grid, s, p, o, d in zip(grids, geom.stride, geom.pad, offset, geom.dilation)
-        ]
-        inside = np.logical_and.reduce([(q >= 0) & (q < n) for q, n in zip(q_axes, in_size)])
-        q_flat = np.ravel_multi_index(tuple(q[inside] for q in q_axes), in_size)
-        ps.append(np.flatnonzero(inside))
-        qs.append(q_flat)
-        ks.append(np.full(len(q_flat), k))
-    return np.concatenate(ks), np.concatenate(ps), np.concatenate(qs)
-
-
-def _conv_backward_data_dense(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
-    """``dx = g @ M`` with the convolution written out as a dense ``(O*out, C*in)`` matrix."""
-    xp = get_array_module(g, w)
-    o, c = w.shape[:2]
-    n = g.shape[0]
-    out, in_size = tuple(g.shape[2:]), tuple(x_shape[2:])
-    k, p, q = _dense_taps(geom, out, in_size)
-    # pixel-major (P, O, Q, C): each tap writes O runs of C contiguous weights
-    m = xp.zeros((volume(out), o, volume(in_size), c), dtype=w.dtype)
-    # advanced indices apart put their axis first: m[p, :, q, :] is (taps, O, C)
-    m[p, :, q, :] = w.reshape(o, c, -1).transpose(2, 0, 1)[k]
-    gt = g.reshape(n, o, -1).swapaxes(1, 2).reshape(n, -1)
-    dx = xp.matmul(gt, m.reshape(volume(out) * o, -1))
-    return xp.ascontiguousarray(dx.reshape(n, -1, c).swapaxes(1, 2)).reshape(tuple(x_shape))
 
 
 def flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeometry) -> bool:
@@ -301,36 +300,61 @@ def flipped_geometry(geom: ConvGeometry) -> ConvGeometry:
 
 
 def conv_backward(
-    dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dx: bool = True, need_dw: bool = True
+    dy: Any,
+    x: Any,
+    w: Any,
+    geom: ConvGeometry,
+    need_dx: bool = True,
+    need_dw: bool = True,
+    columns: Columns | None = None,
 ) -> tuple[Any, Any]:
     """Input and weight gradients of ``y = conv_forward(x, w)`` given ``dy``.
+
+    ``columns``: what the forward kept (:class:`Columns`), reused for the weight gradient.
 
     Returns:
         ``(dx, dw)``, either None when not needed.
     """
-    dw = conv_forward(x, w, geom, dw_from=dy, want_y=False)[1] if need_dw else None
+    dw = conv_forward(x, w, geom, dw_from=dy, want_y=False, columns=columns)[1] if need_dw else None
     dx = conv_backward_data(dy, w, geom, x.shape) if need_dx else None
     return dx, dw
 
 
 def conv_any_forward(
-    x: Any, w: Any, geom: ConvGeometry, transposed: bool, out_size: tuple[int, ...]
+    x: Any,
+    w: Any,
+    geom: ConvGeometry,
+    transposed: bool,
+    out_size: tuple[int, ...],
+    columns: Columns | None = None,
 ) -> Any:
     """A convolution, or a transposed one, of ``x`` to spatial size ``out_size``.
 
     The one forward that convolution layers and projections share, whatever their direction.
+    A convolution keeps its columns in ``columns`` for the backward (a transposed one builds
+    its columns from the output gradient, so it keeps none).
     """
     if transposed:
         return conv_backward_data(x, w, geom, (x.shape[0], w.shape[1] * geom.groups, *out_size))
-    return conv_forward(x, w, geom)[0]
+    return conv_forward(x, w, geom, columns=columns)[0]
 
 
 def conv_any_backward(
-    dy: Any, x: Any, w: Any, geom: ConvGeometry, transposed: bool, need_dx: bool, need_dw: bool
+    dy: Any,
+    x: Any,
+    w: Any,
+    geom: ConvGeometry,
+    transposed: bool,
+    need_dx: bool,
+    need_dw: bool,
+    columns: Columns | None = None,
 ) -> tuple[Any, Any]:
-    """Input and weight gradients of :func:`conv_any_forward`; either is None when not needed."""
+    """Input and weight gradients of :func:`conv_any_forward`; either is None when not needed.
+
+    ``columns``: what :func:`conv_any_forward` kept for this call's ``x``, or None.
+    """
     if not transposed:
-        return conv_backward(dy, x, w, geom, need_dx, need_dw)
+        return conv_backward(dy, x, w, geom, need_dx, need_dw, columns)
     out = geom.out_size(dy.shape[2:])
     # with output_padding >= stride the adjoint reaches one input row past the end: pad the
     # input side for the weight gradient, crop the input gradient

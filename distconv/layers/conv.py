@@ -18,7 +18,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.conv import conv_any_backward, conv_any_forward
+from distconv.kernels.conv import Columns, conv_any_backward, conv_any_forward
 from distconv.layers.base import Layer, checked, grad_target
 from distconv.layers.convolution import Convolution
 from distconv.layers.part import Projection, WeightSpec
@@ -73,6 +73,8 @@ class ConvNd(Convolution, Layer):
 
     nd = 2
     transposed = False
+    #: the last forward's columns of its input, for the weight gradient (None: build them)
+    _columns: Columns | None = None
 
     def _build(
         self,
@@ -132,8 +134,15 @@ class ConvNd(Convolution, Layer):
     def _forward(self, x: Arg) -> Any:
         self._check_input(x.value)
         v = x.value
+        # the weight gradient reuses the forward's columns; kept only when it will be wanted
+        self._columns = Columns() if not self.weight.static else None
         y = conv_any_forward(
-            v, self.weight.value, self.geom, self.transposed, self.out_size(v.shape[2:])
+            v,
+            self.weight.value,
+            self.geom,
+            self.transposed,
+            self.out_size(v.shape[2:]),
+            self._columns,
         )
         if self.bias is not None:
             b = self.bias.value
@@ -157,11 +166,13 @@ class ConvNd(Convolution, Layer):
                 self.transposed,
                 dx_buf is not None,
                 need_dw,
+                self._columns,
             )
             if dx is not None:
                 dx_buf += dx
             if dw is not None:
                 self.weight.grad += dw
+        self._columns = None  # a second backward rebuilds them
         self.weight.inc_update(callback)
 
     def __repr__(self) -> str:
