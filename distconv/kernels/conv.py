@@ -27,6 +27,13 @@ from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels import cudnn
 from distconv.kernels.conv_dense import conv_backward_data_dense
 from distconv.kernels.conv_layout import dense_pays, run_chunks
+from distconv.kernels.conv_shifted import (
+    Taps,
+    data_grad_chunk,
+    forward_chunk,
+    shifted_applies,
+    weight_grad_chunk,
+)
 from distconv.kernels.im2col import (
     can_widen,
     col2im_wide,
@@ -173,8 +180,13 @@ def conv_forward(
     y = xp.empty((n, w.shape[0], *out), dtype=x.dtype) if want_y else None
     wide, wide_out = column_layout(x.shape[2:], geom, w.shape)
     work = x.shape[1] * geom.kernel_volume * volume(out)
+    taps = Taps(w, geom, tuple(x.shape[2:])) if shifted_applies(x, w, geom) else None
 
     def run(a: int, b: int, batched: bool) -> Any:
+        if taps is not None and not batched:  # one product per tap, no columns
+            if want_y:
+                forward_chunk(x[a:b], taps, y[a:b])
+            return None if dw_from is None else weight_grad_chunk(x[a:b], dw_from[a:b], taps)
         col = columns.get((a, b, batched)) if columns is not None and not want_y else None
         if col is None:
             col = grouped_columns(x, geom, a, b, wide, batched)
@@ -234,8 +246,12 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
     out = tuple(g.shape[2:])
     dx = xp.empty(tuple(x_shape), dtype=g.dtype)
     wide = wide_col_size(out, x_shape[2:], geom)
+    taps = Taps(w, geom, tuple(x_shape[2:])) if shifted_applies(g, w, geom) else None
 
     def run(a: int, b: int, batched: bool) -> None:
+        if taps is not None and not batched:  # a col2im without columns
+            data_grad_chunk(g[a:b], taps, dx[a:b])
+            return
         gy = widen_output(g[a:b], wide)
         if not batched:
             col = xp.matmul(wt, gy.reshape(b - a, G, wt.shape[2], -1))

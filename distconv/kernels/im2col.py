@@ -44,7 +44,7 @@ def wide_width(in_size: tuple[int, ...], geom: ConvGeometry) -> int:
     return in_size[-1] + 2 * geom.pad[-1]
 
 
-class _Planes:
+class PaddedPlanes:
     """Each sample-channel plane of the padded input, flattened, with a tail of slack.
 
     The wide layout reads (and col2im writes) each output row over the whole padded width,
@@ -104,7 +104,7 @@ def im2col_view(x: Any, geom: ConvGeometry, pad_value: float = 0.0, wide: bool =
             f"kernel {geom.ksize} with dilation {geom.dilation} does not fit the input "
             f"{tuple(x.shape[2:])} padded by {geom.pad}"
         )
-    planes = _Planes(x.shape[0], x.shape[1], tuple(x.shape[2:]), geom, wide)
+    planes = PaddedPlanes(x.shape[0], x.shape[1], tuple(x.shape[2:]), geom, wide)
     buf = planes.buffer(xp, x.dtype, pad_value)
     planes.interior(buf)[...] = x
     item = buf.itemsize

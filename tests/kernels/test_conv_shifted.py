@@ -1,0 +1,128 @@
+"""Stride-1 convolutions by one BLAS product per kernel tap, and the gemm binding under them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.kernels import blas, conv_layout, conv_shifted
+from distconv.kernels.conv import conv_backward, conv_forward
+from distconv.kernels.shape import ConvGeometry
+
+pytestmark = pytest.mark.skipif(
+    not blas.available(np.float32), reason="no OpenBLAS cblas_sgemm found in this process"
+)
+
+# (N, C, H, W, O, kernel, pad, dilation, groups): each has >= 16 channels a group both ways
+CASES = [
+    (3, 16, 9, 9, 16, 3, 1, 1, 1),
+    (2, 32, 7, 8, 48, 3, 0, 1, 2),  # grouped, no padding: the input gradient goes by col2im
+    (2, 16, 10, 10, 32, 3, 2, 2, 1),  # dilated
+    (2, 16, 8, 6, 16, (3, 2), (1, 0), 1, 1),
+    (3, 16, 11, 11, 16, 5, 2, 1, 1),
+]
+
+
+@pytest.fixture(autouse=True)
+def _per_sample(monkeypatch):
+    """The shifted products replace the per-sample layout: force it for these small images."""
+    monkeypatch.setattr(conv_layout, "BATCHED_MAX_POSITIONS", 0)
+    monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
+
+
+def _case(rng, n, c, h, w_, o, k, p, d, g, dtype=np.float64):
+    geom = ConvGeometry.make(2, k, 1, p, d, g)
+    x = rng.standard_normal((n, c, h, w_)).astype(dtype)
+    w = rng.standard_normal((o, c // g, *geom.ksize)).astype(dtype)
+    return geom, x, w
+
+
+def _count_gemms(monkeypatch) -> list[int]:
+    calls = [0]
+    real = blas.gemm
+
+    def counting(*args):
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(conv_shifted.blas, "gemm", counting)
+    return calls
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_matches_torch_in_float64_every_direction(torch, rng, monkeypatch, case):
+    geom, x, w = _case(rng, *case)
+    assert conv_shifted.shifted_applies(x, w, geom)
+    gemms = _count_gemms(monkeypatch)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, None, 1, geom.pad, geom.dilation, geom.groups)
+    dy = rng.standard_normal(tuple(ty.shape))
+    ty.backward(torch.tensor(dy))
+    y, _ = conv_forward(x, w, geom)
+    dx, dw = conv_backward(dy, x, w, geom)
+    # forward, weight gradient, input gradient: one product per sample, group and tap each
+    n, g, taps = x.shape[0], geom.groups, geom.kernel_volume
+    assert gemms[0] == 3 * n * g * taps
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_float32_agrees_with_the_im2col_path(rng, monkeypatch):
+    geom, x, w = _case(rng, *CASES[0], dtype=np.float32)
+    dy = rng.standard_normal((3, 16, 9, 9)).astype(np.float32)
+    shifted = (conv_forward(x, w, geom)[0], *conv_backward(dy, x, w, geom))
+    monkeypatch.setattr(conv_shifted, "SHIFTED_MIN_CHANNELS", 10**9)
+    im2col = (conv_forward(x, w, geom)[0], *conv_backward(dy, x, w, geom))
+    for a, b in zip(shifted, im2col):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch):
+    monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 5000)  # a chunk per sample
+    geom, x, w = _case(rng, 6, 16, 12, 12, 24, 3, 1, 1, 1, dtype=np.float32)
+    dy = rng.standard_normal((6, 24, 12, 12)).astype(np.float32)
+    results = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+        results.append((conv_forward(x, w, geom)[0], *conv_backward(dy, x, w, geom)))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_only_where_it_applies(rng):
+    geom, x, w = _case(rng, *CASES[0])
+    assert conv_shifted.shifted_applies(x, w, geom)
+    assert not conv_shifted.shifted_applies(x, w, ConvGeometry.make(2, 3, 2, 1))  # stride 2
+    assert not conv_shifted.shifted_applies(x[:, :8], w[:, :8], geom)  # 8 input channels
+    assert not conv_shifted.shifted_applies(x, w[:8], geom)  # 8 outputs
+    assert not conv_shifted.shifted_applies(x.astype(np.float16), w.astype(np.float16), geom)
+    x3, w3 = x[..., None], w[..., None]
+    assert not conv_shifted.shifted_applies(x3, w3, ConvGeometry.make(3, (3, 3, 1), 1, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_reads_windows_and_transposed_views_in_place(rng, dtype):
+    big = rng.standard_normal((50, 70)).astype(dtype)
+    a = big[3:13, 5:25]  # rows 70 elements apart
+    b = rng.standard_normal((30, 20)).astype(dtype).T  # a transposed view
+    c = rng.standard_normal((10, 30)).astype(dtype)
+    want = a.astype(np.float64) @ b + c
+    blas.gemm(a, b, c, 1.0)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    out = np.full((10, 30), np.nan, dtype)  # beta = 0 ignores what c held
+    blas.gemm(a, b, out, 0.0)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_gemm_refuses_what_it_cannot_read(rng):
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    with pytest.raises(ValueError, match="do not chain"):
+        blas.gemm(a, a, np.empty((4, 6), np.float32), 0.0)
+    with pytest.raises(ValueError, match="no BLAS gemm"):
+        blas.gemm(a, a.T.astype(np.float64), np.empty((4, 4), np.float32), 0.0)
+    with pytest.raises(ValueError, match="unit stride"):
+        blas.gemm(a[:, ::2], a[:, ::2].T, np.empty((4, 4), np.float32), 0.0)
