@@ -258,14 +258,24 @@ class Adam(Optimizer):
         b1, b2, eps = self.hyper["beta1"], self.hyper["beta2"], self.hyper["eps"]
         m, v, t = state["m"], state["v"], state["step"]
         t += 1
+        # the same operations in the same order as the formula, into two scratch arrays
+        # instead of eight temporaries
+        tmp = xp.multiply(grad, (1 - b1) * scale)
         m *= b1
-        m += ((1 - b1) * scale) * grad
+        m += tmp
+        xp.multiply(grad, (1 - b2) * scale * scale, out=tmp)
+        tmp *= grad
         v *= b2
-        v += ((1 - b2) * scale * scale) * grad * grad
+        v += tmp
         # corrections in float64 like torch's Python floats, then in the parameter's dtype
         step_size = (self.lr / (1 - b1**t)).astype(value.dtype)
         root_c2 = xp.sqrt(1 - b2**t).astype(value.dtype)
-        value -= step_size * m / (xp.sqrt(v) / root_c2 + eps)
+        denom = xp.sqrt(v, out=tmp)
+        denom /= root_c2
+        denom += eps
+        step = xp.multiply(m, step_size)
+        step /= denom
+        value -= step
 
 
 def mean_scale(examples: int) -> float:
