@@ -260,7 +260,7 @@ class Adam(Optimizer):
         t += 1
         # the same operations in the same order as the formula, into two scratch arrays
         # instead of eight temporaries
-        tmp = xp.multiply(grad, (1 - b1) * scale)
+        tmp = xp.multiply(grad, (1 - b1) * scale, out=xp.empty_like(grad))  # 0-d stays an array
         m *= b1
         m += tmp
         xp.multiply(grad, (1 - b2) * scale * scale, out=tmp)
@@ -273,7 +273,7 @@ class Adam(Optimizer):
         denom = xp.sqrt(v, out=tmp)
         denom /= root_c2
         denom += eps
-        step = xp.multiply(m, step_size)
+        step = xp.multiply(m, step_size, out=xp.empty_like(m))
         step /= denom
         value -= step
 

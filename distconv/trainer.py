@@ -24,6 +24,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import to_device, to_host
 from distconv.data import Arrays, Dataset, array_length, as_arrays
+from distconv.layers.base import forward_only
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
@@ -222,10 +223,11 @@ class Trainer:
             raise ValueError("cannot evaluate on an empty data set")
         mine = stride_shard(n, self.sync.rank, self.sync.world_size)
         loss_sum, correct = 0.0, 0.0
-        for start in range(0, len(mine), batch_size):
-            loss, right = self._forward(arrays, mine[start : start + batch_size])
-            loss_sum += float(to_host(loss))
-            correct += float(to_host(right))
+        with forward_only():  # no backward follows: layers keep nothing for one
+            for start in range(0, len(mine), batch_size):
+                loss, right = self._forward(arrays, mine[start : start + batch_size])
+                loss_sum += float(to_host(loss))
+                correct += float(to_host(right))
         loss_sum, correct = self.sync.allreduce_sum([loss_sum, correct])
         result = {"test_loss": loss_sum / n}
         if self.accuracy is not None:

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
@@ -39,6 +37,10 @@ def _gemm(dtype: np.dtype) -> Any:
     except Exception:  # pragma: no cover - threadpoolctl is a dependency
         return None
     letter = "s" if dtype == np.float32 else "d"
+    # numpy's own first (in numpy/.dylibs or numpy.libs/, both under this prefix): scipy or
+    # torch may have loaded another OpenBLAS before it
+    numpy_dir = str(Path(np.__file__).parent)
+    libs = sorted(libs, key=lambda lib: not str(lib.filepath).startswith(numpy_dir))
     for lib in libs:
         found = _bind(lib, letter, _CTYPES[dtype])
         if found is not None:
@@ -46,17 +48,25 @@ def _gemm(dtype: np.dtype) -> Any:
     return None
 
 
+#: symbol (prefix, suffix) pairs OpenBLAS builds use: numpy's wheels, 64-bit-integer builds
+#: with the usual suffix, plain builds
+_NAMINGS = (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", ""))
+
+
 def _bind(lib: Any, letter: str, real: Any) -> Any:
-    """``cblas_<letter>gemm`` of one OpenBLAS, with its integer width, or None."""
+    """``cblas_<letter>gemm`` of one OpenBLAS, with its integer width, or None.
+
+    The width comes from the library's own configuration string (``USE64BITINT``): passing
+    32-bit integers to a 64-bit build would hand BLAS garbage sizes.
+    """
     dll = ctypes.CDLL(lib.filepath)
-    config = getattr(lib, "get_config", lambda: None)()
-    config = "" if config is None else str(config)
-    prefix = getattr(lib, "prefix", "").removeprefix("lib").removesuffix("openblas")
-    for name in (f"{prefix}cblas_{letter}gemm64_", f"cblas_{letter}gemm64_", f"cblas_{letter}gemm"):
-        fn = getattr(dll, name, None)
-        if fn is None:
+    for prefix, suffix in _NAMINGS:
+        fn = getattr(dll, f"{prefix}cblas_{letter}gemm{suffix}", None)
+        config = getattr(dll, f"{prefix}openblas_get_config{suffix}", None)
+        if fn is None or config is None:
             continue
-        wide = name.endswith("64_") or "USE64BITINT" in config
+        config.restype = ctypes.c_char_p
+        wide = b"USE64BITINT" in (config() or b"")
         index = ctypes.c_int64 if wide else ctypes.c_int32
         enum, ptr = ctypes.c_int, ctypes.c_void_p
         fn.argtypes = [enum, enum, enum, index, index, index, real, ptr, index, ptr, index]
@@ -103,14 +113,14 @@ def gemm(a: Any, b: Any, c: Any, beta: float) -> None:
         raise ValueError(f"no BLAS gemm for {a.dtype} @ {b.dtype} -> {c.dtype}")
     if k != k2 or c.shape != (m, n):
         raise ValueError(f"gemm shapes do not chain: {a.shape} @ {b.shape} -> {c.shape}")
+    if np.may_share_memory(c, a) or np.may_share_memory(c, b):
+        raise ValueError("gemm's output overlaps an operand")
+    if m == 0 or n == 0 or k == 0:  # nothing for BLAS to read
+        c[...] = 0 if beta == 0 else c * beta
+        return
     la, lb, lc = _layout(a), _layout(b), _layout(c)
     if la is None or lb is None or lc is None or lc[0] != _NO_TRANS or not c.flags.writeable:
         raise ValueError("gemm needs views with one unit stride (and a writable, row-major c)")
-    if m == 0 or n == 0:
-        return
-    if k == 0:
-        c *= beta
-        return
     fn(
         _ROW_MAJOR, la[0], lb[0], m, n, k,
         1.0, a.ctypes.data, la[1], b.ctypes.data, lb[1],

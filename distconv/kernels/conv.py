@@ -32,6 +32,7 @@ from distconv.kernels.conv_shifted import (
     data_grad_chunk,
     forward_chunk,
     shifted_applies,
+    shifted_weight_grad_pays,
     weight_grad_chunk,
 )
 from distconv.kernels.im2col import (
@@ -136,6 +137,8 @@ class Columns:
 
     def keep(self, key: tuple[int, int, bool], col: Any) -> None:
         with self._lock:
+            old = self._kept.pop(key, None)  # the autotuner builds a chunk's columns twice
+            self.nbytes -= 0 if old is None else old.nbytes
             if self.nbytes + col.nbytes <= self.max_bytes:
                 self._kept[key] = col
                 self.nbytes += col.nbytes
@@ -181,20 +184,28 @@ def conv_forward(
     wide, wide_out = column_layout(x.shape[2:], geom, w.shape)
     work = x.shape[1] * geom.kernel_volume * volume(out)
     taps = Taps(w, geom, tuple(x.shape[2:])) if shifted_applies(x, w, geom) else None
+    # the weight gradient by taps too, unless dtypes differ or groups are narrow
+    by_taps = dw_from is not None and shifted_weight_grad_pays(x, dw_from, w, geom)
+    taps_dw = taps if by_taps else None
 
     def run(a: int, b: int, batched: bool) -> Any:
+        make_y = want_y
         if taps is not None and not batched:  # one product per tap, no columns
             if want_y:
                 forward_chunk(x[a:b], taps, y[a:b])
-            return None if dw_from is None else weight_grad_chunk(x[a:b], dw_from[a:b], taps)
-        col = columns.get((a, b, batched)) if columns is not None and not want_y else None
+            if dw_from is None:
+                return None
+            if taps_dw is not None:
+                return weight_grad_chunk(x[a:b], dw_from[a:b], taps_dw)
+            make_y = False  # the weight gradient by columns, below
+        col = columns.get((a, b, batched)) if columns is not None and not make_y else None
         if col is None:
             col = grouped_columns(x, geom, a, b, wide, batched)
-            if columns is not None and want_y:
+            if columns is not None and make_y:
                 columns.keep((a, b, batched), col)
-        if want_y and not (wide or batched):  # exact columns: the product is the output
+        if make_y and not (wide or batched):  # exact columns: the product is the output
             xp.matmul(wg, col, out=y[a:b].reshape(b - a, g, wg.shape[1], -1))
-        elif want_y:
+        elif make_y:
             yc = xp.matmul(wg, col)
             yc = (
                 _from_batch_major(yc, b - a, wide_out)

@@ -154,8 +154,14 @@ def _check_held(libs: list) -> None:
         )
 
 
+#: set in our pool's threads: a kernel called from inside a chunk runs its own chunks in line
+#: (waiting on the pool from one of its own threads could wait forever)
+_in_pool = threading.local()
+
+
 def _hold_worker() -> None:
     """Our pool's threads only run kernels: one BLAS thread for per-thread libraries, for good."""
+    _in_pool.active = True
     for lib in _blas_libraries():
         if _per_thread(lib):
             lib.set_num_threads(1)
@@ -191,9 +197,10 @@ def _run(
     """``fn`` over ``bounds`` in order: on the pool, unless ``work`` (elements) is too little
     to share out."""
     threads = min(num_threads(), len(bounds))
+    nested = getattr(_in_pool, "active", False)
     # BLAS runs on one thread in both paths: a GEMM's bits depend on how many threads split it,
     # so the serial path must not let BLAS thread where the parallel path would not
-    if threads == 1 or (work is not None and work < threads * MIN_WORK_PER_THREAD):
+    if nested or threads == 1 or (work is not None and work < threads * MIN_WORK_PER_THREAD):
         with one_blas_thread():
             return [fn(a, b) for a, b in bounds]
     with one_blas_thread():
@@ -201,11 +208,12 @@ def _run(
         return [f.result() for f in futures]
 
 
-#: multiply-adds per chunk of a split matrix product: a few hundred microseconds of one core,
-#: long enough that a chunk's BLAS call runs at full speed
-MATMUL_CHUNK_MACS = 1 << 23
-#: and at least this many rows per chunk, so each chunk fills BLAS's register blocks
-MATMUL_MIN_ROWS = 8
+#: multiply-adds per chunk of a split matrix product. Each chunk's call packs all of ``b``
+#: again, so chunks must be large: LeNet's fc1 at 28x28 (26 M multiply-adds, 64 rows) ran
+#: slower as four 16-row chunks on two threads than as one call on one
+MATMUL_CHUNK_MACS = 1 << 25
+#: and at least this many rows per chunk
+MATMUL_MIN_ROWS = 64
 
 
 def matmul(a: Any, b: Any) -> Any:
@@ -229,7 +237,12 @@ def matmul(a: Any, b: Any) -> Any:
     out = np.empty((m, n), dtype=np.result_type(a.dtype, b.dtype))
 
     def rows(start: int, stop: int) -> None:
-        np.matmul(a[start:stop], b, out=out[start:stop])
+        _product(a[start:stop], b, out[start:stop])
 
     _run(rows, bounds)
     return out
+
+
+def _product(a: Any, b: Any, out: Any) -> None:
+    """One chunk's product (a seam the tests watch)."""
+    np.matmul(a, b, out=out)

@@ -19,7 +19,7 @@ from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.conv import Columns, conv_any_backward, conv_any_forward
-from distconv.layers.base import Layer, checked, grad_target
+from distconv.layers.base import Layer, checked, grad_target, keeps_for_backward
 from distconv.layers.convolution import Convolution
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter, UpdateCallback
@@ -135,7 +135,8 @@ class ConvNd(Convolution, Layer):
         self._check_input(x.value)
         v = x.value
         # the weight gradient reuses the forward's columns; kept only when it will be wanted
-        self._columns = Columns() if not self.weight.static else None
+        wanted = not (self.weight.static or self.transposed) and keeps_for_backward()
+        self._columns = Columns() if wanted else None
         y = conv_any_forward(
             v,
             self.weight.value,

@@ -14,6 +14,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.init import Initializer, ones, unit_normal
+from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import RowScatter
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter
@@ -62,14 +63,14 @@ class FullMatrixProjection(Projection):
         return w.T if self.transposed else w
 
     def forward(self, input: Arg, out: Any) -> None:
-        out += self._rows(input, self.in_width) @ self._matrix().T
+        out += matmul(self._rows(input, self.in_width), self._matrix().T)
 
     def _backward(self, input: Arg, dout: Any) -> None:
         dx = self._grad_rows(input)
         if dx is not None:
-            dx += dout @ self._matrix()
+            dx += matmul(dout, self._matrix())
         if self.needs_weight_grad:
-            g = dout.T @ self._rows(input, self.in_width)
+            g = matmul(dout.T, self._rows(input, self.in_width))
             self.weight.grad += g.T if self.transposed else g
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
+from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import compact_columns
 from distconv.kernels.sequence import check_offsets, segment_ids
 from distconv.layers.base import checked, grad_target
@@ -212,7 +213,7 @@ class SelectiveFullyConnected(FullyConnected):
             if self._sparse(s.safe.shape[1]):
                 p = xp.einsum("bki,bi->bk", w.value[s.safe], v)
             else:
-                p = xp.take_along_axis(v @ w.value.T, s.safe, axis=1)
+                p = xp.take_along_axis(matmul(v, w.value.T), s.safe, axis=1)
             y = p if y is None else y + p
         if self.bias is not None:
             y += self.bias.value[s.safe]
@@ -260,8 +261,8 @@ class SelectiveFullyConnected(FullyConnected):
                 if sparse:
                     g = get_array_module(dz).einsum("bk,bki->bi", dz, w.value[cols])
                 else:
-                    g = dzu @ w.value[used]
+                    g = matmul(dzu, w.value[used])
                 dx += g.reshape(dx.shape)
             if not w.static:
-                w.grad[used] += dzu.T @ self._flat(x, i)
+                w.grad[used] += matmul(dzu.T, self._flat(x, i))
             w.inc_update(callback)

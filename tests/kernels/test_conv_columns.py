@@ -10,6 +10,7 @@ from distconv.kernels import conv as conv_module
 from distconv.kernels import conv_layout
 from distconv.kernels.conv import Columns, conv_backward, conv_forward
 from distconv.kernels.shape import ConvGeometry
+from distconv.layers.base import forward_only
 from distconv.layers.conv import Conv2D
 
 # (N, C, spatial, O, groups): LeNet's conv2 and conv1 (wide and exact columns), a grouped one
@@ -77,3 +78,36 @@ def test_a_layer_backward_twice_adds_the_same_gradient_twice(rng):
     assert layer._columns is None
     layer.backward(lambda p: None)
     np.testing.assert_array_equal(layer.weight.grad, 2 * once)
+
+
+def test_a_layer_builds_its_columns_once_per_step(rng, monkeypatch):
+    """Conv2D's forward keeps its columns and its backward reuses them: one build per chunk."""
+    builds = _count_builds(monkeypatch)
+    layer = Conv2D(8, 16, 3, padding=1)
+    x = Arg(rng.standard_normal((4, 8, 6, 6)).astype(np.float32), needs_grad=False)
+    out = layer.forward(x)
+    layer.weight.grad = np.zeros_like(layer.weight.value)
+    out.grad = np.ones_like(out.value)
+    layer.backward(lambda p: None)
+    assert builds[0] == 1  # one chunk, built in forward only
+
+
+def test_forward_only_keeps_nothing(rng):
+    layer = Conv2D(8, 16, 3, padding=1)
+    x = Arg(rng.standard_normal((4, 8, 6, 6)).astype(np.float32))
+    with forward_only():
+        layer.forward(x)
+    assert layer._columns is None
+    layer.forward(x)
+    assert layer._columns is not None and layer._columns.nbytes > 0
+
+
+def test_the_autotuner_counts_a_rebuilt_chunk_once(rng, monkeypatch):
+    monkeypatch.setenv("DISTCONV_AUTOTUNE", "1")
+    monkeypatch.setattr(conv_layout, "_tuned", {})
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    x = rng.standard_normal((4, 8, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    columns = Columns()
+    conv_forward(x, w, geom, columns=columns)  # times both layouts, each twice
+    assert columns.nbytes == sum(c.nbytes for c in columns._kept.values())

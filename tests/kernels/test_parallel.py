@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
+from distconv.kernels import parallel
 from distconv.kernels.parallel import chunk_bounds, matmul, over_batch
 
 
@@ -92,20 +93,29 @@ def test_matmul_splits_large_products_over_threads(monkeypatch):
         pytest.skip("no BLAS library found by threadpoolctl")
     monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
     seen: list[tuple[str, list[int]]] = []
-    real = np.matmul
+    real = parallel._product
 
-    def spy(x, y, out=None):
+    def spy(a, b, out):
         seen.append((threading.current_thread().name, _blas_threads()))
-        return real(x, y, out=out)
+        real(a, b, out)
 
-    monkeypatch.setattr("distconv.kernels.parallel.np.matmul", spy)
-    a, b = np.ones((64, 3136), np.float32), np.ones((3136, 128), np.float32)
+    monkeypatch.setattr(parallel, "_product", spy)
+    a, b = np.ones((256, 1024), np.float32), np.ones((1024, 512), np.float32)
     with threadpool_limits(limits=2, user_api="blas"):
         out = matmul(a, b)
-    assert np.array_equal(out, np.full((64, 128), 3136, np.float32))
-    assert len(seen) == 4  # 25.7 M multiply-adds in chunks of 8.4 M: four of 16 rows
+    assert np.array_equal(out, np.full((256, 512), 1024, np.float32))
+    assert len(seen) == 4  # 134 M multiply-adds in chunks of 33.5 M: four of 64 rows
     assert all(name.startswith("distconv-kernel") for name, _ in seen)
     assert all(threads == [1] * len(threads) for _, threads in seen)
+
+
+@pytest.mark.timeout(30)
+def test_a_kernel_called_inside_a_chunk_runs_in_line(monkeypatch):
+    """Nested: a chunk that calls matmul must not wait on the pool it runs in."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    a, b = np.ones((256, 1024), np.float32), np.ones((1024, 512), np.float32)
+    results = over_batch(lambda lo, hi: matmul(a, b)[0, 0], 4, 1 << 22)
+    assert results == [1024.0] * 4
 
 
 def test_network_forward_and_backward_hold_blas_to_one_thread():
