@@ -70,6 +70,9 @@ class PushQueue:
         if not queued:
             return
         self._queued[shard], self._queued_bytes[shard] = [], 0
+        # ascending parameters: their blocks then lie back to back in the shard's store, so
+        # its reply is one view of it, not a copy (see distconv.sync.ps.values)
+        queued.sort(key=lambda q: q[0])
         blocks = [b for _, bl, _ in queued for b in bl]
         arrays = [a for _, _, arr in queued for a in arr]
         self._push_message(shard, [p for p, _, _ in queued], blocks, arrays)

@@ -15,6 +15,7 @@ from ps_helpers import (
 )
 
 from distconv.arg import Arg
+from distconv.optim import create_optimizer, mean_scale
 from distconv.sync.ps.blocks import Layout, ParamSpec
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import pack, unpack_header
@@ -79,9 +80,11 @@ def test_workers_grouping_gradients_differently_give_the_rank_order_sum_bit_for_
 
 def _sync_sgd(data, world: int, order=None, lr: float = 0.05) -> list[np.ndarray]:
     """``small_net``'s weights after sync SGD on ``data`` done by hand, as the protocol says:
-    per step each rank's gradient sums, added in ``order`` (rank order by default), divided
-    by the step's example count."""
+    per step each rank's gradient sums, added in ``order`` (rank order by default), then one
+    SGD step with ``grad_scale`` 1 / the step's example count (the optimizer folds the mean,
+    as a single process does)."""
     net, order = small_net(), order or list(range(world))
+    sgd = create_optimizer("sgd", lr=lr)
     for x, y in data:
         sums = []
         for rank in range(world):
@@ -96,8 +99,7 @@ def _sync_sgd(data, world: int, order=None, lr: float = 0.05) -> list[np.ndarray
             grad = sums[order[0]][i].copy()
             for rank in order[1:]:
                 grad += sums[rank][i]
-            grad /= len(y)
-            p.value -= lr * grad
+            sgd.update(p.value, grad, {}, grad_scale=mean_scale(len(y)))
     return [p.value for p in net.parameters()]
 
 

@@ -131,7 +131,8 @@ class _Raw:
     def values(self, blocks: list) -> np.ndarray:
         reply, arrays = self.ask({"op": "pull", "blocks": [b.id for b in blocks]})
         assert reply["op"] == "ok", reply
-        return np.concatenate([a.ravel() for a in arrays])
+        (values,) = arrays  # protocol 3: the blocks' bytes back to back in one frame
+        return values.view(np.float64)
 
     def stats(self) -> dict:
         return self.ask({"op": "stats"})[0]
@@ -231,11 +232,11 @@ def test_an_async_update_failing_midway_fails_the_job():
         calls = []
         update = shard.optimizer.update
 
-        def fail_on_q(value, grad, state):
+        def fail_on_q(value, grad, state, grad_scale=1.0):
             calls.append(1)
             if len(calls) > len(blocks[p]):
                 raise FloatingPointError("injected")
-            update(value, grad, state)
+            update(value, grad, state, grad_scale)
 
         shard.optimizer.update = fail_on_q
         try:
