@@ -2,14 +2,16 @@
 
 On ``inc_update`` the gradient's blocks are queued for their shards (:mod:`.outbox`). A shard's
 queue goes as one message once it holds ``push_bytes`` (1 MiB by default) and the shard's
-previous push has left; :meth:`finish_step` sends whatever is still queued. This is deliberate:
-below ``push_bytes`` per shard, a model's gradients all go at ``finish_step``, one message per
-shard and step, since on a busy machine a push costs the Python handling each message at both
-ends more than its bytes; overlap with backward is for models big enough to fill a push, as
-with DDP's buckets. The frames are handed to ZeroMQ without copying, and ZeroMQ's own I/O thread
-sends them while backward goes on with the layers below (no Python thread, so no fight over the
-GIL with backward). The reply to each push carries its blocks' new values; :meth:`finish_step`
-waits for all replies and writes them into the parameters. In sync mode a shard answers a push
+previous push has left; :meth:`finish_step` sends whatever is still queued, in messages of at
+least ``push_bytes``, the shards taking turns (a pipeline: see :mod:`.outbox`). This is
+deliberate: below ``push_bytes`` per shard, a model's gradients all go at ``finish_step``, one
+message per shard and step, since on a busy machine a push costs the Python handling each
+message at both ends more than its bytes; overlap with backward is for models big enough to
+fill a push, as with DDP's buckets. The frames are handed to ZeroMQ without copying, and
+ZeroMQ's own I/O thread sends them while backward goes on with the layers below (no Python
+thread, so no fight over the GIL with backward). The reply to each push carries its blocks'
+new values in one frame (:mod:`.inbox`); :meth:`finish_step` waits for all replies and writes
+them into the parameters. In sync mode a shard answers a push
 only once every parameter in it is updated, so every push of a step is sent before the first
 wait.
 

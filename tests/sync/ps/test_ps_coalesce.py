@@ -196,3 +196,25 @@ def test_push_kb_on_the_command_line_reaches_the_client(shards):
         sync.close()
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--push-kb", "-1"])
+
+
+def test_the_end_of_a_step_cuts_each_queue_at_push_bytes_and_the_shards_take_turns():
+    """What is still queued at finish_step leaves as if each message had gone when it filled
+    up (at least push_bytes; the last of a shard: what is left), shard 0 and 1 alternating."""
+    sync = insecure_worker(["127.0.0.1:1", "127.0.0.1:2"])  # nothing is sent here
+    sent = []
+    sync._send_items = lambda shard, items: sent.append((shard, [p for p, _, _ in items]))
+    try:
+        sync.push_bytes = 100
+        for shard, sizes in ((0, [60, 60, 10, 200, 5]), (1, [100, 1])):
+            sync._queued[shard] = [(p, [], [np.zeros(n, np.uint8)]) for p, n in enumerate(sizes)]
+        sync._flush_pushes()
+        assert sent == [(0, [0, 1]), (1, [0]), (0, [2, 3]), (1, [1]), (0, [4])]
+        assert sync._queued == [[], []] and sync._queued_bytes == [0, 0]
+        sent.clear()
+        sync.push_bytes = 0  # every gradient on its own
+        sync._queued[0] = [(p, [], [np.zeros(3, np.uint8)]) for p in range(3)]
+        sync._flush_pushes()
+        assert sent == [(0, [0]), (0, [1]), (0, [2])]
+    finally:
+        sync.close()
