@@ -2,14 +2,16 @@
 
 On ``inc_update`` the gradient's blocks are queued for their shards (:mod:`.outbox`). A shard's
 queue goes as one message once it holds ``push_bytes`` (1 MiB by default) and the shard's
-previous push has left; :meth:`finish_step` sends whatever is still queued. This is deliberate:
-below ``push_bytes`` per shard, a model's gradients all go at ``finish_step``, one message per
-shard and step, since on a busy machine a push costs the Python handling each message at both
-ends more than its bytes; overlap with backward is for models big enough to fill a push, as
-with DDP's buckets. The frames are handed to ZeroMQ without copying, and ZeroMQ's own I/O thread
-sends them while backward goes on with the layers below (no Python thread, so no fight over the
-GIL with backward). The reply to each push carries its blocks' new values; :meth:`finish_step`
-waits for all replies and writes them into the parameters. In sync mode a shard answers a push
+previous push has left; :meth:`finish_step` sends whatever is still queued, in messages of at
+least ``push_bytes``, the shards taking turns (a pipeline: see :mod:`.outbox`). This is
+deliberate: below ``push_bytes`` per shard, a model's gradients all go at ``finish_step``, one
+message per shard and step, since on a busy machine a push costs the Python handling each
+message at both ends more than its bytes; overlap with backward is for models big enough to
+fill a push, as with DDP's buckets. The frames are handed to ZeroMQ without copying, and
+ZeroMQ's own I/O thread sends them while backward goes on with the layers below (no Python
+thread, so no fight over the GIL with backward). The reply to each push carries its blocks'
+new values in one frame (:mod:`.inbox`); :meth:`finish_step` waits for all replies and writes
+them into the parameters. In sync mode a shard answers a push
 only once every parameter in it is updated, so every push of a step is sent before the first
 wait.
 
@@ -27,23 +29,24 @@ from typing import Any
 import numpy as np
 import zmq
 
-from distconv.backend import copy_into, is_gpu_array, to_host
+from distconv.backend import to_host
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_description
-from distconv.sync.ps.blocks import BLOCK_BYTES, Block, Layout, ParamSpec, rows_view
+from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
+from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.sparse import SparseRows, rows_in
-from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, dtype_name
+from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
 
 log = logging.getLogger("distconv.pserver")
 
 
-class PServerSync(SparseRows, PushQueue, ShardChannel, RemoteState, SyncStrategy):
+class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, SyncStrategy):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
     Args:
@@ -168,7 +171,8 @@ class PServerSync(SparseRows, PushQueue, ShardChannel, RemoteState, SyncStrategy
         host = to_host(p.value)
         if not host.flags.c_contiguous:
             raise ValueError(f"parameter {p.name} is not C-contiguous")
-        return ParamSpec(p.name, tuple(p.shape), dtype_name(host.dtype), p.name in self.sparse)
+        dtype = dtype_name(host.dtype, VALUE_DTYPES)
+        return ParamSpec(p.name, tuple(p.shape), dtype, p.name in self.sparse)
 
     def _hello(self, description: dict[str, Any]) -> None:
         text = json.dumps(description, sort_keys=True, default=str)
@@ -216,15 +220,6 @@ class PServerSync(SparseRows, PushQueue, ShardChannel, RemoteState, SyncStrategy
                         f"--max-message-bytes {self._caps[s]}: use more shards or a larger cap"
                     )
 
-    def _host_rows(self, i: int) -> np.ndarray:
-        """Parameter ``i``'s values as rows: the array itself on CPU, a host copy on a GPU."""
-        p = self.params[i]
-        if is_gpu_array(p.value):
-            if p.name not in self._host:
-                self._host[p.name] = to_host(p.value)
-            return rows_view(self._host[p.name], self._specs[i])
-        return rows_view(p.value, self._specs[i])
-
     def _seed(self) -> None:
         """Send every shard its blocks, in as many ``seed`` parts as its cap needs."""
         specs = [s.to_wire() for s in self._specs]
@@ -265,28 +260,6 @@ class PServerSync(SparseRows, PushQueue, ShardChannel, RemoteState, SyncStrategy
         for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "pull")):
             written |= self._write(run, arrays, h)
         self._values_to_device(written)
-
-    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> set[int]:
-        """Write a reply's values: whole blocks, or ``[ids, rows]`` pairs when it lists rows.
-
-        Returns the indices of the parameters written.
-        """
-        for k, (b, v) in enumerate(zip(blocks, reply["versions"])):
-            host = self._host_rows(b.param)
-            if "rows" in reply:
-                host[arrays[2 * k]] = arrays[2 * k + 1]
-            else:
-                host[b.start : b.stop] = arrays[k]
-            self._versions[b.id] = v
-        return {b.param for b in blocks}
-
-    def _values_to_device(self, written: set[int]) -> None:
-        """Host copies of these parameters were written; move them to the device (no-op on
-        CPU). Only those: the others may have no host copy yet."""
-        for i in sorted(written):
-            p = self.params[i]
-            if is_gpu_array(p.value):
-                copy_into(p.value, self._host[p.name])
 
     # -- one step -----------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:

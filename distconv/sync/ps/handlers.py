@@ -24,6 +24,7 @@ from distconv.sync.ps.state import (
     _table_entry,
     _Waiting,
 )
+from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import (
     DTYPES,
     WireError,
@@ -188,6 +189,7 @@ class RequestHandlers:
 
     def _install_seed(self, seeding: _Seeding) -> None:
         self.params, self.blocks, self.optimizer = seeding.params, seeding.blocks, seeding.optimizer
+        self.store = ValueStore(self.blocks)  # one buffer per dtype: a reply is one frame
         self.by_param = {}
         for bid in sorted(self.blocks):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
@@ -216,9 +218,8 @@ class RequestHandlers:
     def _op_pull(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         blocks = self._blocks(header)
         if "rows" not in header:
-            # async pushes update values in place while a reply may still sit in ZeroMQ's queue
-            values = [b.value.copy() if self.config.mode == "async" else b.value for _, b in blocks]
-            self._reply(ident, header, values, versions=[b.version for _, b in blocks])
+            out, fields = self._values([bid for bid, _ in blocks])
+            self._reply(ident, header, out, **fields)
             return
         counts = int_list(header, "rows")
         if len(counts) != len(blocks) or len(arrays) != len(blocks):

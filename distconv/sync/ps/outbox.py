@@ -5,12 +5,18 @@ queue. The queue goes as one message once it holds at least ``push_bytes`` of gr
 shard's previous push has left (ZeroMQ has let go of all of it: the ``MessageTracker`` of its
 last frame, a ``zmq.Frame`` of its own so that pyzmq never copies it, is done); else it keeps
 growing until the next gradient, or until :meth:`PushQueue._flush_pushes` at the end of the
-step. So a large model's gradients leave
-during backward, in messages that grow when the link is slow (DDP's buckets, sized by the link
-as well as by a setting), while a small model's all travel as one message per shard and step:
-on a busy machine the cost of a push is the Python that handles each message at both ends, not
-its bytes. There is no Python thread to fight backward for the GIL. No message holds more array
-bytes than the shard's cap. A sparse table's push (rows, not blocks) always travels alone.
+step. There what is still queued is cut into messages of at least ``push_bytes`` (the last of a
+shard: what is left), as if each had gone when it filled up, and the shards take turns: every
+shard has work at once, and the replies to the first messages travel while the later ones are
+sent, as in a pipeline (one message of all that is left would make each shard wait for the
+whole of it before it could start, and the worker for the whole reply).
+
+So a large model's gradients leave during backward, in messages that grow when the link is
+slow (DDP's buckets, sized by the link as well as by a setting), while a small model's all
+travel as one message per shard and step: on a busy machine the cost of a push is the Python
+that handles each message at both ends, not its bytes. There is no Python thread to fight
+backward for the GIL. No message holds more array bytes than the shard's cap. A sparse table's
+push (rows, not blocks) always travels alone.
 
 :class:`PushQueue` is a mixin of :class:`~distconv.sync.ps.client.PServerSync`.
 """
@@ -26,6 +32,8 @@ from distconv.sync.ps.blocks import BLOCK_BYTES, Block
 
 #: default ``push_bytes``: one default block
 PUSH_BYTES = BLOCK_BYTES
+#: a queued gradient: its parameter's index, its blocks on the shard, their gradient arrays
+_Item = tuple[int, list[Block], list[np.ndarray]]
 
 
 class PushQueue:
@@ -33,9 +41,7 @@ class PushQueue:
 
     def _init_push_queue(self, shards: int, push_bytes: int | None = None) -> None:
         #: per shard: (parameter index, its blocks there, their gradient arrays), in order
-        self._queued: list[list[tuple[int, list[Block], list[np.ndarray]]]] = [
-            [] for _ in range(shards)
-        ]
+        self._queued: list[list[_Item]] = [[] for _ in range(shards)]
         self._queued_bytes = [0] * shards
         self._last_push: list[Any] = [None] * shards  # MessageTracker of the last push
         #: the fewest queued gradient bytes that leave before the end of the step
@@ -61,15 +67,40 @@ class PushQueue:
                 self._send_queued(shard)
 
     def _flush_pushes(self) -> None:
-        """Send whatever is still queued (the end of the step)."""
-        for shard in range(len(self._queued)):
-            self._send_queued(shard)
+        """Send whatever is still queued (the end of the step): each shard's queue in messages
+        of at least ``push_bytes``, the shards taking turns (see the module)."""
+        runs = [self._cut_queue(shard) for shard in range(len(self._queued))]
+        for k in range(max(map(len, runs), default=0)):
+            for shard, run in enumerate(runs):
+                if k < len(run):
+                    self._send_items(shard, run[k])
+
+    def _cut_queue(self, shard: int) -> list[list[_Item]]:
+        """Take ``shard``'s queue, cut into consecutive runs of at least ``push_bytes`` each (the
+        last: what is left); each within the cap, as the whole queue is."""
+        queued, self._queued[shard], self._queued_bytes[shard] = self._queued[shard], [], 0
+        runs: list[list[_Item]] = []
+        size = self.push_bytes
+        for item in queued:
+            if size >= self.push_bytes:
+                runs.append([])
+                size = 0
+            runs[-1].append(item)
+            size += sum(a.nbytes for a in item[2])
+        return runs
 
     def _send_queued(self, shard: int) -> None:
         queued = self._queued[shard]
+        self._queued[shard], self._queued_bytes[shard] = [], 0
+        self._send_items(shard, queued)
+
+    def _send_items(self, shard: int, queued: list[_Item]) -> None:
+        """Send queued gradients to ``shard`` as one push (nothing if there are none)."""
         if not queued:
             return
-        self._queued[shard], self._queued_bytes[shard] = [], 0
+        # ascending parameters: their blocks then lie back to back in the shard's store, so
+        # its reply is one view of it, not a copy (see distconv.sync.ps.values)
+        queued.sort(key=lambda q: q[0])
         blocks = [b for _, bl, _ in queued for b in bl]
         arrays = [a for _, _, arr in queued for a in arr]
         self._push_message(shard, [p for p, _, _ in queued], blocks, arrays)

@@ -37,6 +37,7 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
+from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import pack, send, zmq_max_msg_size
 
 log = logging.getLogger("distconv.pserver")
@@ -68,6 +69,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self.params: list[ParamSpec] = []
         self.blocks: dict[int, _Block] = {}
         self.by_param: dict[int, list[int]] = {}
+        self.store = ValueStore({})  # the blocks' values, once seeded
         self.optimizer: Optimizer | None = None
         self.description: str | None = None
         self.failed: str | None = None

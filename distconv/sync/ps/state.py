@@ -1,5 +1,5 @@
 """What a shard holds (blocks, their optimizer state, held requests, counters) and how an
-update changes it: the sync mean in rank order, the async staleness rule, sparse rows."""
+update changes it: the sync sum in rank order, the async staleness rule, sparse rows."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.wire import DTYPES, MAX_ARRAY_BYTES, WireError, is_shape, short
+from distconv.sync.ps.wire import MAX_ARRAY_BYTES, VALUE_DTYPES, WireError, is_shape, short
 
 log = logging.getLogger("distconv.pserver")
 
@@ -76,12 +77,12 @@ def _param_spec(entry: Any) -> ParamSpec:
         and type(entry[0]) is str
         and is_shape(entry[1])
         and type(entry[2]) is str
-        and entry[2] in DTYPES
+        and entry[2] in VALUE_DTYPES
         and type(entry[3]) is bool
     )
     if not ok:
         raise WireError(f"seed: parameter entry {short(entry)} is not [name, shape, dtype, sparse]")
-    spanned = math.prod(n for n in entry[1] if n) * DTYPES[entry[2]].itemsize
+    spanned = math.prod(n for n in entry[1] if n) * VALUE_DTYPES[entry[2]].itemsize
     if spanned > MAX_ARRAY_BYTES:
         raise WireError(f"seed: parameter shape {short(entry[1])} spans {spanned} bytes")
     return ParamSpec(entry[0], tuple(entry[1]), entry[2], entry[3])
@@ -103,16 +104,18 @@ def _finite(grad: np.ndarray) -> bool:
     return bool(np.isfinite(grad).all())
 
 
-def _mean_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]], total: int):
-    """Sum the ranks' gradients of one block in rank order, divide by ``total``.
+def _sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
+    """Sum the ranks' gradients of one block in rank order.
 
-    Returns ``(row ids or None, gradient)``. Dense parts add up whole; sparse parts add up over
-    the union of their rows (``np.add.at`` visits the concatenation in order, so every row's
-    sum runs in rank order too). Two runs add in the same order, bit for bit.
+    Returns ``(row ids or None, gradient sum)``. Dense parts add up whole; sparse parts add up
+    over the union of their rows (``np.add.at`` visits the concatenation in order, so every
+    row's sum runs in rank order too). Two runs add in the same order, bit for bit. The mean
+    is not taken here: the optimizer folds ``1 / examples`` into its own arithmetic
+    (``grad_scale``, as a single process does), which saves a pass over the gradient.
 
-    The sum and the division run in place in the first rank's received frame when it is
-    writable (its message is not used again), so a dense block takes no copy: with one rank
-    and ``total <= 1`` the gradient is that frame itself (the optimizer only reads it).
+    The sum runs in place in the first rank's received frame when it is writable (its message
+    is not used again), so a dense block takes no copy: with one rank the sum is that frame
+    itself (the optimizer only reads it).
     """
     first = parts[0][1]
     if parts[0][0] is None:
@@ -121,23 +124,19 @@ def _mean_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]], t
             np.add(grad, g, out=grad)
         rows = None
     elif len(parts) == 1:  # one rank's rows are already unique and increasing
-        rows, grad = parts[0][0], first if first.flags.writeable else np.array(first)
+        rows, grad = parts[0]
     else:
         ids = np.concatenate([rows for rows, _ in parts])
         rows, where = np.unique(ids, return_inverse=True)
         grad = np.zeros((len(rows), first.shape[1]), dtype=first.dtype)
         np.add.at(grad, where, np.concatenate([g for _, g in parts]))
-    if total > 1:
-        if not grad.flags.writeable:
-            return rows, grad / total
-        grad /= total
     return rows, grad
 
 
 def _expect(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:
     """WireError unless ``array`` is ``rows`` rows of ``spec`` in ``spec``'s dtype."""
     shape = (rows, spec.row_len)
-    if array.shape != shape or array.dtype != DTYPES[spec.dtype]:
+    if array.shape != shape or array.dtype != VALUE_DTYPES[spec.dtype]:
         raise WireError(
             f"{what} of {spec.name}: {array.dtype}{list(array.shape)}, expected "
             f"{spec.dtype}{list(shape)}"
@@ -197,13 +196,13 @@ class BlockUpdates:
     def _apply_sync(self, p: int, step: int, waiting: _Waiting) -> None:
         ranks = sorted(waiting.by_rank)
         held = [waiting.by_rank[r][2] for r in ranks]  # (push, parts) per rank
-        total = sum(push.header["count"] for push, _ in held)
+        scale = mean_scale(sum(push.header["count"] for push, _ in held))
         self.optimizer.lr = float(held[0][0].header["lr"])
         start = time.perf_counter()
         touched = []
         for i, bid in enumerate(self.by_param[p]):
-            rows, grad = _mean_in_rank_order([parts[i] for _, parts in held], total)
-            self._update(self.blocks[bid], grad, rows)
+            rows, grad = _sum_in_rank_order([parts[i] for _, parts in held])
+            self._update(self.blocks[bid], grad, scale, rows)
             touched.append(rows)
         self.stats.update_seconds += time.perf_counter() - start
         self.stats.updates += 1
@@ -216,32 +215,33 @@ class BlockUpdates:
                 arrays, fields = self._values(push.header["blocks"], push.touched or ())
                 self._reply(push.ident, push.header, arrays, **fields)
 
-    def _values(self, ids: Sequence[int], touched: Sequence[np.ndarray | None]):
-        """The reply to a push: each block's values, or its touched rows as [ids, rows] pairs."""
+    def _values(self, ids: Sequence[int], touched: Sequence[np.ndarray | None] = ()):
+        """The reply to a push or a pull: the blocks' values as one frame (see
+        :mod:`.values`), or their touched rows as [ids, rows] pairs."""
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
-            # sync: the next update waits for every worker's next push, so the frames are gone
+            # sync: the next update waits for every worker's next push, so the frame is gone
             # by then and may alias the values; async updates any time: send a snapshot
-            copy = self.config.mode == "async"
-            return [
-                np.array(self.blocks[b].value) if copy else self.blocks[b].value for b in ids
-            ], fields
+            return [self.store.frame(ids, copy=self.config.mode == "async")], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
         fields["rows"] = [len(r) for r in touched]
         return arrays, fields
 
-    def _update(self, block: _Block, grad: np.ndarray, rows: np.ndarray | None = None) -> None:
-        """One optimizer step on a block, or on some of its rows (sparse: the others keep their
-        values and state, as if their gradient had not existed: "lazy" momentum and Adam)."""
+    def _update(
+        self, block: _Block, grad: np.ndarray, scale: float, rows: np.ndarray | None = None
+    ) -> None:
+        """One optimizer step on a block with the gradient ``grad * scale``, or on some of its
+        rows (sparse: the others keep their values and state, as if their gradient had not
+        existed: "lazy" momentum and Adam)."""
         if rows is None:
-            self.optimizer.update(block.value, grad, block.state)
+            self.optimizer.update(block.value, grad, block.state, grad_scale=scale)
         elif len(rows):
             local = rows - block.start
             value = block.value[local]
             state = {k: s[local] if s.ndim else s for k, s in block.state.items()}
-            self.optimizer.update(value, grad, state)
+            self.optimizer.update(value, grad, state, grad_scale=scale)
             block.value[local] = value
             for k, s in block.state.items():
                 if s.ndim:
@@ -276,12 +276,12 @@ class BlockUpdates:
                 self.config.max_staleness,
             )
         self.optimizer.lr = float(header["lr"])
+        scale = mean_scale(header["count"])
         for p, ids, mine in applied:
             try:
                 start = time.perf_counter()
                 for bid, (rows, g) in zip(ids, mine):
-                    _, grad = _mean_in_rank_order([(rows, g)], header["count"])
-                    self._update(self.blocks[bid], grad, rows)
+                    self._update(self.blocks[bid], g, scale, rows)
                 self.stats.update_seconds += time.perf_counter() - start
             except Exception as exc:
                 log.exception("shard %d: async update of parameter %d failed", self.index, p)

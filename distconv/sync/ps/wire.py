@@ -22,10 +22,14 @@ import msgpack
 import numpy as np
 import zmq
 
-#: bumped whenever a header field changes meaning (2: a push carries several parameters)
-PROTOCOL_VERSION = 2
-#: dtypes allowed in array frames (little-endian); nothing else is ever turned into an array
-DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
+#: bumped whenever a header field or frame layout changes meaning (2: a push carries several
+#: parameters; 3: a reply's dense values travel as one frame)
+PROTOCOL_VERSION = 3
+#: dtypes a parameter, so a block, may have (little-endian)
+VALUE_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
+#: dtypes allowed in array frames: a block's, or raw bytes (a reply's values, back to back);
+#: nothing else is ever turned into an array
+DTYPES = {**VALUE_DTYPES, "uint8": np.dtype("u1")}
 #: ``zmq.SNDMORE`` as a plain int (pyzmq's flag enum costs microseconds per operation)
 _MORE = int(zmq.SNDMORE)
 #: the wire name of each allowed dtype (equal dtypes hash equal: native float32 is "<f4" here)
@@ -169,14 +173,32 @@ def _frame(array: np.ndarray) -> memoryview | bytes:
     return memoryview(array).cast("B") if array.nbytes else b""
 
 
-def dtype_name(dtype: Any) -> str:
-    """The wire name of ``dtype``, or WireError if it may not travel."""
+def dtype_name(dtype: Any, allowed: Mapping[str, np.dtype] = DTYPES) -> str:
+    """The wire name of ``dtype``, or WireError if it may not travel (as one of ``allowed``:
+    ``VALUE_DTYPES`` for a parameter)."""
     name = _WIRE_NAMES.get(dtype) if isinstance(dtype, np.dtype) else None
     if name is None:
         name = _WIRE_NAMES.get(np.dtype(dtype))
-    if name is None:
-        raise WireError(f"dtype {np.dtype(dtype)} cannot travel; allowed: {sorted(DTYPES)}")
+    if name is None or name not in allowed:
+        raise WireError(f"dtype {np.dtype(dtype)} cannot travel; allowed: {sorted(allowed)}")
     return name
+
+
+def packed_values(arrays: Sequence[np.ndarray], nbytes: int) -> np.ndarray:
+    """The one ``uint8`` frame of a reply's dense values, checked against the ``nbytes`` its
+    blocks need before any of it is read.
+
+    Raises:
+        WireError: not exactly one 1-D ``uint8`` array of ``nbytes`` bytes.
+    """
+    if len(arrays) != 1 or arrays[0].dtype != DTYPES["uint8"] or arrays[0].ndim != 1:
+        got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays) or "none"
+        raise WireError(f"values must come as one uint8 frame of {nbytes} bytes, got {got}")
+    if arrays[0].nbytes != nbytes:
+        raise WireError(
+            f"values frame of {arrays[0].nbytes} bytes, the blocks asked for need {nbytes}"
+        )
+    return arrays[0]
 
 
 def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[str, Any]:

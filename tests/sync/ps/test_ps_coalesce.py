@@ -15,6 +15,7 @@ from ps_helpers import (
 )
 
 from distconv.arg import Arg
+from distconv.optim import create_optimizer, mean_scale
 from distconv.sync.ps.blocks import Layout, ParamSpec
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import pack, unpack_header
@@ -79,9 +80,11 @@ def test_workers_grouping_gradients_differently_give_the_rank_order_sum_bit_for_
 
 def _sync_sgd(data, world: int, order=None, lr: float = 0.05) -> list[np.ndarray]:
     """``small_net``'s weights after sync SGD on ``data`` done by hand, as the protocol says:
-    per step each rank's gradient sums, added in ``order`` (rank order by default), divided
-    by the step's example count."""
+    per step each rank's gradient sums, added in ``order`` (rank order by default), then one
+    SGD step with ``grad_scale`` 1 / the step's example count (the optimizer folds the mean,
+    as a single process does)."""
     net, order = small_net(), order or list(range(world))
+    sgd = create_optimizer("sgd", lr=lr)
     for x, y in data:
         sums = []
         for rank in range(world):
@@ -96,8 +99,7 @@ def _sync_sgd(data, world: int, order=None, lr: float = 0.05) -> list[np.ndarray
             grad = sums[order[0]][i].copy()
             for rank in order[1:]:
                 grad += sums[rank][i]
-            grad /= len(y)
-            p.value -= lr * grad
+            sgd.update(p.value, grad, {}, grad_scale=mean_scale(len(y)))
     return [p.value for p in net.parameters()]
 
 
@@ -194,3 +196,25 @@ def test_push_kb_on_the_command_line_reaches_the_client(shards):
         sync.close()
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--push-kb", "-1"])
+
+
+def test_the_end_of_a_step_cuts_each_queue_at_push_bytes_and_the_shards_take_turns():
+    """What is still queued at finish_step leaves as if each message had gone when it filled
+    up (at least push_bytes; the last of a shard: what is left), shard 0 and 1 alternating."""
+    sync = insecure_worker(["127.0.0.1:1", "127.0.0.1:2"])  # nothing is sent here
+    sent = []
+    sync._send_items = lambda shard, items: sent.append((shard, [p for p, _, _ in items]))
+    try:
+        sync.push_bytes = 100
+        for shard, sizes in ((0, [60, 60, 10, 200, 5]), (1, [100, 1])):
+            sync._queued[shard] = [(p, [], [np.zeros(n, np.uint8)]) for p, n in enumerate(sizes)]
+        sync._flush_pushes()
+        assert sent == [(0, [0, 1]), (1, [0]), (0, [2, 3]), (1, [1]), (0, [4])]
+        assert sync._queued == [[], []] and sync._queued_bytes == [0, 0]
+        sent.clear()
+        sync.push_bytes = 0  # every gradient on its own
+        sync._queued[0] = [(p, [], [np.zeros(3, np.uint8)]) for p in range(3)]
+        sync._flush_pushes()
+        assert sent == [(0, [0]), (0, [1]), (0, [2])]
+    finally:
+        sync.close()

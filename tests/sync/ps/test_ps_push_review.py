@@ -88,11 +88,12 @@ def test_gradients_queue_while_the_previous_push_has_not_left(shards, link_free)
     if link_free:
         assert first_step == n and [m for m, _ in seen[:n]] == list(range(1, n + 1))
         assert all(q == 0 for _, q in seen)
-    else:  # nothing leaves during backward; the queue grows; one message at finish_step
-        assert first_step == 1 and all(m == 0 for m, _ in seen[:n])
+    else:  # nothing leaves during backward; the queue grows; at finish_step it is cut into
+        # messages of at least push_bytes, here 0: one per gradient
+        assert first_step == n and all(m == 0 for m, _ in seen[:n])
         queued = [q for _, q in seen[:n]]
         assert queued == sorted(queued) and len(set(queued)) == n
-        assert sync.push_messages == 2
+        assert sync.push_messages == 2 * n
 
 
 class _Raw:
@@ -131,7 +132,8 @@ class _Raw:
     def values(self, blocks: list) -> np.ndarray:
         reply, arrays = self.ask({"op": "pull", "blocks": [b.id for b in blocks]})
         assert reply["op"] == "ok", reply
-        return np.concatenate([a.ravel() for a in arrays])
+        (values,) = arrays  # protocol 3: the blocks' bytes back to back in one frame
+        return values.view(np.float64)
 
     def stats(self) -> dict:
         return self.ask({"op": "stats"})[0]
@@ -231,11 +233,11 @@ def test_an_async_update_failing_midway_fails_the_job():
         calls = []
         update = shard.optimizer.update
 
-        def fail_on_q(value, grad, state):
+        def fail_on_q(value, grad, state, grad_scale=1.0):
             calls.append(1)
             if len(calls) > len(blocks[p]):
                 raise FloatingPointError("injected")
-            update(value, grad, state)
+            update(value, grad, state, grad_scale)
 
         shard.optimizer.update = fail_on_q
         try:

@@ -91,7 +91,7 @@ def test_a_stateless_optimizer_restores_nothing_from_an_empty_state(shards):
     assert_equals_local_training(net, data)
 
 
-def _failing_update(value, grad, state):
+def _failing_update(value, grad, state, grad_scale=1.0):
     raise FloatingPointError("injected")
 
 

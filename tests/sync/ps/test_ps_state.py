@@ -1,6 +1,6 @@
-"""The shard's per-block arithmetic, which now runs in place in the received frames: the same
-bits as the plain formula (rank-order sum, then one division), and no copy when none is
-needed; and the header's exact type checks."""
+"""The shard's per-block arithmetic, which runs in place in the received frames: the same
+bits as the plain rank-order sum, no copy when none is needed, and the mean folded into the
+optimizer's ``grad_scale`` as a single process folds it; and the header's exact type checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from distconv.sync.ps.state import _finite, _mean_in_rank_order
+from distconv.optim import create_optimizer, mean_scale
+from distconv.sync.ps.state import _finite, _sum_in_rank_order
 from distconv.sync.ps.wire import WireError, pack, unpack_header
 
 
@@ -23,24 +24,43 @@ def _frames(*arrays, writable=True):
 
 @pytest.mark.parametrize("writable", [True, False])
 @pytest.mark.parametrize("ranks", [1, 2, 3])
-def test_the_mean_in_place_has_the_bits_of_the_plain_formula(writable, ranks):
+def test_the_sum_in_place_has_the_bits_of_the_plain_formula(writable, ranks):
     rng = np.random.default_rng(ranks)
     grads = [rng.standard_normal((257, 1)).astype(np.float32) for _ in range(ranks)]
     expect = grads[0].copy()
     for g in grads[1:]:
         expect = expect + g
-    expect = expect / 7
-    rows, got = _mean_in_rank_order([(None, g) for g in _frames(*grads, writable=writable)], 7)
+    rows, got = _sum_in_rank_order([(None, g) for g in _frames(*grads, writable=writable)])
     assert rows is None
     np.testing.assert_array_equal(got, expect)
 
 
-def test_one_rank_and_one_example_take_no_copy():
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam"])
+def test_the_folded_mean_is_the_single_process_update(name):
+    """The shard's definition of a step: the rank-order sum, then the optimizer with
+    ``grad_scale = mean_scale(examples)``, the very call a single process (LocalSync) makes;
+    within an ulp or two of dividing first, and bitwise for a power of two."""
+    rng = np.random.default_rng(1)
+    value = rng.standard_normal((33, 1))
+    grads = _frames(*(rng.standard_normal((33, 1)) for _ in range(2)))
+    _, total = _sum_in_rank_order([(None, g) for g in grads])
+    for examples, exact in ((7, False), (8, True)):
+        opt = create_optimizer(name, lr=0.1)
+        folded, divided = value.copy(), value.copy()
+        opt.update(folded, total, opt.init_state(value), grad_scale=mean_scale(examples))
+        opt.update(divided, total / examples, opt.init_state(value))
+        if exact:
+            np.testing.assert_array_equal(folded, divided)
+        else:
+            np.testing.assert_allclose(folded, divided, rtol=1e-14, atol=1e-15)
+
+
+def test_one_rank_takes_no_copy():
     (g,) = _frames(np.arange(6.0).reshape(6, 1))
-    assert _mean_in_rank_order([(None, g)], 1)[1] is g
+    assert _sum_in_rank_order([(None, g)])[1] is g
     ids, rows = _frames(np.array([2, 5]), np.ones((2, 3)))
-    got_ids, got = _mean_in_rank_order([(ids, rows)], 2)
-    assert got_ids is ids and got is rows and (got == 0.5).all()
+    got_ids, got = _sum_in_rank_order([(ids, rows)])
+    assert got_ids is ids and got is rows and (got == 1.0).all()
 
 
 def test_sparse_rows_of_several_ranks_add_over_their_union_in_rank_order():
@@ -48,9 +68,9 @@ def test_sparse_rows_of_several_ranks_add_over_their_union_in_rank_order():
         (np.array([1, 4]), np.array([[1.0], [2.0]])),
         (np.array([4, 6]), np.array([[10.0], [20.0]])),
     ]
-    rows, grad = _mean_in_rank_order(parts, 2)
+    rows, grad = _sum_in_rank_order(parts)
     np.testing.assert_array_equal(rows, [1, 4, 6])
-    np.testing.assert_array_equal(grad, [[0.5], [6.0], [10.0]])
+    np.testing.assert_array_equal(grad, [[1.0], [12.0], [20.0]])
 
 
 def test_finite_finds_nan_and_both_infinities():

@@ -1,0 +1,76 @@
+"""Replies into parameters: a reply's values frame (or a sparse reply's rows) written into the
+worker's parameters, through a host copy for a parameter on a GPU.
+
+A dense reply carries its blocks' values as one frame, back to back in the order the blocks
+were asked for (``docs/protocol.md``, "The values frame"); every block's offset follows from the
+block table, so the frame's size is checked before anything is copied, and each block is one
+slice copy, with no per-block frame or header.
+
+:class:`ReplyWriter` is a mixin of :class:`~distconv.sync.ps.client.PServerSync`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from distconv.backend import copy_into, is_gpu_array, to_host
+from distconv.sync.base import SyncError
+from distconv.sync.ps.blocks import Block, rows_view
+from distconv.sync.ps.wire import WireError, int_list, packed_values
+
+
+class ReplyWriter:
+    """The reply side of :class:`~distconv.sync.ps.client.PServerSync`."""
+
+    def _host_rows(self, i: int) -> np.ndarray:
+        """Parameter ``i``'s values as rows: the array itself on CPU, a host copy on a GPU."""
+        p = self.params[i]
+        if is_gpu_array(p.value):
+            if p.name not in self._host:
+                self._host[p.name] = to_host(p.value)
+            return rows_view(self._host[p.name], self._specs[i])
+        return rows_view(p.value, self._specs[i])
+
+    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> set[int]:
+        """Write a reply's values: whole blocks from its one frame of values (checked for its
+        size before any copy), or ``[ids, rows]`` pairs when it lists rows.
+
+        Returns the indices of the parameters written.
+
+        Raises:
+            SyncError: the reply's versions or values do not fit the blocks asked for.
+        """
+        try:
+            versions = int_list(reply, "versions") if "versions" in reply else []
+            if len(versions) != len(blocks):
+                raise WireError(f"{len(versions)} versions for {len(blocks)} blocks")
+            if "rows" in reply:
+                for k, b in enumerate(blocks):
+                    self._host_rows(b.param)[arrays[2 * k]] = arrays[2 * k + 1]
+            else:
+                self._write_values(blocks, packed_values(arrays, sum(b.nbytes for b in blocks)))
+        except WireError as exc:
+            raise SyncError(f"rank {self.rank}: malformed reply from a pserver: {exc}") from None
+        for b, v in zip(blocks, versions):
+            self._versions[b.id] = v
+        return {b.param for b in blocks}
+
+    def _write_values(self, blocks: Sequence[Block], values: np.ndarray) -> None:
+        """Copy each block's slice of ``values`` (bytes, back to back in ``blocks`` order)
+        into its parameter: one frame per reply, one copy per block, no per-block objects."""
+        at = 0
+        for b in blocks:
+            host = self._host_rows(b.param)
+            dst = host[b.start : b.stop]
+            dst[...] = values[at : at + b.nbytes].view(host.dtype).reshape(dst.shape)
+            at += b.nbytes
+
+    def _values_to_device(self, written: set[int]) -> None:
+        """Host copies of these parameters were written; move them to the device (no-op on
+        CPU). Only those: the others may have no host copy yet."""
+        for i in sorted(written):
+            p = self.params[i]
+            if is_gpu_array(p.value):
+                copy_into(p.value, self._host[p.name])
