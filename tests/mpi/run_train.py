@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--overlap", type=int, choices=(0, 1), default=0)
     parser.add_argument("--grad-dtype", default=None)
     parser.add_argument("--piece-bytes", type=int, default=4 << 20)
-    parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
+    parser.add_argument("--first-piece-bytes", type=int, default=4 << 20)
     args = parser.parse_args()
     mpi = import_mpi()
     comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)

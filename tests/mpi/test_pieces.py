@@ -101,6 +101,15 @@ def test_a_piece_waits_for_every_gradient_it_covers():
     assert plan.need == [1, 3] and plan.at_pack == [()]
 
 
+def test_a_bucket_of_one_piece_goes_once_complete():
+    """No count per gradient: the bucket's own count says when its one piece is ready."""
+    buckets = build_buckets(params(100, 100), 4096, None, 1)
+    plan = WirePlan(buckets)
+    assert buckets[0].streams and len(buckets[0].pieces) == 1
+    assert [plan.slots[n].covered for n in ("p0", "p1")] == [(), ()]
+    assert plan.need == [1] and plan.at_pack == [(0,)]
+
+
 def test_a_cast_bucket_goes_whole_once_packed():
     buckets = build_buckets(params(100, 100, dtype=np.float64), 4096, np.dtype("float32"), 1)
     plan = WirePlan(buckets)

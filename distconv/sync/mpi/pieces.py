@@ -6,9 +6,14 @@ byte settings alone, never from timing: MPI may pick its reduction algorithm, he
 the additions, by message size, so a plan that changed with timing would change the result's
 last bits from run to run (with three ranks or more).
 
-The plan follows PyTorch DDP's buckets: a small first piece, so the wire starts early in
-backward, then pieces that double up to the largest size, so the whole layout costs few calls
-(each costs tens of microseconds over the transfer itself).
+The plan can follow PyTorch DDP's buckets: a small first piece, so the wire starts early in
+backward, then pieces that double up to the largest size, so the whole layout costs few calls.
+By default the first piece is already the largest: on a 2-core host with the ``mpich`` wheel (2
+ranks, shared memory) every extra call cost more than the early start gained, whether the
+gradients came at once or between numpy compute (``benchmarks/allreduce.py``): each call is a
+meeting of the ranks, tens of microseconds on a quiet machine and far more under load, where a
+rank that is not running holds the others up. Where the wire moves on its own while backward
+computes, a smaller ``first_piece_bytes`` is the knob to try.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: bytes of the layout's first allreduce: complete early in backward, so the wire starts early
-FIRST_PIECE_BYTES = 1 << 20
-#: the largest allreduce, in bytes: the pieces double from the first up to this
+#: the largest allreduce, in bytes (the default bucket's size: one call per bucket); a larger
+#: bucket (one parameter larger than the bucket size) goes in pieces of this size
 PIECE_BYTES = 4 << 20
+#: bytes of the layout's first allreduce; the pieces double from it up to :data:`PIECE_BYTES`
+FIRST_PIECE_BYTES = PIECE_BYTES
 
 
 def plan_pieces(
@@ -175,9 +181,10 @@ class WirePlan:
             wire buffer.
         need: per piece, how many arrivals it waits for each step.
         slots: per parameter name, its :class:`Slot`: the pieces its gradient arrives at (in a
-            bucket that :attr:`~distconv.sync.mpi.buckets.Bucket.streams`; else none).
-        at_pack: per bucket, the pieces that arrive once it is packed (one that does not
-            stream; else none).
+            bucket of several pieces that :attr:`~distconv.sync.mpi.buckets.Bucket.streams`;
+            else none).
+        at_pack: per bucket, the pieces that arrive once it is complete and packed (the other
+            buckets': a bucket of one piece needs no count per gradient to know it is ready).
     """
 
     def __init__(self, buckets: Sequence[Any], stream: bool = True) -> None:
@@ -189,7 +196,7 @@ class WirePlan:
             first = len(self.pieces)
             self.pieces += [lambda b=bucket, s=s: b.target[s] for s in bucket.pieces]
             mine = tuple(range(first, len(self.pieces)))
-            streams = stream and bucket.streams
+            streams = stream and bucket.streams and len(mine) > 1
             covered = covering([p.size for p in bucket.params], bucket.pieces)
             if not streams:
                 covered = [()] * len(bucket.params)

@@ -94,7 +94,7 @@ class MPISync(LocalSync):
             machine (see the module docstring). Ignored, with a logged reason, when MPI was
             initialised below ``MPI_THREAD_SERIALIZED``.
         first_piece_bytes: bytes of the layout's first allreduce (default
-            :data:`~distconv.sync.mpi.pieces.FIRST_PIECE_BYTES`, 1 MiB).
+            :data:`~distconv.sync.mpi.pieces.FIRST_PIECE_BYTES`, 4 MiB).
         piece_bytes: bytes of the largest allreduce; the pieces double up to it (default
             :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 4 MiB). See
             :func:`~distconv.sync.mpi.pieces.plan_pieces`.
@@ -288,13 +288,9 @@ class MPISync(LocalSync):
         bucket.pending -= 1
         if bucket.pending == 0:
             self._launch_ready()
-        pump = self._pump
-        if pump is not None:  # PiecePump.arrive, inlined: this runs for every gradient
-            left = pump.left
-            for k in slot.covered:
-                left[k] -= 1
-            if pump.request is not None or left[pump.cursor] == 0:
-                pump.pump()
+        pump = self._pump  # the arrival, or a piece to move on: test the wire
+        if pump is not None and (slot.covered or pump.request is not None):
+            pump.arrive(slot.covered)
 
     def _refuse(self, param: Parameter, slot: Slot | None) -> NoReturn:
         if not self._in_step:
