@@ -148,6 +148,7 @@ class MPISync(LocalSync):
         self._slot: dict[str, Slot] = {}
         self._stamp = 0  # a new number each step: a slot stamped with it has fired
         self._layout_order: list[str] = []
+        self._laid_from: list[str] | None = None
         self._fired: list[str] = []
         self._recorded: list[str] = []  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
@@ -255,8 +256,10 @@ class MPISync(LocalSync):
                 f"start_step called while step {self.step} is unfinished: call finish_step first"
             )
         super().start_step(examples)
-        if self.firing_order or self._recorded:
-            self._lay_out(self.firing_order or self._recorded)
+        order = self.firing_order or self._recorded  # each a list replaced, never changed
+        if order and order is not self._laid_from:  # not checked again name by name each step
+            self._lay_out(order)
+            self._laid_from = order
         self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         for b in self.buckets:
             b.reset()
