@@ -16,8 +16,8 @@ ratio is against a baseline measured in the same run:
   ``whole_adam``: the same with a real optimizer, so the whole step). Against one raw
   ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x.
   ``before`` is MPISync as it was before the piece plan (each bucket on the wire once all its
-  gradients are in, as uniform 1 MiB pieces), run beside the current one (pieces of up to 4 MiB,
-  one per default bucket, each going as soon as its gradients are in) for before/after
+  gradients are in, as uniform 1 MiB pieces), run beside the current one (the same pieces, each
+  going as soon as the gradients under it are in) for before/after
   ratios; ``plan_*`` rows vary the plan. The old ``floor``, the raw call followed by one
   averaging pass over its buffer, was what the sync could reach while it averaged in a pass of
   its own.
@@ -374,11 +374,11 @@ def mpiexec(n: int, worker: str, args, extra=()) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-#: piece plans beside the default (4 MiB pieces): first and largest bytes
+#: piece plans beside the default (1 MiB pieces): first and largest bytes
 PLANS = {
-    "plan 1 MiB pieces": (MB, MB),
-    "plan 1 MiB first": (MB, 4 * MB),
-    "plan 256 KiB first": (MB // 4, 4 * MB),
+    "plan one 4 MiB piece": (4 * MB, 4 * MB),
+    "plan 1 MiB first, then 3": (MB, 4 * MB),
+    "plan 256 KiB first, up to 1 MiB": (MB // 4, MB),
 }
 PASSED = ("mb", "grads", "reps", "compute_ms", "overlap_bucket", "epochs")
 

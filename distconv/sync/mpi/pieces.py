@@ -8,12 +8,13 @@ last bits from run to run (with three ranks or more).
 
 The plan can follow PyTorch DDP's buckets: a small first piece, so the wire starts early in
 backward, then pieces that double up to the largest size, so the whole layout costs few calls.
-By default the first piece is already the largest: on a 2-core host with the ``mpich`` wheel (2
-ranks, shared memory) every extra call cost more than the early start gained, whether the
-gradients came at once or between numpy compute (``benchmarks/allreduce.py``): each call is a
-meeting of the ranks, tens of microseconds on a quiet machine and far more under load, where a
-rank that is not running holds the others up. Where the wire moves on its own while backward
-computes, a smaller ``first_piece_bytes`` is the knob to try.
+By default every piece is 1 MiB, and a piece goes as soon as the gradients under it are in: on a
+2-core host with the ``mpich`` wheel (2 ranks, shared memory, 1 MiB of L2 per core) that was the
+fastest plan measured with the machine quiet or moderately loaded (the first quarter of a 4 MiB
+bucket travels while the rest of the gradients arrive), against one 4 MiB call, 1 MiB then
+3 MiB, 256 KiB doubling to 1 MiB, or uniform 512 KiB and 2 MiB. Under heavy load (load average
+5-7 on 2 cores) one call per bucket did best: each call is a meeting of the ranks, and a rank
+that is not running holds the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: the largest allreduce, in bytes (the default bucket's size: one call per bucket); a larger
-#: bucket (one parameter larger than the bucket size) goes in pieces of this size
-PIECE_BYTES = 4 << 20
+#: the largest allreduce, in bytes: a default 4 MiB bucket goes as four
+PIECE_BYTES = 1 << 20
 #: bytes of the layout's first allreduce; the pieces double from it up to :data:`PIECE_BYTES`
 FIRST_PIECE_BYTES = PIECE_BYTES
 

@@ -94,9 +94,9 @@ class MPISync(LocalSync):
             machine (see the module docstring). Ignored, with a logged reason, when MPI was
             initialised below ``MPI_THREAD_SERIALIZED``.
         first_piece_bytes: bytes of the layout's first allreduce (default
-            :data:`~distconv.sync.mpi.pieces.FIRST_PIECE_BYTES`, 4 MiB).
+            :data:`~distconv.sync.mpi.pieces.FIRST_PIECE_BYTES`, 1 MiB).
         piece_bytes: bytes of the largest allreduce; the pieces double up to it (default
-            :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 4 MiB). See
+            :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 1 MiB). See
             :func:`~distconv.sync.mpi.pieces.plan_pieces`.
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
