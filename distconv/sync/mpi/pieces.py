@@ -201,7 +201,11 @@ class WirePlan:
             if not streams:
                 covered = [()] * len(bucket.params)
             self.at_pack.append(() if streams else mine)
-            self.need += [sum(k in c for c in covered) or 1 for k in range(len(mine))]
+            need = [0 if streams else 1] * len(mine)
+            for c in covered:
+                for k in c:
+                    need[k] += 1
+            self.need += need
             for p, c in zip(bucket.params, covered):
                 self.slots[p.name] = Slot(bucket, tuple(first + k for k in c))
 
