@@ -15,13 +15,11 @@ ratio is against a baseline measured in the same run:
   (``whole``: until ``finish_step`` returns; ``whole_sgd``, ``whole_momentum``,
   ``whole_adam``: the same with a real optimizer, so the whole step). Against one raw
   ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x.
-  ``before`` is MPISync as it was (1 MiB pieces, each averaged in a pass of its own while the next
-  travels, the optimizer on averages), run beside the current one for before/after ratios. The
-  ``ready`` and ``whole`` windows use a no-op optimizer, so "after" (which averages inside the
-  optimizer) skips averaging there entirely while "before" pays its pass: those two ratios overstate
-  the gain. The whole-step rows with SGD, Momentum and Adam are the fair comparison (Momentum and
-  AdaGrad form an ``s * g`` temporary when averaging). The old ``floor``, the raw call followed by
-  one averaging pass over its buffer, was what the sync could reach while it averaged in a pass of
+  ``before`` is MPISync as it was before the piece plan (each bucket on the wire once all its
+  gradients are in, as uniform 1 MiB pieces), run beside the current one (the same pieces, each
+  going as soon as the gradients under it are in) for before/after
+  ratios; ``plan_*`` rows vary the plan. The old ``floor``, the raw call followed by one
+  averaging pass over its buffer, was what the sync could reach while it averaged in a pass of
   its own.
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
   DDP's buckets are, and as 100 separate calls. Target: the sync >= 2x faster than fused gloo.
@@ -62,8 +60,12 @@ MB = 1 << 20
 
 
 # -- the MPI side (runs under mpiexec) -----------------------------------------------------------
-def interleaved(comm, cases: dict, reps: int, warmup: int = 3) -> dict[str, float]:
+def interleaved(comm, cases: dict, reps: int, warmup: int = 3, base: str = "") -> dict[str, float]:
     """Median milliseconds of the slowest rank for each case, the cases taking turns.
+
+    Returns ``{case}_ms``, and with ``base`` (a case) also ``{case}_x``: the median over the
+    repetitions of the case's time over ``base``'s in the same repetition, which drifting load
+    disturbs less than a ratio of medians.
 
     ``cases`` maps a name to ``(before, timed, after)`` (``before``/``after`` untimed, may be
     None; ``timed`` may return the ``time.perf_counter()`` at which its window ended). Taking
@@ -86,7 +88,12 @@ def interleaved(comm, cases: dict, reps: int, warmup: int = 3) -> dict[str, floa
             comm.Allreduce(MPI.IN_PLACE, elapsed, MPI.MAX)
             if i >= warmup:
                 times[name].append(elapsed[0])
-    return {name: float(np.median(t) * 1e3) for name, t in times.items()}
+    out = {f"{name}_ms": float(np.median(t) * 1e3) for name, t in times.items()}
+    if base:
+        out.update(
+            {f"{k}_x": float(np.median(np.divide(t, times[base]))) for k, t in times.items()}
+        )
+    return out
 
 
 #: the real optimizers timed for the whole step, before and after (by name in the report)
@@ -118,36 +125,16 @@ def no_update():
 
 
 def before_sync():
-    """MPISync as it was before the optimizer averaged (each reduced 1 MiB piece averaged in a
-    pass of its own once the next one is on the wire; the optimizer on averages), kept here so
-    before/after come from one run. Without a communication thread or a 16-bit wire, as the
-    cases that use it."""
-    from distconv.optim import mean_scale
+    """MPISync as it was before the piece plan (kept so before/after come from one run): every
+    piece waits for its whole bucket (``stream = False``), and the pieces are a uniform 1 MiB.
+    """
     from distconv.sync.mpi import MPISync
-    from distconv.sync.mpi.buckets import PiecePump
-
-    class AveragingPump(PiecePump):
-        scale = 1.0
-
-        def _done(self, buckets, launched):
-            b, k = self.cursor
-            super()._done(buckets, launched)
-            self._start(buckets, launched)  # the next piece travels while this one is averaged
-            buckets[b].buffer[buckets[b].pieces[k]] *= self.scale  # the pass it took
 
     class BeforeSync(MPISync):
-        def setup(self, *args, **kwargs):
-            super().setup(*args, **kwargs)
-            self._pump = AveragingPump(self._grad_comm, self._in_place(), self._sum())
+        stream = False
 
-        def _complete_check(self):
-            super()._complete_check()  # the step's total is known only once it completed
-            self._pump.scale = mean_scale(self._total)
-
-        def _apply(self, bucket):
-            for p in bucket.params:
-                self.optimizer.update(p.value, p.grad, self.state[p.name])
-            bucket.clear()
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, first_piece_bytes=MB, piece_bytes=MB, **kwargs)
 
     return BeforeSync
 
@@ -242,6 +229,8 @@ def mpi_worker(args) -> None:
         "256KiB": dict(bucket_bytes=MB // 4, overlap=False),
         "float16": dict(bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False, grad_dtype="float16"),
     }
+    for name, (first, largest) in PLANS.items():
+        syncs[name] = dict(overlap=False, first_piece_bytes=first, piece_bytes=largest)
     if importlib.util.find_spec("ml_dtypes") is not None:
         syncs["bfloat16"] = {**syncs["float16"], "grad_dtype": "bfloat16"}
     out, made = {}, []
@@ -266,7 +255,7 @@ def mpi_worker(args) -> None:
     cases["sync_default_with_check"] = sync_case(check, order, check_timed=True, until_ready=True)
     sgd = SGD(lr=0.01)
     cases["optimizer"] = (None, lambda: [sgd.update(g, g, {}) for g in pieces], None)
-    out.update({f"{k}_ms": v for k, v in interleaved(comm, cases, args.reps).items()})
+    out.update(interleaved(comm, cases, args.reps, base="raw_fused"))
     for sync in [*made, check]:
         sync.close()
     out["wire_bytes_float32"] = wire_bytes(comm, args, "float32")
@@ -305,7 +294,7 @@ def overlap(comm, args, kind: str, compute) -> dict:
     comm_only, order = make_sync(comm, args, bucket_bytes=args.overlap_bucket, overlap=False)
     made.append(comm_only)
     cases[f"{kind}_comm"] = sync_case(comm_only, order)
-    out = {f"{k}_ms": v for k, v in interleaved(comm, cases, args.reps).items()}
+    out = interleaved(comm, cases, args.reps)
     out[f"{kind}_auto_thread"] = auto_chose
     for sync in made:
         sync.close()
@@ -334,7 +323,7 @@ def gloo_worker(args) -> None:
         "gloo_run_sync_default": sync_case(sync, order, until_ready=True),
         "gloo_run_raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, raw, MPI.SUM), None),
     }
-    out = {f"{k}_ms": v for k, v in interleaved(comm, cases, args.reps).items()}
+    out = interleaved(comm, cases, args.reps)
     sync.close()
     if comm.rank == 0:
         print(json.dumps(out))
@@ -385,44 +374,50 @@ def mpiexec(n: int, worker: str, args, extra=()) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+#: piece plans beside the default (1 MiB pieces): first and largest bytes
+PLANS = {
+    "plan one 4 MiB piece": (4 * MB, 4 * MB),
+    "plan 1 MiB first, then 3": (MB, 4 * MB),
+    "plan 256 KiB first, up to 1 MiB": (MB // 4, MB),
+}
 PASSED = ("mb", "grads", "reps", "compute_ms", "overlap_bucket", "epochs")
 
 
 def report(r: dict) -> None:
     fused = r["raw_fused_ms"]
-    rows = [("raw Allreduce, fused 4 MB", fused, "baseline")]
-    rows.append(("raw Allreduce, 100 calls", r["raw_separate_ms"], ""))
-    rows.append(("raw Allreduce, fused, then averaged", r["raw_fused_average_ms"], "old floor"))
-    rows.append(("raw Allreduce, fused buffer as 1 MiB calls", r["raw_pieces_ms"], ""))
-    for name in ("default", "1MiB", "1MiB+thread", "256KiB", "float16", "bfloat16"):
+    rows = [("raw Allreduce, fused 4 MB", "raw_fused", "baseline")]
+    rows.append(("raw Allreduce, 100 calls", "raw_separate", ""))
+    rows.append(("raw Allreduce, fused, then averaged", "raw_fused_average", "old floor"))
+    rows.append(("raw Allreduce, fused buffer as 1 MiB calls", "raw_pieces", ""))
+    for name in ("default", *PLANS, "1MiB", "1MiB+thread", "256KiB", "float16", "bfloat16"):
         if f"sync_{name}_ms" not in r:
             continue
         note = "target <= 1.1x" if name == "default" else ""
-        rows.append(
-            (f"MPISync {name} ({r[f'sync_{name}_buckets']} buckets)", r[f"sync_{name}_ms"], note)
-        )
-    rows.append(("MPISync default + per-step check", r["sync_default_with_check_ms"], ""))
+        rows.append((f"MPISync {name} ({r[f'sync_{name}_buckets']} buckets)", f"sync_{name}", note))
+    rows.append(("MPISync default + per-step check", "sync_default_with_check", ""))
     for when in ("before", "after"):
-        no_op = "no-op optimizer" + (": no averaging at all" if when == "after" else "")
-        rows.append((f"{when}: until ready for the optimizer", r[f"{when}_ready_ms"], no_op))
-        rows.append((f"{when}: whole finish_step (+zeroing)", r[f"{when}_whole_ms"], no_op))
+        rows.append((f"{when}: until ready for the optimizer", f"{when}_ready", "no-op optimizer"))
+        rows.append((f"{when}: whole finish_step (+zeroing)", f"{when}_whole", "no-op optimizer"))
         for rule in WHOLE_STEP_RULES:
-            rows.append((f"{when}: whole step with {rule}", r[f"{when}_whole_{rule}_ms"], ""))
-    rows.append(("SGD update of 4 MB (apart)", r["optimizer_ms"], ""))
+            rows.append((f"{when}: whole step with {rule}", f"{when}_whole_{rule}", ""))
+    rows.append(("SGD update of 4 MB (apart)", "optimizer", ""))
+    # the x-fused column is a ratio of medians; "paired" the median of each repetition's ratio
+    print(f"{'what':42s} {'ms':>8s} {'x fused':>8s} {'paired':>8s}")
+    for label, key, note in rows:
+        ms = r[f"{key}_ms"]
+        print(f"{label:42s} {ms:8.3f} {ms / fused:8.2f} {r[f'{key}_x']:8.2f}  {note}")
     if "gloo_fused_ms" in r:
         scale = fused / r["gloo_run_raw_fused_ms"]  # its own run: scaled by the raw call there
-        rows.append(("torch gloo, fused 4 MB (scaled)", r["gloo_fused_ms"] * scale, ""))
-        rows.append(("torch gloo, 100 calls (scaled)", r["gloo_separate_ms"] * scale, ""))
-    print(f"{'what':42s} {'ms':>8s} {'x fused':>8s}")
-    for label, ms, note in rows:
-        print(f"{label:42s} {ms:8.3f} {ms / fused:8.2f}  {note}")
+        for label, key in (("fused 4 MB", "gloo_fused"), ("100 calls", "gloo_separate")):
+            ms = r[f"{key}_ms"] * scale
+            print(f"{'torch gloo, ' + label + ' (scaled)':42s} {ms:8.3f} {ms / fused:8.2f}")
     if "gloo_fused_ms" in r:
         ratio = r["gloo_fused_ms"] / r["gloo_run_sync_default_ms"]
         print(f"gloo fused / MPISync default, taking turns: {ratio:.2f}x (target >= 2x)")
     for window in ("ready", "whole", *(f"whole_{rule}" for rule in WHOLE_STEP_RULES)):
         ratio = r[f"after_{window}_ms"] / r[f"before_{window}_ms"]
-        note = "" if window.startswith("whole_") else " (no-op optimizer: after skips averaging)"
-        print(f"after / before, {window}: {ratio:.3f}{note}")
+        paired = r[f"after_{window}_x"] / r[f"before_{window}_x"]
+        print(f"after / before, {window}: {ratio:.3f} (paired with the raw call: {paired:.3f})")
     floor = r["sync_default_ms"] / r["raw_fused_average_ms"]
     print(f"MPISync default / (raw fused Allreduce + one averaging pass): {floor:.3f}")
     for dtype in ("float16", "bfloat16")[: 1 + ("wire_bytes_bfloat16" in r)]:

@@ -129,14 +129,14 @@ def reference(optimizer: str) -> dict[str, np.ndarray]:
 
 
 def run_ranks(
-    out: Path, optimizer: str, *options: str, thread_level: str | None = None
+    out: Path, optimizer: str, *options: str, thread_level: str | None = None, ranks: int = 2
 ) -> tuple[list[dict[str, np.ndarray]], subprocess.CompletedProcess]:
-    """Train with ``run_train.py`` under ``mpiexec -n 2``: each rank's saved arrays, the job."""
-    proc = run_mpi(
-        ["-n", "2", *script("run_train.py", thread_level), str(out), optimizer, *options]
-    )
+    """Train with ``run_train.py`` under ``mpiexec -n RANKS``: each rank's saved arrays, the
+    job."""
+    command = [*script("run_train.py", thread_level), str(out), optimizer, *options]
+    proc = run_mpi(["-n", str(ranks), *command])
     assert proc.returncode == 0, proc.stderr
-    return [dict(np.load(out / f"rank{r}.npz")) for r in range(2)], proc
+    return [dict(np.load(out / f"rank{r}.npz")) for r in range(ranks)], proc
 
 
 def max_relative(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:

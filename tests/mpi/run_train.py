@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--overlap", type=int, choices=(0, 1), default=0)
     parser.add_argument("--grad-dtype", default=None)
     parser.add_argument("--piece-bytes", type=int, default=1 << 20)
+    parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
     mpi = import_mpi()
     comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)
@@ -38,6 +39,7 @@ def main() -> None:
         bucket_bytes=args.bucket_bytes,
         grad_dtype=args.grad_dtype,
         overlap=bool(args.overlap),
+        first_piece_bytes=args.first_piece_bytes,
         piece_bytes=args.piece_bytes,
     )
     net = small_lenet(seed=0 if sync.rank == 0 else 100 + sync.rank)

@@ -23,6 +23,10 @@ pytestmark = NEEDS_MPIEXEC
 mpi4py = pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 
+#: a piece plan with many pieces of growing sizes on the small LeNet
+GROWING = ("--first-piece-bytes", "64", "--piece-bytes", "1024")
+
+
 def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarray]]:
     return run_ranks(tmp_path, optimizer, *options)[0]
 
@@ -38,6 +42,8 @@ def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarra
         # each bucket on the wire in many pieces, one at a time (the optimizer averages after)
         ("adam", ("--overlap", "0", "--bucket-bytes", "2000", "--piece-bytes", "256")),
         ("sgd", ("--overlap", "1", "--bucket-bytes", "2000", "--piece-bytes", "256")),
+        # pieces that grow, each going as soon as the gradients under it are in
+        ("adam", ("--overlap", "0", "--bucket-bytes", "2000", *GROWING)),
     ],
 )
 def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, options):
@@ -50,7 +56,7 @@ def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, o
     assert max_relative(expected, weights(small_lenet(seed=0))) > 1e-3
     if "300" in options:
         assert int(ranks[0]["_buckets"]) > 3
-    if "256" in options:
+    if "256" in options or "64" in options:
         assert int(ranks[0]["_pieces"]) > 2 * int(ranks[0]["_buckets"])
     # mpi4py initialises MPI at THREAD_MULTIPLE, so the thread asked for really ran
     assert bool(ranks[0]["_overlap"]) is (options[1] == "1")
@@ -63,3 +69,25 @@ def test_repeated_run_is_bitwise_equal(tmp_path):
     second = run_two(tmp_path / "b", "adam", "--overlap", "1", "--bucket-bytes", "300")
     for name in first[0]:
         np.testing.assert_array_equal(first[0][name], second[0][name])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("optimizer, overlap", [("sgd", "0"), ("adam", "1")])
+def test_three_ranks_equal_one_process_and_repeat_bitwise(tmp_path, optimizer, overlap):
+    """With three ranks the order of a sum's additions can change its last bits, and MPI may
+    pick its algorithm by message size: the pieces depend on sizes alone, so every run adds
+    alike."""
+    options = ("--overlap", overlap, "--bucket-bytes", "2000", *GROWING)
+    runs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        runs.append(run_ranks(tmp_path / name, optimizer, *options, ranks=3)[0])
+    expected = reference(optimizer)
+    for ranks in runs:
+        for other in ranks[1:]:
+            for name in expected:
+                np.testing.assert_array_equal(ranks[0][name], other[name])
+        assert max_relative(params_of(ranks[0]), expected) <= 1e-10
+    for name in runs[0][0]:
+        np.testing.assert_array_equal(runs[0][0][name], runs[1][0][name])
+    assert int(runs[0][0]["_pieces"]) > 2 * int(runs[0][0]["_buckets"])

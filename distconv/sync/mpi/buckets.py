@@ -16,6 +16,7 @@ from distconv.backend import get_array_module, is_gpu_array
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
 NATIVE_SUM = ("float32", "float64")
@@ -38,10 +39,6 @@ def check_poll_seconds(value: float | None) -> float | None:
 
 #: what ``grad_dtype`` may name
 WIRE_DTYPES = ("float16", "bfloat16", "float32", "float64")
-#: bytes per allreduce call: a bucket goes on the wire in pieces this size, one at a time. With
-#: the ``mpich`` wheel (2 ranks, shared memory) four 1 MiB calls take about 0.6x the time of one
-#: 4 MiB call; 512 KiB or 2 MiB pieces do less well
-PIECE_BYTES = 1 << 20
 
 
 def wire_dtype(name: str | None) -> np.dtype | None:
@@ -78,7 +75,6 @@ class Bucket:
         world_size: ranks in the job (a 16-bit wire buffer is padded to a multiple of it).
         spare: keep a second host buffer, zeroed by someone else while the layers use the
             first (see :meth:`clear`); worth it only where a communication thread zeroes it.
-        piece_bytes: bytes per allreduce call (see :data:`PIECE_BYTES`).
 
     Attributes:
         buffer: the flat gradients, where the parameters live (host or device).
@@ -86,10 +82,10 @@ class Bucket:
         host: the flat gradients on the host: ``buffer`` itself, or its staging copy.
         target: what the collective reduces: ``host``, or the wire-dtype copy of it.
         compressed: ``target`` holds 16-bit floats, which MPI's SUM cannot add.
-        fired: which parameters have delivered their gradient this step.
-        pending: how many have not.
+        pending: how many parameters have not delivered their gradient this step.
         unpacked: the buffer holds this step's reduced gradients.
-        pieces: the slices of ``target`` reduced by one call each (empty for a 16-bit wire).
+        pieces: the slices of ``target`` reduced by one call each (empty for a 16-bit wire):
+            the whole of it, until :func:`build_buckets` sets the layout's piece plan.
     """
 
     def __init__(
@@ -99,7 +95,6 @@ class Bucket:
         wire: np.dtype | None,
         world_size: int,
         spare: bool = False,
-        piece_bytes: int = PIECE_BYTES,
     ) -> None:
         self.index, self.params = index, list(params)
         first = self.params[0].grad
@@ -123,10 +118,7 @@ class Bucket:
         self.compressed = self.target.dtype.name not in NATIVE_SUM
         self.scratch = np.empty_like(self.target) if self.compressed else None
         # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand)
-        step = max(1, piece_bytes // self.target.itemsize)
-        starts = range(0, 0 if self.compressed else self.target.size, step)
-        self.pieces = [slice(a, min(a + step, self.target.size)) for a in starts]
-        self.fired = [False] * len(self.params)
+        self.pieces = [] if self.compressed else [slice(0, self.target.size)]
         self.pending = len(self.params)
         self.unpacked = False
         self.done: threading.Event | None = None
@@ -139,7 +131,6 @@ class Bucket:
 
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""
-        self.fired = [False] * len(self.params)
         self.pending = len(self.params)
         self.unpacked = False
 
@@ -147,6 +138,12 @@ class Bucket:
     def casts(self) -> bool:
         """Whether the wire carries another dtype than the gradients."""
         return self.target is not self.host
+
+    @property
+    def streams(self) -> bool:
+        """Whether the layers write straight into what goes on the wire (a host buffer, no
+        cast), so a piece may go as soon as the gradients under it have fired."""
+        return not (self.on_device or self.casts or self.compressed)
 
     @property
     def averages(self) -> bool:
@@ -229,7 +226,7 @@ class Bucket:
         """What every rank must agree on: names, dtypes and sizes."""
         names = [p.name for p in self.params]
         sizes = [str(self.host.dtype), str(self.target.dtype), int(self.target.size)]
-        return [names, *sizes, len(self.pieces)]
+        return [names, *sizes, [p.stop - p.start for p in self.pieces]]
 
 
 def build_buckets(
@@ -238,12 +235,14 @@ def build_buckets(
     wire: np.dtype | None,
     world_size: int,
     spare: bool = False,
+    first_piece_bytes: int = FIRST_PIECE_BYTES,
     piece_bytes: int = PIECE_BYTES,
 ) -> list[Bucket]:
     """Group ``params`` (in firing order) into buckets of about ``bucket_bytes`` bytes.
 
     A bucket closes when the next gradient would overflow it, or has another dtype or device.
-    ``spare`` and ``piece_bytes``: see :class:`Bucket`.
+    ``spare``: see :class:`Bucket`. Each bucket's pieces follow :func:`plan_pieces` with
+    ``first_piece_bytes`` and ``piece_bytes``.
     """
     groups: list[list[Parameter]] = []
     size = 0
@@ -256,58 +255,11 @@ def build_buckets(
             size = 0
         groups[-1].append(p)
         size += p.grad.nbytes
-    return [Bucket(i, g, wire, world_size, spare, piece_bytes) for i, g in enumerate(groups)]
-
-
-class PiecePump:
-    """Without a communication thread: the launched buckets' pieces, one on the wire at a time.
-
-    MPICH moves a non-blocking collective only inside MPI calls, so the main thread pumps at
-    each gradient: it tests the piece on the wire (microseconds) and starts the next one; at
-    the end of the step it pumps with ``block``. Pieces go in layout order, the same on every
-    rank, as MPI requires; buckets with no pieces (a 16-bit wire) are skipped, for the caller
-    to reduce.
-
-    Args:
-        comm: the gradient communicator.
-        in_place: ``MPI.IN_PLACE`` (None without MPI).
-        op: ``MPI.SUM`` (None without MPI).
-    """
-
-    def __init__(self, comm: Any, in_place: Any, op: Any) -> None:
-        self.comm, self.in_place, self.op = comm, in_place, op
-        self.reset()
-
-    def reset(self) -> None:
-        """A new step: the first piece of the first bucket is next."""
-        self.cursor, self.request = (0, 0), None
-
-    def pump(self, buckets: Sequence[Bucket], launched: int, block: bool = False) -> None:
-        """Move the pieces of ``buckets[:launched]`` on; with ``block``, until all are reduced."""
-        while self.request is not None or self._start(buckets, launched):
-            if block:
-                self.request.Wait()
-            elif not self.request.Test():
-                return
-            self._done(buckets, launched)
-
-    def _done(self, buckets: Sequence[Bucket], launched: int) -> None:
-        """The piece at the cursor is reduced: move the cursor past it."""
-        b, k = self.cursor
-        self.request = None
-        self.cursor = (b + 1, 0) if k + 1 == len(buckets[b].pieces) else (b, k + 1)
-
-    def _start(self, buckets: Sequence[Bucket], launched: int) -> bool:
-        """Start the piece at the cursor if its bucket is launched; whether one started."""
-        b, k = self.cursor
-        while b < launched and not buckets[b].pieces:
-            b, k = b + 1, 0
-        self.cursor = (b, k)
-        if b >= launched:
-            return False
-        piece = buckets[b].target[buckets[b].pieces[k]]
-        self.request = self.comm.Iallreduce(self.in_place, piece, self.op)
-        return True
+    buckets = [Bucket(i, g, wire, world_size, spare) for i, g in enumerate(groups)]
+    sizes = [(0 if b.compressed else b.target.size, b.target.itemsize) for b in buckets]
+    for bucket, pieces in zip(buckets, plan_pieces(sizes, first_piece_bytes, piece_bytes)):
+        bucket.pieces = pieces
+    return buckets
 
 
 def poll(request: Any, hurry: threading.Event | None = None, seconds: float = POLL_SECONDS) -> None:

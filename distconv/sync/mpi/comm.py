@@ -64,6 +64,20 @@ def threads_allowed(mpi: Any | None) -> bool:
     return False
 
 
+def want_thread(
+    requested: bool | None, world_size: int, on_gpu: bool, cores: int, local_ranks: int, mpi: Any
+) -> bool:
+    """Whether this rank would reduce on a communication thread (the ranks then agree).
+
+    ``requested`` None decides by the machine: on where compute leaves a core free (GPU
+    gradients, or more usable ``cores`` than ``local_ranks`` on the node), for more than one
+    rank. Never below ``MPI_THREAD_SERIALIZED`` (see :func:`threads_allowed`).
+    """
+    if requested is None:
+        requested = world_size > 1 and (on_gpu or cores > local_ranks)
+    return bool(requested) and threads_allowed(mpi)
+
+
 def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     """Every rank's ``data``, in rank order (raw bytes: nothing is pickled)."""
     sizes = np.zeros(comm.Get_size(), dtype=np.int64)
@@ -91,6 +105,22 @@ def difference_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, st
     texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
     other = next(r for r, alike in enumerate(same) if not alike)
     return other, first_difference(ours, json.loads(texts[other]))
+
+
+def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
+    """Say why on stderr, then abort every rank of ``comm``.
+
+    For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
+    be waiting in a collective for this one, and nobody may reach the except hook.
+    """
+    try:
+        print(
+            f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job",
+            file=sys.stderr,
+            flush=True,
+        )
+    finally:  # abort even if printing failed: the other ranks must not hang
+        comm.Abort(1)
 
 
 def install_abort_hook(comm: Any) -> Callable[[], None]:

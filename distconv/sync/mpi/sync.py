@@ -7,9 +7,9 @@ models). One step:
 1. :meth:`MPISync.start_step` posts the ranks' agreement on step, layout and examples
    (:mod:`~distconv.sync.mpi.step_check`), completed before the first gradient collective.
 2. Each gradient is a view into its bucket's flat buffer, so the layers' ``+=`` writes straight
-   into what goes on the wire. When a bucket's last gradient fires, the bucket goes on the wire
-   at once, in pieces of ``piece_bytes`` (1 MiB), one allreduce at a time, in layout order (MPI
-   needs the same collective order on every rank).
+   into what goes on the wire, in pieces (:mod:`~distconv.sync.mpi.pieces`), one allreduce at a
+   time, in layout order (the same on every rank, as MPI needs), each once its gradients are in
+   (with the thread, or a bucket staged or cast first: once its whole bucket is).
 3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the sums with
    ``grad_scale = 1 / global examples``, folded into the rule's own arithmetic (16-bit buckets
    are averaged in :meth:`~distconv.sync.mpi.buckets.Bucket.pack` instead), then zeroes the
@@ -22,8 +22,8 @@ Overlap: MPICH makes no progress on a non-blocking collective while Python compu
 communication thread (``overlap=True``, on its own duplicate communicator) reduces while
 backward goes on, polling with short sleeps, or waiting in ``MPI_Wait`` where each rank has a
 core to spare (``poll_seconds``). It pays only where compute leaves a core free (a GPU, spare
-cores), so ``overlap=None`` turns it on there and otherwise the main thread tests the pieces at
-each gradient. It needs ``MPI_THREAD_SERIALIZED`` or above; below that it is never started.
+cores; :func:`~distconv.sync.mpi.comm.want_thread`); otherwise the main thread tests the pieces
+at each gradient.
 
 Compression: ``grad_dtype="float16"`` (or ``"bfloat16"``) halves the bytes; MPI's sum knows no
 16-bit floats, so an ``Alltoall`` of 16-bit chunks, a float32 sum in rank order and an
@@ -40,7 +40,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -50,25 +50,25 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.buckets import (
-    PIECE_BYTES,
     POLL_SECONDS,
     Bucket,
     CommThread,
-    PiecePump,
     build_buckets,
     check_poll_seconds,
     wire_dtype,
 )
 from distconv.sync.mpi.comm import (
     SingleRankComm,
+    abort_job,
     allgather_bytes,
     difference_from,
     import_mpi,
     install_abort_hook,
     ranks_on_node,
-    threads_allowed,
     usable_cores,
+    want_thread,
 )
+from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, PiecePump, Slot, WirePlan
 from distconv.sync.mpi.step_check import StepCheck
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
@@ -93,19 +93,25 @@ class MPISync(LocalSync):
         overlap: reduce on a communication thread while backward goes on; None decides by the
             machine (see the module docstring). Ignored, with a logged reason, when MPI was
             initialised below ``MPI_THREAD_SERIALIZED``.
-        piece_bytes: bytes per allreduce call; a bucket goes on the wire in pieces this size,
-            one at a time (default :data:`~distconv.sync.mpi.buckets.PIECE_BYTES`, 1 MiB).
+        first_piece_bytes: bytes of the layout's first allreduce (default
+            :data:`~distconv.sync.mpi.pieces.FIRST_PIECE_BYTES`, 1 MiB).
+        piece_bytes: bytes of the largest allreduce; the pieces double up to it (default
+            :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 1 MiB). See
+            :func:`~distconv.sync.mpi.pieces.plan_pieces`.
         poll_seconds: with the thread, the sleep between tests of a request while backward
-            runs; 0 waits in ``MPI_Wait`` (a core of its own); None decides by the machine
-            (0 with at least twice as many usable cores as ranks on the node, GPU run or not,
-            counting a cgroup CPU quota: see :func:`~distconv.sync.mpi.comm.usable_cores`;
-            else :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`).
+            runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
+            (:func:`~distconv.sync.mpi.comm.usable_cores`) as ranks on the node, else
+            :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`.
 
     Attributes:
+        stream: a piece goes as soon as its gradients are in (the class's default, True); False:
+            once its whole bucket is (as before the piece plan; the benchmark compares them).
         state: optimizer state per parameter name, identical on every rank.
         buckets: the current bucket layout.
         wire_bytes: bytes this rank has handed to the gradient collectives so far.
     """
+
+    stream = True
 
     def __init__(
         self,
@@ -115,37 +121,40 @@ class MPISync(LocalSync):
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         grad_dtype: str | None = None,
         overlap: bool | None = None,
+        first_piece_bytes: int = FIRST_PIECE_BYTES,
         piece_bytes: int = PIECE_BYTES,
         poll_seconds: float | None = None,
     ) -> None:
         super().__init__(optimizer)
         self.poll_seconds = check_poll_seconds(poll_seconds)
-        for name, value in (("bucket_bytes", bucket_bytes), ("piece_bytes", piece_bytes)):
+        sizes = {"bucket_bytes": bucket_bytes, "piece_bytes": piece_bytes}
+        for name, value in {**sizes, "first_piece_bytes": first_piece_bytes}.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.piece_bytes = piece_bytes
+        self.first_piece_bytes, self.piece_bytes = first_piece_bytes, piece_bytes
         self._wire = wire_dtype(grad_dtype)
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
             comm = self.mpi.COMM_WORLD if self.mpi is not None else SingleRankComm()
         self.comm = comm
+        mpi = self.mpi  # MPI.IN_PLACE and MPI.SUM; None and None for SingleRankComm
+        self._in_place, self._op = (mpi.IN_PLACE, mpi.SUM) if mpi is not None else (None, None)
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
         self.bucket_bytes, self.grad_dtype, self.overlap = bucket_bytes, grad_dtype, overlap
         self.buckets: list[Bucket] = []
-        self.wire_bytes = 0
-        self.sync_seconds = 0.0
-        self.step = 0
+        self.wire_bytes, self.sync_seconds, self.step = 0, 0.0, 0
         self._grad_comm: Any = None
         self._thread: CommThread | None = None
-        self._slot: dict[str, tuple[int, int]] = {}
+        self._slot: dict[str, Slot] = {}
+        self._stamp = 0  # a new number each step: a slot stamped with it has fired
         self._layout_order: list[str] = []
+        self._laid_from: list[str] | None = None
         self._fired: list[str] = []
-        self._recorded: list[str] = []
-        self._next_launch = 0
+        self._recorded: list[str] = []  # the first pass's firing order
+        self._next_launch, self._total, self._in_step = 0, 0, False
         self._pump: PiecePump | None = None
-        self._total = 0
+        self._at_pack: list[tuple[int, ...]] = []
         self._check = StepCheck(self.comm)
-        self._in_step = False
         # one rank's uncaught exception aborts the job instead of leaving the others hanging
         self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else None
 
@@ -162,26 +171,21 @@ class MPISync(LocalSync):
         it to every other rank.
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
-        wire["sync.piece_bytes"] = self.piece_bytes
+        wire["sync.piece_bytes"] = [self.first_piece_bytes, self.piece_bytes]
         super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         local_ranks = ranks_on_node(self.comm, self.mpi)  # a collective: every rank calls it
         cores = usable_cores()
-        if self.overlap is None:
-            self.overlap = self.world_size > 1 and (on_gpu or cores > local_ranks)
-        if self.overlap and not threads_allowed(self.mpi):
-            self.overlap = False
+        wanted = want_thread(self.overlap, self.world_size, on_gpu, cores, local_ranks, self.mpi)
         # the two paths start their collectives in different orders: every rank takes the same
-        (without_thread,) = self.allreduce_sum([0.0 if self.overlap else 1.0])
-        self.overlap = self.overlap and without_thread == 0
+        (without_thread,) = self.allreduce_sum([0.0 if wanted else 1.0])
+        self.overlap = wanted and without_thread == 0
         if self.overlap:
             seconds = self.poll_seconds
             if seconds is None:  # a core for each rank's thread: it may wait in MPI_Wait
                 seconds = 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
             self._thread = CommThread(self._reduce, seconds)
-        else:
-            self._pump = PiecePump(self._grad_comm, self._in_place(), self._sum())
         self._lay_out([p.name for p in reversed(self.params)])
 
     def broadcast_parameters(self) -> None:
@@ -228,11 +232,15 @@ class MPISync(LocalSync):
             return
         params = [known[n] for n in names]
         spare = self._thread is not None  # it zeroes the used buffers while backward runs
+        pieces = (self.first_piece_bytes, self.piece_bytes)
         self.buckets = build_buckets(
-            params, self.bucket_bytes, self._wire, self.world_size, spare, self.piece_bytes
+            params, self.bucket_bytes, self._wire, self.world_size, spare, *pieces
         )
         self._layout_order = names
-        self._slot = {p.name: (b.index, j) for b in self.buckets for j, p in enumerate(b.params)}
+        plan = WirePlan(self.buckets, self.stream)
+        self._slot, self._at_pack = plan.slots, plan.at_pack
+        if self._thread is None:  # the main thread moves the pieces on, gradient by gradient
+            self._pump = plan.pump(self._grad_comm, self._in_place, self._op, self._complete_check)
         self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
         self._layout_hash = int(digest(self._layout)[:15], 16)
 
@@ -248,12 +256,15 @@ class MPISync(LocalSync):
                 f"start_step called while step {self.step} is unfinished: call finish_step first"
             )
         super().start_step(examples)
-        if self.firing_order or self._recorded:
-            self._lay_out(self.firing_order or self._recorded)
+        order = self.firing_order or self._recorded  # each a list replaced, never changed
+        if order and order is not self._laid_from:  # not checked again name by name each step
+            self._lay_out(order)
+            self._laid_from = order
         self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
+        self._stamp += 1
         if self._pump is not None:
             self._pump.reset()
         if self._thread is not None:
@@ -268,23 +279,28 @@ class MPISync(LocalSync):
             self._total = total
 
     def on_gradient(self, param: Parameter) -> None:
-        """Count ``param`` in its bucket; a complete bucket starts its allreduce at once."""
-        if not self._in_step:
-            raise SyncError(f"gradient of {param.name!r} arrived outside a step (no start_step)")
-        if param.name not in self._slot:
-            raise SyncError(f"gradient of {param.name!r}, which was not given to setup")
-        index, j = self._slot[param.name]
-        bucket = self.buckets[index]
-        if bucket.fired[j]:
-            raise SyncError(f"parameter {param.name!r} fired twice in step {self.step}")
-        bucket.fired[j] = True
-        bucket.pending -= 1
+        """Count ``param`` in its bucket and move the wire on: a piece goes once everything
+        under it has arrived, a complete bucket is packed (or handed to the thread) at once."""
+        slot = self._slot.get(param.name)
+        if slot is None or slot.stamp == self._stamp or not self._in_step:
+            self._refuse(param, slot)
+        slot.stamp = self._stamp
         if not self._recorded:  # the first step's firing order, for the next layout
             self._fired.append(param.name)
+        bucket = slot.bucket
+        bucket.pending -= 1
         if bucket.pending == 0:
             self._launch_ready()
-        if self._pump is not None and self._next_launch:  # something on the wire to move on
-            self._pump.pump(self.buckets, self._next_launch)
+        pump = self._pump  # the arrival, or a piece to move on: test the wire
+        if pump is not None and (slot.covered or pump.request is not None):
+            pump.arrive(slot.covered)
+
+    def _refuse(self, param: Parameter, slot: Slot | None) -> NoReturn:
+        if not self._in_step:
+            raise SyncError(f"gradient of {param.name!r} arrived outside a step (no start_step)")
+        if slot is None:
+            raise SyncError(f"gradient of {param.name!r}, which was not given to setup")
+        raise SyncError(f"parameter {param.name!r} fired twice in step {self.step}")
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -301,11 +317,13 @@ class MPISync(LocalSync):
         self.wire_bytes += bucket.target.nbytes
         if self._thread is not None:
             self._thread.submit(bucket)
+        elif self._at_pack[bucket.index]:
+            self._pump.arrive(self._at_pack[bucket.index])
 
     def _reduce(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
         """On the communication thread: reduce, and unpack a host bucket (a device bucket is
         unpacked by the main thread, which owns the device)."""
-        bucket.reduce(self._grad_comm, wait, self._in_place(), self._sum())
+        bucket.reduce(self._grad_comm, wait, self._in_place, self._op)
         if not bucket.on_device:
             bucket.unpack()
 
@@ -324,7 +342,7 @@ class MPISync(LocalSync):
                     bucket.unpack()
                     self._apply(bucket)
             else:  # nothing travels while the optimizer runs: every gradient reduced first
-                self._pump.pump(self.buckets, self._next_launch, block=True)
+                self._pump.finish()
                 for bucket in self.buckets:
                     if not bucket.pieces:  # a 16-bit wire, reduced by hand
                         bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None)
@@ -340,11 +358,8 @@ class MPISync(LocalSync):
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
         ``finish_step`` took (waiting, the optimizer, zeroing)."""
-        return {
-            "bytes_pushed": self.wire_bytes,
-            "bytes_pulled": self.wire_bytes,
-            "sync_seconds": self.sync_seconds,
-        }
+        wire = self.wire_bytes
+        return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": self.sync_seconds}
 
     def _apply(self, bucket: Bucket) -> None:
         """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
@@ -355,17 +370,10 @@ class MPISync(LocalSync):
         if used is not None:
             self._thread.zero(used)  # done before this bucket's next reduction
 
-    # -- collectives --------------------------------------------------------------------------
-    def _in_place(self) -> Any:
-        return None if self.mpi is None else self.mpi.IN_PLACE
-
-    def _sum(self) -> Any:
-        return None if self.mpi is None else self.mpi.SUM
-
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
         """Sum small metrics over every rank (float64)."""
         buf = np.array([float(v) for v in values], dtype=np.float64)
-        self.comm.Allreduce(self._in_place(), buf, self._sum())
+        self.comm.Allreduce(self._in_place, buf, self._op)
         return buf.tolist()
 
     def barrier(self) -> None:
@@ -385,15 +393,7 @@ class MPISync(LocalSync):
             self._grad_comm.Free()
         self._grad_comm = None
         if self.world_size > 1 and sys.exc_info()[0] is not None:
-            # closed while an exception propagates (a ``finally``): the other ranks may be
-            # waiting in a collective for this one, and nobody may reach the except hook
-            error = sys.exc_info()[1]
-            print(
-                f"rank {self.rank}: {type(error).__name__}: {error}; aborting the MPI job",
-                file=sys.stderr,
-                flush=True,
-            )
-            self.comm.Abort(1)
+            abort_job(self.comm, self.rank, sys.exc_info()[1])
         if self._restore_hook is not None:
             self._restore_hook()
         self._restore_hook = None

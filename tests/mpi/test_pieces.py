@@ -1,0 +1,177 @@
+"""The piece plan (a pure function of sizes) and the pump that puts the pieces on the wire."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.buckets import build_buckets
+from distconv.sync.mpi.pieces import WirePlan, covering, plan_pieces
+
+KIB, MIB = 1 << 10, 1 << 20
+
+
+def lengths(plan: list[list[slice]]) -> list[list[int]]:
+    return [[s.stop - s.start for s in pieces] for pieces in plan]
+
+
+def test_the_first_piece_is_small_then_they_double_up_to_the_largest():
+    # one 4 MiB float32 bucket, 1 MiB first: 1 MiB, then 2 MiB, and the last 1 MiB (under half
+    # of the 4 MiB piece that would follow) joins the one before it
+    assert lengths(plan_pieces([(MIB, 4)], MIB, 4 * MIB)) == [[MIB // 4, 3 * MIB // 4]]
+    # growth runs across the buckets of the layout, not afresh in each
+    plan = plan_pieces([(3 * MIB // 4, 4), (4 * MIB, 4)], 256 * KIB, 4 * MIB)
+    assert lengths(plan) == [[64 * KIB, 128 * KIB, 256 * KIB, 320 * KIB], [MIB] * 4]
+    # (the 2 elements left after the first 8 are under half the next piece: they join it)
+    # a bucket reduced by other means (a 16-bit wire) has no pieces and takes no turn
+    plan = plan_pieces([(10, 2), (0, 2), (100, 8)], 16, 16)
+    assert lengths(plan) == [[10], [], [2] * 50]
+
+
+def test_uniform_pieces_when_first_equals_largest():
+    assert lengths(plan_pieces([(1000, 8)], 800, 800)) == [[100] * 10]
+    # a piece is never empty, even when one element is larger than the byte sizes
+    assert lengths(plan_pieces([(3, 8)], 1, 1)) == [[1, 1, 1]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    buckets=st.lists(
+        st.tuples(st.integers(0, 5000), st.sampled_from([2, 4, 8])), min_size=1, max_size=6
+    ),
+    first=st.integers(1, 4096),
+    largest=st.integers(1, 16384),
+)
+def test_the_plan_tiles_every_bucket_and_depends_on_sizes_alone(buckets, first, largest):
+    plan = plan_pieces(buckets, first, largest)
+    assert plan == plan_pieces(list(buckets), first, largest)  # nothing but the arguments
+    assert len(plan) == len(buckets)
+    for (elements, itemsize), pieces in zip(buckets, plan):
+        if elements == 0:
+            assert pieces == []
+            continue
+        assert [s.start for s in pieces] == [0, *(s.stop for s in pieces[:-1])]
+        assert (pieces[-1].stop if pieces else 0) == elements
+        for s in pieces:
+            assert s.stop > s.start
+            # at most the largest size, or one and a half of it where a sliver joined
+            assert (s.stop - s.start) * itemsize <= max(itemsize, largest + largest // 2)
+    # the n-th piece of the layout (but a bucket's last, which takes what is left) holds
+    # min(largest, first * 2**n) bytes, at least one element
+    n = 0
+    for (_, itemsize), pieces in zip(buckets, plan):
+        for s in pieces[:-1]:
+            assert s.stop - s.start == max(1, min(largest, first << n) // itemsize)
+            n += 1
+        n += bool(pieces)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 50), min_size=1, max_size=12),
+    step=st.integers(1, 40),
+)
+def test_covering_names_every_piece_a_block_overlaps(sizes, step):
+    total = sum(sizes)
+    pieces = [slice(a, min(a + step, total)) for a in range(0, total, step)]
+    got = covering(sizes, pieces)
+    start = 0
+    for size, covered in zip(sizes, got):
+        expected = [k for k, s in enumerate(pieces) if s.start < start + size and start < s.stop]
+        assert list(covered) == expected
+        start += size
+
+
+def params(*sizes: int, dtype=np.float32) -> list[Parameter]:
+    return [Parameter(f"p{i}", np.zeros(n, dtype)) for i, n in enumerate(sizes)]
+
+
+def test_a_piece_waits_for_every_gradient_it_covers():
+    # 3 float32 gradients of 400 bytes in one bucket: pieces of 256 bytes, then 512; the 432
+    # bytes left are under half of the 1024 that would follow, so they join the second
+    buckets = build_buckets(params(100, 100, 100), 4096, None, 1, False, 256, 1024)
+    plan = WirePlan(buckets)
+    assert [s.stop - s.start for s in buckets[0].pieces] == [64, 236]
+    assert [plan.slots[f"p{i}"].covered for i in range(3)] == [(0, 1), (1,), (1,)]
+    assert plan.need == [1, 3] and plan.at_pack == [()]
+
+
+def test_a_bucket_of_one_piece_goes_once_complete():
+    """No count per gradient: the bucket's own count says when its one piece is ready."""
+    buckets = build_buckets(params(100, 100), 4096, None, 1)
+    plan = WirePlan(buckets)
+    assert buckets[0].streams and len(buckets[0].pieces) == 1
+    assert [plan.slots[n].covered for n in ("p0", "p1")] == [(), ()]
+    assert plan.need == [1] and plan.at_pack == [(0,)]
+
+
+def test_a_cast_bucket_goes_whole_once_packed():
+    buckets = build_buckets(params(100, 100, dtype=np.float64), 4096, np.dtype("float32"), 1)
+    plan = WirePlan(buckets)
+    assert not buckets[0].streams and buckets[0].casts
+    assert [plan.slots[n].covered for n in ("p0", "p1")] == [(), ()]
+    assert plan.need == [1] and plan.at_pack == [(0,)]
+
+
+class SizesComm(SingleRankComm):
+    """One rank, noting the bytes of every gradient allreduce in the order they start."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def Iallreduce(self, send, recv, op=None):  # noqa: N802 - mpi4py's spelling
+        self.sizes.append(recv.nbytes)
+        return super().Iallreduce(send, recv, op)
+
+
+def test_pieces_go_on_the_wire_in_order_as_soon_as_their_gradients_are_in():
+    """One rank (SingleRankComm completes every request at once): each on_gradient starts the
+    pieces whose gradients have all arrived, in layout order, and no other."""
+    comm = SizesComm()
+    ps = params(100, 100, 100, 100)  # laid out and fired in reverse: p3 p2 p1 p0, one bucket
+    sync = MPISync(
+        create_optimizer("sgd"), comm=comm, overlap=False, first_piece_bytes=400, piece_bytes=1600
+    )
+    sync.setup(ps, {})
+    try:
+        # pieces of 400 and 800 bytes; the last 400 bytes (under half of 1600) join the second:
+        # the first piece is p3's gradient, the second the rest
+        assert [s.stop - s.start for s in sync.buckets[0].pieces] == [100, 300]
+        sync.start_step(1)
+        started = []
+        for p in reversed(ps):
+            sync.on_gradient(p)
+            started.append(list(comm.sizes))
+        assert started == [[400], [400], [400], [400, 1200]]
+        sync.finish_step()
+        assert comm.sizes == [400, 1200]
+    finally:
+        sync.close()
+
+
+def test_pieces_under_a_gradient_that_never_fires_go_at_finish_step():
+    comm = SizesComm()
+    ps = params(100, 100)
+    sync = MPISync(
+        create_optimizer("sgd"), comm=comm, overlap=False, first_piece_bytes=400, piece_bytes=400
+    )
+    sync.setup(ps, {})
+    try:
+        sync.start_step(1)
+        sync.on_gradient(ps[1])  # the first piece; ps[0]'s piece waits
+        assert comm.sizes == [400]
+        sync.finish_step()
+        assert comm.sizes == [400, 400]
+    finally:
+        sync.close()
+
+
+@pytest.mark.parametrize("name", ["first_piece_bytes", "piece_bytes"])
+def test_piece_sizes_must_be_positive_integers(name):
+    with pytest.raises(ValueError, match=f"^{name} must be a positive integer, got 0$"):
+        MPISync(create_optimizer("sgd"), comm=SingleRankComm(), **{name: 0})
