@@ -64,7 +64,9 @@ class ReplyWriter:
             self._versions[b.id] = v
         return {b.param for b in blocks}
 
-    def _check_rows(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], counts) -> None:
+    def _check_rows(
+        self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], counts: Sequence[int]
+    ) -> None:
         """WireError unless a sparse reply is ``[ids, values]`` per block: ids strictly
         increasing int64 inside the block, values ``(len(ids), row_len)`` of the parameter's
         dtype; all checked before any row is written (a bad id could wrap or overrun)."""
