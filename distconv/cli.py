@@ -198,7 +198,8 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         "--push-kb",
         type=_int_at_least(0),
         help="queued gradients go to their shard once this many KiB wait (pserver; default "
-        "1024; 0 sends each gradient as soon as the link is free)",
+        "1024; 0 sends each gradient during backward as soon as the link is free, and what "
+        "is left at the end of the step in messages of the default size)",
     )
     g.add_argument(
         "--grad-dtype",

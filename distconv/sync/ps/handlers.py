@@ -26,8 +26,8 @@ from distconv.sync.ps.state import (
 )
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import (
-    DTYPES,
     WireError,
+    check_row_ids,
     frame_limit,
     int_list,
     short,
@@ -208,8 +208,10 @@ class RequestHandlers:
     def _blocks(self, header: dict[str, Any]) -> list[tuple[int, _Block]]:
         if not self.blocks:
             raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
-        out = []
-        for bid in int_list(header, "blocks"):
+        out, ids = [], int_list(header, "blocks")
+        if len(set(ids)) != len(ids):  # each repeat would cost a copy of its block
+            raise WireError(f"blocks {short(ids)} repeat")
+        for bid in ids:
             if bid not in self.blocks:
                 raise WireError(f"block {bid} is not held by shard {self.index}")
             out.append((bid, self.blocks[bid]))
@@ -218,6 +220,7 @@ class RequestHandlers:
     def _op_pull(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         blocks = self._blocks(header)
         if "rows" not in header:
+            self._fits(sum(b.value.nbytes for _, b in blocks), "pull")
             out, fields = self._values([bid for bid, _ in blocks])
             self._reply(ident, header, out, **fields)
             return
@@ -228,13 +231,16 @@ class RequestHandlers:
                 f"{len(blocks)} blocks"
             )
         for (bid, b), rows, n in zip(blocks, arrays, counts):
-            self._check_rows(b, rows, n, f"pull of block {bid}")
+            check_row_ids(rows, n, b.start, b.stop, f"pull of block {bid}")
+        row_bytes = (b.value[:1].nbytes for _, b in blocks)
+        self._fits(sum(n * (8 + r) for n, r in zip(counts, row_bytes)), "pull")
         out, fields = self._values([bid for bid, _ in blocks], arrays)
         self._reply(ident, header, out, **fields)
 
     def _op_get_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         blocks = self._blocks(header)
         keys = sorted(blocks[0][1].state) if blocks else []
+        self._fits(sum(b.state[k].nbytes for _, b in blocks for k in keys), "get_state")
         out = [np.array(b.state[k], order="C") for _, b in blocks for k in keys]
         self._reply(ident, header, out, keys=keys)
 
@@ -337,17 +343,11 @@ class RequestHandlers:
         parts = []
         for k, bid in enumerate(ids):
             rows, g = arrays[2 * k], arrays[2 * k + 1]
-            self._check_rows(self.blocks[bid], rows, counts[k], f"block {bid}")
+            b = self.blocks[bid]
+            check_row_ids(rows, counts[k], b.start, b.stop, f"block {bid}")
             _expect(g, spec, counts[k], f"rows of block {bid}")
             parts.append((rows, g))
         return parts
-
-    def _check_rows(self, block: _Block, rows: np.ndarray, count: int, what: str) -> None:
-        ok = rows.dtype == DTYPES["int64"] and rows.shape == (count,)
-        if not ok or (count and (rows[0] < block.start or rows[-1] >= block.stop)):
-            raise WireError(f"{what}: row ids must be {count} int64 in {block.start}:{block.stop}")
-        if count > 1 and not (np.diff(rows) > 0).all():
-            raise WireError(f"{what}: row ids must increase strictly")
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         kind, _, number = str(header["tag"]).partition(":")

@@ -18,7 +18,13 @@ import numpy as np
 from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
-from distconv.sync.ps.wire import WireError, int_list, packed_values
+from distconv.sync.ps.wire import (
+    VALUE_DTYPES,
+    WireError,
+    check_row_ids,
+    int_list,
+    packed_values,
+)
 
 
 class ReplyWriter:
@@ -47,6 +53,7 @@ class ReplyWriter:
             if len(versions) != len(blocks):
                 raise WireError(f"{len(versions)} versions for {len(blocks)} blocks")
             if "rows" in reply:
+                self._check_rows(blocks, arrays, int_list(reply, "rows"))
                 for k, b in enumerate(blocks):
                     self._host_rows(b.param)[arrays[2 * k]] = arrays[2 * k + 1]
             else:
@@ -56,6 +63,27 @@ class ReplyWriter:
         for b, v in zip(blocks, versions):
             self._versions[b.id] = v
         return {b.param for b in blocks}
+
+    def _check_rows(
+        self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], counts: Sequence[int]
+    ) -> None:
+        """WireError unless a sparse reply is ``[ids, values]`` per block: ids strictly
+        increasing int64 inside the block, values ``(len(ids), row_len)`` of the parameter's
+        dtype; all checked before any row is written (a bad id could wrap or overrun)."""
+        if len(arrays) != 2 * len(blocks) or len(counts) != len(blocks):
+            raise WireError(
+                f"{len(arrays)} arrays and {len(counts)} row counts for {len(blocks)} blocks "
+                "(want one count and [ids, values] per block)"
+            )
+        for k, b in enumerate(blocks):
+            ids, values, spec = arrays[2 * k], arrays[2 * k + 1], self._specs[b.param]
+            check_row_ids(ids, counts[k], b.start, b.stop, f"rows of block {b.id}")
+            want = (counts[k], spec.row_len)
+            if values.shape != want or values.dtype != VALUE_DTYPES[spec.dtype]:
+                raise WireError(
+                    f"values of block {b.id}: {values.dtype}{list(values.shape)}, expected "
+                    f"{spec.dtype}{list(want)}"
+                )
 
     def _write_values(self, blocks: Sequence[Block], values: np.ndarray) -> None:
         """Copy each block's slice of ``values`` (bytes, back to back in ``blocks`` order)

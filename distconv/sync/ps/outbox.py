@@ -5,11 +5,13 @@ queue. The queue goes as one message once it holds at least ``push_bytes`` of gr
 shard's previous push has left (ZeroMQ has let go of all of it: the ``MessageTracker`` of its
 last frame, a ``zmq.Frame`` of its own so that pyzmq never copies it, is done); else it keeps
 growing until the next gradient, or until :meth:`PushQueue._flush_pushes` at the end of the
-step. There what is still queued is cut into messages of at least ``push_bytes`` (the last of a
-shard: what is left), as if each had gone when it filled up, and the shards take turns: every
-shard has work at once, and the replies to the first messages travel while the later ones are
-sent, as in a pipeline (one message of all that is left would make each shard wait for the
-whole of it before it could start, and the worker for the whole reply).
+step. There what is still queued is cut into messages of at least ``push_bytes`` (the default
+:data:`PUSH_BYTES` when it is 0: 0 asks for each gradient to leave while the link is free, not for
+one message per gradient at the end; the last message of a shard: what is left), as if each had gone
+when it filled up, and the shards take turns: every shard has work at once, and the replies to the
+first messages travel while the later ones are sent, as in a pipeline (one message of all that is
+left would make each shard wait for the whole of it before it could start, and the worker for the
+whole reply).
 
 So a large model's gradients leave during backward, in messages that grow when the link is
 slow (DDP's buckets, sized by the link as well as by a setting), while a small model's all
@@ -68,7 +70,8 @@ class PushQueue:
 
     def _flush_pushes(self) -> None:
         """Send whatever is still queued (the end of the step): each shard's queue in messages
-        of at least ``push_bytes``, the shards taking turns (see the module)."""
+        of at least ``push_bytes`` (:data:`PUSH_BYTES` when it is 0), the shards taking turns
+        (see the module)."""
         runs = [self._cut_queue(shard) for shard in range(len(self._queued))]
         for k in range(max(map(len, runs), default=0)):
             for shard, run in enumerate(runs):
@@ -76,13 +79,15 @@ class PushQueue:
                     self._send_items(shard, run[k])
 
     def _cut_queue(self, shard: int) -> list[list[_Item]]:
-        """Take ``shard``'s queue, cut into consecutive runs of at least ``push_bytes`` each (the
-        last: what is left); each within the cap, as the whole queue is."""
+        """Take ``shard``'s queue, cut into consecutive runs of at least ``push_bytes`` (or
+        :data:`PUSH_BYTES`) each (the last: what is left); each within the cap, as the whole
+        queue is."""
         queued, self._queued[shard], self._queued_bytes[shard] = self._queued[shard], [], 0
         runs: list[list[_Item]] = []
-        size = self.push_bytes
+        # push_bytes 0 means "send each gradient while the link is free", not n messages here
+        size = cut = self.push_bytes or PUSH_BYTES
         for item in queued:
-            if size >= self.push_bytes:
+            if size >= cut:
                 runs.append([])
                 size = 0
             runs[-1].append(item)

@@ -215,14 +215,22 @@ class BlockUpdates:
                 arrays, fields = self._values(push.header["blocks"], push.touched or ())
                 self._reply(push.ident, push.header, arrays, **fields)
 
+    def _fits(self, nbytes: int, op: str) -> None:
+        """WireError unless a reply of ``nbytes`` array bytes fits ``--max-message-bytes``."""
+        if nbytes > self.config.max_message_bytes:
+            raise WireError(
+                f"{op}: the reply would carry {nbytes} bytes, over the shard's "
+                f"max_message_bytes {self.config.max_message_bytes}: ask for fewer blocks"
+            )
+
     def _values(self, ids: Sequence[int], touched: Sequence[np.ndarray | None] = ()):
         """The reply to a push or a pull: the blocks' values as one frame (see
         :mod:`.values`), or their touched rows as [ids, rows] pairs."""
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
-            # sync: the next update waits for every worker's next push, so the frame is gone
-            # by then and may alias the values; async updates any time: send a snapshot
-            return [self.store.frame(ids, copy=self.config.mode == "async")], fields
+            # always a snapshot: ZeroMQ may still hold the frame when the next update runs in
+            # place (in sync mode too: a worker may push step t+1 before it reads reply t)
+            return [self.store.frame(ids, copy=True)], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]

@@ -6,9 +6,10 @@ instead of one per block (a frame costs tens of microseconds of Python and of Ze
 bookkeeping; a 16 MB step of 100 blocks spent more on that than on the bytes).
 
 The shard keeps its blocks in id order inside one buffer per dtype (each block's ``value`` a
-view of it). A request whose blocks are consecutive there (a push of consecutive parameters,
-which the reference worker sends in ascending order, or a pull of a run of blocks) gets a view
-of that buffer as its frame, without a copy; any other request gets the blocks concatenated.
+view of it). Blocks consecutive there (a push of consecutive parameters, which the reference
+worker sends in ascending order, or a pull of a run of blocks) are one slice of that buffer; the
+shard sends a copy of it (``copy=True``), since the next update changes the buffer in place
+while ZeroMQ may still hold the reply; any other request gets the blocks concatenated.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ class ValueStore:
 
         Args:
             ids: block ids, in the order of the reply.
-            copy: return a snapshot even when a view would do (async mode, where the values
-                change while the reply may still sit in ZeroMQ's queue).
+            copy: return a snapshot even when a view would do (what a reply needs: the values
+                change in place while the reply may still sit in ZeroMQ's queue).
         """
         if not ids:
             return np.empty(0, np.uint8)

@@ -315,3 +315,13 @@ def int_list(header: Mapping[str, Any], key: str) -> list[int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise WireError(f"header field {key!r} must be a list of integers")
     return values
+
+
+def check_row_ids(rows: np.ndarray, count: int, start: int, stop: int, what: str) -> None:
+    """WireError unless ``rows`` holds ``count`` int64 row ids, strictly increasing, all in
+    ``start:stop``: one block's ids in a sparse request or reply (checked before any use)."""
+    ok = rows.dtype == DTYPES["int64"] and rows.shape == (count,)
+    if not ok or (count and (rows[0] < start or rows[-1] >= stop)):
+        raise WireError(f"{what}: row ids must be {count} int64 in {start}:{stop}")
+    if count > 1 and not (np.diff(rows) > 0).all():
+        raise WireError(f"{what}: row ids must increase strictly")

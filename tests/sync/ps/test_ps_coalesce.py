@@ -18,6 +18,7 @@ from distconv.arg import Arg
 from distconv.optim import create_optimizer, mean_scale
 from distconv.sync.ps.blocks import Layout, ParamSpec
 from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.outbox import PUSH_BYTES
 from distconv.sync.ps.wire import pack, unpack_header
 
 STEPS, BATCH = 3, 8
@@ -212,9 +213,10 @@ def test_the_end_of_a_step_cuts_each_queue_at_push_bytes_and_the_shards_take_tur
         assert sent == [(0, [0, 1]), (1, [0]), (0, [2, 3]), (1, [1]), (0, [4])]
         assert sync._queued == [[], []] and sync._queued_bytes == [0, 0]
         sent.clear()
-        sync.push_bytes = 0  # every gradient on its own
-        sync._queued[0] = [(p, [], [np.zeros(3, np.uint8)]) for p in range(3)]
+        sync.push_bytes = 0  # "each gradient while the link is free": not one message each
+        half = PUSH_BYTES // 2  # here, where the default size cuts the queue
+        sync._queued[0] = [(p, [], [np.zeros(half, np.uint8)]) for p in range(3)]
         sync._flush_pushes()
-        assert sent == [(0, [0]), (0, [1]), (0, [2])]
+        assert sent == [(0, [0, 1]), (0, [2])]
     finally:
         sync.close()

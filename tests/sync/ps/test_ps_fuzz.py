@@ -1,8 +1,9 @@
 """Fuzz a live CURVE shard with hypothesis while a real worker trains through it.
 
-Random and truncated frames, wrong dtypes, lying shapes, huge sizes, another worker's key and
-unauthenticated connections: the shard answers or drops each message, and the worker's weights
-at the end equal single-process training over the same steps, so no bad message touched them.
+Random and truncated frames, wrong dtypes (uint8 too), lying shapes, huge sizes, repeated block
+ids, another worker's key and unauthenticated connections: the shard answers or drops each
+message, and the worker's weights at the end equal single-process training over the same steps,
+so no bad message touched them.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ value = st.recursive(
     max_leaves=8,
 )  # fmt: skip
 array_entry = st.lists(
-    st.one_of(st.sampled_from(["float64", "float32", "int64", "object", "<U3"]),
+    st.one_of(st.sampled_from(["float64", "float32", "int64", "uint8", "object", "<U3"]),
               st.lists(st.integers(-1, 2**40), max_size=3), st.integers(-1, 2**40), value),
     min_size=0, max_size=4,
 )  # fmt: skip
@@ -47,6 +48,8 @@ header = st.fixed_dictionaries(
                                  "value")},
 )  # fmt: skip
 frames = st.lists(st.binary(max_size=96), max_size=3)
+#: block ids of a well-formed pull or get_state, often repeated (each repeat once cost a copy)
+block_ids = st.lists(st.integers(-1, 6), max_size=8)
 
 
 def _push_frames(rng_bytes: bytes, mutation: int) -> list[bytes]:
@@ -69,6 +72,24 @@ def _push_frames(rng_bytes: bytes, mutation: int) -> list[bytes]:
     elif mutation == 5:  # the header itself cut short
         return [msgpack.packb(head)[:-3], data]
     return [msgpack.packb(head), data]
+
+
+def _ask_blocks(fuzzer: Fuzzer, op: str, ids: list[int], rows: bytes | None) -> list[bytes]:
+    """A pull (of rows: ``rows`` as uint8 id arrays) or get_state of ``ids``: repeated ids
+    are refused, others answered in full or refused, never answered with more blocks."""
+    head = {"op": op, "id": 2, "job": "local", "rank": 0, "blocks": ids}
+    arrays = []
+    if rows is not None:
+        arrays = [np.frombuffer(rows, np.uint8)] * len(ids)
+        head["rows"] = [len(rows)] * len(ids)
+    reply = fuzzer.send(pack(head, arrays), wait=10)
+    assert reply is not None
+    answer = unpack_header(reply[0], request=False)
+    if len(set(ids)) != len(ids):
+        assert answer["op"] == "error" and "repeat" in answer["error"], answer
+    elif answer["op"] == "ok" and op == "pull":
+        assert len(answer["versions"]) == len(ids), answer
+    return reply
 
 
 class Fuzzer:
@@ -119,15 +140,18 @@ def test_fuzzed_shard_keeps_serving_a_training_worker(shards, job_keys):
     answered = []
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(kind=st.integers(0, 3), head=header, parts=frames, raw=st.binary(max_size=64),
-           mutation=st.integers(0, 5))  # fmt: skip
-    def fuzz(kind, head, parts, raw, mutation):
+    @given(kind=st.integers(0, 4), head=header, parts=frames, raw=st.binary(max_size=64),
+           mutation=st.integers(0, 5), ids=block_ids, op=st.sampled_from(["pull", "get_state"]),
+           with_rows=st.booleans())  # fmt: skip
+    def fuzz(kind, head, parts, raw, mutation, ids, op, with_rows):
         if kind == 0:  # garbage frames from an authenticated worker
             reply = good.send([raw, *parts], wait=2)
         elif kind == 1:  # a header of the right shape with random content
             reply = good.send([msgpack.packb(head, use_bin_type=True), *parts], wait=2)
         elif kind == 2:  # a real push, broken
             reply = good.send(_push_frames(raw, mutation), wait=2)
+        elif kind == 3:  # a pull or get_state of any block ids, row ids as raw bytes
+            reply = _ask_blocks(good, op, ids, raw if with_rows else None)
         else:  # a well-formed request with worker 1's key claiming rank 0
             reply = wrong_key.send(
                 pack({"op": "stats", "id": 0, "job": "local", "rank": 0}), wait=2

@@ -1,0 +1,161 @@
+"""What a shard sends back: snapshots of the values, never more than its cap, no repeated ids.
+
+An in-process shard answers a raw ZeroMQ client; the test hands it each request (the loop
+``Shard.serve`` runs, one request at a time), so the order of events is fixed: a client that
+pushes step 2 before it reads the reply to step 1 must still read step 1's values, and the
+frame the shard gave ZeroMQ for that reply must not change when step 2 updates the store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zmq
+
+from distconv.sync.ps import server
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
+from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
+
+ROWS, BLOCKS = 1 << 15, 4  # dense parameter "w": 4 blocks of 256 KiB (float64)
+TABLE_ROWS, TABLE_LEN = 2048, 40  # sparse parameter "t": one block of 640 KiB
+PARAMS = [["w", [BLOCKS * ROWS], "float64", False], ["t", [TABLE_ROWS, TABLE_LEN], "float64", True]]
+
+
+class HandShard:
+    """A bound shard whose requests the test hands over one by one, a raw client on it, and
+    every reply's frames as the shard passed them to ZeroMQ."""
+
+    def __init__(self, monkeypatch, **config) -> None:
+        self.shard = Shard(ShardConfig(bind="127.0.0.1:0", insecure=True, **config))
+        endpoint = self.shard.bind()
+        self.sent: list[list] = []
+        real_send = server.send
+
+        def record(sock, frames, prefix=(), track=False):
+            self.sent.append(frames)
+            return real_send(sock, frames, prefix=prefix, track=track)
+
+        monkeypatch.setattr(server, "send", record)
+        self.ctx = zmq.Context()
+        self.client = self.ctx.socket(zmq.DEALER)
+        self.client.linger = 0
+        self.client.connect(f"tcp://{endpoint}")
+        self.next_id = 0
+
+    def send(self, head: dict, arrays=()) -> None:
+        """Send a request and let the shard handle it; its reply is not read."""
+        self.next_id += 1
+        self.client.send_multipart(
+            pack({"id": self.next_id, "job": "local", "rank": 0, **head}, list(arrays))
+        )
+        self.shard.handle(self.shard._sock.recv_multipart(copy=False))  # blocks: see timeout
+
+    def read(self) -> tuple[dict, list[np.ndarray]]:
+        frames = self.client.recv_multipart()
+        header = unpack_header(frames[0], request=False)
+        return header, unpack_arrays(header, frames[1:])
+
+    def ask(self, head: dict, arrays=()) -> tuple[dict, list[np.ndarray]]:
+        self.send(head, arrays)
+        return self.read()
+
+    def seed(self, optimizer: str = "sgd") -> None:
+        """Seed ``w`` (zeros) and ``t`` (row r holds r) in three parts of at most 640 KiB."""
+        table = [[i, 0, i * ROWS, (i + 1) * ROWS] for i in range(BLOCKS)]
+        table.append([BLOCKS, 1, 0, TABLE_ROWS])
+        values = [np.zeros((ROWS, 1))] * BLOCKS
+        values.append(
+            np.repeat(np.arange(TABLE_ROWS, dtype=np.float64), TABLE_LEN).reshape(
+                TABLE_ROWS, TABLE_LEN
+            )
+        )
+        head = {"op": "seed", "params": PARAMS, "optimizer": {"name": optimizer, "lr": 1.0}}
+        for part, ids in enumerate([[0, 1], [2, 3], [4]]):
+            reply, _ = self.ask(
+                {**head, "part": part, "parts": 3, "table": [table[i] for i in ids]},
+                [values[i] for i in ids],
+            )
+            assert reply["op"] == "ok", reply
+
+    def close(self) -> None:
+        self.client.close(0)
+        self.ctx.term()
+        self.shard.close()
+
+
+@pytest.fixture
+def hand(monkeypatch):
+    made: list[HandShard] = []
+
+    def make(**config) -> HandShard:
+        made.append(HandShard(monkeypatch, **config))
+        return made[-1]
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def _push(step: int, versions: int) -> tuple[dict, list[np.ndarray]]:
+    head = {"op": "push", "step": step, "count": 1, "lr": 1.0, "params": [0]}
+    head.update(blocks=list(range(BLOCKS)), versions=[versions] * BLOCKS)
+    return head, [np.ones((ROWS, 1))] * BLOCKS
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_reply_read_after_the_next_push_still_carries_its_own_step(hand, mode):
+    h = hand(mode=mode, max_staleness=10)
+    h.seed()
+    h.send(*_push(1, 0))  # sgd, lr 1, gradient 1, 1 example: w becomes -1, then -2
+    h.send(*_push(2, 1))  # before the client has read the reply to step 1
+    first_frame = h.sent[-2][1]  # what the shard gave ZeroMQ for reply 1
+    np.testing.assert_array_equal(np.frombuffer(first_frame, np.float64), -1.0)
+    for step in (1, 2):
+        reply, (values,) = h.read()
+        assert reply["op"] == "ok" and reply["versions"] == [step] * BLOCKS, reply
+        np.testing.assert_array_equal(values.view(np.float64), -float(step))
+
+
+@pytest.mark.timeout(60)
+def test_a_pull_reply_is_a_snapshot_too(hand):
+    h = hand()
+    h.seed()
+    h.send({"op": "pull", "blocks": [0, 1]})  # a run of blocks: one slice of the store
+    h.send(*_push(1, 0))
+    np.testing.assert_array_equal(np.frombuffer(h.sent[-2][1], np.float64), 0.0)
+    _, (values,) = h.read()
+    np.testing.assert_array_equal(values.view(np.float64), 0.0)
+
+
+@pytest.mark.timeout(60)
+def test_repeated_block_ids_are_refused_and_the_shard_serves_on(hand):
+    h = hand()
+    h.seed()
+    for op in ("pull", "get_state"):
+        reply, arrays = h.ask({"op": op, "blocks": [0, 1, 0]})
+        assert reply["op"] == "error" and "repeat" in reply["error"] and not arrays, reply
+    reply, (values,) = h.ask({"op": "pull", "blocks": [0, 1]})
+    assert reply["op"] == "ok" and values.nbytes == 2 * ROWS * 8
+
+
+@pytest.mark.timeout(60)
+def test_a_reply_over_the_message_cap_is_refused_and_the_shard_serves_on(hand):
+    h = hand(max_message_bytes=TABLE_ROWS * TABLE_LEN * 8)  # 640 KiB: 2.5 blocks of w
+    h.seed("momentum")  # momentum keeps one array per block: get_state is as big as a pull
+    over = "over the shard's max_message_bytes 655360"
+    for op in ("pull", "get_state"):
+        reply, arrays = h.ask({"op": op, "blocks": [0, 1, 2]})  # 768 KiB
+        assert reply["op"] == "error" and over in reply["error"] and not arrays, reply
+    every_row = np.arange(TABLE_ROWS, dtype=np.int64)  # 16 KiB of ids + 640 KiB of rows back
+    reply, arrays = h.ask({"op": "pull", "blocks": [BLOCKS], "rows": [TABLE_ROWS]}, [every_row])
+    assert reply["op"] == "error" and over in reply["error"] and not arrays, reply
+    reply, (ids, rows) = h.ask({"op": "pull", "blocks": [BLOCKS], "rows": [3]}, [every_row[5:8]])
+    assert reply["op"] == "ok", reply
+    np.testing.assert_array_equal(ids, [5, 6, 7])
+    np.testing.assert_array_equal(rows, np.repeat([[5.0], [6.0], [7.0]], TABLE_LEN, axis=1))
+    reply, (values,) = h.ask({"op": "pull", "blocks": [0, 1]})
+    assert reply["op"] == "ok" and values.nbytes == 2 * ROWS * 8
+    reply, state = h.ask({"op": "get_state", "blocks": [2, 3]})
+    assert reply["op"] == "ok" and sum(a.nbytes for a in state) == 2 * ROWS * 8, reply

@@ -1,0 +1,76 @@
+"""A worker checks a sparse reply (``[ids, values]`` per block) before it writes any row.
+
+The reply writer of the real client (:class:`~distconv.sync.ps.inbox.ReplyWriter`) gets a
+reply for two blocks of a 6 x 2 table (rows 0:3 and 3:6); every malformed one is refused as a
+malformed reply, and the table keeps its values: no id may wrap around, land in another block,
+or write rows of another shape or dtype.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from distconv.sync.base import SyncError
+from distconv.sync.ps.blocks import Block, ParamSpec
+from distconv.sync.ps.inbox import ReplyWriter
+
+BLOCKS = [Block(0, 0, 0, 3, 48), Block(1, 0, 3, 6, 48)]
+
+
+class _Worker(ReplyWriter):
+    """The state :class:`ReplyWriter` reads of its client: one sparse float64 table."""
+
+    rank = 0
+
+    def __init__(self) -> None:
+        self.params = [SimpleNamespace(name="t", value=np.zeros((6, 2)))]
+        self._specs = [ParamSpec("t", (6, 2), "float64", True)]
+        self._host: dict = {}
+        self._versions = [0, 0]
+
+
+def _ids(*ids):
+    return np.array(ids, dtype=np.int64)
+
+
+def _rows(n, dtype=np.float64):
+    return np.ones((n, 2), dtype=dtype)
+
+
+def test_a_well_formed_sparse_reply_writes_its_rows():
+    w = _Worker()
+    arrays = [_ids(0, 2), _rows(2), _ids(), _rows(0)]
+    w._write(BLOCKS, arrays, {"versions": [4, 5], "rows": [2, 0]})
+    np.testing.assert_array_equal(w.params[0].value[:, 0], [1, 0, 1, 0, 0, 0])
+    assert w._versions == [4, 5]
+
+
+@pytest.mark.parametrize(
+    ("arrays", "counts", "message"),
+    [
+        ([_ids(-1), _rows(1), _ids(3), _rows(1)], [1, 1], "row ids must be 1 int64 in 0:3"),
+        ([_ids(4), _rows(1), _ids(5), _rows(1)], [1, 1], "in 0:3"),  # the other block's
+        ([_ids(0), _rows(1), _ids(6), _rows(1)], [1, 1], "in 3:6"),  # past the table
+        ([_ids(0), _rows(1)], [1, 1], "2 arrays and 2 row counts for 2 blocks"),
+        ([_ids(0), _rows(1), _ids(3), _rows(1)], [1], "4 arrays and 1 row counts"),
+        ([np.array([0.0]), _rows(1), _ids(3), _rows(1)], [1, 1], "must be 1 int64"),
+        ([_ids(0).astype(np.int32), _rows(1), _ids(3), _rows(1)], [1, 1], "must be 1 int64"),
+        ([_ids(0).reshape(1, 1), _rows(1), _ids(3), _rows(1)], [1, 1], "must be 1 int64"),
+        ([_ids(0, 1), _rows(2), _ids(3), _rows(1)], [1, 1], "must be 1 int64"),  # count lies
+        ([_ids(1, 1), _rows(2), _ids(3), _rows(1)], [2, 1], "increase strictly"),
+        ([_ids(2, 0), _rows(2), _ids(3), _rows(1)], [2, 1], "increase strictly"),
+        ([_ids(0), _rows(2), _ids(3), _rows(1)], [1, 1], r"float64\[2, 2\], expected"),
+        ([_ids(0), _rows(1, np.float32), _ids(3), _rows(1)], [1, 1], "float32"),
+        ([_ids(0), np.ones(2), _ids(3), _rows(1)], [1, 1], r"float64\[2\], expected"),
+        ([_ids(0), np.ones((1, 3)), _ids(3), _rows(1)], [1, 1], r"expected float64\[1, 2\]"),
+    ],
+)
+def test_a_malformed_sparse_reply_is_refused_before_any_row_is_written(arrays, counts, message):
+    w = _Worker()
+    with pytest.raises(SyncError, match="malformed reply from a pserver: .*" + message):
+        w._write(BLOCKS, arrays, {"versions": [1, 1], "rows": counts})
+    np.testing.assert_array_equal(w.params[0].value, 0.0)
+    assert w._versions == [0, 0]
