@@ -15,10 +15,11 @@ ratio is against a baseline measured in the same run:
   (``whole``: until ``finish_step`` returns; ``whole_sgd``, ``whole_momentum``,
   ``whole_adam``: the same with a real optimizer, so the whole step). Against one raw
   ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x.
-  ``before`` is MPISync as it was before the piece plan (each bucket on the wire once all its
-  gradients are in, as uniform 1 MiB pieces), run beside the current one (the same pieces, each
-  going as soon as the gradients under it are in) for before/after
-  ratios; ``plan_*`` rows vary the plan. The old ``floor``, the raw call followed by one
+  ``before`` is MPISync with ``stream=False`` (every piece waits for its whole bucket), run
+  beside the default (each piece going as soon as the gradients under it are in); both cut a
+  bucket into the same uniform 1 MiB pieces, so before/after differ in streaming alone (with
+  the gradients handed over back to back; **streaming** below adds compute between them).
+  ``plan_*`` rows vary the plan. The old ``floor``, the raw call followed by one
   averaging pass over its buffer, was what the sync could reach while it averaged in a pass of
   its own.
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
@@ -135,9 +136,8 @@ def no_update():
 
 
 def before_sync():
-    """MPISync as it was before the piece plan (kept so before/after come from one run): every
-    piece waits for its whole bucket (``stream=False``), and the pieces are a uniform 1 MiB,
-    which is the current default plan too: before/after differ in streaming alone.
+    """MPISync with every piece waiting for its whole bucket (``stream=False``), over uniform
+    1 MiB pieces (the default plan too, pinned here): before/after differ in streaming alone.
     """
     from distconv.sync.mpi import MPISync
 
