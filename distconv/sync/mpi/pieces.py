@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: the largest allreduce, in bytes: a default 4 MiB bucket goes as four
+#: bytes of a full-size allreduce (a bucket's last piece may take up to 1.5x that, a sliver
+#: joining it): a default 4 MiB bucket goes as four
 PIECE_BYTES = 1 << 20
 #: bytes of the layout's first allreduce; the pieces double from it up to :data:`PIECE_BYTES`
 FIRST_PIECE_BYTES = PIECE_BYTES
@@ -51,7 +52,8 @@ def plan_pieces(
         buckets: per bucket, ``(elements, itemsize)`` of what goes on the wire; a bucket of 0
             elements (one reduced by other means, such as a 16-bit wire) gets no pieces.
         first_bytes: bytes of the first piece.
-        max_bytes: bytes of the largest piece.
+        max_bytes: bytes of a full-size piece; a bucket's last piece, with a sliver joined to
+            it, may hold up to 1.5x that.
 
     Returns:
         Per bucket, the slices of its wire buffer, in order, covering it exactly.
