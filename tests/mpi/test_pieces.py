@@ -255,3 +255,21 @@ def test_pieces_under_a_gradient_that_never_fires_go_at_finish_step():
 def test_piece_sizes_must_be_positive_integers(name):
     with pytest.raises(ValueError, match=f"^{name} must be a positive integer, got 0$"):
         MPISync(create_optimizer("sgd"), comm=SingleRankComm(), **{name: 0})
+
+
+def test_the_firing_order_cannot_change_in_place():
+    """start_step re-lays the buckets when the order is another object: an order changed in
+    place would keep the old layout, so the sync keeps one that cannot be."""
+    ps = params(100, 100)
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=False)
+    sync.setup(ps, {})
+    try:
+        names = ["p0", "p1"]
+        sync.set_firing_order(names)
+        names.reverse()  # the caller's list is not the sync's
+        assert sync.firing_order == ("p0", "p1")
+        assert [p.name for p in sync.buckets[0].params] == ["p0", "p1"]
+        with pytest.raises(AttributeError):
+            sync.firing_order.reverse()
+    finally:
+        sync.close()
