@@ -1,7 +1,7 @@
 """MPISync against a raw fused ``Allreduce`` and ``torch.distributed`` (gloo), 2 ranks.
 
 Usage: ``python benchmarks/allreduce.py [--mb 4] [--grads 100] [--reps 40] [--no-torch]
-[--no-cnn]``
+[--no-cnn] [--stream-only]``
 
 Every number is the median over ``--reps`` repetitions of the slowest rank's time, and every
 ratio is against a baseline measured in the same run:
@@ -15,10 +15,11 @@ ratio is against a baseline measured in the same run:
   (``whole``: until ``finish_step`` returns; ``whole_sgd``, ``whole_momentum``,
   ``whole_adam``: the same with a real optimizer, so the whole step). Against one raw
   ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x.
-  ``before`` is MPISync as it was before the piece plan (each bucket on the wire once all its
-  gradients are in, as uniform 1 MiB pieces), run beside the current one (the same pieces, each
-  going as soon as the gradients under it are in) for before/after
-  ratios; ``plan_*`` rows vary the plan. The old ``floor``, the raw call followed by one
+  ``before`` is MPISync with ``stream=False`` (every piece waits for its whole bucket), run
+  beside the default (each piece going as soon as the gradients under it are in); both cut a
+  bucket into the same uniform 1 MiB pieces, so before/after differ in streaming alone (with
+  the gradients handed over back to back; **streaming** below adds compute between them).
+  ``plan_*`` rows vary the plan. The old ``floor``, the raw call followed by one
   averaging pass over its buffer, was what the sync could reach while it averaged in a pass of
   its own.
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
@@ -31,6 +32,9 @@ ratio is against a baseline measured in the same run:
   step slower than without it. The thread forced on is reported too. Where ``overlap=None``
   turned the thread off, its row is the very configuration of "without" and is printed without
   the target.
+- **streaming**: one 4 MiB bucket (four 1 MiB pieces, no thread) with compute between the
+  gradients (none, a sleep, numpy): pieces going as their gradients arrive against each waiting
+  for the whole bucket, as paired ratios (``--stream-only`` runs these alone).
 - **float16 wire**: the bytes handed to the collectives and the time, against float32.
 - **CNN**: the default LeNet on the digits, 2 ranks x 1 BLAS thread against 1 x 1 (LocalSync),
   samples per second. Target >= 1.8x.
@@ -60,7 +64,9 @@ MB = 1 << 20
 
 
 # -- the MPI side (runs under mpiexec) -----------------------------------------------------------
-def interleaved(comm, cases: dict, reps: int, warmup: int = 3, base: str = "") -> dict[str, float]:
+def interleaved(
+    comm, cases: dict, reps: int, warmup: int = 3, base: str = "", rotate: bool = False
+) -> dict[str, float]:
     """Median milliseconds of the slowest rank for each case, the cases taking turns.
 
     Returns ``{case}_ms``, and with ``base`` (a case) also ``{case}_x``: the median over the
@@ -70,13 +76,18 @@ def interleaved(comm, cases: dict, reps: int, warmup: int = 3, base: str = "") -
     ``cases`` maps a name to ``(before, timed, after)`` (``before``/``after`` untimed, may be
     None; ``timed`` may return the ``time.perf_counter()`` at which its window ended). Taking
     turns in every repetition spreads the load of a shared machine evenly over the cases, so
-    their ratios hold even when the absolute times drift.
+    their ratios hold even when the absolute times drift. ``rotate``: each repetition starts one
+    case later, so that no case always runs in the same place (the first case of a repetition
+    was seen to run up to 1.5x slower with numpy compute).
     """
     from mpi4py import MPI
 
     times: dict[str, list[float]] = {name: [] for name in cases}
+    names = list(cases)
     for i in range(warmup + reps):
-        for name, (before, timed, after) in cases.items():
+        turn = i % len(names) if rotate else 0
+        for name in names[turn:] + names[:turn]:
+            before, timed, after = cases[name]
             if before is not None:
                 before()
             comm.Barrier()
@@ -125,16 +136,14 @@ def no_update():
 
 
 def before_sync():
-    """MPISync as it was before the piece plan (kept so before/after come from one run): every
-    piece waits for its whole bucket (``stream = False``), and the pieces are a uniform 1 MiB.
+    """MPISync with every piece waiting for its whole bucket (``stream=False``), over uniform
+    1 MiB pieces (the default plan too, pinned here): before/after differ in streaming alone.
     """
     from distconv.sync.mpi import MPISync
 
     class BeforeSync(MPISync):
-        stream = False
-
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, first_piece_bytes=MB, piece_bytes=MB, **kwargs)
+            super().__init__(*args, first_piece_bytes=MB, piece_bytes=MB, stream=False, **kwargs)
 
     return BeforeSync
 
@@ -266,7 +275,47 @@ def mpi_worker(args) -> None:
         overlap(comm, args, "free", lambda i, t=args.compute_ms / 1e3 / args.grads: time.sleep(t))
     )
     out.update(overlap(comm, args, "full", numpy_compute(comm, args)))
+    out.update(streaming(comm, args))
     if comm.rank == 0:
+        print(json.dumps(out))
+
+
+def streaming(comm, args) -> dict:
+    """Pieces going as their gradients arrive (``stream=True``) against each waiting for its
+    whole bucket, with compute between the gradients: one 4 MiB bucket of four 1 MiB pieces, no
+    thread (the main thread moves the pieces on at each gradient). ``stream_{kind}_on_x`` is
+    the median of each repetition's on / off ratio; ``kind``: ``none`` (no compute), ``free``
+    (a sleep per gradient) or ``full`` (numpy on the rank's core)."""
+    from distconv.sync.mpi import DEFAULT_BUCKET_BYTES
+
+    sleep = args.compute_ms / 1e3 / args.grads
+    computes = {
+        "none": None,
+        "free": lambda i: time.sleep(sleep),
+        "full": numpy_compute(comm, args),
+    }
+    out, made = {}, []
+    for kind, compute in computes.items():
+        cases = {}
+        if compute is not None:
+            only = lambda c=compute: [c(i) for i in range(args.grads)]  # noqa: E731
+            cases[f"stream_{kind}_compute"] = (None, only, None)
+        for name, stream in (("off", False), ("on", True)):
+            options = dict(bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False, stream=stream)
+            sync, order = make_sync(comm, args, **options)
+            made.append(sync)
+            cases[f"stream_{kind}_{name}"] = sync_case(sync, order, compute)
+        out.update(interleaved(comm, cases, args.reps, base=f"stream_{kind}_off", rotate=True))
+    for sync in made:
+        sync.close()
+    return out
+
+
+def stream_worker(args) -> None:
+    from mpi4py import MPI
+
+    out = streaming(MPI.COMM_WORLD, args)
+    if MPI.COMM_WORLD.rank == 0:
         print(json.dumps(out))
 
 
@@ -444,12 +493,26 @@ def report(r: dict) -> None:
             print(f"  overlap=None (the thread on here) / without: {auto / off:.3f} (target <= 1)")
         else:  # the very configuration of "without": the ratio is noise, not a result
             print(f"  overlap=None turns the thread off here, as without: {auto / off:.3f}")
+    if "stream_none_on_ms" in r:
+        report_streaming(r)
     if "cnn2" in r:
         ratio = r["cnn2"]["samples_per_s"] / r["cnn1"]["samples_per_s"]
         print(
             f"default CNN: 1 rank {r['cnn1']['samples_per_s']:.0f}/s, 2 ranks "
             f"{r['cnn2']['samples_per_s']:.0f}/s = {ratio:.2f}x (target >= 1.8x)"
         )
+
+
+def report_streaming(r: dict) -> None:
+    """The streaming rows of :func:`streaming`."""
+    for kind in ("none", "free", "full"):
+        on, off = r[f"stream_{kind}_on_ms"], r[f"stream_{kind}_off_ms"]
+        line = f"4 MiB bucket, compute {kind}: stream off {off:.2f} ms, on {on:.2f} ms"
+        line += f", on / off {on / off:.3f} (paired {r[f'stream_{kind}_on_x']:.3f})"
+        if kind == "free":  # numpy compute shares the cores with the sync: no "alone" to subtract
+            compute, comm = r[f"stream_{kind}_compute_ms"], r["stream_none_off_ms"]
+            line += f"; exposed off {(off - compute) / comm:.0%}, on {(on - compute) / comm:.0%}"
+        print(line)
 
 
 def accuracy(args) -> None:
@@ -466,7 +529,7 @@ def accuracy(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worker", choices=("mpi", "gloo", "cnn"))
+    ap.add_argument("--worker", choices=("mpi", "gloo", "cnn", "stream"))
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--sync", default="mpi")
     ap.add_argument("--mb", type=int, default=4)
@@ -478,6 +541,7 @@ def main() -> None:
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cnn", action="store_true")
     ap.add_argument("--grad-dtype", default="")
+    ap.add_argument("--stream-only", action="store_true", help="only the streaming cases")
     ap.add_argument(
         "--accuracy",
         action="store_true",
@@ -486,12 +550,18 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker == "mpi":
         return mpi_worker(args)
+    if args.worker == "stream":
+        return stream_worker(args)
     if args.worker == "gloo":
         return gloo_worker(args)
     if args.worker == "cnn":
         return cnn_worker(args)
     if args.accuracy:
         return accuracy(args)
+    if args.stream_only:
+        result = mpiexec(2, "stream", args)
+        report_streaming(result)
+        return print(json.dumps(result))
     result = mpiexec(2, "mpi", args)
     if not args.no_torch:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))

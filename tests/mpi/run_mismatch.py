@@ -3,9 +3,11 @@
 ``--batch-size`` goes into the job description, ``--channels`` changes the model, and
 ``--reverse-order`` makes this rank claim another firing order after the first step, so its
 bucket layout differs. Every case must end with a message naming the difference, not a hang.
-``--errors DIR`` also writes each rank's error to ``DIR/rank<r>.err`` before the job aborts:
-``mpiexec`` may tear the job down before it relays an aborting rank's stderr, and the test is
-about the message, not about the relay.
+``--bucket-bytes``, ``--first-piece-bytes`` and ``--piece-bytes`` set the piece plan.
+``--errors DIR`` also writes each rank's error to ``DIR/rank<r>.err`` before the job aborts,
+with the number of gradient collectives this rank had started by then: ``mpiexec`` may tear
+the job down before it relays an aborting rank's stderr, and the test is about the message, not
+about the relay.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import small_lenet, train  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
-from distconv.sync.mpi import MPISync  # noqa: E402
+from distconv.sync.mpi import CountingComm, MPISync, import_mpi  # noqa: E402
 
 
 def main() -> None:
@@ -29,8 +31,19 @@ def main() -> None:
     parser.add_argument("--channels", default="2,3")
     parser.add_argument("--reverse-order", action="store_true")
     parser.add_argument("--errors", type=Path)
+    parser.add_argument("--bucket-bytes", type=int, default=300)
+    parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
+    parser.add_argument("--piece-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
-    sync = MPISync(create_optimizer("sgd"), bucket_bytes=300)
+    mpi = import_mpi()
+    comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)
+    sync = MPISync(
+        create_optimizer("sgd"),
+        comm=comm,
+        bucket_bytes=args.bucket_bytes,
+        first_piece_bytes=args.first_piece_bytes,
+        piece_bytes=args.piece_bytes,
+    )
     try:
         net = small_lenet(0, [int(c) for c in args.channels.split(",")])
         sync.setup(net.parameters(), {"batch_size": args.batch_size})
@@ -41,6 +54,8 @@ def main() -> None:
         if args.errors is not None:
             with open(args.errors / f"rank{sync.rank}.err", "w") as f:
                 f.write(f"{type(error).__name__}: {error}\n")
+                started = sum(len(d.calls) for d in comm.duplicates)
+                f.write(f"gradient collectives started: {started}\n")
                 f.flush()
                 os.fsync(f.fileno())
         raise  # to mpi4py's runner, which aborts the job

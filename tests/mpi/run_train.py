@@ -2,8 +2,10 @@
 
 Rank 1 and up initialise from another seed, so equal weights at the end also show that
 rank 0's parameters were broadcast. Each rank writes ``OUT/rank<r>.npz``: the weights, and under
-names starting with ``_`` the bucket count, the bytes the gradient collectives sent (counted
-from the buffers handed to MPI, :class:`CountingComm`) and whether the communication thread ran.
+names starting with ``_`` the bucket count, the piece count, how many buckets stream in several
+pieces, the bytes the gradient collectives sent (counted from the buffers handed to MPI,
+:class:`CountingComm`) and whether the communication thread ran. ``--forward-layout`` lays the
+buckets out in the network's order, against the order backward fires the gradients.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     parser.add_argument("--grad-dtype", default=None)
     parser.add_argument("--piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
+    parser.add_argument("--forward-layout", action="store_true")
     args = parser.parse_args()
     mpi = import_mpi()
     comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)
@@ -44,11 +47,14 @@ def main() -> None:
     )
     net = small_lenet(seed=0 if sync.rank == 0 else 100 + sync.rank)
     sync.setup(net.parameters(), {"batch_size": 16})
+    if args.forward_layout:  # buckets laid out against the order backward fires them
+        sync.set_firing_order([p.name for p in net.parameters()])
     try:
         train(net, sync, sync.rank, sync.world_size)
         extra = {
             "_buckets": np.array(len(sync.buckets)),
             "_pieces": np.array(sum(len(b.pieces) for b in sync.buckets)),
+            "_streaming": np.array(sum(b.streams and len(b.pieces) > 1 for b in sync.buckets)),
             "_sent_bytes": np.array(sum(d.sent for d in comm.duplicates)),
             "_overlap": np.array(bool(sync.overlap)),
         }

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import sys
+import types
 
+import numpy as np
 import pytest
 
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi.comm import install_abort_hook
+from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi.comm import abort_job, install_abort_hook, want_thread
 from distconv.sync.mpi.step_check import StepCheck
 
 
@@ -82,3 +87,87 @@ def test_agreeing_ranks_sum_their_examples():
     check = StepCheck(FakeGather([3, 7, 5]))
     check.post(3, {"bucket 0": []}, 7, 8)
     assert check.pending and check.complete() == 13 and check.complete() is None
+
+
+def test_abort_job_says_why_then_aborts(capsys):
+    comm = AbortRecorder()
+    abort_job(comm, 1, ValueError("bad batch"))
+    assert comm.aborted == [1]
+    assert capsys.readouterr().err == "rank 1: ValueError: bad batch; aborting the MPI job\n"
+
+
+def test_abort_job_aborts_even_when_stderr_is_gone(monkeypatch):
+    class Gone:
+        def write(self, text):
+            raise OSError("stderr is gone")
+
+    monkeypatch.setattr(sys, "stderr", Gone())
+    comm = AbortRecorder()
+    with pytest.raises(OSError, match="stderr is gone"):
+        abort_job(comm, 0, RuntimeError("boom"))
+    assert comm.aborted == [1]
+
+
+class EventComm(SingleRankComm):
+    """One rank whose Abort is noted in ``events`` instead of ending the process."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def Abort(self, code: int = 1) -> None:  # noqa: N802
+        self.events.append(f"Abort({code})")
+
+
+class StopRecorder:
+    """Stands in for the communication thread (joining it may take up to 30 s)."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def stop(self) -> None:
+        self.events.append("thread stopped")
+
+
+def test_close_aborts_before_it_joins_the_thread_when_an_exception_propagates(capsys):
+    events: list[str] = []
+    sync = MPISync(create_optimizer("sgd"), comm=EventComm(events), overlap=False)
+    sync.setup([Parameter("w", np.zeros(3))], {})
+    sync.world_size = 2  # as if another rank waited in a collective for this one
+    sync._thread = StopRecorder(events)
+    try:
+        raise RuntimeError("rank 0 fails")
+    except RuntimeError:
+        sync.close()
+    assert events == ["Abort(1)", "thread stopped"]
+    assert "rank 0: RuntimeError: rank 0 fails; aborting the MPI job" in capsys.readouterr().err
+
+
+def test_close_without_an_exception_does_not_abort():
+    events: list[str] = []
+    sync = MPISync(create_optimizer("sgd"), comm=EventComm(events), overlap=False)
+    sync.setup([Parameter("w", np.zeros(3))], {})
+    sync.world_size = 2
+    sync._thread = StopRecorder(events)
+    sync.close()
+    assert events == ["thread stopped"]
+
+
+#: an MPI initialised at FUNNELED, below SERIALIZED: no second thread may call it
+FUNNELED = types.SimpleNamespace(Query_thread=lambda: 1, THREAD_SERIALIZED=2)
+
+
+@pytest.mark.parametrize(
+    "requested, world, on_gpu, cores, local, mpi, expected",
+    [
+        (None, 1, True, 8, 1, None, False),  # one rank: nothing to overlap
+        (None, 2, False, 2, 2, None, False),  # the ranks fill the cores
+        (None, 2, False, 4, 2, None, True),  # a core to spare for each rank's thread
+        (None, 2, True, 2, 2, None, True),  # compute on a GPU leaves the cores free
+        (True, 2, False, 2, 2, None, True),  # asked for: granted
+        (False, 2, True, 8, 1, None, False),  # refused: never
+        (True, 2, True, 8, 1, FUNNELED, False),  # below SERIALIZED: never
+        (None, 2, True, 8, 1, FUNNELED, False),
+    ],
+)
+def test_want_thread(requested, world, on_gpu, cores, local, mpi, expected):
+    assert want_thread(requested, world, on_gpu, cores, local, mpi) is expected

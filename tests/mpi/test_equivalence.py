@@ -25,6 +25,8 @@ mpi4py = pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 #: a piece plan with many pieces of growing sizes on the small LeNet
 GROWING = ("--first-piece-bytes", "64", "--piece-bytes", "1024")
+#: pieces small enough that several buckets of 600 bytes go in more than one
+STREAMING = ("--first-piece-bytes", "64", "--piece-bytes", "256")
 
 
 def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarray]]:
@@ -44,6 +46,9 @@ def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarra
         ("sgd", ("--overlap", "1", "--bucket-bytes", "2000", "--piece-bytes", "256")),
         # pieces that grow, each going as soon as the gradients under it are in
         ("adam", ("--overlap", "0", "--bucket-bytes", "2000", *GROWING)),
+        # several buckets streaming in pieces, laid out against the firing order: a gradient
+        # counts at the pieces of the whole layout, not those of its bucket's numbering
+        ("adam", ("--overlap", "0", "--bucket-bytes", "600", *STREAMING, "--forward-layout")),
     ],
 )
 def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, options):
@@ -58,6 +63,8 @@ def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, o
         assert int(ranks[0]["_buckets"]) > 3
     if "256" in options or "64" in options:
         assert int(ranks[0]["_pieces"]) > 2 * int(ranks[0]["_buckets"])
+    if "--forward-layout" in options:
+        assert int(ranks[0]["_streaming"]) >= 2
     # mpi4py initialises MPI at THREAD_MULTIPLE, so the thread asked for really ran
     assert bool(ranks[0]["_overlap"]) is (options[1] == "1")
 

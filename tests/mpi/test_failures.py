@@ -55,3 +55,15 @@ def test_different_bucket_layouts_stop_at_the_step_check(tmp_path):
     assert "lay out gradient buckets differently" in err
     assert "step 0: rank 0 and rank 1" in err or "step 0: rank 1 and rank 0" in err
     assert re.search(r"bucket \d+: .* here, .* there", err), err
+
+
+def test_a_layout_mismatch_is_named_before_any_piece_goes(tmp_path):
+    """Pieces that go as soon as their gradients are in (one bucket of many pieces): the step
+    check still completes before the first of them, so no rank starts a gradient collective
+    with a rank that lays out its buckets differently."""
+    plan = ["--bucket-bytes", "2000", "--first-piece-bytes", "64", "--piece-bytes", "256"]
+    err = mpmd(tmp_path, plan, [*plan, "--reverse-order"])
+    assert "lay out gradient buckets differently" in err
+    assert "step 0: rank 0 and rank 1" in err or "step 0: rank 1 and rank 0" in err
+    started = re.findall(r"gradient collectives started: (\d+)", err)
+    assert started and set(started) == {"0"}, err

@@ -47,9 +47,10 @@ def test_uniform_pieces_when_first_equals_largest():
     first=st.integers(1, 4096),
     largest=st.integers(1, 16384),
 )
-def test_the_plan_tiles_every_bucket_and_depends_on_sizes_alone(buckets, first, largest):
+def test_the_plan_tiles_every_bucket_and_ignores_the_buckets_after(buckets, first, largest):
     plan = plan_pieces(buckets, first, largest)
-    assert plan == plan_pieces(list(buckets), first, largest)  # nothing but the arguments
+    # a bucket's pieces depend on the buckets before it, never on those after it
+    assert plan[:-1] == plan_pieces(buckets[:-1], first, largest)
     assert len(plan) == len(buckets)
     for (elements, itemsize), pieces in zip(buckets, plan):
         if elements == 0:
@@ -99,6 +100,21 @@ def test_a_piece_waits_for_every_gradient_it_covers():
     assert [s.stop - s.start for s in buckets[0].pieces] == [64, 236]
     assert [plan.slots[f"p{i}"].covered for i in range(3)] == [(0, 1), (1,), (1,)]
     assert plan.need == [1, 3] and plan.at_pack == [()]
+
+
+def test_pieces_are_numbered_across_the_layout_in_every_streaming_bucket():
+    """Two buckets of two pieces each: the second bucket's gradients arrive at pieces 2 and 3
+    of the layout, not at its own 0 and 1 (which would start the first bucket's pieces)."""
+    buckets = build_buckets(params(100, 100, 100, 100), 800, None, 1, False, 256, 512)
+    plan = WirePlan(buckets)
+    assert [len(b.pieces) for b in buckets] == [2, 2] and all(b.streams for b in buckets)
+    assert [s.stop - s.start for b in buckets for s in b.pieces] == [64, 136, 128, 72]
+    assert [plan.slots[f"p{i}"].covered for i in range(4)] == [(0, 1), (1,), (2,), (2, 3)]
+    assert plan.need == [1, 2, 2, 1] and plan.at_pack == [(), ()]
+    # each function reads its own piece of its own bucket's wire buffer
+    owners = [buckets[0], buckets[0], buckets[1], buckets[1]]
+    assert all(np.shares_memory(f(), b.target) for f, b in zip(plan.pieces, owners))
+    assert [f().size for f in plan.pieces] == [64, 136, 128, 72]
 
 
 def test_a_bucket_of_one_piece_goes_once_complete():
@@ -154,6 +170,70 @@ def test_pieces_go_on_the_wire_in_order_as_soon_as_their_gradients_are_in():
         sync.close()
 
 
+class LogComm(SingleRankComm):
+    """One rank, logging the step check's post and completion and every gradient allreduce."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
+        self.log.append("Iallgather")
+        super().Iallgather(send, recv)
+        return type("Check", (), {"Wait": lambda _: self.log.append("check complete")})()
+
+    def Iallreduce(self, send, recv, op=None):  # noqa: N802
+        self.log.append(f"Iallreduce {recv.nbytes}")
+        return super().Iallreduce(send, recv, op)
+
+
+def piece_sync(comm, **options) -> tuple[MPISync, list[Parameter]]:
+    """Two float32 gradients of 400 bytes in one bucket of two 400-byte pieces, set up."""
+    ps = params(100, 100)
+    sync = MPISync(
+        create_optimizer("sgd"),
+        comm=comm,
+        overlap=False,
+        first_piece_bytes=400,
+        piece_bytes=400,
+        **options,
+    )
+    sync.setup(ps, {})
+    return sync, ps
+
+
+def test_the_step_check_completes_before_a_piece_goes_ahead_of_its_bucket():
+    """A piece ready before any bucket is complete still waits for the step check: a rank
+    that disagrees must be named before any gradient collective, not hang in one."""
+    comm = LogComm()
+    sync, ps = piece_sync(comm)
+    try:
+        sync.start_step(1)
+        assert comm.log == ["Iallgather"]
+        sync.on_gradient(ps[1])  # the first piece; its bucket still waits for ps[0]
+        assert sync.buckets[0].pending == 1
+        assert comm.log == ["Iallgather", "check complete", "Iallreduce 400"]
+        sync.on_gradient(ps[0])
+        sync.finish_step()
+        assert comm.log == ["Iallgather", "check complete", "Iallreduce 400", "Iallreduce 400"]
+    finally:
+        sync.close()
+
+
+def test_without_streaming_every_piece_waits_for_its_bucket():
+    comm = SizesComm()
+    sync, ps = piece_sync(comm, stream=False)
+    try:
+        sync.start_step(1)
+        sync.on_gradient(ps[1])  # its piece is in, but not the whole bucket
+        assert comm.sizes == []
+        sync.on_gradient(ps[0])
+        assert comm.sizes == [400, 400]  # both as soon as the bucket is complete
+        sync.finish_step()
+        assert comm.sizes == [400, 400]
+    finally:
+        sync.close()
+
+
 def test_pieces_under_a_gradient_that_never_fires_go_at_finish_step():
     comm = SizesComm()
     ps = params(100, 100)
@@ -175,3 +255,21 @@ def test_pieces_under_a_gradient_that_never_fires_go_at_finish_step():
 def test_piece_sizes_must_be_positive_integers(name):
     with pytest.raises(ValueError, match=f"^{name} must be a positive integer, got 0$"):
         MPISync(create_optimizer("sgd"), comm=SingleRankComm(), **{name: 0})
+
+
+def test_the_firing_order_cannot_change_in_place():
+    """start_step re-lays the buckets when the order is another object: an order changed in
+    place would keep the old layout, so the sync keeps one that cannot be."""
+    ps = params(100, 100)
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=False)
+    sync.setup(ps, {})
+    try:
+        names = ["p0", "p1"]
+        sync.set_firing_order(names)
+        names.reverse()  # the caller's list is not the sync's
+        assert sync.firing_order == ("p0", "p1")
+        assert [p.name for p in sync.buckets[0].params] == ["p0", "p1"]
+        with pytest.raises(AttributeError):
+            sync.firing_order.reverse()
+    finally:
+        sync.close()

@@ -134,7 +134,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
     """
     previous = sys.excepthook
 
-    def abort_job(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+    def print_and_abort(etype: type[BaseException], value: BaseException, tb: Any) -> None:
         try:
             if previous is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
@@ -147,10 +147,10 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
             comm.Abort(1)
 
     def restore() -> None:
-        if sys.excepthook is abort_job:
+        if sys.excepthook is print_and_abort:
             sys.excepthook = previous
 
-    sys.excepthook = abort_job
+    sys.excepthook = print_and_abort
     return restore
 
 

@@ -8,13 +8,20 @@ last bits from run to run (with three ranks or more).
 
 The plan can follow PyTorch DDP's buckets: a small first piece, so the wire starts early in
 backward, then pieces that double up to the largest size, so the whole layout costs few calls.
-By default every piece is 1 MiB, and a piece goes as soon as the gradients under it are in: on a
-2-core host with the ``mpich`` wheel (2 ranks, shared memory, 1 MiB of L2 per core) that was the
-fastest plan measured with the machine quiet or moderately loaded (the first quarter of a 4 MiB
-bucket travels while the rest of the gradients arrive), against one 4 MiB call, 1 MiB then
-3 MiB, 256 KiB doubling to 1 MiB, or uniform 512 KiB and 2 MiB. Under heavy load (load average
-5-7 on 2 cores) one call per bucket did best: each call is a meeting of the ranks, and a rank
-that is not running holds the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs.
+By default every piece is 1 MiB, and a piece goes as soon as the gradients under it are in. On a
+2-core host with the ``mpich`` wheel (2 ranks, shared memory, 1 MiB of L2 per core), with the
+gradients handed over back to back, uniform 1 MiB pieces were the fastest plan measured with the
+machine quiet or moderately loaded, against one 4 MiB call, 1 MiB then 3 MiB, 256 KiB doubling
+to 1 MiB, or uniform 512 KiB and 2 MiB. Under heavy load (load average 5-7 on 2 cores) one call
+per bucket did best: each call is a meeting of the ranks, and a rank that is not running holds
+the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs.
+
+Streaming itself (a piece going before its bucket is complete, against every piece waiting for
+the bucket: ``MPISync(stream=False)``) was measured with compute between the gradients of one
+4 MiB bucket, no thread (``benchmarks/allreduce.py --stream-only``, paired ratios, load average
+1.6-3.3 on 2 cores): 0.95-0.96x with numpy compute (the pieces move on at each gradient's test
+while the rest are computed), 0.98-1.02x with a sleep standing in for it, and 0.72-1.11x, noise,
+with no compute. A small gain at best; it costs nothing measurable.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: the largest allreduce, in bytes: a default 4 MiB bucket goes as four
+#: bytes of a full-size allreduce (a bucket's last piece may take up to 1.5x that, a sliver
+#: joining it): a default 4 MiB bucket goes as four
 PIECE_BYTES = 1 << 20
 #: bytes of the layout's first allreduce; the pieces double from it up to :data:`PIECE_BYTES`
 FIRST_PIECE_BYTES = PIECE_BYTES
@@ -44,7 +52,8 @@ def plan_pieces(
         buckets: per bucket, ``(elements, itemsize)`` of what goes on the wire; a bucket of 0
             elements (one reduced by other means, such as a 16-bit wire) gets no pieces.
         first_bytes: bytes of the first piece.
-        max_bytes: bytes of the largest piece.
+        max_bytes: bytes of a full-size piece; a bucket's last piece, with a sliver joined to
+            it, may hold up to 1.5x that.
 
     Returns:
         Per bucket, the slices of its wire buffer, in order, covering it exactly.

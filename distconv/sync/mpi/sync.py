@@ -95,23 +95,21 @@ class MPISync(LocalSync):
             initialised below ``MPI_THREAD_SERIALIZED``.
         first_piece_bytes: bytes of the layout's first allreduce (default
             :data:`~distconv.sync.mpi.pieces.FIRST_PIECE_BYTES`, 1 MiB).
-        piece_bytes: bytes of the largest allreduce; the pieces double up to it (default
-            :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 1 MiB). See
-            :func:`~distconv.sync.mpi.pieces.plan_pieces`.
+        piece_bytes: bytes of a full-size allreduce; the pieces double up to it (default
+            :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 1 MiB). A bucket's last piece may
+            take up to 1.5x that (a sliver joins it; see :func:`~.pieces.plan_pieces`).
+        stream: a piece goes as soon as its gradients are in (default); False: once its whole
+            bucket is (as before the piece plan; the benchmark compares them).
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
             (:func:`~distconv.sync.mpi.comm.usable_cores`) as ranks on the node, else
             :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`.
 
     Attributes:
-        stream: a piece goes as soon as its gradients are in (the class's default, True); False:
-            once its whole bucket is (as before the piece plan; the benchmark compares them).
         state: optimizer state per parameter name, identical on every rank.
         buckets: the current bucket layout.
         wire_bytes: bytes this rank has handed to the gradient collectives so far.
     """
-
-    stream = True
 
     def __init__(
         self,
@@ -124,6 +122,7 @@ class MPISync(LocalSync):
         first_piece_bytes: int = FIRST_PIECE_BYTES,
         piece_bytes: int = PIECE_BYTES,
         poll_seconds: float | None = None,
+        stream: bool = True,
     ) -> None:
         super().__init__(optimizer)
         self.poll_seconds = check_poll_seconds(poll_seconds)
@@ -141,6 +140,7 @@ class MPISync(LocalSync):
         self._in_place, self._op = (mpi.IN_PLACE, mpi.SUM) if mpi is not None else (None, None)
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
         self.bucket_bytes, self.grad_dtype, self.overlap = bucket_bytes, grad_dtype, overlap
+        self.stream = stream
         self.buckets: list[Bucket] = []
         self.wire_bytes, self.sync_seconds, self.step = 0, 0.0, 0
         self._grad_comm: Any = None
@@ -148,15 +148,15 @@ class MPISync(LocalSync):
         self._slot: dict[str, Slot] = {}
         self._stamp = 0  # a new number each step: a slot stamped with it has fired
         self._layout_order: list[str] = []
-        self._laid_from: list[str] | None = None
+        self._laid_from: tuple[str, ...] | None = None
         self._fired: list[str] = []
-        self._recorded: list[str] = []  # the first pass's firing order
+        self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
         self._pump: PiecePump | None = None
         self._at_pack: list[tuple[int, ...]] = []
         self._check = StepCheck(self.comm)
         # one rank's uncaught exception aborts the job instead of leaving the others hanging
-        self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else None
+        self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else lambda: None
 
     # -- start-up ---------------------------------------------------------------------------
     def setup(
@@ -217,8 +217,9 @@ class MPISync(LocalSync):
 
     # -- layout -----------------------------------------------------------------------------
     def set_firing_order(self, names: Sequence[str]) -> None:
-        """Use the Network's recorded firing order from the next step on."""
-        super().set_firing_order(names)
+        """Use the Network's recorded firing order from the next step on (a tuple: a list changed
+        in place would escape :meth:`start_step`'s identity test)."""
+        self.firing_order = tuple(names)
         if self.params and not self._in_step:
             self._lay_out(self.firing_order)
 
@@ -256,7 +257,7 @@ class MPISync(LocalSync):
                 f"start_step called while step {self.step} is unfinished: call finish_step first"
             )
         super().start_step(examples)
-        order = self.firing_order or self._recorded  # each a list replaced, never changed
+        order = self.firing_order or self._recorded  # tuples, replaced, never changed
         if order and order is not self._laid_from:  # not checked again name by name each step
             self._lay_out(order)
             self._laid_from = order
@@ -353,7 +354,7 @@ class MPISync(LocalSync):
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
         if not self._recorded:
-            self._recorded = list(self._fired)  # the first pass's order: next step's layout
+            self._recorded = tuple(self._fired)  # the first pass's order: next step's layout
 
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
@@ -382,9 +383,12 @@ class MPISync(LocalSync):
 
     # -- failure and shutdown -------------------------------------------------------------------
     def close(self) -> None:
-        """Complete a pending step check, stop the communication thread, free the duplicate
-        communicator, restore the hook; abort the job when an exception propagates."""
-        if sys.exc_info()[0] is None:
+        """Abort the job at once if an exception propagates (other ranks may wait for this one),
+        else complete a pending step check; stop the thread, free the communicator, unhook."""
+        error = sys.exc_info()[1]
+        if error is not None and self.world_size > 1:  # before anything that may block
+            abort_job(self.comm, self.rank, error)
+        if error is None:
             self._check.drain()  # every rank posted it in start_step: MPI must see it complete
         if self._thread is not None:
             self._thread.stop()
@@ -392,8 +396,4 @@ class MPISync(LocalSync):
         if self._grad_comm is not None and self._grad_comm is not self.comm:
             self._grad_comm.Free()
         self._grad_comm = None
-        if self.world_size > 1 and sys.exc_info()[0] is not None:
-            abort_job(self.comm, self.rank, sys.exc_info()[1])
-        if self._restore_hook is not None:
-            self._restore_hook()
-        self._restore_hook = None
+        self._restore_hook()  # does nothing once the hook is back, or was never ours
