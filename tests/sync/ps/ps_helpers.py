@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import zmq
 
 from distconv.arg import Arg
 from distconv.init import set_seed
@@ -190,3 +191,11 @@ def run_ranks(fn: Callable[[int], object], world: int, timeout: float = 100) -> 
         if exc is not None:
             raise exc
     return results
+
+
+def raw_dealer(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    """A bare DEALER connected to a shard, for tests that write the wire by hand."""
+    raw = ctx.socket(zmq.DEALER)
+    raw.linger = 0
+    raw.connect(f"tcp://{endpoint}")
+    return raw

@@ -9,6 +9,7 @@ from ps_helpers import (
     assert_equals_local_training,
     batches,
     insecure_worker,
+    raw_dealer,
     run_ranks,
     small_net,
     train_steps,
@@ -142,9 +143,7 @@ def test_a_malformed_coalesced_push_is_refused_whole_and_the_shard_serves_on(sha
     net = small_net()
     sync: PServerSync = insecure_worker([endpoint])
     ctx = zmq.Context()
-    raw = ctx.socket(zmq.DEALER)
-    raw.linger = 0
-    raw.connect(f"tcp://{endpoint}")
+    raw = raw_dealer(ctx, endpoint)
     try:
         sync.setup(net.parameters())
         # two parameters whose blocks are all 8 rows (64 bytes of float64) long

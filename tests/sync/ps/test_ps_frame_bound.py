@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import insecure_worker, small_net
+from ps_helpers import insecure_worker, raw_dealer, small_net
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import ShardConfig
@@ -41,9 +41,7 @@ def _sync(endpoints, block_bytes):
 def test_a_frame_over_the_bound_is_dropped_unread_and_the_shard_serves_on(shards):
     (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
     ctx = zmq.Context()
-    raw = ctx.socket(zmq.DEALER)
-    raw.linger = 0
-    raw.connect(f"tcp://{endpoint}")
+    raw = raw_dealer(ctx, endpoint)
     sync = _sync([endpoint], 64)
     try:
         big = np.zeros(2 * MIB // 8, np.int64)  # one 2 MiB frame: over the bound

@@ -11,6 +11,7 @@ from ps_helpers import (
     assert_equals_local_training,
     batches,
     insecure_worker,
+    raw_dealer,
     small_net,
     train_steps,
 )
@@ -49,9 +50,7 @@ def test_a_live_shard_answers_an_oversized_message_and_keeps_serving(shards):
     net = small_net()
     sync = insecure_worker([endpoint])
     ctx = zmq.Context()
-    raw = ctx.socket(zmq.DEALER)
-    raw.linger = 0
-    raw.connect(f"tcp://{endpoint}")
+    raw = raw_dealer(ctx, endpoint)
     data = batches(2, 4)
     try:
         sync.setup(net.parameters())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgpack
 import zmq
-from ps_helpers import REPO_ROOT, small_net
+from ps_helpers import REPO_ROOT, raw_dealer, small_net
 
 from distconv.optim import create_optimizer
 from distconv.sync.ps.client import PServerSync
@@ -43,9 +43,7 @@ def test_bytes_out_counts_every_frame_after_the_identity_and_garbage_gets_id_min
         create_optimizer("sgd"), rank=0, world_size=1, pservers=[endpoint], insecure=True
     )
     ctx = zmq.Context()
-    raw = ctx.socket(zmq.DEALER)
-    raw.linger = 0
-    raw.connect(f"tcp://{endpoint}")
+    raw = raw_dealer(ctx, endpoint)
     try:
         sync.setup(small_net().parameters())
         before = sync.shard_stats()[0]

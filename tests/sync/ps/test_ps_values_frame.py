@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import batches, insecure_worker, small_net, train_steps
+from ps_helpers import batches, insecure_worker, raw_dealer, small_net, train_steps
 
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
@@ -162,9 +162,7 @@ def test_a_short_push_is_refused_and_the_shard_serves_a_worker_on(shards):
     net, data = small_net(), batches(2, 8)
     sync = insecure_worker([endpoint])
     ctx = zmq.Context()
-    raw = ctx.socket(zmq.DEALER)
-    raw.linger = 0
-    raw.connect(f"tcp://{endpoint}")
+    raw = raw_dealer(ctx, endpoint)
     try:
         sync.setup(net.parameters())
         blocks = sync.layout.blocks_on(0, 0)

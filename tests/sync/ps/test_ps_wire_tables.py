@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import batches, insecure_worker, small_net, train_steps
+from ps_helpers import batches, insecure_worker, raw_dealer, small_net, train_steps
 
 from distconv.sync.ps.state import _param_spec
 from distconv.sync.ps.wire import WireError, pack, unpack_arrays, unpack_header
@@ -84,9 +84,7 @@ def _seed_with_param(entry):
 def test_a_live_shard_answers_bad_tables_in_one_line_and_serves_on(shards):
     (endpoint,) = shards.start(1, workers=1)
     ctx = zmq.Context()
-    raw = ctx.socket(zmq.DEALER)
-    raw.linger = 0
-    raw.connect(f"tcp://{endpoint}")
+    raw = raw_dealer(ctx, endpoint)
     messages = [_message(e) for e in BAD_ENTRIES]
     messages += [_seed_with_param(["w", [1], ["float64"], False])]
     messages += [_seed_with_param(["w", [0, 2**63], "float64", True])]
