@@ -9,7 +9,7 @@ import pytest
 
 from distconv.arg import Arg
 from distconv.checkpoint import CheckpointError, load_checkpoint
-from distconv.data import split, synthetic
+from distconv.data import as_arrays, split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
@@ -74,6 +74,19 @@ def test_same_seed_same_weights_bit_for_bit(data):
     c = _trainer(seed=1)  # another shuffle seed: other weights
     c.fit(train, test, epochs=2)
     assert not np.array_equal(_weights(c)["conv1.weight"], wa["conv1.weight"])
+
+
+def test_evaluation_leaves_no_columns_held_for_a_backward(data):
+    """A training step keeps each conv layer's columns until its backward; evaluation keeps
+    none, so no memory stays held for a backward that never comes."""
+    train, test = data
+    t = _trainer()
+    t.fit(train, epochs=1)
+    convs = [layer for name, layer in t.network.layers.items() if name.startswith("conv")]
+    t._forward(as_arrays(train), np.arange(16))  # a training forward keeps them
+    assert all(layer._columns is not None and layer._columns.nbytes for layer in convs)
+    t.evaluate(test)
+    assert convs and all(layer._columns is None for layer in convs)
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "momentum"])
