@@ -25,6 +25,7 @@ from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncStrategy
 from distconv.sync.local import LocalSync
+from distconv.sync.mpi import SingleRankComm
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -150,3 +151,34 @@ def max_relative(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
 def params_of(saved: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The parameters among a rank's saved arrays (the rest start with ``_``)."""
     return {k: v for k, v in saved.items() if not k.startswith("_")}
+
+
+class RecordingComm(SingleRankComm):
+    """One rank, recording the collectives in the order they are called and waited for.
+
+    ``sizes``: log each gradient allreduce with its byte count (``"Iallreduce 400"``).
+    """
+
+    def __init__(self, sizes: bool = False) -> None:
+        self.log: list[str] = []
+        self.sizes = sizes
+
+    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
+        self.log.append("Iallgather")
+        super().Iallgather(send, recv)
+        return _LoggedRequest(self.log, "check complete")
+
+    def Iallreduce(self, send, recv, op=None):  # noqa: N802
+        self.log.append(f"Iallreduce {recv.nbytes}" if self.sizes else "Iallreduce")
+        return super().Iallreduce(send, recv, op)
+
+
+class _LoggedRequest:
+    def __init__(self, log: list[str], what: str) -> None:
+        self.log, self.what = log, what
+
+    def Wait(self) -> None:  # noqa: N802
+        self.log.append(self.what)
+
+    def Test(self) -> bool:  # noqa: N802
+        return True

@@ -12,6 +12,7 @@ from distconv.parameter import Parameter
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.buckets import build_buckets
 from distconv.sync.mpi.pieces import WirePlan, covering, plan_pieces
+from tests.mpi.common import RecordingComm
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -170,22 +171,6 @@ def test_pieces_go_on_the_wire_in_order_as_soon_as_their_gradients_are_in():
         sync.close()
 
 
-class LogComm(SingleRankComm):
-    """One rank, logging the step check's post and completion and every gradient allreduce."""
-
-    def __init__(self) -> None:
-        self.log: list[str] = []
-
-    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
-        self.log.append("Iallgather")
-        super().Iallgather(send, recv)
-        return type("Check", (), {"Wait": lambda _: self.log.append("check complete")})()
-
-    def Iallreduce(self, send, recv, op=None):  # noqa: N802
-        self.log.append(f"Iallreduce {recv.nbytes}")
-        return super().Iallreduce(send, recv, op)
-
-
 def piece_sync(comm, **options) -> tuple[MPISync, list[Parameter]]:
     """Two float32 gradients of 400 bytes in one bucket of two 400-byte pieces, set up."""
     ps = params(100, 100)
@@ -204,7 +189,7 @@ def piece_sync(comm, **options) -> tuple[MPISync, list[Parameter]]:
 def test_the_step_check_completes_before_a_piece_goes_ahead_of_its_bucket():
     """A piece ready before any bucket is complete still waits for the step check: a rank
     that disagrees must be named before any gradient collective, not hang in one."""
-    comm = LogComm()
+    comm = RecordingComm(sizes=True)
     sync, ps = piece_sync(comm)
     try:
         sync.start_step(1)

@@ -12,7 +12,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
-from tests.mpi.common import small_lenet, train, weights
+from tests.mpi.common import RecordingComm, small_lenet, train, weights
 
 
 @pytest.fixture
@@ -249,33 +249,6 @@ def test_the_trainer_reports_the_transports_traffic_on_metrics(no_mpi4py):
     }
     assert values["distconv_bytes_pushed_total"] == sync.wire_bytes > 0
     assert values["distconv_allreduce_seconds_count"] == 4  # one per step
-
-
-class RecordingComm(SingleRankComm):
-    """One rank, recording the collectives in the order they are called and waited for."""
-
-    def __init__(self) -> None:
-        self.log: list[str] = []
-
-    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
-        self.log.append("Iallgather")
-        super().Iallgather(send, recv)
-        return _LoggedRequest(self.log, "check complete")
-
-    def Iallreduce(self, send, recv, op=None):  # noqa: N802
-        self.log.append("Iallreduce")
-        return super().Iallreduce(send, recv, op)
-
-
-class _LoggedRequest:
-    def __init__(self, log: list[str], what: str) -> None:
-        self.log, self.what = log, what
-
-    def Wait(self) -> None:  # noqa: N802
-        self.log.append(self.what)
-
-    def Test(self) -> bool:  # noqa: N802
-        return True
 
 
 def test_the_step_check_completes_before_the_first_gradient_collective(no_mpi4py):
