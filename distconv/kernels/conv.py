@@ -41,6 +41,7 @@ from distconv.kernels.im2col import (
     im2col_view,
     wide_col_size,
     wide_width,
+    widen_output,
 )
 from distconv.kernels.shape import ConvGeometry, volume
 
@@ -97,20 +98,6 @@ def column_layout(
 def _columns_outweigh_output(w_shape: tuple[int, ...], geom: ConvGeometry) -> bool:
     o, cg = w_shape[:2]
     return cg * geom.kernel_volume >= o // geom.groups
-
-
-def widen_output(g: Any, size: tuple[int, ...]) -> Any:
-    """``g`` ``(B, O, *out)`` zero-padded at the end of its spatial axes to ``size``.
-
-    Output-side arrays in a wide column layout, where the extra columns must contribute
-    nothing.
-    """
-    if tuple(g.shape[2:]) == tuple(size):
-        return g
-    xp = get_array_module(g)
-    wide = xp.zeros((*g.shape[:2], *size), dtype=g.dtype)
-    wide[(slice(None), slice(None)) + tuple(slice(0, m) for m in g.shape[2:])] = g
-    return wide
 
 
 def _sum_weight_grad(partials: list[Any], w_shape: tuple[int, ...]) -> Any:

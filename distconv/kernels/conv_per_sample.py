@@ -28,9 +28,8 @@ from distconv.kernels.conv import (
     flip_weight,
     flipped_geometry,
     grouped_columns,
-    widen_output,
 )
-from distconv.kernels.im2col import col2im_wide, wide_col_size
+from distconv.kernels.im2col import col2im_wide, wide_col_size, widen_output
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
 

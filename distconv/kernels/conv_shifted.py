@@ -30,7 +30,7 @@ import numpy as np
 
 from distconv.backend import is_gpu_array
 from distconv.kernels import blas
-from distconv.kernels.im2col import PaddedPlanes
+from distconv.kernels.im2col import PaddedPlanes, widen_output
 from distconv.kernels.shape import ConvGeometry
 
 #: a tap's product has ``C/G`` (forward) or ``O/G`` (input gradient) as its inner dimension;
@@ -92,7 +92,7 @@ class Taps:
         return enumerate(rows[:, off : off + self.length] for off in self.offsets)
 
 
-def _planes_of(x: Any, taps: Taps) -> Any:
+def _padded(x: Any, taps: Taps) -> Any:
     """The padded, flattened planes of ``x`` (one copy), with the wide layout's tail."""
     planes = taps.planes_of(x.shape[0], x.shape[1])
     buf = planes.buffer(np, x.dtype)
@@ -103,15 +103,12 @@ def _planes_of(x: Any, taps: Taps) -> Any:
 def _wide(dy: Any, taps: Taps) -> Any:
     """``dy`` ``(B, O, h, w)`` zero-padded to ``(out_h, Wp)``, as ``(B, O, L)``: the junk
     columns of the wide layout (and a transposed convolution's missing last row) add nothing."""
-    b, o, h, w = dy.shape
-    wide = np.zeros((b, o, taps.out_h, taps.width), dtype=dy.dtype)
-    wide[:, :, :h, :w] = dy
-    return wide.reshape(b, o, -1)
+    return widen_output(dy, (taps.out_h, taps.width)).reshape(*dy.shape[:2], -1)
 
 
 def forward_chunk(x: Any, taps: Taps, y: Any) -> None:
     """``y`` ``(B, O, out_h, out_w)`` = the convolution of the chunk ``x`` ``(B, C, H, W)``."""
-    buf = _planes_of(x, taps)
+    buf = _padded(x, taps)
     acc = np.empty((taps.og, taps.length), dtype=x.dtype)
     for n in range(x.shape[0]):
         for g in range(taps.groups):
@@ -124,7 +121,7 @@ def forward_chunk(x: Any, taps: Taps, y: Any) -> None:
 def weight_grad_chunk(x: Any, dy: Any, taps: Taps) -> Any:
     """This chunk's ``dW`` summed over its samples in order, as im2col's partials are laid
     out: ``(G, O/G, C/G * taps)``."""
-    buf = _planes_of(x, taps)
+    buf = _padded(x, taps)
     gy = _wide(dy, taps)
     dw = np.zeros_like(taps.w)
     for n in range(x.shape[0]):

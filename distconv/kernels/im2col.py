@@ -203,3 +203,17 @@ def _taps_by_phase(geom: ConvGeometry, steps: tuple[int, ...]) -> dict:
         start = sum((r // s) * st for r, s, st in zip(reach, geom.stride, steps))
         taps.setdefault(phase, []).append((offset, start))
     return taps
+
+
+def widen_output(g: Any, size: tuple[int, ...]) -> Any:
+    """``g`` ``(B, O, *out)`` zero-padded at the end of its spatial axes to ``size``.
+
+    Output-side arrays in a wide column layout, where the extra columns must contribute
+    nothing.
+    """
+    if tuple(g.shape[2:]) == tuple(size):
+        return g
+    xp = get_array_module(g)
+    wide = xp.zeros((*g.shape[:2], *size), dtype=g.dtype)
+    wide[(slice(None), slice(None)) + tuple(slice(0, m) for m in g.shape[2:])] = g
+    return wide

@@ -138,8 +138,7 @@ WIDE_CASES = [
 
 @pytest.mark.parametrize("nd,k,s,p,d", WIDE_CASES)
 def test_col2im_wide_equals_col2im(rng, nd, k, s, p, d):
-    from distconv.kernels.conv import widen_output
-    from distconv.kernels.im2col import col2im_wide, wide_col_size
+    from distconv.kernels.im2col import col2im_wide, wide_col_size, widen_output
 
     geom = ConvGeometry.make(nd, k, s, p, d)
     img_shape = (2, 3) + ((11, 10) if nd == 2 else (7, 8, 9))
