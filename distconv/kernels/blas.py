@@ -6,7 +6,8 @@ and it copies an operand whose rows are not where it expects them. The shifted c
 window of a padded image whose rows are a plane apart; BLAS's ``gemm`` does exactly that with
 ``beta = 1`` and a leading dimension, at no extra pass over memory.
 
-The BLAS is the one numpy already loaded (found by threadpoolctl), called through ctypes, which
+The BLAS is the one numpy already loaded (found by threadpoolctl, as the kernel threads' hold
+finds it), called through ctypes, which
 releases the GIL for the call, so the kernel threads run their products in parallel. Only
 OpenBLAS is bound (numpy's wheels ship it; its configuration string says whether its integers
 are 64-bit); elsewhere :func:`available` is False and callers keep their numpy path.
@@ -21,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from distconv.kernels.parallel import blas_libraries
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
@@ -30,12 +33,7 @@ def _gemm(dtype: np.dtype) -> Any:
     """The ctypes ``cblas_?gemm`` for ``dtype`` (float32/float64), or None if there is none."""
     if dtype not in _CTYPES:
         return None
-    try:
-        from threadpoolctl import ThreadpoolController
-
-        libs = ThreadpoolController().select(internal_api="openblas").lib_controllers
-    except Exception:  # pragma: no cover - threadpoolctl is a dependency
-        return None
+    libs = [lib for lib in blas_libraries() if lib.internal_api == "openblas"]
     letter = "s" if dtype == np.float32 else "d"
     # numpy's own first (in numpy/.dylibs or numpy.libs/, both under this prefix): scipy or
     # torch may have loaded another OpenBLAS before it

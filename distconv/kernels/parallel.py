@@ -75,7 +75,7 @@ def _executor(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _blas_libraries() -> list:
+def blas_libraries() -> list:
     """The BLAS libraries loaded in this process (threadpoolctl's controllers), found once."""
     global _blas
     with _lock:
@@ -113,7 +113,7 @@ def one_blas_thread() -> Iterator[None]:
     call enters here.
     """
     global _holders, _held
-    libs = _blas_libraries()
+    libs = blas_libraries()
     mine = [(lib, n) for lib in libs if _per_thread(lib) and (n := lib.get_num_threads()) != 1]
     for lib, _ in mine:
         lib.set_num_threads(1)
@@ -162,7 +162,7 @@ _in_pool = threading.local()
 def _hold_worker() -> None:
     """Our pool's threads only run kernels: one BLAS thread for per-thread libraries, for good."""
     _in_pool.active = True
-    for lib in _blas_libraries():
+    for lib in blas_libraries():
         if _per_thread(lib):
             lib.set_num_threads(1)
 
