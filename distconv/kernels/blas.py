@@ -6,9 +6,9 @@ and it copies an operand whose rows are not where it expects them. The shifted c
 window of a padded image whose rows are a plane apart; BLAS's ``gemm`` does exactly that with
 ``beta = 1`` and a leading dimension, at no extra pass over memory.
 
-The BLAS is the one numpy already loaded (found by threadpoolctl, as the kernel threads' hold
-finds it), called through ctypes, which
-releases the GIL for the call, so the kernel threads run their products in parallel. Only
+The BLAS is the one numpy already loaded (found by threadpoolctl, in the list the kernel
+threads' hold uses), called through ctypes, which releases the GIL for the call, so the
+kernel threads run their products in parallel. Only
 OpenBLAS is bound (numpy's wheels ship it; its configuration string says whether its integers
 are 64-bit); elsewhere :func:`available` is False and callers keep their numpy path.
 """
