@@ -1,6 +1,6 @@
 """ConvOperator (a filter bank per sample) against the per-sample matrix product it replaced.
 
-Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15]``
+Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15] [--then DIR]``
 
 Until issue 7 the operator multiplied each sample's filters with that sample's im2col columns
 itself (one batched matmul, plain col2im). It now runs as one grouped convolution with
@@ -9,6 +9,11 @@ itself (one batched matmul, plain col2im). It now runs as one grouped convolutio
 two so that load on a shared machine hits both alike, and prints the ratio baseline / operator
 (higher is better; the issue's target is 2 on N16 C16 16x16 3x3). With PyTorch importable it
 also times ``F.conv2d`` with ``groups = N * G``, the same computation, in its own process.
+
+``--then DIR`` times the layer itself against the layer of another checkout (the code as it
+was when issue 7 was filed: ``git worktree add DIR 6b855cf``): each in its own processes,
+alternated round by round, both with freed memory kept (``MALLOC_*`` below, what a training
+process sets through ``distconv.allocator``) so that only the code differs.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import print_table, run_worker, torch_available  # noqa: E402
+from harness import best_ms, print_table, run_worker, torch_available  # noqa: E402
 
 # name: (N, C, O, size, kernel, padding, groups)
 CASES = {
@@ -60,12 +66,20 @@ def _baseline(x, f, dout, case):
     return step
 
 
+#: glibc's equivalent of ``distconv.allocator.keep_freed_memory``, for code that predates it
+KEEP_MEMORY_ENV = {"MALLOC_TRIM_THRESHOLD_": "4294967296", "MALLOC_TOP_PAD_": "268435456"}
+
+
 def operator_step(x, f, dout, case):
     from distconv import Arg
     from distconv.layers import ConvOperator, Mixed
 
     n, c, o, size, k, p, g = case
-    layer = Mixed([None, None], [ConvOperator(c, o, k, input_size=size, padding=p, groups=g)])
+    try:
+        op = ConvOperator(c, o, k, input_size=size, padding=p, groups=g)
+    except TypeError:  # the signature before issue 7: (C, O, input_size, kernel_size)
+        op = ConvOperator(c, o, size, k, padding=p, groups=g)
+    layer = Mixed([None, None], [op])
     image, filters = Arg(x), Arg(f)
 
     def step():
@@ -130,6 +144,9 @@ def worker(library: str, threads: int, repeat: int) -> None:
 
     result = {}
     for name, case in CASES.items():
+        if library == "layer":  # the layer alone, in whichever checkout is on the path
+            result[name] = {"layer": best_ms(operator_step(*make_arrays(case), case), repeat)}
+            continue
         if library == "torch":
             import torch
 
@@ -145,14 +162,45 @@ def worker(library: str, threads: int, repeat: int) -> None:
     print(json.dumps(result))
 
 
+def against_then(then: str, threads: list[int], repeat: int, rounds: int) -> None:
+    """The layer here against the layer in checkout ``then``: medians over alternated rounds."""
+    rows = []
+    for t in threads:
+        times: dict[str, dict[str, list[float]]] = {}
+        for r in range(rounds):
+            order = ("then", "now") if r % 2 == 0 else ("now", "then")
+            for which in order:
+                code = then if which == "then" else None
+                kwargs = {"code": code} if code else {}
+                got = run_worker(
+                    __file__,
+                    "layer",
+                    t,
+                    ["--repeat", str(repeat)],
+                    env_extra=KEEP_MEMORY_ENV,
+                    **kwargs,
+                )
+                for name, v in got.items():
+                    times.setdefault(name, {}).setdefault(which, []).append(v["layer"])
+        for name, by in times.items():
+            then_ms, now_ms = statistics.median(by["then"]), statistics.median(by["now"])
+            rows.append([name, t, f"{then_ms:.2f}", f"{now_ms:.2f}", f"{then_ms / now_ms:.2f}"])
+    print_table(["case (fwd+bwd, float32)", "threads", "then ms", "now ms", "speed-up"], rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--worker", choices=["distconv", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--then", help="a checkout whose ConvOperator layer to time against this one")
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds for --then")
+    ap.add_argument("--worker", choices=["distconv", "torch", "layer"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.threads[0], args.repeat)
+        return
+    if args.then:
+        against_then(args.then, args.threads, args.repeat, args.rounds)
         return
     rows = []
     for t in args.threads:

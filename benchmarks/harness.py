@@ -46,10 +46,21 @@ def best_ms(
     return min(times) * 1e3
 
 
-def run_worker(script: str, library: str, threads: int, extra: list[str] | None = None) -> dict:
-    """Run ``script --worker LIBRARY`` in a fresh process pinned to ``threads``; its JSON result."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
+def run_worker(
+    script: str,
+    library: str,
+    threads: int,
+    extra: list[str] | None = None,
+    code: str = REPO_ROOT,
+    env_extra: dict[str, str] | None = None,
+) -> dict:
+    """Run ``script --worker LIBRARY`` in a fresh process pinned to ``threads``; its JSON result.
+
+    ``code``: the checkout whose distconv the worker imports (another one measures old code).
+    ``env_extra``: more environment variables for the worker.
+    """
+    env = {**os.environ, **(env_extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [code, env.get("PYTHONPATH")]))
     for var in THREAD_VARS:
         env[var] = str(threads)
     cmd = [sys.executable, script, "--worker", library, "--threads", str(threads), *(extra or [])]
