@@ -404,3 +404,41 @@ def test_the_chief_refreshes_then_asks_remote_holders_to_keep_one_part_more(data
         "refresh",
         ("parts", 15, 3),
     ]
+
+
+@pytest.mark.timeout(120)
+def test_whole_training_steps_are_bitwise_the_same_on_one_thread_and_two(monkeypatch):
+    """The kernels split a batch into chunks by shape alone: whole steps, not just single
+    kernels, give the same bits on one kernel thread and on two (issue 12's promise).
+
+    LeNet at 28x28 with 64 samples is large enough that conv2's chunks really run on the pool
+    (checked), so a chunking that followed the thread count would change the weights here.
+    """
+    from distconv.kernels import parallel
+
+    train = synthetic(n=192, image_shape=(1, 28, 28), num_classes=10, seed=5)
+    submitted = []
+    real_executor = parallel._executor
+
+    def counting_executor(n):
+        submitted.append(n)
+        return real_executor(n)
+
+    monkeypatch.setattr(parallel, "_executor", counting_executor)
+
+    def weights_after_three_steps(threads: str) -> dict:
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+        set_seed(0)
+        net = lenet((1, 28, 28), num_classes=10)
+        sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
+        t = Trainer(net, sync, 64, progress=False)
+        t.fit(train, None, epochs=1)
+        return _weights(t)
+
+    one = weights_after_three_steps("1")
+    assert submitted == []  # one thread: every chunk ran in line
+    two = weights_after_three_steps("2")
+    assert submitted and set(submitted) == {2}  # two threads: chunks went to the pool
+    assert one.keys() == two.keys()
+    for name in one:
+        np.testing.assert_array_equal(one[name], two[name], err_msg=name)
