@@ -3,10 +3,12 @@
 Usage: ``python benchmarks/conv_operator.py [--threads 1 2] [--repeat 15] [--then DIR]``
 
 Until issue 7 the operator multiplied each sample's filters with that sample's im2col columns
-itself (one batched matmul, plain col2im). It now runs as one grouped convolution with
-``groups = N * G`` through :mod:`distconv.kernels.conv`. This script times forward + backward
-(image and filter gradients) of both on the same arrays, in the same process, alternating the
-two so that load on a shared machine hits both alike, and prints the ratio baseline / operator
+itself (one batched matmul, plain col2im). It now runs on :mod:`distconv.kernels.conv_per_sample`
+(chunks of samples on the kernel threads; on a GPU, cuDNN with ``groups = N * G``). This script
+times forward + backward (image and filter gradients) of both on the same arrays, in the same
+process, alternating the two so that load on a shared machine hits both alike. The baseline is
+the old kernel work alone, without the layer around it, so it flatters the old code; ``--then``
+below is the fair comparison. It prints the ratio baseline / operator
 (higher is better; the issue's target is 2 on N16 C16 16x16 3x3). With PyTorch importable it
 also times ``F.conv2d`` with ``groups = N * G``, the same computation, in its own process.
 

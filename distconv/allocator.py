@@ -3,9 +3,9 @@
 A training step allocates the same arrays every step (columns, activations, gradients) and frees
 them again. With glibc's defaults, freed memory at the top of the heap above a threshold is
 handed back to the kernel, and arrays above another threshold are ``mmap``-ed and unmapped on
-every free. The next step then touches fresh pages, and every page is a fault: on the digits
-step at batch 16 about 150 faults a step, over 1 ms of kernel time on a virtual machine, where
-PyTorch's step takes none. :func:`keep_freed_memory` raises both thresholds, as
+every free. The next step then touches fresh pages, and every page is a fault, which costs
+microseconds on a virtual machine (the figures are in docs/benchmarks.md); PyTorch's step
+takes none. :func:`keep_freed_memory` raises both thresholds, as
 ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_MMAP_THRESHOLD_`` would, so the pages stay mapped and the
 next step reuses them. The cost is that a process keeps its peak memory mapped instead of
 returning freed memory between steps (each allocator arena keeps up to

@@ -10,8 +10,9 @@ differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
 2. ``backward`` run twice adds the same gradient again (gradients accumulate);
 3. each parameter fires its ``inc_update`` callback once per pass, with its gradient complete:
    nothing is added to it after the callback (one that fires before its last user has added
-   its share fails here, though it fires once); a parameter that also serves layers outside the
-   check waits for them and must not fire;
+   its share fails here, though it fires once). The check runs the layer alone, so a
+   parameter's users are its uses inside the layer; sharing across layers is the Network's
+   business and is tested there (``tests/layers/test_shared_weight.py``);
 4. with every parameter static the input gradients are unchanged and no callback fires.
 
 Layer tests call it for every option; it raises ``AssertionError`` naming the array that failed.

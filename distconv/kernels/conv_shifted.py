@@ -36,8 +36,8 @@ from distconv.kernels.shape import ConvGeometry
 #: a tap's product has ``C/G`` (forward) or ``O/G`` (input gradient) as its inner dimension;
 #: below this BLAS runs far from its peak and im2col's single long product wins
 SHIFTED_MIN_CHANNELS = 16
-#: the weight gradient's products are ``(O/G, C/G)`` blocks; grouped layers with 16 channels a
-#: group ran it slower than im2col (N8 C128 40x40 G8: 28-40 against 18-30 ms), 64 both ways won
+#: the weight gradient's products are ``(O/G, C/G)`` blocks; with 16 channels a group they ran
+#: slower than im2col, with 64 both ways faster (docs/benchmarks.md, the kernels' constants)
 SHIFTED_WEIGHT_GRAD_MIN_BLOCK = 32 * 32
 
 

@@ -37,11 +37,11 @@ _held: list = []
 _warned = False
 
 #: below this many column elements per thread, threads cost more than they save: the GIL
-#: hand-offs of many small numpy calls outweigh the parallel copies (measured on LeNet-sized
-#: layers, 0.6-1.2 M column elements, which ran 1.3-1.6x slower on two threads)
+#: hand-offs of many small numpy calls outweigh the parallel copies. The measurements behind
+#: this module's constants: docs/benchmarks.md, "Why the kernels' constants are what they are"
 MIN_WORK_PER_THREAD = 1 << 20
 #: column elements per chunk: small enough that a chunk's columns stay in cache while the
-#: matrix product reads them (measured: 1-2 samples of a 64-channel 56x56 3x3 conv)
+#: matrix product reads them
 CHUNK_WORK = 1 << 21
 
 
@@ -101,16 +101,15 @@ def one_blas_thread() -> Iterator[None]:
     Every kernel call enters it, and so does a whole :meth:`~distconv.network.Network.forward`
     and ``backward``: inside a step distconv's kernel threads are the only parallelism. A BLAS
     pool of its own would compete with them for the cores, and OpenBLAS's workers spin for
-    about 0.1 s after each threaded call (measured: the MNIST-size LeNet step took 88 ms with
-    the fully connected products on OpenBLAS's threads and 67 ms with them held).
+    a while after each threaded call (the MNIST-size step ran about a quarter faster with them
+    held; see docs/benchmarks.md).
 
     A process-wide pool (OpenBLAS on pthreads) gets one hold for the whole process: the first
     caller in sets it to one thread, the last one out restores it, so kernels called from
     several Python threads at once (ranks run as threads) neither undo each other nor run
     unheld. A per-thread count (OpenMP layers, MKL) is set for the calling thread, and for good
     in our pool's workers (:func:`_hold_worker`). Counts are read and set directly:
-    threadpoolctl's ``limit`` costs about 65 us a call, five times as much, and every kernel
-    call enters here.
+    threadpoolctl's ``limit`` costs several times as much, and every kernel call enters here.
     """
     global _holders, _held
     libs = blas_libraries()
@@ -209,8 +208,7 @@ def _run(
 
 
 #: multiply-adds per chunk of a split matrix product. Each chunk's call packs all of ``b``
-#: again, so chunks must be large: LeNet's fc1 at 28x28 (26 M multiply-adds, 64 rows) ran
-#: slower as four 16-row chunks on two threads than as one call on one
+#: again, so chunks must be large (LeNet's fc1 at 28x28 ran slower split than whole)
 MATMUL_CHUNK_MACS = 1 << 25
 #: and at least this many rows per chunk
 MATMUL_MIN_ROWS = 64

@@ -56,8 +56,8 @@ class PoolState:
     """What a max pooling's backward needs: the window elements, offset by offset, and ``y``.
 
     ``windows[k]`` is a contiguous copy of offset ``k``'s view, ``(K, N, C, *out)`` in all: the
-    backward's comparisons then run on contiguous memory (8x faster than on the strided views;
-    the copy costs less than it saves).
+    backward's comparisons then run on contiguous memory, several times faster than on the
+    strided views; the copy costs less than it saves.
     """
 
     __slots__ = ("windows", "y")
