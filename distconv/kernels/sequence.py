@@ -40,16 +40,18 @@ def check_offsets(starts: Any, rows: int, xp: Any = np, what: str = "seq_starts"
     """
     if starts is None:
         raise ValueError(f"{what} are missing; a sequence input needs them")
-    starts = xp.asarray(starts)
+    # check where the offsets already are: host offsets (the usual case, from a data loader)
+    # cost the device nothing, and device offsets are read back once, as one flag
+    starts = get_array_module(starts).asarray(starts)
     if starts.ndim != 1 or len(starts) < 1 or starts.dtype.kind not in "iu":
         raise ValueError(
             f"{what} must be a 1-D integer array of n + 1 offsets, got "
             f"shape {tuple(starts.shape)} dtype {starts.dtype}"
         )
-    first, last = int(starts[0]), int(starts[-1])
-    if first != 0 or last != rows or bool((starts[1:] < starts[:-1]).any()):
+    bad = (starts[0] != 0) | (starts[-1] != rows) | (starts[1:] < starts[:-1]).any()
+    if bool(bad):
         raise ValueError(f"{what} must rise from 0 to the row count {rows}, got {_preview(starts)}")
-    return starts
+    return xp.asarray(starts)
 
 
 def _preview(a: Any, n: int = 8) -> str:

@@ -13,6 +13,7 @@ import pytest
 from distconv import Arg
 from distconv.backend import BackendError, set_device, to_host
 from distconv.layers import (
+    AvgPool2D,
     Concatenate,
     Concatenate2,
     ContextProjection,
@@ -62,6 +63,9 @@ LAYERS = [
     lambda: ConvTranspose3D(4, 4, 3, stride=2, padding=1, dtype=np.float64),
     lambda: FullyConnected(4 * 6 * 6, 5, act="softmax", dtype=np.float64),
     lambda: MaxPool2D(3, 2, 1),
+    lambda: MaxPool2D(2),  # windows tile the input: the backward writes instead of adding
+    lambda: AvgPool2D(3, 2, 1),
+    lambda: AvgPool2D(2),
 ]
 
 
