@@ -10,8 +10,10 @@ message at both ends more than its bytes; overlap with backward is for models bi
 fill a push, as with DDP's buckets. The frames are handed to ZeroMQ without copying, and
 ZeroMQ's own I/O thread sends them while backward goes on with the layers below (no Python
 thread, so no fight over the GIL with backward). The reply to each push carries its blocks'
-new values in one frame (:mod:`.inbox`); :meth:`finish_step` waits for all replies and writes
-them into the parameters. In sync mode a shard answers a push
+new values in one frame (:mod:`.inbox`); :meth:`finish_step` waits for all replies and puts
+them into the parameters: a dense host parameter whose blocks all come in one reply takes its
+slice of that frame as its new ``param.value`` (no copy; :meth:`ReplyWriter._adopt` is the one
+place that replaces the array), any other is copied into. In sync mode a shard answers a push
 only once every parameter in it is updated, so every push of a step is sent before the first
 wait.
 
@@ -137,6 +139,7 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
         self.layout = Layout(self._specs, len(self._socks), self.block_bytes)
+        self._param_blocks = [self.layout.blocks_of(i) for i in range(len(self.params))]
         self._versions = [0] * len(self.layout.blocks)
         self._targets = [
             [(s, self.layout.blocks_on(s, i)) for s in range(len(self._socks))]
