@@ -39,6 +39,7 @@ from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_de
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
+from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.remote_state import RemoteState
@@ -146,6 +147,14 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
             for i in range(len(self.params))
         ]
         self._targets = [[(s, bl) for s, bl in t if bl] for t in self._targets]
+        self._runs_of_gradients = GradientRuns(
+            self.params,
+            [{s for s, _ in t} for t in self._targets],
+            [
+                not s.sparse and isinstance(p.grad, np.ndarray)
+                for s, p in zip(self._specs, self.params)
+            ],
+        )
         description = job_description(self.params, self.optimizer, config or {})
         description["pserver"] = {
             "block_bytes": self.block_bytes,
@@ -197,7 +206,8 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         # checkpoint holds their state all the same
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
-        self._check_sizes([h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
+        self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
+        self._check_sizes(self._frame_bytes)
 
     def _check_sizes(self, frames: Sequence[int]) -> None:
         """Say now, not at the first step, when a shard cannot take this layout: a block is one

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.ps.blocks import BLOCK_BYTES, Block
+from distconv.sync.ps.gradients import Item
 
 #: default ``push_bytes``: one default block
 PUSH_BYTES = BLOCK_BYTES
-#: a queued gradient: its parameter's index, its blocks on the shard, their gradient arrays
-_Item = tuple[int, list[Block], list[np.ndarray]]
+_Item = Item
 
 
 class PushQueue:
@@ -107,7 +107,8 @@ class PushQueue:
         # its reply is one view of it, not a copy (see distconv.sync.ps.values)
         queued.sort(key=lambda q: q[0])
         blocks = [b for _, bl, _ in queued for b in bl]
-        arrays = [a for _, _, arr in queued for a in arr]
+        # gradients back to back in the shard's buffer go as one frame (protocol 4)
+        arrays = self._runs_of_gradients.frames(queued, self._frame_bytes[shard])
         self._push_message(shard, [p for p, _, _ in queued], blocks, arrays)
 
     def _push_message(
