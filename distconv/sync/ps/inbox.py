@@ -97,7 +97,7 @@ class ReplyWriter:
         while k < len(blocks):
             b = blocks[k]
             whole = self._param_blocks[b.param]
-            n = sum(x.nbytes for x in whole)
+            n = self._specs[b.param].rows * self._specs[b.param].row_bytes
             if blocks[k : k + len(whole)] == whole and self._adopt(b.param, values[at : at + n]):
                 at, k = at + n, k + len(whole)
                 continue
