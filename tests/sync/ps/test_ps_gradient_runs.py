@@ -134,3 +134,27 @@ def test_a_run_ending_inside_a_block_is_refused_and_the_shard_serves_a_worker_on
         sync.close()
         raw.close(0)
         ctx.term()
+
+
+def test_runs_are_cut_at_the_frame_bound_and_a_larger_parameter_goes_block_by_block():
+    from distconv.parameter import Parameter
+    from distconv.sync.ps.blocks import Layout
+    from distconv.sync.ps.gradients import GradientRuns
+
+    params = [Parameter(f"p{i}", np.full(n, float(i))) for i, n in enumerate([4, 4, 4, 16])]
+    specs = [ParamSpec(p.name, p.shape, "float64") for p in params]
+    layout = Layout(specs, 1, block_bytes=64)  # p3: 2 blocks of 64 bytes
+    runs = GradientRuns(params, [{0}] * 4, [True] * 4)
+    items = [
+        (i, layout.blocks_on(0, i), [p.grad[b.start : b.stop] for b in layout.blocks_on(0, i)])
+        for i, p in enumerate(params)
+    ]
+    for i, p in enumerate(params):
+        p.grad[...] = i + 1
+    frames = runs.frames(items, limit=64)
+    # p0 + p1 fill one 64-byte run, p2 starts the next; p3 (128 bytes) goes as its 2 blocks
+    assert [f.nbytes for f in frames] == [64, 32, 64, 64]
+    assert [f.dtype for f in frames] == [np.uint8, np.uint8, np.float64, np.float64]
+    got = np.concatenate([np.frombuffer(f.tobytes(), np.float64) for f in frames])
+    np.testing.assert_array_equal(got, np.concatenate([p.grad for p in params]))
+    assert runs.frames(items[1:3][::-1], limit=1024)[0].nbytes == 32  # not consecutive: 2 runs
