@@ -6,7 +6,9 @@ One worker pushes ``--mb`` MB of float32 gradients as ``--params`` parameters th
 shards (``distconv pserver`` subprocesses on 127.0.0.1, sync mode, SGD) and waits for the new
 values: one push + pull per step. The parameter server coalesces a shard's gradients into a
 few messages (``push_bytes``, 1 MiB by default: about 16 per step for 16 MB, the shards taking
-turns), each answered with its blocks' new values in one frame (protocol 3), whereas the raw
+turns), each carrying its gradients as one frame and answered with its blocks' new values in
+one frame (protocol 4: the worker's gradients live in one buffer per shard, a dense parameter
+adopts its slice of the reply as its value, the shard lends a slice of its store), whereas the raw
 baseline, measured in the same run, sends the same bytes as one message per gradient (100,
 split over 2 raw ROUTER echo processes as the blocks are over the shards) and waits for the
 echoes. A second raw baseline, ``raw grouped``, sends the gradients grouped as the worker's

@@ -98,6 +98,10 @@ class Layout:
             if self.shard_of[b.id] == shard and (param is None or b.param == param)
         ]
 
+    def blocks_of(self, param: int) -> list[Block]:
+        """All blocks of parameter ``param``, whatever their shards, in id order."""
+        return [b for b in self.blocks if b.param == param]
+
     def shard_bytes(self) -> list[int]:
         """The bytes each shard holds."""
         load = [0] * self.num_shards

@@ -10,8 +10,10 @@ message at both ends more than its bytes; overlap with backward is for models bi
 fill a push, as with DDP's buckets. The frames are handed to ZeroMQ without copying, and
 ZeroMQ's own I/O thread sends them while backward goes on with the layers below (no Python
 thread, so no fight over the GIL with backward). The reply to each push carries its blocks'
-new values in one frame (:mod:`.inbox`); :meth:`finish_step` waits for all replies and writes
-them into the parameters. In sync mode a shard answers a push
+new values in one frame (:mod:`.inbox`); :meth:`finish_step` waits for all replies and puts
+them into the parameters: a dense host parameter whose blocks all come in one reply takes its
+slice of that frame as its new ``param.value`` (no copy; :meth:`ReplyWriter._adopt` is the one
+place that replaces the array), any other is copied into. In sync mode a shard answers a push
 only once every parameter in it is updated, so every push of a step is sent before the first
 wait.
 
@@ -37,6 +39,7 @@ from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_de
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
+from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.remote_state import RemoteState
@@ -137,12 +140,21 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
         self.layout = Layout(self._specs, len(self._socks), self.block_bytes)
+        self._param_blocks = [self.layout.blocks_of(i) for i in range(len(self.params))]
         self._versions = [0] * len(self.layout.blocks)
         self._targets = [
             [(s, self.layout.blocks_on(s, i)) for s in range(len(self._socks))]
             for i in range(len(self.params))
         ]
         self._targets = [[(s, bl) for s, bl in t if bl] for t in self._targets]
+        self._runs_of_gradients = GradientRuns(
+            self.params,
+            [{s for s, _ in t} for t in self._targets],
+            [
+                not s.sparse and isinstance(p.grad, np.ndarray)
+                for s, p in zip(self._specs, self.params)
+            ],
+        )
         description = job_description(self.params, self.optimizer, config or {})
         description["pserver"] = {
             "block_bytes": self.block_bytes,
@@ -194,7 +206,8 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         # checkpoint holds their state all the same
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
-        self._check_sizes([h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
+        self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
+        self._check_sizes(self._frame_bytes)
 
     def _check_sizes(self, frames: Sequence[int]) -> None:
         """Say now, not at the first step, when a shard cannot take this layout: a block is one

@@ -23,6 +23,7 @@ from distconv.sync.ps.state import (
     _Refused,
     _table_entry,
     _Waiting,
+    dense_gradients,
 )
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import (
@@ -325,12 +326,7 @@ class RequestHandlers:
     ) -> list:
         """Per block, ``(row ids or None, gradient)``: whole blocks, or a sparse push's rows."""
         if "rows" not in header:
-            if len(arrays) != len(ids):
-                raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
-            for bid, g in zip(ids, arrays):
-                b = self.blocks[bid]
-                _expect(g, self.params[b.param], b.stop - b.start, f"block {bid}")
-            return [(None, g) for g in arrays]
+            return [(None, g) for g in dense_gradients(self.blocks, self.params, ids, arrays)]
         spec = self.params[params[0]]
         if not spec.sparse:
             raise WireError(f"push of rows for {spec.name}, which is not sparse")

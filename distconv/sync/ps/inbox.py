@@ -86,14 +86,41 @@ class ReplyWriter:
                 )
 
     def _write_values(self, blocks: Sequence[Block], values: np.ndarray) -> None:
-        """Copy each block's slice of ``values`` (bytes, back to back in ``blocks`` order)
-        into its parameter: one frame per reply, one copy per block, no per-block objects."""
-        at = 0
-        for b in blocks:
+        """Put each block's slice of ``values`` (bytes, back to back in ``blocks`` order) into
+        its parameter: one frame per reply, no per-block objects.
+
+        A dense host parameter whose blocks all come in this frame, one after the other, ADOPTS
+        its slice of the frame: ``param.value`` becomes a view of it (see :meth:`_adopt`), so
+        its new values cost no copy. Any other block is copied into its parameter.
+        """
+        at, k = 0, 0
+        while k < len(blocks):
+            b = blocks[k]
+            whole = self._param_blocks[b.param]
+            n = self._specs[b.param].rows * self._specs[b.param].row_bytes
+            if blocks[k : k + len(whole)] == whole and self._adopt(b.param, values[at : at + n]):
+                at, k = at + n, k + len(whole)
+                continue
             host = self._host_rows(b.param)
             dst = host[b.start : b.stop]
             dst[...] = values[at : at + b.nbytes].view(host.dtype).reshape(dst.shape)
-            at += b.nbytes
+            at, k = at + b.nbytes, k + 1
+
+    def _adopt(self, i: int, frame: np.ndarray) -> bool:
+        """Make ``frame`` (all of parameter ``i``'s bytes, from a reply) its value; False (and
+        nothing done) where it cannot be: a device parameter, or a frame that is
+        read-only or not aligned for the dtype.
+
+        This is the one place where the worker replaces ``param.value``: the array object
+        changes every step, its contents are the new values. Layers and checkpoints read
+        ``param.value`` through the parameter each time, never keep the array.
+        """
+        p = self.params[i]
+        dtype = p.value.dtype
+        if not frame.flags.writeable or frame.ctypes.data % dtype.itemsize or is_gpu_array(p.value):
+            return False
+        p.value = frame.view(dtype).reshape(p.value.shape)
+        return True
 
     def _values_to_device(self, written: set[int]) -> None:
         """Host copies of these parameters were written; move them to the device (no-op on

@@ -31,11 +31,10 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.ps.blocks import BLOCK_BYTES, Block
+from distconv.sync.ps.gradients import Item
 
 #: default ``push_bytes``: one default block
 PUSH_BYTES = BLOCK_BYTES
-#: a queued gradient: its parameter's index, its blocks on the shard, their gradient arrays
-_Item = tuple[int, list[Block], list[np.ndarray]]
 
 
 class PushQueue:
@@ -43,7 +42,7 @@ class PushQueue:
 
     def _init_push_queue(self, shards: int, push_bytes: int | None = None) -> None:
         #: per shard: (parameter index, its blocks there, their gradient arrays), in order
-        self._queued: list[list[_Item]] = [[] for _ in range(shards)]
+        self._queued: list[list[Item]] = [[] for _ in range(shards)]
         self._queued_bytes = [0] * shards
         self._last_push: list[Any] = [None] * shards  # MessageTracker of the last push
         #: the fewest queued gradient bytes that leave before the end of the step
@@ -78,12 +77,12 @@ class PushQueue:
                 if k < len(run):
                     self._send_items(shard, run[k])
 
-    def _cut_queue(self, shard: int) -> list[list[_Item]]:
+    def _cut_queue(self, shard: int) -> list[list[Item]]:
         """Take ``shard``'s queue, cut into consecutive runs of at least ``push_bytes`` (or
         :data:`PUSH_BYTES`) each (the last: what is left); each within the cap, as the whole
         queue is."""
         queued, self._queued[shard], self._queued_bytes[shard] = self._queued[shard], [], 0
-        runs: list[list[_Item]] = []
+        runs: list[list[Item]] = []
         # push_bytes 0 means "send each gradient while the link is free", not n messages here
         size = cut = self.push_bytes or PUSH_BYTES
         for item in queued:
@@ -99,7 +98,7 @@ class PushQueue:
         self._queued[shard], self._queued_bytes[shard] = [], 0
         self._send_items(shard, queued)
 
-    def _send_items(self, shard: int, queued: list[_Item]) -> None:
+    def _send_items(self, shard: int, queued: list[Item]) -> None:
         """Send queued gradients to ``shard`` as one push (nothing if there are none)."""
         if not queued:
             return
@@ -107,7 +106,8 @@ class PushQueue:
         # its reply is one view of it, not a copy (see distconv.sync.ps.values)
         queued.sort(key=lambda q: q[0])
         blocks = [b for _, bl, _ in queued for b in bl]
-        arrays = [a for _, _, arr in queued for a in arr]
+        # gradients back to back in the shard's buffer go as one frame (protocol 4)
+        arrays = self._runs_of_gradients.frames(queued, self._frame_bytes[shard])
         self._push_message(shard, [p for p, _, _ in queued], blocks, arrays)
 
     def _push_message(

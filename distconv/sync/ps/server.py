@@ -195,7 +195,10 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             header["error"] = error
         frames = pack(header, arrays)
         self.stats.bytes_out += len(frames[0]) + sum(a.nbytes for a in arrays)
-        send(self._sock, frames, prefix=(ident,))
+        lent = [a for a in arrays if self.store.owns(a)]  # slices of the store: track them
+        tracker = send(self._sock, frames, prefix=(ident,), track=bool(lent))
+        for a in lent:
+            self.store.lend(a, tracker)
 
     # -- collectives and housekeeping ---------------------------------------------------------
     def _live(self) -> set[int]:

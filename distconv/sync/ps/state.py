@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,14 @@ import numpy as np
 
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.wire import MAX_ARRAY_BYTES, VALUE_DTYPES, WireError, is_shape, short
+from distconv.sync.ps.wire import (
+    DTYPES,
+    MAX_ARRAY_BYTES,
+    VALUE_DTYPES,
+    WireError,
+    is_shape,
+    short,
+)
 
 log = logging.getLogger("distconv.pserver")
 
@@ -61,6 +68,7 @@ class Stats:
     bytes_in: int = 0
     bytes_out: int = 0
     update_seconds: float = 0.0
+    value_copies: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -143,6 +151,47 @@ def _expect(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:
         )
 
 
+def dense_gradients(
+    blocks: Mapping[int, _Block], params: Sequence[ParamSpec], ids: Sequence[int], arrays: list
+) -> list[np.ndarray]:
+    """Per block of ``ids``, its gradient from a dense push's frames, in order: each frame one
+    block (its dtype, ``(rows, row_len)``), or a ``uint8`` gradient run of one or more whole
+    consecutive blocks back to back (protocol 4), split here into views of it.
+
+    Raises:
+        WireError: the frames do not cover exactly the blocks, a run ends inside a block, or a
+            one-block frame has the wrong dtype or shape.
+    """
+    grads: list[np.ndarray] = []
+    for a in arrays:
+        if len(grads) == len(ids):
+            raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+        if a.dtype != DTYPES["uint8"]:
+            b = blocks[ids[len(grads)]]
+            _expect(a, params[b.param], b.stop - b.start, f"block {ids[len(grads)]}")
+            grads.append(a)
+            continue
+        if a.ndim != 1 or not a.nbytes:
+            raise WireError(f"push: a gradient run must be 1-D uint8 bytes, got shape {a.shape}")
+        at = 0
+        while at < a.nbytes:
+            if len(grads) == len(ids):
+                raise WireError(f"push: a gradient run of {a.nbytes} bytes goes past the blocks")
+            b = blocks[ids[len(grads)]]
+            spec = params[b.param]
+            n = (b.stop - b.start) * spec.row_bytes
+            if at + n > a.nbytes:
+                raise WireError(
+                    f"push: a gradient run of {a.nbytes} bytes ends inside block {ids[len(grads)]}"
+                )
+            grad = a[at : at + n].view(VALUE_DTYPES[spec.dtype])
+            grads.append(grad.reshape(b.stop - b.start, spec.row_len))
+            at += n
+    if len(grads) != len(ids):
+        raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+    return grads
+
+
 class BlockUpdates:
     """The optimizer side of :class:`~distconv.sync.ps.server.Shard`: collect a sync step's
     pushes, apply them (or an async push) to the blocks, build the reply's values."""
@@ -198,6 +247,7 @@ class BlockUpdates:
         held = [waiting.by_rank[r][2] for r in ranks]  # (push, parts) per rank
         scale = mean_scale(sum(push.header["count"] for push, _ in held))
         self.optimizer.lr = float(held[0][0].header["lr"])
+        self._before_update(self.by_param[p])
         start = time.perf_counter()
         touched = []
         for i, bid in enumerate(self.by_param[p]):
@@ -228,14 +278,21 @@ class BlockUpdates:
         :mod:`.values`), or their touched rows as [ids, rows] pairs."""
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
-            # always a snapshot: ZeroMQ may still hold the frame when the next update runs in
-            # place (in sync mode too: a worker may push step t+1 before it reads reply t)
-            return [self.store.frame(ids, copy=True)], fields
+            # a slice of the store when the blocks are consecutive: _reply lends it, and the
+            # next update copies first if ZeroMQ still holds it (see distconv.sync.ps.values)
+            return [self.store.frame(ids)], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
         fields["rows"] = [len(r) for r in touched]
         return arrays, fields
+
+    def _before_update(self, ids: Sequence[int]) -> None:
+        """Blocks ``ids`` are about to change in place: the store copies first if ZeroMQ still
+        holds a reply lent from it with their bytes (transport time, outside ``update_seconds``;
+        see :mod:`.values`). Every in-place update of values comes after this call."""
+        if self.store.before_write(ids):
+            self.stats.value_copies += 1
 
     def _update(
         self, block: _Block, grad: np.ndarray, scale: float, rows: np.ndarray | None = None
@@ -285,6 +342,7 @@ class BlockUpdates:
             )
         self.optimizer.lr = float(header["lr"])
         scale = mean_scale(header["count"])
+        self._before_update([bid for _, ids, _ in applied for bid in ids])
         for p, ids, mine in applied:
             try:
                 start = time.perf_counter()

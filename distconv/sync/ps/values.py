@@ -7,9 +7,15 @@ bookkeeping; a 16 MB step of 100 blocks spent more on that than on the bytes).
 
 The shard keeps its blocks in id order inside one buffer per dtype (each block's ``value`` a
 view of it). Blocks consecutive there (a push of consecutive parameters, which the reference
-worker sends in ascending order, or a pull of a run of blocks) are one slice of that buffer; the
-shard sends a copy of it (``copy=True``), since the next update changes the buffer in place
-while ZeroMQ may still hold the reply; any other request gets the blocks concatenated.
+worker sends in ascending order, or a pull of a run of blocks) are one slice of that buffer, and
+the reply hands ZeroMQ that slice itself, LENT: the ``MessageTracker`` of the reply is kept
+(:meth:`ValueStore.lend`), and before an in-place update of blocks (:meth:`ValueStore.before_write`)
+that a lent reply ZeroMQ still holds carries, the store moves to fresh copies of its buffers (copy
+on write), so a reply still carries the values it was built from, as the protocol promises. In sync
+mode every reply has left long before the next update (that needs every worker's next push,
+sent after the worker read its replies), so the copy a reply used to cost is gone; a slow
+reader in async mode costs one copy of the store. Any other request gets the blocks
+concatenated (a new array, nothing lent).
 """
 
 from __future__ import annotations
@@ -34,19 +40,60 @@ class ValueStore:
             v = blocks[bid].value
             sizes[v.dtype] = sizes.get(v.dtype, 0) + v.nbytes
         self.buffers = {dtype: np.empty(n, np.uint8) for dtype, n in sizes.items()}
+        self._blocks = blocks
         self._buffer: dict[int, np.ndarray] = {}
         self._start: dict[int, int] = {}
         self._stop: dict[int, int] = {}
+        #: replies that carry a slice of a buffer: (buffer, start, stop, MessageTracker)
+        self._lent: list[tuple[np.ndarray, int, int, Any]] = []
         at = dict.fromkeys(sizes, 0)
         for bid in sorted(blocks):
-            b = blocks[bid]
-            buf, start = self.buffers[b.value.dtype], at[b.value.dtype]
-            stop = start + b.value.nbytes
-            view = buf[start:stop].view(b.value.dtype).reshape(b.value.shape)
-            view[...] = b.value
-            b.value = view
-            self._buffer[bid], self._start[bid], self._stop[bid] = buf, start, stop
-            at[b.value.dtype] = stop
+            value = blocks[bid].value
+            buf, start = self.buffers[value.dtype], at[value.dtype]
+            self._start[bid], self._stop[bid] = start, start + value.nbytes
+            self._place(bid, buf)[...] = value
+            at[value.dtype] = self._stop[bid]
+
+    def _place(self, bid: int, buf: np.ndarray) -> np.ndarray:
+        """Make block ``bid``'s value the view of its bytes in ``buf``; returns the view."""
+        b = self._blocks[bid]
+        view = buf[self._start[bid] : self._stop[bid]].view(b.value.dtype).reshape(b.value.shape)
+        b.value, self._buffer[bid] = view, buf
+        return view
+
+    def owns(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is a slice of one of the store's buffers (what a reply lends)."""
+        return any(array.base is buf for buf in self.buffers.values())
+
+    def lend(self, array: np.ndarray, tracker: Any) -> None:
+        """A reply carrying ``array``, a slice of a buffer, went to ZeroMQ with ``tracker``."""
+        start = array.ctypes.data - array.base.ctypes.data
+        self._lent.append((array.base, start, start + array.nbytes, tracker))
+
+    def before_write(self, ids: Sequence[int]) -> bool:
+        """Call before blocks ``ids`` change in place: if ZeroMQ still holds a lent reply with
+        bytes of any of them, move every block to a fresh copy of its buffer (the old buffers
+        stay with the replies).
+
+        Returns:
+            Whether the store moved (a copy of every buffer).
+        """
+        if not self._lent:
+            return False
+        self._lent = [lent for lent in self._lent if not lent[3].done]
+        held = any(
+            buf is self._buffer[bid] and start < self._stop[bid] and self._start[bid] < stop
+            for buf, start, stop, _ in self._lent
+            for bid in ids
+        )
+        if not held:
+            return False
+        fresh = {id(buf): buf.copy() for buf in self.buffers.values()}
+        self.buffers = {dtype: fresh[id(buf)] for dtype, buf in self.buffers.items()}
+        for bid in self._blocks:
+            self._place(bid, fresh[id(self._buffer[bid])])
+        self._lent = []
+        return True
 
     def frame(self, ids: Sequence[int], copy: bool = False) -> np.ndarray:
         """The values of blocks ``ids`` (held here, checked by the caller) as one ``uint8``
@@ -55,8 +102,8 @@ class ValueStore:
 
         Args:
             ids: block ids, in the order of the reply.
-            copy: return a snapshot even when a view would do (what a reply needs: the values
-                change in place while the reply may still sit in ZeroMQ's queue).
+            copy: return a snapshot even when a view would do (a view sent in a reply must be
+                :meth:`lend`-ed, so that an update while ZeroMQ still holds it copies first).
         """
         if not ids:
             return np.empty(0, np.uint8)

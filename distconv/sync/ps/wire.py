@@ -23,8 +23,9 @@ import numpy as np
 import zmq
 
 #: bumped whenever a header field or frame layout changes meaning (2: a push carries several
-#: parameters; 3: a reply's dense values travel as one frame)
-PROTOCOL_VERSION = 3
+#: parameters; 3: a reply's dense values travel as one frame; 4: a dense push's gradients may
+#: travel as uint8 runs of consecutive blocks)
+PROTOCOL_VERSION = 4
 #: dtypes a parameter, so a block, may have (little-endian)
 VALUE_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
 #: dtypes allowed in array frames: a block's, or raw bytes (a reply's values, back to back);

@@ -2,8 +2,11 @@
 
 An in-process shard answers a raw ZeroMQ client; the test hands it each request (the loop
 ``Shard.serve`` runs, one request at a time), so the order of events is fixed: a client that
-pushes step 2 before it reads the reply to step 1 must still read step 1's values, and the
-frame the shard gave ZeroMQ for that reply must not change when step 2 updates the store.
+pushes step 2 before it reads the reply to step 1 must still read step 1's values. The reply
+hands ZeroMQ a slice of the shard's store (no copy); when ZeroMQ still holds it at the next
+update (tiny socket buffers and a client that does not read keep it there), the store moves to
+fresh buffers first, so the frame ZeroMQ holds does not change; once ZeroMQ has let go (the
+client read it), an update costs no copy.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ class HandShard:
     """A bound shard whose requests the test hands over one by one, a raw client on it, and
     every reply's frames as the shard passed them to ZeroMQ."""
 
-    def __init__(self, monkeypatch, **config) -> None:
+    def __init__(self, monkeypatch, small_buffers: bool = False, **config) -> None:
         self.shard = Shard(ShardConfig(bind="127.0.0.1:0", insecure=True, **config))
+        if small_buffers:  # a reply of 1 MiB cannot leave while the client does not read
+            self.shard._sock.setsockopt(zmq.SNDBUF, 4096)
         endpoint = self.shard.bind()
         self.sent: list[list] = []
         real_send = server.send
@@ -40,6 +45,8 @@ class HandShard:
         self.ctx = zmq.Context()
         self.client = self.ctx.socket(zmq.DEALER)
         self.client.linger = 0
+        if small_buffers:
+            self.client.setsockopt(zmq.RCVBUF, 4096)
         self.client.connect(f"tcp://{endpoint}")
         self.next_id = 0
 
@@ -88,8 +95,8 @@ class HandShard:
 def hand(monkeypatch):
     made: list[HandShard] = []
 
-    def make(**config) -> HandShard:
-        made.append(HandShard(monkeypatch, **config))
+    def make(small_buffers: bool = False, **config) -> HandShard:
+        made.append(HandShard(monkeypatch, small_buffers, **config))
         return made[-1]
 
     yield make
@@ -106,11 +113,14 @@ def _push(step: int, versions: int) -> tuple[dict, list[np.ndarray]]:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_reply_read_after_the_next_push_still_carries_its_own_step(hand, mode):
-    h = hand(mode=mode, max_staleness=10)
+    h = hand(small_buffers=True, mode=mode, max_staleness=10)
     h.seed()
     h.send(*_push(1, 0))  # sgd, lr 1, gradient 1, 1 example: w becomes -1, then -2
+    first_frame = h.sent[-1][1]  # what the shard gave ZeroMQ for reply 1: a slice of its store
+    assert np.shares_memory(np.asarray(first_frame), h.shard.blocks[0].value)
     h.send(*_push(2, 1))  # before the client has read the reply to step 1
-    first_frame = h.sent[-2][1]  # what the shard gave ZeroMQ for reply 1
+    assert h.shard.stats.value_copies == 1  # ZeroMQ still held reply 1: the store moved first
+    assert not np.shares_memory(np.asarray(first_frame), h.shard.blocks[0].value)
     np.testing.assert_array_equal(np.frombuffer(first_frame, np.float64), -1.0)
     for step in (1, 2):
         reply, (values,) = h.read()
@@ -119,8 +129,20 @@ def test_a_reply_read_after_the_next_push_still_carries_its_own_step(hand, mode)
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_replies_read_before_the_next_push_cost_no_copy(hand, mode):
+    h = hand(mode=mode, max_staleness=10)
+    h.seed()
+    for step in range(1, 6):
+        reply, (values,) = h.ask(*_push(step, step - 1))
+        assert reply["op"] == "ok" and reply["versions"] == [step] * BLOCKS, reply
+        np.testing.assert_array_equal(values.view(np.float64), -float(step))
+    assert h.shard.stats.value_copies == 0
+
+
+@pytest.mark.timeout(60)
 def test_a_pull_reply_is_a_snapshot_too(hand):
-    h = hand()
+    h = hand(small_buffers=True)
     h.seed()
     h.send({"op": "pull", "blocks": [0, 1]})  # a run of blocks: one slice of the store
     h.send(*_push(1, 0))

@@ -1,0 +1,160 @@
+"""Protocol 4: a dense push's gradients travel as uint8 runs of whole consecutive blocks.
+
+The worker keeps the gradients of parameters whose blocks all live on one shard back to back in
+one buffer (``param.grad`` a view of it), so a push of consecutive parameters is one frame; the
+shard splits a run into its blocks without a copy and refuses a run that does not cover exactly
+the blocks of the push, then goes on serving a real worker.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import zmq
+from ps_helpers import batches, insecure_worker, raw_dealer, small_net, train_steps
+
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.sync.ps import channel
+from distconv.sync.ps.blocks import BLOCK_BYTES, ParamSpec
+from distconv.sync.ps.state import dense_gradients
+from distconv.sync.ps.wire import WireError, pack, unpack_arrays, unpack_header
+
+#: parameter 0: float64, blocks 0 (3 rows) and 1 (2 rows); parameter 1: float32, block 2 (4)
+PARAMS = [ParamSpec("a", (5,), "float64"), ParamSpec("b", (4,), "float32")]
+BLOCKS = {
+    0: SimpleNamespace(param=0, start=0, stop=3),
+    1: SimpleNamespace(param=0, start=3, stop=5),
+    2: SimpleNamespace(param=1, start=0, stop=4),
+}
+A, B = np.arange(5.0), np.arange(4, dtype=np.float32) + 10
+
+
+def _bytes(*arrays) -> np.ndarray:
+    return np.frombuffer(b"".join(a.tobytes() for a in arrays), np.uint8)
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [_bytes(A, B)],  # one run of every block, dtypes mixed
+        [_bytes(A[:3]), _bytes(A[3:]), _bytes(B)],  # a run per block
+        [A[:3].reshape(3, 1), _bytes(A[3:], B)],  # a typed block, then a run
+        [_bytes(A), B.reshape(4, 1)],
+    ],
+)
+def test_runs_and_typed_blocks_split_into_the_blocks_gradients(frames):
+    grads = dense_gradients(BLOCKS, PARAMS, [0, 1, 2], frames)
+    for got, want in zip(grads, [A[:3], A[3:], B]):
+        assert got.dtype == want.dtype and got.shape == (len(want), 1)
+        np.testing.assert_array_equal(got.ravel(), want)
+    if len(frames) == 1:  # views of the frame, no copy
+        assert all(np.shares_memory(g, frames[0]) for g in grads)
+
+
+@pytest.mark.parametrize(
+    ("frames", "message"),
+    [
+        ([_bytes(A)[:-8], _bytes(A[4:], B)], "a gradient run of 32 bytes ends inside block 1"),
+        ([_bytes(A, B, B[:1])], "a gradient run of 60 bytes goes past the blocks"),
+        ([_bytes(A)], "push: 1 arrays for 3 blocks"),
+        ([_bytes(A, B), _bytes(B)], "push: 2 arrays for 3 blocks"),
+        ([np.zeros(0, np.uint8), _bytes(A, B)], "must be 1-D uint8 bytes, got shape (0,)"),
+        ([_bytes(A, B).reshape(2, 28)], "must be 1-D uint8 bytes, got shape (2, 28)"),
+        ([A.reshape(5, 1), _bytes(B)], r"block 0 of a: float64\[5, 1\], expected float64\[3, 1\]"),
+    ],
+)
+def test_a_run_that_does_not_cover_exactly_the_blocks_is_refused(frames, message):
+    with pytest.raises(WireError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        dense_gradients(BLOCKS, PARAMS, [0, 1, 2], frames)
+
+
+@pytest.mark.timeout(60)
+def test_a_push_of_consecutive_parameters_is_one_frame_and_trains_bit_for_bit(shards, monkeypatch):
+    sent: list[int] = []
+    real_send = channel.send
+
+    def spy(sock, frames, prefix=(), track=False):
+        if unpack_header(frames[0], request=False)["op"] == "push":
+            sent.append(len(frames) - 1)
+        return real_send(sock, frames, prefix=prefix, track=track)
+
+    monkeypatch.setattr(channel, "send", spy)
+    data = batches(3, 7)
+    net = small_net()
+    sync = insecure_worker(shards.start(1, workers=1), block_bytes=BLOCK_BYTES)
+    try:
+        sync.setup(net.parameters())
+        where = sync._runs_of_gradients.where
+        (buffer,) = {id(where[i][0]) for i in range(len(net.parameters()))}  # one shard, float64
+        assert all(np.shares_memory(p.grad, where[0][0]) for p in net.parameters())
+        train_steps(net, sync, data)
+        assert sent == [1, 1, 1]  # one push per step (a small model), one gradient frame
+        assert not any(p.grad.any() for p in net.parameters())
+    finally:
+        sync.close()
+    ref = small_net()
+    local = LocalSync(create_optimizer("sgd", lr=0.05))
+    local.setup(ref.parameters())
+    train_steps(ref, local, data)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        np.testing.assert_array_equal(p.value, q.value, err_msg=p.name)
+
+
+@pytest.mark.timeout(60)
+def test_a_run_ending_inside_a_block_is_refused_and_the_shard_serves_a_worker_on(shards):
+    (endpoint,) = shards.start(1, workers=1)
+    net, data = small_net(), batches(2, 8)
+    sync = insecure_worker([endpoint])
+    ctx = zmq.Context()
+    raw = raw_dealer(ctx, endpoint)
+    try:
+        sync.setup(net.parameters())
+        blocks = sync.layout.blocks_on(0, 0)
+        run = np.ones(sum(b.stop - b.start for b in blocks) * 8 - 8, np.uint8)
+        head = {"op": "push", "id": 9, "job": "local", "rank": 0, "step": 1, "count": 1}
+        head.update(lr=0.1, params=[0], blocks=[b.id for b in blocks], versions=[0] * len(blocks))
+        raw.send_multipart(pack(head, [run]))
+        reply = raw.recv_multipart()  # blocks: the test's timeout bounds it
+        error = unpack_header(reply[0], request=False)
+        assert error["op"] == "error" and "ends inside block" in error["error"], error
+        train_steps(net, sync, data)  # the same step number, untouched by the refused push
+        raw.send_multipart(
+            pack({"op": "pull", "id": 10, "job": "local", "rank": 0, "blocks": [blocks[0].id]})
+        )
+        reply = raw.recv_multipart()
+        (values,) = unpack_arrays(unpack_header(reply[0], request=False), reply[1:])
+        b = blocks[0]
+        np.testing.assert_array_equal(
+            values.view(np.float64), net.parameters()[0].value.ravel()[b.start : b.stop]
+        )
+    finally:
+        sync.close()
+        raw.close(0)
+        ctx.term()
+
+
+def test_runs_are_cut_at_the_frame_bound_and_a_larger_parameter_goes_block_by_block():
+    from distconv.parameter import Parameter
+    from distconv.sync.ps.blocks import Layout
+    from distconv.sync.ps.gradients import GradientRuns
+
+    params = [Parameter(f"p{i}", np.full(n, float(i))) for i, n in enumerate([4, 4, 4, 16])]
+    specs = [ParamSpec(p.name, p.shape, "float64") for p in params]
+    layout = Layout(specs, 1, block_bytes=64)  # p3: 2 blocks of 64 bytes
+    runs = GradientRuns(params, [{0}] * 4, [True] * 4)
+    items = [
+        (i, layout.blocks_on(0, i), [p.grad[b.start : b.stop] for b in layout.blocks_on(0, i)])
+        for i, p in enumerate(params)
+    ]
+    for i, p in enumerate(params):
+        p.grad[...] = i + 1
+    frames = runs.frames(items, limit=64)
+    # p0 + p1 fill one 64-byte run, p2 starts the next; p3 (128 bytes) goes as its 2 blocks
+    assert [f.nbytes for f in frames] == [64, 32, 64, 64]
+    assert [f.dtype for f in frames] == [np.uint8, np.uint8, np.float64, np.float64]
+    got = np.concatenate([np.frombuffer(f.tobytes(), np.float64) for f in frames])
+    np.testing.assert_array_equal(got, np.concatenate([p.grad for p in params]))
+    assert runs.frames(items[1:3][::-1], limit=1024)[0].nbytes == 32  # not consecutive: 2 runs
