@@ -16,6 +16,7 @@ from distconv.backend import get_array_module, is_gpu_array
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.comm import ranks_on_node, usable_cores, want_thread
 from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
@@ -214,13 +215,19 @@ class Bucket:
         the 16-bit sums (``Iallgather``), so every rank holds bitwise the same result.
         """
         if not self.compressed:
-            for piece in self.pieces:
-                wait(comm.Iallreduce(in_place, self.target[piece], op))
+            for j in range(len(self.pieces)):
+                self.reduce_piece(comm, wait, in_place, op, j)
             return
         wire, parts = self.target, self.scratch
         wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
         chunk = parts.reshape(comm.Get_size(), -1).astype(np.float32).sum(axis=0)
         wait(comm.Iallgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8)))
+
+    def reduce_piece(
+        self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any, j: int
+    ) -> None:
+        """Piece ``j`` of a native-dtype bucket: one in-place ``Iallreduce``, ended by ``wait``."""
+        wait(comm.Iallreduce(in_place, self.target[self.pieces[j]], op))
 
     def describe(self) -> list[Any]:
         """What every rank must agree on: names, dtypes and sizes."""
@@ -237,12 +244,13 @@ def build_buckets(
     spare: bool = False,
     first_piece_bytes: int = FIRST_PIECE_BYTES,
     piece_bytes: int = PIECE_BYTES,
+    last_piece_bytes: int | None = None,
 ) -> list[Bucket]:
     """Group ``params`` (in firing order) into buckets of about ``bucket_bytes`` bytes.
 
     A bucket closes when the next gradient would overflow it, or has another dtype or device.
     ``spare``: see :class:`Bucket`. Each bucket's pieces follow :func:`plan_pieces` with
-    ``first_piece_bytes`` and ``piece_bytes``.
+    ``first_piece_bytes``, ``piece_bytes`` and ``last_piece_bytes``.
     """
     groups: list[list[Parameter]] = []
     size = 0
@@ -257,9 +265,33 @@ def build_buckets(
         size += p.grad.nbytes
     buckets = [Bucket(i, g, wire, world_size, spare) for i, g in enumerate(groups)]
     sizes = [(0 if b.compressed else b.target.size, b.target.itemsize) for b in buckets]
-    for bucket, pieces in zip(buckets, plan_pieces(sizes, first_piece_bytes, piece_bytes)):
+    for bucket, pieces in zip(
+        buckets, plan_pieces(sizes, first_piece_bytes, piece_bytes, last_piece_bytes)
+    ):
         bucket.pieces = pieces
     return buckets
+
+
+def thread_poll_seconds(
+    requested: bool | None, comm: Any, mpi: Any, on_gpu: bool, poll_seconds: float | None
+) -> float | None:
+    """Whether the ranks reduce on a communication thread, and how it polls: None for no thread.
+
+    A collective: every rank calls it, and every rank gets a thread or none (the two paths
+    start their collectives in different orders). ``requested`` and ``on_gpu``: see
+    :func:`~distconv.sync.mpi.comm.want_thread`; ``poll_seconds`` None: 0 (wait in
+    ``MPI_Wait``) where each rank on the node has a core to spare, else :data:`POLL_SECONDS`.
+    """
+    local_ranks = ranks_on_node(comm, mpi)
+    cores = usable_cores()
+    wanted = want_thread(requested, comm.Get_size(), on_gpu, cores, local_ranks, mpi)
+    without = np.array([0.0 if wanted else 1.0])
+    comm.Allreduce(mpi.IN_PLACE if mpi else None, without, mpi.SUM if mpi else None)
+    if not wanted or without[0] != 0:
+        return None
+    if poll_seconds is None:
+        return 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
+    return poll_seconds
 
 
 def poll(request: Any, hurry: threading.Event | None = None, seconds: float = POLL_SECONDS) -> None:
@@ -283,48 +315,55 @@ def poll(request: Any, hurry: threading.Event | None = None, seconds: float = PO
 
 
 class CommThread:
-    """One thread that runs the buckets' blocking reductions in the order they are submitted.
+    """One thread that runs the buckets' reductions in the order they are submitted: whole
+    buckets, or pieces of them handed over one by one as their gradients arrive.
 
     MPI needs collectives issued in the same order on every rank; one thread fed in layout
     order keeps it. It owns a duplicate communicator, so the main thread's collectives (the
     per-step check, metrics) never interleave with its own.
 
     Args:
-        reduce: the reduction of one packed bucket, given how to wait for each request.
+        reduce: the reduction of one packed bucket (piece None) or of one of its pieces, given
+            how to wait for each request.
         poll_seconds: how each request is waited for while backward runs (see :func:`poll`).
     """
 
     def __init__(
         self,
-        reduce: Callable[[Bucket, Callable[[Any], None]], None],
+        reduce: Callable[[Bucket, Callable[[Any], None], int | None], None],
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self._reduce, self.poll_seconds = reduce, poll_seconds
         self.hurry = threading.Event()
-        self._queue: queue.SimpleQueue[Bucket | np.ndarray | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
 
-    def submit(self, bucket: Bucket) -> None:
-        """Queue ``bucket``'s reduction."""
-        bucket.done, bucket.error = threading.Event(), None
-        self._queue.put(bucket)
+    def submit(self, bucket: Bucket, piece: int | None = None) -> None:
+        """Queue ``bucket``'s reduction, or (``piece``) that of one of its pieces: the bucket
+        is done after its last piece, so its pieces must all come, in order."""
+        if not piece:  # the whole bucket, or its first piece
+            bucket.done, bucket.error = threading.Event(), None
+        self._queue.put((bucket, piece))
 
     def zero(self, array: np.ndarray) -> None:
         """Queue the zeroing of ``array`` (done before any reduction submitted later)."""
         self._queue.put(array)
 
     def _run(self) -> None:
-        while (bucket := self._queue.get()) is not None:
-            if not isinstance(bucket, Bucket):
-                bucket.fill(0)  # numpy lets the GIL go while it writes
+        while (item := self._queue.get()) is not None:
+            if not isinstance(item, tuple):
+                item.fill(0)  # numpy lets the GIL go while it writes
                 continue
+            bucket, piece = item
             try:
-                self._reduce(bucket, self._wait_request)
+                if bucket.error is None:  # after a failed piece, the job is ending anyway
+                    self._reduce(bucket, self._wait_request, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
                 bucket.error = exc
             finally:
-                bucket.done.set()
+                if piece is None or piece == len(bucket.pieces) - 1:
+                    bucket.done.set()
 
     def _wait_request(self, request: Any) -> None:
         poll(request, self.hurry, self.poll_seconds)

@@ -8,13 +8,14 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from distconv.sync.base import first_difference
+from distconv.backend import copy_into, to_host
+from distconv.sync.base import SyncError, digest, first_difference
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
@@ -86,6 +87,27 @@ def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes.tolist()])
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
+    """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
+
+    Raises:
+        SyncError: naming this rank, the first rank that differs, and the first differing key.
+    """
+    ours = json.loads(json.dumps(description, sort_keys=True, default=str))
+    digests = allgather_bytes(comm, digest(ours).encode())
+    if len(set(digests)) == 1:
+        return
+    other, diff = difference_from(comm, ours, [d == digests[rank] for d in digests])
+    raise SyncError(f"rank {rank} and rank {other} run different jobs: {diff}")
+
+
+def bcast_in_place(comm: Any, array: Any) -> None:
+    """Overwrite ``array`` (host or device) with rank 0's, through a host buffer."""
+    host = np.ascontiguousarray(to_host(array))
+    comm.Bcast(host.reshape(-1).view(np.uint8), root=0)
+    copy_into(array, host)
 
 
 def ranks_on_node(comm: Any, mpi: Any) -> int:
