@@ -13,7 +13,13 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.buckets import build_buckets
-from distconv.sync.mpi.pieces import WirePlan, covering, plan_pieces, shrink_tail
+from distconv.sync.mpi.pieces import (
+    LAST_PIECE_BYTES,
+    WirePlan,
+    covering,
+    plan_pieces,
+    shrink_tail,
+)
 from tests.mpi.common import RecordingComm
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -320,5 +326,21 @@ def test_the_thread_gets_each_piece_as_soon_as_its_gradients_are_in():
         sync.on_gradient(ps[0])
         sync.finish_step()
         assert comm.sizes == [400, 200, 200]
+    finally:
+        sync.close()
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_last_piece_is_small_by_default_only_with_the_thread(overlap):
+    """Only the thread hides the pieces before the last behind backward; without it each extra
+    call costs a meeting of the ranks, so the plan keeps full pieces there."""
+    ps = params(MIB // 4, MIB // 4)  # 2 MiB of float32 gradients in one bucket
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=overlap)
+    sync.setup(ps, {})
+    try:
+        got = [(s.stop - s.start) * 4 for s in sync.buckets[0].pieces]
+        small = [MIB, 640 * KIB, 256 * KIB, LAST_PIECE_BYTES]
+        assert got == (small if overlap else [MIB, MIB])
+        assert sync.piece_sizes[2] == (LAST_PIECE_BYTES if overlap else MIB)
     finally:
         sync.close()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -16,26 +14,11 @@ from distconv.backend import get_array_module, is_gpu_array
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi.comm import ranks_on_node, usable_cores, want_thread
+from distconv.sync.mpi.comm import POLL_SECONDS
 from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
 NATIVE_SUM = ("float32", "float64")
-#: how long the communication thread sleeps between tests of a request: short against a
-#: bucket's transfer (~1 ms for 1 MB), long enough to leave the core to compute meanwhile
-POLL_SECONDS = 50e-6
-
-
-def check_poll_seconds(value: float | None) -> float | None:
-    """``value`` if it is None or a finite number >= 0 (not a bool), else ValueError."""
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ValueError(f"poll_seconds must be a finite number >= 0 or None, got {value!r}")
-    return value
 
 
 #: what ``grad_dtype`` may name
@@ -229,6 +212,18 @@ class Bucket:
         """Piece ``j`` of a native-dtype bucket: one in-place ``Iallreduce``, ended by ``wait``."""
         wait(comm.Iallreduce(in_place, self.target[self.pieces[j]], op))
 
+    def reduce_on_thread(
+        self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any, piece: int | None
+    ) -> None:
+        """The whole reduction (``piece`` None) or that of one piece; after the last, unpack a
+        host bucket (a device bucket is unpacked by the main thread, which owns the device)."""
+        if piece is None:
+            self.reduce(comm, wait, in_place, op)
+        else:
+            self.reduce_piece(comm, wait, in_place, op, piece)
+        if not self.on_device and (piece is None or piece == len(self.pieces) - 1):
+            self.unpack()
+
     def describe(self) -> list[Any]:
         """What every rank must agree on: names, dtypes and sizes."""
         names = [p.name for p in self.params]
@@ -270,28 +265,6 @@ def build_buckets(
     ):
         bucket.pieces = pieces
     return buckets
-
-
-def thread_poll_seconds(
-    requested: bool | None, comm: Any, mpi: Any, on_gpu: bool, poll_seconds: float | None
-) -> float | None:
-    """Whether the ranks reduce on a communication thread, and how it polls: None for no thread.
-
-    A collective: every rank calls it, and every rank gets a thread or none (the two paths
-    start their collectives in different orders). ``requested`` and ``on_gpu``: see
-    :func:`~distconv.sync.mpi.comm.want_thread`; ``poll_seconds`` None: 0 (wait in
-    ``MPI_Wait``) where each rank on the node has a core to spare, else :data:`POLL_SECONDS`.
-    """
-    local_ranks = ranks_on_node(comm, mpi)
-    cores = usable_cores()
-    wanted = want_thread(requested, comm.Get_size(), on_gpu, cores, local_ranks, mpi)
-    without = np.array([0.0 if wanted else 1.0])
-    comm.Allreduce(mpi.IN_PLACE if mpi else None, without, mpi.SUM if mpi else None)
-    if not wanted or without[0] != 0:
-        return None
-    if poll_seconds is None:
-        return 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
-    return poll_seconds
 
 
 def poll(request: Any, hurry: threading.Event | None = None, seconds: float = POLL_SECONDS) -> None:

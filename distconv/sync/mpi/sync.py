@@ -46,17 +46,17 @@ from distconv.sync.mpi.buckets import (
     Bucket,
     CommThread,
     build_buckets,
-    check_poll_seconds,
-    thread_poll_seconds,
     wire_dtype,
 )
 from distconv.sync.mpi.comm import (
     SingleRankComm,
     abort_job,
     bcast_in_place,
+    check_poll_seconds,
     import_mpi,
     install_abort_hook,
     same_job,
+    thread_poll_seconds,
 )
 from distconv.sync.mpi.pieces import (
     FIRST_PIECE_BYTES,
@@ -98,13 +98,14 @@ class MPISync(LocalSync):
             take up to 1.5x that (a sliver joins it; see :func:`~.pieces.plan_pieces`).
         last_piece_bytes: bytes of the layout's last allreduce, which starts after the last
             gradient, so nothing hides it; the pieces before it double back up to
-            ``piece_bytes`` (default :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES`).
+            ``piece_bytes``. None: :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES` with the
+            communication thread, ``piece_bytes`` without (see that constant).
         stream: a piece goes as soon as its gradients are in (default), to the wire or to the
             communication thread; False: once its whole bucket is.
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
             (:func:`~distconv.sync.mpi.comm.usable_cores`) as ranks on the node, else
-            :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`.
+            :data:`~distconv.sync.mpi.comm.POLL_SECONDS`.
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
@@ -122,7 +123,7 @@ class MPISync(LocalSync):
         overlap: bool | None = None,
         first_piece_bytes: int = FIRST_PIECE_BYTES,
         piece_bytes: int = PIECE_BYTES,
-        last_piece_bytes: int = LAST_PIECE_BYTES,
+        last_piece_bytes: int | None = None,
         poll_seconds: float | None = None,
         stream: bool = True,
     ) -> None:
@@ -179,6 +180,8 @@ class MPISync(LocalSync):
         self.overlap = seconds is not None
         if self.overlap:
             self._thread = CommThread(self._reduce, seconds)
+        last = self.piece_sizes[2] or (LAST_PIECE_BYTES if self.overlap else self.piece_sizes[1])
+        self.piece_sizes = (*self.piece_sizes[:2], last)
         self._lay_out([p.name for p in reversed(self.params)])
 
     def broadcast_parameters(self) -> None:
@@ -317,14 +320,8 @@ class MPISync(LocalSync):
         self._thread.submit(bucket, j)
 
     def _reduce(self, bucket: Bucket, wait: Callable[[Any], None], piece: int | None) -> None:
-        """On the communication thread: reduce the bucket or one piece of it; after its last,
-        unpack a host bucket (a device bucket is unpacked by the main thread, which owns it)."""
-        if piece is None:
-            bucket.reduce(self._grad_comm, wait, self._in_place, self._op)
-        else:
-            bucket.reduce_piece(self._grad_comm, wait, self._in_place, self._op, piece)
-        if not bucket.on_device and (piece is None or piece == len(bucket.pieces) - 1):
-            bucket.unpack()
+        """On the communication thread: see :meth:`~.buckets.Bucket.reduce_on_thread`."""
+        bucket.reduce_on_thread(self._grad_comm, wait, self._in_place, self._op, piece)
 
     def finish_step(self) -> None:
         """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
@@ -335,16 +332,15 @@ class MPISync(LocalSync):
         self._complete_check()  # a step without buckets
         self._launch_ready(everything=True)
         try:
+            if self._pump is not None:  # the pieces left: onto the wire, or to the thread
+                self._pump.finish()
             if self._thread is not None:  # each bucket's optimizer while the next one travels
-                if self._pump is not None:
-                    self._pump.finish()  # hands the pieces not yet handed over to the thread
                 for bucket in self.buckets:
                     if bucket.pieces or self._pump is None:  # an empty bucket has no request
                         self._thread.wait(bucket)
                     bucket.unpack()
                     self._apply(bucket)
             else:  # nothing travels while the optimizer runs: every gradient reduced first
-                self._pump.finish()
                 for bucket in self.buckets:
                     if not bucket.pieces:  # a 16-bit wire, reduced by hand
                         bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None)
@@ -360,8 +356,8 @@ class MPISync(LocalSync):
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
         ``finish_step`` took (waiting, the optimizer, zeroing)."""
-        wire = self.wire_bytes
-        return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": self.sync_seconds}
+        wire, seconds = self.wire_bytes, self.sync_seconds
+        return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
 
     def _apply(self, bucket: Bucket) -> None:
         """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
