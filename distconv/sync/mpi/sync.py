@@ -110,6 +110,7 @@ class MPISync(LocalSync):
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
         buckets: the current bucket layout.
+        piece_sizes: first, full-size and last piece bytes (the last one decided at setup).
         wire_bytes: bytes this rank has handed to the gradient collectives so far.
     """
 
