@@ -14,7 +14,8 @@ gradients handed over back to back, uniform 1 MiB pieces were the fastest plan m
 machine quiet or moderately loaded, against one 4 MiB call, 1 MiB then 3 MiB, 256 KiB doubling
 to 1 MiB, or uniform 512 KiB and 2 MiB. Under heavy load (load average 5-7 on 2 cores) one call
 per bucket did best: each call is a meeting of the ranks, and a rank that is not running holds
-the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs.
+the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs; ``last_piece_bytes``
+cuts the end of the layout small (:data:`LAST_PIECE_BYTES`, by default with the thread only).
 
 Streaming itself (a piece going before its bucket is complete, against every piece waiting for
 the bucket: ``MPISync(stream=False)``) was measured with compute between the gradients of one
@@ -138,11 +139,13 @@ def covering(sizes: Sequence[int], pieces: Sequence[slice]) -> list[tuple[int, .
 
 
 class PiecePump:
-    """Without a communication thread: the pieces of a layout, one on the wire at a time.
+    """The pieces of a layout, in order, each once everything under it has arrived.
 
-    MPICH moves a non-blocking collective only inside MPI calls, so the main thread pumps at
-    each gradient: it tests the piece on the wire (microseconds) and starts the next one once
-    everything under it has arrived; at the end of the step it pumps with ``block``.
+    Without a communication thread, one is on the wire at a time: MPICH moves a non-blocking
+    collective only inside MPI calls, so the main thread pumps at each gradient: it tests the
+    piece on the wire (microseconds) and starts the next one once everything under it has
+    arrived; at the end of the step it pumps with ``block``. With one (``hand_off``), a ready
+    piece is handed to it at once, and the thread reduces them in that order.
 
     A piece waits for ``need[k]`` arrivals each step: the gradients it covers, where the layers
     write straight into the wire buffer, or one (its bucket, packed) where the bucket is staged
