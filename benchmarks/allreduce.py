@@ -4,7 +4,9 @@ Usage: ``python benchmarks/allreduce.py [--mb 4] [--grads 100] [--reps 40] [--no
 [--no-cnn] [--stream-only]``
 
 Every number is the median over ``--reps`` repetitions of the slowest rank's time, and every
-ratio is against a baseline measured in the same run:
+ratio is against a baseline measured in the same run. The cases take turns, each repetition
+starting one case later (``--rotate 0``: always in the same order, where the case after the
+largest buffers was seen to pay for their cache misses):
 
 - **sync**: 100 gradients totalling 4 MB handed to :class:`MPISync` one by one, until every
   gradient is ready for the optimizer: the moment the (no-op) optimizer is handed the first
@@ -25,8 +27,11 @@ ratio is against a baseline measured in the same run:
 - **gloo**: ``torch.distributed`` with gloo (DDP's CPU backend) on one fused 4 MB buffer, as
   DDP's buckets are, and as 100 separate calls. Target: the sync >= 2x faster than fused gloo.
 - **overlap, free cores**: a backward pass simulated by a sleep per gradient (a GPU kernel that
-  leaves the core free). Exposed communication = step time - compute-only step time, as a share
-  of the same step's communication alone. Target <= 20 %.
+  leaves the core free), buckets of ``--overlap-bucket`` bytes (default 4 MiB, MPISync's).
+  Exposed communication = step time - compute-only step time, as a share of the same step's
+  communication alone. Target <= 20 %. Beside the default (pieces handed to the thread as they
+  fill, the last one small): the thread waiting in ``MPI_Wait``, each bucket handed over
+  whole, and a full-size last piece.
 - **overlap, full cores**: the same with numpy compute on every core; the overlap machinery
   (``overlap=None``, which turns the thread off where ranks fill the cores) may not make the
   step slower than without it. The thread forced on is reported too. Where ``overlap=None``
@@ -264,7 +269,7 @@ def mpi_worker(args) -> None:
     cases["sync_default_with_check"] = sync_case(check, order, check_timed=True, until_ready=True)
     sgd = SGD(lr=0.01)
     cases["optimizer"] = (None, lambda: [sgd.update(g, g, {}) for g in pieces], None)
-    out.update(interleaved(comm, cases, args.reps, base="raw_fused"))
+    out.update(interleaved(comm, cases, args.reps, base="raw_fused", rotate=args.rotate))
     for sync in [*made, check]:
         sync.close()
     out["wire_bytes_float32"] = wire_bytes(comm, args, "float32")
@@ -335,15 +340,22 @@ def overlap(comm, args, kind: str, compute) -> dict:
         made.append(sync)
         cases[f"{kind}_step_{name}"] = sync_case(sync, order, compute)
     auto_chose = bool(made[-1].overlap)
-    if kind == "free":  # the thread waiting in MPI_Wait, as MPISync has it with a core to spare
-        options = dict(bucket_bytes=args.overlap_bucket, overlap=True, poll_seconds=0.0)
-        sync, order = make_sync(comm, args, **options)
-        made.append(sync)
-        cases[f"{kind}_step_spin"] = sync_case(sync, order, compute)
+    if kind == "free":
+        extra = {
+            "spin": dict(poll_seconds=0.0),  # waiting in MPI_Wait, as with a core to spare
+            "whole": dict(stream=False),  # each bucket handed to the thread once complete
+            "last1MiB": dict(last_piece_bytes=MB),  # pieces streamed, the last a full one
+        }
+        for name, options in extra.items():
+            sync, order = make_sync(
+                comm, args, bucket_bytes=args.overlap_bucket, overlap=True, **options
+            )
+            made.append(sync)
+            cases[f"{kind}_step_{name}"] = sync_case(sync, order, compute)
     comm_only, order = make_sync(comm, args, bucket_bytes=args.overlap_bucket, overlap=False)
     made.append(comm_only)
     cases[f"{kind}_comm"] = sync_case(comm_only, order)
-    out = interleaved(comm, cases, args.reps)
+    out = interleaved(comm, cases, args.reps, rotate=args.rotate)
     out[f"{kind}_auto_thread"] = auto_chose
     for sync in made:
         sync.close()
@@ -429,7 +441,7 @@ PLANS = {
     "plan 1 MiB first, then 3": (MB, 4 * MB),
     "plan 256 KiB first, up to 1 MiB": (MB // 4, MB),
 }
-PASSED = ("mb", "grads", "reps", "compute_ms", "overlap_bucket", "epochs")
+PASSED = ("mb", "grads", "reps", "compute_ms", "overlap_bucket", "epochs", "rotate")
 
 
 def report(r: dict) -> None:
@@ -484,8 +496,13 @@ def report(r: dict) -> None:
                 f"  exposed communication with the thread: {(on - compute) / comm:.0%} "
                 f"(without: {(off - compute) / comm:.0%}); target <= 20 %"
             )
-            spin = (r["free_step_spin_ms"] - compute) / comm
-            print(f"  the thread waiting in MPI_Wait (poll_seconds=0): {spin:.0%} exposed")
+            for name, label in (
+                ("spin", "the thread waiting in MPI_Wait (poll_seconds=0)"),
+                ("whole", "each bucket handed to the thread whole (stream=False)"),
+                ("last1MiB", "pieces streamed to the thread, the last 1 MiB"),
+            ):
+                exposed = (r[f"free_step_{name}_ms"] - compute) / comm
+                print(f"  {label}: {exposed:.0%} exposed")
         else:
             print(f"  step with thread / without: {on / off:.3f}")
         auto = r[f"{kind}_step_auto_ms"]
@@ -536,9 +553,15 @@ def main() -> None:
     ap.add_argument("--grads", type=int, default=100)
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--compute-ms", type=float, default=20.0, help="simulated backward")
-    ap.add_argument("--overlap-bucket", type=int, default=MB // 2)
+    ap.add_argument("--overlap-bucket", type=int, default=4 * MB, help="bucket bytes, overlap")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument(
+        "--rotate",
+        type=int,
+        default=1,
+        help="1: each repetition of the main table starts one case later (0: always in order)",
+    )
     ap.add_argument("--no-cnn", action="store_true")
     ap.add_argument("--grad-dtype", default="")
     ap.add_argument("--stream-only", action="store_true", help="only the streaming cases")

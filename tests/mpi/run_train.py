@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--grad-dtype", default=None)
     parser.add_argument("--piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
+    parser.add_argument("--last-piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--forward-layout", action="store_true")
     args = parser.parse_args()
     mpi = import_mpi()
@@ -44,6 +45,7 @@ def main() -> None:
         overlap=bool(args.overlap),
         first_piece_bytes=args.first_piece_bytes,
         piece_bytes=args.piece_bytes,
+        last_piece_bytes=args.last_piece_bytes,
     )
     net = small_lenet(seed=0 if sync.rank == 0 else 100 + sync.rank)
     sync.setup(net.parameters(), {"batch_size": 16})

@@ -49,6 +49,13 @@ def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarra
         # several buckets streaming in pieces, laid out against the firing order: a gradient
         # counts at the pieces of the whole layout, not those of its bucket's numbering
         ("adam", ("--overlap", "0", "--bucket-bytes", "600", *STREAMING, "--forward-layout")),
+        # the same on the thread, pieces handed to it as they fill, the layout's last ones cut
+        # small: the thread reduces pieces in the order it is handed them, the same everywhere
+        ("sgd", ("--overlap", "1", "--bucket-bytes", "600", *STREAMING, "--forward-layout")),
+        (
+            "adam",
+            ("--overlap", "1", "--bucket-bytes", "2000", *GROWING, "--last-piece-bytes", "64"),
+        ),
     ],
 )
 def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, options):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +13,13 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.buckets import build_buckets
-from distconv.sync.mpi.pieces import WirePlan, covering, plan_pieces
+from distconv.sync.mpi.pieces import (
+    LAST_PIECE_BYTES,
+    WirePlan,
+    covering,
+    plan_pieces,
+    shrink_tail,
+)
 from tests.mpi.common import RecordingComm
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -71,6 +79,40 @@ def test_the_plan_tiles_every_bucket_and_ignores_the_buckets_after(buckets, firs
             assert s.stop - s.start == max(1, min(largest, first << n) // itemsize)
             n += 1
         n += bool(pieces)
+
+
+def test_the_layouts_last_pieces_shrink_to_the_last_size():
+    """The allreduce that starts after the last gradient is the one backward cannot hide: the
+    end of the layout's last bucket is cut into pieces that halve down to ``last_bytes``."""
+    plan = plan_pieces([(MIB // 4, 4), (MIB // 4, 4)], MIB, MIB, 256 * KIB)
+    # the first bucket keeps its piece; the second ends 256 KiB, 512 KiB, the 256 KiB left
+    # over (under half of the 1 MiB that would come next) joining the 512 KiB
+    assert lengths(plan) == [[MIB // 4], [3 * MIB // 16, MIB // 16]]
+    plan = plan_pieces([(MIB, 4), (0, 4)], MIB, MIB, 64 * KIB)  # an empty bucket last
+    kib = [[n * 4 // KIB for n in pieces] for pieces in lengths(plan)]
+    assert kib == [[1024, 1024, 1024, 576, 256, 128, 64], []]
+    # at or over the full size, nothing changes
+    for last in (MIB, 4 * MIB, None):
+        assert plan_pieces([(MIB, 4)], MIB, MIB, last) == plan_pieces([(MIB, 4)], MIB, MIB)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    elements=st.integers(1, 5000),
+    last=st.integers(1, 300),
+    largest=st.integers(1, 2000),
+)
+def test_shrink_tail_tiles_the_piece_and_ends_with_the_last_size(elements, last, largest):
+    cut = shrink_tail(slice(7, 7 + elements), last, largest)
+    assert [s.start for s in cut] == [7, *(s.stop for s in cut[:-1])] and cut[
+        -1
+    ].stop == 7 + elements
+    sizes = [s.stop - s.start for s in cut]
+    assert all(n > 0 for n in sizes)
+    if elements > last:  # the final piece is the last size (a sliver may join a lone one)
+        assert sizes[-1] == last if len(sizes) > 1 else sizes[-1] < 2 * last
+        # each piece before it at most twice the one after it (1.5x that where a sliver joined)
+        assert all(a <= 3 * max(2 * b, largest) // 2 for a, b in zip(sizes, sizes[1:]))
 
 
 @settings(max_examples=200, deadline=None)
@@ -174,13 +216,9 @@ def test_pieces_go_on_the_wire_in_order_as_soon_as_their_gradients_are_in():
 def piece_sync(comm, **options) -> tuple[MPISync, list[Parameter]]:
     """Two float32 gradients of 400 bytes in one bucket of two 400-byte pieces, set up."""
     ps = params(100, 100)
+    options = {"overlap": False, **options}
     sync = MPISync(
-        create_optimizer("sgd"),
-        comm=comm,
-        overlap=False,
-        first_piece_bytes=400,
-        piece_bytes=400,
-        **options,
+        create_optimizer("sgd"), comm=comm, first_piece_bytes=400, piece_bytes=400, **options
     )
     sync.setup(ps, {})
     return sync, ps
@@ -236,7 +274,7 @@ def test_pieces_under_a_gradient_that_never_fires_go_at_finish_step():
         sync.close()
 
 
-@pytest.mark.parametrize("name", ["first_piece_bytes", "piece_bytes"])
+@pytest.mark.parametrize("name", ["first_piece_bytes", "piece_bytes", "last_piece_bytes"])
 def test_piece_sizes_must_be_positive_integers(name):
     with pytest.raises(ValueError, match=f"^{name} must be a positive integer, got 0$"):
         MPISync(create_optimizer("sgd"), comm=SingleRankComm(), **{name: 0})
@@ -256,5 +294,53 @@ def test_the_firing_order_cannot_change_in_place():
         assert [p.name for p in sync.buckets[0].params] == ["p0", "p1"]
         with pytest.raises(AttributeError):
             sync.firing_order.reverse()
+    finally:
+        sync.close()
+
+
+class SignallingComm(SizesComm):
+    """:class:`SizesComm` that also sets an event at each gradient allreduce (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+
+    def Iallreduce(self, send, recv, op=None):  # noqa: N802 - mpi4py's spelling
+        request = super().Iallreduce(send, recv, op)
+        self.started.set()
+        return request
+
+
+def test_the_thread_gets_each_piece_as_soon_as_its_gradients_are_in():
+    """With a communication thread, a bucket's first piece is reduced while its bucket still
+    waits for a gradient, and the last allreduce of the step is the small last piece."""
+    comm = SignallingComm()
+    sync, ps = piece_sync(comm, overlap=True, last_piece_bytes=200)
+    assert sync.overlap
+    try:
+        assert [s.stop - s.start for s in sync.buckets[0].pieces] == [100, 50, 50]
+        sync.start_step(1)
+        sync.on_gradient(ps[1])  # the first piece's gradient; ps[0] is still to come
+        assert comm.started.wait(timeout=60)  # handed to the thread before the bucket completes
+        assert sync.buckets[0].pending == 1
+        sync.on_gradient(ps[0])
+        sync.finish_step()
+        assert comm.sizes == [400, 200, 200]
+    finally:
+        sync.close()
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_last_piece_is_small_by_default_only_with_the_thread(overlap):
+    """Only the thread hides the pieces before the last behind backward; without it each extra
+    call costs a meeting of the ranks, so the plan keeps full pieces there."""
+    ps = params(MIB // 4, MIB // 4)  # 2 MiB of float32 gradients in one bucket
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=overlap)
+    sync.setup(ps, {})
+    try:
+        got = [(s.stop - s.start) * 4 for s in sync.buckets[0].pieces]
+        small = [MIB, 640 * KIB, 256 * KIB, LAST_PIECE_BYTES]
+        assert got == (small if overlap else [MIB, MIB])
+        assert sync.piece_sizes[2] == (LAST_PIECE_BYTES if overlap else MIB)
     finally:
         sync.close()

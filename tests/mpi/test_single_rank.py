@@ -35,7 +35,13 @@ def run(sync) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 @pytest.mark.parametrize(
     "bucket_bytes, overlap, piece_bytes",
-    [(1 << 22, False, 1 << 20), (300, False, 1 << 20), (300, True, 1 << 20), (1 << 22, False, 64)],
+    [
+        (1 << 22, False, 1 << 20),
+        (300, False, 1 << 20),
+        (300, True, 1 << 20),
+        (1 << 22, False, 64),
+        (1 << 22, True, 64),  # the thread handed many pieces, one by one
+    ],
 )
 def test_one_rank_without_mpi4py_equals_local_sync_bitwise(
     no_mpi4py, optimizer, bucket_bytes, overlap, piece_bytes

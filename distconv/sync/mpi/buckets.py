@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -16,25 +14,11 @@ from distconv.backend import get_array_module, is_gpu_array
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.comm import POLL_SECONDS
 from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
 NATIVE_SUM = ("float32", "float64")
-#: how long the communication thread sleeps between tests of a request: short against a
-#: bucket's transfer (~1 ms for 1 MB), long enough to leave the core to compute meanwhile
-POLL_SECONDS = 50e-6
-
-
-def check_poll_seconds(value: float | None) -> float | None:
-    """``value`` if it is None or a finite number >= 0 (not a bool), else ValueError."""
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ValueError(f"poll_seconds must be a finite number >= 0 or None, got {value!r}")
-    return value
 
 
 #: what ``grad_dtype`` may name
@@ -214,13 +198,31 @@ class Bucket:
         the 16-bit sums (``Iallgather``), so every rank holds bitwise the same result.
         """
         if not self.compressed:
-            for piece in self.pieces:
-                wait(comm.Iallreduce(in_place, self.target[piece], op))
+            for j in range(len(self.pieces)):
+                self.reduce_piece(comm, wait, in_place, op, j)
             return
         wire, parts = self.target, self.scratch
         wait(comm.Ialltoall(wire.view(np.uint8), parts.view(np.uint8)))
         chunk = parts.reshape(comm.Get_size(), -1).astype(np.float32).sum(axis=0)
         wait(comm.Iallgather(chunk.astype(wire.dtype).view(np.uint8), wire.view(np.uint8)))
+
+    def reduce_piece(
+        self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any, j: int
+    ) -> None:
+        """Piece ``j`` of a native-dtype bucket: one in-place ``Iallreduce``, ended by ``wait``."""
+        wait(comm.Iallreduce(in_place, self.target[self.pieces[j]], op))
+
+    def reduce_on_thread(
+        self, comm: Any, wait: Callable[[Any], None], in_place: Any, op: Any, piece: int | None
+    ) -> None:
+        """The whole reduction (``piece`` None) or that of one piece; after the last, unpack a
+        host bucket (a device bucket is unpacked by the main thread, which owns the device)."""
+        if piece is None:
+            self.reduce(comm, wait, in_place, op)
+        else:
+            self.reduce_piece(comm, wait, in_place, op, piece)
+        if not self.on_device and (piece is None or piece == len(self.pieces) - 1):
+            self.unpack()
 
     def describe(self) -> list[Any]:
         """What every rank must agree on: names, dtypes and sizes."""
@@ -237,12 +239,13 @@ def build_buckets(
     spare: bool = False,
     first_piece_bytes: int = FIRST_PIECE_BYTES,
     piece_bytes: int = PIECE_BYTES,
+    last_piece_bytes: int | None = None,
 ) -> list[Bucket]:
     """Group ``params`` (in firing order) into buckets of about ``bucket_bytes`` bytes.
 
     A bucket closes when the next gradient would overflow it, or has another dtype or device.
     ``spare``: see :class:`Bucket`. Each bucket's pieces follow :func:`plan_pieces` with
-    ``first_piece_bytes`` and ``piece_bytes``.
+    ``first_piece_bytes``, ``piece_bytes`` and ``last_piece_bytes``.
     """
     groups: list[list[Parameter]] = []
     size = 0
@@ -257,7 +260,9 @@ def build_buckets(
         size += p.grad.nbytes
     buckets = [Bucket(i, g, wire, world_size, spare) for i, g in enumerate(groups)]
     sizes = [(0 if b.compressed else b.target.size, b.target.itemsize) for b in buckets]
-    for bucket, pieces in zip(buckets, plan_pieces(sizes, first_piece_bytes, piece_bytes)):
+    for bucket, pieces in zip(
+        buckets, plan_pieces(sizes, first_piece_bytes, piece_bytes, last_piece_bytes)
+    ):
         bucket.pieces = pieces
     return buckets
 
@@ -283,48 +288,55 @@ def poll(request: Any, hurry: threading.Event | None = None, seconds: float = PO
 
 
 class CommThread:
-    """One thread that runs the buckets' blocking reductions in the order they are submitted.
+    """One thread that runs the buckets' reductions in the order they are submitted: whole
+    buckets, or pieces of them handed over one by one as their gradients arrive.
 
     MPI needs collectives issued in the same order on every rank; one thread fed in layout
     order keeps it. It owns a duplicate communicator, so the main thread's collectives (the
     per-step check, metrics) never interleave with its own.
 
     Args:
-        reduce: the reduction of one packed bucket, given how to wait for each request.
+        reduce: the reduction of one packed bucket (piece None) or of one of its pieces, given
+            how to wait for each request.
         poll_seconds: how each request is waited for while backward runs (see :func:`poll`).
     """
 
     def __init__(
         self,
-        reduce: Callable[[Bucket, Callable[[Any], None]], None],
+        reduce: Callable[[Bucket, Callable[[Any], None], int | None], None],
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self._reduce, self.poll_seconds = reduce, poll_seconds
         self.hurry = threading.Event()
-        self._queue: queue.SimpleQueue[Bucket | np.ndarray | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
 
-    def submit(self, bucket: Bucket) -> None:
-        """Queue ``bucket``'s reduction."""
-        bucket.done, bucket.error = threading.Event(), None
-        self._queue.put(bucket)
+    def submit(self, bucket: Bucket, piece: int | None = None) -> None:
+        """Queue ``bucket``'s reduction, or (``piece``) that of one of its pieces: the bucket
+        is done after its last piece, so its pieces must all come, in order."""
+        if not piece:  # the whole bucket, or its first piece
+            bucket.done, bucket.error = threading.Event(), None
+        self._queue.put((bucket, piece))
 
     def zero(self, array: np.ndarray) -> None:
         """Queue the zeroing of ``array`` (done before any reduction submitted later)."""
         self._queue.put(array)
 
     def _run(self) -> None:
-        while (bucket := self._queue.get()) is not None:
-            if not isinstance(bucket, Bucket):
-                bucket.fill(0)  # numpy lets the GIL go while it writes
+        while (item := self._queue.get()) is not None:
+            if not isinstance(item, tuple):
+                item.fill(0)  # numpy lets the GIL go while it writes
                 continue
+            bucket, piece = item
             try:
-                self._reduce(bucket, self._wait_request)
+                if bucket.error is None:  # after a failed piece, the job is ending anyway
+                    self._reduce(bucket, self._wait_request, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
                 bucket.error = exc
             finally:
-                bucket.done.set()
+                if piece is None or piece == len(bucket.pieces) - 1:
+                    bucket.done.set()
 
     def _wait_request(self, request: Any) -> None:
         poll(request, self.hurry, self.poll_seconds)

@@ -8,18 +8,35 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from distconv.sync.base import first_difference
+from distconv.backend import copy_into, to_host
+from distconv.sync.base import SyncError, digest, first_difference
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 _said_why: set[str] = set()
+#: how long the communication thread sleeps between tests of a request: short against a
+#: bucket's transfer (~1 ms for 1 MB), long enough to leave the core to compute meanwhile
+POLL_SECONDS = 50e-6
+
+
+def check_poll_seconds(value: float | None) -> float | None:
+    """``value`` if it is None or a finite number >= 0 (not a bool), else ValueError."""
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"poll_seconds must be a finite number >= 0 or None, got {value!r}")
+    return value
 
 
 def import_mpi() -> Any | None:
@@ -78,6 +95,28 @@ def want_thread(
     return bool(requested) and threads_allowed(mpi)
 
 
+def thread_poll_seconds(
+    requested: bool | None, comm: Any, mpi: Any, on_gpu: bool, poll_seconds: float | None
+) -> float | None:
+    """Whether the ranks reduce on a communication thread, and how it polls: None for no thread.
+
+    A collective: every rank calls it, and every rank gets a thread or none (the two paths
+    start their collectives in different orders). ``requested`` and ``on_gpu``: see
+    :func:`~distconv.sync.mpi.comm.want_thread`; ``poll_seconds`` None: 0 (wait in
+    ``MPI_Wait``) where each rank on the node has a core to spare, else :data:`POLL_SECONDS`.
+    """
+    local_ranks = ranks_on_node(comm, mpi)
+    cores = usable_cores()
+    wanted = want_thread(requested, comm.Get_size(), on_gpu, cores, local_ranks, mpi)
+    without = np.array([0.0 if wanted else 1.0])
+    comm.Allreduce(mpi.IN_PLACE if mpi else None, without, mpi.SUM if mpi else None)
+    if not wanted or without[0] != 0:
+        return None
+    if poll_seconds is None:
+        return 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
+    return poll_seconds
+
+
 def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     """Every rank's ``data``, in rank order (raw bytes: nothing is pickled)."""
     sizes = np.zeros(comm.Get_size(), dtype=np.int64)
@@ -86,6 +125,27 @@ def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes.tolist()])
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
+    """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
+
+    Raises:
+        SyncError: naming this rank, the first rank that differs, and the first differing key.
+    """
+    ours = json.loads(json.dumps(description, sort_keys=True, default=str))
+    digests = allgather_bytes(comm, digest(ours).encode())
+    if len(set(digests)) == 1:
+        return
+    other, diff = difference_from(comm, ours, [d == digests[rank] for d in digests])
+    raise SyncError(f"rank {rank} and rank {other} run different jobs: {diff}")
+
+
+def bcast_in_place(comm: Any, array: Any) -> None:
+    """Overwrite ``array`` (host or device) with rank 0's, through a host buffer."""
+    host = np.ascontiguousarray(to_host(array))
+    comm.Bcast(host.reshape(-1).view(np.uint8), root=0)
+    copy_into(array, host)
 
 
 def ranks_on_node(comm: Any, mpi: Any) -> int:

@@ -14,7 +14,8 @@ gradients handed over back to back, uniform 1 MiB pieces were the fastest plan m
 machine quiet or moderately loaded, against one 4 MiB call, 1 MiB then 3 MiB, 256 KiB doubling
 to 1 MiB, or uniform 512 KiB and 2 MiB. Under heavy load (load average 5-7 on 2 cores) one call
 per bucket did best: each call is a meeting of the ranks, and a rank that is not running holds
-the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs.
+the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs; ``last_piece_bytes``
+cuts the end of the layout small (:data:`LAST_PIECE_BYTES`, by default with the thread only).
 
 Streaming itself (a piece going before its bucket is complete, against every piece waiting for
 the bucket: ``MPISync(stream=False)``) was measured with compute between the gradients of one
@@ -34,12 +35,27 @@ from typing import Any
 PIECE_BYTES = 1 << 20
 #: bytes of the layout's first allreduce; the pieces double from it up to :data:`PIECE_BYTES`
 FIRST_PIECE_BYTES = PIECE_BYTES
+#: bytes of the layout's last allreduce with a communication thread: it starts after the last
+#: gradient, so no backward hides it. Measured on the 2-core host (a sleep standing in for
+#: backward, the thread handed each piece as it fills, 4 MiB buckets): 3.1-3.2 ms exposed with
+#: a 128 KiB last piece against 3.3-8.1 ms with 1 MiB ones. Without the thread the extra calls
+#: cost more than they hide (each call is a meeting of the ranks): there the last piece is a
+#: full one.
+LAST_PIECE_BYTES = 128 << 10
+
+
+def check_sizes(**sizes: Any) -> None:
+    """ValueError naming the first of ``sizes`` (name: bytes) not a positive int; None passes."""
+    for name, value in sizes.items():
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def plan_pieces(
     buckets: Sequence[tuple[int, int]],
     first_bytes: int = FIRST_PIECE_BYTES,
     max_bytes: int = PIECE_BYTES,
+    last_bytes: int | None = None,
 ) -> list[list[slice]]:
     """Cut the buckets of a layout into pieces, each reduced by one allreduce.
 
@@ -54,6 +70,9 @@ def plan_pieces(
         first_bytes: bytes of the first piece.
         max_bytes: bytes of a full-size piece; a bucket's last piece, with a sliver joined to
             it, may hold up to 1.5x that.
+        last_bytes: bytes of the layout's very last piece; under ``max_bytes``, the end of the
+            last bucket is cut again by :func:`shrink_tail`, so the one allreduce that no
+            backward can hide (it starts after the last gradient) is short. None: no limit.
 
     Returns:
         Per bucket, the slices of its wire buffer, in order, covering it exactly.
@@ -72,7 +91,35 @@ def plan_pieces(
             pieces.append(slice(start, stop))
             start, n = stop, n + 1
         plan.append(pieces)
+    end = max((i for i, pieces in enumerate(plan) if pieces), default=None)
+    if end is not None and last_bytes is not None and last_bytes < max_bytes:
+        itemsize = buckets[end][1]
+        plan[end][-1:] = shrink_tail(plan[end][-1], last_bytes // itemsize, max_bytes // itemsize)
     return plan
+
+
+def shrink_tail(piece: slice, last: int, largest: int) -> list[slice]:
+    """Cut ``piece`` (the layout's last) so that its pieces double from the end: ``last``
+    elements at the very end, twice that before it, and so on up to ``largest``; what is left
+    at the front under half the size it would have joins the piece after it.
+
+    Args:
+        piece: the slice to cut.
+        last: elements of the final piece (at least one).
+        largest: elements of a full-size piece (at least ``last``).
+    """
+    last = max(1, last)
+    largest = max(last, largest)
+    cut: list[slice] = []
+    stop, size = piece.stop, last
+    while stop - piece.start > size:
+        cut.append(slice(stop - size, stop))
+        stop, size = stop - size, min(largest, size * 2)
+    if not cut or stop - piece.start >= size // 2:
+        cut.append(slice(piece.start, stop))
+    else:  # a sliver at the front joins the piece after it
+        cut[-1] = slice(piece.start, cut[-1].stop)
+    return cut[::-1]
 
 
 def covering(sizes: Sequence[int], pieces: Sequence[slice]) -> list[tuple[int, ...]]:
@@ -92,11 +139,13 @@ def covering(sizes: Sequence[int], pieces: Sequence[slice]) -> list[tuple[int, .
 
 
 class PiecePump:
-    """Without a communication thread: the pieces of a layout, one on the wire at a time.
+    """The pieces of a layout, in order, each once everything under it has arrived.
 
-    MPICH moves a non-blocking collective only inside MPI calls, so the main thread pumps at
-    each gradient: it tests the piece on the wire (microseconds) and starts the next one once
-    everything under it has arrived; at the end of the step it pumps with ``block``.
+    Without a communication thread, one is on the wire at a time: MPICH moves a non-blocking
+    collective only inside MPI calls, so the main thread pumps at each gradient: it tests the
+    piece on the wire (microseconds) and starts the next one once everything under it has
+    arrived; at the end of the step it pumps with ``block``. With one (``hand_off``), a ready
+    piece is handed to it at once, and the thread reduces them in that order.
 
     A piece waits for ``need[k]`` arrivals each step: the gradients it covers, where the layers
     write straight into the wire buffer, or one (its bucket, packed) where the bucket is staged
@@ -110,6 +159,9 @@ class PiecePump:
             start, as a bucket may swap its buffers between steps).
         need: per piece, how many arrivals it waits for each step.
         before_first: called once a step, before the step's first piece starts.
+        hand_off: with a communication thread, called with a ready piece's index instead of
+            starting it here (the thread reduces the pieces in the order they are handed over,
+            which is layout order); None: this pump starts and tests the pieces itself.
     """
 
     def __init__(
@@ -120,9 +172,11 @@ class PiecePump:
         pieces: Sequence[Callable[[], Any]],
         need: Sequence[int],
         before_first: Callable[[], None],
+        hand_off: Callable[[int], None] | None = None,
     ) -> None:
         self.comm, self.in_place, self.op = comm, in_place, op
         self.pieces, self.need, self.before_first = list(pieces), list(need), before_first
+        self.hand_off = hand_off
         self.reset()
 
     def reset(self) -> None:
@@ -149,6 +203,10 @@ class PiecePump:
                 if not self.started:
                     self.started = True
                     self.before_first()
+                if self.hand_off is not None:  # the thread's now: no request to test here
+                    self.hand_off(k)
+                    self.cursor += 1
+                    continue
                 request = self.request = self.comm.Iallreduce(
                     self.in_place, self.pieces[k](), self.op
                 )
@@ -194,6 +252,7 @@ class WirePlan:
             else none).
         at_pack: per bucket, the pieces that arrive once it is complete and packed (the other
             buckets': a bucket of one piece needs no count per gradient to know it is ready).
+        owners: per piece, its bucket and its index among the bucket's pieces.
     """
 
     def __init__(self, buckets: Sequence[Any], stream: bool = True) -> None:
@@ -201,9 +260,11 @@ class WirePlan:
         self.need: list[int] = []
         self.slots: dict[str, Slot] = {}
         self.at_pack: list[tuple[int, ...]] = []
+        self.owners: list[tuple[Any, int]] = []
         for bucket in buckets:
             first = len(self.pieces)
             self.pieces += [lambda b=bucket, s=s: b.target[s] for s in bucket.pieces]
+            self.owners += [(bucket, j) for j in range(len(bucket.pieces))]
             mine = tuple(range(first, len(self.pieces)))
             streams = stream and bucket.streams and len(mine) > 1
             covered = covering([p.size for p in bucket.params], bucket.pieces)
@@ -219,7 +280,12 @@ class WirePlan:
                 self.slots[p.name] = Slot(bucket, tuple(first + k for k in c))
 
     def pump(
-        self, comm: Any, in_place: Any, op: Any, before_first: Callable[[], None]
+        self,
+        comm: Any,
+        in_place: Any,
+        op: Any,
+        before_first: Callable[[], None],
+        hand_off: Callable[[int], None] | None = None,
     ) -> PiecePump:
         """A :class:`PiecePump` over these pieces (see its arguments)."""
-        return PiecePump(comm, in_place, op, self.pieces, self.need, before_first)
+        return PiecePump(comm, in_place, op, self.pieces, self.need, before_first, hand_off)

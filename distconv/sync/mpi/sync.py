@@ -9,34 +9,27 @@ models). One step:
 2. Each gradient is a view into its bucket's flat buffer, so the layers' ``+=`` writes straight
    into what goes on the wire, in pieces (:mod:`~distconv.sync.mpi.pieces`), one allreduce at a
    time, in layout order (the same on every rank, as MPI needs), each once its gradients are in
-   (with the thread, or a bucket staged or cast first: once its whole bucket is).
+   (a bucket staged or cast first: once the whole bucket is).
 3. :meth:`MPISync.finish_step` waits for the rest and runs the optimizer on the sums with
-   ``grad_scale = 1 / global examples``, folded into the rule's own arithmetic (16-bit buckets
-   are averaged in :meth:`~distconv.sync.mpi.buckets.Bucket.pack` instead), then zeroes the
-   gradients (with a communication thread, by swapping in a spare buffer).
+   ``grad_scale = 1 / global examples`` (16-bit buckets are averaged in
+   :meth:`~distconv.sync.mpi.buckets.Bucket.pack` instead), then zeroes the gradients.
 
 Buckets follow the order in which the first backward pass fired the parameters (before that,
 the reverse of the network's order, DDP's guess too).
 
 Overlap: MPICH makes no progress on a non-blocking collective while Python computes. A
-communication thread (``overlap=True``, on its own duplicate communicator) reduces while
-backward goes on, polling with short sleeps, or waiting in ``MPI_Wait`` where each rank has a
-core to spare (``poll_seconds``). It pays only where compute leaves a core free (a GPU, spare
-cores; :func:`~distconv.sync.mpi.comm.want_thread`); otherwise the main thread tests the pieces
-at each gradient.
-
-Compression: ``grad_dtype="float16"`` (or ``"bfloat16"``) halves the bytes; MPI's sum knows no
-16-bit floats, so an ``Alltoall`` of 16-bit chunks, a float32 sum in rank order and an
-``Allgather`` do it by hand, bitwise alike on every rank.
-
-World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI (no mpi4py).
-Run as ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi``: ``-m mpi4py`` and the
-exception hook installed here make one rank's crash abort the job.
+communication thread (``overlap=True``, on a duplicate communicator) reduces the pieces handed
+to it while backward goes on; it pays only where compute leaves a core free (a GPU, spare
+cores; :func:`~distconv.sync.mpi.comm.want_thread`). Otherwise the main thread tests the piece
+on the wire at each gradient. ``grad_dtype="float16"`` (or ``"bfloat16"``) halves the bytes
+(see :meth:`~distconv.sync.mpi.buckets.Bucket.reduce`). World size 1 runs the same code with
+:class:`SingleRankComm` standing in for MPI. Run as ``mpiexec -n N python -m mpi4py -m
+distconv train --sync mpi``: ``-m mpi4py`` and the hook installed here make one rank's crash
+abort the job.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,31 +37,36 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from distconv.backend import copy_into, is_gpu_array, to_host
+from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.buckets import (
-    POLL_SECONDS,
     Bucket,
     CommThread,
     build_buckets,
-    check_poll_seconds,
     wire_dtype,
 )
 from distconv.sync.mpi.comm import (
     SingleRankComm,
     abort_job,
-    allgather_bytes,
-    difference_from,
+    bcast_in_place,
+    check_poll_seconds,
     import_mpi,
     install_abort_hook,
-    ranks_on_node,
-    usable_cores,
-    want_thread,
+    same_job,
+    thread_poll_seconds,
 )
-from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, PiecePump, Slot, WirePlan
+from distconv.sync.mpi.pieces import (
+    FIRST_PIECE_BYTES,
+    LAST_PIECE_BYTES,
+    PIECE_BYTES,
+    PiecePump,
+    Slot,
+    WirePlan,
+    check_sizes,
+)
 from distconv.sync.mpi.step_check import StepCheck
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
@@ -98,16 +96,21 @@ class MPISync(LocalSync):
         piece_bytes: bytes of a full-size allreduce; the pieces double up to it (default
             :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 1 MiB). A bucket's last piece may
             take up to 1.5x that (a sliver joins it; see :func:`~.pieces.plan_pieces`).
-        stream: a piece goes as soon as its gradients are in (default); False: once its whole
-            bucket is (as before the piece plan; the benchmark compares them).
+        last_piece_bytes: bytes of the layout's last allreduce, which starts after the last
+            gradient, so nothing hides it; the pieces before it double back up to
+            ``piece_bytes``. None: :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES` with the
+            communication thread, ``piece_bytes`` without (see that constant).
+        stream: a piece goes as soon as its gradients are in (default), to the wire or to the
+            communication thread; False: once its whole bucket is.
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
             (:func:`~distconv.sync.mpi.comm.usable_cores`) as ranks on the node, else
-            :data:`~distconv.sync.mpi.buckets.POLL_SECONDS`.
+            :data:`~distconv.sync.mpi.comm.POLL_SECONDS`.
 
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
         buckets: the current bucket layout.
+        piece_sizes: first, full-size and last piece bytes (the last one decided at setup).
         wire_bytes: bytes this rank has handed to the gradient collectives so far.
     """
 
@@ -121,16 +124,15 @@ class MPISync(LocalSync):
         overlap: bool | None = None,
         first_piece_bytes: int = FIRST_PIECE_BYTES,
         piece_bytes: int = PIECE_BYTES,
+        last_piece_bytes: int | None = None,
         poll_seconds: float | None = None,
         stream: bool = True,
     ) -> None:
         super().__init__(optimizer)
         self.poll_seconds = check_poll_seconds(poll_seconds)
-        sizes = {"bucket_bytes": bucket_bytes, "piece_bytes": piece_bytes}
-        for name, value in {**sizes, "first_piece_bytes": first_piece_bytes}.items():
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.first_piece_bytes, self.piece_bytes = first_piece_bytes, piece_bytes
+        check_sizes(bucket_bytes=bucket_bytes, piece_bytes=piece_bytes)
+        check_sizes(first_piece_bytes=first_piece_bytes, last_piece_bytes=last_piece_bytes)
+        self.piece_sizes = (first_piece_bytes, piece_bytes, last_piece_bytes)
         self._wire = wire_dtype(grad_dtype)
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
@@ -171,21 +173,16 @@ class MPISync(LocalSync):
         it to every other rank.
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
-        wire["sync.piece_bytes"] = [self.first_piece_bytes, self.piece_bytes]
+        wire["sync.piece_bytes"] = list(self.piece_sizes)
         super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
-        local_ranks = ranks_on_node(self.comm, self.mpi)  # a collective: every rank calls it
-        cores = usable_cores()
-        wanted = want_thread(self.overlap, self.world_size, on_gpu, cores, local_ranks, self.mpi)
-        # the two paths start their collectives in different orders: every rank takes the same
-        (without_thread,) = self.allreduce_sum([0.0 if wanted else 1.0])
-        self.overlap = wanted and without_thread == 0
+        seconds = thread_poll_seconds(self.overlap, self.comm, self.mpi, on_gpu, self.poll_seconds)
+        self.overlap = seconds is not None
         if self.overlap:
-            seconds = self.poll_seconds
-            if seconds is None:  # a core for each rank's thread: it may wait in MPI_Wait
-                seconds = 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
             self._thread = CommThread(self._reduce, seconds)
+        last = self.piece_sizes[2] or (LAST_PIECE_BYTES if self.overlap else self.piece_sizes[1])
+        self.piece_sizes = (*self.piece_sizes[:2], last)
         self._lay_out([p.name for p in reversed(self.params)])
 
     def broadcast_parameters(self) -> None:
@@ -196,11 +193,8 @@ class MPISync(LocalSync):
                 self._bcast(self.state[p.name][key])
 
     def _bcast(self, array: Any) -> None:
-        if self.world_size == 1:
-            return
-        host = np.ascontiguousarray(to_host(array))
-        self.comm.Bcast(host.reshape(-1).view(np.uint8), root=0)
-        copy_into(array, host)
+        if self.world_size > 1:
+            bcast_in_place(self.comm, array)
 
     def all_equal(self, description: Mapping[str, Any]) -> None:
         """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
@@ -208,12 +202,7 @@ class MPISync(LocalSync):
         Raises:
             SyncError: naming this rank, the first rank that differs, and the first differing key.
         """
-        ours = json.loads(json.dumps(description, sort_keys=True, default=str))
-        digests = allgather_bytes(self.comm, digest(ours).encode())
-        if len(set(digests)) == 1:
-            return
-        other, diff = difference_from(self.comm, ours, [d == digests[self.rank] for d in digests])
-        raise SyncError(f"rank {self.rank} and rank {other} run different jobs: {diff}")
+        same_job(self.comm, self.rank, description)
 
     # -- layout -----------------------------------------------------------------------------
     def set_firing_order(self, names: Sequence[str]) -> None:
@@ -233,15 +222,20 @@ class MPISync(LocalSync):
             return
         params = [known[n] for n in names]
         spare = self._thread is not None  # it zeroes the used buffers while backward runs
-        pieces = (self.first_piece_bytes, self.piece_bytes)
         self.buckets = build_buckets(
-            params, self.bucket_bytes, self._wire, self.world_size, spare, *pieces
+            params, self.bucket_bytes, self._wire, self.world_size, spare, *self.piece_sizes
         )
         self._layout_order = names
         plan = WirePlan(self.buckets, self.stream)
-        self._slot, self._at_pack = plan.slots, plan.at_pack
-        if self._thread is None:  # the main thread moves the pieces on, gradient by gradient
-            self._pump = plan.pump(self._grad_comm, self._in_place, self._op, self._complete_check)
+        self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
+        # the pump moves the pieces on as their gradients arrive: onto the wire, gradient by
+        # gradient, or to the thread (16-bit buckets, reduced by hand, go to it whole)
+        self._pump = None
+        if self._thread is None or not any(b.compressed for b in self.buckets):
+            hand_off = None if self._thread is None else self._hand_off
+            self._pump = plan.pump(
+                self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
+            )
         self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
         self._layout_hash = int(digest(self._layout)[:15], 16)
 
@@ -316,17 +310,19 @@ class MPISync(LocalSync):
         self._complete_check()
         bucket.pack(mean_scale(self._total))
         self.wire_bytes += bucket.target.nbytes
-        if self._thread is not None:
+        if self._pump is None:
             self._thread.submit(bucket)
         elif self._at_pack[bucket.index]:
             self._pump.arrive(self._at_pack[bucket.index])
 
-    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None]) -> None:
-        """On the communication thread: reduce, and unpack a host bucket (a device bucket is
-        unpacked by the main thread, which owns the device)."""
-        bucket.reduce(self._grad_comm, wait, self._in_place, self._op)
-        if not bucket.on_device:
-            bucket.unpack()
+    def _hand_off(self, k: int) -> None:
+        """Piece ``k`` of the layout to the communication thread (the pump's order)."""
+        bucket, j = self._owners[k]
+        self._thread.submit(bucket, j)
+
+    def _reduce(self, bucket: Bucket, wait: Callable[[Any], None], piece: int | None) -> None:
+        """On the communication thread: see :meth:`~.buckets.Bucket.reduce_on_thread`."""
+        bucket.reduce_on_thread(self._grad_comm, wait, self._in_place, self._op, piece)
 
     def finish_step(self) -> None:
         """Wait for every bucket, apply the optimizer (averaging inside it), zero gradients."""
@@ -337,13 +333,15 @@ class MPISync(LocalSync):
         self._complete_check()  # a step without buckets
         self._launch_ready(everything=True)
         try:
+            if self._pump is not None:  # the pieces left: onto the wire, or to the thread
+                self._pump.finish()
             if self._thread is not None:  # each bucket's optimizer while the next one travels
                 for bucket in self.buckets:
-                    self._thread.wait(bucket)
+                    if bucket.pieces or self._pump is None:  # an empty bucket has no request
+                        self._thread.wait(bucket)
                     bucket.unpack()
                     self._apply(bucket)
             else:  # nothing travels while the optimizer runs: every gradient reduced first
-                self._pump.finish()
                 for bucket in self.buckets:
                     if not bucket.pieces:  # a 16-bit wire, reduced by hand
                         bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None)
@@ -359,8 +357,8 @@ class MPISync(LocalSync):
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
         ``finish_step`` took (waiting, the optimizer, zeroing)."""
-        wire = self.wire_bytes
-        return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": self.sync_seconds}
+        wire, seconds = self.wire_bytes, self.sync_seconds
+        return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
 
     def _apply(self, bucket: Bucket) -> None:
         """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
