@@ -199,3 +199,43 @@ def raw_dealer(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
     raw.linger = 0
     raw.connect(f"tcp://{endpoint}")
     return raw
+
+
+def assert_bad_push_refused_then_worker_served(
+    shards, bad_frames: Callable[[dict, list], list], expect: str
+) -> None:
+    """A malformed push from a bare socket gets an error naming ``expect``; the shard then
+    trains a real worker's step and answers a pull with that worker's values.
+
+    ``bad_frames(head, blocks)`` builds the multipart push from a valid header for all of
+    shard 0's blocks of parameter 0.
+    """
+    from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
+
+    (endpoint,) = shards.start(1, workers=1)
+    net, data = small_net(), batches(2, 8)
+    sync = insecure_worker([endpoint])
+    ctx = zmq.Context()
+    raw = raw_dealer(ctx, endpoint)
+    try:
+        sync.setup(net.parameters())
+        blocks = sync.layout.blocks_on(0, 0)
+        head = {"op": "push", "id": 9, "job": "local", "rank": 0, "step": 1, "count": 1}
+        head.update(lr=0.1, params=[0], blocks=[b.id for b in blocks], versions=[0] * len(blocks))
+        raw.send_multipart(bad_frames(head, blocks))
+        reply = raw.recv_multipart()  # blocks: the test's timeout bounds it
+        error = unpack_header(reply[0], request=False)
+        assert error["op"] == "error" and expect in error["error"], error
+        train_steps(net, sync, data)  # the same step number, untouched by the refused push
+        pull = pack({"op": "pull", "id": 10, "job": "local", "rank": 0, "blocks": [blocks[0].id]})
+        raw.send_multipart(pull)
+        reply = raw.recv_multipart()
+        (values,) = unpack_arrays(unpack_header(reply[0], request=False), reply[1:])
+        b = blocks[0]
+        np.testing.assert_array_equal(
+            values.view(np.float64), net.parameters()[0].value.ravel()[b.start : b.stop]
+        )
+    finally:
+        sync.close()
+        raw.close(0)
+        ctx.term()

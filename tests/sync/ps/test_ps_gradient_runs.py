@@ -12,15 +12,20 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import zmq
-from ps_helpers import batches, insecure_worker, raw_dealer, small_net, train_steps
+from ps_helpers import (
+    assert_bad_push_refused_then_worker_served,
+    batches,
+    insecure_worker,
+    small_net,
+    train_steps,
+)
 
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.sync.ps import channel
 from distconv.sync.ps.blocks import BLOCK_BYTES, ParamSpec
 from distconv.sync.ps.state import dense_gradients
-from distconv.sync.ps.wire import WireError, pack, unpack_arrays, unpack_header
+from distconv.sync.ps.wire import WireError, pack, unpack_header
 
 #: parameter 0: float64, blocks 0 (3 rows) and 1 (2 rows); parameter 1: float32, block 2 (4)
 PARAMS = [ParamSpec("a", (5,), "float64"), ParamSpec("b", (4,), "float32")]
@@ -105,35 +110,10 @@ def test_a_push_of_consecutive_parameters_is_one_frame_and_trains_bit_for_bit(sh
 
 @pytest.mark.timeout(60)
 def test_a_run_ending_inside_a_block_is_refused_and_the_shard_serves_a_worker_on(shards):
-    (endpoint,) = shards.start(1, workers=1)
-    net, data = small_net(), batches(2, 8)
-    sync = insecure_worker([endpoint])
-    ctx = zmq.Context()
-    raw = raw_dealer(ctx, endpoint)
-    try:
-        sync.setup(net.parameters())
-        blocks = sync.layout.blocks_on(0, 0)
-        run = np.ones(sum(b.stop - b.start for b in blocks) * 8 - 8, np.uint8)
-        head = {"op": "push", "id": 9, "job": "local", "rank": 0, "step": 1, "count": 1}
-        head.update(lr=0.1, params=[0], blocks=[b.id for b in blocks], versions=[0] * len(blocks))
-        raw.send_multipart(pack(head, [run]))
-        reply = raw.recv_multipart()  # blocks: the test's timeout bounds it
-        error = unpack_header(reply[0], request=False)
-        assert error["op"] == "error" and "ends inside block" in error["error"], error
-        train_steps(net, sync, data)  # the same step number, untouched by the refused push
-        raw.send_multipart(
-            pack({"op": "pull", "id": 10, "job": "local", "rank": 0, "blocks": [blocks[0].id]})
-        )
-        reply = raw.recv_multipart()
-        (values,) = unpack_arrays(unpack_header(reply[0], request=False), reply[1:])
-        b = blocks[0]
-        np.testing.assert_array_equal(
-            values.view(np.float64), net.parameters()[0].value.ravel()[b.start : b.stop]
-        )
-    finally:
-        sync.close()
-        raw.close(0)
-        ctx.term()
+    def run_one_element_short(head, blocks):
+        return pack(head, [np.ones(sum(b.stop - b.start for b in blocks) * 8 - 8, np.uint8)])
+
+    assert_bad_push_refused_then_worker_served(shards, run_one_element_short, "ends inside block")
 
 
 def test_runs_are_cut_at_the_frame_bound_and_a_larger_parameter_goes_block_by_block():

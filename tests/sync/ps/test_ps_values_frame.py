@@ -14,13 +14,19 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import batches, insecure_worker, raw_dealer, small_net, train_steps
+from ps_helpers import (
+    assert_bad_push_refused_then_worker_served,
+    batches,
+    insecure_worker,
+    small_net,
+    train_steps,
+)
 
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.values import ValueStore
-from distconv.sync.ps.wire import WireError, pack, packed_values, unpack_arrays, unpack_header
+from distconv.sync.ps.wire import WireError, pack, packed_values, unpack_header
 
 
 def _store():
@@ -158,35 +164,11 @@ def test_a_short_values_frame_is_refused_before_any_parameter_is_written(shards)
 
 @pytest.mark.timeout(60)
 def test_a_short_push_is_refused_and_the_shard_serves_a_worker_on(shards):
-    (endpoint,) = shards.start(1, workers=1)
-    net, data = small_net(), batches(2, 8)
-    sync = insecure_worker([endpoint])
-    ctx = zmq.Context()
-    raw = raw_dealer(ctx, endpoint)
-    try:
-        sync.setup(net.parameters())
-        blocks = sync.layout.blocks_on(0, 0)
-        grads = [np.ones((b.stop - b.start, 1)) for b in blocks]
-        head = {"op": "push", "id": 9, "job": "local", "rank": 0, "step": 1, "count": 1}
-        head.update(lr=0.1, params=[0], blocks=[b.id for b in blocks], versions=[0] * len(blocks))
-        frames = pack(head, grads)
-        raw.send_multipart([frames[0], *map(bytes, frames[1:-1]), bytes(frames[-1])[:-8]])
-        reply = raw.recv_multipart()  # blocks: the test's timeout bounds it
-        error = unpack_header(reply[0], request=False)
-        assert error["op"] == "error" and "header says" in error["error"], error
-        train_steps(net, sync, data)  # the same step number, untouched by the refused push
-        pull = pack({"op": "pull", "id": 10, "job": "local", "rank": 0, "blocks": [blocks[0].id]})
-        raw.send_multipart(pull)
-        reply = raw.recv_multipart()
-        (values,) = unpack_arrays(unpack_header(reply[0], request=False), reply[1:])
-        b = blocks[0]
-        np.testing.assert_array_equal(
-            values.view(np.float64), net.parameters()[0].value.ravel()[b.start : b.stop]
-        )
-    finally:
-        sync.close()
-        raw.close(0)
-        ctx.term()
+    def last_frame_short(head, blocks):
+        frames = pack(head, [np.ones((b.stop - b.start, 1)) for b in blocks])
+        return [frames[0], *map(bytes, frames[1:-1]), bytes(frames[-1])[:-8]]
+
+    assert_bad_push_refused_then_worker_served(shards, last_frame_short, "header says")
 
 
 @pytest.mark.parametrize("name", ["sgd", "adam"])
