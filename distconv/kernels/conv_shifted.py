@@ -37,7 +37,7 @@ from distconv.kernels.shape import ConvGeometry
 #: below this BLAS runs far from its peak and im2col's single long product wins
 SHIFTED_MIN_CHANNELS = 16
 #: the weight gradient's products are ``(O/G, C/G)`` blocks; with 16 channels a group they ran
-#: slower than im2col, with 64 both ways faster (docs/benchmarks.md, the kernels' constants)
+#: slower than im2col, with 64 both ways faster (docs/benchmarks.md, the constants)
 SHIFTED_WEIGHT_GRAD_MIN_BLOCK = 32 * 32
 
 

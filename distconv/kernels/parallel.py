@@ -38,7 +38,7 @@ _warned = False
 
 #: below this many column elements per thread, threads cost more than they save: the GIL
 #: hand-offs of many small numpy calls outweigh the parallel copies. The measurements behind
-#: this module's constants: docs/benchmarks.md, "Why the kernels' constants are what they are"
+#: this module's constants: docs/benchmarks.md, "Why the constants are what they are"
 MIN_WORK_PER_THREAD = 1 << 20
 #: column elements per chunk: small enough that a chunk's columns stay in cache while the
 #: matrix product reads them

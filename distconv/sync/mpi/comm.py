@@ -23,7 +23,7 @@ log = logging.getLogger("distconv.sync.mpi")
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 _said_why: set[str] = set()
 #: how long the communication thread sleeps between tests of a request: short against a
-#: bucket's transfer (~1 ms for 1 MB), long enough to leave the core to compute meanwhile
+#: piece's transfer, long enough to leave the core to compute meanwhile
 POLL_SECONDS = 50e-6
 
 

@@ -8,21 +8,14 @@ last bits from run to run (with three ranks or more).
 
 The plan can follow PyTorch DDP's buckets: a small first piece, so the wire starts early in
 backward, then pieces that double up to the largest size, so the whole layout costs few calls.
-By default every piece is 1 MiB, and a piece goes as soon as the gradients under it are in. On a
-2-core host with the ``mpich`` wheel (2 ranks, shared memory, 1 MiB of L2 per core), with the
-gradients handed over back to back, uniform 1 MiB pieces were the fastest plan measured with the
-machine quiet or moderately loaded, against one 4 MiB call, 1 MiB then 3 MiB, 256 KiB doubling
-to 1 MiB, or uniform 512 KiB and 2 MiB. Under heavy load (load average 5-7 on 2 cores) one call
-per bucket did best: each call is a meeting of the ranks, and a rank that is not running holds
-the others up. ``first_piece_bytes`` and ``piece_bytes`` are the knobs; ``last_piece_bytes``
-cuts the end of the layout small (:data:`LAST_PIECE_BYTES`, by default with the thread only).
-
-Streaming itself (a piece going before its bucket is complete, against every piece waiting for
-the bucket: ``MPISync(stream=False)``) was measured with compute between the gradients of one
-4 MiB bucket, no thread (``benchmarks/allreduce.py --stream-only``, paired ratios, load average
-1.6-3.3 on 2 cores): 0.95-0.96x with numpy compute (the pieces move on at each gradient's test
-while the rest are computed), 0.98-1.02x with a sleep standing in for it, and 0.72-1.11x, noise,
-with no compute. A small gain at best; it costs nothing measurable.
+By default every piece is 1 MiB, and a piece goes as soon as the gradients under it are in:
+on a 2-core host with the ``mpich`` wheel, uniform 1 MiB pieces were the fastest of the plans
+measured, except under heavy load, where one call per bucket did best (each call is a meeting
+of the ranks, and a rank that is not running holds the others up). ``first_piece_bytes`` and
+``piece_bytes`` are the knobs; ``last_piece_bytes`` cuts the end of the layout small
+(:data:`LAST_PIECE_BYTES`, by default with the thread only). Streaming a piece before its
+bucket is complete (against ``MPISync(stream=False)``) measured a small gain at best and no
+measurable cost. The figures: docs/benchmarks.md, "Why the constants are what they are".
 """
 
 from __future__ import annotations
@@ -36,11 +29,9 @@ PIECE_BYTES = 1 << 20
 #: bytes of the layout's first allreduce; the pieces double from it up to :data:`PIECE_BYTES`
 FIRST_PIECE_BYTES = PIECE_BYTES
 #: bytes of the layout's last allreduce with a communication thread: it starts after the last
-#: gradient, so no backward hides it. Measured on the 2-core host (a sleep standing in for
-#: backward, the thread handed each piece as it fills, 4 MiB buckets): 3.1-3.2 ms exposed with
-#: a 128 KiB last piece against 3.3-8.1 ms with 1 MiB ones. Without the thread the extra calls
-#: cost more than they hide (each call is a meeting of the ranks): there the last piece is a
-#: full one.
+#: gradient, so no backward hides it, and a small one leaves less exposed. Without the thread
+#: the extra calls cost more than they hide (each call is a meeting of the ranks): there the
+#: last piece is a full one (figures in docs/benchmarks.md)
 LAST_PIECE_BYTES = 128 << 10
 
 

@@ -3,7 +3,8 @@
 A message is a ZeroMQ multipart message ``[header, frame_0, ..., frame_k]``. The header is a
 msgpack map; its ``"arrays"`` entry describes each following frame as ``[dtype, shape, nbytes]``.
 Arrays travel as their raw bytes (C order, little-endian), never inside msgpack and never
-pickled: packing 16 MB inside msgpack costs ~18 ms, a raw frame a few microseconds.
+pickled: packing arrays inside msgpack copies them, thousands of times slower than sending a
+raw frame (docs/benchmarks.md).
 
 Every header is checked before any frame becomes an array: protocol version, operation,
 field types, dtype (from a short allow-list), shape, byte counts and the total size. A message
