@@ -101,8 +101,8 @@ def one_blas_thread() -> Iterator[None]:
     Every kernel call enters it, and so does a whole :meth:`~distconv.network.Network.forward`
     and ``backward``: inside a step distconv's kernel threads are the only parallelism. A BLAS
     pool of its own would compete with them for the cores, and OpenBLAS's workers spin for
-    a while after each threaded call (the MNIST-size step ran about a quarter faster with them
-    held; see docs/benchmarks.md).
+    a while after each threaded call (the MNIST-size step took about a quarter less time with
+    them held; see docs/benchmarks.md).
 
     A process-wide pool (OpenBLAS on pthreads) gets one hold for the whole process: the first
     caller in sets it to one thread, the last one out restores it, so kernels called from

@@ -48,6 +48,9 @@ def check_offsets(starts: Any, rows: int, xp: Any = np, what: str = "seq_starts"
             f"{what} must be a 1-D integer array of n + 1 offsets, got "
             f"shape {tuple(starts.shape)} dtype {starts.dtype}"
         )
+    # one width for everyone: callers add and index with the offsets, which narrow or unsigned
+    # ones would wrap or turn into floats
+    starts = starts.astype(np.int64, copy=False)
     bad = (starts[0] != 0) | (starts[-1] != rows) | (starts[1:] < starts[:-1]).any()
     if bool(bad):
         raise ValueError(f"{what} must rise from 0 to the row count {rows}, got {_preview(starts)}")

@@ -41,6 +41,17 @@ def _concat_reference(a, b):
     return np.concatenate(parts)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint64])
+def test_narrow_or_unsigned_offsets_are_widened_before_any_arithmetic(rng, dtype):
+    """uint8 offsets [0, 200] + [0, 100] wrap to [0, 44] unless widened first."""
+    a = Arg(rng.standard_normal((200, 2)), seq_starts=np.array([0, 200], dtype))
+    b = Arg(rng.standard_normal((100, 2)), seq_starts=np.array([0, 100], dtype))
+    out = SequenceConcat()(a, b)
+    np.testing.assert_array_equal(out.seq_starts, [0, 300])
+    assert out.seq_starts.dtype == np.int64
+    np.testing.assert_array_equal(out.value, np.concatenate([a.value, b.value]))
+
+
 @pytest.mark.parametrize("la,lb", LENGTHS)
 def test_sequence_concat_interleaves_and_routes_gradients_back(rng, la, lb):
     a, b = _seq(rng, la, 3), _seq(rng, lb, 3)
