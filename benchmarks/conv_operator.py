@@ -14,13 +14,17 @@ also times ``F.conv2d`` with ``groups = N * G``, the same computation, in its ow
 
 ``--then DIR`` times the layer itself against the layer of another checkout (the code as it
 was when issue 7 was filed: ``git worktree add DIR 6b855cf``): each in its own processes,
-alternated round by round, both with freed memory kept (``MALLOC_*`` below, what a training
-process sets through ``distconv.allocator``) so that only the code differs.
+alternated round by round, both with the same glibc settings that keep freed memory mapped
+(``MALLOC_*`` below: like ``distconv.allocator``, whose settings differ but which the old code
+lacks; with these no step page-faults either way), so that only the code differs. Each
+worker reports the file it imported and a checksum of its results, and the two sides must
+agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -29,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import best_ms, print_table, run_worker, torch_available  # noqa: E402
+from harness import REPO_ROOT, best_ms, print_table, run_worker, torch_available  # noqa: E402
 
 # name: (N, C, O, size, kernel, padding, groups)
 CASES = {
@@ -68,7 +72,8 @@ def _baseline(x, f, dout, case):
     return step
 
 
-#: glibc's equivalent of ``distconv.allocator.keep_freed_memory``, for code that predates it
+#: glibc settings by environment that keep freed memory mapped, obeyed by code that predates
+#: ``distconv.allocator`` too (a large top pad: steps reuse their pages instead of faulting)
 KEEP_MEMORY_ENV = {"MALLOC_TRIM_THRESHOLD_": "4294967296", "MALLOC_TOP_PAD_": "268435456"}
 
 
@@ -77,9 +82,9 @@ def operator_step(x, f, dout, case):
     from distconv.layers import ConvOperator, Mixed
 
     n, c, o, size, k, p, g = case
-    try:
+    if list(inspect.signature(ConvOperator).parameters)[2] == "kernel_size":
         op = ConvOperator(c, o, k, input_size=size, padding=p, groups=g)
-    except TypeError:  # the signature before issue 7: (C, O, input_size, kernel_size)
+    else:  # the signature before issue 7: (C, O, input_size, kernel_size)
         op = ConvOperator(c, o, size, k, padding=p, groups=g)
     layer = Mixed([None, None], [op])
     image, filters = Arg(x), Arg(f)
@@ -147,7 +152,12 @@ def worker(library: str, threads: int, repeat: int) -> None:
     result = {}
     for name, case in CASES.items():
         if library == "layer":  # the layer alone, in whichever checkout is on the path
-            result[name] = {"layer": best_ms(operator_step(*make_arrays(case), case), repeat)}
+            import distconv
+
+            step = operator_step(*make_arrays(case), case)
+            checksum = sum(float(np.abs(a).sum()) for a in step())
+            result[name] = {"layer": best_ms(step, repeat), "checksum": checksum}
+            result[name]["file"] = distconv.__file__
             continue
         if library == "torch":
             import torch
@@ -164,11 +174,24 @@ def worker(library: str, threads: int, repeat: int) -> None:
     print(json.dumps(result))
 
 
+def _check_layer_result(v: dict, code: str | None, name: str, checks: dict) -> None:
+    """The worker imported the checkout it was meant to, and computed what the other did."""
+    root = os.path.realpath(code or REPO_ROOT)
+    if not os.path.realpath(v["file"]).startswith(root + os.sep):
+        raise SystemExit(f"a worker meant for {root} imported {v['file']}")
+    want = checks.setdefault(name, v["checksum"])
+    if abs(v["checksum"] - want) > 1e-4 * abs(want):
+        raise SystemExit(f"{name}: the checkouts disagree ({v['checksum']} against {want})")
+
+
 def against_then(then: str, threads: list[int], repeat: int, rounds: int) -> None:
     """The layer here against the layer in checkout ``then``: medians over alternated rounds."""
+    if not os.path.isfile(os.path.join(then, "distconv", "__init__.py")):
+        raise SystemExit(f"--then {then}: no distconv package there (a checkout's root?)")
     rows = []
     for t in threads:
         times: dict[str, dict[str, list[float]]] = {}
+        checks: dict[str, float] = {}
         for r in range(rounds):
             order = ("then", "now") if r % 2 == 0 else ("now", "then")
             for which in order:
@@ -183,6 +206,7 @@ def against_then(then: str, threads: list[int], repeat: int, rounds: int) -> Non
                     **kwargs,
                 )
                 for name, v in got.items():
+                    _check_layer_result(v, code, name, checks)
                     times.setdefault(name, {}).setdefault(which, []).append(v["layer"])
         for name, by in times.items():
             then_ms, now_ms = statistics.median(by["then"]), statistics.median(by["now"])

@@ -1,6 +1,7 @@
 """The cupy path: every layer family on the device, against the same layer on numpy.
 
-Convolutions, FC and pooling run with cuDNN and with im2col; the catalogue below adds
+Convolutions and FC run with cuDNN and with im2col, pooling on its own kernels (it has no cuDNN
+path); the catalogue below adds
 projections, operators, sequences, selective FC, multiplex, expand and concatenation.
 
 Skipped where cupy or a CUDA device is missing (CI has none); run them on a GPU machine with
@@ -62,6 +63,8 @@ LAYERS = [
     lambda: Conv3D(4, 4, 3, padding=1, dtype=np.float64),
     lambda: ConvTranspose3D(4, 4, 3, stride=2, padding=1, dtype=np.float64),
     lambda: FullyConnected(4 * 6 * 6, 5, act="softmax", dtype=np.float64),
+]
+POOLS = [
     lambda: MaxPool2D(3, 2, 1),
     lambda: MaxPool2D(2),  # windows tile the input: the backward writes instead of adding
     lambda: AvgPool2D(3, 2, 1),
@@ -73,6 +76,15 @@ LAYERS = [
 @pytest.mark.parametrize("make", LAYERS)
 def test_device_matches_host(cupy, monkeypatch, rng, make, cudnn):
     monkeypatch.setenv("DISTCONV_CUDNN", cudnn)
+    _device_matches_host(cupy, rng, make)
+
+
+@pytest.mark.parametrize("make", POOLS)
+def test_pooling_on_the_device_matches_host(cupy, rng, make):
+    _device_matches_host(cupy, rng, make)
+
+
+def _device_matches_host(cupy, rng, make):
     set_device("cpu")
     host = make()
     shape = (2, 4, 6, 6, 6) if "3D" in type(host).__name__ else (2, 4, 6, 6)
