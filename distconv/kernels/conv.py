@@ -88,11 +88,26 @@ def column_layout(
     and cropped after: a pass over the output. Given the weight's shape, the wide layout is
     kept only where the columns outweigh the output (``C/G * K >= O/G`` rows per position);
     few input channels fanning out to many (a first layer on grey images: 9 rows, 32
-    outputs) take exact columns, and the product writes straight into the output.
+    outputs) take exact columns, and the product writes straight into the output. So do small
+    images: widening 4 pixels to 6 or 14 to 16 makes every product that much longer
+    (:data:`WIDE_MAX_EXTRA`). Without a weight shape (a filter bank per sample, whose
+    products are small and whose copy dominates) the wide layout stays wherever it applies.
     """
     out = geom.out_size(in_size)
-    wide = can_widen(geom) and (w_shape is None or _columns_outweigh_output(w_shape, geom))
+    wide = can_widen(geom) and (
+        w_shape is None
+        or (
+            _columns_outweigh_output(w_shape, geom)
+            and wide_width(in_size, geom) <= (1 + WIDE_MAX_EXTRA) * out[-1]
+        )
+    )
     return wide, (*out[:-1], wide_width(in_size, geom) if wide else out[-1])
+
+
+#: the most the wide layout may lengthen each output row (and so each product) relative to
+#: the exact one: LeNet's conv2 ran faster with exact columns at 4x4 and 14x14, a half and a
+#: seventh longer when wide (docs/benchmarks.md)
+WIDE_MAX_EXTRA = 0.1
 
 
 def _columns_outweigh_output(w_shape: tuple[int, ...], geom: ConvGeometry) -> bool:

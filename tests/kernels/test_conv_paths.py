@@ -126,11 +126,14 @@ def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched):
             np.testing.assert_array_equal(a, b)
 
 
-def test_wide_columns_only_where_they_outweigh_the_output():
+def test_wide_columns_only_where_they_outweigh_the_output_and_barely_lengthen_it():
     geom = ConvGeometry.make(2, 3, 1, 1)
     assert column_layout((28, 28), geom, (32, 1, 3, 3)) == (False, (28, 28))  # LeNet's conv1
-    assert column_layout((14, 14), geom, (64, 32, 3, 3)) == (True, (14, 16))  # and conv2
-    assert column_layout((14, 14), ConvGeometry.make(2, 3, 2, 1), (64, 32, 3, 3))[0] is False
+    assert column_layout((56, 56), geom, (64, 32, 3, 3)) == (True, (56, 58))
+    # LeNet's conv2: 14 -> 16 (and 4 -> 6 on the digits) would lengthen every product
+    assert column_layout((14, 14), geom, (64, 32, 3, 3)) == (False, (14, 14))
+    assert column_layout((4, 4), geom, (64, 32, 3, 3)) == (False, (4, 4))
+    assert column_layout((56, 56), ConvGeometry.make(2, 3, 2, 1), (64, 32, 3, 3))[0] is False
 
 
 def test_cost_model_depends_on_the_output_size_alone():
