@@ -256,8 +256,8 @@ def main() -> None:
     measured: dict[str, dict[str, dict]] = {}
     for case in args.cases:
         runs: dict[str, list[dict]] = {lib: [] for lib in libs}
-        for _ in range(args.rounds):
-            for lib in libs:
+        for r in range(args.rounds):
+            for lib in libs if r % 2 == 0 else libs[::-1]:  # neither always goes first
                 extra = ["--cases", case, "--repeat", str(args.repeat), "--clock", args.clock]
                 extra += ["--keep-memory", args.keep_memory]
                 runs[lib].append(run_worker(__file__, lib, args.threads, extra))
