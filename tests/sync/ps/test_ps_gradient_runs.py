@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from ps_helpers import (
     assert_bad_push_refused_then_worker_served,
+    assert_equals_local_training,
     batches,
     insecure_worker,
     small_net,
@@ -138,3 +139,63 @@ def test_runs_are_cut_at_the_frame_bound_and_a_larger_parameter_goes_block_by_bl
     got = np.concatenate([np.frombuffer(f.tobytes(), np.float64) for f in frames])
     np.testing.assert_array_equal(got, np.concatenate([p.grad for p in params]))
     assert runs.frames(items[1:3][::-1], limit=1024)[0].nbytes == 32  # not consecutive: 2 runs
+
+
+def _runs_and_items(params, limit_bytes: int = 64):
+    from distconv.sync.ps.blocks import Layout
+    from distconv.sync.ps.gradients import GradientRuns
+
+    specs = [ParamSpec(p.name, p.shape, "float64") for p in params]
+    layout = Layout(specs, 1, block_bytes=limit_bytes)
+    runs = GradientRuns(params, [{0}] * len(params), [True] * len(params))
+
+    def items():
+        return [
+            (i, layout.blocks_on(0, i), [p.grad[b.start : b.stop] for b in layout.blocks_on(0, i)])
+            for i, p in enumerate(params)
+        ]
+
+    return runs, items
+
+
+def test_a_gradient_replaced_after_setup_is_sent_from_its_new_array():
+    from distconv.parameter import Parameter
+
+    params = [Parameter(f"p{i}", np.zeros(4)) for i in range(3)]
+    runs, items = _runs_and_items(params)
+    params[1].set_static(True)  # drops the buffer's view ...
+    params[1].set_static(False)  # ... and makes a new gradient array
+    for i, p in enumerate(params):
+        p.grad[...] = i + 1
+    frames = runs.frames(items(), limit=1024)
+    got = np.concatenate([np.frombuffer(f.tobytes(), np.float64) for f in frames])
+    np.testing.assert_array_equal(got, np.repeat([1.0, 2.0, 3.0], 4))
+    assert [f.dtype for f in frames] == [np.uint8, np.float64, np.uint8]
+
+
+def test_a_gradient_of_another_dtype_than_its_value_is_not_moved():
+    from distconv.parameter import Parameter
+
+    params = [Parameter("a", np.zeros(4)), Parameter("b", np.zeros(4))]
+    params[1].grad = np.zeros(4, np.float32)
+    runs, _ = _runs_and_items(params)
+    assert sorted(runs.where) == [0]
+    assert params[1].grad.dtype == np.float32 and not np.shares_memory(
+        params[1].grad, runs.where[0][0]
+    )
+
+
+@pytest.mark.timeout(60)
+def test_gradients_replaced_after_setup_train_like_local_sync(shards):
+    data = batches(3, 7)
+    net = small_net()
+    sync = insecure_worker(shards.start(1, workers=1), block_bytes=BLOCK_BYTES)
+    try:
+        sync.setup(net.parameters())
+        for p in net.parameters()[::2]:  # every other one: moved and replaced interleave
+            p.set_static(True)
+            p.set_static(False)
+        train_steps(net, sync, data)
+    finally:
+        sync.close()
+    assert_equals_local_training(net, data)
