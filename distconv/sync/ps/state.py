@@ -279,8 +279,10 @@ class BlockUpdates:
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
             # a slice of the store when the blocks are consecutive: _reply lends it, and the
-            # next update copies first if ZeroMQ still holds it (see distconv.sync.ps.values)
-            return [self.store.frame(ids)], fields
+            # next update copies first if ZeroMQ still holds it; with several async workers
+            # that would be frequent, so a snapshot instead (see distconv.sync.ps.values)
+            snapshot = self.config.mode == "async" and self.config.workers > 1
+            return [self.store.frame(ids, copy=snapshot)], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
@@ -288,9 +290,10 @@ class BlockUpdates:
         return arrays, fields
 
     def _before_update(self, ids: Sequence[int]) -> None:
-        """Blocks ``ids`` are about to change in place: the store copies first if ZeroMQ still
-        holds a reply lent from it with their bytes (transport time, outside ``update_seconds``;
-        see :mod:`.values`). Every in-place update of values comes after this call."""
+        """Blocks ``ids`` are about to change in place: the store copies a buffer first if
+        ZeroMQ still holds a reply lent from it with their bytes (transport time, outside
+        ``update_seconds``; counted in ``value_copies``; see :mod:`.values`). Every in-place
+        update of values comes after this call."""
         if self.store.before_write(ids):
             self.stats.value_copies += 1
 
