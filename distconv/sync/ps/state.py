@@ -159,13 +159,13 @@ def dense_gradients(
     consecutive blocks back to back (protocol 4), split here into views of it.
 
     Raises:
-        WireError: the frames do not cover exactly the blocks, a run ends inside a block, or a
-            one-block frame has the wrong dtype or shape.
+        WireError: the frames cover fewer blocks than the push's or go past them, a run ends
+            inside a block, or a one-block frame has the wrong dtype or shape.
     """
     grads: list[np.ndarray] = []
-    for a in arrays:
+    for k, a in enumerate(arrays):
         if len(grads) == len(ids):
-            raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+            raise WireError(f"push: array {k} goes past the push's {len(ids)} blocks")
         if a.dtype != DTYPES["uint8"]:
             b = blocks[ids[len(grads)]]
             _expect(a, params[b.param], b.stop - b.start, f"block {ids[len(grads)]}")
@@ -176,7 +176,9 @@ def dense_gradients(
         at = 0
         while at < a.nbytes:
             if len(grads) == len(ids):
-                raise WireError(f"push: a gradient run of {a.nbytes} bytes goes past the blocks")
+                raise WireError(
+                    f"push: a gradient run of {a.nbytes} bytes goes past the push's blocks"
+                )
             b = blocks[ids[len(grads)]]
             spec = params[b.param]
             n = (b.stop - b.start) * spec.row_bytes
@@ -188,7 +190,9 @@ def dense_gradients(
             grads.append(grad.reshape(b.stop - b.start, spec.row_len))
             at += n
     if len(grads) != len(ids):
-        raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+        raise WireError(
+            f"push: {len(arrays)} arrays for {len(ids)} blocks cover only the first {len(grads)}"
+        )
     return grads
 
 
