@@ -97,10 +97,11 @@ class Shards:
             proc.stdout.close()
 
 
-def small_net(seed: int = 0, dtype=np.float64):
-    """The small LeNet of the equivalence tests, every parameter cast to ``dtype``."""
+def small_net(seed: int = 0, dtype=np.float64, hidden: int = 8):
+    """The small LeNet of the equivalence tests, every parameter cast to ``dtype`` (``hidden``
+    units in its first fully connected layer)."""
     set_seed(seed)
-    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=hidden)
     for p in net.parameters():
         p.cast(dtype)
     return net
