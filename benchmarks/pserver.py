@@ -17,6 +17,9 @@ queue would group them with a free link (each shard's queued gradients go once t
 itself buys. The shards' optimizer time (from their stats) is reported apart and subtracted,
 so the ratio compares transports. Each is measured with CURVE off and on. ``messages`` is the
 parameter server's push messages per step (the raw baselines' are printed beside).
+``value_copies`` is each shard's count, over the whole run, of the times an update found ZeroMQ
+still holding a reply lent from its store and copied that buffer first (see
+``distconv/sync/ps/values.py``): in this sync run it should stay 0, so the lending costs no copy.
 
 The machine is shared and noisy: raw and parameter-server steps alternate, one of each per
 round, and the medians (and the bests) of ``--repeat`` rounds are reported. ``--code DIR``
@@ -276,7 +279,10 @@ def run_mode(
         try:
             result = measure(raw, grouped, ps, repeat, pids[:2], pids[2:])
             messages = getattr(ps.sync, "push_messages", None)  # a total over every step
+            # an older checkout's shards may not count them
+            copies = [st.get("value_copies") for st in ps.sync.shard_stats()]
             return {
+                "value_copies": copies,
                 **result,
                 "shard_bytes": ps.sync.layout.shard_bytes(),
                 "messages": None if messages is None else messages / (repeat + 2),
@@ -357,6 +363,8 @@ def main() -> None:
             f"(bests: {r['transport_best'] / r['raw_best']:.2f}x; CPU ms {r['raw_cpu']:.1f} raw, "
             f"{r['transport_cpu']:.1f} ps: {r['transport_cpu'] / r['raw_cpu']:.2f}x)"
         )
+    copies = ", ".join(f"{mode} {r['value_copies']}" for mode, r in results.items())
+    print(f"value_copies per shard over the run (store copies for held replies): {copies}")
     if {"insecure", "curve"} <= set(results):
         off, on = results["insecure"], results["curve"]
         print(

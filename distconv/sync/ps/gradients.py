@@ -13,8 +13,10 @@ parameter order, and ``param.grad`` becomes a view of its slice: the layers add 
 it, as they do into an allreduce bucket (``distconv/sync/base.py`` allows a strategy to hand out
 gradient views). Parameters queued together for a shard (in ascending order, as the outbox sends
 them) are then consecutive there, and :meth:`GradientRuns.frames` sends them as one frame. Any
-other parameter (a device array, a sparse table, one spanning shards) keeps its own gradient and
-goes as one frame per block, as before.
+other parameter (a device array, a sparse table, one spanning shards, a gradient of another
+dtype than its value) keeps its own gradient and goes as one frame per block, as before; so does
+a moved one whose ``param.grad`` was replaced after setup (``Parameter.set_static``, ``cast``):
+its queued arrays are then not the buffer's bytes, and what it sends is what the layers wrote.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class GradientRuns:
     ) -> None:
         groups: dict[tuple[int, np.dtype], list[int]] = {}
         for i, p in enumerate(params):
-            if movable[i] and len(shards[i]) == 1:
+            # the shard reads a gradient in its parameter's dtype: another dtype cannot share
+            if movable[i] and len(shards[i]) == 1 and params[i].grad.dtype == params[i].value.dtype:
                 groups.setdefault((min(shards[i]), p.grad.dtype), []).append(i)
         self.where: dict[int, tuple[np.ndarray, int, int]] = {}
         for members in groups.values():
@@ -65,9 +68,7 @@ class GradientRuns:
         frames: list[np.ndarray] = []
         run: list | None = None  # [buffer, start, stop] of the run being built
         for i, _, arrays in items:
-            where = self.where.get(i)
-            if where is not None and where[2] - where[1] > limit:
-                where = None  # larger than a frame may be: its blocks go one by one
+            where = self._moved(i, arrays, limit)
             if run and where and where[0] is run[0] and where[1] == run[2]:
                 if where[2] - run[1] <= limit:
                     run[2] = where[2]
@@ -80,3 +81,18 @@ class GradientRuns:
         if run:
             frames.append(run[0][run[1] : run[2]])
         return frames
+
+    def _moved(
+        self, i: int, arrays: Sequence[np.ndarray], limit: int
+    ) -> tuple[np.ndarray, int, int] | None:
+        """Where parameter ``i``'s queued gradient lies in a buffer, or None when it must go
+        as its own ``arrays``, one frame per block: it was never moved, it is larger than a
+        frame may be, or ``param.grad`` was replaced after setup (``set_static``, ``cast``), so
+        its arrays are no longer the buffer's bytes (one pointer compare, not a scan)."""
+        where = self.where.get(i)
+        if where is None or where[2] - where[1] > limit or not arrays:
+            return None
+        buf, start, _ = where
+        if arrays[0].ctypes.data != buf.ctypes.data + start:
+            return None
+        return where

@@ -159,13 +159,13 @@ def dense_gradients(
     consecutive blocks back to back (protocol 4), split here into views of it.
 
     Raises:
-        WireError: the frames do not cover exactly the blocks, a run ends inside a block, or a
-            one-block frame has the wrong dtype or shape.
+        WireError: the frames cover fewer blocks than the push's or go past them, a run ends
+            inside a block, or a one-block frame has the wrong dtype or shape.
     """
     grads: list[np.ndarray] = []
-    for a in arrays:
+    for k, a in enumerate(arrays):
         if len(grads) == len(ids):
-            raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+            raise WireError(f"push: array {k} goes past the push's {len(ids)} blocks")
         if a.dtype != DTYPES["uint8"]:
             b = blocks[ids[len(grads)]]
             _expect(a, params[b.param], b.stop - b.start, f"block {ids[len(grads)]}")
@@ -176,7 +176,9 @@ def dense_gradients(
         at = 0
         while at < a.nbytes:
             if len(grads) == len(ids):
-                raise WireError(f"push: a gradient run of {a.nbytes} bytes goes past the blocks")
+                raise WireError(
+                    f"push: a gradient run of {a.nbytes} bytes goes past the push's blocks"
+                )
             b = blocks[ids[len(grads)]]
             spec = params[b.param]
             n = (b.stop - b.start) * spec.row_bytes
@@ -188,7 +190,9 @@ def dense_gradients(
             grads.append(grad.reshape(b.stop - b.start, spec.row_len))
             at += n
     if len(grads) != len(ids):
-        raise WireError(f"push: {len(arrays)} arrays for {len(ids)} blocks")
+        raise WireError(
+            f"push: {len(arrays)} arrays for {len(ids)} blocks cover only the first {len(grads)}"
+        )
     return grads
 
 
@@ -279,8 +283,10 @@ class BlockUpdates:
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
             # a slice of the store when the blocks are consecutive: _reply lends it, and the
-            # next update copies first if ZeroMQ still holds it (see distconv.sync.ps.values)
-            return [self.store.frame(ids)], fields
+            # next update copies first if ZeroMQ still holds it; with several async workers
+            # that would be frequent, so a snapshot instead (see distconv.sync.ps.values)
+            snapshot = self.config.mode == "async" and self.config.workers > 1
+            return [self.store.frame(ids, copy=snapshot)], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
@@ -288,9 +294,10 @@ class BlockUpdates:
         return arrays, fields
 
     def _before_update(self, ids: Sequence[int]) -> None:
-        """Blocks ``ids`` are about to change in place: the store copies first if ZeroMQ still
-        holds a reply lent from it with their bytes (transport time, outside ``update_seconds``;
-        see :mod:`.values`). Every in-place update of values comes after this call."""
+        """Blocks ``ids`` are about to change in place: the store copies a buffer first if
+        ZeroMQ still holds a reply lent from it with their bytes (transport time, outside
+        ``update_seconds``; counted in ``value_copies``; see :mod:`.values`). Every in-place
+        update of values comes after this call."""
         if self.store.before_write(ids):
             self.stats.value_copies += 1
 

@@ -8,14 +8,20 @@ bookkeeping; a 16 MB step of 100 blocks spent more on that than on the bytes).
 The shard keeps its blocks in id order inside one buffer per dtype (each block's ``value`` a
 view of it). Blocks consecutive there (a push of consecutive parameters, which the reference
 worker sends in ascending order, or a pull of a run of blocks) are one slice of that buffer, and
-the reply hands ZeroMQ that slice itself, LENT: the ``MessageTracker`` of the reply is kept
+the reply may hand ZeroMQ that slice itself, LENT: the ``MessageTracker`` of the reply is kept
 (:meth:`ValueStore.lend`), and before an in-place update of blocks (:meth:`ValueStore.before_write`)
-that a lent reply ZeroMQ still holds carries, the store moves to fresh copies of its buffers (copy
-on write), so a reply still carries the values it was built from, as the protocol promises. In sync
-mode every reply has left long before the next update (that needs every worker's next push,
-sent after the worker read its replies), so the copy a reply used to cost is gone; a slow
-reader in async mode costs one copy of the store. Any other request gets the blocks
-concatenated (a new array, nothing lent).
+that a lent reply ZeroMQ still holds carries, the store moves that dtype's buffer to a fresh copy
+(copy on write; buffers of other dtypes, or with no held reply on the blocks written, stay), so a
+reply still carries the values it was built from, as the protocol promises.
+
+Lending pays where no update of a lent reply's blocks can come before ZeroMQ has let go of it:
+in sync mode (the next update of a block needs every worker's next push, sent after the worker
+read its replies) and in async mode with ONE worker (its next push of a block follows its read of
+the reply). There the copy a reply used to cost is gone. In async mode with several workers,
+another worker's push of the same blocks can arrive while ZeroMQ still holds a reply, and lending
+would then copy a whole buffer for a reply of a few blocks; so the shard asks :meth:`frame` for a
+snapshot of the reply's bytes instead (protocol 3's copy) and lends nothing. Any reply of blocks
+that are not consecutive gets them concatenated (a new array, nothing lent).
 """
 
 from __future__ import annotations
@@ -66,33 +72,47 @@ class ValueStore:
         return any(array.base is buf for buf in self.buffers.values())
 
     def lend(self, array: np.ndarray, tracker: Any) -> None:
-        """A reply carrying ``array``, a slice of a buffer, went to ZeroMQ with ``tracker``."""
+        """A reply carrying ``array``, a slice of a buffer, went to ZeroMQ with ``tracker``
+        (anything with a ``done`` attribute that turns True once ZeroMQ has let go)."""
+        self._prune()  # pull-only traffic calls no before_write: keep the list short here too
         start = array.ctypes.data - array.base.ctypes.data
         self._lent.append((array.base, start, start + array.nbytes, tracker))
 
+    @property
+    def lent(self) -> int:
+        """How many lent replies ZeroMQ may still hold (those not yet seen done)."""
+        return len(self._lent)
+
+    def _prune(self) -> None:
+        """Forget lent replies ZeroMQ has let go of, and those of buffers the store left."""
+        current = {id(buf) for buf in self.buffers.values()}
+        self._lent = [lent for lent in self._lent if id(lent[0]) in current and not lent[3].done]
+
     def before_write(self, ids: Sequence[int]) -> bool:
-        """Call before blocks ``ids`` change in place: if ZeroMQ still holds a lent reply with
-        bytes of any of them, move every block to a fresh copy of its buffer (the old buffers
-        stay with the replies).
+        """Call before blocks ``ids`` change in place: each buffer holding bytes of any of
+        them that a lent reply ZeroMQ still holds carries moves to a fresh copy (its blocks
+        become views of the copy; the old buffer stays with the replies). Other buffers stay.
 
         Returns:
-            Whether the store moved (a copy of every buffer).
+            Whether any buffer moved (a copy of that dtype's buffer each).
         """
         if not self._lent:
             return False
-        self._lent = [lent for lent in self._lent if not lent[3].done]
-        held = any(
-            buf is self._buffer[bid] and start < self._stop[bid] and self._start[bid] < stop
+        self._prune()
+        held = {
+            id(buf)
             for buf, start, stop, _ in self._lent
             for bid in ids
-        )
+            if buf is self._buffer[bid] and start < self._stop[bid] and self._start[bid] < stop
+        }
         if not held:
             return False
-        fresh = {id(buf): buf.copy() for buf in self.buffers.values()}
-        self.buffers = {dtype: fresh[id(buf)] for dtype, buf in self.buffers.items()}
+        fresh = {id(buf): buf.copy() for buf in self.buffers.values() if id(buf) in held}
+        self.buffers = {d: fresh.get(id(buf), buf) for d, buf in self.buffers.items()}
         for bid in self._blocks:
-            self._place(bid, fresh[id(self._buffer[bid])])
-        self._lent = []
+            if id(self._buffer[bid]) in fresh:
+                self._place(bid, fresh[id(self._buffer[bid])])
+        self._prune()
         return True
 
     def frame(self, ids: Sequence[int], copy: bool = False) -> np.ndarray:
@@ -103,7 +123,8 @@ class ValueStore:
         Args:
             ids: block ids, in the order of the reply.
             copy: return a snapshot even when a view would do (a view sent in a reply must be
-                :meth:`lend`-ed, so that an update while ZeroMQ still holds it copies first).
+                :meth:`lend`-ed, so that an update while ZeroMQ still holds it copies first;
+                see the module for when the shard asks for a snapshot instead).
         """
         if not ids:
             return np.empty(0, np.uint8)

@@ -97,10 +97,11 @@ class Shards:
             proc.stdout.close()
 
 
-def small_net(seed: int = 0, dtype=np.float64):
-    """The small LeNet of the equivalence tests, every parameter cast to ``dtype``."""
+def small_net(seed: int = 0, dtype=np.float64, hidden: int = 8):
+    """The small LeNet of the equivalence tests, every parameter cast to ``dtype`` (``hidden``
+    units in its first fully connected layer)."""
     set_seed(seed)
-    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=hidden)
     for p in net.parameters():
         p.cast(dtype)
     return net
@@ -223,12 +224,14 @@ def assert_bad_push_refused_then_worker_served(
         head = {"op": "push", "id": 9, "job": "local", "rank": 0, "step": 1, "count": 1}
         head.update(lr=0.1, params=[0], blocks=[b.id for b in blocks], versions=[0] * len(blocks))
         raw.send_multipart(bad_frames(head, blocks))
-        reply = raw.recv_multipart()  # blocks: the test's timeout bounds it
+        assert raw.poll(10_000), "the shard did not answer the bad push within 10 s"
+        reply = raw.recv_multipart()
         error = unpack_header(reply[0], request=False)
         assert error["op"] == "error" and expect in error["error"], error
         train_steps(net, sync, data)  # the same step number, untouched by the refused push
         pull = pack({"op": "pull", "id": 10, "job": "local", "rank": 0, "blocks": [blocks[0].id]})
         raw.send_multipart(pull)
+        assert raw.poll(10_000), "the shard did not answer the pull within 10 s"
         reply = raw.recv_multipart()
         (values,) = unpack_arrays(unpack_header(reply[0], request=False), reply[1:])
         b = blocks[0]

@@ -1,9 +1,9 @@
 """Fuzz a live CURVE shard with hypothesis while a real worker trains through it.
 
-Random and truncated frames, wrong dtypes (uint8 too), lying shapes, huge sizes, repeated block
-ids, another worker's key and unauthenticated connections: the shard answers or drops each
-message, and the worker's weights at the end equal single-process training over the same steps,
-so no bad message touched them.
+Random and truncated frames, wrong dtypes (uint8 too), lying shapes, huge sizes, gradient runs
+(protocol 4) short, long or cut inside a block, repeated block ids, another worker's key and
+unauthenticated connections: the shard answers or drops each message, and the worker's weights
+at the end equal single-process training over the same steps, so no bad message touched them.
 """
 
 from __future__ import annotations
@@ -74,6 +74,31 @@ def _push_frames(rng_bytes: bytes, mutation: int) -> list[bytes]:
     return [msgpack.packb(head), data]
 
 
+#: how a push's uint8 gradient run is broken, and what the shard's refusal must name
+RUN_MUTATIONS = {
+    6: "ends inside block",  # the run 8 bytes short
+    7: "goes past the push's blocks",  # the run 8 bytes long
+    8: "ends inside block",  # two runs, the first cut in the middle of the first block
+}
+
+
+def _run_push_frames(rng_bytes: bytes, mutation: int, blocks: list) -> list[bytes]:
+    """A push of parameter 0 (``blocks``: all its blocks, on shard 0) as one uint8 gradient
+    run (protocol 4), broken one way (``mutation``, a key of :data:`RUN_MUTATIONS`)."""
+    size = sum(b.nbytes for b in blocks)
+    run = np.frombuffer(rng_bytes.ljust(size + 8, b"\0")[: size + 8], np.uint8)
+    if mutation == 6:
+        runs = [run[: size - 8]]
+    elif mutation == 7:
+        runs = [run]
+    else:
+        half = blocks[0].nbytes // 2
+        runs = [run[:half], run[half:size]]
+    head = {"op": "push", "id": 1, "job": "local", "rank": 0, "step": 1, "count": 4, "lr": 0.1}
+    head.update(params=[0], blocks=[b.id for b in blocks], versions=[0] * len(blocks))
+    return [bytes(f) for f in pack(head, runs)]
+
+
 def _ask_blocks(fuzzer: Fuzzer, op: str, ids: list[int], rows: bytes | None) -> list[bytes]:
     """A pull (of rows: ``rows`` as uint8 id arrays) or get_state of ``ids``: repeated ids
     are refused, others answered in full or refused, never answered with more blocks."""
@@ -122,6 +147,7 @@ def test_fuzzed_shard_keeps_serving_a_training_worker(shards, job_keys):
     sync = PServerSync(create_optimizer("sgd", lr=0.05), rank=0, world_size=1, pservers=[endpoint],
                        keys_dir=job_keys, timeout=20, block_bytes=64)  # fmt: skip
     sync.setup(net.parameters())
+    blocks = sync.layout.blocks_on(0, 0)  # parameter 0's, for pushes of gradient runs
     stop, steps, failure = threading.Event(), [0], []
     data = batches(400, 4)
 
@@ -141,13 +167,15 @@ def test_fuzzed_shard_keeps_serving_a_training_worker(shards, job_keys):
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(kind=st.integers(0, 4), head=header, parts=frames, raw=st.binary(max_size=64),
-           mutation=st.integers(0, 5), ids=block_ids, op=st.sampled_from(["pull", "get_state"]),
+           mutation=st.integers(0, 8), ids=block_ids, op=st.sampled_from(["pull", "get_state"]),
            with_rows=st.booleans())  # fmt: skip
     def fuzz(kind, head, parts, raw, mutation, ids, op, with_rows):
         if kind == 0:  # garbage frames from an authenticated worker
             reply = good.send([raw, *parts], wait=2)
         elif kind == 1:  # a header of the right shape with random content
             reply = good.send([msgpack.packb(head, use_bin_type=True), *parts], wait=2)
+        elif kind == 2 and mutation in RUN_MUTATIONS:  # a gradient run, broken
+            reply = broken_run(raw, mutation)
         elif kind == 2:  # a real push, broken
             reply = good.send(_push_frames(raw, mutation), wait=2)
         elif kind == 3:  # a pull or get_state of any block ids, row ids as raw bytes
@@ -164,7 +192,15 @@ def test_fuzzed_shard_keeps_serving_a_training_worker(shards, job_keys):
         # unauthenticated: no CURVE handshake, so nothing reaches the shard and nothing comes back
         assert stranger.send([raw or b"x"], wait=0.02) is None
 
+    def broken_run(raw: bytes, mutation: int) -> list[bytes] | None:
+        reply = good.send(_run_push_frames(raw, mutation, blocks), wait=10)
+        error = unpack_header(reply[0], request=False) if reply else None
+        assert error and RUN_MUTATIONS[mutation] in error.get("error", ""), error
+        return reply
+
     try:
+        for mutation in RUN_MUTATIONS:  # each at least once, whatever hypothesis draws
+            broken_run(b"\1" * 8, mutation)
         fuzz()
         # a frame past --max-message-bytes: zmq drops the connection before the shard reads it
         assert good.send([b"\x80", b"\0" * 2_000_000], wait=1) is None

@@ -8,12 +8,16 @@ the blocks of the push, then goes on serving a real worker.
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ps_helpers import (
     assert_bad_push_refused_then_worker_served,
+    assert_equals_local_training,
     batches,
     insecure_worker,
     small_net,
@@ -63,9 +67,10 @@ def test_runs_and_typed_blocks_split_into_the_blocks_gradients(frames):
     ("frames", "message"),
     [
         ([_bytes(A)[:-8], _bytes(A[4:], B)], "a gradient run of 32 bytes ends inside block 1"),
-        ([_bytes(A, B, B[:1])], "a gradient run of 60 bytes goes past the blocks"),
-        ([_bytes(A)], "push: 1 arrays for 3 blocks"),
-        ([_bytes(A, B), _bytes(B)], "push: 2 arrays for 3 blocks"),
+        ([_bytes(A, B, B[:1])], "a gradient run of 60 bytes goes past the push's blocks"),
+        ([_bytes(A)], "push: 1 arrays for 3 blocks cover only the first 2"),
+        ([_bytes(A, B), _bytes(B)], "push: array 1 goes past the push's 3 blocks"),
+        ([_bytes(A, B), B.reshape(4, 1)], "push: array 1 goes past the push's 3 blocks"),
         ([np.zeros(0, np.uint8), _bytes(A, B)], "must be 1-D uint8 bytes, got shape (0,)"),
         ([_bytes(A, B).reshape(2, 28)], "must be 1-D uint8 bytes, got shape (2, 28)"),
         ([A.reshape(5, 1), _bytes(B)], r"block 0 of a: float64\[5, 1\], expected float64\[3, 1\]"),
@@ -74,6 +79,31 @@ def test_runs_and_typed_blocks_split_into_the_blocks_gradients(frames):
 def test_a_run_that_does_not_cover_exactly_the_blocks_is_refused(frames, message):
     with pytest.raises(WireError, match=message.replace("(", r"\(").replace(")", r"\)")):
         dense_gradients(BLOCKS, PARAMS, [0, 1, 2], frames)
+
+
+#: where blocks 0, 1 and 2 start in a run of all three, and where it ends, in bytes
+BOUNDS = {0, 24, 40, 56}
+REFUSED = re.compile(r"ends inside block \d|goes past the push's|cover only the first \d")
+
+
+@settings(max_examples=300, deadline=None)
+@given(cuts=st.sets(st.integers(1, 71), max_size=5), delta=st.integers(-16, 16))
+def test_any_cut_or_truncation_of_runs_is_split_exactly_or_refused(cuts, delta):
+    """Runs cut anywhere, the push's bytes truncated or extended by ``delta``: the split is
+    exact where every run ends at a block boundary and the bytes are the blocks', else a
+    WireError names the cause; never a wrong split."""
+    data = np.concatenate([_bytes(A, B), np.full(16, 7, np.uint8)])[: 56 + delta]
+    edges = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
+    frames = [data[a:b] for a, b in zip(edges, edges[1:])]
+    exact = delta == 0 and set(edges) <= BOUNDS
+    try:
+        grads = dense_gradients(BLOCKS, PARAMS, [0, 1, 2], frames)
+    except WireError as exc:
+        assert not exact and REFUSED.search(str(exc)), exc
+        return
+    assert exact, f"runs at {edges} split without an error"
+    for got, want in zip(grads, [A[:3], A[3:], B]):
+        np.testing.assert_array_equal(got.ravel(), want)
 
 
 @pytest.mark.timeout(60)
@@ -138,3 +168,63 @@ def test_runs_are_cut_at_the_frame_bound_and_a_larger_parameter_goes_block_by_bl
     got = np.concatenate([np.frombuffer(f.tobytes(), np.float64) for f in frames])
     np.testing.assert_array_equal(got, np.concatenate([p.grad for p in params]))
     assert runs.frames(items[1:3][::-1], limit=1024)[0].nbytes == 32  # not consecutive: 2 runs
+
+
+def _runs_and_items(params, limit_bytes: int = 64):
+    from distconv.sync.ps.blocks import Layout
+    from distconv.sync.ps.gradients import GradientRuns
+
+    specs = [ParamSpec(p.name, p.shape, "float64") for p in params]
+    layout = Layout(specs, 1, block_bytes=limit_bytes)
+    runs = GradientRuns(params, [{0}] * len(params), [True] * len(params))
+
+    def items():
+        return [
+            (i, layout.blocks_on(0, i), [p.grad[b.start : b.stop] for b in layout.blocks_on(0, i)])
+            for i, p in enumerate(params)
+        ]
+
+    return runs, items
+
+
+def test_a_gradient_replaced_after_setup_is_sent_from_its_new_array():
+    from distconv.parameter import Parameter
+
+    params = [Parameter(f"p{i}", np.zeros(4)) for i in range(3)]
+    runs, items = _runs_and_items(params)
+    params[1].set_static(True)  # drops the buffer's view ...
+    params[1].set_static(False)  # ... and makes a new gradient array
+    for i, p in enumerate(params):
+        p.grad[...] = i + 1
+    frames = runs.frames(items(), limit=1024)
+    got = np.concatenate([np.frombuffer(f.tobytes(), np.float64) for f in frames])
+    np.testing.assert_array_equal(got, np.repeat([1.0, 2.0, 3.0], 4))
+    assert [f.dtype for f in frames] == [np.uint8, np.float64, np.uint8]
+
+
+def test_a_gradient_of_another_dtype_than_its_value_is_not_moved():
+    from distconv.parameter import Parameter
+
+    params = [Parameter("a", np.zeros(4)), Parameter("b", np.zeros(4))]
+    params[1].grad = np.zeros(4, np.float32)
+    runs, _ = _runs_and_items(params)
+    assert sorted(runs.where) == [0]
+    assert params[1].grad.dtype == np.float32 and not np.shares_memory(
+        params[1].grad, runs.where[0][0]
+    )
+
+
+@pytest.mark.timeout(60)
+def test_gradients_replaced_after_setup_train_like_local_sync(shards):
+    data = batches(3, 7)
+    net = small_net()
+    sync = insecure_worker(shards.start(1, workers=1), block_bytes=BLOCK_BYTES)
+    try:
+        sync.setup(net.parameters())
+        for p in net.parameters()[::2]:  # every other one: moved and replaced interleave
+            p.set_static(True)
+            p.set_static(False)
+        train_steps(net, sync, data)
+    finally:
+        sync.close()
+    assert_equals_local_training(net, data)
