@@ -30,6 +30,8 @@ class Parameter:
             transports hold it whole; the flag changes no numbers there.
 
     Attributes:
+        value: the current array. A sync strategy may replace it with a new one at
+            ``finish_step``: read it through the parameter, never keep it across steps.
         grad: gradient array of ``value``'s shape and dtype, or None when static.
         shared_count: how many uses of this parameter add into its gradient per pass (the
             Network counts them before each backward).

@@ -163,7 +163,11 @@ class SyncStrategy(ABC):
 
     @abstractmethod
     def finish_step(self) -> None:
-        """Wait for what is in flight; afterwards every parameter is updated, gradients zero."""
+        """Wait for what is in flight; afterwards every parameter is updated, gradients zero.
+
+        A parameter's ``value`` may then be a new array (a strategy may adopt the buffer it
+        received): read it through the parameter each step, never keep ``w = p.value``.
+        """
 
     # -- optimizer ----------------------------------------------------------------------------
     def set_lr_scale(self, factor: float) -> None:
