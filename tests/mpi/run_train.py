@@ -56,10 +56,11 @@ def main() -> None:
         sync.set_firing_order([p.name for p in net.parameters()])
     try:
         train(net, sync, sync.rank, sync.world_size)
+        pieces = [s for b in sync.buckets for s in b.pieces]  # none on a 16-bit wire
         extra = {
             "_buckets": np.array(len(sync.buckets)),
             "_pieces": np.array(sum(len(b.pieces) for b in sync.buckets)),
-            "_last_piece": np.array([s.stop - s.start for b in sync.buckets for s in b.pieces][-1]),
+            "_last_piece": np.array(([0] + [s.stop - s.start for s in pieces])[-1]),
             "_streaming": np.array(sum(b.streams and len(b.pieces) > 1 for b in sync.buckets)),
             "_sent_bytes": np.array(sum(d.sent for d in comm.duplicates)),
             "_overlap": np.array(bool(sync.overlap)),
