@@ -30,8 +30,10 @@ largest buffers was seen to pay for their cache misses):
   leaves the core free), buckets of ``--overlap-bucket`` bytes (default 4 MiB, MPISync's).
   Exposed communication = step time - compute-only step time, as a share of the same step's
   communication alone. Target <= 20 %. Beside the default (pieces handed to the thread as they
-  fill, the last one small): the thread waiting in ``MPI_Wait``, each bucket handed over
-  whole, and a full-size last piece.
+  fill, the last one small): the thread waiting in ``MPI_Wait``; ``whole``, the behaviour
+  before streaming (``stream=False`` and a full-size last piece: each bucket's pieces handed
+  over once it is complete, which with one 4 MiB bucket for the whole layout overlaps
+  nothing); and the default with a full-size last piece.
 - **overlap, full cores**: the same with numpy compute on every core; the overlap machinery
   (``overlap=None``, which turns the thread off where ranks fill the cores) may not make the
   step slower than without it. The thread forced on is reported too. Where ``overlap=None``
@@ -343,7 +345,10 @@ def overlap(comm, args, kind: str, compute) -> dict:
     if kind == "free":
         extra = {
             "spin": dict(poll_seconds=0.0),  # waiting in MPI_Wait, as with a core to spare
-            "whole": dict(stream=False),  # each bucket handed to the thread once complete
+            # the behaviour before streaming: every piece of a bucket waits for the whole bucket,
+            # no small last piece; with the default 4 MiB bucket (the whole layout) nothing
+            # overlaps, so this is the communication-after-backward baseline
+            "whole": dict(stream=False, last_piece_bytes=MB),
             "last1MiB": dict(last_piece_bytes=MB),  # pieces streamed, the last a full one
         }
         for name, options in extra.items():
@@ -498,7 +503,7 @@ def report(r: dict) -> None:
             )
             for name, label in (
                 ("spin", "the thread waiting in MPI_Wait (poll_seconds=0)"),
-                ("whole", "each bucket handed to the thread whole (stream=False)"),
+                ("whole", "before streaming: stream=False, full last piece (no overlap)"),
                 ("last1MiB", "pieces streamed to the thread, the last 1 MiB"),
             ):
                 exposed = (r[f"free_step_{name}_ms"] - compute) / comm

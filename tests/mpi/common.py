@@ -120,9 +120,9 @@ def script(name: str, thread_level: str | None = None) -> list[str]:
     return [sys.executable, "-m", "mpi4py", *rc, str(HERE / name)]
 
 
-def reference(optimizer: str) -> dict[str, np.ndarray]:
-    """One process, LocalSync, the whole global batch each step."""
-    net = small_lenet(seed=0)
+def reference(optimizer: str, channels: Sequence[int] = (2, 3)) -> dict[str, np.ndarray]:
+    """One process, LocalSync, the whole global batch each step (``small_lenet``'s channels)."""
+    net = small_lenet(0, channels)
     sync = LocalSync(create_optimizer(optimizer))
     sync.setup(net.parameters(), {})
     train(net, sync)

@@ -27,6 +27,19 @@ mpi4py = pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 GROWING = ("--first-piece-bytes", "64", "--piece-bytes", "1024")
 #: pieces small enough that several buckets of 600 bytes go in more than one
 STREAMING = ("--first-piece-bytes", "64", "--piece-bytes", "256")
+#: the production plan (1 MiB pieces, 4 MiB buckets, with the thread the default 128 KiB last
+#: piece) on a LeNet of about 330 KiB of float64 weights: its one bucket's end is cut
+DEFAULT_CUT = ("--last-piece-bytes", "0", "--channels", "32", "128")
+#: the last piece's elements with DEFAULT_CUT (128 KiB of float64)
+CUT_ELEMENTS = (128 << 10) // 8
+
+
+def channels_of(options: tuple[str, ...]) -> tuple[int, ...]:
+    """The LeNet's channels that ``options`` ask ``run_train.py`` for."""
+    if "--channels" not in options:
+        return (2, 3)
+    at = options.index("--channels")
+    return tuple(int(c) for c in options[at + 1 : at + 3])
 
 
 def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarray]]:
@@ -49,23 +62,28 @@ def run_two(tmp_path, optimizer: str, *options: str) -> list[dict[str, np.ndarra
         # several buckets streaming in pieces, laid out against the firing order: a gradient
         # counts at the pieces of the whole layout, not those of its bucket's numbering
         ("adam", ("--overlap", "0", "--bucket-bytes", "600", *STREAMING, "--forward-layout")),
-        # the same on the thread, pieces handed to it as they fill, the layout's last ones cut
-        # small: the thread reduces pieces in the order it is handed them, the same everywhere
+        # the same on the thread, pieces handed to it as they fill: the thread reduces pieces
+        # in the order it is handed them, the same everywhere
         ("sgd", ("--overlap", "1", "--bucket-bytes", "600", *STREAMING, "--forward-layout")),
+        # the layout's last pieces cut small, halving down to 64 bytes
         (
             "adam",
             ("--overlap", "1", "--bucket-bytes", "2000", *GROWING, "--last-piece-bytes", "64"),
         ),
+        # the production plan, its last piece the default 128 KiB
+        ("sgd", ("--overlap", "1", *DEFAULT_CUT)),
     ],
 )
 def test_two_ranks_equal_one_process_with_twice_the_batch(tmp_path, optimizer, options):
     ranks = run_two(tmp_path, optimizer, *options)
-    expected = reference(optimizer)
+    expected = reference(optimizer, channels_of(options))
     for name in expected:  # every rank ends identical, bitwise
         np.testing.assert_array_equal(ranks[0][name], ranks[1][name])
     assert max_relative(params_of(ranks[0]), expected) <= 1e-10
     # the step really moved the weights, so the comparison means something
-    assert max_relative(expected, weights(small_lenet(seed=0))) > 1e-3
+    assert max_relative(expected, weights(small_lenet(0, channels_of(options)))) > 1e-3
+    if options[-len(DEFAULT_CUT) :] == DEFAULT_CUT:
+        assert int(ranks[0]["_last_piece"]) == CUT_ELEMENTS
     if "300" in options:
         assert int(ranks[0]["_buckets"]) > 3
     if "256" in options or "64" in options:
@@ -86,17 +104,23 @@ def test_repeated_run_is_bitwise_equal(tmp_path):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("optimizer, overlap", [("sgd", "0"), ("adam", "1")])
-def test_three_ranks_equal_one_process_and_repeat_bitwise(tmp_path, optimizer, overlap):
+@pytest.mark.parametrize(
+    "optimizer, options",
+    [
+        ("sgd", ("--overlap", "0", "--bucket-bytes", "2000", *GROWING)),
+        ("adam", ("--overlap", "1", "--bucket-bytes", "2000", *GROWING)),
+        ("adam", ("--overlap", "1", *DEFAULT_CUT)),
+    ],
+)
+def test_three_ranks_equal_one_process_and_repeat_bitwise(tmp_path, optimizer, options):
     """With three ranks the order of a sum's additions can change its last bits, and MPI may
-    pick its algorithm by message size: the pieces depend on sizes alone, so every run adds
-    alike."""
-    options = ("--overlap", overlap, "--bucket-bytes", "2000", *GROWING)
+    pick its algorithm by message size: the pieces depend on sizes and settings alone, so every
+    run adds alike, the default small last piece included."""
     runs = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         runs.append(run_ranks(tmp_path / name, optimizer, *options, ranks=3)[0])
-    expected = reference(optimizer)
+    expected = reference(optimizer, channels_of(options))
     for ranks in runs:
         for other in ranks[1:]:
             for name in expected:
@@ -104,4 +128,7 @@ def test_three_ranks_equal_one_process_and_repeat_bitwise(tmp_path, optimizer, o
         assert max_relative(params_of(ranks[0]), expected) <= 1e-10
     for name in runs[0][0]:
         np.testing.assert_array_equal(runs[0][0][name], runs[1][0][name])
-    assert int(runs[0][0]["_pieces"]) > 2 * int(runs[0][0]["_buckets"])
+    if options[-len(DEFAULT_CUT) :] == DEFAULT_CUT:
+        assert int(runs[0][0]["_last_piece"]) == CUT_ELEMENTS
+    else:
+        assert int(runs[0][0]["_pieces"]) > 2 * int(runs[0][0]["_buckets"])

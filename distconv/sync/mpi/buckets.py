@@ -240,12 +240,16 @@ def build_buckets(
     first_piece_bytes: int = FIRST_PIECE_BYTES,
     piece_bytes: int = PIECE_BYTES,
     last_piece_bytes: int | None = None,
+    stream: bool = True,
 ) -> list[Bucket]:
     """Group ``params`` (in firing order) into buckets of about ``bucket_bytes`` bytes.
 
     A bucket closes when the next gradient would overflow it, or has another dtype or device.
     ``spare``: see :class:`Bucket`. Each bucket's pieces follow :func:`plan_pieces` with
-    ``first_piece_bytes``, ``piece_bytes`` and ``last_piece_bytes``.
+    ``first_piece_bytes``, ``piece_bytes`` and ``last_piece_bytes``; the last only where
+    ``stream`` and the layout's last bucket on the wire :attr:`~Bucket.streams` (decided from
+    the configuration and sizes, so alike on every rank): elsewhere every piece of that bucket
+    is released at once, when it is complete, and the cut would only add calls.
     """
     groups: list[list[Parameter]] = []
     size = 0
@@ -259,6 +263,9 @@ def build_buckets(
         groups[-1].append(p)
         size += p.grad.nbytes
     buckets = [Bucket(i, g, wire, world_size, spare) for i, g in enumerate(groups)]
+    wired = [b for b in buckets if b.target.size]
+    if not (stream and wired and wired[-1].streams):
+        last_piece_bytes = None
     sizes = [(0 if b.compressed else b.target.size, b.target.itemsize) for b in buckets]
     for bucket, pieces in zip(
         buckets, plan_pieces(sizes, first_piece_bytes, piece_bytes, last_piece_bytes)
@@ -308,6 +315,8 @@ class CommThread:
     ) -> None:
         self._reduce, self.poll_seconds = reduce, poll_seconds
         self.hurry = threading.Event()
+        #: the thread's first failure: every reduction after it is skipped, its bucket failed
+        self.error: BaseException | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
@@ -330,11 +339,15 @@ class CommThread:
                 continue
             bucket, piece = item
             try:
-                if bucket.error is None:  # after a failed piece, the job is ending anyway
+                # after a failure, no collective at all: this rank's sequence no longer matches
+                # the other ranks', and a reduction out of step could sum the wrong buffers
+                if self.error is None:
                     self._reduce(bucket, self._wait_request, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
-                bucket.error = exc
+                self.error = exc
             finally:
+                if self.error is not None:
+                    bucket.error = self.error
                 if piece is None or piece == len(bucket.pieces) - 1:
                     bucket.done.set()
 

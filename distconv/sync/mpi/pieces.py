@@ -1,10 +1,14 @@
 """The piece plan and the pump: how gradient buckets go on the wire, one allreduce at a time.
 
 A bucket is reduced in pieces, one ``Iallreduce`` each, in layout order on every rank (MPI needs
-the same collective order everywhere). Piece boundaries come from the buckets' sizes and the two
-byte settings alone, never from timing: MPI may pick its reduction algorithm, hence the order of
-the additions, by message size, so a plan that changed with timing would change the result's
-last bits from run to run (with three ranks or more).
+the same collective order everywhere). Piece boundaries come from the buckets' sizes, the byte
+settings, ``stream`` and whether the communication thread runs (the default last piece is cut
+small only with it), never from timing: MPI may pick its reduction algorithm, hence the order
+of the additions, by message size, so a plan that changed with timing would change the result's
+last bits from run to run (with three ranks or more). Every rank makes the same plan, but with
+``overlap=None`` the thread is the machine's choice (its cores, a GPU): results bitwise equal
+across machines, with three ranks or more, need the same ``overlap`` setting on both, or an
+explicit ``last_piece_bytes``.
 
 The plan can follow PyTorch DDP's buckets: a small first piece, so the wire starts early in
 backward, then pieces that double up to the largest size, so the whole layout costs few calls.
@@ -13,7 +17,8 @@ on a 2-core host with the ``mpich`` wheel, uniform 1 MiB pieces were the fastest
 measured, except under heavy load, where one call per bucket did best (each call is a meeting
 of the ranks, and a rank that is not running holds the others up). ``first_piece_bytes`` and
 ``piece_bytes`` are the knobs; ``last_piece_bytes`` cuts the end of the layout small
-(:data:`LAST_PIECE_BYTES`, by default with the thread only). Streaming a piece before its
+(:data:`LAST_PIECE_BYTES`, by default with the thread only; never where the layout's last bucket
+cannot stream, see :func:`~distconv.sync.mpi.buckets.build_buckets`). Streaming a piece before its
 bucket is complete (against ``MPISync(stream=False)``) measured a small gain at best and no
 measurable cost. The figures: docs/benchmarks.md, "Why the constants are what they are".
 """
@@ -233,6 +238,11 @@ class WirePlan:
         buckets: the layout's :class:`~distconv.sync.mpi.buckets.Bucket`\\ s, in order.
         stream: let the pieces of a bucket that streams go as their gradients arrive; False:
             every piece waits for its whole bucket.
+        whole: give each bucket without pieces but with a wire buffer (a 16-bit wire, reduced
+            by hand) one item of its own at its place in layout order, which waits for the
+            packed bucket: for a communication thread, which reduces it whole (owner's piece
+            None). False: such a bucket is no part of the plan (the main thread reduces it at
+            the end of the step).
 
     Attributes:
         pieces: every piece in layout order, as a function returning its slice of the bucket's
@@ -243,17 +253,21 @@ class WirePlan:
             else none).
         at_pack: per bucket, the pieces that arrive once it is complete and packed (the other
             buckets': a bucket of one piece needs no count per gradient to know it is ready).
-        owners: per piece, its bucket and its index among the bucket's pieces.
+        owners: per piece, its bucket and its index among the bucket's pieces (None: the
+            whole bucket).
     """
 
-    def __init__(self, buckets: Sequence[Any], stream: bool = True) -> None:
+    def __init__(self, buckets: Sequence[Any], stream: bool = True, whole: bool = False) -> None:
         self.pieces: list[Callable[[], Any]] = []
         self.need: list[int] = []
         self.slots: dict[str, Slot] = {}
         self.at_pack: list[tuple[int, ...]] = []
-        self.owners: list[tuple[Any, int]] = []
+        self.owners: list[tuple[Any, int | None]] = []
         for bucket in buckets:
             first = len(self.pieces)
+            if whole and bucket.compressed:
+                self.pieces.append(lambda b=bucket: b.target)
+                self.owners.append((bucket, None))
             self.pieces += [lambda b=bucket, s=s: b.target[s] for s in bucket.pieces]
             self.owners += [(bucket, j) for j in range(len(bucket.pieces))]
             mine = tuple(range(first, len(self.pieces)))

@@ -99,7 +99,9 @@ class MPISync(LocalSync):
         last_piece_bytes: bytes of the layout's last allreduce, which starts after the last
             gradient, so nothing hides it; the pieces before it double back up to
             ``piece_bytes``. None: :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES` with the
-            communication thread, ``piece_bytes`` without (see that constant).
+            communication thread, ``piece_bytes`` without (see that constant). Ignored where
+            the layout's last bucket cannot stream (a device or cast bucket, a 16-bit wire,
+            ``stream=False``): it goes whole once complete, and a cut would only add calls.
         stream: a piece goes as soon as its gradients are in (default), to the wire or to the
             communication thread; False: once its whole bucket is.
         poll_seconds: with the thread, the sleep between tests of a request while backward
@@ -222,20 +224,20 @@ class MPISync(LocalSync):
             return
         params = [known[n] for n in names]
         spare = self._thread is not None  # it zeroes the used buffers while backward runs
+        sizes = self.piece_sizes
         self.buckets = build_buckets(
-            params, self.bucket_bytes, self._wire, self.world_size, spare, *self.piece_sizes
+            params, self.bucket_bytes, self._wire, self.world_size, spare, *sizes, self.stream
         )
         self._layout_order = names
-        plan = WirePlan(self.buckets, self.stream)
-        self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
         # the pump moves the pieces on as their gradients arrive: onto the wire, gradient by
-        # gradient, or to the thread (16-bit buckets, reduced by hand, go to it whole)
-        self._pump = None
-        if self._thread is None or not any(b.compressed for b in self.buckets):
-            hand_off = None if self._thread is None else self._hand_off
-            self._pump = plan.pump(
-                self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
-            )
+        # gradient, or to the thread, a 16-bit bucket (reduced by hand) whole at its place
+        thread = self._thread is not None
+        plan = WirePlan(self.buckets, self.stream, whole=thread)
+        self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
+        hand_off = self._hand_off if thread else None
+        self._pump = plan.pump(
+            self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
+        )
         self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
         self._layout_hash = int(digest(self._layout)[:15], 16)
 
@@ -310,13 +312,12 @@ class MPISync(LocalSync):
         self._complete_check()
         bucket.pack(mean_scale(self._total))
         self.wire_bytes += bucket.target.nbytes
-        if self._pump is None:
-            self._thread.submit(bucket)
-        elif self._at_pack[bucket.index]:
+        if self._at_pack[bucket.index]:
             self._pump.arrive(self._at_pack[bucket.index])
 
     def _hand_off(self, k: int) -> None:
-        """Piece ``k`` of the layout to the communication thread (the pump's order)."""
+        """Piece ``k`` of the layout (a whole 16-bit bucket, or a piece of another) to the
+        communication thread, in the pump's order."""
         bucket, j = self._owners[k]
         self._thread.submit(bucket, j)
 
@@ -333,11 +334,10 @@ class MPISync(LocalSync):
         self._complete_check()  # a step without buckets
         self._launch_ready(everything=True)
         try:
-            if self._pump is not None:  # the pieces left: onto the wire, or to the thread
-                self._pump.finish()
+            self._pump.finish()  # the pieces left: onto the wire, or to the thread
             if self._thread is not None:  # each bucket's optimizer while the next one travels
                 for bucket in self.buckets:
-                    if bucket.pieces or self._pump is None:  # an empty bucket has no request
+                    if bucket.pieces or bucket.compressed:  # an empty bucket has no request
                         self._thread.wait(bucket)
                     bucket.unpack()
                     self._apply(bucket)
