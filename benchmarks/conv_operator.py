@@ -174,10 +174,15 @@ def worker(library: str, threads: int, repeat: int) -> None:
     print(json.dumps(result))
 
 
-def _check_layer_result(v: dict, code: str | None, name: str, checks: dict) -> None:
-    """The worker imported the checkout it was meant to, and computed what the other did."""
-    root = os.path.realpath(code or REPO_ROOT)
-    if not os.path.realpath(v["file"]).startswith(root + os.sep):
+def _check_layer_result(
+    v: dict, code: str | None, other: str | None, name: str, checks: dict
+) -> None:
+    """The worker imported the checkout it was meant to (not the other one, even where one
+    lies inside the other), and computed what the other did."""
+    root, other_root = (os.path.realpath(c or REPO_ROOT) for c in (code, other))
+    imported = os.path.realpath(v["file"])
+    nested_other = other_root.startswith(root + os.sep) and imported.startswith(other_root)
+    if not imported.startswith(root + os.sep) or nested_other:
         raise SystemExit(f"a worker meant for {root} imported {v['file']}")
     want = checks.setdefault(name, v["checksum"])
     if abs(v["checksum"] - want) > 1e-4 * abs(want):
@@ -206,7 +211,7 @@ def against_then(then: str, threads: list[int], repeat: int, rounds: int) -> Non
                     **kwargs,
                 )
                 for name, v in got.items():
-                    _check_layer_result(v, code, name, checks)
+                    _check_layer_result(v, code, None if code else then, name, checks)
                     times.setdefault(name, {}).setdefault(which, []).append(v["layer"])
         for name, by in times.items():
             then_ms, now_ms = statistics.median(by["then"]), statistics.median(by["now"])

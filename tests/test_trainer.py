@@ -414,10 +414,12 @@ def test_whole_training_steps_are_bitwise_the_same_on_one_thread_and_two(monkeyp
     LeNet at 28x28 with 64 samples is large enough that conv2's chunks really run on the pool
     (checked), so a chunking that followed the thread count would change the weights here.
     """
+    from distconv.backend import set_device
     from distconv.kernels import conv_layout, parallel
 
     for var in ("DISTCONV_AUTOTUNE", "DISTCONV_DEVICE", "DISTCONV_CUDNN"):
         monkeypatch.delenv(var, raising=False)  # the cost model's choices, on the CPU
+    set_device("cpu")
     monkeypatch.setattr(conv_layout, "_tuned", {})
     train = synthetic(n=192, image_shape=(1, 28, 28), num_classes=10, seed=5)
     submitted = []

@@ -89,16 +89,17 @@ def column_layout(
     kept only where the columns outweigh the output (``C/G * K >= O/G`` rows per position);
     few input channels fanning out to many (a first layer on grey images: 9 rows, 32
     outputs) take exact columns, and the product writes straight into the output. So do small
-    images: widening 4 pixels to 6 or 14 to 16 makes every product that much longer
-    (:data:`WIDE_MAX_EXTRA`). Without a weight shape (a filter bank per sample, whose
-    products are small and whose copy dominates) the wide layout stays wherever it applies.
+    2-D images: widening 4 pixels to 6 or 14 to 16 makes every product that much longer
+    (:data:`WIDE_MAX_EXTRA`; measured in 2-D only, and a 3-D probe at 8x8x8 went the other
+    way). Without a weight shape (a filter bank per sample, whose products are small and
+    whose copy dominates) the wide layout stays wherever it applies.
     """
     out = geom.out_size(in_size)
     wide = can_widen(geom) and (
         w_shape is None
         or (
             _columns_outweigh_output(w_shape, geom)
-            and wide_width(in_size, geom) <= (1 + WIDE_MAX_EXTRA) * out[-1]
+            and (geom.nd != 2 or wide_width(in_size, geom) <= (1 + WIDE_MAX_EXTRA) * out[-1])
         )
     )
     return wide, (*out[:-1], wide_width(in_size, geom) if wide else out[-1])
@@ -127,9 +128,10 @@ class Columns:
 
     The weight gradient multiplies by the same columns of ``x`` the forward did; keeping them
     saves building them again (on LeNet's conv2 at 28x28, a quarter of the weight gradient's
-    time). Keyed by chunk and layout, so a backward whose chunks differ (the autotuner chose
-    another layout) rebuilds what it does not find. Holds at most ``max_bytes``: columns beyond
-    it are rebuilt in backward, as without a cache.
+    time). Keyed by chunk and batched-or-not, so a backward whose chunks differ (the autotuner
+    chose another layout) rebuilds what it does not find; the wide-or-exact choice follows from
+    the shapes, which is why one ``Columns`` serves one forward and its backward only. Holds
+    at most ``max_bytes``: columns beyond it are rebuilt in backward, as without a cache.
     """
 
     def __init__(self, max_bytes: int = 32 << 20) -> None:

@@ -133,6 +133,12 @@ def test_wide_columns_only_where_they_outweigh_the_output_and_barely_lengthen_it
     # LeNet's conv2: 14 -> 16 (and 4 -> 6 on the digits) would lengthen every product
     assert column_layout((14, 14), geom, (64, 32, 3, 3)) == (False, (14, 14))
     assert column_layout((4, 4), geom, (64, 32, 3, 3)) == (False, (4, 4))
+    # the boundary: 20 -> 22 is a tenth longer and stays wide, 19 -> 21 is more
+    assert column_layout((20, 20), geom, (64, 32, 3, 3)) == (True, (20, 22))
+    assert column_layout((19, 19), geom, (64, 32, 3, 3)) == (False, (19, 19))
+    assert column_layout((4, 4), geom) == (True, (4, 6))  # no weight: a filter bank per sample
+    geom3 = ConvGeometry.make(3, 3, 1, 1)  # measured in 2-D only: 3-D keeps wide columns
+    assert column_layout((4, 4, 4), geom3, (64, 32, 3, 3, 3)) == (True, (4, 4, 6))
     assert column_layout((56, 56), ConvGeometry.make(2, 3, 2, 1), (64, 32, 3, 3))[0] is False
 
 

@@ -3,7 +3,18 @@ import pytest
 
 from distconv import Arg
 from distconv.gradient_check import check_layer_grad
+from distconv.kernels import conv as conv_kernels
 from distconv.layers import Conv2D, Conv3D, ConvTranspose2D, ConvTranspose3D, LayerError
+
+
+@pytest.fixture(autouse=True, params=["default", "wide"])
+def column_rule(request, monkeypatch):
+    """Each test runs twice: with the layout rule as shipped (small images take exact columns)
+    and with wide columns wherever they apply, the layout large images take."""
+    if request.param == "wide":
+        monkeypatch.setattr(conv_kernels, "WIDE_MAX_EXTRA", float("inf"))
+    return request.param
+
 
 F64 = np.float64
 OPTIONS = [
