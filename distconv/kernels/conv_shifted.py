@@ -30,7 +30,7 @@ import numpy as np
 
 from distconv.backend import is_gpu_array
 from distconv.kernels import blas
-from distconv.kernels.im2col import PaddedPlanes, widen_output
+from distconv.kernels.im2col import PaddedPlanes, wide_width, widen_output
 from distconv.kernels.shape import ConvGeometry
 
 #: a tap's product has ``C/G`` (forward) or ``O/G`` (input gradient) as its inner dimension;
@@ -73,8 +73,8 @@ class Taps:
         self.w = np.ascontiguousarray(
             w.reshape(self.groups, self.og, cg, geom.kernel_volume).transpose(0, 3, 1, 2)
         )
-        wp = in_size[-1] + 2 * geom.pad[-1]
-        self.out_h = in_size[0] + 2 * geom.pad[0] - geom.dilation[0] * (geom.ksize[0] - 1)
+        wp = wide_width(in_size, geom)
+        self.out_h = geom.out_size(in_size)[0]  # stride 1 (shifted_applies)
         self.width = wp
         self.length = self.out_h * wp
         self.offsets = [
@@ -94,10 +94,7 @@ class Taps:
 
 def _padded(x: Any, taps: Taps) -> Any:
     """The padded, flattened planes of ``x`` (one copy), with the wide layout's tail."""
-    planes = taps.planes_of(x.shape[0], x.shape[1])
-    buf = planes.buffer(np, x.dtype)
-    planes.interior(buf)[...] = x
-    return buf
+    return taps.planes_of(x.shape[0], x.shape[1]).holding(x)
 
 
 def _wide(dy: Any, taps: Taps) -> Any:

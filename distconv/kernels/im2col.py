@@ -65,6 +65,12 @@ class PaddedPlanes:
     def buffer(self, xp: Any, dtype: Any, fill: float = 0.0) -> Any:
         return xp.full((self.n, self.c, self.size + self.tail), fill, dtype=dtype)
 
+    def holding(self, x: Any, fill: float = 0.0) -> Any:
+        """A new buffer with ``x`` ``(N, C, *in)`` inside its padding of ``fill`` (one copy)."""
+        buf = self.buffer(get_array_module(x), x.dtype, fill)
+        self.interior(buf)[...] = x
+        return buf
+
     def interior(self, buf: Any) -> Any:
         """The unpadded image inside ``buf``, as an ``(N, C, *in)`` view."""
         img = buf[:, :, : self.size].reshape(self.n, self.c, *self.padded)
@@ -105,8 +111,7 @@ def im2col_view(x: Any, geom: ConvGeometry, pad_value: float = 0.0, wide: bool =
             f"{tuple(x.shape[2:])} padded by {geom.pad}"
         )
     planes = PaddedPlanes(x.shape[0], x.shape[1], tuple(x.shape[2:]), geom, wide)
-    buf = planes.buffer(xp, x.dtype, pad_value)
-    planes.interior(buf)[...] = x
+    buf = planes.holding(x, pad_value)
     item = buf.itemsize
     shape = (planes.n, planes.c, *geom.ksize, *planes.out_shape())
     strides = (
