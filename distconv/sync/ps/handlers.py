@@ -17,7 +17,6 @@ from distconv.sync.base import first_difference
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.state import (
     _Block,
-    _expect,
     _finite,
     _param_spec,
     _Refused,
@@ -29,6 +28,7 @@ from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import (
     WireError,
     check_row_ids,
+    check_rows,
     frame_limit,
     int_list,
     short,
@@ -184,7 +184,7 @@ class RequestHandlers:
         if len(arrays) != len(entries):
             raise WireError(f"seed: {len(arrays)} arrays for {len(entries)} blocks")
         for (bid, p, start, stop), value in zip(entries, arrays):
-            _expect(value, seeding.params[p], stop - start, f"block {bid}")
+            check_rows(value, seeding.params[p], stop - start, f"block {bid}")
             copy = np.array(value)
             seeding.blocks[bid] = _Block(p, start, stop, copy, seeding.optimizer.init_state(copy))
 
@@ -341,7 +341,7 @@ class RequestHandlers:
             rows, g = arrays[2 * k], arrays[2 * k + 1]
             b = self.blocks[bid]
             check_row_ids(rows, counts[k], b.start, b.stop, f"block {bid}")
-            _expect(g, spec, counts[k], f"rows of block {bid}")
+            check_rows(g, spec, counts[k], f"rows of block {bid}")
             parts.append((rows, g))
         return parts
 

@@ -19,9 +19,9 @@ from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
 from distconv.sync.ps.wire import (
-    VALUE_DTYPES,
     WireError,
     check_row_ids,
+    check_rows,
     int_list,
     packed_values,
 )
@@ -78,12 +78,7 @@ class ReplyWriter:
         for k, b in enumerate(blocks):
             ids, values, spec = arrays[2 * k], arrays[2 * k + 1], self._specs[b.param]
             check_row_ids(ids, counts[k], b.start, b.stop, f"rows of block {b.id}")
-            want = (counts[k], spec.row_len)
-            if values.shape != want or values.dtype != VALUE_DTYPES[spec.dtype]:
-                raise WireError(
-                    f"values of block {b.id}: {values.dtype}{list(values.shape)}, expected "
-                    f"{spec.dtype}{list(want)}"
-                )
+            check_rows(values, spec, counts[k], f"values of block {b.id}")
 
     def _write_values(self, blocks: Sequence[Block], values: np.ndarray) -> None:
         """Put each block's slice of ``values`` (bytes, back to back in ``blocks`` order) into

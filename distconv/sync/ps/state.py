@@ -19,6 +19,7 @@ from distconv.sync.ps.wire import (
     MAX_ARRAY_BYTES,
     VALUE_DTYPES,
     WireError,
+    check_rows,
     is_shape,
     short,
 )
@@ -141,16 +142,6 @@ def _sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
     return rows, grad
 
 
-def _expect(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:
-    """WireError unless ``array`` is ``rows`` rows of ``spec`` in ``spec``'s dtype."""
-    shape = (rows, spec.row_len)
-    if array.shape != shape or array.dtype != VALUE_DTYPES[spec.dtype]:
-        raise WireError(
-            f"{what} of {spec.name}: {array.dtype}{list(array.shape)}, expected "
-            f"{spec.dtype}{list(shape)}"
-        )
-
-
 def dense_gradients(
     blocks: Mapping[int, _Block], params: Sequence[ParamSpec], ids: Sequence[int], arrays: list
 ) -> list[np.ndarray]:
@@ -168,7 +159,7 @@ def dense_gradients(
             raise WireError(f"push: array {k} goes past the push's {len(ids)} blocks")
         if a.dtype != DTYPES["uint8"]:
             b = blocks[ids[len(grads)]]
-            _expect(a, params[b.param], b.stop - b.start, f"block {ids[len(grads)]}")
+            check_rows(a, params[b.param], b.stop - b.start, f"block {ids[len(grads)]}")
             grads.append(a)
             continue
         if a.ndim != 1 or not a.nbytes:

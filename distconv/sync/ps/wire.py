@@ -23,6 +23,8 @@ import msgpack
 import numpy as np
 import zmq
 
+from distconv.sync.ps.blocks import ParamSpec
+
 #: bumped whenever a header field or frame layout changes meaning (2: a push carries several
 #: parameters; 3: a reply's dense values travel as one frame; 4: a dense push's gradients may
 #: travel as uint8 runs of consecutive blocks)
@@ -317,6 +319,17 @@ def int_list(header: Mapping[str, Any], key: str) -> list[int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise WireError(f"header field {key!r} must be a list of integers")
     return values
+
+
+def check_rows(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:
+    """WireError unless ``array`` is ``rows`` rows of ``spec`` in ``spec``'s dtype: values or
+    gradients of one block, on either side of the wire."""
+    shape = (rows, spec.row_len)
+    if array.shape != shape or array.dtype != VALUE_DTYPES[spec.dtype]:
+        raise WireError(
+            f"{what} of {spec.name}: {array.dtype}{list(array.shape)}, expected "
+            f"{spec.dtype}{list(shape)}"
+        )
 
 
 def check_row_ids(rows: np.ndarray, count: int, start: int, stop: int, what: str) -> None:
