@@ -221,8 +221,12 @@ class Bucket:
             self.reduce(comm, wait, in_place, op)
         else:
             self.reduce_piece(comm, wait, in_place, op, piece)
-        if not self.on_device and (piece is None or piece == len(self.pieces) - 1):
+        if not self.on_device and self.ends_with(piece):
             self.unpack()
+
+    def ends_with(self, piece: int | None) -> bool:
+        """Whether reducing ``piece`` (None: the whole bucket) completes the bucket."""
+        return piece is None or piece == len(self.pieces) - 1
 
     def describe(self) -> list[Any]:
         """What every rank must agree on: names, dtypes and sizes."""
@@ -348,7 +352,7 @@ class CommThread:
             finally:
                 if self.error is not None:
                     bucket.error = self.error
-                if piece is None or piece == len(bucket.pieces) - 1:
+                if bucket.ends_with(piece):
                     bucket.done.set()
 
     def _wait_request(self, request: Any) -> None:

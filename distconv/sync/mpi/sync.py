@@ -216,6 +216,7 @@ class MPISync(LocalSync):
 
     def _lay_out(self, order: Sequence[str]) -> None:
         """Rebuild the buckets in ``order`` (names not in it follow in reverse network order)."""
+        self._laid_from = order
         known = {p.name: p for p in self.params}
         names = [n for n in dict.fromkeys(order) if n in known]
         placed = set(names)
@@ -256,7 +257,6 @@ class MPISync(LocalSync):
         order = self.firing_order or self._recorded  # tuples, replaced, never changed
         if order and order is not self._laid_from:  # not checked again name by name each step
             self._lay_out(order)
-            self._laid_from = order
         self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         for b in self.buckets:
             b.reset()
