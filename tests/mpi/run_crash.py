@@ -1,7 +1,10 @@
-"""mpiexec -n 2 python run_crash.py: rank 1 raises in the middle of step 2's backward.
+"""mpiexec -n 2 python run_crash.py OVERLAP [ERRORS_DIR]: rank 1 raises in the middle of step
+2's backward.
 
 Run under plain ``python`` (not ``-m mpi4py``): MPISync's exception hook alone must abort the
-job, while rank 0 waits in the step's allreduce.
+job, while rank 0 waits in the step's allreduce. With ``ERRORS_DIR`` the failing rank also writes
+its error to ``ERRORS_DIR/rank<r>.err`` first: mpiexec may drop an aborting rank's stderr when it
+tears the job down.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ def main() -> None:
     try:  # as distconv.job.train does: close() runs before the exception reaches the hook
         sync.setup(net.parameters(), {})
         train(net, sync, sync.rank, sync.world_size)
+    except Exception as error:
+        if len(sys.argv) > 2:
+            record = Path(sys.argv[2]) / f"rank{sync.rank}.err"
+            record.write_text(f"{type(error).__name__}: {error}\n")
+        raise
     finally:
         sync.close()
 
