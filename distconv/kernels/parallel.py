@@ -174,32 +174,45 @@ def chunk_bounds(n: int, chunks: int) -> list[tuple[int, int]]:
 
 
 def over_batch(
-    fn: Callable[[int, int], object], n: int, work_per_sample: int, on_gpu: bool = False
+    fn: Callable[[int, int], object],
+    n: int,
+    work_per_sample: int,
+    on_gpu: bool = False,
+    min_chunk_work: int | None = None,
 ) -> list[object]:
     """Call ``fn(start, stop)`` on chunks covering the batch ``range(n)``; return the results.
 
     ``fn`` must write only its own slice of any shared output. The chunks depend on the shapes
     alone, never on the thread count, and results come back in batch order, so sums over them
     are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is.
+
+    A batch of less than one ``CHUNK_WORK`` still goes in two chunks, on two threads, where
+    each is worth a thread: ``min_chunk_work`` column elements (``MIN_WORK_PER_THREAD`` unless
+    the kernel knows its chunks to be cheaper to share, as one large product each is).
     """
     if n == 0:
         return []
     if on_gpu or n == 1:
         return [fn(0, n)]
-    bounds = chunk_bounds(n, -(-n * work_per_sample // CHUNK_WORK))
-    return _run(fn, bounds, n * work_per_sample)
+    least = MIN_WORK_PER_THREAD if min_chunk_work is None else min_chunk_work
+    work = n * work_per_sample
+    chunks = max(-(-work // CHUNK_WORK), min(2, work // max(1, least)))
+    return _run(fn, chunk_bounds(n, chunks), work, least)
 
 
 def _run(
-    fn: Callable[[int, int], object], bounds: list[tuple[int, int]], work: int | None = None
+    fn: Callable[[int, int], object],
+    bounds: list[tuple[int, int]],
+    work: int | None = None,
+    least: int = 0,
 ) -> list:
     """``fn`` over ``bounds`` in order: on the pool, unless ``work`` (elements) is too little
-    to share out."""
+    to give each thread ``least``."""
     threads = min(num_threads(), len(bounds))
     nested = getattr(_in_pool, "active", False)
     # BLAS runs on one thread in both paths: a GEMM's bits depend on how many threads split it,
     # so the serial path must not let BLAS thread where the parallel path would not
-    if nested or threads == 1 or (work is not None and work < threads * MIN_WORK_PER_THREAD):
+    if nested or threads == 1 or (work is not None and work < threads * least):
         with one_blas_thread():
             return [fn(a, b) for a, b in bounds]
     with one_blas_thread():

@@ -126,6 +126,30 @@ def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched):
             np.testing.assert_array_equal(a, b)
 
 
+def test_a_small_batched_convolution_shares_its_two_chunks_and_a_per_sample_one_does_not(
+    rng, monkeypatch
+):
+    """Below one CHUNK_WORK, the batched layout (one product a chunk) still goes to two
+    threads (BATCHED_MIN_CHUNK_WORK); the per-sample layout of the same work stays in line."""
+    from distconv.kernels import parallel
+
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
+    submitted = []
+    real_executor = parallel._executor
+    monkeypatch.setattr(parallel, "_executor", lambda n: submitted.append(n) or real_executor(n))
+    geom = ConvGeometry.make(2, 3, 1, 1)
+    x = rng.standard_normal((64, 32, 4, 4)).astype(np.float32)  # LeNet's conv2, 8x8 digits
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    assert use_batched((4, 4), 32 * 9, "fwd")
+    y, _ = conv_forward(x, w, geom)
+    assert submitted and set(submitted) == {2}
+    submitted.clear()
+    _force(monkeypatch, False)
+    np.testing.assert_allclose(conv_forward(x, w, geom)[0], y, rtol=1e-4, atol=1e-4)
+    assert submitted == []
+
+
 def test_wide_columns_only_where_they_outweigh_the_output_and_barely_lengthen_it():
     geom = ConvGeometry.make(2, 3, 1, 1)
     assert column_layout((28, 28), geom, (32, 1, 3, 3)) == (False, (28, 28))  # LeNet's conv1
