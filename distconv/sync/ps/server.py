@@ -30,6 +30,7 @@ import numpy as np
 import zmq
 
 from distconv.allocator import keep_freed_memory
+from distconv.kernels.parallel import blas_libraries
 from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
@@ -257,6 +258,8 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
             loop marks it ready once seeded and beats it while healthy.
     """
     keep_freed_memory()  # every request's blocks reuse the last one's buffers, without faults
+    for lib in blas_libraries():  # a shard multiplies no matrices: BLAS runs only its NaN check
+        lib.set_num_threads(1)  # (_finite), which a pool's wake-ups would make slower
     shard = Shard(config)
     shard.service = service
     try:
