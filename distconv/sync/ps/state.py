@@ -70,7 +70,6 @@ class Stats:
     bytes_in: int = 0
     bytes_out: int = 0
     update_seconds: float = 0.0
-    value_copies: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -223,7 +222,6 @@ class BlockUpdates:
         if culprit:
             self._fail(culprit)
             return
-        self._before_update(ids)
         start = time.perf_counter()
         for bid, (rows, grad) in zip(ids, sums):
             self._update(self.blocks[bid], grad, scale, rows)
@@ -275,24 +273,13 @@ class BlockUpdates:
         :mod:`.values`), or their touched rows as [ids, rows] pairs."""
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
-            # a slice of the store when the blocks are consecutive: _reply lends it, and the
-            # next update copies first if ZeroMQ still holds it; with several async workers
-            # that would be frequent, so a snapshot instead (see distconv.sync.ps.values)
-            snapshot = self.config.mode == "async" and self.config.workers > 1
-            return [self.store.frame(ids, copy=snapshot)], fields
+            # a view of the store when the blocks are consecutive: _reply sends a copy
+            return [self.store.frame(ids)], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
         fields["rows"] = [len(r) for r in touched]
         return arrays, fields
-
-    def _before_update(self, ids: Sequence[int]) -> None:
-        """Blocks ``ids`` are about to change in place: the store copies a buffer first if
-        ZeroMQ still holds a reply lent from it with their bytes (transport time, outside
-        ``update_seconds``; counted in ``value_copies``; see :mod:`.values`). Every in-place
-        update of values comes after this call."""
-        if self.store.before_write(ids):
-            self.stats.value_copies += 1
 
     def _update(
         self, block: _Block, grad: np.ndarray, scale: float, rows: np.ndarray | None = None
@@ -342,7 +329,6 @@ class BlockUpdates:
             )
         self.optimizer.lr = float(header["lr"])
         scale = mean_scale(header["count"])
-        self._before_update([bid for _, ids, _ in applied for bid in ids])
         for p, ids, mine in applied:
             try:
                 start = time.perf_counter()
