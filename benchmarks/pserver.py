@@ -8,7 +8,8 @@ values: one push + pull per step. The parameter server coalesces a shard's gradi
 few messages (``push_bytes``, 1 MiB by default: about 16 per step for 16 MB, the shards taking
 turns), each carrying its gradients as one frame and answered with its blocks' new values in
 one frame (protocol 4: the worker's gradients live in one buffer per shard, a dense parameter
-adopts its slice of the reply as its value, the shard lends a slice of its store), whereas the raw
+adopts its slice of the reply as its value, the shard copies its reply straight from its store
+into ZeroMQ's message), whereas the raw
 baseline, measured in the same run, sends the same bytes as one message per gradient (100,
 split over 2 raw ROUTER echo processes as the blocks are over the shards) and waits for the
 echoes. A second raw baseline, ``raw grouped``, sends the gradients grouped as the worker's
@@ -17,9 +18,6 @@ queue would group them with a free link (each shard's queued gradients go once t
 itself buys. The shards' optimizer time (from their stats) is reported apart and subtracted,
 so the ratio compares transports. Each is measured with CURVE off and on. ``messages`` is the
 parameter server's push messages per step (the raw baselines' are printed beside).
-``value_copies`` is each shard's count, over the whole run, of the times an update found ZeroMQ
-still holding a reply lent from its store and copied that buffer first (see
-``distconv/sync/ps/values.py``): in this sync run it should stay 0, so the lending costs no copy.
 
 The machine is shared and noisy: raw and parameter-server steps alternate, one of each per
 round, and the medians (and the bests) of ``--repeat`` rounds are reported. ``--code DIR``
@@ -279,10 +277,7 @@ def run_mode(
         try:
             result = measure(raw, grouped, ps, repeat, pids[:2], pids[2:])
             messages = getattr(ps.sync, "push_messages", None)  # a total over every step
-            # an older checkout's shards may not count them
-            copies = [st.get("value_copies") for st in ps.sync.shard_stats()]
             return {
-                "value_copies": copies,
                 **result,
                 "shard_bytes": ps.sync.layout.shard_bytes(),
                 "messages": None if messages is None else messages / (repeat + 2),
@@ -363,8 +358,6 @@ def main() -> None:
             f"(bests: {r['transport_best'] / r['raw_best']:.2f}x; CPU ms {r['raw_cpu']:.1f} raw, "
             f"{r['transport_cpu']:.1f} ps: {r['transport_cpu'] / r['raw_cpu']:.2f}x)"
         )
-    copies = ", ".join(f"{mode} {r['value_copies']}" for mode, r in results.items())
-    print(f"value_copies per shard over the run (store copies for held replies): {copies}")
     if {"insecure", "curve"} <= set(results):
         off, on = results["insecure"], results["curve"]
         print(

@@ -50,6 +50,8 @@ class GradientRuns:
             if movable[i] and len(shards[i]) == 1 and params[i].grad.dtype == params[i].value.dtype:
                 groups.setdefault((min(shards[i]), p.grad.dtype), []).append(i)
         self.where: dict[int, tuple[np.ndarray, int, int]] = {}
+        #: where each moved gradient's bytes start in memory (ndarray.ctypes costs microseconds)
+        self._address: dict[int, int] = {}
         for members in groups.values():
             buf = np.zeros(sum(params[i].grad.nbytes for i in members), np.uint8)
             at = 0
@@ -59,6 +61,7 @@ class GradientRuns:
                 view[...] = grad
                 params[i].grad = view
                 self.where[i] = (buf, at, at + grad.nbytes)
+                self._address[i] = address_of(view)
                 at += grad.nbytes
 
     def frames(self, items: Sequence[Item], limit: int) -> list[np.ndarray]:
@@ -92,7 +95,11 @@ class GradientRuns:
         where = self.where.get(i)
         if where is None or where[2] - where[1] > limit or not arrays:
             return None
-        buf, start, _ = where
-        if arrays[0].ctypes.data != buf.ctypes.data + start:
+        if address_of(arrays[0]) != self._address[i]:
             return None
         return where
+
+
+def address_of(array: np.ndarray) -> int:
+    """Where ``array``'s first byte lies in memory."""
+    return array.__array_interface__["data"][0]

@@ -281,17 +281,18 @@ class RequestHandlers:
         params, ids = self._push_blocks(header)
         parts = self._gradient_parts(header, params, ids, arrays)
         rank = header["rank"]
-        for k, (_, g) in enumerate(parts):
-            if not _finite(g):
-                name = self.params[self.blocks[ids[k]].param].name
-                msg = f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
-                if self.config.mode == "sync":
-                    self._fail(msg)
-                raise _Refused(msg)
-        if self.config.mode == "sync":
-            self._collect_push(ident, header, params, parts)
-        else:
-            self._apply_async(ident, header, params, parts)
+        # an overflow (of a sum, or of the NaN check's dot product) is reported by the check,
+        # not warned about: one errstate per message, not one per block (see sums._finite)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.config.mode == "sync":  # checked once per block on the ranks' sum
+                self._collect_push(ident, header, params, parts)
+                if self.failed:  # _fail answered this push with the cause
+                    return
+            else:
+                for k, (_, g) in enumerate(parts):
+                    if not _finite(g):
+                        raise _Refused(self._nan_message(self.blocks[ids[k]].param, rank))
+                self._apply_async(ident, header, params, parts)
         # counted once accepted: a push refused above (stale, repeated) raised before here
         self.stats.pushes += len(params)
         self.stats.push_messages += 1

@@ -18,6 +18,7 @@ import numpy as np
 from distconv.backend import copy_into, is_gpu_array, to_host
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
+from distconv.sync.ps.gradients import address_of
 from distconv.sync.ps.wire import (
     WireError,
     check_row_ids,
@@ -89,11 +90,13 @@ class ReplyWriter:
         its new values cost no copy. Any other block is copied into its parameter.
         """
         at, k = 0, 0
+        address = address_of(values)  # once per reply
         while k < len(blocks):
             b = blocks[k]
             whole = self._param_blocks[b.param]
             n = self._specs[b.param].rows * self._specs[b.param].row_bytes
-            if blocks[k : k + len(whole)] == whole and self._adopt(b.param, values[at : at + n]):
+            frame = values[at : at + n]
+            if blocks[k : k + len(whole)] == whole and self._adopt(b.param, frame, address + at):
                 at, k = at + n, k + len(whole)
                 continue
             host = self._host_rows(b.param)
@@ -101,10 +104,10 @@ class ReplyWriter:
             dst[...] = values[at : at + b.nbytes].view(host.dtype).reshape(dst.shape)
             at, k = at + b.nbytes, k + 1
 
-    def _adopt(self, i: int, frame: np.ndarray) -> bool:
-        """Make ``frame`` (all of parameter ``i``'s bytes, from a reply) its value; False (and
-        nothing done) where it cannot be: a device parameter, or a frame that is
-        read-only or not aligned for the dtype.
+    def _adopt(self, i: int, frame: np.ndarray, address: int) -> bool:
+        """Make ``frame`` (all of parameter ``i``'s bytes, from a reply, starting at memory
+        ``address``) its value; False (and nothing done) where it cannot be: a device
+        parameter, or a frame that is read-only or not aligned for the dtype.
 
         This is the one place where the worker replaces ``param.value``: the array object
         changes every step, its contents are the new values. Layers and checkpoints read
@@ -112,7 +115,7 @@ class ReplyWriter:
         """
         p = self.params[i]
         dtype = p.value.dtype
-        if not frame.flags.writeable or frame.ctypes.data % dtype.itemsize or is_gpu_array(p.value):
+        if not frame.flags.writeable or address % dtype.itemsize or is_gpu_array(p.value):
             return False
         p.value = frame.view(dtype).reshape(p.value.shape)
         return True

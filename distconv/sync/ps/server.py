@@ -30,6 +30,7 @@ import numpy as np
 import zmq
 
 from distconv.allocator import keep_freed_memory
+from distconv.kernels.parallel import blas_libraries
 from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
@@ -195,10 +196,10 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             header["error"] = error
         frames = pack(header, arrays)
         self.stats.bytes_out += len(frames[0]) + sum(a.nbytes for a in arrays)
-        lent = [a for a in arrays if self.store.owns(a)]  # slices of the store: track them
-        tracker = send(self._sock, frames, prefix=(ident,), track=bool(lent))
-        for a in lent:
-            self.store.lend(a, tracker)
+        # copied into ZeroMQ's own message: the reply keeps the values of now, and no
+        # garbage-collector thread wakes to take the GIL from this loop for each reply
+        # (a lent slice of the store cost more per 1 MiB reply than the copy: the benchmark)
+        send(self._sock, frames, prefix=(ident,), copy=True)
 
     # -- collectives and housekeeping ---------------------------------------------------------
     def _live(self) -> set[int]:
@@ -257,6 +258,8 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
             loop marks it ready once seeded and beats it while healthy.
     """
     keep_freed_memory()  # every request's blocks reuse the last one's buffers, without faults
+    for lib in blas_libraries():  # a shard multiplies no matrices: BLAS runs only its NaN check
+        lib.set_num_threads(1)  # (_finite), which a pool's wake-ups would make slower
     shard = Shard(config)
     shard.service = service
     try:

@@ -14,6 +14,7 @@ import numpy as np
 
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
+from distconv.sync.ps.sums import _finite, _sum_in_rank_order
 from distconv.sync.ps.wire import (
     DTYPES,
     MAX_ARRAY_BYTES,
@@ -69,7 +70,6 @@ class Stats:
     bytes_in: int = 0
     bytes_out: int = 0
     update_seconds: float = 0.0
-    value_copies: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -105,41 +105,6 @@ def _table_entry(entry: Any, params: Sequence[ParamSpec]) -> tuple[int, int, int
     if not 0 <= start < stop <= params[p].rows:
         raise WireError(f"seed: block {bid} rows {start}:{stop} outside 0:{params[p].rows}")
     return bid, p, start, stop
-
-
-def _finite(grad: np.ndarray) -> bool:
-    """No NaN or Inf in ``grad``: the exact test in one vectorised pass (faster than a sum
-    first, and free of BLAS threads and overflow warnings)."""
-    return bool(np.isfinite(grad).all())
-
-
-def _sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
-    """Sum the ranks' gradients of one block in rank order.
-
-    Returns ``(row ids or None, gradient sum)``. Dense parts add up whole; sparse parts add up
-    over the union of their rows (``np.add.at`` visits the concatenation in order, so every
-    row's sum runs in rank order too). Two runs add in the same order, bit for bit. The mean
-    is not taken here: the optimizer folds ``1 / examples`` into its own arithmetic
-    (``grad_scale``, as a single process does), which saves a pass over the gradient.
-
-    The sum runs in place in the first rank's received frame when it is writable (its message
-    is not used again), so a dense block takes no copy: with one rank the sum is that frame
-    itself (the optimizer only reads it).
-    """
-    first = parts[0][1]
-    if parts[0][0] is None:
-        grad = first if first.flags.writeable or len(parts) == 1 else np.array(first)
-        for _, g in parts[1:]:
-            np.add(grad, g, out=grad)
-        rows = None
-    elif len(parts) == 1:  # one rank's rows are already unique and increasing
-        rows, grad = parts[0]
-    else:
-        ids = np.concatenate([rows for rows, _ in parts])
-        rows, where = np.unique(ids, return_inverse=True)
-        grad = np.zeros((len(rows), first.shape[1]), dtype=first.dtype)
-        np.add.at(grad, where, np.concatenate([g for _, g in parts]))
-    return rows, grad
 
 
 def dense_gradients(
@@ -226,7 +191,7 @@ class BlockUpdates:
         if len(waiting.by_rank) < self.config.workers:
             return
         try:
-            self._apply_sync(p, step, waiting)
+            self._apply_sync(p, step, waiting)  # fails the job on a NaN/Inf, updating nothing
         except Exception as exc:  # some blocks may be updated: the job cannot go on
             log.exception("shard %d: sync update of parameter %d failed", self.index, p)
             # still held, so the failure answers every rank waiting for this update
@@ -235,30 +200,65 @@ class BlockUpdates:
                 f"{self.index}: {type(exc).__name__}: {exc}"
             )
         else:
-            del self.waiting[key]
+            self.waiting.pop(key, None)  # gone if the job failed: _fail answered it
 
     def _apply_sync(self, p: int, step: int, waiting: _Waiting) -> None:
+        """Sum parameter ``p``'s held parts in rank order, check the sums, update its blocks.
+
+        The NaN/Inf check runs once per block, on the ranks' sum (NaN or Inf whenever a part
+        holds one), not once per rank's part, and before any block of ``p`` is updated; it is
+        transport time, outside ``update_seconds``. A sum that fails fails the job (see
+        :meth:`_not_finite`), updating nothing of ``p``.
+        """
         ranks = sorted(waiting.by_rank)
         held = [waiting.by_rank[r][2] for r in ranks]  # (push, parts) per rank
         scale = mean_scale(sum(push.header["count"] for push, _ in held))
         self.optimizer.lr = float(held[0][0].header["lr"])
-        self._before_update(self.by_param[p])
+        ids = self.by_param[p]
         start = time.perf_counter()
-        touched = []
-        for i, bid in enumerate(self.by_param[p]):
-            rows, grad = _sum_in_rank_order([parts[i] for _, parts in held])
+        sums = [_sum_in_rank_order([parts[i] for _, parts in held]) for i in range(len(ids))]
+        summed = time.perf_counter() - start
+        culprit = self._not_finite(p, ranks, [parts for _, parts in held], sums)
+        if culprit:
+            self._fail(culprit)
+            return
+        start = time.perf_counter()
+        for bid, (rows, grad) in zip(ids, sums):
             self._update(self.blocks[bid], grad, scale, rows)
-            touched.append(rows)
-        self.stats.update_seconds += time.perf_counter() - start
+        self.stats.update_seconds += summed + time.perf_counter() - start
         self.stats.updates += 1
         self.completed[p] = step
         for push, _ in held:
-            if touched[0] is not None:  # a sparse push carries this one parameter only
-                push.touched = touched
+            if sums[0][0] is not None:  # a sparse push carries this one parameter only
+                push.touched = [rows for rows, _ in sums]
             push.left -= 1
             if push.left == 0:
                 arrays, fields = self._values(push.header["blocks"], push.touched or ())
                 self._reply(push.ident, push.header, arrays, **fields)
+
+    def _not_finite(self, p: int, ranks: list[int], parts: list[list], sums: list) -> str | None:
+        """None if every block sum of parameter ``p`` is finite; else the error, naming the
+        first rank (in rank order) whose part of that block holds a NaN or Inf, found by
+        checking the parts only now. A dense sum runs in the first rank's received frame, so
+        with several ranks that part is gone: when no other part holds one, the error names
+        the first rank or an overflow of the sum (of finite parts: the weights would turn Inf).
+        """
+        for i, (_, grad) in enumerate(sums):
+            if _finite(grad):
+                continue
+            mine = [(r, rank_parts[i][1]) for r, rank_parts in zip(ranks, parts)]
+            summed_into = len(mine) > 1 and grad is mine[0][1]
+            for r, g in mine[1:] if summed_into else mine:
+                if not _finite(g):
+                    return self._nan_message(p, r)
+            if summed_into:
+                return f"{self._nan_message(p, ranks[0])}, or the ranks' sum of it overflowed"
+            return f"the ranks' sum of the gradient of parameter {self.params[p].name} overflowed"
+        return None
+
+    def _nan_message(self, p: int, rank: int) -> str:
+        name = self.params[p].name
+        return f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
 
     def _fits(self, nbytes: int, op: str) -> None:
         """WireError unless a reply of ``nbytes`` array bytes fits ``--max-message-bytes``."""
@@ -273,24 +273,13 @@ class BlockUpdates:
         :mod:`.values`), or their touched rows as [ids, rows] pairs."""
         fields: dict[str, Any] = {"versions": [self.blocks[b].version for b in ids]}
         if not touched or touched[0] is None:
-            # a slice of the store when the blocks are consecutive: _reply lends it, and the
-            # next update copies first if ZeroMQ still holds it; with several async workers
-            # that would be frequent, so a snapshot instead (see distconv.sync.ps.values)
-            snapshot = self.config.mode == "async" and self.config.workers > 1
-            return [self.store.frame(ids, copy=snapshot)], fields
+            # a view of the store when the blocks are consecutive: _reply sends a copy
+            return [self.store.frame(ids)], fields
         arrays = []
         for bid, rows in zip(ids, touched):
             arrays += [rows, self.blocks[bid].value[rows - self.blocks[bid].start]]
         fields["rows"] = [len(r) for r in touched]
         return arrays, fields
-
-    def _before_update(self, ids: Sequence[int]) -> None:
-        """Blocks ``ids`` are about to change in place: the store copies a buffer first if
-        ZeroMQ still holds a reply lent from it with their bytes (transport time, outside
-        ``update_seconds``; counted in ``value_copies``; see :mod:`.values`). Every in-place
-        update of values comes after this call."""
-        if self.store.before_write(ids):
-            self.stats.value_copies += 1
 
     def _update(
         self, block: _Block, grad: np.ndarray, scale: float, rows: np.ndarray | None = None
@@ -340,7 +329,6 @@ class BlockUpdates:
             )
         self.optimizer.lr = float(header["lr"])
         scale = mean_scale(header["count"])
-        self._before_update([bid for _, ids, _ in applied for bid in ids])
         for p, ids, mine in applied:
             try:
                 start = time.perf_counter()

@@ -7,21 +7,13 @@ bookkeeping; a 16 MB step of 100 blocks spent more on that than on the bytes).
 
 The shard keeps its blocks in id order inside one buffer per dtype (each block's ``value`` a
 view of it). Blocks consecutive there (a push of consecutive parameters, which the reference
-worker sends in ascending order, or a pull of a run of blocks) are one slice of that buffer, and
-the reply may hand ZeroMQ that slice itself, LENT: the ``MessageTracker`` of the reply is kept
-(:meth:`ValueStore.lend`), and before an in-place update of blocks (:meth:`ValueStore.before_write`)
-that a lent reply ZeroMQ still holds carries, the store moves that dtype's buffer to a fresh copy
-(copy on write; buffers of other dtypes, or with no held reply on the blocks written, stay), so a
-reply still carries the values it was built from, as the protocol promises.
-
-Lending pays where no update of a lent reply's blocks can come before ZeroMQ has let go of it:
-in sync mode (the next update of a block needs every worker's next push, sent after the worker
-read its replies) and in async mode with ONE worker (its next push of a block follows its read of
-the reply). There the copy a reply used to cost is gone. In async mode with several workers,
-another worker's push of the same blocks can arrive while ZeroMQ still holds a reply, and lending
-would then copy a whole buffer for a reply of a few blocks; so the shard asks :meth:`frame` for a
-snapshot of the reply's bytes instead (protocol 3's copy) and lends nothing. Any reply of blocks
-that are not consecutive gets them concatenated (a new array, nothing lent).
+worker sends in ascending order, or a pull of a run of blocks) are one slice of that buffer:
+:meth:`ValueStore.frame` returns that slice itself, and the shard's reply copies it straight
+into ZeroMQ's message (:meth:`~distconv.sync.ps.server.Shard._reply`), so a reply carries the
+values of the moment it was sent, whatever updates come while ZeroMQ still holds it. (Lending
+the slice to ZeroMQ instead, copy-on-write while ZeroMQ held it, cost more: pyzmq's
+garbage-collector thread took the GIL from the shard's loop for every reply; see
+``docs/benchmarks.md``.) Any reply of blocks that are not consecutive gets them concatenated.
 """
 
 from __future__ import annotations
@@ -50,8 +42,6 @@ class ValueStore:
         self._buffer: dict[int, np.ndarray] = {}
         self._start: dict[int, int] = {}
         self._stop: dict[int, int] = {}
-        #: replies that carry a slice of a buffer: (buffer, start, stop, MessageTracker)
-        self._lent: list[tuple[np.ndarray, int, int, Any]] = []
         at = dict.fromkeys(sizes, 0)
         for bid in sorted(blocks):
             value = blocks[bid].value
@@ -67,65 +57,10 @@ class ValueStore:
         b.value, self._buffer[bid] = view, buf
         return view
 
-    def owns(self, array: np.ndarray) -> bool:
-        """Whether ``array`` is a slice of one of the store's buffers (what a reply lends)."""
-        return any(array.base is buf for buf in self.buffers.values())
-
-    def lend(self, array: np.ndarray, tracker: Any) -> None:
-        """A reply carrying ``array``, a slice of a buffer, went to ZeroMQ with ``tracker``
-        (anything with a ``done`` attribute that turns True once ZeroMQ has let go)."""
-        self._prune()  # pull-only traffic calls no before_write: keep the list short here too
-        start = array.ctypes.data - array.base.ctypes.data
-        self._lent.append((array.base, start, start + array.nbytes, tracker))
-
-    @property
-    def lent(self) -> int:
-        """How many lent replies ZeroMQ may still hold (those not yet seen done)."""
-        return len(self._lent)
-
-    def _prune(self) -> None:
-        """Forget lent replies ZeroMQ has let go of, and those of buffers the store left."""
-        current = {id(buf) for buf in self.buffers.values()}
-        self._lent = [lent for lent in self._lent if id(lent[0]) in current and not lent[3].done]
-
-    def before_write(self, ids: Sequence[int]) -> bool:
-        """Call before blocks ``ids`` change in place: each buffer holding bytes of any of
-        them that a lent reply ZeroMQ still holds carries moves to a fresh copy (its blocks
-        become views of the copy; the old buffer stays with the replies). Other buffers stay.
-
-        Returns:
-            Whether any buffer moved (a copy of that dtype's buffer each).
-        """
-        if not self._lent:
-            return False
-        self._prune()
-        held = {
-            id(buf)
-            for buf, start, stop, _ in self._lent
-            for bid in ids
-            if buf is self._buffer[bid] and start < self._stop[bid] and self._start[bid] < stop
-        }
-        if not held:
-            return False
-        fresh = {id(buf): buf.copy() for buf in self.buffers.values() if id(buf) in held}
-        self.buffers = {d: fresh.get(id(buf), buf) for d, buf in self.buffers.items()}
-        for bid in self._blocks:
-            if id(self._buffer[bid]) in fresh:
-                self._place(bid, fresh[id(self._buffer[bid])])
-        self._prune()
-        return True
-
-    def frame(self, ids: Sequence[int], copy: bool = False) -> np.ndarray:
+    def frame(self, ids: Sequence[int]) -> np.ndarray:
         """The values of blocks ``ids`` (held here, checked by the caller) as one ``uint8``
         array, back to back in ``ids`` order: a view of the store when they are consecutive in
-        one buffer and ``copy`` is False, else a new array.
-
-        Args:
-            ids: block ids, in the order of the reply.
-            copy: return a snapshot even when a view would do (a view sent in a reply must be
-                :meth:`lend`-ed, so that an update while ZeroMQ still holds it copies first;
-                see the module for when the shard asks for a snapshot instead).
-        """
+        one buffer (valid until the next update: send a copy of it), else a new array."""
         if not ids:
             return np.empty(0, np.uint8)
         buf = self._buffer[ids[0]]
@@ -134,8 +69,7 @@ class ValueStore:
             if self._buffer[bid] is not buf or self._start[bid] != stop:
                 return np.concatenate([self._bytes(b) for b in ids])
             stop = self._stop[bid]
-        view = buf[start:stop]
-        return view.copy() if copy else view
+        return buf[start:stop]
 
     def _bytes(self, bid: int) -> np.ndarray:
         return self._buffer[bid][self._start[bid] : self._stop[bid]]

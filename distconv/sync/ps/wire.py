@@ -145,22 +145,32 @@ def pack(header: Mapping[str, Any], arrays: Sequence[np.ndarray] = ()) -> list[A
 
 
 def send(
-    sock: Any, frames: Sequence[Any], prefix: Sequence[bytes] = (), track: bool = False
+    sock: Any,
+    frames: Sequence[Any],
+    prefix: Sequence[bytes] = (),
+    track: bool = False,
+    copy: bool = False,
 ) -> Any:
     """Send one message: ``prefix`` (a ROUTER's peer identity) and the header copied (they
-    are small), the array frames without a copy. What ``send_multipart`` does, with plain int
-    flags: pyzmq's flag enum costs microseconds per frame.
+    are small), the array frames without a copy unless ``copy``. What ``send_multipart``
+    does, with plain int flags: pyzmq's flag enum costs microseconds per frame.
+
+    A frame sent without a copy is lent to ZeroMQ: pyzmq wraps it in a ``zmq.Frame`` and, once
+    ZeroMQ lets go, its garbage-collector thread takes the GIL to release it. With ``copy``,
+    pyzmq copies the bytes into a message of ZeroMQ's own (no Python object kept, no thread
+    woken); the shard sends its replies so (see :meth:`~distconv.sync.ps.server.Shard._reply`).
 
     Returns:
-        With ``track``, a ``zmq.MessageTracker`` of the last frame, done once ZeroMQ has
-        handed the whole message to the kernel (frames leave in order); else None.
+        With ``track`` (and not ``copy``), a ``zmq.MessageTracker`` of the last frame, done once
+        ZeroMQ has handed the whole message to the kernel (frames leave in order); else None.
     """
     for part in prefix:
         sock.send(part, _MORE)
     last = len(frames) - 1
-    if last == 0:
-        sock.send(frames[0], 0)
-        return None  # a copied header leaves nothing to track
+    if last == 0 or copy:
+        for i, frame in enumerate(frames):
+            sock.send(frame, _MORE if i < last else 0)
+        return None  # a copied message leaves nothing to track
     sock.send(frames[0], _MORE)
     for i in range(1, last):
         sock.send(frames[i], _MORE, copy=False)

@@ -64,8 +64,6 @@ def test_two_async_workers_learn_the_digits(shards):
     assert chance_before < 0.3 and accuracy >= 0.75, (chance_before, accuracy, stats)
     # every push was applied on arrival: updates + drops == pushes, one per block message
     assert all(s["updates"] + s["drops"] == s["pushes"] for s in stats)
-    # replies to several async workers are snapshots of their blocks: the store never moves
-    assert all(s["value_copies"] == 0 for s in stats), stats
 
 
 def test_a_push_too_stale_is_dropped_counted_and_answered_with_current_values(shards):

@@ -52,13 +52,13 @@ def test_the_store_answers_consecutive_blocks_with_a_view_and_others_with_a_copy
     view = store.frame([0, 2])  # consecutive in the float32 buffer
     assert view.dtype == np.uint8 and view.tobytes() == _bytes(expect, [0, 2])
     assert np.shares_memory(view, blocks[0].value)
-    blocks[2].value += 1  # an update shows in the next frame (the shard asks for copies)
+    blocks[2].value += 1  # an update shows in the next frame (the shard sends copies of it)
     expect[2] += 1
     assert store.frame([0, 2]).tobytes() == _bytes(expect, [0, 2])
-    for ids, copy in (([2, 0], False), ([0, 1, 2, 3], False), ([1, 3], True), ([3], False)):
-        frame = store.frame(ids, copy=copy)
+    for ids in ([2, 0], [0, 1, 2, 3], [3]):
+        frame = store.frame(ids)
         assert frame.tobytes() == _bytes(expect, ids)
-        if ids == [3]:  # one block is a run of one: a view unless a copy is asked for
+        if ids == [3]:  # one block is a run of one: a view
             assert np.shares_memory(frame, blocks[3].value)
         else:
             assert not any(np.shares_memory(frame, buf) for buf in store.buffers.values())
