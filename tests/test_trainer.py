@@ -407,7 +407,7 @@ def test_the_chief_refreshes_then_asks_remote_holders_to_keep_one_part_more(data
 
 
 @pytest.mark.timeout(120)
-def test_whole_training_steps_are_bitwise_the_same_on_one_thread_and_two(monkeypatch):
+def test_whole_training_steps_are_bitwise_the_same_on_one_thread_and_two(monkeypatch, pool_use):
     """The kernels split a batch into chunks by shape alone: whole steps, not just single
     kernels, give the same bits on one kernel thread and on two (issue 12's promise).
 
@@ -415,21 +415,14 @@ def test_whole_training_steps_are_bitwise_the_same_on_one_thread_and_two(monkeyp
     (checked), so a chunking that followed the thread count would change the weights here.
     """
     from distconv.backend import set_device
-    from distconv.kernels import conv_layout, parallel
+    from distconv.kernels import conv_layout
 
     for var in ("DISTCONV_AUTOTUNE", "DISTCONV_DEVICE", "DISTCONV_CUDNN"):
         monkeypatch.delenv(var, raising=False)  # the cost model's choices, on the CPU
     set_device("cpu")
     monkeypatch.setattr(conv_layout, "_tuned", {})
     train = synthetic(n=192, image_shape=(1, 28, 28), num_classes=10, seed=5)
-    submitted = []
-    real_executor = parallel._executor
-
-    def counting_executor(n):
-        submitted.append(n)
-        return real_executor(n)
-
-    monkeypatch.setattr(parallel, "_executor", counting_executor)
+    submitted = pool_use
 
     def weights_after_three_steps(threads: str) -> dict:
         monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)

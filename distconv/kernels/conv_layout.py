@@ -81,7 +81,7 @@ def run_chunks(
     rows = w.shape[1] * geom.kernel_volume
 
     def go(batched: bool) -> list[Any]:
-        least = BATCHED_MIN_CHUNK_WORK if batched else None
+        least = BATCHED_MIN_CHUNK_WORK if batched else None  # per sample: the default bar
         return over_batch(lambda a, b: run(a, b, batched), n, work, on_gpu, least)
 
     if on_gpu or not autotune_enabled():

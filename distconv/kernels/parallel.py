@@ -186,17 +186,22 @@ def over_batch(
     alone, never on the thread count, and results come back in batch order, so sums over them
     are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is.
 
-    A batch of less than one ``CHUNK_WORK`` still goes in two chunks, on two threads, where
-    each is worth a thread: ``min_chunk_work`` column elements (``MIN_WORK_PER_THREAD`` unless
-    the kernel knows its chunks to be cheaper to share, as one large product each is).
+    A batch of less than one ``CHUNK_WORK`` runs as one chunk, or, where the caller passes
+    ``min_chunk_work`` (column elements a chunk must hold to be worth a thread of its own, as
+    one large product is) and both halves of the batch hold that much, as two chunks on two
+    threads. A caller's bar is never above ``MIN_WORK_PER_THREAD``, the default's.
     """
     if n == 0:
         return []
     if on_gpu or n == 1:
         return [fn(0, n)]
-    least = MIN_WORK_PER_THREAD if min_chunk_work is None else min_chunk_work
     work = n * work_per_sample
-    chunks = max(-(-work // CHUNK_WORK), min(2, work // max(1, least)))
+    chunks = -(-work // CHUNK_WORK)
+    least = MIN_WORK_PER_THREAD
+    if min_chunk_work is not None:
+        least = min(least, min_chunk_work)
+        if chunks == 1 and (n // 2) * work_per_sample >= least:
+            chunks = 2
     return _run(fn, chunk_bounds(n, chunks), work, least)
 
 
@@ -204,10 +209,11 @@ def _run(
     fn: Callable[[int, int], object],
     bounds: list[tuple[int, int]],
     work: int | None = None,
-    least: int = 0,
+    least: int | None = None,
 ) -> list:
     """``fn`` over ``bounds`` in order: on the pool, unless ``work`` (elements) is too little
-    to give each thread ``least``."""
+    to give each thread ``least`` (default ``MIN_WORK_PER_THREAD``)."""
+    least = MIN_WORK_PER_THREAD if least is None else least
     threads = min(num_threads(), len(bounds))
     nested = getattr(_in_pool, "active", False)
     # BLAS runs on one thread in both paths: a GEMM's bits depend on how many threads split it,

@@ -106,12 +106,13 @@ def test_layouts_match_torch_float32(torch, rng, layout, case):
 
 
 @pytest.mark.parametrize("batched", [False, True])
-def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched):
+def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched, pool_use):
     """Chunks and layout depend on the shapes alone: any thread count gives the same bits."""
     _force(monkeypatch, batched)
     monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 5000)
     monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
+    submitted = pool_use
     geom = ConvGeometry.make(2, 3, 1, 1)
     x = rng.standard_normal((16, 8, 10, 10)).astype(np.float32)
     w = rng.standard_normal((12, 8, 3, 3)).astype(np.float32)
@@ -121,29 +122,33 @@ def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched):
         y, _ = conv_forward(x, w, geom)
         dy = np.cos(y)
         results.append((y, *conv_backward(dy, x, w, geom)))
+        assert bool(submitted) == (threads != "1")  # the chunks really ran on the pool
+        submitted.clear()
     for other in results[1:]:
         for a, b in zip(results[0], other):
             np.testing.assert_array_equal(a, b)
 
 
 def test_a_small_batched_convolution_shares_its_two_chunks_and_a_per_sample_one_does_not(
-    rng, monkeypatch
+    rng, monkeypatch, pool_use
 ):
     """Below one CHUNK_WORK, the batched layout (one product a chunk) still goes to two
-    threads (BATCHED_MIN_CHUNK_WORK); the per-sample layout of the same work stays in line."""
-    from distconv.kernels import parallel
-
-    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    threads (BATCHED_MIN_CHUNK_WORK), bitwise as on one; the per-sample layout of the same
+    work stays in line. At the real constants: LeNet's conv2 on 8x8 digits at batch 64."""
     monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
-    submitted = []
-    real_executor = parallel._executor
-    monkeypatch.setattr(parallel, "_executor", lambda n: submitted.append(n) or real_executor(n))
+    submitted = pool_use
     geom = ConvGeometry.make(2, 3, 1, 1)
-    x = rng.standard_normal((64, 32, 4, 4)).astype(np.float32)  # LeNet's conv2, 8x8 digits
+    x = rng.standard_normal((64, 32, 4, 4)).astype(np.float32)
     w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
     assert use_batched((4, 4), 32 * 9, "fwd")
-    y, _ = conv_forward(x, w, geom)
-    assert submitted and set(submitted) == {2}
+    results = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+        y, _ = conv_forward(x, w, geom)
+        results.append((y, *conv_backward(np.cos(y), x, w, geom)))
+    assert submitted and set(submitted) == {2}  # on two threads, two chunks on the pool
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
     submitted.clear()
     _force(monkeypatch, False)
     np.testing.assert_allclose(conv_forward(x, w, geom)[0], y, rtol=1e-4, atol=1e-4)

@@ -99,18 +99,21 @@ def test_stride1_flip_path_equals_col2im_path(rng, stride, pad, dil, groups):
     np.testing.assert_allclose(got, col2im(col, x.shape, geom), rtol=1e-10, atol=1e-12)
 
 
-def test_results_are_bitwise_the_same_for_any_thread_count(rng, monkeypatch):
+def test_results_are_bitwise_the_same_for_any_thread_count(rng, monkeypatch, pool_use):
     # chunks depend on the shapes alone, so a seeded run reproduces on any number of cores
     geom = ConvGeometry.make(2, 3, 1, 1)
     x = rng.standard_normal((16, 8, 12, 12)).astype(np.float32)
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 3000)
+    submitted = pool_use
     results = []
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
         y, _ = conv_forward(x, w, geom)
         results.append((y, *conv_backward(y, x, w, geom)))
+        assert bool(submitted) == (threads != "1")  # the chunks really ran on the pool
+        submitted.clear()
     for other in results[1:]:
         for a, b in zip(results[0], other):
             np.testing.assert_array_equal(a, b)

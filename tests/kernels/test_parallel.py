@@ -54,6 +54,12 @@ def test_a_batch_under_one_chunk_goes_in_two_where_each_is_worth_a_thread(monkey
     over_batch(chunk, 32, 4608, min_chunk_work=1 << 17)
     assert seen == [(0, 32, False)]
     seen.clear()
+    over_batch(chunk, 3, 100_000, min_chunk_work=1 << 17)  # halves of 1 and 2 samples
+    assert seen == [(0, 3, False)]
+    seen.clear()
+    over_batch(chunk, 32, parallel.CHUNK_WORK // 32)  # exactly one CHUNK_WORK: one chunk
+    assert seen == [(0, 32, False)]
+    seen.clear()
     monkeypatch.setenv("DISTCONV_NUM_THREADS", "1")  # the same chunks, in line
     over_batch(chunk, 64, 4608, min_chunk_work=1 << 17)
     assert seen == [(0, 32, False), (32, 64, False)]
