@@ -9,7 +9,7 @@ them can hang in a reduction of another size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ class StepCheck:
         self._mine = np.zeros(3, dtype=np.int64)
         self._step = 0
         self._layout: Mapping[str, Any] = {}
+        self._settling: Any = None  # another thread completing the exchange (see hand_to)
 
     @property
     def pending(self) -> bool:
@@ -41,6 +42,15 @@ class StepCheck:
         self._every = np.zeros((self.comm.Get_size(), 3), dtype=np.int64)
         self._request = self.comm.Iallgather(self._mine, self._every)
 
+    def hand_to(self, settle: Callable[[Any], Any]) -> None:
+        """Let another thread complete the pending exchange: ``settle(request)`` starts that
+        and returns what to ``wait()`` for before this thread touches the request again.
+
+        Without it, the main thread meets the other ranks in ``MPI_Wait`` at the step's first
+        piece; a communication thread that is idle there meets them while backward runs.
+        """
+        self._settling = settle(self._request)
+
     def complete(self) -> int | None:
         """Wait for the exchange and check it.
 
@@ -52,13 +62,13 @@ class StepCheck:
         """
         if not self.drain():
             return None
-        every = self._every
-        if len(set(every[:, 0].tolist())) > 1:
-            steps = ", ".join(f"rank {r}: {s}" for r, s in enumerate(every[:, 0].tolist()))
-            raise SyncError(f"ranks are at different steps ({steps})")
-        if len(set(every[:, 1].tolist())) > 1:
-            self._raise_layout_mismatch(every[:, 1])
-        return int(every[:, 2].sum())
+        steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
+        if len(set(steps)) > 1:
+            named = ", ".join(f"rank {r}: {s}" for r, s in enumerate(steps))
+            raise SyncError(f"ranks are at different steps ({named})")
+        if len(set(hashes)) > 1:
+            self._raise_layout_mismatch(hashes)
+        return sum(examples)
 
     def drain(self) -> bool:
         """Wait for a pending exchange without checking it (MPI must see every posted
@@ -66,12 +76,15 @@ class StepCheck:
         if self._request is None:
             return False
         request, self._request = self._request, None
+        settling, self._settling = self._settling, None
+        if settling is not None:
+            settling.wait()  # the request is ours again (mpi4py nulls it when it completes)
         request.Wait()
         return True
 
-    def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
+    def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
         rank = self.comm.Get_rank()
-        same = [h == hashes[rank] for h in hashes.tolist()]
+        same = [h == hashes[rank] for h in hashes]
         other, diff = difference_from(self.comm, dict(self._layout), same)
         raise SyncError(
             f"step {self._step}: rank {rank} and rank {other} lay out gradient buckets "

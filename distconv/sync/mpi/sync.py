@@ -5,7 +5,8 @@ with identical parameters (Horovod's ``DistributedOptimizer`` and PyTorch DDP's 
 models). One step:
 
 1. :meth:`MPISync.start_step` posts the ranks' agreement on step, layout and examples
-   (:mod:`~distconv.sync.mpi.step_check`), completed before the first gradient collective.
+   (:mod:`~distconv.sync.mpi.step_check`), checked before the first gradient collective (a
+   communication thread, idle then, completes the exchange while forward and backward run).
 2. Each gradient is a view into its bucket's flat buffer, so the layers' ``+=`` writes straight
    into what goes on the wire, in pieces (:mod:`~distconv.sync.mpi.pieces`), one allreduce at a
    time, in layout order (the same on every rank, as MPI needs), each once its gradients are in
@@ -42,12 +43,7 @@ from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.buckets import (
-    Bucket,
-    CommThread,
-    build_buckets,
-    wire_dtype,
-)
+from distconv.sync.mpi.buckets import Bucket, build_buckets, wire_dtype
 from distconv.sync.mpi.comm import (
     SingleRankComm,
     abort_job,
@@ -68,6 +64,7 @@ from distconv.sync.mpi.pieces import (
     check_sizes,
 )
 from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.thread import CommThread
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -264,8 +261,9 @@ class MPISync(LocalSync):
         self._stamp += 1
         if self._pump is not None:
             self._pump.reset()
-        if self._thread is not None:
+        if self._thread is not None:  # it meets the other ranks while backward runs
             self._thread.relax()
+            self._check.hand_to(self._thread.settle)
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
