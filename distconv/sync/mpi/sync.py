@@ -337,7 +337,6 @@ class MPISync(LocalSync):
         try:
             self._pump.finish()  # the pieces left: onto the wire, or to the thread
             if self._thread is not None:  # each bucket's optimizer while the next one travels
-                self._thread.wait_last()
                 for bucket in self.buckets:
                     if bucket.pieces or bucket.compressed:  # an empty bucket has no request
                         self._thread.wait(bucket)

@@ -120,11 +120,6 @@ class CommThread:
         if self.last is not None:
             self.last.place(owners)
 
-    def wait_last(self) -> None:
-        """Wait (in ``MPI_Wait``, on the calling thread) for the main thread's last piece."""
-        if self.last is not None:
-            self.last.wait()
-
     def settle(self, request: Any) -> Settle:
         """Queue driving ``request`` (a collective the main thread posted on another
         communicator) to completion, as gently as a piece (:func:`poll`). Until the returned
@@ -167,7 +162,10 @@ class CommThread:
         self.hurry.clear()
 
     def wait(self, bucket: Bucket) -> None:
-        """Block until ``bucket`` is reduced (and make the thread finish at full speed).
+        """Block until ``bucket`` is reduced (and make the thread finish at full speed), its
+        last piece too where the calling (main) thread posted it (:class:`LastPiece`): that
+        one last, as the thread's waiting moves it on too (MPI's progress is global), so that
+        one thread a rank spins in MPI at a time (two, on 2 ranks x 2 cores, slow each other).
 
         Raises:
             SyncError: the reduction failed on the communication thread.
@@ -178,6 +176,8 @@ class CommThread:
             raise SyncError(
                 f"allreduce of gradient bucket {bucket.index} failed: {bucket.error}"
             ) from bucket.error
+        if bucket.last_on_main and self.last is not None:
+            self.last.wait()
 
     def stop(self) -> None:
         """Let the thread finish what is queued, then end it; free the last piece's
@@ -195,8 +195,9 @@ class LastPiece:
     That piece starts after the last gradient, so no backward hides it. Handed to the thread, it
     also waits for the piece before it, and then the main thread waits for the thread to wake
     it (0.1-0.25 ms on a 2-core VM). Posted by the main thread at once on a communicator of its
-    own, it travels beside the piece before it, and the main thread waits for it in
-    ``MPI_Wait``, which needs no wake-up. Two threads in MPI at once need
+    own, it travels beside the piece before it; the main thread waits for it in ``MPI_Wait``
+    (no wake-up) once the thread is done (see :meth:`CommThread.wait`). Two threads in MPI at
+    once need
     ``MPI_THREAD_MULTIPLE``: :meth:`beside` returns None unless every rank has it (then every
     rank reduces every piece on the thread). Which thread posts which piece is fixed by the
     layout, never by timing, so results stay bitwise the same from run to run.
