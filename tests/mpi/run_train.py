@@ -64,7 +64,6 @@ def main() -> None:
             "_streaming": np.array(sum(b.streams and len(b.pieces) > 1 for b in sync.buckets)),
             "_sent_bytes": np.array(sum(d.sent for d in comm.duplicates)),
             "_overlap": np.array(bool(sync.overlap)),
-            "_last_on_main": np.array(sum(b.last_on_main for b in sync.buckets)),
         }
         np.savez(Path(args.out) / f"rank{sync.rank}.npz", **weights(net), **extra)
     finally:

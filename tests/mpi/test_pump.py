@@ -11,7 +11,7 @@ import pytest
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi import MPISync
 from distconv.sync.mpi.buckets import build_buckets
 from distconv.sync.mpi.pieces import PiecePump, WirePlan
 from tests.mpi.common import RecordingComm
@@ -71,19 +71,12 @@ def test_without_a_thread_the_pump_starts_one_ready_piece_at_a_time_in_order():
 
 # -- the communication thread after a failure ---------------------------------------------------
 class FailingComm(RecordingComm):
-    """One rank whose communication thread's first gradient allreduce raises; every
-    collective is logged, the thread's apart too."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.on_thread: list[str] = []
+    """One rank whose first gradient allreduce raises; every collective is logged."""
 
     def Iallreduce(self, send, recv, op=None):  # noqa: N802 - mpi4py's spelling
         request = super().Iallreduce(send, recv, op)
-        if threading.current_thread().name == "distconv-allreduce":
-            self.on_thread.append("Iallreduce")
-            if len(self.on_thread) == 1:
-                raise RuntimeError("link to rank 1 lost")
+        if self.log.count("Iallreduce") == 1:
+            raise RuntimeError("link to rank 1 lost")
         return request
 
 
@@ -108,10 +101,8 @@ def test_after_a_failure_the_thread_issues_no_collective_and_finish_step_names_i
             sync.finish_step()
     finally:
         sync.close()  # lets the thread finish what was queued
-    assert comm.on_thread == ["Iallreduce"]  # the thread issues nothing after the failure
-    # the main thread posts the layout's last piece on its own communicator (LastPiece), once
-    # at most, unless it knows of the failure: that sequence has one collective a step
-    assert comm.log.count("Iallreduce") <= 2 and comm.log[-1] == "Iallreduce"
+    assert comm.log.count("Iallreduce") == 1
+    assert comm.log[-1] == "Iallreduce"  # nothing at all after the failure
     assert all(isinstance(b.error, RuntimeError) for b in sync.buckets)
     assert sync.buckets[1].error is sync.buckets[0].error
 
@@ -204,69 +195,3 @@ def test_the_thread_gets_no_small_last_piece_where_nothing_streams(options):
         assert lengths(sync.buckets) == [expected]
     finally:
         sync.close()
-
-
-# -- the layout's last piece on the main thread -------------------------------------------------
-class ThreadNamingComm(RecordingComm):
-    """Logs each gradient allreduce with its bytes, the thread that posted it, and the
-    communicator (its Dup number: 0 the gradient one, 1 the last piece's own)."""
-
-    def __init__(self, number: int = -1, log: list | None = None) -> None:
-        super().__init__(sizes=True)
-        self.number, self.log = number, log if log is not None else []
-        self.dups = 0
-
-    def Dup(self):  # noqa: N802 - mpi4py's spelling
-        self.dups += 1
-        return ThreadNamingComm(self.dups - 1, self.log)
-
-    def Iallreduce(self, send, recv, op=None):  # noqa: N802
-        self.log.append((recv.nbytes, threading.current_thread().name, self.number))
-        return SingleRankComm.Iallreduce(self, send, recv, op)
-
-
-def test_the_layouts_last_piece_goes_from_the_main_thread_on_a_communicator_of_its_own():
-    """The thread reduces every piece but the layout's last, which the main thread posts at
-    once on its own communicator and waits for in MPI_Wait: no wake-up after the last
-    gradient, and it travels beside the piece before it. Every step alike."""
-    comm = ThreadNamingComm()
-    ps = params(100, 100, 100, 100)
-    sync = MPISync(
-        create_optimizer("sgd"), comm=comm, overlap=True, bucket_bytes=800,
-        first_piece_bytes=256, piece_bytes=512, last_piece_bytes=128,
-    )  # fmt: skip
-    sync.setup(ps, {})
-    try:
-        assert lengths(sync.buckets) == [[64, 136], [128, 40, 32]]
-        assert [b.last_on_main for b in sync.buckets] == [False, True]
-        for _ in range(2):
-            comm.log.clear()
-            sync.start_step(1)
-            for p in reversed(ps):
-                sync.on_gradient(p)
-            sync.finish_step()
-            reductions = [e for e in comm.log if isinstance(e, tuple)]  # not the step checks
-            thread = [(n, c) for n, who, c in reductions if who == "distconv-allreduce"]
-            main = [(n, c) for n, who, c in reductions if who == "MainThread"]
-            assert thread == [(256, 0), (544, 0), (512, 0), (160, 0)]
-            assert main == [(128, 1)]
-    finally:
-        sync.close()
-
-
-class _Serialized:
-    """An MPI module granting no more than MPI_THREAD_SERIALIZED."""
-
-    THREAD_SERIALIZED, THREAD_MULTIPLE = 2, 3
-
-    @staticmethod
-    def Query_thread() -> int:  # noqa: N802 - mpi4py's spelling
-        return 2
-
-
-def test_below_thread_multiple_the_thread_reduces_every_piece():
-    """Two threads in MPI at once need MPI_THREAD_MULTIPLE: below it, no LastPiece."""
-    from distconv.sync.mpi.thread import LastPiece
-
-    assert LastPiece.beside(SingleRankComm(), _Serialized(), None, None) is None
-    assert isinstance(LastPiece.beside(SingleRankComm(), None, None, None), LastPiece)

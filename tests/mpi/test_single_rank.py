@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -280,60 +279,6 @@ def test_the_step_check_completes_before_the_first_gradient_collective(no_mpi4py
     sync.finish_step()
     assert comm.log.count("check complete") == 1
     sync.close()
-
-
-class _ThreadNamingRequest:
-    """A step check's request that notes which thread first tested or waited for it."""
-
-    def __init__(self) -> None:
-        self.callers: list[tuple[str, str]] = []
-        self.touched = threading.Event()
-
-    def _note(self, method: str) -> bool:
-        self.callers.append((method, threading.current_thread().name))
-        self.touched.set()
-        return True
-
-    def Test(self) -> bool:  # noqa: N802 - mpi4py's spelling
-        return self._note("Test")
-
-    def Wait(self) -> None:  # noqa: N802
-        self._note("Wait")
-
-
-class _ThreadNamingComm(SingleRankComm):
-    def __init__(self) -> None:
-        self.requests: list[_ThreadNamingRequest] = []
-
-    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
-        super().Iallgather(send, recv)
-        self.requests.append(_ThreadNamingRequest())
-        return self.requests[-1]
-
-
-@pytest.mark.parametrize("poll_seconds", [0.0, 1e-4])
-def test_with_the_thread_the_step_check_is_completed_there_while_backward_runs(
-    no_mpi4py, poll_seconds
-):
-    """The communication thread, idle when a step starts, completes the step check, so the
-    main thread does not meet the other ranks in MPI_Wait at the step's first piece; the main
-    thread still checks the result there (its Wait comes after, on a completed request)."""
-    net = small_lenet(seed=0)
-    comm = _ThreadNamingComm()
-    sync = MPISync(create_optimizer("sgd"), comm=comm, overlap=True, poll_seconds=poll_seconds)
-    sync.setup(net.parameters(), {})
-    try:
-        sync.start_step(4)
-        request = comm.requests[-1]
-        assert request.touched.wait(timeout=10)  # before any gradient arrives
-        assert request.callers[0][1] == "distconv-allreduce"
-        for p in sync.params:
-            sync.on_gradient(p)
-        sync.finish_step()
-        assert request.callers[-1] == ("Wait", "MainThread")
-        assert sync.step == 1
-    finally:
-        sync.close()
 
 
 class _CountingRequest:

@@ -102,7 +102,6 @@ class Bucket:
         self.pending = len(self.params)
         self.unpacked = False
         self.done = threading.Event()  # set by the communication thread once reduced
-        self.last_on_main = False  # the main thread reduces the last piece (see LastPiece)
         self.error: BaseException | None = None
 
     def _views(self, flat: Any) -> list[Any]:
@@ -222,10 +221,8 @@ class Bucket:
             self.unpack()
 
     def ends_with(self, piece: int | None) -> bool:
-        """Whether reducing ``piece`` (None: the whole bucket) completes the communication
-        thread's share of the bucket: all of it, or all but the last piece
-        (:attr:`last_on_main`, which the main thread reduces itself)."""
-        return piece is None or piece == len(self.pieces) - 1 - self.last_on_main
+        """Whether reducing ``piece`` (None: the whole bucket) completes the bucket."""
+        return piece is None or piece == len(self.pieces) - 1
 
     def describe(self) -> list[Any]:
         """What every rank must agree on: names, dtypes and sizes."""

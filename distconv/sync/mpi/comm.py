@@ -51,14 +51,11 @@ def import_mpi() -> Any | None:
 def threads_allowed(mpi: Any | None) -> bool:
     """Whether a communication thread may call MPI beside the main thread.
 
-    Below ``MPI_THREAD_MULTIPLE``, the thread and the main thread never call MPI at the same
-    time: the main thread posts the per-step check (an ``Iallgather``) in ``start_step`` and
-    hands it to the thread, which completes it; the main thread touches it again only once the
-    thread is done with it, and checks it before the step's first bucket goes to the thread;
-    its other collectives (metrics, broadcasts) run between steps, once every bucket the
-    thread was given is done; the thread is idle until the next bucket. (With MULTIPLE on every
-    rank, the main thread also reduces the layout's last piece beside the thread, on a
-    communicator of its own: :class:`~distconv.sync.mpi.thread.LastPiece`.) That is
+    The thread and the main thread never call MPI at the same time: the main thread posts the
+    per-step check (an ``Iallgather``) in ``start_step`` and completes it before the step's
+    first bucket goes to the thread; its other collectives (metrics, broadcasts) run between
+    steps, once every bucket the thread was given is done; the thread is idle until the next
+    bucket. That is
     ``MPI_THREAD_SERIALIZED``'s discipline, so SERIALIZED or MULTIPLE will do. Below that
     (``mpi4py.rc.thread_level = "single"`` or ``"funneled"``, or an MPI that grants no more) a
     second thread calling MPI is undefined behaviour, so the caller reduces on the main thread;

@@ -9,7 +9,7 @@ them can hang in a reduction of another size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,6 @@ class StepCheck:
         self._mine = np.zeros(3, dtype=np.int64)
         self._step = 0
         self._layout: Mapping[str, Any] = {}
-        self._settling: Any = None  # another thread completing the exchange (see hand_to)
 
     @property
     def pending(self) -> bool:
@@ -41,15 +40,6 @@ class StepCheck:
         self._mine = np.array([step, layout_hash, examples], dtype=np.int64)
         self._every = np.zeros((self.comm.Get_size(), 3), dtype=np.int64)
         self._request = self.comm.Iallgather(self._mine, self._every)
-
-    def hand_to(self, settle: Callable[[Any], Any]) -> None:
-        """Let another thread complete the pending exchange: ``settle(request)`` starts that
-        and returns what to ``wait()`` for before this thread touches the request again.
-
-        Without it, the main thread meets the other ranks in ``MPI_Wait`` at the step's first
-        piece; a communication thread that is idle there meets them while backward runs.
-        """
-        self._settling = settle(self._request)
 
     def complete(self) -> int | None:
         """Wait for the exchange and check it.
@@ -76,9 +66,6 @@ class StepCheck:
         if self._request is None:
             return False
         request, self._request = self._request, None
-        settling, self._settling = self._settling, None
-        if settling is not None:
-            settling.wait()  # the request is ours again (mpi4py nulls it when it completes)
         request.Wait()
         return True
 

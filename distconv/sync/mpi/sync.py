@@ -5,8 +5,7 @@ with identical parameters (Horovod's ``DistributedOptimizer`` and PyTorch DDP's 
 models). One step:
 
 1. :meth:`MPISync.start_step` posts the ranks' agreement on step, layout and examples
-   (:mod:`~distconv.sync.mpi.step_check`), checked before the first gradient collective (a
-   communication thread, idle then, completes the exchange while forward and backward run).
+   (:mod:`~distconv.sync.mpi.step_check`), completed before the first gradient collective.
 2. Each gradient is a view into its bucket's flat buffer, so the layers' ``+=`` writes straight
    into what goes on the wire, in pieces (:mod:`~distconv.sync.mpi.pieces`), one allreduce at a
    time, in layout order (the same on every rank, as MPI needs), each once its gradients are in
@@ -20,13 +19,13 @@ the reverse of the network's order, DDP's guess too).
 
 Overlap: MPICH makes no progress on a non-blocking collective while Python computes. A
 communication thread (``overlap=True``, on a duplicate communicator) reduces the pieces handed
-to it while backward goes on, the main thread the last (:class:`~.thread.LastPiece`); it pays
-only where compute leaves a core free (a GPU, spare cores; :func:`~.comm.want_thread`).
-Otherwise the main thread tests the piece on the wire at each gradient. A 16-bit wire
-(``grad_dtype="float16"`` or ``"bfloat16"``) halves the bytes (:meth:`~.buckets.Bucket.reduce`).
-World size 1 runs the same code with :class:`SingleRankComm` standing in for MPI.
-Run as ``mpiexec -n N python -m mpi4py -m distconv train --sync mpi``: ``-m mpi4py`` and the
-hook installed here make one rank's crash abort the job.
+to it while backward goes on; it pays only where compute leaves a core free (a GPU, spare
+cores; :func:`~distconv.sync.mpi.comm.want_thread`). Otherwise the main thread tests the piece
+on the wire at each gradient. ``grad_dtype="float16"`` (or ``"bfloat16"``) halves the bytes
+(see :meth:`~distconv.sync.mpi.buckets.Bucket.reduce`). World size 1 runs the same code with
+:class:`SingleRankComm` standing in for MPI. Run as ``mpiexec -n N python -m mpi4py -m
+distconv train --sync mpi``: ``-m mpi4py`` and the hook installed here make one rank's crash
+abort the job.
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ from distconv.sync.mpi.pieces import (
     check_sizes,
 )
 from distconv.sync.mpi.step_check import StepCheck
-from distconv.sync.mpi.thread import CommThread, LastPiece
+from distconv.sync.mpi.thread import CommThread
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -179,8 +178,7 @@ class MPISync(LocalSync):
         seconds = thread_poll_seconds(self.overlap, self.comm, self.mpi, on_gpu, self.poll_seconds)
         self.overlap = seconds is not None
         if self.overlap:
-            last = LastPiece.beside(self.comm, self.mpi, self._in_place, self._op)
-            self._thread = CommThread(self._reduce, seconds, last)
+            self._thread = CommThread(self._reduce, seconds)
         last = self.piece_sizes[2] or (LAST_PIECE_BYTES if self.overlap else self.piece_sizes[1])
         self.piece_sizes = (*self.piece_sizes[:2], last)
         self._lay_out([p.name for p in reversed(self.params)])
@@ -233,8 +231,6 @@ class MPISync(LocalSync):
         thread = self._thread is not None
         plan = WirePlan(self.buckets, self.stream, whole=thread)
         self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
-        if self._thread is not None:
-            self._thread.place_last(plan.owners)
         hand_off = self._hand_off if thread else None
         self._pump = plan.pump(
             self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
@@ -264,9 +260,8 @@ class MPISync(LocalSync):
         self._stamp += 1
         if self._pump is not None:
             self._pump.reset()
-        if self._thread is not None:  # it meets the other ranks while backward runs
+        if self._thread is not None:
             self._thread.relax()
-            self._check.hand_to(self._thread.settle)
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
@@ -318,9 +313,9 @@ class MPISync(LocalSync):
 
     def _hand_off(self, k: int) -> None:
         """Piece ``k`` of the layout (a whole 16-bit bucket, or a piece of another) to the
-        communication thread, in the pump's order (see :meth:`CommThread.hand_over`)."""
+        communication thread, in the pump's order."""
         bucket, j = self._owners[k]
-        self._thread.hand_over(k, bucket, j)
+        self._thread.submit(bucket, j)
 
     def _reduce(self, bucket: Bucket, wait: Callable[[Any], None], piece: int | None) -> None:
         """On the communication thread: see :meth:`~.buckets.Bucket.reduce_on_thread`."""
