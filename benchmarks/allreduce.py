@@ -33,7 +33,8 @@ largest buffers was seen to pay for their cache misses):
   fill, the last one small): the thread waiting in ``MPI_Wait``; ``whole``, the behaviour
   before streaming (``stream=False`` and a full-size last piece: each bucket's pieces handed
   over once it is complete, which with one 4 MiB bucket for the whole layout overlaps
-  nothing); and the default with a full-size last piece.
+  nothing); the default with a full-size last piece; and the same step with MPISync on one
+  rank (no communication at all: what the sync's own Python adds to the compute-only step).
 - **overlap, full cores**: the same with numpy compute on every core; the overlap machinery
   (``overlap=None``, which turns the thread off where ranks fill the cores) may not make the
   step slower than without it. The thread forced on is reported too. Where ``overlap=None``
@@ -334,6 +335,8 @@ def numpy_compute(comm, args):
 
 def overlap(comm, args, kind: str, compute) -> dict:
     """Compute-only step, then the step with the sync without and with the thread."""
+    from distconv.sync.mpi import SingleRankComm
+
     cases = {f"{kind}_compute": (None, lambda: [compute(i) for i in range(args.grads)], None)}
     made = []
     variants = {"thread0": False, "thread1": True, "auto": None}  # auto: MPISync's choice here
@@ -357,6 +360,12 @@ def overlap(comm, args, kind: str, compute) -> dict:
             )
             made.append(sync)
             cases[f"{kind}_step_{name}"] = sync_case(sync, order, compute)
+        # the same step with no communication at all (MPISync on one rank, the thread on):
+        # what the sync's own Python costs beside compute, which the compute-only step omits
+        alone = SingleRankComm()
+        sync, order = make_sync(alone, args, bucket_bytes=args.overlap_bucket, overlap=True)
+        made.append(sync)
+        cases[f"{kind}_step_local"] = sync_case(sync, order, compute)
     comm_only, order = make_sync(comm, args, bucket_bytes=args.overlap_bucket, overlap=False)
     made.append(comm_only)
     cases[f"{kind}_comm"] = sync_case(comm_only, order)
@@ -500,6 +509,11 @@ def report(r: dict) -> None:
             print(
                 f"  exposed communication with the thread: {(on - compute) / comm:.0%} "
                 f"(without: {(off - compute) / comm:.0%}); target <= 20 %"
+            )
+            local = r["free_step_local_ms"] - compute
+            print(
+                f"  the same step on one rank, no communication at all: {local:.2f} ms over "
+                f"compute ({local / comm:.0%} of the communication time: the sync's own Python)"
             )
             for name, label in (
                 ("spin", "the thread waiting in MPI_Wait (poll_seconds=0)"),

@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--bucket-bytes", type=int, default=300)
     parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--piece-bytes", type=int, default=1 << 20)
+    parser.add_argument("--overlap", choices=("0", "1"), help="default: the machine decides")
     args = parser.parse_args()
     mpi = import_mpi()
     comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)
@@ -43,6 +44,7 @@ def main() -> None:
         bucket_bytes=args.bucket_bytes,
         first_piece_bytes=args.first_piece_bytes,
         piece_bytes=args.piece_bytes,
+        overlap=None if args.overlap is None else args.overlap == "1",
     )
     try:
         net = small_lenet(0, [int(c) for c in args.channels.split(",")])

@@ -54,18 +54,22 @@ def test_different_models_stop_with_a_message(tmp_path):
     assert "different jobs" in err and "parameter 2: ['conv2.weight', [" in err
 
 
-def test_different_bucket_layouts_stop_at_the_step_check(tmp_path):
-    err = mpmd(tmp_path, [], ["--reverse-order"])
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_different_bucket_layouts_stop_at_the_step_check(tmp_path, overlap):
+    """With the communication thread too, which completes the check while backward runs."""
+    err = mpmd(tmp_path, ["--overlap", overlap], ["--overlap", overlap, "--reverse-order"])
     assert "lay out gradient buckets differently" in err
     assert "step 0: rank 0 and rank 1" in err or "step 0: rank 1 and rank 0" in err
     assert re.search(r"bucket \d+: .* here, .* there", err), err
 
 
-def test_a_layout_mismatch_is_named_before_any_piece_goes(tmp_path):
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_layout_mismatch_is_named_before_any_piece_goes(tmp_path, overlap):
     """Pieces that go as soon as their gradients are in (one bucket of many pieces): the step
     check still completes before the first of them, so no rank starts a gradient collective
-    with a rank that lays out its buckets differently."""
+    with a rank that lays out its buckets differently (with the thread too)."""
     plan = ["--bucket-bytes", "2000", "--first-piece-bytes", "64", "--piece-bytes", "256"]
+    plan += ["--overlap", overlap]
     err = mpmd(tmp_path, plan, [*plan, "--reverse-order"])
     assert "lay out gradient buckets differently" in err
     assert "step 0: rank 0 and rank 1" in err or "step 0: rank 1 and rank 0" in err

@@ -300,7 +300,7 @@ def test_poll_sleeps_between_tests_or_waits_at_once():
     otherwise it tests between sleeps, and waits once the main thread hurries it."""
     import threading
 
-    from distconv.sync.mpi.buckets import poll
+    from distconv.sync.mpi.thread import poll
 
     gentle, spinning, hurried = _CountingRequest(), _CountingRequest(), _CountingRequest()
     poll(gentle, None, 1e-6)
@@ -351,7 +351,7 @@ def test_a_sleeping_poll_wakes_when_hurried():
     (a 10-minute sleep would outlast the test's timeout)."""
     import threading
 
-    from distconv.sync.mpi.buckets import poll
+    from distconv.sync.mpi.thread import poll
 
     request, hurry = _CountingRequest(), threading.Event()
     request.Test = lambda: request.calls.append("Test") and False  # never completes by testing

@@ -1,10 +1,8 @@
-"""Gradient buckets: flat buffers the gradients live in, and the thread that reduces them."""
+"""Gradient buckets: the flat buffers the gradients live in, and how each is reduced."""
 
 from __future__ import annotations
 
-import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,8 +11,6 @@ import numpy as np
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError
-from distconv.sync.mpi.comm import POLL_SECONDS
 from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
@@ -105,7 +101,7 @@ class Bucket:
         self.pieces = [] if self.compressed else [slice(0, self.target.size)]
         self.pending = len(self.params)
         self.unpacked = False
-        self.done: threading.Event | None = None
+        self.done = threading.Event()  # set by the communication thread once reduced
         self.error: BaseException | None = None
 
     def _views(self, flat: Any) -> list[Any]:
@@ -276,106 +272,3 @@ def build_buckets(
     ):
         bucket.pieces = pieces
     return buckets
-
-
-def poll(request: Any, hurry: threading.Event | None = None, seconds: float = POLL_SECONDS) -> None:
-    """Wait for an MPI request by testing it between sleeps of ``seconds``, until told to hurry.
-
-    ``MPI_Wait`` spins on a core; while backward computes there, a sleep gives the core (and the
-    GIL) back to it, and each ``Test`` still drives MPICH's progress engine. Once ``hurry`` is
-    set (the main thread waits for the result, so nothing is left to overlap) ``Wait`` finishes
-    at full speed. ``seconds=0`` waits in ``MPI_Wait`` from the start (mpi4py lets the GIL go
-    there), for a core of its own: sleeping polls slow a reduction down several times.
-    """
-    if seconds <= 0:
-        request.Wait()
-        return
-    while not request.Test():
-        if hurry is None:
-            time.sleep(seconds)
-        elif hurry.is_set() or hurry.wait(seconds):  # told to hurry while asleep: wake now
-            request.Wait()
-            return
-
-
-class CommThread:
-    """One thread that runs the buckets' reductions in the order they are submitted: whole
-    buckets, or pieces of them handed over one by one as their gradients arrive.
-
-    MPI needs collectives issued in the same order on every rank; one thread fed in layout
-    order keeps it. It owns a duplicate communicator, so the main thread's collectives (the
-    per-step check, metrics) never interleave with its own.
-
-    Args:
-        reduce: the reduction of one packed bucket (piece None) or of one of its pieces, given
-            how to wait for each request.
-        poll_seconds: how each request is waited for while backward runs (see :func:`poll`).
-    """
-
-    def __init__(
-        self,
-        reduce: Callable[[Bucket, Callable[[Any], None], int | None], None],
-        poll_seconds: float = POLL_SECONDS,
-    ) -> None:
-        self._reduce, self.poll_seconds = reduce, poll_seconds
-        self.hurry = threading.Event()
-        #: the thread's first failure: every reduction after it is skipped, its bucket failed
-        self.error: BaseException | None = None
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
-        self._thread.start()
-
-    def submit(self, bucket: Bucket, piece: int | None = None) -> None:
-        """Queue ``bucket``'s reduction, or (``piece``) that of one of its pieces: the bucket
-        is done after its last piece, so its pieces must all come, in order."""
-        if not piece:  # the whole bucket, or its first piece
-            bucket.done, bucket.error = threading.Event(), None
-        self._queue.put((bucket, piece))
-
-    def zero(self, array: np.ndarray) -> None:
-        """Queue the zeroing of ``array`` (done before any reduction submitted later)."""
-        self._queue.put(array)
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if not isinstance(item, tuple):
-                item.fill(0)  # numpy lets the GIL go while it writes
-                continue
-            bucket, piece = item
-            try:
-                # after a failure, no collective at all: this rank's sequence no longer matches
-                # the other ranks', and a reduction out of step could sum the wrong buffers
-                if self.error is None:
-                    self._reduce(bucket, self._wait_request, piece)
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
-                self.error = exc
-            finally:
-                if self.error is not None:
-                    bucket.error = self.error
-                if bucket.ends_with(piece):
-                    bucket.done.set()
-
-    def _wait_request(self, request: Any) -> None:
-        poll(request, self.hurry, self.poll_seconds)
-
-    def relax(self) -> None:
-        """Backward starts: poll gently again."""
-        self.hurry.clear()
-
-    def wait(self, bucket: Bucket) -> None:
-        """Block until ``bucket`` is reduced (and make the thread finish at full speed).
-
-        Raises:
-            SyncError: the reduction failed on the communication thread.
-        """
-        self.hurry.set()
-        bucket.done.wait()
-        if bucket.error is not None:
-            raise SyncError(
-                f"allreduce of gradient bucket {bucket.index} failed: {bucket.error}"
-            ) from bucket.error
-
-    def stop(self) -> None:
-        """Let the thread finish what is queued, then end it."""
-        self._queue.put(None)
-        self._thread.join(timeout=30)

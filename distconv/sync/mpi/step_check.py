@@ -9,7 +9,7 @@ them can hang in a reduction of another size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,13 +52,13 @@ class StepCheck:
         """
         if not self.drain():
             return None
-        every = self._every
-        if len(set(every[:, 0].tolist())) > 1:
-            steps = ", ".join(f"rank {r}: {s}" for r, s in enumerate(every[:, 0].tolist()))
-            raise SyncError(f"ranks are at different steps ({steps})")
-        if len(set(every[:, 1].tolist())) > 1:
-            self._raise_layout_mismatch(every[:, 1])
-        return int(every[:, 2].sum())
+        steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
+        if len(set(steps)) > 1:
+            named = ", ".join(f"rank {r}: {s}" for r, s in enumerate(steps))
+            raise SyncError(f"ranks are at different steps ({named})")
+        if len(set(hashes)) > 1:
+            self._raise_layout_mismatch(hashes)
+        return sum(examples)
 
     def drain(self) -> bool:
         """Wait for a pending exchange without checking it (MPI must see every posted
@@ -69,9 +69,9 @@ class StepCheck:
         request.Wait()
         return True
 
-    def _raise_layout_mismatch(self, hashes: np.ndarray) -> None:
+    def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
         rank = self.comm.Get_rank()
-        same = [h == hashes[rank] for h in hashes.tolist()]
+        same = [h == hashes[rank] for h in hashes]
         other, diff = difference_from(self.comm, dict(self._layout), same)
         raise SyncError(
             f"step {self._step}: rank {rank} and rank {other} lay out gradient buckets "

@@ -42,12 +42,7 @@ from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.buckets import (
-    Bucket,
-    CommThread,
-    build_buckets,
-    wire_dtype,
-)
+from distconv.sync.mpi.buckets import Bucket, build_buckets, wire_dtype
 from distconv.sync.mpi.comm import (
     SingleRankComm,
     abort_job,
@@ -68,6 +63,7 @@ from distconv.sync.mpi.pieces import (
     check_sizes,
 )
 from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.thread import CommThread
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
