@@ -220,7 +220,7 @@ class BlockUpdates:
                 return
             self.stats.update_seconds += summed
             for p in complete:
-                self._apply_sync(p, step, *sums[p])
+                self._apply_sync(p, step, *sums[p][1:])
         except Exception as exc:  # some blocks may be updated: the job cannot go on
             log.exception("shard %d: sync update of parameter %d failed", self.index, p)
             # still held, so the failure answers every rank waiting for this update
@@ -247,7 +247,7 @@ class BlockUpdates:
                 return sum_culprit(self.params[p].name, ranks, parts, grad)
         return None
 
-    def _apply_sync(self, p: int, step: int, ranks: list[int], held: list, sums: list) -> None:
+    def _apply_sync(self, p: int, step: int, held: list, sums: list) -> None:
         """Update parameter ``p``'s blocks with the ranks' checked ``sums`` (see :meth:`_sums`)
         and answer each push of ``held`` whose last parameter this was."""
         scale = mean_scale(sum(push.header["count"] for push, _ in held))
