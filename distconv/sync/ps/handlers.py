@@ -17,7 +17,6 @@ from distconv.sync.base import first_difference
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.state import (
     _Block,
-    _finite,
     _param_spec,
     _Refused,
     _table_entry,
@@ -281,18 +280,13 @@ class RequestHandlers:
         params, ids = self._push_blocks(header)
         parts = self._gradient_parts(header, params, ids, arrays)
         rank = header["rank"]
-        # an overflow (of a sum, or of the NaN check's dot product) is reported by the check,
-        # not warned about: one errstate per message, not one per block (see sums._finite)
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.config.mode == "sync":  # checked once per block on the ranks' sum
-                self._collect_push(ident, header, params, parts)
-                if self.failed:  # _fail answered this push with the cause
-                    return
-            else:
-                for k, (_, g) in enumerate(parts):
-                    if not _finite(g):
-                        raise _Refused(self._nan_message(self.blocks[ids[k]].param, rank))
-                self._apply_async(ident, header, params, parts)
+        if self.config.mode == "sync":  # checked once per block, on the ranks' sum
+            self._collect_push(ident, header, params, parts)
+            if self.failed:  # _fail answered this push with the cause
+                return
+        else:
+            self._check_finite(rank, ids, parts)
+            self._apply_async(ident, header, params, parts)
         # counted once accepted: a push refused above (stale, repeated) raised before here
         self.stats.pushes += len(params)
         self.stats.push_messages += 1

@@ -206,7 +206,8 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         return set(range(self.config.workers)) - self.lost
 
     def _fail(self, message: str) -> None:
-        """The job cannot go on: answer everything held and everything later with ``message``."""
+        """The job cannot go on: answer everything held and everything later with ``message``
+        (each request answered here counts in ``errors``, as :meth:`handle`'s do)."""
         if self.failed:
             return
         self.failed = message
@@ -216,6 +217,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             for ident, header, _ in waiting.by_rank.values():
                 if id(header) not in answered:
                     answered.add(id(header))
+                    self.stats.errors += 1
                     self._reply(ident, header, error=message)
         self.waiting.clear()
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.sums import _finite, _sum_in_rank_order
+from distconv.sync.ps.sums import _finite, _sum_in_rank_order, nan_message, sum_culprit
 from distconv.sync.ps.wire import (
     DTYPES,
     MAX_ARRAY_BYTES,
@@ -159,8 +159,13 @@ class BlockUpdates:
     def _collect_push(
         self, ident: bytes, header: dict[str, Any], params: list, parts: list
     ) -> None:
-        """Hold each parameter's part of a sync push until every worker has sent it; check
-        them all before holding any, so a refused push leaves nothing behind."""
+        """Hold each parameter's part of a sync push until every worker has sent it, then
+        update the parameters this push completes (:meth:`_apply_complete`).
+
+        Every parameter is checked before any is held, so a refused push leaves nothing
+        behind; every parameter the push completes is summed and checked for NaN/Inf before
+        any of them is updated, so a non-finite one fails the job with none of them updated.
+        """
         step, rank, sparse = header["step"], header["rank"], "rows" in header
         for p in params:
             if step <= self.completed.get(p, -1):
@@ -176,22 +181,46 @@ class BlockUpdates:
             if waiting is not None and rank in waiting.by_rank:
                 raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
         push = _Push(ident, header, len(params))
-        at = 0
+        complete, at = [], 0
         for p in params:
             n = len(self.by_param[p])
-            self._hold(p, step, rank, push, parts[at : at + n])
+            if self._hold(p, step, rank, push, parts[at : at + n]):
+                complete.append(p)
             at += n
-            if self.failed:  # an update failed and answered everyone
-                return
+        if complete:
+            self._apply_complete(complete, step)
 
-    def _hold(self, p: int, step: int, rank: int, push: _Push, parts: list) -> None:
-        key = f"push:{p}"
-        waiting = self.waiting.setdefault(key, _Waiting(f"step {step}", time.monotonic()))
+    def _hold(self, p: int, step: int, rank: int, push: _Push, parts: list) -> bool:
+        """Hold ``rank``'s part of parameter ``p``; True once every worker's is held."""
+        waiting = self.waiting.setdefault(f"push:{p}", _Waiting(f"step {step}", time.monotonic()))
         waiting.by_rank[rank] = (push.ident, push.header, (push, parts))
-        if len(waiting.by_rank) < self.config.workers:
-            return
+        return len(waiting.by_rank) == self.config.workers
+
+    def _apply_complete(self, complete: list[int], step: int) -> None:
+        """Sum the held parts of the parameters in ``complete`` in rank order, check every
+        block's sum, and only then update them (:meth:`_apply_sync`); a sum that is not
+        finite fails the job (:func:`~distconv.sync.ps.sums.sum_culprit` names the cause) with
+        none of them updated.
+
+        The sums' time counts in ``update_seconds``, the check's does not (it is transport
+        time: the benchmark reports the optimizer apart). An overflow in the sums or in the
+        check is reported by the check, not warned about; the optimizer's warnings stay on.
+        """
+        p = complete[0]
         try:
-            self._apply_sync(p, step, waiting)  # fails the job on a NaN/Inf, updating nothing
+            start = time.perf_counter()
+            with np.errstate(over="ignore", invalid="ignore"):
+                sums = {}
+                for p in complete:
+                    sums[p] = self._sums(p)
+                summed = time.perf_counter() - start
+                error = next(filter(None, (self._not_finite(q, *sums[q]) for q in complete)), None)
+            if error:
+                self._fail(error)
+                return
+            self.stats.update_seconds += summed
+            for p in complete:
+                self._apply_sync(p, step, *sums[p][1:])
         except Exception as exc:  # some blocks may be updated: the job cannot go on
             log.exception("shard %d: sync update of parameter %d failed", self.index, p)
             # still held, so the failure answers every rank waiting for this update
@@ -199,33 +228,34 @@ class BlockUpdates:
                 f"update of parameter {self.params[p].name} at step {step} failed on shard "
                 f"{self.index}: {type(exc).__name__}: {exc}"
             )
-        else:
-            self.waiting.pop(key, None)  # gone if the job failed: _fail answered it
 
-    def _apply_sync(self, p: int, step: int, waiting: _Waiting) -> None:
-        """Sum parameter ``p``'s held parts in rank order, check the sums, update its blocks.
-
-        The NaN/Inf check runs once per block, on the ranks' sum (NaN or Inf whenever a part
-        holds one), not once per rank's part, and before any block of ``p`` is updated; it is
-        transport time, outside ``update_seconds``. A sum that fails fails the job (see
-        :meth:`_not_finite`), updating nothing of ``p``.
-        """
+    def _sums(self, p: int) -> tuple[list[int], list, list]:
+        """Parameter ``p``'s held ranks in order, their ``(push, parts)``, and per block the
+        ranks' ``(row ids or None, gradient sum)``."""
+        waiting = self.waiting[f"push:{p}"]
         ranks = sorted(waiting.by_rank)
-        held = [waiting.by_rank[r][2] for r in ranks]  # (push, parts) per rank
+        held = [waiting.by_rank[r][2] for r in ranks]
+        blocks = range(len(self.by_param[p]))
+        return ranks, held, [_sum_in_rank_order([parts[i] for _, parts in held]) for i in blocks]
+
+    def _not_finite(self, p: int, ranks: list[int], held: list, sums: list) -> str | None:
+        """None if every block sum of parameter ``p`` is finite, else the error for the first
+        that is not (see :func:`~distconv.sync.ps.sums.sum_culprit`)."""
+        for i, (_, grad) in enumerate(sums):
+            if not _finite(grad):
+                parts = [rank_parts[i][1] for _, rank_parts in held]
+                return sum_culprit(self.params[p].name, ranks, parts, grad)
+        return None
+
+    def _apply_sync(self, p: int, step: int, held: list, sums: list) -> None:
+        """Update parameter ``p``'s blocks with the ranks' checked ``sums`` (see :meth:`_sums`)
+        and answer each push of ``held`` whose last parameter this was."""
         scale = mean_scale(sum(push.header["count"] for push, _ in held))
         self.optimizer.lr = float(held[0][0].header["lr"])
-        ids = self.by_param[p]
         start = time.perf_counter()
-        sums = [_sum_in_rank_order([parts[i] for _, parts in held]) for i in range(len(ids))]
-        summed = time.perf_counter() - start
-        culprit = self._not_finite(p, ranks, [parts for _, parts in held], sums)
-        if culprit:
-            self._fail(culprit)
-            return
-        start = time.perf_counter()
-        for bid, (rows, grad) in zip(ids, sums):
+        for bid, (rows, grad) in zip(self.by_param[p], sums):
             self._update(self.blocks[bid], grad, scale, rows)
-        self.stats.update_seconds += summed + time.perf_counter() - start
+        self.stats.update_seconds += time.perf_counter() - start
         self.stats.updates += 1
         self.completed[p] = step
         for push, _ in held:
@@ -235,30 +265,7 @@ class BlockUpdates:
             if push.left == 0:
                 arrays, fields = self._values(push.header["blocks"], push.touched or ())
                 self._reply(push.ident, push.header, arrays, **fields)
-
-    def _not_finite(self, p: int, ranks: list[int], parts: list[list], sums: list) -> str | None:
-        """None if every block sum of parameter ``p`` is finite; else the error, naming the
-        first rank (in rank order) whose part of that block holds a NaN or Inf, found by
-        checking the parts only now. A dense sum runs in the first rank's received frame, so
-        with several ranks that part is gone: when no other part holds one, the error names
-        the first rank or an overflow of the sum (of finite parts: the weights would turn Inf).
-        """
-        for i, (_, grad) in enumerate(sums):
-            if _finite(grad):
-                continue
-            mine = [(r, rank_parts[i][1]) for r, rank_parts in zip(ranks, parts)]
-            summed_into = len(mine) > 1 and grad is mine[0][1]
-            for r, g in mine[1:] if summed_into else mine:
-                if not _finite(g):
-                    return self._nan_message(p, r)
-            if summed_into:
-                return f"{self._nan_message(p, ranks[0])}, or the ranks' sum of it overflowed"
-            return f"the ranks' sum of the gradient of parameter {self.params[p].name} overflowed"
-        return None
-
-    def _nan_message(self, p: int, rank: int) -> str:
-        name = self.params[p].name
-        return f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
+        del self.waiting[f"push:{p}"]
 
     def _fits(self, nbytes: int, op: str) -> None:
         """WireError unless a reply of ``nbytes`` array bytes fits ``--max-message-bytes``."""
@@ -299,6 +306,13 @@ class BlockUpdates:
                 if s.ndim:
                     s[local] = state[k]
         block.version += 1
+
+    def _check_finite(self, rank: int, ids: list[int], parts: list) -> None:
+        """Refuse an async push holding a NaN or Inf, naming its parameter and rank."""
+        with np.errstate(over="ignore"):  # the check's dot product may overflow: see _finite
+            bad = next((k for k, (_, g) in enumerate(parts) if not _finite(g)), None)
+        if bad is not None:
+            raise _Refused(nan_message(self.params[self.blocks[ids[bad]].param].name, rank))
 
     def _apply_async(self, ident: bytes, header: dict[str, Any], params: list, parts: list) -> None:
         """Apply each parameter of a push at once, or drop it if too stale; one reply with

@@ -11,26 +11,74 @@ import numpy as np
 #: gradients of at least this many elements are checked through a dot product (see _finite)
 DOT_CHECK_SIZE = 16384
 
+#: the dtypes whose check may take the dot product: BLAS's own, which neither copy nor round
+_DOT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 
 def _finite(grad: np.ndarray) -> bool:
-    """No NaN or Inf in ``grad`` (any dtype; an integer one always passes).
+    """No NaN or Inf in ``grad``.
 
-    The dot product of ``grad`` with itself is NaN or Inf whenever ``grad`` holds one (a
-    square is never negative, so infinities cannot cancel), so a finite dot proves the exact
-    answer in one read pass with no temporary: about 0.7 times the CPU of
-    ``np.isfinite(grad).all()``, measured on a shard. Huge finite values can overflow the dot;
-    then the exact test decides (numpy warns of that overflow unless the caller is under
-    ``np.errstate(over="ignore")``, as the shard's push handler is). Small gradients take the
-    exact test at once, where the dot's fixed cost is larger. The shard holds BLAS to one
-    thread (:func:`~distconv.sync.ps.server.run_shard`).
+    Integers and booleans always pass; float, complex and ``ml_dtypes`` arrays (bfloat16 ...)
+    are checked with ``np.isfinite(grad).all()``, without a copy. A contiguous float32 or
+    float64 gradient of at least :data:`DOT_CHECK_SIZE` elements first takes the dot product of
+    ``grad`` with itself: it is NaN or Inf whenever ``grad`` holds one (a square is never
+    negative, so infinities cannot cancel), so a finite dot proves the answer in one read pass
+    with no temporary, about 0.7 times the CPU of ``isfinite``, measured on a shard. Huge
+    finite values can overflow the dot; then the exact test decides (numpy warns of that
+    overflow unless the caller is under ``np.errstate(over="ignore")``, as the shard is). The
+    shard holds BLAS to one thread (:func:`~distconv.sync.ps.server.run_shard`).
+
+    Raises:
+        TypeError: ``grad``'s dtype is none of those (object, structured, datetime ...).
     """
-    if grad.dtype.kind != "f":
+    dtype = grad.dtype
+    if dtype.kind in "biu":
         return True
-    if grad.size >= DOT_CHECK_SIZE:
-        flat = grad.reshape(-1)
+    if dtype in _DOT_DTYPES and grad.size >= DOT_CHECK_SIZE and grad.flags.c_contiguous:
+        flat = grad.reshape(-1)  # a view: the array is contiguous
         if math.isfinite(np.dot(flat, flat)):
             return True
+    elif dtype.kind not in "fc" and dtype.type.__module__ != "ml_dtypes":
+        raise TypeError(f"cannot check a {dtype} gradient for NaN/Inf: not a number dtype")
     return bool(np.isfinite(grad).all())
+
+
+def nan_message(name: str, rank: int) -> str:
+    """The error for a gradient of parameter ``name`` whose part from ``rank`` holds NaN/Inf."""
+    return f"gradient of parameter {name} from rank {rank} is not finite (NaN/Inf)"
+
+
+def sum_culprit(name: str, ranks: Sequence[int], parts: Sequence[np.ndarray], total) -> str:
+    """The error for one block of parameter ``name`` whose ranks' sum ``total`` (of ``parts``,
+    the ranks' gradients in rank order, by :func:`_sum_in_rank_order`) is not finite.
+
+    A rank is named only where its part is proven to hold a NaN or Inf:
+
+    - Every part still intact (one rank, sparse rows, a copied first frame) is checked again,
+      in rank order: the first that fails is named; if none fails, the ranks' finite parts
+      overflowed when added.
+    - A dense sum runs in the first rank's received frame, so that part is gone. The others
+      are checked again, in rank order, and the first that fails is named (the first rank's
+      part may hold one too: that cannot be known now). If all of them are finite, a NaN in
+      the sum proves that the first rank's part held a NaN at that element: the sum adds each
+      element in rank order, and adding a finite number to a finite one gives a finite number
+      or, on overflow, an infinity, and adding it to an infinity gives that infinity, never a
+      NaN (Inf + -Inf needs two infinities, and only the running sum can be one). Without a
+      NaN in the sum, the first rank's part holds Inf, or the ranks' finite parts overflowed
+      when added: the sum cannot tell which.
+    """
+    summed_into = len(parts) > 1 and total is parts[0]
+    for r, g in zip(ranks[1:], parts[1:]) if summed_into else zip(ranks, parts):
+        if not _finite(g):
+            return nan_message(name, r)
+    if not summed_into:
+        return f"gradient of parameter {name}: the ranks' finite parts overflowed when added"
+    if np.isnan(total).any():
+        return nan_message(name, ranks[0])
+    return (
+        f"gradient of parameter {name}: rank {ranks[0]}'s part holds Inf, or the ranks' "
+        "finite parts overflowed when added"
+    )
 
 
 def _sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):

@@ -161,9 +161,15 @@ def send(
     woken); the shard sends its replies so (see :meth:`~distconv.sync.ps.server.Shard._reply`).
 
     Returns:
-        With ``track`` (and not ``copy``), a ``zmq.MessageTracker`` of the last frame, done once
-        ZeroMQ has handed the whole message to the kernel (frames leave in order); else None.
+        With ``track``, a ``zmq.MessageTracker`` of the last frame, done once ZeroMQ has
+        handed the whole message to the kernel (frames leave in order); else None (and None
+        for a message of one frame, the header, which is copied).
+
+    Raises:
+        ValueError: ``track`` and ``copy`` together: a copied message leaves nothing to track.
     """
+    if track and copy:
+        raise ValueError("send: track=True with copy=True: a copied message has no tracker")
     for part in prefix:
         sock.send(part, _MORE)
     last = len(frames) - 1

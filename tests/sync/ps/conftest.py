@@ -1,4 +1,5 @@
-"""Fixtures for the parameter-server tests: real shard processes, a job's key files."""
+"""Fixtures for the parameter-server tests: real shard processes, a job's key files, an
+in-process shard handed its requests one by one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from hand_shard import HandShard
 from ps_helpers import REPO_ROOT, Shards
 
 
@@ -28,3 +30,18 @@ def job_keys(tmp_path_factory) -> str:
         capture_output=True,
     )
     return str(directory)
+
+
+@pytest.fixture
+def hand(monkeypatch):
+    """Makes :class:`HandShard` s (``hand(small_buffers=False, **ShardConfig fields)``); closes
+    them after the test."""
+    made: list[HandShard] = []
+
+    def make(small_buffers: bool = False, **config) -> HandShard:
+        made.append(HandShard(monkeypatch, small_buffers, **config))
+        return made[-1]
+
+    yield make
+    for h in made:
+        h.close()

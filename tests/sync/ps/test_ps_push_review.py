@@ -55,6 +55,18 @@ def test_a_tracked_message_ending_in_a_small_frame_is_not_done_until_it_has_left
         ctx.term()
 
 
+def test_a_copied_message_cannot_be_tracked():
+    ctx = zmq.Context()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.linger = 0
+    try:  # copied, the message leaves no tracker: asking for one is a caller's mistake
+        with pytest.raises(ValueError, match="track=True with copy=True"):
+            send(dealer, pack({"op": "bye"}, [np.ones(4096)]), track=True, copy=True)
+    finally:
+        dealer.close()
+        ctx.term()
+
+
 @dataclass
 class _Tracker:
     """A stand-in for the previous push's ``zmq.MessageTracker``."""

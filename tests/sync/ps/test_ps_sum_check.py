@@ -1,34 +1,44 @@
 """The sync NaN/Inf check runs on the ranks' sum of each block: once per block and step, not once
-per rank's part, and before any block of the parameter is updated; a failure still names the
-rank whose part holds the NaN or Inf (the parts are checked then). An in-process shard on real
-sockets, so that its blocks and its checks can be looked at; the workers are real clients."""
+per rank's part. Every parameter a push completes is summed and checked before any of them is
+updated, so a bad part fails the job with nothing of that push updated; each request the failure
+answers counts in ``errors``; the error names a rank only where its part is proven to hold the
+NaN or Inf. An in-process shard on real sockets, so that its blocks, counters and checks can be
+looked at; the workers are real clients. Also: the check's dtypes, and that only the sums and
+the check are kept quiet about overflows (the optimizer still warns)."""
 
 from __future__ import annotations
 
+import re
 import threading
+import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
-from ps_helpers import run_ranks, small_net
+from hand_shard import BLOCKS, ROWS
+from ps_helpers import run_ranks, small_net, sparse_table_net
 
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
-from distconv.sync.ps import handlers, state
+from distconv.sync.ps import server, state, sums
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import Shard
-from distconv.sync.ps.sums import DOT_CHECK_SIZE, _finite
+from distconv.sync.ps.sums import DOT_CHECK_SIZE, _finite, nan_message
+from distconv.sync.ps.wire import unpack_header
 
-BAD = 2  # the parameter whose gradient goes wrong
+BAD = 2  # the dense parameter whose gradient goes wrong (conv2.weight, 3 blocks)
+TABLE = 0  # the sparse table of sparse_table_net (64 rows, 2 per block)
+INF_OR_OVERFLOW = "rank 0's part holds Inf, or the ranks' finite parts overflowed when added"
 
 
-def _step(shard: Shard, grads) -> list[tuple[str | None, dict[int, np.ndarray]]]:
-    """Two workers run one sync step through ``shard`` with ``grads(rank, i, grad)`` filling
-    parameter i's gradient; per rank: the step's error (None if it went through) and, from
-    rank 0, the values of the shard's blocks before the step."""
+def _step(shard: Shard, make_net, grads) -> list[tuple[str | None, dict[int, np.ndarray]]]:
+    """Two workers run one sync step of ``make_net()`` through ``shard``, ``grads(rank, i,
+    grad)`` filling parameter i's gradient; per rank: the step's error (None if it went through)
+    and, from rank 0, the values of the shard's blocks before the step."""
 
     def rank_fn(rank: int):
-        net = small_net()
+        net = make_net()
         sync = PServerSync(
             create_optimizer("sgd", lr=0.05),
             rank=rank,
@@ -44,6 +54,7 @@ def _step(shard: Shard, grads) -> list[tuple[str | None, dict[int, np.ndarray]]]
             before = {b: blk.value.copy() for b, blk in shard.blocks.items()} if rank == 0 else {}
             sync.start_step(4)
             for i, param in enumerate(net.parameters()):
+                param.grad[...] = 0.0
                 grads(rank, i, param.grad)
                 sync.on_gradient(param)
             try:
@@ -58,42 +69,102 @@ def _step(shard: Shard, grads) -> list[tuple[str | None, dict[int, np.ndarray]]]
 
 
 @pytest.fixture
-def shard():
+def shard(monkeypatch):
+    """A 2-worker sync shard serving in a thread; ``shard.replied`` lists its replies' ops."""
     shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=2, insecure=True, timeout=30))
+    shard.replied = []
+    real_send = server.send
+
+    def record(sock, frames, **kwargs):
+        shard.replied.append(unpack_header(frames[0], request=False)["op"])
+        return real_send(sock, frames, **kwargs)
+
+    monkeypatch.setattr(server, "send", record)
     shard.bind()
-    server = threading.Thread(target=shard.serve, daemon=True)
-    server.start()
+    loop = threading.Thread(target=shard.serve, daemon=True)
+    loop.start()
     yield shard
     shard.stop()
-    server.join(10)
+    loop.join(10)
     shard.close()
+
+
+def _assert_failed_with_nothing_updated(shard: Shard, results, expect: str) -> None:
+    """The job failed with exactly ``expect``, told to both ranks, and no block of any
+    parameter moved: the bad push also carried the parameters the step completed before it."""
+    assert shard.failed == expect
+    for message, _ in results:
+        assert message is not None and expect in message, message
+    before = results[0][1]
+    for bid, block in shard.blocks.items():
+        assert block.version == 0, (bid, shard.params[block.param].name)
+        np.testing.assert_array_equal(block.value, before[bid])
 
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize(
-    ("bad_rank", "bad", "says"),
+    ("bad_ranks", "bad", "named"),
     [
-        (1, np.nan, "from rank 1 is not finite (NaN/Inf)"),
-        (0, -np.inf, "from rank 0 is not finite (NaN/Inf)"),
-        (None, 1e308, "from rank 0 is not finite (NaN/Inf), or the ranks' sum of it overflowed"),
+        ({1}, np.nan, 1),
+        ({1}, np.inf, 1),
+        ({0}, np.nan, 0),  # summed into, but only a NaN in rank 0's part makes a NaN
+        ({0, 1}, np.nan, 1),  # proven; rank 0's part, summed into, cannot be told
+        ({0}, -np.inf, None),  # an Inf in rank 0's part looks like an overflow of the sum
+        ({0, 1}, 1e308, None),  # both finite, their sum overflows
     ],
 )
-def test_a_bad_part_fails_the_step_naming_its_rank_with_no_block_of_it_updated(
-    shard, bad_rank, bad, says
+def test_a_bad_dense_part_fails_the_step_naming_a_proven_rank_with_nothing_updated(
+    shard, bad_ranks, bad, named
 ):
     def grads(rank, i, grad):
         grad[...] = 0.5
-        if i == BAD and bad_rank in (rank, None):  # None: both finite, their sum overflows
-            grad.flat[1] = bad
+        if i == BAD and rank in bad_ranks:
+            grad.flat[-1] = bad  # in the parameter's last block
 
-    results = _step(shard, grads)
+    results = _step(shard, small_net, grads)
     name = shard.params[BAD].name
-    for message, _ in results:
-        assert message is not None and f"gradient of parameter {name} {says}" in message, message
-    before = results[0][1]
-    for bid in shard.by_param[BAD]:
-        assert shard.blocks[bid].version == 0
-        np.testing.assert_array_equal(shard.blocks[bid].value, before[bid])
+    assert len(shard.by_param[BAD]) > 1
+    if named is None:
+        expect = f"gradient of parameter {name}: {INF_OR_OVERFLOW}"
+    else:
+        expect = nan_message(name, named)
+    _assert_failed_with_nothing_updated(shard, results, expect)
+    # both ranks' pushes were answered by the failure: each is a request answered with an error
+    assert shard.stats.errors == shard.replied.count("error") == 2
+    assert shard.stats.updates == 0
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    ("bad_ranks", "bad", "named"),
+    [
+        ({1}, np.nan, 1),
+        ({0, 1}, -np.inf, 0),  # sparse parts stay intact: the first rank is named
+        ({0, 1}, 1e308, None),  # both finite, their sum overflows
+    ],
+)
+def test_a_bad_sparse_part_fails_the_step_naming_the_first_rank_with_nothing_updated(
+    shard, bad_ranks, bad, named
+):
+    def grads(rank, i, grad):
+        if i != TABLE:
+            grad[...] = 0.5
+            return
+        grad[[rank, 10 + rank, 63]] = 0.5  # rows touched (the last in the last block)
+        if rank in bad_ranks:
+            grad[63, -1] = bad
+
+    results = _step(shard, lambda: sparse_table_net(64, 4, 3), grads)
+    name = shard.params[TABLE].name
+    assert shard.params[TABLE].sparse and len(shard.by_param[TABLE]) > 1
+    if named is None:
+        expect = f"gradient of parameter {name}: the ranks' finite parts overflowed when added"
+    else:
+        expect = nan_message(name, named)
+    _assert_failed_with_nothing_updated(shard, results, expect)
+    # the pushes held when the job failed, and any that came after (the dense ones, unless a
+    # client stopped on the first error), were each answered with an error and counted
+    assert shard.stats.errors == shard.replied.count("error") >= 2
 
 
 @pytest.mark.timeout(90)
@@ -104,17 +175,35 @@ def test_each_block_is_checked_once_per_sync_step_on_the_sum(shard, monkeypatch)
         calls.append(grad.shape)
         return _finite(grad)
 
-    # the shard checked each part as it arrived (handlers) before it checked sums (state)
-    monkeypatch.setattr(state, "_finite", counting)
-    monkeypatch.setattr(handlers, "_finite", counting)
+    monkeypatch.setattr(state, "_finite", counting)  # the one the shard calls in both modes
 
     def grads(rank, i, grad):
         grad[...] = rank + 1.0
 
-    results = _step(shard, grads)
+    results = _step(shard, small_net, grads)
     assert [message for message, _ in results] == [None, None]
     assert len(calls) == len(shard.blocks)  # 2 ranks, one check each block
     assert all(b.version == 1 for b in shard.blocks.values())
+    assert shard.stats.errors == shard.replied.count("error") == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_optimizer_still_warns_of_an_overflow_the_check_does_not(hand, mode):
+    h = hand(mode=mode, max_staleness=10)
+    h.seed()  # w = 0; sgd, lr 1, 1 example: w - g
+    huge = [np.full((ROWS, 1), -1e308)] * BLOCKS  # finite; the check's dot product overflows
+    head = {"op": "push", "count": 1, "lr": 1.0, "params": [0], "blocks": list(range(BLOCKS))}
+    for step, expect in ((1, 1e308), (2, np.inf)):  # step 2: 1e308 + 1e308 overflows
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            reply, (values,) = h.ask({**head, "step": step, "versions": [step - 1] * BLOCKS}, huge)
+        assert reply["op"] == "ok", reply
+        np.testing.assert_array_equal(values.view(np.float64), expect)
+        said = {str(w.message) for w in caught}
+        # step 1: the check's overflowing dot is silent; step 2: the optimizer's warns, once
+        # per block (errors there are the user's to see: a learning rate too large ...)
+        assert said == ({"overflow encountered in subtract"} if step == 2 else set()), said
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -123,9 +212,79 @@ def test_finite_through_the_dot_product_is_exact(dtype):
     assert _finite(g)
     g[7, 1] = np.finfo(dtype).max  # the dot overflows: the exact test says finite
     g[9, 2] = -np.finfo(dtype).max
-    with np.errstate(over="ignore"):  # as the shard's push handler calls it
+    with np.errstate(over="ignore"):  # as the shard calls it
         assert _finite(g)
         for bad in (np.nan, np.inf, -np.inf):
             g[DOT_CHECK_SIZE // 4 - 1, 3] = bad
             assert not _finite(g)
+
+
+@pytest.fixture
+def dots(monkeypatch):
+    """The dtypes ``_finite`` took the dot product of, in order."""
+    seen = []
+    real = np.dot
+
+    def spy(a, b):
+        seen.append(a.dtype)
+        return real(a, b)
+
+    monkeypatch.setattr(sums.np, "dot", spy)
+    return seen
+
+
+def test_only_contiguous_float32_and_float64_take_the_dot_product(dots):
+    n = DOT_CHECK_SIZE
+    assert _finite(np.ones(n, np.float32)) and _finite(np.ones(n, np.float64))
+    assert dots == [np.float32, np.float64]
+    half = np.full(n, 60000.0, np.float16)  # its dot would overflow float16
+    assert _finite(half)
+    half[-1] = np.nan
+    assert not _finite(half)
+    strided = np.ones((n, 4))[:, :2]  # flattening it for a dot would copy it
+    assert _finite(strided)
+    strided[-1, -1] = np.inf
+    assert not _finite(strided)
+    assert not _finite(np.asfortranarray(np.full((n // 8, 8), np.nan)))
+    assert dots == [np.float32, np.float64]
+
+
+def test_a_strided_gradient_is_checked_without_a_copy():
+    g = np.ones((DOT_CHECK_SIZE * 4, 4))[:, :2]  # flattening it would copy it
+    tracemalloc.start()
+    try:
+        assert _finite(g)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < g.nbytes // 2  # isfinite's booleans (1/8 of it), not a copy of it
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float16, np.longdouble])
+def test_finite_checks_every_floating_kind(dtype):
+    g = np.ones(DOT_CHECK_SIZE, dtype)
+    assert _finite(g)
+    g[-1] = np.nan
+    assert not _finite(g)
+    g[-1] = np.inf
+    assert not _finite(g)
+
+
+def test_finite_checks_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    g = np.ones(DOT_CHECK_SIZE, ml_dtypes.bfloat16)
+    assert _finite(g)
+    g[-1] = np.nan
+    assert not _finite(g)
+
+
+def test_integers_are_finite_and_other_dtypes_are_refused():
     assert _finite(np.arange(DOT_CHECK_SIZE, dtype=np.int64))
+    assert _finite(np.zeros(3, np.uint8)) and _finite(np.zeros(3, bool))
+    for odd in (
+        np.array([1.0, None], dtype=object),
+        np.zeros(3, dtype=[("a", "f8")]),
+        np.zeros(3, dtype="datetime64[s]"),
+    ):
+        with pytest.raises(TypeError, match=re.escape(f"cannot check a {odd.dtype} gradient")):
+            _finite(odd)
