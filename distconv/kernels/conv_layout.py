@@ -24,11 +24,6 @@ BATCHED_MAX_POSITIONS = 1024
 #: ... and at least this many rows (C/G * kernel volume) in the column matrix, so that one
 #: product over the chunk earns back the transposes around it (measurements: docs/benchmarks.md)
 BATCHED_MIN_ROWS = 32
-#: a batched chunk is one matrix product, which releases the GIL for all of its length: two
-#: chunks of this many column elements already run faster on two threads than one does on one
-#: (LeNet's conv2 on 8x8 digits at batch 64, 2 x 147 K: 0.6-0.7x the time), while per-sample
-#: chunks, many small products, keep ``parallel.MIN_WORK_PER_THREAD``
-BATCHED_MIN_CHUNK_WORK = 1 << 17
 
 #: the autotuner's choices, ``(direction, x shape, w shape, geometry, dtype) -> batched``
 _tuned: dict[tuple, bool] = {}
@@ -81,8 +76,7 @@ def run_chunks(
     rows = w.shape[1] * geom.kernel_volume
 
     def go(batched: bool) -> list[Any]:
-        least = BATCHED_MIN_CHUNK_WORK if batched else None  # per sample: the default bar
-        return over_batch(lambda a, b: run(a, b, batched), n, work, on_gpu, least)
+        return over_batch(lambda a, b: run(a, b, batched), n, work, on_gpu=on_gpu)
 
     if on_gpu or not autotune_enabled():
         return go(use_batched(out, rows, direction))

@@ -174,51 +174,32 @@ def chunk_bounds(n: int, chunks: int) -> list[tuple[int, int]]:
 
 
 def over_batch(
-    fn: Callable[[int, int], object],
-    n: int,
-    work_per_sample: int,
-    on_gpu: bool = False,
-    min_chunk_work: int | None = None,
+    fn: Callable[[int, int], object], n: int, work_per_sample: int, on_gpu: bool = False
 ) -> list[object]:
     """Call ``fn(start, stop)`` on chunks covering the batch ``range(n)``; return the results.
 
     ``fn`` must write only its own slice of any shared output. The chunks depend on the shapes
     alone, never on the thread count, and results come back in batch order, so sums over them
     are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is.
-
-    A batch of less than one ``CHUNK_WORK`` runs as one chunk, or, where the caller passes
-    ``min_chunk_work`` (column elements a chunk must hold to be worth a thread of its own, as
-    one large product is) and both halves of the batch hold that much, as two chunks on two
-    threads. A caller's bar is never above ``MIN_WORK_PER_THREAD``, the default's.
     """
     if n == 0:
         return []
     if on_gpu or n == 1:
         return [fn(0, n)]
-    work = n * work_per_sample
-    chunks = -(-work // CHUNK_WORK)
-    least = MIN_WORK_PER_THREAD
-    if min_chunk_work is not None:
-        least = min(least, min_chunk_work)
-        if chunks == 1 and (n // 2) * work_per_sample >= least:
-            chunks = 2
-    return _run(fn, chunk_bounds(n, chunks), work, least)
+    bounds = chunk_bounds(n, -(-n * work_per_sample // CHUNK_WORK))
+    return _run(fn, bounds, n * work_per_sample)
 
 
 def _run(
-    fn: Callable[[int, int], object],
-    bounds: list[tuple[int, int]],
-    work: int | None = None,
-    least: int | None = None,
+    fn: Callable[[int, int], object], bounds: list[tuple[int, int]], work: int | None = None
 ) -> list:
     """``fn`` over ``bounds`` in order: on the pool, unless ``work`` (elements) is too little
-    to give each thread ``least`` (default ``MIN_WORK_PER_THREAD``)."""
-    least = MIN_WORK_PER_THREAD if least is None else least
+    to share out."""
     threads = min(num_threads(), len(bounds))
     nested = getattr(_in_pool, "active", False)
     # BLAS runs on one thread in both paths: a GEMM's bits depend on how many threads split it,
     # so the serial path must not let BLAS thread where the parallel path would not
-    if nested or threads == 1 or (work is not None and work < threads * least):
+    if nested or threads == 1 or (work is not None and work < threads * MIN_WORK_PER_THREAD):
         with one_blas_thread():
             return [fn(a, b) for a, b in bounds]
     with one_blas_thread():

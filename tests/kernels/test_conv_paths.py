@@ -129,32 +129,6 @@ def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched, pool_use)
             np.testing.assert_array_equal(a, b)
 
 
-def test_a_small_batched_convolution_shares_its_two_chunks_and_a_per_sample_one_does_not(
-    rng, monkeypatch, pool_use
-):
-    """Below one CHUNK_WORK, the batched layout (one product a chunk) still goes to two
-    threads (BATCHED_MIN_CHUNK_WORK), bitwise as on one; the per-sample layout of the same
-    work stays in line. At the real constants: LeNet's conv2 on 8x8 digits at batch 64."""
-    monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
-    submitted = pool_use
-    geom = ConvGeometry.make(2, 3, 1, 1)
-    x = rng.standard_normal((64, 32, 4, 4)).astype(np.float32)
-    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
-    assert use_batched((4, 4), 32 * 9, "fwd")
-    results = []
-    for threads in ("1", "2"):
-        monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
-        y, _ = conv_forward(x, w, geom)
-        results.append((y, *conv_backward(np.cos(y), x, w, geom)))
-    assert submitted and set(submitted) == {2}  # on two threads, two chunks on the pool
-    for a, b in zip(*results):
-        np.testing.assert_array_equal(a, b)
-    submitted.clear()
-    _force(monkeypatch, False)
-    np.testing.assert_allclose(conv_forward(x, w, geom)[0], y, rtol=1e-4, atol=1e-4)
-    assert submitted == []
-
-
 def test_wide_columns_only_where_they_outweigh_the_output_and_barely_lengthen_it():
     geom = ConvGeometry.make(2, 3, 1, 1)
     assert column_layout((28, 28), geom, (32, 1, 3, 3)) == (False, (28, 28))  # LeNet's conv1

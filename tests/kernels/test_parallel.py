@@ -35,36 +35,6 @@ def test_chunks_cover_the_batch_in_order():
     assert chunk_bounds(2, 5) == [(0, 1), (1, 2)]
 
 
-def test_a_batch_under_one_chunk_goes_in_two_where_each_is_worth_a_thread(monkeypatch):
-    """LeNet's conv2 on 8x8 digits at batch 64 (64 x 4608 column elements) is under one
-    CHUNK_WORK: by default one chunk in line; with chunks worth a thread from 128 K (one
-    product each) two chunks on the pool; half the batch is not worth two."""
-    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
-    seen: list[tuple[int, int, bool]] = []
-
-    def chunk(a, b):
-        seen.append((a, b, threading.current_thread().name.startswith("distconv-kernel")))
-
-    over_batch(chunk, 64, 4608)
-    assert seen == [(0, 64, False)]
-    seen.clear()
-    over_batch(chunk, 64, 4608, min_chunk_work=1 << 17)
-    assert sorted(seen) == [(0, 32, True), (32, 64, True)]
-    seen.clear()
-    over_batch(chunk, 32, 4608, min_chunk_work=1 << 17)
-    assert seen == [(0, 32, False)]
-    seen.clear()
-    over_batch(chunk, 3, 100_000, min_chunk_work=1 << 17)  # halves of 1 and 2 samples
-    assert seen == [(0, 3, False)]
-    seen.clear()
-    over_batch(chunk, 32, parallel.CHUNK_WORK // 32)  # exactly one CHUNK_WORK: one chunk
-    assert seen == [(0, 32, False)]
-    seen.clear()
-    monkeypatch.setenv("DISTCONV_NUM_THREADS", "1")  # the same chunks, in line
-    over_batch(chunk, 64, 4608, min_chunk_work=1 << 17)
-    assert seen == [(0, 32, False), (32, 64, False)]
-
-
 def test_kernels_on_several_python_threads_all_run_held():
     """Ranks run as threads: each one's kernels hold BLAS to one thread, even while another
     thread enters and leaves (the hold is process-wide, not undone by the first to leave)."""
