@@ -165,6 +165,9 @@ class BlockUpdates:
         Every parameter is checked before any is held, so a refused push leaves nothing
         behind; every parameter the push completes is summed and checked for NaN/Inf before
         any of them is updated, so a non-finite one fails the job with none of them updated.
+        A parameter of the same step that another push completed earlier (workers group their
+        parameters differently) may be updated already: its sum was finite, and the failed
+        job resumes from the last checkpoint.
         """
         step, rank, sparse = header["step"], header["rank"], "rows" in header
         for p in params:
@@ -206,7 +209,7 @@ class BlockUpdates:
         time: the benchmark reports the optimizer apart). An overflow in the sums or in the
         check is reported by the check, not warned about; the optimizer's warnings stay on.
         """
-        p = complete[0]
+        doing, p = "sum", complete[0]  # what failed, and on which parameter, if anything does
         try:
             start = time.perf_counter()
             with np.errstate(over="ignore", invalid="ignore"):
@@ -214,18 +217,21 @@ class BlockUpdates:
                 for p in complete:
                     sums[p] = self._sums(p)
                 summed = time.perf_counter() - start
-                error = next(filter(None, (self._not_finite(q, *sums[q]) for q in complete)), None)
+                doing, error = "NaN/Inf check", None
+                for p in complete:
+                    error = error or self._not_finite(p, *sums[p])
             if error:
                 self._fail(error)
                 return
             self.stats.update_seconds += summed
+            doing = "update"  # from here some blocks may be updated: the job cannot go on
             for p in complete:
                 self._apply_sync(p, step, *sums[p][1:])
-        except Exception as exc:  # some blocks may be updated: the job cannot go on
-            log.exception("shard %d: sync update of parameter %d failed", self.index, p)
+        except Exception as exc:
+            log.exception("shard %d: sync %s of parameter %d failed", self.index, doing, p)
             # still held, so the failure answers every rank waiting for this update
             self._fail(
-                f"update of parameter {self.params[p].name} at step {step} failed on shard "
+                f"{doing} of parameter {self.params[p].name} at step {step} failed on shard "
                 f"{self.index}: {type(exc).__name__}: {exc}"
             )
 
@@ -258,13 +264,18 @@ class BlockUpdates:
         self.stats.update_seconds += time.perf_counter() - start
         self.stats.updates += 1
         self.completed[p] = step
-        for push, _ in held:
+        waiting = self.waiting[f"push:{p}"]
+        for rank in sorted(waiting.by_rank):
+            push = waiting.by_rank[rank][2][0]
             if sums[0][0] is not None:  # a sparse push carries this one parameter only
                 push.touched = [rows for rows, _ in sums]
             push.left -= 1
             if push.left == 0:
                 arrays, fields = self._values(push.header["blocks"], push.touched or ())
                 self._reply(push.ident, push.header, arrays, **fields)
+            # done with here once answered (or held under its other parameters): if a reply
+            # fails, the job's failure answers the pushes still held, and only those, once
+            del waiting.by_rank[rank]
         del self.waiting[f"push:{p}"]
 
     def _fits(self, nbytes: int, op: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import tracemalloc
 import warnings
 
@@ -89,6 +90,15 @@ def shard(monkeypatch):
     shard.close()
 
 
+def _settled(shard: Shard, seconds: float = 10.0) -> None:
+    """Wait until both ranks said bye: it follows their pushes on the same socket, so every
+    request they sent has been handled and the shard's counters are final."""
+    deadline = time.monotonic() + seconds
+    while not shard.left >= {0, 1}:
+        assert time.monotonic() < deadline, f"ranks still connected: left {shard.left}"
+        time.sleep(0.01)
+
+
 def _assert_failed_with_nothing_updated(shard: Shard, results, expect: str) -> None:
     """The job failed with exactly ``expect``, told to both ranks, and no block of any
     parameter moved: the bad push also carried the parameters the step completed before it."""
@@ -162,6 +172,7 @@ def test_a_bad_sparse_part_fails_the_step_naming_the_first_rank_with_nothing_upd
     else:
         expect = nan_message(name, named)
     _assert_failed_with_nothing_updated(shard, results, expect)
+    _settled(shard)
     # the pushes held when the job failed, and any that came after (the dense ones, unless a
     # client stopped on the first error), were each answered with an error and counted
     assert shard.stats.errors == shard.replied.count("error") >= 2
@@ -223,13 +234,13 @@ def test_finite_through_the_dot_product_is_exact(dtype):
 def dots(monkeypatch):
     """The dtypes ``_finite`` took the dot product of, in order."""
     seen = []
-    real = np.dot
+    real = sums._dot
 
     def spy(a, b):
         seen.append(a.dtype)
         return real(a, b)
 
-    monkeypatch.setattr(sums.np, "dot", spy)
+    monkeypatch.setattr(sums, "_dot", spy)
     return seen
 
 
@@ -288,3 +299,86 @@ def test_integers_are_finite_and_other_dtypes_are_refused():
     ):
         with pytest.raises(TypeError, match=re.escape(f"cannot check a {odd.dtype} gradient")):
             _finite(odd)
+
+
+def _dense_push(rank: int, params: list[int], arrays: list, step: int = 1) -> tuple[dict, list]:
+    """A hand-made dense push of the hand shard's parameters (0: w, 4 blocks; 1: t, 1)."""
+    blocks = [b for p in params for b in ([0, 1, 2, 3] if p == 0 else [4])]
+    head = {"op": "push", "count": 1, "lr": 1.0, "step": step, "rank": rank}
+    return {**head, "params": params, "blocks": blocks, "versions": [0] * len(blocks)}, arrays
+
+
+def _replies(h, expect: int) -> list[str]:
+    """The ops of the next ``expect`` replies, and proof that no other comes."""
+    ops = [h.read()[0]["op"] for _ in range(expect)]
+    assert not h.client.poll(300), "a request was answered twice"
+    return ops
+
+
+@pytest.mark.timeout(60)
+def test_a_parameter_an_earlier_push_completed_stays_updated_when_a_later_push_fails(hand):
+    """Workers group parameters differently: rank 0 pushes {w, t}, rank 1 {w} then {t}. w is
+    complete (and finite) after rank 1's first push and is updated then; t's NaN (in rank 0's
+    part) fails the job at rank 1's second push, with t not updated. Both pushes still held
+    are answered with the error, once each, and counted."""
+    h = hand(workers=2)
+    h.seed()
+    w = [np.full((ROWS, 1), 0.5)] * BLOCKS
+    t_bad = np.zeros((2048, 40))
+    t_bad[-1, -1] = np.nan
+    h.send(*_dense_push(0, [0, 1], [*w, t_bad]))
+    h.send(*_dense_push(1, [0], w))
+    assert _replies(h, 1) == ["ok"]  # rank 1's {w}: its only parameter is updated
+    assert [h.shard.blocks[b].version for b in range(5)] == [1, 1, 1, 1, 0]
+    h.send(*_dense_push(1, [1], [np.zeros((2048, 40))]))
+    assert _replies(h, 2) == ["error", "error"]  # rank 0's {w, t} and rank 1's {t}
+    assert h.shard.failed == nan_message("t", 0)  # proven: rank 1's part is finite
+    assert [h.shard.blocks[b].version for b in range(5)] == [1, 1, 1, 1, 0]
+    assert h.shard.stats.errors == 2
+
+
+@pytest.mark.timeout(60)
+def test_a_reply_that_fails_answers_each_push_once(hand, monkeypatch):
+    """Two ranks complete w; the first reply goes out, building the second fails (a shard
+    bug): the job fails, and only the push still unanswered gets the error, once."""
+    h = hand(workers=2)
+    h.seed()
+    real_values, calls = h.shard._values, []
+
+    def second_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("no reply for you")
+        return real_values(*args, **kwargs)
+
+    monkeypatch.setattr(h.shard, "_values", second_fails)
+    w = [np.full((ROWS, 1), 0.5)] * BLOCKS
+    h.send(*_dense_push(0, [0], w))
+    h.send(*_dense_push(1, [0], w))
+    assert _replies(h, 2) == ["ok", "error"]
+    assert "no reply for you" in h.shard.failed
+    assert h.shard.stats.errors == 1
+
+
+@pytest.mark.timeout(60)
+def test_update_seconds_holds_the_sums_and_not_the_check(hand, monkeypatch):
+    """The benchmark subtracts ``update_seconds`` as optimizer time: the NaN/Inf check must
+    stay out of it. A clock that jumps only inside the check tells, without timing anything."""
+    h = hand(workers=2)
+    h.seed()
+    now = [0.0]
+    monkeypatch.setattr(state.time, "perf_counter", lambda: now[0])
+    real_finite = state._finite
+
+    def slow_check(grad):
+        now[0] += 1000.0  # a check of 1000 s on the fake clock
+        return real_finite(grad)
+
+    monkeypatch.setattr(state, "_finite", slow_check)
+    w = [np.full((ROWS, 1), 0.5)] * BLOCKS
+    h.send(*_dense_push(0, [0], w))
+    h.send(*_dense_push(1, [0], w))
+    assert _replies(h, 2) == ["ok", "ok"]
+    assert [h.shard.blocks[b].version for b in range(BLOCKS)] == [1] * BLOCKS
+    assert now[0] == 1000.0 * BLOCKS  # the check ran, once a block
+    assert h.shard.stats.update_seconds == 0.0  # and none of its time is the optimizer's
