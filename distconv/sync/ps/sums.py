@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 
 #: gradients of at least this many elements are checked through a dot product (see _finite)
+DOT_CHECK_SIZE = 16384
 #: the dot product the check takes (a name of its own, so a test can watch it)
 _dot = np.dot
-DOT_CHECK_SIZE = 16384
 
 #: the dtypes whose check may take the dot product: BLAS's own, which neither copy nor round
 _DOT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
