@@ -213,13 +213,18 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self.failed = message
         log.error("shard %d: job failed: %s", self.index, message)
         answered: set[int] = set()  # a push of several parameters is held under each
-        for waiting in self.waiting.values():
-            for ident, header, _ in waiting.by_rank.values():
-                if id(header) not in answered:
-                    answered.add(id(header))
-                    self.stats.errors += 1
-                    self._reply(ident, header, error=message)
-        self.waiting.clear()
+        try:
+            for waiting in self.waiting.values():
+                for ident, header, _ in waiting.by_rank.values():
+                    if id(header) not in answered:
+                        answered.add(id(header))
+                        self.stats.errors += 1
+                        try:
+                            self._reply(ident, header, error=message)
+                        except Exception:  # one reply that cannot go must not keep the rest
+                            log.exception("shard %d: could not send the job's failure", self.index)
+        finally:
+            self.waiting.clear()
 
     def _who(self, rank: int) -> str:
         host = self.hosts.get(rank, "unknown host")

@@ -26,6 +26,8 @@ from distconv.sync.ps.wire import (
 )
 
 log = logging.getLogger("distconv.pserver")
+#: the clock of ``update_seconds`` (a name of its own, so a test can drive it)
+_clock = time.perf_counter
 
 
 @dataclass
@@ -211,12 +213,12 @@ class BlockUpdates:
         """
         doing, p = "sum", complete[0]  # what failed, and on which parameter, if anything does
         try:
-            start = time.perf_counter()
+            start = _clock()
             with np.errstate(over="ignore", invalid="ignore"):
                 sums = {}
                 for p in complete:
                     sums[p] = self._sums(p)
-                summed = time.perf_counter() - start
+                summed = _clock() - start
                 doing, error = "NaN/Inf check", None
                 for p in complete:
                     error = error or self._not_finite(p, *sums[p])
@@ -224,9 +226,11 @@ class BlockUpdates:
                 self._fail(error)
                 return
             self.stats.update_seconds += summed
-            doing = "update"  # from here some blocks may be updated: the job cannot go on
-            for p in complete:
+            for p in complete:  # from here some blocks may be updated: the job cannot go on
+                doing = "update"
                 self._apply_sync(p, step, *sums[p][1:])
+                doing = "reply"
+                self._answer(p, sums[p][2])
         except Exception as exc:
             log.exception("shard %d: sync %s of parameter %d failed", self.index, doing, p)
             # still held, so the failure answers every rank waiting for this update
@@ -255,15 +259,19 @@ class BlockUpdates:
 
     def _apply_sync(self, p: int, step: int, held: list, sums: list) -> None:
         """Update parameter ``p``'s blocks with the ranks' checked ``sums`` (see :meth:`_sums`)
-        and answer each push of ``held`` whose last parameter this was."""
+        from ``held``, its ranks' ``(push, parts)``."""
         scale = mean_scale(sum(push.header["count"] for push, _ in held))
         self.optimizer.lr = float(held[0][0].header["lr"])
-        start = time.perf_counter()
+        start = _clock()
         for bid, (rows, grad) in zip(self.by_param[p], sums):
             self._update(self.blocks[bid], grad, scale, rows)
-        self.stats.update_seconds += time.perf_counter() - start
+        self.stats.update_seconds += _clock() - start
         self.stats.updates += 1
         self.completed[p] = step
+
+    def _answer(self, p: int, sums: list) -> None:
+        """Answer each push held for parameter ``p`` (just updated) whose last parameter this
+        was; the others stay held under their parameters still incomplete."""
         waiting = self.waiting[f"push:{p}"]
         for rank in sorted(waiting.by_rank):
             push = waiting.by_rank[rank][2][0]
@@ -356,10 +364,10 @@ class BlockUpdates:
         scale = mean_scale(header["count"])
         for p, ids, mine in applied:
             try:
-                start = time.perf_counter()
+                start = _clock()
                 for bid, (rows, g) in zip(ids, mine):
                     self._update(self.blocks[bid], g, scale, rows)
-                self.stats.update_seconds += time.perf_counter() - start
+                self.stats.update_seconds += _clock() - start
             except Exception as exc:
                 log.exception("shard %d: async update of parameter %d failed", self.index, p)
                 message = (

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 import pytest
+import zmq
 from hand_shard import BLOCKS, ROWS
 from ps_helpers import run_ranks, small_net, sparse_table_net
 
@@ -309,10 +310,13 @@ def _dense_push(rank: int, params: list[int], arrays: list, step: int = 1) -> tu
 
 
 def _replies(h, expect: int) -> list[str]:
-    """The ops of the next ``expect`` replies, and proof that no other comes."""
-    ops = [h.read()[0]["op"] for _ in range(expect)]
-    assert not h.client.poll(300), "a request was answered twice"
-    return ops
+    """The ops of the ``expect`` replies the shard sent since the last call (or the seed). The
+    hand shard handles each request before ``send`` returns, and records every reply it makes,
+    so counting them there proves that no request was answered twice or left unanswered."""
+    done = getattr(h, "replies_read", 3)  # the seed's three parts were read by ask
+    assert len(h.sent) - done == expect, f"{len(h.sent) - done} replies, expected {expect}"
+    h.replies_read = done + expect
+    return [h.read()[0]["op"] for _ in range(expect)]
 
 
 @pytest.mark.timeout(60)
@@ -361,24 +365,90 @@ def test_a_reply_that_fails_answers_each_push_once(hand, monkeypatch):
 
 
 @pytest.mark.timeout(60)
+def test_a_reply_that_fails_leaves_a_push_held_under_another_parameter_to_the_failure(
+    hand, monkeypatch
+):
+    """Rank 0 pushes {w, t}, rank 1 {w}: w completes, and building rank 1's reply fails. Rank
+    0's push, still held under t, and rank 1's get the failure once each."""
+    h = hand(workers=2)
+    h.seed()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no reply for you")
+
+    monkeypatch.setattr(h.shard, "_values", broken)
+    w = [np.full((ROWS, 1), 0.5)] * BLOCKS
+    h.send(*_dense_push(0, [0, 1], [*w, np.zeros((2048, 40))]))
+    h.send(*_dense_push(1, [0], w))
+    assert _replies(h, 2) == ["error", "error"]
+    assert h.shard.failed.startswith("reply of parameter w at step 1 failed")
+    assert h.shard.stats.errors == 2 and not h.shard.waiting
+
+
+@pytest.mark.timeout(60)
+def test_an_error_reply_that_cannot_go_does_not_keep_the_failure_from_the_others(hand, monkeypatch):
+    h = hand(workers=2)
+    h.seed()
+    real_reply, failed_once = h.shard._reply, []
+
+    def first_error_fails(ident, header, *args, **kwargs):
+        if "error" in kwargs and not failed_once:
+            failed_once.append(header["rank"])
+            raise zmq.ZMQError(zmq.EHOSTUNREACH)
+        return real_reply(ident, header, *args, **kwargs)
+
+    monkeypatch.setattr(h.shard, "_reply", first_error_fails)
+    w_bad = [np.full((ROWS, 1), 0.5)] * (BLOCKS - 1) + [np.full((ROWS, 1), np.nan)]
+    h.send(*_dense_push(0, [0], [np.full((ROWS, 1), 0.5)] * BLOCKS))
+    h.send(*_dense_push(1, [0], w_bad))
+    assert failed_once and _replies(h, 1) == ["error"]  # the other rank still hears of it
+    assert h.shard.failed == nan_message("w", 1)
+    assert h.shard.stats.errors == 2 and not h.shard.waiting
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("method", "what"), [("_sums", "sum"), ("_not_finite", "NaN/Inf check"), ("_update", "update")]
+)
+def test_a_failure_names_what_failed_and_the_parameter(hand, monkeypatch, method, what):
+    h = hand(workers=2)
+    h.seed()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(h.shard, method, broken)
+    w = [np.full((ROWS, 1), 0.5)] * BLOCKS
+    h.send(*_dense_push(0, [0], w))
+    h.send(*_dense_push(1, [0], w))
+    assert _replies(h, 2) == ["error", "error"]
+    assert h.shard.failed.startswith(f"{what} of parameter w at step 1 failed"), h.shard.failed
+
+
+@pytest.mark.timeout(60)
 def test_update_seconds_holds_the_sums_and_not_the_check(hand, monkeypatch):
     """The benchmark subtracts ``update_seconds`` as optimizer time: the NaN/Inf check must
     stay out of it. A clock that jumps only inside the check tells, without timing anything."""
     h = hand(workers=2)
     h.seed()
     now = [0.0]
-    monkeypatch.setattr(state.time, "perf_counter", lambda: now[0])
-    real_finite = state._finite
+    monkeypatch.setattr(state, "_clock", lambda: now[0])
+    real_finite, real_sum = state._finite, state._sum_in_rank_order
 
     def slow_check(grad):
         now[0] += 1000.0  # a check of 1000 s on the fake clock
         return real_finite(grad)
 
+    def slow_sum(parts):
+        now[0] += 1.0  # and a sum of 1 s
+        return real_sum(parts)
+
     monkeypatch.setattr(state, "_finite", slow_check)
+    monkeypatch.setattr(state, "_sum_in_rank_order", slow_sum)
     w = [np.full((ROWS, 1), 0.5)] * BLOCKS
     h.send(*_dense_push(0, [0], w))
     h.send(*_dense_push(1, [0], w))
     assert _replies(h, 2) == ["ok", "ok"]
     assert [h.shard.blocks[b].version for b in range(BLOCKS)] == [1] * BLOCKS
-    assert now[0] == 1000.0 * BLOCKS  # the check ran, once a block
-    assert h.shard.stats.update_seconds == 0.0  # and none of its time is the optimizer's
+    assert now[0] == 1001.0 * BLOCKS  # the sum and the check ran, once a block each
+    assert h.shard.stats.update_seconds == 1.0 * BLOCKS  # the sums' time, none of the check's
