@@ -103,7 +103,7 @@ class PushQueue:
         if not queued:
             return
         # ascending parameters: their blocks then lie back to back in the shard's store, so
-        # its reply is one view of it, not a copy (see distconv.sync.ps.values)
+        # its reply is one slice of it, not a concatenation (see distconv.sync.ps.values)
         queued.sort(key=lambda q: q[0])
         blocks = [b for _, bl, _ in queued for b in bl]
         # gradients back to back in the shard's buffer go as one frame (protocol 4)

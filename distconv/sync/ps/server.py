@@ -196,9 +196,8 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             header["error"] = error
         frames = pack(header, arrays)
         self.stats.bytes_out += len(frames[0]) + sum(a.nbytes for a in arrays)
-        # copied into ZeroMQ's own message: the reply keeps the values of now, and no
-        # garbage-collector thread wakes to take the GIL from this loop for each reply
-        # (a lent slice of the store cost more per 1 MiB reply than the copy: the benchmark)
+        # copied into ZeroMQ's own message: the reply keeps the values of now (why not lent:
+        # distconv.sync.ps.values)
         send(self._sock, frames, prefix=(ident,), copy=True)
 
     # -- collectives and housekeeping ---------------------------------------------------------

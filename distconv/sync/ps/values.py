@@ -38,24 +38,19 @@ class ValueStore:
             v = blocks[bid].value
             sizes[v.dtype] = sizes.get(v.dtype, 0) + v.nbytes
         self.buffers = {dtype: np.empty(n, np.uint8) for dtype, n in sizes.items()}
-        self._blocks = blocks
         self._buffer: dict[int, np.ndarray] = {}
         self._start: dict[int, int] = {}
         self._stop: dict[int, int] = {}
         at = dict.fromkeys(sizes, 0)
         for bid in sorted(blocks):
-            value = blocks[bid].value
-            buf, start = self.buffers[value.dtype], at[value.dtype]
-            self._start[bid], self._stop[bid] = start, start + value.nbytes
-            self._place(bid, buf)[...] = value
-            at[value.dtype] = self._stop[bid]
-
-    def _place(self, bid: int, buf: np.ndarray) -> np.ndarray:
-        """Make block ``bid``'s value the view of its bytes in ``buf``; returns the view."""
-        b = self._blocks[bid]
-        view = buf[self._start[bid] : self._stop[bid]].view(b.value.dtype).reshape(b.value.shape)
-        b.value, self._buffer[bid] = view, buf
-        return view
+            b = blocks[bid]
+            buf, start = self.buffers[b.value.dtype], at[b.value.dtype]
+            stop = start + b.value.nbytes
+            view = buf[start:stop].view(b.value.dtype).reshape(b.value.shape)
+            view[...] = b.value
+            b.value = view
+            self._buffer[bid], self._start[bid], self._stop[bid] = buf, start, stop
+            at[b.value.dtype] = stop
 
     def frame(self, ids: Sequence[int]) -> np.ndarray:
         """The values of blocks ``ids`` (held here, checked by the caller) as one ``uint8``
