@@ -324,6 +324,24 @@ def flip_weight(w: Any, geom: ConvGeometry) -> Any:
     return xp.ascontiguousarray(wf[(...,) + (slice(None, None, -1),) * geom.nd])
 
 
+def unflip_weight_grad(t: Any, geom: ConvGeometry) -> Any:
+    """``(..., G, O/G * K, C/G)`` products of the flipped columns of ``dy`` with ``x`` ->
+    the weight gradient ``(..., O, C/G, *k)``.
+
+    At stride 1 the adjoint convolution's columns of ``dy`` (rows ``(o, tap)`` with the taps
+    flipped, one column per input pixel) times ``x`` sum ``dy * x`` over exactly the pixel
+    pairs the weight gradient sums: the same gradient from the columns the input gradient
+    built, with the taps flipped back and ``C/G`` moved before them.
+    """
+    xp = get_array_module(t)
+    lead, (g, _, cg), ks = t.shape[:-3], t.shape[-3:], geom.ksize
+    t = t.reshape(*lead, g, -1, *ks, cg)[
+        (...,) + (slice(None, None, -1),) * geom.nd + (slice(None),)
+    ]
+    t = xp.moveaxis(t, -1, -1 - geom.nd)  # (..., G, O/G, C/G, *k)
+    return xp.ascontiguousarray(t).reshape(*lead, -1, cg, *ks)
+
+
 def flipped_geometry(geom: ConvGeometry) -> ConvGeometry:
     """The geometry of the adjoint at stride 1: padding ``d(k-1) - p`` on each axis."""
     pad = tuple(d * (k - 1) - p for p, d, k in zip(geom.pad, geom.dilation, geom.ksize))

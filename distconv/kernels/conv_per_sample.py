@@ -28,6 +28,7 @@ from distconv.kernels.conv import (
     flip_weight,
     flipped_geometry,
     grouped_columns,
+    unflip_weight_grad,
 )
 from distconv.kernels.im2col import col2im_wide, wide_col_size, widen_output
 from distconv.kernels.parallel import over_batch
@@ -118,6 +119,8 @@ def per_sample_conv_backward(
             None if dx is None else dx.reshape(x.shape),
             None if dw is None else dw.reshape(w.shape),
         )
+    if need_dx and flip_pays(dy.shape, x.shape, geom):
+        return _grads_by_flip(dy, x, w, geom, need_dw)
     dw = _weight_grad(dy, x, w, geom) if need_dw else None
     dx = _input_grad(dy, w, geom, tuple(x.shape)) if need_dx else None
     return dx, dw
@@ -144,10 +147,36 @@ def _weight_grad(dy: Any, x: Any, w: Any, geom: ConvGeometry) -> Any:
     return dw
 
 
+def _grads_by_flip(dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dw: bool) -> tuple[Any, Any]:
+    """Both gradients at stride 1 from one set of columns, those of ``dy`` for the adjoint.
+
+    The input gradient is a per-sample convolution of ``dy`` with the flipped filters; the
+    filter gradient multiplies the same columns by ``x`` (:func:`~distconv.kernels.conv.
+    unflip_weight_grad`), while they are still in cache, instead of building columns of ``x``
+    as well.
+    """
+    xp = get_array_module(dy, x, w)
+    n, G, c = x.shape[0], geom.groups, x.shape[1]
+    adjoint = flipped_geometry(geom)
+    wf = _per_sample_grouped(flip_weight(w, geom), G)  # (N, G, C/G, O/G * K)
+    sp = tuple(x.shape[2:])
+    wide, wide_out = column_layout(tuple(dy.shape[2:]), adjoint)
+    dx = xp.empty(x.shape, dtype=dy.dtype)
+    dw = xp.empty(w.shape, dtype=w.dtype) if need_dw else None
+
+    def run(a: int, b: int) -> None:
+        col = grouped_columns(dy, adjoint, a, b, wide, batched=False)  # (B, G, O/G * K, L)
+        dx[a:b] = xp.matmul(wf[a:b], col).reshape(b - a, c, *wide_out)[..., : sp[-1]]
+        if dw is not None:
+            xs = widen_output(x[a:b], wide_out).reshape(b - a, G, c // G, -1)
+            dw[a:b] = unflip_weight_grad(xp.matmul(col, xs.swapaxes(-1, -2)), geom)
+
+    over_batch(run, n, _work(dy.shape[1], adjoint, sp), on_gpu=is_gpu_array(dy))
+    return dx, dw
+
+
 def _input_grad(dy: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
-    """``col2im(w[n]^T dy[n])`` per sample, or at stride 1 a convolution with flipped filters."""
-    if flip_pays(dy.shape, x_shape, geom):
-        return per_sample_conv_forward(dy, flip_weight(w, geom), flipped_geometry(geom))
+    """``col2im(w[n]^T dy[n])`` per sample (where the adjoint convolution does not pay)."""
     xp = get_array_module(dy, w)
     n, c = x_shape[:2]
     wt = _per_sample_grouped(w, geom.groups).swapaxes(-1, -2)  # (N, G, C/G*K, O/G)

@@ -17,6 +17,10 @@ CASES = [
     (2, 3, 2, 6, 2, 3, 0, 1, 1),  # stride wider than the kernel: pixels no tap reaches
     (3, 2, 3, 4, 3, 1, 1, 1, 1),  # a volume
     (1, 3, 2, 9, 3, 2, 1, 1, 1),  # a sequence
+    (3, 3, 3, 4, 3, 1, 1, 1, 1),  # a volume, flipped
+    (1, 4, 2, 9, 3, 1, 2, 2, 2),  # a dilated grouped sequence, flipped
+    (2, 4, 4, 7, 2, 1, 1, 1, 2),  # an even kernel, one-sided reach, flipped
+    (2, 4, 1, 6, 3, 1, 0, 1, 1),  # no padding: the adjoint pads two a side, flipped
 ]
 
 
@@ -54,6 +58,28 @@ def test_input_gradient_goes_by_flipped_filters_exactly_when_it_pays(rng, monkey
     for i in range(x.shape[0]):  # and either route gives the right numbers
         ref = conv_backward(dy[i : i + 1], x[i : i + 1], w[i], geom, need_dw=False)[0]
         np.testing.assert_allclose(dx[i], ref[0], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_both_gradients_come_from_one_set_of_columns_when_flipped(rng, monkeypatch, case):
+    """Where the input gradient goes by flipped filters, the filter gradient reuses its columns
+    (of ``dy``, for the adjoint) instead of building columns of ``x``: one build per chunk,
+    and the same gradients as each computed on its own."""
+    geom, x, w, dy = _arrays(rng, case, n=6)
+    want = [per_sample_conv_backward(dy, x, w, geom, need_dx=False)[1]]
+    want.insert(0, per_sample_conv_backward(dy, x, w, geom, need_dw=False)[0])
+    monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 1)  # a chunk per sample
+    built = []
+    real = conv_per_sample.grouped_columns
+    monkeypatch.setattr(
+        conv_per_sample, "grouped_columns", lambda v, *a, **k: built.append(v) or real(v, *a, **k)
+    )
+    dx, dw = per_sample_conv_backward(dy, x, w, geom)
+    flips = flip_pays(dy.shape, x.shape, geom)
+    # flipped: columns of dy only; else those of x for the filters, none for col2im
+    assert all(v is (dy if flips else x) for v in built) and len(built) == x.shape[0]
+    np.testing.assert_allclose(dx, want[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dw, want[1], rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("case", CASES)
