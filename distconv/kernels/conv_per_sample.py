@@ -21,15 +21,14 @@ from typing import Any
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels import cudnn
 from distconv.kernels.conv import (
-    column_layout,
     conv_backward,
     conv_forward,
     flip_pays,
     flip_weight,
     flipped_geometry,
-    grouped_columns,
     unflip_weight_grad,
 )
+from distconv.kernels.conv_columns import column_layout, grouped_columns
 from distconv.kernels.im2col import col2im_wide, wide_col_size, widen_output
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume

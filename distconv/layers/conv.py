@@ -18,7 +18,8 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.conv import Columns, conv_any_backward, conv_any_forward
+from distconv.kernels.conv import conv_any_backward, conv_any_forward
+from distconv.kernels.conv_columns import Columns
 from distconv.layers.base import Layer, checked, grad_target, keeps_for_backward
 from distconv.layers.convolution import Convolution
 from distconv.layers.part import Projection, WeightSpec

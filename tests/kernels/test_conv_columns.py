@@ -8,7 +8,8 @@ import pytest
 from distconv import Arg
 from distconv.kernels import conv as conv_module
 from distconv.kernels import conv_layout
-from distconv.kernels.conv import Columns, conv_backward, conv_forward
+from distconv.kernels.conv import conv_backward, conv_forward
+from distconv.kernels.conv_columns import Columns
 from distconv.kernels.shape import ConvGeometry
 from distconv.layers.base import forward_only
 from distconv.layers.conv import Conv2D

@@ -6,12 +6,8 @@ import numpy as np
 import pytest
 
 from distconv.kernels import conv_layout
-from distconv.kernels.conv import (
-    column_layout,
-    conv_backward,
-    conv_backward_data,
-    conv_forward,
-)
+from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
+from distconv.kernels.conv_columns import column_layout
 from distconv.kernels.conv_layout import use_batched
 from distconv.kernels.parallel import num_threads
 from distconv.kernels.shape import ConvGeometry

@@ -3,7 +3,7 @@ import pytest
 
 from distconv import Arg
 from distconv.gradient_check import check_layer_grad
-from distconv.kernels import conv as conv_kernels
+from distconv.kernels import conv_columns
 from distconv.layers import Conv2D, Conv3D, ConvTranspose2D, ConvTranspose3D, LayerError
 
 
@@ -12,7 +12,7 @@ def column_rule(request, monkeypatch):
     """Each test runs twice: with the layout rule as shipped (small images take exact columns)
     and with wide columns wherever they apply, the layout large images take."""
     if request.param == "wide":
-        monkeypatch.setattr(conv_kernels, "WIDE_MAX_EXTRA", float("inf"))
+        monkeypatch.setattr(conv_columns, "WIDE_MAX_EXTRA", float("inf"))
     return request.param
 
 

@@ -1,0 +1,108 @@
+"""The column matrices a CPU convolution multiplies, their layouts, and the forward's cache.
+
+im2col (:mod:`distconv.kernels.im2col`) gives a strided view; the functions here copy a chunk
+of samples out of it as the matrices :mod:`distconv.kernels.conv` multiplies: one per sample,
+or batched (the chunk's samples side by side in one product), in the exact or the wide layout
+(:func:`column_layout`). :class:`Columns` keeps a forward's matrices for its weight gradient.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from distconv.kernels.im2col import can_widen, im2col_view, wide_width
+from distconv.kernels.shape import ConvGeometry
+
+
+def grouped_columns(x: Any, geom: ConvGeometry, a: int, b: int, wide: bool, batched: bool) -> Any:
+    """Samples ``a:b`` of ``x`` as grouped column matrices (one copy).
+
+    Per sample: ``(B, G, C/G*K, L)``, one matrix per sample. Batched: ``(G, C/G*K, B*L)``, the
+    chunk's samples side by side, so one matrix product covers the chunk.
+    """
+    view = im2col_view(x[a:b], geom, wide=wide)
+    n, c = view.shape[:2]
+    rows = (c // geom.groups) * geom.kernel_volume
+    if not batched:
+        return view.reshape(n, geom.groups, rows, -1)
+    # (B, C, *k, *out) -> (C, *k, B, *out): the copy that reshape makes anyway, reordered
+    order = (*range(1, 2 + geom.nd), 0, *range(2 + geom.nd, view.ndim))
+    return view.transpose(order).reshape(geom.groups, rows, -1)
+
+
+def batch_major(g: Any, groups: int) -> Any:
+    """``(B, O, *sp)`` -> ``(G, O/G, B*L)``: output-side rows in the batched column order."""
+    b, o = g.shape[:2]
+    return g.reshape(b, o, -1).swapaxes(0, 1).reshape(groups, o // groups, -1)
+
+
+def from_batch_major(t: Any, b: int, spatial: tuple[int, ...]) -> Any:
+    """``(G, O/G, B*L)`` -> a ``(B, O, *spatial)`` view (the inverse of :func:`batch_major`)."""
+    return t.reshape(-1, b, *spatial).swapaxes(0, 1)
+
+
+def column_layout(
+    in_size: tuple[int, ...], geom: ConvGeometry, w_shape: tuple[int, ...] | None = None
+) -> tuple[bool, tuple[int, ...]]:
+    """Whether columns of an ``in_size`` image use the wide layout, and their spatial size.
+
+    Wide columns run over the whole padded width (``can_widen``), so their copy moves long
+    contiguous runs, but output-side arrays must be widened to match (:func:`widen_output`)
+    and cropped after: a pass over the output. Given the weight's shape, the wide layout is
+    kept only where the columns outweigh the output (``C/G * K >= O/G`` rows per position);
+    few input channels fanning out to many (a first layer on grey images: 9 rows, 32
+    outputs) take exact columns, and the product writes straight into the output. So do small
+    2-D images: widening 4 pixels to 6 or 14 to 16 makes every product that much longer
+    (:data:`WIDE_MAX_EXTRA`; measured in 2-D only, and a 3-D probe at 8x8x8 went the other
+    way). Without a weight shape (a filter bank per sample, whose products are small and
+    whose copy dominates) the wide layout stays wherever it applies.
+    """
+    out = geom.out_size(in_size)
+    wide = can_widen(geom) and (
+        w_shape is None
+        or (
+            _columns_outweigh_output(w_shape, geom)
+            and (geom.nd != 2 or wide_width(in_size, geom) <= (1 + WIDE_MAX_EXTRA) * out[-1])
+        )
+    )
+    return wide, (*out[:-1], wide_width(in_size, geom) if wide else out[-1])
+
+
+#: the most the wide layout may lengthen each output row (and so each product) relative to
+#: the exact one: LeNet's conv2 ran faster with exact columns at 4x4 and 14x14, a half and a
+#: seventh longer when wide (docs/benchmarks.md)
+WIDE_MAX_EXTRA = 0.1
+
+
+def _columns_outweigh_output(w_shape: tuple[int, ...], geom: ConvGeometry) -> bool:
+    o, cg = w_shape[:2]
+    return cg * geom.kernel_volume >= o // geom.groups
+
+
+class Columns:
+    """The column matrices a forward built, kept for the weight gradient of its backward.
+
+    The weight gradient multiplies by the same columns of ``x`` the forward did; keeping them
+    saves building them again (on LeNet's conv2 at 28x28, a quarter of the weight gradient's
+    time). Keyed by chunk and batched-or-not, so a backward whose chunks differ (the autotuner
+    chose another layout) rebuilds what it does not find; the wide-or-exact choice follows from
+    the shapes, which is why one ``Columns`` serves one forward and its backward only. Holds
+    at most ``max_bytes``: columns beyond it are rebuilt in backward, as without a cache.
+    """
+
+    def __init__(self, max_bytes: int = 32 << 20) -> None:
+        self.max_bytes, self.nbytes = max_bytes, 0
+        self._kept: dict[tuple[int, int, bool], Any] = {}
+        self._lock = threading.Lock()  # chunks run on the kernel threads
+
+    def keep(self, key: tuple[int, int, bool], col: Any) -> None:
+        with self._lock:
+            old = self._kept.pop(key, None)  # the autotuner builds a chunk's columns twice
+            self.nbytes -= 0 if old is None else old.nbytes
+            if self.nbytes + col.nbytes <= self.max_bytes:
+                self._kept[key] = col
+                self.nbytes += col.nbytes
+
+    def get(self, key: tuple[int, int, bool]) -> Any:
+        return self._kept.get(key)
