@@ -26,9 +26,10 @@ from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels import cudnn
 from distconv.kernels.conv_columns import (
     Columns,
-    batch_major,
+    batch_inner,
+    col2im_batched,
     column_layout,
-    from_batch_major,
+    from_batch_inner,
     grouped_columns,
 )
 from distconv.kernels.conv_dense import conv_backward_data_dense
@@ -117,22 +118,17 @@ def conv_forward(
             col = grouped_columns(x, geom, a, b, wide, batched)
             if columns is not None and make_y:
                 columns.keep((a, b, batched), col)
-        if make_y and not (wide or batched):  # exact columns: the product is the output
+        if make_y and batched:
+            y[a:b] = from_batch_inner(xp.matmul(wg, col), b - a, out)
+        elif make_y and not wide:  # exact columns: the product is the output
             xp.matmul(wg, col, out=y[a:b].reshape(b - a, g, wg.shape[1], -1))
         elif make_y:
-            yc = xp.matmul(wg, col)
-            yc = (
-                from_batch_major(yc, b - a, wide_out)
-                if batched
-                else yc.reshape((b - a, -1, *wide_out))
-            )
-            y[a:b] = yc[..., : out[-1]]
+            y[a:b] = xp.matmul(wg, col).reshape((b - a, -1, *wide_out))[..., : out[-1]]
         if dw_from is None:
             return None
-        gy = widen_output(dw_from[a:b], wide_out)
         if batched:
-            return xp.matmul(batch_major(gy, g), col.swapaxes(-1, -2))
-        gy = gy.reshape(b - a, g, wg.shape[1], -1)
+            return xp.matmul(batch_inner(dw_from[a:b], g), col.swapaxes(-1, -2))
+        gy = widen_output(dw_from[a:b], wide_out).reshape(b - a, g, wg.shape[1], -1)
         return xp.matmul(gy, col.swapaxes(-1, -2)).sum(axis=0)
 
     key = ("fwd" if want_y else "") + ("dw" if dw_from is not None else "")
@@ -177,16 +173,13 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         if taps is not None and not batched:  # a col2im without columns
             data_grad_chunk(g[a:b], taps, dx[a:b])
             return
-        gy = widen_output(g[a:b], wide)
-        if not batched:
-            col = xp.matmul(wt, gy.reshape(b - a, G, wt.shape[2], -1))
-            col = col.reshape((b - a, c, *geom.ksize, *wide))
-            dx[a:b] = col2im_wide(col, (b - a, c, *x_shape[2:]), geom)
+        if batched:
+            col = xp.matmul(wt, batch_inner(g[a:b], G))
+            dx[a:b] = col2im_batched(col, out, (b - a, c, *x_shape[2:]), geom)
             return
-        # (C, *k, B, *wide) viewed as (C, B, *k, *wide): col2im_wide adds channel-major images
-        col = xp.matmul(wt, batch_major(gy, G)).reshape((c, *geom.ksize, b - a, *wide))
-        col = xp.moveaxis(col, 1 + geom.nd, 1)
-        dx[a:b] = col2im_wide(col, (c, b - a, *x_shape[2:]), geom).swapaxes(0, 1)
+        gy = widen_output(g[a:b], wide).reshape(b - a, G, wt.shape[2], -1)
+        col = xp.matmul(wt, gy).reshape((b - a, c, *geom.ksize, *wide))
+        dx[a:b] = col2im_wide(col, (b - a, c, *x_shape[2:]), geom)
 
     run_chunks(run, "dx", g, w, geom, c * geom.kernel_volume * volume(out))
     return dx

@@ -11,35 +11,71 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from distconv.kernels.im2col import can_widen, im2col_view, wide_width
+from distconv.backend import get_array_module
+from distconv.kernels.im2col import can_widen, col2im, im2col_view, wide_width
 from distconv.kernels.shape import ConvGeometry
 
 
 def grouped_columns(x: Any, geom: ConvGeometry, a: int, b: int, wide: bool, batched: bool) -> Any:
     """Samples ``a:b`` of ``x`` as grouped column matrices (one copy).
 
-    Per sample: ``(B, G, C/G*K, L)``, one matrix per sample. Batched: ``(G, C/G*K, B*L)``, the
-    chunk's samples side by side, so one matrix product covers the chunk.
+    Per sample: ``(B, G, C/G*K, L)``, one matrix per sample, exact or ``wide``. Batched:
+    ``(G, C/G*K, L*B)``, the chunk's samples innermost (:func:`batch_inner_geometry`), so
+    one matrix product covers the chunk; always exact columns.
     """
-    view = im2col_view(x[a:b], geom, wide=wide)
-    n, c = view.shape[:2]
-    rows = (c // geom.groups) * geom.kernel_volume
-    if not batched:
-        return view.reshape(n, geom.groups, rows, -1)
-    # (B, C, *k, *out) -> (C, *k, B, *out): the copy that reshape makes anyway, reordered
-    order = (*range(1, 2 + geom.nd), 0, *range(2 + geom.nd, view.ndim))
-    return view.transpose(order).reshape(geom.groups, rows, -1)
+    G = geom.groups
+    if batched:
+        view = im2col_view(_batch_last(x[a:b]), batch_inner_geometry(geom))
+    else:
+        view = im2col_view(x[a:b], geom, wide=wide)
+    rows = (view.shape[1] // G) * geom.kernel_volume
+    return view.reshape(G, rows, -1) if batched else view.reshape(b - a, G, rows, -1)
 
 
-def batch_major(g: Any, groups: int) -> Any:
-    """``(B, O, *sp)`` -> ``(G, O/G, B*L)``: output-side rows in the batched column order."""
+def batch_inner_geometry(geom: ConvGeometry) -> ConvGeometry:
+    """``geom`` with the batch as one more, innermost, spatial axis that the kernel does not
+    reach across (size 1, stride 1, no padding).
+
+    The batched layout is im2col of the chunk viewed as one image ``(1, C, *sp, B)``: each
+    pixel's samples lie side by side, so the copy into columns moves runs of ``out[-1] * B``
+    elements. With the batch outermost (``(C, *k, B, *out)``) the runs were ``out[-1]``
+    elements, 4 on LeNet's conv2 at the digits' 4x4, and the copy cost more than the product
+    (docs/benchmarks.md). cuda-convnet lays images out the same way, for the same reason.
+    """
+    return ConvGeometry(
+        (*geom.ksize, 1), (*geom.stride, 1), (*geom.pad, 0), (*geom.dilation, 1), geom.groups
+    )
+
+
+def _batch_last(x: Any) -> Any:
+    """``(B, C, *sp)`` -> a ``(1, C, *sp, B)`` view."""
+    return get_array_module(x).moveaxis(x, 0, -1)[None]
+
+
+def batch_inner(g: Any, groups: int) -> Any:
+    """``(B, O, *sp)`` -> ``(G, O/G, L*B)``: output-side rows in the batched column order."""
     b, o = g.shape[:2]
-    return g.reshape(b, o, -1).swapaxes(0, 1).reshape(groups, o // groups, -1)
+    return _batch_last(g.reshape(b, o, -1))[0].reshape(groups, o // groups, -1)
 
 
-def from_batch_major(t: Any, b: int, spatial: tuple[int, ...]) -> Any:
-    """``(G, O/G, B*L)`` -> a ``(B, O, *spatial)`` view (the inverse of :func:`batch_major`)."""
-    return t.reshape(-1, b, *spatial).swapaxes(0, 1)
+def from_batch_inner(t: Any, b: int, spatial: tuple[int, ...]) -> Any:
+    """``(G, O/G, L*B)`` -> a ``(B, O, *spatial)`` view (the inverse of :func:`batch_inner`)."""
+    return get_array_module(t).moveaxis(t.reshape(-1, *spatial, b), -1, 0)
+
+
+def col2im_batched(
+    col: Any, out: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeometry
+) -> Any:
+    """Add batched columns ``(G, C/G*K, L*B)`` back into images: a ``(B, C, *sp)`` view.
+
+    The adjoint of :func:`grouped_columns`' batched layout: :func:`~distconv.kernels.im2col.
+    col2im` of the chunk as one image with the batch innermost, whose adds then move runs of
+    ``out[-1] * B`` elements too.
+    """
+    b, c = x_shape[:2]
+    col = col.reshape(1, c, *geom.ksize, 1, *out, b)
+    img = col2im(col, (1, c, *x_shape[2:], b), batch_inner_geometry(geom))
+    return get_array_module(img).moveaxis(img[0], -1, 0)
 
 
 def column_layout(

@@ -33,7 +33,7 @@ def use_batched(out: tuple[int, ...], rows: int, direction: str) -> bool:
     """The cost model: whether ``direction`` (``fwd``, ``dw``, ``dx``) uses the batched layout.
 
     Per sample, a chunk of ``B`` samples costs ``B`` products ``(O/G) x rows x L`` with
-    ``rows = C/G * K``; batched, one product ``(O/G) x rows x B*L`` plus a transposed copy of
+    ``rows = C/G * K``; batched, one product ``(O/G) x rows x L*B`` plus a transposed copy of
     each side. The choice depends on the shapes alone (never on timings or thread counts), so
     a run's results are bitwise the same everywhere. The three directions share the rule
     today; ``direction`` is where they would part.
