@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from distconv.backend import get_array_module
 from distconv.kernels.im2col import can_widen, col2im, im2col_view, wide_width
 from distconv.kernels.shape import ConvGeometry
 
@@ -49,7 +48,7 @@ def batch_inner_geometry(geom: ConvGeometry) -> ConvGeometry:
 
 def _batch_last(x: Any) -> Any:
     """``(B, C, *sp)`` -> a ``(1, C, *sp, B)`` view."""
-    return get_array_module(x).moveaxis(x, 0, -1)[None]
+    return x.transpose(*range(1, x.ndim), 0)[None]  # not moveaxis: its checks cost more here
 
 
 def batch_inner(g: Any, groups: int) -> Any:
@@ -60,7 +59,8 @@ def batch_inner(g: Any, groups: int) -> Any:
 
 def from_batch_inner(t: Any, b: int, spatial: tuple[int, ...]) -> Any:
     """``(G, O/G, L*B)`` -> a ``(B, O, *spatial)`` view (the inverse of :func:`batch_inner`)."""
-    return get_array_module(t).moveaxis(t.reshape(-1, *spatial, b), -1, 0)
+    t = t.reshape(-1, *spatial, b)
+    return t.transpose(t.ndim - 1, *range(t.ndim - 1))
 
 
 def col2im_batched(
@@ -75,7 +75,8 @@ def col2im_batched(
     b, c = x_shape[:2]
     col = col.reshape(1, c, *geom.ksize, 1, *out, b)
     img = col2im(col, (1, c, *x_shape[2:], b), batch_inner_geometry(geom))
-    return get_array_module(img).moveaxis(img[0], -1, 0)
+    img = img[0]
+    return img.transpose(img.ndim - 1, *range(img.ndim - 1))
 
 
 def column_layout(

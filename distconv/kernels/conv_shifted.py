@@ -22,6 +22,7 @@ large images only (the cost model keeps small images in the batched im2col layou
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -68,11 +69,7 @@ class Taps:
     def __init__(self, w: Any, geom: ConvGeometry, in_size: tuple[int, ...]) -> None:
         o, cg = w.shape[:2]
         self.groups, self.og, self.cg = geom.groups, o // geom.groups, cg
-        self.geom, self.in_size = geom, in_size
-        # (G, taps, O/G, C/G): each tap's weight matrix contiguous
-        self.w = np.ascontiguousarray(
-            w.reshape(self.groups, self.og, cg, geom.kernel_volume).transpose(0, 3, 1, 2)
-        )
+        self.geom, self.in_size, self._weight = geom, in_size, w
         wp = wide_width(in_size, geom)
         self.out_h = geom.out_size(in_size)[0]  # stride 1 (shifted_applies)
         self.width = wp
@@ -81,6 +78,15 @@ class Taps:
             i * geom.dilation[0] * wp + j * geom.dilation[1]
             for i, j in itertools.product(*map(range, geom.ksize))
         ]
+
+    @functools.cached_property
+    def w(self) -> Any:
+        """``(G, taps, O/G, C/G)``: each tap's weight matrix contiguous. Made on first use: a
+        convolution builds its ``Taps`` before the cost model picks a layout, and the batched
+        layout never reads them."""
+        w, geom = self._weight, self.geom
+        w = w.reshape(self.groups, self.og, self.cg, geom.kernel_volume).transpose(0, 3, 1, 2)
+        return np.ascontiguousarray(w)
 
     def planes_of(self, n: int, c: int) -> PaddedPlanes:
         """The padded planes of ``n`` images of ``c`` channels, wide layout's tail included."""
