@@ -53,6 +53,8 @@ GEOMETRIES = [
     ((9, 9), 2, 1, 0, 2),  # dilated
     ((4, 5, 6), 2, 2, 1, 1),  # 3-D, padded
     ((4, 4, 4), 2, 2, 0, 1),  # 3-D, tiles exactly
+    ((9,), 3, 3, 0, 1),  # 1-D, tiles exactly
+    ((6, 9), (2, 3), (2, 3), 0, 1),  # tiles exactly with a different window per axis
 ]
 
 
@@ -194,11 +196,18 @@ def test_minus_inf_windows_never_give_their_gradient_to_the_padding(torch):
 
 
 @pytest.mark.parametrize(
-    "nd,k,s,p,d",
-    [(2, 2, 2, 0, 1), (2, 3, 2, 1, 1), (2, 2, 1, 1, 1), (2, 3, 1, 1, 2), (3, 3, 2, 1, 1)],
+    "nd,k,s,p,d,size",
+    [
+        (2, 2, 2, 0, 1, 7),
+        (2, 2, 2, 0, 1, 8),  # tiles exactly: the windows in one copy
+        (2, 3, 2, 1, 1, 7),
+        (2, 2, 1, 1, 1, 7),
+        (2, 3, 1, 1, 2, 7),
+        (3, 3, 2, 1, 1, 7),
+    ],
 )
-def test_nan_and_minus_inf_sprinkled_match_torch(torch, rng, nd, k, s, p, d):
-    shape = (3, 2) + (7,) * nd
+def test_nan_and_minus_inf_sprinkled_match_torch(torch, rng, nd, k, s, p, d, size):
+    shape = (3, 2) + (size,) * nd
     x = rng.integers(-3, 4, shape).astype(np.float64)  # small integers: many ties as well
     x[rng.random(shape) < 0.08] = np.nan
     x[rng.random(shape) < 0.3] = -np.inf
