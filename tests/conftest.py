@@ -1,4 +1,5 @@
-"""Shared fixtures: a seeded generator, the optional PyTorch reference, the kernel pool's use."""
+"""Shared fixtures: a seeded generator, the optional PyTorch reference, the kernel pool's use,
+the convolution layout forced."""
 
 from __future__ import annotations
 
@@ -27,3 +28,23 @@ def pool_use(monkeypatch) -> list:
     real_executor = parallel._executor
     monkeypatch.setattr(parallel, "_executor", lambda n: submitted.append(n) or real_executor(n))
     return submitted
+
+
+@pytest.fixture
+def force_layout(monkeypatch):
+    """``force_layout(batched)`` sends every CPU convolution of the test into one layout, past
+    the cost model's thresholds."""
+    from distconv.kernels import conv_layout
+
+    def force(batched: bool) -> None:
+        monkeypatch.setattr(conv_layout, "BATCHED_MAX_POSITIONS", 10**9 if batched else 0)
+        monkeypatch.setattr(conv_layout, "BATCHED_MIN_ROWS", 0)
+
+    return force
+
+
+@pytest.fixture(params=["per_sample", "batched"])
+def layout(request, force_layout) -> str:
+    """The test runs once in each convolution layout."""
+    force_layout(request.param == "batched")
+    return request.param

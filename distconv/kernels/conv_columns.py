@@ -82,7 +82,8 @@ def col2im_batched(
 def column_layout(
     in_size: tuple[int, ...], geom: ConvGeometry, w_shape: tuple[int, ...] | None = None
 ) -> tuple[bool, tuple[int, ...]]:
-    """Whether columns of an ``in_size`` image use the wide layout, and their spatial size.
+    """Whether per-sample columns of an ``in_size`` image use the wide layout, and their
+    spatial size. (Batched columns are always exact: their runs are long anyway.)
 
     Wide columns run over the whole padded width (``can_widen``), so their copy moves long
     contiguous runs, but output-side arrays must be widened to match (:func:`widen_output`)
@@ -108,7 +109,8 @@ def column_layout(
 
 #: the most the wide layout may lengthen each output row (and so each product) relative to
 #: the exact one: LeNet's conv2 ran faster with exact columns at 4x4 and 14x14, a half and a
-#: seventh longer when wide (docs/benchmarks.md)
+#: seventh longer when wide (docs/benchmarks.md; measured per sample and batched batch-major,
+#: before batched columns put the batch innermost: it now decides per-sample shapes only)
 WIDE_MAX_EXTRA = 0.1
 
 

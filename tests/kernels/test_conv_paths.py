@@ -21,6 +21,7 @@ CASES = [
     (3, 2, 2, (5, 6, 4), 3, 3, 2, 1, 1, 1),
     (2, 5, 1, (9, 8), 12, 3, 1, 1, 1, 1),  # exact (not wide) columns: 9 rows, 12 outputs
     (2, 4, 4, (6, 7), 24, 1, 1, 0, 1, 2),  # the same, grouped 1x1
+    (1, 4, 6, (11,), 4, 3, 2, 1, 2, 2),  # a strided, dilated, grouped sequence
 ]
 
 
@@ -50,18 +51,6 @@ def _case(rng, nd, n, c, sp, o, k, s, p, d, g):
     return geom, x, w
 
 
-@pytest.fixture(params=["per_sample", "batched"])
-def layout(request, monkeypatch):
-    """Force one layout through the cost model's threshold."""
-    _force(monkeypatch, request.param == "batched")
-    return request.param
-
-
-def _force(monkeypatch, batched: bool) -> None:
-    monkeypatch.setattr(conv_layout, "BATCHED_MAX_POSITIONS", 10**9 if batched else 0)
-    monkeypatch.setattr(conv_layout, "BATCHED_MIN_ROWS", 0)
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_both_layouts_match_the_definition(rng, layout, case):
     geom, x, w = _case(rng, *case)
@@ -70,12 +59,12 @@ def test_both_layouts_match_the_definition(rng, layout, case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_both_layouts_give_the_same_gradients(rng, monkeypatch, case):
+def test_both_layouts_give_the_same_gradients(rng, force_layout, case):
     geom, x, w = _case(rng, *case)
     dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
     results = []
     for batched in (False, True):
-        _force(monkeypatch, batched)
+        force_layout(batched)
         results.append(conv_backward(dy, x, w, geom))
     (dx0, dw0), (dx1, dw1) = results
     np.testing.assert_allclose(dx0, dx1, rtol=1e-10, atol=1e-10)
@@ -102,9 +91,9 @@ def test_layouts_match_torch_float32(torch, rng, layout, case):
 
 
 @pytest.mark.parametrize("batched", [False, True])
-def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, batched, pool_use):
+def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, force_layout, batched, pool_use):
     """Chunks and layout depend on the shapes alone: any thread count gives the same bits."""
-    _force(monkeypatch, batched)
+    force_layout(batched)
     monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 5000)
     monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)

@@ -188,7 +188,9 @@ def test_depthwise_conv2d_parity(torch, rng):
         (3, 2, 1, 0, 2, 1, 1),
     ],
 )
-def test_conv_transpose_output_padding_parity(torch, rng, nd, k, s, p, d, op, g):
+def test_conv_transpose_output_padding_parity(torch, rng, layout, nd, k, s, p, d, op, g):
+    """In both layouts: with output_padding >= stride the input is a row short of the
+    adjoint's output size, and both col2im forms must take it so."""
     import torch.nn.functional as F
 
     cls = ConvTranspose2D if nd == 2 else ConvTranspose3D
