@@ -19,8 +19,9 @@ from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
 
 #: the batched layout pays where a sample's own matrix product is small: at most this many
-#: output positions per sample (a 32x32 image) ...
-BATCHED_MAX_POSITIONS = 1024
+#: output positions per sample (a 28x28 image; with the batch innermost, batched ran 0.15-0.2x
+#: per sample's time at 4x4, 0.6 at 14x14, even at 28x28 and 1.15x at 32x32) ...
+BATCHED_MAX_POSITIONS = 784
 #: ... and at least this many rows (C/G * kernel volume) in the column matrix, so that one
 #: product over the chunk earns back the transposes around it (measurements: docs/benchmarks.md)
 BATCHED_MIN_ROWS = 32
