@@ -37,6 +37,7 @@ def force_layout(monkeypatch):
     from distconv.kernels import conv_layout
 
     def force(batched: bool) -> None:
+        monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)  # it would time both instead
         monkeypatch.setattr(conv_layout, "BATCHED_MAX_POSITIONS", 10**9 if batched else 0)
         monkeypatch.setattr(conv_layout, "BATCHED_MIN_ROWS", 0)
 

@@ -130,12 +130,15 @@ def _work(channels: int, geom: ConvGeometry, out: tuple[int, ...]) -> int:
     return channels * geom.kernel_volume * volume(out)
 
 
-def _weight_grad(dy: Any, x: Any, w: Any, geom: ConvGeometry) -> Any:
+def _weight_grad(dy: Any, x: Any, w: Any, geom: ConvGeometry, exact: bool = False) -> Any:
+    """``dy[n] @ col(x[n])^T`` per sample; ``exact``: exact columns, not wide ones."""
     xp = get_array_module(dy, x, w)
     n, o = w.shape[:2]
     G = geom.groups
     dw = xp.empty(w.shape, dtype=w.dtype)
     wide, wide_out = column_layout(x.shape[2:], geom)
+    if exact:
+        wide, wide_out = False, tuple(dy.shape[2:])
 
     def run(a: int, b: int) -> None:
         col = grouped_columns(x, geom, a, b, wide, batched=False)
@@ -143,6 +146,19 @@ def _weight_grad(dy: Any, x: Any, w: Any, geom: ConvGeometry) -> Any:
         dw[a:b] = xp.matmul(gy, col.swapaxes(-1, -2)).reshape(dw[a:b].shape)
 
     over_batch(run, n, _work(x.shape[1], geom, tuple(dy.shape[2:])), on_gpu=is_gpu_array(x))
+    return _exact_if_not_finite(dw, wide, lambda: _weight_grad(dy, x, w, geom, exact=True))
+
+
+def _exact_if_not_finite(dw: Any, wide: bool, exact: Any) -> Any:
+    """``dw``, or ``exact()`` where wide columns met a non-finite value.
+
+    A wide layout multiplies junk columns (image or ``dy`` values past the row's end) by the
+    zeros the other side was widened with: an inf or NaN there comes out as NaN in taps the
+    exact sum never reaches. Rare, so checked after the fact (zeroing the junk on every call
+    cost most of what the wide layout saves).
+    """
+    if wide and not bool(get_array_module(dw).isfinite(dw).all()):
+        return exact()
     return dw
 
 
@@ -171,11 +187,8 @@ def _grads_by_flip(dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dw: bool) -
             dw[a:b] = unflip_weight_grad(xp.matmul(col, xs.swapaxes(-1, -2)), geom)
 
     over_batch(run, n, _work(dy.shape[1], adjoint, sp), on_gpu=is_gpu_array(dy))
-    # the wide layout's junk columns hold dy, times the zeros x was widened with: an inf or NaN
-    # in dy would come out as NaN in taps the exact sum never reaches. Rare, so checked after
-    # the fact (zeroing the junk every time cost most of what sharing the columns saves)
-    if dw is not None and wide and not bool(xp.isfinite(dw).all()):
-        dw = _weight_grad(dy, x, w, geom)
+    if dw is not None:
+        dw = _exact_if_not_finite(dw, wide, lambda: _weight_grad(dy, x, w, geom, exact=True))
     return dx, dw
 
 
