@@ -15,6 +15,7 @@ output ``(N, O, *out)``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -149,8 +150,9 @@ def _weight_grad(dy: Any, x: Any, w: Any, geom: ConvGeometry, exact: bool = Fals
     return _exact_if_not_finite(dw, wide, lambda: _weight_grad(dy, x, w, geom, exact=True))
 
 
-def _exact_if_not_finite(dw: Any, wide: bool, exact: Any) -> Any:
-    """``dw``, or ``exact()`` where wide columns met a non-finite value.
+def _exact_if_not_finite(dw: Any, wide: bool, exact: Callable[[], Any]) -> Any:
+    """``dw``, or ``exact()`` (the same gradient from exact columns) where wide columns met a
+    non-finite value.
 
     A wide layout multiplies junk columns (image or ``dy`` values past the row's end) by the
     zeros the other side was widened with: an inf or NaN there comes out as NaN in taps the
