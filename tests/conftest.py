@@ -1,5 +1,5 @@
 """Shared fixtures: a seeded generator, the optional PyTorch reference, the kernel pool's use,
-the convolution layout forced."""
+the convolution layout forced, a convolution's weight gradient by its definition."""
 
 from __future__ import annotations
 
@@ -49,3 +49,28 @@ def layout(request, force_layout) -> str:
     """The test runs once in each convolution layout."""
     force_layout(request.param == "batched")
     return request.param
+
+
+def _naive_filter_grad(x: np.ndarray, dy: np.ndarray, geom) -> np.ndarray:
+    """Each sample's weight gradient ``(N, O, C/G, *k)`` as the definition's sum, tap by tap
+    over the zero-padded image (an inf meeting a padding zero is NaN here too)."""
+    n, c = x.shape[:2]
+    o, G = dy.shape[1], geom.groups
+    xpad = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in geom.pad])
+    gy = dy.reshape(n, G, o // G, -1)
+    dw = np.zeros((n, o, c // G, *geom.ksize))
+    for tap in np.ndindex(*geom.ksize):
+        sl = tuple(
+            slice(t * d, t * d + s * (m - 1) + 1, s)
+            for t, d, s, m in zip(tap, geom.dilation, geom.stride, dy.shape[2:])
+        )
+        patch = xpad[(slice(None), slice(None)) + sl].reshape(n, G, c // G, -1)
+        dw[(Ellipsis, *tap)] = np.einsum("ngol,ngcl->ngoc", gy, patch).reshape(n, o, c // G)
+    return dw
+
+
+@pytest.fixture
+def naive_filter_grad():
+    """``naive_filter_grad(x, dy, geom)``: per-sample weight gradients by the definition, the
+    reference for non-finite values (sum over the samples for a shared weight)."""
+    return _naive_filter_grad

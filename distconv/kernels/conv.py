@@ -20,6 +20,7 @@ strided copies, with no loop over samples. Which layout a chunk runs in is chose
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from distconv.backend import get_array_module, is_gpu_array
@@ -69,6 +70,7 @@ def conv_forward(
     dw_from: Any = None,
     want_y: bool = True,
     columns: Columns | None = None,
+    exact: bool = False,
 ) -> tuple[Any, Any]:
     """``y = conv(x, w)`` and, when ``dw_from`` is given, ``dw = sum_n dw_from_n @ col(x_n)^T``.
 
@@ -83,6 +85,8 @@ def conv_forward(
         dw_from: ``(N, O, *out)`` or None.
         want_y: compute ``y`` (False when only the weight gradient is wanted).
         columns: a forward keeps its columns here; a weight gradient reuses those it finds.
+        exact: exact columns only, neither wide ones nor shifted taps: what a weight gradient
+            that met an inf or NaN is computed again with (see :func:`exact_if_not_finite`).
 
     Returns:
         ``(y, dw)``: ``y`` of shape ``(N, O, *out)`` or None; ``dw`` of ``w``'s shape or None.
@@ -97,8 +101,11 @@ def conv_forward(
     wg = grouped_weight(w, g)
     y = xp.empty((n, w.shape[0], *out), dtype=x.dtype) if want_y else None
     wide, wide_out = column_layout(x.shape[2:], geom, w.shape)
+    if exact:
+        wide, wide_out = False, out
     work = x.shape[1] * geom.kernel_volume * volume(out)
-    taps = Taps(w, geom, tuple(x.shape[2:])) if shifted_applies(x, w, geom) else None
+    shifted = shifted_applies(x, w, geom) and not exact
+    taps = Taps(w, geom, tuple(x.shape[2:])) if shifted else None
     # the weight gradient by taps too, unless dtypes differ or groups are narrow
     by_taps = dw_from is not None and shifted_weight_grad_pays(x, dw_from, w, geom)
     taps_dw = taps if by_taps else None
@@ -134,10 +141,29 @@ def conv_forward(
     key = ("fwd" if want_y else "") + ("dw" if dw_from is not None else "")
     partials = run_chunks(run, key, x, w, geom, work)
     if dw_from is None:
-        dw = None
-    else:  # an empty batch has no partials: its gradient is zero
-        dw = _sum_weight_grad(partials, w.shape) if partials else xp.zeros_like(w)
-    return y, dw
+        return y, None
+    if not partials:  # an empty batch: its gradient is zero
+        return y, xp.zeros_like(w)
+    dw = _sum_weight_grad(partials, w.shape)
+
+    def again() -> Any:
+        return conv_forward(x, w, geom, dw_from, want_y=False, exact=True)[1]
+
+    return y, exact_if_not_finite(dw, wide or taps_dw is not None, again)
+
+
+def exact_if_not_finite(dw: Any, junk: bool, exact: Callable[[], Any]) -> Any:
+    """``dw``, or ``exact()`` (the same gradient from exact columns) where ``junk`` columns
+    may have met a non-finite value.
+
+    Wide columns and shifted taps read past each row's end, values that meet the zeros the
+    other side was widened with: an inf or NaN there comes out as NaN in taps the exact sum
+    never reaches. Rare, so checked after the fact (zeroing the junk on every call cost most
+    of what the wide layout saves).
+    """
+    if junk and not bool(get_array_module(dw).isfinite(dw).all()):
+        return exact()
+    return dw
 
 
 def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:

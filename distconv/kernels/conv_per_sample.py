@@ -15,7 +15,6 @@ output ``(N, O, *out)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +23,7 @@ from distconv.kernels import cudnn
 from distconv.kernels.conv import (
     conv_backward,
     conv_forward,
+    exact_if_not_finite,
     flip_pays,
     flip_weight,
     flipped_geometry,
@@ -147,21 +147,7 @@ def _weight_grad(dy: Any, x: Any, w: Any, geom: ConvGeometry, exact: bool = Fals
         dw[a:b] = xp.matmul(gy, col.swapaxes(-1, -2)).reshape(dw[a:b].shape)
 
     over_batch(run, n, _work(x.shape[1], geom, tuple(dy.shape[2:])), on_gpu=is_gpu_array(x))
-    return _exact_if_not_finite(dw, wide, lambda: _weight_grad(dy, x, w, geom, exact=True))
-
-
-def _exact_if_not_finite(dw: Any, wide: bool, exact: Callable[[], Any]) -> Any:
-    """``dw``, or ``exact()`` (the same gradient from exact columns) where wide columns met a
-    non-finite value.
-
-    A wide layout multiplies junk columns (image or ``dy`` values past the row's end) by the
-    zeros the other side was widened with: an inf or NaN there comes out as NaN in taps the
-    exact sum never reaches. Rare, so checked after the fact (zeroing the junk on every call
-    cost most of what the wide layout saves).
-    """
-    if wide and not bool(get_array_module(dw).isfinite(dw).all()):
-        return exact()
-    return dw
+    return exact_if_not_finite(dw, wide, lambda: _weight_grad(dy, x, w, geom, exact=True))
 
 
 def _grads_by_flip(dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dw: bool) -> tuple[Any, Any]:
@@ -190,7 +176,7 @@ def _grads_by_flip(dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dw: bool) -
 
     over_batch(run, n, _work(dy.shape[1], adjoint, sp), on_gpu=is_gpu_array(dy))
     if dw is not None:
-        dw = _exact_if_not_finite(dw, wide, lambda: _weight_grad(dy, x, w, geom, exact=True))
+        dw = exact_if_not_finite(dw, wide, lambda: _weight_grad(dy, x, w, geom, exact=True))
     return dx, dw
 
 

@@ -9,6 +9,7 @@ from distconv.kernels import conv_layout
 from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
 from distconv.kernels.conv_columns import column_layout
 from distconv.kernels.conv_layout import use_batched
+from distconv.kernels.conv_shifted import shifted_applies, shifted_weight_grad_pays
 from distconv.kernels.parallel import num_threads
 from distconv.kernels.shape import ConvGeometry
 
@@ -72,6 +73,41 @@ def test_both_layouts_give_the_same_gradients(rng, force_layout, case):
     # the weight gradient is the adjoint of the forward: <dy, conv(x, v)> == <dw, v>
     v = rng.standard_normal(w.shape)
     np.testing.assert_allclose((dy * _direct(x, v, geom)).sum(), (dw1 * v).sum(), rtol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+@pytest.mark.parametrize("what", ["inf in dy", "nan in dy", "inf in x"])
+@pytest.mark.parametrize(
+    "route, case",
+    [
+        ("wide columns", (2, 2, 8, (4, 20), 8, 3, 1, 1, 1, 1)),
+        ("shifted taps", (2, 2, 32, (5, 6), 32, 3, 1, 1, 1, 1)),
+        ("batched", (2, 2, 8, (6, 7), 8, 3, 1, 1, 1, 1)),
+    ],
+)
+def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(
+    rng, force_layout, naive_filter_grad, route, case, what
+):
+    """Wide columns and shifted taps read past each row's end, values that meet the other
+    side's widening zeros: an inf or NaN there must not become NaN in taps the definition's sum
+    never reaches (the weight gradient is computed again from exact columns)."""
+    force_layout(route == "batched")
+    geom, x, w = _case(rng, *case)
+    dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
+    if route == "wide columns":  # the route the name says is the one taken
+        assert column_layout(x.shape[2:], geom, w.shape)[0] and not shifted_applies(x, w, geom)
+    if route == "shifted taps":
+        assert shifted_weight_grad_pays(x, dy, w, geom)
+    value = np.nan if what.startswith("nan") else np.inf
+    target = x if what.endswith("x") else dy
+    for pos in np.ndindex(*target.shape[2:]):
+        hit = target.copy()
+        hit[(1, 0, *pos)] = value
+        xs, dys = (hit, dy) if target is x else (x, hit)
+        want = naive_filter_grad(xs, dys, geom).sum(axis=0)
+        dw = conv_backward(dys, xs, w, geom, need_dx=False)[1]
+        np.testing.assert_array_equal(np.isnan(dw), np.isnan(want), err_msg=f"{what} at {pos}")
+        np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("case", CASES[:2])

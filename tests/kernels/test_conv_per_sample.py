@@ -83,28 +83,12 @@ def test_both_gradients_come_from_one_set_of_columns_when_flipped(rng, monkeypat
     np.testing.assert_allclose(dw, want[1], rtol=1e-10, atol=1e-12)
 
 
-def _naive_filter_grad(x, dy, geom):
-    """``dw[n]`` as the definition's sum, tap by tap over the zero-padded image: the reference
-    for non-finite values (an inf meeting a padding zero is NaN there too)."""
-    n, c = x.shape[:2]
-    o, G = dy.shape[1], geom.groups
-    xpad = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in geom.pad])
-    gy = dy.reshape(n, G, o // G, -1)
-    dw = np.zeros((n, o, c // G, *geom.ksize))
-    for tap in np.ndindex(*geom.ksize):
-        sl = tuple(
-            slice(t * d, t * d + s * (m - 1) + 1, s)
-            for t, d, s, m in zip(tap, geom.dilation, geom.stride, dy.shape[2:])
-        )
-        patch = xpad[(slice(None), slice(None)) + sl].reshape(n, G, c // G, -1)
-        dw[(Ellipsis, *tap)] = np.einsum("ngol,ngcl->ngoc", gy, patch).reshape(n, o, c // G)
-    return dw
-
-
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
 @pytest.mark.parametrize("what", ["inf in dy", "nan in dy", "inf in x"])
 @pytest.mark.parametrize("case", [c for c in CASES if c[5] == 1])  # stride 1: wide columns
-def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(rng, case, what):
+def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(
+    rng, naive_filter_grad, case, what
+):
     """Wide columns hold junk (image or dy values past a row's end) times the zeros the other
     side was widened with: an inf or NaN there must not become NaN in taps the definition's
     sum never reaches. The value at each position of one plane in turn, both routes (the
@@ -116,7 +100,7 @@ def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(rng, cas
         hit = target.copy()
         hit[(1, 0, *pos)] = value
         xs, dys = (hit, dy) if target is x else (x, hit)
-        want = _naive_filter_grad(xs, dys, geom)
+        want = naive_filter_grad(xs, dys, geom)
         dw = per_sample_conv_backward(dys, xs, w, geom)[1]
         np.testing.assert_array_equal(np.isnan(dw), np.isnan(want), err_msg=f"{what} at {pos}")
         np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-10)
