@@ -69,8 +69,25 @@ def _naive_filter_grad(x: np.ndarray, dy: np.ndarray, geom) -> np.ndarray:
     return dw
 
 
+def _routes_non_finite_like_the_definition(x, dy, geom, what: str, weight_grad, shared: bool):
+    """``what`` (``"inf in dy"``, ``"nan in dy"``, ``"inf in x"``) at each position of sample
+    1's first plane in turn: ``weight_grad(x, dy)`` must give the definition's NaN pattern and
+    values (summed over the samples where the weight is ``shared``)."""
+    value = np.nan if what.startswith("nan") else np.inf
+    target = x if what.endswith("x") else dy
+    for pos in np.ndindex(*target.shape[2:]):
+        hit = target.copy()
+        hit[(1, 0, *pos)] = value
+        xs, dys = (hit, dy) if target is x else (x, hit)
+        want = _naive_filter_grad(xs, dys, geom)
+        want = want.sum(axis=0) if shared else want
+        dw = weight_grad(xs, dys)
+        np.testing.assert_array_equal(np.isnan(dw), np.isnan(want), err_msg=f"{what} at {pos}")
+        np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-10)
+
+
 @pytest.fixture
-def naive_filter_grad():
-    """``naive_filter_grad(x, dy, geom)``: per-sample weight gradients by the definition, the
-    reference for non-finite values (sum over the samples for a shared weight)."""
-    return _naive_filter_grad
+def routes_non_finite_like_the_definition():
+    """The check above: wide columns and shifted taps read junk past each row's end, which an
+    inf or NaN must not turn into NaN where the definition's sum has none."""
+    return _routes_non_finite_like_the_definition

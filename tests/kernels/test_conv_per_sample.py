@@ -87,23 +87,18 @@ def test_both_gradients_come_from_one_set_of_columns_when_flipped(rng, monkeypat
 @pytest.mark.parametrize("what", ["inf in dy", "nan in dy", "inf in x"])
 @pytest.mark.parametrize("case", [c for c in CASES if c[5] == 1])  # stride 1: wide columns
 def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(
-    rng, naive_filter_grad, case, what
+    rng, routes_non_finite_like_the_definition, case, what
 ):
     """Wide columns hold junk (image or dy values past a row's end) times the zeros the other
     side was widened with: an inf or NaN there must not become NaN in taps the definition's
     sum never reaches. The value at each position of one plane in turn, both routes (the
     adjoint's columns of dy, and columns of x)."""
     geom, x, w, dy = _arrays(rng, case, n=2)
-    value = np.nan if what.startswith("nan") else np.inf
-    target = x if what.endswith("x") else dy
-    for pos in np.ndindex(*target.shape[2:]):
-        hit = target.copy()
-        hit[(1, 0, *pos)] = value
-        xs, dys = (hit, dy) if target is x else (x, hit)
-        want = naive_filter_grad(xs, dys, geom)
-        dw = per_sample_conv_backward(dys, xs, w, geom)[1]
-        np.testing.assert_array_equal(np.isnan(dw), np.isnan(want), err_msg=f"{what} at {pos}")
-        np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-10)
+
+    def weight_grad(xs, dys):
+        return per_sample_conv_backward(dys, xs, w, geom)[1]
+
+    routes_non_finite_like_the_definition(x, dy, geom, what, weight_grad, shared=False)
 
 
 @pytest.mark.parametrize("case", CASES)
