@@ -110,8 +110,12 @@ def conv_forward(
     by_taps = dw_from is not None and shifted_weight_grad_pays(x, dw_from, w, geom)
     taps_dw = taps if by_taps else None
 
+    junk = [False]  # whether a weight gradient read past rows' ends (wide columns, taps)
+
     def run(a: int, b: int, batched: bool) -> Any:
         make_y = want_y
+        if dw_from is not None and not batched and (wide or taps_dw is not None):
+            junk[0] = True
         if taps is not None and not batched:  # one product per tap, no columns
             if want_y:
                 forward_chunk(x[a:b], taps, y[a:b])
@@ -149,7 +153,7 @@ def conv_forward(
     def again() -> Any:
         return conv_forward(x, w, geom, dw_from, want_y=False, exact=True)[1]
 
-    return y, exact_if_not_finite(dw, wide or taps_dw is not None, again)
+    return y, exact_if_not_finite(dw, junk[0], again)
 
 
 def exact_if_not_finite(dw: Any, junk: bool, exact: Callable[[], Any]) -> Any:
@@ -159,7 +163,9 @@ def exact_if_not_finite(dw: Any, junk: bool, exact: Callable[[], Any]) -> Any:
     Wide columns and shifted taps read past each row's end, values that meet the zeros the
     other side was widened with: an inf or NaN there comes out as NaN in taps the exact sum
     never reaches. Rare, so checked after the fact (zeroing the junk on every call cost most
-    of what the wide layout saves).
+    of what the wide layout saves): one pass over ``dw`` each call, and a second weight
+    gradient whenever it is not finite, overflow included. On a GPU without cuDNN the check
+    waits for the device.
     """
     if junk and not bool(get_array_module(dw).isfinite(dw).all()):
         return exact()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distconv.kernels import conv as conv_module
 from distconv.kernels import conv_layout
-from distconv.kernels.conv import conv_backward, conv_backward_data, conv_forward
+from distconv.kernels.conv import conv_any_backward, conv_backward, conv_backward_data, conv_forward
 from distconv.kernels.conv_columns import column_layout
 from distconv.kernels.conv_layout import use_batched
-from distconv.kernels.conv_shifted import shifted_applies, shifted_weight_grad_pays
 from distconv.kernels.parallel import num_threads
 from distconv.kernels.shape import ConvGeometry
 
@@ -75,18 +75,26 @@ def test_both_layouts_give_the_same_gradients(rng, force_layout, case):
     np.testing.assert_allclose((dy * _direct(x, v, geom)).sum(), (dw1 * v).sum(), rtol=1e-9)
 
 
+WIDE = (2, 2, 8, (3, 40), 8, 3, 1, 1, 1, 1)  # 40 -> 42 wide: within WIDE_MAX_EXTRA
+TAPS = (2, 2, 32, (5, 6), 32, 3, 1, 1, 1, 1)  # 32x32 weight blocks: the weight grad by taps
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
-@pytest.mark.parametrize("what", ["inf in dy", "nan in dy", "inf in x"])
 @pytest.mark.parametrize(
-    "route, case",
+    "route, case, what",
     [
-        ("wide columns", (2, 2, 8, (4, 20), 8, 3, 1, 1, 1, 1)),
-        ("shifted taps", (2, 2, 32, (5, 6), 32, 3, 1, 1, 1, 1)),
-        ("batched", (2, 2, 8, (6, 7), 8, 3, 1, 1, 1, 1)),
+        # where junk meets a non-finite value: these fail without the exact recompute
+        ("wide columns", WIDE, "inf in x"),
+        ("shifted taps", TAPS, "inf in x"),
+        ("transposed, wide", WIDE, "inf in dy"),
+        ("transposed, wide", WIDE, "nan in dy"),
+        # guards: dy meets only real pixels of x here, and batched columns hold no junk
+        ("wide columns", WIDE, "nan in dy"),
+        ("batched", WIDE, "inf in x"),
     ],
 )
 def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(
-    rng, force_layout, routes_non_finite_like_the_definition, route, case, what
+    rng, monkeypatch, force_layout, routes_non_finite_like_the_definition, route, case, what
 ):
     """Wide columns and shifted taps read past each row's end, values that meet the other
     side's widening zeros: an inf or NaN there must not become NaN in taps the definition's sum
@@ -94,15 +102,28 @@ def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(
     force_layout(route == "batched")
     geom, x, w = _case(rng, *case)
     dy = rng.standard_normal((x.shape[0], w.shape[0], *geom.out_size(x.shape[2:])))
-    if route == "wide columns":  # the route the name says is the one taken
-        assert column_layout(x.shape[2:], geom, w.shape)[0] and not shifted_applies(x, w, geom)
-    if route == "shifted taps":
-        assert shifted_weight_grad_pays(x, dy, w, geom)
+    taps_used = []
+    real = conv_module.weight_grad_chunk
+    monkeypatch.setattr(
+        conv_module, "weight_grad_chunk", lambda *a: taps_used.append(1) or real(*a)
+    )
+    if route.startswith("transposed"):
+        # a transposed convolution's weight gradient is this one's with the roles swapped:
+        # its output gradient (here ``dy``'s place, shape of x) is what the columns are of
+        def weight_grad(ys, xs):
+            return conv_any_backward(ys, xs, w, geom, True, need_dx=False, need_dw=True)[1]
 
-    def weight_grad(xs, dys):
-        return conv_backward(dys, xs, w, geom, need_dx=False)[1]
+        what = "inf in x" if what == "inf in dy" else "nan in x"
+        routes_non_finite_like_the_definition(x, dy, geom, what, weight_grad, shared=True)
+    else:
 
-    routes_non_finite_like_the_definition(x, dy, geom, what, weight_grad, shared=True)
+        def weight_grad(xs, dys):
+            return conv_backward(dys, xs, w, geom, need_dx=False)[1]
+
+        routes_non_finite_like_the_definition(x, dy, geom, what, weight_grad, shared=True)
+    assert bool(taps_used) == (route == "shifted taps")  # the route the name says was taken
+    if route != "batched":
+        assert column_layout(x.shape[2:], geom, w.shape)[0] or route == "shifted taps"
 
 
 @pytest.mark.parametrize("case", CASES[:2])
