@@ -265,7 +265,7 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
     """
     keep_freed_memory()  # every request's blocks reuse the last one's buffers, without faults
     for lib in blas_libraries():  # a shard multiplies no matrices: BLAS runs only its NaN check
-        lib.set_num_threads(1)  # (_finite), which a pool's wake-ups would make slower
+        lib.set_num_threads(1)  # (all_finite), which a pool's wake-ups would make slower
     shard = Shard(config)
     shard.service = service
     try:

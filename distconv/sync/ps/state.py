@@ -14,7 +14,7 @@ import numpy as np
 
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.sums import _finite, _sum_in_rank_order, nan_message, sum_culprit
+from distconv.sync.ps.sums import all_finite, nan_message, sum_culprit, sum_in_rank_order
 from distconv.sync.ps.wire import (
     DTYPES,
     MAX_ARRAY_BYTES,
@@ -246,13 +246,13 @@ class BlockUpdates:
         ranks = sorted(waiting.by_rank)
         held = [waiting.by_rank[r][2] for r in ranks]
         blocks = range(len(self.by_param[p]))
-        return ranks, held, [_sum_in_rank_order([parts[i] for _, parts in held]) for i in blocks]
+        return ranks, held, [sum_in_rank_order([parts[i] for _, parts in held]) for i in blocks]
 
     def _not_finite(self, p: int, ranks: list[int], held: list, sums: list) -> str | None:
         """None if every block sum of parameter ``p`` is finite, else the error for the first
         that is not (see :func:`~distconv.sync.ps.sums.sum_culprit`)."""
         for i, (_, grad) in enumerate(sums):
-            if not _finite(grad):
+            if not all_finite(grad):
                 parts = [rank_parts[i][1] for _, rank_parts in held]
                 return sum_culprit(self.params[p].name, ranks, parts, grad)
         return None
@@ -328,8 +328,8 @@ class BlockUpdates:
 
     def _check_finite(self, rank: int, ids: list[int], parts: list) -> None:
         """Refuse an async push holding a NaN or Inf, naming its parameter and rank."""
-        with np.errstate(over="ignore"):  # the check's dot product may overflow: see _finite
-            bad = next((k for k, (_, g) in enumerate(parts) if not _finite(g)), None)
+        with np.errstate(over="ignore"):  # the check's dot product may overflow: see all_finite
+            bad = next((k for k, (_, g) in enumerate(parts) if not all_finite(g)), None)
         if bad is not None:
             raise _Refused(nan_message(self.params[self.blocks[ids[bad]].param].name, rank))
 

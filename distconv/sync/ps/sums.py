@@ -1,5 +1,5 @@
 """A sync step's arithmetic on a shard's gradients: the ranks' sum of a block in rank order,
-and the NaN/Inf check (one read pass: see :func:`_finite`)."""
+and the NaN/Inf check (one read pass: see :func:`all_finite`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: gradients of at least this many elements are checked through a dot product (see _finite)
+#: gradients of at least this many elements are checked through a dot product (see all_finite)
 DOT_CHECK_SIZE = 16384
 #: the dot product the check takes (a name of its own, so a test can watch it)
 _dot = np.dot
@@ -17,7 +17,7 @@ _dot = np.dot
 _DOT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _finite(grad: np.ndarray) -> bool:
+def all_finite(grad: np.ndarray) -> bool:
     """No NaN or Inf in ``grad``.
 
     Integers and booleans always pass; float, complex and ``ml_dtypes`` arrays (bfloat16 ...)
@@ -52,7 +52,7 @@ def nan_message(name: str, rank: int) -> str:
 
 def sum_culprit(name: str, ranks: Sequence[int], parts: Sequence[np.ndarray], total) -> str:
     """The error for one block of parameter ``name`` whose ranks' sum ``total`` (of ``parts``,
-    the ranks' gradients in rank order, by :func:`_sum_in_rank_order`) is not finite.
+    the ranks' gradients in rank order, by :func:`sum_in_rank_order`) is not finite.
 
     A rank is named only where its part is proven to hold a NaN or Inf:
 
@@ -71,7 +71,7 @@ def sum_culprit(name: str, ranks: Sequence[int], parts: Sequence[np.ndarray], to
     """
     summed_into = len(parts) > 1 and total is parts[0]
     for r, g in zip(ranks[1:], parts[1:]) if summed_into else zip(ranks, parts):
-        if not _finite(g):
+        if not all_finite(g):
             return nan_message(name, r)
     if not summed_into:
         return f"gradient of parameter {name}: the ranks' finite parts overflowed when added"
@@ -83,7 +83,7 @@ def sum_culprit(name: str, ranks: Sequence[int], parts: Sequence[np.ndarray], to
     )
 
 
-def _sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
+def sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
     """Sum the ranks' gradients of one block in rank order.
 
     Returns ``(row ids or None, gradient sum)``. Dense parts add up whole; sparse parts add up

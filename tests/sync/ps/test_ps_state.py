@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from distconv.optim import create_optimizer, mean_scale
-from distconv.sync.ps.state import _finite, _sum_in_rank_order
+from distconv.sync.ps.sums import all_finite, sum_in_rank_order
 from distconv.sync.ps.wire import WireError, pack, unpack_header
 
 
@@ -30,7 +30,7 @@ def test_the_sum_in_place_has_the_bits_of_the_plain_formula(writable, ranks):
     expect = grads[0].copy()
     for g in grads[1:]:
         expect = expect + g
-    rows, got = _sum_in_rank_order([(None, g) for g in _frames(*grads, writable=writable)])
+    rows, got = sum_in_rank_order([(None, g) for g in _frames(*grads, writable=writable)])
     assert rows is None
     np.testing.assert_array_equal(got, expect)
 
@@ -43,7 +43,7 @@ def test_the_folded_mean_is_the_single_process_update(name):
     rng = np.random.default_rng(1)
     value = rng.standard_normal((33, 1))
     grads = _frames(*(rng.standard_normal((33, 1)) for _ in range(2)))
-    _, total = _sum_in_rank_order([(None, g) for g in grads])
+    _, total = sum_in_rank_order([(None, g) for g in grads])
     for examples, exact in ((7, False), (8, True)):
         opt = create_optimizer(name, lr=0.1)
         folded, divided = value.copy(), value.copy()
@@ -57,9 +57,9 @@ def test_the_folded_mean_is_the_single_process_update(name):
 
 def test_one_rank_takes_no_copy():
     (g,) = _frames(np.arange(6.0).reshape(6, 1))
-    assert _sum_in_rank_order([(None, g)])[1] is g
+    assert sum_in_rank_order([(None, g)])[1] is g
     ids, rows = _frames(np.array([2, 5]), np.ones((2, 3)))
-    got_ids, got = _sum_in_rank_order([(ids, rows)])
+    got_ids, got = sum_in_rank_order([(ids, rows)])
     assert got_ids is ids and got is rows and (got == 1.0).all()
 
 
@@ -68,19 +68,19 @@ def test_sparse_rows_of_several_ranks_add_over_their_union_in_rank_order():
         (np.array([1, 4]), np.array([[1.0], [2.0]])),
         (np.array([4, 6]), np.array([[10.0], [20.0]])),
     ]
-    rows, grad = _sum_in_rank_order(parts)
+    rows, grad = sum_in_rank_order(parts)
     np.testing.assert_array_equal(rows, [1, 4, 6])
     np.testing.assert_array_equal(grad, [[1.0], [12.0], [20.0]])
 
 
 def test_finite_finds_nan_and_both_infinities():
     g = np.zeros((100, 1), np.float32)
-    assert _finite(g)
+    assert all_finite(g)
     for bad in (np.nan, np.inf, -np.inf):
         g[37] = bad
-        assert not _finite(g)
+        assert not all_finite(g)
     g[37] = np.finfo(np.float32).max  # huge but finite
-    assert _finite(g)
+    assert all_finite(g)
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from distconv.sync.ps import server, state, sums
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import Shard
-from distconv.sync.ps.sums import DOT_CHECK_SIZE, _finite, nan_message
+from distconv.sync.ps.sums import DOT_CHECK_SIZE, all_finite, nan_message
 from distconv.sync.ps.wire import unpack_header
 
 BAD = 2  # the dense parameter whose gradient goes wrong (conv2.weight, 3 blocks)
@@ -185,9 +185,9 @@ def test_each_block_is_checked_once_per_sync_step_on_the_sum(shard, monkeypatch)
 
     def counting(grad):
         calls.append(grad.shape)
-        return _finite(grad)
+        return all_finite(grad)
 
-    monkeypatch.setattr(state, "_finite", counting)  # the one the shard calls in both modes
+    monkeypatch.setattr(state, "all_finite", counting)  # the one the shard calls in both modes
 
     def grads(rank, i, grad):
         grad[...] = rank + 1.0
@@ -221,19 +221,19 @@ def test_the_optimizer_still_warns_of_an_overflow_the_check_does_not(hand, mode)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_finite_through_the_dot_product_is_exact(dtype):
     g = np.ones((DOT_CHECK_SIZE // 4, 4), dtype)
-    assert _finite(g)
+    assert all_finite(g)
     g[7, 1] = np.finfo(dtype).max  # the dot overflows: the exact test says finite
     g[9, 2] = -np.finfo(dtype).max
     with np.errstate(over="ignore"):  # as the shard calls it
-        assert _finite(g)
+        assert all_finite(g)
         for bad in (np.nan, np.inf, -np.inf):
             g[DOT_CHECK_SIZE // 4 - 1, 3] = bad
-            assert not _finite(g)
+            assert not all_finite(g)
 
 
 @pytest.fixture
 def dots(monkeypatch):
-    """The dtypes ``_finite`` took the dot product of, in order."""
+    """The dtypes ``all_finite`` took the dot product of, in order."""
     seen = []
     real = sums._dot
 
@@ -247,17 +247,17 @@ def dots(monkeypatch):
 
 def test_only_contiguous_float32_and_float64_take_the_dot_product(dots):
     n = DOT_CHECK_SIZE
-    assert _finite(np.ones(n, np.float32)) and _finite(np.ones(n, np.float64))
+    assert all_finite(np.ones(n, np.float32)) and all_finite(np.ones(n, np.float64))
     assert dots == [np.float32, np.float64]
     half = np.full(n, 60000.0, np.float16)  # its dot would overflow float16
-    assert _finite(half)
+    assert all_finite(half)
     half[-1] = np.nan
-    assert not _finite(half)
+    assert not all_finite(half)
     strided = np.ones((n, 4))[:, :2]  # flattening it for a dot would copy it
-    assert _finite(strided)
+    assert all_finite(strided)
     strided[-1, -1] = np.inf
-    assert not _finite(strided)
-    assert not _finite(np.asfortranarray(np.full((n // 8, 8), np.nan)))
+    assert not all_finite(strided)
+    assert not all_finite(np.asfortranarray(np.full((n // 8, 8), np.nan)))
     assert dots == [np.float32, np.float64]
 
 
@@ -265,7 +265,7 @@ def test_a_strided_gradient_is_checked_without_a_copy():
     g = np.ones((DOT_CHECK_SIZE * 4, 4))[:, :2]  # flattening it would copy it
     tracemalloc.start()
     try:
-        assert _finite(g)
+        assert all_finite(g)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -275,31 +275,31 @@ def test_a_strided_gradient_is_checked_without_a_copy():
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float16, np.longdouble])
 def test_finite_checks_every_floating_kind(dtype):
     g = np.ones(DOT_CHECK_SIZE, dtype)
-    assert _finite(g)
+    assert all_finite(g)
     g[-1] = np.nan
-    assert not _finite(g)
+    assert not all_finite(g)
     g[-1] = np.inf
-    assert not _finite(g)
+    assert not all_finite(g)
 
 
 def test_finite_checks_bfloat16():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     g = np.ones(DOT_CHECK_SIZE, ml_dtypes.bfloat16)
-    assert _finite(g)
+    assert all_finite(g)
     g[-1] = np.nan
-    assert not _finite(g)
+    assert not all_finite(g)
 
 
 def test_integers_are_finite_and_other_dtypes_are_refused():
-    assert _finite(np.arange(DOT_CHECK_SIZE, dtype=np.int64))
-    assert _finite(np.zeros(3, np.uint8)) and _finite(np.zeros(3, bool))
+    assert all_finite(np.arange(DOT_CHECK_SIZE, dtype=np.int64))
+    assert all_finite(np.zeros(3, np.uint8)) and all_finite(np.zeros(3, bool))
     for odd in (
         np.array([1.0, None], dtype=object),
         np.zeros(3, dtype=[("a", "f8")]),
         np.zeros(3, dtype="datetime64[s]"),
     ):
         with pytest.raises(TypeError, match=re.escape(f"cannot check a {odd.dtype} gradient")):
-            _finite(odd)
+            all_finite(odd)
 
 
 def _dense_push(rank: int, params: list[int], arrays: list, step: int = 1) -> tuple[dict, list]:
@@ -433,7 +433,7 @@ def test_update_seconds_holds_the_sums_and_not_the_check(hand, monkeypatch):
     h.seed()
     now = [0.0]
     monkeypatch.setattr(state, "_clock", lambda: now[0])
-    real_finite, real_sum = state._finite, state._sum_in_rank_order
+    real_finite, real_sum = state.all_finite, state.sum_in_rank_order
 
     def slow_check(grad):
         now[0] += 1000.0  # a check of 1000 s on the fake clock
@@ -443,8 +443,8 @@ def test_update_seconds_holds_the_sums_and_not_the_check(hand, monkeypatch):
         now[0] += 1.0  # and a sum of 1 s
         return real_sum(parts)
 
-    monkeypatch.setattr(state, "_finite", slow_check)
-    monkeypatch.setattr(state, "_sum_in_rank_order", slow_sum)
+    monkeypatch.setattr(state, "all_finite", slow_check)
+    monkeypatch.setattr(state, "sum_in_rank_order", slow_sum)
     w = [np.full((ROWS, 1), 0.5)] * BLOCKS
     h.send(*_dense_push(0, [0], w))
     h.send(*_dense_push(1, [0], w))
