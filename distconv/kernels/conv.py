@@ -339,11 +339,30 @@ def conv_any_backward(
     """
     if not transposed:
         return conv_backward(dy, x, w, geom, need_dx, need_dw, columns)
-    out = geom.out_size(dy.shape[2:])
-    # with output_padding >= stride the adjoint reaches one input row past the end: pad the
-    # input side for the weight gradient, crop the input gradient
-    dw_from = widen_output(x, out) if need_dw else None
-    dx, dw = conv_forward(dy, w, geom, dw_from=dw_from, want_y=need_dx)
-    if dx is not None and tuple(dx.shape[2:]) != tuple(x.shape[2:]):
-        dx = dx[(slice(None), slice(None)) + tuple(slice(0, n) for n in x.shape[2:])]
-    return dx, dw
+    if geom.out_size(dy.shape[2:]) != tuple(x.shape[2:]):
+        dy, geom = _within_input(dy, tuple(x.shape[2:]), geom)
+    return conv_forward(dy, w, geom, dw_from=x if need_dw else None, want_y=need_dx)
+
+
+def _within_input(
+    dy: Any, in_size: tuple[int, ...], geom: ConvGeometry
+) -> tuple[Any, ConvGeometry]:
+    """``dy`` padded by hand and cut to the rows that the transposed convolution's input
+    reaches, with an unpadded geometry: the adjoint then comes out exactly ``in_size``.
+
+    With output_padding >= stride the padded adjoint reaches one row past the input. Computing
+    that row and dropping it is right for the input gradient, but the weight gradient would
+    multiply ``dy`` by zeros standing for pixels that do not exist, and an inf in ``dy`` there
+    would come out as NaN where the definition sums no such product.
+    """
+    xp = get_array_module(dy)
+    reach = tuple(
+        (n - 1) * s + d * (k - 1) + 1
+        for n, s, d, k in zip(in_size, geom.stride, geom.dilation, geom.ksize)
+    )
+    padded = xp.zeros((*dy.shape[:2], *reach), dtype=dy.dtype)
+    kept = tuple(min(n, r - p) for n, r, p in zip(dy.shape[2:], reach, geom.pad))
+    inside = tuple(slice(p, p + n) for p, n in zip(geom.pad, kept))
+    padded[(slice(None), slice(None)) + inside] = dy[(...,) + tuple(slice(0, n) for n in kept)]
+    unpadded = ConvGeometry(geom.ksize, geom.stride, (0,) * geom.nd, geom.dilation, geom.groups)
+    return padded, unpadded
