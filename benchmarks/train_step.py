@@ -11,7 +11,8 @@ Every measurement runs in its own process with its thread count fixed before imp
 libraries alternate, ``--rounds`` times, and each figure is the median over the rounds of a
 process's median step time. The table reports samples/s, distconv over PyTorch (higher is
 better). The breakdown times each layer alone on the inputs of a real step (forward, then
-backward from a ones gradient; PyTorch's backward is its forward+backward minus its forward).
+backward from a ones gradient, each backward after an untimed forward as in a step; PyTorch's
+backward is its forward+backward minus its forward).
 ``step overhead`` is measured inside real steps: the step's time outside every layer's
 forward/backward and the optimizer, i.e. the Python around the layers (network loop, Args,
 dicts, trainer, callbacks).
@@ -43,15 +44,22 @@ LAYERS = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "loss")
 _clock = time.perf_counter
 
 
-def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 3) -> float:
-    """Median of ``repeat`` timed calls, in milliseconds, on the chosen clock."""
-    for _ in range(warmup):
-        fn()
+def median_ms(
+    fn: Callable[[], object],
+    repeat: int,
+    warmup: int = 3,
+    before: Callable[[], object] | None = None,
+) -> float:
+    """Median of ``repeat`` timed calls, in milliseconds, on the chosen clock; ``before``
+    (untimed) runs ahead of each call."""
     times = []
-    for _ in range(repeat):
+    for i in range(warmup + repeat):
+        if before is not None:
+            before()
         t = _clock()
         fn()
-        times.append(_clock() - t)
+        if i >= warmup:
+            times.append(_clock() - t)
     return statistics.median(times) * 1e3
 
 
@@ -101,7 +109,9 @@ def _distconv_worker(side: int, batch: int, repeat: int) -> dict:
     for name in LAYERS:
         layer = net.layers[name]
         args = [net.outputs[i] for i in net.wiring[name]]
-        result[f"{name} fwd"] = median_ms(lambda l=layer, a=args: l.forward(*a), repeat)
+
+        def fwd(layer=layer, args=args):
+            layer.forward(*args)
 
         def bwd(layer=layer, args=args):
             for a in args:
@@ -109,7 +119,10 @@ def _distconv_worker(side: int, batch: int, repeat: int) -> dict:
             layer.output.grad = np.ones_like(layer.output.value)
             layer.backward(noop)
 
-        result[f"{name} bwd"] = median_ms(bwd, repeat)
+        result[f"{name} fwd"] = median_ms(fwd, repeat)
+        # each backward after its own forward, as in a step: a convolution's backward uses
+        # the columns its forward kept (and drops them), which a second backward would rebuild
+        result[f"{name} bwd"] = median_ms(bwd, repeat, before=fwd)
 
     params = [p for p in net.parameters() if not p.static]
     sync.start_step(batch)
