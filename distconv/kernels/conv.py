@@ -361,7 +361,8 @@ def _within_input(
         for n, s, d, k in zip(in_size, geom.stride, geom.dilation, geom.ksize)
     )
     padded = xp.zeros((*dy.shape[:2], *reach), dtype=dy.dtype)
-    kept = tuple(min(n, r - p) for n, r, p in zip(dy.shape[2:], reach, geom.pad))
+    # rows of dy inside the reach; none where the padding alone is wider than the reach
+    kept = tuple(max(0, min(n, r - p)) for n, r, p in zip(dy.shape[2:], reach, geom.pad))
     inside = tuple(slice(p, p + n) for p, n in zip(geom.pad, kept))
     padded[(slice(None), slice(None)) + inside] = dy[(...,) + tuple(slice(0, n) for n in kept)]
     unpadded = ConvGeometry(geom.ksize, geom.stride, (0,) * geom.nd, geom.dilation, geom.groups)

@@ -126,22 +126,33 @@ def test_a_non_finite_value_makes_nan_exactly_where_the_definition_does(
         assert column_layout(x.shape[2:], geom, w.shape)[0] or route == "shifted taps"
 
 
+# transposed geometries with output_padding >= stride on some axis (allowed below the dilation):
+# (nd, k, stride, padding, dilation, output_padding, groups, input size)
+BEYOND_STRIDE = [
+    (2, 3, 1, 1, 2, (1, 1), 1, (5, 4)),
+    (2, 3, (1, 2), 1, (3, 1), (2, 1), 2, (5, 6)),  # on one axis only, grouped
+    (1, 1, 1, 2, 7, (6,), 1, (1,)),  # the padding wider than the rows the input reaches
+]
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
 @pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize("what", ["inf in dy", "nan in dy"])
+@pytest.mark.parametrize("case", BEYOND_STRIDE)
 def test_transposed_output_padding_weight_grad_has_nan_only_where_the_definition_does(
-    rng, force_layout, routes_non_finite_like_the_definition, batched, what
+    rng, force_layout, routes_non_finite_like_the_definition, batched, what, case
 ):
     """With output_padding >= stride the transposed convolution's output gradient reaches one
     row past the layer's input, whose widening zeros stand for pixels that do not exist: an
     inf there met them as ``inf * 0 = NaN`` in the weight gradient, where the definition
     (and PyTorch) sum no such product."""
     force_layout(batched)
-    geom = ConvGeometry.make(2, 3, 1, 1, 2, 1)  # dilation 2 allows output_padding 1 at stride 1
-    x = rng.standard_normal((2, 4, 5, 4))  # the transposed layer's input
-    w = rng.standard_normal((4, 3, 3, 3))  # (in channels, out channels, *k), PyTorch's layout
-    out = geom.transpose_out_size(x.shape[2:], (1, 1))
-    dy = rng.standard_normal((2, 3, *out))
+    nd, k, s, p, d, op, g, size = case
+    geom = ConvGeometry.make(nd, k, s, p, d, g)
+    x = rng.standard_normal((2, 4, *size))  # the transposed layer's input
+    w = rng.standard_normal((4, 6 // g, *geom.ksize))  # (in, out/groups, *k), PyTorch's layout
+    out = geom.transpose_out_size(x.shape[2:], op)
+    dy = rng.standard_normal((2, 6, *out))
     assert geom.out_size(out) != tuple(x.shape[2:])  # the adjoint does reach past the input
 
     def weight_grad(ys, xs):  # the fixture's roles: ``ys`` holds the value, ``xs`` is x

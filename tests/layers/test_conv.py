@@ -210,6 +210,28 @@ def test_conv_transpose_output_padding_parity(torch, rng, layout, nd, k, s, p, d
     check_layer_grad(layer, [Arg(x)], elements=3)
 
 
+def test_conv_transpose_padding_wider_than_the_input_reaches_parity(torch, rng, layout):
+    """A kernel of 1 with a large dilation lets output_padding reach 6 at stride 1; with
+    padding 2 the whole output on that axis lies outside what the one input row reaches, so
+    the output is the bias alone there and both gradients are zero (the backward once failed
+    to broadcast here)."""
+    import torch.nn.functional as F
+
+    k, s, p, d, op = (1, 3), 1, (2, 1), (7, 1), (6, 0)
+    layer = ConvTranspose2D(4, 6, k, s, p, d, output_padding=op, dtype=F64)
+    layer.bias.value[...] = rng.standard_normal(6)
+    x = rng.standard_normal((2, 4, 1, 5))
+
+    def ref(tx, tw, tb):
+        return F.conv_transpose2d(tx, tw, tb, stride=s, padding=p, output_padding=op, dilation=d)
+
+    y_ref = ref(*(torch.tensor(a) for a in (x, layer.weight.value, layer.bias.value)))
+    dy = rng.standard_normal(tuple(y_ref.shape))
+    expected = _torch_grads(torch, ref, x, layer.weight.value, layer.bias.value, dy)
+    for got, want, what in zip(_ours(layer, x, dy), expected, ("y", "dx", "dw", "db")):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-9, err_msg=what)
+
+
 def test_output_padding_out_of_range_is_refused():
     with pytest.raises(LayerError, match=r"output_padding=\(2, 2\) must be >= 0 and smaller than"):
         ConvTranspose2D(1, 1, 3, stride=2, output_padding=2)
