@@ -1,5 +1,8 @@
 """cuDNN convolutions through cupy, used for cupy arrays when cuDNN is there.
 
+That is CuPy 13 with the cuDNN library installed (``nvidia-cudnn-cu12``, or a system cuDNN);
+CuPy 14 dropped ``cupyx.cudnn``, and then the device runs the im2col kernels (:func:`available`).
+
 Only :mod:`distconv.kernels.conv` calls this module, and only with cupy arrays, so nothing here
 runs (or imports cupy) on a CPU-only machine. ``DISTCONV_CUDNN=0`` turns it off, which makes the
 im2col code run on the device instead (useful to compare the two).
@@ -26,12 +29,21 @@ def _cudnn() -> Any:
     return cudnn
 
 
+def available() -> bool:
+    """Whether this CuPy reaches cuDNN at all (``cupyx.cudnn`` and the library load).
+
+    CuPy 14 removed its cuDNN bindings: with it, or without the cuDNN library, convolutions on
+    the device run on the im2col kernels, whatever ``DISTCONV_CUDNN`` says.
+    """
+    return _cudnn() is not None
+
+
 def usable(*arrays: Any) -> bool:
     """Whether cuDNN can run a convolution on these (cupy) arrays: one float dtype for all."""
     if os.environ.get("DISTCONV_CUDNN", "1") == "0":
         return False
     dtypes = {a.dtype.name for a in arrays}
-    return _cudnn() is not None and len(dtypes) == 1 and dtypes <= set(_FLOATS)
+    return available() and len(dtypes) == 1 and dtypes <= set(_FLOATS)
 
 
 def _conv_params(geom: ConvGeometry) -> tuple:
