@@ -5,7 +5,7 @@ Usage, on a machine with a CUDA device after ``pip install -e '.[gpu,test]'``::
     python benchmarks/gpu.py
 
 First runs ``pytest -m gpu`` on the files holding device tests (the whole layer catalogue on
-the device against numpy: convolutions, FC and pooling with and without cuDNN, projections,
+the device against numpy: convolutions with and without cuDNN, FC, pooling, projections,
 operators, sequences, selective FC, multiplex, expand, concatenation), then times
 forward+backward in float32 on the device with cuDNN and with the im2col kernels
 (``DISTCONV_CUDNN=0``) of the conv benchmark's shapes and of ``ConvOperator`` (a filter bank per
@@ -15,6 +15,7 @@ has no cuDNN: CuPy 14 removed it). Exits non-zero if the tests fail.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -73,17 +74,32 @@ def gpu_test_files() -> list[str]:
     """The test files that hold device tests (``pytest.mark.gpu``), relative to the root.
 
     pytest is pointed at these alone: collecting the whole suite would import modules (the
-    parameter server's ZeroMQ, the manifests' schema checker) that a GPU image may lack.
+    parameter server's ZeroMQ, the manifests' schema checker) that a GPU image may lack. The
+    marks are found in the code (``pytest.mark.gpu`` or ``mark.gpu``), not in its strings.
     """
     found = []
     for folder, _, names in os.walk(os.path.join(ROOT, "tests")):
-        for name in sorted(names):
+        for name in names:
             path = os.path.join(folder, name)
-            if name.startswith("test_") and name.endswith(".py"):
-                with open(path, encoding="utf-8") as f:
-                    if "pytest.mark.gpu" in f.read():
-                        found.append(os.path.relpath(path, ROOT))
+            if name.startswith("test_") and name.endswith(".py") and _marks_gpu(path):
+                found.append(os.path.relpath(path, ROOT))
+    if not found:
+        raise SystemExit("no test file under tests/ carries pytest.mark.gpu")
     return sorted(found)
+
+
+def _marks_gpu(path: str) -> bool:
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "gpu"
+        and (
+            (isinstance(node.value, ast.Attribute) and node.value.attr == "mark")
+            or (isinstance(node.value, ast.Name) and node.value.id == "mark")
+        )
+        for node in ast.walk(tree)
+    )
 
 
 def main() -> int:
@@ -98,7 +114,7 @@ def main() -> int:
     sync = cupy.cuda.Device().synchronize
     flags = ("1", "0") if cudnn.available() else ("0",)
     if len(flags) == 1:
-        print("cuDNN: not in this CuPy (CuPy 14 removed cupyx.cudnn); im2col on the device only")
+        print(f"no cuDNN ({cudnn.unavailable_reason()}): im2col on the device only")
     rows = []
     cases = [(name, _step, case) for name, case in CASES.items()]
     for name, case in OPERATOR_CASES.items():

@@ -20,22 +20,42 @@ _FLOATS = ("float16", "float32", "float64")
 
 
 @lru_cache(maxsize=1)
-def _cudnn() -> Any:
+def _load() -> tuple[Any, str | None]:
+    """``(cupyx.cudnn, None)``, or ``(None, why not)``: the exception names the cause, so a
+    broken install (a mismatched or missing libcudnn) does not pass for a CuPy without cuDNN."""
     try:
         import cupyx.cudnn as cudnn
         from cupy.cuda import cudnn as _lib  # noqa: F401  (raises when cuDNN is missing)
-    except Exception:
-        return None
-    return cudnn
+    except Exception as e:  # noqa: BLE001  (any failure to load means: no cuDNN here)
+        try:
+            import cupy
+
+            version = f"CuPy {cupy.__version__}"
+        except Exception:  # noqa: BLE001
+            version = "no CuPy"
+        removed = version.startswith("CuPy ") and int(version[5:].split(".")[0]) >= 14
+        cause = "CuPy 14 removed cupyx.cudnn" if removed else f"{type(e).__name__}: {e}"
+        return None, f"{version}: {cause}"
+    return cudnn, None
+
+
+def _cudnn() -> Any:
+    return _load()[0]
 
 
 def available() -> bool:
     """Whether this CuPy reaches cuDNN at all (``cupyx.cudnn`` and the library load).
 
     CuPy 14 removed its cuDNN bindings: with it, or without the cuDNN library, convolutions on
-    the device run on the im2col kernels, whatever ``DISTCONV_CUDNN`` says.
+    the device run on the im2col kernels, whatever ``DISTCONV_CUDNN`` says
+    (:func:`unavailable_reason` says which).
     """
     return _cudnn() is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why cuDNN cannot be used here (the CuPy version and the cause), or None when it can."""
+    return _load()[1]
 
 
 def usable(*arrays: Any) -> bool:

@@ -73,19 +73,39 @@ POOLS = [
 ]
 
 
-def _use_cudnn(monkeypatch, flag: str) -> None:
-    """Run the conv parts on cuDNN (``"1"``) or on the device's im2col (``"0"``); a cuDNN case
-    skips where this CuPy has none (CuPy 14), instead of passing on im2col."""
+def _use_cudnn(monkeypatch, flag: str) -> list[bool]:
+    """Run the conv parts on cuDNN (``"1"``) or on the device's im2col (``"0"``).
+
+    A cuDNN case skips where there is no cuDNN (CuPy 14 removed it), instead of passing on
+    im2col; the list returned records every choice between the two, so that a cuDNN case can
+    check that no convolution fell back to im2col (:func:`_ran_on_cudnn`).
+    """
     if flag == "1" and not cudnn_kernels.available():
-        pytest.skip("this CuPy has no cuDNN (CuPy 14 removed cupyx.cudnn): im2col runs instead")
+        pytest.skip(f"no cuDNN ({cudnn_kernels.unavailable_reason()}): im2col runs instead")
     monkeypatch.setenv("DISTCONV_CUDNN", flag)
+    chosen: list[bool] = []
+    usable = cudnn_kernels.usable
+
+    def recorded(*arrays):
+        chosen.append(usable(*arrays))
+        return chosen[-1]
+
+    monkeypatch.setattr(cudnn_kernels, "usable", recorded)
+    return chosen
+
+
+def _ran_on_cudnn(flag: str, chosen: list[bool]) -> None:
+    """In a cuDNN case, every convolution the layer ran went to cuDNN (none fell back)."""
+    if flag == "1":
+        assert all(chosen), f"a convolution fell back to im2col ({chosen.count(False)} times)"
 
 
 @pytest.mark.parametrize("cudnn", ["1", "0"])
 @pytest.mark.parametrize("make", LAYERS)
 def test_device_matches_host(cupy, monkeypatch, rng, make, cudnn):
-    _use_cudnn(monkeypatch, cudnn)
+    chosen = _use_cudnn(monkeypatch, cudnn)
     _device_matches_host(cupy, rng, make)
+    _ran_on_cudnn(cudnn, chosen)
 
 
 @pytest.mark.parametrize("make", POOLS)
@@ -245,7 +265,7 @@ def _args(specs, to):
 @pytest.mark.parametrize("cudnn", ["1", "0"])  # the conv parts on cuDNN and on device im2col
 @pytest.mark.parametrize("name,make,specs", CATALOGUE, ids=[c[0] for c in CATALOGUE])
 def test_catalogue_on_device_matches_host(cupy, monkeypatch, rng, name, make, specs, cudnn):
-    _use_cudnn(monkeypatch, cudnn)
+    chosen = _use_cudnn(monkeypatch, cudnn)
     set_device("cpu")
     host = make()
     set_device("gpu")
@@ -268,3 +288,4 @@ def test_catalogue_on_device_matches_host(cupy, monkeypatch, rng, name, make, sp
             np.testing.assert_allclose(to_host(b.grad), a.grad, rtol=1e-8, atol=1e-10, err_msg=i)
     for p, q in zip(host.parameters(), dev.parameters()):
         np.testing.assert_allclose(to_host(q.grad), p.grad, rtol=1e-8, atol=1e-10, err_msg=p.name)
+    _ran_on_cudnn(cudnn, chosen)
