@@ -11,6 +11,7 @@ im2col code run on the device instead (useful to compare the two).
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -33,7 +34,8 @@ def _load() -> tuple[Any, str | None]:
             version = f"CuPy {cupy.__version__}"
         except Exception:  # noqa: BLE001
             version = "no CuPy"
-        removed = version.startswith("CuPy ") and int(version[5:].split(".")[0]) >= 14
+        major = re.match(r"CuPy (\d+)", version)
+        removed = major is not None and int(major.group(1)) >= 14
         cause = "CuPy 14 removed cupyx.cudnn" if removed else f"{type(e).__name__}: {e}"
         return None, f"{version}: {cause}"
     return cudnn, None
