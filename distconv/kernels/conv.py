@@ -45,6 +45,7 @@ from distconv.kernels.conv_shifted import (
 )
 from distconv.kernels.im2col import (
     col2im_wide,
+    pad_spatial,
     wide_col_size,
     widen_output,
 )
@@ -347,23 +348,20 @@ def conv_any_backward(
 def _within_input(
     dy: Any, in_size: tuple[int, ...], geom: ConvGeometry
 ) -> tuple[Any, ConvGeometry]:
-    """``dy`` padded by hand and cut to the rows that the transposed convolution's input
-    reaches, with an unpadded geometry: the adjoint then comes out exactly ``in_size``.
+    """``dy`` padded (:func:`pad_spatial`) and cut to the rows that the transposed
+    convolution's input reaches, with an unpadded geometry: the adjoint then comes out exactly
+    ``in_size``.
 
     With output_padding >= stride the padded adjoint reaches one row past the input. Computing
     that row and dropping it is right for the input gradient, but the weight gradient would
     multiply ``dy`` by zeros standing for pixels that do not exist, and an inf in ``dy`` there
     would come out as NaN where the definition sums no such product.
     """
-    xp = get_array_module(dy)
     reach = tuple(
-        (n - 1) * s + d * (k - 1) + 1
+        slice(0, (n - 1) * s + d * (k - 1) + 1)
         for n, s, d, k in zip(in_size, geom.stride, geom.dilation, geom.ksize)
     )
-    padded = xp.zeros((*dy.shape[:2], *reach), dtype=dy.dtype)
-    # rows of dy inside the reach; none where the padding alone is wider than the reach
-    kept = tuple(max(0, min(n, r - p)) for n, r, p in zip(dy.shape[2:], reach, geom.pad))
-    inside = tuple(slice(p, p + n) for p, n in zip(geom.pad, kept))
-    padded[(slice(None), slice(None)) + inside] = dy[(...,) + tuple(slice(0, n) for n in kept)]
+    # the padded dy is never shorter than the reach, so the cut is a view of one copy
+    padded = pad_spatial(dy, geom.pad)[(slice(None), slice(None)) + reach]
     unpadded = ConvGeometry(geom.ksize, geom.stride, (0,) * geom.nd, geom.dilation, geom.groups)
     return padded, unpadded
