@@ -95,6 +95,11 @@ def _layout(m: Any) -> tuple[int, int] | None:
     return None
 
 
+def readable(m: Any) -> bool:
+    """Whether :func:`gemm` reads the 2-D view ``m`` in place (as ``a`` or ``b``)."""
+    return _layout(m) is not None
+
+
 def gemm(a: Any, b: Any, c: Any, beta: float) -> None:
     """``c[...] = a @ b + beta * c`` in place, for 2-D numpy views of one float dtype.
 

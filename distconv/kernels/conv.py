@@ -49,6 +49,7 @@ from distconv.kernels.im2col import (
     wide_col_size,
     widen_output,
 )
+from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
 
 
@@ -187,11 +188,15 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         # cuDNN wants g exactly conv-shaped; output_padding >= stride leaves it a row short
         g = widen_output(g, geom.out_size(x_shape[2:]))
         return cudnn.conv_backward_data(g, w, geom, x_shape)
-    if not is_gpu_array(g) and dense_pays(
-        g.shape[0], tuple(g.shape[2:]), tuple(x_shape[2:]), w.shape, geom
-    ):
-        return conv_backward_data_dense(g, w, geom, x_shape)
-    if flip_pays(g.shape, x_shape, geom):
+    # the fast routes multiply zeros that stand for no pixel pair; an inf in w meets them,
+    # and in the dense matrix every value of g does
+    exact = not_finite_on_cpu(w)
+    sizes = (tuple(g.shape[2:]), tuple(x_shape[2:]))
+    if not exact and not is_gpu_array(g) and dense_pays(g.shape[0], *sizes, w.shape, geom):
+        if not not_finite_on_cpu(g):
+            return conv_backward_data_dense(g, w, geom, x_shape)
+        exact = True
+    if not exact and flip_pays(g.shape, x_shape, geom):
         return _conv_backward_data_by_flip(g, w, geom, x_shape)
     xp = get_array_module(g, w)
     n, c = x_shape[:2]
@@ -214,8 +219,18 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         col = xp.matmul(wt, gy).reshape((b - a, c, *geom.ksize, *wide))
         dx[a:b] = col2im_wide(col, (b - a, c, *x_shape[2:]), geom)
 
-    run_chunks(run, "dx", g, w, geom, c * geom.kernel_volume * volume(out))
+    work = c * geom.kernel_volume * volume(out)
+    if exact:  # batched columns are exact: col2im sums connected pairs only
+        over_batch(lambda a, b: run(a, b, True), n, work)
+    else:
+        run_chunks(run, "dx", g, w, geom, work)
     return dx
+
+
+def not_finite_on_cpu(a: Any) -> bool:
+    """Whether ``a``, a CPU array, holds an inf or NaN (GPU arrays pass: checking would wait
+    for the device)."""
+    return not is_gpu_array(a) and not bool(get_array_module(a).isfinite(a).all())
 
 
 def flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeometry) -> bool:

@@ -27,10 +27,11 @@ from distconv.kernels.conv import (
     flip_pays,
     flip_weight,
     flipped_geometry,
+    not_finite_on_cpu,
     unflip_weight_grad,
 )
 from distconv.kernels.conv_columns import column_layout, grouped_columns
-from distconv.kernels.im2col import col2im_wide, wide_col_size, widen_output
+from distconv.kernels.im2col import col2im, col2im_wide, wide_col_size, widen_output
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
 
@@ -119,10 +120,12 @@ def per_sample_conv_backward(
             None if dx is None else dx.reshape(x.shape),
             None if dw is None else dw.reshape(w.shape),
         )
-    if need_dx and flip_pays(dy.shape, x.shape, geom):
+    # an inf in w meets the zeros of dy's padding (flipped) or widening (wide col2im)
+    exact = need_dx and not_finite_on_cpu(w)
+    if need_dx and not exact and flip_pays(dy.shape, x.shape, geom):
         return _grads_by_flip(dy, x, w, geom, need_dw)
     dw = _weight_grad(dy, x, w, geom) if need_dw else None
-    dx = _input_grad(dy, w, geom, tuple(x.shape)) if need_dx else None
+    dx = _input_grad(dy, w, geom, tuple(x.shape), exact) if need_dx else None
     return dx, dw
 
 
@@ -180,18 +183,22 @@ def _grads_by_flip(dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dw: bool) -
     return dx, dw
 
 
-def _input_grad(dy: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
-    """``col2im(w[n]^T dy[n])`` per sample (where the adjoint convolution does not pay)."""
+def _input_grad(
+    dy: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...], exact: bool = False
+) -> Any:
+    """``col2im(w[n]^T dy[n])`` per sample (where the adjoint convolution does not pay);
+    ``exact``: exact columns and the plain col2im, which sums connected pairs only."""
     xp = get_array_module(dy, w)
     n, c = x_shape[:2]
     wt = _per_sample_grouped(w, geom.groups).swapaxes(-1, -2)  # (N, G, C/G*K, O/G)
-    wide = wide_col_size(dy.shape[2:], x_shape[2:], geom)
+    wide = tuple(dy.shape[2:]) if exact else wide_col_size(dy.shape[2:], x_shape[2:], geom)
+    scatter = col2im if exact else col2im_wide
     dx = xp.empty(x_shape, dtype=dy.dtype)
 
     def run(a: int, b: int) -> None:
         gy = widen_output(dy[a:b], wide).reshape(b - a, geom.groups, wt.shape[-1], -1)
         col = xp.matmul(wt[a:b], gy).reshape((b - a, c, *geom.ksize, *wide))
-        dx[a:b] = col2im_wide(col, (b - a, c, *x_shape[2:]), geom)
+        dx[a:b] = scatter(col, (b - a, c, *x_shape[2:]), geom)
 
     over_batch(run, n, _work(c, geom, tuple(dy.shape[2:])), on_gpu=is_gpu_array(dy))
     return dx

@@ -105,8 +105,11 @@ def _padded(x: Any, taps: Taps) -> Any:
 
 def _wide(dy: Any, taps: Taps) -> Any:
     """``dy`` ``(B, O, h, w)`` zero-padded to ``(out_h, Wp)``, as ``(B, O, L)``: the junk
-    columns of the wide layout (and a transposed convolution's missing last row) add nothing."""
-    return widen_output(dy, (taps.out_h, taps.width)).reshape(*dy.shape[:2], -1)
+    columns of the wide layout (and a transposed convolution's missing last row) add nothing.
+    Copied where BLAS could not read it in place (already that shape, ``dy`` is the caller's
+    view: channels reversed, broadcast)."""
+    gy = widen_output(dy, (taps.out_h, taps.width)).reshape(*dy.shape[:2], -1)
+    return gy if not gy.size or blas.readable(gy[0]) else np.ascontiguousarray(gy)
 
 
 def forward_chunk(x: Any, taps: Taps, y: Any) -> None:

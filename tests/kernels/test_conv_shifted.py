@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from distconv.kernels import blas, conv_layout, conv_shifted
-from distconv.kernels.conv import conv_backward, conv_forward
+from distconv.kernels.conv import conv_any_forward, conv_backward, conv_forward
 from distconv.kernels.shape import ConvGeometry
 
 needs_blas = pytest.mark.skipif(
@@ -182,3 +182,46 @@ def test_gemm_with_an_empty_inner_dimension_scales_c(rng):
     c = np.ones((3, 2), np.float32)
     blas.gemm(np.empty((3, 0), np.float32), np.empty((0, 2), np.float32), c, 2.0)
     assert (c == 2).all()
+
+
+def _views(dy):
+    return {
+        "channels reversed": dy[:, ::-1],
+        "broadcast": np.broadcast_to(dy[:, :1], dy.shape),
+        "spatially reversed": dy[..., ::-1, :],
+        "fortran order": np.asfortranarray(dy),
+    }
+
+
+@needs_blas
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "view", ["channels reversed", "broadcast", "spatially reversed", "fortran order"]
+)
+@pytest.mark.parametrize("k, p", [(1, 0), ((3, 1), (1, 0))])
+def test_any_view_of_dy_with_a_kernel_one_pixel_wide(rng, monkeypatch, view, k, p):
+    """One pixel wide, ``dy`` needs no widening and reached BLAS as the caller's view: any
+    strides numpy allows, which BLAS may not read in place. Both gradients and the transposed
+    forward take the taps and give what a contiguous copy of ``dy`` gives."""
+    geom = ConvGeometry.make(2, k, 1, p)
+    x = rng.standard_normal((2, 32, 6, 7))
+    w = rng.standard_normal((32, 32, *geom.ksize))
+    dy = _views(rng.standard_normal((2, 32, 6, 7)))[view]
+    gemms = _count_gemms(monkeypatch)
+    got = conv_backward(dy, x, w, geom)
+    got_t = conv_any_forward(dy, w, geom, True, (6, 7))
+    assert gemms[0] == 3 * 2 * geom.kernel_volume  # dx, dw, the transposed forward by taps
+    dense = np.ascontiguousarray(dy)
+    for a, b in zip(
+        (*got, got_t),
+        (*conv_backward(dense, x, w, geom), conv_any_forward(dense, w, geom, True, (6, 7))),
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_blas
+def test_a_contiguous_dy_reaches_blas_uncopied(rng):
+    geom = ConvGeometry.make(2, 1)
+    taps = conv_shifted.Taps(rng.standard_normal((32, 32, 1, 1)), geom, (6, 7))
+    dy = rng.standard_normal((4, 32, 6, 7))[1:3]  # a chunk of the batch
+    assert np.shares_memory(conv_shifted._wide(dy, taps), dy)
