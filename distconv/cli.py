@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Preempted as exc:
         print(f"distconv {args.command}: {exc}", file=sys.stderr)
-        return 143
+        return Preempted.exit_status
     except KeyboardInterrupt:
         print(f"distconv {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -52,6 +52,9 @@ RESUME_MODES = (False, True, "auto", "overwrite")
 class Preempted(Exception):
     """SIGTERM arrived; the trainer saved a checkpoint at the step it names and stopped."""
 
+    #: the command line's exit status for it (128 + SIGTERM), also an aborted MPI job's
+    exit_status = 143
+
 
 class TrainingError(RuntimeError):
     """Training cannot go on (the loss diverged); the message names the epoch and steps."""

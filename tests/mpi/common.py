@@ -26,6 +26,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.base import SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import SingleRankComm
+from distconv.sync.mpi.step_check import CLOSED
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -156,7 +157,9 @@ def params_of(saved: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 class RecordingComm(SingleRankComm):
     """One rank, recording the collectives in the order they are called and waited for.
 
-    ``sizes``: log each gradient allreduce with its byte count (``"Iallreduce 400"``).
+    ``sizes``: log each gradient allreduce with its byte count (``"Iallreduce 400"``). The
+    exchange of which parameters fired (one byte each) is logged as ``"used flags"``, the
+    last step check, when the sync closes, as ``"Iallgather closing"``.
     """
 
     def __init__(self, sizes: bool = False) -> None:
@@ -164,12 +167,15 @@ class RecordingComm(SingleRankComm):
         self.sizes = sizes
 
     def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's spelling
-        self.log.append("Iallgather")
+        self.log.append("Iallgather closing" if send[0] == CLOSED else "Iallgather")
         super().Iallgather(send, recv)
         return _LoggedRequest(self.log, "check complete")
 
     def Iallreduce(self, send, recv, op=None):  # noqa: N802
-        self.log.append(f"Iallreduce {recv.nbytes}" if self.sizes else "Iallreduce")
+        if recv.dtype == np.uint8:
+            self.log.append("used flags")
+        else:
+            self.log.append(f"Iallreduce {recv.nbytes}" if self.sizes else "Iallreduce")
         return super().Iallreduce(send, recv, op)
 
 

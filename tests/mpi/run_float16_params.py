@@ -1,4 +1,4 @@
-"""mpiexec -n 2 python -m mpi4py run_float16_params.py OVERLAP: float16 parameters whose
+"""mpiexec -n 2 python -m mpi4py run_float16_params.py OVERLAP [SIZE]: float16 parameters whose
 per-rank gradient sums fit float16 but whose sum over the ranks does not.
 
 Each rank hands in the sum of its 512 examples' gradients, 40000 (78.125 per example); over two
@@ -21,7 +21,8 @@ from distconv.sync.mpi import MPISync
 
 def main() -> None:
     sync = MPISync(create_optimizer("sgd", lr=0.01), overlap=sys.argv[1] == "1")
-    p = Parameter("w", np.zeros(8, np.float16))
+    size = int(sys.argv[2]) if len(sys.argv) > 2 else 8  # not a multiple of the ranks: padded
+    p = Parameter("w", np.zeros(size, np.float16))
     q = Parameter("v", np.zeros(8, np.float32))
     sync.setup([q, p], {})  # laid out in reverse: w, then v
     sync.start_step(512)

@@ -123,6 +123,7 @@ class StopRecorder:
 
     def __init__(self, events: list[str]) -> None:
         self.events = events
+        self.error = None  # no reduction failed
 
     def stop(self) -> None:
         self.events.append("thread stopped")

@@ -102,7 +102,11 @@ def test_after_a_failure_the_thread_issues_no_collective_and_finish_step_names_i
     finally:
         sync.close()  # lets the thread finish what was queued
     assert comm.log.count("Iallreduce") == 1
-    assert comm.log[-1] == "Iallreduce"  # nothing at all after the failure
+    # no collective at all after the failure but, maybe, the main thread's flags, which
+    # finish_step posts before it learns of it (close skips its last exchange: the ranks'
+    # sequences differ now)
+    after = comm.log[comm.log.index("Iallreduce") + 1 :]
+    assert after in ([], ["used flags"])
     assert all(isinstance(b.error, RuntimeError) for b in sync.buckets)
     assert sync.buckets[1].error is sync.buckets[0].error
 

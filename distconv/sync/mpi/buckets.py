@@ -92,7 +92,9 @@ class Bucket:
         self.spare_views = self._views(self.spare) if double else None
         self.host = np.zeros(self.size, first.dtype) if self.on_device else self.buffer
         self.target = self.host
-        if wire is not None and wire != self.host.dtype:
+        wire = self.host.dtype if wire is None else wire
+        by_hand = wire.name not in NATIVE_SUM  # reduced in equal chunks, one a rank
+        if wire != self.host.dtype or (by_hand and self.size % world_size):
             padded = -(-self.size // world_size) * world_size
             self.target = np.zeros(padded, dtype=wire)
         self.compressed = self.target.dtype.name not in NATIVE_SUM
@@ -229,6 +231,25 @@ class Bucket:
         names = [p.name for p in self.params]
         sizes = [str(self.host.dtype), str(self.target.dtype), int(self.target.size)]
         return [names, *sizes, [p.stop - p.start for p in self.pieces]]
+
+
+def layout_params(order: Sequence[str], params: Sequence[Parameter]) -> list[Parameter]:
+    """The trainable ``params`` in the order of the names in ``order``, the rest after them in
+    reverse network order (backward's likely order); frozen parameters have no place."""
+    known = {p.name: p for p in params if not p.static}
+    names = [n for n in dict.fromkeys(order) if n in known]
+    placed = set(names)
+    names += [p.name for p in reversed(params) if p.name in known and p.name not in placed]
+    return [known[n] for n in names]
+
+
+def grads_moved(buckets: Sequence[Bucket], params: Sequence[Parameter]) -> bool:
+    """Whether a parameter was frozen, unfrozen or cast since ``buckets`` were built: its
+    ``grad`` is no longer its bucket's view, so the layers would add where nothing is reduced
+    (one identity test per parameter)."""
+    laid = [(p, v) for b in buckets for p, v in zip(b.params, b.views)]
+    trainable = sum(not p.static for p in params)
+    return len(laid) != trainable or any(p.grad is not v for p, v in laid)
 
 
 def build_buckets(

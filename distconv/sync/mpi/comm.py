@@ -117,6 +117,12 @@ def thread_poll_seconds(
     return poll_seconds
 
 
+def rank0_names(comm: Any, names: Sequence[str]) -> tuple[str, ...]:
+    """Rank 0's ``names`` on every rank (a collective): one order for all of them."""
+    joined = allgather_bytes(comm, "\n".join(names).encode())[0].decode()
+    return tuple(joined.split("\n")) if joined else ()
+
+
 def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     """Every rank's ``data``, in rank order (raw bytes: nothing is pickled)."""
     sizes = np.zeros(comm.Get_size(), dtype=np.int64)
@@ -180,7 +186,15 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
             flush=True,
         )
     finally:  # abort even if printing failed: the other ranks must not hang
-        comm.Abort(1)
+        comm.Abort(exit_status(error))
+
+
+def exit_status(error: BaseException | None) -> int:
+    """The job's exit status for ``error``: its ``exit_status`` (a preempted run's 143), 130 for
+    an interrupt, else 1, so ``mpiexec`` reports what the command line would."""
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    return int(getattr(error, "exit_status", 1))
 
 
 def install_abort_hook(comm: Any) -> Callable[[], None]:
@@ -204,7 +218,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
                 previous(etype, value, tb)
             sys.stderr.flush()
         finally:  # abort even if printing failed: the other ranks must not hang
-            comm.Abort(1)
+            comm.Abort(exit_status(value))
 
     def restore() -> None:
         if sys.excepthook is print_and_abort:

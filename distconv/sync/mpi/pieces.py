@@ -221,14 +221,15 @@ class PiecePump:
 
 
 class Slot:
-    """A parameter's place in the layout: its bucket, the pieces its gradient arrives at, and
-    the step stamp it last fired at (the sync's bookkeeping, one attribute read per gradient).
+    """A parameter's place in the layout: its index in layout order, its bucket, the pieces its
+    gradient arrives at, and the step stamp it last fired at (the sync's bookkeeping, one
+    attribute read per gradient).
     """
 
-    __slots__ = ("bucket", "covered", "stamp")
+    __slots__ = ("bucket", "covered", "index", "stamp")
 
-    def __init__(self, bucket: Any, covered: tuple[int, ...]) -> None:
-        self.bucket, self.covered, self.stamp = bucket, covered, 0
+    def __init__(self, index: int, bucket: Any, covered: tuple[int, ...]) -> None:
+        self.index, self.bucket, self.covered, self.stamp = index, bucket, covered, 0
 
 
 class WirePlan:
@@ -282,7 +283,7 @@ class WirePlan:
                     need[k] += 1
             self.need += need
             for p, c in zip(bucket.params, covered):
-                self.slots[p.name] = Slot(bucket, tuple(first + k for k in c))
+                self.slots[p.name] = Slot(len(self.slots), bucket, tuple(first + k for k in c))
 
     def pump(
         self,

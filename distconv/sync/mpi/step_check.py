@@ -17,6 +17,9 @@ import numpy as np
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.comm import difference_from
 
+#: the step a rank posts when it closes its sync: a rank still at a step learns it has gone
+CLOSED = -1
+
 
 class StepCheck:
     """One step's exchange on ``comm``: :meth:`post`, then :meth:`complete` (or :meth:`drain`)."""
@@ -54,11 +57,24 @@ class StepCheck:
             return None
         steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
         if len(set(steps)) > 1:
-            named = ", ".join(f"rank {r}: {s}" for r, s in enumerate(steps))
-            raise SyncError(f"ranks are at different steps ({named})")
+            named = ", ".join(
+                f"rank {r}: {'closed' if s == CLOSED else s}" for r, s in enumerate(steps)
+            )
+            hint = "; a rank closed its sync after fewer steps" if CLOSED in steps else ""
+            raise SyncError(f"ranks are at different steps ({named}){hint}")
         if len(set(hashes)) > 1:
             self._raise_layout_mismatch(hashes)
         return sum(examples)
+
+    def say_closed(self) -> None:
+        """The last exchange, when this rank closes: every other rank closes too, or is named
+        at the step it is at (a rank still in a step would otherwise wait here forever).
+
+        Raises:
+            SyncError: another rank is still at a step.
+        """
+        self.post(CLOSED, {}, 0, 0)
+        self.complete()
 
     def drain(self) -> bool:
         """Wait for a pending exchange without checking it (MPI must see every posted

@@ -41,16 +41,21 @@ from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, digest
-from distconv.sync.local import LocalSync
-from distconv.sync.mpi.buckets import Bucket, build_buckets, wire_dtype
+from distconv.sync.mpi.buckets import (
+    Bucket,
+    build_buckets,
+    grads_moved,
+    layout_params,
+    wire_dtype,
+)
+from distconv.sync.mpi.collectives import RankCollectives
 from distconv.sync.mpi.comm import (
     SingleRankComm,
     abort_job,
-    bcast_in_place,
     check_poll_seconds,
     import_mpi,
     install_abort_hook,
-    same_job,
+    rank0_names,
     thread_poll_seconds,
 )
 from distconv.sync.mpi.pieces import (
@@ -64,6 +69,7 @@ from distconv.sync.mpi.pieces import (
 )
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
+from distconv.sync.mpi.used import UsedParams
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -72,7 +78,7 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-class MPISync(LocalSync):
+class MPISync(RankCollectives):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
@@ -155,6 +161,7 @@ class MPISync(LocalSync):
         self._pump: PiecePump | None = None
         self._at_pack: list[tuple[int, ...]] = []
         self._check = StepCheck(self.comm)
+        self._used = UsedParams(self.comm, 0, None)
         # one rank's uncaught exception aborts the job instead of leaving the others hanging
         self._restore_hook = install_abort_hook(comm) if self.world_size > 1 else lambda: None
 
@@ -183,25 +190,6 @@ class MPISync(LocalSync):
         self.piece_sizes = (*self.piece_sizes[:2], last)
         self._lay_out([p.name for p in reversed(self.params)])
 
-    def broadcast_parameters(self) -> None:
-        """Copy rank 0's parameter values and optimizer state to every rank."""
-        for p in self.params:
-            self._bcast(p.value)
-            for key in sorted(self.state[p.name]):
-                self._bcast(self.state[p.name][key])
-
-    def _bcast(self, array: Any) -> None:
-        if self.world_size > 1:
-            bcast_in_place(self.comm, array)
-
-    def all_equal(self, description: Mapping[str, Any]) -> None:
-        """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
-
-        Raises:
-            SyncError: naming this rank, the first rank that differs, and the first differing key.
-        """
-        same_job(self.comm, self.rank, description)
-
     # -- layout -----------------------------------------------------------------------------
     def set_firing_order(self, names: Sequence[str]) -> None:
         """Use the Network's recorded firing order from the next step on (a tuple: a list changed
@@ -210,16 +198,14 @@ class MPISync(LocalSync):
         if self.params and not self._in_step:
             self._lay_out(self.firing_order)
 
-    def _lay_out(self, order: Sequence[str]) -> None:
-        """Rebuild the buckets in ``order`` (names not in it follow in reverse network order)."""
+    def _lay_out(self, order: Sequence[str], again: bool = False) -> None:
+        """Rebuild the buckets in ``order`` (names not in it follow in reverse network order;
+        frozen parameters have no place); ``again``: even where the order is unchanged."""
         self._laid_from = order
-        known = {p.name: p for p in self.params}
-        names = [n for n in dict.fromkeys(order) if n in known]
-        placed = set(names)
-        names += [p.name for p in reversed(self.params) if p.name not in placed]
-        if names == self._layout_order:
+        params = layout_params(order, self.params)
+        names = [p.name for p in params]
+        if names == self._layout_order and not again:
             return
-        params = [known[n] for n in names]
         spare = self._thread is not None  # it zeroes the used buffers while backward runs
         sizes = self.piece_sizes
         self.buckets = build_buckets(
@@ -231,6 +217,7 @@ class MPISync(LocalSync):
         thread = self._thread is not None
         plan = WirePlan(self.buckets, self.stream, whole=thread)
         self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
+        self._used = UsedParams(self.comm, len(names), self.mpi.MAX if self.mpi else None)
         hand_off = self._hand_off if thread else None
         self._pump = plan.pump(
             self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
@@ -251,13 +238,16 @@ class MPISync(LocalSync):
             )
         super().start_step(examples)
         order = self.firing_order or self._recorded  # tuples, replaced, never changed
-        if order and order is not self._laid_from:  # not checked again name by name each step
+        if grads_moved(self.buckets, self.params):  # frozen, unfrozen or cast since built
+            self._lay_out(order or self._laid_from, again=True)
+        elif order and order is not self._laid_from:  # not checked name by name each step
             self._lay_out(order)
         self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
         self._stamp += 1
+        self._used.reset()
         if self._pump is not None:
             self._pump.reset()
         if self._thread is not None:
@@ -278,6 +268,7 @@ class MPISync(LocalSync):
         if slot is None or slot.stamp == self._stamp or not self._in_step:
             self._refuse(param, slot)
         slot.stamp = self._stamp
+        self._used.mark(slot.index)
         if not self._recorded:  # the first step's firing order, for the next layout
             self._fired.append(param.name)
         bucket = slot.bucket
@@ -328,27 +319,29 @@ class MPISync(LocalSync):
         self._in_step = False
         began = time.perf_counter()
         self._complete_check()  # a step without buckets
+        self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
         self._launch_ready(everything=True)
         try:
             self._pump.finish()  # the pieces left: onto the wire, or to the thread
+            used = self._used.complete()
             if self._thread is not None:  # each bucket's optimizer while the next one travels
                 for bucket in self.buckets:
                     if bucket.pieces or bucket.compressed:  # an empty bucket has no request
                         self._thread.wait(bucket)
                     bucket.unpack()
-                    self._apply(bucket)
+                    self._apply(bucket, used)
             else:  # nothing travels while the optimizer runs: every gradient reduced first
                 for bucket in self.buckets:
                     if not bucket.pieces:  # a 16-bit wire, reduced by hand
                         bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None)
                     bucket.unpack()
                 for bucket in self.buckets:
-                    self._apply(bucket)
+                    self._apply(bucket, used)
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
-        if not self._recorded:
-            self._recorded = tuple(self._fired)  # the first pass's order: next step's layout
+        if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
+            self._recorded = rank0_names(self.comm, self._fired)
 
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
@@ -356,34 +349,39 @@ class MPISync(LocalSync):
         wire, seconds = self.wire_bytes, self.sync_seconds
         return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
 
-    def _apply(self, bucket: Bucket) -> None:
-        """The optimizer on the reduced gradients (views of the bucket), then zero gradients."""
+    def _apply(self, bucket: Bucket, used: np.ndarray | None) -> None:
+        """The optimizer on the reduced gradients (views of the bucket) of the parameters that
+        fired on some rank (``used``: their flags; None: all of them), then zero gradients."""
         scale = bucket.grad_scale(self._total)
-        for p in bucket.params:
-            self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
-        used = bucket.clear()
+        params = bucket.params
         if used is not None:
-            self._thread.zero(used)  # done before this bucket's next reduction
-
-    def allreduce_sum(self, values: Sequence[float]) -> list[float]:
-        """Sum small metrics over every rank (float64)."""
-        buf = np.array([float(v) for v in values], dtype=np.float64)
-        self.comm.Allreduce(self._in_place, buf, self._op)
-        return buf.tolist()
-
-    def barrier(self) -> None:
-        """Return once every rank has called it."""
-        self.comm.Barrier()
+            params = [p for p in params if used[self._slot[p.name].index]]
+        for p in params:
+            self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
+        spent = bucket.clear()
+        if spent is not None:
+            self._thread.zero(spent)  # done before this bucket's next reduction
 
     # -- failure and shutdown -------------------------------------------------------------------
     def close(self) -> None:
         """Abort the job at once if an exception propagates (other ranks may wait for this one),
-        else complete a pending step check; stop the thread, free the communicator, unhook."""
+        else complete what is pending and meet the others a last time (:meth:`StepCheck.
+        say_closed`: a rank still in a step learns this one has gone); stop the thread, free
+        the communicator, unhook."""
         error = sys.exc_info()[1]
         if error is not None and self.world_size > 1:  # before anything that may block
             abort_job(self.comm, self.rank, error)
-        if error is None:
-            self._check.drain()  # every rank posted it in start_step: MPI must see it complete
+        try:
+            if error is None and self._grad_comm is not None:
+                self._check.drain()  # every rank posted it in start_step: MPI must see it
+                self._used.drain()
+                # not after a failed reduction: the ranks' sequences of collectives differ
+                if self._thread is None or self._thread.error is None:
+                    self._check.say_closed()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
         if self._thread is not None:
             self._thread.stop()
             self._thread = None

@@ -58,6 +58,7 @@ class CommThread:
         self.hurry = threading.Event()
         #: the thread's first failure: every reduction after it is skipped, its bucket failed
         self.error: BaseException | None = None
+        self.failed = ""  # what raised it, for the message
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
@@ -74,8 +75,31 @@ class CommThread:
         """Queue the zeroing of ``array`` (done before any reduction submitted later)."""
         self._queue.put(array)
 
+    def call(self, work: Callable[[Callable[[Any], None]], None], what: str) -> threading.Event:
+        """Queue ``work(wait)``, a collective of its own (``what``, for messages), after what is
+        queued: while the thread reduces, it alone may call MPI (``MPI_THREAD_SERIALIZED``).
+        Returns the event set once ``work`` is done or skipped (after a failure: see
+        :meth:`finish`)."""
+        done = threading.Event()
+        self._queue.put(_Call(work, what, done))
+        return done
+
+    def finish(self, done: threading.Event) -> None:
+        """Block until a :meth:`call` is done, at full speed.
+
+        Raises:
+            SyncError: the thread failed (the call was then skipped).
+        """
+        self.hurry.set()
+        done.wait()
+        if self.error is not None:
+            raise SyncError(f"{self.failed} failed: {self.error}") from self.error
+
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
+            if isinstance(item, _Call):
+                self._call(item)
+                continue
             if not isinstance(item, tuple):
                 item.fill(0)  # numpy lets the GIL go while it writes
                 continue
@@ -86,12 +110,21 @@ class CommThread:
                 if self.error is None:
                     self._reduce(bucket, self._wait_request, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
-                self.error = exc
+                self.error, self.failed = exc, f"allreduce of gradient bucket {bucket.index}"
             finally:
                 if self.error is not None:
                     bucket.error = self.error
                 if bucket.ends_with(piece):
                     bucket.done.set()
+
+    def _call(self, call: _Call) -> None:
+        try:
+            if self.error is None:  # after a failure, no collective at all (see _run)
+                call.work(self._wait_request)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread by finish()
+            self.error, self.failed = exc, call.what
+        finally:
+            call.done.set()
 
     def _wait_request(self, request: Any) -> None:
         poll(request, self.hurry, self.poll_seconds)
@@ -117,3 +150,13 @@ class CommThread:
         """Let the thread finish what is queued, then end it."""
         self._queue.put(None)
         self._thread.join(timeout=30)
+
+
+class _Call:
+    """A queued :meth:`CommThread.call`: the work, what it is, and the event that says it is
+    over."""
+
+    __slots__ = ("done", "what", "work")
+
+    def __init__(self, work: Callable[[Any], None], what: str, done: threading.Event) -> None:
+        self.work, self.what, self.done = work, what, done

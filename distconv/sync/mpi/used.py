@@ -1,0 +1,91 @@
+"""Which parameters fired on any rank this step.
+
+A parameter that no rank's backward reached (a branch no example took) has a zero gradient in
+its bucket, but the optimizer must leave it alone: Momentum and Adam would still move it, and
+Adam would count a step, where a single process (:class:`~distconv.sync.local.LocalSync`) never
+calls the optimizer for it. A zero sum cannot tell "fired with a zero gradient" from "never
+fired", so the ranks exchange one byte per parameter each step (PyTorch DDP's
+``find_unused_parameters`` does the same). The exchange is posted when ``finish_step`` begins and
+travels beside the gradients' last pieces: by the main thread, or, where a communication thread
+reduces the pieces, by that thread (only one thread may call MPI at a time).
+
+It goes over the main communicator, never the gradients' own: which pieces are on the wire when
+``finish_step`` begins depends on timing (and, for a parameter that fired on some ranks only,
+on the rank), so on the gradients' communicator the ranks could start it in different places of
+their sequences of collectives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distconv.sync.mpi.thread import CommThread
+
+
+class UsedParams:
+    """One flag per parameter of the layout: set locally as gradients fire, then OR-ed over
+    the ranks.
+
+    Args:
+        comm: the communicator of the main thread's collectives.
+        count: parameters in the layout (their :class:`~distconv.sync.mpi.pieces.Slot` indices).
+        op: the reduction that ORs flags (``MPI.MAX``; None without MPI).
+    """
+
+    def __init__(self, comm: Any, count: int, op: Any) -> None:
+        self.comm, self.op = comm, op
+        self.local = np.zeros(count, dtype=np.uint8)
+        self.anywhere = np.zeros(count, dtype=np.uint8)
+        self._request: Any = None
+        self._thread: CommThread | None = None
+        self._posted = False
+
+    def reset(self) -> None:
+        """A new step: nothing has fired."""
+        self.local.fill(0)
+
+    def mark(self, index: int) -> None:
+        """The parameter at ``index`` fired on this rank."""
+        self.local[index] = 1
+
+    def post(self, thread: CommThread | None = None) -> None:
+        """Start OR-ing the flags over the ranks, on ``thread`` where one reduces the pieces.
+
+        Only started there, not waited for: a rank's thread blocks on each piece in turn, and
+        a parameter that fired on some ranks only puts its piece before this exchange on one
+        rank and after it on another; waiting here would have each thread wait for the other.
+        """
+        self._thread, self._posted = thread, True
+        if thread is None:
+            self._start()
+        else:
+            thread.call(lambda wait: self._start(), "start of the used-parameter flags")
+
+    def _start(self) -> None:
+        self._request = self.comm.Iallreduce(self.local, self.anywhere, self.op)
+
+    def complete(self) -> np.ndarray | None:
+        """Wait for the exchange (call it once every piece is handed over); the flags of the
+        parameters that fired on some rank, or None when every parameter did (the common
+        case: nothing to skip).
+
+        Raises:
+            SyncError: the communication thread failed.
+        """
+        if not self._posted:
+            return None
+        self._posted = False
+        if self._thread is None:
+            self._request.Wait()
+        else:  # on the thread too: while it reduces, it alone may call MPI
+            done = self._thread.call(lambda wait: wait(self._request), "used-parameter flags")
+            self._thread.finish(done)
+        self._request = None
+        return None if self.anywhere.all() else self.anywhere
+
+    def drain(self) -> None:
+        """Complete a posted exchange without looking at it (MPI must see it complete)."""
+        if self._posted:
+            self.complete()

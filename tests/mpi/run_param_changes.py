@@ -1,0 +1,98 @@
+"""mpiexec -n 2 python -m mpi4py run_param_changes.py OUT MODE OVERLAP: parameters that change
+between steps, or fire on some ranks only, against one process (``LocalSync``) with every
+rank's examples.
+
+MODE: ``freeze`` (b frozen for step 1, trained again from step 2), ``toggle`` (b frozen and
+unfrozen before step 2: its gradient is a new array), ``unused`` (c fires on every rank, on
+rank 1 only, or on no rank, by step), ``order`` (each rank fires its gradients in its own
+order, the first step included), ``fewer`` (rank 1 stops a step early: the job must end with a
+message, not hang), ``preempted`` (rank 0 stops with ``Preempted``: the job's exit status must
+be 143). Each rank saves its values to ``OUT/values<rank>.npz``; a rank that fails writes its
+error to ``OUT/rank<r>.err`` first.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.resume import Preempted
+from distconv.sync.base import SyncStrategy
+
+STEPS = 4
+#: moves a parameter on a zero gradient (its velocity), and unlike Adam is not blind to the
+#: scale of the gradients (a rank's own instead of the ranks' sum would show)
+OPTIMIZER = "momentum"
+#: each parameter's gradient pattern (different per parameter, so a swap would show)
+SCALE = {"a": 1.0, "b": -0.5, "c": 2.0}
+
+
+def make_params() -> list[Parameter]:
+    return [Parameter(n, np.linspace(0.1, 0.9, 3) * (i + 1)) for i, n in enumerate("abc")]
+
+
+def fires(mode: str, step: int, rank: int, name: str) -> bool:
+    """Whether ``name`` fires on ``rank`` at ``step``."""
+    if mode == "unused" and name == "c":
+        return {0: True, 1: rank == 1, 2: True, 3: False}[step]
+    return True
+
+
+def gradient(step: int, rank: int, name: str) -> np.ndarray:
+    return (step + 1) * (1 + 2 * rank) * SCALE[name] * np.arange(1.0, 4.0)
+
+
+def change(mode: str, step: int, params: dict[str, Parameter]) -> None:
+    """What happens to the parameters before ``step``."""
+    if mode == "freeze" and step in (1, 2):
+        params["b"].set_static(step == 1)
+    if mode == "toggle" and step == 2:  # after the first step's order has been laid out
+        params["b"].set_static(True)
+        params["b"].set_static(False)
+
+
+def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> dict:
+    """Train ``steps`` steps; this process does the work of ``ranks`` (all of them: the
+    single-process reference, which sums their gradients)."""
+    params = {p.name: p for p in make_params()}
+    sync.setup(list(params.values()), {})
+    for step in range(steps):
+        change(mode, step, params)
+        sync.start_step(len(ranks))
+        names = "cba" if mode == "order" and ranks[0] % 2 else "abc"
+        for name in names:
+            p = params[name]
+            firing = [r for r in ranks if fires(mode, step, r, name)]
+            if p.static or not firing:
+                continue
+            for r in firing:
+                p.grad += gradient(step, r, name)
+            p.inc_update(sync)
+        sync.finish_step()
+    return {n: p.value.copy() for n, p in params.items()}
+
+
+def main() -> None:
+    from distconv.sync.mpi import MPISync
+
+    out, mode, overlap = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+    sync = MPISync(create_optimizer(OPTIMIZER, lr=0.1), overlap=overlap, bucket_bytes=48)
+    try:
+        steps = STEPS - (mode == "fewer" and sync.rank == 1)
+        values = run(sync, mode, [sync.rank], steps)
+        if mode == "preempted" and sync.rank == 0:
+            raise Preempted("stopped by SIGTERM (on purpose)")
+    except Exception as exc:  # recorded: mpiexec may drop an aborting rank's stderr
+        (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        sync.close()
+    np.savez(out / f"values{sync.rank}.npz", **values)
+
+
+if __name__ == "__main__":
+    main()

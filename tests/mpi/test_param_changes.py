@@ -1,0 +1,63 @@
+"""Parameters that change between steps or fire on some ranks only, over real ``mpiexec -n 2``,
+against one process training on every rank's examples (float64, momentum: it moves a parameter
+even on a zero gradient, so an update that should not happen shows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
+from tests.mpi.run_param_changes import OPTIMIZER, run
+
+pytestmark = NEEDS_MPIEXEC
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+
+def ranks_against_one_process(tmp_path, mode: str, overlap: str) -> None:
+    proc = run_mpi(["-n", "2", *script("run_param_changes.py"), str(tmp_path), mode, overlap])
+    assert proc.returncode == 0, proc.stderr
+    want = run(LocalSync(create_optimizer(OPTIMIZER, lr=0.1)), mode, [0, 1])
+    for rank in (0, 1):
+        got = dict(np.load(tmp_path / f"values{rank}.npz"))
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-12, atol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+@pytest.mark.parametrize("mode", ["freeze", "toggle"])
+def test_a_parameter_frozen_or_given_a_new_gradient_array_after_setup(tmp_path, mode, overlap):
+    """The buckets are laid out again: the new gradient array is reduced, a frozen parameter
+    is left out (before, its new array was never reduced: the ranks drifted apart silently)."""
+    ranks_against_one_process(tmp_path, mode, overlap)
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_parameter_that_fires_on_no_rank_is_not_updated(tmp_path, overlap):
+    """Fired on every rank, on one, on none: only the last leaves the optimizer alone."""
+    ranks_against_one_process(tmp_path, "unused", overlap)
+
+
+def test_ranks_that_fire_in_different_orders_agree_on_one_layout(tmp_path):
+    """The first step's order is rank 0's on every rank (before, each rank laid out its own
+    and the second step stopped at the layout check)."""
+    ranks_against_one_process(tmp_path, "order", "0")
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overlap):
+    proc = run_mpi(
+        ["-n", "2", *script("run_param_changes.py"), str(tmp_path), "fewer", overlap], timeout=30
+    )
+    assert proc.returncode != 0
+    errors = "\n".join([proc.stderr, *(f.read_text() for f in tmp_path.glob("rank*.err"))])
+    assert "ranks are at different steps (rank 0: 3, rank 1: closed)" in errors
+
+
+def test_a_preempted_rank_ends_the_job_with_the_command_lines_status(tmp_path):
+    proc = run_mpi(
+        ["-n", "2", *script("run_param_changes.py"), str(tmp_path), "preempted", "0"], timeout=30
+    )
+    assert proc.returncode == 143, proc.stderr
