@@ -20,7 +20,6 @@ strided copies, with no loop over samples. Which layout a chunk runs in is chose
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from distconv.backend import get_array_module, is_gpu_array
@@ -43,6 +42,7 @@ from distconv.kernels.conv_shifted import (
     shifted_weight_grad_pays,
     weight_grad_chunk,
 )
+from distconv.kernels.finite import exact_if_not_finite, not_finite_on_cpu
 from distconv.kernels.im2col import (
     col2im_wide,
     pad_spatial,
@@ -88,7 +88,8 @@ def conv_forward(
         want_y: compute ``y`` (False when only the weight gradient is wanted).
         columns: a forward keeps its columns here; a weight gradient reuses those it finds.
         exact: exact columns only, neither wide ones nor shifted taps: what a weight gradient
-            that met an inf or NaN is computed again with (see :func:`exact_if_not_finite`).
+            that met an inf or NaN is computed again with (see
+            :func:`~distconv.kernels.finite.exact_if_not_finite`).
 
     Returns:
         ``(y, dw)``: ``y`` of shape ``(N, O, *out)`` or None; ``dw`` of ``w``'s shape or None.
@@ -158,22 +159,6 @@ def conv_forward(
     return y, exact_if_not_finite(dw, junk[0], again)
 
 
-def exact_if_not_finite(dw: Any, junk: bool, exact: Callable[[], Any]) -> Any:
-    """``dw``, or ``exact()`` (the same gradient from exact columns) where ``junk`` columns
-    may have met a non-finite value.
-
-    Wide columns and shifted taps read past each row's end, values that meet the zeros the
-    other side was widened with: an inf or NaN there comes out as NaN in taps the exact sum
-    never reaches. Rare, so checked after the fact (zeroing the junk on every call cost most
-    of what the wide layout saves): one pass over ``dw`` each call, and a second weight
-    gradient whenever it is not finite, overflow included. On a GPU without cuDNN the check
-    waits for the device.
-    """
-    if junk and not bool(get_array_module(dw).isfinite(dw).all()):
-        return exact()
-    return dw
-
-
 def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, ...]) -> Any:
     """The adjoint of :func:`conv_forward` in ``x``: ``col2im(w^T @ g)`` of shape ``x_shape``.
 
@@ -225,12 +210,6 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
     else:
         run_chunks(run, "dx", g, w, geom, work)
     return dx
-
-
-def not_finite_on_cpu(a: Any) -> bool:
-    """Whether ``a``, a CPU array, holds an inf or NaN (GPU arrays pass: checking would wait
-    for the device)."""
-    return not is_gpu_array(a) and not bool(get_array_module(a).isfinite(a).all())
 
 
 def flip_pays(g_shape: tuple[int, ...], x_shape: tuple[int, ...], geom: ConvGeometry) -> bool:

@@ -23,14 +23,13 @@ from distconv.kernels import cudnn
 from distconv.kernels.conv import (
     conv_backward,
     conv_forward,
-    exact_if_not_finite,
     flip_pays,
     flip_weight,
     flipped_geometry,
-    not_finite_on_cpu,
     unflip_weight_grad,
 )
 from distconv.kernels.conv_columns import column_layout, grouped_columns
+from distconv.kernels.finite import exact_if_not_finite, not_finite_on_cpu
 from distconv.kernels.im2col import col2im, col2im_wide, wide_col_size, widen_output
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
