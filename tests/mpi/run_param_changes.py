@@ -1,27 +1,34 @@
-"""mpiexec -n 2 python -m mpi4py run_param_changes.py OUT MODE OVERLAP: parameters that change
-between steps, or fire on some ranks only, against one process (``LocalSync``) with every
-rank's examples.
+"""mpiexec -n 2 python -m mpi4py run_param_changes.py OUT MODE OVERLAP [watch]: parameters
+that change between steps, or fire on some ranks only, against one process (``LocalSync``)
+with every rank's examples; ``watch`` logs every MPI call (``OUT/calls<rank>.json``).
 
 MODE: ``freeze`` (b frozen for step 1, trained again from step 2), ``toggle`` (b frozen and
 unfrozen before step 2: its gradient is a new array), ``unused`` (c fires on every rank, on
 rank 1 only, or on no rank, by step), ``order`` (each rank fires its gradients in its own
 order, the first step included), ``fewer`` (rank 1 stops a step early: the job must end with a
 message, not hang), ``preempted`` (rank 0 stops with ``Preempted``: the job's exit status must
-be 143). Each rank saves its values to ``OUT/values<rank>.npz``; a rank that fails writes its
-error to ``OUT/rank<r>.err`` first.
+be 143), ``midstep`` and ``thread`` (rank 1 catches an error in step 1 and closes its sync
+normally: see :func:`leave_in_step_one`). Each rank saves its values to
+``OUT/values<rank>.npz``; a rank that fails writes its error to ``OUT/rank<r>.err`` first.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.resume import Preempted
-from distconv.sync.base import SyncStrategy
+from distconv.sync.base import SyncError, SyncStrategy
+from tests.mpi.one_call_at_a_time import OneCallAtATime
+
+if TYPE_CHECKING:
+    from distconv.sync.mpi import MPISync
 
 STEPS = 4
 #: moves a parameter on a zero gradient (its velocity), and unlike Adam is not blind to the
@@ -76,11 +83,44 @@ def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> 
     return {n: p.value.copy() for n, p in params.items()}
 
 
+def leave_in_step_one(sync: MPISync, mode: str) -> None:
+    """Rank 1's step 1 goes wrong and it closes its sync without an exception propagating:
+    ``midstep``: it abandons the step after ``start_step``; ``thread``: its communication
+    thread's first allreduce raises and ``finish_step`` raises a ``SyncError``, caught. Either
+    way rank 0 waits for collectives rank 1 never starts: the job must end, naming why."""
+    from distconv.sync.mpi.buckets import Bucket
+
+    def lose_the_link(*args: object) -> None:
+        raise RuntimeError("link lost (on purpose)")
+
+    params = make_params()
+    sync.setup(params, {})
+    for step in range(2):
+        sync.start_step(1)
+        if step == 1 and mode == "midstep":
+            return
+        if step == 1:
+            Bucket.reduce_on_thread = lose_the_link
+        for p in params:
+            p.grad += gradient(step, 1, p.name)
+            p.inc_update(sync)
+        try:
+            sync.finish_step()
+        except SyncError as exc:
+            print(f"rank 1 caught {exc}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     from distconv.sync.mpi import MPISync
 
     out, mode, overlap = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-    sync = MPISync(create_optimizer(OPTIMIZER, lr=0.1), overlap=overlap, bucket_bytes=48)
+    comm = watched_world() if sys.argv[4:] == ["watch"] else None
+    sync = MPISync(create_optimizer(OPTIMIZER, lr=0.1), comm=comm, overlap=overlap, bucket_bytes=48)
+    if mode in ("midstep", "thread") and sync.rank == 1:
+        leave_in_step_one(sync, mode)
+        with open(out / "rank1.err", "w") as sys.stderr:  # mpiexec may drop an aborting
+            sync.close()  # rank's stderr; no exception propagates: close alone ends the job
+        return
     try:
         steps = STEPS - (mode == "fewer" and sync.rank == 1)
         values = run(sync, mode, [sync.rank], steps)
@@ -92,6 +132,16 @@ def main() -> None:
     finally:
         sync.close()
     np.savez(out / f"values{sync.rank}.npz", **values)
+    if comm is not None:
+        log = {"by_thread": dict(comm.log.by_thread), "overlaps": comm.log.overlaps}
+        (out / f"calls{sync.rank}.json").write_text(json.dumps(log))
+
+
+def watched_world() -> OneCallAtATime:
+    """``COMM_WORLD``, every MPI call through it (and its duplicates and requests) logged."""
+    from mpi4py import MPI
+
+    return OneCallAtATime(MPI.COMM_WORLD)
 
 
 if __name__ == "__main__":

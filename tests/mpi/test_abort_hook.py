@@ -12,7 +12,8 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm
-from distconv.sync.mpi.comm import abort_job, install_abort_hook, want_thread
+from distconv.sync.mpi.comm import want_thread
+from distconv.sync.mpi.leaving import abort_job, install_abort_hook
 from distconv.sync.mpi.step_check import StepCheck
 
 
@@ -119,14 +120,18 @@ class EventComm(SingleRankComm):
 
 
 class StopRecorder:
-    """Stands in for the communication thread (joining it may take up to 30 s)."""
+    """Stands in for the communication thread (joining it may take up to 30 s); stopping it
+    twice does nothing, as with the real one."""
 
     def __init__(self, events: list[str]) -> None:
         self.events = events
         self.error = None  # no reduction failed
+        self.stopped = False
 
     def stop(self) -> None:
-        self.events.append("thread stopped")
+        if not self.stopped:
+            self.events.append("thread stopped")
+        self.stopped = True
 
 
 def test_close_aborts_before_it_joins_the_thread_when_an_exception_propagates(capsys):

@@ -56,6 +56,23 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
     assert "ranks are at different steps (rank 0: 3, rank 1: closed)" in errors
 
 
+@pytest.mark.parametrize(
+    ("mode", "cause"),
+    [
+        ("midstep", "sync closed in the middle of step 1 (no finish_step)"),
+        ("thread", "sync closed after allreduce of gradient bucket 0 failed on the communication"),
+    ],
+)
+def test_a_rank_that_closes_after_a_caught_error_ends_the_job_naming_why(tmp_path, mode, cause):
+    """Mid-step, or after its thread failed, a rank's close aborts the job (before, it
+    left rank 0 waiting for its collectives: the job hung)."""
+    proc = run_mpi(
+        ["-n", "2", *script("run_param_changes.py"), str(tmp_path), mode, "1"], timeout=30
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert f"rank 1: SyncError: {cause}" in (tmp_path / "rank1.err").read_text()
+
+
 def test_a_preempted_rank_ends_the_job_with_the_command_lines_status(tmp_path):
     proc = run_mpi(
         ["-n", "2", *script("run_param_changes.py"), str(tmp_path), "preempted", "0"], timeout=30

@@ -6,9 +6,7 @@ import json
 import logging
 import math
 import os
-import sys
-import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -171,61 +169,6 @@ def difference_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, st
     texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
     other = next(r for r, alike in enumerate(same) if not alike)
     return other, first_difference(ours, json.loads(texts[other]))
-
-
-def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
-    """Say why on stderr, then abort every rank of ``comm``.
-
-    For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
-    be waiting in a collective for this one, and nobody may reach the except hook.
-    """
-    try:
-        print(
-            f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job",
-            file=sys.stderr,
-            flush=True,
-        )
-    finally:  # abort even if printing failed: the other ranks must not hang
-        comm.Abort(exit_status(error))
-
-
-def exit_status(error: BaseException | None) -> int:
-    """The job's exit status for ``error``: its ``exit_status`` (a preempted run's 143), 130 for
-    an interrupt, else 1, so ``mpiexec`` reports what the command line would."""
-    if isinstance(error, KeyboardInterrupt):
-        return 130
-    return int(getattr(error, "exit_status", 1))
-
-
-def install_abort_hook(comm: Any) -> Callable[[], None]:
-    """Make an uncaught exception print its traceback, then abort the whole job.
-
-    Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec`` with
-    them) until something kills them.
-
-    Returns:
-        A function that puts the previous hook back (if ours is still the one installed).
-    """
-    previous = sys.excepthook
-
-    def print_and_abort(etype: type[BaseException], value: BaseException, tb: Any) -> None:
-        try:
-            if previous is sys.__excepthook__:
-                # one write, where the default hook makes a hundred: a rank killed by another's
-                # abort then loses its whole message or none of it, never half a line
-                sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
-            else:
-                previous(etype, value, tb)
-            sys.stderr.flush()
-        finally:  # abort even if printing failed: the other ranks must not hang
-            comm.Abort(exit_status(value))
-
-    def restore() -> None:
-        if sys.excepthook is print_and_abort:
-            sys.excepthook = previous
-
-    sys.excepthook = print_and_abort
-    return restore
 
 
 def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:

@@ -213,6 +213,11 @@ class PiecePump:
             self.request = None
             self.cursor += 1
 
+    @property
+    def done(self) -> bool:
+        """Whether every piece of the step has been reduced (or handed to the thread)."""
+        return self.cursor == len(self.need) and self.request is None
+
     def finish(self) -> None:
         """Count every piece as arrived (a gradient that never fired goes as it is) and block
         until every piece is reduced."""

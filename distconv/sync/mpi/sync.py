@@ -51,13 +51,12 @@ from distconv.sync.mpi.buckets import (
 from distconv.sync.mpi.collectives import RankCollectives
 from distconv.sync.mpi.comm import (
     SingleRankComm,
-    abort_job,
     check_poll_seconds,
     import_mpi,
-    install_abort_hook,
     rank0_names,
     thread_poll_seconds,
 )
+from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_not_leave
 from distconv.sync.mpi.pieces import (
     FIRST_PIECE_BYTES,
     LAST_PIECE_BYTES,
@@ -323,6 +322,9 @@ class MPISync(RankCollectives):
         self._launch_ready(everything=True)
         try:
             self._pump.finish()  # the pieces left: onto the wire, or to the thread
+            # every piece queued before the flags' wait: else the thread, blocked there, would
+            # never start a piece the other ranks wait for
+            assert self._pump.done, "the flags' wait is queued before the step's last piece"
             used = self._used.complete()
             if self._thread is not None:  # each bucket's optimizer while the next one travels
                 for bucket in self.buckets:
@@ -364,20 +366,17 @@ class MPISync(RankCollectives):
 
     # -- failure and shutdown -------------------------------------------------------------------
     def close(self) -> None:
-        """Abort the job at once if an exception propagates (other ranks may wait for this one),
-        else complete what is pending and meet the others a last time (:meth:`StepCheck.
-        say_closed`: a rank still in a step learns this one has gone); stop the thread, free
-        the communicator, unhook."""
+        """Abort the job at once if an exception propagates (other ranks may wait for this one)
+        or this rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
+        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
         error = sys.exc_info()[1]
-        if error is not None and self.world_size > 1:  # before anything that may block
-            abort_job(self.comm, self.rank, error)
+        if self.world_size > 1:
+            error = error or why_not_leave(self._thread, self._in_step, self.step)
+            if error is not None:  # before anything that may block
+                abort_job(self.comm, self.rank, error)
         try:
             if error is None and self._grad_comm is not None:
-                self._check.drain()  # every rank posted it in start_step: MPI must see it
-                self._used.drain()
-                # not after a failed reduction: the ranks' sequences of collectives differ
-                if self._thread is None or self._thread.error is None:
-                    self._check.say_closed()
+                leave(self._check, self._used, self._thread)
         finally:
             self._release()
 

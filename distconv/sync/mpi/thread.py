@@ -93,7 +93,11 @@ class CommThread:
         self.hurry.set()
         done.wait()
         if self.error is not None:
-            raise SyncError(f"{self.failed} failed: {self.error}") from self.error
+            raise SyncError(self.failure()) from self.error
+
+    def failure(self) -> str:
+        """What failed on the thread, and how (after :attr:`error` is set)."""
+        return f"{self.failed} failed on the communication thread: {self.error}"
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -147,7 +151,9 @@ class CommThread:
             ) from bucket.error
 
     def stop(self) -> None:
-        """Let the thread finish what is queued, then end it."""
+        """Let the thread finish what is queued, then end it (again: nothing to do)."""
+        if not self._thread.is_alive():
+            return
         self._queue.put(None)
         self._thread.join(timeout=30)
 

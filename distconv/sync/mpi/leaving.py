@@ -1,0 +1,94 @@
+"""How a rank leaves an MPI job: cleanly, meeting the other ranks a last time, or by aborting
+every rank, so that no rank is left waiting in a collective for one that has gone."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.thread import CommThread
+from distconv.sync.mpi.used import UsedParams
+
+
+def why_not_leave(thread: CommThread | None, in_step: bool, step: int) -> SyncError | None:
+    """Why a rank cannot just leave the others (None: it can). Mid-step, or after its thread
+    skipped collectives, it would leave them waiting in collectives it never starts: a caught
+    :class:`SyncError` must not hang the job."""
+    if thread is not None and thread.error is not None:
+        return SyncError(f"sync closed after {thread.failure()}")
+    if in_step:
+        return SyncError(f"sync closed in the middle of step {step} (no finish_step)")
+    return None
+
+
+def leave(check: StepCheck, used: UsedParams, thread: CommThread | None) -> None:
+    """Complete what is pending (a single rank may close mid-step), stop the thread, then the
+    last exchange (:meth:`StepCheck.say_closed`: a rank still in a step learns this one has
+    gone), on the calling thread: it alone calls MPI once the thread has stopped."""
+    failed = thread is not None and thread.error is not None
+    if not failed:  # a failed thread skipped the flags' exchange: nothing to wait for
+        used.drain()
+    if thread is not None:
+        thread.stop()
+    check.drain()  # every rank posted it in start_step: MPI must see it
+    if not failed:  # not after a failed reduction: the ranks' collectives differ
+        check.say_closed()
+
+
+def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
+    """Say why on stderr, then abort every rank of ``comm``.
+
+    For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
+    be waiting in a collective for this one, and nobody may reach the except hook.
+    """
+    try:
+        print(
+            f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job",
+            file=sys.stderr,
+            flush=True,
+        )
+    finally:  # abort even if printing failed: the other ranks must not hang
+        comm.Abort(exit_status(error))
+
+
+def exit_status(error: BaseException | None) -> int:
+    """The job's exit status for ``error``: its ``exit_status`` (a preempted run's 143), 130 for
+    an interrupt, else 1, so ``mpiexec`` reports what the command line would."""
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    return int(getattr(error, "exit_status", 1))
+
+
+def install_abort_hook(comm: Any) -> Callable[[], None]:
+    """Make an uncaught exception print its traceback, then abort the whole job.
+
+    Without it one rank's crash leaves the others blocked in a collective (and ``mpiexec`` with
+    them) until something kills them.
+
+    Returns:
+        A function that puts the previous hook back (if ours is still the one installed).
+    """
+    previous = sys.excepthook
+
+    def print_and_abort(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        try:
+            if previous is sys.__excepthook__:
+                # one write, where the default hook makes a hundred: a rank killed by another's
+                # abort then loses its whole message or none of it, never half a line
+                sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
+            else:
+                previous(etype, value, tb)
+            sys.stderr.flush()
+        finally:  # abort even if printing failed: the other ranks must not hang
+            comm.Abort(exit_status(value))
+
+    def restore() -> None:
+        if sys.excepthook is print_and_abort:
+            sys.excepthook = previous
+
+    sys.excepthook = print_and_abort
+    return restore
