@@ -7,6 +7,7 @@ never calls ``numpy`` on data directly, so one code path serves both devices.
 
 from __future__ import annotations
 
+import math
 import os
 from types import ModuleType
 from typing import Any
@@ -14,6 +15,12 @@ from typing import Any
 import numpy
 
 DEVICES = ("cpu", "gpu")
+#: arrays of at least this many elements are checked through a dot product (see all_finite)
+DOT_CHECK_SIZE = 16384
+#: the dot product the check takes (a name of its own, so a test can watch it)
+_dot = numpy.dot
+#: the dtypes whose check may take the dot product: BLAS's own, which neither copy nor round
+_DOT_DTYPES = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
 _device = "cpu"
 _cupy: ModuleType | None = None
 
@@ -135,3 +142,32 @@ def copy_into(target: Any, source: Any) -> None:
     """``target[...] = source`` on ``target``'s device and in its dtype (host or device source)."""
     device = "gpu" if is_gpu_array(target) else "cpu"
     target[...] = to_device(to_host(source).astype(target.dtype, copy=False), device)
+
+
+def all_finite(a: Any, dot_from: int = DOT_CHECK_SIZE) -> bool:
+    """No NaN or Inf in ``a`` (a numpy or cupy array).
+
+    Integers and booleans always pass; float, complex and ``ml_dtypes`` arrays (bfloat16 ...)
+    are checked with ``isfinite(a).all()``, without a copy. A contiguous float32 or float64
+    CPU array of at least ``dot_from`` elements first takes the dot product of ``a`` with
+    itself: it is NaN or Inf whenever ``a`` holds one (a square is never negative, so
+    infinities cannot cancel), so a finite dot proves the answer in one read pass with no
+    temporary, about 0.7 times the CPU of ``isfinite`` with BLAS on one thread. Huge finite
+    values can overflow the dot; then the exact test decides (numpy warns of that overflow
+    unless the caller is under ``np.errstate(over="ignore")``). Where BLAS may wake its
+    threads for the dot, a larger ``dot_from`` pays.
+
+    Raises:
+        TypeError: ``a``'s dtype is none of those (object, structured, datetime ...).
+    """
+    dtype = a.dtype
+    if dtype.kind in "biu":
+        return True
+    cpu = not is_gpu_array(a)
+    if cpu and dtype in _DOT_DTYPES and a.size >= dot_from and a.flags.c_contiguous:
+        flat = a.reshape(-1)  # a view: the array is contiguous
+        if math.isfinite(_dot(flat, flat)):
+            return True
+    elif dtype.kind not in "fc" and dtype.type.__module__ != "ml_dtypes":
+        raise TypeError(f"cannot check a {dtype} array for NaN/Inf: not a number dtype")
+    return bool(get_array_module(a).isfinite(a).all())

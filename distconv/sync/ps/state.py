@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from distconv.backend import all_finite
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.sums import all_finite, nan_message, sum_culprit, sum_in_rank_order
+from distconv.sync.ps.sums import nan_message, sum_culprit, sum_in_rank_order
 from distconv.sync.ps.wire import (
     DTYPES,
     MAX_ARRAY_BYTES,

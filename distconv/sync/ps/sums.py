@@ -1,48 +1,13 @@
 """A sync step's arithmetic on a shard's gradients: the ranks' sum of a block in rank order,
-and the NaN/Inf check (one read pass: see :func:`all_finite`)."""
+and the message of the NaN/Inf check (:func:`distconv.backend.all_finite`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-#: gradients of at least this many elements are checked through a dot product (see all_finite)
-DOT_CHECK_SIZE = 16384
-#: the dot product the check takes (a name of its own, so a test can watch it)
-_dot = np.dot
-
-#: the dtypes whose check may take the dot product: BLAS's own, which neither copy nor round
-_DOT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def all_finite(grad: np.ndarray) -> bool:
-    """No NaN or Inf in ``grad``.
-
-    Integers and booleans always pass; float, complex and ``ml_dtypes`` arrays (bfloat16 ...)
-    are checked with ``np.isfinite(grad).all()``, without a copy. A contiguous float32 or
-    float64 gradient of at least :data:`DOT_CHECK_SIZE` elements first takes the dot product of
-    ``grad`` with itself: it is NaN or Inf whenever ``grad`` holds one (a square is never
-    negative, so infinities cannot cancel), so a finite dot proves the answer in one read pass
-    with no temporary, about 0.7 times the CPU of ``isfinite``, measured on a shard. Huge
-    finite values can overflow the dot; then the exact test decides (numpy warns of that
-    overflow unless the caller is under ``np.errstate(over="ignore")``, as the shard is). The
-    shard holds BLAS to one thread (:func:`~distconv.sync.ps.server.run_shard`).
-
-    Raises:
-        TypeError: ``grad``'s dtype is none of those (object, structured, datetime ...).
-    """
-    dtype = grad.dtype
-    if dtype.kind in "biu":
-        return True
-    if dtype in _DOT_DTYPES and grad.size >= DOT_CHECK_SIZE and grad.flags.c_contiguous:
-        flat = grad.reshape(-1)  # a view: the array is contiguous
-        if math.isfinite(_dot(flat, flat)):
-            return True
-    elif dtype.kind not in "fc" and dtype.type.__module__ != "ml_dtypes":
-        raise TypeError(f"cannot check a {dtype} gradient for NaN/Inf: not a number dtype")
-    return bool(np.isfinite(grad).all())
+from distconv.backend import all_finite
 
 
 def nan_message(name: str, rank: int) -> str:
