@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _blas: list | None = None
+_blas_found_at = -1  # len(sys.modules) when _blas was found
 #: the process-wide BLAS hold: how many callers are inside it, and what it changed
 _hold_lock = threading.Lock()
 _holders = 0
@@ -76,10 +78,13 @@ def _executor(n: int) -> ThreadPoolExecutor:
 
 
 def blas_libraries() -> list:
-    """The BLAS libraries loaded in this process (threadpoolctl's controllers), found once."""
-    global _blas
+    """The BLAS libraries loaded in this process (threadpoolctl's controllers), found again
+    whenever modules were imported since: scipy or torch, imported after the first kernel
+    call, bring a BLAS of their own, which would otherwise run unheld beside our threads."""
+    global _blas, _blas_found_at
     with _lock:
-        if _blas is None:
+        if _blas is None or len(sys.modules) != _blas_found_at:
+            _blas_found_at = len(sys.modules)
             try:
                 from threadpoolctl import ThreadpoolController
             except ImportError:  # pragma: no cover - threadpoolctl is a dependency

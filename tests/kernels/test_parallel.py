@@ -147,3 +147,34 @@ def test_network_forward_and_backward_hold_blas_to_one_thread():
     assert [d for d, _ in seen] == ["fwd", "bwd"]
     assert all(threads == [1] * len(after) for _, threads in seen)
     assert after == [2] * len(after)
+
+
+def test_a_blas_loaded_after_the_first_kernel_call_is_held_too():
+    """scipy brings an OpenBLAS of its own; imported after the kernels first looked, it must
+    still be held to one thread inside them (a fresh process: here it may be loaded already)."""
+    pytest.importorskip("scipy.linalg")
+    code = """
+import numpy as np
+from threadpoolctl import ThreadpoolController, threadpool_limits
+from distconv.kernels.parallel import over_batch
+
+def counts():
+    libs = ThreadpoolController().select(user_api="blas").lib_controllers
+    return sorted((lib.filepath, lib.num_threads) for lib in libs)
+
+over_batch(lambda a, b: None, 4, 1)  # the kernels look for BLAS libraries now
+import scipy.linalg  # noqa: F401, E402 - loads scipy's own OpenBLAS
+with threadpool_limits(limits=2, user_api="blas"):
+    inside = over_batch(lambda a, b: counts(), 4, 1)
+print(len(inside[0]), all(n == 1 for _, n in inside[0]))
+"""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    libraries, held = proc.stdout.split()
+    if int(libraries) < 2:
+        pytest.skip("scipy shares numpy's BLAS here")
+    assert held == "True", proc.stdout
