@@ -7,8 +7,8 @@ unfrozen before step 2: its gradient is a new array), ``unused`` (c fires on eve
 rank 1 only, or on no rank, by step), ``order`` (each rank fires its gradients in its own
 order, the first step included), ``fewer`` (rank 1 stops a step early: the job must end with a
 message, not hang), ``preempted`` (rank 0 stops with ``Preempted``: the job's exit status must
-be 143), ``midstep`` and ``thread`` (rank 1 catches an error in step 1 and closes its sync
-normally: see :func:`leave_in_step_one`). Each rank saves its values to
+be 143), ``midstep``, ``thread``, ``optimizer`` and ``closed`` (a rank catches an error and
+closes its sync normally: see :func:`go_wrong`). Each rank saves its values to
 ``OUT/values<rank>.npz``; a rank that fails writes its error to ``OUT/rank<r>.err`` first.
 """
 
@@ -83,31 +83,42 @@ def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> 
     return {n: p.value.copy() for n, p in params.items()}
 
 
-def leave_in_step_one(sync: MPISync, mode: str) -> None:
-    """Rank 1's step 1 goes wrong and it closes its sync without an exception propagating:
-    ``midstep``: it abandons the step after ``start_step``; ``thread``: its communication
-    thread's first allreduce raises and ``finish_step`` raises a ``SyncError``, caught. Either
-    way rank 0 waits for collectives rank 1 never starts: the job must end, naming why."""
+#: modes where one rank catches an error and closes its sync normally (see go_wrong)
+CAUGHT = ("midstep", "thread", "optimizer", "closed")
+
+
+def go_wrong(sync: MPISync, mode: str) -> None:
+    """A step goes wrong and a rank catches the error, then closes its sync (no exception
+    propagates): ``midstep``: rank 1 abandons step 1 after ``start_step``; ``thread``: rank
+    1's communication thread's first allreduce of step 1 raises (``finish_step`` raises a
+    ``SyncError``); ``optimizer``: rank 1's optimizer raises in the first ``finish_step``,
+    before that step's last collective; ``closed``: rank 1 closes after step 0, and rank 0's
+    step 1 fires nothing, so its ``finish_step`` is where it learns. The other rank waits for
+    collectives that never come: the job must end, naming why."""
     from distconv.sync.mpi.buckets import Bucket
 
-    def lose_the_link(*args: object) -> None:
-        raise RuntimeError("link lost (on purpose)")
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("failed on purpose")
 
     params = make_params()
     sync.setup(params, {})
-    for step in range(2):
+    one = sync.rank == 1
+    for step in range(1 if mode == "closed" and one else 2):
         sync.start_step(1)
-        if step == 1 and mode == "midstep":
+        if one and step == 1 and mode == "midstep":
             return
-        if step == 1:
-            Bucket.reduce_on_thread = lose_the_link
-        for p in params:
-            p.grad += gradient(step, 1, p.name)
+        if one and step == 1 and mode == "thread":
+            Bucket.reduce_on_thread = fail
+        if one and mode == "optimizer":
+            sync.optimizer.update = fail
+        for p in params if not (mode == "closed" and step == 1) else []:
+            p.grad += gradient(step, sync.rank, p.name)
             p.inc_update(sync)
         try:
             sync.finish_step()
-        except SyncError as exc:
-            print(f"rank 1 caught {exc}", file=sys.stderr, flush=True)
+        except (SyncError, RuntimeError) as exc:
+            print(f"rank {sync.rank} caught {exc}", file=sys.stderr, flush=True)
+            return
 
 
 def main() -> None:
@@ -116,10 +127,10 @@ def main() -> None:
     out, mode, overlap = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
     comm = watched_world() if sys.argv[4:] == ["watch"] else None
     sync = MPISync(create_optimizer(OPTIMIZER, lr=0.1), comm=comm, overlap=overlap, bucket_bytes=48)
-    if mode in ("midstep", "thread") and sync.rank == 1:
-        leave_in_step_one(sync, mode)
-        with open(out / "rank1.err", "w") as sys.stderr:  # mpiexec may drop an aborting
-            sync.close()  # rank's stderr; no exception propagates: close alone ends the job
+    if mode in CAUGHT and (sync.rank == 1 or mode == "closed"):
+        go_wrong(sync, mode)
+        with open(out / f"rank{sync.rank}.err", "w") as sys.stderr:  # mpiexec may drop an
+            sync.close()  # aborting rank's stderr; nothing propagates: close alone ends the job
         return
     try:
         steps = STEPS - (mode == "fewer" and sync.rank == 1)

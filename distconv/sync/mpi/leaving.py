@@ -14,26 +14,52 @@ from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
 
 
-def why_not_leave(thread: CommThread | None, in_step: bool, step: int) -> SyncError | None:
-    """Why a rank cannot just leave the others (None: it can). Mid-step, or after its thread
-    skipped collectives, it would leave them waiting in collectives it never starts: a caught
-    :class:`SyncError` must not hang the job."""
+def why_not_leave(thread: CommThread | None, open_step: int | None) -> SyncError | None:
+    """Why a rank cannot just leave the others (None: it can). With a step open (from
+    ``start_step`` until ``finish_step`` completes: a step abandoned, or one whose
+    ``finish_step`` raised, from the optimizer or the step check), or after its thread skipped
+    collectives, it would leave them waiting in collectives it never starts: a caught error
+    must not hang the job."""
     if thread is not None and thread.error is not None:
         return SyncError(f"sync closed after {thread.failure()}")
-    if in_step:
-        return SyncError(f"sync closed in the middle of step {step} (no finish_step)")
+    if open_step is not None:
+        return SyncError(
+            f"sync closed in the middle of step {open_step} (no finish_step, or it failed)"
+        )
     return None
 
 
-def leave(check: StepCheck, used: UsedParams, thread: CommThread | None) -> None:
+def leave(
+    check: StepCheck,
+    used: UsedParams,
+    thread: CommThread | None,
+    abort: Callable[[BaseException], None] | None = None,
+) -> None:
     """Complete what is pending (a single rank may close mid-step), stop the thread, then the
     last exchange (:meth:`StepCheck.say_closed`: a rank still in a step learns this one has
-    gone), on the calling thread: it alone calls MPI once the thread has stopped."""
+    gone), on the calling thread: it alone calls MPI once the thread has stopped.
+
+    Raises:
+        SyncError: another rank is still at a step; the thread did not stop, or a reduction
+            it still had queued failed (no last exchange then: the ranks' collectives differ).
+            ``abort`` (the job's, where other ranks wait) is called with it first.
+    """
+    try:
+        _leave(check, used, thread)
+    except SyncError as exc:
+        if abort is not None:
+            abort(exc)
+        raise
+
+
+def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None) -> None:
     failed = thread is not None and thread.error is not None
     if not failed:  # a failed thread skipped the flags' exchange: nothing to wait for
         used.drain()
     if thread is not None:
         thread.stop()
+        if thread.error is not None and not failed:
+            raise SyncError(f"sync closed after {thread.failure()}")
     check.drain()  # every rank posted it in start_step: MPI must see it
     if not failed:  # not after a failed reduction: the ranks' collectives differ
         check.say_closed()

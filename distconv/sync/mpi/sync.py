@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, NoReturn
 
 import numpy as np
@@ -157,6 +158,8 @@ class MPISync(RankCollectives):
         self._fired: list[str] = []
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
+        #: the step from start_step until finish_step's last collective (leaving.why_not_leave)
+        self._open_step: int | None = None
         self._pump: PiecePump | None = None
         self._at_pack: list[tuple[int, ...]] = []
         self._check = StepCheck(self.comm)
@@ -245,6 +248,7 @@ class MPISync(RankCollectives):
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
+        self._open_step = self.step
         self._stamp += 1
         self._used.reset()
         if self._pump is not None:
@@ -344,6 +348,7 @@ class MPISync(RankCollectives):
             self.sync_seconds += time.perf_counter() - began
         if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
             self._recorded = rank0_names(self.comm, self._fired)
+        self._open_step = None
 
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
@@ -368,15 +373,20 @@ class MPISync(RankCollectives):
     def close(self) -> None:
         """Abort the job at once if an exception propagates (other ranks may wait for this one)
         or this rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
-        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
+        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook.
+
+        An exception being handled counts as one that propagates (``sys.exc_info``): close
+        after an ``except`` clause that handles an error for good, not inside it."""
         error = sys.exc_info()[1]
         if self.world_size > 1:
-            error = error or why_not_leave(self._thread, self._in_step, self.step)
+            error = error or why_not_leave(self._thread, self._open_step)
             if error is not None:  # before anything that may block
                 abort_job(self.comm, self.rank, error)
         try:
             if error is None and self._grad_comm is not None:
-                leave(self._check, self._used, self._thread)
+                # raised, a SyncError would leave the other ranks waiting: abort them first
+                abort = partial(abort_job, self.comm, self.rank) if self.world_size > 1 else None
+                leave(self._check, self._used, self._thread, abort)
         finally:
             self._release()
 

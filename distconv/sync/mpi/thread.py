@@ -60,6 +60,7 @@ class CommThread:
         self.error: BaseException | None = None
         self.failed = ""  # what raised it, for the message
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
 
@@ -150,12 +151,23 @@ class CommThread:
                 f"allreduce of gradient bucket {bucket.index} failed: {bucket.error}"
             ) from bucket.error
 
-    def stop(self) -> None:
-        """Let the thread finish what is queued, then end it (again: nothing to do)."""
-        if not self._thread.is_alive():
+    def stop(self, timeout: float = 30.0) -> None:
+        """Let the thread finish what is queued, then end it (again: nothing to do).
+
+        Raises:
+            SyncError: it is still inside a reduction after ``timeout`` seconds (another rank
+                never joined it); MPI must not be called from this thread meanwhile.
+        """
+        if self._stopping:
             return
+        self._stopping = True
         self._queue.put(None)
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=timeout)
+        if self._thread.is_alive():
+            raise SyncError(
+                f"the communication thread did not stop within {timeout:g} s: a reduction "
+                "still waits for another rank"
+            )
 
 
 class _Call:

@@ -1,0 +1,95 @@
+"""How a rank leaves (``distconv.sync.mpi.leaving``): the last exchange only where the ranks'
+collectives still match, and a thread that will not stop named, never left running."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.leaving import leave, why_not_leave
+from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.thread import CommThread
+from distconv.sync.mpi.used import UsedParams
+from tests.mpi.common import RecordingComm
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Queued:
+    """Stands in for a bucket: the thread's reduction of it blocks until ``go`` is set, then
+    raises ``fault`` (if any)."""
+
+    index = 0
+
+    def __init__(self, fault: BaseException | None = None) -> None:
+        self.go, self.fault = threading.Event(), fault
+        self.done, self.error = threading.Event(), None
+
+    def ends_with(self, piece: int | None) -> bool:
+        return True
+
+
+def reduce(bucket: Queued, wait, piece) -> None:
+    bucket.go.wait(20)
+    if bucket.fault is not None:
+        raise bucket.fault
+
+
+def test_a_thread_still_inside_a_reduction_after_the_timeout_is_named_and_stopped_once():
+    thread = CommThread(reduce)
+    stuck = Queued()
+    thread.submit(stuck)
+    with pytest.raises(SyncError, match="did not stop within 0.2 s: a reduction still waits"):
+        thread.stop(timeout=0.2)
+    stuck.go.set()
+    thread.stop()  # asked once already: returns at once, no second wait
+    thread._thread.join(5)
+    assert not thread._thread.is_alive()
+
+
+def test_a_reduction_that_fails_while_the_thread_drains_its_queue_stops_the_last_exchange():
+    """The queue held a reduction when close() began; it fails while the thread stops, so
+    the ranks' collectives differ: no closing exchange, and the cause is raised (and handed
+    to ``abort``, the job's, first)."""
+    comm = RecordingComm()
+    thread = CommThread(reduce)
+    queued = Queued(RuntimeError("link lost"))
+    thread.submit(queued)
+    aborted = []
+    threading.Timer(0.1, queued.go.set).start()
+    with pytest.raises(SyncError, match="failed on the communication thread: link lost"):
+        leave(StepCheck(comm), UsedParams(comm, 1, None), thread, aborted.append)
+    assert "Iallgather closing" not in comm.log
+    assert [str(e) for e in aborted] == [
+        "sync closed after allreduce of gradient bucket 0 failed on the communication thread: "
+        "link lost"
+    ]
+
+
+def test_a_clean_leave_drains_then_meets_the_others_once():
+    comm = RecordingComm()
+    check, used = StepCheck(comm), UsedParams(comm, 2, None)
+    check.post(3, {}, 0, 4)
+    used.post()
+    thread = CommThread(reduce)
+    leave(check, used, thread)
+    assert comm.log == ["Iallgather", "used flags", "check complete", "Iallgather closing",
+                        "check complete"]  # fmt: skip
+    assert not thread._thread.is_alive()
+
+
+def test_why_a_rank_cannot_leave():
+    assert why_not_leave(None, None) is None
+    assert str(why_not_leave(None, 0)) == (
+        "sync closed in the middle of step 0 (no finish_step, or it failed)"
+    )
+    thread = CommThread(reduce)
+    failed = Queued(RuntimeError("boom"))
+    failed.go.set()
+    thread.submit(failed)
+    thread.stop()
+    assert str(why_not_leave(thread, None)) == (
+        "sync closed after allreduce of gradient bucket 0 failed on the communication thread: boom"
+    )
