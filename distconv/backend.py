@@ -153,9 +153,8 @@ def all_finite(a: Any, dot_from: int = DOT_CHECK_SIZE) -> bool:
     itself: it is NaN or Inf whenever ``a`` holds one (a square is never negative, so
     infinities cannot cancel), so a finite dot proves the answer in one read pass with no
     temporary, about 0.7 times the CPU of ``isfinite`` with BLAS on one thread. Huge finite
-    values can overflow the dot; then the exact test decides (numpy warns of that overflow
-    unless the caller is under ``np.errstate(over="ignore")``). Where BLAS may wake its
-    threads for the dot, a larger ``dot_from`` pays.
+    values can overflow the dot; then the exact test decides. Where BLAS may wake its threads
+    for the dot, a larger ``dot_from`` pays.
 
     Raises:
         TypeError: ``a``'s dtype is none of those (object, structured, datetime ...).
@@ -166,8 +165,9 @@ def all_finite(a: Any, dot_from: int = DOT_CHECK_SIZE) -> bool:
     cpu = not is_gpu_array(a)
     if cpu and dtype in _DOT_DTYPES and a.size >= dot_from and a.flags.c_contiguous:
         flat = a.reshape(-1)  # a view: the array is contiguous
-        if math.isfinite(_dot(flat, flat)):
-            return True
+        with numpy.errstate(over="ignore"):  # huge finite values: isfinite decides, silently
+            if math.isfinite(_dot(flat, flat)):
+                return True
     elif dtype.kind not in "fc" and dtype.type.__module__ != "ml_dtypes":
         raise TypeError(f"cannot check a {dtype} array for NaN/Inf: not a number dtype")
     return bool(get_array_module(a).isfinite(a).all())

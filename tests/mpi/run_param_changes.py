@@ -84,7 +84,9 @@ def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> 
 
 
 #: modes where one rank catches an error and closes its sync normally (see go_wrong)
-CAUGHT = ("midstep", "thread", "optimizer", "closed")
+CAUGHT = ("midstep", "thread", "optimizer", "closed", "setup")
+#: the ranks that catch the error in each of those modes (default: rank 1)
+CATCHING = {"closed": (0, 1), "setup": (0,)}
 
 
 def go_wrong(sync: MPISync, mode: str) -> None:
@@ -93,14 +95,22 @@ def go_wrong(sync: MPISync, mode: str) -> None:
     1's communication thread's first allreduce of step 1 raises (``finish_step`` raises a
     ``SyncError``); ``optimizer``: rank 1's optimizer raises in the first ``finish_step``,
     before that step's last collective; ``closed``: rank 1 closes after step 0, and rank 0's
-    step 1 fires nothing, so its ``finish_step`` is where it learns. The other rank waits for
-    collectives that never come: the job must end, naming why."""
+    step 1 fires nothing, so its ``finish_step`` is where it learns; ``setup``: rank 0's
+    checkpoint state names a parameter that does not exist, and its setup raises before the
+    broadcast. The other rank waits for collectives that never come: the job must end,
+    naming why."""
     from distconv.sync.mpi.buckets import Bucket
 
     def fail(*args: object, **kwargs: object) -> None:
         raise RuntimeError("failed on purpose")
 
     params = make_params()
+    if mode == "setup":
+        try:
+            sync.setup(params, {}, {"nowhere": {"velocity": np.zeros(3)}})
+        except Exception as exc:  # noqa: BLE001 - whatever setup raised: caught, on purpose
+            print(f"rank 0 caught {exc!r}", file=sys.stderr, flush=True)
+        return
     sync.setup(params, {})
     one = sync.rank == 1
     for step in range(1 if mode == "closed" and one else 2):
@@ -127,7 +137,7 @@ def main() -> None:
     out, mode, overlap = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
     comm = watched_world() if sys.argv[4:] == ["watch"] else None
     sync = MPISync(create_optimizer(OPTIMIZER, lr=0.1), comm=comm, overlap=overlap, bucket_bytes=48)
-    if mode in CAUGHT and (sync.rank == 1 or mode == "closed"):
+    if mode in CAUGHT and sync.rank in CATCHING.get(mode, (1,)):
         go_wrong(sync, mode)
         with open(out / f"rank{sync.rank}.err", "w") as sys.stderr:  # mpiexec may drop an
             sync.close()  # aborting rank's stderr; nothing propagates: close alone ends the job

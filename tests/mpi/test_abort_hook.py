@@ -11,10 +11,19 @@ import pytest
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi import MPISync, SingleRankComm, leaving
 from distconv.sync.mpi.comm import want_thread
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook
 from distconv.sync.mpi.step_check import StepCheck
+
+
+@pytest.fixture(autouse=True)
+def exits(monkeypatch):
+    """The statuses the abort path would end the process with, should Abort return (the
+    stand-ins' Abort does; MPICH's can, when ranks abort at once)."""
+    seen: list[int] = []
+    monkeypatch.setattr(leaving, "_exit", seen.append)
+    return seen
 
 
 class AbortRecorder:
@@ -90,10 +99,11 @@ def test_agreeing_ranks_sum_their_examples():
     assert check.pending and check.complete() == 13 and check.complete() is None
 
 
-def test_abort_job_says_why_then_aborts(capsys):
+def test_abort_job_says_why_then_aborts(capsys, exits):
     comm = AbortRecorder()
     abort_job(comm, 1, ValueError("bad batch"))
     assert comm.aborted == [1]
+    assert exits == [1]  # had Abort returned, the process would end here all the same
     assert capsys.readouterr().err == "rank 1: ValueError: bad batch; aborting the MPI job\n"
 
 
@@ -146,6 +156,24 @@ def test_close_aborts_before_it_joins_the_thread_when_an_exception_propagates(ca
         sync.close()
     assert events == ["Abort(1)", "thread stopped"]
     assert "rank 0: RuntimeError: rank 0 fails; aborting the MPI job" in capsys.readouterr().err
+
+
+def test_close_aborts_when_its_last_exchange_finds_a_rank_still_at_a_step(capsys, exits):
+    """Raised after the hook is put back, the error could be caught (or run without
+    ``-m mpi4py``) and leave the rank still at a step waiting: the job is aborted first."""
+    events: list[str] = []
+    sync = MPISync(create_optimizer("sgd"), comm=EventComm(events), overlap=False)
+    sync.setup([Parameter("w", np.zeros(3))], {})
+    sync.world_size = 2
+
+    def still_at_a_step() -> None:
+        raise SyncError("ranks are at different steps (rank 0: closed, rank 1: 3)")
+
+    sync._check.say_closed = still_at_a_step
+    with pytest.raises(SyncError, match="ranks are at different steps"):
+        sync.close()
+    assert events == ["Abort(1)"] and exits == [1]
+    assert "rank 0: SyncError: ranks are at different steps" in capsys.readouterr().err
 
 
 def test_close_without_an_exception_does_not_abort():

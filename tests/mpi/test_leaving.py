@@ -58,7 +58,13 @@ def test_a_reduction_that_fails_while_the_thread_drains_its_queue_stops_the_last
     queued = Queued(RuntimeError("link lost"))
     thread.submit(queued)
     aborted = []
-    threading.Timer(0.1, queued.go.set).start()
+    stop = thread.stop
+
+    def stop_once_it_fails(timeout: float = 30.0) -> None:  # the reduction fails during stop
+        queued.go.set()
+        stop(timeout)
+
+    thread.stop = stop_once_it_fails
     with pytest.raises(SyncError, match="failed on the communication thread: link lost"):
         leave(StepCheck(comm), UsedParams(comm, 1, None), thread, aborted.append)
     assert "Iallgather closing" not in comm.log
@@ -82,8 +88,8 @@ def test_a_clean_leave_drains_then_meets_the_others_once():
 
 def test_why_a_rank_cannot_leave():
     assert why_not_leave(None, None) is None
-    assert str(why_not_leave(None, 0)) == (
-        "sync closed in the middle of step 0 (no finish_step, or it failed)"
+    assert str(why_not_leave(None, "setup (it failed)")) == (
+        "sync closed in the middle of setup (it failed)"
     )
     thread = CommThread(reduce)
     failed = Queued(RuntimeError("boom"))

@@ -63,6 +63,7 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
         ("thread", ["rank 1: SyncError: sync closed after allreduce of gradient bucket 0 failed"]),
         # the first step's finish_step ends with a collective (rank 0's firing order)
         ("optimizer", ["rank 1: SyncError: sync closed in the middle of step 0 (no finish_step"]),
+        ("setup", ["rank 0: SyncError: sync closed in the middle of setup (it failed)"]),
         (
             "closed",  # whichever rank notices first
             [
@@ -73,8 +74,8 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
     ],
 )
 def test_a_rank_that_closes_after_a_caught_error_ends_the_job_naming_why(tmp_path, mode, causes):
-    """Mid-step, after its thread or its optimizer failed, or after the step check named a
-    rank that closed, a rank's close aborts the job (before, the job hung: the other rank
+    """Mid-step, after its setup, its thread or its optimizer failed, or after the step check
+    named a rank that closed, a rank's close aborts the job (before, the job hung: the other rank
     waited for its collectives)."""
     proc = run_mpi(
         ["-n", "2", *script("run_param_changes.py"), str(tmp_path), mode, "1"], timeout=30

@@ -3,6 +3,7 @@ every rank, so that no rank is left waiting in a collective for one that has gon
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -14,18 +15,16 @@ from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
 
 
-def why_not_leave(thread: CommThread | None, open_step: int | None) -> SyncError | None:
-    """Why a rank cannot just leave the others (None: it can). With a step open (from
-    ``start_step`` until ``finish_step`` completes: a step abandoned, or one whose
-    ``finish_step`` raised, from the optimizer or the step check), or after its thread skipped
+def why_not_leave(thread: CommThread | None, unfinished: str | None) -> SyncError | None:
+    """Why a rank cannot just leave the others (None: it can). With a setup or a step
+    ``unfinished`` (from ``setup`` or ``start_step`` until their last collective: a step
+    abandoned, or a setup or ``finish_step`` that raised), or after its thread skipped
     collectives, it would leave them waiting in collectives it never starts: a caught error
     must not hang the job."""
     if thread is not None and thread.error is not None:
         return SyncError(f"sync closed after {thread.failure()}")
-    if open_step is not None:
-        return SyncError(
-            f"sync closed in the middle of step {open_step} (no finish_step, or it failed)"
-        )
+    if unfinished is not None:
+        return SyncError(f"sync closed in the middle of {unfinished}")
     return None
 
 
@@ -78,7 +77,7 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
             flush=True,
         )
     finally:  # abort even if printing failed: the other ranks must not hang
-        comm.Abort(exit_status(error))
+        abort(comm, exit_status(error))
 
 
 def exit_status(error: BaseException | None) -> int:
@@ -110,7 +109,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
                 previous(etype, value, tb)
             sys.stderr.flush()
         finally:  # abort even if printing failed: the other ranks must not hang
-            comm.Abort(exit_status(value))
+            abort(comm, exit_status(value))
 
     def restore() -> None:
         if sys.excepthook is print_and_abort:
@@ -118,3 +117,16 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
 
     sys.excepthook = print_and_abort
     return restore
+
+
+def abort(comm: Any, status: int) -> None:
+    """``comm.Abort(status)``, then end this process should it return: MPICH's can, when
+    several ranks abort at once, and nothing after it may run (a caller's checkpoint, or the
+    gradient communicator freed under a thread still inside it)."""
+    comm.Abort(status)
+    _exit(status)
+
+
+#: how :func:`abort` ends the process (a name of its own: tests whose stand-in Abort returns
+#: replace it)
+_exit = os._exit

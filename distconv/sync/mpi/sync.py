@@ -158,8 +158,8 @@ class MPISync(RankCollectives):
         self._fired: list[str] = []
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
-        #: the step from start_step until finish_step's last collective (leaving.why_not_leave)
-        self._open_step: int | None = None
+        #: setup or the step under way until its last collective (see leaving.why_not_leave)
+        self._open: str | None = None
         self._pump: PiecePump | None = None
         self._at_pack: list[tuple[int, ...]] = []
         self._check = StepCheck(self.comm)
@@ -181,6 +181,7 @@ class MPISync(RankCollectives):
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"] = list(self.piece_sizes)
+        self._open = "setup (it failed)"
         super().setup(params, {**(config or {}), **wire}, state)
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
@@ -191,6 +192,7 @@ class MPISync(RankCollectives):
         last = self.piece_sizes[2] or (LAST_PIECE_BYTES if self.overlap else self.piece_sizes[1])
         self.piece_sizes = (*self.piece_sizes[:2], last)
         self._lay_out([p.name for p in reversed(self.params)])
+        self._open = None
 
     # -- layout -----------------------------------------------------------------------------
     def set_firing_order(self, names: Sequence[str]) -> None:
@@ -248,7 +250,7 @@ class MPISync(RankCollectives):
         for b in self.buckets:
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
-        self._open_step = self.step
+        self._open = f"step {self.step} (no finish_step, or it failed)"
         self._stamp += 1
         self._used.reset()
         if self._pump is not None:
@@ -348,7 +350,7 @@ class MPISync(RankCollectives):
             self.sync_seconds += time.perf_counter() - began
         if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
             self._recorded = rank0_names(self.comm, self._fired)
-        self._open_step = None
+        self._open = None
 
     def traffic(self) -> dict[str, float]:
         """Bytes handed to the gradient collectives (sent and received alike), and the time
@@ -371,15 +373,13 @@ class MPISync(RankCollectives):
 
     # -- failure and shutdown -------------------------------------------------------------------
     def close(self) -> None:
-        """Abort the job at once if an exception propagates (other ranks may wait for this one)
-        or this rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
-        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook.
-
-        An exception being handled counts as one that propagates (``sys.exc_info``): close
-        after an ``except`` clause that handles an error for good, not inside it."""
+        """Abort the job at once if an exception propagates (other ranks may wait for this one;
+        one being handled counts too: close after an ``except`` clause, not inside it) or this
+        rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
+        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
         error = sys.exc_info()[1]
         if self.world_size > 1:
-            error = error or why_not_leave(self._thread, self._open_step)
+            error = error or why_not_leave(self._thread, self._open)
             if error is not None:  # before anything that may block
                 abort_job(self.comm, self.rank, error)
         try:

@@ -264,11 +264,8 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
             loop marks it ready once seeded and beats it while healthy.
     """
     keep_freed_memory()  # every request's blocks reuse the last one's buffers, without faults
-    # a shard multiplies no matrices: BLAS runs only its NaN check (all_finite), which a pool's
-    # wake-ups would make slower; the counts come back when it ends (a shard run in a thread)
-    blas = [(lib, lib.get_num_threads()) for lib in blas_libraries()]
-    for lib, _ in blas:
-        lib.set_num_threads(1)
+    for lib in blas_libraries():  # a shard multiplies no matrices: BLAS runs only its NaN check
+        lib.set_num_threads(1)  # (all_finite), which a pool's wake-ups would make slower
     shard = Shard(config)
     shard.service = service
     try:
@@ -279,6 +276,4 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
         shard.serve()
     finally:
         shard.close()
-        for lib, threads in blas:
-            lib.set_num_threads(threads)
     return 0
