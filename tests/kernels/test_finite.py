@@ -36,13 +36,16 @@ def test_one_inf_or_nan_anywhere_is_found(dtype, bad, layout):
 
 
 def test_finite_values_whose_squares_overflow_are_still_finite():
-    """The dot of huge finite values overflows; the exact test then decides, silently even
-    where numpy is told to raise on overflow (as one does chasing a diverging run)."""
+    """The dot of huge finite values overflows, that of tiny ones underflows; the exact test
+    then decides, silently even where numpy is told to raise (as one does chasing a
+    diverging run)."""
     huge = np.full(DOT_FROM, 1e20, dtype=np.float32)
     with np.errstate(all="raise"):
         assert all_finite(huge, DOT_FROM)
         huge[-1] = np.inf
         assert not all_finite(huge, DOT_FROM)
+        for tiny in (np.full(DOT_FROM, 1e-30, np.float32), np.full(DOT_FROM, 1e-200)):
+            assert all_finite(tiny, DOT_FROM)  # its squares underflow
     assert all_finite(np.zeros(0, dtype=np.float32))
     assert all_finite(np.float32(3.0)) and not all_finite(np.float64(np.nan))  # 0-d
     assert all_finite(np.arange(5))  # integers: never inf or NaN

@@ -84,9 +84,9 @@ def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> 
 
 
 #: modes where one rank catches an error and closes its sync normally (see go_wrong)
-CAUGHT = ("midstep", "thread", "optimizer", "closed", "setup")
+CAUGHT = ("midstep", "thread", "optimizer", "closed", "setup", "mismatch")
 #: the ranks that catch the error in each of those modes (default: rank 1)
-CATCHING = {"closed": (0, 1), "setup": (0,)}
+CATCHING = {"closed": (0, 1), "setup": (0,), "mismatch": (0, 1)}
 
 
 def go_wrong(sync: MPISync, mode: str) -> None:
@@ -98,18 +98,20 @@ def go_wrong(sync: MPISync, mode: str) -> None:
     step 1 fires nothing, so its ``finish_step`` is where it learns; ``setup``: rank 0's
     checkpoint state names a parameter that does not exist, and its setup raises before the
     broadcast. The other rank waits for collectives that never come: the job must end,
-    naming why."""
+    naming why. ``mismatch``: the ranks' seeds differ; every rank's setup raises alike, and
+    nobody waits, so every rank closes cleanly."""
     from distconv.sync.mpi.buckets import Bucket
 
     def fail(*args: object, **kwargs: object) -> None:
         raise RuntimeError("failed on purpose")
 
     params = make_params()
-    if mode == "setup":
+    if mode in ("setup", "mismatch"):
+        state = {"nowhere": {"velocity": np.zeros(3)}} if mode == "setup" else None
         try:
-            sync.setup(params, {}, {"nowhere": {"velocity": np.zeros(3)}})
+            sync.setup(params, {"seed": sync.rank} if mode == "mismatch" else {}, state)
         except Exception as exc:  # noqa: BLE001 - whatever setup raised: caught, on purpose
-            print(f"rank 0 caught {exc!r}", file=sys.stderr, flush=True)
+            print(f"rank {sync.rank} caught {exc!r}", file=sys.stderr, flush=True)
         return
     sync.setup(params, {})
     one = sync.rank == 1

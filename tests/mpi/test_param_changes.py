@@ -85,6 +85,18 @@ def test_a_rank_that_closes_after_a_caught_error_ends_the_job_naming_why(tmp_pat
     assert any(cause in said for cause in causes), said
 
 
+def test_ranks_that_catch_a_job_mismatch_at_setup_all_close_cleanly(tmp_path):
+    """Every rank raises the mismatch alike, after collectives all of them completed: nobody
+    waits, so closing is no reason to abort (and the cause stays the caller's to report)."""
+    proc = run_mpi(
+        ["-n", "2", *script("run_param_changes.py"), str(tmp_path), "mismatch", "1"], timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    for rank in (0, 1):
+        assert f"rank {rank} caught JobMismatch('rank {rank} and rank" in proc.stderr
+    assert "aborting" not in proc.stderr
+
+
 def test_a_preempted_rank_ends_the_job_with_the_command_lines_status(tmp_path):
     proc = run_mpi(
         ["-n", "2", *script("run_param_changes.py"), str(tmp_path), "preempted", "0"], timeout=30

@@ -131,18 +131,23 @@ def allgather_bytes(comm: Any, data: bytes) -> list[bytes]:
     return [out[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+class JobMismatch(SyncError):
+    """Ranks run different jobs. Every rank raises it alike, once the collectives that found
+    it are complete on all of them: none waits for another."""
+
+
 def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
     """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
 
     Raises:
-        SyncError: naming this rank, the first rank that differs, and the first differing key.
+        JobMismatch: naming this rank, the first rank that differs, and the first differing key.
     """
     ours = json.loads(json.dumps(description, sort_keys=True, default=str))
     digests = allgather_bytes(comm, digest(ours).encode())
     if len(set(digests)) == 1:
         return
     other, diff = difference_from(comm, ours, [d == digests[rank] for d in digests])
-    raise SyncError(f"rank {rank} and rank {other} run different jobs: {diff}")
+    raise JobMismatch(f"rank {rank} and rank {other} run different jobs: {diff}")
 
 
 def bcast_in_place(comm: Any, array: Any) -> None:

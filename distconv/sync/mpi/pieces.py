@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from distconv.sync.base import SyncError
+
 #: bytes of a full-size allreduce (a bucket's last piece may take up to 1.5x that, a sliver
 #: joining it): a default 4 MiB bucket goes as four
 PIECE_BYTES = 1 << 20
@@ -235,6 +237,16 @@ class Slot:
 
     def __init__(self, index: int, bucket: Any, covered: tuple[int, ...]) -> None:
         self.index, self.bucket, self.covered, self.stamp = index, bucket, covered, 0
+
+
+def refusal(name: str, known: bool, in_step: bool, step: int) -> SyncError:
+    """Why the gradient of parameter ``name`` (``known``: given to setup) cannot be taken:
+    outside a step, unknown, or fired twice in ``step``."""
+    if not in_step:
+        return SyncError(f"gradient of {name!r} arrived outside a step (no start_step)")
+    if not known:
+        return SyncError(f"gradient of {name!r}, which was not given to setup")
+    return SyncError(f"parameter {name!r} fired twice in step {step}")
 
 
 class WirePlan:

@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +51,7 @@ from distconv.sync.mpi.buckets import (
 )
 from distconv.sync.mpi.collectives import RankCollectives
 from distconv.sync.mpi.comm import (
+    JobMismatch,
     SingleRankComm,
     check_poll_seconds,
     import_mpi,
@@ -66,6 +67,7 @@ from distconv.sync.mpi.pieces import (
     Slot,
     WirePlan,
     check_sizes,
+    refusal,
 )
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
@@ -182,7 +184,11 @@ class MPISync(RankCollectives):
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"] = list(self.piece_sizes)
         self._open = "setup (it failed)"
-        super().setup(params, {**(config or {}), **wire}, state)
+        try:
+            super().setup(params, {**(config or {}), **wire}, state)
+        except JobMismatch:
+            self._open = None  # every rank raised it alike: nobody waits for this one
+            raise
         self._grad_comm = self.comm.Dup()
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         seconds = thread_poll_seconds(self.overlap, self.comm, self.mpi, on_gpu, self.poll_seconds)
@@ -260,8 +266,7 @@ class MPISync(RankCollectives):
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
-        learn the step's global examples. Called before the step's first gradient collective.
-        """
+        learn the step's global examples. Called before the step's first gradient collective."""
         total = self._check.complete()
         if total is not None:
             self._total = total
@@ -271,7 +276,7 @@ class MPISync(RankCollectives):
         under it has arrived, a complete bucket is packed (or handed to the thread) at once."""
         slot = self._slot.get(param.name)
         if slot is None or slot.stamp == self._stamp or not self._in_step:
-            self._refuse(param, slot)
+            raise refusal(param.name, slot is not None, self._in_step, self.step)
         slot.stamp = self._stamp
         self._used.mark(slot.index)
         if not self._recorded:  # the first step's firing order, for the next layout
@@ -283,13 +288,6 @@ class MPISync(RankCollectives):
         pump = self._pump  # the arrival, or a piece to move on: test the wire
         if pump is not None and (slot.covered or pump.request is not None):
             pump.arrive(slot.covered)
-
-    def _refuse(self, param: Parameter, slot: Slot | None) -> NoReturn:
-        if not self._in_step:
-            raise SyncError(f"gradient of {param.name!r} arrived outside a step (no start_step)")
-        if slot is None:
-            raise SyncError(f"gradient of {param.name!r}, which was not given to setup")
-        raise SyncError(f"parameter {param.name!r} fired twice in step {self.step}")
 
     def _launch_ready(self, everything: bool = False) -> None:
         """Start the buckets that are complete, in layout order (all of them at the end)."""
@@ -353,8 +351,7 @@ class MPISync(RankCollectives):
         self._open = None
 
     def traffic(self) -> dict[str, float]:
-        """Bytes handed to the gradient collectives (sent and received alike), and the time
-        ``finish_step`` took (waiting, the optimizer, zeroing)."""
+        """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
         wire, seconds = self.wire_bytes, self.sync_seconds
         return {"bytes_pushed": wire, "bytes_pulled": wire, "sync_seconds": seconds}
 
