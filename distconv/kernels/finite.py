@@ -27,8 +27,7 @@ def exact_if_not_finite(dw: Any, junk: bool, exact: Callable[[], Any]) -> Any:
     other side was widened with: an inf or NaN there comes out as NaN in taps the exact sum
     never reaches. Rare, so checked after the fact (zeroing the junk on every call cost most
     of what the wide layout saves): one pass over ``dw`` each call, and a second weight
-    gradient whenever it is not finite. On a GPU without cuDNN the check
-    waits for the device.
+    gradient whenever it is not finite. On a GPU without cuDNN the check waits for the device.
     """
     if junk and not all_finite(dw, DOT_FROM):
         return exact()

@@ -14,6 +14,7 @@ closes its sync normally: see :func:`go_wrong`). Each rank saves its values to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -141,8 +142,9 @@ def main() -> None:
     sync = MPISync(create_optimizer(OPTIMIZER, lr=0.1), comm=comm, overlap=overlap, bucket_bytes=48)
     if mode in CAUGHT and sync.rank in CATCHING.get(mode, (1,)):
         go_wrong(sync, mode)
-        with open(out / f"rank{sync.rank}.err", "w") as sys.stderr:  # mpiexec may drop an
-            sync.close()  # aborting rank's stderr; nothing propagates: close alone ends the job
+        # mpiexec may drop an aborting rank's stderr; nothing propagates: close alone ends the job
+        with open(out / f"rank{sync.rank}.err", "w") as err, contextlib.redirect_stderr(err):
+            sync.close()
         return
     try:
         steps = STEPS - (mode == "fewer" and sync.rank == 1)
