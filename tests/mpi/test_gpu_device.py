@@ -15,16 +15,21 @@ from distconv.backend import BackendError, gpu_index
 from distconv.runtime import detect_runtime
 from tests.mpi.common import mpiexec, run_mpi
 
-#: what each rank prints: its rank, then the device it would take with 2 devices, or the error
+#: what each rank writes to ``DIR/rank<r>`` (its own file: two ranks' stdout interleave under
+#: mpiexec, byte by byte): its rank, then the device it would take with 2 devices, or the error
 PICK = (
+    "import sys\n"
+    "from pathlib import Path\n"
     "from distconv.backend import BackendError, gpu_index\n"
     "from distconv.runtime import detect_runtime\n"
     "rt = detect_runtime()\n"
+    "lines = []\n"
     "for count in (2, 1):\n"
     "    try:\n"
-    "        print(rt.rank, count, gpu_index(rt.local_rank, count), flush=True)\n"
+    "        lines.append(f'{rt.rank} {count} {gpu_index(rt.local_rank, count)}')\n"
     "    except BackendError as exc:\n"
-    "        print(rt.rank, count, 'error:', exc, flush=True)\n"
+    "        lines.append(f'{rt.rank} {count} error: {exc}')\n"
+    "Path(sys.argv[1], f'rank{rt.rank}').write_text('\\n'.join(lines))\n"
 )
 
 
@@ -57,12 +62,13 @@ def test_the_device_follows_local_rank_from_the_environment():
 
 @pytest.mark.mpi
 @pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
-def test_ranks_under_mpiexec_take_devices_by_local_rank():
-    proc = run_mpi(["-n", "2", sys.executable, "-c", PICK], timeout=60)
+def test_ranks_under_mpiexec_take_devices_by_local_rank(tmp_path):
+    proc = run_mpi(["-n", "2", sys.executable, "-c", PICK, str(tmp_path)], timeout=60)
     assert proc.returncode == 0, proc.stderr
-    lines = sorted(proc.stdout.splitlines())
-    assert lines[0] == "0 1 0" and lines[1] == "0 2 0" and lines[3] == "1 2 1", lines
-    assert lines[2].startswith("1 1 error: local rank 1 needs CUDA device 1"), lines
+    rank0 = (tmp_path / "rank0").read_text().splitlines()
+    rank1 = (tmp_path / "rank1").read_text().splitlines()
+    assert rank0 == ["0 2 0", "0 1 0"] and rank1[0] == "1 2 1", (rank0, rank1)
+    assert rank1[1].startswith("1 1 error: local rank 1 needs CUDA device 1"), rank1
 
 
 @pytest.mark.gpu
