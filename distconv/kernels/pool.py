@@ -10,7 +10,9 @@ Neither side builds the ``K``-times larger column matrix that an im2col-based po
 
 When windows tile the input exactly (kernel = stride, no padding, sizes divisible: the usual 2x2
 pooling), each input element belongs to exactly one view, so the backward writes the gradient
-instead of zero-filling and adding.
+instead of zero-filling and adding. On small maps (rows of a few elements, where a strided copy
+pays numpy's per-row cost on every row) such a pooling moves its windows in one ``take`` each
+way through a cached permutation instead (see :data:`GATHER_ROWS_UNDER`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,21 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, is_gpu_array, to_host
+from distconv.backend import all_finite, get_array_module, is_gpu_array, to_host
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
 
 _ALL2 = (slice(None), slice(None))
+
+#: a tiling pooling on the CPU whose output rows are shorter than this moves its windows with
+#: one ``take`` through a cached permutation, each way: K strided copies pay numpy's per-row
+#: cost K times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements. Measured on
+#: 2x2 windows: 8 against 18 us at 16x64x4x4, 15 against 20 at 16x32x8x8, and slower than the
+#: copies from rows of 14 (docs/benchmarks.md, "Pooling on small maps")
+GATHER_ROWS_UNDER = 8
+#: ... for inputs of at most this many elements: the two permutations cost 16 bytes an element
+GATHER_MAX_SIZE = 1 << 18
 
 
 def _offset_views(a: Any, geom: ConvGeometry, out: tuple[int, ...]) -> Iterator[Any]:
@@ -50,6 +61,36 @@ def tiles_exactly(geom: ConvGeometry, in_size: tuple[int, ...]) -> bool:
         and all(d == 1 or k == 1 for d, k in zip(geom.dilation, geom.ksize))
         and all(n % k == 0 for n, k in zip(in_size, geom.ksize))
     )
+
+
+def _gathers(x_shape: tuple[int, ...], geom: ConvGeometry, on_gpu: bool) -> bool:
+    """Whether a pooling of an input of ``x_shape`` moves its windows by permutation."""
+    return (
+        not on_gpu
+        and volume(x_shape) <= GATHER_MAX_SIZE
+        and tiles_exactly(geom, tuple(x_shape[2:]))
+        and x_shape[-1] // geom.ksize[-1] < GATHER_ROWS_UNDER
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _tile_permutation(x_shape: tuple[int, ...], ksize: tuple[int, ...]) -> tuple[Any, Any]:
+    """``(gather, scatter)`` for windows that tile an input of ``x_shape`` exactly.
+
+    ``x.take(gather)`` is the windows, ``(K, N, C, *out)`` flattened (offsets in row-major
+    order, as :func:`_offset_views` yields them); ``windows.take(scatter)`` is ``x`` again.
+    """
+    n, c, *size = x_shape
+    split = [n, c]  # each spatial axis splits into (window, offset in the window)
+    for length, k in zip(size, ksize):
+        split += [length // k, k]
+    nd = len(ksize)
+    order = [3 + 2 * a for a in range(nd)] + [0, 1] + [2 + 2 * a for a in range(nd)]
+    gather = np.arange(volume(x_shape)).reshape(split).transpose(order).reshape(-1)
+    scatter = np.empty_like(gather)
+    scatter[gather] = np.arange(gather.size)
+    gather.flags.writeable = scatter.flags.writeable = False  # shared by every later call
+    return gather, scatter
 
 
 class PoolState:
@@ -105,9 +146,14 @@ def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, PoolState]:
     """
     xp = get_array_module(x)
     out = geom.out_size(x.shape[2:])
-    xpad = pad_spatial(x, geom.pad, float("-inf"))
     windows = xp.empty((geom.kernel_volume, *x.shape[:2], *out), dtype=x.dtype)
     y = xp.empty(windows.shape[1:], dtype=x.dtype)
+    if _gathers(x.shape, geom, is_gpu_array(x)):
+        gather, _ = _tile_permutation(x.shape, geom.ksize)
+        np.take(x, gather, out=windows.reshape(-1), mode="wrap")  # wrap: no checks, in range
+        np.max(windows, axis=0, out=y)
+        return y, PoolState(windows, y)
+    xpad = pad_spatial(x, geom.pad, float("-inf"))
 
     def run(a: int, b: int) -> None:
         for k, v in enumerate(_offset_views(xpad[a:b], geom, out)):
@@ -167,32 +213,48 @@ def max_pool_backward(
     Returns:
         The input gradient: ``dx`` with the result added, or a new array.
     """
+    in_size = tuple(x_shape[2:])
+    if _gathers(x_shape, geom, is_gpu_array(dy)):
+        hits, rare = _first_maxima(state.windows, state.y, dy, geom, in_size)
+        grads = _masked(dy, hits, rare)  # one call for every offset: small maps pay per call
+        _, scatter = _tile_permutation(tuple(x_shape), geom.ksize)
+        if dx is None:
+            dx = np.empty(x_shape, dtype=grads.dtype)
+            np.take(grads, scatter, out=dx.reshape(-1), mode="wrap")
+        else:
+            dx += np.take(grads, scatter, mode="wrap").reshape(x_shape)
+        return dx
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
+    out = tuple(dy.shape[2:])
 
     def run(a: int, b: int) -> None:
-        _max_pool_backward_chunk(
-            dy[a:b], state.windows[:, a:b], state.y[a:b], buf[a:b], geom, write
-        )
+        dyc = dy[a:b]
+        hits, rare = _first_maxima(state.windows[:, a:b], state.y[a:b], dyc, geom, in_size)
+        # offset by offset through one scratch, which stays in cache on large maps
+        scratch = get_array_module(dy).empty(dyc.shape, dtype=dy.dtype)
+        for k, gv in enumerate(_offset_views(buf[a:b], geom, out)):
+            _masked(dyc, hits[k], rare, out=scratch)
+            if write:
+                gv[...] = scratch
+            else:
+                gv += scratch
 
     _over_batch(run, dy, geom)
     return _finish(buf, dx, geom, x_shape)
 
 
-def _max_pool_backward_chunk(
-    dy: Any, windows: Any, y: Any, buf: Any, geom: ConvGeometry, write: bool
-) -> None:
-    """:func:`max_pool_backward` on a chunk of samples: masks per window offset, in order."""
+def _first_maxima(
+    windows: Any, y: Any, dy: Any, geom: ConvGeometry, in_size: tuple[int, ...]
+) -> tuple[Any, _RareWindows | None]:
+    """Which element of each window takes its gradient, ``(K, N, C, *out)`` booleans: the
+    first maximum, as PyTorch picks (see :class:`_RareWindows`); and the rare windows."""
     xp = get_array_module(dy)
-    out = tuple(dy.shape[2:])
-    hit = xp.empty(y.shape, dtype=bool)
+    hits = xp.equal(windows, y)
+    rare = _RareWindows.find(windows, y, dy, geom, in_size)
     free = None  # windows whose maximum no earlier offset has claimed (ties: first wins)
-    # the masked gradient goes through a contiguous scratch, then one strided copy or add
-    scratch = xp.empty(y.shape, dtype=dy.dtype)
     last = geom.kernel_volume - 1
-    in_size = tuple(n - 2 * p for n, p in zip(buf.shape[2:], geom.pad))
-    rare = _RareWindows.find(windows, y, geom, in_size)
-    for k, gv in enumerate(_offset_views(buf, geom, out)):
-        xp.equal(windows[k], y, out=hit)
+    for k in range(geom.kernel_volume):
+        hit = hits[k]
         if rare is not None:
             rare.restrict(hit, k)
         if free is None:
@@ -203,24 +265,38 @@ def _max_pool_backward_chunk(
                 xp.logical_xor(free, hit, out=free)
         if rare is not None:
             rare.route_nan(hit, k)
-        xp.multiply(dy, hit, out=scratch)
-        if write:
-            gv[...] = scratch
-        else:
-            gv += scratch
+    return hits, rare
+
+
+def _masked(dy: Any, hits: Any, rare: _RareWindows | None, out: Any = None) -> Any:
+    """``dy`` where ``hits`` (broadcast), 0 elsewhere: a product, unless ``dy`` holds an inf
+    or NaN (``inf * 0`` is NaN, where PyTorch leaves 0): then a masked copy."""
+    xp = get_array_module(dy)
+    if rare is None or not rare.bad_dy:
+        return xp.multiply(dy, hits, out=out)
+    if out is None:
+        out = xp.zeros(hits.shape, dtype=dy.dtype)
+    else:
+        out.fill(0)
+    xp.copyto(out, dy, where=hits)
+    return out
 
 
 class _RareWindows:
-    """Windows where ``x == y`` alone would route a gradient other than PyTorch does.
+    """Windows where ``x == y`` and ``dy * hit`` alone would route a gradient other than
+    PyTorch does.
 
     - A window whose maximum is NaN: PyTorch's gradient goes to its *last* NaN (it keeps
       taking ``isnan(val)``), where ``NaN == NaN`` would route it nowhere.
     - A window whose maximum is ``-inf`` while it overlaps the padding: PyTorch's gradient goes
       to the first element *inside* the image, where the ``-inf`` padding would otherwise win
       the tie and swallow it.
+    - An inf or NaN in ``dy``: PyTorch gives it to the window's maximum alone, where
+      ``dy * hit`` would make it NaN at every other element (``inf * 0``).
 
-    Both are rare, so :meth:`find` looks for them once per chunk: two passes over ``y`` and, on
-    a GPU, one wait for the device; the masks below are built only when one is there.
+    All are rare, so :meth:`find` looks for them once per chunk: one finiteness check of ``y``
+    and of ``dy`` and, on a GPU, one wait for the device; the rest is built only when one is
+    there.
     """
 
     def __init__(
@@ -231,10 +307,11 @@ class _RareWindows:
         in_size: tuple[int, ...],
         nan: Any,
         pad: bool,
+        bad_dy: bool,
     ) -> None:
         xp = self.xp = get_array_module(y)
         self.geom, self.in_size, self.out = geom, in_size, tuple(y.shape[2:])
-        self.nan, self.pad = nan, pad
+        self.nan, self.pad, self.bad_dy = nan, pad, bad_dy
         self.last_nan = None
         if nan is not None:  # index of each window's last NaN
             self.last_nan = xp.full(y.shape, -1, dtype=xp.int32)
@@ -243,17 +320,23 @@ class _RareWindows:
 
     @classmethod
     def find(
-        cls, windows: Any, y: Any, geom: ConvGeometry, in_size: tuple[int, ...]
+        cls, windows: Any, y: Any, dy: Any, geom: ConvGeometry, in_size: tuple[int, ...]
     ) -> _RareWindows | None:
         """The rare windows of a chunk, or None when it has none (the common case)."""
         xp = get_array_module(y)
-        nan = xp.isnan(y)
-        minus_inf = xp.isneginf(y).any() if any(geom.pad) else xp.zeros((), dtype=bool)
-        # one read of both answers: on a GPU each read is a wait for the device
-        has_nan, pad = (bool(v) for v in to_host(xp.stack([nan.any(), minus_inf])))
-        if not (has_nan or pad):
+        if is_gpu_array(y):  # one read of both answers: each read is a wait for the device
+            finite = bool(to_host(xp.stack([xp.isfinite(y).all(), xp.isfinite(dy).all()])).all())
+        else:
+            finite = all_finite(y) and all_finite(dy)
+        if finite:
             return None
-        return cls(windows, y, geom, in_size, nan if has_nan else None, pad)
+        nan = xp.isnan(y)
+        has_nan = bool(nan.any())
+        pad = any(geom.pad) and bool(xp.isneginf(y).any())
+        bad_dy = not bool(xp.isfinite(dy).all())
+        if not (has_nan or pad or bad_dy):
+            return None  # only +inf maxima: x == y routes those right
+        return cls(windows, y, geom, in_size, nan if has_nan else None, pad, bad_dy)
 
     def restrict(self, hit: Any, k: int) -> None:
         """Drop padding positions from offset ``k``'s ties (only a ``-inf`` maximum ties them)."""

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from distconv import Arg
+from distconv.kernels import pool
 from distconv.kernels.im2col import col2im, im2col_view
 from distconv.kernels.pool import (
     avg_pool_backward,
@@ -46,7 +47,8 @@ def ref_avg(x, dy, geom):
 
 GEOMETRIES = [
     # (spatial, kernel, stride, pad, dilation)
-    ((8, 8), 2, 2, 0, 1),  # tiles exactly: the written backward
+    ((8, 8), 2, 2, 0, 1),  # tiles exactly, rows of 4: moved by permutation
+    ((4, 20), 2, 2, 0, 1),  # tiles exactly, rows of 10: strided copies, the written backward
     ((7, 9), 2, 2, 0, 1),  # kernel = stride, sizes not divisible: a ragged edge
     ((7, 7), 3, 2, 1, 1),  # overlapping, padded
     ((6, 7), (2, 3), (1, 2), (1, 1), 1),
@@ -199,7 +201,8 @@ def test_minus_inf_windows_never_give_their_gradient_to_the_padding(torch):
     "nd,k,s,p,d,size",
     [
         (2, 2, 2, 0, 1, 7),
-        (2, 2, 2, 0, 1, 8),  # tiles exactly: the windows in one copy
+        (2, 2, 2, 0, 1, 8),  # tiles exactly: the windows moved by permutation
+        (2, 2, 2, 0, 1, 20),  # tiles exactly, long rows: strided copies
         (2, 3, 2, 1, 1, 7),
         (2, 2, 1, 1, 1, 7),
         (2, 3, 1, 1, 2, 7),
@@ -217,3 +220,62 @@ def test_nan_and_minus_inf_sprinkled_match_torch(torch, rng, nd, k, s, p, d, siz
     ty, tdx = _torch_max_pool(torch, x, dy, nd, k, s, p, d)
     np.testing.assert_array_equal(y, ty)
     np.testing.assert_allclose(max_pool_backward(dy, state, geom, x.shape), tdx, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "shape,k,gathers",
+    [
+        ((2, 3, 8, 8), 2, True),
+        ((2, 3, 6, 14), 2, True),  # rows of 7
+        ((2, 3, 4, 16), 2, False),  # rows of 8
+        ((2, 3, 6, 6, 6), 3, True),  # 3-D, 3x3x3 windows
+        ((2, 3, 9), 3, True),  # 1-D
+        ((300, 64, 4, 4), 2, False),  # more elements than the permutations are kept for
+    ],
+)
+def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathers):
+    """The permutation and the strided copies: same windows, same maxima, same gradients,
+    ties, NaNs and infinities included, and adding into a given gradient."""
+    geom = ConvGeometry.make(len(shape) - 2, k, k)
+    assert pool._gathers(shape, geom, on_gpu=False) == gathers
+    x = rng.integers(-2, 3, shape).astype(np.float64)  # many ties
+    x[rng.random(shape) < 0.05] = np.nan
+    x[rng.random(shape) < 0.05] = -np.inf
+    x[rng.random(shape) < 0.05] = np.inf
+    base = rng.standard_normal(shape)
+
+    def run():
+        y, state = max_pool_forward(x, geom)
+        dy = np.random.default_rng(1).standard_normal(y.shape)
+        dy.flat[::7] = np.inf
+        return (
+            y,
+            state.windows,
+            max_pool_backward(dy, state, geom, shape),
+            max_pool_backward(dy, state, geom, shape, base.copy()),
+        )
+
+    first = run()
+    monkeypatch.setattr(pool, "GATHER_ROWS_UNDER", 0 if gathers else 1 << 30)
+    monkeypatch.setattr(pool, "GATHER_MAX_SIZE", 1 << 30)
+    assert pool._gathers(shape, geom, on_gpu=False) != gathers  # the other route this time
+    for a, b in zip(first, run()):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "spatial,k,s,p",
+    [((8, 8), 2, 2, 0), ((4, 20), 2, 2, 0), ((7, 7), 3, 2, 1), ((6, 6), 2, 1, 0)],
+)
+def test_an_inf_or_nan_in_dy_reaches_the_maximum_alone(torch, rng, spatial, k, s, p):
+    """PyTorch sends ``dy`` to each window's maximum and nothing elsewhere: an inf there must
+    not become ``inf * 0 = NaN`` at the window's other elements."""
+    x = rng.standard_normal((2, 3, *spatial))
+    geom = _geom(spatial, k, s, p, 1)
+    y, state = max_pool_forward(x, geom)
+    dy = rng.standard_normal(y.shape)
+    dy[0, 0, 0, 0], dy[1, 2, -1, -1], dy[0, 1, 1, 0] = np.inf, -np.inf, np.nan
+    _, tdx = _torch_max_pool(torch, x, dy, 2, k, s, p)
+    dx = max_pool_backward(dy, state, geom, x.shape)
+    np.testing.assert_allclose(dx, tdx, rtol=1e-15)  # overlapping windows: sums in any order
+    assert np.isnan(dx).sum() == 1 and np.isinf(dx).sum() == 2
