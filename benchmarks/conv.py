@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import best_ms, print_table, run_worker, torch_available  # noqa: E402
+from harness import best_ms, blas_kernels, print_table, run_worker, torch_available  # noqa: E402
 
 # name: (kind, N, C, spatial, O, k, stride, pad)
 CASES = {
@@ -129,6 +129,7 @@ def main() -> None:
     have_torch = torch_available()
     if not have_torch:
         print("PyTorch is not importable: printing distconv times only")
+    print(f"# {blas_kernels()}")
     rows = []
     for t in args.threads:
         extra = ["--cases", *args.cases, "--clock", args.clock]

@@ -33,7 +33,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import REPO_ROOT, best_ms, print_table, run_worker, torch_available  # noqa: E402
+from harness import (  # noqa: E402
+    REPO_ROOT,
+    best_ms,
+    blas_kernels,
+    print_table,
+    run_worker,
+    torch_available,
+)
 
 # name: (N, C, O, size, kernel, padding, groups)
 CASES = {
@@ -230,6 +237,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.threads[0], args.repeat)
         return
+    print(f"# {blas_kernels()}")
     if args.then:
         against_then(args.then, args.threads, args.repeat, args.rounds)
         return

@@ -79,6 +79,30 @@ def torch_available() -> bool:
         return False
 
 
+def blas_kernels() -> str:
+    """Which BLAS numpy runs here and on which kernels, for a benchmark's header.
+
+    OpenBLAS picks its kernels for the CPU when it loads, unless ``OPENBLAS_CORETYPE`` names
+    them; some machines set it (and ``OPENBLAS_L2_SIZE``) for old OpenBLAS builds, which
+    holds a current numpy to older, slower kernels. The workers inherit this environment, so
+    they run what this line says.
+    """
+    import numpy  # noqa: F401  (loads the BLAS threadpoolctl reports)
+    from threadpoolctl import threadpool_info
+
+    libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    what = ", ".join(
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture') or ''}".rstrip()
+        for i in libs
+    )
+    forced = [
+        f"{v}={os.environ[v]}" for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ
+    ]
+    return f"numpy's BLAS: {what or 'none found'}" + (
+        f" (set by the environment: {' '.join(forced)})" if forced else ""
+    )
+
+
 def print_table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(f"{{:>{w}}}" for w in widths)

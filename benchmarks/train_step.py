@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import CLOCKS, print_table, run_worker, torch_available  # noqa: E402
+from harness import CLOCKS, blas_kernels, print_table, run_worker, torch_available  # noqa: E402
 
 # name: (image side, batch)
 CASES = {
@@ -284,6 +284,7 @@ def _report(measured: dict[str, dict[str, dict]], args: argparse.Namespace) -> N
         f"{args.rounds} alternated processes of each process's median of {args.repeat} steps; "
         f"freed memory kept mapped by: {args.keep_memory}"
     )
+    print(f"# {blas_kernels()}")
     rows = []
     for case, res in measured.items():
         ours, ref = res["distconv"], res.get("torch")
