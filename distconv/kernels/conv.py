@@ -140,8 +140,11 @@ def conv_forward(
             y[a:b] = xp.matmul(wg, col).reshape((b - a, -1, *wide_out))[..., : out[-1]]
         if dw_from is None:
             return None
-        if batched:
-            return xp.matmul(batch_inner(dw_from[a:b], g), col.swapaxes(-1, -2))
+        if batched:  # the longer side as the product's rows, BLAS's faster way round
+            dy_b = batch_inner(dw_from[a:b], g)
+            if col.shape[-2] > dy_b.shape[-2]:
+                return xp.matmul(col, dy_b.swapaxes(-1, -2)).swapaxes(-1, -2)
+            return xp.matmul(dy_b, col.swapaxes(-1, -2))
         gy = widen_output(dw_from[a:b], wide_out).reshape(b - a, g, wg.shape[1], -1)
         return xp.matmul(gy, col.swapaxes(-1, -2)).sum(axis=0)
 
