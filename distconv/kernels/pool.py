@@ -32,13 +32,17 @@ from distconv.kernels.shape import ConvGeometry, volume
 _ALL2 = (slice(None), slice(None))
 
 #: a tiling pooling on the CPU whose output rows are shorter than this moves its windows with
-#: one ``take`` through a cached permutation, each way: K strided copies pay numpy's per-row
-#: cost K times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements. Measured on
-#: 2x2 windows: 8 against 18 us at 16x64x4x4, 15 against 20 at 16x32x8x8, and slower than the
-#: copies from rows of 14 (docs/benchmarks.md, "Pooling on small maps")
+#: one ``take`` through a cached permutation: K strided copies pay numpy's per-row cost K
+#: times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements (docs/benchmarks.md,
+#: "Pooling on small maps") ...
 GATHER_ROWS_UNDER = 8
-#: ... for inputs of at most this many elements: the two permutations cost 16 bytes an element
-GATHER_MAX_SIZE = 1 << 18
+#: ... in the forward on inputs under this many bytes (the permutation costs 8 bytes an
+#: element, kept for the last 8 shapes) ...
+GATHER_MAX_BYTES = 1 << 20
+#: ... and in the backward under this many: it makes an input-sized temporary, and below
+#: glibc's default mmap threshold that comes from the heap, where above it, on the default
+#: allocator, every call mapped and faulted in fresh pages (201 against 61 us at 16x32x8x8)
+SCATTER_MAX_BYTES = 128 << 10
 
 
 def _offset_views(a: Any, geom: ConvGeometry, out: tuple[int, ...]) -> Iterator[Any]:
@@ -63,34 +67,43 @@ def tiles_exactly(geom: ConvGeometry, in_size: tuple[int, ...]) -> bool:
     )
 
 
-def _gathers(x_shape: tuple[int, ...], geom: ConvGeometry, on_gpu: bool) -> bool:
-    """Whether a pooling of an input of ``x_shape`` moves its windows by permutation."""
+def _gathers(x_shape: tuple[int, ...], a: Any, geom: ConvGeometry, max_bytes: int) -> bool:
+    """Whether a pooling of an input of ``x_shape``, computing in ``a``'s type and device,
+    moves its windows by permutation: the forward with ``GATHER_MAX_BYTES``, the backward
+    with ``SCATTER_MAX_BYTES``."""
     return (
-        not on_gpu
-        and volume(x_shape) <= GATHER_MAX_SIZE
+        not is_gpu_array(a)
+        and volume(x_shape) * a.dtype.itemsize < max_bytes
         and tiles_exactly(geom, tuple(x_shape[2:]))
         and x_shape[-1] // geom.ksize[-1] < GATHER_ROWS_UNDER
     )
 
 
 @functools.lru_cache(maxsize=8)
-def _tile_permutation(x_shape: tuple[int, ...], ksize: tuple[int, ...]) -> tuple[Any, Any]:
-    """``(gather, scatter)`` for windows that tile an input of ``x_shape`` exactly.
-
-    ``x.take(gather)`` is the windows, ``(K, N, C, *out)`` flattened (offsets in row-major
-    order, as :func:`_offset_views` yields them); ``windows.take(scatter)`` is ``x`` again.
-    """
+def _tile_gather(x_shape: tuple[int, ...], ksize: tuple[int, ...]) -> Any:
+    """Where each window element of a tiling pooling lies in an input of ``x_shape``:
+    ``x.take(gather)`` is the windows, ``(K, N, C, *out)`` flattened, offsets in row-major
+    order as :func:`_offset_views` yields them. Shared by later calls: never written."""
     n, c, *size = x_shape
     split = [n, c]  # each spatial axis splits into (window, offset in the window)
     for length, k in zip(size, ksize):
         split += [length // k, k]
     nd = len(ksize)
     order = [3 + 2 * a for a in range(nd)] + [0, 1] + [2 + 2 * a for a in range(nd)]
-    gather = np.arange(volume(x_shape)).reshape(split).transpose(order).reshape(-1)
+    gather = np.ascontiguousarray(np.arange(volume(x_shape)).reshape(split).transpose(order))
+    gather = gather.reshape(-1)
+    gather.flags.writeable = False
+    return gather
+
+
+@functools.lru_cache(maxsize=8)
+def _tile_scatter(x_shape: tuple[int, ...], ksize: tuple[int, ...]) -> Any:
+    """The inverse of :func:`_tile_gather`: ``windows.take(scatter)`` is ``x`` again."""
+    gather = _tile_gather(x_shape, ksize)
     scatter = np.empty_like(gather)
     scatter[gather] = np.arange(gather.size)
-    gather.flags.writeable = scatter.flags.writeable = False  # shared by every later call
-    return gather, scatter
+    scatter.flags.writeable = False
+    return scatter
 
 
 class PoolState:
@@ -148,8 +161,8 @@ def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, PoolState]:
     out = geom.out_size(x.shape[2:])
     windows = xp.empty((geom.kernel_volume, *x.shape[:2], *out), dtype=x.dtype)
     y = xp.empty(windows.shape[1:], dtype=x.dtype)
-    if _gathers(x.shape, geom, is_gpu_array(x)):
-        gather, _ = _tile_permutation(x.shape, geom.ksize)
+    if _gathers(x.shape, x, geom, GATHER_MAX_BYTES):
+        gather = _tile_gather(x.shape, geom.ksize)
         np.take(x, gather, out=windows.reshape(-1), mode="wrap")  # wrap: no checks, in range
         np.max(windows, axis=0, out=y)
         return y, PoolState(windows, y)
@@ -214,26 +227,18 @@ def max_pool_backward(
         The input gradient: ``dx`` with the result added, or a new array.
     """
     in_size = tuple(x_shape[2:])
-    if _gathers(x_shape, geom, is_gpu_array(dy)):
-        hits, rare = _first_maxima(state.windows, state.y, dy, geom, in_size)
-        grads = _masked(dy, hits, rare)  # one call for every offset: small maps pay per call
-        _, scatter = _tile_permutation(tuple(x_shape), geom.ksize)
-        if dx is None:
-            dx = np.empty(x_shape, dtype=grads.dtype)
-            np.take(grads, scatter, out=dx.reshape(-1), mode="wrap")
-        else:
-            dx += np.take(grads, scatter, mode="wrap").reshape(x_shape)
-        return dx
+    if _gathers(x_shape, dy, geom, SCATTER_MAX_BYTES):
+        return _max_pool_backward_gathered(dy, state, geom, tuple(x_shape), dx)
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
     out = tuple(dy.shape[2:])
 
     def run(a: int, b: int) -> None:
-        dyc = dy[a:b]
-        hits, rare = _first_maxima(state.windows[:, a:b], state.y[a:b], dyc, geom, in_size)
-        # offset by offset through one scratch, which stays in cache on large maps
+        dyc, windows, y = dy[a:b], state.windows[:, a:b], state.y[a:b]
+        rare = _RareWindows.find(windows, y, dyc, geom, in_size)
         scratch = get_array_module(dy).empty(dyc.shape, dtype=dy.dtype)
-        for k, gv in enumerate(_offset_views(buf[a:b], geom, out)):
-            _masked(dyc, hits[k], rare, out=scratch)
+        maxima = _first_maxima(windows, y, geom, rare)
+        for hit, gv in zip(maxima, _offset_views(buf[a:b], geom, out)):
+            _masked(dyc, hit, rare, out=scratch)
             if write:
                 gv[...] = scratch
             else:
@@ -243,18 +248,43 @@ def max_pool_backward(
     return _finish(buf, dx, geom, x_shape)
 
 
+def _max_pool_backward_gathered(
+    dy: Any, state: PoolState, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any
+) -> Any:
+    """:func:`max_pool_backward` of a tiling pooling on a small map: every offset's mask and
+    gradient at once, then one ``take`` back through :func:`_tile_scatter`."""
+    rare = _RareWindows.find(state.windows, state.y, dy, geom, tuple(x_shape[2:]))
+    hits = np.empty(state.windows.shape, dtype=bool)
+    for _ in _first_maxima(state.windows, state.y, geom, rare, hits):
+        pass
+    grads = np.empty(state.windows.shape, dtype=dy.dtype)
+    _masked(dy, hits, rare, out=grads)
+    scatter = _tile_scatter(x_shape, geom.ksize)
+    if dx is None:
+        dx = np.empty(x_shape, dtype=dy.dtype)
+        np.take(grads, scatter, out=dx.reshape(-1), mode="wrap")  # wrap: no checks, in range
+    else:
+        dx += np.take(grads, scatter, mode="wrap").reshape(x_shape)
+    return dx
+
+
 def _first_maxima(
-    windows: Any, y: Any, dy: Any, geom: ConvGeometry, in_size: tuple[int, ...]
-) -> tuple[Any, _RareWindows | None]:
-    """Which element of each window takes its gradient, ``(K, N, C, *out)`` booleans: the
-    first maximum, as PyTorch picks (see :class:`_RareWindows`); and the rare windows."""
-    xp = get_array_module(dy)
-    hits = xp.equal(windows, y)
-    rare = _RareWindows.find(windows, y, dy, geom, in_size)
+    windows: Any, y: Any, geom: ConvGeometry, rare: _RareWindows | None, hits: Any = None
+) -> Iterator[Any]:
+    """Offset by offset, a mask of the windows whose gradient that offset's element takes:
+    the first maximum, as PyTorch picks (see :class:`_RareWindows`).
+
+    Each mask goes into ``hits[k]`` when ``hits`` is given (``(K, N, C, *out)``), else into
+    one buffer that every offset reuses: a GPU runs the whole batch as one chunk, where K
+    masks at once would cost K times the memory.
+    """
+    xp = get_array_module(y)
+    buffer = xp.empty(y.shape, dtype=bool) if hits is None else None
     free = None  # windows whose maximum no earlier offset has claimed (ties: first wins)
     last = geom.kernel_volume - 1
     for k in range(geom.kernel_volume):
-        hit = hits[k]
+        hit = buffer if hits is None else hits[k]
+        xp.equal(windows[k], y, out=hit)
         if rare is not None:
             rare.restrict(hit, k)
         if free is None:
@@ -265,21 +295,19 @@ def _first_maxima(
                 xp.logical_xor(free, hit, out=free)
         if rare is not None:
             rare.route_nan(hit, k)
-    return hits, rare
+        yield hit
 
 
-def _masked(dy: Any, hits: Any, rare: _RareWindows | None, out: Any = None) -> Any:
-    """``dy`` where ``hits`` (broadcast), 0 elsewhere: a product, unless ``dy`` holds an inf
-    or NaN (``inf * 0`` is NaN, where PyTorch leaves 0): then a masked copy."""
+def _masked(dy: Any, hit: Any, rare: _RareWindows | None, out: Any) -> None:
+    """``out = dy`` where ``hit``, 0 elsewhere (``out`` may be ``dy``): a product, unless
+    ``dy`` holds an inf or NaN (``inf * 0`` is NaN, where PyTorch leaves 0): then masked
+    copies."""
     xp = get_array_module(dy)
     if rare is None or not rare.bad_dy:
-        return xp.multiply(dy, hits, out=out)
-    if out is None:
-        out = xp.zeros(hits.shape, dtype=dy.dtype)
-    else:
-        out.fill(0)
-    xp.copyto(out, dy, where=hits)
-    return out
+        xp.multiply(dy, hit, out=out)
+        return
+    xp.copyto(out, dy, where=hit)
+    xp.copyto(out, 0, where=~hit)
 
 
 class _RareWindows:

@@ -223,31 +223,41 @@ def test_nan_and_minus_inf_sprinkled_match_torch(torch, rng, nd, k, s, p, d, siz
 
 
 @pytest.mark.parametrize(
-    "shape,k,gathers",
+    "shape,k,gathers,scatters",
     [
-        ((2, 3, 8, 8), 2, True),
-        ((2, 3, 6, 14), 2, True),  # rows of 7
-        ((2, 3, 4, 16), 2, False),  # rows of 8
-        ((2, 3, 6, 6, 6), 3, True),  # 3-D, 3x3x3 windows
-        ((2, 3, 9), 3, True),  # 1-D
-        ((300, 64, 4, 4), 2, False),  # more elements than the permutations are kept for
+        ((2, 3, 8, 8), 2, True, True),
+        ((2, 3, 6, 14), 2, True, True),  # rows of 7
+        ((2, 3, 4, 16), 2, False, False),  # rows of 8
+        ((2, 3, 6, 6, 6), 3, True, True),  # 3-D, 3x3x3 windows
+        ((2, 3, 9), 3, True, True),  # 1-D
+        ((64, 32, 4, 4), 2, True, False),  # 256 KiB in float64: gathered, not scattered
+        ((64, 32, 8, 8), 2, False, False),  # 1 MiB: the forward's limit, not under it
     ],
 )
-def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathers):
-    """The permutation and the strided copies: same windows, same maxima, same gradients,
-    ties, NaNs and infinities included, and adding into a given gradient."""
+def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathers, scatters):
+    """The permutation and the strided copies: the same windows, maxima and gradients, bit
+    for bit (signed zeros and NaN payloads too), with ties, NaNs and infinities in ``x`` and
+    ``dy``, into a new gradient and added into a given one."""
     geom = ConvGeometry.make(len(shape) - 2, k, k)
-    assert pool._gathers(shape, geom, on_gpu=False) == gathers
     x = rng.integers(-2, 3, shape).astype(np.float64)  # many ties
+
+    def routes():
+        return (
+            pool._gathers(shape, x, geom, pool.GATHER_MAX_BYTES),
+            pool._gathers(shape, x, geom, pool.SCATTER_MAX_BYTES),
+        )
+
+    assert routes() == (gathers, scatters)
     x[rng.random(shape) < 0.05] = np.nan
     x[rng.random(shape) < 0.05] = -np.inf
     x[rng.random(shape) < 0.05] = np.inf
+    x[rng.random(shape) < 0.05] = -0.0
     base = rng.standard_normal(shape)
 
     def run():
         y, state = max_pool_forward(x, geom)
         dy = np.random.default_rng(1).standard_normal(y.shape)
-        dy.flat[::7] = np.inf
+        dy.flat[::7], dy.flat[3::11], dy.flat[5::13] = np.inf, np.nan, -0.0
         return (
             y,
             state.windows,
@@ -256,11 +266,13 @@ def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathe
         )
 
     first = run()
-    monkeypatch.setattr(pool, "GATHER_ROWS_UNDER", 0 if gathers else 1 << 30)
-    monkeypatch.setattr(pool, "GATHER_MAX_SIZE", 1 << 30)
-    assert pool._gathers(shape, geom, on_gpu=False) != gathers  # the other route this time
+    # then forward and backward each the other way
+    monkeypatch.setattr(pool, "GATHER_ROWS_UNDER", 1 << 30)
+    monkeypatch.setattr(pool, "GATHER_MAX_BYTES", 0 if gathers else 1 << 40)
+    monkeypatch.setattr(pool, "SCATTER_MAX_BYTES", 0 if scatters else 1 << 40)
+    assert routes() == (not gathers, not scatters)
     for a, b in zip(first, run()):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a.view(np.uint64), b.view(np.uint64))
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,8 @@ def test_the_device_follows_local_rank_from_the_environment():
 def test_ranks_under_mpiexec_take_devices_by_local_rank(tmp_path):
     proc = run_mpi(["-n", "2", sys.executable, "-c", PICK, str(tmp_path)], timeout=60)
     assert proc.returncode == 0, proc.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["rank0", "rank1"], proc.stdout + proc.stderr
     rank0 = (tmp_path / "rank0").read_text().splitlines()
     rank1 = (tmp_path / "rank1").read_text().splitlines()
     assert rank0 == ["0 2 0", "0 1 0"] and rank1[0] == "1 2 1", (rank0, rank1)
