@@ -62,6 +62,12 @@ def keep_freed_memory() -> bool:
     return _applied
 
 
+def keeps_freed_memory() -> bool:
+    """Whether :func:`keep_freed_memory` took effect in this process: large temporaries then
+    come from the heap, already mapped, instead of fresh pages every call."""
+    return bool(_applied)
+
+
 def _tuned_by_user(environ: Mapping[str, str]) -> bool:
     """Whether the environment sets malloc's knobs itself (ours would override them)."""
     return any(name.startswith("MALLOC_") and name.endswith("_") for name in environ) or (

@@ -24,9 +24,11 @@ PROBE = """
 import ctypes, json, resource
 ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE
 import numpy as np
-from distconv.allocator import keep_freed_memory
+from distconv.allocator import keep_freed_memory, keeps_freed_memory
 
+before = keeps_freed_memory()
 kept = keep_freed_memory()
+assert keeps_freed_memory() is kept and before is False, (before, kept)
 a = np.ones(375_000); del a
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 a = np.ones(375_000); del a

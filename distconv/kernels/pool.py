@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from distconv.allocator import keeps_freed_memory
 from distconv.backend import all_finite, get_array_module, is_gpu_array, to_host
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
@@ -39,9 +40,10 @@ GATHER_ROWS_UNDER = 8
 #: ... in the forward on inputs under this many bytes (the permutation costs 8 bytes an
 #: element, kept for the last 8 shapes) ...
 GATHER_MAX_BYTES = 1 << 20
-#: ... and in the backward under this many: it makes an input-sized temporary, and below
-#: glibc's default mmap threshold that comes from the heap, where above it, on the default
-#: allocator, every call mapped and faulted in fresh pages (201 against 61 us at 16x32x8x8)
+#: ... and in the backward, unless distconv keeps freed memory (``keep_freed_memory``), under
+#: this many: it makes an input-sized temporary, and below glibc's default mmap threshold that
+#: comes from the heap, where above it every call mapped and faulted in fresh pages (201
+#: against 61 us at 16x32x8x8)
 SCATTER_MAX_BYTES = 128 << 10
 
 
@@ -77,6 +79,11 @@ def _gathers(x_shape: tuple[int, ...], a: Any, geom: ConvGeometry, max_bytes: in
         and tiles_exactly(geom, tuple(x_shape[2:]))
         and x_shape[-1] // geom.ksize[-1] < GATHER_ROWS_UNDER
     )
+
+
+def _scatter_max_bytes() -> int:
+    """The backward's limit for the permutation route (see :data:`SCATTER_MAX_BYTES`)."""
+    return GATHER_MAX_BYTES if keeps_freed_memory() else SCATTER_MAX_BYTES
 
 
 @functools.lru_cache(maxsize=8)
@@ -227,7 +234,7 @@ def max_pool_backward(
         The input gradient: ``dx`` with the result added, or a new array.
     """
     in_size = tuple(x_shape[2:])
-    if _gathers(x_shape, dy, geom, SCATTER_MAX_BYTES):
+    if _gathers(x_shape, dy, geom, _scatter_max_bytes()):
         return _max_pool_backward_gathered(dy, state, geom, tuple(x_shape), dx)
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
     out = tuple(dy.shape[2:])

@@ -240,11 +240,12 @@ def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathe
     ``dy``, into a new gradient and added into a given one."""
     geom = ConvGeometry.make(len(shape) - 2, k, k)
     x = rng.integers(-2, 3, shape).astype(np.float64)  # many ties
+    monkeypatch.setattr(pool, "keeps_freed_memory", lambda: False)  # glibc's defaults
 
     def routes():
         return (
             pool._gathers(shape, x, geom, pool.GATHER_MAX_BYTES),
-            pool._gathers(shape, x, geom, pool.SCATTER_MAX_BYTES),
+            pool._gathers(shape, x, geom, pool._scatter_max_bytes()),
         )
 
     assert routes() == (gathers, scatters)
@@ -291,3 +292,13 @@ def test_an_inf_or_nan_in_dy_reaches_the_maximum_alone(torch, rng, spatial, k, s
     dx = max_pool_backward(dy, state, geom, x.shape)
     np.testing.assert_allclose(dx, tdx, rtol=1e-15)  # overlapping windows: sums in any order
     assert np.isnan(dx).sum() == 1 and np.isinf(dx).sum() == 2
+
+
+def test_with_freed_memory_kept_the_backward_permutes_as_far_as_the_forward(monkeypatch):
+    """Its input-sized temporary then comes from memory already mapped."""
+    shape, geom = (64, 32, 4, 4), ConvGeometry.make(2, 2, 2)  # 256 KiB of float64
+    x = np.zeros(shape)
+    for kept, limit in ((False, pool.SCATTER_MAX_BYTES), (True, pool.GATHER_MAX_BYTES)):
+        monkeypatch.setattr(pool, "keeps_freed_memory", lambda kept=kept: kept)
+        assert pool._scatter_max_bytes() == limit
+        assert pool._gathers(shape, x, geom, pool._scatter_max_bytes()) is kept
