@@ -99,9 +99,12 @@ def run_chunks(
 DENSE_MAX_WORK_RATIO = 2
 #: and only while the dense matrix ``(O*out, C*in)`` stays small (elements)
 DENSE_MAX_ELEMENTS = 1 << 22
-#: building the matrix is a fixed cost that the cheaper per-sample product earns back only
-#: over enough samples
-DENSE_MIN_BATCH = 32
+#: building the matrix is a fixed cost, and since batched columns put the batch innermost the
+#: column route beats the dense product until the dense product is large enough to split over
+#: two kernel threads (parallel.matmul: 64 rows a chunk). LeNet's conv2 at 4x4, col2im route
+#: over dense: 0.65-0.68x the time at N32, 0.80-0.92x at N64, 1.36-1.48x at N128
+#: (docs/benchmarks.md, the constants)
+DENSE_MIN_BATCH = 128
 
 
 def dense_pays(

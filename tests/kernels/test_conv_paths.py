@@ -348,8 +348,8 @@ def test_dense_input_gradient_matches_col2im(rng, monkeypatch, case):
 
 def test_dense_only_for_tiny_images():
     geom = ConvGeometry.make(2, 3, 1, 1)
-    assert conv_layout.dense_pays(64, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2, digits
-    assert not conv_layout.dense_pays(16, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # too few samples
+    assert conv_layout.dense_pays(128, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # LeNet conv2, digits
+    assert not conv_layout.dense_pays(64, (4, 4), (4, 4), (64, 32, 3, 3), geom)  # too few samples
     assert not conv_layout.dense_pays(64, (8, 8), (8, 8), (32, 1, 3, 3), geom)
     grouped = ConvGeometry.make(2, 3, 1, 1, 1, 2)
     assert not conv_layout.dense_pays(64, (4, 4), (4, 4), (8, 8, 3, 3), grouped)
