@@ -34,10 +34,10 @@ _ALL2 = (slice(None), slice(None))
 
 #: a tiling pooling on the CPU whose output rows are shorter than this moves its windows with
 #: one ``take`` through a cached permutation: K strided copies pay numpy's per-row cost K
-#: times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements (docs/benchmarks.md,
-#: "Pooling on small maps") ...
+#: times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements (docs/benchmarks.md:
+#: the constants table, and "This stop: a faster machine") ...
 GATHER_ROWS_UNDER = 8
-#: ... in the forward on inputs under this many bytes (the permutation costs 8 bytes an
+#: ... in the forward on inputs under this many bytes (each permutation costs 8 bytes an
 #: element, kept for the last 8 shapes) ...
 GATHER_MAX_BYTES = 1 << 20
 #: ... and in the backward, unless distconv keeps freed memory (``keep_freed_memory``), under
