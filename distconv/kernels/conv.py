@@ -59,10 +59,12 @@ def grouped_weight(w: Any, groups: int) -> Any:
 
 
 def _sum_weight_grad(partials: list[Any], w_shape: tuple[int, ...]) -> Any:
+    """The chunks' partial weight gradients summed, C-contiguous in ``w``'s shape (a batched
+    chunk may return its product transposed; a buffer API downstream wants plain memory)."""
     total = partials[0]
     for p in partials[1:]:
         total = total + p
-    return total.reshape(w_shape)
+    return get_array_module(total).ascontiguousarray(total).reshape(w_shape)
 
 
 def conv_forward(

@@ -102,8 +102,9 @@ DENSE_MAX_ELEMENTS = 1 << 22
 #: building the matrix is a fixed cost, and since batched columns put the batch innermost the
 #: column route beats the dense product until the dense product is large enough to split over
 #: two kernel threads (parallel.matmul: 64 rows a chunk). LeNet's conv2 at 4x4, col2im route
-#: over dense: 0.65-0.68x the time at N32, 0.80-0.92x at N64, 1.36-1.48x at N128
-#: (docs/benchmarks.md, the constants)
+#: over dense, two threads: 0.65-0.69x the time at N32, 0.80-0.94x at N64, 1.19-1.48x at
+#: N128; on one thread about even at N128 (0.91-1.08x), but the choice may depend on shapes
+#: only (docs/benchmarks.md, "Why the constants are what they are")
 DENSE_MIN_BATCH = 128
 
 

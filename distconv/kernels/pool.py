@@ -37,13 +37,15 @@ _ALL2 = (slice(None), slice(None))
 #: times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements (docs/benchmarks.md:
 #: the constants table, and "This stop: a faster machine") ...
 GATHER_ROWS_UNDER = 8
-#: ... in the forward on inputs under this many bytes (each permutation costs 8 bytes an
+#: ... on inputs of at most this many elements (each cached permutation costs 8 bytes an
 #: element, kept for the last 8 shapes) ...
-GATHER_MAX_BYTES = 1 << 20
-#: ... and in the backward, unless distconv keeps freed memory (``keep_freed_memory``), under
-#: this many: it makes an input-sized temporary, and below glibc's default mmap threshold that
-#: comes from the heap, where above it every call mapped and faulted in fresh pages (201
-#: against 61 us at 16x32x8x8)
+GATHER_MAX_ELEMENTS = 1 << 18
+#: ... and in the backward, unless distconv keeps freed memory (``keep_freed_memory``), only on
+#: inputs under this many bytes: it makes an input-sized temporary, and under glibc's default
+#: mmap threshold that comes from the heap. A heuristic: glibc moves its thresholds as blocks
+#: are freed. At 16x32x8x8 the permutation route took 201 against 61 us on the default
+#: allocator (each call mapped and faulted in fresh pages), while at 64x32x8x8 it was still
+#: faster (120 against 156 us)
 SCATTER_MAX_BYTES = 128 << 10
 
 
@@ -69,21 +71,18 @@ def tiles_exactly(geom: ConvGeometry, in_size: tuple[int, ...]) -> bool:
     )
 
 
-def _gathers(x_shape: tuple[int, ...], a: Any, geom: ConvGeometry, max_bytes: int) -> bool:
+def _gathers(x_shape: tuple[int, ...], a: Any, geom: ConvGeometry, backward: bool = False) -> bool:
     """Whether a pooling of an input of ``x_shape``, computing in ``a``'s type and device,
-    moves its windows by permutation: the forward with ``GATHER_MAX_BYTES``, the backward
-    with ``SCATTER_MAX_BYTES``."""
+    moves its windows by permutation (its forward, or its ``backward``)."""
+    n = volume(x_shape)
+    if is_gpu_array(a) or n > GATHER_MAX_ELEMENTS:
+        return False
+    if backward and not keeps_freed_memory() and n * a.dtype.itemsize >= SCATTER_MAX_BYTES:
+        return False
     return (
-        not is_gpu_array(a)
-        and volume(x_shape) * a.dtype.itemsize < max_bytes
-        and tiles_exactly(geom, tuple(x_shape[2:]))
+        tiles_exactly(geom, tuple(x_shape[2:]))
         and x_shape[-1] // geom.ksize[-1] < GATHER_ROWS_UNDER
     )
-
-
-def _scatter_max_bytes() -> int:
-    """The backward's limit for the permutation route (see :data:`SCATTER_MAX_BYTES`)."""
-    return GATHER_MAX_BYTES if keeps_freed_memory() else SCATTER_MAX_BYTES
 
 
 @functools.lru_cache(maxsize=8)
@@ -168,7 +167,7 @@ def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, PoolState]:
     out = geom.out_size(x.shape[2:])
     windows = xp.empty((geom.kernel_volume, *x.shape[:2], *out), dtype=x.dtype)
     y = xp.empty(windows.shape[1:], dtype=x.dtype)
-    if _gathers(x.shape, x, geom, GATHER_MAX_BYTES):
+    if _gathers(x.shape, x, geom):
         gather = _tile_gather(x.shape, geom.ksize)
         np.take(x, gather, out=windows.reshape(-1), mode="wrap")  # wrap: no checks, in range
         np.max(windows, axis=0, out=y)
@@ -234,7 +233,7 @@ def max_pool_backward(
         The input gradient: ``dx`` with the result added, or a new array.
     """
     in_size = tuple(x_shape[2:])
-    if _gathers(x_shape, dy, geom, _scatter_max_bytes()):
+    if _gathers(x_shape, dy, geom, backward=True):
         return _max_pool_backward_gathered(dy, state, geom, tuple(x_shape), dx)
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
     out = tuple(dy.shape[2:])
@@ -306,9 +305,8 @@ def _first_maxima(
 
 
 def _masked(dy: Any, hit: Any, rare: _RareWindows | None, out: Any) -> None:
-    """``out = dy`` where ``hit``, 0 elsewhere (``out`` may be ``dy``): a product, unless
-    ``dy`` holds an inf or NaN (``inf * 0`` is NaN, where PyTorch leaves 0): then masked
-    copies."""
+    """``out = dy`` where ``hit``, 0 elsewhere: a product, unless ``dy`` holds an inf or NaN
+    (``inf * 0`` is NaN, where PyTorch leaves 0): then masked copies."""
     xp = get_array_module(dy)
     if rare is None or not rare.bad_dy:
         xp.multiply(dy, hit, out=out)

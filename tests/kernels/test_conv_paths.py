@@ -374,3 +374,31 @@ def test_real_layer_sizes_are_bitwise_the_same_for_1_and_2_threads(rng, monkeypa
         results.append((y, *conv_backward(np.cos(y), x, w, geom)))
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,groups",
+    [
+        ((4, 32, 4, 4), (64, 32, 3, 3), 1),  # columns (288 rows) outnumber dy's 64: turned round
+        ((4, 4, 4, 4), (64, 4, 3, 3), 1),  # 36 rows against 64: the product as written
+        ((4, 64, 4, 4), (64, 16, 3, 3), 4),
+        ((300, 32, 4, 4), (64, 32, 3, 3), 1),  # several chunks summed
+    ],
+)
+def test_the_weight_gradient_is_plain_memory(rng, x_shape, w_shape, groups):
+    """The batched product may be computed transposed; the gradient handed out is contiguous
+    (MPI buffers and reshape(-1) views rely on it) and equals the product as written."""
+    geom = ConvGeometry.make(2, 3, 1, 1, 1, groups)
+    assert use_batched(geom.out_size(x_shape[2:]), w_shape[1] * 9, "dw")
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    dy = rng.standard_normal((x_shape[0], w_shape[0], *x_shape[2:]))
+    _, dw = conv_backward(dy, x, w, geom, need_dx=False)
+    assert dw.flags.c_contiguous and dw.shape == w.shape
+    cols = np.lib.stride_tricks.sliding_window_view(
+        np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3)
+    )  # (N, C, H, W, 3, 3)
+    g = groups
+    cols = cols.reshape(x_shape[0], g, x_shape[1] // g, *x_shape[2:], 3, 3)
+    dyg = dy.reshape(x_shape[0], g, w_shape[0] // g, *x_shape[2:])
+    expected = np.einsum("ngohw,ngchwij->gocij", dyg, cols).reshape(w_shape)
+    np.testing.assert_allclose(dw, expected, rtol=1e-10, atol=1e-10)

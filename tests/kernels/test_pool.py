@@ -231,7 +231,7 @@ def test_nan_and_minus_inf_sprinkled_match_torch(torch, rng, nd, k, s, p, d, siz
         ((2, 3, 6, 6, 6), 3, True, True),  # 3-D, 3x3x3 windows
         ((2, 3, 9), 3, True, True),  # 1-D
         ((64, 32, 4, 4), 2, True, False),  # 256 KiB in float64: gathered, not scattered
-        ((64, 32, 8, 8), 2, False, False),  # 1 MiB: the forward's limit, not under it
+        ((130, 32, 8, 8), 2, False, False),  # over the forward's limit of 2^18 elements
     ],
 )
 def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathers, scatters):
@@ -243,10 +243,7 @@ def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathe
     monkeypatch.setattr(pool, "keeps_freed_memory", lambda: False)  # glibc's defaults
 
     def routes():
-        return (
-            pool._gathers(shape, x, geom, pool.GATHER_MAX_BYTES),
-            pool._gathers(shape, x, geom, pool._scatter_max_bytes()),
-        )
+        return pool._gathers(shape, x, geom), pool._gathers(shape, x, geom, backward=True)
 
     assert routes() == (gathers, scatters)
     x[rng.random(shape) < 0.05] = np.nan
@@ -255,7 +252,7 @@ def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathe
     x[rng.random(shape) < 0.05] = -0.0
     base = rng.standard_normal(shape)
 
-    def run():
+    def run():  # the windows, maxima and both gradients
         y, state = max_pool_forward(x, geom)
         dy = np.random.default_rng(1).standard_normal(y.shape)
         dy.flat[::7], dy.flat[3::11], dy.flat[5::13] = np.inf, np.nan, -0.0
@@ -266,14 +263,19 @@ def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathe
             max_pool_backward(dy, state, geom, shape, base.copy()),
         )
 
-    first = run()
-    # then forward and backward each the other way
-    monkeypatch.setattr(pool, "GATHER_ROWS_UNDER", 1 << 30)
-    monkeypatch.setattr(pool, "GATHER_MAX_BYTES", 0 if gathers else 1 << 40)
-    monkeypatch.setattr(pool, "SCATTER_MAX_BYTES", 0 if scatters else 1 << 40)
-    assert routes() == (not gathers, not scatters)
-    for a, b in zip(first, run()):
-        np.testing.assert_array_equal(a.view(np.uint64), b.view(np.uint64))
+    # every pair of routes there is: (forward, backward) strided/strided, permuted/strided,
+    # permuted/permuted (the backward permutes only where the forward may)
+    results = []
+    for gather, scatter in ((False, False), (True, False), (True, True)):
+        monkeypatch.setattr(pool, "GATHER_ROWS_UNDER", 1 << 30 if gather else 0)
+        monkeypatch.setattr(pool, "GATHER_MAX_ELEMENTS", 1 << 40)
+        monkeypatch.setattr(pool, "keeps_freed_memory", lambda scatter=scatter: scatter)
+        monkeypatch.setattr(pool, "SCATTER_MAX_BYTES", 0)
+        assert routes() == (gather, scatter)
+        results.append(run())
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a.view(np.uint64), b.view(np.uint64))
 
 
 @pytest.mark.parametrize(
@@ -298,7 +300,8 @@ def test_with_freed_memory_kept_the_backward_permutes_as_far_as_the_forward(monk
     """Its input-sized temporary then comes from memory already mapped."""
     shape, geom = (64, 32, 4, 4), ConvGeometry.make(2, 2, 2)  # 256 KiB of float64
     x = np.zeros(shape)
-    for kept, limit in ((False, pool.SCATTER_MAX_BYTES), (True, pool.GATHER_MAX_BYTES)):
+    for kept in (False, True):
         monkeypatch.setattr(pool, "keeps_freed_memory", lambda kept=kept: kept)
-        assert pool._scatter_max_bytes() == limit
-        assert pool._gathers(shape, x, geom, pool._scatter_max_bytes()) is kept
+        assert pool._gathers(shape, x, geom) is True
+        assert pool._gathers(shape, x, geom, backward=True) is kept
+        assert pool._gathers(shape, x.astype(np.float16), geom, backward=True) is True  # 64 KiB
