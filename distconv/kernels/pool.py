@@ -4,15 +4,16 @@ A window of ``K`` elements (``K`` = kernel volume, 4 for 2x2) is ``K`` shifted, 
 the (padded) input, each of the output's shape. Pooling folds them with ``K - 1`` elementwise
 ``maximum``/``add`` calls into one output buffer (``out=``, no temporaries), and the backward
 adds into the same views: for max pooling through window-position masks (``x == y``, first
-position of a tie wins), with no index array and no gather. Windows whose maximum is NaN or a
-``-inf`` tied with the padding route their gradient as PyTorch does (see ``_RareWindows``).
-Neither side builds the ``K``-times larger column matrix that an im2col-based pooling copies.
+position of a tie wins), with no index array. Windows whose maximum is NaN or a ``-inf`` tied
+with the padding, and an inf or NaN in ``dy``, route their gradient as PyTorch does
+(:mod:`~distconv.kernels.pool_rare`). Neither side builds the ``K``-times larger column matrix
+that an im2col-based pooling copies.
 
 When windows tile the input exactly (kernel = stride, no padding, sizes divisible: the usual 2x2
 pooling), each input element belongs to exactly one view, so the backward writes the gradient
 instead of zero-filling and adding. On small maps (rows of a few elements, where a strided copy
 pays numpy's per-row cost on every row) such a pooling moves its windows in one ``take`` each
-way through a cached permutation instead (see :data:`GATHER_ROWS_UNDER`).
+way through a permutation cached per shape instead (see :data:`GATHER_ROWS_UNDER`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from distconv.allocator import keeps_freed_memory
-from distconv.backend import all_finite, get_array_module, is_gpu_array, to_host
+from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
+from distconv.kernels.pool_rare import RareWindows
 from distconv.kernels.shape import ConvGeometry, volume
 
 _ALL2 = (slice(None), slice(None))
@@ -240,7 +242,7 @@ def max_pool_backward(
 
     def run(a: int, b: int) -> None:
         dyc, windows, y = dy[a:b], state.windows[:, a:b], state.y[a:b]
-        rare = _RareWindows.find(windows, y, dyc, geom, in_size)
+        rare = RareWindows.find(windows, y, dyc, geom, in_size)
         scratch = get_array_module(dy).empty(dyc.shape, dtype=dy.dtype)
         maxima = _first_maxima(windows, y, geom, rare)
         for hit, gv in zip(maxima, _offset_views(buf[a:b], geom, out)):
@@ -259,7 +261,7 @@ def _max_pool_backward_gathered(
 ) -> Any:
     """:func:`max_pool_backward` of a tiling pooling on a small map: every offset's mask and
     gradient at once, then one ``take`` back through :func:`_tile_scatter`."""
-    rare = _RareWindows.find(state.windows, state.y, dy, geom, tuple(x_shape[2:]))
+    rare = RareWindows.find(state.windows, state.y, dy, geom, tuple(x_shape[2:]))
     hits = np.empty(state.windows.shape, dtype=bool)
     for _ in _first_maxima(state.windows, state.y, geom, rare, hits):
         pass
@@ -275,10 +277,10 @@ def _max_pool_backward_gathered(
 
 
 def _first_maxima(
-    windows: Any, y: Any, geom: ConvGeometry, rare: _RareWindows | None, hits: Any = None
+    windows: Any, y: Any, geom: ConvGeometry, rare: RareWindows | None, hits: Any = None
 ) -> Iterator[Any]:
     """Offset by offset, a mask of the windows whose gradient that offset's element takes:
-    the first maximum, as PyTorch picks (see :class:`_RareWindows`).
+    the first maximum, as PyTorch picks (see :class:`RareWindows`).
 
     Each mask goes into ``hits[k]`` when ``hits`` is given (``(K, N, C, *out)``), else into
     one buffer that every offset reuses: a GPU runs the whole batch as one chunk, where K
@@ -304,7 +306,7 @@ def _first_maxima(
         yield hit
 
 
-def _masked(dy: Any, hit: Any, rare: _RareWindows | None, out: Any) -> None:
+def _masked(dy: Any, hit: Any, rare: RareWindows | None, out: Any) -> None:
     """``out = dy`` where ``hit``, 0 elsewhere: a product, unless ``dy`` holds an inf or NaN
     (``inf * 0`` is NaN, where PyTorch leaves 0): then masked copies."""
     xp = get_array_module(dy)
@@ -313,86 +315,6 @@ def _masked(dy: Any, hit: Any, rare: _RareWindows | None, out: Any) -> None:
         return
     xp.copyto(out, dy, where=hit)
     xp.copyto(out, 0, where=~hit)
-
-
-class _RareWindows:
-    """Windows where ``x == y`` and ``dy * hit`` alone would route a gradient other than
-    PyTorch does.
-
-    - A window whose maximum is NaN: PyTorch's gradient goes to its *last* NaN (it keeps
-      taking ``isnan(val)``), where ``NaN == NaN`` would route it nowhere.
-    - A window whose maximum is ``-inf`` while it overlaps the padding: PyTorch's gradient goes
-      to the first element *inside* the image, where the ``-inf`` padding would otherwise win
-      the tie and swallow it.
-    - An inf or NaN in ``dy``: PyTorch gives it to the window's maximum alone, where
-      ``dy * hit`` would make it NaN at every other element (``inf * 0``).
-
-    All are rare, so :meth:`find` looks for them once per chunk: one finiteness check of ``y``
-    and of ``dy`` and, on a GPU, one wait for the device; the rest is built only when one is
-    there.
-    """
-
-    def __init__(
-        self,
-        windows: Any,
-        y: Any,
-        geom: ConvGeometry,
-        in_size: tuple[int, ...],
-        nan: Any,
-        pad: bool,
-        bad_dy: bool,
-    ) -> None:
-        xp = self.xp = get_array_module(y)
-        self.geom, self.in_size, self.out = geom, in_size, tuple(y.shape[2:])
-        self.nan, self.pad, self.bad_dy = nan, pad, bad_dy
-        self.last_nan = None
-        if nan is not None:  # index of each window's last NaN
-            self.last_nan = xp.full(y.shape, -1, dtype=xp.int32)
-            for k in range(geom.kernel_volume):
-                self.last_nan[xp.isnan(windows[k])] = k
-
-    @classmethod
-    def find(
-        cls, windows: Any, y: Any, dy: Any, geom: ConvGeometry, in_size: tuple[int, ...]
-    ) -> _RareWindows | None:
-        """The rare windows of a chunk, or None when it has none (the common case)."""
-        xp = get_array_module(y)
-        if is_gpu_array(y):  # one read of both answers: each read is a wait for the device
-            finite = bool(to_host(xp.stack([xp.isfinite(y).all(), xp.isfinite(dy).all()])).all())
-        else:
-            finite = all_finite(y) and all_finite(dy)
-        if finite:
-            return None
-        nan = xp.isnan(y)
-        has_nan = bool(nan.any())
-        pad = any(geom.pad) and bool(xp.isneginf(y).any())
-        bad_dy = not bool(xp.isfinite(dy).all())
-        if not (has_nan or pad or bad_dy):
-            return None  # only +inf maxima: x == y routes those right
-        return cls(windows, y, geom, in_size, nan if has_nan else None, pad, bad_dy)
-
-    def restrict(self, hit: Any, k: int) -> None:
-        """Drop padding positions from offset ``k``'s ties (only a ``-inf`` maximum ties them)."""
-        if self.pad:
-            hit &= self._inside(k)
-
-    def route_nan(self, hit: Any, k: int) -> None:
-        """In NaN windows, offset ``k`` takes the gradient exactly when it holds the last NaN."""
-        if self.nan is not None:
-            xp = get_array_module(hit)
-            xp.copyto(hit, self.last_nan == k, where=self.nan)
-
-    def _inside(self, k: int) -> Any:
-        """Which output positions' offset-``k`` element lies inside the image, ``(*out)``."""
-        g = self.geom
-        offset = np.unravel_index(k, g.ksize)
-        axes = []
-        for a, (o, n) in enumerate(zip(offset, self.in_size)):
-            pos = o * g.dilation[a] + g.stride[a] * np.arange(self.out[a]) - g.pad[a]
-            shape = [1] * len(self.out)
-            shape[a] = -1  # this axis's positions, broadcast against the others
-            axes.append(((pos >= 0) & (pos < n)).reshape(shape))
-        return self.xp.asarray(functools.reduce(np.logical_and, axes))
 
 
 def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:
