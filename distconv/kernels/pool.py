@@ -1,19 +1,20 @@
-"""Max and average pooling over any number of spatial axes, one strided view per window offset.
+"""Max and average pooling over any number of spatial axes.
 
 A window of ``K`` elements (``K`` = kernel volume, 4 for 2x2) is ``K`` shifted, strided views of
 the (padded) input, each of the output's shape. Pooling folds them with ``K - 1`` elementwise
 ``maximum``/``add`` calls into one output buffer (``out=``, no temporaries), and the backward
 adds into the same views: for max pooling through window-position masks (``x == y``, first
-position of a tie wins), with no index array. Windows whose maximum is NaN or a ``-inf`` tied
-with the padding, and an inf or NaN in ``dy``, route their gradient as PyTorch does
+position of a tie wins). Windows whose maximum is NaN or a ``-inf`` tied with the padding, and
+an inf or NaN in ``dy``, route their gradient as PyTorch does
 (:mod:`~distconv.kernels.pool_rare`). Neither side builds the ``K``-times larger column matrix
 that an im2col-based pooling copies.
 
 When windows tile the input exactly (kernel = stride, no padding, sizes divisible: the usual 2x2
 pooling), each input element belongs to exactly one view, so the backward writes the gradient
 instead of zero-filling and adding. On small maps (rows of a few elements, where a strided copy
-pays numpy's per-row cost on every row) such a pooling moves its windows in one ``take`` each
-way through a permutation cached per shape instead (see :data:`GATHER_ROWS_UNDER`).
+pays numpy's per-row cost on every row) such a max pooling moves its windows with one ``take``
+each way through an index permutation cached per shape instead (see
+:data:`GATHER_ROWS_UNDER`).
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ _ALL2 = (slice(None), slice(None))
 #: times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements (docs/benchmarks.md:
 #: the constants table, and "This stop: a faster machine") ...
 GATHER_ROWS_UNDER = 8
-#: ... on inputs of at most this many elements (each cached permutation costs 8 bytes an
-#: element, kept for the last 8 shapes) ...
-GATHER_MAX_ELEMENTS = 1 << 18
+#: ... on inputs of at most this many bytes, counting at least 4 an element: the range measured
+#: (float32 up to 64x32x8x8), which also bounds the cached permutations (8 bytes an element,
+#: two caches of the last 8 shapes: at most 16 MiB) ...
+GATHER_MAX_BYTES = 512 << 10
 #: ... and in the backward, unless distconv keeps freed memory (``keep_freed_memory``), only on
 #: inputs under this many bytes: it makes an input-sized temporary, and under glibc's default
 #: mmap threshold that comes from the heap. A heuristic: glibc moves its thresholds as blocks
@@ -77,7 +79,7 @@ def _gathers(x_shape: tuple[int, ...], a: Any, geom: ConvGeometry, backward: boo
     """Whether a pooling of an input of ``x_shape``, computing in ``a``'s type and device,
     moves its windows by permutation (its forward, or its ``backward``)."""
     n = volume(x_shape)
-    if is_gpu_array(a) or n > GATHER_MAX_ELEMENTS:
+    if is_gpu_array(a) or n * max(a.dtype.itemsize, 4) > GATHER_MAX_BYTES:
         return False
     if backward and not keeps_freed_memory() and n * a.dtype.itemsize >= SCATTER_MAX_BYTES:
         return False

@@ -231,7 +231,7 @@ def test_nan_and_minus_inf_sprinkled_match_torch(torch, rng, nd, k, s, p, d, siz
         ((2, 3, 6, 6, 6), 3, True, True),  # 3-D, 3x3x3 windows
         ((2, 3, 9), 3, True, True),  # 1-D
         ((64, 32, 4, 4), 2, True, False),  # 256 KiB in float64: gathered, not scattered
-        ((130, 32, 8, 8), 2, False, False),  # over the forward's limit of 2^18 elements
+        ((130, 32, 8, 8), 2, False, False),  # over the forward's limit of 512 KiB
     ],
 )
 def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathers, scatters):
@@ -268,7 +268,7 @@ def test_both_tiling_routes_give_the_same_bits(rng, monkeypatch, shape, k, gathe
     results = []
     for gather, scatter in ((False, False), (True, False), (True, True)):
         monkeypatch.setattr(pool, "GATHER_ROWS_UNDER", 1 << 30 if gather else 0)
-        monkeypatch.setattr(pool, "GATHER_MAX_ELEMENTS", 1 << 40)
+        monkeypatch.setattr(pool, "GATHER_MAX_BYTES", 1 << 40)
         monkeypatch.setattr(pool, "keeps_freed_memory", lambda scatter=scatter: scatter)
         monkeypatch.setattr(pool, "SCATTER_MAX_BYTES", 0)
         assert routes() == (gather, scatter)
@@ -305,3 +305,21 @@ def test_with_freed_memory_kept_the_backward_permutes_as_far_as_the_forward(monk
         assert pool._gathers(shape, x, geom) is True
         assert pool._gathers(shape, x, geom, backward=True) is kept
         assert pool._gathers(shape, x.astype(np.float16), geom, backward=True) is True  # 64 KiB
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,forward,backward",
+    [
+        ((64, 32, 8, 8), np.float32, True, False),  # 512 KiB: the forward's limit, included
+        ((65, 32, 8, 8), np.float32, False, False),
+        ((64, 32, 8, 8), np.float16, True, False),  # 256 KiB, counted as 512 for the index
+        ((65, 32, 8, 8), np.float16, False, False),
+        ((15, 32, 8, 8), np.float32, True, True),  # 120 KiB: under the backward's limit
+        ((16, 32, 8, 8), np.float32, True, False),  # 128 KiB: the backward's limit, excluded
+    ],
+)
+def test_the_limits_at_their_edges(monkeypatch, shape, dtype, forward, backward):
+    monkeypatch.setattr(pool, "keeps_freed_memory", lambda: False)
+    geom, a = ConvGeometry.make(2, 2, 2), np.zeros(1, dtype)
+    assert pool._gathers(shape, a, geom) is forward
+    assert pool._gathers(shape, a, geom, backward=True) is backward
