@@ -238,7 +238,7 @@ def max_pool_backward(
     """
     in_size = tuple(x_shape[2:])
     if _gathers(x_shape, dy, geom, backward=True):
-        return _max_pool_backward_gathered(dy, state, geom, tuple(x_shape), dx)
+        return _max_pool_backward_gathered(dy, state, geom, tuple(x_shape), in_size, dx)
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
     out = tuple(dy.shape[2:])
 
@@ -259,11 +259,16 @@ def max_pool_backward(
 
 
 def _max_pool_backward_gathered(
-    dy: Any, state: PoolState, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any
+    dy: Any,
+    state: PoolState,
+    geom: ConvGeometry,
+    x_shape: tuple[int, ...],
+    in_size: tuple[int, ...],
+    dx: Any,
 ) -> Any:
     """:func:`max_pool_backward` of a tiling pooling on a small map: every offset's mask and
     gradient at once, then one ``take`` back through :func:`_tile_scatter`."""
-    rare = RareWindows.find(state.windows, state.y, dy, geom, tuple(x_shape[2:]))
+    rare = RareWindows.find(state.windows, state.y, dy, geom, in_size)
     hits = np.empty(state.windows.shape, dtype=bool)
     for _ in _first_maxima(state.windows, state.y, geom, rare, hits):
         pass
