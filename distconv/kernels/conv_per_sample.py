@@ -30,9 +30,22 @@ from distconv.kernels.conv import (
 )
 from distconv.kernels.conv_columns import column_layout, grouped_columns
 from distconv.kernels.finite import exact_if_not_finite, not_finite_on_cpu
-from distconv.kernels.im2col import col2im, col2im_wide, wide_col_size, widen_output
+from distconv.kernels.im2col import (
+    col2im,
+    col2im_wide,
+    wide_col_size,
+    widen_output,
+    widen_output_channels_last,
+)
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.shape import ConvGeometry, volume
+
+#: the fewest channels per group for which the flipped filter gradient multiplies the columns
+#: by a contiguous copy of ``x^T`` (:func:`~distconv.kernels.im2col.widen_output_channels_last`)
+#: rather than a transposed view: with numpy's AVX-512 kernels (OpenBLAS SkylakeX) the product
+#: took 0.69-0.84x the time at 12-16 channels, 1.14-1.54x at 4-8 where the copy's innermost
+#: runs are short; the AVX2 kernels ran within 3 % either way (docs/benchmarks.md)
+CONTIGUOUS_X_MIN_CHANNELS = 12
 
 
 def _per_sample_grouped(w: Any, groups: int) -> Any:
@@ -173,8 +186,12 @@ def _grads_by_flip(dy: Any, x: Any, w: Any, geom: ConvGeometry, need_dw: bool) -
         col = grouped_columns(dy, adjoint, a, b, wide, batched=False)  # (B, G, O/G * K, L)
         dx[a:b] = xp.matmul(wf[a:b], col).reshape(b - a, c, *wide_out)[..., : sp[-1]]
         if dw is not None:
-            xs = widen_output(x[a:b], wide_out).reshape(b - a, G, c // G, -1)
-            dw[a:b] = unflip_weight_grad(xp.matmul(col, xs.swapaxes(-1, -2)), geom)
+            if c // G >= CONTIGUOUS_X_MIN_CHANNELS:
+                xs_t = widen_output_channels_last(x[a:b], wide_out, G)  # (B, G, L, C/G)
+            else:
+                xs_t = widen_output(x[a:b], wide_out).reshape(b - a, G, c // G, -1)
+                xs_t = xs_t.swapaxes(-1, -2)
+            dw[a:b] = unflip_weight_grad(xp.matmul(col, xs_t), geom)
 
     over_batch(run, n, _work(dy.shape[1], adjoint, sp), on_gpu=is_gpu_array(dy))
     if dw is not None:

@@ -222,3 +222,22 @@ def widen_output(g: Any, size: tuple[int, ...]) -> Any:
     wide = xp.zeros((*g.shape[:2], *size), dtype=g.dtype)
     wide[(slice(None), slice(None)) + tuple(slice(0, m) for m in g.shape[2:])] = g
     return wide
+
+
+def widen_output_channels_last(g: Any, size: tuple[int, ...], groups: int) -> Any:
+    """:func:`widen_output` of ``g`` ``(B, O, *out)`` as contiguous ``(B, G, prod(size), O/G)``.
+
+    The right-hand operand of ``columns @ g^T`` (a weight gradient), where BLAS runs faster
+    from a contiguous operand than from a transposed view (see
+    :data:`~distconv.kernels.conv_per_sample.CONTIGUOUS_X_MIN_CHANNELS`); the transposing
+    copy and the widening are one pass here.
+    """
+    xp = get_array_module(g)
+    b, o = g.shape[:2]
+    sp = tuple(g.shape[2:])
+    fill = xp.empty if sp == tuple(size) else xp.zeros
+    t = fill((b, groups, *size, o // groups), dtype=g.dtype)
+    src = g.reshape(b, groups, o // groups, *sp)
+    src = src.transpose(0, 1, *range(3, 3 + len(sp)), 2)  # (B, G, *out, O/G)
+    t[(slice(None), slice(None)) + tuple(slice(0, m) for m in sp)] = src
+    return t.reshape(b, groups, -1, o // groups)

@@ -21,6 +21,8 @@ CASES = [
     (1, 4, 2, 9, 3, 1, 2, 2, 2),  # a dilated grouped sequence, flipped
     (2, 4, 4, 7, 2, 1, 1, 1, 2),  # an even kernel, one-sided reach, flipped
     (2, 4, 1, 6, 3, 1, 0, 1, 1),  # no padding: the adjoint pads two a side, flipped
+    (2, 12, 3, 6, 3, 1, 1, 1, 1),  # flipped, x^T copied contiguous for the filter gradient
+    (3, 24, 4, 4, 3, 1, 1, 1, 2),  # the same grouped, in a volume
 ]
 
 
@@ -168,3 +170,28 @@ def test_images_and_output_gradients_that_do_not_fit_are_refused(rng):
         per_sample_conv_forward(x[0], w, geom)
     with pytest.raises(ValueError, match=r"output gradient \(5, 3, 5, 5\) should be"):
         per_sample_conv_backward(dy[:, :, :5, :5], x, w, geom)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[-2], CASES[-1]])
+def test_the_flipped_filter_gradient_copies_x_transposed_from_enough_channels(
+    rng, monkeypatch, case
+):
+    """From :data:`~conv_per_sample.CONTIGUOUS_X_MIN_CHANNELS` channels per group on, ``x^T``
+    is copied contiguous for the product; either way the gradient is the one computed on its
+    own through the columns of ``x``."""
+    geom, x, w, dy = _arrays(rng, case)
+    assert flip_pays(dy.shape, x.shape, geom)
+    with monkeypatch.context() as m:
+        m.setattr(conv_per_sample, "flip_pays", lambda *a: False)
+        want = per_sample_conv_backward(dy, x, w, geom, need_dx=False)[1]
+    copies = []
+    real = conv_per_sample.widen_output_channels_last
+    monkeypatch.setattr(
+        conv_per_sample,
+        "widen_output_channels_last",
+        lambda *a: copies.append(1) or real(*a),
+    )
+    dw = per_sample_conv_backward(dy, x, w, geom)[1]
+    channels = x.shape[1] // geom.groups
+    assert bool(copies) == (channels >= conv_per_sample.CONTIGUOUS_X_MIN_CHANNELS)
+    np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-12)
