@@ -6,7 +6,8 @@ Until issue 7 the operator multiplied each sample's filters with that sample's i
 itself (one batched matmul, plain col2im). It now runs on :mod:`distconv.kernels.conv_per_sample`
 (chunks of samples on the kernel threads; on a GPU, cuDNN with ``groups = N * G``). This script
 times forward + backward (image and filter gradients) of both on the same arrays, in the same
-process, alternating the two so that load on a shared machine hits both alike. The baseline is
+process, alternating the two so that load on a shared machine hits both alike, with the glibc
+settings that keep freed memory mapped (``KEEP_MEMORY_ENV`` below). The baseline is
 the old kernel work alone, without the layer around it, so it flatters the old code; ``--then``
 below is the fair comparison. It prints the ratio baseline / operator
 (higher is better; the issue's target is 2 on N16 C16 16x16 3x3). With PyTorch importable it
@@ -244,7 +245,8 @@ def main() -> None:
     rows = []
     for t in args.threads:
         extra = ["--repeat", str(args.repeat)]
-        ours = run_worker(__file__, "distconv", t, extra)
+        # both sides run in this one process: the same glibc settings for both, as --then
+        ours = run_worker(__file__, "distconv", t, extra, env_extra=KEEP_MEMORY_ENV)
         ref = run_worker(__file__, "torch", t, extra) if torch_available() else {}
         for name, r in ours.items():
             torch_ms = ref.get(name, {}).get("torch")

@@ -43,8 +43,9 @@ from distconv.kernels.shape import ConvGeometry, volume
 #: the fewest channels per group for which the flipped filter gradient multiplies the columns
 #: by a contiguous copy of ``x^T`` (:func:`~distconv.kernels.im2col.widen_output_channels_last`)
 #: rather than a transposed view: with numpy's AVX-512 kernels (OpenBLAS SkylakeX) the product
-#: took 0.69-0.84x the time at 12-16 channels, 1.14-1.54x at 4-8 where the copy's innermost
-#: runs are short; the AVX2 kernels ran within 3 % either way (docs/benchmarks.md)
+#: took 0.62-0.84x the time from 12 channels, 1.05-1.54x at 4-8; 9-11 won with 144 rows but
+#: 10 lost with 90. The AVX2 kernels ran within a few per cent either way (docs/benchmarks.md,
+#: "Why the constants are what they are")
 CONTIGUOUS_X_MIN_CHANNELS = 12
 
 

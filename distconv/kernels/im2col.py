@@ -240,4 +240,4 @@ def widen_output_channels_last(g: Any, size: tuple[int, ...], groups: int) -> An
     src = g.reshape(b, groups, o // groups, *sp)
     src = src.transpose(0, 1, *range(3, 3 + len(sp)), 2)  # (B, G, *out, O/G)
     t[(slice(None), slice(None)) + tuple(slice(0, m) for m in sp)] = src
-    return t.reshape(b, groups, -1, o // groups)
+    return t.reshape(b, groups, volume(size), o // groups)

@@ -23,6 +23,7 @@ CASES = [
     (2, 4, 1, 6, 3, 1, 0, 1, 1),  # no padding: the adjoint pads two a side, flipped
     (2, 12, 3, 6, 3, 1, 1, 1, 1),  # flipped, x^T copied contiguous for the filter gradient
     (3, 24, 4, 4, 3, 1, 1, 1, 2),  # the same grouped, in a volume
+    (2, 12, 4, 6, 3, 1, 1, 1, 2),  # 12 channels, 6 a group: the view, as for fewer
 ]
 
 
@@ -172,7 +173,7 @@ def test_images_and_output_gradients_that_do_not_fit_are_refused(rng):
         per_sample_conv_backward(dy[:, :, :5, :5], x, w, geom)
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[-2], CASES[-1]])
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], *CASES[-3:]])
 def test_the_flipped_filter_gradient_copies_x_transposed_from_enough_channels(
     rng, monkeypatch, case
 ):

@@ -161,14 +161,16 @@ def test_wide_im2col_view_holds_the_narrow_columns(rng, nd, k, s, p, d):
     np.testing.assert_array_equal(wide[..., : narrow.shape[-1]], narrow)
 
 
+@pytest.mark.parametrize("batch", [2, 0])
 @pytest.mark.parametrize("widen", [True, False])
 @pytest.mark.parametrize("nd, groups", [(1, 1), (2, 1), (2, 2), (3, 3)])
-def test_widen_output_channels_last_is_the_widened_output_transposed(rng, nd, groups, widen):
+def test_widen_output_channels_last_is_the_widened_output_transposed(rng, nd, groups, widen, batch):
     from distconv.kernels.im2col import widen_output, widen_output_channels_last
 
-    g = rng.standard_normal((2, 6) + (4, 5, 3)[:nd])
+    g = rng.standard_normal((batch, 6) + (4, 5, 3)[:nd])
     size = tuple(s + (2 if widen and i == nd - 1 else 0) for i, s in enumerate(g.shape[2:]))
     got = widen_output_channels_last(g, size, groups)
-    want = widen_output(g, size).reshape(2, groups, 6 // groups, -1).swapaxes(-1, -2)
+    n = int(np.prod(size))
+    want = widen_output(g, size).reshape(batch, groups, 6 // groups, n).swapaxes(-1, -2)
     assert got.flags.c_contiguous
     np.testing.assert_array_equal(got, want)
