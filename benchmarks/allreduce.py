@@ -4,7 +4,8 @@ Usage: ``python benchmarks/allreduce.py [--mb 4] [--grads 100] [--reps 40] [--no
 [--no-cnn] [--stream-only]``
 
 Every number is the median over ``--reps`` repetitions of the slowest rank's time, and every
-ratio is against a baseline measured in the same run. The cases take turns, each repetition
+ratio is against a baseline measured in the same run. Every buffer is written (untimed) before
+each call, as backward writes gradients (see :func:`written`). The cases take turns, each repetition
 starting one case later (``--rotate 0``: always in the same order, where the case after the
 largest buffers was seen to pay for their cache misses):
 
@@ -33,8 +34,12 @@ largest buffers was seen to pay for their cache misses):
   fill, the last one small): the thread waiting in ``MPI_Wait``; ``whole``, the behaviour
   before streaming (``stream=False`` and a full-size last piece: each bucket's pieces handed
   over once it is complete, which with one 4 MiB bucket for the whole layout overlaps
-  nothing); the default with a full-size last piece; and the same step with MPISync on one
-  rank (no communication at all: what the sync's own Python adds to the compute-only step).
+  nothing); the default with a full-size last piece; the same step with MPISync on one
+  rank (no communication at all: what the sync's own Python adds to the compute-only step);
+  and the same step as one process trains it (:class:`~distconv.sync.local.LocalSync`, the
+  optimizer called on each gradient and the gradient zeroed), against which exposed
+  communication is reported too: that step, not the bare compute, is what distributing the
+  job adds communication to.
 - **overlap, full cores**: the same with numpy compute on every core; the overlap machinery
   (``overlap=None``, which turns the thread off where ranks fill the cores) may not make the
   step slower than without it. The thread forced on is reported too. Where ``overlap=None``
@@ -45,7 +50,7 @@ largest buffers was seen to pay for their cache misses):
   for the whole bucket, as paired ratios (``--stream-only`` runs these alone).
 - **float16 wire**: the bytes handed to the collectives and the time, against float32.
 - **CNN**: the default LeNet on the digits, 2 ranks x 1 BLAS thread against 1 x 1 (LocalSync),
-  samples per second. Target >= 1.8x.
+  samples per second (the median over the default job's 20 epochs). Target >= 1.8x.
 """
 
 from __future__ import annotations
@@ -115,6 +120,21 @@ def interleaved(
     return out
 
 
+def written(*buffers):
+    """An untimed ``before`` for :func:`interleaved`: ``buffers`` (numpy arrays or torch
+    tensors) filled with ones, as backward writes gradients before they are reduced. Every
+    case's buffers are written so: an ``Allreduce`` of a buffer that MPI itself wrote last took
+    about twice as long here (0.95-0.99 against 0.45-0.49 ms for 4 MB; writing half of it did
+    not help), so a baseline reduced over and over would be slower than the calls it stands
+    for. Ones also keep repeated sums from growing to inf."""
+
+    def write() -> None:
+        for b in buffers:
+            b.fill(1.0) if isinstance(b, np.ndarray) else b.fill_(1.0)
+
+    return write
+
+
 #: the real optimizers timed for the whole step, before and after (by name in the report)
 WHOLE_STEP_RULES = ("sgd", "momentum", "adam")
 
@@ -167,6 +187,17 @@ def make_sync(comm, args, kind=None, optimizer=None, **options):
     return sync, list(reversed(params))  # the layout's order, as backward fires them
 
 
+def local_sync(args):
+    """A :class:`~distconv.sync.local.LocalSync` with the do-nothing optimizer over fresh
+    parameters, and the gradients' order: single-process training's step."""
+    from distconv.sync.local import LocalSync
+
+    params = make_params(args.mb * MB, args.grads)
+    sync = LocalSync(no_update())
+    sync.setup(params, {})
+    return sync, list(reversed(params))
+
+
 def sync_case(sync, order, compute=None, *, check_timed=False, until_ready=False):
     """A case for :func:`interleaved`: one step; the per-step check timed or not; the window
     ending when ``finish_step`` returns or (``until_ready``) when the last bucket's averaged
@@ -181,6 +212,7 @@ def sync_case(sync, order, compute=None, *, check_timed=False, until_ready=False
         return sync.optimizer.ready_at if until_ready else None
 
     def start():
+        written(*(p.grad for p in order))()  # as backward writes them
         # every gradient is reduced before the first update, unless each bucket's update
         # follows its own wait (the communication thread)
         if until_ready:
@@ -222,19 +254,19 @@ def mpi_worker(args) -> None:
     mib_pieces = np.array_split(fused.copy(), max(1, fused.nbytes // MB))
     half = 1.0 / comm.size  # 2 ranks x 1 example: an exact product, as MPISync averages then
     cases = {
-        "raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, fused, MPI.SUM), None),
+        "raw_fused": (written(fused), lambda: comm.Allreduce(MPI.IN_PLACE, fused, MPI.SUM), None),
         "raw_fused_average": (
             None,
             lambda: (comm.Allreduce(MPI.IN_PLACE, ones, MPI.SUM), np.multiply(ones, half, ones)),
             None,
         ),
         "raw_pieces": (  # the fused buffer as 1 MiB calls, as MPISync sends a bucket
-            None,
+            written(*mib_pieces),
             lambda: [comm.Allreduce(MPI.IN_PLACE, piece, MPI.SUM) for piece in mib_pieces],
             None,
         ),
         "raw_separate": (
-            None,
+            written(*pieces),
             lambda: [comm.Allreduce(MPI.IN_PLACE, g, MPI.SUM) for g in pieces],
             None,
         ),
@@ -386,6 +418,11 @@ def overlap(comm, args, kind: str, compute) -> dict:
         sync, order = make_sync(alone, args, bucket_bytes=args.overlap_bucket, overlap=True)
         made.append(sync)
         cases[f"{kind}_step_local"] = sync_case(sync, order, compute)
+        # the step as one process trains it (LocalSync: the optimizer on each gradient as it
+        # comes, the gradient zeroed): the step that distribution adds communication to
+        single, order = local_sync(args)
+        made.append(single)
+        cases[f"{kind}_step_single"] = sync_case(single, order, compute)
     comm_only, order = make_sync(comm, args, bucket_bytes=args.overlap_bucket, overlap=False)
     made.append(comm_only)
     cases[f"{kind}_comm"] = sync_case(comm_only, order)
@@ -413,10 +450,14 @@ def gloo_worker(args) -> None:
     pieces = list(torch.ones(n).split(-(-n // args.grads)))
     sync, order = make_sync(comm, args, bucket_bytes=DEFAULT_BUCKET_BYTES)
     cases = {
-        "gloo_fused": (None, lambda: dist.all_reduce(fused), None),
-        "gloo_separate": (None, lambda: [dist.all_reduce(p) for p in pieces], None),
+        "gloo_fused": (written(fused), lambda: dist.all_reduce(fused), None),
+        "gloo_separate": (written(*pieces), lambda: [dist.all_reduce(p) for p in pieces], None),
         "gloo_run_sync_default": sync_case(sync, order, until_ready=True),
-        "gloo_run_raw_fused": (None, lambda: comm.Allreduce(MPI.IN_PLACE, raw, MPI.SUM), None),
+        "gloo_run_raw_fused": (
+            written(raw),
+            lambda: comm.Allreduce(MPI.IN_PLACE, raw, MPI.SUM),
+            None,
+        ),
     }
     out = interleaved(comm, cases, args.reps)
     sync.close()
@@ -534,6 +575,11 @@ def report(r: dict) -> None:
                 f"  exposed communication with the thread: {(on - compute) / comm:.0%} "
                 f"(without: {(off - compute) / comm:.0%}); target <= 20 %"
             )
+            single = r["free_step_single_ms"]
+            print(
+                f"  against the same step trained by one process (LocalSync, {single:.2f} ms, "
+                f"{single - compute:.2f} over compute): {(on - single) / comm:.0%} exposed"
+            )
             local = r["free_step_local_ms"] - compute
             print(
                 f"  the same step on one rank, no communication at all: {local:.2f} ms over "
@@ -588,6 +634,8 @@ def accuracy(args) -> None:
 
 
 def main() -> None:
+    from distconv.job import TrainConfig
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", choices=("mpi", "gloo", "cnn", "stream"))
     ap.add_argument("--rank", type=int, default=0)
@@ -597,7 +645,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--compute-ms", type=float, default=20.0, help="simulated backward")
     ap.add_argument("--overlap-bucket", type=int, default=4 * MB, help="bucket bytes, overlap")
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument(
+        "--epochs",
+        type=int,
+        default=TrainConfig.epochs,
+        help="epochs of the CNN runs (default: the default job's own; the first is the slowest)",
+    )
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument(
         "--rotate",
