@@ -4,10 +4,10 @@ Usage: ``python benchmarks/allreduce.py [--mb 4] [--grads 100] [--reps 40] [--no
 [--no-cnn] [--stream-only]``
 
 Every number is the median over ``--reps`` repetitions of the slowest rank's time, and every
-ratio is against a baseline measured in the same run. Every buffer is written (untimed) before
-each call, as backward writes gradients (see :func:`written`). The cases take turns, each repetition
-starting one case later (``--rotate 0``: always in the same order, where the case after the
-largest buffers was seen to pay for their cache misses):
+ratio is against a baseline measured in the same run. Every case's buffers are written by the
+CPU (untimed) before each call, as backward writes gradients (see :func:`written`). The cases
+take turns, each repetition starting one case later (``--rotate 0``: always in the same order,
+where the case after the largest buffers was seen to pay for their cache misses):
 
 - **sync**: 100 gradients totalling 4 MB handed to :class:`MPISync` one by one, until every
   gradient is ready for the optimizer: the moment the (no-op) optimizer is handed the first
@@ -50,7 +50,7 @@ largest buffers was seen to pay for their cache misses):
   for the whole bucket, as paired ratios (``--stream-only`` runs these alone).
 - **float16 wire**: the bytes handed to the collectives and the time, against float32.
 - **CNN**: the default LeNet on the digits, 2 ranks x 1 BLAS thread against 1 x 1 (LocalSync),
-  samples per second (the median over the default job's 20 epochs). Target >= 1.8x.
+  samples per second (the median over the default job's epochs). Target >= 1.8x.
 """
 
 from __future__ import annotations
@@ -122,15 +122,21 @@ def interleaved(
 
 def written(*buffers):
     """An untimed ``before`` for :func:`interleaved`: ``buffers`` (numpy arrays or torch
-    tensors) filled with ones, as backward writes gradients before they are reduced. Every
-    case's buffers are written so: an ``Allreduce`` of a buffer that MPI itself wrote last took
-    about twice as long here (0.95-0.99 against 0.45-0.49 ms for 4 MB; writing half of it did
-    not help), so a baseline reduced over and over would be slower than the calls it stands
-    for. Ones also keep repeated sums from growing to inf."""
+    tensors) filled with ones, as backward writes gradients before they are reduced.
+
+    Every case's buffers are written so, by the CPU, before each call: the baselines as much as
+    the sync's gradients, so that no side reduces a buffer in another state of the caches (for
+    a while one window saw a 4 MB call on a buffer MPI had written last take twice as long;
+    later runs did not, see docs/benchmarks.md). Ones also keep repeated sums from growing to
+    inf.
+    """
 
     def write() -> None:
         for b in buffers:
-            b.fill(1.0) if isinstance(b, np.ndarray) else b.fill_(1.0)
+            if isinstance(b, np.ndarray):
+                b.fill(1.0)
+            else:  # a torch tensor
+                b.fill_(1.0)
 
     return write
 
@@ -211,8 +217,10 @@ def sync_case(sync, order, compute=None, *, check_timed=False, until_ready=False
         sync.finish_step()
         return sync.optimizer.ready_at if until_ready else None
 
+    def write():  # as backward writes them; the views of this step (the thread swaps buffers)
+        written(*(p.grad for p in order))()
+
     def start():
-        written(*(p.grad for p in order))()  # as backward writes them
         # every gradient is reduced before the first update, unless each bucket's update
         # follows its own wait (the communication thread)
         if until_ready:
@@ -220,9 +228,9 @@ def sync_case(sync, order, compute=None, *, check_timed=False, until_ready=False
             sync.optimizer.watch = watched
         sync.start_step(1)
 
-    if check_timed:
-        return None, lambda: (start(), gradients())[1], None
-    return start, gradients, None
+    if check_timed:  # the gradients' writes stay untimed
+        return write, lambda: (start(), gradients())[1], None
+    return lambda: (write(), start()), gradients, None
 
 
 def wire_bytes(comm, args, grad_dtype):
@@ -256,7 +264,7 @@ def mpi_worker(args) -> None:
     cases = {
         "raw_fused": (written(fused), lambda: comm.Allreduce(MPI.IN_PLACE, fused, MPI.SUM), None),
         "raw_fused_average": (
-            None,
+            written(ones),
             lambda: (comm.Allreduce(MPI.IN_PLACE, ones, MPI.SUM), np.multiply(ones, half, ones)),
             None,
         ),
