@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels.im2col import can_widen, col2im, im2col_view, wide_width
 from distconv.kernels.shape import ConvGeometry
 
@@ -46,15 +47,34 @@ def batch_inner_geometry(geom: ConvGeometry) -> ConvGeometry:
     )
 
 
+#: a copy that puts the batch last reads one element from each sample's row in turn; where
+#: those rows lie a multiple of this many bytes apart they share a few sets of the L1 cache
+#: and evict each other (4K aliasing), and numpy's copy ran 2-6x slower than at other strides
+#: (64 rows of 4 KiB: 84-87 us against 13-14 us at 4000 or 4160 bytes). Such rows are staged
+#: through a copy whose rows are :data:`STAGE_PAD` elements longer: 17 us (docs/benchmarks.md)
+ALIASED_STRIDE = 2048
+STAGE_PAD = 16
+#: staged only above this many rows: LeNet's conv2 at the digits' 4x4 and batch 16 ran no
+#: faster staged (the extra copy eats the gain), at 32 0.94-0.99x, at 64 0.85x the time
+ALIASED_MIN_ROWS = 16
+
+
 def _batch_last(x: Any) -> Any:
-    """``(B, C, *sp)`` -> a ``(1, C, *sp, B)`` view."""
+    """``(B, C, *sp)`` -> ``(1, C, *sp, B)``: a view, or a contiguous copy where the samples'
+    rows alias in the cache (:data:`ALIASED_STRIDE`) and a copy made here pays."""
+    b = x.shape[0]
+    rows = x.reshape(b, -1)  # a view where x is a chunk of a contiguous batch
+    if not is_gpu_array(x) and b > ALIASED_MIN_ROWS and rows.strides[0] % ALIASED_STRIDE == 0:
+        staged = get_array_module(x).empty((b, rows.shape[1] + STAGE_PAD), dtype=x.dtype)
+        staged = staged[:, : rows.shape[1]]
+        staged[...] = rows  # row by row: no aliasing in a plain copy
+        return staged.T.copy().reshape(1, *x.shape[1:], b)
     return x.transpose(*range(1, x.ndim), 0)[None]  # not moveaxis: its checks cost more here
 
 
 def batch_inner(g: Any, groups: int) -> Any:
     """``(B, O, *sp)`` -> ``(G, O/G, L*B)``: output-side rows in the batched column order."""
-    b, o = g.shape[:2]
-    return _batch_last(g.reshape(b, o, -1))[0].reshape(groups, o // groups, -1)
+    return _batch_last(g)[0].reshape(groups, g.shape[1] // groups, -1)
 
 
 def from_batch_inner(t: Any, b: int, spatial: tuple[int, ...]) -> Any:

@@ -112,3 +112,37 @@ def test_the_autotuner_counts_a_rebuilt_chunk_once(rng, monkeypatch):
     columns = Columns()
     conv_forward(x, w, geom, columns=columns)  # times both layouts, each twice
     assert columns.nbytes == sum(c.nbytes for c in columns._kept.values())
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, staged",
+    [
+        ((24, 32, 4, 4), np.float32, True),  # rows of 2 KiB: staged
+        ((20, 16, 8, 8), np.float64, True),  # 8 KiB
+        ((24, 3, 5, 5), np.float32, False),  # 300 bytes: a view
+        ((16, 32, 4, 4), np.float32, False),  # too few rows to stage (ALIASED_MIN_ROWS)
+    ],
+)
+def test_batch_last_stages_rows_that_alias_and_holds_the_same_values(rng, shape, dtype, staged):
+    from distconv.kernels.conv_columns import _batch_last
+
+    x = rng.standard_normal((shape[0] + 4, *shape[1:])).astype(dtype)[2 : 2 + shape[0]]
+    got = _batch_last(x)
+    np.testing.assert_array_equal(got, np.moveaxis(x, 0, -1)[None])
+    assert got.flags.c_contiguous == staged
+    assert np.shares_memory(got, x) != staged
+
+
+def test_staging_changes_no_bit_of_a_batched_convolution(rng, monkeypatch):
+    """LeNet's conv2 at the digits' 4x4 (rows of 2 KiB, staged from 17 samples) against the
+    same convolution with staging off: the same values moved, the same matrices multiplied."""
+    monkeypatch.setattr(conv_layout, "BATCHED_MAX_POSITIONS", 10**9)
+    geom = ConvGeometry.make(2, 3, 1, 1, 1, 1)
+    x = rng.standard_normal((24, 32, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal((24, 64, 4, 4)).astype(np.float32)
+    staged = conv_forward(x, w, geom)[0], *conv_backward(dy, x, w, geom)
+    monkeypatch.setattr("distconv.kernels.conv_columns.ALIASED_STRIDE", 1 << 40)
+    plain = conv_forward(x, w, geom)[0], *conv_backward(dy, x, w, geom)
+    for a, b in zip(staged, plain):
+        np.testing.assert_array_equal(a, b)
