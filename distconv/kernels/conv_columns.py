@@ -55,21 +55,34 @@ def batch_inner_geometry(geom: ConvGeometry) -> ConvGeometry:
 ALIASED_STRIDE = 2048
 STAGE_PAD = 16
 #: staged only above this many rows: LeNet's conv2 at the digits' 4x4 and batch 16 ran no
-#: faster staged (the extra copy eats the gain), at 32 0.94-0.99x, at 64 0.85x the time
+#: faster staged (the extra copy eats the gain), at 32 0.94-0.99x, at 64 0.85x the time ...
 ALIASED_MIN_ROWS = 16
+#: ... and rows of at most this many bytes: staging gained from 2 to 16 KiB, and the columns
+#: of a 32-channel 28x28 batch (rows of 98 KiB) were built 10-20 % slower staged
+ALIASED_MAX_ROW_BYTES = 16 << 10
 
 
 def _batch_last(x: Any) -> Any:
     """``(B, C, *sp)`` -> ``(1, C, *sp, B)``: a view, or a contiguous copy where the samples'
     rows alias in the cache (:data:`ALIASED_STRIDE`) and a copy made here pays."""
-    b = x.shape[0]
-    rows = x.reshape(b, -1)  # a view where x is a chunk of a contiguous batch
-    if not is_gpu_array(x) and b > ALIASED_MIN_ROWS and rows.strides[0] % ALIASED_STRIDE == 0:
-        staged = get_array_module(x).empty((b, rows.shape[1] + STAGE_PAD), dtype=x.dtype)
-        staged = staged[:, : rows.shape[1]]
-        staged[...] = rows  # row by row: no aliasing in a plain copy
+    if _rows_alias(x):
+        b = x.shape[0]
+        staged = get_array_module(x).empty((b, x[0].size + STAGE_PAD), dtype=x.dtype)
+        staged = staged[:, : x[0].size]
+        staged.reshape(x.shape)[...] = x  # row by row: no aliasing in a plain copy
         return staged.T.copy().reshape(1, *x.shape[1:], b)
     return x.transpose(*range(1, x.ndim), 0)[None]  # not moveaxis: its checks cost more here
+
+
+def _rows_alias(x: Any) -> bool:
+    """Whether putting the batch of CPU array ``x`` last reads its samples' rows 4K-aliased."""
+    stride = x.strides[0]
+    return (
+        x.shape[0] > ALIASED_MIN_ROWS
+        and 0 < stride <= ALIASED_MAX_ROW_BYTES
+        and stride % ALIASED_STRIDE == 0
+        and not is_gpu_array(x)
+    )
 
 
 def batch_inner(g: Any, groups: int) -> Any:

@@ -121,6 +121,8 @@ def test_the_autotuner_counts_a_rebuilt_chunk_once(rng, monkeypatch):
         ((20, 16, 8, 8), np.float64, True),  # 8 KiB
         ((24, 3, 5, 5), np.float32, False),  # 300 bytes: a view
         ((16, 32, 4, 4), np.float32, False),  # too few rows to stage (ALIASED_MIN_ROWS)
+        ((20, 64, 8, 8), np.float32, True),  # 16 KiB: the largest staged
+        ((20, 32, 28, 28), np.float32, False),  # 98 KiB rows: over ALIASED_MAX_ROW_BYTES
     ],
 )
 def test_batch_last_stages_rows_that_alias_and_holds_the_same_values(rng, shape, dtype, staged):
@@ -133,14 +135,22 @@ def test_batch_last_stages_rows_that_alias_and_holds_the_same_values(rng, shape,
     assert np.shares_memory(got, x) != staged
 
 
-def test_staging_changes_no_bit_of_a_batched_convolution(rng, monkeypatch):
-    """LeNet's conv2 at the digits' 4x4 (rows of 2 KiB, staged from 17 samples) against the
-    same convolution with staging off: the same values moved, the same matrices multiplied."""
+@pytest.mark.parametrize(
+    "dtype, groups, chunk_work", [(np.float32, 1, None), (np.float64, 2, 20 * 32 * 9 * 16)]
+)
+def test_staging_changes_no_bit_of_a_batched_convolution(
+    rng, monkeypatch, dtype, groups, chunk_work
+):
+    """LeNet's conv2 at the digits' 4x4 (rows of 2 KiB or more, staged from 17 samples) against
+    the same convolution with staging off: the same values moved, the same matrices multiplied
+    (grouped and in chunks of the batch too)."""
     monkeypatch.setattr(conv_layout, "BATCHED_MAX_POSITIONS", 10**9)
-    geom = ConvGeometry.make(2, 3, 1, 1, 1, 1)
-    x = rng.standard_normal((24, 32, 4, 4)).astype(np.float32)
-    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
-    dy = rng.standard_normal((24, 64, 4, 4)).astype(np.float32)
+    if chunk_work is not None:  # two chunks of 20 samples, the second one offset
+        monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", chunk_work)
+    geom = ConvGeometry.make(2, 3, 1, 1, 1, groups)
+    x = rng.standard_normal((40, 32, 4, 4)).astype(dtype)
+    w = rng.standard_normal((64, 32 // groups, 3, 3)).astype(dtype)
+    dy = rng.standard_normal((40, 64, 4, 4)).astype(dtype)
     staged = conv_forward(x, w, geom)[0], *conv_backward(dy, x, w, geom)
     monkeypatch.setattr("distconv.kernels.conv_columns.ALIASED_STRIDE", 1 << 40)
     plain = conv_forward(x, w, geom)[0], *conv_backward(dy, x, w, geom)
