@@ -18,6 +18,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
+from distconv.kernels.bias import channel_sums
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.conv_columns import Columns
 from distconv.layers.base import Layer, checked, grad_target, keeps_for_backward
@@ -154,8 +155,8 @@ class ConvNd(Convolution, Layer):
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         x = self.inputs[0]
         if self.bias is not None and not self.bias.static:
-            axes = (0,) + tuple(range(2, 2 + self.nd)) if self.bias_kind == "shared" else 0
-            self.bias.grad += dz.sum(axis=axes)
+            shared = self.bias_kind == "shared"
+            self.bias.grad += channel_sums(dz, dz.shape[1]) if shared else dz.sum(axis=0)
             self.bias.inc_update(callback)
         dx_buf = grad_target(x)
         need_dw = not self.weight.static

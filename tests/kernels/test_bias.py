@@ -1,0 +1,35 @@
+"""A shared bias's gradient: per-channel sums over the batch and the positions."""
+
+import numpy as np
+import pytest
+
+from distconv.kernels.bias import channel_sums
+
+
+@pytest.mark.parametrize(
+    "shape, channels",
+    [((6, 4, 3, 5), 4), ((5, 3, 2, 2, 3), 3), ((7, 12), 3), ((1, 2, 1, 1), 2), ((0, 4, 3, 3), 4)],
+)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_channel_sums_are_the_sums_over_batch_and_positions(rng, shape, channels, dtype):
+    g = rng.standard_normal(shape).astype(dtype)
+    got = channel_sums(g, channels)
+    per_channel = int(np.prod(shape[1:])) // channels
+    want = g.astype(np.float64).reshape(shape[0], channels, per_channel).sum(axis=(0, 2))
+    assert got.shape == (channels,) and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-6)
+
+
+def test_half_precision_is_summed_in_float32(rng):
+    """64 samples of 16 positions: float16 running sums would lose digits that a float32
+    accumulator keeps; the result comes back as float16, rounded once."""
+    g = (rng.standard_normal((64, 8, 4, 4)) + 3.0).astype(np.float16)
+    got = channel_sums(g, 8)
+    want = g.astype(np.float64).sum(axis=(0, 2, 3))
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want.astype(np.float16))
+
+
+def test_a_strided_gradient(rng):
+    g = rng.standard_normal((6, 8, 5, 5))[:, ::2]  # every other channel: not contiguous
+    np.testing.assert_allclose(channel_sums(g, 4), g.sum(axis=(0, 2, 3)), rtol=1e-12)
