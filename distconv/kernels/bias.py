@@ -19,11 +19,15 @@ def channel_sums(g: Any, channels: int) -> Any:
     """``g`` ``(N, ...)``, whose axes after the batch hold ``channels`` channels of equal size
     one after another (``(N, C, *sp)``, or ``(N, C * L)``), summed per channel: ``(channels,)``.
 
-    16-bit gradients are summed in float32 and handed back in their own dtype.
+    16-bit gradients (float16, ``ml_dtypes``' bfloat16) are summed in float32 and handed back in
+    their own dtype.
     """
     xp = get_array_module(g)
-    if g.shape[0] == 0:
-        return xp.zeros(channels, dtype=g.dtype)
-    wide = xp.float32 if g.dtype.itemsize < 4 and g.dtype.kind == "f" else None
-    rows = g.sum(axis=0, dtype=wide)  # the batch: one contiguous add a sample
-    return rows.reshape(channels, -1).sum(axis=1).astype(g.dtype, copy=False)
+    dtype = g.dtype
+    narrow = dtype.itemsize < 4 and (dtype.kind == "f" or dtype.type.__module__ == "ml_dtypes")
+    wide = xp.float32 if narrow else None
+    if g.shape[0] == 1:  # one sample: nothing to add across the batch (a sum would copy it)
+        rows = g[0] if wide is None else g[0].astype(wide)
+    else:
+        rows = g.sum(axis=0, dtype=wide)  # the batch: one contiguous add a sample
+    return rows.reshape(channels, -1).sum(axis=1).astype(dtype, copy=False)

@@ -8,7 +8,7 @@ from distconv.kernels.bias import channel_sums
 
 @pytest.mark.parametrize(
     "shape, channels",
-    [((6, 4, 3, 5), 4), ((5, 3, 2, 2, 3), 3), ((7, 12), 3), ((1, 2, 1, 1), 2), ((0, 4, 3, 3), 4)],
+    [((6, 4, 3, 5), 4), ((5, 3, 2, 2, 3), 3), ((7, 12), 3), ((1, 2, 3, 3), 2), ((0, 4, 3, 3), 4)],
 )
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_channel_sums_are_the_sums_over_batch_and_positions(rng, shape, channels, dtype):
@@ -20,14 +20,25 @@ def test_channel_sums_are_the_sums_over_batch_and_positions(rng, shape, channels
     np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-6)
 
 
-def test_half_precision_is_summed_in_float32(rng):
-    """64 samples of 16 positions: float16 running sums would lose digits that a float32
-    accumulator keeps; the result comes back as float16, rounded once."""
-    g = (rng.standard_normal((64, 8, 4, 4)) + 3.0).astype(np.float16)
+def _sixteen_bit():
+    kinds = [np.dtype(np.float16)]
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes is in the test extra
+        return kinds
+    return [*kinds, np.dtype(ml_dtypes.bfloat16)]
+
+
+@pytest.mark.parametrize("batch", [64, 1])
+@pytest.mark.parametrize("dtype", _sixteen_bit(), ids=str)
+def test_sixteen_bit_gradients_are_summed_in_float32(rng, dtype, batch):
+    """Sums of 16 to 1024 values: 16-bit running sums would lose digits that a float32
+    accumulator keeps; the result comes back in the gradient's dtype, rounded once."""
+    g = (rng.standard_normal((batch, 8, 4, 4)) + 3.0).astype(dtype)
     got = channel_sums(g, 8)
     want = g.astype(np.float64).sum(axis=(0, 2, 3))
-    assert got.dtype == np.float16
-    np.testing.assert_array_equal(got, want.astype(np.float16))
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want.astype(dtype))
 
 
 def test_a_strided_gradient(rng):
