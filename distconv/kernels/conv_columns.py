@@ -66,10 +66,9 @@ def _batch_last(x: Any) -> Any:
     """``(B, C, *sp)`` -> ``(1, C, *sp, B)``: a view, or a contiguous copy where the samples'
     rows alias in the cache (:data:`ALIASED_STRIDE`) and a copy made here pays."""
     if _rows_alias(x):
-        b = x.shape[0]
-        staged = get_array_module(x).empty((b, x[0].size + STAGE_PAD), dtype=x.dtype)
-        staged = staged[:, : x[0].size]
-        staged.reshape(x.shape)[...] = x  # row by row: no aliasing in a plain copy
+        b, m = x.shape[0], x[0].size
+        staged = get_array_module(x).empty((b, m + STAGE_PAD), dtype=x.dtype)[:, :m]
+        staged[...] = x.reshape(b, m)  # row by row: no aliasing in a plain copy
         return staged.T.copy().reshape(1, *x.shape[1:], b)
     return x.transpose(*range(1, x.ndim), 0)[None]  # not moveaxis: its checks cost more here
 
