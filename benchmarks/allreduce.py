@@ -187,10 +187,8 @@ def make_sync(comm, args, kind=None, optimizer=None, **options):
     the optimizer does nothing unless one is given."""
     from distconv.sync.mpi import MPISync
 
-    params = make_params(args.mb * MB, args.grads)
     sync = (kind or MPISync)(optimizer or no_update(), comm=comm, **options)
-    sync.setup(params, {})
-    return sync, list(reversed(params))  # the layout's order, as backward fires them
+    return set_up(sync, args)
 
 
 def local_sync(args):
@@ -198,8 +196,13 @@ def local_sync(args):
     parameters, and the gradients' order: single-process training's step."""
     from distconv.sync.local import LocalSync
 
+    return set_up(LocalSync(no_update()), args)
+
+
+def set_up(sync, args):
+    """``sync`` set up over fresh parameters, and the order backward fires them in (the
+    layout's)."""
     params = make_params(args.mb * MB, args.grads)
-    sync = LocalSync(no_update())
     sync.setup(params, {})
     return sync, list(reversed(params))
 
