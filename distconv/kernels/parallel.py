@@ -17,15 +17,18 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from distconv.backend import is_gpu_array
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -191,8 +194,25 @@ def over_batch(
         return []
     if on_gpu or n == 1:
         return [fn(0, n)]
-    bounds = chunk_bounds(n, -(-n * work_per_sample // CHUNK_WORK))
-    return _run(fn, bounds, n * work_per_sample)
+    return _run(fn, _batch_chunks(n, work_per_sample), n * work_per_sample)
+
+
+def shares_out(n: int, work_per_sample: int) -> bool:
+    """Whether :func:`over_batch` would run this batch's chunks on more than one thread."""
+    return n > 1 and _threads_for(len(_batch_chunks(n, work_per_sample)), n * work_per_sample) > 1
+
+
+def _batch_chunks(n: int, work_per_sample: int) -> list[tuple[int, int]]:
+    return chunk_bounds(n, -(-n * work_per_sample // CHUNK_WORK))
+
+
+def _threads_for(chunks: int, work: int | None) -> int:
+    """How many threads :func:`_run` gives ``chunks`` chunks of ``work`` elements in all (1: it
+    runs them in line), outside the pool's own threads."""
+    threads = min(num_threads(), chunks)
+    if work is not None and work < threads * MIN_WORK_PER_THREAD:
+        return 1
+    return threads
 
 
 def _run(
@@ -200,16 +220,37 @@ def _run(
 ) -> list:
     """``fn`` over ``bounds`` in order: on the pool, unless ``work`` (elements) is too little
     to share out."""
-    threads = min(num_threads(), len(bounds))
-    nested = getattr(_in_pool, "active", False)
+    threads = _threads_for(len(bounds), work)
     # BLAS runs on one thread in both paths: a GEMM's bits depend on how many threads split it,
     # so the serial path must not let BLAS thread where the parallel path would not
-    if nested or threads == 1 or (work is not None and work < threads * MIN_WORK_PER_THREAD):
+    if threads == 1 or getattr(_in_pool, "active", False):
         with one_blas_thread():
             return [fn(a, b) for a, b in bounds]
     with one_blas_thread():
         futures = [_executor(threads).submit(fn, a, b) for a, b in bounds]
         return [f.result() for f in futures]
+
+
+def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """``(first(), second())``, with ``second`` on a kernel thread while ``first`` runs here.
+
+    For two independent kernels that are each too small to split over the threads (a
+    convolution's input and weight gradients on small images): together they keep two cores
+    busy where each alone keeps one. Each runs exactly as it would alone, so the results are
+    bitwise the same either way. In line with one thread, or inside a kernel thread (a nested
+    call must not wait on its own pool). ``first`` runs on the caller's thread, awake already:
+    give it the longer kernel, so the other's wake-up hides under it.
+    """
+    if num_threads() < 2 or getattr(_in_pool, "active", False):
+        return first(), second()
+    with one_blas_thread():
+        future = _executor(num_threads()).submit(second)
+        try:
+            result = first()
+        except BaseException:
+            wait([future])  # nothing of this call runs on after it has failed
+            raise
+        return result, future.result()
 
 
 #: multiply-adds per chunk of a split matrix product. Each chunk's call packs all of ``b``

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from distconv.kernels import parallel
-from distconv.kernels.parallel import chunk_bounds, matmul, over_batch
+from distconv.kernels.parallel import chunk_bounds, matmul, over_batch, shares_out, side_by_side
 
 
 def _blas_threads() -> list[int]:
@@ -107,6 +108,86 @@ def test_matmul_splits_large_products_over_threads(monkeypatch):
     assert len(seen) == 4  # 134 M multiply-adds in chunks of 33.5 M: four of 64 rows
     assert all(name.startswith("distconv-kernel") for name, _ in seen)
     assert all(threads == [1] * len(threads) for _, threads in seen)
+
+
+@pytest.mark.timeout(30)
+def test_side_by_side_runs_the_second_on_a_kernel_thread_at_the_same_time(monkeypatch):
+    """Each waits for the other to have started: they can only both finish if they overlap."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    started = {"first": threading.Event(), "second": threading.Event()}
+
+    def task(me: str, other: str):
+        def run():
+            started[me].set()
+            assert started[other].wait(10), f"{me} ran alone"
+            return me, threading.current_thread().name, _blas_threads()
+
+        return run
+
+    (a, a_thread, a_blas), (b, b_thread, b_blas) = side_by_side(
+        task("first", "second"), task("second", "first")
+    )
+    assert (a, b) == ("first", "second")
+    assert a_thread == threading.current_thread().name
+    assert b_thread.startswith("distconv-kernel")
+    assert a_blas == [1] * len(a_blas) and b_blas == [1] * len(b_blas)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_side_by_side_in_line_with_one_thread_or_inside_a_kernel_thread(threads, monkeypatch):
+    """One thread: both run here, in order. Inside the pool (a nested call): in line too, never
+    waiting on the pool it runs in."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+    order: list[tuple[str, str]] = []
+
+    def note(name):
+        return lambda: order.append((name, threading.current_thread().name)) or name
+
+    def pair(lo, hi):
+        order.clear()
+        return side_by_side(note("first"), note("second")), list(order)
+
+    if threads == "1":
+        here = threading.current_thread().name
+        assert pair(0, 1) == (("first", "second"), [("first", here), ("second", here)])
+    else:  # two chunks of enough work to run on the pool, each calling side_by_side
+        for result, seen in over_batch(pair, 2, 1 << 22):
+            assert result == ("first", "second")
+            assert [n for n, _ in seen] == ["first", "second"]
+            assert seen[0][1] == seen[1][1] and seen[0][1].startswith("distconv-kernel")
+
+
+@pytest.mark.timeout(30)
+def test_side_by_side_waits_for_the_second_before_the_firsts_error_propagates(monkeypatch):
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    second_done = threading.Event()
+
+    def first():
+        raise ValueError("first failed")
+
+    def second():
+        time.sleep(0.2)
+        second_done.set()
+
+    with pytest.raises(ValueError, match="first failed"):
+        side_by_side(first, second)
+    assert second_done.is_set()
+
+    def failing_second():
+        raise KeyError("second failed")
+
+    with pytest.raises(KeyError, match="second failed"):
+        side_by_side(lambda: 1, failing_second)
+
+
+@pytest.mark.parametrize(
+    "n,work,threads",
+    [(64, 4608, "2"), (64, 56448, "2"), (64, 56448, "1"), (1, 1 << 22, "2"), (40, 1 << 17, "3")],
+)
+def test_shares_out_says_whether_over_batch_uses_the_pool(n, work, threads, monkeypatch, pool_use):
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
+    over_batch(lambda a, b: None, n, work)
+    assert shares_out(n, work) == bool(pool_use)
 
 
 @pytest.mark.timeout(30)
