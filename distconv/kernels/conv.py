@@ -33,7 +33,7 @@ from distconv.kernels.conv_columns import (
     grouped_columns,
 )
 from distconv.kernels.conv_dense import conv_backward_data_dense
-from distconv.kernels.conv_layout import dense_pays, run_chunks
+from distconv.kernels.conv_layout import dense_pays, gradients_beside, run_chunks
 from distconv.kernels.conv_shifted import (
     Taps,
     data_grad_chunk,
@@ -49,7 +49,7 @@ from distconv.kernels.im2col import (
     wide_col_size,
     widen_output,
 )
-from distconv.kernels.parallel import over_batch
+from distconv.kernels.parallel import over_batch, side_by_side
 from distconv.kernels.shape import ConvGeometry, volume
 
 
@@ -299,9 +299,18 @@ def conv_backward(
     Returns:
         ``(dx, dw)``, either None when not needed.
     """
-    dw = conv_forward(x, w, geom, dw_from=dy, want_y=False, columns=columns)[1] if need_dw else None
-    dx = conv_backward_data(dy, w, geom, x.shape) if need_dx else None
-    return dx, dw
+
+    def weight_grad() -> Any:
+        return conv_forward(x, w, geom, dw_from=dy, want_y=False, columns=columns)[1]
+
+    def input_grad() -> Any:
+        return conv_backward_data(dy, w, geom, x.shape)
+
+    work = x.shape[1] * geom.kernel_volume * volume(dy.shape[2:])
+    per_column = w.shape[0] // geom.groups
+    if need_dx and need_dw and gradients_beside(x.shape[0], work, per_column, is_gpu_array(x)):
+        return side_by_side(input_grad, weight_grad)  # the input gradient is the longer
+    return (input_grad() if need_dx else None), (weight_grad() if need_dw else None)
 
 
 def conv_any_forward(

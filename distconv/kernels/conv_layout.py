@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.backend import is_gpu_array
-from distconv.kernels.parallel import over_batch
+from distconv.kernels.parallel import over_batch, shares_out
 from distconv.kernels.shape import ConvGeometry, volume
 
 #: the batched layout pays where a sample's own matrix product is small: at most this many
@@ -129,3 +129,28 @@ def dense_pays(
         and volume(in_size) <= DENSE_MAX_WORK_RATIO * geom.kernel_volume
         and o * volume(out) * cg * volume(in_size) <= DENSE_MAX_ELEMENTS
     )
+
+
+#: a convolution's input and weight gradients run side by side (:func:`gradients_beside`)
+#: from this many multiply-adds each: below it the second thread's wake-up and the GIL's
+#: hand-offs cost more than the overlap saves. LeNet's conv2 at 4x4, 2 threads, the backward
+#: side by side against one after the other: 1.11x the time at batch 16 (4.7 M each), 0.86x at
+#: 32 (9.4 M), 0.81x at 64; 0.63x at 14x14 and batch 16 (docs/benchmarks.md)
+BESIDE_MIN_MACS = 1 << 23
+
+
+def gradients_beside(n: int, work: int, per_column: int, on_gpu: bool) -> bool:
+    """Whether a convolution's two gradients run side by side on two threads.
+
+    They do where neither is split over the threads (:func:`~distconv.kernels.parallel.
+    shares_out`: a small batch, or small images), so that each alone would keep one core
+    busy, and each is at least :data:`BESIDE_MIN_MACS` multiply-adds. Which gradient runs
+    where changes no bits, so this choice may depend on the thread count.
+
+    Args:
+        n: samples.
+        work: column elements per sample (``C * K * out``).
+        per_column: multiply-adds per column element (``O / G``).
+        on_gpu: cupy arrays, where the device is parallel already.
+    """
+    return not on_gpu and n * work * per_column >= BESIDE_MIN_MACS and not shares_out(n, work)
