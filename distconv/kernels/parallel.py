@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -247,10 +247,29 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]
         future = _executor(num_threads()).submit(second)
         try:
             result = first()
-        except BaseException:
-            wait([future])  # nothing of this call runs on after it has failed
+        except BaseException as error:
+            _settle(future)  # nothing of this call runs on after it has failed
+            if not future.cancelled() and future.exception() is not None:
+                error.add_note(f"the kernel beside it failed too: {future.exception()!r}")
             raise
+        if future.cancel():  # not started yet (the pool is busy): run it here instead
+            return result, second()
+        _settle(future)
         return result, future.result()
+
+
+def _settle(future: Future) -> None:
+    """Wait until ``future`` is done, through an interrupt too (raised once it is done): a
+    kernel that ran on after its caller had left would leave the BLAS hold after it, and
+    its restore of BLAS's thread count would not be the one that counts."""
+    interrupted: BaseException | None = None
+    while not future.done():
+        try:
+            wait([future])
+        except BaseException as error:  # a Ctrl-C: the kernel ends within milliseconds
+            interrupted = error
+    if interrupted is not None:
+        raise interrupted
 
 
 #: multiply-adds per chunk of a split matrix product. Each chunk's call packs all of ``b``

@@ -133,28 +133,94 @@ def test_side_by_side_runs_the_second_on_a_kernel_thread_at_the_same_time(monkey
     assert a_blas == [1] * len(a_blas) and b_blas == [1] * len(b_blas)
 
 
-@pytest.mark.parametrize("threads", ["1", "2"])
-def test_side_by_side_in_line_with_one_thread_or_inside_a_kernel_thread(threads, monkeypatch):
-    """One thread: both run here, in order. Inside the pool (a nested call): in line too, never
-    waiting on the pool it runs in."""
-    monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
-    order: list[tuple[str, str]] = []
+@pytest.mark.timeout(10)
+def test_side_by_side_in_line_with_one_thread(monkeypatch, pool_use):
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "1")
+    order: list[str] = []
+    assert side_by_side(
+        lambda: order.append("first") or 1, lambda: order.append("second") or 2
+    ) == (
+        1,
+        2,
+    )
+    assert order == ["first", "second"]
+    assert not pool_use
 
-    def note(name):
-        return lambda: order.append((name, threading.current_thread().name)) or name
+
+@pytest.mark.timeout(10)
+def test_side_by_side_inside_a_kernel_thread_runs_in_line(monkeypatch):
+    """A nested call must never hand work to the pool it runs in (both workers could wait on
+    each other for ever): the spy fails such a hand-off at once instead of letting it hang."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    real = parallel._executor
+
+    def executor(n):
+        if threading.current_thread().name.startswith("distconv-kernel"):
+            raise AssertionError("a kernel thread handed work to its own pool")
+        return real(n)
+
+    monkeypatch.setattr(parallel, "_executor", executor)
 
     def pair(lo, hi):
-        order.clear()
-        return side_by_side(note("first"), note("second")), list(order)
+        seen: list[tuple[str, str]] = []  # one list a chunk: the chunks run at the same time
 
-    if threads == "1":
-        here = threading.current_thread().name
-        assert pair(0, 1) == (("first", "second"), [("first", here), ("second", here)])
-    else:  # two chunks of enough work to run on the pool, each calling side_by_side
-        for result, seen in over_batch(pair, 2, 1 << 22):
-            assert result == ("first", "second")
-            assert [n for n, _ in seen] == ["first", "second"]
-            assert seen[0][1] == seen[1][1] and seen[0][1].startswith("distconv-kernel")
+        def note(name):
+            return lambda: seen.append((name, threading.current_thread().name)) or name
+
+        return side_by_side(note("first"), note("second")), seen
+
+    chunks = over_batch(pair, 2, 1 << 22)  # two chunks of enough work to run on the pool
+    for result, seen in chunks:
+        assert result == ("first", "second")
+        assert [name for name, _ in seen] == ["first", "second"]
+        assert seen[0][1] == seen[1][1] and seen[0][1].startswith("distconv-kernel")
+
+
+@pytest.mark.timeout(10)
+def test_side_by_side_runs_the_second_here_when_the_pool_is_busy(monkeypatch):
+    """Both kernel threads taken (other ranks' kernels): the second, not started by the time
+    the first is done, runs on the caller's thread instead of waiting for a worker."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    release = threading.Event()
+    busy = [parallel._executor(2).submit(release.wait, 3) for _ in range(2)]
+    try:
+        _, where = side_by_side(lambda: None, lambda: threading.current_thread().name)
+    finally:
+        release.set()
+    assert where == threading.current_thread().name
+    assert all(f.result(10) for f in busy)
+
+
+@pytest.mark.timeout(10)
+def test_an_interrupt_while_waiting_lets_the_second_finish_first(monkeypatch):
+    """A Ctrl-C while the caller waits for the second kernel is raised only once that kernel
+    is done, so it cannot run on past the BLAS hold (which then gives BLAS its count back)."""
+    if not _blas_threads():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    import signal
+
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    started, finished = threading.Event(), threading.Event()
+
+    def second():
+        started.set()
+        time.sleep(0.3)
+        finished.set()
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with threadpool_limits(limits=2, user_api="blas"):
+            signal.setitimer(signal.ITIMER_REAL, 0.1)  # while the caller waits for second
+            with pytest.raises(KeyboardInterrupt):
+                side_by_side(lambda: started.wait(5), second)
+            assert finished.is_set()
+            assert _blas_threads() == [2] * len(_blas_threads())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.timeout(30)
@@ -178,6 +244,14 @@ def test_side_by_side_waits_for_the_second_before_the_firsts_error_propagates(mo
 
     with pytest.raises(KeyError, match="second failed"):
         side_by_side(lambda: 1, failing_second)
+
+    def failing_first():
+        time.sleep(0.1)  # the second has failed by now
+        raise ValueError("first failed")
+
+    with pytest.raises(ValueError, match="first failed") as raised:
+        side_by_side(failing_first, failing_second)
+    assert any("second failed" in note for note in raised.value.__notes__)
 
 
 @pytest.mark.parametrize(
