@@ -306,9 +306,8 @@ def conv_backward(
     def input_grad() -> Any:
         return conv_backward_data(dy, w, geom, x.shape)
 
-    work = x.shape[1] * geom.kernel_volume * volume(dy.shape[2:])
-    per_column = w.shape[0] // geom.groups
-    if need_dx and need_dw and gradients_beside(x.shape[0], work, per_column, is_gpu_array(x)):
+    out = tuple(dy.shape[2:])
+    if need_dx and need_dw and gradients_beside(x.shape, w.shape, out, geom, is_gpu_array(x)):
         return side_by_side(input_grad, weight_grad)  # the input gradient is the longer
     return (input_grad() if need_dx else None), (weight_grad() if need_dw else None)
 

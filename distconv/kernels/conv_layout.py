@@ -133,24 +133,41 @@ def dense_pays(
 
 #: a convolution's input and weight gradients run side by side (:func:`gradients_beside`)
 #: from this many multiply-adds each: below it the second thread's wake-up and the GIL's
-#: hand-offs cost more than the overlap saves. LeNet's conv2 at 4x4, 2 threads, the backward
-#: side by side against one after the other: 1.11x the time at batch 16 (4.7 M each), 0.86x at
-#: 32 (9.4 M), 0.81x at 64; 0.63x at 14x14 and batch 16 (docs/benchmarks.md)
+#: hand-offs cost more than the overlap saves. LeNet's conv2 at 4x4, 2 threads, side by side
+#: against one after the other: 1.00-1.11x the time at batch 16 (4.7 M each), 0.86-0.89x at 32
+#: (9.4 M), 0.81-0.85x at 64; 0.63-0.67x at 14x14 and batch 16 (docs/benchmarks.md, "Why the
+#: constants are what they are")
 BESIDE_MIN_MACS = 1 << 23
 
 
-def gradients_beside(n: int, work: int, per_column: int, on_gpu: bool) -> bool:
+def gradients_beside(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    out: tuple[int, ...],
+    geom: ConvGeometry,
+    on_gpu: bool,
+) -> bool:
     """Whether a convolution's two gradients run side by side on two threads.
 
-    They do where neither is split over the threads (:func:`~distconv.kernels.parallel.
-    shares_out`: a small batch, or small images), so that each alone would keep one core
-    busy, and each is at least :data:`BESIDE_MIN_MACS` multiply-adds. Which gradient runs
-    where changes no bits, so this choice may depend on the thread count.
+    They do on the CPU where neither would be split over the threads, so that each alone
+    would keep one core busy: the batch is not shared out (:func:`~distconv.kernels.parallel.
+    shares_out`; every input-gradient route's work is at most the columns' here) and the input
+    gradient does not go by the dense product, which splits itself. And each must be at least
+    :data:`BESIDE_MIN_MACS` multiply-adds. Which gradient runs where changes no bits, so this
+    choice may depend on the thread count.
 
     Args:
-        n: samples.
-        work: column elements per sample (``C * K * out``).
-        per_column: multiply-adds per column element (``O / G``).
+        x_shape: the input's shape ``(N, C, *sp)``.
+        w_shape: the weight's, ``(O, C/G, *k)``.
+        out: the output's spatial size.
         on_gpu: cupy arrays, where the device is parallel already.
     """
-    return not on_gpu and n * work * per_column >= BESIDE_MIN_MACS and not shares_out(n, work)
+    n = x_shape[0]
+    work = x_shape[1] * geom.kernel_volume * volume(out)  # column elements a sample
+    macs = n * work * (w_shape[0] // geom.groups)
+    return (
+        not on_gpu
+        and macs >= BESIDE_MIN_MACS
+        and not shares_out(n, work)
+        and not dense_pays(n, out, tuple(x_shape[2:]), w_shape, geom)
+    )
