@@ -183,7 +183,9 @@ def test_bitwise_the_same_for_1_2_3_threads(rng, monkeypatch, force_layout, batc
     """Chunks and layout depend on the shapes alone: any thread count gives the same bits."""
     force_layout(batched)
     monkeypatch.setattr("distconv.kernels.parallel.MIN_WORK_PER_THREAD", 1)
-    monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 5000)
+    # 7200 column elements a sample: chunks of two samples, so the batched layout multiplies
+    # several samples' columns at once on the pool
+    monkeypatch.setattr("distconv.kernels.parallel.CHUNK_WORK", 16000)
     monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
     submitted = pool_use
     geom = ConvGeometry.make(2, 3, 1, 1)
@@ -227,19 +229,31 @@ def test_cost_model_depends_on_the_output_size_alone():
 
 
 def test_autotuner_times_each_shape_once_and_stays_correct(rng, monkeypatch):
-    monkeypatch.setenv("DISTCONV_AUTOTUNE", "1")
+    """The first call of a shape times both layouts (each twice) in every direction; the
+    second runs the chosen one once; results agree with the untuned kernels."""
     monkeypatch.setattr(conv_layout, "_tuned", {})
     geom = ConvGeometry.make(2, 3, 1, 1)
     x = rng.standard_normal((4, 3, 6, 6))
     w = rng.standard_normal((5, 3, 3, 3))
+    monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
+    y_ref, _ = conv_forward(x, w, geom)
+    dx_ref, dw_ref = conv_backward(np.cos(y_ref), x, w, geom)
+    monkeypatch.setenv("DISTCONV_AUTOTUNE", "1")
+    runs: list[int] = []
+    real = conv_layout.over_batch
+    monkeypatch.setattr(conv_layout, "over_batch", lambda *a, **k: runs.append(1) or real(*a, **k))
+    counts = []
     for _ in range(2):
+        runs.clear()
         y, _ = conv_forward(x, w, geom)
-        dx, dw = conv_backward(np.ones_like(y), x, w, geom)
+        dx, dw = conv_backward(np.cos(y), x, w, geom)
+        counts.append(len(runs))
         np.testing.assert_allclose(y, _direct(x, w, geom), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(dx, dx_ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(dw, dw_ref, rtol=1e-12, atol=1e-12)
     assert {key[0] for key in conv_layout._tuned} == {"fwd", "dw", "dx"}
-    assert all(isinstance(v, bool) for v in conv_layout._tuned.values())
-    ref = conv_backward_data(np.ones_like(y), w, geom, x.shape)
-    np.testing.assert_allclose(dx, ref, rtol=1e-12)
+    assert counts[0] >= 3 * 4  # A B B A in each of the three directions
+    assert counts[1] == 3  # then one run each, the chosen layout
 
 
 @pytest.mark.parametrize("slow", [False, True])
@@ -361,17 +375,22 @@ def test_dense_only_for_tiny_images():
     [((64, 1, 28, 28), 32), ((64, 32, 14, 14), 64), ((8, 64, 28, 28), 64)],
 )
 def test_real_layer_sizes_are_bitwise_the_same_for_1_and_2_threads(rng, monkeypatch, shape):
-    """Sizes where BLAS itself would thread: the serial path must hold it to one thread too."""
+    """Sizes where BLAS itself would thread: every path must hold it to one thread. BLAS is
+    allowed 1 thread in one run and 4 in the other, so a kernel that let it thread would give
+    other bits (a product's bits depend on how many threads split it)."""
+    from threadpoolctl import threadpool_limits
+
     (n, c, h, w_), k = shape
     monkeypatch.delenv("DISTCONV_AUTOTUNE", raising=False)
     geom = ConvGeometry.make(2, 3, 1, 1)
     x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
     w = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
     results = []
-    for threads in ("1", "2"):
+    for threads, blas in (("1", 1), ("2", 4)):
         monkeypatch.setenv("DISTCONV_NUM_THREADS", threads)
-        y, _ = conv_forward(x, w, geom)
-        results.append((y, *conv_backward(np.cos(y), x, w, geom)))
+        with threadpool_limits(limits=blas, user_api="blas"):
+            y, _ = conv_forward(x, w, geom)
+            results.append((y, *conv_backward(np.cos(y), x, w, geom)))
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
 

@@ -253,3 +253,27 @@ def test_bias_and_act_may_follow_groups_positionally():
     assert layer.bias is None and layer.act is not None
     with pytest.raises(TypeError):
         Conv2D(4, 8, 3, 1, 0, 1, 1, None, "relu", "msra")  # init is keyword-only
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+@pytest.mark.parametrize("kind", ["conv", "fc"])
+def test_the_activation_runs_in_the_layers_own_output_buffer(rng, monkeypatch, kind, act):
+    """A convolution or fully connected layer owns its fresh pre-activation: the activation
+    writes over it instead of making another array (and gives the same values)."""
+    from distconv.layers import FullyConnected
+
+    if kind == "conv":
+        layer = Conv2D(3, 4, 3, padding=1, act=act)
+        x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    else:
+        layer = FullyConnected(6, 4, act=act)
+        x = rng.standard_normal((2, 6)).astype(np.float32)
+    fresh = []
+    real = type(layer)._forward
+    monkeypatch.setattr(
+        type(layer), "_forward", lambda self, *a: fresh.append(real(self, *a)) or fresh[-1]
+    )
+    out = layer(Arg(x)).value
+    assert out is fresh[0] or np.shares_memory(out, fresh[0])
+    z = real(layer, Arg(x))
+    np.testing.assert_array_equal(out, layer.act.forward(z))
