@@ -15,7 +15,8 @@ backward from a ones gradient, each backward after an untimed forward as in a st
 backward is its forward+backward minus its forward).
 ``step overhead`` is measured inside real steps: the step's time outside every layer's
 forward/backward and the optimizer, i.e. the Python around the layers (network loop, Args,
-dicts, trainer, callbacks).
+dicts, the sync's callbacks). The step is the sync contract's own (start_step, forward,
+backward, finish_step), without the Trainer's data feeding, metrics and checkpoint checks.
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def _distconv_worker(side: int, batch: int, repeat: int) -> dict:
 
 def _step_overhead(net, sync, step: Callable[[], object], repeat: int) -> float:
     """Median over steps of the step's time outside every layer's forward/backward and the
-    optimizer: the Python around the layers (network loop, Args, dicts, trainer, callbacks).
+    optimizer: the Python around the layers (network loop, Args, dicts, the sync's callbacks;
+    the step is driven as `_distconv_step` drives it, not through the Trainer).
 
     The layers and the optimizer are timed inside real steps by wrapping their methods.
     """

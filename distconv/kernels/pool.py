@@ -1,20 +1,24 @@
 """Max and average pooling over any number of spatial axes.
 
 A window of ``K`` elements (``K`` = kernel volume, 4 for 2x2) is ``K`` shifted, strided views of
-the (padded) input, each of the output's shape. Pooling folds them with ``K - 1`` elementwise
-``maximum``/``add`` calls into one output buffer (``out=``, no temporaries), and the backward
-adds into the same views: for max pooling through window-position masks (``x == y``, first
-position of a tie wins). Windows whose maximum is NaN or a ``-inf`` tied with the padding, and
-an inf or NaN in ``dy``, route their gradient as PyTorch does
-(:mod:`~distconv.kernels.pool_rare`). Neither side builds the ``K``-times larger column matrix
-that an im2col-based pooling copies.
+the (padded) input, each of the output's shape. Average pooling folds them with ``K - 1``
+elementwise adds into one output buffer (``out=``, no temporaries). Max pooling first copies
+each view contiguous (:class:`PoolState`: ``K`` copies of the output's size, which is the
+input's size when windows tile it) and folds those with ``maximum``; its backward compares the
+copies with ``y`` (window-position masks, ``x == y``, the first position of a tie winning) and
+adds the masked gradient into the views, with no index gather. Windows whose maximum is NaN or
+a ``-inf`` tied with the padding, and an inf or NaN in ``dy``, route their gradient as PyTorch
+does (:mod:`~distconv.kernels.pool_rare`).
 
 When windows tile the input exactly (kernel = stride, no padding, sizes divisible: the usual 2x2
 pooling), each input element belongs to exactly one view, so the backward writes the gradient
 instead of zero-filling and adding. On small maps (rows of a few elements, where a strided copy
 pays numpy's per-row cost on every row) such a max pooling moves its windows with one ``take``
 each way through an index permutation cached per shape instead (see
-:data:`GATHER_ROWS_UNDER`).
+:data:`GATHER_ROWS_UNDER`): an index gather, measured faster there than the strided copies
+(docs/benchmarks.md). A reshape to ``(N, C, H/k, k, W/k, k)`` reduced over the window axes is
+the other way to tile; numpy reduces over such strided axes element by element, and it ran
+slower than either (docs/benchmarks.md).
 """
 
 from __future__ import annotations
