@@ -248,6 +248,7 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]
         try:
             result = first()
         except BaseException as error:
+            future.cancel()  # no use starting it now
             _settle(future)  # nothing of this call runs on after it has failed
             if not future.cancelled() and future.exception() is not None:
                 error.add_note(f"the kernel beside it failed too: {future.exception()!r}")

@@ -225,19 +225,39 @@ def test_an_interrupt_while_waiting_lets_the_second_finish_first(monkeypatch):
 
 @pytest.mark.timeout(30)
 def test_side_by_side_waits_for_the_second_before_the_firsts_error_propagates(monkeypatch):
+    """A second kernel already running is waited for; one not started yet never starts."""
     monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
-    second_done = threading.Event()
-
-    def first():
-        raise ValueError("first failed")
+    started, done = threading.Event(), threading.Event()
 
     def second():
+        started.set()
         time.sleep(0.2)
-        second_done.set()
+        done.set()
+
+    def first_once_second_runs():
+        assert started.wait(5)
+        raise ValueError("first failed")
 
     with pytest.raises(ValueError, match="first failed"):
-        side_by_side(first, second)
-    assert second_done.is_set()
+        side_by_side(first_once_second_runs, second)
+    assert done.is_set()
+
+    release = threading.Event()
+    busy = [parallel._executor(2).submit(release.wait, 3) for _ in range(2)]
+    started.clear()
+    done.clear()
+
+    def first_at_once():
+        raise ValueError("first failed")
+
+    try:
+        with pytest.raises(ValueError, match="first failed"):
+            side_by_side(first_at_once, second)  # queued behind the busy pool: cancelled
+    finally:
+        release.set()
+    assert all(f.result(10) for f in busy)
+    time.sleep(0.3)  # had it been left queued, it would have run by now
+    assert not started.is_set()
 
     def failing_second():
         raise KeyError("second failed")
