@@ -192,8 +192,11 @@ def over_batch(
     """
     if n == 0:
         return []
-    if on_gpu or n == 1:
+    if on_gpu:
         return [fn(0, n)]
+    if n == 1:  # one chunk, in line; BLAS held all the same (its bits depend on its threads)
+        with one_blas_thread():
+            return [fn(0, 1)]
     return _run(fn, _batch_chunks(n, work_per_sample), n * work_per_sample)
 
 

@@ -302,13 +302,53 @@ def test_bad_thread_count_names_the_variable(monkeypatch, value):
         num_threads()
 
 
-def test_a_lenet_step_stays_float32(rng):
-    """No float64 upcast anywhere in a training step: Args, gradients, parameters, Adam state."""
+def test_a_lenet_step_stays_float32(rng, monkeypatch):
+    """No float64 upcast anywhere in a training step: no array into or out of the step's
+    kernels, activations and optimizer (a float64 temporary cast back by ``+=`` would hide in
+    the end results), and Args, gradients, parameters and Adam state."""
+    import functools
+
+    import distconv.layers.conv as conv_layer
+    import distconv.layers.fc as fc_layer
+    import distconv.layers.pool as pool_layer
     from distconv import Arg
+    from distconv.kernels import activation
     from distconv.models import lenet
     from distconv.optim import Adam
     from distconv.sync.local import LocalSync
 
+    wrong: list[tuple[str, object]] = []
+    called: set[str] = set()
+
+    def watch(owner, name):
+        real = getattr(owner, name)
+
+        @functools.wraps(real)
+        def watched(*args, **kwargs):
+            result = real(*args, **kwargs)
+            called.add(name)
+            results = result if isinstance(result, tuple) else (result,)
+            for v in (*args, *kwargs.values(), *results):
+                if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.dtype != np.float32:
+                    wrong.append((name, v.dtype))
+            return result
+
+        monkeypatch.setattr(owner, name, watched)
+
+    for owner, name in [
+        (conv_layer, "conv_any_forward"),
+        (conv_layer, "conv_any_backward"),
+        (conv_layer, "channel_sums"),
+        (pool_layer, "max_pool_forward"),
+        (pool_layer, "max_pool_backward"),
+        (fc_layer, "matmul"),
+        (activation.ReLU, "forward"),
+        (activation.ReLU, "backward"),
+        (activation.Linear, "forward"),
+        (activation.Linear, "backward"),
+        (Adam, "_apply"),
+    ]:
+        watch(owner, name)
     net = lenet((1, 8, 8))
     sync = LocalSync(Adam(1e-3))
     sync.setup([p for p in net.parameters() if not p.static], {})
@@ -328,6 +368,8 @@ def test_a_lenet_step_stays_float32(rng):
         assert p.value.dtype == p.grad.dtype == np.float32, p.name
         for key, buf in sync.state[p.name].items():
             assert key == "step" or buf.dtype == np.float32, (p.name, key)
+    assert not wrong
+    assert len(called) == 9  # every watched entry point ran (forward/backward names repeat)
 
 
 @pytest.mark.parametrize("name", ["relu", "tanh", "linear", "sigmoid", "softmax"])
@@ -371,8 +413,8 @@ def test_dense_only_for_tiny_images():
 
 @pytest.mark.parametrize(
     "shape",
-    # LeNet's conv1 and conv2 at 28x28; a larger image
-    [((64, 1, 28, 28), 32), ((64, 32, 14, 14), 64), ((8, 64, 28, 28), 64)],
+    # LeNet's conv1 and conv2 at 28x28; a larger image; a batch of one (not split at all)
+    [((64, 1, 28, 28), 32), ((64, 32, 14, 14), 64), ((8, 64, 28, 28), 64), ((1, 64, 56, 56), 64)],
 )
 def test_real_layer_sizes_are_bitwise_the_same_for_1_and_2_threads(rng, monkeypatch, shape):
     """Sizes where BLAS itself would thread: every path must hold it to one thread. BLAS is

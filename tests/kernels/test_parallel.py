@@ -49,7 +49,7 @@ def test_kernels_on_several_python_threads_all_run_held():
         may_leave.wait(10)  # rank b enters and leaves meanwhile
         return _blas_threads()
 
-    def rank_a():  # two samples: a batch of one is not split and needs no hold
+    def rank_a():
         seen["a"] = over_batch(long_kernel, 2, 1)[:1]
 
     def rank_b():
