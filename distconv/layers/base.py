@@ -206,6 +206,22 @@ def grad_target(arg: Arg) -> Any:
     return arg.grad if arg.needs_grad else None
 
 
+def add_grad(arg: Arg, g: Any) -> None:
+    """Add ``g`` into ``arg``'s gradient, where ``g`` is a fresh array a kernel made, which
+    nothing else holds.
+
+    The first gradient into ``arg`` becomes its gradient as it is, instead of being added to a
+    zero-filled buffer: a fill and a pass over the input saved (the pooling layers get the
+    same by handing the kernel the buffer to add into). ``g`` of another dtype, shape or
+    layout is added, so the gradient keeps the input's.
+    """
+    fits = g.dtype == arg.value.dtype and g.shape == arg.value.shape and g.flags.c_contiguous
+    if arg.has_grad or not fits:
+        arg.grad += g
+    else:
+        arg.grad = g
+
+
 _mode = threading.local()
 
 

@@ -21,7 +21,7 @@ from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.conv_columns import Columns
-from distconv.layers.base import Layer, checked, grad_target, keeps_for_backward
+from distconv.layers.base import Layer, add_grad, checked, keeps_for_backward
 from distconv.layers.convolution import Convolution
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter, UpdateCallback
@@ -158,21 +158,20 @@ class ConvNd(Convolution, Layer):
             shared = self.bias_kind == "shared"
             self.bias.grad += channel_sums(dz, dz.shape[1]) if shared else dz.sum(axis=0)
             self.bias.inc_update(callback)
-        dx_buf = grad_target(x)
         need_dw = not self.weight.static
-        if dx_buf is not None or need_dw:
+        if x.needs_grad or need_dw:
             dx, dw = conv_any_backward(
                 dz,
                 x.value,
                 self.weight.value,
                 self.geom,
                 self.transposed,
-                dx_buf is not None,
+                x.needs_grad,
                 need_dw,
                 self._columns,
             )
             if dx is not None:
-                dx_buf += dx
+                add_grad(x, dx)
             if dw is not None:
                 self.weight.grad += dw
         self._columns = None  # a second backward rebuilds them

@@ -12,7 +12,7 @@ from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.parallel import matmul
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer, add_grad
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -131,9 +131,8 @@ class FullyConnected(Layer):
             self.bias.grad += dz.sum(axis=0)
             self.bias.inc_update(callback)
         for i, (x, w) in enumerate(zip(self.inputs, self.weights)):
-            dx = grad_target(x)
-            if dx is not None:  # before inc_update: the callback may change the weight
-                dx += matmul(dz, w.value).reshape(dx.shape)
+            if x.needs_grad:  # before inc_update: the callback may change the weight
+                add_grad(x, matmul(dz, w.value).reshape(x.value.shape))
             if not w.static:
                 w.grad += matmul(dz.T, self._flat(x, i))
             w.inc_update(callback)

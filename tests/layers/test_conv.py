@@ -277,3 +277,38 @@ def test_the_activation_runs_in_the_layers_own_output_buffer(rng, monkeypatch, k
     assert out is fresh[0] or np.shares_memory(out, fresh[0])
     z = real(layer, Arg(x))
     np.testing.assert_array_equal(out, layer.act.forward(z))
+
+
+@pytest.mark.parametrize("kind", ["conv", "fc"])
+def test_the_first_input_gradient_is_the_kernels_array_and_later_ones_add(rng, monkeypatch, kind):
+    """No zero-filled buffer to add the first input gradient into: it is the array the kernel
+    made. A second consumer of the same input (two layers on one Arg) adds its own, and the
+    input's gradient is the sum of both."""
+    import distconv.layers.conv as conv_layer
+    import distconv.layers.fc as fc_layer
+    from distconv.layers import FullyConnected
+
+    made = []
+    owner, name = (conv_layer, "conv_any_backward") if kind == "conv" else (fc_layer, "matmul")
+    real = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a: made.append(real(*a)) or made[-1])
+    if kind == "conv":
+        layers = [Conv2D(3, 4, 3, padding=1, dtype=np.float64) for _ in range(2)]
+        value = rng.standard_normal((2, 3, 5, 5))
+    else:
+        layers = [FullyConnected(6, 4, dtype=np.float64) for _ in range(2)]
+        value = rng.standard_normal((2, 6))
+    x, alone = Arg(value), []
+    for k, layer in enumerate(layers):
+        dy = rng.standard_normal(layer(Arg(value)).value.shape)
+        layer.output.grad = dy
+        layer.backward(lambda p: None)
+        alone.append(layer.inputs[0].grad.copy())  # this layer's gradient on its own
+        layer(x)
+        layer.output.grad = dy
+        made.clear()
+        layer.backward(lambda p: None)
+        if k == 0:
+            dx = made[0][0] if kind == "conv" else made[0]
+            assert np.shares_memory(x.grad, dx)
+    np.testing.assert_allclose(x.grad, alone[0] + alone[1], rtol=1e-12, atol=1e-12)
