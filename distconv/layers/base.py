@@ -213,9 +213,14 @@ def add_grad(arg: Arg, g: Any) -> None:
     The first gradient into ``arg`` becomes its gradient as it is, instead of being added to a
     zero-filled buffer: a fill and a pass over the input saved (the pooling layers get the
     same by handing the kernel the buffer to add into). ``g`` of another dtype, shape or
-    layout is added, so the gradient keeps the input's.
+    layout, or read-only, is added, so the gradient keeps the input's.
     """
-    fits = g.dtype == arg.value.dtype and g.shape == arg.value.shape and g.flags.c_contiguous
+    fits = (
+        g.dtype == arg.value.dtype
+        and g.shape == arg.value.shape
+        and g.flags.c_contiguous
+        and g.flags.writeable  # a later += must neither fail nor write into somebody's cache
+    )
     if arg.has_grad or not fits:
         arg.grad += g
     else:

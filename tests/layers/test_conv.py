@@ -312,3 +312,24 @@ def test_the_first_input_gradient_is_the_kernels_array_and_later_ones_add(rng, m
             dx = made[0][0] if kind == "conv" else made[0]
             assert np.shares_memory(x.grad, dx)
     np.testing.assert_allclose(x.grad, alone[0] + alone[1], rtol=1e-12, atol=1e-12)
+
+
+def test_a_gradient_of_another_dtype_or_read_only_is_added_not_taken(rng):
+    """The input keeps its own gradient buffer where the kernel's array would not fit it."""
+    from distconv.layers.base import add_grad
+
+    x = Arg(rng.standard_normal((2, 6)).astype(np.float16))
+    g = rng.standard_normal((2, 6)).astype(np.float32)
+    add_grad(x, g)
+    assert x.grad.dtype == np.float16 and not np.shares_memory(x.grad, g)
+    np.testing.assert_allclose(x.grad, g.astype(np.float16))
+    y = Arg(rng.standard_normal((2, 6)))
+    frozen = rng.standard_normal((2, 6))
+    frozen.flags.writeable = False
+    add_grad(y, frozen)
+    assert not np.shares_memory(y.grad, frozen)
+    np.testing.assert_array_equal(y.grad, frozen)
+    z = Arg(rng.standard_normal((6, 2)))
+    strided = rng.standard_normal((2, 6)).T  # not C-contiguous
+    add_grad(z, strided)
+    assert not np.shares_memory(z.grad, strided) and z.grad.flags.c_contiguous
