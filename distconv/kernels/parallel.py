@@ -188,7 +188,9 @@ def over_batch(
 
     ``fn`` must write only its own slice of any shared output. The chunks depend on the shapes
     alone, never on the thread count, and results come back in batch order, so sums over them
-    are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is.
+    are bitwise the same whatever ``DISTCONV_NUM_THREADS`` is. BLAS is held to one thread
+    inside, for a batch of one too: called outside a network step, a single sample's kernel
+    therefore runs on one core.
     """
     if n == 0:
         return []
@@ -253,8 +255,9 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]
         except BaseException as error:
             future.cancel()  # no use starting it now
             _settle(future)  # nothing of this call runs on after it has failed
-            if not future.cancelled() and future.exception() is not None:
-                error.add_note(f"the kernel beside it failed too: {future.exception()!r}")
+            other = None if future.cancelled() else future.exception()
+            if other is not None and hasattr(error, "add_note"):  # Python 3.11 on
+                error.add_note(f"the kernel beside it failed too: {other!r}")
             raise
         if future.cancel():  # not started yet (the pool is busy): run it here instead
             return result, second()

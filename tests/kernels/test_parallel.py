@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -176,19 +177,35 @@ def test_side_by_side_inside_a_kernel_thread_runs_in_line(monkeypatch):
         assert seen[0][1] == seen[1][1] and seen[0][1].startswith("distconv-kernel")
 
 
-@pytest.mark.timeout(10)
-def test_side_by_side_runs_the_second_here_when_the_pool_is_busy(monkeypatch):
-    """Both kernel threads taken (other ranks' kernels): the second, not started by the time
-    the first is done, runs on the caller's thread instead of waiting for a worker."""
-    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
-    release = threading.Event()
-    busy = [parallel._executor(2).submit(release.wait, 3) for _ in range(2)]
+@contextmanager
+def _busy_pool():
+    """Every worker of the kernel pool taken until the block ends (other ranks' kernels);
+    leaves the pool drained: anything queued meanwhile has run by the end."""
+    pool = parallel._executor(2)
+    workers = parallel._pool_size
+    all_in, release = threading.Barrier(workers + 1), threading.Event()
+    busy = [
+        pool.submit(lambda: all_in.wait(5) is not None and release.wait(5)) for _ in range(workers)
+    ]
+    all_in.wait(5)  # every worker is inside one
     try:
-        _, where = side_by_side(lambda: None, lambda: threading.current_thread().name)
+        yield
     finally:
         release.set()
+        assert all(f.result(10) for f in busy)
+        drained = [pool.submit(lambda: None) for _ in range(workers)]
+        for f in drained:  # first in, first out: what was queued before these has run
+            f.result(10)
+
+
+@pytest.mark.timeout(10)
+def test_side_by_side_runs_the_second_here_when_the_pool_is_busy(monkeypatch):
+    """Every kernel thread taken: the second, not started by the time the first is done, runs
+    on the caller's thread instead of waiting for a worker."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    with _busy_pool():
+        _, where = side_by_side(lambda: None, lambda: threading.current_thread().name)
     assert where == threading.current_thread().name
-    assert all(f.result(10) for f in busy)
 
 
 @pytest.mark.timeout(10)
@@ -210,12 +227,15 @@ def test_an_interrupt_while_waiting_lets_the_second_finish_first(monkeypatch):
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    def first():
+        assert started.wait(5)
+        signal.setitimer(signal.ITIMER_REAL, 0.1)  # goes off while the caller waits for second
+
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
         with threadpool_limits(limits=2, user_api="blas"):
-            signal.setitimer(signal.ITIMER_REAL, 0.1)  # while the caller waits for second
             with pytest.raises(KeyboardInterrupt):
-                side_by_side(lambda: started.wait(5), second)
+                side_by_side(first, second)
             assert finished.is_set()
             assert _blas_threads() == [2] * len(_blas_threads())
     finally:
@@ -242,33 +262,31 @@ def test_side_by_side_waits_for_the_second_before_the_firsts_error_propagates(mo
         side_by_side(first_once_second_runs, second)
     assert done.is_set()
 
-    release = threading.Event()
-    busy = [parallel._executor(2).submit(release.wait, 3) for _ in range(2)]
     started.clear()
     done.clear()
 
     def first_at_once():
         raise ValueError("first failed")
 
-    try:
-        with pytest.raises(ValueError, match="first failed"):
-            side_by_side(first_at_once, second)  # queued behind the busy pool: cancelled
-    finally:
-        release.set()
-    assert all(f.result(10) for f in busy)
-    time.sleep(0.3)  # had it been left queued, it would have run by now
-    assert not started.is_set()
+    with _busy_pool(), pytest.raises(ValueError, match="first failed"):
+        side_by_side(first_at_once, second)  # queued behind the busy pool: cancelled
+    assert not started.is_set()  # the pool is drained by now: it would have run
+
+    second_failed = threading.Event()
 
     def failing_second():
+        second_failed.set()
         raise KeyError("second failed")
 
     with pytest.raises(KeyError, match="second failed"):
         side_by_side(lambda: 1, failing_second)
 
     def failing_first():
-        time.sleep(0.1)  # the second has failed by now
+        assert second_failed.wait(5)
+        time.sleep(0.05)  # from its set() to its raise
         raise ValueError("first failed")
 
+    second_failed.clear()
     with pytest.raises(ValueError, match="first failed") as raised:
         side_by_side(failing_first, failing_second)
     assert any("second failed" in note for note in raised.value.__notes__)
