@@ -208,6 +208,18 @@ def test_side_by_side_runs_the_second_here_when_the_pool_is_busy(monkeypatch):
     assert where == threading.current_thread().name
 
 
+def _slow_kernel(seconds: float):
+    """A kernel that takes ``seconds``, and events set when it starts and when it is done."""
+    started, done = threading.Event(), threading.Event()
+
+    def kernel():
+        started.set()
+        time.sleep(seconds)
+        done.set()
+
+    return kernel, started, done
+
+
 @pytest.mark.timeout(10)
 def test_an_interrupt_while_waiting_lets_the_second_finish_first(monkeypatch):
     """A Ctrl-C while the caller waits for the second kernel is raised only once that kernel
@@ -217,12 +229,7 @@ def test_an_interrupt_while_waiting_lets_the_second_finish_first(monkeypatch):
     import signal
 
     monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
-    started, finished = threading.Event(), threading.Event()
-
-    def second():
-        started.set()
-        time.sleep(0.3)
-        finished.set()
+    second, started, finished = _slow_kernel(0.3)
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -247,12 +254,7 @@ def test_an_interrupt_while_waiting_lets_the_second_finish_first(monkeypatch):
 def test_side_by_side_waits_for_the_second_before_the_firsts_error_propagates(monkeypatch):
     """A second kernel already running is waited for; one not started yet never starts."""
     monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
-    started, done = threading.Event(), threading.Event()
-
-    def second():
-        started.set()
-        time.sleep(0.2)
-        done.set()
+    second, started, done = _slow_kernel(0.2)
 
     def first_once_second_runs():
         assert started.wait(5)
