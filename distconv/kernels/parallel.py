@@ -196,9 +196,7 @@ def over_batch(
         return []
     if on_gpu:
         return [fn(0, n)]
-    if n == 1:  # one chunk, in line; BLAS held all the same (its bits depend on its threads)
-        with one_blas_thread():
-            return [fn(0, 1)]
+    # a batch of one is one chunk, which _run runs in line, BLAS held as for any other
     return _run(fn, _batch_chunks(n, work_per_sample), n * work_per_sample)
 
 
