@@ -192,7 +192,12 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--insecure", action="store_true", help="parameter server without CURVE (experiments)"
     )
-    g.add_argument("--timeout", type=_positive_float, help="seconds any wait for a peer may take")
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        help="seconds any wait for a peer may take before the job stops naming it (pserver: "
+        "60; mpi: 300, any blocking MPI call)",
+    )
     g.add_argument("--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi)")
     g.add_argument(
         "--push-kb",

@@ -58,7 +58,7 @@ def init(
         log_format: ``"text"`` or ``"json"``; None leaves logging alone.
         sync_options: the transport's own settings (:data:`TRANSPORT_OPTIONS`: ``timeout``,
             ``insecure``, ``push_bytes`` for pserver; ``bucket_bytes``, ``grad_dtype``,
-            ``overlap`` for mpi); another transport's settings are ignored.
+            ``overlap``, ``timeout`` for mpi); another transport's settings are ignored.
         **hyperparameters: for an optimizer given by name (``lr=0.01``).
 
     Returns:
@@ -91,7 +91,7 @@ def choose_transport(runtime: Runtime) -> str:
 TRANSPORT_OPTIONS = {
     "local": (),
     "pserver": ("timeout", "insecure", "push_bytes"),
-    "mpi": ("bucket_bytes", "grad_dtype", "overlap"),
+    "mpi": ("bucket_bytes", "grad_dtype", "overlap", "timeout"),
 }
 
 

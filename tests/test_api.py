@@ -70,3 +70,17 @@ def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
     runtime = Runtime(rank=0, world_size=1, source="default")
     with pytest.raises(ValueError, match=r"TableProjection\(\.\.\., sparse=True\)"):
         build_sync("local", create_optimizer("sgd"), runtime, {"sparse": ["t.weight"]})
+
+
+def test_the_command_line_timeout_reaches_the_mpi_sync():
+    """``--timeout`` bounds every blocking MPI call too (the watchdog of a multi-rank job)."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    from distconv.cli import _sync_options, build_parser
+
+    args = build_parser().parse_args(["train", "--timeout", "7.5", "--bucket-mb", "1"])
+    runtime = Runtime(rank=0, world_size=1, source="default")
+    sync = build_sync("mpi", create_optimizer("sgd"), runtime, _sync_options(args))
+    try:
+        assert (sync.timeout, sync.bucket_bytes) == (7.5, 1 << 20)
+    finally:
+        sync.close()

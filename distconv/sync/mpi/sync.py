@@ -25,7 +25,8 @@ on the wire at each gradient. ``grad_dtype="float16"`` (or ``"bfloat16"``) halve
 (see :meth:`~distconv.sync.mpi.buckets.Bucket.reduce`). World size 1 runs the same code with
 :class:`SingleRankComm` standing in for MPI. Run as ``mpiexec -n N python -m mpi4py -m
 distconv train --sync mpi``: ``-m mpi4py`` and the hook installed here make one rank's crash
-abort the job.
+abort the job, and a watchdog (:mod:`~distconv.sync.mpi.watchdog`) stops one that waits longer
+than ``timeout`` for a rank that never comes.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from distconv.sync.mpi.pieces import (
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
+from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 
@@ -100,14 +102,14 @@ class MPISync(RankCollectives):
         piece_bytes: bytes of a full-size allreduce; the pieces double up to it (default
             :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 1 MiB). A bucket's last piece may
             take up to 1.5x that (a sliver joins it; see :func:`~.pieces.plan_pieces`).
-        last_piece_bytes: bytes of the layout's last allreduce, which starts after the last
-            gradient, so nothing hides it; the pieces before it double back up to
-            ``piece_bytes``. None: :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES` with the
-            communication thread, ``piece_bytes`` without (see that constant). Ignored where
-            the layout's last bucket cannot stream (a device or cast bucket, a 16-bit wire,
-            ``stream=False``): it goes whole once complete, and a cut would only add calls.
+        last_piece_bytes: bytes of the layout's last allreduce, which nothing hides (the pieces
+            before it double back up). None: :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES`
+            with the communication thread, ``piece_bytes`` without; ignored where the last
+            bucket cannot stream (see :func:`~distconv.sync.mpi.buckets.build_buckets`).
         stream: a piece goes as soon as its gradients are in (default), to the wire or to the
             communication thread; False: once its whole bucket is.
+        timeout: seconds a blocking MPI call may wait for the other ranks before the job stops
+            naming it (:mod:`~distconv.sync.mpi.watchdog`; default 300); None: for ever.
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
             (:func:`~distconv.sync.mpi.comm.usable_cores`) as ranks on the node, else
@@ -133,6 +135,7 @@ class MPISync(RankCollectives):
         last_piece_bytes: int | None = None,
         poll_seconds: float | None = None,
         stream: bool = True,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         super().__init__(optimizer)
         self.poll_seconds = check_poll_seconds(poll_seconds)
@@ -143,10 +146,11 @@ class MPISync(RankCollectives):
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
             comm = self.mpi.COMM_WORLD if self.mpi is not None else SingleRankComm()
-        self.comm = comm
         mpi = self.mpi  # MPI.IN_PLACE and MPI.SUM; None and None for SingleRankComm
         self._in_place, self._op = (mpi.IN_PLACE, mpi.SUM) if mpi is not None else (None, None)
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
+        self.timeout = check_timeout(timeout)
+        self.comm, self._watchdog = watch(comm, self.rank, mpi, self.timeout)
         self.bucket_bytes, self.grad_dtype, self.overlap = bucket_bytes, grad_dtype, overlap
         self.stream = stream
         self.buckets: list[Bucket] = []
@@ -189,7 +193,7 @@ class MPISync(RankCollectives):
         except JobMismatch:
             self._open = None  # every rank raised it alike: nobody waits for this one
             raise
-        self._grad_comm = self.comm.Dup()
+        self._grad_comm = duplicate(self.comm, "gradients")
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         seconds = thread_poll_seconds(self.overlap, self.comm, self.mpi, on_gpu, self.poll_seconds)
         self.overlap = seconds is not None
@@ -228,7 +232,8 @@ class MPISync(RankCollectives):
         plan = WirePlan(self.buckets, self.stream, whole=thread)
         self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
         self._used = UsedParams(self.comm, len(names), self.mpi.MAX if self.mpi else None)
-        hand_off = self._hand_off if thread else None
+        # piece k of the layout (a whole 16-bit bucket, or a piece of another) to the thread
+        hand_off = (lambda k: self._thread.submit(*self._owners[k])) if thread else None
         self._pump = plan.pump(
             self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
         )
@@ -257,6 +262,7 @@ class MPISync(RankCollectives):
             b.reset()
         self._fired, self._next_launch, self._in_step = [], 0, True
         self._open = f"step {self.step} (no finish_step, or it failed)"
+        self._watchdog.phase = f"step {self.step}"
         self._stamp += 1
         self._used.reset()
         if self._pump is not None:
@@ -305,12 +311,6 @@ class MPISync(RankCollectives):
         if self._at_pack[bucket.index]:
             self._pump.arrive(self._at_pack[bucket.index])
 
-    def _hand_off(self, k: int) -> None:
-        """Piece ``k`` of the layout (a whole 16-bit bucket, or a piece of another) to the
-        communication thread, in the pump's order."""
-        bucket, j = self._owners[k]
-        self._thread.submit(bucket, j)
-
     def _reduce(self, bucket: Bucket, wait: Callable[[Any], None], piece: int | None) -> None:
         """On the communication thread: see :meth:`~.buckets.Bucket.reduce_on_thread`."""
         bucket.reduce_on_thread(self._grad_comm, wait, self._in_place, self._op, piece)
@@ -346,6 +346,7 @@ class MPISync(RankCollectives):
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
+        self._watchdog.phase = f"after step {self.step - 1}"  # metrics, checkpoints
         if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
             self._recorded = rank0_names(self.comm, self._fired)
         self._open = None
@@ -375,6 +376,7 @@ class MPISync(RankCollectives):
         rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
         (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
         error = sys.exc_info()[1]
+        self._watchdog.phase = "close"
         if self.world_size > 1:
             error = error or why_not_leave(self._thread, self._open)
             if error is not None:  # before anything that may block
@@ -388,6 +390,7 @@ class MPISync(RankCollectives):
             self._release()
 
     def _release(self) -> None:
+        self._watchdog.close()
         if self._thread is not None:
             self._thread.stop()
             self._thread = None

@@ -1,0 +1,216 @@
+"""A hang breaker: a rank that waits too long for the others in MPI stops the whole job.
+
+MPI has no timeouts. A collective that some rank never joins waits forever: a rank stuck (a
+deadlock, a hung file system), a node lost in a way the MPI library does not notice, or ranks
+that ran different numbers of steps and now wait in different collectives (MPI matches them by
+their order alone, so the per-step check cannot see this one coming). PyTorch's watchdog over
+NCCL and Horovod's stall check answer it the same way, and so does this module: every blocking
+MPI call a sync makes (a blocking collective, or the ``Wait`` of a non-blocking one) is
+watched; one that lasts ``timeout`` seconds stops the job with a message naming the call, its
+communicator, the sync's phase (setup, step N, after step N, close) and this rank. Half-way (a
+minute at most) a warning says the same, while there is still time to look.
+
+The watching costs two dictionary writes per blocking call, and a thread that wakes once a
+second. The stop is ``MPI_Abort`` from the watchdog's thread, which the waiting thread cannot
+do itself; where MPI was initialised below ``MPI_THREAD_MULTIPLE`` that call is not allowed
+from a second thread, so the process ends with ``os._exit`` instead, and ``mpiexec`` (MPICH's
+and Open MPI's alike) then ends the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.leaving import abort_job
+
+log = logging.getLogger("distconv.sync.mpi")
+
+#: seconds a blocking MPI call may wait for the other ranks before the job is stopped: long
+#: against any wait a healthy job has (rank 0 writing a checkpoint while the others wait at the
+#: next step), short against an operator noticing a silent hang
+DEFAULT_TIMEOUT = 300.0
+#: the warning comes half-way through the timeout, but never later than this
+WARN_AFTER = 60.0
+#: the blocking collectives the syncs call; ``Dup`` is one too (see :meth:`WatchedComm.duplicate`)
+BLOCKING = ("Allreduce", "Allgather", "Allgatherv", "Bcast", "Barrier", "Split_type")
+#: the non-blocking ones, whose request's ``Wait`` is watched
+NON_BLOCKING = ("Iallreduce", "Iallgather", "Ialltoall", "Ireduce_scatter_block", "Ibcast")
+
+
+def check_timeout(value: float | None) -> float | None:
+    """``value`` as a float if it is None or a positive finite number (not a bool)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {value!r}")
+    return float(value)
+
+
+class Watchdog:
+    """Watches the blocking MPI calls of every thread; stops the job when one lasts too long.
+
+    Args:
+        timeout: seconds a call may wait; None: watch nothing (no thread, nothing is stopped).
+        stop_job: called once, from the watchdog's thread, with the message naming the stalled
+            call; it must not return (see :func:`abort_on_stall`).
+        rank: this rank, for the messages.
+
+    Attributes:
+        phase: what the sync is doing (``"setup"``, ``"step 3"``, ``"after step 3"``,
+            ``"close"``), set by the sync, recorded with each call.
+    """
+
+    def __init__(self, timeout: float | None, stop_job: Callable[[str], None], rank: int) -> None:
+        self.timeout, self.rank = timeout, rank
+        self.phase = "setup"
+        self._stop_job = stop_job
+        #: per thread, the call it is inside: (what, phase, since); one entry per thread, so
+        #: the main thread and the communication thread never overwrite each other's
+        self._waits: dict[int, tuple[str, str, float]] = {}
+        self._closing = threading.Event()
+        if timeout is None:  # watches nothing: a sync of one rank, or one told to wait for ever
+            return
+        self.warn_after, self._tick = min(WARN_AFTER, timeout / 2), min(1.0, timeout / 10)
+        self._thread = threading.Thread(target=self._watch, name="distconv-watchdog", daemon=True)
+        self._thread.start()
+
+    def enter(self, what: str) -> None:
+        """The calling thread starts a blocking call (``what``, for the messages)."""
+        self._waits[threading.get_ident()] = (what, self.phase, time.monotonic())
+
+    def leave(self) -> None:
+        """The calling thread's blocking call returned (or raised)."""
+        self._waits.pop(threading.get_ident(), None)
+
+    def close(self) -> None:
+        """Stop watching (the thread ends within a tick)."""
+        self._closing.set()
+
+    def _watch(self) -> None:
+        warned: set[tuple[int, float]] = set()
+        while not self._closing.wait(self._tick):
+            now = time.monotonic()
+            for ident, (what, phase, since) in list(self._waits.items()):
+                waited = now - since
+                if waited >= self.timeout:
+                    self._closing.set()
+                    self._stop_job(self.stalled(what, phase, waited))
+                    return
+                if waited >= self.warn_after and (ident, since) not in warned:
+                    warned.add((ident, since))
+                    said = self.stalled(what, phase, waited)
+                    log.warning("rank %d %s; the job stops at %g s", self.rank, said, self.timeout)
+
+    def stalled(self, what: str, phase: str, waited: float) -> str:
+        """The message for a call that has waited ``waited`` seconds."""
+        return (
+            f"waited {waited:.1f} s in {what} ({phase}) for a rank that has not joined it: a "
+            "rank is stuck, or died without MPI noticing, or the ranks ran different numbers "
+            f"of steps and wait in different collectives (timeout {self.timeout:g} s, --timeout)"
+        )
+
+
+class WatchedRequest:
+    """A non-blocking collective's request whose ``Wait`` is watched; ``Test`` is the request's
+    own (called at every gradient while a piece is on the wire: no extra Python call)."""
+
+    __slots__ = ("Test", "_request", "_watchdog", "_what")
+
+    def __init__(self, request: Any, watchdog: Watchdog, what: str) -> None:
+        self._request, self._watchdog, self._what = request, watchdog, what
+        self.Test = request.Test
+
+    def Wait(self) -> None:  # noqa: N802 - mpi4py's spelling
+        """Wait for the request, watched."""
+        self._watchdog.enter(self._what)
+        try:
+            self._request.Wait()
+        finally:
+            self._watchdog.leave()
+
+
+class WatchedComm:
+    """An mpi4py communicator whose blocking calls the :class:`Watchdog` watches.
+
+    The collectives in :data:`BLOCKING` and :data:`NON_BLOCKING` are wrapped (each looked up
+    once, then cached on the instance); every other attribute is the communicator's own.
+
+    Args:
+        comm: the communicator.
+        watchdog: the watchdog.
+        name: what the messages call the communicator (``"job"``, ``"gradients"``).
+    """
+
+    def __init__(self, comm: Any, watchdog: Watchdog, name: str) -> None:
+        self.comm, self.watchdog, self.name = comm, watchdog, name
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.comm, name)
+        if name in BLOCKING:
+            attr = self._blocking(name, attr)
+        elif name in NON_BLOCKING:
+            attr = self._non_blocking(name, attr)
+        self.__dict__[name] = attr  # found here from now on, not through __getattr__
+        return attr
+
+    def _blocking(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        what, watchdog = f"{name} on the {self.name} communicator", self.watchdog
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            watchdog.enter(what)
+            try:
+                return call(*args, **kwargs)
+            finally:
+                watchdog.leave()
+
+        return watched
+
+    def _non_blocking(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        what = f"the Wait of an {name} on the {self.name} communicator"
+        return lambda *args, **kwargs: WatchedRequest(call(*args, **kwargs), self.watchdog, what)
+
+    def duplicate(self, name: str) -> WatchedComm:
+        """A watched duplicate that the messages call ``name``."""
+        dup = self._blocking("Dup", self.comm.Dup)()
+        return WatchedComm(dup, self.watchdog, name)
+
+    def Dup(self) -> WatchedComm:  # noqa: N802 - mpi4py's spelling
+        """A watched duplicate, named as this one."""
+        return self.duplicate(self.name)
+
+
+def watch(comm: Any, rank: int, mpi: Any, timeout: float | None) -> tuple[Any, Watchdog]:
+    """``comm`` (the job's) watched by a new :class:`Watchdog`, and the watchdog; with one rank
+    (nobody to wait for) or no ``timeout``: ``comm`` as it is, and a watchdog of nothing."""
+    watched = comm.Get_size() > 1 and timeout is not None
+    watchdog = Watchdog(timeout if watched else None, abort_on_stall(comm, rank, mpi), rank)
+    return (WatchedComm(comm, watchdog, "job") if watched else comm), watchdog
+
+
+def duplicate(comm: Any, name: str) -> Any:
+    """``comm.Dup()``, which the messages call ``name`` where ``comm`` is watched."""
+    return comm.duplicate(name) if isinstance(comm, WatchedComm) else comm.Dup()
+
+
+def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
+    """How a :class:`Watchdog` stops the job: print the message and ``MPI_Abort`` every rank
+    where MPI allows a second thread to call it (``MPI_THREAD_MULTIPLE``); else print it and
+    end this process, which ``mpiexec`` answers by ending the others."""
+
+    def stop(message: str) -> None:
+        if mpi is not None and mpi.Query_thread() == mpi.THREAD_MULTIPLE:
+            abort_job(comm, rank, SyncError(message))
+        try:
+            print(f"rank {rank}: SyncError: {message}; ending this rank", file=sys.stderr)
+            sys.stderr.flush()
+        finally:
+            os._exit(1)
+
+    return stop

@@ -1,0 +1,80 @@
+"""mpiexec -n 2 python -m mpi4py run_stall.py CASE OVERLAP RECORDS: a rank that never joins.
+
+Cases (each must end the job through the watchdog, with a message naming the wait, not hang):
+
+- ``stuck``: rank 1 stops (a long sleep) in the middle of step 1's backward, after some of its
+  gradient pieces have gone: rank 0 waits in a gradient reduction (on the communication
+  thread with ``OVERLAP`` 1).
+- ``fewer``: rank 0 runs two steps, then sums metrics (as the Trainer does after an epoch)
+  while rank 1 goes on to step 2: the two wait in different collectives, which MPI matches by
+  order alone, so the per-step check cannot name it.
+
+Each rank sends its stderr and its log to ``RECORDS/rank<r>.err`` (``mpiexec`` may tear the
+job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import global_batches, small_lenet  # noqa: E402
+
+from distconv.arg import Arg  # noqa: E402
+from distconv.optim import create_optimizer  # noqa: E402
+from distconv.sync.mpi import MPISync  # noqa: E402
+
+TIMEOUT = 2.0
+
+
+class StallingSync(MPISync):
+    """Rank 1 sleeps for a minute at the fifth gradient of step 1 (case ``stuck``)."""
+
+    case, calls = "", 0
+
+    def on_gradient(self, param):
+        self.calls += 1
+        if self.case == "stuck" and self.rank == 1 and self.step == 1 and self.calls % 8 == 5:
+            time.sleep(60)
+        super().on_gradient(param)
+
+
+def record_to(records: Path, rank: int) -> None:
+    """This rank's stderr and log into ``records/rank<rank>.err``, written as they come."""
+    f = open(records / f"rank{rank}.err", "w", buffering=1)  # noqa: SIM115 - the process's
+    os.dup2(f.fileno(), 2)
+    sys.stderr = f
+    logging.basicConfig(stream=f, level=logging.WARNING, format="%(message)s")
+
+
+def main() -> None:
+    case, overlap, records = sys.argv[1], sys.argv[2] == "1", Path(sys.argv[3])
+    sync = StallingSync(create_optimizer("sgd"), bucket_bytes=300, overlap=overlap, timeout=TIMEOUT)
+    sync.case = case
+    record_to(records, sync.rank)
+    net = small_lenet(seed=0)
+    rank, world = sync.rank, sync.world_size
+    try:
+        sync.setup(net.parameters(), {})
+        for step, (x, y) in enumerate(global_batches()):
+            if case == "fewer" and rank == 0 and step == 2:
+                sync.allreduce_sum([1.0, 2.0])  # never met: rank 1 is at step 2's check
+                break
+            xs, ys = x[rank::world], y[rank::world]
+            sync.start_step(len(ys))
+            net.forward(
+                {"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)}
+            )
+            net.backward(sync, loss="loss", loss_scale=len(ys))
+            sync.finish_step()
+    finally:
+        sync.close()
+
+
+if __name__ == "__main__":
+    main()
