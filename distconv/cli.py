@@ -196,7 +196,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=_positive_float,
         help="seconds any wait for a peer may take before the job stops naming it (pserver: "
-        "60; mpi: 300, any blocking MPI call)",
+        "60; mpi: 600, any blocking MPI call)",
     )
     g.add_argument("--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi)")
     g.add_argument(

@@ -109,7 +109,7 @@ class MPISync(RankCollectives):
         stream: a piece goes as soon as its gradients are in (default), to the wire or to the
             communication thread; False: once its whole bucket is.
         timeout: seconds a blocking MPI call may wait for the other ranks before the job stops
-            naming it (:mod:`~distconv.sync.mpi.watchdog`; default 300); None: for ever.
+            naming it (:mod:`~distconv.sync.mpi.watchdog`; default 600); None: for ever.
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
             (:func:`~distconv.sync.mpi.comm.usable_cores`) as ranks on the node, else
@@ -143,13 +143,13 @@ class MPISync(RankCollectives):
         check_sizes(first_piece_bytes=first_piece_bytes, last_piece_bytes=last_piece_bytes)
         self.piece_sizes = (first_piece_bytes, piece_bytes, last_piece_bytes)
         self._wire = wire_dtype(grad_dtype)
+        self.timeout = check_timeout(timeout)
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
             comm = self.mpi.COMM_WORLD if self.mpi is not None else SingleRankComm()
         mpi = self.mpi  # MPI.IN_PLACE and MPI.SUM; None and None for SingleRankComm
         self._in_place, self._op = (mpi.IN_PLACE, mpi.SUM) if mpi is not None else (None, None)
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
-        self.timeout = check_timeout(timeout)
         self.comm, self._watchdog = watch(comm, self.rank, mpi, self.timeout)
         self.bucket_bytes, self.grad_dtype, self.overlap = bucket_bytes, grad_dtype, overlap
         self.stream = stream
@@ -346,9 +346,9 @@ class MPISync(RankCollectives):
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
-        self._watchdog.phase = f"after step {self.step - 1}"  # metrics, checkpoints
         if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
             self._recorded = rank0_names(self.comm, self._fired)
+        self._watchdog.phase = f"after step {self.step - 1}"  # metrics, checkpoints
         self._open = None
 
     def traffic(self) -> dict[str, float]:

@@ -7,24 +7,29 @@ their order alone, so the per-step check cannot see this one coming). PyTorch's 
 NCCL and Horovod's stall check answer it the same way, and so does this module: every blocking
 MPI call a sync makes (a blocking collective, or the ``Wait`` of a non-blocking one) is
 watched; one that lasts ``timeout`` seconds stops the job with a message naming the call, its
-communicator, the sync's phase (setup, step N, after step N, close) and this rank. Half-way (a
-minute at most) a warning says the same, while there is still time to look.
+communicator, the sync's phase (setup, step N, after step N, close) and this rank, on stderr
+and in the log. Half-way (a minute at most) a warning says the same, while there is still time
+to look.
 
-The watching costs two dictionary writes per blocking call, and a thread that wakes once a
-second. The stop is ``MPI_Abort`` from the watchdog's thread, which the waiting thread cannot
-do itself; where MPI was initialised below ``MPI_THREAD_MULTIPLE`` that call is not allowed
-from a second thread, so the process ends with ``os._exit`` instead, and ``mpiexec`` (MPICH's
-and Open MPI's alike) then ends the others.
+The watching costs two dictionary writes per blocking call (and a small request object per
+non-blocking one), and a thread that wakes once a second. The stop is ``MPI_Abort`` from the
+watchdog's thread, which the waiting thread cannot do itself; where MPI was initialised below
+``MPI_THREAD_MULTIPLE`` that call is not allowed from a second thread, so the process ends with
+``os._exit`` instead, and ``mpiexec`` (MPICH's Hydra and Open MPI's alike; Slurm's ``srun`` only
+with ``--kill-on-bad-exit``) then ends the others. Should ``MPI_Abort`` itself hang or raise,
+the process still ends within :data:`ABORT_GRACE` seconds.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
+from numbers import Real
 from typing import Any
 
 from distconv.sync.base import SyncError
@@ -33,11 +38,13 @@ from distconv.sync.mpi.leaving import abort_job
 log = logging.getLogger("distconv.sync.mpi")
 
 #: seconds a blocking MPI call may wait for the other ranks before the job is stopped: long
-#: against any wait a healthy job has (rank 0 writing a checkpoint while the others wait at the
-#: next step), short against an operator noticing a silent hang
-DEFAULT_TIMEOUT = 300.0
+#: against any wait a healthy job has (every rank waits while rank 0 writes a checkpoint),
+#: short against an operator noticing a silent hang; PyTorch's NCCL watchdog waits as long
+DEFAULT_TIMEOUT = 600.0
 #: the warning comes half-way through the timeout, but never later than this
 WARN_AFTER = 60.0
+#: seconds ``MPI_Abort`` gets before the process ends itself
+ABORT_GRACE = 10.0
 #: the blocking collectives the syncs call; ``Dup`` is one too (see :meth:`WatchedComm.duplicate`)
 BLOCKING = ("Allreduce", "Allgather", "Allgatherv", "Bcast", "Barrier", "Split_type")
 #: the non-blocking ones, whose request's ``Wait`` is watched
@@ -48,7 +55,8 @@ def check_timeout(value: float | None) -> float | None:
     """``value`` as a float if it is None or a positive finite number (not a bool)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+    real = isinstance(value, Real) and not isinstance(value, bool)
+    if not real or not math.isfinite(value) or value <= 0:
         raise ValueError(f"timeout must be a positive number of seconds or None, got {value!r}")
     return float(value)
 
@@ -77,7 +85,8 @@ class Watchdog:
         self._closing = threading.Event()
         if timeout is None:  # watches nothing: a sync of one rank, or one told to wait for ever
             return
-        self.warn_after, self._tick = min(WARN_AFTER, timeout / 2), min(1.0, timeout / 10)
+        self.warn_after = min(WARN_AFTER, timeout / 2)
+        self._tick = min(1.0, max(0.01, timeout / 10))  # no spinning on a tiny timeout
         self._thread = threading.Thread(target=self._watch, name="distconv-watchdog", daemon=True)
         self._thread.start()
 
@@ -94,19 +103,32 @@ class Watchdog:
         self._closing.set()
 
     def _watch(self) -> None:
-        warned: set[tuple[int, float]] = set()
+        warned: set[float] = set()  # the start times of the calls warned about
         while not self._closing.wait(self._tick):
-            now = time.monotonic()
-            for ident, (what, phase, since) in list(self._waits.items()):
-                waited = now - since
-                if waited >= self.timeout:
-                    self._closing.set()
-                    self._stop_job(self.stalled(what, phase, waited))
-                    return
-                if waited >= self.warn_after and (ident, since) not in warned:
-                    warned.add((ident, since))
-                    said = self.stalled(what, phase, waited)
-                    log.warning("rank %d %s; the job stops at %g s", self.rank, said, self.timeout)
+            try:
+                stalled = self._look(warned)
+            except BaseException as exc:  # noqa: BLE001 - a dead watchdog would watch nothing
+                stalled = f"the watchdog failed ({type(exc).__name__}: {exc})"
+            if stalled is not None:
+                self._closing.set()
+                log.error("rank %d %s; stopping the job", self.rank, stalled)
+                self._stop_job(stalled)
+                return
+
+    def _look(self, warned: set[float]) -> str | None:
+        """Warn about the calls past the warning point; the message of one past the timeout."""
+        now = time.monotonic()
+        waits = self._waits.copy()  # one C call: no other thread changes it meanwhile
+        for what, phase, since in waits.values():
+            waited = now - since
+            if waited >= self.timeout:
+                return self.stalled(what, phase, waited)
+            if waited >= self.warn_after and since not in warned:
+                said = self.stalled(what, phase, waited)
+                log.warning("rank %d %s; the job stops at %g s", self.rank, said, self.timeout)
+        warned.intersection_update(since for _, _, since in waits.values())
+        warned.update(since for _, _, since in waits.values() if now - since >= self.warn_after)
+        return None
 
     def stalled(self, what: str, phase: str, waited: float) -> str:
         """The message for a call that has waited ``waited`` seconds."""
@@ -152,12 +174,16 @@ class WatchedComm:
         self.comm, self.watchdog, self.name = comm, watchdog, name
 
     def __getattr__(self, name: str) -> Any:
+        if name == "comm":  # not set yet (a copy under construction): not the wrapped one's
+            raise AttributeError(name)
         attr = getattr(self.comm, name)
         if name in BLOCKING:
             attr = self._blocking(name, attr)
         elif name in NON_BLOCKING:
             attr = self._non_blocking(name, attr)
-        self.__dict__[name] = attr  # found here from now on, not through __getattr__
+        else:
+            return attr  # the communicator's own, looked up each time (a count may change)
+        self.__dict__[name] = attr  # wrapped once, then found here, not through __getattr__
         return attr
 
     def _blocking(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
@@ -188,7 +214,8 @@ class WatchedComm:
 
 def watch(comm: Any, rank: int, mpi: Any, timeout: float | None) -> tuple[Any, Watchdog]:
     """``comm`` (the job's) watched by a new :class:`Watchdog`, and the watchdog; with one rank
-    (nobody to wait for) or no ``timeout``: ``comm`` as it is, and a watchdog of nothing."""
+    (nobody to wait for) or no ``timeout``: ``comm`` as it is, and a watchdog of nothing.
+    Call it on the main thread (it asks MPI for the thread level)."""
     watched = comm.Get_size() > 1 and timeout is not None
     watchdog = Watchdog(timeout if watched else None, abort_on_stall(comm, rank, mpi), rank)
     return (WatchedComm(comm, watchdog, "job") if watched else comm), watchdog
@@ -202,12 +229,18 @@ def duplicate(comm: Any, name: str) -> Any:
 def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
     """How a :class:`Watchdog` stops the job: print the message and ``MPI_Abort`` every rank
     where MPI allows a second thread to call it (``MPI_THREAD_MULTIPLE``); else print it and
-    end this process, which ``mpiexec`` answers by ending the others."""
+    end this process, which ``mpiexec`` answers by ending the others. Either way the process
+    ends: within :data:`ABORT_GRACE` seconds should ``MPI_Abort`` hang, at once should it
+    raise or return."""
+    may_abort = mpi is not None and mpi.Query_thread() == mpi.THREAD_MULTIPLE
 
     def stop(message: str) -> None:
-        if mpi is not None and mpi.Query_thread() == mpi.THREAD_MULTIPLE:
-            abort_job(comm, rank, SyncError(message))
         try:
+            if may_abort:
+                last_resort = threading.Timer(ABORT_GRACE, os._exit, (1,))
+                last_resort.daemon = True
+                last_resort.start()
+                abort_job(comm, rank, SyncError(message))
             print(f"rank {rank}: SyncError: {message}; ending this rank", file=sys.stderr)
             sys.stderr.flush()
         finally:
