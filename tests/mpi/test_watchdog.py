@@ -12,6 +12,7 @@ import logging
 import re
 import threading
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -157,83 +158,70 @@ def waited(message: str) -> float:
     return float(re.match(r"(?:rank \d+ )?waited ([\d.]+) s in ", message).group(1))
 
 
-def test_a_call_that_returns_in_time_stops_nothing():
+@contextmanager
+def watched(timeout: float, rank: int = 0, name: str = "job"):
+    """A watchdog over a :class:`Blocking` communicator: (stops, watchdog, comm); on the way
+    out the communicator's calls are let go and the watchdog closed."""
     stops = Stops()
-    watchdog = Watchdog(0.4, stops, rank=3)
-    comm = WatchedComm(Blocking(), watchdog, "job")
+    watchdog = Watchdog(timeout, stops, rank)
+    comm = WatchedComm(Blocking(), watchdog, name)
     try:
+        yield stops, watchdog, comm
+    finally:
+        comm.comm.go.set()
+        watchdog.close()
+
+
+def test_a_call_that_returns_in_time_stops_nothing():
+    with watched(0.4, rank=3) as (stops, _, comm):
         for _ in range(5):
             comm.comm.go.set()
             comm.Allreduce(None, None)
             time.sleep(0.1)  # outside any call: 0.5 s in all, longer than the timeout
         assert not stops.called.wait(0.6)
-    finally:
-        watchdog.close()
 
 
 def test_a_blocking_call_past_the_timeout_stops_the_job_once_naming_it(caplog):
-    stops = Stops()
-    watchdog = Watchdog(0.4, stops, rank=3)
-    watchdog.phase = "step 7"
-    comm = WatchedComm(Blocking(), watchdog, "job")
     caplog.set_level(logging.WARNING, logger="distconv.sync.mpi")
-    worker = threading.Thread(target=comm.Allreduce, args=(None, None))
-    try:
-        worker.start()
+    with watched(0.4, rank=3) as (stops, watchdog, comm):
+        watchdog.phase = "step 7"
+        threading.Thread(target=comm.Allreduce, args=(None, None), daemon=True).start()
         assert stops.called.wait(5)
         time.sleep(0.3)  # a second stop would come within a tick
-        assert len(stops.messages) == 1
-        said = stops.messages[0]
-        assert said.startswith("waited ") and 0.4 <= waited(said) < 5
-        assert "in Allreduce on the job communicator (step 7)" in said
-        assert "timeout 0.4 s, --timeout" in said
-        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-        assert errors == [f"rank 3 {said}; stopping the job"]  # in the log too
-    finally:
-        comm.comm.go.set()
-        watchdog.close()
-        worker.join(5)
+    assert len(stops.messages) == 1
+    said = stops.messages[0]
+    assert said.startswith("waited ") and 0.4 <= waited(said) < 5
+    assert "in Allreduce on the job communicator (step 7)" in said
+    assert "timeout 0.4 s, --timeout" in said
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == [f"rank 3 {said}; stopping the job"]  # in the log too
 
 
 def test_a_call_past_the_warning_point_is_named_once_and_not_stopped(caplog):
     """Half the timeout (a minute at most) warns; a call that then returns stops nothing."""
-    stops = Stops()
-    watchdog = Watchdog(4.0, stops, rank=1)
-    comm = WatchedComm(Blocking(), watchdog, "gradients")
     caplog.set_level(logging.WARNING, logger="distconv.sync.mpi")
-    worker = threading.Thread(target=comm.Allreduce, args=(None, None))
-    try:
+    with watched(4.0, rank=1, name="gradients") as (stops, _, comm):
+        worker = threading.Thread(target=comm.Allreduce, args=(None, None))
         worker.start()
         time.sleep(3.0)  # past 2 s, short of 4 s
         comm.comm.go.set()
         worker.join(5)
         assert not stops.called.wait(1.5)  # past the timeout, counted from the call's start
-        warned = [r.getMessage() for r in caplog.records]
-        assert len(warned) == 1, warned
-        assert warned[0].startswith("rank 1 waited ") and 2.0 <= waited(warned[0]) < 4.0
-        assert "in Allreduce on the gradients communicator (setup)" in warned[0]
-        assert warned[0].endswith("; the job stops at 4 s")
-    finally:
-        comm.comm.go.set()
-        watchdog.close()
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("rank 1 waited ") and 2.0 <= waited(warned[0]) < 4.0
+    assert "in Allreduce on the gradients communicator (setup)" in warned[0]
+    assert warned[0].endswith("; the job stops at 4 s")
 
 
 def test_a_request_is_tested_as_it_is_and_its_wait_is_watched():
-    stops = Stops()
-    watchdog = Watchdog(0.4, stops, rank=0)
-    comm = WatchedComm(Blocking(), watchdog, "gradients")
-    try:
+    with watched(0.4, name="gradients") as (stops, _, comm):
         request = comm.Iallreduce(None, None)
         assert request.Test.__self__ is request._request  # the request's own method, bound
         assert not request.Test()
         threading.Thread(target=request.Wait, daemon=True).start()
         assert stops.called.wait(5)
-        assert (
-            "the Wait of an Iallreduce on the gradients communicator (setup)" in stops.messages[0]
-        )
-    finally:
-        comm.comm.go.set()
-        watchdog.close()
+    assert "the Wait of an Iallreduce on the gradients communicator (setup)" in stops.messages[0]
 
 
 def test_each_thread_has_its_own_wait():
