@@ -214,6 +214,34 @@ def test_a_call_past_the_warning_point_is_named_once_and_not_stopped(caplog):
     assert warned[0].endswith("; the job stops at 4 s")
 
 
+class FlakyWatchdog(Watchdog):
+    """A watchdog whose first two looks raise."""
+
+    fails = 2
+
+    def _look(self, warned):
+        if self.fails:
+            self.fails -= 1
+            raise RuntimeError("a look that fails")
+        return super()._look(warned)
+
+
+def test_a_look_that_fails_is_said_once_and_the_watching_goes_on(caplog):
+    caplog.set_level(logging.WARNING, logger="distconv.sync.mpi")
+    stops = Stops()
+    watchdog = FlakyWatchdog(0.4, stops, rank=2)
+    comm = WatchedComm(Blocking(), watchdog, "job")
+    try:
+        threading.Thread(target=comm.Allreduce, args=(None, None), daemon=True).start()
+        assert stops.called.wait(5)  # the stall is still caught
+    finally:
+        comm.comm.go.set()
+        watchdog.close()
+    failed = [r for r in caplog.records if "look failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].exc_info[1].args == ("a look that fails",)
+    assert "in Allreduce on the job communicator (setup)" in stops.messages[0]
+
+
 def test_a_request_is_tested_as_it_is_and_its_wait_is_watched():
     with watched(0.4, name="gradients") as (stops, _, comm):
         request = comm.Iallreduce(None, None)
