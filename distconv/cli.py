@@ -196,7 +196,8 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=_positive_float,
         help="seconds any wait for a peer may take before the job stops naming it (pserver: "
-        "60; mpi: 600, any blocking MPI call)",
+        "60; mpi: 600, any blocking MPI call, including the other ranks' wait while rank 0 "
+        "writes a checkpoint)",
     )
     g.add_argument("--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi)")
     g.add_argument(

@@ -136,10 +136,13 @@ def build_sync(
         if runtime.source != "default" and (
             (strategy.rank, strategy.world_size) != (runtime.rank, runtime.world_size)
         ):
-            strategy.close()
-            raise SyncError(
-                f"MPI says rank {strategy.rank} of {strategy.world_size}, but the environment "
-                f"({runtime.source}) says rank {runtime.rank} of {runtime.world_size}"
-            )
+            try:  # closed while this propagates: other ranks may wait in setup, so it aborts
+                raise SyncError(
+                    f"MPI says rank {strategy.rank} of {strategy.world_size}, but the "
+                    f"environment ({runtime.source}) says rank {runtime.rank} of "
+                    f"{runtime.world_size}"
+                )
+            finally:
+                strategy.close()
         return strategy
     return create_sync(kind, optimizer=optimizer, **options)

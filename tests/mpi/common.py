@@ -50,6 +50,12 @@ def global_batches(sizes: Sequence[int] = GLOBAL_BATCHES, seed: int = 7):
         yield rng.standard_normal((n, 1, 8, 8)), rng.integers(0, 4, n)
 
 
+def trainer_data(n: int = 37, seed: int = 3) -> dict[str, np.ndarray]:
+    """``n`` examples for the Trainer tests (37: the last global step of 12 is short)."""
+    rng = np.random.default_rng(seed)
+    return {"image": rng.standard_normal((n, 1, 8, 8)), "label": rng.integers(0, 4, n)}
+
+
 def train(net: Network, sync: SyncStrategy, rank: int = 0, world: int = 1) -> None:
     """Run every global batch as one step; this rank takes examples ``rank::world``."""
     for x, y in global_batches():

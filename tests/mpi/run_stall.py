@@ -8,6 +8,9 @@ Cases (each must end the job through the watchdog, with a message naming the wai
 - ``fewer``: rank 0 runs two steps, then sums metrics (as the Trainer does after an epoch)
   while rank 1 goes on to step 2: the two wait in different collectives, which MPI matches by
   order alone, so the per-step check cannot name it.
+- ``early``: rank 0 catches an error before setup (a checkpoint it cannot read) and closes its
+  sync, while rank 1 waits in setup: closing before setup aborts the job, long before the
+  watchdog (600 s here) would.
 
 Each rank sends its stderr and its log to ``RECORDS/rank<r>.err`` (``mpiexec`` may tear the
 job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s; in case
@@ -33,7 +36,7 @@ from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
 
 #: per case, the watchdog's timeout on each rank
-TIMEOUTS = {"stuck": (2.0, 2.0), "fewer": (6.0, 4.0)}
+TIMEOUTS = {"stuck": (2.0, 2.0), "fewer": (6.0, 4.0), "early": (600.0, 600.0)}
 
 
 class StallingSync(MPISync):
@@ -66,6 +69,13 @@ def main() -> None:
     record_to(records, sync.rank)
     net = small_lenet(seed=0)
     rank, world = sync.rank, sync.world_size
+    if case == "early" and rank == 0:
+        try:
+            raise OSError("rank 0 cannot read its checkpoint")
+        except OSError:
+            pass  # caught: the script goes on, and closes its sync outside the handler
+        sync.close()
+        return
     try:
         sync.setup(net.parameters(), {})
         for step, (x, y) in enumerate(global_batches()):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -84,6 +85,39 @@ def test_ranks_in_different_collectives_end_the_job(tmp_path):
     warned = r"rank 0 waited [\d.]+ s in Allreduce on the job communicator \(after step 1\)"
     assert re.search(rf"{warned} .*; the job stops at 6 s", records), records
     assert "rank 0: SyncError" not in records
+
+
+@with_mpiexec
+def test_a_rank_closing_before_setup_ends_the_job_at_once(tmp_path):
+    """A rank that caught an error before setup and closed its sync leaves another waiting in
+    setup's first collective: the close aborts the job, naming it, not the watchdog later."""
+    pytest.importorskip("mpi4py")
+    records = stalled_job(tmp_path, "early", "0")
+    said = (
+        "rank 0: SyncError: sync closed in the middle of the job's start (setup was never called)"
+    )
+    assert f"{said}; aborting the MPI job" in records, records
+    assert "waited" not in records  # ended long before any watchdog
+
+
+@with_mpiexec
+def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monkeypatch):
+    """``--rank 0`` on both ranks: rank 1 names the disagreement and aborts the job while rank
+    0 waits in setup (under plain ``python``: no mpi4py runner to abort for it). Each rank's
+    stderr goes straight to a file of its own (mpiexec may drop an aborting rank's)."""
+    pytest.importorskip("mpi4py")
+    to_file = 'exec "$0" "$@" 2>"$ERRORS/rank${PMI_RANK:-$OMPI_COMM_WORLD_RANK}.err"'
+    command = ["sh", "-c", to_file, sys.executable, "-m", "distconv", "train", "--sync", "mpi"]
+    command += ["--rank", "0", "--world-size", "2", "--epochs", "1", "--no-progress"]
+    command += ["--out", str(tmp_path / "run")]
+    began = time.monotonic()
+    monkeypatch.setenv("ERRORS", str(tmp_path))  # each rank inherits it
+    proc = run_mpi(["-n", "2", *command], timeout=25)
+    assert proc.returncode != 0
+    assert time.monotonic() - began < 15  # the abort, not a 600 s watchdog
+    said = "MPI says rank 1 of 2, but the environment (flags) says rank 0 of 2"
+    record = (tmp_path / "rank1.err").read_text()
+    assert f"rank 1: SyncError: {said}; aborting the MPI job" in record, record
 
 
 @with_mpiexec

@@ -41,11 +41,12 @@ def leave(
     Raises:
         SyncError: another rank is still at a step; the thread did not stop, or a reduction
             it still had queued failed (no last exchange then: the ranks' collectives differ).
-            ``abort`` (the job's, where other ranks wait) is called with it first.
+            ``abort`` (the job's, where other ranks wait) is called with it first, as with
+            anything else raised here (an MPI error, Ctrl-C in the last exchange).
     """
     try:
         _leave(check, used, thread)
-    except SyncError as exc:
+    except BaseException as exc:
         if abort is not None:
             abort(exc)
         raise
@@ -70,12 +71,9 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
     be waiting in a collective for this one, and nobody may reach the except hook.
     """
-    try:
-        print(
-            f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job",
-            file=sys.stderr,
-            flush=True,
-        )
+    try:  # one write: ranks aborting at once never share a line
+        sys.stderr.write(f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job\n")
+        sys.stderr.flush()
     finally:  # abort even if printing failed: the other ranks must not hang
         abort(comm, exit_status(error))
 

@@ -165,7 +165,7 @@ class MPISync(RankCollectives):
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
-        self._open: str | None = None
+        self._open: str | None = "the job's start (setup was never called)"
         self._pump: PiecePump | None = None
         self._at_pack: list[tuple[int, ...]] = []
         self._check = StepCheck(self.comm)

@@ -245,7 +245,7 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
                 last_resort.daemon = True
                 last_resort.start()
                 abort_job(comm, rank, SyncError(message))
-            print(f"rank {rank}: SyncError: {message}; ending this rank", file=sys.stderr)
+            sys.stderr.write(f"rank {rank}: SyncError: {message}; ending this rank\n")
             sys.stderr.flush()
         finally:
             os._exit(1)

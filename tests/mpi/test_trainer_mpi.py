@@ -1,0 +1,66 @@
+"""The Trainer over MPI, against one process: accumulated passes (with a rank that has nothing
+in its last pass) and a resume from a checkpoint, each equal to one process training the same
+global batches (float64, Adam, ``run_trainer.py`` under a real ``mpiexec -n 2``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.sync.local import LocalSync
+from distconv.trainer import Trainer
+from tests.mpi.common import (
+    NEEDS_MPIEXEC,
+    max_relative,
+    params_of,
+    run_mpi,
+    script,
+    small_lenet,
+    trainer_data,
+    weights,
+)
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+
+def one_process(epochs: int) -> dict[str, np.ndarray]:
+    """One process, 4 examples a pass, 3 passes a step: the 2 ranks' global batch of 12."""
+    net = small_lenet(seed=0)
+    sync = LocalSync(create_optimizer("adam", lr=0.01))
+    trainer = Trainer(net, sync, 4, accumulate=3, progress=False, dtype="float64")
+    trainer.fit(trainer_data(), epochs=epochs)
+    return weights(net)
+
+
+def two_ranks(tmp_path, name: str, overlap: str, epochs: int, run_dir=None):
+    """``run_trainer.py`` on 2 ranks: rank 0's parameters, and the steps the job ran."""
+    out = tmp_path / f"{name}.npz"
+    command = [*script("run_trainer.py"), str(out), overlap, str(epochs)]
+    proc = run_mpi(["-n", "2", *command, *([str(run_dir)] if run_dir else [])], timeout=100)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = dict(np.load(out))
+    return params_of(saved), int(saved["_steps"])
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_accumulated_passes_on_two_ranks_equal_one_process(tmp_path, overlap):
+    ranks, steps = two_ranks(tmp_path, "accumulated", overlap, epochs=2)
+    assert steps == 8  # 37 examples: 3 global batches of 12 and a short one, each epoch
+    reference = one_process(epochs=2)
+    assert max_relative(ranks, reference) <= 1e-10
+    moved = max_relative(ranks, weights(small_lenet(seed=0)))
+    assert moved > 1e-3  # trained: equal to the reference, not to the start
+
+
+def test_two_ranks_resumed_from_a_checkpoint_equal_one_process_uninterrupted(tmp_path):
+    """One epoch, checkpointed; a new job resumes it for a second: rank 0's optimizer state
+    and position reach rank 1 through setup's broadcast."""
+    run_dir = tmp_path / "run"
+    first, steps = two_ranks(tmp_path, "first", "1", epochs=1, run_dir=run_dir)
+    assert steps == 4 and max_relative(first, one_process(epochs=1)) <= 1e-10
+    resumed, steps = two_ranks(tmp_path, "resumed", "1", epochs=2, run_dir=run_dir)
+    assert steps == 4  # the second epoch only: it resumed, it did not start again
+    assert max_relative(resumed, one_process(epochs=2)) <= 1e-10
+    assert max_relative(resumed, first) > 1e-3  # the second epoch did train
