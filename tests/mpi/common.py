@@ -51,7 +51,7 @@ def global_batches(sizes: Sequence[int] = GLOBAL_BATCHES, seed: int = 7):
 
 
 def trainer_data(n: int = 37, seed: int = 3) -> dict[str, np.ndarray]:
-    """``n`` examples for the Trainer tests (37: the last global step of 12 is short)."""
+    """``n`` examples for the Trainer tests (37 or 45: the last global step of 12 is short)."""
     rng = np.random.default_rng(seed)
     return {"image": rng.standard_normal((n, 1, 8, 8)), "label": rng.integers(0, 4, n)}
 

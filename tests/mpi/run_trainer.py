@@ -1,10 +1,12 @@
-"""mpiexec -n 2 python -m mpi4py run_trainer.py OUT OVERLAP EPOCHS [RUN_DIR]: the Trainer over MPI.
+"""mpiexec -n 2 python -m mpi4py run_trainer.py OUT OVERLAP EPOCHS EXAMPLES [RUN_DIR]: the
+Trainer over MPI.
 
-Trains ``small_lenet`` in float64 with Adam on :func:`trainer_data` (37 examples, so the last
-global step is short and, with 2 ranks, one rank has nothing in its last pass), 2 examples a
-rank a pass, 3 passes a step (a global batch of 12). With ``RUN_DIR`` it checkpoints every 2
-steps there and resumes from what it finds. Rank 0 saves the parameters to ``OUT`` (.npz), and
-the number of steps this job ran as ``_steps``.
+Trains ``small_lenet`` in float64 with Adam on ``EXAMPLES`` of :func:`trainer_data`, 2 examples
+a rank a pass, 3 passes a step (a global batch of 12), so the last step is short: with 37
+examples neither rank has anything in its last pass, with 45 rank 0 has one example there and
+rank 1 none (its gradients go from ``_fire_all`` while rank 0's come from backward). With
+``RUN_DIR`` it checkpoints every 2 steps there and resumes from what it finds. Rank 0 saves the
+parameters to ``OUT`` (.npz), and the number of steps this job ran as ``_steps``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from distconv.trainer import Trainer  # noqa: E402
 
 def main() -> None:
     out, overlap, epochs = Path(sys.argv[1]), sys.argv[2] == "1", int(sys.argv[3])
-    run_dir = sys.argv[4] if len(sys.argv) > 4 else None
+    examples = int(sys.argv[4])
+    run_dir = sys.argv[5] if len(sys.argv) > 5 else None
     net = small_lenet(seed=0)
     sync = MPISync(create_optimizer("adam", lr=0.01), bucket_bytes=300, overlap=overlap)
     try:
@@ -38,7 +41,7 @@ def main() -> None:
             out_dir=run_dir,
             checkpoint_every=2 if run_dir else 0,
         )
-        trainer.fit(trainer_data(), epochs=epochs, resume="auto" if run_dir else False)
+        trainer.fit(trainer_data(examples), epochs=epochs, resume="auto" if run_dir else False)
     finally:
         sync.close()
     if sync.rank == 0:  # with the steps this job ran (a resumed one: the second epoch's)

@@ -99,3 +99,19 @@ def test_why_a_rank_cannot_leave():
     assert str(why_not_leave(thread, None)) == (
         "sync closed after allreduce of gradient bucket 0 failed on the communication thread: boom"
     )
+
+
+@pytest.mark.parametrize("fault", [RuntimeError("an MPI error"), KeyboardInterrupt()])
+def test_anything_raised_in_the_last_exchange_aborts_the_job_first(fault):
+    """Not only a SyncError: an MPI error or Ctrl-C in the last exchange would otherwise let
+    this rank go while the others wait for it."""
+
+    class FailingCheck(StepCheck):
+        def say_closed(self):
+            raise fault
+
+    comm = RecordingComm()
+    aborted: list[BaseException] = []
+    with pytest.raises(type(fault)):
+        leave(FailingCheck(comm), UsedParams(comm, 2, None), None, aborted.append)
+    assert aborted == [fault]

@@ -1,6 +1,7 @@
-"""The Trainer over MPI, against one process: accumulated passes (with a rank that has nothing
-in its last pass) and a resume from a checkpoint, each equal to one process training the same
-global batches (float64, Adam, ``run_trainer.py`` under a real ``mpiexec -n 2``)."""
+"""The Trainer over MPI, against one process: accumulated passes (with ranks that have nothing
+in the short last step's last pass) and a resume from a checkpoint, each equal to one process
+training the same global batches (float64, Adam, ``run_trainer.py`` under a real
+``mpiexec -n 2``)."""
 
 from __future__ import annotations
 
@@ -25,19 +26,19 @@ pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 
-def one_process(epochs: int) -> dict[str, np.ndarray]:
+def one_process(epochs: int, examples: int = 37) -> dict[str, np.ndarray]:
     """One process, 4 examples a pass, 3 passes a step: the 2 ranks' global batch of 12."""
     net = small_lenet(seed=0)
     sync = LocalSync(create_optimizer("adam", lr=0.01))
     trainer = Trainer(net, sync, 4, accumulate=3, progress=False, dtype="float64")
-    trainer.fit(trainer_data(), epochs=epochs)
+    trainer.fit(trainer_data(examples), epochs=epochs)
     return weights(net)
 
 
-def two_ranks(tmp_path, name: str, overlap: str, epochs: int, run_dir=None):
+def two_ranks(tmp_path, name: str, overlap: str, epochs: int, examples=37, run_dir=None):
     """``run_trainer.py`` on 2 ranks: rank 0's parameters, and the steps the job ran."""
     out = tmp_path / f"{name}.npz"
-    command = [*script("run_trainer.py"), str(out), overlap, str(epochs)]
+    command = [*script("run_trainer.py"), str(out), overlap, str(epochs), str(examples)]
     proc = run_mpi(["-n", "2", *command, *([str(run_dir)] if run_dir else [])], timeout=100)
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = dict(np.load(out))
@@ -45,10 +46,13 @@ def two_ranks(tmp_path, name: str, overlap: str, epochs: int, run_dir=None):
 
 
 @pytest.mark.parametrize("overlap", ["0", "1"])
-def test_accumulated_passes_on_two_ranks_equal_one_process(tmp_path, overlap):
-    ranks, steps = two_ranks(tmp_path, "accumulated", overlap, epochs=2)
-    assert steps == 8  # 37 examples: 3 global batches of 12 and a short one, each epoch
-    reference = one_process(epochs=2)
+@pytest.mark.parametrize("examples", [37, 45])
+def test_accumulated_passes_on_two_ranks_equal_one_process(tmp_path, overlap, examples):
+    """45 examples: in the short last step rank 0 has one example in its last pass and rank 1
+    none, so one hands its gradients over from backward and the other from ``_fire_all``."""
+    ranks, steps = two_ranks(tmp_path, "accumulated", overlap, 2, examples)
+    assert steps == 8  # 3 global batches of 12 and a short one, each epoch
+    reference = one_process(2, examples)
     assert max_relative(ranks, reference) <= 1e-10
     moved = max_relative(ranks, weights(small_lenet(seed=0)))
     assert moved > 1e-3  # trained: equal to the reference, not to the start

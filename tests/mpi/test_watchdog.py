@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -44,11 +45,19 @@ def stalled_job(tmp_path, case: str, overlap: str, thread_level: str | None = No
     """Run ``run_stall.py``; it must fail; every rank's record (stderr and log), joined."""
     command = ["-n", "2", *script("run_stall.py", thread_level), case, overlap, str(tmp_path)]
     began = time.monotonic()
-    proc = run_mpi(command, timeout=25)
+    try:
+        proc = run_mpi(command, timeout=25)
+    except subprocess.TimeoutExpired:  # which rank hung, and where: each rank's own record
+        pytest.fail(f"the job still ran after 25 s; the ranks' records:\n{records_of(tmp_path)}")
     assert proc.returncode != 0, proc.stderr
     # a rank is stuck for a minute: only the watchdog (a few seconds) ends the job this soon
     assert time.monotonic() - began < 15
-    return "\n".join(f.read_text() for f in sorted(tmp_path.glob("rank*.err")))
+    return records_of(tmp_path)
+
+
+def records_of(folder) -> str:
+    """Every rank's record in ``folder`` (stderr and log), joined, each under its name."""
+    return "\n".join(f"{f.name}:\n{f.read_text()}" for f in sorted(folder.glob("rank*.err")))
 
 
 GRADIENT_WAIT = r"the Wait of an Iallreduce on the gradients communicator \(step 1\)"
@@ -106,7 +115,10 @@ def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monk
     0 waits in setup (under plain ``python``: no mpi4py runner to abort for it). Each rank's
     stderr goes straight to a file of its own (mpiexec may drop an aborting rank's)."""
     pytest.importorskip("mpi4py")
-    to_file = 'exec "$0" "$@" 2>"$ERRORS/rank${PMI_RANK:-$OMPI_COMM_WORLD_RANK}.err"'
+    # Open MPI's launcher alone sets OMPI_*; Hydra sets PMI_RANK (neither inherited from here)
+    for stale in ("OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        monkeypatch.delenv(stale, raising=False)
+    to_file = 'exec "$0" "$@" 2>"$ERRORS/rank${OMPI_COMM_WORLD_RANK:-$PMI_RANK}.err"'
     command = ["sh", "-c", to_file, sys.executable, "-m", "distconv", "train", "--sync", "mpi"]
     command += ["--rank", "0", "--world-size", "2", "--epochs", "1", "--no-progress"]
     command += ["--out", str(tmp_path / "run")]

@@ -108,7 +108,8 @@ class Watchdog:
         while not self._closing.wait(self._tick):
             try:
                 stalled = self._look(warned)
-            except Exception:  # a dead watchdog would watch nothing: say so once, go on
+            except Exception:  # a dead watchdog would watch nothing: say so once, go on (a look
+                # that fails every time still watches nothing, but one that fails once does)
                 if not said_failure:
                     log.exception("rank %d: the MPI watchdog's look failed; it goes on", self.rank)
                 said_failure = True
@@ -123,15 +124,15 @@ class Watchdog:
         """Warn about the calls past the warning point; the message of one past the timeout."""
         now = time.monotonic()
         waits = self._waits.copy()  # one C call: no other thread changes it meanwhile
+        warned.intersection_update(since for _, _, since in waits.values())  # forget the ended
         for what, phase, since in waits.values():
             waited = now - since
             if waited >= self.timeout:
                 return self.stalled(what, phase, waited)
             if waited >= self.warn_after and since not in warned:
+                warned.add(since)  # before the log: a log that raises is not repeated each tick
                 said = self.stalled(what, phase, waited)
                 log.warning("rank %d %s; the job stops at %g s", self.rank, said, self.timeout)
-        warned.intersection_update(since for _, _, since in waits.values())
-        warned.update(since for _, _, since in waits.values() if now - since >= self.warn_after)
         return None
 
     def stalled(self, what: str, phase: str, waited: float) -> str:
