@@ -107,6 +107,24 @@ def test_abort_job_says_why_then_aborts(capsys, exits):
     assert capsys.readouterr().err == "rank 1: ValueError: bad batch; aborting the MPI job\n"
 
 
+def test_abort_job_prints_where_a_raised_error_came_from(capsys, exits):
+    """Closing the sync in a ``finally`` aborts before the except hook could print the
+    traceback, so the abort prints it (one write), then the one-line reason."""
+
+    def fails() -> None:
+        raise ValueError("bad batch")
+
+    try:
+        fails()
+    except ValueError as raised:
+        error = raised
+    abort_job(AbortRecorder(), 1, error)
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):\n")
+    assert 'in fails\n    raise ValueError("bad batch")\nValueError: bad batch\n' in err
+    assert err.endswith("rank 1: ValueError: bad batch; aborting the MPI job\n")
+
+
 def test_abort_job_aborts_even_when_stderr_is_gone(monkeypatch):
     class Gone:
         def write(self, text):

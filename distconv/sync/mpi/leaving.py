@@ -66,13 +66,19 @@ def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None) -> Non
 
 
 def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
-    """Say why on stderr, then abort every rank of ``comm``.
+    """Say why on stderr (with the traceback of an ``error`` that was raised), then abort
+    every rank of ``comm``.
 
     For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
-    be waiting in a collective for this one, and nobody may reach the except hook.
+    be waiting in a collective for this one, and nobody may reach the except hook, which would
+    have printed the traceback.
     """
     try:  # one write: ranks aborting at once never share a line
-        sys.stderr.write(f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job\n")
+        said = f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job\n"
+        if error is not None and error.__traceback__ is not None:  # raised: where, too
+            trace = traceback.format_exception(type(error), error, error.__traceback__)
+            said = "".join(trace) + said
+        sys.stderr.write(said)
         sys.stderr.flush()
     finally:  # abort even if printing failed: the other ranks must not hang
         abort(comm, exit_status(error))
