@@ -6,7 +6,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,17 @@ POLL_SECONDS = 50e-6
 
 def check_poll_seconds(value: float | None) -> float | None:
     """``value`` if it is None or a finite number >= 0 (not a bool), else ValueError."""
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ValueError(f"poll_seconds must be a finite number >= 0 or None, got {value!r}")
+    return checked_seconds(value, lambda v: v >= 0, "poll_seconds must be a finite number >= 0")
+
+
+def checked_seconds(
+    value: float | None, allowed: Callable[[float], bool], wanted: str
+) -> float | None:
+    """``value`` if it is None, or a finite real number (not a bool) that ``allowed`` accepts;
+    else ValueError: ``wanted`` (what the setting must be), "or None", and what it got."""
+    real = isinstance(value, Real) and not isinstance(value, bool)
+    if value is not None and not (real and math.isfinite(value) and allowed(value)):
+        raise ValueError(f"{wanted} or None, got {value!r}")
     return value
 
 

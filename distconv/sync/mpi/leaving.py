@@ -74,7 +74,7 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     have printed the traceback.
     """
     try:  # one write: ranks aborting at once never share a line
-        said = f"rank {rank}: {type(error).__name__}: {error}; aborting the MPI job\n"
+        said = reason(rank, error, "aborting the MPI job")
         if error is not None and error.__traceback__ is not None:  # raised: where, too
             trace = traceback.format_exception(type(error), error, error.__traceback__)
             said = "".join(trace) + said
@@ -82,6 +82,11 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
         sys.stderr.flush()
     finally:  # abort even if printing failed: the other ranks must not hang
         abort(comm, exit_status(error))
+
+
+def reason(rank: int, error: BaseException | None, ending: str) -> str:
+    """The line a rank leaves on stderr as it ends the job: who, why, and how it ends."""
+    return f"rank {rank}: {type(error).__name__}: {error}; {ending}\n"
 
 
 def exit_status(error: BaseException | None) -> int:

@@ -23,17 +23,16 @@ the process still ends within :data:`ABORT_GRACE` seconds.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from numbers import Real
 from typing import Any
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi.leaving import abort_job
+from distconv.sync.mpi.comm import checked_seconds
+from distconv.sync.mpi.leaving import abort_job, reason
 
 log = logging.getLogger("distconv.sync.mpi")
 
@@ -52,13 +51,9 @@ NON_BLOCKING = ("Iallreduce", "Iallgather", "Ialltoall", "Ireduce_scatter_block"
 
 
 def check_timeout(value: float | None) -> float | None:
-    """``value`` as a float if it is None or a positive finite number (not a bool)."""
-    if value is None:
-        return None
-    real = isinstance(value, Real) and not isinstance(value, bool)
-    if not real or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds or None, got {value!r}")
-    return float(value)
+    """``value`` as a float if it is a positive finite number (not a bool); None as it is."""
+    value = checked_seconds(value, lambda v: v > 0, "timeout must be a positive number of seconds")
+    return None if value is None else float(value)
 
 
 class Watchdog:
@@ -221,9 +216,10 @@ def watch(comm: Any, rank: int, mpi: Any, timeout: float | None) -> tuple[Any, W
     """``comm`` (the job's) watched by a new :class:`Watchdog`, and the watchdog; with one rank
     (nobody to wait for) or no ``timeout``: ``comm`` as it is, and a watchdog of nothing.
     Call it on the main thread (it asks MPI for the thread level)."""
-    watched = comm.Get_size() > 1 and timeout is not None
-    watchdog = Watchdog(timeout if watched else None, abort_on_stall(comm, rank, mpi), rank)
-    return (WatchedComm(comm, watchdog, "job") if watched else comm), watchdog
+    if comm.Get_size() < 2 or timeout is None:
+        return comm, Watchdog(None, lambda message: None, rank)  # never called: no thread
+    watchdog = Watchdog(timeout, abort_on_stall(comm, rank, mpi), rank)
+    return WatchedComm(comm, watchdog, "job"), watchdog
 
 
 def duplicate(comm: Any, name: str) -> Any:
@@ -246,7 +242,7 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
                 last_resort.daemon = True
                 last_resort.start()
                 abort_job(comm, rank, SyncError(message))
-            sys.stderr.write(f"rank {rank}: SyncError: {message}; ending this rank\n")
+            sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
             sys.stderr.flush()
         finally:
             os._exit(1)
