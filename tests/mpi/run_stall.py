@@ -1,20 +1,25 @@
 """mpiexec -n 2 python -m mpi4py run_stall.py CASE OVERLAP RECORDS: a rank that never joins.
 
-Cases (each must end the job through the watchdog, with a message naming the wait, not hang):
+Cases (each must end the job with a message naming the wait or the difference, not hang):
 
 - ``stuck``: rank 1 stops (a long sleep) in the middle of step 1's backward, after some of its
   gradient pieces have gone: rank 0 waits in a gradient reduction (on the communication
   thread with ``OVERLAP`` 1).
-- ``fewer``: rank 0 runs two steps, then sums metrics (as the Trainer does after an epoch)
-  while rank 1 goes on to step 2: the two wait in different collectives, which MPI matches by
-  order alone, so the per-step check cannot name it.
+- ``own``: rank 0 runs two steps, then calls a collective of its own on the sync's
+  communicator (a ``Barrier``, outside the sync's meetings) while rank 1 goes on to step 2: the
+  two wait in different collectives, which MPI matches by order alone; only the watchdog can
+  end it.
+- ``fewer``: rank 0 sums metrics after two steps (as the Trainer does after an epoch) while
+  rank 1 goes on to step 2; ``closes``: rank 0 closes its sync after two steps while rank 1 sums
+  metrics. The sync's meetings open with the ranks' exchange of where they are, so both name
+  the difference at once, long before the watchdog (600 s here) would.
 - ``early``: rank 0 catches an error before setup (a checkpoint it cannot read) and closes its
   sync, while rank 1 waits in setup: closing before setup aborts the job, long before the
   watchdog (600 s here) would.
 
 Each rank sends its stderr and its log to ``RECORDS/rank<r>.err`` (``mpiexec`` may tear the
 job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s; in case
-``fewer`` 4 s on rank 1 and 6 s on rank 0, so that rank 0 warns (at 3 s) before rank 1 stops the
+``own`` 4 s on rank 1 and 6 s on rank 0, so that rank 0 warns (at 3 s) before rank 1 stops the
 job (at 4 s). The ranks meet once before the sync is made, so that no rank's slower start is
 taken for a stall.
 """
@@ -36,7 +41,7 @@ from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
 
 #: per case, the watchdog's timeout on each rank
-TIMEOUTS = {"stuck": (2.0, 2.0), "fewer": (6.0, 4.0), "early": (600.0, 600.0)}
+TIMEOUTS = {"stuck": (2.0, 2.0), "own": (6.0, 4.0)}  # else 600 s: never reached
 
 
 class StallingSync(MPISync):
@@ -63,7 +68,7 @@ def main() -> None:
     case, overlap, records = sys.argv[1], sys.argv[2] == "1", Path(sys.argv[3])
     world = import_mpi().COMM_WORLD
     world.Barrier()  # every rank started: the timeouts below count from a common start
-    timeout = TIMEOUTS[case][world.Get_rank()]
+    timeout = TIMEOUTS.get(case, (600.0, 600.0))[world.Get_rank()]
     sync = StallingSync(create_optimizer("sgd"), bucket_bytes=300, overlap=overlap, timeout=timeout)
     sync.case = case
     record_to(records, sync.rank)
@@ -79,8 +84,14 @@ def main() -> None:
     try:
         sync.setup(net.parameters(), {})
         for step, (x, y) in enumerate(global_batches()):
-            if case == "fewer" and rank == 0 and step == 2:
-                sync.allreduce_sum([1.0, 2.0])  # never met: rank 1 is at step 2's check
+            if step == 2 and rank == 0 and case in ("own", "fewer", "closes"):
+                if case == "own":  # never met: rank 1 is at step 2's check
+                    sync.comm.Barrier()
+                elif case == "fewer":  # met by step 2's check, which names the difference
+                    sync.allreduce_sum([1.0, 2.0])
+                break  # "closes": the close's exchange meets rank 1's metrics
+            if step == 2 and rank == 1 and case == "closes":
+                sync.allreduce_sum([1.0, 2.0])
                 break
             xs, ys = x[rank::world], y[rank::world]
             sync.start_step(len(ys))

@@ -14,7 +14,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm, leaving
 from distconv.sync.mpi.comm import want_thread
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook
-from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.step_check import BARRIER, CLOSED, SUMMING, StepCheck
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +88,9 @@ class FakeGather:
 def test_ranks_at_different_steps_are_named():
     check = StepCheck(FakeGather([2, 7, 8]))
     check.post(1, {"bucket 0": []}, 7, 8)
-    with pytest.raises(SyncError, match=r"ranks are at different steps \(rank 0: 1, rank 1: 2\)"):
+    with pytest.raises(
+        SyncError, match=r"different points of the job \(rank 0: step 1, rank 1: step 2\)"
+    ):
         check.complete()
     assert not check.pending
 
@@ -97,6 +99,44 @@ def test_agreeing_ranks_sum_their_examples():
     check = StepCheck(FakeGather([3, 7, 5]))
     check.post(3, {"bucket 0": []}, 7, 8)
     assert check.pending and check.complete() == 13 and check.complete() is None
+
+
+def test_a_meeting_passes_where_every_rank_says_the_same():
+    check = StepCheck(FakeGather([SUMMING, 4, 2]))
+    check.meet(SUMMING, 4, 2)
+    assert not check.pending
+
+
+@pytest.mark.parametrize(
+    ("theirs", "named"),
+    [
+        ([SUMMING, 4, 3], "rank 1: summing 3 values after 4 steps"),  # another count
+        ([SUMMING, 5, 2], "rank 1: summing 2 values after 5 steps"),  # after another step
+        ([4, 77, 8], "rank 1: step 4"),  # a step, its layout hash and examples
+        ([BARRIER, 1, 0], "rank 1: at the barrier after 1 step"),
+        ([CLOSED, 4, 0], "rank 1: closed after 4 steps"),
+        ([-9, 4, 0], "rank 1: unknown code -9"),
+    ],
+)
+def test_a_meeting_names_what_each_rank_is_doing_where_any_differs(theirs, named):
+    check = StepCheck(FakeGather(theirs))
+    with pytest.raises(SyncError) as raised:
+        check.meet(SUMMING, 4, 2)
+    mine = "rank 0: summing 2 values after 4 steps"
+    said = f"ranks are at different points of the job ({mine}, {named})"
+    assert str(raised.value).startswith(said)
+    assert ("a rank closed its sync" in str(raised.value)) == (theirs[0] == CLOSED)
+
+
+def test_a_meeting_cannot_open_while_a_step_check_is_pending():
+    """It would drop the step's request: MPISync completes the check before it meets."""
+    check = StepCheck(FakeGather([3, 7, 5]))
+    check.post(3, {}, 7, 8)
+    with pytest.raises(
+        SyncError,
+        match=r"no meeting \(summing 1 value after 3 steps\) while step 3's check is open",
+    ):
+        check.meet(SUMMING, 3, 1)
 
 
 def test_abort_job_says_why_then_aborts(capsys, exits):
@@ -184,14 +224,20 @@ def test_close_aborts_when_its_last_exchange_finds_a_rank_still_at_a_step(capsys
     sync.setup([Parameter("w", np.zeros(3))], {})
     sync.world_size = 2
 
-    def still_at_a_step() -> None:
-        raise SyncError("ranks are at different steps (rank 0: closed, rank 1: 3)")
+    def still_at_a_step(steps: int) -> None:
+        raise SyncError(
+            "ranks are at different points of the job "
+            f"(rank 0: closed after {steps} steps, rank 1: step 3)"
+        )
 
     sync._check.say_closed = still_at_a_step
-    with pytest.raises(SyncError, match="ranks are at different steps"):
+    with pytest.raises(SyncError, match="ranks are at different points"):
         sync.close()
     assert events == ["Abort(1)"] and exits == [1]
-    assert "rank 0: SyncError: ranks are at different steps" in capsys.readouterr().err
+    assert (
+        "rank 0: SyncError: ranks are at different points of the job (rank 0: closed after 0 steps"
+        in capsys.readouterr().err
+    )
 
 
 def test_close_without_an_exception_does_not_abort():

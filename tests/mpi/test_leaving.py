@@ -66,7 +66,7 @@ def test_a_reduction_that_fails_while_the_thread_drains_its_queue_stops_the_last
 
     thread.stop = stop_once_it_fails
     with pytest.raises(SyncError, match="failed on the communication thread: link lost"):
-        leave(StepCheck(comm), UsedParams(comm, 1, None), thread, aborted.append)
+        leave(StepCheck(comm), UsedParams(comm, 1, None), thread, 0, aborted.append)
     assert "Iallgather closing" not in comm.log
     assert [str(e) for e in aborted] == [
         "sync closed after allreduce of gradient bucket 0 failed on the communication thread: "
@@ -80,7 +80,7 @@ def test_a_clean_leave_drains_then_meets_the_others_once():
     check.post(3, {}, 0, 4)
     used.post()
     thread = CommThread(reduce)
-    leave(check, used, thread)
+    leave(check, used, thread, 4)
     assert comm.log == ["Iallgather", "used flags", "check complete", "Iallgather closing",
                         "check complete"]  # fmt: skip
     assert not thread._thread.is_alive()
@@ -107,11 +107,11 @@ def test_anything_raised_in_the_last_exchange_aborts_the_job_first(fault):
     this rank go while the others wait for it."""
 
     class FailingCheck(StepCheck):
-        def say_closed(self):
+        def say_closed(self, steps):
             raise fault
 
     comm = RecordingComm()
     aborted: list[BaseException] = []
     with pytest.raises(type(fault)):
-        leave(FailingCheck(comm), UsedParams(comm, 2, None), None, aborted.append)
+        leave(FailingCheck(comm), UsedParams(comm, 2, None), None, 0, aborted.append)
     assert aborted == [fault]

@@ -53,7 +53,10 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
     )
     assert proc.returncode != 0
     errors = "\n".join([proc.stderr, *(f.read_text() for f in tmp_path.glob("rank*.err"))])
-    assert "ranks are at different steps (rank 0: 3, rank 1: closed)" in errors
+    assert (
+        "ranks are at different points of the job (rank 0: step 3, rank 1: closed after 3 steps)"
+        in errors
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,7 +71,8 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
             "closed",  # whichever rank notices first
             [
                 "rank 0: SyncError: sync closed in the middle of step 1",
-                "rank 1: SyncError: ranks are at different steps (rank 0: 1, rank 1: closed)",
+                "rank 1: SyncError: ranks are at different points of the job "
+                "(rank 0: step 1, rank 1: closed after 1 step)",
             ],
         ),
     ],

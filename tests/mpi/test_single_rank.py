@@ -164,6 +164,22 @@ def test_metrics_reduce_over_one_rank(no_mpi4py):
     sync.all_equal({"a": 1})
 
 
+def test_metrics_and_barriers_come_between_steps(no_mpi4py):
+    """Inside a step the ranks' exchange of where they are is the step's own (and with the
+    communication thread the main thread makes no MPI call there): a meeting is refused."""
+    sync = MPISync(create_optimizer("sgd"), overlap=False)
+    sync.setup([Parameter("w", np.zeros(3))], {})
+    sync.start_step(2)
+    with pytest.raises(SyncError, match="summing 1 value after 0 steps: .* not in step 0"):
+        sync.allreduce_sum([1.0])
+    with pytest.raises(SyncError, match="at the barrier after 0 steps: .* not in step 0"):
+        sync.barrier()
+    sync.on_gradient(sync.params[0])
+    sync.finish_step()
+    assert sync.allreduce_sum([1.0, 2.0]) == [1.0, 2.0]  # after it: as before
+    sync.close()
+
+
 @pytest.mark.gpu
 def test_gpu_gradients_are_staged_through_the_host(no_mpi4py):
     from distconv import backend

@@ -83,17 +83,47 @@ def test_a_stuck_rank_ends_the_job_naming_the_gradient_wait(tmp_path, overlap):
 
 @with_mpiexec
 def test_ranks_in_different_collectives_end_the_job(tmp_path):
-    """The hang the per-step check cannot see: rank 0 sums metrics after two steps, rank 1
-    waits for step 2's check. Rank 1 (the shorter timeout) stops the job naming its wait, after
-    rank 0 has warned naming its own."""
+    """The hang no exchange of the sync can see: after two steps rank 0 calls a collective of
+    its own (a Barrier on the sync's communicator), rank 1 waits for step 2's check. Rank 1
+    (the shorter timeout) stops the job naming its wait, after rank 0 has warned naming its
+    own."""
     pytest.importorskip("mpi4py")
-    records = stalled_job(tmp_path, "fewer", "0")
+    records = stalled_job(tmp_path, "own", "0")
     at_check = r"the Wait of an Iallgather on the job communicator \(step 2\)"
     stop = rf"rank 1: SyncError: waited [\d.]+ s in {at_check} .*aborting the MPI job"
     assert re.search(stop, records), records
-    warned = r"rank 0 waited [\d.]+ s in Allreduce on the job communicator \(after step 1\)"
+    warned = r"rank 0 waited [\d.]+ s in Barrier on the job communicator \(after step 1\)"
     assert re.search(rf"{warned} .*; the job stops at 6 s", records), records
     assert "rank 0: SyncError" not in records
+
+
+AFTER_TWO = "ranks are at different points of the job (rank 0: {}, rank 1: {}){}; aborting"
+
+
+@with_mpiexec
+@pytest.mark.parametrize(
+    ("case", "rank0", "rank1", "hint"),
+    [
+        ("fewer", "summing 2 values after 2 steps", "step 2", ""),
+        (
+            "closes",
+            "closed after 2 steps",
+            "summing 2 values after 2 steps",
+            "; a rank closed its sync while another went on",
+        ),
+    ],
+)
+def test_ranks_that_disagree_on_what_comes_next_are_named_at_once(
+    tmp_path, case, rank0, rank1, hint
+):
+    """After two steps rank 0 sums metrics while rank 1 starts step 2, or rank 0 closes while
+    rank 1 sums: the meetings open with the ranks' exchange of where they are, so each rank
+    names the difference there, not the watchdog after its 600 s."""
+    pytest.importorskip("mpi4py")
+    records = stalled_job(tmp_path, case, "0")
+    said = AFTER_TWO.format(rank0, rank1, hint)
+    assert f"rank 0: SyncError: {said}" in records or f"rank 1: SyncError: {said}" in records
+    assert "waited" not in records, records
 
 
 @with_mpiexec
@@ -155,7 +185,7 @@ def test_every_communicator_call_of_the_sync_is_watched_or_local(tmp_path):
     names = set(out.read_text().split())
     local = {"Get_rank", "Get_size", "Free"}
     assert names - local <= {*BLOCKING, *NON_BLOCKING, "Dup"}, names
-    assert {"Iallreduce", "Iallgather", "Ialltoall", "Allreduce", "Barrier", "Dup"} <= names
+    assert {"Iallreduce", "Iallgather", "Ialltoall", "Allreduce", "Dup"} <= names
 
 
 # -- the watchdog on its own --------------------------------------------------------------------

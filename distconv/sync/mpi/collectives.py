@@ -1,5 +1,9 @@
 """The sync contract's job-level collectives over an MPI communicator: everything a rank
-exchanges with the others besides gradients (start-up broadcasts, the job check, metrics)."""
+exchanges with the others besides gradients (start-up broadcasts, the job check, metrics).
+
+A metrics sum and the barrier open with the ranks' exchange of where they are
+(:meth:`~distconv.sync.mpi.step_check.StepCheck.meet`), as every step does: a rank that sums
+while another starts a step, or closes, is named, not left waiting."""
 
 from __future__ import annotations
 
@@ -8,20 +12,27 @@ from typing import Any
 
 import numpy as np
 
+from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import bcast_in_place, same_job
+from distconv.sync.mpi.step_check import BARRIER, SUMMING, StepCheck, where
 
 
 class RankCollectives(LocalSync):
     """A :class:`~distconv.sync.local.LocalSync` whose ranks meet on ``self.comm``.
 
-    A subclass sets ``comm``, ``rank``, ``world_size`` and ``_in_place``/``_op``
-    (``MPI.IN_PLACE`` and ``MPI.SUM``, or None and None for a single-rank stand-in).
+    A subclass sets ``comm``, ``rank``, ``world_size``, ``_in_place``/``_op`` (``MPI.IN_PLACE``
+    and ``MPI.SUM``, or None and None for a single-rank stand-in), ``_check`` (the ranks'
+    exchange of where they are, on ``comm``), ``step`` (the steps it finished) and
+    ``_in_step``.
     """
 
     comm: Any
     _in_place: Any
     _op: Any
+    _check: StepCheck
+    step: int
+    _in_step: bool
 
     def broadcast_parameters(self) -> None:
         """Copy rank 0's parameter values and optimizer state to every rank."""
@@ -43,11 +54,25 @@ class RankCollectives(LocalSync):
         same_job(self.comm, self.rank, description)
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
-        """Sum small metrics over every rank (float64)."""
+        """Sum small metrics over every rank (float64), between steps."""
         buf = np.array([float(v) for v in values], dtype=np.float64)
+        self._meet(SUMMING, len(buf))
         self.comm.Allreduce(self._in_place, buf, self._op)
         return buf.tolist()
 
     def barrier(self) -> None:
-        """Return once every rank has called it."""
-        self.comm.Barrier()
+        """Return once every rank has called it, between steps (the exchange of where they
+        are is one)."""
+        self._meet(BARRIER)
+
+    def _meet(self, what: int, count: int = 0) -> None:
+        """Check that every rank is at this meeting (``what``, with ``count`` values).
+
+        Raises:
+            SyncError: naming what each rank is doing, where any differs; or called inside a
+                step (with the communication thread, the main thread makes no MPI call there).
+        """
+        if self._in_step:
+            said = where((what, self.step, count))
+            raise SyncError(f"{said}: the ranks meet between steps, not in step {self.step}")
+        self._check.meet(what, self.step, count)

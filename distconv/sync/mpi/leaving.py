@@ -32,27 +32,30 @@ def leave(
     check: StepCheck,
     used: UsedParams,
     thread: CommThread | None,
+    steps: int,
     abort: Callable[[BaseException], None] | None = None,
 ) -> None:
     """Complete what is pending (a single rank may close mid-step), stop the thread, then the
-    last exchange (:meth:`StepCheck.say_closed`: a rank still in a step learns this one has
-    gone), on the calling thread: it alone calls MPI once the thread has stopped.
+    last exchange (:meth:`StepCheck.say_closed`, after ``steps`` steps: a rank still in a step,
+    or in another meeting, learns this one has gone), on the calling thread: it alone calls MPI
+    once the thread has stopped.
 
     Raises:
-        SyncError: another rank is still at a step; the thread did not stop, or a reduction
-            it still had queued failed (no last exchange then: the ranks' collectives differ).
-            ``abort`` (the job's, where other ranks wait) is called with it first, as with
-            anything else raised here (an MPI error, Ctrl-C in the last exchange).
+        SyncError: another rank is still at a step or another meeting; the thread did not
+            stop, or a reduction it still had queued failed (no last exchange then: the ranks'
+            collectives differ). ``abort`` (the job's, where other ranks wait) is called with it
+            first, as with anything else raised here (an MPI error, Ctrl-C in the last
+            exchange).
     """
     try:
-        _leave(check, used, thread)
+        _leave(check, used, thread, steps)
     except BaseException as exc:
         if abort is not None:
             abort(exc)
         raise
 
 
-def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None) -> None:
+def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None, steps: int) -> None:
     failed = thread is not None and thread.error is not None
     if not failed:  # a failed thread skipped the flags' exchange: nothing to wait for
         used.drain()
@@ -62,7 +65,7 @@ def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None) -> Non
             raise SyncError(f"sync closed after {thread.failure()}")
     check.drain()  # every rank posted it in start_step: MPI must see it
     if not failed:  # not after a failed reduction: the ranks' collectives differ
-        check.say_closed()
+        check.say_closed(steps)
 
 
 def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:

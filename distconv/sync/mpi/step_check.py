@@ -1,10 +1,17 @@
-"""The ranks' agreement at each step: the same step, the same bucket layout, and the examples.
+"""The ranks' agreement on where they are: at each step, and at every job-level meeting.
 
 :class:`~distconv.sync.mpi.sync.MPISync` posts one small non-blocking ``Iallgather`` of
 ``(step, layout hash, examples)`` when a step starts and completes it just before the step's
 first gradient collective. By then it has long arrived, so the ranks meet once a step, at the
 gradients, not twice; and a rank that disagrees is named there, on every rank, before any of
 them can hang in a reduction of another size.
+
+Every other meeting on the job communicator (a metrics sum, the barrier, a rank closing) starts
+with the same exchange, a code in place of the step (:data:`SUMMING`, :data:`BARRIER`,
+:data:`CLOSED`). MPI matches collectives by their order alone, so ranks that disagree on what
+comes next (one sums metrics after two steps while another starts a third, or closes) would
+otherwise wait in collectives that never match, or worse, match ones of the same shape. With
+every meeting opening alike, they meet in this exchange, and every rank names what each is doing.
 """
 
 from __future__ import annotations
@@ -17,12 +24,32 @@ import numpy as np
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.comm import difference_from
 
-#: the step a rank posts when it closes its sync: a rank still at a step learns it has gone
+#: in place of a step number: the rank closes its sync (then the steps it finished)
 CLOSED = -1
+#: in place of a step number: the rank sums metrics (then its steps, and how many values)
+SUMMING = -2
+#: in place of a step number: the rank waits at the barrier (then its steps)
+BARRIER = -3
+
+
+def where(row: Sequence[int]) -> str:
+    """What a rank said it is doing, in words: a step, or a meeting after some steps."""
+    what, steps, count = row
+    if what >= 0:
+        return f"step {what}"
+    after = f"after {steps} step{'s' if steps != 1 else ''}"
+    if what == CLOSED:
+        return f"closed {after}"
+    if what == SUMMING:
+        return f"summing {count} value{'s' if count != 1 else ''} {after}"
+    if what == BARRIER:
+        return f"at the barrier {after}"
+    return f"unknown code {what}"
 
 
 class StepCheck:
-    """One step's exchange on ``comm``: :meth:`post`, then :meth:`complete` (or :meth:`drain`)."""
+    """One step's exchange on ``comm``: :meth:`post`, then :meth:`complete` (or :meth:`drain`);
+    or a meeting between steps: :meth:`meet`."""
 
     def __init__(self, comm: Any) -> None:
         self.comm = comm
@@ -40,7 +67,10 @@ class StepCheck:
     def post(self, step: int, layout: Mapping[str, Any], layout_hash: int, examples: int) -> None:
         """Start the exchange of this rank's step, layout hash and examples."""
         self._step, self._layout = step, layout
-        self._mine = np.array([step, layout_hash, examples], dtype=np.int64)
+        self._start(np.array([step, layout_hash, examples], dtype=np.int64))
+
+    def _start(self, mine: np.ndarray) -> None:
+        self._mine = mine
         self._every = np.zeros((self.comm.Get_size(), 3), dtype=np.int64)
         self._request = self.comm.Iallgather(self._mine, self._every)
 
@@ -51,30 +81,41 @@ class StepCheck:
             The step's examples summed over the ranks, or None when nothing was pending.
 
         Raises:
-            SyncError: the ranks are at different steps, or lay out their buckets differently.
+            SyncError: the ranks are at different steps (or meetings), or lay out their buckets
+                differently.
         """
         if not self.drain():
             return None
         steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
         if len(set(steps)) > 1:
-            named = ", ".join(
-                f"rank {r}: {'closed' if s == CLOSED else s}" for r, s in enumerate(steps)
-            )
-            hint = "; a rank closed its sync after fewer steps" if CLOSED in steps else ""
-            raise SyncError(f"ranks are at different steps ({named}){hint}")
+            self._raise_elsewhere()
         if len(set(hashes)) > 1:
             self._raise_layout_mismatch(hashes)
         return sum(examples)
 
-    def say_closed(self) -> None:
-        """The last exchange, when this rank closes: every other rank closes too, or is named
-        at the step it is at (a rank still in a step would otherwise wait here forever).
+    def meet(self, what: int, steps: int, count: int = 0) -> None:
+        """Open a meeting between steps: every rank must say the same ``what`` (a code, such
+        as :data:`SUMMING`), after the same number of ``steps``, with the same ``count``.
 
         Raises:
-            SyncError: another rank is still at a step.
+            SyncError: naming what each rank is doing, where any differs.
         """
-        self.post(CLOSED, {}, 0, 0)
-        self.complete()
+        if self._request is not None:  # a step's check never completed: no place to meet
+            meeting = where((what, steps, count))
+            raise SyncError(f"no meeting ({meeting}) while step {self._step}'s check is open")
+        self._start(np.array([what, steps, count], dtype=np.int64))
+        self.drain()
+        if (self._every != self._mine).any():
+            self._raise_elsewhere()
+
+    def say_closed(self, steps: int) -> None:
+        """The last exchange, when this rank closes after ``steps`` steps: every other rank
+        closes too, or is named where it is (it would otherwise wait there forever).
+
+        Raises:
+            SyncError: another rank is still at a step, or in another meeting.
+        """
+        self.meet(CLOSED, steps)
 
     def drain(self) -> bool:
         """Wait for a pending exchange without checking it (MPI must see every posted
@@ -84,6 +125,13 @@ class StepCheck:
         request, self._request = self._request, None
         request.Wait()
         return True
+
+    def _raise_elsewhere(self) -> None:
+        rows = self._every.tolist()
+        named = ", ".join(f"rank {r}: {where(row)}" for r, row in enumerate(rows))
+        closed = any(row[0] == CLOSED for row in rows)
+        hint = "; a rank closed its sync while another went on" if closed else ""
+        raise SyncError(f"ranks are at different points of the job ({named}){hint}")
 
     def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
         rank = self.comm.Get_rank()

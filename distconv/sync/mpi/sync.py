@@ -385,7 +385,7 @@ class MPISync(RankCollectives):
             if error is None and self._grad_comm is not None:
                 # raised, a SyncError would leave the other ranks waiting: abort them first
                 abort = partial(abort_job, self.comm, self.rank) if self.world_size > 1 else None
-                leave(self._check, self._used, self._thread, abort)
+                leave(self._check, self._used, self._thread, self.step, abort)
         finally:
             self._release()
 
