@@ -11,17 +11,18 @@ Cases (each must end the job with a message naming the wait or the difference, n
   end it.
 - ``fewer``: rank 0 sums metrics after two steps (as the Trainer does after an epoch) while
   rank 1 goes on to step 2; ``closes``: rank 0 closes its sync after two steps while rank 1 sums
-  metrics. The sync's meetings open with the ranks' exchange of where they are, so both name
-  the difference at once, long before the watchdog (600 s here) would.
+  metrics; ``barrier``: rank 0 waits at the barrier while rank 1 sums. The sync's meetings open
+  with the ranks' exchange of where they are, so a rank names the difference at once, long
+  before the watchdog (600 s here) would.
 - ``early``: rank 0 catches an error before setup (a checkpoint it cannot read) and closes its
   sync, while rank 1 waits in setup: closing before setup aborts the job, long before the
   watchdog (600 s here) would.
 
 Each rank sends its stderr and its log to ``RECORDS/rank<r>.err`` (``mpiexec`` may tear the
-job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s; in case
-``own`` 4 s on rank 1 and 6 s on rank 0, so that rank 0 warns (at 3 s) before rank 1 stops the
-job (at 4 s). The ranks meet once before the sync is made, so that no rank's slower start is
-taken for a stall.
+job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s in case
+``stuck``; in case ``own`` 4 s on rank 1 and 6 s on rank 0, so that rank 0 warns (at 3 s) before
+rank 1 stops the job (at 4 s); 600 s in the others. The ranks meet once before the sync is
+made, so that no rank's slower start is taken for a stall.
 """
 
 from __future__ import annotations
@@ -84,13 +85,15 @@ def main() -> None:
     try:
         sync.setup(net.parameters(), {})
         for step, (x, y) in enumerate(global_batches()):
-            if step == 2 and rank == 0 and case in ("own", "fewer", "closes"):
+            if step == 2 and rank == 0 and case in ("own", "fewer", "closes", "barrier"):
                 if case == "own":  # never met: rank 1 is at step 2's check
                     sync.comm.Barrier()
                 elif case == "fewer":  # met by step 2's check, which names the difference
                     sync.allreduce_sum([1.0, 2.0])
+                elif case == "barrier":  # met by rank 1's metrics
+                    sync.barrier()
                 break  # "closes": the close's exchange meets rank 1's metrics
-            if step == 2 and rank == 1 and case == "closes":
+            if step == 2 and rank == 1 and case in ("closes", "barrier"):
                 sync.allreduce_sum([1.0, 2.0])
                 break
             xs, ys = x[rank::world], y[rank::world]

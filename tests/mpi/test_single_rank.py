@@ -159,15 +159,20 @@ def test_bad_arguments_and_misuse_are_named(no_mpi4py):
 
 def test_metrics_reduce_over_one_rank(no_mpi4py):
     sync = MPISync(create_optimizer("sgd"))
+    sync.setup([Parameter("w", np.zeros(3))], {})
     assert sync.allreduce_sum([1.5, 2]) == [1.5, 2.0]
     sync.barrier()
     sync.all_equal({"a": 1})
 
 
 def test_metrics_and_barriers_come_between_steps(no_mpi4py):
-    """Inside a step the ranks' exchange of where they are is the step's own (and with the
-    communication thread the main thread makes no MPI call there): a meeting is refused."""
+    """Before setup another rank may be in setup's collectives, which no meeting matches;
+    inside a step the ranks' exchange of where they are is the step's own (and with the
+    communication thread the main thread makes no MPI call there); after a step that failed
+    the ranks may differ. A meeting is refused there, naming why."""
     sync = MPISync(create_optimizer("sgd"), overlap=False)
+    with pytest.raises(SyncError, match=r"summing 1 value after 0 steps: .* not in the job's st"):
+        sync.allreduce_sum([1.0])
     sync.setup([Parameter("w", np.zeros(3))], {})
     sync.start_step(2)
     with pytest.raises(SyncError, match="summing 1 value after 0 steps: .* not in step 0"):
@@ -176,8 +181,15 @@ def test_metrics_and_barriers_come_between_steps(no_mpi4py):
         sync.barrier()
     sync.on_gradient(sync.params[0])
     sync.finish_step()
-    assert sync.allreduce_sum([1.0, 2.0]) == [1.0, 2.0]  # after it: as before
-    sync.close()
+    assert sync.allreduce_sum([1.0, 2.0]) == [1.0, 2.0]  # between steps: as before
+    sync.barrier()
+    sync.start_step(2)
+    sync.on_gradient(sync.params[0])
+    sync.optimizer.update = lambda *a, **k: (_ for _ in ()).throw(ValueError("no update"))
+    with pytest.raises(ValueError, match="no update"):
+        sync.finish_step()
+    with pytest.raises(SyncError, match=r"after 2 steps: .* not in step 1 \(no finish_step, or"):
+        sync.barrier()
 
 
 @pytest.mark.gpu

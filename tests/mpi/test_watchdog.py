@@ -100,27 +100,27 @@ def test_ranks_in_different_collectives_end_the_job(tmp_path):
 AFTER_TWO = "ranks are at different points of the job (rank 0: {}, rank 1: {}){}; aborting"
 
 
+SUMS = "summing 2 values after 2 steps"
+
+
 @with_mpiexec
+@pytest.mark.parametrize("overlap", ["0", "1"])
 @pytest.mark.parametrize(
     ("case", "rank0", "rank1", "hint"),
     [
-        ("fewer", "summing 2 values after 2 steps", "step 2", ""),
-        (
-            "closes",
-            "closed after 2 steps",
-            "summing 2 values after 2 steps",
-            "; a rank closed its sync while another went on",
-        ),
+        ("fewer", SUMS, "step 2", ""),
+        ("closes", "closed after 2 steps", SUMS, "; a rank closed its sync while another went on"),
+        ("barrier", "at the barrier after 2 steps", SUMS, ""),
     ],
 )
 def test_ranks_that_disagree_on_what_comes_next_are_named_at_once(
-    tmp_path, case, rank0, rank1, hint
+    tmp_path, case, rank0, rank1, hint, overlap
 ):
-    """After two steps rank 0 sums metrics while rank 1 starts step 2, or rank 0 closes while
-    rank 1 sums: the meetings open with the ranks' exchange of where they are, so each rank
-    names the difference there, not the watchdog after its 600 s."""
+    """After two steps rank 0 sums metrics while rank 1 starts step 2, or rank 0 closes or
+    waits at the barrier while rank 1 sums: the meetings open with the ranks' exchange of where
+    they are, so a rank names the difference there, not the watchdog after its 600 s."""
     pytest.importorskip("mpi4py")
-    records = stalled_job(tmp_path, case, "0")
+    records = stalled_job(tmp_path, case, overlap)
     said = AFTER_TWO.format(rank0, rank1, hint)
     assert f"rank 0: SyncError: {said}" in records or f"rank 1: SyncError: {said}" in records
     assert "waited" not in records, records

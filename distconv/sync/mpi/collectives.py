@@ -23,8 +23,9 @@ class RankCollectives(LocalSync):
 
     A subclass sets ``comm``, ``rank``, ``world_size``, ``_in_place``/``_op`` (``MPI.IN_PLACE``
     and ``MPI.SUM``, or None and None for a single-rank stand-in), ``_check`` (the ranks'
-    exchange of where they are, on ``comm``), ``step`` (the steps it finished) and
-    ``_in_step``.
+    exchange of where they are, on ``comm``), ``step`` (the steps it finished) and ``_open``
+    (what is under way, from setup or a step's start to its last collective; None between
+    steps).
     """
 
     comm: Any
@@ -32,10 +33,11 @@ class RankCollectives(LocalSync):
     _op: Any
     _check: StepCheck
     step: int
-    _in_step: bool
+    _open: str | None
 
     def broadcast_parameters(self) -> None:
-        """Copy rank 0's parameter values and optimizer state to every rank."""
+        """Copy rank 0's parameter values and optimizer state to every rank (setup's: with no
+        meeting's exchange before it, as every rank is in setup)."""
         for p in self.params:
             self._bcast(p.value)
             for key in sorted(self.state[p.name]):
@@ -47,6 +49,8 @@ class RankCollectives(LocalSync):
 
     def all_equal(self, description: Mapping[str, Any]) -> None:
         """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
+
+        Setup's, as :meth:`broadcast_parameters` is.
 
         Raises:
             SyncError: naming this rank, the first rank that differs, and the first differing key.
@@ -69,10 +73,11 @@ class RankCollectives(LocalSync):
         """Check that every rank is at this meeting (``what``, with ``count`` values).
 
         Raises:
-            SyncError: naming what each rank is doing, where any differs; or called inside a
-                step (with the communication thread, the main thread makes no MPI call there).
+            SyncError: naming what each rank is doing, where any differs; or called before
+                setup, inside a step (with the communication thread, the main thread makes no
+                MPI call there) or after one that failed (the ranks may differ since).
         """
-        if self._in_step:
+        if self._open is not None:
             said = where((what, self.step, count))
-            raise SyncError(f"{said}: the ranks meet between steps, not in step {self.step}")
+            raise SyncError(f"{said}: the ranks meet between steps, not in {self._open}")
         self._check.meet(what, self.step, count)

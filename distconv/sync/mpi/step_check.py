@@ -11,7 +11,9 @@ with the same exchange, a code in place of the step (:data:`SUMMING`, :data:`BAR
 :data:`CLOSED`). MPI matches collectives by their order alone, so ranks that disagree on what
 comes next (one sums metrics after two steps while another starts a third, or closes) would
 otherwise wait in collectives that never match, or worse, match ones of the same shape. With
-every meeting opening alike, they meet in this exchange, and every rank names what each is doing.
+every meeting opening alike, they meet in this exchange, and each rank that sees the difference
+names what each is doing. (Two sums of as many values after as many steps look alike: callers
+sum in the same order on every rank.)
 """
 
 from __future__ import annotations
