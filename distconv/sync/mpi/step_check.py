@@ -56,8 +56,11 @@ class StepCheck:
     def __init__(self, comm: Any) -> None:
         self.comm = comm
         self._request: Any = None
-        self._every = np.zeros((0, 3), dtype=np.int64)
+        # the row sent and every rank's rows, the same two buffers at every exchange (one is
+        # pending at a time): a numpy call just after an MPI wait costs several times its usual
+        # time on a busy core, and the exchange is read back as plain ints for the same reason
         self._mine = np.zeros(3, dtype=np.int64)
+        self._every = np.zeros((comm.Get_size(), 3), dtype=np.int64)
         self._step = 0
         self._layout: Mapping[str, Any] = {}
 
@@ -69,11 +72,10 @@ class StepCheck:
     def post(self, step: int, layout: Mapping[str, Any], layout_hash: int, examples: int) -> None:
         """Start the exchange of this rank's step, layout hash and examples."""
         self._step, self._layout = step, layout
-        self._start(np.array([step, layout_hash, examples], dtype=np.int64))
+        self._start([step, layout_hash, examples])
 
-    def _start(self, mine: np.ndarray) -> None:
-        self._mine = mine
-        self._every = np.zeros((self.comm.Get_size(), 3), dtype=np.int64)
+    def _start(self, row: list[int]) -> None:
+        self._mine[:] = row
         self._request = self.comm.Iallgather(self._mine, self._every)
 
     def complete(self) -> int | None:
@@ -105,9 +107,10 @@ class StepCheck:
         if self._request is not None:  # a step's check never completed: no place to meet
             meeting = where((what, steps, count))
             raise SyncError(f"no meeting ({meeting}) while step {self._step}'s check is open")
-        self._start(np.array([what, steps, count], dtype=np.int64))
+        row = [what, steps, count]
+        self._start(row)
         self.drain()
-        if (self._every != self._mine).any():
+        if self._every.tolist() != [row] * len(self._every):
             self._raise_elsewhere()
 
     def say_closed(self, steps: int) -> None:
