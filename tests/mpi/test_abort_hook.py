@@ -128,15 +128,16 @@ def test_a_meeting_names_what_each_rank_is_doing_where_any_differs(theirs, named
     assert ("a rank closed its sync" in str(raised.value)) == (theirs[0] == CLOSED)
 
 
-def test_a_meeting_cannot_open_while_a_step_check_is_pending():
-    """It would drop the step's request: MPISync completes the check before it meets."""
+def test_no_exchange_starts_while_one_is_pending():
+    """It would write over buffers MPI still owns, and drop the request: MPISync completes a
+    step's check before the next step or a meeting."""
     check = StepCheck(FakeGather([3, 7, 5]))
     check.post(3, {}, 7, 8)
-    with pytest.raises(
-        SyncError,
-        match=r"no meeting \(summing 1 value after 3 steps\) while step 3's check is open",
-    ):
+    with pytest.raises(SyncError, match=r"no exchange \(summing 1 value after 3 steps\) while st"):
         check.meet(SUMMING, 3, 1)
+    with pytest.raises(SyncError, match=r"no exchange \(step 4\) while step 3's check is open"):
+        check.post(4, {}, 7, 8)
+    assert check.complete() == 13  # the pending one, untouched
 
 
 def test_abort_job_says_why_then_aborts(capsys, exits):

@@ -71,10 +71,12 @@ class StepCheck:
 
     def post(self, step: int, layout: Mapping[str, Any], layout_hash: int, examples: int) -> None:
         """Start the exchange of this rank's step, layout hash and examples."""
-        self._step, self._layout = step, layout
         self._start([step, layout_hash, examples])
+        self._step, self._layout = step, layout
 
     def _start(self, row: list[int]) -> None:
+        if self._request is not None:  # MPI still owns the buffers: never post over them
+            raise SyncError(f"no exchange ({where(row)}) while step {self._step}'s check is open")
         self._mine[:] = row
         self._request = self.comm.Iallgather(self._mine, self._every)
 
@@ -104,9 +106,6 @@ class StepCheck:
         Raises:
             SyncError: naming what each rank is doing, where any differs.
         """
-        if self._request is not None:  # a step's check never completed: no place to meet
-            meeting = where((what, steps, count))
-            raise SyncError(f"no meeting ({meeting}) while step {self._step}'s check is open")
         row = [what, steps, count]
         self._start(row)
         self.drain()
