@@ -185,7 +185,11 @@ def test_metrics_and_barriers_come_between_steps(no_mpi4py):
     sync.barrier()
     sync.start_step(2)
     sync.on_gradient(sync.params[0])
-    sync.optimizer.update = lambda *a, **k: (_ for _ in ()).throw(ValueError("no update"))
+
+    def failing_update(*args, **kwargs):
+        raise ValueError("no update")
+
+    sync.optimizer.update = failing_update  # the step fails in finish_step
     with pytest.raises(ValueError, match="no update"):
         sync.finish_step()
     with pytest.raises(SyncError, match=r"after 2 steps: .* not in step 1 \(no finish_step, or"):
