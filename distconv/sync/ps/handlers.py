@@ -86,6 +86,8 @@ class RequestHandlers:
                 raise _Refused(self.failed)
             self.last_seen[header["rank"]] = time.monotonic()
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
+            if header["op"] in ("gather", "push", "bye"):  # may leave every rank held for ever
+                self._check_stuck()
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             if isinstance(exc, WireError):
@@ -349,6 +351,7 @@ class RequestHandlers:
             )
         key = f"gather:{header['tag']}"
         waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
+        self.gathers_held.add(key)
         if header["rank"] in waiting.by_rank:
             raise WireError(f"rank {header['rank']} sent {short(header['tag'])} twice")
         waiting.by_rank[header["rank"]] = (ident, header, [])
@@ -359,6 +362,7 @@ class RequestHandlers:
         if not self._live() <= set(waiting.by_rank):
             return
         del self.waiting[key]
+        self.gathers_held.discard(key)
         values = [
             waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
             for r in range(self.config.workers)

@@ -13,6 +13,8 @@ together, and the reply to a push carries the blocks' new values.
 
 Every wait has a timeout. A worker missing from a sync step (or a collective) past the timeout
 fails the job: every later request gets the message naming the rank, its host and its last step.
+Ranks held at points of the job that can never meet (:mod:`~distconv.sync.ps.stuck`) fail it at
+once, naming where each rank is.
 A malformed request gets an error reply (or is dropped and logged when it cannot be answered) and
 the shard goes on serving everyone else.
 """
@@ -38,6 +40,7 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
+from distconv.sync.ps.stuck import stuck
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import pack, send, zmq_max_msg_size
 
@@ -76,6 +79,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self.failed: str | None = None
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.waiting: dict[str, _Waiting] = {}  # "push:<param>" or "gather:<tag>"
+        self.gathers_held: set[str] = set()  # the gather keys in ``waiting``, looked up per push
         self._seeding: Any = None  # a seed whose parts are still arriving
         self.hosts: dict[int, str] = {}
         self.last_step: dict[int, int] = {}
@@ -224,6 +228,16 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
                             log.exception("shard %d: could not send the job's failure", self.index)
         finally:
             self.waiting.clear()
+            self.gathers_held.clear()
+
+    def _check_stuck(self) -> None:
+        """Fail the job at once if what the shard holds can never be answered
+        (:func:`~distconv.sync.ps.stuck.stuck`), instead of at the timeout."""
+        if self.failed or not self.gathers_held:  # every stuck case has a rank in a gather
+            return
+        message = stuck(self.waiting, self._live(), self.left, self._who)
+        if message:
+            self._fail(message)
 
     def _who(self, rank: int) -> str:
         host = self.hosts.get(rank, "unknown host")

@@ -1,0 +1,90 @@
+"""Requests that no later message can answer: ranks held on a shard at different points of the job.
+
+A worker blocks in a ``gather`` (the start-up digest, a barrier, a metrics sum) until every
+live rank has sent the same tag, and, in sync mode, in ``finish_step`` until every rank has
+pushed the step's gradients. MPI's ranks meet the same way, and :mod:`distconv.sync.mpi`
+names ranks that disagree at once; here, three things a shard holds can never be answered,
+whatever arrives later, and the shard fails the job as soon as it sees one, instead of at its
+timeout:
+
+- **every live rank waits in a gather**, not all in the same one: a worker in a gather sends
+  nothing else;
+- **a rank waits in a gather while another rank's sync push is held**: the pushing rank
+  finishes its step before it makes any collective, and its step needs the gathering rank's
+  push, which a worker in a gather will not send;
+- **a rank waits in a gather while another has said** ``bye``: a worker gone joins no gather.
+
+Pushes are held only in sync mode, and only shard 0 holds gathers, so the last two are seen
+where the push or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+#: what a rank in a gather of each kind is doing, for the message
+GATHER_WORDS = {
+    "all_equal": "comparing job descriptions (start-up)",
+    "barrier": "at a barrier",
+    "allreduce": "summing metrics",
+}
+
+
+def stuck(
+    waiting: Mapping[str, Any],
+    live: Iterable[int],
+    left: Iterable[int],
+    who: Callable[[int], str] = lambda rank: f"rank {rank}",
+) -> str | None:
+    """Why the requests held in ``waiting`` can never all be answered, or None.
+
+    Args:
+        waiting: the shard's held requests by key (``gather:<tag>`` or ``push:<param>``), each
+            with ``by_rank``: rank -> (identity, request header, anything).
+        live: the ranks a gather waits for (every worker but those lost in async mode).
+        left: the ranks that have said ``bye``.
+        who: how to name a rank in the message (the shard adds its host and last step).
+
+    Returns:
+        A message naming what each live rank is doing and why none can go on; None when every
+        held request may still be answered.
+    """
+    gathers, pushes = _held(waiting)
+    if not gathers:
+        return None
+    live = sorted(live)
+    gone = [r for r in live if r in set(left) and r not in gathers]
+    if all(r in gathers for r in live) and len({gathers[r] for r in live}) > 1:
+        why = "each rank waits in a collective another rank never makes"
+    elif any(q != r for q in pushes for r in gathers):
+        why = "a rank waits in a collective while another is in a step, which needs its push"
+    elif gone:
+        why = "a rank closed (bye) while another waits in a collective"
+    else:
+        return None
+    doing = []
+    for r in live:
+        if r in gathers:
+            kind = gathers[r].partition(":")[0]
+            doing.append(f"{who(r)}: {GATHER_WORDS.get(kind, kind)} ({gathers[r]})")
+        elif r in pushes:
+            doing.append(f"{who(r)}: pushed step {pushes[r]}, waiting for the others' pushes")
+        elif r in gone:
+            doing.append(f"{who(r)}: closed")
+        else:
+            doing.append(f"{who(r)}: nothing held here")
+    return f"ranks are at different points of the job ({'; '.join(doing)}): {why}"
+
+
+def _held(waiting: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, int]]:
+    """Per rank, the tag of the gather it waits in, and the step of its push held."""
+    gathers: dict[int, str] = {}
+    pushes: dict[int, int] = {}
+    for key, held in waiting.items():
+        for rank, (_, header, _) in held.by_rank.items():
+            if key.startswith("gather:"):
+                gathers[rank] = str(header["tag"])
+            else:
+                pushes[rank] = header["step"]
+    return gathers, pushes
