@@ -13,7 +13,8 @@ Cases (each must end the job with a message naming the wait or the difference, n
   rank 1 goes on to step 2; ``closes``: rank 0 closes its sync after two steps while rank 1 sums
   metrics; ``barrier``: rank 0 waits at the barrier while rank 1 sums. The sync's meetings open
   with the ranks' exchange of where they are, so a rank names the difference at once, long
-  before the watchdog (600 s here) would.
+  before the watchdog (600 s here) would. ``again``: rank 0 calls setup a second time after two
+  steps while rank 1 goes on to step 2; setup opens with the same exchange, so it is named too.
 - ``early``: rank 0 catches an error before setup (a checkpoint it cannot read) and closes its
   sync, while rank 1 waits in setup: closing before setup aborts the job, long before the
   watchdog (600 s here) would.
@@ -85,9 +86,11 @@ def main() -> None:
     try:
         sync.setup(net.parameters(), {})
         for step, (x, y) in enumerate(global_batches()):
-            if step == 2 and rank == 0 and case in ("own", "fewer", "closes", "barrier"):
+            if step == 2 and rank == 0 and case in ("own", "fewer", "closes", "barrier", "again"):
                 if case == "own":  # never met: rank 1 is at step 2's check
                     sync.comm.Barrier()
+                elif case == "again":  # met by step 2's check, which names the difference
+                    sync.setup(net.parameters(), {})
                 elif case == "fewer":  # met by step 2's check, which names the difference
                     sync.allreduce_sum([1.0, 2.0])
                 elif case == "barrier":  # met by rank 1's metrics

@@ -14,7 +14,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm, leaving
 from distconv.sync.mpi.comm import want_thread
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook
-from distconv.sync.mpi.step_check import BARRIER, CLOSED, SUMMING, StepCheck
+from distconv.sync.mpi.step_check import BARRIER, CLOSED, SETUP, SUMMING, StepCheck
 
 
 @pytest.fixture(autouse=True)
@@ -114,6 +114,7 @@ def test_a_meeting_passes_where_every_rank_says_the_same():
         ([SUMMING, 5, 2], "rank 1: summing 2 values after 5 steps"),  # after another step
         ([4, 77, 8], "rank 1: step 4"),  # a step, its layout hash and examples
         ([BARRIER, 1, 0], "rank 1: at the barrier after 1 step"),
+        ([SETUP, 0, 0], "rank 1: in setup after 0 steps"),
         ([CLOSED, 4, 0], "rank 1: closed after 4 steps"),
         ([-9, 4, 0], "rank 1: unknown code -9"),
     ],

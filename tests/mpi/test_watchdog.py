@@ -111,14 +111,16 @@ SUMS = "summing 2 values after 2 steps"
         ("fewer", SUMS, "step 2", ""),
         ("closes", "closed after 2 steps", SUMS, "; a rank closed its sync while another went on"),
         ("barrier", "at the barrier after 2 steps", SUMS, ""),
+        ("again", "in setup after 2 steps", "step 2", ""),
     ],
 )
 def test_ranks_that_disagree_on_what_comes_next_are_named_at_once(
     tmp_path, case, rank0, rank1, hint, overlap
 ):
     """After two steps rank 0 sums metrics while rank 1 starts step 2, or rank 0 closes or
-    waits at the barrier while rank 1 sums: the meetings open with the ranks' exchange of where
-    they are, so a rank names the difference there, not the watchdog after its 600 s."""
+    waits at the barrier while rank 1 sums, or sets up again while rank 1 starts step 2: the
+    meetings (setup's too) open with the ranks' exchange of where they are, so a rank names the
+    difference there, not the watchdog after its 600 s."""
     pytest.importorskip("mpi4py")
     records = stalled_job(tmp_path, case, overlap)
     said = AFTER_TWO.format(rank0, rank1, hint)

@@ -1,9 +1,9 @@
 """The sync contract's job-level collectives over an MPI communicator: everything a rank
 exchanges with the others besides gradients (start-up broadcasts, the job check, metrics).
 
-A metrics sum and the barrier open with the ranks' exchange of where they are
+Setup's job check, a metrics sum and the barrier open with the ranks' exchange of where they are
 (:meth:`~distconv.sync.mpi.step_check.StepCheck.meet`), as every step does: a rank that sums
-while another starts a step, or closes, is named, not left waiting."""
+while another starts a step, or closes, or sets up again, is named, not left waiting."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import bcast_in_place, same_job
-from distconv.sync.mpi.step_check import BARRIER, SUMMING, StepCheck, where
+from distconv.sync.mpi.step_check import BARRIER, SETUP, SUMMING, StepCheck, where
 
 
 class RankCollectives(LocalSync):
@@ -36,8 +36,8 @@ class RankCollectives(LocalSync):
     _open: str | None
 
     def broadcast_parameters(self) -> None:
-        """Copy rank 0's parameter values and optimizer state to every rank (setup's: with no
-        meeting's exchange before it, as every rank is in setup)."""
+        """Copy rank 0's parameter values and optimizer state to every rank (setup's: after
+        :meth:`all_equal`'s exchange found every rank in setup)."""
         for p in self.params:
             self._bcast(p.value)
             for key in sorted(self.state[p.name]):
@@ -50,11 +50,16 @@ class RankCollectives(LocalSync):
     def all_equal(self, description: Mapping[str, Any]) -> None:
         """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
 
-        Setup's, as :meth:`broadcast_parameters` is.
+        Setup's first collective. It opens with the ranks' exchange of where they are
+        (:data:`~distconv.sync.mpi.step_check.SETUP`): a rank that sets up again, or late,
+        while another is at a step or a meeting is named there, not left waiting in setup's
+        blocking collectives, which match none of theirs.
 
         Raises:
-            SyncError: naming this rank, the first rank that differs, and the first differing key.
+            SyncError: naming this rank, the first rank that differs, and the first differing
+                key; or what each rank is doing, where a rank is not in setup.
         """
+        self._check.meet(SETUP, self.step)
         same_job(self.comm, self.rank, description)
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:

@@ -6,11 +6,12 @@ first gradient collective. By then it has long arrived, so the ranks meet once a
 gradients, not twice; and a rank that disagrees is named there, on every rank, before any of
 them can hang in a reduction of another size.
 
-Every other meeting on the job communicator (a metrics sum, the barrier, a rank closing) starts
-with the same exchange, a code in place of the step (:data:`SUMMING`, :data:`BARRIER`,
-:data:`CLOSED`). MPI matches collectives by their order alone, so ranks that disagree on what
-comes next (one sums metrics after two steps while another starts a third, or closes) would
-otherwise wait in collectives that never match, or worse, match ones of the same shape. With
+Every other meeting on the job communicator (setup's job check, a metrics sum, the barrier, a
+rank closing) starts with the same exchange, a code in place of the step (:data:`SETUP`,
+:data:`SUMMING`, :data:`BARRIER`, :data:`CLOSED`). MPI matches collectives by their order
+alone, so ranks that disagree on what comes next (one sums metrics after two steps while another
+starts a third, closes, or sets up again) would otherwise wait in collectives that never match,
+or worse, match ones of the same shape. With
 every meeting opening alike, they meet in this exchange, and each rank that sees the difference
 names what each is doing. (Two sums of as many values after as many steps look alike: callers
 sum in the same order on every rank.)
@@ -32,6 +33,8 @@ CLOSED = -1
 SUMMING = -2
 #: in place of a step number: the rank waits at the barrier (then its steps)
 BARRIER = -3
+#: in place of a step number: the rank is in setup, about to compare the job (then its steps)
+SETUP = -4
 
 
 def where(row: Sequence[int]) -> str:
@@ -46,6 +49,8 @@ def where(row: Sequence[int]) -> str:
         return f"summing {count} value{'s' if count != 1 else ''} {after}"
     if what == BARRIER:
         return f"at the barrier {after}"
+    if what == SETUP:
+        return f"in setup {after}"
     return f"unknown code {what}"
 
 

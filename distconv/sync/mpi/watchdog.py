@@ -3,8 +3,8 @@
 MPI has no timeouts. A collective that some rank never joins waits forever: a rank stuck (a
 deadlock, a hung file system), a node lost in a way the MPI library does not notice, or ranks
 that wait in different collectives outside the sync's own exchanges, which name ranks at
-different steps or meetings (a collective of the caller's own on the sync's communicator, or
-setup's against another rank's step or meeting: MPI matches collectives by their order alone).
+different steps, meetings or setup (a collective of the caller's own on the sync's
+communicator: MPI matches collectives by their order alone).
 PyTorch's watchdog over NCCL and Horovod's stall check answer it the same way, and so does this
 module: every blocking MPI call a sync makes (a blocking collective, or the ``Wait`` of a
 non-blocking one) is watched; one that lasts ``timeout`` seconds stops the job with a message
@@ -136,7 +136,7 @@ class Watchdog:
         return (
             f"waited {waited:.1f} s in {what} ({phase}) for a rank that has not joined it: a "
             "rank is stuck, or died without MPI noticing, or the ranks wait in different "
-            "collectives (setup's, or one of the caller's own on the sync's communicator?) "
+            "collectives (one of the caller's own on the sync's communicator?) "
             f"(timeout {self.timeout:g} s, --timeout)"
         )
 
