@@ -85,9 +85,10 @@ class RequestHandlers:
             if self.failed and header["op"] not in ("stats", "bye"):
                 raise _Refused(self.failed)
             self.last_seen[header["rank"]] = time.monotonic()
+            self.requests += 1
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
             if header["op"] in ("gather", "push", "bye"):  # may leave every rank held for ever
-                self._check_stuck()
+                self._check_stuck(header["op"])
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
             if isinstance(exc, WireError):
@@ -144,6 +145,8 @@ class RequestHandlers:
             diff = first_difference(json.loads(text), json.loads(self.description))
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
         self.left.discard(header["rank"])
+        self.hello_at[header["rank"]] = self.requests  # a new run of it: see _check_stuck
+        self.last_step.pop(header["rank"], None)
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
     def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
@@ -355,6 +358,7 @@ class RequestHandlers:
         if header["rank"] in waiting.by_rank:
             raise WireError(f"rank {header['rank']} sent {short(header['tag'])} twice")
         waiting.by_rank[header["rank"]] = (ident, header, [])
+        waiting.arrived[header["rank"]] = self.requests
         self._finish_gather(key)
 
     def _finish_gather(self, key: str) -> None:
@@ -377,6 +381,7 @@ class RequestHandlers:
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         self.left.add(header["rank"])
+        self.bye_at[header["rank"]] = self.requests
         self._reply(ident, header)
 
     def _op_checkpoint(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

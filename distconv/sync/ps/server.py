@@ -40,7 +40,7 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
-from distconv.sync.ps.stuck import stuck
+from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import pack, send, zmq_max_msg_size
 
@@ -86,6 +86,11 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self.last_seen: dict[int, float] = {}
         self.left: set[int] = set()
         self.lost: set[int] = set()
+        #: requests handled so far, and the count at each rank's latest hello and bye: which
+        #: run of a restarted worker a held request or a bye belongs to (see _check_stuck)
+        self.requests = 0
+        self.hello_at: dict[int, int] = {}
+        self.bye_at: dict[int, int] = {}
         self._stop = False
         #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`
         self.service: Any = None
@@ -230,12 +235,21 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
             self.waiting.clear()
             self.gathers_held.clear()
 
-    def _check_stuck(self) -> None:
+    def _check_stuck(self, op: str = "gather") -> None:
         """Fail the job at once if what the shard holds can never be answered
-        (:func:`~distconv.sync.ps.stuck.stuck`), instead of at the timeout."""
-        if self.failed or not self.gathers_held:  # every stuck case has a rank in a gather
-            return
-        message = stuck(self.waiting, self._live(), self.left, self._who)
+        (:func:`~distconv.sync.ps.stuck.stuck`), instead of at the timeout; after ``op``
+        arrived (an async push holds nothing, so it changes nothing)."""
+        if self.failed or not self.gathers_held or (op == "push" and self.config.mode == "async"):
+            return  # every stuck case has a rank in a gather
+        in_gathers = sum(len(self.waiting[key].by_rank) for key in self.gathers_held)
+        pushes_held = len(self.waiting) > len(self.gathers_held)
+        if in_gathers < self.config.workers - len(self.lost) and not pushes_held and not self.left:
+            return  # a rank still to come to a gather, no step held, nobody gone: the usual
+        gathers, pushes = held_now(self.waiting, self.hello_at)
+        # a bye counts once said after the gathering ranks' hellos: not one of a run before
+        since = max((self.hello_at.get(r, -1) for r in gathers), default=-1)
+        gone = {r for r in self.left if self.bye_at.get(r, -1) > since}
+        message = stuck(gathers, pushes, self._live(), gone, self._who)
         if message:
             self._fail(message)
 
@@ -267,6 +281,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
                 self.lost.add(rank)
                 for key in [k for k in self.waiting if k.startswith("gather:")]:
                     self._finish_gather(key)
+                self._check_stuck()  # the ranks left may wait in different gathers
 
 
 def run_shard(config: ShardConfig, service: Any = None) -> int:

@@ -49,6 +49,8 @@ class _Waiting:
     since: float
     #: rank -> (peer identity, request header, what the op keeps: a push's ``(_Push, parts)``)
     by_rank: dict[int, tuple[bytes, dict[str, Any], Any]] = field(default_factory=dict)
+    #: rank -> the shard's count of requests when its part came (see distconv.sync.ps.stuck)
+    arrived: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -200,6 +202,7 @@ class BlockUpdates:
         """Hold ``rank``'s part of parameter ``p``; True once every worker's is held."""
         waiting = self.waiting.setdefault(f"push:{p}", _Waiting(f"step {step}", time.monotonic()))
         waiting.by_rank[rank] = (push.ident, push.header, (push, parts))
+        waiting.arrived[rank] = self.requests
         return len(waiting.by_rank) == self.config.workers
 
     def _apply_complete(self, complete: list[int], step: int) -> None:

@@ -14,13 +14,18 @@ timeout:
   push, which a worker in a gather will not send;
 - **a rank waits in a gather while another has said** ``bye``: a worker gone joins no gather.
 
-Pushes are held only in sync mode, and only shard 0 holds gathers, so the last two are seen
-where the push or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
+All three hold within one run of the workers. A worker restarted against shards that kept
+running (Kubernetes restarts a failed worker's container; the shards are a StatefulSet) says
+``hello`` again and starts its collectives afresh, so what a rank's earlier run left held, and
+a ``bye`` said before the gathering ranks' latest ``hello``, count for nothing here
+(:func:`held_now`, and the shard's ``bye`` filter). Pushes are held only in sync mode, and only
+shard 0 holds gathers, so the last two are seen where the push or the ``bye`` reaches shard 0;
+other cases end at the timeout, as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 #: what a rank in a gather of each kind is doing, for the message
@@ -31,35 +36,59 @@ GATHER_WORDS = {
 }
 
 
-def stuck(
-    waiting: Mapping[str, Any],
-    live: Iterable[int],
-    left: Iterable[int],
-    who: Callable[[int], str] = lambda rank: f"rank {rank}",
-) -> str | None:
-    """Why the requests held in ``waiting`` can never all be answered, or None.
+def held_now(
+    waiting: Mapping[str, Any], hello_at: Mapping[int, int]
+) -> tuple[dict[int, str], dict[int, int]]:
+    """Per rank, the tag of the gather it waits in and the step of its sync push held, leaving
+    out what arrived before the rank's latest ``hello`` (an earlier run of it left that).
 
     Args:
         waiting: the shard's held requests by key (``gather:<tag>`` or ``push:<param>``), each
-            with ``by_rank``: rank -> (identity, request header, anything).
+            with ``by_rank`` (rank -> (identity, request header, anything)) and ``arrived``
+            (rank -> the shard's count of requests when that one came).
+        hello_at: per rank, the shard's count of requests when its latest ``hello`` came.
+    """
+    gathers: dict[int, str] = {}
+    pushes: dict[int, int] = {}
+    for key, held in waiting.items():
+        for rank, (_, header, _) in held.by_rank.items():
+            if held.arrived.get(rank, 0) < hello_at.get(rank, -1):
+                continue
+            if key.startswith("gather:"):
+                gathers[rank] = str(header["tag"])
+            else:
+                pushes[rank] = header["step"]
+    return gathers, pushes
+
+
+def stuck(
+    gathers: Mapping[int, str],
+    pushes: Mapping[int, int],
+    live: Iterable[int],
+    gone: Collection[int],
+    who: Callable[[int], str] = lambda rank: f"rank {rank}",
+) -> str | None:
+    """Why the requests a shard holds can never all be answered, or None.
+
+    Args:
+        gathers: per rank, the tag of the gather it waits in (see :func:`held_now`).
+        pushes: per rank, the step of its sync push held.
         live: the ranks a gather waits for (every worker but those lost in async mode).
-        left: the ranks that have said ``bye``.
+        gone: the ranks that have said ``bye`` since the gathering ranks' latest ``hello``.
         who: how to name a rank in the message (the shard adds its host and last step).
 
     Returns:
         A message naming what each live rank is doing and why none can go on; None when every
         held request may still be answered.
     """
-    gathers, pushes = _held(waiting)
     if not gathers:
         return None
     live = sorted(live)
-    gone = [r for r in live if r in set(left) and r not in gathers]
     if all(r in gathers for r in live) and len({gathers[r] for r in live}) > 1:
         why = "each rank waits in a collective another rank never makes"
-    elif any(q != r for q in pushes for r in gathers):
+    elif any(q not in gathers for q in pushes):
         why = "a rank waits in a collective while another is in a step, which needs its push"
-    elif gone:
+    elif any(r in gone and r not in gathers for r in live):
         why = "a rank closed (bye) while another waits in a collective"
     else:
         return None
@@ -75,16 +104,3 @@ def stuck(
         else:
             doing.append(f"{who(r)}: nothing held here")
     return f"ranks are at different points of the job ({'; '.join(doing)}): {why}"
-
-
-def _held(waiting: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, int]]:
-    """Per rank, the tag of the gather it waits in, and the step of its push held."""
-    gathers: dict[int, str] = {}
-    pushes: dict[int, int] = {}
-    for key, held in waiting.items():
-        for rank, (_, header, _) in held.by_rank.items():
-            if key.startswith("gather:"):
-                gathers[rank] = str(header["tag"])
-            else:
-                pushes[rank] = header["step"]
-    return gathers, pushes

@@ -13,7 +13,7 @@ from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_ste
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.state import _Waiting
-from distconv.sync.ps.stuck import stuck
+from distconv.sync.ps.stuck import held_now, stuck
 
 #: far over what any test here takes: a job that waits for it hangs the test (run_ranks)
 TIMEOUT = 120
@@ -102,6 +102,74 @@ def test_a_rank_late_to_the_same_gather_is_waited_for(shards):
     assert _job(shards, [_barrier, _late_barrier]) == [None, None]
 
 
+@pytest.mark.timeout(90)
+def test_workers_restarted_against_running_shards_start_again(shards):
+    """Both workers stop cleanly (a bye each) and restart, rank 1 half a second after rank 0,
+    against shards that kept running (Kubernetes restarts worker containers, not the shards'
+    StatefulSet): rank 1's bye belongs to its earlier run, and rank 0's start-up gather waits."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(2, 8)
+
+    def run(delay):
+        def rank_fn(rank):
+            time.sleep(delay * rank)
+            net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+            try:
+                sync.setup(net.parameters(), {"batch": 8})
+                train_steps(net, sync, data, rank, 2)
+                sync.barrier()
+            except SyncError as exc:
+                return str(exc)
+            finally:
+                sync.close()
+            return None
+
+        return run_ranks(rank_fn, 2, timeout=30)
+
+    assert run(0.0) == [None, None]
+    assert run(0.5) == [None, None]
+
+
+@pytest.mark.timeout(90)
+def test_a_push_left_held_by_a_killed_run_does_not_fail_the_next(shards):
+    """Rank 1 dies after two steps (no bye) while rank 0's step-3 push waits for it; rank 0
+    gives up at its own timeout and both restart within the shard's: rank 0's old push, held
+    until its new seed lands, is from its earlier run, and rank 1's barrier waits for rank 0."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(3, 8)
+
+    def first(rank):
+        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=1)
+        sync.setup(net.parameters(), {"batch": 8})
+        train_steps(net, sync, data[:2], rank, 2)
+        if rank == 1:
+            return None  # dies here: no bye, no step 3
+        try:
+            train_steps(net, sync, data[2:], rank, 2)
+        except SyncError as exc:
+            return str(exc)
+        finally:
+            sync.close()
+        return None
+
+    gave_up, _ = run_ranks(first, 2, timeout=30)
+    assert gave_up is not None and "step 3" in gave_up and MISMATCH not in gave_up
+
+    def second(rank):
+        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+        try:
+            sync.setup(net.parameters(), {"batch": 8})
+            train_steps(net, sync, data[:2], rank, 2)
+            sync.barrier()
+        except SyncError as exc:
+            return str(exc)
+        finally:
+            sync.close()
+        return None
+
+    assert run_ranks(second, 2, timeout=30) == [None, None]
+
+
 # -- the order of arrival, pinned: a shard handed its requests one by one ----------------------
 def _push_w(h, rank: int, step: int) -> None:
     """Rank ``rank``'s sync push of step ``step`` for the seeded ``w`` (held: 2 workers)."""
@@ -132,9 +200,43 @@ def test_either_order_of_arrival_fails_the_job_at_the_second(hand, first, then, 
     assert not h.shard.failed  # the first alone may still be answered
     then(h)
     assert h.shard.failed and why in h.shard.failed
-    errors = [h.read()[0].get("error") for _ in range(2)]  # the bye's is answered as usual
-    assert all(e == h.shard.failed for e in errors if e is not None) and any(errors)
+    replies = [h.read()[0] for _ in range(2)]
+    assert not h.client.poll(200)  # one reply each, no more
+    errors = [r.get("error") for r in replies if r["op"] == "error"]
+    # each held request gets the failure; a bye is answered as usual
+    assert errors == [h.shard.failed] * (2 - (why == "bye"))
     assert not h.shard.gathers_held and not h.shard.waiting
+
+
+def _hello(h, rank: int) -> None:
+    assert h.ask({"op": "hello", "rank": rank, "host": "h", "description": "{}"})[0]["op"] == "ok"
+
+
+@pytest.mark.timeout(30)
+def test_what_a_rank_said_before_its_latest_hello_is_not_held_against_it(hand):
+    """Every worker says bye, and rank 0's restarted run waits in its start-up gather before
+    rank 1's has said hello: rank 1's bye is from the run before. Then a push held from a run
+    that died: ignored once its rank has said hello again."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    h.seed()
+    for rank in (0, 1):
+        assert h.ask({"op": "bye", "rank": rank})[0]["op"] == "ok"
+    _hello(h, 0)
+    _gather(h, 0, "all_equal:1")
+    assert not h.shard.failed
+    _hello(h, 1)
+    _gather(h, 1, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    _push_w(h, 0, 3)  # held for rank 1, which dies; both restart
+    _hello(h, 0)
+    _hello(h, 1)
+    _gather(h, 1, "barrier:2")  # rank 1 waits at setup's barrier while rank 0 seeds
+    assert not h.shard.failed, h.shard.failed
+    _gather(h, 0, "barrier:2")  # (a real rank 0 seeds before it: the rule does not look)
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+    assert not h.shard.failed
 
 
 @pytest.mark.timeout(30)
@@ -149,47 +251,54 @@ def test_a_gather_every_rank_sent_is_answered_and_no_longer_held(hand):
 
 # -- the rule itself, on what a shard holds ---------------------------------------------------
 def _held(**by_key):
-    """A shard's ``waiting``: key -> {rank: header}."""
+    """A shard's ``waiting``: key -> {rank: (header, arrived)}."""
     return {
-        key: _Waiting(key, 0.0, {r: (b"", header, None) for r, header in ranks.items()})
+        key: _Waiting(
+            key,
+            0.0,
+            {r: (b"", header, None) for r, (header, _) in ranks.items()},
+            {r: arrived for r, (_, arrived) in ranks.items()},
+        )
         for key, ranks in by_key.items()
     }
 
 
-def _tag(tag):
-    return {"tag": tag}
-
-
-def _push(step):
-    return {"step": step}
+def test_held_now_leaves_out_what_came_before_the_rank_said_hello_again():
+    waiting = _held(
+        **{"gather:barrier:4": {0: ({"tag": "barrier:4"}, 9), 1: ({"tag": "barrier:4"}, 3)}},
+        **{"push:2": {1: ({"step": 7}, 5), 2: ({"step": 7}, 6)}},
+    )
+    assert held_now(waiting, {}) == ({0: "barrier:4", 1: "barrier:4"}, {1: 7, 2: 7})
+    # rank 1 said hello at 8: its gather and its push are an earlier run's; rank 0's came after
+    assert held_now(waiting, {0: 1, 1: 8}) == ({0: "barrier:4"}, {2: 7})
 
 
 @pytest.mark.parametrize(
-    "waiting, left, why",
+    "gathers, pushes, gone, why",
     [
-        ({"gather:allreduce:5": {0: _tag("allreduce:5")}, "gather:barrier:5": {1: _tag("barrier:5")}}, (), "never makes"),  # noqa: E501
-        ({"gather:allreduce:5": {0: _tag("allreduce:5")}, "gather:allreduce:6": {1: _tag("allreduce:6")}}, (), "never makes"),  # noqa: E501
-        ({"gather:barrier:4": {0: _tag("barrier:4")}, "push:3": {1: _push(7)}}, (), "needs its push"),  # noqa: E501
-        ({"gather:barrier:4": {0: _tag("barrier:4")}}, (1,), "closed (bye)"),
+        ({0: "allreduce:5", 1: "barrier:5"}, {}, (), "never makes"),
+        ({0: "allreduce:5", 1: "allreduce:6"}, {}, (), "never makes"),
+        ({0: "barrier:4"}, {1: 7}, (), "needs its push"),
+        ({0: "barrier:4"}, {}, (1,), "closed (bye)"),
     ],
-)  # fmt: skip
-def test_what_can_never_be_answered_is_named(waiting, left, why):
-    message = stuck(_held(**waiting), live=[0, 1], left=left)
+)
+def test_what_can_never_be_answered_is_named(gathers, pushes, gone, why):
+    message = stuck(gathers, pushes, live=[0, 1], gone=gone)
     assert message is not None and why in message and message.startswith(MISMATCH)
 
 
 @pytest.mark.parametrize(
-    "waiting, live, left",
+    "gathers, pushes, live, gone",
     [
-        ({}, [0, 1], ()),  # nothing held
-        ({"push:3": {0: _push(7)}}, [0, 1], (1,)),  # a step waiting for a rank: the timeout's
-        ({"gather:barrier:4": {0: _tag("barrier:4")}}, [0, 1], ()),  # rank 1 may still come
-        ({"gather:barrier:4": {0: _tag("barrier:4"), 1: _tag("barrier:4")}}, [0, 1, 2], ()),  # noqa: E501
+        ({}, {}, [0, 1], ()),  # nothing held
+        ({}, {0: 7}, [0, 1], (1,)),  # a step waiting for a rank that left: the timeout's
+        ({0: "barrier:4"}, {}, [0, 1], ()),  # rank 1 may still come
+        ({0: "barrier:4", 1: "barrier:4"}, {}, [0, 1, 2], ()),  # so may rank 2
         # a push of the gathering rank itself (a step it gave up): no other rank is in a step
-        ({"gather:barrier:4": {0: _tag("barrier:4")}, "push:3": {0: _push(7)}}, [0, 1], ()),
+        ({0: "barrier:4"}, {0: 7}, [0, 1], ()),
         # every live rank in the same gather: the shard answers it (async: rank 1 lost)
-        ({"gather:barrier:4": {0: _tag("barrier:4")}}, [0], (1,)),
+        ({0: "barrier:4"}, {}, [0], ()),
     ],
-)  # fmt: skip
-def test_what_may_still_be_answered_is_left_waiting(waiting, live, left):
-    assert stuck(_held(**waiting), live=live, left=left) is None
+)
+def test_what_may_still_be_answered_is_left_waiting(gathers, pushes, live, gone):
+    assert stuck(gathers, pushes, live=live, gone=gone) is None
