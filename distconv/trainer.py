@@ -220,7 +220,7 @@ class Trainer:
 
         The ranks sum their shares, which a sync across processes does once it is set up: call
         it after :meth:`fit` there (``MPISync`` refuses a metrics sum before setup, when the
-        ranks' parameters may still differ and another rank may be in setup's collectives).
+        ranks' parameters may still differ).
         """
         arrays = as_arrays(arrays)
         n = array_length(arrays)

@@ -114,7 +114,7 @@ def test_a_meeting_passes_where_every_rank_says_the_same():
         ([SUMMING, 5, 2], "rank 1: summing 2 values after 5 steps"),  # after another step
         ([4, 77, 8], "rank 1: step 4"),  # a step, its layout hash and examples
         ([BARRIER, 1, 0], "rank 1: at the barrier after 1 step"),
-        ([SETUP, 0, 0], "rank 1: in setup after 0 steps"),
+        ([SETUP, 0, 0], "rank 1: comparing the job (setup's check) after 0 steps"),
         ([CLOSED, 4, 0], "rank 1: closed after 4 steps"),
         ([-9, 4, 0], "rank 1: unknown code -9"),
     ],

@@ -166,10 +166,11 @@ def test_metrics_reduce_over_one_rank(no_mpi4py):
 
 
 def test_metrics_and_barriers_come_between_steps(no_mpi4py):
-    """Before setup another rank may be in setup's collectives, which no meeting matches;
-    inside a step the ranks' exchange of where they are is the step's own (and with the
-    communication thread the main thread makes no MPI call there); after a step that failed
-    the ranks may differ. A meeting is refused there, naming why."""
+    """Before setup the ranks' parameters may still differ (and another rank, in setup, is
+    at its job check, which a sum does not match but names); inside a step the ranks' exchange
+    of where they are is the step's own (and with the communication thread the main thread
+    makes no MPI call there); after a step that failed the ranks may differ. A meeting is
+    refused there, naming why."""
     sync = MPISync(create_optimizer("sgd"), overlap=False)
     with pytest.raises(SyncError, match=r"summing 1 value after 0 steps: .* not in the job's st"):
         sync.allreduce_sum([1.0])

@@ -111,7 +111,7 @@ SUMS = "summing 2 values after 2 steps"
         ("fewer", SUMS, "step 2", ""),
         ("closes", "closed after 2 steps", SUMS, "; a rank closed its sync while another went on"),
         ("barrier", "at the barrier after 2 steps", SUMS, ""),
-        ("again", "in setup after 2 steps", "step 2", ""),
+        ("again", "comparing the job (setup's check) after 2 steps", "step 2", ""),
     ],
 )
 def test_ranks_that_disagree_on_what_comes_next_are_named_at_once(

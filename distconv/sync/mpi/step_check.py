@@ -33,7 +33,7 @@ CLOSED = -1
 SUMMING = -2
 #: in place of a step number: the rank waits at the barrier (then its steps)
 BARRIER = -3
-#: in place of a step number: the rank is in setup, about to compare the job (then its steps)
+#: in place of a step number: the rank compares the job, as setup does first (then its steps)
 SETUP = -4
 
 
@@ -50,7 +50,7 @@ def where(row: Sequence[int]) -> str:
     if what == BARRIER:
         return f"at the barrier {after}"
     if what == SETUP:
-        return f"in setup {after}"
+        return f"comparing the job (setup's check) {after}"
     return f"unknown code {what}"
 
 

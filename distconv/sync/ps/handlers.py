@@ -147,6 +147,7 @@ class RequestHandlers:
         self.left.discard(header["rank"])
         self.hello_at[header["rank"]] = self.requests  # a new run of it: see _check_stuck
         self.last_step.pop(header["rank"], None)
+        self._forget_gathers(header["rank"])
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
     def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

@@ -245,13 +245,22 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         pushes_held = len(self.waiting) > len(self.gathers_held)
         if in_gathers < self.config.workers - len(self.lost) and not pushes_held and not self.left:
             return  # a rank still to come to a gather, no step held, nobody gone: the usual
-        gathers, pushes = held_now(self.waiting, self.hello_at)
+        gathers, pushes, since = held_now(self.waiting, self.hello_at)
         # a bye counts once said after the gathering ranks' hellos: not one of a run before
-        since = max((self.hello_at.get(r, -1) for r in gathers), default=-1)
         gone = {r for r in self.left if self.bye_at.get(r, -1) > since}
         message = stuck(gathers, pushes, self._live(), gone, self._who)
         if message:
             self._fail(message)
+
+    def _forget_gathers(self, rank: int) -> None:
+        """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a
+        worker in a gather sends nothing else), and its new run's tags would repeat them."""
+        for key in list(self.gathers_held):
+            held = self.waiting[key]
+            held.by_rank.pop(rank, None)
+            if not held.by_rank:
+                del self.waiting[key]
+                self.gathers_held.discard(key)
 
     def _who(self, rank: int) -> str:
         host = self.hosts.get(rank, "unknown host")

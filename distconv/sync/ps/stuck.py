@@ -17,10 +17,12 @@ timeout:
 All three hold within one run of the workers. A worker restarted against shards that kept
 running (Kubernetes restarts a failed worker's container; the shards are a StatefulSet) says
 ``hello`` again and starts its collectives afresh, so what a rank's earlier run left held, and
-a ``bye`` said before the gathering ranks' latest ``hello``, count for nothing here
-(:func:`held_now`, and the shard's ``bye`` filter). Pushes are held only in sync mode, and only
-shard 0 holds gathers, so the last two are seen where the push or the ``bye`` reaches shard 0;
-other cases end at the timeout, as before.
+a push or a ``bye`` from before the gathering ranks' latest ``hello``, count for nothing here
+(:func:`held_now`, and the shard's ``bye`` filter); the shard drops a rank's held gathers when
+it says ``hello`` again. A process of an earlier run still alive after another rank restarted
+is not told apart: its ``bye`` counts (the shard has no run id to go by). Pushes are held only
+in sync mode, and only shard 0 holds gathers, so the last two are seen where the push or the
+``bye`` reaches shard 0; other cases end at the timeout, as before.
 """
 
 from __future__ import annotations
@@ -38,27 +40,35 @@ GATHER_WORDS = {
 
 def held_now(
     waiting: Mapping[str, Any], hello_at: Mapping[int, int]
-) -> tuple[dict[int, str], dict[int, int]]:
-    """Per rank, the tag of the gather it waits in and the step of its sync push held, leaving
-    out what arrived before the rank's latest ``hello`` (an earlier run of it left that).
+) -> tuple[dict[int, str], dict[int, int], int]:
+    """What each rank is held in now, leaving out what an earlier run of the workers left.
 
     Args:
         waiting: the shard's held requests by key (``gather:<tag>`` or ``push:<param>``), each
             with ``by_rank`` (rank -> (identity, request header, anything)) and ``arrived``
             (rank -> the shard's count of requests when that one came).
         hello_at: per rank, the shard's count of requests when its latest ``hello`` came.
+
+    Returns:
+        Per rank, the tag of the gather it waits in; per rank, the step of its sync push held;
+        and the latest ``hello`` of the ranks in a gather (``since``: -1 without one). A
+        request from before its own rank's latest ``hello`` is left out, and so is a push from
+        before ``since``: within one run every rank says ``hello`` before the start-up gather
+        that every push follows.
     """
     gathers: dict[int, str] = {}
-    pushes: dict[int, int] = {}
+    pushes: dict[int, tuple[int, int]] = {}
     for key, held in waiting.items():
         for rank, (_, header, _) in held.by_rank.items():
-            if held.arrived.get(rank, 0) < hello_at.get(rank, -1):
+            arrived = held.arrived.get(rank, 0)
+            if arrived < hello_at.get(rank, -1):
                 continue
             if key.startswith("gather:"):
                 gathers[rank] = str(header["tag"])
             else:
-                pushes[rank] = header["step"]
-    return gathers, pushes
+                pushes[rank] = (header["step"], arrived)
+    since = max((hello_at.get(r, -1) for r in gathers), default=-1)
+    return gathers, {r: step for r, (step, at) in pushes.items() if at > since}, since
 
 
 def stuck(

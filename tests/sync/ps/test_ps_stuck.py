@@ -131,10 +131,12 @@ def test_workers_restarted_against_running_shards_start_again(shards):
 
 
 @pytest.mark.timeout(90)
-def test_a_push_left_held_by_a_killed_run_does_not_fail_the_next(shards):
+@pytest.mark.parametrize("late", [0, 1])
+def test_a_push_left_held_by_a_killed_run_does_not_fail_the_next(shards, late):
     """Rank 1 dies after two steps (no bye) while rank 0's step-3 push waits for it; rank 0
-    gives up at its own timeout and both restart within the shard's: rank 0's old push, held
-    until its new seed lands, is from its earlier run, and rank 1's barrier waits for rank 0."""
+    gives up at its own timeout and both restart within the shard's, rank ``late`` half a
+    second after the other: rank 0's old push, held until its new seed lands, is from the run
+    before, even while rank 1's new run waits in a gather before rank 0 has said hello."""
     endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
     data = batches(3, 8)
 
@@ -156,6 +158,7 @@ def test_a_push_left_held_by_a_killed_run_does_not_fail_the_next(shards):
     assert gave_up is not None and "step 3" in gave_up and MISMATCH not in gave_up
 
     def second(rank):
+        time.sleep(0.5 * (rank == late))
         net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
         try:
             sync.setup(net.parameters(), {"batch": 8})
@@ -249,6 +252,65 @@ def test_a_gather_every_rank_sent_is_answered_and_no_longer_held(hand):
     assert not h.shard.gathers_held and not h.shard.waiting and not h.shard.failed
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("said_bye", [True, False])
+def test_a_push_of_the_run_before_counts_for_nothing_before_its_rank_says_hello(hand, said_bye):
+    """Rank 1's step-3 push is held when rank 0 dies; rank 1 gives up (a bye) or is killed.
+    Both restart, rank 0 first: its start-up gather comes before rank 1's hello, and neither
+    rank 1's push nor its bye is of rank 0's run."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    h.seed()
+    _push_w(h, 1, 3)
+    if said_bye:
+        assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    _hello(h, 0)
+    _gather(h, 0, "all_equal:1")
+    assert not h.shard.failed, h.shard.failed
+    _hello(h, 1)
+    _gather(h, 1, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+
+
+@pytest.mark.timeout(30)
+def test_a_gather_of_the_run_before_is_dropped_when_its_rank_says_hello(hand):
+    """Rank 1 waits at setup's barrier when rank 0 dies seeding; both restart. Rank 1's old
+    barrier:2 is dropped at its hello, so its new run's barrier:2 is not refused as sent twice."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    _gather(h, 1, "barrier:2")
+    for rank in (1, 0):
+        _hello(h, rank)
+    assert not h.shard.waiting and not h.shard.gathers_held
+    for rank in (0, 1):
+        _gather(h, rank, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    _gather(h, 1, "barrier:2")
+    assert not h.client.poll(200)  # held, not refused: rank 0 has not come yet
+    _gather(h, 0, "barrier:2")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    assert not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_ranks_left_in_different_gathers_by_a_lost_worker_are_named(hand):
+    """Async, --on-worker-loss continue: rank 2 goes silent while ranks 0 and 1 wait in
+    different gathers. Once it is lost, nothing can come that answers them: named then."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+    _gather(h, 0, "barrier:5")
+    _gather(h, 1, "allreduce:6")
+    h.send({"op": "stats", "rank": 2})
+    h.read()
+    assert not h.shard.failed  # rank 2 may still come
+    h.shard.last_seen[2] -= 10  # silent past the timeout; ranks 0 and 1 were just seen
+    h.shard._check_timeouts(time.monotonic())
+    assert 2 in h.shard.lost
+    assert h.shard.failed and "never makes" in h.shard.failed
+    assert [h.read()[0]["error"] for _ in range(2)] == [h.shard.failed] * 2
+
+
 # -- the rule itself, on what a shard holds ---------------------------------------------------
 def _held(**by_key):
     """A shard's ``waiting``: key -> {rank: (header, arrived)}."""
@@ -268,9 +330,11 @@ def test_held_now_leaves_out_what_came_before_the_rank_said_hello_again():
         **{"gather:barrier:4": {0: ({"tag": "barrier:4"}, 9), 1: ({"tag": "barrier:4"}, 3)}},
         **{"push:2": {1: ({"step": 7}, 5), 2: ({"step": 7}, 6)}},
     )
-    assert held_now(waiting, {}) == ({0: "barrier:4", 1: "barrier:4"}, {1: 7, 2: 7})
+    assert held_now(waiting, {}) == ({0: "barrier:4", 1: "barrier:4"}, {1: 7, 2: 7}, -1)
     # rank 1 said hello at 8: its gather and its push are an earlier run's; rank 0's came after
-    assert held_now(waiting, {0: 1, 1: 8}) == ({0: "barrier:4"}, {2: 7})
+    assert held_now(waiting, {0: 1, 1: 8}) == ({0: "barrier:4"}, {2: 7}, 1)
+    # rank 0, in the gather, said hello at 6: rank 2's push came before it, in a run before
+    assert held_now(waiting, {0: 6, 1: 8}) == ({0: "barrier:4"}, {}, 6)
 
 
 @pytest.mark.parametrize(
