@@ -90,7 +90,9 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         #: run of a restarted worker a held request or a bye belongs to (see _check_stuck)
         self.requests = 0
         self.hello_at: dict[int, int] = {}
+        self.hello_from: dict[int, bytes] = {}  # the connection each rank's latest hello came on
         self.bye_at: dict[int, int] = {}
+        self.met_at = 0  # the count when a gather was last answered
         self._stop = False
         #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`
         self.service: Any = None
@@ -246,11 +248,18 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         if in_gathers < self.config.workers - len(self.lost) and not pushes_held and not self.left:
             return  # a rank still to come to a gather, no step held, nobody gone: the usual
         gathers, pushes, since = held_now(self.waiting, self.hello_at)
-        # a bye counts once said after the gathering ranks' hellos: not one of a run before
-        gone = {r for r in self.left if self.bye_at.get(r, -1) > since}
+        gone = {r for r in self.left if self._left_this_run(r, since)}
         message = stuck(gathers, pushes, self._live(), gone, self._who)
         if message:
             self._fail(message)
+
+    def _left_this_run(self, rank: int, since: int) -> bool:
+        """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello
+        came at ``since``: after it, and either the ranks have met since (every live rank was
+        in one answered gather) or ``rank`` said hello after it too. Else it may be a process
+        of the run before, still alive after another rank restarted: the timeout decides."""
+        after = self.bye_at.get(rank, -1) > since
+        return after and (self.met_at > since or self.hello_at.get(rank, -1) > since)
 
     def _forget_gathers(self, rank: int) -> None:
         """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a

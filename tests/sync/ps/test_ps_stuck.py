@@ -8,12 +8,14 @@ import time
 
 import numpy as np
 import pytest
+import zmq
 from hand_shard import BLOCKS, ROWS
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.state import _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
+from distconv.sync.ps.wire import pack, unpack_header
 
 #: far over what any test here takes: a job that waits for it hangs the test (run_ranks)
 TIMEOUT = 120
@@ -271,6 +273,49 @@ def test_a_push_of_the_run_before_counts_for_nothing_before_its_rank_says_hello(
     _hello(h, 1)
     _gather(h, 1, "all_equal:1")
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok", "ok"]
+
+
+@pytest.mark.timeout(30)
+def test_a_bye_of_a_process_of_the_run_before_is_left_to_the_timeout(hand):
+    """Rank 0 crashes and restarts at once; rank 1's process of the run before gives up a
+    little later, saying bye while rank 0's new run waits in its start-up gather. Nothing tells
+    that bye from one of rank 0's run but that the ranks have not met since rank 0's hello, and
+    rank 1 has said none: it is not counted (rank 1's restart will come to the gather)."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    _hello(h, 0)
+    _gather(h, 0, "all_equal:1")
+    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    assert not h.shard.failed, h.shard.failed
+    _hello(h, 1)
+    _gather(h, 1, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    # in the same run, once the ranks have met, a bye counts: rank 0 at a barrier is named
+    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    _gather(h, 0, "barrier:2")
+    assert h.shard.failed and "closed (bye)" in h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_bye_on_another_connection_than_its_ranks_hello_is_ignored(hand):
+    """A process of the run before (its own socket) says bye after its rank's new run said
+    hello: the rank has not left."""
+    h = hand(workers=2)
+    old = h.ctx.socket(zmq.DEALER)
+    old.linger = 0
+    old.connect(f"tcp://{h.shard.endpoint}")
+    old.send_multipart(pack({"id": 1, "job": "local", "rank": 1, "op": "bye"}, []))
+    h.shard.handle(h.shard._sock.recv_multipart(copy=False))  # no hello yet: counted
+    assert 1 in h.shard.left
+    _hello(h, 1)  # rank 1's new run, on the test's client
+    old.send_multipart(pack({"id": 2, "job": "local", "rank": 1, "op": "bye"}, []))
+    h.shard.handle(h.shard._sock.recv_multipart(copy=False))
+    assert 1 not in h.shard.left
+    assert [unpack_header(old.recv_multipart()[0], request=False)["op"] for _ in range(2)] == [
+        "ok"
+    ] * 2
+    old.close()
 
 
 @pytest.mark.timeout(30)
