@@ -22,18 +22,18 @@ TIMEOUT = 120
 MISMATCH = "ranks are at different points of the job"
 
 
-def _job(shards, rank_next, steps: int = 2):
-    """Two workers train ``steps`` steps, then rank r runs ``rank_next[r](sync, net, data)``.
-    Returns per rank the message of the SyncError it raised, or None."""
-    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
-    data = batches(steps + 1, 8)
+def _workers(endpoints, data, steps: int, then, wait=(0.0, 0.0), timeout: float = TIMEOUT):
+    """Two workers on ``endpoints``: rank r sleeps ``wait[r]`` s, sets up, trains ``steps``
+    steps of ``data``, then runs ``then[r](sync, net, the rest of data)`` and closes. Returns
+    per rank the message of the SyncError it raised, or None."""
 
     def rank_fn(rank):
-        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+        time.sleep(wait[rank])
+        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=timeout)
         try:
             sync.setup(net.parameters(), {"batch": 8})
             train_steps(net, sync, data[:steps], rank, 2)
-            rank_next[rank](sync, net, data[steps:])
+            then[rank](sync, net, data[steps:])
         except SyncError as exc:
             return str(exc)
         finally:
@@ -41,6 +41,13 @@ def _job(shards, rank_next, steps: int = 2):
         return None
 
     return run_ranks(rank_fn, 2, timeout=30)
+
+
+def _job(shards, rank_next, steps: int = 2):
+    """Two workers train ``steps`` steps on fresh shards, then rank r runs
+    ``rank_next[r](sync, net, data)``; see :func:`_workers`."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    return _workers(endpoints, batches(steps + 1, 8), steps, rank_next)
 
 
 def _sums(sync, net, data):
@@ -111,25 +118,8 @@ def test_workers_restarted_against_running_shards_start_again(shards):
     StatefulSet): rank 1's bye belongs to its earlier run, and rank 0's start-up gather waits."""
     endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
     data = batches(2, 8)
-
-    def run(delay):
-        def rank_fn(rank):
-            time.sleep(delay * rank)
-            net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
-            try:
-                sync.setup(net.parameters(), {"batch": 8})
-                train_steps(net, sync, data, rank, 2)
-                sync.barrier()
-            except SyncError as exc:
-                return str(exc)
-            finally:
-                sync.close()
-            return None
-
-        return run_ranks(rank_fn, 2, timeout=30)
-
-    assert run(0.0) == [None, None]
-    assert run(0.5) == [None, None]
+    for delay in (0.0, 0.5):
+        assert _workers(endpoints, data, 2, [_barrier] * 2, wait=(0.0, delay)) == [None, None]
 
 
 @pytest.mark.timeout(90)
@@ -159,20 +149,8 @@ def test_a_push_left_held_by_a_killed_run_does_not_fail_the_next(shards, late):
     gave_up, _ = run_ranks(first, 2, timeout=30)
     assert gave_up is not None and "step 3" in gave_up and MISMATCH not in gave_up
 
-    def second(rank):
-        time.sleep(0.5 * (rank == late))
-        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
-        try:
-            sync.setup(net.parameters(), {"batch": 8})
-            train_steps(net, sync, data[:2], rank, 2)
-            sync.barrier()
-        except SyncError as exc:
-            return str(exc)
-        finally:
-            sync.close()
-        return None
-
-    assert run_ranks(second, 2, timeout=30) == [None, None]
+    wait = tuple(0.5 * (rank == late) for rank in (0, 1))
+    assert _workers(endpoints, data[:2], 2, [_barrier] * 2, wait=wait) == [None, None]
 
 
 # -- the order of arrival, pinned: a shard handed its requests one by one ----------------------
