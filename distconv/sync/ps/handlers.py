@@ -139,14 +139,15 @@ class RequestHandlers:
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         text = header["description"]
         self.hosts[header["rank"]] = header["host"]
+        # a new run of the rank, accepted or not (one refused closes: its bye counts; see
+        # _check_stuck)
+        self.hello_at[header["rank"]] = self.requests
         if self.description is None:
             self.description = text
         elif text != self.description:
             diff = first_difference(json.loads(text), json.loads(self.description))
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
         self.left.discard(header["rank"])
-        self.hello_at[header["rank"]] = self.requests  # a new run of it: see _check_stuck
-        self.hello_from[header["rank"]] = ident
         self.last_step.pop(header["rank"], None)
         self._forget_gathers(header["rank"])
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
@@ -369,7 +370,7 @@ class RequestHandlers:
             return
         del self.waiting[key]
         self.gathers_held.discard(key)
-        self.met_at = self.requests  # every live rank met: all in one run (see _check_stuck)
+        self.met_at = self.requests  # every live rank met here (see _check_stuck)
         values = [
             waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
             for r in range(self.config.workers)
@@ -383,9 +384,8 @@ class RequestHandlers:
         )
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        if ident == self.hello_from.get(header["rank"], ident):  # not an earlier run's process
-            self.left.add(header["rank"])
-            self.bye_at[header["rank"]] = self.requests
+        self.left.add(header["rank"])
+        self.bye_at[header["rank"]] = self.requests
         self._reply(ident, header)
 
     def _op_checkpoint(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

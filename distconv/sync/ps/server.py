@@ -90,7 +90,6 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         #: run of a restarted worker a held request or a bye belongs to (see _check_stuck)
         self.requests = 0
         self.hello_at: dict[int, int] = {}
-        self.hello_from: dict[int, bytes] = {}  # the connection each rank's latest hello came on
         self.bye_at: dict[int, int] = {}
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False

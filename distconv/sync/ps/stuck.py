@@ -19,9 +19,10 @@ running (Kubernetes restarts a failed worker's container; the shards are a State
 ``hello`` again and starts its collectives afresh, so what a rank's earlier run left held, and
 a push or a ``bye`` from before the gathering ranks' latest ``hello``, count for nothing here
 (:func:`held_now`, and the shard's ``bye`` filter); the shard drops a rank's held gathers when
-it says ``hello`` again. A ``bye`` counts only once the ranks have met in the gathering ranks'
-run, or its rank said ``hello`` in it: one from a process of the run before, still alive after
-another rank restarted, is left to the timeout (the shard has no run id to go by). Pushes are
+it says ``hello`` again. A ``bye`` counts only once the ranks have met since the gathering
+ranks' ``hello``, or its rank said ``hello`` after them: one from a process of the run before,
+still alive after another rank restarted, is left to the timeout (the shard has no run id to go
+by; a second process of one rank, alive beside its restart, is not told apart). Pushes are
 held only in sync mode, and only shard 0 holds gathers, so the last two are seen where the push
 or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
 """
@@ -85,7 +86,7 @@ def stuck(
         gathers: per rank, the tag of the gather it waits in (see :func:`held_now`).
         pushes: per rank, the step of its sync push held.
         live: the ranks a gather waits for (every worker but those lost in async mode).
-        gone: the ranks that have said ``bye`` since the gathering ranks' latest ``hello``.
+        gone: the ranks whose ``bye`` is of the gathering ranks' run (the shard decides).
         who: how to name a rank in the message (the shard adds its host and last step).
 
     Returns:

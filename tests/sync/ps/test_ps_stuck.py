@@ -8,14 +8,12 @@ import time
 
 import numpy as np
 import pytest
-import zmq
 from hand_shard import BLOCKS, ROWS
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.state import _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
-from distconv.sync.ps.wire import pack, unpack_header
 
 #: far over what any test here takes: a job that waits for it hangs the test (run_ranks)
 TIMEOUT = 120
@@ -276,24 +274,33 @@ def test_a_bye_of_a_process_of_the_run_before_is_left_to_the_timeout(hand):
 
 
 @pytest.mark.timeout(30)
-def test_a_bye_on_another_connection_than_its_ranks_hello_is_ignored(hand):
-    """A process of the run before (its own socket) says bye after its rank's new run said
-    hello: the rank has not left."""
+def test_a_bye_counts_once_the_ranks_have_met_whoever_said_hello_first(hand):
+    """Rank 1 says hello before rank 0; the two meet at the start-up gather, then rank 1
+    closes while rank 0 waits at a barrier: its bye is of this run, though its hello came
+    before rank 0's."""
     h = hand(workers=2)
-    old = h.ctx.socket(zmq.DEALER)
-    old.linger = 0
-    old.connect(f"tcp://{h.shard.endpoint}")
-    old.send_multipart(pack({"id": 1, "job": "local", "rank": 1, "op": "bye"}, []))
-    h.shard.handle(h.shard._sock.recv_multipart(copy=False))  # no hello yet: counted
-    assert 1 in h.shard.left
-    _hello(h, 1)  # rank 1's new run, on the test's client
-    old.send_multipart(pack({"id": 2, "job": "local", "rank": 1, "op": "bye"}, []))
-    h.shard.handle(h.shard._sock.recv_multipart(copy=False))
-    assert 1 not in h.shard.left
-    assert [unpack_header(old.recv_multipart()[0], request=False)["op"] for _ in range(2)] == [
-        "ok"
-    ] * 2
-    old.close()
+    for rank in (1, 0):
+        _hello(h, rank)
+    for rank in (0, 1):
+        _gather(h, rank, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    _gather(h, 0, "barrier:2")
+    assert h.shard.failed and "closed (bye)" in h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_refused_at_hello_that_closes_is_named_at_once(hand):
+    """Rank 1 runs another job: its hello is refused and it closes, while rank 0 waits in the
+    start-up gather. Its bye comes after its hello, which came after rank 0's: of this run."""
+    h = hand(workers=2)
+    _hello(h, 0)
+    _gather(h, 0, "all_equal:1")
+    other = {"op": "hello", "rank": 1, "host": "h", "description": '{"batch": 8}'}
+    assert "another job" in h.ask(other)[0]["error"]
+    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    assert h.shard.failed and "closed (bye)" in h.shard.failed
+    assert h.read()[0]["error"] == h.shard.failed  # rank 0's gather
 
 
 @pytest.mark.timeout(30)
