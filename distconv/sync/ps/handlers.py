@@ -139,15 +139,14 @@ class RequestHandlers:
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         text = header["description"]
         self.hosts[header["rank"]] = header["host"]
-        # a new run of the rank, accepted or not (one refused closes: its bye counts; see
-        # _check_stuck)
-        self.hello_at[header["rank"]] = self.requests
         if self.description is None:
             self.description = text
         elif text != self.description:
+            self.refused_at[header["rank"]] = self.requests  # it closes: see _left_this_run
             diff = first_difference(json.loads(text), json.loads(self.description))
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
         self.left.discard(header["rank"])
+        self.hello_at[header["rank"]] = self.requests  # a new run of it: see _check_stuck
         self.last_step.pop(header["rank"], None)
         self._forget_gathers(header["rank"])
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())

@@ -90,6 +90,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         #: run of a restarted worker a held request or a bye belongs to (see _check_stuck)
         self.requests = 0
         self.hello_at: dict[int, int] = {}
+        self.refused_at: dict[int, int] = {}  # a hello refused (another job's description)
         self.bye_at: dict[int, int] = {}
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
@@ -255,10 +256,12 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
     def _left_this_run(self, rank: int, since: int) -> bool:
         """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello
         came at ``since``: after it, and either the ranks have met since (every live rank was
-        in one answered gather) or ``rank`` said hello after it too. Else it may be a process
-        of the run before, still alive after another rank restarted: the timeout decides."""
+        in one answered gather) or ``rank`` said hello after it too (accepted or refused).
+        Else it may be a process of the run before, still alive after another rank
+        restarted: the timeout decides."""
+        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, -1))
         after = self.bye_at.get(rank, -1) > since
-        return after and (self.met_at > since or self.hello_at.get(rank, -1) > since)
+        return after and (self.met_at > since or hello > since)
 
     def _forget_gathers(self, rank: int) -> None:
         """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a

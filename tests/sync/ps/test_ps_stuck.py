@@ -8,12 +8,14 @@ import time
 
 import numpy as np
 import pytest
+import zmq
 from hand_shard import BLOCKS, ROWS
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.state import _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
+from distconv.sync.ps.wire import pack, unpack_header
 
 #: far over what any test here takes: a job that waits for it hangs the test (run_ranks)
 TIMEOUT = 120
@@ -301,6 +303,44 @@ def test_a_rank_refused_at_hello_that_closes_is_named_at_once(hand):
     assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
     assert h.shard.failed and "closed (bye)" in h.shard.failed
     assert h.read()[0]["error"] == h.shard.failed  # rank 0's gather
+
+
+@pytest.mark.timeout(30)
+def test_a_refused_hello_hides_nothing_the_rank_holds(hand):
+    """A stray hello with rank 1's number but another job's description is refused; rank 1's
+    held push is still its own: rank 0 waiting in a gather beside it is named at once."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    h.seed()
+    _push_w(h, 1, 3)
+    stray = {"op": "hello", "rank": 1, "host": "stray", "description": '{"batch": 8}'}
+    assert "another job" in h.ask(stray)[0]["error"]
+    _gather(h, 0, "allreduce:5")
+    assert h.shard.failed and "needs its push" in h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_bye_counts_whatever_connection_it_comes_on(hand):
+    """ZeroMQ gives a client that reconnects a new routing id: its bye, on the new connection,
+    is its rank's (rank 0 at a barrier is named at once)."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    for rank in (0, 1):
+        _gather(h, rank, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    again = h.ctx.socket(zmq.DEALER)
+    again.linger = 0
+    try:
+        again.connect(f"tcp://{h.shard.endpoint}")
+        again.send_multipart(pack({"id": 1, "job": "local", "rank": 1, "op": "bye"}, []))
+        h.shard.handle(h.shard._sock.recv_multipart(copy=False))
+        assert unpack_header(again.recv_multipart()[0], request=False)["op"] == "ok"
+    finally:
+        again.close()
+    _gather(h, 0, "barrier:2")
+    assert h.shard.failed and "closed (bye)" in h.shard.failed
 
 
 @pytest.mark.timeout(30)
