@@ -147,6 +147,7 @@ class RequestHandlers:
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
         self.left.discard(header["rank"])
         self.hello_at[header["rank"]] = self.requests  # a new run of it: see _check_stuck
+        self.run_of[header["rank"]] = header.get("run")
         self.last_step.pop(header["rank"], None)
         self._forget_gathers(header["rank"])
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
@@ -383,8 +384,9 @@ class RequestHandlers:
         )
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        self.left.add(header["rank"])
-        self.bye_at[header["rank"]] = self.requests
+        if self._of_latest_run(header):  # not a process of an earlier run: see _check_stuck
+            self.left.add(header["rank"])
+            self.bye_at[header["rank"]] = self.requests
         self._reply(ident, header)
 
     def _op_checkpoint(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

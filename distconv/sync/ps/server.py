@@ -91,6 +91,7 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         self.requests = 0
         self.hello_at: dict[int, int] = {}
         self.refused_at: dict[int, int] = {}  # a hello refused (another job's description)
+        self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest hello
         self.bye_at: dict[int, int] = {}
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
@@ -262,6 +263,13 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, -1))
         after = self.bye_at.get(rank, -1) > since
         return after and (self.met_at > since or hello > since)
+
+    def _of_latest_run(self, header: dict[str, Any]) -> bool:
+        """Whether a request comes from the run of its rank's latest accepted hello, by the run
+        id both carry (a worker draws one at start; one without it passes): a process of an
+        earlier run, still alive beside the rank's restart, says bye in vain."""
+        run = header.get("run")
+        return run is None or self.run_of.get(header["rank"], run) in (run, None)
 
     def _forget_gathers(self, rank: int) -> None:
         """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a

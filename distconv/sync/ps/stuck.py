@@ -21,9 +21,9 @@ a push or a ``bye`` from before the gathering ranks' latest ``hello``, count for
 (:func:`held_now`, and the shard's ``bye`` filter); the shard drops a rank's held gathers when
 it says ``hello`` again. A ``bye`` counts only once the ranks have met since the gathering
 ranks' ``hello``, or its rank said ``hello`` after them: one from a process of the run before,
-still alive after another rank restarted, is left to the timeout. The shard has no run id to
-go by: a second process of one rank, alive beside that rank's restart, is not told apart, and
-its ``bye`` counts as the rank's. Pushes are
+still alive after another rank restarted, is left to the timeout; one from a second process
+of a rank, alive beside its restart, carries another run id than the rank's latest ``hello``
+and is ignored. Pushes are
 held only in sync mode, and only shard 0 holds gathers, so the last two are seen where the push
 or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
 """

@@ -81,6 +81,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "keep": int,
     "part": int,
     "parts": int,
+    "run": int,
     "value": (list, str, type(None)),
     "error": str,
 }

@@ -4,6 +4,7 @@ the shard's timeout: real shards, real workers (threads of this process) on 127.
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import numpy as np
@@ -13,6 +14,8 @@ from hand_shard import BLOCKS, ROWS
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
 from distconv.sync.ps.state import _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.wire import pack, unpack_header
@@ -341,6 +344,48 @@ def test_a_bye_counts_whatever_connection_it_comes_on(hand):
         again.close()
     _gather(h, 0, "barrier:2")
     assert h.shard.failed and "closed (bye)" in h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_bye_of_another_run_than_its_ranks_latest_hello_is_ignored(hand):
+    """Rank 1's pod is evicted and its replacement says hello (run 22) while the old process
+    (run 11) still runs: the old one's bye is answered and ignored, the new one's counts."""
+    h = hand(workers=2)
+    for rank, run in ((0, 5), (1, 11), (1, 22)):
+        hello = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run}
+        assert h.ask(hello)[0]["op"] == "ok"
+    assert h.ask({"op": "bye", "rank": 1, "run": 11})[0]["op"] == "ok"
+    assert 1 not in h.shard.left
+    assert h.ask({"op": "bye", "rank": 1, "run": 22})[0]["op"] == "ok"
+    assert 1 in h.shard.left
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_says_one_run_id_in_its_hello_and_its_bye():
+    """Real workers on a shard serving in a thread: each process run of a rank has its own run
+    id; the shard keeps the latest hello's, and the bye of that run counts."""
+    shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=1, insecure=True, timeout=TIMEOUT))
+    shard.bind()
+    loop = threading.Thread(target=shard.serve, daemon=True)
+    loop.start()
+    try:
+        runs = []
+        for _ in range(2):  # a run of rank 0, then its restart
+            net, sync = small_net(), insecure_worker([shard.endpoint], 0, 1)
+            try:
+                sync.setup(net.parameters(), {"batch": 8})
+                runs.append(shard.run_of[0])
+            finally:
+                sync.close()
+            deadline = time.monotonic() + 10
+            while 0 not in shard.left:  # the bye is handled on the shard's thread
+                assert time.monotonic() < deadline, "no bye"
+                time.sleep(0.01)
+        assert len(set(runs)) == 2 and None not in runs
+    finally:
+        shard.stop()
+        loop.join(10)
+        shard.close()
 
 
 @pytest.mark.timeout(30)
