@@ -218,10 +218,8 @@ class Trainer:
     def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:
         """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share.
 
-        The ranks sum their shares, which a sync across processes does once it is set up: call
-        it after :meth:`fit` there (``MPISync`` refuses a metrics sum before setup, when the
-        ranks' parameters may still differ).
-        """
+        Across processes call it after :meth:`fit`: the ranks sum their shares, which MPISync
+        refuses before setup, when the ranks' parameters may still differ."""
         arrays = as_arrays(arrays)
         n = array_length(arrays)
         if n == 0:

@@ -198,6 +198,17 @@ def _hello(h, rank: int) -> None:
     assert h.ask({"op": "hello", "rank": rank, "host": "h", "description": "{}"})[0]["op"] == "ok"
 
 
+def _bye(h, rank: int, **head) -> None:
+    assert h.ask({"op": "bye", "rank": rank, **head})[0]["op"] == "ok"
+
+
+def _meet(h) -> None:
+    """Ranks 0 and 1 meet in the start-up gather, which is answered."""
+    for rank in (0, 1):
+        _gather(h, rank, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+
+
 @pytest.mark.timeout(30)
 def test_what_a_rank_said_before_its_latest_hello_is_not_held_against_it(hand):
     """Every worker says bye, and rank 0's restarted run waits in its start-up gather before
@@ -208,7 +219,7 @@ def test_what_a_rank_said_before_its_latest_hello_is_not_held_against_it(hand):
         _hello(h, rank)
     h.seed()
     for rank in (0, 1):
-        assert h.ask({"op": "bye", "rank": rank})[0]["op"] == "ok"
+        _bye(h, rank)
     _hello(h, 0)
     _gather(h, 0, "all_equal:1")
     assert not h.shard.failed
@@ -247,7 +258,7 @@ def test_a_push_of_the_run_before_counts_for_nothing_before_its_rank_says_hello(
     h.seed()
     _push_w(h, 1, 3)
     if said_bye:
-        assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+        _bye(h, 1)
     _hello(h, 0)
     _gather(h, 0, "all_equal:1")
     assert not h.shard.failed, h.shard.failed
@@ -267,13 +278,13 @@ def test_a_bye_of_a_process_of_the_run_before_is_left_to_the_timeout(hand):
         _hello(h, rank)
     _hello(h, 0)
     _gather(h, 0, "all_equal:1")
-    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    _bye(h, 1)
     assert not h.shard.failed, h.shard.failed
     _hello(h, 1)
     _gather(h, 1, "all_equal:1")
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
     # in the same run, once the ranks have met, a bye counts: rank 0 at a barrier is named
-    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    _bye(h, 1)
     _gather(h, 0, "barrier:2")
     assert h.shard.failed and "closed (bye)" in h.shard.failed
 
@@ -286,10 +297,8 @@ def test_a_bye_counts_once_the_ranks_have_met_whoever_said_hello_first(hand):
     h = hand(workers=2)
     for rank in (1, 0):
         _hello(h, rank)
-    for rank in (0, 1):
-        _gather(h, rank, "all_equal:1")
-    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
-    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    _meet(h)
+    _bye(h, 1)
     _gather(h, 0, "barrier:2")
     assert h.shard.failed and "closed (bye)" in h.shard.failed
 
@@ -303,7 +312,7 @@ def test_a_rank_refused_at_hello_that_closes_is_named_at_once(hand):
     _gather(h, 0, "all_equal:1")
     other = {"op": "hello", "rank": 1, "host": "h", "description": '{"batch": 8}'}
     assert "another job" in h.ask(other)[0]["error"]
-    assert h.ask({"op": "bye", "rank": 1})[0]["op"] == "ok"
+    _bye(h, 1)
     assert h.shard.failed and "closed (bye)" in h.shard.failed
     assert h.read()[0]["error"] == h.shard.failed  # rank 0's gather
 
@@ -330,9 +339,7 @@ def test_a_bye_counts_whatever_connection_it_comes_on(hand):
     h = hand(workers=2)
     for rank in (0, 1):
         _hello(h, rank)
-    for rank in (0, 1):
-        _gather(h, rank, "all_equal:1")
-    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    _meet(h)
     again = h.ctx.socket(zmq.DEALER)
     again.linger = 0
     try:
@@ -354,9 +361,9 @@ def test_a_bye_of_another_run_than_its_ranks_latest_hello_is_ignored(hand):
     for rank, run in ((0, 5), (1, 11), (1, 22)):
         hello = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run}
         assert h.ask(hello)[0]["op"] == "ok"
-    assert h.ask({"op": "bye", "rank": 1, "run": 11})[0]["op"] == "ok"
+    _bye(h, 1, run=11)
     assert 1 not in h.shard.left
-    assert h.ask({"op": "bye", "rank": 1, "run": 22})[0]["op"] == "ok"
+    _bye(h, 1, run=22)
     assert 1 in h.shard.left
 
 
@@ -399,9 +406,7 @@ def test_a_gather_of_the_run_before_is_dropped_when_its_rank_says_hello(hand):
     for rank in (1, 0):
         _hello(h, rank)
     assert not h.shard.waiting and not h.shard.gathers_held
-    for rank in (0, 1):
-        _gather(h, rank, "all_equal:1")
-    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    _meet(h)
     _gather(h, 1, "barrier:2")
     assert not h.client.poll(200)  # held, not refused: rank 0 has not come yet
     _gather(h, 0, "barrier:2")
