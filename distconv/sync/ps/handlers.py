@@ -142,7 +142,7 @@ class RequestHandlers:
         if self.description is None:
             self.description = text
         elif text != self.description:
-            self.refused_at[header["rank"]] = self.requests  # it closes: see _left_this_run
+            self.refused_at[header["rank"]] = (self.requests, header.get("run"))  # it closes
             diff = first_difference(json.loads(text), json.loads(self.description))
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
         self.left.discard(header["rank"])

@@ -90,8 +90,9 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         #: run of a restarted worker a held request or a bye belongs to (see _check_stuck)
         self.requests = 0
         self.hello_at: dict[int, int] = {}
-        self.refused_at: dict[int, int] = {}  # a hello refused (another job's description)
-        self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest hello
+        #: per rank, when its latest hello was refused (another job's description), its run id
+        self.refused_at: dict[int, tuple[int, int | None]] = {}
+        self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
         self.bye_at: dict[int, int] = {}
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
@@ -260,16 +261,23 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         in one answered gather) or ``rank`` said hello after it too (accepted or refused).
         Else it may be a process of the run before, still alive after another rank
         restarted: the timeout decides."""
-        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, -1))
+        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
         after = self.bye_at.get(rank, -1) > since
         return after and (self.met_at > since or hello > since)
 
     def _of_latest_run(self, header: dict[str, Any]) -> bool:
-        """Whether a request comes from the run of its rank's latest accepted hello, by the run
-        id both carry (a worker draws one at start; one without it passes): a process of an
-        earlier run, still alive beside the rank's restart, says bye in vain."""
-        run = header.get("run")
-        return run is None or self.run_of.get(header["rank"], run) in (run, None)
+        """Whether a bye comes from the run of its rank's latest accepted hello, or of its
+        latest refused one (that worker closes), by the run id both carry (a worker draws one at
+        start; one without it passes): a second process of the rank, alive beside its restart,
+        says bye in vain."""
+        rank, run = header["rank"], header.get("run")
+        refused = self.refused_at.get(rank, (-1, None))[1]
+        if run is None or self.run_of.get(rank, run) in (run, None) or run == refused:
+            return True
+        log.info(
+            "shard %d: a bye from rank %d's run %d, not its latest: ignored", self.index, rank, run
+        )
+        return False
 
     def _forget_gathers(self, rank: int) -> None:
         """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a

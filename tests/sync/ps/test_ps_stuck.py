@@ -346,6 +346,7 @@ def test_a_bye_counts_whatever_connection_it_comes_on(hand):
         again.connect(f"tcp://{h.shard.endpoint}")
         again.send_multipart(pack({"id": 1, "job": "local", "rank": 1, "op": "bye"}, []))
         h.shard.handle(h.shard._sock.recv_multipart(copy=False))
+        assert again.poll(5000)  # the reply, on the new connection
         assert unpack_header(again.recv_multipart()[0], request=False)["op"] == "ok"
     finally:
         again.close()
@@ -365,6 +366,21 @@ def test_a_bye_of_another_run_than_its_ranks_latest_hello_is_ignored(hand):
     assert 1 not in h.shard.left
     _bye(h, 1, run=22)
     assert 1 in h.shard.left
+
+
+@pytest.mark.timeout(30)
+def test_the_bye_of_a_restart_refused_at_hello_counts(hand):
+    """Rank 1 ran as run 11; its restart (run 33) runs another job, is refused and closes
+    while rank 0 waits in the start-up gather: that bye is the restart's, named at once."""
+    h = hand(workers=2)
+    for rank, run in ((1, 11), (0, 5)):
+        hello = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run}
+        assert h.ask(hello)[0]["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    other = {"op": "hello", "rank": 1, "host": "h", "description": '{"batch": 8}', "run": 33}
+    assert "another job" in h.ask(other)[0]["error"]
+    _bye(h, 1, run=33)
+    assert h.shard.failed and "closed (bye)" in h.shard.failed
 
 
 @pytest.mark.timeout(60)
