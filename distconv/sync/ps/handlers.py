@@ -384,7 +384,7 @@ class RequestHandlers:
         )
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        if self._of_latest_run(header):  # not a process of an earlier run: see _check_stuck
+        if self._of_latest_run(header):  # not a second process of the rank (an earlier run's)
             self.left.add(header["rank"])
             self.bye_at[header["rank"]] = self.requests
         self._reply(ident, header)

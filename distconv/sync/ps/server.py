@@ -266,12 +266,13 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         return after and (self.met_at > since or hello > since)
 
     def _of_latest_run(self, header: dict[str, Any]) -> bool:
-        """Whether a bye comes from the run of its rank's latest accepted hello, or of its
-        latest refused one (that worker closes), by the run id both carry (a worker draws one at
-        start; one without it passes): a second process of the rank, alive beside its restart,
-        says bye in vain."""
+        """Whether a bye comes from the run of its rank's latest accepted hello, or of a refused
+        one since (that worker closes), by the run id both carry (a worker draws one at start;
+        one without it passes): a second process of the rank, alive beside its restart, says
+        bye in vain."""
         rank, run = header["rank"], header.get("run")
-        refused = self.refused_at.get(rank, (-1, None))[1]
+        when, refused = self.refused_at.get(rank, (-1, None))
+        refused = refused if when > self.hello_at.get(rank, -1) else None
         if run is None or self.run_of.get(rank, run) in (run, None) or run == refused:
             return True
         log.info(

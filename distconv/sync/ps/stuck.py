@@ -23,7 +23,7 @@ it says ``hello`` again. A ``bye`` counts only once the ranks have met since the
 ranks' ``hello``, or its rank said ``hello`` after them: one from a process of the run before,
 still alive after another rank restarted, is left to the timeout; one from a second process
 of a rank, alive beside its restart, carries another run id than the rank's latest accepted
-``hello`` and is ignored. Pushes are
+``hello`` (and than a refused one since, whose worker closes) and is ignored. Pushes are
 held only in sync mode, and only shard 0 holds gathers, so the last two are seen where the push
 or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
 """

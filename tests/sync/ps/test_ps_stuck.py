@@ -369,6 +369,23 @@ def test_a_bye_of_another_run_than_its_ranks_latest_hello_is_ignored(hand):
 
 
 @pytest.mark.timeout(30)
+def test_a_refused_run_s_bye_after_an_accepted_restart_is_ignored(hand):
+    """Rank 1's run 33 is refused, then its run 44 accepted: run 33's late bye is not the
+    rank's (rank 0, waiting in its start-up gather, goes on waiting)."""
+    h = hand(workers=2)
+    for rank, run in ((1, 11), (0, 5)):
+        hello = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run}
+        assert h.ask(hello)[0]["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    other = {"op": "hello", "rank": 1, "host": "h", "description": '{"batch": 8}', "run": 33}
+    assert "another job" in h.ask(other)[0]["error"]
+    restart = {"op": "hello", "rank": 1, "host": "h", "description": "{}", "run": 44}
+    assert h.ask(restart)[0]["op"] == "ok"
+    _bye(h, 1, run=33)
+    assert 1 not in h.shard.left and not h.shard.failed
+
+
+@pytest.mark.timeout(30)
 def test_the_bye_of_a_restart_refused_at_hello_counts(hand):
     """Rank 1 ran as run 11; its restart (run 33) runs another job, is refused and closes
     while rank 0 waits in the start-up gather: that bye is the restart's, named at once."""
