@@ -354,14 +354,28 @@ def test_a_bye_counts_whatever_connection_it_comes_on(hand):
     assert h.shard.failed and "closed (bye)" in h.shard.failed
 
 
+def _hello_run(h, rank: int, run: int, description: str = "{}") -> dict:
+    """Rank ``rank``'s hello with run id ``run``; the reply's header."""
+    head = {"op": "hello", "rank": rank, "host": "h", "description": description, "run": run}
+    return h.ask(head)[0]
+
+
+def _refused_restart(h) -> None:
+    """Rank 1 ran as run 11; rank 0 (run 5) waits in its start-up gather; rank 1's restart,
+    run 33, runs another job and is refused."""
+    for rank, run in ((1, 11), (0, 5)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    assert "another job" in _hello_run(h, 1, 33, '{"batch": 8}')["error"]
+
+
 @pytest.mark.timeout(30)
 def test_a_bye_of_another_run_than_its_ranks_latest_hello_is_ignored(hand):
     """Rank 1's pod is evicted and its replacement says hello (run 22) while the old process
     (run 11) still runs: the old one's bye is answered and ignored, the new one's counts."""
     h = hand(workers=2)
     for rank, run in ((0, 5), (1, 11), (1, 22)):
-        hello = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run}
-        assert h.ask(hello)[0]["op"] == "ok"
+        assert _hello_run(h, rank, run)["op"] == "ok"
     _bye(h, 1, run=11)
     assert 1 not in h.shard.left
     _bye(h, 1, run=22)
@@ -369,35 +383,24 @@ def test_a_bye_of_another_run_than_its_ranks_latest_hello_is_ignored(hand):
 
 
 @pytest.mark.timeout(30)
-def test_a_refused_run_s_bye_after_an_accepted_restart_is_ignored(hand):
-    """Rank 1's run 33 is refused, then its run 44 accepted: run 33's late bye is not the
-    rank's (rank 0, waiting in its start-up gather, goes on waiting)."""
+def test_the_bye_of_a_restart_refused_at_hello_counts(hand):
+    """Run 33, refused, closes while rank 0 waits in the start-up gather: that bye is the
+    restart's, named at once."""
     h = hand(workers=2)
-    for rank, run in ((1, 11), (0, 5)):
-        hello = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run}
-        assert h.ask(hello)[0]["op"] == "ok"
-    _gather(h, 0, "all_equal:1")
-    other = {"op": "hello", "rank": 1, "host": "h", "description": '{"batch": 8}', "run": 33}
-    assert "another job" in h.ask(other)[0]["error"]
-    restart = {"op": "hello", "rank": 1, "host": "h", "description": "{}", "run": 44}
-    assert h.ask(restart)[0]["op"] == "ok"
+    _refused_restart(h)
     _bye(h, 1, run=33)
-    assert 1 not in h.shard.left and not h.shard.failed
+    assert h.shard.failed and "closed (bye)" in h.shard.failed
 
 
 @pytest.mark.timeout(30)
-def test_the_bye_of_a_restart_refused_at_hello_counts(hand):
-    """Rank 1 ran as run 11; its restart (run 33) runs another job, is refused and closes
-    while rank 0 waits in the start-up gather: that bye is the restart's, named at once."""
+def test_a_refused_run_s_bye_after_an_accepted_restart_is_ignored(hand):
+    """After run 33 is refused, rank 1's run 44 is accepted: run 33's late bye is not the
+    rank's (rank 0, waiting in its start-up gather, goes on waiting)."""
     h = hand(workers=2)
-    for rank, run in ((1, 11), (0, 5)):
-        hello = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run}
-        assert h.ask(hello)[0]["op"] == "ok"
-    _gather(h, 0, "all_equal:1")
-    other = {"op": "hello", "rank": 1, "host": "h", "description": '{"batch": 8}', "run": 33}
-    assert "another job" in h.ask(other)[0]["error"]
+    _refused_restart(h)
+    assert _hello_run(h, 1, 44)["op"] == "ok"
     _bye(h, 1, run=33)
-    assert h.shard.failed and "closed (bye)" in h.shard.failed
+    assert 1 not in h.shard.left and not h.shard.failed
 
 
 @pytest.mark.timeout(60)
