@@ -20,7 +20,6 @@ from distconv.sync.ps.state import (
     _param_spec,
     _Refused,
     _table_entry,
-    _Waiting,
     dense_gradients,
 )
 from distconv.sync.ps.values import ValueStore
@@ -36,9 +35,6 @@ from distconv.sync.ps.wire import (
 )
 
 log = logging.getLogger("distconv.pserver")
-
-#: the collectives workers gather through shard 0, tagged "<kind>:<counter>"
-GATHER_KINDS = ("allreduce", "barrier", "all_equal")
 
 
 class _Seeding:
@@ -348,46 +344,10 @@ class RequestHandlers:
             parts.append((rows, g))
         return parts
 
-    def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        kind, _, number = str(header["tag"]).partition(":")
-        if kind not in GATHER_KINDS or not number.isdigit():
-            # a made-up tag would hold every other rank's gathers hostage until the timeout
-            raise WireError(
-                f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N'"
-            )
-        key = f"gather:{header['tag']}"
-        waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
-        self.gathers_held.add(key)
-        if header["rank"] in waiting.by_rank:
-            raise WireError(f"rank {header['rank']} sent {short(header['tag'])} twice")
-        waiting.by_rank[header["rank"]] = (ident, header, [])
-        waiting.arrived[header["rank"]] = self.requests
-        self._finish_gather(key)
-
-    def _finish_gather(self, key: str) -> None:
-        waiting = self.waiting[key]
-        if not self._live() <= set(waiting.by_rank):
-            return
-        del self.waiting[key]
-        self.gathers_held.discard(key)
-        self.met_at = self.requests  # every live rank met here (see _check_stuck)
-        values = [
-            waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
-            for r in range(self.config.workers)
-        ]
-        for ident, header, _ in waiting.by_rank.values():
-            self._reply(ident, header, values=values)
-
     def _op_stats(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         self._reply(
             ident, header, stats=self.stats.as_dict(), failed=self.failed, **self._settings()
         )
-
-    def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        if self._of_latest_run(header):  # not a second process of the rank (an earlier run's)
-            self.left.add(header["rank"])
-            self.bye_at[header["rank"]] = self.requests
-        self._reply(ident, header)
 
     def _op_checkpoint(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         if not self.config.checkpoint_dir:

@@ -37,10 +37,10 @@ from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import ShardConfig, split_endpoint
+from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
-from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import pack, send, zmq_max_msg_size
 
@@ -54,7 +54,7 @@ BATCH = 64
 STATS_EVERY = 30.0
 
 
-class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
+class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
     """A parameter-server shard.
 
     Args:
@@ -238,57 +238,6 @@ class Shard(RequestHandlers, BlockUpdates, CheckpointParts):
         finally:
             self.waiting.clear()
             self.gathers_held.clear()
-
-    def _check_stuck(self, op: str = "gather") -> None:
-        """Fail the job at once if what the shard holds can never be answered
-        (:func:`~distconv.sync.ps.stuck.stuck`), instead of at the timeout; after ``op``
-        arrived (an async push holds nothing, so it changes nothing)."""
-        if self.failed or not self.gathers_held or (op == "push" and self.config.mode == "async"):
-            return  # every stuck case has a rank in a gather
-        in_gathers = sum(len(self.waiting[key].by_rank) for key in self.gathers_held)
-        pushes_held = len(self.waiting) > len(self.gathers_held)
-        if in_gathers < self.config.workers - len(self.lost) and not pushes_held and not self.left:
-            return  # a rank still to come to a gather, no step held, nobody gone: the usual
-        gathers, pushes, since = held_now(self.waiting, self.hello_at)
-        gone = {r for r in self.left if self._left_this_run(r, since)}
-        message = stuck(gathers, pushes, self._live(), gone, self._who)
-        if message:
-            self._fail(message)
-
-    def _left_this_run(self, rank: int, since: int) -> bool:
-        """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello
-        came at ``since``: after it, and either the ranks have met since (every live rank was
-        in one answered gather) or ``rank`` said hello after it too (accepted or refused).
-        Else it may be a process of the run before, still alive after another rank
-        restarted: the timeout decides."""
-        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
-        after = self.bye_at.get(rank, -1) > since
-        return after and (self.met_at > since or hello > since)
-
-    def _of_latest_run(self, header: dict[str, Any]) -> bool:
-        """Whether a bye comes from the run of its rank's latest accepted hello, or of a refused
-        one since (that worker closes), by the run id both carry (a worker draws one at start;
-        one without it passes): a second process of the rank, alive beside its restart, says
-        bye in vain."""
-        rank, run = header["rank"], header.get("run")
-        when, refused = self.refused_at.get(rank, (-1, None))
-        refused = refused if when > self.hello_at.get(rank, -1) else None
-        if run is None or self.run_of.get(rank, run) in (run, None) or run == refused:
-            return True
-        log.info(
-            "shard %d: a bye from rank %d's run %d, not its latest: ignored", self.index, rank, run
-        )
-        return False
-
-    def _forget_gathers(self, rank: int) -> None:
-        """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a
-        worker in a gather sends nothing else), and its new run's tags would repeat them."""
-        for key in list(self.gathers_held):
-            held = self.waiting[key]
-            held.by_rank.pop(rank, None)
-            if not held.by_rank:
-                del self.waiting[key]
-                self.gathers_held.discard(key)
 
     def _who(self, rank: int) -> str:
         host = self.hosts.get(rank, "unknown host")

@@ -1,0 +1,120 @@
+"""The shard's collectives: gathers and byes, and the check that fails a job at once when
+ranks are held at points of the job that can never meet (:mod:`~distconv.sync.ps.stuck`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from distconv.sync.ps.state import _Waiting
+from distconv.sync.ps.stuck import held_now, stuck
+from distconv.sync.ps.wire import WireError, short
+
+log = logging.getLogger("distconv.pserver")
+
+#: the collectives workers gather through shard 0, tagged "<kind>:<counter>"
+GATHER_KINDS = ("allreduce", "barrier", "all_equal")
+
+
+class ShardGathers:
+    """The gather and bye side of :class:`~distconv.sync.ps.server.Shard` (whose state they
+    share: ``waiting``, ``gathers_held``, the request counts of each rank's hellos and byes)."""
+
+    waiting: dict[str, _Waiting]
+    gathers_held: set[str]  # the gather keys in ``waiting``
+    requests: int  # requests handled so far: when each hello, bye and held request came
+    hello_at: dict[int, int]
+    refused_at: dict[int, tuple[int, int | None]]
+    run_of: dict[int, int | None]
+    bye_at: dict[int, int]
+    met_at: int
+    left: set[int]
+    lost: set[int]
+
+    def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        kind, _, number = str(header["tag"]).partition(":")
+        if kind not in GATHER_KINDS or not number.isdigit():
+            # a made-up tag would hold every other rank's gathers hostage until the timeout
+            raise WireError(
+                f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N'"
+            )
+        key = f"gather:{header['tag']}"
+        waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
+        self.gathers_held.add(key)
+        if header["rank"] in waiting.by_rank:
+            raise WireError(f"rank {header['rank']} sent {short(header['tag'])} twice")
+        waiting.by_rank[header["rank"]] = (ident, header, [])
+        waiting.arrived[header["rank"]] = self.requests
+        self._finish_gather(key)
+
+    def _finish_gather(self, key: str) -> None:
+        waiting = self.waiting[key]
+        if not self._live() <= set(waiting.by_rank):
+            return
+        del self.waiting[key]
+        self.gathers_held.discard(key)
+        self.met_at = self.requests  # every live rank met here (see _check_stuck)
+        values = [
+            waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
+            for r in range(self.config.workers)
+        ]
+        for ident, header, _ in waiting.by_rank.values():
+            self._reply(ident, header, values=values)
+
+    def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        if self._of_latest_run(header):  # not a second process of the rank (an earlier run's)
+            self.left.add(header["rank"])
+            self.bye_at[header["rank"]] = self.requests
+        self._reply(ident, header)
+
+    def _check_stuck(self, op: str = "gather") -> None:
+        """Fail the job at once if what the shard holds can never be answered
+        (:func:`~distconv.sync.ps.stuck.stuck`), instead of at the timeout; after ``op``
+        arrived (an async push holds nothing, so it changes nothing)."""
+        if self.failed or not self.gathers_held or (op == "push" and self.config.mode == "async"):
+            return  # every stuck case has a rank in a gather
+        in_gathers = sum(len(self.waiting[key].by_rank) for key in self.gathers_held)
+        pushes_held = len(self.waiting) > len(self.gathers_held)
+        if in_gathers < self.config.workers - len(self.lost) and not pushes_held and not self.left:
+            return  # a rank still to come to a gather, no step held, nobody gone: the usual
+        gathers, pushes, since = held_now(self.waiting, self.hello_at)
+        gone = {r for r in self.left if self._left_this_run(r, since)}
+        message = stuck(gathers, pushes, self._live(), gone, self._who)
+        if message:
+            self._fail(message)
+
+    def _left_this_run(self, rank: int, since: int) -> bool:
+        """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello
+        came at ``since``: after it, and either the ranks have met since (every live rank was
+        in one answered gather) or ``rank`` said hello after it too (accepted or refused).
+        Else it may be a process of the run before, still alive after another rank
+        restarted: the timeout decides."""
+        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
+        after = self.bye_at.get(rank, -1) > since
+        return after and (self.met_at > since or hello > since)
+
+    def _of_latest_run(self, header: dict[str, Any]) -> bool:
+        """Whether a bye comes from the run of its rank's latest accepted hello, or of a refused
+        one since (that worker closes), by the run id both carry (a worker draws one at start;
+        one without it passes): a second process of the rank, alive beside its restart, says
+        bye in vain."""
+        rank, run = header["rank"], header.get("run")
+        when, refused = self.refused_at.get(rank, (-1, None))
+        refused = refused if when > self.hello_at.get(rank, -1) else None
+        if run is None or self.run_of.get(rank, run) in (run, None) or run == refused:
+            return True
+        log.info(
+            "shard %d: a bye from rank %d's run %d, not its latest: ignored", self.index, rank, run
+        )
+        return False
+
+    def _forget_gathers(self, rank: int) -> None:
+        """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a
+        worker in a gather sends nothing else), and its new run's tags would repeat them."""
+        for key in list(self.gathers_held):
+            held = self.waiting[key]
+            held.by_rank.pop(rank, None)
+            if not held.by_rank:
+                del self.waiting[key]
+                self.gathers_held.discard(key)
