@@ -1,5 +1,6 @@
-"""The requests a shard answers: one ``_op_<name>`` method per wire ``op``, with the checks
-that turn a malformed request into an error reply instead of a crash."""
+"""The requests a shard answers: one ``_op_<name>`` method per wire ``op`` (``gather`` and
+``bye`` in :mod:`~distconv.sync.ps.gathers`), with the checks that turn a malformed request
+into an error reply instead of a crash."""
 
 from __future__ import annotations
 
