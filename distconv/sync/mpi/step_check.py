@@ -11,10 +11,9 @@ rank closing) starts with the same exchange, a code in place of the step (:data:
 :data:`SUMMING`, :data:`BARRIER`, :data:`CLOSED`). MPI matches collectives by their order
 alone, so ranks that disagree on what comes next (one sums metrics after two steps while another
 starts a third, closes, or sets up again) would otherwise wait in collectives that never match,
-or worse, match ones of the same shape. With
-every meeting opening alike, they meet in this exchange, and each rank that sees the difference
-names what each is doing. (Two sums of as many values after as many steps look alike: callers
-sum in the same order on every rank.)
+or worse, match ones of the same shape. With every meeting opening alike, they meet in this
+exchange, and each rank that sees the difference names what each is doing. (Two sums of as many
+values after as many steps look alike: callers sum in the same order on every rank.)
 """
 
 from __future__ import annotations

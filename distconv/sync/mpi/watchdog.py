@@ -4,13 +4,12 @@ MPI has no timeouts. A collective that some rank never joins waits forever: a ra
 deadlock, a hung file system), a node lost in a way the MPI library does not notice, or ranks
 that wait in different collectives outside the sync's own exchanges, which name ranks at
 different steps, meetings or setup (a collective of the caller's own on the sync's
-communicator: MPI matches collectives by their order alone).
-PyTorch's watchdog over NCCL and Horovod's stall check answer it the same way, and so does this
-module: every blocking MPI call a sync makes (a blocking collective, or the ``Wait`` of a
-non-blocking one) is watched; one that lasts ``timeout`` seconds stops the job with a message
-naming the call, its communicator, the sync's phase (setup, step N, after step N, close) and
-this rank, on stderr and in the log. Half-way (a minute at most) a warning says the same, while
-there is still time to look.
+communicator: MPI matches collectives by their order alone). PyTorch's watchdog over NCCL and
+Horovod's stall check answer it the same way, and so does this module: every blocking MPI call
+a sync makes (a blocking collective, or the ``Wait`` of a non-blocking one) is watched; one that
+lasts ``timeout`` seconds stops the job with a message naming the call, its communicator, the
+sync's phase (setup, step N, after step N, close) and this rank, on stderr and in the log.
+Half-way (a minute at most) a warning says the same, while there is still time to look.
 
 The watching costs two dictionary writes per blocking call (and a small request object per
 non-blocking one), and a thread that wakes once a second. The stop is ``MPI_Abort`` from the

@@ -52,8 +52,7 @@ class ShardGathers:
         waiting = self.waiting[key]
         if not self._live() <= set(waiting.by_rank):
             return
-        del self.waiting[key]
-        self.gathers_held.discard(key)
+        self._drop_gather(key)
         self.met_at = self.requests  # every live rank met here (see _check_stuck)
         values = [
             waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
@@ -116,5 +115,9 @@ class ShardGathers:
             held = self.waiting[key]
             held.by_rank.pop(rank, None)
             if not held.by_rank:
-                del self.waiting[key]
-                self.gathers_held.discard(key)
+                self._drop_gather(key)
+
+    def _drop_gather(self, key: str) -> None:
+        """Hold gather ``key`` no more (``waiting`` and ``gathers_held`` change together)."""
+        del self.waiting[key]
+        self.gathers_held.discard(key)

@@ -199,7 +199,7 @@ class RequestHandlers:
         for bid in sorted(self.blocks):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
         self.completed = {}
-        self.waiting = {k: w for k, w in self.waiting.items() if k.startswith("gather:")}
+        self.waiting = {k: w for k, w in self.waiting.items() if k in self.gathers_held}
         log.info(
             "shard %d: seeded with %d blocks of %d parameters in %d part(s), %s",
             self.index,

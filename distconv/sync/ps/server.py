@@ -265,7 +265,7 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
                     message,
                 )
                 self.lost.add(rank)
-                for key in [k for k in self.waiting if k.startswith("gather:")]:
+                for key in list(self.gathers_held):
                     self._finish_gather(key)
                 self._check_stuck()  # the ranks left may wait in different gathers
 
