@@ -31,6 +31,7 @@ class ShardGathers:
     met_at: int
     left: set[int]
     lost: set[int]
+    hosts: dict[int, str]
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         kind, _, number = str(header["tag"]).partition(":")
@@ -110,12 +111,21 @@ class ShardGathers:
 
     def _forget_gathers(self, rank: int) -> None:
         """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a
-        worker in a gather sends nothing else), and its new run's tags would repeat them."""
+        worker in a gather sends nothing else), and its new run's tags would repeat them. A
+        process of that run still waiting (a pod evicted while its replacement starts) is told
+        so and stops now, instead of at its timeout."""
         for key in list(self.gathers_held):
             held = self.waiting[key]
-            held.by_rank.pop(rank, None)
+            dropped = held.by_rank.pop(rank, None)
             if not held.by_rank:
                 self._drop_gather(key)
+            if dropped is not None:
+                why = (
+                    f"rank {rank} started again (a new process said hello from host "
+                    f"{self.hosts.get(rank, 'unknown')}): this process's {held.what} is of "
+                    "the run before, dropped"
+                )
+                self._dismiss([dropped], why)
 
     def _drop_gather(self, key: str) -> None:
         """Hold gather ``key`` no more (``waiting`` and ``gathers_held`` change together)."""

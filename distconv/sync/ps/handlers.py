@@ -51,6 +51,13 @@ class _Seeding:
         self.blocks: dict[int, _Block] = {}
 
 
+#: the error a held push gets when a new seed drops it
+STALE_PUSH = (
+    "the shards were seeded again (rank 0 started a new run): this push is of the run before, "
+    "dropped"
+)
+
+
 def _seed_optimizer(config: dict[str, Any]) -> Any:
     try:
         return optimizer_from_config(config)
@@ -199,7 +206,11 @@ class RequestHandlers:
         for bid in sorted(self.blocks):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
         self.completed = {}
+        # a push held now is of the run before (a run's pushes follow its seed): its process,
+        # if still alive, stops now, naming why, instead of at its timeout
+        stale = [w for key, w in self.waiting.items() if key not in self.gathers_held]
         self.waiting = {k: w for k, w in self.waiting.items() if k in self.gathers_held}
+        self._dismiss([e for w in stale for e in w.by_rank.values()], STALE_PUSH)
         log.info(
             "shard %d: seeded with %d blocks of %d parameters in %d part(s), %s",
             self.index,

@@ -25,7 +25,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -218,26 +218,32 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
         return set(range(self.config.workers)) - self.lost
 
     def _fail(self, message: str) -> None:
-        """The job cannot go on: answer everything held and everything later with ``message``
-        (each request answered here counts in ``errors``, as :meth:`handle`'s do)."""
+        """The job cannot go on: answer everything held and everything later with ``message``."""
         if self.failed:
             return
         self.failed = message
         log.error("shard %d: job failed: %s", self.index, message)
-        answered: set[int] = set()  # a push of several parameters is held under each
         try:
-            for waiting in self.waiting.values():
-                for ident, header, _ in waiting.by_rank.values():
-                    if id(header) not in answered:
-                        answered.add(id(header))
-                        self.stats.errors += 1
-                        try:
-                            self._reply(ident, header, error=message)
-                        except Exception:  # one reply that cannot go must not keep the rest
-                            log.exception("shard %d: could not send the job's failure", self.index)
+            self._dismiss([e for w in self.waiting.values() for e in w.by_rank.values()], message)
         finally:
             self.waiting.clear()
             self.gathers_held.clear()
+
+    def _dismiss(self, held: Iterable[tuple[bytes, dict[str, Any], Any]], why: str) -> None:
+        """Answer each request in ``held`` (``_Waiting.by_rank`` values), which the shard no
+        longer holds, with the error ``why``: its worker stops now, naming the cause, instead
+        of at its timeout. A push of several parameters, held under each, is answered once.
+        Each counts in ``errors``, as :meth:`handle`'s do."""
+        answered: set[int] = set()
+        for ident, header, _ in held:
+            if id(header) in answered:
+                continue
+            answered.add(id(header))
+            self.stats.errors += 1
+            try:
+                self._reply(ident, header, error=why)
+            except Exception:  # one reply that cannot go must not keep the rest
+                log.exception("shard %d: could not answer a dropped request", self.index)
 
     def _who(self, rank: int) -> str:
         host = self.hosts.get(rank, "unknown host")

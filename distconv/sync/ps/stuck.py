@@ -19,13 +19,14 @@ running (Kubernetes restarts a failed worker's container; the shards are a State
 ``hello`` again and starts its collectives afresh, so what a rank's earlier run left held, and
 a push or a ``bye`` from before the gathering ranks' latest ``hello``, count for nothing here
 (:func:`held_now`, and the shard's ``bye`` filter); the shard drops a rank's held gathers when
-it says ``hello`` again. A ``bye`` counts only once the ranks have met since the gathering
-ranks' ``hello``, or its rank said ``hello`` after them: one from a process of the run before,
-still alive after another rank restarted, is left to the timeout; one from a second process
-of a rank, alive beside its restart, carries another run id than the rank's latest accepted
-``hello`` (and than a refused one since, whose worker closes) and is ignored. Pushes are
-held only in sync mode, and only shard 0 holds gathers, so the last two are seen where the push
-or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
+it says ``hello`` again (and every held push at a new seed), answering each with why. A
+``bye`` counts only once the ranks have met since the gathering ranks' ``hello``, or its rank
+said ``hello`` after them: one from a process of the run before, still alive after another
+rank restarted, is left to the timeout; one from a second process of a rank, alive beside its
+restart, carries another run id than the rank's latest accepted ``hello`` (and than a refused
+one since, whose worker closes) and is ignored. Pushes are held only in sync mode, and only
+shard 0 holds gathers, so the last two are seen where the push or the ``bye`` reaches shard 0;
+other cases end at the timeout, as before.
 """
 
 from __future__ import annotations

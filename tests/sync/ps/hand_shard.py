@@ -59,8 +59,10 @@ class HandShard:
         self.send(head, arrays)
         return self.read()
 
-    def seed(self, optimizer: str = "sgd") -> None:
-        """Seed ``w`` (zeros) and ``t`` (row r holds r) in three parts of at most 640 KiB."""
+    def seed(self, optimizer: str = "sgd") -> list[dict]:
+        """Seed ``w`` (zeros) and ``t`` (row r holds r) in three parts of at most 640 KiB.
+        Returns the replies to earlier requests that came before the seed's own (a held push
+        that the seed drops)."""
         table = [[i, 0, i * ROWS, (i + 1) * ROWS] for i in range(BLOCKS)]
         table.append([BLOCKS, 1, 0, TABLE_ROWS])
         values = [np.zeros((ROWS, 1))] * BLOCKS
@@ -70,12 +72,16 @@ class HandShard:
             )
         )
         head = {"op": "seed", "params": PARAMS, "optimizer": {"name": optimizer, "lr": 1.0}}
+        others = []
         for part, ids in enumerate([[0, 1], [2, 3], [4]]):
-            reply, _ = self.ask(
+            self.send(
                 {**head, "part": part, "parts": 3, "table": [table[i] for i in ids]},
                 [values[i] for i in ids],
             )
+            while (reply := self.read()[0])["id"] != self.next_id:
+                others.append(reply)
             assert reply["op"] == "ok", reply
+        return others
 
     def block_the_client(self) -> None:
         """Leave a reply unread in the client's queue (RCVHWM 1): the replies after it stay

@@ -15,6 +15,7 @@ from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_ste
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.handlers import STALE_PUSH
 from distconv.sync.ps.server import Shard
 from distconv.sync.ps.state import _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
@@ -154,6 +155,54 @@ def test_a_push_left_held_by_a_killed_run_does_not_fail_the_next(shards, late):
 
     wait = tuple(0.5 * (rank == late) for rank in (0, 1))
     assert _workers(endpoints, data[:2], 2, [_barrier] * 2, wait=wait) == [None, None]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("held", ["barrier", "push"])
+def test_a_process_of_the_run_before_stops_at_once_when_the_job_restarts(shards, held):
+    """Rank 0 dies after two steps, while rank 1 waits in a barrier (or its step-3 push is
+    held); both restart against the running shards while the old rank 1 still waits. Rank 1's
+    hello (the barrier) or rank 0's new seed (the push) drops what it waits for, and it stops
+    at once, naming why, instead of at its timeout (1.5 x 120 s here); the new run trains."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(3, 8)
+    old: dict = {}
+    stopped: list = []
+    held_next = threading.Event()
+
+    def first_run(rank):
+        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+        old[rank] = sync
+        sync.setup(net.parameters(), {"batch": 8})
+        train_steps(net, sync, data[:2], rank, 2)
+        if rank == 0:
+            return  # dies: no step 3, no bye (closed at the end of the test, unheard)
+        held_next.set()
+        try:
+            sync.barrier() if held == "barrier" else train_steps(net, sync, data[2:], rank, 2)
+        except SyncError as exc:
+            stopped.append((time.monotonic(), str(exc)))
+
+    old_ranks = [threading.Thread(target=first_run, args=(r,), daemon=True) for r in (0, 1)]
+    try:
+        for t in old_ranks:
+            t.start()
+        assert held_next.wait(30)
+        time.sleep(0.5)  # rank 1's request has reached the shard (else its process would
+        # look like the new run's rank 1 in another gather than rank 0: the job fails)
+        assert not stopped
+        restart = time.monotonic()
+        assert _workers(endpoints, data, 2, [_close] * 2) == [None, None]
+        old_ranks[1].join(10)
+        assert not old_ranks[1].is_alive(), "the old rank 1 still waits"
+    finally:  # a bye of the run before: ignored (a socket is closed by its own thread only)
+        for rank, sync in old.items():
+            if not old_ranks[rank].is_alive():
+                sync.close()
+    ((when, message),) = stopped
+    why = STALE_PUSH if held == "push" else "rank 1 started again (a new process said hello"
+    assert why in message, message
+    assert when - restart < 10
 
 
 # -- the order of arrival, pinned: a shard handed its requests one by one ----------------------
@@ -434,13 +483,22 @@ def test_a_worker_says_one_run_id_in_its_hello_and_its_bye():
 @pytest.mark.timeout(30)
 def test_a_gather_of_the_run_before_is_dropped_when_its_rank_says_hello(hand):
     """Rank 1 waits at setup's barrier when rank 0 dies seeding; both restart. Rank 1's old
-    barrier:2 is dropped at its hello, so its new run's barrier:2 is not refused as sent twice."""
+    barrier:2 is dropped at its hello, so its new run's barrier:2 is not refused as sent twice;
+    the old process, were it still alive, is told why at once (one error, then the hello's ok)."""
     h = hand(workers=2)
     for rank in (0, 1):
         _hello(h, rank)
     _gather(h, 1, "barrier:2")
-    for rank in (1, 0):
-        _hello(h, rank)
+    h.send({"op": "hello", "rank": 1, "host": "new-pod", "description": "{}"})
+    dropped, hello = h.read()[0], h.read()[0]
+    assert dropped["op"] == "error" and hello["op"] == "ok", (dropped, hello)
+    assert dropped["error"] == (
+        "rank 1 started again (a new process said hello from host new-pod): this process's "
+        "barrier:2 is of the run before, dropped"
+    )
+    assert dropped["id"] == h.next_id - 1  # the gather's id: its sender raises on it
+    _hello(h, 0)
+    assert not h.client.poll(200)  # nothing else was held for rank 1
     assert not h.shard.waiting and not h.shard.gathers_held
     _meet(h)
     _gather(h, 1, "barrier:2")
@@ -448,6 +506,23 @@ def test_a_gather_of_the_run_before_is_dropped_when_its_rank_says_hello(hand):
     _gather(h, 0, "barrier:2")
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
     assert not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_push_held_when_rank_0_seeds_again_is_answered_with_why(hand):
+    """Rank 1's step-3 push is held when rank 0 dies; both restart and rank 0 seeds again. The
+    old push is dropped, and its process, were it still alive, is told why at once."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    assert h.seed() == []
+    _push_w(h, 1, 3)
+    pushed = h.next_id
+    for rank in (0, 1):
+        _hello(h, rank)
+    dropped = h.seed()
+    assert [(r["op"], r["id"], r["error"]) for r in dropped] == [("error", pushed, STALE_PUSH)]
+    assert not h.client.poll(200) and not h.shard.waiting and not h.shard.failed
 
 
 @pytest.mark.timeout(30)
