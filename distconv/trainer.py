@@ -209,9 +209,10 @@ class Trainer:
         return loss_sum, correct, examples
 
     def _fire_all(self) -> None:
-        """Hand every gradient (what earlier passes accumulated, or zero) to the sync."""
+        """Hand every gradient (what earlier passes accumulated, or zero) to the sync; none of a
+        parameter frozen since the firing order was recorded."""
         by_name = {p.name: p for p in self.trainable}
-        for name in self.sync.firing_order or list(by_name):
+        for name in [n for n in self.sync.firing_order or by_name if n in by_name]:
             self.sync(by_name[name])
 
     # -- evaluation -----------------------------------------------------------------------------
@@ -279,6 +280,7 @@ class Trainer:
         previous = signal.getsignal(signal.SIGTERM)
         try:
             state, pos = self.checkpoints.open(resume)
+            self.trainable = [p for p in self.params if not p.static]  # as frozen now
             self.sync.setup(self.trainable, self.config, state)
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
@@ -367,9 +369,7 @@ class Trainer:
                 f"the loss became NaN or infinite in epoch {self.pos.epoch + 1}, between steps "
                 f"{checked + 1} and {self.pos.step}; lower the learning rate or check the data"
             )
-        out = dict(sums)
-        out["loss"] += loss
-        out["correct"] += right
+        out = {**sums, "loss": sums["loss"] + loss, "correct": sums["correct"] + right}
         out["examples"] += examples
         out["seconds"] += time.perf_counter() - start
         out["rank_examples"] = out.get("rank_examples", 0.0) + seen

@@ -5,11 +5,13 @@ with every rank's examples; ``watch`` logs every MPI call (``OUT/calls<rank>.jso
 MODE: ``freeze`` (b frozen for step 1, trained again from step 2), ``toggle`` (b frozen and
 unfrozen before step 2: its gradient is a new array), ``unused`` (c fires on every rank, on
 rank 1 only, or on no rank, by step), ``order`` (each rank fires its gradients in its own
-order, the first step included), ``fewer`` (rank 1 stops a step early: the job must end with a
-message, not hang), ``preempted`` (rank 0 stops with ``Preempted``: the job's exit status must
-be 143), ``midstep``, ``thread``, ``optimizer`` and ``closed`` (a rank catches an error and
-closes its sync normally: see :func:`go_wrong`). Each rank saves its values to
-``OUT/values<rank>.npz``; a rank that fails writes its error to ``OUT/rank<r>.err`` first.
+order, the first step included), ``replaced`` (b's gradient is replaced by a new array,
+``p.grad = p.grad + g``, where the contract says ``+=``), ``fewer`` (rank 1 stops a step
+early: the job must end with a message, not hang), ``preempted`` (rank 0 stops with
+``Preempted``: the job's exit status must be 143), ``midstep``, ``thread``, ``optimizer`` and
+``closed`` (a rank catches an error and closes its sync normally: see :func:`go_wrong`). Each
+rank saves its values to ``OUT/values<rank>.npz``; a rank that fails writes its error to
+``OUT/rank<r>.err`` first.
 """
 
 from __future__ import annotations
@@ -78,7 +80,10 @@ def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> 
             if p.static or not firing:
                 continue
             for r in firing:
-                p.grad += gradient(step, r, name)
+                if mode == "replaced" and name == "b":
+                    p.grad = p.grad + gradient(step, r, name)
+                else:
+                    p.grad += gradient(step, r, name)
             p.inc_update(sync)
         sync.finish_step()
     return {n: p.value.copy() for n, p in params.items()}

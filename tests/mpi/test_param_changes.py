@@ -40,6 +40,14 @@ def test_a_parameter_that_fires_on_no_rank_is_not_updated(tmp_path, overlap):
     ranks_against_one_process(tmp_path, "unused", overlap)
 
 
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_gradient_replaced_by_a_new_array_before_it_fires_is_reduced(tmp_path, overlap):
+    """``p.grad = p.grad + g`` instead of ``+=``: the sync copies the new array into its
+    bucket (before, the bucket that never saw ``g`` was reduced and the optimizer ran on the
+    rank's own gradient: the ranks drifted apart, and the job exited 0)."""
+    ranks_against_one_process(tmp_path, "replaced", overlap)
+
+
 def test_ranks_that_fire_in_different_orders_agree_on_one_layout(tmp_path):
     """The first step's order is rank 0's on every rank (before, each rank laid out its own
     and the second step stopped at the layout check)."""

@@ -136,11 +136,13 @@ def run_ranks(size: int, body: Callable[[int, World], Any]) -> list[Any]:
         finally:
             world.turn.release()
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(size)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     if errors:
         raise errors[0]
+    hung = [r for r, t in enumerate(threads) if t.is_alive()]
+    assert not hung, f"rank(s) {hung} still running after 60 s"
     return results

@@ -11,6 +11,7 @@ import numpy as np
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
 from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
@@ -110,6 +111,22 @@ class Bucket:
         """Each parameter's gradient as a view of its slice of ``flat``."""
         bounds = np.cumsum([0] + [p.size for p in self.params]).tolist()
         return [flat[a:b].reshape(p.shape) for p, a, b in zip(self.params, bounds, bounds[1:])]
+
+    def adopt(self, position: int) -> None:
+        """Make the gradient of the parameter at ``position`` its view again, copied in: a
+        layer replaced it (``p.grad = p.grad + g``, where the contract says ``+=``) before it
+        fired. Nothing of its slice has gone on the wire yet (a piece goes once every gradient
+        under it has fired), so the reduction sums what the layer computed.
+
+        Raises:
+            SyncError: the new array has another shape.
+        """
+        p, view = self.params[position], self.views[position]
+        if p.grad is None or p.grad.shape != view.shape:
+            shape = None if p.grad is None else p.grad.shape
+            raise SyncError(f"the gradient of {p.name!r} was replaced by one of shape {shape}")
+        view[...] = p.grad
+        p.grad = view
 
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""

@@ -94,9 +94,12 @@ def reason(rank: int, error: BaseException | None, ending: str) -> str:
 
 def exit_status(error: BaseException | None) -> int:
     """The job's exit status for ``error``: its ``exit_status`` (a preempted run's 143), 130 for
-    an interrupt, else 1, so ``mpiexec`` reports what the command line would."""
+    an interrupt, a ``sys.exit`` number, else 1, so ``mpiexec`` reports what the command line
+    would."""
     if isinstance(error, KeyboardInterrupt):
         return 130
+    if isinstance(error, SystemExit) and isinstance(error.code, int) and error.code:
+        return error.code
     return int(getattr(error, "exit_status", 1))
 
 

@@ -228,15 +228,16 @@ class PiecePump:
 
 
 class Slot:
-    """A parameter's place in the layout: its index in layout order, its bucket, the pieces its
-    gradient arrives at, and the step stamp it last fired at (the sync's bookkeeping, one
-    attribute read per gradient).
+    """A parameter's place in the layout: its index in layout order, its bucket and position
+    there, the pieces its gradient arrives at, and the step stamp it last fired at (the sync's
+    bookkeeping, one attribute read per gradient).
     """
 
-    __slots__ = ("bucket", "covered", "index", "stamp")
+    __slots__ = ("bucket", "covered", "index", "position", "stamp")
 
-    def __init__(self, index: int, bucket: Any, covered: tuple[int, ...]) -> None:
-        self.index, self.bucket, self.covered, self.stamp = index, bucket, covered, 0
+    def __init__(self, index: int, bucket: Any, position: int, covered: tuple[int, ...]) -> None:
+        self.index, self.bucket, self.position, self.covered = index, bucket, position, covered
+        self.stamp = 0
 
 
 def refusal(name: str, known: bool, in_step: bool, step: int) -> SyncError:
@@ -299,8 +300,8 @@ class WirePlan:
                 for k in c:
                     need[k] += 1
             self.need += need
-            for p, c in zip(bucket.params, covered):
-                self.slots[p.name] = Slot(len(self.slots), bucket, tuple(first + k for k in c))
+            for j, (p, c) in enumerate(zip(bucket.params, covered)):
+                self.slots[p.name] = Slot(len(self.slots), bucket, j, tuple(first + k for k in c))
 
     def pump(
         self,

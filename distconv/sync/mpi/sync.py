@@ -72,6 +72,7 @@ from distconv.sync.mpi.pieces import (
 )
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
+from distconv.sync.mpi.updates import update_after_all, update_as_reduced
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -193,6 +194,7 @@ class MPISync(RankCollectives):
         except JobMismatch:
             self._open = None  # every rank raised it alike: nobody waits for this one
             raise
+        self._close_gradients()  # a second setup's (a second fit): new ones, laid out afresh
         self._grad_comm = duplicate(self.comm, "gradients")
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
         seconds = thread_poll_seconds(self.overlap, self.comm, self.mpi, on_gpu, self.poll_seconds)
@@ -201,7 +203,7 @@ class MPISync(RankCollectives):
             self._thread = CommThread(self._reduce, seconds)
         last = self.piece_sizes[2] or (LAST_PIECE_BYTES if self.overlap else self.piece_sizes[1])
         self.piece_sizes = (*self.piece_sizes[:2], last)
-        self._lay_out([p.name for p in reversed(self.params)])
+        self._lay_out([p.name for p in reversed(self.params)], again=True)
         self._open = None
 
     # -- layout -----------------------------------------------------------------------------
@@ -288,6 +290,8 @@ class MPISync(RankCollectives):
         if not self._recorded:  # the first step's firing order, for the next layout
             self._fired.append(param.name)
         bucket = slot.bucket
+        if param.grad is not bucket.views[slot.position]:  # replaced, not added to
+            bucket.adopt(slot.position)
         bucket.pending -= 1
         if bucket.pending == 0:
             self._launch_ready()
@@ -329,20 +333,10 @@ class MPISync(RankCollectives):
             # every piece queued before the flags' wait: else the thread, blocked there, would
             # never start a piece the other ranks wait for
             assert self._pump.done, "the flags' wait is queued before the step's last piece"
-            used = self._used.complete()
-            if self._thread is not None:  # each bucket's optimizer while the next one travels
-                for bucket in self.buckets:
-                    if bucket.pieces or bucket.compressed:  # an empty bucket has no request
-                        self._thread.wait(bucket)
-                    bucket.unpack()
-                    self._apply(bucket, used)
-            else:  # nothing travels while the optimizer runs: every gradient reduced first
-                for bucket in self.buckets:
-                    if not bucket.pieces:  # a 16-bit wire, reduced by hand
-                        bucket.reduce(self._grad_comm, lambda r: r.Wait(), None, None)
-                    bucket.unpack()
-                for bucket in self.buckets:
-                    self._apply(bucket, used)
+            if self._thread is not None:  # each bucket updated while the later ones travel
+                update_as_reduced(self.buckets, self._thread, self._used, self._apply)
+            else:
+                update_after_all(self.buckets, self._grad_comm, self._used, self._apply)
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
@@ -376,6 +370,8 @@ class MPISync(RankCollectives):
         rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
         (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
         error = sys.exc_info()[1]
+        if isinstance(error, SystemExit) and error.code in (0, None):
+            error = None  # sys.exit(0) in a try/finally: a clean end
         self._watchdog.phase = "close"
         if self.world_size > 1:
             error = error or why_not_leave(self._thread, self._open)
@@ -391,10 +387,14 @@ class MPISync(RankCollectives):
 
     def _release(self) -> None:
         self._watchdog.close()
+        self._close_gradients()
+        self._restore_hook()  # does nothing once the hook is back, or was never ours
+
+    def _close_gradients(self) -> None:
+        """Stop the communication thread and free the gradients' communicator, if any."""
         if self._thread is not None:
             self._thread.stop()
             self._thread = None
         if self._grad_comm is not None and self._grad_comm is not self.comm:
             self._grad_comm.Free()
         self._grad_comm = None
-        self._restore_hook()  # does nothing once the hook is back, or was never ours

@@ -106,7 +106,7 @@ class CommThread:
                 self._call(item)
                 continue
             if not isinstance(item, tuple):
-                item.fill(0)  # numpy lets the GIL go while it writes
+                self._zero(item)
                 continue
             bucket, piece = item
             try:
@@ -121,6 +121,12 @@ class CommThread:
                     bucket.error = self.error
                 if bucket.ends_with(piece):
                     bucket.done.set()
+
+    def _zero(self, array: np.ndarray) -> None:
+        try:
+            array.fill(0)  # numpy lets the GIL go while it writes
+        except BaseException as exc:  # noqa: BLE001 - as a reduction's: skips all after it
+            self.error, self.failed = exc, "zeroing a used gradient buffer"
 
     def _call(self, call: _Call) -> None:
         try:
@@ -146,10 +152,8 @@ class CommThread:
         """
         self.hurry.set()
         bucket.done.wait()
-        if bucket.error is not None:
-            raise SyncError(
-                f"allreduce of gradient bucket {bucket.index} failed: {bucket.error}"
-            ) from bucket.error
+        if bucket.error is not None:  # the thread's first failure, maybe another bucket's
+            raise SyncError(self.failure()) from bucket.error
 
     def stop(self, timeout: float = 30.0) -> None:
         """Let the thread finish what is queued, then end it (again: nothing to do).

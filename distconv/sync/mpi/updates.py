@@ -1,0 +1,56 @@
+"""The step's end: each bucket's reduced gradients handed to the optimizer.
+
+Every rank runs the same optimizer on the same sums, so every rank ends the step with
+identical parameters. A parameter that fired on no rank is left alone; the ranks' flags
+(:mod:`~distconv.sync.mpi.used`) say which.
+
+Where a communication thread reduces the pieces, each bucket is updated as soon as it is
+reduced, while the later ones still travel. The flags' wait is queued on the thread behind every
+piece, so it is made only where the flags can change something: at the first bucket holding a
+parameter that did not fire on this rank (one that fired here was used somewhere). Without the
+thread nothing travels while the optimizer runs, so every bucket is reduced first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from distconv.sync.mpi.buckets import Bucket
+from distconv.sync.mpi.thread import CommThread
+from distconv.sync.mpi.used import UsedParams
+
+#: the optimizer on one reduced bucket, given the flags of the parameters that fired anywhere
+#: (None: every parameter of the bucket did)
+Update = Callable[[Bucket, "np.ndarray | None"], None]
+
+
+def update_as_reduced(
+    buckets: Sequence[Bucket], thread: CommThread, used: UsedParams, update: Update
+) -> None:
+    """With the communication thread: each bucket updated once it is reduced (see above)."""
+    flags, waited = None, False
+    for bucket in buckets:
+        if bucket.pieces or bucket.compressed:  # an empty bucket has no request
+            thread.wait(bucket)
+        bucket.unpack()
+        if bucket.pending and not waited:  # a parameter that did not fire here
+            flags, waited = used.complete(), True
+        update(bucket, flags if bucket.pending else None)
+    if not waited:
+        used.complete()  # MPI must see the exchange complete
+
+
+def update_after_all(
+    buckets: Sequence[Bucket], comm: Any, used: UsedParams, update: Update
+) -> None:
+    """Without the thread: every bucket reduced (a 16-bit one by hand, here), then updated."""
+    flags = used.complete()
+    for bucket in buckets:
+        if not bucket.pieces:  # a 16-bit wire, reduced by hand
+            bucket.reduce(comm, lambda r: r.Wait(), None, None)
+        bucket.unpack()
+    for bucket in buckets:
+        update(bucket, flags)
