@@ -17,16 +17,16 @@ timeout:
 All three hold within one run of the workers. A worker restarted against shards that kept
 running (Kubernetes restarts a failed worker's container; the shards are a StatefulSet) says
 ``hello`` again and starts its collectives afresh, so what a rank's earlier run left held, and
-a push or a ``bye`` from before the gathering ranks' latest ``hello``, count for nothing here
-(:func:`held_now`, and the shard's ``bye`` filter); the shard drops a rank's held gathers when
-it says ``hello`` again (and every held push at a new seed), answering each with why. A
-``bye`` counts only once the ranks have met since the gathering ranks' ``hello``, or its rank
-said ``hello`` after them: one from a process of the run before, still alive after another
-rank restarted, is left to the timeout; one from a second process of a rank, alive beside its
-restart, carries another run id than the rank's latest accepted ``hello`` (and than a refused
-one since, whose worker closes) and is ignored. Pushes are held only in sync mode, and only
-shard 0 holds gathers, so the last two are seen where the push or the ``bye`` reaches shard 0;
-other cases end at the timeout, as before.
+a push, a gather past the start-up one or a ``bye`` from before the gathering ranks' latest
+``hello``, count for nothing here (:func:`held_now`, and the shard's ``bye`` filter); the
+shard drops a rank's held gathers when it says ``hello`` again (and every held push at a new
+seed), answering each with why. A ``bye`` counts only once the ranks have met since the
+gathering ranks' ``hello``, or its rank said ``hello`` after them: one from a process of the
+run before, still alive after another rank restarted, is left to the timeout; one from a
+second process of a rank, alive beside its restart, carries another run id than the rank's
+latest accepted ``hello`` (and than a refused one since, whose worker closes) and is ignored.
+Pushes are held only in sync mode, and only shard 0 holds gathers, so the last two are seen
+where the push or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
 """
 
 from __future__ import annotations
@@ -56,11 +56,12 @@ def held_now(
     Returns:
         Per rank, the tag of the gather it waits in; per rank, the step of its sync push held;
         and the latest ``hello`` of the ranks in a gather (``since``: -1 without one). A
-        request from before its own rank's latest ``hello`` is left out, and so is a push from
-        before ``since``: within one run every rank says ``hello`` before the start-up gather
-        that every push follows.
+        request from before its own rank's latest ``hello`` is left out, and so is a push, or a
+        gather other than a run's first (tag ``<kind>:1``), from before ``since``: within one
+        run every rank says ``hello`` before the start-up gather, which every later gather and
+        every push follows.
     """
-    gathers: dict[int, str] = {}
+    gathers: dict[int, tuple[str, int]] = {}
     pushes: dict[int, tuple[int, int]] = {}
     for key, held in waiting.items():
         for rank, (_, header, _) in held.by_rank.items():
@@ -68,11 +69,19 @@ def held_now(
             if arrived < hello_at.get(rank, -1):
                 continue
             if key.startswith("gather:"):
-                gathers[rank] = str(header["tag"])
+                gathers[rank] = (str(header["tag"]), arrived)
             else:
                 pushes[rank] = (header["step"], arrived)
     since = max((hello_at.get(r, -1) for r in gathers), default=-1)
-    return gathers, {r: step for r, (step, at) in pushes.items() if at > since}, since
+    # dropping a gather from before ``since`` leaves ``since`` as it is: its rank's own hello
+    # came before the gather, so before ``since``
+    now = {r: tag for r, (tag, at) in gathers.items() if at > since or _first(tag)}
+    return now, {r: step for r, (step, at) in pushes.items() if at > since}, since
+
+
+def _first(tag: str) -> bool:
+    """Whether a gather's tag is a run's first (a worker numbers its collectives from 1)."""
+    return tag.partition(":")[2] == "1"
 
 
 def stuck(

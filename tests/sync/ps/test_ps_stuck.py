@@ -163,7 +163,8 @@ def test_a_process_of_the_run_before_stops_at_once_when_the_job_restarts(shards,
     """Rank 0 dies after two steps, while rank 1 waits in a barrier (or its step-3 push is
     held); both restart against the running shards while the old rank 1 still waits. Rank 1's
     hello (the barrier) or rank 0's new seed (the push) drops what it waits for, and it stops
-    at once, naming why, instead of at its timeout (1.5 x 120 s here); the new run trains."""
+    at once, naming why, instead of at its timeout (1.5 x 120 s here); the new run trains,
+    whichever of its ranks says hello first (the old barrier is not of rank 0's new run)."""
     endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
     data = batches(3, 8)
     old: dict = {}
@@ -526,6 +527,27 @@ def test_a_push_held_when_rank_0_seeds_again_is_answered_with_why(hand):
 
 
 @pytest.mark.timeout(30)
+def test_a_new_run_s_first_gather_waits_beside_a_later_gather_of_the_run_before(hand):
+    """Rank 0 died while rank 1 waits at barrier:3; rank 0's restart reaches its first gather
+    before rank 1's restart says hello. Rank 1's barrier is of the run before (before, the job
+    failed at once: "each rank waits in a collective another rank never makes"); rank 1's
+    hello then drops it, and the new run meets."""
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    _meet(h)
+    _gather(h, 1, "barrier:3")
+    _hello(h, 0)
+    _gather(h, 0, "all_equal:1")
+    assert not h.shard.failed, h.shard.failed
+    h.send({"op": "hello", "rank": 1, "host": "h", "description": "{}"})
+    assert [h.read()[0]["op"] for _ in range(2)] == ["error", "ok"]  # the old barrier, the hello
+    _gather(h, 1, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    assert not h.shard.failed and not h.shard.waiting
+
+
+@pytest.mark.timeout(30)
 def test_ranks_left_in_different_gathers_by_a_lost_worker_are_named(hand):
     """Async, --on-worker-loss continue: rank 2 goes silent while ranks 0 and 1 wait in
     different gathers. Once it is lost, nothing can come that answers them: named then."""
@@ -566,6 +588,24 @@ def test_held_now_leaves_out_what_came_before_the_rank_said_hello_again():
     assert held_now(waiting, {0: 1, 1: 8}) == ({0: "barrier:4"}, {2: 7}, 1)
     # rank 0, in the gather, said hello at 6: rank 2's push came before it, in a run before
     assert held_now(waiting, {0: 6, 1: 8}) == ({0: "barrier:4"}, {}, 6)
+
+
+def test_held_now_leaves_out_a_later_gather_from_before_a_gathering_ranks_hello():
+    """Rank 0 said hello at 6 and waits in its run's first gather: rank 1's barrier:3, from
+    before, cannot be of rank 0's run (rank 1 passed a first gather rank 0 never joined), where
+    rank 2's all_equal:1 may be (it may have said hello, and started, before rank 0 did)."""
+    waiting = _held(
+        **{"gather:all_equal:1": {0: ({"tag": "all_equal:1"}, 7), 2: ({"tag": "all_equal:1"}, 4)}},
+        **{"gather:barrier:3": {1: ({"tag": "barrier:3"}, 5)}},
+    )
+    gathers, _, since = held_now(waiting, {0: 6, 1: 1, 2: 2})
+    assert gathers == {0: "all_equal:1", 2: "all_equal:1"} and since == 6
+    # rank 1's hello came after rank 0's: its barrier is its own run's, as before
+    assert held_now(waiting, {0: 1, 1: 2, 2: 3})[0] == {
+        0: "all_equal:1",
+        1: "barrier:3",
+        2: "all_equal:1",
+    }
 
 
 @pytest.mark.parametrize(
