@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, to_device
 
 
 class Arg:
@@ -74,3 +75,19 @@ class Arg:
         if self.ids is not None:
             parts.append(f"ids={len(self.ids)}")
         return f"Arg({', '.join(parts)})"
+
+
+def feeds_of(arrays: Mapping[str, Any], index: Any, dtype: Any = None) -> dict[str, Arg]:
+    """The rows ``index`` of each host array as a network's input, on the device and needing
+    no gradient: integer and boolean arrays as ``ids``, the others as values (cast to
+    ``dtype`` when one is given)."""
+    feeds = {}
+    for name, a in arrays.items():
+        part = a[index]
+        if part.dtype.kind in "iub":
+            feeds[name] = Arg(ids=to_device(part), needs_grad=False)
+        else:
+            if dtype is not None:
+                part = part.astype(dtype, copy=False)
+            feeds[name] = Arg(to_device(part), needs_grad=False)
+    return feeds

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from distconv.arg import Arg
-from distconv.backend import to_device, to_host
+from distconv.arg import feeds_of
+from distconv.backend import to_host
 from distconv.data import Arrays, Dataset, array_length, as_arrays
 from distconv.layers.base import forward_only
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
@@ -125,9 +125,7 @@ class Trainer:
         if self.dtype is not None:
             for p in self.params:
                 p.cast(self.dtype)
-        self.trainable = [p for p in self.params if not p.static]
-        # tables of which a parameter server moves only a batch's rows: fetch them first
-        self.sparse = sync.fetches_rows and any(p.sparse_rows for p in self.trainable)
+        self._take_trainable()
         self.config = {
             **(config or {}),
             "batch_size": batch_size,
@@ -146,6 +144,12 @@ class Trainer:
         self._stop_requested = False
         network.zero_grad()
 
+    def _take_trainable(self) -> None:
+        """The parameters to train: those not frozen now (a fit after a freeze leaves it out)."""
+        self.trainable = [p for p in self.params if not p.static]
+        # tables of which a parameter server moves only a batch's rows: fetch them first
+        self.sparse = self.sync.fetches_rows and any(p.sparse_rows for p in self.trainable)
+
     @property
     def writes_files(self) -> bool:
         return self.out_dir is not None and self.sync.is_chief
@@ -155,24 +159,12 @@ class Trainer:
         return self.sync.world_size * self.batch_size * self.accumulate
 
     # -- one step -------------------------------------------------------------------------------
-    def _feeds(self, arrays: Arrays, index: np.ndarray) -> dict[str, Arg]:
-        feeds = {}
-        for name, a in arrays.items():
-            part = a[index]
-            if part.dtype.kind in "iub":
-                feeds[name] = Arg(ids=to_device(part), needs_grad=False)
-            else:
-                if self.dtype is not None:
-                    part = part.astype(self.dtype, copy=False)
-                feeds[name] = Arg(to_device(part), needs_grad=False)
-        return feeds
-
     def _forward(self, arrays: Arrays, index: np.ndarray) -> tuple[Any, Any]:
         """Forward a batch; returns its summed loss and right answers (0 without accuracy).
 
         The rows of ``sparse_rows`` tables the batch reads are fetched through the sync first.
         """
-        feeds = self._feeds(arrays, index)
+        feeds = feeds_of(arrays, index, self.dtype)
         if self.sparse:
             self.sync.prefetch(self.network.rows_needed(feeds))
         outputs = self.network.forward(feeds)
@@ -209,11 +201,12 @@ class Trainer:
         return loss_sum, correct, examples
 
     def _fire_all(self) -> None:
-        """Hand every gradient (what earlier passes accumulated, or zero) to the sync; none of a
-        parameter frozen since the firing order was recorded."""
+        """Hand every gradient (what earlier passes accumulated, or zero) to the sync: in the
+        recorded firing order, then those it lacks (unfrozen since); none of a frozen one."""
         by_name = {p.name: p for p in self.trainable}
-        for name in [n for n in self.sync.firing_order or by_name if n in by_name]:
-            self.sync(by_name[name])
+        for name in dict.fromkeys([*self.sync.firing_order, *by_name]):
+            if name in by_name:
+                self.sync(by_name[name])
 
     # -- evaluation -----------------------------------------------------------------------------
     def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:
@@ -280,7 +273,7 @@ class Trainer:
         previous = signal.getsignal(signal.SIGTERM)
         try:
             state, pos = self.checkpoints.open(resume)
-            self.trainable = [p for p in self.params if not p.static]  # as frozen now
+            self._take_trainable()
             self.sync.setup(self.trainable, self.config, state)
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
@@ -369,7 +362,9 @@ class Trainer:
                 f"the loss became NaN or infinite in epoch {self.pos.epoch + 1}, between steps "
                 f"{checked + 1} and {self.pos.step}; lower the learning rate or check the data"
             )
-        out = {**sums, "loss": sums["loss"] + loss, "correct": sums["correct"] + right}
+        out = dict(sums)
+        out["loss"] += loss
+        out["correct"] += right
         out["examples"] += examples
         out["seconds"] += time.perf_counter() - start
         out["rank_examples"] = out.get("rank_examples", 0.0) + seen

@@ -6,8 +6,9 @@ MODE: ``freeze`` (b frozen for step 1, trained again from step 2), ``toggle`` (b
 unfrozen before step 2: its gradient is a new array), ``unused`` (c fires on every rank, on
 rank 1 only, or on no rank, by step), ``order`` (each rank fires its gradients in its own
 order, the first step included), ``replaced`` (b's gradient is replaced by a new array,
-``p.grad = p.grad + g``, where the contract says ``+=``), ``fewer`` (rank 1 stops a step
-early: the job must end with a message, not hang), ``preempted`` (rank 0 stops with
+``p.grad = p.grad + g``, where the contract says ``+=``), ``late`` (b's gradient replaced
+after it fired: the job must end naming it), ``fewer`` (rank 1 stops a step early: the job
+must end with a message, not hang), ``preempted`` (rank 0 stops with
 ``Preempted``: the job's exit status must be 143), ``midstep``, ``thread``, ``optimizer`` and
 ``closed`` (a rank catches an error and closes its sync normally: see :func:`go_wrong`). Each
 rank saves its values to ``OUT/values<rank>.npz``; a rank that fails writes its error to
@@ -85,6 +86,8 @@ def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> 
                 else:
                     p.grad += gradient(step, r, name)
             p.inc_update(sync)
+            if mode == "late" and name == "b":  # the sync's until finish_step returns
+                p.grad = p.grad * 1.0
         sync.finish_step()
     return {n: p.value.copy() for n, p in params.items()}
 

@@ -149,3 +149,27 @@ def test_a_parameter_frozen_before_fit_is_not_handed_over_in_an_empty_pass(make)
     trained = weights(net)
     assert np.array_equal(trained[frozen.name], fresh[frozen.name])
     assert any(not np.array_equal(trained[n], fresh[n]) for n in fresh if n != frozen.name)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("make", [LocalSync, lambda opt: MPISync(opt, comm=SingleRankComm())])
+def test_a_parameter_unfrozen_since_the_firing_order_was_recorded_is_handed_over(make):
+    """The first fit records a firing order without the frozen parameter; unfrozen, it must
+    still be handed over in an empty pass (before, its gradient was never applied: it did
+    not train, and with LocalSync its gradient grew for ever)."""
+    net = small_lenet(seed=0)
+    sync = make(create_optimizer("sgd", lr=0.1))
+    thawed = net.parameters()[0]
+    try:
+        thawed.set_static(True)
+        trainer = Trainer(net, sync, 1, accumulate=2, progress=False)
+        trainer.fit(trainer_data(1), epochs=1)
+        assert thawed.name not in sync.firing_order
+        thawed.set_static(False)
+        net.reset_firing_order()
+        before = thawed.value.copy()
+        trainer.fit(trainer_data(1), epochs=2)
+    finally:
+        sync.close()
+    assert not np.array_equal(thawed.value, before)
+    np.testing.assert_array_equal(thawed.grad, 0)  # applied, then zeroed, every step

@@ -48,6 +48,18 @@ def test_a_gradient_replaced_by_a_new_array_before_it_fires_is_reduced(tmp_path,
     ranks_against_one_process(tmp_path, "replaced", overlap)
 
 
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_gradient_replaced_after_it_fired_ends_the_job_naming_it(tmp_path, overlap):
+    """The optimizer would read this rank's own array, not the sum (before: the ranks drifted
+    apart, and the job exited 0)."""
+    proc = run_mpi(
+        ["-n", "2", *script("run_param_changes.py"), str(tmp_path), "late", overlap], timeout=30
+    )
+    assert proc.returncode != 0
+    errors = "\n".join([proc.stderr, *(f.read_text() for f in tmp_path.glob("rank*.err"))])
+    assert "the gradient of 'b' was replaced after it fired" in errors, errors
+
+
 def test_ranks_that_fire_in_different_orders_agree_on_one_layout(tmp_path):
     """The first step's order is rank 0's on every rank (before, each rank laid out its own
     and the second step stopped at the layout check)."""

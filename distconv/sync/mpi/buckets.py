@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,6 +127,24 @@ class Bucket:
             raise SyncError(f"the gradient of {p.name!r} was replaced by one of shape {shape}")
         view[...] = p.grad
         p.grad = view
+
+    def to_update(self, used: Any, slots: Mapping[str, Any]) -> list[Parameter]:
+        """The parameters whose reduced gradients go to the optimizer: those that fired on some
+        rank (``used``: flags by layout index, ``slots[name].index``; None: all of them).
+
+        Raises:
+            SyncError: a gradient was replaced after it fired; the optimizer would read that
+                array, this rank's own, instead of the sum in the bucket.
+        """
+        for p, view in zip(self.params, self.views):
+            if p.grad is not view:
+                raise SyncError(
+                    f"the gradient of {p.name!r} was replaced after it fired: it belongs to "
+                    "the sync until finish_step returns (change it in place, or before it fires)"
+                )
+        if used is None:
+            return self.params
+        return [p for p in self.params if used[slots[p.name].index]]
 
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""

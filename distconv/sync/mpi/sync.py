@@ -354,10 +354,7 @@ class MPISync(RankCollectives):
         """The optimizer on the reduced gradients (views of the bucket) of the parameters that
         fired on some rank (``used``: their flags; None: all of them), then zero gradients."""
         scale = bucket.grad_scale(self._total)
-        params = bucket.params
-        if used is not None:
-            params = [p for p in params if used[self._slot[p.name].index]]
-        for p in params:
+        for p in bucket.to_update(used, self._slot):
             self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
         spent = bucket.clear()
         if spent is not None:

@@ -8,7 +8,9 @@ Where a communication thread reduces the pieces, each bucket is updated as soon 
 reduced, while the later ones still travel. The flags' wait is queued on the thread behind every
 piece, so it is made only where the flags can change something: at the first bucket holding a
 parameter that did not fire on this rank (one that fired here was used somewhere). Without the
-thread nothing travels while the optimizer runs, so every bucket is reduced first.
+thread nothing travels while the optimizer runs, so every bucket is reduced first. Should a
+later reduction or an update fail, the buckets before it are updated already: the step cannot
+be finished, and the sync aborts the job when it closes.
 """
 
 from __future__ import annotations
