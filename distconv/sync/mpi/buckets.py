@@ -133,18 +133,21 @@ class Bucket:
         rank (``used``: flags by layout index, ``slots[name].index``; None: all of them).
 
         Raises:
-            SyncError: a gradient was replaced after it fired; the optimizer would read that
-                array, this rank's own, instead of the sum in the bucket.
+            SyncError: the gradient of one of them was replaced (or the parameter frozen) after
+                it fired; the optimizer would read that array, this rank's own, instead of the
+                sum in the bucket.
         """
-        for p, view in zip(self.params, self.views):
+        pairs = list(zip(self.params, self.views))
+        if used is not None:
+            pairs = [(p, v) for p, v in pairs if used[slots[p.name].index]]
+        for p, view in pairs:
             if p.grad is not view:
                 raise SyncError(
-                    f"the gradient of {p.name!r} was replaced after it fired: it belongs to "
-                    "the sync until finish_step returns (change it in place, or before it fires)"
+                    f"the gradient of {p.name!r} was replaced (or the parameter frozen) after "
+                    "it fired: it belongs to the sync until finish_step returns (change it in "
+                    "place, or before it fires)"
                 )
-        if used is None:
-            return self.params
-        return [p for p in self.params if used[slots[p.name].index]]
+        return [p for p, _ in pairs]
 
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""
