@@ -123,23 +123,37 @@ def test_two_workers_two_shards_equal_dense_single_process_training(shards, accu
 @pytest.mark.timeout(120)
 def test_a_table_unfrozen_between_trainer_and_fit_is_prefetched(shards):
     """Each fit takes the parameters trainable then, and whether a table's rows must be
-    prefetched with them (before, a table frozen at ``Trainer()`` and unfrozen before ``fit``
-    was trained without its rows pulled: forward read the worker's stale copy)."""
-    train = _data(48, seed=1)
+    pulled before each forward (before, a table frozen at ``Trainer()`` and unfrozen before
+    ``fit`` was trained with no row prefetched, reading whatever the worker held)."""
+    train = _data(64, seed=1)
     ref = _trainer(_net(), LocalSync(create_optimizer("sgd", lr=0.2)), 16)
     ref.fit(train, epochs=2)
-    net = _net()
-    table = net.parameters()[0]
-    sync = _sync(shards.start(1, workers=1), 0, 1)
-    try:
-        table.set_static(True)
-        trainer = _trainer(net, sync, 16)
-        table.set_static(False)
-        trainer.fit(train, epochs=2)
-    finally:
-        sync.close()
-    for p, q in zip(net.parameters(), ref.network.parameters()):
-        np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-13, err_msg=p.name)
+    endpoints = shards.start(1, workers=2)
+    nets = [_net() for _ in range(2)]
+    prefetched = [0, 0]
+
+    def rank_fn(rank):
+        sync, table = _sync(endpoints, rank, 2), nets[rank].parameters()[0]
+        prefetch = sync.prefetch
+
+        def counted(rows):
+            prefetched[rank] += 1
+            return prefetch(rows)
+
+        sync.prefetch = counted
+        try:
+            table.set_static(True)
+            trainer = _trainer(nets[rank], sync, 8)
+            table.set_static(False)
+            trainer.fit(train, epochs=2)
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    assert prefetched == [8, 8]  # 4 steps an epoch, one forward each
+    for net in nets:
+        for p, q in zip(net.parameters(), ref.network.parameters()):
+            np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-13, err_msg=p.name)
 
 
 @pytest.mark.timeout(120)
