@@ -58,7 +58,7 @@ class ShardChannel:
         (None when it has no array frame)."""
         rid = self._next_id
         self._next_id += 1
-        head = {**header, "id": rid, "job": self.job_id, "rank": self.rank}
+        head = {**header, "id": rid, "job": self.job_id, "rank": self.rank, "run": self._run}
         frames = pack(head, arrays)
         tracker = send(self._socks[shard], frames, track=track)
         self._rid_shard[rid] = shard

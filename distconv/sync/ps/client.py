@@ -123,7 +123,7 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._collective = 0
-        self._run = secrets.randbits(62)  # this process's run of its rank (hello and bye)
+        self._run = secrets.randbits(62)  # this process's run of its rank (every request)
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
@@ -190,7 +190,7 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
 
     def _hello(self, description: dict[str, Any]) -> None:
         text = json.dumps(description, sort_keys=True, default=str)
-        head = {"op": "hello", "host": hostname(), "description": text, "run": self._run}
+        head = {"op": "hello", "host": hostname(), "description": text}  # and the run id
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
         for s, (h, _) in enumerate(replies):
             expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
@@ -373,7 +373,7 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         try:
             if self.params:
                 for s in range(len(self._socks)):
-                    self._send(s, {"op": "bye", "run": self._run})
+                    self._send(s, {"op": "bye"})
         finally:
             for s in self._socks:
                 s.close(linger=200)

@@ -78,7 +78,7 @@ class ShardGathers:
         pushes_held = len(self.waiting) > len(self.gathers_held)
         if in_gathers < self.config.workers - len(self.lost) and not pushes_held and not self.left:
             return  # a rank still to come to a gather, no step held, nobody gone: the usual
-        gathers, pushes, since = held_now(self.waiting, self.hello_at)
+        gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         gone = {r for r in self.left if self._left_this_run(r, since)}
         message = stuck(gathers, pushes, self._live(), gone, self._who)
         if message:
@@ -120,12 +120,8 @@ class ShardGathers:
             if not held.by_rank:
                 self._drop_gather(key)
             if dropped is not None:
-                why = (
-                    f"rank {rank} started again (a new process said hello from host "
-                    f"{self.hosts.get(rank, 'unknown')}): this process's {held.what} is of "
-                    "the run before, dropped"
-                )
-                self._dismiss([dropped], why)
+                why = f"{self._restarted(rank)}: this process's {held.what} is of the run before"
+                self._dismiss([dropped], f"{why}, dropped")
 
     def _drop_gather(self, key: str) -> None:
         """Hold gather ``key`` no more (``waiting`` and ``gathers_held`` change together)."""

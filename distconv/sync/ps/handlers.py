@@ -88,6 +88,8 @@ class RequestHandlers:
             )
             if self.failed and header["op"] not in ("stats", "bye"):
                 raise _Refused(self.failed)
+            if header["op"] not in ("hello", "bye", "stats"):
+                self._check_run(header)
             self.last_seen[header["rank"]] = time.monotonic()
             self.requests += 1
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
@@ -102,6 +104,18 @@ class RequestHandlers:
             self.stats.errors += 1
             self._log_unexpected(ident, header, exc)
             self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
+
+    def _check_run(self, header: dict[str, Any]) -> None:
+        """Refuse a request of another run than its rank's latest accepted ``hello`` (both
+        carrying a run id): it comes from a process of the run before, alive beside its
+        restart, and would join the new run's steps and collectives."""
+        rank, run = header["rank"], header.get("run")
+        latest = self.run_of.get(rank)
+        if run is not None and latest is not None and run != latest:
+            raise _Refused(
+                f"{self._restarted(rank)}: this process's {header['op']} is of the run before, "
+                "refused"
+            )
 
     def _log_unexpected(self, ident: bytes, header: dict[str, Any], exc: Exception) -> None:
         """A failure no check foresaw (a shard bug): the first with its traceback, later ones
@@ -149,9 +163,11 @@ class RequestHandlers:
             self.refused_at[header["rank"]] = (self.requests, header.get("run"))  # it closes
             diff = first_difference(json.loads(text), json.loads(self.description))
             raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
-        self.left.discard(header["rank"])
-        self.hello_at[header["rank"]] = self.requests  # a new run of it: see _check_stuck
-        self.run_of[header["rank"]] = header.get("run")
+        rank, run = header["rank"], header.get("run")
+        self.left.discard(rank)
+        if run is None or run != self.run_of.get(rank):  # a new run of it (not a second setup)
+            self.hello_at[rank] = self.requests  # see _check_stuck
+        self.run_of[rank] = run
         self.last_step.pop(header["rank"], None)
         self._forget_gathers(header["rank"])
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())

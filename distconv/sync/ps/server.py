@@ -245,6 +245,11 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
             except Exception:  # one reply that cannot go must not keep the rest
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
+    def _restarted(self, rank: int) -> str:
+        """Why a process of ``rank``'s run before is told to stop."""
+        host = self.hosts.get(rank, "unknown host")
+        return f"rank {rank} started again (a new process said hello from host {host})"
+
     def _who(self, rank: int) -> str:
         host = self.hosts.get(rank, "unknown host")
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"

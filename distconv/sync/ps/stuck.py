@@ -43,7 +43,7 @@ GATHER_WORDS = {
 
 
 def held_now(
-    waiting: Mapping[str, Any], hello_at: Mapping[int, int]
+    waiting: Mapping[str, Any], hello_at: Mapping[int, int], live: Collection[int] | None = None
 ) -> tuple[dict[int, str], dict[int, int], int]:
     """What each rank is held in now, leaving out what an earlier run of the workers left.
 
@@ -51,7 +51,10 @@ def held_now(
         waiting: the shard's held requests by key (``gather:<tag>`` or ``push:<param>``), each
             with ``by_rank`` (rank -> (identity, request header, anything)) and ``arrived``
             (rank -> the shard's count of requests when that one came).
-        hello_at: per rank, the shard's count of requests when its latest ``hello`` came.
+        hello_at: per rank, the shard's count of requests when its latest ``hello`` of a new
+            run came.
+        live: the ranks a gather waits for (None: all); a lost rank that says ``hello`` again
+            does not start the live ranks' run.
 
     Returns:
         Per rank, the tag of the gather it waits in; per rank, the step of its sync push held;
@@ -72,7 +75,8 @@ def held_now(
                 gathers[rank] = (str(header["tag"]), arrived)
             else:
                 pushes[rank] = (header["step"], arrived)
-    since = max((hello_at.get(r, -1) for r in gathers), default=-1)
+    ranks = gathers if live is None else [r for r in gathers if r in live]
+    since = max((hello_at.get(r, -1) for r in ranks), default=-1)
     # dropping a gather from before ``since`` leaves ``since`` as it is: its rank's own hello
     # came before the gather, so before ``since``
     now = {r: tag for r, (tag, at) in gathers.items() if at > since or _first(tag)}
