@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
@@ -173,3 +174,28 @@ def test_a_parameter_unfrozen_since_the_firing_order_was_recorded_is_handed_over
         sync.close()
     assert not np.array_equal(thawed.value, before)
     np.testing.assert_array_equal(thawed.grad, 0)  # applied, then zeroed, every step
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_parameter_frozen_mid_step_that_fired_nowhere_is_left_alone(overlap):
+    """Nothing reduced of it goes to the optimizer, so nothing of it is checked: the step ends
+    and the next lays the buckets out without it (review k44's case)."""
+    a, b = Parameter("a", np.ones(4)), Parameter("b", np.ones(4))
+    sync = MPISync(create_optimizer("sgd", lr=0.5), comm=SingleRankComm(), overlap=overlap)
+    try:
+        sync.setup([a, b])
+        for step in range(3):
+            sync.start_step(1)
+            a.grad += 1.0
+            a.inc_update(sync)
+            if step == 1:
+                b.set_static(True)  # b has not fired this step
+            elif step == 0:
+                b.grad += 1.0
+                b.inc_update(sync)
+            sync.finish_step()
+    finally:
+        sync.close()
+    np.testing.assert_array_equal(a.value, np.full(4, 1.0 - 3 * 0.5))
+    np.testing.assert_array_equal(b.value, np.full(4, 0.5))  # the step it fired, only

@@ -57,7 +57,7 @@ def test_a_gradient_replaced_after_it_fired_ends_the_job_naming_it(tmp_path, ove
     )
     assert proc.returncode != 0
     errors = "\n".join([proc.stderr, *(f.read_text() for f in tmp_path.glob("rank*.err"))])
-    assert "the gradient of 'b' was replaced (or the parameter frozen) after it fired" in errors
+    assert "the gradient of 'b' was replaced, or the parameter frozen, after it fired" in errors
 
 
 def test_ranks_that_fire_in_different_orders_agree_on_one_layout(tmp_path):

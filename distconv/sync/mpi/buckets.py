@@ -143,9 +143,9 @@ class Bucket:
         for p, view in pairs:
             if p.grad is not view:
                 raise SyncError(
-                    f"the gradient of {p.name!r} was replaced (or the parameter frozen) after "
-                    "it fired: it belongs to the sync until finish_step returns (change it in "
-                    "place, or before it fires)"
+                    f"the gradient of {p.name!r} was replaced, or the parameter frozen, after it "
+                    "fired (on some rank): it belongs to the sync until finish_step returns "
+                    "(change it in place, or before it fires)"
                 )
         return [p for p, _ in pairs]
 

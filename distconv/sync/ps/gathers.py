@@ -25,6 +25,7 @@ class ShardGathers:
     gathers_held: set[str]  # the gather keys in ``waiting``
     requests: int  # requests handled so far: when each hello, bye and held request came
     hello_at: dict[int, int]
+    accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
     run_of: dict[int, int | None]
     bye_at: dict[int, int]
@@ -90,7 +91,7 @@ class ShardGathers:
         in one answered gather) or ``rank`` said hello after it too (accepted or refused).
         Else it may be a process of the run before, still alive after another rank
         restarted: the timeout decides."""
-        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
+        hello = max(self.accepted_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
         after = self.bye_at.get(rank, -1) > since
         return after and (self.met_at > since or hello > since)
 
@@ -101,7 +102,7 @@ class ShardGathers:
         bye in vain."""
         rank, run = header["rank"], header.get("run")
         when, refused = self.refused_at.get(rank, (-1, None))
-        refused = refused if when > self.hello_at.get(rank, -1) else None
+        refused = refused if when > self.accepted_at.get(rank, -1) else None
         if run is None or self.run_of.get(rank, run) in (run, None) or run == refused:
             return True
         log.info(
@@ -120,7 +121,7 @@ class ShardGathers:
             if not held.by_rank:
                 self._drop_gather(key)
             if dropped is not None:
-                why = f"{self._restarted(rank)}: this process's {held.what} is of the run before"
+                why = f"{self._restarted(rank)}: this worker's {held.what} is of the run before"
                 self._dismiss([dropped], f"{why}, dropped")
 
     def _drop_gather(self, key: str) -> None:

@@ -112,8 +112,11 @@ class RequestHandlers:
         rank, run = header["rank"], header.get("run")
         latest = self.run_of.get(rank)
         if run is not None and latest is not None and run != latest:
+            log.info(
+                "shard %d: a %s of rank %d's run %d refused", self.index, header["op"], rank, run
+            )
             raise _Refused(
-                f"{self._restarted(rank)}: this process's {header['op']} is of the run before, "
+                f"{self._restarted(rank)}: this worker's {header['op']} is of the run before, "
                 "refused"
             )
 
@@ -167,6 +170,7 @@ class RequestHandlers:
         self.left.discard(rank)
         if run is None or run != self.run_of.get(rank):  # a new run of it (not a second setup)
             self.hello_at[rank] = self.requests  # see _check_stuck
+        self.accepted_at[rank] = self.requests  # see _of_latest_run
         self.run_of[rank] = run
         self.last_step.pop(header["rank"], None)
         self._forget_gathers(header["rank"])

@@ -86,10 +86,12 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
         self.last_seen: dict[int, float] = {}
         self.left: set[int] = set()
         self.lost: set[int] = set()
-        #: requests handled so far, and the count at each rank's latest hello and bye: which
-        #: run of a restarted worker a held request or a bye belongs to (see _check_stuck)
+        #: requests handled so far, and the count at each rank's latest hello (of a new run;
+        #: accepted at all) and bye: which run of a restarted worker a held request or a bye
+        #: belongs to (see _check_stuck)
         self.requests = 0
         self.hello_at: dict[int, int] = {}
+        self.accepted_at: dict[int, int] = {}
         #: per rank, when its latest hello was refused (another job's description), its run id
         self.refused_at: dict[int, tuple[int, int | None]] = {}
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
@@ -246,9 +248,9 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
     def _restarted(self, rank: int) -> str:
-        """Why a process of ``rank``'s run before is told to stop."""
+        """Why a worker of ``rank``'s run before is told to stop."""
         host = self.hosts.get(rank, "unknown host")
-        return f"rank {rank} started again (a new process said hello from host {host})"
+        return f"rank {rank} started again (a newer worker said hello from host {host})"
 
     def _who(self, rank: int) -> str:
         host = self.hosts.get(rank, "unknown host")

@@ -16,17 +16,19 @@ timeout:
 
 All three hold within one run of the workers. A worker restarted against shards that kept
 running (Kubernetes restarts a failed worker's container; the shards are a StatefulSet) says
-``hello`` again and starts its collectives afresh, so what a rank's earlier run left held, and
-a push, a gather past the start-up one or a ``bye`` from before the gathering ranks' latest
-``hello``, count for nothing here (:func:`held_now`, and the shard's ``bye`` filter); the
-shard drops a rank's held gathers when it says ``hello`` again (and every held push at a new
-seed), answering each with why. A ``bye`` counts only once the ranks have met since the
-gathering ranks' ``hello``, or its rank said ``hello`` after them: one from a process of the
-run before, still alive after another rank restarted, is left to the timeout; one from a
-second process of a rank, alive beside its restart, carries another run id than the rank's
-latest accepted ``hello`` (and than a refused one since, whose worker closes) and is ignored.
-Pushes are held only in sync mode, and only shard 0 holds gathers, so the last two are seen
-where the push or the ``bye`` reaches shard 0; other cases end at the timeout, as before.
+``hello`` again with a new run id (a second ``setup`` of the same worker keeps its run) and
+starts its collectives afresh, so what a rank's earlier run left held, and a push, a gather
+past the start-up one or a ``bye`` from before the gathering ranks' latest ``hello`` of a new
+run, count for nothing here (:func:`held_now`, and the shard's ``bye`` filter); the shard
+drops a rank's held gathers when it says ``hello`` again (and every held push at a new seed),
+answering each with why, and refuses what a worker of another run than its rank's latest
+then sends. A ``bye`` counts only once the ranks have met since the gathering ranks'
+``hello``, or its rank said ``hello`` after them: one from a worker of the run before, still
+alive after another rank restarted, is left to the timeout; one from a second worker of a
+rank, alive beside its restart, carries another run id than the rank's latest accepted
+``hello`` (and than a refused one since, whose worker closes) and is ignored. Pushes are held
+only in sync mode, and only shard 0 holds gathers, so the last two are seen where the push or
+the ``bye`` reaches shard 0; other cases end at the timeout, as before.
 """
 
 from __future__ import annotations
