@@ -123,7 +123,7 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._collective = 0
-        self._run = secrets.randbits(62)  # this process's run of its rank (every request)
+        self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters

@@ -64,7 +64,7 @@ class ShardGathers:
             self._reply(ident, header, values=values)
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        if self._of_latest_run(header):  # not a second process of the rank (an earlier run's)
+        if self._of_latest_run(header):  # not a second worker of the rank (an earlier run's)
             self.left.add(header["rank"])
             self.bye_at[header["rank"]] = self.requests
         self._reply(ident, header)
@@ -87,18 +87,18 @@ class ShardGathers:
 
     def _left_this_run(self, rank: int, since: int) -> bool:
         """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello
-        came at ``since``: after it, and either the ranks have met since (every live rank was
-        in one answered gather) or ``rank`` said hello after it too (accepted or refused).
-        Else it may be a process of the run before, still alive after another rank
-        restarted: the timeout decides."""
-        hello = max(self.accepted_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
+        of a new run came at ``since``: after it, and either the ranks have met since (every
+        live rank was in one answered gather) or ``rank`` said hello of a new run (or was
+        refused) after it too. Else it may be a worker of the run before, still alive after
+        another rank restarted (a second setup of it too): the timeout decides."""
+        hello = max(self.hello_at.get(rank, -1), self.refused_at.get(rank, (-1,))[0])
         after = self.bye_at.get(rank, -1) > since
         return after and (self.met_at > since or hello > since)
 
     def _of_latest_run(self, header: dict[str, Any]) -> bool:
         """Whether a bye comes from the run of its rank's latest accepted hello, or of a refused
         one since (that worker closes), by the run id both carry (a worker draws one at start;
-        one without it passes): a second process of the rank, alive beside its restart, says
+        one without it passes): a second worker of the rank, alive beside its restart, says
         bye in vain."""
         rank, run = header["rank"], header.get("run")
         when, refused = self.refused_at.get(rank, (-1, None))
@@ -113,7 +113,7 @@ class ShardGathers:
     def _forget_gathers(self, rank: int) -> None:
         """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a
         worker in a gather sends nothing else), and its new run's tags would repeat them. A
-        process of that run still waiting (a pod evicted while its replacement starts) is told
+        worker of that run still waiting (a pod evicted while its replacement starts) is told
         so and stops now, instead of at its timeout."""
         for key in list(self.gathers_held):
             held = self.waiting[key]

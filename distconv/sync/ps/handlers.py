@@ -107,7 +107,7 @@ class RequestHandlers:
 
     def _check_run(self, header: dict[str, Any]) -> None:
         """Refuse a request of another run than its rank's latest accepted ``hello`` (both
-        carrying a run id): it comes from a process of the run before, alive beside its
+        carrying a run id): it comes from a worker of the run before, alive beside its
         restart, and would join the new run's steps and collectives."""
         rank, run = header["rank"], header.get("run")
         latest = self.run_of.get(rank)
@@ -226,7 +226,7 @@ class RequestHandlers:
         for bid in sorted(self.blocks):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
         self.completed = {}
-        # a push held now is of the run before (a run's pushes follow its seed): its process,
+        # a push held now is of the run before (a run's pushes follow its seed): its worker,
         # if still alive, stops now, naming why, instead of at its timeout
         stale = [w for key, w in self.waiting.items() if key not in self.gathers_held]
         self.waiting = {k: w for k, w in self.waiting.items() if k in self.gathers_held}

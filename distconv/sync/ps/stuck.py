@@ -56,15 +56,16 @@ def held_now(
         hello_at: per rank, the shard's count of requests when its latest ``hello`` of a new
             run came.
         live: the ranks a gather waits for (None: all); a lost rank that says ``hello`` again
-            does not start the live ranks' run.
+            does not start the live ranks' run, and nobody waits for its gather.
 
     Returns:
-        Per rank, the tag of the gather it waits in; per rank, the step of its sync push held;
-        and the latest ``hello`` of the ranks in a gather (``since``: -1 without one). A
-        request from before its own rank's latest ``hello`` is left out, and so is a push, or a
-        gather other than a run's first (tag ``<kind>:1``), from before ``since``: within one
-        run every rank says ``hello`` before the start-up gather, which every later gather and
-        every push follows.
+        Per live rank, the tag of the gather it waits in (no live rank waits for a lost one's);
+        per rank, the step of its sync push held; and ``since``, the latest ``hello`` of a new
+        run of the live ranks in a gather (-1 without one). A request from before its own
+        rank's latest ``hello`` of a new run is left out, and so is a push, or a gather other
+        than a run's first (tag ``<kind>:1``), from before ``since``: within one run every rank
+        says ``hello`` before the start-up gather, which every later gather and every push
+        follows.
     """
     gathers: dict[int, tuple[str, int]] = {}
     pushes: dict[int, tuple[int, int]] = {}
@@ -77,8 +78,9 @@ def held_now(
                 gathers[rank] = (str(header["tag"]), arrived)
             else:
                 pushes[rank] = (header["step"], arrived)
-    ranks = gathers if live is None else [r for r in gathers if r in live]
-    since = max((hello_at.get(r, -1) for r in ranks), default=-1)
+    if live is not None:
+        gathers = {r: held for r, held in gathers.items() if r in live}
+    since = max((hello_at.get(r, -1) for r in gathers), default=-1)
     # dropping a gather from before ``since`` leaves ``since`` as it is: its rank's own hello
     # came before the gather, so before ``since``
     now = {r: tag for r, (tag, at) in gathers.items() if at > since or _first(tag)}

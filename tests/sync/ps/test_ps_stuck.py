@@ -547,6 +547,49 @@ def test_a_refused_restart_s_bye_after_a_same_run_second_setup_is_ignored(hand):
 
 
 @pytest.mark.timeout(30)
+def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the_timeout(hand):
+    """Rank 0 restarted and waits in its start-up gather; the old rank 1 sets up again (its
+    own run) and closes. That bye is of the run before: rank 1's restart may still come, and
+    does (review k46: the second setup's hello counted as rank 1's new run, and the job
+    failed naming rank 1 closed)."""
+    h = hand(workers=2)
+    for rank, run in ((0, 5), (1, 11)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    _meet(h)
+    assert _hello_run(h, 0, 6)["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    assert _hello_run(h, 1, 11)["op"] == "ok"
+    _bye(h, 1, run=11)
+    assert not h.shard.failed, h.shard.failed
+    assert _hello_run(h, 1, 12)["op"] == "ok"
+    _gather(h, 1, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2 and not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_lost_rank_back_in_its_start_up_gather_fails_no_working_job(hand):
+    """Async, --on-worker-loss continue: rank 2 is lost, ranks 0 and 1 go on, rank 1 finishes
+    (bye), and rank 2's restart waits in all_equal:1. No live rank waits for that gather, so
+    nothing is stuck (review k46: the job failed at once, naming rank 1 closed)."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1, 2):
+        _hello(h, rank)
+    for rank in (0, 1, 2):
+        _gather(h, rank, "all_equal:1")
+    assert [h.read()[0]["op"] for _ in range(3)] == ["ok"] * 3
+    h.shard.last_seen[2] -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.lost == {2}
+    for rank in (0, 1):
+        _gather(h, rank, "barrier:2")
+    assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
+    _bye(h, 1)
+    _hello(h, 2)
+    _gather(h, 2, "all_equal:1")
+    assert not h.shard.failed, h.shard.failed
+
+
+@pytest.mark.timeout(30)
 def test_a_gather_of_a_second_process_of_a_rank_is_refused_not_answered(hand):
     """The job restarted; the old rank 1, alive beside its replacement, reaches barrier:3 after
     both new hellos. Refused: before, it was answered with the new rank 0's barrier:3 while the
