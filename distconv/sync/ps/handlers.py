@@ -158,17 +158,23 @@ class RequestHandlers:
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        text = header["description"]
-        self.hosts[header["rank"]] = header["host"]
+        text, rank, run = header["description"], header["rank"], header.get("run")
+        if rank in self.lost:  # its gathers would wait for the timeout, failing the job then
+            raise _Refused(
+                f"rank {rank} was declared lost and the job goes on without it "
+                "(--on-worker-loss continue): a worker of it cannot join again"
+            )
+        self.hosts[rank] = header["host"]
+        new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
         if self.description is None:
             self.description = text
         elif text != self.description:
-            self.refused_at[header["rank"]] = (self.requests, header.get("run"))  # it closes
+            if new_run:  # it closes: its bye counts (see _of_latest_run)
+                self.refused_at[rank] = (self.requests, run)
             diff = first_difference(json.loads(text), json.loads(self.description))
-            raise _Refused(f"rank {header['rank']} runs another job than rank(s) before: {diff}")
-        rank, run = header["rank"], header.get("run")
+            raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)
-        if run is None or run != self.run_of.get(rank):  # a new run of it (not a second setup)
+        if new_run:
             self.hello_at[rank] = self.requests  # see _check_stuck
         self.accepted_at[rank] = self.requests  # see _of_latest_run
         self.run_of[rank] = run

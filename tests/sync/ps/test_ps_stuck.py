@@ -551,7 +551,9 @@ def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the
     """Rank 0 restarted and waits in its start-up gather; the old rank 1 sets up again (its
     own run) and closes. That bye is of the run before: rank 1's restart may still come, and
     does (review k46: the second setup's hello counted as rank 1's new run, and the job
-    failed naming rank 1 closed)."""
+    failed naming rank 1 closed). A real second setup sends its start-up gather between the
+    two, which the shard cannot tell from the new run's (the job then fails at once, naming
+    both gathers); this order needs a setup that failed after its hello."""
     h = hand(workers=2)
     for rank, run in ((0, 5), (1, 11)):
         assert _hello_run(h, rank, run)["op"] == "ok"
@@ -567,11 +569,26 @@ def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the
 
 
 @pytest.mark.timeout(30)
-def test_a_lost_rank_back_in_its_start_up_gather_fails_no_working_job(hand):
-    """Async, --on-worker-loss continue: rank 2 is lost, ranks 0 and 1 go on, rank 1 finishes
-    (bye), and rank 2's restart waits in all_equal:1. No live rank waits for that gather, so
-    nothing is stuck (review k46: the job failed at once, naming rank 1 closed)."""
-    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+def test_a_refused_second_setup_of_a_worker_of_the_run_before_is_no_new_run(hand):
+    """As above, but the old rank 1's second setup is refused (another description): a
+    refused hello with the rank's own run is no new run either, so its bye is left to the
+    timeout (review k47)."""
+    h = hand(workers=2)
+    for rank, run in ((0, 5), (1, 11)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    _meet(h)
+    assert _hello_run(h, 0, 6)["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    assert "another job" in _hello_run(h, 1, 11, '{"batch": 8}')["error"]
+    _bye(h, 1, run=11)
+    assert not h.shard.failed, h.shard.failed
+
+
+_HELLO_2 = {"op": "hello", "rank": 2, "host": "new-pod", "description": "{}", "run": 22}
+
+
+def _lose_rank_2(h) -> None:
+    """Three ranks meet at start-up; rank 2 then goes silent and is declared lost."""
     for rank in (0, 1, 2):
         _hello(h, rank)
     for rank in (0, 1, 2):
@@ -579,14 +596,27 @@ def test_a_lost_rank_back_in_its_start_up_gather_fails_no_working_job(hand):
     assert [h.read()[0]["op"] for _ in range(3)] == ["ok"] * 3
     h.shard.last_seen[2] -= 10
     h.shard._check_timeouts(time.monotonic())
-    assert h.shard.lost == {2}
+    assert h.shard.lost == {2} and not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_lost_rank_cannot_join_again_and_fails_no_working_job(hand):
+    """Async, --on-worker-loss continue: ranks 0 and 1 go on without rank 2, rank 1 finishes
+    (bye), and rank 2's restart says hello. It is refused, naming why: a lost rank is left out
+    of every later gather, so its start-up gather could never be answered (review k46: it
+    failed the job at once naming rank 1 closed; review k47: then at the shard's timeout)."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+    _lose_rank_2(h)
     for rank in (0, 1):
         _gather(h, rank, "barrier:2")
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
     _bye(h, 1)
-    _hello(h, 2)
-    _gather(h, 2, "all_equal:1")
-    assert not h.shard.failed, h.shard.failed
+    refused = h.ask(_HELLO_2)[0]
+    assert refused["op"] == "error" and refused["error"] == (
+        "rank 2 was declared lost and the job goes on without it (--on-worker-loss continue): "
+        "a worker of it cannot join again"
+    )
+    assert not h.shard.waiting and not h.shard.failed
 
 
 @pytest.mark.timeout(30)
@@ -621,22 +651,14 @@ def test_a_second_setup_in_one_process_is_not_a_new_run(hand):
 
 
 @pytest.mark.timeout(30)
-def test_a_lost_rank_that_says_hello_again_hides_no_mismatch_of_the_live_ranks(hand):
-    """Async, --on-worker-loss continue: rank 2 is lost, then says hello again (a new process)
-    while ranks 0 and 1 wait in gathers that can never meet; its hello is no run of theirs
-    (review k44)."""
+def test_a_lost_rank_that_comes_back_hides_no_mismatch_of_the_live_ranks(hand):
+    """Async, --on-worker-loss continue: rank 2 is lost, and its restart's hello is refused
+    while ranks 0 and 1 wait in gathers that can never meet: they are named (review k44: the
+    returning rank's hello had hidden them)."""
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
-    for rank in (0, 1, 2):
-        _hello(h, rank)
-    for rank in (0, 1, 2):
-        _gather(h, rank, "all_equal:1")
-    assert [h.read()[0]["op"] for _ in range(3)] == ["ok"] * 3
-    h.shard.last_seen[2] -= 10
-    h.shard._check_timeouts(time.monotonic())
-    assert h.shard.lost == {2} and not h.shard.failed
+    _lose_rank_2(h)
     _gather(h, 0, "barrier:5")
-    _hello(h, 2)
-    _gather(h, 2, "all_equal:1")
+    assert "was declared lost" in h.ask(_HELLO_2)[0]["error"]
     _gather(h, 1, "allreduce:5")
     assert h.shard.failed and "each rank waits in a collective another" in h.shard.failed
 
