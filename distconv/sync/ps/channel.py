@@ -85,10 +85,12 @@ class ShardChannel:
         while missing:
             for rid in [r for r in missing if r in self._replies]:
                 missing.discard(rid)
-                self._rid_shard.pop(rid, None)  # a long run sends millions of requests
+                shard = self._rid_shard.pop(rid, None)  # a long run sends millions of requests
                 reply = self._replies.pop(rid)
                 if reply[0]["op"] == "error":
-                    raise SyncError(f"rank {self.rank}, {what}: pserver: {reply[0].get('error')}")
+                    where = "" if shard is None else f" {self.endpoints[shard]}"
+                    error = reply[0].get("error")
+                    raise SyncError(f"rank {self.rank}, {what}: pserver{where}: {error}")
                 yield rid, reply
             if not missing:
                 return

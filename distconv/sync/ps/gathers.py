@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from distconv.sync.ps.state import _Waiting
+from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.wire import WireError, short
 
@@ -32,6 +32,7 @@ class ShardGathers:
     met_at: int
     left: set[int]
     lost: set[int]
+    index: int
     hosts: dict[int, str]
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
@@ -41,6 +42,7 @@ class ShardGathers:
             raise WireError(
                 f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N'"
             )
+        self._refuse_lost(header["rank"])
         key = f"gather:{header['tag']}"
         waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
         self.gathers_held.add(key)
@@ -68,6 +70,22 @@ class ShardGathers:
             self.left.add(header["rank"])
             self.bye_at[header["rank"]] = self.requests
         self._reply(ident, header)
+
+    def _refuse_lost(self, rank: int) -> None:
+        """Shard 0, which holds the gathers, refuses a ``hello`` or a ``gather`` of a rank it
+        declared lost (async, ``--on-worker-loss continue``): no later gather waits for it, so
+        its own could only wait for the timeout, and fail the job then. (Another shard may
+        declare a rank lost while it waits in a gather on shard 0: it decides nothing here.)
+
+        Raises:
+            _Refused: naming why, and how to take the rank back.
+        """
+        if self.index == 0 and rank in self.lost:
+            raise _Refused(
+                f"rank {rank} was declared lost and the job goes on without it "
+                "(--on-worker-loss continue): a worker of it cannot join again until the "
+                "shards restart (from their checkpoint)"
+            )
 
     def _check_stuck(self, op: str = "gather") -> None:
         """Fail the job at once if what the shard holds can never be answered

@@ -159,11 +159,7 @@ class RequestHandlers:
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         text, rank, run = header["description"], header["rank"], header.get("run")
-        if rank in self.lost:  # its gathers would wait for the timeout, failing the job then
-            raise _Refused(
-                f"rank {rank} was declared lost and the job goes on without it "
-                "(--on-worker-loss continue): a worker of it cannot join again"
-            )
+        self._refuse_lost(rank)
         self.hosts[rank] = header["host"]
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
         if self.description is None:

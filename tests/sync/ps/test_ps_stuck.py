@@ -614,9 +614,34 @@ def test_a_lost_rank_cannot_join_again_and_fails_no_working_job(hand):
     refused = h.ask(_HELLO_2)[0]
     assert refused["op"] == "error" and refused["error"] == (
         "rank 2 was declared lost and the job goes on without it (--on-worker-loss continue): "
-        "a worker of it cannot join again"
+        "a worker of it cannot join again until the shards restart (from their checkpoint)"
     )
     assert not h.shard.waiting and not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_lost_rank_s_late_gather_is_refused_not_held_until_the_timeout(hand):
+    """The lost rank's old worker was only slow: its gather would wait alone, and fail the
+    working job at the shard's timeout naming the live ranks (review k48)."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+    _lose_rank_2(h)
+    h.send({"op": "gather", "rank": 2, "tag": "barrier:2", "value": None})
+    assert h.client.poll(2000), "held, not refused"
+    assert "rank 2 was declared lost" in h.read()[0]["error"]
+    assert not h.shard.waiting and not h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_only_shard_0_refuses_a_rank_it_declared_lost(hand):
+    """Ranks waiting in a gather on shard 0 send nothing to the other shards, which may
+    declare them lost: those decide nothing, and take the rank's next hello (review k48)."""
+    h = hand(workers=3, shard=1, num_shards=2, mode="async", on_worker_loss="continue")
+    for rank in (0, 1, 2):
+        _hello(h, rank)
+    h.shard.last_seen[2] -= 1000
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.lost == {2}
+    assert h.ask(_HELLO_2)[0]["op"] == "ok"
 
 
 @pytest.mark.timeout(30)
