@@ -38,8 +38,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         "--on-worker-loss",
         choices=("fail", "continue"),
         default="fail",
-        help="async: what a worker silent past --timeout does to the job (%(default)s); "
-        "continue still fails it for rank 0 or the last rank training",
+        help="async: what a worker silent past --timeout does to the job (%(default)s)",
     )
     p.add_argument(
         "--timeout",

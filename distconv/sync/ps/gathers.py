@@ -80,12 +80,18 @@ class ShardGathers:
         Raises:
             _Refused: naming why, and how to take the rank back.
         """
-        if self.index == 0 and rank in self.lost:
+        if self.index != 0 or rank not in self.lost:
+            return
+        if not self._live() - self.left:  # a pause longer than the timeout, on every rank
             raise _Refused(
-                f"rank {rank} was declared lost and the job goes on without it "
-                "(--on-worker-loss continue): a worker of it cannot join again until the "
-                "shards restart (from their checkpoint)"
+                f"rank {rank} was declared lost, and so was every rank that has not closed: "
+                "the job cannot go on (raise --timeout above the job's pauses)"
             )
+        raise _Refused(
+            f"rank {rank} was declared lost and the job goes on without it "
+            "(--on-worker-loss continue): a worker of it cannot join again until the "
+            "shards restart (from their checkpoint)"
+        )
 
     def _check_stuck(self, op: str = "gather") -> None:
         """Fail the job at once if what the shard holds can never be answered

@@ -247,15 +247,6 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
             except Exception:  # one reply that cannot go must not keep the rest
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
-    def _needed(self, rank: int) -> str:
-        """Why the job cannot go on without ``rank`` even with ``--on-worker-loss continue``,
-        or ""."""
-        if rank == 0:
-            return ": rank 0 writes the checkpoints and metrics; the job cannot go on without it"
-        if not self._live() - self.left - {rank}:
-            return ": every rank still training is silent (raise --timeout above the job's pauses)"
-        return ""
-
     def _restarted(self, rank: int) -> str:
         """Why a worker of ``rank``'s run before is told to stop."""
         host = self.hosts.get(rank, "unknown host")
@@ -278,9 +269,8 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
                     continue
                 message = f"{self._who(rank)} silent for {limit:g} s"
-                why = self._needed(rank)
-                if self.config.on_worker_loss == "fail" or why:
-                    self._fail(f"{message}{why}")
+                if self.config.on_worker_loss == "fail":
+                    self._fail(message)
                     return
                 log.warning(
                     "shard %d: %s; --on-worker-loss continue: going on without it",
