@@ -78,14 +78,16 @@ class ShardGathers:
         declare a rank lost while it waits in a gather on shard 0: it decides nothing here.)
 
         Raises:
-            _Refused: naming why, and how to take the rank back.
+            _Refused: naming why, and how to take the rank back; or, when every rank that
+                has not closed was declared lost too, that the job cannot go on.
         """
         if self.index != 0 or rank not in self.lost:
             return
-        if not self._live() - self.left:  # a pause longer than the timeout, on every rank
+        if not self._live() - self.left:
             raise _Refused(
                 f"rank {rank} was declared lost, and so was every rank that has not closed: "
-                "the job cannot go on (raise --timeout above the job's pauses)"
+                "the job cannot go on (if they were only paused longer than --timeout, as in "
+                "a long evaluation, raise it)"
             )
         raise _Refused(
             f"rank {rank} was declared lost and the job goes on without it "

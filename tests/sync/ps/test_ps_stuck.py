@@ -651,7 +651,8 @@ def test_every_rank_declared_lost_stops_the_job_saying_to_raise_the_timeout(hand
         error = h.read()[0]["error"]
         assert error == (
             f"rank {rank} was declared lost, and so was every rank that has not closed: the "
-            "job cannot go on (raise --timeout above the job's pauses)"
+            "job cannot go on (if they were only paused longer than --timeout, as in a long "
+            "evaluation, raise it)"
         )
     assert not h.shard.waiting
 
