@@ -3,6 +3,7 @@ the shard's timeout: real shards, real workers (threads of this process) on 127.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -453,15 +454,26 @@ def test_a_refused_run_s_bye_after_an_accepted_restart_is_ignored(hand):
     assert 1 not in h.shard.left and not h.shard.failed
 
 
-@pytest.mark.timeout(60)
-def test_a_worker_says_one_run_id_in_its_hello_and_its_bye():
-    """Real workers on a shard serving in a thread: each process run of a rank has its own run
-    id; the shard keeps the latest hello's, and the bye of that run counts."""
+@contextlib.contextmanager
+def _serving_shard():
+    """A one-worker shard served on a thread of this process (its state readable here)."""
     shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=1, insecure=True, timeout=TIMEOUT))
     shard.bind()
     loop = threading.Thread(target=shard.serve, daemon=True)
     loop.start()
     try:
+        yield shard
+    finally:
+        shard.stop()
+        loop.join(10)
+        shard.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_says_one_run_id_in_its_hello_and_its_bye():
+    """Real workers on a shard serving in a thread: each run of a rank has its own run id; the
+    shard keeps the latest hello's, and the bye of that run counts."""
+    with _serving_shard() as shard:
         runs = []
         for _ in range(2):  # a run of rank 0, then its restart
             net, sync = small_net(), insecure_worker([shard.endpoint], 0, 1)
@@ -475,59 +487,43 @@ def test_a_worker_says_one_run_id_in_its_hello_and_its_bye():
                 assert time.monotonic() < deadline, "no bye"
                 time.sleep(0.01)
         assert len(set(runs)) == 2 and None not in runs
-    finally:
-        shard.stop()
-        loop.join(10)
-        shard.close()
 
 
 @pytest.mark.timeout(60)
 def test_a_process_of_the_run_before_is_refused_once_its_rank_started_again():
-    """Every request carries its process's run id: once a new process of rank 0 has said
-    hello, the old one's requests are refused, naming why, instead of joining the new run."""
-    shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=1, insecure=True, timeout=TIMEOUT))
-    shard.bind()
-    loop = threading.Thread(target=shard.serve, daemon=True)
-    loop.start()
-    old, new = (insecure_worker([shard.endpoint], 0, 1) for _ in range(2))
-    try:
-        old.setup(small_net().parameters(), {"batch": 8})
-        new.setup(small_net().parameters(), {"batch": 8})
-        refused = r"rank 0 started again \(a newer worker said hello from host .*\): this "
-        with pytest.raises(SyncError, match=refused + "worker's gather is of the run before"):
-            old.barrier()
-        new.barrier()  # the new run goes on
-    finally:
-        old.close()  # its bye is of the run before: ignored
-        new.close()
-        shard.stop()
-        loop.join(10)
-        shard.close()
+    """Every request carries its worker's run id: once a new worker of rank 0 has said hello,
+    the old one's requests are refused, naming why, instead of joining the new run."""
+    with _serving_shard() as shard:
+        old, new = (insecure_worker([shard.endpoint], 0, 1) for _ in range(2))
+        try:
+            old.setup(small_net().parameters(), {"batch": 8})
+            new.setup(small_net().parameters(), {"batch": 8})
+            refused = r"rank 0 started again \(a newer worker said hello from host .*\): this "
+            with pytest.raises(SyncError, match=refused + "worker's gather is of the run before"):
+                old.barrier()
+            new.barrier()  # the new run goes on
+        finally:
+            old.close()  # its bye is of the run before: ignored
+            new.close()
 
 
 @pytest.mark.timeout(60)
 def test_a_second_setup_of_a_worker_keeps_its_run():
     """A real worker set up twice (a second fit) says hello again with the same run id: the
     shard takes it for the same run, and a second worker of the rank for a new one."""
-    shard = Shard(ShardConfig(bind="127.0.0.1:0", workers=1, insecure=True, timeout=TIMEOUT))
-    shard.bind()
-    loop = threading.Thread(target=shard.serve, daemon=True)
-    loop.start()
-    first, second = (insecure_worker([shard.endpoint], 0, 1) for _ in range(2))
-    try:
-        first.setup(small_net().parameters(), {"batch": 8})
-        run, started = shard.run_of[0], shard.hello_at[0]
-        first.setup(small_net().parameters(), {"batch": 8})
-        assert (shard.run_of[0], shard.hello_at[0]) == (run, started)
-        assert shard.accepted_at[0] > started
-        second.setup(small_net().parameters(), {"batch": 8})
-        assert shard.run_of[0] != run and shard.hello_at[0] > started
-    finally:
-        first.close()
-        second.close()
-        shard.stop()
-        loop.join(10)
-        shard.close()
+    with _serving_shard() as shard:
+        first, second = (insecure_worker([shard.endpoint], 0, 1) for _ in range(2))
+        try:
+            first.setup(small_net().parameters(), {"batch": 8})
+            run, started = shard.run_of[0], shard.hello_at[0]
+            first.setup(small_net().parameters(), {"batch": 8})
+            assert (shard.run_of[0], shard.hello_at[0]) == (run, started)
+            assert shard.accepted_at[0] > started
+            second.setup(small_net().parameters(), {"batch": 8})
+            assert shard.run_of[0] != run and shard.hello_at[0] > started
+        finally:
+            first.close()
+            second.close()
 
 
 @pytest.mark.timeout(30)
@@ -546,6 +542,18 @@ def test_a_refused_restart_s_bye_after_a_same_run_second_setup_is_ignored(hand):
     assert 1 not in h.shard.left and not h.shard.failed
 
 
+def _rank_0_restarted(hand):
+    """Ranks 0 (run 5) and 1 (run 11) met; rank 0 restarted (run 6) and waits in its start-up
+    gather, while the old rank 1 lives on. The hand-fed shard."""
+    h = hand(workers=2)
+    for rank, run in ((0, 5), (1, 11)):
+        assert _hello_run(h, rank, run)["op"] == "ok"
+    _meet(h)
+    assert _hello_run(h, 0, 6)["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    return h
+
+
 @pytest.mark.timeout(30)
 def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the_timeout(hand):
     """Rank 0 restarted and waits in its start-up gather; the old rank 1 sets up again (its
@@ -554,12 +562,7 @@ def test_a_bye_after_a_second_setup_of_a_worker_of_the_run_before_is_left_to_the
     failed naming rank 1 closed). A real second setup sends its start-up gather between the
     two, which the shard cannot tell from the new run's (the job then fails at once, naming
     both gathers); this order needs a setup that failed after its hello."""
-    h = hand(workers=2)
-    for rank, run in ((0, 5), (1, 11)):
-        assert _hello_run(h, rank, run)["op"] == "ok"
-    _meet(h)
-    assert _hello_run(h, 0, 6)["op"] == "ok"
-    _gather(h, 0, "all_equal:1")
+    h = _rank_0_restarted(hand)
     assert _hello_run(h, 1, 11)["op"] == "ok"
     _bye(h, 1, run=11)
     assert not h.shard.failed, h.shard.failed
@@ -573,12 +576,7 @@ def test_a_refused_second_setup_of_a_worker_of_the_run_before_is_no_new_run(hand
     """As above, but the old rank 1's second setup is refused (another description): a
     refused hello with the rank's own run is no new run either, so its bye is left to the
     timeout (review k47)."""
-    h = hand(workers=2)
-    for rank, run in ((0, 5), (1, 11)):
-        assert _hello_run(h, rank, run)["op"] == "ok"
-    _meet(h)
-    assert _hello_run(h, 0, 6)["op"] == "ok"
-    _gather(h, 0, "all_equal:1")
+    h = _rank_0_restarted(hand)
     assert "another job" in _hello_run(h, 1, 11, '{"batch": 8}')["error"]
     _bye(h, 1, run=11)
     assert not h.shard.failed, h.shard.failed
