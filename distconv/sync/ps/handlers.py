@@ -174,8 +174,8 @@ class RequestHandlers:
             self.hello_at[rank] = self.requests  # see _check_stuck
         self.accepted_at[rank] = self.requests  # see _of_latest_run
         self.run_of[rank] = run
-        self.last_step.pop(header["rank"], None)
-        self._forget_gathers(header["rank"])
+        self.last_step.pop(rank, None)
+        self._forget_gathers(rank)
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
     def _op_seed(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
