@@ -26,7 +26,7 @@ from distconv.sync.mpi.used import UsedParams
 
 #: the optimizer on one reduced bucket, given the flags of the parameters that fired anywhere
 #: (None: every parameter of the bucket did)
-Update = Callable[[Bucket, "np.ndarray | None"], None]
+Update = Callable[[Bucket, np.ndarray | None], None]
 
 
 def update_as_reduced(

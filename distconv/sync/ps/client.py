@@ -190,7 +190,7 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
 
     def _hello(self, description: dict[str, Any]) -> None:
         text = json.dumps(description, sort_keys=True, default=str)
-        head = {"op": "hello", "host": hostname(), "description": text}  # and the run id
+        head = {"op": "hello", "host": hostname(), "description": text}  # _send adds the run
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
         for s, (h, _) in enumerate(replies):
             expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}

@@ -249,11 +249,13 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
 
     def _restarted(self, rank: int) -> str:
         """Why a worker of ``rank``'s run before is told to stop."""
-        host = self.hosts.get(rank, "unknown host")
-        return f"rank {rank} started again (a newer worker said hello from host {host})"
+        return f"rank {rank} started again (a newer worker said hello from host {self._host(rank)})"
+
+    def _host(self, rank: int) -> str:
+        return self.hosts.get(rank, "unknown host")
 
     def _who(self, rank: int) -> str:
-        host = self.hosts.get(rank, "unknown host")
+        host = self._host(rank)
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
 
     def _check_timeouts(self, now: float) -> None:
