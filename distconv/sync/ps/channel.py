@@ -34,13 +34,14 @@ class ShardChannel:
     """The request side of :class:`~distconv.sync.ps.client.PServerSync`: connect, send, wait
     for and receive the replies of the shards."""
 
-    def _connect(self, endpoint: str, keys_dir: str | None, insecure: bool) -> zmq.Socket:
+    def _connect(self, shard: int) -> zmq.Socket:
+        """A new DEALER socket to ``shard``, CURVE on unless ``--insecure`` (``_keys_dir``,
+        ``_insecure``); any thread may call it (each socket then stays on its thread)."""
         sock = self._ctx.socket(zmq.DEALER)
         sock.linger = 0
-        if insecure:
-            log.warning("rank %d: --insecure: talking to %s without CURVE", self.rank, endpoint)
-        else:
-            keyfiles.curve_client(sock, keyfiles.worker_keys(keys_dir, self.rank))
+        if not self._insecure:
+            keyfiles.curve_client(sock, keyfiles.worker_keys(self._keys_dir, self.rank))
+        endpoint = self.endpoints[shard]
         host, port = split_endpoint(endpoint)
         sock.connect(f"tcp://{f'[{host}]' if ':' in host else host}:{port}")
         return sock

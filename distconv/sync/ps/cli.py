@@ -38,7 +38,8 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         "--on-worker-loss",
         choices=("fail", "continue"),
         default="fail",
-        help="async: what a worker silent past --timeout does to the job (%(default)s)",
+        help="async: what a worker whose process is silent past --timeout (no request, no "
+        "heartbeat) does to the job (%(default)s); losing rank 0 always fails it",
     )
     p.add_argument(
         "--timeout",

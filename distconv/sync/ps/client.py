@@ -37,6 +37,7 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_description
+from distconv.sync.ps.beats import Heartbeat, start_heartbeat
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
@@ -112,7 +113,11 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         self._bytes_pushed = self._bytes_pulled = 0
         self._sync_seconds = 0.0
         self._ctx = zmq.Context()
-        self._socks = [self._connect(e, keys_dir, insecure) for e in self.endpoints]
+        self._keys_dir, self._insecure = keys_dir, insecure
+        if insecure:
+            log.warning("rank %d: --insecure: talking to %s without CURVE", rank, self.endpoints)
+        self._socks = [self._connect(s) for s in range(len(self.endpoints))]
+        self._heartbeat: Heartbeat | None = None  # async mode, from setup on (see .beats)
         self._poller = zmq.Poller()
         for s in self._socks:
             self._poller.register(s, zmq.POLLIN)
@@ -204,6 +209,10 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         if len(modes) != 1:
             raise SyncError(f"pserver shards disagree on --mode: {sorted(map(str, modes))}")
         self.mode = modes.pop()
+        self._stop_heartbeat()  # a second setup: its run's heartbeat goes on, anew
+        beat = {"op": "beat", "job": self.job_id, "rank": self.rank, "run": self._run}
+        hellos = [h for h, _ in replies]
+        self._heartbeat = start_heartbeat(self._connect, beat, self.endpoints, hellos)
         # shards started without --checkpoint-dir keep no parts of their own; the chief's
         # checkpoint holds their state all the same
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
@@ -368,8 +377,14 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
             if diff:
                 raise SyncError(f"rank {self.rank} and rank {rank} run different jobs: {diff}")
 
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
     def close(self) -> None:
         """Tell the shards this worker is done (best effort), then close the sockets."""
+        self._stop_heartbeat()
         try:
             if self.params:
                 for s in range(len(self._socks)):

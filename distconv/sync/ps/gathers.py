@@ -121,21 +121,6 @@ class ShardGathers:
         after = self.bye_at.get(rank, -1) > since
         return after and (self.met_at > since or hello > since)
 
-    def _of_latest_run(self, header: dict[str, Any]) -> bool:
-        """Whether a bye comes from the run of its rank's latest accepted hello, or of a refused
-        one since (that worker closes), by the run id both carry (a worker draws one at start;
-        one without it passes): a second worker of the rank, alive beside its restart, says
-        bye in vain."""
-        rank, run = header["rank"], header.get("run")
-        when, refused = self.refused_at.get(rank, (-1, None))
-        refused = refused if when > self.accepted_at.get(rank, -1) else None
-        if run is None or self.run_of.get(rank, run) in (run, None) or run == refused:
-            return True
-        log.info(
-            "shard %d: a bye from rank %d's run %d, not its latest: ignored", self.index, rank, run
-        )
-        return False
-
     def _forget_gathers(self, rank: int) -> None:
         """Drop ``rank``'s held gathers: it says ``hello``, so they are an earlier run's (a
         worker in a gather sends nothing else), and its new run's tags would repeat them. A

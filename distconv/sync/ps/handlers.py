@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,7 +89,7 @@ class RequestHandlers:
                 raise _Refused(self.failed)
             if header["op"] not in ("hello", "bye", "stats"):
                 self._check_run(header)
-            self.last_seen[header["rank"]] = time.monotonic()
+            self._note_alive(header)  # a hello of a new run: once accepted (_op_hello)
             self.requests += 1
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
             if header["op"] in ("gather", "push", "bye"):  # may leave every rank held for ever
@@ -104,21 +103,6 @@ class RequestHandlers:
             self.stats.errors += 1
             self._log_unexpected(ident, header, exc)
             self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
-
-    def _check_run(self, header: dict[str, Any]) -> None:
-        """Refuse a request of another run than its rank's latest accepted ``hello`` (both
-        carrying a run id): it comes from a worker of the run before, alive beside its
-        restart, and would join the new run's steps and collectives."""
-        rank, run = header["rank"], header.get("run")
-        latest = self.run_of.get(rank)
-        if run is not None and latest is not None and run != latest:
-            log.info(
-                "shard %d: a %s of rank %d's run %d refused", self.index, header["op"], rank, run
-            )
-            raise _Refused(
-                f"{self._restarted(rank)}: this worker's {header['op']} is of the run before, "
-                "refused"
-            )
 
     def _log_unexpected(self, ident: bytes, header: dict[str, Any], exc: Exception) -> None:
         """A failure no check foresaw (a shard bug): the first with its traceback, later ones
@@ -155,6 +139,7 @@ class RequestHandlers:
             "checkpoints": bool(c.checkpoint_dir),
             "max_message_bytes": c.max_message_bytes,
             "max_frame_bytes": frame_limit(c.max_message_bytes, c.max_frame_bytes),
+            "timeout": c.timeout,
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
@@ -174,6 +159,7 @@ class RequestHandlers:
             self.hello_at[rank] = self.requests  # see _check_stuck
         self.accepted_at[rank] = self.requests  # see _of_latest_run
         self.run_of[rank] = run
+        self._note_alive(header)
         self.last_step.pop(rank, None)
         self._forget_gathers(rank)
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
@@ -382,6 +368,11 @@ class RequestHandlers:
         self._reply(
             ident, header, stats=self.stats.as_dict(), failed=self.failed, **self._settings()
         )
+
+    def _op_beat(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """A worker's heartbeat (async mode, :mod:`~distconv.sync.ps.beats`): the rank is
+        alive (``handle`` noted it), whatever its main thread is doing."""
+        self._reply(ident, header)
 
     def _op_checkpoint(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         if not self.config.checkpoint_dir:

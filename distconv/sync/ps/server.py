@@ -40,6 +40,7 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
+from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
 from distconv.sync.ps.values import ValueStore
 from distconv.sync.ps.wire import pack, send, zmq_max_msg_size
@@ -52,9 +53,15 @@ TICK = 0.1
 BATCH = 64
 #: how often the stats go to the log, in seconds
 STATS_EVERY = 30.0
+#: why losing rank 0 stops the job even with ``--on-worker-loss continue``
+CHIEF_LOST = (
+    "rank 0 writes the checkpoints and the metrics, so the job cannot go on without it "
+    "(--on-worker-loss continue goes on without the other ranks only; if it was only "
+    "paused longer than --timeout, raise it)"
+)
 
 
-class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
+class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointParts):
     """A parameter-server shard.
 
     Args:
@@ -247,13 +254,6 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
             except Exception:  # one reply that cannot go must not keep the rest
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
-    def _restarted(self, rank: int) -> str:
-        """Why a worker of ``rank``'s run before is told to stop."""
-        return f"rank {rank} started again (a newer worker said hello from host {self._host(rank)})"
-
-    def _host(self, rank: int) -> str:
-        return self.hosts.get(rank, "unknown host")
-
     def _who(self, rank: int) -> str:
         host = self._host(rank)
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
@@ -270,19 +270,28 @@ class Shard(RequestHandlers, ShardGathers, BlockUpdates, CheckpointParts):
             for rank, seen in list(self.last_seen.items()):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
                     continue
-                message = f"{self._who(rank)} silent for {limit:g} s"
-                if self.config.on_worker_loss == "fail":
-                    self._fail(message)
+                self._lose(rank, f"{self._who(rank)} silent for {limit:g} s")
+                if self.failed:
                     return
-                log.warning(
-                    "shard %d: %s; --on-worker-loss continue: going on without it",
-                    self.index,
-                    message,
-                )
-                self.lost.add(rank)
-                for key in list(self.gathers_held):
-                    self._finish_gather(key)
-                self._check_stuck()  # the ranks left may wait in different gathers
+
+    def _lose(self, rank: int, message: str) -> None:
+        """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process
+        is gone or stopped). Fail the job, unless ``--on-worker-loss continue`` and it is not
+        rank 0, the chief, which writes the checkpoints and the metrics: without it the others
+        would train on with nothing saved."""
+        if self.config.on_worker_loss == "fail":
+            self._fail(message)
+            return
+        if rank == 0:
+            self._fail(f"{message}: {CHIEF_LOST}")
+            return
+        log.warning(
+            "shard %d: %s; --on-worker-loss continue: going on without it", self.index, message
+        )
+        self.lost.add(rank)
+        for key in list(self.gathers_held):
+            self._finish_gather(key)
+        self._check_stuck()  # the ranks left may wait in different gathers
 
 
 def run_shard(config: ShardConfig, service: Any = None) -> int:

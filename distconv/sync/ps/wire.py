@@ -95,6 +95,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "set_state": ("blocks", "keys"),
     "gather": ("tag", "value"),
     "stats": (),
+    "beat": (),
     "checkpoint": ("step",),
     "bye": (),
 }

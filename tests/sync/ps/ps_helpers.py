@@ -161,6 +161,18 @@ def insecure_worker(
     )
 
 
+def worker_process(endpoints, rank, world, steps, tmp_path, timeout=10.0) -> subprocess.Popen:
+    """A real worker process (``ps_worker.py``: the small net, SGD, ``block_bytes=64``, batch 8)
+    that trains ``steps`` steps and prints ``step N`` after each; stdout and stderr piped."""
+    worker = Path(__file__).with_name("ps_worker.py")
+    return subprocess.Popen(
+        [sys.executable, str(worker), ",".join(endpoints), str(rank), str(world), str(steps),
+         "sgd", "-", str(timeout), str(tmp_path / f"worker{rank}.npz")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{worker.parent}", "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+
+
 def assert_equals_local_training(net, data, optimizer: str = "sgd", lr: float = 0.05) -> None:
     """``net``'s weights equal :func:`small_net` trained on ``data`` by ``LocalSync`` (1e-10)."""
     ref = small_net()

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from ps_helpers import REPO_ROOT, batches, run_ranks, small_net, train_steps
+from ps_helpers import batches, run_ranks, small_net, train_steps, worker_process
 
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.ps.client import PServerSync
-
-WORKER = Path(__file__).with_name("ps_worker.py")
-
-
-def _worker(endpoints, rank, world, steps, tmp_path, timeout=10.0):
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), ",".join(endpoints), str(rank), str(world), str(steps),
-         "sgd", "-", str(timeout), str(tmp_path / f"worker{rank}.npz")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{WORKER.parent}", "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
 
 
 def _sync(endpoints, rank=0, world=1, **kw):
@@ -37,7 +22,7 @@ def _sync(endpoints, rank=0, world=1, **kw):
 @pytest.mark.timeout(90)
 def test_a_killed_worker_is_named_and_the_job_stops(shards, tmp_path):
     endpoints = shards.start(2, workers=2, extra=["--timeout", "2"])
-    victim = _worker(endpoints, 1, 2, 1000, tmp_path)
+    victim = worker_process(endpoints, 1, 2, 1000, tmp_path)
     try:
         net, sync = small_net(), _sync(endpoints, 0, 2)
 

@@ -634,16 +634,17 @@ def test_a_lost_rank_s_late_gather_is_refused_not_held_until_the_timeout(hand):
 
 @pytest.mark.timeout(30)
 def test_every_rank_declared_lost_stops_the_job_saying_to_raise_the_timeout(hand):
-    """Async, --on-worker-loss continue: every rank paused past the timeout (a long
-    evaluation) and was declared lost. Their next gathers are refused, naming the cause;
+    """Async, --on-worker-loss continue: rank 0 finished (bye), and every other rank paused
+    past the timeout and was declared lost. Their next gathers are refused, naming the cause;
     before 73f7526 each was answered alone, with that rank's value only (review k49)."""
-    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
-    for rank in (0, 1):
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1, 2):
         _hello(h, rank)
         h.shard.last_seen[rank] -= 10
+    _bye(h, 0)
     h.shard._check_timeouts(time.monotonic())
-    assert h.shard.lost == {0, 1} and not h.shard.failed
-    for rank in (0, 1):
+    assert h.shard.lost == {1, 2} and not h.shard.failed
+    for rank in (1, 2):
         h.send({"op": "gather", "rank": rank, "tag": "allreduce:2", "value": [1.0]})
         assert h.client.poll(2000), "held, not refused"
         error = h.read()[0]["error"]
@@ -785,7 +786,7 @@ def test_ranks_left_in_different_gathers_by_a_lost_worker_are_named(hand):
     h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
     _gather(h, 0, "barrier:5")
     _gather(h, 1, "allreduce:6")
-    h.send({"op": "stats", "rank": 2})
+    h.send({"op": "beat", "rank": 2})  # its heartbeat
     h.read()
     assert not h.shard.failed  # rank 2 may still come
     h.shard.last_seen[2] -= 10  # silent past the timeout; ranks 0 and 1 were just seen

@@ -1,0 +1,80 @@
+"""Which run of its rank a request comes from, and which requests say that a rank is alive.
+
+Each worker (a ``PServerSync``) draws a run id when it is made and sends it with every request.
+A rank's run on a shard is that of its latest accepted ``hello``: a request of another run comes
+from a worker of the run before, still alive beside its restart (a pod evicted while its
+replacement starts), and must not join the new run's steps and collectives, nor keep its rank
+alive in the shard's eyes. The rules are in docs/protocol.md ("Common fields", "Timeouts and
+failures").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from distconv.sync.ps.state import _Refused
+
+log = logging.getLogger("distconv.pserver")
+
+
+class RunChecks:
+    """The run side of :class:`~distconv.sync.ps.server.Shard` (whose state it shares)."""
+
+    index: int
+    hosts: dict[int, str]
+    run_of: dict[int, int | None]  # the run id of each rank's latest accepted hello
+    accepted_at: dict[int, int]
+    refused_at: dict[int, tuple[int, int | None]]
+    last_seen: dict[int, float]
+
+    def _check_run(self, header: dict[str, Any]) -> None:
+        """Refuse a request of another run than its rank's latest accepted ``hello`` (both
+        carrying a run id): it comes from a worker of the run before, alive beside its
+        restart, and would join the new run's steps and collectives."""
+        if not self._of_current_run(header):
+            rank, run = header["rank"], header["run"]
+            log.info(
+                "shard %d: a %s of rank %d's run %d refused", self.index, header["op"], rank, run
+            )
+            raise _Refused(
+                f"{self._restarted(rank)}: this worker's {header['op']} is of the run before, "
+                "refused"
+            )
+
+    def _of_current_run(self, header: dict[str, Any]) -> bool:
+        """Whether ``header`` is of its rank's latest accepted run; a request without a run id,
+        or a rank without an accepted hello here, is taken at its word."""
+        run, latest = header.get("run"), self.run_of.get(header["rank"])
+        return run is None or latest is None or run == latest
+
+    def _note_alive(self, header: dict[str, Any]) -> None:
+        """A request of its rank's current run says the rank is alive (async mode declares a
+        rank lost that says nothing for the timeout). A ``stats`` does not: it asks about the
+        shard, and monitoring tools send it too. Nor does a request of a worker of the run
+        before (its ``bye`` or ``beat``): that worker's life says nothing of its rank's."""
+        if header["op"] != "stats" and self._of_current_run(header):
+            self.last_seen[header["rank"]] = time.monotonic()
+
+    def _of_latest_run(self, header: dict[str, Any]) -> bool:
+        """Whether a bye comes from the run of its rank's latest accepted hello, or of a refused
+        one since (that worker closes), by the run id both carry (a worker draws one at start;
+        one without it passes): a second worker of the rank, alive beside its restart, says
+        bye in vain."""
+        rank, run = header["rank"], header.get("run")
+        when, refused = self.refused_at.get(rank, (-1, None))
+        refused = refused if when > self.accepted_at.get(rank, -1) else None
+        if self._of_current_run(header) or run == refused:
+            return True
+        log.info(
+            "shard %d: a bye from rank %d's run %d, not its latest: ignored", self.index, rank, run
+        )
+        return False
+
+    def _restarted(self, rank: int) -> str:
+        """Why a worker of ``rank``'s run before is told to stop."""
+        return f"rank {rank} started again (a newer worker said hello from host {self._host(rank)})"
+
+    def _host(self, rank: int) -> str:
+        return self.hosts.get(rank, "unknown host")

@@ -1,0 +1,212 @@
+"""Async mode: which ranks a shard declares lost. A worker's heartbeat (``beat``, from a thread
+of its own) keeps a busy rank alive; a killed worker process is lost; losing rank 0, the chief,
+stops the job even with ``--on-worker-loss continue``; and only requests of a rank's current run
+say that it lives (not a ``stats``, nor a worker of the run before)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+import pytest
+import zmq
+from ps_helpers import (
+    batches,
+    insecure_worker,
+    raw_dealer,
+    run_ranks,
+    small_net,
+    train_steps,
+    worker_process,
+)
+
+from distconv.sync.base import SyncError
+from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, Heartbeat
+from distconv.sync.ps.server import CHIEF_LOST
+from distconv.sync.ps.wire import pack, unpack_header
+
+pytestmark = pytest.mark.timeout(60)
+
+ASYNC = {"workers": 2, "mode": "async"}
+
+
+def _loss(policy: str) -> list[str]:
+    return ["--timeout", "1", "--on-worker-loss", policy]
+
+
+def _heartbeats() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("distconv-heartbeat")]
+
+
+# -- on a shard fed by hand ---------------------------------------------------------------------
+def _hello(h, rank: int, run: int) -> dict:
+    return h.ask({"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run})[0]
+
+
+def test_the_hello_reply_tells_the_worker_the_shard_s_timeout(hand):
+    h = hand(workers=1, mode="async", timeout=7.5)
+    assert _hello(h, 0, 1)["timeout"] == 7.5
+
+
+def test_a_beat_of_the_rank_s_run_keeps_it_alive_and_one_of_the_run_before_is_refused(hand):
+    """Rank 1 restarted (run 12) while its old worker (run 11) lives on: the old worker's beat
+    is refused, naming why, and does not keep the rank alive; the new worker's does."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    for run in (11, 12):
+        assert _hello(h, 1, run)["op"] == "ok"
+    h.shard.last_seen[1] -= 10
+    old = h.ask({"op": "beat", "rank": 1, "run": 11})[0]
+    assert old["error"] == (
+        "rank 1 started again (a newer worker said hello from host h): this worker's beat is "
+        "of the run before, refused"
+    )
+    assert time.monotonic() - h.shard.last_seen[1] > 9
+    assert h.ask({"op": "beat", "rank": 1, "run": 12})[0]["op"] == "ok"
+    assert time.monotonic() - h.shard.last_seen[1] < 5
+    h.shard._check_timeouts(time.monotonic())
+    assert not h.shard.lost and not h.shard.failed
+
+
+def test_a_stats_and_a_bye_of_the_run_before_say_nothing_of_a_rank_s_life(hand):
+    """A monitoring tool's ``stats`` and the old worker's ``bye`` (answered, ignored) used to
+    refresh the rank's last sign of life, so a dead rank was declared lost one timeout late,
+    or never while the tool kept asking (review k45)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    assert _hello(h, 0, 5)["op"] == "ok"
+    for run in (11, 12):
+        assert _hello(h, 1, run)["op"] == "ok"
+    h.shard.last_seen[1] -= 10
+    assert h.ask({"op": "stats", "rank": 1})[0]["op"] == "ok"
+    assert h.ask({"op": "bye", "rank": 1, "run": 11})[0]["op"] == "ok"
+    assert h.ask({"op": "beat", "rank": 0, "run": 5})[0]["op"] == "ok"  # rank 0 lives
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.lost == {1} and not h.shard.failed
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_losing_rank_0_fails_the_job_even_with_continue(hand, shard):
+    """Rank 0 writes the checkpoints and the metrics: the others must not train on without it.
+    Every shard decides so (the heartbeat reaches them all, whatever rank 0 waits in)."""
+    h = hand(workers=2, shard=shard, num_shards=2, mode="async", on_worker_loss="continue",
+             timeout=1.0)  # fmt: skip
+    for rank in (0, 1):
+        assert _hello(h, rank, 7 + rank)["op"] == "ok"
+    h.shard.last_seen[0] -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.failed == f"rank 0 (host h, last step none) silent for 1 s: {CHIEF_LOST}"
+    assert h.ask({"op": "beat", "rank": 1, "run": 8})[0]["error"] == h.shard.failed
+
+
+# -- real shards, real workers -------------------------------------------------------------------
+@pytest.mark.timeout(90)
+def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards):
+    """Rank 1 sends nothing for 3 s (a long evaluation) while the shards' timeout is 1 s and
+    any loss fails the job: its heartbeat keeps it in. Before, the job failed naming it."""
+    endpoints = shards.start(2, **ASYNC, extra=_loss("fail"))
+    syncs = [insecure_worker(endpoints, rank, 2) for rank in (0, 1)]
+    nets = [small_net(), small_net(1)]
+    try:
+        run_ranks(lambda r: syncs[r].setup(nets[r].parameters(), {"batch": 4}), 2)
+        assert len(_heartbeats()) == 2
+
+        def rank(r: int) -> list[float]:
+            deadline = time.monotonic() + 3
+            while r == 0 and time.monotonic() < deadline:  # rank 1 says nothing meanwhile
+                train_steps(nets[0], syncs[0], batches(1, 4))
+            time.sleep(3 * r)
+            train_steps(nets[r], syncs[r], batches(1, 4, seed=r))
+            return syncs[r].allreduce_sum([1.0])
+
+        assert run_ranks(rank, 2) == [[2.0], [2.0]]
+        assert syncs[1]._heartbeat.beats >= 3 * BEATS_PER_TIMEOUT - 2
+    finally:
+        for sync in syncs:
+            sync.close()
+    assert not _heartbeats()
+    assert "silent" not in shards.log_text()
+
+
+def _train_beside(victim, sync, net, rank: int, until) -> None:
+    """Set up ``sync`` beside the ``victim`` process, kill the victim after its third step,
+    then train ``sync`` until ``until()`` holds (for 20 s at most)."""
+
+    def train(_):
+        sync.setup(net.parameters(), {"batch": 8})
+        deadline = time.monotonic() + 20
+        while not until() and time.monotonic() < deadline:
+            train_steps(net, sync, batches(1, 8), rank, 2)
+
+    def kill_after_three(_):
+        for line in victim.stdout:
+            if line.strip() == "step 3":
+                victim.send_signal(signal.SIGKILL)
+                return
+
+    run_ranks(lambda r: train(r) if r == 0 else kill_after_three(r), 2, timeout=60)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("policy", ["fail", "continue"])
+def test_a_killed_worker_process_is_declared_lost(shards, tmp_path, policy):
+    """A worker killed mid-training falls silent, heartbeat and all: with ``fail`` the job
+    stops naming it, with ``continue`` the others go on without it."""
+    endpoints = shards.start(1, **ASYNC, extra=_loss(policy))
+    victim = worker_process(endpoints, 1, 2, 1000, tmp_path)
+    net, sync = small_net(), insecure_worker(endpoints, 0, 2)
+    try:
+        if policy == "fail":
+            with pytest.raises(SyncError, match=r"rank 1 \(host .*\) silent for 1 s"):
+                _train_beside(victim, sync, net, 0, lambda: False)
+        else:
+            _train_beside(victim, sync, net, 0, lambda: "going on without" in shards.log_text())
+            assert sync.allreduce_sum([2.0]) == [2.0]  # the collective goes on without rank 1
+    finally:
+        sync.close()
+        victim.kill()
+        victim.communicate()
+
+
+@pytest.mark.timeout(90)
+def test_a_killed_chief_stops_the_job_even_with_continue(shards, tmp_path):
+    endpoints = shards.start(2, **ASYNC, extra=_loss("continue"))
+    victim = worker_process(endpoints, 0, 2, 1000, tmp_path)
+    net, sync = small_net(1), insecure_worker(endpoints, 1, 2)
+    try:
+        with pytest.raises(SyncError) as err:
+            _train_beside(victim, sync, net, 1, lambda: False)
+    finally:
+        sync.close()
+        victim.kill()
+        victim.communicate()
+    assert "rank 0 (host " in str(err.value) and CHIEF_LOST in str(err.value)
+    assert "silent for 1 s" in str(err.value)
+
+
+@pytest.mark.timeout(30)
+def test_a_refused_heartbeat_stops_and_says_why(shards, caplog):
+    """A newer worker of rank 1 said hello: the old worker's heartbeat is refused, and it stops
+    (logged) instead of beating on for nothing."""
+    endpoint = shards.start(1, **ASYNC)[0]
+    ctx = zmq.Context()
+    caplog.set_level(logging.WARNING, "distconv.pserver")
+    try:
+        newer = raw_dealer(ctx, endpoint)
+        hello = {"op": "hello", "id": 1, "job": "local", "rank": 1, "host": "h", "run": 12}
+        newer.send_multipart(pack({**hello, "description": "{}"}))
+        assert newer.poll(5000) and unpack_header(newer.recv(), request=False)["op"] == "ok"
+
+        def connect(_: int) -> zmq.Socket:
+            return raw_dealer(ctx, endpoint)
+
+        header = {"op": "beat", "job": "local", "rank": 1, "run": 11}
+        beat = Heartbeat(connect, header, [endpoint], interval=0.05)
+        beat._thread.join(5)
+        assert not beat._thread.is_alive() and beat.beats >= 1
+        beat.stop()
+        newer.close()
+    finally:
+        ctx.term()
+    assert "heartbeat refused by pserver" in caplog.text
+    assert "this worker's beat is of the run before, refused" in caplog.text
