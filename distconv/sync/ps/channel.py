@@ -83,6 +83,15 @@ class ShardChannel:
         limit = self.timeout * GRACE
         deadline = _now() + limit
         missing = set(rids)
+        try:
+            yield from self._collect(missing, deadline, limit, what)
+        finally:  # an error reply, a timeout, or a caller that stopped reading
+            self._abandon(missing)
+
+    def _collect(
+        self, missing: set[int], deadline: float, limit: float, what: str
+    ) -> Iterator[tuple[int, tuple]]:
+        """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
         while missing:
             for rid in [r for r in missing if r in self._replies]:
                 missing.discard(rid)
@@ -119,7 +128,19 @@ class ShardChannel:
                 raise SyncError(
                     f"rank {self.rank}: malformed reply from a pserver: {exc}"
                 ) from None
-            self._replies[header.get("id", -1)] = (header, arrays)
+            rid = header.get("id", -1)
+            if rid in self._abandoned:  # nobody waits for it: keep nothing
+                self._abandoned.discard(rid)
+            else:
+                self._replies[rid] = (header, arrays)
+
+    def _abandon(self, rids: set[int]) -> None:
+        """Forget requests nobody will wait for: a reply already here, or one still to come
+        (dropped on arrival), would otherwise stay for the rest of the run."""
+        for rid in rids:
+            self._rid_shard.pop(rid, None)
+            if self._replies.pop(rid, None) is None:
+                self._abandoned.add(rid)
 
     # -- bulk operations in messages within a shard's cap ---------------------------------------
     def _set_caps(self, caps: Sequence[int]) -> None:

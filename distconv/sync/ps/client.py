@@ -124,6 +124,7 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
+        self._abandoned: set[int] = set()  # requests given up on: their replies are dropped
         self._trackers: dict[int, Any] = {}
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0

@@ -104,3 +104,21 @@ def test_a_worker_of_another_job_is_refused_and_every_rank_stops(shards):
         for m in messages
     ), messages
     assert all(m and ("config.batch" in m or "(host " in m) for m in messages), messages
+
+
+@pytest.mark.timeout(30)
+def test_a_reply_nobody_waits_for_any_more_is_not_kept(shards):
+    """Shard 0 refuses its part of a request to both shards at once, so the worker raises
+    before shard 1's reply is read: that reply, already here or still to come, is dropped
+    instead of staying in the worker's reply table for the rest of the run (review k43)."""
+    endpoints = shards.start(2, workers=1)
+    sync = _sync(endpoints)
+    try:
+        for _ in range(3):
+            asks = [(0, {"op": "checkpoint", "step": 1}, ()), (1, {"op": "stats"}, ())]
+            with pytest.raises(SyncError, match="has no --checkpoint-dir"):
+                sync._ask_all(asks, "a checkpoint")
+        assert len(sync.shard_stats()) == 2  # a later request: every late reply read by now
+        assert not sync._replies and not sync._abandoned and not sync._rid_shard
+    finally:
+        sync.close()
