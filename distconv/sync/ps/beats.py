@@ -6,14 +6,16 @@ while it pushes: a worker that evaluates, writes a checkpoint or waits in a coll
 0 sends nothing to the other shards, and would be declared lost while it works. With the
 heartbeat, silent means that the process is gone or stopped. The thread sends a ``beat`` to
 every shard :data:`BEATS_PER_TIMEOUT` times per shortest shard timeout, on sockets of its own
-(a ZeroMQ socket belongs to one thread). It reads and drops the replies. An error reply (the
-shard failed, or a newer worker of this rank said ``hello``) ends the heartbeat, logged: the
-shard then sees the rank as silent, and the main thread learns the cause from its next request.
+(a ZeroMQ socket belongs to one thread), and reads and drops the replies. An error reply (that
+shard failed, or a newer worker of this rank said ``hello`` there) ends the beats to that shard
+alone, logged: the main thread learns the cause from its next request, and the other shards
+still hear from a process that lives.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,81 +28,89 @@ log = logging.getLogger("distconv.pserver")
 
 #: beats per shard timeout: a rank is declared lost only after this many in a row went missing
 BEATS_PER_TIMEOUT = 4
+#: bounds of the time between beats, in seconds: a shard's timeout of a millisecond must not
+#: make a flood, nor one of a year a wait the thread cannot make
+INTERVAL_BOUNDS = (0.05, 3600.0)
 
 
 class Heartbeat:
-    """A thread that sends ``header`` (a ``beat``) to every shard every ``interval`` seconds
-    until :meth:`stop`.
+    """A thread that sends ``header`` (a ``beat``) to each of ``shards`` every ``interval``
+    seconds until :meth:`stop`.
 
     Args:
         connect: makes the socket to shard ``s`` (called on the heartbeat's thread).
         header: the beat's header (``op``, ``job``, ``rank``, ``run``); each beat adds its id.
-        shards: how many shards.
+        shards: the shards to beat, as ``(index, endpoint)`` (the endpoint for the log).
         interval: seconds between beats.
-        endpoints: the shards' addresses, for the log.
     """
 
     def __init__(
         self,
         connect: Callable[[int], zmq.Socket],
         header: dict[str, Any],
-        endpoints: Sequence[str],
+        shards: Sequence[tuple[int, str]],
         interval: float,
     ) -> None:
         self.interval = interval
-        self.beats = 0
+        self.beats = 0  # rounds of beats handed to ZeroMQ
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run,
-            args=(connect, header, list(endpoints)),
+            args=(connect, header, list(shards)),
             name=f"distconv-heartbeat-{header['rank']}",
             daemon=True,  # a script that never closes its sync must still exit
         )
         self._thread.start()
 
-    def _run(self, connect: Callable[[int], zmq.Socket], header: dict, endpoints: list) -> None:
-        socks = [connect(s) for s in range(len(endpoints))]
+    def _run(self, connect: Callable[[int], zmq.Socket], header: dict, shards: list) -> None:
+        socks = {endpoint: connect(s) for s, endpoint in shards}
         try:
-            while not self._stop.wait(self.interval):
-                if not self._replies_fine(socks, endpoints, header["rank"]):
-                    return
-                for sock in socks:
-                    try:  # a shard that is down: drop the beat, it would only queue up
+            while socks and not self._stop.wait(self.interval):
+                for endpoint in _refusing(socks, header["rank"]):
+                    socks.pop(endpoint).close(linger=0)
+                for sock in socks.values():
+                    try:  # a shard not connected (IMMEDIATE): the beat is dropped, not queued
                         sock.send_multipart(pack({**header, "id": self.beats}), zmq.NOBLOCK)
                     except zmq.Again:
                         pass
                 self.beats += 1
+        except Exception:  # a heartbeat that dies must say so where the job logs
+            log.exception(
+                "rank %d: the heartbeat failed; shards may declare it lost", header["rank"]
+            )
         finally:
-            for sock in socks:
+            for sock in socks.values():
                 sock.close(linger=0)
 
-    @staticmethod
-    def _replies_fine(socks: list[zmq.Socket], endpoints: list[str], rank: int) -> bool:
-        """Read the replies that came since the last beat; False (logged) on an error reply."""
-        for sock, endpoint in zip(socks, endpoints):
-            while True:
-                try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                try:
-                    error = unpack_header(frames[0], request=False).get("error")
-                except WireError as exc:
-                    error = f"malformed reply: {exc}"
-                if error is not None:
-                    log.warning(
-                        "rank %d: heartbeat refused by pserver %s, stopped: %s",
-                        rank,
-                        endpoint,
-                        error,
-                    )
-                    return False
-        return True
-
     def stop(self) -> None:
-        """End the thread (within one interval's wait: at once) and close its sockets."""
+        """End the thread (at once: it waits on the stop event) and close its sockets."""
         self._stop.set()
         self._thread.join()
+
+
+def _refusing(socks: dict[str, zmq.Socket], rank: int) -> list[str]:
+    """The shards (endpoints) whose replies since the last beat include an error, logged."""
+    refusing = []
+    for endpoint, sock in socks.items():
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            try:
+                error = unpack_header(frames[0], request=False).get("error")
+            except WireError as exc:
+                error = f"malformed reply: {exc}"
+            if error is not None:
+                log.warning(
+                    "rank %d: heartbeat refused by pserver %s, no more beats to it: %s",
+                    rank,
+                    endpoint,
+                    error,
+                )
+                refusing.append(endpoint)
+                break
+    return refusing
 
 
 def start_heartbeat(
@@ -109,10 +119,44 @@ def start_heartbeat(
     endpoints: Sequence[str],
     hellos: Sequence[dict[str, Any]],
 ) -> Heartbeat | None:
-    """A :class:`Heartbeat` when the shards run in async mode (the only mode that declares a
-    rank lost) and every one says its timeout in its ``hello`` reply (one that does not
-    predates ``beat``); else None."""
-    timeouts = [h.get("timeout") for h in hellos]
-    if any(h.get("mode") != "async" for h in hellos) or None in timeouts:
+    """A :class:`Heartbeat` to the shards whose ``hello`` reply (in ``hellos``, by shard) says
+    async mode (the only mode that declares a rank lost) and a timeout (a shard whose reply
+    does not predates ``beat``); None when there is none."""
+    timeouts = {s: h.get("timeout") for s, h in enumerate(hellos) if h.get("mode") == "async"}
+    timeouts = {s: t for s, t in timeouts.items() if _a_timeout(t)}
+    if not timeouts:
         return None
-    return Heartbeat(connect, header, endpoints, min(timeouts) / BEATS_PER_TIMEOUT)
+    low, high = INTERVAL_BOUNDS
+    interval = min(max(min(timeouts.values()) / BEATS_PER_TIMEOUT, low), high)
+    return Heartbeat(connect, header, [(s, endpoints[s]) for s in sorted(timeouts)], interval)
+
+
+def _a_timeout(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value > 0
+
+
+class HeartbeatOwner:
+    """The heartbeat side of :class:`~distconv.sync.ps.client.PServerSync`."""
+
+    _heartbeat: Heartbeat | None = None
+    rank: int
+    job_id: str
+    endpoints: list[str]
+    _run: int
+    _connect: Callable[..., zmq.Socket]
+
+    def _start_heartbeat(self, hellos: Sequence[dict[str, Any]]) -> None:
+        """Beat the shards that take it (see :func:`start_heartbeat`), from this run's hello
+        on; a heartbeat already running (a second setup) stops first."""
+        self._stop_heartbeat()
+        header = {"op": "beat", "job": self.job_id, "rank": self.rank, "run": self._run}
+
+        def connect(shard: int) -> zmq.Socket:
+            return self._connect(shard, immediate=True)
+
+        self._heartbeat = start_heartbeat(connect, header, self.endpoints, hellos)
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None

@@ -34,11 +34,16 @@ class ShardChannel:
     """The request side of :class:`~distconv.sync.ps.client.PServerSync`: connect, send, wait
     for and receive the replies of the shards."""
 
-    def _connect(self, shard: int) -> zmq.Socket:
+    def _connect(self, shard: int, immediate: bool = False) -> zmq.Socket:
         """A new DEALER socket to ``shard``, CURVE on unless ``--insecure`` (``_keys_dir``,
-        ``_insecure``); any thread may call it (each socket then stays on its thread)."""
+        ``_insecure``); any thread may call it (each socket then stays on its thread). With
+        ``immediate``, a message the shard cannot take now is refused (``zmq.Again``), not
+        queued."""
         sock = self._ctx.socket(zmq.DEALER)
         sock.linger = 0
+        if immediate:
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+            sock.setsockopt(zmq.SNDHWM, 2)
         if not self._insecure:
             keyfiles.curve_client(sock, keyfiles.worker_keys(self._keys_dir, self.rank))
         endpoint = self.endpoints[shard]

@@ -37,7 +37,7 @@ from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_description
-from distconv.sync.ps.beats import Heartbeat, start_heartbeat
+from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import hostname, split_endpoint
@@ -51,7 +51,9 @@ from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
 log = logging.getLogger("distconv.pserver")
 
 
-class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, SyncStrategy):
+class PServerSync(
+    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, HeartbeatOwner, SyncStrategy
+):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
     Args:
@@ -117,7 +119,6 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         if insecure:
             log.warning("rank %d: --insecure: talking to %s without CURVE", rank, self.endpoints)
         self._socks = [self._connect(s) for s in range(len(self.endpoints))]
-        self._heartbeat: Heartbeat | None = None  # async mode, from setup on (see .beats)
         self._poller = zmq.Poller()
         for s in self._socks:
             self._poller.register(s, zmq.POLLIN)
@@ -169,15 +170,19 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
             "shards": len(self._socks),
             "sparse": sorted(self.sparse),
         }
-        self._hello(description)
-        self.all_equal(description)
-        if self.is_chief:
-            self._seed()
-            if state is not None:
-                self.load_state_dict(state)
-        self.barrier()
-        if not self.is_chief:
-            self._pull_all()
+        self._start_heartbeat(self._hello(description))
+        try:
+            self.all_equal(description)
+            if self.is_chief:
+                self._seed()
+                if state is not None:
+                    self.load_state_dict(state)
+            self.barrier()
+            if not self.is_chief:
+                self._pull_all()
+        except BaseException:
+            self._stop_heartbeat()  # a failed setup must not keep the rank alive on the shards
+            raise
         log.info(
             "rank %d: %d parameters in %d blocks on %d shards (%s mode)",
             self.rank,
@@ -194,7 +199,8 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         dtype = dtype_name(host.dtype, VALUE_DTYPES)
         return ParamSpec(p.name, tuple(p.shape), dtype, p.name in self.sparse)
 
-    def _hello(self, description: dict[str, Any]) -> None:
+    def _hello(self, description: dict[str, Any]) -> list[dict[str, Any]]:
+        """Say hello to every shard and check their settings; their replies' headers."""
         text = json.dumps(description, sort_keys=True, default=str)
         head = {"op": "hello", "host": hostname(), "description": text}  # _send adds the run
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
@@ -210,16 +216,13 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
         if len(modes) != 1:
             raise SyncError(f"pserver shards disagree on --mode: {sorted(map(str, modes))}")
         self.mode = modes.pop()
-        self._stop_heartbeat()  # a second setup: its run's heartbeat goes on, anew
-        beat = {"op": "beat", "job": self.job_id, "rank": self.rank, "run": self._run}
-        hellos = [h for h, _ in replies]
-        self._heartbeat = start_heartbeat(self._connect, beat, self.endpoints, hellos)
         # shards started without --checkpoint-dir keep no parts of their own; the chief's
         # checkpoint holds their state all the same
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]
         self._set_caps([h.get("max_message_bytes", MAX_MESSAGE_BYTES) for h, _ in replies])
         self._frame_bytes = [h.get("max_frame_bytes", MAX_MESSAGE_BYTES) for h, _ in replies]
         self._check_sizes(self._frame_bytes)
+        return [h for h, _ in replies]
 
     def _check_sizes(self, frames: Sequence[int]) -> None:
         """Say now, not at the first step, when a shard cannot take this layout: a block is one
@@ -378,15 +381,10 @@ class PServerSync(SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState,
             if diff:
                 raise SyncError(f"rank {self.rank} and rank {rank} run different jobs: {diff}")
 
-    def _stop_heartbeat(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.stop()
-            self._heartbeat = None
-
     def close(self) -> None:
         """Tell the shards this worker is done (best effort), then close the sockets."""
-        self._stop_heartbeat()
         try:
+            self._stop_heartbeat()
             if self.params:
                 for s in range(len(self._socks)):
                     self._send(s, {"op": "bye"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket as pysocket
 from dataclasses import dataclass
@@ -68,8 +69,8 @@ class ShardConfig:
             raise ValueError(f"--keep-parts must be >= 0, got {self.keep_parts}")
         if self.max_message_bytes < 1 or self.max_frame_bytes < 1:
             raise ValueError("--max-message-bytes and --max-frame-bytes must be >= 1")
-        if self.max_staleness < 0 or self.timeout <= 0:
-            raise ValueError("--max-staleness must be >= 0 and --timeout > 0")
+        if self.max_staleness < 0 or not (0 < self.timeout < math.inf):
+            raise ValueError("--max-staleness must be >= 0 and --timeout finite and > 0")
         if not self.insecure and not self.keys_dir:
             raise ValueError("CURVE is on by default: pass --keys DIR, or --insecure to opt out")
         split_endpoint(self.bind)

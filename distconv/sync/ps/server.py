@@ -261,11 +261,17 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
     def _check_timeouts(self, now: float) -> None:
         limit = self.config.timeout
         for key, waiting in list(self.waiting.items()):
-            if now - waiting.since > limit:
-                missing = sorted(self._live() - set(waiting.by_rank))
-                who = ", ".join(self._who(r) for r in missing)
-                self._fail(f"{who} sent nothing for {waiting.what} ({key}) within {limit:g} s")
+            if key not in self.waiting or now - waiting.since <= limit:
+                continue  # answered meanwhile (a rank lost below), or within the timeout
+            missing = sorted(self._live() - set(waiting.by_rank))
+            late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
+            if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
+                self._fail(f"{', '.join(self._who(r) for r in missing)} {late}")
                 return
+            for rank in missing:  # async, continue: alive (it beats) but stays away
+                self._lose(rank, f"{self._who(rank)} {late}")
+                if self.failed:
+                    return
         if self.config.mode == "async":
             for rank, seen in list(self.last_seen.items()):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
@@ -276,9 +282,9 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
 
     def _lose(self, rank: int, message: str) -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process
-        is gone or stopped). Fail the job, unless ``--on-worker-loss continue`` and it is not
-        rank 0, the chief, which writes the checkpoints and the metrics: without it the others
-        would train on with nothing saved."""
+        is gone or stopped), or a gather waited for it that long. Fail the job, unless
+        ``--on-worker-loss continue`` and it is not rank 0, the chief, which writes the
+        checkpoints and the metrics: without it the others would train on with nothing saved."""
         if self.config.on_worker_loss == "fail":
             self._fail(message)
             return

@@ -1,7 +1,8 @@
 """A real worker process for the parameter-server tests: trains the small net, prints each step.
 
 Usage: ``python ps_worker.py ENDPOINTS RANK WORLD STEPS OPTIMIZER KEYS|- TIMEOUT OUT``; writes
-the final weights to OUT (a .npz of plain arrays) unless killed first.
+the final weights to OUT (a .npz of plain arrays) unless killed first. Prints ``ready`` once
+imported, before it connects.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from distconv.sync.ps.client import PServerSync
 
 
 def main(argv: list[str]) -> None:
+    print("ready", flush=True)  # imported: a test may start its other ranks now
     endpoints, rank, world, steps, optimizer, keys, timeout, out = argv
     rank, world, steps = int(rank), int(world), int(steps)
     net = small_net(seed=rank)

@@ -23,7 +23,8 @@ from ps_helpers import (
 )
 
 from distconv.sync.base import SyncError
-from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, Heartbeat
+from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS, Heartbeat, start_heartbeat
+from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import CHIEF_LOST
 from distconv.sync.ps.wire import pack, unpack_header
 
@@ -32,12 +33,15 @@ pytestmark = pytest.mark.timeout(60)
 ASYNC = {"workers": 2, "mode": "async"}
 
 
-def _loss(policy: str) -> list[str]:
-    return ["--timeout", "1", "--on-worker-loss", policy]
+def _loss(policy: str, timeout: float = 1) -> list[str]:
+    return ["--timeout", f"{timeout:g}", "--on-worker-loss", policy]
 
 
-def _heartbeats() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("distconv-heartbeat")]
+def _stats(sock: zmq.Socket) -> dict:
+    """One shard's stats, asked on a raw socket."""
+    sock.send_multipart(pack({"op": "stats", "id": 0, "job": "local", "rank": 0}))
+    assert sock.poll(5000), "no stats"
+    return unpack_header(sock.recv(), request=False)["stats"]
 
 
 # -- on a shard fed by hand ---------------------------------------------------------------------
@@ -99,6 +103,40 @@ def test_losing_rank_0_fails_the_job_even_with_continue(hand, shard):
     assert h.ask({"op": "beat", "rank": 1, "run": 8})[0]["error"] == h.shard.failed
 
 
+def _gather(h, rank: int, tag: str, value) -> None:
+    h.send({"op": "gather", "rank": rank, "tag": tag, "value": value})
+
+
+def test_with_continue_a_live_rank_a_gather_waits_for_too_long_is_left_out(hand):
+    """Rank 1 lives (it beats) but stays away from a gather past the timeout (a hung main
+    thread, a long evaluation): with ``continue`` it is lost, as a silent rank is, and the
+    gather is answered without it, where it used to fail the job (review k53)."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1, 2):
+        assert _hello(h, rank, rank)["op"] == "ok"
+    for rank in (0, 2):
+        _gather(h, rank, "barrier:2", [rank])
+    assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.lost == {1} and not h.shard.failed
+    assert [h.read()[0]["values"] for _ in range(2)] == [[[0], None, [2]]] * 2
+
+
+def test_with_continue_a_gather_that_waits_too_long_for_rank_0_fails_the_job(hand):
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1):
+        assert _hello(h, rank, rank)["op"] == "ok"
+    _gather(h, 1, "barrier:2", None)
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.failed == (
+        "rank 0 (host h, last step none) sent nothing for barrier:2 (gather:barrier:2) within "
+        f"1 s: {CHIEF_LOST}"
+    )
+    assert h.read()[0]["error"] == h.shard.failed
+
+
 # -- real shards, real workers -------------------------------------------------------------------
 @pytest.mark.timeout(90)
 def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards):
@@ -109,7 +147,8 @@ def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards):
     nets = [small_net(), small_net(1)]
     try:
         run_ranks(lambda r: syncs[r].setup(nets[r].parameters(), {"batch": 4}), 2)
-        assert len(_heartbeats()) == 2
+        threads = [sync._heartbeat._thread for sync in syncs]
+        assert all(thread.is_alive() for thread in threads)
 
         def rank(r: int) -> list[float]:
             deadline = time.monotonic() + 3
@@ -124,13 +163,30 @@ def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards):
     finally:
         for sync in syncs:
             sync.close()
-    assert not _heartbeats()
+    assert not any(thread.is_alive() for thread in threads)
     assert "silent" not in shards.log_text()
+
+
+@pytest.mark.timeout(30)
+def test_a_failed_setup_stops_the_heartbeat(shards):
+    """Setup fails after the hello (optimizer state without Adam's moments): the heartbeat
+    stops with it, or a caller that goes on without closing would keep the rank alive on
+    every shard for ever (review k53)."""
+    endpoints = shards.start(2, workers=1, mode="async")
+    sync = insecure_worker(endpoints, optimizer="adam")
+    try:
+        with pytest.raises(ValueError, match="optimizer state to restore lacks"):
+            sync.setup(small_net().parameters(), {}, state={})
+        assert sync._heartbeat is None
+        assert not [t for t in threading.enumerate() if t.name == "distconv-heartbeat-0"]
+    finally:
+        sync.close()
 
 
 def _train_beside(victim, sync, net, rank: int, until) -> None:
     """Set up ``sync`` beside the ``victim`` process, kill the victim after its third step,
     then train ``sync`` until ``until()`` holds (for 20 s at most)."""
+    assert victim.stdout.readline().strip() == "ready"  # its imports do not count as silence
 
     def train(_):
         sync.setup(net.parameters(), {"batch": 8})
@@ -152,12 +208,12 @@ def _train_beside(victim, sync, net, rank: int, until) -> None:
 def test_a_killed_worker_process_is_declared_lost(shards, tmp_path, policy):
     """A worker killed mid-training falls silent, heartbeat and all: with ``fail`` the job
     stops naming it, with ``continue`` the others go on without it."""
-    endpoints = shards.start(1, **ASYNC, extra=_loss(policy))
+    endpoints = shards.start(1, **ASYNC, extra=_loss(policy, timeout=2))
     victim = worker_process(endpoints, 1, 2, 1000, tmp_path)
     net, sync = small_net(), insecure_worker(endpoints, 0, 2)
     try:
         if policy == "fail":
-            with pytest.raises(SyncError, match=r"rank 1 \(host .*\) silent for 1 s"):
+            with pytest.raises(SyncError, match=r"rank 1 \(host .*\) silent for 2 s"):
                 _train_beside(victim, sync, net, 0, lambda: False)
         else:
             _train_beside(victim, sync, net, 0, lambda: "going on without" in shards.log_text())
@@ -170,7 +226,7 @@ def test_a_killed_worker_process_is_declared_lost(shards, tmp_path, policy):
 
 @pytest.mark.timeout(90)
 def test_a_killed_chief_stops_the_job_even_with_continue(shards, tmp_path):
-    endpoints = shards.start(2, **ASYNC, extra=_loss("continue"))
+    endpoints = shards.start(2, **ASYNC, extra=_loss("continue", timeout=2))
     victim = worker_process(endpoints, 0, 2, 1000, tmp_path)
     net, sync = small_net(1), insecure_worker(endpoints, 1, 2)
     try:
@@ -181,32 +237,75 @@ def test_a_killed_chief_stops_the_job_even_with_continue(shards, tmp_path):
         victim.kill()
         victim.communicate()
     assert "rank 0 (host " in str(err.value) and CHIEF_LOST in str(err.value)
-    assert "silent for 1 s" in str(err.value)
+    assert "silent for 2 s" in str(err.value)
 
 
 @pytest.mark.timeout(30)
-def test_a_refused_heartbeat_stops_and_says_why(shards, caplog):
-    """A newer worker of rank 1 said hello: the old worker's heartbeat is refused, and it stops
-    (logged) instead of beating on for nothing."""
-    endpoint = shards.start(1, **ASYNC)[0]
+def test_a_shard_that_refuses_the_heartbeat_gets_no_more_beats_and_the_others_still_do(
+    shards, caplog
+):
+    """A newer worker of rank 1 said hello on shard 0 only: shard 0 refuses the old worker's
+    beats, which stop there, logged; shard 1 still hears from a process that lives (review
+    k53: one refusal silenced the rank on every shard)."""
+    endpoints = shards.start(2, **ASYNC)
     ctx = zmq.Context()
     caplog.set_level(logging.WARNING, "distconv.pserver")
     try:
-        newer = raw_dealer(ctx, endpoint)
+        newer, probe = raw_dealer(ctx, endpoints[0]), raw_dealer(ctx, endpoints[1])
         hello = {"op": "hello", "id": 1, "job": "local", "rank": 1, "host": "h", "run": 12}
         newer.send_multipart(pack({**hello, "description": "{}"}))
         assert newer.poll(5000) and unpack_header(newer.recv(), request=False)["op"] == "ok"
 
-        def connect(_: int) -> zmq.Socket:
-            return raw_dealer(ctx, endpoint)
+        def connect(shard: int) -> zmq.Socket:
+            return raw_dealer(ctx, endpoints[shard])
 
         header = {"op": "beat", "job": "local", "rank": 1, "run": 11}
-        beat = Heartbeat(connect, header, [endpoint], interval=0.05)
-        beat._thread.join(5)
-        assert not beat._thread.is_alive() and beat.beats >= 1
+        beat = Heartbeat(connect, header, list(enumerate(endpoints)), interval=0.05)
+        deadline = time.monotonic() + 5
+        while "no more beats to it" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = _stats(probe)["bytes_in"]
+        time.sleep(0.5)
+        assert _stats(probe)["bytes_in"] > before + 100  # beats go on to shard 1
+        assert beat._thread.is_alive()
         beat.stop()
+        assert not beat._thread.is_alive()
         newer.close()
+        probe.close()
     finally:
         ctx.term()
-    assert "heartbeat refused by pserver" in caplog.text
+    assert f"heartbeat refused by pserver {endpoints[0]}, no more beats to it" in caplog.text
     assert "this worker's beat is of the run before, refused" in caplog.text
+    assert endpoints[1] not in caplog.text
+
+
+def test_the_heartbeat_beats_the_shards_that_take_it_within_bounds():
+    """Beats go to the shards whose hello reply says async mode and a timeout (a reply without
+    one predates ``beat``), a quarter of the shortest timeout apart, never closer than 50 ms."""
+    ctx = zmq.Context()
+    made: list[int] = []
+
+    def connect(shard: int) -> zmq.Socket:
+        made.append(shard)
+        return raw_dealer(ctx, "127.0.0.1:9")  # nobody there: the beats go nowhere
+
+    header = {"op": "beat", "job": "local", "rank": 0, "run": 1}
+    try:
+        hellos = [{"mode": "async", "timeout": 8.0}, {"mode": "async"}, {"mode": "async",
+                  "timeout": 4.0}, {"mode": "async", "timeout": float("nan")}]  # fmt: skip
+        beat = start_heartbeat(connect, header, ["a", "b", "c", "d"], hellos)
+        assert beat.interval == 1.0
+        beat.stop()
+        assert sorted(made) == [0, 2]
+        tiny = start_heartbeat(connect, header, ["a"], [{"mode": "async", "timeout": 0.001}])
+        assert tiny.interval == INTERVAL_BOUNDS[0]
+        tiny.stop()
+        assert start_heartbeat(connect, header, ["a"], [{"mode": "sync", "timeout": 4.0}]) is None
+    finally:
+        ctx.term()
+
+
+@pytest.mark.parametrize("timeout", [0.0, -1.0, float("inf"), float("nan")])
+def test_a_shard_timeout_must_be_finite_and_positive(timeout):
+    with pytest.raises(ValueError, match="--timeout finite and > 0"):
+        ShardConfig(bind="127.0.0.1:0", insecure=True, timeout=timeout).check()
