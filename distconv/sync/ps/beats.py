@@ -22,15 +22,16 @@ from typing import Any
 
 import zmq
 
+from distconv.sync.ps.config import MIN_TIMEOUT
 from distconv.sync.ps.wire import WireError, pack, unpack_header
 
 log = logging.getLogger("distconv.pserver")
 
 #: beats per shard timeout: a rank is declared lost only after this many in a row went missing
 BEATS_PER_TIMEOUT = 4
-#: bounds of the time between beats, in seconds: a shard's timeout of a millisecond must not
-#: make a flood, nor one of a year a wait the thread cannot make
-INTERVAL_BOUNDS = (0.05, 3600.0)
+#: bounds of the time between beats, in seconds: no flood, and no wait the thread cannot make
+#: (a shard's timeout is at least ``MIN_TIMEOUT``, four beats of the lower bound)
+INTERVAL_BOUNDS = (MIN_TIMEOUT / BEATS_PER_TIMEOUT, 3600.0)
 
 
 class Heartbeat:
@@ -52,28 +53,30 @@ class Heartbeat:
         interval: float,
     ) -> None:
         self.interval = interval
-        self.beats = 0  # rounds of beats handed to ZeroMQ
+        self.beats = 0  # beats ZeroMQ took (one per shard and round; a dropped one not)
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run,
             args=(connect, header, list(shards)),
-            name=f"distconv-heartbeat-{header['rank']}",
+            name=f"distconv-heartbeat-{header['rank']}-{header['run']}",
             daemon=True,  # a script that never closes its sync must still exit
         )
         self._thread.start()
 
     def _run(self, connect: Callable[[int], zmq.Socket], header: dict, shards: list) -> None:
-        socks = {endpoint: connect(s) for s, endpoint in shards}
+        socks: dict[str, zmq.Socket] = {}
         try:
+            for s, endpoint in shards:
+                socks[endpoint] = connect(s)
             while socks and not self._stop.wait(self.interval):
                 for endpoint in _refusing(socks, header["rank"]):
                     socks.pop(endpoint).close(linger=0)
                 for sock in socks.values():
                     try:  # a shard not connected (IMMEDIATE): the beat is dropped, not queued
                         sock.send_multipart(pack({**header, "id": self.beats}), zmq.NOBLOCK)
+                        self.beats += 1
                     except zmq.Again:
                         pass
-                self.beats += 1
         except Exception:  # a heartbeat that dies must say so where the job logs
             log.exception(
                 "rank %d: the heartbeat failed; shards may declare it lost", header["rank"]

@@ -38,8 +38,9 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         "--on-worker-loss",
         choices=("fail", "continue"),
         default="fail",
-        help="async: what a worker whose process is silent past --timeout (no request, no "
-        "heartbeat) does to the job (%(default)s); losing rank 0 always fails it",
+        help="async: what losing a worker does to the job (%(default)s): one whose process is "
+        "silent past --timeout (no request, no heartbeat), or, with continue, one a gather "
+        "waits for that long; losing rank 0 always fails it",
     )
     p.add_argument(
         "--timeout",

@@ -170,6 +170,7 @@ class PServerSync(
             "shards": len(self._socks),
             "sparse": sorted(self.sparse),
         }
+        self._stop_heartbeat()  # a second setup: a failed hello must not leave the old one
         self._start_heartbeat(self._hello(description))
         try:
             self.all_equal(description)

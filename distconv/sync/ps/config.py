@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 
+#: the shortest ``--timeout``, in seconds: workers beat four times per timeout, at most every
+#: 50 ms (see :mod:`.beats`), so a shorter one would declare beating ranks lost
+MIN_TIMEOUT = 0.2
+
 
 @dataclass
 class ShardConfig:
@@ -69,8 +73,8 @@ class ShardConfig:
             raise ValueError(f"--keep-parts must be >= 0, got {self.keep_parts}")
         if self.max_message_bytes < 1 or self.max_frame_bytes < 1:
             raise ValueError("--max-message-bytes and --max-frame-bytes must be >= 1")
-        if self.max_staleness < 0 or not (0 < self.timeout < math.inf):
-            raise ValueError("--max-staleness must be >= 0 and --timeout finite and > 0")
+        if self.max_staleness < 0 or not (MIN_TIMEOUT <= self.timeout < math.inf):
+            raise ValueError(f"--max-staleness must be >= 0 and --timeout finite, >= {MIN_TIMEOUT}")
         if not self.insecure and not self.keys_dir:
             raise ValueError("CURVE is on by default: pass --keys DIR, or --insecure to opt out")
         split_endpoint(self.bind)

@@ -57,7 +57,7 @@ STATS_EVERY = 30.0
 CHIEF_LOST = (
     "rank 0 writes the checkpoints and the metrics, so the job cannot go on without it "
     "(--on-worker-loss continue goes on without the other ranks only; if it was only "
-    "paused longer than --timeout, raise it)"
+    "paused or busy for longer than --timeout, raise it)"
 )
 
 
@@ -265,10 +265,10 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 continue  # answered meanwhile (a rank lost below), or within the timeout
             missing = sorted(self._live() - set(waiting.by_rank))
             late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
-            if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
+            if not self._stragglers(key, missing):
                 self._fail(f"{', '.join(self._who(r) for r in missing)} {late}")
                 return
-            for rank in missing:  # async, continue: alive (it beats) but stays away
+            for rank in missing:
                 self._lose(rank, f"{self._who(rank)} {late}")
                 if self.failed:
                     return
@@ -279,6 +279,17 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 self._lose(rank, f"{self._who(rank)} silent for {limit:g} s")
                 if self.failed:
                     return
+
+    def _stragglers(self, key: str, missing: list[int]) -> bool:
+        """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing
+        the job: in async mode with ``--on-worker-loss continue``, when each of them joined
+        this run (an accepted hello; not one late to start), has not closed, and waits in no
+        other gather (ranks in different gathers can never meet: named as such). Such a rank
+        lives (it beats) but stays away, as a silent one does."""
+        if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
+            return False
+        elsewhere = {r for k in self.gathers_held if k != key for r in self.waiting[k].by_rank}
+        return all(r in self.accepted_at and r not in self.left | elsewhere for r in missing)
 
     def _lose(self, rank: int, message: str) -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process

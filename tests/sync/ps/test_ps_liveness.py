@@ -22,8 +22,10 @@ from ps_helpers import (
     worker_process,
 )
 
+from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS, Heartbeat, start_heartbeat
+from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import CHIEF_LOST
 from distconv.sync.ps.wire import pack, unpack_header
@@ -137,13 +139,53 @@ def test_with_continue_a_gather_that_waits_too_long_for_rank_0_fails_the_job(han
     assert h.read()[0]["error"] == h.shard.failed
 
 
+def test_with_continue_a_rank_late_to_start_still_fails_the_job(hand):
+    """A rank that never said hello (its pod still pulling its image) is no straggler: the
+    start-up gather's timeout fails the job, which the launcher restarts, instead of losing
+    the rank for good, whose hello would then be refused at every retry (review k54)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    assert _hello(h, 0, 5)["op"] == "ok"
+    _gather(h, 0, "all_equal:1", "{}")
+    h.shard.waiting["gather:all_equal:1"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert not h.shard.lost
+    assert h.shard.failed == (
+        "rank 1 (host unknown host, last step none) sent nothing for all_equal:1 "
+        "(gather:all_equal:1) within 1 s"
+    )
+
+
+def test_with_continue_ranks_held_in_other_gathers_are_not_taken_for_stragglers(hand):
+    """Rank 0 waits in barrier:5, rank 1 in allreduce:6, rank 2 lives but comes to neither:
+    rank 1 did not stay away from barrier:5, it waits elsewhere; the job fails naming both
+    as before, not with rank 0 taken for a lost chief (review k54)."""
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1, 2):
+        assert _hello(h, rank, rank)["op"] == "ok"
+    _gather(h, 0, "barrier:5", None)
+    _gather(h, 1, "allreduce:6", None)
+    for key in list(h.shard.waiting):
+        h.shard.waiting[key].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert not h.shard.lost
+    assert h.shard.failed.startswith("rank 1 (host h, last step none), rank 2 (host h, ")
+    assert "sent nothing for barrier:5" in h.shard.failed and CHIEF_LOST not in h.shard.failed
+
+
 # -- real shards, real workers -------------------------------------------------------------------
 @pytest.mark.timeout(90)
-def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards):
+@pytest.mark.parametrize("curve", [False, True])
+def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards, job_keys, curve):
     """Rank 1 sends nothing for 3 s (a long evaluation) while the shards' timeout is 1 s and
-    any loss fails the job: its heartbeat keeps it in. Before, the job failed naming it."""
-    endpoints = shards.start(2, **ASYNC, extra=_loss("fail"))
-    syncs = [insecure_worker(endpoints, rank, 2) for rank in (0, 1)]
+    any loss fails the job: its heartbeat keeps it in, CURVE on or off. Before, the job failed
+    naming it."""
+    endpoints = shards.start(2, **ASYNC, keys=job_keys if curve else None, extra=_loss("fail"))
+    if curve:
+        syncs = [PServerSync(create_optimizer("sgd", lr=0.05), rank=rank, world_size=2,
+                             pservers=endpoints, keys_dir=job_keys, timeout=20, block_bytes=64)
+                 for rank in (0, 1)]  # fmt: skip
+    else:
+        syncs = [insecure_worker(endpoints, rank, 2) for rank in (0, 1)]
     nets = [small_net(), small_net(1)]
     try:
         run_ranks(lambda r: syncs[r].setup(nets[r].parameters(), {"batch": 4}), 2)
@@ -167,6 +209,49 @@ def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards):
     assert "silent" not in shards.log_text()
 
 
+def _beating(sync) -> bool:
+    """Whether a heartbeat thread of ``sync``'s run is alive (threads are named by run)."""
+    name = f"distconv-heartbeat-{sync.rank}-{sync._run}"
+    return any(t.name == name for t in threading.enumerate())
+
+
+@pytest.mark.timeout(30)
+def test_one_heartbeat_per_worker_from_setup_to_close_and_none_in_sync_mode(shards):
+    endpoints = shards.start(1, workers=1, mode="async")
+    sync = insecure_worker(endpoints)
+    try:
+        sync.setup(small_net().parameters(), {})
+        first = sync._heartbeat._thread
+        sync.setup(small_net().parameters(), {})  # a second setup: a new heartbeat
+        assert not first.is_alive() and sync._heartbeat._thread.is_alive()
+        assert sum(t.name.endswith(f"-{sync._run}") for t in threading.enumerate()) == 1
+    finally:
+        sync.close()
+    assert not _beating(sync)
+    plain = insecure_worker(shards.start(1, workers=1))  # sync mode declares nobody lost
+    try:
+        plain.setup(small_net().parameters(), {})
+        assert plain._heartbeat is None and not _beating(plain)
+    finally:
+        plain.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_second_setup_refused_at_its_hello_stops_the_first_heartbeat(shards):
+    """The shards refuse the second setup's hello (another model): the first setup's heartbeat
+    must not beat on for a worker whose caller may never close it (review k54)."""
+    endpoints = shards.start(1, workers=1, mode="async")
+    sync = insecure_worker(endpoints)
+    try:
+        sync.setup(small_net().parameters(), {})
+        assert _beating(sync)
+        with pytest.raises(SyncError, match="runs another job"):
+            sync.setup(small_net(hidden=5).parameters(), {})
+        assert sync._heartbeat is None and not _beating(sync)
+    finally:
+        sync.close()
+
+
 @pytest.mark.timeout(30)
 def test_a_failed_setup_stops_the_heartbeat(shards):
     """Setup fails after the hello (optimizer state without Adam's moments): the heartbeat
@@ -177,8 +262,7 @@ def test_a_failed_setup_stops_the_heartbeat(shards):
     try:
         with pytest.raises(ValueError, match="optimizer state to restore lacks"):
             sync.setup(small_net().parameters(), {}, state={})
-        assert sync._heartbeat is None
-        assert not [t for t in threading.enumerate() if t.name == "distconv-heartbeat-0"]
+        assert sync._heartbeat is None and not _beating(sync)
     finally:
         sync.close()
 
@@ -216,7 +300,8 @@ def test_a_killed_worker_process_is_declared_lost(shards, tmp_path, policy):
             with pytest.raises(SyncError, match=r"rank 1 \(host .*\) silent for 2 s"):
                 _train_beside(victim, sync, net, 0, lambda: False)
         else:
-            _train_beside(victim, sync, net, 0, lambda: "going on without" in shards.log_text())
+            _train_beside(victim, sync, net, 0, lambda: "silent for 2 s" in shards.log_text())
+            assert "rank 1 (host" in shards.log_text() and "going on without" in shards.log_text()
             assert sync.allreduce_sum([2.0]) == [2.0]  # the collective goes on without rank 1
     finally:
         sync.close()
@@ -305,7 +390,26 @@ def test_the_heartbeat_beats_the_shards_that_take_it_within_bounds():
         ctx.term()
 
 
-@pytest.mark.parametrize("timeout", [0.0, -1.0, float("inf"), float("nan")])
-def test_a_shard_timeout_must_be_finite_and_positive(timeout):
-    with pytest.raises(ValueError, match="--timeout finite and > 0"):
+@pytest.mark.parametrize("timeout", [0.0, -1.0, 0.1, float("inf"), float("nan")])
+def test_a_shard_timeout_must_be_finite_and_at_least_four_shortest_beats(timeout):
+    with pytest.raises(ValueError, match=r"--timeout finite, >= 0\.2"):
         ShardConfig(bind="127.0.0.1:0", insecure=True, timeout=timeout).check()
+
+
+@pytest.mark.timeout(30)
+def test_a_beat_to_a_shard_not_there_is_dropped_not_queued():
+    """Nobody listens at the endpoint: each beat is refused at once (IMMEDIATE) instead of
+    piling up for a shard that comes back, and none is counted as sent."""
+    sync = insecure_worker(["127.0.0.1:9"])
+    try:
+        header = {"op": "beat", "job": "local", "rank": 0, "run": 1}
+
+        def connect(shard: int) -> zmq.Socket:
+            return sync._connect(shard, immediate=True)
+
+        beat = Heartbeat(connect, header, [(0, "127.0.0.1:9")], interval=0.05)
+        time.sleep(0.5)
+        beat.stop()
+        assert beat.beats == 0
+    finally:
+        sync.close()
