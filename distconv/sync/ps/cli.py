@@ -39,14 +39,15 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         choices=("fail", "continue"),
         default="fail",
         help="async: what losing a worker does to the job (%(default)s): one whose process is "
-        "silent past --timeout (no request, no heartbeat), or, with continue, one a gather "
-        "waits for that long; losing rank 0 always fails it",
+        "silent past --timeout (no request, no heartbeat), or, with continue, a live one that "
+        "a gather waits for that long (docs/protocol.md); losing rank 0 always fails it",
     )
     p.add_argument(
         "--timeout",
         type=float,
         default=60.0,
-        help="seconds any wait for a worker may take before it is named (%(default)s)",
+        help="seconds any wait for a worker may take before it is named (%(default)s; finite, "
+        "at least 0.2)",
     )
     security = p.add_mutually_exclusive_group()
     security.add_argument("--keys", help="directory of the job's CURVE keys (distconv keys)")
@@ -102,6 +103,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
 def run_pserver(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT."""
     from distconv.sync.ps.config import ShardConfig
+    from distconv.sync.ps.keys import KeyFileError
     from distconv.sync.ps.server import run_shard
 
     config = ShardConfig(
@@ -121,12 +123,23 @@ def run_pserver(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         max_frame_bytes=args.max_frame_bytes,
     )
+    try:
+        config.check()
+    except ValueError as exc:  # a flag out of range: one line, as any user error (distconv.cli)
+        return _user_error(exc)
     service = _start_service(args)
     try:
         return run_shard(config, service)
+    except KeyFileError as exc:  # the job's keys, read at start
+        return _user_error(exc)
     finally:
         if service is not None:
             service.close()
+
+
+def _user_error(exc: Exception) -> int:
+    print(f"distconv pserver: error: {exc}", file=sys.stderr)
+    return 1
 
 
 def _start_service(args: argparse.Namespace):

@@ -73,8 +73,10 @@ class ShardConfig:
             raise ValueError(f"--keep-parts must be >= 0, got {self.keep_parts}")
         if self.max_message_bytes < 1 or self.max_frame_bytes < 1:
             raise ValueError("--max-message-bytes and --max-frame-bytes must be >= 1")
-        if self.max_staleness < 0 or not (MIN_TIMEOUT <= self.timeout < math.inf):
-            raise ValueError(f"--max-staleness must be >= 0 and --timeout finite, >= {MIN_TIMEOUT}")
+        if self.max_staleness < 0:
+            raise ValueError(f"--max-staleness must be >= 0, got {self.max_staleness}")
+        if not MIN_TIMEOUT <= self.timeout < math.inf:
+            raise ValueError(f"--timeout must be finite and >= {MIN_TIMEOUT}, got {self.timeout}")
         if not self.insecure and not self.keys_dir:
             raise ValueError("CURVE is on by default: pass --keys DIR, or --insecure to opt out")
         split_endpoint(self.bind)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import signal
 import time
 from collections.abc import Iterable, Sequence
@@ -259,19 +260,9 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
 
     def _check_timeouts(self, now: float) -> None:
+        """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
+        ranks silent that long (their loss may answer a gather), then the held requests."""
         limit = self.config.timeout
-        for key, waiting in list(self.waiting.items()):
-            if key not in self.waiting or now - waiting.since <= limit:
-                continue  # answered meanwhile (a rank lost below), or within the timeout
-            missing = sorted(self._live() - set(waiting.by_rank))
-            late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
-            if not self._stragglers(key, missing):
-                self._fail(f"{', '.join(self._who(r) for r in missing)} {late}")
-                return
-            for rank in missing:
-                self._lose(rank, f"{self._who(rank)} {late}")
-                if self.failed:
-                    return
         if self.config.mode == "async":
             for rank, seen in list(self.last_seen.items()):
                 if rank in self.left or rank in self.lost or now - seen <= limit:
@@ -279,17 +270,39 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 self._lose(rank, f"{self._who(rank)} silent for {limit:g} s")
                 if self.failed:
                     return
+        for key, waiting in list(self.waiting.items()):
+            if key not in self.waiting or now - waiting.since <= limit:
+                continue  # answered meanwhile (a rank lost above), or within the timeout
+            missing = sorted(self._live() - set(waiting.by_rank))
+            late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
+            if not self._stragglers(key, missing, now):
+                self._fail(f"{', '.join(self._who(r) for r in missing)} {late}")
+                return
+            for rank in missing:
+                self._lose(rank, f"{self._who(rank)} {late}")
+                if self.failed:
+                    return
 
-    def _stragglers(self, key: str, missing: list[int]) -> bool:
+    def _stragglers(self, key: str, missing: list[int], now: float) -> bool:
         """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing
-        the job: in async mode with ``--on-worker-loss continue``, when each of them joined
-        this run (an accepted hello; not one late to start), has not closed, and waits in no
-        other gather (ranks in different gathers can never meet: named as such). Such a rank
-        lives (it beats) but stays away, as a silent one does."""
+        the job: in async mode with ``--on-worker-loss continue``, when each of them lives (a
+        request or a beat of its run within the timeout), said hello before the gather began
+        (not one late to start, which the job's restart brings), has not closed, and waits in
+        no other gather (ranks in different gathers can never meet). Such a rank stays away
+        from the others, as a silent one does."""
         if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
             return False
+        held = self.waiting[key]
+        began = min(held.arrived.values(), default=self.requests)
         elsewhere = {r for k in self.gathers_held if k != key for r in self.waiting[k].by_rank}
-        return all(r in self.accepted_at and r not in self.left | elsewhere for r in missing)
+        limit = self.config.timeout
+
+        def straggles(rank: int) -> bool:
+            alive = now - self.last_seen.get(rank, -math.inf) <= limit
+            joined = self.accepted_at.get(rank, math.inf) < began
+            return alive and joined and rank not in self.left | elsewhere
+
+        return all(straggles(r) for r in missing)
 
     def _lose(self, rank: int, message: str) -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process

@@ -6,13 +6,18 @@ say that it lives (not a ``stats``, nor a worker of the run before)."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import zmq
 from ps_helpers import (
+    REPO_ROOT,
     batches,
     insecure_worker,
     raw_dealer,
@@ -155,6 +160,32 @@ def test_with_continue_a_rank_late_to_start_still_fails_the_job(hand):
     )
 
 
+def test_with_continue_a_rank_whose_hello_came_after_the_gather_began_is_no_straggler(hand):
+    """Rank 1 said hello (it lives) only after rank 0's start-up gather began, and has not
+    gathered yet when the timeout comes: it is late to start, not staying away, so the job
+    fails (and restarts) instead of losing it for good (review k55)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    assert _hello(h, 0, 5)["op"] == "ok"
+    _gather(h, 0, "all_equal:1", "{}")
+    assert _hello(h, 1, 6)["op"] == "ok"
+    h.shard.waiting["gather:all_equal:1"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
+
+
+def test_a_dead_chief_that_a_gather_waits_for_is_named_silent(hand):
+    """Silence is checked before the held gathers: rank 0, dead, is named silent, not taken
+    for a live rank that stays away (review k55)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1):
+        assert _hello(h, rank, rank)["op"] == "ok"
+    _gather(h, 1, "barrier:2", None)
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard.last_seen[0] -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.failed == f"rank 0 (host h, last step none) silent for 1 s: {CHIEF_LOST}"
+
+
 def test_with_continue_ranks_held_in_other_gathers_are_not_taken_for_stragglers(hand):
     """Rank 0 waits in barrier:5, rank 1 in allreduce:6, rank 2 lives but comes to neither:
     rank 1 did not stay away from barrier:5, it waits elsewhere; the job fails naming both
@@ -201,7 +232,7 @@ def test_a_worker_busy_for_longer_than_the_timeout_is_not_declared_lost(shards, 
             return syncs[r].allreduce_sum([1.0])
 
         assert run_ranks(rank, 2) == [[2.0], [2.0]]
-        assert syncs[1]._heartbeat.beats >= 3 * BEATS_PER_TIMEOUT - 2
+        assert syncs[1]._heartbeat.beats >= 2 * (3 * BEATS_PER_TIMEOUT - 2)  # 2 shards
     finally:
         for sync in syncs:
             sync.close()
@@ -392,22 +423,39 @@ def test_the_heartbeat_beats_the_shards_that_take_it_within_bounds():
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0, 0.1, float("inf"), float("nan")])
 def test_a_shard_timeout_must_be_finite_and_at_least_four_shortest_beats(timeout):
-    with pytest.raises(ValueError, match=r"--timeout finite, >= 0\.2"):
+    with pytest.raises(ValueError, match=r"--timeout must be finite and >= 0\.2, got"):
         ShardConfig(bind="127.0.0.1:0", insecure=True, timeout=timeout).check()
+
+
+def test_the_pserver_command_names_a_bad_flag_without_a_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--insecure",
+         "--shard", "0", "--num-shards", "1", "--workers", "1", "--timeout", "0.1"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert (
+        proc.stderr.strip()
+        == "distconv pserver: error: --timeout must be finite and >= 0.2, got 0.1"
+    )
 
 
 @pytest.mark.timeout(30)
 def test_a_beat_to_a_shard_not_there_is_dropped_not_queued():
     """Nobody listens at the endpoint: each beat is refused at once (IMMEDIATE) instead of
     piling up for a shard that comes back, and none is counted as sent."""
-    sync = insecure_worker(["127.0.0.1:9"])
+    with socket.socket() as probe:  # a port nobody listens at once this closes
+        probe.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{probe.getsockname()[1]}"
+    sync = insecure_worker([nobody])
     try:
         header = {"op": "beat", "job": "local", "rank": 0, "run": 1}
 
         def connect(shard: int) -> zmq.Socket:
             return sync._connect(shard, immediate=True)
 
-        beat = Heartbeat(connect, header, [(0, "127.0.0.1:9")], interval=0.05)
+        beat = Heartbeat(connect, header, [(0, nobody)], interval=0.05)
         time.sleep(0.5)
         beat.stop()
         assert beat.beats == 0

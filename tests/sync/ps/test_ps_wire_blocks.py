@@ -96,6 +96,8 @@ def test_pserver_command_line_errors_are_one_line(tmp_path):
     assert missing.returncode == 1 and "server.key_secret not found" in missing.stderr
     bad = run(*base, "--bind", "localhost", "--insecure")
     assert bad.returncode == 1 and "expected HOST:PORT, got 'localhost'" in bad.stderr
+    for failed in (no_keys, missing, bad):
+        assert "Traceback" not in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
     both = run(*base, "--bind", "127.0.0.1:0", "--insecure", "--keys", str(tmp_path))
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
     made = run("keys", str(tmp_path / "k"), "--workers", "3")
