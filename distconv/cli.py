@@ -27,6 +27,7 @@ from distconv.network import NetworkError
 from distconv.optim import OPTIMIZERS
 from distconv.runtime import RuntimeConfigError, detect_runtime
 from distconv.sync import TRANSPORTS, SyncError
+from distconv.sync.ps.cli import PserverStartError
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
 
 #: failures with a cause the user can act on; anything else is a bug and keeps its traceback
@@ -37,6 +38,7 @@ USER_ERRORS = (
     NetworkError,
     RuntimeConfigError,
     SyncError,
+    PserverStartError,
     TrainingError,
     MetricsError,
     LayerError,

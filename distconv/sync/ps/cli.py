@@ -13,6 +13,18 @@ import sys
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID
 
 
+class PserverStartError(ValueError):
+    """A shard cannot start with these flags or key files: ``distconv.cli`` prints it as one
+    line and exits 1, as any user error (a traceback with ``DISTCONV_DEBUG=1``)."""
+
+
+def _port(text: str) -> int:
+    number = int(text)
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {number}")
+    return number
+
+
 def add_pserver(subparsers: argparse._SubParsersAction) -> None:
     """``distconv pserver --bind HOST:PORT --shard I --num-shards M --workers N ...``."""
     p = subparsers.add_parser(
@@ -83,7 +95,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--health-port",
-        type=int,
+        type=_port,
         help="serve /readyz (seeded), /healthz (serving) and /metrics on this port (0: any)",
     )
     p.add_argument(
@@ -125,21 +137,16 @@ def run_pserver(args: argparse.Namespace) -> int:
     )
     try:
         config.check()
-    except ValueError as exc:  # a flag out of range: one line, as any user error (distconv.cli)
-        return _user_error(exc)
+    except ValueError as exc:  # a flag out of range
+        raise PserverStartError(str(exc)) from None
     service = _start_service(args)
     try:
         return run_shard(config, service)
     except KeyFileError as exc:  # the job's keys, read at start
-        return _user_error(exc)
+        raise PserverStartError(str(exc)) from None
     finally:
         if service is not None:
             service.close()
-
-
-def _user_error(exc: Exception) -> int:
-    print(f"distconv pserver: error: {exc}", file=sys.stderr)
-    return 1
 
 
 def _start_service(args: argparse.Namespace):

@@ -89,7 +89,8 @@ class RequestHandlers:
                 raise _Refused(self.failed)
             if header["op"] not in ("hello", "bye", "stats"):
                 self._check_run(header)
-            self._note_alive(header)  # a hello of a new run: once accepted (_op_hello)
+            if header["op"] != "hello":  # a hello says so once accepted (_op_hello)
+                self._note_alive(header)
             self.requests += 1
             getattr(self, f"_op_{header['op']}")(ident, header, arrays)
             if header["op"] in ("gather", "push", "bye"):  # may leave every rank held for ever

@@ -275,7 +275,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 continue  # answered meanwhile (a rank lost above), or within the timeout
             missing = sorted(self._live() - set(waiting.by_rank))
             late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
-            if not self._stragglers(key, missing, now):
+            if not self._stragglers(key, missing):
                 self._fail(f"{', '.join(self._who(r) for r in missing)} {late}")
                 return
             for rank in missing:
@@ -283,26 +283,21 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 if self.failed:
                     return
 
-    def _stragglers(self, key: str, missing: list[int], now: float) -> bool:
+    def _stragglers(self, key: str, missing: list[int]) -> bool:
         """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing
-        the job: in async mode with ``--on-worker-loss continue``, when each of them lives (a
-        request or a beat of its run within the timeout), said hello before the gather began
-        (not one late to start, which the job's restart brings), has not closed, and waits in
-        no other gather (ranks in different gathers can never meet). Such a rank stays away
-        from the others, as a silent one does."""
+        the job: in async mode with ``--on-worker-loss continue``, when each of them said
+        hello (of a new run) before the gather began (not one late to start, which the job's
+        restart brings), has not closed, and waits in no other gather (ranks in different
+        gathers can never meet). Such a rank lives (a silent one was lost before the held
+        requests were looked at) but stays away from the others, as a silent one does."""
         if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
             return False
-        held = self.waiting[key]
-        began = min(held.arrived.values(), default=self.requests)
+        began = min(self.waiting[key].arrived.values(), default=self.requests)
         elsewhere = {r for k in self.gathers_held if k != key for r in self.waiting[k].by_rank}
-        limit = self.config.timeout
-
-        def straggles(rank: int) -> bool:
-            alive = now - self.last_seen.get(rank, -math.inf) <= limit
-            joined = self.accepted_at.get(rank, math.inf) < began
-            return alive and joined and rank not in self.left | elsewhere
-
-        return all(straggles(r) for r in missing)
+        return all(
+            self.hello_at.get(r, math.inf) < began and r not in self.left | elsewhere
+            for r in missing
+        )
 
     def _lose(self, rank: int, message: str) -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process

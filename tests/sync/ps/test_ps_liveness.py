@@ -461,3 +461,32 @@ def test_a_beat_to_a_shard_not_there_is_dropped_not_queued():
         assert beat.beats == 0
     finally:
         sync.close()
+
+
+def test_a_second_setup_after_the_gather_began_is_no_late_start(hand):
+    """Rank 1 set up again (a second hello of its run) after the gather began, then stays
+    away: it joined the run before the gather, so with continue it is lost, not taken for a
+    rank late to start (review k56)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1):
+        assert _hello(h, rank, rank)["op"] == "ok"
+    _gather(h, 0, "barrier:2", None)
+    assert _hello(h, 1, 1)["op"] == "ok"  # the same run: a second setup
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.lost == {1} and not h.shard.failed
+
+
+def test_a_refused_hello_is_no_sign_of_life(hand):
+    """Rank 1's first hello is refused (another job): it never joined, so it is never declared
+    lost as silent (which would refuse its corrected restart for good); the start-up gather's
+    timeout fails the job instead (review k56)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    assert _hello(h, 0, 5)["op"] == "ok"
+    refused = h.ask({"op": "hello", "rank": 1, "host": "h", "description": '{"x": 1}', "run": 6})
+    assert "another job" in refused[0]["error"]
+    assert 1 not in h.shard.last_seen
+    _gather(h, 0, "all_equal:1", "{}")
+    h.shard.waiting["gather:all_equal:1"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed

@@ -96,6 +96,8 @@ def test_pserver_command_line_errors_are_one_line(tmp_path):
     assert missing.returncode == 1 and "server.key_secret not found" in missing.stderr
     bad = run(*base, "--bind", "localhost", "--insecure")
     assert bad.returncode == 1 and "expected HOST:PORT, got 'localhost'" in bad.stderr
+    port = run(*base, "--bind", "127.0.0.1:0", "--insecure", "--health-port", "99999")
+    assert port.returncode == 2 and "--health-port: a port is 0..65535, got 99999" in port.stderr
     for failed in (no_keys, missing, bad):
         assert "Traceback" not in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
     both = run(*base, "--bind", "127.0.0.1:0", "--insecure", "--keys", str(tmp_path))
