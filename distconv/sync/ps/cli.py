@@ -18,7 +18,8 @@ class PserverStartError(ValueError):
     line and exits 1, as any user error (a traceback with ``DISTCONV_DEBUG=1``)."""
 
 
-def _port(text: str) -> int:
+def port(text: str) -> int:
+    """A TCP port number, 0..65535 (argparse names the flag in its error)."""
     number = int(text)
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0..65535, got {number}")
@@ -95,7 +96,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--health-port",
-        type=_port,
+        type=port,
         help="serve /readyz (seeded), /healthz (serving) and /metrics on this port (0: any)",
     )
     p.add_argument(
@@ -138,12 +139,12 @@ def run_pserver(args: argparse.Namespace) -> int:
     try:
         config.check()
     except ValueError as exc:  # a flag out of range
-        raise PserverStartError(str(exc)) from None
+        raise PserverStartError(str(exc)) from exc
     service = _start_service(args)
     try:
         return run_shard(config, service)
     except KeyFileError as exc:  # the job's keys, read at start
-        raise PserverStartError(str(exc)) from None
+        raise PserverStartError(str(exc)) from exc
     finally:
         if service is not None:
             service.close()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import signal
 import time
 from collections.abc import Iterable, Sequence
@@ -286,18 +285,21 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
     def _stragglers(self, key: str, missing: list[int]) -> bool:
         """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing
         the job: in async mode with ``--on-worker-loss continue``, when each of them said
-        hello (of a new run) before the gather began (not one late to start, which the job's
-        restart brings), has not closed, and waits in no other gather (ranks in different
-        gathers can never meet). Such a rank lives (a silent one was lost before the held
-        requests were looked at) but stays away from the others, as a silent one does."""
+        hello (of a new run, and none was refused since) before the gather began (not one
+        late to start, which the job's restart brings), has not closed, and waits in no other
+        gather (ranks in different gathers can never meet). Such a rank lives (a silent one
+        was lost before the held requests were looked at) but stays away from the others, as
+        a silent one does."""
         if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
             return False
         began = min(self.waiting[key].arrived.values(), default=self.requests)
         elsewhere = {r for k in self.gathers_held if k != key for r in self.waiting[k].by_rank}
-        return all(
-            self.hello_at.get(r, math.inf) < began and r not in self.left | elsewhere
-            for r in missing
-        )
+
+        def joined_before(rank: int) -> bool:  # an accepted hello of a new run, none refused
+            accepted = self.hello_at.get(rank, -1)
+            return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < began
+
+        return all(joined_before(r) and r not in self.left | elsewhere for r in missing)
 
     def _lose(self, rank: int, message: str) -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process

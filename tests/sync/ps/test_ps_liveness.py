@@ -490,3 +490,27 @@ def test_a_refused_hello_is_no_sign_of_life(hand):
     h.shard.waiting["gather:all_equal:1"].since -= 10
     h.shard._check_timeouts(time.monotonic())
     assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
+
+
+def test_a_rank_whose_restart_was_refused_after_the_gather_began_is_no_straggler(hand):
+    """Rank 1's old worker lives on (it beats) while its restart, refused (another job), died
+    without a bye: the rank's latest hello came after the gather began, so the job fails and
+    restarts instead of leaving rank 1 out for good (review k57)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1):
+        assert _hello(h, rank, rank)["op"] == "ok"
+    _gather(h, 0, "barrier:2", None)
+    refused = h.ask({"op": "hello", "rank": 1, "host": "h", "description": '{"x": 1}', "run": 7})
+    assert "another job" in refused[0]["error"]
+    assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
+
+
+def test_distconv_train_starts_without_pyzmq():
+    """The command line declares the pserver's flags and errors without importing ZeroMQ."""
+    code = "import sys, distconv.cli; print(sorted(m for m in sys.modules if 'zmq' in m))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
