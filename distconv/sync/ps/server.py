@@ -275,7 +275,9 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             missing = sorted(self._live() - set(waiting.by_rank))
             late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
             if not self._stragglers(key, missing):
-                self._fail(f"{', '.join(self._who(r) for r in missing)} {late}")
+                self._fail(
+                    f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key)
+                )
                 return
             for rank in missing:
                 self._lose(rank, f"{self._who(rank)} {late}")
@@ -300,6 +302,15 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < began
 
         return all(joined_before(r) and r not in self.left | elsewhere for r in missing)
+
+    def _why(self, missing: list[int], key: str) -> str:
+        """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
+        wait in another gather, or closed; appended to the timeout's message."""
+        doing = {r: f"waits in {w.what}" for k, w in self.waiting.items() if k != key
+                 for r in w.by_rank if k in self.gathers_held}  # fmt: skip
+        doing.update({r: "closed" for r in self.left})
+        said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
+        return f" ({'; '.join(said)})" if said else ""
 
     def _lose(self, rank: int, message: str) -> None:
         """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process
