@@ -299,16 +299,16 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
 
         def joined_before(rank: int) -> bool:  # an accepted hello of a new run, none refused
             accepted = self.hello_at.get(rank, -1)
-            return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < began
+            return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < accepted
 
         return all(joined_before(r) and r not in self.left | elsewhere for r in missing)
 
     def _why(self, missing: list[int], key: str) -> str:
         """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
         wait in another gather, or closed; appended to the timeout's message."""
-        doing = {r: f"waits in {w.what}" for k, w in self.waiting.items() if k != key
-                 for r in w.by_rank if k in self.gathers_held}  # fmt: skip
-        doing.update({r: "closed" for r in self.left})
+        doing = {r: "closed" for r in self.left}  # a worker of it may still wait, below
+        doing.update({r: f"waits in {w.what}" for k, w in self.waiting.items() if k != key
+                      for r in w.by_rank if k in self.gathers_held})  # fmt: skip
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
         return f" ({'; '.join(said)})" if said else ""
 

@@ -533,3 +533,19 @@ def test_a_gather_timeout_says_which_missing_rank_closed(hand):
         "rank 0 (host h, last step none) sent nothing for barrier:1 (gather:barrier:1) within "
         "1 s (rank 0 closed)"
     )
+
+
+def test_a_restart_refused_before_the_gather_still_makes_its_rank_late(hand):
+    """Rank 1's restart was refused (another job) and died, then the gather began while its
+    old worker lives on: a refusal since the rank's accepted hello makes it late, whenever it
+    came, so the job fails rather than leaving rank 1 out for good (review k58)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
+    for rank in (0, 1):
+        assert _hello(h, rank, rank)["op"] == "ok"
+    refused = h.ask({"op": "hello", "rank": 1, "host": "h", "description": '{"x": 1}', "run": 7})
+    assert "another job" in refused[0]["error"]
+    _gather(h, 0, "barrier:2", None)
+    assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker
+    h.shard.waiting["gather:barrier:2"].since -= 10
+    h.shard._check_timeouts(time.monotonic())
+    assert not h.shard.lost and "rank 1 (host h, last step none) sent nothing" in h.shard.failed
