@@ -295,20 +295,28 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
             return False
         began = min(self.waiting[key].arrived.values(), default=self.requests)
-        elsewhere = {r for k in self.gathers_held if k != key for r in self.waiting[k].by_rank}
+        elsewhere = self._in_other_gathers(key)
 
         def joined_before(rank: int) -> bool:  # an accepted hello of a new run, none refused
             accepted = self.hello_at.get(rank, -1)
             return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < accepted
 
-        return all(joined_before(r) and r not in self.left | elsewhere for r in missing)
+        return all(joined_before(r) and r not in self.left and r not in elsewhere for r in missing)
+
+    def _in_other_gathers(self, key: str) -> dict[int, str]:
+        """The ranks held in a gather other than held request ``key``, each with its tag."""
+        return {
+            rank: self.waiting[k].what
+            for k in self.gathers_held
+            if k != key
+            for rank in self.waiting[k].by_rank
+        }
 
     def _why(self, missing: list[int], key: str) -> str:
         """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
         wait in another gather, or closed; appended to the timeout's message."""
         doing = {r: "closed" for r in self.left}  # a worker of it may still wait, below
-        doing.update({r: f"waits in {w.what}" for k, w in self.waiting.items() if k != key
-                      for r in w.by_rank if k in self.gathers_held})  # fmt: skip
+        doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
         return f" ({'; '.join(said)})" if said else ""
 
