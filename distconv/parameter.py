@@ -69,7 +69,7 @@ class Parameter:
         if self.static:
             return
         self._pending += 1
-        if self._pending >= max(self.shared_count, 1):
+        if self._pending >= self.shared_count:  # 0 (never counted): fire at the first
             self._pending = 0
             callback(self)
 

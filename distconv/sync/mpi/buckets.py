@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from itertools import compress
+from operator import attrgetter, is_
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,9 @@ from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
+
+#: per-step checks over every parameter read these through map(), which loops in C
+_grad, _static = attrgetter("grad"), attrgetter("static")
 
 #: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
 NATIVE_SUM = ("float32", "float64")
@@ -137,17 +142,20 @@ class Bucket:
                 it fired; the optimizer would read that array, this rank's own, instead of the
                 sum in the bucket.
         """
-        pairs = list(zip(self.params, self.views))
-        if used is not None:
-            pairs = [(p, v) for p, v in pairs if used[slots[p.name].index]]
-        for p, view in pairs:
-            if p.grad is not view:
-                raise SyncError(
-                    f"the gradient of {p.name!r} was replaced, or the parameter frozen, after it "
-                    "fired (on some rank): it belongs to the sync until finish_step returns "
-                    "(change it in place, or before it fires)"
-                )
-        return [p for p, _ in pairs]
+        params, views = self.params, self.views
+        if used is not None and params:  # a bucket's slots are consecutive in layout order
+            first = slots[params[0].name].index
+            fired = used[first : first + len(params)]
+            if not fired.all():
+                params, views = list(compress(params, fired)), list(compress(views, fired))
+        if not all(map(is_, map(_grad, params), views)):  # one pass in C: once a step each
+            p = next(p for p, v in zip(params, views) if p.grad is not v)
+            raise SyncError(
+                f"the gradient of {p.name!r} was replaced, or the parameter frozen, after it "
+                "fired (on some rank): it belongs to the sync until finish_step returns "
+                "(change it in place, or before it fires)"
+            )
+        return list(params)
 
     def reset(self) -> None:
         """A new step: no gradient has fired yet."""
@@ -285,9 +293,10 @@ def grads_moved(buckets: Sequence[Bucket], params: Sequence[Parameter]) -> bool:
     """Whether a parameter was frozen, unfrozen or cast since ``buckets`` were built: its
     ``grad`` is no longer its bucket's view, so the layers would add where nothing is reduced
     (one identity test per parameter)."""
-    laid = [(p, v) for b in buckets for p, v in zip(b.params, b.views)]
-    trainable = sum(not p.static for p in params)
-    return len(laid) != trainable or any(p.grad is not v for p, v in laid)
+    laid = sum(len(b.params) for b in buckets)
+    if laid != len(params) - sum(map(_static, params)):
+        return True
+    return not all(all(map(is_, map(_grad, b.params), b.views)) for b in buckets)
 
 
 def build_buckets(

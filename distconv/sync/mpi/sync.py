@@ -286,7 +286,7 @@ class MPISync(RankCollectives):
         if slot is None or slot.stamp == self._stamp or not self._in_step:
             raise refusal(param.name, slot is not None, self._in_step, self.step)
         slot.stamp = self._stamp
-        self._used.mark(slot.index)
+        self._used.local[slot.index] = 1  # fired here (UsedParams)
         if not self._recorded:  # the first step's firing order, for the next layout
             self._fired.append(param.name)
         bucket = slot.bucket

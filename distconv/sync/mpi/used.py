@@ -28,6 +28,9 @@ class UsedParams:
     """One flag per parameter of the layout: set locally as gradients fire, then OR-ed over
     the ranks.
 
+    The sync sets ``local[index] = 1`` itself as each gradient fires (no method call on that
+    path, which runs once per gradient).
+
     Args:
         comm: the communicator of the main thread's collectives.
         count: parameters in the layout (their :class:`~distconv.sync.mpi.pieces.Slot` indices).
@@ -45,10 +48,6 @@ class UsedParams:
     def reset(self) -> None:
         """A new step: nothing has fired."""
         self.local.fill(0)
-
-    def mark(self, index: int) -> None:
-        """The parameter at ``index`` fired on this rank."""
-        self.local[index] = 1
 
     def post(self, thread: CommThread | None = None) -> None:
         """Start OR-ing the flags over the ranks, on ``thread`` where one reduces the pieces.
