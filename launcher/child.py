@@ -1,0 +1,232 @@
+"""One child process of a launched job: its process group, its output and log, its end.
+
+A child runs in its own session (so its own process group, signalled as a whole), asks the
+kernel for SIGTERM when the launcher dies (Linux), and has a thread copying each whole output
+line, prefixed, to the launcher's stdout and, bare, to its log. :class:`Failure` is what its
+end says for the report (see :mod:`launcher.supervisor` for the gang rules).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+TAIL_LINES = 20
+#: seconds a child's output may still flow once its group is gone (then a process outside the
+#: group holds the pipe, and the launcher stops waiting for it)
+DRAIN_SECONDS = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+def signal_name(number: int) -> str:
+    """``SIGTERM`` for 15; a real-time signal, which :class:`signal.Signals` lacks, as
+    ``SIGRTMIN+6`` (``kill -l`` names them so)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        low = getattr(signal, "SIGRTMIN", number + 1)
+        return f"SIGRTMIN+{number - low}" if number >= low else f"signal {number}"
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking the kernel to SIGTERM the child when its parent dies (Linux).
+
+    Everything is looked up here, in the parent: between fork and exec the child only calls
+    the prepared function (the launcher has threads, so the child may not take their locks).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM.value, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before the prctl took hold
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """One process of the job.
+
+    Attributes:
+        role: ``"worker"``, ``"server"`` or another word (``"mpiexec"``) for the prefix.
+        rank: its rank among its role.
+        argv: the command.
+        env: its whole environment.
+        prefix: put before each of its output lines; None means ``"[role rank] "``.
+    """
+
+    role: str
+    rank: int
+    argv: Sequence[str]
+    env: dict[str, str] = field(repr=False, default_factory=dict)
+    prefix: str | None = None
+
+    @property
+    def name(self) -> str:
+        """``worker-1``: names its log file and the failure report."""
+        return f"{self.role}-{self.rank}"
+
+    @property
+    def line_prefix(self) -> bytes:
+        prefix = f"[{self.role} {self.rank}] " if self.prefix is None else self.prefix
+        return prefix.encode()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first child that failed in an attempt."""
+
+    role: str
+    rank: int
+    exit_code: int | None
+    signal: str | None
+    log: str
+    tail: list[str]
+    restart: int
+    signal_number: int | None = None
+
+    @property
+    def status(self) -> int:
+        """The launcher's exit status for this failure: the child's code (1 for a server's 0),
+        or 128 + signal."""
+        if self.signal is not None:
+            number = self.signal_number or getattr(signal, self.signal, None)
+            return 128 + int(number) if number else 1
+        return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"{self.role} {self.rank} failed with signal {self.signal}"
+        if self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
+            return f"{self.role} {self.rank} exited (code 0) while workers were running"
+        return f"{self.role} {self.rank} failed with exit code {self.exit_code}"
+
+
+class Child:
+    """A running child: its process, its log, and the thread copying its output."""
+
+    def __init__(self, spec: ChildSpec, log_path: Path, out: BinaryIO, lock: threading.Lock):
+        self.spec = spec
+        #: monotonic time the process exited, set by the waiter thread (None while it runs)
+        self.exited_at: float | None = None
+        self.log_path = log_path
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        # first: a child never runs without its log; unbuffered, so it is whole at any moment
+        self.log = open(log_path, "ab", buffering=0)
+        try:
+            self.proc = subprocess.Popen(
+                list(spec.argv),
+                env=spec.env or None,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: we signal the group
+                preexec_fn=_parent_death_signal(),
+            )
+        except BaseException:
+            self.log.close()
+            raise
+        self.returncode: int | None = None
+        #: set by finish(): a process outside the group still held the output pipe
+        self.output_held = False
+        self._pump = threading.Thread(
+            target=self._copy, args=(out, lock), name=f"pump-{spec.name}", daemon=True
+        )
+        self._pump.start()
+        self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
+        self._waiter.start()
+
+    def _wait(self) -> None:
+        self.proc.wait()
+        self.exited_at = time.monotonic()
+
+    def _copy(self, out: BinaryIO, lock: threading.Lock) -> None:
+        prefix = self.spec.line_prefix
+        echo = True
+        for line in iter(self.proc.stdout.readline, b""):
+            if not line.endswith(b"\n"):
+                line += b"\n"
+            self.log.write(line)
+            self.tail.append(line.decode(errors="replace").rstrip("\n"))
+            if not echo:
+                continue
+            with lock:  # one write per whole line: prefixes never split a line
+                try:
+                    out.write(prefix + line)
+                    out.flush()
+                except OSError:  # our stdout is gone (`| head`): keep draining into the log
+                    echo = False
+        self.log.flush()
+
+    def poll(self) -> int | None:
+        """The exit status once the waiter has recorded the exit time, else None."""
+        if self.returncode is None and self.exited_at is not None:
+            self.returncode = self.proc.returncode
+        return self.returncode
+
+    def signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass  # the whole group is gone already
+
+    def group_alive(self) -> bool:
+        """Whether any process is left in the child's group (the leader until reaped too)."""
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # a member that changed its user: still there
+            return True
+        return True
+
+    def finish(self) -> None:
+        """Kill whatever is left of the group, reap, drain the output, close the log.
+
+        Output still flowing :data:`DRAIN_SECONDS` after the group is gone comes from a process
+        that left the group but kept the pipe: it is not waited for (closing the pipe here
+        would block until that process exits), and :attr:`output_held` says so.
+        """
+        self.signal_group(signal.SIGKILL)
+        self.proc.wait()
+        self._waiter.join()
+        self.poll()
+        self._pump.join(timeout=DRAIN_SECONDS)
+        if self._pump.is_alive():
+            self.output_held = True  # the daemon pump goes on into the log until it ends
+            return
+        self.proc.stdout.close()
+        self.log.close()
+
+    def failure(self, restart: int) -> Failure:
+        """What went wrong, for the report; call after :meth:`finish` so the tail is whole."""
+        code = self.returncode
+        number = -code if code is not None and code < 0 else None
+        return Failure(
+            role=self.spec.role,
+            rank=self.spec.rank,
+            exit_code=None if number else code,
+            signal=signal_name(number) if number else None,
+            log=str(self.log_path),
+            tail=list(self.tail),
+            restart=restart,
+            signal_number=number,
+        )

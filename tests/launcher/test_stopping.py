@@ -1,0 +1,253 @@
+"""How the launcher stops a job, with real processes and real signals: every process of a
+child's group gets the grace period, workers before servers, whichever signal or failure began
+the stop; and what it reports when a stop and a failure meet."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
+
+from launcher.supervisor import ChildSpec, Supervisor
+
+#: a process that "checkpoints" for ARGV[2] s on SIGTERM, then writes ARGV[1].done and exits 0
+CHECKPOINTS = textwrap.dedent(
+    """
+    import pathlib, signal, sys, time
+    out = pathlib.Path(sys.argv[1])
+    def on_term(*_):
+        time.sleep(float(sys.argv[2]))
+        out.with_suffix(".done").write_text(repr(time.time()))
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    out.with_suffix(".up").write_text("")
+    while True:
+        time.sleep(0.05)
+    """
+)
+
+
+def checkpointing(tmp_path: Path, name: str, seconds: float) -> list[str]:
+    script = tmp_path / "checkpoints.py"
+    script.write_text(CHECKPOINTS)
+    return [sys.executable, str(script), str(tmp_path / name), str(seconds)]
+
+
+def done_at(tmp_path: Path, name: str) -> float | None:
+    path = tmp_path / f"{name}.done"
+    return float(path.read_text()) if path.exists() else None
+
+
+def supervise(tmp_path: Path, specs: list[ChildSpec], grace: float = 20, signal_at=None):
+    """Run ``specs`` under a real :class:`Supervisor`, its messages captured; ``signal_at``:
+    ``(seconds, signum)`` sent to this process (the launcher's) from a timer."""
+    err_r, err_w = os.pipe()
+    err = os.fdopen(err_w, "wb")
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(os.fdopen(err_r, "rb")), daemon=True)
+    reader.start()
+    timer = None
+    if signal_at is not None:
+        timer = threading.Timer(signal_at[0], os.kill, (os.getpid(), signal_at[1]))
+        timer.start()
+    with open(os.devnull, "wb") as out:
+        status = Supervisor(tmp_path / "run", grace=grace, out=out, err=err).run(lambda r: specs)
+    err.close()
+    reader.join(5)
+    if timer is not None:
+        timer.cancel()
+    return status, b"".join(lines).decode()
+
+
+@pytest.mark.timeout(60)
+def test_a_wrapper_that_exits_at_once_leaves_the_trainer_its_grace(tmp_path):
+    """The group's leader (a shell script) dies on SIGTERM; its child checkpoints for 1.5 s."""
+    run = tmp_path / "run"
+    command = " ".join(checkpointing(tmp_path, "w", 1.5))
+    launcher = subprocess.Popen(
+        [*launch_argv(run, "--workers", "1", "--servers", "0", "--grace", "30", "--"),
+         "sh", "-c", f"{command}; echo after"],
+        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for([tmp_path / "w.up"])
+        launcher.send_signal(signal.SIGTERM)
+        _, stderr = launcher.communicate(timeout=30)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 143, stderr
+    assert done_at(tmp_path, "w") is not None, "the trainer was killed before its checkpoint"
+
+
+@pytest.mark.timeout(60)
+def test_servers_serve_until_the_workers_have_stopped(tmp_path):
+    specs = [
+        ChildSpec("server", 0, checkpointing(tmp_path, "s", 0)),
+        ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0)),
+    ]
+    status, said = supervise(tmp_path, specs, signal_at=(1.5, signal.SIGTERM))
+    assert status == 143, said
+    worker, server = done_at(tmp_path, "w"), done_at(tmp_path, "s")
+    assert worker is not None and server is not None, said
+    assert server >= worker, "the server was stopped before the worker had checkpointed"
+
+
+@pytest.mark.timeout(60)
+def test_a_server_that_exits_while_workers_run_fails_the_attempt(tmp_path):
+    """A shard stops with 0 on SIGTERM; the workers would wait for it until their timeout."""
+    specs = [
+        ChildSpec("server", 0, ["sh", "-c", "sleep 0.5; exit 0"]),
+        ChildSpec("worker", 0, ["sleep", "30"]),
+    ]
+    began = time.monotonic()
+    status, said = supervise(tmp_path, specs, grace=5)
+    assert time.monotonic() - began < 10
+    assert status == 1
+    assert "server 0 exited (code 0) while workers were running" in said
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["exit_code"]) == ("server", 0, 0)
+
+
+@pytest.mark.timeout(60)
+def test_a_server_may_stop_once_the_workers_are_done(tmp_path):
+    specs = [
+        ChildSpec("server", 0, ["sleep", "30"]),
+        ChildSpec("worker", 0, ["sh", "-c", "sleep 0.3"]),
+    ]
+    assert supervise(tmp_path, specs, grace=5)[0] == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tmp_path):
+    """Worker 1 fails; worker 0 checkpoints for 2 s; a scheduler's SIGTERM lands meanwhile."""
+    specs = [
+        ChildSpec("worker", 0, checkpointing(tmp_path, "w", 2.0)),
+        ChildSpec("worker", 1, ["sh", "-c", "sleep 1; echo giving up; exit 3"]),
+    ]
+    status, said = supervise(tmp_path, specs, signal_at=(2.0, signal.SIGTERM))
+    assert status == 143, said
+    assert done_at(tmp_path, "w") is not None, "worker 0 was killed in its checkpoint"
+    assert "worker 1 failed with exit code 3 (after 0 restart(s)); then stopped by SIGTERM" in said
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["rank"], report["exit_code"], report["then"]) == (1, 3, "stopped by SIGTERM")
+    assert report["tail"] == ["giving up"]
+
+
+@pytest.mark.timeout(60)
+def test_a_second_signal_kills_at_once(tmp_path):
+    specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30))]
+    for delay in (1.0, 1.5):
+        threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT)).start()
+    began = time.monotonic()
+    status, _ = supervise(tmp_path, specs, grace=30)
+    assert status == 130 and time.monotonic() - began < 10
+    assert done_at(tmp_path, "w") is None
+
+
+@pytest.mark.timeout(60)
+def test_a_closed_terminal_still_gives_the_children_their_grace(tmp_path):
+    """The launcher's stderr is gone (a hung-up terminal): its messages fail, its job stops."""
+    specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0))]
+    err_r, err_w = os.pipe()
+    os.close(err_r)  # every write to err now fails with EPIPE, as one to a hung-up tty does
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGHUP)).start()
+    with open(os.devnull, "wb") as out, os.fdopen(err_w, "wb", buffering=0) as err:
+        status = Supervisor(tmp_path / "run", grace=20, out=out, err=err).run(lambda r: specs)
+    assert status == 129
+    assert done_at(tmp_path, "w") is not None
+
+
+@pytest.mark.timeout(60)
+def test_under_nohup_a_hangup_does_not_stop_the_job(tmp_path):
+    run = tmp_path / "run"
+    launcher = subprocess.Popen(
+        launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", "sleep 2; echo ok"),
+        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)
+        launcher.send_signal(signal.SIGHUP)
+        stdout, stderr = launcher.communicate(timeout=30)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, stderr
+    assert stdout == "[worker 0] ok\n"
+
+
+@pytest.mark.timeout(30)
+def test_a_real_time_signal_is_reported_by_its_name(tmp_path):
+    run = tmp_path / "run"
+    done = launch_workers(run, 1, "sh", "-c", "kill -40 $$")
+    name = f"SIGRTMIN+{40 - signal.SIGRTMIN}"
+    assert done.returncode == 128 + 40, done.stderr
+    assert f"worker 0 failed with signal {name}" in done.stderr
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["signal"], report["signal_number"]) == (name, 40)
+
+
+@pytest.mark.timeout(60)
+def test_a_process_that_left_its_group_does_not_hold_the_launcher(tmp_path):
+    """It keeps the output pipe open; the job is done, the launcher says so and goes."""
+    run = tmp_path / "run"
+    began = time.monotonic()
+    # (the pause lets the stray leave the group before the group is signalled)
+    done = launch_workers(run, 1, "sh", "-c", "setsid sleep 40 & sleep 1; echo $!", timeout=40)
+    stray = int(done.stdout.split()[-1])
+    try:
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - began < 30
+        assert "worker-0: a process that left its process group" in done.stderr
+    finally:
+        if alive(stray):
+            os.kill(stray, signal.SIGKILL)
+
+
+@pytest.mark.timeout(30)
+def test_a_child_whose_log_cannot_be_opened_never_starts(tmp_path):
+    run = tmp_path / "run"
+    (run / "logs" / "worker-0.log").mkdir(parents=True)
+    started = tmp_path / "started"
+    done = launch_workers(run, 1, "sh", "-c", f"touch {started}; sleep 30")
+    assert done.returncode == 1
+    assert "Is a directory" in done.stderr
+    time.sleep(0.5)
+    assert not started.exists()
+
+
+@pytest.mark.timeout(30)
+def test_a_successful_launch_removes_the_report_of_a_failed_one(tmp_path):
+    run = tmp_path / "run"
+    assert launch_workers(run, 1, "sh", "-c", "exit 3").returncode == 3
+    assert (run / "failure.json").exists()
+    assert launch_workers(run, 1, "true").returncode == 0
+    assert not (run / "failure.json").exists()
+
+
+@pytest.mark.timeout(30)
+def test_a_childs_log_has_each_line_as_it_comes(tmp_path):
+    """Not at the end only: a launcher killed with -9 leaves whole logs behind."""
+    run = tmp_path / "run"
+    job = ("--workers", "1", "--servers", "0", "--", "sh", "-c", "echo 1st; sleep 30")
+    launcher = subprocess.Popen(
+        launch_argv(run, *job),
+        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    log = run / "logs" / "worker-0.log"
+    try:
+        deadline = time.monotonic() + 15
+        while not (log.exists() and log.read_text() == "1st\n"):
+            assert time.monotonic() < deadline, "the line never reached the log"
+            time.sleep(0.05)
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        launcher.wait(timeout=20)
