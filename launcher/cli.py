@@ -250,14 +250,14 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         find_mpiexec,
         mpi_command,
         mpi_worker_command,
-        parse_hostfile,
         parse_hosts,
+        read_hostfile,
     )
 
     program = parse_program(rest)
     hosts = []
     if args.hostfile:
-        hosts = parse_hostfile(Path(args.hostfile).read_text(), where=args.hostfile)
+        hosts = read_hostfile(args.hostfile)
     elif args.hosts:
         hosts = parse_hosts(args.hosts)
     opts = MpiOptions(args.np, tuple(hosts), args.oversubscribe, args.allow_run_as_root)

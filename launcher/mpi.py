@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from .commands import THREAD_VARS, LaunchError, Program, train_args
 
@@ -87,6 +88,24 @@ def detect_flavor(mpiexec: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LaunchError(f"cannot run {mpiexec} --version: {exc}") from None
     return flavor_from_version(done.stdout + done.stderr)
+
+
+def read_hostfile(path: str) -> list[Host]:
+    """Hosts from the hostfile at ``path`` (see :func:`parse_hostfile`).
+
+    Raises:
+        LaunchError: the file is not UTF-8 text, or :func:`parse_hostfile` refuses it.
+        OSError: the file cannot be read (missing, a directory, no permission).
+    """
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # a binary file passed by mistake: say so, not a traceback
+        raise LaunchError(
+            f"{path}: not a text hostfile ({exc.reason} at byte {exc.start})"
+        ) from None
+    return parse_hostfile(text, where=path)
 
 
 def parse_hostfile(text: str, where: str = "hostfile") -> list[Host]:
