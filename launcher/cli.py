@@ -291,7 +291,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
 def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch k8s``: render the job's manifests with the deploy renderer."""
     try:
-        from distconv.deploy import render
+        from distconv.deploy import manifest_problems, render
     except ImportError as exc:
         raise LaunchError(
             f"the Kubernetes renderer distconv.deploy.render is missing: {exc}"
@@ -313,6 +313,11 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
         )
     except ValueError as exc:  # the renderer's check of the job's shape
         raise LaunchError(str(exc)) from None
+    # what the schema cannot see (e.g. a train --out on the read-only root) would fail only
+    # in the cluster, at the first checkpoint: refuse it here, before anything is applied
+    problems = manifest_problems(objects)
+    if problems:
+        raise LaunchError(f"the manifests would not work: {'; '.join(problems)}")
     if args.out:
         render.write_manifests(objects, args.out)
         print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)

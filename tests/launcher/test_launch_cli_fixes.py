@@ -49,3 +49,26 @@ def test_a_binary_hostfile_is_one_line_not_a_traceback(tmp_path):
     )  # fmt: skip
     line = one_error_line(done, "mpi")
     assert f"{hostfile}: not a text hostfile" in line
+
+
+@pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("out_flag", [["--out", "/data/run"], ["--out=/opt/run"]])
+def test_k8s_refuses_manifests_its_own_checks_reject(tmp_path, out_flag):
+    """A train --out on the read-only root would crash every worker at its first checkpoint."""
+    folder = tmp_path / "m"
+    done = launch(
+        "k8s", "--workers", "2", "--image", "img:1", "--out", str(folder),
+        "--", "--epochs", "1", *out_flag,
+        cwd=tmp_path,
+    )  # fmt: skip
+    line = one_error_line(done, "k8s")
+    assert "is on no writable volume" in line and done.stdout == ""
+    assert not folder.exists()  # nothing written that kubectl could apply
+    # on the run volume the same job renders
+    fine = launch(
+        "k8s", "--workers", "2", "--image", "img:1", "--",
+        "--epochs", "1", "--out", "/var/lib/distconv/run/mine",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert fine.returncode == 0 and "kind: Job" in fine.stdout, fine.stderr
