@@ -148,14 +148,31 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
     return Path(args.run_dir or os.path.join("runs", job_id)).absolute()
 
 
-def make_keys(keys_dir: Path, workers: int) -> None:
-    """``distconv keys DIR --workers N`` as a subprocess; a failure is one clear error."""
+def make_keys(keys_dir: Path, workers: int) -> bool:
+    """The job's CURVE keys: made by ``distconv keys DIR --workers N`` (a subprocess), or those
+    already in ``keys_dir`` when they fit ``workers``, so a job can be launched again into its
+    run directory. Returns True when existing keys are reused.
+
+    Raises:
+        LaunchError: one line, when ``distconv keys`` fails or the existing keys do not fit.
+    """
+    if (keys_dir / "server.key").exists():
+        from distconv.sync.ps.keys import key_set_mismatch
+
+        differs = key_set_mismatch(keys_dir, workers)
+        if differs is not None:
+            raise LaunchError(
+                f"{keys_dir} {differs}, so its keys cannot be reused; remove {keys_dir} to "
+                "make new ones, or choose another --run-dir or --job-id"
+            )
+        return True
     done = subprocess.run(
         keys_command(str(keys_dir), workers), capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise LaunchError(f"`distconv keys` failed to make the job's CURVE keys: {last}")
+    return False
 
 
 def local_plan(
@@ -227,9 +244,10 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
     program = Program(tuple(worker_argv), program.is_train)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if job.keys_dir is not None:
-        make_keys(Path(job.keys_dir), args.workers)
+    reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
     supervisor = Supervisor(run_dir, grace=args.grace)
+    if reused:
+        supervisor.say(f"reusing the job's CURVE keys in {job.keys_dir}")
     supervisor.say(
         f"job {job_id}: {args.workers} worker(s), {args.servers} server(s); logs in "
         f"{run_dir / 'logs'}"

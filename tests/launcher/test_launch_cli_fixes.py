@@ -72,3 +72,55 @@ def test_k8s_refuses_manifests_its_own_checks_reject(tmp_path, out_flag):
         cwd=tmp_path,
     )  # fmt: skip
     assert fine.returncode == 0 and "kind: Job" in fine.stdout, fine.stderr
+
+
+#: a worker that says which keys it was given and that its own secret file is there
+KEY_PROBE = (
+    "import os, pathlib; d = pathlib.Path(os.environ['DISTCONV_KEYS']); "
+    "print('keys', d, (d / f\"worker-{os.environ['RANK']}.key_secret\").is_file())"
+)
+
+
+def _local(run: Path, workers: int, cwd: Path) -> subprocess.CompletedProcess:
+    return launch(
+        "local", "--workers", str(workers), "--servers", "1", "--grace", "5",
+        "--run-dir", str(run), "--", sys.executable, "-c", KEY_PROBE,
+        cwd=cwd, timeout=170,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(240)
+def test_a_job_launched_again_into_its_run_dir_reuses_its_keys(tmp_path):
+    run = tmp_path / "run"
+    first = _local(run, 2, tmp_path)
+    assert first.returncode == 0, first.stderr
+    keys = run / "keys"
+    before = {p.name: p.read_bytes() for p in keys.iterdir()}
+    again = _local(run, 2, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"reusing the job's CURVE keys in {keys}" in again.stderr
+    assert again.stdout.count(f"keys {keys} True") == 2, again.stdout
+    # the same keys, untouched: shards and workers of the first launch would still agree
+    assert {p.name: p.read_bytes() for p in keys.iterdir()} == before
+
+
+@pytest.mark.timeout(120)
+def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    keys = run / "keys"
+    made = subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(keys), "--workers", "3"],
+        env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = _local(run, 2, tmp_path)
+    line = one_error_line(done, "local")
+    assert f"{keys} holds keys for 3 worker(s) (worker-0..worker-2), not 2" in line
+    assert f"remove {keys} to make new ones" in line
+    assert not (run / "logs").exists()  # refused before anything started
+    # a key set cut short (no secret for worker 1) is refused too, not half used
+    (keys / "worker-2.key").unlink()
+    (keys / "worker-2.key_secret").unlink()
+    (keys / "worker-1.key_secret").unlink()
+    line = one_error_line(_local(run, 2, tmp_path), "local")
+    assert f"{keys} lacks worker-1.key_secret" in line

@@ -65,6 +65,24 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     return written
 
 
+def key_set_mismatch(directory: str | os.PathLike, workers: int) -> str | None:
+    """How the keys in ``directory`` differ from the set :func:`make_keys` writes for
+    ``workers`` workers, as a phrase ("holds keys for 3 worker(s), not 2"); None when they are
+    exactly that set, so a job launched again into its run directory can reuse them."""
+    path = Path(directory)
+    ranks = sorted(
+        int(m.group(1)) for f in path.glob("worker-*.key") if (m := _WORKER.search(f.name))
+    )
+    if ranks != list(range(workers)):
+        held = f"{worker_name(ranks[0])}..{worker_name(ranks[-1])}" if ranks else "none"
+        return f"holds keys for {len(ranks)} worker(s) ({held}), not {workers}"
+    wanted = [SERVER, *(worker_name(r) for r in range(workers))]
+    for name in (f"{n}.key{end}" for n in wanted for end in ("", "_secret")):
+        if not (path / name).is_file():
+            return f"lacks {name} (an interrupted `distconv keys`?)"
+    return None
+
+
 def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
     if not path.is_file():
         raise KeyFileError(f"CURVE key file {path} not found (make keys with `distconv keys`)")
