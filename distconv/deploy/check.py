@@ -313,8 +313,9 @@ def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:
     if "/healthz" not in liveness:
         yield f"{here}: livenessProbe must check the running ranks' /healthz"
     pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
-    if not pre_stop or "istconv" not in " ".join(pre_stop):  # "[d]istconv" too
-        yield f"{here}: a preStop hook must wait while distconv ranks run"
+    # the ranks are `python -m mpi4py ...`; "distconv" would match sshd itself for ever
+    if not pre_stop or "pi4py" not in " ".join(pre_stop):  # "[m]pi4py" too
+        yield f"{here}: a preStop hook must wait while the ranks (python -m mpi4py) run"
 
 
 def _key_problems(here, container, volumes) -> Iterator[str]:

@@ -120,12 +120,16 @@ def _rank_liveness(slots: int) -> Manifest:
 
 
 def _wait_for_ranks() -> list[str]:
-    """preStop: wait while a distconv rank runs in the pod, at most the grace period.
+    """preStop: wait while a rank runs in the pod, at most the grace period.
 
-    ``[d]istconv`` matches the ranks' command lines but not this shell's or grep's own.
+    Every rank is ``python -m mpi4py -m distconv train ...``. The pattern must not be
+    "distconv": sshd's own command line (``-f /home/distconv/.sshd_config``) and its
+    per-connection processes (``sshd: distconv@notty``, the user) hold that word, so the hook
+    would always wait the whole grace period. ``[m]pi4py`` matches the ranks but not this
+    shell's or grep's own command line.
     """
     loop = (
         f"i=0; while [ $i -lt {GRACE_SECONDS} ] && "
-        "grep -qs '[d]istconv' /proc/[0-9]*/cmdline; do sleep 1; i=$((i+1)); done"
+        "grep -qs '[m]pi4py' /proc/[0-9]*/cmdline; do sleep 1; i=$((i+1)); done"
     )
     return ["/bin/sh", "-c", loop]

@@ -509,9 +509,11 @@ def test_yaml_output_reads_back_every_awkward_string():
 @pytest.mark.timeout(60)
 def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
     """The preStop command, run for real in its own PID namespace (as a container sees its own
-    processes): it returns at once without a rank, and only after a running rank has exited."""
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare here")
+    processes) beside stand-ins with the command lines of the pod's sshd and of its
+    per-connection sshd (user distconv): it returns at once without a rank, and only after a
+    running rank has exited."""
+    if shutil.which("unshare") is None or shutil.which("timeout") is None:
+        pytest.skip("no unshare or timeout here")
     probe = subprocess.run(
         ["unshare", "-pf", "--mount-proc", "true"], capture_output=True, timeout=20
     )
@@ -520,21 +522,29 @@ def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
     (mpijob,) = render("mpijob")
     (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     pre_stop = shlex.join(worker["lifecycle"]["preStop"]["exec"]["command"])
-    # a stand-in rank whose command line names distconv; it leaves a mark when it exits
-    rank = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(2)' distconv train"
+    python = shlex.quote(sys.executable)
+    # sshd runs for the pod's whole life; its command line (and the user name in the
+    # per-connection one) says "distconv" but it is no rank
+    sshd = f"{python} -c 'import time; time.sleep(40)' {shlex.join(worker['args'])}"
+    session = f"{python} -c 'import time; time.sleep(40)' 'sshd: distconv@notty'"
+    # a stand-in rank with a rank's command line; it leaves a mark when it exits
+    rank = f"{python} -c 'import time; time.sleep(2)' -m mpi4py -m distconv train"
     script = f"""
-        {pre_stop} && echo alone
+        {sshd} &
+        {session} &
+        sleep 0.5
+        timeout 5 {pre_stop} && echo alone
         {rank} & pid=$!
         sleep 0.5
-        {pre_stop}
+        timeout 15 {pre_stop} && echo waited
         if kill -0 $pid 2>/dev/null; then echo rank-still-running; else echo rank-gone; fi
     """
     file = tmp_path / "stop.sh"  # from a file: the shell's own command line names no rank
     file.write_text(script)
     done = subprocess.run(
-        ["unshare", "-pf", "--mount-proc", "sh", str(file)],
+        ["unshare", "-pf", "--mount-proc", "sh", str(file)],  # its end kills the stand-ins
         capture_output=True,
         text=True,
         timeout=50,
     )
-    assert done.stdout.split() == ["alone", "rank-gone"], done.stderr
+    assert done.stdout.split() == ["alone", "waited", "rank-gone"], done.stderr
