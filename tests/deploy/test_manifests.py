@@ -187,16 +187,26 @@ def test_every_container_command_parses_with_the_real_distconv_parser(name):
     assert seen == ({"train"} if CONFIGS[name]["servers"] == 0 else {"train", "pserver"})
 
 
-@pytest.mark.parametrize("name", ["pserver", "mpijob"])
+@pytest.mark.parametrize("name", ["pserver", "pserver-gpu"])
 def test_startup_probes_wait_for_readiness_not_for_health(name):
+    probed = []
     for obj in render(name):
-        for _, template in _templates(obj):
+        for where, template in _templates(obj):
             for container in template["spec"]["containers"]:
-                startup = container.get("startupProbe")
-                if startup is None:
-                    continue
+                startup = container["startupProbe"]  # shards and workers alike have one
                 assert startup["httpGet"]["path"] == "/readyz"
                 assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+                probed.append(where)
+    assert probed == [f"StatefulSet {name.replace('pserver', 'digits-ps')}-pserver",
+                      f"Job {name.replace('pserver', 'digits-ps')}-worker"]  # fmt: skip
+
+
+def test_no_mpijob_container_waits_on_a_startup_probe():
+    """sshd runs long before any rank and mpirun runs no training: nothing to start up."""
+    (mpijob,) = render("mpijob")
+    containers = [c for _, t in _templates(mpijob) for c in t["spec"]["containers"]]
+    assert [c["name"] for c in containers] == ["launcher", "worker"]
+    assert all("startupProbe" not in c and "readinessProbe" not in c for c in containers)
 
 
 def test_mpi_worker_pods_wait_for_their_ranks_and_are_not_gated():
