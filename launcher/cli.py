@@ -117,7 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     k8s.add_argument("--workers", type=_at_least(1), required=True)
     k8s.add_argument("--servers", type=_at_least(0), help="0 renders an MPIJob (1; 0 with --mpi)")
     k8s.add_argument("--image", required=True, help="container image with distconv")
-    k8s.add_argument("--gpus", type=_at_least(0), default=0, help="GPUs per worker (0)")
+    k8s.add_argument(
+        "--gpus",
+        type=_at_least(0),
+        default=0,
+        help="GPUs per training rank; an MPIJob worker pod gets this times --slots-per-worker (0)",
+    )
     k8s.add_argument("--mode", choices=("sync", "async"), default="sync")
     k8s.add_argument("--job-name", default="distconv", help="(distconv)")
     k8s.add_argument("--slots-per-worker", type=_at_least(1), default=1, help="MPIJob slots (1)")

@@ -9,9 +9,19 @@ one line per problem in one job's objects (rendered or read back from YAML), non
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
-Manifest = dict[str, Any]
+from distconv.deploy.check_ranks import _rank_gpus, _train_runs
+from distconv.deploy.walk import (
+    Manifest,
+    _argv,
+    _containers,
+    _env,
+    _flag,
+    _of_kind,
+    _pod,
+    _templates,
+    _where,
+)
 
 #: a Job (or an MPIJob's launcher) that restarts forever never finishes
 JOB_RESTART_POLICIES = ("Never", "OnFailure")
@@ -34,7 +44,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     equals the worker Job's completions; the conventions every pod keeps (labels, non-root,
     resources, grace period, probes on the health port, keys mounted as files only); every
     ``distconv train`` resumes (``--resume auto``) and writes ``--out`` onto a writable volume
-    of the pods its ranks run in; shards and workers mount different key Secrets; and an MPI
+    of the pods its ranks run in; a pod whose ranks train on GPUs requests one GPU per rank
+    (an MPI worker pod: one per slot); shards and workers mount different key Secrets; and an MPI
     worker pod waits for its ranks in a preStop hook, with no readiness or startup gate.
     """
     problems: list[str] = []
@@ -46,55 +57,11 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _worker_counts,
         _conventions,
         _train_runs,
+        _rank_gpus,
         _split_secrets,
     ):
         problems.extend(check(objs))
     return problems
-
-
-# -- walking the objects ------------------------------------------------------------------------
-
-
-def _where(obj: Manifest) -> str:
-    return f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
-
-
-def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
-    """(where, pod template) for each pod template the object holds."""
-    spec = obj.get("spec", {})
-    if obj.get("kind") == "MPIJob":
-        for role, replica in spec.get("mpiReplicaSpecs", {}).items():
-            yield f"{_where(obj)} {role}", replica.get("template", {})
-    elif "template" in spec:
-        yield _where(obj), spec["template"]
-
-
-def _containers(template: Manifest) -> list[Manifest]:
-    spec = template.get("spec", {})
-    return [*spec.get("initContainers", []), *spec.get("containers", [])]
-
-
-def _argv(container: Manifest) -> list[str]:
-    return [str(a) for a in (*container.get("command", []), *container.get("args", []))]
-
-
-def _flag(argv: list[str], *names: str) -> str | None:
-    """The value after the first of ``names`` in ``argv`` (``--x v`` or ``--x=v``)."""
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
-def _env(container: Manifest) -> dict[str, str]:
-    return {e["name"]: e.get("value") for e in container.get("env", []) if "name" in e}
-
-
-def _of_kind(objs: Sequence[Manifest], kind: str) -> list[Manifest]:
-    return [o for o in objs if o.get("kind") == kind]
 
 
 # -- the checks ---------------------------------------------------------------------------------
@@ -113,10 +80,6 @@ def _restart_policies(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: restartPolicy must be Never or OnFailure, "
                     f"got {policy!r}"
                 )
-
-
-def _pod(replica: Manifest) -> Manifest:
-    return replica.get("template", {}).get("spec", {})
 
 
 def _services_named(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -334,52 +297,6 @@ def _key_problems(here, container, volumes) -> Iterator[str]:
     }
     if "secret" not in mounted.get(keys, {}):
         yield f"{here}: --keys {keys} is not a mounted Secret volume"
-
-
-def _train_argv(argv: list[str]) -> list[str] | None:
-    """The ``distconv train`` arguments in ``argv``, or None when it runs no training."""
-    for i in range(len(argv) - 1):
-        if argv[i] == "distconv" and argv[i + 1] == "train":
-            return argv[i + 2 :]
-    return None
-
-
-def _rank_pods(obj: Manifest, where: str, template: Manifest) -> list[tuple[str, Manifest]]:
-    """(where, pod template) of the pods whose ranks run the command of ``template``."""
-    if obj.get("kind") == "MPIJob" and where.endswith(" Launcher"):
-        return [(w, t) for w, t in _templates(obj) if w.endswith(" Worker")]
-    return [(where, template)]
-
-
-def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
-    """Restarted ranks resume, and every rank can write its run directory."""
-    for obj in objs:
-        for where, template in _templates(obj):
-            for container in _containers(template):
-                train = _train_argv(_argv(container))
-                if train is None:
-                    continue
-                here = f"{where} container {container.get('name')}"
-                if _flag(train, "--resume") != "auto":
-                    yield f"{here}: distconv train needs --resume auto, or a restart starts over"
-                out = _flag(train, "--out") or "runs"
-                for pod_where, pod in _rank_pods(obj, where, template):
-                    yield from _writable(pod_where, pod, out, container.get("workingDir"))
-
-
-def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:
-    path = out if out.startswith("/") else f"{workdir or '/'}/{out}"
-    for container in template.get("spec", {}).get("containers", []):
-        mounts = [
-            m["mountPath"].rstrip("/") + "/"
-            for m in container.get("volumeMounts", [])
-            if not m.get("readOnly")
-        ]
-        if not any(path.startswith(m) for m in mounts):
-            yield (
-                f"{where} container {container.get('name')}: --out {path} is on no writable "
-                "volume (the root file system is read-only)"
-            )
 
 
 def _secret_names(template: Manifest) -> set[str]:

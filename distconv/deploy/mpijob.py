@@ -30,7 +30,8 @@ class _MpiWorkload(_JobBase):
 
     def mpijob(self) -> Manifest:
         pods = -(-self.workers // self.slots)
-        # a pod holds `slots` ranks: it gets a worker's share of CPU and memory for each
+        # a pod holds `slots` ranks: it gets a worker's share of CPU and memory for each, and
+        # `gpus` per rank, since local rank R uses CUDA device R (distconv.backend.gpu_index)
         resources = {k: _times(v, self.slots) for k, v in WORKER_RESOURCES.items()}
         threads = _cpus(WORKER_RESOURCES)
         args = ["mpirun", "-np", str(self.workers), "python", "-m", "mpi4py", "-m", "distconv"]
@@ -56,7 +57,7 @@ class _MpiWorkload(_JobBase):
             env=[],
             mounts=[_work_mount()],
             ports=[_port("ssh", SSH_PORT), _port("health", HEALTH_PORT)],
-            gpus=self.gpus,
+            gpus=self.gpus * self.slots,
             probed=False,
         )
         worker["workingDir"] = WORK_DIR

@@ -19,7 +19,7 @@ Two shapes, chosen by the sync mode:
 ``workers`` always counts training ranks. Under MPI a pod holds ``slots_per_worker`` of them.
 
 Every pod runs as a numeric non-root user with a read-only root file system, has CPU and memory
-requests and limits (plus ``nvidia.com/gpu`` with ``gpus``), a grace period long enough to
+requests and limits (plus ``nvidia.com/gpu``, ``gpus`` per rank), a grace period long enough to
 checkpoint, and the ``app.kubernetes.io/*`` labels; every training container is probed on
 ``/readyz`` and ``/healthz`` (:mod:`distconv.service`). The MPI launcher runs no training code
 and so has no probes.
@@ -124,7 +124,9 @@ def render_manifests(
         workers: training ranks, ``>= 1``.
         servers: parameter-server shards; 0 means allreduce under the MPI operator.
         image: the container image (``docker/Dockerfile`` or ``docker/Dockerfile.cuda``).
-        gpus: GPUs per worker pod (``nvidia.com/gpu`` limit); 0 for CPU only.
+        gpus: GPUs per training rank; 0 for CPU only. A parameter-server worker pod (one rank)
+            gets ``gpus`` as its ``nvidia.com/gpu`` limit, an MPI worker pod
+            ``gpus * slots_per_worker``, one device per rank it holds.
         train_args: extra ``distconv train`` arguments, appended after the ones the deployment
             owns (``--sync``, ``--pservers``, ``--keys``, ``--health-port``,
             ``--health-host``, ``--resume auto``); ``--out`` defaults to a directory on the
@@ -279,7 +281,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         workers=8,
         servers=0,
         image="distconv:0.1.0-cuda12",
-        gpus=4,
+        gpus=1,
         slots_per_worker=4,
     ),
 }

@@ -144,6 +144,19 @@ def test_gpu_variant_limits_gpus_on_workers_only():
     assert "nvidia.com/gpu" not in launcher["resources"]["limits"]
 
 
+@pytest.mark.parametrize("gpus, slots", [(1, 4), (2, 3), (1, 1)])
+def test_gpus_are_per_rank_so_an_mpi_worker_pod_gets_one_set_per_slot(gpus, slots):
+    """Local rank R uses CUDA device R: a pod of S ranks needs gpus x S devices."""
+    objs = render_manifests(
+        job_name="g", workers=2 * slots, servers=0, image="d:1", gpus=gpus, slots_per_worker=slots
+    )
+    (worker,) = _pod(objs[0], "Worker")["containers"]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == gpus * slots
+    for obj in objs:
+        validate(obj)
+    assert manifest_problems(objs) == []
+
+
 def test_keys_are_files_from_the_secret_never_environment_values():
     sides = {"StatefulSet": "server", "Job": "worker"}
     for obj in render("pserver"):
@@ -464,6 +477,23 @@ SEMANTIC_BREAKS = {
     ),
     "no preStop on mpi workers": (
         "mpijob", 0, lambda o: _container(o, "Worker").pop("lifecycle"), "preStop",
+    ),
+    "preStop waits for sshd": (  # "distconv" is in sshd's own command line: waits for ever
+        "mpijob", 0, lambda o: _container(o, "Worker")["lifecycle"]["preStop"]["exec"].update(
+            command=["/bin/sh", "-c", "while grep -qs '[d]istconv' /proc/[0-9]*/cmdline; do "
+                     "sleep 1; done"]), "preStop hook must wait while the ranks",
+    ),
+    "mpi ranks share one gpu": (
+        "mpijob-gpu", 0, lambda o: _container(o, "Worker")["resources"]["limits"].update(
+            {"nvidia.com/gpu": 1}), "4 rank(s) per pod train on GPUs but the pod requests only 1",
+    ),
+    "gpu worker without a gpu": (
+        "pserver-gpu", 2, lambda o: _container(o)["resources"]["limits"].pop("nvidia.com/gpu"),
+        "Job digits-ps-gpu-worker: 1 rank(s) per pod train on GPUs but the pod requests only 0",
+    ),
+    "--device gpu on cpu pods": (
+        "mpijob", 0, lambda o: _container(o, "Launcher")["args"].extend(["--device", "gpu"]),
+        "MPIJob digits-mpi Worker: 1 rank(s) per pod train on GPUs",
     ),
 }  # fmt: skip
 

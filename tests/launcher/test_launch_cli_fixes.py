@@ -124,3 +124,22 @@ def test_keys_for_another_worker_count_are_refused_in_one_line(tmp_path):
     (keys / "worker-1.key_secret").unlink()
     line = one_error_line(_local(run, 2, tmp_path), "local")
     assert f"{keys} lacks worker-1.key_secret" in line
+
+
+@pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")
+@pytest.mark.timeout(60)
+def test_k8s_gpus_are_per_rank_for_an_mpijob(tmp_path):
+    """--gpus 1 with 4 slots: each of a pod's 4 ranks picks CUDA device <local rank>."""
+    import yaml
+
+    done = launch(
+        "k8s", "--workers", "8", "--slots-per-worker", "4", "--gpus", "1", "--mpi",
+        "--image", "d:1", "--", "--epochs", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (mpijob,) = yaml.safe_load_all(done.stdout)
+    pod = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
+    helped = launch("k8s", "--help", cwd=tmp_path)
+    assert "GPUs per training rank" in " ".join(helped.stdout.split())

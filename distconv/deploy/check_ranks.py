@@ -1,0 +1,104 @@
+"""Checks on what the training ranks need from the pods they run in: a restart resumes, the run
+directory is writable, and ranks on GPUs each have a device (part of
+:func:`distconv.deploy.check.manifest_problems`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from distconv.deploy.walk import Manifest, _argv, _containers, _env, _flag, _templates
+
+#: the extended resource the NVIDIA device plugin schedules
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _train_argv(argv: list[str]) -> list[str] | None:
+    """The ``distconv train`` arguments in ``argv``, or None when it runs no training."""
+    for i in range(len(argv) - 1):
+        if argv[i] == "distconv" and argv[i + 1] == "train":
+            return argv[i + 2 :]
+    return None
+
+
+def _rank_pods(obj: Manifest, where: str, template: Manifest) -> list[tuple[str, Manifest]]:
+    """(where, pod template) of the pods whose ranks run the command of ``template``."""
+    if obj.get("kind") == "MPIJob" and where.endswith(" Launcher"):
+        return [(w, t) for w, t in _templates(obj) if w.endswith(" Worker")]
+    return [(where, template)]
+
+
+def _ranks_per_pod(obj: Manifest, where: str) -> int:
+    """How many ranks one pod at ``where`` runs: an MPI worker pod's slots, else one."""
+    if obj.get("kind") == "MPIJob" and where.endswith(" Worker"):
+        return int(obj.get("spec", {}).get("slotsPerWorker", 1))
+    return 1
+
+
+def _trainers(
+    objs: Sequence[Manifest],
+) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str]]]:
+    """(object, where, pod template, container, train arguments) of every ``distconv train``."""
+    for obj in objs:
+        for where, template in _templates(obj):
+            for container in _containers(template):
+                train = _train_argv(_argv(container))
+                if train is not None:
+                    yield obj, where, template, container, train
+
+
+def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Restarted ranks resume, and every rank can write its run directory."""
+    for obj, where, template, container, train in _trainers(objs):
+        here = f"{where} container {container.get('name')}"
+        if _flag(train, "--resume") != "auto":
+            yield f"{here}: distconv train needs --resume auto, or a restart starts over"
+        out = _flag(train, "--out") or "runs"
+        for pod_where, pod in _rank_pods(obj, where, template):
+            yield from _writable(pod_where, pod, out, container.get("workingDir"))
+
+
+def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:
+    path = out if out.startswith("/") else f"{workdir or '/'}/{out}"
+    for container in template.get("spec", {}).get("containers", []):
+        mounts = [
+            m["mountPath"].rstrip("/") + "/"
+            for m in container.get("volumeMounts", [])
+            if not m.get("readOnly")
+        ]
+        if not any(path.startswith(m) for m in mounts):
+            yield (
+                f"{where} container {container.get('name')}: --out {path} is on no writable "
+                "volume (the root file system is read-only)"
+            )
+
+
+def _on_gpu(container: Manifest, train: list[str]) -> bool:
+    """Whether the ranks of ``container`` train on a GPU: ``--device``, else DISTCONV_DEVICE
+    (under MPI the launcher's environment is the ranks', as Hydra forwards it)."""
+    device = _flag(train, "--device") or _env(container).get("DISTCONV_DEVICE") or "cpu"
+    return str(device).strip().lower() == "gpu"
+
+
+def _pod_gpus(template: Manifest) -> int:
+    """The GPUs a pod gets: its containers' nvidia.com/gpu limits (requests where no limit)."""
+    total = 0
+    for container in template.get("spec", {}).get("containers", []):
+        resources = container.get("resources", {})
+        value = resources.get("limits", {}).get(GPU_RESOURCE)
+        value = resources.get("requests", {}).get(GPU_RESOURCE) if value is None else value
+        total += int(value or 0)
+    return total
+
+
+def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Each GPU rank of a pod needs its own device: local rank R uses CUDA device R."""
+    for obj, where, template, container, train in _trainers(objs):
+        if not _on_gpu(container, train):
+            continue
+        for pod_where, pod in _rank_pods(obj, where, template):
+            ranks, gpus = _ranks_per_pod(obj, pod_where), _pod_gpus(pod)
+            if gpus < ranks:
+                yield (
+                    f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
+                    f"only {gpus} {GPU_RESOURCE}; each rank needs a device of its own"
+                )

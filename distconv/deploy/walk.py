@@ -1,0 +1,57 @@
+"""Walking a job's manifests: the pod templates an object holds, their containers, argv and env.
+
+Shared by :mod:`distconv.deploy.check` and :mod:`distconv.deploy.check_ranks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+Manifest = dict[str, Any]
+
+
+def _where(obj: Manifest) -> str:
+    return f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
+
+
+def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
+    """(where, pod template) for each pod template the object holds."""
+    spec = obj.get("spec", {})
+    if obj.get("kind") == "MPIJob":
+        for role, replica in spec.get("mpiReplicaSpecs", {}).items():
+            yield f"{_where(obj)} {role}", replica.get("template", {})
+    elif "template" in spec:
+        yield _where(obj), spec["template"]
+
+
+def _containers(template: Manifest) -> list[Manifest]:
+    spec = template.get("spec", {})
+    return [*spec.get("initContainers", []), *spec.get("containers", [])]
+
+
+def _argv(container: Manifest) -> list[str]:
+    return [str(a) for a in (*container.get("command", []), *container.get("args", []))]
+
+
+def _flag(argv: list[str], *names: str) -> str | None:
+    """The value after the first of ``names`` in ``argv`` (``--x v`` or ``--x=v``)."""
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def _env(container: Manifest) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", []) if "name" in e}
+
+
+def _of_kind(objs: Sequence[Manifest], kind: str) -> list[Manifest]:
+    return [o for o in objs if o.get("kind") == kind]
+
+
+def _pod(replica: Manifest) -> Manifest:
+    return replica.get("template", {}).get("spec", {})
