@@ -4,10 +4,12 @@ itself reads it. Each check is shown failing on a broken Dockerfile."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,58 @@ def test_sshd_accepts_its_config(tmp_path):
         timeout=30,
     )
     assert result.returncode == 0, result.stderr
+
+
+#: import name -> distribution, where the two differ
+DISTRIBUTIONS = {
+    "cupy": "cupy-cuda12x",
+    "cupyx": "cupy-cuda12x",
+    "sklearn": "scikit-learn",
+    "zmq": "pyzmq",
+}
+
+
+def _dist(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imported_distributions() -> set[str]:
+    """Every third-party distribution a module of distconv imports, at the top or lazily."""
+    found = set()
+    for path in (DOCKER.parent / "distconv").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for top in {n.split(".")[0] for n in names}:
+                if top not in sys.stdlib_module_names and top != "distconv":
+                    found.add(_dist(DISTRIBUTIONS.get(top, top)))
+    return found
+
+
+def _requirement_names(lines) -> set[str]:
+    names = set()
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-r "):
+            names.add(_dist(re.match(r"[\w.-]+", line).group(0)))
+    return names
+
+
+def test_every_package_distconv_imports_is_installed_by_pip_and_in_the_images():
+    """A lazy import (ml_dtypes for --grad-dtype bfloat16) is still an import: the extras
+    that enable the feature install it, and so do the images, which have no pip at run time."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    base = _requirement_names([*project["dependencies"], *extras["mpi"]])
+    gpu = _requirement_names(extras["gpu"])
+    assert _imported_distributions() - base - gpu == set()
+    cpu_image = _requirement_names((DOCKER / "requirements.txt").read_text().splitlines())
+    cuda_image = _requirement_names((DOCKER / "requirements-cuda.txt").read_text().splitlines())
+    assert base - cpu_image == set(), "docker/requirements.txt misses a runtime package"
+    assert gpu - cuda_image == set(), "docker/requirements-cuda.txt misses a GPU package"
