@@ -159,6 +159,9 @@ def server_command(
         argv += ["--keys", opts.keys_dir]
     if opts.checkpoint_dir is not None:
         argv += ["--checkpoint-dir", opts.checkpoint_dir]
+    # the supervisor signals a shard only once the workers are gone: no worker to wait for
+    # (one that never said bye is dead), so no drain to hold up a restart
+    argv += ["--drain-seconds", "0"]
     return argv + list(opts.extra)
 
 

@@ -91,11 +91,11 @@ def test_server_and_keys_commands():
         "py", "-m", "distconv", "pserver", "--bind", "127.0.0.1:5555", "--shard", "1",
         "--num-shards", "2", "--workers", "3", "--mode", "async", "--job-id", "j",
         "--keys", "/r/keys",
-        "--checkpoint-dir", "/r/ckpt", "--insecure",
+        "--checkpoint-dir", "/r/ckpt", "--drain-seconds", "0", "--insecure",
     ]  # fmt: skip
     assert server_command(0, 7, ServerOptions(1, 1), python="py")[4:] == [
         "--bind", "127.0.0.1:7", "--shard", "0", "--num-shards", "1", "--workers", "1",
-        "--mode", "sync",
+        "--mode", "sync", "--drain-seconds", "0",
     ]  # fmt: skip
     assert keys_command("/r/keys", 4, python="py") == [
         "py", "-m", "distconv", "keys", "/r/keys", "--workers", "4",
@@ -180,7 +180,7 @@ def test_a_parameter_server_job_exactly(tmp_path):
     assert specs[1].argv == [
         PY, "-m", "distconv", "pserver", "--bind", "127.0.0.1:7002", "--shard", "1",
         "--num-shards", "2", "--workers", "2", "--mode", "sync", "--job-id", "j",
-        "--keys", keys, "--checkpoint-dir", out,
+        "--keys", keys, "--checkpoint-dir", out, "--drain-seconds", "0",
     ]  # fmt: skip
     assert specs[3].argv == [
         PY, "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--out", out,
@@ -228,7 +228,7 @@ def test_train_needs_servers_for_several_workers(tmp_path):
     [
         (["local"], "the following arguments are required: --workers"),
         (["local", "--workers", "0"], "must be >= 1, got 0"),
-        (["local", "--workers", "2", "--grace", "-1"], "must be >= 0"),
+        (["local", "--workers", "2", "--grace", "-1"], "must be finite and >= 0"),
         (["mpi", "-np", "2", "--hostfile", "f", "-H", "a"], "not allowed with argument"),
     ],
 )

@@ -1,5 +1,6 @@
 """Real ``distconv train`` under ``distconv-launch local``: SIGTERM checkpoints, exits 143, and
-a second launch resumes from that checkpoint with ``--resume auto``."""
+a second launch resumes from that checkpoint with ``--resume auto``; with a parameter-server
+shard too, which keeps serving until the worker has checkpointed through it."""
 
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ EPOCHS = "12"
 SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
 
 
-def launch_argv(run: Path, *train: str) -> list[str]:
+def launch_argv(run: Path, servers: int, *train: str) -> list[str]:
     return [
-        sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
+        sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", str(servers),
         "--run-dir", str(run), "--grace", "60", "--",
         "--data", "synthetic", "--epochs", EPOCHS, "--batch-size", "32", "--no-progress", *train,
     ]  # fmt: skip
@@ -45,11 +46,12 @@ def trained_samples(port: int) -> float:
 
 
 @pytest.mark.timeout(240)
-def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path):
+@pytest.mark.parametrize("servers", [0, 1])
+def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path, servers):
     run = tmp_path / "run"
     (port,) = free_ports(1)
     launcher = subprocess.Popen(
-        launch_argv(run, "--health-port", str(port)),
+        launch_argv(run, servers, "--health-port", str(port)),
         env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -71,7 +73,7 @@ def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path):
     assert any((run / "train").rglob("*")), "no checkpoint in the run directory"
 
     again = subprocess.run(
-        launch_argv(run, "--resume", "auto"),
+        launch_argv(run, servers, "--resume", "auto"),
         env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]

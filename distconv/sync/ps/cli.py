@@ -62,6 +62,14 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         help="seconds any wait for a worker may take before it is named (%(default)s; finite, "
         "at least 0.2)",
     )
+    p.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=90.0,
+        help="after SIGTERM or SIGINT, serve workers that have not said bye for at most this "
+        "long, so that a worker stopped by the same signal checkpoints (%(default)s; a second "
+        "signal stops at once)",
+    )
     security = p.add_mutually_exclusive_group()
     security.add_argument("--keys", help="directory of the job's CURVE keys (distconv keys)")
     security.add_argument(
@@ -135,6 +143,7 @@ def run_pserver(args: argparse.Namespace) -> int:
         job_id=args.job_id,
         max_message_bytes=args.max_message_bytes,
         max_frame_bytes=args.max_frame_bytes,
+        drain_seconds=args.drain_seconds,
     )
     try:
         config.check()

@@ -13,6 +13,9 @@ from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 #: the shortest ``--timeout``, in seconds: workers beat four times per timeout, at most every
 #: 50 ms (see :mod:`.beats`), so a shorter one would declare beating ranks lost
 MIN_TIMEOUT = 0.2
+#: seconds a shard goes on serving after SIGTERM while workers are still in: inside the
+#: 120 s that Kubernetes gives a pod, so a worker stopped by the same eviction checkpoints
+DRAIN_SECONDS = 90.0
 
 
 @dataclass
@@ -37,6 +40,8 @@ class ShardConfig:
             processes; ZeroMQ has received the whole message by then).
         max_frame_bytes: largest array frame (with the cap, the smaller): ZeroMQ closes a
             connection whose frame is larger before buffering it, so this bounds memory per frame.
+        drain_seconds: after the first SIGTERM or SIGINT, the longest the shard goes on serving
+            workers that have not said ``bye`` (0: stop at once).
     """
 
     bind: str
@@ -54,6 +59,7 @@ class ShardConfig:
     job_id: str = DEFAULT_JOB_ID
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_frame_bytes: int = MAX_FRAME_BYTES
+    drain_seconds: float = DRAIN_SECONDS
 
     def check(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -77,6 +83,8 @@ class ShardConfig:
             raise ValueError(f"--max-staleness must be >= 0, got {self.max_staleness}")
         if not MIN_TIMEOUT <= self.timeout < math.inf:
             raise ValueError(f"--timeout must be finite and >= {MIN_TIMEOUT}, got {self.timeout}")
+        if not 0 <= self.drain_seconds < math.inf:
+            raise ValueError(f"--drain-seconds must be finite and >= 0, got {self.drain_seconds}")
         if not self.insecure and not self.keys_dir:
             raise ValueError("CURVE is on by default: pass --keys DIR, or --insecure to opt out")
         split_endpoint(self.bind)

@@ -105,6 +105,8 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         self.bye_at: dict[int, int] = {}
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
+        self._drain_until: float | None = None  # see drain()
+        self._drain_said = False
         #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`
         self.service: Any = None
         self._ctx = zmq.Context()
@@ -157,6 +159,32 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         """Ask :meth:`serve` to return after the current message (signal-safe)."""
         self._stop = True
 
+    def drain(self) -> None:
+        """Ask :meth:`serve` to return once no worker is in (each said ``bye`` or was lost),
+        the job failed, or ``drain_seconds`` passed; a second call stops at once (signal-safe).
+
+        A worker stopped by the same signal (a pod eviction signals every pod of the job at
+        once) writes its checkpoint through the shards before it says ``bye``.
+        """
+        if self._drain_until is not None:
+            self._stop = True
+        else:
+            self._drain_until = time.monotonic() + self.config.drain_seconds
+
+    def _drained(self, now: float) -> bool:
+        working = sorted(set(self.accepted_at) - self.left - self.lost)
+        done = now >= self._drain_until or self.failed is not None or not working
+        if working and (done or not self._drain_said):
+            log.warning(
+                "shard %d: %s with rank(s) %s still in%s",
+                self.index,
+                "stopping" if done else "stopping once they say bye",
+                ", ".join(map(str, working)),
+                "" if done else " (a second signal stops it now)",
+            )
+        self._drain_said = True
+        return done
+
     def serve(self) -> None:
         """Answer requests until :meth:`stop`; write a checkpoint part on the way out."""
         poller = zmq.Poller()
@@ -166,6 +194,8 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             if poller.poll(TICK * 1000):
                 self._drain()
             now = time.monotonic()
+            if self._drain_until is not None and self._drained(now):
+                break
             self._check_timeouts(now)
             self._report_probes()
             if now >= next_stats:
@@ -341,7 +371,8 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
 
 
 def run_shard(config: ShardConfig, service: Any = None) -> int:
-    """Run one shard until SIGTERM or SIGINT; prints ``listening on HOST:PORT`` once bound.
+    """Run one shard until SIGTERM or SIGINT (and its workers' ``bye``: :meth:`Shard.drain`);
+    prints ``listening on HOST:PORT`` once bound.
 
     Args:
         config: the shard's settings.
@@ -355,9 +386,9 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
     shard.service = service
     try:
         endpoint = shard.bind()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before the line that says it is up
+            signal.signal(sig, lambda *_: shard.drain())
         print(f"pserver shard {config.shard} listening on {endpoint}", flush=True)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: shard.stop())
         shard.serve()
     finally:
         shard.close()

@@ -64,6 +64,8 @@ class Shards:
                 "--mode",
                 mode,
                 *(["--keys", keys] if keys else ["--insecure"]),
+                # stop at stop(), as most tests' workers never say bye; `extra` may override
+                *("--drain-seconds", "0"),
                 *extra,
             ]
             with open(log, "w") as err:
