@@ -8,6 +8,7 @@ restarts (see :func:`.commands.parse_program`).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import secrets
 import shlex
@@ -57,8 +58,8 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if not 0 <= value < math.inf:  # nan too: a grace of nan would wait forever
+        raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {value}")
     return value
 
 
@@ -342,7 +343,10 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
     if problems:
         raise LaunchError(f"the manifests would not work: {'; '.join(problems)}")
     if args.out:
-        render.write_manifests(objects, args.out)
+        try:
+            render.write_manifests(objects, args.out)
+        except ValueError as exc:  # the folder holds another job's manifests
+            raise LaunchError(str(exc)) from None
         print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(render.dump_yaml(objects))

@@ -256,9 +256,23 @@ def manifest_filename(obj: Manifest) -> str:
 def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) -> list[Path]:
     """Write each manifest to ``folder/<kind>-<name>.yaml`` (made if missing); return the paths.
 
-    ``kubectl apply -f folder`` then creates the whole job.
+    ``kubectl apply -f folder`` then creates the whole job, and only it: a folder that holds
+    other YAML files (another job's render) is refused, since the apply would deploy them too;
+    this job's own files from an earlier render are replaced.
+
+    Raises:
+        ValueError: the folder holds YAML files this render does not write.
     """
     out = Path(folder)
+    names = {manifest_filename(obj) for obj in objs}
+    others = (
+        sorted(p.name for p in out.glob("*.y*ml") if p.name not in names) if out.is_dir() else []
+    )
+    if others:
+        raise ValueError(
+            f"{out} holds manifests this job does not have ({', '.join(others)}): "
+            "`kubectl apply -f` would deploy them too; remove them or choose an empty folder"
+        )
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for obj in objs:

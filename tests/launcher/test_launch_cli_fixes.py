@@ -143,3 +143,25 @@ def test_k8s_gpus_are_per_rank_for_an_mpijob(tmp_path):
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
     helped = launch("k8s", "--help", cwd=tmp_path)
     assert "GPUs per training rank" in " ".join(helped.stdout.split())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not HAS_RENDERER, reason="the manifest renderer is not importable")
+def test_k8s_out_refuses_a_folder_with_another_jobs_manifests(tmp_path):
+    """``kubectl apply -f DIR`` would deploy both jobs; the same job renders again in place."""
+    folder = tmp_path / "m"
+    render = ("k8s", "--workers", "2", "--image", "img:1", "--out", str(folder), "--job-name")
+    assert launch(*render, "one", "--", "--epochs", "1", cwd=tmp_path).returncode == 0
+    written = sorted(p.name for p in folder.iterdir())
+    again = launch(*render, "one", "--", "--epochs", "2", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in folder.iterdir()) == written
+    line = one_error_line(launch(*render, "two", "--", "--epochs", "1", cwd=tmp_path), "k8s")
+    assert "holds manifests this job does not have" in line
+    assert sorted(p.name for p in folder.iterdir()) == written  # nothing of "two" written
+
+
+@pytest.mark.parametrize("grace", ["nan", "inf", "-1"])
+def test_a_grace_that_is_not_a_finite_time_is_refused(tmp_path, grace):
+    done = launch("local", "--workers", "1", "--grace", grace, "--", "true", cwd=tmp_path)
+    assert done.returncode == 2 and "--grace: must be finite and >= 0" in done.stderr
