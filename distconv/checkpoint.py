@@ -41,6 +41,16 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable, or does not fit the model; the message names it."""
 
 
+class CheckpointDamaged(CheckpointError):
+    """The file's content is unusable (truncated, failing its checksum, bad metadata, another
+    format or version): reading it again gives the same answer."""
+
+
+class CheckpointReadError(CheckpointError):
+    """The operating system could not read the file (I/O error, permissions, missing): the
+    content may be fine, so a caller retries rather than treating the file as damaged."""
+
+
 @dataclass
 class Checkpoint:
     """What a checkpoint file holds, on the host.
@@ -170,21 +180,23 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read and verify a checkpoint.
 
     Raises:
-        CheckpointError: the file is missing, unreadable (the OS's reason), truncated, corrupt,
-            from another format version, or not a distconv checkpoint; the one-line message
-            names the file.
+        CheckpointReadError: the file is missing or the OS cannot read it (its reason).
+        CheckpointDamaged: the file is truncated, corrupt, from another format version, or not
+            a distconv checkpoint.
+
+    Both are a :class:`CheckpointError` with a one-line message that names the file.
     """
     path = Path(path)
     tensors, meta = _read(path)
     if meta.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint {path} is a safetensors file but not a distconv one")
+        raise CheckpointDamaged(f"checkpoint {path} is a safetensors file but not a distconv one")
     if meta.get("version") != VERSION:
-        raise CheckpointError(
+        raise CheckpointDamaged(
             f"checkpoint {path} has format version {meta.get('version')!r}; this distconv "
             f"reads version {VERSION!r}"
         )
     if _digest(tensors, meta) != meta.get(DIGEST_KEY):
-        raise CheckpointError(f"checkpoint {path} is corrupt: it fails its checksum")
+        raise CheckpointDamaged(f"checkpoint {path} is corrupt: it fails its checksum")
     try:
         ckpt = Checkpoint(
             path=path,
@@ -196,7 +208,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
             extra=json.loads(meta["extra"]),
         )
     except (KeyError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {path} has bad metadata: {exc!r}") from None
+        raise CheckpointDamaged(f"checkpoint {path} has bad metadata: {exc!r}") from None
     for name, a in tensors.items():
         if name.startswith(OPTIM_PREFIX):
             pname, _, key = name[len(OPTIM_PREFIX) :].rpartition("/")
@@ -213,12 +225,13 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {path} does not exist") from None
+        raise CheckpointReadError(f"checkpoint {path} does not exist") from None
     except IsADirectoryError:
-        raise CheckpointError(f"checkpoint {path} is a directory, not a file") from None
-    except OSError as exc:
-        raise CheckpointError(
-            f"checkpoint {path} cannot be read: {describe_os_error(exc)}"
+        raise CheckpointReadError(f"checkpoint {path} is a directory, not a file") from None
+    except OSError as exc:  # EIO, EACCES, a network file system's hiccup: may pass
+        raise CheckpointReadError(
+            f"checkpoint {path} cannot be read: {describe_os_error(exc)}; the file is left as "
+            "it is, retry once it can be read"
         ) from None
     try:
         tensors = load(raw)  # checks the header, the dtypes and every tensor's byte range
@@ -226,7 +239,7 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         meta = json.loads(raw[8 : 8 + size]).get("__metadata__") or {}
     except Exception as exc:  # safetensors raises several types for a damaged file
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise CheckpointError(
+        raise CheckpointDamaged(
             f"checkpoint {path} is unreadable (truncated or corrupt): {reason}"
         ) from None
     return tensors, meta

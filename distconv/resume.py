@@ -19,6 +19,7 @@ from typing import Any
 from distconv.backend import get_array_module
 from distconv.checkpoint import (
     Checkpoint,
+    CheckpointDamaged,
     CheckpointError,
     load_checkpoint,
     restore_checkpoint,
@@ -127,14 +128,19 @@ class StepCheckpoints:
     def _restore_newest(
         self, complete: list[Manifest], problems: list[str]
     ) -> tuple[OptimState, Position]:
-        """Restore the newest checkpoint that loads; say what was skipped on the way."""
+        """Restore the newest checkpoint that loads; say what was skipped on the way.
+
+        Only a damaged file is set aside for the one before it. A read error (EIO, EACCES)
+        raises :class:`~distconv.checkpoint.CheckpointReadError` and renames nothing: the file
+        may be whole, and an asynchronous run would lose its newer state for good.
+        """
         for problem in problems:
             log.warning("skipping a checkpoint: %s", problem)
         for manifest in reversed(complete):
             path = manifest.part(CHIEF)
             try:
                 ckpt = load_checkpoint(path)
-            except CheckpointError as exc:
+            except CheckpointDamaged as exc:
                 if manifest is complete[0]:
                     raise
                 log.warning("%s; setting it aside, trying the checkpoint before it", exc)

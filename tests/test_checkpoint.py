@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 import distconv.checkpoint as checkpoint_module
 import distconv.files as files_module
 from distconv.checkpoint import (
+    CheckpointDamaged,
     CheckpointError,
+    CheckpointReadError,
     load_checkpoint,
     restore_checkpoint,
     save_checkpoint,
@@ -93,7 +95,7 @@ def test_file_is_plain_safetensors_with_prefixed_optimizer_state(tmp_path):
 
 
 def test_missing_file_names_it(tmp_path):
-    with pytest.raises(CheckpointError, match=r"checkpoint .*nope.safetensors does not exist"):
+    with pytest.raises(CheckpointReadError, match=r"checkpoint .*nope.safetensors does not exist"):
         load_checkpoint(tmp_path / "nope.safetensors")
 
 
@@ -103,7 +105,7 @@ def test_truncated_file_gives_a_clear_error(tmp_path, keep):
     _save(path, _model(), None)
     raw = path.read_bytes()
     path.write_bytes(raw[:keep] if keep >= 0 else raw[:keep])
-    with pytest.raises(CheckpointError, match=r"c.safetensors is (unreadable|corrupt)"):
+    with pytest.raises(CheckpointDamaged, match=r"c.safetensors is (unreadable|corrupt)"):
         load_checkpoint(path)
 
 
@@ -113,7 +115,7 @@ def test_flipped_data_byte_fails_the_checksum(tmp_path):
     raw = bytearray(path.read_bytes())
     raw[-3] ^= 0xFF  # inside the tensor data, where safetensors itself cannot notice
     path.write_bytes(bytes(raw))
-    with pytest.raises(CheckpointError, match="c.safetensors is corrupt: .*checksum"):
+    with pytest.raises(CheckpointDamaged, match="c.safetensors is corrupt: .*checksum"):
         load_checkpoint(path)
 
 
@@ -122,11 +124,11 @@ def test_garbage_and_foreign_safetensors(tmp_path):
 
     garbage = tmp_path / "garbage.safetensors"
     garbage.write_bytes(b"\x00" * 64)
-    with pytest.raises(CheckpointError, match="garbage.safetensors is unreadable"):
+    with pytest.raises(CheckpointDamaged, match="garbage.safetensors is unreadable"):
         load_checkpoint(garbage)
     foreign = tmp_path / "foreign.safetensors"
     save_file({"w": np.zeros(3, np.float32)}, foreign)
-    with pytest.raises(CheckpointError, match="not a distconv one"):
+    with pytest.raises(CheckpointDamaged, match="not a distconv one"):
         load_checkpoint(foreign)
 
 
@@ -360,9 +362,12 @@ def test_permission_denied_is_reported_as_such(tmp_path, monkeypatch):
         return real_read_bytes(self)
 
     monkeypatch.setattr(Path, "read_bytes", denied)
-    with pytest.raises(CheckpointError) as info:
+    with pytest.raises(CheckpointReadError) as info:  # not damage: the content may be fine
         load_checkpoint(path)
-    assert str(info.value) == f"checkpoint {path} cannot be read: permission denied"
+    assert str(info.value) == (
+        f"checkpoint {path} cannot be read: permission denied; the file is left as it is, "
+        "retry once it can be read"
+    )
 
 
 def test_every_single_bit_flip_in_the_header_fails_or_loads_the_original(original_bytes, tmp_path):

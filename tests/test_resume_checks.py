@@ -1,0 +1,93 @@
+"""What a resume checks and keeps (review k60): facts that must match, read errors that are not
+damage, a second fit on the same Trainer, per-rank rates, frozen parameters, the metrics log."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from distconv.checkpoint import CheckpointReadError, load_checkpoint
+from distconv.checkpoint import save_checkpoint as write_checkpoint
+from distconv.data import split, synthetic
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import create_optimizer
+from distconv.sync import create_sync
+from distconv.trainer import Trainer
+
+# 240 training examples in batches of 16: 15 steps per epoch
+
+
+@pytest.fixture(scope="module")
+def data():
+    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+
+
+def _net(dtype=None, init_seed=0):
+    set_seed(init_seed)
+    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
+    for p in net.parameters() if dtype else ():
+        p.cast(dtype)  # a network built in this dtype, without asking the Trainer for one
+    return net
+
+
+def _trainer(out_dir, net=None, **kw):
+    sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
+    return Trainer(net or _net(), sync, 16, out_dir=out_dir, progress=False, **kw)
+
+
+def _weights(trainer):
+    return {p.name: p.value.copy() for p in trainer.params}
+
+
+def _rewrite_extra(manifest, **changes):
+    """Rewrite a checkpoint as an older distconv wrote it: other facts, a valid checksum."""
+    path = manifest.part("chief")
+    ckpt = load_checkpoint(path)
+    extra = {k: v for k, v in {**ckpt.extra, **changes}.items() if v is not None}
+    params = [_Named(name, value) for name, value in ckpt.params.items()]
+    write_checkpoint(
+        path,
+        params,
+        ckpt.optim_state,
+        step=ckpt.step,
+        epoch=ckpt.epoch,
+        seed=ckpt.seed,
+        optimizer=ckpt.optimizer,
+        extra=extra,
+    )
+
+
+class _Named:
+    """What save_checkpoint reads of a parameter: its name and value."""
+
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+
+# -- finding 8: a read error is not damage ------------------------------------------------------
+def test_a_read_error_on_the_newest_checkpoint_raises_and_sets_nothing_aside(
+    data, tmp_path, monkeypatch
+):
+    train, test = data
+    _trainer(tmp_path, checkpoint_every=7).fit(train, test, epochs=1)  # steps 7, 14, 15
+    root = tmp_path / "checkpoints"
+    before = sorted(p.name for p in root.iterdir())
+    newest = root / "step-00000015" / "chief.safetensors"
+    real = Path.read_bytes
+
+    def eio_on_the_newest(self):  # one transient I/O error, as a flaky disk or NFS gives
+        if self == newest:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", eio_on_the_newest)
+    with pytest.raises(CheckpointReadError, match=r"input/output error; .*retry"):
+        _trainer(tmp_path, checkpoint_every=7).fit(train, test, epochs=2, resume="auto")
+    assert sorted(p.name for p in root.iterdir()) == before  # nothing renamed
+    monkeypatch.undo()
+    again = _trainer(tmp_path, checkpoint_every=7)
+    assert again.fit(train, test, epochs=1, resume="auto") == [] and again.pos.step == 15
