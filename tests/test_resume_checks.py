@@ -4,9 +4,11 @@ damage, a second fit on the same Trainer, per-rank rates, frozen parameters, the
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from distconv.checkpoint import CheckpointReadError, load_checkpoint
@@ -66,6 +68,30 @@ class _Named:
 
     def __init__(self, name, value):
         self.name, self.value = name, value
+
+
+# -- finding 2: a parameter frozen since the checkpoint -----------------------------------------
+def test_one_rank_resumes_with_a_parameter_frozen_since_the_checkpoint(data, tmp_path, caplog):
+    train, test = data
+    kept = _trainer(tmp_path / "kept", dtype="float64")  # the same process: freeze, go on
+    kept.fit(train, test, epochs=1)
+    kept.network["conv1"].weight.set_static()
+    kept.network.reset_firing_order()  # as the network asks after a freeze
+    kept.fit(train, test, epochs=2, resume=True)
+
+    _trainer(tmp_path / "new", dtype="float64").fit(train, test, epochs=1)
+    net = _net()
+    net["conv1"].weight.set_static()
+    again = _trainer(tmp_path / "new", net, dtype="float64")  # a new process
+    with caplog.at_level(logging.WARNING, logger="distconv.sync"):
+        again.fit(train, test, epochs=2, resume=True)
+    assert "not restoring the optimizer state of ['conv1.weight']" in caplog.text
+    for name, value in _weights(kept).items():
+        np.testing.assert_array_equal(_weights(again)[name], value, err_msg=name)
+    for name, state in again.sync.state_dict().items():
+        for key, value in state.items():
+            np.testing.assert_array_equal(value, kept.sync.state_dict()[name][key])
+    assert "conv1.weight" not in again.sync.state_dict()
 
 
 # -- finding 8: a read error is not damage ------------------------------------------------------
