@@ -124,7 +124,10 @@ class MetricsWriter:
             which a crashed run wrote after its last checkpoint and the resumed run will redo.
 
     The file is replaced atomically when it is trimmed or started, so a crash at any moment
-    leaves either the old history or the new one, never an empty file.
+    leaves either the old history or the new one, never an empty file. Each line is on disk
+    before :meth:`write` returns, so it survives whenever the checkpoint written after it does;
+    a resumed log that still lacks a line up to ``keep_through_epoch`` (lost some other way)
+    draws a warning, since nothing writes that line again.
 
     Raises:
         MetricsError: a resumed run's log is damaged other than by a torn last line.
@@ -137,6 +140,20 @@ class MetricsWriter:
             kept = [r for r in read_metrics(self.path) if self._epoch(r) <= keep_through_epoch]
         self.records: list[dict[str, Any]] = kept
         write_atomically(self.path, [b"".join(_line(r) for r in kept)])
+        if keep_through_epoch:
+            self._warn_of_holes(keep_through_epoch)
+
+    def _warn_of_holes(self, through: int) -> None:
+        have = {self._epoch(r) for r in self.records}
+        missing = [e for e in range(1, through + 1) if e not in have]
+        if missing:
+            log.warning(
+                "%s has no line for epoch(s) %s of the %d the resumed checkpoint has finished; "
+                "they will not be written again",
+                self.path,
+                missing,
+                through,
+            )
 
     def _epoch(self, record: Mapping[str, Any]) -> float:
         epoch = record.get("epoch", 0)
@@ -145,10 +162,14 @@ class MetricsWriter:
         return epoch
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append ``record`` (JSON-able values) as one line."""
+        """Append ``record`` (JSON-able values) as one line, and wait until it is on disk."""
         line = _line(record)
         with open(self.path, "ab") as f:
             f.write(line)
+            f.flush()
+            # the epoch's checkpoint follows, synced: a host crash must not keep it and lose
+            # this line, which a resume from it would never write again
+            os.fsync(f.fileno())
         self.records.append(dict(record))
 
 

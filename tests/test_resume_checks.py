@@ -117,3 +117,35 @@ def test_a_read_error_on_the_newest_checkpoint_raises_and_sets_nothing_aside(
     monkeypatch.undo()
     again = _trainer(tmp_path, checkpoint_every=7)
     assert again.fit(train, test, epochs=1, resume="auto") == [] and again.pos.step == 15
+
+
+# -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
+def test_each_metrics_line_is_synced_before_its_epochs_checkpoint(data, tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    _trainer(tmp_path).fit(*data, epochs=2)
+    metrics = os.path.realpath(tmp_path / "metrics.jsonl")
+    checkpoints = [i for i, p in enumerate(synced) if "chief.safetensors" in p]
+    lines = [i for i, p in enumerate(synced) if p == metrics]
+    assert len(lines) == len(checkpoints) == 2
+    assert all(line < ckpt for line, ckpt in zip(lines, checkpoints))
+
+
+def test_a_resume_warns_of_a_metrics_line_lost_before_its_checkpoint(data, tmp_path, caplog):
+    train, test = data
+    _trainer(tmp_path).fit(train, test, epochs=2)
+    with caplog.at_level(logging.WARNING, logger="distconv.metrics"):
+        _trainer(tmp_path).fit(train, test, epochs=3, resume=True)
+    assert "has no line" not in caplog.text
+    log = tmp_path / "metrics.jsonl"
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(lines[:1] + lines[2:]) + "\n")  # epoch 2's line lost in a crash
+    with caplog.at_level(logging.WARNING, logger="distconv.metrics"):
+        _trainer(tmp_path).fit(train, test, epochs=4, resume=True)
+    assert "has no line for epoch(s) [2] of the 3 the resumed checkpoint" in caplog.text
