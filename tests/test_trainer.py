@@ -169,6 +169,20 @@ def test_a_second_run_on_the_same_directory_fails_at_once_naming_the_holder(data
         first.checkpoints.run.release()
 
 
+def _run_until(t, step, then, train, test):
+    """Fit ``t`` for 2 epochs; right after optimizer step ``step``, call ``then()``."""
+    take_step = t.train_step
+
+    def step_then(*args):
+        out = take_step(*args)
+        if t.pos.step == step:
+            then()
+        return out
+
+    t.train_step = step_then
+    t.fit(train, test, epochs=2)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_diverging_loss_stops_with_the_step_range_and_writes_no_non_finite_checkpoint(
     data, tmp_path
@@ -176,13 +190,35 @@ def test_diverging_loss_stops_with_the_step_range_and_writes_no_non_finite_check
     from distconv.trainer import TrainingError
 
     train, test = data
-    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=1e30))
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.01))
     t = Trainer(_net(), sync, 16, out_dir=tmp_path, progress=False, checkpoint_every=4)
-    with pytest.raises(TrainingError, match=r"epoch 1.*(between steps 1 and 4|at step 4)"):
-        t.fit(train, test, epochs=2)
-    for manifest in t.checkpoints.run.manifests():
-        ckpt = load_checkpoint(manifest.part("chief"))
-        assert all(np.isfinite(a).all() for a in ckpt.params.values())
+
+    def blow_up():  # after the step-4 checkpoint the loss diverges: steps 6-8 use this rate
+        sync.optimizer.lr = 1e30
+
+    with pytest.raises(TrainingError, match=r"epoch 1, between steps 5 and 8"):
+        _run_until(t, 5, blow_up, train, test)
+    manifests = t.checkpoints.run.manifests()
+    assert [m.step for m in manifests] == [4]  # the step-8 checkpoint was never written
+    ckpt = load_checkpoint(manifests[0].part("chief"))
+    assert all(np.isfinite(a).all() for a in ckpt.params.values())
+
+
+def test_a_parameter_overflowed_by_the_last_step_is_not_checkpointed(data, tmp_path):
+    # the loss of step 8 was computed before its update made a weight infinite: only the
+    # check of the parameters themselves keeps the step-8 checkpoint from holding it
+    from distconv.trainer import TrainingError
+
+    train, test = data
+    t = _trainer(tmp_path, checkpoint_every=4)
+
+    def overflow():
+        t.params[-1].value[...] = np.inf
+
+    with pytest.raises(TrainingError, match=rf"parameter '{t.params[-1].name}' holds NaN or inf"):
+        _run_until(t, 8, overflow, train, test)
+    assert [m.step for m in t.checkpoints.run.manifests()] == [4]
+    assert not list((tmp_path / "checkpoints").glob("step-00000008*"))
 
 
 def test_step_protocol_every_parameter_once_in_reverse_layer_order(data):
