@@ -265,8 +265,8 @@ def restore_checkpoint(
         The checkpoint, for its step, epoch, seed and optimizer config.
 
     Raises:
-        CheckpointError: unreadable file, or names, shapes or state keys that differ from the
-            model's; the message lists every mismatch.
+        CheckpointError: unreadable file, or names, shapes, dtypes or state keys that differ
+            from the model's; the message lists every mismatch.
     """
     ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
     ours = {p.name: p.value for p in params}
@@ -299,10 +299,16 @@ def _mismatches(kind: str, ours: Mapping[str, Any], theirs: Mapping[str, np.ndar
         want, got = tuple(ours[name].shape), tuple(theirs[name].shape)
         if want != got:
             problems.append(f"{kind} {name!r}: model shape {want}, checkpoint shape {got}")
+        # a silent cast would resume another computation than the one checkpointed
+        want_type, got_type = np.dtype(ours[name].dtype), np.dtype(theirs[name].dtype)
+        if want_type != got_type:
+            problems.append(
+                f"{kind} {name!r}: model dtype {want_type}, checkpoint dtype {got_type}"
+            )
     return problems
 
 
 def _copy_into(target: Any, host: np.ndarray) -> None:
-    """``target[...] = host`` on ``target``'s device and in its dtype."""
+    """``target[...] = host`` on ``target``'s device (the dtypes were checked to match)."""
     device = "gpu" if is_gpu_array(target) else "cpu"
     target[...] = to_device(host.astype(target.dtype, copy=False), device)

@@ -41,13 +41,22 @@ log = logging.getLogger("distconv.resume")
 #: the epoch's running metric sums a checkpoint carries (global: reduced over ranks)
 SUMS = ("loss", "correct", "examples", "seconds")
 #: what must match between a checkpoint and the run resuming it
-MUST_MATCH = ("seed", "global_batch", "optimizer", "lr_decay", "dtype")
+MUST_MATCH = ("seed", "global_batch", "optimizer", "lr_decay", "dtype", "data", "model")
+#: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
+#: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
+UNKNOWN = (None, "None")
 
 OptimState = dict[str, dict[str, Any]]
 
 
 #: what ``fit(resume=...)`` accepts
 RESUME_MODES = (False, True, "auto", "overwrite")
+
+
+def dtype_fact(params: Sequence[Parameter]) -> str:
+    """The parameters' real dtypes, as a checkpoint records them: ``"float32"``, or
+    ``"float16,float32"`` for a model that mixes them."""
+    return ",".join(sorted({str(p.value.dtype) for p in params}))
 
 
 class Preempted(Exception):
@@ -197,8 +206,10 @@ class StepCheckpoints:
         """Load a checkpoint into the parameters; returns its optimizer state and position.
 
         Raises:
-            CheckpointError: the checkpoint does not fit the model, or comes from a run whose
-                seed, global batch, optimizer, learning-rate decay or dtype differ.
+            CheckpointError: the checkpoint does not fit the model (names, shapes, dtypes), or
+                comes from a run whose seed, global batch, optimizer, learning-rate decay,
+                dtype, data set or model differ. A fact the checkpoint does not record
+                (:data:`UNKNOWN`) is not compared.
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
@@ -207,7 +218,7 @@ class StepCheckpoints:
         differ = [
             f"{k}: checkpoint {theirs.get(k)!r}, this run {ours.get(k)!r}"
             for k in MUST_MATCH
-            if theirs.get(k) != ours.get(k)
+            if theirs.get(k) not in UNKNOWN and theirs.get(k) != ours.get(k)
         ]
         if differ:
             raise CheckpointError(

@@ -34,6 +34,7 @@ from distconv.resume import (
     Preempted,
     StepCheckpoints,
     TrainingError,
+    dtype_fact,
     refuse_frozen_resume,
     share_position,
 )
@@ -132,7 +133,7 @@ class Trainer:
             "accumulate": accumulate,
             "seed": seed,
             "lr_decay": lr_decay,
-            "dtype": str(self.dtype),
+            "dtype": dtype_fact(self.params),  # the network's, also when none was asked for
             # which steps run extra collectives (checkpoint barriers) must agree too
             "checkpoint_every": checkpoint_every,
         }

@@ -150,6 +150,21 @@ def test_mismatched_model_lists_every_problem_and_changes_nothing(tmp_path):
     assert not other[2].value.any()  # checked everything before writing anything
 
 
+def test_another_dtype_is_refused_like_another_shape_and_changes_nothing(tmp_path):
+    path = tmp_path / "c.safetensors"
+    _save(path, _model(), None)  # float32
+    wider = _model(1)
+    wider[1].cast(np.float64)
+    before = [p.value.copy() for p in wider]
+    with pytest.raises(CheckpointError) as info:
+        restore_checkpoint(path, wider)
+    assert str(info.value) == (
+        f"checkpoint {path} does not fit the model: parameter 'conv1.bias': model dtype "
+        "float64, checkpoint dtype float32"
+    )
+    assert all(np.array_equal(b, p.value) for b, p in zip(before, wider))  # not cast in
+
+
 def test_optimizer_state_mismatch_is_reported(tmp_path):
     path = tmp_path / "c.safetensors"
     params = _model()

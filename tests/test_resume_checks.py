@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distconv.checkpoint import CheckpointReadError, load_checkpoint
+from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
 from distconv.checkpoint import save_checkpoint as write_checkpoint
 from distconv.data import split, synthetic
 from distconv.init import set_seed
@@ -68,6 +68,56 @@ class _Named:
 
     def __init__(self, name, value):
         self.name, self.value = name, value
+
+
+# -- finding 3: the data set, the model and the network's real dtype must match ----------------
+def test_a_checkpoint_of_another_data_set_or_model_is_refused(data, tmp_path):
+    train, test = data
+    facts = {"data": "digits", "model": "lenet"}
+    _trainer(tmp_path, config=facts).fit(train, test, epochs=1)
+    other_data = _trainer(tmp_path, config={**facts, "data": "mnist"})
+    with pytest.raises(CheckpointError, match=r"data: checkpoint 'digits', this run 'mnist'"):
+        other_data.fit(train, test, epochs=2, resume=True)
+    other_model = _trainer(tmp_path, config={**facts, "model": "resnet"})
+    with pytest.raises(CheckpointError, match=r"model: checkpoint 'lenet', this run 'resnet'"):
+        other_model.fit(train, test, epochs=2, resume=True)
+    assert len(_trainer(tmp_path, config=facts).fit(train, test, epochs=2, resume=True)) == 1
+
+
+def test_a_checkpoint_without_the_data_and_model_facts_still_resumes(data, tmp_path):
+    train, test = data
+    first = _trainer(tmp_path)
+    first.fit(train, test, epochs=1)
+    _rewrite_extra(first.checkpoints.run.latest(), data=None, model=None)  # as before k60
+    again = _trainer(tmp_path, config={"data": "digits", "model": "lenet"})
+    assert [r["epoch"] for r in again.fit(train, test, epochs=2, resume=True)] == [2]
+
+
+def test_the_real_dtype_is_recorded_and_a_network_of_another_dtype_is_refused(data, tmp_path):
+    train, test = data
+    first = _trainer(tmp_path)  # dtype=None: the network's own float32
+    first.fit(train, test, epochs=1)
+    ckpt = load_checkpoint(first.checkpoints.run.latest().part("chief"))
+    assert ckpt.extra["dtype"] == "float32"
+    wider = _trainer(tmp_path, _net("float64"))
+    before = _weights(wider)
+    with pytest.raises(CheckpointError, match=r"dtype: checkpoint 'float32', this run 'float64'"):
+        wider.fit(train, test, epochs=2, resume=True)
+    assert all(np.array_equal(before[k], v) for k, v in _weights(wider).items())
+
+
+def test_an_old_checkpoint_with_dtype_none_is_refused_per_parameter_not_cast(data, tmp_path):
+    train, test = data
+    first = _trainer(tmp_path)
+    first.fit(train, test, epochs=1)
+    _rewrite_extra(first.checkpoints.run.latest(), dtype="None")  # what dtype=None recorded
+    wider = _trainer(tmp_path, _net("float64"))
+    with pytest.raises(
+        CheckpointError, match=r"'conv1.weight': model dtype float64, checkpoint dtype float32"
+    ):
+        wider.fit(train, test, epochs=2, resume=True)
+    same = _trainer(tmp_path)  # the same dtype resumes as it always did
+    assert [r["epoch"] for r in same.fit(train, test, epochs=2, resume=True)] == [2]
 
 
 # -- finding 2: a parameter frozen since the checkpoint -----------------------------------------
