@@ -107,6 +107,11 @@ class StepCheckpoints:
         ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
         """
         if self.run is None:
+            if resume is True and self.sync.is_chief:  # asked to resume, it must not start over
+                raise CheckpointError(
+                    "resume=True (--resume) needs an output directory (out_dir, --out) to find "
+                    "the checkpoint in; none was given"
+                )
             return None, Position()
         run = self.run
         run.acquire()

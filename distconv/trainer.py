@@ -249,13 +249,15 @@ class Trainer:
             test: evaluated after each epoch when given.
             epochs: epochs in all, counting those a resumed checkpoint already holds.
             resume: ``False`` starts fresh (refusing a directory that holds a run),
-                ``True`` continues from the newest complete checkpoint (which must exist),
+                ``True`` continues from the newest complete checkpoint (which must exist, in
+                ``out_dir``),
                 ``"auto"`` continues when one exists and starts fresh otherwise, and
                 ``"overwrite"`` deletes a previous run's files first.
 
         Raises:
-            CheckpointError: no checkpoint to resume from, one from a different run, or an
-                output directory that holds a run and no instruction what to do with it.
+            CheckpointError: no checkpoint (or output directory) to resume from, one from a
+                different run, an output directory that holds a run and no instruction what to
+                do with it, or a checkpoint that cannot be read now (``CheckpointReadError``).
             TrainingError: the loss became NaN or infinite.
             Preempted: SIGTERM arrived; a checkpoint was saved first.
         """

@@ -120,6 +120,18 @@ def test_an_old_checkpoint_with_dtype_none_is_refused_per_parameter_not_cast(dat
     assert [r["epoch"] for r in same.fit(train, test, epochs=2, resume=True)] == [2]
 
 
+# -- finding 4: resume=True with nowhere to resume from -----------------------------------------
+def test_resume_true_without_an_output_directory_is_refused(data):
+    train, test = data
+    t = _trainer(None)
+    before = _weights(t)
+    with pytest.raises(CheckpointError, match=r"resume=True \(--resume\) needs an output dir"):
+        t.fit(train, test, epochs=1, resume=True)
+    assert t.pos.epoch == 0 and t.history == []
+    assert all(np.array_equal(before[k], v) for k, v in _weights(t).items())
+    assert len(_trainer(None).fit(train, test, epochs=1, resume="auto")) == 1  # nothing to find
+
+
 # -- finding 2: a parameter frozen since the checkpoint -----------------------------------------
 def test_one_rank_resumes_with_a_parameter_frozen_since_the_checkpoint(data, tmp_path, caplog):
     train, test = data
