@@ -53,6 +53,12 @@ OptimState = dict[str, dict[str, Any]]
 RESUME_MODES = (False, True, "auto", "overwrite")
 
 
+def check_resume(resume: bool | str) -> None:
+    """Refuse a ``resume`` that is not one of :data:`RESUME_MODES`."""
+    if resume not in RESUME_MODES:
+        raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
+
+
 def dtype_fact(params: Sequence[Parameter]) -> str:
     """The parameters' real dtypes, as a checkpoint records them: ``"float32"``, or
     ``"float16,float32"`` for a model that mixes them."""

@@ -29,11 +29,11 @@ from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
 from distconv.resume import (
-    RESUME_MODES,
     Position,
     Preempted,
     StepCheckpoints,
     TrainingError,
+    check_resume,
     dtype_fact,
     refuse_frozen_resume,
     share_position,
@@ -261,8 +261,8 @@ class Trainer:
             TrainingError: the loss became NaN or infinite.
             Preempted: SIGTERM arrived; a checkpoint was saved first.
         """
-        if resume not in RESUME_MODES:
-            raise ValueError(f"resume must be one of {RESUME_MODES}, got {resume!r}")
+        check_resume(resume)
+        self.history, self._stop_requested = [], False  # this call's; an old SIGTERM is done
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
         sampler = GlobalBatchSampler(
             array_length(train),
@@ -285,7 +285,9 @@ class Trainer:
                 self.monitor.set_ready()
             if handles_signals:
                 signal.signal(signal.SIGTERM, self._on_sigterm)
-            writer = self._metrics_writer()
+            writer = (
+                MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
+            )
             while self.pos.epoch < epochs:
                 record = self._run_epoch(train, test, sampler)
                 self.history.append(record)
@@ -348,7 +350,7 @@ class Trainer:
         """Whether any rank got SIGTERM: all ranks must stop at the same step.
 
         Ranks agree every :data:`STOP_CHECK_EVERY` steps. The flag is read before the
-        collective and never cleared, so a signal that arrives during it counts at the next.
+        collective and cleared only when a fit starts, so a signal during it counts at the next.
         """
         if self.sync.world_size == 1:
             return self._stop_requested
@@ -388,11 +390,6 @@ class Trainer:
         record["examples_per_second"] = sums["examples"] / max(sums["seconds"], 1e-9)
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
         return {**record, "global_batch": sampler.global_batch, "world_size": self.sync.world_size}
-
-    def _metrics_writer(self) -> MetricsWriter | None:
-        if not self.writes_files:
-            return None
-        return MetricsWriter(self.out_dir / METRICS, self.pos.epoch)
 
 
 def _accumulate_only(param: Parameter) -> None:

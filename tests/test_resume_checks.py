@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
+from distconv.resume import Preempted
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
@@ -130,6 +132,38 @@ def test_resume_true_without_an_output_directory_is_refused(data):
     assert t.pos.epoch == 0 and t.history == []
     assert all(np.array_equal(before[k], v) for k, v in _weights(t).items())
     assert len(_trainer(None).fit(train, test, epochs=1, resume="auto")) == 1  # nothing to find
+
+
+# -- finding 5: a second fit on the same Trainer ------------------------------------------------
+def test_a_fit_after_preempted_runs_to_the_end_like_an_uninterrupted_run(data, tmp_path):
+    train, test = data
+    whole = _trainer(tmp_path / "whole")
+    whole.fit(train, test, epochs=2)
+    t = _trainer(tmp_path / "split")
+    step = t.train_step
+
+    def signalled_at_step_5(*args):
+        out = step(*args)
+        if t.pos.step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal, caught by fit's handler
+        return out
+
+    t.train_step = signalled_at_step_5
+    with pytest.raises(Preempted, match="after step 5"):
+        t.fit(train, test, epochs=2)
+    t.train_step = step
+    history = t.fit(train, test, epochs=2, resume=True)  # no new signal: must not stop
+    assert [r["epoch"] for r in history] == [1, 2] and t.pos.step == 30
+    for name, value in _weights(whole).items():
+        np.testing.assert_array_equal(_weights(t)[name], value, err_msg=name)
+
+
+def test_fit_returns_only_the_records_of_its_own_call(data, tmp_path):
+    train, test = data
+    t = _trainer(tmp_path)
+    assert [r["epoch"] for r in t.fit(train, test, epochs=1)] == [1]
+    history = t.fit(train, test, epochs=2, resume=True)
+    assert [r["epoch"] for r in history] == [2] and t.history == history
 
 
 # -- finding 2: a parameter frozen since the checkpoint -----------------------------------------
