@@ -10,6 +10,7 @@ position is all a resumed run needs to see exactly the batches an uninterrupted 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
+from distconv.sampler import GlobalBatchSampler
 from distconv.sync import SyncError, SyncStrategy
 
 log = logging.getLogger("distconv.resume")
@@ -243,6 +245,19 @@ class StepCheckpoints:
         )
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
         return ckpt.optim_state, pos
+
+
+def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
+    """The epoch's metric sums to go on from: zeros, or those of the checkpoint resumed.
+
+    A checkpoint holds global sums only; this rank's examples before it (for its rate) follow
+    from the batch order, so the rate covers the same steps as the epoch's seconds.
+    """
+    sums = {**{k: 0.0 for k in SUMS}, **pos.sums}
+    if pos.step_in_epoch:
+        done = itertools.islice(sampler.passes(pos.epoch), pos.step_in_epoch)
+        sums["rank_examples"] = float(sum(len(i) for passes in done for i in passes))
+    return sums
 
 
 def share_position(sync: SyncStrategy, pos: Position) -> Position:

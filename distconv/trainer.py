@@ -35,6 +35,7 @@ from distconv.resume import (
     TrainingError,
     check_resume,
     dtype_fact,
+    epoch_sums,
     refuse_frozen_resume,
     share_position,
 )
@@ -311,7 +312,7 @@ class Trainer:
     ) -> dict[str, Any]:
         self.sync.set_lr_scale(self.lr_decay**self.pos.epoch)
         start = time.perf_counter()
-        sums = {"loss": 0.0, "correct": 0.0, "examples": 0.0, "seconds": 0.0, **self.pos.sums}
+        sums = epoch_sums(self.pos, sampler)
         loss_sum, correct, seen = 0, 0, 0  # this rank's, on the device since the last check
         checked = self.pos.step
         bar = ProgressBar(

@@ -4,6 +4,7 @@ damage, a second fit on the same Trainer, per-rank rates, frozen parameters, the
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import signal
@@ -18,7 +19,8 @@ from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.resume import Preempted
+from distconv.resume import Position, Preempted, epoch_sums
+from distconv.sampler import GlobalBatchSampler
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
@@ -164,6 +166,33 @@ def test_fit_returns_only_the_records_of_its_own_call(data, tmp_path):
     assert [r["epoch"] for r in t.fit(train, test, epochs=1)] == [1]
     history = t.fit(train, test, epochs=2, resume=True)
     assert [r["epoch"] for r in history] == [2] and t.history == history
+
+
+# -- finding 6: the per-rank rate after a mid-epoch resume ---------------------------------------
+def test_after_a_mid_epoch_resume_one_rank_rate_equals_the_global_rate(data, tmp_path):
+    train, test = data
+    first = _trainer(tmp_path, checkpoint_every=7)
+    first.fit(train, test, epochs=2)
+    for m in first.checkpoints.run.manifests():
+        if m.step > 21:  # as if killed after step 21, inside epoch 2
+            m.path.unlink()
+    again = _trainer(tmp_path, checkpoint_every=7)
+    (record,) = again.fit(train, test, epochs=2, resume=True)
+    assert record["epoch"] == 2
+    assert record["examples_per_second_per_rank"] == [record["examples_per_second"]]
+    logged = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert logged[-1]["examples_per_second_per_rank"] == [logged[-1]["examples_per_second"]]
+
+
+@pytest.mark.parametrize("done", [0, 3, 7])
+def test_each_ranks_examples_before_a_checkpoint_add_up_to_the_global_count(done):
+    # 97 examples in global batches of 16: the last step (7) has one example, for rank 0 only
+    ranks = [GlobalBatchSampler(97, 8, rank, 2, seed=4) for rank in range(2)]
+    pos = Position(epoch=1, step=7 + done, step_in_epoch=done, sums={"examples": 0.0})
+    counted = [epoch_sums(pos, sampler).get("rank_examples", 0.0) for sampler in ranks]
+    expected = min(97, 16 * done)
+    assert sum(counted) == expected
+    assert counted == ([8.0 * done] * 2 if done < 7 else [49.0, 48.0])
 
 
 # -- finding 2: a parameter frozen since the checkpoint -----------------------------------------
