@@ -269,14 +269,7 @@ def restore_checkpoint(
             from the model's; the message lists every mismatch.
     """
     ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
-    ours = {p.name: p.value for p in params}
-    problems = _mismatches("parameter", ours, ckpt.params)
-    if optim_state is not None:
-        ours_state = _flatten(optim_state)
-        problems += _mismatches("optimizer state", ours_state, _flatten(ckpt.optim_state))
-    if problems:
-        listed = "; ".join(problems)
-        raise CheckpointError(f"checkpoint {ckpt.path} does not fit the model: {listed}")
+    check_fit(ckpt, params, optim_state)
     for p in params:
         _copy_into(p.value, ckpt.params[p.name])
     if optim_state is not None:
@@ -284,6 +277,25 @@ def restore_checkpoint(
             for key, value in state.items():
                 _copy_into(value, ckpt.optim_state[name][key])
     return ckpt
+
+
+def check_fit(
+    ckpt: Checkpoint,
+    params: Sequence[Parameter],
+    optim_state: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Check that ``ckpt`` fits the model: the same names, shapes and dtypes.
+
+    Raises:
+        CheckpointError: one line listing every mismatch.
+    """
+    problems = _mismatches("parameter", {p.name: p.value for p in params}, ckpt.params)
+    if optim_state is not None:
+        ours_state = _flatten(optim_state)
+        problems += _mismatches("optimizer state", ours_state, _flatten(ckpt.optim_state))
+    if problems:
+        listed = "; ".join(problems)
+        raise CheckpointError(f"checkpoint {ckpt.path} does not fit the model: {listed}")
 
 
 def _flatten(state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

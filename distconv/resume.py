@@ -22,6 +22,7 @@ from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
     CheckpointError,
+    check_fit,
     load_checkpoint,
     restore_checkpoint,
     save_checkpoint,
@@ -226,6 +227,8 @@ class StepCheckpoints:
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
+        # first: another model (or dtype) is best named by the parameters that differ
+        check_fit(ckpt, self.params)
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
         ours = {**self.facts, "optimizer": self.sync.optimizer_config()}
         differ = [
