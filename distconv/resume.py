@@ -222,8 +222,8 @@ class StepCheckpoints:
         Raises:
             CheckpointError: the checkpoint does not fit the model (names, shapes, dtypes), or
                 comes from a run whose seed, global batch, optimizer, learning-rate decay,
-                dtype, data set or model differ. A fact the checkpoint does not record
-                (:data:`UNKNOWN`) is not compared.
+                dtype, data set or model differ. A fact the checkpoint or this run does not
+                record (:data:`UNKNOWN`) is not compared.
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
@@ -234,7 +234,7 @@ class StepCheckpoints:
         differ = [
             f"{k}: checkpoint {theirs.get(k)!r}, this run {ours.get(k)!r}"
             for k in MUST_MATCH
-            if theirs.get(k) not in UNKNOWN and theirs.get(k) != ours.get(k)
+            if _known(theirs.get(k)) and _known(ours.get(k)) and theirs.get(k) != ours.get(k)
         ]
         if differ:
             raise CheckpointError(
@@ -248,6 +248,11 @@ class StepCheckpoints:
         )
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
         return ckpt.optim_state, pos
+
+
+def _known(fact: Any) -> bool:
+    """Whether both sides can be compared on ``fact`` (an API run records no data set)."""
+    return fact not in UNKNOWN
 
 
 def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:

@@ -97,6 +97,13 @@ def test_a_checkpoint_without_the_data_and_model_facts_still_resumes(data, tmp_p
     assert [r["epoch"] for r in again.fit(train, test, epochs=2, resume=True)] == [2]
 
 
+def test_a_run_that_records_no_data_set_resumes_a_checkpoint_that_does(data, tmp_path):
+    """Trained by `distconv train`, continued from Python: only facts both record compare."""
+    train, test = data
+    _trainer(tmp_path, config={"data": "digits", "model": "lenet"}).fit(train, test, epochs=1)
+    assert [r["epoch"] for r in _trainer(tmp_path).fit(train, test, epochs=2, resume=True)] == [2]
+
+
 def test_the_real_dtype_is_recorded_and_a_network_of_another_dtype_is_refused(data, tmp_path):
     train, test = data
     first = _trainer(tmp_path)  # dtype=None: the network's own float32
