@@ -365,3 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C before the supervisor's handlers (keys, mpiexec -V)
+        print(f"{PROG} {args.command}: interrupted before the job started", file=sys.stderr)
+        return 130

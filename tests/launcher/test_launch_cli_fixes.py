@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,24 @@ def test_k8s_out_refuses_a_folder_with_another_jobs_manifests(tmp_path):
 def test_a_grace_that_is_not_a_finite_time_is_refused(tmp_path, grace):
     done = launch("local", "--workers", "1", "--grace", grace, "--", "true", cwd=tmp_path)
     assert done.returncode == 2 and "--grace: must be finite and >= 0" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_before_the_job_starts_is_one_line(tmp_path):
+    """SIGINT while the launcher asks a slow `mpiexec --version` which MPI it is."""
+    slow = tmp_path / "mpiexec"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "mpi", "-np", "1", "--mpiexec", str(slow),
+         "--run-dir", str(tmp_path / "run"), "--", "--epochs", "1"],
+        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2)  # in the version question by now
+        launcher.send_signal(signal.SIGINT)
+        _, stderr = launcher.communicate(timeout=30)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 130, stderr
+    assert stderr.strip() == "distconv-launch mpi: interrupted before the job started"
