@@ -234,15 +234,34 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
             "it is, retry once it can be read"
         ) from None
     try:
-        tensors = load(raw)  # checks the header, the dtypes and every tensor's byte range
-        size = int.from_bytes(raw[:8], "little")
-        meta = json.loads(raw[8 : 8 + size]).get("__metadata__") or {}
+        tensors, meta = _load_safetensors(raw, load)
     except Exception as exc:  # safetensors raises several types for a damaged file
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise CheckpointDamaged(
             f"checkpoint {path} is unreadable (truncated or corrupt): {reason}"
         ) from None
     return tensors, meta
+
+
+def _load_safetensors(raw: bytes, load: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """``load(raw)`` (which checks the header, the dtypes and every tensor's byte range) and the
+    metadata. safetensors' numpy functions write bfloat16 (``BF16``) but cannot read it back:
+    those tensors are read as ``uint16`` and viewed as ``ml_dtypes.bfloat16``."""
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + size])
+    bf16 = [k for k, v in header.items() if k != "__metadata__" and v.get("dtype") == "BF16"]
+    if bf16:
+        for name in bf16:
+            header[name]["dtype"] = "U16"
+        head = json.dumps(header).encode()
+        head += b" " * (-len(head) % 8)  # the format's alignment of the data
+        raw = len(head).to_bytes(8, "little") + head + raw[8 + size :]
+    tensors = load(raw)
+    if bf16:
+        import ml_dtypes
+
+        tensors.update({name: tensors[name].view(ml_dtypes.bfloat16) for name in bf16})
+    return tensors, header.get("__metadata__") or {}
 
 
 def restore_checkpoint(

@@ -81,6 +81,24 @@ def test_round_trip_restores_values_state_and_metadata(tmp_path):
     assert ckpt.extra == {"batch_size": 32}
 
 
+def test_bfloat16_parameters_come_back_bitwise(tmp_path):
+    """safetensors writes BF16 but its numpy loader cannot read it: nothing saved is lost."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    path = tmp_path / "checkpoint.safetensors"
+    rng = np.random.default_rng(3)
+    params = [
+        Parameter("w", rng.standard_normal((5, 3)).astype(ml_dtypes.bfloat16)),
+        Parameter("b", rng.standard_normal(3).astype(np.float32)),
+    ]
+    _save(path, params, {})
+    fresh = [Parameter(p.name, np.zeros_like(p.value)) for p in params]
+    restore_checkpoint(path, fresh)
+    for a, b in zip(params, fresh):
+        assert b.value.dtype == a.value.dtype
+        assert a.value.tobytes() == b.value.tobytes()
+    assert load_checkpoint(path).params["w"].dtype == ml_dtypes.bfloat16
+
+
 def test_file_is_plain_safetensors_with_prefixed_optimizer_state(tmp_path):
     from safetensors.numpy import load_file
 
