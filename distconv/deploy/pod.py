@@ -9,7 +9,9 @@ and mounts (``/tmp``, the run directory, the CURVE keys). The workloads build on
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from distconv import __version__
@@ -200,14 +202,21 @@ def _has_flag(argv: Sequence[str], flag: str) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in argv)
 
 
+def _quantity(text: str) -> tuple[Decimal, str]:
+    """A Kubernetes quantity ("2", "1.5", "500m", "4Gi") as its number and its suffix."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([a-zA-Z]*)", text)
+    if match is None:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return Decimal(match.group(1)), match.group(2)
+
+
 def _times(quantity: str, n: int) -> str:
-    """A whole-number Kubernetes quantity ("2", "4Gi") times ``n``."""
-    digits = quantity.rstrip("KMGTPEi")
-    return f"{int(digits) * n}{quantity[len(digits) :]}"
+    """A Kubernetes quantity ("2", "1500m", "1.5Gi") times ``n``, in the same unit."""
+    number, suffix = _quantity(quantity)
+    return f"{format((number * n).normalize(), 'f')}{suffix}"
 
 
 def _cpus(resources: dict[str, str]) -> int:
-    """Whole CPUs (at least one) in a container's CPU quantity ("2", "500m")."""
-    quantity = resources["cpu"]
-    whole = int(quantity[:-1]) // 1000 if quantity.endswith("m") else int(quantity)
-    return max(1, whole)
+    """Whole CPUs (at least one) in a container's CPU quantity ("2", "1.5", "500m")."""
+    number, suffix = _quantity(resources["cpu"])
+    return max(1, int(number / 1000 if suffix == "m" else number))

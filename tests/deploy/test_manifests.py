@@ -157,6 +157,19 @@ def test_gpus_are_per_rank_so_an_mpi_worker_pod_gets_one_set_per_slot(gpus, slot
     assert manifest_problems(objs) == []
 
 
+def test_milli_cpus_and_fractional_sizes_scale_with_the_slots(monkeypatch):
+    """kubernetes.md invites editing WORKER_RESOURCES: "1500m" and "1.5Gi" render too."""
+    import distconv.deploy.pod as pod
+
+    monkeypatch.setitem(pod.WORKER_RESOURCES, "cpu", "1500m")
+    monkeypatch.setitem(pod.WORKER_RESOURCES, "memory", "1.5Gi")
+    objs = render_manifests(job_name="q", workers=6, servers=0, image="d:1", slots_per_worker=3)
+    (worker,) = _pod(objs[0], "Worker")["containers"]
+    assert worker["resources"]["requests"] == {"cpu": "4500m", "memory": "4.5Gi"}
+    for obj in objs:
+        validate(obj)
+
+
 def test_keys_are_files_from_the_secret_never_environment_values():
     sides = {"StatefulSet": "server", "Job": "worker"}
     for obj in render("pserver"):
