@@ -15,7 +15,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .commands import (
@@ -266,6 +266,14 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     return supervisor.run(build, max_restarts=args.max_restarts)
 
 
+def env_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """``env -u NAME ... NAME=VALUE ...``: what turns ``before`` into ``after`` (nothing when
+    they are equal), so a printed command runs as the launcher would run it."""
+    unset = [a for name in sorted(set(before) - set(after)) for a in ("-u", name)]
+    changed = [f"{k}={v}" for k, v in sorted(after.items()) if before.get(k) != v]
+    return ["env", *unset, *changed] if unset or changed else []
+
+
 def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch mpi``: build the mpiexec command; print it or supervise it."""
     from .mpi import (
@@ -305,7 +313,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
 
     if args.dry_run:
-        print(shlex.join(build(0)[0].argv))
+        (spec,) = build(0)
+        print(shlex.join([*env_changes(os.environ, spec.env), *spec.argv]))
         return 0
     supervisor = Supervisor(run_dir, grace=args.grace)
     supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")

@@ -130,13 +130,18 @@ def test_more_ranks_than_slots_is_refused():
         mpi_command("m", "lam", MpiOptions(1), ["w"], {})
 
 
-def launch(*argv: str, env: dict | None = None, cwd=None, timeout=60):
+def launch_env() -> dict[str, str]:
+    """The environment the tests run the launcher in."""
     base = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT), "HOME": "/tmp"}
     # Open MPI's own settings (root in a container, oversubscription: .ci/openmpi) carry over
     base.update({k: v for k, v in os.environ.items() if k.startswith(("OMPI_", "PRTE_"))})
+    return base
+
+
+def launch(*argv: str, env: dict | None = None, cwd=None, timeout=60):
     return subprocess.run(
         [PY, "-m", "launcher", "mpi", *argv],
-        env={**base, **(env or {})},
+        env={**launch_env(), **(env or {})},
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -160,8 +165,37 @@ def test_dry_run_prints_the_exact_command(tmp_path):
         expected += ["-x", name]
     expected += [PY, "-m", "mpi4py", "-m", "distconv", "train", "--sync", "mpi", "--epochs", "1"]
     expected += ["--out", str(tmp_path / "runs" / "j9" / "train")]  # as local does
-    assert done.stdout == shlex.join(expected) + "\n"
+    assert done.stdout.endswith(" " + shlex.join(expected) + "\n")
+    # what the launcher sets in mpiexec's environment, so the command runs as it would
+    prefix = shlex.split(done.stdout[: -len(shlex.join(expected)) - 2])
+    assert prefix[0] == "env"
+    assert {"DISTCONV_JOB_ID=j9", "DISTCONV_RESTART=0", "OMP_NUM_THREADS=3"} <= set(prefix)
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_the_dry_runs_command_runs_as_the_launcher_would(tmp_path):
+    """A shell with another launcher's RANK left over: the printed command unsets it."""
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not on PATH")
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "ranks.py"
+    script.write_text(RANK_SCRIPT)
+    leftover = {"RANK": "5", "PYTHONUNBUFFERED": "1"}
+    done = launch("-np", "2", "-H", "localhost:2", "--job-id", "d1", "--threads", "1",
+                  "--dry-run", "--", str(script), env=leftover, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ran = subprocess.run(
+        shlex.split(done.stdout), env={**launch_env(), **leftover}, capture_output=True,
+        text=True, timeout=100, cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    rows = [json.loads(line[line.index("{") :]) for line in ran.stdout.splitlines() if "{" in line]
+    assert sorted((r["rank"], r["world"], r["job"], r["threads"]) for r in rows) == [
+        (0, 2, "d1", "1"),
+        (1, 2, "d1", "1"),
+    ]
 
 
 @pytest.mark.mpi
@@ -179,7 +213,8 @@ def test_dry_run_detects_the_installed_mpi(tmp_path):
         expected = [mpiexec, "-n", "2", "-hosts", "localhost:2", "-genvall", "-prepend-rank"]
     else:
         expected = [mpiexec, "-np", "2", "-H", "localhost:2", "--tag-output"]
-    assert done.stdout.startswith(shlex.join(expected) + " ")
+    assert done.stdout.startswith("env ")  # what the launcher sets, then the command
+    assert " " + shlex.join(expected) + " " in done.stdout
     assert done.stdout.endswith(shlex.join([PY, "-m", "mpi4py", str(script)]) + "\n")
 
 
