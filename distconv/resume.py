@@ -247,7 +247,17 @@ class StepCheckpoints:
             ckpt.epoch, ckpt.step, int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra["sums"]
         )
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
-        return ckpt.optim_state, pos
+        return _without_frozen(ckpt.optim_state, self.params), pos
+
+
+def _without_frozen(state: OptimState, params: Sequence[Parameter]) -> OptimState:
+    """The optimizer state of the parameters trained now. One frozen since the checkpoint keeps
+    its restored value and needs no state while frozen (it starts afresh if unfrozen); the
+    sync, which knows only what it trains, refuses state of any name it does not know."""
+    frozen = sorted({p.name for p in params if p.static} & set(state))
+    if frozen:
+        log.warning("not restoring the optimizer state of %s: frozen since the checkpoint", frozen)
+    return {name: s for name, s in state.items() if name not in frozen}
 
 
 def _known(fact: Any) -> bool:

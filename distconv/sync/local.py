@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,8 +9,6 @@ from distconv.backend import copy_into
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import PER_ROW, StateDict, SyncStrategy
-
-log = logging.getLogger("distconv.sync")
 
 
 class LocalSync(SyncStrategy):
@@ -56,19 +53,8 @@ class LocalSync(SyncStrategy):
 
         Per-row counts of a parameter-server checkpoint (keys ending in :data:`PER_ROW`) have
         no buffer here and are skipped: a whole table keeps the scalar (the largest count).
-        So is the state of a parameter that is not trained now (frozen since the checkpoint):
-        its value is restored, and it needs no optimizer state while it stays frozen.
         """
-        untrained = set(state) - {p.name for p in self.params}
-        if untrained:
-            log.warning(
-                "not restoring the optimizer state of %s: not trained now (frozen since the "
-                "checkpoint); the state starts afresh if unfrozen",
-                sorted(untrained),
-            )
         for name, buffers in state.items():
-            if name in untrained:
-                continue
             for key, value in buffers.items():
                 if not key.endswith(PER_ROW):
                     copy_into(self.state[name][key], value)
