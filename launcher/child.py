@@ -145,6 +145,7 @@ class Child:
             self.log.close()
             raise
         self.returncode: int | None = None
+        self._status: int | None = None  # the exit status, set by the waiter thread
         #: set by finish(): a process outside the group still held the output pipe
         self.output_held = False
         self._pump = threading.Thread(
@@ -155,7 +156,20 @@ class Child:
         self._waiter.start()
 
     def _wait(self) -> None:
-        self.proc.wait()
+        """Record the exit, without reaping where the OS allows (``WNOWAIT``): the zombie
+        keeps the pid, hence the group's id, ours until :meth:`finish` reaps it, so a stop
+        never signals a later process group that was given the same id."""
+        if hasattr(os, "waitid"):
+            try:
+                info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
+            except ChildProcessError:  # reaped already
+                pass
+            else:
+                exited = info.si_code == os.CLD_EXITED
+                self._status = info.si_status if exited else -info.si_status
+                self.exited_at = time.monotonic()
+                return
+        self._status = self.proc.wait()
         self.exited_at = time.monotonic()
 
     def _copy(self, out: BinaryIO, lock: threading.Lock) -> None:
@@ -179,7 +193,7 @@ class Child:
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""
         if self.returncode is None and self.exited_at is not None:
-            self.returncode = self.proc.returncode
+            self.returncode = self._status
         return self.returncode
 
     def signal_group(self, signum: int) -> None:
@@ -188,15 +202,13 @@ class Child:
         except (ProcessLookupError, PermissionError):
             pass  # the whole group is gone already
 
-    def group_alive(self) -> bool:
-        """Whether any process is left in the child's group (the leader until reaped too)."""
-        try:
-            os.killpg(self.proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # a member that changed its user: still there
+    def group_alive(self, running: set[int] | None) -> bool:
+        """Whether a process of the child's group still runs, given ``running``:
+        :func:`running_groups` (zombies do not count, such as the leader the waiter left
+        unreaped; None, without /proc: the group is known by its leader alone)."""
+        if self.exited_at is None:
             return True
-        return True
+        return running is not None and self.proc.pid in running
 
     def finish(self) -> None:
         """Kill whatever is left of the group, reap, drain the output, close the log.
@@ -230,3 +242,23 @@ class Child:
             restart=restart,
             signal_number=number,
         )
+
+
+def running_groups() -> set[int] | None:
+    """The process groups that have a process which is not a zombie (None without /proc)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    groups = set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state, _, pgrp = f.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        if state != b"Z":
+            groups.add(int(pgrp))
+    return groups

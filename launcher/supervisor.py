@@ -42,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import BinaryIO
 
-from .child import Child, ChildSpec, Failure, signal_name
+from .child import Child, ChildSpec, Failure, running_groups, signal_name
 
 __all__ = ["STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
 
@@ -182,7 +182,7 @@ class Supervisor:
         for phase in ([c for c in children if c not in servers], servers):
             for child in phase:
                 child.signal_group(signal.SIGTERM)
-            while any(c.group_alive() for c in phase):
+            while _any_running(phase):
                 if time.monotonic() > deadline or len(self._signals) >= 2:
                     break  # out of patience, or the user signalled again: kill now
                 time.sleep(self.poll_interval)
@@ -204,3 +204,9 @@ class Supervisor:
             f"{failure.describe()} (after {failure.restart} restart(s)){after}; "
             f"last lines of {failure.log}:\n{tail}\nreport: {path}"
         )
+
+
+def _any_running(children: list[Child]) -> bool:
+    """Whether a process of any of ``children``'s groups still runs (one look at /proc)."""
+    running = running_groups()
+    return any(c.group_alive(running) for c in children)

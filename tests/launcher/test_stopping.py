@@ -251,3 +251,59 @@ def test_a_childs_log_has_each_line_as_it_comes(tmp_path):
     finally:
         launcher.send_signal(signal.SIGTERM)
         launcher.wait(timeout=20)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def _reuse_pid(pid: int) -> subprocess.Popen | None:
+    """An unrelated session leader (another job's child) given ``pid``, where the kernel lets
+    this process choose the next pid (``ns_last_pid``: root); None where it does not."""
+    for _ in range(50):
+        try:
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        except OSError:
+            return None
+        proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    return None
+
+
+@pytest.mark.timeout(60)
+def test_an_exited_leaders_pid_stays_the_jobs_until_the_attempt_ends(tmp_path):
+    """Worker 0 exits at once, worker 1 runs on: worker 0's pid (its group's id) is held as a
+    zombie, so no later process group can get it and be signalled by the stop."""
+    specs = [
+        ChildSpec("worker", 0, ["sh", "-c", "echo $$"]),
+        ChildSpec("worker", 1, ["sleep", "3"]),
+    ]
+    log, seen, stranger = tmp_path / "run" / "logs" / "worker-0.log", [], {}
+
+    def look() -> None:
+        while not (log.exists() and log.read_text().strip()):
+            time.sleep(0.01)
+        pid = int(log.read_text())
+        time.sleep(1.0)  # worker 0 is long gone, worker 1 still sleeps
+        seen.append(_state(pid))
+        stranger["proc"] = _reuse_pid(pid)
+
+    watcher = threading.Thread(target=look)
+    watcher.start()
+    status, said = supervise(tmp_path, specs, grace=10)
+    watcher.join()
+    assert status == 0, said
+    assert seen == ["Z"], "the exited leader's pid was given back during the attempt"
+    proc = stranger.get("proc")
+    if proc is not None:  # the kernel gave it out anyway: it must not be the job's to kill
+        try:
+            assert proc.poll() is None, "the stop signalled a process group not the job's"
+        finally:
+            proc.kill()
+            proc.wait()
