@@ -186,8 +186,8 @@ class Child:
                 try:
                     out.write(prefix + line)
                     out.flush()
-                except OSError:  # our stdout is gone (`| head`): keep draining into the log
-                    echo = False
+                except (OSError, ValueError):  # stdout gone (`| head`) or closed: keep
+                    echo = False  # draining into the log
         self.log.flush()
 
     def poll(self) -> int | None:

@@ -74,13 +74,16 @@ class Supervisor:
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr.buffer
         self.poll_interval = poll
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the children's lines on ``out``
+        self._err_lock = threading.Lock()  # apart: a stalled reader of ``out`` blocks no stop
         self._signals: list[int] = []
+        self._first_signal_at = float("inf")  # monotonic time of the first signal
+        self._finished = False  # the attempt's workers all exited 0 before any signal
 
     def say(self, message: str) -> None:
         """One launcher message on ``err``, never inside a child's line (dropped where ``err``
         is gone: a closed terminal must not keep the children from their SIGTERM)."""
-        with self._lock:
+        with self._err_lock:
             try:
                 self.err.write(f"distconv-launch: {message}\n".encode())
                 self.err.flush()
@@ -104,6 +107,9 @@ class Supervisor:
         try:
             for restart in range(max_restarts + 1):
                 failure = self._attempt(build(restart), restart)
+                if self._signals and self._finished:  # came while the servers were stopping
+                    self.say(f"got {signal_name(self._signals[0])} after the job had finished")
+                    return 0
                 if self._signals:  # also when it came while a failed attempt was stopping
                     stopped = f"stopped by {signal_name(self._signals[0])}"
                     if failure is not None:  # that failure is still the cause to report
@@ -128,13 +134,17 @@ class Supervisor:
         for signum in STOP_SIGNALS:
             if signum != signal.SIGTERM and signal.getsignal(signum) is signal.SIG_IGN:
                 continue  # nohup (SIGHUP), a shell's background job (SIGINT): keep ignoring
-            previous[signum] = signal.signal(signum, lambda s, _f: self._signals.append(s))
+            previous[signum] = signal.signal(signum, self._on_signal)
         return previous
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self._first_signal_at = min(self._first_signal_at, time.monotonic())
+        self._signals.append(signum)
 
     def _attempt(self, specs: list[ChildSpec], restart: int) -> Failure | None:
         """Start the children, watch them until the attempt ends, stop what is left."""
         children: list[Child] = []
-        failed = None
+        failed, self._finished = None, False
         try:
             try:
                 for spec in specs:
@@ -142,7 +152,7 @@ class Supervisor:
                     children.append(Child(spec, log_path, self.out, self._lock))
                 failed = self._watch(children)
             finally:  # also when a later child cannot start: the others get their grace
-                self._stop(children)
+                self._stop(children, failed)
         finally:
             for child in children:
                 child.finish()
@@ -154,34 +164,40 @@ class Supervisor:
         return failed.failure(restart) if failed is not None else None
 
     def _watch(self, children: list[Child]) -> Child | None:
-        """The first child to fail; None when every worker succeeded or a signal came.
+        """The first child to fail, also where a signal came after it; None when every worker
+        succeeded (:attr:`_finished`) or a signal came first.
 
         A server that exits, even with 0 (a shard stops so on SIGTERM), while a worker runs
         fails the attempt: the workers would wait on it until their own timeout.
         """
         workers = [c for c in children if c.spec.role != "server"]
         while True:
-            if self._signals:
-                self.say(f"got {signal_name(self._signals[0])}; stopping every child")
-                return None
+            signalled = bool(self._signals)  # read first: a failure seen below came before
             working = any(c.poll() is None for c in workers)
             failed = [c for c in children if c.poll() not in (None, 0)]
             if working:
                 failed += [c for c in children if c.spec.role == "server" and c.poll() == 0]
-            if failed:  # several within one poll: the one that exited first
-                return min(failed, key=lambda c: c.exited_at)
+            first = min(failed, key=lambda c: c.exited_at) if failed else None
+            if first is not None and first.exited_at < self._first_signal_at:
+                return first  # several within one poll: the one that exited first
+            if signalled:
+                return None
             if not working:
+                self._finished = True
                 return None
             time.sleep(self.poll_interval)
 
-    def _stop(self, children: list[Child]) -> None:
+    def _stop(self, children: list[Child], failed: Child | None = None) -> None:
         """Workers, then servers: SIGTERM to each group, the next once the groups are empty;
-        SIGKILL to all at the grace period's end, or at the launcher's second signal."""
+        SIGKILL to all at the grace period's end, or at the launcher's second signal. The
+        signals go before any message (whose stream may be stalled)."""
         deadline = time.monotonic() + self.grace
         servers = [c for c in children if c.spec.role == "server"]
         for phase in ([c for c in children if c not in servers], servers):
             for child in phase:
                 child.signal_group(signal.SIGTERM)
+            if phase is not servers and self._signals and failed is None:
+                self.say(f"got {signal_name(self._signals[0])}; stopping every child")
             while _any_running(phase):
                 if time.monotonic() > deadline or len(self._signals) >= 2:
                     break  # out of patience, or the user signalled again: kill now

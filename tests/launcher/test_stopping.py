@@ -47,24 +47,38 @@ def done_at(tmp_path: Path, name: str) -> float | None:
     return float(path.read_text()) if path.exists() else None
 
 
-def supervise(tmp_path: Path, specs: list[ChildSpec], grace: float = 20, signal_at=None):
+def signal_once_up(tmp_path: Path, names: list[str], *signals: tuple[float, int]) -> None:
+    """Send each ``(seconds, signum)`` to this process (the launcher's) that many seconds
+    after the children ``names`` have their SIGTERM handlers in place (``<name>.up``)."""
+
+    def send() -> None:
+        wait_for([tmp_path / f"{name}.up" for name in names])
+        began = time.monotonic()
+        for seconds, signum in signals:
+            time.sleep(max(0.0, began + seconds - time.monotonic()))
+            os.kill(os.getpid(), signum)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def supervise(
+    tmp_path: Path, specs: list[ChildSpec], grace: float = 20, signal_at=None, out=None, poll=0.05
+):
     """Run ``specs`` under a real :class:`Supervisor`, its messages captured; ``signal_at``:
-    ``(seconds, signum)`` sent to this process (the launcher's) from a timer."""
+    ``(names, seconds, signum)``, see :func:`signal_once_up`; ``out``: the children's lines'
+    stream (default: discarded)."""
     err_r, err_w = os.pipe()
     err = os.fdopen(err_w, "wb")
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(os.fdopen(err_r, "rb")), daemon=True)
     reader.start()
-    timer = None
     if signal_at is not None:
-        timer = threading.Timer(signal_at[0], os.kill, (os.getpid(), signal_at[1]))
-        timer.start()
-    with open(os.devnull, "wb") as out:
-        status = Supervisor(tmp_path / "run", grace=grace, out=out, err=err).run(lambda r: specs)
+        signal_once_up(tmp_path, signal_at[0], signal_at[1:])
+    with open(os.devnull, "wb") as devnull:
+        supervisor = Supervisor(tmp_path / "run", grace, out or devnull, err, poll)
+        status = supervisor.run(lambda r: specs)
     err.close()
     reader.join(5)
-    if timer is not None:
-        timer.cancel()
     return status, b"".join(lines).decode()
 
 
@@ -94,7 +108,7 @@ def test_servers_serve_until_the_workers_have_stopped(tmp_path):
         ChildSpec("server", 0, checkpointing(tmp_path, "s", 0)),
         ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0)),
     ]
-    status, said = supervise(tmp_path, specs, signal_at=(1.5, signal.SIGTERM))
+    status, said = supervise(tmp_path, specs, signal_at=(["s", "w"], 0.3, signal.SIGTERM))
     assert status == 143, said
     worker, server = done_at(tmp_path, "w"), done_at(tmp_path, "s")
     assert worker is not None and server is not None, said
@@ -129,11 +143,13 @@ def test_a_server_may_stop_once_the_workers_are_done(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tmp_path):
     """Worker 1 fails; worker 0 checkpoints for 2 s; a scheduler's SIGTERM lands meanwhile."""
+    until_up = f"while [ ! -e {tmp_path / 'w.up'} ]; do sleep 0.05; done"
     specs = [
         ChildSpec("worker", 0, checkpointing(tmp_path, "w", 2.0)),
-        ChildSpec("worker", 1, ["sh", "-c", "sleep 1; echo giving up; exit 3"]),
+        ChildSpec("worker", 1, ["sh", "-c", f"{until_up}; echo giving up; exit 3"]),
     ]
-    status, said = supervise(tmp_path, specs, signal_at=(2.0, signal.SIGTERM))
+    # worker 0 checkpoints from the failure on, for 2 s: the signal lands 1 s into that
+    status, said = supervise(tmp_path, specs, signal_at=(["w"], 1.0, signal.SIGTERM))
     assert status == 143, said
     assert done_at(tmp_path, "w") is not None, "worker 0 was killed in its checkpoint"
     assert "worker 1 failed with exit code 3 (after 0 restart(s)); then stopped by SIGTERM" in said
@@ -145,8 +161,7 @@ def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tm
 @pytest.mark.timeout(60)
 def test_a_second_signal_kills_at_once(tmp_path):
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30))]
-    for delay in (1.0, 1.5):
-        threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT)).start()
+    signal_once_up(tmp_path, ["w"], (0.3, signal.SIGINT), (0.8, signal.SIGINT))
     began = time.monotonic()
     status, _ = supervise(tmp_path, specs, grace=30)
     assert status == 130 and time.monotonic() - began < 10
@@ -159,7 +174,7 @@ def test_a_closed_terminal_still_gives_the_children_their_grace(tmp_path):
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0))]
     err_r, err_w = os.pipe()
     os.close(err_r)  # every write to err now fails with EPIPE, as one to a hung-up tty does
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGHUP)).start()
+    signal_once_up(tmp_path, ["w"], (0.3, signal.SIGHUP))
     with open(os.devnull, "wb") as out, os.fdopen(err_w, "wb", buffering=0) as err:
         status = Supervisor(tmp_path / "run", grace=20, out=out, err=err).run(lambda r: specs)
     assert status == 129
@@ -307,3 +322,56 @@ def test_an_exited_leaders_pid_stays_the_jobs_until_the_attempt_ends(tmp_path):
         finally:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.timeout(60)
+def test_a_failure_just_before_a_signal_is_still_reported(tmp_path):
+    """Both land within one look at the children (a long poll here): the failure came first."""
+    specs = [ChildSpec("worker", 0, ["sh", "-c", f"touch {tmp_path / 'w.up'}; exit 3"])]
+    status, said = supervise(tmp_path, specs, signal_at=(["w"], 0.1, signal.SIGTERM), poll=0.6)
+    assert status == 143, said
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["rank"], report["exit_code"], report["then"]) == (0, 3, "stopped by SIGTERM")
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_after_the_job_finished_leaves_it_a_success(tmp_path):
+    """The workers are done; the signal lands while the server writes its part on the way out."""
+    until_up = f"while [ ! -e {tmp_path / 's.up'} ]; do sleep 0.05; done"
+    specs = [
+        ChildSpec("server", 0, checkpointing(tmp_path, "s", 1.5)),
+        # the worker finishes once the server is up (its SIGTERM handler in place)
+        ChildSpec("worker", 0, ["sh", "-c", f"{until_up}; touch {tmp_path / 'w.up'}"]),
+    ]
+    status, said = supervise(tmp_path, specs, signal_at=(["s", "w"], 0.8, signal.SIGTERM))
+    assert status == 0, said
+    assert "got SIGTERM after the job had finished" in said
+    assert done_at(tmp_path, "s") is not None  # the server had its grace
+
+
+@pytest.mark.timeout(90)
+def test_a_stalled_reader_of_the_output_does_not_hold_up_the_stop(tmp_path):
+    """Nobody reads the launcher's stdout (a hung log shipper): the children still get their
+    SIGTERM and grace, and the launcher ends."""
+    script = tmp_path / "loud.py"
+    script.write_text("print('x' * 200_000, flush=True)\n" + CHECKPOINTS)
+    specs = [ChildSpec("worker", 0, [sys.executable, str(script), str(tmp_path / "w"), "0.5"])]
+    out_r, out_w = os.pipe()
+    out = os.fdopen(out_w, "wb", buffering=0)
+    unstall = threading.Timer(45, os.close, (out_r,))  # lets a blocked pump go, at worst
+    unstall.start()
+    began = time.monotonic()
+    try:
+        status, said = supervise(tmp_path, specs, 10, (["w"], 0.5, signal.SIGTERM), out)
+        took = time.monotonic() - began
+    finally:
+        unstall.cancel()
+        unstall.join()
+        try:
+            os.close(out_r)
+        except OSError:  # the timer closed it
+            pass
+        out.close()
+    assert took < 40, "the stop waited for the stalled reader"
+    assert status == 143, said
+    assert done_at(tmp_path, "w") is not None, "the child never got its SIGTERM"
