@@ -71,6 +71,9 @@ class ChildSpec:
         argv: the command.
         env: its whole environment.
         prefix: put before each of its output lines; None means ``"[role rank] "``.
+        stop_signals: what a stop sends its group, in order (a shard drains at its first
+            signal, and stops at once at a second, which the launcher sends once the workers
+            are gone).
     """
 
     role: str
@@ -78,6 +81,7 @@ class ChildSpec:
     argv: Sequence[str]
     env: dict[str, str] = field(repr=False, default_factory=dict)
     prefix: str | None = None
+    stop_signals: tuple[int, ...] = (signal.SIGTERM,)
 
     @property
     def name(self) -> str:

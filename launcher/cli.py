@@ -12,6 +12,7 @@ import math
 import os
 import secrets
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -207,6 +208,7 @@ def local_plan(
             job_id=job_id,
             keys_dir=keys_dir,
             checkpoint_dir=checkpoint_dir,
+            drain_seconds=args.grace,
             extra=("--insecure",) if args.insecure else (),
         )
     # shards take one thread each (set in local_children) but share the cores all the same
@@ -232,7 +234,11 @@ def local_children(
         shard_job = JobEnv(job.job_id, pservers, job.keys_dir, 1, restart)
         for shard, port in enumerate(ports):
             env = child_env(environ, shard_job, "server", shard, servers.num_shards)
-            specs.append(ChildSpec("server", shard, server_command(shard, port, servers), env))
+            argv = server_command(shard, port, servers)
+            # a shard drains at SIGTERM; by the time the supervisor stops it the workers are
+            # gone, so SIGINT ends the drain at once
+            stop = (signal.SIGTERM, signal.SIGINT)
+            specs.append(ChildSpec("server", shard, argv, env, stop_signals=stop))
     sync = "pserver" if servers is not None else None
     argv = worker_command(program, sync, restart)
     for rank in range(workers):

@@ -143,6 +143,7 @@ class ServerOptions:
     keys_dir: str | None = None
     checkpoint_dir: str | None = None
     host: str = "127.0.0.1"
+    drain_seconds: float = 0.0
     extra: tuple[str, ...] = field(default=())
 
 
@@ -159,9 +160,10 @@ def server_command(
         argv += ["--keys", opts.keys_dir]
     if opts.checkpoint_dir is not None:
         argv += ["--checkpoint-dir", opts.checkpoint_dir]
-    # the supervisor signals a shard only once the workers are gone: no worker to wait for
-    # (one that never said bye is dead), so no drain to hold up a restart
-    argv += ["--drain-seconds", "0"]
+    # a shard signalled with its workers (the launcher killed: the kernel's parent-death
+    # SIGTERM reaches all at once; systemd stopping the cgroup) serves until they have
+    # checkpointed; the launcher's own stop ends the drain at once (a second signal)
+    argv += ["--drain-seconds", f"{opts.drain_seconds:g}"]
     return argv + list(opts.extra)
 
 

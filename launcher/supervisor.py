@@ -195,7 +195,8 @@ class Supervisor:
         servers = [c for c in children if c.spec.role == "server"]
         for phase in ([c for c in children if c not in servers], servers):
             for child in phase:
-                child.signal_group(signal.SIGTERM)
+                for signum in child.spec.stop_signals:
+                    child.signal_group(signum)
             if phase is not servers and self._signals and failed is None:
                 self.say(f"got {signal_name(self._signals[0])}; stopping every child")
             while _any_running(phase):

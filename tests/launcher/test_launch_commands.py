@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -168,7 +169,7 @@ def test_a_parameter_server_job_exactly(tmp_path):
         ["--workers", "2", "--servers", "2", "--threads", "3", "--", "--epochs", "1"], tmp_path
     )
     keys, out = str(tmp_path / "keys"), str(tmp_path / "train")
-    assert servers == ServerOptions(2, 2, "sync", "j", keys, out)
+    assert servers == ServerOptions(2, 2, "sync", "j", keys, out, drain_seconds=30.0)  # --grace
     assert job == JobEnv("j", (), keys, threads=3)
     specs = local_children(program, servers, job, 2, 1, {"HOME": "/h"}, ports=[7001, 7002])
     assert [(s.role, s.rank) for s in specs] == [
@@ -180,8 +181,11 @@ def test_a_parameter_server_job_exactly(tmp_path):
     assert specs[1].argv == [
         PY, "-m", "distconv", "pserver", "--bind", "127.0.0.1:7002", "--shard", "1",
         "--num-shards", "2", "--workers", "2", "--mode", "sync", "--job-id", "j",
-        "--keys", keys, "--checkpoint-dir", out, "--drain-seconds", "0",
+        "--keys", keys, "--checkpoint-dir", out, "--drain-seconds", "30",
     ]  # fmt: skip
+    # the launcher's own stop: a drain, ended at once (its workers are gone by then)
+    assert specs[1].stop_signals == (signal.SIGTERM, signal.SIGINT)
+    assert specs[3].stop_signals == (signal.SIGTERM,)
     assert specs[3].argv == [
         PY, "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--out", out,
         "--resume", "auto",
@@ -204,7 +208,9 @@ def test_insecure_and_user_out_dir(tmp_path):
         ["--workers", "2", "--insecure", "--mode", "async", "--", "--out", "/o"], tmp_path
     )
     assert program.argv == ("--out", "/o", "--insecure")
-    assert servers == ServerOptions(1, 2, "async", "j", None, "/o", extra=("--insecure",))
+    assert servers == ServerOptions(
+        1, 2, "async", "j", None, "/o", drain_seconds=30.0, extra=("--insecure",)
+    )
     assert job.keys_dir is None
 
 

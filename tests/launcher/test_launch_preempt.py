@@ -83,3 +83,55 @@ def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path, servers):
     assert f"after epoch {EPOCHS}" in again.stdout
     metrics = (run / "train" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in metrics] == list(range(1, int(EPOCHS) + 1))
+
+
+def _children_of(run: Path) -> list[int]:
+    """The pids of processes whose command line names ``run`` (the job's shard and worker)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(run).encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _mid_epoch_checkpoint(run: Path) -> int | None:
+    """The step of a checkpoint written inside an epoch (a SIGTERM's; epoch ends are not)."""
+    from distconv.checkpoint import load_checkpoint
+
+    for manifest in sorted((run / "train" / "checkpoints").glob("step-*.json")):
+        ckpt = load_checkpoint(manifest.with_suffix("") / "chief.safetensors")
+        if int(ckpt.extra.get("step_in_epoch", 0)):
+            return ckpt.step
+    return None
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_launcher_leaves_a_parameter_server_worker_its_checkpoint(tmp_path):
+    """kill -9 of the launcher: the kernel sends every child SIGTERM at once (parent-death
+    signal); the shard drains, so the worker checkpoints through it before it goes."""
+    run = tmp_path / "run"
+    (port,) = free_ports(1)
+    launcher = subprocess.Popen(
+        launch_argv(run, 1, "--health-port", str(port), "--epochs", "5000"),
+        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while trained_samples(port) <= 0:
+            assert launcher.poll() is None, "the job ended before it trained"
+            assert time.monotonic() < deadline, "the worker never trained a step"
+            time.sleep(0.02)
+        launcher.kill()
+        launcher.wait()
+        deadline = time.monotonic() + 60
+        while _children_of(run) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _children_of(run), "the shard or the worker outlived the launcher by 60 s"
+        assert _mid_epoch_checkpoint(run) is not None, "no checkpoint at the SIGTERM"
+    finally:
+        launcher.kill()
+        for pid in _children_of(run):
+            os.kill(pid, signal.SIGKILL)
