@@ -37,6 +37,7 @@ from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import ShardConfig, split_endpoint
+from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
@@ -61,7 +62,7 @@ CHIEF_LOST = (
 )
 
 
-class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointParts):
+class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointParts, Draining):
     """A parameter-server shard.
 
     Args:
@@ -105,8 +106,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         self.bye_at: dict[int, int] = {}
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
-        self._drain_until: float | None = None  # see drain()
-        self._drain_said = False
+        Draining.__init__(self)
         #: probes (``distconv.service.ServiceEndpoints``), set by :func:`run_shard`
         self.service: Any = None
         self._ctx = zmq.Context()
@@ -159,32 +159,6 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         """Ask :meth:`serve` to return after the current message (signal-safe)."""
         self._stop = True
 
-    def drain(self) -> None:
-        """Ask :meth:`serve` to return once no worker is in (each said ``bye`` or was lost),
-        the job failed, or ``drain_seconds`` passed; a second call stops at once (signal-safe).
-
-        A worker stopped by the same signal (a pod eviction signals every pod of the job at
-        once) writes its checkpoint through the shards before it says ``bye``.
-        """
-        if self._drain_until is not None:
-            self._stop = True
-        else:
-            self._drain_until = time.monotonic() + self.config.drain_seconds
-
-    def _drained(self, now: float) -> bool:
-        working = sorted(set(self.accepted_at) - self.left - self.lost)
-        done = now >= self._drain_until or self.failed is not None or not working
-        if working and (done or not self._drain_said):
-            log.warning(
-                "shard %d: %s with rank(s) %s still in%s",
-                self.index,
-                "stopping" if done else "stopping once they say bye",
-                ", ".join(map(str, working)),
-                "" if done else " (a second signal stops it now)",
-            )
-        self._drain_said = True
-        return done
-
     def serve(self) -> None:
         """Answer requests until :meth:`stop`; write a checkpoint part on the way out."""
         poller = zmq.Poller()
@@ -194,7 +168,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             if poller.poll(TICK * 1000):
                 self._drain()
             now = time.monotonic()
-            if self._drain_until is not None and self._drained(now):
+            if self.draining and self.drained(now):
                 break
             self._check_timeouts(now)
             self._report_probes()

@@ -15,6 +15,8 @@ import pytest
 from ps_helpers import REPO_ROOT, insecure_worker, small_net
 
 from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.drain import DRAIN_STEPS
+from distconv.sync.ps.server import Shard
 
 SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
 
@@ -50,20 +52,9 @@ def test_a_shard_signalled_with_its_worker_serves_until_the_worker_has_checkpoin
 ):
     (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
     port, out = free_port(), tmp_path / "train"
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs", "50",
-         "--batch-size", "32", "--no-progress", "--pservers", endpoint, "--insecure",
-         "--timeout", "5", "--out", str(out), "--health-port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1",
-             "RANK": "0", "WORLD_SIZE": "1"},
-    )  # fmt: skip
+    worker = start_worker(endpoint, tmp_path, port)
     try:
-        deadline = time.monotonic() + 60
-        while not trained(port):
-            assert worker.poll() is None, worker.communicate()[0][-3000:]
-            assert time.monotonic() < deadline, "the worker never trained a step"
-            time.sleep(0.02)
+        wait_trained(worker, port)
         shards.procs[0].send_signal(signal.SIGTERM)  # both at once, as an eviction does
         worker.send_signal(signal.SIGTERM)
         output = worker.communicate(timeout=60)[0]
@@ -75,6 +66,86 @@ def test_a_shard_signalled_with_its_worker_serves_until_the_worker_has_checkpoin
     assert (out / "checkpoints" / f"step-{int(stopped.group(1)):08d}.json").exists()
     assert exits_within(shards.procs[0], 10) == 0, "the shard did not stop after the bye"
     assert "stopping once they say bye" in shards.log_text()
+
+
+def start_worker(endpoint: str, tmp_path, port: int, epochs: str = "50") -> subprocess.Popen:
+    """A real ``distconv train`` worker (rank 0 of 1) on the shard at ``endpoint``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs", epochs,
+         "--batch-size", "32", "--no-progress", "--pservers", endpoint, "--insecure",
+         "--timeout", "5", "--out", str(tmp_path / "train"), "--health-port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1",
+             "RANK": "0", "WORLD_SIZE": "1"},
+    )  # fmt: skip
+
+
+def wait_trained(worker: subprocess.Popen, port: int) -> None:
+    deadline = time.monotonic() + 60
+    while not trained(port):
+        assert worker.poll() is None, worker.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "the worker never trained a step"
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(120)
+def test_a_shard_signalled_alone_stops_once_its_workers_train_on(shards, tmp_path):
+    """A node drain or a rolling restart stops the shard only: its workers train on, so it
+    does not hold its replacement back for the whole drain."""
+    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
+    port = free_port()
+    worker = start_worker(endpoint, tmp_path, port, epochs="5000")
+    try:
+        wait_trained(worker, port)
+        shards.procs[0].send_signal(signal.SIGTERM)
+        assert exits_within(shards.procs[0], 20) == 0, "the shard sat out its drain"
+    finally:
+        worker.kill()
+        worker.communicate()
+    assert f"trained on {DRAIN_STEPS} steps since the signal" in shards.log_text()
+
+
+def test_the_drain_outlasts_a_signalled_workers_steps_to_its_stop():
+    from distconv.trainer import STOP_CHECK_EVERY
+
+    assert DRAIN_STEPS >= 2 * STOP_CHECK_EVERY  # a worker stops at the next stop check
+
+
+def bare_shard(**state) -> Shard:
+    """A shard that was told to drain, with ``state`` (its rank bookkeeping) set by hand."""
+    shard = Shard(ShardConfig(bind="127.0.0.1:0", insecure=True, drain_seconds=60))
+    for name, value in state.items():
+        setattr(shard, name, value)
+    shard.drain()
+    return shard
+
+
+def test_a_draining_shard_stops_once_the_job_failed_or_its_ranks_were_lost():
+    now = time.monotonic()
+    cases = {
+        "in": (dict(accepted_at={0: 1, 1: 2}), False),
+        "failed": (dict(accepted_at={0: 1}, failed="rank 1 sent nothing"), True),
+        "lost": (dict(accepted_at={0: 1, 1: 2}, left={0}, lost={1}), True),
+        "one left, one in": (dict(accepted_at={0: 1, 1: 2}, left={0}), False),
+    }
+    for name, (state, stops) in cases.items():
+        shard = bare_shard(**state)
+        try:
+            assert shard.drained(now) is stops, name
+        finally:
+            shard.close()
+
+
+def test_a_draining_shard_waits_while_one_in_rank_has_not_trained_on():
+    shard = bare_shard(accepted_at={0: 1, 1: 2}, last_step={0: 10, 1: 10})
+    try:
+        assert not shard.drained(time.monotonic())
+        shard.last_step = {0: 10 + DRAIN_STEPS, 1: 12}  # rank 1 stopping (async: apart)
+        assert not shard.drained(time.monotonic())
+        shard.last_step = {0: 10 + DRAIN_STEPS, 1: 10 + DRAIN_STEPS}
+        assert shard.drained(time.monotonic())
+    finally:
+        shard.close()
 
 
 @pytest.mark.timeout(60)

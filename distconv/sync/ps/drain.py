@@ -1,0 +1,82 @@
+"""How a shard stops on SIGTERM or SIGINT: it drains, serving on while its workers checkpoint.
+
+A pod eviction, a deleted job or the launcher's death signals the workers and the shards at
+once, and a worker writes its checkpoint through the shards before it says ``bye``; a shard
+that quit at its signal would cost the work since the last checkpoint. So at the first signal
+a shard goes on serving while a worker that said ``hello`` has not said ``bye`` (nor was lost),
+and stops when none is left, when the job has failed, at a second signal, after
+``--drain-seconds``, or once every worker still in has trained :data:`DRAIN_STEPS` steps since
+the signal: a signalled worker stops within 8 (it agrees on a stop every 8 steps,
+docs/protocol.md), so workers that train on were not signalled, and the shard was stopped on
+its own (a node drain, a rolling restart) and need not hold its replacement back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from distconv.sync.ps.config import ShardConfig
+
+log = logging.getLogger("distconv.pserver")
+
+#: steps a worker still in may train after the shard's signal before the shard stops waiting:
+#: twice the trainer's stop check (STOP_CHECK_EVERY, 8), for a signal that reaches it later
+DRAIN_STEPS = 16
+
+
+class Draining:
+    """The stop side of :class:`~distconv.sync.ps.server.Shard` (whose state it shares)."""
+
+    index: int
+    config: ShardConfig
+    accepted_at: dict[int, int]
+    left: set[int]
+    lost: set[int]
+    failed: str | None
+    last_step: dict[int, int]
+    _stop: bool
+
+    def __init__(self) -> None:
+        self._drain_until: float | None = None  # set at the first signal
+        self._drain_from: dict[int, int] | None = None  # each rank's step then
+
+    def drain(self) -> None:
+        """Ask :meth:`serve` to return once the workers have stopped (see the module); a second
+        call stops at once (signal-safe: it only sets attributes)."""
+        if self._drain_until is not None:
+            self._stop = True
+        else:
+            self._drain_until = time.monotonic() + self.config.drain_seconds
+
+    @property
+    def draining(self) -> bool:
+        return self._drain_until is not None
+
+    def drained(self, now: float) -> bool:
+        """Whether a draining shard may stop now; logs what it waits for, and why it stops."""
+        working = sorted(set(self.accepted_at) - self.left - self.lost)
+        first = self._drain_from is None
+        if first:
+            self._drain_from = dict(self.last_step)
+        if not working or self.failed is not None:
+            return True
+        went_on = all(
+            self.last_step.get(r, -1) >= self._drain_from.get(r, -1) + DRAIN_STEPS for r in working
+        )
+        ranks = ", ".join(map(str, working))
+        if went_on:
+            log.warning(
+                "shard %d: stopping: rank(s) %s trained on %d steps since the signal (they were "
+                "not stopped with it)", self.index, ranks, DRAIN_STEPS,
+            )  # fmt: skip
+            return True
+        if now >= self._drain_until:
+            log.warning("shard %d: stopping with rank(s) %s still in", self.index, ranks)
+            return True
+        if first:
+            log.warning(
+                "shard %d: stopping once they say bye with rank(s) %s still in (a second "
+                "signal stops it now)", self.index, ranks,
+            )  # fmt: skip
+        return False
