@@ -99,7 +99,7 @@ def read_hostfile(path: str) -> list[Host]:
     """
     data = Path(path).read_bytes()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (a Windows editor's) dropped
     except UnicodeDecodeError as exc:
         # a binary file passed by mistake: say so, not a traceback
         raise LaunchError(

@@ -261,12 +261,14 @@ def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) ->
     this job's own files from an earlier render are replaced.
 
     Raises:
-        ValueError: the folder holds YAML files this render does not write.
+        ValueError: the folder holds manifests (YAML or JSON) this render does not write.
     """
     out = Path(folder)
     names = {manifest_filename(obj) for obj in objs}
-    others = (
-        sorted(p.name for p in out.glob("*.y*ml") if p.name not in names) if out.is_dir() else []
+    present = out.iterdir() if out.is_dir() else ()
+    # every file `kubectl apply -f` reads there
+    others = sorted(
+        p.name for p in present if p.suffix in (".yaml", ".yml", ".json") and p.name not in names
     )
     if others:
         raise ValueError(

@@ -53,6 +53,17 @@ def test_a_binary_hostfile_is_one_line_not_a_traceback(tmp_path):
     assert f"{hostfile}: not a text hostfile" in line
 
 
+def test_a_hostfile_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_bytes(b"\xef\xbb\xbfnode-a slots=2\nnode-b:2\n")  # a Windows editor's
+    done = launch(
+        "mpi", "-np", "4", "--hostfile", str(hostfile), "--mpi-flavor", "mpich", "--dry-run",
+        "--", "--epochs", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert " -hosts node-a:2,node-b:2 " in done.stdout
+
+
 @pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("out_flag", [["--out", "/data/run"], ["--out=/opt/run"]])
@@ -161,6 +172,12 @@ def test_k8s_out_refuses_a_folder_with_another_jobs_manifests(tmp_path):
     line = one_error_line(launch(*render, "two", "--", "--epochs", "1", cwd=tmp_path), "k8s")
     assert "holds manifests this job does not have" in line
     assert sorted(p.name for p in folder.iterdir()) == written  # nothing of "two" written
+    other = tmp_path / "j"  # kubectl apply -f reads JSON too
+    other.mkdir()
+    (other / "job-other.json").write_text('{"apiVersion": "batch/v1", "kind": "Job"}')
+    render_json = ("k8s", "--workers", "2", "--image", "img:1", "--out", str(other))
+    line = one_error_line(launch(*render_json, "--", "--epochs", "1", cwd=tmp_path), "k8s")
+    assert "(job-other.json)" in line
 
 
 @pytest.mark.parametrize("grace", ["nan", "inf", "-1"])
