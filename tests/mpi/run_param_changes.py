@@ -3,7 +3,9 @@ that change between steps, or fire on some ranks only, against one process (``Lo
 with every rank's examples; ``watch`` logs every MPI call (``OUT/calls<rank>.json``).
 
 MODE: ``freeze`` (b frozen for step 1, trained again from step 2), ``toggle`` (b frozen and
-unfrozen before step 2: its gradient is a new array), ``unused`` (c fires on every rank, on
+unfrozen before step 2: its gradient is a new array), ``swap`` (b frozen from step 0; before
+step 2, a frozen and b trained again: as many trained parameters as before, so only their
+gradient arrays tell the layout is stale), ``unused (c fires on every rank, on
 rank 1 only, or on no rank, by step), ``order`` (each rank fires its gradients in its own
 order, the first step included), ``replaced`` (b's gradient is replaced by a new array,
 ``p.grad = p.grad + g``, where the contract says ``+=``), ``late`` (b's gradient replaced
@@ -64,6 +66,9 @@ def change(mode: str, step: int, params: dict[str, Parameter]) -> None:
     if mode == "toggle" and step == 2:  # after the first step's order has been laid out
         params["b"].set_static(True)
         params["b"].set_static(False)
+    if mode == "swap" and step in (0, 2):
+        params["b"].set_static(step == 0)
+        params["a"].set_static(step == 2)
 
 
 def run(sync: SyncStrategy, mode: str, ranks: list[int], steps: int = STEPS) -> dict:

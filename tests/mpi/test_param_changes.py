@@ -27,10 +27,11 @@ def ranks_against_one_process(tmp_path, mode: str, overlap: str) -> None:
 
 
 @pytest.mark.parametrize("overlap", ["0", "1"])
-@pytest.mark.parametrize("mode", ["freeze", "toggle"])
+@pytest.mark.parametrize("mode", ["freeze", "toggle", "swap"])
 def test_a_parameter_frozen_or_given_a_new_gradient_array_after_setup(tmp_path, mode, overlap):
     """The buckets are laid out again: the new gradient array is reduced, a frozen parameter
-    is left out (before, its new array was never reduced: the ranks drifted apart silently)."""
+    is left out (before, its new array was never reduced: the ranks drifted apart silently).
+    ``swap`` keeps the count of trained parameters: only their gradient arrays tell."""
     ranks_against_one_process(tmp_path, mode, overlap)
 
 
