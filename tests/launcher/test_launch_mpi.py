@@ -177,11 +177,7 @@ def test_dry_run_prints_the_exact_command(tmp_path):
 @pytest.mark.timeout(120)
 def test_the_dry_runs_command_runs_as_the_launcher_would(tmp_path):
     """A shell with another launcher's RANK left over: the printed command unsets it."""
-    if shutil.which("mpiexec") is None:
-        pytest.skip("mpiexec is not on PATH")
-    pytest.importorskip("mpi4py")
-    script = tmp_path / "ranks.py"
-    script.write_text(RANK_SCRIPT)
+    script = rank_script(tmp_path)
     leftover = {"RANK": "5", "PYTHONUNBUFFERED": "1"}
     done = launch("-np", "2", "-H", "localhost:2", "--job-id", "d1", "--threads", "1",
                   "--dry-run", "--", str(script), env=leftover, cwd=tmp_path)  # fmt: skip
@@ -231,14 +227,20 @@ print(json.dumps({"mpi_rank": comm.Get_rank(), "source": runtime.source, "rank":
 """
 
 
-@pytest.mark.mpi
-@pytest.mark.timeout(120)
-def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
+def rank_script(tmp_path: Path) -> Path:
+    """RANK_SCRIPT in a file, where a real mpiexec and mpi4py can run it (else the test skips)."""
     if shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not on PATH")
     pytest.importorskip("mpi4py")
     script = tmp_path / "ranks.py"
     script.write_text(RANK_SCRIPT)
+    return script
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
+    script = rank_script(tmp_path)
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost:2\n")
     done = launch("-np", "2", "--hostfile", str(hostfile), "--job-id", "mpi1", "--threads", "1",

@@ -42,6 +42,11 @@ def checkpointing(tmp_path: Path, name: str, seconds: float) -> list[str]:
     return [sys.executable, str(script), str(tmp_path / name), str(seconds)]
 
 
+def until_up(tmp_path: Path, name: str) -> str:
+    """A shell loop that waits until the child ``name`` has its SIGTERM handler in place."""
+    return f"while [ ! -e {tmp_path / (name + '.up')} ]; do sleep 0.05; done"
+
+
 def done_at(tmp_path: Path, name: str) -> float | None:
     path = tmp_path / f"{name}.done"
     return float(path.read_text()) if path.exists() else None
@@ -143,10 +148,9 @@ def test_a_server_may_stop_once_the_workers_are_done(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tmp_path):
     """Worker 1 fails; worker 0 checkpoints for 2 s; a scheduler's SIGTERM lands meanwhile."""
-    until_up = f"while [ ! -e {tmp_path / 'w.up'} ]; do sleep 0.05; done"
     specs = [
         ChildSpec("worker", 0, checkpointing(tmp_path, "w", 2.0)),
-        ChildSpec("worker", 1, ["sh", "-c", f"{until_up}; echo giving up; exit 3"]),
+        ChildSpec("worker", 1, ["sh", "-c", f"{until_up(tmp_path, 'w')}; echo giving up; exit 3"]),
     ]
     # worker 0 checkpoints from the failure on, for 2 s: the signal lands 1 s into that
     status, said = supervise(tmp_path, specs, signal_at=(["w"], 1.0, signal.SIGTERM))
@@ -337,11 +341,11 @@ def test_a_failure_just_before_a_signal_is_still_reported(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_signal_after_the_job_finished_leaves_it_a_success(tmp_path):
     """The workers are done; the signal lands while the server writes its part on the way out."""
-    until_up = f"while [ ! -e {tmp_path / 's.up'} ]; do sleep 0.05; done"
+    finish = f"{until_up(tmp_path, 's')}; touch {tmp_path / 'w.up'}"
     specs = [
         ChildSpec("server", 0, checkpointing(tmp_path, "s", 1.5)),
         # the worker finishes once the server is up (its SIGTERM handler in place)
-        ChildSpec("worker", 0, ["sh", "-c", f"{until_up}; touch {tmp_path / 'w.up'}"]),
+        ChildSpec("worker", 0, ["sh", "-c", finish]),
     ]
     status, said = supervise(tmp_path, specs, signal_at=(["s", "w"], 0.8, signal.SIGTERM))
     assert status == 0, said
