@@ -5,10 +5,12 @@ once, and a worker writes its checkpoint through the shards before it says ``bye
 that quit at its signal would cost the work since the last checkpoint. So at the first signal
 a shard goes on serving while a worker that said ``hello`` has not said ``bye`` (nor was lost),
 and stops when none is left, when the job has failed, at a second signal, after
-``--drain-seconds``, or once every worker still in has trained :data:`DRAIN_STEPS` steps since
-the signal: a signalled worker stops within 8 (it agrees on a stop every 8 steps,
-docs/protocol.md), so workers that train on were not signalled, and the shard was stopped on
-its own (a node drain, a rolling restart) and need not hold its replacement back.
+``--drain-seconds``, or once every worker still in has trained :data:`DRAIN_STEPS` steps and
+:data:`DRAIN_FLOOR_SECONDS` since the signal: a signalled worker stops within 8 steps of its
+own signal (it agrees on a stop every 8 steps, docs/protocol.md), which may come a few seconds
+after the shard's (the kubelets signal a job's pods one by one), so workers that train on past
+both were not signalled: the shard was stopped on its own (a node drain, a rolling restart)
+and need not hold its replacement back for the whole drain.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ log = logging.getLogger("distconv.pserver")
 #: steps a worker still in may train after the shard's signal before the shard stops waiting:
 #: twice the trainer's stop check (STOP_CHECK_EVERY, 8), for a signal that reaches it later
 DRAIN_STEPS = 16
+#: ... and the seconds it may take after the shard's signal (or the whole drain, if shorter):
+#: a steps-only rule ended the drain before a worker signalled half a second later had stopped
+DRAIN_FLOOR_SECONDS = 10.0
 
 
 class Draining:
@@ -39,6 +44,7 @@ class Draining:
 
     def __init__(self) -> None:
         self._drain_until: float | None = None  # set at the first signal
+        self._drain_began = 0.0
         self._drain_from: dict[int, int] | None = None  # each rank's step then
 
     def drain(self) -> None:
@@ -47,7 +53,8 @@ class Draining:
         if self._drain_until is not None:
             self._stop = True
         else:
-            self._drain_until = time.monotonic() + self.config.drain_seconds
+            self._drain_began = time.monotonic()
+            self._drain_until = self._drain_began + self.config.drain_seconds
 
     @property
     def draining(self) -> bool:
@@ -61,14 +68,15 @@ class Draining:
             self._drain_from = dict(self.last_step)
         if not working or self.failed is not None:
             return True
-        went_on = all(
+        floor = min(self.config.drain_seconds, DRAIN_FLOOR_SECONDS)
+        went_on = now - self._drain_began >= floor and all(
             self.last_step.get(r, -1) >= self._drain_from.get(r, -1) + DRAIN_STEPS for r in working
         )
         ranks = ", ".join(map(str, working))
         if went_on:
             log.warning(
-                "shard %d: stopping: rank(s) %s trained on %d steps since the signal (they were "
-                "not stopped with it)", self.index, ranks, DRAIN_STEPS,
+                "shard %d: stopping: rank(s) %s trained on %d steps and %g s since the signal "
+                "(they were not stopped with it)", self.index, ranks, DRAIN_STEPS, floor,
             )  # fmt: skip
             return True
         if now >= self._drain_until:

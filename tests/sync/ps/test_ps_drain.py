@@ -15,7 +15,7 @@ import pytest
 from ps_helpers import REPO_ROOT, insecure_worker, small_net
 
 from distconv.sync.ps.config import ShardConfig
-from distconv.sync.ps.drain import DRAIN_STEPS
+from distconv.sync.ps.drain import DRAIN_FLOOR_SECONDS, DRAIN_STEPS
 from distconv.sync.ps.server import Shard
 
 SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
@@ -98,11 +98,32 @@ def test_a_shard_signalled_alone_stops_once_its_workers_train_on(shards, tmp_pat
     try:
         wait_trained(worker, port)
         shards.procs[0].send_signal(signal.SIGTERM)
-        assert exits_within(shards.procs[0], 20) == 0, "the shard sat out its drain"
+        assert exits_within(shards.procs[0], DRAIN_FLOOR_SECONDS + 20) == 0, "it sat out 60 s"
     finally:
         worker.kill()
         worker.communicate()
-    assert f"trained on {DRAIN_STEPS} steps since the signal" in shards.log_text()
+    said = f"trained on {DRAIN_STEPS} steps and {DRAIN_FLOOR_SECONDS:g} s since the signal"
+    assert said in shards.log_text()
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_signalled_a_second_after_its_shard_still_checkpoints(shards, tmp_path):
+    """The kubelets signal a job's pods one by one: the worker's SIGTERM may come well over
+    16 steps after the shard's."""
+    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
+    port = free_port()
+    worker = start_worker(endpoint, tmp_path, port, epochs="5000")
+    try:
+        wait_trained(worker, port)
+        shards.procs[0].send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        worker.send_signal(signal.SIGTERM)
+        output = worker.communicate(timeout=60)[0]
+    finally:
+        worker.kill()
+    assert worker.returncode == 143, output[-3000:]
+    assert re.search(r"stopped by SIGTERM after step (\d+)", output), output[-3000:]
+    assert exits_within(shards.procs[0], 10) == 0
 
 
 def test_the_drain_outlasts_a_signalled_workers_steps_to_its_stop():
@@ -138,12 +159,14 @@ def test_a_draining_shard_stops_once_the_job_failed_or_its_ranks_were_lost():
 
 def test_a_draining_shard_waits_while_one_in_rank_has_not_trained_on():
     shard = bare_shard(accepted_at={0: 1, 1: 2}, last_step={0: 10, 1: 10})
+    later = time.monotonic() + DRAIN_FLOOR_SECONDS  # the ranks' own signals may come late
     try:
-        assert not shard.drained(time.monotonic())
+        assert not shard.drained(later)
         shard.last_step = {0: 10 + DRAIN_STEPS, 1: 12}  # rank 1 stopping (async: apart)
-        assert not shard.drained(time.monotonic())
+        assert not shard.drained(later)
         shard.last_step = {0: 10 + DRAIN_STEPS, 1: 10 + DRAIN_STEPS}
-        assert shard.drained(time.monotonic())
+        assert not shard.drained(later - DRAIN_FLOOR_SECONDS)  # too soon
+        assert shard.drained(later)
     finally:
         shard.close()
 
