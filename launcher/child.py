@@ -209,10 +209,18 @@ class Child:
     def group_alive(self, running: set[int] | None) -> bool:
         """Whether a process of the child's group still runs, given ``running``:
         :func:`running_groups` (zombies do not count, such as the leader the waiter left
-        unreaped; None, without /proc: the group is known by its leader alone)."""
+        unreaped; None, without /proc: any member, as the kernel says)."""
         if self.exited_at is None:
             return True
-        return running is not None and self.proc.pid in running
+        if running is not None:
+            return self.proc.pid in running
+        try:  # no /proc (macOS, where the leader is reaped at once): any member at all
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # a member that changed its user: still there
+            return True
+        return True
 
     def finish(self) -> None:
         """Kill whatever is left of the group, reap, drain the output, close the log.

@@ -180,10 +180,10 @@ class Supervisor:
             first = min(failed, key=lambda c: c.exited_at) if failed else None
             if first is not None and first.exited_at < self._first_signal_at:
                 return first  # several within one poll: the one that exited first
-            if signalled:
+            if not working and all(c.exited_at < self._first_signal_at for c in workers):
+                self._finished = True  # the signal, if one came, came after
                 return None
-            if not working:
-                self._finished = True
+            if signalled:
                 return None
             time.sleep(self.poll_interval)
 
@@ -197,7 +197,7 @@ class Supervisor:
             for child in phase:
                 for signum in child.spec.stop_signals:
                     child.signal_group(signum)
-            if phase is not servers and self._signals and failed is None:
+            if phase is not servers and self._signals and failed is None and not self._finished:
                 self.say(f"got {signal_name(self._signals[0])}; stopping every child")
             while _any_running(phase):
                 if time.monotonic() > deadline or len(self._signals) >= 2:

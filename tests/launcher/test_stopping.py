@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
 
+from launcher.child import Child
 from launcher.supervisor import ChildSpec, Supervisor
 
 #: a process that "checkpoints" for ARGV[2] s on SIGTERM, then writes ARGV[1].done and exits 0
@@ -379,3 +380,36 @@ def test_a_stalled_reader_of_the_output_does_not_hold_up_the_stop(tmp_path):
     assert took < 40, "the stop waited for the stalled reader"
     assert status == 143, said
     assert done_at(tmp_path, "w") is not None, "the child never got its SIGTERM"
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_just_after_the_workers_finished_leaves_it_a_success(tmp_path):
+    """Both land between two looks at the children (at 0 and 0.6 s): the job finished first.
+    The worker's leader exits at 0.3 s, and what it leaves in its group signals the launcher
+    50 ms later (which also keeps the stop waiting until that signal is in)."""
+    later = f"trap '' TERM; sleep 0.3; (sleep 0.05; kill -TERM {os.getpid()}) & exit 0"
+    specs = [ChildSpec("worker", 0, ["sh", "-c", later])]
+    status, said = supervise(tmp_path, specs, poll=0.6)
+    assert status == 0, said
+    assert "got SIGTERM after the job had finished" in said
+    assert "stopping every child" not in said  # nothing was stopped
+
+
+@pytest.mark.timeout(30)
+def test_without_proc_a_group_counts_while_any_member_runs(tmp_path, monkeypatch):
+    """macOS has neither /proc nor os.waitid: the leader is reaped at once, and the kernel
+    says whether any member is left (a wrapper's trainer still checkpointing)."""
+    monkeypatch.delattr(os, "waitid", raising=False)
+    spec = ChildSpec("worker", 0, ["sh", "-c", "(sleep 1.5) & exit 0"])
+    with open(os.devnull, "wb") as out:
+        child = Child(spec, tmp_path / "worker.log", out, threading.Lock())
+        try:
+            deadline = time.monotonic() + 10
+            while child.poll() is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert child.group_alive(None), "the member still sleeping was not counted"
+            # (once it exits, whether the group empties depends on PID 1 reaping the orphan,
+            # which this sandbox's init does not do promptly)
+        finally:
+            child.finish()
