@@ -71,9 +71,8 @@ class ChildSpec:
         argv: the command.
         env: its whole environment.
         prefix: put before each of its output lines; None means ``"[role rank] "``.
-        stop_signals: what a stop sends its group, in order (a shard drains at its first
-            signal, and stops at once at a second, which the launcher sends once the workers
-            are gone).
+        stop_signals: what a stop sends its group, in order (a shard drains at SIGTERM and
+            stops at once at SIGINT, which the launcher sends it once the workers are gone).
     """
 
     role: str

@@ -236,9 +236,8 @@ def local_children(
             env = child_env(environ, shard_job, "server", shard, servers.num_shards)
             argv = server_command(shard, port, servers)
             # a shard drains at SIGTERM; by the time the supervisor stops it the workers are
-            # gone, so SIGINT ends the drain at once
-            stop = (signal.SIGTERM, signal.SIGINT)
-            specs.append(ChildSpec("server", shard, argv, env, stop_signals=stop))
+            # gone, so it is told to stop at once (SIGINT)
+            specs.append(ChildSpec("server", shard, argv, env, stop_signals=(signal.SIGINT,)))
     sync = "pserver" if servers is not None else None
     argv = worker_command(program, sync, restart)
     for rank in range(workers):

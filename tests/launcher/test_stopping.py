@@ -331,9 +331,12 @@ def test_an_exited_leaders_pid_stays_the_jobs_until_the_attempt_ends(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_a_failure_just_before_a_signal_is_still_reported(tmp_path):
-    """Both land within one look at the children (a long poll here): the failure came first."""
-    specs = [ChildSpec("worker", 0, ["sh", "-c", f"touch {tmp_path / 'w.up'}; exit 3"])]
-    status, said = supervise(tmp_path, specs, signal_at=(["w"], 0.1, signal.SIGTERM), poll=0.6)
+    """Both land between two looks at the children (at 0 and 0.6 s): the failure came first.
+    The worker's leader exits 3 at 0.3 s, and what it leaves in its group signals the launcher
+    50 ms later (which also keeps the stop waiting until that signal is in)."""
+    fail = f"trap '' TERM; sleep 0.3; (sleep 0.05; kill -TERM {os.getpid()}) & exit 3"
+    specs = [ChildSpec("worker", 0, ["sh", "-c", fail])]
+    status, said = supervise(tmp_path, specs, poll=0.6)
     assert status == 143, said
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert (report["rank"], report["exit_code"], report["then"]) == (0, 3, "stopped by SIGTERM")
@@ -413,3 +416,31 @@ def test_without_proc_a_group_counts_while_any_member_runs(tmp_path, monkeypatch
             # which this sandbox's init does not do promptly)
         finally:
             child.finish()
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_sends_each_child_its_own_stop_signals(tmp_path):
+    """A shard's is SIGINT (stop at once): its workers are gone by then, and a SIGTERM would
+    only start a drain. Here the server would take 20 s to go on SIGTERM."""
+    server = textwrap.dedent(
+        """
+        import pathlib, signal, sys, time
+        out = pathlib.Path(sys.argv[1])
+        signal.signal(signal.SIGTERM, lambda *_: time.sleep(20))
+        signal.signal(signal.SIGINT, lambda *_: (out.write_text("SIGINT"), sys.exit(0)))
+        out.with_suffix(".up").write_text("")
+        while True:
+            time.sleep(0.05)
+        """
+    )
+    (tmp_path / "server.py").write_text(server)
+    specs = [
+        ChildSpec("server", 0, [sys.executable, str(tmp_path / "server.py"), str(tmp_path / "s")],
+                  stop_signals=(signal.SIGINT,)),
+        ChildSpec("worker", 0, ["sh", "-c", until_up(tmp_path, "s")]),
+    ]  # fmt: skip
+    began = time.monotonic()
+    status, said = supervise(tmp_path, specs, grace=30)
+    assert status == 0, said
+    assert (tmp_path / "s").read_text() == "SIGINT"
+    assert time.monotonic() - began < 15

@@ -66,9 +66,9 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         "--drain-seconds",
         type=float,
         default=90.0,
-        help="after SIGTERM or SIGINT, serve workers that have not said bye for at most this "
-        "long, so that a worker stopped by the same signal checkpoints (%(default)s; a second "
-        "signal stops at once)",
+        help="after SIGTERM, serve workers that have not said bye for at most this long, so "
+        "that a worker stopped by the same eviction checkpoints (%(default)s; SIGINT, or "
+        "SIGTERM again a second later, stops at once)",
     )
     security = p.add_mutually_exclusive_group()
     security.add_argument("--keys", help="directory of the job's CURVE keys (distconv keys)")
@@ -122,7 +122,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_pserver(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM or SIGINT."""
+    """Serve until SIGTERM (and the workers' ``bye``) or SIGINT."""
     from distconv.sync.ps.config import ShardConfig
     from distconv.sync.ps.keys import KeyFileError
     from distconv.sync.ps.server import run_shard

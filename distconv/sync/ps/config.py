@@ -40,7 +40,7 @@ class ShardConfig:
             processes; ZeroMQ has received the whole message by then).
         max_frame_bytes: largest array frame (with the cap, the smaller): ZeroMQ closes a
             connection whose frame is larger before buffering it, so this bounds memory per frame.
-        drain_seconds: after the first SIGTERM or SIGINT, the longest the shard goes on serving
+        drain_seconds: after the first SIGTERM, the longest the shard goes on serving
             workers that have not said ``bye`` (0: stop at once).
     """
 

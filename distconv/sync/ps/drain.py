@@ -1,10 +1,12 @@
-"""How a shard stops on SIGTERM or SIGINT: it drains, serving on while its workers checkpoint.
+"""How a shard stops on SIGTERM: it drains, serving on while its workers checkpoint.
 
 A pod eviction, a deleted job or the launcher's death signals the workers and the shards at
 once, and a worker writes its checkpoint through the shards before it says ``bye``; a shard
-that quit at its signal would cost the work since the last checkpoint. So at the first signal
-a shard goes on serving while a worker that said ``hello`` has not said ``bye`` (nor was lost),
-and stops when none is left, when the job has failed, at a second signal, after
+that quit at its signal would cost the work since the last checkpoint. So at SIGTERM a shard
+goes on serving while a worker that said ``hello`` has not said ``bye`` (nor was lost), and
+stops when none is left, when the job has failed, at SIGINT or a SIGTERM
+:data:`REPEAT_SECONDS` or more after the first (the kernel's parent-death signal comes once
+per thread of a dead launcher, so repeats within that second are the same request), after
 ``--drain-seconds``, or once every worker still in has trained :data:`DRAIN_STEPS` steps and
 :data:`DRAIN_FLOOR_SECONDS` since the signal: a signalled worker stops within 8 steps of its
 own signal (it agrees on a stop every 8 steps, docs/protocol.md), which may come a few seconds
@@ -28,6 +30,8 @@ DRAIN_STEPS = 16
 #: ... and the seconds it may take after the shard's signal (or the whole drain, if shorter):
 #: a steps-only rule ended the drain before a worker signalled half a second later had stopped
 DRAIN_FLOOR_SECONDS = 10.0
+#: a SIGTERM this long after the first says "stop now"; sooner, it is the same request
+REPEAT_SECONDS = 1.0
 
 
 class Draining:
@@ -48,13 +52,14 @@ class Draining:
         self._drain_from: dict[int, int] | None = None  # each rank's step then
 
     def drain(self) -> None:
-        """Ask :meth:`serve` to return once the workers have stopped (see the module); a second
-        call stops at once (signal-safe: it only sets attributes)."""
-        if self._drain_until is not None:
+        """SIGTERM: ask :meth:`serve` to return once the workers have stopped (see the module);
+        a call :data:`REPEAT_SECONDS` or more after the first stops at once (signal-safe: it
+        only sets attributes)."""
+        now = time.monotonic()
+        if self._drain_until is None:
+            self._drain_began, self._drain_until = now, now + self.config.drain_seconds
+        elif now - self._drain_began >= REPEAT_SECONDS:
             self._stop = True
-        else:
-            self._drain_began = time.monotonic()
-            self._drain_until = self._drain_began + self.config.drain_seconds
 
     @property
     def draining(self) -> bool:
@@ -84,7 +89,7 @@ class Draining:
             return True
         if first:
             log.warning(
-                "shard %d: stopping once they say bye with rank(s) %s still in (a second "
-                "signal stops it now)", self.index, ranks,
+                "shard %d: stopping once they say bye with rank(s) %s still in (SIGINT, or "
+                "SIGTERM again, stops it now)", self.index, ranks,
             )  # fmt: skip
         return False

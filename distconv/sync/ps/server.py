@@ -345,7 +345,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
 
 
 def run_shard(config: ShardConfig, service: Any = None) -> int:
-    """Run one shard until SIGTERM or SIGINT (and its workers' ``bye``: :meth:`Shard.drain`);
+    """Run one shard until SIGINT, or SIGTERM and its workers' ``bye`` (:meth:`Shard.drain`);
     prints ``listening on HOST:PORT`` once bound.
 
     Args:
@@ -360,8 +360,9 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
     shard.service = service
     try:
         endpoint = shard.bind()
-        for sig in (signal.SIGTERM, signal.SIGINT):  # before the line that says it is up
-            signal.signal(sig, lambda *_: shard.drain())
+        # before the line that says it is up; SIGTERM drains, SIGINT (Ctrl-C) stops at once
+        signal.signal(signal.SIGTERM, lambda *_: shard.drain())
+        signal.signal(signal.SIGINT, lambda *_: shard.stop())
         print(f"pserver shard {config.shard} listening on {endpoint}", flush=True)
         shard.serve()
     finally:

@@ -172,14 +172,18 @@ def test_a_draining_shard_waits_while_one_in_rank_has_not_trained_on():
 
 
 @pytest.mark.timeout(60)
-def test_a_second_signal_stops_a_draining_shard_at_once(shards):
+def test_sigterms_within_a_second_are_one_request_and_a_later_one_stops_the_drain(shards):
+    """A dead launcher's parent-death SIGTERM comes once per thread of it, milliseconds apart:
+    those must not end the drain; a SIGTERM a second later means "now"."""
     (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
     sync = insecure_worker([endpoint], timeout=5)
     try:
         sync.setup(small_net().parameters())  # in the job, and never says bye here
         shard = shards.procs[0]
-        shard.send_signal(signal.SIGTERM)
-        assert exits_within(shard, 1.5) is None, "it stopped with a worker still in"
+        for _ in range(3):
+            shard.send_signal(signal.SIGTERM)
+            time.sleep(0.003)
+        assert exits_within(shard, 1.5) is None, "a repeat of the same SIGTERM stopped it"
         shard.send_signal(signal.SIGTERM)
         assert exits_within(shard, 10) == 0
         assert "stopping once they say bye" in shards.log_text()
@@ -188,9 +192,22 @@ def test_a_second_signal_stops_a_draining_shard_at_once(shards):
 
 
 @pytest.mark.timeout(60)
+def test_sigint_stops_a_shard_at_once_with_a_worker_in(shards):
+    """Ctrl-C, and the launcher's own stop once its workers are gone: no drain."""
+    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
+    sync = insecure_worker([endpoint], timeout=5)
+    try:
+        sync.setup(small_net().parameters())
+        shards.procs[0].send_signal(signal.SIGINT)
+        assert exits_within(shards.procs[0], 10) == 0
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
 def test_a_shard_no_worker_is_in_stops_at_its_first_signal(shards):
     shards.start(1, 1, extra=("--drain-seconds", "60"))
-    shards.procs[0].send_signal(signal.SIGINT)
+    shards.procs[0].send_signal(signal.SIGTERM)
     assert exits_within(shards.procs[0], 10) == 0
 
 
