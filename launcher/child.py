@@ -149,6 +149,7 @@ class Child:
             raise
         self.returncode: int | None = None
         self._status: int | None = None  # the exit status, set by the waiter thread
+        self._leader_kept = False  # the exited leader left unreaped (see _wait)
         #: set by finish(): a process outside the group still held the output pipe
         self.output_held = False
         self._pump = threading.Thread(
@@ -170,6 +171,7 @@ class Child:
             else:
                 exited = info.si_code == os.CLD_EXITED
                 self._status = info.si_status if exited else -info.si_status
+                self._leader_kept = True  # a zombie: killpg(pid, 0) would always answer
                 self.exited_at = time.monotonic()
                 return
         self._status = self.proc.wait()
@@ -213,6 +215,8 @@ class Child:
             return True
         if running is not None:
             return self.proc.pid in running
+        if self._leader_kept:  # no /proc, and the zombie leader would always answer killpg
+            return False  # (Linux without /proc mounted): the group is known by its leader
         try:  # no /proc (macOS, where the leader is reaped at once): any member at all
             os.killpg(self.proc.pid, 0)
         except ProcessLookupError:

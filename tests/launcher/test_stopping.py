@@ -444,3 +444,17 @@ def test_a_stop_sends_each_child_its_own_stop_signals(tmp_path):
     assert status == 0, said
     assert (tmp_path / "s").read_text() == "SIGINT"
     assert time.monotonic() - began < 15
+
+
+@pytest.mark.timeout(30)
+def test_without_proc_but_with_waitid_an_exited_leader_ends_its_group(tmp_path, monkeypatch):
+    """Linux without /proc mounted: the leader is a zombie the kernel still counts, so the
+    group is known by its leader alone (else every stop would wait the whole grace)."""
+    import launcher.supervisor as supervisor_module
+
+    monkeypatch.setattr(supervisor_module, "running_groups", lambda: None)
+    specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 0))]
+    began = time.monotonic()
+    status, said = supervise(tmp_path, specs, grace=20, signal_at=(["w"], 0.2, signal.SIGTERM))
+    assert status == 143, said
+    assert time.monotonic() - began < 10, "the stop waited for a zombie leader"
