@@ -72,7 +72,7 @@ class ChildSpec:
         env: its whole environment.
         prefix: put before each of its output lines; None means ``"[role rank] "``.
         stop_signals: what a stop sends its group, in order (a shard drains at SIGTERM and
-            stops at once at SIGINT, which the launcher sends it once the workers are gone).
+            stops at once at SIGINT: the launcher sends it both, once the workers are gone).
     """
 
     role: str

@@ -235,9 +235,11 @@ def local_children(
         for shard, port in enumerate(ports):
             env = child_env(environ, shard_job, "server", shard, servers.num_shards)
             argv = server_command(shard, port, servers)
-            # a shard drains at SIGTERM; by the time the supervisor stops it the workers are
-            # gone, so it is told to stop at once (SIGINT)
-            specs.append(ChildSpec("server", shard, argv, env, stop_signals=(signal.SIGINT,)))
+            # by the time the supervisor stops a shard its workers are gone: SIGINT stops it at
+            # once; SIGTERM first, for a shard not up yet (its default action) or started with
+            # SIGINT ignored (a script's `&`), where SIGTERM's drain ends with no worker in
+            stop = (signal.SIGTERM, signal.SIGINT)
+            specs.append(ChildSpec("server", shard, argv, env, stop_signals=stop))
     sync = "pserver" if servers is not None else None
     argv = worker_command(program, sync, restart)
     for rank in range(workers):

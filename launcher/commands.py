@@ -162,7 +162,7 @@ def server_command(
         argv += ["--checkpoint-dir", opts.checkpoint_dir]
     # a shard signalled with its workers (the launcher killed: the kernel's parent-death
     # SIGTERM reaches all at once; systemd stopping the cgroup) serves until they have
-    # checkpointed; the launcher's own stop sends SIGINT, which stops a shard at once
+    # checkpointed; the launcher's own stop adds SIGINT, which stops a shard at once
     argv += ["--drain-seconds", f"{opts.drain_seconds:g}"]
     return argv + list(opts.extra)
 

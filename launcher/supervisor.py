@@ -16,8 +16,8 @@ The rules (issue 11, "Gang semantics"):
   signal (143, 130 or 129), with the failure report too where a child had failed first.
 - Stopping: the workers' groups get SIGTERM (distconv checkpoints on it) while the servers
   keep serving (a parameter-server worker checkpoints through them); once no process is left
-  in any worker's group, the servers get their stop signals (a shard: SIGINT, which ends its
-  drain at once). At ``grace`` seconds after the first
+  in any worker's group, the servers get their stop signals (a shard: SIGTERM, then SIGINT,
+  which ends its drain at once). At ``grace`` seconds after the first
   SIGTERM, or at a second signal to the launcher, whatever is left is killed. A group counts
   until its last process is gone, not only its leader: a wrapper script that exits at once
   leaves the trainer its grace. On Linux each child also asks the kernel for SIGTERM when the

@@ -458,3 +458,20 @@ def test_without_proc_but_with_waitid_an_exited_leader_ends_its_group(tmp_path, 
     status, said = supervise(tmp_path, specs, grace=20, signal_at=(["w"], 0.2, signal.SIGTERM))
     assert status == 143, said
     assert time.monotonic() - began < 10, "the stop waited for a zombie leader"
+
+
+@pytest.mark.timeout(90)
+def test_a_job_failing_at_once_stops_its_shard_at_once_even_with_sigint_ignored(tmp_path):
+    """A script's `launcher ... &` runs it with SIGINT ignored, which the shard inherits; the
+    worker fails before the shard is even up: the stop must not wait the whole grace."""
+    run = tmp_path / "run"
+    began = time.monotonic()
+    done = subprocess.run(
+        launch_argv(run, "--workers", "1", "--servers", "1", "--grace", "60", "--", "sh", "-c",
+                    "exit 3"),
+        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=80,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - began < 30, "the stop waited out the grace for the shard"
+    assert "KeyboardInterrupt" not in done.stdout + done.stderr
