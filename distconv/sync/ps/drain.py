@@ -32,6 +32,9 @@ DRAIN_STEPS = 16
 DRAIN_FLOOR_SECONDS = 10.0
 #: a SIGTERM this long after the first says "stop now"; sooner, it is the same request
 REPEAT_SECONDS = 1.0
+#: how long a drain goes on before the shard says whom it waits for: the launcher's own stop
+#: (SIGTERM, then at once SIGINT) ends it sooner, and must not read as a wait in the log
+SAY_AFTER_SECONDS = 0.5
 
 
 class Draining:
@@ -50,6 +53,7 @@ class Draining:
         self._drain_until: float | None = None  # set at the first signal
         self._drain_began = 0.0
         self._drain_from: dict[int, int] | None = None  # each rank's step then
+        self._drain_said = False
 
     def drain(self) -> None:
         """SIGTERM: ask :meth:`serve` to return once the workers have stopped (see the module);
@@ -68,8 +72,7 @@ class Draining:
     def drained(self, now: float) -> bool:
         """Whether a draining shard may stop now; logs what it waits for, and why it stops."""
         working = sorted(set(self.accepted_at) - self.left - self.lost)
-        first = self._drain_from is None
-        if first:
+        if self._drain_from is None:  # the first look since the signal
             self._drain_from = dict(self.last_step)
         if not working or self.failed is not None:
             return True
@@ -87,7 +90,8 @@ class Draining:
         if now >= self._drain_until:
             log.warning("shard %d: stopping with rank(s) %s still in", self.index, ranks)
             return True
-        if first:
+        if not self._drain_said and now - self._drain_began >= SAY_AFTER_SECONDS:
+            self._drain_said = True
             log.warning(
                 "shard %d: stopping once they say bye with rank(s) %s still in (SIGINT, or "
                 "SIGTERM again, stops it now)", self.index, ranks,

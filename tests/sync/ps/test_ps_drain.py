@@ -65,7 +65,6 @@ def test_a_shard_signalled_with_its_worker_serves_until_the_worker_has_checkpoin
     assert stopped, output[-3000:]
     assert (out / "checkpoints" / f"step-{int(stopped.group(1)):08d}.json").exists()
     assert exits_within(shards.procs[0], 10) == 0, "the shard did not stop after the bye"
-    assert "stopping once they say bye" in shards.log_text()
 
 
 def start_worker(endpoint: str, tmp_path, port: int, epochs: str = "50") -> subprocess.Popen:
@@ -200,6 +199,22 @@ def test_sigint_stops_a_shard_at_once_with_a_worker_in(shards):
         sync.setup(small_net().parameters())
         shards.procs[0].send_signal(signal.SIGINT)
         assert exits_within(shards.procs[0], 10) == 0
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_the_launchers_stop_does_not_read_as_a_wait_in_the_log(shards):
+    """SIGTERM, then at once SIGINT (the launcher's stop, its workers gone: here one never
+    said bye): the shard stops, and does not log that it waits for them."""
+    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
+    sync = insecure_worker([endpoint], timeout=5)
+    try:
+        sync.setup(small_net().parameters())
+        shards.procs[0].send_signal(signal.SIGTERM)
+        shards.procs[0].send_signal(signal.SIGINT)
+        assert exits_within(shards.procs[0], 10) == 0
+        assert "stopping once they say bye" not in shards.log_text()
     finally:
         sync.close()
 
