@@ -25,7 +25,7 @@ from typing import BinaryIO
 TAIL_LINES = 20
 #: seconds a child's output may still flow once its group is gone (then a process outside the
 #: group holds the pipe, and the launcher stops waiting for it)
-DRAIN_SECONDS = 5.0
+OUTPUT_DRAIN_SECONDS = 5.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -147,7 +147,6 @@ class Child:
         except BaseException:
             self.log.close()
             raise
-        self.returncode: int | None = None
         self._status: int | None = None  # the exit status, set by the waiter thread
         self._leader_kept = False  # the exited leader left unreaped (see _wait)
         #: set by finish(): a process outside the group still held the output pipe
@@ -193,13 +192,10 @@ class Child:
                     out.flush()
                 except (OSError, ValueError):  # stdout gone (`| head`) or closed: keep
                     echo = False  # draining into the log
-        self.log.flush()
 
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""
-        if self.returncode is None and self.exited_at is not None:
-            self.returncode = self._status
-        return self.returncode
+        return self._status if self.exited_at is not None else None
 
     def signal_group(self, signum: int) -> None:
         try:
@@ -228,15 +224,14 @@ class Child:
     def finish(self) -> None:
         """Kill whatever is left of the group, reap, drain the output, close the log.
 
-        Output still flowing :data:`DRAIN_SECONDS` after the group is gone comes from a process
-        that left the group but kept the pipe: it is not waited for (closing the pipe here
-        would block until that process exits), and :attr:`output_held` says so.
+        Output still flowing :data:`OUTPUT_DRAIN_SECONDS` after the group is gone comes from a
+        process that left the group but kept the pipe: it is not waited for (closing the pipe
+        here would block until that process exits), and :attr:`output_held` says so.
         """
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
         self._waiter.join()
-        self.poll()
-        self._pump.join(timeout=DRAIN_SECONDS)
+        self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
         if self._pump.is_alive():
             self.output_held = True  # the daemon pump goes on into the log until it ends
             return
@@ -245,7 +240,7 @@ class Child:
 
     def failure(self, restart: int) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole."""
-        code = self.returncode
+        code = self.poll()
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,

@@ -194,18 +194,22 @@ class Supervisor:
         signals go before any message (whose stream may be stalled)."""
         deadline = time.monotonic() + self.grace
         servers = [c for c in children if c.spec.role == "server"]
-        for phase in ([c for c in children if c not in servers], servers):
-            for child in phase:
-                for signum in child.spec.stop_signals:
-                    child.signal_group(signum)
-            if phase is not servers and self._signals and failed is None and not self._finished:
-                self.say(f"got {signal_name(self._signals[0])}; stopping every child")
-            while _any_running(phase):
-                if time.monotonic() > deadline or len(self._signals) >= 2:
-                    break  # out of patience, or the user signalled again: kill now
-                time.sleep(self.poll_interval)
+        workers = [c for c in children if c not in servers]
+        _send_stop_signals(workers)
+        if self._signals and failed is None and not self._finished:  # the stop's cause
+            self.say(f"got {signal_name(self._signals[0])}; stopping every child")
+        self._wait_gone(workers, deadline)
+        _send_stop_signals(servers)
+        self._wait_gone(servers, deadline)
         for child in children:
             child.signal_group(signal.SIGKILL)
+
+    def _wait_gone(self, children: list[Child], deadline: float) -> None:
+        """Until no process of ``children``'s groups runs, the deadline, or a second signal."""
+        while _any_running(children):
+            if time.monotonic() > deadline or len(self._signals) >= 2:
+                return  # out of patience, or the user signalled again: kill now
+            time.sleep(self.poll_interval)
 
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
         """The failure on stderr and in ``failure.json`` (``then``: the signal that came
@@ -222,6 +226,13 @@ class Supervisor:
             f"{failure.describe()} (after {failure.restart} restart(s)){after}; "
             f"last lines of {failure.log}:\n{tail}\nreport: {path}"
         )
+
+
+def _send_stop_signals(children: list[Child]) -> None:
+    """Each child's stop signals to its group, in order (see ChildSpec.stop_signals)."""
+    for child in children:
+        for signum in child.spec.stop_signals:
+            child.signal_group(signum)
 
 
 def _any_running(children: list[Child]) -> bool:
