@@ -11,12 +11,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from launcher.commands import free_ports
+from tests.probes import trained_samples
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
@@ -24,7 +24,6 @@ for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
     ENV.pop(_name, None)
 #: many short epochs: the run is still training when the test's SIGTERM lands
 EPOCHS = "12"
-SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
 
 
 def launch_argv(run: Path, servers: int, *train: str) -> list[str]:
@@ -33,16 +32,6 @@ def launch_argv(run: Path, servers: int, *train: str) -> list[str]:
         "--run-dir", str(run), "--grace", "60", "--",
         "--data", "synthetic", "--epochs", EPOCHS, "--batch-size", "32", "--no-progress", *train,
     ]  # fmt: skip
-
-
-def trained_samples(port: int) -> float:
-    """Examples the worker has trained, from /metrics; -1 while it does not answer yet."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-            found = SAMPLES.search(reply.read())
-    except OSError:
-        return -1
-    return float(found.group(1)) if found else -1
 
 
 @pytest.mark.timeout(240)

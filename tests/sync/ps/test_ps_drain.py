@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 from ps_helpers import REPO_ROOT, insecure_worker, small_net
@@ -17,26 +16,8 @@ from ps_helpers import REPO_ROOT, insecure_worker, small_net
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.drain import DRAIN_FLOOR_SECONDS, DRAIN_STEPS
 from distconv.sync.ps.server import Shard
-
-SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def trained(port: int) -> bool:
-    """Whether the worker behind health port ``port`` has finished a step."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-            found = SAMPLES.search(reply.read())
-    except OSError:
-        return False
-    return bool(found) and float(found.group(1)) > 0
+from launcher.commands import free_ports
+from tests.probes import trained_samples
 
 
 def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
@@ -46,16 +27,34 @@ def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
         return None
 
 
-@pytest.mark.timeout(120)
-def test_a_shard_signalled_with_its_worker_serves_until_the_worker_has_checkpointed(
-    shards, tmp_path
-):
+def training_worker(shards, tmp_path) -> subprocess.Popen:
+    """A shard (draining up to 60 s) and a real ``distconv train`` worker (rank 0 of 1) on it,
+    returned once the worker has trained a step (its SIGTERM handler is in place)."""
     (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
-    port, out = free_port(), tmp_path / "train"
-    worker = start_worker(endpoint, tmp_path, port)
+    (port,) = free_ports(1)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs", "5000",
+         "--batch-size", "32", "--no-progress", "--pservers", endpoint, "--insecure",
+         "--timeout", "5", "--out", str(tmp_path / "train"), "--health-port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1",
+             "RANK": "0", "WORLD_SIZE": "1"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while trained_samples(port) <= 0:
+        if worker.poll() is not None or time.monotonic() > deadline:
+            worker.kill()
+            pytest.fail(f"the worker never trained a step: {worker.communicate()[0][-3000:]}")
+        time.sleep(0.02)
+    return worker
+
+
+def shard_then_worker_stopped(shards, worker: subprocess.Popen, delay: float) -> int:
+    """SIGTERM to the shard, ``delay`` s later to the worker; the step the worker checkpointed
+    at (it must have exited 143 naming it), once the shard has stopped too."""
     try:
-        wait_trained(worker, port)
-        shards.procs[0].send_signal(signal.SIGTERM)  # both at once, as an eviction does
+        shards.procs[0].send_signal(signal.SIGTERM)
+        time.sleep(delay)
         worker.send_signal(signal.SIGTERM)
         output = worker.communicate(timeout=60)[0]
     finally:
@@ -63,39 +62,24 @@ def test_a_shard_signalled_with_its_worker_serves_until_the_worker_has_checkpoin
     assert worker.returncode == 143, output[-3000:]
     stopped = re.search(r"stopped by SIGTERM after step (\d+)", output)
     assert stopped, output[-3000:]
-    assert (out / "checkpoints" / f"step-{int(stopped.group(1)):08d}.json").exists()
     assert exits_within(shards.procs[0], 10) == 0, "the shard did not stop after the bye"
+    return int(stopped.group(1))
 
 
-def start_worker(endpoint: str, tmp_path, port: int, epochs: str = "50") -> subprocess.Popen:
-    """A real ``distconv train`` worker (rank 0 of 1) on the shard at ``endpoint``."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs", epochs,
-         "--batch-size", "32", "--no-progress", "--pservers", endpoint, "--insecure",
-         "--timeout", "5", "--out", str(tmp_path / "train"), "--health-port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1",
-             "RANK": "0", "WORLD_SIZE": "1"},
-    )  # fmt: skip
-
-
-def wait_trained(worker: subprocess.Popen, port: int) -> None:
-    deadline = time.monotonic() + 60
-    while not trained(port):
-        assert worker.poll() is None, worker.communicate()[0][-3000:]
-        assert time.monotonic() < deadline, "the worker never trained a step"
-        time.sleep(0.02)
+@pytest.mark.timeout(120)
+def test_a_shard_signalled_with_its_worker_serves_until_the_worker_has_checkpointed(
+    shards, tmp_path
+):
+    step = shard_then_worker_stopped(shards, training_worker(shards, tmp_path), delay=0)
+    assert (tmp_path / "train" / "checkpoints" / f"step-{step:08d}.json").exists()
 
 
 @pytest.mark.timeout(120)
 def test_a_shard_signalled_alone_stops_once_its_workers_train_on(shards, tmp_path):
     """A node drain or a rolling restart stops the shard only: its workers train on, so it
     does not hold its replacement back for the whole drain."""
-    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
-    port = free_port()
-    worker = start_worker(endpoint, tmp_path, port, epochs="5000")
+    worker = training_worker(shards, tmp_path)
     try:
-        wait_trained(worker, port)
         shards.procs[0].send_signal(signal.SIGTERM)
         assert exits_within(shards.procs[0], DRAIN_FLOOR_SECONDS + 20) == 0, "it sat out 60 s"
     finally:
@@ -109,20 +93,7 @@ def test_a_shard_signalled_alone_stops_once_its_workers_train_on(shards, tmp_pat
 def test_a_worker_signalled_a_second_after_its_shard_still_checkpoints(shards, tmp_path):
     """The kubelets signal a job's pods one by one: the worker's SIGTERM may come well over
     16 steps after the shard's."""
-    (endpoint,) = shards.start(1, 1, extra=("--drain-seconds", "60"))
-    port = free_port()
-    worker = start_worker(endpoint, tmp_path, port, epochs="5000")
-    try:
-        wait_trained(worker, port)
-        shards.procs[0].send_signal(signal.SIGTERM)
-        time.sleep(1.0)
-        worker.send_signal(signal.SIGTERM)
-        output = worker.communicate(timeout=60)[0]
-    finally:
-        worker.kill()
-    assert worker.returncode == 143, output[-3000:]
-    assert re.search(r"stopped by SIGTERM after step (\d+)", output), output[-3000:]
-    assert exits_within(shards.procs[0], 10) == 0
+    shard_then_worker_stopped(shards, training_worker(shards, tmp_path), delay=1.0)
 
 
 def test_the_drain_outlasts_a_signalled_workers_steps_to_its_stop():
