@@ -327,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Preempted as exc:
         print(f"distconv {args.command}: {exc}", file=sys.stderr)
-        return Preempted.exit_status
+        return exc.exit_status
     except KeyboardInterrupt:
         print(f"distconv {args.command}: interrupted", file=sys.stderr)
         return 130

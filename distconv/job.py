@@ -17,6 +17,7 @@ from distconv.distributed import build_sync, choose_transport
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
+from distconv.resume import Preempted
 from distconv.runtime import Runtime, detect_runtime
 from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
@@ -65,6 +66,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
         CheckpointError: resuming fails, or the output directory holds another run.
         RuntimeConfigError, SyncError: the ranks or transports do not fit together.
         TrainingError: the loss diverged.
+        Preempted: SIGTERM or Ctrl-C stopped it, after a checkpoint where one is written.
     """
     runtime = runtime or detect_runtime()
     keep_freed_memory()  # every step reuses the last one's memory: keep it mapped
@@ -105,13 +107,29 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             config={"data": config.data, "model": "lenet", "epochs": config.epochs},
             monitor=monitor,
         )
-        trainer.fit(train_set, test_set, config.epochs, resume=config.resume)
+        stopped = _fit(trainer, train_set, test_set, config)
     finally:
         if sync is not None:
             sync.close()
         if monitor is not None:
             monitor.close()
+    if stopped is not None:
+        raise stopped
     return trainer
+
+
+def _fit(trainer: Trainer, train_set: Any, test_set: Any, config: TrainConfig) -> Preempted | None:
+    """Train; a stop by signal is returned, not raised, so that the sync closes outside it.
+
+    Every rank stops at the same agreed step, so none waits for another, and the job may end
+    as cleanly as a finished one; an MPI sync closing while an exception propagates must assume
+    the opposite, and aborts the job with a traceback that reads like a crash.
+    """
+    try:
+        trainer.fit(train_set, test_set, config.epochs, resume=config.resume)
+    except Preempted as exc:
+        return exc
+    return None
 
 
 def _start_service(port: int | None, host: str, runtime: Runtime) -> ServiceEndpoints | None:

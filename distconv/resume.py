@@ -69,10 +69,20 @@ def dtype_fact(params: Sequence[Parameter]) -> str:
 
 
 class Preempted(Exception):
-    """SIGTERM arrived; the trainer saved a checkpoint at the step it names and stopped."""
+    """SIGTERM or Ctrl-C arrived; the trainer saved a checkpoint at the step it names (where it
+    writes any) and stopped.
 
-    #: the command line's exit status for it (128 + SIGTERM), also an aborted MPI job's
-    exit_status = 143
+    Attributes:
+        exit_status: the command line's exit status for it, also an aborted MPI job's: 143
+            after SIGTERM, 130 after Ctrl-C (128 + the signal's number).
+    """
+
+    def __init__(self, message: str, exit_status: int = 143) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:  # a pickled one keeps its status
+        return type(self), (str(self), self.exit_status)
 
 
 class TrainingError(RuntimeError):

@@ -5,7 +5,7 @@
 :mod:`distconv.sync.base`. It takes its rank's share of each global batch
 (:mod:`distconv.sampler`), accumulates gradients over ``accumulate`` passes, reduces metrics
 over ranks, evaluates on every rank's share of the test set, checkpoints every N steps, at each
-epoch's end and on SIGTERM, and resumes from the newest complete checkpoint so that an
+epoch's end and on SIGTERM or Ctrl-C, and resumes from the newest complete checkpoint so that an
 interrupted run ends with exactly the weights of an uninterrupted one.
 """
 
@@ -41,6 +41,7 @@ from distconv.resume import (
 )
 from distconv.run_dir import RunDirectory
 from distconv.sampler import GlobalBatchSampler, stride_shard
+from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
 from distconv.sync import SyncStrategy
 
 if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
@@ -52,7 +53,7 @@ METRICS = "metrics.jsonl"
 PLOT = "metrics.png"
 
 
-#: ranks agree on stopping after a SIGTERM every this many steps (a collective costs a round trip)
+#: ranks agree on a stop (SIGTERM, Ctrl-C) every this many steps: a collective costs a round trip
 STOP_CHECK_EVERY = 8
 
 
@@ -143,7 +144,7 @@ class Trainer:
         self.checkpoints = StepCheckpoints(run, self.params, sync, self.config)
         self.pos = Position()
         self.history: list[dict[str, Any]] = []
-        self._stop_requested = False
+        self._stop = StopRequest()
         network.zero_grad()
 
     def _take_trainable(self) -> None:
@@ -260,10 +261,12 @@ class Trainer:
                 different run, an output directory that holds a run and no instruction what to
                 do with it, or a checkpoint that cannot be read now (``CheckpointReadError``).
             TrainingError: the loss became NaN or infinite.
-            Preempted: SIGTERM arrived; a checkpoint was saved first.
+            Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
+                first (see :mod:`distconv.stop_request`).
         """
         check_resume(resume)
-        self.history, self._stop_requested = [], False  # this call's; an old SIGTERM is done
+        self.history = []  # this call's
+        self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)
         sampler = GlobalBatchSampler(
             array_length(train),
@@ -275,7 +278,7 @@ class Trainer:
         )
         # only the main thread may handle signals (a test can run ranks as threads)
         handles_signals = threading.current_thread() is threading.main_thread()
-        previous = signal.getsignal(signal.SIGTERM)
+        restore_handlers = None
         try:
             state, pos = self.checkpoints.open(resume)
             self._take_trainable()
@@ -285,7 +288,7 @@ class Trainer:
             if self.monitor is not None:
                 self.monitor.set_ready()
             if handles_signals:
-                signal.signal(signal.SIGTERM, self._on_sigterm)
+                restore_handlers = self._stop.install()
             writer = (
                 MetricsWriter(self.out_dir / METRICS, self.pos.epoch) if self.writes_files else None
             )
@@ -299,13 +302,10 @@ class Trainer:
             if writer is not None and writer.records:
                 plot_metrics(writer.records, self.out_dir / PLOT, title=self.out_dir.name)
         finally:
-            if handles_signals:
-                signal.signal(signal.SIGTERM, previous)
+            if restore_handlers is not None:
+                restore_handlers()
             self.checkpoints.close()
         return self.history
-
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        self._stop_requested = True
 
     def _run_epoch(
         self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler
@@ -329,13 +329,14 @@ class Trainer:
                 if bar.enabled:
                     bar.update()
                 stop = self._stop_agreed()  # every rank, every STOP_CHECK_EVERY steps
-                if stop or self._checkpoint_due():
+                if stop is not None or self._checkpoint_due():
                     sums = self._fold(sums, loss_sum, correct, seen, start, checked)
                     loss_sum, correct, seen, checked = 0, 0, 0, self.pos.step
                     start = time.perf_counter()
                     self.checkpoints.save(self.pos, sums)
-                    if stop:
-                        raise Preempted(f"stopped by SIGTERM after step {self.pos.step}")
+                    if stop is not None:
+                        said = f"stopped by {stop.name} after step {self.pos.step}"
+                        raise Preempted(said, EXIT_STATUS[stop])
         sums = self._fold(sums, loss_sum, correct, seen, start, checked)
         self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
         record = self._record(sums, sampler)
@@ -347,18 +348,18 @@ class Trainer:
         every = self.checkpoint_every
         return every > 0 and self.pos.step % every == 0
 
-    def _stop_agreed(self) -> bool:
-        """Whether any rank got SIGTERM: all ranks must stop at the same step.
+    def _stop_agreed(self) -> signal.Signals | None:
+        """The signal (SIGTERM or Ctrl-C) any rank got, or None: all ranks stop at the same step,
+        and by the same signal, so they exit with the same status.
 
-        Ranks agree every :data:`STOP_CHECK_EVERY` steps. The flag is read before the
+        Ranks agree every :data:`STOP_CHECK_EVERY` steps. The flags are read before the
         collective and cleared only when a fit starts, so a signal during it counts at the next.
         """
         if self.sync.world_size == 1:
-            return self._stop_requested
+            return stop_signal(self._stop.flags)
         if self.pos.step % STOP_CHECK_EVERY:
-            return False
-        (anyone,) = self.sync.allreduce_sum([float(self._stop_requested)])
-        return anyone > 0
+            return None
+        return stop_signal(self.sync.allreduce_sum(self._stop.flags))
 
     def _fold(self, sums, loss_sum, correct, seen, start, checked) -> dict[str, float]:
         """Add this rank's device sums into the global ones; stop if the loss diverged."""

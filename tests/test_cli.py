@@ -130,9 +130,11 @@ def test_running_the_same_command_twice_keeps_the_first_run(tmp_path):
     assert proc.returncode == 0 and [r["epoch"] for r in _records(out)] == [1]
 
 
-def test_sigterm_mid_epoch_then_resume_auto_ends_with_the_weights_of_an_uninterrupted_run(
-    tmp_path,
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_mid_epoch_then_resume_auto_ends_with_the_weights_of_one_run(
+    tmp_path, signum, status
 ):
+    """SIGTERM, or Ctrl-C (SIGINT) once: a checkpoint where it stopped, then a resume."""
     args = (*SMALL, "--batch-size", "8", "--epochs", "2", "--checkpoint-every", "1000")
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert distconv("train", *args, "--out", str(whole)).returncode == 0
@@ -146,12 +148,14 @@ def test_sigterm_mid_epoch_then_resume_auto_ends_with_the_weights_of_an_uninterr
     try:  # wait for the first epoch's log line, then stop it in the second epoch
         for line in child.stderr:
             if "epoch 1/2" in line:
-                child.send_signal(signal.SIGTERM)
+                child.send_signal(signum)
                 break
         _, err = child.communicate(timeout=60)
     finally:
         child.kill()
-    assert child.returncode == 143, err
+    assert child.returncode == status, err
+    assert f"stopped by {signal.Signals(signum).name} after step" in err
+    assert ("Ctrl-C: stopping at the next step" in err) == (signum == signal.SIGINT)
     stopped = _latest(parts)
     assert stopped.epoch == 1 and 48 < stopped.step < 96, stopped.step  # inside epoch 2
     proc = distconv("train", *args, "--out", str(parts), "--resume", "auto")

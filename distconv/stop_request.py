@@ -1,0 +1,80 @@
+"""How a running fit is asked to stop: SIGTERM, or Ctrl-C once.
+
+SIGTERM is how schedulers stop a job (a pod's eviction, ``kill``, the launcher's own stop), and
+Ctrl-C is how a person does: ``mpiexec`` forwards its first Ctrl-C to every rank as SIGINT
+("Press Ctrl-C again to force abort"). Either one asks the trainer to stop at the next step the
+ranks agree on, with a checkpoint, so no work is lost. A second Ctrl-C raises
+:class:`KeyboardInterrupt` at once, for a job stuck where no step ends (a rank waiting for one
+that has died).
+
+SIGINT is taken over only from Python's default handler: an application's own handler stays,
+and so does SIGINT ignored (``nohup``, a shell's ``&``), which must keep meaning "not for me".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+#: the command line's exit status after a stop by each signal (128 + its number)
+EXIT_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
+#: what the first Ctrl-C says (on a line of its own: the terminal echoed ``^C``)
+ANNOUNCEMENT = (
+    b"\ndistconv: Ctrl-C: stopping at the next step the ranks agree on, with a checkpoint "
+    b"where one is written; Ctrl-C again stops at once\n"
+)
+
+
+class StopRequest:
+    """Which stop signals this rank received during one fit, and the handlers that record them.
+
+    Args:
+        announce: say on stderr, at the first Ctrl-C, what happens next (the chief does; every
+            rank of an ``mpiexec`` job gets the same Ctrl-C).
+    """
+
+    def __init__(self, announce: bool = True) -> None:
+        self.announce = announce
+        self.received: set[int] = set()
+
+    @property
+    def flags(self) -> list[float]:
+        """This rank's requests, for the ranks' sum: ``[SIGTERM received, SIGINT received]``."""
+        return [float(signal.SIGTERM in self.received), float(signal.SIGINT in self.received)]
+
+    def install(self) -> Callable[[], None]:
+        """Handle SIGTERM, and SIGINT where Python's default handler has it (main thread only).
+
+        Returns:
+            A function that puts the previous handlers back.
+        """
+        previous = {signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous[signal.SIGINT] = signal.default_int_handler
+        for signum in previous:
+            signal.signal(signum, self._on_signal)
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT:
+            if signal.SIGINT in self.received:  # the second Ctrl-C: stop now
+                raise KeyboardInterrupt
+            if self.announce:  # os.write: a handler may run in the middle of a print
+                os.write(2, ANNOUNCEMENT)
+        self.received.add(signum)
+
+
+def stop_signal(flags: list[float]) -> signal.Signals | None:
+    """The signal a job stops by, from the ranks' summed :attr:`StopRequest.flags` (None: it
+    goes on). SIGTERM wins: a scheduler's stop is the one a restart policy must see."""
+    term, interrupt = flags
+    if term > 0:
+        return signal.SIGTERM
+    return signal.SIGINT if interrupt > 0 else None

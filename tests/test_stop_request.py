@@ -1,0 +1,121 @@
+"""A fit stops on SIGTERM or the first Ctrl-C with a checkpoint, and at once on a second Ctrl-C.
+
+Real signals, sent by the process to itself from inside a training step, so each lands where
+a person's Ctrl-C would: in the middle of a fit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from distconv.data import split, synthetic
+from distconv.resume import Preempted
+from distconv.run_dir import RunDirectory
+from distconv.stop_request import StopRequest, stop_signal
+from tests.test_resume_checks import _trainer, _weights
+
+
+@pytest.fixture(scope="module")
+def data():  # 240 training examples in batches of 16: 15 steps per epoch
+    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+
+
+def _signal_at(trainer, step, *signums):
+    """Make ``trainer`` send itself ``signums`` right after its step ``step``."""
+    train_step = trainer.train_step
+
+    def signalled(*args):
+        out = train_step(*args)
+        if trainer.pos.step == step:
+            for signum in signums:
+                os.kill(os.getpid(), signum)
+        return out
+
+    trainer.train_step = signalled
+    return train_step
+
+
+def _steps_saved(out):
+    return [m.step for m in RunDirectory(out).manifests()]
+
+
+def test_the_first_ctrl_c_checkpoints_and_stops_with_130_and_a_resume_ends_as_one_run(
+    data, tmp_path, capfd
+):
+    train, test = data
+    whole = _trainer(tmp_path / "whole")
+    whole.fit(train, test, epochs=2)
+    t = _trainer(tmp_path / "split")
+    step = _signal_at(t, 20, signal.SIGINT)
+    with pytest.raises(Preempted, match="stopped by SIGINT after step 20") as info:
+        t.fit(train, test, epochs=2)
+    assert info.value.exit_status == 130
+    assert "Ctrl-C: stopping at the next step" in capfd.readouterr().err
+    assert _steps_saved(tmp_path / "split") == [15, 20]  # epoch 1, then where it stopped
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    t.train_step = step
+    assert [r["epoch"] for r in t.fit(train, test, epochs=2, resume=True)] == [2]
+    for name, value in _weights(whole).items():
+        np.testing.assert_array_equal(_weights(t)[name], value, err_msg=name)
+
+
+def test_a_second_ctrl_c_stops_at_once_without_a_checkpoint(data, tmp_path):
+    train, test = data
+    t = _trainer(tmp_path)
+    _signal_at(t, 5, signal.SIGINT, signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        t.fit(train, test, epochs=1)
+    assert t.pos.step == 5  # raised right after step 5, where the first asked for a stop
+    assert _steps_saved(tmp_path) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sigterm_and_ctrl_c_together_stop_as_sigterm(data, tmp_path):
+    train, test = data
+    t = _trainer(tmp_path)
+    _signal_at(t, 5, signal.SIGINT, signal.SIGTERM)
+    with pytest.raises(Preempted, match="stopped by SIGTERM after step 5") as info:
+        t.fit(train, test, epochs=1)
+    assert info.value.exit_status == 143 and _steps_saved(tmp_path) == [5]
+
+
+@pytest.mark.parametrize("kind", ["ignored", "own handler"])
+def test_a_sigint_the_program_handles_itself_or_ignores_is_left_alone(data, tmp_path, kind):
+    train, test = data
+    calls = []
+    own = signal.SIG_IGN if kind == "ignored" else (lambda signum, frame: calls.append(signum))
+    previous = signal.signal(signal.SIGINT, own)
+    try:
+        t = _trainer(tmp_path)
+        _signal_at(t, 5, signal.SIGINT)
+        assert len(t.fit(train, test, epochs=1)) == 1 and t.pos.step == 15  # trained on
+        assert signal.getsignal(signal.SIGINT) is own
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert calls == ([] if kind == "ignored" else [signal.SIGINT])
+
+
+def test_the_handlers_go_back_when_a_fit_ends_and_a_new_fit_forgets_an_old_signal(data, tmp_path):
+    train, test = data
+    t = _trainer(tmp_path)
+    _signal_at(t, 3, signal.SIGTERM)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Preempted):
+        t.fit(train, test, epochs=1)
+    assert signal.getsignal(signal.SIGTERM) is before
+    t.train_step = type(t).train_step.__get__(t)
+    assert len(t.fit(train, test, epochs=1, resume=True)) == 1 and t.pos.step == 15
+
+
+def test_the_ranks_stop_by_sigterm_if_any_got_it_else_by_ctrl_c():
+    assert stop_signal([0.0, 0.0]) is None
+    assert stop_signal([0.0, 2.0]) == signal.SIGINT
+    assert stop_signal([1.0, 1.0]) == signal.SIGTERM
+    request = StopRequest(announce=False)
+    request.received.add(signal.SIGINT)
+    assert request.flags == [0.0, 1.0]
+    assert Preempted("x", 130).__reduce__()[1] == ("x", 130)  # a pickled one keeps its status
