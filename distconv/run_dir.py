@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shutil
 import socket
@@ -25,8 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distconv.checkpoint import CheckpointError
-from distconv.files import write_atomically
+from distconv.checkpoint import CheckpointError, CheckpointReadError
+from distconv.files import describe_os_error, write_atomically
+
+log = logging.getLogger("distconv.checkpoint")
 
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
@@ -154,18 +157,30 @@ class RunDirectory:
 
     def scan(self) -> tuple[list[Manifest], list[str]]:
         """Complete checkpoints, oldest first, and a sentence for each manifest that is not
-        usable (damaged, or naming a part that is missing or not a file)."""
+        usable (damaged, or naming a part that is missing or not a file).
+
+        Raises:
+            CheckpointReadError: the OS could not read a manifest or look at a part (an I/O
+                error, a permission): it may be whole, so it is not passed over for an older one.
+        """
         found, problems = [], []
         for path in sorted(self.checkpoint_root.glob("step-*.json")):
             try:
-                data = json.loads(path.read_text())
+                raw = _read_manifest(path)
+            except FileNotFoundError:  # gone since the listing: not a checkpoint any more
+                continue
+            except IsADirectoryError:
+                problems.append(f"{path} is a directory, not a manifest")
+                continue
+            try:
+                data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
                 manifest = Manifest(
                     int(data["step"]), dict(data["parts"]), path, dict(data.get("remote", {}))
                 )
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")
                 continue
-            bad = [str(manifest.part(n)) for n in manifest.parts if not manifest.part(n).is_file()]
+            bad = [str(manifest.part(n)) for n in manifest.parts if not _is_file(manifest.part(n))]
             if bad:
                 problems.append(f"{path} names parts that are missing or not files: {bad}")
             else:
@@ -185,7 +200,35 @@ class RunDirectory:
         return aside
 
     def _prune(self) -> None:
-        complete = self.manifests()
+        try:
+            complete = self.manifests()
+        except CheckpointReadError as exc:  # a later save prunes; this one's checkpoint is safe
+            log.warning("not pruning old checkpoints now: %s", exc)
+            return
         for old in complete[: -self.keep]:
             old.path.unlink(missing_ok=True)
             shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
+
+
+def _read_manifest(path: Path) -> bytes:
+    """The manifest's bytes; raises FileNotFoundError and IsADirectoryError as they are."""
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        raise
+    except OSError as exc:  # EIO, EACCES, a network file system's hiccup: may pass
+        raise CheckpointReadError(
+            f"checkpoint manifest {path} cannot be read: {describe_os_error(exc)}; nothing is "
+            "skipped or renamed, retry once it can be read"
+        ) from None
+
+
+def _is_file(path: Path) -> bool:
+    """Whether a checkpoint part is a file; False only for one that is not there (or not a file)."""
+    try:
+        return path.is_file()
+    except OSError as exc:  # is_file answers False for a missing one, raises for EACCES, EIO
+        raise CheckpointReadError(
+            f"checkpoint part {path} cannot be looked at: {describe_os_error(exc)}; retry once "
+            "it can"
+        ) from None

@@ -20,6 +20,7 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import Position, Preempted, epoch_sums
+from distconv.run_dir import RunDirectory
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
@@ -249,6 +250,68 @@ def test_a_read_error_on_the_newest_checkpoint_raises_and_sets_nothing_aside(
     monkeypatch.undo()
     again = _trainer(tmp_path, checkpoint_every=7)
     assert again.fit(train, test, epochs=1, resume="auto") == [] and again.pos.step == 15
+
+
+def _eio_on(monkeypatch, method, path):
+    """Make ``Path.<method>`` raise a transient I/O error for ``path`` alone."""
+    real = getattr(Path, method)
+
+    def failing(self, *args, **kwargs):
+        if self == path:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, method, failing)
+
+
+@pytest.mark.parametrize("what", ["manifest", "part"])
+def test_a_read_error_on_the_newest_manifest_or_a_part_raises_and_skips_nothing(
+    data, tmp_path, monkeypatch, what
+):
+    """Passing over an unreadable manifest resumed from an older step: the newer state lost."""
+    train, test = data
+    _trainer(tmp_path, checkpoint_every=7).fit(train, test, epochs=1)  # steps 7, 14, 15
+    root = tmp_path / "checkpoints"
+    before = sorted(p.name for p in root.iterdir())
+    if what == "manifest":
+        _eio_on(monkeypatch, "open", root / "step-00000015.json")
+    else:  # is_file() raises for an error other than "not there"
+        _eio_on(monkeypatch, "stat", root / "step-00000015" / "chief.safetensors")
+    pattern = r"manifest .*step-00000015.json cannot be read" if what == "manifest" else (
+        r"part .*chief.safetensors cannot be looked at")  # fmt: skip
+    with pytest.raises(CheckpointReadError, match=pattern + r": input/output error; .*retry"):
+        _trainer(tmp_path, checkpoint_every=7).fit(train, test, epochs=2, resume="auto")
+    assert sorted(p.name for p in root.iterdir()) == before
+    monkeypatch.undo()
+    again = _trainer(tmp_path, checkpoint_every=7)
+    assert again.fit(train, test, epochs=1, resume="auto") == [] and again.pos.step == 15
+
+
+def test_a_read_error_while_pruning_keeps_the_checkpoints_and_training_goes_on(
+    data, tmp_path, monkeypatch, caplog
+):
+    train, test = data
+    root = tmp_path / "checkpoints"
+    _eio_on(monkeypatch, "open", root / "step-00000005.json")
+    t = _trainer(tmp_path, checkpoint_every=5, keep_checkpoints=1)
+    with caplog.at_level(logging.WARNING, logger="distconv.checkpoint"):
+        assert len(t.fit(train, test, epochs=1)) == 1 and t.pos.step == 15
+    assert "not pruning old checkpoints now: checkpoint manifest" in caplog.text
+    kept = sorted(p.name for p in root.glob("step-*.json"))
+    assert "step-00000005.json" in kept and kept[-1] == "step-00000015.json"
+    monkeypatch.undo()
+    t.checkpoints.run.acquire()
+    t.checkpoints.run._prune()  # readable again: the next save prunes down to the newest
+    assert [m.step for m in t.checkpoints.run.manifests()] == [15]
+
+
+def test_a_manifest_that_is_a_directory_or_not_utf8_is_damage_not_a_read_error(tmp_path):
+    run = RunDirectory(tmp_path)
+    (run.checkpoint_root / "step-00000001.json").mkdir(parents=True)
+    (run.checkpoint_root / "step-00000002.json").write_bytes(b"\xff\xfe\x00garbage")
+    found, problems = run.scan()
+    assert found == [] and len(problems) == 2
+    assert "is a directory" in problems[0] and "is damaged" in problems[1]
 
 
 # -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
