@@ -326,11 +326,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"distconv {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except Preempted as exc:
-        print(f"distconv {args.command}: {exc}", file=sys.stderr)
+        _say(f"distconv {args.command}: {exc}")
         return exc.exit_status
     except KeyboardInterrupt:
-        print(f"distconv {args.command}: interrupted", file=sys.stderr)
+        _say(f"distconv {args.command}: interrupted")
         return 130
+
+
+def _say(line: str) -> None:
+    """Print ``line`` on stderr where it can go: after Ctrl-C on ``distconv train | tee``, the
+    pipe's reader got the same Ctrl-C, and its EPIPE must not turn a stop into a crash."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _one_line(exc: BaseException) -> str:

@@ -66,9 +66,12 @@ class StopRequest:
         if signum == signal.SIGINT:
             if signal.SIGINT in self.received:  # the second Ctrl-C: stop now
                 raise KeyboardInterrupt
-            if self.announce:  # os.write: a handler may run in the middle of a print
+        self.received.add(signum)  # first: the request stands even if it cannot be said
+        if signum == signal.SIGINT and self.announce:
+            try:  # os.write: a handler may run in the middle of a print
                 os.write(2, ANNOUNCEMENT)
-        self.received.add(signum)
+            except OSError:  # stderr closed, or a pipe whose reader (tee) got the same Ctrl-C
+                pass
 
 
 def stop_signal(flags: list[float]) -> signal.Signals | None:

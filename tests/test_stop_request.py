@@ -119,3 +119,36 @@ def test_the_ranks_stop_by_sigterm_if_any_got_it_else_by_ctrl_c():
     request.received.add(signal.SIGINT)
     assert request.flags == [0.0, 1.0]
     assert Preempted("x", 130).__reduce__()[1] == ("x", 130)  # a pickled one keeps its status
+
+
+def test_a_ctrl_c_that_cannot_be_announced_still_asks_for_the_stop(monkeypatch):
+    """``distconv train 2>&1 | tee log``: Ctrl-C reaches tee too, and the announcement meets EPIPE."""
+    def broken(fd, data):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("distconv.stop_request.os.write", broken)
+    request = StopRequest(announce=True)
+    request._on_signal(signal.SIGINT, None)
+    assert request.flags == [0.0, 1.0]
+
+
+def test_the_command_lines_last_line_after_a_stop_may_meet_a_broken_pipe(monkeypatch):
+    import io
+    import sys
+
+    from distconv import cli
+
+    class Broken(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    def stopped(args):
+        raise Preempted("stopped by SIGINT after step 8", 130)
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(sys, "stderr", Broken())
+    args = parser.parse_args(["train", "--data", "synthetic"])
+    monkeypatch.setattr(parser, "parse_args", lambda argv=None: args)
+    monkeypatch.setattr(args, "handler", stopped, raising=False)
+    assert cli.main([]) == 130
