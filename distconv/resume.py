@@ -137,7 +137,8 @@ class StepCheckpoints:
         if resume == "overwrite":
             run.clear()
             return None, Position()
-        complete, problems = run.scan()
+        # scanned only to resume: without --resume, a run here is refused whatever it holds
+        complete, problems = run.scan() if resume in (True, "auto") else ([], [])
         if resume in (True, "auto") and complete:
             return self._restore_newest(complete, problems)
         if resume in (True, "auto") and problems:  # never start over a run we cannot read

@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,10 +225,16 @@ def _read_manifest(path: Path) -> bytes:
 
 
 def _is_file(path: Path) -> bool:
-    """Whether a checkpoint part is a file; False only for one that is not there (or not a file)."""
+    """Whether a checkpoint part is a file; False only for one that is not there (or not a file).
+
+    ``os.stat`` itself: ``Path.is_file`` raises for an I/O error on some Python versions and
+    answers False on others, which would pass an unreadable part over as missing.
+    """
     try:
-        return path.is_file()
-    except OSError as exc:  # is_file answers False for a missing one, raises for EACCES, EIO
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:  # EACCES, EIO: the part may be whole
         raise CheckpointReadError(
             f"checkpoint part {path} cannot be looked at: {describe_os_error(exc)}; retry once "
             "it can"

@@ -4,8 +4,9 @@ SIGTERM is how schedulers stop a job (a pod's eviction, ``kill``, the launcher's
 Ctrl-C is how a person does: ``mpiexec`` forwards its first Ctrl-C to every rank as SIGINT
 ("Press Ctrl-C again to force abort"). Either one asks the trainer to stop at the next step the
 ranks agree on, with a checkpoint, so no work is lost. A second Ctrl-C raises
-:class:`KeyboardInterrupt` at once, for a job stuck where no step ends (a rank waiting for one
-that has died).
+:class:`KeyboardInterrupt`, for a job stuck where no step ends, as soon as Python runs again:
+inside a blocking MPI call that is when the call returns, so there ``mpiexec``'s own second
+Ctrl-C (it kills the ranks) or the MPI watchdog ends the job.
 
 SIGINT is taken over only from Python's default handler: an application's own handler stays,
 and so does SIGINT ignored (``nohup``, a shell's ``&``), which must keep meaning "not for me".

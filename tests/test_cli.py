@@ -14,6 +14,7 @@ import pytest
 
 from distconv.checkpoint import load_checkpoint
 from distconv.run_dir import RunDirectory
+from tests.signals import sigint_as_in_a_terminal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -144,6 +145,7 @@ def test_a_stop_signal_mid_epoch_then_resume_auto_ends_with_the_weights_of_one_r
         env=env,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_in_a_terminal,
     )
     try:  # wait for the first epoch's log line, then stop it in the second epoch
         for line in child.stderr:

@@ -275,8 +275,15 @@ def test_a_read_error_on_the_newest_manifest_or_a_part_raises_and_skips_nothing(
     before = sorted(p.name for p in root.iterdir())
     if what == "manifest":
         _eio_on(monkeypatch, "open", root / "step-00000015.json")
-    else:  # is_file() raises for an error other than "not there"
-        _eio_on(monkeypatch, "stat", root / "step-00000015" / "chief.safetensors")
+    else:  # looking at the part fails with an error other than "not there"
+        part, real_stat = str(root / "step-00000015" / "chief.safetensors"), os.stat
+
+        def eio_stat(path, *args, **kwargs):
+            if str(path) == part:
+                raise OSError(errno.EIO, os.strerror(errno.EIO), part)
+            return real_stat(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", eio_stat)
     pattern = r"manifest .*step-00000015.json cannot be read" if what == "manifest" else (
         r"part .*chief.safetensors cannot be looked at")  # fmt: skip
     with pytest.raises(CheckpointReadError, match=pattern + r": input/output error; .*retry"):

@@ -19,6 +19,15 @@ from distconv.stop_request import StopRequest, stop_signal
 from tests.test_resume_checks import _trainer, _weights
 
 
+@pytest.fixture(autouse=True)
+def python_handles_sigint():
+    """Python's own SIGINT handler, as in a terminal: pytest started by a script's ``&`` or
+    ``nohup`` inherits SIGINT ignored, which a fit rightly leaves alone."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def data():  # 240 training examples in batches of 16: 15 steps per epoch
     return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
@@ -122,7 +131,8 @@ def test_the_ranks_stop_by_sigterm_if_any_got_it_else_by_ctrl_c():
 
 
 def test_a_ctrl_c_that_cannot_be_announced_still_asks_for_the_stop(monkeypatch):
-    """``distconv train 2>&1 | tee log``: Ctrl-C reaches tee too, and the announcement meets EPIPE."""
+    """``distconv train 2>&1 | tee log``: Ctrl-C reaches tee too; the announcement meets EPIPE."""
+
     def broken(fd, data):
         raise BrokenPipeError(32, "Broken pipe")
 

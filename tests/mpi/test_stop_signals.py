@@ -17,6 +17,7 @@ import pytest
 from distconv.checkpoint import load_checkpoint
 from distconv.run_dir import RunDirectory
 from tests.mpi.common import NEEDS_MPIEXEC, REPO_ROOT, mpiexec, run_mpi, script
+from tests.signals import sigint_as_in_a_terminal
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -48,6 +49,7 @@ def _start(out, *more):
     return subprocess.Popen(
         _train_command(out, *more), env=env, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own group: killed whole if the test fails
+        preexec_fn=sigint_as_in_a_terminal,
     )  # fmt: skip
 
 
