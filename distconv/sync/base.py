@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -234,7 +235,25 @@ class SyncStrategy(ABC):
         """Release sockets, communicators and threads.
 
         Whoever built the strategy closes it, in a ``finally`` (``distconv.job.train`` does).
+        An exception propagating then (:func:`closing_error`) is a failure the other ranks
+        must learn of: a transport may abort them (MPI) or tell its servers why (parameter
+        server), so close outside an ``except`` clause a failure that was handled.
         """
+
+
+def closing_error() -> BaseException | None:
+    """The exception propagating while a sync closes (from a ``finally``; one being handled in
+    an ``except`` clause counts too), or None, as for ``sys.exit(0)``: a clean end."""
+    error = sys.exc_info()[1]
+    if isinstance(error, SystemExit) and error.code in (0, None):
+        return None
+    return error
+
+
+def describe_error(error: BaseException, limit: int = 300) -> str:
+    """``Type: message`` on one line, cut to ``limit`` characters, for another process."""
+    said = " ".join(f"{type(error).__name__}: {error}".split())
+    return said if len(said) <= limit else said[: limit - 3] + "..."
 
 
 def job_description(

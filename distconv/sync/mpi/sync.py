@@ -31,7 +31,6 @@ than ``timeout`` for a rank that never comes.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -42,7 +41,7 @@ import numpy as np
 from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError, digest
+from distconv.sync.base import SyncError, closing_error, digest
 from distconv.sync.mpi.buckets import (
     Bucket,
     build_buckets,
@@ -366,9 +365,7 @@ class MPISync(RankCollectives):
         one being handled counts too: close after an ``except`` clause, not inside it) or this
         rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
         (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
-        error = sys.exc_info()[1]
-        if isinstance(error, SystemExit) and error.code in (0, None):
-            error = None  # sys.exit(0) in a try/finally: a clean end
+        error = closing_error()
         self._watchdog.phase = "close"
         if self.world_size > 1:
             error = error or why_not_leave(self._thread, self._open)

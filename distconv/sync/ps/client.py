@@ -383,12 +383,12 @@ class PServerSync(
                 raise SyncError(f"rank {self.rank} and rank {rank} run different jobs: {diff}")
 
     def close(self) -> None:
-        """Tell the shards this worker is done (best effort), then close the sockets."""
+        """Tell the shards this worker is done, and why if an exception propagates (best
+        effort), then close the sockets."""
         try:
             self._stop_heartbeat()
             if self.params:
-                for s in range(len(self._socks)):
-                    self._send(s, {"op": "bye"})
+                self._say_bye()
         finally:
             for s in self._socks:
                 s.close(linger=200)

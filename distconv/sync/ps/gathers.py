@@ -29,6 +29,8 @@ class ShardGathers:
     refused_at: dict[int, tuple[int, int | None]]
     run_of: dict[int, int | None]
     bye_at: dict[int, int]
+    bye_error: dict[int, str | None]
+    last_step: dict[int, int]
     met_at: int
     left: set[int]
     lost: set[int]
@@ -66,10 +68,32 @@ class ShardGathers:
             self._reply(ident, header, values=values)
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        rank = header["rank"]
         if self._of_latest_run(header):  # not a second worker of the rank (an earlier run's)
-            self.left.add(header["rank"])
-            self.bye_at[header["rank"]] = self.requests
+            self.left.add(rank)
+            self.bye_at[rank] = self.requests
+            self.bye_error[rank] = header.get("error")
         self._reply(ident, header)
+
+    def _fail_step_left_behind(self) -> None:
+        """Sync: a rank closed (an exception, or fewer steps) while other ranks' pushes of a
+        step it never pushed are held here, whichever came first. That step can never
+        complete: a worker of the rank started again would say ``hello`` and wait in the
+        start-up gather, which fails the job then (:func:`~distconv.sync.ps.stuck.stuck`). So
+        fail it now, naming the rank and its error, instead of at the timeout. (A rank in
+        ``left`` said bye in this run of the workers: every rank says ``hello`` before the
+        start-up gather, which comes before any push, and a hello takes its rank out.)"""
+        _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())
+        for gone in sorted(self.left - self.lost):
+            done = self.last_step.get(gone, -1)
+            behind = {q: step for q, step in pushes.items() if step > done}
+            if behind:
+                waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
+                self._fail(
+                    f"{self._who(gone)} closed, and {waiting} waits for its push: the step "
+                    "cannot complete without it"
+                )
+                return
 
     def _refuse_lost(self, rank: int) -> None:
         """Shard 0, which holds the gathers, refuses a ``hello`` or a ``gather`` of a rank it
@@ -99,6 +123,8 @@ class ShardGathers:
         """Fail the job at once if what the shard holds can never be answered
         (:func:`~distconv.sync.ps.stuck.stuck`), instead of at the timeout; after ``op``
         arrived (an async push holds nothing, so it changes nothing)."""
+        if self.config.mode == "sync" and op in ("push", "bye") and not self.failed:
+            self._fail_step_left_behind()
         if self.failed or not self.gathers_held or (op == "push" and self.config.mode == "async"):
             return  # every stuck case has a rank in a gather
         in_gathers = sum(len(self.waiting[key].by_rank) for key in self.gathers_held)

@@ -104,6 +104,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         self.refused_at: dict[int, tuple[int, int | None]] = {}
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
         self.bye_at: dict[int, int] = {}
+        self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
         Draining.__init__(self)
@@ -259,8 +260,10 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
     def _who(self, rank: int) -> str:
-        host = self._host(rank)
-        return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
+        """A rank named in a message: its host, its last step, and the error it closed on."""
+        host, error = self._host(rank), self.bye_error.get(rank) if rank in self.left else None
+        closed = f", closed on {error}" if error else ""
+        return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')}{closed})"
 
     def _check_timeouts(self, now: float) -> None:
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
