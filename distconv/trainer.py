@@ -356,7 +356,7 @@ class Trainer:
         collective and cleared only when a fit starts, so a signal during it counts at the next.
         """
         if self.sync.world_size == 1:
-            return stop_signal(self._stop.flags)
+            return stop_signal(self._stop.flags) if self._stop.received else None
         if self.pos.step % STOP_CHECK_EVERY:
             return None
         return stop_signal(self.sync.allreduce_sum(self._stop.flags))

@@ -1,4 +1,4 @@
-"""Children that take Ctrl-C as in a terminal, whatever the test run was started with.
+"""Signals in tests: children that take Ctrl-C as in a terminal, and a fit signalled mid-way.
 
 A script's ``&`` and ``nohup`` start pytest with SIGINT ignored, and an ignored signal stays
 ignored across ``exec``: a child would then rightly leave SIGINT alone, and a test of what
@@ -7,9 +7,29 @@ Ctrl-C does would fail for a reason that is not the code's.
 
 from __future__ import annotations
 
+import os
 import signal
+from collections.abc import Callable
+from typing import Any
 
 
 def sigint_as_in_a_terminal() -> None:
     """``preexec_fn`` for :class:`subprocess.Popen`: the child starts with SIGINT's default."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def signal_at(trainer: Any, step: int, *signums: int) -> Callable[..., Any]:
+    """Make ``trainer`` send its own process ``signums`` right after its step ``step``, where a
+    person's Ctrl-C or a scheduler's SIGTERM would land: in the middle of a fit. Returns the
+    ``train_step`` it wrapped, to put back."""
+    train_step = trainer.train_step
+
+    def signalled(*args: Any) -> Any:
+        out = train_step(*args)
+        if trainer.pos.step == step:
+            for signum in signums:
+                os.kill(os.getpid(), signum)
+        return out
+
+    trainer.train_step = signalled
+    return train_step

@@ -6,7 +6,6 @@ a person's Ctrl-C would: in the middle of a fit.
 
 from __future__ import annotations
 
-import os
 import signal
 
 import numpy as np
@@ -16,6 +15,7 @@ from distconv.data import split, synthetic
 from distconv.resume import Preempted
 from distconv.run_dir import RunDirectory
 from distconv.stop_request import StopRequest, stop_signal
+from tests.signals import signal_at
 from tests.test_resume_checks import _trainer, _weights
 
 
@@ -33,21 +33,6 @@ def data():  # 240 training examples in batches of 16: 15 steps per epoch
     return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
 
 
-def _signal_at(trainer, step, *signums):
-    """Make ``trainer`` send itself ``signums`` right after its step ``step``."""
-    train_step = trainer.train_step
-
-    def signalled(*args):
-        out = train_step(*args)
-        if trainer.pos.step == step:
-            for signum in signums:
-                os.kill(os.getpid(), signum)
-        return out
-
-    trainer.train_step = signalled
-    return train_step
-
-
 def _steps_saved(out):
     return [m.step for m in RunDirectory(out).manifests()]
 
@@ -59,7 +44,7 @@ def test_the_first_ctrl_c_checkpoints_and_stops_with_130_and_a_resume_ends_as_on
     whole = _trainer(tmp_path / "whole")
     whole.fit(train, test, epochs=2)
     t = _trainer(tmp_path / "split")
-    step = _signal_at(t, 20, signal.SIGINT)
+    step = signal_at(t, 20, signal.SIGINT)
     with pytest.raises(Preempted, match="stopped by SIGINT after step 20") as info:
         t.fit(train, test, epochs=2)
     assert info.value.exit_status == 130
@@ -75,7 +60,7 @@ def test_the_first_ctrl_c_checkpoints_and_stops_with_130_and_a_resume_ends_as_on
 def test_a_second_ctrl_c_stops_at_once_without_a_checkpoint(data, tmp_path):
     train, test = data
     t = _trainer(tmp_path)
-    _signal_at(t, 5, signal.SIGINT, signal.SIGINT)
+    signal_at(t, 5, signal.SIGINT, signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         t.fit(train, test, epochs=1)
     assert t.pos.step == 5  # raised right after step 5, where the first asked for a stop
@@ -86,7 +71,7 @@ def test_a_second_ctrl_c_stops_at_once_without_a_checkpoint(data, tmp_path):
 def test_sigterm_and_ctrl_c_together_stop_as_sigterm(data, tmp_path):
     train, test = data
     t = _trainer(tmp_path)
-    _signal_at(t, 5, signal.SIGINT, signal.SIGTERM)
+    signal_at(t, 5, signal.SIGINT, signal.SIGTERM)
     with pytest.raises(Preempted, match="stopped by SIGTERM after step 5") as info:
         t.fit(train, test, epochs=1)
     assert info.value.exit_status == 143 and _steps_saved(tmp_path) == [5]
@@ -100,7 +85,7 @@ def test_a_sigint_the_program_handles_itself_or_ignores_is_left_alone(data, tmp_
     previous = signal.signal(signal.SIGINT, own)
     try:
         t = _trainer(tmp_path)
-        _signal_at(t, 5, signal.SIGINT)
+        signal_at(t, 5, signal.SIGINT)
         assert len(t.fit(train, test, epochs=1)) == 1 and t.pos.step == 15  # trained on
         assert signal.getsignal(signal.SIGINT) is own
     finally:
@@ -111,7 +96,7 @@ def test_a_sigint_the_program_handles_itself_or_ignores_is_left_alone(data, tmp_
 def test_the_handlers_go_back_when_a_fit_ends_and_a_new_fit_forgets_an_old_signal(data, tmp_path):
     train, test = data
     t = _trainer(tmp_path)
-    _signal_at(t, 3, signal.SIGTERM)
+    signal_at(t, 3, signal.SIGTERM)
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(Preempted):
         t.fit(train, test, epochs=1)

@@ -10,7 +10,6 @@ epochs. ``SIGNALS`` lists what each rank sends itself right after its step 3, as
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from distconv.optim import create_optimizer  # noqa: E402
 from distconv.resume import Preempted  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
 from distconv.trainer import Trainer  # noqa: E402
+from tests.signals import signal_at  # noqa: E402
 
 SIGNALLED_AFTER_STEP = 3
 
@@ -33,16 +33,7 @@ def main() -> None:
     mine = [signal.Signals[name] for r, names in (p.split(":") for p in plan.split(",")) if
             int(r) == sync.rank for name in names.split("+")]  # fmt: skip
     trainer = Trainer(small_lenet(seed=0), sync, 6, progress=False, dtype="float64")
-    train_step = trainer.train_step
-
-    def signalled(*args):
-        result = train_step(*args)
-        if trainer.pos.step == SIGNALLED_AFTER_STEP:
-            for signum in mine:
-                os.kill(os.getpid(), signum)
-        return result
-
-    trainer.train_step = signalled
+    signal_at(trainer, SIGNALLED_AFTER_STEP, *mine)
     said = {"finished": True, "status": 0}
     try:
         trainer.fit(trainer_data(120), epochs=2)
