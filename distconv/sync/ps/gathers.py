@@ -77,16 +77,25 @@ class ShardGathers:
 
     def _fail_step_left_behind(self) -> None:
         """Sync: a rank closed (an exception, or fewer steps) while other ranks' pushes of a
-        step it never pushed are held here, whichever came first. That step can never
-        complete: a worker of the rank started again would say ``hello`` and wait in the
+        parameter's step it never pushed are held here, whichever came first. That step can
+        never complete: a worker of the rank started again would say ``hello`` and wait in the
         start-up gather, which fails the job then (:func:`~distconv.sync.ps.stuck.stuck`). So
-        fail it now, naming the rank and its error, instead of at the timeout. (A rank in
-        ``left`` said bye in this run of the workers: every rank says ``hello`` before the
-        start-up gather, which comes before any push, and a hello takes its rank out.)"""
+        fail it now, naming the rank and its error, instead of at the timeout. Read per
+        parameter, not per step: a worker that raised in backward may have pushed some of the
+        step's parameters to this shard (push_bytes coalescing sends them as they come), and
+        the others of that step still wait for it. (A rank in ``left`` said bye in this run of
+        the workers: every rank says ``hello`` before the start-up gather, which comes before
+        any push, and a hello takes its rank out.)"""
+        gone_ranks = sorted(self.left - self.lost)
+        if not gone_ranks:  # the usual case: nothing to read on every push
+            return
         _, pushes, _ = held_now(self.waiting, self.hello_at, self._live())
-        for gone in sorted(self.left - self.lost):
-            done = self.last_step.get(gone, -1)
-            behind = {q: step for q, step in pushes.items() if step > done}
+        for gone in gone_ranks:
+            behind: dict[int, int] = {}
+            for key, held in self.waiting.items():
+                if key in self.gathers_held or gone in held.by_rank:
+                    continue
+                behind.update({q: pushes[q] for q in held.by_rank if q in pushes})
             if behind:
                 waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
                 self._fail(
