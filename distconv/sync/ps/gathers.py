@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from distconv.sync.base import describe_said
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.wire import WireError, short
@@ -72,7 +73,9 @@ class ShardGathers:
         if self._of_latest_run(header):  # not a second worker of the rank (an earlier run's)
             self.left.add(rank)
             self.bye_at[rank] = self.requests
-            self.bye_error[rank] = header.get("error")
+            # one short line, whoever sent it: every later message and the log quote it
+            error = header.get("error")
+            self.bye_error[rank] = describe_said(error) if error else None
         self._reply(ident, header)
 
     def _fail_step_left_behind(self) -> None:

@@ -115,3 +115,19 @@ def test_healthy_jobs_then_a_whole_job_restart_against_running_shards_do_not_fai
         run_ranks(run, 2, timeout=60)
         del delay
     assert "job failed" not in shards.log_text()
+
+
+@pytest.mark.timeout(30)
+def test_the_error_a_bye_carries_is_cut_to_one_short_line_by_the_shard(hand):
+    """The shard does not trust a worker to have cut its error (another client, an older
+    one): every later message quotes it, and the shard's log writes it."""
+    from test_ps_stuck import _bye, _hello, _push_w
+
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    h.seed()
+    _bye(h, 1, error="Boom: line one\nline two " + "x" * 20000)
+    _push_w(h, 0, 1)
+    assert h.shard.failed and "closed on Boom: line one line two xx" in h.shard.failed
+    assert "\n" not in h.shard.failed and len(h.shard.failed) < 600, len(h.shard.failed)
