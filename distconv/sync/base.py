@@ -252,10 +252,10 @@ def closing_error() -> BaseException | None:
 
 def describe_error(error: BaseException, limit: int = 300) -> str:
     """``Type: message`` on one line, cut to ``limit`` characters, for another process."""
-    return describe_said(f"{type(error).__name__}: {error}", limit)
+    return one_line(f"{type(error).__name__}: {error}", limit)
 
 
-def describe_said(text: str, limit: int = 300) -> str:
+def one_line(text: str, limit: int = 300) -> str:
     """``text`` on one line (runs of whitespace one space), cut to ``limit`` characters."""
     said = " ".join(text.split())
     return said if len(said) <= limit else said[: limit - 3] + "..."

@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from distconv.sync.base import describe_said
+from distconv.sync.base import one_line
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.wire import WireError, short
@@ -75,7 +75,7 @@ class ShardGathers:
             self.bye_at[rank] = self.requests
             # one short line, whoever sent it: every later message and the log quote it
             error = header.get("error")
-            self.bye_error[rank] = describe_said(error) if error else None
+            self.bye_error[rank] = one_line(error) if error else None
         self._reply(ident, header)
 
     def _fail_step_left_behind(self) -> None:
@@ -102,8 +102,8 @@ class ShardGathers:
             if behind:
                 waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
                 self._fail(
-                    f"{self._who(gone)} closed, and {waiting} waits for its push: the step "
-                    "cannot complete without it"
+                    f"{self._who(gone)} {self._closed(gone)}; {waiting} waits for its push, "
+                    "and the step cannot complete without it"
                 )
                 return
 
@@ -145,7 +145,7 @@ class ShardGathers:
             return  # a rank still to come to a gather, no step held, nobody gone: the usual
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         gone = {r for r in self.left if self._left_this_run(r, since)}
-        message = stuck(gathers, pushes, self._live(), gone, self._who)
+        message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
         if message:
             self._fail(message)
 

@@ -260,10 +260,14 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
     def _who(self, rank: int) -> str:
-        """A rank named in a message: its host, its last step, and the error it closed on."""
-        host, error = self._host(rank), self.bye_error.get(rank) if rank in self.left else None
-        closed = f", closed on {error}" if error else ""
-        return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')}{closed})"
+        host = self._host(rank)
+        return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
+
+    def _closed(self, rank: int) -> str:
+        """How a rank that said bye left: ``closed``, or ``closed on <the error its bye
+        carried>`` (after the rank's name, never inside its parentheses: the error is free text)."""
+        error = self.bye_error.get(rank)
+        return f"closed on {error}" if error else "closed"
 
     def _check_timeouts(self, now: float) -> None:
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
@@ -322,7 +326,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
     def _why(self, missing: list[int], key: str) -> str:
         """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
         wait in another gather, or closed; appended to the timeout's message."""
-        doing = {r: "closed" for r in self.left}  # a worker of it may still wait, below
+        doing = {r: self._closed(r) for r in self.left}  # a worker of it may still wait, below
         doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
         said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
         return f" ({'; '.join(said)})" if said else ""

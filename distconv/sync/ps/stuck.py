@@ -100,6 +100,7 @@ def stuck(
     live: Iterable[int],
     gone: Collection[int],
     who: Callable[[int], str] = lambda rank: f"rank {rank}",
+    closed: Callable[[int], str] = lambda rank: "closed",
 ) -> str | None:
     """Why the requests a shard holds can never all be answered, or None.
 
@@ -109,6 +110,7 @@ def stuck(
         live: the ranks a gather waits for (every worker but those lost in async mode).
         gone: the ranks whose ``bye`` is of the gathering ranks' run (the shard decides).
         who: how to name a rank in the message (the shard adds its host and last step).
+        closed: how a rank in ``gone`` left (the shard adds the error its bye carried).
 
     Returns:
         A message naming what each live rank is doing and why none can go on; None when every
@@ -133,7 +135,7 @@ def stuck(
         elif r in pushes:
             doing.append(f"{who(r)}: pushed step {pushes[r]}, waiting for the others' pushes")
         elif r in gone:
-            doing.append(f"{who(r)}: closed")
+            doing.append(f"{who(r)}: {closed(r)}")
         else:
             doing.append(f"{who(r)}: nothing held here")
     return f"ranks are at different points of the job ({'; '.join(doing)}): {why}"

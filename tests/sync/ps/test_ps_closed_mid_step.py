@@ -10,6 +10,7 @@ import time
 import pytest
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
+from distconv.arg import Arg
 from distconv.sync.base import SyncError
 
 #: far over what any test here takes: without the rule, rank 0 would wait this long
@@ -78,8 +79,8 @@ def test_a_worker_that_raised_mid_job_ends_it_at_once_naming_its_error(shards, n
     rank0, rank1 = _job(endpoints, stops_after=3, raises=True, order=order)
     assert rank1 == "raised out of memory in layer fc1"
     assert rank0 is not None and time.monotonic() - started < TIMEOUT / 2, rank0
-    assert "rank 1 (host" in rank0 and "last step 3, closed on Boom: out of memory in" in rank0
-    assert "rank 0 (step 4) waits for its push: the step cannot complete without it" in rank0
+    assert "rank 1 (host" in rank0 and "last step 3) closed on Boom: out of memory in" in rank0
+    assert "; rank 0 (step 4) waits for its push, and the step cannot complete without" in rank0
     assert "job failed" in shards.log_text()
 
 
@@ -88,7 +89,7 @@ def test_a_worker_that_closed_after_fewer_steps_ends_it_at_once(shards):
     endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
     rank0, rank1 = _job(endpoints, stops_after=2, raises=False, order="bye first")
     assert rank1 is None
-    assert rank0 is not None and "last step 2) closed, and rank 0 (step 3) waits" in rank0, rank0
+    assert rank0 is not None and "last step 2) closed; rank 0 (step 3) waits" in rank0, rank0
 
 
 @pytest.mark.timeout(60)
@@ -98,6 +99,102 @@ def test_in_async_mode_the_others_train_on_after_a_worker_raised(shards):
     rank0, rank1 = _job(endpoints, stops_after=3, raises=True, order="bye first")
     assert rank1 == "raised out of memory in layer fc1" and rank0 is None
     assert "job failed" not in shards.log_text()
+
+
+def _raises_in_backward(sync, net, batch, rank):
+    """Hand the step's first gradient over (with ``push_bytes`` 0 it leaves at once), then
+    raise: a worker that ran out of memory half-way through backward."""
+    x, y = batch
+    sync.start_step(len(y[rank::2]))
+    net.forward({"image": Arg(x[rank::2], needs_grad=False),
+                 "label": Arg(ids=y[rank::2], needs_grad=False)})  # fmt: skip
+    handed = []
+
+    def first_only(param):
+        if handed:
+            time.sleep(0.3)  # the first push reaches the shard
+            raise Boom("out of memory in backward")
+        sync.on_gradient(param)
+        handed.append(param.name)
+
+    net.backward(first_only, loss="loss", loss_scale=len(y[rank::2]))
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_raised_after_part_of_its_step_reached_a_shard_ends_the_job_at_once(shards):
+    """The shard has rank 1's push of that step for one parameter: the check is per parameter."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(4, 8)
+    said = [None, None]
+
+    def rank_fn(rank):
+        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+        sync.push_bytes = 0
+        try:
+            sync.setup(net.parameters(), {"batch": 8})
+            train_steps(net, sync, data[: 4 if rank == 0 else 2], rank, 2)
+            if rank == 1:
+                _raises_in_backward(sync, net, data[2], rank)
+        except SyncError as exc:
+            said[rank] = str(exc)
+        finally:
+            sync.close()  # rank 1's while Boom propagates: its bye carries it
+
+    def run(rank):
+        try:
+            rank_fn(rank)
+        except Boom as exc:
+            said[rank] = f"raised {exc}"
+
+    run_ranks(run, 2, timeout=50)
+    assert said[1] == "raised out of memory in backward"
+    assert said[0] is not None and "last step 3) closed on Boom: out of memory" in said[0], said
+    assert "; rank 0 (step 3) waits for its push" in said[0]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("push_bytes", [0, 64])
+def test_healthy_jobs_and_whole_job_restarts_against_running_shards_do_not_fail(shards, push_bytes):
+    """Three shards, a step in several messages, rank 1 always later (its bye last, then
+    first); then new workers of both ranks against the same shards, rank 1 starting late."""
+    endpoints = shards.start(3, workers=2, extra=["--timeout", str(TIMEOUT)])
+    data = batches(5, 8)
+
+    def job(restarted):
+        def rank_fn(rank):
+            if rank == 1 and restarted:
+                time.sleep(0.5)
+            net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+            sync.push_bytes = push_bytes
+            try:
+                sync.setup(net.parameters(), {"batch": 8})
+                for k in range(len(data)):
+                    time.sleep(0.02 * rank)
+                    train_steps(net, sync, data[k : k + 1], rank, 2)
+                time.sleep(0.2 * (1 - rank) if restarted else 0)  # rank 1's bye first
+            finally:
+                sync.close()
+
+        run_ranks(rank_fn, 2, timeout=60)
+
+    for restarted in (False, True, True):
+        job(restarted)
+    assert "job failed" not in shards.log_text()
+
+
+@pytest.mark.timeout(30)
+def test_the_shard_cuts_the_error_a_bye_carries_to_one_short_line(hand):
+    """Whoever sent it (another client, an older one): every later message quotes it."""
+    from test_ps_stuck import _bye, _hello, _push_w
+
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    h.seed()
+    _bye(h, 1, error="Boom: line one\nline two " + "x" * 20000)
+    _push_w(h, 0, 1)
+    assert h.shard.failed and "closed on Boom: line one line two xx" in h.shard.failed
+    assert "\n" not in h.shard.failed and len(h.shard.failed) < 600, len(h.shard.failed)
 
 
 def test_the_error_a_worker_closes_on_is_one_short_line():
