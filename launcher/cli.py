@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .commands import (
+    BLAS_THREAD_VARS,
     THREAD_VARS,
     JobEnv,
     LaunchError,
@@ -77,7 +78,8 @@ def _add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
         type=_at_least(1),
-        help="BLAS threads per worker (default: this process's usable cores / its children)",
+        help="kernel and BLAS threads per worker (default: this process's usable cores / its "
+        "children; under mpi, each rank's kernel threads: its host's cores / the ranks there)",
     )
 
 
@@ -305,6 +307,10 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     job_id = _job_id(args)
     per_host = -(-args.np // len(hosts)) if hosts else args.np
     threads = args.threads or threads_per_process(per_host)
+    # without --threads each rank sizes its kernel threads on its own host (its cores / the
+    # ranks MPI put there: distconv.runtime.processes_on_this_host); BLAS's pools, sized at
+    # numpy's import, get this host's estimate
+    exported = THREAD_VARS if args.threads else BLAS_THREAD_VARS
     run_dir = _run_dir(args, job_id)
     program = with_out(program, run_dir)
 
@@ -315,7 +321,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         # text and its newline apart, which would split lines. Line-buffered stderr and flushed
         # prints write whole lines.
         env.pop("PYTHONUNBUFFERED", None)
-        env.update(dict.fromkeys(THREAD_VARS, str(threads)))
+        env.update(dict.fromkeys(exported, str(threads)))
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program, restart), env)
         return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
 

@@ -15,19 +15,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them
-#: would see two sources for its rank (the runtime refuses that), so they never pass through
+#: would see two sources for its rank (the runtime refuses that), or size its threads for
+#: another job's processes on the host, so they never pass through
 PLACEMENT_VARS = (
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
     "JOB_COMPLETION_INDEX",
     "DISTCONV_WORLD_SIZE",
     "DISTCONV_RANK_FROM_HOSTNAME",
 )
-PLACEMENT_PREFIXES = ("OMPI_COMM_WORLD_", "PMI_", "PMIX_", "MPI_LOCALRANKID")
+PLACEMENT_PREFIXES = ("OMPI_COMM_WORLD_", "PMI_", "PMIX_", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
 
-#: the thread pools of every BLAS numpy may be linked against, and distconv's own kernels
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DISTCONV_NUM_THREADS")
+#: the thread pools of every BLAS numpy may be linked against
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: ... and distconv's own kernels' (a step's parallelism: BLAS is held to one thread there)
+THREAD_VARS = (*BLAS_THREAD_VARS, "DISTCONV_NUM_THREADS")
 
 
 class LaunchError(ValueError):

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from distconv.backend import is_gpu_array
+from distconv.runtime import processes_on_this_host
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,10 @@ CHUNK_WORK = 1 << 21
 
 
 def num_threads() -> int:
-    """Threads for batch-parallel kernels: ``DISTCONV_NUM_THREADS`` or the usable cores."""
+    """Threads for batch-parallel kernels: ``DISTCONV_NUM_THREADS``, or the usable cores (this
+    process's affinity mask) shared among the job's processes on this host, as its launcher
+    says (``mpiexec -n 2`` on two cores: one each; see
+    :func:`~distconv.runtime.processes_on_this_host`)."""
     env = os.environ.get("DISTCONV_NUM_THREADS")
     if env:
         try:
@@ -62,9 +66,12 @@ def num_threads() -> int:
             raise ValueError(f"DISTCONV_NUM_THREADS must be an integer >= 1, got {env!r}")
         return n
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    # a launcher that bound each process to its own cores narrowed the mask already: dividing
+    # again gives fewer threads than cores, never more
+    return max(1, cores // processes_on_this_host())
 
 
 def _executor(n: int) -> ThreadPoolExecutor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -373,3 +374,27 @@ print(len(inside[0]), all(n == 1 for _, n in inside[0]))
     if int(libraries) < 2:
         pytest.skip("scipy shares numpy's BLAS here")
     assert held == "True", proc.stdout
+
+
+@pytest.mark.parametrize(
+    "cores, env, expected",
+    [
+        (4, {}, 4),
+        (4, {"MPI_LOCALNRANKS": "2"}, 2),  # mpiexec -n 2 on this host: half each
+        (2, {"OMPI_COMM_WORLD_LOCAL_SIZE": "3"}, 1),  # never none
+        (1, {"MPI_LOCALNRANKS": "2"}, 1),  # bound to a core of its own already
+        (4, {"MPI_LOCALNRANKS": "2", "DISTCONV_NUM_THREADS": "3"}, 3),  # said outright
+    ],
+)
+def test_kernel_threads_share_the_cores_among_the_jobs_processes_on_the_host(
+    monkeypatch, cores, env, expected
+):
+    from distconv.kernels.parallel import num_threads
+    from distconv.runtime import LOCAL_SIZE_VARS
+
+    for name in (*LOCAL_SIZE_VARS, "DISTCONV_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert num_threads() == expected

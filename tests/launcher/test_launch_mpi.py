@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.commands import LaunchError, Program
+from launcher.commands import LaunchError, Program, threads_per_process, usable_cpus
 from launcher.mpi import (
     Host,
     MpiOptions,
@@ -217,13 +217,16 @@ def test_dry_run_detects_the_installed_mpi(tmp_path):
 RANK_SCRIPT = """
 import json, os, sys
 from mpi4py import MPI
+from distconv.kernels.parallel import num_threads
 from distconv.runtime import detect_runtime
 runtime = detect_runtime()
 comm = MPI.COMM_WORLD
 total = comm.allreduce(runtime.rank + 1)
 print(json.dumps({"mpi_rank": comm.Get_rank(), "source": runtime.source, "rank": runtime.rank,
                   "world": runtime.world_size, "job": runtime.job_id, "sum": total,
-                  "threads": os.environ["OMP_NUM_THREADS"], "argv": sys.argv[1:]}), flush=True)
+                  "threads": os.environ["OMP_NUM_THREADS"], "argv": sys.argv[1:],
+                  "kernel_threads": num_threads(),
+                  "kernel_var": os.environ.get("DISTCONV_NUM_THREADS")}), flush=True)
 """
 
 
@@ -261,3 +264,29 @@ def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
     assert len(rows) == 2
     log = (tmp_path / "run" / "logs" / "mpiexec-0.log").read_text().splitlines()
     assert sorted(log) == sorted(done.stdout.splitlines())
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_without_threads_each_rank_sizes_its_kernel_threads_for_the_ranks_on_its_host(tmp_path):
+    """No DISTCONV_NUM_THREADS from the launching host: each rank divides its own host's cores
+    by the ranks MPI started there (MPI_LOCALNRANKS, OMPI_COMM_WORLD_LOCAL_SIZE)."""
+    script = rank_script(tmp_path)
+    done = launch("-np", "2", "-H", "localhost:2", "--oversubscribe", "--job-id", "mpi2",
+                  "--run-dir", str(tmp_path / "run"), "--", str(script), timeout=100)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line[line.index("{") :]) for line in done.stdout.splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        assert row["kernel_var"] is None
+        assert row["kernel_threads"] == max(1, usable_cpus() // 2)
+        assert row["threads"] == str(threads_per_process(2))  # BLAS's: this host's estimate
+
+
+@pytest.mark.timeout(60)
+def test_a_dry_run_without_threads_leaves_the_kernel_threads_to_each_rank(tmp_path):
+    done = launch("-np", "2", "-H", "a:1,b:1", "--mpiexec", "sh", "--mpi-flavor", "openmpi",
+                  "--job-id", "j8", "--dry-run", "--", "--epochs", "1", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "DISTCONV_NUM_THREADS" not in done.stdout
+    assert "OMP_NUM_THREADS=" in done.stdout and "-x OMP_NUM_THREADS" in done.stdout
