@@ -322,6 +322,11 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         # prints write whole lines.
         env.pop("PYTHONUNBUFFERED", None)
         env.update(dict.fromkeys(exported, str(threads)))
+        if not args.threads:
+            # as in local mode, only --threads sets the kernel threads: one inherited from
+            # the launching shell would reach every rank (-genvall, -x) and override each
+            # host's own count
+            env.pop("DISTCONV_NUM_THREADS", None)
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program, restart), env)
         return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
 

@@ -290,3 +290,15 @@ def test_a_dry_run_without_threads_leaves_the_kernel_threads_to_each_rank(tmp_pa
     assert done.returncode == 0, done.stderr
     assert "DISTCONV_NUM_THREADS" not in done.stdout
     assert "OMP_NUM_THREADS=" in done.stdout and "-x OMP_NUM_THREADS" in done.stdout
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("flavor", ["mpich", "openmpi"])
+def test_a_kernel_thread_count_inherited_from_the_shell_does_not_reach_the_ranks(tmp_path, flavor):
+    """Without --threads each rank sizes its own kernel threads: a DISTCONV_NUM_THREADS left
+    in the launching shell is removed (local mode overrides it too), not passed on."""
+    done = launch("-np", "2", "-H", "a:1,b:1", "--mpiexec", "sh", "--mpi-flavor", flavor,
+                  "--job-id", "j8", "--dry-run", "--", "--epochs", "1",
+                  env={"DISTCONV_NUM_THREADS": "7"}, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "-u DISTCONV_NUM_THREADS" in done.stdout and "-x DISTCONV_NUM_THREADS" not in done.stdout
