@@ -42,10 +42,6 @@ ENV_WORLD_SIZE = "DISTCONV_WORLD_SIZE"
 ENV_RANK_FROM_HOSTNAME = "DISTCONV_RANK_FROM_HOSTNAME"
 ENV_RESTART = "DISTCONV_RESTART"
 
-#: how many of the job's processes a launcher started on this host: torchrun's name, MPICH's
-#: Hydra's, Open MPI's
-LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
-
 _HOST_ORDINAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(\d+)$")
 
 
@@ -360,21 +356,6 @@ def _pservers(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ..
     for address in servers:
         check_address(address, where)
     return servers
-
-
-def processes_on_this_host(environ: Mapping[str, str] | None = None) -> int:
-    """How many of the job's processes share this host, as the launcher that started this one
-    says (:data:`LOCAL_SIZE_VARS`, the first that is a positive integer); 1 where none says.
-
-    So that ranks started side by side by ``mpiexec -n 2`` split the cores between them instead
-    of each taking all of them for its kernel threads.
-    """
-    env = os.environ if environ is None else environ
-    for name in LOCAL_SIZE_VARS:
-        value = env.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return 1
 
 
 def check_address(address: str, where: str = "address") -> None:

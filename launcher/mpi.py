@@ -4,9 +4,9 @@ MPICH's Hydra and OpenMPI's ``mpirun`` spell the same things differently: the pr
 (``-n`` / ``-np``), the host list (``-hosts`` / ``-H``, both ``host:slots``), the environment
 (Hydra passes all of it with ``-genvall``; OpenMPI exports each variable named with ``-x``), the
 rank before each output line (``-prepend-rank`` / ``--tag-output``), and OpenMPI alone needs
-``--oversubscribe`` and ``--allow-run-as-root``. Hostfiles are read in both
-formats (``host:slots`` as MPICH writes them, ``host slots=N`` as OpenMPI does) and passed on as
-a host list, so either file works with either MPI.
+``--oversubscribe``, ``--allow-run-as-root`` and ``--bind-to none`` (Hydra binds nothing).
+Hostfiles are read in both formats (``host:slots`` as MPICH writes them, ``host slots=N`` as
+OpenMPI does) and passed on as a host list, so either file works with either MPI.
 """
 
 from __future__ import annotations
@@ -247,6 +247,10 @@ def mpi_command(
         if opts.hosts:
             argv += ["-H", hosts_arg(opts.hosts)]
         argv += ["--tag-output"]  # "[1,0]<stdout>:line": which rank said it
+        # each rank sizes its kernel threads over its host's cores (distconv.cores), as under
+        # Hydra, which binds nothing; Open MPI's own binding (a core each for two ranks, a
+        # socket each for more) would leave the rest idle
+        argv += ["--bind-to", "none"]
         if opts.oversubscribe:
             argv += ["--oversubscribe"]
         if opts.allow_run_as_root:

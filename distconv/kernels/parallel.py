@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from distconv.backend import is_gpu_array
-from distconv.runtime import processes_on_this_host
+from distconv.cores import processes_on_this_host, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,9 @@ CHUNK_WORK = 1 << 21
 
 def num_threads() -> int:
     """Threads for batch-parallel kernels: ``DISTCONV_NUM_THREADS``, or the usable cores (this
-    process's affinity mask) shared among the job's processes on this host, as its launcher
-    says (``mpiexec -n 2`` on two cores: one each; see
-    :func:`~distconv.runtime.processes_on_this_host`)."""
+    process's affinity mask, capped by a container's CPU quota) shared among the job's
+    processes on this host, as its launcher says (``mpiexec -n 2`` on two cores: one each; see
+    :mod:`distconv.cores`)."""
     env = os.environ.get("DISTCONV_NUM_THREADS")
     if env:
         try:
@@ -65,13 +65,9 @@ def num_threads() -> int:
         if n < 1:
             raise ValueError(f"DISTCONV_NUM_THREADS must be an integer >= 1, got {env!r}")
         return n
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        cores = os.cpu_count() or 1
     # a launcher that bound each process to its own cores narrowed the mask already: dividing
-    # again gives fewer threads than cores, never more
-    return max(1, cores // processes_on_this_host())
+    # again gives fewer threads than cores, never more (distconv-launch has Open MPI bind none)
+    return max(1, usable_cores() // processes_on_this_host())
 
 
 def _executor(n: int) -> ThreadPoolExecutor:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from contextlib import contextmanager
@@ -389,12 +388,12 @@ print(len(inside[0]), all(n == 1 for _, n in inside[0]))
 def test_kernel_threads_share_the_cores_among_the_jobs_processes_on_the_host(
     monkeypatch, cores, env, expected
 ):
-    from distconv.kernels.parallel import num_threads
-    from distconv.runtime import LOCAL_SIZE_VARS
+    from distconv.cores import LOCAL_SIZE_VARS
+    from distconv.kernels import parallel
 
     for name in (*LOCAL_SIZE_VARS, "DISTCONV_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
-    assert num_threads() == expected
+    monkeypatch.setattr(parallel, "usable_cores", lambda: cores)
+    assert parallel.num_threads() == expected

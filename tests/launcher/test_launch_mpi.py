@@ -116,8 +116,8 @@ def test_openmpi_command_exactly():
         "DISTCONV_JOB_ID", "NCCL_DEBUG", "OMP_NUM_THREADS", "PATH", "PYTHONPATH",
     ]  # fmt: skip
     assert mpi_command("mpirun", "openmpi", opts, ["w", "x"], ENVIRON) == [
-        "mpirun", "-np", "5", "-H", "a:2,b:2", "--tag-output", "--oversubscribe",
-        "--allow-run-as-root",
+        "mpirun", "-np", "5", "-H", "a:2,b:2", "--tag-output", "--bind-to", "none",
+        "--oversubscribe", "--allow-run-as-root",
         "-x", "DISTCONV_JOB_ID", "-x", "NCCL_DEBUG", "-x", "OMP_NUM_THREADS", "-x", "PATH",
         "-x", "PYTHONPATH", "w", "x",
     ]  # fmt: skip
@@ -159,7 +159,16 @@ def test_dry_run_prints_the_exact_command(tmp_path):
     assert done.returncode == 0, done.stderr
     exports = ["DISTCONV_JOB_ID", "DISTCONV_NUM_THREADS", "DISTCONV_RESTART", "MKL_NUM_THREADS"]
     exports += ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH"]
-    expected = [shutil.which("sh"), "-np", "4", "-H", "node-a:2,node-b:2", "--tag-output"]
+    expected = [
+        shutil.which("sh"),
+        "-np",
+        "4",
+        "-H",
+        "node-a:2,node-b:2",
+        "--tag-output",
+        "--bind-to",
+        "none",
+    ]
     expected += ["--allow-run-as-root"]
     for name in exports:
         expected += ["-x", name]
@@ -208,7 +217,7 @@ def test_dry_run_detects_the_installed_mpi(tmp_path):
     if flavor == "mpich":
         expected = [mpiexec, "-n", "2", "-hosts", "localhost:2", "-genvall", "-prepend-rank"]
     else:
-        expected = [mpiexec, "-np", "2", "-H", "localhost:2", "--tag-output"]
+        expected = [mpiexec, "-np", "2", "-H", "localhost:2", "--tag-output", "--bind-to", "none"]
     assert done.stdout.startswith("env ")  # what the launcher sets, then the command
     assert " " + shlex.join(expected) + " " in done.stdout
     assert done.stdout.endswith(shlex.join([PY, "-m", "mpi4py", str(script)]) + "\n")

@@ -398,33 +398,3 @@ def test_a_sleeping_poll_wakes_when_hurried():
 def test_poll_seconds_must_be_a_finite_number(no_mpi4py, bad):
     with pytest.raises(ValueError, match=f"poll_seconds must be a finite number >= 0.*{bad!r}"):
         MPISync(create_optimizer("sgd"), poll_seconds=bad)
-
-
-@pytest.mark.parametrize(
-    "files, cores",
-    [
-        ({}, None),  # no cgroup files: the affinity mask alone
-        ({"cpu.max": "max 100000\n"}, None),
-        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: two cores run threads
-        ({"cpu.max": "100000 100000\n"}, 1),
-        ({"cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n"}, None),
-        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2),
-        (
-            {
-                "cpu,cpuacct/cpu.cfs_quota_us": "50000\n",
-                "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
-            },
-            1,
-        ),
-    ],
-)
-def test_usable_cores_counts_the_cgroup_quota(tmp_path, files, cores):
-    import os
-
-    from distconv.sync.mpi.comm import usable_cores
-
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(exist_ok=True)
-        (tmp_path / name).write_text(text)
-    affinity = len(os.sched_getaffinity(0))
-    assert usable_cores(tmp_path) == (affinity if cores is None else min(affinity, cores))

@@ -8,12 +8,12 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distconv.backend import copy_into, to_host
+from distconv.cores import usable_cores
 from distconv.sync.base import SyncError, digest, first_difference
 
 log = logging.getLogger("distconv.sync.mpi")
@@ -178,38 +178,6 @@ def difference_from(comm: Any, ours: Any, same: Sequence[bool]) -> tuple[int, st
     texts = allgather_bytes(comm, json.dumps(ours, sort_keys=True).encode())
     other = next(r for r, alike in enumerate(same) if not alike)
     return other, first_difference(ours, json.loads(texts[other]))
-
-
-def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:
-    """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota.
-
-    A container limited to 2 CPUs on a 64-core node sees 64 in its affinity mask; the quota
-    (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` in v1, directly
-    under ``cgroup_root`` or in its ``cpu`` or ``cpu,cpuacct`` folder) says 2.
-
-    Args:
-        cgroup_root: where the cgroup file system is mounted (tests pass a folder of their own).
-    """
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    quota = _cgroup_quota(Path(cgroup_root))
-    return affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
-
-
-def _cgroup_quota(root: Path) -> float | None:
-    """CPUs the cgroup quota allows (quota / period), or None without a quota."""
-    try:
-        quota, period = (root / "cpu.max").read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
-    for folder in (root, root / "cpu", root / "cpu,cpuacct"):
-        try:
-            quota = int((folder / "cpu.cfs_quota_us").read_text())
-            period = int((folder / "cpu.cfs_period_us").read_text())
-        except (OSError, ValueError):
-            continue
-        return None if quota <= 0 or period <= 0 else quota / period
-    return None
 
 
 class _Done:

@@ -1,0 +1,68 @@
+"""The cores a process may use, and how many of the job's processes share its host.
+
+Threads are sized from both: a rank's kernel threads (:func:`distconv.kernels.parallel.
+num_threads`) and whether the MPI sync's communication thread has a core to itself
+(:mod:`distconv.sync.mpi.comm`). Two ranks that each took every core of their host would run
+twice as many threads as there are cores, and a container limited to 2 CPUs still sees all of
+its node's cores in its affinity mask.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+#: how many of the job's processes a launcher started on this host: torchrun's name, MPICH's
+#: Hydra's, Open MPI's
+LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+
+
+def processes_on_this_host(environ: Mapping[str, str] | None = None) -> int:
+    """How many of the job's processes share this host, as the launcher that started this one
+    says (:data:`LOCAL_SIZE_VARS`, the first that is a positive integer); 1 where none says.
+
+    So that ranks started side by side by ``mpiexec -n 2`` split the cores between them instead
+    of each taking all of them for its kernel threads.
+    """
+    env = os.environ if environ is None else environ
+    for name in LOCAL_SIZE_VARS:
+        value = env.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota.
+
+    A container limited to 2 CPUs on a 64-core node sees 64 in its affinity mask; the quota
+    (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` in v1, directly
+    under ``cgroup_root`` or in its ``cpu`` or ``cpu,cpuacct`` folder) says 2.
+
+    Args:
+        cgroup_root: where the cgroup file system is mounted (tests pass a folder of their own).
+    """
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    quota = _cgroup_quota(Path(cgroup_root))  # read once: every kernel call asks
+    return affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
+
+
+@functools.lru_cache(maxsize=4)
+def _cgroup_quota(root: Path) -> float | None:
+    """CPUs the cgroup quota allows (quota / period), or None without a quota."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    for folder in (root, root / "cpu", root / "cpu,cpuacct"):
+        try:
+            quota = int((folder / "cpu.cfs_quota_us").read_text())
+            period = int((folder / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+        return None if quota <= 0 or period <= 0 else quota / period
+    return None

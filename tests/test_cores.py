@@ -1,0 +1,46 @@
+"""The cores a process may use (affinity and a container's CPU quota), and how many of the
+job's processes its launcher says share its host."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from distconv.cores import processes_on_this_host, usable_cores
+
+
+@pytest.mark.parametrize(
+    "files, cores",
+    [
+        ({}, None),  # no cgroup files: the affinity mask alone
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: two cores run threads
+        ({"cpu.max": "100000 100000\n"}, 1),
+        ({"cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2),
+        (
+            {
+                "cpu,cpuacct/cpu.cfs_quota_us": "50000\n",
+                "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            },
+            1,
+        ),
+    ],
+)
+def test_usable_cores_counts_the_cgroup_quota(tmp_path, files, cores):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    affinity = len(os.sched_getaffinity(0))
+    assert usable_cores(tmp_path) == (affinity if cores is None else min(affinity, cores))
+
+
+def test_processes_on_this_host_come_from_the_launcher_that_started_this_one():
+    assert processes_on_this_host({}) == 1
+    assert processes_on_this_host({"MPI_LOCALNRANKS": "2"}) == 2  # MPICH's Hydra
+    assert processes_on_this_host({"OMPI_COMM_WORLD_LOCAL_SIZE": "4"}) == 4  # Open MPI
+    assert processes_on_this_host({"LOCAL_WORLD_SIZE": "3", "MPI_LOCALNRANKS": "2"}) == 3
+    # a value that says nothing is passed over for the next
+    assert processes_on_this_host({"LOCAL_WORLD_SIZE": "0", "MPI_LOCALNRANKS": " 2 "}) == 2
+    assert processes_on_this_host({"LOCAL_WORLD_SIZE": "x", "MPI_LOCALNRANKS": "-1"}) == 1
