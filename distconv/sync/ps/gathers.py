@@ -101,8 +101,9 @@ class ShardGathers:
                 behind.update({q: pushes[q] for q in held.by_rank if q in pushes})
             if behind:
                 waiting = ", ".join(f"rank {q} (step {s})" for q, s in sorted(behind.items()))
+                verb = "waits" if len(behind) == 1 else "wait"
                 self._fail(
-                    f"{self._who(gone)} {self._closed(gone)}; {waiting} waits for its push, "
+                    f"{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its push, "
                     "and the step cannot complete without it"
                 )
                 return

@@ -264,10 +264,11 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
 
     def _closed(self, rank: int) -> str:
-        """How a rank that said bye left: ``closed``, or ``closed on <the error its bye
-        carried>`` (after the rank's name, never inside its parentheses: the error is free text)."""
+        """How a rank that said bye left: ``closed``, or ``closed on "<the error its bye
+        carried>"``, quoted: it is free text, and may hold the parentheses and semicolons of the
+        lists it stands in."""
         error = self.bye_error.get(rank)
-        return f"closed on {error}" if error else "closed"
+        return f'closed on "{error}"' if error else "closed"
 
     def _check_timeouts(self, now: float) -> None:
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the

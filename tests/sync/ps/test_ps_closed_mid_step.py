@@ -79,7 +79,7 @@ def test_a_worker_that_raised_mid_job_ends_it_at_once_naming_its_error(shards, n
     rank0, rank1 = _job(endpoints, stops_after=3, raises=True, order=order)
     assert rank1 == "raised out of memory in layer fc1"
     assert rank0 is not None and time.monotonic() - started < TIMEOUT / 2, rank0
-    assert "rank 1 (host" in rank0 and "last step 3) closed on Boom: out of memory in" in rank0
+    assert "rank 1 (host" in rank0 and 'last step 3) closed on "Boom: out of memory in' in rank0
     assert "; rank 0 (step 4) waits for its push, and the step cannot complete without" in rank0
     assert "job failed" in shards.log_text()
 
@@ -148,7 +148,7 @@ def test_a_worker_that_raised_after_part_of_its_step_reached_a_shard_ends_the_jo
 
     run_ranks(run, 2, timeout=50)
     assert said[1] == "raised out of memory in backward"
-    assert said[0] is not None and "last step 3) closed on Boom: out of memory" in said[0], said
+    assert said[0] is not None and 'last step 3) closed on "Boom: out of memory' in said[0], said
     assert "; rank 0 (step 3) waits for its push" in said[0]
 
 
@@ -193,7 +193,7 @@ def test_the_shard_cuts_the_error_a_bye_carries_to_one_short_line(hand):
     h.seed()
     _bye(h, 1, error="Boom: line one\nline two " + "x" * 20000)
     _push_w(h, 0, 1)
-    assert h.shard.failed and "closed on Boom: line one line two xx" in h.shard.failed
+    assert h.shard.failed and 'closed on "Boom: line one line two xx' in h.shard.failed
     assert "\n" not in h.shard.failed and len(h.shard.failed) < 600, len(h.shard.failed)
 
 
@@ -202,3 +202,49 @@ def test_the_error_a_worker_closes_on_is_one_short_line():
 
     said = describe_error(ValueError("a\nb " + "x" * 500))
     assert said.startswith("ValueError: a b xx") and len(said) == 300 and said.endswith("...")
+
+
+ODD_ERROR = "Boom: out of memory (layer fc1); retry"
+
+
+@pytest.mark.timeout(30)
+def test_a_gather_after_a_bye_with_an_error_quotes_it_in_the_list_of_what_each_rank_does(hand):
+    from test_ps_stuck import _bye, _gather, _hello, _meet
+
+    h = hand(workers=2)
+    for rank in (0, 1):
+        _hello(h, rank)
+    _meet(h)  # the bye below is of this run of the workers
+    _bye(h, 1, error=ODD_ERROR)
+    _gather(h, 0, "barrier:2")
+    assert f'rank 1 (host h, last step none): closed on "{ODD_ERROR}"' in h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_a_timeout_names_a_rank_that_closed_with_its_quoted_error(hand):
+    """A bye before the ranks met is left to the timeout (it may be a worker of the run
+    before); the timeout's message says how that rank left."""
+    from test_ps_stuck import _bye, _gather, _hello
+
+    h = hand(workers=2, timeout=1.0)
+    for rank in (1, 0):  # rank 1's hello before rank 0's: its bye may be of the run before
+        _hello(h, rank)
+    _bye(h, 1, error=ODD_ERROR)
+    _gather(h, 0, "all_equal:1")
+    assert not h.shard.failed
+    h.shard._check_timeouts(time.monotonic() + 2.0)
+    assert h.shard.failed.endswith(f'(rank 1 closed on "{ODD_ERROR}")'), h.shard.failed
+
+
+@pytest.mark.timeout(30)
+def test_ranks_left_waiting_for_a_push_are_named_in_one_sentence(hand):
+    from test_ps_stuck import _bye, _hello, _push_w
+
+    h = hand(workers=3)
+    for rank in (0, 1, 2):
+        _hello(h, rank)
+    h.seed()
+    _push_w(h, 0, 1)
+    _push_w(h, 2, 1)
+    _bye(h, 1)
+    assert "closed; rank 0 (step 1), rank 2 (step 1) wait for its push" in h.shard.failed
