@@ -15,9 +15,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-#: how many of the job's processes a launcher started on this host: torchrun's name, MPICH's
-#: Hydra's, Open MPI's
-LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+#: how many of the job's processes a launcher started on this host: MPICH's Hydra's, Open MPI's
+#: (set for each process by the mpiexec that started it), then torchrun's name, which a shell
+#: may still hold from another job
+LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE")
 
 
 def processes_on_this_host(environ: Mapping[str, str] | None = None) -> int:

@@ -40,7 +40,9 @@ def test_processes_on_this_host_come_from_the_launcher_that_started_this_one():
     assert processes_on_this_host({}) == 1
     assert processes_on_this_host({"MPI_LOCALNRANKS": "2"}) == 2  # MPICH's Hydra
     assert processes_on_this_host({"OMPI_COMM_WORLD_LOCAL_SIZE": "4"}) == 4  # Open MPI
-    assert processes_on_this_host({"LOCAL_WORLD_SIZE": "3", "MPI_LOCALNRANKS": "2"}) == 3
+    # the mpiexec that started this process says it for this process: it comes first
+    assert processes_on_this_host({"LOCAL_WORLD_SIZE": "3", "MPI_LOCALNRANKS": "2"}) == 2
+    assert processes_on_this_host({"LOCAL_WORLD_SIZE": "3"}) == 3  # torchrun
     # a value that says nothing is passed over for the next
-    assert processes_on_this_host({"LOCAL_WORLD_SIZE": "0", "MPI_LOCALNRANKS": " 2 "}) == 2
+    assert processes_on_this_host({"MPI_LOCALNRANKS": "0", "LOCAL_WORLD_SIZE": " 2 "}) == 2
     assert processes_on_this_host({"LOCAL_WORLD_SIZE": "x", "MPI_LOCALNRANKS": "-1"}) == 1

@@ -154,6 +154,9 @@ def test_child_env_replaces_foreign_placement_and_pins_threads():
     env = child_env(environ, JobEnv("j"), "server", 0, 1)
     assert "DISTCONV_PSERVERS" not in env and "DISTCONV_KEYS" not in env
     assert clean_environ({"PMIX_RANK": "1", "MPI_LOCALRANKID": "0", "HOME": "/h"}) == {"HOME": "/h"}
+    # another job's count of processes on the host would size this job's threads
+    left_over = {"LOCAL_WORLD_SIZE": "8", "MPI_LOCALNRANKS": "8", "HOME": "/h"}
+    assert clean_environ(left_over) == {"HOME": "/h"}
 
 
 def _local(argv: list[str], tmp_path: Path):
