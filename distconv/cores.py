@@ -47,13 +47,16 @@ def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:
         cgroup_root: where the cgroup file system is mounted (tests pass a folder of their own).
     """
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    quota = _cgroup_quota(Path(cgroup_root))  # read once: every kernel call asks
+    # read once: every kernel call asks. Keyed by the folder's name, not a Path: building and
+    # hashing a Path on every call cost more than the affinity read and the env reads together
+    quota = _cgroup_quota(os.fspath(cgroup_root))
     return affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
 
 
 @functools.lru_cache(maxsize=4)
-def _cgroup_quota(root: Path) -> float | None:
+def _cgroup_quota(cgroup_root: str) -> float | None:
     """CPUs the cgroup quota allows (quota / period), or None without a quota."""
+    root = Path(cgroup_root)
     try:
         quota, period = (root / "cpu.max").read_text().split()[:2]
         return None if quota == "max" else int(quota) / int(period)

@@ -46,3 +46,17 @@ def test_processes_on_this_host_come_from_the_launcher_that_started_this_one():
     # a value that says nothing is passed over for the next
     assert processes_on_this_host({"MPI_LOCALNRANKS": "0", "LOCAL_WORLD_SIZE": " 2 "}) == 2
     assert processes_on_this_host({"LOCAL_WORLD_SIZE": "x", "MPI_LOCALNRANKS": "-1"}) == 1
+
+
+def test_the_quota_once_read_costs_no_path_per_call(tmp_path, monkeypatch):
+    """num_threads asks on every kernel call: after the first read only a cache lookup."""
+    from distconv import cores
+
+    (tmp_path / "cpu.max").write_text("100000 100000\n")
+    assert usable_cores(tmp_path) == 1
+
+    def no_path(*args):
+        raise AssertionError("a Path built for a quota already read")
+
+    monkeypatch.setattr(cores, "Path", no_path)
+    assert usable_cores(tmp_path) == 1 and usable_cores(str(tmp_path)) == 1
