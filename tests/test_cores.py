@@ -28,11 +28,14 @@ from distconv.cores import processes_on_this_host, usable_cores
         ),
     ],
 )
-def test_usable_cores_counts_the_cgroup_quota(tmp_path, files, cores):
+@pytest.mark.parametrize("affinity", [64, 1])
+def test_usable_cores_counts_the_cgroup_quota(tmp_path, monkeypatch, files, cores, affinity):
+    # an affinity of 64 tells every quota here from none on any machine (on 2 cores a quota of
+    # 2 reads the same as no quota); 1: the quota never raises the count
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
-    affinity = len(os.sched_getaffinity(0))
     assert usable_cores(tmp_path) == (affinity if cores is None else min(affinity, cores))
 
 
