@@ -14,6 +14,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from distconv.cores import usable_cores
+
 #: variables a parent launcher or scheduler may have left behind; a child that inherited them
 #: would see two sources for its rank (the runtime refuses that), or size its threads for
 #: another job's processes on the host, so they never pass through
@@ -187,9 +189,11 @@ def threads_per_process(processes: int, cpus: int | None = None) -> int:
 
 
 def usable_cpus() -> int:
-    """The cores this process may run on (``os.cpu_count()`` where affinity is unknown)."""
+    """The cores this process may run on: its affinity capped by a container's CPU quota, as
+    each rank counts them (:func:`distconv.cores.usable_cores`); ``os.cpu_count()`` where
+    affinity is unknown."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        return usable_cores()
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
 

@@ -28,6 +28,7 @@ from launcher.commands import (
     server_command,
     threads_per_process,
     train_args,
+    usable_cpus,
     worker_command,
 )
 from launcher.supervisor import Failure
@@ -278,3 +279,14 @@ def test_the_jobs_keys_are_never_readable_by_others(tmp_path):
     files = sorted(keys.iterdir())
     assert len(files) == 6
     assert all(f.stat().st_mode & 0o077 == 0 for f in files), [oct(f.stat().st_mode) for f in files]
+
+
+def test_threads_per_process_counts_a_containers_cpu_quota(monkeypatch):
+    """A container limited to 2 CPUs on a 64-core node: children share 2 cores, as each rank's
+    own kernel threads count them (distconv.cores), not 64."""
+    from distconv import cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(cores, "_cgroup_quota", lambda root: 2.0)
+    assert usable_cpus() == 2
+    assert threads_per_process(2) == 1
