@@ -308,7 +308,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     per_host = -(-args.np // len(hosts)) if hosts else args.np
     threads = args.threads or threads_per_process(per_host)
     # without --threads each rank sizes its kernel threads on its own host (its cores / the
-    # ranks MPI put there: distconv.runtime.processes_on_this_host); BLAS's pools, sized at
+    # ranks MPI put there: distconv.cores.processes_on_this_host); BLAS's pools, sized at
     # numpy's import, get this host's estimate
     exported = THREAD_VARS if args.threads else BLAS_THREAD_VARS
     run_dir = _run_dir(args, job_id)

@@ -257,11 +257,12 @@ FUNNELED = types.SimpleNamespace(Query_thread=lambda: 1, THREAD_SERIALIZED=2)
 
 
 @pytest.mark.parametrize(
-    "requested, world, on_gpu, cores, local, mpi, expected",
+    "requested, world, on_gpu, cores, busy, mpi, expected",
     [
         (None, 1, True, 8, 1, None, False),  # one rank: nothing to overlap
-        (None, 2, False, 2, 2, None, False),  # the ranks fill the cores
+        (None, 2, False, 2, 2, None, False),  # the ranks' kernel threads fill the cores
         (None, 2, False, 4, 2, None, True),  # a core to spare for each rank's thread
+        (None, 2, False, 4, 4, None, False),  # two ranks of two kernel threads on four cores
         (None, 2, True, 2, 2, None, True),  # compute on a GPU leaves the cores free
         (True, 2, False, 2, 2, None, True),  # asked for: granted
         (False, 2, True, 8, 1, None, False),  # refused: never
@@ -269,5 +270,34 @@ FUNNELED = types.SimpleNamespace(Query_thread=lambda: 1, THREAD_SERIALIZED=2)
         (None, 2, True, 8, 1, FUNNELED, False),
     ],
 )
-def test_want_thread(requested, world, on_gpu, cores, local, mpi, expected):
-    assert want_thread(requested, world, on_gpu, cores, local, mpi) is expected
+def test_want_thread(requested, world, on_gpu, cores, busy, mpi, expected):
+    assert want_thread(requested, world, on_gpu, cores, busy, mpi) is expected
+
+
+class _TwoRanks:
+    """What thread_poll_seconds asks of a communicator, for two ranks that agree."""
+
+    def Get_size(self):  # noqa: N802 - mpi4py's spelling
+        return 2
+
+    def Allreduce(self, send, recv, op):  # noqa: N802
+        pass
+
+
+@pytest.mark.parametrize(
+    "kernel_threads, on_gpu, expected",
+    [
+        ("2", False, None),  # 2 ranks x 2 kernel threads fill the 4 cores: no thread
+        ("1", False, 0.0),  # 2 cores left: a thread, waiting in MPI_Wait
+        ("2", True, 0.0),  # GPU gradients: the kernel threads do not compute
+    ],
+)
+def test_the_thread_counts_the_ranks_kernel_threads_as_busy_cores(
+    monkeypatch, kernel_threads, on_gpu, expected
+):
+    from distconv.sync.mpi import comm
+
+    monkeypatch.setattr(comm, "ranks_on_node", lambda c, m: 2)
+    monkeypatch.setattr(comm, "usable_cores", lambda: 4)
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
+    assert comm.thread_poll_seconds(None, _TwoRanks(), None, on_gpu, None) == expected

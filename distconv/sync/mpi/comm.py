@@ -14,6 +14,7 @@ import numpy as np
 
 from distconv.backend import copy_into, to_host
 from distconv.cores import usable_cores
+from distconv.kernels.parallel import num_threads
 from distconv.sync.base import SyncError, digest, first_difference
 
 log = logging.getLogger("distconv.sync.mpi")
@@ -84,16 +85,17 @@ def threads_allowed(mpi: Any | None) -> bool:
 
 
 def want_thread(
-    requested: bool | None, world_size: int, on_gpu: bool, cores: int, local_ranks: int, mpi: Any
+    requested: bool | None, world_size: int, on_gpu: bool, cores: int, busy: int, mpi: Any
 ) -> bool:
     """Whether this rank would reduce on a communication thread (the ranks then agree).
 
     ``requested`` None decides by the machine: on where compute leaves a core free (GPU
-    gradients, or more usable ``cores`` than ``local_ranks`` on the node), for more than one
-    rank. Never below ``MPI_THREAD_SERIALIZED`` (see :func:`threads_allowed`).
+    gradients, or more usable ``cores`` than the ``busy`` ones: the node's ranks times their
+    kernel threads), for more than one rank. Never below ``MPI_THREAD_SERIALIZED`` (see
+    :func:`threads_allowed`).
     """
     if requested is None:
-        requested = world_size > 1 and (on_gpu or cores > local_ranks)
+        requested = world_size > 1 and (on_gpu or cores > busy)
     return bool(requested) and threads_allowed(mpi)
 
 
@@ -109,7 +111,10 @@ def thread_poll_seconds(
     """
     local_ranks = ranks_on_node(comm, mpi)
     cores = usable_cores()
-    wanted = want_thread(requested, comm.Get_size(), on_gpu, cores, local_ranks, mpi)
+    # on the CPU each rank computes on its kernel threads, which share the host's cores among
+    # its ranks (distconv.cores): a core is spare only where they are set lower
+    busy = local_ranks * (1 if on_gpu else num_threads())
+    wanted = want_thread(requested, comm.Get_size(), on_gpu, cores, busy, mpi)
     without = np.array([0.0 if wanted else 1.0])
     comm.Allreduce(mpi.IN_PLACE if mpi else None, without, mpi.SUM if mpi else None)
     if not wanted or without[0] != 0:

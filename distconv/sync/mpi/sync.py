@@ -19,14 +19,14 @@ the reverse of the network's order, DDP's guess too).
 
 Overlap: MPICH makes no progress on a non-blocking collective while Python computes. A
 communication thread (``overlap=True``, on a duplicate communicator) reduces the pieces handed
-to it while backward goes on; it pays only where compute leaves a core free (a GPU, spare
-cores; :func:`~distconv.sync.mpi.comm.want_thread`). Otherwise the main thread tests the piece
-on the wire at each gradient. ``grad_dtype="float16"`` (or ``"bfloat16"``) halves the bytes
-(see :meth:`~distconv.sync.mpi.buckets.Bucket.reduce`). World size 1 runs the same code with
-:class:`SingleRankComm` standing in for MPI. Run as ``mpiexec -n N python -m mpi4py -m
-distconv train --sync mpi``: ``-m mpi4py`` and the hook installed here make one rank's crash
-abort the job, and a watchdog (:mod:`~distconv.sync.mpi.watchdog`) stops one that waits longer
-than ``timeout`` for a rank that never comes.
+to it while backward goes on; it pays only where compute leaves a core free (a GPU, or cores
+the ranks' kernel threads leave; :func:`~distconv.sync.mpi.comm.want_thread`). Otherwise the
+main thread tests the piece on the wire at each gradient. ``grad_dtype="float16"`` (or
+``"bfloat16"``) halves the bytes (see :meth:`~distconv.sync.mpi.buckets.Bucket.reduce`). World
+size 1 runs the same code with :class:`SingleRankComm` standing in for MPI. Run as ``mpiexec
+-n N python -m mpi4py -m distconv train --sync mpi``: ``-m mpi4py`` and the hook installed here
+make one rank's crash abort the job, and a watchdog (:mod:`~distconv.sync.mpi.watchdog`) stops
+one that waits longer than ``timeout`` for a rank that never comes.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class MPISync(RankCollectives):
             naming it (:mod:`~distconv.sync.mpi.watchdog`; default 600); None: for ever.
         poll_seconds: with the thread, the sleep between tests of a request while backward
             runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
-            (:func:`~distconv.sync.mpi.comm.usable_cores`) as ranks on the node, else
+            (:func:`~distconv.cores.usable_cores`) as ranks on the node, else
             :data:`~distconv.sync.mpi.comm.POLL_SECONDS`.
 
     Attributes:

@@ -102,8 +102,10 @@ def test_in_async_mode_the_others_train_on_after_a_worker_raised(shards):
 
 
 def _raises_in_backward(sync, net, batch, rank):
-    """Hand the step's first gradient over (with ``push_bytes`` 0 it leaves at once), then
-    raise: a worker that ran out of memory half-way through backward."""
+    """Hand the step's first gradient over and send it, then raise: a worker that ran out of
+    memory half-way through backward, part of its step already at the shard. (It is sent
+    outright: ``push_bytes`` 0 sends a gradient only while the shard's last push is known to
+    have left, which under load it may not be yet; the bye then follows on the same socket.)"""
     x, y = batch
     sync.start_step(len(y[rank::2]))
     net.forward({"image": Arg(x[rank::2], needs_grad=False),
@@ -112,9 +114,9 @@ def _raises_in_backward(sync, net, batch, rank):
 
     def first_only(param):
         if handed:
-            time.sleep(0.3)  # the first push reaches the shard
             raise Boom("out of memory in backward")
         sync.on_gradient(param)
+        sync._flush_pushes()  # the outbox's own end-of-step send, for this one gradient
         handed.append(param.name)
 
     net.backward(first_only, loss="loss", loss_scale=len(y[rank::2]))
