@@ -16,6 +16,7 @@ import pytest
 
 from distconv.checkpoint import load_checkpoint
 from distconv.run_dir import RunDirectory
+from launcher.mpi import detect_flavor
 from tests.mpi.common import NEEDS_MPIEXEC, REPO_ROOT, mpiexec, run_mpi, script
 from tests.signals import sigint_as_in_a_terminal
 
@@ -70,6 +71,8 @@ def _ctrl_c_in_epoch_2(child):
 
 
 def test_ctrl_c_on_mpiexec_checkpoints_every_rank_and_a_resume_ends_as_one_run(tmp_path):
+    if detect_flavor(mpiexec()) != "mpich":  # measured: Open MPI 5's mpirun kills the ranks
+        pytest.skip("only MPICH's Hydra forwards Ctrl-C to the ranks; Open MPI kills them")
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     proc = run_mpi(_train_command(whole)[1:], timeout=100)
     assert proc.returncode == 0, proc.stderr[-3000:]
