@@ -12,6 +12,7 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm, leaving
+from distconv.sync.mpi import comm as comm_mod
 from distconv.sync.mpi.comm import want_thread
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook
 from distconv.sync.mpi.step_check import BARRIER, CLOSED, SETUP, SUMMING, StepCheck
@@ -301,3 +302,26 @@ def test_the_thread_counts_the_ranks_kernel_threads_as_busy_cores(
     monkeypatch.setattr(comm, "usable_cores", lambda: 4)
     monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
     assert comm.thread_poll_seconds(None, _TwoRanks(), None, on_gpu, None) == expected
+
+
+@pytest.mark.parametrize(
+    "cores, kernel_threads, on_gpu, expected",
+    [
+        (5, "2", False, comm_mod.POLL_SECONDS),  # 1 core left for 2 ranks' threads: no spinning
+        (7, "3", False, comm_mod.POLL_SECONDS),
+        (6, "2", False, 0.0),  # 2 cores left, one for each rank's thread
+        (4, "1", False, 0.0),
+        (4, "8", True, 0.0),  # GPU: each rank busy on one core, two left
+        (3, "1", True, comm_mod.POLL_SECONDS),
+    ],
+)
+def test_the_thread_waits_in_mpi_wait_only_with_a_core_left_for_each_ranks_thread(
+    monkeypatch, cores, kernel_threads, on_gpu, expected
+):
+    """Spare cores are those the ranks' kernel threads leave, not the cores over the ranks:
+    2 ranks x 2 kernel threads on 5 cores leave one core, where two threads spinning in
+    MPI_Wait would take cores from the kernels."""
+    monkeypatch.setattr(comm_mod, "ranks_on_node", lambda c, m: 2)
+    monkeypatch.setattr(comm_mod, "usable_cores", lambda: cores)
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
+    assert comm_mod.thread_poll_seconds(None, _TwoRanks(), None, on_gpu, None) == expected

@@ -107,7 +107,8 @@ def thread_poll_seconds(
     A collective: every rank calls it, and every rank gets a thread or none (the two paths
     start their collectives in different orders). ``requested`` and ``on_gpu``: see
     :func:`~distconv.sync.mpi.comm.want_thread`; ``poll_seconds`` None: 0 (wait in
-    ``MPI_Wait``) where each rank on the node has a core to spare, else :data:`POLL_SECONDS`.
+    ``MPI_Wait``) where the cores the ranks' compute leaves hold one for each rank's thread,
+    else :data:`POLL_SECONDS`.
     """
     local_ranks = ranks_on_node(comm, mpi)
     cores = usable_cores()
@@ -120,7 +121,8 @@ def thread_poll_seconds(
     if not wanted or without[0] != 0:
         return None
     if poll_seconds is None:
-        return 0.0 if cores >= 2 * local_ranks else POLL_SECONDS
+        # MPI_Wait spins: only where no thread of it takes a core the kernels compute on
+        return 0.0 if cores - busy >= local_ranks else POLL_SECONDS
     return poll_seconds
 
 

@@ -111,8 +111,9 @@ class MPISync(RankCollectives):
         timeout: seconds a blocking MPI call may wait for the other ranks before the job stops
             naming it (:mod:`~distconv.sync.mpi.watchdog`; default 600); None: for ever.
         poll_seconds: with the thread, the sleep between tests of a request while backward
-            runs; 0 waits in ``MPI_Wait``; None: 0 with at least twice as many usable cores
-            (:func:`~distconv.cores.usable_cores`) as ranks on the node, else
+            runs; 0 waits in ``MPI_Wait``; None: 0 where the usable cores
+            (:func:`~distconv.cores.usable_cores`) the ranks' compute leaves (their kernel
+            threads, one each on a GPU) hold one for each rank on the node, else
             :data:`~distconv.sync.mpi.comm.POLL_SECONDS`.
 
     Attributes:
