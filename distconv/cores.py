@@ -39,14 +39,17 @@ def processes_on_this_host(environ: Mapping[str, str] | None = None) -> int:
 def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:
     """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota.
 
-    A container limited to 2 CPUs on a 64-core node sees 64 in its affinity mask; the quota
+    Outside Linux (no affinity mask) ``os.cpu_count()`` stands for the mask. A container
+    limited to 2 CPUs on a 64-core node sees 64 in its affinity mask; the quota
     (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` in v1, directly
     under ``cgroup_root`` or in its ``cpu`` or ``cpu,cpuacct`` folder) says 2.
 
     Args:
         cgroup_root: where the cgroup file system is mounted (tests pass a folder of their own).
     """
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    # no affinity mask outside Linux: every core the machine has
+    has_mask = hasattr(os, "sched_getaffinity")
+    affinity = len(os.sched_getaffinity(0)) if has_mask else (os.cpu_count() or 1)
     # read once: every kernel call asks. Keyed by the folder's name, not a Path: building and
     # hashing a Path on every call cost more than the affinity read and the env reads together
     quota = _cgroup_quota(os.fspath(cgroup_root))

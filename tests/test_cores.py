@@ -63,3 +63,13 @@ def test_the_quota_once_read_costs_no_path_per_call(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cores, "Path", no_path)
     assert usable_cores(tmp_path) == 1 and usable_cores(str(tmp_path)) == 1
+
+
+def test_without_an_affinity_mask_every_core_counts(tmp_path, monkeypatch):
+    """Not Linux: os.cpu_count() (capped by a quota), not one core."""
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert usable_cores(tmp_path) == 8
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "cpu.max").write_text("200000 100000\n")
+    assert usable_cores(tmp_path / "q") == 2

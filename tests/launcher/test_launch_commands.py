@@ -290,3 +290,14 @@ def test_threads_per_process_counts_a_containers_cpu_quota(monkeypatch):
     monkeypatch.setattr(cores, "_cgroup_quota", lambda root: 2.0)
     assert usable_cpus() == 2
     assert threads_per_process(2) == 1
+
+
+def test_without_an_affinity_mask_the_launcher_counts_every_core(monkeypatch):
+    """Not Linux (no sched_getaffinity): os.cpu_count(), as usable_cpus says, not 1."""
+    from distconv import cores
+
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(cores, "_cgroup_quota", lambda root: None)
+    assert usable_cpus() == 8
+    assert threads_per_process(2) == 4
