@@ -291,16 +291,23 @@ class _TwoRanks:
         ("2", False, None),  # 2 ranks x 2 kernel threads fill the 4 cores: no thread
         ("1", False, 0.0),  # 2 cores left: a thread, waiting in MPI_Wait
         ("2", True, 0.0),  # GPU gradients: the kernel threads do not compute
+        (None, False, None),  # unset: the 4 cores shared by mpiexec's 2 ranks, 2 each
     ],
 )
 def test_the_thread_counts_the_ranks_kernel_threads_as_busy_cores(
     monkeypatch, kernel_threads, on_gpu, expected
 ):
+    from distconv.kernels import parallel
     from distconv.sync.mpi import comm
 
     monkeypatch.setattr(comm, "ranks_on_node", lambda c, m: 2)
     monkeypatch.setattr(comm, "usable_cores", lambda: 4)
-    monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "2")
+    if kernel_threads is None:
+        monkeypatch.delenv("DISTCONV_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
     assert comm.thread_poll_seconds(None, _TwoRanks(), None, on_gpu, None) == expected
 
 
