@@ -332,3 +332,24 @@ def test_the_thread_waits_in_mpi_wait_only_with_a_core_left_for_each_ranks_threa
     monkeypatch.setattr(comm_mod, "usable_cores", lambda: cores)
     monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
     assert comm_mod.thread_poll_seconds(None, _TwoRanks(), None, on_gpu, None) == expected
+
+
+@pytest.mark.parametrize(
+    "cores, kernel_threads, on_gpu",
+    [
+        (4, "2", False),  # 2 ranks x 2 kernel threads fill the 4 cores
+        (2, "1", False),  # the benchmark's forced-on rows on 2 cores
+        (2, "1", True),  # GPU: the 2 ranks' own cores are all there is
+        (3, "4", False),  # more kernel threads than cores
+    ],
+)
+def test_a_thread_asked_for_where_compute_fills_the_cores_polls(
+    monkeypatch, cores, kernel_threads, on_gpu
+):
+    """overlap=True with no core left over: the thread gets one, polling, never spinning in
+    MPI_Wait on a core the kernels compute on."""
+    monkeypatch.setattr(comm_mod, "ranks_on_node", lambda c, m: 2)
+    monkeypatch.setattr(comm_mod, "usable_cores", lambda: cores)
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
+    got = comm_mod.thread_poll_seconds(True, _TwoRanks(), None, on_gpu, None)
+    assert got == comm_mod.POLL_SECONDS

@@ -1,0 +1,36 @@
+"""The allreduce benchmark's thread defaults, set before numpy is imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "allreduce.py"
+LOAD = (
+    "import importlib.util, os, sys\n"
+    "spec = importlib.util.spec_from_file_location('allreduce_bench', sys.argv[1])\n"
+    "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+    "print(os.environ.get('DISTCONV_NUM_THREADS'))\n"
+)
+
+
+@pytest.mark.parametrize("given, expected", [(None, "1"), ("3", "3")])
+def test_the_allreduce_benchmark_gives_each_rank_one_kernel_thread_by_default(given, expected):
+    """Its workers inherit the driver's environment: one kernel thread, as their simulated
+    compute has, unless the caller set another (so overlap=None counts the cores left)."""
+    env = {k: v for k, v in os.environ.items() if k != "DISTCONV_NUM_THREADS"}
+    if given is not None:
+        env["DISTCONV_NUM_THREADS"] = given
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD, str(BENCH)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert out.stdout.strip().splitlines()[-1] == expected
