@@ -190,11 +190,12 @@ def threads_per_process(processes: int, cpus: int | None = None) -> int:
 
 def usable_cpus() -> int:
     """The cores this process may run on: its affinity capped by a container's CPU quota, as
-    each rank counts them (:func:`distconv.cores.usable_cores`); ``os.cpu_count()`` where
-    affinity is unknown."""
+    each rank counts them (:func:`distconv.cores.usable_cores`, which stands
+    ``os.cpu_count()`` for the mask outside Linux); ``os.cpu_count()`` where the mask cannot be
+    read."""
     try:
         return usable_cores()
-    except (AttributeError, OSError):  # not Linux
+    except OSError:  # sched_getaffinity failed
         return os.cpu_count() or 1
 
 
