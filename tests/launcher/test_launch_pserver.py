@@ -63,3 +63,23 @@ def test_two_workers_two_shards_equal_one_process(tmp_path):
         got = np.load(tmp_path / f"weights-{rank}.npz")
         for p in net.parameters():
             np.testing.assert_allclose(got[p.name], p.value, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(not _has_pserver(), reason="distconv.sync.ps is not merged yet")
+@pytest.mark.timeout(50)
+def test_a_worker_that_raises_ends_the_job_with_its_error_not_after_the_grace(tmp_path):
+    """``distconv train`` workers in a sync job: the one left waits for the raiser's push,
+    and its SIGTERM waits for a step that never ends, so before the shard failed the job at
+    the raiser's ``bye`` the launcher's stop took the whole grace (32 s of 30 measured)."""
+    crash = Path(__file__).with_name("ps_train_crash.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
+         "--run-dir", str(tmp_path / "run"), "--grace", "120", "--", str(crash),
+         str(tmp_path / "out")],
+        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=45,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:] + done.stdout[-3000:]
+    cause = 'last step 5) closed on "MemoryError: out of memory in layer fc1 (simulated)"'
+    worker_0 = (tmp_path / "run" / "logs" / "worker-0.log").read_text()
+    assert "distconv train: error: rank 0, step 6:" in worker_0, worker_0[-3000:]
+    assert cause in worker_0 and "job failed: rank 1 (host" in done.stdout, done.stdout[-3000:]
