@@ -110,11 +110,28 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
     )
     try:
         out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
+        exc.add_note(f"processes of the job still alive:\n{_job_processes(proc.pid)}")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _job_processes(root: int) -> str:
+    """``ps`` lines of ``root`` (mpiexec) and every process under it (Hydra's proxies and the
+    ranks each run in a session of their own): which of them a hung job left alive."""
+    try:
+        done = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,args"],
+                              capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(ps failed: {exc})"
+    header, *rows = done.stdout.splitlines() or [""]
+    parent = {int(r.split()[0]): int(r.split()[1]) for r in rows}
+    job = {root}
+    for _ in range(8):  # mpiexec, proxy, rank, and what a rank started
+        job |= {pid for pid, ppid in parent.items() if ppid in job}
+    return "\n".join([header, *(r for r in rows if int(r.split()[0]) in job)])
 
 
 def script(name: str, thread_level: str | None = None) -> list[str]:
