@@ -1,5 +1,6 @@
 """``distconv train`` for ``distconv-launch local --servers M``, with rank 1 raising a
-simulated out-of-memory error at its 5th step: ``python ps_train_crash.py OUT``."""
+simulated out-of-memory error in its 6th step (after step 5): ``python ps_train_crash.py
+OUT``."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ their results as ``.npz`` files; the tests compare those with single-process tra
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -111,27 +112,42 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        exc.add_note(f"processes of the job still alive:\n{_job_processes(proc.pid)}")
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        _kill_job(proc, exc)
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _job_processes(root: int) -> str:
-    """``ps`` lines of ``root`` (mpiexec) and every process under it (Hydra's proxies and the
-    ranks each run in a session of their own): which of them a hung job left alive."""
+def _kill_job(proc: subprocess.Popen, timeout: subprocess.TimeoutExpired) -> None:
+    """SIGKILL ``mpiexec`` and everything under it (Hydra's proxies and the ranks each run in a
+    session of their own), first adding their ``ps`` lines to ``timeout`` where Python can
+    (3.11+): which of them a hung job left alive."""
+    pids, listing = {proc.pid}, "(not read)"
+    try:
+        pids, listing = _job_processes(proc.pid)
+    finally:
+        if hasattr(timeout, "add_note"):
+            timeout.add_note(f"processes of the job still alive:\n{listing}")
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+
+def _job_processes(root: int) -> tuple[set[int], str]:
+    """The ids of ``root`` and every process under it, and their ``ps`` lines."""
     try:
         done = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,args"],
                               capture_output=True, text=True, timeout=10)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"(ps failed: {exc})"
+        return {root}, f"(ps failed: {exc})"
+    if done.returncode != 0:
+        return {root}, f"(ps exited {done.returncode}: {done.stderr.strip()})"
     header, *rows = done.stdout.splitlines() or [""]
     parent = {int(r.split()[0]): int(r.split()[1]) for r in rows}
     job = {root}
     for _ in range(8):  # mpiexec, proxy, rank, and what a rank started
         job |= {pid for pid, ppid in parent.items() if ppid in job}
-    return "\n".join([header, *(r for r in rows if int(r.split()[0]) in job)])
+    return job, "\n".join([header, *(r for r in rows if int(r.split()[0]) in job)])
 
 
 def script(name: str, thread_level: str | None = None) -> list[str]:
