@@ -26,6 +26,7 @@ import numpy as np
 
 from distconv.backend import is_gpu_array, to_device, to_host
 from distconv.files import describe_os_error, write_atomically
+from distconv.messages import exception_line
 from distconv.parameter import Parameter
 
 FORMAT = "distconv-checkpoint"
@@ -236,7 +237,7 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     try:
         tensors, meta = _load_safetensors(raw, load)
     except Exception as exc:  # safetensors raises several types for a damaged file
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = exception_line(exc)
         raise CheckpointDamaged(
             f"checkpoint {path} is unreadable (truncated or corrupt): {reason}"
         ) from None

@@ -22,6 +22,7 @@ from distconv.data import DATASETS, DataError
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
 from distconv.logs import configure_logging
+from distconv.messages import exception_line
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.optim import OPTIMIZERS
@@ -323,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as exc:
         if os.environ.get("DISTCONV_DEBUG"):
             raise
-        print(f"distconv {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"distconv {args.command}: error: {exception_line(exc)}", file=sys.stderr)
         return 1
     except Preempted as exc:
         _say(f"distconv {args.command}: {exc}")
@@ -340,7 +341,3 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
     except OSError:
         pass
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -19,6 +19,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from distconv.messages import exception_line
+
 from .commands import (
     BLAS_THREAD_VARS,
     THREAD_VARS,
@@ -389,8 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LaunchError, OSError) as exc:
         if os.environ.get("DISTCONV_DEBUG"):
             raise
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {exception_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C before the supervisor's handlers (keys, mpiexec -V)
         print(f"{PROG} {args.command}: interrupted before the job started", file=sys.stderr)

@@ -250,17 +250,6 @@ def closing_error() -> BaseException | None:
     return error
 
 
-def describe_error(error: BaseException, limit: int = 300) -> str:
-    """``Type: message`` on one line, cut to ``limit`` characters, for another process."""
-    return one_line(f"{type(error).__name__}: {error}", limit)
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """``text`` on one line (runs of whitespace one space), cut to ``limit`` characters."""
-    said = " ".join(text.split())
-    return said if len(said) <= limit else said[: limit - 3] + "..."
-
-
 def job_description(
     params: Sequence[Parameter], optimizer: Optimizer, config: Mapping[str, Any]
 ) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import zmq
 
-from distconv.sync.base import SyncError, closing_error, describe_error
+from distconv.messages import described
+from distconv.sync.base import SyncError, closing_error
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.wire import (
@@ -57,7 +58,7 @@ class ShardChannel:
         (a sync shard then fails a step that waits for this worker at once, naming it); no
         reply is waited for."""
         error = closing_error()
-        bye = {"op": "bye", **({"error": describe_error(error)} if error is not None else {})}
+        bye = {"op": "bye", **({"error": described(error)} if error is not None else {})}
         for s in range(len(self._socks)):
             self._send(s, bye)
 

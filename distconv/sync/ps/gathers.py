@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from distconv.sync.base import one_line
+from distconv.messages import SENT_ERROR_CHARS, one_line
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.wire import WireError, short
@@ -75,7 +75,7 @@ class ShardGathers:
             self.bye_at[rank] = self.requests
             # one short line, whoever sent it: every later message and the log quote it
             error = header.get("error")
-            self.bye_error[rank] = one_line(error) if error else None
+            self.bye_error[rank] = one_line(error, SENT_ERROR_CHARS) if error else None
         self._reply(ident, header)
 
     def _fail_step_left_behind(self) -> None:

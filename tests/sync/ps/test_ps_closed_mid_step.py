@@ -4,6 +4,7 @@ timeout: real shards, real workers (threads of this process) on 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -22,6 +23,21 @@ class Boom(RuntimeError):
     pass
 
 
+@contextlib.contextmanager
+def _worker(endpoints, rank: int, push_bytes: int | None = None):
+    """Rank ``rank`` of two (the small net and its ``PServerSync``), set up; closed on the way
+    out, in a ``finally`` as ``distconv.job`` closes, so an error propagating goes along with
+    its ``bye``."""
+    net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+    if push_bytes is not None:
+        sync.push_bytes = push_bytes
+    try:
+        sync.setup(net.parameters(), {"batch": 8})
+        yield net, sync
+    finally:
+        sync.close()
+
+
 def _job(endpoints, stops_after: int, raises: bool, order: str | None = None):
     """Rank 1 trains ``stops_after`` steps, then raises :class:`Boom` (``raises``) or just
     closes; rank 0 trains ``STEPS``. ``order`` puts rank 1's bye before rank 0's next push
@@ -31,32 +47,27 @@ def _job(endpoints, stops_after: int, raises: bool, order: str | None = None):
     bye_sent, pushing = threading.Event(), threading.Event()
 
     def rank_1():
-        net, sync = small_net(), insecure_worker(endpoints, 1, 2, timeout=TIMEOUT)
         try:
-            sync.setup(net.parameters(), {"batch": 8})
-            train_steps(net, sync, data[:stops_after], 1, 2)
-            if order == "push first":
-                pushing.wait(10)
-                time.sleep(0.3)  # rank 0's push reaches the shard first
-            if raises:
-                raise Boom("out of memory in layer fc1")
+            with _worker(endpoints, 1) as (net, sync):
+                train_steps(net, sync, data[:stops_after], 1, 2)
+                if order == "push first":
+                    pushing.wait(10)
+                    time.sleep(0.3)  # rank 0's push reaches the shard first
+                if raises:
+                    raise Boom("out of memory in layer fc1")
         finally:
-            sync.close()  # in the finally, as distconv.job does: the error goes along
             bye_sent.set()
 
     def rank_0():
-        net, sync = small_net(), insecure_worker(endpoints, 0, 2, timeout=TIMEOUT)
-        try:
-            sync.setup(net.parameters(), {"batch": 8})
-            train_steps(net, sync, data[:stops_after], 0, 2)
-            if order == "bye first":
-                bye_sent.wait(10)
-            pushing.set()
-            train_steps(net, sync, data[stops_after:], 0, 2)
-        except SyncError as exc:
-            return str(exc)
-        finally:
-            sync.close()
+        with _worker(endpoints, 0) as (net, sync):
+            try:
+                train_steps(net, sync, data[:stops_after], 0, 2)
+                if order == "bye first":
+                    bye_sent.wait(10)
+                pushing.set()
+                train_steps(net, sync, data[stops_after:], 0, 2)
+            except SyncError as exc:
+                return str(exc)
 
     results: list = [None, None]
 
@@ -130,17 +141,13 @@ def test_a_worker_that_raised_after_part_of_its_step_reached_a_shard_ends_the_jo
     said = [None, None]
 
     def rank_fn(rank):
-        net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
-        sync.push_bytes = 0
-        try:
-            sync.setup(net.parameters(), {"batch": 8})
-            train_steps(net, sync, data[: 4 if rank == 0 else 2], rank, 2)
-            if rank == 1:
-                _raises_in_backward(sync, net, data[2], rank)
-        except SyncError as exc:
-            said[rank] = str(exc)
-        finally:
-            sync.close()  # rank 1's while Boom propagates: its bye carries it
+        with _worker(endpoints, rank, push_bytes=0) as (net, sync):  # rank 1's bye carries Boom
+            try:
+                train_steps(net, sync, data[: 4 if rank == 0 else 2], rank, 2)
+                if rank == 1:
+                    _raises_in_backward(sync, net, data[2], rank)
+            except SyncError as exc:
+                said[rank] = str(exc)
 
     def run(rank):
         try:
@@ -166,16 +173,11 @@ def test_healthy_jobs_and_whole_job_restarts_against_running_shards_do_not_fail(
         def rank_fn(rank):
             if rank == 1 and restarted:
                 time.sleep(0.5)
-            net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
-            sync.push_bytes = push_bytes
-            try:
-                sync.setup(net.parameters(), {"batch": 8})
+            with _worker(endpoints, rank, push_bytes) as (net, sync):
                 for k in range(len(data)):
                     time.sleep(0.02 * rank)
                     train_steps(net, sync, data[k : k + 1], rank, 2)
                 time.sleep(0.2 * (1 - rank) if restarted else 0)  # rank 1's bye first
-            finally:
-                sync.close()
 
         run_ranks(rank_fn, 2, timeout=60)
 
@@ -200,9 +202,9 @@ def test_the_shard_cuts_the_error_a_bye_carries_to_one_short_line(hand):
 
 
 def test_the_error_a_worker_closes_on_is_one_short_line():
-    from distconv.sync.base import describe_error
+    from distconv.messages import described
 
-    said = describe_error(ValueError("a\nb " + "x" * 500))
+    said = described(ValueError("a\nb " + "x" * 500))
     assert said.startswith("ValueError: a b xx") and len(said) == 300 and said.endswith("...")
 
 
