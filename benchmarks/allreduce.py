@@ -131,8 +131,8 @@ def written(*buffers):
     Every case's buffers are written so, by the CPU, before each call: the baselines as much as
     the sync's gradients, so that no side reduces a buffer in another state of the caches (for
     a while one window saw a 4 MB call on a buffer MPI had written last take twice as long;
-    later runs did not, see docs/benchmarks.md). Ones also keep repeated sums from growing to
-    inf.
+    later runs did not, see docs/benchmarks-history.md). Ones also keep repeated sums from
+    growing to inf.
     """
 
     def write() -> None:

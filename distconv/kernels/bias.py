@@ -3,9 +3,9 @@ positions.
 
 numpy reduces ``g.sum(axis=(0, 2, 3))`` element by element across strided axes; summing the
 batch first (whole rows at a time, contiguous adds) and then each channel's positions took
-0.10-0.51x the time on LeNet's shapes (docs/benchmarks.md, "Why the constants are what they
-are"). The order is fixed by the shapes alone, so results stay bitwise the same for any thread
-count.
+0.10-0.51x the time on LeNet's shapes (docs/benchmarks-history.md, "A shared bias's
+gradient"). The order is fixed by the shapes alone, so results stay bitwise the same for any
+thread count.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def batch_inner_geometry(geom: ConvGeometry) -> ConvGeometry:
     pixel's samples lie side by side, so the copy into columns moves runs of ``out[-1] * B``
     elements. With the batch outermost (``(C, *k, B, *out)``) the runs were ``out[-1]``
     elements, 4 on LeNet's conv2 at the digits' 4x4, and the copy cost more than the product
-    (docs/benchmarks.md). cuda-convnet lays images out the same way, for the same reason.
+    (docs/benchmarks-history.md). cuda-convnet lays images out the same way, for the same reason.
     """
     return ConvGeometry(
         (*geom.ksize, 1), (*geom.stride, 1), (*geom.pad, 0), (*geom.dilation, 1), geom.groups

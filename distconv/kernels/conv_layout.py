@@ -23,7 +23,8 @@ from distconv.kernels.shape import ConvGeometry, volume
 #: per sample's time at 4x4, 0.6 at 14x14, even at 28x28 and 1.15x at 32x32) ...
 BATCHED_MAX_POSITIONS = 784
 #: ... and at least this many rows (C/G * kernel volume) in the column matrix, so that one
-#: product over the chunk earns back the transposes around it (measurements: docs/benchmarks.md)
+#: product over the chunk earns back the transposes around it (measurements:
+#: docs/benchmarks-history.md)
 BATCHED_MIN_ROWS = 32
 
 #: the autotuner's choices, ``(direction, x shape, w shape, geometry, dtype) -> batched``

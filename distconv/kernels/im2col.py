@@ -174,7 +174,7 @@ def col2im_wide(col: Any, img_shape: tuple[int, ...], geom: ConvGeometry) -> Any
     they add where they land is nothing). The phases are then interleaved into the image once.
     A plain col2im adds through strided windows with rows as short as ``out[-1]``, which numpy
     runs element-run by element-run; this form moves long contiguous runs instead (faster on
-    strided 3-D layers and small outputs; see docs/benchmarks.md).
+    strided 3-D layers and small outputs; see docs/benchmarks-history.md).
     """
     xp = get_array_module(col)
     n, c = img_shape[:2]

@@ -18,7 +18,7 @@ each way through an index permutation cached per shape instead (see
 :data:`GATHER_ROWS_UNDER`): an index gather, measured faster there than the strided copies
 (docs/benchmarks.md). A reshape to ``(N, C, H/k, k, W/k, k)`` reduced over the window axes is
 the other way to tile; numpy reduces over such strided axes element by element, and it ran
-slower than either (docs/benchmarks.md).
+slower than either (docs/benchmarks-history.md).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ _ALL2 = (slice(None), slice(None))
 
 #: a tiling pooling on the CPU whose output rows are shorter than this moves its windows with
 #: one ``take`` through a cached permutation: K strided copies pay numpy's per-row cost K
-#: times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements (docs/benchmarks.md:
-#: the constants table, and "This stop: a faster machine") ...
+#: times, and the digits' 8x8 and 4x4 maps have rows of 4 and 2 elements
+#: (docs/benchmarks-history.md: the constants table, and "This stop: a faster machine") ...
 GATHER_ROWS_UNDER = 8
 #: ... on inputs of at most this many bytes, counting at least 4 an element: the range measured
 #: (float32 up to 64x32x8x8), which also bounds the cached permutations (8 bytes an element,

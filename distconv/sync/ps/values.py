@@ -13,7 +13,8 @@ into ZeroMQ's message (:meth:`~distconv.sync.ps.server.Shard._reply`), so a repl
 values of the moment it was sent, whatever updates come while ZeroMQ still holds it. (Lending
 the slice to ZeroMQ instead, copy-on-write while ZeroMQ held it, cost more: pyzmq's
 garbage-collector thread took the GIL from the shard's loop for every reply; see
-``docs/benchmarks.md``.) Any reply of blocks that are not consecutive gets them concatenated.
+``docs/benchmarks-history.md``.) Any reply of blocks that are not consecutive gets them
+concatenated.
 """
 
 from __future__ import annotations
