@@ -136,7 +136,7 @@ def dense_pays(
 #: from this many multiply-adds each: below it the second thread's wake-up and the GIL's
 #: hand-offs cost more than the overlap saves. LeNet's conv2 at 4x4, 2 threads, side by side
 #: against one after the other: 1.00-1.11x the time at batch 16 (4.7 M each), 0.86-0.89x at 32
-#: (9.4 M), 0.81-0.85x at 64; 0.63-0.67x at 14x14 and batch 16 (docs/benchmarks.md, "Why the
+#: (9.4 M), 0.81-0.85x at 64; 0.63-0.66x at 14x14 and batch 16 (docs/benchmarks.md, "Why the
 #: constants are what they are")
 BESIDE_MIN_MACS = 1 << 23
 

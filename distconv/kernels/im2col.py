@@ -93,9 +93,11 @@ def im2col_view(x: Any, geom: ConvGeometry, pad_value: float = 0.0, wide: bool =
     With ``wide=True`` (stride 1 along the last axis) the last output axis runs over the whole
     padded width instead of the ``out[-1]`` valid positions: the view is
     ``(N, C, *ksize, *out[:-1], padded_last)`` and its last two axes are contiguous in memory,
-    so copying it into a matrix moves long runs instead of ``out[-1]``-element rows (the gain
-    is largest on small outputs; see docs/benchmarks.md). The extra columns hold junk; callers
-    drop them from results and give them zero gradients.
+    so copying it into a matrix moves long runs instead of ``out[-1]``-element rows. That pays
+    where the copy outweighs the longer product (ConvOperator's per-sample products); where it
+    does not, callers take exact columns (``conv_columns.WIDE_MAX_EXTRA``, measured in the
+    constants table of docs/benchmarks.md). The extra columns hold junk; callers drop them
+    from results and give them zero gradients.
 
     Args:
         x: ``(N, C, *spatial)`` input.
