@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -354,6 +355,14 @@ def test_each_thread_has_its_own_wait():
         release.set()
         watchdog.close()
         other.join(5)
+
+
+def test_a_rank_ends_itself_by_sigkill_not_an_exit_status():
+    """Hydra may reap a rank's plain exit before it reads the closed PMI connection, and then
+    never ends the other ranks (see ``end_process``); a death by signal it always answers."""
+    code = "from distconv.sync.mpi.watchdog import end_process; end_process()"
+    done = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert done.returncode == -signal.SIGKILL
 
 
 def test_close_ends_the_watchdog_thread():

@@ -14,16 +14,17 @@ Half-way (a minute at most) a warning says the same, while there is still time t
 The watching costs two dictionary writes per blocking call (and a small request object per
 non-blocking one), and a thread that wakes once a second. The stop is ``MPI_Abort`` from the
 watchdog's thread, which the waiting thread cannot do itself; where MPI was initialised below
-``MPI_THREAD_MULTIPLE`` that call is not allowed from a second thread, so the process ends with
-``os._exit`` instead, and ``mpiexec`` (MPICH's Hydra and Open MPI's alike; Slurm's ``srun`` only
-with ``--kill-on-bad-exit``) then ends the others. Should ``MPI_Abort`` itself hang or raise,
-the process still ends within :data:`ABORT_GRACE` seconds.
+``MPI_THREAD_MULTIPLE`` that call is not allowed from a second thread, so the process kills
+itself instead (:func:`end_process`), and ``mpiexec`` (MPICH's Hydra and Open MPI's alike;
+Slurm's ``srun`` only with ``--kill-on-bad-exit``) then ends the others. Should ``MPI_Abort``
+itself hang or raise, the process still ends within :data:`ABORT_GRACE` seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -239,13 +240,29 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
     def stop(message: str) -> None:
         try:
             if may_abort:
-                last_resort = threading.Timer(ABORT_GRACE, os._exit, (1,))
+                last_resort = threading.Timer(ABORT_GRACE, end_process)
                 last_resort.daemon = True
                 last_resort.start()
                 abort_job(comm, rank, SyncError(message))
             sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
             sys.stderr.flush()
         finally:
-            os._exit(1)
+            end_process()
 
     return stop
+
+
+def end_process() -> None:
+    """End this process at once, by SIGKILL (no handler, no clean-up; ``os._exit(1)`` where
+    there is no SIGKILL), so that ``mpiexec`` ends the other ranks.
+
+    Not ``os._exit``: MPICH's Hydra ends the others when a rank's PMI connection closes before
+    ``MPI_Finalize``, but its proxy also reaps exited ranks (``waitpid``) between events, and a
+    rank reaped before the closed connection is read counts as handled, yet only one killed by
+    a signal was (its ``WIFSIGNALED`` check). A plain exit status that wins that race leaves
+    the others running; a signal is answered on either path.
+    """
+    kill = getattr(signal, "SIGKILL", None)
+    if kill is not None:
+        os.kill(os.getpid(), kill)
+    os._exit(1)
