@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 
 from distconv import __version__
@@ -312,7 +313,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    A rank of an MPI job that fails before MPI is initialised (a bad option, its data, its
+    environment) aborts the job: the other ranks would wait for it in ``MPI_Init`` for ever.
+    """
+    status = 1
+    try:
+        status = _main(argv)
+    except SystemExit as exc:  # argparse's errors, --help
+        status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        raise
+    finally:
+        if status and _mpi_train_rank(sys.argv[1:] if argv is None else argv):
+            if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):
+                traceback.print_exc()  # before the abort ends this process
+            from distconv.sync.mpi.leaving import abort_uninitialised
+
+            abort_uninitialised(status)
+    return status
+
+
+def _mpi_train_rank(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``train`` with the MPI sync (chosen or implied) and an MPI launcher
+    started this process as one of several ranks."""
+    size = os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or "1"
+    argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
+    if not argv or argv[0] != "train" or not size.isdigit() or int(size) < 2:
+        return False
+    given = {}  # the last --sync and --pservers, as argparse takes them (no abbreviations)
+    for flag, value in zip(argv[1:], [*argv[2:], None]):
+        name, eq, attached = flag.partition("=")
+        if name in ("--sync", "--pservers"):
+            given[name] = attached if eq else value
+    if "--sync" in given:
+        return given["--sync"] == "mpi"
+    return not (given.get("--pservers") or os.environ.get("DISTCONV_PSERVERS"))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,

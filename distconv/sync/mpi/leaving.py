@@ -4,6 +4,7 @@ every rank, so that no rank is left waiting in a collective for one that has gon
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -145,3 +146,27 @@ def abort(comm: Any, status: int) -> None:
 #: how :func:`abort` ends the process (a name of its own: tests whose stand-in Abort returns
 #: replace it)
 _exit = os._exit
+
+
+def abort_uninitialised(status: int, give_up_after: int = 60) -> None:
+    """End the MPI job with ``status`` from a rank that failed before it initialised MPI.
+
+    The other ranks wait for this one in ``MPI_Init`` (which waits for every rank) or in their
+    first collective, and MPICH's Hydra ends a job for a rank that exits non-zero only once that
+    rank has initialised MPI: a plain exit leaves them waiting for ever. Initialising here lets
+    ``Abort`` end them. Where no other rank ever initialises (they failed alike without this, or
+    run another transport), ``MPI_Init`` never returns: SIGALRM ends the process after
+    ``give_up_after`` seconds. Does nothing where MPI is initialised already.
+    """
+    if "mpi4py.MPI" in sys.modules:  # the sync's close or mpi4py's exit aborts
+        return
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # from the kernel: MPI_Init may hold the GIL
+    signal.alarm(give_up_after)
+    try:
+        from mpi4py import MPI
+    except ImportError:  # no MPI here, so none the others could wait in
+        signal.alarm(0)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    abort(MPI.COMM_WORLD, status)

@@ -1,0 +1,63 @@
+"""``distconv train --sync mpi``: a rank that fails before MPI is initialised ends the job.
+
+The other ranks wait for it inside ``MPI_Init`` (which waits for every rank), where neither the
+sync's checks nor its watchdog run, and MPICH's Hydra ends a job for a rank that exits non-zero
+only once that rank has initialised MPI: before the fix each of these jobs hung until killed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
+
+pytestmark = NEEDS_MPIEXEC
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+TRAIN = [sys.executable, "-m", "mpi4py", "-m", "distconv", "train", "--no-progress"]
+
+
+def train(tmp_path, *extra: str) -> list[str]:
+    return [*TRAIN, "--sync", "mpi", "--epochs", "1", "--out", str(tmp_path / "run"), *extra]
+
+
+@pytest.mark.timeout(60)
+def test_one_rank_that_cannot_load_its_data_ends_the_job(tmp_path):
+    """As where one host lacks the data: that rank says why, and every rank ends."""
+    missing = str(tmp_path / "no-such-dir")
+    command = ["-n", "1", *train(tmp_path), ":"]
+    command += ["-n", "1", *train(tmp_path, "--data", "mnist", "--data-dir", missing)]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "distconv train: error: MNIST directory" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_one_rank_with_a_bad_option_ends_the_job(tmp_path):
+    command = ["-n", "1", *train(tmp_path), ":", "-n", "1", *train(tmp_path, "--epochs", "x")]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "argument --epochs: must be an integer" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_left_over_in_the_environment_ends_the_job(tmp_path, monkeypatch):
+    """docs/operations.md's example: ``RANK=1`` left in the shell that runs ``mpiexec``. Rank 1
+    agrees with it and goes on; rank 0 stops naming both sources, and must take rank 1 along."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    proc = run_mpi(["-n", "2", *train(tmp_path)], timeout=40)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "two sources disagree about this process's rank" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_ranks_of_another_transport_that_fail_alike_still_just_exit(tmp_path):
+    """No rank of a parameter-server job initialises MPI: none may wait for the others in it."""
+    command = ["-n", "2", *TRAIN, "--sync", "pserver", "--out", str(tmp_path / "run")]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "--sync pserver needs the servers" in proc.stderr
+    assert "MPI_Abort" not in proc.stderr
