@@ -367,6 +367,8 @@ class MPISync(RankCollectives):
         rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
         (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
         error = closing_error()
+        if isinstance(error, JobMismatch) and self._open is None:
+            error = None  # raised alike on every rank, none waits: the caller's to report
         self._watchdog.phase = "close"
         if self.world_size > 1:
             error = error or why_not_leave(self._thread, self._open)
