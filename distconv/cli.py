@@ -29,6 +29,7 @@ from distconv.network import NetworkError
 from distconv.optim import OPTIMIZERS
 from distconv.runtime import RuntimeConfigError, detect_runtime
 from distconv.sync import TRANSPORTS, SyncError
+from distconv.sync.mpi import leaving
 from distconv.sync.ps.cli import PserverStartError
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
 
@@ -280,6 +281,7 @@ def run_train(args: argparse.Namespace) -> int:
         sync=args.sync,
         sync_options=_sync_options(args),
     )
+    leaving.BRIEF_ERRORS = USER_ERRORS  # a rank aborting an MPI job on one: no traceback
     start = time.perf_counter()
     trainer = train(config, runtime)
     seconds = time.perf_counter() - start
@@ -328,9 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status and _mpi_train_rank(sys.argv[1:] if argv is None else argv):
             if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):
                 traceback.print_exc()  # before the abort ends this process
-            from distconv.sync.mpi.leaving import abort_uninitialised
-
-            abort_uninitialised(status)
+            leaving.abort_uninitialised(status)
     return status
 
 

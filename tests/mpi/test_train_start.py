@@ -81,3 +81,16 @@ def test_ranks_that_run_different_jobs_each_say_so_on_one_line(tmp_path):
     ]
     assert any(line in proc.stderr for line in said), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "aborting the MPI job" not in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_user_error_on_rank_0_alone_aborts_the_job_on_one_line(tmp_path):
+    """Rank 0 alone opens the output directory, the others wait for it: it must abort them,
+    and says why as the command line says its users' errors, without a crash's traceback."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text("")  # the same command run twice
+    proc = run_mpi(["-n", "2", *train(tmp_path)], timeout=40)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    said = f"rank 0: RunDirError: {tmp_path / 'run'} already holds a run; pass --resume"
+    assert said in proc.stderr and "aborting the MPI job" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]

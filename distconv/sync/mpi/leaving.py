@@ -69,9 +69,14 @@ def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None, steps:
         check.say_closed(steps)
 
 
+#: errors a user can act on, said without their traceback as a rank aborts the job on them
+#: (``distconv train`` registers its own; ``DISTCONV_DEBUG=1`` shows the traceback still)
+BRIEF_ERRORS: tuple[type[BaseException], ...] = ()
+
+
 def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
-    """Say why on stderr (with the traceback of an ``error`` that was raised), then abort
-    every rank of ``comm``.
+    """Say why on stderr (with the traceback of an ``error`` that was raised, unless it is
+    one of :data:`BRIEF_ERRORS`), then abort every rank of ``comm``.
 
     For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
     be waiting in a collective for this one, and nobody may reach the except hook, which would
@@ -79,7 +84,8 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     """
     try:  # one write: ranks aborting at once never share a line
         said = reason(rank, error, "aborting the MPI job")
-        if error is not None and error.__traceback__ is not None:  # raised: where, too
+        brief = isinstance(error, BRIEF_ERRORS) and not os.environ.get("DISTCONV_DEBUG")
+        if error is not None and error.__traceback__ is not None and not brief:  # where, too
             trace = traceback.format_exception(type(error), error, error.__traceback__)
             said = "".join(trace) + said
         sys.stderr.write(said)
