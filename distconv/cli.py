@@ -363,7 +363,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except USER_ERRORS as exc:
         if os.environ.get("DISTCONV_DEBUG"):
             raise
-        print(f"distconv {args.command}: error: {exception_line(exc)}", file=sys.stderr)
+        sys.stderr.write(f"distconv {args.command}: error: {exception_line(exc)}\n")
         return 1
     except Preempted as exc:
         _say(f"distconv {args.command}: {exc}")
@@ -375,8 +375,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _say(line: str) -> None:
     """Print ``line`` on stderr where it can go: after Ctrl-C on ``distconv train | tee``, the
-    pipe's reader got the same Ctrl-C, and its EPIPE must not turn a stop into a crash."""
+    pipe's reader got the same Ctrl-C, and its EPIPE must not turn a stop into a crash. One
+    write: stderr writes through, and ``print`` writes the newline apart, so the lines of two
+    ranks under ``mpiexec`` would run into one another."""
     try:
-        print(line, file=sys.stderr, flush=True)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
     except OSError:
         pass

@@ -296,3 +296,36 @@ def test_a_damaged_metrics_log_is_one_line(tmp_path):
     (out / "metrics.jsonl").write_text("5\n")
     proc = distconv("train", *SMALL, "--epochs", "2", "--out", str(out), "--resume")
     _assert_one_line_error(proc, "metrics.jsonl", "line 1")
+
+
+class _Writes:
+    """A stderr that records each write (Python's own writes through: each is a syscall)."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.timeout(60)
+def test_the_last_line_is_one_write_so_ranks_lines_never_run_together(monkeypatch, tmp_path):
+    """Under mpiexec every rank says its stop or its error on the one stderr: written as text
+    and newline apart, two ranks' lines ran into one (``...after step 272distconv train: ...``)."""
+    from distconv import cli
+    from distconv.sync.mpi import leaving
+
+    monkeypatch.setattr(leaving, "BRIEF_ERRORS", leaving.BRIEF_ERRORS)  # run_train sets it
+    stderr = _Writes()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    cli._say("distconv train: stopped by SIGTERM after step 272")
+    assert stderr.writes == ["distconv train: stopped by SIGTERM after step 272\n"]
+    stderr.writes.clear()
+    missing = tmp_path / "nowhere"
+    assert cli.main(["train", "--data", "mnist", "--data-dir", str(missing)]) == 1
+    said = [w for w in stderr.writes if "error:" in w]
+    assert said == [f"distconv train: error: MNIST directory {missing} does not exist\n"], said
