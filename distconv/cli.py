@@ -204,7 +204,9 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         "60; mpi: 600, any blocking MPI call, including the other ranks' wait while rank 0 "
         "writes a checkpoint)",
     )
-    g.add_argument("--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi)")
+    g.add_argument(
+        "--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi; default 4)"
+    )
     g.add_argument(
         "--push-kb",
         type=_int_at_least(0),
