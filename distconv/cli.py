@@ -20,6 +20,7 @@ from distconv import __version__
 from distconv.backend import BackendError, device_from_env, set_device
 from distconv.checkpoint import CheckpointError
 from distconv.data import DATASETS, DataError
+from distconv.distributed import choose_transport
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
 from distconv.logs import configure_logging
@@ -27,11 +28,16 @@ from distconv.messages import exception_line
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.optim import OPTIMIZERS
-from distconv.runtime import RuntimeConfigError, detect_runtime
+from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
 from distconv.sync import TRANSPORTS, SyncError
 from distconv.sync.mpi import leaving
 from distconv.sync.ps.cli import PserverStartError
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
+from distconv.transport_flags import (
+    mpi_train_rank,
+    refuse_unused_flags,
+    sync_options,
+)
 
 #: failures with a cause the user can act on; anything else is a bug and keeps its traceback
 USER_ERRORS = (
@@ -193,7 +199,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
     g.add_argument("--job-id", help="names the job in logs and metrics")
     g.add_argument("--pservers", help="parameter-server shards, HOST:PORT,HOST:PORT")
-    g.add_argument("--keys", help="directory of the job's CURVE key files")
+    g.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
     g.add_argument(
         "--insecure", action="store_true", help="parameter server without CURVE (experiments)"
     )
@@ -234,31 +240,10 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _runtime_flags(args: argparse.Namespace) -> dict:
-    return {
-        "rank": args.rank,
-        "world_size": args.world_size,
-        "job_id": args.job_id,
-        "pservers": args.pservers,
-        "keys_dir": args.keys,
-    }
-
-
-def _sync_options(args: argparse.Namespace) -> dict:
-    """The transport settings given on the command line (the transport picks its own)."""
-    options = {
-        "timeout": args.timeout,
-        "insecure": args.insecure or None,
-        "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb is not None else None,
-        "grad_dtype": args.grad_dtype,
-        "push_bytes": args.push_kb * 1024 if args.push_kb is not None else None,
-    }
-    return {k: v for k, v in options.items() if v is not None}
-
-
 def run_train(args: argparse.Namespace) -> int:
     """Train as ``args`` say; print the final test accuracy and where the files went."""
-    runtime = detect_runtime(_runtime_flags(args))
+    runtime = detect_runtime(runtime_flags(args))
+    refuse_unused_flags(args, args.sync or choose_transport(runtime))
     configure_logging(runtime, logging.WARNING if args.quiet else logging.INFO, args.log_format)
     set_device(args.device or device_from_env(), local_rank=runtime.local_rank)
     out = args.out or os.path.join("runs", f"{args.data}-{args.optimizer}-seed{args.seed}")
@@ -281,7 +266,7 @@ def run_train(args: argparse.Namespace) -> int:
         health_port=args.health_port,
         health_host=args.health_host,
         sync=args.sync,
-        sync_options=_sync_options(args),
+        sync_options=sync_options(args),
     )
     leaving.BRIEF_ERRORS = USER_ERRORS  # a rank aborting an MPI job on one: no traceback
     start = time.perf_counter()
@@ -329,28 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         raise
     finally:
-        if status and _mpi_train_rank(sys.argv[1:] if argv is None else argv):
+        if status and mpi_train_rank(sys.argv[1:] if argv is None else argv):
             if sys.exc_info()[1] is not None and not isinstance(sys.exc_info()[1], SystemExit):
                 traceback.print_exc()  # before the abort ends this process
             leaving.abort_uninitialised(status)
     return status
-
-
-def _mpi_train_rank(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` is ``train`` with the MPI sync (chosen or implied) and an MPI launcher
-    started this process as one of several ranks."""
-    size = os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or "1"
-    argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
-    if not argv or argv[0] != "train" or not size.isdigit() or int(size) < 2:
-        return False
-    given = {}  # the last --sync and --pservers, as argparse takes them (no abbreviations)
-    for flag, value in zip(argv[1:], [*argv[2:], None]):
-        name, eq, attached = flag.partition("=")
-        if name in ("--sync", "--pservers"):
-            given[name] = attached if eq else value
-    if "--sync" in given:
-        return given["--sync"] == "mpi"
-    return not (given.get("--pservers") or os.environ.get("DISTCONV_PSERVERS"))
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -75,11 +75,12 @@ def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
 def test_the_command_line_timeout_reaches_the_mpi_sync():
     """``--timeout`` bounds every blocking MPI call too (the watchdog of a multi-rank job)."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
-    from distconv.cli import _sync_options, build_parser
+    from distconv.cli import build_parser
+    from distconv.transport_flags import sync_options
 
     args = build_parser().parse_args(["train", "--timeout", "7.5", "--bucket-mb", "1"])
     runtime = Runtime(rank=0, world_size=1, source="default")
-    sync = build_sync("mpi", create_optimizer("sgd"), runtime, _sync_options(args))
+    sync = build_sync("mpi", create_optimizer("sgd"), runtime, sync_options(args))
     try:
         assert (sync.timeout, sync.bucket_bytes) == (7.5, 1 << 20)
     finally:

@@ -181,15 +181,16 @@ def test_coalesced_pushes_are_cut_at_the_shards_message_cap(shards):
 
 
 def test_push_kb_on_the_command_line_reaches_the_client(shards):
-    from distconv.cli import _sync_options, build_parser
+    from distconv.cli import build_parser
     from distconv.distributed import build_sync
     from distconv.optim import SGD
     from distconv.runtime import detect_runtime
+    from distconv.transport_flags import sync_options
 
     endpoints = shards.start(1, workers=1)
     args = build_parser().parse_args(["train", "--push-kb", "0", "--insecure"])
     runtime = detect_runtime({"pservers": ",".join(endpoints)}, environ={})
-    sync = build_sync("pserver", SGD(0.1), runtime, _sync_options(args))
+    sync = build_sync("pserver", SGD(0.1), runtime, sync_options(args))
     try:
         assert sync.push_bytes == 0
     finally:

@@ -1,0 +1,75 @@
+"""What ``distconv train``'s distributed flags mean beyond their parsing: each transport's
+settings, which transport a flag is for, and whether this process is a rank of an MPI job
+(which decides how a failure before MPI starts must end it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from distconv.distributed import TRANSPORT_OPTIONS
+from distconv.runtime import RuntimeConfigError
+
+#: each transport setting's flag (the settings: ``distributed.TRANSPORT_OPTIONS``)
+SETTING_FLAGS = {
+    "timeout": "--timeout",
+    "insecure": "--insecure",
+    "bucket_bytes": "--bucket-mb",
+    "grad_dtype": "--grad-dtype",
+    "push_bytes": "--push-kb",
+}
+#: the flags that name the servers and their keys, which pserver sync alone takes
+SERVER_FLAGS = {"pservers": "--pservers", "keys_dir": "--keys"}
+
+
+def sync_options(args: argparse.Namespace) -> dict:
+    """The transport settings given on the command line (the transport picks its own)."""
+    options = {
+        "timeout": args.timeout,
+        "insecure": args.insecure or None,
+        "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb is not None else None,
+        "grad_dtype": args.grad_dtype,
+        "push_bytes": args.push_kb * 1024 if args.push_kb is not None else None,
+    }
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def refuse_unused_flags(args: argparse.Namespace, kind: str) -> None:
+    """Refuse a flag given for another transport than ``kind``, the one this run uses: the
+    user asked for something (half the bytes on the wire, a list of servers) it would not do.
+
+    Raises:
+        RuntimeConfigError: naming the flag, the transports it is for and this run's.
+    """
+    for setting in sync_options(args):
+        takers = [t for t, settings in TRANSPORT_OPTIONS.items() if setting in settings]
+        if kind not in takers:
+            raise RuntimeConfigError(
+                f"{SETTING_FLAGS[setting]} is a setting of --sync {' or '.join(takers)}, "
+                f"and this run uses {kind} sync"
+            )
+    for name, flag in SERVER_FLAGS.items():
+        if getattr(args, name) and kind != "pserver":
+            raise RuntimeConfigError(f"{flag} is for --sync pserver, and this run uses {kind} sync")
+
+
+def mpi_train_rank(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``train`` with the MPI sync (chosen or implied) and an MPI launcher
+    started this process as one of several ranks. Read before (or without) the full parse,
+    which may be what failed: ``--sync`` and ``--pservers`` as argparse reads them."""
+    size = os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or "1"
+    argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
+    if not argv or argv[0] != "train" or not size.isdigit() or int(size) < 2:
+        return False
+    sniff = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    sniff.add_argument("--sync")
+    sniff.add_argument("--pservers")
+    try:
+        given, _ = sniff.parse_known_args(argv[1:])
+    except (argparse.ArgumentError, SystemExit):  # e.g. --sync with no value: none chosen
+        given = argparse.Namespace(sync=None, pservers=None)
+    if given.sync is not None:
+        return given.sync == "mpi"
+    return not (given.pservers or os.environ.get("DISTCONV_PSERVERS"))
