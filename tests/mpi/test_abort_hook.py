@@ -168,6 +168,43 @@ def test_abort_job_prints_where_a_raised_error_came_from(capsys, exits):
     assert err.endswith("rank 1: ValueError: bad batch; aborting the MPI job\n")
 
 
+def test_a_brief_error_that_wraps_a_bug_keeps_the_bugs_traceback(capsys, exits, monkeypatch):
+    """``distconv train``'s user errors abort on one line, but a SyncError the communication
+    thread raised from a bug in a reduction (here a TypeError) is no user's error: without
+    the traceback the bug's type and place are gone (the message keeps only its text)."""
+    from distconv.cli import USER_ERRORS
+    from distconv.sync.mpi.thread import CommThread
+
+    monkeypatch.delenv("DISTCONV_DEBUG", raising=False)
+    monkeypatch.setattr(leaving, "BRIEF_ERRORS", USER_ERRORS)
+
+    def buggy_reduction(wait) -> None:
+        raise TypeError("unsupported operand type(s) for +=: 'float' and 'NoneType'")
+
+    thread = CommThread(lambda *args: None)
+    try:
+        thread.finish(thread.call(buggy_reduction, "a reduction"))
+    except SyncError as raised:
+        wrapped = raised
+    finally:
+        thread.stop()
+    abort_job(AbortRecorder(), 1, wrapped)
+    err = capsys.readouterr().err
+    assert "in buggy_reduction" in err and "TypeError: unsupported operand" in err, err
+    assert err.endswith(
+        "failed on the communication thread: unsupported operand type(s) for "
+        "+=: 'float' and 'NoneType'; aborting the MPI job\n"
+    )
+    try:  # one the user can act on, raised from nothing else: one line still
+        raise SyncError("sync closed in the middle of step 3")
+    except SyncError as raised:
+        alone = raised
+    abort_job(AbortRecorder(), 1, alone)
+    assert capsys.readouterr().err == (
+        "rank 1: SyncError: sync closed in the middle of step 3; aborting the MPI job\n"
+    )
+
+
 def test_abort_job_aborts_even_when_stderr_is_gone(monkeypatch):
     class Gone:
         def write(self, text):

@@ -69,14 +69,15 @@ def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None, steps:
         check.say_closed(steps)
 
 
-#: errors a user can act on, said without their traceback as a rank aborts the job on them
-#: (``distconv train`` registers its own; ``DISTCONV_DEBUG=1`` shows the traceback still)
+#: errors a user can act on, said without their traceback as a rank aborts the job on them,
+#: unless raised from another error (``distconv train`` registers its own;
+#: ``DISTCONV_DEBUG=1`` shows the traceback still)
 BRIEF_ERRORS: tuple[type[BaseException], ...] = ()
 
 
 def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
-    """Say why on stderr (with the traceback of an ``error`` that was raised, unless it is
-    one of :data:`BRIEF_ERRORS`), then abort every rank of ``comm``.
+    """Say why on stderr (with the traceback of an ``error`` that was raised, unless it and
+    what it was raised from are :data:`BRIEF_ERRORS`), then abort every rank of ``comm``.
 
     For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
     be waiting in a collective for this one, and nobody may reach the except hook, which would
@@ -84,14 +85,29 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     """
     try:  # one write: ranks aborting at once never share a line
         said = reason(rank, error, "aborting the MPI job")
-        brief = isinstance(error, BRIEF_ERRORS) and not os.environ.get("DISTCONV_DEBUG")
-        if error is not None and error.__traceback__ is not None and not brief:  # where, too
+        if error is not None and error.__traceback__ is not None and not _brief(error):
             trace = traceback.format_exception(type(error), error, error.__traceback__)
             said = "".join(trace) + said
         sys.stderr.write(said)
         sys.stderr.flush()
     finally:  # abort even if printing failed: the other ranks must not hang
         abort(comm, exit_status(error))
+
+
+def _brief(error: BaseException) -> bool:
+    """Whether ``error`` is said without its traceback: it and every error it was raised from
+    are :data:`BRIEF_ERRORS` (a ``SyncError`` wrapping a bug on the communication thread keeps
+    the bug's traceback), and ``DISTCONV_DEBUG`` is not set."""
+    if os.environ.get("DISTCONV_DEBUG"):
+        return False
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if not isinstance(cause, BRIEF_ERRORS):
+            return False
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return True
 
 
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
