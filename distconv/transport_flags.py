@@ -36,6 +36,24 @@ def sync_options(args: argparse.Namespace) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 
+def transports_taking(flag: str) -> list[str]:
+    """The transports a flag of ``distconv train`` is for (every one, for a flag of none)."""
+    if flag in SERVER_FLAGS.values():
+        return ["pserver"]
+    settings = [setting for setting, named in SETTING_FLAGS.items() if named == flag]
+    if not settings:
+        return list(TRANSPORT_OPTIONS)
+    return [t for t, taken in TRANSPORT_OPTIONS.items() if settings[0] in taken]
+
+
+def unused_flag(flag: str, kind: str) -> str | None:
+    """Why ``flag`` does nothing in a run that uses ``kind`` sync; None where it does."""
+    takers = transports_taking(flag)
+    if kind in takers:
+        return None
+    return f"{flag} is for --sync {' or '.join(takers)}, and this run uses {kind} sync"
+
+
 def refuse_unused_flags(args: argparse.Namespace, kind: str) -> None:
     """Refuse a flag given for another transport than ``kind``, the one this run uses: the
     user asked for something (half the bytes on the wire, a list of servers) it would not do.
@@ -43,16 +61,12 @@ def refuse_unused_flags(args: argparse.Namespace, kind: str) -> None:
     Raises:
         RuntimeConfigError: naming the flag, the transports it is for and this run's.
     """
-    for setting in sync_options(args):
-        takers = [t for t, settings in TRANSPORT_OPTIONS.items() if setting in settings]
-        if kind not in takers:
-            raise RuntimeConfigError(
-                f"{SETTING_FLAGS[setting]} is a setting of --sync {' or '.join(takers)}, "
-                f"and this run uses {kind} sync"
-            )
-    for name, flag in SERVER_FLAGS.items():
-        if getattr(args, name) and kind != "pserver":
-            raise RuntimeConfigError(f"{flag} is for --sync pserver, and this run uses {kind} sync")
+    given = [SETTING_FLAGS[setting] for setting in sync_options(args)]
+    given += [flag for name, flag in SERVER_FLAGS.items() if getattr(args, name)]
+    for flag in given:
+        problem = unused_flag(flag, kind)
+        if problem is not None:
+            raise RuntimeConfigError(problem)
 
 
 def mpi_train_rank(argv: Sequence[str]) -> bool:

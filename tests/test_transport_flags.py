@@ -11,8 +11,8 @@ from tests.test_cli import SMALL, _assert_one_line_error, distconv
 pytestmark = pytest.mark.timeout(60)
 
 
-MPI_ONLY = "is a setting of --sync mpi, and this run uses local sync"
-PSERVER_ONLY = "is a setting of --sync pserver, and this run uses mpi sync"
+MPI_ONLY = "is for --sync mpi, and this run uses local sync"
+PSERVER_ONLY = "is for --sync pserver, and this run uses mpi sync"
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,7 @@ PSERVER_ONLY = "is a setting of --sync pserver, and this run uses mpi sync"
     [
         (["--grad-dtype", "bfloat16"], f"--grad-dtype {MPI_ONLY}"),
         (["--bucket-mb", "1"], f"--bucket-mb {MPI_ONLY}"),
-        (["--timeout", "5"], "--timeout is a setting of --sync pserver or mpi, and this run uses"),
+        (["--timeout", "5"], "--timeout is for --sync pserver or mpi, and this run uses local"),
         (["--sync", "mpi", "--push-kb", "0"], f"--push-kb {PSERVER_ONLY}"),
         (["--sync", "mpi", "--insecure"], f"--insecure {PSERVER_ONLY}"),
         (["--sync", "mpi", "--pservers", "h:9"], "--pservers is for --sync pserver, and this run"),

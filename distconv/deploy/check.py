@@ -43,7 +43,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
     equals the worker Job's completions; the conventions every pod keeps (labels, non-root,
     resources, grace period, probes on the health port, keys mounted as files only); every
-    ``distconv train`` resumes (``--resume auto``) and writes ``--out`` onto a writable volume
+    ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
+    its ``--sync``, and writes ``--out`` onto a writable volume
     of the pods its ranks run in; a pod whose ranks train on GPUs requests one GPU per rank
     (an MPI worker pod: one per slot); shards and workers mount different key Secrets; and an MPI
     worker pod waits for its ranks in a preStop hook, with no readiness or startup gate.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.walk import Manifest, _argv, _containers, _env, _flag, _templates
+from distconv.transport_flags import unused_flag
 
 #: the extended resource the NVIDIA device plugin schedules
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -47,14 +48,26 @@ def _trainers(
 
 
 def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
-    """Restarted ranks resume, and every rank can write its run directory."""
+    """Restarted ranks resume, take no flag of another transport than their ``--sync``, and
+    every rank can write its run directory."""
     for obj, where, template, container, train in _trainers(objs):
         here = f"{where} container {container.get('name')}"
         if _flag(train, "--resume") != "auto":
             yield f"{here}: distconv train needs --resume auto, or a restart starts over"
+        yield from _unused_flags(here, train)
         out = _flag(train, "--out") or "runs"
         for pod_where, pod in _rank_pods(obj, where, template):
             yield from _writable(pod_where, pod, out, container.get("workingDir"))
+
+
+def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
+    """A flag for another transport than the ``--sync`` the pods run: every rank would refuse
+    it at start."""
+    kind = _flag(train, "--sync")
+    for token in train if kind else ():
+        problem = unused_flag(token.split("=", 1)[0], kind) if token.startswith("--") else None
+        if problem is not None:
+            yield f"{here}: {problem}"
 
 
 def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:

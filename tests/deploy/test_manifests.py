@@ -504,6 +504,14 @@ SEMANTIC_BREAKS = {
         "pserver-gpu", 2, lambda o: _container(o)["resources"]["limits"].pop("nvidia.com/gpu"),
         "Job digits-ps-gpu-worker: 1 rank(s) per pod train on GPUs but the pod requests only 0",
     ),
+    "mpi ranks given a parameter-server flag": (
+        "mpijob", 0, lambda o: _container(o, "Launcher")["args"].extend(["--push-kb", "0"]),
+        "--push-kb is for --sync pserver, and this run uses mpi sync",
+    ),
+    "pserver workers given an allreduce flag": (
+        "pserver", 2, lambda o: _container(o)["args"].append("--grad-dtype=bfloat16"),
+        "--grad-dtype is for --sync mpi, and this run uses pserver sync",
+    ),
     "--device gpu on cpu pods": (
         "mpijob", 0, lambda o: _container(o, "Launcher")["args"].extend(["--device", "gpu"]),
         "MPIJob digits-mpi Worker: 1 rank(s) per pod train on GPUs",
