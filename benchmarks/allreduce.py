@@ -18,10 +18,10 @@ where the case after the largest buffers was seen to pay for their cache misses)
   (``whole``: until ``finish_step`` returns; ``whole_sgd``, ``whole_momentum``,
   ``whole_adam``: the same with a real optimizer, so the whole step). Against one raw
   ``Allreduce`` of a fused 4 MB buffer. Target <= 1.1x.
-  ``before`` is MPISync with ``stream=False`` (every piece waits for its whole bucket), run
-  beside the default (each piece going as soon as the gradients under it are in); both cut a
-  bucket into the same uniform 1 MiB pieces, so before/after differ in streaming alone (with
-  the gradients handed over back to back; **streaming** below adds compute between them).
+  ``before`` is MPISync's default before a bucket went in one call without the thread: uniform
+  1 MiB pieces, each going as soon as the gradients under it are in; ``after`` is the default
+  (with the gradients handed over back to back; **streaming** below adds compute between
+  them).
   ``plan_*`` rows vary the plan. The old ``floor``, the raw call followed by one
   averaging pass over its buffer, was what the sync could reach while it averaged in a pass of
   its own.
@@ -45,9 +45,10 @@ where the case after the largest buffers was seen to pay for their cache misses)
   step slower than without it. The thread forced on is reported too. Where ``overlap=None``
   turned the thread off, its row is the very configuration of "without" and is printed without
   the target.
-- **streaming**: one 4 MiB bucket (four 1 MiB pieces, no thread) with compute between the
-  gradients (none, a sleep, numpy): pieces going as their gradients arrive against each waiting
-  for the whole bucket, as paired ratios (``--stream-only`` runs these alone).
+- **streaming**: one 4 MiB bucket (no thread) with compute between the gradients (none, a
+  sleep, numpy): four 1 MiB pieces going as their gradients arrive, and the bucket in one call
+  (the default), each against the four pieces waiting for the whole bucket, as paired ratios
+  (``--stream-only`` runs these alone).
 - **float16 wire**: the bytes handed to the collectives and the time, against float32.
 - **CNN**: the default LeNet on the digits, 2 ranks x 1 BLAS thread against 1 x 1 (LocalSync),
   samples per second (the median over the default job's epochs). Target >= 1.8x. Beside it,
@@ -174,14 +175,13 @@ def no_update():
 
 
 def before_sync():
-    """MPISync with every piece waiting for its whole bucket (``stream=False``), over uniform
-    1 MiB pieces (the default plan too, pinned here): before/after differ in streaming alone.
-    """
+    """MPISync as its default was before a bucket went in one call without the thread: uniform
+    1 MiB pieces, each streamed as soon as its gradients are in."""
     from distconv.sync.mpi import MPISync
 
     class BeforeSync(MPISync):
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, first_piece_bytes=MB, piece_bytes=MB, stream=False, **kwargs)
+            super().__init__(*args, first_piece_bytes=MB, piece_bytes=MB, **kwargs)
 
     return BeforeSync
 
@@ -358,9 +358,10 @@ def alone_pair(comm, args, raw_fused) -> dict:
 def streaming(comm, args) -> dict:
     """Pieces going as their gradients arrive (``stream=True``) against each waiting for its
     whole bucket, with compute between the gradients: one 4 MiB bucket of four 1 MiB pieces, no
-    thread (the main thread moves the pieces on at each gradient). ``stream_{kind}_on_x`` is
-    the median of each repetition's on / off ratio; ``kind``: ``none`` (no compute), ``free``
-    (a sleep per gradient) or ``full`` (numpy on the rank's core)."""
+    thread (the main thread moves the pieces on at each gradient); and the bucket in one call
+    (``one``, the default without the thread). ``stream_{kind}_on_x`` is the median of each
+    repetition's on / off ratio; ``kind``: ``none`` (no compute), ``free`` (a sleep per
+    gradient) or ``full`` (numpy on the rank's core)."""
     from distconv.sync.mpi import DEFAULT_BUCKET_BYTES
 
     sleep = args.compute_ms / 1e3 / args.grads
@@ -375,8 +376,9 @@ def streaming(comm, args) -> dict:
         if compute is not None:
             only = lambda c=compute: [c(i) for i in range(args.grads)]  # noqa: E731
             cases[f"stream_{kind}_compute"] = (None, only, None)
-        for name, stream in (("off", False), ("on", True)):
-            options = dict(bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False, stream=stream)
+        pieces = dict(first_piece_bytes=MB, piece_bytes=MB)
+        for name, plan in (("off", dict(pieces, stream=False)), ("on", pieces), ("one", {})):
+            options = dict(bucket_bytes=DEFAULT_BUCKET_BYTES, overlap=False, **plan)
             sync, order = make_sync(comm, args, **options)
             made.append(sync)
             cases[f"stream_{kind}_{name}"] = sync_case(sync, order, compute)
@@ -546,9 +548,10 @@ def together(jobs, worker: str, args) -> list[dict]:
     return records
 
 
-#: piece plans beside the default (1 MiB pieces): first and largest bytes
+#: piece plans beside the default (one call per bucket without the thread): first and largest
+#: bytes
 PLANS = {
-    "plan one 4 MiB piece": (4 * MB, 4 * MB),
+    "plan uniform 1 MiB pieces": (MB, MB),
     "plan 1 MiB first, then 3": (MB, 4 * MB),
     "plan 256 KiB first, up to 1 MiB": (MB // 4, MB),
 }
@@ -656,6 +659,7 @@ def report_streaming(r: dict) -> None:
         on, off = r[f"stream_{kind}_on_ms"], r[f"stream_{kind}_off_ms"]
         line = f"4 MiB bucket, compute {kind}: stream off {off:.2f} ms, on {on:.2f} ms"
         line += f", on / off {on / off:.3f} (paired {r[f'stream_{kind}_on_x']:.3f})"
+        line += f"; one call / off paired {r[f'stream_{kind}_one_x']:.3f}"
         if kind == "free":  # numpy compute shares the cores with the sync: no "alone" to subtract
             compute, comm = r[f"stream_{kind}_compute_ms"], r["stream_none_off_ms"]
             line += f"; exposed off {(off - compute) / comm:.0%}, on {(on - compute) / comm:.0%}"

@@ -17,6 +17,7 @@ from distconv.sync.mpi.pieces import (
     LAST_PIECE_BYTES,
     WirePlan,
     covering,
+    piece_sizes,
     plan_pieces,
     shrink_tail,
 )
@@ -342,16 +343,42 @@ def test_the_thread_gets_each_piece_as_soon_as_its_gradients_are_in():
 
 
 @pytest.mark.parametrize("overlap", [False, True])
-def test_the_last_piece_is_small_by_default_only_with_the_thread(overlap):
+def test_a_bucket_is_cut_into_pieces_by_default_only_with_the_thread(overlap):
     """Only the thread hides the pieces before the last behind backward; without it each extra
-    call costs a meeting of the ranks, so the plan keeps full pieces there."""
+    call costs a meeting of the ranks, so a bucket goes in one call there, as DDP's do."""
     ps = params(MIB // 4, MIB // 4)  # 2 MiB of float32 gradients in one bucket
     sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=overlap)
     sync.setup(ps, {})
     try:
         got = [(s.stop - s.start) * 4 for s in sync.buckets[0].pieces]
         small = [MIB, 640 * KIB, 256 * KIB, LAST_PIECE_BYTES]
-        assert got == (small if overlap else [MIB, MIB])
-        assert sync.piece_sizes[2] == (LAST_PIECE_BYTES if overlap else MIB)
+        assert got == (small if overlap else [2 * MIB])
+        whole = 4 * MIB  # the default bucket size
+        assert sync.piece_sizes == ((MIB, MIB, LAST_PIECE_BYTES) if overlap else (whole,) * 3)
     finally:
         sync.close()
+
+
+def test_pieces_asked_for_are_kept_without_the_thread():
+    ps = params(MIB // 4, MIB // 4)
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=False, piece_bytes=MIB)
+    sync.setup(ps, {})
+    try:
+        assert [(s.stop - s.start) * 4 for s in sync.buckets[0].pieces] == [MIB, MIB]
+    finally:
+        sync.close()
+
+
+@pytest.mark.parametrize(
+    ("asked", "thread", "sizes"),
+    [
+        ((None, None, None), False, (3 * MIB, 3 * MIB, 3 * MIB)),
+        ((None, None, None), True, (MIB, MIB, LAST_PIECE_BYTES)),
+        ((None, 512 * KIB, None), False, (512 * KIB, 512 * KIB, 512 * KIB)),
+        ((256 * KIB, None, None), False, (256 * KIB, 3 * MIB, 3 * MIB)),
+        ((None, None, 64 * KIB), False, (3 * MIB, 3 * MIB, 64 * KIB)),
+        ((100, 200, 300), True, (100, 200, 300)),
+    ],
+)
+def test_piece_sizes_not_given_follow_the_thread(asked, thread, sizes):
+    assert piece_sizes(asked, thread, bucket_bytes=3 * MIB) == sizes

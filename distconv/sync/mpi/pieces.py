@@ -2,25 +2,27 @@
 
 A bucket is reduced in pieces, one ``Iallreduce`` each, in layout order on every rank (MPI needs
 the same collective order everywhere). Piece boundaries come from the buckets' sizes, the byte
-settings, ``stream`` and whether the communication thread runs (the default last piece is cut
-small only with it), never from timing: MPI may pick its reduction algorithm, hence the order
-of the additions, by message size, so a plan that changed with timing would change the result's
-last bits from run to run (with three ranks or more). Every rank makes the same plan, but with
-``overlap=None`` the thread is the machine's choice (its cores, a GPU): results bitwise equal
-across machines, with three ranks or more, need the same ``overlap`` setting on both, or an
-explicit ``last_piece_bytes``.
+settings, ``stream`` and whether the communication thread runs (the default pieces and the
+small last piece come with it only), never from timing: MPI may pick its reduction algorithm,
+hence the order of the additions, by message size, so a plan that changed with timing would
+change the result's last bits from run to run (with three ranks or more). Every rank makes the
+same plan, but with ``overlap=None`` the thread is the machine's choice (its cores, a GPU):
+results bitwise equal across machines, with three ranks or more, need the same ``overlap``
+setting on both, or explicit ``piece_bytes`` and ``last_piece_bytes``.
 
-The plan can follow PyTorch DDP's buckets: a small first piece, so the wire starts early in
-backward, then pieces that double up to the largest size, so the whole layout costs few calls.
-By default every piece is 1 MiB, and a piece goes as soon as the gradients under it are in:
-on a 2-core host with the ``mpich`` wheel, uniform 1 MiB pieces were the fastest of the plans
-measured, except under heavy load, where one call per bucket did best (each call is a meeting
-of the ranks, and a rank that is not running holds the others up). ``first_piece_bytes`` and
-``piece_bytes`` are the knobs; ``last_piece_bytes`` cuts the end of the layout small
-(:data:`LAST_PIECE_BYTES`, by default with the thread only; never where the layout's last bucket
-cannot stream, see :func:`~distconv.sync.mpi.buckets.build_buckets`). Streaming a piece before its
-bucket is complete (against ``MPISync(stream=False)``) measured a small gain at best and no
-measurable cost. The figures: docs/benchmarks.md, "Why the constants are what they are".
+Without the communication thread a bucket goes in one call, as PyTorch DDP's and Horovod's
+buckets do. There the wire moves only inside MPI calls, so a bucket's pieces streamed between
+its gradients bought 4-5 % at best (with numpy compute between them; nothing measurable with a
+sleep), and each call is a meeting of the ranks: on a 2-core host with the ``mpich`` wheel, 100
+gradients handed over back to back, one call per 4 MiB bucket read 0.90-1.21x a raw fused
+``Allreduce`` where four 1 MiB pieces read 1.13-1.42x, lower in each of 14 runs. With the
+thread, a bucket is cut into pieces of :data:`PIECE_BYTES`, each handed to the thread as soon as
+the gradients under it are in, and the layout's last piece is cut small
+(:data:`LAST_PIECE_BYTES`; never where the layout's last bucket cannot stream, see
+:func:`~distconv.sync.mpi.buckets.build_buckets`). ``first_piece_bytes``, ``piece_bytes`` and
+``last_piece_bytes`` are the knobs; a small first piece with pieces that double up to the
+largest follows DDP's first bucket. The figures: docs/benchmarks.md, "Why the constants are
+what they are".
 """
 
 from __future__ import annotations
@@ -30,16 +32,29 @@ from typing import Any
 
 from distconv.sync.base import SyncError
 
-#: bytes of a full-size allreduce (a bucket's last piece may take up to 1.5x that, a sliver
-#: joining it): a default 4 MiB bucket goes as four
+#: bytes of a full-size allreduce with the communication thread (a bucket's last piece may take
+#: up to 1.5x that, a sliver joining it): a default 4 MiB bucket goes as four
 PIECE_BYTES = 1 << 20
-#: bytes of the layout's first allreduce; the pieces double from it up to :data:`PIECE_BYTES`
+#: bytes of the layout's first allreduce; the pieces double from it up to the full size (the
+#: default, where none is given: the full size)
 FIRST_PIECE_BYTES = PIECE_BYTES
 #: bytes of the layout's last allreduce with a communication thread: it starts after the last
-#: gradient, so no backward hides it, and a small one leaves less exposed. Without the thread
-#: the extra calls cost more than they hide (each call is a meeting of the ranks): there the
-#: last piece is a full one (figures in docs/benchmarks.md)
+#: gradient, so no backward hides it, and a small one leaves less exposed (figures in
+#: docs/benchmarks.md)
 LAST_PIECE_BYTES = 128 << 10
+
+
+def piece_sizes(
+    asked: tuple[int | None, int | None, int | None], thread: bool, bucket_bytes: int
+) -> tuple[int, int, int]:
+    """First, full-size and last piece bytes: those ``asked``, and for each one not given (None)
+    the default of a job with the communication ``thread`` or without: full pieces of
+    :data:`PIECE_BYTES` and a last one of :data:`LAST_PIECE_BYTES` with it, a bucket in one
+    call (``bucket_bytes``) without. Every rank decides the thread alike, so every rank gets
+    the same plan."""
+    first, full, last = asked
+    full = full or (PIECE_BYTES if thread else bucket_bytes)
+    return first or full, full, last or (LAST_PIECE_BYTES if thread else full)
 
 
 def check_sizes(**sizes: Any) -> None:

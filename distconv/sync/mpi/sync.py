@@ -60,13 +60,11 @@ from distconv.sync.mpi.comm import (
 )
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_not_leave
 from distconv.sync.mpi.pieces import (
-    FIRST_PIECE_BYTES,
-    LAST_PIECE_BYTES,
-    PIECE_BYTES,
     PiecePump,
     Slot,
     WirePlan,
     check_sizes,
+    piece_sizes,
     refusal,
 )
 from distconv.sync.mpi.step_check import StepCheck
@@ -97,10 +95,10 @@ class MPISync(RankCollectives):
         overlap: reduce on a communication thread while backward goes on; None decides by the
             machine (see the module docstring). Ignored, with a logged reason, when MPI was
             initialised below ``MPI_THREAD_SERIALIZED``.
-        first_piece_bytes: bytes of the layout's first allreduce (default
-            :data:`~distconv.sync.mpi.pieces.FIRST_PIECE_BYTES`, 1 MiB).
-        piece_bytes: bytes of a full-size allreduce; the pieces double up to it (default
-            :data:`~distconv.sync.mpi.pieces.PIECE_BYTES`, 1 MiB). A bucket's last piece may
+        first_piece_bytes: bytes of the layout's first allreduce (default ``piece_bytes``).
+        piece_bytes: bytes of a full-size allreduce; the pieces double up to it. None:
+            :data:`~distconv.sync.mpi.pieces.PIECE_BYTES` (1 MiB) with the communication
+            thread, ``bucket_bytes`` (a bucket in one call) without. A bucket's last piece may
             take up to 1.5x that (a sliver joins it; see :func:`~.pieces.plan_pieces`).
         last_piece_bytes: bytes of the layout's last allreduce, which nothing hides (the pieces
             before it double back up). None: :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES`
@@ -119,7 +117,8 @@ class MPISync(RankCollectives):
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
         buckets: the current bucket layout.
-        piece_sizes: first, full-size and last piece bytes (the last one decided at setup).
+        piece_sizes: first, full-size and last piece bytes (those not given decided at setup:
+            :func:`~distconv.sync.mpi.pieces.piece_sizes`).
         wire_bytes: bytes this rank has handed to the gradient collectives so far.
     """
 
@@ -131,8 +130,8 @@ class MPISync(RankCollectives):
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         grad_dtype: str | None = None,
         overlap: bool | None = None,
-        first_piece_bytes: int = FIRST_PIECE_BYTES,
-        piece_bytes: int = PIECE_BYTES,
+        first_piece_bytes: int | None = None,
+        piece_bytes: int | None = None,
         last_piece_bytes: int | None = None,
         poll_seconds: float | None = None,
         stream: bool = True,
@@ -142,7 +141,8 @@ class MPISync(RankCollectives):
         self.poll_seconds = check_poll_seconds(poll_seconds)
         check_sizes(bucket_bytes=bucket_bytes, piece_bytes=piece_bytes)
         check_sizes(first_piece_bytes=first_piece_bytes, last_piece_bytes=last_piece_bytes)
-        self.piece_sizes = (first_piece_bytes, piece_bytes, last_piece_bytes)
+        self._pieces_asked = (first_piece_bytes, piece_bytes, last_piece_bytes)
+        self.piece_sizes = self._pieces_asked
         self._wire = wire_dtype(grad_dtype)
         self.timeout = check_timeout(timeout)
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
@@ -187,7 +187,7 @@ class MPISync(RankCollectives):
         it to every other rank.
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
-        wire["sync.piece_bytes"] = list(self.piece_sizes)
+        wire["sync.piece_bytes"] = list(self._pieces_asked)
         self._open = "setup (it failed)"
         try:
             super().setup(params, {**(config or {}), **wire}, state)
@@ -201,8 +201,7 @@ class MPISync(RankCollectives):
         self.overlap = seconds is not None
         if self.overlap:
             self._thread = CommThread(self._reduce, seconds)
-        last = self.piece_sizes[2] or (LAST_PIECE_BYTES if self.overlap else self.piece_sizes[1])
-        self.piece_sizes = (*self.piece_sizes[:2], last)
+        self.piece_sizes = piece_sizes(self._pieces_asked, self.overlap, self.bucket_bytes)
         self._lay_out([p.name for p in reversed(self.params)], again=True)
         self._open = None
 
