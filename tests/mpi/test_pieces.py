@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi import sync as sync_module
 from distconv.sync.mpi.buckets import build_buckets
 from distconv.sync.mpi.pieces import (
     LAST_PIECE_BYTES,
@@ -369,6 +370,35 @@ def test_pieces_asked_for_are_kept_without_the_thread():
         sync.close()
 
 
+def test_a_gradient_larger_than_a_bucket_goes_in_one_call_without_the_thread():
+    """It gets a bucket of its own (as in DDP), and that bucket one call too: cut into pieces of
+    ``bucket_bytes`` it would go in more calls than the 1 MiB pieces of before."""
+    ps = params(MIB, 10)  # a 4 MiB gradient beside a small one, 256 KiB buckets
+    sync = MPISync(
+        create_optimizer("sgd"), comm=SingleRankComm(), overlap=False, bucket_bytes=256 * KIB
+    )
+    sync.setup(ps, {})
+    try:
+        assert [len(b.pieces) for b in sync.buckets] == [1, 1]
+        assert sync.piece_sizes == (4 * MIB,) * 3
+    finally:
+        sync.close()
+
+
+@pytest.mark.parametrize(("requested", "thread"), [(None, True), (True, False)])
+def test_the_pieces_follow_the_thread_decided_not_the_one_requested(monkeypatch, requested, thread):
+    """overlap=None may turn the thread on (a GPU, spare cores), and overlap=True may be refused
+    (MPI below THREAD_SERIALIZED): the plan follows what every rank decided."""
+    monkeypatch.setattr(sync_module, "thread_poll_seconds", lambda *a: 0.0 if thread else None)
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm(), overlap=requested)
+    sync.setup(params(MIB // 4, MIB // 4), {})
+    try:
+        assert sync.overlap is thread
+        assert sync.piece_sizes == ((MIB, MIB, LAST_PIECE_BYTES) if thread else (4 * MIB,) * 3)
+    finally:
+        sync.close()
+
+
 @pytest.mark.parametrize(
     ("asked", "thread", "sizes"),
     [
@@ -382,3 +412,9 @@ def test_pieces_asked_for_are_kept_without_the_thread():
 )
 def test_piece_sizes_not_given_follow_the_thread(asked, thread, sizes):
     assert piece_sizes(asked, thread, bucket_bytes=3 * MIB) == sizes
+
+
+def test_without_the_thread_a_full_piece_holds_the_largest_gradient():
+    assert piece_sizes((None, None, None), False, 3 * MIB, largest=5 * MIB) == (5 * MIB,) * 3
+    assert piece_sizes((None, None, None), True, 3 * MIB, largest=5 * MIB)[1] == MIB
+    assert piece_sizes((None, 2 * MIB, None), False, 3 * MIB, largest=5 * MIB)[1] == 2 * MIB

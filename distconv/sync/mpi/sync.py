@@ -98,7 +98,8 @@ class MPISync(RankCollectives):
         first_piece_bytes: bytes of the layout's first allreduce (default ``piece_bytes``).
         piece_bytes: bytes of a full-size allreduce; the pieces double up to it. None:
             :data:`~distconv.sync.mpi.pieces.PIECE_BYTES` (1 MiB) with the communication
-            thread, ``bucket_bytes`` (a bucket in one call) without. A bucket's last piece may
+            thread, a bucket in one call without (``bucket_bytes``; a gradient larger than
+            that has a bucket of its own, in one call too). A bucket's last piece may
             take up to 1.5x that (a sliver joins it; see :func:`~.pieces.plan_pieces`).
         last_piece_bytes: bytes of the layout's last allreduce, which nothing hides (the pieces
             before it double back up). None: :data:`~distconv.sync.mpi.pieces.LAST_PIECE_BYTES`
@@ -117,8 +118,8 @@ class MPISync(RankCollectives):
     Attributes:
         state: optimizer state per parameter name, identical on every rank.
         buckets: the current bucket layout.
-        piece_sizes: first, full-size and last piece bytes (those not given decided at setup:
-            :func:`~distconv.sync.mpi.pieces.piece_sizes`).
+        piece_sizes: first, full-size and last piece bytes (those not given decided with the
+            layout: :func:`~distconv.sync.mpi.pieces.piece_sizes`).
         wire_bytes: bytes this rank has handed to the gradient collectives so far.
     """
 
@@ -201,7 +202,6 @@ class MPISync(RankCollectives):
         self.overlap = seconds is not None
         if self.overlap:
             self._thread = CommThread(self._reduce, seconds)
-        self.piece_sizes = piece_sizes(self._pieces_asked, self.overlap, self.bucket_bytes)
         self._lay_out([p.name for p in reversed(self.params)], again=True)
         self._open = None
 
@@ -222,7 +222,9 @@ class MPISync(RankCollectives):
         if names == self._layout_order and not again:
             return
         spare = self._thread is not None  # it zeroes the used buffers while backward runs
-        sizes = self.piece_sizes
+        largest = max((p.grad.nbytes for p in params), default=0)  # in a bucket of its own
+        sizes = piece_sizes(self._pieces_asked, spare, self.bucket_bytes, largest)
+        self.piece_sizes = sizes
         self.buckets = build_buckets(
             params, self.bucket_bytes, self._wire, self.world_size, spare, *sizes, self.stream
         )
