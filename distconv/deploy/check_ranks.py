@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.walk import Manifest, _argv, _containers, _env, _flag, _templates
+from distconv.distributed import TRANSPORT_OPTIONS
 from distconv.transport_flags import unused_flag
 
 #: the extended resource the NVIDIA device plugin schedules
@@ -63,8 +64,13 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
 def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
     """A flag for another transport than the ``--sync`` the pods run: every rank would refuse
     it at start."""
-    kind = _flag(train, "--sync")
-    for token in train if kind else ():
+    kind = None
+    for i, token in enumerate(train):  # the last --sync, the one argparse keeps
+        if token.split("=", 1)[0] == "--sync":
+            kind = _flag(train[i:], "--sync")
+    # none given (implied by --pservers or the launcher), or one the shell or Kubernetes
+    # fills in (--sync $(SYNC)): nothing to compare the flags with here
+    for token in train if kind in TRANSPORT_OPTIONS else ():
         problem = unused_flag(token.split("=", 1)[0], kind) if token.startswith("--") else None
         if problem is not None:
             yield f"{here}: {problem}"

@@ -519,6 +519,26 @@ SEMANTIC_BREAKS = {
 }  # fmt: skip
 
 
+def _worker_args(objs):
+    return objs[2]["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_flags_are_compared_with_the_sync_the_ranks_run():
+    """The last --sync (argparse keeps it), and none where Kubernetes fills it in."""
+    objs = copy.deepcopy(render("pserver"))
+    args = _worker_args(objs)
+    assert args[2:4] == ["--sync", "pserver"]
+    args[3] = "$(SYNC)"  # expanded from the container's environment
+    assert manifest_problems(objs) == []
+    args[2:4] = ["--sync=mpi"]
+    args += ["--sync", "pserver", "--push-kb", "0"]
+    assert manifest_problems(objs) == []
+    args += ["--sync=mpi"]
+    assert "--push-kb is for --sync pserver, and this run uses mpi sync" in "; ".join(
+        manifest_problems(objs)
+    )
+
+
 @pytest.mark.parametrize("case", SEMANTIC_BREAKS)
 def test_a_semantic_break_is_caught(case):
     name, index, breaks, words = SEMANTIC_BREAKS[case]
