@@ -476,3 +476,24 @@ def test_whole_training_steps_are_bitwise_the_same_on_one_thread_and_two(monkeyp
     assert one.keys() == two.keys()
     for name in one:
         np.testing.assert_array_equal(one[name], two[name], err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("optimizers", "said"),
+    [
+        ((("sgd", 0.1), ("sgd", 0.2)), r"optimizer.lr: 0.1 here, 0.2 there|0.2 here, 0.1 there"),
+        ((("sgd", 0.1), ("adam", 0.1)), r"optimizer.name: '(sgd|adam)' here, '(adam|sgd)' there"),
+    ],
+)
+def test_ranks_with_other_optimizer_settings_are_told_which_one(optimizers, said):
+    """Not the two settings whole: the first that differs inside them, the kind first."""
+    arrays = _regression_free_data()
+    nets = [_net(), _net()]
+
+    def body(rank, w):
+        name, lr = optimizers[rank]
+        sync = ThreadedSync(create_optimizer(name, lr=lr), w, rank)
+        Trainer(nets[rank], sync, 8, progress=False).fit(arrays, epochs=1)
+
+    with pytest.raises(SyncError, match=said):
+        run_ranks(2, body)

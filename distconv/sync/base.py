@@ -260,14 +260,20 @@ def job_description(
     return description
 
 
-def first_difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
-    """The first key (sorted) whose value differs between two descriptions, as a sentence."""
-    for key in sorted(set(ours) | set(theirs)):
+def first_difference(
+    ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = ""
+) -> str | None:
+    """The first key (sorted, ``name`` first) whose value differs between two descriptions, as
+    a sentence; inside settings that are mappings themselves (the optimizer's), the first key
+    there too (``optimizer.lr: 0.01 here, 0.02 there``; ``optimizer.name`` for two kinds)."""
+    for key in sorted(set(ours) | set(theirs), key=lambda k: (k != "name", k)):
         a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
         if a != b:
             if key == "parameters" and isinstance(a, list) and isinstance(b, list):
                 return _first_param_difference(a, b)
-            return f"{key}: {a!r} here, {b!r} there"
+            if isinstance(a, Mapping) and isinstance(b, Mapping):
+                return first_difference(a, b, f"{prefix}{key}.")
+            return f"{prefix}{key}: {a!r} here, {b!r} there"
     return None
 
 
