@@ -265,16 +265,31 @@ def first_difference(
 ) -> str | None:
     """The first key (sorted, ``name`` first) whose value differs between two descriptions, as
     a sentence; inside settings that are mappings themselves (the optimizer's), the first key
-    there too (``optimizer.lr: 0.01 here, 0.02 there``; ``optimizer.name`` for two kinds)."""
-    for key in sorted(set(ours) | set(theirs), key=lambda k: (k != "name", k)):
+    there too (``optimizer.lr: 0.01 here, 0.02 there``; ``optimizer.name`` for two kinds).
+
+    Values differ as the digest sees them (their JSON: ``1`` and ``1.0`` differ, NaN is NaN),
+    so descriptions whose digests differ always get a sentence, never None."""
+    for key in sorted(set(ours) | set(theirs), key=lambda k: (k != "name", str(k))):
         a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
-        if a != b:
-            if key == "parameters" and isinstance(a, list) and isinstance(b, list):
+        if (key in ours) != (key in theirs) or _differ(a, b):
+            if not prefix and key == "parameters" and isinstance(a, list) and isinstance(b, list):
                 return _first_param_difference(a, b)
             if isinstance(a, Mapping) and isinstance(b, Mapping):
-                return first_difference(a, b, f"{prefix}{key}.")
+                inner = first_difference(a, b, f"{prefix}{key}.")
+                if inner is not None:
+                    return inner
             return f"{prefix}{key}: {a!r} here, {b!r} there"
     return None
+
+
+def _differ(a: Any, b: Any) -> bool:
+    """Whether two values differ as :func:`digest` sees them (``==`` where not JSON-able)."""
+    try:
+        return json.dumps(a, sort_keys=True, default=str) != json.dumps(
+            b, sort_keys=True, default=str
+        )
+    except (TypeError, ValueError):
+        return bool(a != b)
 
 
 def _first_param_difference(a: list, b: list) -> str:
