@@ -14,7 +14,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm, leaving
 from distconv.sync.mpi import comm as comm_mod
 from distconv.sync.mpi.comm import want_thread
-from distconv.sync.mpi.leaving import abort_job, install_abort_hook
+from distconv.sync.mpi.leaving import abort_job, install_abort_hook, reason
 from distconv.sync.mpi.step_check import BARRIER, CLOSED, SETUP, SUMMING, StepCheck
 
 
@@ -390,3 +390,18 @@ def test_a_thread_asked_for_where_compute_fills_the_cores_polls(
     monkeypatch.setenv("DISTCONV_NUM_THREADS", kernel_threads)
     got = comm_mod.thread_poll_seconds(True, _TwoRanks(), None, on_gpu, None)
     assert got == comm_mod.POLL_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("said", "line"),
+    [
+        ("the job cannot go on.", "the job cannot go on"),  # not ".; aborting"
+        ("the job cannot go on", "the job cannot go on"),
+        ("waited 600 s in Wait ...", "waited 600 s in Wait ..."),  # an ellipsis stays
+        ("trailing space. ", "trailing space"),
+    ],
+)
+def test_the_reason_drops_an_errors_own_full_stop(said, line):
+    assert reason(1, SyncError(said), "aborting the MPI job") == (
+        f"rank 1: SyncError: {line}; aborting the MPI job\n"
+    )

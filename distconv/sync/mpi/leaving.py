@@ -111,8 +111,12 @@ def _brief(error: BaseException) -> bool:
 
 
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
-    """The line a rank leaves on stderr as it ends the job: who, why, and how it ends."""
-    return f"rank {rank}: {type(error).__name__}: {error}; {ending}\n"
+    """The line a rank leaves on stderr as it ends the job: who, why, and how it ends (an
+    error's own full stop dropped before the ``;``)."""
+    said = str(error).rstrip()
+    if said.endswith(".") and not said.endswith(".."):
+        said = said[:-1]
+    return f"rank {rank}: {type(error).__name__}: {said}; {ending}\n"
 
 
 def exit_status(error: BaseException | None) -> int:
