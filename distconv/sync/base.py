@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -263,13 +264,14 @@ def job_description(
 def first_difference(
     ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = ""
 ) -> str | None:
-    """The first key (sorted, ``name`` first) whose value differs between two descriptions, as
-    a sentence; inside settings that are mappings themselves (the optimizer's), the first key
-    there too (``optimizer.lr: 0.01 here, 0.02 there``; ``optimizer.name`` for two kinds).
+    """The first key (sorted, ``name`` first, numbers as numbers) whose value differs between
+    two descriptions, as a sentence; inside settings that are mappings themselves (the
+    optimizer's), the first key there too (``optimizer.lr: 0.01 here, 0.02 there``;
+    ``optimizer.name`` for two kinds).
 
     Values differ as the digest sees them (their JSON: ``1`` and ``1.0`` differ, NaN is NaN),
     so descriptions whose digests differ always get a sentence, never None."""
-    for key in sorted(set(ours) | set(theirs), key=lambda k: (k != "name", str(k))):
+    for key in sorted(set(ours) | set(theirs), key=_key_order):
         a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
         if (key in ours) != (key in theirs) or _differ(a, b):
             if not prefix and key == "parameters" and isinstance(a, list) and isinstance(b, list):
@@ -280,6 +282,12 @@ def first_difference(
                     return inner
             return f"{prefix}{key}: {a!r} here, {b!r} there"
     return None
+
+
+def _key_order(key: Any) -> tuple:
+    """``name`` first, then numbers in keys as numbers: ``bucket 2`` before ``bucket 10``."""
+    parts = re.split(r"(\d+)", str(key))  # text, digits, text, ...: like types line up
+    return (key != "name", tuple(int(t) if i % 2 else t for i, t in enumerate(parts)))
 
 
 def _differ(a: Any, b: Any) -> bool:

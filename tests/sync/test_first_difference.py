@@ -47,3 +47,11 @@ def test_keys_of_several_types_in_one_setting_do_not_stop_it():
 def test_equal_descriptions_have_no_difference():
     d = {"optimizer": {"name": "sgd", "lr": float("nan")}, "config.x": [1, {"y": 2}]}
     assert first_difference(_rt(d), _rt(d)) is None
+
+
+def test_numbered_keys_go_in_their_numbers_order():
+    """A layout mismatch names bucket 2 before bucket 10 (as text, "bucket 10" came first)."""
+    ours = {f"bucket {i}": [i] for i in range(12)}
+    theirs = {**ours, "bucket 2": [0], "bucket 10": [0]}
+    assert first_difference(ours, theirs) == "bucket 2: [2] here, [0] there"
+    assert first_difference({"name": 1, "a": 1}, {"name": 2, "a": 2}).startswith("name: ")
