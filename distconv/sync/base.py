@@ -285,9 +285,13 @@ def first_difference(
 
 
 def _key_order(key: Any) -> tuple:
-    """``name`` first, then numbers in keys as numbers: ``bucket 2`` before ``bucket 10``."""
-    parts = re.split(r"(\d+)", str(key))  # text, digits, text, ...: like types line up
-    return (key != "name", tuple(int(t) if i % 2 else t for i, t in enumerate(parts)))
+    """``name`` first, then numbers in keys as numbers: ``bucket 2`` before ``bucket 10``; keys
+    alike as numbers (``a1``, ``a01``) as text, so every process sorts them the same way."""
+    parts = re.split(r"([0-9]+)", str(key))  # text, digits, text, ...: like types line up
+    # a run of digits as (how many, which) without leading zeros: its number's order, with no
+    # int() to refuse a run over sys.get_int_max_str_digits()
+    runs = tuple((len(t.lstrip("0")), t.lstrip("0")) if i % 2 else t for i, t in enumerate(parts))
+    return (key != "name", runs, str(key))
 
 
 def _differ(a: Any, b: Any) -> bool:

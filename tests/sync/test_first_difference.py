@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from distconv.sync.base import digest, first_difference
+from distconv.sync.base import _key_order, digest, first_difference
 
 
 def _rt(d):
@@ -55,3 +55,19 @@ def test_numbered_keys_go_in_their_numbers_order():
     theirs = {**ours, "bucket 2": [0], "bucket 10": [0]}
     assert first_difference(ours, theirs) == "bucket 2: [2] here, [0] there"
     assert first_difference({"name": 1, "a": 1}, {"name": 2, "a": 2}).startswith("name: ")
+
+
+def test_keys_alike_as_numbers_sort_the_same_whatever_came_first():
+    """``a1`` and ``a01`` are one number: text decides, not the set's (hash-seeded) order, or
+    two ranks could name different keys for one mismatch."""
+    keys = ["step a01", "step a1", "step a001", "name", "bucket 10", "bucket 2"]
+    ahead = sorted(keys, key=_key_order)
+    assert ahead == sorted(reversed(keys), key=_key_order)
+    assert ahead[:3] == ["name", "bucket 2", "bucket 10"]
+
+
+def test_a_key_with_a_long_run_of_digits_is_still_named():
+    """int() refuses over 4,300 digits (sys.get_int_max_str_digits): the mismatch is named."""
+    long = "x" + "9" * 5000
+    said = first_difference({long: 1, "x10": 1}, {long: 2, "x10": 1})
+    assert said == f"{long}: 1 here, 2 there"
