@@ -172,6 +172,20 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
+    """The world size an MPI launcher (MPICH's or Open MPI's) gave this process, read from its
+    size variable alone; 1 where there is none or it is not a number. Never raises: it is read
+    on the way out of a process that has already failed."""
+    env = os.environ if environ is None else environ
+    for size_var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):  # as _read_pmi, _read_openmpi
+        if size_var in env:
+            try:
+                return _env_int(env, size_var)
+            except RuntimeConfigError:
+                return 1
+    return 1
+
+
 def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The runtime flags of a namespace parsed with :func:`add_runtime_arguments`."""
     return {key: getattr(args, key, None) for key in sorted(_FLAG_KEYS)}

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 
 from distconv.distributed import TRANSPORT_OPTIONS
-from distconv.runtime import RuntimeConfigError
+from distconv.runtime import RuntimeConfigError, mpi_launcher_size
 
 #: each transport setting's flag (the settings: ``distributed.TRANSPORT_OPTIONS``)
 SETTING_FLAGS = {
@@ -73,9 +73,8 @@ def mpi_train_rank(argv: Sequence[str]) -> bool:
     """Whether ``argv`` is ``train`` with the MPI sync (chosen or implied) and an MPI launcher
     started this process as one of several ranks. Read before (or without) the full parse,
     which may be what failed: ``--sync`` and ``--pservers`` as argparse reads them."""
-    size = os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or "1"
     argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
-    if not argv or argv[0] != "train" or not size.isdigit() or int(size) < 2:
+    if not argv or argv[0] != "train" or mpi_launcher_size() < 2:
         return False
     sniff = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     sniff.add_argument("--sync")
