@@ -35,8 +35,8 @@ from distconv.sync.base import SyncError
 #: bytes of a full-size allreduce with the communication thread (a bucket's last piece may take
 #: up to 1.5x that, a sliver joining it): a default 4 MiB bucket goes as four
 PIECE_BYTES = 1 << 20
-#: bytes of the layout's first allreduce; the pieces double from it up to the full size (the
-#: default, where none is given: the full size)
+#: bytes of the layout's first allreduce in :func:`plan_pieces`; the pieces double from it up
+#: to the full size (MPISync's default first piece is its full-size one: :func:`piece_sizes`)
 FIRST_PIECE_BYTES = PIECE_BYTES
 #: bytes of the layout's last allreduce with a communication thread: it starts after the last
 #: gradient, so no backward hides it, and a small one leaves less exposed (figures in
