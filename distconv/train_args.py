@@ -1,0 +1,201 @@
+"""The command line of ``distconv train``: its flags, what each takes and its default, and how a
+train command line written elsewhere (a manifest) reads as the command will read it.
+
+:mod:`distconv.cli` runs the command; :mod:`distconv.transport_flags` says what the distributed
+flags mean beyond their parsing.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from distconv.data import DATASETS
+from distconv.job import TrainConfig
+from distconv.optim import OPTIMIZERS
+from distconv.sync import TRANSPORTS
+
+
+def _number(text: str, kind: type) -> float | int:
+    """``kind(text)``, or the one-line usage error argparse prints for a bad value."""
+    try:
+        return kind(text)
+    except ValueError:
+        name = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"must be {name}, got {text!r}") from None
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        value = _number(text, int)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+
+
+def _float_in(low: float, high: float, *, high_closed: bool = False):
+    """A parser for a finite float in ``(low, high)`` (or ``(low, high]``)."""
+
+    def parse(text: str) -> float:
+        value = _number(text, float)
+        if not (value > low and (value <= high if high_closed else value < high)):
+            closing = "]" if high_closed else ")"
+            raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}{closing}, got {text}")
+        return value
+
+    return parse
+
+
+_positive_float = _float_in(0.0, float("inf"))
+
+
+def _resume_mode(text: str) -> str:
+    if text != "auto":
+        raise argparse.ArgumentTypeError(f"the only value --resume takes is 'auto', got {text!r}")
+    return text
+
+
+def _directory(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``distconv train`` (train LeNet alone or as one worker of a job) to ``subparsers``;
+    returns its parser."""
+    d = TrainConfig()
+    p = subparsers.add_parser(
+        "train",
+        help="train a LeNet classifier",
+        description="Train LeNet on a data set, alone or as one worker of a distributed job; "
+        "write metrics.jsonl, metrics.png and step checkpoints to --out.",
+    )
+    p.add_argument("--data", choices=DATASETS, default=d.data, help="data set (%(default)s)")
+    p.add_argument("--data-dir", help="directory of the MNIST IDX files (.gz or raw)")
+    p.add_argument(
+        "--epochs", type=_positive_int, default=d.epochs, help="epochs in all (%(default)s)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=d.batch_size,
+        help="examples per step on each worker (%(default)s)",
+    )
+    p.add_argument(
+        "--accumulate",
+        type=_positive_int,
+        default=d.accumulate,
+        help="forward/backward passes per optimizer step (%(default)s)",
+    )
+    p.add_argument(
+        "--optimizer", choices=sorted(OPTIMIZERS), default=d.optimizer, help="(%(default)s)"
+    )
+    p.add_argument("--lr", type=_positive_float, help="learning rate (optimizer's default)")
+    p.add_argument(
+        "--lr-decay",
+        type=_float_in(0.0, 1.0, high_closed=True),
+        default=d.lr_decay,
+        help="epoch e trains at lr * LR_DECAY**e; 1 keeps it constant (%(default)s)",
+    )
+    p.add_argument(
+        "--seed",
+        type=_int_at_least(0),
+        default=d.seed,
+        help="split, init and shuffle seed (%(default)s)",
+    )
+    p.add_argument("--dtype", choices=("float32", "float64"), default=d.dtype)
+    p.add_argument(
+        "--device",
+        choices=("cpu", "gpu"),
+        help="where arrays live (default: $DISTCONV_DEVICE, else cpu)",
+    )
+    p.add_argument(
+        "--out",
+        type=_directory,
+        help="output directory (default: runs/<data>-<optimizer>-seed<seed>)",
+    )
+    resume = p.add_mutually_exclusive_group()
+    resume.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_resume_mode,
+        help="continue from the newest complete checkpoint in --out; 'auto' starts fresh "
+        "when there is none",
+    )
+    resume.add_argument("--overwrite", action="store_true", help="replace a previous run in --out")
+    p.add_argument(
+        "--checkpoint-every",
+        type=_int_at_least(0),
+        default=d.checkpoint_every,
+        help="also checkpoint every N steps (0: at epoch ends and on SIGTERM only)",
+    )
+    p.add_argument(
+        "--keep-checkpoints",
+        type=_positive_int,
+        default=d.keep_checkpoints,
+        help="complete checkpoints to keep (%(default)s)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    add_distributed_arguments(p)
+    return p
+
+
+def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
+    """Who this process is and how it synchronises; flags override the environment."""
+    g = p.add_argument_group("distributed")
+    g.add_argument(
+        "--sync",
+        choices=sorted(TRANSPORTS),
+        help="gradient synchronisation (default: pserver with --pservers, mpi under "
+        "mpiexec, else local)",
+    )
+    g.add_argument("--rank", type=_int_at_least(0), help="this worker's rank (overrides env)")
+    g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
+    g.add_argument("--job-id", help="names the job in logs and metrics")
+    g.add_argument("--pservers", help="parameter-server shards, HOST:PORT,HOST:PORT")
+    g.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
+    g.add_argument(
+        "--insecure", action="store_true", help="parameter server without CURVE (experiments)"
+    )
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        help="seconds any wait for a peer may take before the job stops naming it (pserver: "
+        "60; mpi: 600, any blocking MPI call, including the other ranks' wait while rank 0 "
+        "writes a checkpoint)",
+    )
+    g.add_argument(
+        "--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi; default 4)"
+    )
+    g.add_argument(
+        "--push-kb",
+        type=_int_at_least(0),
+        help="queued gradients go to their shard once this many KiB wait (pserver; default "
+        "1024; 0 sends each gradient during backward as soon as the link is free, and what "
+        "is left at the end of the step in messages of the default size)",
+    )
+    g.add_argument(
+        "--grad-dtype",
+        choices=("float16", "bfloat16"),
+        help="compress gradients on the wire to half the bytes (mpi); on CPUs prefer bfloat16: "
+        "numpy casts float16 element by element, several times slower",
+    )
+    g.add_argument("--log-format", choices=("text", "json"), default="text")
+    g.add_argument(
+        "--health-port",
+        type=_int_at_least(0),
+        help="serve /readyz, /healthz and /metrics on this port plus the local rank "
+        "(0: any free port)",
+    )
+    g.add_argument(
+        "--health-host",
+        default="127.0.0.1",
+        help="interface of --health-port (%(default)s; 0.0.0.0 in a pod, for the kubelet)",
+    )
