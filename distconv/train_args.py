@@ -8,6 +8,8 @@ flags mean beyond their parsing.
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Sequence
 
 from distconv.data import DATASETS
 from distconv.job import TrainConfig
@@ -199,3 +201,56 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         default="127.0.0.1",
         help="interface of --health-port (%(default)s; 0.0.0.0 in a pod, for the kubelet)",
     )
+
+
+class FlagError(ValueError):
+    """A command line names a flag the command does not take, or abbreviates several."""
+
+
+def train_parser() -> argparse.ArgumentParser:
+    """``distconv train``'s parser on its own (without the handler that runs it)."""
+    return add_train(argparse.ArgumentParser(prog="distconv").add_subparsers())
+
+
+@functools.cache
+def train_options() -> frozenset[str]:
+    """Every long option (``--name``) ``distconv train`` takes."""
+    actions = train_parser()._actions  # argparse lists its options nowhere public
+    return frozenset(s for a in actions for s in a.option_strings if s.startswith("--"))
+
+
+def full_flag(token: str) -> str:
+    """The option of ``distconv train`` that argparse reads ``token`` (``--name`` or
+    ``--name=value``) as: itself, or the one option that it is the start of (argparse's
+    abbreviations).
+
+    Raises:
+        FlagError: no option starts so, or several do.
+    """
+    name, options = token.split("=", 1)[0], train_options()
+    if name in options:
+        return name
+    matches = sorted(o for o in options if o.startswith(name)) if name != "--" else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise FlagError(f"{name} could be any of {', '.join(matches)}")
+    raise FlagError(f"distconv train takes no {name}")
+
+
+def spelled_out(argv: Sequence[str]) -> list[str]:
+    """A ``distconv train`` command line (after ``train``) with every long option written out
+    in full as argparse reads it (``--ep 3`` is ``--epochs 3``, ``--ou=x`` is ``--out=x``), so
+    that a reader looking for a flag by its name finds it however it was written. Values and
+    short options are kept as they are.
+
+    Raises:
+        FlagError: a flag the command does not take, or one that abbreviates several.
+    """
+    out = []
+    for token in argv:
+        if token.startswith("--"):
+            name, sep, value = token.partition("=")
+            token = full_flag(name) + sep + value
+        out.append(token)
+    return out

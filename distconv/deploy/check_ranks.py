@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from distconv.deploy.walk import Manifest, _argv, _containers, _env, _flag, _templates
 from distconv.distributed import TRANSPORT_OPTIONS
+from distconv.train_args import FlagError, spelled_out
 from distconv.transport_flags import unused_flag
 
 #: the extended resource the NVIDIA device plugin schedules
@@ -45,7 +46,16 @@ def _trainers(
             for container in _containers(template):
                 train = _train_argv(_argv(container))
                 if train is not None:
-                    yield obj, where, template, container, train
+                    yield obj, where, template, container, _as_read(train)
+
+
+def _as_read(train: list[str]) -> list[str]:
+    """``train`` as the ranks read it, each abbreviated flag written out (``--re`` is
+    ``--resume``); as written where a flag is wrong (:func:`_train_runs` reports it)."""
+    try:
+        return spelled_out(train)
+    except FlagError:
+        return train
 
 
 def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -53,10 +63,15 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
     every rank can write its run directory."""
     for obj, where, template, container, train in _trainers(objs):
         here = f"{where} container {container.get('name')}"
-        if _flag(train, "--resume") != "auto":
+        try:
+            spelled_out(train)
+        except FlagError as exc:
+            yield f"{here}: {exc}: every rank would refuse it"
+            continue
+        if _last_flag(train, "--resume") != "auto" or "--overwrite" in train:
             yield f"{here}: distconv train needs --resume auto, or a restart starts over"
         yield from _unused_flags(here, train)
-        out = _flag(train, "--out") or "runs"
+        out = _last_flag(train, "--out") or "runs"
         for pod_where, pod in _rank_pods(obj, where, template):
             yield from _writable(pod_where, pod, out, container.get("workingDir"))
 
@@ -64,16 +79,22 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
 def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
     """A flag for another transport than the ``--sync`` the pods run: every rank would refuse
     it at start."""
-    kind = None
-    for i, token in enumerate(train):  # the last --sync, the one argparse keeps
-        if token.split("=", 1)[0] == "--sync":
-            kind = _flag(train[i:], "--sync")
+    kind = _last_flag(train, "--sync")
     # none given (implied by --pservers or the launcher), or one the shell or Kubernetes
     # fills in (--sync $(SYNC)): nothing to compare the flags with here
     for token in train if kind in TRANSPORT_OPTIONS else ():
         problem = unused_flag(token.split("=", 1)[0], kind) if token.startswith("--") else None
         if problem is not None:
             yield f"{here}: {problem}"
+
+
+def _last_flag(train: list[str], name: str) -> str | None:
+    """The value of the last ``name`` in ``train``, the one argparse keeps."""
+    value = None
+    for i, token in enumerate(train):
+        if token.split("=", 1)[0] == name:
+            value = _flag(train[i:], name)
+    return value
 
 
 def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:
@@ -94,7 +115,7 @@ def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> 
 def _on_gpu(container: Manifest, train: list[str]) -> bool:
     """Whether the ranks of ``container`` train on a GPU: ``--device``, else DISTCONV_DEVICE
     (under MPI the launcher's environment is the ranks', as Hydra forwards it)."""
-    device = _flag(train, "--device") or _env(container).get("DISTCONV_DEVICE") or "cpu"
+    device = _last_flag(train, "--device") or _env(container).get("DISTCONV_DEVICE") or "cpu"
     return str(device).strip().lower() == "gpu"
 
 

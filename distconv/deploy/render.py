@@ -55,6 +55,7 @@ from distconv.deploy.pserver import (
     SERVER_RESOURCES,
     _PserverWorkloads,
 )
+from distconv.train_args import FlagError, spelled_out
 
 # The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
 # constants are re-exported here, where callers have always imported them from.
@@ -101,6 +102,7 @@ OWNED_FLAGS = (
     "--health-port",
     "--health-host",
     "--resume",
+    "--overwrite",  # which --resume excludes: every rank would refuse the two together
 )
 
 
@@ -129,8 +131,9 @@ def render_manifests(
             ``gpus * slots_per_worker``, one device per rank it holds.
         train_args: extra ``distconv train`` arguments, appended after the ones the deployment
             owns (``--sync``, ``--pservers``, ``--keys``, ``--health-port``,
-            ``--health-host``, ``--resume auto``); ``--out`` defaults to a directory on the
-            pod's writable run volume.
+            ``--health-host``, ``--resume auto``, so no ``--overwrite``); ``--out`` defaults to
+            a directory on the pod's writable run volume. Abbreviated flags are written out in
+            full, as ``distconv train`` reads them.
         mode: the shards' mode, ``"sync"`` or ``"async"`` (parameter-server jobs only).
         slots_per_worker: ranks per MPI worker pod (MPI jobs only).
         mpi: force the MPIJob (True) or the parameter-server shape (False); by default an MPIJob
@@ -144,6 +147,7 @@ def render_manifests(
     """
     use_mpi = servers == 0 if mpi is None else bool(mpi)
     _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots_per_worker)
+    train_args = spelled_out(train_args)  # checked, so it raises nothing here
     if use_mpi and servers:
         raise ValueError(f"an MPIJob runs allreduce without shards; got servers={servers}")
     if not use_mpi and not servers:
@@ -176,7 +180,15 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if isinstance(train_args, str) or not all(isinstance(a, str) for a in train_args):
         raise ValueError(f"train_args must be a sequence of strings, got {train_args!r}")
-    owned = [a for a in train_args if a.split("=", 1)[0] in OWNED_FLAGS]
+    try:  # every rank would refuse such a flag; abbreviated, one could pass the checks below
+        spelled = spelled_out(train_args)
+    except FlagError as exc:
+        raise ValueError(f"train_args: {exc}") from None
+    owned = [
+        a if a == full else f"{a} ({full.split('=', 1)[0]})"
+        for a, full in zip(train_args, spelled)
+        if full.split("=", 1)[0] in OWNED_FLAGS
+    ]
     if owned:
         raise ValueError(f"train_args must leave {', '.join(owned)} to the deployment")
 

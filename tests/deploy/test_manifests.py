@@ -22,7 +22,7 @@ import yaml
 from distconv.cli import build_parser
 from distconv.deploy import dump_yaml, manifest_problems, render_manifests, write_manifests
 from distconv.deploy.check import _templates
-from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES, KEYS_DIR
+from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES, KEYS_DIR, WORK_DIR
 from distconv.service import ServiceEndpoints
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -512,6 +512,29 @@ SEMANTIC_BREAKS = {
         "pserver", 2, lambda o: _container(o)["args"].append("--grad-dtype=bfloat16"),
         "--grad-dtype is for --sync mpi, and this run uses pserver sync",
     ),
+    "an abbreviated flag for another transport": (
+        "mpijob", 0, lambda o: _container(o, "Launcher")["args"].extend(["--push", "0"]),
+        "--push-kb is for --sync pserver, and this run uses mpi sync",
+    ),
+    "a later --out, abbreviated, wins": (
+        "pserver", 2, lambda o: _container(o)["args"].extend(["--ou", "/opt/run"]),
+        "--out /opt/run is on no writable volume",
+    ),
+    "--overwrite beside --resume auto": (
+        "pserver", 2, lambda o: _container(o)["args"].append("--overwrite"), "--resume auto",
+    ),
+    "a flag distconv train does not take": (
+        "mpijob", 0, lambda o: _container(o, "Launcher")["args"].append("--bogus=1"),
+        "Launcher container launcher: distconv train takes no --bogus: every rank would refuse",
+    ),
+    "an abbreviation of two flags": (
+        "pserver", 2, lambda o: _container(o)["args"].extend(["--p", "1"]),
+        "--p could be any of --pservers, --push-kb: every rank would refuse it",
+    ),
+    "--dev gpu on cpu pods": (
+        "mpijob", 0, lambda o: _container(o, "Launcher")["args"].extend(["--dev", "gpu"]),
+        "MPIJob digits-mpi Worker: 1 rank(s) per pod train on GPUs",
+    ),
     "--device gpu on cpu pods": (
         "mpijob", 0, lambda o: _container(o, "Launcher")["args"].extend(["--device", "gpu"]),
         "MPIJob digits-mpi Worker: 1 rank(s) per pod train on GPUs",
@@ -567,6 +590,11 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         ({"train_args": "--epochs 3"}, "train_args must be a sequence of strings"),
         ({"train_args": ["--health-port=9"]}, "train_args must leave --health-port=9 to the"),
         ({"train_args": ["--epochs", "3", "--sync", "local"]}, "must leave --sync to the"),
+        ({"train_args": ["--re=never"]}, "must leave --re=never (--resume) to the deployment"),
+        ({"train_args": ["--syn", "mpi"]}, "must leave --syn (--sync) to the deployment"),
+        ({"train_args": ["--overwrite"]}, "train_args must leave --overwrite to the"),
+        ({"train_args": ["--bogus"]}, "train_args: distconv train takes no --bogus"),
+        ({"train_args": ["--p", "1"]}, "train_args: --p could be any of --pservers, --push-kb"),
         ({"mpi": True}, "an MPIJob runs allreduce without shards; got servers=1"),
         ({"servers": 0, "mpi": False}, "a parameter-server job needs servers >= 1"),
     ],
@@ -574,6 +602,15 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
 def test_bad_arguments_name_the_cause(change, message):
     with pytest.raises(ValueError, match=__import__("re").escape(message)):
         render_manifests(**{**GOOD, **change})
+
+
+def test_abbreviated_train_args_are_rendered_in_full_and_the_users_out_kept():
+    mine = f"--ou={WORK_DIR}/mine"
+    objs = render_manifests(**GOOD, train_args=["--ep", "3", mine, "--lr", "0.1"])
+    args = _worker_args(objs)
+    assert args[-5:] == ["--epochs", "3", f"--out={WORK_DIR}/mine", "--lr", "0.1"]
+    assert [a for a in args if a.startswith("--ou")] == [f"--out={WORK_DIR}/mine"]
+    assert manifest_problems(objs) == []
 
 
 def test_yaml_output_reads_back_every_awkward_string():

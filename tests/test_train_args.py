@@ -1,0 +1,63 @@
+"""``distconv train``'s flags read elsewhere (a manifest) as the command reads them: each
+abbreviation written out in full, checked against argparse itself."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from distconv.train_args import FlagError, full_flag, spelled_out, train_options, train_parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = train_parser()
+    parser.exit_on_error = False
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    "argv, full",
+    [
+        (["--ep", "3", "--ou", "runs/x"], ["--epochs", "3", "--out", "runs/x"]),
+        (["--ou=runs/x", "--re", "auto"], ["--out=runs/x", "--resume", "auto"]),
+        (["--lr", "0.1", "--lr-d", "0.5"], ["--lr", "0.1", "--lr-decay", "0.5"]),  # exact wins
+        (["--data", "digits", "--data-d", "/d"], ["--data", "digits", "--data-dir", "/d"]),
+        (["--push=0", "--syn", "pserver"], ["--push-kb=0", "--sync", "pserver"]),
+        (["--seed", "-1"], ["--seed", "-1"]),  # values are kept, even ones like a short option
+        (["--job-id", "a=b", "--grad=bfloat16"], ["--job-id", "a=b", "--grad-dtype=bfloat16"]),
+    ],
+)
+def test_abbreviations_are_written_out_as_argparse_reads_them(argv, full):
+    assert spelled_out(argv) == full
+    parser = train_parser()
+    parser.exit_on_error = False
+    try:
+        expected = parser.parse_args(argv)
+    except (argparse.ArgumentError, SystemExit):  # a bad value: the same for both spellings
+        with pytest.raises((argparse.ArgumentError, SystemExit)):
+            _parse(full)
+        return
+    assert _parse(full) == expected
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--p", "1"], "--p could be any of --pservers, --push-kb"),
+        (["--d", "x"], "--d could be any of --data, --data-dir, --device, --dtype"),
+        (["--bogus=1"], "distconv train takes no --bogus"),
+        (["--epochs", "3", "--"], "distconv train takes no --"),
+    ],
+)
+def test_a_flag_argparse_refuses_is_refused_naming_it(argv, words, capsys):
+    with pytest.raises(FlagError, match=words):
+        spelled_out(argv)
+    with pytest.raises(SystemExit):  # argparse refuses them too
+        train_parser().parse_args(argv)
+
+
+def test_every_train_option_is_its_own_full_name():
+    options = train_options()
+    assert {"--epochs", "--resume", "--overwrite", "--sync", "--push-kb"} <= options
+    assert all(full_flag(o) == o for o in options)
