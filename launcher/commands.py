@@ -63,17 +63,20 @@ def parse_program(args: Sequence[str]) -> Program:
     """Decide what follows ``--``: ``distconv train`` arguments, a ``.py`` file or a program.
 
     Train arguments start with an option (``--epochs 2``) or with the word ``train``, which is
-    dropped. Anything else must be a ``.py`` file or a program found on ``PATH``, which then runs
-    instead, as ``torchrun`` runs any script.
+    dropped. Their flags are spelled out as ``distconv train`` reads them (``--ou x`` is
+    ``--out x``), so that the options the launcher adds beside the user's see them. Anything
+    else must be a ``.py`` file or a program found on ``PATH``, which then runs instead, as
+    ``torchrun`` runs any script.
 
     Raises:
-        LaunchError: the first word is neither an option nor a file or program that exists.
+        LaunchError: the first word is neither an option nor a file or program that exists;
+            a train flag that ``distconv train`` does not take, or that abbreviates several.
     """
     args = tuple(args)
     if not args or args[0].startswith("-"):
-        return Program(args, is_train=True)
+        return _train_program(args)
     if args[0] == "train":
-        return Program(args[1:], is_train=True)
+        return _train_program(args[1:])
     first = args[0]
     if first.endswith(".py"):
         if not os.path.isfile(first):
@@ -87,6 +90,15 @@ def parse_program(args: Sequence[str]) -> Program:
             "start with an option, e.g. -- --epochs 2"
         )
     return Program(args, is_train=False)
+
+
+def _train_program(args: tuple[str, ...]) -> Program:
+    from distconv.train_args import FlagError, spelled_out  # the launcher's own start stays light
+
+    try:
+        return Program(tuple(spelled_out(args)), is_train=True)
+    except FlagError as exc:
+        raise LaunchError(f"{exc} (the arguments after -- are distconv train's)") from None
 
 
 def has_option(argv: Sequence[str], name: str) -> bool:
@@ -117,13 +129,17 @@ def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
     """``distconv train`` arguments for one start of the job.
 
     Adds ``--sync SYNC`` unless the user chose a transport, and ``--resume auto`` on a restart
-    unless the user asked for a resume mode themselves.
+    unless the user asked for a resume mode themselves. A restart drops ``--overwrite``: the
+    first start replaced the old run, and a restart continues the new one (``distconv train``
+    refuses the two flags together).
     """
     argv = list(program.argv)
     if sync is not None and not has_option(argv, "--sync"):
         argv = ["--sync", sync, *argv]
-    if restart > 0 and not has_option(argv, "--resume"):
-        argv += ["--resume", "auto"]
+    if restart > 0:
+        argv = [a for a in argv if a != "--overwrite"]
+        if not has_option(argv, "--resume"):
+            argv += ["--resume", "auto"]
     return argv
 
 

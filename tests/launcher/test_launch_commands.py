@@ -29,6 +29,7 @@ from launcher.commands import (
     threads_per_process,
     train_args,
     usable_cpus,
+    with_out,
     worker_command,
 )
 from launcher.supervisor import Failure
@@ -61,6 +62,18 @@ def test_parse_program(tmp_path):
         parse_program(["/no/such"])
 
 
+def test_train_flags_are_spelled_out_so_the_launchers_own_see_them(tmp_path):
+    program = parse_program(["--ou", "mine", "--ep=2"])
+    assert program == Program(("--out", "mine", "--epochs=2"), is_train=True)
+    assert with_out(program, tmp_path) == program  # the user's --ou is kept, not overridden
+    assert parse_program(["train", "--syn", "local"]).argv == ("--sync", "local")
+    with pytest.raises(LaunchError, match=r"^--p could be any of --pservers, --push-kb \(the"):
+        parse_program(["--p", "1"])
+    with pytest.raises(LaunchError, match="distconv train takes no --bogus"):
+        parse_program(["train", "--bogus"])
+    assert parse_program(["sh", "-c", "--x"]).argv == ("sh", "-c", "--x")  # not train's
+
+
 def test_options_in_argv():
     argv = ["--out", "a", "--resume=auto", "--out=b"]
     assert has_option(argv, "--resume") and not has_option(argv, "--res")
@@ -73,6 +86,18 @@ def test_train_args_add_sync_and_resume_only_when_missing():
     assert train_args(program, None, 2) == ["--epochs", "2", "--resume", "auto"]
     mine = Program(("--sync", "local", "--resume"), True)
     assert train_args(mine, "pserver", 1) == ["--sync", "local", "--resume"]
+
+
+def test_a_restart_resumes_the_run_that_overwrite_began():
+    """``--overwrite`` replaced the old run at the first start; a restart continues the new one,
+    where ``--resume auto`` beside it made distconv train refuse to start at all."""
+    from distconv.train_args import train_parser
+
+    program = Program(("--overwrite", "--epochs", "2"), True)
+    first = train_parser().parse_args(train_args(program, None, 0))
+    assert first.overwrite and first.resume is False
+    again = train_parser().parse_args(train_args(program, None, 1))
+    assert not again.overwrite and again.resume == "auto" and again.epochs == 2
 
 
 def test_worker_commands():
