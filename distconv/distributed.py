@@ -121,6 +121,12 @@ def build_sync(
             raise RuntimeConfigError(
                 "--sync pserver needs the servers: --pservers HOST:PORT,... or DISTCONV_PSERVERS"
             )
+        if not runtime.keys_dir and not options.get("insecure"):
+            # the client refuses this too, with a ValueError: a traceback for a missing flag
+            raise RuntimeConfigError(
+                "--sync pserver needs the job's CURVE keys: --keys DIR (or DISTCONV_KEYS), or "
+                "--insecure"
+            )
         return create_sync(
             "pserver",
             optimizer=optimizer,

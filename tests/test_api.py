@@ -66,6 +66,14 @@ def test_local_sync_refuses_a_multi_rank_runtime():
         build_sync("pserver", create_optimizer("sgd"), runtime, {})
 
 
+def test_pserver_sync_without_keys_is_a_one_line_error():
+    """A server list without --keys or --insecure: the error distconv train prints on one line,
+    not the client's ValueError, which reached the user as a traceback."""
+    runtime = Runtime(rank=0, world_size=1, pservers=("h:1",), source="default")
+    with pytest.raises(RuntimeConfigError, match="needs the job's CURVE keys: --keys DIR"):
+        build_sync("pserver", create_optimizer("sgd"), runtime, {})
+
+
 def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
     runtime = Runtime(rank=0, world_size=1, source="default")
     with pytest.raises(ValueError, match=r"TableProjection\(\.\.\., sparse=True\)"):
