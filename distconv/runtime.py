@@ -153,25 +153,6 @@ def detect_runtime(
 _FLAG_KEYS = {"rank", "world_size", "local_rank", "role", "job_id", "pservers", "keys_dir"}
 
 
-def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the explicit flags :func:`detect_runtime` reads, plus ``--log-format``.
-
-    All default to None, so an absent flag leaves the environment in charge. Pass
-    :func:`runtime_flags` of the parsed namespace to :func:`detect_runtime`.
-    """
-    group = parser.add_argument_group("runtime (default: from the environment)")
-    group.add_argument("--rank", type=int, help="this process's rank")
-    group.add_argument("--world-size", type=int, help="how many processes of this role")
-    group.add_argument("--local-rank", type=int, help="rank among this host's processes")
-    group.add_argument("--role", choices=ROLES, help="worker or server")
-    group.add_argument("--job-id", help="names the job in logs and metrics")
-    group.add_argument("--pservers", help="parameter-server shards, host:port,host:port")
-    group.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
-    group.add_argument(
-        "--log-format", choices=("text", "json"), default="text", help="log lines (text)"
-    )
-
-
 def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
     """The world size an MPI launcher (MPICH's or Open MPI's) gave this process, read from its
     size variable alone; 1 where there is none or it is not a number. Never raises: it is read
@@ -187,7 +168,9 @@ def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
 
 
 def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The runtime flags of a namespace parsed with :func:`add_runtime_arguments`."""
+    """The runtime flags of a parsed namespace (``distconv train``'s, :mod:`distconv.train_args`),
+    for :func:`detect_runtime`: each None where the namespace has no such flag, or it was not
+    given, which leaves the environment in charge."""
     return {key: getattr(args, key, None) for key in sorted(_FLAG_KEYS)}
 
 

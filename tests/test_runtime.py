@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import logging
@@ -19,11 +18,11 @@ from distconv.logs import configure_logging
 from distconv.runtime import (
     Runtime,
     RuntimeConfigError,
-    add_runtime_arguments,
     check_address,
     detect_runtime,
     runtime_flags,
 )
+from distconv.train_args import train_parser
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -289,8 +288,7 @@ def test_real_mpiexec_ranks(tmp_path):
 
 
 def test_command_line_flags_override_the_environment():
-    parser = argparse.ArgumentParser()
-    add_runtime_arguments(parser)
+    parser = train_parser()
     env = {"RANK": "0", "WORLD_SIZE": "2", "DISTCONV_JOB_ID": "env-job"}
     args = parser.parse_args([])
     assert runtime_flags(args) == dict.fromkeys(
@@ -299,12 +297,11 @@ def test_command_line_flags_override_the_environment():
     assert detect(env, runtime_flags(args)) == Runtime(
         rank=0, world_size=2, job_id="env-job", source="distconv"
     )
-    argv = ["--rank", "1", "--world-size", "3", "--role", "server", "--pservers", "h:1,h:2"]
+    argv = ["--rank", "1", "--world-size", "3", "--pservers", "h:1,h:2"]
     argv += ["--keys", "/k", "--job-id", "cli-job", "--log-format", "json"]
     args = parser.parse_args(argv)
     assert args.log_format == "json"
     assert detect(env, runtime_flags(args)) == Runtime(
-        role="server",
         rank=1,
         world_size=3,
         job_id="cli-job",
