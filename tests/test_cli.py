@@ -93,6 +93,22 @@ def test_missing_mnist_directory_is_one_line(tmp_path):
     _assert_one_line_error(proc, "MNIST directory", "nope", "does not exist")
 
 
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("DISTCONV_AUTOTUNE", "2", "DISTCONV_AUTOTUNE must be 0 or 1, got '2'"),
+        ("DISTCONV_NUM_THREADS", "x", "DISTCONV_NUM_THREADS must be an integer >= 1, got 'x'"),
+    ],
+)
+def test_a_malformed_kernel_setting_is_one_line_before_anything_is_written(
+    tmp_path, name, value, words
+):
+    out = tmp_path / "run"
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(out), env={name: value})
+    _assert_one_line_error(proc, words)
+    assert not out.exists()
+
+
 def test_mnist_without_data_dir(tmp_path):
     _assert_one_line_error(distconv("train", "--data", "mnist"), "--data-dir")
 
