@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 from collections.abc import Sequence
 
 from distconv.data import DATASETS
@@ -212,25 +213,38 @@ def train_parser() -> argparse.ArgumentParser:
     return add_train(argparse.ArgumentParser(prog="distconv").add_subparsers())
 
 
+#: what argparse reads as a negative number, a value: ``-1`` and ``-.5``; newer Pythons also
+#: ``-1e5``, so any ``-`` then a digit is taken for one, and never refused as a flag
+_NUMBER = re.compile(r"-\.?\d")
+
+
 @functools.cache
 def train_options() -> frozenset[str]:
-    """Every long option (``--name``) ``distconv train`` takes."""
+    """Every option ``distconv train`` takes: the long ones (``--name``) and ``-h``."""
     actions = train_parser()._actions  # argparse lists its options nowhere public
-    return frozenset(s for a in actions for s in a.option_strings if s.startswith("--"))
+    return frozenset(s for a in actions for s in a.option_strings)
+
+
+def _matches(name: str) -> list[str]:
+    """The options argparse may read ``name`` as: itself, else (a long one) those it starts."""
+    options = train_options()
+    if name in options:
+        return [name]
+    if not name.startswith("--") or name == "--":  # only long options are abbreviated
+        return []
+    return sorted(o for o in options if o.startswith(name))
 
 
 def full_flag(token: str) -> str:
     """The option of ``distconv train`` that argparse reads ``token`` (``--name`` or
-    ``--name=value``) as: itself, or the one option that it is the start of (argparse's
-    abbreviations).
+    ``--name=value``, or ``-h``) as: itself, or the one long option that it is the start of
+    (argparse's abbreviations).
 
     Raises:
         FlagError: no option starts so, or several do.
     """
-    name, options = token.split("=", 1)[0], train_options()
-    if name in options:
-        return name
-    matches = sorted(o for o in options if o.startswith(name)) if name != "--" else []
+    name = token.split("=", 1)[0]
+    matches = _matches(name)
     if len(matches) == 1:
         return matches[0]
     if matches:
@@ -238,18 +252,28 @@ def full_flag(token: str) -> str:
     raise FlagError(f"distconv train takes no {name}")
 
 
+def _is_flag(token: str) -> bool:
+    """Whether argparse reads ``token`` as a flag rather than a value: it starts with ``-``,
+    is more than ``-`` and no negative number, and holds no space unless it names an option
+    (``--out "--my dir"`` is a value)."""
+    if not token.startswith("-") or token == "-" or _NUMBER.match(token):
+        return False
+    return " " not in token or bool(_matches(token.split("=", 1)[0]))
+
+
 def spelled_out(argv: Sequence[str]) -> list[str]:
     """A ``distconv train`` command line (after ``train``) with every long option written out
     in full as argparse reads it (``--ep 3`` is ``--epochs 3``, ``--ou=x`` is ``--out=x``), so
-    that a reader looking for a flag by its name finds it however it was written. Values and
-    short options are kept as they are.
+    that a reader looking for a flag by its name finds it however it was written. Values are
+    kept as they are (whether each flag has the values it needs is left to argparse).
 
     Raises:
-        FlagError: a flag the command does not take, or one that abbreviates several.
+        FlagError: a flag the command does not take (``-q`` too), or one that abbreviates
+            several.
     """
     out = []
     for token in argv:
-        if token.startswith("--"):
+        if _is_flag(token):
             name, sep, value = token.partition("=")
             token = full_flag(name) + sep + value
         out.append(token)

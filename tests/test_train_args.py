@@ -26,6 +26,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         (["--push=0", "--syn", "pserver"], ["--push-kb=0", "--sync", "pserver"]),
         (["--seed", "-1"], ["--seed", "-1"]),  # values are kept, even ones like a short option
         (["--job-id", "a=b", "--grad=bfloat16"], ["--job-id", "a=b", "--grad-dtype=bfloat16"]),
+        (["--out", "--my dir", "--ep", "1"], ["--out", "--my dir", "--epochs", "1"]),  # a value
+        (["--ou=--x y", "--lr", "-.5"], ["--out=--x y", "--lr", "-.5"]),
     ],
 )
 def test_abbreviations_are_written_out_as_argparse_reads_them(argv, full):
@@ -48,6 +50,8 @@ def test_abbreviations_are_written_out_as_argparse_reads_them(argv, full):
         (["--d", "x"], "--d could be any of --data, --data-dir, --device, --dtype"),
         (["--bogus=1"], "distconv train takes no --bogus"),
         (["--epochs", "3", "--"], "distconv train takes no --"),
+        (["-q"], "distconv train takes no -q"),  # a short option, as unknown as a long one
+        (["--epochs", "3", "-e", "4"], "distconv train takes no -e"),
     ],
 )
 def test_a_flag_argparse_refuses_is_refused_naming_it(argv, words, capsys):

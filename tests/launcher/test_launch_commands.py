@@ -74,6 +74,16 @@ def test_train_flags_are_spelled_out_so_the_launchers_own_see_them(tmp_path):
     assert parse_program(["sh", "-c", "--x"]).argv == ("sh", "-c", "--x")  # not train's
 
 
+def test_train_flags_are_told_from_values_as_argparse_tells_them():
+    """A value with a space is a value, even one starting with ``--``; a short option distconv
+    train does not take is refused like a long one, before anything starts."""
+    assert parse_program(["--ou", "--my run", "--lr", "-.5"]).argv == (
+        "--out", "--my run", "--lr", "-.5",
+    )  # fmt: skip
+    with pytest.raises(LaunchError, match=r"^distconv train takes no -q \(the arguments"):
+        parse_program(["--epochs", "1", "-q"])
+
+
 def test_options_in_argv():
     argv = ["--out", "a", "--resume=auto", "--out=b"]
     assert has_option(argv, "--resume") and not has_option(argv, "--res")
