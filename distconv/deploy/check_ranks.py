@@ -68,7 +68,9 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
         except FlagError as exc:
             yield f"{here}: {exc}: every rank would refuse it"
             continue
-        if _last_flag(train, "--resume") != "auto" or "--overwrite" in train:
+        if "--overwrite" in train and any(t.split("=", 1)[0] == "--resume" for t in train):
+            yield f"{here}: every rank would refuse --overwrite beside --resume"
+        elif _last_flag(train, "--resume") != "auto" or "--overwrite" in train:
             yield f"{here}: distconv train needs --resume auto, or a restart starts over"
         yield from _unused_flags(here, train)
         out = _last_flag(train, "--out") or "runs"

@@ -521,7 +521,8 @@ SEMANTIC_BREAKS = {
         "--out /opt/run is on no writable volume",
     ),
     "--overwrite beside --resume auto": (
-        "pserver", 2, lambda o: _container(o)["args"].append("--overwrite"), "--resume auto",
+        "pserver", 2, lambda o: _container(o)["args"].append("--ov"),
+        "container worker: every rank would refuse --overwrite beside --resume",
     ),
     "a flag distconv train does not take": (
         "mpijob", 0, lambda o: _container(o, "Launcher")["args"].append("--bogus=1"),
