@@ -96,9 +96,14 @@ def _train_program(args: tuple[str, ...]) -> Program:
     from distconv.train_args import FlagError, spelled_out  # the launcher's own start stays light
 
     try:
-        return Program(tuple(spelled_out(args)), is_train=True)
+        argv = tuple(spelled_out(args))
     except FlagError as exc:
         raise LaunchError(f"{exc} (the arguments after -- are distconv train's)") from None
+    # a restart drops --overwrite (train_args): the two would fail the first start only, and
+    # a restart then resume the run --overwrite was to replace
+    if has_option(argv, "--overwrite") and has_option(argv, "--resume"):
+        raise LaunchError("distconv train takes --resume or --overwrite, not both")
+    return Program(argv, is_train=True)
 
 
 def has_option(argv: Sequence[str], name: str) -> bool:

@@ -110,6 +110,11 @@ def test_a_restart_resumes_the_run_that_overwrite_began():
     assert not again.overwrite and again.resume == "auto" and again.epochs == 2
 
 
+def test_overwrite_with_resume_is_refused_before_a_restart_could_drop_it():
+    with pytest.raises(LaunchError, match=r"^distconv train takes --resume or --overwrite, not"):
+        parse_program(["--ov", "--re=auto"])
+
+
 def test_worker_commands():
     assert worker_command(Program(("--epochs", "1"), True), "pserver", 1, python="py") == [
         "py", "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--resume", "auto",
