@@ -7,7 +7,6 @@ trains whatever network and sync strategy it is given.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,7 +19,7 @@ from distconv.kernels.parallel import num_threads
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import Preempted
-from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
+from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime, restart_count
 from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
 
@@ -124,6 +123,8 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             progress=config.progress,
             config={"data": config.data, "model": "lenet", "epochs": config.epochs},
             monitor=monitor,
+            job_id=runtime.job_id,
+            restart=restart_count(),
         )
         stopped = _fit(trainer, train_set, test_set, config)
     finally:
@@ -157,6 +158,6 @@ def _start_service(port: int | None, host: str, runtime: Runtime) -> ServiceEndp
         return None
     service = ServiceEndpoints(role=runtime.role, rank=runtime.rank)
     bound = service.start(host, port + runtime.local_rank if port else 0)
-    service.set_restarts(int(os.environ.get("DISTCONV_RESTART", "0") or 0))
+    service.set_restarts(restart_count())
     log.info("probes and metrics on port %d", bound)
     return service

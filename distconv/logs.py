@@ -17,12 +17,11 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from distconv.runtime import ENV_RESTART, Runtime, RuntimeConfigError, _env_int
+from distconv.runtime import Runtime, RuntimeConfigError, restart_count
 
 
 class _RuntimeFilter(logging.Filter):
@@ -94,8 +93,7 @@ def configure_logging(
     """
     if fmt not in ("text", "json"):
         raise RuntimeConfigError(f"log format must be 'text' or 'json', got {fmt!r}")
-    env = os.environ if environ is None else environ
-    restart = _env_int(env, ENV_RESTART) if ENV_RESTART in env else 0
+    restart = restart_count(environ)
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.set_name(_HANDLER_NAME)
     handler.addFilter(_RuntimeFilter(runtime, restart))

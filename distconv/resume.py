@@ -107,6 +107,8 @@ class StepCheckpoints:
         params: every parameter of the model, static ones included.
         sync: the strategy (optimizer config and state go through it).
         facts: what a checkpoint must agree on with this run (:data:`MUST_MATCH`) and records.
+        job_id: the job's id, written into each manifest (None: none).
+        restart: how many times the launcher has started the job again.
     """
 
     def __init__(
@@ -115,15 +117,21 @@ class StepCheckpoints:
         params: Sequence[Parameter],
         sync: SyncStrategy,
         facts: Mapping[str, Any],
+        job_id: str | None = None,
+        restart: int = 0,
     ) -> None:
         self.run, self.params, self.sync = run, list(params), sync
         self.facts = dict(facts)
+        self.job_id, self.restart = job_id, restart
 
     def open(self, resume: bool | str) -> tuple[OptimState | None, Position]:
         """Take the directory and decide: resume (returns the state and position) or start.
 
         ``resume`` is False (refuse a directory holding a run), True (a checkpoint must exist),
         ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
+        A restart with ``"overwrite"`` resumes as ``"auto"`` where the newest checkpoint is its
+        own job's: the job's first start replaced the old run, and the restart continues the
+        new one. Where the first start failed before that, the old run is replaced now.
         """
         if self.run is None:
             if resume is True and self.sync.is_chief:  # asked to resume, it must not start over
@@ -134,9 +142,10 @@ class StepCheckpoints:
             return None, Position()
         run = self.run
         run.acquire()
-        if resume == "overwrite":
+        if resume == "overwrite" and not self._restarts_own_run(run):
             run.clear()
             return None, Position()
+        resume = "auto" if resume == "overwrite" else resume
         # scanned only to resume: without --resume, a run here is refused whatever it holds
         complete, problems = run.scan() if resume in (True, "auto") else ([], [])
         if resume in (True, "auto") and complete:
@@ -158,6 +167,14 @@ class StepCheckpoints:
                 )
             run.clear()  # files of a run that never reached its first checkpoint
         return None, Position()
+
+    def _restarts_own_run(self, run: RunDirectory) -> bool:
+        """Whether this is a restart of the job that wrote the newest complete checkpoint in
+        ``run`` (a job without an id never is)."""
+        if not self.restart or self.job_id is None:
+            return False
+        newest = run.latest()
+        return newest is not None and newest.job == self.job_id
 
     def _restore_newest(
         self, complete: list[Manifest], problems: list[str]
@@ -216,7 +233,7 @@ class StepCheckpoints:
                     "sums": {k: float(sums.get(k, 0.0)) for k in SUMS},
                 },
             )
-            self.run.commit(pos.step, {CHIEF: part}, remote)
+            self.run.commit(pos.step, {CHIEF: part}, remote, job=self.job_id)
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 
     def _check_finite(self, pos: Position) -> None:

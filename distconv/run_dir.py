@@ -49,12 +49,14 @@ class RunDirError(CheckpointError):
 @dataclass(frozen=True)
 class Manifest:
     """One complete checkpoint: its step, where each local part lives (relative to the
-    checkpoint root), and the parts remote holders (parameter-server shards) acknowledged."""
+    checkpoint root), the parts remote holders (parameter-server shards) acknowledged, and the
+    job that wrote it (its job id; None where it had none, or the manifest is older)."""
 
     step: int
     parts: dict[str, str]
     path: Path
     remote: dict[str, str] = field(default_factory=dict)
+    job: str | None = None
 
     def part(self, name: str) -> Path:
         return self.path.parent / self.parts[name]
@@ -129,11 +131,14 @@ class RunDirectory:
         step: int,
         parts: Mapping[str, str | os.PathLike],
         remote: Mapping[str, str] | None = None,
+        job: str | None = None,
     ) -> Manifest:
         """Write the manifest of step ``step`` once every part is on disk; prune old ones.
 
         ``remote`` names parts written elsewhere (a shard's own disk), already acknowledged by
         their writers; they are recorded, not checked, since this host may not see them.
+        ``job`` is the writing job's id, which tells a restart its own run (see
+        :meth:`~distconv.resume.StepCheckpoints.open`).
 
         Raises:
             CheckpointError: a part is missing (the checkpoint stays incomplete).
@@ -147,10 +152,11 @@ class RunDirectory:
             relative[name] = str(path.resolve().relative_to(root.resolve()))
         manifest = root / f"step-{step:08d}.json"
         remote = dict(remote or {})
-        text = json.dumps({"step": step, "parts": relative, "remote": remote}, indent=1)
+        record = {"step": step, "parts": relative, "remote": remote}
+        text = json.dumps({**record, **({"job": job} if job is not None else {})}, indent=1)
         write_atomically(manifest, [text.encode()])
         self._prune()
-        return Manifest(step, relative, manifest, remote)
+        return Manifest(step, relative, manifest, remote, job)
 
     def manifests(self) -> list[Manifest]:
         """Complete checkpoints, oldest first (manifests whose parts all exist)."""
@@ -175,8 +181,13 @@ class RunDirectory:
                 continue
             try:
                 data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
+                job = data.get("job")
                 manifest = Manifest(
-                    int(data["step"]), dict(data["parts"]), path, dict(data.get("remote", {}))
+                    int(data["step"]),
+                    dict(data["parts"]),
+                    path,
+                    dict(data.get("remote", {})),
+                    job if job is None else str(job),
                 )
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")

@@ -153,6 +153,17 @@ def detect_runtime(
 _FLAG_KEYS = {"rank", "world_size", "local_rank", "role", "job_id", "pservers", "keys_dir"}
 
 
+def restart_count(environ: Mapping[str, str] | None = None) -> int:
+    """How many times the launcher has started this job again (``DISTCONV_RESTART``; 0 where
+    it is not set, as on a job's first start).
+
+    Raises:
+        RuntimeConfigError: it is not an integer.
+    """
+    env = os.environ if environ is None else environ
+    return _env_int(env, ENV_RESTART) if ENV_RESTART in env else 0
+
+
 def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
     """The world size an MPI launcher (MPICH's or Open MPI's) gave this process, read from its
     size variable alone; 1 where there is none or it is not a number. Never raises: it is read

@@ -79,9 +79,10 @@ class Trainer:
         dtype: the float type of parameters and inputs (None keeps the network's).
         progress: draw a progress bar on the chief: None draws one on a terminal only.
         config: more facts that must agree on every rank (data set, model), for the digest.
-        monitor: told when this rank is ready and how each step went (a
-            :class:`~distconv.service.ServiceEndpoints` serving ``/readyz``, ``/healthz`` and
-            ``/metrics``), or None.
+        monitor: a :class:`~distconv.service.ServiceEndpoints` (``/readyz``, ``/healthz``,
+            ``/metrics``) told when this rank is ready and how each step went, or None.
+        job_id, restart: the job's id (``DISTCONV_JOB_ID``), written in each checkpoint's
+            manifest, and how often its launcher started it again (``DISTCONV_RESTART``).
 
     Attributes:
         history: one record per epoch completed by this call of :meth:`fit`.
@@ -105,6 +106,8 @@ class Trainer:
         progress: bool | None = None,
         config: Mapping[str, Any] | None = None,
         monitor: ServiceEndpoints | None = None,
+        job_id: str | None = None,
+        restart: int = 0,
     ) -> None:
         if not 0.0 < lr_decay <= 1.0:
             raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay}")
@@ -141,7 +144,7 @@ class Trainer:
         }
         self.config["global_batch"] = self.global_batch
         run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
-        self.checkpoints = StepCheckpoints(run, self.params, sync, self.config)
+        self.checkpoints = StepCheckpoints(run, self.params, sync, self.config, job_id, restart)
         self.pos = Position()
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()
@@ -254,7 +257,8 @@ class Trainer:
                 ``True`` continues from the newest complete checkpoint (which must exist, in
                 ``out_dir``),
                 ``"auto"`` continues when one exists and starts fresh otherwise, and
-                ``"overwrite"`` deletes a previous run's files first.
+                ``"overwrite"`` deletes a previous run's files first (a restart resumes its
+                own job's run instead).
 
         Raises:
             CheckpointError: no checkpoint (or output directory) to resume from, one from a
@@ -329,7 +333,8 @@ class Trainer:
                 if bar.enabled:
                     bar.update()
                 stop = self._stop_agreed()  # every rank, every STOP_CHECK_EVERY steps
-                if stop is not None or self._checkpoint_due():
+                due = self.checkpoint_every and self.pos.step % self.checkpoint_every == 0
+                if stop is not None or due:
                     sums = self._fold(sums, loss_sum, correct, seen, start, checked)
                     loss_sum, correct, seen, checked = 0, 0, 0, self.pos.step
                     start = time.perf_counter()
@@ -343,10 +348,6 @@ class Trainer:
         if test is not None:
             record.update(self.evaluate(test))
         return record
-
-    def _checkpoint_due(self) -> bool:
-        every = self.checkpoint_every
-        return every > 0 and self.pos.step % every == 0
 
     def _stop_agreed(self) -> signal.Signals | None:
         """The signal (SIGTERM or Ctrl-C) any rank got, or None: all ranks stop at the same step,

@@ -93,14 +93,13 @@ def parse_program(args: Sequence[str]) -> Program:
 
 
 def _train_program(args: tuple[str, ...]) -> Program:
-    from distconv.train_args import FlagError, spelled_out  # the launcher's own start stays light
+    from distconv.train_args import FlagError, spelled_out  # numpy and all: for train jobs only
 
     try:
         argv = tuple(spelled_out(args))
     except FlagError as exc:
         raise LaunchError(f"{exc} (the arguments after -- are distconv train's)") from None
-    # a restart drops --overwrite (train_args): the two would fail the first start only, and
-    # a restart then resume the run --overwrite was to replace
+    # distconv train refuses the two together: said here once, not by every rank and restart
     if has_option(argv, "--overwrite") and has_option(argv, "--resume"):
         raise LaunchError("distconv train takes --resume or --overwrite, not both")
     return Program(argv, is_train=True)
@@ -134,17 +133,15 @@ def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
     """``distconv train`` arguments for one start of the job.
 
     Adds ``--sync SYNC`` unless the user chose a transport, and ``--resume auto`` on a restart
-    unless the user asked for a resume mode themselves. A restart drops ``--overwrite``: the
-    first start replaced the old run, and a restart continues the new one (``distconv train``
-    refuses the two flags together).
+    unless the user asked for a resume mode themselves. ``--overwrite`` is one: on a restart
+    (``DISTCONV_RESTART``) ``distconv train`` continues the run its job began, and replaces
+    an older one only where the job's first start failed before it got that far.
     """
     argv = list(program.argv)
     if sync is not None and not has_option(argv, "--sync"):
         argv = ["--sync", sync, *argv]
-    if restart > 0:
-        argv = [a for a in argv if a != "--overwrite"]
-        if not has_option(argv, "--resume"):
-            argv += ["--resume", "auto"]
+    if restart > 0 and not (has_option(argv, "--resume") or "--overwrite" in argv):
+        argv += ["--resume", "auto"]
     return argv
 
 

@@ -98,19 +98,20 @@ def test_train_args_add_sync_and_resume_only_when_missing():
     assert train_args(mine, "pserver", 1) == ["--sync", "local", "--resume"]
 
 
-def test_a_restart_resumes_the_run_that_overwrite_began():
-    """``--overwrite`` replaced the old run at the first start; a restart continues the new one,
-    where ``--resume auto`` beside it made distconv train refuse to start at all."""
+def test_a_restart_leaves_overwrite_to_distconv_train():
+    """Beside ``--overwrite``, ``--resume auto`` made distconv train refuse to start at all; on
+    a restart ``--overwrite`` itself resumes the job's own run (tests/test_overwrite_restart.py)."""
     from distconv.train_args import train_parser
 
     program = Program(("--overwrite", "--epochs", "2"), True)
-    first = train_parser().parse_args(train_args(program, None, 0))
-    assert first.overwrite and first.resume is False
-    again = train_parser().parse_args(train_args(program, None, 1))
-    assert not again.overwrite and again.resume == "auto" and again.epochs == 2
+    for restart in (0, 1):
+        argv = train_args(program, None, restart)
+        assert argv == ["--overwrite", "--epochs", "2"]
+        parsed = train_parser().parse_args(argv)
+        assert parsed.overwrite and parsed.resume is False
 
 
-def test_overwrite_with_resume_is_refused_before_a_restart_could_drop_it():
+def test_overwrite_with_resume_is_refused_before_anything_starts():
     with pytest.raises(LaunchError, match=r"^distconv train takes --resume or --overwrite, not"):
         parse_program(["--ov", "--re=auto"])
 

@@ -1,0 +1,124 @@
+"""``--overwrite`` on a restart: the job's first start replaced the old run, so a restart
+continues the run its job began, and replaces an older run only where the first start failed
+before it got that far. Real files through the Trainer, then the real launcher restarting real
+``distconv train`` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distconv.data import split, synthetic
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import create_optimizer
+from distconv.run_dir import RunDirectory
+from distconv.sync import create_sync
+from distconv.trainer import Trainer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+
+
+def _trainer(out_dir: Path, **job) -> Trainer:
+    set_seed(0)
+    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
+    sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
+    return Trainer(net, sync, 16, out_dir=out_dir, progress=False, **job)
+
+
+def _epochs(out_dir: Path) -> list[int]:
+    return [json.loads(line)["epoch"] for line in (out_dir / "metrics.jsonl").open()]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "job, resumes",
+    [
+        (dict(job_id="j1", restart=1), True),  # its own run: continued
+        (dict(job_id="j2", restart=1), False),  # another job's: replaced
+        (dict(job_id="j1", restart=0), False),  # the job's first start: replaced
+        (dict(job_id=None, restart=1), False),  # no job id: nothing to tell runs apart
+    ],
+)
+def test_a_restart_continues_its_own_jobs_run_and_replaces_any_other(tmp_path, data, job, resumes):
+    train, test = data
+    out = tmp_path / "run"
+    _trainer(out, job_id="j1").fit(train, test, epochs=1)
+    assert RunDirectory(out).latest().job == "j1"
+    again = _trainer(out, **job)
+    history = again.fit(train, test, epochs=2, resume="overwrite")
+    assert [r["epoch"] for r in history] == ([2] if resumes else [1, 2])
+    assert _epochs(out) == [1, 2]  # one run's log either way: continued, or replaced whole
+    assert RunDirectory(out).latest().job == job["job_id"]
+
+
+#: the first start of each worker ends before training ("early") or after step 5 ("late")
+CRASH_ON_FIRST_START = """
+import os
+if os.environ.get("DISTCONV_RESTART") == "0" and os.environ.get("CRASH") == "early":
+    os._exit(3)
+if os.environ.get("DISTCONV_RESTART") == "0" and os.environ.get("CRASH") == "late":
+    from distconv import trainer
+    step = trainer.Trainer.train_step
+    def failing(self, *args):
+        if self.pos.step == 5:
+            os._exit(3)
+        return step(self, *args)
+    trainer.Trainer.train_step = failing
+"""
+
+
+def _launch_with_a_crash(tmp_path: Path, crash: str, out: Path) -> subprocess.CompletedProcess:
+    inject = tmp_path / "inject"
+    inject.mkdir(exist_ok=True)
+    (inject / "sitecustomize.py").write_text(CRASH_ON_FIRST_START)
+    env = {**os.environ, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}", "CRASH": crash}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART", "DISTCONV_JOB_ID"):
+        env.pop(name, None)
+    train = ["--data", "synthetic", "--batch-size", "16", "--epochs", "2", "--no-progress"]
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
+         "--max-restarts", "1", "--run-dir", str(tmp_path / "launch"),
+         "--", *train, "--checkpoint-every", "2", "--out", str(out), "--overwrite"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+
+
+def _old_run(tmp_path: Path) -> Path:
+    """A finished run of another job, with another seed, where the launched one will write."""
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = ["train", "--data", "synthetic", "--epochs", "1", "--seed", "7", "--no-progress"]
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", *argv, "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("crash", ["early", "late"])
+def test_a_restarted_overwrite_job_never_resumes_the_run_it_replaced(tmp_path, crash):
+    out = _old_run(tmp_path)
+    done = _launch_with_a_crash(tmp_path, crash, out)
+    assert done.returncode == 0, done.stderr
+    assert "worker 0 failed with exit code 3; restarting the job (1 of 1)" in done.stderr
+    resumed = [line for line in done.stdout.splitlines() if "resumed from" in line]
+    if crash == "early":  # nothing of this job's yet: the old run is replaced
+        assert resumed == [], done.stdout
+    else:  # its own run, checkpointed at step 4: continued
+        assert len(resumed) == 1 and "step-00000004" in resumed[0], done.stdout
+    records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    assert [r["epoch"] for r in records] == [1, 2]
+    assert RunDirectory(out).latest().job.startswith("launch-")
