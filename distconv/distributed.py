@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from distconv.allocator import keep_freed_memory
+from distconv.kernels.conv_layout import autotune_enabled
+from distconv.kernels.parallel import num_threads
 from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
@@ -48,7 +50,8 @@ def init(
     """Detect the runtime, set up rank-stamped logging, and build the sync strategy.
 
     It also has the allocator keep freed memory for the next step
-    (:func:`distconv.allocator.keep_freed_memory`; ``DISTCONV_KEEP_MEMORY=0`` leaves it alone).
+    (:func:`distconv.allocator.keep_freed_memory`; ``DISTCONV_KEEP_MEMORY=0`` leaves it alone),
+    and reads the kernels' settings (:func:`check_kernel_settings`) before it connects.
 
     Args:
         optimizer: an optimizer, or the name of one built with ``hyperparameters``.
@@ -65,17 +68,32 @@ def init(
         The strategy; its ``rank``, ``world_size`` and ``is_chief`` say who this process is.
 
     Raises:
-        RuntimeConfigError: the environment is inconsistent, or the transport's rank and world
-            size disagree with it.
+        RuntimeConfigError: the environment is inconsistent or a setting in it malformed, or
+            the transport's rank and world size disagree with it.
     """
     runtime = detect_runtime(flags)
     keep_freed_memory()  # a training process: each step reuses the last one's memory
+    check_kernel_settings()
     if log_format is not None:
         configure_logging(runtime, fmt=log_format)
     if isinstance(optimizer, str):
         optimizer = create_optimizer(optimizer, **hyperparameters)
     kind = sync or choose_transport(runtime)
     return build_sync(kind, optimizer, runtime, sync_options or {})
+
+
+def check_kernel_settings() -> None:
+    """Read the kernels' environment settings before anything is written or connected: the
+    kernels read them at the first step, where a bad one stopped training with a traceback.
+
+    Raises:
+        RuntimeConfigError: ``DISTCONV_NUM_THREADS`` or ``DISTCONV_AUTOTUNE`` is malformed.
+    """
+    try:
+        num_threads()
+        autotune_enabled()
+    except ValueError as exc:
+        raise RuntimeConfigError(str(exc)) from None
 
 
 def choose_transport(runtime: Runtime) -> str:

@@ -12,14 +12,12 @@ from typing import Any
 
 from distconv.allocator import keep_freed_memory
 from distconv.data import load_dataset
-from distconv.distributed import build_sync, choose_transport
+from distconv.distributed import build_sync, check_kernel_settings, choose_transport
 from distconv.init import set_seed
-from distconv.kernels.conv_layout import autotune_enabled
-from distconv.kernels.parallel import num_threads
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import Preempted
-from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime, restart_count
+from distconv.runtime import Runtime, detect_runtime, restart_count
 from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
 
@@ -56,20 +54,6 @@ class TrainConfig:
     sync_options: dict[str, Any] = field(default_factory=dict)
 
 
-def _check_kernel_settings() -> None:
-    """Read the kernels' environment settings before anything is written: the kernels read
-    them at the first step, where a bad one stopped training with a traceback.
-
-    Raises:
-        RuntimeConfigError: ``DISTCONV_NUM_THREADS`` or ``DISTCONV_AUTOTUNE`` is malformed.
-    """
-    try:
-        num_threads()
-        autotune_enabled()
-    except ValueError as exc:
-        raise RuntimeConfigError(str(exc)) from None
-
-
 def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     """Load the data, build LeNet, the optimizer and the sync strategy, and train.
 
@@ -86,7 +70,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     """
     runtime = runtime or detect_runtime()
     keep_freed_memory()  # every step reuses the last one's memory: keep it mapped
-    _check_kernel_settings()
+    check_kernel_settings()
     train_set, test_set = load_dataset(config.data, config.data_dir, config.seed)
     optimizer = create_optimizer(
         config.optimizer, **({} if config.lr is None else {"lr": config.lr})

@@ -74,6 +74,22 @@ def test_pserver_sync_without_keys_is_a_one_line_error():
         build_sync("pserver", create_optimizer("sgd"), runtime, {})
 
 
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("DISTCONV_AUTOTUNE", "2", "DISTCONV_AUTOTUNE must be 0 or 1, got '2'"),
+        ("DISTCONV_NUM_THREADS", "x", "DISTCONV_NUM_THREADS must be an integer >= 1, got 'x'"),
+    ],
+)
+def test_init_reads_the_kernel_settings_before_it_connects(monkeypatch, name, value, words):
+    """A user script's malformed kernel setting stops init(), as it does distconv train, not
+    the first convolution (a traceback after the servers were reached), nor nothing at all
+    in a network without one."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeConfigError, match=words):
+        init("sgd", sync="pserver", flags={"pservers": "127.0.0.1:9"}, log_format=None)
+
+
 def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
     runtime = Runtime(rank=0, world_size=1, source="default")
     with pytest.raises(ValueError, match=r"TableProjection\(\.\.\., sparse=True\)"):
