@@ -143,18 +143,23 @@ def build_sync(
             # the client refuses this too, with a ValueError: a traceback for a missing flag
             raise RuntimeConfigError(
                 "--sync pserver needs the job's CURVE keys: --keys DIR (or DISTCONV_KEYS), or "
-                "--insecure"
+                "--insecure (sync_options={'insecure': True} from a script)"
             )
-        return create_sync(
-            "pserver",
-            optimizer=optimizer,
-            rank=runtime.rank,
-            world_size=runtime.world_size,
-            pservers=list(runtime.pservers),
-            keys_dir=runtime.keys_dir,
-            job_id=runtime.job_id,
-            **options,
-        )
+        from distconv.sync.ps.keys import KeyFileError  # zmq: only for a parameter server
+
+        try:
+            return create_sync(
+                "pserver",
+                optimizer=optimizer,
+                rank=runtime.rank,
+                world_size=runtime.world_size,
+                pservers=list(runtime.pservers),
+                keys_dir=runtime.keys_dir,
+                job_id=runtime.job_id,
+                **options,
+            )
+        except KeyFileError as exc:  # names the file: one line, not the client's traceback
+            raise RuntimeConfigError(str(exc)) from None
     if kind == "mpi":
         strategy = create_sync("mpi", optimizer=optimizer, **options)
         if runtime.source != "default" and (

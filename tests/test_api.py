@@ -90,6 +90,14 @@ def test_init_reads_the_kernel_settings_before_it_connects(monkeypatch, name, va
         init("sgd", sync="pserver", flags={"pservers": "127.0.0.1:9"}, log_format=None)
 
 
+def test_pserver_sync_with_keys_missing_from_their_folder_is_a_one_line_error(tmp_path):
+    """The client's KeyFileError (a ValueError, so a traceback from distconv train) comes out
+    as a user error naming the file."""
+    runtime = Runtime(rank=0, world_size=1, pservers=("127.0.0.1:1",), keys_dir=str(tmp_path))
+    with pytest.raises(RuntimeConfigError, match=r"CURVE key file .*worker-0.key_secret not f"):
+        build_sync("pserver", create_optimizer("sgd"), runtime, {})
+
+
 def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
     runtime = Runtime(rank=0, world_size=1, source="default")
     with pytest.raises(ValueError, match=r"TableProjection\(\.\.\., sparse=True\)"):
