@@ -181,13 +181,12 @@ class RunDirectory:
                 continue
             try:
                 data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
-                job = data.get("job")
                 manifest = Manifest(
-                    int(data["step"]),
+                    int(data["step"]),  # first: a TypeError for JSON that is not an object
                     dict(data["parts"]),
                     path,
                     dict(data.get("remote", {})),
-                    job if job is None else str(job),
+                    None if data.get("job") is None else str(data["job"]),
                 )
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")

@@ -321,6 +321,17 @@ def test_a_manifest_that_is_a_directory_or_not_utf8_is_damage_not_a_read_error(t
     assert "is a directory" in problems[0] and "is damaged" in problems[1]
 
 
+@pytest.mark.parametrize("text", ["[]", "null", "3", '"step"'])
+def test_a_manifest_of_json_that_is_not_an_object_is_damage(tmp_path, text):
+    """Read for its job first, such a manifest raised AttributeError: a traceback for --resume
+    auto, and a crash after every later checkpoint (a commit prunes by scanning)."""
+    run = RunDirectory(tmp_path)
+    run.checkpoint_root.mkdir(parents=True)
+    (run.checkpoint_root / "step-00000001.json").write_text(text)
+    found, problems = run.scan()
+    assert found == [] and len(problems) == 1 and "is damaged (TypeError" in problems[0]
+
+
 # -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
 def test_each_metrics_line_is_synced_before_its_epochs_checkpoint(data, tmp_path, monkeypatch):
     synced = []
