@@ -17,7 +17,7 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import Preempted
-from distconv.runtime import Runtime, detect_runtime, restart_count
+from distconv.runtime import Runtime, detect_runtime, launch_id, restart_count
 from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
 
@@ -109,6 +109,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             monitor=monitor,
             job_id=runtime.job_id,
             restart=restart_count(),
+            launch=launch_id(),
         )
         stopped = _fit(trainer, train_set, test_set, config)
     finally:

@@ -107,8 +107,10 @@ class StepCheckpoints:
         params: every parameter of the model, static ones included.
         sync: the strategy (optimizer config and state go through it).
         facts: what a checkpoint must agree on with this run (:data:`MUST_MATCH`) and records.
-        job_id: the job's id, written into each manifest (None: none).
-        restart: how many times the launcher has started the job again.
+        job_id: the job's id (``DISTCONV_JOB_ID``), written into each manifest (None: none).
+        restart: how many times the launcher has started the job again (``DISTCONV_RESTART``).
+        launch: the ``distconv-launch`` invocation that started the job (``DISTCONV_LAUNCH``),
+            written into each manifest: a user may launch a job id again, a launch is one.
     """
 
     def __init__(
@@ -119,10 +121,11 @@ class StepCheckpoints:
         facts: Mapping[str, Any],
         job_id: str | None = None,
         restart: int = 0,
+        launch: str | None = None,
     ) -> None:
         self.run, self.params, self.sync = run, list(params), sync
         self.facts = dict(facts)
-        self.job_id, self.restart = job_id, restart
+        self.job_id, self.restart, self.launch = job_id, restart, launch
 
     def open(self, resume: bool | str) -> tuple[OptimState | None, Position]:
         """Take the directory and decide: resume (returns the state and position) or start.
@@ -130,8 +133,9 @@ class StepCheckpoints:
         ``resume`` is False (refuse a directory holding a run), True (a checkpoint must exist),
         ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
         A restart with ``"overwrite"`` resumes as ``"auto"`` where the newest checkpoint is its
-        own job's: the job's first start replaced the old run, and the restart continues the
-        new one. Where the first start failed before that, the old run is replaced now.
+        own launch's: the launch's first start replaced the old run, and the restart continues
+        the new one. Where the first start failed before that, the old run is replaced now,
+        also one of an earlier launch of the same job id.
         """
         if self.run is None:
             if resume is True and self.sync.is_chief:  # asked to resume, it must not start over
@@ -169,12 +173,13 @@ class StepCheckpoints:
         return None, Position()
 
     def _restarts_own_run(self, run: RunDirectory) -> bool:
-        """Whether this is a restart of the job that wrote the newest complete checkpoint in
-        ``run`` (a job without an id never is)."""
-        if not self.restart or self.job_id is None:
+        """Whether this is a restart of the launch that wrote the newest complete checkpoint in
+        ``run`` (a job started without a launch token never is)."""
+        if not self.restart or self.launch is None:
             return False
         newest = run.latest()
-        return newest is not None and newest.job == self.job_id
+        mine = (self.job_id, self.launch)
+        return newest is not None and (newest.job, newest.launch) == mine
 
     def _restore_newest(
         self, complete: list[Manifest], problems: list[str]
@@ -233,7 +238,7 @@ class StepCheckpoints:
                     "sums": {k: float(sums.get(k, 0.0)) for k in SUMS},
                 },
             )
-            self.run.commit(pos.step, {CHIEF: part}, remote, job=self.job_id)
+            self.run.commit(pos.step, {CHIEF: part}, remote, job=self.job_id, launch=self.launch)
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 
     def _check_finite(self, pos: Position) -> None:

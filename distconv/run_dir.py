@@ -50,13 +50,15 @@ class RunDirError(CheckpointError):
 class Manifest:
     """One complete checkpoint: its step, where each local part lives (relative to the
     checkpoint root), the parts remote holders (parameter-server shards) acknowledged, and the
-    job that wrote it (its job id; None where it had none, or the manifest is older)."""
+    job that wrote it: its job id and ``distconv-launch`` invocation (None where it had none,
+    or the manifest is older)."""
 
     step: int
     parts: dict[str, str]
     path: Path
     remote: dict[str, str] = field(default_factory=dict)
     job: str | None = None
+    launch: str | None = None
 
     def part(self, name: str) -> Path:
         return self.path.parent / self.parts[name]
@@ -132,13 +134,14 @@ class RunDirectory:
         parts: Mapping[str, str | os.PathLike],
         remote: Mapping[str, str] | None = None,
         job: str | None = None,
+        launch: str | None = None,
     ) -> Manifest:
         """Write the manifest of step ``step`` once every part is on disk; prune old ones.
 
         ``remote`` names parts written elsewhere (a shard's own disk), already acknowledged by
         their writers; they are recorded, not checked, since this host may not see them.
-        ``job`` is the writing job's id, which tells a restart its own run (see
-        :meth:`~distconv.resume.StepCheckpoints.open`).
+        ``job`` and ``launch`` are the writing job's id and launch, which tell a restart its own
+        run (see :meth:`~distconv.resume.StepCheckpoints.open`).
 
         Raises:
             CheckpointError: a part is missing (the checkpoint stays incomplete).
@@ -152,11 +155,11 @@ class RunDirectory:
             relative[name] = str(path.resolve().relative_to(root.resolve()))
         manifest = root / f"step-{step:08d}.json"
         remote = dict(remote or {})
-        record = {"step": step, "parts": relative, "remote": remote}
-        text = json.dumps({**record, **({"job": job} if job is not None else {})}, indent=1)
+        record = {"step": step, "parts": relative, "remote": remote, "job": job, "launch": launch}
+        text = json.dumps({k: v for k, v in record.items() if v is not None}, indent=1)
         write_atomically(manifest, [text.encode()])
         self._prune()
-        return Manifest(step, relative, manifest, remote, job)
+        return Manifest(step, relative, manifest, remote, job, launch)
 
     def manifests(self) -> list[Manifest]:
         """Complete checkpoints, oldest first (manifests whose parts all exist)."""
@@ -186,7 +189,7 @@ class RunDirectory:
                     dict(data["parts"]),
                     path,
                     dict(data.get("remote", {})),
-                    None if data.get("job") is None else str(data["job"]),
+                    *(None if data.get(k) is None else str(data[k]) for k in ("job", "launch")),
                 )
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")

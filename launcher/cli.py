@@ -32,6 +32,7 @@ from .commands import (
     clean_environ,
     free_ports,
     keys_command,
+    new_launch,
     option_value,
     parse_program,
     server_command,
@@ -217,7 +218,7 @@ def local_plan(
         )
     # shards take one thread each (set in local_children) but share the cores all the same
     threads = args.threads or threads_per_process(args.workers + args.servers)
-    job = JobEnv(job_id=job_id, keys_dir=keys_dir, threads=threads)
+    job = JobEnv(job_id=job_id, keys_dir=keys_dir, threads=threads, launch=new_launch())
     return servers, job, worker_argv
 
 
@@ -232,10 +233,10 @@ def local_children(
 ) -> list[ChildSpec]:
     """Every child of one attempt of a local job: the shards first, then the workers."""
     pservers = tuple(f"{servers.host}:{p}" for p in ports) if servers else ()
-    job = JobEnv(job.job_id, pservers, job.keys_dir, job.threads, restart)
+    job = JobEnv(job.job_id, pservers, job.keys_dir, job.threads, restart, job.launch)
     specs = []
     if servers is not None:
-        shard_job = JobEnv(job.job_id, pservers, job.keys_dir, 1, restart)
+        shard_job = JobEnv(job.job_id, pservers, job.keys_dir, 1, restart, job.launch)
         for shard, port in enumerate(ports):
             env = child_env(environ, shard_job, "server", shard, servers.num_shards)
             argv = server_command(shard, port, servers)
@@ -313,12 +314,12 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     # ranks MPI put there: distconv.cores.processes_on_this_host); BLAS's pools, sized at
     # numpy's import, get this host's estimate
     exported = THREAD_VARS if args.threads else BLAS_THREAD_VARS
-    run_dir = _run_dir(args, job_id)
+    run_dir, launch = _run_dir(args, job_id), new_launch()
     program = with_out(program, run_dir)
 
     def build(restart: int) -> list[ChildSpec]:
         env = clean_environ(os.environ)
-        env.update(DISTCONV_JOB_ID=job_id, DISTCONV_RESTART=str(restart))
+        env.update(DISTCONV_JOB_ID=job_id, DISTCONV_LAUNCH=launch, DISTCONV_RESTART=str(restart))
         # MPI prefixes each chunk a rank writes with its rank; unbuffered Python writes a line's
         # text and its newline apart, which would split lines. Line-buffered stderr and flushed
         # prints write whole lines.

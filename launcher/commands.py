@@ -8,6 +8,7 @@ supervisor (:mod:`.supervisor`) runs what these functions describe.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -226,6 +227,13 @@ def clean_environ(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def new_launch() -> str:
+    """A token for one invocation of the launcher (``DISTCONV_LAUNCH``), the same over its
+    restarts: a restart of ``distconv train --overwrite`` tells the checkpoints of its own launch
+    by it from those of an earlier launch of the same ``--job-id``."""
+    return secrets.token_hex(8)
+
+
 @dataclass(frozen=True)
 class JobEnv:
     """What every child of one local job shares."""
@@ -235,6 +243,7 @@ class JobEnv:
     keys_dir: str | None = None
     threads: int = 1
     restart: int = 0
+    launch: str | None = None
 
 
 def child_env(
@@ -267,6 +276,10 @@ def child_env(
         env["DISTCONV_KEYS"] = job.keys_dir
     else:
         env.pop("DISTCONV_KEYS", None)
+    if job.launch is not None:
+        env["DISTCONV_LAUNCH"] = job.launch
+    else:  # a launch of an enclosing launcher is not this job's
+        env.pop("DISTCONV_LAUNCH", None)
     env.update(dict.fromkeys(THREAD_VARS, str(job.threads)))
     return env
 

@@ -44,22 +44,24 @@ def _epochs(out_dir: Path) -> list[int]:
 @pytest.mark.parametrize(
     "job, resumes",
     [
-        (dict(job_id="j1", restart=1), True),  # its own run: continued
-        (dict(job_id="j2", restart=1), False),  # another job's: replaced
-        (dict(job_id="j1", restart=0), False),  # the job's first start: replaced
-        (dict(job_id=None, restart=1), False),  # no job id: nothing to tell runs apart
+        (dict(job_id="j1", launch="a", restart=1), True),  # its own run: continued
+        (dict(job_id="j2", launch="b", restart=1), False),  # another job's: replaced
+        (dict(job_id="j1", launch="b", restart=1), False),  # another launch of j1: replaced
+        (dict(job_id="j1", launch="a", restart=0), False),  # the job's first start: replaced
+        (dict(job_id="j1", launch=None, restart=1), False),  # no launch: runs not told apart
     ],
 )
 def test_a_restart_continues_its_own_jobs_run_and_replaces_any_other(tmp_path, data, job, resumes):
     train, test = data
     out = tmp_path / "run"
-    _trainer(out, job_id="j1").fit(train, test, epochs=1)
-    assert RunDirectory(out).latest().job == "j1"
+    _trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
+    assert (RunDirectory(out).latest().job, RunDirectory(out).latest().launch) == ("j1", "a")
     again = _trainer(out, **job)
     history = again.fit(train, test, epochs=2, resume="overwrite")
     assert [r["epoch"] for r in history] == ([2] if resumes else [1, 2])
     assert _epochs(out) == [1, 2]  # one run's log either way: continued, or replaced whole
-    assert RunDirectory(out).latest().job == job["job_id"]
+    newest = RunDirectory(out).latest()
+    assert (newest.job, newest.launch) == (job["job_id"], job["launch"])
 
 
 #: the first start of each worker ends before training ("early") or after step 5 ("late")
@@ -78,7 +80,9 @@ if os.environ.get("DISTCONV_RESTART") == "0" and os.environ.get("CRASH") == "lat
 """
 
 
-def _launch_with_a_crash(tmp_path: Path, crash: str, out: Path) -> subprocess.CompletedProcess:
+def _launch_with_a_crash(
+    tmp_path: Path, crash: str, out: Path, job: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     inject = tmp_path / "inject"
     inject.mkdir(exist_ok=True)
     (inject / "sitecustomize.py").write_text(CRASH_ON_FIRST_START)
@@ -88,7 +92,7 @@ def _launch_with_a_crash(tmp_path: Path, crash: str, out: Path) -> subprocess.Co
     train = ["--data", "synthetic", "--batch-size", "16", "--epochs", "2", "--no-progress"]
     return subprocess.run(
         [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
-         "--max-restarts", "1", "--run-dir", str(tmp_path / "launch"),
+         "--max-restarts", "1", "--run-dir", str(tmp_path / "launch"), *job,
          "--", *train, "--checkpoint-every", "2", "--out", str(out), "--overwrite"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=150,
     )  # fmt: skip
@@ -122,3 +126,20 @@ def test_a_restarted_overwrite_job_never_resumes_the_run_it_replaced(tmp_path, c
     records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
     assert [r["epoch"] for r in records] == [1, 2]
     assert RunDirectory(out).latest().job.startswith("launch-")
+
+
+@pytest.mark.timeout(300)
+def test_a_relaunch_of_the_same_job_id_never_resumes_the_run_it_replaces(tmp_path):
+    """A job launched again with its --job-id (as operations.md suggests after a launcher crash)
+    and --overwrite, whose first start fails before training: the newest checkpoint carries
+    the job's id but an earlier launch's token, so the restart replaces that run."""
+    out = tmp_path / "run"
+    first = _launch_with_a_crash(tmp_path, "none", out, ("--job-id", "exp1"))
+    assert first.returncode == 0, first.stderr
+    assert RunDirectory(out).latest().job == "exp1"
+    done = _launch_with_a_crash(tmp_path, "early", out, ("--job-id", "exp1"))
+    assert done.returncode == 0, done.stderr
+    assert "restarting the job (1 of 1)" in done.stderr
+    assert [line for line in done.stdout.splitlines() if "resumed from" in line] == []
+    records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    assert [r["epoch"] for r in records] == [1, 2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -193,8 +194,10 @@ def test_child_env_replaces_foreign_placement_and_pins_threads():
         "DISTCONV_KEYS": "/k",
         **dict.fromkeys(THREAD_VARS, "4"),
     }
-    env = child_env(environ, JobEnv("j"), "server", 0, 1)
+    env = child_env({**environ, "DISTCONV_LAUNCH": "outer"}, JobEnv("j"), "server", 0, 1)
     assert "DISTCONV_PSERVERS" not in env and "DISTCONV_KEYS" not in env
+    assert "DISTCONV_LAUNCH" not in env  # an enclosing launcher's is not this job's
+    assert child_env(environ, JobEnv("j", launch="a1"), "server", 0, 1)["DISTCONV_LAUNCH"] == "a1"
     assert clean_environ({"PMIX_RANK": "1", "MPI_LOCALRANKID": "0", "HOME": "/h"}) == {"HOME": "/h"}
     # another job's count of processes on the host would size this job's threads
     left_over = {"LOCAL_WORLD_SIZE": "8", "MPI_LOCALNRANKS": "8", "HOME": "/h"}
@@ -215,7 +218,8 @@ def test_a_parameter_server_job_exactly(tmp_path):
     )
     keys, out = str(tmp_path / "keys"), str(tmp_path / "train")
     assert servers == ServerOptions(2, 2, "sync", "j", keys, out, drain_seconds=30.0)  # --grace
-    assert job == JobEnv("j", (), keys, threads=3)
+    assert job == JobEnv("j", (), keys, threads=3, launch=job.launch)
+    assert re.fullmatch(r"[0-9a-f]{16}", job.launch)  # one token per launch, for every start
     specs = local_children(program, servers, job, 2, 1, {"HOME": "/h"}, ports=[7001, 7002])
     assert [(s.role, s.rank) for s in specs] == [
         ("server", 0),
@@ -247,6 +251,8 @@ def test_a_parameter_server_job_exactly(tmp_path):
     server = specs[1].env
     assert (server["DISTCONV_ROLE"], server["RANK"], server["WORLD_SIZE"]) == ("server", "1", "2")
     assert server["OMP_NUM_THREADS"] == "1"
+    first = local_children(program, servers, job, 2, 0, {"HOME": "/h"}, ports=[7001, 7002])
+    assert {s.env["DISTCONV_LAUNCH"] for s in [*specs, *first]} == {job.launch}
 
 
 def test_insecure_and_user_out_dir(tmp_path):

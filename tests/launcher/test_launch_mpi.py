@@ -157,8 +157,8 @@ def test_dry_run_prints_the_exact_command(tmp_path):
                   "openmpi", "--allow-run-as-root", "--job-id", "j9", "--threads", "3", "--dry-run",
                   "--", "--epochs", "1", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    exports = ["DISTCONV_JOB_ID", "DISTCONV_NUM_THREADS", "DISTCONV_RESTART", "MKL_NUM_THREADS"]
-    exports += ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH"]
+    exports = ["DISTCONV_JOB_ID", "DISTCONV_LAUNCH", "DISTCONV_NUM_THREADS", "DISTCONV_RESTART"]
+    exports += ["MKL_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH"]
     expected = [
         shutil.which("sh"),
         "-np",
@@ -179,6 +179,7 @@ def test_dry_run_prints_the_exact_command(tmp_path):
     prefix = shlex.split(done.stdout[: -len(shlex.join(expected)) - 2])
     assert prefix[0] == "env"
     assert {"DISTCONV_JOB_ID=j9", "DISTCONV_RESTART=0", "OMP_NUM_THREADS=3"} <= set(prefix)
+    assert any(re.fullmatch(r"DISTCONV_LAUNCH=[0-9a-f]{16}", a) for a in prefix)  # restarts too
     assert not (tmp_path / "runs").exists()
 
 
