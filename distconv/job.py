@@ -16,7 +16,7 @@ from distconv.distributed import build_sync, check_kernel_settings, choose_trans
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.resume import Preempted
+from distconv.resume import JobStart, Preempted
 from distconv.runtime import Runtime, detect_runtime, launch_id, restart_count
 from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
@@ -107,9 +107,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             progress=config.progress,
             config={"data": config.data, "model": "lenet", "epochs": config.epochs},
             monitor=monitor,
-            job_id=runtime.job_id,
-            restart=restart_count(),
-            launch=launch_id(),
+            start=JobStart(runtime.job_id, launch_id(), restart_count()),
         )
         stopped = _fit(trainer, train_set, test_set, config)
     finally:

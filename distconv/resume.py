@@ -99,6 +99,32 @@ class Position:
     sums: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class JobStart:
+    """Which start of which job a process is, by which a restart given ``--overwrite`` tells
+    the run its own launch began (:meth:`StepCheckpoints.open`).
+
+    Attributes:
+        job_id: the job's id (``DISTCONV_JOB_ID``), written into each manifest; None for none.
+        launch: the ``distconv-launch`` invocation (``DISTCONV_LAUNCH``), written into each
+            manifest too: a user may launch a job id again, and a launch is one.
+        restart: how many times that launch has started the job again (``DISTCONV_RESTART``).
+    """
+
+    job_id: str | None = None
+    launch: str | None = None
+    restart: int = 0
+
+    def restarts_run_in(self, run: RunDirectory) -> bool:
+        """Whether this is a restart of the launch that wrote the newest complete checkpoint in
+        ``run`` (a start without a launch token never is)."""
+        if not self.restart or self.launch is None:
+            return False
+        newest = run.latest()
+        mine = (self.job_id, self.launch)
+        return newest is not None and (newest.job, newest.launch) == mine
+
+
 class StepCheckpoints:
     """The chief's checkpoints of one run.
 
@@ -107,10 +133,7 @@ class StepCheckpoints:
         params: every parameter of the model, static ones included.
         sync: the strategy (optimizer config and state go through it).
         facts: what a checkpoint must agree on with this run (:data:`MUST_MATCH`) and records.
-        job_id: the job's id (``DISTCONV_JOB_ID``), written into each manifest (None: none).
-        restart: how many times the launcher has started the job again (``DISTCONV_RESTART``).
-        launch: the ``distconv-launch`` invocation that started the job (``DISTCONV_LAUNCH``),
-            written into each manifest: a user may launch a job id again, a launch is one.
+        start: which start of which job this is, recorded in each manifest.
     """
 
     def __init__(
@@ -119,13 +142,11 @@ class StepCheckpoints:
         params: Sequence[Parameter],
         sync: SyncStrategy,
         facts: Mapping[str, Any],
-        job_id: str | None = None,
-        restart: int = 0,
-        launch: str | None = None,
+        start: JobStart | None = None,
     ) -> None:
         self.run, self.params, self.sync = run, list(params), sync
         self.facts = dict(facts)
-        self.job_id, self.restart, self.launch = job_id, restart, launch
+        self.start = start or JobStart()
 
     def open(self, resume: bool | str) -> tuple[OptimState | None, Position]:
         """Take the directory and decide: resume (returns the state and position) or start.
@@ -146,7 +167,7 @@ class StepCheckpoints:
             return None, Position()
         run = self.run
         run.acquire()
-        if resume == "overwrite" and not self._restarts_own_run(run):
+        if resume == "overwrite" and not self.start.restarts_run_in(run):
             run.clear()
             return None, Position()
         resume = "auto" if resume == "overwrite" else resume
@@ -171,15 +192,6 @@ class StepCheckpoints:
                 )
             run.clear()  # files of a run that never reached its first checkpoint
         return None, Position()
-
-    def _restarts_own_run(self, run: RunDirectory) -> bool:
-        """Whether this is a restart of the launch that wrote the newest complete checkpoint in
-        ``run`` (a job started without a launch token never is)."""
-        if not self.restart or self.launch is None:
-            return False
-        newest = run.latest()
-        mine = (self.job_id, self.launch)
-        return newest is not None and (newest.job, newest.launch) == mine
 
     def _restore_newest(
         self, complete: list[Manifest], problems: list[str]
@@ -238,7 +250,8 @@ class StepCheckpoints:
                     "sums": {k: float(sums.get(k, 0.0)) for k in SUMS},
                 },
             )
-            self.run.commit(pos.step, {CHIEF: part}, remote, job=self.job_id, launch=self.launch)
+            job, launch = self.start.job_id, self.start.launch
+            self.run.commit(pos.step, {CHIEF: part}, remote, job=job, launch=launch)
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 
     def _check_finite(self, pos: Position) -> None:

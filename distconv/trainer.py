@@ -29,6 +29,7 @@ from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
 from distconv.resume import (
+    JobStart,
     Position,
     Preempted,
     StepCheckpoints,
@@ -81,7 +82,8 @@ class Trainer:
         config: more facts that must agree on every rank (data set, model), for the digest.
         monitor: a :class:`~distconv.service.ServiceEndpoints` (``/readyz``, ``/healthz``,
             ``/metrics``) told when this rank is ready and how each step went, or None.
-        job_id, restart, launch: which start of which job this is (see ``StepCheckpoints``).
+        start: which start of which job this is (:class:`~distconv.resume.JobStart`); a
+            restart with ``resume="overwrite"`` tells the run its launch began by it.
 
     Attributes:
         history: one record per epoch completed by this call of :meth:`fit`.
@@ -105,9 +107,7 @@ class Trainer:
         progress: bool | None = None,
         config: Mapping[str, Any] | None = None,
         monitor: ServiceEndpoints | None = None,
-        job_id: str | None = None,
-        restart: int = 0,
-        launch: str | None = None,
+        start: JobStart | None = None,
     ) -> None:
         if not 0.0 < lr_decay <= 1.0:
             raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay}")
@@ -124,7 +124,8 @@ class Trainer:
         self.accuracy = network.softmax_inputs(loss) if accuracy == "auto" else accuracy
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
-        self.checkpoint_every, self.monitor = checkpoint_every, monitor
+        self.checkpoint_every = checkpoint_every
+        self.monitor = monitor
         self.dtype = np.dtype(dtype) if dtype is not None else None
         self.params = network.parameters()
         if self.dtype is not None:
@@ -143,8 +144,7 @@ class Trainer:
         }
         self.config["global_batch"] = self.global_batch
         run = RunDirectory(self.out_dir, keep_checkpoints) if self.writes_files else None
-        job = (job_id, restart, launch)
-        self.checkpoints = StepCheckpoints(run, self.params, sync, self.config, *job)
+        self.checkpoints = StepCheckpoints(run, self.params, sync, self.config, start)
         self.pos = Position()
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()

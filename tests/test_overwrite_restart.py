@@ -17,6 +17,7 @@ from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
+from distconv.resume import JobStart
 from distconv.run_dir import RunDirectory
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
@@ -33,7 +34,7 @@ def _trainer(out_dir: Path, **job) -> Trainer:
     set_seed(0)
     net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
     sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
-    return Trainer(net, sync, 16, out_dir=out_dir, progress=False, **job)
+    return Trainer(net, sync, 16, out_dir=out_dir, progress=False, start=JobStart(**job))
 
 
 def _epochs(out_dir: Path) -> list[int]:
