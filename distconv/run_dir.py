@@ -184,9 +184,13 @@ class RunDirectory:
                 continue
             try:
                 data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
+                step = int(data["step"])  # first: a TypeError for JSON that is not an object
+                parts = dict(data["parts"])
+                if not all(isinstance(part, str) for part in parts.values()):
+                    raise TypeError(f"a part's file must be a string, got {parts}")
                 manifest = Manifest(
-                    int(data["step"]),  # first: a TypeError for JSON that is not an object
-                    dict(data["parts"]),
+                    step,
+                    parts,
                     path,
                     dict(data.get("remote", {})),
                     *(None if data.get(k) is None else str(data[k]) for k in ("job", "launch")),

@@ -332,6 +332,20 @@ def test_a_manifest_of_json_that_is_not_an_object_is_damage(tmp_path, text):
     assert found == [] and len(problems) == 1 and "is damaged (TypeError" in problems[0]
 
 
+@pytest.mark.parametrize("part", ["3", "null", '["a"]', '{"a": 1}'])
+def test_a_manifest_naming_a_part_by_anything_but_a_string_is_damage(tmp_path, part):
+    """Looked for on disk outside the manifest's parse, such a part raised TypeError (a Path
+    joined with a number): a traceback for --resume auto, a restart given --overwrite, and the
+    prune after every later checkpoint."""
+    run = RunDirectory(tmp_path)
+    run.checkpoint_root.mkdir(parents=True)
+    (run.checkpoint_root / "step-00000001.json").write_text(
+        f'{{"step": 1, "parts": {{"chief": {part}}}}}'
+    )
+    found, problems = run.scan()
+    assert found == [] and len(problems) == 1 and "is damaged (TypeError" in problems[0]
+
+
 # -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
 def test_each_metrics_line_is_synced_before_its_epochs_checkpoint(data, tmp_path, monkeypatch):
     synced = []
