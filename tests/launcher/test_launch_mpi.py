@@ -312,3 +312,27 @@ def test_a_kernel_thread_count_inherited_from_the_shell_does_not_reach_the_ranks
                   env={"DISTCONV_NUM_THREADS": "7"}, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "-u DISTCONV_NUM_THREADS" in done.stdout and "-x DISTCONV_NUM_THREADS" not in done.stdout
+
+
+FAKE_MPIEXEC = """#!/bin/sh
+echo "$DISTCONV_RESTART $DISTCONV_LAUNCH" >> "$SEEN"
+[ "$DISTCONV_RESTART" = 1 ]
+"""
+
+
+@pytest.mark.timeout(60)
+def test_every_start_of_an_mpi_job_carries_its_launchs_one_token(tmp_path):
+    """The dry run shows start 0 only: an mpiexec that fails once records what each start got.
+    A restart must see the first start's DISTCONV_LAUNCH (distconv train --overwrite continues
+    the run its launch began by it), and an inherited one is not passed on."""
+    fake, seen = tmp_path / "mpiexec", tmp_path / "seen"
+    fake.write_text(FAKE_MPIEXEC)
+    fake.chmod(0o755)
+    done = launch("-np", "2", "--mpiexec", str(fake), "--mpi-flavor", "mpich",
+                  "--max-restarts", "1", "--run-dir", str(tmp_path / "run"), "--", "--epochs", "1",
+                  env={"SEEN": str(seen), "DISTCONV_LAUNCH": "outer"}, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    starts = [line.split() for line in seen.read_text().splitlines()]
+    assert [restart for restart, _ in starts] == ["0", "1"]
+    assert starts[0][1] == starts[1][1] != "outer"
+    assert re.fullmatch(r"[0-9a-f]{16}", starts[0][1])
