@@ -257,8 +257,8 @@ class Trainer:
                 ``True`` continues from the newest complete checkpoint (which must exist, in
                 ``out_dir``),
                 ``"auto"`` continues when one exists and starts fresh otherwise, and
-                ``"overwrite"`` deletes a previous run's files first (a restart resumes its
-                own job's run instead).
+                ``"overwrite"`` deletes a previous run's files first (a restart, told by
+                ``start``, resumes the run its launch began instead).
 
         Raises:
             CheckpointError: no checkpoint (or output directory) to resume from, one from a

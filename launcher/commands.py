@@ -135,8 +135,9 @@ def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
 
     Adds ``--sync SYNC`` unless the user chose a transport, and ``--resume auto`` on a restart
     unless the user asked for a resume mode themselves. ``--overwrite`` is one: on a restart
-    (``DISTCONV_RESTART``) ``distconv train`` continues the run its job began, and replaces
-    an older one only where the job's first start failed before it got that far.
+    (``DISTCONV_RESTART``) ``distconv train`` continues the run this launch began
+    (``DISTCONV_LAUNCH``), and replaces an older one only where its first start failed before
+    replacing it.
     """
     argv = list(program.argv)
     if sync is not None and not has_option(argv, "--sync"):
