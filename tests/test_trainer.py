@@ -500,3 +500,30 @@ def test_ranks_with_other_optimizer_settings_are_told_which_one(optimizers, said
 
     with pytest.raises(SyncError, match=said):
         run_ranks(2, body)
+
+
+@pytest.mark.parametrize("kind", ["local", "mpi"])  # mpi: one rank, the same code path
+def test_a_new_model_on_a_used_sync_starts_with_fresh_optimizer_state(data, kind):
+    """A sweep on one sync: each model's Adam moments are its own, as on a fresh sync, while a
+    second fit of the same model keeps its state (the Trainer's resume-free continuation)."""
+    train, test = data
+
+    def trained(sync, init_seed, hidden=16):
+        set_seed(init_seed)
+        net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=hidden)
+        trainer = Trainer(net, sync, 16, progress=False, dtype=np.float64)
+        trainer.fit(train, test, epochs=1)
+        return _weights(trainer)
+
+    def fresh():
+        return create_sync(kind, optimizer=create_optimizer("adam", lr=0.01))
+
+    shared = fresh()
+    trained(shared, init_seed=1)
+    second = trained(shared, init_seed=2)
+    alone = trained(fresh(), init_seed=2)
+    assert second.keys() == alone.keys()
+    for name in alone:
+        np.testing.assert_array_equal(second[name], alone[name], err_msg=name)
+    trained(shared, init_seed=3, hidden=12)  # other shapes under the same names
+    shared.close()

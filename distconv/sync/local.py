@@ -31,11 +31,16 @@ class LocalSync(SyncStrategy):
     def __init__(self, optimizer: Optimizer) -> None:
         super().__init__(optimizer, rank=0, world_size=1)
         self.state: StateDict = {}
+        self._state_of: dict[str, Parameter] = {}  # the parameter each state was made for
 
     def init_state(self) -> None:
+        """Fresh state for each parameter that has none: a parameter trained again (a second
+        fit) keeps its own, and a new parameter of the same name (another model on this sync,
+        as in a sweep) never inherits another's moments."""
         for p in self.params:
-            if p.name not in self.state:
+            if self._state_of.get(p.name) is not p:
                 self.state[p.name] = self.optimizer.init_state(p.value)
+                self._state_of[p.name] = p
 
     def on_gradient(self, param: Parameter) -> None:
         scale = mean_scale(self._examples)
