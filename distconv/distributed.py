@@ -61,7 +61,8 @@ def init(
         log_format: ``"text"`` or ``"json"``; None leaves logging alone.
         sync_options: the transport's own settings (:data:`TRANSPORT_OPTIONS`: ``timeout``,
             ``insecure``, ``push_bytes`` for pserver; ``bucket_bytes``, ``grad_dtype``,
-            ``overlap``, ``timeout`` for mpi); another transport's settings are ignored.
+            ``overlap``, ``timeout`` for mpi); another transport's settings are ignored, and
+            one that no transport takes, or an on/off setting that is not a bool, is refused.
         **hyperparameters: for an optimizer given by name (``lr=0.01``).
 
     Returns:
@@ -70,6 +71,7 @@ def init(
     Raises:
         RuntimeConfigError: the environment is inconsistent or a setting in it malformed, or
             the transport's rank and world size disagree with it.
+        ValueError: a ``sync_options`` key no transport takes, or a bad value.
     """
     runtime = detect_runtime(flags)
     keep_freed_memory()  # a training process: each step reuses the last one's memory
@@ -113,6 +115,22 @@ TRANSPORT_OPTIONS = {
 }
 
 
+#: the settings that switch something on or off: a string such as "no" would read as True
+FLAG_OPTIONS = {"insecure": (False, True), "overlap": (None, False, True)}
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """Refuse a setting no transport takes (a typo would leave the default silently) and an
+    on/off setting that is not a bool (``insecure="no"`` would turn CURVE off)."""
+    known = sorted({k for taken in TRANSPORT_OPTIONS.values() for k in taken})
+    for key, value in options.items():
+        if key not in known:
+            raise ValueError(f"sync_options: no transport takes {key!r}; they take {known}")
+        allowed = FLAG_OPTIONS.get(key)
+        if allowed is not None and not any(value is a for a in allowed):
+            raise ValueError(f"sync_options: {key} must be one of {allowed}, got {value!r}")
+
+
 def build_sync(
     kind: str, optimizer: Optimizer, runtime: Runtime, options: Mapping[str, Any]
 ) -> SyncStrategy:
@@ -126,6 +144,7 @@ def build_sync(
             "sparse tables are marked in the model now: TableProjection(..., sparse=True) or "
             "SelectiveFullyConnected(..., sparse=True), not a sync option"
         )
+    _check_options(options)
     options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
     if kind == "local":
         if runtime.world_size > 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,24 @@ def test_pserver_sync_with_keys_missing_from_their_folder_is_a_one_line_error(tm
     runtime = Runtime(rank=0, world_size=1, pservers=("127.0.0.1:1",), keys_dir=str(tmp_path))
     with pytest.raises(RuntimeConfigError, match=r"CURVE key file .*worker-0.key_secret not f"):
         build_sync("pserver", create_optimizer("sgd"), runtime, {})
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"time_out": 20}, "no transport takes 'time_out'; they take ['bucket_bytes'"),
+        ({"insecure": "no"}, "insecure must be one of (False, True), got 'no'"),
+        ({"overlap": 1}, "overlap must be one of (None, False, True), got 1"),
+    ],
+)
+def test_a_sync_option_no_transport_takes_or_a_flag_not_a_bool_is_refused(options, words):
+    """A typo left the default silently, and insecure="no" turned CURVE off: refused, whatever
+    the transport, since a script may pass every transport's settings."""
+    runtime = Runtime(rank=0, world_size=1, source="default")
+    for kind in ("local", "mpi"):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            build_sync(kind, create_optimizer("sgd"), runtime, options)
+    build_sync("local", create_optimizer("sgd"), runtime, {"overlap": None, "insecure": True})
 
 
 def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
