@@ -252,3 +252,16 @@ def test_ranks_left_waiting_for_a_push_are_named_in_one_sentence(hand):
     _push_w(h, 2, 1)
     _bye(h, 1)
     assert "closed; rank 0 (step 1), rank 2 (step 1) wait for its push" in h.shard.failed
+
+
+@pytest.mark.timeout(60)
+def test_closing_twice_is_as_closing_once(shards):
+    """A script's own close() and the close in its finally (review k85): the second did send
+    on closed sockets, a ZMQError that failed a finished job."""
+    endpoints = shards.start(1, workers=1)
+    sync = insecure_worker(endpoints)
+    net = small_net()
+    sync.setup(net.parameters(), {})
+    train_steps(net, sync, batches(2, 4))
+    sync.close()
+    sync.close()
