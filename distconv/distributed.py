@@ -67,6 +67,8 @@ def init(
 
     Returns:
         The strategy; its ``rank``, ``world_size`` and ``is_chief`` say who this process is.
+        Under MPI, close it only after it trained (its ``setup`` ran): closing one untrained
+        aborts the job, since the other ranks may be waiting for this one in that setup.
 
     Raises:
         RuntimeConfigError: the environment is inconsistent or a setting in it malformed, or
