@@ -178,17 +178,21 @@ class StepCheckpoints:
         if resume in (True, "auto") and problems:  # never start over a run we cannot read
             raise RunDirError(f"no usable checkpoint in {run.root}: {'; '.join(problems)}")
         if resume is True:
-            raise CheckpointError(f"--resume: no complete checkpoint in {run.checkpoint_root}")
+            raise CheckpointError(
+                f"--resume (resume=True): no complete checkpoint in {run.checkpoint_root}"
+            )
         if run.holds_run() and resume != "auto":
             raise RunDirError(
-                f"{run.root} already holds a run; pass --resume to continue it, --resume auto "
-                "to continue it if it has a checkpoint, or --overwrite to replace it"
+                f"{run.root} already holds a run; pass --resume (resume=True) to continue it, "
+                "--resume auto ('auto') to continue it if it has a checkpoint, or --overwrite "
+                "('overwrite') to replace it"
             )
         if resume == "auto":
             if (run.root / LEGACY_CHECKPOINT).exists():
                 raise RunDirError(
                     f"{run.root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}), "
-                    "which this version cannot resume; pass --overwrite to replace the run"
+                    "which this version cannot resume; pass --overwrite ('overwrite') to replace "
+                    "the run"
                 )
             run.clear()  # files of a run that never reached its first checkpoint
         return None, Position()
