@@ -243,7 +243,7 @@ class StepCheckpoints:
             save_checkpoint(
                 part,
                 self.params,
-                self.sync.state_dict(),
+                _of_model(self.sync.state_dict(), self.params),
                 step=pos.step,
                 epoch=pos.epoch,
                 seed=self.facts.get("seed"),
@@ -298,6 +298,14 @@ class StepCheckpoints:
         )
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
         return _without_frozen(ckpt.optim_state, self.params), pos
+
+
+def _of_model(state: OptimState, params: Sequence[Parameter]) -> OptimState:
+    """The optimizer state of this model's parameters only: a sync that trained another model
+    before (a sweep) still holds that one's state under names this model lacks, which a resume
+    would refuse."""
+    names = {p.name for p in params}
+    return {name: s for name, s in state.items() if name in names}
 
 
 def _without_frozen(state: OptimState, params: Sequence[Parameter]) -> OptimState:

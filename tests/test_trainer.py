@@ -13,7 +13,7 @@ from distconv.data import as_arrays, split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.run_dir import RunDirError
+from distconv.run_dir import CHIEF, RunDirError
 from distconv.sync import SyncError, create_sync
 from distconv.sync.base import SyncStrategy
 from distconv.trainer import Trainer
@@ -528,3 +528,25 @@ def test_a_new_model_on_a_used_sync_starts_with_fresh_optimizer_state(data, kind
         np.testing.assert_array_equal(second[name], alone[name], err_msg=name)
     trained(shared, init_seed=3, hidden=12)  # other shapes under the same names
     shared.close()
+
+
+def test_a_checkpoint_of_a_new_model_on_a_used_sync_holds_only_its_own_state(data, tmp_path):
+    """The sync still holds the last model's state under names the new one lacks (conv3): its
+    checkpoint carried them, and resuming it in a new process failed in a bare KeyError."""
+    train, _ = data
+
+    def net(channels):
+        set_seed(0)
+        return lenet((1, 8, 8), num_classes=4, channels=channels, hidden=16)
+
+    def adam():
+        return create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
+
+    shared = adam()
+    Trainer(net((4, 8, 16)), shared, 16, progress=False).fit(train, epochs=1)
+    second = Trainer(net((4, 8)), shared, 16, progress=False, out_dir=tmp_path)
+    second.fit(train, epochs=1)
+    ckpt = load_checkpoint(second.checkpoints.run.latest().part(CHIEF))
+    assert sorted(ckpt.optim_state) == sorted(p.name for p in second.params)
+    again = Trainer(net((4, 8)), adam(), 16, progress=False, out_dir=tmp_path)
+    assert [r["epoch"] for r in again.fit(train, epochs=2, resume=True)] == [2]
