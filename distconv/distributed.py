@@ -24,6 +24,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from distconv.allocator import keep_freed_memory
 from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
@@ -121,16 +123,22 @@ TRANSPORT_OPTIONS = {
 FLAG_OPTIONS = {"insecure": (False, True), "overlap": (None, False, True)}
 
 
-def _check_options(options: Mapping[str, Any]) -> None:
+def _check_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Refuse a setting no transport takes (a typo would leave the default silently) and an
-    on/off setting that is not a bool (``insecure="no"`` would turn CURVE off)."""
+    on/off setting that is not a bool (``insecure="no"`` would turn CURVE off); a numpy bool
+    (a setting read through numpy) is one, and comes back as Python's."""
     known = sorted({k for taken in TRANSPORT_OPTIONS.values() for k in taken})
+    checked = {}
     for key, value in options.items():
         if key not in known:
             raise ValueError(f"sync_options: no transport takes {key!r}; they take {known}")
         allowed = FLAG_OPTIONS.get(key)
+        if allowed is not None and isinstance(value, np.bool_):
+            value = bool(value)
         if allowed is not None and not any(value is a for a in allowed):
             raise ValueError(f"sync_options: {key} must be one of {allowed}, got {value!r}")
+        checked[key] = value
+    return checked
 
 
 def build_sync(
@@ -146,7 +154,7 @@ def build_sync(
             "sparse tables are marked in the model now: TableProjection(..., sparse=True) or "
             "SelectiveFullyConnected(..., sparse=True), not a sync option"
         )
-    _check_options(options)
+    options = _check_options(options)
     options = {k: v for k, v in options.items() if k in TRANSPORT_OPTIONS.get(kind, options)}
     if kind == "local":
         if runtime.world_size > 1:

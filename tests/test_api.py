@@ -117,6 +117,18 @@ def test_a_sync_option_no_transport_takes_or_a_flag_not_a_bool_is_refused(option
     build_sync("local", create_optimizer("sgd"), runtime, {"overlap": None, "insecure": True})
 
 
+def test_a_numpy_bool_is_a_bool_to_sync_options():
+    """np.True_ (a setting read through numpy) was refused as not one of (False, True), in a
+    message that printed it as a bool; it is one, and the transport gets Python's."""
+    import numpy as np
+
+    runtime = Runtime(rank=0, world_size=1, source="default")
+    sync = build_sync("mpi", create_optimizer("sgd"), runtime, {"overlap": np.False_})
+    assert sync.overlap is False
+    sync.close()
+    build_sync("local", create_optimizer("sgd"), runtime, {"insecure": np.True_})
+
+
 def test_sparse_is_a_mark_in_the_model_not_a_sync_option():
     runtime = Runtime(rank=0, world_size=1, source="default")
     with pytest.raises(ValueError, match=r"TableProjection\(\.\.\., sparse=True\)"):
