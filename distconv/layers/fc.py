@@ -109,9 +109,8 @@ class FullyConnected(Layer):
         v, width = x.value, self.in_widths[i]
         n = v.shape[0] if v is not None and v.ndim else 0
         if v is None or v.ndim < 2 or v.size != n * width:
-            shape = None if v is None else tuple(v.shape)
             which = f"input {i}: " if len(self.in_widths) > 1 else ""
-            raise self.fail(f"{which}expected {width} features per sample, got input shape {shape}")
+            raise self.fail(f"{which}expected {width} features per sample, got {_got(x)}")
         if v.dtype.kind != "f":  # an integer product would train silently in int or float64
             which = f"input {i} " if len(self.in_widths) > 1 else "input "
             raise self.fail(f"{which}holds {v.dtype} values; cast it to a float type first")
@@ -136,3 +135,12 @@ class FullyConnected(Layer):
             if not w.static:
                 w.grad += matmul(dz.T, self._flat(x, i))
             w.inc_update(callback)
+
+
+def _got(x: Arg) -> str:
+    """What a layer of values was fed instead of ``(N, width)`` values."""
+    if x.value is not None:
+        return f"input shape {tuple(x.value.shape)}"
+    if x.ids is not None:  # the Trainer feeds an integer array as ids (labels, lookups)
+        return "integer ids (an integer array is fed as ids: cast it to a float type)"
+    return "no values"

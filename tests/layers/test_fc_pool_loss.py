@@ -40,6 +40,13 @@ def test_fully_connected_wrong_width():
         FullyConnected(10, 3, name="fc")(Arg(np.zeros((2, 9), np.float32)))
 
 
+def test_fully_connected_fed_integer_ids_says_so():
+    """An integer array reaches a layer as ids (the Trainer's feeds): it said "input shape
+    None" (review k85)."""
+    with pytest.raises(LayerError, match=r"got integer ids \(an integer array is fed as ids"):
+        FullyConnected(4, 3, name="fc")(Arg(ids=np.zeros(2, np.int64)))
+
+
 @pytest.mark.parametrize("cls", [MaxPool2D, AvgPool2D])
 @pytest.mark.parametrize("k,s,p", [(2, None, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 1))])
 def test_pool2d_gradients(rng, cls, k, s, p):
