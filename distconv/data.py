@@ -330,9 +330,22 @@ Arrays = Mapping[str, np.ndarray]
 
 
 def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label") -> Arrays:
-    """A data set as arrays by feed name (a :class:`Dataset` feeds ``image`` and ``label``)."""
+    """A data set as arrays by feed name (a :class:`Dataset` feeds ``image`` and ``label``).
+
+    Raises:
+        TypeError: ``data`` is neither, or holds something that is not an array (a list), with
+            the names of the feeds it should hold.
+    """
     if isinstance(data, Dataset):
         return {image: data.x, label: data.y}
+    if not isinstance(data, Mapping):
+        raise TypeError(
+            f"a data set is a Dataset or a dict of arrays by feed name ({{'image': x, "
+            f"'label': y}}), got {type(data).__name__}"
+        )
+    for name, a in data.items():
+        if not hasattr(a, "dtype") or not hasattr(a, "shape"):
+            raise TypeError(f"feed {name!r} holds a {type(a).__name__}, not an array")
     return data
 
 

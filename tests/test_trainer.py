@@ -550,3 +550,13 @@ def test_a_checkpoint_of_a_new_model_on_a_used_sync_holds_only_its_own_state(dat
     assert sorted(ckpt.optim_state) == sorted(p.name for p in second.params)
     again = Trainer(net((4, 8)), adam(), 16, progress=False, out_dir=tmp_path)
     assert [r["epoch"] for r in again.fit(train, epochs=2, resume=True)] == [2]
+
+
+def test_data_that_is_not_arrays_by_feed_name_is_refused_naming_what_it_is(data):
+    """A bare array, or lists, failed inside indexing with numpy's words (review k85)."""
+    train, _ = data
+    trainer = _trainer()
+    with pytest.raises(TypeError, match=r"a dict of arrays by feed name .*got ndarray"):
+        trainer.fit(train.x, epochs=1)
+    with pytest.raises(TypeError, match=r"feed 'label' holds a list, not an array"):
+        trainer.fit({"image": train.x, "label": list(train.y)}, epochs=1)
