@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from distconv.backend import get_array_module
 
 UpdateCallback = Callable[["Parameter"], None]
@@ -110,7 +112,13 @@ class Parameter:
         self._pending = 0
 
     def cast(self, dtype: Any) -> None:
-        """Convert the value (and gradient) to ``dtype``, e.g. float64 for exactness checks."""
+        """Convert the value (and gradient) to ``dtype``, e.g. float64 for exactness checks.
+
+        Raises:
+            TypeError: ``dtype`` is an integer or boolean type, in which a weight cannot learn.
+        """
+        if np.dtype(dtype).kind in "iub":
+            raise TypeError(f"parameter {self.name!r} cannot train in {np.dtype(dtype)}")
         self.value = self.value.astype(dtype, copy=False)
         if self.grad is not None:
             self.grad = self.grad.astype(dtype, copy=False)

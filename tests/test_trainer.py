@@ -560,3 +560,13 @@ def test_data_that_is_not_arrays_by_feed_name_is_refused_naming_what_it_is(data)
         trainer.fit(train.x, epochs=1)
     with pytest.raises(TypeError, match=r"feed 'label' holds a list, not an array"):
         trainer.fit({"image": train.x, "label": list(train.y)}, epochs=1)
+
+
+def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
+    """Trainer(dtype=np.int32) cast every weight to integers, which cannot learn (review k85)."""
+    net = _net()
+    before = {p.name: p.value.dtype for p in net.parameters()}
+    sync = create_sync("local", optimizer=create_optimizer("sgd"))
+    with pytest.raises(TypeError, match=r"parameter '.*' cannot train in int32"):
+        Trainer(net, sync, 16, dtype=np.int32)
+    assert {p.name: p.value.dtype for p in net.parameters()} == before
