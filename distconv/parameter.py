@@ -12,6 +12,16 @@ from distconv.backend import get_array_module
 UpdateCallback = Callable[["Parameter"], None]
 
 
+def is_float_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` is a real floating-point type: numpy's (float16/32/64 ...) or one of
+    ``ml_dtypes``' floats (bfloat16, float8 ...), whose numpy kind is ``"V"`` as is that of
+    its int2/int4 types."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return True
+    return dt.kind == "V" and dt.type.__module__ == "ml_dtypes" and "float" in dt.name
+
+
 class Parameter:
     """A trainable (or static) array with its gradient.
 
@@ -115,10 +125,14 @@ class Parameter:
         """Convert the value (and gradient) to ``dtype``, e.g. float64 for exactness checks.
 
         Raises:
-            TypeError: ``dtype`` is an integer or boolean type, in which a weight cannot learn.
+            TypeError: ``dtype`` is not a floating-point type (see :func:`is_float_dtype`): a
+                weight cannot learn in integers, booleans, ``ml_dtypes``' int4, strings ...
         """
-        if np.dtype(dtype).kind in "iub":
-            raise TypeError(f"parameter {self.name!r} cannot train in {np.dtype(dtype)}")
+        if not is_float_dtype(dtype):
+            raise TypeError(
+                f"parameter {self.name!r} cannot train in {np.dtype(dtype)}: "
+                "a weight needs a floating-point type"
+            )
         self.value = self.value.astype(dtype, copy=False)
         if self.grad is not None:
             self.grad = self.grad.astype(dtype, copy=False)

@@ -570,3 +570,28 @@ def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
     with pytest.raises(TypeError, match=r"parameter '.*' cannot train in int32"):
         Trainer(net, sync, 16, dtype=np.int32)
     assert {p.name: p.value.dtype for p in net.parameters()} == before
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4", "U8", "object", "complex64", "datetime64[s]"])
+def test_every_dtype_that_is_not_a_float_is_refused_before_any_weight_is_cast(dtype):
+    """ml_dtypes' int4 has numpy kind "V", as its bfloat16 has, and strings, objects or complex
+    numbers are no integer kind: a check of kind "iub" let Trainer(dtype=...) cast every weight
+    to them (review k87)."""
+    if dtype in ("int4", "uint4"):
+        dtype = getattr(pytest.importorskip("ml_dtypes"), dtype)
+    net = _net()
+    before = {p.name: p.value.dtype for p in net.parameters()}
+    sync = create_sync("local", optimizer=create_optimizer("sgd"))
+    with pytest.raises(TypeError, match=r"parameter '.*' cannot train in .*floating-point"):
+        Trainer(net, sync, 16, dtype=dtype)
+    assert {p.name: p.value.dtype for p in net.parameters()} == before
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64", "bfloat16", "float8_e4m3fn"])
+def test_every_float_dtype_is_cast(dtype):
+    if dtype in ("bfloat16", "float8_e4m3fn"):
+        dtype = getattr(pytest.importorskip("ml_dtypes"), dtype)
+    net = _net()
+    Trainer(net, create_sync("local", optimizer=create_optimizer("sgd")), 16, dtype=dtype)
+    assert {p.value.dtype for p in net.parameters()} == {np.dtype(dtype)}
+    assert {p.grad.dtype for p in net.parameters()} == {np.dtype(dtype)}
