@@ -345,7 +345,7 @@ def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label"
         )
     for name, a in data.items():
         if not hasattr(a, "dtype") or not hasattr(a, "shape"):
-            raise TypeError(f"feed {name!r} holds a {type(a).__name__}, not an array")
+            raise TypeError(f"feed {name!r} holds {type(a).__name__}, not an array")
     return data
 
 

@@ -558,7 +558,7 @@ def test_data_that_is_not_arrays_by_feed_name_is_refused_naming_what_it_is(data)
     trainer = _trainer()
     with pytest.raises(TypeError, match=r"a dict of arrays by feed name .*got ndarray"):
         trainer.fit(train.x, epochs=1)
-    with pytest.raises(TypeError, match=r"feed 'label' holds a list, not an array"):
+    with pytest.raises(TypeError, match=r"feed 'label' holds list, not an array"):
         trainer.fit({"image": train.x, "label": list(train.y)}, epochs=1)
 
 
