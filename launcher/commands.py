@@ -142,7 +142,7 @@ def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
     argv = list(program.argv)
     if sync is not None and not has_option(argv, "--sync"):
         argv = ["--sync", sync, *argv]
-    if restart > 0 and not (has_option(argv, "--resume") or "--overwrite" in argv):
+    if restart > 0 and not (has_option(argv, "--resume") or has_option(argv, "--overwrite")):
         argv += ["--resume", "auto"]
     return argv
 

@@ -39,41 +39,40 @@ def _ranks_per_pod(obj: Manifest, where: str) -> int:
 
 def _trainers(
     objs: Sequence[Manifest],
-) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str]]]:
-    """(object, where, pod template, container, train arguments) of every ``distconv train``."""
+) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str], FlagError | None]]:
+    """(object, where, pod template, container, train arguments as read, the flag error in
+    them or None) of every ``distconv train``."""
     for obj in objs:
         for where, template in _templates(obj):
             for container in _containers(template):
                 train = _train_argv(_argv(container))
                 if train is not None:
-                    yield obj, where, template, container, _as_read(train)
+                    yield obj, where, template, container, *_as_read(train)
 
 
-def _as_read(train: list[str]) -> list[str]:
+def _as_read(train: list[str]) -> tuple[list[str], FlagError | None]:
     """``train`` as the ranks read it, each abbreviated flag written out (``--re`` is
-    ``--resume``); as written where a flag is wrong (:func:`_train_runs` reports it)."""
+    ``--resume``), and None; as written where a flag is wrong, and why."""
     try:
-        return spelled_out(train)
-    except FlagError:
-        return train
+        return spelled_out(train), None
+    except FlagError as exc:
+        return train, exc
 
 
 def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
     """Restarted ranks resume, take no flag of another transport than their ``--sync``, and
     every rank can write its run directory."""
-    for obj, where, template, container, train in _trainers(objs):
+    for obj, where, template, container, train, wrong in _trainers(objs):
         here = f"{where} container {container.get('name')}"
-        try:
-            spelled_out(train)
-        except FlagError as exc:
-            yield f"{here}: {exc}: every rank would refuse it"
+        if wrong is not None:
+            yield f"{here}: {wrong}: every rank would refuse it"
             continue
         if "--overwrite" in train and any(t.split("=", 1)[0] == "--resume" for t in train):
             yield f"{here}: every rank would refuse --overwrite beside --resume"
-        elif _last_flag(train, "--resume") != "auto" or "--overwrite" in train:
+        elif _flag(train, "--resume", last=True) != "auto" or "--overwrite" in train:
             yield f"{here}: distconv train needs --resume auto, or a restart starts over"
         yield from _unused_flags(here, train)
-        out = _last_flag(train, "--out") or "runs"
+        out = _flag(train, "--out", last=True) or "runs"
         for pod_where, pod in _rank_pods(obj, where, template):
             yield from _writable(pod_where, pod, out, container.get("workingDir"))
 
@@ -81,22 +80,13 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
 def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
     """A flag for another transport than the ``--sync`` the pods run: every rank would refuse
     it at start."""
-    kind = _last_flag(train, "--sync")
+    kind = _flag(train, "--sync", last=True)
     # none given (implied by --pservers or the launcher), or one the shell or Kubernetes
     # fills in (--sync $(SYNC)): nothing to compare the flags with here
     for token in train if kind in TRANSPORT_OPTIONS else ():
         problem = unused_flag(token.split("=", 1)[0], kind) if token.startswith("--") else None
         if problem is not None:
             yield f"{here}: {problem}"
-
-
-def _last_flag(train: list[str], name: str) -> str | None:
-    """The value of the last ``name`` in ``train``, the one argparse keeps."""
-    value = None
-    for i, token in enumerate(train):
-        if token.split("=", 1)[0] == name:
-            value = _flag(train[i:], name)
-    return value
 
 
 def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:
@@ -117,7 +107,7 @@ def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> 
 def _on_gpu(container: Manifest, train: list[str]) -> bool:
     """Whether the ranks of ``container`` train on a GPU: ``--device``, else DISTCONV_DEVICE
     (under MPI the launcher's environment is the ranks', as Hydra forwards it)."""
-    device = _last_flag(train, "--device") or _env(container).get("DISTCONV_DEVICE") or "cpu"
+    device = _flag(train, "--device", last=True) or _env(container).get("DISTCONV_DEVICE") or "cpu"
     return str(device).strip().lower() == "gpu"
 
 
@@ -134,7 +124,7 @@ def _pod_gpus(template: Manifest) -> int:
 
 def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
     """Each GPU rank of a pod needs its own device: local rank R uses CUDA device R."""
-    for obj, where, template, container, train in _trainers(objs):
+    for obj, where, template, container, train, _ in _trainers(objs):
         if not _on_gpu(container, train):
             continue
         for pod_where, pod in _rank_pods(obj, where, template):

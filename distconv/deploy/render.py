@@ -146,8 +146,9 @@ def render_manifests(
         ValueError: an argument is out of range or the combination is impossible.
     """
     use_mpi = servers == 0 if mpi is None else bool(mpi)
-    _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots_per_worker)
-    train_args = spelled_out(train_args)  # checked, so it raises nothing here
+    train_args = _check_args(
+        job_name, workers, servers, image, gpus, train_args, mode, slots_per_worker
+    )
     if use_mpi and servers:
         raise ValueError(f"an MPIJob runs allreduce without shards; got servers={servers}")
     if not use_mpi and not servers:
@@ -158,7 +159,8 @@ def render_manifests(
     return [job.pserver_service(), job.pserver_statefulset(), job.worker_job()]
 
 
-def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots) -> None:
+def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots) -> list[str]:
+    """Refuse what cannot render; returns ``train_args`` spelled out in full."""
     if not isinstance(job_name, str) or not _DNS_LABEL.fullmatch(job_name):
         raise ValueError(
             f"job_name must be a DNS label (a-z, 0-9, '-', starting with a letter), got "
@@ -191,6 +193,7 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
     ]
     if owned:
         raise ValueError(f"train_args must leave {', '.join(owned)} to the deployment")
+    return spelled
 
 
 class _Job(_PserverWorkloads, _MpiWorkload):

@@ -34,15 +34,21 @@ def _argv(container: Manifest) -> list[str]:
     return [str(a) for a in (*container.get("command", []), *container.get("args", []))]
 
 
-def _flag(argv: list[str], *names: str) -> str | None:
-    """The value after the first of ``names`` in ``argv`` (``--x v`` or ``--x=v``)."""
+def _flag(argv: list[str], *names: str, last: bool = False) -> str | None:
+    """The value after the first of ``names`` in ``argv`` (``--x v`` or ``--x=v``); with
+    ``last``, after the last one, which is the one argparse keeps."""
+    found = None
     for i, arg in enumerate(argv):
         for name in names:
             if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
+                found = argv[i + 1]
+            elif arg.startswith(name + "="):
+                found = arg.split("=", 1)[1]
+            else:
+                continue
+            if not last:
+                return found
+    return found
 
 
 def _env(container: Manifest) -> dict[str, str]:
