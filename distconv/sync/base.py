@@ -29,12 +29,13 @@ out the array as a view into a bucket buffer). Nobody else writes it in that win
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from distconv.optim import Optimizer
@@ -65,6 +66,11 @@ class SyncStrategy(ABC):
     collective methods (:meth:`broadcast_parameters`, :meth:`allreduce_sum`, :meth:`barrier`,
     :meth:`all_equal`) for their transport. The defaults are those of a single process.
 
+    Closed is closed, on every transport: after :meth:`close`, the calls in
+    :data:`NEEDS_OPEN` raise :class:`SyncError` naming the call, and closing again does
+    nothing. A subclass gets this for the methods it defines (:meth:`__init_subclass__` wraps
+    them), so a transport never has to check by itself.
+
     Args:
         optimizer: the update rule. Where it runs (here, or on the servers) is the strategy's
             business; the Trainer only scales its learning rate and saves its state through
@@ -76,7 +82,14 @@ class SyncStrategy(ABC):
         params: the trainable parameters, after :meth:`setup`.
         firing_order: parameter names in the order the first backward pass fired them, as the
             Network recorded it (allreduce lays out its buckets from this).
+        closed: whether :meth:`close` has run.
     """
+
+    closed = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _guard_closing(cls)
 
     def __init__(self, optimizer: Optimizer, rank: int = 0, world_size: int = 1) -> None:
         if not (world_size >= 1 and 0 <= rank < world_size):
@@ -240,6 +253,68 @@ class SyncStrategy(ABC):
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
         server), so close outside an ``except`` clause a failure that was handled.
         """
+
+
+#: the calls a closed strategy refuses: each would use what :meth:`SyncStrategy.close` let go
+#: (sockets, communicators, the watchdog) or train on without the peers that left.
+#: ``on_gradient`` is not among them: it runs per gradient, inside a step that ``start_step``
+#: already refused.
+NEEDS_OPEN = (
+    "setup",
+    "broadcast_parameters",
+    "start_step",
+    "prefetch",
+    "finish_step",
+    "state_dict",
+    "load_state_dict",
+    "refresh_parameters",
+    "save_remote_parts",
+    "allreduce_sum",
+    "barrier",
+    "all_equal",
+)
+
+
+def _guard_closing(cls: type) -> None:
+    """Wrap ``close`` and the :data:`NEEDS_OPEN` methods of ``cls`` not wrapped yet: those it
+    defines, and those it takes from a mixin that is no strategy (the parameter server's)."""
+    for name in NEEDS_OPEN:
+        method = getattr(cls, name)
+        if not getattr(method, "_guarded", False):
+            setattr(cls, name, _refused_when_closed(method))
+    if not getattr(cls.close, "_guarded", False):
+        cls.close = _closes_once(cls.close)
+
+
+def _refused_when_closed(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def open_only(self: SyncStrategy, *args: Any, **kwargs: Any) -> Any:
+        if self.closed:
+            raise SyncError(
+                f"{type(self).__name__}.{method.__name__}() called after close(): make a new "
+                "sync to train again"
+            )
+        return method(self, *args, **kwargs)
+
+    open_only._guarded = True  # type: ignore[attr-defined]
+    return open_only
+
+
+def _closes_once(close: Callable[[SyncStrategy], None]) -> Callable[[SyncStrategy], None]:
+    @functools.wraps(close)
+    def once(self: SyncStrategy) -> None:
+        if self.closed:  # a script's own close, then the one in its finally
+            return
+        try:
+            close(self)
+        finally:  # only now: a subclass's close calling super().close() runs both
+            self.closed = True
+
+    once._guarded = True  # type: ignore[attr-defined]
+    return once
+
+
+_guard_closing(SyncStrategy)
 
 
 def closing_error() -> BaseException | None:

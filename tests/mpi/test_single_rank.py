@@ -119,8 +119,11 @@ def test_bfloat16_wire_is_close_to_the_exact_result(no_mpi4py):
 
 def test_state_dict_round_trip(no_mpi4py):
     sync = MPISync(create_optimizer("adam"))
-    run(sync)
+    net = small_lenet(seed=0)
+    sync.setup(net.parameters(), {})
+    train(net, sync)
     state = {k: {b: np.array(v) for b, v in s.items()} for k, s in sync.state_dict().items()}
+    sync.close()
     other = MPISync(create_optimizer("adam"))
     other.setup(small_lenet(seed=0).parameters(), {})
     other.load_state_dict(state)

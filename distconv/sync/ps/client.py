@@ -384,9 +384,7 @@ class PServerSync(
 
     def close(self) -> None:
         """Tell the shards this worker is done, and why if an exception propagates (best
-        effort), then close the sockets. Closing again does nothing."""
-        if self._ctx.closed:  # a second close (a script's finally after its own): nothing open
-            return
+        effort), then close the sockets."""
         try:
             self._stop_heartbeat()
             if self.params:
