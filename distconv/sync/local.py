@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from distconv.backend import copy_into
+from distconv.backend import copy_into, is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import PER_ROW, StateDict, SyncStrategy
@@ -31,16 +32,28 @@ class LocalSync(SyncStrategy):
     def __init__(self, optimizer: Optimizer) -> None:
         super().__init__(optimizer, rank=0, world_size=1)
         self.state: StateDict = {}
-        self._state_of: dict[str, Parameter] = {}  # the parameter each state was made for
+        # the parameter each state was made for, weakly: a model dropped from this sync (a
+        # sweep's last one) is freed, and its state with it at the next setup
+        self._state_of: dict[str, weakref.ref[Parameter]] = {}
 
     def init_state(self) -> None:
         """Fresh state for each parameter that has none: a parameter trained again (a second
         fit) keeps its own, and a new parameter of the same name (another model on this sync,
-        as in a sweep) never inherits another's moments."""
+        as in a sweep) never inherits another's moments. A parameter cast or moved since (to
+        float64, to the GPU) keeps its state in its new dtype and on its new device."""
+        self._forget_freed()
         for p in self.params:
-            if self._state_of.get(p.name) is not p:
-                self.state[p.name] = self.optimizer.init_state(p.value)
-                self._state_of[p.name] = p
+            made_for = self._state_of.get(p.name)
+            fresh = self.optimizer.init_state(p.value)
+            if made_for is not None and made_for() is p:
+                _copy_state(fresh, self.state[p.name])
+            self.state[p.name] = fresh
+            self._state_of[p.name] = weakref.ref(p)
+
+    def _forget_freed(self) -> None:
+        """Drop the state of parameters nobody holds any more."""
+        for name in [n for n, ref in self._state_of.items() if ref() is None]:
+            del self._state_of[name], self.state[name]
 
     def on_gradient(self, param: Parameter) -> None:
         scale = mean_scale(self._examples)
@@ -63,3 +76,14 @@ class LocalSync(SyncStrategy):
             for key, value in buffers.items():
                 if not key.endswith(PER_ROW):
                     copy_into(self.state[name][key], value)
+
+
+def _copy_state(fresh: Mapping[str, Any], old: Mapping[str, Any]) -> None:
+    """``old``'s values into ``fresh``'s buffers (their dtype and device); a buffer that is
+    already alike is taken as it is, so a second fit copies nothing."""
+    for key, buffer in fresh.items():
+        same = old[key].dtype == buffer.dtype and is_gpu_array(old[key]) == is_gpu_array(buffer)
+        if same and old[key].shape == buffer.shape:
+            fresh[key] = old[key]  # type: ignore[index]
+        else:
+            copy_into(buffer, old[key])
