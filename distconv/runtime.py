@@ -152,6 +152,13 @@ def detect_runtime(
 
 
 _FLAG_KEYS = {"rank", "world_size", "local_rank", "role", "job_id", "pservers", "keys_dir"}
+#: ``distconv train``'s flag for each key it has (:mod:`distconv.train_args`); messages name the
+#: others (``local_rank``, ``role``: only ``flags=`` takes them) as the key of ``flags``
+_TRAIN_FLAGS = {"rank": "--rank", "world_size": "--world-size", "pservers": "--pservers"}
+
+
+def _flag_label(key: str) -> str:
+    return _TRAIN_FLAGS.get(key, f"flags[{key!r}]")
 
 
 def restart_count(environ: Mapping[str, str] | None = None) -> int:
@@ -321,13 +328,11 @@ def _flag_int(flags: Mapping[str, Any], key: str, default: int | None) -> int | 
         return default
     value = flags[key]
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise RuntimeConfigError(f"--{key.replace('_', '-')} must be an integer, got {value!r}")
+        raise RuntimeConfigError(f"{_flag_label(key)} must be an integer, got {value!r}")
     try:
         return int(value)
     except ValueError:
-        raise RuntimeConfigError(
-            f"--{key.replace('_', '-')} must be an integer, got {value!r}"
-        ) from None
+        raise RuntimeConfigError(f"{_flag_label(key)} must be an integer, got {value!r}") from None
 
 
 def _check_ranges(runtime: Runtime, where: str) -> None:
@@ -350,7 +355,7 @@ def _check_ranges(runtime: Runtime, where: str) -> None:
 def _role(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
     role = str(flags.get("role") or env.get(ENV_ROLE) or "worker").strip().lower()
     if role not in ROLES:
-        where = "--role" if "role" in flags else ENV_ROLE
+        where = _flag_label("role") if "role" in flags else ENV_ROLE
         raise RuntimeConfigError(f"{where} must be one of {', '.join(ROLES)}, got {role!r}")
     return role
 
@@ -364,7 +369,7 @@ def _job_id(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
 
 def _pservers(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
     if "pservers" in flags:
-        value, where = flags["pservers"], "--pservers"
+        value, where = flags["pservers"], _flag_label("pservers")
     else:
         value, where = env.get(ENV_PSERVERS, ""), ENV_PSERVERS
     items = value.split(",") if isinstance(value, str) else list(value)
