@@ -23,7 +23,7 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.backend import to_host
-from distconv.data import Arrays, Dataset, array_length, as_arrays
+from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
 from distconv.layers.base import forward_only
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
@@ -250,7 +250,7 @@ class Trainer:
         """Train until ``epochs`` epochs are complete; returns the records of this call's epochs.
 
         Args:
-            train: the training set (arrays by feed name, or a :class:`Dataset`).
+            train: the whole training set (arrays by feed name, or a :class:`Dataset`).
             test: evaluated after each epoch when given.
             epochs: epochs in all, counting those a resumed checkpoint already holds.
             resume: ``False`` starts fresh (refusing a directory that holds a run),
@@ -287,6 +287,7 @@ class Trainer:
             state, pos = self.checkpoints.open(resume)
             self._take_trainable()
             self.sync.setup(self.trainable, self.config, state)
+            self.sync.all_equal(data_facts(train, test))  # not setup's: shards keep that, fits vary
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:

@@ -11,6 +11,7 @@ from distconv.data import (
     DataError,
     Dataset,
     batches,
+    fingerprint,
     load_dataset,
     load_digits,
     load_mnist,
@@ -53,8 +54,8 @@ def test_digits_split_is_seeded_and_disjoint():
 # -- MNIST IDX files -------------------------------------------------------------------------
 
 
-def _write_mnist(directory, n_train=6, n_test=4, gz=False, test_size=28, sep="-"):
-    rng = np.random.default_rng(0)
+def _write_mnist(directory, n_train=6, n_test=4, gz=False, test_size=28, sep="-", seed=0):
+    rng = np.random.default_rng(seed)
     suffix = ".gz" if gz else ""
     data = {}
     for prefix, n, size in (("train", n_train, 28), ("t10k", n_test, test_size)):
@@ -298,3 +299,36 @@ def test_load_dataset_by_name(tmp_path):
         load_dataset("cifar")
     with pytest.raises(DataError, match="needs a directory"):
         load_dataset("mnist")
+
+
+# -- fingerprints (what the job check compares of each rank's data) ----------------------------
+
+
+def test_a_fingerprint_tells_apart_the_sets_ranks_could_be_handed_by_mistake():
+    rng = np.random.default_rng(0)
+    whole = {"image": rng.random((64, 1, 8, 8), dtype=np.float32), "label": np.arange(64)}
+    ours = fingerprint(whole)
+    assert ours == fingerprint({k: a.copy() for k, a in whole.items()})  # a copy: the same
+    assert ours["examples"] == 64
+    assert ours["feeds"] == {"image": [[1, 8, 8], "float32"], "label": [[], "int64"]}
+    last_label_changed = np.where(np.arange(64) == 63, 0, whole["label"])
+    others = {
+        "its own shard": {k: a[1::2] for k, a in whole.items()},
+        "a shard as long": {k: np.concatenate([a[32:], a[32:]]) for k, a in whole.items()},
+        "the examples in another order": {k: a[::-1] for k, a in whole.items()},
+        "another dtype": {**whole, "image": whole["image"].astype(np.float64)},
+        "another image shape": {**whole, "image": whole["image"].reshape(64, 1, 4, 16)},
+        "another feed": {**whole, "weight": np.ones(64)},
+        "a sampled label changed": {**whole, "label": last_label_changed},
+    }
+    for what, arrays in others.items():
+        assert fingerprint(arrays) != ours, what
+
+
+def test_a_fingerprint_reads_a_few_examples_not_the_set():
+    """Its limit, as documented: an example between the sampled ones is not read."""
+    labels = np.arange(64)
+    changed = labels.copy()
+    changed[5] = 99  # rows 0, 9, 18, ... are read
+    assert fingerprint({"label": labels}) == fingerprint({"label": changed})
+    assert fingerprint({"label": labels[:0]})["examples"] == 0  # an empty set has one too

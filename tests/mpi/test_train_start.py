@@ -7,6 +7,7 @@ only once that rank has initialised MPI: before the fix each of these jobs hung 
 
 from __future__ import annotations
 
+import shutil
 import sys
 
 import pytest
@@ -81,6 +82,43 @@ def test_ranks_that_run_different_jobs_each_say_so_on_one_line(tmp_path):
     ]
     assert any(line in proc.stderr for line in said), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "aborting the MPI job" not in proc.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "other, named",
+    [
+        ({"n_train": 8}, "train_data.examples: {ours} here, {theirs} there"),
+        ({"seed": 1}, "train_data.sampled_examples_sha256: '"),
+    ],
+)
+def test_a_rank_handed_other_data_stops_at_start_up_naming_it(tmp_path, other, named):
+    """Each rank takes its strided share of the whole set it is handed. A rank whose
+    ``--data-dir`` holds another set (another length, or other images of the same count, as
+    its own shard would) trained on without a word, or stopped mid-epoch as "ranks are at
+    different points of the job"."""
+    from tests.test_data import _write_mnist
+
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir(), theirs.mkdir()
+    _write_mnist(ours, n_train=12)
+    _write_mnist(theirs, **{"n_train": 12, **other})
+    for test_set in ours.glob("t10k-*"):  # the same test set: only the training sets differ
+        shutil.copy(test_set, theirs / test_set.name)
+    data = ["--data", "mnist", "--batch-size", "2", "--data-dir"]
+    command = ["-n", "1", *train(tmp_path, *data, str(ours)), ":"]
+    command += ["-n", "1", *train(tmp_path, *data, str(theirs))]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    sizes = (12, other.get("n_train", 12))
+    said = [
+        f"rank {rank} and rank {1 - rank} run different jobs: "
+        + named.format(ours=sizes[rank], theirs=sizes[1 - rank])
+        for rank in (0, 1)
+    ]
+    assert any(line in proc.stderr for line in said), proc.stderr[-2000:]
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    assert not metrics.exists() or not metrics.read_text()  # no step ran
 
 
 @pytest.mark.timeout(60)
