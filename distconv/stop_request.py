@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,20 @@ ANNOUNCEMENT = (
     b"\ndistconv: Ctrl-C: stopping at the next step the ranks agree on, with a checkpoint "
     b"where one is written; Ctrl-C again stops at once\n"
 )
+
+#: the first stop signal while a StopRequest's handlers are in place, and when (monotonic)
+_pending: tuple[signal.Signals, float] | None = None
+
+
+def pending() -> tuple[signal.Signals, float] | None:
+    """The signal this process was first asked to stop by, and when (``time.monotonic()``),
+    while a :class:`StopRequest`'s handlers are in place; None when no stop is asked.
+
+    Process-wide, for a transport's waits (:mod:`distconv.sync.ps.channel`): a stop comes at
+    the next step boundary, and a wait that never ends because a peer is gone must not keep
+    the process from it until its SIGKILL.
+    """
+    return _pending
 
 
 class StopRequest:
@@ -51,6 +66,8 @@ class StopRequest:
         Returns:
             A function that puts the previous handlers back.
         """
+        global _pending
+        _pending = None  # a fit's own: an old signal is done
         previous = {signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             previous[signal.SIGINT] = signal.default_int_handler
@@ -58,16 +75,21 @@ class StopRequest:
             signal.signal(signum, self._on_signal)
 
         def restore() -> None:
+            global _pending
+            _pending = None
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
         return restore
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        global _pending
         if signum == signal.SIGINT:
             if signal.SIGINT in self.received:  # the second Ctrl-C: stop now
                 raise KeyboardInterrupt
         self.received.add(signum)  # first: the request stands even if it cannot be said
+        if _pending is None:
+            _pending = (signal.Signals(signum), time.monotonic())
         if signum == signal.SIGINT and self.announce:
             try:  # os.write: a handler may run in the middle of a print
                 os.write(2, ANNOUNCEMENT)

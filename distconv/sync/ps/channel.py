@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from distconv import stop_request
 from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.ps import keys as keyfiles
@@ -29,6 +30,13 @@ log = logging.getLogger("distconv.pserver")
 #: a worker waits this much longer than ``timeout`` for a reply, so that the shard's own timeout
 #: (which names the missing worker) fires first when both use the same value
 GRACE = 1.5
+#: once this process is asked to stop (SIGTERM, Ctrl-C: :func:`distconv.stop_request.pending`),
+#: a wait that hears nothing from the shards for this many seconds gives up (SyncError): live
+#: peers answer within milliseconds, so the shard waits for a worker that is gone (killed, out
+#: of memory) and would hold this one until its SIGKILL, silent, at the launcher's grace's end
+STOP_PATIENCE = 5.0
+#: the longest single poll of a wait, so that a stop request is seen this soon
+POLL_SLICE = 0.25
 
 
 class ShardChannel:
@@ -83,30 +91,39 @@ class ShardChannel:
         self._bytes_pushed += len(frames[0]) + sum(a.nbytes for a in arrays)
         return rid
 
-    def _wait(self, rids: Sequence[int], what: str) -> list[tuple[dict[str, Any], list]]:
+    def _wait(
+        self, rids: Sequence[int], what: str, stoppable: bool = True
+    ) -> list[tuple[dict[str, Any], list]]:
         """The replies to ``rids``, in order; SyncError on an error reply or past the timeout."""
-        got = {rid: reply for rid, reply in self._arrivals(rids, what)}
+        got = {rid: reply for rid, reply in self._arrivals(rids, what, stoppable)}
         return [got[r] for r in rids]
 
-    def _arrivals(self, rids: Sequence[int], what: str) -> Iterator[tuple[int, tuple]]:
+    def _arrivals(
+        self, rids: Sequence[int], what: str, stoppable: bool = True
+    ) -> Iterator[tuple[int, tuple]]:
         """``(rid, (header, arrays))`` for each of ``rids`` as its reply arrives, so a caller
         can use one while the others are still on their way.
 
+        Args:
+            stoppable: give up :data:`STOP_PATIENCE` s after a stop request with no reply since
+                (False for waits a live peer may make long: a checkpoint's).
+
         Raises:
-            SyncError: an error reply, or no reply within the timeout.
+            SyncError: an error reply, or no reply within the timeout (or the stop's patience).
         """
         limit = self.timeout * GRACE
         deadline = _now() + limit
         missing = set(rids)
         try:
-            yield from self._collect(missing, deadline, limit, what)
+            yield from self._collect(missing, deadline, limit, what, stoppable)
         finally:  # an error reply, a timeout, or a caller that stopped reading
             self._abandon(missing)
 
     def _collect(
-        self, missing: set[int], deadline: float, limit: float, what: str
+        self, missing: set[int], deadline: float, limit: float, what: str, stoppable: bool
     ) -> Iterator[tuple[int, tuple]]:
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
+        heard = _now()  # the wait's start, then the last reply's arrival
         while missing:
             for rid in [r for r in missing if r in self._replies]:
                 missing.discard(rid)
@@ -125,8 +142,31 @@ class ShardChannel:
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
                     f"{self._shards_of(sorted(missing))} within {limit:g} s"
                 )
-            for sock, _ in self._poller.poll(left * 1000):
+            if stoppable:
+                left = min(left, self._stop_patience_left(heard, missing, what))
+            events = self._poller.poll(left * 1000)
+            if events:
+                heard = _now()
+            for sock, _ in events:
                 self._receive(sock)
+
+    def _stop_patience_left(self, heard: float, missing: set[int], what: str) -> float:
+        """How long the next poll of a stoppable wait may take (:data:`POLL_SLICE` at most, to
+        see a stop request soon); SyncError once a stop was requested and the shards have said
+        nothing for :data:`STOP_PATIENCE` s since it, or since ``heard``."""
+        pending = stop_request.pending()
+        if pending is None:
+            return POLL_SLICE
+        signum, since = pending
+        quiet = _now() - max(heard, since)
+        if quiet < STOP_PATIENCE:
+            return min(POLL_SLICE, STOP_PATIENCE - quiet)
+        raise SyncError(
+            f"rank {self.rank}: asked to stop ({signum.name}), and pserver shard(s) "
+            f"{self._shards_of(sorted(missing))} gave no answer to {what} in the "
+            f"{STOP_PATIENCE:g} s since: a worker it waits for is gone (killed, out of memory) "
+            "or stuck; giving up the wait, with nothing saved of this step"
+        )
 
     def _receive(self, sock: zmq.Socket) -> None:
         while True:
@@ -196,9 +236,13 @@ class ShardChannel:
         return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
 
     def _ask_all(
-        self, headers: Sequence[tuple[int, dict[str, Any], Sequence[np.ndarray]]], what: str
+        self,
+        headers: Sequence[tuple[int, dict[str, Any], Sequence[np.ndarray]]],
+        what: str,
+        stoppable: bool = True,
     ) -> list[tuple[dict[str, Any], list]]:
-        return self._wait([self._send(s, h, a) for s, h, a in headers], what)
+        """Send each ``(shard, header, arrays)``; their replies (see :meth:`_arrivals`)."""
+        return self._wait([self._send(s, h, a) for s, h, a in headers], what, stoppable)
 
 
 def _now() -> float:

@@ -357,7 +357,9 @@ class PServerSync(
     def _gather(self, kind: str, value: Any) -> list[Any]:
         self._collective += 1
         tag = f"{kind}:{self._collective}"
-        ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
+        ask = [(0, {"op": "gather", "tag": tag, "value": value}, ())]
+        # a barrier may wait long for a live chief (writing a checkpoint): a stop does not end it
+        ((header, _),) = self._ask_all(ask, tag, stoppable=kind != "barrier")
         return header["values"]
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
