@@ -1,0 +1,145 @@
+"""A sync parameter-server job under ``distconv-launch local`` whose worker is killed (SIGKILL,
+as the OOM killer does): the launcher SIGTERMs the survivor, which waits inside a step for a
+shard that waits for the dead worker. The survivor gives up that wait a few seconds after its
+stop request (``STOP_PATIENCE``), with a line that names the cause, and writes no checkpoint of
+the step; the launcher ends long before ``--grace`` and reports the killed worker. A plain
+SIGTERM still stops the job at a step the workers agree on, with a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from distconv.sync.ps.channel import STOP_PATIENCE
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
+    ENV.pop(_name, None)
+#: far longer than the stop should take: a survivor that sits out the grace fails the test
+GRACE = 60
+
+
+def start(run: Path) -> subprocess.Popen:
+    """Two workers, one sync shard, many short epochs (a checkpoint at each epoch's end)."""
+    argv = [
+        sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
+        "--run-dir", str(run), "--grace", str(GRACE), "--",
+        "--data", "synthetic", "--epochs", "5000", "--batch-size", "32", "--no-progress",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        argv, env=ENV, cwd=run.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def until_trained(launcher: subprocess.Popen, run: Path, epochs: int = 3) -> None:
+    """Until worker 0 has logged ``epochs`` epochs (its SIGTERM handler is in place)."""
+    log, deadline = run / "logs" / "worker-0.log", time.monotonic() + 120
+    while not (log.exists() and f"epoch {epochs}/" in log.read_text()):
+        assert launcher.poll() is None, launcher.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "the job never trained"
+        time.sleep(0.05)
+
+
+def worker_pid(run: Path, rank: int) -> int:
+    """The ``distconv train`` process of ``rank`` in the job of ``run``."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            str(run).encode() in cmdline
+            and b"train" in cmdline
+            and f"RANK={rank}".encode() in environ
+        ):
+            return int(entry.name)
+    raise AssertionError(f"no worker {rank} of {run}")
+
+
+def children_of(run: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(run).encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def checkpoint_steps(run: Path) -> list[int]:
+    manifests = (run / "train" / "checkpoints").glob("step-*.json")
+    return sorted(int(re.search(r"\d+", m.stem).group()) for m in manifests)
+
+
+def cleanup(launcher: subprocess.Popen, run: Path) -> None:
+    launcher.kill()
+    launcher.wait()
+    for pid in children_of(run):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_worker_ends_the_job_promptly_and_the_survivor_says_why(tmp_path):
+    run = tmp_path / "run"
+    launcher = start(run)
+    try:
+        until_trained(launcher, run)
+        os.kill(worker_pid(run, 1), signal.SIGKILL)
+        killed = time.monotonic()
+        output, _ = launcher.communicate(timeout=GRACE + 60)
+        took = time.monotonic() - killed
+    finally:
+        cleanup(launcher, run)
+    # the survivor gives up STOP_PATIENCE s after its SIGTERM; the rest is start-up slack
+    assert took < STOP_PATIENCE + 15, f"the launcher took {took:.1f} s (grace {GRACE} s)"
+    assert launcher.returncode != 0
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["signal"]) == ("worker", 1, "SIGKILL")
+    assert "worker 1 failed with signal SIGKILL" in output, output[-3000:]
+    log = (run / "logs" / "worker-0.log").read_text()
+    said = re.search(
+        r"distconv train: error: rank 0: asked to stop \(SIGTERM\), and pserver shard\(s\) 0 "
+        r"\(127\.0\.0\.1:\d+\) gave no answer to (step (\d+)|allreduce:\d+) in the \d+ s since",
+        log,
+    )
+    assert said, log[-3000:]
+    assert "stopped by SIGTERM" not in log
+    if said.group(2):  # nothing of the step given up was saved: an older checkpoint is newest
+        assert checkpoint_steps(run), "no checkpoint at all"
+        assert max(checkpoint_steps(run)) < int(said.group(2))
+
+
+@pytest.mark.timeout(240)
+def test_a_sigterm_still_stops_both_workers_at_one_step_with_a_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    launcher = start(run)
+    try:
+        until_trained(launcher, run)
+        launcher.send_signal(signal.SIGTERM)
+        output, _ = launcher.communicate(timeout=GRACE + 60)
+    finally:
+        cleanup(launcher, run)
+    assert launcher.returncode == 143, output[-3000:]
+    steps = set()
+    for rank in (0, 1):
+        log = (run / "logs" / f"worker-{rank}.log").read_text()
+        stopped = re.search(r"stopped by SIGTERM after step (\d+)", log)
+        assert stopped and "asked to stop" not in log, log[-3000:]
+        steps.add(int(stopped.group(1)))
+    (step,) = steps
+    assert max(checkpoint_steps(run)) == step
+    assert not (run / "failure.json").exists()

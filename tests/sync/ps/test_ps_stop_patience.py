@@ -1,0 +1,90 @@
+"""A worker asked to stop (SIGTERM) while a sync shard cannot answer its step, because another
+worker never pushes (killed): it gives up STOP_PATIENCE s later, naming the shard, the step
+and the signal; without a stop it waits as before, and a barrier (a live chief may write a
+checkpoint meanwhile) is never cut short."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+
+from distconv.stop_request import StopRequest
+from distconv.sync.base import SyncError
+from distconv.sync.ps import channel
+
+PATIENCE = 1.0
+
+
+@pytest.fixture
+def two_workers(shards, monkeypatch):
+    """Ranks 0 and 1 set up against one sync shard; closed at the end."""
+    monkeypatch.setattr(channel, "STOP_PATIENCE", PATIENCE)
+    endpoints = shards.start(1, 2)
+    nets = [small_net(), small_net()]
+    syncs = [insecure_worker(endpoints, r, 2) for r in range(2)]
+    run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+    yield nets, syncs
+    for s in syncs:
+        s.close()
+
+
+def sigterm_in(seconds: float) -> None:
+    threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_ends_a_step_the_shard_cannot_answer(two_workers):
+    (net, _), (sync, _) = two_workers
+    restore = StopRequest(announce=False).install()
+    try:
+        sigterm_in(0.3)
+        began = time.monotonic()
+        with pytest.raises(SyncError) as raised:
+            train_steps(net, sync, batches(1, 8), rank=0, world=2)
+        took = time.monotonic() - began
+    finally:
+        restore()
+    assert 0.3 + PATIENCE - 0.1 < took < 0.3 + PATIENCE + 2, took
+    message = str(raised.value)
+    assert message.startswith("rank 0: asked to stop (SIGTERM), and pserver shard(s) 0 ")
+    assert f"gave no answer to step 1 in the {PATIENCE:g} s since" in message
+
+
+@pytest.mark.timeout(60)
+def test_a_step_answered_within_the_patience_ends_as_before(two_workers):
+    nets, syncs = two_workers
+    data = batches(2, 8)
+    restore = StopRequest(announce=False).install()
+    try:
+        sigterm_in(0.1)  # rank 1 pushes its step half the patience after the stop
+        late = threading.Timer(0.1 + PATIENCE / 2, train_steps, (nets[1], syncs[1], data[:1], 1, 2))
+        late.start()
+        train_steps(nets[0], syncs[0], data[:1], rank=0, world=2)
+        late.join()
+    finally:
+        restore()
+    # both took the same step: a second one goes through with no stop pending
+    run_ranks(lambda r: train_steps(nets[r], syncs[r], data[1:], r, 2), 2)
+    for p, q in zip(*(n.parameters() for n in nets)):
+        assert (p.value == q.value).all()
+
+
+@pytest.mark.timeout(60)
+def test_a_barrier_is_not_cut_short_by_a_stop(two_workers):
+    _, syncs = two_workers
+    restore = StopRequest(announce=False).install()
+    try:
+        sigterm_in(0.1)
+        late = threading.Timer(0.1 + 2 * PATIENCE, syncs[1].barrier)  # the chief "writes"
+        late.start()
+        began = time.monotonic()
+        syncs[0].barrier()
+        late.join()
+    finally:
+        restore()
+    assert time.monotonic() - began >= 2 * PATIENCE
