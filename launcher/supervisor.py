@@ -201,8 +201,12 @@ class Supervisor:
         self._wait_gone(workers, deadline)
         _send_stop_signals(servers)
         self._wait_gone(servers, deadline)
+        running = running_groups()
+        left = [c.spec.name for c in children if c.group_alive(running)]
         for child in children:
             child.signal_group(signal.SIGKILL)
+        if left and len(self._signals) < 2:  # the grace ran out (a second signal said its own)
+            self.say(f"{', '.join(left)} still running {self.grace:g} s after SIGTERM: killed")
 
     def _wait_gone(self, children: list[Child], deadline: float) -> None:
         """Until no process of ``children``'s groups runs, the deadline, or a second signal."""

@@ -174,6 +174,19 @@ def test_a_second_signal_kills_at_once(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_child_killed_at_the_graces_end_is_named(tmp_path):
+    """A SIGKILL at the grace's end is said, naming whom it hit: never a silent kill."""
+    specs = [
+        ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30)),
+        ChildSpec("worker", 1, ["sh", "-c", f"{until_up(tmp_path, 'w')}; exit 3"]),
+    ]
+    status, said = supervise(tmp_path, specs, grace=1)
+    assert status == 3, said
+    assert "worker-0 still running 1 s after SIGTERM: killed" in said
+    assert done_at(tmp_path, "w") is None
+
+
+@pytest.mark.timeout(60)
 def test_a_closed_terminal_still_gives_the_children_their_grace(tmp_path):
     """The launcher's stderr is gone (a hung-up terminal): its messages fail, its job stops."""
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0))]
