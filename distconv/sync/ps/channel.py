@@ -164,8 +164,8 @@ class ShardChannel:
         raise SyncError(
             f"rank {self.rank}: asked to stop ({signum.name}), and pserver shard(s) "
             f"{self._shards_of(sorted(missing))} gave no answer to {what} in the "
-            f"{STOP_PATIENCE:g} s since: a worker it waits for is gone (killed, out of memory) "
-            "or stuck; giving up the wait, with nothing saved of this step"
+            f"{STOP_PATIENCE:g} s since: it waits for a worker that is gone (killed, out of "
+            "memory) or stuck, or is gone itself; giving up the wait, the step left incomplete"
         )
 
     def _receive(self, sock: zmq.Socket) -> None:
