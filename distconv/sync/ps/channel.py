@@ -31,10 +31,14 @@ log = logging.getLogger("distconv.pserver")
 #: (which names the missing worker) fires first when both use the same value
 GRACE = 1.5
 #: once this process is asked to stop (SIGTERM, Ctrl-C: :func:`distconv.stop_request.pending`),
-#: a wait that hears nothing from the shards for this many seconds gives up (SyncError): live
-#: peers answer within milliseconds, so the shard waits for a worker that is gone (killed, out
-#: of memory) and would hold this one until its SIGKILL, silent, at the launcher's grace's end
+#: a step's wait that hears nothing from the shards for this many seconds gives up (SyncError),
+#: or for :data:`QUIET_FACTOR` times the longest such silence its waits have seen before, if
+#: longer: live peers answer about as soon as they always did, so the shard waits for a worker
+#: that is gone (killed, out of memory), which would hold this one until its SIGKILL, silent, at
+#: the launcher's grace's end. Only a step's waits (its push replies, a prefetch): a metrics sum
+#: or a barrier may wait long for a live rank that evaluates or writes a checkpoint.
 STOP_PATIENCE = 5.0
+QUIET_FACTOR = 3.0
 #: the longest single poll of a wait, so that a stop request is seen this soon
 POLL_SLICE = 0.25
 
@@ -42,6 +46,10 @@ POLL_SLICE = 0.25
 class ShardChannel:
     """The request side of :class:`~distconv.sync.ps.client.PServerSync`: connect, send, wait
     for and receive the replies of the shards."""
+
+    #: the longest silence a stoppable wait has seen while no stop was asked (see
+    #: :data:`STOP_PATIENCE`)
+    _usual_quiet = 0.0
 
     def _connect(self, shard: int, immediate: bool = False) -> zmq.Socket:
         """A new DEALER socket to ``shard``, CURVE on unless ``--insecure`` (``_keys_dir``,
@@ -92,21 +100,21 @@ class ShardChannel:
         return rid
 
     def _wait(
-        self, rids: Sequence[int], what: str, stoppable: bool = True
+        self, rids: Sequence[int], what: str, stoppable: bool = False
     ) -> list[tuple[dict[str, Any], list]]:
         """The replies to ``rids``, in order; SyncError on an error reply or past the timeout."""
         got = {rid: reply for rid, reply in self._arrivals(rids, what, stoppable)}
         return [got[r] for r in rids]
 
     def _arrivals(
-        self, rids: Sequence[int], what: str, stoppable: bool = True
+        self, rids: Sequence[int], what: str, stoppable: bool = False
     ) -> Iterator[tuple[int, tuple]]:
         """``(rid, (header, arrays))`` for each of ``rids`` as its reply arrives, so a caller
         can use one while the others are still on their way.
 
         Args:
-            stoppable: give up :data:`STOP_PATIENCE` s after a stop request with no reply since
-                (False for waits a live peer may make long: a checkpoint's).
+            stoppable: a step's wait, which gives up once a stop was asked and the shards
+                have been silent for longer than they ever were (:data:`STOP_PATIENCE`).
 
         Raises:
             SyncError: an error reply, or no reply within the timeout (or the stop's patience).
@@ -146,6 +154,8 @@ class ShardChannel:
                 left = min(left, self._stop_patience_left(heard, missing, what))
             events = self._poller.poll(left * 1000)
             if events:
+                if stoppable and stop_request.pending() is None:
+                    self._usual_quiet = max(self._usual_quiet, _now() - heard)
                 heard = _now()
             for sock, _ in events:
                 self._receive(sock)
@@ -153,18 +163,19 @@ class ShardChannel:
     def _stop_patience_left(self, heard: float, missing: set[int], what: str) -> float:
         """How long the next poll of a stoppable wait may take (:data:`POLL_SLICE` at most, to
         see a stop request soon); SyncError once a stop was requested and the shards have said
-        nothing for :data:`STOP_PATIENCE` s since it, or since ``heard``."""
+        nothing for the patience (:data:`STOP_PATIENCE`) since it, or since ``heard``."""
         pending = stop_request.pending()
         if pending is None:
             return POLL_SLICE
         signum, since = pending
+        patience = max(STOP_PATIENCE, QUIET_FACTOR * self._usual_quiet)
         quiet = _now() - max(heard, since)
-        if quiet < STOP_PATIENCE:
-            return min(POLL_SLICE, STOP_PATIENCE - quiet)
+        if quiet < patience:
+            return min(POLL_SLICE, patience - quiet)
         raise SyncError(
             f"rank {self.rank}: asked to stop ({signum.name}), and pserver shard(s) "
             f"{self._shards_of(sorted(missing))} gave no answer to {what} in the "
-            f"{STOP_PATIENCE:g} s since: it waits for a worker that is gone (killed, out of "
+            f"{patience:.3g} s since: it waits for a worker that is gone (killed, out of "
             "memory) or stuck, or is gone itself; giving up the wait, the step left incomplete"
         )
 
@@ -239,7 +250,7 @@ class ShardChannel:
         self,
         headers: Sequence[tuple[int, dict[str, Any], Sequence[np.ndarray]]],
         what: str,
-        stoppable: bool = True,
+        stoppable: bool = False,
     ) -> list[tuple[dict[str, Any], list]]:
         """Send each ``(shard, header, arrays)``; their replies (see :meth:`_arrivals`)."""
         return self._wait([self._send(s, h, a) for s, h, a in headers], what, stoppable)

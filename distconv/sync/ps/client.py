@@ -332,7 +332,8 @@ class PServerSync(
                 pending[i] = pending.get(i, 0) + 1
         began = _now()
         written: set[int] = set()
-        for rid, (header, arrays) in self._arrivals(list(inflight), f"step {self._step}"):
+        step = f"step {self._step}"
+        for rid, (header, arrays) in self._arrivals(list(inflight), step, stoppable=True):
             blocks = inflight[rid]
             written |= self._write(blocks, arrays, header)
             self.drops += int(header.get("dropped", 0))
@@ -357,9 +358,7 @@ class PServerSync(
     def _gather(self, kind: str, value: Any) -> list[Any]:
         self._collective += 1
         tag = f"{kind}:{self._collective}"
-        ask = [(0, {"op": "gather", "tag": tag, "value": value}, ())]
-        # a barrier may wait long for a live chief (writing a checkpoint): a stop does not end it
-        ((header, _),) = self._ask_all(ask, tag, stoppable=kind != "barrier")
+        ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
         return header["values"]
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:

@@ -35,7 +35,7 @@ class RemoteState:
             blocks = self.layout.blocks_on(s)
             runs += [(s, run) for run in self._runs(s, blocks, self._state_sizes(blocks))]
         asks = [(s, {"op": "get_state", "blocks": [b.id for b in run]}, ()) for s, run in runs]
-        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "get_state", stoppable=False)):
+        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "get_state")):
             it = iter(arrays)
             for b in run:
                 spec = self._specs[b.param]
@@ -102,7 +102,7 @@ class RemoteState:
         if keep is not None:
             head["keep"] = int(keep)
         asks = [(s, head, ()) for s in writers]
-        replies = self._ask_all(asks, f"checkpoint {step}", stoppable=False) if asks else []
+        replies = self._ask_all(asks, f"checkpoint {step}") if asks else []
         return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
 
     def shard_stats(self) -> list[dict[str, Any]]:

@@ -99,7 +99,7 @@ class SparseRows:
                 asks.append((shard, head, ids_per_block))
                 plan.append(blocks)
         written: set[int] = set()
-        for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch")):
+        for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch", stoppable=True)):
             written |= self._write(blocks, arrays, header)
         self._values_to_device(written)
 

@@ -1,7 +1,9 @@
 """A worker asked to stop (SIGTERM) while a sync shard cannot answer its step, because another
 worker never pushes (killed): it gives up STOP_PATIENCE s later, naming the shard, the step
-and the signal; without a stop it waits as before, and a barrier (a live chief may write a
-checkpoint meanwhile) is never cut short."""
+and the signal; without a stop it waits as before. A job whose steps were always that slow to
+be answered (a slow peer) gets QUIET_FACTOR times its longest silence instead, and a metrics
+sum or a barrier (a live rank may evaluate, or the chief write a checkpoint, meanwhile) is
+never cut short."""
 
 from __future__ import annotations
 
@@ -88,3 +90,43 @@ def test_a_barrier_is_not_cut_short_by_a_stop(two_workers):
     finally:
         restore()
     assert time.monotonic() - began >= 2 * PATIENCE
+
+
+@pytest.mark.timeout(60)
+def test_a_metrics_sum_is_not_cut_short_by_a_stop(two_workers):
+    _, syncs = two_workers
+    restore = StopRequest(announce=False).install()
+    try:
+        sigterm_in(0.1)
+        late = threading.Timer(0.1 + 2 * PATIENCE, syncs[1].allreduce_sum, ([2.0],))  # evaluates
+        late.start()
+        assert syncs[0].allreduce_sum([1.0]) == [3.0]
+        late.join()
+    finally:
+        restore()
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_always_that_slow_is_waited_for_as_long_as_it_always_was(two_workers):
+    """Rank 1 pushes each step 0.8 PATIENCE late. After a stop, a step answered 1.5 PATIENCE
+    late still ends as before: the patience is 3 x 0.8 PATIENCE here, not PATIENCE."""
+    nets, syncs = two_workers
+    data = batches(3, 8)
+
+    def rank_1(delays):
+        for delay, batch in zip(delays, data):
+            time.sleep(delay)
+            train_steps(nets[1], syncs[1], [batch], 1, 2)
+
+    slow = threading.Thread(target=rank_1, args=([0.8 * PATIENCE] * 2 + [1.5 * PATIENCE],))
+    slow.start()
+    train_steps(nets[0], syncs[0], data[:2], rank=0, world=2)  # the usual silence: 0.8
+    restore = StopRequest(announce=False).install()
+    try:
+        sigterm_in(0.1)
+        train_steps(nets[0], syncs[0], data[2:], rank=0, world=2)
+    finally:
+        restore()
+        slow.join()
+    for p, q in zip(*(n.parameters() for n in nets)):
+        assert (p.value == q.value).all()
