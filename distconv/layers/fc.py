@@ -141,6 +141,7 @@ def _got(x: Arg) -> str:
     """What a layer of values was fed instead of ``(N, width)`` values."""
     if x.value is not None:
         return f"input shape {tuple(x.value.shape)}"
-    if x.ids is not None:  # the Trainer feeds an integer array as ids (labels, lookups)
-        return "integer ids (an integer array is fed as ids: cast it to a float type)"
+    if x.ids is not None:  # the Trainer feeds integer and bool arrays as ids (labels, lookups)
+        kind = "a bool" if x.ids.dtype.kind == "b" else "an integer"
+        return f"{kind.split()[1]} ids ({kind} array is fed as ids: cast it to a float type)"
     return "no values"

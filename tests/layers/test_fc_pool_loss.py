@@ -45,6 +45,8 @@ def test_fully_connected_fed_integer_ids_says_so():
     None" (review k85)."""
     with pytest.raises(LayerError, match=r"got integer ids \(an integer array is fed as ids"):
         FullyConnected(4, 3, name="fc")(Arg(ids=np.zeros(2, np.int64)))
+    with pytest.raises(LayerError, match=r"got bool ids \(a bool array is fed as ids: cast"):
+        FullyConnected(4, 3, name="fc")(Arg(ids=np.zeros(2, bool)))  # a mask feature (k87)
 
 
 @pytest.mark.parametrize("cls", [MaxPool2D, AvgPool2D])
