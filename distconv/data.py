@@ -372,10 +372,14 @@ def fingerprint(arrays: Arrays) -> dict[str, Any]:
     would train on a part of the data, or on examples counted twice, without a word; with its
     fingerprint in the job check it is named at setup. Reads a few examples, not the set."""
     n = array_length(arrays)
-    rows = np.unique(np.linspace(0, n - 1, FINGERPRINT_ROWS).round().astype(np.int64)) if n else []
+    rows = np.unique(np.linspace(0, max(n - 1, 0), min(n, FINGERPRINT_ROWS)).round().astype(int))
     digest = hashlib.sha256()
     for name in sorted(arrays):
-        digest.update(np.ascontiguousarray(to_host(arrays[name][rows])).tobytes())
+        sample = to_host(arrays[name][rows])
+        # an object array's bytes are its elements' addresses, other in every process: its
+        # values' text instead (numbers, strings), which every rank handed the same set shares
+        data = repr(sample.tolist()).encode() if sample.dtype.hasobject else sample.tobytes()
+        digest.update(data)
     feeds = {name: [list(a.shape[1:]), str(a.dtype)] for name, a in sorted(arrays.items())}
     return {"examples": n, "feeds": feeds, "sampled_examples_sha256": digest.hexdigest()[:16]}
 

@@ -332,3 +332,15 @@ def test_a_fingerprint_reads_a_few_examples_not_the_set():
     changed[5] = 99  # rows 0, 9, 18, ... are read
     assert fingerprint({"label": labels}) == fingerprint({"label": changed})
     assert fingerprint({"label": labels[:0]})["examples"] == 0  # an empty set has one too
+
+
+def test_a_fingerprint_of_object_arrays_reads_their_values_not_their_addresses():
+    """A feed of Python objects (pandas' ``to_numpy()`` of a mixed frame) trains once the
+    Trainer casts it (``dtype=``). Its bytes were the objects' addresses, other in every process
+    and for every copy: two ranks handed the same set were told they run different jobs."""
+    values = np.random.default_rng(0).standard_normal((16, 3))
+    ours = fingerprint({"x": values.astype(object)})
+    assert ours == fingerprint({"x": values.copy().astype(object)})  # other objects, same values
+    assert ours != fingerprint({"x": (values + 1).astype(object)})
+    names = np.array([f"item {i}" for i in range(16)], dtype=object)
+    assert fingerprint({"x": names}) == fingerprint({"x": np.array(names.tolist(), dtype=object)})
