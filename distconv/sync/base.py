@@ -86,6 +86,8 @@ class SyncStrategy(ABC):
     """
 
     closed = False
+    #: a transport's own calls that a closed one refuses too, beside :data:`NEEDS_OPEN`
+    also_needs_open: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -275,10 +277,11 @@ NEEDS_OPEN = (
 )
 
 
-def _guard_closing(cls: type) -> None:
-    """Wrap ``close`` and the :data:`NEEDS_OPEN` methods of ``cls`` not wrapped yet: those it
-    defines, and those it takes from a mixin that is no strategy (the parameter server's)."""
-    for name in NEEDS_OPEN:
+def _guard_closing(cls: type[SyncStrategy]) -> None:
+    """Wrap ``close`` and the :data:`NEEDS_OPEN` and ``cls.also_needs_open`` methods of ``cls``
+    not wrapped yet: those it defines, and those it takes from a mixin that is no strategy
+    (the parameter server's)."""
+    for name in (*NEEDS_OPEN, *cls.also_needs_open):
         method = getattr(cls, name)
         if not getattr(method, "_guarded", False):
             setattr(cls, name, _refused_when_closed(method))

@@ -92,6 +92,20 @@ def test_a_closed_sync_refuses_every_call_by_name(transport, make_sync, ps_helpe
         np.testing.assert_array_equal(p.value, trained[p.name])
 
 
+@pytest.mark.timeout(60)
+def test_a_closed_parameter_server_sync_refuses_its_own_calls_too(make_sync, ps_helpers):
+    """``shard_stats`` asks every shard: after close it raised ZeroMQ's "Socket operation on
+    non-socket", as every call did before, instead of naming the call."""
+    net, sync = ps_helpers.small_net(), make_sync("pserver")
+    sync.setup(net.parameters(), {})
+    assert sync.shard_stats()[0]["errors"] == 0
+    sync.close()
+    assert sync.also_needs_open == ("shard_stats",)
+    with pytest.raises(SyncError, match=r"^PServerSync\.shard_stats\(\) called after close\(\)"):
+        sync.shard_stats()
+    assert sync.traffic()["bytes_pulled"] >= 0  # a count kept here: still read after close
+
+
 class _Parent(LocalSync):
     """A transport of a user's, with a close of its own."""
 

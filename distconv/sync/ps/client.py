@@ -82,6 +82,7 @@ class PServerSync(
     """
 
     fetches_rows = True  # sparse tables stay on the shards; a batch's rows are pulled
+    also_needs_open = ("shard_stats",)  # asks every shard, on sockets close() closed
 
     def __init__(
         self,
