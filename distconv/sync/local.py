@@ -80,10 +80,14 @@ class LocalSync(SyncStrategy):
 
 def _copy_state(fresh: Mapping[str, Any], old: Mapping[str, Any]) -> None:
     """``old``'s values into ``fresh``'s buffers (their dtype and device); a buffer that is
-    already alike is taken as it is, so a second fit copies nothing."""
+    already alike is taken as it is, so a second fit copies nothing. A parameter given a value
+    of another shape (a table grown) starts afresh: numpy would spread its old moments over
+    the new shape without a word."""
+    if any(old[key].shape != buffer.shape for key, buffer in fresh.items()):
+        return
     for key, buffer in fresh.items():
         same = old[key].dtype == buffer.dtype and is_gpu_array(old[key]) == is_gpu_array(buffer)
-        if same and old[key].shape == buffer.shape:
+        if same:
             fresh[key] = old[key]  # type: ignore[index]
         else:
             copy_into(buffer, old[key])

@@ -91,3 +91,24 @@ def test_a_model_dropped_from_a_sync_is_freed_with_its_state(make_sync, kind):
     shared.setup(second.parameters(), {})  # a second fit: no state left of the first model
     assert set(shared.state_dict()) == {p.name for p in second.parameters()}
     shared.close()
+
+
+@pytest.mark.parametrize("kind", ["local", "mpi"])
+def test_a_parameter_given_a_value_of_another_shape_starts_afresh(make_sync, kind):
+    """A table grown in place (a new vocabulary): numpy broadcast its one row of moments over
+    every new row, where before the first update refused the old shape."""
+    from distconv.parameter import Parameter
+
+    table = Parameter("table", np.zeros((1, 3)))
+    sync = make_sync(kind)
+    sync.setup([table], {})
+    sync.start_step(1)
+    table.grad[...] = 1.0
+    table.inc_update(sync)
+    sync.finish_step()
+    assert sync.state_dict()["table"]["m"].any()
+    table.value, table.grad = np.zeros((4, 3)), np.zeros((4, 3))
+    sync.setup([table], {})
+    state = sync.state_dict()["table"]
+    assert state["m"].shape == (4, 3) and not state["m"].any() and int(state["step"]) == 0
+    sync.close()
