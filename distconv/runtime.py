@@ -355,7 +355,7 @@ def _check_ranges(runtime: Runtime, where: str) -> None:
 def _role(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
     role = str(flags.get("role") or env.get(ENV_ROLE) or "worker").strip().lower()
     if role not in ROLES:
-        where = _flag_label("role") if "role" in flags else ENV_ROLE
+        where = _flag_label("role") if flags.get("role") else ENV_ROLE  # whose value it is
         raise RuntimeConfigError(f"{where} must be one of {', '.join(ROLES)}, got {role!r}")
     return role
 

@@ -185,6 +185,8 @@ def test_roles_servers_keys_and_job_id_from_env_and_flags():
         ({}, {"rank": "two"}, "--rank must be an integer, got 'two'"),
         ({}, {"ranks": 1}, r"unknown runtime flag\(s\) \['ranks'\]"),
         ({"DISTCONV_ROLE": "chief"}, None, "DISTCONV_ROLE must be one of worker, server"),
+        # an empty flag leaves the role to the environment: the message names the variable
+        ({"DISTCONV_ROLE": "chief"}, {"role": ""}, "^DISTCONV_ROLE must be one of"),
         ({}, {"role": "boss"}, r"^flags\['role'\] must be one of worker, server, got 'boss'"),
         ({}, {"local_rank": "x"}, r"^flags\['local_rank'\] must be an integer, got 'x'"),
         ({"DISTCONV_PSERVERS": "host"}, None, "DISTCONV_PSERVERS: 'host' is not host:port"),
