@@ -76,9 +76,9 @@ class StopRequest:
 
         def restore() -> None:
             global _pending
-            _pending = None
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            _pending = None  # after: a signal until then runs our handler, which sets it
 
         return restore
 
