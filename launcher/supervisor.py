@@ -199,14 +199,16 @@ class Supervisor:
         if self._signals and failed is None and not self._finished:  # the stop's cause
             self.say(f"got {signal_name(self._signals[0])}; stopping every child")
         self._wait_gone(workers, deadline)
+        servers_at = time.monotonic()
         _send_stop_signals(servers)
         self._wait_gone(servers, deadline)
         running = running_groups()
-        left = [c.spec.name for c in children if c.group_alive(running)]
+        left = [c for c in children if c.group_alive(running)]
         for child in children:
             child.signal_group(signal.SIGKILL)
         if left and len(self._signals) < 2:  # the grace ran out (a second signal said its own)
-            self.say(f"{', '.join(left)} still running {self.grace:g} s after SIGTERM: killed")
+            server_seconds = time.monotonic() - servers_at
+            self.say(_killed_at_the_end(left, servers, self.grace, server_seconds))
 
     def _wait_gone(self, children: list[Child], deadline: float) -> None:
         """Until no process of ``children``'s groups runs, the deadline, or a second signal."""
@@ -230,6 +232,25 @@ class Supervisor:
             f"{failure.describe()} (after {failure.restart} restart(s)){after}; "
             f"last lines of {failure.log}:\n{tail}\nreport: {path}"
         )
+
+
+def _killed_at_the_end(
+    left: list[Child], servers: list[Child], grace: float, server_seconds: float
+) -> str:
+    """Whom the grace's end killed, each with the time it had since its SIGTERM: a server gets
+    its own only once the workers are gone, so workers that use the whole grace leave it none
+    (it must not read as a shard that ignored its SIGTERM for the whole grace)."""
+    said = []
+    workers = [c.spec.name for c in left if c not in servers]
+    if workers:
+        said.append(f"{', '.join(workers)} still running {grace:g} s after SIGTERM")
+    late = [c.spec.name for c in left if c in servers]
+    if late:
+        said.append(
+            f"{', '.join(late)} still running {server_seconds:.0f} s after its SIGTERM (sent "
+            "once the workers were gone, or the grace ran out)"
+        )
+    return ", ".join(said) + ": killed"
 
 
 def _send_stop_signals(children: list[Child]) -> None:

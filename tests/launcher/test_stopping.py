@@ -187,6 +187,21 @@ def test_a_child_killed_at_the_graces_end_is_named(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_server_killed_at_the_graces_end_is_said_with_the_time_it_had(tmp_path):
+    """Workers that use the whole grace leave the server none: its SIGTERM comes at the
+    grace's end, and the line says so, not that it ignored a SIGTERM for the whole grace."""
+    specs = [
+        ChildSpec("server", 0, checkpointing(tmp_path, "s", 30)),
+        ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30)),
+    ]
+    signal_at = (["s", "w"], 0.2, signal.SIGTERM)
+    status, said = supervise(tmp_path, specs, grace=1, signal_at=signal_at)
+    assert status == 143, said
+    assert "worker-0 still running 1 s after SIGTERM, server-0 still running 0 s after" in said
+    assert "server-0 still running 1 s" not in said
+
+
+@pytest.mark.timeout(60)
 def test_a_closed_terminal_still_gives_the_children_their_grace(tmp_path):
     """The launcher's stderr is gone (a hung-up terminal): its messages fail, its job stops."""
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0))]
