@@ -35,8 +35,12 @@ def two_workers(shards, monkeypatch):
         s.close()
 
 
-def sigterm_in(seconds: float) -> None:
-    threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM)).start()
+def sigterm_in(seconds: float) -> threading.Timer:
+    """A SIGTERM to this process in ``seconds``; join the timer before the handlers go back:
+    one that fires after them (a test that failed early) would kill the whole pytest run."""
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    return timer
 
 
 @pytest.mark.timeout(60)
@@ -44,12 +48,13 @@ def test_a_stop_ends_a_step_the_shard_cannot_answer(two_workers):
     (net, _), (sync, _) = two_workers
     restore = StopRequest(announce=False).install()
     try:
-        sigterm_in(0.3)
+        sigterm = sigterm_in(0.3)
         began = time.monotonic()
         with pytest.raises(SyncError) as raised:
             train_steps(net, sync, batches(1, 8), rank=0, world=2)
         took = time.monotonic() - began
     finally:
+        sigterm.join()
         restore()
     assert 0.3 + PATIENCE - 0.1 < took < 0.3 + PATIENCE + 2, took
     message = str(raised.value)
@@ -63,12 +68,13 @@ def test_a_step_answered_within_the_patience_ends_as_before(two_workers):
     data = batches(2, 8)
     restore = StopRequest(announce=False).install()
     try:
-        sigterm_in(0.1)  # rank 1 pushes its step half the patience after the stop
+        sigterm = sigterm_in(0.1)  # rank 1 pushes its step half the patience after the stop
         late = threading.Timer(0.1 + PATIENCE / 2, train_steps, (nets[1], syncs[1], data[:1], 1, 2))
         late.start()
         train_steps(nets[0], syncs[0], data[:1], rank=0, world=2)
         late.join()
     finally:
+        sigterm.join()
         restore()
     # both took the same step: a second one goes through with no stop pending
     run_ranks(lambda r: train_steps(nets[r], syncs[r], data[1:], r, 2), 2)
@@ -81,13 +87,14 @@ def test_a_barrier_is_not_cut_short_by_a_stop(two_workers):
     _, syncs = two_workers
     restore = StopRequest(announce=False).install()
     try:
-        sigterm_in(0.1)
+        sigterm = sigterm_in(0.1)
         late = threading.Timer(0.1 + 2 * PATIENCE, syncs[1].barrier)  # the chief "writes"
         late.start()
         began = time.monotonic()
         syncs[0].barrier()
         late.join()
     finally:
+        sigterm.join()
         restore()
     assert time.monotonic() - began >= 2 * PATIENCE
 
@@ -97,12 +104,13 @@ def test_a_metrics_sum_is_not_cut_short_by_a_stop(two_workers):
     _, syncs = two_workers
     restore = StopRequest(announce=False).install()
     try:
-        sigterm_in(0.1)
+        sigterm = sigterm_in(0.1)
         late = threading.Timer(0.1 + 2 * PATIENCE, syncs[1].allreduce_sum, ([2.0],))  # evaluates
         late.start()
         assert syncs[0].allreduce_sum([1.0]) == [3.0]
         late.join()
     finally:
+        sigterm.join()
         restore()
 
 
@@ -123,9 +131,10 @@ def test_a_peer_always_that_slow_is_waited_for_as_long_as_it_always_was(two_work
     train_steps(nets[0], syncs[0], data[:2], rank=0, world=2)  # the usual silence: 0.8
     restore = StopRequest(announce=False).install()
     try:
-        sigterm_in(0.1)
+        sigterm = sigterm_in(0.1)
         train_steps(nets[0], syncs[0], data[2:], rank=0, world=2)
     finally:
+        sigterm.join()
         restore()
         slow.join()
     for p, q in zip(*(n.parameters() for n in nets)):
