@@ -4,7 +4,9 @@ Each subcommand is an ``add_<name>(subparsers)`` function that declares its argu
 (``train``'s are in :mod:`distconv.train_args`) and sets ``handler`` (:func:`build_parser` sets
 ``train``'s). Errors the user can fix (bad data, a corrupt checkpoint, no GPU, a bad option) end
 the process with status 1 and one line naming the cause; ``DISTCONV_DEBUG=1`` shows the
-traceback instead.
+traceback instead. A rank that stopped because another rank failed (a
+:class:`~distconv.sync.peers.PeerFailed`) exits :data:`~distconv.sync.peers.PEER_FAILED_STATUS`
+(75) instead of 1, so a launcher can report the rank that failed first.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from distconv.network import NetworkError
 from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
 from distconv.sync import SyncError
 from distconv.sync.mpi import leaving
+from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 from distconv.sync.ps.cli import PserverStartError
 from distconv.train_args import add_train
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
@@ -147,10 +150,14 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return args.handler(args)
     except USER_ERRORS as exc:
+        status = PEER_FAILED_STATUS if peer_failure(exc) else 1  # another rank's failure
         if os.environ.get("DISTCONV_DEBUG"):
-            raise
+            if status == 1:
+                raise
+            traceback.print_exc()  # the traceback, and still the status that says "a peer"
+            return status
         sys.stderr.write(f"distconv {args.command}: error: {exception_line(exc)}\n")
-        return 1
+        return status
     except Preempted as exc:
         _say(f"distconv {args.command}: {exc}")
         return exc.exit_status

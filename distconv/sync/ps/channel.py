@@ -14,6 +14,7 @@ import zmq
 from distconv import stop_request
 from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
+from distconv.sync.peers import PeerFailed, failed_peers
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.wire import (
@@ -117,7 +118,9 @@ class ShardChannel:
                 have been silent for longer than they ever were (:data:`STOP_PATIENCE`).
 
         Raises:
-            SyncError: an error reply, or no reply within the timeout (or the stop's patience).
+            SyncError: an error reply, or no reply within the timeout (or the stop's patience);
+                :class:`~distconv.sync.peers.PeerFailed` for an error reply whose
+                ``failed_ranks`` names other ranks than this one.
         """
         limit = self.timeout * GRACE
         deadline = _now() + limit
@@ -140,7 +143,9 @@ class ShardChannel:
                 if reply[0]["op"] == "error":
                     where = "" if shard is None else f" {self.endpoints[shard]}"
                     error = reply[0].get("error")
-                    raise SyncError(f"rank {self.rank}, {what}: pserver{where}: {error}")
+                    message = f"rank {self.rank}, {what}: pserver{where}: {error}"
+                    peers = failed_peers(reply[0].get("failed_ranks"), self.rank)
+                    raise PeerFailed(message, peers) if peers else SyncError(message)
                 yield rid, reply
             if not missing:
                 return

@@ -104,7 +104,8 @@ class ShardGathers:
                 verb = "waits" if len(behind) == 1 else "wait"
                 self._fail(
                     f"{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its push, "
-                    "and the step cannot complete without it"
+                    "and the step cannot complete without it",
+                    [gone] if self.bye_error.get(gone) else [],  # fewer steps: no one failed
                 )
                 return
 
@@ -147,8 +148,8 @@ class ShardGathers:
         gathers, pushes, since = held_now(self.waiting, self.hello_at, self._live())
         gone = {r for r in self.left if self._left_this_run(r, since)}
         message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
-        if message:
-            self._fail(message)
+        if message:  # a rank gone on an error is the cause; else the ranks disagree
+            self._fail(message, [r for r in sorted(gone) if self.bye_error.get(r)])
 
     def _left_this_run(self, rank: int, since: int) -> bool:
         """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello

@@ -86,7 +86,7 @@ class RequestHandlers:
                 header, [f.buffer for f in frames[2:]], self.config.max_message_bytes
             )
             if self.failed and header["op"] not in ("stats", "bye"):
-                raise _Refused(self.failed)
+                raise _Refused(self.failed, **self._failed_fields())
             if header["op"] not in ("hello", "bye", "stats"):
                 self._check_run(header)
             if header["op"] != "hello":  # a hello says so once accepted (_op_hello)
@@ -99,7 +99,7 @@ class RequestHandlers:
             self.stats.errors += 1
             if isinstance(exc, WireError):
                 log.warning("shard %d: bad request from %s: %s", self.index, short(ident), exc)
-            self._reply(ident, header, error=str(exc))
+            self._reply(ident, header, error=str(exc), **getattr(exc, "fields", {}))
         except Exception as exc:  # a request no check foresaw must not take the shard down
             self.stats.errors += 1
             self._log_unexpected(ident, header, exc)

@@ -85,6 +85,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         self.optimizer: Optimizer | None = None
         self.description: str | None = None
         self.failed: str | None = None
+        self.failed_ranks: list[int] = []  # the ranks whose failure failed the job, if any
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
         self.waiting: dict[str, _Waiting] = {}  # "push:<param>" or "gather:<tag>"
         self.gathers_held: set[str] = set()  # the gather keys in ``waiting``, looked up per push
@@ -231,19 +232,28 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
     def _live(self) -> set[int]:
         return set(range(self.config.workers)) - self.lost
 
-    def _fail(self, message: str) -> None:
-        """The job cannot go on: answer everything held and everything later with ``message``."""
+    def _fail(self, message: str, ranks: Iterable[int] = ()) -> None:
+        """The job cannot go on: answer everything held and everything later with ``message``;
+        ``ranks``: the workers whose failure it is (one that closed on an error, or went silent
+        for the timeout), named in the replies' ``failed_ranks`` (none: the shard's own)."""
         if self.failed:
             return
-        self.failed = message
+        self.failed, self.failed_ranks = message, sorted(set(ranks))
         log.error("shard %d: job failed: %s", self.index, message)
         try:
-            self._dismiss([e for w in self.waiting.values() for e in w.by_rank.values()], message)
+            held = [e for w in self.waiting.values() for e in w.by_rank.values()]
+            self._dismiss(held, message, **self._failed_fields())
         finally:
             self.waiting.clear()
             self.gathers_held.clear()
 
-    def _dismiss(self, held: Iterable[tuple[bytes, dict[str, Any], Any]], why: str) -> None:
+    def _failed_fields(self) -> dict[str, Any]:
+        """The failed job's reply fields besides its message (``docs/protocol.md``)."""
+        return {"failed_ranks": self.failed_ranks} if self.failed_ranks else {}
+
+    def _dismiss(
+        self, held: Iterable[tuple[bytes, dict[str, Any], Any]], why: str, **fields: Any
+    ) -> None:
         """Answer each request in ``held`` (``_Waiting.by_rank`` values), which the shard no
         longer holds, with the error ``why``: its worker stops now, naming the cause, instead
         of at its timeout. A push of several parameters, held under each, is answered once.
@@ -255,7 +265,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             answered.add(id(header))
             self.stats.errors += 1
             try:
-                self._reply(ident, header, error=why)
+                self._reply(ident, header, error=why, **fields)
             except Exception:  # one reply that cannot go must not keep the rest
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
@@ -288,7 +298,8 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
             if not self._stragglers(key, missing):
                 self._fail(
-                    f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key)
+                    f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key),
+                    missing,
                 )
                 return
             for rank in missing:
@@ -338,10 +349,10 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         ``--on-worker-loss continue`` and it is not rank 0, the chief, which writes the
         checkpoints and the metrics: without it the others would train on with nothing saved."""
         if self.config.on_worker_loss == "fail":
-            self._fail(message)
+            self._fail(message, [rank])
             return
         if rank == 0:
-            self._fail(f"{message}: {CHIEF_LOST}")
+            self._fail(f"{message}: {CHIEF_LOST}", [rank])
             return
         log.warning(
             "shard %d: %s; --on-worker-loss continue: going on without it", self.index, message

@@ -81,7 +81,12 @@ class Stats:
 
 
 class _Refused(Exception):
-    """A well-formed request the shard cannot serve (not seeded, job failed, NaN gradient)."""
+    """A well-formed request the shard cannot serve (not seeded, job failed, NaN gradient);
+    ``fields`` go into the error reply beside its message (a failed job's ``failed_ranks``)."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 def _param_spec(entry: Any) -> ParamSpec:

@@ -1,0 +1,58 @@
+"""A rank that stops because another rank of the job failed, and how it says so.
+
+In a sync parameter-server job a worker that raises says ``bye`` with its error; the shard
+then ends the step the other workers wait in with an error reply naming that rank (its
+``failed_ranks`` field, ``docs/protocol.md``). Those workers raise :class:`PeerFailed` and
+``distconv train`` exits :data:`PEER_FAILED_STATUS`, so a launcher can tell the victims from
+the cause without reading their logs: the victim often exits before the rank that failed has
+finished printing its traceback (``docs/operations.md``, Output, logs and failures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from distconv.sync.base import SyncError
+
+__all__ = ["PEER_FAILED_STATUS", "PeerFailed", "peer_failure"]
+
+#: ``distconv train``'s exit status when it stopped because another rank failed (a free code:
+#: 1 is an error, 2 a usage error, 9 the watchdog, 128 + N a signal; 75 is ``EX_TEMPFAIL``
+#: of sysexits.h, "try again": nothing was wrong with this process)
+PEER_FAILED_STATUS = 75
+
+
+class PeerFailed(SyncError):
+    """The job ended because of another rank: it raised (its ``bye`` carried the error), or
+    it went silent for the shard's ``--timeout``; the message is the shard's, naming it.
+
+    Attributes:
+        ranks: the ranks whose failure ended the job, as the shard named them.
+    """
+
+    def __init__(self, message: str, ranks: Sequence[int] = ()) -> None:
+        super().__init__(message)
+        self.ranks = tuple(ranks)
+
+    def __reduce__(self):  # pickles (a thread's error handed over) with its ranks
+        return type(self), (str(self), self.ranks)
+
+
+def failed_peers(field: object, rank: int) -> tuple[int, ...]:
+    """The ranks of a reply's ``failed_ranks`` field when they are other ranks than ``rank``:
+    a reply that names this rank itself (its own silence) or nothing is no peer's failure."""
+    if type(field) is not list:
+        return ()
+    ranks = tuple(r for r in field if type(r) is int)
+    return ranks if ranks and rank not in ranks else ()
+
+
+def peer_failure(error: BaseException | None) -> PeerFailed | None:
+    """``error`` or an exception it was raised from (``raise ... from``) that is a
+    :class:`PeerFailed`; None when none is."""
+    seen = 0
+    while error is not None and seen < 16:
+        if isinstance(error, PeerFailed):
+            return error
+        error, seen = error.__cause__, seen + 1
+    return None
