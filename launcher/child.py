@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 TAIL_LINES = 20
+#: a worker's exit status when it stopped because another rank failed (``distconv train``:
+#: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
+PEER_FAILED_STATUS = 75
 #: seconds a child's output may still flow once its group is gone (then a process outside the
 #: group holds the pipe, and the launcher stops waiting for it)
 OUTPUT_DRAIN_SECONDS = 5.0
@@ -95,7 +98,8 @@ class ChildSpec:
 
 @dataclass(frozen=True)
 class Failure:
-    """The first child that failed in an attempt."""
+    """The first child that failed in an attempt (a victim only where no other failed: see
+    :attr:`victims`)."""
 
     role: str
     rank: int
@@ -105,6 +109,9 @@ class Failure:
     tail: list[str]
     restart: int
     signal_number: int | None = None
+    #: the workers that stopped because another rank failed (:data:`PEER_FAILED_STATUS`),
+    #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
+    victims: list[dict] = field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -116,11 +123,31 @@ class Failure:
         return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
 
     def describe(self) -> str:
+        """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
         if self.signal is not None:
-            return f"{self.role} {self.rank} failed with signal {self.signal}"
-        if self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
-            return f"{self.role} {self.rank} exited (code 0) while workers were running"
-        return f"{self.role} {self.rank} failed with exit code {self.exit_code}"
+            said = f"{self.role} {self.rank} failed with signal {self.signal}"
+        elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
+            said = f"{self.role} {self.rank} exited (code 0) while workers were running"
+        else:
+            said = f"{self.role} {self.rank} failed with exit code {self.exit_code}"
+            if self._victim:  # no other child failed within the launcher's settle time
+                said += (
+                    " (stopped because another rank failed: its last lines name it; no other "
+                    "child had failed yet)"
+                )
+        return said
+
+    def stopped_too(self) -> str:
+        """``; worker 0 stopped because of it (exit code 75)``: the :attr:`victims`, if any."""
+        if not self.victims:
+            return ""
+        names = ", ".join(f"{v['role']} {v['rank']}" for v in self.victims)
+        why = "too" if self._victim else "because of it"
+        return f"; {names} stopped {why} (exit code {PEER_FAILED_STATUS})"
+
+    @property
+    def _victim(self) -> bool:
+        return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
 
 
 class Child:
@@ -238,8 +265,14 @@ class Child:
         self.proc.stdout.close()
         self.log.close()
 
-    def failure(self, restart: int) -> Failure:
-        """What went wrong, for the report; call after :meth:`finish` so the tail is whole."""
+    @property
+    def victim(self) -> bool:
+        """Whether it is a worker that exited because another rank failed."""
+        return self.spec.role == "worker" and self.poll() == PEER_FAILED_STATUS
+
+    def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
+        """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
+        ``victims``: the other children that stopped because of it."""
         code = self.poll()
         number = -code if code is not None and code < 0 else None
         return Failure(
@@ -251,6 +284,15 @@ class Child:
             tail=list(self.tail),
             restart=restart,
             signal_number=number,
+            victims=[
+                {
+                    "role": v.spec.role,
+                    "rank": v.spec.rank,
+                    "exit_code": v.poll(),
+                    "log": str(v.log_path),
+                }
+                for v in victims
+            ],
         )
 
 

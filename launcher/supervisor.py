@@ -25,7 +25,13 @@ The rules (issue 11, "Gang semantics"):
   it. A process that leaves its group (``setsid``, a daemon) is out of reach; if it holds a
   child's output, the launcher says so and stops waiting for that output.
 - The failure reported is the one that happened first: each child's exit time is taken by a
-  thread waiting on it, so two children failing within one poll are told apart.
+  thread waiting on it, so two children failing within one poll are told apart. A worker that
+  exited 75 stopped because another rank failed (``distconv train``'s PeerFailed: the shard
+  failed its step naming that rank), and often exits before the rank that failed has done
+  printing its traceback: when the first failure is such a victim, the launcher waits up to
+  ``settle`` seconds (:data:`SETTLE_SECONDS`) after its exit, sending no signal yet, for a
+  child that failed otherwise, and reports that one (its status, its log's tail), naming the
+  victims; if none comes, the victim is reported.
 - Each line of output is written whole, behind its child's prefix, under one lock; the
   child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix.
 """
@@ -45,10 +51,12 @@ from typing import BinaryIO
 
 from .child import Child, ChildSpec, Failure, running_groups, signal_name
 
-__all__ = ["STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
+__all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
 
 #: signals that stop the job: each becomes SIGTERM to every child, then 128 + it as our status
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: seconds a victim's failure (a worker's exit 75) waits for the failure that caused it
+SETTLE_SECONDS = 2.0
 
 
 class Supervisor:
@@ -60,6 +68,7 @@ class Supervisor:
         out: where prefixed child lines go (default: the launcher's stdout).
         err: where the launcher's own messages and the failure report go (default stderr).
         poll: seconds between looks at the children.
+        settle: seconds a first failure that is a victim (exit 75) waits for its cause.
     """
 
     def __init__(
@@ -69,12 +78,14 @@ class Supervisor:
         out: BinaryIO | None = None,
         err: BinaryIO | None = None,
         poll: float = 0.05,
+        settle: float = SETTLE_SECONDS,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.grace = grace
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr.buffer
         self.poll_interval = poll
+        self.settle = settle
         self._lock = threading.Lock()  # the children's lines on ``out``
         self._err_lock = threading.Lock()  # apart: a stalled reader of ``out`` blocks no stop
         self._signals: list[int] = []
@@ -121,7 +132,8 @@ class Supervisor:
                     return 0
                 if restart < max_restarts:
                     attempt = f"{restart + 1} of {max_restarts}"
-                    self.say(f"{failure.describe()}; restarting the job ({attempt})")
+                    said = failure.describe() + failure.stopped_too()
+                    self.say(f"{said}; restarting the job ({attempt})")
             self._report(failure, max_restarts)
             return failure.status
         finally:
@@ -162,7 +174,9 @@ class Supervisor:
                         f"{child.spec.name}: a process that left its process group (setsid, a "
                         "daemon) still holds its output; it was not stopped"
                     )
-        return failed.failure(restart) if failed is not None else None
+        if failed is None:
+            return None
+        return failed.failure(restart, [c for c in children if c is not failed and c.victim])
 
     def _watch(self, children: list[Child]) -> Child | None:
         """The first child to fail, also where a signal came after it; None when every worker
@@ -175,17 +189,29 @@ class Supervisor:
         while True:
             signalled = bool(self._signals)  # read first: a failure seen below came before
             working = any(c.poll() is None for c in workers)
-            failed = [c for c in children if c.poll() not in (None, 0)]
-            if working:
-                failed += [c for c in children if c.spec.role == "server" and c.poll() == 0]
-            first = min(failed, key=lambda c: c.exited_at) if failed else None
+            first = _first_failed(children, working)
             if first is not None and first.exited_at < self._first_signal_at:
-                return first  # several within one poll: the one that exited first
+                return self._settle(first, children, workers) if first.victim else first
             if not working and all(c.exited_at < self._first_signal_at for c in workers):
                 self._finished = True  # the signal, if one came, came after
                 return None
             if signalled:
                 return None
+            time.sleep(self.poll_interval)
+
+    def _settle(self, victim: Child, children: list[Child], workers: list[Child]) -> Child:
+        """The failure that made ``victim`` (the first failure) stop: the first that is no
+        victim, seen within :attr:`settle` seconds of its exit, before a signal to the
+        launcher and while a worker runs; else ``victim`` itself. Nothing is signalled yet."""
+        deadline = victim.exited_at + self.settle
+        while True:
+            signalled = bool(self._signals)
+            working = any(c.poll() is None for c in workers)
+            cause = _first_failed(children, working, victims=False)
+            if cause is not None and cause.exited_at < self._first_signal_at:
+                return cause
+            if signalled or not working or time.monotonic() >= deadline:
+                return victim
             time.sleep(self.poll_interval)
 
     def _stop(self, children: list[Child], failed: Child | None = None) -> None:
@@ -229,7 +255,8 @@ class Supervisor:
         tail = "\n".join(f"    {line}" for line in failure.tail) or "    (no output)"
         after = f"; then {then}" if then else ""
         self.say(
-            f"{failure.describe()} (after {failure.restart} restart(s)){after}; "
+            f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
+            f"{after}; "
             f"last lines of {failure.log}:\n{tail}\nreport: {path}"
         )
 
@@ -251,6 +278,16 @@ def _killed_at_the_end(
             "once the workers were gone, or the grace ran out)"
         )
     return ", ".join(said) + ": killed"
+
+
+def _first_failed(children: list[Child], working: bool, victims: bool = True) -> Child | None:
+    """The child that failed first (several within one poll: by exit time), or None: a
+    non-zero exit or a signal, or a server's exit while a worker runs (``working``);
+    without ``victims``, leaving out workers that stopped because another rank failed."""
+    failed = [c for c in children if c.poll() not in (None, 0) and (victims or not c.victim)]
+    if working:
+        failed += [c for c in children if c.spec.role == "server" and c.poll() == 0]
+    return min(failed, key=lambda c: c.exited_at) if failed else None
 
 
 def _send_stop_signals(children: list[Child]) -> None:
