@@ -1,0 +1,186 @@
+"""A worker that stops because another rank failed says so: the shard's error reply names the
+ranks whose failure failed the job (``failed_ranks``), the client raises :class:`PeerFailed`
+for it, and ``distconv train`` exits 75 (the launcher then reports the rank that failed, not
+the victim that often exits first: ``tests/launcher/test_launch_peer_failed.py``)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from test_ps_stuck import _bye, _gather, _hello, _push_w
+
+from distconv import cli
+from distconv.sync.base import SyncError
+from distconv.sync.peers import PEER_FAILED_STATUS, PeerFailed, failed_peers, peer_failure
+
+TIMEOUT = 120
+
+
+class Boom(RuntimeError):
+    pass
+
+
+# -- the shard's reply -----------------------------------------------------------------------
+def _started(hand, **config):
+    h = hand(workers=2, **config)
+    for rank in (0, 1):
+        _hello(h, rank)
+    h.seed()
+    return h
+
+
+@pytest.mark.timeout(30)
+def test_a_step_failed_by_a_rank_that_closed_on_an_error_names_it(hand):
+    h = _started(hand)
+    _bye(h, 1, error="MemoryError: out of memory in layer fc1")
+    _push_w(h, 0, 1)
+    header, _ = h.read()
+    assert header["op"] == "error" and header["failed_ranks"] == [1], header
+    assert 'closed on "MemoryError: out of memory' in header["error"]
+    # every later request of the failed job is refused with the same field
+    later, _ = h.ask({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
+    assert later["op"] == "error" and later["failed_ranks"] == [1], later
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_closed_without_an_error_failed_nothing(hand):
+    """Fewer steps than the others (the ranks' data or epochs differ): a job that does not
+    fit together, not a rank's failure."""
+    h = _started(hand)
+    _bye(h, 1)
+    _push_w(h, 0, 1)
+    header, _ = h.read()
+    assert header["op"] == "error" and "failed_ranks" not in header, header
+
+
+@pytest.mark.timeout(30)
+def test_a_collective_left_by_a_rank_closed_on_an_error_names_it(hand):
+    h = _started(hand)
+    _gather(h, 0, "barrier:5")
+    _bye(h, 1, error="Boom: in evaluation")
+    header, _ = h.read()
+    assert header["op"] == "error" and header["failed_ranks"] == [1], header
+
+
+@pytest.mark.timeout(30)
+def test_ranks_in_different_collectives_name_no_failed_rank(hand):
+    """Ranks that disagree on what comes next run different programs: nobody failed first."""
+    h = _started(hand)
+    _gather(h, 0, "barrier:5")
+    _gather(h, 1, "allreduce:5")
+    replies = [h.read()[0] for _ in range(2)]
+    assert all(r["op"] == "error" and "failed_ranks" not in r for r in replies), replies
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_silent_for_the_timeout_is_named(hand):
+    h = _started(hand, timeout=1.0)
+    _push_w(h, 0, 1)
+    h.shard._check_timeouts(time.monotonic() + 2.0)
+    header, _ = h.read()
+    assert header["op"] == "error" and header["failed_ranks"] == [1], header
+    assert "rank 1 (host" in header["error"] and "sent nothing" in header["error"]
+
+
+# -- the client ------------------------------------------------------------------------------
+def test_which_failed_ranks_are_a_peers():
+    assert failed_peers([1], 0) == (1,)
+    assert failed_peers([1, 2], 0) == (1, 2)
+    assert failed_peers([0, 1], 0) == ()  # this rank's own silence: not a peer's failure
+    assert failed_peers(None, 0) == ()  # an older shard, or no rank to blame
+    assert (
+        failed_peers([], 0) == () and failed_peers("1", 0) == () and failed_peers([True], 0) == ()
+    )
+
+
+@contextlib.contextmanager
+def _worker(endpoints, rank: int):
+    net, sync = small_net(), insecure_worker(endpoints, rank, 2, timeout=TIMEOUT)
+    try:
+        sync.setup(net.parameters(), {"batch": 8})
+        yield net, sync
+    finally:
+        sync.close()  # the bye carries an error propagating, as distconv.job's does
+
+
+def _job(endpoints, raises: bool) -> BaseException | None:
+    """Rank 1 trains 2 steps, then raises (``raises``) or just closes; rank 0 trains 5.
+    Returns what rank 0 raised."""
+    data = batches(5, 8)
+    said: list = [None, None]
+
+    def run(rank):
+        try:
+            with _worker(endpoints, rank) as (net, sync):
+                train_steps(net, sync, data[: 2 if rank else 5], rank, 2)
+                if rank == 1 and raises:
+                    raise Boom("out of memory in layer fc1")
+        except (SyncError, Boom) as exc:
+            said[rank] = exc
+
+    run_ranks(run, 2, timeout=60)
+    return said[0]
+
+
+@pytest.mark.timeout(60)
+def test_the_rank_left_waiting_raises_peer_failed_naming_the_rank(shards):
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    error = _job(endpoints, raises=True)
+    assert isinstance(error, PeerFailed) and error.ranks == (1,), repr(error)
+    assert 'closed on "Boom: out of memory in layer fc1"' in str(error)
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_that_closed_after_fewer_steps_is_no_peer_failure(shards):
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    error = _job(endpoints, raises=False)
+    assert isinstance(error, SyncError) and not isinstance(error, PeerFailed), repr(error)
+
+
+# -- distconv train's exit status ------------------------------------------------------------
+@pytest.mark.parametrize(
+    "error, status",
+    [
+        (PeerFailed("rank 0, step 6: pserver x: rank 1 closed on ...", [1]), PEER_FAILED_STATUS),
+        (SyncError("rank 0 and rank 1 run different jobs: batch"), 1),
+        (SyncError("rank 0: no answer to step 3 from pserver shard(s) 0 within 90 s"), 1),
+    ],
+)
+@pytest.mark.parametrize("debug", [False, True])
+def test_distconv_train_exits_75_when_a_peer_failed(monkeypatch, capsys, error, status, debug):
+    def handler(args):
+        raise error
+
+    monkeypatch.setattr(cli, "run_train", handler)
+    if debug:
+        monkeypatch.setenv("DISTCONV_DEBUG", "1")
+    else:
+        monkeypatch.delenv("DISTCONV_DEBUG", raising=False)
+    if debug and status == 1:  # the traceback, as before
+        with pytest.raises(SyncError):
+            cli._main(["train", "--data", "synthetic"])
+        return
+    assert cli._main(["train", "--data", "synthetic"]) == status
+    err = capsys.readouterr().err
+    assert str(error) in err
+    assert ("Traceback" in err) == debug
+
+
+def test_a_peer_failure_raised_from_is_still_one():
+    try:
+        try:
+            raise PeerFailed("rank 1 closed on ...", [1])
+        except PeerFailed as exc:
+            raise RuntimeError("the step failed") from exc
+    except RuntimeError as exc:
+        assert peer_failure(exc) is exc.__cause__
+    assert peer_failure(SyncError("x")) is None and peer_failure(None) is None
+
+
+def test_the_launcher_and_distconv_agree_on_the_status():
+    from launcher.child import PEER_FAILED_STATUS as LAUNCHER_STATUS
+
+    assert LAUNCHER_STATUS == PEER_FAILED_STATUS == 75
