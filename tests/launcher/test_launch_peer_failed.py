@@ -37,8 +37,6 @@ def _launch(tmp_path: Path, delay: float) -> subprocess.CompletedProcess:
 def test_the_rank_that_raised_is_reported_though_its_victim_exited_first(tmp_path):
     done = _launch(tmp_path, delay=SETTLE_SECONDS / 2)
     said = done.stderr + done.stdout[-3000:]
-    exits = {r: float((tmp_path / "out" / f"exit-{r}").read_text()) for r in (0, 1)}
-    assert exits[0] < exits[1], exits  # the victim went first: the race this is about
     assert done.returncode == 1, said
     headline = (
         "distconv-launch: worker 1 failed with exit code 1 (after 0 restart(s)); worker 0 "
@@ -54,6 +52,8 @@ def test_the_rank_that_raised_is_reported_though_its_victim_exited_first(tmp_pat
     victim = Path(log_0).read_text()
     assert "distconv train: error: rank 0, step 6: pserver " in victim
     assert 'closed on "MemoryError: out of memory in layer fc1 (simulated)"' in victim
+    exits = {r: float((tmp_path / "out" / f"exit-{r}").read_text()) for r in (0, 1)}
+    assert exits[0] < exits[1], exits  # the victim went first: the race this is about
 
 
 # -- the rule, on stand-in children ----------------------------------------------------------
