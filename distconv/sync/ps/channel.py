@@ -14,7 +14,7 @@ import zmq
 from distconv import stop_request
 from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
-from distconv.sync.peers import PeerFailed, failed_peers
+from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.wire import (
@@ -76,6 +76,9 @@ class ShardChannel:
         reply is waited for."""
         error = closing_error()
         bye = {"op": "bye", **({"error": described(error)} if error is not None else {})}
+        peer = peer_failure(error)
+        if peer is not None:  # the ranks it failed for, not this one, are to blame
+            bye["failed_ranks"] = list(peer.ranks)
         for s in range(len(self._socks)):
             self._send(s, bye)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
@@ -31,6 +32,7 @@ class ShardGathers:
     run_of: dict[int, int | None]
     bye_at: dict[int, int]
     bye_error: dict[int, str | None]
+    bye_blames: dict[int, list[int]]
     last_step: dict[int, int]
     met_at: int
     left: set[int]
@@ -76,7 +78,24 @@ class ShardGathers:
             # one short line, whoever sent it: every later message and the log quote it
             error = header.get("error")
             self.bye_error[rank] = one_line(error, SENT_ERROR_CHARS) if error else None
+            blames = header.get("failed_ranks")  # it closed on a PeerFailed naming them
+            self.bye_blames[rank] = [
+                r for r in (blames if type(blames) is list else [])
+                if type(r) is int and 0 <= r < self.config.workers and r != rank
+            ]  # fmt: skip
         self._reply(ident, header)
+
+    def _blamed(self, gone: Iterable[int]) -> list[int]:
+        """The ranks whose failure it is that the ``gone`` ranks (each said bye) left: one
+        that closed on an error, or, where that error was another rank's failure (its bye's
+        ``failed_ranks``), that rank; none for a rank that closed without an error (fewer
+        steps) or after its hello was refused (another job): the ranks' jobs do not fit."""
+        blamed: set[int] = set()
+        for rank in gone:
+            refused = self.refused_at.get(rank, (-1,))[0] > self.accepted_at.get(rank, -1)
+            if self.bye_error.get(rank) and not refused:
+                blamed.update(self.bye_blames.get(rank) or [rank])
+        return sorted(blamed)
 
     def _fail_step_left_behind(self) -> None:
         """Sync: a rank closed (an exception, or fewer steps) while other ranks' pushes of a
@@ -105,7 +124,7 @@ class ShardGathers:
                 self._fail(
                     f"{self._who(gone)} {self._closed(gone)}; {waiting} {verb} for its push, "
                     "and the step cannot complete without it",
-                    [gone] if self.bye_error.get(gone) else [],  # fewer steps: no one failed
+                    self._blamed([gone]),  # fewer steps, another job: no one failed
                 )
                 return
 
@@ -149,7 +168,7 @@ class ShardGathers:
         gone = {r for r in self.left if self._left_this_run(r, since)}
         message = stuck(gathers, pushes, self._live(), gone, self._who, self._closed)
         if message:  # a rank gone on an error is the cause; else the ranks disagree
-            self._fail(message, [r for r in sorted(gone) if self.bye_error.get(r)])
+            self._fail(message, self._blamed(gone))
 
     def _left_this_run(self, rank: int, since: int) -> bool:
         """Whether ``rank``'s bye came in the run of the ranks in a gather, whose latest hello

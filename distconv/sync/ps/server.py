@@ -106,6 +106,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         self.run_of: dict[int, int | None] = {}  # the run id of each rank's latest accepted hello
         self.bye_at: dict[int, int] = {}
         self.bye_error: dict[int, str | None] = {}  # what each rank's latest bye said it failed on
+        self.bye_blames: dict[int, list[int]] = {}  # the ranks its PeerFailed named (the cause)
         self.met_at = 0  # the count when a gather was last answered
         self._stop = False
         Draining.__init__(self)
@@ -299,7 +300,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             if not self._stragglers(key, missing):
                 self._fail(
                     f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key),
-                    missing,
+                    {*missing} - self.left | {*self._blamed(self.left & {*missing})},
                 )
                 return
             for rank in missing:

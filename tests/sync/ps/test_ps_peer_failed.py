@@ -10,7 +10,7 @@ import time
 
 import pytest
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
-from test_ps_stuck import _bye, _gather, _hello, _push_w
+from test_ps_stuck import _bye, _gather, _hello, _hello_run, _push_w
 
 from distconv import cli
 from distconv.sync.base import SyncError
@@ -184,3 +184,70 @@ def test_the_launcher_and_distconv_agree_on_the_status():
     from launcher.child import PEER_FAILED_STATUS as LAUNCHER_STATUS
 
     assert LAUNCHER_STATUS == PEER_FAILED_STATUS == 75
+
+
+# -- who is to blame: not a clean close, not another job, not a victim's own bye -------------
+@pytest.mark.timeout(30)
+def test_a_rank_refused_as_another_job_is_no_failed_rank(hand):
+    """Rank 1's hello runs another job: it closes on that error, and the start-up gather rank
+    0 waits in fails; the ranks' jobs do not fit, no rank failed (``docs/protocol.md``)."""
+    h = hand(workers=2)
+    assert _hello_run(h, 0, 5)["op"] == "ok"
+    _gather(h, 0, "all_equal:1")
+    refused = _hello_run(h, 1, 33, '{"batch": 8}')
+    assert "another job" in refused["error"], refused
+    _bye(h, 1, run=33, error=f"SyncError: rank 1, hello: pserver x: {refused['error']}")
+    header, _ = h.read()
+    assert header["op"] == "error" and "failed_ranks" not in header, header
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_closed_cleanly_is_not_named_at_the_timeout(hand):
+    """Rank 1 closed without an error where the shard cannot tell at once that the gather
+    cannot complete (its bye may be of the run before): the timeout fails the job, and names
+    no rank, as for a clean close read at once."""
+    h = hand(workers=2, timeout=1.0)
+    _hello(h, 1)
+    _hello(h, 0)
+    h.seed()
+    _bye(h, 1)
+    _gather(h, 0, "barrier:5")
+    h.shard._check_timeouts(time.monotonic() + 2.0)
+    header, _ = h.read()
+    assert header["op"] == "error" and "(rank 1 closed)" in header["error"], header
+    assert "failed_ranks" not in header, header
+
+
+@pytest.mark.timeout(30)
+def test_a_victims_bye_names_the_rank_it_stopped_for_not_itself(hand):
+    """Shard A's timeout named rank 1 and rank 0 stopped (PeerFailed): its bye reaches shard
+    B, where rank 1, back, waits for rank 0's push. B names rank 1, not rank 0: else rank 1
+    would exit 75 too, and the launcher would report a victim."""
+    h = _started(hand)
+    _push_w(h, 1, 1)
+    said = "PeerFailed: rank 0, step 1: pserver A: rank 1 (host h) sent nothing within 1 s"
+    _bye(h, 0, error=said, failed_ranks=[1])
+    header, _ = h.read()
+    assert header["op"] == "error" and header["failed_ranks"] == [1], header
+    assert failed_peers(header["failed_ranks"], 1) == ()  # rank 1's own: exit 1
+
+
+def test_a_worker_closing_on_peer_failed_names_those_ranks_in_its_bye():
+    from distconv.sync.ps.channel import ShardChannel
+
+    sent: list = []
+    channel = ShardChannel.__new__(ShardChannel)
+    channel._socks = [None, None]
+    channel._send = lambda shard, header: sent.append((shard, header))
+    try:
+        raise PeerFailed("rank 0, step 1: pserver A: rank 1 ...", [1])
+    except PeerFailed:
+        channel._say_bye()
+    assert [s for s, _ in sent] == [0, 1]
+    assert all(h["failed_ranks"] == [1] and "PeerFailed" in h["error"] for _, h in sent), sent
+    sent.clear()
+    try:
+        raise Boom("out of memory")
+    except Boom:
+        channel._say_bye()
+    assert all("failed_ranks" not in h for _, h in sent), sent
