@@ -3,8 +3,20 @@ the convolution layout forced, a convolution's weight gradient by its definition
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
+
+
+def pytest_configure(config) -> None:
+    """Take Ctrl-C as in a terminal. A shell starts a job run with ``&`` (no job control) or
+    under ``nohup`` with SIGINT ignored, children inherit that, and the launcher rightly keeps
+    a signal it was started ignoring: the tests of what Ctrl-C does (to the launcher, in
+    process or not) then failed for a reason that is not the code's (seen: three of them, in a
+    ``.ci/run`` started with ``&``). A test of the ignored case sets it in its child itself."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
