@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from distconv.sync.ps.channel import STOP_PATIENCE
+from tests.probes import processes_naming
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
@@ -66,17 +67,6 @@ def worker_pid(run: Path, rank: int) -> int:
     raise AssertionError(f"no worker {rank} of {run}")
 
 
-def children_of(run: Path) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and str(run).encode() in (entry / "cmdline").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
 def checkpoint_steps(run: Path) -> list[int]:
     manifests = (run / "train" / "checkpoints").glob("step-*.json")
     return sorted(int(re.search(r"\d+", m.stem).group()) for m in manifests)
@@ -85,7 +75,7 @@ def checkpoint_steps(run: Path) -> list[int]:
 def cleanup(launcher: subprocess.Popen, run: Path) -> None:
     launcher.kill()
     launcher.wait()
-    for pid in children_of(run):
+    for pid in processes_naming(run):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from launcher.commands import free_ports
-from tests.probes import trained_samples
+from tests.probes import processes_naming, trained_samples
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
@@ -74,18 +74,6 @@ def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path, servers):
     assert [json.loads(line)["epoch"] for line in metrics] == list(range(1, int(EPOCHS) + 1))
 
 
-def _children_of(run: Path) -> list[int]:
-    """The pids of processes whose command line names ``run`` (the job's shard and worker)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and str(run).encode() in (entry / "cmdline").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
 def _mid_epoch_checkpoint(run: Path) -> int | None:
     """The step of a checkpoint written inside an epoch (a SIGTERM's; epoch ends are not)."""
     from distconv.checkpoint import load_checkpoint
@@ -116,11 +104,11 @@ def test_a_killed_launcher_leaves_a_parameter_server_worker_its_checkpoint(tmp_p
         launcher.kill()
         launcher.wait()
         deadline = time.monotonic() + 60
-        while _children_of(run) and time.monotonic() < deadline:
+        while processes_naming(run) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _children_of(run), "the shard or the worker outlived the launcher by 60 s"
+        assert not processes_naming(run), "the shard or the worker outlived the launcher by 60 s"
         assert _mid_epoch_checkpoint(run) is not None, "no checkpoint at the SIGTERM"
     finally:
         launcher.kill()
-        for pid in _children_of(run):
+        for pid in processes_naming(run):
             os.kill(pid, signal.SIGKILL)
