@@ -298,9 +298,12 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             missing = sorted(self._live() - set(waiting.by_rank))
             late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
             if not self._stragglers(key, missing):
+                # the silent ranks failed; of those that said bye, only one that failed did
+                gone = self.left.intersection(missing)
+                failed = set(missing) - gone | set(self._blamed(gone))
                 self._fail(
                     f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key),
-                    {*missing} - self.left | {*self._blamed(self.left & {*missing})},
+                    failed,
                 )
                 return
             for rank in missing:
