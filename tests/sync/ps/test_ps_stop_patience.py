@@ -82,36 +82,35 @@ def test_a_step_answered_within_the_patience_ends_as_before(two_workers):
         assert (p.value == q.value).all()
 
 
-@pytest.mark.timeout(60)
-def test_a_barrier_is_not_cut_short_by_a_stop(two_workers):
-    _, syncs = two_workers
+def _with_the_peer_late(syncs, call: str, ours: tuple = (), theirs: tuple = ()):
+    """A SIGTERM 0.1 s in, then rank 0's ``call(*ours)`` while rank 1 makes its
+    ``call(*theirs)`` 2 x PATIENCE later (a live rank that evaluates, or the chief writing a
+    checkpoint); returns rank 0's answer and how long it waited."""
     restore = StopRequest(announce=False).install()
     try:
         sigterm = sigterm_in(0.1)
-        late = threading.Timer(0.1 + 2 * PATIENCE, syncs[1].barrier)  # the chief "writes"
+        late = threading.Timer(0.1 + 2 * PATIENCE, getattr(syncs[1], call), theirs)
         late.start()
         began = time.monotonic()
-        syncs[0].barrier()
+        answer = getattr(syncs[0], call)(*ours)
+        waited = time.monotonic() - began
         late.join()
     finally:
         sigterm.join()
         restore()
-    assert time.monotonic() - began >= 2 * PATIENCE
+    return answer, waited
+
+
+@pytest.mark.timeout(60)
+def test_a_barrier_is_not_cut_short_by_a_stop(two_workers):
+    _, waited = _with_the_peer_late(two_workers[1], "barrier")
+    assert waited >= 2 * PATIENCE
 
 
 @pytest.mark.timeout(60)
 def test_a_metrics_sum_is_not_cut_short_by_a_stop(two_workers):
-    _, syncs = two_workers
-    restore = StopRequest(announce=False).install()
-    try:
-        sigterm = sigterm_in(0.1)
-        late = threading.Timer(0.1 + 2 * PATIENCE, syncs[1].allreduce_sum, ([2.0],))  # evaluates
-        late.start()
-        assert syncs[0].allreduce_sum([1.0]) == [3.0]
-        late.join()
-    finally:
-        sigterm.join()
-        restore()
+    answer, _ = _with_the_peer_late(two_workers[1], "allreduce_sum", ([1.0],), ([2.0],))
+    assert answer == [3.0]
 
 
 @pytest.mark.timeout(60)
