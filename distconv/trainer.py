@@ -24,6 +24,7 @@ import numpy as np
 from distconv.arg import feeds_of
 from distconv.backend import to_host
 from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
+from distconv.epoch_tally import EpochTally
 from distconv.layers.base import forward_only
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
@@ -33,10 +34,9 @@ from distconv.resume import (
     Position,
     Preempted,
     StepCheckpoints,
-    TrainingError,
+    TrainingError,  # noqa: F401  (fit raises it from a fold; callers catch it from here)
     check_resume,
     dtype_fact,
-    epoch_sums,
     refuse_frozen_resume,
     share_position,
 )
@@ -316,10 +316,7 @@ class Trainer:
         self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler
     ) -> dict[str, Any]:
         self.sync.set_lr_scale(self.lr_decay**self.pos.epoch)
-        start = time.perf_counter()
-        sums = epoch_sums(self.pos, sampler)
-        loss_sum, correct, seen = 0, 0, 0  # this rank's, on the device since the last check
-        checked = self.pos.step
+        tally = EpochTally(self.sync, self.pos, sampler)
         bar = ProgressBar(
             sampler.steps_per_epoch - self.pos.step_in_epoch,
             f"epoch {self.pos.epoch + 1}",
@@ -327,25 +324,20 @@ class Trainer:
         )
         with bar:
             for passes in sampler.passes(self.pos.epoch, self.pos.step_in_epoch):
-                loss, right, n = self.train_step(train, passes)
-                # sums stay on the device; reading them every step would stall a GPU
-                loss_sum, correct, seen = loss_sum + loss, correct + right, seen + n
+                tally.add(*self.train_step(train, passes))
                 self.pos.step_in_epoch += 1
                 if bar.enabled:
                     bar.update()
                 stop = self._stop_agreed()  # every rank, every STOP_CHECK_EVERY steps
                 due = self.checkpoint_every and self.pos.step % self.checkpoint_every == 0
                 if stop is not None or due:
-                    sums = self._fold(sums, loss_sum, correct, seen, start, checked)
-                    loss_sum, correct, seen, checked = 0, 0, 0, self.pos.step
-                    start = time.perf_counter()
-                    self.checkpoints.save(self.pos, sums)
+                    self.checkpoints.save(self.pos, tally.fold(self.pos))
                     if stop is not None:
                         said = f"stopped by {stop.name} after step {self.pos.step}"
                         raise Preempted(said, EXIT_STATUS[stop])
-        sums = self._fold(sums, loss_sum, correct, seen, start, checked)
+        tally.fold(self.pos)
         self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
-        record = self._record(sums, sampler)
+        record = tally.record(self.pos, sampler.global_batch, self.accuracy is not None)
         if test is not None:
             record.update(self.evaluate(test))
         return record
@@ -362,38 +354,6 @@ class Trainer:
         if self.pos.step % STOP_CHECK_EVERY:
             return None
         return stop_signal(self.sync.allreduce_sum(self._stop.flags))
-
-    def _fold(self, sums, loss_sum, correct, seen, start, checked) -> dict[str, float]:
-        """Add this rank's device sums into the global ones; stop if the loss diverged."""
-        local = [float(to_host(loss_sum)), float(to_host(correct)), float(seen)]
-        loss, right, examples = self.sync.allreduce_sum(local)
-        if not np.isfinite(loss):
-            raise TrainingError(
-                f"the loss became NaN or infinite in epoch {self.pos.epoch + 1}, between steps "
-                f"{checked + 1} and {self.pos.step}; lower the learning rate or check the data"
-            )
-        out = dict(sums)
-        out["loss"] += loss
-        out["correct"] += right
-        out["examples"] += examples
-        out["seconds"] += time.perf_counter() - start
-        out["rank_examples"] = out.get("rank_examples", 0.0) + seen
-        return out
-
-    def _record(self, sums: dict[str, float], sampler: GlobalBatchSampler) -> dict[str, Any]:
-        rates = [0.0] * self.sync.world_size
-        rates[self.sync.rank] = sums.get("rank_examples", 0.0) / max(sums["seconds"], 1e-9)
-        record: dict[str, Any] = {
-            "epoch": self.pos.epoch,
-            "step": self.pos.step,
-            "train_loss": sums["loss"] / max(sums["examples"], 1),
-        }
-        if self.accuracy is not None:
-            record["train_acc"] = sums["correct"] / max(sums["examples"], 1)
-        record["seconds"] = sums["seconds"]
-        record["examples_per_second"] = sums["examples"] / max(sums["seconds"], 1e-9)
-        record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
-        return {**record, "global_batch": sampler.global_batch, "world_size": self.sync.world_size}
 
 
 def _accumulate_only(param: Parameter) -> None:

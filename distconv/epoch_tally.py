@@ -1,0 +1,94 @@
+"""One epoch's metrics: this rank's sums kept on the device, summed over ranks at each check.
+
+Reading a loss every step would stall a GPU, so a :class:`EpochTally` adds this rank's loss,
+right answers and examples as device arrays and reads them only when the trainer folds them
+into the global sums: at a checkpoint, at a stop, and at the epoch's end. A fold is also where a
+diverged loss is caught, naming the steps since the last fold.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from distconv.backend import to_host
+from distconv.resume import Position, TrainingError, epoch_sums
+from distconv.sampler import GlobalBatchSampler
+from distconv.sync import SyncStrategy
+
+
+class EpochTally:
+    """The metric sums of one epoch, from its first step or from the checkpoint resumed.
+
+    Args:
+        sync: sums over ranks (``allreduce_sum``), and this rank's place for its rate.
+        pos: where the epoch starts (a resumed position carries the global sums so far).
+        sampler: the batch order, for this rank's examples before a resumed position.
+    """
+
+    def __init__(self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler) -> None:
+        self.sync = sync
+        self.sums = epoch_sums(pos, sampler)
+        self._restart(pos.step)
+
+    def _restart(self, step: int) -> None:
+        self.loss: Any = 0
+        self.correct: Any = 0
+        self.seen = 0
+        self.since_step = step
+        self.started = time.perf_counter()
+
+    def add(self, loss: Any, correct: Any, examples: int) -> None:
+        """Add one step's summed loss and right answers (device scalars) and its examples."""
+        self.loss, self.correct = self.loss + loss, self.correct + correct
+        self.seen += examples
+
+    def fold(self, pos: Position) -> dict[str, float]:
+        """Sum every rank's additions into the global sums (a collective: every rank calls it at
+        the same step) and start counting again; returns the sums.
+
+        Raises:
+            TrainingError: the loss summed over ranks is NaN or infinite.
+        """
+        local = [float(to_host(self.loss)), float(to_host(self.correct)), float(self.seen)]
+        loss, right, examples = self.sync.allreduce_sum(local)
+        if not np.isfinite(loss):
+            raise TrainingError(
+                f"the loss became NaN or infinite in epoch {pos.epoch + 1}, between steps "
+                f"{self.since_step + 1} and {pos.step}; lower the learning rate or check the data"
+            )
+        sums = dict(self.sums)
+        sums["loss"] += loss
+        sums["correct"] += right
+        sums["examples"] += examples
+        sums["seconds"] += time.perf_counter() - self.started
+        sums["rank_examples"] = sums.get("rank_examples", 0.0) + self.seen
+        self.sums = sums
+        self._restart(pos.step)
+        return sums
+
+    def record(self, pos: Position, global_batch: int, accuracy: bool) -> dict[str, Any]:
+        """The epoch's record from the folded sums (a collective: it gathers every rank's rate).
+
+        Args:
+            pos: the position after the epoch (``epoch`` counts it).
+            global_batch: examples per step over all ranks.
+            accuracy: whether the record has ``train_acc``.
+        """
+        sums, world = self.sums, self.sync.world_size
+        examples, seconds = max(sums["examples"], 1), max(sums["seconds"], 1e-9)
+        rates = [0.0] * world
+        rates[self.sync.rank] = sums.get("rank_examples", 0.0) / seconds
+        record: dict[str, Any] = {
+            "epoch": pos.epoch,
+            "step": pos.step,
+            "train_loss": sums["loss"] / examples,
+        }
+        if accuracy:
+            record["train_acc"] = sums["correct"] / examples
+        record["seconds"] = sums["seconds"]
+        record["examples_per_second"] = sums["examples"] / seconds
+        record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
+        return {**record, "global_batch": global_batch, "world_size": world}
