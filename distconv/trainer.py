@@ -28,7 +28,7 @@ from distconv.epoch_tally import EpochTally
 from distconv.layers.base import forward_only
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
-from distconv.parameter import Parameter
+from distconv.parameter import Parameter, is_float_dtype
 from distconv.resume import (
     JobStart,
     Position,
@@ -127,6 +127,11 @@ class Trainer:
         self.checkpoint_every = checkpoint_every
         self.monitor = monitor
         self.dtype = np.dtype(dtype) if dtype is not None else None
+        if self.dtype is not None and not is_float_dtype(self.dtype):
+            # refused here, not only by Parameter.cast: a network without weights casts none
+            raise TypeError(
+                f"cannot train in {self.dtype}: weights and inputs need a floating-point type"
+            )
         self.params = network.parameters()
         if self.dtype is not None:
             for p in self.params:
@@ -219,8 +224,9 @@ class Trainer:
     def evaluate(self, arrays: Arrays | Dataset, batch_size: int = 256) -> dict[str, float]:
         """Mean loss (and accuracy) over the whole set, each rank forwarding its stride share.
 
-        Across processes call it after :meth:`fit`: the ranks sum their shares, which MPISync
-        refuses before setup, when the ranks' parameters may still differ."""
+        Across processes call it after :meth:`fit` and before the sync's ``close()``: the ranks
+        sum their shares, which MPISync refuses before setup, when the ranks' parameters may
+        still differ, and every sync refuses once closed (``SyncError``)."""
         arrays = as_arrays(arrays)
         n = array_length(arrays)
         if n == 0:

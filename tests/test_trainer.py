@@ -11,7 +11,9 @@ from distconv.arg import Arg
 from distconv.checkpoint import CheckpointError, load_checkpoint
 from distconv.data import as_arrays, split, synthetic
 from distconv.init import set_seed
+from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.models import lenet
+from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.run_dir import CHIEF, RunDirError
 from distconv.sync import SyncError, create_sync
@@ -567,9 +569,19 @@ def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
     net = _net()
     before = {p.name: p.value.dtype for p in net.parameters()}
     sync = create_sync("local", optimizer=create_optimizer("sgd"))
-    with pytest.raises(TypeError, match=r"parameter '.*' cannot train in int32"):
+    with pytest.raises(TypeError, match=r"cannot train in int32: weights and inputs need a float"):
         Trainer(net, sync, 16, dtype=np.int32)
     assert {p.name: p.value.dtype for p in net.parameters()} == before
+
+
+def test_an_integer_dtype_is_refused_for_a_network_without_weights():
+    """With no weight to cast, Trainer(dtype=np.int32) went on to feed integer inputs."""
+    net = Network()
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["x", "label"])
+    sync = create_sync("local", optimizer=create_optimizer("sgd"))
+    with pytest.raises(TypeError, match=r"cannot train in int32"):
+        Trainer(net, sync, 16, dtype=np.int32)
+    Trainer(net, sync, 16, dtype=np.float32)  # a float type is still taken
 
 
 @pytest.mark.parametrize("dtype", ["int4", "uint4", "U8", "object", "complex64", "datetime64[s]"])
@@ -582,7 +594,7 @@ def test_every_dtype_that_is_not_a_float_is_refused_before_any_weight_is_cast(dt
     net = _net()
     before = {p.name: p.value.dtype for p in net.parameters()}
     sync = create_sync("local", optimizer=create_optimizer("sgd"))
-    with pytest.raises(TypeError, match=r"parameter '.*' cannot train in .*floating-point"):
+    with pytest.raises(TypeError, match=r"cannot train in .*floating-point"):
         Trainer(net, sync, 16, dtype=dtype)
     assert {p.name: p.value.dtype for p in net.parameters()} == before
 
