@@ -295,7 +295,7 @@ def _refused_when_closed(method: Callable[..., Any]) -> Callable[..., Any]:
         if self.closed:
             raise SyncError(
                 f"{type(self).__name__}.{method.__name__}() called after close(): make a new "
-                "sync to train again"
+                "sync to go on (evaluate and save state before closing)"
             )
         return method(self, *args, **kwargs)
 
