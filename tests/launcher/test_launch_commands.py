@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli import build_parser, local_children, local_plan, split_argv
+from launcher.cli import build_parser, local_children, local_plan
 from launcher.commands import (
     THREAD_VARS,
     JobEnv,
@@ -33,6 +33,7 @@ from launcher.commands import (
     with_out,
     worker_command,
 )
+from launcher.options import split_argv
 from launcher.supervisor import Failure
 
 PY = sys.executable

