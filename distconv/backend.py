@@ -144,6 +144,16 @@ def copy_into(target: Any, source: Any) -> None:
     target[...] = to_device(to_host(source).astype(target.dtype, copy=False), device)
 
 
+def is_float_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` is a real floating-point type: numpy's (float16/32/64 ...) or one of
+    ``ml_dtypes``' floats (bfloat16, float8 ...), whose numpy kind is ``"V"`` as is that of
+    its int2/int4 types."""
+    dt = numpy.dtype(dtype)
+    if dt.kind == "f":
+        return True
+    return dt.kind == "V" and dt.type.__module__ == "ml_dtypes" and "float" in dt.name
+
+
 def all_finite(a: Any, dot_from: int = DOT_CHECK_SIZE) -> bool:
     """No NaN or Inf in ``a`` (a numpy or cupy array).
 

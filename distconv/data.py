@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import to_host
+from distconv.backend import is_float_dtype, to_host
 
 DATASETS = ("digits", "mnist", "synthetic")
 #: examples a data set's fingerprint reads, spread evenly over it (:func:`fingerprint`)
@@ -52,7 +52,7 @@ class Dataset:
 
     def __post_init__(self) -> None:
         x, y = self.x, self.y
-        if x.ndim != 4 or x.dtype.kind != "f":
+        if x.ndim != 4 or not is_float_dtype(x.dtype):
             raise DataError(f"{self.name}: images must be float NCHW, got {x.dtype} {x.shape}")
         if y.ndim != 1 or y.dtype.kind not in "iu" or len(y) != len(x):
             raise DataError(

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
@@ -258,7 +258,7 @@ class Network:
         """:meth:`_feed_arg`, and float values checked finite when ``check_finite``."""
         arg = self._feed_arg(name, feeds)
         v = arg.value
-        if self.check_finite and v is not None and v.dtype.kind == "f":
+        if self.check_finite and v is not None and is_float_dtype(v.dtype):
             xp = get_array_module(v)
             if not bool(xp.isfinite(v).all()):
                 bad = int((~xp.isfinite(v)).sum())

@@ -7,19 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_float_dtype
+
+__all__ = ["Parameter", "UpdateCallback", "is_float_dtype"]
 
 UpdateCallback = Callable[["Parameter"], None]
-
-
-def is_float_dtype(dtype: Any) -> bool:
-    """Whether ``dtype`` is a real floating-point type: numpy's (float16/32/64 ...) or one of
-    ``ml_dtypes``' floats (bfloat16, float8 ...), whose numpy kind is ``"V"`` as is that of
-    its int2/int4 types."""
-    dt = np.dtype(dtype)
-    if dt.kind == "f":
-        return True
-    return dt.kind == "V" and dt.type.__module__ == "ml_dtypes" and "float" in dt.name
 
 
 class Parameter:

@@ -190,6 +190,18 @@ def test_nan_data_is_rejected_with_a_count():
         Dataset(x, np.zeros(5, np.int64), 2, "mine")
 
 
+def test_bfloat16_images_are_float_images_and_int4_ones_are_not():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.zeros((3, 1, 2, 2), ml_dtypes.bfloat16)
+    x[2, 0, 1, 1] = np.nan
+    with pytest.raises(DataError, match="mine: images hold 1 NaN or infinite values"):
+        Dataset(x, np.zeros(3, np.int64), 2, "mine")  # checked as floats, not refused as such
+    x[2, 0, 1, 1] = 1
+    assert Dataset(x, np.zeros(3, np.int64), 2).x.dtype == ml_dtypes.bfloat16
+    with pytest.raises(DataError, match="images must be float NCHW, got int4"):
+        Dataset(np.zeros((3, 1, 2, 2), ml_dtypes.int4), np.zeros(3, np.int64))
+
+
 def test_dataset_checks_shapes_and_labels():
     x = np.zeros((3, 1, 2, 2), np.float32)
     with pytest.raises(DataError, match=r"labels must be integers of shape \(3,\)"):

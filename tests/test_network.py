@@ -258,3 +258,49 @@ def test_integer_features_into_a_fully_connected_layer_name_it(dtype):
     feeds = {"x": Arg(np.ones((2, 4), dtype)), "t": np.zeros((2, 1), np.float32)}
     with pytest.raises(LayerError, match=r"FullyConnected 'fc': input holds (int64|bool) values"):
         net.forward(feeds)
+
+
+# -- ml_dtypes' floats: bfloat16 is a float, int4 is not ----------------------------------------
+def _bfloat16_classifier(ml_dtypes) -> Network:
+    net = _classifier()
+    for p in net.parameters():
+        p.cast(ml_dtypes.bfloat16)
+    return net
+
+
+def test_a_bfloat16_classifier_computes_what_float64_computes_on_the_same_numbers(rng):
+    """The fully connected layer and the loss read numpy's kind "f" as "a float" and refused
+    bfloat16 (kind "V"), which Trainer(dtype=bfloat16) casts every weight and input to."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    net = _bfloat16_classifier(ml_dtypes)
+    x = rng.standard_normal((6, 4)).astype(ml_dtypes.bfloat16)
+    labels = Arg(ids=np.arange(6) % 3)
+    loss = net.forward({"x": x, "label": labels})["loss"].value
+    net.backward(lambda p: None)
+    wide = _classifier()
+    for p, q in zip(wide.parameters(), net.parameters()):
+        p.value[...] = q.value.astype(F64)  # the same numbers, computed in float64
+    exact = wide.forward({"x": x.astype(F64), "label": labels})["loss"].value
+    wide.backward(lambda p: None)
+    np.testing.assert_allclose(float(loss), float(exact), rtol=2**-6)  # a few roundings of 2**-8
+    for p, q in zip(wide.parameters(), net.parameters()):
+        assert q.grad.dtype == ml_dtypes.bfloat16, q  # the weights train in bfloat16
+        scale = np.abs(p.grad).max()
+        np.testing.assert_allclose(q.grad.astype(F64), p.grad, rtol=2**-6, atol=2**-7 * scale)
+
+
+def test_a_bfloat16_feed_holding_nan_is_named(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    net = _bfloat16_classifier(ml_dtypes)
+    x = rng.standard_normal((2, 4)).astype(ml_dtypes.bfloat16)
+    x[1, 2] = np.nan
+    with pytest.raises(NetworkError, match=r"input 'x' of shape \(2, 4\) holds 1 NaN or infinite"):
+        net.forward({"x": x, "label": Arg(ids=np.arange(2))})
+
+
+def test_int4_features_into_a_fully_connected_layer_are_still_refused():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    net = _classifier()
+    feeds = {"x": Arg(np.ones((2, 4), ml_dtypes.int4)), "label": Arg(ids=np.arange(2))}
+    with pytest.raises(LayerError, match=r"FullyConnected 'fc': input holds int4 values"):
+        net.forward(feeds)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
+from distconv.backend import is_float_dtype
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.parallel import matmul
@@ -111,7 +112,7 @@ class FullyConnected(Layer):
         if v is None or v.ndim < 2 or v.size != n * width:
             which = f"input {i}: " if len(self.in_widths) > 1 else ""
             raise self.fail(f"{which}expected {width} features per sample, got {_got(x)}")
-        if v.dtype.kind != "f":  # an integer product would train silently in int or float64
+        if not is_float_dtype(v.dtype):  # an integer product would train in int or float64
             which = f"input {i} " if len(self.in_widths) > 1 else "input "
             raise self.fail(f"{which}holds {v.dtype} values; cast it to a float type first")
         return v.reshape(n, width)

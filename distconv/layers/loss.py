@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_float_dtype
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import UpdateCallback
 
@@ -50,7 +50,7 @@ class SoftmaxCrossEntropy(Layer):
                 "input 0 must be the logits, got an ids-only Arg (inputs are [logits, label], "
                 "in that order)"
             )
-        if z.dtype.kind != "f":
+        if not is_float_dtype(z.dtype):
             raise self.fail(
                 f"input 0 must be float logits, got {z.dtype} (inputs are [logits, label], "
                 f"in that order)"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_float_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums
 from distconv.layers.base import Layer
@@ -172,7 +172,7 @@ class ProjectionLayer(Layer):
             raise self.fail(f"inputs have different numbers of rows: {rows}")
         arrays = [a.value for a in inputs if a.value is not None]
         arrays += [p.value for p in self.parameters()]
-        floats = [a.dtype for a in arrays if a.dtype.kind == "f"]
+        floats = [a.dtype for a in arrays if is_float_dtype(a.dtype)]
         dtype = np.result_type(*floats) if floats else self.dtype
         return get_array_module(*arrays).zeros((rows[0], self.size), dtype=dtype)
 

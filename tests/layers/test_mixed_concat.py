@@ -77,6 +77,25 @@ def test_mixed_output_is_the_sum_of_its_parts(rng):
     check_layer_grad(layer, [a, b, c])
 
 
+def test_mixed_output_in_bfloat16_is_what_float64_makes_of_the_same_numbers(rng):
+    """A bfloat16 Mixed took its output type from its constructor's default (float32): only
+    dtypes of numpy kind "f" counted as floats, and ml_dtypes' are kind "V"."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = ml_dtypes.bfloat16
+    full, scaling = FullMatrixProjection(4, 3, dtype=F64), ScalingProjection(3, dtype=F64)
+    layer = randomize(Mixed([full, scaling, None], [DotMulOperator(0.5, (1, 2))], bias=True), rng)
+    a, b, c = rows(rng, 4), rows(rng, 3), rows(rng, 3)
+    for arg in (a, b, c):
+        arg.value = arg.value.astype(bf16)
+    for p in layer.parameters():
+        p.cast(bf16)
+    # float64 on the very numbers bfloat16 holds: the weights promote to float64 there
+    want = layer(*[Arg(x.value.astype(F64)) for x in (a, b, c)]).value
+    got = layer(a, b, c).value
+    assert got.dtype == bf16
+    np.testing.assert_allclose(got.astype(F64), want, rtol=2**-6, atol=2**-6 * np.abs(want).max())
+
+
 def test_mixed_projection_and_operator_on_the_same_input(rng):
     layer = Mixed([FullMatrixProjection(4, 4, dtype=F64)], [DotMulOperator(1.0, (0, 0))])
     randomize(layer, rng)
