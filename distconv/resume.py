@@ -44,7 +44,16 @@ log = logging.getLogger("distconv.resume")
 #: the epoch's running metric sums a checkpoint carries (global: reduced over ranks)
 SUMS = ("loss", "correct", "examples", "seconds")
 #: what must match between a checkpoint and the run resuming it
-MUST_MATCH = ("seed", "global_batch", "optimizer", "lr_decay", "dtype", "data", "model")
+MUST_MATCH = (
+    "seed",
+    "global_batch",
+    "optimizer",
+    "lr_decay",
+    "dtype",
+    "data",
+    "model",
+    "train_data",
+)
 #: a checkpoint's value for a fact it does not know: older checkpoints lack some facts, or
 #: recorded the dtype as "None" (the one asked for, not the network's); these resume as before
 UNKNOWN = (None, "None")
@@ -148,8 +157,14 @@ class StepCheckpoints:
         self.facts = dict(facts)
         self.start = start or JobStart()
 
-    def open(self, resume: bool | str) -> tuple[OptimState | None, Position]:
+    def open(
+        self, resume: bool | str, train_data: Mapping[str, Any] | None = None
+    ) -> tuple[OptimState | None, Position]:
         """Take the directory and decide: resume (returns the state and position) or start.
+
+        ``train_data`` is the training set's :func:`~distconv.data.fingerprint`: a fact each
+        checkpoint records and a resume compares, since a set of another length or content
+        would not continue the batch order the checkpoint's position stands in.
 
         ``resume`` is False (refuse a directory holding a run), True (a checkpoint must exist),
         ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
@@ -158,6 +173,8 @@ class StepCheckpoints:
         the new one. Where the first start failed before that, the old run is replaced now,
         also one of an earlier launch of the same job id.
         """
+        if train_data is not None:
+            self.facts["train_data"] = dict(train_data)
         if self.run is None:
             if resume is True and self.sync.is_chief:  # asked to resume, it must not start over
                 raise CheckpointError(
@@ -272,8 +289,9 @@ class StepCheckpoints:
         Raises:
             CheckpointError: the checkpoint does not fit the model (names, shapes, dtypes), or
                 comes from a run whose seed, global batch, optimizer, learning-rate decay,
-                dtype, data set or model differ. A fact the checkpoint or this run does not
-                record (:data:`UNKNOWN`) is not compared.
+                dtype, data set (its name, or the training set's fingerprint) or model
+                differ. A fact the checkpoint or this run does not record (:data:`UNKNOWN`)
+                is not compared.
         """
         ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
         path = ckpt.path
@@ -282,9 +300,10 @@ class StepCheckpoints:
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
         ours = {**self.facts, "optimizer": self.sync.optimizer_config()}
         differ = [
-            f"{k}: checkpoint {theirs.get(k)!r}, this run {ours.get(k)!r}"
+            said
             for k in MUST_MATCH
             if _known(theirs.get(k)) and _known(ours.get(k)) and theirs.get(k) != ours.get(k)
+            for said in _differences(k, theirs[k], ours[k])
         ]
         if differ:
             raise CheckpointError(
@@ -316,6 +335,18 @@ def _without_frozen(state: OptimState, params: Sequence[Parameter]) -> OptimStat
     if frozen:
         log.warning("not restoring the optimizer state of %s: frozen since the checkpoint", frozen)
     return {name: s for name, s in state.items() if name not in frozen}
+
+
+def _differences(name: str, theirs: Any, ours: Any) -> list[str]:
+    """How a fact differs: by its entries where both are records of the same fields (a data
+    set's length, feeds and sample digest), else as a whole (another optimizer's settings)."""
+    if isinstance(theirs, dict) and isinstance(ours, dict) and theirs.keys() == ours.keys():
+        return [
+            f"{name}.{k}: checkpoint {theirs[k]!r}, this run {ours[k]!r}"
+            for k in theirs
+            if theirs[k] != ours[k]
+        ]
+    return [f"{name}: checkpoint {theirs!r}, this run {ours!r}"]
 
 
 def _known(fact: Any) -> bool:

@@ -290,10 +290,11 @@ class Trainer:
         handles_signals = threading.current_thread() is threading.main_thread()
         restore_handlers = None
         try:
-            state, pos = self.checkpoints.open(resume)
+            data = data_facts(train, test)
+            state, pos = self.checkpoints.open(resume, data["train_data"])
             self._take_trainable()
             self.sync.setup(self.trainable, self.config, state)
-            self.sync.all_equal(data_facts(train, test))  # not setup's: shards keep that, fits vary
+            self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:

@@ -161,6 +161,22 @@ def test_resume_refuses_a_checkpoint_of_another_run(data, tmp_path):
         _trainer(tmp_path, optimizer="sgd").fit(train, test, epochs=2, resume=True)
 
 
+def test_resume_refuses_other_training_data_naming_what_differs(data, tmp_path):
+    """A set of another length or content does not continue the checkpoint's batch order: a
+    resume on it trained on a shuffled mix of the old and the new order, without a word."""
+    train, test = data
+    _trainer(tmp_path).fit(train, test, epochs=1)
+    fewer = {k: v[:-16] for k, v in as_arrays(train).items()}
+    with pytest.raises(CheckpointError, match=r"train_data.examples: checkpoint 240, this run 224"):
+        _trainer(tmp_path).fit(fewer, test, epochs=2, resume=True)
+    other = {k: v.copy() for k, v in as_arrays(train).items()}
+    other["image"][0] += 1  # the first example is one the fingerprint samples
+    with pytest.raises(CheckpointError, match=r"train_data.sampled_examples_sha256: checkpoint '"):
+        _trainer(tmp_path).fit(other, test, epochs=2, resume=True)
+    # another test set trains the same weights: it is no reason to refuse
+    assert len(_trainer(tmp_path).fit(train, train, epochs=2, resume=True)) == 1
+
+
 def test_a_second_run_on_the_same_directory_fails_at_once_naming_the_holder(data, tmp_path):
     train, _ = data
     first = _trainer(tmp_path)
