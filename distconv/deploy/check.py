@@ -135,7 +135,7 @@ def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str], int] | None:
     for sts in _of_kind(objs, "StatefulSet"):
         spec = sts["spec"]
         for container in spec["template"]["spec"].get("containers", []):
-            bind = _flag(_argv(container), "--bind")
+            bind = _flag(_argv(container), "--bind", last=True)
             if bind is None:
                 continue
             port = bind.rsplit(":", 1)[-1]
@@ -151,13 +151,14 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
         for where, template in _templates(obj):
             for container in _containers(template):
                 argv, env = _argv(container), _env(container)
-                if shards is not None and _flag(argv, "--num-shards") not in (None, str(shards[1])):
+                num_shards = _flag(argv, "--num-shards", last=True)
+                if shards is not None and num_shards not in (None, str(shards[1])):
                     yield (
-                        f"{where}: --num-shards {_flag(argv, '--num-shards')} but the "
+                        f"{where}: --num-shards {num_shards} but the "
                         f"StatefulSet has {shards[1]} replicas"
                     )
                 for source, text in (
-                    ("--pservers", _flag(argv, "--pservers")),
+                    ("--pservers", _flag(argv, "--pservers", last=True)),
                     ("DISTCONV_PSERVERS", env.get("DISTCONV_PSERVERS")),
                 ):
                     if text is None:
@@ -184,7 +185,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                 yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
         for sts in _of_kind(objs, "StatefulSet"):
             for container in _containers(sts["spec"]["template"]):
-                workers = _flag(_argv(container), "--workers")
+                workers = _flag(_argv(container), "--workers", last=True)
                 if workers is not None and workers != str(completions):
                     yield (
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
@@ -247,7 +248,7 @@ def _container_conventions(here, container, volumes, health_ports) -> Iterator[s
 
 def _probe_problems(here, container, health_ports) -> Iterator[str]:
     argv = _argv(container)
-    port_flag = _flag(argv, "--health-port")
+    port_flag = _flag(argv, "--health-port", last=True)
     if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
         yield f"{here}: --health-port {port_flag} is no container port named health"
     if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
@@ -288,7 +289,7 @@ def _key_problems(here, container, volumes) -> Iterator[str]:
             yield f"{here}: env {var['name']} comes from a Secret; keys travel as files only"
     if any("secretRef" in source for source in container.get("envFrom", [])):
         yield f"{here}: envFrom a Secret; keys travel as files only"
-    keys = _flag(_argv(container), "--keys")
+    keys = _flag(_argv(container), "--keys", last=True)
     if keys is None:
         return
     if _env(container).get("DISTCONV_KEYS") != keys:

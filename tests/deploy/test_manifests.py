@@ -396,6 +396,32 @@ SEMANTIC_BREAKS = {
         "pserver", 2, lambda o: _arg_set(_container(o), "--pservers",
             "digits-ps-pserver-0.digits-ps-pserver:5555"), "--pservers",
     ),
+    # distconv's own flags are argparse's: the last of a repeated one is the one it keeps
+    "a later --pservers wins": (
+        "pserver", 2, lambda o: _container(o)["args"].extend(
+            ["--pservers", "digits-ps-pserver-0.digits-ps-pserver:5555"]),
+        "not the shards' DNS names",
+    ),
+    "a later --bind wins": (
+        "pserver", 1, lambda o: _container(o)["args"].extend(["--bind", "0.0.0.0:6000"]),
+        "not the shards' DNS names",
+    ),
+    "a later --num-shards wins": (
+        "pserver", 1, lambda o: _container(o)["args"].extend(["--num-shards", "3"]),
+        "--num-shards 3 but the StatefulSet has 2 replicas",
+    ),
+    "a later --workers wins": (
+        "pserver", 1, lambda o: _container(o)["args"].extend(["--workers", "9"]),
+        "--workers 9 but",
+    ),
+    "a later --keys wins": (
+        "pserver", 2, lambda o: _container(o)["args"].extend(["--keys", "/elsewhere"]),
+        "DISTCONV_KEYS must be '/elsewhere'",
+    ),
+    "a later --health-port wins": (
+        "pserver", 2, lambda o: _container(o)["args"].extend(["--health-port", "1"]),
+        "--health-port 1 is no container port named health",
+    ),
     "shards out of order": (
         "pserver", 2, lambda o: _arg_set(_container(o), "--pservers",
             "digits-ps-pserver-1.digits-ps-pserver:5555,digits-ps-pserver-0.digits-ps-pserver:5555"),
