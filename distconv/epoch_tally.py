@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import to_host
+from distconv.backend import is_float_dtype, to_host
 from distconv.resume import Position, TrainingError, epoch_sums
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import SyncStrategy
@@ -41,8 +41,12 @@ class EpochTally:
         self.started = time.perf_counter()
 
     def add(self, loss: Any, correct: Any, examples: int) -> None:
-        """Add one step's summed loss and right answers (device scalars) and its examples."""
-        self.loss, self.correct = self.loss + loss, self.correct + correct
+        """Add one step's summed loss and right answers (device scalars) and its examples.
+
+        A 16-bit loss (float16, bfloat16) is added in float32: an epoch's sum in float16
+        overflows past 65504 (a spurious "NaN or infinite" at the fold), one in bfloat16 stops
+        growing once a step's loss is below half its spacing."""
+        self.loss, self.correct = self.loss + _wide(loss), self.correct + correct
         self.seen += examples
 
     def fold(self, pos: Position) -> dict[str, float]:
@@ -92,3 +96,11 @@ class EpochTally:
         record["examples_per_second"] = sums["examples"] / seconds
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
         return {**record, "global_batch": global_batch, "world_size": world}
+
+
+def _wide(a: Any) -> Any:
+    """``a`` (a numpy, ``ml_dtypes`` or cupy scalar) in float32 if it is a narrower float."""
+    dtype = getattr(a, "dtype", None)
+    if dtype is not None and dtype.itemsize < 4 and is_float_dtype(dtype):
+        return a.astype(np.float32)
+    return a
