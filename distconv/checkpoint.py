@@ -244,24 +244,42 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     return tensors, meta
 
 
+#: safetensors dtypes its numpy functions write but cannot read back: read as unsigned
+#: integers of the same width, then viewed as the ``ml_dtypes`` type they hold
+_ML_DTYPES = {
+    "BF16": ("U16", "bfloat16"),
+    "F8_E4M3": ("U8", "float8_e4m3fn"),
+    "F8_E4M3FNUZ": ("U8", "float8_e4m3fnuz"),
+    "F8_E5M2": ("U8", "float8_e5m2"),
+    "F8_E5M2FNUZ": ("U8", "float8_e5m2fnuz"),
+    "F8_E8M0": ("U8", "float8_e8m0fnu"),
+}
+
+
 def _load_safetensors(raw: bytes, load: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """``load(raw)`` (which checks the header, the dtypes and every tensor's byte range) and the
-    metadata. safetensors' numpy functions write bfloat16 (``BF16``) but cannot read it back:
-    those tensors are read as ``uint16`` and viewed as ``ml_dtypes.bfloat16``."""
+    metadata. safetensors' numpy functions write bfloat16 (``BF16``) and the float8 types
+    (``F8_E4M3`` ...) but cannot read them back: those tensors are read as unsigned integers
+    of their width and viewed as their ``ml_dtypes`` type (:data:`_ML_DTYPES`)."""
     size = int.from_bytes(raw[:8], "little")
     header = json.loads(raw[8 : 8 + size])
-    bf16 = [k for k, v in header.items() if k != "__metadata__" and v.get("dtype") == "BF16"]
-    if bf16:
-        for name in bf16:
-            header[name]["dtype"] = "U16"
+    narrow = {
+        k: v["dtype"]
+        for k, v in header.items()
+        if k != "__metadata__" and v.get("dtype") in _ML_DTYPES
+    }
+    if narrow:
+        for name, kind in narrow.items():
+            header[name]["dtype"] = _ML_DTYPES[kind][0]
         head = json.dumps(header).encode()
         head += b" " * (-len(head) % 8)  # the format's alignment of the data
         raw = len(head).to_bytes(8, "little") + head + raw[8 + size :]
     tensors = load(raw)
-    if bf16:
+    if narrow:
         import ml_dtypes
 
-        tensors.update({name: tensors[name].view(ml_dtypes.bfloat16) for name in bf16})
+        for name, kind in narrow.items():
+            tensors[name] = tensors[name].view(getattr(ml_dtypes, _ML_DTYPES[kind][1]))
     return tensors, header.get("__metadata__") or {}
 
 

@@ -99,6 +99,28 @@ def test_bfloat16_parameters_come_back_bitwise(tmp_path):
     assert load_checkpoint(path).params["w"].dtype == ml_dtypes.bfloat16
 
 
+@pytest.mark.parametrize(
+    "dtype",
+    ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"],
+)
+def test_float8_parameters_come_back_bitwise(tmp_path, dtype):
+    """Trainer(dtype=float8_...) trains and safetensors writes F8_E4M3 ...; its numpy loader
+    cannot read them, and the resume called the checkpoint 'truncated or corrupt'."""
+    dtype = getattr(pytest.importorskip("ml_dtypes"), dtype)
+    path = tmp_path / "checkpoint.safetensors"
+    rng = np.random.default_rng(3)
+    params = [
+        Parameter("w", np.abs(rng.standard_normal((5, 3))).astype(dtype)),
+        Parameter("b", rng.standard_normal(3).astype(np.float32)),
+    ]
+    _save(path, params, {})
+    fresh = [Parameter(p.name, np.zeros_like(p.value)) for p in params]
+    restore_checkpoint(path, fresh)
+    for a, b in zip(params, fresh):
+        assert b.value.dtype == a.value.dtype
+        assert a.value.tobytes() == b.value.tobytes()
+
+
 def test_file_is_plain_safetensors_with_prefixed_optimizer_state(tmp_path):
     from safetensors.numpy import load_file
 
