@@ -1,5 +1,8 @@
-"""A shared bias's gradient: the output gradient summed per channel, over the batch and the
-positions.
+"""A bias's gradient: the output gradient summed over the batch (:func:`row_sums`), and for a
+shared bias per channel over the positions too (:func:`channel_sums`).
+
+Both sum 16-bit gradients (float16, ``ml_dtypes``' bfloat16) in float32: numpy adds them in
+their own type, so past a few hundred rows a bfloat16 sum stops growing.
 
 numpy reduces ``g.sum(axis=(0, 2, 3))`` element by element across strided axes; summing the
 batch first (whole rows at a time, contiguous adds) and then each channel's positions took
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_float_dtype
 
 
 def channel_sums(g: Any, channels: int) -> Any:
@@ -22,12 +25,25 @@ def channel_sums(g: Any, channels: int) -> Any:
     16-bit gradients (float16, ``ml_dtypes``' bfloat16) are summed in float32 and handed back in
     their own dtype.
     """
-    xp = get_array_module(g)
     dtype = g.dtype
-    narrow = dtype.itemsize < 4 and (dtype.kind == "f" or dtype.type.__module__ == "ml_dtypes")
-    wide = xp.float32 if narrow else None
+    wide = _wide(g)
     if g.shape[0] == 1:  # one sample: nothing to add across the batch (a sum would copy it)
         rows = g[0] if wide is None else g[0].astype(wide)
     else:
         rows = g.sum(axis=0, dtype=wide)  # the batch: one contiguous add a sample
     return rows.reshape(channels, -1).sum(axis=1).astype(dtype, copy=False)
+
+
+def row_sums(g: Any) -> Any:
+    """``g.sum(axis=0)``: a gradient summed over the batch (a bias's, or a per-column weight's),
+    16-bit gradients in float32 and handed back in their own dtype."""
+    wide = _wide(g)
+    if wide is None:
+        return g.sum(axis=0)
+    return g.sum(axis=0, dtype=wide).astype(g.dtype)
+
+
+def _wide(g: Any) -> Any:
+    """The type to sum ``g`` in: float32 for a 16-bit float, else None (its own)."""
+    narrow = g.dtype.itemsize < 4 and is_float_dtype(g.dtype)
+    return get_array_module(g).float32 if narrow else None

@@ -12,6 +12,7 @@ from distconv.arg import Arg
 from distconv.backend import is_float_dtype
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
+from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
 from distconv.layers.base import Layer, add_grad
 from distconv.parameter import Parameter, UpdateCallback
@@ -128,7 +129,7 @@ class FullyConnected(Layer):
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         if self.bias is not None and not self.bias.static:
-            self.bias.grad += dz.sum(axis=0)
+            self.bias.grad += row_sums(dz)
             self.bias.inc_update(callback)
         for i, (x, w) in enumerate(zip(self.inputs, self.weights)):
             if x.needs_grad:  # before inc_update: the callback may change the weight

@@ -62,14 +62,15 @@ class SoftmaxCrossEntropy(Layer):
         if n == 0:
             raise self.fail("an empty batch has no mean loss")
         self._ids = _labels(self, label, n, c)
-        shifted = z - z.max(axis=1, keepdims=True)
+        # 16-bit logits in float32: numpy sums bfloat16 in bfloat16, and both the sum over the
+        # classes and the mean over the batch stop growing past a few hundred terms
+        wide = z.astype(xp.float32) if z.dtype.itemsize < 4 else z
+        shifted = wide - wide.max(axis=1, keepdims=True)
         log_norm = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
         log_prob = shifted - log_norm
-        self.prob = xp.exp(log_prob)
+        self.prob = xp.exp(log_prob)  # kept wide: backward's gradient is cast as it is added
         picked = xp.take_along_axis(log_prob, self._ids[:, None], axis=1)
-        if z.dtype.itemsize < 4:  # numpy sums bfloat16 in bfloat16: past 2**8 rows it stalls
-            return (-picked.mean(dtype=xp.float32)).astype(z.dtype)
-        return -picked.mean()
+        return (-picked.mean()).astype(z.dtype, copy=False)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         dx = grad_target(self.inputs[0])
@@ -102,7 +103,10 @@ class MSELoss(Layer):
         if pred.shape != target.shape:
             raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
         self._diff = pred.value - target.value
-        return (self._diff * self._diff).mean()
+        square = self._diff * self._diff
+        if square.dtype.itemsize < 4 and is_float_dtype(square.dtype):  # summed in float32
+            return square.mean(dtype=get_array_module(square).float32).astype(square.dtype)
+        return square.mean()
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         g = self._diff * (2 * dz / self._diff.size)

@@ -21,7 +21,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.bias import channel_sums
+from distconv.kernels.bias import channel_sums, row_sums
 from distconv.layers.base import Layer
 from distconv.layers.operator import Operator
 from distconv.layers.part import LayerPart, Projection
@@ -196,7 +196,7 @@ class ProjectionLayer(Layer):
         if self.bias is not None:
             if not self.bias.static:
                 c = self.bias.shape[0]
-                self.bias.grad += channel_sums(dz, c) if self.shared_bias else dz.sum(axis=0)
+                self.bias.grad += channel_sums(dz, c) if self.shared_bias else row_sums(dz)
             self.bias.inc_update(callback)
         for proj, arg, cols in zip(self.projections, self.inputs, self.columns):
             if proj is not None:

@@ -14,6 +14,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.init import Initializer, ones, unit_normal
+from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import RowScatter
 from distconv.layers.part import Projection, WeightSpec
@@ -217,7 +218,7 @@ class DotMulProjection(Projection):
         if self.needs_weight_grad:
             # (N, width) summed to the weight's size: per column, or everything for a scalar
             g = dout * self._rows(input, self.in_width)
-            self.weight.grad += g.reshape(-1, self.weight.size).sum(axis=0)
+            self.weight.grad += row_sums(g.reshape(-1, self.weight.size))
 
 
 class ScalingProjection(DotMulProjection):

@@ -8,6 +8,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
+from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import compact_columns
 from distconv.kernels.sequence import check_offsets, segment_ids
@@ -254,7 +255,7 @@ class SelectiveFullyConnected(FullyConnected):
             used, dzu = compact_columns(dz, cols, self.out_features)
         if b is not None:
             if want_db:
-                b.grad[used] += dzu.sum(axis=0)
+                b.grad[used] += row_sums(dzu)
             b.inc_update(callback)
         for i, (x, w, dx) in enumerate(zip(self.inputs, self.weights, want_dx)):
             if dx is not None:  # before inc_update: the callback may change the weight

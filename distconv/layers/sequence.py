@@ -13,6 +13,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
+from distconv.kernels.bias import row_sums
 from distconv.kernels.sequence import check_offsets, segment_ids
 from distconv.layers.base import Layer, checked, grad_target
 from distconv.parameter import UpdateCallback
@@ -104,7 +105,7 @@ class SequenceConcat(Layer):
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         if self.bias is not None:
             if not self.bias.static:
-                self.bias.grad += dz.sum(axis=0)
+                self.bias.grad += row_sums(dz)
             self.bias.inc_update(callback)
         xp = get_array_module(dz)
         for x, pos in zip(self.inputs, (self._pos_a, self._pos_b)):

@@ -1,9 +1,9 @@
-"""A shared bias's gradient: per-channel sums over the batch and the positions."""
+"""A bias's gradient: sums over the batch, and for a shared bias per channel over the positions."""
 
 import numpy as np
 import pytest
 
-from distconv.kernels.bias import channel_sums
+from distconv.kernels.bias import channel_sums, row_sums
 
 
 @pytest.mark.parametrize(
@@ -44,3 +44,20 @@ def test_sixteen_bit_gradients_are_summed_in_float32(rng, dtype, batch):
 def test_a_strided_gradient(rng):
     g = rng.standard_normal((6, 8, 5, 5))[:, ::2]  # every other channel: not contiguous
     np.testing.assert_allclose(channel_sums(g, 4), g.sum(axis=(0, 2, 3)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", _sixteen_bit(), ids=str)
+def test_row_sums_of_sixteen_bit_gradients_are_summed_in_float32(rng, dtype):
+    """A fully connected layer's bias gradient over a batch of 3000: numpy's own sum of
+    bfloat16 rows stops growing (it adds in bfloat16), one of float16 drifts."""
+    g = (rng.standard_normal((3000, 5)) * 0.1 + 1.0).astype(dtype)
+    got = row_sums(g)
+    want = g.astype(np.float64).sum(axis=0)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_row_sums_of_wide_gradients_are_numpys_own(rng, dtype):
+    g = rng.standard_normal((33, 7)).astype(dtype)
+    np.testing.assert_array_equal(row_sums(g), g.sum(axis=0))  # bitwise: the same call

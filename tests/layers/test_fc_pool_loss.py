@@ -183,14 +183,33 @@ def test_fully_connected_sums_several_inputs(rng):
     assert {"param fc.weight0", "param fc.weight1", "input 0", "input 1"} <= set(report.diffs)
 
 
-def test_softmax_cross_entropy_of_many_bfloat16_rows_is_their_mean():
-    """numpy averages bfloat16 in bfloat16: 1500 rows of 1.39 gave 0.34, past 2**8 rows the
-    sum stops growing."""
+@pytest.mark.parametrize(("rows", "classes"), [(1500, 4), (8, 1000)])
+def test_softmax_cross_entropy_of_bfloat16_logits_is_computed_in_float32(rows, classes):
+    """numpy sums bfloat16 in bfloat16: 1500 rows of 1.39 averaged 0.34, and past a few
+    hundred classes the softmax's normaliser stops growing too. The gradient comes back in
+    bfloat16, the loss's value too."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     rng = np.random.default_rng(0)
-    z = rng.standard_normal((1500, 4)).astype(ml_dtypes.bfloat16)
-    label = Arg(ids=rng.integers(0, 4, 1500))
-    got = SoftmaxCrossEntropy()(Arg(z), label).value
-    want = SoftmaxCrossEntropy()(Arg(z.astype(np.float64)), label).value
+    z = rng.standard_normal((rows, classes)).astype(ml_dtypes.bfloat16)
+    label = Arg(ids=rng.integers(0, classes, rows))
+    losses, grads = [], []
+    for dtype in (ml_dtypes.bfloat16, np.float64):
+        layer, x = SoftmaxCrossEntropy(), Arg(z.astype(dtype), needs_grad=True)
+        losses.append(layer(x, label).value)
+        layer.output.grad = np.ones((), losses[-1].dtype)
+        layer.backward(lambda p: None)
+        grads.append(x.grad)
+    assert losses[0].dtype == grads[0].dtype == ml_dtypes.bfloat16
+    assert float(losses[0]) == pytest.approx(float(losses[1]), rel=2**-7)
+    scale = np.abs(grads[1]).max()
+    np.testing.assert_allclose(grads[0].astype(np.float64), grads[1], atol=2**-7 * scale)
+
+
+def test_mse_of_many_bfloat16_elements_is_their_mean():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    pred = np.random.default_rng(1).standard_normal((3000, 4)).astype(ml_dtypes.bfloat16)
+    target = np.zeros_like(pred)
+    got = MSELoss()(Arg(pred), Arg(target)).value
+    want = MSELoss()(Arg(pred.astype(np.float64)), Arg(target.astype(np.float64))).value
     assert got.dtype == ml_dtypes.bfloat16
     assert float(got) == pytest.approx(float(want), rel=2**-7)
