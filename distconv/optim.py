@@ -60,7 +60,18 @@ class Optimizer:
         self.lr = self.base_lr * float(factor)
 
     def init_state(self, value: Any) -> State:
-        """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype."""
+        """Fresh state for a parameter ``value``: arrays on ``value``'s device, of its dtype.
+
+        Raises:
+            ValueError: the rule's ``eps`` is 0 in ``value``'s dtype (1e-8 in float16), so its
+                denominator would be 0 once the squared gradients underflow: a NaN step.
+        """
+        eps = self.hyper.get("eps", 0.0)
+        if eps and not value.dtype.type(eps):
+            raise ValueError(
+                f"{self.name}: eps={eps:g} is 0 in {value.dtype}, so a step can divide by 0; "
+                f"give an eps {value.dtype} holds (1e-4 is usual there), or train in bfloat16"
+            )
         xp = get_array_module(value)
         return {key: xp.zeros_like(value) for key in self.buffers}
 

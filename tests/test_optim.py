@@ -326,3 +326,22 @@ def test_float16_parameters_with_a_sum_over_256_ranks(name, decay):
             got = s_half[key].astype(np.float32)
             assert np.isfinite(got).all(), key
             assert np.abs(got - want).max() <= 0.01 * np.abs(want).max(), key
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_an_eps_that_is_0_in_the_parameters_dtype_is_refused_at_its_state(name):
+    """Adam's default eps (1e-8) is 0 in float16: once ``v`` underflowed a step divided by 0,
+    and the first epoch ended in "the loss became NaN or infinite" (review k93, F5)."""
+    opt = create_optimizer(name)
+    eps = opt.hyper.get("eps")
+    if eps is None:  # no denominator: any dtype will do
+        assert set(opt.init_state(np.zeros(3, np.float16))) == set(opt.buffers)
+        return
+    with pytest.raises(ValueError, match=rf"{name}: eps={eps:g} is 0 in float16"):
+        opt.init_state(np.zeros(3, np.float16))
+    assert set(create_optimizer(name, eps=1e-4).init_state(np.zeros(3, np.float16))) >= set(
+        opt.buffers
+    )
+    opt.init_state(np.zeros(3, np.float32))  # float32 holds it
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    opt.init_state(np.zeros(3, ml_dtypes.bfloat16))  # bfloat16 has float32's range
