@@ -28,7 +28,7 @@ from distconv.epoch_tally import EpochTally
 from distconv.layers.base import forward_only
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
-from distconv.parameter import Parameter, is_float_dtype
+from distconv.parameter import Parameter
 from distconv.resume import (
     JobStart,
     Position,
@@ -53,6 +53,10 @@ log = logging.getLogger("distconv.trainer")
 METRICS = "metrics.jsonl"
 PLOT = "metrics.png"
 
+
+#: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
+#: types pass the layers, but the im2col views or safetensors refuse some of them
+TRAINING_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
 #: ranks agree on a stop (SIGTERM, Ctrl-C) every this many steps: a collective costs a round trip
 STOP_CHECK_EVERY = 8
@@ -127,10 +131,11 @@ class Trainer:
         self.checkpoint_every = checkpoint_every
         self.monitor = monitor
         self.dtype = np.dtype(dtype) if dtype is not None else None
-        if self.dtype is not None and not is_float_dtype(self.dtype):
+        if self.dtype is not None and self.dtype.name not in TRAINING_DTYPES:
             # refused here, not only by Parameter.cast: a network without weights casts none
             raise TypeError(
-                f"cannot train in {self.dtype}: weights and inputs need a floating-point type"
+                f"cannot train in {self.dtype}: weights and inputs need a floating-point type "
+                f"the kernels and checkpoints carry ({', '.join(TRAINING_DTYPES)})"
             )
         self.params = network.parameters()
         if self.dtype is not None:
