@@ -120,14 +120,35 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
         if spec.get("runLauncherAsWorker"):
             capacity += slots
         for container in _pod(replicas.get("Launcher", {})).get("containers", []):
-            np = _flag(_argv(container), "-np", "-n")
-            if np is None or not np.isdigit():
+            counts = _process_counts(_argv(container))
+            np = counts[0] if counts else None
+            if len(counts) > 1:  # Hydra: "duplicate setting: np", the job never starts
+                yield f"{_where(mpijob)} Launcher: mpirun refuses -np given {len(counts)} times"
+            elif np is None or not np.isdigit() or int(np) < 1:
+                # -np 0 is not "no ranks": Hydra starts as many as it finds slots for
                 yield f"{_where(mpijob)} Launcher: mpirun needs -np with a number, got {np!r}"
             elif int(np) > capacity:
                 yield (
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
                     f"({capacity} = replicas x slotsPerWorker)"
                 )
+
+
+def _process_counts(argv: list[str]) -> list[str]:
+    """Every process count mpirun's own options give (``-np``/``-n``; Hydra reads them with
+    two dashes or ``=`` too), before the Python it starts: the arguments after are the
+    program's."""
+    names = ("-np", "-n", "--np", "--n")
+    counts = []
+    for i, arg in enumerate(argv):
+        if arg.rsplit("/", 1)[-1].startswith("python"):
+            break
+        name, eq, value = arg.partition("=")
+        if arg in names and i + 1 < len(argv):
+            counts.append(argv[i + 1])
+        elif eq and name in names:
+            counts.append(value)
+    return counts
 
 
 def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str], int] | None:

@@ -392,6 +392,17 @@ SEMANTIC_BREAKS = {
         "mpijob", 0, lambda o: _arg_set(_container(o, "Launcher"), "-np", "all"),
         "-np with a number",
     ),
+    # Hydra starts as many ranks as it finds slots for on -np 0, and refuses a repeated -np
+    # ("duplicate setting: np"): the job never starts
+    "-np 0": (
+        "mpijob", 0, lambda o: _arg_set(_container(o, "Launcher"), "-np", "0"),
+        "-np with a number, got '0'",
+    ),
+    "-np given twice": (
+        "mpijob", 0,
+        lambda o: _container(o, "Launcher")["args"].__setitem__(slice(1, 1), ["-np", "1"]),
+        "mpirun refuses -np given 2 times",
+    ),
     "a shard missing from --pservers": (
         "pserver", 2, lambda o: _arg_set(_container(o), "--pservers",
             "digits-ps-pserver-0.digits-ps-pserver:5555"), "--pservers",
@@ -587,6 +598,14 @@ def test_flags_are_compared_with_the_sync_the_ranks_run():
     assert "--push-kb is for --sync pserver, and this run uses mpi sync" in "; ".join(
         manifest_problems(objs)
     )
+
+
+def test_mpirun_np_with_two_dashes_is_read_as_hydra_reads_it():
+    """Hydra takes --np 2 as -np 2: the check called it 'mpirun needs -np with a number'."""
+    objs = copy.deepcopy(render("mpijob"))
+    args = _container(objs[0], "Launcher")["args"]
+    args[args.index("-np")] = "--np"
+    assert manifest_problems(objs) == []
 
 
 @pytest.mark.parametrize("case", SEMANTIC_BREAKS)
