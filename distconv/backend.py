@@ -144,6 +144,23 @@ def copy_into(target: Any, source: Any) -> None:
     target[...] = to_device(to_host(source).astype(target.dtype, copy=False), device)
 
 
+def resolve_dtype(dtype: Any) -> numpy.dtype:
+    """``numpy.dtype(dtype)``, where the name ``"bfloat16"`` is ``ml_dtypes``' type: numpy
+    knows that name only once ``ml_dtypes`` has been imported.
+
+    Raises:
+        ValueError: ``"bfloat16"`` without ``ml_dtypes`` installed.
+        TypeError: a name numpy does not know.
+    """
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ValueError("dtype 'bfloat16' needs ml_dtypes: pip install ml_dtypes") from None
+        return numpy.dtype(ml_dtypes.bfloat16)
+    return numpy.dtype(dtype)
+
+
 def is_float_dtype(dtype: Any) -> bool:
     """Whether ``dtype`` is a real floating-point type: numpy's (float16/32/64 ...) or one of
     ``ml_dtypes``' floats (bfloat16, float8 ...), whose numpy kind is ``"V"`` as is that of

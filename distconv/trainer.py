@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from distconv.arg import feeds_of
-from distconv.backend import to_host
+from distconv.backend import resolve_dtype, to_host
 from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally
 from distconv.layers.base import forward_only
@@ -130,7 +130,7 @@ class Trainer:
         self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
         self.checkpoint_every = checkpoint_every
         self.monitor = monitor
-        self.dtype = np.dtype(dtype) if dtype is not None else None
+        self.dtype = resolve_dtype(dtype) if dtype is not None else None
         if self.dtype is not None and self.dtype.name not in TRAINING_DTYPES:
             # refused here, not only by Parameter.cast: a network without weights casts none
             raise TypeError(

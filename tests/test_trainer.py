@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -642,6 +644,26 @@ def test_a_float_type_the_kernels_or_checkpoints_cannot_carry_is_refused(dtype):
     with pytest.raises(TypeError, match=r"cannot train in float[48].*\(float16, float32, float64"):
         Trainer(net, sync, 16, dtype=dtype)
     assert {p.value.dtype for p in net.parameters()} == {np.dtype(np.float32)}
+
+
+def test_bfloat16_may_be_named_before_ml_dtypes_is_imported():
+    """numpy knows the name "bfloat16" only once ml_dtypes is imported: Trainer(dtype=
+    "bfloat16") said "data type 'bfloat16' not understood" in a fresh process (review k94)."""
+    pytest.importorskip("ml_dtypes")
+    script = (
+        "import sys\n"
+        "from distconv.models import lenet\n"
+        "from distconv.optim import create_optimizer\n"
+        "from distconv.sync import create_sync\n"
+        "from distconv.trainer import Trainer\n"
+        "assert 'ml_dtypes' not in sys.modules\n"
+        "net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)\n"
+        "sync = create_sync('local', optimizer=create_optimizer('sgd'))\n"
+        "print(Trainer(net, sync, 16, dtype='bfloat16').params[0].value.dtype)\n"
+    )
+    argv = [sys.executable, "-c", script]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "bfloat16", done.stderr
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float64", "bfloat16"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, is_gpu_array
+from distconv.backend import get_array_module, is_gpu_array, resolve_dtype
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -37,15 +37,7 @@ def wire_dtype(name: str | None) -> np.dtype | None:
         return None
     if name not in WIRE_DTYPES:
         raise ValueError(f"grad_dtype must be one of {WIRE_DTYPES} or None, got {name!r}")
-    if name == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise ValueError(
-                "grad_dtype 'bfloat16' needs ml_dtypes: pip install ml_dtypes"
-            ) from None
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return resolve_dtype(name)
 
 
 class Bucket:
