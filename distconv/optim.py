@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import Any, ClassVar
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_float_dtype
 
 State = dict[str, Any]
 
@@ -67,7 +67,7 @@ class Optimizer:
                 denominator would be 0 once the squared gradients underflow: a NaN step.
         """
         eps = self.hyper.get("eps", 0.0)
-        if eps and not value.dtype.type(eps):
+        if eps and is_float_dtype(value.dtype) and not value.dtype.type(eps):
             raise ValueError(
                 f"{self.name}: eps={eps:g} is 0 in {value.dtype}, so a step can divide by 0; "
                 f"give an eps {value.dtype} holds (1e-4 is usual there), or train in bfloat16"

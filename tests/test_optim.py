@@ -343,5 +343,6 @@ def test_an_eps_that_is_0_in_the_parameters_dtype_is_refused_at_its_state(name):
         opt.buffers
     )
     opt.init_state(np.zeros(3, np.float32))  # float32 holds it
+    opt.init_state(np.zeros(3, np.int64))  # no float: no word on eps (the trainer refuses it)
     ml_dtypes = pytest.importorskip("ml_dtypes")
     opt.init_state(np.zeros(3, ml_dtypes.bfloat16))  # bfloat16 has float32's range
