@@ -309,7 +309,9 @@ class StepCheckpoints:
             raise CheckpointError(
                 f"checkpoint {path} comes from a different run; resuming would not reproduce it "
                 f"({'; '.join(differ)}). The global batch (world size x batch size x "
-                "accumulate) must stay the same across a resume."
+                "accumulate) must stay the same across a resume; to train on from these "
+                "weights otherwise (other data: fine-tuning), start a new run and load them "
+                "first (distconv.checkpoint.restore_checkpoint)."
             )
         restore_checkpoint(ckpt, self.params)
         pos = Position(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from distconv.arg import Arg
-from distconv.checkpoint import CheckpointError, load_checkpoint
+from distconv.checkpoint import CheckpointError, load_checkpoint, restore_checkpoint
 from distconv.data import as_arrays, split, synthetic
 from distconv.init import set_seed
 from distconv.layers.loss import SoftmaxCrossEntropy
@@ -167,10 +167,16 @@ def test_resume_refuses_other_training_data_naming_what_differs(data, tmp_path):
     """A set of another length or content does not continue the checkpoint's batch order: a
     resume on it trained on a shuffled mix of the old and the new order, without a word."""
     train, test = data
-    _trainer(tmp_path).fit(train, test, epochs=1)
+    t = _trainer(tmp_path)
+    t.fit(train, test, epochs=1)
     fewer = {k: v[:-16] for k, v in as_arrays(train).items()}
     with pytest.raises(CheckpointError, match=r"train_data.examples: checkpoint 240, this run 224"):
         _trainer(tmp_path).fit(fewer, test, epochs=2, resume=True)
+    # fine-tuning is a new run that loads the weights: the way the message names
+    tuned = _trainer(tmp_path / "tuned")
+    restore_checkpoint(t.checkpoints.run.manifests()[-1].part(CHIEF), tuned.params)
+    assert all(np.array_equal(p.value, q.value) for p, q in zip(tuned.params, t.params))
+    assert len(tuned.fit(fewer, test, epochs=1)) == 1
     other = {k: v.copy() for k, v in as_arrays(train).items()}
     other["image"][0] += 1  # the first example is one the fingerprint samples
     with pytest.raises(CheckpointError, match=r"train_data.sampled_examples_sha256: checkpoint '"):
