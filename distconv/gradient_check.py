@@ -161,6 +161,11 @@ def check_layer_grad(
         p.shared_count = sum(q is p for q in params)
         p.reset_pending()
     obj = _Objective(layer, inputs, rng)
+    if obj.dtype.kind != "f":  # ml_dtypes' bfloat16 ...: numpy's finfo does not know them
+        raise TypeError(
+            f"{layer}: its output is {obj.dtype}; finite differences need numpy's floats "
+            "(float64 for a tight check): cast the layer's weights and inputs"
+        )
     d_step, d_tol = DEFAULTS.get(obj.dtype, DEFAULTS[np.dtype(np.float32)])
     step, tol = step or d_step, tol or d_tol
 

@@ -35,3 +35,14 @@ def test_a_weight_shared_inside_one_layer_fires_once_after_both_uses(rng):
     layer = Mixed([FullMatrixProjection(3, 2, weight=w), FullMatrixProjection(3, 2, weight=w)])
     x = [Arg(rng.standard_normal((4, 3))), Arg(rng.standard_normal((4, 3)))]
     assert "param w" in check_layer_grad(layer, x).diffs
+
+
+def test_a_bfloat16_layer_is_told_to_cast_not_given_numpys_finfo_error(rng):
+    """np.finfo does not know ml_dtypes' types: the check said "data type ... not inexact"."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    layer = Mixed([FullMatrixProjection(3, 2)])
+    for p in layer.parameters():
+        p.cast(ml_dtypes.bfloat16)
+    x = Arg(rng.standard_normal((4, 3)).astype(ml_dtypes.bfloat16), needs_grad=True)
+    with pytest.raises(TypeError, match=r"its output is bfloat16; finite differences need numpy"):
+        check_layer_grad(layer, [x])
