@@ -83,11 +83,17 @@ def feeds_of(arrays: Mapping[str, Any], index: Any, dtype: Any = None) -> dict[s
     ``dtype`` when one is given)."""
     feeds = {}
     for name, a in arrays.items():
-        part = a[index]
+        part = as_fed(a[index], dtype)
         if part.dtype.kind in "iub":
             feeds[name] = Arg(ids=to_device(part), needs_grad=False)
         else:
-            if dtype is not None:
-                part = part.astype(dtype, copy=False)
             feeds[name] = Arg(to_device(part), needs_grad=False)
     return feeds
+
+
+def as_fed(part: Any, dtype: Any = None) -> Any:
+    """Rows of a host array as :func:`feeds_of` hands them on: integer and boolean ones as
+    they are (ids), the others cast to ``dtype`` when one is given."""
+    if dtype is None or part.dtype.kind in "iub":
+        return part
+    return part.astype(dtype, copy=False)

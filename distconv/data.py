@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from distconv.arg import as_fed
 from distconv.backend import is_float_dtype, to_host
 
 DATASETS = ("digits", "mnist", "synthetic")
@@ -363,9 +364,10 @@ def array_length(arrays: Arrays) -> int:
     return next(iter(lengths.values()))
 
 
-def fingerprint(arrays: Arrays) -> dict[str, Any]:
+def fingerprint(arrays: Arrays, dtype: Any = None) -> dict[str, Any]:
     """What the job check compares of a data set across ranks: its length, each feed's example
-    shape and dtype, and a SHA-256 of :data:`FINGERPRINT_ROWS` examples spread over it.
+    shape and dtype, and a SHA-256 of :data:`FINGERPRINT_ROWS` examples spread over it, as the
+    network gets them (cast to ``dtype``, the trainer's, as :func:`~distconv.arg.feeds_of`).
 
     Every rank is handed the whole set and takes its strided share. A rank handed another set,
     its own shard (as Horovod scripts do), another file, or the same examples in another order,
@@ -373,20 +375,20 @@ def fingerprint(arrays: Arrays) -> dict[str, Any]:
     fingerprint in the job check it is named at setup. Reads a few examples, not the set."""
     n = array_length(arrays)
     rows = np.unique(np.linspace(0, max(n - 1, 0), min(n, FINGERPRINT_ROWS)).round().astype(int))
-    digest = hashlib.sha256()
+    digest, feeds = hashlib.sha256(), {}
     for name in sorted(arrays):
-        sample = to_host(arrays[name][rows])
+        sample = as_fed(to_host(arrays[name][rows]), dtype)
         # an object array's bytes are its elements' addresses, other in every process: its
         # values' text instead (numbers, strings), which every rank handed the same set shares
         data = repr(sample.tolist()).encode() if sample.dtype.hasobject else sample.tobytes()
         digest.update(data)
-    feeds = {name: [list(a.shape[1:]), str(a.dtype)] for name, a in sorted(arrays.items())}
+        feeds[name] = [list(arrays[name].shape[1:]), str(sample.dtype)]
     return {"examples": n, "feeds": feeds, "sampled_examples_sha256": digest.hexdigest()[:16]}
 
 
-def data_facts(train: Arrays, test: Arrays | None) -> dict[str, Any]:
+def data_facts(train: Arrays, test: Arrays | None, dtype: Any = None) -> dict[str, Any]:
     """The training and test sets' :func:`fingerprint` s, as entries of the job check."""
     return {
-        "train_data": fingerprint(train),
-        "test_data": None if test is None else fingerprint(test),
+        "train_data": fingerprint(train, dtype),
+        "test_data": None if test is None else fingerprint(test, dtype),
     }

@@ -295,7 +295,7 @@ class Trainer:
         handles_signals = threading.current_thread() is threading.main_thread()
         restore_handlers = None
         try:
-            data = data_facts(train, test)
+            data = data_facts(train, test, self.dtype)  # the inputs as cast: what trains
             state, pos = self.checkpoints.open(resume, data["train_data"])
             self._take_trainable()
             self.sync.setup(self.trainable, self.config, state)

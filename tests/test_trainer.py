@@ -185,6 +185,20 @@ def test_resume_refuses_other_training_data_naming_what_differs(data, tmp_path):
     assert len(_trainer(tmp_path).fit(train, train, epochs=2, resume=True)) == 1
 
 
+def test_the_same_data_in_another_input_type_resumes_where_the_trainer_casts_it(data, tmp_path):
+    """The trainer feeds its dtype: float64 images cast to float32 are the float32 images it
+    trained on (review k94); without a dtype to cast to, they are other inputs."""
+    train, test = data
+    _trainer(tmp_path, dtype=np.float32).fit(train, test, epochs=1)
+    wide = {
+        k: (v.astype(np.float64) if v.dtype == np.float32 else v)
+        for k, v in as_arrays(train).items()
+    }
+    assert len(_trainer(tmp_path, dtype=np.float32).fit(wide, test, epochs=2, resume=True)) == 1
+    with pytest.raises(CheckpointError, match=r"train_data.feeds: checkpoint .*float32.*float64"):
+        _trainer(tmp_path).fit(wide, test, epochs=3, resume=True)
+
+
 def test_a_second_run_on_the_same_directory_fails_at_once_naming_the_holder(data, tmp_path):
     train, _ = data
     first = _trainer(tmp_path)
