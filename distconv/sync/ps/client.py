@@ -40,10 +40,11 @@ from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_de
 from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
-from distconv.sync.ps.config import hostname, split_endpoint
+from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.outbox import PushQueue
+from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.sparse import SparseRows, rows_in
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
@@ -204,7 +205,7 @@ class PServerSync(
     def _hello(self, description: dict[str, Any]) -> list[dict[str, Any]]:
         """Say hello to every shard and check their settings; their replies' headers."""
         text = json.dumps(description, sort_keys=True, default=str)
-        head = {"op": "hello", "host": hostname(), "description": text}  # _send adds the run
+        head = {"op": "hello", "description": text, **whoami()}  # _send adds the run
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
         for s, (h, _) in enumerate(replies):
             expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}

@@ -20,7 +20,8 @@ log = logging.getLogger("distconv.pserver")
 
 
 class RunChecks:
-    """The run side of :class:`~distconv.sync.ps.server.Shard` (whose state it shares)."""
+    """The run side of :class:`~distconv.sync.ps.server.Shard` (whose state it shares), and how
+    its messages name a rank."""
 
     index: int
     hosts: dict[int, str]
@@ -28,6 +29,8 @@ class RunChecks:
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
     last_seen: dict[int, float]
+    last_step: dict[int, int]
+    bye_error: dict[int, str | None]
 
     def _check_run(self, header: dict[str, Any]) -> None:
         """Refuse a request of another run than its rank's latest accepted ``hello`` (both
@@ -78,3 +81,15 @@ class RunChecks:
 
     def _host(self, rank: int) -> str:
         return self.hosts.get(rank, "unknown host")
+
+    def _who(self, rank: int) -> str:
+        """``rank``, its host and its last step, as messages name a rank."""
+        host = self._host(rank)
+        return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
+
+    def _closed(self, rank: int) -> str:
+        """How a rank that said bye left: ``closed``, or ``closed on "<the error its bye
+        carried>"``, quoted: it is free text, and may hold the parentheses and semicolons of the
+        lists it stands in."""
+        error = self.bye_error.get(rank)
+        return f'closed on "{error}"' if error else "closed"

@@ -41,6 +41,7 @@ from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
+from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
 from distconv.sync.ps.values import ValueStore
@@ -95,6 +96,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         self.last_seen: dict[int, float] = {}
         self.left: set[int] = set()
         self.lost: set[int] = set()
+        self.processes = ProcessWatch()  # the workers' processes on this host
         #: requests handled so far, and the count at each rank's latest hello (of a new run;
         #: accepted at all) and bye: which run of a restarted worker a held request or a bye
         #: belongs to (see _check_stuck)
@@ -270,20 +272,17 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             except Exception:  # one reply that cannot go must not keep the rest
                 log.exception("shard %d: could not answer a dropped request", self.index)
 
-    def _who(self, rank: int) -> str:
-        host = self._host(rank)
-        return f"rank {rank} (host {host}, last step {self.last_step.get(rank, 'none')})"
-
-    def _closed(self, rank: int) -> str:
-        """How a rank that said bye left: ``closed``, or ``closed on "<the error its bye
-        carried>"``, quoted: it is free text, and may hold the parentheses and semicolons of the
-        lists it stands in."""
-        error = self.bye_error.get(rank)
-        return f'closed on "{error}"' if error else "closed"
-
     def _check_timeouts(self, now: float) -> None:
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
-        ranks silent that long (their loss may answer a gather), then the held requests."""
+        ranks whose process on this host ended (:mod:`~distconv.sync.ps.processes`) and those
+        silent that long (their loss may answer a gather), then the held requests."""
+        for rank, why in self.processes.ended(self._live() - self.left, now):
+            if self.config.mode == "sync":
+                self._fail(f"{self._who(rank)}: {why}", [rank])
+            else:
+                self._lose(rank, f"{self._who(rank)}: {why}")
+            if self.failed:
+                return
         limit = self.config.timeout
         if self.config.mode == "async":
             for rank, seen in list(self.last_seen.items()):

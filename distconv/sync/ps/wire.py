@@ -66,6 +66,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "rank": int,
     "arrays": list,
     "host": str,
+    "process": str,
     "description": str,
     "step": int,
     "count": int,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -38,6 +39,7 @@ from distconv.sync.ps.wire import pack, unpack_header
 pytestmark = pytest.mark.timeout(60)
 
 ASYNC = {"workers": 2, "mode": "async"}
+LONG = 600  # a --timeout no test waits out: what ends a wait must be something else
 
 
 def _loss(policy: str, timeout: float = 1) -> list[str]:
@@ -323,18 +325,21 @@ def _train_beside(victim, sync, net, rank: int, until) -> None:
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("policy", ["fail", "continue"])
 def test_a_killed_worker_process_is_declared_lost(shards, tmp_path, policy):
-    """A worker killed mid-training falls silent, heartbeat and all: with ``fail`` the job
-    stops naming it, with ``continue`` the others go on without it."""
-    endpoints = shards.start(1, **ASYNC, extra=_loss(policy, timeout=2))
+    """A worker killed mid-training is lost: with ``fail`` the job stops naming it, with
+    ``continue`` the others go on without it. On this host the shard sees its process end
+    (distconv.sync.ps.processes), where elsewhere it would fall silent for the timeout,
+    heartbeat and all (that rule: the hand-fed tests above)."""
+    endpoints = shards.start(1, **ASYNC, extra=_loss(policy, timeout=LONG))
     victim = worker_process(endpoints, 1, 2, 1000, tmp_path)
     net, sync = small_net(), insecure_worker(endpoints, 0, 2)
+    gone = rf"rank 1 \(host .*\): its process \(pid {victim.pid}, on this host\) ended without"
     try:
         if policy == "fail":
-            with pytest.raises(SyncError, match=r"rank 1 \(host .*\) silent for 2 s"):
+            with pytest.raises(SyncError, match=gone):
                 _train_beside(victim, sync, net, 0, lambda: False)
         else:
-            _train_beside(victim, sync, net, 0, lambda: "silent for 2 s" in shards.log_text())
-            assert "rank 1 (host" in shards.log_text() and "going on without" in shards.log_text()
+            _train_beside(victim, sync, net, 0, lambda: "going on without" in shards.log_text())
+            assert re.search(gone, shards.log_text()), shards.log_text()[-3000:]
             assert sync.allreduce_sum([2.0]) == [2.0]  # the collective goes on without rank 1
     finally:
         sync.close()
@@ -344,7 +349,7 @@ def test_a_killed_worker_process_is_declared_lost(shards, tmp_path, policy):
 
 @pytest.mark.timeout(90)
 def test_a_killed_chief_stops_the_job_even_with_continue(shards, tmp_path):
-    endpoints = shards.start(2, **ASYNC, extra=_loss("continue", timeout=2))
+    endpoints = shards.start(2, **ASYNC, extra=_loss("continue", timeout=LONG))
     victim = worker_process(endpoints, 0, 2, 1000, tmp_path)
     net, sync = small_net(1), insecure_worker(endpoints, 1, 2)
     try:
@@ -355,7 +360,7 @@ def test_a_killed_chief_stops_the_job_even_with_continue(shards, tmp_path):
         victim.kill()
         victim.communicate()
     assert "rank 0 (host " in str(err.value) and CHIEF_LOST in str(err.value)
-    assert "silent for 2 s" in str(err.value)
+    assert f"its process (pid {victim.pid}, on this host) ended without a bye" in str(err.value)
 
 
 @pytest.mark.timeout(30)

@@ -1,0 +1,112 @@
+"""Whether a worker on the shard's own host still runs, by its process in ``/proc``.
+
+A worker killed outright (SIGKILL, the kernel's out-of-memory killer) says no ``bye``. The shard
+learned of it only when its ``--timeout`` passed with no request and no beat, and the other
+workers waited that long in their next step or collective: 60 s by default, and under a
+launcher that stops the job at once, its whole grace, after which they were killed too.
+
+So a worker says in its ``hello`` which process it is (:func:`process_identity`): the boot, the
+PID namespace, its pid and the process's start time. A shard that shares the boot and the
+namespace (a job on one host: the launcher's local jobs, tests) and can see the process then
+(:meth:`ProcessWatch.track`) looks it up again while the rank is live and has not said bye
+(:meth:`ProcessWatch.ended`). A process that is gone, a zombie, or whose pid now belongs to a
+process started later is a rank that is gone, now rather than after the timeout. Elsewhere
+(another host, container or OS) the identity does not match, and the timeout stays the rule.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from distconv.sync.ps.config import hostname
+
+#: the shortest time between two looks at the tracked processes, in seconds
+LOOK_EVERY = 0.5
+#: ``/proc/<pid>/stat`` states of a process that has ended (zombie, dead)
+ENDED_STATES = ("Z", "X", "x")
+
+
+def process_identity() -> str:
+    """This process as ``"<boot id> <PID namespace> <pid> <start time>"``; empty where
+    ``/proc`` does not tell (not Linux)."""
+    where = _namespace()
+    pid = os.getpid()
+    stat = _stat(pid)
+    if where is None or stat is None:
+        return ""
+    return f"{where[0]} {where[1]} {pid} {stat[1]}"
+
+
+def whoami() -> dict[str, Any]:
+    """The fields of a worker's ``hello`` that say where it runs: ``host`` and ``process``."""
+    return {"host": hostname(), "process": process_identity()}
+
+
+class ProcessWatch:
+    """The processes of the workers that run beside this shard, by rank."""
+
+    def __init__(self) -> None:
+        self._here = _namespace()
+        self._pids: dict[int, tuple[int, str]] = {}  # rank -> (pid, start time)
+        self._next_look = 0.0
+
+    def track(self, rank: int, identity: str) -> None:
+        """Follow the process of ``rank``'s latest ``hello`` (``identity``: its
+        :func:`process_identity`) if it runs beside this shard and is visible now; else stop
+        following the rank (a restart elsewhere)."""
+        self._pids.pop(rank, None)
+        parts = identity.split(" ")
+        if self._here is None or len(parts) != 4 or tuple(parts[:2]) != self._here:
+            return
+        if not parts[2].isdigit():
+            return
+        pid, start = int(parts[2]), parts[3]
+        stat = _stat(pid)
+        if stat is not None and stat[1] == start and stat[0] not in ENDED_STATES:
+            self._pids[rank] = (pid, start)
+
+    def ended(self, ranks: Iterable[int], now: float | None = None) -> Iterator[tuple[int, str]]:
+        """``(rank, why)`` for each of ``ranks`` whose followed process has ended, at most
+        once per :data:`LOOK_EVERY` seconds; a rank is named once."""
+        now = time.monotonic() if now is None else now
+        if not self._pids or now < self._next_look:
+            return
+        self._next_look = now + LOOK_EVERY
+        for rank in sorted(set(ranks) & set(self._pids)):
+            pid, start = self._pids[rank]
+            stat = _stat(pid)
+            if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
+                del self._pids[rank]
+                yield (
+                    rank,
+                    (
+                        f"its process (pid {pid}, on this host) ended without a bye: killed "
+                        "(SIGKILL, out of memory) or crashed"
+                    ),
+                )
+
+
+def _namespace() -> tuple[str, str] | None:
+    """This boot's id and this process's PID namespace, or None without ``/proc``."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return boot, os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """``(state, start time)`` of process ``pid`` from ``/proc/<pid>/stat``, or None when
+    there is no such process (or it cannot be read)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the
+    # last ')'; the start time is field 22, the 20th after comm
+    fields = text[text.rfind(")") + 2 :].split()
+    return (fields[0], fields[19]) if len(fields) > 19 else None

@@ -1,0 +1,199 @@
+"""A shard sees a worker process on its own host end (SIGKILL, the OOM killer), and loses its
+rank at once instead of after ``--timeout``: the process watch on real child processes, then
+the shard's rules on a shard fed by hand (sync fails the job naming the rank; async with
+``continue`` goes on without it; a rank that said bye, or runs elsewhere, is not watched)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch, process_identity, whoami
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not Path("/proc/self/ns/pid").exists(), reason="needs Linux's /proc"),
+]
+
+LONG = 3600.0  # a --timeout no test waits out
+
+
+@pytest.fixture
+def sleeper():
+    """Starts child processes that sleep until killed; kills what is left after the test."""
+    made: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        made.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]))
+        return made[-1]
+
+    yield start
+    for p in made:
+        p.kill()
+        p.wait()
+
+
+def identity_of(pid: int) -> str:
+    """What the process ``pid`` would send as its ``process`` (this process's boot and
+    namespace: a child shares them)."""
+    boot, ns, _, _ = process_identity().split(" ")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return f"{boot} {ns} {pid} {fields[19]}"
+
+
+#: a clock for the watch that moves past its rate limit between any two looks
+CLOCK = itertools.count(start=10.0, step=2 * LOOK_EVERY)
+
+
+def _ended(watch: ProcessWatch, ranks) -> list[int]:
+    """The ranks ``watch`` names at its next look."""
+    return [rank for rank, _ in watch.ended(ranks, next(CLOCK))]
+
+
+def _until_zombie(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child never became a zombie"
+        time.sleep(0.01)
+
+
+# -- the watch --------------------------------------------------------------------------------
+def test_this_process_names_its_boot_namespace_pid_and_start():
+    boot, ns, pid, start = process_identity().split(" ")
+    assert boot == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert ns == os.readlink("/proc/self/ns/pid") and int(pid) == os.getpid()
+    assert start.isdigit() and identity_of(os.getpid()) == process_identity()
+    assert whoami()["process"] == process_identity() and whoami()["host"]
+
+
+def test_a_killed_process_is_named_once_as_a_zombie_and_once_reaped(sleeper):
+    a, b = sleeper(), sleeper()
+    watch = ProcessWatch()
+    watch.track(0, identity_of(a.pid))
+    watch.track(1, identity_of(b.pid))
+    assert _ended(watch, [0, 1]) == []  # both alive
+    a.send_signal(signal.SIGKILL)
+    _until_zombie(a.pid)  # not yet reaped by its parent: it has ended all the same
+    ended = list(watch.ended([0, 1], next(CLOCK)))
+    assert ended == [(0, f"its process (pid {a.pid}, on this host) ended without a bye: "
+                         "killed (SIGKILL, out of memory) or crashed")]  # fmt: skip
+    b.kill()
+    b.wait()  # reaped: no /proc entry at all
+    assert _ended(watch, [0, 1]) == [1]
+    assert _ended(watch, [0, 1]) == []  # each named once
+
+
+def test_only_the_ranks_asked_about_are_looked_at(sleeper):
+    """The shard asks about live ranks that have not said bye: a rank that closed and then
+    exited is no loss."""
+    a = sleeper()
+    watch = ProcessWatch()
+    watch.track(3, identity_of(a.pid))
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0, 1]) == []
+    assert _ended(watch, [3]) == [3]
+
+
+def test_looks_come_at_most_every_look_every_seconds(sleeper):
+    a = sleeper()
+    watch = ProcessWatch()
+    watch.track(0, identity_of(a.pid))
+    now = time.monotonic() + 10
+    assert list(watch.ended([0], now)) == []  # a look: alive
+    a.kill()
+    a.wait()
+    assert list(watch.ended([0], now + LOOK_EVERY / 2)) == []  # too soon for another look
+    assert [r for r, _ in watch.ended([0], now + LOOK_EVERY)] == [0]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda boot, ns, pid, start: f"{'0' * len(boot)} {ns} {pid} {start}",  # another boot
+        lambda boot, ns, pid, start: f"{boot} pid:[1] {pid} {start}",  # another namespace
+        lambda boot, ns, pid, start: f"{boot} {ns} {pid} {int(start) + 1}",  # pid reused
+        lambda boot, ns, pid, start: f"{boot} {ns} x{pid} {start}",  # malformed
+        lambda boot, ns, pid, start: "",  # none sent (not Linux)
+    ],
+    ids=["boot", "namespace", "start", "malformed", "empty"],
+)
+def test_a_process_the_shard_cannot_be_sure_of_is_not_watched(sleeper, change):
+    """Another host, container or OS, or a pid that is some other process now: the process in
+    this shard's /proc is not the worker's, and its end would say nothing of the rank."""
+    a = sleeper()
+    watch = ProcessWatch()
+    watch.track(0, change(*identity_of(a.pid).split(" ")))
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0]) == []
+
+
+def test_a_new_hello_from_elsewhere_stops_the_watch(sleeper):
+    a = sleeper()
+    watch = ProcessWatch()
+    watch.track(0, identity_of(a.pid))
+    watch.track(0, "")  # the rank restarted on another host
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0]) == []
+
+
+# -- on a shard fed by hand -----------------------------------------------------------------
+def _hello(h, rank: int, pid: int) -> None:
+    head = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": rank}
+    assert h.ask({**head, "process": identity_of(pid)})[0]["op"] == "ok"
+
+
+def _kill(p: subprocess.Popen) -> None:
+    p.kill()
+    p.wait()
+
+
+def test_sync_a_killed_worker_fails_the_job_at_once_naming_it(hand, sleeper):
+    h = hand(workers=2, mode="sync", timeout=LONG)
+    workers = [sleeper(), sleeper()]
+    for rank, w in enumerate(workers):
+        _hello(h, rank, w.pid)
+    h.send({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
+    _kill(workers[1])
+    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
+    why = (
+        f"rank 1 (host h, last step none): its process (pid {workers[1].pid}, on this host) "
+        "ended without a bye"
+    )
+    assert h.shard.failed.startswith(why) and h.shard.failed_ranks == [1]
+    reply = h.read()[0]  # the gather rank 0 waits in ends, naming the cause
+    assert reply["op"] == "error" and reply["error"].startswith(why)
+    assert reply["failed_ranks"] == [1]
+
+
+def test_async_continue_goes_on_without_a_killed_worker(hand, sleeper):
+    h = hand(workers=3, mode="async", on_worker_loss="continue", timeout=LONG)
+    workers = [sleeper() for _ in range(3)]
+    for rank, w in enumerate(workers):
+        _hello(h, rank, w.pid)
+    for rank in (0, 2):
+        h.send({"op": "gather", "rank": rank, "tag": "barrier:2", "value": [rank]})
+    _kill(workers[1])
+    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
+    assert h.shard.lost == {1} and not h.shard.failed
+    assert [h.read()[0]["values"] for _ in range(2)] == [[[0], None, [2]]] * 2
+
+
+def test_a_worker_that_said_bye_is_no_loss_when_its_process_ends(hand, sleeper):
+    h = hand(workers=2, mode="sync", timeout=LONG)
+    workers = [sleeper(), sleeper()]
+    for rank, w in enumerate(workers):
+        _hello(h, rank, w.pid)
+    assert h.ask({"op": "bye", "rank": 1, "run": 1})[0]["op"] == "ok"
+    _kill(workers[1])
+    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
+    assert not h.shard.failed
