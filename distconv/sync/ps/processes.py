@@ -17,6 +17,7 @@ process started later is a rank that is gone, now rather than after the timeout.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -28,6 +29,9 @@ from distconv.sync.ps.config import hostname
 LOOK_EVERY = 0.5
 #: ``/proc/<pid>/stat`` states of a process that has ended (zombie, dead)
 ENDED_STATES = ("Z", "X", "x")
+#: a pid as a worker sends it: ASCII digits, no more than any pid_max allows (int() would take
+#: other digits, and fail on some of them, or on thousands)
+_PID = re.compile(r"[0-9]{1,10}")
 
 
 def process_identity() -> str:
@@ -35,7 +39,10 @@ def process_identity() -> str:
     ``/proc`` does not tell (not Linux)."""
     where = _namespace()
     pid = os.getpid()
-    stat = _stat(pid)
+    try:
+        stat = _stat(pid)
+    except OSError:
+        return ""
     if where is None or stat is None:
         return ""
     return f"{where[0]} {where[1]} {pid} {stat[1]}"
@@ -62,10 +69,13 @@ class ProcessWatch:
         parts = identity.split(" ")
         if self._here is None or len(parts) != 4 or tuple(parts[:2]) != self._here:
             return
-        if not parts[2].isdigit():
+        if not _PID.fullmatch(parts[2]):
             return
         pid, start = int(parts[2]), parts[3]
-        stat = _stat(pid)
+        try:
+            stat = _stat(pid)
+        except OSError:  # there, but not readable: nothing to follow
+            return
         if stat is not None and stat[1] == start and stat[0] not in ENDED_STATES:
             self._pids[rank] = (pid, start)
 
@@ -78,7 +88,10 @@ class ProcessWatch:
         self._next_look = now + LOOK_EVERY
         for rank in sorted(set(ranks) & set(self._pids)):
             pid, start = self._pids[rank]
-            stat = _stat(pid)
+            try:
+                stat = _stat(pid)
+            except OSError:  # not readable now (no file descriptor left ...): no news
+                continue
             if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
                 del self._pids[rank]
                 yield (
@@ -91,8 +104,12 @@ class ProcessWatch:
 
 
 def _namespace() -> tuple[str, str] | None:
-    """This boot's id and this process's PID namespace, or None without ``/proc``."""
+    """This boot's id and this process's PID namespace, or None without ``/proc``, or where
+    ``/proc`` is that of another PID namespace (``unshare --pid`` without ``--mount-proc``):
+    its ``/proc/<pid>`` is then some other process than this namespace's ``<pid>``."""
     try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         return boot, os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -101,12 +118,21 @@ def _namespace() -> tuple[str, str] | None:
 
 def _stat(pid: int) -> tuple[str, str] | None:
     """``(state, start time)`` of process ``pid`` from ``/proc/<pid>/stat``, or None when
-    there is no such process (or it cannot be read)."""
+    there is no such process.
+
+    Raises:
+        OSError: the file is there but cannot be read now (no file descriptor left, hidepid,
+            permissions): that says nothing of whether the process runs.
+    """
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        text = _read_stat(pid)
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: it ended while being read
         return None
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the
     # last ')'; the start time is field 22, the 20th after comm
     fields = text[text.rfind(")") + 2 :].split()
     return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+def _read_stat(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text()

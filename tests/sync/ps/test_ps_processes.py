@@ -121,9 +121,11 @@ def test_looks_come_at_most_every_look_every_seconds(sleeper):
         lambda boot, ns, pid, start: f"{boot} pid:[1] {pid} {start}",  # another namespace
         lambda boot, ns, pid, start: f"{boot} {ns} {pid} {int(start) + 1}",  # pid reused
         lambda boot, ns, pid, start: f"{boot} {ns} x{pid} {start}",  # malformed
+        lambda boot, ns, pid, start: f"{boot} {ns} \u00b2 {start}",  # a digit int() refuses
+        lambda boot, ns, pid, start: f"{boot} {ns} {'9' * 5000} {start}",  # past int()'s limit
         lambda boot, ns, pid, start: "",  # none sent (not Linux)
     ],
-    ids=["boot", "namespace", "start", "malformed", "empty"],
+    ids=["boot", "namespace", "start", "malformed", "superscript", "huge", "empty"],
 )
 def test_a_process_the_shard_cannot_be_sure_of_is_not_watched(sleeper, change):
     """Another host, container or OS, or a pid that is some other process now: the process in
@@ -134,6 +136,47 @@ def test_a_process_the_shard_cannot_be_sure_of_is_not_watched(sleeper, change):
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == []
+
+
+def test_a_proc_of_another_pid_namespace_names_no_process(sleeper, monkeypatch):
+    """Under ``unshare --pid`` without ``--mount-proc``, ``/proc`` is the parent namespace's:
+    ``/proc/<our pid>`` is another process (here: this one's parent stands in for it), whose
+    end would fail a healthy job. Nothing is named, nor followed, there."""
+    a = sleeper()
+    identity = identity_of(a.pid)
+    monkeypatch.setattr(os, "getpid", os.getppid)  # /proc/self is no longer "our" pid
+    assert process_identity() == ""
+    watch = ProcessWatch()
+    watch.track(0, identity)
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0]) == []
+
+
+def test_a_stat_that_cannot_be_read_is_no_news(sleeper, monkeypatch):
+    """Out of file descriptors (EMFILE), or hidepid: the process may well run on; only its
+    absence says it ended."""
+    import errno
+
+    from distconv.sync.ps import processes
+
+    a = sleeper()
+    watch = ProcessWatch()
+    watch.track(0, identity_of(a.pid))
+    real = processes.Path
+
+    class Exhausted(type(real())):
+        def read_text(self, *args, **kwargs):
+            if str(self).endswith(f"/{a.pid}/stat"):
+                raise OSError(errno.EMFILE, "Too many open files")
+            return super().read_text(*args, **kwargs)
+
+    monkeypatch.setattr(processes, "Path", Exhausted)
+    assert _ended(watch, [0]) == []  # alive, but unreadable: not named
+    monkeypatch.setattr(processes, "Path", real)
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0]) == [0]  # still followed: its end is seen
 
 
 def test_a_new_hello_from_elsewhere_stops_the_watch(sleeper):
