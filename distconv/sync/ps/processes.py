@@ -59,6 +59,11 @@ class ProcessWatch:
     def __init__(self) -> None:
         self._here = _namespace()
         self._pids: dict[int, tuple[int, str]] = {}  # rank -> (pid, start time)
+        #: ranks whose process a look found ended, named at the next look unless they said bye
+        #: (or hello) meanwhile: a worker says bye without waiting for a reply and exits, and
+        #: its bye may still wait in the shard's queue (behind other workers' requests, in the
+        #: I/O thread) when its process has gone
+        self._seen_ended: set[int] = set()
         self._next_look = 0.0
 
     def track(self, rank: int, identity: str) -> None:
@@ -66,6 +71,7 @@ class ProcessWatch:
         :func:`process_identity`) if it runs beside this shard and is visible now; else stop
         following the rank (a restart elsewhere)."""
         self._pids.pop(rank, None)
+        self._seen_ended.discard(rank)
         parts = identity.split(" ")
         if self._here is None or len(parts) != 4 or tuple(parts[:2]) != self._here:
             return
@@ -81,7 +87,8 @@ class ProcessWatch:
 
     def ended(self, ranks: Iterable[int], now: float | None = None) -> Iterator[tuple[int, str]]:
         """``(rank, why)`` for each of ``ranks`` whose followed process has ended, at most
-        once per :data:`LOOK_EVERY` seconds; a rank is named once."""
+        once per :data:`LOOK_EVERY` seconds; a rank is named once, at the look after the one
+        that first found its process ended (a bye queued meanwhile is read first)."""
         now = time.monotonic() if now is None else now
         if not self._pids or now < self._next_look:
             return
@@ -93,7 +100,11 @@ class ProcessWatch:
             except OSError:  # not readable now (no file descriptor left ...): no news
                 continue
             if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
+                if rank not in self._seen_ended:
+                    self._seen_ended.add(rank)
+                    continue
                 del self._pids[rank]
+                self._seen_ended.discard(rank)
                 yield (
                     rank,
                     (

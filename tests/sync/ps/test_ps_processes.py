@@ -53,8 +53,9 @@ CLOCK = itertools.count(start=10.0, step=2 * LOOK_EVERY)
 
 
 def _ended(watch: ProcessWatch, ranks) -> list[int]:
-    """The ranks ``watch`` names at its next look."""
-    return [rank for rank, _ in watch.ended(ranks, next(CLOCK))]
+    """The ranks ``watch`` names at its next two looks (a process found ended at one look is
+    named at the next)."""
+    return [rank for _ in range(2) for rank, _ in watch.ended(ranks, next(CLOCK))]
 
 
 def _until_zombie(pid: int) -> None:
@@ -81,6 +82,7 @@ def test_a_killed_process_is_named_once_as_a_zombie_and_once_reaped(sleeper):
     assert _ended(watch, [0, 1]) == []  # both alive
     a.send_signal(signal.SIGKILL)
     _until_zombie(a.pid)  # not yet reaped by its parent: it has ended all the same
+    assert list(watch.ended([0, 1], next(CLOCK))) == []  # found ended: named at the next look
     ended = list(watch.ended([0, 1], next(CLOCK)))
     assert ended == [(0, f"its process (pid {a.pid}, on this host) ended without a bye: "
                          "killed (SIGKILL, out of memory) or crashed")]  # fmt: skip
@@ -111,7 +113,9 @@ def test_looks_come_at_most_every_look_every_seconds(sleeper):
     a.kill()
     a.wait()
     assert list(watch.ended([0], now + LOOK_EVERY / 2)) == []  # too soon for another look
-    assert [r for r, _ in watch.ended([0], now + LOOK_EVERY)] == [0]
+    assert list(watch.ended([0], now + LOOK_EVERY)) == []  # found ended ...
+    assert list(watch.ended([0], now + 1.5 * LOOK_EVERY)) == []  # (too soon again)
+    assert [r for r, _ in watch.ended([0], now + 2 * LOOK_EVERY)] == [0]  # ... named
 
 
 @pytest.mark.parametrize(
@@ -190,6 +194,13 @@ def test_a_new_hello_from_elsewhere_stops_the_watch(sleeper):
 
 
 # -- on a shard fed by hand -----------------------------------------------------------------
+def _two_looks(h) -> None:
+    """Two looks of ``h``'s shard at its workers' processes, far enough apart."""
+    now = time.monotonic() + 2 * LOOK_EVERY
+    for later in (0, 2 * LOOK_EVERY):
+        h.shard._check_timeouts(now + later)
+
+
 def _hello(h, rank: int, pid: int) -> None:
     head = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": rank}
     assert h.ask({**head, "process": identity_of(pid)})[0]["op"] == "ok"
@@ -207,7 +218,7 @@ def test_sync_a_killed_worker_fails_the_job_at_once_naming_it(hand, sleeper):
         _hello(h, rank, w.pid)
     h.send({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
     _kill(workers[1])
-    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
+    _two_looks(h)
     why = (
         f"rank 1 (host h, last step none): its process (pid {workers[1].pid}, on this host) "
         "ended without a bye"
@@ -226,7 +237,7 @@ def test_async_continue_goes_on_without_a_killed_worker(hand, sleeper):
     for rank in (0, 2):
         h.send({"op": "gather", "rank": rank, "tag": "barrier:2", "value": [rank]})
     _kill(workers[1])
-    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
+    _two_looks(h)
     assert h.shard.lost == {1} and not h.shard.failed
     assert [h.read()[0]["values"] for _ in range(2)] == [[[0], None, [2]]] * 2
 
@@ -238,5 +249,22 @@ def test_a_worker_that_said_bye_is_no_loss_when_its_process_ends(hand, sleeper):
         _hello(h, rank, w.pid)
     assert h.ask({"op": "bye", "rank": 1, "run": 1})[0]["op"] == "ok"
     _kill(workers[1])
-    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
+    _two_looks(h)
+    assert not h.shard.failed
+
+
+def test_a_bye_read_after_the_process_ended_is_no_loss(hand, sleeper):
+    """A worker says bye without waiting for the reply and exits: the shard, busy, may find
+    its process gone before it reads the bye (queued behind other workers' requests). A
+    healthy sync job failed at its end that way ("killed ... or crashed")."""
+    h = hand(workers=2, mode="sync", timeout=LONG)
+    workers = [sleeper(), sleeper()]
+    for rank, w in enumerate(workers):
+        _hello(h, rank, w.pid)
+    _kill(workers[1])  # its bye was sent, and waits in the queue
+    now = time.monotonic() + 2 * LOOK_EVERY
+    h.shard._check_timeouts(now)  # a look before the bye is read
+    assert not h.shard.failed
+    assert h.ask({"op": "bye", "rank": 1, "run": 1})[0]["op"] == "ok"
+    h.shard._check_timeouts(now + 2 * LOOK_EVERY)
     assert not h.shard.failed
