@@ -165,7 +165,7 @@ def is_float_dtype(dtype: Any) -> bool:
     """Whether ``dtype`` is a real floating-point type: numpy's (float16/32/64 ...) or one of
     ``ml_dtypes``' floats (bfloat16, float8 ...), whose numpy kind is ``"V"`` as is that of
     its int2/int4 types."""
-    dt = numpy.dtype(dtype)
+    dt = resolve_dtype(dtype)
     if dt.kind == "f":
         return True
     return dt.kind == "V" and dt.type.__module__ == "ml_dtypes" and "float" in dt.name

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import to_device
+from distconv.backend import resolve_dtype, to_device
 
 _rng = np.random.default_rng(0)
 
@@ -88,5 +88,6 @@ def initialize(
             raise ValueError(
                 f"unknown initialiser {method!r}; choose one of {sorted(INITIALIZERS)}"
             ) from None
-    host = np.asarray(method(tuple(shape), max(fan_in, 1), max(fan_out, 1), _rng), dtype=dtype)
+    drawn = method(tuple(shape), max(fan_in, 1), max(fan_out, 1), _rng)
+    host = np.asarray(drawn, dtype=resolve_dtype(dtype))
     return to_device(host)

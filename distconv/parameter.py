@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from distconv.backend import get_array_module, is_float_dtype
+from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 
 __all__ = ["Parameter", "UpdateCallback", "is_float_dtype"]
 
@@ -120,9 +118,10 @@ class Parameter:
             TypeError: ``dtype`` is not a floating-point type (see :func:`is_float_dtype`): a
                 weight cannot learn in integers, booleans, ``ml_dtypes``' int4, strings ...
         """
+        dtype = resolve_dtype(dtype)
         if not is_float_dtype(dtype):
             raise TypeError(
-                f"parameter {self.name!r} cannot train in {np.dtype(dtype)}: "
+                f"parameter {self.name!r} cannot train in {dtype}: "
                 "a weight needs a floating-point type"
             )
         self.value = self.value.astype(dtype, copy=False)

@@ -666,20 +666,32 @@ def test_a_float_type_the_kernels_or_checkpoints_cannot_carry_is_refused(dtype):
     assert {p.value.dtype for p in net.parameters()} == {np.dtype(np.float32)}
 
 
-def test_bfloat16_may_be_named_before_ml_dtypes_is_imported():
+NAMED_BFLOAT16 = {
+    "Trainer": "net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)\n"
+    "sync = create_sync('local', optimizer=create_optimizer('sgd'))\n"
+    "print(Trainer(net, sync, 16, dtype='bfloat16').params[0].value.dtype)",
+    "FullyConnected": "print(FullyConnected(4, 3, dtype='bfloat16').weight.value.dtype)",
+    "Mixed": "print(Mixed([FullMatrixProjection(3, 2)], dtype='bfloat16').dtype)",
+    "Parameter.cast": "fc = FullyConnected(4, 3)\nfc.weight.cast('bfloat16')\n"
+    "print(fc.weight.value.dtype)",
+}
+
+
+@pytest.mark.parametrize("where", sorted(NAMED_BFLOAT16))
+def test_bfloat16_may_be_named_before_ml_dtypes_is_imported(where):
     """numpy knows the name "bfloat16" only once ml_dtypes is imported: Trainer(dtype=
-    "bfloat16") said "data type 'bfloat16' not understood" in a fresh process (review k94)."""
+    "bfloat16") said "data type 'bfloat16' not understood" in a fresh process (review k94), and
+    so did the layers' dtype= and Parameter.cast (k95)."""
     pytest.importorskip("ml_dtypes")
     script = (
         "import sys\n"
+        "from distconv.layers import FullyConnected, Mixed\n"
+        "from distconv.layers.projection import FullMatrixProjection\n"
         "from distconv.models import lenet\n"
         "from distconv.optim import create_optimizer\n"
         "from distconv.sync import create_sync\n"
         "from distconv.trainer import Trainer\n"
-        "assert 'ml_dtypes' not in sys.modules\n"
-        "net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)\n"
-        "sync = create_sync('local', optimizer=create_optimizer('sgd'))\n"
-        "print(Trainer(net, sync, 16, dtype='bfloat16').params[0].value.dtype)\n"
+        "assert 'ml_dtypes' not in sys.modules\n" + NAMED_BFLOAT16[where]
     )
     argv = [sys.executable, "-c", script]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, is_float_dtype
+from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums, row_sums
 from distconv.layers.base import Layer
@@ -82,7 +82,7 @@ class ProjectionLayer(Layer):
             raise self.fail(f"size={size} must be >= 1")
         self.requested_size = size
         self.num_inputs = len(self.projections)
-        self.dtype = np.dtype(dtype)
+        self.dtype = resolve_dtype(dtype)
         self._adopt_parts()
         self._check_inputs_used()
         self.size, self.columns = self._layout()
