@@ -160,7 +160,7 @@ class RequestHandlers:
             self.hello_at[rank] = self.requests  # see _check_stuck
         self.accepted_at[rank] = self.requests  # see _of_latest_run
         self.run_of[rank] = run
-        self.processes.track(rank, header.get("process", ""))  # a killed one is lost at once
+        self.processes.track(rank, header.get("process", ""), header["host"])  # see _check_timeouts
         self._note_alive(header)
         self.last_step.pop(rank, None)
         self._forget_gathers(rank)

@@ -66,14 +66,17 @@ class ProcessWatch:
         self._seen_ended: set[int] = set()
         self._next_look = 0.0
 
-    def track(self, rank: int, identity: str) -> None:
+    def track(self, rank: int, identity: str, host: str) -> None:
         """Follow the process of ``rank``'s latest ``hello`` (``identity``: its
-        :func:`process_identity`) if it runs beside this shard and is visible now; else stop
-        following the rank (a restart elsewhere)."""
+        :func:`process_identity`; ``host``: its host name) if it runs beside this shard (this
+        host's name too: VMs cloned from one snapshot share a boot id) and is visible now;
+        else stop following the rank (a restart elsewhere)."""
         self._pids.pop(rank, None)
         self._seen_ended.discard(rank)
         parts = identity.split(" ")
         if self._here is None or len(parts) != 4 or tuple(parts[:2]) != self._here:
+            return
+        if host != hostname():
             return
         if not _PID.fullmatch(parts[2]):
             return
@@ -85,12 +88,17 @@ class ProcessWatch:
         if stat is not None and stat[1] == start and stat[0] not in ENDED_STATES:
             self._pids[rank] = (pid, start)
 
+    def look_due(self, now: float) -> bool:
+        """Whether :meth:`ended` would look at the processes at ``now`` (the shard first reads
+        what is queued: a bye there says a rank closed)."""
+        return bool(self._pids) and now >= self._next_look
+
     def ended(self, ranks: Iterable[int], now: float | None = None) -> Iterator[tuple[int, str]]:
         """``(rank, why)`` for each of ``ranks`` whose followed process has ended, at most
         once per :data:`LOOK_EVERY` seconds; a rank is named once, at the look after the one
         that first found its process ended (a bye queued meanwhile is read first)."""
         now = time.monotonic() if now is None else now
-        if not self._pids or now < self._next_look:
+        if not self.look_due(now):
             return
         self._next_look = now + LOOK_EVERY
         for rank in sorted(set(ranks) & set(self._pids)):

@@ -276,6 +276,8 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
         ranks whose process on this host ended (:mod:`~distconv.sync.ps.processes`) and those
         silent that long (their loss may answer a gather), then the held requests."""
+        while self.processes.look_due(now) and self._sock.poll(0):
+            self._drain()  # a bye queued behind other requests: that rank closed, it was no kill
         for rank, why in self.processes.ended(self._live() - self.left, now):
             if self.config.mode == "sync":
                 self._fail(f"{self._who(rank)}: {why}", [rank])

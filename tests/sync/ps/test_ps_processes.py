@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from distconv.sync.ps.config import hostname
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch, process_identity, whoami
+from distconv.sync.ps.wire import pack
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -23,6 +25,7 @@ pytestmark = [
 ]
 
 LONG = 3600.0  # a --timeout no test waits out
+HOST = hostname()  # the name a worker on this host sends in its hello
 
 
 @pytest.fixture
@@ -77,8 +80,8 @@ def test_this_process_names_its_boot_namespace_pid_and_start():
 def test_a_killed_process_is_named_once_as_a_zombie_and_once_reaped(sleeper):
     a, b = sleeper(), sleeper()
     watch = ProcessWatch()
-    watch.track(0, identity_of(a.pid))
-    watch.track(1, identity_of(b.pid))
+    watch.track(0, identity_of(a.pid), HOST)
+    watch.track(1, identity_of(b.pid), HOST)
     assert _ended(watch, [0, 1]) == []  # both alive
     a.send_signal(signal.SIGKILL)
     _until_zombie(a.pid)  # not yet reaped by its parent: it has ended all the same
@@ -97,7 +100,7 @@ def test_only_the_ranks_asked_about_are_looked_at(sleeper):
     exited is no loss."""
     a = sleeper()
     watch = ProcessWatch()
-    watch.track(3, identity_of(a.pid))
+    watch.track(3, identity_of(a.pid), HOST)
     a.kill()
     a.wait()
     assert _ended(watch, [0, 1]) == []
@@ -107,7 +110,7 @@ def test_only_the_ranks_asked_about_are_looked_at(sleeper):
 def test_looks_come_at_most_every_look_every_seconds(sleeper):
     a = sleeper()
     watch = ProcessWatch()
-    watch.track(0, identity_of(a.pid))
+    watch.track(0, identity_of(a.pid), HOST)
     now = time.monotonic() + 10
     assert list(watch.ended([0], now)) == []  # a look: alive
     a.kill()
@@ -136,7 +139,7 @@ def test_a_process_the_shard_cannot_be_sure_of_is_not_watched(sleeper, change):
     this shard's /proc is not the worker's, and its end would say nothing of the rank."""
     a = sleeper()
     watch = ProcessWatch()
-    watch.track(0, change(*identity_of(a.pid).split(" ")))
+    watch.track(0, change(*identity_of(a.pid).split(" ")), HOST)
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == []
@@ -151,7 +154,7 @@ def test_a_proc_of_another_pid_namespace_names_no_process(sleeper, monkeypatch):
     monkeypatch.setattr(os, "getpid", os.getppid)  # /proc/self is no longer "our" pid
     assert process_identity() == ""
     watch = ProcessWatch()
-    watch.track(0, identity)
+    watch.track(0, identity, HOST)
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == []
@@ -166,7 +169,7 @@ def test_a_stat_that_cannot_be_read_is_no_news(sleeper, monkeypatch):
 
     a = sleeper()
     watch = ProcessWatch()
-    watch.track(0, identity_of(a.pid))
+    watch.track(0, identity_of(a.pid), HOST)
     real = processes.Path
 
     class Exhausted(type(real())):
@@ -183,11 +186,21 @@ def test_a_stat_that_cannot_be_read_is_no_news(sleeper, monkeypatch):
     assert _ended(watch, [0]) == [0]  # still followed: its end is seen
 
 
+def test_a_worker_of_another_host_name_is_not_watched(sleeper):
+    """VMs cloned from one snapshot share a boot id and the first PID namespace's id."""
+    a = sleeper()
+    watch = ProcessWatch()
+    watch.track(0, identity_of(a.pid), HOST + "-clone")
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0]) == []
+
+
 def test_a_new_hello_from_elsewhere_stops_the_watch(sleeper):
     a = sleeper()
     watch = ProcessWatch()
-    watch.track(0, identity_of(a.pid))
-    watch.track(0, "")  # the rank restarted on another host
+    watch.track(0, identity_of(a.pid), HOST)
+    watch.track(0, "", "elsewhere")  # the rank restarted on another host
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == []
@@ -202,7 +215,7 @@ def _two_looks(h) -> None:
 
 
 def _hello(h, rank: int, pid: int) -> None:
-    head = {"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": rank}
+    head = {"op": "hello", "rank": rank, "host": HOST, "description": "{}", "run": rank}
     assert h.ask({**head, "process": identity_of(pid)})[0]["op"] == "ok"
 
 
@@ -220,7 +233,7 @@ def test_sync_a_killed_worker_fails_the_job_at_once_naming_it(hand, sleeper):
     _kill(workers[1])
     _two_looks(h)
     why = (
-        f"rank 1 (host h, last step none): its process (pid {workers[1].pid}, on this host) "
+        f"rank 1 (host {HOST}, last step none): its process (pid {workers[1].pid}, on this host) "
         "ended without a bye"
     )
     assert h.shard.failed.startswith(why) and h.shard.failed_ranks == [1]
@@ -268,3 +281,17 @@ def test_a_bye_read_after_the_process_ended_is_no_loss(hand, sleeper):
     assert h.ask({"op": "bye", "rank": 1, "run": 1})[0]["op"] == "ok"
     h.shard._check_timeouts(now + 2 * LOOK_EVERY)
     assert not h.shard.failed
+
+
+def test_a_bye_still_queued_at_the_look_is_read_first(hand, sleeper):
+    """The shard reads what is queued before it looks: a bye waiting there (the shard busy
+    with others' requests while the worker exited) says the rank closed."""
+    h = hand(workers=2, mode="sync", timeout=LONG)
+    workers = [sleeper(), sleeper()]
+    for rank, w in enumerate(workers):
+        _hello(h, rank, w.pid)
+    h.client.send_multipart(pack({"op": "bye", "id": 99, "job": "local", "rank": 1, "run": 1}))
+    _kill(workers[1])
+    assert h.shard._sock.poll(5000), "the bye never reached the shard's queue"
+    _two_looks(h)
+    assert not h.shard.failed and 1 in h.shard.left
