@@ -4,8 +4,9 @@ the OOM killer does). The shard, on the same host, sees the worker's process end
 naming the killed rank; the survivor exits 75 (another rank failed) and writes no checkpoint
 of the step; the launcher ends at once and reports the killed worker, the survivor as its
 victim. Before, the survivor waited for the shard's --timeout, or (sync mode) for its stop's
-patience, or (async mode) for the launcher's whole --grace. A plain SIGTERM still stops the job
-at a step the workers agree on, with a checkpoint."""
+patience, or (async mode) for the launcher's whole --grace. A killed shard is seen by its
+workers the same way. A plain SIGTERM still stops the job at a step the workers agree on, with a
+checkpoint."""
 
 from __future__ import annotations
 
@@ -115,6 +116,41 @@ def test_a_killed_worker_ends_the_job_at_once_and_the_survivor_names_it(tmp_path
     if said.group(2):  # nothing of the step given up was saved: an older checkpoint is newest
         assert checkpoint_steps(run), "no checkpoint at all"
         assert max(checkpoint_steps(run)) < int(said.group(2))
+
+
+def shard_pid(run: Path) -> int:
+    """The ``distconv pserver`` process of the job of ``run``."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(run).encode() in cmdline and b"pserver" in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no shard of {run}")
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_shard_ends_the_job_at_once_and_the_workers_name_it(tmp_path):
+    run = tmp_path / "run"
+    launcher = start(run)
+    try:
+        until_trained(launcher, run)
+        pid = shard_pid(run)
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        output, _ = launcher.communicate(timeout=GRACE + 60)
+        took = time.monotonic() - killed
+    finally:
+        cleanup(launcher, run)
+    assert took < STOP_PATIENCE + 5, f"the launcher took {took:.1f} s (grace {GRACE} s)"
+    report = json.loads((run / "failure.json").read_text())
+    assert (report["role"], report["rank"], report["signal"]) == ("server", 0, "SIGKILL")
+    for rank in (0, 1):
+        log = (run / "logs" / f"worker-{rank}.log").read_text()
+        said = "pserver shard 0 (127.0.0.1:"
+        gone = f") is gone: its process (pid {pid}, on this host) ended (killed or crashed)"
+        assert said in log and gone in log, log[-3000:]
 
 
 @pytest.mark.timeout(240)

@@ -17,6 +17,7 @@ from distconv.sync.base import SyncError, closing_error
 from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
+from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.wire import (
     MAX_MESSAGE_BYTES,
     WireError,
@@ -51,6 +52,15 @@ class ShardChannel:
     #: the longest silence a stoppable wait has seen while no stop was asked (see
     #: :data:`STOP_PATIENCE`)
     _usual_quiet = 0.0
+    #: the processes of the shards beside this worker (from their hello replies)
+    _shard_processes: ProcessWatch | None = None
+
+    def _watch_shards(self, replies: Sequence[tuple[dict[str, Any], list]]) -> None:
+        """Follow the process of each shard whose hello reply says it runs on this host: a
+        wait on it then ends as soon as it is gone (killed, crashed), not at the timeout."""
+        self._shard_processes = watch = ProcessWatch()
+        for s, (header, _) in enumerate(replies):
+            watch.track(s, header.get("process", ""), header.get("host", ""))
 
     def _connect(self, shard: int, immediate: bool = False) -> zmq.Socket:
         """A new DEALER socket to ``shard``, CURVE on unless ``--insecure`` (``_keys_dir``,
@@ -160,6 +170,9 @@ class ShardChannel:
                 )
             if stoppable:
                 left = min(left, self._stop_patience_left(heard, missing, what))
+            if self._shard_processes is not None:
+                left = min(left, LOOK_EVERY)
+                self._refuse_ended_shards(missing, what)
             events = self._poller.poll(left * 1000)
             if events:
                 if stoppable and stop_request.pending() is None:
@@ -186,6 +199,16 @@ class ShardChannel:
             f"{patience:.3g} s since: it waits for a worker that is gone (killed, out of "
             "memory) or stuck, or is gone itself; giving up the wait, the step left incomplete"
         )
+
+    def _refuse_ended_shards(self, missing: set[int], what: str) -> None:
+        """SyncError naming a shard that ``missing`` replies wait for and whose process on this
+        host has ended: a shard that is gone answers nothing."""
+        shards = {self._rid_shard.get(r, -1) for r in missing}
+        for s, pid in self._shard_processes.ended(shards):
+            raise SyncError(
+                f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) is gone: its process "
+                f"(pid {pid}, on this host) ended (killed or crashed) while {what} waited for it"
+            )
 
     def _receive(self, sock: zmq.Socket) -> None:
         while True:

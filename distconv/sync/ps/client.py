@@ -219,6 +219,7 @@ class PServerSync(
         if len(modes) != 1:
             raise SyncError(f"pserver shards disagree on --mode: {sorted(map(str, modes))}")
         self.mode = modes.pop()
+        self._watch_shards(replies)
         # shards started without --checkpoint-dir keep no parts of their own; the chief's
         # checkpoint holds their state all the same
         self._part_writers = [s for s, (h, _) in enumerate(replies) if h.get("checkpoints")]

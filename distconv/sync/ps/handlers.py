@@ -141,6 +141,7 @@ class RequestHandlers:
             "max_message_bytes": c.max_message_bytes,
             "max_frame_bytes": frame_limit(c.max_message_bytes, c.max_frame_bytes),
             "timeout": c.timeout,
+            **self.whereabouts,  # host and process: a worker beside it sees it end
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

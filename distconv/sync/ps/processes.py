@@ -27,6 +27,8 @@ from distconv.sync.ps.config import hostname
 
 #: the shortest time between two looks at the tracked processes, in seconds
 LOOK_EVERY = 0.5
+#: what a worker's process that ended did: a worker that stops on its own says ``bye`` first
+WORKER_ENDED = "ended without a bye: killed (SIGKILL, out of memory) or crashed"
 #: ``/proc/<pid>/stat`` states of a process that has ended (zombie, dead)
 ENDED_STATES = ("Z", "X", "x")
 #: a pid as a worker sends it: ASCII digits, no more than any pid_max allows (int() would take
@@ -54,25 +56,26 @@ def whoami() -> dict[str, Any]:
 
 
 class ProcessWatch:
-    """The processes of the workers that run beside this shard, by rank."""
+    """The processes that run beside this one, by key: a shard's workers by rank, a worker's
+    shards by index."""
 
     def __init__(self) -> None:
         self._here = _namespace()
-        self._pids: dict[int, tuple[int, str]] = {}  # rank -> (pid, start time)
-        #: ranks whose process a look found ended, named at the next look unless they said bye
+        self._pids: dict[int, tuple[int, str]] = {}  # key -> (pid, start time)
+        #: keys whose process a look found ended, named at the next look unless they said bye
         #: (or hello) meanwhile: a worker says bye without waiting for a reply and exits, and
         #: its bye may still wait in the shard's queue (behind other workers' requests, in the
         #: I/O thread) when its process has gone
         self._seen_ended: set[int] = set()
         self._next_look = 0.0
 
-    def track(self, rank: int, identity: str, host: str) -> None:
-        """Follow the process of ``rank``'s latest ``hello`` (``identity``: its
-        :func:`process_identity`; ``host``: its host name) if it runs beside this shard (this
-        host's name too: VMs cloned from one snapshot share a boot id) and is visible now;
-        else stop following the rank (a restart elsewhere)."""
-        self._pids.pop(rank, None)
-        self._seen_ended.discard(rank)
+    def track(self, key: int, identity: str, host: str) -> None:
+        """Follow the process ``identity`` (its :func:`process_identity`; ``host``: its host
+        name) as ``key`` (a rank's latest ``hello``, or a shard's reply to it) if it runs
+        beside this process (this host's name too: VMs cloned from one snapshot share a boot
+        id) and is visible now; else stop following ``key`` (a restart elsewhere)."""
+        self._pids.pop(key, None)
+        self._seen_ended.discard(key)
         parts = identity.split(" ")
         if self._here is None or len(parts) != 4 or tuple(parts[:2]) != self._here:
             return
@@ -86,40 +89,35 @@ class ProcessWatch:
         except OSError:  # there, but not readable: nothing to follow
             return
         if stat is not None and stat[1] == start and stat[0] not in ENDED_STATES:
-            self._pids[rank] = (pid, start)
+            self._pids[key] = (pid, start)
 
     def look_due(self, now: float) -> bool:
         """Whether :meth:`ended` would look at the processes at ``now`` (the shard first reads
         what is queued: a bye there says a rank closed)."""
         return bool(self._pids) and now >= self._next_look
 
-    def ended(self, ranks: Iterable[int], now: float | None = None) -> Iterator[tuple[int, str]]:
-        """``(rank, why)`` for each of ``ranks`` whose followed process has ended, at most
-        once per :data:`LOOK_EVERY` seconds; a rank is named once, at the look after the one
-        that first found its process ended (a bye queued meanwhile is read first)."""
+    def ended(self, keys: Iterable[int], now: float | None = None) -> Iterator[tuple[int, int]]:
+        """``(key, pid)`` for each of ``keys`` (ranks, or shards) whose followed process has
+        ended, at most once per :data:`LOOK_EVERY` seconds; a key is named once, at the look
+        after the one that first found its process ended (a bye queued meanwhile is read
+        first)."""
         now = time.monotonic() if now is None else now
         if not self.look_due(now):
             return
         self._next_look = now + LOOK_EVERY
-        for rank in sorted(set(ranks) & set(self._pids)):
-            pid, start = self._pids[rank]
+        for key in sorted(set(keys) & set(self._pids)):
+            pid, start = self._pids[key]
             try:
                 stat = _stat(pid)
             except OSError:  # not readable now (no file descriptor left ...): no news
                 continue
             if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
-                if rank not in self._seen_ended:
-                    self._seen_ended.add(rank)
+                if key not in self._seen_ended:
+                    self._seen_ended.add(key)
                     continue
-                del self._pids[rank]
-                self._seen_ended.discard(rank)
-                yield (
-                    rank,
-                    (
-                        f"its process (pid {pid}, on this host) ended without a bye: killed "
-                        "(SIGKILL, out of memory) or crashed"
-                    ),
-                )
+                del self._pids[key]
+                self._seen_ended.discard(key)
+                yield key, pid
 
 
 def _namespace() -> tuple[str, str] | None:

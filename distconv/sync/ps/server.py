@@ -41,7 +41,7 @@ from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
 from distconv.sync.ps.parts import CheckpointParts
-from distconv.sync.ps.processes import ProcessWatch
+from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch, whoami
 from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
 from distconv.sync.ps.values import ValueStore
@@ -97,6 +97,7 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         self.left: set[int] = set()
         self.lost: set[int] = set()
         self.processes = ProcessWatch()  # the workers' processes on this host
+        self.whereabouts = whoami()  # this shard's, told to its workers
         #: requests handled so far, and the count at each rank's latest hello (of a new run;
         #: accepted at all) and bye: which run of a restarted worker a held request or a bye
         #: belongs to (see _check_stuck)
@@ -278,11 +279,12 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         silent that long (their loss may answer a gather), then the held requests."""
         while self.processes.look_due(now) and self._sock.poll(0):
             self._drain()  # a bye queued behind other requests: that rank closed, it was no kill
-        for rank, why in self.processes.ended(self._live() - self.left, now):
+        for rank, pid in self.processes.ended(self._live() - self.left, now):
+            gone = f"{self._who(rank)}: its process (pid {pid}, on this host) {WORKER_ENDED}"
             if self.config.mode == "sync":
-                self._fail(f"{self._who(rank)}: {why}", [rank])
+                self._fail(gone, [rank])
             else:
-                self._lose(rank, f"{self._who(rank)}: {why}")
+                self._lose(rank, gone)
             if self.failed:
                 return
         limit = self.config.timeout

@@ -10,11 +10,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from distconv.sync.base import SyncError
 from distconv.sync.ps.config import hostname
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch, process_identity, whoami
 from distconv.sync.ps.wire import pack
@@ -87,8 +89,7 @@ def test_a_killed_process_is_named_once_as_a_zombie_and_once_reaped(sleeper):
     _until_zombie(a.pid)  # not yet reaped by its parent: it has ended all the same
     assert list(watch.ended([0, 1], next(CLOCK))) == []  # found ended: named at the next look
     ended = list(watch.ended([0, 1], next(CLOCK)))
-    assert ended == [(0, f"its process (pid {a.pid}, on this host) ended without a bye: "
-                         "killed (SIGKILL, out of memory) or crashed")]  # fmt: skip
+    assert ended == [(0, a.pid)]
     b.kill()
     b.wait()  # reaped: no /proc entry at all
     assert _ended(watch, [0, 1]) == [1]
@@ -295,3 +296,26 @@ def test_a_bye_still_queued_at_the_look_is_read_first(hand, sleeper):
     assert h.shard._sock.poll(5000), "the bye never reached the shard's queue"
     _two_looks(h)
     assert not h.shard.failed and 1 in h.shard.left
+
+
+# -- a worker beside a shard ----------------------------------------------------------------
+def test_a_worker_waiting_on_a_killed_shard_stops_at_once_naming_it(shards):
+    """Worker 0 of 2 waits for worker 1 (never started) in the start-up gather when its shard,
+    on this host, is killed: the wait ends within seconds, naming the shard's process, where it
+    waited for its own timeout (1.5 times 600 s here) or a launcher's stop."""
+    from ps_helpers import insecure_worker, small_net
+
+    endpoints = shards.start(1, workers=2, extra=["--timeout", "600"])
+    shard = shards.procs[0]
+    net, sync = small_net(), insecure_worker(endpoints, 0, 2, timeout=600)
+    killer = threading.Timer(1.0, shard.kill)
+    killer.start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(SyncError, match=rf"pserver shard 0 \({endpoints[0]}\) is gone: its "
+                           rf"process \(pid {shard.pid}, on this host\) ended"):  # fmt: skip
+            sync.setup(net.parameters(), {})
+    finally:
+        killer.cancel()
+        sync.close()
+    assert time.monotonic() - began < 10
