@@ -53,6 +53,9 @@ log = logging.getLogger("distconv.pserver")
 TICK = 0.1
 #: the most requests handled in a row before the timeouts and probes are looked at
 BATCH = 64
+#: batches of queued requests read before a look at the workers' processes (a bound: a steady
+#: stream of requests must not keep the loop from its timeouts and its stop)
+LOOK_DRAINS = 16
 #: how often the stats go to the log, in seconds
 STATS_EVERY = 30.0
 #: why losing rank 0 stops the job even with ``--on-worker-loss continue``
@@ -185,10 +188,10 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
         self.log_stats()
 
-    def _drain(self) -> None:
-        """Handle the requests already queued, up to ``BATCH``, without a poll for each (the
-        timeouts and probes are looked at between batches)."""
-        for _ in range(BATCH):
+    def _drain(self, batches: int = 1) -> None:
+        """Handle the requests already queued, up to ``batches`` x ``BATCH``, without a poll
+        for each (the timeouts and probes are looked at between batches)."""
+        for _ in range(batches * BATCH):
             try:
                 frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -277,8 +280,8 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
         """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
         ranks whose process on this host ended (:mod:`~distconv.sync.ps.processes`) and those
         silent that long (their loss may answer a gather), then the held requests."""
-        while self.processes.look_due(now) and self._sock.poll(0):
-            self._drain()  # a bye queued behind other requests: that rank closed, it was no kill
+        if self.processes.look_due(now):  # a bye queued behind others says a rank closed
+            self._drain(LOOK_DRAINS)
         for rank, pid in self.processes.ended(self._live() - self.left, now):
             gone = f"{self._who(rank)}: its process (pid {pid}, on this host) {WORKER_ENDED}"
             if self.config.mode == "sync":

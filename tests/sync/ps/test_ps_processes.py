@@ -319,3 +319,20 @@ def test_a_worker_waiting_on_a_killed_shard_stops_at_once_naming_it(shards):
         killer.cancel()
         sync.close()
     assert time.monotonic() - began < 10
+
+
+def test_the_read_before_a_look_is_bounded(hand, sleeper):
+    """A steady stream of requests (many workers, async pushes) must not keep the loop in the
+    read before a look, away from its timeouts, probes and stop."""
+    from distconv.sync.ps.server import BATCH, LOOK_DRAINS
+
+    h = hand(workers=1, mode="sync", timeout=LONG)
+    _hello(h, 0, sleeper().pid)
+    bound = LOOK_DRAINS * BATCH
+    for i in range(bound + 50):
+        h.client.send_multipart(pack({"op": "stats", "id": 100 + i, "job": "local", "rank": 0}))
+    time.sleep(1.0)  # all of them in the shard's queue (small messages, on 127.0.0.1)
+    before = h.shard.requests
+    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
+    assert h.shard.requests - before == bound
+    assert h.shard._sock.poll(0)  # the rest waits for the loop's next turn
