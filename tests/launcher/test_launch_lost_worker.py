@@ -149,7 +149,7 @@ def test_a_killed_shard_ends_the_job_at_once_and_the_workers_name_it(tmp_path):
     for rank in (0, 1):
         log = (run / "logs" / f"worker-{rank}.log").read_text()
         said = "pserver shard 0 (127.0.0.1:"
-        gone = f") is gone: its process (pid {pid}, on this host) ended (killed or crashed)"
+        gone = f") is gone: its process (pid {pid}, on this host) ended (stopped, killed"
         assert said in log and gone in log, log[-3000:]
 
 

@@ -207,7 +207,8 @@ class ShardChannel:
         for s, pid in self._shard_processes.ended(shards):
             raise SyncError(
                 f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) is gone: its process "
-                f"(pid {pid}, on this host) ended (killed or crashed) while {what} waited for it"
+                f"(pid {pid}, on this host) ended (stopped, killed or crashed) while {what} "
+                "waited for it"
             )
 
     def _receive(self, sock: zmq.Socket) -> None:

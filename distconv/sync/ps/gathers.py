@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from distconv.messages import SENT_ERROR_CHARS, one_line
+from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
 from distconv.sync.ps.wire import WireError, short
@@ -39,6 +40,7 @@ class ShardGathers:
     lost: set[int]
     index: int
     hosts: dict[int, str]
+    processes: ProcessWatch
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         kind, _, number = str(header["tag"]).partition(":")
@@ -74,6 +76,7 @@ class ShardGathers:
         rank = header["rank"]
         if self._of_latest_run(header):  # not a second worker of the rank (an earlier run's)
             self.left.add(rank)
+            self.processes.forget(rank)  # its process may end now: that is no loss
             self.bye_at[rank] = self.requests
             # one short line, whoever sent it: every later message and the log quote it
             error = header.get("error")

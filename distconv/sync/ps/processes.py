@@ -74,8 +74,7 @@ class ProcessWatch:
         name) as ``key`` (a rank's latest ``hello``, or a shard's reply to it) if it runs
         beside this process (this host's name too: VMs cloned from one snapshot share a boot
         id) and is visible now; else stop following ``key`` (a restart elsewhere)."""
-        self._pids.pop(key, None)
-        self._seen_ended.discard(key)
+        self.forget(key)
         parts = identity.split(" ")
         if self._here is None or len(parts) != 4 or tuple(parts[:2]) != self._here:
             return
@@ -90,6 +89,11 @@ class ProcessWatch:
             return
         if stat is not None and stat[1] == start and stat[0] not in ENDED_STATES:
             self._pids[key] = (pid, start)
+
+    def forget(self, key: int) -> None:
+        """Stop following ``key`` (a rank that said bye, or was lost)."""
+        self._pids.pop(key, None)
+        self._seen_ended.discard(key)
 
     def look_due(self, now: float) -> bool:
         """Whether :meth:`ended` would look at the processes at ``now`` (the shard first reads

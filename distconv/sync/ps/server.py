@@ -21,6 +21,7 @@ the shard goes on serving everyone else.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import signal
@@ -40,8 +41,9 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
+from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
-from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch, whoami
+from distconv.sync.ps.processes import ProcessWatch, whoami
 from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
 from distconv.sync.ps.values import ValueStore
@@ -53,20 +55,19 @@ log = logging.getLogger("distconv.pserver")
 TICK = 0.1
 #: the most requests handled in a row before the timeouts and probes are looked at
 BATCH = 64
-#: batches of queued requests read before a look at the workers' processes (a bound: a steady
-#: stream of requests must not keep the loop from its timeouts and its stop)
-LOOK_DRAINS = 16
 #: how often the stats go to the log, in seconds
 STATS_EVERY = 30.0
-#: why losing rank 0 stops the job even with ``--on-worker-loss continue``
-CHIEF_LOST = (
-    "rank 0 writes the checkpoints and the metrics, so the job cannot go on without it "
-    "(--on-worker-loss continue goes on without the other ranks only; if it was only "
-    "paused or busy for longer than --timeout, raise it)"
-)
 
 
-class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointParts, Draining):
+class Shard(
+    RequestHandlers,
+    ShardGathers,
+    RunChecks,
+    WorkerLosses,
+    BlockUpdates,
+    CheckpointParts,
+    Draining,
+):
     """A parameter-server shard.
 
     Args:
@@ -188,10 +189,13 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
             log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
         self.log_stats()
 
-    def _drain(self, batches: int = 1) -> None:
-        """Handle the requests already queued, up to ``batches`` x ``BATCH``, without a poll
-        for each (the timeouts and probes are looked at between batches)."""
-        for _ in range(batches * BATCH):
+    def _drain(self, until: float = 0.0) -> None:
+        """Handle the requests already queued, up to ``BATCH``, or all that are there before the
+        monotonic time ``until``, without a poll for each (the timeouts and probes are looked at
+        between batches)."""
+        for handled in itertools.count():
+            if handled >= BATCH and time.monotonic() >= until:
+                return
             try:
                 frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -275,102 +279,6 @@ class Shard(RequestHandlers, ShardGathers, RunChecks, BlockUpdates, CheckpointPa
                 self._reply(ident, header, error=why, **fields)
             except Exception:  # one reply that cannot go must not keep the rest
                 log.exception("shard %d: could not answer a dropped request", self.index)
-
-    def _check_timeouts(self, now: float) -> None:
-        """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
-        ranks whose process on this host ended (:mod:`~distconv.sync.ps.processes`) and those
-        silent that long (their loss may answer a gather), then the held requests."""
-        if self.processes.look_due(now):  # a bye queued behind others says a rank closed
-            self._drain(LOOK_DRAINS)
-        for rank, pid in self.processes.ended(self._live() - self.left, now):
-            gone = f"{self._who(rank)}: its process (pid {pid}, on this host) {WORKER_ENDED}"
-            if self.config.mode == "sync":
-                self._fail(gone, [rank])
-            else:
-                self._lose(rank, gone)
-            if self.failed:
-                return
-        limit = self.config.timeout
-        if self.config.mode == "async":
-            for rank, seen in list(self.last_seen.items()):
-                if rank in self.left or rank in self.lost or now - seen <= limit:
-                    continue
-                self._lose(rank, f"{self._who(rank)} silent for {limit:g} s")
-                if self.failed:
-                    return
-        for key, waiting in list(self.waiting.items()):
-            if key not in self.waiting or now - waiting.since <= limit:
-                continue  # answered meanwhile (a rank lost above), or within the timeout
-            missing = sorted(self._live() - set(waiting.by_rank))
-            late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
-            if not self._stragglers(key, missing):
-                # the silent ranks failed; of those that said bye, only one that failed did
-                gone = self.left.intersection(missing)
-                failed = set(missing) - gone | set(self._blamed(gone))
-                self._fail(
-                    f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key),
-                    failed,
-                )
-                return
-            for rank in missing:
-                self._lose(rank, f"{self._who(rank)} {late}")
-                if self.failed:
-                    return
-
-    def _stragglers(self, key: str, missing: list[int]) -> bool:
-        """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing
-        the job: in async mode with ``--on-worker-loss continue``, when each of them said
-        hello (of a new run, and none was refused since) before the gather began (not one
-        late to start, which the job's restart brings), has not closed, and waits in no other
-        gather (ranks in different gathers can never meet). Such a rank lives (a silent one
-        was lost before the held requests were looked at) but stays away from the others, as
-        a silent one does."""
-        if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
-            return False
-        began = min(self.waiting[key].arrived.values(), default=self.requests)
-        elsewhere = self._in_other_gathers(key)
-
-        def joined_before(rank: int) -> bool:  # an accepted hello of a new run, none refused
-            accepted = self.hello_at.get(rank, -1)
-            return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < accepted
-
-        return all(joined_before(r) and r not in self.left and r not in elsewhere for r in missing)
-
-    def _in_other_gathers(self, key: str) -> dict[int, str]:
-        """The ranks held in a gather other than held request ``key``, each with its tag."""
-        return {
-            rank: self.waiting[k].what
-            for k in self.gathers_held
-            if k != key
-            for rank in self.waiting[k].by_rank
-        }
-
-    def _why(self, missing: list[int], key: str) -> str:
-        """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
-        wait in another gather, or closed; appended to the timeout's message."""
-        doing = {r: self._closed(r) for r in self.left}  # a worker of it may still wait, below
-        doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
-        said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
-        return f" ({'; '.join(said)})" if said else ""
-
-    def _lose(self, rank: int, message: str) -> None:
-        """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process
-        is gone or stopped), or a gather waited for it that long. Fail the job, unless
-        ``--on-worker-loss continue`` and it is not rank 0, the chief, which writes the
-        checkpoints and the metrics: without it the others would train on with nothing saved."""
-        if self.config.on_worker_loss == "fail":
-            self._fail(message, [rank])
-            return
-        if rank == 0:
-            self._fail(f"{message}: {CHIEF_LOST}", [rank])
-            return
-        log.warning(
-            "shard %d: %s; --on-worker-loss continue: going on without it", self.index, message
-        )
-        self.lost.add(rank)
-        for key in list(self.gathers_held):
-            self._finish_gather(key)
-        self._check_stuck()  # the ranks left may wait in different gathers
 
 
 def run_shard(config: ShardConfig, service: Any = None) -> int:

@@ -33,7 +33,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS, Heartbeat, start_heartbeat
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
-from distconv.sync.ps.server import CHIEF_LOST
+from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.wire import pack, unpack_header
 
 pytestmark = pytest.mark.timeout(60)

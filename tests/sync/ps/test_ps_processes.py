@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import zmq
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import hostname
@@ -321,18 +322,70 @@ def test_a_worker_waiting_on_a_killed_shard_stops_at_once_naming_it(shards):
     assert time.monotonic() - began < 10
 
 
-def test_the_read_before_a_look_is_bounded(hand, sleeper):
-    """A steady stream of requests (many workers, async pushes) must not keep the loop in the
-    read before a look, away from its timeouts, probes and stop."""
-    from distconv.sync.ps.server import BATCH, LOOK_DRAINS
+class _NeverEmpty:
+    """The shard's socket with a queue that never empties (workers whose requests come as fast
+    as the shard handles them: an async shard that is the job's bottleneck), by k96."""
 
+    def __init__(self, sock) -> None:
+        self._real = sock
+        self.began = time.monotonic()
+
+    def poll(self, timeout=None, flags=None):
+        assert time.monotonic() - self.began < 10, "the shard never got past reading its queue"
+        return 1  # a request is there ...
+
+    def recv_multipart(self, *args, **kwargs):
+        assert time.monotonic() - self.began < 10, "the shard never got past reading its queue"
+        if self._real.poll(0):
+            return self._real.recv_multipart(*args, **kwargs)
+        return [zmq.Frame(part) for part in _STATS]  # another worker's, just in
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+_STATS = [b"worker", pack({"op": "stats", "id": 1, "job": "local", "rank": 0})[0]]
+
+
+def test_a_queue_that_never_empties_does_not_keep_the_look_and_the_timeouts_away(hand, monkeypatch):
+    """Reading what is queued before a look is bounded in time: a shard whose queue never
+    emptied read it for ever, and never again checked its timeouts, its stop or its probe."""
+    h = hand(workers=2, mode="sync", timeout=1)
+    head = {"op": "hello", "rank": 0, "host": HOST, "description": "{}", "run": 0}
+    assert h.ask({**head, "process": process_identity()})[0]["op"] == "ok"
+    h.send({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
+    monkeypatch.setattr(h.shard, "_sock", _NeverEmpty(h.shard._sock))
+    h.shard._check_timeouts(time.monotonic() + 5)  # rank 1 sent nothing within the timeout
+    assert h.shard.failed and "rank 1" in h.shard.failed
+
+
+def test_a_rank_that_said_bye_is_no_longer_watched(hand, sleeper):
+    """Nothing is left to look at once every watched rank closed: no more reads before looks."""
     h = hand(workers=1, mode="sync", timeout=LONG)
     _hello(h, 0, sleeper().pid)
-    bound = LOOK_DRAINS * BATCH
-    for i in range(bound + 50):
-        h.client.send_multipart(pack({"op": "stats", "id": 100 + i, "job": "local", "rank": 0}))
-    time.sleep(1.0)  # all of them in the shard's queue (small messages, on 127.0.0.1)
-    before = h.shard.requests
-    h.shard._check_timeouts(time.monotonic() + 2 * LOOK_EVERY)
-    assert h.shard.requests - before == bound
-    assert h.shard._sock.poll(0)  # the rest waits for the loop's next turn
+    assert h.shard.processes.look_due(time.monotonic() + 2 * LOOK_EVERY)
+    assert h.ask({"op": "bye", "rank": 0, "run": 0})[0]["op"] == "ok"
+    assert not h.shard.processes.look_due(time.monotonic() + 2 * LOOK_EVERY)
+
+
+def test_a_process_whose_stat_cannot_be_read_at_hello_is_not_watched(sleeper, monkeypatch):
+    import errno
+
+    from distconv.sync.ps import processes
+
+    a = sleeper()
+    identity = identity_of(a.pid)
+    real = processes._read_stat
+
+    def unreadable(pid):
+        if pid == a.pid:
+            raise OSError(errno.EACCES, "Permission denied")
+        return real(pid)
+
+    monkeypatch.setattr(processes, "_read_stat", unreadable)
+    watch = ProcessWatch()
+    watch.track(0, identity, HOST)
+    monkeypatch.setattr(processes, "_read_stat", real)
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0]) == []

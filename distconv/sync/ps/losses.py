@@ -1,0 +1,143 @@
+"""Which waits end a parameter-server job, or lose a rank (async mode), and how they say so.
+
+A shard's :meth:`~WorkerLosses._check_timeouts` runs between batches of requests: a worker on
+its host whose process ended (:mod:`~distconv.sync.ps.processes`), a rank silent past
+``--timeout`` (async mode: no request, no heartbeat), and a held request (a sync step, a
+gather) older than the timeout fail the job naming the ranks, or, in async mode with
+``--on-worker-loss continue``, lose them and go on (never rank 0, the chief). The rules are in
+docs/protocol.md, "Timeouts and failures".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
+
+log = logging.getLogger("distconv.pserver")
+
+#: the longest the shard reads its queue before a look at its workers' processes, in seconds
+#: (a bound: a steady stream of requests must not keep the loop from its timeouts and its stop)
+READ_BEFORE_LOOK = 0.1
+#: why losing rank 0 stops the job even with ``--on-worker-loss continue``
+CHIEF_LOST = (
+    "rank 0 writes the checkpoints and the metrics, so the job cannot go on without it "
+    "(--on-worker-loss continue goes on without the other ranks only; if it was only "
+    "paused or busy for longer than --timeout, raise it)"
+)
+
+
+class WorkerLosses:
+    """The loss side of :class:`~distconv.sync.ps.server.Shard` (whose state it shares)."""
+
+    config: Any
+    processes: ProcessWatch
+    failed: str | None
+    waiting: dict[str, Any]
+    gathers_held: set[str]
+    left: set[int]
+    lost: set[int]
+    last_seen: dict[int, float]
+    hello_at: dict[int, int]
+    refused_at: dict[int, tuple[int, int | None]]
+    requests: int
+
+    def _check_timeouts(self, now: float) -> None:
+        """Fail the job, or lose ranks (async), for every wait past ``--timeout``: first the
+        ranks whose process on this host ended (:mod:`~distconv.sync.ps.processes`) and those
+        silent that long (their loss may answer a gather), then the held requests."""
+        if self.processes.look_due(now):  # a bye queued behind others says a rank closed
+            self._drain(until=time.monotonic() + READ_BEFORE_LOOK)
+            now = max(now, time.monotonic())  # the look after the read: the next is LOOK_EVERY on
+        for rank, pid in self.processes.ended(self._live() - self.left, now):
+            gone = f"{self._who(rank)}: its process (pid {pid}, on this host) {WORKER_ENDED}"
+            if self.config.mode == "sync":
+                self._fail(gone, [rank])
+            else:
+                self._lose(rank, gone)
+            if self.failed:
+                return
+        limit = self.config.timeout
+        if self.config.mode == "async":
+            for rank, seen in list(self.last_seen.items()):
+                if rank in self.left or rank in self.lost or now - seen <= limit:
+                    continue
+                self._lose(rank, f"{self._who(rank)} silent for {limit:g} s")
+                if self.failed:
+                    return
+        for key, waiting in list(self.waiting.items()):
+            if key not in self.waiting or now - waiting.since <= limit:
+                continue  # answered meanwhile (a rank lost above), or within the timeout
+            missing = sorted(self._live() - set(waiting.by_rank))
+            late = f"sent nothing for {waiting.what} ({key}) within {limit:g} s"
+            if not self._stragglers(key, missing):
+                # the silent ranks failed; of those that said bye, only one that failed did
+                gone = self.left.intersection(missing)
+                failed = set(missing) - gone | set(self._blamed(gone))
+                self._fail(
+                    f"{', '.join(self._who(r) for r in missing)} {late}" + self._why(missing, key),
+                    failed,
+                )
+                return
+            for rank in missing:
+                self._lose(rank, f"{self._who(rank)} {late}")
+                if self.failed:
+                    return
+
+    def _stragglers(self, key: str, missing: list[int]) -> bool:
+        """Whether gather ``key``'s timeout loses the ``missing`` ranks rather than failing
+        the job: in async mode with ``--on-worker-loss continue``, when each of them said
+        hello (of a new run, and none was refused since) before the gather began (not one
+        late to start, which the job's restart brings), has not closed, and waits in no other
+        gather (ranks in different gathers can never meet). Such a rank lives (a silent one
+        was lost before the held requests were looked at) but stays away from the others, as
+        a silent one does."""
+        if self.config.mode == "sync" or self.config.on_worker_loss == "fail":
+            return False
+        began = min(self.waiting[key].arrived.values(), default=self.requests)
+        elsewhere = self._in_other_gathers(key)
+
+        def joined_before(rank: int) -> bool:  # an accepted hello of a new run, none refused
+            accepted = self.hello_at.get(rank, -1)
+            return 0 <= accepted < began and self.refused_at.get(rank, (-1,))[0] < accepted
+
+        return all(joined_before(r) and r not in self.left and r not in elsewhere for r in missing)
+
+    def _in_other_gathers(self, key: str) -> dict[int, str]:
+        """The ranks held in a gather other than held request ``key``, each with its tag."""
+        return {
+            rank: self.waiting[k].what
+            for k in self.gathers_held
+            if k != key
+            for rank in self.waiting[k].by_rank
+        }
+
+    def _why(self, missing: list[int], key: str) -> str:
+        """What the ``missing`` ranks of held request ``key`` do instead, where the shard knows:
+        wait in another gather, or closed; appended to the timeout's message."""
+        doing = {r: self._closed(r) for r in self.left}  # a worker of it may still wait, below
+        doing.update({r: f"waits in {tag}" for r, tag in self._in_other_gathers(key).items()})
+        said = [f"rank {r} {doing[r]}" for r in missing if r in doing]
+        return f" ({'; '.join(said)})" if said else ""
+
+    def _lose(self, rank: int, message: str) -> None:
+        """Async: ``rank`` said nothing for the timeout (no request, no heartbeat: its process
+        is gone or stopped), or a gather waited for it that long. Fail the job, unless
+        ``--on-worker-loss continue`` and it is not rank 0, the chief, which writes the
+        checkpoints and the metrics: without it the others would train on with nothing saved."""
+        if self.config.on_worker_loss == "fail":
+            self._fail(message, [rank])
+            return
+        if rank == 0:
+            self._fail(f"{message}: {CHIEF_LOST}", [rank])
+            return
+        log.warning(
+            "shard %d: %s; --on-worker-loss continue: going on without it", self.index, message
+        )
+        self.lost.add(rank)
+        self.processes.forget(rank)
+        for key in list(self.gathers_held):
+            self._finish_gather(key)
+        self._check_stuck()  # the ranks left may wait in different gathers
