@@ -85,22 +85,30 @@ def cleanup(launcher: subprocess.Popen, run: Path) -> None:
             pass
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_killed_worker_ends_the_job_at_once_and_the_survivor_names_it(tmp_path, mode):
-    run = tmp_path / "run"
+def kill_mid_training(run: Path, pid_of, mode: str = "sync") -> tuple[int, str, int]:
+    """Start the job, SIGKILL the process ``pid_of()`` names once it trained, and wait for the
+    launcher; its status, its output and the pid killed. The shard looks every half second:
+    the launcher must end within seconds (before: the stop's patience, or the grace)."""
     launcher = start(run, mode)
     try:
         until_trained(launcher, run)
-        os.kill(worker_pid(run, 1), signal.SIGKILL)
+        pid = pid_of()
+        os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
         output, _ = launcher.communicate(timeout=GRACE + 60)
         took = time.monotonic() - killed
     finally:
         cleanup(launcher, run)
-    # the shard looks every half second; before, sync took STOP_PATIENCE, async the grace
     assert took < STOP_PATIENCE + 5, f"the launcher took {took:.1f} s (grace {GRACE} s)"
-    assert launcher.returncode == 128 + signal.SIGKILL, output[-3000:]
+    return launcher.returncode, output, pid
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_killed_worker_ends_the_job_at_once_and_the_survivor_names_it(tmp_path, mode):
+    run = tmp_path / "run"
+    status, output, _ = kill_mid_training(run, lambda: worker_pid(run, 1), mode)
+    assert status == 128 + signal.SIGKILL, output[-3000:]
     report = json.loads((run / "failure.json").read_text())
     assert (report["role"], report["rank"], report["signal"]) == ("worker", 1, "SIGKILL")
     assert [(v["rank"], v["exit_code"]) for v in report["victims"]] == [(0, 75)], report
@@ -133,17 +141,7 @@ def shard_pid(run: Path) -> int:
 @pytest.mark.timeout(240)
 def test_a_killed_shard_ends_the_job_at_once_and_the_workers_name_it(tmp_path):
     run = tmp_path / "run"
-    launcher = start(run)
-    try:
-        until_trained(launcher, run)
-        pid = shard_pid(run)
-        os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
-        output, _ = launcher.communicate(timeout=GRACE + 60)
-        took = time.monotonic() - killed
-    finally:
-        cleanup(launcher, run)
-    assert took < STOP_PATIENCE + 5, f"the launcher took {took:.1f} s (grace {GRACE} s)"
+    _, _, pid = kill_mid_training(run, lambda: shard_pid(run))
     report = json.loads((run / "failure.json").read_text())
     assert (report["role"], report["rank"], report["signal"]) == ("server", 0, "SIGKILL")
     for rank in (0, 1):
