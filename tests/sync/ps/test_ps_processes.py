@@ -389,3 +389,70 @@ def test_a_process_whose_stat_cannot_be_read_at_hello_is_not_watched(sleeper, mo
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == []
+
+
+def test_a_loop_turn_reads_one_batch_and_the_read_before_a_look_reads_on_until_its_time(
+    hand, monkeypatch
+):
+    """The loop's own read stops at BATCH requests, whatever is queued; the read before a look
+    goes on past it until its time is up, and no longer (review k97)."""
+    from distconv.sync.ps import losses
+    from distconv.sync.ps.server import BATCH
+
+    h = hand(workers=1, mode="sync", timeout=LONG)
+    _hello_run(h, 0, os.getpid(), 0)  # watched: a look is due
+    monkeypatch.setattr(h.shard, "_sock", _NeverEmpty(h.shard._sock))
+    before = h.shard.requests
+    h.shard._drain()
+    assert h.shard.requests - before == BATCH
+    monkeypatch.setattr(losses, "READ_BEFORE_LOOK", 0.3)
+    before, began = h.shard.requests, time.monotonic()
+    h.shard._check_timeouts(began)
+    took = time.monotonic() - began
+    assert 0.3 <= took < 5 and h.shard.requests - before > BATCH
+    # the look took the time after the read: the next one is LOOK_EVERY after it
+    assert h.shard.processes._next_look >= began + 0.3 + LOOK_EVERY
+
+
+def _hello_run(h, rank: int, pid: int, run: int) -> None:
+    head = {"op": "hello", "rank": rank, "host": HOST, "description": "{}", "run": run}
+    assert h.ask({**head, "process": identity_of(pid)})[0]["op"] == "ok"
+
+
+def test_a_second_hello_after_bye_is_watched_again(hand, sleeper):
+    """The same worker sets up again after its bye (a second setup): its process is followed
+    again, and its kill fails the job (review k97)."""
+    h = hand(workers=2, mode="sync", timeout=LONG)
+    workers = [sleeper(), sleeper()]
+    for rank, w in enumerate(workers):
+        _hello_run(h, rank, w.pid, rank)
+    assert h.ask({"op": "bye", "rank": 1, "run": 1})[0]["op"] == "ok"
+    _hello_run(h, 1, workers[1].pid, 1)
+    _kill(workers[1])
+    _two_looks(h)
+    assert h.shard.failed and h.shard.failed_ranks == [1]
+
+
+def test_a_bye_of_an_earlier_run_leaves_the_latest_worker_watched(hand, sleeper):
+    """A rank restarted (a new run) while its earlier worker still ran: that worker's bye is
+    ignored, and the new one's kill still fails the job (review k97)."""
+    h = hand(workers=2, mode="sync", timeout=LONG)
+    workers = [sleeper(), sleeper(), sleeper()]
+    _hello_run(h, 0, workers[0].pid, 0)
+    _hello_run(h, 1, workers[1].pid, 1)
+    _hello_run(h, 1, workers[2].pid, 7)  # rank 1 again, a new run
+    assert h.ask({"op": "bye", "rank": 1, "run": 1})[0]["op"] == "ok"  # the earlier run's
+    _kill(workers[2])
+    _two_looks(h)
+    assert h.shard.failed and h.shard.failed_ranks == [1]
+
+
+def test_a_lost_rank_is_no_longer_watched(hand, sleeper):
+    """Async, continue: once its only watched rank is lost, the shard has nothing to look at
+    (no read before a look any more) (review k97)."""
+    h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1)
+    _hello_run(h, 1, sleeper().pid, 1)
+    h.shard.last_seen[1] -= 10  # silent past the timeout
+    h.shard._check_timeouts(time.monotonic())
+    assert h.shard.lost == {1} and not h.shard.failed
+    assert not h.shard.processes.look_due(time.monotonic() + 2 * LOOK_EVERY)
