@@ -18,8 +18,9 @@ from distconv.sync.ps.processes import WORKER_ENDED, ProcessWatch
 
 log = logging.getLogger("distconv.pserver")
 
-#: the longest the shard reads its queue before a look at its workers' processes, in seconds
-#: (a bound: a steady stream of requests must not keep the loop from its timeouts and its stop)
+#: how long the shard reads its queue before a look at its workers' processes, in seconds, once
+#: it has read a batch (BATCH requests, whatever they take) if that many are queued (a bound: a
+#: steady stream of requests must not keep the loop from its timeouts and its stop)
 READ_BEFORE_LOOK = 0.1
 #: why losing rank 0 stops the job even with ``--on-worker-loss continue``
 CHIEF_LOST = (
