@@ -171,6 +171,14 @@ def is_float_dtype(dtype: Any) -> bool:
     return dt.kind == "V" and dt.type.__module__ == "ml_dtypes" and "float" in dt.name
 
 
+def sum_dtype(dtype: Any) -> str | None:
+    """The type to add many values of ``dtype`` in: ``"float32"`` for a 16-bit float (numpy
+    adds float16 and ``ml_dtypes``' bfloat16 in their own type, so a long sum drifts, overflows
+    or stops growing), else None: their own."""
+    dt = resolve_dtype(dtype)
+    return "float32" if dt.itemsize < 4 and is_float_dtype(dt) else None
+
+
 def all_finite(a: Any, dot_from: int = DOT_CHECK_SIZE) -> bool:
     """No NaN or Inf in ``a`` (a numpy or cupy array).
 

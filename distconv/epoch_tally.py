@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import is_float_dtype, to_host
+from distconv.backend import sum_dtype, to_host
 from distconv.resume import Position, TrainingError, epoch_sums
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import SyncStrategy
@@ -100,7 +100,5 @@ class EpochTally:
 
 def _wide(a: Any) -> Any:
     """``a`` (a numpy, ``ml_dtypes`` or cupy scalar) in float32 if it is a narrower float."""
-    dtype = getattr(a, "dtype", None)
-    if dtype is not None and dtype.itemsize < 4 and is_float_dtype(dtype):
-        return a.astype(np.float32)
-    return a
+    wide = sum_dtype(a.dtype) if hasattr(a, "dtype") else None
+    return a if wide is None else a.astype(wide)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.backend import get_array_module, is_float_dtype
+from distconv.backend import sum_dtype
 
 
 def channel_sums(g: Any, channels: int) -> Any:
@@ -26,7 +26,7 @@ def channel_sums(g: Any, channels: int) -> Any:
     their own dtype.
     """
     dtype = g.dtype
-    wide = _wide(g)
+    wide = sum_dtype(dtype)
     if g.shape[0] == 1:  # one sample: nothing to add across the batch (a sum would copy it)
         rows = g[0] if wide is None else g[0].astype(wide)
     else:
@@ -37,13 +37,5 @@ def channel_sums(g: Any, channels: int) -> Any:
 def row_sums(g: Any) -> Any:
     """``g.sum(axis=0)``: a gradient summed over the batch (a bias's, or a per-column weight's),
     16-bit gradients in float32 and handed back in their own dtype."""
-    wide = _wide(g)
-    if wide is None:
-        return g.sum(axis=0)
-    return g.sum(axis=0, dtype=wide).astype(g.dtype)
-
-
-def _wide(g: Any) -> Any:
-    """The type to sum ``g`` in: float32 for a 16-bit float, else None (its own)."""
-    narrow = g.dtype.itemsize < 4 and is_float_dtype(g.dtype)
-    return get_array_module(g).float32 if narrow else None
+    wide = sum_dtype(g.dtype)
+    return g.sum(axis=0) if wide is None else g.sum(axis=0, dtype=wide).astype(g.dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, is_float_dtype
+from distconv.backend import get_array_module, is_float_dtype, sum_dtype
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import UpdateCallback
 
@@ -64,7 +64,7 @@ class SoftmaxCrossEntropy(Layer):
         self._ids = _labels(self, label, n, c)
         # 16-bit logits in float32: numpy sums bfloat16 in bfloat16, and both the sum over the
         # classes and the mean over the batch stop growing past a few hundred terms
-        wide = z.astype(xp.float32) if z.dtype.itemsize < 4 else z
+        wide = z.astype(sum_dtype(z.dtype) or z.dtype, copy=False)
         shifted = wide - wide.max(axis=1, keepdims=True)
         log_norm = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
         log_prob = shifted - log_norm
@@ -104,9 +104,8 @@ class MSELoss(Layer):
             raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
         self._diff = pred.value - target.value
         square = self._diff * self._diff
-        if square.dtype.itemsize < 4 and is_float_dtype(square.dtype):  # summed in float32
-            return square.mean(dtype=get_array_module(square).float32).astype(square.dtype)
-        return square.mean()
+        wide = sum_dtype(square.dtype)
+        return square.mean() if wide is None else square.mean(dtype=wide).astype(square.dtype)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         g = self._diff * (2 * dz / self._diff.size)
