@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from distconv.procfs import stat_fields
+
 TAIL_LINES = 20
 #: a worker's exit status when it stopped because another rank failed (``distconv train``:
 #: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
@@ -307,10 +309,9 @@ def running_groups() -> set[int] | None:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state, _, pgrp = f.read().rsplit(b")", 1)[1].split()[:3]
-        except (OSError, ValueError):
-            continue  # gone meanwhile
-        if state != b"Z":
-            groups.add(int(pgrp))
+            fields = stat_fields(entry)
+        except OSError:
+            continue
+        if fields is not None and len(fields) > 2 and fields[0] != "Z":  # None: gone meanwhile
+            groups.add(int(fields[2]))
     return groups

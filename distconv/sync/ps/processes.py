@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from distconv.procfs import stat_fields
 from distconv.sync.ps.config import hostname
 
 #: the shortest time between two looks at the tracked processes, in seconds
@@ -138,22 +139,11 @@ def _namespace() -> tuple[str, str] | None:
 
 
 def _stat(pid: int) -> tuple[str, str] | None:
-    """``(state, start time)`` of process ``pid`` from ``/proc/<pid>/stat``, or None when
-    there is no such process.
+    """``(state, start time)`` of process ``pid``, or None when there is no such process.
 
     Raises:
-        OSError: the file is there but cannot be read now (no file descriptor left, hidepid,
-            permissions): that says nothing of whether the process runs.
+        OSError: the file is there but cannot be read now (:func:`~distconv.procfs.stat_fields`).
     """
-    try:
-        text = _read_stat(pid)
-    except (FileNotFoundError, ProcessLookupError):  # ESRCH: it ended while being read
-        return None
-    # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the
-    # last ')'; the start time is field 22, the 20th after comm
-    fields = text[text.rfind(")") + 2 :].split()
-    return (fields[0], fields[19]) if len(fields) > 19 else None
-
-
-def _read_stat(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text()
+    fields = stat_fields(pid)
+    # the start time is proc(5)'s field 22
+    return (fields[0], fields[19]) if fields is not None and len(fields) > 19 else None

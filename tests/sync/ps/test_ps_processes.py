@@ -167,12 +167,12 @@ def test_a_stat_that_cannot_be_read_is_no_news(sleeper, monkeypatch):
     absence says it ended."""
     import errno
 
-    from distconv.sync.ps import processes
+    from distconv import procfs
 
     a = sleeper()
     watch = ProcessWatch()
     watch.track(0, identity_of(a.pid), HOST)
-    real = processes.Path
+    real = procfs.Path
 
     class Exhausted(type(real())):
         def read_text(self, *args, **kwargs):
@@ -180,9 +180,9 @@ def test_a_stat_that_cannot_be_read_is_no_news(sleeper, monkeypatch):
                 raise OSError(errno.EMFILE, "Too many open files")
             return super().read_text(*args, **kwargs)
 
-    monkeypatch.setattr(processes, "Path", Exhausted)
+    monkeypatch.setattr(procfs, "Path", Exhausted)
     assert _ended(watch, [0]) == []  # alive, but unreadable: not named
-    monkeypatch.setattr(processes, "Path", real)
+    monkeypatch.setattr(procfs, "Path", real)
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == [0]  # still followed: its end is seen
@@ -375,17 +375,17 @@ def test_a_process_whose_stat_cannot_be_read_at_hello_is_not_watched(sleeper, mo
 
     a = sleeper()
     identity = identity_of(a.pid)
-    real = processes._read_stat
+    real = processes.stat_fields
 
     def unreadable(pid):
         if pid == a.pid:
             raise OSError(errno.EACCES, "Permission denied")
         return real(pid)
 
-    monkeypatch.setattr(processes, "_read_stat", unreadable)
+    monkeypatch.setattr(processes, "stat_fields", unreadable)
     watch = ProcessWatch()
     watch.track(0, identity, HOST)
-    monkeypatch.setattr(processes, "_read_stat", real)
+    monkeypatch.setattr(processes, "stat_fields", real)
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == []
