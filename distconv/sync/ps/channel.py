@@ -172,7 +172,8 @@ class ShardChannel:
                 left = min(left, self._stop_patience_left(heard, missing, what))
             if self._shard_processes is not None:
                 left = min(left, LOOK_EVERY)
-                self._refuse_ended_shards(missing, what)
+                if self._shard_processes.look_due(_now()):  # no set built on every poll
+                    self._refuse_ended_shards(missing, what)
             events = self._poller.poll(left * 1000)
             if events:
                 if stoppable and stop_request.pending() is None:
