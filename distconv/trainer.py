@@ -189,7 +189,10 @@ class Trainer:
             return loss, 0
         predictions, labels = (outputs[n] for n in self.accuracy)
         truth = labels.ids if labels.ids is not None else labels.value
-        return loss, (predictions.value.argmax(axis=1) == truth).sum()
+        answers = predictions.value.argmax(axis=1)
+        if truth.shape != answers.shape and truth.size == answers.size:
+            truth = truth.reshape(answers.shape)  # (N, 1) against (N,) broadcast to N x N
+        return loss, (answers == truth).sum()
 
     def train_step(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any, int]:
         """One optimizer step over this rank's passes; returns (loss sum, right, examples)."""

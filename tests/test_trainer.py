@@ -602,6 +602,20 @@ def test_data_that_is_not_arrays_by_feed_name_is_refused_naming_what_it_is(data)
         trainer.fit({"image": train.x, "label": list(train.y)}, epochs=1)
 
 
+def test_labels_in_a_column_count_right_answers_as_flat_labels_do(data):
+    """Labels of shape (N, 1), which the loss reads flat, were compared with the (N,) answers
+    by broadcasting: N x N comparisons, an accuracy above 1 and no error (review k98)."""
+    train, test = data
+    flat = {"image": train.x, "label": train.y}
+    column = {"image": train.x, "label": train.y[:, None]}
+    tests = ({"image": test.x, "label": test.y}, {"image": test.x, "label": test.y[:, None]})
+    a, b = _trainer(), _trainer()
+    ra, rb = a.fit(flat, tests[0], epochs=1)[-1], b.fit(column, tests[1], epochs=1)[-1]
+    assert 0 <= rb["train_acc"] <= 1 and 0 <= rb["test_acc"] <= 1
+    assert (rb["train_acc"], rb["test_acc"]) == (ra["train_acc"], ra["test_acc"])
+    assert b.evaluate(tests[1]) == a.evaluate(tests[0])
+
+
 def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
     """Trainer(dtype=np.int32) cast every weight to integers, which cannot learn (review k85)."""
     net = _net()
