@@ -13,6 +13,7 @@ from distconv.arg import Arg
 from distconv.checkpoint import CheckpointError, load_checkpoint, restore_checkpoint
 from distconv.data import as_arrays, split, synthetic
 from distconv.init import set_seed
+from distconv.layers.base import LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.models import lenet
 from distconv.network import Network
@@ -614,6 +615,15 @@ def test_labels_in_a_column_count_right_answers_as_flat_labels_do(data):
     assert 0 <= rb["train_acc"] <= 1 and 0 <= rb["test_acc"] <= 1
     assert (rb["train_acc"], rb["test_acc"]) == (ra["train_acc"], ra["test_acc"])
     assert b.evaluate(tests[1]) == a.evaluate(tests[0])
+
+
+def test_integer_images_are_refused_naming_the_layer_and_the_cast(data):
+    """uint8 images reach the first convolution as ids (feeds_of): it failed with
+    AttributeError: 'NoneType' object has no attribute 'ndim' (review k98)."""
+    train, _ = data
+    images = {"image": (train.x * 255).astype(np.uint8), "label": train.y}
+    with pytest.raises(LayerError, match=r"Conv2D 'conv1': expected float values, got uint8 ids"):
+        _trainer().fit(images, epochs=1)
 
 
 def test_an_integer_dtype_is_refused_before_any_weight_is_cast():

@@ -6,7 +6,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.kernels.activation import ActivationFunction
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer, grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 
@@ -22,7 +22,7 @@ class Activation(Layer):
         super().__init__(act=act, name=name)
 
     def _forward(self, x: Arg) -> Any:
-        return x.value
+        return values_of(self, x)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         dx = grad_target(self.inputs[0])

@@ -201,6 +201,19 @@ class Layer:
         return self.label
 
 
+def values_of(owner: Fails, arg: Arg) -> Any:
+    """``arg.value``, or a LayerError naming what came instead: the Trainer (``feeds_of``)
+    feeds integer and bool arrays as ids, so integer images arrive with no values at all."""
+    if arg.value is not None:
+        return arg.value
+    if arg.ids is None:
+        raise owner.fail("expected an input with values, got an Arg with neither values nor ids")
+    raise owner.fail(
+        f"expected float values, got {arg.ids.dtype} ids (integer and bool arrays are fed as "
+        "ids: cast images to a float type, as x.astype(np.float32) / 255)"
+    )
+
+
 def grad_target(arg: Arg) -> Any:
     """The gradient buffer of an input that wants one, or None (data, ids, static inputs)."""
     return arg.grad if arg.needs_grad else None

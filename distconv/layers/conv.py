@@ -21,7 +21,7 @@ from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.conv_columns import Columns
-from distconv.layers.base import Layer, add_grad, checked, keeps_for_backward
+from distconv.layers.base import Layer, add_grad, checked, keeps_for_backward, values_of
 from distconv.layers.convolution import Convolution
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter, UpdateCallback
@@ -134,8 +134,8 @@ class ConvNd(Convolution, Layer):
         self.out_size(sp)
 
     def _forward(self, x: Arg) -> Any:
-        self._check_input(x.value)
-        v = x.value
+        v = values_of(self, x)
+        self._check_input(v)
         # the weight gradient reuses the forward's columns; kept only when it will be wanted
         wanted = not (self.weight.static or self.transposed) and keeps_for_backward()
         self._columns = Columns() if wanted else None

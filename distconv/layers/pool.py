@@ -14,7 +14,7 @@ from distconv.kernels.pool import (
     max_pool_forward,
 )
 from distconv.kernels.shape import ConvGeometry
-from distconv.layers.base import Layer
+from distconv.layers.base import Layer, values_of
 from distconv.parameter import UpdateCallback
 
 IntOrTuple = int | Sequence[int]
@@ -58,7 +58,7 @@ class PoolNd(Layer):
         self._state = None
 
     def _forward(self, x: Arg) -> Any:
-        v = x.value
+        v = values_of(self, x)
         if v.ndim != 2 + self.nd:
             raise self.fail(f"expected a {2 + self.nd}-D input (N, C, *spatial), got {v.shape}")
         if min(self.geom.out_size(v.shape[2:])) < 1:

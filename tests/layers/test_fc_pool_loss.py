@@ -7,6 +7,9 @@ from distconv.layers import (
     Activation,
     AvgPool2D,
     AvgPool3D,
+    Conv2D,
+    Conv3D,
+    ConvTranspose2D,
     FullyConnected,
     LayerError,
     MaxPool2D,
@@ -213,3 +216,26 @@ def test_mse_of_many_bfloat16_elements_is_their_mean():
     want = MSELoss()(Arg(pred.astype(np.float64)), Arg(target.astype(np.float64))).value
     assert got.dtype == ml_dtypes.bfloat16
     assert float(got) == pytest.approx(float(want), rel=2**-7)
+
+
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda: Conv2D(1, 2, 3, name="c"), (4, 1, 6, 6)),
+        (lambda: ConvTranspose2D(1, 2, 3, name="c"), (4, 1, 6, 6)),
+        (lambda: Conv3D(1, 2, 3, name="c"), (4, 1, 5, 5, 5)),
+        (lambda: MaxPool2D(2, name="c"), (4, 1, 6, 6)),
+        (lambda: AvgPool3D(2, name="c"), (4, 1, 4, 4, 4)),
+        (lambda: Activation("relu", name="c"), (4, 1, 6, 6)),
+    ],
+)
+def test_image_layers_fed_ids_say_to_cast_to_float(make, shape):
+    """The Trainer feeds integer images (uint8 MNIST) as ids, with no values: convolutions and
+    pooling failed with AttributeError: 'NoneType' object has no attribute 'ndim', an activation
+    layer with a TypeError from the comparison in relu (review k98)."""
+    layer = make()
+    ids = np.zeros(shape, np.uint8)
+    with pytest.raises(LayerError, match=r"'c': expected float values, got uint8 ids .*cast"):
+        layer(Arg(ids=ids))
+    with pytest.raises(LayerError, match=r"'c': expected an input with values, got an Arg with"):
+        layer(Arg())
