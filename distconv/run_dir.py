@@ -188,6 +188,8 @@ class RunDirectory:
                 parts = dict(data["parts"])
                 if not all(isinstance(part, str) for part in parts.values()):
                     raise TypeError(f"a part's file must be a string, got {parts}")
+                if CHIEF not in parts:  # the part every resume reads
+                    raise KeyError(f"no {CHIEF!r} part among {sorted(parts)}")
                 manifest = Manifest(
                     step,
                     parts,

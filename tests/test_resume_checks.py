@@ -346,6 +346,22 @@ def test_a_manifest_naming_a_part_by_anything_but_a_string_is_damage(tmp_path, p
     assert found == [] and len(problems) == 1 and "is damaged (TypeError" in problems[0]
 
 
+@pytest.mark.parametrize("parts", ["{}", '{"server": "step-00000001/chief.safetensors"}'])
+def test_a_manifest_without_the_chief_part_is_damage(data, tmp_path, caplog, parts):
+    """Taken for complete, such a manifest made the resume fail with a KeyError traceback
+    (review k98); it is passed over for the checkpoint before it, like other damage."""
+    train, test = data
+    _trainer(tmp_path).fit(train, test, epochs=2)
+    newest = tmp_path / "checkpoints" / "step-00000030.json"
+    newest.write_text(f'{{"step": 30, "parts": {parts}}}')
+    found, problems = RunDirectory(tmp_path).scan()
+    assert [m.step for m in found] == [15] and len(problems) == 1
+    assert "is damaged (KeyError: \"no 'chief' part among" in problems[0]
+    with caplog.at_level(logging.WARNING, logger="distconv.resume"):
+        _trainer(tmp_path).fit(train, test, epochs=2, resume=True)
+    assert "skipping a checkpoint: " in caplog.text
+
+
 # -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
 def test_each_metrics_line_is_synced_before_its_epochs_checkpoint(data, tmp_path, monkeypatch):
     synced = []
