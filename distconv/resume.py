@@ -211,7 +211,7 @@ class StepCheckpoints:
                     "which this version cannot resume; pass --overwrite ('overwrite') to replace "
                     "the run"
                 )
-            run.clear()  # files of a run that never reached its first checkpoint
+            run.clear_unfinished()  # files of a run that never reached its first checkpoint
         return None, Position()
 
     def _restore_newest(

@@ -20,6 +20,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import stat
@@ -40,6 +41,15 @@ CHIEF_PART = "chief.safetensors"
 LEGACY_CHECKPOINT = "checkpoint.safetensors"
 #: files that mark a directory as holding a run
 RUN_FILES = ("metrics.jsonl", CHECKPOINTS, LEGACY_CHECKPOINT)
+#: what a run writes in ``checkpoints/``: step directories of parts, manifests (and those set
+#: aside), parameter-server shards' parts (their directory may be this one), and the temporary
+#: files of a write a crash cut short
+_STEP_DIR = re.compile(r"step-\d{8,}")
+_PART = re.compile(rf"\.?{re.escape(CHIEF_PART)}(\..+\.tmp)?")
+_MANIFEST = re.compile(
+    r"\.?(step-\d{8,}\.json(\.unusable)?|pserver-shard\d+-step(\d+|last)\.safetensors)"
+    r"(\..+\.tmp)?"
+)
 
 
 class RunDirError(CheckpointError):
@@ -116,6 +126,35 @@ class RunDirectory:
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
+
+    def clear_unfinished(self) -> None:
+        """:meth:`clear` a run that never completed a checkpoint (``--resume auto`` starting
+        fresh), unless ``checkpoints/`` holds files no run writes: another tool's.
+
+        Raises:
+            RunDirError: naming such files; nothing is deleted.
+        """
+        foreign = self._foreign_files()
+        if foreign:
+            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            raise RunDirError(
+                f"{self.root} has no checkpoint to resume, and {self.checkpoint_root} holds "
+                f"files no distconv run writes ({', '.join(foreign[:3])}{more}), which starting "
+                "afresh would delete: move them away, or pass --overwrite ('overwrite')"
+            )
+        self.clear()
+
+    def _foreign_files(self) -> list[str]:
+        root = self.checkpoint_root
+        if not root.is_dir():
+            return [str(root)] if root.exists() or root.is_symlink() else []
+        foreign = []
+        for entry in sorted(root.iterdir()):
+            if entry.is_dir() and not entry.is_symlink() and _STEP_DIR.fullmatch(entry.name):
+                foreign += [str(f) for f in sorted(entry.iterdir()) if not _PART.fullmatch(f.name)]
+            elif not (entry.is_file() and _MANIFEST.fullmatch(entry.name)):
+                foreign.append(str(entry))
+        return foreign
 
     # -- checkpoints ----------------------------------------------------------------------------
     @property

@@ -20,7 +20,7 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import Position, Preempted, epoch_sums
-from distconv.run_dir import RunDirectory
+from distconv.run_dir import RunDirectory, RunDirError
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
@@ -360,6 +360,38 @@ def test_a_manifest_without_the_chief_part_is_damage(data, tmp_path, caplog, par
     with caplog.at_level(logging.WARNING, logger="distconv.resume"):
         _trainer(tmp_path).fit(train, test, epochs=2, resume=True)
     assert "skipping a checkpoint: " in caplog.text
+
+
+@pytest.mark.parametrize("foreign", ["model_best.pt", "step-00000015/optimizer.pt", "runs/"])
+def test_resume_auto_with_no_checkpoint_keeps_another_tools_checkpoints(data, tmp_path, foreign):
+    """With no checkpoint to resume, --resume auto (which the refusal of a used directory
+    suggests) deleted the whole checkpoints/ directory, another tool's files included (review
+    k98). It now refuses, naming them, and deletes nothing."""
+    train, test = data
+    path = tmp_path / "checkpoints" / foreign
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir() if foreign.endswith("/") else path.write_text("precious")
+    with pytest.raises(RunDirError, match=r"holds files no distconv run writes \(.*(pt|runs)\)"):
+        _trainer(tmp_path).fit(train, test, epochs=1, resume="auto")
+    assert path.exists()
+    assert len(_trainer(tmp_path).fit(train, test, epochs=1, resume="overwrite")) == 1
+
+
+def test_resume_auto_still_clears_what_a_run_without_a_checkpoint_left(data, tmp_path):
+    """A part without its manifest (the chief's, or a shard's where the shards' directory is
+    this one), an empty step directory and the temporary files of cut writes are a run that
+    never completed a checkpoint: --resume auto starts afresh over them."""
+    train, test = data
+    root = tmp_path / "checkpoints"
+    (root / "step-00000015").mkdir(parents=True)
+    (root / "step-00000015" / "chief.safetensors").write_bytes(b"whole, but no manifest")
+    (root / "step-00000015" / ".chief.safetensors.abc123.tmp").write_bytes(b"cut")
+    (root / "step-00000030").mkdir()
+    (root / ".step-00000015.json.x1y2.tmp").write_text("{")
+    (root / "pserver-shard0-step15.safetensors").write_bytes(b"a shard's part, written first")
+    (tmp_path / "metrics.jsonl").write_text('{"epoch": 1, "step": 15}\n')
+    assert len(_trainer(tmp_path).fit(train, test, epochs=1, resume="auto")) == 1
+    assert sorted(p.name for p in root.iterdir()) == ["step-00000015", "step-00000015.json"]
 
 
 # -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
