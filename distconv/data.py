@@ -321,6 +321,8 @@ def load_dataset(
     name: str, data_dir: str | os.PathLike | None = None, seed: int = 0
 ) -> tuple[Dataset, Dataset]:
     """(train, test) for a data set named on the command line: digits, mnist or synthetic."""
+    if data_dir is not None and name != "mnist":  # read by nothing: not the set that was meant
+        raise DataError(f"--data-dir is read for --data mnist only, not {name}; add --data mnist")
     if name == "digits":
         return load_digits(seed=seed)
     if name == "mnist":
