@@ -235,6 +235,8 @@ class Trainer:
         Across processes call it after :meth:`fit` and before the sync's ``close()``: the ranks
         sum their shares, which MPISync refuses before setup, when the ranks' parameters may
         still differ, and every sync refuses once closed (``SyncError``)."""
+        if batch_size < 1:  # a negative one ran no batch and reported a loss of 0
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         arrays = as_arrays(arrays)
         n = array_length(arrays)
         if n == 0:

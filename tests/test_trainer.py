@@ -626,6 +626,15 @@ def test_integer_images_are_refused_naming_the_layer_and_the_cast(data):
         _trainer().fit(images, epochs=1)
 
 
+@pytest.mark.parametrize("batch_size", [0, -1])
+def test_evaluate_refuses_a_batch_size_below_one(data, batch_size):
+    """A negative one ran no batch and returned test_loss 0.0 and test_acc 0.0 as results, and
+    0 failed in range() (review k98)."""
+    _, test = data
+    with pytest.raises(ValueError, match=f"batch_size must be >= 1, got {batch_size}"):
+        _trainer().evaluate(test, batch_size=batch_size)
+
+
 def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
     """Trainer(dtype=np.int32) cast every weight to integers, which cannot learn (review k85)."""
     net = _net()
