@@ -8,7 +8,7 @@ from distconv.layers.conv import Conv2D
 from distconv.layers.fc import FullyConnected
 from distconv.layers.loss import SoftmaxCrossEntropy
 from distconv.layers.pool import MaxPool2D
-from distconv.network import Network
+from distconv.network import Network, NetworkError
 
 #: the names of the feeds every classifier here reads
 IMAGE, LABEL = "image", "label"
@@ -44,9 +44,11 @@ def lenet(
         conv = net.add(f"conv{i}", Conv2D(in_ch, out_ch, 3, padding=1, act="relu"), prev)
         pool = net.add(f"pool{i}", MaxPool2D(2), f"conv{i}")
         size = pool.geom.out_size(conv.out_size(size))
-        if min(size) < 1:
-            raise ValueError(
-                f"image_shape {tuple(image_shape)} is too small for {i} pooling stages"
+        if min(size) < 1:  # a NetworkError: distconv train says it on one line
+            raise NetworkError(
+                f"LeNet: image_shape {tuple(image_shape)} is too small for {i} pooling stages "
+                f"(each halves the image: {len(channels)} need at least "
+                f"{2 ** len(channels)}x{2 ** len(channels)})"
             )
         prev, in_ch = f"pool{i}", out_ch
     net.add("fc1", FullyConnected(in_ch * size[0] * size[1], hidden, act="relu"), prev)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from distconv.checkpoint import load_checkpoint
+from distconv.data import write_idx
 from distconv.run_dir import RunDirectory
 from tests.signals import sigint_as_in_a_terminal
 
@@ -111,6 +112,17 @@ def test_a_malformed_kernel_setting_is_one_line_before_anything_is_written(
 
 def test_mnist_without_data_dir(tmp_path):
     _assert_one_line_error(distconv("train", "--data", "mnist"), "--data-dir")
+
+
+def test_mnist_images_too_small_for_lenet_are_one_line(tmp_path):
+    """Valid IDX files of 3x3 images ended in a ValueError traceback from lenet (review k98)."""
+    for name, shape in (("train", (8, 3, 3)), ("t10k", (4, 3, 3))):
+        write_idx(tmp_path / f"{name}-images-idx3-ubyte", np.zeros(shape))
+        write_idx(tmp_path / f"{name}-labels-idx1-ubyte", np.arange(shape[0]) % 10)
+    proc = distconv(
+        "train", "--data", "mnist", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")
+    )
+    _assert_one_line_error(proc, "LeNet: image_shape (1, 3, 3) is too small", "at least 4x4")
 
 
 def test_corrupt_checkpoint_is_one_line(tmp_path):
