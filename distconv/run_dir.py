@@ -115,8 +115,9 @@ class RunDirectory:
             self._lock_fd = None
 
     def holds_run(self) -> bool:
-        """Whether the directory already holds a run's files (finished or partial)."""
-        return any((self.root / name).exists() for name in RUN_FILES)
+        """Whether the directory already holds a run's files (finished or partial). An empty
+        metrics log, all that a run which failed in its first epoch leaves, is none."""
+        return any(_has_content(self.root / name) for name in RUN_FILES)
 
     def clear(self) -> None:
         """Delete a previous run's checkpoints and metrics (``--overwrite``)."""
@@ -267,6 +268,13 @@ class RunDirectory:
         for old in complete[: -self.keep]:
             old.path.unlink(missing_ok=True)
             shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
+
+
+def _has_content(path: Path) -> bool:
+    """Whether ``path`` exists and is not an empty file or directory."""
+    if path.is_dir():
+        return any(path.iterdir())
+    return path.exists() and not (path.is_file() and path.stat().st_size == 0)
 
 
 def _read_manifest(path: Path) -> bytes:

@@ -143,6 +143,21 @@ def test_a_directory_holding_a_run_is_refused_unless_told(data, tmp_path):
     assert [m.step for m in t.checkpoints.run.manifests()] == [15]
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_run_that_diverged_in_its_first_epoch_does_not_block_the_same_command(data, tmp_path):
+    """It leaves an empty metrics.jsonl and no checkpoint: the same command with a lower rate
+    was refused (already holds a run), and --resume, which the refusal suggests, found no
+    checkpoint (review k98)."""
+    train, test = data
+    from distconv.trainer import TrainingError
+
+    too_fast = create_sync("local", optimizer=create_optimizer("sgd", lr=1e30))
+    with pytest.raises(TrainingError, match="NaN or infinite in epoch 1"):
+        _trainer(tmp_path, sync=too_fast).fit(train, test, epochs=1)
+    assert (tmp_path / "metrics.jsonl").read_bytes() == b""
+    assert [r["epoch"] for r in _trainer(tmp_path).fit(train, test, epochs=1)] == [1]
+
+
 def test_resume_auto_starts_fresh_and_strict_resume_needs_a_checkpoint(data, tmp_path):
     train, test = data
     with pytest.raises(CheckpointError, match="no complete checkpoint"):
