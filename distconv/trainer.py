@@ -296,6 +296,13 @@ class Trainer:
             self.accumulate,
             self.seed,
         )
+        if sampler.global_batch > sampler.num_examples and self.sync.is_chief:
+            log.warning(
+                "the global batch (%d) exceeds the %d training examples: each epoch is one "
+                "step of all of them",
+                sampler.global_batch,
+                sampler.num_examples,
+            )
         # only the main thread may handle signals (a test can run ranks as threads)
         handles_signals = threading.current_thread() is threading.main_thread()
         restore_handlers = None

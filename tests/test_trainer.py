@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -648,6 +649,18 @@ def test_evaluate_refuses_a_batch_size_below_one(data, batch_size):
     _, test = data
     with pytest.raises(ValueError, match=f"batch_size must be >= 1, got {batch_size}"):
         _trainer().evaluate(test, batch_size=batch_size)
+
+
+@pytest.mark.parametrize("batch_size, accumulate", [(16, 20), (1000, 1)])
+def test_a_global_batch_larger_than_the_data_is_said(data, caplog, batch_size, accumulate):
+    """--accumulate 20 or --batch-size 1000 on 240 examples trained one short step an epoch,
+    and metrics.jsonl recorded the global batch asked for, without a word (review k98)."""
+    train, _ = data
+    t = _trainer(batch_size=batch_size, accumulate=accumulate)
+    with caplog.at_level(logging.WARNING, logger="distconv.trainer"):
+        (record,) = t.fit(train, epochs=1)
+    assert record["step"] == 1
+    assert f"global batch ({batch_size * accumulate}) exceeds the 240 training" in caplog.text
 
 
 def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
