@@ -4,6 +4,7 @@ directory is writable, and ranks on GPUs each have a device (part of
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.walk import Manifest, _argv, _containers, _env, _flag, _templates
@@ -90,14 +91,15 @@ def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
 
 
 def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:
-    path = out if out.startswith("/") else f"{workdir or '/'}/{out}"
+    # as the kernel resolves it: ".." climbs out of a volume, and the mount point itself is on it
+    path = posixpath.normpath(posixpath.join("/", workdir or "/", out))
     for container in template.get("spec", {}).get("containers", []):
         mounts = [
-            m["mountPath"].rstrip("/") + "/"
+            posixpath.normpath(m["mountPath"])
             for m in container.get("volumeMounts", [])
             if not m.get("readOnly")
         ]
-        if not any(path.startswith(m) for m in mounts):
+        if not any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts):
             yield (
                 f"{where} container {container.get('name')}: --out {path} is on no writable "
                 "volume (the root file system is read-only)"

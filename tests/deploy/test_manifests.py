@@ -608,6 +608,27 @@ def test_mpirun_np_with_two_dashes_is_read_as_hydra_reads_it():
     assert manifest_problems(objs) == []
 
 
+@pytest.mark.parametrize(
+    "name, index, role, out, refused",
+    [
+        ("pserver", 2, None, WORK_DIR, False),  # the mount point itself is on the volume
+        ("pserver", 2, None, WORK_DIR + "/", False),
+        ("mpijob", 0, "Launcher", WORK_DIR, False),
+        ("pserver", 2, None, WORK_DIR + "/../../../opt/run", True),  # ".." leaves the volume
+        ("pserver", 2, None, "/tmp/../opt/run", True),
+        ("pserver", 2, None, "../../../opt/run", True),  # relative to the workingDir
+        ("mpijob", 0, "Launcher", "/tmp/../opt/run", True),
+    ],
+)
+def test_out_is_judged_where_the_kernel_resolves_it(name, index, role, out, refused):
+    """--out at a volume's mount point was refused as on the read-only root, and one that
+    climbs out of a volume with ".." was let through."""
+    objs = copy.deepcopy(render(name))
+    _arg_set(_container(objs[index], role), "--out", out)
+    problems = "; ".join(manifest_problems(objs))
+    assert ("is on no writable volume" in problems) is refused, problems
+
+
 @pytest.mark.parametrize("case", SEMANTIC_BREAKS)
 def test_a_semantic_break_is_caught(case):
     name, index, breaks, words = SEMANTIC_BREAKS[case]
