@@ -140,7 +140,15 @@ def _start_service(port: int | None, host: str, runtime: Runtime) -> ServiceEndp
     if port is None:
         return None
     service = ServiceEndpoints(role=runtime.role, rank=runtime.rank)
-    bound = service.start(host, port + runtime.local_rank if port else 0)
+    try:
+        bound = service.start(host, port + runtime.local_rank if port else 0)
+    except OSError as exc:
+        if not port or not runtime.local_rank:
+            raise
+        # the port this rank was given is not the one the user typed
+        raise OSError(
+            exc.errno, f"{exc.strerror} (--health-port {port} + local rank {runtime.local_rank})"
+        ) from None
     service.set_restarts(restart_count())
     log.info("probes and metrics on port %d", bound)
     return service

@@ -139,7 +139,12 @@ class ServiceEndpoints:
             raise RuntimeError(
                 f"service endpoints already serve on port {self._server.server_address[1]}"
             )
-        server = ThreadingHTTPServer((host, port), _handler_for(self))
+        try:
+            server = ThreadingHTTPServer((host, port), _handler_for(self))
+        except OSError as exc:  # "Address already in use" alone names no port
+            raise OSError(
+                exc.errno, f"probes and metrics on {host}:{port}: {exc.strerror or exc}"
+            ) from None
         server.daemon_threads = True
         self._server = server
         self._last_beat = time.monotonic()

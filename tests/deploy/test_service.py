@@ -146,3 +146,28 @@ def test_train_closes_the_probes_when_the_transport_cannot_be_built(monkeypatch)
         train(config)  # no --pservers: the transport refuses
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # EADDRINUSE if the endpoints still served
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("local_rank", [0, 1])
+def test_a_port_in_use_is_named(local_rank):
+    """`distconv train: error: [Errno 98] Address already in use` named no port, and under the
+    launcher the port a rank binds is --health-port + its local rank, not the one typed."""
+    import socket
+    from types import SimpleNamespace
+
+    from distconv.job import _start_service
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(OSError, match=f"probes and metrics on 127.0.0.1:{port}: "):
+            ServiceEndpoints().start("127.0.0.1", port)
+        runtime = SimpleNamespace(role="worker", rank=local_rank, local_rank=local_rank)
+        typed = port - local_rank
+        with pytest.raises(OSError) as caught:
+            _start_service(typed, "127.0.0.1", runtime)
+    said = str(caught.value)
+    assert f"127.0.0.1:{port}" in said
+    assert (f"--health-port {typed} + local rank 1" in said) is (local_rank == 1), said
