@@ -34,6 +34,7 @@ from .commands import (
     new_launch,
     option_value,
     parse_program,
+    refuse_owned_flags,
     server_command,
     threads_per_process,
     with_out,
@@ -43,6 +44,23 @@ from .options import add_k8s_options, add_local_options, add_mpi_options, split_
 from .supervisor import ChildSpec, Supervisor
 
 PROG = "distconv-launch"
+#: distconv train flags a launch sets itself (see commands.refuse_owned_flags), and why
+LOCAL_OWNED = {
+    "--rank": "the launcher gives each worker its RANK",
+    "--world-size": "the launcher sets WORLD_SIZE from --workers",
+    "--pservers": "the launcher gives the workers its shards' addresses",
+    "--keys": "the launcher gives the workers the job's keys (<run-dir>/keys)",
+    "--insecure": "pass distconv-launch local --insecure instead: the shards need it too",
+    "--job-id": "pass distconv-launch --job-id instead: the shards serve only that job",
+}
+MPI_OWNED = {
+    "--rank": "MPI gives each rank its rank",
+    "--world-size": "-np sets the world size",
+    **dict.fromkeys(
+        ("--pservers", "--keys", "--insecure"),
+        "a parameter-server flag, and this launch trains with allreduce",
+    ),
+}
 
 
 def _job_id(args: argparse.Namespace) -> str:
@@ -154,6 +172,8 @@ def local_children(
 def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch local``: supervise N workers and M shards on this host."""
     program = parse_program(rest)
+    if args.servers:
+        refuse_owned_flags(program, LOCAL_OWNED, "pserver")
     job_id = _job_id(args)
     run_dir = _run_dir(args, job_id)
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
@@ -196,6 +216,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     )
 
     program = parse_program(rest)
+    refuse_owned_flags(program, MPI_OWNED, "mpi")
     hosts = []
     if args.hostfile:
         hosts = read_hostfile(args.hostfile)

@@ -122,6 +122,26 @@ def option_value(argv: Sequence[str], name: str) -> str | None:
     return value
 
 
+def refuse_owned_flags(program: Program, owned: Mapping[str, str], sync: str) -> None:
+    """Refuse ``distconv train`` flags this launch sets itself (``owned``: flag -> what sets
+    it), and a ``--sync`` other than the launch's: after ``--`` they would win over the
+    launcher's (a worker with ``--pservers`` or ``--insecure`` of its own waits 90 s for shards
+    that never answer it; two workers with ``--rank 0`` clash on the run directory), so say
+    so before anything starts, once, not after every restart.
+
+    Raises:
+        LaunchError: one line naming the flag and what sets it instead.
+    """
+    if not program.is_train:
+        return
+    for name, setter in owned.items():
+        if has_option(program.argv, name):
+            raise LaunchError(f"{name} after --: {setter}; drop it from the train arguments")
+    chosen = option_value(program.argv, "--sync")
+    if chosen is not None and chosen != sync:
+        raise LaunchError(f"--sync {chosen} after --, but this launch trains with --sync {sync}")
+
+
 def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
     """``program`` writing into ``run_dir/train`` unless it is not distconv train or names its
     own ``--out``: every way of launching keeps a job's checkpoints in its run directory."""

@@ -1,0 +1,78 @@
+"""Train flags the launcher sets itself are refused before anything starts.
+
+After ``--`` they won over the launcher's: ``--pservers`` or ``--insecure`` left every worker
+waiting 90 s or more for shards that never answered it, ``--rank 0`` made two workers clash on
+the run directory, ``--sync mpi`` under ``local`` failed in every worker with a rank mismatch;
+each after all the children had started, and again after every restart.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSERVERS"):
+    ENV.pop(_name, None)
+
+
+def launch(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *argv],
+        env=ENV,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    "command, train, said",
+    [
+        ("local", ["--pservers", "127.0.0.1:1"], "--pservers after --: the launcher gives"),
+        ("local", ["--insecure"], "--insecure after --: pass distconv-launch local --insecure"),
+        ("local", ["--ra", "0"], "--rank after --"),  # abbreviated, as distconv train reads it
+        ("local", ["--world-size=3"], "--world-size after --"),
+        ("local", ["--keys", "/tmp"], "--keys after --"),
+        ("local", ["--job-id", "other"], "--job-id after --: pass distconv-launch --job-id"),
+        ("local", ["--sync", "mpi"], "--sync mpi after --, but this launch trains with --sync "),
+        ("mpi", ["--sync=pserver"], "--sync pserver after --, but this launch trains with --sync"),
+        ("mpi", ["--pservers", "h:1"], "--pservers after --: a parameter-server flag"),
+        ("mpi", ["--rank", "0"], "--rank after --: MPI gives each rank its rank"),
+    ],
+)
+def test_a_flag_the_launcher_sets_is_one_line_and_starts_nothing(tmp_path, command, train, said):
+    shape = ["--workers", "2", "--servers", "1"] if command == "local" else ["-np", "2"]
+    run_dir = tmp_path / "run"
+    argv = [command, *shape, "--run-dir", str(run_dir), "--", "--epochs", "1", *train]
+    done = launch(*argv, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"distconv-launch {command}: error: "), lines
+    assert said in lines[0], lines
+    assert not run_dir.exists()  # no keys made, no child started
+
+
+@pytest.mark.timeout(90)
+def test_the_launchs_own_sync_and_a_job_without_shards_still_pass(tmp_path):
+    done = launch(
+        "mpi", "-np", "2", "--mpi-flavor", "mpich", "--dry-run", "--", "--sync", "mpi",
+        "--epochs", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "train --sync mpi --epochs 1" in done.stdout
+    # one worker, no shards: its own --sync and --rank are its business
+    from launcher.cli import LOCAL_OWNED
+    from launcher.commands import parse_program, refuse_owned_flags
+
+    program = parse_program(["--sync", "pserver", "--insecure", "--job-id", "j"])
+    with pytest.raises(ValueError, match="--insecure after --"):
+        refuse_owned_flags(program, LOCAL_OWNED, "pserver")
+    refuse_owned_flags(parse_program(["sh", "-c", "true", "--rank", "0"]), LOCAL_OWNED, "pserver")
