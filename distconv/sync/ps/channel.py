@@ -3,6 +3,7 @@ sent without copying, replies matched to them by id, every wait bounded by a tim
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,7 @@ from distconv.sync.base import SyncError, closing_error
 from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
+from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.wire import (
     MAX_MESSAGE_BYTES,
@@ -54,6 +56,8 @@ class ShardChannel:
     _usual_quiet = 0.0
     #: the processes of the shards beside this worker (from their hello replies)
     _shard_processes: ProcessWatch | None = None
+    #: the handshakes of the request sockets (see :meth:`_open_poller`)
+    _handshakes: HandshakeWatch | None = None
 
     def _watch_shards(self, replies: Sequence[tuple[dict[str, Any], list]]) -> None:
         """Follow the process of each shard whose hello reply says it runs on this host: a
@@ -72,12 +76,31 @@ class ShardChannel:
         if immediate:
             sock.setsockopt(zmq.IMMEDIATE, 1)
             sock.setsockopt(zmq.SNDHWM, 2)
+        else:  # a blocked send looks at the handshakes this often (see _send_frames)
+            sock.sndtimeo = round(POLL_SLICE * 1000)
         if not self._insecure:
             keyfiles.curve_client(sock, keyfiles.worker_keys(self._keys_dir, self.rank))
         endpoint = self.endpoints[shard]
         host, port = split_endpoint(endpoint)
         sock.connect(f"tcp://{f'[{host}]' if ':' in host else host}:{port}")
         return sock
+
+    def _open_poller(self) -> zmq.Poller:
+        """The poller of the request sockets (``_socks``), with a watch on their handshakes
+        (:mod:`~distconv.sync.ps.handshakes`) that a wait reads as it polls."""
+        poller = zmq.Poller()
+        for s in self._socks:
+            poller.register(s, zmq.POLLIN)
+        self._handshakes = HandshakeWatch(self._socks, poller, self._insecure)
+        return poller
+
+    def _close_sockets(self) -> None:
+        """Close the request sockets, their handshake watch and the context."""
+        if self._handshakes is not None:
+            self._handshakes.close()
+        for s in self._socks:
+            s.close(linger=200)
+        self._ctx.term()
 
     # -- requests -----------------------------------------------------------------------------
     def _say_bye(self) -> None:
@@ -90,7 +113,8 @@ class ShardChannel:
         if peer is not None:  # the ranks it failed for, not this one, are to blame
             bye["failed_ranks"] = list(peer.ranks)
         for s in range(len(self._socks)):
-            self._send(s, bye)
+            with contextlib.suppress(SyncError):  # a connection ZeroMQ dropped takes nothing
+                self._send(s, bye, patience=0.0)
 
     def _send(
         self,
@@ -98,20 +122,48 @@ class ShardChannel:
         header: dict[str, Any],
         arrays: Sequence[np.ndarray] = (),
         track: bool = False,
+        patience: float | None = None,
     ) -> int:
         """Send one request; returns its id (remembered with its shard, for timeout messages).
         With ``track``, ``self._trackers[shard]`` holds the message's ``zmq.MessageTracker``
-        (None when it has no array frame)."""
+        (None when it has no array frame). ``patience``: see :meth:`_send_frames`."""
         rid = self._next_id
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank, "run": self._run}
         frames = pack(head, arrays)
-        tracker = send(self._socks[shard], frames, track=track)
+        tracker = self._send_frames(shard, frames, track, patience)
         self._rid_shard[rid] = shard
         if track:
             self._trackers[shard] = tracker
         self._bytes_pushed += len(frames[0]) + sum(a.nbytes for a in arrays)
         return rid
+
+    def _send_frames(
+        self, shard: int, frames: list[Any], track: bool, patience: float | None
+    ) -> Any:
+        """:func:`~distconv.sync.ps.wire.send` to ``shard``. A send blocks only where ZeroMQ
+        dropped the connection (a refused handshake, which has no queue) or the shard reads
+        nothing: it tries in slices, with a look at the handshakes between them, for
+        ``patience`` seconds (the wait's limit, ``GRACE`` x ``timeout``, by default).
+
+        Raises:
+            SyncError: a refused handshake, or no room for the message within ``patience``.
+        """
+        sock = self._socks[shard]
+        limit = self.timeout * GRACE if patience is None else patience
+        deadline = _now() + limit
+        while True:
+            try:
+                return send(sock, frames, track=track)
+            except zmq.Again:
+                if self._handshakes is not None:
+                    self._refuse_handshake(self._handshakes.monitor(shard))
+                if _now() >= deadline:
+                    raise SyncError(
+                        f"rank {self.rank}: pserver shard {shard} ({self.endpoints[shard]}) "
+                        f"took no message for {limit:g} s: ZeroMQ dropped the connection, or "
+                        "the shard reads nothing"
+                    ) from None
 
     def _wait(
         self, rids: Sequence[int], what: str, stoppable: bool = False
@@ -164,9 +216,11 @@ class ShardChannel:
                 return
             left = deadline - _now()
             if left <= 0:
+                shards = sorted({self._rid_shard.get(r, -1) for r in missing})
                 raise SyncError(
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
                     f"{self._shards_of(sorted(missing))} within {limit:g} s"
+                    f"{self._handshakes.hint(shards) if self._handshakes else ''}"
                 )
             if stoppable:
                 left = min(left, self._stop_patience_left(heard, missing, what))
@@ -213,6 +267,9 @@ class ShardChannel:
             )
 
     def _receive(self, sock: zmq.Socket) -> None:
+        if self._handshakes is not None and self._handshakes.owns(sock):
+            self._refuse_handshake(sock)
+            return
         while True:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -232,6 +289,17 @@ class ShardChannel:
                 self._abandoned.discard(rid)
             else:
                 self._replies[rid] = (header, arrays)
+
+    def _refuse_handshake(self, monitor: zmq.Socket) -> None:
+        """SyncError naming the shard whose handshake ZeroMQ gave up on (``monitor`` reported
+        it): that connection never carries a message, so waiting for it is waiting for nothing."""
+        refused = self._handshakes.refusal(monitor)
+        if refused is not None:
+            shard, why = refused
+            raise SyncError(
+                f"rank {self.rank}: pserver shard {shard} ({self.endpoints[shard]}) refused "
+                f"this worker's connection: {why}"
+            )
 
     def _abandon(self, rids: set[int]) -> None:
         """Forget requests nobody will wait for: a reply already here, or one still to come

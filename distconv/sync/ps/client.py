@@ -121,9 +121,7 @@ class PServerSync(
         if insecure:
             log.warning("rank %d: --insecure: talking to %s without CURVE", rank, self.endpoints)
         self._socks = [self._connect(s) for s in range(len(self.endpoints))]
-        self._poller = zmq.Poller()
-        for s in self._socks:
-            self._poller.register(s, zmq.POLLIN)
+        self._poller = self._open_poller()
         self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
@@ -394,6 +392,4 @@ class PServerSync(
             if self.params:
                 self._say_bye()
         finally:
-            for s in self._socks:
-                s.close(linger=200)
-            self._ctx.term()
+            self._close_sockets()

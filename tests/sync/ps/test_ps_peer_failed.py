@@ -238,7 +238,7 @@ def test_a_worker_closing_on_peer_failed_names_those_ranks_in_its_bye():
     sent: list = []
     channel = ShardChannel.__new__(ShardChannel)
     channel._socks = [None, None]
-    channel._send = lambda shard, header: sent.append((shard, header))
+    channel._send = lambda shard, header, **_: sent.append((shard, header))
     try:
         raise PeerFailed("rank 0, step 1: pserver A: rank 1 ...", [1])
     except PeerFailed:

@@ -1,0 +1,118 @@
+"""A worker whose connection a shard refuses at the handshake stops at once, naming the shard
+and the cause, and closes without hanging: real shards, real CURVE keys.
+
+Before, a ``--insecure`` worker against a CURVE shard, or a worker whose key the shard's ZAP
+handler refused, waited out its whole timeout and then hung for good sending its ``bye``:
+ZeroMQ drops such a connection without a queue, and a send to it blocks.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from ps_helpers import small_net
+
+from distconv.optim import create_optimizer
+from distconv.sync import SyncError
+from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.keys import make_keys
+
+#: long enough that a refusal seen only at the timeout fails the test's time bound
+TIMEOUT = 30.0
+
+
+def _worker(endpoints, **kw) -> PServerSync:
+    return PServerSync(create_optimizer("sgd"), rank=0, world_size=1, pservers=endpoints, **kw)
+
+
+def _stranger_keys(tmp_path: Path, job_keys: str) -> str:
+    """A key directory with the job's server key and a worker key of another job."""
+    make_keys(tmp_path / "other", workers=1)
+    keys = tmp_path / "stranger"
+    keys.mkdir()
+    (keys / "server.key").write_bytes((Path(job_keys) / "server.key").read_bytes())
+    for name in ("worker-0.key", "worker-0.key_secret"):
+        (keys / name).write_bytes((tmp_path / "other" / name).read_bytes())
+    return str(keys)
+
+
+def _refused(sync: PServerSync, match: str) -> float:
+    """Seconds from ``setup`` to the refusal and a closed worker."""
+    start = time.monotonic()
+    try:
+        with pytest.raises(SyncError, match=match):
+            sync.setup(small_net().parameters())
+    finally:
+        sync.close()
+    return time.monotonic() - start
+
+
+@pytest.mark.timeout(30)
+def test_an_insecure_worker_against_a_curve_shard_is_told_at_once(shards, job_keys):
+    endpoints = shards.start(1, workers=1, keys=job_keys)
+    took = _refused(
+        _worker(endpoints, insecure=True, timeout=TIMEOUT),
+        r"pserver shard 0 \(127\.0\.0\.1:\d+\) refused this worker's connection: this worker "
+        r"runs --insecure and the shard CURVE",
+    )
+    assert took < 10
+
+
+@pytest.mark.timeout(30)
+def test_a_curve_worker_against_an_insecure_shard_is_told_at_once(shards, job_keys):
+    endpoints = shards.start(1, workers=1)
+    took = _refused(
+        _worker(endpoints, keys_dir=job_keys, timeout=TIMEOUT),
+        "refused this worker's connection: this worker runs CURVE and the shard --insecure",
+    )
+    assert took < 10
+
+
+@pytest.mark.timeout(30)
+def test_a_worker_key_the_shard_does_not_know_is_told_at_once(shards, job_keys, tmp_path):
+    """The job's server key, but a worker key of another job: the shard's ZAP handler says
+    no (status 400), and ZeroMQ drops the connection for good."""
+    endpoints = shards.start(1, workers=1, keys=job_keys)
+    took = _refused(
+        _worker(endpoints, keys_dir=_stranger_keys(tmp_path, job_keys), timeout=TIMEOUT),
+        r"refused this worker's connection: the shard does not know this worker's key "
+        r"\(its ZAP handler answered 400\)",
+    )
+    assert took < 10
+
+
+@pytest.mark.timeout(30)
+def test_another_jobs_server_key_is_named_when_the_hello_times_out(shards, job_keys, tmp_path):
+    """The shard cannot read a hello made for another server key and drops it; ZeroMQ tries
+    again and again, so only the timeout ends the wait, and its message says why."""
+    make_keys(tmp_path / "other", workers=1)
+    endpoints = shards.start(1, workers=1, keys=job_keys)
+    _refused(
+        _worker(endpoints, keys_dir=str(tmp_path / "other"), timeout=1.0),
+        r"no answer to hello from pserver shard\(s\) 0 .* within 1\.5 s; the connection's "
+        r"handshake failed \d+ time\(s\): is server.key in --keys the key of this job's shards",
+    )
+
+
+@pytest.mark.timeout(30)
+def test_a_send_into_a_dropped_connection_fails_naming_the_shard(shards, job_keys, tmp_path):
+    """Past a handshake the shard's ZAP handler refused, a request cannot be queued anywhere:
+    the send gives up after the wait's limit (1.5 x timeout) instead of blocking for good.
+    (ZeroMQ takes the connection's queue away a moment after the refusal, so a send or two
+    may still be queued, and dropped.)"""
+    endpoints = shards.start(1, workers=1, keys=job_keys)
+    sync = _worker(endpoints, keys_dir=_stranger_keys(tmp_path, job_keys), timeout=0.4)
+    try:
+        with pytest.raises(SyncError, match="refused this worker's connection"):
+            sync.setup(small_net().parameters())
+        start = time.monotonic()
+        with pytest.raises(SyncError, match=r"pserver shard 0 .* took no message for 0\.6 s"):
+            while time.monotonic() - start < 5:
+                sync._send(0, {"op": "stats"})
+                time.sleep(0.05)
+        assert time.monotonic() - start < 5
+    finally:
+        sync.close()
+    assert "listening" in shards.log_text()  # the shard itself is untroubled
