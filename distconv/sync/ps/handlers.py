@@ -280,9 +280,10 @@ class RequestHandlers:
             raise WireError(
                 f"set_state: {len(arrays)} arrays for {len(blocks)} blocks x {len(keys)} keys"
             )
-        it = iter(arrays)
+        # every array is checked before any is written: a refused set_state changes nothing
+        it, writes = iter(arrays), []
         for bid, b in blocks:
-            if set(keys) != set(b.state):
+            if not all(type(k) is str for k in keys) or sorted(keys) != sorted(b.state):
                 raise WireError(
                     f"set_state keys {short(keys)}, the optimizer keeps {sorted(b.state)}"
                 )
@@ -293,7 +294,9 @@ class RequestHandlers:
                         f"set_state block {bid} {k!r}: {a.dtype}{a.shape}, expected "
                         f"{b.state[k].dtype}{b.state[k].shape}"
                     )
-                b.state[k][...] = a
+                writes.append((b.state[k], a))
+        for target, a in writes:
+            target[...] = a
         self._reply(ident, header)
 
     # -- pushes -------------------------------------------------------------------------------
