@@ -29,6 +29,7 @@ from distconv.sync.ps.wire import (
     check_rows,
     frame_limit,
     int_list,
+    json_map,
     short,
     unpack_arrays,
     unpack_header,
@@ -146,6 +147,7 @@ class RequestHandlers:
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         text, rank, run = header["description"], header["rank"], header.get("run")
+        described = json_map(text, "hello: description")  # else it would be the job's
         self._refuse_lost(rank)
         self.hosts[rank] = header["host"]
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
@@ -154,7 +156,7 @@ class RequestHandlers:
         elif text != self.description:
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
-            diff = first_difference(json.loads(text), json.loads(self.description))
+            diff = first_difference(described, json.loads(self.description))
             raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)
         if new_run:

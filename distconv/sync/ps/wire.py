@@ -14,6 +14,7 @@ goes on serving. ``docs/protocol.md`` describes the same rules for other clients
 
 from __future__ import annotations
 
+import json
 import math
 import reprlib
 from collections.abc import Mapping, Sequence
@@ -338,6 +339,18 @@ def int_list(header: Mapping[str, Any], key: str) -> list[int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise WireError(f"header field {key!r} must be a list of integers")
     return values
+
+
+def json_map(text: str, what: str) -> dict[str, Any]:
+    """``text`` (a header's string field, such as a job description) as a JSON map, or
+    WireError naming ``what``."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json parses
+        value = None
+    if type(value) is not dict:
+        raise WireError(f"{what} {short(text)} is not a JSON map")
+    return value
 
 
 def check_rows(array: np.ndarray, spec: ParamSpec, rows: int, what: str) -> None:
