@@ -98,6 +98,7 @@ def _param_spec(entry: Any) -> ParamSpec:
         and type(entry[2]) is str
         and entry[2] in VALUE_DTYPES
         and type(entry[3]) is bool
+        and (len(entry[1]) > 0 or not entry[3])  # a sparse table is rows: not a scalar
     )
     if not ok:
         raise WireError(f"seed: parameter entry {short(entry)} is not [name, shape, dtype, sparse]")
