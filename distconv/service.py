@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import math
 import threading
 import time
@@ -139,6 +140,8 @@ class ServiceEndpoints:
             raise RuntimeError(
                 f"service endpoints already serve on port {self._server.server_address[1]}"
             )
+        if not 0 <= port <= 65535:  # bind() raises an OverflowError that names no flag
+            raise OSError(errno.EINVAL, f"probes and metrics on {host}:{port}: a port is 0..65535")
         try:
             server = ThreadingHTTPServer((host, port), _handler_for(self))
         except OSError as exc:  # "Address already in use" alone names no port

@@ -40,6 +40,14 @@ def _int_at_least(low: int):
 _positive_int = _int_at_least(1)
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0..65535: past it ``bind`` raised an OverflowError traceback."""
+    value = _number(text, int)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {value}")
+    return value
+
+
 def _float_in(low: float, high: float, *, high_closed: bool = False):
     """A parser for a finite float in ``(low, high)`` (or ``(low, high]``)."""
 
@@ -193,7 +201,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-format", choices=("text", "json"), default="text")
     g.add_argument(
         "--health-port",
-        type=_int_at_least(0),
+        type=_port,
         help="serve /readyz, /healthz and /metrics on this port plus the local rank "
         "(0: any free port)",
     )

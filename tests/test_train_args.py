@@ -65,3 +65,13 @@ def test_every_train_option_is_its_own_full_name():
     options = train_options()
     assert {"--epochs", "--resume", "--overwrite", "--sync", "--push-kb"} <= options
     assert all(full_flag(o) == o for o in options)
+
+
+@pytest.mark.parametrize("port", ["65536", "70000", "-1"])
+def test_a_health_port_outside_0_to_65535_is_a_usage_error(port, capsys):
+    """--health-port 70000 reached bind(), whose OverflowError ended the run in a traceback."""
+    with pytest.raises(SystemExit) as exit_:
+        train_parser().parse_args(["--health-port", port])
+    assert exit_.value.code == 2
+    assert f"a port is 0..65535, got {port}" in capsys.readouterr().err
+    assert train_parser().parse_args(["--health-port", "65535"]).health_port == 65535

@@ -171,3 +171,20 @@ def test_a_port_in_use_is_named(local_rank):
     said = str(caught.value)
     assert f"127.0.0.1:{port}" in said
     assert (f"--health-port {typed} + local rank 1" in said) is (local_rank == 1), said
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("port, local_rank", [(65536, 0), (65535, 1)])
+def test_a_health_port_past_65535_is_named(port, local_rank):
+    """bind() raised OverflowError, a traceback naming no flag: --health-port 65535 under the
+    launcher made rank 1 bind 65536, and distconv train took --health-port 70000 as given."""
+    from types import SimpleNamespace
+
+    from distconv.job import _start_service
+
+    runtime = SimpleNamespace(role="worker", rank=local_rank, local_rank=local_rank)
+    with pytest.raises(OSError) as caught:
+        _start_service(port, "127.0.0.1", runtime)
+    message = str(caught.value)
+    assert f"127.0.0.1:{port + local_rank}: a port is 0..65535" in message
+    assert (f"(--health-port {port} + local rank 1)" in message) is (local_rank == 1), message
