@@ -23,7 +23,9 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import Any, ClassVar
 
-from distconv.backend import get_array_module, is_float_dtype
+import numpy as np
+
+from distconv.backend import get_array_module, is_float_dtype, sum_dtype
 
 State = dict[str, Any]
 
@@ -99,7 +101,7 @@ class Optimizer:
             grad, scale = scaled_copy(grad, scale), 1.0
         decay = self.hyper.get("weight_decay", 0.0)
         if decay:  # s * (g + (decay / s) * w) = s * g + decay * w: the L2 term is not scaled
-            grad = grad + (decay / scale) * value
+            grad = grad + typed(value, decay / scale)[0] * value
         self._apply(value, grad, state, scale)
 
     def _apply(self, value: Any, grad: Any, state: State, scale: float) -> None:
@@ -129,7 +131,8 @@ class SGD(Optimizer):
         super().__init__(lr, weight_decay=weight_decay)
 
     def _apply(self, value, grad, state, scale):
-        value -= (self.lr * scale) * grad
+        (lr,) = typed(value, self.lr * scale)
+        value -= lr * grad
 
 
 class Momentum(Optimizer):
@@ -150,15 +153,22 @@ class Momentum(Optimizer):
         super().__init__(lr, momentum=momentum, weight_decay=weight_decay)
 
     def _apply(self, value, grad, state, scale):
-        mu = self.hyper["momentum"]
+        mu, s, lr_s, mu_s, lr = typed(
+            value,
+            self.hyper["momentum"],
+            scale,
+            self.lr * scale,
+            self.hyper["momentum"] / scale,
+            self.lr,
+        )
         v = state["velocity"]
         v *= mu
         # the velocity is in averaged units (the scale changes with an uneven last batch)
-        v += grad if scale == 1.0 else scale * grad
+        v += grad if scale == 1.0 else s * grad
         if self.nesterov:  # looks ahead along the new velocity: w -= lr * (s * g + mu * v)
-            value -= (self.lr * scale) * (grad + (mu / scale) * v)
+            value -= lr_s * (grad + mu_s * v)
         else:
-            value -= self.lr * v
+            value -= lr * v
 
 
 class Nesterov(Momentum):
@@ -192,9 +202,10 @@ class AdaGrad(Optimizer):
 
     def _apply(self, value, grad, state, scale):
         xp = get_array_module(value)
+        s2, lr_s, eps = typed(value, scale * scale, self.lr * scale, self.hyper["eps"])
         s = state["sum_sq"]
-        s += grad * grad if scale == 1.0 else (scale * scale) * grad * grad
-        value -= (self.lr * scale) * grad / (xp.sqrt(s) + self.hyper["eps"])
+        s += grad * grad if scale == 1.0 else s2 * grad * grad
+        value -= lr_s * grad / (xp.sqrt(s) + eps)
 
 
 class RMSProp(Optimizer):
@@ -222,10 +233,13 @@ class RMSProp(Optimizer):
     def _apply(self, value, grad, state, scale):
         xp = get_array_module(value)
         alpha = self.hyper["alpha"]
+        a, rest, lr_s, eps = typed(
+            value, alpha, (1 - alpha) * scale * scale, self.lr * scale, self.hyper["eps"]
+        )
         m = state["mean_sq"]
-        m *= alpha
-        m += ((1 - alpha) * scale * scale) * grad * grad
-        value -= (self.lr * scale) * grad / (xp.sqrt(m) + self.hyper["eps"])
+        m *= a
+        m += rest * grad * grad
+        value -= lr_s * grad / (xp.sqrt(m) + eps)
 
 
 class Adam(Optimizer):
@@ -269,21 +283,24 @@ class Adam(Optimizer):
         b1, b2, eps = self.hyper["beta1"], self.hyper["beta2"], self.hyper["eps"]
         m, v, t = state["m"], state["v"], state["step"]
         t += 1
+        beta1, beta2, eps_, g1, g2 = typed(
+            value, b1, b2, eps, (1 - b1) * scale, (1 - b2) * scale**2
+        )
         # the same operations in the same order as the formula, into two scratch arrays
         # instead of eight temporaries
-        tmp = xp.multiply(grad, (1 - b1) * scale, out=xp.empty_like(grad))  # 0-d stays an array
-        m *= b1
+        tmp = xp.multiply(grad, g1, out=xp.empty_like(grad))  # 0-d stays an array
+        m *= beta1
         m += tmp
-        xp.multiply(grad, (1 - b2) * scale * scale, out=tmp)
+        xp.multiply(grad, g2, out=tmp)
         tmp *= grad
-        v *= b2
+        v *= beta2
         v += tmp
         # corrections in float64 like torch's Python floats, then in the parameter's dtype
         step_size = (self.lr / (1 - b1**t)).astype(value.dtype)
         root_c2 = xp.sqrt(1 - b2**t).astype(value.dtype)
         denom = xp.sqrt(v, out=tmp)
         denom /= root_c2
-        denom += eps
+        denom += eps_
         step = xp.multiply(m, step_size, out=xp.empty_like(m))
         step /= denom
         value -= step
@@ -292,6 +309,20 @@ class Adam(Optimizer):
 def mean_scale(examples: int) -> float:
     """The ``grad_scale`` that turns a gradient summed over ``examples`` into their mean."""
     return 1.0 / examples if examples > 1 else 1.0
+
+
+def typed(value: Any, *scalars: float) -> tuple[Any, ...]:
+    """``scalars`` as numpy scalars of the type an update of ``value`` computes in: float32 for
+    a 16-bit parameter, else the parameter's own type.
+
+    A Python float meets a 16-bit array in the array's type (NEP 50: NumPy 2 for float16,
+    ``ml_dtypes`` from 0.6 on for bfloat16), so the hyperparameters would be rounded first:
+    beta2 = 0.999 is 1.0 in bfloat16 (a second moment that never decays), beta1 = 0.9 is
+    0.8984. A float32 scalar makes the operation run in float32, rounded once into the array,
+    as PyTorch computes 16-bit tensors with Python scalars.
+    """
+    kind = np.dtype(sum_dtype(value.dtype) or value.dtype).type
+    return tuple(kind(s) for s in scalars)
 
 
 def scaled_copy(grad: Any, scale: float) -> Any:
