@@ -385,6 +385,8 @@ class RequestHandlers:
     def _op_checkpoint(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         if not self.config.checkpoint_dir:
             raise _Refused(f"shard {self.index} has no --checkpoint-dir")
+        if header["rank"] != 0:  # a step below the newest prunes the parts above it
+            raise WireError(f"only rank 0 writes checkpoints, got rank {header['rank']}")
         if not self.blocks:
             raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
         keep = header.get("keep")

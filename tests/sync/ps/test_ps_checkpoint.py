@@ -88,3 +88,15 @@ def test_shards_without_a_checkpoint_dir_write_no_parts_and_do_not_fail_the_save
         assert sync.save_remote_parts(3) == {}
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(30)
+def test_only_rank_0_asks_for_checkpoint_parts(hand, tmp_path):
+    """A checkpoint at a step below the newest prunes the parts above it (a rolled-back
+    attempt's): a request of another rank, or of a stray client, must not (review k99)."""
+    h = hand(checkpoint_dir=str(tmp_path), workers=2)
+    h.seed()
+    assert h.ask({"op": "checkpoint", "step": 7})[0]["op"] == "ok"
+    reply = h.ask({"op": "checkpoint", "step": 3, "rank": 1})[0]
+    assert reply["op"] == "error" and "only rank 0 writes checkpoints, got rank 1" in reply["error"]
+    assert [p.name for p in tmp_path.iterdir()] == ["pserver-shard0-step7.safetensors"]
