@@ -366,9 +366,14 @@ class PServerSync(
         """Sum small metrics over the ranks, in rank order (through shard 0)."""
         ours = [float(v) for v in values]
         total = [0.0] * len(ours)
-        for theirs in self._gather("allreduce", ours):
-            if theirs is not None:  # a rank lost in async mode with --on-worker-loss continue
-                total = [a + b for a, b in zip(total, theirs)]
+        for rank, theirs in enumerate(self._gather("allreduce", ours)):
+            if theirs is None:  # a rank lost in async mode with --on-worker-loss continue
+                continue
+            if not isinstance(theirs, list) or len(theirs) != len(ours):
+                raise SyncError(  # a rank of other code, or at another point of the job
+                    f"rank {self.rank} sums {len(ours)} values, rank {rank} sent {theirs!r:.80}"
+                )
+            total = [a + b for a, b in zip(total, theirs)]
         return total
 
     def barrier(self) -> None:

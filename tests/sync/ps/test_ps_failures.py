@@ -124,3 +124,27 @@ def test_a_reply_nobody_waits_for_any_more_is_not_kept(shards):
         assert not sync._replies and not sync._abandoned and not sync._rid_shard
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_ranks_that_sum_different_numbers_of_values_are_told_so(shards):
+    """The sum zipped the ranks' lists, so a rank sending fewer values (other code, another
+    point of the job) shortened every rank's sums without a word (review k99)."""
+    endpoints = shards.start(1, workers=2)
+    syncs = [_sync(endpoints, rank, 2) for rank in range(2)]
+
+    def rank_fn(rank):
+        try:
+            syncs[rank].setup(small_net().parameters(), {"batch": 8})
+            try:
+                syncs[rank].allreduce_sum([1.0, 2.0, 3.0][: 3 - rank])
+            except SyncError as exc:
+                return str(exc)
+            return None
+        finally:
+            syncs[rank].close()
+
+    assert run_ranks(rank_fn, 2) == [
+        "rank 0 sums 3 values, rank 1 sent [1.0, 2.0]",
+        "rank 1 sums 2 values, rank 0 sent [1.0, 2.0, 3.0]",
+    ]
