@@ -128,7 +128,8 @@ def test_a_user_error_on_rank_0_alone_aborts_the_job_on_one_line(tmp_path):
     """Rank 0 alone opens the output directory, the others wait for it: it must abort them,
     and says why as the command line says its users' errors, without a crash's traceback."""
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "metrics.jsonl").write_text("")  # the same command run twice
+    # the same command run twice (an empty log is no run: a first epoch that failed leaves one)
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"epoch": 1, "step": 45}\n')
     proc = run_mpi(["-n", "2", *train(tmp_path)], timeout=40)
     assert proc.returncode == 1, proc.stderr[-2000:]
     said = f"rank 0: RunDirError: {tmp_path / 'run'} already holds a run; pass --resume"
