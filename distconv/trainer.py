@@ -268,7 +268,8 @@ class Trainer:
         Args:
             train: the whole training set (arrays by feed name, or a :class:`Dataset`).
             test: evaluated after each epoch when given.
-            epochs: epochs in all, counting those a resumed checkpoint already holds.
+            epochs: epochs in all, counting those a resumed checkpoint already holds (0, or
+                no more than it holds, trains nothing: a resume that only restores).
             resume: ``False`` starts fresh (refusing a directory that holds a run),
                 ``True`` continues from the newest complete checkpoint (which must exist, in
                 ``out_dir``),
@@ -281,10 +282,13 @@ class Trainer:
                 different run, an output directory that holds a run and no instruction what to
                 do with it, or a checkpoint that cannot be read now (``CheckpointReadError``).
             TrainingError: the loss became NaN or infinite.
+            ValueError: ``epochs`` is negative.
             Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
                 first (see :mod:`distconv.stop_request`).
         """
         check_resume(resume)
+        if epochs < 0:  # trained nothing and said nothing (review k98)
+            raise ValueError(f"epochs must be >= 0 (epochs in all), got {epochs}")
         self.history = []  # this call's
         self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)

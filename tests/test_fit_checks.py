@@ -1,0 +1,45 @@
+"""Trainer.fit refuses what it cannot train at the start, naming the argument (review k98)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.data import split, synthetic
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import create_optimizer
+from distconv.sync import create_sync
+from distconv.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def data():
+    return split(synthetic(n=64, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
+
+
+def _trainer(out_dir=None, **kw):
+    set_seed(0)
+    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.01))
+    return Trainer(net, sync, 16, out_dir=out_dir, progress=False, **kw)
+
+
+@pytest.mark.parametrize("epochs", [-1, -3])
+def test_a_negative_epoch_count_is_refused_naming_it(data, tmp_path, epochs):
+    """fit(epochs=-3) returned [] and wrote an empty metrics log, as if all were well."""
+    train, test = data
+    with pytest.raises(ValueError, match=rf"epochs must be >= 0 .*got {epochs}"):
+        _trainer(tmp_path).fit(train, test, epochs=epochs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_zero_epochs_trains_nothing_and_a_resume_to_zero_restores_only(data, tmp_path):
+    train, test = data
+    t = _trainer(tmp_path)
+    assert t.fit(train, test, epochs=0) == []
+    t.fit(train, test, epochs=1)
+    weights = [p.value.copy() for p in t.params]
+    again = _trainer(tmp_path)
+    assert again.fit(train, test, epochs=0, resume=True) == []
+    assert all(np.array_equal(a, p.value) for a, p in zip(weights, again.params))
