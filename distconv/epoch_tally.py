@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from distconv.arg import Arg
 from distconv.backend import sum_dtype, to_host
+from distconv.network import NetworkError
 from distconv.resume import Position, TrainingError, epoch_sums
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import SyncStrategy
@@ -96,6 +98,27 @@ class EpochTally:
         record["examples_per_second"] = sums["examples"] / seconds
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
         return {**record, "global_batch": global_batch, "world_size": world}
+
+
+def right_answers(outputs: dict[str, Arg], accuracy: tuple[str, str]) -> Any:
+    """How many rows' argmax of ``outputs[accuracy[0]]`` equal the class ids in
+    ``outputs[accuracy[1]]`` (ids, or values of one id per row, flat or in a column).
+
+    Raises:
+        NetworkError: the labels are not one per prediction row (one-hot labels, say): numpy
+            would broadcast them, wrongly, when the batch size equals the number of classes.
+    """
+    predictions, labels = (outputs[n] for n in accuracy)
+    truth = labels.ids if labels.ids is not None else labels.value
+    answers = predictions.value.argmax(axis=1)
+    if truth.size != answers.size:
+        raise NetworkError(
+            f"accuracy={tuple(accuracy)}: labels of shape {tuple(truth.shape)} for predictions of "
+            f"shape {tuple(predictions.value.shape)}; accuracy wants one class id per row"
+        )
+    if truth.shape != answers.shape:
+        truth = truth.reshape(answers.shape)  # (N, 1) against (N,) broadcast to N x N
+    return (answers == truth).sum()
 
 
 def _wide(a: Any) -> Any:

@@ -24,7 +24,7 @@ import numpy as np
 from distconv.arg import feeds_of
 from distconv.backend import resolve_dtype, to_host
 from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
-from distconv.epoch_tally import EpochTally
+from distconv.epoch_tally import EpochTally, right_answers
 from distconv.layers.base import forward_only
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
@@ -187,12 +187,7 @@ class Trainer:
         loss = outputs[self.loss_name].value * len(index)
         if self.accuracy is None:
             return loss, 0
-        predictions, labels = (outputs[n] for n in self.accuracy)
-        truth = labels.ids if labels.ids is not None else labels.value
-        answers = predictions.value.argmax(axis=1)
-        if truth.shape != answers.shape and truth.size == answers.size:
-            truth = truth.reshape(answers.shape)  # (N, 1) against (N,) broadcast to N x N
-        return loss, (answers == truth).sum()
+        return loss, right_answers(outputs, self.accuracy)
 
     def train_step(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any, int]:
         """One optimizer step over this rank's passes; returns (loss sum, right, examples)."""

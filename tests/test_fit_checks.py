@@ -43,3 +43,31 @@ def test_zero_epochs_trains_nothing_and_a_resume_to_zero_restores_only(data, tmp
     again = _trainer(tmp_path)
     assert again.fit(train, test, epochs=0, resume=True) == []
     assert all(np.array_equal(a, p.value) for a, p in zip(weights, again.params))
+
+
+def _one_hot_regression(n=16, classes=4):
+    """An MSE network on one-hot float targets: labels of N*C values, not one id per row."""
+    from distconv.layers import FullyConnected, MSELoss
+    from distconv.network import Network
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 3))
+    target = np.eye(classes)[rng.integers(0, classes, n)]
+    net = Network()
+    net.add("fc", FullyConnected(3, classes), "x")
+    net.add("loss", MSELoss(), ["fc", "target"])
+    return net, {"x": x, "target": target}
+
+
+@pytest.mark.parametrize("batch_size", [4, 8])
+def test_accuracy_with_labels_not_one_per_row_is_refused_naming_the_pair(batch_size):
+    """A batch of as many rows as classes compared (N,) answers with (N, C) labels by
+    broadcasting: N x C comparisons and an accuracy above 1, silently (review k101, 5)."""
+    from distconv.network import NetworkError
+
+    net, arrays = _one_hot_regression()
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.1))
+    t = Trainer(net, sync, batch_size, accuracy=("fc", "target"), progress=False)
+    said = r"accuracy=\('fc', 'target'\): labels of shape \(\d+, 4\) for predictions of shape"
+    with pytest.raises(NetworkError, match=said):
+        t.fit(arrays, epochs=1)
