@@ -3,21 +3,25 @@
 Reading a loss every step would stall a GPU, so a :class:`EpochTally` adds this rank's loss,
 right answers and examples as device arrays and reads them only when the trainer folds them
 into the global sums: at a checkpoint, at a stop, and at the epoch's end. A fold is also where a
-diverged loss is caught, naming the steps since the last fold.
+diverged loss is caught, naming the steps since the last fold. The test set's sums
+(:func:`evaluate_shares`) and a batch's right answers (:func:`right_answers`) are here too.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import sum_dtype, to_host
+from distconv.data import array_length
+from distconv.layers.base import forward_only
 from distconv.network import NetworkError
 from distconv.resume import Position, TrainingError, epoch_sums
-from distconv.sampler import GlobalBatchSampler
+from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
 
 
@@ -98,6 +102,31 @@ class EpochTally:
         record["examples_per_second"] = sums["examples"] / seconds
         record["examples_per_second_per_rank"] = self.sync.allreduce_sum(rates)
         return {**record, "global_batch": global_batch, "world_size": world}
+
+
+def evaluate_shares(
+    forward: Callable[[Mapping[str, Any], np.ndarray], tuple[Any, Any]],
+    arrays: Mapping[str, Any],
+    sync: SyncStrategy,
+    batch_size: int,
+    accuracy: bool,
+) -> dict[str, float]:
+    """Mean test loss (and accuracy) over ``arrays``, which hold at least one example: each
+    rank runs ``forward(arrays, rows)`` (summed loss, right answers) on its stride share,
+    ``batch_size`` rows at a time, and the ranks sum."""
+    n = array_length(arrays)
+    mine = stride_shard(n, sync.rank, sync.world_size)
+    loss_sum, correct = 0.0, 0.0
+    with forward_only():  # no backward follows: layers keep nothing for one
+        for start in range(0, len(mine), batch_size):
+            loss, right = forward(arrays, mine[start : start + batch_size])
+            loss_sum += float(to_host(loss))
+            correct += float(to_host(right))
+    loss_sum, correct = sync.allreduce_sum([loss_sum, correct])
+    result = {"test_loss": loss_sum / n}
+    if accuracy:
+        result["test_acc"] = correct / n
+    return result
 
 
 def right_answers(outputs: dict[str, Arg], accuracy: tuple[str, str]) -> Any:

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from distconv.arg import feeds_of
-from distconv.backend import resolve_dtype, to_host
+from distconv.backend import resolve_dtype
 from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
-from distconv.epoch_tally import EpochTally, right_answers
-from distconv.layers.base import forward_only
+from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
@@ -41,7 +40,7 @@ from distconv.resume import (
     share_position,
 )
 from distconv.run_dir import RunDirectory
-from distconv.sampler import GlobalBatchSampler, stride_shard
+from distconv.sampler import GlobalBatchSampler
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
 from distconv.sync import SyncStrategy
 
@@ -233,21 +232,11 @@ class Trainer:
         if batch_size < 1:  # a negative one ran no batch and reported a loss of 0
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         arrays = as_arrays(arrays)
-        n = array_length(arrays)
-        if n == 0:
+        if array_length(arrays) == 0:
             raise ValueError("cannot evaluate on an empty data set")
-        mine = stride_shard(n, self.sync.rank, self.sync.world_size)
-        loss_sum, correct = 0.0, 0.0
-        with forward_only():  # no backward follows: layers keep nothing for one
-            for start in range(0, len(mine), batch_size):
-                loss, right = self._forward(arrays, mine[start : start + batch_size])
-                loss_sum += float(to_host(loss))
-                correct += float(to_host(right))
-        loss_sum, correct = self.sync.allreduce_sum([loss_sum, correct])
-        result = {"test_loss": loss_sum / n}
-        if self.accuracy is not None:
-            result["test_acc"] = correct / n
-        return result
+        return evaluate_shares(
+            self._forward, arrays, self.sync, batch_size, self.accuracy is not None
+        )
 
     # -- epochs ---------------------------------------------------------------------------------
     def fit(
