@@ -23,8 +23,10 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.backend import resolve_dtype
-from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
+from distconv.data import Arrays, DataError, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
+from distconv.layers.base import forward_only
+from distconv.messages import exception_line
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
@@ -267,6 +269,8 @@ class Trainer:
                 do with it, or a checkpoint that cannot be read now (``CheckpointReadError``).
             TrainingError: the loss became NaN or infinite.
             ValueError: ``epochs`` is negative.
+            DataError: the test set is empty, or one example of it does not go through the
+                model (checked before training; one of the training set does).
             Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
                 first (see :mod:`distconv.stop_request`).
         """
@@ -300,6 +304,7 @@ class Trainer:
             self._take_trainable()
             self.sync.setup(self.trainable, self.config, state)
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
+            self._check_test_set(train, test)  # the ranks agree on it: all fail alike
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:
@@ -323,6 +328,22 @@ class Trainer:
                 restore_handlers()
             self.checkpoints.close()
         return self.history
+
+    def _check_test_set(self, train: Arrays, test: Arrays | None) -> None:
+        """Forward one test example: a test set the model cannot read (another image size, say)
+        failed only in the first epoch's evaluation, and that epoch was lost (review k98)."""
+        if test is None:
+            return
+        if array_length(test) == 0:
+            raise DataError("the test set is empty; pass test=None to evaluate on none")
+        with forward_only():
+            try:
+                self._forward(test, np.arange(1))
+            except ValueError as exc:
+                self._forward(train, np.arange(1))  # reading no example fails as a step would
+                raise DataError(
+                    f"the test set does not fit the model: {exception_line(exc)}"
+                ) from exc
 
     def _run_epoch(
         self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler

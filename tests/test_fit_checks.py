@@ -71,3 +71,55 @@ def test_accuracy_with_labels_not_one_per_row_is_refused_naming_the_pair(batch_s
     said = r"accuracy=\('fc', 'target'\): labels of shape \(\d+, 4\) for predictions of shape"
     with pytest.raises(NetworkError, match=said):
         t.fit(arrays, epochs=1)
+
+
+def _images(n, channels, size, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, channels, size, size)).astype(np.float32)
+    return {"image": x, "label": rng.integers(0, 4, n)}
+
+
+@pytest.mark.parametrize(
+    "channels,size,said",
+    [
+        (3, 8, r"Conv2D 'conv1': expected 1 input channels, got 3"),
+        (1, 12, r"FullyConnected 'fc1'"),
+    ],
+)
+def test_a_test_set_the_model_cannot_read_is_refused_before_training(
+    data, tmp_path, channels, size, said
+):
+    """It failed only in the first epoch's evaluation: the epoch's training was lost and no
+    checkpoint written (review k98, 15)."""
+    from distconv.data import DataError
+
+    train, _ = data
+    t = _trainer(tmp_path)
+    before = [p.value.copy() for p in t.params]
+    with pytest.raises(DataError, match=rf"^the test set does not fit the model: {said}"):
+        t.fit(train, _images(8, channels, size), epochs=2)
+    assert t.pos.step == 0 and t.history == []
+    assert all(np.array_equal(a, p.value) for a, p in zip(before, t.params))
+
+
+def test_a_model_that_reads_neither_set_fails_as_its_first_step_would(data):
+    """The test set is not blamed for a training set the model cannot read either."""
+    from distconv.data import DataError
+    from distconv.layers.base import LayerError
+
+    wrong = _images(8, 3, 8)
+    with pytest.raises(LayerError, match=r"expected 1 input channels, got 3") as raised:
+        _trainer().fit(wrong, wrong, epochs=1)
+    assert not isinstance(raised.value, DataError)
+
+
+def test_an_empty_test_set_is_refused_before_training(data):
+    """evaluate refused it after the first epoch's training."""
+    from distconv.data import DataError
+
+    train, test = data
+    empty = {"image": test.x[:0], "label": test.y[:0]}
+    t = _trainer()
+    with pytest.raises(DataError, match=r"the test set is empty; pass test=None"):
+        t.fit(train, empty, epochs=1)
+    assert t.pos.step == 0
