@@ -14,7 +14,7 @@ from distconv.kernels.pool import (
     max_pool_forward,
 )
 from distconv.kernels.shape import ConvGeometry
-from distconv.layers.base import Layer, values_of
+from distconv.layers.base import Layer, checked, values_of
 from distconv.parameter import UpdateCallback
 
 IntOrTuple = int | Sequence[int]
@@ -48,9 +48,9 @@ class PoolNd(Layer):
         name: str | None = None,
     ) -> None:
         super().__init__(act=act, name=name)
-        self.geom = ConvGeometry.make(
-            self.nd, kernel_size, kernel_size if stride is None else stride, padding
-        )
+        stride = kernel_size if stride is None else stride
+        # the geometry's checks raise plain ValueErrors: re-raised naming this layer, as Conv's
+        self.geom = checked(self, ConvGeometry.make, self.nd, kernel_size, stride, padding)
         if any(2 * p > k for p, k in zip(self.geom.pad, self.geom.ksize)):
             raise self.fail(
                 f"padding {self.geom.pad} must be at most half the window {self.geom.ksize}"

@@ -239,3 +239,31 @@ def test_image_layers_fed_ids_say_to_cast_to_float(make, shape):
         layer(Arg(ids=ids))
     with pytest.raises(LayerError, match=r"'c': expected an input with values, got an Arg with"):
         layer(Arg())
+
+
+@pytest.mark.parametrize(
+    "make,said",
+    [
+        (
+            lambda: MaxPool2D(0, name="p1"),
+            r"^MaxPool2D 'p1': kernel_size must be >= 1, got \(0, 0\)",
+        ),
+        (lambda: MaxPool2D(2, stride=0, name="p1"), r"^MaxPool2D 'p1': stride must be >= 1"),
+        (lambda: AvgPool2D(2, padding=-1), r"^AvgPool2D: padding must be >= 0"),
+        (lambda: AvgPool3D((2, 2)), r"^AvgPool3D: kernel_size needs 3 values"),
+        (lambda: MaxPool3D(2.5), r"^MaxPool3D: kernel_size must be an int or 3 ints"),
+        (lambda: Conv2D(1, 1, 0, name="c1"), r"^Conv2D 'c1': kernel_size must be >= 1"),
+    ],
+)
+def test_pooling_argument_errors_name_the_layer_as_convolutions_do(make, said):
+    """MaxPool2D(0) said only numpy's 'kernel_size must be >= 1', not which layer (review k98)."""
+    with pytest.raises(LayerError, match=said):
+        make()
+
+
+def test_pooling_input_errors_name_the_layer():
+    pool = MaxPool2D(2, name="p1")
+    with pytest.raises(LayerError, match=r"^MaxPool2D 'p1': expected a 4-D input"):
+        pool(Arg(np.zeros((2, 3), np.float32)))
+    with pytest.raises(LayerError, match=r"^MaxPool2D 'p1': window \(2, 2\) is larger"):
+        pool(Arg(np.zeros((1, 1, 1, 1), np.float32)))
