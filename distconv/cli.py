@@ -94,14 +94,26 @@ def run_train(args: argparse.Namespace) -> int:
     if not runtime.is_chief:
         return 0
     if not trainer.history:
-        print(f"nothing left to do: the run in {out} has finished epoch {trainer.pos.epoch}")
+        _print(f"nothing left to do: the run in {out} has finished epoch {trainer.pos.epoch}")
         return 0
     last = trainer.history[-1]
-    print(
+    _print(
         f"test accuracy {last['test_acc']:.4f} (loss {last['test_loss']:.4f}) after epoch "
         f"{last['epoch']}, {seconds:.1f}s; wrote checkpoints, {METRICS} and {PLOT} in {out}"
     )
     return 0
+
+
+def _print(line: str) -> None:
+    """Print ``line`` on stdout, whose reader may be gone (``distconv train | head -c 0``): a
+    closed pipe must not turn a finished run into a failure. stdout then goes to /dev/null, so
+    the flush at exit does not fail either (Python's "Note on SIGPIPE")."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -357,3 +357,29 @@ def test_the_last_line_is_one_write_so_ranks_lines_never_run_together(monkeypatc
     assert cli.main(["train", "--data", "mnist", "--data-dir", str(missing)]) == 1
     said = [w for w in stderr.writes if "error:" in w]
     assert said == [f"distconv train: error: MNIST directory {missing} does not exist\n"], said
+
+
+def test_a_reader_that_closed_stdout_does_not_fail_a_finished_run(tmp_path):
+    """``distconv train ... | head -c 0`` exited 1 with 'error: [Errno 32] Broken pipe' after a
+    run that had written all its files (review k98, 12); the run's own status is kept."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("DISTCONV_DEBUG", None)
+    out = tmp_path / "r"
+    for resume in ((), ("--resume", "auto")):  # the final line, then "nothing left to do"
+        reader = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE)
+        reader.wait(timeout=60)  # gone before the run writes its line: no one reads the pipe
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "distconv", "train", *SMALL, "--epochs", "1"]
+                + ["--out", str(out), *resume],
+                stdout=reader.stdin,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+        finally:
+            reader.stdin.close()
+        assert proc.returncode == 0, proc.stderr
+        assert "Broken pipe" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert len(_records(out)) == 1
