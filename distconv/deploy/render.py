@@ -143,16 +143,19 @@ def render_manifests(
         ``[Service, StatefulSet, Job]`` for a parameter-server job, ``[MPIJob]`` otherwise.
 
     Raises:
-        ValueError: an argument is out of range or the combination is impossible.
+        ValueError: an argument is out of range or the combination is impossible; the message
+            names the ``distconv-launch k8s`` flag that sets it (``--job-name``, not job_name).
     """
     use_mpi = servers == 0 if mpi is None else bool(mpi)
     train_args = _check_args(
         job_name, workers, servers, image, gpus, train_args, mode, slots_per_worker
     )
     if use_mpi and servers:
-        raise ValueError(f"an MPIJob runs allreduce without shards; got servers={servers}")
+        raise ValueError(
+            f"an MPIJob (--mpi) runs allreduce without shards, not --servers {servers}"
+        )
     if not use_mpi and not servers:
-        raise ValueError("a parameter-server job needs servers >= 1 (servers=0 means MPI)")
+        raise ValueError("a parameter-server job needs --servers >= 1 (--servers 0 means MPI)")
     job = _Job(job_name, workers, servers, image, gpus, tuple(train_args), mode, slots_per_worker)
     if use_mpi:
         return [job.mpijob()]
@@ -163,36 +166,38 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
     """Refuse what cannot render; returns ``train_args`` spelled out in full."""
     if not isinstance(job_name, str) or not _DNS_LABEL.fullmatch(job_name):
         raise ValueError(
-            f"job_name must be a DNS label (a-z, 0-9, '-', starting with a letter), got "
+            f"--job-name must be a DNS label (a-z, 0-9, '-', starting with a letter), got "
             f"{job_name!r}"
         )
     if len(job_name) > MAX_JOB_NAME:
-        raise ValueError(f"job_name must be at most {MAX_JOB_NAME} characters, got {job_name!r}")
+        raise ValueError(f"--job-name must be at most {MAX_JOB_NAME} characters, got {job_name!r}")
     for name, value, low in (
-        ("workers", workers, 1),
-        ("servers", servers, 0),
-        ("gpus", gpus, 0),
-        ("slots_per_worker", slots, 1),
+        ("--workers", workers, 1),
+        ("--servers", servers, 0),
+        ("--gpus", gpus, 0),
+        ("--slots-per-worker", slots, 1),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if not isinstance(image, str) or not image or any(c.isspace() for c in image):
-        raise ValueError(f"image must be a non-empty image reference without spaces: {image!r}")
+        raise ValueError(f"--image must be a non-empty image reference without spaces: {image!r}")
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise ValueError(f"--mode must be one of {MODES}, got {mode!r}")
     if isinstance(train_args, str) or not all(isinstance(a, str) for a in train_args):
-        raise ValueError(f"train_args must be a sequence of strings, got {train_args!r}")
+        raise ValueError(f"the train arguments must be a sequence of strings, got {train_args!r}")
     try:  # every rank would refuse such a flag; abbreviated, one could pass the checks below
         spelled = spelled_out(train_args)
     except FlagError as exc:
-        raise ValueError(f"train_args: {exc}") from None
+        raise ValueError(f"{exc} (the train arguments after --)") from None
     owned = [
         a if a == full else f"{a} ({full.split('=', 1)[0]})"
         for a, full in zip(train_args, spelled)
         if full.split("=", 1)[0] in OWNED_FLAGS
     ]
     if owned:
-        raise ValueError(f"train_args must leave {', '.join(owned)} to the deployment")
+        raise ValueError(
+            f"the train arguments after -- must leave {', '.join(owned)} to the deployment"
+        )
     return spelled
 
 

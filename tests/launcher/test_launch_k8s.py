@@ -83,6 +83,24 @@ def test_renderer_refusals_are_one_line():
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@needs_renderer
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--job-name", "Bad_Name"], "--job-name must be a DNS label"),
+        (["--job-name", "a" * 41], "--job-name must be at most 40 characters"),
+        (["--image", "my image"], "--image must be a non-empty image reference"),
+        (["--mpi", "--servers", "2"], "(--mpi) runs allreduce without shards, not --servers 2"),
+    ],
+)  # fmt: skip
+def test_renderer_refusals_name_the_flag_the_operator_typed(argv, said):
+    done = launch("--workers", "2", "--image", "x", *argv)
+    assert done.returncode == 1, done.stderr
+    assert said in done.stderr
+    assert "_" not in done.stderr.replace("Bad_Name", "")  # job_name, slots_per_worker: none
+
+
 @pytest.mark.timeout(60)
 def test_a_user_program_is_refused(tmp_path):
     script = tmp_path / "mine.py"
