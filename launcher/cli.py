@@ -40,7 +40,13 @@ from .commands import (
     with_out,
     worker_command,
 )
-from .options import add_k8s_options, add_local_options, add_mpi_options, split_argv
+from .options import (
+    add_k8s_options,
+    add_local_options,
+    add_mpi_options,
+    ignored_flag,
+    split_argv,
+)
 from .supervisor import ChildSpec, Supervisor
 
 PROG = "distconv-launch"
@@ -317,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, summary, add_options, handler in commands:
         command = sub.add_parser(name, help=summary)
         add_options(command)
-        command.set_defaults(handler=handler)
+        command.set_defaults(handler=handler, command_parser=command)
     return parser
 
 
@@ -325,6 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``distconv-launch``; returns the exit status."""
     own, rest = split_argv(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(own)
+    ignored = ignored_flag(args.command_parser, args)
+    if ignored:  # a flag that would change nothing: refused as argparse refuses a bad one
+        args.command_parser.error(ignored)
     try:
         return args.handler(args, rest)
     except (LaunchError, OSError) as exc:

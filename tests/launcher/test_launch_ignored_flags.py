@@ -1,0 +1,79 @@
+"""A launcher flag that would change nothing in the job is a usage error, not ignored (k100 L4).
+
+``local --servers 0 --mode async`` or ``--insecure`` (no shards to set), ``k8s --mpi --mode
+async`` (an MPIJob has no shards) and ``k8s --servers N --slots-per-worker 4`` (slots are an
+MPIJob's) used to run or render as if the flag were not there. A flag given its default value
+changes nothing either way, and stays accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSERVERS"):
+    ENV.pop(_name, None)
+
+
+def launch(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *argv],
+        env=ENV,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+K8S = ("k8s", "--workers", "4", "--image", "d:1")
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (("local", "--workers", "1", "--servers", "0", "--mode", "async"),
+         "--mode async is for the parameter-server shards, and --servers 0 starts none"),
+        (("local", "--workers", "1", "--servers", "0", "--insecure"),
+         "--insecure is for the parameter-server shards, and --servers 0 starts none"),
+        ((*K8S, "--mpi", "--mode", "async"),
+         "--mode async is for parameter-server shards, and --mpi renders an MPIJob"),
+        ((*K8S, "--servers", "0", "--mode", "async"),
+         "--mode async is for parameter-server shards, and --servers 0 renders an MPIJob"),
+        ((*K8S, "--servers", "2", "--slots-per-worker", "4"),
+         "--slots-per-worker 4 is for an MPIJob (--servers 0 or --mpi); --servers 2 runs one"),
+        ((*K8S, "--slots-per-worker", "2"),
+         "--slots-per-worker 2 is for an MPIJob (--servers 0 or --mpi); a parameter-server job"),
+    ],
+)  # fmt: skip
+def test_a_flag_that_changes_nothing_is_a_usage_error(tmp_path, argv, said):
+    run_dir = tmp_path / "run"
+    own = ("--run-dir", str(run_dir)) if argv[0] == "local" else ()
+    done = launch(*argv, *own, "--", "--epochs", "1", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    last = done.stderr.strip().splitlines()[-1]  # argparse's: usage, then this line
+    assert last.startswith(f"distconv-launch {argv[0]}: error: {said}"), last
+    assert not run_dir.exists()  # nothing started
+
+
+@pytest.mark.timeout(90)
+def test_a_flag_given_its_default_value_is_accepted(tmp_path):
+    # checked past the launcher's own flags: the program after -- is what stops it (rc 1)
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--mode", "sync", "--", "no-such-program",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "'no-such-program' is neither a program on PATH" in done.stderr
+    for shape in (("--servers", "2", "--slots-per-worker", "1"), ("--mpi", "--mode", "sync")):
+        done = launch(*K8S, *shape, "--", "--epochs", "1", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "kind: " in done.stdout
