@@ -135,7 +135,8 @@ def render_manifests(
             a directory on the pod's writable run volume. Abbreviated flags are written out in
             full, as ``distconv train`` reads them.
         mode: the shards' mode, ``"sync"`` or ``"async"`` (parameter-server jobs only).
-        slots_per_worker: ranks per MPI worker pod (MPI jobs only).
+        slots_per_worker: ranks per MPI worker pod (MPI jobs only); ``workers`` must be a
+            multiple of it.
         mpi: force the MPIJob (True) or the parameter-server shape (False); by default an MPIJob
             exactly when ``servers == 0``.
 
@@ -153,6 +154,13 @@ def render_manifests(
     if use_mpi and servers:
         raise ValueError(
             f"an MPIJob (--mpi) runs allreduce without shards, not --servers {servers}"
+        )
+    if use_mpi and workers % slots_per_worker:
+        # the pods are ceil(workers / slots), each billed (CPU, memory, GPUs) for every slot
+        raise ValueError(
+            f"--workers {workers} is not a multiple of --slots-per-worker {slots_per_worker}: "
+            "every MPIJob worker pod holds that many ranks, so one would pay for slots it "
+            "never runs"
         )
     if not use_mpi and not servers:
         raise ValueError("a parameter-server job needs --servers >= 1 (--servers 0 means MPI)")

@@ -37,7 +37,7 @@ CONFIGS = {
     **{name: {**kw, "train_args": EXAMPLE_TRAIN_ARGS} for name, kw in EXAMPLES.items()},
     "one-worker": dict(job_name="solo", workers=1, servers=1, image="reg.io/d:1", mode="async"),
     "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=2),
-    "mpi-uneven": dict(job_name="odd", workers=5, servers=0, image="d:1", slots_per_worker=2),
+    "mpi-slots": dict(job_name="pairs", workers=6, servers=0, image="d:1", slots_per_worker=2),
     "mpi-plain": dict(job_name="plain", workers=2, servers=0, image="d:1", train_args=["x.py"]),
 }
 
@@ -117,12 +117,12 @@ def test_parameter_server_job_has_its_three_objects_wired_together():
 
 
 def test_mpijob_runs_mpirun_over_the_workers_slots():
-    (mpijob,) = render("mpi-uneven")
+    (mpijob,) = render("mpi-slots")
     spec = mpijob["spec"]
     assert spec["slotsPerWorker"] == 2 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 3
     (launcher,) = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
     assert launcher["args"][:10] == [
-        "mpirun", "-np", "5", "python", "-m", "mpi4py", "-m", "distconv", "train", "--sync",
+        "mpirun", "-np", "6", "python", "-m", "mpi4py", "-m", "distconv", "train", "--sync",
     ]  # fmt: skip
     (worker,) = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert worker["args"][0] == "/usr/sbin/sshd" and "command" not in worker  # tini stays PID 1
@@ -681,6 +681,14 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         ({"train_args": ["--p", "1"]}, "--p could be any of --pservers, --push-kb"),
         ({"mpi": True}, "an MPIJob (--mpi) runs allreduce without shards, not --servers 1"),
         ({"servers": 0, "mpi": False}, "a parameter-server job needs --servers >= 1"),
+        (
+            {"servers": 0, "workers": 2, "slots_per_worker": 4},
+            "--workers 2 is not a multiple of --slots-per-worker 4",
+        ),
+        (
+            {"servers": 0, "workers": 6, "slots_per_worker": 4},
+            "--workers 6 is not a multiple of --slots-per-worker 4",
+        ),
     ],
 )
 def test_bad_arguments_name_the_cause(change, message):

@@ -91,6 +91,8 @@ def test_renderer_refusals_are_one_line():
         (["--job-name", "Bad_Name"], "--job-name must be a DNS label"),
         (["--job-name", "a" * 41], "--job-name must be at most 40 characters"),
         (["--image", "my image"], "--image must be a non-empty image reference"),
+        (["--servers", "0", "--slots-per-worker", "4"],  # with --workers 2: one pod, 2 idle slots
+         "--workers 2 is not a multiple of --slots-per-worker 4"),
         (["--mpi", "--servers", "2"], "(--mpi) runs allreduce without shards, not --servers 2"),
     ],
 )  # fmt: skip
