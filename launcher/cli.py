@@ -27,6 +27,7 @@ from .commands import (
     LaunchError,
     Program,
     ServerOptions,
+    UsageError,
     child_env,
     clean_environ,
     free_ports,
@@ -340,7 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("DISTCONV_DEBUG"):
             raise
         print(f"{PROG} {args.command}: error: {exception_line(exc)}", file=sys.stderr)
-        return 1
+        # a train value argparse refuses is a usage error, as argparse's own (the launcher's
+        # usage would not show it, so only the line)
+        return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:  # Ctrl-C before the supervisor's handlers (keys, mpiexec -V)
         print(f"{PROG} {args.command}: interrupted before the job started", file=sys.stderr)
         return 130

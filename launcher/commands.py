@@ -41,6 +41,11 @@ class LaunchError(ValueError):
     """The launch cannot be described: bad counts, an unknown program, a malformed hostfile."""
 
 
+class UsageError(LaunchError):
+    """Train arguments after ``--`` that argparse refuses (``--epochs -1``): one line, and
+    exit status 2, as argparse's usage errors."""
+
+
 @dataclass(frozen=True)
 class Program:
     """What runs in each worker: ``distconv train`` with arguments, or the user's own program.
@@ -72,6 +77,7 @@ def parse_program(args: Sequence[str]) -> Program:
     Raises:
         LaunchError: the first word is neither an option nor a file or program that exists;
             a train flag that ``distconv train`` does not take, or that abbreviates several.
+        UsageError: train arguments ``distconv train``'s parser refuses (``--epochs -1``).
     """
     args = tuple(args)
     if not args or args[0].startswith("-"):
@@ -103,7 +109,26 @@ def _train_program(args: tuple[str, ...]) -> Program:
     # distconv train refuses the two together: said here once, not by every rank and restart
     if has_option(argv, "--overwrite") and has_option(argv, "--resume"):
         raise LaunchError("distconv train takes --resume or --overwrite, not both")
+    parse_train_values(argv)
     return Program(argv, is_train=True)
+
+
+def parse_train_values(argv: Sequence[str]) -> None:
+    """Parse ``argv`` once with ``distconv train``'s own parser: a bad value (``--epochs -1``,
+    ``--out`` without one) is said here, before any shard or worker starts, not by every
+    worker of every restart.
+
+    Raises:
+        UsageError: argparse's message, with where the arguments came from.
+    """
+    from distconv.train_args import train_parser
+
+    def refuse(message: str) -> None:
+        raise UsageError(f"{message} (in the distconv train arguments after --)")
+
+    parser = train_parser()
+    parser.error = refuse  # argparse's hook for every refusal; it would print and exit
+    parser.parse_args(list(argv))
 
 
 def has_option(argv: Sequence[str], name: str) -> bool:

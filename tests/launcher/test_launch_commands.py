@@ -19,6 +19,7 @@ from launcher.commands import (
     LaunchError,
     Program,
     ServerOptions,
+    UsageError,
     child_env,
     clean_environ,
     free_ports,
@@ -79,9 +80,12 @@ def test_train_flags_are_spelled_out_so_the_launchers_own_see_them(tmp_path):
 def test_train_flags_are_told_from_values_as_argparse_tells_them():
     """A value with a space is a value, even one starting with ``--``; a short option distconv
     train does not take is refused like a long one, before anything starts."""
-    assert parse_program(["--ou", "--my run", "--lr", "-.5"]).argv == (
-        "--out", "--my run", "--lr", "-.5",
+    assert parse_program(["--ou", "--my run", "--lr", "0.5"]).argv == (
+        "--out", "--my run", "--lr", "0.5",
     )  # fmt: skip
+    # -.5 is --lr's value, as argparse reads it (and then refuses: a rate is > 0)
+    with pytest.raises(UsageError, match=r"^argument --lr: must lie in \(0.0, inf\), got -.5"):
+        parse_program(["--lr", "-.5"])
     with pytest.raises(LaunchError, match=r"^distconv train takes no -q \(the arguments"):
         parse_program(["--epochs", "1", "-q"])
 
