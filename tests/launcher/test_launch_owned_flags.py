@@ -61,18 +61,36 @@ def test_a_flag_the_launcher_sets_is_one_line_and_starts_nothing(tmp_path, comma
 
 
 @pytest.mark.timeout(90)
-def test_the_launchs_own_sync_and_a_job_without_shards_still_pass(tmp_path):
+def test_the_launchs_own_sync_still_passes(tmp_path):
     done = launch(
         "mpi", "-np", "2", "--mpi-flavor", "mpich", "--dry-run", "--", "--sync", "mpi",
         "--epochs", "1", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "train --sync mpi --epochs 1" in done.stdout
-    # one worker, no shards: its own --sync and --rank are its business
     from launcher.cli import LOCAL_OWNED
     from launcher.commands import parse_program, refuse_owned_flags
 
-    program = parse_program(["--sync", "pserver", "--insecure", "--job-id", "j"])
-    with pytest.raises(ValueError, match="--insecure after --"):
-        refuse_owned_flags(program, LOCAL_OWNED, "pserver")
+    # a program of the user's is not distconv train: its flags are its own
     refuse_owned_flags(parse_program(["sh", "-c", "true", "--rank", "0"]), LOCAL_OWNED, "pserver")
+
+
+class _Checked(Exception):
+    """Raised where run_local goes on past its flag checks (k101: the old test never got there)."""
+
+
+@pytest.mark.timeout(90)
+def test_a_job_without_shards_keeps_its_own_rank_and_sync(monkeypatch):
+    # one worker, no shards: --rank, --sync local, --insecure are that worker's business
+    import launcher.cli as cli
+
+    def reached(args):
+        raise _Checked
+
+    monkeypatch.setattr(cli, "_job_id", reached)  # the first step after the checks
+    args = cli.build_parser().parse_args(["local", "--workers", "1", "--servers", "0"])
+    with pytest.raises(_Checked):
+        cli.run_local(args, ["--rank", "0", "--sync", "local", "--insecure", "--epochs", "1"])
+    shards = cli.build_parser().parse_args(["local", "--workers", "1"])
+    with pytest.raises(ValueError, match="^--rank after --"):  # with shards, it is refused
+        cli.run_local(shards, ["--rank", "0", "--epochs", "1"])
