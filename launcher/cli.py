@@ -52,20 +52,25 @@ from .supervisor import ChildSpec, Supervisor
 
 PROG = "distconv-launch"
 #: distconv train flags a launch sets itself (see commands.refuse_owned_flags), and why
+DROP = "; drop it from the train arguments"
+ONLY_LAUNCHER = (
+    "the launcher already sets it, on the workers and the shards, from {}; "
+    "pass it only to the launcher"
+)
 LOCAL_OWNED = {
-    "--rank": "the launcher gives each worker its RANK",
-    "--world-size": "the launcher sets WORLD_SIZE from --workers",
-    "--pservers": "the launcher gives the workers its shards' addresses",
-    "--keys": "the launcher gives the workers the job's keys (<run-dir>/keys)",
-    "--insecure": "pass distconv-launch local --insecure instead: the shards need it too",
-    "--job-id": "pass distconv-launch --job-id instead: the shards serve only that job",
+    "--rank": "the launcher gives each worker its RANK" + DROP,
+    "--world-size": "the launcher sets WORLD_SIZE from --workers" + DROP,
+    "--pservers": "the launcher gives the workers its shards' addresses" + DROP,
+    "--keys": "the launcher gives the workers the job's keys (<run-dir>/keys)" + DROP,
+    "--insecure": ONLY_LAUNCHER.format("distconv-launch local --insecure"),
+    "--job-id": ONLY_LAUNCHER.format("distconv-launch local --job-id"),
 }
 MPI_OWNED = {
-    "--rank": "MPI gives each rank its rank",
-    "--world-size": "-np sets the world size",
+    "--rank": "MPI gives each rank its rank" + DROP,
+    "--world-size": "-np sets the world size" + DROP,
     **dict.fromkeys(
         ("--pservers", "--keys", "--insecure"),
-        "a parameter-server flag, and this launch trains with allreduce",
+        "a parameter-server flag, and this launch trains with allreduce" + DROP,
     ),
 }
 

@@ -155,13 +155,13 @@ def refuse_owned_flags(program: Program, owned: Mapping[str, str], sync: str) ->
     so before anything starts, once, not after every restart.
 
     Raises:
-        LaunchError: one line naming the flag and what sets it instead.
+        LaunchError: one line naming the flag, what sets it and what to do (``owned``'s text).
     """
     if not program.is_train:
         return
     for name, setter in owned.items():
         if has_option(program.argv, name):
-            raise LaunchError(f"{name} after --: {setter}; drop it from the train arguments")
+            raise LaunchError(f"{name} after --: {setter}")
     chosen = option_value(program.argv, "--sync")
     if chosen is not None and chosen != sync:
         raise LaunchError(f"--sync {chosen} after --, but this launch trains with --sync {sync}")

@@ -37,17 +37,19 @@ def launch(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     "command, train, said",
     [
         ("local", ["--pservers", "127.0.0.1:1"], "--pservers after --: the launcher gives"),
-        ("local", ["--insecure"], "--insecure after --: pass distconv-launch local --insecure"),
+        ("local", ["--insecure"], "--insecure after --: the launcher already sets it, on the "
+         "workers and the shards, from distconv-launch local --insecure; pass it only to the "
+         "launcher"),
         ("local", ["--ra", "0"], "--rank after --"),  # abbreviated, as distconv train reads it
         ("local", ["--world-size=3"], "--world-size after --"),
         ("local", ["--keys", "/tmp"], "--keys after --"),
-        ("local", ["--job-id", "other"], "--job-id after --: pass distconv-launch --job-id"),
+        ("local", ["--job-id", "other"], "--job-id after --: the launcher already sets it"),
         ("local", ["--sync", "mpi"], "--sync mpi after --, but this launch trains with --sync "),
         ("mpi", ["--sync=pserver"], "--sync pserver after --, but this launch trains with --sync"),
         ("mpi", ["--pservers", "h:1"], "--pservers after --: a parameter-server flag"),
-        ("mpi", ["--rank", "0"], "--rank after --: MPI gives each rank its rank"),
+        ("mpi", ["--rank", "0"], "--rank after --: MPI gives each rank its rank; drop it"),
     ],
-)
+)  # fmt: skip
 def test_a_flag_the_launcher_sets_is_one_line_and_starts_nothing(tmp_path, command, train, said):
     shape = ["--workers", "2", "--servers", "1"] if command == "local" else ["-np", "2"]
     run_dir = tmp_path / "run"
@@ -94,3 +96,18 @@ def test_a_job_without_shards_keeps_its_own_rank_and_sync(monkeypatch):
     shards = cli.build_parser().parse_args(["local", "--workers", "1"])
     with pytest.raises(ValueError, match="^--rank after --"):  # with shards, it is refused
         cli.run_local(shards, ["--rank", "0", "--epochs", "1"])
+
+
+@pytest.mark.timeout(90)
+def test_insecure_passed_to_both_says_the_launcher_already_passes_it(tmp_path):
+    run_dir = tmp_path / "run"
+    done = launch(
+        "local", "--insecure", "--workers", "2", "--servers", "1", "--run-dir", str(run_dir),
+        "--", "--epochs", "1", "--insecure", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().endswith(
+        "--insecure after --: the launcher already sets it, on the workers and the shards, "
+        "from distconv-launch local --insecure; pass it only to the launcher"
+    ), done.stderr
+    assert not run_dir.exists()
