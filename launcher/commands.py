@@ -119,13 +119,16 @@ def parse_train_values(argv: Sequence[str]) -> None:
     worker of every restart.
 
     Raises:
-        UsageError: argparse's message, with where the arguments came from.
+        UsageError: argparse's message, with where the arguments came from; also for
+            ``-h``/``--help``, whose help and exit 0 would stand for a job (or manifests).
     """
     from distconv.train_args import train_parser
 
     def refuse(message: str) -> None:
         raise UsageError(f"{message} (in the distconv train arguments after --)")
 
+    if any(a in ("-h", "--help") for a in argv):  # argparse would print help and exit 0
+        refuse("-h/--help starts no job and renders no manifest; see distconv train --help")
     parser = train_parser()
     parser.error = refuse  # argparse's hook for every refusal; it would print and exit
     parser.parse_args(list(argv))

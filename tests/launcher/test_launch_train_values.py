@@ -42,6 +42,10 @@ def launch(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
         (("local", "--workers", "1", "--servers", "0"), ["--ep=0"], "argument --epochs: must"),
         (("mpi", "-np", "2", "--dry-run"), ["--batch-size", "0"], "argument --batch-size: "),
         (("k8s", "--workers", "2", "--image", "d:1"), ["--epochs", "0"], "argument --epochs: "),
+        # help, exit 0 and no manifest (or no job, or no mpiexec command) looked like success
+        (("k8s", "--workers", "2", "--image", "d:1"), ["--help"], "-h/--help starts no job"),
+        (("mpi", "-np", "2", "--dry-run"), ["--epochs", "1", "-h"], "-h/--help starts no job"),
+        (("local", "--workers", "1"), ["--hel"], "-h/--help starts no job"),
     ],
 )
 def test_a_bad_train_value_is_one_usage_line_and_starts_nothing(tmp_path, command, train, said):
