@@ -339,11 +339,15 @@ class Trainer:
         with forward_only():
             try:
                 self._forward(test, np.arange(1))
+                return
             except ValueError as exc:
-                self._forward(train, np.arange(1))  # reading no example fails as a step would
-                raise DataError(
-                    f"the test set does not fit the model: {exception_line(exc)}"
-                ) from exc
+                refused = exc
+            # outside the except: a model that reads neither set fails as its first step would,
+            # and its traceback does not start with the test set's error
+            self._forward(train, np.arange(1))
+        raise DataError(
+            f"the test set does not fit the model: {exception_line(refused)}"
+        ) from refused
 
     def _run_epoch(
         self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler

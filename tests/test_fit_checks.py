@@ -111,6 +111,8 @@ def test_a_model_that_reads_neither_set_fails_as_its_first_step_would(data):
     with pytest.raises(LayerError, match=r"expected 1 input channels, got 3") as raised:
         _trainer().fit(wrong, wrong, epochs=1)
     assert not isinstance(raised.value, DataError)
+    # not raised while handling the test set's error: a traceback would start with it
+    assert raised.value.__context__ is None and raised.value.__cause__ is None
 
 
 def test_an_empty_test_set_is_refused_before_training(data):
