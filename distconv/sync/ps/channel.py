@@ -16,6 +16,7 @@ from distconv import stop_request
 from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
+from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.handshakes import HandshakeWatch
@@ -78,6 +79,7 @@ class ShardChannel:
             sock.setsockopt(zmq.SNDHWM, 2)
         else:  # a blocked send looks at the handshakes this often (see _send_frames)
             sock.sndtimeo = round(POLL_SLICE * 1000)
+            handshakes.monitor_of(sock)  # before connect: a refusal at once is reported too
         if not self._insecure:
             keyfiles.curve_client(sock, keyfiles.worker_keys(self._keys_dir, self.rank))
         endpoint = self.endpoints[shard]

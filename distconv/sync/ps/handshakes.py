@@ -31,6 +31,13 @@ _PROTOCOL_ERRORS = {
 }
 
 
+def monitor_of(sock: zmq.Socket) -> zmq.Socket:
+    """The monitor of ``sock``'s handshakes (made on the first call, the same one after).
+    ZeroMQ reports a failed handshake only to a monitor that exists at that moment: call it
+    before ``sock`` connects, or a shard that refuses at once is never heard of."""
+    return sock.get_monitor_socket(_REFUSED | _UNEXPLAINED)
+
+
 class HandshakeWatch:
     """Monitors of the handshakes of ``socks`` (one per shard), registered with ``poller`` so
     that a wait sees a refusal as soon as ZeroMQ reports it; the socket owner's thread only.
@@ -44,7 +51,7 @@ class HandshakeWatch:
     def __init__(self, socks: Sequence[zmq.Socket], poller: zmq.Poller, insecure: bool) -> None:
         self._insecure = insecure
         self._socks = list(socks)
-        self._monitors = [sock.get_monitor_socket(_REFUSED | _UNEXPLAINED) for sock in socks]
+        self._monitors = [monitor_of(sock) for sock in socks]  # made at connect (see there)
         self._shard_of = {monitor: shard for shard, monitor in enumerate(self._monitors)}
         #: handshakes of each shard's connection that failed without a reason
         self.unexplained = [0] * len(socks)
