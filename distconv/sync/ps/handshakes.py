@@ -23,6 +23,8 @@ _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 #: another job's ``server.key`` meets (the shard cannot read its hello), and also what a
 #: connection that breaks mid-handshake gives, so it is a hint on a timeout, not an error
 _UNEXPLAINED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+#: a handshake that went through: the unexplained failures before it were not a wrong key
+_SUCCEEDED = zmq.EVENT_HANDSHAKE_SUCCEEDED
 #: ZeroMQ's names of its protocol errors (the value of a failed handshake's event)
 _PROTOCOL_ERRORS = {
     getattr(zmq, name): name.removeprefix("PROTOCOL_ERROR_")
@@ -35,7 +37,7 @@ def monitor_of(sock: zmq.Socket) -> zmq.Socket:
     """The monitor of ``sock``'s handshakes (made on the first call, the same one after).
     ZeroMQ reports a failed handshake only to a monitor that exists at that moment: call it
     before ``sock`` connects, or a shard that refuses at once is never heard of."""
-    return sock.get_monitor_socket(_REFUSED | _UNEXPLAINED)
+    return sock.get_monitor_socket(_REFUSED | _UNEXPLAINED | _SUCCEEDED)
 
 
 class HandshakeWatch:
@@ -53,7 +55,8 @@ class HandshakeWatch:
         self._socks = list(socks)
         self._monitors = [monitor_of(sock) for sock in socks]  # made at connect (see there)
         self._shard_of = {monitor: shard for shard, monitor in enumerate(self._monitors)}
-        #: handshakes of each shard's connection that failed without a reason
+        #: handshakes of each shard's connection that failed without a reason, since the last
+        #: one that succeeded
         self.unexplained = [0] * len(socks)
         for monitor in self._monitors:
             poller.register(monitor, zmq.POLLIN)
@@ -68,7 +71,8 @@ class HandshakeWatch:
 
     def refusal(self, monitor: zmq.Socket) -> tuple[int, str] | None:
         """Read ``monitor``'s events: ``(shard, why)`` for a handshake ZeroMQ gave up on,
-        else None (an unexplained failure is counted in :attr:`unexplained`)."""
+        else None (an unexplained failure is counted in :attr:`unexplained`, until the next
+        handshake that succeeds)."""
         shard = self._shard_of[monitor]
         while True:
             try:
@@ -77,6 +81,8 @@ class HandshakeWatch:
                 return None
             if event["event"] == _UNEXPLAINED:
                 self.unexplained[shard] += 1
+            elif event["event"] == _SUCCEEDED:  # a shard's restart, a brief outage: not a key
+                self.unexplained[shard] = 0
             elif event["event"] & _REFUSED:
                 return shard, self._why(event["event"], event["value"])
 

@@ -8,16 +8,19 @@ ZeroMQ drops such a connection without a queue, and a send to it blocks.
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
 import pytest
+import zmq
 from ps_helpers import small_net
 
 from distconv.optim import create_optimizer
 from distconv.sync import SyncError
 from distconv.sync.ps import channel
 from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.handshakes import HandshakeWatch, monitor_of
 from distconv.sync.ps.keys import make_keys
 
 #: long enough that a refusal seen only at the timeout fails the test's time bound
@@ -138,3 +141,55 @@ def test_a_refusal_before_the_worker_reads_its_monitors_is_not_lost(shards, job_
         "this worker runs --insecure and the shard CURVE",
     )
     assert took < 10
+
+
+def _read_until(watch: HandshakeWatch, poller: zmq.Poller, done, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        poller.poll(100)
+        assert watch.refusal(watch.monitor(0)) is None
+    assert done()
+
+
+@pytest.mark.timeout(30)
+def test_a_handshake_cut_short_then_one_that_succeeds_is_no_hint():
+    """A handshake cut short (a shard restarting, a brief outage) counts towards the timeout's
+    hint that server.key may be another job's; one that then succeeds shows the key is right,
+    and a later timeout (a slow rank, a lost one) must not send the user to check it."""
+    listener = socket.socket()
+    # the closed connection lingers on the port (its accepted socket inherits this): ZeroMQ's
+    # listener, with SO_REUSEADDR too, may then bind it
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    router = ctx.socket(zmq.ROUTER)
+    router.linger = 0
+    monitor_of(sock)
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    poller = zmq.Poller()
+    watch = HandshakeWatch([sock], poller, insecure=True)
+    try:
+        conn, _ = listener.accept()  # not ZeroMQ: the handshake is cut short
+        conn.close()
+        _read_until(watch, poller, lambda: watch.unexplained[0] > 0)
+        assert "handshake failed" in watch.hint([0])
+        listener.close()
+        for _ in range(50):  # the shard is back, the same keys
+            try:
+                router.bind(f"tcp://127.0.0.1:{port}")
+                break
+            except zmq.ZMQError:  # the port not free yet
+                time.sleep(0.1)
+        sock.send(b"hello")
+        assert router.poll(10_000), "the worker never reached the restarted shard"
+        _read_until(watch, poller, lambda: watch.hint([0]) == "")
+    finally:
+        listener.close()
+        watch.close()
+        sock.close()
+        router.close()
+        ctx.term()
