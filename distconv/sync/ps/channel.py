@@ -231,12 +231,17 @@ class ShardChannel:
                 if self._shard_processes.look_due(_now()):  # no set built on every poll
                     self._refuse_ended_shards(missing, what)
             events = self._poller.poll(left * 1000)
-            if events:
+            if self._from_shards(events):  # not a handshake monitor's news
                 if stoppable and stop_request.pending() is None:
                     self._usual_quiet = max(self._usual_quiet, _now() - heard)
                 heard = _now()
             for sock, _ in events:
                 self._receive(sock)
+
+    def _from_shards(self, events: list[tuple[zmq.Socket, int]]) -> bool:
+        """Whether a poll's ``events`` hold a shard's message (not only handshake news)."""
+        watch = self._handshakes
+        return any(watch is None or not watch.owns(sock) for sock, _ in events)
 
     def _stop_patience_left(self, heard: float, missing: set[int], what: str) -> float:
         """How long the next poll of a stoppable wait may take (:data:`POLL_SLICE` at most, to

@@ -98,10 +98,13 @@ def _param_spec(entry: Any) -> ParamSpec:
         and type(entry[2]) is str
         and entry[2] in VALUE_DTYPES
         and type(entry[3]) is bool
-        and (len(entry[1]) > 0 or not entry[3])  # a sparse table is rows: not a scalar
     )
     if not ok:
         raise WireError(f"seed: parameter entry {short(entry)} is not [name, shape, dtype, sparse]")
+    if entry[3] and not entry[1]:
+        raise WireError(
+            f"seed: sparse parameter {short(entry[0])} has shape []: a table needs rows"
+        )
     spanned = math.prod(n for n in entry[1] if n) * VALUE_DTYPES[entry[2]].itemsize
     if spanned > MAX_ARRAY_BYTES:
         raise WireError(f"seed: parameter shape {short(entry[1])} spans {spanned} bytes")
