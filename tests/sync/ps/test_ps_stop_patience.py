@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+import zmq
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.stop_request import StopRequest
@@ -60,6 +61,28 @@ def test_a_stop_ends_a_step_the_shard_cannot_answer(two_workers):
     message = str(raised.value)
     assert message.startswith("rank 0: asked to stop (SIGTERM), and pserver shard(s) 0 ")
     assert f"gave no answer to step 1 in the {PATIENCE:g} s since" in message
+
+
+@pytest.mark.timeout(60)
+def test_handshake_news_in_a_stop_s_wait_does_not_put_the_stop_off(two_workers, monkeypatch):
+    """The handshake monitors share the wait's poller: news from one in every poll (a
+    connection re-made again and again) is no answer from the shards, so the stop's patience
+    still runs out (review k106: the helper alone was tested, not the wait that uses it)."""
+    (net, _), (sync, _) = two_workers
+    poll = sync._poller.poll
+    news = (sync._handshakes.monitor(0), zmq.POLLIN)
+    monkeypatch.setattr(sync._poller, "poll", lambda ms=None: [*poll(ms), news])
+    restore = StopRequest(announce=False).install()
+    try:
+        sigterm = sigterm_in(0.3)
+        began = time.monotonic()
+        with pytest.raises(SyncError, match=r"asked to stop \(SIGTERM\)"):
+            train_steps(net, sync, batches(1, 8), rank=0, world=2)
+        took = time.monotonic() - began
+    finally:
+        sigterm.join()
+        restore()
+    assert took < 0.3 + PATIENCE + 2, took
 
 
 @pytest.mark.timeout(60)
