@@ -320,8 +320,9 @@ def typed(value: Any, *scalars: float) -> tuple[Any, ...]:
     beta1 = 0.9 is 0.8984 in bfloat16, beta2 = 0.999 is 1.0. A float32 scalar makes the
     operation run in float32, rounded once into the array, as PyTorch computes 16-bit tensors
     with Python scalars. (Storage still rounds: ``v * 0.999`` comes back as ``v`` in bfloat16,
-    whose steps are 2**-8 apart, so a 16-bit second moment barely decays either way; NumPy 1
-    and cupy before 14 computed in float16 and do so still.)
+    whose steps are 2**-7 of the power of two below ``v`` (0.1 % is under half a step), so a
+    16-bit second moment barely decays either way; NumPy 1 and cupy before 14 computed in
+    float16 and do so still.)
     """
     kind = np.dtype(sum_dtype(value.dtype) or value.dtype).type
     return tuple(kind(s) for s in scalars)
