@@ -6,7 +6,6 @@ Each test runs the real launcher as a subprocess on real files (review k59, find
 from __future__ import annotations
 
 import importlib.util
-import os
 import signal
 import subprocess
 import sys
@@ -15,22 +14,9 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSERVERS"):
-    ENV.pop(_name, None)
+from tests.launcher.launch_cli import ENV, launch
+
 HAS_RENDERER = importlib.util.find_spec("distconv.deploy") is not None
-
-
-def launch(*argv: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *argv],
-        env=ENV,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def one_error_line(done: subprocess.CompletedProcess, command: str) -> str:

@@ -7,28 +7,9 @@ parses the train arguments once with ``distconv train``'s own parser.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSERVERS"):
-    ENV.pop(_name, None)
-
-
-def launch(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *argv],
-        env=ENV,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.launcher.launch_cli import launch
 
 
 @pytest.mark.timeout(90)
