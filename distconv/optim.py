@@ -312,8 +312,9 @@ def mean_scale(examples: int) -> float:
 
 
 def typed(value: Any, *scalars: float) -> tuple[Any, ...]:
-    """``scalars`` as numpy scalars of the type an update of ``value`` computes in: float32 for
-    a 16-bit parameter, else the parameter's own type.
+    """``scalars`` as numpy float32 scalars for a 16-bit parameter ``value``, the type its
+    update computes in; as they are for any other (they compute in its own type already, and
+    an update runs once a parameter, or a block on a shard, every step).
 
     A Python float meets a 16-bit array in the array's type (NEP 50: NumPy 2 for float16,
     ``ml_dtypes`` from 0.6 on for bfloat16), so the hyperparameters would be rounded first:
@@ -324,7 +325,10 @@ def typed(value: Any, *scalars: float) -> tuple[Any, ...]:
     16-bit second moment barely decays either way; NumPy 1 and cupy before 14 computed in
     float16 and do so still.)
     """
-    kind = np.dtype(sum_dtype(value.dtype) or value.dtype).type
+    wide = sum_dtype(value.dtype)
+    if wide is None:  # a Python float already computes in a 32- or 64-bit array's own type
+        return scalars
+    kind = np.dtype(wide).type
     return tuple(kind(s) for s in scalars)
 
 
