@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -218,10 +218,10 @@ class ShardChannel:
                 return
             left = deadline - _now()
             if left <= 0:
-                shards = sorted({self._rid_shard.get(r, -1) for r in missing})
+                shards = self._shards_waited(missing)
                 raise SyncError(
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
-                    f"{self._shards_of(sorted(missing))} within {limit:g} s"
+                    f"{self._named(shards)} within {limit:g} s"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"
                 )
             if stoppable:
@@ -265,8 +265,7 @@ class ShardChannel:
     def _refuse_ended_shards(self, missing: set[int], what: str) -> None:
         """SyncError naming a shard that ``missing`` replies wait for and whose process on this
         host has ended: a shard that is gone answers nothing."""
-        shards = {self._rid_shard.get(r, -1) for r in missing}
-        for s, pid in self._shard_processes.ended(shards):
+        for s, pid in self._shard_processes.ended(self._shards_waited(missing)):
             raise SyncError(
                 f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) is gone: its process "
                 f"(pid {pid}, on this host) ended (stopped, killed or crashed) while {what} "
@@ -350,9 +349,16 @@ class ShardChannel:
             size += n
         return runs or [[]]
 
-    def _shards_of(self, rids: Sequence[int]) -> str:
-        shards = sorted({self._rid_shard.get(r, -1) for r in rids})
+    def _shards_waited(self, rids: Iterable[int]) -> list[int]:
+        """The shards that requests ``rids`` went to, in order (-1 for one not known)."""
+        return sorted({self._rid_shard.get(r, -1) for r in rids})
+
+    def _named(self, shards: Sequence[int]) -> str:
+        """``shards`` as a message names them: ``0 (host:port), 1 (host:port)``."""
         return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
+
+    def _shards_of(self, rids: Sequence[int]) -> str:
+        return self._named(self._shards_waited(rids))
 
     def _ask_all(
         self,
