@@ -107,7 +107,7 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write one file per object here (default: YAML to stdout)")
 
 
-def typed(parser: argparse.ArgumentParser, args: argparse.Namespace, dest: str) -> bool:
+def set_by_operator(parser: argparse.ArgumentParser, args: argparse.Namespace, dest: str) -> bool:
     """Whether ``dest`` holds other than its default: argparse stores the default where the
     flag is absent, so a flag given its default value (``--mode sync``) counts as not typed."""
     return getattr(args, dest) != parser.get_default(dest)
@@ -118,17 +118,17 @@ def ignored_flag(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
     no shards); None when every flag counts. ``parser`` is the command's own."""
     if args.command == "local" and args.servers == 0:
         for dest, flag in (("mode", f"--mode {args.mode}"), ("insecure", "--insecure")):
-            if typed(parser, args, dest):
+            if set_by_operator(parser, args, dest):
                 return f"{flag} is for the parameter-server shards, and --servers 0 starts none"
     if args.command != "k8s":
         return None
     mpijob = "--mpi" if args.mpi else "--servers 0" if args.servers == 0 else None
-    if mpijob and typed(parser, args, "mode"):
+    if mpijob and set_by_operator(parser, args, "mode"):
         return (
             f"--mode {args.mode} is for parameter-server shards, and {mpijob} renders an MPIJob, "
             "which has none"
         )
-    if not mpijob and typed(parser, args, "slots_per_worker"):
+    if not mpijob and set_by_operator(parser, args, "slots_per_worker"):
         shape = "a parameter-server job" if args.servers is None else f"--servers {args.servers}"
         return (
             f"--slots-per-worker {args.slots_per_worker} is for an MPIJob (--servers 0 or --mpi); "
