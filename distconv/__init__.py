@@ -5,8 +5,27 @@ each parameter calls ``inc_update(callback)`` the moment its gradient is complet
 seam where a sync strategy (local optimizer, parameter server, allreduce) takes over.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from distconv.arg import Arg
 from distconv.parameter import Parameter
 
-__all__ = ["Arg", "Parameter"]
+# Imported on first use (PEP 562): the trainer pulls in data loading, metrics and the sync
+# strategies, which a process that only builds layers, or a shard, has no need of.
+_LAZY = {"Network": "distconv.network", "Trainer": "distconv.trainer"}
+
+__all__ = ["Arg", "Network", "Parameter", "Trainer"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'distconv' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -19,10 +19,9 @@ import argparse
 import numpy as np
 
 import distconv.distributed as dist
+from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss
-from distconv.network import Network
-from distconv.trainer import Trainer
 
 
 def build_model() -> Network:

@@ -23,10 +23,9 @@ import argparse
 import numpy as np
 
 import distconv.distributed as dist
+from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss, TableProjection
-from distconv.network import Network
-from distconv.trainer import Trainer
 
 VOCAB, WIDTH, FEATURES = 100_000, 32, 8
 TABLE = "mix.proj0.weight"

@@ -148,3 +148,27 @@ def test_the_command_line_timeout_reaches_the_mpi_sync():
         assert (sync.timeout, sync.bucket_bytes) == (7.5, 1 << 20)
     finally:
         sync.close()
+
+
+def test_the_trainer_and_network_are_at_the_top_level_and_load_when_first_used():
+    probe = (
+        "import sys, distconv\n"
+        "assert 'distconv.trainer' not in sys.modules\n"
+        "from distconv import Network, Trainer\n"
+        "import distconv.network, distconv.trainer\n"
+        "assert Trainer is distconv.trainer.Trainer and Network is distconv.network.Network\n"
+        "assert {'Trainer', 'Network'} <= set(dir(distconv))\n"
+        "try:\n"
+        "    distconv.Trainr\n"
+        "except AttributeError as e:\n"
+        "    print(e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "module 'distconv' has no attribute 'Trainr'"
