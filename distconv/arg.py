@@ -48,6 +48,17 @@ class Arg:
 
     @grad.setter
     def grad(self, g: Any) -> None:
+        # Checked here, where a gradient set by hand is set, so that the error points at that
+        # line rather than at a broadcast deep in some layer's backward.
+        if (
+            g is not None
+            and self.value is not None
+            and getattr(g, "shape", None) != self.value.shape
+        ):
+            got = f"shape {tuple(g.shape)}" if hasattr(g, "shape") else type(g).__name__
+            raise ValueError(
+                f"a gradient has its value's shape {tuple(self.value.shape)}; got {got}"
+            )
         self._grad = g
 
     @property

@@ -41,6 +41,21 @@ def test_arg_grad_is_zeros_on_first_use():
     assert a.has_grad and a.grad.sum() == 6
 
 
+def test_a_gradient_set_by_hand_of_another_shape_is_refused_where_it_is_set(rng):
+    fc = FullyConnected(4, 3, dtype=np.float64)
+    out = fc.forward(Arg(rng.standard_normal((2, 4))))
+    with pytest.raises(ValueError, match=r"its value's shape \(2, 3\); got shape \(3, 2\)"):
+        out.grad = np.ones((3, 2))  # before: numpy's "could not be broadcast" in backward
+    with pytest.raises(ValueError, match=r"got float"):
+        out.grad = 1.0
+    assert not out.has_grad  # nothing half-set
+    out.grad = np.ones((2, 3))  # the right shape is taken as it is
+    fired = []
+    fc.backward(fired.append)
+    assert np.allclose(fc.weight.grad, np.ones((2, 3)).T @ fc.inputs[0].value)
+    assert len(fired) == 2
+
+
 def _shared_net(rng):
     """Two FC layers sharing one weight, feeding a sum and a loss."""
     net = Network()
