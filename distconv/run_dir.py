@@ -30,6 +30,7 @@ from pathlib import Path
 
 from distconv.checkpoint import CheckpointError, CheckpointReadError
 from distconv.files import describe_os_error, write_atomically
+from distconv.metrics import MetricsError, read_metrics
 
 log = logging.getLogger("distconv.checkpoint")
 
@@ -40,7 +41,8 @@ CHIEF_PART = "chief.safetensors"
 #: the single checkpoint file of distconv 0.1, before step checkpoints
 LEGACY_CHECKPOINT = "checkpoint.safetensors"
 #: files that mark a directory as holding a run
-RUN_FILES = ("metrics.jsonl", CHECKPOINTS, LEGACY_CHECKPOINT)
+METRICS, PLOT = "metrics.jsonl", "metrics.png"
+RUN_FILES = (METRICS, CHECKPOINTS, LEGACY_CHECKPOINT)
 #: what a run writes in ``checkpoints/``: step directories of parts, manifests (and those set
 #: aside), parameter-server shards' parts (their directory may be this one), and the temporary
 #: files of a write a crash cut short
@@ -121,7 +123,7 @@ class RunDirectory:
 
     def clear(self) -> None:
         """Delete a previous run's checkpoints and metrics (``--overwrite``)."""
-        for name in RUN_FILES + ("metrics.png",):
+        for name in RUN_FILES + (PLOT,):
             path = self.root / name
             if path.is_dir():
                 shutil.rmtree(path)
@@ -130,22 +132,22 @@ class RunDirectory:
 
     def clear_unfinished(self) -> None:
         """:meth:`clear` a run that never completed a checkpoint (``--resume auto`` starting
-        fresh), unless ``checkpoints/`` holds files no run writes: another tool's.
+        fresh), unless the directory holds files no such run leaves: another tool's.
 
         Raises:
             RunDirError: naming such files; nothing is deleted.
         """
-        foreign = self._foreign_files()
+        foreign = self._foreign_checkpoints() + self._foreign_metrics()
         if foreign:
             more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
             raise RunDirError(
-                f"{self.root} has no checkpoint to resume, and {self.checkpoint_root} holds "
-                f"files no distconv run writes ({', '.join(foreign[:3])}{more}), which starting "
-                "afresh would delete: move them away, or pass --overwrite ('overwrite')"
+                f"{self.root} has no checkpoint to resume, and holds files that no distconv run "
+                f"without one leaves ({', '.join(foreign[:3])}{more}), which starting afresh "
+                "would delete: move them away, or pass --overwrite ('overwrite')"
             )
         self.clear()
 
-    def _foreign_files(self) -> list[str]:
+    def _foreign_checkpoints(self) -> list[str]:
         root = self.checkpoint_root
         if not root.is_dir():
             return [str(root)] if root.exists() or root.is_symlink() else []
@@ -156,6 +158,23 @@ class RunDirectory:
             elif not (entry.is_file() and _MANIFEST.fullmatch(entry.name)):
                 foreign.append(str(entry))
         return foreign
+
+    def _foreign_metrics(self) -> list[str]:
+        """The metrics files, where they hold more than a run with no checkpoint leaves: the
+        line of its first epoch at most (written before that epoch's checkpoint), and no plot
+        (drawn after the last). A finished run whose checkpoints were deleted is not cleared."""
+        foreign = [str(p) for p in [self.root / PLOT] if p.exists() or p.is_symlink()]
+        path = self.root / METRICS
+        if not _has_content(path):
+            return foreign
+        try:
+            records = read_metrics(path) if path.is_file() else None
+        except (MetricsError, OSError):
+            records = None
+        first_epoch_only = records is not None and (
+            not records or (len(records) == 1 and records[0].get("epoch") == 1)
+        )
+        return foreign if first_epoch_only else [str(path)] + foreign
 
     # -- checkpoints ----------------------------------------------------------------------------
     @property

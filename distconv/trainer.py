@@ -41,7 +41,7 @@ from distconv.resume import (
     refuse_frozen_resume,
     share_position,
 )
-from distconv.run_dir import RunDirectory
+from distconv.run_dir import METRICS, PLOT, RunDirectory
 from distconv.sampler import GlobalBatchSampler
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
 from distconv.sync import SyncStrategy
@@ -50,9 +50,6 @@ if TYPE_CHECKING:  # imported by the caller that serves probes, not by every tra
     from distconv.service import ServiceEndpoints
 
 log = logging.getLogger("distconv.trainer")
-
-METRICS = "metrics.jsonl"
-PLOT = "metrics.png"
 
 
 #: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller

@@ -371,7 +371,9 @@ def test_resume_auto_with_no_checkpoint_keeps_another_tools_checkpoints(data, tm
     path = tmp_path / "checkpoints" / foreign
     path.parent.mkdir(parents=True, exist_ok=True)
     path.mkdir() if foreign.endswith("/") else path.write_text("precious")
-    with pytest.raises(RunDirError, match=r"holds files no distconv run writes \(.*(pt|runs)\)"):
+    with pytest.raises(
+        RunDirError, match=r"holds files that no distconv run without one leaves \(.*(pt|runs)\)"
+    ):
         _trainer(tmp_path).fit(train, test, epochs=1, resume="auto")
     assert path.exists()
     assert len(_trainer(tmp_path).fit(train, test, epochs=1, resume="overwrite")) == 1
@@ -392,6 +394,51 @@ def test_resume_auto_still_clears_what_a_run_without_a_checkpoint_left(data, tmp
     (tmp_path / "metrics.jsonl").write_text('{"epoch": 1, "step": 15}\n')
     assert len(_trainer(tmp_path).fit(train, test, epochs=1, resume="auto")) == 1
     assert sorted(p.name for p in root.iterdir()) == ["step-00000015", "step-00000015.json"]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"metrics.jsonl": '{"epoch": 1, "step": 15}\n{"epoch": 2, "step": 30}\n'},
+        {"metrics.jsonl": '{"epoch": 4, "step": 60}\n'},
+        {"metrics.jsonl": "loss=0.3 acc=0.91\nloss=0.2 acc=0.93\n"},
+        {"metrics.jsonl": '{"epoch": 1}\n', "metrics.png": "a plot"},
+        {"metrics.jsonl/": "", "metrics.jsonl/part-0": "another tool's"},
+    ],
+)
+def test_resume_auto_with_no_checkpoint_keeps_metrics_no_unfinished_run_leaves(
+    data, tmp_path, files
+):
+    """A run that never completed a checkpoint leaves at most its first epoch's line (written
+    before that epoch's checkpoint) and no plot (drawn after the last). More, or another tool's
+    lines, or a finished run whose checkpoints were deleted, were deleted by --resume auto
+    (review k98 #10); now it refuses, naming them."""
+    train, test = data
+    for name, text in files.items():
+        (tmp_path / name).mkdir() if name.endswith("/") else (tmp_path / name).write_text(text)
+    named = "|".join(n.rstrip("/").replace(".", r"\.") for n in files)
+    with pytest.raises(RunDirError, match=rf"no distconv run without one leaves \(.*({named})"):
+        _trainer(tmp_path).fit(train, test, epochs=1, resume="auto")
+    for name, text in files.items():
+        assert (
+            (tmp_path / name).is_dir()
+            if name.endswith("/")
+            else (tmp_path / name).read_text() == text
+        )
+
+
+@pytest.mark.parametrize("text", ["", '{"epoch": 1, "step": 15}\n', '{"epoch": 1, "st'])
+def test_resume_auto_clears_the_metrics_a_first_epoch_without_a_checkpoint_left(
+    data, tmp_path, text
+):
+    """Empty, the first epoch's line, or a line torn by a crash mid-write: the run's own."""
+    train, test = data
+    (tmp_path / "metrics.jsonl").write_text(text)
+    records = _trainer(tmp_path).fit(train, test, epochs=1, resume="auto")
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert (
+        len(records) == 1 and len(lines) == 1 and json.loads(lines[0])["step"] == records[0]["step"]
+    )
 
 
 # -- finding 9: the metrics line is on disk before the checkpoint after it ----------------------
