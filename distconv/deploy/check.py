@@ -17,6 +17,7 @@ from distconv.deploy.walk import (
     _containers,
     _env,
     _flag,
+    _here,
     _of_kind,
     _pod,
     _templates,
@@ -251,7 +252,7 @@ def _pod_conventions(where: str, template: Manifest, health_ports: set[int]) -> 
         yield f"{where}: terminationGracePeriodSeconds {grace} < {MIN_GRACE_SECONDS} s"
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for container in _containers(template):
-        here = f"{where} container {container.get('name')}"
+        here = _here(where, container)
         yield from _container_conventions(here, container, volumes, health_ports)
 
 

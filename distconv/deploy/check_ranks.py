@@ -7,21 +7,13 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.walk import Manifest, _argv, _containers, _env, _flag, _templates
+from distconv.deploy.walk import Manifest, _env, _flag, _here, _running, _templates
 from distconv.distributed import TRANSPORT_OPTIONS
 from distconv.train_args import FlagError, spelled_out
 from distconv.transport_flags import unused_flag
 
 #: the extended resource the NVIDIA device plugin schedules
 GPU_RESOURCE = "nvidia.com/gpu"
-
-
-def _train_argv(argv: list[str]) -> list[str] | None:
-    """The ``distconv train`` arguments in ``argv``, or None when it runs no training."""
-    for i in range(len(argv) - 1):
-        if argv[i] == "distconv" and argv[i + 1] == "train":
-            return argv[i + 2 :]
-    return None
 
 
 def _rank_pods(obj: Manifest, where: str, template: Manifest) -> list[tuple[str, Manifest]]:
@@ -43,12 +35,8 @@ def _trainers(
 ) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str], FlagError | None]]:
     """(object, where, pod template, container, train arguments as read, the flag error in
     them or None) of every ``distconv train``."""
-    for obj in objs:
-        for where, template in _templates(obj):
-            for container in _containers(template):
-                train = _train_argv(_argv(container))
-                if train is not None:
-                    yield obj, where, template, container, *_as_read(train)
+    for obj, where, template, container, train in _running(objs, "train"):
+        yield obj, where, template, container, *_as_read(train)
 
 
 def _as_read(train: list[str]) -> tuple[list[str], FlagError | None]:
@@ -64,7 +52,7 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
     """Restarted ranks resume, take no flag of another transport than their ``--sync``, and
     every rank can write its run directory."""
     for obj, where, template, container, train, wrong in _trainers(objs):
-        here = f"{where} container {container.get('name')}"
+        here = _here(where, container)
         if wrong is not None:
             yield f"{here}: {wrong}: every rank would refuse it"
             continue

@@ -34,6 +34,33 @@ def _argv(container: Manifest) -> list[str]:
     return [str(a) for a in (*container.get("command", []), *container.get("args", []))]
 
 
+def _command_args(argv: list[str], command: str) -> list[str] | None:
+    """The arguments after ``distconv <command>`` in ``argv``, or None when it runs no such
+    command (``mpirun ... python -m mpi4py -m distconv train ...`` runs ``train``)."""
+    for i in range(len(argv) - 1):
+        if argv[i] == "distconv" and argv[i + 1] == command:
+            return argv[i + 2 :]
+    return None
+
+
+def _running(
+    objs: Sequence[Manifest], command: str
+) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str]]]:
+    """(object, where, pod template, container, arguments after ``distconv <command>``) of
+    every container that runs ``distconv <command>``."""
+    for obj in objs:
+        for where, template in _templates(obj):
+            for container in _containers(template):
+                args = _command_args(_argv(container), command)
+                if args is not None:
+                    yield obj, where, template, container, args
+
+
+def _here(where: str, container: Manifest) -> str:
+    """How a problem names one container of the pod template at ``where``."""
+    return f"{where} container {container.get('name')}"
+
+
 def _flag(argv: list[str], *names: str, last: bool = False) -> str | None:
     """The value after the first of ``names`` in ``argv`` (``--x v`` or ``--x=v``); with
     ``last``, after the last one, which is the one argparse keeps."""
