@@ -26,8 +26,9 @@ def port(text: str) -> int:
     return number
 
 
-def add_pserver(subparsers: argparse._SubParsersAction) -> None:
-    """``distconv pserver --bind HOST:PORT --shard I --num-shards M --workers N ...``."""
+def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """``distconv pserver --bind HOST:PORT --shard I --num-shards M --workers N ...``; returns
+    its parser (the deploy checks read a shard's command line with it)."""
     p = subparsers.add_parser(
         "pserver",
         help="run one parameter-server shard",
@@ -119,6 +120,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> None:
         help="/healthz turns 503 when the serving loop is stuck this long (%(default)s)",
     )
     p.set_defaults(handler=run_pserver)
+    return p
 
 
 def run_pserver(args: argparse.Namespace) -> int:
