@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _rank_gpus, _train_runs
+from distconv.deploy.check_shards import _shard_args
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -45,8 +46,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     equals the worker Job's completions; the conventions every pod keeps (labels, non-root,
     resources, grace period, probes on the health port, keys mounted as files only); every
     ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
-    its ``--sync``, and writes ``--out`` onto a writable volume
-    of the pods its ranks run in; a pod whose ranks train on GPUs requests one GPU per rank
+    its ``--sync``, and writes ``--out`` onto a writable volume of the pods its ranks run in;
+    every ``distconv pserver`` command line parses with the shard's own parser (``$(VAR)``
+    filled in as the kubelet does); a pod whose ranks train on GPUs requests one GPU per rank
     (an MPI worker pod: one per slot); shards and workers mount different key Secrets; and an MPI
     worker pod waits for its ranks in a preStop hook, with no readiness or startup gate.
     """
@@ -59,6 +61,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _worker_counts,
         _conventions,
         _train_runs,
+        _shard_args,
         _rank_gpus,
         _split_secrets,
     ):

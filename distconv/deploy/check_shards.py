@@ -1,0 +1,135 @@
+"""A shard's command line read by ``distconv pserver``'s own parser (part of
+:func:`distconv.deploy.check.manifest_problems`): a flag it does not take, a value it cannot
+read or a flag it needs and misses would stop every shard at start, after the job was applied.
+
+The kubelet fills in ``$(VAR)`` from the container's environment before the shard starts. A
+variable set to a literal value is filled in here as it would be there; one whose value only the
+cluster knows (``valueFrom``, ``envFrom``; the shard's ``--shard $(DISTCONV_SHARD)``) is taken for
+a good value. One the container does not define stays as written, as the kubelet leaves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
+
+from distconv.deploy.walk import Manifest, _here, _running
+from distconv.sync.ps.cli import add_pserver
+
+#: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command and args
+_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
+#: what stands for a value only the cluster knows: no flag starts so, no value is written so
+_FILLED = "\x00"
+
+
+class ArgvRefused(ValueError):
+    """The complaint argparse would print before it exits (a flag it does not take, a value it
+    cannot read, a required flag missing), raised instead."""
+
+
+class _QuietParser(argparse.ArgumentParser):
+    """An argparse parser that raises its complaint instead of printing the usage on stderr and
+    exiting: the checks report it beside their other findings."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ArgvRefused(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        # only --help exits without an error here (the subcommand has no --version)
+        raise ArgvRefused(message or "-h/--help prints the usage and exits")
+
+    def print_help(self, file: Any = None) -> None:
+        pass
+
+    def print_usage(self, file: Any = None) -> None:
+        pass
+
+
+class _AnyFilled(tuple):
+    """An action's choices, which also hold any value the cluster fills in."""
+
+    def __contains__(self, value: object) -> bool:
+        return _is_filled(value) or super().__contains__(value)
+
+
+def _is_filled(value: object) -> bool:
+    return isinstance(value, str) and _FILLED in value
+
+
+def _or_filled(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``convert``, except that a value the cluster fills in is kept as it is."""
+
+    @functools.wraps(convert)
+    def read(text: str) -> Any:
+        return text if _is_filled(text) else convert(text)
+
+    return read
+
+
+@functools.cache
+def pserver_parser() -> argparse.ArgumentParser:
+    """``distconv pserver``'s parser, as the shard builds it, raising :class:`ArgvRefused` instead
+    of exiting, and taking any value the cluster fills in for a good one."""
+    parser = add_pserver(_QuietParser(prog="distconv").add_subparsers())
+    for action in parser._actions:  # argparse lists its actions nowhere public
+        if action.type is not None:
+            action.type = _or_filled(action.type)
+        if action.choices is not None:
+            action.choices = _AnyFilled(action.choices)
+    return parser
+
+
+def expand(token: str, container: Manifest) -> str:
+    """``token`` as the kubelet passes it to the container: ``$(NAME)`` replaced by the value of
+    the container's variable NAME, ``$$`` by ``$``; a reference to a variable whose value only
+    the cluster knows becomes a stand-in that :func:`pserver_parser` accepts for any value."""
+    literal: dict[str, str] = {}
+    unknown: set[str] = set()
+    for var in container.get("env", []):
+        value = str(var.get("value", ""))  # no value is the empty string
+        # a value that itself refers to a variable: the kubelet expands it, this does not
+        if "valueFrom" in var or "$(" in value:
+            unknown.add(var.get("name"))
+        else:
+            literal[var.get("name")] = value
+
+    def fill(match: re.Match) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        if name in literal:
+            return literal[name]
+        if name in unknown or container.get("envFrom"):  # envFrom may define any name
+            return f"{_FILLED}{name}{_FILLED}"
+        return match.group(0)  # no such variable: the kubelet leaves the reference
+
+    return _REFERENCE.sub(fill, token)
+
+
+def shard_argv_problem(args: Sequence[str], container: Manifest) -> str | None:
+    """Why ``distconv pserver`` would refuse ``args`` (the arguments after ``pserver``) in
+    ``container``, in argparse's words naming the flag; None when it would start."""
+    argv = [expand(a, container) for a in args]
+    try:
+        _, extra = pserver_parser().parse_known_args(argv)
+    except ArgvRefused as exc:
+        return _shown(str(exc))
+    # a token the cluster fills in may be a flag and its value: only the rest is surely wrong
+    wrong = [a for a in extra if not _is_filled(a)]
+    return f"unrecognized arguments: {' '.join(wrong)}" if wrong else None
+
+
+def _shown(message: str) -> str:
+    """``message`` with each stand-in for a cluster's value written as the reference it was."""
+    return re.sub(f"{_FILLED}([^{_FILLED}]*){_FILLED}", r"$(\1)", message)
+
+
+def _shard_args(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Every ``distconv pserver`` takes its arguments: the shard would exit at start."""
+    for _, where, _, container, args in _running(objs, "pserver"):
+        problem = shard_argv_problem(args, container)
+        if problem is not None:
+            yield f"{_here(where, container)}: distconv pserver: {problem} (every shard would exit)"
