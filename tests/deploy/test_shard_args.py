@@ -1,0 +1,124 @@
+"""The checks read each shard's command line with ``distconv pserver``'s own parser: a flag it
+does not take, a value it cannot read, a flag it needs and misses are reported, naming the
+container and the flag, before any shard exits in the cluster; ``$(VAR)`` is read as the kubelet
+fills it in."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES
+
+pytestmark = pytest.mark.timeout(60)
+
+#: the parameter-server shapes: the examples, one shard and one worker, many shards
+CONFIGS = {
+    "pserver": {**EXAMPLES["pserver"], "train_args": EXAMPLE_TRAIN_ARGS},
+    "pserver-gpu": {**EXAMPLES["pserver-gpu"], "train_args": EXAMPLE_TRAIN_ARGS},
+    "one-worker": dict(job_name="solo", workers=1, servers=1, image="d:1", mode="async"),
+    "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=2),
+}
+
+
+def _shards(objs: list[dict]) -> tuple[str, dict]:
+    """(how the problems name it, the container) of the shards' StatefulSet."""
+    (sts,) = [o for o in objs if o["kind"] == "StatefulSet"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    return f"StatefulSet {sts['metadata']['name']} container {container['name']}", container
+
+
+def _problems_with(name: str, *args: str, env: list[dict] | None = None) -> tuple[str, list]:
+    """The shard container's name and the problems once ``args`` are appended to its argv
+    (and ``env`` to its environment)."""
+    objs = copy.deepcopy(render_manifests(**CONFIGS[name]))
+    here, container = _shards(objs)
+    container["args"].extend(args)
+    container["env"].extend(env or [])
+    return here, manifest_problems(objs)
+
+
+def _shard_problems(here: str, problems: list[str]) -> list[str]:
+    return [p for p in problems if p.startswith(f"{here}: distconv pserver: ")]
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_a_rendered_shard_passes_and_a_flag_it_does_not_take_is_caught(name):
+    here, problems = _problems_with(name)
+    assert problems == []
+    assert "$(DISTCONV_SHARD)" in _shards(render_manifests(**CONFIGS[name]))[1]["args"]
+    here, problems = _problems_with(name, "--bogus-flag")
+    assert problems == [
+        f"{here}: distconv pserver: unrecognized arguments: --bogus-flag (every shard would exit)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--bogus-flag", "1"], "unrecognized arguments: --bogus-flag 1"),
+        (["--bogus-flag=1"], "unrecognized arguments: --bogus-flag=1"),
+        (["--workers", "two"], "argument --workers: invalid int value: 'two'"),
+        (["--mode", "bsp"], "argument --mode: invalid choice: 'bsp'"),
+        (["--health-port", "70000"], "argument --health-port: a port is 0..65535, got 70000"),
+        (["--timeout"], "argument --timeout: expected one argument"),
+        (["--max", "3"], "ambiguous option: --max could match --max-staleness"),
+        (["--insecure"], "argument --insecure: not allowed with argument --keys"),
+        (["-h"], "-h/--help prints the usage and exits"),
+        # a renamed variable: the kubelet leaves the reference as written, int() refuses it
+        (["--shard", "$(SHARD_INDEX)"], "argument --shard: invalid int value: '$(SHARD_INDEX)'"),
+        # $$ is a literal $: no expansion
+        (["--shard", "$$(DISTCONV_SHARD)"], "invalid int value: '$(DISTCONV_SHARD)'"),
+    ],
+)
+def test_what_the_shard_would_refuse_is_reported_naming_the_flag(args, words, capsys):
+    here, problems = _problems_with("pserver", *args)
+    (problem,) = _shard_problems(here, problems)
+    assert words in problem and problem.endswith("(every shard would exit)"), problem
+    # reported, not printed: argparse's usage goes nowhere and nothing exits
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_required_flag_missing_is_reported():
+    objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
+    here, container = _shards(objs)
+    at = container["args"].index("--workers")
+    del container["args"][at : at + 2]
+    assert _shard_problems(here, manifest_problems(objs)) == [
+        f"{here}: distconv pserver: the following arguments are required: --workers "
+        "(every shard would exit)"
+    ]
+
+
+def test_placeholders_are_read_as_the_kubelet_fills_them_in():
+    """A literal variable is filled in and judged; one only the cluster knows passes."""
+    literal = [{"name": "MODE", "value": "async"}]
+    assert _problems_with("pserver", "--mode", "$(MODE)", env=literal)[1] == []
+    here, problems = _problems_with(
+        "pserver", "--mode", "$(MODE)", env=[{"name": "MODE", "value": "bsp"}]
+    )
+    assert _shard_problems(here, problems) == [
+        f"{here}: distconv pserver: argument --mode: invalid choice: 'bsp' (choose from "
+        "'sync', 'async') (every shard would exit)"
+    ]
+    from_cluster = [{"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    assert _problems_with("pserver", "--timeout", "$(T)", "--mode=$(T)", env=from_cluster)[1] == []
+    # a value that refers to another variable: the kubelet expands it, the checks cannot
+    nested = [{"name": "M", "value": "$(T)"}, *from_cluster]
+    assert _problems_with("pserver", "--keep-parts", "$(M)", env=nested)[1] == []
+    # a variable filled in may stand for a flag; the tokens around it are still read
+    here, problems = _problems_with("pserver", "$(T)", "--bogus", env=from_cluster)
+    assert _shard_problems(here, problems) == [
+        f"{here}: distconv pserver: unrecognized arguments: --bogus (every shard would exit)"
+    ]
+
+
+def test_env_from_a_config_map_may_define_any_name():
+    objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
+    here, container = _shards(objs)
+    container["args"] += ["--max-staleness", "$(STALENESS)"]
+    assert "invalid int value: '$(STALENESS)'" in "; ".join(manifest_problems(objs))
+    container["envFrom"] = [{"configMapRef": {"name": "shard-settings"}}]
+    assert manifest_problems(objs) == []
