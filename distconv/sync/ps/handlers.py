@@ -12,14 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from distconv.optim import optimizer_from_config
 from distconv.sync.base import first_difference
 from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.state import (
     _Block,
-    _param_spec,
     _Refused,
-    _table_entry,
     dense_gradients,
 )
 from distconv.sync.ps.values import ValueStore
@@ -38,31 +36,11 @@ from distconv.sync.ps.wire import (
 log = logging.getLogger("distconv.pserver")
 
 
-class _Seeding:
-    """A seed arriving in parts: what part 0 set, and the blocks received so far."""
-
-    def __init__(self, header: dict[str, Any], optimizer: Any, parts: int) -> None:
-        self.params_wire = header["params"]
-        self.config = header["optimizer"]
-        self.params = [_param_spec(p) for p in header["params"]]
-        self.optimizer = optimizer
-        self.parts = parts
-        self.next = 0
-        self.blocks: dict[int, _Block] = {}
-
-
 #: the error a held push gets when a new seed drops it
 STALE_PUSH = (
     "the shards were seeded again (rank 0 started a new run): this push is of the run before, "
     "dropped"
 )
-
-
-def _seed_optimizer(config: dict[str, Any]) -> Any:
-    try:
-        return optimizer_from_config(config)
-    except (ValueError, TypeError) as exc:
-        raise WireError(f"optimizer config: {exc}") from None
 
 
 class RequestHandlers:
@@ -179,7 +157,7 @@ class RequestHandlers:
         if not 0 <= part < parts:
             raise WireError(f"seed part {part} of {parts}")
         if part == 0:
-            self._seeding = _Seeding(header, _seed_optimizer(header["optimizer"]), parts)
+            self._seeding = Seeding(header, parts)
         elif self._seeding is None or (part, parts) != (self._seeding.next, self._seeding.parts):
             expected = None if self._seeding is None else self._seeding.next
             self._seeding = None
@@ -188,7 +166,7 @@ class RequestHandlers:
         if (header["params"], header["optimizer"]) != (seeding.params_wire, seeding.config):
             raise WireError(f"seed part {part}: params or optimizer differ from part 0")
         try:
-            self._seed_blocks(seeding, header["table"], arrays)
+            seeding.add(header["table"], arrays)
         except WireError:
             self._seeding = None
             raise
@@ -198,21 +176,7 @@ class RequestHandlers:
             self._install_seed(seeding)
         self._reply(ident, header)
 
-    def _seed_blocks(self, seeding: _Seeding, table: list, arrays: list) -> None:
-        entries = [_table_entry(e, seeding.params) for e in table]
-        if not entries:
-            raise WireError("seed: no blocks")
-        ids = [e[0] for e in entries]
-        if len(set(ids)) != len(ids) or set(ids) & seeding.blocks.keys():
-            raise WireError("seed: block ids repeat")
-        if len(arrays) != len(entries):
-            raise WireError(f"seed: {len(arrays)} arrays for {len(entries)} blocks")
-        for (bid, p, start, stop), value in zip(entries, arrays):
-            check_rows(value, seeding.params[p], stop - start, f"block {bid}")
-            copy = np.array(value)
-            seeding.blocks[bid] = _Block(p, start, stop, copy, seeding.optimizer.init_state(copy))
-
-    def _install_seed(self, seeding: _Seeding) -> None:
+    def _install_seed(self, seeding: Seeding) -> None:
         self.params, self.blocks, self.optimizer = seeding.params, seeding.blocks, seeding.optimizer
         self.store = ValueStore(self.blocks)  # one buffer per dtype: a reply is one frame
         self.by_param = {}

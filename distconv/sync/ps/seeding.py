@@ -1,0 +1,77 @@
+"""A seed as it arrives at a shard, in parts: the blocks received so far, checked so that a
+seed holds no more than the parameters it declares."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import numpy as np
+
+from distconv.optim import optimizer_from_config
+from distconv.sync.ps.state import _Block, _param_spec, _table_entry
+from distconv.sync.ps.wire import WireError, check_rows
+
+
+class Seeding:
+    """A seed arriving in parts: what part 0 set, and the blocks received so far.
+
+    Blocks of one parameter may not share rows. So the blocks a seed accumulates before its
+    last part never exceed the parameters its header declares, however many parts it claims.
+    """
+
+    def __init__(self, header: dict[str, Any], parts: int) -> None:
+        self.params_wire = header["params"]
+        self.config = header["optimizer"]
+        self.params = [_param_spec(p) for p in header["params"]]
+        self.optimizer = seed_optimizer(header["optimizer"])
+        self.parts = parts
+        self.next = 0
+        self.blocks: dict[int, _Block] = {}
+        #: per parameter, the (start, stop) row ranges its blocks hold, sorted
+        self._spans: dict[int, list[tuple[int, int]]] = {}
+
+    def add(self, table: list, arrays: list) -> None:
+        """One part's blocks: ``table`` entries ``[id, param, start, stop]`` and their arrays.
+
+        Raises:
+            WireError: an entry is malformed, an id repeats, rows overlap rows already held,
+                or an array's shape or dtype is not its block's. The seed is then spoilt: the
+                shard drops it, and rank 0 starts again from part 0.
+        """
+        entries = [_table_entry(e, self.params) for e in table]
+        if not entries:
+            raise WireError("seed: no blocks")
+        ids = [e[0] for e in entries]
+        if len(set(ids)) != len(ids) or set(ids) & self.blocks.keys():
+            raise WireError("seed: block ids repeat")
+        if len(arrays) != len(entries):
+            raise WireError(f"seed: {len(arrays)} arrays for {len(entries)} blocks")
+        for (bid, p, start, stop), value in zip(entries, arrays):
+            check_rows(value, self.params[p], stop - start, f"block {bid}")
+        for bid, p, start, stop in entries:
+            self._take_rows(bid, p, start, stop)
+        for (bid, p, start, stop), value in zip(entries, arrays):
+            copy = np.array(value)
+            self.blocks[bid] = _Block(p, start, stop, copy, self.optimizer.init_state(copy))
+
+    def _take_rows(self, bid: int, p: int, start: int, stop: int) -> None:
+        spans = self._spans.setdefault(p, [])
+        at = bisect.bisect(spans, (start, stop))
+        before = spans[at - 1] if at else None
+        after = spans[at] if at < len(spans) else None
+        if (before and before[1] > start) or (after and after[0] < stop):
+            held = before if before and before[1] > start else after
+            raise WireError(
+                f"seed: block {bid} rows {start}:{stop} of parameter "
+                f"{self.params[p].name!r} overlap rows {held[0]}:{held[1]} already seeded"
+            )
+        spans.insert(at, (start, stop))
+
+
+def seed_optimizer(config: dict[str, Any]) -> Any:
+    """The shard's optimizer from a seed's config, or a WireError saying what is wrong."""
+    try:
+        return optimizer_from_config(config)
+    except (ValueError, TypeError) as exc:
+        raise WireError(f"optimizer config: {exc}") from None
