@@ -6,7 +6,8 @@ Kubernetes (or anyone with ``curl``) asks three questions of a running rank:
   seeded or received the parameters), 503 before.
 - ``/healthz``: 200 while steps progress; 503 when no :meth:`~ServiceEndpoints.beat` came for
   ``stall_seconds`` (counted from :meth:`~ServiceEndpoints.start` until the first beat), so a
-  rank stuck in a collective gets restarted by its liveness probe.
+  rank stuck in a collective gets restarted by its liveness probe; 503 at once, and for good,
+  after :meth:`~ServiceEndpoints.set_failed` (a shard whose job failed), the body saying why.
 - ``/metrics``: the Prometheus text format, written by the official client from a registry
   private to this instance, every series labelled with ``role`` and ``rank``.
 
@@ -120,6 +121,7 @@ class ServiceEndpoints:
         self._ready = False
         self._last_beat = time.monotonic()
         self._last_step: int | None = None
+        self._failure: str | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._totals: dict[str, float] = {}
@@ -184,11 +186,30 @@ class ServiceEndpoints:
         self._ready = bool(ready)
         self._metrics.ready.set(1.0 if self._ready else 0.0)
 
-    def beat(self, step: int) -> None:
-        """Record progress: step ``step`` finished, so the rank is healthy for another while."""
+    def beat(self, step: int | None = None) -> None:
+        """Record progress: step ``step`` finished (None: alive, but no step to name, as a
+        shard's loop before its first update), so the rank is healthy for another while."""
         self._last_beat = time.monotonic()
-        self._last_step = int(step)
-        self._metrics.step.set(self._last_step)
+        if step is not None:
+            self._last_step = int(step)
+            self._metrics.step.set(self._last_step)
+
+    def set_failed(self, message: str) -> None:
+        """The rank cannot go on (its job failed): ``/healthz`` answers 503 from now on, at
+        once rather than after ``stall_seconds``, naming ``message`` instead of a stall. The
+        kubelet still waits for its probe's ``failureThreshold`` before it restarts the pod.
+
+        Raises:
+            ValueError: ``message`` is empty.
+        """
+        if not isinstance(message, str) or not message.strip():
+            raise ValueError(f"message must be a non-empty string, got {message!r}")
+        self._failure = message
+
+    @property
+    def failure(self) -> str | None:
+        """What :meth:`set_failed` was told, or None."""
+        return self._failure
 
     @property
     def ready(self) -> bool:
@@ -197,8 +218,8 @@ class ServiceEndpoints:
 
     @property
     def healthy(self) -> bool:
-        """What ``/healthz`` says: a beat came within the last ``stall_seconds``."""
-        return self._seconds_since_beat() <= self.stall_seconds
+        """What ``/healthz`` says: not failed, and a beat came within the last ``stall_seconds``."""
+        return self._failure is None and self._seconds_since_beat() <= self.stall_seconds
 
     def _seconds_since_beat(self) -> float:
         return time.monotonic() - self._last_beat
@@ -206,6 +227,8 @@ class ServiceEndpoints:
     def _health_text(self) -> str:
         quiet = self._seconds_since_beat()
         last = "none yet" if self._last_step is None else str(self._last_step)
+        if self._failure is not None:  # the loop may still beat: how long ago says nothing
+            return f"failed: {self.role} {self.rank}, last step {last}: {self._failure}\n"
         state = "ok" if quiet <= self.stall_seconds else "stalled"
         return (
             f"{state}: {self.role} {self.rank}, last step {last}, {quiet:.1f} s ago "

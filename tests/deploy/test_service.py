@@ -53,6 +53,37 @@ def test_health_turns_from_true_to_false_when_steps_stop(service):
     assert get(service.port, "/healthz")[0] == 200
 
 
+@pytest.mark.timeout(30)
+def test_a_failed_rank_is_unhealthy_at_once_and_for_good_naming_why(service):
+    """k99 #6: the stall limit (0.5 s) has not passed, the loop goes on beating, and still
+    /healthz answers 503 with the cause, not "ok" and later "stalled"."""
+    service.beat(7)
+    service.set_ready()
+    service.set_failed("job failed: gradient of parameter w from rank 1 is not finite")
+    assert get(service.port, "/healthz") == (
+        503,
+        "failed: worker 3, last step 7: job failed: gradient of parameter w from rank 1 is "
+        "not finite\n",
+    )
+    assert not service.healthy and service.failure.startswith("job failed")
+    service.beat(8)  # the loop goes on: the failure stays
+    status, body = get(service.port, "/healthz")
+    assert status == 503 and body.startswith("failed: worker 3, last step 8: job failed")
+    assert get(service.port, "/readyz")[0] == 200  # liveness only: readiness is another matter
+    with pytest.raises(ValueError, match="non-empty"):
+        service.set_failed(" ")
+
+
+@pytest.mark.timeout(30)
+def test_a_beat_without_a_step_keeps_the_last_one(service):
+    service.beat()
+    assert "last step none yet" in get(service.port, "/healthz")[1]
+    service.beat(5)
+    service.beat(None)
+    status, body = get(service.port, "/healthz")
+    assert status == 200 and body.startswith("ok: worker 3, last step 5, 0.")
+
+
 def test_metrics_parse_with_the_prometheus_parser(service):
     service.observe_step(0.5, 64)
     service.observe_step(0.25, 64)
