@@ -1,20 +1,24 @@
-"""A real ``distconv pserver`` serves its probes: not ready until seeded, healthy while serving."""
+"""A real ``distconv pserver`` serves its probes: not ready until seeded, healthy while serving,
+failed (naming why) at once when its job fails."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
+from distconv.sync.base import SyncError
 from distconv.sync.ps.client import PServerSync
 from launcher.commands import free_ports
 
@@ -70,6 +74,110 @@ def test_shard_turns_ready_once_seeded_and_stays_healthy():
             assert b'distconv_ready{rank="0",role="server"} 1.0' in metrics
         finally:
             sync.close()
+    finally:
+        shard.terminate()
+        assert shard.wait(timeout=20) == 0
+        shard.stdout.close()
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def _worker(endpoint: str, rank: int, world: int, steps: int, nan_step: int, errors: list) -> None:
+    """Rank ``rank`` of ``world``: ``steps`` steps (from 0), rank 1's gradient NaN in step
+    ``nan_step``; the error of the step that failed goes into ``errors[rank]``."""
+    set_seed(0)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    sync = PServerSync(
+        create_optimizer("sgd", lr=0.1), rank=rank, world_size=world, pservers=[endpoint],
+        insecure=True, timeout=20,
+    )  # fmt: skip
+    try:
+        sync.setup(net.parameters())
+        for step in range(steps):
+            sync.start_step(4)
+            for param in net.parameters():
+                param.grad[...] = np.nan if step == nan_step and rank == 1 else 0.5
+                sync.on_gradient(param)
+            try:
+                sync.finish_step()
+            except SyncError as exc:
+                errors[rank] = str(exc)
+                return
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(90)
+def test_a_failed_shard_says_so_at_once_with_its_last_step_not_its_update_count():
+    """k99 #6: /healthz said "ok", then "stalled" after the stall limit, for a shard whose job
+    had failed, and its "last step" was the number of updates. The stall limit here is far off,
+    so a 503 can only be the failure's; 3 steps of 8 parameters are 24 updates, not step 3."""
+    (health,) = free_ports(1)
+    shard = subprocess.Popen(
+        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
+         "--num-shards", "1", "--workers", "2", "--insecure", "--health-port", str(health),
+         "--stall-seconds", "300", "--timeout", "20"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    try:
+        endpoint = shard.stdout.readline().split()[-1]
+        wait_listening(health)
+        errors: list = [None, None]
+        ranks = [
+            threading.Thread(target=_worker, args=(endpoint, r, 2, 4, 3, errors), daemon=True)
+            for r in (0, 1)
+        ]
+        for t in ranks:
+            t.start()
+        for t in ranks:
+            t.join(60)
+        assert not any(t.is_alive() for t in ranks), "a worker hung"
+        assert all(e and "is not finite" in e for e in errors), errors
+        deadline = time.monotonic() + 10  # the loop's next turn, not the stall limit (300 s)
+        while (answer := get(health, "/healthz"))[0] == 200:
+            assert time.monotonic() < deadline, f"the job failed, /healthz still says {answer}"
+            time.sleep(0.05)
+        status_code, body = answer
+        assert status_code == 503, answer
+        assert body.startswith("failed: server 0, last step 3: job failed: gradient of "), body
+        assert "from rank 1 is not finite (NaN/Inf)" in body and "stalled" not in body
+        assert get(health, "/readyz")[0] == 200  # the blocks are there: only liveness fails
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{health}/metrics").read()
+        assert b'distconv_step{rank="0",role="server"} 3.0' in metrics
+    finally:
+        shard.terminate()
+        assert shard.wait(timeout=20) == 0
+        shard.stdout.close()
+
+
+@pytest.mark.timeout(60)
+def test_an_async_shard_beats_with_the_highest_step_it_applied():
+    """Async: 3 pushes of 8 parameters are 24 updates; the shard's last step is 3."""
+    (health,) = free_ports(1)
+    shard = subprocess.Popen(
+        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
+         "--num-shards", "1", "--workers", "1", "--insecure", "--health-port", str(health),
+         "--mode", "async"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    try:
+        endpoint = shard.stdout.readline().split()[-1]
+        wait_listening(health)
+        errors: list = [None]
+        _worker(endpoint, 0, 1, 3, -1, errors)
+        assert errors == [None]
+        deadline = time.monotonic() + 10  # the loop's next turn reports it
+        while not (answer := get(health, "/healthz"))[1].startswith("ok: server 0, last step 3,"):
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.05)
     finally:
         shard.terminate()
         assert shard.wait(timeout=20) == 0

@@ -106,7 +106,8 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p.add_argument(
         "--health-port",
         type=port,
-        help="serve /readyz (seeded), /healthz (serving) and /metrics on this port (0: any)",
+        help="serve /readyz (seeded), /healthz (serving, job not failed) and /metrics on this port "
+        "(0: any)",
     )
     p.add_argument(
         "--health-host",

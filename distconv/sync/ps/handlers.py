@@ -183,6 +183,7 @@ class RequestHandlers:
         for bid in sorted(self.blocks):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
         self.completed = {}
+        self.top_step = -1  # a new run's steps (a resumed one's may start lower)
         # a push held now is of the run before (a run's pushes follow its seed): its worker,
         # if still alive, stops now, naming why, instead of at its timeout
         stale = [w for key, w in self.waiting.items() if key not in self.gathers_held]

@@ -92,6 +92,7 @@ class Shard(
         self.failed: str | None = None
         self.failed_ranks: list[int] = []  # the ranks whose failure failed the job, if any
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
+        self.top_step = -1  # the highest step an update was applied for since the seed (probes)
         self.waiting: dict[str, _Waiting] = {}  # "push:<param>" or "gather:<tag>"
         self.gathers_held: set[str] = set()  # the gather keys in ``waiting``, looked up per push
         self._seeding: Any = None  # a seed whose parts are still arriving
@@ -203,14 +204,18 @@ class Shard(
             self.handle(frames)
 
     def _report_probes(self) -> None:
-        """Ready once seeded (or restored); a beat per loop turn while the job has not failed,
-        so ``/healthz`` turns 503 when the loop hangs or the job has failed."""
+        """Ready once seeded (or restored); a beat per loop turn, with the last step updated,
+        so ``/healthz`` turns 503 when the loop hangs; once the job has failed, 503 at once,
+        naming the cause (the loop is fine then: a stall would send the reader astray)."""
         if self.service is None:
             return
         if self.service.ready != bool(self.blocks):
             self.service.set_ready(bool(self.blocks))
-        if not self.failed:
-            self.service.beat(self.stats.updates)
+        # the loop turns, failed or not (the failure is told apart), and the steps applied in
+        # the batch that failed the job count too
+        self.service.beat(self.top_step if self.top_step >= 0 else None)
+        if self.failed and self.service.failure is None:
+            self.service.set_failed(f"job failed: {self.failed}")
 
     def close(self) -> None:
         """Release the socket, the authenticator and the context."""

@@ -281,6 +281,7 @@ class BlockUpdates:
         self.stats.update_seconds += _clock() - start
         self.stats.updates += 1
         self.completed[p] = step
+        self.top_step = max(self.top_step, step)
 
     def _answer(self, p: int, sums: list) -> None:
         """Answer each push held for parameter ``p`` (just updated) whose last parameter this
@@ -390,5 +391,6 @@ class BlockUpdates:
                 self._fail(message)
                 raise _Refused(message) from None
             self.stats.updates += 1
+            self.top_step = max(self.top_step, header["step"])
         arrays, fields = self._values(header["blocks"], [rows for rows, _ in parts])
         self._reply(ident, header, arrays, dropped=len(params) - len(applied), **fields)
