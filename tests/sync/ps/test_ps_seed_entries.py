@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distconv.sync.ps.seeding import Seeding
+from distconv.sync.ps.wire import WireError
+
 
 @pytest.mark.timeout(60)
 def test_a_sparse_scalar_parameter_is_refused_as_malformed(hand):
@@ -54,3 +57,38 @@ def test_a_seed_whose_blocks_share_rows_is_refused_so_parts_cannot_grow_it_past_
         (4, 8, 2.0),
     ]
     assert h.shard._traced is False
+
+
+@pytest.mark.parametrize(
+    "spans, overlap",
+    [
+        ([(0, 4), (4, 8)], None),  # as the client cuts them: adjacent, ascending, in one part
+        ([(4, 8), (0, 4), (8, 9)], None),
+        ([(0, 4), (0, 4)], (0, 4)),  # identical
+        ([(0, 8), (2, 4)], (0, 8)),  # contained
+        ([(2, 4), (0, 8)], (2, 4)),  # containing
+        ([(0, 4), (0, 2)], (0, 4)),  # the same start
+        ([(4, 8), (0, 2), (1, 3)], (0, 2)),
+        ([(0, 2), (6, 8), (3, 4), (3, 7)], (3, 4)),
+        # held in arrival order, not sorted, the ranges would let (7, 10) past (6, 8)
+        ([(6, 8), (0, 2), (7, 10)], (6, 8)),
+    ],
+)
+def test_the_seed_finds_every_overlap_of_a_parameters_rows_whatever_the_order(spans, overlap):
+    """The neighbours of a sorted list of ranges: adjacent ranges (as the client cuts a
+    parameter) pass in either order; identical, contained and containing ranges do not."""
+    seeding = Seeding(
+        {"params": [["w", [10], "float64", False]], "optimizer": {"name": "sgd", "lr": 1.0}}, 9
+    )
+    *first, (start, stop) = spans
+    for bid, (a, b) in enumerate(first):
+        seeding.add([[bid, 0, a, b]], [np.zeros((b - a, 1))])
+    last = [[len(first), 0, start, stop]], [np.zeros((stop - start, 1))]
+    if overlap is None:
+        seeding.add(*last)
+        assert sorted((b.start, b.stop) for b in seeding.blocks.values()) == sorted(spans)
+        return
+    with pytest.raises(
+        WireError, match=rf"rows {start}:{stop} .* overlap rows {overlap[0]}:{overlap[1]} "
+    ):
+        seeding.add(*last)
