@@ -50,10 +50,12 @@ class Arg:
     def grad(self, g: Any) -> None:
         # Checked here, where a gradient set by hand is set, so that the error points at that
         # line rather than at a broadcast deep in some layer's backward.
+        # A number stands for the gradient of a 0-d value (a loss): ``loss.grad = 1.0``.
         if (
             g is not None
             and self.value is not None
             and getattr(g, "shape", None) != self.value.shape
+            and not (self.value.shape == () and _is_number(g))
         ):
             got = f"shape {tuple(g.shape)}" if hasattr(g, "shape") else type(g).__name__
             raise ValueError(
@@ -86,6 +88,10 @@ class Arg:
         if self.ids is not None:
             parts.append(f"ids={len(self.ids)}")
         return f"Arg({', '.join(parts)})"
+
+
+def _is_number(g: Any) -> bool:
+    return isinstance(g, (int, float)) and not isinstance(g, bool)
 
 
 def feeds_of(arrays: Mapping[str, Any], index: Any, dtype: Any = None) -> dict[str, Arg]:

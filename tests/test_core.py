@@ -6,7 +6,7 @@ import pytest
 from distconv import Arg, Parameter
 from distconv.backend import BackendError, get_array_module, set_device, to_host
 from distconv.gradient_check import check_layer_grad
-from distconv.layers import Conv2D, FullyConnected, SoftmaxCrossEntropy
+from distconv.layers import Conv2D, FullyConnected, MSELoss, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, LayerError, grad_target
 from distconv.network import Network, NetworkError
 
@@ -54,6 +54,22 @@ def test_a_gradient_set_by_hand_of_another_shape_is_refused_where_it_is_set(rng)
     fc.backward(fired.append)
     assert np.allclose(fc.weight.grad, np.ones((2, 3)).T @ fc.inputs[0].value)
     assert len(fired) == 2
+
+
+def test_a_number_is_taken_as_the_gradient_of_a_0d_loss(rng):
+    """``loss.grad = 1.0`` seeded a scalar loss's backward before the shape check came, and
+    must still; a number stays refused for a value with a shape, and so does a bool."""
+    loss = MSELoss()
+    pred = Arg(rng.standard_normal((2, 3)))
+    out = loss.forward(pred, Arg(np.zeros((2, 3)), needs_grad=False))
+    assert out.shape == ()
+    with pytest.raises(ValueError, match=r"got bool"):
+        out.grad = True
+    out.grad = 2.0
+    loss.backward(lambda p: None)
+    assert np.allclose(pred.grad, 2.0 * 2 * pred.value / pred.value.size)
+    with pytest.raises(ValueError, match=r"got int"):
+        pred.grad = 1
 
 
 def _shared_net(rng):
