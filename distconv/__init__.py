@@ -8,10 +8,14 @@ seam where a sync strategy (local optimizer, parameter server, allreduce) takes 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distconv.arg import Arg
 from distconv.parameter import Parameter
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
+    from distconv.network import Network
+    from distconv.trainer import Trainer
 
 # Imported on first use (PEP 562): the trainer pulls in data loading, metrics and the sync
 # strategies, which a process that only builds layers, or a shard, has no need of.
