@@ -169,12 +169,16 @@ class RunDirectory:
             return foreign
         try:
             records = read_metrics(path) if path.is_file() else None
-        except (MetricsError, OSError):
+        except MetricsError:
             records = None
-        first_epoch_only = records is not None and (
-            not records or (len(records) == 1 and records[0].get("epoch") == 1)
-        )
-        return foreign if first_epoch_only else [str(path)] + foreign
+        except OSError as exc:
+            raise RunDirError(
+                f"{self.root} has no checkpoint to resume, and its {path.name} cannot be read "
+                f"({describe_os_error(exc)}) to tell whether starting afresh may delete it"
+            ) from None
+        if records is not None and _first_epoch_at_most(records):
+            return foreign
+        return [str(path)] + foreign
 
     # -- checkpoints ----------------------------------------------------------------------------
     @property
@@ -287,6 +291,15 @@ class RunDirectory:
         for old in complete[: -self.keep]:
             old.path.unlink(missing_ok=True)
             shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
+
+
+def _first_epoch_at_most(records: list[dict]) -> bool:
+    """Whether ``records`` are what a run leaves before its first checkpoint: none, or the
+    line of epoch 1."""
+    if not records:
+        return True
+    epoch = records[0].get("epoch")
+    return len(records) == 1 and type(epoch) is int and epoch == 1
 
 
 def _has_content(path: Path) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from distconv import run_dir
 from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
 from distconv.checkpoint import save_checkpoint as write_checkpoint
 from distconv.data import split, synthetic
@@ -401,6 +402,7 @@ def test_resume_auto_still_clears_what_a_run_without_a_checkpoint_left(data, tmp
     [
         {"metrics.jsonl": '{"epoch": 1, "step": 15}\n{"epoch": 2, "step": 30}\n'},
         {"metrics.jsonl": '{"epoch": 4, "step": 60}\n'},
+        {"metrics.jsonl": '{"epoch": true, "step": 60}\n'},
         {"metrics.jsonl": "loss=0.3 acc=0.91\nloss=0.2 acc=0.93\n"},
         {"metrics.jsonl": '{"epoch": 1}\n', "metrics.png": "a plot"},
         {"metrics.jsonl/": "", "metrics.jsonl/part-0": "another tool's"},
@@ -425,6 +427,20 @@ def test_resume_auto_with_no_checkpoint_keeps_metrics_no_unfinished_run_leaves(
             if name.endswith("/")
             else (tmp_path / name).read_text() == text
         )
+
+
+def test_resume_auto_with_no_checkpoint_and_unreadable_metrics_says_so(data, tmp_path, monkeypatch):
+    """As root, no permission keeps a file from being read here: the read fails by hand."""
+    train, test = data
+    (tmp_path / "metrics.jsonl").write_text('{"epoch": 1, "step": 15}\n')
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(run_dir, "read_metrics", unreadable)
+    with pytest.raises(RunDirError, match=r"metrics.jsonl cannot be read \(.*ermission denied"):
+        _trainer(tmp_path).fit(train, test, epochs=1, resume="auto")
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"epoch": 1, "step": 15}\n'
 
 
 @pytest.mark.parametrize("text", ["", '{"epoch": 1, "step": 15}\n', '{"epoch": 1, "st'])

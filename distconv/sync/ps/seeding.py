@@ -16,8 +16,10 @@ from distconv.sync.ps.wire import WireError, check_rows
 class Seeding:
     """A seed arriving in parts: what part 0 set, and the blocks received so far.
 
-    Blocks of one parameter may not share rows. So the blocks a seed accumulates before its
+    Blocks of one parameter may not share rows. So the values a seed accumulates before its
     last part never exceed the parameters its header declares, however many parts it claims.
+    What it declares is rank 0's word: a shard trusts the holder of rank 0's key with that
+    much memory (and with a block's bookkeeping per block: 1-row blocks cost more than rows).
     """
 
     def __init__(self, header: dict[str, Any], parts: int) -> None:
