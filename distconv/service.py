@@ -22,7 +22,7 @@ Example::
     ...  # setup() seeds or receives the parameters
     service.set_ready()
     for step in ...:
-        service.observe_step(seconds, samples)  # also counts as a beat
+        service.observe_step(seconds, samples, step)  # a beat naming the step
 """
 
 from __future__ import annotations
@@ -237,8 +237,9 @@ class ServiceEndpoints:
 
     # -- metrics -------------------------------------------------------------------------------
 
-    def observe_step(self, seconds: float, samples: int) -> None:
-        """One step took ``seconds`` for ``samples`` examples here; refreshes health like a beat."""
+    def observe_step(self, seconds: float, samples: int, step: int | None = None) -> None:
+        """One step took ``seconds`` for ``samples`` examples here; a beat with ``step`` (the
+        step just finished, which ``/healthz`` and ``distconv_step`` name)."""
         if seconds < 0 or samples < 0:
             raise ValueError(f"seconds and samples must be >= 0, got {seconds} and {samples}")
         m = self._metrics
@@ -246,7 +247,7 @@ class ServiceEndpoints:
         m.samples.inc(samples)
         if seconds > 0:
             m.samples_per_second.set(samples / seconds)
-        self._last_beat = time.monotonic()
+        self.beat(step)
 
     def add_bytes(self, pushed: int = 0, pulled: int = 0) -> None:
         """Count payload bytes sent to and received from peers."""

@@ -209,7 +209,7 @@ class Trainer:
             self.sync.set_firing_order(self.network.firing_order)
         self.pos.step += 1
         if self.monitor is not None:
-            self.monitor.observe_step(time.perf_counter() - began, examples)
+            self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
             self.monitor.record_totals(self.sync.traffic())
         return loss_sum, correct, examples
 

@@ -84,6 +84,32 @@ def test_a_beat_without_a_step_keeps_the_last_one(service):
     assert status == 200 and body.startswith("ok: worker 3, last step 5, 0.")
 
 
+@pytest.mark.timeout(60)
+def test_a_training_rank_names_the_last_step_it_finished():
+    """docs/operations.md: /healthz names the last step a worker finished, as a shard's does,
+    and distconv_step is that step; the trainer's beats named none ("last step none yet")."""
+    import numpy as np
+
+    from distconv.init import set_seed
+    from distconv.models import lenet
+    from distconv.optim import create_optimizer
+    from distconv.sync.local import LocalSync
+    from distconv.trainer import Trainer
+
+    set_seed(0)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    rng = np.random.default_rng(0)
+    data = {"image": rng.random((32, 1, 8, 8), dtype=np.float32), "label": np.arange(32) % 4}
+    sync = LocalSync(create_optimizer("sgd"))
+    with ServiceEndpoints(role="worker", rank=3) as service:  # no stall on a slow machine
+        port = service.start()
+        Trainer(net, sync, 8, monitor=service, progress=False).fit(data, epochs=1)
+        status, body = get(port, "/healthz")
+        assert status == 200 and body.startswith("ok: worker 3, last step 4, "), body
+        metrics = get(port, "/metrics")[1]
+        assert 'distconv_step{rank="3",role="worker"} 4.0' in metrics, metrics
+
+
 def test_metrics_parse_with_the_prometheus_parser(service):
     service.observe_step(0.5, 64)
     service.observe_step(0.25, 64)

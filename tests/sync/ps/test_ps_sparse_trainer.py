@@ -45,7 +45,7 @@ class _Traffic:
     def set_ready(self, ready: bool = True) -> None:
         pass
 
-    def observe_step(self, seconds: float, samples: int) -> None:
+    def observe_step(self, seconds: float, samples: int, step: int | None = None) -> None:
         pass
 
     def record_totals(self, totals) -> None:
