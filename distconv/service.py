@@ -194,6 +194,11 @@ class ServiceEndpoints:
             self._last_step = int(step)
             self._metrics.step.set(self._last_step)
 
+    def forget_step(self) -> None:
+        """No step finished yet, as at the start (``last step none yet``): a shard re-seeded by
+        a resumed run, whose steps may start below the run before's."""
+        self._last_step = None
+
     def set_failed(self, message: str) -> None:
         """The rank cannot go on (its job failed): ``/healthz`` answers 503 from now on, at
         once rather than after ``stall_seconds``, naming ``message`` instead of a stall. The

@@ -214,6 +214,8 @@ class Shard(
         # the loop turns, failed or not (the failure is told apart), and the steps applied in
         # the batch that failed the job count too
         self.service.beat(self.top_step if self.top_step >= 0 else None)
+        if self.top_step < 0:  # none since the seed: not the run before's either
+            self.service.forget_step()
         if self.failed and self.service.failure is None:
             self.service.set_failed(f"job failed: {self.failed}")
 
