@@ -5,7 +5,8 @@ read or a flag it needs and misses would stop every shard at start, after the jo
 The kubelet fills in ``$(VAR)`` from the container's environment before the shard starts. A
 variable set to a literal value is filled in here as it would be there; one whose value only the
 cluster knows (``valueFrom``, ``envFrom``; the shard's ``--shard $(DISTCONV_SHARD)``) is taken for
-a good value. One the container does not define stays as written, as the kubelet leaves it.
+a good value, as is one the kubelet may define for a Service (``X_SERVICE_PORT``). One the
+container does not define stays as written, as the kubelet leaves it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from distconv.sync.ps.cli import add_pserver
 _REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 #: what stands for a value only the cluster knows: no flag starts so, no value is written so
 _FILLED = "\x00"
+#: the variables the kubelet defines for the namespace's Services (``enableServiceLinks``; the
+#: API server's ``KUBERNETES_SERVICE_PORT`` always): a container may refer to them undeclared
+_SERVICE_LINK = re.compile(
+    r"[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)"
+)
+#: a token argparse may take for the value of a flag though it starts with "-"
+_NEGATIVE = re.compile(r"-\d+|-\d*\.\d+")
 
 
 class ArgvRefused(ValueError):
@@ -89,12 +97,15 @@ def expand(token: str, container: Manifest) -> str:
     literal: dict[str, str] = {}
     unknown: set[str] = set()
     for var in container.get("env", []):
-        value = str(var.get("value", ""))  # no value is the empty string
+        name, value = var.get("name"), var.get("value")
+        value = "" if value is None else str(value)  # no value is the empty string
+        literal.pop(name, None)  # the last of a name is the one the kubelet keeps
+        unknown.discard(name)
         # a value that itself refers to a variable: the kubelet expands it, this does not
         if "valueFrom" in var or "$(" in value:
-            unknown.add(var.get("name"))
+            unknown.add(name)
         else:
-            literal[var.get("name")] = value
+            literal[name] = value
 
     def fill(match: re.Match) -> str:
         name = match.group(1)
@@ -102,7 +113,7 @@ def expand(token: str, container: Manifest) -> str:
             return "$"
         if name in literal:
             return literal[name]
-        if name in unknown or container.get("envFrom"):  # envFrom may define any name
+        if name in unknown or container.get("envFrom") or _SERVICE_LINK.fullmatch(name):
             return f"{_FILLED}{name}{_FILLED}"
         return match.group(0)  # no such variable: the kubelet leaves the reference
 
@@ -117,9 +128,22 @@ def shard_argv_problem(args: Sequence[str], container: Manifest) -> str | None:
         _, extra = pserver_parser().parse_known_args(argv)
     except ArgvRefused as exc:
         return _shown(str(exc))
-    # a token the cluster fills in may be a flag and its value: only the rest is surely wrong
-    wrong = [a for a in extra if not _is_filled(a)]
-    return f"unrecognized arguments: {' '.join(wrong)}" if wrong else None
+    wrong = _surely_wrong(extra)
+    return _shown(f"unrecognized arguments: {' '.join(wrong)}") if wrong else None
+
+
+def _surely_wrong(extra: list[str]) -> list[str]:
+    """The tokens of ``extra`` (what the parser left) the shard would refuse: a token the
+    cluster fills in may be a flag (``envFrom`` may define any), and the token after it its
+    value; a flag whose name is written out is wrong whatever its value (``--bogus=$(T)``)."""
+    loose = any(_is_filled(a) for a in extra)
+
+    def wrong(token: str) -> bool:
+        if token.startswith("-") and not (loose and _NEGATIVE.fullmatch(token)):
+            return not _is_filled(token.split("=", 1)[0])
+        return not loose and not _is_filled(token)
+
+    return [a for a in extra if wrong(a)]
 
 
 def _shown(message: str) -> str:

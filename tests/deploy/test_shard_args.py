@@ -122,3 +122,49 @@ def test_env_from_a_config_map_may_define_any_name():
     assert "invalid int value: '$(STALENESS)'" in "; ".join(manifest_problems(objs))
     container["envFrom"] = [{"configMapRef": {"name": "shard-settings"}}]
     assert manifest_problems(objs) == []
+
+
+CONFIG_KEY = {"configMapKeyRef": {"name": "shard-settings", "key": "k"}}
+
+
+@pytest.mark.parametrize(
+    "args, env",
+    [
+        # the kubelet defines these for the namespace's Services (the API server's always)
+        (["--max-staleness", "$(KUBERNETES_SERVICE_PORT)"], []),
+        (["--health-port", "$(SHARD_METRICS_SERVICE_PORT_HTTP)"], []),
+        # the last of two variables of one name is the one the kubelet keeps
+        (
+            ["--max-staleness", "$(S)"],
+            [{"name": "S", "value": "x"}, {"name": "S", "valueFrom": CONFIG_KEY}],
+        ),
+        # a variable filled in may be a flag, and the token after it its value
+        (["$(F)", "5"], [{"name": "F", "valueFrom": CONFIG_KEY}]),
+        (["$(F)", "-5"], [{"name": "F", "valueFrom": CONFIG_KEY}]),
+    ],
+)
+def test_what_the_kubelet_may_fill_in_is_not_refused(args, env):
+    here, problems = _problems_with("pserver", *args, env=env)
+    assert _shard_problems(here, problems) == []
+
+
+def test_a_flag_written_out_is_refused_whatever_the_value_filled_in():
+    from_cluster = [{"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    here, problems = _problems_with("pserver", "--bogus=$(T)", "$(T)", "--bogus2", env=from_cluster)
+    assert _shard_problems(here, problems) == [
+        f"{here}: distconv pserver: unrecognized arguments: --bogus=$(T) --bogus2 "
+        "(every shard would exit)"
+    ]
+    # a literal value kept last; a variable with no value (or null) is the empty string
+    dup = [{"name": "S", "valueFrom": CONFIG_KEY}, {"name": "S", "value": "x"}]
+    here, problems = _problems_with("pserver", "--max-staleness", "$(S)", env=dup)
+    assert _shard_problems(here, problems) == [
+        f"{here}: distconv pserver: argument --max-staleness: invalid int value: 'x' "
+        "(every shard would exit)"
+    ]
+    for empty in ({"name": "E"}, {"name": "E", "value": None}):
+        here, problems = _problems_with("pserver", "--keep-parts", "$(E)", env=[empty])
+        assert _shard_problems(here, problems) == [
+            f"{here}: distconv pserver: argument --keep-parts: invalid int value: '' "
+            "(every shard would exit)"
+        ]
