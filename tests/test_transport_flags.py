@@ -54,7 +54,12 @@ def test_the_servers_in_the_environment_are_not_a_flag(tmp_path):
         (["train", "--sync", "pserver"], {"PMI_SIZE": "2"}, False),
         (["train", "--pserv", "h:1"], {"PMI_SIZE": "2"}, False),
         (["train"], {"PMI_SIZE": "2", "DISTCONV_PSERVERS": "h:1"}, False),
-        (["train", "--sync", "mpi", "--sync", "local"], {"PMI_SIZE": "2"}, False),  # the last
+        (["train", "--sync", "mpi", "--sync", "pserver"], {"PMI_SIZE": "2"}, False),  # the last
+        # refused as one of several ranks: MPI ranks beside it would wait in MPI_Init for ever
+        (["train", "--sync", "local"], {"PMI_SIZE": "2"}, True),
+        (["train", "--sync", "pserver", "--sync", "local"], {"OMPI_COMM_WORLD_SIZE": "2"}, True),
+        (["train", "--sync", "local", "--world-size", "1"], {"PMI_SIZE": "2"}, False),  # alone
+        (["train", "--sync", "local", "--world-size=2"], {"PMI_SIZE": "2"}, True),
         (["train", "--sync"], {"PMI_SIZE": "2"}, True),  # no value: none chosen, mpi implied
         (["train", "--sync", "mpi"], {"PMI_SIZE": "1"}, False),  # one rank waits for none
         (["train", "--sync", "mpi"], {}, False),

@@ -55,6 +55,17 @@ def test_a_rank_left_over_in_the_environment_ends_the_job(tmp_path, monkeypatch)
 
 
 @pytest.mark.timeout(60)
+def test_a_rank_of_the_local_sync_beside_mpi_ranks_ends_the_job(tmp_path):
+    """MPMD with ``--sync local`` on one rank: that rank is refused (local sync trains alone)
+    and exited without initialising MPI, so rank 0 waited in ``MPI_Init`` for ever."""
+    command = ["-n", "1", *train(tmp_path), ":", "-n", "1", *TRAIN, "--sync", "local"]
+    command += ["--epochs", "1", "--out", str(tmp_path / "run")]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "but local sync trains alone" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
 def test_ranks_of_another_transport_that_fail_alike_still_just_exit(tmp_path):
     """No rank of a parameter-server job initialises MPI: none may wait for the others in it."""
     command = ["-n", "2", *TRAIN, "--sync", "pserver", "--out", str(tmp_path / "run")]
