@@ -64,6 +64,15 @@ def _float_in(low: float, high: float, *, high_closed: bool = False):
 _positive_float = _float_in(0.0, float("inf"))
 
 
+def _mebibytes(text: str) -> float:
+    """A positive size in MiB of at least one byte: less rounds to 0 bytes, which the sync
+    refused with a traceback."""
+    value = _positive_float(text)
+    if int(value * 2**20) < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte ({2**-20:g} MiB), got {text}")
+    return value
+
+
 def _resume_mode(text: str) -> str:
     if text != "auto":
         raise argparse.ArgumentTypeError(f"the only value --resume takes is 'auto', got {text!r}")
@@ -183,7 +192,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         "writes a checkpoint)",
     )
     g.add_argument(
-        "--bucket-mb", type=_positive_float, help="allreduce bucket size in MiB (mpi; default 4)"
+        "--bucket-mb", type=_mebibytes, help="allreduce bucket size in MiB (mpi; default 4)"
     )
     g.add_argument(
         "--push-kb",

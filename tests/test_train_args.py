@@ -75,3 +75,16 @@ def test_a_health_port_outside_0_to_65535_is_a_usage_error(port, capsys):
     assert exit_.value.code == 2
     assert f"a port is 0..65535, got {port}" in capsys.readouterr().err
     assert train_parser().parse_args(["--health-port", "65535"]).health_port == 65535
+
+
+@pytest.mark.parametrize("size", ["1e-9", "9e-7"])
+def test_a_bucket_under_one_byte_is_a_usage_error(size, capsys):
+    """--bucket-mb 1e-9 passed the parse as a positive number, became 0 bytes, and every rank
+    of the MPI job ended in the sync's traceback (bucket_bytes must be a positive integer)."""
+    with pytest.raises(SystemExit) as exit_:
+        train_parser().parse_args(["--bucket-mb", size])
+    assert exit_.value.code == 2
+    assert f"--bucket-mb: must be at least 1 byte (9.53674e-07 MiB), got {size}" in (
+        capsys.readouterr().err
+    )
+    assert train_parser().parse_args(["--bucket-mb", "1e-6"]).bucket_mb == 1e-6  # 1 byte
