@@ -144,6 +144,16 @@ class Network:
                 params[id(p)] = names[p.name] = p
         return list(params.values())
 
+    def structure(self) -> dict[str, dict[str, Any]]:
+        """Each layer's type, inputs and :meth:`~distconv.layers.base.Layer.settings`, by name:
+        with the parameters' names, shapes and dtypes, what makes two ranks' models one model
+        (the Trainer hands it to the sync's start-up check)."""
+        return {
+            name: {"type": type(layer).__name__, "inputs": list(self.wiring[name])}
+            | layer.settings()
+            for name, layer in self.layers.items()
+        }
+
     def zero_grad(self) -> None:
         """Clear every parameter's gradient."""
         for p in self.parameters():

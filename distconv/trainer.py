@@ -299,7 +299,8 @@ class Trainer:
             data = data_facts(train, test, self.dtype)  # the inputs as cast: what trains
             state, pos = self.checkpoints.open(resume, data["train_data"])
             self._take_trainable()
-            self.sync.setup(self.trainable, self.config, state)
+            layers = self.network.structure()  # every rank's model: the same, or stop
+            self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
             self._check_test_set(train, test)  # the ranks agree on it: all fail alike
             self.pos = share_position(self.sync, pos)

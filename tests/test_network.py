@@ -304,3 +304,32 @@ def test_int4_features_into_a_fully_connected_layer_are_still_refused():
     feeds = {"x": Arg(np.ones((2, 4), ml_dtypes.int4)), "label": Arg(ids=np.arange(2))}
     with pytest.raises(LayerError, match=r"FullyConnected 'fc': input holds int4 values"):
         net.forward(feeds)
+
+
+def _two_inputs(first: str, second: str, act: str = "relu", stride: int = 2) -> Network:
+    from distconv.layers import Concatenate, MaxPool2D
+
+    net = Network()
+    net.add("cat", Concatenate(), inputs=[first, second])
+    net.add("pool", MaxPool2D(2, stride=stride), inputs="cat")
+    net.add("fc", FullyConnected(8, 3, act=act, dtype=F64), inputs="pool")
+    return net
+
+
+def test_the_structure_names_what_parameters_do_not_show():
+    """Swapped inputs, another activation or another stride leave every parameter's name,
+    shape and dtype as they were (review k109): the structure tells such models apart, and
+    the job check names the first difference."""
+    from distconv.sync.base import first_difference
+
+    base = _two_inputs("a", "b").structure()
+    assert base["cat"] == {"type": "Concatenate", "inputs": ["a", "b"], "act": "Linear"}
+    assert base["pool"]["geom"]["stride"] == (2, 2) and base["fc"]["act"] == "ReLU"
+    assert _two_inputs("a", "b").structure() == base  # a fresh build: the same
+    said = {
+        "cat.inputs: ['a', 'b'] here, ['b', 'a'] there": _two_inputs("b", "a"),
+        "fc.act: 'ReLU' here, 'Tanh' there": _two_inputs("a", "b", act="tanh"),
+        "pool.geom.stride: (2, 2) here, (1, 1) there": _two_inputs("a", "b", stride=1),
+    }
+    for sentence, other in said.items():
+        assert first_difference(base, other.structure()) == sentence

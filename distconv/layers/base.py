@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -118,6 +119,17 @@ class Layer:
         for key in self._owned:
             self._params[key].name = f"{name}.{key}"
 
+    def settings(self) -> dict[str, Any]:
+        """What this layer computes besides its parameters' shapes, as JSON-able values: its
+        activation and each frozen dataclass it holds (a convolution's spec, a pool's
+        geometry). Ranks of one job must agree on it (:meth:`~distconv.network.Network.structure`);
+        a layer with other settings of its own adds them."""
+        found: dict[str, Any] = {"act": type(self.act).__name__}
+        for key, value in sorted(vars(self).items()):
+            if not key.startswith("_") and _is_frozen_dataclass(value):
+                found[key] = dataclasses.asdict(value)
+        return found
+
     def parameters(self) -> list[Parameter]:
         """This layer's parameters (sub-objects such as projections included), in a stable order."""
         return list(self._params.values())
@@ -199,6 +211,11 @@ class Layer:
 
     def __repr__(self) -> str:
         return self.label
+
+
+def _is_frozen_dataclass(value: Any) -> bool:
+    params = getattr(type(value), "__dataclass_params__", None)
+    return params is not None and params.frozen
 
 
 def values_of(owner: Fails, arg: Arg) -> Any:

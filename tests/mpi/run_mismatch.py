@@ -2,7 +2,9 @@
 
 ``--batch-size`` goes into the job description, ``--channels`` changes the model, and
 ``--reverse-order`` makes this rank claim another firing order after the first step, so its
-bucket layout differs. Every case must end with a message naming the difference, not a hang.
+bucket layout differs. ``--fc1-act`` gives ``fc1`` another activation, which no parameter
+shows, and trains with the Trainer, whose start-up check compares the layers. Every case
+must end with a message naming the difference, not a hang.
 ``--bucket-bytes``, ``--first-piece-bytes`` and ``--piece-bytes`` set the piece plan.
 ``--errors DIR`` also writes each rank's error to ``DIR/rank<r>.err`` before the job aborts,
 with the number of gradient collectives this rank had started by then: ``mpiexec`` may tear
@@ -19,8 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import small_lenet, train  # noqa: E402
+from common import small_lenet, train, trainer_data  # noqa: E402
 
+from distconv import Trainer  # noqa: E402
+from distconv.kernels.activation import get_activation  # noqa: E402
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import CountingComm, MPISync, import_mpi  # noqa: E402
 
@@ -35,6 +39,7 @@ def main() -> None:
     parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--overlap", choices=("0", "1"), help="default: the machine decides")
+    parser.add_argument("--fc1-act", help="fc1's activation; trains with the Trainer")
     args = parser.parse_args()
     mpi = import_mpi()
     comm = CountingComm(mpi.COMM_WORLD, mpi.IN_PLACE)
@@ -48,6 +53,11 @@ def main() -> None:
     )
     try:
         net = small_lenet(0, [int(c) for c in args.channels.split(",")])
+        if args.fc1_act is not None:
+            net.layers["fc1"].act = get_activation(args.fc1_act)
+            trainer = Trainer(net, sync, args.batch_size, progress=False, dtype="float64")
+            trainer.fit(trainer_data(), epochs=1)
+            return
         sync.setup(net.parameters(), {"batch_size": args.batch_size})
         if args.reverse_order:
             sync.set_firing_order([p.name for p in net.parameters()])

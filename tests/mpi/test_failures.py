@@ -54,6 +54,14 @@ def test_different_models_stop_with_a_message(tmp_path):
     assert "different jobs" in err and "parameter 2: ['conv2.weight', [" in err
 
 
+def test_models_that_differ_only_in_an_activation_stop_with_a_message(tmp_path):
+    """Parameters of the same names, shapes and dtypes passed the check, and the ranks summed
+    gradients of two different functions (review k109); the Trainer compares the layers too."""
+    err = mpmd(tmp_path, ["--fc1-act", "relu"], ["--fc1-act", "tanh"])
+    assert "different jobs" in err
+    assert re.search(r"config\.layers\.fc1\.act: '(ReLU|Tanh)' here, '(Tanh|ReLU)' there", err), err
+
+
 @pytest.mark.parametrize("overlap", ["0", "1"])
 def test_different_bucket_layouts_stop_at_the_step_check(tmp_path, overlap):
     """With the communication thread too, which completes the check while backward runs."""
