@@ -140,7 +140,8 @@ def save_tensors(
         write_atomically(path, chunks)
     except OSError as exc:
         raise CheckpointError(
-            f"cannot save checkpoint {path}: {describe_os_error(exc)}; the previous one is intact"
+            f"cannot save checkpoint {path}: {describe_os_error(exc)}; any checkpoint before it "
+            "is intact"
         ) from None
 
 

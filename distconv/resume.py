@@ -299,19 +299,24 @@ class StepCheckpoints:
         check_fit(ckpt, self.params)
         theirs = {**ckpt.extra, "seed": ckpt.seed, "optimizer": ckpt.optimizer}
         ours = {**self.facts, "optimizer": self.sync.optimizer_config()}
-        differ = [
-            said
+        facts = [
+            k
             for k in MUST_MATCH
             if _known(theirs.get(k)) and _known(ours.get(k)) and theirs.get(k) != ours.get(k)
-            for said in _differences(k, theirs[k], ours[k])
         ]
-        if differ:
+        if facts:
+            differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
+            batch = (
+                " The global batch (world size x batch size x accumulate) must stay the same "
+                "across a resume."
+                if "global_batch" in facts
+                else ""
+            )
             raise CheckpointError(
                 f"checkpoint {path} comes from a different run; resuming would not reproduce it "
-                f"({'; '.join(differ)}). The global batch (world size x batch size x "
-                "accumulate) must stay the same across a resume; to train on from these "
-                "weights otherwise (other data: fine-tuning), start a new run and load them "
-                "first (distconv.checkpoint.restore_checkpoint)."
+                f"({'; '.join(differ)}).{batch} To train on from these weights otherwise (other "
+                "data: fine-tuning), start a new run and load them first "
+                "(distconv.checkpoint.restore_checkpoint)."
             )
         restore_checkpoint(ckpt, self.params)
         pos = Position(

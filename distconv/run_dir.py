@@ -97,8 +97,11 @@ class RunDirectory:
         """Take the directory's lock, or fail at once naming the process that holds it."""
         if self.root.exists() and not self.root.is_dir():
             raise RunDirError(f"output directory {self.root} exists and is not a directory")
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a full disk, a read-only or foreign directory: name it
+            raise RunDirError(f"cannot take {self.root / LOCK}: {describe_os_error(exc)}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -107,8 +110,14 @@ class RunDirectory:
             raise RunDirError(
                 f"{self.root} is in use by {holder}; two runs must not share an output directory"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise RunDirError(
+                f"cannot write {self.root / LOCK}: {describe_os_error(exc)}"
+            ) from None
         self._lock_fd = fd
 
     def release(self) -> None:

@@ -443,6 +443,15 @@ def test_resume_auto_with_no_checkpoint_and_unreadable_metrics_says_so(data, tmp
     assert (tmp_path / "metrics.jsonl").read_text() == '{"epoch": 1, "step": 15}\n'
 
 
+def test_an_output_dir_that_cannot_be_made_names_the_lock_file(data, tmp_path):
+    """A full disk, a read-only directory or (here) a file where a directory should be: before,
+    a bare OSError naming no file (review k109)."""
+    train, test = data
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(RunDirError, match=r"cannot take .*taken/run/run\.lock: "):
+        _trainer(tmp_path / "taken" / "run").fit(train, test, epochs=1)
+
+
 @pytest.mark.parametrize("text", ["", '{"epoch": 1, "step": 15}\n', '{"epoch": 1, "st'])
 def test_resume_auto_clears_the_metrics_a_first_epoch_without_a_checkpoint_left(
     data, tmp_path, text
