@@ -36,13 +36,14 @@ from distconv.backend import to_host
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
 from distconv.runtime import DEFAULT_JOB_ID
-from distconv.sync.base import SyncError, SyncStrategy, first_difference, job_description
+from distconv.sync.base import SyncError, SyncStrategy, job_description
 from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
+from distconv.sync.ps.job_check import check_all_equal
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
@@ -381,13 +382,7 @@ class PServerSync(
         self._gather("barrier", None)
 
     def all_equal(self, description: Mapping[str, Any]) -> None:
-        ours = json.loads(json.dumps(description, sort_keys=True, default=str))
-        for rank, text in enumerate(self._gather("all_equal", json.dumps(ours, sort_keys=True))):
-            if text is None:
-                continue
-            diff = first_difference(ours, json.loads(text))
-            if diff:
-                raise SyncError(f"rank {self.rank} and rank {rank} run different jobs: {diff}")
+        check_all_equal(self._gather, self.rank, description)  # a digest, then what differs
 
     def close(self) -> None:
         """Tell the shards this worker is done, and why if an exception propagates (best

@@ -1,0 +1,41 @@
+"""A worker's start-up comparison of the job description with every other rank's, through a
+gather on shard 0 (:meth:`~distconv.sync.ps.client.PServerSync.all_equal`).
+
+A gather's reply holds every rank's value in one header frame, capped at
+:data:`~distconv.sync.ps.wire.MAX_HEADER_BYTES`; a description holds each parameter's layout
+and, from the Trainer, each layer's structure: a few hundred bytes a layer, which times the
+workers passed the cap (a worker refused a legitimate job as a malformed reply). So the ranks
+gather a digest first; only when the digests differ, the description of the first rank of each
+digest, which names the difference.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from distconv.sync.base import SyncError, digest, first_difference
+
+
+def check_all_equal(
+    gather: Callable[[str, Any], list[Any]], rank: int, description: Mapping[str, Any]
+) -> None:
+    """Raise SyncError naming the first rank whose description differs from this rank's, and
+    the first difference. ``gather(kind, value)`` is the worker's gather on shard 0: every live
+    rank sees the same digests, so every rank makes the same number of gathers."""
+    ours = json.loads(json.dumps(description, sort_keys=True, default=str))
+    mine = digest(ours)
+    digests = gather("all_equal", mine)
+    if all(d is None or d == mine for d in digests):  # None: a rank lost (async, continue)
+        return
+    first = {d: r for r, d in reversed(list(enumerate(digests)))}  # each digest's first rank
+    text = json.dumps(ours, sort_keys=True) if first.get(mine) == rank else None
+    texts = gather("all_equal", text)
+    other = next(r for r, d in enumerate(digests) if d is not None and d != mine)
+    theirs = texts[first[digests[other]]]
+    diff = first_difference(ours, json.loads(theirs)) if theirs is not None else None
+    raise SyncError(
+        f"rank {rank} and rank {other} run different jobs: "
+        f"{diff or f'digest {mine} here, {digests[other]} there'}"
+    )

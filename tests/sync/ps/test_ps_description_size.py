@@ -1,0 +1,75 @@
+"""The start-up check of many workers whose model has many layers: the Trainer's description
+carries each layer's structure (a few hundred bytes a layer), and a gather's reply holds every
+rank's value, within one header frame. Real shard, workers in threads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ps_helpers import insecure_worker, run_ranks
+
+from distconv.layers import Conv2D
+from distconv.network import Network
+from distconv.sync.ps.wire import MAX_HEADER_BYTES
+
+WORKERS, LAYERS = 12, 400
+
+
+def _deep_net() -> Network:
+    net = Network()
+    prev = "image"
+    for i in range(LAYERS):
+        net.add(f"conv{i}", Conv2D(1, 1, 3, padding=1, act="relu"), inputs=prev)
+        prev = f"conv{i}"
+    return net
+
+
+@pytest.mark.timeout(120)
+def test_many_workers_of_a_deep_model_pass_the_start_up_check(shards):
+    nets = [_deep_net() for _ in range(WORKERS)]
+    config = {"batch_size": 8, "layers": nets[0].structure()}
+    endpoints = shards.start(1, WORKERS)
+
+    def rank_fn(rank: int) -> None:
+        sync = insecure_worker(endpoints, rank, WORKERS, block_bytes=1 << 16)
+        try:
+            sync.setup(nets[rank].parameters(), config)
+            sync.all_equal({"data": "the same"})
+            sync._say_bye()
+        finally:
+            sync._close_sockets()
+
+    size = len(json.dumps(config)) * WORKERS
+    assert size > MAX_HEADER_BYTES  # every rank's description would not fit one reply
+    run_ranks(rank_fn, WORKERS)
+
+
+def test_a_difference_is_named_from_the_descriptions_of_each_digest_s_first_rank():
+    """Three ranks and a lost one (None): ranks 1 and 3 run batch 16. Each rank sends its
+    description only when it is the first of its digest, and names the first rank unlike it."""
+    from distconv.sync.base import SyncError, digest
+    from distconv.sync.ps.job_check import check_all_equal
+
+    jobs = [{"batch": 8}, {"batch": 16}, {"batch": 8}, {"batch": 16}, None]
+    digests = [None if j is None else digest(j) for j in jobs]
+    sent = {0: json.dumps(jobs[0]), 1: json.dumps(jobs[1])}  # the first of each digest
+    texts = [sent.get(r) for r in range(len(jobs))]
+    for rank in range(4):
+        asked: list = []
+
+        def gather(kind: str, value, asked=asked):
+            asked.append(value)
+            return digests if len(asked) == 1 else texts
+
+        with pytest.raises(SyncError) as caught:
+            check_all_equal(gather, rank, jobs[rank])
+        other = 1 if jobs[rank]["batch"] == 8 else 0
+        mine, theirs = jobs[rank]["batch"], jobs[other]["batch"]
+        assert str(caught.value) == (
+            f"rank {rank} and rank {other} run different jobs: batch: {mine} here, {theirs} there"
+        )
+        assert asked[1] == sent.get(rank)  # only the first rank of a digest sends its text
+    asked = []
+    check_all_equal(lambda kind, v: asked.append(v) or [digest({"a": 1}), None], 0, {"a": 1})
+    assert len(asked) == 1  # alike: one gather, of the digest
