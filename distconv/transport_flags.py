@@ -72,23 +72,33 @@ def refuse_unused_flags(args: argparse.Namespace, kind: str) -> None:
 def mpi_train_rank(argv: Sequence[str]) -> bool:
     """Whether ``argv`` is ``train`` with the MPI sync (chosen or implied) and an MPI launcher
     started this process as one of several ranks. Read before (or without) the full parse,
-    which may be what failed: ``--sync``, ``--pservers`` and ``--world-size`` as argparse reads
-    them. ``--sync local`` counts too, unless ``--world-size 1`` makes it a job of its own: as
-    one of several ranks it is refused, and ranks of the MPI sync beside it (an MPMD job) would
-    wait for it in ``MPI_Init`` for ever."""
+    which may be what failed: ``--sync``, ``--pservers``, ``--rank`` and ``--world-size`` as
+    argparse reads them. ``--sync local`` counts too, unless ``--rank 0 --world-size 1`` make
+    it a job of its own: as one of several ranks it is refused (``--world-size 1`` alone leaves
+    the rank to the launcher: rank 1 of it is refused too), and ranks of the MPI sync beside
+    it (an MPMD job) would wait for it in ``MPI_Init`` for ever."""
     argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
     if not argv or argv[0] != "train" or mpi_launcher_size() < 2:
         return False
     sniff = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     sniff.add_argument("--sync")
     sniff.add_argument("--pservers")
+    sniff.add_argument("--rank")
     sniff.add_argument("--world-size")
     try:
         given, _ = sniff.parse_known_args(argv[1:])
     except (argparse.ArgumentError, SystemExit):  # e.g. --sync with no value: none chosen
-        given = argparse.Namespace(sync=None, pservers=None, world_size=None)
+        given = argparse.Namespace(sync=None, pservers=None, rank=None, world_size=None)
     if given.sync == "local":
-        return (given.world_size or "").strip() != "1"
+        return not (_is(given.rank, 0) and _is(given.world_size, 1))
     if given.sync is not None:
         return given.sync == "mpi"
     return not (given.pservers or os.environ.get("DISTCONV_PSERVERS"))
+
+
+def _is(text: str | None, number: int) -> bool:
+    """Whether a flag's text reads as ``number`` (as the full parse's int would: ``01``)."""
+    try:
+        return text is not None and int(text) == number
+    except ValueError:
+        return False

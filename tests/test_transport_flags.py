@@ -58,7 +58,16 @@ def test_the_servers_in_the_environment_are_not_a_flag(tmp_path):
         # refused as one of several ranks: MPI ranks beside it would wait in MPI_Init for ever
         (["train", "--sync", "local"], {"PMI_SIZE": "2"}, True),
         (["train", "--sync", "pserver", "--sync", "local"], {"OMPI_COMM_WORLD_SIZE": "2"}, True),
-        (["train", "--sync", "local", "--world-size", "1"], {"PMI_SIZE": "2"}, False),  # alone
+        (
+            ["train", "--sync", "local", "--rank", "0", "--world-size", "1"],
+            {"PMI_SIZE": "2"},
+            False,
+        ),
+        (["train", "--sync=local", "--world-size=01", "--rank=0"], {"PMI_SIZE": "2"}, False),
+        # the rank is the launcher's: rank 1 of it is refused, rank 0 beside MPI ranks waited for
+        (["train", "--sync", "local", "--world-size", "1"], {"PMI_SIZE": "2"}, True),
+        (["-q", "train", "--sync", "local", "--world-size=1"], {"PMI_SIZE": "2"}, True),
+        (["train", "--sync", "local", "--rank", "1", "--world-size", "1"], {"PMI_SIZE": "2"}, True),
         (["train", "--sync", "local", "--world-size=2"], {"PMI_SIZE": "2"}, True),
         (["train", "--sync"], {"PMI_SIZE": "2"}, True),  # no value: none chosen, mpi implied
         (["train", "--sync", "mpi"], {"PMI_SIZE": "1"}, False),  # one rank waits for none

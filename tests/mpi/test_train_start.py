@@ -66,6 +66,18 @@ def test_a_rank_of_the_local_sync_beside_mpi_ranks_ends_the_job(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_local_rank_1_with_world_size_1_beside_mpi_ranks_ends_the_job(tmp_path):
+    """``--world-size 1`` alone leaves the rank to the launcher: rank 1 is refused (out of range
+    for world size 1) and, exempted as 'a job of its own', exited without initialising MPI,
+    so rank 0 waited in ``MPI_Init`` for ever. Only ``--rank 0 --world-size 1`` is alone."""
+    command = ["-n", "1", *train(tmp_path), ":", "-n", "1", *TRAIN, "--sync", "local"]
+    command += ["--world-size=1", "--epochs", "1", "--out", str(tmp_path / "run2")]
+    proc = run_mpi(command, timeout=40)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "rank 1 is out of range for world size 1" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
 def test_ranks_of_another_transport_that_fail_alike_still_just_exit(tmp_path):
     """No rank of a parameter-server job initialises MPI: none may wait for the others in it."""
     command = ["-n", "2", *TRAIN, "--sync", "pserver", "--out", str(tmp_path / "run")]
