@@ -3,6 +3,8 @@ trainable parameter firing its callback exactly once per pass, in a fixed order.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -333,3 +335,69 @@ def test_the_structure_names_what_parameters_do_not_show():
     }
     for sentence, other in said.items():
         assert first_difference(base, other.structure()) == sentence
+
+
+def _mixed(part: Any, operators: tuple = ()) -> Network:
+    from distconv.layers import Mixed
+
+    net = Network()
+    if operators:  # two inputs the operators read
+        net.add("mix", Mixed([None, None], list(operators), size=4), inputs=["a", "b"])
+    else:
+        net.add("mix", Mixed([part]), inputs="a")
+    return net
+
+
+def test_the_structure_names_a_mixed_layer_s_parts():
+    """A Mixed layer's projections and operators hold what it computes: another projection
+    kind, offset or scale leaves every parameter's name, shape and dtype as they were, and
+    the structure (parts and all) was the same before."""
+    from distconv.layers import (
+        DotMulOperator,
+        FullMatrixProjection,
+        IdentityProjection,
+        TransposedFullMatrixProjection,
+    )
+    from distconv.sync.base import first_difference
+
+    def names(net: Network) -> list:
+        return [[p.name, p.shape] for p in net.parameters()]
+
+    pairs = {
+        "mix.projections: [{'type': 'FullMatrixProjection', 'in_width': 4, 'out_width': 4}] "
+        "here, [{'type': 'TransposedFullMatrixProjection', 'in_width': 4, 'out_width': 4}] "
+        "there": (FullMatrixProjection(4, 4), TransposedFullMatrixProjection(4, 4)),
+    }
+    for sentence, (ours, theirs) in pairs.items():
+        a, b = _mixed(ours), _mixed(theirs)
+        assert names(a) == names(b)
+        assert first_difference(a.structure(), b.structure()) == sentence
+    a, b = _mixed(IdentityProjection(8, 4, offset=0)), _mixed(IdentityProjection(8, 4, offset=4))
+    assert "offset" in first_difference(a.structure(), b.structure())
+    a = _mixed(None, [DotMulOperator(1.0)])
+    b = _mixed(None, [DotMulOperator(2.0)])
+    assert names(a) == names(b) == []
+    assert "mix.operators: [{" in first_difference(a.structure(), b.structure())
+    from distconv.layers.expand import FeatureMapExpand
+
+    a, b = Network(), Network()
+    a.add("ex", FeatureMapExpand(3, as_row_vector=True), inputs="x")
+    b.add("ex", FeatureMapExpand(3, as_row_vector=False), inputs="x")
+    assert first_difference(a.structure(), b.structure()) == (
+        "ex.as_row_vector: True here, False there"
+    )
+
+
+def test_a_structure_is_json_and_stays_what_it_was_through_training():
+    """A parameter-server shard keeps the first hello's description: a restarted worker's
+    fresh model, or a second fit of one that trained, must describe itself the same."""
+    import json
+
+    from tests.test_mixed_model import build_network, train
+
+    net = build_network()
+    before = json.dumps(net.structure(), sort_keys=True)
+    assert json.dumps(build_network().structure(), sort_keys=True) == before
+    train(net, steps=2)
+    assert json.dumps(net.structure(), sort_keys=True) == before
+    assert '"type": "ContextProjection"' in before and '"context_start": -2' in before

@@ -218,6 +218,29 @@ def _is_frozen_dataclass(value: Any) -> bool:
     return params is not None and params.frozen
 
 
+def part_settings(part: Any) -> dict[str, Any] | None:
+    """A layer part's (a projection's, an operator's) type and what it computes besides its
+    parameter: each public setting of plain JSON values (an offset, slices, a scale) and each
+    frozen dataclass (a convolution's spec), as :meth:`Layer.settings`; None for None."""
+    if part is None:
+        return None
+    found: dict[str, Any] = {"type": type(part).__name__}
+    for key, value in sorted(vars(part).items()):
+        if key.startswith("_") or key in ("owner", "key"):
+            continue
+        if _is_frozen_dataclass(value):
+            found[key] = dataclasses.asdict(value)
+        elif _is_plain(value):
+            found[key] = value
+    return found
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_is_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
 def values_of(owner: Fails, arg: Arg) -> Any:
     """``arg.value``, or a LayerError naming what came instead: the Trainer (``feeds_of``)
     feeds integer and bool arrays as ids, so integer images arrive with no values at all."""

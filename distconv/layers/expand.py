@@ -47,6 +47,13 @@ class FeatureMapExpand(Layer):
         self.num_filters = int(num_filters)
         self.as_row_vector = as_row_vector
 
+    def settings(self) -> dict[str, Any]:
+        """:meth:`Layer.settings`, and the copies and their layout, which no parameter shows."""
+        return super().settings() | {
+            "num_filters": self.num_filters,
+            "as_row_vector": self.as_row_vector,
+        }
+
     def _forward(self, x: Arg) -> Any:
         v = x.value
         if v is None or v.ndim < 1:

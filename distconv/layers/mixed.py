@@ -22,7 +22,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums, row_sums
-from distconv.layers.base import Layer
+from distconv.layers.base import Layer, part_settings
 from distconv.layers.operator import Operator
 from distconv.layers.part import LayerPart, Projection
 from distconv.parameter import Parameter, UpdateCallback
@@ -90,6 +90,14 @@ class ProjectionLayer(Layer):
         self.bias = self._make_bias() if bias else None
 
     # -- construction --------------------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """:meth:`Layer.settings`, and each projection's and operator's type and settings
+        (:func:`~distconv.layers.base.part_settings`): an offset or a scale no parameter shows."""
+        parts = {
+            k: [part_settings(p) for p in getattr(self, k)] for k in ("projections", "operators")
+        }
+        return super().settings() | parts
+
     def _adopt_parts(self) -> None:
         """Attach every projection (``proj<i>``) and operator (``op<i>``) to this layer."""
         for i, proj in enumerate(self.projections):
