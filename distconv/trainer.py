@@ -182,6 +182,8 @@ class Trainer:
         if self.sparse:
             self.sync.prefetch(self.network.rows_needed(feeds))
         outputs = self.network.forward(feeds)
+        if self.monitor is not None:  # evaluating is progress too: a long test set is no stall
+            self.monitor.beat()
         loss = outputs[self.loss_name].value * len(index)
         if self.accuracy is None:
             return loss, 0

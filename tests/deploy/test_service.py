@@ -110,6 +110,41 @@ def test_a_training_rank_names_the_last_step_it_finished():
         assert 'distconv_step{rank="3",role="worker"} 4.0' in metrics, metrics
 
 
+@pytest.mark.timeout(60)
+def test_an_evaluation_longer_than_the_stall_limit_is_no_stall():
+    """Only training steps beat, so a test set that took longer than the stall limit to
+    evaluate made /healthz answer 503, and a liveness probe could restart a healthy worker
+    (review k112). Every forward beats now. Here each forward sleeps 0.25 s and the limit is
+    0.6 s: the evaluation's 8 batches take 2 s, the training before it 0.5 s."""
+    import numpy as np
+
+    from distconv.layers import Activation, FullyConnected, SoftmaxCrossEntropy
+    from distconv.network import Network
+    from distconv.optim import create_optimizer
+    from distconv.sync.local import LocalSync
+    from distconv.trainer import Trainer
+
+    class Slow(Activation):
+        def _forward(self, x):
+            time.sleep(0.25)
+            return super()._forward(x)
+
+    net = Network()
+    net.add("slow", Slow("linear"), inputs="image")
+    net.add("fc", FullyConnected(64, 4), inputs="slow")
+    net.add("loss", SoftmaxCrossEntropy(), inputs=["fc", "label"])
+    rng = np.random.default_rng(0)
+    data = {"image": rng.random((16, 1, 8, 8), dtype=np.float32), "label": np.arange(16) % 4}
+    with ServiceEndpoints(role="worker", rank=3, stall_seconds=0.6) as service:
+        port = service.start()
+        sync = LocalSync(create_optimizer("sgd"))
+        trainer = Trainer(net, sync, 8, monitor=service, progress=False)
+        trainer.fit(data, epochs=1)
+        trainer.evaluate(data, batch_size=2)
+        status, body = get(port, "/healthz")
+        assert status == 200 and body.startswith("ok: worker 3, last step 2, "), body
+
+
 def test_metrics_parse_with_the_prometheus_parser(service):
     service.observe_step(0.5, 64)
     service.observe_step(0.25, 64)
