@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from distconv.arg import Arg
+from distconv.backend import is_float_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.parameter import Parameter, UpdateCallback
@@ -18,6 +19,12 @@ T = TypeVar("T")
 
 class LayerError(ValueError):
     """Bad input to a layer; the message names the layer and the shapes."""
+
+
+class LayerTypeError(LayerError, TypeError):
+    """Values of a type the layer cannot compute in (integers where it needs floats); a
+    TypeError too, so that a Network names the feed that holds them, as for numpy's own
+    casting errors."""
 
 
 class Fails(Protocol):
@@ -243,8 +250,13 @@ def _is_plain(value: Any) -> bool:
 
 def values_of(owner: Fails, arg: Arg) -> Any:
     """``arg.value``, or a LayerError naming what came instead: the Trainer (``feeds_of``)
-    feeds integer and bool arrays as ids, so integer images arrive with no values at all."""
+    feeds integer and bool arrays as ids, so integer images arrive with no values at all.
+    Integer values given directly are refused too: an average pooling scaled them to zeros
+    and a sigmoid truncated them, with no error."""
     if arg.value is not None:
+        if not is_float_dtype(arg.value.dtype):
+            message = str(owner.fail(f"expected float values, got {arg.value.dtype} values"))
+            raise LayerTypeError(f"{message} (cast them to a float type, as x.astype(np.float32))")
         return arg.value
     if arg.ids is None:
         raise owner.fail("expected an input with values, got an Arg with neither values nor ids")
