@@ -89,7 +89,7 @@ class ContextProjection(Projection):
         )
         table = xp.concatenate([x, pad.astype(x.dtype, copy=False)])
         index = index.reshape(-1)
-        out += table[index].reshape(n, -1)
+        out += table[index].reshape(n, self.out_width)  # -1 cannot size an empty batch
         # zeros read outside a sequence get no gradient; learnt padding does
         keep = None if self.weight is not None else ~outside.reshape(-1)
         self._gather = (index, keep)

@@ -74,5 +74,6 @@ class FeatureMapExpand(Layer):
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         dx = grad_target(self.inputs[0])
         n, f = dz.shape[0], self.num_filters
-        copies, axis = ((n, f, -1), 1) if self.as_row_vector else ((n, -1, f), 2)
+        width = dz.shape[1] // f  # not -1: it cannot size an empty batch
+        copies, axis = ((n, f, width), 1) if self.as_row_vector else ((n, width, f), 2)
         dx += dz.reshape(copies).sum(axis=axis).reshape(dx.shape)

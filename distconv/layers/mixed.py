@@ -194,7 +194,8 @@ class ProjectionLayer(Layer):
         if self.bias is not None:
             b = self.bias.value
             if self.shared_bias:
-                channels = out.reshape(out.shape[0], b.shape[0], -1)  # a view: out is fresh
+                # a view (out is fresh); not -1, which cannot size an empty batch
+                channels = out.reshape(out.shape[0], b.shape[0], self.size // b.shape[0])
                 channels += b[:, None]
             else:
                 out += b

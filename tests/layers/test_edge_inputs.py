@@ -10,13 +10,19 @@ from distconv import Arg, Network
 from distconv.layers import (
     Activation,
     AvgPool2D,
+    ContextProjection,
     Conv2D,
+    ConvProjection,
+    FeatureMapExpand,
     FullyConnected,
     MaxPool3D,
+    Mixed,
     SoftmaxCrossEntropy,
 )
 from distconv.layers.base import LayerError
 from distconv.network import NetworkError
+
+F64 = np.float64
 
 
 @pytest.mark.parametrize(
@@ -45,3 +51,51 @@ def test_integer_images_into_an_average_pooling_network_name_the_feed():
     feeds = {"image": np.ones((2, 1, 4, 4), np.int64), "label": Arg(ids=np.array([0, 1]))}
     with pytest.raises(NetworkError, match=r"AvgPool2D 'pool': input 'image' holds int64"):
         net.forward(feeds)
+
+
+def _forward_backward(layer, *inputs):
+    out = layer(*inputs)
+    dy = np.arange(out.value.size, dtype=out.value.dtype).reshape(out.value.shape) + 1
+    out.grad = dy
+    layer.backward(lambda p: None)
+    return out.value, dy
+
+
+@pytest.mark.parametrize("as_row_vector", [True, False])
+def test_feature_map_expand_on_an_empty_batch(rng, as_row_vector):
+    """The backward's reshape to (N, f, -1) failed on N = 0."""
+    layer = FeatureMapExpand(3, as_row_vector=as_row_vector)
+    x = Arg(np.zeros((0, 4)))
+    y, _ = _forward_backward(layer, x)
+    assert y.shape == (0, 12) and x.grad.shape == (0, 4)
+    # and the same code on a batch: each input element's gradient sums its 3 copies
+    x = Arg(rng.standard_normal((2, 4)))
+    y, dy = _forward_backward(layer, x)
+    copies = dy.reshape(2, 3, 4).sum(1) if as_row_vector else dy.reshape(2, 4, 3).sum(2)
+    np.testing.assert_array_equal(x.grad, copies)
+
+
+def test_context_projection_on_an_empty_batch(rng):
+    """The forward's reshape to (N, -1) failed on N = 0."""
+    layer = Mixed([ContextProjection(3, 3, dtype=F64)], dtype=F64)
+    x = Arg(np.zeros((0, 3)), seq_starts=np.array([0]))
+    y, _ = _forward_backward(layer, x)
+    assert y.shape == (0, 9) and x.grad.shape == (0, 3)
+    x = Arg(rng.standard_normal((3, 3)), seq_starts=np.array([0, 3]))
+    y, _ = _forward_backward(layer, x)
+    v = x.value
+    np.testing.assert_array_equal(y[1], np.concatenate([v[0], v[1], v[2]]))
+    np.testing.assert_array_equal(y[0], np.concatenate([np.zeros(3), v[0], v[1]]))
+
+
+def test_shared_bias_of_conv_projections_on_an_empty_batch(rng):
+    """The shared bias's reshape to (N, channels, -1) failed on N = 0."""
+    layer = Mixed([ConvProjection(2, 3, 3, input_size=4, dtype=F64)], bias=True, shared_bias=True)
+    layer.bias.value[...] = [1.0, 2.0, 3.0]
+    x = Arg(np.zeros((0, 32)))
+    y, _ = _forward_backward(layer, x)
+    assert y.shape == (0, 12) and x.grad.shape == (0, 32)
+    np.testing.assert_array_equal(layer.bias.grad, [0, 0, 0])
+    y, dy = _forward_backward(layer, Arg(np.zeros((2, 32))))  # zero images: y is the bias
+    np.testing.assert_array_equal(y.reshape(2, 3, 4), np.broadcast_to([[1], [2], [3]], (2, 3, 4)))
+    np.testing.assert_array_equal(layer.bias.grad, dy.reshape(2, 3, 4).sum(axis=(0, 2)))
