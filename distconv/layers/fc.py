@@ -118,10 +118,18 @@ class FullyConnected(Layer):
             raise self.fail(f"{which}holds {v.dtype} values; cast it to a float type first")
         return v.reshape(n, width)
 
+    def _flats(self, inputs: Sequence[Arg]) -> list[Any]:
+        """Each data input as rows (:meth:`_flat`), checked to have one number of rows."""
+        xs = [self._flat(x, i) for i, x in enumerate(inputs)]
+        rows = [x.shape[0] for x in xs]
+        if len(set(rows)) > 1:
+            raise self.fail(f"inputs have different numbers of rows: {rows}")
+        return xs
+
     def _forward(self, *inputs: Arg) -> Any:
         y = None
-        for i, (x, w) in enumerate(zip(inputs, self.weights)):
-            p = matmul(self._flat(x, i), w.value.T)
+        for x, w in zip(self._flats(inputs), self.weights):
+            p = matmul(x, w.value.T)
             y = p if y is None else y + p
         if self.bias is not None:
             y += self.bias.value

@@ -165,6 +165,12 @@ class TableProjection(Projection):
     def forward(self, input: Arg, out: Any) -> None:
         xp = get_array_module(self.weight.value)
         ids = self._ids(input)
+        if len(ids) != out.shape[0]:  # ids of shape (N, k): N rows, N * k ids
+            given = input.ids if input.ids is not None else input.value
+            raise self.fail(
+                f"needs one id per row: got ids of shape {tuple(given.shape)} for "
+                f"{out.shape[0]} rows"
+            )
         found = ids >= 0
         rows = xp.take(self.weight.value, xp.where(found, ids, 0), axis=0)
         out += xp.where(found[:, None], rows, 0)  # id -1 reads no row

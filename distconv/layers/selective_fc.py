@@ -206,7 +206,7 @@ class SelectiveFullyConnected(FullyConnected):
         k = len(self.in_widths)
         if len(inputs) == k:
             return super()._forward(*inputs)
-        xs = [self._flat(x, i) for i, x in enumerate(inputs[:k])]
+        xs = self._flats(inputs[:k])
         xp = get_array_module(xs[0])
         s = self.selection = self._select(inputs[k], xs[0].shape[0], xp)
         y = None

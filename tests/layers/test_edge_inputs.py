@@ -17,7 +17,9 @@ from distconv.layers import (
     FullyConnected,
     MaxPool3D,
     Mixed,
+    SelectiveFullyConnected,
     SoftmaxCrossEntropy,
+    TableProjection,
 )
 from distconv.layers.base import LayerError
 from distconv.network import NetworkError
@@ -99,3 +101,22 @@ def test_shared_bias_of_conv_projections_on_an_empty_batch(rng):
     y, dy = _forward_backward(layer, Arg(np.zeros((2, 32))))  # zero images: y is the bias
     np.testing.assert_array_equal(y.reshape(2, 3, 4), np.broadcast_to([[1], [2], [3]], (2, 3, 4)))
     np.testing.assert_array_equal(layer.bias.grad, dy.reshape(2, 3, 4).sum(axis=(0, 2)))
+
+
+def test_table_ids_must_be_one_per_row():
+    """ids of shape (N, 2) gave 2N rows for an N-row output: numpy's broadcast error."""
+    layer = Mixed([TableProjection(5, 3)], name="emb")
+    with pytest.raises(LayerError, match=r"'emb': TableProjection 'proj0': needs one id per row"):
+        layer(Arg(ids=np.array([[0, 1], [2, 3]])))
+
+
+@pytest.mark.parametrize("cls", [FullyConnected, SelectiveFullyConnected])
+def test_fully_connected_inputs_must_agree_on_rows(cls):
+    """Inputs of 2 and 3 rows failed with numpy's broadcast error, naming no layer."""
+    layer = cls([4, 2], 3, name="fc")
+    a, b = Arg(np.zeros((2, 4), np.float32)), Arg(np.zeros((3, 2), np.float32))
+    with pytest.raises(LayerError, match=r"'fc': inputs have different numbers of rows: \[2, 3\]"):
+        layer(a, b)
+    if cls is SelectiveFullyConnected:
+        with pytest.raises(LayerError, match=r"different numbers of rows: \[2, 3\]"):
+            layer(a, b, Arg(ids=np.zeros((2, 1), np.int64)))
