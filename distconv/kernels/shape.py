@@ -219,6 +219,12 @@ class ConvSpec:
             out = g.transpose_out_size(in_size, self.output_padding)
         else:
             out = g.out_size(in_size)
+        if min(out) < 1 and self.transposed:  # the kernel never outgrows a transposed input
+            raise ValueError(
+                f"padding {g.pad} crops away the whole output {out} of a transposed "
+                f"convolution of input {tuple(in_size)} (kernel {g.ksize}, stride {g.stride}, "
+                f"dilation {g.dilation}, output_padding {self.output_padding})"
+            )
         if min(out) < 1:
             raise ValueError(
                 f"kernel {g.ksize} (dilation {g.dilation}) is larger than the input "

@@ -13,6 +13,7 @@ from distconv.layers import (
     ContextProjection,
     Conv2D,
     ConvProjection,
+    ConvTranspose2D,
     FeatureMapExpand,
     FullyConnected,
     MaxPool3D,
@@ -120,3 +121,13 @@ def test_fully_connected_inputs_must_agree_on_rows(cls):
     if cls is SelectiveFullyConnected:
         with pytest.raises(LayerError, match=r"different numbers of rows: \[2, 3\]"):
             layer(a, b, Arg(ids=np.zeros((2, 1), np.int64)))
+
+
+def test_a_transposed_convolution_cropped_to_nothing_blames_the_padding():
+    """It said "kernel (1, 3) (dilation (3, 1)) is larger than the input (1, 3) padded by
+    (1, 0)": a transposed convolution's output grows with the kernel; its padding crops."""
+    layer = ConvTranspose2D(1, 1, (1, 3), padding=(1, 0), dilation=(3, 1), name="up")
+    with pytest.raises(LayerError, match=r"'up': padding \(1, 0\) crops away the whole output"):
+        layer(Arg(np.zeros((1, 1, 1, 3), np.float32)))
+    with pytest.raises(LayerError, match=r"Conv2D: kernel \(3, 3\) .* is larger"):
+        Conv2D(1, 1, 3)(Arg(np.zeros((1, 1, 2, 2), np.float32)))
