@@ -3,6 +3,7 @@ failed (naming why) at once when its job fails."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +27,16 @@ from launcher.commands import free_ports
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def status(port: int, path: str) -> int:
+def get(port: int, path: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
-            return reply.status
+            return reply.status, reply.read().decode()
     except urllib.error.HTTPError as err:
-        return err.code
+        return err.code, err.read().decode()
+
+
+def status(port: int, path: str) -> int:
+    return get(port, path)[0]
 
 
 def wait_listening(port: int, limit: float = 30) -> None:
@@ -44,18 +50,31 @@ def wait_listening(port: int, limit: float = 30) -> None:
             time.sleep(0.05)
 
 
-@pytest.mark.timeout(60)
-def test_shard_turns_ready_once_seeded_and_stays_healthy():
-    (health,) = free_ports(1)
+@contextlib.contextmanager
+def served_shard(health: int, workers: int, *flags: str) -> Iterator[str]:
+    """A ``distconv pserver`` process with probes on port ``health``, serving; its endpoint.
+    Ended (and must exit 0) on leaving."""
     shard = subprocess.Popen(
         [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
-         "--num-shards", "1", "--workers", "1", "--insecure", "--health-port", str(health)],
+         "--num-shards", "1", "--workers", str(workers), "--insecure",
+         "--health-port", str(health), *flags],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     try:
         endpoint = shard.stdout.readline().split()[-1]
         wait_listening(health)
+        yield endpoint
+    finally:
+        shard.terminate()
+        assert shard.wait(timeout=20) == 0
+        shard.stdout.close()
+
+
+@pytest.mark.timeout(60)
+def test_shard_turns_ready_once_seeded_and_stays_healthy():
+    (health,) = free_ports(1)
+    with served_shard(health, 1) as endpoint:
         assert status(health, "/readyz") == 503 and status(health, "/healthz") == 200
         set_seed(0)
         net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
@@ -74,18 +93,6 @@ def test_shard_turns_ready_once_seeded_and_stays_healthy():
             assert b'distconv_ready{rank="0",role="server"} 1.0' in metrics
         finally:
             sync.close()
-    finally:
-        shard.terminate()
-        assert shard.wait(timeout=20) == 0
-        shard.stdout.close()
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 def _worker(endpoint: str, rank: int, world: int, steps: int, nan_step: int, errors: list) -> None:
@@ -119,16 +126,7 @@ def test_a_failed_shard_says_so_at_once_with_its_last_step_not_its_update_count(
     had failed, and its "last step" was the number of updates. The stall limit here is far off,
     so a 503 can only be the failure's; 3 steps of 8 parameters are 24 updates, not step 3."""
     (health,) = free_ports(1)
-    shard = subprocess.Popen(
-        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
-         "--num-shards", "1", "--workers", "2", "--insecure", "--health-port", str(health),
-         "--stall-seconds", "300", "--timeout", "20"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    try:
-        endpoint = shard.stdout.readline().split()[-1]
-        wait_listening(health)
+    with served_shard(health, 2, "--stall-seconds", "300", "--timeout", "20") as endpoint:
         errors: list = [None, None]
         ranks = [
             threading.Thread(target=_worker, args=(endpoint, r, 2, 4, 3, errors), daemon=True)
@@ -151,26 +149,13 @@ def test_a_failed_shard_says_so_at_once_with_its_last_step_not_its_update_count(
         assert get(health, "/readyz")[0] == 200  # the blocks are there: only liveness fails
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{health}/metrics").read()
         assert b'distconv_step{rank="0",role="server"} 3.0' in metrics
-    finally:
-        shard.terminate()
-        assert shard.wait(timeout=20) == 0
-        shard.stdout.close()
 
 
 @pytest.mark.timeout(60)
 def test_an_async_shard_beats_with_the_highest_step_it_applied():
     """Async: 3 pushes of 8 parameters are 24 updates; the shard's last step is 3."""
     (health,) = free_ports(1)
-    shard = subprocess.Popen(
-        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
-         "--num-shards", "1", "--workers", "1", "--insecure", "--health-port", str(health),
-         "--mode", "async"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    try:
-        endpoint = shard.stdout.readline().split()[-1]
-        wait_listening(health)
+    with served_shard(health, 1, "--mode", "async") as endpoint:
         errors: list = [None]
         _worker(endpoint, 0, 1, 3, -1, errors)
         assert errors == [None]
@@ -178,10 +163,6 @@ def test_an_async_shard_beats_with_the_highest_step_it_applied():
         while not (answer := get(health, "/healthz"))[1].startswith("ok: server 0, last step 3,"):
             assert time.monotonic() < deadline, answer
             time.sleep(0.05)
-    finally:
-        shard.terminate()
-        assert shard.wait(timeout=20) == 0
-        shard.stdout.close()
 
 
 def test_probes_bind_loopback_unless_asked():
