@@ -48,6 +48,9 @@ class _Traffic:
     def observe_step(self, seconds: float, samples: int, step: int | None = None) -> None:
         pass
 
+    def beat(self, step: int | None = None) -> None:
+        pass
+
     def record_totals(self, totals) -> None:
         self.totals.append(totals["bytes_pushed"] + totals["bytes_pulled"])
 
