@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import NoReturn
 
 from distconv.distributed import TRANSPORT_OPTIONS
 from distconv.runtime import RuntimeConfigError, mpi_launcher_size
@@ -80,11 +81,7 @@ def mpi_train_rank(argv: Sequence[str]) -> bool:
     argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
     if not argv or argv[0] != "train" or mpi_launcher_size() < 2:
         return False
-    sniff = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    sniff.add_argument("--sync")
-    sniff.add_argument("--pservers")
-    sniff.add_argument("--rank")
-    sniff.add_argument("--world-size")
+    sniff = _sniffer()
     try:
         given, _ = sniff.parse_known_args(argv[1:])
     except (argparse.ArgumentError, SystemExit):  # e.g. --sync with no value: none chosen
@@ -94,6 +91,26 @@ def mpi_train_rank(argv: Sequence[str]) -> bool:
     if given.sync is not None:
         return given.sync == "mpi"
     return not (given.pservers or os.environ.get("DISTCONV_PSERVERS"))
+
+
+class _Sniffer(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # no usage on stderr: the full parse says it
+        raise argparse.ArgumentError(None, message)
+
+
+def _sniffer() -> argparse.ArgumentParser:
+    """A parser of ``distconv train``'s flags, every one read as text, that abbreviates as the
+    real one does: with ``--sync``, ``--pservers``, ``--rank`` and ``--world-size`` alone,
+    ``--r 0`` read as ``--rank 0`` where the full parse refuses it as ambiguous (``--resume``),
+    and the process exempted as alone exited without ending the MPI ranks beside it."""
+    from distconv.train_args import train_parser  # not at import: it imports the transports
+
+    sniff = _Sniffer(add_help=False, exit_on_error=False)
+    for action in train_parser()._actions:
+        if action.option_strings:
+            value = {"action": "count"} if action.nargs == 0 else {"nargs": action.nargs}
+            sniff.add_argument(*action.option_strings, dest=action.dest, **value)
+    return sniff
 
 
 def _is(text: str | None, number: int) -> bool:

@@ -69,6 +69,11 @@ def test_the_servers_in_the_environment_are_not_a_flag(tmp_path):
         (["-q", "train", "--sync", "local", "--world-size=1"], {"PMI_SIZE": "2"}, True),
         (["train", "--sync", "local", "--rank", "1", "--world-size", "1"], {"PMI_SIZE": "2"}, True),
         (["train", "--sync", "local", "--world-size=2"], {"PMI_SIZE": "2"}, True),
+        # abbreviations as the full parse reads them: --r and --s are ambiguous there (--resume,
+        # --seed), so that parse fails, and the rank is no job of its own
+        (["train", "--sync", "local", "--r", "0", "--w", "1"], {"PMI_SIZE": "2"}, True),
+        (["train", "--s", "local", "--rank", "0", "--world-size", "1"], {"PMI_SIZE": "2"}, True),
+        (["train", "--sync", "local", "--ra", "0", "--world", "1"], {"PMI_SIZE": "2"}, False),
         (["train", "--sync"], {"PMI_SIZE": "2"}, True),  # no value: none chosen, mpi implied
         (["train", "--sync", "mpi"], {"PMI_SIZE": "1"}, False),  # one rank waits for none
         (["train", "--sync", "mpi"], {}, False),
@@ -81,3 +86,10 @@ def test_a_rank_of_an_mpi_train_job_is_known_before_the_parse(monkeypatch, argv,
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert mpi_train_rank(argv) is rank
+
+
+def test_the_sniffing_parse_writes_nothing(monkeypatch, capsys):
+    """An ambiguous flag fails the sniffing parse too; the full parse alone says so."""
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert mpi_train_rank(["train", "--sync", "local", "--r", "0", "--w", "1"]) is True
+    assert capsys.readouterr() == ("", "")
