@@ -5,8 +5,8 @@ A gather's reply holds every rank's value in one header frame, capped at
 :data:`~distconv.sync.ps.wire.MAX_HEADER_BYTES`; a description holds each parameter's layout
 and, from the Trainer, each layer's structure: a few hundred bytes a layer, which times the
 workers passed the cap (a worker refused a legitimate job as a malformed reply). So the ranks
-gather a digest first; only when the digests differ, the description of the first rank of each
-digest, which names the difference.
+gather a digest first; only when the digests differ, two descriptions: the first rank's and
+that of the first rank unlike it, which name the difference for every rank.
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ def check_all_equal(
     digests = gather("all_equal", mine)
     if all(d is None or d == mine for d in digests):  # None: a rank lost (async, continue)
         return
-    first = {d: r for r, d in reversed(list(enumerate(digests)))}  # each digest's first rank
-    text = json.dumps(ours, sort_keys=True) if first.get(mine) == rank else None
-    texts = gather("all_equal", text)
-    other = next(r for r, d in enumerate(digests) if d is not None and d != mine)
-    theirs = texts[first[digests[other]]]
+    # Each rank compares with the first rank unlike it: the first live rank, or (for the
+    # ranks of its digest) the first rank of another digest. Those two alone send their
+    # description: one from every digest would not fit a reply when many ranks differ.
+    live = [(r, d) for r, d in enumerate(digests) if d is not None]
+    senders = {live[0][0], next(r for r, d in live if d != live[0][1])}
+    texts = gather("all_equal", json.dumps(ours, sort_keys=True) if rank in senders else None)
+    other = next(r for r, d in live if d != mine)
+    theirs = texts[other]
     diff = first_difference(ours, json.loads(theirs)) if theirs is not None else None
     raise SyncError(
         f"rank {rank} and rank {other} run different jobs: "

@@ -11,6 +11,7 @@ from ps_helpers import insecure_worker, run_ranks
 
 from distconv.layers import Conv2D
 from distconv.network import Network
+from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
 WORKERS, LAYERS = 12, 400
@@ -43,6 +44,35 @@ def test_many_workers_of_a_deep_model_pass_the_start_up_check(shards):
     size = len(json.dumps(config)) * WORKERS
     assert size > MAX_HEADER_BYTES  # every rank's description would not fit one reply
     run_ranks(rank_fn, WORKERS)
+
+
+@pytest.mark.timeout(120)
+def test_many_workers_that_all_differ_are_told_so_not_a_malformed_reply(shards):
+    """Every rank's description differs (a per-rank setting in what they compare): the
+    second gather carried one description of each digest, every rank's, and its reply passed
+    the cap too. Two are enough: the first rank's and the first unlike it."""
+    nets = [_deep_net() for _ in range(WORKERS)]
+    endpoints = shards.start(1, WORKERS)
+    said: list = [None] * WORKERS
+
+    def rank_fn(rank: int) -> None:
+        sync = insecure_worker(endpoints, rank, WORKERS, block_bytes=1 << 16)
+        try:
+            sync.setup(nets[rank].parameters(), {"batch_size": 8})
+            with pytest.raises(SyncError) as caught:
+                sync.all_equal({"layers": nets[rank].structure(), "seed": rank})
+            said[rank] = str(caught.value)
+            sync._say_bye()
+        finally:
+            sync._close_sockets()
+
+    assert len(json.dumps(nets[0].structure())) * WORKERS > MAX_HEADER_BYTES
+    run_ranks(rank_fn, WORKERS)
+    assert said[0] == "rank 0 and rank 1 run different jobs: seed: 0 here, 1 there"
+    for rank in range(1, WORKERS):
+        assert (
+            said[rank] == f"rank {rank} and rank 0 run different jobs: seed: {rank} here, 0 there"
+        )
 
 
 def test_a_difference_is_named_from_the_descriptions_of_each_digest_s_first_rank():
