@@ -215,6 +215,8 @@ class ConvSpec:
             ValueError: the output would be empty (the kernel does not fit).
         """
         g = self.geom
+        if self.transposed and min(in_size) < 1:  # padding is not what empties it
+            raise ValueError(f"a transposed convolution of an empty input {tuple(in_size)}")
         if self.transposed:
             out = g.transpose_out_size(in_size, self.output_padding)
         else:

@@ -131,3 +131,14 @@ def test_a_transposed_convolution_cropped_to_nothing_blames_the_padding():
         layer(Arg(np.zeros((1, 1, 1, 3), np.float32)))
     with pytest.raises(LayerError, match=r"Conv2D: kernel \(3, 3\) .* is larger"):
         Conv2D(1, 1, 3)(Arg(np.zeros((1, 1, 2, 2), np.float32)))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_transposed_convolution_of_an_empty_input_blames_no_padding(stride):
+    """A spatial axis of 0: with stride 1 the message blamed 'padding (0, 0)', which crops
+    nothing; with stride 2 a row of bias came out of no input at all."""
+    from distconv.layers import ConvTranspose2D
+
+    up = ConvTranspose2D(1, 1, 3, stride=stride, name="up")
+    with pytest.raises(LayerError, match=r"'up': a transposed convolution of an empty input"):
+        up.forward(Arg(np.zeros((1, 1, 0, 3), np.float32)))
