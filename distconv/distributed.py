@@ -31,7 +31,7 @@ from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
-from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
+from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime, mpi_launcher_size
 from distconv.sync import SyncError, SyncStrategy, create_sync
 
 log = logging.getLogger("distconv.distributed")
@@ -161,6 +161,11 @@ def build_sync(
             raise RuntimeConfigError(
                 f"this process is rank {runtime.rank} of {runtime.world_size} "
                 f"({runtime.source}), but local sync trains alone; use --sync pserver or mpi"
+            )
+        if mpi_launcher_size() > 1:  # --rank 0 --world-size 1: ranks beside it would hang
+            raise RuntimeConfigError(
+                f"an MPI launcher started this process as one of {mpi_launcher_size()} ranks, "
+                "but local sync trains alone; use --sync mpi, or start it without mpiexec"
             )
         return create_sync("local", optimizer=optimizer)
     if kind == "pserver":

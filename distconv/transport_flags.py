@@ -71,13 +71,11 @@ def refuse_unused_flags(args: argparse.Namespace, kind: str) -> None:
 
 
 def mpi_train_rank(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` is ``train`` with the MPI sync (chosen or implied) and an MPI launcher
-    started this process as one of several ranks. Read before (or without) the full parse,
-    which may be what failed: ``--sync``, ``--pservers``, ``--rank`` and ``--world-size`` as
-    argparse reads them. ``--sync local`` counts too, unless ``--rank 0 --world-size 1`` make
-    it a job of its own: as one of several ranks it is refused (``--world-size 1`` alone leaves
-    the rank to the launcher: rank 1 of it is refused too), and ranks of the MPI sync beside
-    it (an MPMD job) would wait for it in ``MPI_Init`` for ever."""
+    """Whether ``argv`` is ``train`` with the MPI sync (chosen or implied), or the local one,
+    and an MPI launcher started this process as one of several ranks. Read before (or without)
+    the full parse, which may be what failed: ``--sync`` and ``--pservers`` as argparse reads
+    them. A local rank is always refused there (local sync trains alone), and ranks of the MPI
+    sync beside it (an MPMD job) would wait for it in ``MPI_Init`` for ever."""
     argv = [a for a in argv if a not in ("-q", "--quiet")]  # the only options before it
     if not argv or argv[0] != "train" or mpi_launcher_size() < 2:
         return False
@@ -85,11 +83,9 @@ def mpi_train_rank(argv: Sequence[str]) -> bool:
     try:
         given, _ = sniff.parse_known_args(argv[1:])
     except (argparse.ArgumentError, SystemExit):  # e.g. --sync with no value: none chosen
-        given = argparse.Namespace(sync=None, pservers=None, rank=None, world_size=None)
-    if given.sync == "local":
-        return not (_is(given.rank, 0) and _is(given.world_size, 1))
+        given = argparse.Namespace(sync=None, pservers=None)
     if given.sync is not None:
-        return given.sync == "mpi"
+        return given.sync in ("mpi", "local")
     return not (given.pservers or os.environ.get("DISTCONV_PSERVERS"))
 
 
@@ -100,9 +96,8 @@ class _Sniffer(argparse.ArgumentParser):
 
 def _sniffer() -> argparse.ArgumentParser:
     """A parser of ``distconv train``'s flags, every one read as text, that abbreviates as the
-    real one does: with ``--sync``, ``--pservers``, ``--rank`` and ``--world-size`` alone,
-    ``--r 0`` read as ``--rank 0`` where the full parse refuses it as ambiguous (``--resume``),
-    and the process exempted as alone exited without ending the MPI ranks beside it."""
+    real one does: with ``--sync`` and ``--pservers`` alone, ``--s local`` read as
+    ``--sync local`` where the full parse refuses it as ambiguous (``--seed``)."""
     from distconv.train_args import train_parser  # not at import: it imports the transports
 
     sniff = _Sniffer(add_help=False, exit_on_error=False)
@@ -111,11 +106,3 @@ def _sniffer() -> argparse.ArgumentParser:
             value = {"action": "count"} if action.nargs == 0 else {"nargs": action.nargs}
             sniff.add_argument(*action.option_strings, dest=action.dest, **value)
     return sniff
-
-
-def _is(text: str | None, number: int) -> bool:
-    """Whether a flag's text reads as ``number`` (as the full parse's int would: ``01``)."""
-    try:
-        return text is not None and int(text) == number
-    except ValueError:
-        return False

@@ -66,15 +66,24 @@ def test_a_rank_of_the_local_sync_beside_mpi_ranks_ends_the_job(tmp_path):
 
 
 @pytest.mark.timeout(60)
-def test_a_local_rank_1_with_world_size_1_beside_mpi_ranks_ends_the_job(tmp_path):
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--world-size=1"], "rank 1 is out of range for world size 1"),
+        (["--rank", "0", "--world-size", "1"], "an MPI launcher started this process as one of 2"),
+    ],
+)
+def test_a_local_rank_of_its_own_beside_mpi_ranks_ends_the_job(tmp_path, flags, said):
     """``--world-size 1`` alone leaves the rank to the launcher: rank 1 is refused (out of range
-    for world size 1) and, exempted as 'a job of its own', exited without initialising MPI,
-    so rank 0 waited in ``MPI_Init`` for ever. Only ``--rank 0 --world-size 1`` is alone."""
-    command = ["-n", "1", *train(tmp_path), ":", "-n", "1", *TRAIN, "--sync", "local"]
-    command += ["--world-size=1", "--epochs", "1", "--out", str(tmp_path / "run2")]
+    for world size 1), and exempted as 'a job of its own' it exited without initialising MPI,
+    so rank 0 waited in ``MPI_Init`` for ever (k112). With ``--rank 0`` too it trained alone
+    while rank 0 waited (k114): a local rank under an MPI launcher is refused whatever its
+    flags, and ends the job."""
+    command = ["-n", "1", *train(tmp_path), ":", "-n", "1", *TRAIN, "--sync", "local", *flags]
+    command += ["--epochs", "1", "--out", str(tmp_path / "run2")]
     proc = run_mpi(command, timeout=40)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "rank 1 is out of range for world size 1" in proc.stderr, proc.stderr[-2000:]
+    assert said in proc.stderr, proc.stderr[-2000:]
 
 
 @pytest.mark.timeout(60)
