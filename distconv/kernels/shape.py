@@ -24,11 +24,17 @@ def volume(shape: Sequence[int]) -> int:
     return v
 
 
+def is_int(value: object) -> bool:
+    """Whether ``value`` is an integer, Python's or numpy's; a bool is none (``True`` as a
+    kernel size built a 1x1 convolution)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def as_tuple(value: int | Sequence[int], nd: int, name: str) -> tuple[int, ...]:
     """``value`` repeated ``nd`` times if it is an int, else checked to have ``nd`` entries."""
-    if isinstance(value, (int, np.integer)):
+    if is_int(value):
         return (int(value),) * nd
-    if not isinstance(value, Sequence) or not all(isinstance(v, (int, np.integer)) for v in value):
+    if not isinstance(value, Sequence) or not all(is_int(v) for v in value):
         raise ValueError(f"{name} must be an int or {nd} ints, got {value!r}")
     t = tuple(int(v) for v in value)
     if len(t) != nd:
@@ -70,6 +76,8 @@ class ConvGeometry:
         groups: int = 1,
     ) -> ConvGeometry:
         """Normalise per-axis arguments and check they are in range."""
+        if not is_int(groups):
+            raise ValueError(f"groups must be an int, got {groups!r}")
         g = cls(
             as_tuple(ksize, nd, "kernel_size"),
             as_tuple(stride, nd, "stride"),
@@ -184,6 +192,8 @@ class ConvSpec:
             nd = 2 if input_size is None or isinstance(input_size, int) else len(input_size)
         geom = ConvGeometry.make(nd, kernel_size, stride, padding, dilation, groups)
         for what, c in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if not is_int(c):
+                raise ValueError(f"{what} must be an int, got {c!r}")
             if c < 1 or c % geom.groups:
                 raise ValueError(f"{what}={c} must be a positive multiple of groups={geom.groups}")
         op = as_tuple(output_padding, nd, "output_padding")

@@ -14,6 +14,7 @@ from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
+from distconv.kernels.shape import is_int
 from distconv.layers.base import Layer, add_grad
 from distconv.parameter import Parameter, UpdateCallback
 
@@ -66,10 +67,20 @@ class FullyConnected(Layer):
     ) -> None:
         super().__init__(act=act, name=name)
         self._check_options(options)
-        single = isinstance(in_features, (int, np.integer))
-        self.in_widths = (int(in_features),) if single else tuple(int(w) for w in in_features)
-        if not self.in_widths or min(self.in_widths) < 1 or out_features < 1:
-            raise self.fail(f"in_features={in_features}, out_features={out_features} must be >= 1")
+        single = is_int(in_features)
+        widths = [in_features] if single else in_features
+        if not (
+            isinstance(widths, Sequence)
+            and widths
+            and all(is_int(w) and w >= 1 for w in widths)
+            and is_int(out_features)
+            and out_features >= 1
+        ):
+            raise self.fail(
+                f"in_features={in_features!r}, out_features={out_features!r} must be ints >= 1 "
+                "(in_features: one, or one per input)"
+            )
+        self.in_widths = tuple(int(w) for w in widths)
         self.in_features, self.out_features = in_features, out_features
         self.num_inputs = len(self.in_widths)
         k = len(self.in_widths)

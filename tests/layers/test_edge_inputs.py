@@ -142,3 +142,30 @@ def test_a_transposed_convolution_of_an_empty_input_blames_no_padding(stride):
     up = ConvTranspose2D(1, 1, 3, stride=stride, name="up")
     with pytest.raises(LayerError, match=r"'up': a transposed convolution of an empty input"):
         up.forward(Arg(np.zeros((1, 1, 0, 3), np.float32)))
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: Conv2D(3, 4, True), r"kernel_size must be an int or 2 ints, got True"),
+        (lambda: Conv2D(3, 4, (3, False)), r"kernel_size must be an int or 2 ints"),
+        (lambda: Conv2D(3, 4.0, 3), r"out_channels must be an int, got 4.0"),
+        (lambda: Conv2D(4, 4, 3, groups=2.0), r"groups must be an int, got 2.0"),
+        (lambda: Conv2D(3, 4, 3, stride=True), r"stride must be an int or 2 ints, got True"),
+        (lambda: FullyConnected(4.5, 3), r"in_features=4.5, out_features=3 must be ints >= 1"),
+        (lambda: FullyConnected([4, 2.0], 3), r"in_features=\[4, 2.0\], out_features=3 must"),
+        (lambda: FullyConnected(4, True), r"in_features=4, out_features=True must be ints"),
+        (lambda: FullyConnected([], 3), r"in_features=\[\], out_features=3 must be ints >= 1"),
+    ],
+)
+def test_sizes_that_are_not_ints_are_refused(make, said):
+    """A bool is an int to Python, so True built a 1x1 convolution; a float channel count was
+    taken; FullyConnected(4.5, 3) raised 'float' object is not iterable (review k113)."""
+    with pytest.raises(ValueError, match=said):
+        make()
+
+
+def test_numpy_ints_are_sizes_too():
+    conv = Conv2D(np.int64(3), np.int32(4), np.int64(3), groups=np.int64(1))
+    fc = FullyConnected(np.int64(4), np.int64(3))
+    assert conv.weight.shape == (4, 3, 3, 3) and fc.weight.shape == (3, 4)
