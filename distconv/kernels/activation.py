@@ -78,6 +78,8 @@ class Softmax(ActivationFunction):
     name = "softmax"
 
     def forward(self, z: Any, inplace: bool = False) -> Any:
+        if z.ndim < 2:
+            raise ValueError(f"softmax is over axis 1 and needs rows (N, C, ...), got {z.shape}")
         xp = get_array_module(z)
         e = xp.exp(z - z.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)

@@ -165,7 +165,8 @@ class Layer:
         self.check_num_inputs(inputs)
         self.inputs = inputs
         z = self._forward(*inputs)
-        self.output = self.make_output(self.act.forward(z, inplace=self.owns_preactivation), inputs)
+        y = checked(self, self.act.forward, z, inplace=self.owns_preactivation)
+        self.output = self.make_output(y, inputs)
         return self.output
 
     def backward(self, callback: UpdateCallback) -> None:

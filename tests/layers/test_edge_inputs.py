@@ -169,3 +169,11 @@ def test_numpy_ints_are_sizes_too():
     conv = Conv2D(np.int64(3), np.int32(4), np.int64(3), groups=np.int64(1))
     fc = FullyConnected(np.int64(4), np.int64(3))
     assert conv.weight.shape == (4, 3, 3, 3) and fc.weight.shape == (3, 4)
+
+
+def test_a_softmax_of_no_rows_names_the_layer():
+    """numpy's AxisError from inside the kernel before (review k113)."""
+    with pytest.raises(LayerError, match=r"Activation: softmax is over axis 1 .* got \(4,\)"):
+        Activation("softmax")(Arg(np.zeros(4)))
+    rows = Activation("softmax")(Arg(np.zeros((2, 4)))).value
+    assert np.allclose(rows, 0.25)
