@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from numbers import Integral
 from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.shape import volume
+from distconv.kernels.shape import is_int, volume
 from distconv.layers.base import Layer, grad_target
 from distconv.parameter import UpdateCallback
 
@@ -42,7 +41,7 @@ class FeatureMapExpand(Layer):
         name: str | None = None,
     ) -> None:
         super().__init__(act=act, name=name)
-        if not isinstance(num_filters, Integral) or num_filters < 1:
+        if not is_int(num_filters) or num_filters < 1:
             raise self.fail(f"num_filters={num_filters!r} must be an int >= 1")
         self.num_filters = int(num_filters)
         self.as_row_vector = as_row_vector

@@ -69,6 +69,8 @@ class FullyConnected(Layer):
         self._check_options(options)
         single = is_int(in_features)
         widths = [in_features] if single else in_features
+        if isinstance(widths, np.ndarray):  # widths read from arrays' shapes, as before
+            widths = widths.tolist()
         if not (
             isinstance(widths, Sequence)
             and widths

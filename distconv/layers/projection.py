@@ -17,6 +17,7 @@ from distconv.init import Initializer, ones, unit_normal
 from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import RowScatter
+from distconv.kernels.shape import is_int
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter
 
@@ -125,8 +126,11 @@ class TableProjection(Projection):
         weight: Parameter | None = None,
         sparse: bool = False,
     ) -> None:
+        if not is_int(vocab_size):
+            raise self.fail(f"vocab_size={vocab_size!r} must be an int")
         if vocab_size < 1:
             raise self.fail(f"vocab_size={vocab_size} must be >= 1")
+        vocab_size = int(vocab_size)
         spec = WeightSpec((vocab_size, width), (1, width), init, dtype, weight)
         super().__init__(None, width, spec)
         self.vocab_size = vocab_size
@@ -255,6 +259,8 @@ class SliceProjection(Projection):
     """
 
     def __init__(self, in_width: int, slices: Sequence[tuple[int, int]]) -> None:
+        if not all(isinstance(s, Sequence) and all(is_int(v) for v in s) for s in slices):
+            raise self.fail(f"slices must be (start, end) pairs of ints, got {slices!r}")
         slices = [tuple(int(v) for v in s) for s in slices]
         if not slices:
             raise self.fail("needs at least one (start, end) slice")

@@ -14,11 +14,16 @@ from distconv.layers import (
     Conv2D,
     ConvProjection,
     ConvTranspose2D,
+    DotMulProjection,
     FeatureMapExpand,
+    FullMatrixProjection,
     FullyConnected,
+    IdentityProjection,
     MaxPool3D,
     Mixed,
     SelectiveFullyConnected,
+    SequenceConcat,
+    SliceProjection,
     SoftmaxCrossEntropy,
     TableProjection,
 )
@@ -177,3 +182,45 @@ def test_a_softmax_of_no_rows_names_the_layer():
         Activation("softmax")(Arg(np.zeros(4)))
     rows = Activation("softmax")(Arg(np.zeros((2, 4)))).value
     assert np.allclose(rows, 0.25)
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: Mixed([FullMatrixProjection(True, 3)]), r"in_width=True must be an int"),
+        (lambda: Mixed([FullMatrixProjection(4.0, 3)]), r"in_width=4.0 must be an int"),
+        (lambda: Mixed([FullMatrixProjection(4, True)]), r"out_width=True must be an int"),
+        (lambda: Mixed([DotMulProjection(True)]), r"in_width=True must be an int"),
+        (lambda: Mixed([TableProjection(4.0, 3)]), r"vocab_size=4.0 must be an int"),
+        (lambda: Mixed([SliceProjection(4, [(0, 2.5)])]), r"slices must be \(start, end\)"),
+        (lambda: Mixed([IdentityProjection(4, offset=True)]), r"slices must be \(start, end\)"),
+        (lambda: Mixed([ContextProjection(4, True)]), r"context_length=True must be an int"),
+        (lambda: Mixed([ContextProjection(4, 3, 0.5)]), r"context_start=0.5 must be an int"),
+        (lambda: Mixed([FullMatrixProjection(4, 3)], size=True), r"size=True must be an int"),
+        (lambda: FeatureMapExpand(True), r"num_filters=True must be an int >= 1"),
+        (lambda: SequenceConcat(True), r"SequenceConcat: width=True must be an int"),
+    ],
+)
+def test_the_other_layers_refuse_sizes_that_are_not_ints(make, said):
+    """The projections, Mixed, FeatureMapExpand and SequenceConcat took True as 1 (a 1-filter
+    expansion, a context of one row) or raised numpy's unnamed TypeError for a float width,
+    after Conv and FullyConnected learnt to refuse them (review k115)."""
+    with pytest.raises(ValueError, match=said):
+        make()
+
+
+def test_the_other_layers_take_numpy_ints_and_arrays_of_widths():
+    """A numpy int is a size everywhere, kept as Python's (the start-up check compares layer
+    settings of plain values only); FullyConnected takes its widths as an array, as before
+    a181432 (review k115)."""
+    fc = FullyConnected(np.array([3, 4]), 2)
+    assert fc.in_widths == (3, 4) and fc.weights[1].shape == (2, 4)
+    mixed = Mixed(
+        [FullMatrixProjection(np.int64(3), np.int64(2)), ContextProjection(np.int64(2), 1)],
+        size=np.int64(2),
+    )
+    projections = mixed.settings()["projections"]
+    assert projections[0]["in_width"] == 3 and type(projections[0]["in_width"]) is int
+    assert Mixed([TableProjection(np.int64(5), 2)]).projections[0].vocab_size == 5
+    assert FeatureMapExpand(np.int64(2)).num_filters == 2
+    assert SequenceConcat(np.int64(3)).width == 3
