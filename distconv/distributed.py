@@ -165,7 +165,8 @@ def build_sync(
         if mpi_launcher_size() > 1:  # --rank 0 --world-size 1: ranks beside it would hang
             raise RuntimeConfigError(
                 f"an MPI launcher started this process as one of {mpi_launcher_size()} ranks, "
-                "but local sync trains alone; use --sync mpi, or start it without mpiexec"
+                "but local sync trains alone (ranks beside it would wait for it for ever); use "
+                "the mpi sync (--sync mpi, sync='mpi'), or start it without mpiexec"
             )
         return create_sync("local", optimizer=optimizer)
     if kind == "pserver":
