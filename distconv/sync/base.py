@@ -389,6 +389,11 @@ def _first_param_difference(a: list, b: list) -> str:
     return f"parameter count: {len(a)} here, {len(b)} there"
 
 
+def as_sent(description: Mapping[str, Any]) -> dict[str, Any]:
+    """``description`` as another rank receives it, through JSON: like compared with like."""
+    return json.loads(json.dumps(description, sort_keys=True, default=str))
+
+
 def digest(description: Mapping[str, Any]) -> str:
     """A short SHA-256 of a JSON-able description (cheap to compare across ranks)."""
     text = json.dumps(description, sort_keys=True, default=str)

@@ -15,7 +15,7 @@ import numpy as np
 from distconv.backend import copy_into, to_host
 from distconv.cores import usable_cores
 from distconv.kernels.parallel import num_threads
-from distconv.sync.base import SyncError, digest, first_difference
+from distconv.sync.base import SyncError, as_sent, digest, first_difference
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first
@@ -153,7 +153,7 @@ def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
     Raises:
         JobMismatch: naming this rank, the first rank that differs, and the first differing key.
     """
-    ours = json.loads(json.dumps(description, sort_keys=True, default=str))
+    ours = as_sent(description)
     digests = allgather_bytes(comm, digest(ours).encode())
     if len(set(digests)) == 1:
         return

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from distconv.sync.base import SyncError, digest, first_difference
+from distconv.sync.base import SyncError, as_sent, digest, first_difference
 
 
 def check_all_equal(
@@ -24,7 +24,7 @@ def check_all_equal(
     """Raise SyncError naming the first rank whose description differs from this rank's, and
     the first difference. ``gather(kind, value)`` is the worker's gather on shard 0: every live
     rank sees the same digests, so every rank makes the same number of gathers."""
-    ours = json.loads(json.dumps(description, sort_keys=True, default=str))
+    ours = as_sent(description)
     mine = digest(ours)
     digests = gather("all_equal", mine)
     if all(d is None or d == mine for d in digests):  # None: a rank lost (async, continue)
