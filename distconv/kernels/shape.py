@@ -225,18 +225,18 @@ class ConvSpec:
             ValueError: the output would be empty (the kernel does not fit).
         """
         g = self.geom
-        if self.transposed and min(in_size) < 1:  # padding is not what empties it
-            raise ValueError(f"a transposed convolution of an empty input {tuple(in_size)}")
         if self.transposed:
+            if min(in_size) < 1:  # padding is not what empties it
+                raise ValueError(f"a transposed convolution of an empty input {tuple(in_size)}")
             out = g.transpose_out_size(in_size, self.output_padding)
-        else:
-            out = g.out_size(in_size)
-        if min(out) < 1 and self.transposed:  # the kernel never outgrows a transposed input
-            raise ValueError(
-                f"padding {g.pad} crops away the whole output {out} of a transposed "
-                f"convolution of input {tuple(in_size)} (kernel {g.ksize}, stride {g.stride}, "
-                f"dilation {g.dilation}, output_padding {self.output_padding})"
-            )
+            if min(out) < 1:  # the kernel never shrinks a transposed output: the padding did
+                raise ValueError(
+                    f"padding {g.pad} crops away the whole output {out} of a transposed "
+                    f"convolution of input {tuple(in_size)} (kernel {g.ksize}, stride "
+                    f"{g.stride}, dilation {g.dilation}, output_padding {self.output_padding})"
+                )
+            return out
+        out = g.out_size(in_size)
         if min(out) < 1:
             raise ValueError(
                 f"kernel {g.ksize} (dilation {g.dilation}) is larger than the input "

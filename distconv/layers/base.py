@@ -12,6 +12,7 @@ from distconv.arg import Arg
 from distconv.backend import is_float_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
+from distconv.kernels.shape import is_int
 from distconv.parameter import Parameter, UpdateCallback
 
 T = TypeVar("T")
@@ -131,11 +132,7 @@ class Layer:
         activation and each frozen dataclass it holds (a convolution's spec, a pool's
         geometry). Ranks of one job must agree on it (:meth:`~distconv.network.Network.structure`);
         a layer with other settings of its own adds them."""
-        found: dict[str, Any] = {"act": type(self.act).__name__}
-        for key, value in sorted(vars(self).items()):
-            if not key.startswith("_") and _is_frozen_dataclass(value):
-                found[key] = dataclasses.asdict(value)
-        return found
+        return {"act": type(self.act).__name__} | _public_settings(self, plain=False)
 
     def parameters(self) -> list[Parameter]:
         """This layer's parameters (sub-objects such as projections included), in a stable order."""
@@ -232,13 +229,18 @@ def part_settings(part: Any) -> dict[str, Any] | None:
     frozen dataclass (a convolution's spec), as :meth:`Layer.settings`; None for None."""
     if part is None:
         return None
-    found: dict[str, Any] = {"type": type(part).__name__}
-    for key, value in sorted(vars(part).items()):
-        if key.startswith("_") or key in ("owner", "key"):
+    return {"type": type(part).__name__} | _public_settings(part, plain=True, skip=("owner", "key"))
+
+
+def _public_settings(obj: Any, *, plain: bool, skip: Sequence[str] = ()) -> dict[str, Any]:
+    """``obj``'s public frozen dataclasses as dicts and (``plain``) its plain JSON values."""
+    found: dict[str, Any] = {}
+    for key, value in sorted(vars(obj).items()):
+        if key.startswith("_") or key in skip:
             continue
         if _is_frozen_dataclass(value):
             found[key] = dataclasses.asdict(value)
-        elif _is_plain(value):
+        elif plain and _is_plain(value):
             found[key] = value
     return found
 
@@ -247,6 +249,16 @@ def _is_plain(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_is_plain(v) for v in value)
     return value is None or isinstance(value, (bool, int, float, str))
+
+
+def size_arg(owner: Fails, name: str, value: Any) -> int:
+    """``value`` as a size (an int >= 1), or ``owner.fail`` naming ``name``: a bool or a float
+    is none (``True`` would be 1)."""
+    if not is_int(value):
+        raise owner.fail(f"{name}={value!r} must be an int")
+    if value < 1:
+        raise owner.fail(f"{name}={value} must be >= 1")
+    return int(value)
 
 
 def values_of(owner: Fails, arg: Arg) -> Any:

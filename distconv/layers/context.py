@@ -16,7 +16,7 @@ from distconv.init import Initializer
 from distconv.kernels.rows import RowScatter
 from distconv.kernels.sequence import check_offsets, context_index
 from distconv.kernels.shape import is_int
-from distconv.layers.base import checked
+from distconv.layers.base import checked, size_arg
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter
 
@@ -60,13 +60,9 @@ class ContextProjection(Projection):
         dtype: Any = np.float32,
         weight: Parameter | None = None,
     ) -> None:
-        if not is_int(context_length):
-            raise self.fail(f"context_length={context_length!r} must be an int")
-        if context_length < 1:
-            raise self.fail(f"context_length={context_length} must be >= 1")
+        context_length = size_arg(self, "context_length", context_length)
         if context_start is not None and not is_int(context_start):
             raise self.fail(f"context_start={context_start!r} must be an int or None")
-        context_length = int(context_length)
         if context_start is None:
             context_start = -(context_length - 1) // 2  # floors: -2 for 4, as Paddle
         self.context_length, self.context_start = context_length, int(context_start)

@@ -22,8 +22,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums, row_sums
-from distconv.kernels.shape import is_int
-from distconv.layers.base import Layer, part_settings
+from distconv.layers.base import Layer, part_settings, size_arg
 from distconv.layers.operator import Operator
 from distconv.layers.part import LayerPart, Projection
 from distconv.parameter import Parameter, UpdateCallback
@@ -79,11 +78,7 @@ class ProjectionLayer(Layer):
             raise self.fail("needs at least one input (one projection, or None, per input)")
         if self.operators and not self.takes_operators:
             raise self.fail("takes no operators (use Mixed)")
-        if size is not None and not is_int(size):
-            raise self.fail(f"size={size!r} must be an int")
-        if size is not None and size < 1:
-            raise self.fail(f"size={size} must be >= 1")
-        self.requested_size = None if size is None else int(size)
+        self.requested_size = None if size is None else size_arg(self, "size", size)
         self.num_inputs = len(self.projections)
         self.dtype = resolve_dtype(dtype)
         self._adopt_parts()

@@ -30,8 +30,8 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.init import Initializer
-from distconv.kernels.shape import is_int, volume
-from distconv.layers.base import Layer, LayerError, grad_target
+from distconv.kernels.shape import volume
+from distconv.layers.base import Layer, LayerError, grad_target, size_arg
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -143,16 +143,12 @@ class Projection(LayerPart):
         self, in_width: int | None, out_width: int, weight: WeightSpec | None = None
     ) -> None:
         super().__init__()
-        for what, w in (("in_width", in_width), ("out_width", out_width)):
-            if w is not None and not is_int(w):  # True is no width, 4.0 neither
-                raise self.fail(f"{what}={w!r} must be an int")
-            if w is not None and w < 1:
-                raise self.fail(f"{what}={w} must be >= 1")
+        in_width = None if in_width is None else size_arg(self, "in_width", in_width)
+        out_width = None if out_width is None else size_arg(self, "out_width", out_width)
         spec = weight or WeightSpec(None)
         if spec.shared is not None and spec.shared.shape != spec.shape:
             raise self.fail(f"shared weight has shape {spec.shared.shape}, needs {spec.shape}")
-        self.in_width = None if in_width is None else int(in_width)
-        self.out_width = None if out_width is None else int(out_width)
+        self.in_width, self.out_width = in_width, out_width
         self._weight_spec = spec
         self.weight: Parameter | None = None
 

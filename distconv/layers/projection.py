@@ -18,6 +18,7 @@ from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import RowScatter
 from distconv.kernels.shape import is_int
+from distconv.layers.base import size_arg
 from distconv.layers.part import Projection, WeightSpec
 from distconv.parameter import Parameter
 
@@ -126,11 +127,7 @@ class TableProjection(Projection):
         weight: Parameter | None = None,
         sparse: bool = False,
     ) -> None:
-        if not is_int(vocab_size):
-            raise self.fail(f"vocab_size={vocab_size!r} must be an int")
-        if vocab_size < 1:
-            raise self.fail(f"vocab_size={vocab_size} must be >= 1")
-        vocab_size = int(vocab_size)
+        vocab_size = size_arg(self, "vocab_size", vocab_size)
         spec = WeightSpec((vocab_size, width), (1, width), init, dtype, weight)
         super().__init__(None, width, spec)
         self.vocab_size = vocab_size

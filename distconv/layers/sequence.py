@@ -15,8 +15,7 @@ from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import row_sums
 from distconv.kernels.sequence import check_offsets, segment_ids
-from distconv.kernels.shape import is_int
-from distconv.layers.base import Layer, checked, grad_target
+from distconv.layers.base import Layer, checked, grad_target, size_arg
 from distconv.parameter import UpdateCallback
 
 
@@ -57,13 +56,10 @@ class SequenceConcat(Layer):
         name: str | None = None,
     ) -> None:
         super().__init__(act=act, name=name)
-        if width is not None and not is_int(width):
-            raise self.fail(f"width={width!r} must be an int")
-        if width is not None and width < 1:
-            raise self.fail(f"width={width} must be >= 1")
+        width = None if width is None else size_arg(self, "width", width)
         if bias and width is None:
             raise self.fail("a bias needs width (one bias value per column)")
-        self.width = None if width is None else int(width)
+        self.width = width
         self.bias = self.make_bias("bias", (width,), dtype) if bias else None
 
     def _check(self, a: Arg, b: Arg) -> tuple[Any, Any]:
