@@ -388,6 +388,56 @@ def test_the_structure_names_a_mixed_layer_s_parts():
     )
 
 
+def test_a_structure_is_the_same_in_every_process():
+    """A setting that is a function, an object of default repr or a numpy scalar is written
+    alike by every rank (review k115): a function's address differs from process to process,
+    so two ranks of one job disagreed, and a numpy scalar offset was left out, so two jobs
+    that differ in it agreed."""
+    import dataclasses
+
+    from distconv.layers import IdentityProjection
+    from distconv.sync.base import first_difference
+
+    class Marker:  # an object with the default repr, "<... object at 0x...>"
+        pass
+
+    @dataclasses.dataclass(frozen=True)
+    class Recipe:
+        weigh: Any
+        marker: Any
+        scale: Any
+
+    class Weighed(Layer):
+        def __init__(self, recipe: Recipe) -> None:
+            super().__init__()
+            self.recipe = recipe
+
+    def make(scale: Any) -> Network:
+        def weigh(v: Any) -> Any:  # a new function object for every network
+            return v
+
+        net = Network()
+        net.add("w", Weighed(Recipe(weigh, Marker(), scale)), inputs="x")
+        return net
+
+    first, second = make(np.float32(0.5)).structure(), make(np.float32(0.5)).structure()
+    assert first == second
+    weigh = "tests.test_network.test_a_structure_is_the_same_in_every_process.<locals>.make."
+    assert first["w"]["recipe"] == {
+        "weigh": weigh + "<locals>.weigh",
+        "marker": "<tests.test_network.test_a_structure_is_the_same_in_every_process."
+        "<locals>.Marker object>",
+        "scale": 0.5,
+    }
+    assert first_difference(first, make(np.float32(2.0)).structure()) == (
+        "w.recipe.scale: 0.5 here, 2.0 there"
+    )
+    a = _mixed(IdentityProjection(8, 4, offset=np.int64(0)))
+    b = _mixed(IdentityProjection(8, 4, offset=np.int64(4)))
+    said = first_difference(a.structure(), b.structure())
+    assert "'offset': 0," in said and "'offset': 4," in said
+
+
 def test_a_structure_is_json_and_stays_what_it_was_through_training():
     """A parameter-server shard keeps the first hello's description: a restarted worker's
     fresh model, or a second fit of one that trained, must describe itself the same."""

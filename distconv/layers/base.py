@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import is_float_dtype
@@ -238,17 +241,38 @@ def _public_settings(obj: Any, *, plain: bool, skip: Sequence[str] = ()) -> dict
     for key, value in sorted(vars(obj).items()):
         if key.startswith("_") or key in skip:
             continue
-        if _is_frozen_dataclass(value):
-            found[key] = dataclasses.asdict(value)
-        elif plain and _is_plain(value):
-            found[key] = value
+        if _is_frozen_dataclass(value) or (plain and _is_plain(value)):
+            found[key] = setting_value(value)
     return found
 
 
 def _is_plain(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_is_plain(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str))
+    return value is None or isinstance(value, (bool, int, float, str, np.generic))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def setting_value(value: Any) -> Any:
+    """``value`` in terms every process of a job writes alike, for :meth:`Layer.settings`:
+    dataclasses as dicts (field by field), a numpy scalar as its Python number, a function or
+    class as where it is defined, and any other object as its repr less its memory address,
+    which differs from process to process (two ranks of one job would disagree)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return type(value)(setting_value(v) for v in value)
+    if isinstance(value, dict):
+        return {str(k): setting_value(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
+    return _ADDRESS.sub("", repr(value))
 
 
 def size_arg(owner: Fails, name: str, value: Any) -> int:

@@ -44,7 +44,7 @@ class FeatureMapExpand(Layer):
         if not is_int(num_filters) or num_filters < 1:
             raise self.fail(f"num_filters={num_filters!r} must be an int >= 1")
         self.num_filters = int(num_filters)
-        self.as_row_vector = as_row_vector
+        self.as_row_vector = bool(as_row_vector)
 
     def settings(self) -> dict[str, Any]:
         """:meth:`Layer.settings`, and the copies and their layout, which no parameter shows."""
