@@ -10,7 +10,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, sum_dtype
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer, grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 
@@ -96,13 +96,14 @@ class MSELoss(Layer):
     num_inputs = 2
 
     def _forward(self, pred: Arg, target: Arg) -> Any:
-        if pred.value is None or target.value is None:
-            raise self.fail("both inputs need array values (got an ids-only Arg)")
-        if pred.value.size == 0:
+        # float values, both: an integer input failed only in backward, adding float
+        # gradients into it
+        p, t = values_of(self, pred), values_of(self, target)
+        if p.size == 0:
             raise self.fail("an empty batch has no mean loss")
         if pred.shape != target.shape:
             raise self.fail(f"pred shape {pred.shape} differs from target shape {target.shape}")
-        self._diff = pred.value - target.value
+        self._diff = p - t
         square = self._diff * self._diff
         wide = sum_dtype(square.dtype)
         return square.mean() if wide is None else square.mean(dtype=wide).astype(square.dtype)

@@ -17,6 +17,7 @@ from distconv.layers import (
     MSELoss,
     SoftmaxCrossEntropy,
 )
+from distconv.layers.base import LayerTypeError
 
 F64 = np.float64
 
@@ -170,8 +171,14 @@ def test_loss_parity(torch, rng):
 def test_empty_batches_and_ids_only_inputs_get_clear_errors():
     with pytest.raises(LayerError, match="empty batch"):
         SoftmaxCrossEntropy()(Arg(np.zeros((0, 3))), Arg(ids=np.zeros(0, np.int64)))
-    with pytest.raises(LayerError, match="ids-only"):
+    with pytest.raises(LayerError, match="got int64 ids"):
         MSELoss()(Arg(np.zeros((2, 3))), Arg(ids=np.array([0, 1])))
+    # integer values, either side: refused in forward, not when backward adds float
+    # gradients into them (review k113)
+    ints, floats = np.arange(6).reshape(2, 3), np.zeros((2, 3))
+    for pred, target in ((ints, floats), (floats, ints)):
+        with pytest.raises(LayerTypeError, match="MSELoss: expected float values, got int64"):
+            MSELoss()(Arg(pred), Arg(target))
     # layers themselves pass an empty batch through
     assert FullyConnected(3, 2)(Arg(np.zeros((0, 3), np.float32))).shape == (0, 2)
 
