@@ -38,6 +38,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+#: what ``distconv_step`` says before the first step, and after ``forget_step``
+NO_STEP = -1
+
 #: step and allreduce durations span milliseconds (tiny models) to minutes (large ones)
 _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -62,7 +65,8 @@ class _Metrics:
             "Wall time of one training step.",
             buckets=_SECONDS_BUCKETS,
         )
-        self.step = make(Gauge, "distconv_step", "The last step that made progress.")
+        self.step = make(Gauge, "distconv_step", "The last step that made progress (-1: none yet).")
+        self.step.set(NO_STEP)  # step 0 is a step: a fresh gauge's 0 would claim it
         self.bytes_pushed = make(
             Counter, "distconv_bytes_pushed", "Payload bytes sent (gradients, seeds)."
         )
@@ -196,8 +200,10 @@ class ServiceEndpoints:
 
     def forget_step(self) -> None:
         """No step finished yet, as at the start (``last step none yet``): a shard re-seeded by
-        a resumed run, whose steps may start below the run before's."""
+        a resumed run, whose steps may start below the run before's; ``distconv_step`` says
+        -1 again."""
         self._last_step = None
+        self._metrics.step.set(NO_STEP)
 
     def set_failed(self, message: str) -> None:
         """The rank cannot go on (its job failed): ``/healthz`` answers 503 from now on, at
