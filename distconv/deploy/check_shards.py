@@ -70,7 +70,9 @@ def _is_filled(value: object) -> bool:
 def _or_filled(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     """``convert``, except that a value the cluster fills in is kept as it is."""
 
-    @functools.wraps(convert)
+    # argparse names the type by its __name__ ("invalid int value"); a type's own __dict__
+    # (int's methods) is no use to the wrapper, so it is not copied
+    @functools.wraps(convert, updated=())
     def read(text: str) -> Any:
         return text if _is_filled(text) else convert(text)
 
