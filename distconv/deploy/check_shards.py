@@ -31,6 +31,9 @@ _SERVICE_LINK = re.compile(
 )
 #: a token argparse may take for the value of a flag though it starts with "-"
 _NEGATIVE = re.compile(r"-\d+|-\d*\.\d+")
+#: the default of a required flag in :func:`pserver_parser`: still there after the parse, the
+#: flag was not given (argparse sets a flag's default only where it does not see the flag)
+_ABSENT = object()
 
 
 class ArgvRefused(ValueError):
@@ -82,13 +85,21 @@ def _or_filled(convert: Callable[[str], Any]) -> Callable[[str], Any]:
 @functools.cache
 def pserver_parser() -> argparse.ArgumentParser:
     """``distconv pserver``'s parser, as the shard builds it, raising :class:`ArgvRefused` instead
-    of exiting, and taking any value the cluster fills in for a good one."""
+    of exiting, and taking any value the cluster fills in for a good one.
+
+    A required flag is not required of the parse: it defaults to a marker that
+    :func:`shard_argv_problem` looks for afterwards, since a token the cluster fills in that the
+    parse leaves over may be that flag (``$(ARGS)`` set to ``--workers=4``), which argparse
+    cannot know before it refuses.
+    """
     parser = add_pserver(_QuietParser(prog="distconv").add_subparsers())
     for action in parser._actions:  # argparse lists its actions nowhere public
         if action.type is not None:
             action.type = _or_filled(action.type)
         if action.choices is not None:
             action.choices = _AnyFilled(action.choices)
+        if action.required:
+            action.required, action.default = False, _ABSENT
     return parser
 
 
@@ -124,21 +135,32 @@ def expand(token: str, container: Manifest) -> str:
 
 def shard_argv_problem(args: Sequence[str], container: Manifest) -> str | None:
     """Why ``distconv pserver`` would refuse ``args`` (the arguments after ``pserver``) in
-    ``container``, in argparse's words naming the flag; None when it would start."""
+    ``container``, in argparse's words naming the flag and in its order (a value it cannot
+    read, then a required flag missing, then what it does not take); None when it would start.
+
+    A token the cluster fills in that the parse leaves over may be any flag (``envFrom`` may
+    define any name, to any value): a required flag missing may be in it, so only a command line
+    with no such token is refused for missing one.
+    """
     argv = [expand(a, container) for a in args]
+    parser = pserver_parser()
     try:
-        _, extra = pserver_parser().parse_known_args(argv)
+        namespace, extra = parser.parse_known_args(argv)
     except ArgvRefused as exc:
         return _shown(str(exc))
-    wrong = _surely_wrong(extra)
+    loose = any(_is_filled(a) for a in extra)
+    missing = [a for a in parser._actions if getattr(namespace, a.dest, None) is _ABSENT]
+    if missing and not loose:
+        names = ", ".join("/".join(a.option_strings) for a in missing)  # as argparse names them
+        return f"the following arguments are required: {names}"
+    wrong = _surely_wrong(extra, loose)
     return _shown(f"unrecognized arguments: {' '.join(wrong)}") if wrong else None
 
 
-def _surely_wrong(extra: list[str]) -> list[str]:
-    """The tokens of ``extra`` (what the parser left) the shard would refuse: a token the
-    cluster fills in may be a flag (``envFrom`` may define any), and the token after it its
+def _surely_wrong(extra: list[str], loose: bool) -> list[str]:
+    """The tokens of ``extra`` (what the parser left) the shard would refuse; ``loose``: one of
+    them is a token the cluster fills in. That one may be a flag, and the token after it its
     value; a flag whose name is written out is wrong whatever its value (``--bogus=$(T)``)."""
-    loose = any(_is_filled(a) for a in extra)
 
     def wrong(token: str) -> bool:
         if token.startswith("-") and not (loose and _NEGATIVE.fullmatch(token)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 
 from distconv.deploy import manifest_problems, render_manifests
 from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES
@@ -168,3 +169,55 @@ def test_a_flag_written_out_is_refused_whatever_the_value_filled_in():
             f"{here}: distconv pserver: argument --keep-parts: invalid int value: '' "
             "(every shard would exit)"
         ]
+
+
+#: a shard that takes its flags from a ConfigMap, as a user may write it: whatever the cluster
+#: fills in for $(ARGS) may hold the flags the shard needs
+ARGS_FROM_A_CONFIG_MAP = """
+args: [distconv, pserver, "--mode", sync, "$(ARGS)"]
+env:
+  - name: ARGS
+    valueFrom: {configMapKeyRef: {name: shard-settings, key: args}}
+"""
+
+
+def _shard_with(text: str, *args: str) -> tuple[str, list[str]]:
+    """The shard container's name and its problems once its args and env are those of the
+    YAML ``text``, with ``args`` appended."""
+    objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
+    here, container = _shards(objs)
+    container.update(yaml.safe_load(text))
+    container["args"].extend(args)
+    return here, _shard_problems(here, manifest_problems(objs))
+
+
+def test_a_required_flag_may_be_in_a_token_the_cluster_fills_in():
+    assert _shard_with(ARGS_FROM_A_CONFIG_MAP)[1] == []
+    # what the checks can still prove is refused: a value it cannot read, a flag it does not take
+    here, problems = _shard_with(ARGS_FROM_A_CONFIG_MAP, "--workers", "two", "--bogus")
+    assert problems == [
+        f"{here}: distconv pserver: argument --workers: invalid int value: 'two' "
+        "(every shard would exit)"
+    ]
+    here, problems = _shard_with(ARGS_FROM_A_CONFIG_MAP, "--bogus")
+    assert problems == [
+        f"{here}: distconv pserver: unrecognized arguments: --bogus (every shard would exit)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the token the cluster fills in is the value of --mode: it cannot hold a flag
+        ARGS_FROM_A_CONFIG_MAP.replace('"--mode", sync, "$(ARGS)"', '"--mode", "$(ARGS)"'),
+        # no such variable: the kubelet leaves $(ARGS) as written, which is no flag
+        "args: [distconv, pserver, '--mode', sync, '$(ARGS)']\nenv: []",
+    ],
+)
+def test_a_required_flag_missing_with_no_token_that_may_hold_it_is_refused(text):
+    here, problems = _shard_with(text)
+    (problem,) = problems
+    assert problem.startswith(
+        f"{here}: distconv pserver: the following arguments are required: "
+        "--bind, --shard, --num-shards, --workers"
+    ), problem
