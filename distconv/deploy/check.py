@@ -19,6 +19,7 @@ from distconv.deploy.walk import (
     _env,
     _flag,
     _here,
+    _main_containers,
     _of_kind,
     _pod,
     _templates,
@@ -204,12 +205,13 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         completions = spec.get("completions")
         if spec.get("parallelism") != completions:
             yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
-        for container in _containers(spec["template"]):
+        # the ranks: an init container (a smoke test) runs no rank and needs no world size
+        for container in _main_containers(spec["template"]):
             size = _env(container).get("DISTCONV_WORLD_SIZE")
             if size != str(completions):
                 yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
         for sts in _of_kind(objs, "StatefulSet"):
-            for container in _containers(sts["spec"]["template"]):
+            for container in _main_containers(sts["spec"]["template"]):
                 workers = _flag(_argv(container), "--workers", last=True)
                 if workers is not None and workers != str(completions):
                     yield (
@@ -256,10 +258,13 @@ def _pod_conventions(where: str, template: Manifest, health_ports: set[int]) -> 
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for container in _containers(template):
         here = _here(where, container)
-        yield from _container_conventions(here, container, volumes, health_ports)
+        yield from _container_conventions(here, container, volumes)
+    # an init container runs to completion before the pod is up: Kubernetes takes no probe on it
+    for container in _main_containers(template):
+        yield from _probe_problems(_here(where, container), container, health_ports)
 
 
-def _container_conventions(here, container, volumes, health_ports) -> Iterator[str]:
+def _container_conventions(here, container, volumes) -> Iterator[str]:
     if container.get("securityContext", {}).get("allowPrivilegeEscalation") is not False:
         yield f"{here}: allowPrivilegeEscalation must be false"
     resources = container.get("resources", {})
@@ -267,7 +272,6 @@ def _container_conventions(here, container, volumes, health_ports) -> Iterator[s
         for kind in ("cpu", "memory"):
             if kind not in resources.get(part, {}):
                 yield f"{here}: resources.{part}.{kind} is missing"
-    yield from _probe_problems(here, container, health_ports)
     yield from _key_problems(here, container, volumes)
 
 

@@ -34,7 +34,13 @@ def _trainers(
     objs: Sequence[Manifest],
 ) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str], FlagError | None]]:
     """(object, where, pod template, container, train arguments as read, the flag error in
-    them or None) of every ``distconv train``."""
+    them or None) of every ``distconv train`` that runs for its pod's life, as a rank does.
+
+    An init container is no rank (``distconv train --help``: an image's smoke test), so none of
+    the ranks' checks holds for it; nor is it read for flags ``distconv train`` does not take,
+    since the flags are read one by one here, not parsed whole, and ``--help`` after a wrong
+    flag still exits 0: whether it would fail cannot be told.
+    """
     for obj, where, template, container, train in _running(objs, "train"):
         yield obj, where, template, container, *_as_read(train)
 

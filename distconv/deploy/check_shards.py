@@ -41,6 +41,11 @@ class ArgvRefused(ValueError):
     cannot read, a required flag missing), raised instead."""
 
 
+class HelpShown(ArgvRefused):
+    """``-h/--help``: the usage printed, then exit status 0, a success where the command need
+    only exit 0 (an init container), not where it must keep serving (a shard)."""
+
+
 class _QuietParser(argparse.ArgumentParser):
     """An argparse parser that raises its complaint instead of printing the usage on stderr and
     exiting: the checks report it beside their other findings."""
@@ -50,7 +55,7 @@ class _QuietParser(argparse.ArgumentParser):
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         # only --help exits without an error here (the subcommand has no --version)
-        raise ArgvRefused(message or "-h/--help prints the usage and exits")
+        raise HelpShown(message or "-h/--help prints the usage and exits")
 
     def print_help(self, file: Any = None) -> None:
         pass
@@ -133,10 +138,14 @@ def expand(token: str, container: Manifest) -> str:
     return _REFERENCE.sub(fill, token)
 
 
-def shard_argv_problem(args: Sequence[str], container: Manifest) -> str | None:
+def shard_argv_problem(
+    args: Sequence[str], container: Manifest, *, serving: bool = True
+) -> str | None:
     """Why ``distconv pserver`` would refuse ``args`` (the arguments after ``pserver``) in
     ``container``, in argparse's words naming the flag and in its order (a value it cannot
     read, then a required flag missing, then what it does not take); None when it would start.
+    ``serving``: the command must keep serving, as a shard; else it need only exit 0, as an init
+    container, and ``--help`` (which exits 0 before any other complaint) is no problem.
 
     A token the cluster fills in that the parse leaves over may be any flag (``envFrom`` may
     define any name, to any value): a required flag missing may be in it, so only a command line
@@ -146,6 +155,8 @@ def shard_argv_problem(args: Sequence[str], container: Manifest) -> str | None:
     parser = pserver_parser()
     try:
         namespace, extra = parser.parse_known_args(argv)
+    except HelpShown as exc:
+        return _shown(str(exc)) if serving else None
     except ArgvRefused as exc:
         return _shown(str(exc))
     loose = any(_is_filled(a) for a in extra)
@@ -176,8 +187,12 @@ def _shown(message: str) -> str:
 
 
 def _shard_args(objs: Sequence[Manifest]) -> Iterator[str]:
-    """Every ``distconv pserver`` takes its arguments: the shard would exit at start."""
-    for _, where, _, container, args in _running(objs, "pserver"):
-        problem = shard_argv_problem(args, container)
-        if problem is not None:
-            yield f"{_here(where, container)}: distconv pserver: {problem} (every shard would exit)"
+    """Every ``distconv pserver`` takes its arguments. A shard refused would exit at start. An
+    init container is no shard: it need only exit 0 (``distconv pserver --help``, an image's
+    smoke test), but one whose command line is refused keeps its pod from ever starting. (One
+    that starts a shard would hold the pod until that shard ends: not judged here.)"""
+    for init, outcome in ((False, "every shard would exit"), (True, "the pod would never start")):
+        for _, where, _, container, args in _running(objs, "pserver", init=init):
+            problem = shard_argv_problem(args, container, serving=not init)
+            if problem is not None:
+                yield f"{_here(where, container)}: distconv pserver: {problem} ({outcome})"

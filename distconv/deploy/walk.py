@@ -26,8 +26,30 @@ def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
 
 
 def _containers(template: Manifest) -> list[Manifest]:
+    """Every container of the pod template: its init containers, then its containers."""
     spec = template.get("spec", {})
     return [*spec.get("initContainers", []), *spec.get("containers", [])]
+
+
+def _is_sidecar(container: Manifest) -> bool:
+    """Whether an init container is a sidecar (``restartPolicy: Always``): it starts before the
+    pod's containers, then runs beside them for the pod's life."""
+    return container.get("restartPolicy") == "Always"
+
+
+def _main_containers(template: Manifest) -> list[Manifest]:
+    """The containers of the pod template that run for the pod's life, and are held to what a
+    shard or a rank must do (keep serving, resume, answer probes): its sidecars, its containers."""
+    spec = template.get("spec", {})
+    sidecars = [c for c in spec.get("initContainers", []) if _is_sidecar(c)]
+    return [*sidecars, *spec.get("containers", [])]
+
+
+def _init_containers(template: Manifest) -> list[Manifest]:
+    """The init containers of the pod template that run to completion, one after another,
+    before its containers start (an image's smoke test: ``distconv pserver --help``). Each need
+    only exit 0; the pod never starts while one fails."""
+    return [c for c in template.get("spec", {}).get("initContainers", []) if not _is_sidecar(c)]
 
 
 def _argv(container: Manifest) -> list[str]:
@@ -44,13 +66,16 @@ def _command_args(argv: list[str], command: str) -> list[str] | None:
 
 
 def _running(
-    objs: Sequence[Manifest], command: str
+    objs: Sequence[Manifest], command: str, *, init: bool = False
 ) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str]]]:
     """(object, where, pod template, container, arguments after ``distconv <command>``) of
-    every container that runs ``distconv <command>``."""
+    every container that runs ``distconv <command>`` for the pod's life (a shard, a rank:
+    :func:`_main_containers`), or with ``init``, of every init container that runs it to
+    completion (:func:`_init_containers`)."""
+    pick = _init_containers if init else _main_containers
     for obj in objs:
         for where, template in _templates(obj):
-            for container in _containers(template):
+            for container in pick(template):
                 args = _command_args(_argv(container), command)
                 if args is not None:
                     yield obj, where, template, container, args
