@@ -49,9 +49,11 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
     its ``--sync``, and writes ``--out`` onto a writable volume of the pods its ranks run in;
     every ``distconv pserver`` command line parses with the shard's own parser (``$(VAR)``
-    filled in as the kubelet does); a pod whose ranks train on GPUs requests one GPU per rank
-    (an MPI worker pod: one per slot); shards and workers mount different key Secrets; and an MPI
-    worker pod waits for its ranks in a preStop hook, with no readiness or startup gate.
+    filled in as the kubelet does; in an init container, which need only exit 0, ``--help``
+    passes, and no check asks it what a shard or a rank must do); a pod whose ranks train on
+    GPUs requests one GPU per rank (an MPI worker pod: one per slot); shards and workers mount
+    different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
+    readiness or startup gate.
     """
     problems: list[str] = []
     for check in (
