@@ -22,6 +22,7 @@ from distconv.deploy.walk import (
     _main_containers,
     _of_kind,
     _pod,
+    _running,
     _templates,
     _where,
 )
@@ -158,18 +159,19 @@ def _process_counts(argv: list[str]) -> list[str]:
     return counts
 
 
-def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str], int] | None:
-    """The shards' addresses in ordinal order and their count, from the StatefulSet."""
-    for sts in _of_kind(objs, "StatefulSet"):
+def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str] | None, int] | None:
+    """The shards' addresses in ordinal order and their count, from the StatefulSet that runs
+    ``distconv pserver``; None where the job has none. The addresses are None where its
+    ``--bind`` is not written out: a value the cluster fills in (``$(ARGS)``) may hold it."""
+    for sts, _, _, _, args in _running(_of_kind(objs, "StatefulSet"), "pserver"):
         spec = sts["spec"]
-        for container in spec["template"]["spec"].get("containers", []):
-            bind = _flag(_argv(container), "--bind", last=True)
-            if bind is None:
-                continue
-            port = bind.rsplit(":", 1)[-1]
-            name, service = sts["metadata"]["name"], spec.get("serviceName")
-            replicas = int(spec.get("replicas", 1))
-            return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas
+        replicas = int(spec.get("replicas", 1))
+        bind = _flag(args, "--bind", last=True)
+        if bind is None:
+            return None, replicas
+        port = bind.rsplit(":", 1)[-1]
+        name, service = sts["metadata"]["name"], spec.get("serviceName")
+        return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas
     return None
 
 
@@ -193,7 +195,7 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                         continue
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"
-                    elif text.split(",") != shards[0]:
+                    elif shards[0] is not None and text.split(",") != shards[0]:
                         yield (
                             f"{where}: {source} {text!r} is not the shards' DNS names "
                             f"{','.join(shards[0])!r}"

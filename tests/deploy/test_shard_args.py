@@ -221,3 +221,18 @@ def test_a_required_flag_missing_with_no_token_that_may_hold_it_is_refused(text)
         f"{here}: distconv pserver: the following arguments are required: "
         "--bind, --shard, --num-shards, --workers"
     ), problem
+
+
+def test_a_shard_with_all_its_flags_in_a_config_map_passes_every_check():
+    """``--bind`` in $(ARGS) too: the shards' addresses cannot be read, so the workers'
+    ``--pservers`` is not compared with them, nor taken for naming no StatefulSet."""
+    objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
+    _, container = _shards(objs)
+    container.update(yaml.safe_load(ARGS_FROM_A_CONFIG_MAP))
+    container["args"] = ["distconv", "pserver", "$(ARGS)"]
+    assert manifest_problems(objs) == []
+    # a StatefulSet that runs no distconv pserver is no shards' StatefulSet
+    container["args"] = ["sleep", "infinity"]
+    assert "--pservers is set but the job has no shard StatefulSet" in "\n".join(
+        manifest_problems(objs)
+    )
