@@ -1,6 +1,7 @@
 """Walking a job's manifests: the pod templates an object holds, their containers, argv and env.
 
-Shared by :mod:`distconv.deploy.check` and :mod:`distconv.deploy.check_ranks`.
+Shared by :mod:`distconv.deploy.check`, :mod:`distconv.deploy.check_ranks` and
+:mod:`distconv.deploy.check_shards`.
 """
 
 from __future__ import annotations
