@@ -23,7 +23,6 @@ have no direct links to each other.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
@@ -44,6 +43,7 @@ from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.job_check import check_all_equal
+from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
@@ -203,8 +203,7 @@ class PServerSync(
 
     def _hello(self, description: dict[str, Any]) -> list[dict[str, Any]]:
         """Say hello to every shard and check their settings; their replies' headers."""
-        text = json.dumps(description, sort_keys=True, default=str)
-        head = {"op": "hello", "description": text, **whoami()}  # _send adds the run
+        head = {"op": "hello", **hello_fields(description), **whoami()}  # _send adds the run
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
         for s, (h, _) in enumerate(replies):
             expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}

@@ -4,7 +4,6 @@ into an error reply instead of a crash."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Sequence
@@ -12,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from distconv.sync.base import first_difference
 from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.state import (
     _Block,
@@ -27,7 +26,6 @@ from distconv.sync.ps.wire import (
     check_rows,
     frame_limit,
     int_list,
-    json_map,
     short,
     unpack_arrays,
     unpack_header,
@@ -124,17 +122,16 @@ class RequestHandlers:
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        text, rank, run = header["description"], header["rank"], header.get("run")
-        described = json_map(text, "hello: description")  # else it would be the job's
+        rank, run = header["rank"], header.get("run")
+        job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
         self._refuse_lost(rank)
         self.hosts[rank] = header["host"]
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
-        if self.description is None:
-            self.description = text
-        elif text != self.description:
+        if self.job is None:
+            self.job = job
+        elif (diff := job.difference(self.job)) is not None:
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
-            diff = first_difference(described, json.loads(self.description))
             raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)
         if new_run:

@@ -41,6 +41,7 @@ from distconv.sync.ps.config import ShardConfig, split_endpoint
 from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
+from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.losses import WorkerLosses
 from distconv.sync.ps.parts import CheckpointParts
 from distconv.sync.ps.processes import ProcessWatch, whoami
@@ -88,7 +89,7 @@ class Shard(
         self.by_param: dict[int, list[int]] = {}
         self.store = ValueStore({})  # the blocks' values, once seeded
         self.optimizer: Optimizer | None = None
-        self.description: str | None = None
+        self.job: HelloJob | None = None  # the first accepted hello's (see _op_hello)
         self.failed: str | None = None
         self.failed_ranks: list[int] = []  # the ranks whose failure failed the job, if any
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)

@@ -28,8 +28,9 @@ from distconv.sync.ps.blocks import ParamSpec
 
 #: bumped whenever a header field or frame layout changes meaning (2: a push carries several
 #: parameters; 3: a reply's dense values travel as one frame; 4: a dense push's gradients may
-#: travel as uint8 runs of consecutive blocks)
-PROTOCOL_VERSION = 4
+#: travel as uint8 runs of consecutive blocks; 5: a hello names its job by the description's
+#: digest, and carries the description only when it is small)
+PROTOCOL_VERSION = 5
 #: dtypes a parameter, so a block, may have (little-endian)
 VALUE_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
 #: dtypes allowed in array frames: a block's, or raw bytes (a reply's values, back to back);
@@ -39,7 +40,8 @@ DTYPES = {**VALUE_DTYPES, "uint8": np.dtype("u1")}
 _MORE = int(zmq.SNDMORE)
 #: the wire name of each allowed dtype (equal dtypes hash equal: native float32 is "<f4" here)
 _WIRE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
-#: largest header, in bytes; headers carry ids and small descriptions, never data
+#: largest header, in bytes; headers carry ids and small descriptions, never data (a hello
+#: carries a large job's description as its digest: job_hello.DESCRIPTION_BUDGET)
 MAX_HEADER_BYTES = 1 << 20
 #: default cap on one message's array bytes (a shard's ``--max-message-bytes``)
 MAX_MESSAGE_BYTES = 1 << 30
@@ -69,6 +71,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "host": str,
     "process": str,
     "description": str,
+    "digest": str,
     "step": int,
     "count": int,
     "lr": float,
@@ -89,7 +92,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 #: the fields each request operation must carry (besides v, op, id, job, rank, arrays)
 REQUIRED: dict[str, tuple[str, ...]] = {
-    "hello": ("host", "description"),
+    "hello": ("host", "digest"),  # and a small job's description (job_hello)
     "seed": ("params", "table", "optimizer"),
     "pull": ("blocks",),
     "push": ("step", "count", "lr", "params", "blocks", "versions"),

@@ -44,8 +44,8 @@ header = st.fixed_dictionaries(
      "id": st.integers(0, 10**6), "job": st.sampled_from(["local", "local", "other"]),
      "rank": st.sampled_from([0, 0, 1, -1, 7, "0"]), "arrays": st.lists(array_entry, max_size=3)},
     optional={k: value for k in ("step", "count", "lr", "blocks", "versions", "rows", "host",
-                                 "description", "params", "table", "optimizer", "keys", "tag",
-                                 "value")},
+                                 "description", "digest", "params", "table", "optimizer", "keys",
+                                 "tag", "value")},
 )  # fmt: skip
 frames = st.lists(st.binary(max_size=96), max_size=3)
 #: block ids of a well-formed pull or get_state, often repeated (each repeat once cost a copy)

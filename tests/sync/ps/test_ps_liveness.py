@@ -33,6 +33,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS, Heartbeat, start_heartbeat
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.wire import pack, unpack_header
 
@@ -55,7 +56,7 @@ def _stats(sock: zmq.Socket) -> dict:
 
 # -- on a shard fed by hand ---------------------------------------------------------------------
 def _hello(h, rank: int, run: int) -> dict:
-    return h.ask({"op": "hello", "rank": rank, "host": "h", "description": "{}", "run": run})[0]
+    return h.ask({"op": "hello", "rank": rank, "host": "h", **hello_fields({}), "run": run})[0]
 
 
 def test_the_hello_reply_tells_the_worker_the_shard_s_timeout(hand):
@@ -376,7 +377,7 @@ def test_a_shard_that_refuses_the_heartbeat_gets_no_more_beats_and_the_others_st
     try:
         newer, probe = raw_dealer(ctx, endpoints[0]), raw_dealer(ctx, endpoints[1])
         hello = {"op": "hello", "id": 1, "job": "local", "rank": 1, "host": "h", "run": 12}
-        newer.send_multipart(pack({**hello, "description": "{}"}))
+        newer.send_multipart(pack({**hello, **hello_fields({})}))
         assert newer.poll(5000) and unpack_header(newer.recv(), request=False)["op"] == "ok"
 
         def connect(shard: int) -> zmq.Socket:
@@ -490,7 +491,7 @@ def test_a_refused_hello_is_no_sign_of_life(hand):
     timeout fails the job instead (review k56)."""
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     assert _hello(h, 0, 5)["op"] == "ok"
-    refused = h.ask({"op": "hello", "rank": 1, "host": "h", "description": '{"x": 1}', "run": 6})
+    refused = h.ask({"op": "hello", "rank": 1, "host": "h", **hello_fields({"x": 1}), "run": 6})
     assert "another job" in refused[0]["error"]
     assert 1 not in h.shard.last_seen
     _gather(h, 0, "all_equal:1", "{}")
@@ -507,7 +508,7 @@ def test_a_rank_whose_restart_was_refused_after_the_gather_began_is_no_straggler
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"
     _gather(h, 0, "barrier:2", None)
-    refused = h.ask({"op": "hello", "rank": 1, "host": "h", "description": '{"x": 1}', "run": 7})
+    refused = h.ask({"op": "hello", "rank": 1, "host": "h", **hello_fields({"x": 1}), "run": 7})
     assert "another job" in refused[0]["error"]
     assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker
     h.shard.waiting["gather:barrier:2"].since -= 10
@@ -547,7 +548,7 @@ def test_a_restart_refused_before_the_gather_still_makes_its_rank_late(hand):
     h = hand(workers=2, mode="async", on_worker_loss="continue", timeout=1.0)
     for rank in (0, 1):
         assert _hello(h, rank, rank)["op"] == "ok"
-    refused = h.ask({"op": "hello", "rank": 1, "host": "h", "description": '{"x": 1}', "run": 7})
+    refused = h.ask({"op": "hello", "rank": 1, "host": "h", **hello_fields({"x": 1}), "run": 7})
     assert "another job" in refused[0]["error"]
     _gather(h, 0, "barrier:2", None)
     assert h.ask({"op": "beat", "rank": 1, "run": 1})[0]["op"] == "ok"  # the old worker

@@ -19,6 +19,7 @@ import zmq
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import hostname
+from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch, process_identity, whoami
 from distconv.sync.ps.wire import pack
 
@@ -217,7 +218,7 @@ def _two_looks(h) -> None:
 
 
 def _hello(h, rank: int, pid: int) -> None:
-    head = {"op": "hello", "rank": rank, "host": HOST, "description": "{}", "run": rank}
+    head = {"op": "hello", "rank": rank, "host": HOST, **hello_fields({}), "run": rank}
     assert h.ask({**head, "process": identity_of(pid)})[0]["op"] == "ok"
 
 
@@ -351,7 +352,7 @@ def test_a_queue_that_never_empties_does_not_keep_the_look_and_the_timeouts_away
     """Reading what is queued before a look is bounded in time: a shard whose queue never
     emptied read it for ever, and never again checked its timeouts, its stop or its probe."""
     h = hand(workers=2, mode="sync", timeout=1)
-    head = {"op": "hello", "rank": 0, "host": HOST, "description": "{}", "run": 0}
+    head = {"op": "hello", "rank": 0, "host": HOST, **hello_fields({}), "run": 0}
     assert h.ask({**head, "process": process_identity()})[0]["op"] == "ok"
     h.send({"op": "gather", "rank": 0, "tag": "barrier:2", "value": None})
     monkeypatch.setattr(h.shard, "_sock", _NeverEmpty(h.shard._sock))
@@ -415,7 +416,7 @@ def test_a_loop_turn_reads_one_batch_and_the_read_before_a_look_reads_on_until_i
 
 
 def _hello_run(h, rank: int, pid: int, run: int) -> None:
-    head = {"op": "hello", "rank": rank, "host": HOST, "description": "{}", "run": run}
+    head = {"op": "hello", "rank": rank, "host": HOST, **hello_fields({}), "run": run}
     assert h.ask({**head, "process": identity_of(pid)})[0]["op"] == "ok"
 
 

@@ -17,6 +17,7 @@ from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_ste
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.handlers import STALE_PUSH
+from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.server import Shard
 from distconv.sync.ps.state import _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
@@ -246,7 +247,7 @@ def test_either_order_of_arrival_fails_the_job_at_the_second(hand, first, then, 
 
 
 def _hello(h, rank: int) -> None:
-    assert h.ask({"op": "hello", "rank": rank, "host": "h", "description": "{}"})[0]["op"] == "ok"
+    assert h.ask({"op": "hello", "rank": rank, "host": "h", **hello_fields({})})[0]["op"] == "ok"
 
 
 def _bye(h, rank: int, **head) -> None:
@@ -361,7 +362,7 @@ def test_a_rank_refused_at_hello_that_closes_is_named_at_once(hand):
     h = hand(workers=2)
     _hello(h, 0)
     _gather(h, 0, "all_equal:1")
-    other = {"op": "hello", "rank": 1, "host": "h", "description": '{"batch": 8}'}
+    other = {"op": "hello", "rank": 1, "host": "h", **hello_fields({"batch": 8})}
     assert "another job" in h.ask(other)[0]["error"]
     _bye(h, 1)
     assert h.shard.failed and "closed (bye)" in h.shard.failed
@@ -377,7 +378,7 @@ def test_a_refused_hello_hides_nothing_the_rank_holds(hand):
         _hello(h, rank)
     h.seed()
     _push_w(h, 1, 3)
-    stray = {"op": "hello", "rank": 1, "host": "stray", "description": '{"batch": 8}'}
+    stray = {"op": "hello", "rank": 1, "host": "stray", **hello_fields({"batch": 8})}
     assert "another job" in h.ask(stray)[0]["error"]
     _gather(h, 0, "allreduce:5")
     assert h.shard.failed and "needs its push" in h.shard.failed
@@ -405,9 +406,9 @@ def test_a_bye_counts_whatever_connection_it_comes_on(hand):
     assert h.shard.failed and "closed (bye)" in h.shard.failed
 
 
-def _hello_run(h, rank: int, run: int, description: str = "{}") -> dict:
-    """Rank ``rank``'s hello with run id ``run``; the reply's header."""
-    head = {"op": "hello", "rank": rank, "host": "h", "description": description, "run": run}
+def _hello_run(h, rank: int, run: int, job: dict | None = None) -> dict:
+    """Rank ``rank``'s hello with run id ``run`` (of ``job``, {} by default); the reply's header."""
+    head = {"op": "hello", "rank": rank, "host": "h", **hello_fields(job or {}), "run": run}
     return h.ask(head)[0]
 
 
@@ -417,7 +418,7 @@ def _refused_restart(h) -> None:
     for rank, run in ((1, 11), (0, 5)):
         assert _hello_run(h, rank, run)["op"] == "ok"
     _gather(h, 0, "all_equal:1")
-    assert "another job" in _hello_run(h, 1, 33, '{"batch": 8}')["error"]
+    assert "another job" in _hello_run(h, 1, 33, {"batch": 8})["error"]
 
 
 @pytest.mark.timeout(30)
@@ -535,7 +536,7 @@ def test_a_refused_restart_s_bye_after_a_same_run_second_setup_is_ignored(hand):
     for rank, run in ((0, 5), (1, 11)):
         assert _hello_run(h, rank, run)["op"] == "ok"
     _meet(h)
-    assert "another job" in _hello_run(h, 1, 33, '{"batch": 8}')["error"]
+    assert "another job" in _hello_run(h, 1, 33, {"batch": 8})["error"]
     assert _hello_run(h, 1, 11)["op"] == "ok"
     _bye(h, 1, run=33)
     _gather(h, 0, "all_equal:2")
@@ -577,12 +578,12 @@ def test_a_refused_second_setup_of_a_worker_of_the_run_before_is_no_new_run(hand
     refused hello with the rank's own run is no new run either, so its bye is left to the
     timeout (review k47)."""
     h = _rank_0_restarted(hand)
-    assert "another job" in _hello_run(h, 1, 11, '{"batch": 8}')["error"]
+    assert "another job" in _hello_run(h, 1, 11, {"batch": 8})["error"]
     _bye(h, 1, run=11)
     assert not h.shard.failed, h.shard.failed
 
 
-_HELLO_2 = {"op": "hello", "rank": 2, "host": "new-pod", "description": "{}", "run": 22}
+_HELLO_2 = {"op": "hello", "rank": 2, "host": "new-pod", **hello_fields({}), "run": 22}
 
 
 def _lose_rank_2(h) -> None:
@@ -722,7 +723,7 @@ def test_a_gather_of_the_run_before_is_dropped_when_its_rank_says_hello(hand):
     for rank in (0, 1):
         _hello(h, rank)
     _gather(h, 1, "barrier:2")
-    h.send({"op": "hello", "rank": 1, "host": "new-pod", "description": "{}"})
+    h.send({"op": "hello", "rank": 1, "host": "new-pod", **hello_fields({})})
     dropped, hello = h.read()[0], h.read()[0]
     assert dropped["op"] == "error" and hello["op"] == "ok", (dropped, hello)
     assert dropped["error"] == (
@@ -772,7 +773,7 @@ def test_a_new_run_s_first_gather_waits_beside_a_later_gather_of_the_run_before(
     _hello(h, 0)
     _gather(h, 0, "all_equal:1")
     assert not h.shard.failed, h.shard.failed
-    h.send({"op": "hello", "rank": 1, "host": "h", "description": "{}"})
+    h.send({"op": "hello", "rank": 1, "host": "h", **hello_fields({})})
     assert [h.read()[0]["op"] for _ in range(2)] == ["error", "ok"]  # the old barrier, the hello
     _gather(h, 1, "all_equal:1")
     assert [h.read()[0]["op"] for _ in range(2)] == ["ok"] * 2
