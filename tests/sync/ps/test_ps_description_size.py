@@ -1,13 +1,22 @@
 """The start-up check of many workers whose model has many layers: the Trainer's description
 carries each layer's structure (a few hundred bytes a layer), and a gather's reply holds every
-rank's value, within one header frame. Real shard, workers in threads."""
+rank's value, within one header frame; a hello carries a description over the header cap as
+its digest alone. Real shard, workers in threads."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from ps_helpers import insecure_worker, run_ranks
+from ps_helpers import (
+    assert_equals_local_training,
+    batches,
+    insecure_worker,
+    run_ranks,
+    small_net,
+    train_steps,
+)
 
 from distconv.layers import Conv2D
 from distconv.network import Network
@@ -15,6 +24,8 @@ from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
 WORKERS, LAYERS = 12, 400
+#: layers whose structure alone passes the header cap (about 280 bytes a layer)
+OVER_CAP_LAYERS = 4000
 
 
 def _deep_net() -> Network:
@@ -103,3 +114,67 @@ def test_a_difference_is_named_from_the_descriptions_of_each_digest_s_first_rank
     asked = []
     check_all_equal(lambda kind, v: asked.append(v) or [digest({"a": 1}), None], 0, {"a": 1})
     assert len(asked) == 1  # alike: one gather, of the digest
+
+
+def _over_cap_config(kernel: int = 3) -> dict:
+    """A Trainer-like config whose ``layers`` (a chain of convolutions, as a deep model's
+    structure) pass the header cap: cheap, with no layer built but one."""
+    settings = {"type": "Conv2D"} | Conv2D(1, 1, kernel, padding=1, act="relu").settings()
+    layers = {f"conv{i}": {**settings, "inputs": [f"conv{i - 1}"]} for i in range(OVER_CAP_LAYERS)}
+    config = {"batch_size": 8, "layers": layers}
+    assert len(json.dumps(config)) > MAX_HEADER_BYTES
+    return config
+
+
+def _setup_two(endpoints: list[str], configs: list[dict], train: bool) -> list:
+    """Ranks 0 and 1 set up the small net with ``configs[rank]`` (and, with ``train``, train
+    two steps); each rank's net, or the SyncError that stopped it."""
+    nets = [small_net(seed=rank) for rank in range(2)]  # built here: one global generator
+    data = batches(2, 8)
+
+    def rank_fn(rank: int):
+        sync = insecure_worker(endpoints, rank, 2, timeout=5)
+        try:
+            sync.setup(nets[rank].parameters(), configs[rank])
+            if train:
+                train_steps(nets[rank], sync, data, rank, 2)
+            return nets[rank]
+        except SyncError as exc:
+            return exc
+        finally:
+            sync.close()
+
+    return run_ranks(rank_fn, 2, timeout=60)
+
+
+@pytest.mark.timeout(60)
+def test_a_job_whose_description_passes_the_header_cap_says_hello_and_trains(shards):
+    """The hello carried the whole description, past the cap: the shard could not read it,
+    and the workers only heard that their hello went unanswered."""
+    config = _over_cap_config()
+    results = _setup_two(shards.start(1, 2), [config, config], train=True)
+    for net in results:
+        assert not isinstance(net, Exception), net
+        assert_equals_local_training(net, batches(2, 8))
+
+
+def _refusal(results: list) -> str:
+    """The one rank's refused hello: the other rank's hello came first (either may)."""
+    refused = [str(r) for r in results if "runs another job" in str(r)]
+    assert len(refused) == 1, results
+    return refused[0]
+
+
+@pytest.mark.timeout(60)
+def test_two_ranks_whose_large_descriptions_differ_are_refused_by_digest(shards):
+    configs = [_over_cap_config(3), _over_cap_config(5)]
+    message = _refusal(_setup_two(shards.start(1, 2), configs, train=False))
+    assert "description digest" in message and "travels in a hello as its digest alone" in message
+    assert len(set(re.findall(r"\b[0-9a-f]{16}\b", message))) == 2, message  # both, unlike
+
+
+@pytest.mark.timeout(60)
+def test_two_ranks_whose_small_descriptions_differ_are_told_the_first_difference(shards):
+    configs = [{"batch_size": 8}, {"batch_size": 16}]
+    message = _refusal(_setup_two(shards.start(1, 2), configs, train=False))
+    assert re.search(r"config\.batch_size: (8 here, 16|16 here, 8) there$", message), message
