@@ -22,6 +22,7 @@ from distconv.sync.ps.config import split_endpoint
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.wire import (
+    MAX_HEADER_BYTES,
     MAX_MESSAGE_BYTES,
     WireError,
     pack,
@@ -133,6 +134,12 @@ class ShardChannel:
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank, "run": self._run}
         frames = pack(head, arrays)
+        if len(frames[0]) > MAX_HEADER_BYTES:  # the shard cannot read it, nor say whose it is
+            raise SyncError(
+                f"rank {self.rank}: a {header.get('op')} header of {len(frames[0])} bytes, more "
+                f"than the {MAX_HEADER_BYTES} a shard reads (a seed's lists every parameter and "
+                f"the shard's blocks; a pull's, push's or gather's, its blocks or values)"
+            )
         tracker = self._send_frames(shard, frames, track, patience)
         self._rid_shard[rid] = shard
         if track:

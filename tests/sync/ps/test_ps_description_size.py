@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from ps_helpers import (
@@ -178,3 +179,20 @@ def test_two_ranks_whose_small_descriptions_differ_are_told_the_first_difference
     configs = [{"batch_size": 8}, {"batch_size": 16}]
     message = _refusal(_setup_two(shards.start(1, 2), configs, train=False))
     assert re.search(r"config\.batch_size: (8 here, 16|16 here, 8) there$", message), message
+
+
+@pytest.mark.timeout(60)
+def test_a_header_over_the_cap_is_refused_by_the_worker_at_once(shards):
+    """The shard can neither read it nor say whose it is: the worker waited out its timeout,
+    then said only that the request went unanswered."""
+    (endpoint,) = shards.start(1, 1)
+    sync = insecure_worker([endpoint], timeout=20)
+    try:
+        sync.setup(small_net().parameters())
+        began = time.monotonic()
+        with pytest.raises(SyncError, match=r"a gather header of \d+ bytes, more than the"):
+            sync.allreduce_sum([0.5] * (MAX_HEADER_BYTES // 8))
+        assert time.monotonic() - began < 5
+        assert sync.allreduce_sum([0.5]) == [0.5]  # nothing was sent: the worker goes on
+    finally:
+        sync.close()
