@@ -321,7 +321,9 @@ def add_grad(arg: Arg, g: Any) -> None:
         g.dtype == arg.value.dtype
         and g.shape == arg.value.shape
         and g.flags.c_contiguous
-        and g.flags.writeable  # a later += must neither fail nor write into somebody's cache
+        # a later += must neither fail nor write into somebody's cache; cupy's flags have no
+        # ``writeable`` (its arrays are never read-only): reading it raised AttributeError
+        and getattr(g.flags, "writeable", True)
     )
     if arg.has_grad or not fits:
         arg.grad += g

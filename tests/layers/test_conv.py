@@ -333,3 +333,22 @@ def test_a_gradient_of_another_dtype_or_read_only_is_added_not_taken(rng):
     strided = rng.standard_normal((2, 6)).T  # not C-contiguous
     add_grad(z, strided)
     assert not np.shares_memory(z.grad, strided) and z.grad.flags.c_contiguous
+
+
+def test_a_gradient_whose_flags_have_no_writeable_is_taken(rng):
+    """cupy's ``ndarray.flags`` has ``c_contiguous`` but no ``writeable`` (its arrays are never
+    read-only): add_grad read it, and every convolution's and FC's input gradient on a GPU
+    raised AttributeError. An array with such flags stands in for a cupy one here."""
+    from types import SimpleNamespace
+
+    from distconv.layers.base import add_grad
+
+    class CupyLikeFlags(np.ndarray):
+        @property
+        def flags(self):
+            return SimpleNamespace(c_contiguous=True, f_contiguous=False, owndata=True)
+
+    x = Arg(rng.standard_normal((2, 6)))
+    g = rng.standard_normal((2, 6)).view(CupyLikeFlags)
+    add_grad(x, g)
+    assert x.grad is g
