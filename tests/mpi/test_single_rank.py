@@ -401,3 +401,15 @@ def test_a_sleeping_poll_wakes_when_hurried():
 def test_poll_seconds_must_be_a_finite_number(no_mpi4py, bad):
     with pytest.raises(ValueError, match=f"poll_seconds must be a finite number >= 0.*{bad!r}"):
         MPISync(create_optimizer("sgd"), poll_seconds=bad)
+
+
+def test_a_broadcast_hands_back_the_shape_it_was_given(monkeypatch):
+    """Adam's step count is 0-d: the host buffer of a broadcast was 1-d, which numpy assigns
+    into 0-d but cupy refuses, so a GPU job of several ranks failed in setup."""
+    from distconv.sync.mpi import comm as comm_module
+
+    given = []
+    monkeypatch.setattr(comm_module, "copy_into", lambda target, host: given.append(host.shape))
+    for array in (np.zeros((), np.int64), np.zeros((2, 3)), np.zeros((3, 2)).T):
+        comm_module.bcast_in_place(SingleRankComm(), array)
+        assert given[-1] == array.shape

@@ -162,8 +162,12 @@ def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
 
 
 def bcast_in_place(comm: Any, array: Any) -> None:
-    """Overwrite ``array`` (host or device) with rank 0's, through a host buffer."""
-    host = np.ascontiguousarray(to_host(array))
+    """Overwrite ``array`` (host or device) with rank 0's, through a host buffer.
+
+    The buffer keeps ``array``'s shape: ``ascontiguousarray`` made a 0-d array (Adam's step
+    count) 1-d, which numpy assigns back into 0-d but cupy refuses ("Out shape is mismatched").
+    """
+    host = np.asarray(to_host(array), order="C")
     comm.Bcast(host.reshape(-1).view(np.uint8), root=0)
     copy_into(array, host)
 
