@@ -170,7 +170,7 @@ class SelectiveFullyConnected(FullyConnected):
                 "selections (forward only)"
             )
         rows = segment_ids(indptr, ids.size)
-        cols = xp.full((n, hi), -1, dtype=ids.dtype)
+        cols = xp.full((n, hi), -1, dtype=xp.int64)  # signed for the -1 pads: ids may be uint
         cols[rows, xp.arange(ids.size) - indptr[rows]] = ids
         pad = cols < 0
         return Selection(cols, xp.where(pad, 0, cols), pad)

@@ -159,10 +159,12 @@ def test_inside_a_network(rng):
 
 
 # -- inference with uneven selections -------------------------------------------------------------
-def test_inference_pads_uneven_selections(rng):
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32, np.uint8])
+def test_inference_pads_uneven_selections(rng, dtype):
+    """Any integer ids, unsigned ones too: their -1 pads once overflowed (review k119)."""
     layer = _layer(4, 12, rng, act="softmax", inference=True)
     x = rng.standard_normal((3, 4))
-    sel = Arg(ids=np.array([1, 5, 9, 2, 0, 11]), seq_starts=np.array([0, 3, 4, 6]))
+    sel = Arg(ids=np.array([1, 5, 9, 2, 0, 11], dtype), seq_starts=np.array([0, 3, 4, 6]))
     y = layer(Arg(x), sel).value
     full = x @ layer.weight.value.T + layer.bias.value
     cols = [[1, 5, 9], [2], [0, 11]]
