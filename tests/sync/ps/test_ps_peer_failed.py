@@ -194,7 +194,7 @@ def test_a_rank_refused_as_another_job_is_no_failed_rank(hand):
     h = hand(workers=2)
     assert _hello_run(h, 0, 5)["op"] == "ok"
     _gather(h, 0, "all_equal:1")
-    refused = _hello_run(h, 1, 33, '{"batch": 8}')
+    refused = _hello_run(h, 1, 33, {"batch": 8})
     assert "another job" in refused["error"], refused
     _bye(h, 1, run=33, error=f"SyncError: rank 1, hello: pserver x: {refused['error']}")
     header, _ = h.read()
