@@ -7,6 +7,7 @@ supervisor (:mod:`.supervisor`) runs what these functions describe.
 
 from __future__ import annotations
 
+import argparse
 import os
 import secrets
 import shutil
@@ -113,10 +114,10 @@ def _train_program(args: tuple[str, ...]) -> Program:
     return Program(argv, is_train=True)
 
 
-def parse_train_values(argv: Sequence[str]) -> None:
+def parse_train_values(argv: Sequence[str]) -> argparse.Namespace:
     """Parse ``argv`` once with ``distconv train``'s own parser: a bad value (``--epochs -1``,
     ``--out`` without one) is said here, before any shard or worker starts, not by every
-    worker of every restart.
+    worker of every restart. Returns what it parsed, for the checks that need the values.
 
     Raises:
         UsageError: argparse's message, with where the arguments came from; also for
@@ -131,7 +132,7 @@ def parse_train_values(argv: Sequence[str]) -> None:
         refuse("-h/--help starts no job and renders no manifest; see distconv train --help")
     parser = train_parser()
     parser.error = refuse  # argparse's hook for every refusal; it would print and exit
-    parser.parse_args(list(argv))
+    return parser.parse_args(list(argv))
 
 
 def has_option(argv: Sequence[str], name: str) -> bool:
@@ -155,10 +156,13 @@ def refuse_owned_flags(program: Program, owned: Mapping[str, str], sync: str) ->
     it), and a ``--sync`` other than the launch's: after ``--`` they would win over the
     launcher's (a worker with ``--pservers`` or ``--insecure`` of its own waits 90 s for shards
     that never answer it; two workers with ``--rank 0`` clash on the run directory), so say
-    so before anything starts, once, not after every restart.
+    so before anything starts, once, not after every restart. So is a flag of another
+    transport than ``sync`` (``--push-kb`` under mpi): every worker would refuse it at start,
+    with the message of ``distconv train``'s own check, which this runs.
 
     Raises:
-        LaunchError: one line naming the flag, what sets it and what to do (``owned``'s text).
+        LaunchError: one line naming the flag, what sets it and what to do (``owned``'s text),
+            or the transports the flag is for.
     """
     if not program.is_train:
         return
@@ -168,6 +172,14 @@ def refuse_owned_flags(program: Program, owned: Mapping[str, str], sync: str) ->
     chosen = option_value(program.argv, "--sync")
     if chosen is not None and chosen != sync:
         raise LaunchError(f"--sync {chosen} after --, but this launch trains with --sync {sync}")
+    # imported here: the transports import numpy, which a user program's launch never needs
+    from distconv.runtime import RuntimeConfigError
+    from distconv.transport_flags import refuse_unused_flags
+
+    try:
+        refuse_unused_flags(parse_train_values(program.argv), sync)
+    except RuntimeConfigError as exc:
+        raise LaunchError(f"{exc} (the train arguments after --)") from None
 
 
 def with_out(program: Program, run_dir: str | os.PathLike) -> Program:

@@ -1,4 +1,5 @@
-"""Train flags the launcher sets itself are refused before anything starts.
+"""Train flags the launcher sets itself, or a flag of another transport than the launch's, are
+refused before anything starts.
 
 After ``--`` they won over the launcher's: ``--pservers`` or ``--insecure`` left every worker
 waiting 90 s or more for shards that never answered it, ``--rank 0`` made two workers clash on
@@ -29,6 +30,13 @@ from tests.launcher.launch_cli import launch
         ("mpi", ["--sync=pserver"], "--sync pserver after --, but this launch trains with --sync"),
         ("mpi", ["--pservers", "h:1"], "--pservers after --: a parameter-server flag"),
         ("mpi", ["--rank", "0"], "--rank after --: MPI gives each rank its rank; drop it"),
+        # k118 K2: another transport's flag failed every worker at start, on every restart
+        ("mpi", ["--push-kb", "64"], "error: --push-kb is for --sync pserver, and this run "
+         "uses mpi sync (the train arguments after --)"),
+        ("local", ["--grad-dtype", "bfloat16"], "error: --grad-dtype is for --sync mpi, and "
+         "this run uses pserver sync"),
+        ("local", ["--bucket-m=4"], "error: --bucket-mb is for --sync mpi, and this run uses "
+         "pserver sync"),
     ],
 )  # fmt: skip
 def test_a_flag_the_launcher_sets_is_one_line_and_starts_nothing(tmp_path, command, train, said):
@@ -92,3 +100,23 @@ def test_insecure_passed_to_both_says_the_launcher_already_passes_it(tmp_path):
         "from distconv-launch local --insecure; pass it only to the launcher"
     ), done.stderr
     assert not run_dir.exists()
+
+
+@pytest.mark.timeout(90)
+def test_the_launchs_own_transport_flags_still_pass(tmp_path, monkeypatch):
+    # k118 K2: the check refuses another transport's flags, not the launch's own
+    done = launch(
+        "mpi", "-np", "2", "--mpi-flavor", "mpich", "--dry-run", "--", "--bucket-mb", "4",
+        "--grad-dtype", "bfloat16", "--timeout", "30", "--epochs", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "train --sync mpi --bucket-mb 4 --grad-dtype bfloat16 --timeout 30" in done.stdout
+    import launcher.cli as cli
+
+    def reached(args):
+        raise _Checked
+
+    monkeypatch.setattr(cli, "_job_id", reached)  # the first step after the checks
+    args = cli.build_parser().parse_args(["local", "--workers", "2", "--servers", "1"])
+    with pytest.raises(_Checked):
+        cli.run_local(args, ["--push-kb", "64", "--timeout", "30", "--epochs", "1"])
