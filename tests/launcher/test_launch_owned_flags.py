@@ -120,3 +120,45 @@ def test_the_launchs_own_transport_flags_still_pass(tmp_path, monkeypatch):
     args = cli.build_parser().parse_args(["local", "--workers", "2", "--servers", "1"])
     with pytest.raises(_Checked):
         cli.run_local(args, ["--push-kb", "64", "--timeout", "30", "--epochs", "1"])
+
+
+K8S_SHAPES = {"pserver": ["--servers", "2"], "mpi": ["--mpi"]}
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    "shape, train, said",
+    [
+        ("pserver", ["--job-id", "foo"], "--job-id after --: the deployment sets "
+         "DISTCONV_JOB_ID, on the workers and the shards, from --job-name; drop it"),
+        ("pserver", ["--ra", "0"], "--rank after --: each worker's rank comes from its Job "
+         "index"),
+        ("pserver", ["--world-size=3"], "--world-size after --: the deployment sets the world "
+         "size from --workers"),
+        ("mpi", ["--rank", "1"], "--rank after --: each worker's rank comes from its Job index "
+         "(or MPI under an MPIJob)"),
+        ("mpi", ["--world-size", "3"], "--world-size after --"),
+        ("mpi", ["--job-id", "foo"], "--job-id after --"),
+    ],
+)  # fmt: skip
+def test_k8s_refuses_what_the_deployment_sets_in_the_environment(tmp_path, shape, train, said):
+    # k118 K1: rendered silently, every worker's hello was refused (another job id) or every
+    # pod claimed rank 0; local and mpi refused these flags already
+    out = tmp_path / "manifests"
+    argv = ["k8s", "--workers", "4", *K8S_SHAPES[shape], "--image", "reg/distconv:1"]
+    done = launch(*argv, "--out", str(out), "--", "--epochs", "1", *train, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("distconv-launch k8s: error: "), lines
+    assert said in lines[0], lines
+    assert not out.exists() and done.stdout == ""  # no manifest written
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("shape", sorted(K8S_SHAPES))
+def test_k8s_still_renders_the_train_flags_it_leaves_to_the_user(tmp_path, shape):
+    argv = ["k8s", "--workers", "4", *K8S_SHAPES[shape], "--image", "reg/distconv:1"]
+    own = ["--push-kb", "64"] if shape == "pserver" else ["--bucket-mb", "4"]
+    done = launch(*argv, "--", "--epochs", "1", "--timeout", "30", *own, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f'- "{own[0]}"' in done.stdout, done.stdout  # in the rank's arguments
