@@ -148,8 +148,9 @@ def shard_argv_problem(
     container, and ``--help`` (which exits 0 before any other complaint) is no problem.
 
     A token the cluster fills in that the parse leaves over may be any flag (``envFrom`` may
-    define any name, to any value): a required flag missing may be in it, so only a command line
-    with no such token is refused for missing one.
+    define any name, to any value): a required flag missing may be in it. The kubelet does not
+    split what it fills in, so each such token is one argument, at most one flag: a command line
+    missing more required flags than it has such tokens is refused.
     """
     argv = [expand(a, container) for a in args]
     parser = pserver_parser()
@@ -159,11 +160,13 @@ def shard_argv_problem(
         return _shown(str(exc)) if serving else None
     except ArgvRefused as exc:
         return _shown(str(exc))
-    loose = any(_is_filled(a) for a in extra)
+    filled = sum(_is_filled(a) for a in extra)  # each one argument: $(ARGS) is not split
+    loose = filled > 0
     missing = [a for a in parser._actions if getattr(namespace, a.dest, None) is _ABSENT]
-    if missing and not loose:
+    if len(missing) > filled:
         names = ", ".join("/".join(a.option_strings) for a in missing)  # as argparse names them
-        return f"the following arguments are required: {names}"
+        held = f" ({filled} value(s) the cluster fills in, one argument each)" if loose else ""
+        return f"the following arguments are required: {names}{held}"
     wrong = _surely_wrong(extra, loose)
     return _shown(f"unrecognized arguments: {' '.join(wrong)}") if wrong else None
 

@@ -172,13 +172,21 @@ def test_a_flag_written_out_is_refused_whatever_the_value_filled_in():
 
 
 #: a shard that takes its flags from a ConfigMap, as a user may write it: whatever the cluster
-#: fills in for $(ARGS) may hold the flags the shard needs
+#: fills in for $(BIND) ... $(WORKERS) may hold the flags the shard needs, one each (the kubelet
+#: passes each filled-in token as one argument, never split)
 ARGS_FROM_A_CONFIG_MAP = """
-args: [distconv, pserver, "--mode", sync, "$(ARGS)"]
+args: [distconv, pserver, "--mode", sync, "$(BIND)", "$(SHARD)", "$(NUM_SHARDS)", "$(WORKERS)"]
+envFrom: [{configMapRef: {name: shard-settings}}]
+"""
+#: all four required flags in one value the cluster fills in: the shard gets it as one argument
+#: ("--bind=0.0.0.0:5555 --shard=0 ...": --bind's value), and exits missing the other three
+ALL_IN_ONE_TOKEN = """
+args: [distconv, pserver, "$(ARGS)"]
 env:
   - name: ARGS
     valueFrom: {configMapKeyRef: {name: shard-settings, key: args}}
 """
+REQUIRED = "the following arguments are required: --bind, --shard, --num-shards, --workers"
 
 
 def _shard_with(text: str, *args: str) -> tuple[str, list[str]]:
@@ -209,7 +217,8 @@ def test_a_required_flag_may_be_in_a_token_the_cluster_fills_in():
     "text",
     [
         # the token the cluster fills in is the value of --mode: it cannot hold a flag
-        ARGS_FROM_A_CONFIG_MAP.replace('"--mode", sync, "$(ARGS)"', '"--mode", "$(ARGS)"'),
+        "args: [distconv, pserver, '--mode', '$(ARGS)']\n"
+        "envFrom: [{configMapRef: {name: shard-settings}}]",
         # no such variable: the kubelet leaves $(ARGS) as written, which is no flag
         "args: [distconv, pserver, '--mode', sync, '$(ARGS)']\nenv: []",
     ],
@@ -217,19 +226,29 @@ def test_a_required_flag_may_be_in_a_token_the_cluster_fills_in():
 def test_a_required_flag_missing_with_no_token_that_may_hold_it_is_refused(text):
     here, problems = _shard_with(text)
     (problem,) = problems
-    assert problem.startswith(
-        f"{here}: distconv pserver: the following arguments are required: "
-        "--bind, --shard, --num-shards, --workers"
-    ), problem
+    assert problem.startswith(f"{here}: distconv pserver: {REQUIRED}"), problem
+
+
+def test_one_token_the_cluster_fills_in_holds_one_required_flag_not_four():
+    here, problems = _shard_with(ALL_IN_ONE_TOKEN)
+    assert problems == [
+        f"{here}: distconv pserver: {REQUIRED} (1 value(s) the cluster fills in, one argument "
+        "each) (every shard would exit)"
+    ]
+    # three tokens for four flags: one is surely missing
+    text = ARGS_FROM_A_CONFIG_MAP.replace(' "$(WORKERS)"', "")
+    assert _shard_with(text)[1] == [
+        f"{here}: distconv pserver: {REQUIRED} (3 value(s) the cluster fills in, one argument "
+        "each) (every shard would exit)"
+    ]
 
 
 def test_a_shard_with_all_its_flags_in_a_config_map_passes_every_check():
-    """``--bind`` in $(ARGS) too: the shards' addresses cannot be read, so the workers'
+    """``--bind`` in $(BIND) too: the shards' addresses cannot be read, so the workers'
     ``--pservers`` is not compared with them, nor taken for naming no StatefulSet."""
     objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
     _, container = _shards(objs)
     container.update(yaml.safe_load(ARGS_FROM_A_CONFIG_MAP))
-    container["args"] = ["distconv", "pserver", "$(ARGS)"]
     assert manifest_problems(objs) == []
     # a StatefulSet that runs no distconv pserver is no shards' StatefulSet
     container["args"] = ["sleep", "infinity"]
