@@ -438,6 +438,30 @@ def test_a_structure_is_the_same_in_every_process():
     assert "'offset': 0," in said and "'offset': 4," in said
 
 
+def test_a_namedtuple_setting_is_written_as_its_values():
+    """A tuple setting was rebuilt from a generator, which a namedtuple does not take: a layer
+    holding one (or a frozen dataclass holding one, which ``dataclasses.asdict`` wrote) failed
+    its ``settings`` with a TypeError (review k121)."""
+    import dataclasses
+    from collections import namedtuple
+
+    Size = namedtuple("Size", "rows cols")
+
+    @dataclasses.dataclass(frozen=True)
+    class Tiling:
+        tile: Any
+
+    class Tiled(Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tiling = Tiling(Size(np.int64(2), 3))
+
+    net = Network()
+    net.add("t", Tiled(), inputs="x")
+    assert net.structure()["t"]["tiling"] == {"tile": (2, 3)}
+    assert type(net.structure()["t"]["tiling"]["tile"].rows) is int  # the numpy scalar too
+
+
 def test_a_structure_is_json_and_stays_what_it_was_through_training():
     """A parameter-server shard keeps the first hello's description: a restarted worker's
     fresh model, or a second fit of one that trained, must describe itself the same."""

@@ -263,7 +263,9 @@ def setting_value(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: setting_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
-        return type(value)(setting_value(v) for v in value)
+        items = [setting_value(v) for v in value]
+        # a namedtuple takes its fields one by one, as dataclasses.asdict builds it
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     if isinstance(value, dict):
         return {str(k): setting_value(v) for k, v in value.items()}
     if isinstance(value, np.generic):
