@@ -59,9 +59,10 @@ def _argv(container: Manifest) -> list[str]:
 
 def _command_args(argv: list[str], command: str) -> list[str] | None:
     """The arguments after ``distconv <command>`` in ``argv``, or None when it runs no such
-    command (``mpirun ... python -m mpi4py -m distconv train ...`` runs ``train``)."""
+    command (``mpirun ... python -m mpi4py -m distconv train ...`` runs ``train``; so does
+    ``/opt/venv/bin/distconv train``)."""
     for i in range(len(argv) - 1):
-        if argv[i] == "distconv" and argv[i + 1] == command:
+        if argv[i].rsplit("/", 1)[-1] == "distconv" and argv[i + 1] == command:
             return argv[i + 2 :]
     return None
 

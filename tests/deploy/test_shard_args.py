@@ -255,3 +255,17 @@ def test_a_shard_with_all_its_flags_in_a_config_map_passes_every_check():
     assert "--pservers is set but the job has no shard StatefulSet" in "\n".join(
         manifest_problems(objs)
     )
+
+
+def test_a_shard_run_by_the_path_of_distconv_is_a_shard():
+    """The shards' StatefulSet is the one running ``distconv pserver``: one written as
+    ``/usr/local/bin/distconv pserver`` was taken for none, and every worker's --pservers was
+    reported as naming no shard StatefulSet (review k121)."""
+    objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
+    here, container = _shards(objs)
+    container["args"][0] = "/usr/local/bin/distconv"
+    assert manifest_problems(objs) == []
+    container["args"].append("--bogus")  # and its command line is read
+    assert _shard_problems(here, manifest_problems(objs)) == [
+        f"{here}: distconv pserver: unrecognized arguments: --bogus (every shard would exit)"
+    ]
