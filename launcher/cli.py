@@ -35,6 +35,7 @@ from .commands import (
     new_launch,
     option_value,
     parse_program,
+    refuse_other_transport_flags,
     refuse_owned_flags,
     server_command,
     threads_per_process,
@@ -194,6 +195,8 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     program = parse_program(rest)
     if args.servers:
         refuse_owned_flags(program, LOCAL_OWNED, "pserver")
+    else:  # the worker picks its own transport; another one's flag fails it at every start
+        refuse_other_transport_flags(program)
     job_id = _job_id(args)
     run_dir = _run_dir(args, job_id)
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)

@@ -157,8 +157,7 @@ def refuse_owned_flags(program: Program, owned: Mapping[str, str], sync: str) ->
     launcher's (a worker with ``--pservers`` or ``--insecure`` of its own waits 90 s for shards
     that never answer it; two workers with ``--rank 0`` clash on the run directory), so say
     so before anything starts, once, not after every restart. So is a flag of another
-    transport than ``sync`` (``--push-kb`` under mpi): every worker would refuse it at start,
-    with the message of ``distconv train``'s own check, which this runs.
+    transport than ``sync`` (``--push-kb`` under mpi; :func:`refuse_other_transport_flags`).
 
     Raises:
         LaunchError: one line naming the flag, what sets it and what to do (``owned``'s text),
@@ -172,12 +171,29 @@ def refuse_owned_flags(program: Program, owned: Mapping[str, str], sync: str) ->
     chosen = option_value(program.argv, "--sync")
     if chosen is not None and chosen != sync:
         raise LaunchError(f"--sync {chosen} after --, but this launch trains with --sync {sync}")
+    refuse_other_transport_flags(program, sync)
+
+
+def refuse_other_transport_flags(program: Program, sync: str | None = None) -> None:
+    """Refuse a train flag for another transport than the one every worker uses: ``sync``,
+    or, for None, the one a worker of a job without shards picks itself (its ``--sync``, else
+    pserver with ``--pservers``, else local: the launcher leaves it no shards and no MPI).
+    Every worker would refuse the flag at start, again on every restart, with the message of
+    ``distconv train``'s own check, which this runs.
+
+    Raises:
+        LaunchError: the flag, the transports it is for and this run's.
+    """
+    if not program.is_train:
+        return
     # imported here: the transports import numpy, which a user program's launch never needs
     from distconv.runtime import RuntimeConfigError
     from distconv.transport_flags import refuse_unused_flags
 
+    values = parse_train_values(program.argv)
+    kind = sync or values.sync or ("pserver" if values.pservers else "local")
     try:
-        refuse_unused_flags(parse_train_values(program.argv), sync)
+        refuse_unused_flags(values, kind)
     except RuntimeConfigError as exc:
         raise LaunchError(f"{exc} (the train arguments after --)") from None
 

@@ -72,7 +72,7 @@ class _Checked(Exception):
 
 @pytest.mark.timeout(90)
 def test_a_job_without_shards_keeps_its_own_rank_and_sync(monkeypatch):
-    # one worker, no shards: --rank, --sync local, --insecure are that worker's business
+    # one worker, no shards: --rank, --sync, shards of its own and --insecure are its business
     import launcher.cli as cli
 
     def reached(args):
@@ -81,7 +81,7 @@ def test_a_job_without_shards_keeps_its_own_rank_and_sync(monkeypatch):
     monkeypatch.setattr(cli, "_job_id", reached)  # the first step after the checks
     args = cli.build_parser().parse_args(["local", "--workers", "1", "--servers", "0"])
     with pytest.raises(_Checked):
-        cli.run_local(args, ["--rank", "0", "--sync", "local", "--insecure", "--epochs", "1"])
+        cli.run_local(args, ["--rank", "0", "--sync", "pserver", "--pservers", "h:1", "--insecure"])
     shards = cli.build_parser().parse_args(["local", "--workers", "1"])
     with pytest.raises(ValueError, match="^--rank after --"):  # with shards, it is refused
         cli.run_local(shards, ["--rank", "0", "--epochs", "1"])
@@ -162,3 +162,37 @@ def test_k8s_still_renders_the_train_flags_it_leaves_to_the_user(tmp_path, shape
     done = launch(*argv, "--", "--epochs", "1", "--timeout", "30", *own, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f'- "{own[0]}"' in done.stdout, done.stdout  # in the rank's arguments
+
+
+@pytest.mark.timeout(90)
+def test_a_job_without_shards_refuses_a_flag_of_another_transport_than_its_workers(
+    tmp_path, monkeypatch
+):
+    # review k122: without shards the worker trains with local sync (pserver with --pservers of
+    # its own), and --push-kb (or --insecure) failed it at every start and restart
+    run_dir = tmp_path / "run"
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(run_dir), "--",
+        "--epochs", "1", "--push-kb", "64", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "distconv-launch local: error: --push-kb is for --sync pserver, and this run uses local "
+        "sync (the train arguments after --)"
+    ]
+    assert not run_dir.exists()
+    import launcher.cli as cli
+
+    def reached(args):
+        raise _Checked
+
+    monkeypatch.setattr(cli, "_job_id", reached)  # the first step after the checks
+    args = cli.build_parser().parse_args(["local", "--workers", "1", "--servers", "0"])
+    with pytest.raises(ValueError, match="^--insecure is for --sync pserver, and this run uses"):
+        cli.run_local(args, ["--sync", "local", "--insecure"])
+    for own in (
+        ["--sync", "mpi", "--grad-dtype", "bfloat16"],
+        ["--pservers", "h:1", "--push-kb", "0"],
+    ):
+        with pytest.raises(_Checked):
+            cli.run_local(args, [*own, "--epochs", "1"])
