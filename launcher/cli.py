@@ -79,7 +79,7 @@ MPI_OWNED = {
 K8S_OWNED = {
     "--rank": "each worker's rank comes from its Job index (or MPI under an MPIJob)" + DROP,
     "--world-size": "the deployment sets the world size from --workers" + DROP,
-    "--job-id": "the deployment sets DISTCONV_JOB_ID, on the workers and the shards, from "
+    "--job-id": "the deployment sets DISTCONV_JOB_ID on every pod (the job's one name), from "
     "--job-name" + DROP,
 }
 

@@ -130,7 +130,7 @@ K8S_SHAPES = {"pserver": ["--servers", "2"], "mpi": ["--mpi"]}
     "shape, train, said",
     [
         ("pserver", ["--job-id", "foo"], "--job-id after --: the deployment sets "
-         "DISTCONV_JOB_ID, on the workers and the shards, from --job-name; drop it"),
+         "DISTCONV_JOB_ID on every pod (the job's one name), from --job-name; drop it"),
         ("pserver", ["--ra", "0"], "--rank after --: each worker's rank comes from its Job "
          "index"),
         ("pserver", ["--world-size=3"], "--world-size after --: the deployment sets the world "
