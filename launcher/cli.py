@@ -74,14 +74,6 @@ MPI_OWNED = {
         "a parameter-server flag, and this launch trains with allreduce" + DROP,
     ),
 }
-#: every pod gets these from the deployment: a flag would win there, so every worker's hello
-#: names a job its shards do not serve, or every pod claims one rank (or disagrees with PMI)
-K8S_OWNED = {
-    "--rank": "each worker's rank comes from its Job index (or MPI under an MPIJob)" + DROP,
-    "--world-size": "the deployment sets the world size from --workers" + DROP,
-    "--job-id": "the deployment sets DISTCONV_JOB_ID on every pod (the job's one name), from "
-    "--job-name" + DROP,
-}
 
 
 def _job_id(args: argparse.Namespace) -> str:
@@ -313,9 +305,9 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
     problems = manifest_problems(objects)
     if problems:
         raise LaunchError(f"the manifests would not work: {'; '.join(problems)}")
-    # the renderer already refused --sync and the flags it sets in the pods' arguments; these
-    # come from the pods' environment, which a flag would override
-    refuse_owned_flags(program, K8S_OWNED, "mpi" if objects[0]["kind"] == "MPIJob" else "pserver")
+    # the renderer refused the flags it sets (in the pods' arguments or environment): what
+    # is left to check is a flag of the other transport
+    refuse_owned_flags(program, {}, "mpi" if objects[0]["kind"] == "MPIJob" else "pserver")
     if args.out:
         try:
             render.write_manifests(objects, args.out)

@@ -62,6 +62,7 @@ from distconv.train_args import FlagError, spelled_out
 __all__ = [
     "CHECKPOINT_DIR",
     "EXAMPLES",
+    "ENVIRONMENT_FLAGS",
     "EXAMPLE_TRAIN_ARGS",
     "GRACE_SECONDS",
     "HEALTH_ARGS",
@@ -104,6 +105,14 @@ OWNED_FLAGS = (
     "--resume",
     "--overwrite",  # which --resume excludes: every rank would refuse the two together
 )
+#: flags the deployment sets through the pods' environment, and why: a flag would win there, so
+#: every worker's hello would name a job its shards do not serve, or every pod claim one rank
+ENVIRONMENT_FLAGS = {
+    "--rank": "each worker's rank comes from its Job index (or MPI under an MPIJob)",
+    "--world-size": "the deployment sets the world size from --workers",
+    "--job-id": "the deployment sets DISTCONV_JOB_ID on every pod (the job's one name), from "
+    "--job-name",
+}
 
 
 def render_manifests(
@@ -197,6 +206,12 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         spelled = spelled_out(train_args)
     except FlagError as exc:
         raise ValueError(f"{exc} (the train arguments after --)") from None
+    for full in spelled:
+        why = ENVIRONMENT_FLAGS.get(full.split("=", 1)[0])
+        if why is not None:
+            raise ValueError(
+                f"{full.split('=', 1)[0]} after --: {why}; drop it from the train arguments"
+            )
     owned = [
         a if a == full else f"{a} ({full.split('=', 1)[0]})"
         for a, full in zip(train_args, spelled)

@@ -677,6 +677,11 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         ({"train_args": ["--re=never"]}, "must leave --re=never (--resume) to the deployment"),
         ({"train_args": ["--syn", "mpi"]}, "must leave --syn (--sync) to the deployment"),
         ({"train_args": ["--overwrite"]}, "after -- must leave --overwrite to the"),
+        # set in the pods' environment, which a flag would win over (review k122: the library
+        # rendered them, only distconv-launch k8s refused them)
+        ({"train_args": ["--ra", "0"]}, "--rank after --: each worker's rank comes from its"),
+        ({"train_args": ["--world-size=3"]}, "--world-size after --: the deployment sets the"),
+        ({"servers": 0, "train_args": ["--job-id", "x"]}, "--job-id after --: the deployment"),
         ({"train_args": ["--bogus"]}, "takes no --bogus (the train arguments after --)"),
         ({"train_args": ["--p", "1"]}, "--p could be any of --pservers, --push-kb"),
         ({"mpi": True}, "an MPIJob (--mpi) runs allreduce without shards, not --servers 1"),
