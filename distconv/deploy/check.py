@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_ranks import _rank_gpus, _train_runs
+from distconv.deploy.check_ranks import _pod_settings, _rank_gpus, _train_runs
 from distconv.deploy.check_shards import _shard_args
 from distconv.deploy.walk import (
     Manifest,
@@ -22,6 +22,7 @@ from distconv.deploy.walk import (
     _main_containers,
     _of_kind,
     _pod,
+    _process_counts,
     _running,
     _templates,
     _where,
@@ -49,6 +50,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     resources, grace period, probes on the health port, keys mounted as files only); every
     ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
     its ``--sync``, and writes ``--out`` onto a writable volume of the pods its ranks run in;
+    no ``--rank``, ``--world-size`` or ``--job-id`` written into the ranks' arguments disagrees
+    with the pods (one rank for all, another count, a job id the shards do not serve);
     every ``distconv pserver`` command line parses with the shard's own parser (``$(VAR)``
     filled in as the kubelet does; in an init container, which need only exit 0, ``--help``
     passes, and no check asks it what a shard or a rank must do); a pod whose ranks train on
@@ -65,6 +68,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _worker_counts,
         _conventions,
         _train_runs,
+        _pod_settings,
         _shard_args,
         _rank_gpus,
         _split_secrets,
@@ -140,23 +144,6 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
                     f"({capacity} = replicas x slotsPerWorker)"
                 )
-
-
-def _process_counts(argv: list[str]) -> list[str]:
-    """Every process count mpirun's own options give (``-np``/``-n``; Hydra reads them with
-    two dashes or ``=`` too), before the Python it starts: the arguments after are the
-    program's."""
-    names = ("-np", "-n", "--np", "--n")
-    counts = []
-    for i, arg in enumerate(argv):
-        if arg.rsplit("/", 1)[-1].startswith("python"):
-            break
-        name, eq, value = arg.partition("=")
-        if arg in names and i + 1 < len(argv):
-            counts.append(argv[i + 1])
-        elif eq and name in names:
-            counts.append(value)
-    return counts
 
 
 def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str] | None, int] | None:

@@ -1,14 +1,26 @@
 """Checks on what the training ranks need from the pods they run in: a restart resumes, the run
-directory is writable, and ranks on GPUs each have a device (part of
-:func:`distconv.deploy.check.manifest_problems`)."""
+directory is writable, ranks on GPUs each have a device, and no flag overrides the rank, world
+size or job id the pods give (part of :func:`distconv.deploy.check.manifest_problems`)."""
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.walk import Manifest, _env, _flag, _here, _running, _templates
+from distconv.deploy.walk import (
+    Manifest,
+    _argv,
+    _env,
+    _flag,
+    _here,
+    _pod,
+    _process_counts,
+    _running,
+    _templates,
+    _where,
+)
 from distconv.distributed import TRANSPORT_OPTIONS
+from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID
 from distconv.train_args import FlagError, spelled_out
 from distconv.transport_flags import unused_flag
 
@@ -130,3 +142,73 @@ def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
                     f"only {gpus} {GPU_RESOURCE}; each rank needs a device of its own"
                 )
+
+
+def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
+    """A ``--rank``, ``--world-size`` or ``--job-id`` written into a rank's arguments wins over
+    what its pod gives it (the Job index, MPI, ``DISTCONV_JOB_ID``): one rank claimed by every
+    pod, a world size the job does not run, or a job id its shards do not serve fails or hangs
+    every rank. A ``$(VAR)`` the kubelet fills in per pod is left alone, as are counts the
+    manifests do not say."""
+    shards = _shard_job_ids(objs)
+    for obj, where, _, container, train, wrong in _trainers(objs):
+        if wrong is not None:  # named by _train_runs
+            continue
+        here, size = _here(where, container), _world_size(obj)
+        rank, given = _written(train, "--rank"), _written(train, "--world-size")
+        if rank is not None and size is not None and size > 1:
+            yield (
+                f"{here}: --rank {rank} is in every rank's arguments, so the {size} ranks of "
+                f"{_where(obj)} would all claim it (each gets its own from the pods)"
+            )
+        if given is not None and size is not None and given != str(size):
+            yield f"{here}: --world-size {given} but {_where(obj)} runs {size} ranks"
+        mine = _job_id(container, train)
+        for shard_where, theirs in shards:
+            if None not in (mine, theirs) and mine[0] != theirs[0]:
+                yield (
+                    f"{here}: job id {mine[0]!r} ({mine[1]}) but {shard_where} serves "
+                    f"{theirs[0]!r} ({theirs[1]}): the shards would refuse every worker's hello"
+                )
+
+
+def _written(argv: list[str], name: str) -> str | None:
+    """The value of flag ``name`` in ``argv`` where it is written out, not a ``$(VAR)``."""
+    value = _flag(argv, name, last=True)
+    return None if value is None or "$(" in value else value
+
+
+def _world_size(obj: Manifest) -> int | None:
+    """How many ranks ``obj`` runs, where its manifest says: a Job's completions, an MPIJob
+    launcher's ``-np``; None for another kind or a count the cluster fills in."""
+    spec = obj.get("spec", {})
+    if obj.get("kind") == "Job":
+        return int(spec.get("completions") or 1)
+    if obj.get("kind") == "MPIJob":
+        launcher = _pod(spec.get("mpiReplicaSpecs", {}).get("Launcher", {}))
+        for container in launcher.get("containers", []):
+            counts = _process_counts(_argv(container))
+            if len(counts) == 1 and counts[0].isdigit():  # others are _mpi_slots' to name
+                return int(counts[0])
+    return None
+
+
+def _job_id(container: Manifest, argv: list[str]) -> tuple[str, str] | None:
+    """(the job id a ``distconv train`` or ``pserver`` with ``argv`` in ``container`` uses,
+    where it comes from), as both read it: ``--job-id``, else ``DISTCONV_JOB_ID``, else the
+    default; None where the cluster fills it in (``$(VAR)``, ``valueFrom``)."""
+    if _flag(argv, "--job-id", last=True) is not None:
+        value = _written(argv, "--job-id")
+        return None if value is None else (value.strip(), "--job-id")
+    value = _env(container).get(ENV_JOB_ID, "")
+    if value == "":  # both read an empty one as none
+        return DEFAULT_JOB_ID, f"the default, without {ENV_JOB_ID}"
+    return None if value is None or "$(" in value else (value.strip(), ENV_JOB_ID)
+
+
+def _shard_job_ids(objs: Sequence[Manifest]) -> list[tuple[str, tuple[str, str] | None]]:
+    """(where, job id as :func:`_job_id` gives it) of every shard the job runs."""
+    return [
+        (_here(where, container), _job_id(container, args))
+        for _, where, _, container, args in _running(objs, "pserver")
+    ]

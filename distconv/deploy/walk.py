@@ -67,6 +67,23 @@ def _command_args(argv: list[str], command: str) -> list[str] | None:
     return None
 
 
+def _process_counts(argv: list[str]) -> list[str]:
+    """Every process count mpirun's own options give (``-np``/``-n``; Hydra reads them with
+    two dashes or ``=`` too), before the Python it starts: the arguments after are the
+    program's."""
+    names = ("-np", "-n", "--np", "--n")
+    counts = []
+    for i, arg in enumerate(argv):
+        if arg.rsplit("/", 1)[-1].startswith("python"):
+            break
+        name, eq, value = arg.partition("=")
+        if arg in names and i + 1 < len(argv):
+            counts.append(argv[i + 1])
+        elif eq and name in names:
+            counts.append(value)
+    return counts
+
+
 def _running(
     objs: Sequence[Manifest], command: str, *, init: bool = False
 ) -> Iterator[tuple[Manifest, str, Manifest, Manifest, list[str]]]:

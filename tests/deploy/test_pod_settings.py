@@ -1,0 +1,127 @@
+"""A rank's rank, world size and job id come from its pod (the Job index or MPI, the Job's
+completions or ``-np``, ``DISTCONV_JOB_ID``); a flag written into a hand-edited manifest's
+train arguments wins over them. :func:`manifest_problems` names the ones that would fail or
+hang every rank, and leaves alone a ``$(VAR)`` the kubelet fills in per pod (review k122: it
+passed ``--rank 0`` on all four workers, and a job id the shards do not serve)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _example(name: str) -> list[dict]:
+    return copy.deepcopy(render_manifests(**{**EXAMPLES[name], "train_args": EXAMPLE_TRAIN_ARGS}))
+
+
+def _main(obj: dict, role: str | None = None) -> dict:
+    spec = obj["spec"]
+    template = spec["mpiReplicaSpecs"][role]["template"] if role else spec["template"]
+    return template["spec"]["containers"][0]
+
+
+def _ranks(objs: list[dict]) -> dict:
+    """The container whose argv runs the ranks' ``distconv train``."""
+    if objs[0]["kind"] == "MPIJob":
+        return _main(objs[0], "Launcher")
+    return _main(objs[2])
+
+
+def _shard(objs: list[dict]) -> dict:
+    return _main(objs[1])
+
+
+def _set_env(container: dict, name: str, value: str | None) -> None:
+    container["env"] = [e for e in container.get("env", []) if e["name"] != name]
+    if value is not None:
+        container["env"].append({"name": name, "value": value})
+
+
+@pytest.mark.parametrize("example", ["pserver", "mpijob"])
+def test_the_rendered_examples_set_none_of_them(example):
+    assert manifest_problems(_example(example)) == []
+
+
+@pytest.mark.parametrize(
+    "example, flags, words",
+    [
+        ("pserver", ["--rank", "0"], "--rank 0 is in every rank's arguments, so the 4 ranks of "
+         "Job digits-ps-worker would all claim it"),
+        ("pserver", ["--ra=1"], "--rank 1 is in every rank's arguments"),  # as the ranks read it
+        ("mpijob", ["--rank", "0"], "so the 4 ranks of MPIJob digits-mpi would all claim it"),
+        ("pserver", ["--world-size", "3"], "--world-size 3 but Job digits-ps-worker runs 4 ranks"),
+        ("mpijob", ["--world-size=8"], "--world-size 8 but MPIJob digits-mpi runs 4 ranks"),
+        ("pserver", ["--job-id", "other"], "job id 'other' (--job-id) but StatefulSet "
+         "digits-ps-pserver container pserver serves 'digits-ps' (DISTCONV_JOB_ID): the shards "
+         "would refuse every worker's hello"),
+    ],
+)  # fmt: skip
+def test_a_flag_that_overrides_the_pods_is_named(example, flags, words):
+    objs = _example(example)
+    _ranks(objs)["args"] += flags
+    problems = manifest_problems(objs)
+    assert len(problems) == 1 and words in problems[0], problems
+
+
+@pytest.mark.parametrize(
+    "example, flags",
+    [
+        ("pserver", ["--rank", "$(JOB_COMPLETION_INDEX)"]),  # each pod fills in its own
+        ("pserver", ["--world-size", "4"]),  # what the pods say anyway
+        ("mpijob", ["--world-size=4"]),
+        ("pserver", ["--job-id", "digits-ps"]),
+        ("pserver", ["--job-id", "$(JOB)"]),
+        ("mpijob", ["--job-id", "anything"]),  # no shards to refuse it
+    ],
+)
+def test_a_flag_that_agrees_with_the_pods_or_is_filled_in_passes(example, flags):
+    objs = _example(example)
+    _ranks(objs)["args"] += flags
+    assert manifest_problems(objs) == []
+
+
+def test_one_rank_may_name_itself():
+    objs = _example("pserver")
+    objs[2]["spec"].update(completions=1, parallelism=1)
+    _set_env(_ranks(objs), "DISTCONV_WORLD_SIZE", "1")
+    args = _shard(objs)["args"]
+    args[args.index("--workers") + 1] = "1"
+    _ranks(objs)["args"] += ["--rank", "0", "--world-size", "1"]
+    assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize(
+    "worker_env, shard_env, shard_flags, words",
+    [
+        # the worker's environment without DISTCONV_JOB_ID: it reads the default job id
+        (None, "digits-ps", [], "job id 'local' (the default, without DISTCONV_JOB_ID) but"),
+        ("", "digits-ps", [], "job id 'local' (the default, without DISTCONV_JOB_ID) but"),
+        ("digits-ps", "digits-ps", ["--job-id", "x"], "serves 'x' (--job-id)"),
+        ("a", "b", [], "job id 'a' (DISTCONV_JOB_ID) but StatefulSet"),
+    ],
+)
+def test_the_shards_and_workers_job_ids_are_compared_wherever_they_come_from(
+    worker_env, shard_env, shard_flags, words
+):
+    objs = _example("pserver")
+    _set_env(_ranks(objs), "DISTCONV_JOB_ID", worker_env)
+    _set_env(_shard(objs), "DISTCONV_JOB_ID", shard_env)
+    _shard(objs)["args"] += shard_flags
+    problems = manifest_problems(objs)
+    assert len(problems) == 1 and words in problems[0], problems
+
+
+def test_a_job_id_the_cluster_fills_in_is_not_judged():
+    objs = _example("pserver")
+    worker = _ranks(objs)
+    worker["env"] = [e for e in worker["env"] if e["name"] != "DISTCONV_JOB_ID"]
+    worker["env"].append(
+        {"name": "DISTCONV_JOB_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    )
+    assert manifest_problems(objs) == []
