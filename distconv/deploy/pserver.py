@@ -62,7 +62,6 @@ class _PserverWorkloads(_JobBase):
         env = self.rank_env("server", self.servers, _cpus(SERVER_RESOURCES), gpu=False)
         env += [
             _env("DISTCONV_KEYS", KEYS_DIR),
-            _env("DISTCONV_RANK_FROM_HOSTNAME", "1"),
             {
                 "name": "DISTCONV_SHARD",
                 "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}},

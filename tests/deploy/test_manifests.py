@@ -112,7 +112,8 @@ def test_parameter_server_job_has_its_three_objects_wired_together():
     assert argv[:4] == ["distconv", "pserver", "--bind", "0.0.0.0:5555"]
     assert argv[argv.index("--num-shards") + 1] == "2" and argv[argv.index("--workers") + 1] == "4"
     env = {e["name"]: e for e in shard["env"]}
-    assert env["DISTCONV_RANK_FROM_HOSTNAME"]["value"] == "1"
+    # the shard reads its index from --shard only; it never asks the runtime for a rank
+    assert "DISTCONV_RANK_FROM_HOSTNAME" not in env
     assert "pod-index" in env["DISTCONV_SHARD"]["valueFrom"]["fieldRef"]["fieldPath"]
 
 
