@@ -91,8 +91,10 @@ def add_mpi_options(p: argparse.ArgumentParser) -> None:
 
 def add_k8s_options(p: argparse.ArgumentParser) -> None:
     """``k8s``: the shape and image of the job whose manifests are rendered."""
-    p.add_argument("--workers", type=at_least(1), required=True)
-    p.add_argument("--servers", type=at_least(0), help="0 renders an MPIJob (1; 0 with --mpi)")
+    p.add_argument("--workers", type=at_least(1), required=True, help="training ranks")
+    p.add_argument(
+        "--servers", type=at_least(0), help="parameter-server shards; 0 renders an MPIJob (1)"
+    )
     p.add_argument("--image", required=True, help="container image with distconv")
     p.add_argument(
         "--gpus",
@@ -100,10 +102,14 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
         default=0,
         help="GPUs per training rank; an MPIJob worker pod gets this times --slots-per-worker (0)",
     )
-    p.add_argument("--mode", choices=("sync", "async"), default="sync")
+    p.add_argument(
+        "--mode", choices=("sync", "async"), default="sync", help="parameter-server SGD (sync)"
+    )
     p.add_argument("--job-name", default="distconv", help="(distconv)")
     p.add_argument("--slots-per-worker", type=at_least(1), default=1, help="MPIJob slots (1)")
-    p.add_argument("--mpi", action="store_true", help="an MPIJob even with --servers")
+    p.add_argument(
+        "--mpi", action="store_true", help="an MPIJob, as --servers 0 (which it implies)"
+    )
     p.add_argument("--out", help="write one file per object here (default: YAML to stdout)")
 
 
