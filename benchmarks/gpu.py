@@ -15,6 +15,7 @@ has no cuDNN: CuPy 14 removed it). Exits non-zero if the tests fail.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import os
 import subprocess
@@ -102,10 +103,18 @@ def _marks_gpu(path: str) -> bool:
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.parse_args(argv)  # no options: --help prints the above, anything else is refused
     command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", *gpu_test_files()]
     tests = subprocess.run(command, cwd=ROOT)
-    import cupy
+    try:
+        import cupy
+    except ImportError as exc:  # the tests above skipped: nothing ran on a device
+        print(f"gpu.py: no cupy ({exc}); pip install -e '.[gpu,test]' on a CUDA machine")
+        return 1
 
     from distconv.backend import set_device
     from distconv.kernels import cudnn

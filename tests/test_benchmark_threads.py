@@ -1,4 +1,5 @@
-"""The allreduce benchmark's thread defaults, set before numpy is imported."""
+"""The benchmark scripts: the allreduce one's thread defaults, set before numpy is imported;
+the GPU one's arguments."""
 
 from __future__ import annotations
 
@@ -34,3 +35,15 @@ def test_the_allreduce_benchmark_gives_each_rank_one_kernel_thread_by_default(gi
         check=True,
     )
     assert out.stdout.strip().splitlines()[-1] == expected
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("argv, status, words", [(["--help"], 0, "usage: gpu.py"), (["-x"], 2, "")])
+def test_the_gpu_benchmark_reads_its_arguments_before_it_runs_anything(argv, status, words):
+    """``--help`` ran the device tests, then failed at ``import cupy`` (review k118)."""
+    gpu = BENCH.parent / "gpu.py"
+    out = subprocess.run(
+        [sys.executable, str(gpu), *argv], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == status, out.stdout + out.stderr
+    assert words in out.stdout and "passed" not in out.stdout and "skipped" not in out.stdout
