@@ -113,16 +113,19 @@ def evaluate_shares(
 ) -> dict[str, float]:
     """Mean test loss (and accuracy) over ``arrays``, which hold at least one example: each
     rank runs ``forward(arrays, rows)`` (summed loss, right answers) on its stride share,
-    ``batch_size`` rows at a time, and the ranks sum."""
-    n = array_length(arrays)
-    mine = stride_shard(n, sync.rank, sync.world_size)
+    ``batch_size`` rows at a time, and the ranks sum.
+
+    The means are over the examples the ranks summed: a rank an asynchronous parameter server
+    lost (``--on-worker-loss continue``) adds nothing to the sum, and dividing by the whole
+    set counted its share as wrong answers of no loss."""
+    mine = stride_shard(array_length(arrays), sync.rank, sync.world_size)
     loss_sum, correct = 0.0, 0.0
     with forward_only():  # no backward follows: layers keep nothing for one
         for start in range(0, len(mine), batch_size):
             loss, right = forward(arrays, mine[start : start + batch_size])
             loss_sum += float(to_host(loss))
             correct += float(to_host(right))
-    loss_sum, correct = sync.allreduce_sum([loss_sum, correct])
+    loss_sum, correct, n = sync.allreduce_sum([loss_sum, correct, len(mine)])
     result = {"test_loss": loss_sum / n}
     if accuracy:
         result["test_acc"] = correct / n

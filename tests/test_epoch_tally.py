@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from distconv.epoch_tally import EpochTally
+from distconv.epoch_tally import EpochTally, evaluate_shares
 from distconv.optim import create_optimizer
 from distconv.resume import Position
 from distconv.sampler import GlobalBatchSampler
@@ -25,3 +25,27 @@ def test_a_16_bit_loss_is_summed_over_the_epoch_in_float32(dtype):
     sums = tally.fold(Position(0, 750, 750, {}))
     assert sums["loss"] == pytest.approx(750 * 140, rel=1e-6)
     assert sums["examples"] == 75000
+
+
+class _LostRank1:
+    """Rank 0 of 2 whose shard answers gathers without rank 1, as a parameter server does in
+    async mode with ``--on-worker-loss continue`` once rank 1 is lost: the client's own sum."""
+
+    rank, world_size, closed = 0, 2, False
+
+    def _gather(self, kind, value):
+        return [value, None]
+
+
+def test_a_lost_rank_s_share_of_the_test_set_is_not_counted_as_wrong():
+    """Every example is right and costs 1. Without rank 1's sums the means were taken over all
+    9 examples, as if rank 1's 4 were wrong and free: accuracy 5/9 and loss 5/9."""
+    client = pytest.importorskip("distconv.sync.ps.client")
+    sync = _LostRank1()
+    sync.allreduce_sum = client.PServerSync.allreduce_sum.__get__(sync)
+
+    def forward(arrays, rows):
+        return np.float32(len(rows)), len(rows)
+
+    result = evaluate_shares(forward, {"x": np.zeros(9)}, sync, 2, accuracy=True)
+    assert result == {"test_loss": 1.0, "test_acc": 1.0}
