@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import os
 import zlib
 from collections.abc import Iterator, Mapping
@@ -280,7 +281,7 @@ def read_idx(path: str | os.PathLike, ndim: int | None = None) -> np.ndarray:
     if len(raw) < header:
         raise DataError(f"{path}: truncated header ({len(raw)} bytes)")
     shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", dims, 4))
-    expected = header + int(np.prod(shape))
+    expected = header + math.prod(shape)  # exact: numpy's int64 product wraps past 2**63
     if len(raw) != expected:
         raise DataError(
             f"{path}: size {len(raw)} bytes does not match shape {shape} "

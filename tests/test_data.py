@@ -179,6 +179,21 @@ def test_read_idx_roundtrip_any_rank(tmp_path):
         assert f.read(4) == b"\x00\x00\x08\x03"
 
 
+def test_a_header_of_huge_dimensions_is_refused_with_their_true_size(tmp_path):
+    """The size was numpy's product of the dimensions, in int64, which wraps: a header written
+    little-endian (60000 x 28 x 28 reads as 1625948160 x 469762048 x 469762048) wanted "16
+    bytes", and dimensions whose product wraps to 0 raised numpy's reshape error, no DataError.
+    """
+    path = tmp_path / "train-images-idx3-ubyte"
+    path.write_bytes(bytes([0, 0, 8, 3]) + np.asarray([60000, 28, 28], "<u4").tobytes() + b"x")
+    want = 16 + 1625948160 * 469762048 * 469762048
+    with pytest.raises(DataError, match=rf"size 17 bytes .*\({want} bytes expected\)"):
+        read_idx(path)
+    path.write_bytes(bytes([0, 0, 8, 3]) + np.asarray([2**21, 2**21, 2**22], ">u4").tobytes())
+    with pytest.raises(DataError, match=rf"size 16 bytes .*\({16 + 2**64} bytes expected\)"):
+        read_idx(path)
+
+
 # -- validation ------------------------------------------------------------------------------
 
 
