@@ -96,7 +96,9 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         "write metrics.jsonl, metrics.png and step checkpoints to --out.",
     )
     p.add_argument("--data", choices=DATASETS, default=d.data, help="data set (%(default)s)")
-    p.add_argument("--data-dir", help="directory of the MNIST IDX files (.gz or raw)")
+    p.add_argument(
+        "--data-dir", type=_directory, help="directory of the MNIST IDX files (.gz or raw)"
+    )
     p.add_argument(
         "--epochs", type=_positive_int, default=d.epochs, help="epochs in all (%(default)s)"
     )

@@ -88,3 +88,14 @@ def test_a_bucket_under_one_byte_is_a_usage_error(size, capsys):
         capsys.readouterr().err
     )
     assert train_parser().parse_args(["--bucket-mb", "1e-6"]).bucket_mb == 1e-6  # 1 byte
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_data_dir_is_a_usage_error(empty, capsys):
+    """``--data-dir "$MNIST"`` with the variable unset read the MNIST files of the working
+    directory (``Path("")`` is ``.``), or failed naming ``.``, a directory nobody gave."""
+    with pytest.raises(SystemExit) as exit_:
+        train_parser().parse_args(["--data", "mnist", "--data-dir", empty])
+    assert exit_.value.code == 2
+    assert "--data-dir: must not be empty" in capsys.readouterr().err
+    assert train_parser().parse_args(["--data-dir", "mnist"]).data_dir == "mnist"
