@@ -349,7 +349,7 @@ def first_difference(
 
     Values differ as the digest sees them (their JSON: ``1`` and ``1.0`` differ, NaN is NaN),
     so descriptions whose digests differ always get a sentence, never None."""
-    for key in sorted(set(ours) | set(theirs), key=_key_order):
+    for key in sorted(set(ours) | set(theirs), key=key_order):
         a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
         if (key in ours) != (key in theirs) or _differ(a, b):
             if not prefix and key == "parameters" and isinstance(a, list) and isinstance(b, list):
@@ -362,7 +362,7 @@ def first_difference(
     return None
 
 
-def _key_order(key: Any) -> tuple:
+def key_order(key: Any) -> tuple:
     """``name`` first, then numbers in keys as numbers: ``bucket 2`` before ``bucket 10``; keys
     alike as numbers (``a1``, ``a01``) as text, so every process sorts them the same way."""
     parts = re.split(r"([0-9]+)", str(key))  # text, digits, text, ...: like types line up

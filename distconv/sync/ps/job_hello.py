@@ -5,9 +5,12 @@ from the Trainer, each layer's structure, a few hundred bytes a layer. A model o
 convolution layers passed :data:`~distconv.sync.ps.wire.MAX_HEADER_BYTES`, the shard could not
 read the hello, and the worker only heard that it went unanswered. So a hello always carries
 the description's :func:`~distconv.sync.base.digest` (of :func:`~distconv.sync.base.as_sent`,
-as in the workers' start-up check, :mod:`~distconv.sync.ps.job_check`) and the text itself only
-within :data:`DESCRIPTION_BUDGET`. The shard compares digests; where both hellos carried their
-text it names the first difference, as it always did.
+as in the workers' start-up check, :mod:`~distconv.sync.ps.job_check`), and of the text only
+what fits in :data:`DESCRIPTION_BUDGET`: all of it, or its smaller top-level entries (the
+config's settings, the optimizer) beside the digests of the large ones (the parameters' layout,
+the model). The shard compares digests, and names the first difference: by value where both
+hellos carried it (``config.batch_size: 16 here, 8 there``), else the entry whose digests
+differ (``parameters``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from distconv.sync.base import as_sent, digest, first_difference
+from distconv.sync.base import as_sent, digest, first_difference, key_order
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, json_map, short
 
 #: the most bytes of description text a hello carries: a quarter of the header cap, so that the
@@ -29,24 +32,43 @@ DESCRIPTION_BUDGET = MAX_HEADER_BYTES // 4
 _DIGEST = re.compile(r"[0-9a-f]{16}")
 
 
-def hello_fields(description: Mapping[str, Any]) -> dict[str, str]:
-    """The job's fields of a worker's hello: ``digest`` always, ``description`` (JSON text)
-    when it is at most :data:`DESCRIPTION_BUDGET` bytes."""
+def hello_fields(description: Mapping[str, Any]) -> dict[str, Any]:
+    """The job's fields of a worker's hello: ``digest`` always; ``description``, the JSON text
+    of the whole description where it fits in :data:`DESCRIPTION_BUDGET`, else of as many of
+    its top-level entries as fit, the smallest first; and ``part_digests``, the digest of each
+    entry left out (:func:`part_digest`), so that a shard can still name the entry that
+    differs."""
     sent = as_sent(description)
-    fields = {"digest": digest(sent)}
+    fields: dict[str, Any] = {"digest": digest(sent)}
     text = json.dumps(sent, sort_keys=True)  # ASCII (json escapes the rest): chars are bytes
     if len(text) <= DESCRIPTION_BUDGET:
         fields["description"] = text
+        return fields
+    kept, left, room = {}, {}, DESCRIPTION_BUDGET
+    for key in sorted(sent, key=lambda k: len(json.dumps({k: sent[k]}, sort_keys=True))):
+        size = len(json.dumps({key: sent[key]}, sort_keys=True))
+        if size < room:
+            kept[key], room = sent[key], room - size
+        else:
+            left[key] = part_digest(key, sent[key])
+    if len(json.dumps(left)) <= DESCRIPTION_BUDGET:  # else (thousands of entries) the digest
+        fields.update(description=json.dumps(kept, sort_keys=True), part_digests=left)
     return fields
+
+
+def part_digest(key: str, value: Any) -> str:
+    """The digest of one top-level entry of a description, as both ends compute it."""
+    return digest({key: value})
 
 
 @dataclass(frozen=True)
 class HelloJob:
-    """The job one hello names: its description's digest, and the description (parsed) when
-    the hello carried it."""
+    """The job one hello names: its description's digest, the description (parsed) when the
+    hello carried it, or the entries it carried and the digests of those it left out."""
 
     digest: str
     described: dict[str, Any] | None = None
+    left_out: dict[str, str] | None = None
 
     @classmethod
     def of(cls, header: Mapping[str, Any]) -> HelloJob:
@@ -54,15 +76,22 @@ class HelloJob:
 
         Raises:
             WireError: a digest that is not 16 lowercase hex digits, a description that is not
-                a JSON map (it would become the job's), or a digest that is not the
-                description's (the shard compares digests alone).
+                a JSON map (it would become the job's), a digest that is not the
+                description's (the shard compares digests alone), or part digests beside no
+                description, not 16 lowercase hex digits, or for an entry it holds.
         """
         claimed = header["digest"]
         if not _DIGEST.fullmatch(claimed):
             raise WireError(f"hello: digest {short(claimed)} is not 16 lowercase hex digits")
+        left_out = header.get("part_digests")
         if "description" not in header:
+            if left_out is not None:
+                raise WireError("hello: part_digests without a description")
             return cls(claimed)
         described = json_map(header["description"], "hello: description")
+        if left_out is not None:  # entries of the description: the whole is not here to check
+            _check_left_out(left_out, described)
+            return cls(claimed, described, left_out)
         try:
             actual = digest(described)
         except RecursionError:  # nested deeper than json writes back
@@ -73,13 +102,16 @@ class HelloJob:
 
     def difference(self, job: HelloJob) -> str | None:
         """None when this hello names ``job`` (the first accepted hello's); else why not, as a
-        sentence: the first difference where both carried their description, else both
-        digests ("here" is this hello's, "there" the job's, as in
-        :func:`~distconv.sync.base.first_difference`)."""
+        sentence: the first difference where both carried their description, else the first
+        entry that differs, by value where both carried it, else by digest ("here" is this
+        hello's, "there" the job's, as in :func:`~distconv.sync.base.first_difference`)."""
         if self.digest == job.digest:
             return None
         if self.described is not None and job.described is not None:
-            diff = first_difference(self.described, job.described)
+            if self.left_out is None and job.left_out is None:
+                diff = first_difference(self.described, job.described)
+            else:
+                diff = _entry_difference(self, job)
             if diff is not None:  # always, for digests that differ; the digests else
                 return diff
         # the workers' own start-up check cannot name it either: it runs after the hellos, and
@@ -88,4 +120,45 @@ class HelloJob:
             f"description digest {self.digest} here, {job.digest} there; a description over "
             f"{DESCRIPTION_BUDGET} bytes travels in a hello as its digest alone, so what differs "
             f"cannot be named: compare this rank's config and model with the other ranks'"
+        )
+
+    def entry_digests(self) -> dict[str, str]:
+        """Every top-level entry's :func:`part_digest`, carried or computed (needs
+        ``described``)."""
+        assert self.described is not None
+        carried = {k: part_digest(k, v) for k, v in self.described.items()}
+        return {**carried, **(self.left_out or {})}
+
+
+def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
+    """The first top-level entry (in :func:`~distconv.sync.base.first_difference`'s order)
+    whose digest differs: by value where neither side left it out, else by its digests."""
+    a, b = ours.entry_digests(), theirs.entry_digests()
+    for key in sorted(set(a) | set(b), key=key_order):
+        if a.get(key) == b.get(key):
+            continue
+        if key not in (ours.left_out or {}) and key not in (theirs.left_out or {}):
+            return first_difference(_only(ours.described, key), _only(theirs.described, key))
+        return (
+            f"{key}: digest {a.get(key, '<missing>')} here, {b.get(key, '<missing>')} there "
+            f"(too large for a hello to carry, so what in it differs cannot be named: compare "
+            f"this rank's {key} with the other ranks')"
+        )
+    return None
+
+
+def _only(described: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
+    """The entry ``key`` of ``described`` alone, or nothing where it has none."""
+    return {key: described[key]} if described is not None and key in described else {}
+
+
+def _check_left_out(left_out: Any, described: Mapping[str, Any]) -> None:
+    """WireError unless ``left_out`` maps entries the description lacks to digests."""
+    if not isinstance(left_out, dict) or not all(
+        isinstance(k, str) and k not in described and isinstance(d, str) and _DIGEST.fullmatch(d)
+        for k, d in left_out.items()
+    ):
+        raise WireError(
+            "hello: part_digests must map entries the description lacks to 16 lowercase hex "
+            "digits"
         )

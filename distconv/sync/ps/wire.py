@@ -29,8 +29,9 @@ from distconv.sync.ps.blocks import ParamSpec
 #: bumped whenever a header field or frame layout changes meaning (2: a push carries several
 #: parameters; 3: a reply's dense values travel as one frame; 4: a dense push's gradients may
 #: travel as uint8 runs of consecutive blocks; 5: a hello names its job by the description's
-#: digest, and carries the description only when it is small)
-PROTOCOL_VERSION = 5
+#: digest, and carries the description only when it is small; 6: a large description's small
+#: entries travel as text, beside its large entries' digests)
+PROTOCOL_VERSION = 6
 #: dtypes a parameter, so a block, may have (little-endian)
 VALUE_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
 #: dtypes allowed in array frames: a block's, or raw bytes (a reply's values, back to back);
@@ -72,6 +73,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "process": str,
     "description": str,
     "digest": str,
+    "part_digests": dict,
     "step": int,
     "count": int,
     "lr": float,

@@ -167,11 +167,23 @@ def _refusal(results: list) -> str:
 
 
 @pytest.mark.timeout(60)
-def test_two_ranks_whose_large_descriptions_differ_are_refused_by_digest(shards):
+def test_two_ranks_whose_large_entries_differ_are_told_which_by_its_digests(shards):
     configs = [_over_cap_config(3), _over_cap_config(5)]
     message = _refusal(_setup_two(shards.start(1, 2), configs, train=False))
-    assert "description digest" in message and "travels in a hello as its digest alone" in message
+    assert "another job than rank(s) before: config.layers: digest " in message, message
+    assert "(too large for a hello to carry, so what in it differs cannot be named" in message
     assert len(set(re.findall(r"\b[0-9a-f]{16}\b", message))) == 2, message  # both, unlike
+
+
+@pytest.mark.timeout(60)
+def test_two_ranks_with_large_descriptions_are_told_a_small_difference_by_value(shards):
+    """Protocol 5 sent such a description as its digest alone: the refusal could not say
+    that only the batch size differed."""
+    configs = [_over_cap_config(), {**_over_cap_config(), "batch_size": 16}]
+    message = _refusal(_setup_two(shards.start(1, 2), configs, train=False))
+    assert re.search(r"before: config\.batch_size: (8 here, 16|16 here, 8) there$", message), (
+        message
+    )
 
 
 @pytest.mark.timeout(60)

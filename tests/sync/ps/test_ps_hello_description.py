@@ -2,13 +2,20 @@
 description's, is refused as malformed: a description once became the job's when it came first
 (every real worker's hello then failed with a shard error for as long as the shard ran), and,
 after a real one, failed as a shard bug with a traceback. A description too large for a hello
-travels as its digest alone, which the shard compares. In-process shard."""
+travels as its small entries and the digests of its large ones, which the shard compares, and
+names the entry that differs. In-process shard."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
-from distconv.sync.ps.job_hello import DESCRIPTION_BUDGET, hello_fields
+from distconv.optim import SGD
+from distconv.parameter import Parameter
+from distconv.sync.base import job_description
+from distconv.sync.ps.job_hello import DESCRIPTION_BUDGET, HelloJob, hello_fields
 
 GOOD = hello_fields({"batch": 8, "name": "job"})
 #: a well-formed digest, so that the description's own check is what refuses
@@ -72,32 +79,80 @@ def test_a_malformed_digest_is_refused_and_the_shard_keeps_serving(hand, job, ex
     assert reply["stats"]["errors"] == 2 and not reply["failed"], reply
 
 
-def _large(batch: int) -> dict:
-    """The job fields of a hello whose description is over the budget: its digest alone."""
-    fields = hello_fields({"batch": batch, "layers": "x" * DESCRIPTION_BUDGET})
-    assert "description" not in fields
+def _large(batch: int, layers: str = "x") -> dict:
+    """The job fields of a hello whose description is over the budget: its small entries as
+    text, its large one (``layers``) as a digest."""
+    fields = hello_fields({"batch": batch, "layers": layers * DESCRIPTION_BUDGET})
+    assert json.loads(fields["description"]) == {"batch": batch}
+    assert list(fields["part_digests"]) == ["layers"]
     return fields
 
 
 @pytest.mark.timeout(60)
-def test_descriptions_that_differ_are_named_when_both_came_whole_else_told_by_digest(hand):
+def test_descriptions_that_differ_are_named_by_value_else_by_the_entry_s_digest(hand):
     small, large, other_large = hello_fields({"batch": 16, "name": "job"}), _large(8), _large(16)
+    other_layers = _large(8, "y")
     said = "rank 1 runs another job than rank(s) before: "
-    by_digest = f"; a description over {DESCRIPTION_BUDGET} bytes travels in a hello as its digest"
     cases = [  # the job's hello, rank 1's, what the refusal says
-        (GOOD, small, f"{said}batch: 16 here, 8 there"),  # both whole: the first difference
-        (large, other_large, f"{said}description digest {other_large['digest']} here, "),
-        (large, small, f"{said}description digest {small['digest']} here, "),
-        (GOOD, large, f"{said}description digest {large['digest']} here, "),
+        (GOOD, small, "batch: 16 here, 8 there"),  # both whole: the first difference
+        (large, other_large, "batch: 16 here, 8 there"),  # an entry both carried
+        (large, small, "name: 'job' here, '<missing>' there"),  # "name" comes first
+        (GOOD, large, "name: '<missing>' here, 'job' there"),
+        (
+            large,
+            other_layers,
+            f"layers: digest {other_layers['part_digests']['layers']} here, "
+            f"{large['part_digests']['layers']} there (too large for a hello to carry, so what "
+            "in it differs cannot be named: compare this rank's layers with the other ranks')",
+        ),
+        (  # a hello with no text at all (too many entries for even their digests)
+            large,
+            {"digest": SOME_DIGEST},
+            f"description digest {SOME_DIGEST} here, {large['digest']} there; a description "
+            f"over {DESCRIPTION_BUDGET} bytes travels in a hello as its digest alone",
+        ),
     ]
     for job, other, expect in cases:
         h = hand(workers=2)
         assert _hello(h, 0, **job)["op"] == "ok"
         refused = _hello(h, 1, **other)
-        assert refused["op"] == "error" and refused["error"].startswith(expect), refused
-        if "digest" in expect:
-            there = f"here, {job['digest']} there{by_digest} alone"
-            assert there in refused["error"], refused
-        else:
-            assert refused["error"] == expect, refused
-        assert _hello(h, 1, **job)["op"] == "ok"  # the same job, whole or as its digest
+        assert refused["op"] == "error" and refused["error"].startswith(said + expect), refused
+        assert _hello(h, 1, **job)["op"] == "ok"  # the same job, whole or in part
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "job, expect",
+    [
+        ({"description": None, "part_digests": {}}, "part_digests without a description"),
+        ({"part_digests": {"layers": "0123"}}, "part_digests must map entries the description"),
+        ({"part_digests": {"batch": SOME_DIGEST}}, "part_digests must map entries the"),
+        ({"part_digests": {"layers": 7}}, "part_digests must map entries the description"),
+        ({"part_digests": ["layers"]}, "header field 'part_digests' has type list"),
+    ],
+    ids=["no-description", "short", "carried-too", "int", "list"],
+)
+def test_malformed_part_digests_are_refused_and_the_shard_keeps_serving(hand, job, expect):
+    h = hand(workers=2)
+    hello = {k: v for k, v in {**_large(8), **job}.items() if v is not None}  # None: left out
+    reply = _hello(h, 1, **hello)
+    assert reply["op"] == "error" and expect in reply["error"], reply
+    assert _hello(h, 0, **_large(8))["op"] == "ok"  # the refused hello did not become the job's
+    assert _hello(h, 1, **_large(8))["op"] == "ok"
+
+
+def test_a_large_model_s_config_difference_is_named_by_value():
+    """A job of 8,000 parameters (about 300 KB of layout) whose ranks differ in batch size:
+    only the digest travelled, and the shard could not say what differed (protocol 6)."""
+    params = [Parameter(f"layer{i}.weight", np.zeros((3, 3), np.float32)) for i in range(8000)]
+    ours, theirs = (
+        job_description(params, SGD(lr=0.1), {"batch_size": b, "seed": 1}) for b in (16, 8)
+    )
+    fields = hello_fields(ours)
+    assert "parameters" in fields["part_digests"], sorted(fields)
+    said = HelloJob.of(fields).difference(HelloJob.of(hello_fields(theirs)))
+    assert said == "config.batch_size: 16 here, 8 there"
+    params[7999] = Parameter("layer7999.weight", np.zeros((3, 4), np.float32))
+    other = job_description(params, SGD(lr=0.1), {"batch_size": 16, "seed": 1})
+    said = HelloJob.of(hello_fields(other)).difference(HelloJob.of(fields))
+    assert said.startswith("parameters: digest "), said
