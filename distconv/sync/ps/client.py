@@ -147,6 +147,7 @@ class PServerSync(
         """Compare the job with every shard and rank, seed the shards (rank 0, with the
         restored optimizer ``state`` if any), pull (others)."""
         self.params = list(params)
+        self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
         self.layout = Layout(self._specs, len(self._socks), self.block_bytes)
