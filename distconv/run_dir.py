@@ -277,7 +277,8 @@ class RunDirectory:
                 problems.append(f"{path} names parts that are missing or not files: {bad}")
             else:
                 found.append(manifest)
-        return found, problems
+        # by step, not by name: past step 99,999,999 the name has nine digits and sorts first
+        return sorted(found, key=lambda m: m.step), problems
 
     def latest(self) -> Manifest | None:
         """The newest complete checkpoint, or None."""

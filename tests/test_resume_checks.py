@@ -496,3 +496,18 @@ def test_a_resume_warns_of_a_metrics_line_lost_before_its_checkpoint(data, tmp_p
     with caplog.at_level(logging.WARNING, logger="distconv.metrics"):
         _trainer(tmp_path).fit(train, test, epochs=4, resume=True)
     assert "has no line for epoch(s) [2] of the 3 the resumed checkpoint" in caplog.text
+
+
+# -- review k123 -----------------------------------------------------------------------------------
+def test_a_checkpoint_past_step_99999999_is_the_newest_and_outlives_the_older(tmp_path):
+    """Manifests were ordered by name: step-100000000.json sorts before step-99999999.json, so
+    the newer checkpoint counted as the oldest, a resume took the older one and keeping one
+    deleted the checkpoint just written."""
+    run = RunDirectory(tmp_path, keep=1)
+    for step in (99_999_999, 100_000_000):
+        part = run.step_dir(step) / run_dir.CHIEF_PART
+        part.write_bytes(b"a part")
+        run.commit(step, {run_dir.CHIEF: part})
+    assert [m.step for m in run.manifests()] == [100_000_000]
+    assert run.latest().step == 100_000_000
+    assert (run.checkpoint_root / "step-100000000" / run_dir.CHIEF_PART).is_file()
