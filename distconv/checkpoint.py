@@ -48,8 +48,9 @@ class CheckpointDamaged(CheckpointError):
 
 
 class CheckpointReadError(CheckpointError):
-    """The operating system could not read the file (I/O error, permissions, missing): the
-    content may be fine, so a caller retries rather than treating the file as damaged."""
+    """The operating system could not read the file (I/O error, permissions, missing), or this
+    host lacks what reading it takes (memory, ``ml_dtypes``): the content may be fine, so a
+    caller retries rather than treating the file as damaged."""
 
 
 @dataclass
@@ -182,7 +183,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read and verify a checkpoint.
 
     Raises:
-        CheckpointReadError: the file is missing or the OS cannot read it (its reason).
+        CheckpointReadError: the file is missing or the OS cannot read it (its reason), or
+            this host lacks what reading it takes (memory, ``ml_dtypes`` for bfloat16).
         CheckpointDamaged: the file is truncated, corrupt, from another format version, or not
             a distconv checkpoint.
 
@@ -237,6 +239,11 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         ) from None
     try:
         tensors, meta = _load_safetensors(raw, load)
+    except (ImportError, MemoryError) as exc:  # this host's lack: the file is not set aside
+        raise CheckpointReadError(
+            f"checkpoint {path} cannot be read here: {exception_line(exc)}; the file is left as "
+            "it is"
+        ) from None
     except Exception as exc:  # safetensors raises several types for a damaged file
         reason = exception_line(exc)
         raise CheckpointDamaged(
@@ -270,6 +277,11 @@ def _load_safetensors(raw: bytes, load: Any) -> tuple[dict[str, np.ndarray], dic
         if k != "__metadata__" and v.get("dtype") in _ML_DTYPES
     }
     if narrow:
+        try:
+            import ml_dtypes
+        except ImportError:
+            kinds = ", ".join(sorted(set(narrow.values())))
+            raise ImportError(f"its {kinds} tensors need the ml_dtypes package") from None
         for name, kind in narrow.items():
             header[name]["dtype"] = _ML_DTYPES[kind][0]
         head = json.dumps(header).encode()
@@ -277,8 +289,6 @@ def _load_safetensors(raw: bytes, load: Any) -> tuple[dict[str, np.ndarray], dic
         raw = len(head).to_bytes(8, "little") + head + raw[8 + size :]
     tensors = load(raw)
     if narrow:
-        import ml_dtypes
-
         for name, kind in narrow.items():
             tensors[name] = tensors[name].view(getattr(ml_dtypes, _ML_DTYPES[kind][1]))
     return tensors, header.get("__metadata__") or {}

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -511,3 +512,22 @@ def test_a_checkpoint_past_step_99999999_is_the_newest_and_outlives_the_older(tm
     assert [m.step for m in run.manifests()] == [100_000_000]
     assert run.latest().step == 100_000_000
     assert (run.checkpoint_root / "step-100000000" / run_dir.CHIEF_PART).is_file()
+
+
+def test_a_bfloat16_run_resumed_without_ml_dtypes_sets_no_checkpoint_aside(
+    data, tmp_path, monkeypatch
+):
+    """Without ml_dtypes every bfloat16 checkpoint read as damaged: the resume set each newer
+    one aside and failed on the oldest, so with ml_dtypes back it resumed from the oldest."""
+    bfloat16 = pytest.importorskip("ml_dtypes").bfloat16
+    train, _ = data
+    _trainer(tmp_path, checkpoint_every=7, dtype=bfloat16).fit(train, epochs=1)  # 7, 14, 15
+    before = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    again = _trainer(tmp_path, checkpoint_every=7, dtype=bfloat16)
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes raises ImportError
+    with pytest.raises(CheckpointReadError, match=r"step-00000015/.* need the ml_dtypes package"):
+        again.fit(train, epochs=2, resume=True)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
+    monkeypatch.undo()
+    assert _trainer(tmp_path, dtype=bfloat16).fit(train, epochs=1, resume=True) == []
+    assert RunDirectory(tmp_path).latest().step == 15
