@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import glob
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def write_atomically(
     Args:
         path: the file to replace; its directory must exist.
         chunks: the new contents, written in order.
-        mode: permission bits of the new file (``mkstemp`` alone would make it private).
+        mode: permission bits of the new file, less the umask, as ``open`` makes a file.
 
     Raises:
         OSError: the file could not be written; ``path`` is left as it was and no temporary
@@ -39,7 +39,7 @@ def write_atomically(
     prefix = f".{path.name}."
     for stale in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
         stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temporary(path.parent, prefix, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
@@ -47,7 +47,6 @@ def write_atomically(
                 if write_hook is not None:
                     write_hook(path)
             f.flush()
-            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())  # the data must be on disk before the rename makes them live
         os.replace(tmp, path)
     except OSError as exc:
@@ -59,6 +58,20 @@ def write_atomically(
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
+
+
+def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Path]:
+    """A new file ``<prefix><random>.tmp`` in ``directory``, open for writing.
+
+    Created with ``mode`` for the kernel to apply the umask: ``mkstemp`` makes a private file,
+    and a chmod after it made every checkpoint world-readable under a umask of 077.
+    """
+    while True:
+        tmp = directory / f"{prefix}{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
+        except FileExistsError:  # 48 random bits taken: draw again
+            continue
 
 
 def fsync_directory(directory: str | os.PathLike) -> None:

@@ -121,7 +121,9 @@ def test_file_is_plain_safetensors_with_prefixed_optimizer_state(tmp_path):
     tensors = load_file(path)
     assert "optim/conv1.weight/m" in tensors and "optim/fc/1.weight/step" in tensors
     np.testing.assert_array_equal(tensors["conv1.bias"], params[1].value)
-    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert oct(path.stat().st_mode & 0o777) == oct(0o644 & ~umask)  # not private: mkstemp's
 
 
 def test_missing_file_names_it(tmp_path):
@@ -470,3 +472,18 @@ def test_running_out_of_memory_while_reading_is_a_read_error(tmp_path, monkeypat
     monkeypatch.setattr(safetensors.numpy, "load", no_memory)
     with pytest.raises(CheckpointReadError, match=r"cannot be read here: MemoryError; the file"):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    "umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o027, 0o640)], ids=["022", "077", "027"]
+)
+def test_a_checkpoint_gets_the_permissions_the_umask_allows(tmp_path, umask, mode):
+    """The file was chmod to 0644 whatever the umask: under 077 (a shared cluster's private
+    runs) every checkpoint, manifest and metrics log was readable by everyone."""
+    path = tmp_path / "c.safetensors"
+    previous = os.umask(umask)
+    try:
+        _save(path, _model(), None)
+    finally:
+        os.umask(previous)
+    assert oct(path.stat().st_mode & 0o777) == oct(mode)
