@@ -44,7 +44,12 @@ class CheckpointError(RuntimeError):
 
 class CheckpointDamaged(CheckpointError):
     """The file's content is unusable (truncated, failing its checksum, bad metadata, another
-    format or version): reading it again gives the same answer."""
+    format): reading it again gives the same answer."""
+
+
+class CheckpointVersionError(CheckpointError):
+    """The file is a distconv checkpoint of another format version: whole, most likely, and
+    readable by the distconv that wrote it, so it is neither damage nor passed over."""
 
 
 class CheckpointReadError(CheckpointError):
@@ -185,19 +190,21 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     Raises:
         CheckpointReadError: the file is missing or the OS cannot read it (its reason), or
             this host lacks what reading it takes (memory, ``ml_dtypes`` for bfloat16).
-        CheckpointDamaged: the file is truncated, corrupt, from another format version, or not
-            a distconv checkpoint.
+        CheckpointDamaged: the file is truncated, corrupt, or not a distconv checkpoint.
+        CheckpointVersionError: the file is a checkpoint of another format version.
 
-    Both are a :class:`CheckpointError` with a one-line message that names the file.
+    Each is a :class:`CheckpointError` with a one-line message that names the file.
     """
     path = Path(path)
     tensors, meta = _read(path)
     if meta.get("format") != FORMAT:
         raise CheckpointDamaged(f"checkpoint {path} is a safetensors file but not a distconv one")
     if meta.get("version") != VERSION:
-        raise CheckpointDamaged(
+        # not damage: a resume would set it aside for an older checkpoint, and the distconv
+        # that wrote it (a job's other image) would then resume from that one
+        raise CheckpointVersionError(
             f"checkpoint {path} has format version {meta.get('version')!r}; this distconv "
-            f"reads version {VERSION!r}"
+            f"reads version {VERSION!r}: resume with the distconv that wrote it"
         )
     if _digest(tensors, meta) != meta.get(DIGEST_KEY):
         raise CheckpointDamaged(f"checkpoint {path} is corrupt: it fails its checksum")

@@ -531,3 +531,19 @@ def test_a_bfloat16_run_resumed_without_ml_dtypes_sets_no_checkpoint_aside(
     monkeypatch.undo()
     assert _trainer(tmp_path, dtype=bfloat16).fit(train, epochs=1, resume=True) == []
     assert RunDirectory(tmp_path).latest().step == 15
+
+
+def test_a_checkpoint_of_another_format_version_stops_the_resume_and_is_not_set_aside(
+    data, tmp_path
+):
+    """Taken for damage, the newest checkpoint of another format version (written by another
+    distconv: a job's pods on two images) was set aside and the resume went on from an older
+    one; the distconv that wrote it then resumed from that older one too, its steps lost."""
+    train, _ = data
+    _trainer(tmp_path, checkpoint_every=7).fit(train, epochs=1)  # steps 7, 14, 15
+    newest = RunDirectory(tmp_path).latest().part(run_dir.CHIEF)
+    newest.write_bytes(newest.read_bytes().replace(b'"version":"2"', b'"version":"3"'))
+    before = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    with pytest.raises(CheckpointError, match=r"format version '3'; .*the distconv that wrote"):
+        _trainer(tmp_path, checkpoint_every=7).fit(train, epochs=2, resume=True)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
