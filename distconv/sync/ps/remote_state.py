@@ -40,7 +40,8 @@ class RemoteState:
             for b in run:
                 spec = self._specs[b.param]
                 for key in h["keys"]:
-                    _gather_block(state[spec.name], spec, b, key, next(it))
+                    shaped = key in self.optimizer.buffers
+                    _gather_block(state[spec.name], spec, b, key, next(it), shaped)
         return state
 
     def _state_sizes(self, blocks: Sequence[Block]) -> list[int]:
@@ -77,7 +78,13 @@ class RemoteState:
             keys = _shard_keys(state[self.params[blocks[0].param].name]) if blocks else []
             arrays = [
                 [
-                    _block_state(state[self._specs[b.param].name], self._specs[b.param], b, key)
+                    _block_state(
+                        state[self._specs[b.param].name],
+                        self._specs[b.param],
+                        b,
+                        key,
+                        key in self.optimizer.buffers,
+                    )
                     for key in keys
                 ]
                 for b in blocks
@@ -112,11 +119,18 @@ class RemoteState:
 
 
 def _gather_block(
-    state: dict[str, Any], spec: ParamSpec, block: Block, key: str, value: np.ndarray
+    state: dict[str, Any],
+    spec: ParamSpec,
+    block: Block,
+    key: str,
+    value: np.ndarray,
+    shaped: bool,
 ) -> None:
-    """Write one block's ``key`` (a slice of rows, or a per-block scalar) into ``state``."""
+    """Write one block's ``key`` into ``state``: a slice of rows when ``shaped`` (a buffer
+    shaped like the parameter), else a per-block scalar. Not told by ``state[key].ndim``: a
+    0-d parameter's moments are 0-d too, and would be saved as the largest of them and 0."""
     target = state[key]
-    if target.ndim:
+    if shaped:
         rows_view(target, spec)[block.start : block.stop] = value
         return
     if spec.sparse:
@@ -131,10 +145,13 @@ def _shard_keys(state: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in state if not k.endswith(PER_ROW))
 
 
-def _block_state(state: Mapping[str, Any], spec: ParamSpec, block: Block, key: str) -> np.ndarray:
-    """One block's ``key``, C-contiguous, as ``set_state`` sends it."""
+def _block_state(
+    state: Mapping[str, Any], spec: ParamSpec, block: Block, key: str, shaped: bool
+) -> np.ndarray:
+    """One block's ``key``, C-contiguous, as ``set_state`` sends it: a ``(rows, row_len)``
+    slice when ``shaped`` (a 0-d parameter's moment too), else a per-block scalar."""
     a = np.asarray(to_host(state[key]))
-    if a.ndim:
+    if shaped:
         return np.array(rows_view(a, spec)[block.start : block.stop], order="C")
     per_row = state.get(key + PER_ROW) if spec.sparse else None
     if per_row is None:
