@@ -48,8 +48,11 @@ class RemoteState:
         """The bytes of each block's optimizer state in a ``get_state`` reply."""
         sizes = []
         for b in blocks:
-            dtype = np.dtype(self._specs[b.param].dtype)
-            template = self.optimizer.init_state(np.zeros(b.stop - b.start, dtype))
+            spec = self._specs[b.param]
+            # a block is rows x row_len (a sparse table's rows are whole rows of the table)
+            template = self.optimizer.init_state(
+                np.zeros((b.stop - b.start, spec.row_len), np.dtype(spec.dtype))
+            )
             sizes.append(sum(int(np.asarray(v).nbytes) for v in template.values()))
         return sizes
 
