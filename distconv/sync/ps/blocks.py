@@ -6,8 +6,9 @@ The rule (``docs/protocol.md`` repeats it for other clients):
    element per row), a sparse one as ``shape[0]`` rows of ``prod(shape[1:])`` elements, so a
    sparse block always holds whole rows.
 2. A parameter is cut into ``n = ceil(rows / max(1, block_bytes // row_bytes))`` blocks of
-   consecutive rows, block ``k`` holding rows ``[rows*k//n, rows*(k+1)//n)``. Block ids count
-   up over the parameters in their given order, then over the blocks of each.
+   consecutive rows, block ``k`` holding rows ``[rows*k//n, rows*(k+1)//n)`` (none for a
+   parameter of no rows). Block ids count up over the parameters in their given order, then
+   over the blocks of each.
 3. Blocks are dealt out largest first (ties: smaller id first), each to the shard holding the
    fewest bytes so far (ties: smaller shard index). So the shards' loads differ by at most one
    block, and a parameter larger than a block spans several shards.
@@ -115,7 +116,7 @@ def cut_blocks(params: Sequence[ParamSpec], block_bytes: int) -> list[Block]:
     blocks: list[Block] = []
     for index, spec in enumerate(params):
         rows_per_block = max(1, block_bytes // max(spec.row_bytes, 1))
-        n = max(1, math.ceil(spec.rows / rows_per_block))
+        n = math.ceil(spec.rows / rows_per_block)  # none for a parameter of no elements
         for k in range(n):
             start, stop = spec.rows * k // n, spec.rows * (k + 1) // n
             nbytes = (stop - start) * spec.row_bytes
