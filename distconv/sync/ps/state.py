@@ -349,7 +349,9 @@ class BlockUpdates:
 
     def _apply_async(self, ident: bytes, header: dict[str, Any], params: list, parts: list) -> None:
         """Apply each parameter of a push at once, or drop it if too stale; one reply with
-        every block's values and the number of parameters dropped.
+        every block's values and the number of parameters dropped. A push of ``count`` 0 (a
+        short last step left the worker no example) holds no gradient: nothing is applied
+        (Momentum and Adam would take a step on its zeros, a step of no data).
 
         Everything a request can get wrong was checked before (:meth:`_op_push`) and the drops
         are decided here before any update, so only the optimizer itself can fail midway (a
@@ -376,7 +378,7 @@ class BlockUpdates:
             )
         self.optimizer.lr = float(header["lr"])
         scale = mean_scale(header["count"])
-        for p, ids, mine in applied:
+        for p, ids, mine in applied if header["count"] else ():
             try:
                 start = _clock()
                 for bid, (rows, g) in zip(ids, mine):
