@@ -59,6 +59,9 @@ class RemoteState:
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Rank 0 sends ``state`` to the shards (the others have nothing to do).
 
+        A parameter ``state`` has no entry for (one frozen when the checkpoint was written,
+        trained now) keeps the fresh state the seed gave it, as with the other syncs.
+
         Raises:
             ValueError: a parameter's entry lacks one of the optimizer's keys (a stateful
                 optimizer needs them all), a sparse parameter's rows disagree on a scalar
@@ -69,7 +72,9 @@ class RemoteState:
         if not self.is_chief or not keys:
             return  # a stateless optimizer (plain SGD): the shards hold nothing to restore
         for p in self.params:
-            missing = sorted(keys - set(state.get(p.name, {})))
+            if p.name not in state:
+                continue
+            missing = sorted(keys - set(state[p.name]))
             if missing:
                 raise ValueError(
                     f"optimizer state to restore lacks {missing[0]!r} of parameter {p.name} "
@@ -77,8 +82,8 @@ class RemoteState:
                 )
         asks = []
         for s in range(len(self._socks)):
-            blocks = self.layout.blocks_on(s)
-            keys = _shard_keys(state[self.params[blocks[0].param].name]) if blocks else []
+            blocks = [b for b in self.layout.blocks_on(s) if self._specs[b.param].name in state]
+            keys = _shard_keys(state[self._specs[blocks[0].param].name]) if blocks else []
             arrays = [
                 [
                     _block_state(
