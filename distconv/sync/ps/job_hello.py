@@ -69,6 +69,8 @@ class HelloJob:
     digest: str
     described: dict[str, Any] | None = None
     left_out: dict[str, str] | None = None
+    #: every top-level entry's :func:`part_digest`, carried or computed (with ``described``)
+    entries: dict[str, str] | None = None
 
     @classmethod
     def of(cls, header: Mapping[str, Any]) -> HelloJob:
@@ -89,16 +91,17 @@ class HelloJob:
                 raise WireError("hello: part_digests without a description")
             return cls(claimed)
         described = json_map(header["description"], "hello: description")
-        if left_out is not None:  # entries of the description: the whole is not here to check
-            _check_left_out(left_out, described)
-            return cls(claimed, described, left_out)
-        try:
+        try:  # here, not in difference(): a later hello must never fail on this one's nesting
+            entries = {k: part_digest(k, v) for k, v in described.items()}
             actual = digest(described)
         except RecursionError:  # nested deeper than json writes back
             raise WireError("hello: description nested too deep") from None
+        if left_out is not None:  # entries of the description: the whole is not here to check
+            _check_left_out(left_out, described)
+            return cls(claimed, described, left_out, {**entries, **left_out})
         if actual != claimed:
             raise WireError(f"hello: digest {claimed} is not its description's ({actual})")
-        return cls(claimed, described)
+        return cls(claimed, described, None, entries)
 
     def difference(self, job: HelloJob) -> str | None:
         """None when this hello names ``job`` (the first accepted hello's); else why not, as a
@@ -125,9 +128,8 @@ class HelloJob:
     def entry_digests(self) -> dict[str, str]:
         """Every top-level entry's :func:`part_digest`, carried or computed (needs
         ``described``)."""
-        assert self.described is not None
-        carried = {k: part_digest(k, v) for k, v in self.described.items()}
-        return {**carried, **(self.left_out or {})}
+        assert self.entries is not None
+        return self.entries
 
 
 def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
@@ -159,6 +161,5 @@ def _check_left_out(left_out: Any, described: Mapping[str, Any]) -> None:
         for k, d in left_out.items()
     ):
         raise WireError(
-            "hello: part_digests must map entries the description lacks to 16 lowercase hex "
-            "digits"
+            "hello: part_digests must map entries the description lacks to 16 lowercase hex digits"
         )

@@ -156,3 +156,22 @@ def test_a_large_model_s_config_difference_is_named_by_value():
     other = job_description(params, SGD(lr=0.1), {"batch_size": 16, "seed": 1})
     said = HelloJob.of(hello_fields(other)).difference(HelloJob.of(fields))
     assert said.startswith("parameters: digest "), said
+
+
+@pytest.mark.timeout(120)
+def test_a_partial_description_nested_near_the_limit_never_fails_a_later_hello(hand):
+    """A partial description's digest is not checked, so its nesting was first written back
+    in difference(): one just shallow enough to parse became the job's, and every later hello
+    then failed as a shard error (RecursionError) instead of being told what differs."""
+    for depth in range(900, 1000):
+        h = hand(workers=2)
+        deep = '{"batch": ' + "[" * depth + "]" * depth + "}"
+        first = _hello(
+            h, 0, digest=SOME_DIGEST, description=deep, part_digests=_large(8)["part_digests"]
+        )
+        later = _hello(h, 1, **_large(8))
+        h.close()
+        if first["op"] == "error":
+            assert "nested too deep" in first["error"] or "JSON map" in first["error"], first
+        else:
+            assert later["op"] == "error" and "shard error" not in later["error"], (depth, later)
