@@ -155,10 +155,18 @@ def _only(described: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
 
 
 def _check_left_out(left_out: Any, described: Mapping[str, Any]) -> None:
-    """WireError unless ``left_out`` maps entries the description lacks to digests."""
-    if not isinstance(left_out, dict) or not all(
-        isinstance(k, str) and k not in described and isinstance(d, str) and _DIGEST.fullmatch(d)
-        for k, d in left_out.items()
+    """WireError unless ``left_out`` maps one or more entries the description lacks to digests
+    (none left out would be a whole description, whose digest :meth:`HelloJob.of` checks)."""
+    if (
+        not isinstance(left_out, dict)
+        or not left_out
+        or not all(
+            isinstance(k, str)
+            and k not in described
+            and isinstance(d, str)
+            and _DIGEST.fullmatch(d)
+            for k, d in left_out.items()
+        )
     ):
         raise WireError(
             "hello: part_digests must map entries the description lacks to 16 lowercase hex digits"

@@ -129,8 +129,12 @@ def test_descriptions_that_differ_are_named_by_value_else_by_the_entry_s_digest(
         ({"part_digests": {"batch": SOME_DIGEST}}, "part_digests must map entries the"),
         ({"part_digests": {"layers": 7}}, "part_digests must map entries the description"),
         ({"part_digests": ["layers"]}, "header field 'part_digests' has type list"),
+        (  # a whole description under another digest: it once became the job's unchecked
+            {"description": GOOD["description"], "digest": SOME_DIGEST, "part_digests": {}},
+            "part_digests must map entries the description",
+        ),
     ],
-    ids=["no-description", "short", "carried-too", "int", "list"],
+    ids=["no-description", "short", "carried-too", "int", "list", "empty"],
 )
 def test_malformed_part_digests_are_refused_and_the_shard_keeps_serving(hand, job, expect):
     h = hand(workers=2)
