@@ -196,11 +196,14 @@ def _world_size(obj: Manifest) -> int | None:
 def _job_id(container: Manifest, argv: list[str]) -> tuple[str, str] | None:
     """(the job id a ``distconv train`` or ``pserver`` with ``argv`` in ``container`` uses,
     where it comes from), as both read it: ``--job-id``, else ``DISTCONV_JOB_ID``, else the
-    default; None where the cluster fills it in (``$(VAR)``, ``valueFrom``)."""
+    default; None where the cluster fills it in (``$(VAR)``, ``valueFrom``, ``envFrom``)."""
     if _flag(argv, "--job-id", last=True) is not None:
         value = _written(argv, "--job-id")
         return None if value is None else (value.strip(), "--job-id")
-    value = _env(container).get(ENV_JOB_ID, "")
+    env = _env(container)
+    if ENV_JOB_ID not in env and container.get("envFrom"):  # a ConfigMap or Secret may set it
+        return None
+    value = env.get(ENV_JOB_ID, "")
     if value == "":  # both read an empty one as none
         return DEFAULT_JOB_ID, f"the default, without {ENV_JOB_ID}"
     return None if value is None or "$(" in value else (value.strip(), ENV_JOB_ID)

@@ -125,3 +125,24 @@ def test_a_job_id_the_cluster_fills_in_is_not_judged():
         {"name": "DISTCONV_JOB_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
     )
     assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize("role", ["ranks", "shard"])
+def test_a_job_id_from_env_from_is_not_judged(role):
+    """``envFrom`` (a ConfigMap's or Secret's keys) may set DISTCONV_JOB_ID: the job id it
+    gives is the cluster's to know, not the default's (review k126: 'job id 'local' (the
+    default, without DISTCONV_JOB_ID)' for ranks that read it from a ConfigMap)."""
+    objs = _example("pserver")
+    container = _ranks(objs) if role == "ranks" else _shard(objs)
+    _set_env(container, "DISTCONV_JOB_ID", None)
+    container["envFrom"] = [{"configMapRef": {"name": "digits-ps-job"}}]
+    assert manifest_problems(objs) == []
+
+
+def test_a_job_id_set_beside_env_from_is_still_judged():
+    """``env`` wins over ``envFrom`` in the kubelet: a value written there is the job id."""
+    objs = _example("pserver")
+    _set_env(_ranks(objs), "DISTCONV_JOB_ID", "other")
+    _ranks(objs)["envFrom"] = [{"configMapRef": {"name": "digits-ps-job"}}]
+    problems = manifest_problems(objs)
+    assert len(problems) == 1 and "job id 'other' (DISTCONV_JOB_ID)" in problems[0], problems
