@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator, Sequence
 
+from distconv.deploy.check_shards import shard_flag
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -163,7 +164,7 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
             )
         if given is not None and size is not None and given != str(size):
             yield f"{here}: --world-size {given} but {_where(obj)} runs {size} ranks"
-        mine = _job_id(container, train)
+        mine = _rank_job_id(container, train)
         for shard_where, theirs in shards:
             if None not in (mine, theirs) and mine[0] != theirs[0]:
                 yield (
@@ -193,13 +194,13 @@ def _world_size(obj: Manifest) -> int | None:
     return None
 
 
-def _job_id(container: Manifest, argv: list[str]) -> tuple[str, str] | None:
-    """(the job id a ``distconv train`` or ``pserver`` with ``argv`` in ``container`` uses,
-    where it comes from), as both read it: ``--job-id``, else ``DISTCONV_JOB_ID``, else the
-    default; None where the cluster fills it in (``$(VAR)``, ``valueFrom``, ``envFrom``)."""
-    if _flag(argv, "--job-id", last=True) is not None:
-        value = _written(argv, "--job-id")
-        return None if value is None else (value.strip(), "--job-id")
+def _job_id(container: Manifest, given: bool, flag: str | None) -> tuple[str, str] | None:
+    """(the job id a ``distconv train`` or ``pserver`` in ``container`` uses, where it comes
+    from), as both read it: ``--job-id`` where ``given`` (``flag``, its value), else
+    ``DISTCONV_JOB_ID``, else the default; None where the cluster fills it in (``$(VAR)``,
+    ``valueFrom``, ``envFrom``)."""
+    if given:
+        return None if flag is None else (flag.strip(), "--job-id")
     env = _env(container)
     if ENV_JOB_ID not in env and container.get("envFrom"):  # a ConfigMap or Secret may set it
         return None
@@ -209,9 +210,16 @@ def _job_id(container: Manifest, argv: list[str]) -> tuple[str, str] | None:
     return None if value is None or "$(" in value else (value.strip(), ENV_JOB_ID)
 
 
+def _rank_job_id(container: Manifest, train: list[str]) -> tuple[str, str] | None:
+    """:func:`_job_id` of a rank with the (spelled out) ``train`` arguments."""
+    given = _flag(train, "--job-id", last=True) is not None
+    return _job_id(container, given, _written(train, "--job-id"))
+
+
 def _shard_job_ids(objs: Sequence[Manifest]) -> list[tuple[str, tuple[str, str] | None]]:
-    """(where, job id as :func:`_job_id` gives it) of every shard the job runs."""
+    """(where, job id as :func:`_job_id` gives it) of every shard the job runs, its flag read
+    as the shard's own parser reads it (``--job`` is ``--job-id``)."""
     return [
-        (_here(where, container), _job_id(container, args))
+        (_here(where, container), _job_id(container, *shard_flag(args, container, "job_id")))
         for _, where, _, container, args in _running(objs, "pserver")
     ]

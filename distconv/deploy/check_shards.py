@@ -171,6 +171,23 @@ def shard_argv_problem(
     return _shown(f"unrecognized arguments: {' '.join(wrong)}") if wrong else None
 
 
+def shard_flag(args: Sequence[str], container: Manifest, dest: str) -> tuple[bool, str | None]:
+    """Whether ``distconv pserver`` reads its flag ``dest`` from ``args``, however written
+    (``--job`` is ``--job-id``), and the value it reads, ``$(VAR)`` filled in as by
+    :func:`expand`: None where only the cluster knows it, or the command line is refused."""
+    argv = [expand(a, container) for a in args]
+    try:  # a dest already in the namespace keeps its value where the flag is not given
+        namespace, _ = pserver_parser().parse_known_args(
+            argv, argparse.Namespace(**{dest: _ABSENT})
+        )
+    except ArgvRefused:
+        return True, None
+    value = getattr(namespace, dest)
+    if value is _ABSENT:
+        return False, None
+    return True, None if _is_filled(value) else str(value)
+
+
 def _surely_wrong(extra: list[str], loose: bool) -> list[str]:
     """The tokens of ``extra`` (what the parser left) the shard would refuse; ``loose``: one of
     them is a token the cluster fills in. That one may be a flag, and the token after it its

@@ -146,3 +146,25 @@ def test_a_job_id_set_beside_env_from_is_still_judged():
     _ranks(objs)["envFrom"] = [{"configMapRef": {"name": "digits-ps-job"}}]
     problems = manifest_problems(objs)
     assert len(problems) == 1 and "job id 'other' (DISTCONV_JOB_ID)" in problems[0], problems
+
+
+@pytest.mark.parametrize(
+    "flags, env",
+    [
+        (["--job", "digits-ps"], None),
+        (["--job-i=digits-ps"], None),
+        (["--job-id", "$(JOB)"], "digits-ps"),
+    ],
+)
+def test_a_shard_s_job_id_is_read_as_the_shard_reads_it(flags, env):
+    """``distconv pserver`` takes ``--job`` for ``--job-id`` (argparse's abbreviations), and the
+    kubelet fills in a ``$(VAR)`` set in the container: the shard serves ``digits-ps``, not
+    the default (review k126: 'serves 'local' (the default...)' for ``--job digits-ps``)."""
+    objs = _example("pserver")
+    _set_env(_shard(objs), "DISTCONV_JOB_ID", None)
+    _set_env(_shard(objs), "JOB", env)
+    _shard(objs)["args"] += flags
+    assert manifest_problems(objs) == []
+    _ranks(objs)["args"] += ["--job-id", "other"]  # and a rank's other one is still named
+    problems = manifest_problems(objs)
+    assert len(problems) == 1 and "serves 'digits-ps' (--job-id)" in problems[0], problems
