@@ -77,6 +77,8 @@ def test_a_flag_that_overrides_the_pods_is_named(example, flags, words):
         ("mpijob", ["--world-size=4"]),
         ("pserver", ["--job-id", "digits-ps"]),
         ("pserver", ["--job-id", "$(JOB)"]),
+        ("pserver", ["--job-id="]),  # none given: the rank reads DISTCONV_JOB_ID (review k126)
+        ("pserver", ["--job-id", ""]),
         ("mpijob", ["--job-id", "anything"]),  # no shards to refuse it
     ],
 )
