@@ -162,7 +162,7 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
                 f"{here}: --rank {rank} is in every rank's arguments, so the {size} ranks of "
                 f"{_where(obj)} would all claim it (each gets its own from the pods)"
             )
-        if given is not None and size is not None and given != str(size):
+        if given is not None and size is not None and _other_count(given, size):
             yield f"{here}: --world-size {given} but {_where(obj)} runs {size} ranks"
         mine = _rank_job_id(container, train)
         for shard_where, theirs in shards:
@@ -177,6 +177,15 @@ def _written(argv: list[str], name: str) -> str | None:
     """The value of flag ``name`` in ``argv`` where it is written out, not a ``$(VAR)``."""
     value = _flag(argv, name, last=True)
     return None if value is None or "$(" in value else value
+
+
+def _other_count(given: str, size: int) -> bool:
+    """Whether ``--world-size given`` is another count than ``size`` as the ranks read it
+    (``04`` is 4); a value they cannot read as a number is one too."""
+    try:
+        return int(given) != size
+    except ValueError:
+        return True
 
 
 def _world_size(obj: Manifest) -> int | None:
