@@ -142,7 +142,7 @@ def detect_runtime(
         rank=placement.rank,
         world_size=placement.world_size,
         local_rank=placement.local_rank or 0,
-        job_id=_job_id(flags, env),
+        job_id=job_id_from(flags, env),
         pservers=_pservers(flags, env),
         keys_dir=str(flags.get("keys_dir") or env.get(ENV_KEYS) or "") or None,
         source=placement.source,
@@ -360,7 +360,13 @@ def _role(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
     return role
 
 
-def _job_id(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+def job_id_from(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """The job id: ``flags["job_id"]`` unless empty, else ``DISTCONV_JOB_ID``, else the
+    default, stripped (workers and shards alike, or every hello is refused).
+
+    Raises:
+        RuntimeConfigError: an id that is blank or holds whitespace.
+    """
     job_id = str(flags.get("job_id") or env.get(ENV_JOB_ID) or DEFAULT_JOB_ID).strip()
     if not job_id or any(c.isspace() for c in job_id):
         raise RuntimeConfigError(f"job id must be a non-empty word, got {job_id!r}")

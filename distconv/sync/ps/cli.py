@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID
+from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 
 
 class PserverStartError(ValueError):
@@ -130,6 +130,10 @@ def run_pserver(args: argparse.Namespace) -> int:
     from distconv.sync.ps.keys import KeyFileError
     from distconv.sync.ps.server import run_shard
 
+    try:  # as the workers read theirs: a padded id was kept here and stripped there
+        job_id = job_id_from({"job_id": args.job_id}, os.environ)
+    except RuntimeConfigError as exc:
+        raise PserverStartError(f"--job-id: {exc}") from exc
     config = ShardConfig(
         bind=args.bind,
         shard=args.shard,
@@ -143,7 +147,7 @@ def run_pserver(args: argparse.Namespace) -> int:
         insecure=args.insecure,
         checkpoint_dir=args.checkpoint_dir,
         keep_parts=args.keep_parts,
-        job_id=args.job_id,
+        job_id=job_id,
         max_message_bytes=args.max_message_bytes,
         max_frame_bytes=args.max_frame_bytes,
         drain_seconds=args.drain_seconds,

@@ -1,0 +1,47 @@
+"""A shard reads its job id as the workers read theirs (``--job-id``, else
+``DISTCONV_JOB_ID``, else ``local``, stripped): it kept ``' job7 '`` padded while the workers
+stripped theirs, so every hello was refused (review k126). A blank id stops it at start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from ps_helpers import REPO_ROOT, small_net
+
+from distconv.optim import create_optimizer
+from distconv.sync.ps.client import PServerSync
+
+
+@pytest.mark.timeout(60)
+def test_a_padded_job_id_is_the_workers_job_id(shards):
+    endpoints = shards.start(1, workers=1, extra=["--job-id", " job7 "])
+    sync = PServerSync(
+        create_optimizer("sgd", lr=0.1),
+        rank=0,
+        world_size=1,
+        pservers=endpoints,
+        insecure=True,
+        timeout=20,
+        job_id="job7",
+    )
+    try:
+        sync.setup(small_net().parameters())  # refused: "another job" before the fix
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_blank_job_id_stops_the_shard_with_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0"]
+        + ["--num-shards", "1", "--workers", "1", "--insecure", "--job-id", "  "],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--job-id: job id must be a non-empty word" in lines[0], lines
