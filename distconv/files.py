@@ -51,9 +51,7 @@ def write_atomically(
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:  # say which file could not be written (ENOSPC names none)
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
+        raise naming(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -84,6 +82,12 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def naming(exc: OSError, path: str | os.PathLike) -> OSError:
+    """``exc``, or where it names no file (a write that fills the disk names none) the same
+    error naming ``path``, so that the one line a user reads says which file."""
+    return exc if exc.filename is not None else OSError(exc.errno, exc.strerror, str(path))
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from distconv.files import write_atomically
+from distconv.files import naming, write_atomically
 
 log = logging.getLogger("distconv.metrics")
 
@@ -164,12 +164,15 @@ class MetricsWriter:
     def write(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` (JSON-able values) as one line, and wait until it is on disk."""
         line = _line(record)
-        with open(self.path, "ab") as f:
-            f.write(line)
-            f.flush()
-            # the epoch's checkpoint follows, synced: a host crash must not keep it and lose
-            # this line, which a resume from it would never write again
-            os.fsync(f.fileno())
+        try:
+            with open(self.path, "ab") as f:
+                f.write(line)
+                f.flush()
+                # the epoch's checkpoint follows, synced: a host crash must not keep it and
+                # lose this line, which a resume from it would never write again
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise naming(exc, self.path) from None
         self.records.append(dict(record))
 
 
@@ -234,7 +237,10 @@ def plot_metrics(
             ax.legend()
     if title:
         fig.suptitle(title)
-    fig.savefig(path, dpi=100)
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise naming(exc, path) from None
 
 
 def _series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list, list]:

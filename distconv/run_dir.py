@@ -229,7 +229,13 @@ class RunDirectory:
         remote = dict(remote or {})
         record = {"step": step, "parts": relative, "remote": remote, "job": job, "launch": launch}
         text = json.dumps({k: v for k, v in record.items() if v is not None}, indent=1)
-        write_atomically(manifest, [text.encode()])
+        try:
+            write_atomically(manifest, [text.encode()])
+        except OSError as exc:  # a CheckpointError, as the part's own write failing is
+            raise CheckpointError(
+                f"cannot write checkpoint manifest {manifest}: {describe_os_error(exc)}; any "
+                "checkpoint before it is intact"
+            ) from None
         self._prune()
         return Manifest(step, relative, manifest, remote, job, launch)
 

@@ -6,6 +6,7 @@ import errno
 import io
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,31 @@ def test_a_crash_while_trimming_keeps_the_history(tmp_path, monkeypatch):
         MetricsWriter(path, keep_through_epoch=2)
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["metrics.jsonl"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_full_disk_under_the_metrics_log_names_the_file(tmp_path):
+    """/dev/full answers every write with ENOSPC, which names no file: the run ended with
+    '[Errno 28] No space left on device' and no word of which file (review k123)."""
+    w = MetricsWriter(tmp_path / "metrics.jsonl")
+    w.path = Path("/dev/full")  # the disk fills up between two epochs
+    with pytest.raises(OSError) as info:
+        w.write({"epoch": 1, "train_loss": 1.0})
+    assert info.value.errno == errno.ENOSPC and info.value.filename == "/dev/full"
+    assert str(info.value) == "[Errno 28] No space left on device: '/dev/full'"
+    assert w.records == []  # the line is not counted as written
+
+
+def test_a_full_disk_under_the_plot_names_the_file(tmp_path, monkeypatch):
+    """As the log's (matplotlib writes /dev/full without a word, so the disk fills up here
+    as in the other disk-full tests: the write raises ENOSPC, naming no file)."""
+    figure = pytest.importorskip("matplotlib.figure")
+
+    def disk_full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(figure.Figure, "savefig", disk_full)
+    path = tmp_path / "plot.png"
+    with pytest.raises(OSError) as info:
+        plot_metrics([{"epoch": 1, "train_loss": 1.0}], path)
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from distconv import files as run_dir_files
 from distconv import run_dir
 from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
 from distconv.checkpoint import save_checkpoint as write_checkpoint
@@ -547,3 +548,27 @@ def test_a_checkpoint_of_another_format_version_stops_the_resume_and_is_not_set_
     with pytest.raises(CheckpointError, match=r"format version '3'; .*the distconv that wrote"):
         _trainer(tmp_path, checkpoint_every=7).fit(train, epochs=2, resume=True)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
+
+
+def test_a_manifest_the_disk_has_no_room_for_is_a_checkpoint_error_naming_it(tmp_path, monkeypatch):
+    """Its part's write failing was a CheckpointError, the manifest's a bare OSError, which
+    an API caller catching CheckpointError missed (review k123)."""
+    run = RunDirectory(tmp_path)
+    part = run.step_dir(1) / run_dir.CHIEF_PART
+    part.write_bytes(b"a part")
+    run.commit(1, {run_dir.CHIEF: part})
+
+    def disk_full(target):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(run_dir_files, "write_hook", disk_full)
+    part = run.step_dir(2) / run_dir.CHIEF_PART
+    part.write_bytes(b"a part")
+    with pytest.raises(CheckpointError) as info:
+        run.commit(2, {run_dir.CHIEF: part})
+    manifest = run.checkpoint_root / "step-00000002.json"
+    assert str(info.value) == (
+        f"cannot write checkpoint manifest {manifest}: no space left on device; any "
+        "checkpoint before it is intact"
+    )
+    assert [m.step for m in run.manifests()] == [1]
