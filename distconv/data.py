@@ -234,6 +234,8 @@ def load_mnist(directory: str | os.PathLike) -> tuple[Dataset, Dataset]:
 
 
 def _directory(directory: str | os.PathLike) -> Path:
+    if not str(directory).strip():  # Path("") is ".": a directory nobody named
+        raise DataError(f"MNIST directory must not be empty, got {str(directory)!r}")
     directory = Path(directory)
     if directory.is_dir():
         return directory

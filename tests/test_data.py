@@ -146,6 +146,18 @@ def test_mnist_data_dir_that_is_a_file(tmp_path):
         load_dataset("mnist", afile)
 
 
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_mnist_dir_is_refused_not_read_as_the_working_directory(
+    tmp_path, monkeypatch, empty
+):
+    """Path("") is ".": a load_dataset("mnist", os.environ.get("MNIST", "")) trained on
+    whatever MNIST files the working directory held (review k125; the CLI refused it)."""
+    _write_mnist(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="MNIST directory must not be empty"):
+        load_dataset("mnist", empty)
+
+
 @pytest.mark.parametrize("gz", [False, True])
 def test_mnist_accepts_the_dotted_spelling(tmp_path, gz):
     data = _write_mnist(tmp_path, gz=gz, sep=".")
