@@ -1,5 +1,6 @@
-"""Shared fixtures: a seeded generator, the optional PyTorch reference, the kernel pool's use,
-the convolution layout forced, a convolution's weight gradient by its definition."""
+"""Shared fixtures: a seeded generator, the optional PyTorch reference, cupy on a device, the
+kernel pool's use, the convolution layout forced, a convolution's weight gradient by its
+definition."""
 
 from __future__ import annotations
 
@@ -28,6 +29,21 @@ def rng() -> np.random.Generator:
 def torch():
     """PyTorch as an independent reference; CI installs torch==2.13.0 CPU so these run there."""
     return pytest.importorskip("torch", reason="PyTorch is not importable: parity tests skipped")
+
+
+@pytest.fixture
+def cupy():
+    """cupy, with new arrays on the GPU for the test; skipped where cupy or a CUDA device is
+    missing (CI has none): ``benchmarks/gpu.py`` runs these on a GPU machine."""
+    from distconv.backend import BackendError, set_device
+
+    cp = pytest.importorskip("cupy", reason="cupy is not installed: GPU tests skipped")
+    try:
+        set_device("gpu")
+    except BackendError as exc:
+        pytest.skip(str(exc))
+    yield cp
+    set_device("cpu")
 
 
 @pytest.fixture

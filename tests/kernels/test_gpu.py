@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from distconv import Arg
-from distconv.backend import BackendError, set_device, to_host
+from distconv.backend import set_device, to_host
 from distconv.kernels import cudnn as cudnn_kernels
 from distconv.layers import (
     AvgPool2D,
@@ -44,17 +44,6 @@ from distconv.layers import (
 )
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture
-def cupy():
-    cp = pytest.importorskip("cupy", reason="cupy is not installed: GPU tests skipped")
-    try:
-        set_device("gpu")
-    except BackendError as exc:
-        pytest.skip(str(exc))
-    yield cp
-    set_device("cpu")
 
 
 LAYERS = [

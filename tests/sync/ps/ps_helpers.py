@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zmq
@@ -150,8 +151,10 @@ def insecure_worker(
     lr: float = 0.05,
     timeout: float = 20,
     block_bytes: int = 64,
+    **settings: Any,
 ):
-    """The tests' usual worker: a ``PServerSync`` on shards started without CURVE."""
+    """The tests' usual worker: a ``PServerSync`` on shards started without CURVE (``settings``:
+    any other of its arguments, as ``job_id``)."""
     return PServerSync(
         create_optimizer(optimizer, lr=lr),
         rank=rank,
@@ -160,6 +163,7 @@ def insecure_worker(
         insecure=True,
         timeout=timeout,
         block_bytes=block_bytes,
+        **settings,
     )
 
 

@@ -9,25 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import sparse_table_net
+from ps_helpers import insecure_worker, sparse_table_net
 
-from distconv.backend import BackendError, set_device, to_host
-from distconv.optim import create_optimizer
-from distconv.sync.ps.client import PServerSync
+from distconv.backend import to_host
 
 pytestmark = pytest.mark.gpu
 VOCAB, WIDTH, TABLE = 64, 4, "embed.proj0.weight"
-
-
-@pytest.fixture
-def cupy():
-    cp = pytest.importorskip("cupy", reason="cupy is not installed: GPU tests skipped")
-    try:
-        set_device("gpu")
-    except BackendError as exc:
-        pytest.skip(str(exc))
-    yield cp
-    set_device("cpu")
 
 
 @pytest.mark.timeout(120)
@@ -35,14 +22,7 @@ def test_a_second_setup_pulls_rows_onto_the_restored_values(cupy, shards):
     net = sparse_table_net(VOCAB, WIDTH, 3, seed=3)
     params = {p.name: p for p in net.parameters()}
     assert isinstance(params[TABLE].value, cupy.ndarray)  # else this proves nothing
-    sync = PServerSync(
-        create_optimizer("sgd", lr=0.1),
-        rank=0,
-        world_size=1,
-        pservers=shards.start(1, workers=1),
-        insecure=True,
-        timeout=30,
-    )
+    sync = insecure_worker(shards.start(1, workers=1), lr=0.1, block_bytes=1 << 16)
     try:
         sync.setup(net.parameters())
         sync.prefetch({TABLE: np.array([1, 2])})  # the host copy is made here

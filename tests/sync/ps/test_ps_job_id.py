@@ -8,24 +8,13 @@ import subprocess
 import sys
 
 import pytest
-from ps_helpers import REPO_ROOT, small_net
-
-from distconv.optim import create_optimizer
-from distconv.sync.ps.client import PServerSync
+from ps_helpers import REPO_ROOT, insecure_worker, small_net
 
 
 @pytest.mark.timeout(60)
 def test_a_padded_job_id_is_the_workers_job_id(shards):
     endpoints = shards.start(1, workers=1, extra=["--job-id", " job7 "])
-    sync = PServerSync(
-        create_optimizer("sgd", lr=0.1),
-        rank=0,
-        world_size=1,
-        pservers=endpoints,
-        insecure=True,
-        timeout=20,
-        job_id="job7",
-    )
+    sync = insecure_worker(endpoints, job_id="job7")
     try:
         sync.setup(small_net().parameters())  # refused: "another job" before the fix
     finally:
