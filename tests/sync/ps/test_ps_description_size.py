@@ -9,6 +9,7 @@ import json
 import re
 import time
 
+import numpy as np
 import pytest
 from ps_helpers import (
     assert_equals_local_training,
@@ -21,6 +22,7 @@ from ps_helpers import (
 
 from distconv.layers import Conv2D
 from distconv.network import Network
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
@@ -206,5 +208,21 @@ def test_a_header_over_the_cap_is_refused_by_the_worker_at_once(shards):
             sync.allreduce_sum([0.5] * (MAX_HEADER_BYTES // 8))
         assert time.monotonic() - began < 5
         assert sync.allreduce_sum([0.5]) == [0.5]  # nothing was sent: the worker goes on
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_model_of_too_many_parameters_stops_at_the_seed_naming_its_header(shards):
+    """Every seed part lists every parameter (docs/protocol.md, seed): some 25,000 of them
+    pass the 1 MiB header cap. The hello still fits (its description travels in part), and
+    rank 0 stops at the seed at once, with the size, instead of waiting out its timeout."""
+    params = [Parameter(f"layer{i}.weight", np.zeros(2, np.float32)) for i in range(25_000)]
+    sync = insecure_worker(shards.start(1, 1), timeout=60, block_bytes=1 << 20)
+    try:
+        began = time.monotonic()
+        with pytest.raises(SyncError, match=r"a seed header of \d+ bytes, more than the 1048576"):
+            sync.setup(params)
+        assert time.monotonic() - began < 50  # raised before sending, not after the timeout
     finally:
         sync.close()
