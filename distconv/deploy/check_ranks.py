@@ -205,10 +205,10 @@ def _world_size(obj: Manifest) -> int | None:
 
 def _job_id(container: Manifest, given: bool, flag: str | None) -> tuple[str, str] | None:
     """(the job id a ``distconv train`` or ``pserver`` in ``container`` uses, where it comes
-    from), as both read it: ``--job-id`` where ``given`` (``flag``, its value), else
-    ``DISTCONV_JOB_ID``, else the default; None where the cluster fills it in (``$(VAR)``,
-    ``valueFrom``, ``envFrom``)."""
-    if given:
+    from), as both read it: ``--job-id`` where ``given`` (``flag``, its value; an empty one
+    is none given, :func:`~distconv.runtime.job_id_from`), else ``DISTCONV_JOB_ID``, else the
+    default; None where the cluster fills it in (``$(VAR)``, ``valueFrom``, ``envFrom``)."""
+    if given and flag != "":
         return None if flag is None else (flag.strip(), "--job-id")
     env = _env(container)
     if ENV_JOB_ID not in env and container.get("envFrom"):  # a ConfigMap or Secret may set it

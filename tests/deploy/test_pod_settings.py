@@ -171,3 +171,16 @@ def test_a_shard_s_job_id_is_read_as_the_shard_reads_it(flags, env):
     _ranks(objs)["args"] += ["--job-id", "other"]  # and a rank's other one is still named
     problems = manifest_problems(objs)
     assert len(problems) == 1 and "serves 'digits-ps' (--job-id)" in problems[0], problems
+
+
+@pytest.mark.parametrize("flags", [["--job-id="], ["--job-id", ""], ["--job", ""]])
+def test_a_shard_s_empty_job_id_is_none_given(flags):
+    """``distconv pserver`` reads an empty ``--job-id`` as none given, as a worker does
+    (:func:`~distconv.runtime.job_id_from`): the shard serves its ``DISTCONV_JOB_ID``, not the
+    id '' the check said it would, refusing a manifest whose shards and workers agree."""
+    objs = _example("pserver")
+    _shard(objs)["args"] += flags
+    assert manifest_problems(objs) == []
+    _set_env(_shard(objs), "DISTCONV_JOB_ID", None)  # and without it, the default's
+    problems = manifest_problems(objs)
+    assert len(problems) == 1 and "serves 'local' (the default" in problems[0], problems
