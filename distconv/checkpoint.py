@@ -206,7 +206,11 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
             f"checkpoint {path} has format version {meta.get('version')!r}; this distconv "
             f"reads version {VERSION!r}: resume with the distconv that wrote it"
         )
-    if _digest(tensors, meta) != meta.get(DIGEST_KEY):
+    try:
+        digest = _digest(tensors, meta)  # a copy of each tensor in turn
+    except MemoryError as exc:
+        raise _lacking(path, exc) from None
+    if digest != meta.get(DIGEST_KEY):
         raise CheckpointDamaged(f"checkpoint {path} is corrupt: it fails its checksum")
     try:
         ckpt = Checkpoint(
@@ -244,19 +248,26 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
             f"checkpoint {path} cannot be read: {describe_os_error(exc)}; the file is left as "
             "it is, retry once it can be read"
         ) from None
+    except MemoryError as exc:  # the whole file in memory: the largest allocation of a read
+        raise _lacking(path, exc) from None
     try:
         tensors, meta = _load_safetensors(raw, load)
     except (ImportError, MemoryError) as exc:  # this host's lack: the file is not set aside
-        raise CheckpointReadError(
-            f"checkpoint {path} cannot be read here: {exception_line(exc)}; the file is left as "
-            "it is"
-        ) from None
+        raise _lacking(path, exc) from None
     except Exception as exc:  # safetensors raises several types for a damaged file
         reason = exception_line(exc)
         raise CheckpointDamaged(
             f"checkpoint {path} is unreadable (truncated or corrupt): {reason}"
         ) from None
     return tensors, meta
+
+
+def _lacking(path: Path, exc: BaseException) -> CheckpointReadError:
+    """The read error of a checkpoint this host lacks what it takes to read (memory,
+    ``ml_dtypes``): not damage, so a resume sets nothing aside."""
+    return CheckpointReadError(
+        f"checkpoint {path} cannot be read here: {exception_line(exc)}; the file is left as it is"
+    )
 
 
 #: safetensors dtypes its numpy functions write but cannot read back: read as unsigned

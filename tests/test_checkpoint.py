@@ -487,3 +487,36 @@ def test_a_checkpoint_gets_the_permissions_the_umask_allows(tmp_path, umask, mod
     finally:
         os.umask(previous)
     assert oct(path.stat().st_mode & 0o777) == oct(mode)
+
+
+def test_running_out_of_memory_reading_the_file_is_a_read_error(tmp_path, monkeypatch):
+    """The whole file is read into memory before safetensors parses it: a MemoryError there
+    left load_checkpoint as a bare MemoryError, not the one-line read error of a parse that
+    runs out of memory."""
+    path = tmp_path / "c.safetensors"
+    _save(path, _model(), None)
+
+    def no_memory(self):
+        raise MemoryError
+
+    monkeypatch.setattr(Path, "read_bytes", no_memory)
+    with pytest.raises(CheckpointReadError) as info:
+        load_checkpoint(path)
+    assert str(info.value) == (
+        f"checkpoint {path} cannot be read here: MemoryError; the file is left as it is"
+    )
+
+
+def test_running_out_of_memory_checking_the_digest_is_a_read_error(tmp_path, monkeypatch):
+    """The checksum copies each tensor (``tobytes``): out of memory there, as in the parse."""
+    import distconv.checkpoint as checkpoint
+
+    path = tmp_path / "c.safetensors"
+    _save(path, _model(), None)
+
+    def no_memory(tensors, meta):
+        raise MemoryError
+
+    monkeypatch.setattr(checkpoint, "_digest", no_memory)
+    with pytest.raises(CheckpointReadError, match=r"cannot be read here: MemoryError; the file"):
+        load_checkpoint(path)
