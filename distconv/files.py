@@ -86,8 +86,12 @@ def fsync_directory(directory: str | os.PathLike) -> None:
 
 def naming(exc: OSError, path: str | os.PathLike) -> OSError:
     """``exc``, or where it names no file (a write that fills the disk names none) the same
-    error naming ``path``, so that the one line a user reads says which file."""
-    return exc if exc.filename is not None else OSError(exc.errno, exc.strerror, str(path))
+    error naming ``path``, so that the one line a user reads says which file. One with no
+    errno (``OSError("message")``, as libraries raise) is kept: rebuilt from its errno and
+    strerror, both None, it would read ``[Errno None] None``, its message lost."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))
 
 
 def describe_os_error(exc: OSError) -> str:

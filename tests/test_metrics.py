@@ -157,3 +157,16 @@ def test_a_full_disk_under_the_plot_names_the_file(tmp_path, monkeypatch):
     with pytest.raises(OSError) as info:
         plot_metrics([{"epoch": 1, "train_loss": 1.0}], path)
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)
+
+
+def test_a_plot_error_of_no_errno_keeps_its_message(tmp_path, monkeypatch):
+    """A library's ``OSError("message")`` names no file either, but has no errno and strerror
+    to name it with: rebuilt from them it read '[Errno None] None: ...', its cause lost."""
+    figure = pytest.importorskip("matplotlib.figure")
+
+    def refused(self, *args, **kwargs):
+        raise OSError("cannot write mode RGBA as JPEG")
+
+    monkeypatch.setattr(figure.Figure, "savefig", refused)
+    with pytest.raises(OSError, match="^cannot write mode RGBA as JPEG$"):
+        plot_metrics([{"epoch": 1, "train_loss": 1.0}], tmp_path / "plot.jpg")
