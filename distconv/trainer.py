@@ -156,7 +156,6 @@ class Trainer:
         self.pos = Position()
         self.history: list[dict[str, Any]] = []
         self._stop = StopRequest()
-        network.zero_grad()
 
     def _take_trainable(self) -> None:
         """The parameters to train: those not frozen now (a fit after a freeze leaves it out)."""
@@ -301,6 +300,7 @@ class Trainer:
             data = data_facts(train, test, self.dtype)  # the inputs as cast: what trains
             state, pos = self.checkpoints.open(resume, data["train_data"])
             self._take_trainable()
+            self.network.zero_grad()  # what a step cut short left (a second Ctrl-C, an error)
             layers = self.network.structure()  # every rank's model: the same, or stop
             self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary

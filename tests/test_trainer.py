@@ -131,6 +131,32 @@ def test_resume_mid_epoch_gives_the_weights_of_an_uninterrupted_run(data, tmp_pa
             assert ours[key] == pytest.approx(theirs[key], rel=1e-6), key  # float32 sums
 
 
+def test_a_step_cut_short_leaves_no_gradient_to_a_resume_in_the_same_process(data, tmp_path):
+    """A second Ctrl-C (KeyboardInterrupt) in the last pass of an accumulating step left the
+    earlier pass's gradients in the parameters: ``fit(resume=True)`` of the same trainer added
+    them into its first step and ended with other weights than an uninterrupted run."""
+    train, _ = data
+    whole = _trainer(tmp_path / "whole", optimizer="sgd", batch_size=8, accumulate=2)
+    whole.fit(train, epochs=1)
+    t = _trainer(tmp_path / "cut", optimizer="sgd", batch_size=8, accumulate=2, checkpoint_every=1)
+    backward, calls = t.network.backward, []
+
+    def cut_at_step_3_pass_2(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        backward(*args, **kwargs)
+
+    t.network.backward = cut_at_step_3_pass_2
+    with pytest.raises(KeyboardInterrupt):
+        t.fit(train, epochs=1)
+    assert t.pos.step == 2 and t.checkpoints.run.latest().step == 2
+    t.network.backward = backward
+    t.fit(train, epochs=1, resume=True)
+    for name, value in _weights(whole).items():
+        np.testing.assert_array_equal(_weights(t)[name], value, err_msg=name)
+
+
 def test_a_directory_holding_a_run_is_refused_unless_told(data, tmp_path):
     train, test = data
     _trainer(tmp_path).fit(train, test, epochs=1)
