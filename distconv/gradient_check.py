@@ -10,7 +10,9 @@ differences of the scalar ``f = sum(output * r)`` (``r`` a fixed random array):
 2. ``backward`` run twice adds the same gradient again (gradients accumulate);
 3. each parameter fires its ``inc_update`` callback once per pass, with its gradient complete:
    nothing is added to it after the callback (one that fires before its last user has added
-   its share fails here, though it fires once). The check runs the layer alone, so a
+   its share fails here, though it fires once), and nothing reads its value after it either
+   (the callback may apply the optimizer: an input gradient computed from the weight after
+   ``inc_update`` used the updated one). The check runs the layer alone, so a
    parameter's users are its uses inside the layer; sharing across layers is the Network's
    business and is tested there (``tests/layers/test_shared_weight.py``);
 4. with every parameter static the input gradients are unchanged and no callback fires.
@@ -81,27 +83,51 @@ def _analytic(obj: _Objective, params: list[Parameter], passes: int) -> tuple[di
         a.grad = None
     fired: dict[str, int] = {}
     at_fire: dict[str, Any] = {}
+    kept: list[tuple[Parameter, Any]] = []
 
     def callback(p: Parameter) -> None:
         fired[p.name] = fired.get(p.name, 0) + 1
         at_fire[p.name] = (p, p.grad.copy())
+        kept.append((p, p.value.copy()))
+        p.value[...] = np.nan  # in place, as an optimizer changes it: nothing may read it now
 
     for _ in range(passes):
         at_fire.clear()
         for p in params:  # users outside the layer never come: each pass counts afresh
             p.reset_pending()
-        obj.backward(callback)
+        try:
+            obj.backward(callback)
+        finally:
+            for p, value in reversed(kept):
+                p.value[...] = value
+            kept.clear()
         for name, (p, grad) in at_fire.items():
             if not bool(get_array_module(grad).array_equal(grad, p.grad)):
                 raise AssertionError(
                     f"{obj.layer}: parameter {name} fired its callback before its gradient "
                     "was complete (more was added to it afterwards)"
                 )
+        _check_nothing_read_after_firing(obj, params, list(at_fire))
     grads = {f"param {p.name}": p.grad.copy() for p in params if not p.static}
     for i, a in enumerate(obj.inputs):
         if a.needs_grad:
             grads[f"input {i}"] = a.grad.copy()
     return grads, fired
+
+
+def _check_nothing_read_after_firing(
+    obj: _Objective, params: list[Parameter], names: list[str]
+) -> None:
+    """Every gradient of the pass is finite: none was computed from a parameter the callback
+    had already had (its value was NaN from then on)."""
+    grads = [p.grad for p in params if not p.static]
+    grads += [a.grad for a in obj.inputs if a.needs_grad]
+    if not all(bool(get_array_module(g).isfinite(g).all()) for g in grads):
+        raise AssertionError(
+            f"{obj.layer}: a gradient was computed from a parameter after its callback fired "
+            f"(fired: {names}); the callback may change the weight, so compute input gradients "
+            "before inc_update"
+        )
 
 
 def _targets(obj: _Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:

@@ -194,6 +194,22 @@ def test_gradient_checker_catches_overwritten_gradients(rng):
         check_layer_grad(_Overwrites(), [Arg(rng.standard_normal((3, 4)))])
 
 
+class _ReadsAfterFiring(_WrongGrad):
+    """Computes the input gradient from the weight after ``inc_update``: under LocalSync, whose
+    callback applies the optimizer, that is the updated weight."""
+
+    def _backward(self, dz, callback):
+        if not self.w.static:
+            self.w.grad += (dz * self.inputs[0].value).sum(axis=0)
+        self.w.inc_update(callback)
+        grad_target(self.inputs[0])[...] += dz * self.w.value
+
+
+def test_gradient_checker_catches_a_weight_read_after_its_callback(rng):
+    with pytest.raises(AssertionError, match=r"computed from a parameter after its callback fired"):
+        check_layer_grad(_ReadsAfterFiring(), [Arg(rng.standard_normal((3, 4)))])
+
+
 def test_gpu_without_cupy_is_a_clear_error():
     try:
         import cupy  # noqa: F401
