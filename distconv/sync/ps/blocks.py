@@ -101,6 +101,19 @@ class Layout:
         blocks = self.blocks if param is None else self._of_param[param]
         return [b for b in blocks if self.shard_of[b.id] == shard]
 
+    def idle_problem(self, endpoints: Sequence[str]) -> str | None:
+        """Why the job cannot be seeded where a shard gets no block (a small model on many
+        shards: each shard needs one), naming them; None where every shard gets some."""
+        used = set(self.shard_of)
+        idle = [endpoints[s] for s in range(self.num_shards) if s not in used]
+        if not idle:
+            return None
+        return (
+            f"the model's {len(self.blocks)} blocks leave {len(idle)} of the "
+            f"{self.num_shards} pservers without one ({', '.join(idle)}), and a pserver "
+            f"holds at least one: run at most {len(self.blocks)} shards"
+        )
+
     def blocks_of(self, param: int) -> list[Block]:
         """All blocks of parameter ``param``, whatever their shards, in id order."""
         return list(self._of_param[param])

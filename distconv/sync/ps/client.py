@@ -151,6 +151,8 @@ class PServerSync(
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
         self.layout = Layout(self._specs, len(self._socks), self.block_bytes)
+        if (idle := self.layout.idle_problem(self.endpoints)) is not None:  # before any hello
+            raise SyncError(f"rank {self.rank}: {idle}")
         self._param_blocks = [self.layout.blocks_of(i) for i in range(len(self.params))]
         self._versions = [0] * len(self.layout.blocks)
         self._targets = [

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ps_helpers import insecure_worker, small_net
 
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.blocks import Layout, ParamSpec
 from distconv.sync.ps.client import PServerSync
@@ -61,3 +63,20 @@ def test_a_model_with_a_parameter_of_no_elements_trains_through_the_shards(shard
         sync.load_state_dict(state)
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_more_shards_than_blocks_is_refused_before_the_hello_naming_the_idle_ones(shards):
+    """A small model on many shards left some without a block, and setup failed with the
+    shard's 'seed: no blocks', which says neither which shards nor what to do (review k127)."""
+    endpoints = shards.start(10, workers=1)
+    sync = insecure_worker(endpoints, block_bytes=1 << 20)  # one block a parameter: 8
+    try:
+        with pytest.raises(SyncError) as info:
+            sync.setup(small_net().parameters())
+    finally:
+        sync.close()
+    assert str(info.value) == (
+        f"rank 0: the model's 8 blocks leave 2 of the 10 pservers without one "
+        f"({', '.join(endpoints[8:])}), and a pserver holds at least one: run at most 8 shards"
+    )
