@@ -28,7 +28,9 @@ Example::
 from __future__ import annotations
 
 import errno
+import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -37,6 +39,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+log = logging.getLogger("distconv.service")
 
 #: what ``distconv_step`` says before the first step, and after ``forget_step``
 NO_STEP = -1
@@ -126,7 +130,7 @@ class ServiceEndpoints:
         self._last_beat = time.monotonic()
         self._last_step: int | None = None
         self._failure: str | None = None
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._totals: dict[str, float] = {}
 
@@ -149,12 +153,11 @@ class ServiceEndpoints:
         if not 0 <= port <= 65535:  # bind() raises an OverflowError that names no flag
             raise OSError(errno.EINVAL, f"probes and metrics on {host}:{port}: a port is 0..65535")
         try:
-            server = ThreadingHTTPServer((host, port), _handler_for(self))
+            server = _Server((host, port), _handler_for(self))
         except OSError as exc:  # "Address already in use" alone names no port
             raise OSError(
                 exc.errno, f"probes and metrics on {host}:{port}: {exc.strerror or exc}"
             ) from None
-        server.daemon_threads = True
         self._server = server
         self._last_beat = time.monotonic()
         self._thread = threading.Thread(
@@ -294,6 +297,20 @@ class ServiceEndpoints:
         if n < 0:
             raise ValueError(f"restarts must be >= 0, got {n}")
         self._metrics.restarts.set(n)
+
+
+class _Server(ThreadingHTTPServer):
+    """The stdlib's threading server, without its traceback on stderr for a client that hung
+    up: a probe past its ``timeoutSeconds`` is no error of this rank's, and stderr may be a
+    JSON log (``--log-format json``) that bare lines would break."""
+
+    daemon_threads = True  # a request in flight keeps no process alive
+
+    def handle_error(self, request: object, client_address: tuple) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return  # the client is gone, or too slow: nobody to tell
+        log.error("probes and metrics: a request from %s failed", client_address[0], exc_info=True)
 
 
 def _handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:

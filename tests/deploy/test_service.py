@@ -280,3 +280,39 @@ def test_a_health_port_past_65535_is_named(port, local_rank):
     message = str(caught.value)
     assert f"127.0.0.1:{port + local_rank}: a port is 0..65535" in message
     assert (f"(--health-port {port} + local rank 1)" in message) is (local_rank == 1), message
+
+
+def _wait_for_handlers(deadline_s: float = 10) -> None:
+    """Until no request thread of the stdlib server is alive (they are daemons: close() leaves
+    them)."""
+    import threading
+
+    deadline = time.monotonic() + deadline_s
+    while any("process_request" in t.name for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "request threads still running"
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(60)
+def test_a_client_that_hangs_up_leaves_no_traceback_on_stderr(service, capfd, caplog):
+    """A probe past its timeoutSeconds (5 s in the manifests) closes its connection: the stdlib
+    server printed "Exception occurred during processing of request" and a traceback on
+    stderr for each, bare lines in a --log-format json log (review k128). Other errors go
+    through logging, in the log's format."""
+    import socket
+    import struct
+
+    for _ in range(10):  # the reset reaches the server before it answers
+        with socket.create_connection(("127.0.0.1", service.port)) as client:
+            client.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    _wait_for_handlers()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception occurred" not in err, err
+    service._health_text = lambda: 1 / 0  # a bug of the handler's, not the client's
+    with pytest.raises(OSError):  # the connection closes without an answer
+        get(service.port, "/healthz")
+    _wait_for_handlers()
+    assert "Traceback" not in capfd.readouterr().err
+    (record,) = [r for r in caplog.records if r.name == "distconv.service"]
+    assert "a request from 127.0.0.1 failed" in record.getMessage() and record.exc_info
