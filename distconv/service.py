@@ -45,6 +45,10 @@ log = logging.getLogger("distconv.service")
 #: what ``distconv_step`` says before the first step, and after ``forget_step``
 NO_STEP = -1
 
+#: seconds a client may take to send its request or to read the answer; a connection idle
+#: longer would hold its thread and socket for the process's life
+CLIENT_SECONDS = 10.0
+
 #: step and allreduce durations span milliseconds (tiny models) to minutes (large ones)
 _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -317,6 +321,8 @@ def _handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
     """A request handler class bound to ``service`` (the stdlib server wants a class)."""
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = CLIENT_SECONDS  # the socket's: a silent client is dropped, not waited for
+
         def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
             path = self.path.split("?", 1)[0]
             if path == "/readyz":

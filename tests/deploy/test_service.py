@@ -316,3 +316,23 @@ def test_a_client_that_hangs_up_leaves_no_traceback_on_stderr(service, capfd, ca
     assert "Traceback" not in capfd.readouterr().err
     (record,) = [r for r in caplog.records if r.name == "distconv.service"]
     assert "a request from 127.0.0.1 failed" in record.getMessage() and record.exc_info
+
+
+@pytest.mark.timeout(60)
+def test_a_silent_client_is_dropped(monkeypatch):
+    """A connection that never sent its request held a thread and a socket for the process's
+    life (no timeout on the handler's socket): a few hundred such (a stuck scraper, a port
+    scan) exhaust the process's threads or files (review k128)."""
+    import socket
+
+    import distconv.service as service_module
+
+    monkeypatch.setattr(service_module, "CLIENT_SECONDS", 0.5, raising=False)
+    with ServiceEndpoints() as svc:
+        port = svc.start()
+        with socket.create_connection(("127.0.0.1", port)) as silent:
+            silent.settimeout(10)
+            assert get(port, "/readyz")[0] == 503  # others are answered meanwhile
+            began = time.monotonic()
+            assert silent.recv(1) == b""  # closed by the server, not by our 10 s
+            assert time.monotonic() - began < 5
