@@ -336,12 +336,15 @@ def _handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
             else:
                 self._reply(404, b"not found: try /readyz, /healthz or /metrics\n")
 
+        do_HEAD = do_GET  # noqa: N815 (HTTP servers must answer HEAD as GET, without the body)
+
         def _reply(self, status: int, body: bytes, ctype: str = "text/plain; charset=utf-8"):
             self.send_response(HTTPStatus(status))
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if self.command != "HEAD":
+                self.wfile.write(body)
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             # probes arrive every few seconds; logging each would drown the training log

@@ -336,3 +336,20 @@ def test_a_silent_client_is_dropped(monkeypatch):
             began = time.monotonic()
             assert silent.recv(1) == b""  # closed by the server, not by our 10 s
             assert time.monotonic() - began < 5
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("path, status", [("/healthz", 200), ("/readyz", 503), ("/nope", 404)])
+def test_head_is_answered_as_get_without_a_body(service, path, status):
+    """HEAD got 501 Unsupported method: an uptime checker or load balancer that asks with HEAD
+    (RFC 9110: a server must support it) saw every rank as broken (review k128)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=10)
+    try:
+        conn.request("HEAD", path)
+        reply = conn.getresponse()
+        assert reply.status == status
+        assert int(reply.headers["Content-Length"]) > 0 and reply.read() == b""
+    finally:
+        conn.close()
