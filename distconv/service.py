@@ -288,9 +288,12 @@ class ServiceEndpoints:
 
     def record_totals(self, totals: Mapping[str, float]) -> None:
         """Count what a sync strategy's running totals (``SyncStrategy.traffic()``) added since
-        the last call: ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``."""
+        the last call: ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``.
+
+        A total below the last one is a new strategy's (a new Trainer on this monitor), counted
+        from 0: the counters go on upwards."""
         last, self._totals = self._totals, dict(totals)
-        delta = {k: v - last.get(k, 0.0) for k, v in totals.items()}
+        delta = {k: v - last.get(k, 0.0) if v >= last.get(k, 0.0) else v for k, v in totals.items()}
         self.add_bytes(int(delta.get("bytes_pushed", 0)), int(delta.get("bytes_pulled", 0)))
         if "sync_seconds" in delta:
             self.observe_allreduce(max(delta["sync_seconds"], 0.0))

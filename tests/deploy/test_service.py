@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from distconv.service import ServiceEndpoints
@@ -353,3 +354,24 @@ def test_head_is_answered_as_get_without_a_body(service, path, status):
         assert int(reply.headers["Content-Length"]) > 0 and reply.read() == b""
     finally:
         conn.close()
+
+
+def test_totals_of_a_new_strategy_count_on_from_zero():
+    """A second Trainer (a new sync strategy) on the same monitor reports totals that start
+    again from 0: the difference to the last strategy's was negative and record_totals raised
+    ValueError in the new trainer's first step (review k128)."""
+    svc = ServiceEndpoints()
+    svc.record_totals({"bytes_pushed": 1000, "bytes_pulled": 400, "sync_seconds": 2.0})
+    svc.record_totals({"bytes_pushed": 100, "bytes_pulled": 40, "sync_seconds": 0.25})
+    svc.record_totals({"bytes_pushed": 150, "bytes_pulled": 40, "sync_seconds": 0.5})
+    text = generate_latest(svc.registry).decode()
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if "le" not in s.labels
+    }
+    assert samples["distconv_bytes_pushed_total"] == 1150
+    assert samples["distconv_bytes_pulled_total"] == 440
+    assert samples["distconv_allreduce_seconds_count"] == 3
+    assert samples["distconv_allreduce_seconds_sum"] == 2.5
