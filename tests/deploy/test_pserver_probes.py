@@ -174,3 +174,20 @@ def test_probes_bind_loopback_unless_asked():
     assert args.health_host == "127.0.0.1" and args.health_port is None
     train = build_parser().parse_args(["train"])
     assert train.health_host == "127.0.0.1"
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+@pytest.mark.parametrize("probes", [[], ["--health-port", "0"]])
+def test_a_stall_limit_out_of_range_is_a_usage_error(value, probes, capsys):
+    """--stall-seconds took any float: with --health-port, 0, -5, nan or inf stopped the shard
+    with a ValueError traceback from ServiceEndpoints, naming no flag; without it the value was
+    taken, and the deploy checks passed a manifest whose shard would crash-loop once probes
+    were added (review k128)."""
+    from distconv.cli import build_parser, main
+
+    argv = ["pserver", "--bind", "127.0.0.1:0", "--shard", "0", "--num-shards", "1"]
+    argv += ["--workers", "1", "--insecure", *probes, "--stall-seconds", value]
+    with pytest.raises(SystemExit) as exited:  # without probes, main would serve: parse only
+        main(argv) if probes else build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert f"--stall-seconds: must be finite and > 0, got {value}" in capsys.readouterr().err

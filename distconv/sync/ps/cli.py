@@ -7,6 +7,7 @@ code when they run, so ``distconv train`` starts without pyzmq.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -23,6 +24,14 @@ def port(text: str) -> int:
     number = int(text)
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0..65535, got {number}")
+    return number
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds above 0 (argparse names the flag in its error)."""
+    number = float(text)
+    if not 0 < number < math.inf:
+        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
     return number
 
 
@@ -116,7 +125,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     )
     p.add_argument(
         "--stall-seconds",
-        type=float,
+        type=seconds,
         default=300.0,
         help="/healthz turns 503 when the serving loop is stuck this long (%(default)s)",
     )
