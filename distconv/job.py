@@ -140,6 +140,7 @@ def _start_service(port: int | None, host: str, runtime: Runtime) -> ServiceEndp
     if port is None:
         return None
     service = ServiceEndpoints(role=runtime.role, rank=runtime.rank)
+    service.set_restarts(restart_count())  # before the port is bound: a bad count leaks no server
     try:
         bound = service.start(host, port + runtime.local_rank if port else 0)
     except OSError as exc:
@@ -149,6 +150,5 @@ def _start_service(port: int | None, host: str, runtime: Runtime) -> ServiceEndp
         raise OSError(
             exc.errno, f"{exc.strerror} (--health-port {port} + local rank {runtime.local_rank})"
         ) from None
-    service.set_restarts(restart_count())
     log.info("probes and metrics on port %d", bound)
     return service

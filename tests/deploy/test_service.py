@@ -375,3 +375,21 @@ def test_totals_of_a_new_strategy_count_on_from_zero():
     assert samples["distconv_bytes_pulled_total"] == 440
     assert samples["distconv_allreduce_seconds_count"] == 3
     assert samples["distconv_allreduce_seconds_sum"] == 2.5
+
+
+@pytest.mark.parametrize("restart", ["x", "-1"])
+def test_train_frees_the_probes_port_when_the_restart_count_is_bad(monkeypatch, restart):
+    """``distconv.job.train`` bound the health port, then read DISTCONV_RESTART, outside the
+    try that closes the endpoints: a malformed (or negative) count raised with the port still
+    bound and its server thread running (review k128)."""
+    import socket
+
+    from distconv.job import TrainConfig, train
+    from launcher.commands import free_ports
+
+    monkeypatch.setenv("DISTCONV_RESTART", restart)
+    (port,) = free_ports(1)
+    with pytest.raises(ValueError, match="DISTCONV_RESTART must be an integer|restarts must be"):
+        train(TrainConfig(data="synthetic", epochs=1, health_port=port, sync="local"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # EADDRINUSE if the endpoints still served
