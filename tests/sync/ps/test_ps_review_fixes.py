@@ -58,22 +58,40 @@ def test_a_push_with_a_nan_or_inf_lr_is_refused_and_the_weights_stay_finite(shar
         np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("drop", ["all", "one"])
-def test_a_stateful_optimizer_refuses_a_state_without_an_entry_for_every_parameter(shards, drop):
+def test_a_stateful_optimizer_refuses_a_state_whose_entries_lack_its_keys(shards):
+    endpoints = shards.start(2, workers=1)
+    net, sync = small_net(), _sync(endpoints, optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, batches(1, 4))
+        names = [p.name for p in net.parameters()]
+        state = {name: {} for name in names}  # every entry empty: used to skip the restore
+        with pytest.raises(ValueError, match=f"lacks '.*' of parameter {names[0]} "):
+            sync.load_state_dict(state)
+    finally:
+        sync.close()
+
+
+def test_a_parameter_without_an_entry_keeps_its_fresh_state_as_in_the_other_syncs(shards):
+    """One frozen when the checkpoint was written has none (review k123: this was refused,
+    where LocalSync and MPISync keep the fresh state); the others are restored."""
     endpoints = shards.start(2, workers=1)
     net, sync = small_net(), _sync(endpoints, optimizer="adam")
     try:
         sync.setup(net.parameters())
         train_steps(net, sync, batches(1, 4))
         state = sync.state_dict()
-        names = [p.name for p in net.parameters()]
-        if drop == "all":  # every entry empty: used to skip the restore silently
-            state, missing = {name: {} for name in names}, names[0]
-        else:
-            missing = names[3]
-            del state[missing]
-        with pytest.raises(ValueError, match=f"lacks '.*' of parameter {missing} "):
-            sync.load_state_dict(state)
+        missing = net.parameters()[3].name
+        del state[missing]
+        sync.setup(net.parameters())  # reseeds: every parameter's state fresh
+        sync.load_state_dict(state)
+        now = sync.state_dict()
+        for name, buffers in now.items():
+            for key, value in buffers.items():
+                if name == missing:
+                    assert not np.any(value), (name, key)  # zeros and step 0, as seeded
+                else:
+                    np.testing.assert_array_equal(value, state[name][key])
     finally:
         sync.close()
 
