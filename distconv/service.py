@@ -30,12 +30,14 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import socket
 import sys
 import threading
 import time
 from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -174,7 +176,8 @@ class ServiceEndpoints:
         return int(server.server_address[1])
 
     def close(self) -> None:
-        """Stop serving and release the port; safe to call twice."""
+        """Stop serving, release the port and hang up on the connections still open; safe to
+        call twice."""
         server, self._server = self._server, None
         if server is None:
             return
@@ -312,6 +315,41 @@ class _Server(ThreadingHTTPServer):
     JSON log (``--log-format json``) that bare lines would break."""
 
     daemon_threads = True  # a request in flight keeps no process alive
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # the connections being served, with their threads: daemon threads are not joined by
+        # server_close(), so a silent client kept its socket and thread up to CLIENT_SECONDS
+        # (set first: a bind that fails calls server_close())
+        self._open: dict[socket.socket, threading.Thread] = {}
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
+        with self._open_lock:
+            self._open[request] = thread
+        thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Release the port, then hang up on every connection still served and wait for its
+        thread (a handler blocked reading or writing returns at once)."""
+        super().server_close()
+        with self._open_lock:
+            open_now = list(self._open.items())
+        for request, _ in open_now:
+            try:
+                request.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the client hung up first
+        for _, thread in open_now:
+            thread.join(CLIENT_SECONDS)
 
     def handle_error(self, request: object, client_address: tuple) -> None:
         error = sys.exc_info()[1]

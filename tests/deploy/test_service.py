@@ -284,8 +284,8 @@ def test_a_health_port_past_65535_is_named(port, local_rank):
 
 
 def _wait_for_handlers(deadline_s: float = 10) -> None:
-    """Until no request thread of the stdlib server is alive (they are daemons: close() leaves
-    them)."""
+    """Until no request thread of the stdlib server is alive (they are daemons, which the
+    service's own clients and close() do not wait for)."""
     import threading
 
     deadline = time.monotonic() + deadline_s
@@ -393,3 +393,24 @@ def test_train_frees_the_probes_port_when_the_restart_count_is_bad(monkeypatch, 
         train(TrainConfig(data="synthetic", epochs=1, health_port=port, sync="local"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # EADDRINUSE if the endpoints still served
+
+
+@pytest.mark.timeout(60)
+def test_close_drops_the_connections_it_serves():
+    """close() stopped the accept loop and released the port, but a connection already
+    accepted kept its handler thread and socket for up to CLIENT_SECONDS (daemon threads are
+    not joined), and a request sent on it after close() was still answered (review k130)."""
+    import socket
+    import threading
+
+    svc = ServiceEndpoints()
+    port = svc.start()
+    silent = socket.create_connection(("127.0.0.1", port))
+    try:
+        silent.settimeout(5)  # below CLIENT_SECONDS: the server's timeout is not what closes it
+        assert get(port, "/readyz")[0] == 503  # the silent one's handler is running by now
+        svc.close()
+        assert not any("process_request" in t.name for t in threading.enumerate())
+        assert silent.recv(1) == b""  # closed by close(), at once
+    finally:
+        silent.close()
