@@ -138,7 +138,7 @@ class ServiceEndpoints:
         self._failure: str | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
-        self._totals: dict[str, float] = {}
+        self._totals: dict[int, dict[str, float]] = {}  # by id() of the strategy
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -289,17 +289,23 @@ class ServiceEndpoints:
             raise ValueError(f"n must be >= 0, got {n}")
         self._metrics.stale_dropped.inc(n)
 
-    def record_totals(self, totals: Mapping[str, float]) -> None:
+    def record_totals(self, totals: Mapping[str, float], source: object = None) -> None:
         """Count what a sync strategy's running totals (``SyncStrategy.traffic()``) added since
-        the last call: ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``.
+        the last call for the same ``source`` (the strategy; a new Trainer on this monitor may
+        bring another): ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``,
+        ``stale_dropped``.
 
-        A total below the last one is a new strategy's (a new Trainer on this monitor), counted
-        from 0: the counters go on upwards."""
-        last, self._totals = self._totals, dict(totals)
-        delta = {k: v - last.get(k, 0.0) if v >= last.get(k, 0.0) else v for k, v in totals.items()}
+        A source not seen before is counted from 0, and so are all totals of one whose totals
+        dropped (a new strategy where an old one was, or no source given): the counters go on
+        upwards."""
+        last = self._totals.get(id(source), {})
+        if any(v < last.get(k, 0.0) for k, v in totals.items()):
+            last = {}
+        self._totals[id(source)] = dict(totals)
+        delta = {k: v - last.get(k, 0.0) for k, v in totals.items()}
         self.add_bytes(int(delta.get("bytes_pushed", 0)), int(delta.get("bytes_pulled", 0)))
         if "sync_seconds" in delta:
-            self.observe_allreduce(max(delta["sync_seconds"], 0.0))
+            self.observe_allreduce(delta["sync_seconds"])
         self.add_stale_dropped(int(delta.get("stale_dropped", 0)))
 
     def set_restarts(self, n: int) -> None:

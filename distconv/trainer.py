@@ -211,7 +211,7 @@ class Trainer:
         self.pos.step += 1
         if self.monitor is not None:
             self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
-            self.monitor.record_totals(self.sync.traffic())
+            self.monitor.record_totals(self.sync.traffic(), self.sync)
         return loss_sum, correct, examples
 
     def _fire_all(self) -> None:

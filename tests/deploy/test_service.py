@@ -414,3 +414,36 @@ def test_close_drops_the_connections_it_serves():
         assert silent.recv(1) == b""  # closed by close(), at once
     finally:
         silent.close()
+
+
+def test_totals_are_told_apart_by_the_strategy_that_reports_them():
+    """record_totals took a new strategy only by a total below the last one: a second Trainer
+    whose first step (its setup's seeding included) moved more than the first strategy had
+    in all lost the first one's totals, a trainer going back to its own strategy had the
+    other's subtracted, and a drop in the bytes alone left the seconds counted from the old
+    strategy's (review k130)."""
+
+    class Strategy:
+        pass
+
+    svc = ServiceEndpoints()
+    first, second = Strategy(), Strategy()
+
+    def counted() -> tuple[float, float]:
+        text = generate_latest(svc.registry).decode()
+        samples = {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if "le" not in s.labels
+        }
+        return samples["distconv_bytes_pushed_total"], samples["distconv_allreduce_seconds_sum"]
+
+    svc.record_totals({"bytes_pushed": 1000, "sync_seconds": 0.5}, first)
+    svc.record_totals({"bytes_pushed": 1500, "sync_seconds": 0.25}, second)
+    assert counted() == (2500, 0.75)
+    svc.record_totals({"bytes_pushed": 1600, "sync_seconds": 0.75}, second)
+    svc.record_totals({"bytes_pushed": 1100, "sync_seconds": 1.0}, first)  # first goes on
+    assert counted() == (2700, 1.75)
+    svc.record_totals({"bytes_pushed": 10, "sync_seconds": 1.0}, first)  # a drop: all from 0
+    assert counted() == (2710, 2.75)

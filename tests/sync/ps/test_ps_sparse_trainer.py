@@ -51,7 +51,7 @@ class _Traffic:
     def beat(self, step: int | None = None) -> None:
         pass
 
-    def record_totals(self, totals) -> None:
+    def record_totals(self, totals, source=None) -> None:
         self.totals.append(totals["bytes_pushed"] + totals["bytes_pulled"])
 
     def per_step(self) -> list[float]:
