@@ -447,3 +447,20 @@ def test_totals_are_told_apart_by_the_strategy_that_reports_them():
     assert counted() == (2700, 1.75)
     svc.record_totals({"bytes_pushed": 10, "sync_seconds": 1.0}, first)  # a drop: all from 0
     assert counted() == (2710, 2.75)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("path", ["/healthz", "/metrics", "/nope"])
+def test_head_sends_no_body_on_the_wire(service, path):
+    """http.client never reads a body after HEAD (it takes the length as 0), so a body sent
+    anyway passed test_head_is_answered_as_get_without_a_body; the raw bytes say (review k130)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", service.port), timeout=10) as client:
+        client.sendall(f"HEAD {path} HTTP/1.0\r\n\r\n".encode())
+        raw = b""
+        while chunk := client.recv(65536):  # HTTP/1.0: the server closes after the answer
+            raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert b"Content-Length: " in head and not head.endswith(b"Content-Length: 0")
+    assert body == b"", body[:80]
