@@ -146,6 +146,7 @@ class PServerSync(
     ) -> None:
         """Compare the job with every shard and rank, seed the shards (rank 0, with the
         restored optimizer ``state`` if any), pull (others)."""
+        self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = list(params)
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}

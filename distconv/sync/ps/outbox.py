@@ -67,6 +67,16 @@ class PushQueue:
             if tracker is None or tracker.done:
                 self._send_queued(shard)
 
+    def _drop_pushes(self) -> None:
+        """Forget the pushes of a step cut short (an error or a second Ctrl-C before its
+        ``finish_step``): the next step sent its queued gradients again beside its own, which
+        a shard refuses ("parameters ... repeat"), and waited for its replies, whose values
+        predate the next setup's seed."""
+        for shard in range(len(self._queued)):
+            self._queued[shard], self._queued_bytes[shard] = [], 0
+        inflight, self._inflight = self._inflight, {}
+        self._abandon(set(inflight))
+
     def _flush_pushes(self) -> None:
         """Send whatever is still queued (the end of the step): each shard's queue in messages
         of at least ``push_bytes`` (:data:`PUSH_BYTES` when it is 0), the shards taking turns
