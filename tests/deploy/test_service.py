@@ -356,6 +356,17 @@ def test_head_is_answered_as_get_without_a_body(service, path, status):
         conn.close()
 
 
+def _samples(svc: ServiceEndpoints) -> dict[str, float]:
+    """Every sample /metrics would show, by name (histogram buckets left out)."""
+    text = generate_latest(svc.registry).decode()
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if "le" not in s.labels
+    }
+
+
 def test_totals_of_a_new_strategy_count_on_from_zero():
     """A second Trainer (a new sync strategy) on the same monitor reports totals that start
     again from 0: the difference to the last strategy's was negative and record_totals raised
@@ -364,13 +375,7 @@ def test_totals_of_a_new_strategy_count_on_from_zero():
     svc.record_totals({"bytes_pushed": 1000, "bytes_pulled": 400, "sync_seconds": 2.0})
     svc.record_totals({"bytes_pushed": 100, "bytes_pulled": 40, "sync_seconds": 0.25})
     svc.record_totals({"bytes_pushed": 150, "bytes_pulled": 40, "sync_seconds": 0.5})
-    text = generate_latest(svc.registry).decode()
-    samples = {
-        s.name: s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if "le" not in s.labels
-    }
+    samples = _samples(svc)
     assert samples["distconv_bytes_pushed_total"] == 1150
     assert samples["distconv_bytes_pulled_total"] == 440
     assert samples["distconv_allreduce_seconds_count"] == 3
@@ -430,13 +435,7 @@ def test_totals_are_told_apart_by_the_strategy_that_reports_them():
     first, second = Strategy(), Strategy()
 
     def counted() -> tuple[float, float]:
-        text = generate_latest(svc.registry).decode()
-        samples = {
-            s.name: s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-            if "le" not in s.labels
-        }
+        samples = _samples(svc)
         return samples["distconv_bytes_pushed_total"], samples["distconv_allreduce_seconds_sum"]
 
     svc.record_totals({"bytes_pushed": 1000, "sync_seconds": 0.5}, first)
