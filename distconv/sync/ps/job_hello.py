@@ -45,8 +45,8 @@ def hello_fields(description: Mapping[str, Any]) -> dict[str, Any]:
         fields["description"] = text
         return fields
     kept, left, room = {}, {}, DESCRIPTION_BUDGET
-    for key in sorted(sent, key=lambda k: len(json.dumps({k: sent[k]}, sort_keys=True))):
-        size = len(json.dumps({key: sent[key]}, sort_keys=True))
+    sizes = {k: len(json.dumps({k: v}, sort_keys=True)) for k, v in sent.items()}
+    for key, size in sorted(sizes.items(), key=lambda item: item[1]):
         if size < room:
             kept[key], room = sent[key], room - size
         else:
@@ -125,17 +125,11 @@ class HelloJob:
             f"cannot be named: compare this rank's config and model with the other ranks'"
         )
 
-    def entry_digests(self) -> dict[str, str]:
-        """Every top-level entry's :func:`part_digest`, carried or computed (needs
-        ``described``)."""
-        assert self.entries is not None
-        return self.entries
-
 
 def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
     """The first top-level entry (in :func:`~distconv.sync.base.first_difference`'s order)
     whose digest differs: by value where neither side left it out, else by its digests."""
-    a, b = ours.entry_digests(), theirs.entry_digests()
+    a, b = ours.entries or {}, theirs.entries or {}  # both set: both carried a description
     for key in sorted(set(a) | set(b), key=key_order):
         if a.get(key) == b.get(key):
             continue
