@@ -220,9 +220,8 @@ def _job_id(container: Manifest, given: bool, flag: str | None) -> tuple[str, st
 
 
 def _rank_job_id(container: Manifest, train: list[str]) -> tuple[str, str] | None:
-    """:func:`_job_id` of a rank with the (spelled out) ``train`` arguments: an empty
-    ``--job-id`` is none given, as :func:`~distconv.runtime.detect_runtime` reads it."""
-    given = _flag(train, "--job-id", last=True) not in (None, "")
+    """:func:`_job_id` of a rank with the (spelled out) ``train`` arguments."""
+    given = _flag(train, "--job-id", last=True) is not None
     return _job_id(container, given, _written(train, "--job-id"))
 
 

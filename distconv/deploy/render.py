@@ -206,12 +206,10 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         spelled = spelled_out(train_args)
     except FlagError as exc:
         raise ValueError(f"{exc} (the train arguments after --)") from None
-    for full in spelled:
-        why = ENVIRONMENT_FLAGS.get(full.split("=", 1)[0])
-        if why is not None:
-            raise ValueError(
-                f"{full.split('=', 1)[0]} after --: {why}; drop it from the train arguments"
-            )
+    for name in (full.split("=", 1)[0] for full in spelled):
+        if name in ENVIRONMENT_FLAGS:
+            why = ENVIRONMENT_FLAGS[name]
+            raise ValueError(f"{name} after --: {why}; drop it from the train arguments")
     owned = [
         a if a == full else f"{a} ({full.split('=', 1)[0]})"
         for a, full in zip(train_args, spelled)
