@@ -18,7 +18,7 @@ from distconv.sync.base import SyncError, closing_error
 from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
 from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
-from distconv.sync.ps.config import split_endpoint
+from distconv.sync.ps.config import split_endpoint, tcp_url, uses_ipv6
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.wire import (
@@ -85,7 +85,8 @@ class ShardChannel:
             keyfiles.curve_client(sock, keyfiles.worker_keys(self._keys_dir, self.rank))
         endpoint = self.endpoints[shard]
         host, port = split_endpoint(endpoint)
-        sock.connect(f"tcp://{f'[{host}]' if ':' in host else host}:{port}")
+        sock.setsockopt(zmq.IPV6, uses_ipv6(host))
+        sock.connect(tcp_url(host, port))
         return sock
 
     def _open_poller(self) -> zmq.Poller:

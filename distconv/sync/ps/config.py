@@ -98,6 +98,37 @@ def split_endpoint(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def join_endpoint(host: str, port: int | str) -> str:
+    """``HOST:PORT``, an IPv6 literal in brackets (``[::1]:5555``), as :func:`split_endpoint`
+    and ``--pservers`` read it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def tcp_url(host: str, port: int | str) -> str:
+    """The ZeroMQ endpoint ``tcp://HOST:PORT``."""
+    return f"tcp://{join_endpoint(host, port)}"
+
+
+def uses_ipv6(host: str) -> bool:
+    """Whether a ZeroMQ socket for ``host`` needs its ``IPV6`` option: an IPv6 literal, or a
+    name with IPv6 addresses only (an IPv6-only cluster's). Without the option ZeroMQ reads
+    ``[::1]`` as an interface name ("No such device") and resolves names to IPv4 only. A name
+    with an IPv4 address, or none yet, stays IPv4: with the option on, ``localhost`` would
+    resolve to ``::1`` alone and miss a shard bound to 127.0.0.1."""
+    if ":" in host:
+        return True
+    if host in ("*", "") or _resolves(host, pysocket.AF_INET):
+        return False
+    return _resolves(host, pysocket.AF_INET6)
+
+
+def _resolves(host: str, family: int) -> bool:
+    try:
+        return bool(pysocket.getaddrinfo(host, None, family, pysocket.SOCK_STREAM))
+    except (OSError, UnicodeError):  # no such name (yet), or one IDNA cannot encode
+        return False
+
+
 def hostname() -> str:
     """This machine's name, as workers report it to the shards."""
     return os.environ.get("HOSTNAME") or pysocket.gethostname()

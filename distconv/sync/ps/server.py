@@ -37,7 +37,13 @@ from distconv.kernels.parallel import blas_libraries
 from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.config import ShardConfig, split_endpoint
+from distconv.sync.ps.config import (
+    ShardConfig,
+    join_endpoint,
+    split_endpoint,
+    tcp_url,
+    uses_ipv6,
+)
 from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
 from distconv.sync.ps.handlers import RequestHandlers
@@ -143,15 +149,13 @@ class Shard(
             self._key_rank = workers
             self._auth = keyfiles.start_authenticator(self._ctx, set(workers))
             keyfiles.curve_server(self._sock, public, secret)
-        address = f"[{host}]" if ":" in host else host
+        self._sock.setsockopt(zmq.IPV6, uses_ipv6(host))  # [::] then takes IPv4 peers too
         try:
-            if port == 0:
-                port = self._sock.bind_to_random_port(f"tcp://{address}")
-            else:
-                self._sock.bind(f"tcp://{address}:{port}")
+            self._sock.bind(tcp_url(host, port or "*"))  # *: a port the OS picks
         except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it
             raise OSError(f"cannot bind {self.config.bind}: {exc}") from None
-        self.endpoint = f"{host}:{port}"
+        port = int(self._sock.last_endpoint.decode().rpartition(":")[2])
+        self.endpoint = join_endpoint(host, port)
         log.info(
             "shard %d/%d listening on %s (%s mode, %d workers, %s)",
             self.index,

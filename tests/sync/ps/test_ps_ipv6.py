@@ -1,0 +1,84 @@
+"""Shards and workers over IPv6: an address ``--bind`` and ``--pservers`` accept (``[::1]:0``)
+binds and connects, instead of ZeroMQ reading ``[::1]`` as an interface name ("No such
+device"). Real shard processes on the loopback; skipped where this host has no IPv6."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ps_helpers import (
+    assert_equals_local_training,
+    batches,
+    insecure_worker,
+    run_ranks,
+    small_net,
+    train_steps,
+)
+
+from distconv.sync.ps.config import join_endpoint, split_endpoint, tcp_url, uses_ipv6
+from tests.probes import has_ipv6_loopback
+
+BATCH = 8
+
+
+needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
+
+
+def _train_two_workers(endpoints: list[str], data) -> list[dict[str, np.ndarray]]:
+    nets = [small_net(seed=rank) for rank in range(2)]  # rank 1 must pull rank 0's values
+
+    def rank_fn(rank: int):
+        sync = insecure_worker(endpoints, rank, 2)
+        try:
+            sync.setup(nets[rank].parameters(), {"batch": BATCH})
+            train_steps(nets[rank], sync, data, rank, 2)
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    return nets
+
+
+@needs_ipv6
+def test_two_workers_through_shards_on_the_ipv6_loopback_equal_one_process(shards):
+    endpoints = shards.start(2, workers=2, extra=("--bind", "[::1]:0"))
+    # what a shard prints is what --pservers reads back: the literal in brackets
+    assert all(e.startswith("[::1]:") for e in endpoints), endpoints
+    data = batches(3, BATCH)
+    nets = _train_two_workers(endpoints, data)
+    for p, q in zip(nets[0].parameters(), nets[1].parameters()):
+        np.testing.assert_array_equal(p.value, q.value)
+    assert_equals_local_training(nets[0], data)
+
+
+@needs_ipv6
+def test_a_shard_on_the_ipv6_wildcard_serves_ipv4_workers_too(shards):
+    (endpoint,) = shards.start(1, workers=2, extra=("--bind", "[::]:0"))
+    port = split_endpoint(endpoint)[1]
+    # one worker by IPv6, the other by IPv4: [::] with ZeroMQ's IPV6 option is dual-stack
+    data = batches(2, BATCH)
+    nets = [small_net(seed=rank) for rank in range(2)]
+    addresses = [f"[::1]:{port}", f"127.0.0.1:{port}"]
+
+    def rank_fn(rank: int):
+        sync = insecure_worker([addresses[rank]], rank, 2)
+        try:
+            sync.setup(nets[rank].parameters(), {"batch": BATCH})
+            train_steps(nets[rank], sync, data, rank, 2)
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    assert_equals_local_training(nets[1], data)
+
+
+def test_which_hosts_need_zeromq_ipv6_option():
+    assert uses_ipv6("::1") and uses_ipv6("::") and uses_ipv6("fe80::1%eth0")
+    # IPv4 literals, the wildcard and a name with an IPv4 address keep ZeroMQ's default:
+    # with the option, localhost would resolve to ::1 only where /etc/hosts lists it
+    assert not uses_ipv6("127.0.0.1") and not uses_ipv6("0.0.0.0") and not uses_ipv6("*")
+    assert not uses_ipv6("localhost")
+    assert not uses_ipv6("no-such-host.invalid")  # none yet: stays IPv4, as before
+    assert join_endpoint("::1", 5) == "[::1]:5" and join_endpoint("h", 5) == "h:5"
+    assert tcp_url("::", "*") == "tcp://[::]:*" and tcp_url("10.0.0.1", 7) == "tcp://10.0.0.1:7"
+    assert split_endpoint(join_endpoint("::1", 5)) == ("::1", 5)
