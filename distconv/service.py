@@ -11,9 +11,9 @@ Kubernetes (or anyone with ``curl``) asks three questions of a running rank:
 - ``/metrics``: the Prometheus text format, written by the official client from a registry
   private to this instance, every series labelled with ``role`` and ``rank``.
 
-The server is the standard library's threading HTTP server on a daemon thread: it costs nothing
-while nobody asks, and the training thread only ever touches plain attributes and the client's
-thread-safe metric objects.
+The server is the standard library's threading HTTP server on a daemon thread (an IPv6 literal
+host binds IPv6): it costs nothing while nobody asks, and the training thread only ever touches
+plain attributes and the client's thread-safe metric objects.
 
 Example::
 
@@ -159,7 +159,7 @@ class ServiceEndpoints:
         if not 0 <= port <= 65535:  # bind() raises an OverflowError that names no flag
             raise OSError(errno.EINVAL, f"probes and metrics on {host}:{port}: a port is 0..65535")
         try:
-            server = _Server((host, port), _handler_for(self))
+            server = _Server((host.strip("[]"), port), _handler_for(self))
         except OSError as exc:  # "Address already in use" alone names no port
             raise OSError(
                 exc.errno, f"probes and metrics on {host}:{port}: {exc.strerror or exc}"
@@ -176,8 +176,7 @@ class ServiceEndpoints:
         return int(server.server_address[1])
 
     def close(self) -> None:
-        """Stop serving, release the port and hang up on the connections still open; safe to
-        call twice."""
+        """Stop serving, release the port, hang up on open connections; safe to call twice."""
         server, self._server = self._server, None
         if server is None:
             return
@@ -322,13 +321,14 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True  # a request in flight keeps no process alive
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # the connections being served, with their threads: daemon threads are not joined by
-        # server_close(), so a silent client kept its socket and thread up to CLIENT_SECONDS
-        # (set first: a bind that fails calls server_close())
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        # the connections served, with their threads (server_close() joins no daemon thread:
+        # a silent client kept both up to CLIENT_SECONDS); first, as a failed bind closes
         self._open: dict[socket.socket, threading.Thread] = {}
         self._open_lock = threading.Lock()
-        super().__init__(*args, **kwargs)
+        if ":" in address[0]:  # an IPv6 literal; "::" takes IPv4 clients too (dual-stack)
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(
@@ -375,9 +375,9 @@ def _handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
             if path == "/readyz":
                 ok = service.ready
                 self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
-            elif path == "/healthz":
-                status = 200 if service.healthy else 503
-                self._reply(status, service._health_text().encode())
+            elif path == "/healthz":  # one reading of the clock: the status is the text's
+                text = service._health_text()
+                self._reply(200 if text.startswith("ok") else 503, text.encode())
             elif path == "/metrics":
                 self._reply(200, generate_latest(service.registry), CONTENT_TYPE_LATEST)
             else:

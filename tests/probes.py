@@ -1,9 +1,10 @@
-"""What a test reads off running processes: a ``distconv train`` process's health port, and
-which processes name a run directory."""
+"""What a test reads off running processes and this host: a ``distconv train`` process's
+health port, which processes name a run directory, whether IPv6 works here."""
 
 from __future__ import annotations
 
 import re
+import socket
 import urllib.request
 from pathlib import Path
 
@@ -30,3 +31,13 @@ def processes_naming(run: Path) -> list[int]:
         except OSError:  # gone meanwhile
             continue
     return pids
+
+
+def has_ipv6_loopback() -> bool:
+    """Whether this host can bind ``::1`` (some CI containers have IPv6 off)."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False

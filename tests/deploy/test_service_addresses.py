@@ -1,0 +1,64 @@
+"""The probes on IPv6, and ``/healthz``'s status agreeing with its text: real HTTP on port 0."""
+
+from __future__ import annotations
+
+import itertools
+import urllib.error
+import urllib.request
+
+import pytest
+
+from distconv.service import ServiceEndpoints
+from tests.probes import has_ipv6_loopback
+
+needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@needs_ipv6
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("host", ["::1", "[::1]"])
+def test_the_probes_bind_an_ipv6_literal(host):
+    """``--health-host ::1`` bound an IPv4 socket and failed ("Address family for hostname
+    not supported"); brackets, as in a URL, are taken too."""
+    with ServiceEndpoints(role="worker", rank=0) as svc:
+        port = svc.start(host)
+        assert get(f"http://[::1]:{port}/readyz") == (503, "not ready\n")
+        svc.set_ready()
+        assert get(f"http://[::1]:{port}/readyz") == (200, "ready\n")
+
+
+@needs_ipv6
+@pytest.mark.timeout(30)
+def test_probes_on_the_ipv6_wildcard_answer_ipv4_clients_too():
+    """``--health-host ::`` in a pod of an IPv6 (or dual-stack) cluster: the kubelet may come
+    by either family."""
+    with ServiceEndpoints(role="pserver", rank=1) as svc:
+        port = svc.start("::")
+        svc.beat(3)
+        for url in (f"http://[::1]:{port}/healthz", f"http://127.0.0.1:{port}/healthz"):
+            status, body = get(url)
+            assert status == 200 and body.startswith("ok: pserver 1, last step 3"), (url, body)
+
+
+@pytest.mark.timeout(30)
+def test_healthz_status_is_the_one_its_text_gives_across_the_stall_limit():
+    """Status and text read the time since the last beat once: read twice, a probe at the
+    limit got 200 with a "stalled" body (review k128). Each reading here is 0.2 s later than
+    the one before, so two readings in one answer always straddle the 1 s limit once."""
+    with ServiceEndpoints(role="worker", rank=2, stall_seconds=1.0) as svc:
+        port = svc.start()
+        svc.beat(5)
+        clock = itertools.count(0.1, 0.2)  # 0.1, 0.3, ... 0.9, 1.1, ...
+        svc._seconds_since_beat = lambda: next(clock)
+        answers = [get(f"http://127.0.0.1:{port}/healthz") for _ in range(8)]
+    for status, body in answers:
+        assert (status == 200) == body.startswith("ok:"), answers
+    assert answers[0][0] == 200 and answers[-1][0] == 503, answers
