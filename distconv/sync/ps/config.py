@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import socket as pysocket
@@ -110,22 +111,37 @@ def tcp_url(host: str, port: int | str) -> str:
 
 
 def uses_ipv6(host: str) -> bool:
-    """Whether a ZeroMQ socket for ``host`` needs its ``IPV6`` option: an IPv6 literal, or a
-    name with IPv6 addresses only (an IPv6-only cluster's). Without the option ZeroMQ reads
-    ``[::1]`` as an interface name ("No such device") and resolves names to IPv4 only. A name
-    with an IPv4 address, or none yet, stays IPv4: with the option on, ``localhost`` would
-    resolve to ``::1`` alone and miss a shard bound to 127.0.0.1."""
+    """Whether a ZeroMQ socket for ``host`` needs its ``IPV6`` option. Without it ZeroMQ reads
+    ``[::1]`` as an interface name ("No such device") and resolves names to IPv4 only, which
+    an IPv6-only cluster's names have none of. With it, a name resolves to its IPv6 addresses,
+    or IPv4-mapped ones where it has only IPv4 (those still reach an IPv4 listener).
+
+    So: an IPv6 literal needs it; an IPv4 literal, the wildcard and a name that has an IPv4
+    address now do not (with it, ``localhost`` would resolve to ``::1`` alone and miss a shard
+    bound to 127.0.0.1); any other name does, where this host has IPv6 at all: one that does
+    not resolve yet (a shard's pod not scheduled) may turn out IPv6 only, and the family is
+    fixed at connect."""
     if ":" in host:
         return True
     if host in ("*", "") or _resolves(host, pysocket.AF_INET):
         return False
-    return _resolves(host, pysocket.AF_INET6)
+    return _resolves(host, pysocket.AF_INET6) or host_has_ipv6()
 
 
 def _resolves(host: str, family: int) -> bool:
     try:
         return bool(pysocket.getaddrinfo(host, None, family, pysocket.SOCK_STREAM))
     except (OSError, UnicodeError):  # no such name (yet), or one IDNA cannot encode
+        return False
+
+
+@functools.cache
+def host_has_ipv6() -> bool:
+    """Whether this host can open IPv6 sockets (a kernel booted with ipv6.disable=1 cannot)."""
+    try:
+        pysocket.socket(pysocket.AF_INET6, pysocket.SOCK_STREAM).close()
+        return True
+    except OSError:
         return False
 
 
