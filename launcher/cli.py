@@ -297,6 +297,7 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
             mode=args.mode,
             slots_per_worker=args.slots_per_worker,
             mpi=True if args.mpi else None,
+            ipv6=args.ipv6,
         )
     except ValueError as exc:  # the renderer's check of the job's shape
         raise LaunchError(str(exc)) from None

@@ -110,6 +110,12 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mpi", action="store_true", help="an MPIJob, as --servers 0 (which it implies)"
     )
+    p.add_argument(
+        "--ipv6",
+        action="store_true",
+        help="shards and probes listen on :: (IPv6 and IPv4), for a cluster whose pods have "
+        "IPv6 addresses; parameter-server jobs only",
+    )
     p.add_argument("--out", help="write one file per object here (default: YAML to stdout)")
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from distconv.deploy.pod import (
     GRACE_SECONDS,
-    HEALTH_ARGS,
     HEALTH_PORT,
     HOME,
     WORK_DIR,
@@ -35,7 +34,7 @@ class _MpiWorkload(_JobBase):
         resources = {k: _times(v, self.slots) for k, v in WORKER_RESOURCES.items()}
         threads = _cpus(WORKER_RESOURCES)
         args = ["mpirun", "-np", str(self.workers), "python", "-m", "mpi4py", "-m", "distconv"]
-        args += ["train", "--sync", "mpi", *HEALTH_ARGS, *self.train_argv()]
+        args += ["train", "--sync", "mpi", *self.health_args(), *self.train_argv()]
         launcher = self.container(
             "launcher",
             args,

@@ -34,8 +34,8 @@ WORKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
 
 #: a restarted container resumes from the run directory's last checkpoint, or starts afresh
 RESUME_ARGS = ("--resume", "auto")
-#: probes must answer the kubelet, which calls the pod's address, not loopback
-HEALTH_ARGS = ("--health-port", str(HEALTH_PORT), "--health-host", "0.0.0.0")
+#: every interface of a pod: IPv4 ones, or with ``ipv6`` both families' (dual-stack)
+ANY_ADDRESS = {False: "0.0.0.0", True: "::"}
 #: a startup probe on /readyz may wait this long (periods x failures) for peers and seeding
 STARTUP_SECONDS = 1200
 
@@ -44,7 +44,9 @@ class _JobBase:
     """The pieces every object of one job shares; the workload mixins add one method per
     object."""
 
-    def __init__(self, name, workers, servers, image, gpus, train_args, mode, slots) -> None:
+    def __init__(
+        self, name, workers, servers, image, gpus, train_args, mode, slots, ipv6=False
+    ) -> None:
         self.name = name
         self.workers = workers
         self.servers = servers
@@ -54,6 +56,12 @@ class _JobBase:
         self.mode = mode
         self.slots = slots
         self.pserver = f"{name}-pserver"
+        #: what the pods' servers listen on; the pod's address may be of either family
+        self.any_address = ANY_ADDRESS[bool(ipv6)]
+
+    def health_args(self) -> list[str]:
+        """The probes on every interface: the kubelet calls the pod's address, not loopback."""
+        return ["--health-port", str(HEALTH_PORT), "--health-host", self.any_address]
 
     # -- shared pieces --------------------------------------------------------------------------
 

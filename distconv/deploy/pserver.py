@@ -4,7 +4,6 @@ Indexed Job for the workers (see :mod:`distconv.deploy.render`)."""
 from __future__ import annotations
 
 from distconv.deploy.pod import (
-    HEALTH_ARGS,
     HEALTH_PORT,
     KEYS_DIR,
     WORK_DIR,
@@ -18,6 +17,7 @@ from distconv.deploy.pod import (
     _tmp_volume,
     _work_volume,
 )
+from distconv.sync.ps.config import join_endpoint
 
 #: the shards' port inside their pods
 PS_PORT = 5555
@@ -55,10 +55,10 @@ class _PserverWorkloads(_JobBase):
         }
 
     def pserver_statefulset(self) -> Manifest:
-        args = ["distconv", "pserver", "--bind", f"0.0.0.0:{PS_PORT}"]
+        args = ["distconv", "pserver", "--bind", join_endpoint(self.any_address, PS_PORT)]
         args += ["--shard", "$(DISTCONV_SHARD)", "--num-shards", str(self.servers)]
         args += ["--workers", str(self.workers), "--mode", self.mode, "--keys", KEYS_DIR]
-        args += ["--checkpoint-dir", CHECKPOINT_DIR, *HEALTH_ARGS]
+        args += ["--checkpoint-dir", CHECKPOINT_DIR, *self.health_args()]
         env = self.rank_env("server", self.servers, _cpus(SERVER_RESOURCES), gpu=False)
         env += [
             _env("DISTCONV_KEYS", KEYS_DIR),
@@ -111,7 +111,7 @@ class _PserverWorkloads(_JobBase):
     def worker_job(self) -> Manifest:
         servers = ",".join(self.pserver_addresses())
         args = ["distconv", "train", "--sync", "pserver", "--pservers", servers]
-        args += ["--keys", KEYS_DIR, *HEALTH_ARGS, *self.train_argv()]
+        args += ["--keys", KEYS_DIR, *self.health_args(), *self.train_argv()]
         env = self.rank_env("worker", self.workers, _cpus(WORKER_RESOURCES), self.gpus > 0)
         env += [_env("DISTCONV_PSERVERS", servers), _env("DISTCONV_KEYS", KEYS_DIR)]
         container = self.container(

@@ -36,8 +36,8 @@ from typing import Any
 
 from distconv.deploy.mpijob import LAUNCHER_RESOURCES, SSH_PORT, _MpiWorkload
 from distconv.deploy.pod import (
+    ANY_ADDRESS,
     GRACE_SECONDS,
-    HEALTH_ARGS,
     HEALTH_PORT,
     HOME,
     KEYS_DIR,
@@ -65,7 +65,7 @@ __all__ = [
     "ENVIRONMENT_FLAGS",
     "EXAMPLE_TRAIN_ARGS",
     "GRACE_SECONDS",
-    "HEALTH_ARGS",
+    "ANY_ADDRESS",
     "HEALTH_PORT",
     "HOME",
     "KEYS_DIR",
@@ -126,6 +126,7 @@ def render_manifests(
     mode: str = "sync",
     slots_per_worker: int = 1,
     mpi: bool | None = None,
+    ipv6: bool = False,
 ) -> list[Manifest]:
     """The manifests of one job, ready for ``kubectl apply`` (see :func:`dump_yaml`).
 
@@ -148,6 +149,8 @@ def render_manifests(
             multiple of it.
         mpi: force the MPIJob (True) or the parameter-server shape (False); by default an MPIJob
             exactly when ``servers == 0``.
+        ipv6: the shards and probes listen on ``::`` (both families) instead of ``0.0.0.0``,
+            for a cluster that gives pods IPv6 addresses (parameter-server jobs only).
 
     Returns:
         ``[Service, StatefulSet, Job]`` for a parameter-server job, ``[MPIJob]`` otherwise.
@@ -173,7 +176,11 @@ def render_manifests(
         )
     if not use_mpi and not servers:
         raise ValueError("a parameter-server job needs --servers >= 1 (--servers 0 means MPI)")
-    job = _Job(job_name, workers, servers, image, gpus, tuple(train_args), mode, slots_per_worker)
+    if use_mpi and ipv6:  # mpirun's own launch (ssh, Hydra's proxies) was never tried on one
+        raise ValueError("--ipv6 renders parameter-server jobs only, not an MPIJob")
+    job = _Job(
+        job_name, workers, servers, image, gpus, tuple(train_args), mode, slots_per_worker, ipv6
+    )
     if use_mpi:
         return [job.mpijob()]
     return [job.pserver_service(), job.pserver_statefulset(), job.worker_job()]

@@ -39,6 +39,7 @@ CONFIGS = {
     "many-shards": dict(job_name="wide", workers=16, servers=8, image="d:1", gpus=2),
     "mpi-slots": dict(job_name="pairs", workers=6, servers=0, image="d:1", slots_per_worker=2),
     "mpi-plain": dict(job_name="plain", workers=2, servers=0, image="d:1", train_args=["x.py"]),
+    "pserver-ipv6": dict(job_name="six", workers=2, servers=2, image="d:1", ipv6=True),
 }
 
 
@@ -208,7 +209,10 @@ def test_every_container_command_parses_with_the_real_distconv_parser(name):
                     continue
                 args = parser.parse_args(argv)  # SystemExit on any flag distconv lacks
                 seen.add(argv[0])
-                assert args.health_port == 8080 and args.health_host == "0.0.0.0"
+                anywhere = "::" if CONFIGS[name].get("ipv6") else "0.0.0.0"
+                assert args.health_port == 8080 and args.health_host == anywhere
+                if argv[0] == "pserver":  # every interface, as the kubelet and workers come
+                    assert args.bind == ("[::]:5555" if anywhere == "::" else "0.0.0.0:5555")
                 if argv[0] == "train":
                     assert args.resume == "auto" and args.out.startswith("/var/lib/distconv/")
     assert seen == ({"train"} if CONFIGS[name]["servers"] == 0 else {"train", "pserver"})
@@ -687,6 +691,7 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         ({"train_args": ["--p", "1"]}, "--p could be any of --pservers, --push-kb"),
         ({"mpi": True}, "an MPIJob (--mpi) runs allreduce without shards, not --servers 1"),
         ({"servers": 0, "mpi": False}, "a parameter-server job needs --servers >= 1"),
+        ({"servers": 0, "ipv6": True}, "--ipv6 renders parameter-server jobs only, not an MPIJob"),
         (
             {"servers": 0, "workers": 2, "slots_per_worker": 4},
             "--workers 2 is not a multiple of --slots-per-worker 4",

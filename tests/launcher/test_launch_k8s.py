@@ -94,6 +94,7 @@ def test_renderer_refusals_are_one_line():
         (["--servers", "0", "--slots-per-worker", "4"],  # with --workers 2: one pod, 2 idle slots
          "--workers 2 is not a multiple of --slots-per-worker 4"),
         (["--mpi", "--servers", "2"], "(--mpi) runs allreduce without shards, not --servers 2"),
+        (["--mpi", "--ipv6"], "--ipv6 renders parameter-server jobs only, not an MPIJob"),
     ],
 )  # fmt: skip
 def test_renderer_refusals_name_the_flag_the_operator_typed(argv, said):
@@ -129,3 +130,15 @@ def test_mpi_means_no_servers_unless_told():
         "StatefulSet",
         "Job",
     ]
+
+
+@needs_renderer
+@pytest.mark.timeout(60)
+def test_ipv6_is_passed_to_the_renderer():
+    from distconv.deploy.render import dump_yaml, render_manifests
+
+    done = launch("--workers", "2", "--servers", "1", "--image", "d:1", "--ipv6")
+    assert done.returncode == 0, done.stderr
+    objects = render_manifests(job_name="distconv", workers=2, servers=1, image="d:1", ipv6=True)
+    assert done.stdout == dump_yaml(objects)
+    assert '"[::]:5555"' in done.stdout and "0.0.0.0" not in done.stdout
