@@ -31,11 +31,12 @@ BATCH = 8
 needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
 
 
-def _train_two_workers(endpoints: list[str], data) -> list[dict[str, np.ndarray]]:
+def _train_two_workers(endpoints: list[list[str]], data) -> list:
+    """Two workers train ``data``, rank r through ``endpoints[r]``; their networks."""
     nets = [small_net(seed=rank) for rank in range(2)]  # rank 1 must pull rank 0's values
 
     def rank_fn(rank: int):
-        sync = insecure_worker(endpoints, rank, 2)
+        sync = insecure_worker(endpoints[rank], rank, 2)
         try:
             sync.setup(nets[rank].parameters(), {"batch": BATCH})
             train_steps(nets[rank], sync, data, rank, 2)
@@ -52,7 +53,7 @@ def test_two_workers_through_shards_on_the_ipv6_loopback_equal_one_process(shard
     # what a shard prints is what --pservers reads back: the literal in brackets
     assert all(e.startswith("[::1]:") for e in endpoints), endpoints
     data = batches(3, BATCH)
-    nets = _train_two_workers(endpoints, data)
+    nets = _train_two_workers([endpoints, endpoints], data)
     for p, q in zip(nets[0].parameters(), nets[1].parameters()):
         np.testing.assert_array_equal(p.value, q.value)
     assert_equals_local_training(nets[0], data)
@@ -64,18 +65,7 @@ def test_a_shard_on_the_ipv6_wildcard_serves_ipv4_workers_too(shards):
     port = split_endpoint(endpoint)[1]
     # one worker by IPv6, the other by IPv4: [::] with ZeroMQ's IPV6 option is dual-stack
     data = batches(2, BATCH)
-    nets = [small_net(seed=rank) for rank in range(2)]
-    addresses = [f"[::1]:{port}", f"127.0.0.1:{port}"]
-
-    def rank_fn(rank: int):
-        sync = insecure_worker([addresses[rank]], rank, 2)
-        try:
-            sync.setup(nets[rank].parameters(), {"batch": BATCH})
-            train_steps(nets[rank], sync, data, rank, 2)
-        finally:
-            sync.close()
-
-    run_ranks(rank_fn, 2)
+    nets = _train_two_workers([[f"[::1]:{port}"], [f"127.0.0.1:{port}"]], data)
     assert_equals_local_training(nets[1], data)
 
 
