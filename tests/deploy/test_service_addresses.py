@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from distconv.service import ServiceEndpoints
 from tests.probes import has_ipv6_loopback
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
 
@@ -62,3 +68,27 @@ def test_healthz_status_is_the_one_its_text_gives_across_the_stall_limit():
     for status, body in answers:
         assert (status == 200) == body.startswith("ok:"), answers
     assert answers[0][0] == 200 and answers[-1][0] == 503, answers
+
+
+@needs_ipv6
+@pytest.mark.timeout(60)
+def test_a_shard_on_ipv6_says_where_its_probes_and_socket_are_as_urls_write_them():
+    """``distconv pserver`` on ``[::1]``: its lines name ``[::1]:PORT`` (not ``::1:PORT``, whose
+    port no reader can tell), and the probes they name answer."""
+    shard = subprocess.Popen(
+        [sys.executable, "-m", "distconv", "pserver", "--bind", "[::1]:0", "--shard", "0",
+         "--num-shards", "1", "--workers", "1", "--insecure", "--drain-seconds", "0",
+         "--health-port", "0", "--health-host", "::1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    try:
+        listening = shard.stdout.readline()
+        probes = shard.stderr.readline()
+        assert listening.startswith("pserver shard 0 listening on [::1]:"), listening
+        assert probes.startswith("pserver shard 0 probes on [::1]:"), probes
+        status, body = get(f"http://{probes.split()[-1]}/healthz")
+        assert status == 200 and body.startswith("ok: server 0"), body
+    finally:
+        shard.terminate()
+        shard.communicate(timeout=20)

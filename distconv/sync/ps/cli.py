@@ -180,11 +180,13 @@ def _start_service(args: argparse.Namespace):
     if args.health_port is None:
         return None
     from distconv.service import ServiceEndpoints
+    from distconv.sync.ps.config import join_endpoint
 
     service = ServiceEndpoints(role="server", rank=args.shard, stall_seconds=args.stall_seconds)
     port = service.start(args.health_host, args.health_port)
     # stderr: stdout's first line is "listening on HOST:PORT", which callers read
-    print(f"pserver shard {args.shard} probes on {args.health_host}:{port}", file=sys.stderr)
+    where = join_endpoint(args.health_host.strip("[]"), port)  # [::1]:8080, as URLs write it
+    print(f"pserver shard {args.shard} probes on {where}", file=sys.stderr)
     return service
 
 
