@@ -84,6 +84,7 @@ def run_train(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
         health_port=args.health_port,
         health_host=args.health_host,
+        stall_seconds=args.stall_seconds,
         sync=args.sync,
         sync_options=sync_options(args),
     )

@@ -50,6 +50,7 @@ class TrainConfig:
     progress: bool | None = None
     health_port: int | None = None  # serve /readyz, /healthz, /metrics (+ local rank)
     health_host: str = "127.0.0.1"  # the probes' interface; 0.0.0.0 for a kubelet
+    stall_seconds: float = 300.0  # /healthz's limit without progress (a checkpoint is none)
     sync: str | None = None  # None: chosen from the runtime
     sync_options: dict[str, Any] = field(default_factory=dict)
 
@@ -79,7 +80,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
     network = lenet(train_set.image_shape, train_set.num_classes)
     network.check_finite = False  # the Dataset checked its values once when it was loaded
     kind = config.sync or choose_transport(runtime)
-    monitor = _start_service(config.health_port, config.health_host, runtime)
+    monitor = _start_service(config.health_port, config.health_host, runtime, config.stall_seconds)
     sync = None
     try:
         sync = build_sync(kind, optimizer, runtime, config.sync_options)
@@ -134,12 +135,14 @@ def _fit(trainer: Trainer, train_set: Any, test_set: Any, config: TrainConfig) -
     return None
 
 
-def _start_service(port: int | None, host: str, runtime: Runtime) -> ServiceEndpoints | None:
+def _start_service(
+    port: int | None, host: str, runtime: Runtime, stall_seconds: float = 300.0
+) -> ServiceEndpoints | None:
     """Probes and metrics on ``host:port + local rank`` (several ranks may share a pod); a
     kubelet probes the pod's address, so pods pass ``host`` 0.0.0.0."""
     if port is None:
         return None
-    service = ServiceEndpoints(role=runtime.role, rank=runtime.rank)
+    service = ServiceEndpoints(role=runtime.role, rank=runtime.rank, stall_seconds=stall_seconds)
     service.set_restarts(restart_count())  # before the port is bound: a bad count leaks no server
     try:
         bound = service.start(host, port + runtime.local_rank if port else 0)

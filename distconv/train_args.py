@@ -221,6 +221,13 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         default="127.0.0.1",
         help="interface of --health-port (%(default)s; 0.0.0.0 in a pod, for the kubelet)",
     )
+    g.add_argument(
+        "--stall-seconds",
+        type=_positive_float,
+        default=300.0,
+        help="/healthz turns 503 after this long without a step or a batch forwarded; raise it "
+        "where a checkpoint write may take longer (%(default)s)",
+    )
 
 
 class FlagError(ValueError):

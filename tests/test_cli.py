@@ -276,7 +276,17 @@ def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [*SMALL, "--batch-size", "4", "--epochs", "3", "--out", str(tmp_path / "r")]
     child = subprocess.Popen(
-        [sys.executable, "-m", "distconv", "train", *args, "--health-port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "distconv",
+            "train",
+            *args,
+            "--health-port",
+            str(port),
+            "--stall-seconds",
+            "900",
+        ],  # a checkpoint may take longer than the 300 s default
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -296,6 +306,7 @@ def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
         while get("/readyz")[0] != 200 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert get("/readyz")[0] == 200 and get("/healthz")[0] == 200
+        assert get("/healthz")[1].endswith("(limit 900 s)\n"), get("/healthz")
         while time.monotonic() < deadline:  # wait until a few steps are counted
             families = {f.name: f for f in text_string_to_metric_families(get("/metrics")[1])}
             samples = families["distconv_samples"].samples

@@ -77,6 +77,15 @@ def test_a_health_port_outside_0_to_65535_is_a_usage_error(port, capsys):
     assert train_parser().parse_args(["--health-port", "65535"]).health_port == 65535
 
 
+@pytest.mark.parametrize("seconds", ["0", "-5", "inf", "nan", "soon"])
+def test_a_stall_limit_must_be_a_finite_positive_number(seconds, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        train_parser().parse_args(["--stall-seconds", seconds])
+    assert exit_.value.code == 2 and "--stall-seconds" in capsys.readouterr().err
+    assert train_parser().parse_args([]).stall_seconds == 300.0
+    assert train_parser().parse_args(["--stall-seconds", "1800"]).stall_seconds == 1800.0
+
+
 @pytest.mark.parametrize("size", ["1e-9", "9e-7"])
 def test_a_bucket_under_one_byte_is_a_usage_error(size, capsys):
     """--bucket-mb 1e-9 passed the parse as a positive number, became 0 bytes, and every rank
