@@ -145,7 +145,7 @@ class MPISync(RankCollectives):
         self._pieces_asked = (first_piece_bytes, piece_bytes, last_piece_bytes)
         self.piece_sizes = self._pieces_asked
         self._wire = wire_dtype(grad_dtype)
-        self.timeout = check_timeout(timeout)
+        self.timeout, self.stream = check_timeout(timeout), stream
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
             comm = self.mpi.COMM_WORLD if self.mpi is not None else SingleRankComm()
@@ -154,7 +154,6 @@ class MPISync(RankCollectives):
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
         self.comm, self._watchdog = watch(comm, self.rank, mpi, self.timeout)
         self.bucket_bytes, self.grad_dtype, self.overlap = bucket_bytes, grad_dtype, overlap
-        self.stream = stream
         self.buckets: list[Bucket] = []
         self.wire_bytes, self.sync_seconds, self.step = 0, 0.0, 0
         self._grad_comm: Any = None
@@ -254,6 +253,8 @@ class MPISync(RankCollectives):
             raise SyncError(
                 f"start_step called while step {self.step} is unfinished: call finish_step first"
             )
+        if self._open is not None:  # failed: the ranks' parameters and collectives may differ
+            raise SyncError(f"start_step after {self._open}: close the sync (it ends the job)")
         super().start_step(examples)
         order = self.firing_order or self._recorded  # tuples, replaced, never changed
         if grads_moved(self.buckets, self.params):  # frozen, unfrozen or cast since built
