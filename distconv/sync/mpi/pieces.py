@@ -259,11 +259,20 @@ class Slot:
         self.stamp = 0
 
 
-def refusal(name: str, known: bool, in_step: bool, step: int) -> SyncError:
-    """Why the gradient of parameter ``name`` (``known``: given to setup) cannot be taken:
-    outside a step, unknown, or fired twice in ``step``."""
+def refusal(
+    param: Any, known: bool, in_step: bool, step: int, given: Sequence[Any] = ()
+) -> SyncError:
+    """Why the gradient of ``param`` (``known``: it has a place in the layout) cannot be taken:
+    outside a step, not given to setup (one of ``given``, the parameters setup was given, that
+    has no place was frozen when the buckets were laid out), or fired twice in ``step``."""
+    name = param.name
     if not in_step:
         return SyncError(f"gradient of {name!r} arrived outside a step (no start_step)")
+    if not known and any(p is param for p in given):
+        return SyncError(
+            f"gradient of {name!r}, frozen when this step's buckets were laid out: unfreeze it "
+            "between steps (the next start_step lays the buckets out again)"
+        )
     if not known:
         return SyncError(f"gradient of {name!r}, which was not given to setup")
     return SyncError(f"parameter {name!r} fired twice in step {step}")

@@ -286,7 +286,7 @@ class MPISync(RankCollectives):
         under it has arrived, a complete bucket is packed (or handed to the thread) at once."""
         slot = self._slot.get(param.name)
         if slot is None or slot.stamp == self._stamp or not self._in_step:
-            raise refusal(param.name, slot is not None, self._in_step, self.step)
+            raise refusal(param, slot is not None, self._in_step, self.step, self.params)
         slot.stamp = self._stamp
         self._used.local[slot.index] = 1  # fired here (UsedParams)
         if not self._recorded:  # the first step's firing order, for the next layout
