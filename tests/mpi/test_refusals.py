@@ -29,3 +29,11 @@ def test_a_parameter_unfrozen_mid_step_is_not_called_one_never_given_to_setup():
     sync.on_gradient(a)
     with pytest.raises(SyncError, match="parameter 'a' fired twice in step 0"):
         sync.on_gradient(a)
+
+
+@pytest.mark.parametrize("value", [None, 0, 1.5])
+def test_bucket_bytes_must_be_a_positive_integer_from_the_start(value):
+    """None passed the check (a piece size may be None; a bucket size may not) and failed
+    only in setup's layout, after the broadcasts, with a TypeError (with MPI, as an abort)."""
+    with pytest.raises(ValueError, match=f"^bucket_bytes must be a positive integer, got {value}$"):
+        MPISync(create_optimizer("sgd"), comm=SingleRankComm(), bucket_bytes=value)

@@ -61,10 +61,11 @@ def piece_sizes(
     return first or full, full, last or (LAST_PIECE_BYTES if thread else full)
 
 
-def check_sizes(**sizes: Any) -> None:
-    """ValueError naming the first of ``sizes`` (name: bytes) not a positive int; None passes."""
+def check_sizes(required: Sequence[str] = (), **sizes: Any) -> None:
+    """ValueError naming the first of ``sizes`` (name: bytes) not a positive int; None passes,
+    but for the names in ``required`` (None there would fail only at setup's layout)."""
     for name, value in sizes.items():
-        if value is not None and (not isinstance(value, int) or value < 1):
+        if (value is not None or name in required) and (not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 

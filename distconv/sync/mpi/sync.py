@@ -140,7 +140,7 @@ class MPISync(RankCollectives):
     ) -> None:
         super().__init__(optimizer)
         self.poll_seconds = check_poll_seconds(poll_seconds)
-        check_sizes(bucket_bytes=bucket_bytes, piece_bytes=piece_bytes)
+        check_sizes(["bucket_bytes"], bucket_bytes=bucket_bytes, piece_bytes=piece_bytes)
         check_sizes(first_piece_bytes=first_piece_bytes, last_piece_bytes=last_piece_bytes)
         self._pieces_asked = (first_piece_bytes, piece_bytes, last_piece_bytes)
         self.piece_sizes = self._pieces_asked
