@@ -199,3 +199,29 @@ def test_a_parameter_frozen_mid_step_that_fired_nowhere_is_left_alone(overlap):
         sync.close()
     np.testing.assert_array_equal(a.value, np.full(4, 1.0 - 3 * 0.5))
     np.testing.assert_array_equal(b.value, np.full(4, 0.5))  # the step it fired, only
+
+
+def test_each_setup_decides_the_thread_from_what_was_asked(monkeypatch):
+    """``overlap=None`` lets the machine decide (GPU gradients, spare cores); setup stored its
+    decision over the setting, so a second setup (a second fit, the model moved to or from a
+    GPU since) took the first one's answer as if the caller had asked for it."""
+    from distconv.sync.mpi import sync as sync_module
+
+    machine, asked = iter([0.0, None]), []  # a thread the first time, none the second
+
+    def decide(requested, comm, mpi, on_gpu, poll_seconds):
+        asked.append(requested)
+        answer = next(machine)
+        return answer if requested is None else (0.0 if requested else None)
+
+    monkeypatch.setattr(sync_module, "thread_poll_seconds", decide)
+    sync = MPISync(create_optimizer("sgd"), comm=SingleRankComm())
+    p = Parameter("w", np.ones(4))
+    try:
+        sync.setup([p], {})
+        assert sync.overlap is True and sync._thread is not None
+        sync.setup([p], {})
+        assert asked == [None, None]
+        assert sync.overlap is False and sync._thread is None
+    finally:
+        sync.close()

@@ -142,8 +142,7 @@ class MPISync(RankCollectives):
         self.poll_seconds = check_poll_seconds(poll_seconds)
         check_sizes(["bucket_bytes"], bucket_bytes=bucket_bytes, piece_bytes=piece_bytes)
         check_sizes(first_piece_bytes=first_piece_bytes, last_piece_bytes=last_piece_bytes)
-        self._pieces_asked = (first_piece_bytes, piece_bytes, last_piece_bytes)
-        self.piece_sizes = self._pieces_asked
+        self.piece_sizes = self._pieces_asked = (first_piece_bytes, piece_bytes, last_piece_bytes)
         self._wire = wire_dtype(grad_dtype)
         self.timeout, self.stream = check_timeout(timeout), stream
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
@@ -154,6 +153,7 @@ class MPISync(RankCollectives):
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
         self.comm, self._watchdog = watch(comm, self.rank, mpi, self.timeout)
         self.bucket_bytes, self.grad_dtype, self.overlap = bucket_bytes, grad_dtype, overlap
+        self._overlap_asked = overlap  # each setup decides anew (self.overlap: the decision)
         self.buckets: list[Bucket] = []
         self.wire_bytes, self.sync_seconds, self.step = 0, 0.0, 0
         self._grad_comm: Any = None
@@ -197,7 +197,8 @@ class MPISync(RankCollectives):
         self._close_gradients()  # a second setup's (a second fit): new ones, laid out afresh
         self._grad_comm = duplicate(self.comm, "gradients")
         on_gpu = any(is_gpu_array(p.value) for p in self.params)
-        seconds = thread_poll_seconds(self.overlap, self.comm, self.mpi, on_gpu, self.poll_seconds)
+        asked = self._overlap_asked
+        seconds = thread_poll_seconds(asked, self.comm, self.mpi, on_gpu, self.poll_seconds)
         self.overlap = seconds is not None
         if self.overlap:
             self._thread = CommThread(self._reduce, seconds)
@@ -344,8 +345,7 @@ class MPISync(RankCollectives):
             self.sync_seconds += time.perf_counter() - began
         if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
             self._recorded = rank0_names(self.comm, self._fired)
-        self._watchdog.phase = f"after step {self.step - 1}"  # metrics, checkpoints
-        self._open = None
+        self._watchdog.phase, self._open = f"after step {self.step - 1}", None  # then metrics
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
