@@ -385,6 +385,26 @@ def test_a_gradient_larger_than_a_bucket_goes_in_one_call_without_the_thread():
         sync.close()
 
 
+@pytest.mark.parametrize(
+    ("dtype", "wire", "calls"),
+    [(np.float32, "float64", [1, 1]), (np.float16, "float32", [1, 1]), (np.float32, None, [1, 1])],
+)
+def test_a_bucket_cast_to_a_wider_wire_goes_in_one_call_without_the_thread(dtype, wire, calls):
+    """The full piece is sized in gradient bytes (``bucket_bytes``), the pieces are cut in wire
+    bytes: a float64 wire over float32 gradients (float32 over float16) went in two calls a
+    bucket where the gradients' own dtype goes in one."""
+    ps = params(300, 200, 250, dtype=dtype)  # two buckets: 500 and 250 elements
+    size = np.dtype(dtype).itemsize * 500
+    comm = SingleRankComm()
+    sync = MPISync(create_optimizer("sgd"), comm=comm, bucket_bytes=size, grad_dtype=wire)
+    sync.setup(ps, {})
+    try:
+        assert [len(b.params) for b in sync.buckets] == [2, 1]
+        assert [len(b.pieces) for b in sync.buckets] == calls
+    finally:
+        sync.close()
+
+
 @pytest.mark.parametrize(("requested", "thread"), [(None, True), (True, False)])
 def test_the_pieces_follow_the_thread_decided_not_the_one_requested(monkeypatch, requested, thread):
     """overlap=None may turn the thread on (a GPU, spare cores), and overlap=True may be refused

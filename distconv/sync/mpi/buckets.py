@@ -271,6 +271,14 @@ class Bucket:
         return [names, *sizes, [p.stop - p.start for p in self.pieces]]
 
 
+def widening(params: Sequence[Parameter], wire: np.dtype | None) -> float:
+    """How many times its gradients' bytes a bucket's wire buffer holds at most (at least 1):
+    a wire dtype wider than the gradients (float64 over float32, float32 over float16)."""
+    if wire is None:
+        return 1.0
+    return max([1.0, *(wire.itemsize / p.grad.itemsize for p in params)])
+
+
 def layout_params(order: Sequence[str], params: Sequence[Parameter]) -> list[Parameter]:
     """The trainable ``params`` in the order of the names in ``order``, the rest after them in
     reverse network order (backward's likely order); frozen parameters have no place."""

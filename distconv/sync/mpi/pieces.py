@@ -49,15 +49,17 @@ def piece_sizes(
     thread: bool,
     bucket_bytes: int,
     largest: int = 0,
+    widen: float = 1.0,
 ) -> tuple[int, int, int]:
     """First, full-size and last piece bytes: those ``asked``, and for each one not given (None)
     the default of a job with the communication ``thread`` or without: full pieces of
     :data:`PIECE_BYTES` and a last one of :data:`LAST_PIECE_BYTES` with it, a bucket in one
     call without (``bucket_bytes``, or ``largest``, the bytes of the largest gradient, where
-    that is more: such a gradient has a bucket of its own). Every rank decides the thread
-    alike and lays out the same gradients, so every rank gets the same plan."""
+    that is more: such a gradient has a bucket of its own; times ``widen`` where the wire
+    dtype is wider than the gradients, see :func:`~.buckets.widening`). Every rank decides the
+    thread alike and lays out the same gradients, so every rank gets the same plan."""
     first, full, last = asked
-    full = full or (PIECE_BYTES if thread else max(bucket_bytes, largest))
+    full = full or (PIECE_BYTES if thread else int(max(bucket_bytes, largest) * widen))
     return first or full, full, last or (LAST_PIECE_BYTES if thread else full)
 
 

@@ -47,6 +47,7 @@ from distconv.sync.mpi.buckets import (
     build_buckets,
     grads_moved,
     layout_params,
+    widening,
     wire_dtype,
 )
 from distconv.sync.mpi.collectives import RankCollectives
@@ -59,14 +60,7 @@ from distconv.sync.mpi.comm import (
     thread_poll_seconds,
 )
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_not_leave
-from distconv.sync.mpi.pieces import (
-    PiecePump,
-    Slot,
-    WirePlan,
-    check_sizes,
-    piece_sizes,
-    refusal,
-)
+from distconv.sync.mpi.pieces import PiecePump, Slot, WirePlan, check_sizes, piece_sizes, refusal
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.updates import update_after_all, update_as_reduced
@@ -223,7 +217,8 @@ class MPISync(RankCollectives):
             return
         spare = self._thread is not None  # it zeroes the used buffers while backward runs
         largest = max((p.grad.nbytes for p in params), default=0)  # in a bucket of its own
-        sizes = piece_sizes(self._pieces_asked, spare, self.bucket_bytes, largest)
+        widen = widening(params, self._wire)  # a wire wider than the gradients holds more
+        sizes = piece_sizes(self._pieces_asked, spare, self.bucket_bytes, largest, widen)
         self.piece_sizes = sizes
         self.buckets = build_buckets(
             params, self.bucket_bytes, self._wire, self.world_size, spare, *sizes, self.stream
