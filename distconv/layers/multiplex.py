@@ -41,11 +41,16 @@ class Multiplex(Layer):
     def _ids(self, sel: Arg, candidates: tuple[Arg, ...]) -> Any:
         if sel.ids is None:
             raise self.fail("input 0 must carry the row choices in Arg.ids, got ids=None")
+        for i, c in enumerate(candidates, start=1):
+            if c.value is None or c.value.ndim < 1:  # Arg.shape would fail on either
+                got = "no value (ids only?)" if c.value is None else "a 0-d value"
+                raise self.fail(f"input {i} must hold rows (N, *), got {got}")
         shape = candidates[0].shape
         for i, c in enumerate(candidates, start=1):
-            if c.value is None or c.shape != shape:
-                got = None if c.value is None else c.shape
-                raise self.fail(f"inputs must share one shape: input 1 is {shape}, input {i} {got}")
+            if c.shape != shape:
+                raise self.fail(
+                    f"inputs must share one shape: input 1 is {shape}, input {i} {c.shape}"
+                )
         xp = get_array_module(candidates[0].value)
         ids = xp.asarray(sel.ids)
         if ids.dtype.kind not in "iu" or ids.size != shape[0] or ids.ndim > 2:

@@ -180,6 +180,16 @@ def test_multiplex_errors(rng):
         layer(Arg(ids=np.array([0, 0, 0])))
 
 
+@pytest.mark.parametrize("bad", ["ids only", "0-d"])
+def test_multiplex_first_candidate_without_rows_names_the_layer(bad):
+    """A first candidate with no value (ids only) or a 0-d value raised Arg's AttributeError or
+    an IndexError from reading its shape, not a LayerError naming the layer (a later one was
+    caught by the shape comparison)."""
+    wrong = Arg(ids=np.array([1])) if bad == "ids only" else Arg(np.array(2.0))
+    with pytest.raises(LayerError, match=r"Multiplex 'mux': input 1 must hold rows \(N, \*\)"):
+        Multiplex(name="mux")(Arg(ids=np.array([0])), wrong, Arg(np.zeros((1, 2))))
+
+
 # -- FeatureMapExpand -----------------------------------------------------------------------------
 @pytest.mark.parametrize("as_row", [True, False])
 @pytest.mark.parametrize("f,shape", [(1, (3, 4)), (3, (2, 5)), (4, (2, 2, 3))])
