@@ -173,7 +173,7 @@ class ProjectionLayer(Layer):
 
     # -- forward / backward --------------------------------------------------------------------
     def _new_output(self, inputs: tuple[Arg, ...]) -> Any:
-        rows = [a.batch_size for a in inputs]
+        rows = [self._batch_size(i, a) for i, a in enumerate(inputs)]
         if len(set(rows)) > 1:
             raise self.fail(f"inputs have different numbers of rows: {rows}")
         arrays = [a.value for a in inputs if a.value is not None]
@@ -181,6 +181,16 @@ class ProjectionLayer(Layer):
         floats = [a.dtype for a in arrays if is_float_dtype(a.dtype)]
         dtype = np.result_type(*floats) if floats else self.dtype
         return get_array_module(*arrays).zeros((rows[0], self.size), dtype=dtype)
+
+    def _batch_size(self, i: int, arg: Arg) -> int:
+        """Input ``i``'s rows: of its value, or of its ids where it has no value (Arg's
+        ``batch_size`` raised an IndexError on a 0-d array, a TypeError on neither)."""
+        what = "value" if arg.value is not None else "ids"
+        a = arg.value if arg.value is not None else arg.ids
+        if a is None or a.ndim < 1:
+            got = "neither values nor ids" if a is None else f"a 0-d {what}"
+            raise self.fail(f"input {i} must hold rows (N, ...), got {got}")
+        return int(a.shape[0])
 
     def _forward(self, *inputs: Arg) -> Any:
         out = self._new_output(inputs)

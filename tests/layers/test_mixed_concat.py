@@ -259,6 +259,28 @@ def test_mixed_checks_its_inputs():
         layer(Arg(np.zeros((2, 3))), Arg(np.zeros((3, 3))))
 
 
+@pytest.mark.parametrize(
+    "make, arg, got",
+    [
+        (lambda: Mixed([FullMatrixProjection(1, 3)], name="m"), Arg(np.array(2.0)), "a 0-d value"),
+        (lambda: Mixed([TableProjection(5, 3)], name="m"), Arg(ids=np.array(2)), "a 0-d ids"),
+        (lambda: Mixed([FullMatrixProjection(1, 3)], name="m"), Arg(), "neither values nor ids"),
+        (
+            lambda: Concatenate2([FullMatrixProjection(1, 3)], name="m"),
+            Arg(np.array(2.0)),
+            "a 0-d value",
+        ),
+    ],
+)
+def test_an_input_without_rows_names_the_layer(make, arg, got):
+    """Counting the inputs' rows through Arg.batch_size raised an IndexError on a 0-d value
+    (a loss's output wired in by mistake) and a TypeError on 0-d ids or an Arg with neither,
+    not a LayerError naming the layer."""
+    layer = make()
+    with pytest.raises(LayerError, match=rf"'m': input 0 must hold rows \(N, \.\.\.\), got {got}"):
+        layer(arg)
+
+
 def test_shared_bias_needs_convolutions():
     with pytest.raises(LayerError, match="shared_bias needs convolution .*'proj1' is not one"):
         Mixed(
