@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, is_float_dtype
 from distconv.init import Initializer
 from distconv.kernels.shape import volume
-from distconv.layers.base import Layer, LayerError, grad_target, size_arg
+from distconv.layers.base import Layer, LayerError, LayerTypeError, grad_target, size_arg
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -83,6 +83,9 @@ class LayerPart:
         v = arg.value
         if v is None:
             raise self.fail(f"the {what} carries no value (ids only?)")
+        if not is_float_dtype(v.dtype):  # float gradients would not add into integer ones
+            message = str(self.fail(f"expected float values in the {what}, got {v.dtype} values"))
+            raise LayerTypeError(f"{message} (cast them to a float type, as x.astype(np.float32))")
         n = int(v.shape[0]) if v.ndim else 0
         if v.ndim < 2 or (width is not None and v.size != n * width):
             want = "rows" if width is None else f"{width} columns per row"

@@ -50,6 +50,33 @@ def test_integer_values_are_refused_naming_the_layer(make, shape):
         make()(Arg(x))
 
 
+@pytest.mark.parametrize(
+    "make, part",
+    [
+        (lambda: Mixed([FullMatrixProjection(4, 2)], name="c"), "FullMatrixProjection 'proj0'"),
+        (lambda: Mixed([IdentityProjection(4)], name="c"), "IdentityProjection 'proj0'"),
+        (lambda: Mixed([DotMulProjection(4)], name="c"), "DotMulProjection 'proj0'"),
+        (lambda: Mixed([ConvProjection(1, 2, 1, input_size=(2, 2))], name="c"), "ConvProjection"),
+    ],
+)
+def test_integer_values_into_a_projection_are_refused_naming_the_layer(make, part):
+    """A projection fed integer values (an Arg needs a gradient by default) computed a float
+    output, then its backward added float gradients into the input's integer one: numpy's
+    UFuncTypeError, naming no layer (a ConvProjection failed so in forward, writing a float
+    product into an integer output). FullyConnected refused them already."""
+    x = Arg(np.arange(8).reshape(2, 4))
+    with pytest.raises(LayerError, match=rf"'c': {part}.*: expected float values in the input, "):
+        make()(x)
+
+
+def test_integer_values_into_a_mixed_network_name_the_feed():
+    """In a Network the refusal names the feed, as for a convolution's integer images."""
+    net = Network()
+    net.add("mix", Mixed([FullMatrixProjection(4, 2)]), "x")
+    with pytest.raises(NetworkError, match=r"Mixed 'mix': input 'x' holds int64"):
+        net.forward({"x": Arg(np.ones((2, 4), np.int64))})
+
+
 def test_integer_images_into_an_average_pooling_network_name_the_feed():
     """In a Network an int image read first by an AvgPool2D trained on zeros, with no error."""
     net = Network()
