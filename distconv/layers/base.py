@@ -116,6 +116,8 @@ class Layer:
         shape = tuple(shape)
         if shared is None:
             return self.new_param(key, initialize(init, shape, fan_in, fan_out, dtype))
+        if not isinstance(shared, Parameter):  # an array has a shape too, but no grad or name
+            raise self.fail(f"shared {key} must be a Parameter, got {type(shared).__name__}")
         if shared.shape != shape:
             raise self.fail(f"shared {key} has shape {shared.shape}, needs {shape}")
         return self.add_param(key, shared)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv import Arg, Network
+from distconv import Arg, Network, Parameter
 from distconv.layers import (
     Activation,
     AvgPool2D,
@@ -251,3 +251,22 @@ def test_the_other_layers_take_numpy_ints_and_arrays_of_widths():
     assert Mixed([TableProjection(np.int64(5), 2)]).projections[0].vocab_size == 5
     assert FeatureMapExpand(np.int64(2)).num_filters == 2
     assert SequenceConcat(np.int64(3)).width == 3
+
+
+@pytest.mark.parametrize(
+    "make, weight",
+    [
+        (lambda w: Conv2D(2, 3, 1, weight=w, name="c"), np.zeros((3, 2, 1, 1))),
+        (lambda w: FullyConnected(2, 3, weight=w, name="c"), np.zeros((3, 2))),
+        (lambda w: FullyConnected(2, 3, weight=w, name="c"), [Parameter("w", np.zeros((3, 2)))]),
+        (lambda w: Mixed([FullMatrixProjection(2, 3, weight=w)], name="c"), np.zeros((3, 2))),
+        (lambda w: Mixed([TableProjection(3, 2, weight=w)], name="c"), np.zeros((3, 2))),
+    ],
+)
+def test_sharing_an_array_instead_of_a_parameter_is_refused_when_built(make, weight):
+    """``weight=`` given the array (``net["fc"].weight.value``, as a PyTorch user passes a
+    tensor), or a one-entry list to a single-input FC: the shape matched, so the layer was
+    built with an array among its parameters and failed in its first forward with an
+    AttributeError ('numpy.ndarray' object has no attribute 'value'), naming no layer."""
+    with pytest.raises(LayerError, match=r"shared weight must be a Parameter, got (ndarray|list)"):
+        make(weight)
