@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import is_float_dtype
+from distconv.backend import is_float_dtype, resolve_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
@@ -115,6 +115,7 @@ class Layer:
         """A new initialised weight under ``key``, or ``shared`` after checking its shape."""
         shape = tuple(shape)
         if shared is None:
+            self._check_float(key, dtype)
             return self.new_param(key, initialize(init, shape, fan_in, fan_out, dtype))
         if not isinstance(shared, Parameter):  # an array has a shape too, but no grad or name
             raise self.fail(f"shared {key} must be a Parameter, got {type(shared).__name__}")
@@ -124,7 +125,15 @@ class Layer:
 
     def make_bias(self, key: str, shape: tuple[int, ...], dtype: Any) -> Parameter:
         """A new bias under ``key``, zeros of ``shape``."""
+        self._check_float(key, dtype)
         return self.new_param(key, initialize("zero", tuple(shape), 1, 1, dtype))
+
+    def _check_float(self, key: str, dtype: Any) -> None:
+        """Refuse a parameter ``dtype`` that is no float type, before anything is drawn: integer
+        weights were drawn to mostly zeros and failed in backward, adding float gradients."""
+        resolved = resolve_dtype(dtype)
+        if not is_float_dtype(resolved):
+            raise self.fail(f"{key}: dtype={resolved} is not a float type (float32, bfloat16 ...)")
 
     def set_name(self, name: str) -> None:
         """Rename the layer and the parameters it owns (shared ones passed in keep theirs)."""

@@ -270,3 +270,19 @@ def test_sharing_an_array_instead_of_a_parameter_is_refused_when_built(make, wei
     AttributeError ('numpy.ndarray' object has no attribute 'value'), naming no layer."""
     with pytest.raises(LayerError, match=r"shared weight must be a Parameter, got (ndarray|list)"):
         make(weight)
+
+
+@pytest.mark.parametrize(
+    "make, key",
+    [
+        (lambda: Conv2D(2, 3, 3, dtype=np.int32, name="c"), "weight"),
+        (lambda: FullyConnected(2, 3, dtype=np.int64, name="c"), "weight"),
+        (lambda: Mixed([FullMatrixProjection(2, 3, dtype=np.int32)], name="c"), "proj0.weight"),
+        (lambda: SequenceConcat(3, bias=True, dtype="int8", name="c"), "bias"),
+    ],
+)
+def test_integer_parameter_dtypes_are_refused_when_built(make, key):
+    """dtype=np.int32 drew the weights as integers (MSRA's draws truncate to mostly 0), and the
+    first backward failed with numpy's UFuncTypeError adding float gradients into them."""
+    with pytest.raises(LayerError, match=rf"'c': {key}: dtype=int\d+ is not a float type"):
+        make()
