@@ -234,7 +234,14 @@ def _run(
             return [fn(a, b) for a, b in bounds]
     with one_blas_thread():
         futures = [_executor(threads).submit(fn, a, b) for a, b in bounds]
-        return [f.result() for f in futures]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:  # a chunk failed, or an interrupt came while waiting
+            for f in futures:
+                f.cancel()  # chunks not started yet need not start
+            for f in futures:  # the others finish inside the BLAS hold, before the caller
+                _settle(f)  # moves on (and maybe reuses the buffers they write)
+            raise
 
 
 def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:

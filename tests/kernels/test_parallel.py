@@ -304,6 +304,29 @@ def test_shares_out_says_whether_over_batch_uses_the_pool(n, work, threads, monk
     assert shares_out(n, work) == bool(pool_use)
 
 
+@pytest.mark.timeout(10)
+def test_a_failed_chunk_lets_the_others_finish_before_its_error_propagates(monkeypatch):
+    """over_batch raised a chunk's error while the other chunks still ran: they ran on past
+    the BLAS hold, released on the way out, and into buffers the caller had given up, as
+    side_by_side already refuses to let its second kernel do."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    started, finished, held = threading.Event(), threading.Event(), []
+
+    def chunk(lo, hi):
+        if lo == 0:
+            assert started.wait(5)
+            raise ValueError("chunk 0 failed")
+        started.set()
+        time.sleep(0.2)  # still running when chunk 0 fails
+        held.append(parallel._holders)
+        finished.set()
+
+    with pytest.raises(ValueError, match="chunk 0 failed"):
+        over_batch(chunk, 2, 1 << 22)  # two chunks of enough work to run on the pool
+    assert finished.is_set()
+    assert held == [1]  # inside the caller's hold to the end
+
+
 @pytest.mark.timeout(30)
 def test_a_kernel_called_inside_a_chunk_runs_in_line(monkeypatch):
     """Nested: a chunk that calls matmul must not wait on the pool it runs in."""
