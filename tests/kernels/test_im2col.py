@@ -83,19 +83,28 @@ def test_geometry_rejects_bad_arguments():
 @pytest.mark.parametrize(
     "stride,pad,dil,groups", [(1, 1, 1, 1), (1, 2, 2, 2), (2, 1, 1, 2), (1, 0, 1, 4)]
 )
-def test_stride1_flip_path_equals_col2im_path(rng, stride, pad, dil, groups):
-    # conv_backward_data takes a flipped-kernel convolution at stride 1; both must agree
+def test_stride1_flip_path_equals_col2im_path(rng, monkeypatch, stride, pad, dil, groups):
+    # conv_backward_data takes a flipped-kernel convolution at stride 1 where it pays (no more
+    # output channels than input ones); both must agree. With 4 channels fanning out to 8 the
+    # flip never paid, and the stride-1 cases compared the col2im route with itself.
+    from distconv.kernels import conv as conv_module
+    from distconv.kernels.conv import grouped_weight
+
+    flipped = []
+    real = conv_module._conv_backward_data_by_flip
+    monkeypatch.setattr(
+        conv_module, "_conv_backward_data_by_flip", lambda *a: flipped.append(1) or real(*a)
+    )
     geom = ConvGeometry.make(2, 3, stride, pad, dil, groups)
-    x = rng.standard_normal((3, 4, 9, 9))
-    w = rng.standard_normal((8, 4 // groups, 3, 3))
+    x = rng.standard_normal((3, 8, 9, 9))
+    w = rng.standard_normal((4, 8 // groups, 3, 3))
     y, _ = conv_forward(x, w, geom)
     dy = rng.standard_normal(y.shape)
     got = conv_backward_data(dy, w, geom, x.shape)
+    assert bool(flipped) == (stride == 1)  # the route the name says was taken
     # reference: the adjoint written out with the explicit col2im
-    from distconv.kernels.conv import grouped_weight
-
     wt = grouped_weight(w, groups).swapaxes(-1, -2)
-    col = np.matmul(wt, dy.reshape(3, groups, 8 // groups, -1)).reshape(3, 4, 3, 3, *y.shape[2:])
+    col = np.matmul(wt, dy.reshape(3, groups, 4 // groups, -1)).reshape(3, 8, 3, 3, *y.shape[2:])
     np.testing.assert_allclose(got, col2im(col, x.shape, geom), rtol=1e-10, atol=1e-12)
 
 
