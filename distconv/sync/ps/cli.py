@@ -206,6 +206,10 @@ def run_keys(args: argparse.Namespace) -> int:
     """Write the key files and list them."""
     from distconv.sync.ps.keys import make_keys
 
-    files = make_keys(args.dir, args.workers)
+    try:
+        files = make_keys(args.dir, args.workers)
+    except ValueError as exc:  # keys already there, --workers 0: one line, as every CLI error
+        sys.stderr.write(f"distconv keys: error: {exc}\n")
+        return 1
     print(f"wrote {len(files)} key files to {args.dir}")
     return 0
