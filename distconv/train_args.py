@@ -156,7 +156,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--checkpoint-every",
         type=_int_at_least(0),
         default=d.checkpoint_every,
-        help="also checkpoint every N steps (0: at epoch ends and on SIGTERM only)",
+        help="also checkpoint every N steps (0: at epoch ends and on SIGTERM or Ctrl-C only)",
     )
     p.add_argument(
         "--keep-checkpoints",
