@@ -128,6 +128,22 @@ def uses_ipv6(host: str) -> bool:
     return _resolves(host, pysocket.AF_INET6) or host_has_ipv6()
 
 
+def binds_ipv6(host: str) -> bool:
+    """:func:`uses_ipv6` for a shard's ``--bind``. ZeroMQ reads a bound name as an interface's
+    first (``eth0``, ``lo``), and with the option takes that interface's IPv6 addresses alone:
+    ``--bind eth0:5555`` listened on eth0's IPv4 address before, and would then refuse the IPv4
+    workers that reach it there (or fail, "No such device", where eth0 has no IPv6 address). An
+    interface's name keeps IPv4; ``[ADDRESS]`` binds one of its IPv6 addresses."""
+    return ":" in host or (host not in _interfaces() and uses_ipv6(host))
+
+
+def _interfaces() -> set[str]:
+    try:
+        return {name for _, name in pysocket.if_nameindex()}
+    except OSError:  # a platform that cannot list them: names are then resolved as before
+        return set()
+
+
 def _resolves(host: str, family: int) -> bool:
     try:
         return bool(pysocket.getaddrinfo(host, None, family, pysocket.SOCK_STREAM))

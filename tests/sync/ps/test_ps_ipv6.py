@@ -4,6 +4,8 @@ device"). Real shard processes on the loopback; skipped where this host has no I
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 import pytest
 import zmq
@@ -17,12 +19,14 @@ from ps_helpers import (
 )
 
 from distconv.sync.ps.config import (
+    ShardConfig,
     host_has_ipv6,
     join_endpoint,
     split_endpoint,
     tcp_url,
     uses_ipv6,
 )
+from distconv.sync.ps.server import Shard
 from tests.probes import has_ipv6_loopback
 
 BATCH = 8
@@ -101,3 +105,25 @@ def test_with_the_ipv6_option_a_name_with_ipv4_addresses_only_reaches_an_ipv4_li
         assert router.recv_multipart()[1] == b"hello"
     finally:
         ctx.destroy(linger=0)
+
+
+def _interface_names() -> set[str]:
+    try:
+        return {name for _, name in socket.if_nameindex()}
+    except OSError:
+        return set()
+
+
+@pytest.mark.skipif("lo" not in _interface_names(), reason="no interface named lo here")
+@pytest.mark.timeout(30)
+def test_a_shard_bound_to_an_interface_name_keeps_listening_on_ipv4():
+    """``--bind lo:0`` (an interface, as ZeroMQ reads a bound name first) listened on
+    127.0.0.1 before IPv6 came; with ZeroMQ's IPV6 option set for any name that does not
+    resolve, it took lo's ``::1`` alone and IPv4 workers were refused (eth0: its IPv6 address,
+    or "No such device" where it has none)."""
+    shard = Shard(ShardConfig(bind="lo:0", insecure=True))
+    try:
+        endpoint = shard.bind()
+        assert shard._sock.last_endpoint.decode().startswith("tcp://127.0.0.1:"), endpoint
+    finally:
+        shard.close()
