@@ -92,10 +92,14 @@ class ShardConfig:
 
 
 def split_endpoint(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` as (host, port); ValueError unless both are present and the port is valid."""
+    """``HOST:PORT`` as (host, port); ValueError unless both are present, the port is valid
+    and an IPv6 host is in brackets (``::1:80`` could be ``::1`` port 80 or ``::1:80`` with no
+    port; ``--bind ::1`` was read as host ``:``, port 1), as ``--pservers`` demands."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"expected HOST:PORT, got {text!r}")
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        raise ValueError(f"expected HOST:PORT, an IPv6 host in brackets ([::1]:80), got {text!r}")
     return host.strip("[]"), int(port)
 
 

@@ -127,3 +127,14 @@ def test_a_shard_bound_to_an_interface_name_keeps_listening_on_ipv4():
         assert shard._sock.last_endpoint.decode().startswith("tcp://127.0.0.1:"), endpoint
     finally:
         shard.close()
+
+
+@pytest.mark.parametrize("text", ["::1", "fd00::2", "::1:80", "fd00::7:5555"])
+def test_an_ipv6_host_without_brackets_is_refused_as_check_address_does(text):
+    """``--bind ::1`` (no port) was read as host ``:`` port 1, ``fd00::2`` as ``fd00:`` port 2,
+    and ZeroMQ then said "No such device"; ``::1:80`` is ambiguous. ``--pservers`` (runtime's
+    check_address) refuses all of them; the shard's ``--bind`` and ``PServerSync`` now do too."""
+    with pytest.raises(ValueError, match=r"IPv6 host in brackets \(\[::1\]:80\)"):
+        ShardConfig(bind=text, insecure=True).check()
+    with pytest.raises(ValueError, match="in brackets"):
+        insecure_worker([text])
