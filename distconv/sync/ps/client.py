@@ -39,7 +39,7 @@ from distconv.sync.base import SyncError, SyncStrategy, job_description
 from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
-from distconv.sync.ps.config import join_endpoint, split_endpoint
+from distconv.sync.ps.config import join_endpoint, split_endpoint, usable_here
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.job_check import check_all_equal
@@ -107,7 +107,7 @@ class PServerSync(
             raise ValueError("CURVE is on by default: pass keys_dir (--keys DIR) or insecure=True")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
-        self.endpoints = [join_endpoint(*split_endpoint(e)) for e in pservers]
+        self.endpoints = usable_here([join_endpoint(*split_endpoint(e)) for e in pservers])
         self.timeout = float(timeout)
         self.job_id = job_id
         self.sparse: set[str] = set()

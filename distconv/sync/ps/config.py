@@ -9,6 +9,7 @@ import socket as pysocket
 from dataclasses import dataclass
 
 from distconv.runtime import DEFAULT_JOB_ID
+from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 
 #: the shortest ``--timeout``, in seconds: workers beat four times per timeout, at most every
@@ -153,6 +154,16 @@ def _resolves(host: str, family: int) -> bool:
         return bool(pysocket.getaddrinfo(host, None, family, pysocket.SOCK_STREAM))
     except (OSError, UnicodeError):  # no such name (yet), or one IDNA cannot encode
         return False
+
+
+def usable_here(endpoints: list[str]) -> list[str]:
+    """``endpoints`` (as :func:`join_endpoint` writes them), or SyncError where one is an IPv6
+    literal and this host has no IPv6: ZeroMQ cannot open its socket, and retries without a
+    word, so a worker waited out its timeout and said only that the shard never answered."""
+    literals = [e for e in endpoints if e.startswith("[")]
+    if literals and not host_has_ipv6():
+        raise SyncError(f"pserver {literals[0]} is an IPv6 address, but this host has no IPv6")
+    return endpoints
 
 
 @functools.cache

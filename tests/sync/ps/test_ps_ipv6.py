@@ -138,3 +138,17 @@ def test_an_ipv6_host_without_brackets_is_refused_as_check_address_does(text):
         ShardConfig(bind=text, insecure=True).check()
     with pytest.raises(ValueError, match="in brackets"):
         insecure_worker([text])
+
+
+@pytest.mark.timeout(30)
+def test_a_worker_given_an_ipv6_literal_on_a_host_without_ipv6_says_so_at_once(monkeypatch):
+    """Without IPv6 (a kernel booted with ipv6.disable=1) ZeroMQ cannot open the socket and
+    retries in silence: the worker waited out its timeout, then blamed a shard that never
+    answered. Names are not refused: they may resolve to IPv4."""
+    from distconv.sync.base import SyncError
+    from distconv.sync.ps import config
+
+    monkeypatch.setattr(config, "host_has_ipv6", lambda: False)
+    with pytest.raises(SyncError, match=r"pserver \[fd00::7\]:5555 is an IPv6 address, but"):
+        insecure_worker(["127.0.0.1:5555", "[fd00::7]:5555"], timeout=1)
+    insecure_worker(["localhost:5555"], timeout=1).close()
