@@ -127,8 +127,7 @@ class ServiceEndpoints:
             raise ValueError(f"stall_seconds must be a finite number, got {stall_seconds!r}")
         if stall_seconds <= 0:
             raise ValueError(f"stall_seconds must be > 0, got {stall_seconds}")
-        self.role = role
-        self.rank = rank
+        self.role, self.rank = role, rank
         self.stall_seconds = float(stall_seconds)
         self.registry = registry if registry is not None else CollectorRegistry()
         self._metrics = _Metrics(self.registry, role, rank)
@@ -208,9 +207,8 @@ class ServiceEndpoints:
             self._metrics.step.set(self._last_step)
 
     def forget_step(self) -> None:
-        """No step finished yet, as at the start (``last step none yet``): a shard re-seeded by
-        a resumed run, whose steps may start below the run before's; ``distconv_step`` says
-        -1 again."""
+        """No step finished yet (``last step none yet``): a shard re-seeded by a resumed run,
+        whose steps may start below the run before's; ``distconv_step`` says -1 again."""
         self._last_step = None
         self._metrics.step.set(NO_STEP)
 
@@ -291,8 +289,7 @@ class ServiceEndpoints:
     def record_totals(self, totals: Mapping[str, float], source: object = None) -> None:
         """Count what a sync strategy's running totals (``SyncStrategy.traffic()``) added since
         the last call for the same ``source`` (the strategy; a new Trainer on this monitor may
-        bring another): ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``,
-        ``stale_dropped``.
+        bring another): ``bytes_pushed``, ``bytes_pulled``, ``sync_seconds``, ``stale_dropped``.
 
         A source not seen before is counted from 0, and so are all totals of one whose totals
         dropped (a new strategy where an old one was, or no source given): the counters go on
@@ -326,9 +323,13 @@ class _Server(ThreadingHTTPServer):
         # a silent client kept both up to CLIENT_SECONDS); first, as a failed bind closes
         self._open: dict[socket.socket, threading.Thread] = {}
         self._open_lock = threading.Lock()
-        if ":" in address[0]:  # an IPv6 literal; "::" takes IPv4 clients too (dual-stack)
-            self.address_family = socket.AF_INET6
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, handler)
+
+    def server_bind(self) -> None:  # "::" takes IPv4 clients too, whatever bindv6only says
+        if self.address_family == socket.AF_INET6:
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(
@@ -394,7 +395,6 @@ def _handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            # probes arrive every few seconds; logging each would drown the training log
-            pass
+            pass  # probes arrive every few seconds; logging each would drown the training log
 
     return Handler

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -92,3 +93,24 @@ def test_a_shard_on_ipv6_says_where_its_probes_and_socket_are_as_urls_write_them
     finally:
         shard.terminate()
         shard.communicate(timeout=20)
+
+
+class _V6OnlyByDefault(socket.socket):
+    """A socket as a host with ``net.ipv6.bindv6only = 1`` makes them: IPv6 ones take no
+    IPv4 peer unless told."""
+
+    def __init__(self, family=-1, type=-1, proto=-1, fileno=None):  # noqa: A002
+        super().__init__(family, type, proto, fileno)
+        if fileno is None and self.family == socket.AF_INET6:
+            self.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+
+
+@needs_ipv6
+@pytest.mark.timeout(30)
+def test_probes_on_the_ipv6_wildcard_take_ipv4_clients_whatever_bindv6only_says(monkeypatch):
+    """``--health-host ::`` answered IPv4 clients only where the host's default lets an IPv6
+    socket take them (Linux's ``bindv6only`` 0); with 1, an IPv4 kubelet was refused."""
+    monkeypatch.setattr(socket, "socket", _V6OnlyByDefault)
+    with ServiceEndpoints(role="worker", rank=0) as svc:
+        port = svc.start("::")
+        assert get(f"http://127.0.0.1:{port}/readyz") == (503, "not ready\n")
