@@ -118,35 +118,20 @@ def tcp_url(host: str, port: int | str) -> str:
 def uses_ipv6(host: str) -> bool:
     """Whether a ZeroMQ socket for ``host`` needs its ``IPV6`` option. Without it ZeroMQ reads
     ``[::1]`` as an interface name ("No such device") and resolves names to IPv4 only, which
-    an IPv6-only cluster's names have none of. With it, a name resolves to its IPv6 addresses,
-    or IPv4-mapped ones where it has only IPv4 (those still reach an IPv4 listener).
+    an IPv6-only cluster's names have none of.
 
-    So: an IPv6 literal needs it; an IPv4 literal, the wildcard and a name that has an IPv4
-    address now do not (with it, ``localhost`` would resolve to ``::1`` alone and miss a shard
-    bound to 127.0.0.1); any other name does, where this host has IPv6 at all: one that does
-    not resolve yet (a shard's pod not scheduled) may turn out IPv6 only, and the family is
-    fixed at connect."""
+    So: an IPv6 literal needs it, and so does a name that has IPv6 addresses and no IPv4 one
+    when asked. Everything else keeps ZeroMQ's IPv4 default, as before IPv6 came: IPv4
+    literals, the wildcard, a name with an IPv4 address (with the option, ``localhost`` would
+    resolve to ``::1`` alone and miss a shard bound to 127.0.0.1), an interface's name
+    (``--bind eth0:5555``: with the option ZeroMQ binds its IPv6 address alone), and a name
+    that does not resolve yet (a shard's pod not scheduled: an IPv6-only cluster's worker then
+    gets no answer, fails, and its restart finds the name)."""
     if ":" in host:
         return True
     if host in ("*", "") or _resolves(host, pysocket.AF_INET):
         return False
-    return _resolves(host, pysocket.AF_INET6) or host_has_ipv6()
-
-
-def binds_ipv6(host: str) -> bool:
-    """:func:`uses_ipv6` for a shard's ``--bind``. ZeroMQ reads a bound name as an interface's
-    first (``eth0``, ``lo``), and with the option takes that interface's IPv6 addresses alone:
-    ``--bind eth0:5555`` listened on eth0's IPv4 address before, and would then refuse the IPv4
-    workers that reach it there (or fail, "No such device", where eth0 has no IPv6 address). An
-    interface's name keeps IPv4; ``[ADDRESS]`` binds one of its IPv6 addresses."""
-    return ":" in host or (host not in _interfaces() and uses_ipv6(host))
-
-
-def _interfaces() -> set[str]:
-    try:
-        return {name for _, name in pysocket.if_nameindex()}
-    except OSError:  # a platform that cannot list them: names are then resolved as before
-        return set()
+    return _resolves(host, pysocket.AF_INET6)
 
 
 def _resolves(host: str, family: int) -> bool:

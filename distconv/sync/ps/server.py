@@ -39,10 +39,10 @@ from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import (
     ShardConfig,
-    binds_ipv6,
     join_endpoint,
     split_endpoint,
     tcp_url,
+    uses_ipv6,
 )
 from distconv.sync.ps.drain import Draining
 from distconv.sync.ps.gathers import ShardGathers
@@ -149,7 +149,7 @@ class Shard(
             self._key_rank = workers
             self._auth = keyfiles.start_authenticator(self._ctx, set(workers))
             keyfiles.curve_server(self._sock, public, secret)
-        self._sock.setsockopt(zmq.IPV6, binds_ipv6(host))  # [::] then takes IPv4 peers too
+        self._sock.setsockopt(zmq.IPV6, uses_ipv6(host))  # [::] then takes IPv4 peers too
         try:
             self._sock.bind(tcp_url(host, port or "*"))  # *: a port the OS picks
         except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it
