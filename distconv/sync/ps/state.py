@@ -15,7 +15,7 @@ import numpy as np
 from distconv.backend import all_finite
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
-from distconv.sync.ps.sums import nan_message, sum_culprit, sum_in_rank_order
+from distconv.sync.ps.sums import nan_message, over_cap, sum_culprit, sum_in_rank_order
 from distconv.sync.ps.wire import (
     DTYPES,
     MAX_ARRAY_BYTES,
@@ -233,8 +233,9 @@ class BlockUpdates:
                     sums[p] = self._sums(p)
                 summed = _clock() - start
                 doing, error = "NaN/Inf check", None
-                for p in complete:
+                for p in complete:  # and a sparse reply of every rank's rows within the cap
                     error = error or self._not_finite(p, *sums[p])
+                    error = error or over_cap(self.params[p], step, sums[p][2], self.config)
             if error:
                 self._fail(error)
                 return

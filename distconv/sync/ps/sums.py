@@ -4,6 +4,7 @@ and the message of the NaN/Inf check (:func:`distconv.backend.all_finite`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,3 +76,21 @@ def sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
         grad = np.zeros((len(rows), first.shape[1]), dtype=first.dtype)
         np.add.at(grad, where, np.concatenate([g for _, g in parts]))
     return rows, grad
+
+
+def over_cap(spec, step: int, sums: Sequence[tuple[np.ndarray | None, Any]], config) -> str | None:
+    """The error for a sync step of sparse parameter ``spec`` whose reply would pass the
+    shard's ``max_message_bytes`` (``config``), or None: every rank's reply carries the union
+    of the ranks' rows (``sums``, per block), an id and a row each, so N pushes within the cap
+    may make a larger reply, which every worker would refuse as malformed once the step had
+    been applied. Checked before any update, so none is applied."""
+    if not sums or sums[0][0] is None:  # dense: the reply is as large as each push
+        return None
+    size = sum(len(rows) * (8 + spec.row_bytes) for rows, _ in sums)
+    if size <= config.max_message_bytes:
+        return None
+    return (
+        f"sync step {step} of sparse parameter {spec.name}: the ranks' rows together make a "
+        f"reply of {size} bytes to each rank, over the shard's max_message_bytes "
+        f"{config.max_message_bytes}: raise --max-message-bytes, or use more shards"
+    )
