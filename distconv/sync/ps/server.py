@@ -134,9 +134,10 @@ class Shard(
         self._sock.linger = 0
         # ZeroMQ's limit is per frame: it closes a connection whose frame is larger before
         # buffering it; a message of many frames is buffered whole, whatever the cap says
-        self._sock.setsockopt(
-            zmq.MAXMSGSIZE, zmq_max_msg_size(config.max_message_bytes, config.max_frame_bytes)
+        bound = zmq_max_msg_size(
+            config.max_message_bytes, config.max_frame_bytes, curve=not config.insecure
         )
+        self._sock.setsockopt(zmq.MAXMSGSIZE, bound)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def bind(self) -> str:

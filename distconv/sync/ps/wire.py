@@ -55,10 +55,17 @@ def frame_limit(max_message_bytes: int, max_frame_bytes: int) -> int:
     return min(max_frame_bytes, max_message_bytes)
 
 
-def zmq_max_msg_size(max_message_bytes: int, max_frame_bytes: int) -> int:
-    """ZeroMQ's ``MAXMSGSIZE`` for a shard, which ZeroMQ applies to each *frame*: the largest
-    array frame, or a header frame (up to ``MAX_HEADER_BYTES``), whichever is larger."""
-    return max(frame_limit(max_message_bytes, max_frame_bytes), MAX_HEADER_BYTES)
+#: what CURVE adds to each frame on the wire ("MESSAGE" command, nonce, MAC, flags), which is
+#: what ZeroMQ holds against ``MAXMSGSIZE``: a frame within 33 bytes of it was dropped
+CURVE_FRAME_OVERHEAD = 33
+
+
+def zmq_max_msg_size(max_message_bytes: int, max_frame_bytes: int, curve: bool = False) -> int:
+    """ZeroMQ's ``MAXMSGSIZE`` for a shard, which ZeroMQ applies to each *frame* as it travels
+    (encrypted, with ``curve``): the largest array frame, or a header frame (up to
+    ``MAX_HEADER_BYTES``), whichever is larger."""
+    limit = max(frame_limit(max_message_bytes, max_frame_bytes), MAX_HEADER_BYTES)
+    return min(limit + (CURVE_FRAME_OVERHEAD if curve else 0), MAX_ARRAY_BYTES)  # an int64
 
 
 #: every field a request may carry, with its type; ``op`` picks the ones it needs
