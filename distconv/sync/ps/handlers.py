@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from distconv.messages import one_line
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.seeding import Seeding
@@ -33,6 +34,10 @@ from distconv.sync.ps.wire import (
 
 log = logging.getLogger("distconv.pserver")
 
+
+#: the most characters of a refused hello's first difference quoted (both values, cut short:
+#: whole, two large entries made an error reply over the header cap, which no worker reads)
+DIFFERENCE_CHARS = 1000
 
 #: the error a held push gets when a new seed drops it
 STALE_PUSH = (
@@ -132,6 +137,8 @@ class RequestHandlers:
         elif (diff := job.difference(self.job)) is not None:
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
+            # cut short: it quotes both hellos' values, which may be hundreds of KB each
+            diff = one_line(diff, DIFFERENCE_CHARS)
             raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)
         if new_run:

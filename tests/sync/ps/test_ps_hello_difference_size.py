@@ -1,0 +1,36 @@
+"""A refused hello quotes the first difference of the two jobs (review k132): it quoted both
+values whole, so two descriptions differing in a large entry (a model's layers, up to the
+hello's 256 KiB) made an error of hundreds of KB, and two of ~600 KB (a client that sends its
+whole description) an error reply over the 1 MiB header cap, which the worker could not read.
+The difference is cut short; it still names the entry, first."""
+
+from __future__ import annotations
+
+import json
+
+from distconv.sync.ps.job_hello import hello_fields
+from distconv.sync.ps.wire import MAX_HEADER_BYTES
+
+SAID = "rank 1 runs another job than rank(s) before: "
+
+
+def _hello(h, rank: int, **job) -> dict:
+    return h.ask({"op": "hello", "rank": rank, "host": "h", **job})[0]
+
+
+def test_a_large_entry_that_differs_is_named_in_one_short_line(hand):
+    h = hand(workers=2)
+    assert _hello(h, 0, **hello_fields({"batch": 8, "layers": "x" * 200_000}))["op"] == "ok"
+    refused = _hello(h, 1, **hello_fields({"batch": 8, "layers": "y" * 200_000}))
+    assert refused["op"] == "error" and refused["error"].startswith(SAID + "layers: 'yyy")
+    assert len(refused["error"]) < 1100, len(refused["error"])
+
+
+def test_two_whole_descriptions_over_half_the_cap_get_a_reply_the_worker_reads(hand):
+    h = hand(workers=2)
+    for rank, fill in ((0, "x"), (1, "y")):
+        text = json.dumps({"layers": fill * 600_000})
+        fields = {"description": text, "digest": hello_fields(json.loads(text))["digest"]}
+        reply = _hello(h, rank, **fields)  # read with the header cap: raised WireError here
+    assert reply["op"] == "error" and reply["error"].startswith(SAID + "layers: 'yyy"), reply
+    assert len(h.sent[-1][0][0]) < MAX_HEADER_BYTES
