@@ -49,6 +49,8 @@ class ContextProjection(Projection):
         weight: ``(begin_pad + end_pad, D)`` when ``trainable_padding`` (and non-empty), else None.
     """
 
+    takes_integer_values = False  # learnt padding would be cast to the input's integer dtype
+
     def __init__(
         self,
         width: int,

@@ -240,6 +240,8 @@ class ConvProjection(Convolution, Projection):
         output_size: spatial size of one output image.
     """
 
+    takes_integer_values = False  # the im2col columns take the input's dtype
+
     def _build(
         self,
         *,

@@ -116,6 +116,8 @@ class ConvOperator(Convolution, Operator):
         output_size: spatial size of one output image.
     """
 
+    takes_integer_values = False  # the im2col columns take the images' dtype
+
     def _build(self, input_indices: Sequence[int] = (0, 1)) -> None:
         spec = self._make_spec()
         if spec.input_size is None:

@@ -44,6 +44,10 @@ class LayerPart:
         key: the part's key in that layer (``"proj0"``, ``"op1"``).
     """
 
+    #: whether it reads integer values that need no gradient (a 0/1 mask): a part that computes
+    #: in its input's dtype (a convolution, a context window's padding) reads float ones only
+    takes_integer_values = True
+
     def __init__(self) -> None:
         self.owner: Layer | None = None
         self.key: str | None = None
@@ -83,9 +87,14 @@ class LayerPart:
         v = arg.value
         if v is None:
             raise self.fail(f"the {what} carries no value (ids only?)")
-        if not is_float_dtype(v.dtype):  # float gradients would not add into integer ones
+        # float gradients would not add into integer ones; without a gradient (a mask) they
+        # are read as numbers, as before, by the parts that compute in the output's dtype
+        if not is_float_dtype(v.dtype) and (arg.needs_grad or not self.takes_integer_values):
             message = str(self.fail(f"expected float values in the {what}, got {v.dtype} values"))
-            raise LayerTypeError(f"{message} (cast them to a float type, as x.astype(np.float32))")
+            hint = " or pass them with needs_grad=False" if self.takes_integer_values else ""
+            raise LayerTypeError(
+                f"{message} (cast them to a float type, as x.astype(np.float32){hint})"
+            )
         n = int(v.shape[0]) if v.ndim else 0
         if v.ndim < 2 or (width is not None and v.size != n * width):
             want = "rows" if width is None else f"{width} columns per row"

@@ -69,6 +69,57 @@ def test_integer_values_into_a_projection_are_refused_naming_the_layer(make, par
         make()(x)
 
 
+def _mask_layers():
+    """(name, layer maker, inputs maker): parts that read an integer mask needing no gradient."""
+    from distconv.layers.operator import DotMulOperator
+
+    return [
+        ("DotMulOperator", lambda: Mixed([None, None], [DotMulOperator()], size=4), 2),
+        ("DotMulProjection", lambda: Mixed([DotMulProjection(4)]), 1),
+        ("FullMatrixProjection", lambda: Mixed([FullMatrixProjection(4, 3)]), 1),
+        ("IdentityProjection", lambda: Mixed([IdentityProjection(4)]), 1),
+    ]
+
+
+@pytest.mark.parametrize("name, make, inputs", _mask_layers())
+def test_an_integer_mask_that_needs_no_gradient_still_reads_as_its_float_cast(name, make, inputs):
+    """Refusing integer values in every part (for the backward's UFuncTypeError, which only
+    an input that needs a gradient meets) refused what worked before: an integer 0/1 mask
+    passed with needs_grad=False, as a Network passes an array feed. It gives what the mask
+    cast to float gives, forward and backward."""
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    mask = np.array([[1, 0, 1, 1], [0, 1, 1, 0]])
+    layer, results = make(), []
+    for m in (mask, mask.astype(np.float32)):
+        args = [Arg(x.copy()), Arg(m, needs_grad=False)][-inputs:]
+        out = layer(*args)
+        out.grad = np.ones_like(out.value)
+        layer.backward(lambda p: None)
+        grads = [a.grad for a in args if a.needs_grad] + [p.grad.copy() for p in layer.parameters()]
+        for p in layer.parameters():
+            p.grad[...] = 0
+        results.append((out.value, grads))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    assert results[0][0].dtype == np.float32
+    for got, want in zip(results[0][1], results[1][1], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Mixed([ConvProjection(1, 2, 1, input_size=(2, 2))], name="c"),
+        lambda: Mixed([ContextProjection(4, 3, trainable_padding=True)], name="c"),
+    ],
+)
+def test_parts_that_compute_in_the_input_dtype_refuse_integers_needing_no_gradient(make):
+    """A convolution's columns and a context window's learnt padding take the input's dtype:
+    integer values are refused there with or without a gradient."""
+    x = Arg(np.arange(8).reshape(2, 4), seq_starts=np.array([0, 2]), needs_grad=False)
+    with pytest.raises(LayerError, match=r"'c': .*: expected float values in the input, "):
+        make()(x)
+
+
 def test_integer_values_into_a_mixed_network_name_the_feed():
     """In a Network the refusal names the feed, as for a convolution's integer images."""
     net = Network()
