@@ -239,8 +239,9 @@ def _run(
         except BaseException:  # a chunk failed, or an interrupt came while waiting
             for f in futures:
                 f.cancel()  # chunks not started yet need not start
-            for f in futures:  # the others finish inside the BLAS hold, before the caller
-                _settle(f)  # moves on (and maybe reuses the buffers they write)
+            # the others finish inside the BLAS hold, before the caller moves on (and maybe
+            # reuses the buffers they write): all of them, through another Ctrl-C too
+            _settle(*futures)
             raise
 
 
@@ -273,14 +274,14 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]
         return result, future.result()
 
 
-def _settle(future: Future) -> None:
-    """Wait until ``future`` is done, through an interrupt too (raised once it is done): a
-    kernel that ran on after its caller had left would leave the BLAS hold after it, and
-    its restore of BLAS's thread count would not be the one that counts."""
+def _settle(*futures: Future) -> None:
+    """Wait until every one of ``futures`` is done, through an interrupt too (raised once all
+    are done): a kernel that ran on after its caller had left would leave the BLAS hold after
+    it, and its restore of BLAS's thread count would not be the one that counts."""
     interrupted: BaseException | None = None
-    while not future.done():
+    while not all(f.done() for f in futures):
         try:
-            wait([future])
+            wait(futures)
         except BaseException as error:  # a Ctrl-C: the kernel ends within milliseconds
             interrupted = error
     if interrupted is not None:

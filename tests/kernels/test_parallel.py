@@ -327,6 +327,34 @@ def test_a_failed_chunk_lets_the_others_finish_before_its_error_propagates(monke
     assert held == [1]  # inside the caller's hold to the end
 
 
+@pytest.mark.timeout(10)
+def test_a_ctrl_c_while_the_chunks_settle_leaves_none_running(monkeypatch):
+    """The chunks were settled one by one, and an interrupt raised once the one it came in
+    was done: a second Ctrl-C while the first of several running chunks settled left the
+    later ones running past the BLAS hold, as one failed chunk had before."""
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "3")
+    started, finished = threading.Barrier(3), []
+    real_wait, calls = parallel.wait, []
+
+    def interrupted_wait(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # a Ctrl-C arrives while the others settle
+            raise KeyboardInterrupt
+        return real_wait(*args, **kwargs)
+
+    def chunk(lo, hi):
+        started.wait(5)
+        if lo == 0:
+            raise ValueError("chunk 0 failed")
+        time.sleep(0.2 * lo)  # still running when chunk 0 fails
+        finished.append(lo)
+
+    monkeypatch.setattr(parallel, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        over_batch(chunk, 3, 1 << 22)  # three chunks of enough work to run on the pool
+    assert sorted(finished) == [1, 2] and parallel._holders == 0
+
+
 @pytest.mark.timeout(30)
 def test_a_kernel_called_inside_a_chunk_runs_in_line(monkeypatch):
     """Nested: a chunk that calls matmul must not wait on the pool it runs in."""
