@@ -250,4 +250,5 @@ def test_a_worker_closing_on_peer_failed_names_those_ranks_in_its_bye():
         raise Boom("out of memory")
     except Boom:
         channel._say_bye()
-    assert all("failed_ranks" not in h for _, h in sent), sent
+    assert [s for s, _ in sent] == [0, 1], sent  # both said bye, naming no peer
+    assert all("failed_ranks" not in h and "Boom" in h["error"] for _, h in sent), sent
