@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from distconv.backend import get_array_module, to_device
 
 
@@ -35,7 +37,8 @@ class Arg:
     ) -> None:
         self.value = value
         self.seq_starts = seq_starts
-        self.ids = ids
+        # a list of ids ([3, 1]) is read as the array it stands for; layers read .dtype, .ndim
+        self.ids = ids if ids is None or hasattr(ids, "dtype") else np.asarray(ids)
         self.needs_grad = needs_grad and value is not None
         self._grad = None
 

@@ -337,3 +337,15 @@ def test_integer_parameter_dtypes_are_refused_when_built(make, key):
     first backward failed with numpy's UFuncTypeError adding float gradients into them."""
     with pytest.raises(LayerError, match=rf"'c': {key}: dtype=int\d+ is not a float type"):
         make()
+
+
+def test_ids_given_as_a_list_read_as_the_array_they_stand_for(rng):
+    """``Arg(ids=[0, 2])`` raised a bare AttributeError (``.reshape``, ``.dtype``) in the loss
+    and in a table projection; Multiplex and SelectiveFC already took lists (review k133)."""
+    logits = rng.standard_normal((2, 3))
+    by_list = SoftmaxCrossEntropy()(Arg(logits), Arg(ids=[0, 2]))
+    by_array = SoftmaxCrossEntropy()(Arg(logits), Arg(ids=np.array([0, 2])))
+    assert by_list.value == by_array.value
+    table = Mixed([TableProjection(5, 3, dtype=F64)], bias=False, name="emb")
+    rows = table(Arg(ids=[4, 1])).value
+    np.testing.assert_array_equal(rows, table.projections[0].weight.value[[4, 1]])
