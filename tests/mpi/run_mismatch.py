@@ -5,7 +5,8 @@
 bucket layout differs. ``--fc1-act`` gives ``fc1`` another activation, which no parameter
 shows, and trains with the Trainer, whose start-up check compares the layers. Every case
 must end with a message naming the difference, not a hang.
-``--bucket-bytes``, ``--first-piece-bytes`` and ``--piece-bytes`` set the piece plan.
+``--bucket-bytes``, ``--first-piece-bytes`` and ``--piece-bytes`` set the piece plan,
+``--no-stream`` holds every piece to the end of backward.
 ``--errors DIR`` also writes each rank's error to ``DIR/rank<r>.err`` before the job aborts,
 with the number of gradient collectives this rank had started by then: ``mpiexec`` may tear
 the job down before it relays an aborting rank's stderr, and the test is about the message, not
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--first-piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--piece-bytes", type=int, default=1 << 20)
     parser.add_argument("--overlap", choices=("0", "1"), help="default: the machine decides")
+    parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--fc1-act", help="fc1's activation; trains with the Trainer")
     args = parser.parse_args()
     mpi = import_mpi()
@@ -50,6 +52,7 @@ def main() -> None:
         first_piece_bytes=args.first_piece_bytes,
         piece_bytes=args.piece_bytes,
         overlap=None if args.overlap is None else args.overlap == "1",
+        stream=not args.no_stream,
     )
     try:
         net = small_lenet(0, [int(c) for c in args.channels.split(",")])

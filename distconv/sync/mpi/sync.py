@@ -181,7 +181,7 @@ class MPISync(RankCollectives):
         it to every other rank.
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
-        wire["sync.piece_bytes"] = list(self._pieces_asked)
+        wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         self._open = "setup (it failed)"
         try:
             super().setup(params, {**(config or {}), **wire}, state)
