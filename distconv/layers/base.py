@@ -81,7 +81,7 @@ class Layer:
 
     def __init__(self, *, act: str | ActivationFunction | None = None, name: str | None = None):
         self.name = name or type(self).__name__
-        self.act = get_activation(act)
+        self.act = checked(self, get_activation, act)  # the error names the layer
         self._params: dict[str, Parameter] = {}
         self._owned: set[str] = set()
         self.inputs: tuple[Arg, ...] = ()

@@ -64,7 +64,10 @@ class DotMulOperator(Operator):
 
     def __init__(self, scale: float = 1.0, input_indices: Sequence[int] = (0, 1)) -> None:
         super().__init__(input_indices)
-        self.scale = float(scale)
+        try:
+            self.scale = float(scale)
+        except (TypeError, ValueError):  # float's own message names no layer and no argument
+            raise self.fail(f"scale must be a number, got {scale!r}") from None
 
     def _operands(self, inputs: Sequence[Arg], width: int) -> tuple[Any, Any]:
         a, b = (self._rows(arg, width, f"input {i}") for arg, i in zip(inputs, self.input_indices))

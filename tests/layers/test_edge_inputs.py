@@ -349,3 +349,16 @@ def test_ids_given_as_a_list_read_as_the_array_they_stand_for(rng):
     table = Mixed([TableProjection(5, 3, dtype=F64)], bias=False, name="emb")
     rows = table(Arg(ids=[4, 1])).value
     np.testing.assert_array_equal(rows, table.projections[0].weight.value[[4, 1]])
+
+
+def test_an_unknown_activation_names_the_layer():
+    with pytest.raises(LayerError, match=r"Conv2D 'c1': unknown activation 'gelu'; choose one"):
+        Conv2D(1, 2, 3, act="gelu", name="c1")
+
+
+@pytest.mark.parametrize("scale", ["a", None])
+def test_a_scale_that_is_no_number_names_the_operator(scale):
+    from distconv.layers.operator import DotMulOperator
+
+    with pytest.raises(LayerError, match=r"DotMulOperator: scale must be a number, got "):
+        DotMulOperator(scale)
