@@ -340,12 +340,12 @@ def job_description(
 
 
 def first_difference(
-    ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = ""
+    ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = "", quote=repr
 ) -> str | None:
     """The first key (sorted, ``name`` first, numbers as numbers) whose value differs between
-    two descriptions, as a sentence; inside settings that are mappings themselves (the
-    optimizer's), the first key there too (``optimizer.lr: 0.01 here, 0.02 there``;
-    ``optimizer.name`` for two kinds).
+    two descriptions, as a sentence, each value written by ``quote``; inside settings that are
+    mappings themselves (the optimizer's), the first key there too (``optimizer.lr: 0.01 here,
+    0.02 there``; ``optimizer.name`` for two kinds).
 
     Values differ as the digest sees them (their JSON: ``1`` and ``1.0`` differ, NaN is NaN),
     so descriptions whose digests differ always get a sentence, never None."""
@@ -353,12 +353,12 @@ def first_difference(
         a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
         if (key in ours) != (key in theirs) or _differ(a, b):
             if not prefix and key == "parameters" and isinstance(a, list) and isinstance(b, list):
-                return _first_param_difference(a, b)
+                return _first_param_difference(a, b, quote)
             if isinstance(a, Mapping) and isinstance(b, Mapping):
-                inner = first_difference(a, b, f"{prefix}{key}.")
+                inner = first_difference(a, b, f"{prefix}{key}.", quote)
                 if inner is not None:
                     return inner
-            return f"{prefix}{key}: {a!r} here, {b!r} there"
+            return f"{prefix}{key}: {quote(a)} here, {quote(b)} there"
     return None
 
 
@@ -382,10 +382,10 @@ def _differ(a: Any, b: Any) -> bool:
         return bool(a != b)
 
 
-def _first_param_difference(a: list, b: list) -> str:
+def _first_param_difference(a: list, b: list, quote=repr) -> str:
     for i, (pa, pb) in enumerate(zip(a, b)):
         if pa != pb:
-            return f"parameter {i}: {pa} here, {pb} there"
+            return f"parameter {i}: {quote(pa)} here, {quote(pb)} there"
     return f"parameter count: {len(a)} here, {len(b)} there"
 
 

@@ -137,7 +137,7 @@ class RequestHandlers:
         elif (diff := job.difference(self.job)) is not None:
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
-            # cut short: it quotes both hellos' values, which may be hundreds of KB each
+            # each value is cut already (job_hello.VALUE_CHARS); this cuts a long received key
             diff = one_line(diff, DIFFERENCE_CHARS)
             raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)

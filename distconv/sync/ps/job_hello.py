@@ -30,6 +30,9 @@ from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, json_map, short
 DESCRIPTION_BUDGET = MAX_HEADER_BYTES // 4
 #: a digest as :func:`~distconv.sync.base.digest` writes it: 16 lowercase hex digits
 _DIGEST = re.compile(r"[0-9a-f]{16}")
+#: the most characters of each value a refused hello's difference quotes: both values, so the
+#: shard's cut of the whole line (handlers.DIFFERENCE_CHARS) never drops the job's, "there"
+VALUE_CHARS = 400
 
 
 def hello_fields(description: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,7 +115,7 @@ class HelloJob:
             return None
         if self.described is not None and job.described is not None:
             if self.left_out is None and job.left_out is None:
-                diff = first_difference(self.described, job.described)
+                diff = first_difference(self.described, job.described, quote=_quote)
             else:
                 diff = _entry_difference(self, job)
             if diff is not None:  # always, for digests that differ; the digests else
@@ -134,13 +137,21 @@ def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
         if a.get(key) == b.get(key):
             continue
         if key not in (ours.left_out or {}) and key not in (theirs.left_out or {}):
-            return first_difference(_only(ours.described, key), _only(theirs.described, key))
+            return first_difference(
+                _only(ours.described, key), _only(theirs.described, key), quote=_quote
+            )
         return (
             f"{key}: digest {a.get(key, '<missing>')} here, {b.get(key, '<missing>')} there "
             f"(too large for a hello to carry, so what in it differs cannot be named: compare "
             f"this rank's {key} with the other ranks')"
         )
     return None
+
+
+def _quote(value: Any) -> str:
+    """``repr(value)``, cut to :data:`VALUE_CHARS`: a hello's values may be hundreds of KB."""
+    text = repr(value)
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
 
 
 def _only(described: Mapping[str, Any] | None, key: str) -> dict[str, Any]:

@@ -34,3 +34,16 @@ def test_two_whole_descriptions_over_half_the_cap_get_a_reply_the_worker_reads(h
         reply = _hello(h, rank, **fields)  # read with the header cap: raised WireError here
     assert reply["op"] == "error" and reply["error"].startswith(SAID + "layers: 'yyy"), reply
     assert len(h.sent[-1][0][0]) < MAX_HEADER_BYTES
+
+
+def test_both_values_are_quoted_cut_short_the_jobs_one_too(hand):
+    """The line was cut whole at 1,000 characters: a long value here left out the job's value
+    (and "here, ... there") that it differs from; each value is cut instead."""
+    h = hand(workers=3)
+    assert _hello(h, 0, **hello_fields({"batch": 8, "layers": "x" * 2000}))["op"] == "ok"
+    refused = _hello(h, 1, **hello_fields({"batch": 8, "layers": "y" * 200_000}))["error"]
+    assert refused.startswith(SAID + "layers: 'yyy") and refused.endswith("xxx... there"), refused
+    assert "... here, 'xxx" in refused and len(refused) < 1000, refused
+    said = "rank 2 runs another job than rank(s) before: "
+    refused = _hello(h, 2, **hello_fields({"batch": 8, "layers": "z" * 200_000 + "!"}))["error"]
+    assert refused.startswith(said + "layers: 'zzz") and "... here, 'xxx" in refused, refused
