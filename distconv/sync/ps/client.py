@@ -312,6 +312,7 @@ class PServerSync(
         touched = self._touched(i, grad)
         for shard, blocks in self._targets[i]:
             ids = [rows_in(touched, b) for b in blocks]
+            self._check_ids(shard, blocks, ids)  # rows of several passes may pass the bound
             arrays = [a for r in ids for a in (r, grad[r])]
             self._push_message(shard, [i], blocks, arrays, rows=[len(r) for r in ids])
 

@@ -11,7 +11,7 @@ client's parameters, specs, block targets and reply writers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from distconv.backend import get_array_module, to_host
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
+from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
 
 class SparseRows:
@@ -91,6 +92,7 @@ class SparseRows:
                 self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
             for shard, blocks in self._targets[i]:
                 ids_per_block = [rows_in(rows, b) for b in blocks]
+                self._check_ids(shard, blocks, ids_per_block)
                 head = {
                     "op": "pull",
                     "blocks": [b.id for b in blocks],
@@ -102,6 +104,22 @@ class SparseRows:
         for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch", stoppable=True)):
             written |= self._write(blocks, arrays, header)
         self._values_to_device(written)
+
+    def _check_ids(self, shard: int, blocks: Sequence[Block], ids: Sequence[np.ndarray]) -> None:
+        """SyncError unless each block's row ids, one frame of 8 bytes a row, fit the shard's
+        frame bound. The start-up check holds each block to it, but a row of fewer than 8
+        bytes (a float32 table one column wide) makes the ids of half its block's rows larger
+        than the block, and ZeroMQ would drop that frame with the connection: a silent
+        timeout (review k137)."""
+        bound = max(self._frame_bytes[shard], MAX_HEADER_BYTES)  # the shard's MAXMSGSIZE
+        for b, rows in zip(blocks, ids):
+            if rows.nbytes > bound:
+                raise SyncError(
+                    f"rank {self.rank}: the {len(rows)} row ids of block {b.id} of "
+                    f"{self.params[b.param].name} make a frame of {rows.nbytes} bytes, more "
+                    f"than the {bound} pserver {self.endpoints[shard]} takes: use a smaller "
+                    "block size or a larger --max-frame-bytes"
+                )
 
     def _checked_rows(self, row_ids_by_param: Mapping[str, Any]) -> dict[int, np.ndarray]:
         """Parameter index -> sorted unique row ids, every name and id checked."""

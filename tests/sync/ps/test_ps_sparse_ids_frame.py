@@ -1,0 +1,50 @@
+"""A sparse block's row ids travel as one frame, 8 bytes a row (review k137): the start-up check
+holds each block to the shard's frame bound, but a table of rows under 8 bytes (float32, one
+column) makes the ids of half a block's rows larger than the block. ZeroMQ dropped that frame
+with its connection and the worker's prefetch or push timed out, naming nothing. The worker
+now says so before sending; a frame within the bound still goes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.ps.client import PServerSync
+
+MIB = 1 << 20
+ROWS = MIB // 4  # a float32 table one column wide: one 1 MiB block, the frame bound
+
+
+def _sync(endpoint: str) -> PServerSync:
+    return PServerSync(
+        create_optimizer("sgd", lr=0.5),
+        rank=0,
+        world_size=1,
+        pservers=[endpoint],
+        insecure=True,
+        timeout=20,  # the error comes at once: the frame was dropped, and this ran out
+        block_bytes=MIB,
+    )
+
+
+@pytest.mark.timeout(60)
+def test_row_ids_over_the_frame_bound_are_refused_before_they_are_sent(shards):
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
+    table = Parameter("t", np.zeros((ROWS, 1), np.float32), sparse_rows=True)
+    sync = _sync(endpoint)
+    try:
+        sync.setup([table])
+        sync.start_step(2)
+        sync.prefetch({"t": np.arange(0, MIB // 8)})  # ids of exactly the bound: they go
+        with pytest.raises(SyncError, match=r"row ids of block 0 of t make a frame of 1048584"):
+            sync.prefetch({"t": np.arange(0, MIB // 8 + 1)})
+        # two passes' rows, each within the bound, pushed together: refused in the callback
+        sync.prefetch({"t": np.arange(MIB // 8, MIB // 8 + 1)})
+        table.grad[: MIB // 8 + 1] = 1.0
+        with pytest.raises(SyncError, match="1048584 bytes, more than the 1048576"):
+            sync.on_gradient(table)
+    finally:
+        sync.close()
