@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from distconv.messages import one_line
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.seeding import Seeding
@@ -137,8 +136,10 @@ class RequestHandlers:
         elif (diff := job.difference(self.job)) is not None:
             if new_run:  # it closes: its bye counts (see _of_latest_run)
                 self.refused_at[rank] = (self.requests, run)
-            # each value is cut already (job_hello.VALUE_CHARS); this cuts a long received key
-            diff = one_line(diff, DIFFERENCE_CHARS)
+            # each value is cut already (job_hello.VALUE_CHARS); this cuts a long received key,
+            # on one line, but keeps the spaces: values may differ in nothing else
+            diff = " ".join(diff.splitlines())
+            diff = diff if len(diff) <= DIFFERENCE_CHARS else diff[: DIFFERENCE_CHARS - 3] + "..."
             raise _Refused(f"rank {rank} runs another job than rank(s) before: {diff}")
         self.left.discard(rank)
         if new_run:

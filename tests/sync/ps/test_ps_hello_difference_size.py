@@ -47,3 +47,16 @@ def test_both_values_are_quoted_cut_short_the_jobs_one_too(hand):
     said = "rank 2 runs another job than rank(s) before: "
     refused = _hello(h, 2, **hello_fields({"batch": 8, "layers": "z" * 200_000 + "!"}))["error"]
     assert refused.startswith(said + "layers: 'zzz") and "... here, 'xxx" in refused, refused
+
+
+def test_values_that_differ_in_their_spaces_alone_are_quoted_as_they_are(hand):
+    """The line was put on one line by collapsing every run of whitespace, values' too: two
+    values that differ in spaces alone were quoted alike ("'a b' here, 'a b' there")."""
+    h = hand(workers=2)
+    assert _hello(h, 0, **hello_fields({"act": "a  b"}))["op"] == "ok"
+    refused = _hello(h, 1, **hello_fields({"act": "a b"}))["error"]
+    assert refused == SAID + "act: 'a b' here, 'a  b' there", refused
+    h2 = hand(workers=2)  # a received key with a line break still makes one line
+    assert _hello(h2, 0, **hello_fields({"a\nb": 1}))["op"] == "ok"
+    refused = _hello(h2, 1, **hello_fields({"a\nb": 2}))["error"]
+    assert refused == SAID + "a b: 2 here, 1 there", refused
