@@ -38,7 +38,7 @@ def test_a_gradient_run_of_exactly_the_frame_bound_reaches_a_curve_shard(shards,
         world_size=1,
         pservers=[endpoint],
         keys_dir=job_keys,
-        timeout=3,
+        timeout=15,  # a loaded CI machine; without the fix it waits this long
     )
     try:
         sync.setup(params)
