@@ -15,13 +15,19 @@ from distconv.sync.ps.wire import unpack_arrays, unpack_header
 CAP = 655_500
 
 
-def test_a_union_of_rows_over_the_cap_fails_the_step_before_any_update(hand):
+def _two_pushes(hand, *rows_of_rank):
+    """A seeded shard capped at CAP, and one sync sparse push of each rank's rows (gradient 1)."""
     h = hand(workers=2, max_message_bytes=CAP)
     h.seed()
-    for rank, ids in ((0, np.arange(0, 1000)), (1, np.arange(1000, 2000))):
+    for rank, ids in enumerate(rows_of_rank):
         head = {"op": "push", "rank": rank, "step": 0, "count": 1, "lr": 0.1, "params": [1]}
         head.update(blocks=[BLOCKS], versions=[0], rows=[len(ids)])
         h.send(head, [ids.astype(np.int64), np.ones((len(ids), TABLE_LEN))])
+    return h
+
+
+def test_a_union_of_rows_over_the_cap_fails_the_step_before_any_update(hand):
+    h = _two_pushes(hand, np.arange(0, 1000), np.arange(1000, 2000))
     for _ in range(2):  # each rank's reply, read as a worker reads it: within the cap
         frames = h.client.recv_multipart()
         reply = unpack_header(frames[0], request=False)
@@ -34,12 +40,7 @@ def test_a_union_of_rows_over_the_cap_fails_the_step_before_any_update(hand):
 
 
 def test_a_union_within_the_cap_is_applied_and_answered(hand):
-    h = hand(workers=2, max_message_bytes=CAP)
-    h.seed()
-    for rank, ids in ((0, np.arange(0, 900)), (1, np.arange(900, 1900))):
-        head = {"op": "push", "rank": rank, "step": 0, "count": 1, "lr": 0.1, "params": [1]}
-        head.update(blocks=[BLOCKS], versions=[0], rows=[len(ids)])
-        h.send(head, [ids.astype(np.int64), np.ones((len(ids), TABLE_LEN))])
+    h = _two_pushes(hand, np.arange(0, 900), np.arange(900, 1900))
     for _ in range(2):
         frames = h.client.recv_multipart()
         reply = unpack_header(frames[0], request=False)
