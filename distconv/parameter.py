@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 
-__all__ = ["Parameter", "UpdateCallback", "is_float_dtype"]
+__all__ = ["Parameter", "UpdateCallback", "is_float_dtype", "trainable"]
 
 UpdateCallback = Callable[["Parameter"], None]
 
@@ -131,3 +131,22 @@ class Parameter:
     def __repr__(self) -> str:
         kind = (", static" if self.static else "") + (", sparse_rows" if self.sparse_rows else "")
         return f"Parameter({self.name!r}, shape={self.shape}, dtype={self.value.dtype}{kind})"
+
+
+def trainable(params: Iterable[Parameter]) -> list[Parameter]:
+    """``params`` as a list, once each that trains (not static) holds floating-point values:
+    what every sync strategy's ``setup`` takes. An integer one was taken, and every optimizer
+    then failed on it at the first update, on every transport (a parameter server's shard
+    failed the job: "update of parameter ... failed on shard ...").
+
+    Raises:
+        TypeError: naming the first such parameter and its dtype.
+    """
+    params = list(params)
+    for p in params:
+        if not p.static and not is_float_dtype(p.value.dtype):
+            raise TypeError(
+                f"parameter {p.name!r} has dtype {p.value.dtype}: only a floating-point "
+                "parameter can train (cast it, or make it static)"
+            )
+    return params

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from distconv.optim import Optimizer
-from distconv.parameter import Parameter
+from distconv.parameter import Parameter, trainable
 
 #: optimizer state by parameter name, then state key (host or device arrays)
 StateDict = dict[str, dict[str, Any]]
@@ -129,7 +129,7 @@ class SyncStrategy(ABC):
         Raises:
             SyncError: ranks (or servers) disagree; the message names the first difference.
         """
-        self.params = list(params)
+        self.params = trainable(params)  # TypeError for an integer one: no optimizer takes it
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()
         if state is not None:

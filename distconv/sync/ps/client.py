@@ -33,7 +33,7 @@ import zmq
 
 from distconv.backend import to_host
 from distconv.optim import Optimizer
-from distconv.parameter import Parameter
+from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID
 from distconv.sync.base import SyncError, SyncStrategy, job_description
 from distconv.sync.ps.beats import HeartbeatOwner
@@ -147,7 +147,7 @@ class PServerSync(
         """Compare the job with every shard and rank, seed the shards (rank 0, with the
         restored optimizer ``state`` if any), pull (others)."""
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
-        self.params = list(params)
+        self.params = trainable(params)  # before any hello: TypeError for an integer one
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
@@ -202,7 +202,7 @@ class PServerSync(
         host = to_host(p.value)
         if not host.flags.c_contiguous:
             raise ValueError(f"parameter {p.name} is not C-contiguous")
-        dtype = dtype_name(host.dtype, VALUE_DTYPES)
+        dtype = dtype_name(host.dtype, VALUE_DTYPES, f"parameter {p.name!r}: ")
         return ParamSpec(p.name, tuple(p.shape), dtype, p.name in self.sparse)
 
     def _hello(self, description: dict[str, Any]) -> list[dict[str, Any]]:

@@ -95,12 +95,13 @@ def _param_spec(entry: Any) -> ParamSpec:
         and len(entry) == 4
         and type(entry[0]) is str
         and is_shape(entry[1])
-        and type(entry[2]) is str
-        and entry[2] in VALUE_DTYPES
+        and type(entry[2]) is str and entry[2] in DTYPES
         and type(entry[3]) is bool
-    )
+    )  # fmt: skip
     if not ok:
         raise WireError(f"seed: parameter entry {short(entry)} is not [name, shape, dtype, sparse]")
+    if entry[2] not in VALUE_DTYPES:  # an int64 one failed every optimizer at the first push
+        raise WireError(f"seed: parameter {short(entry[0])} is {entry[2]}, not float32 or float64")
     if entry[3] and not entry[1]:
         raise WireError(
             f"seed: sparse parameter {short(entry[0])} has shape []: a table needs rows"

@@ -32,11 +32,12 @@ from distconv.sync.ps.blocks import ParamSpec
 #: digest, and carries the description only when it is small; 6: a large description's small
 #: entries travel as text, beside its large entries' digests)
 PROTOCOL_VERSION = 6
-#: dtypes a parameter, so a block, may have (little-endian)
-VALUE_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
-#: dtypes allowed in array frames: a block's, or raw bytes (a reply's values, back to back);
-#: nothing else is ever turned into an array
-DTYPES = {**VALUE_DTYPES, "uint8": np.dtype("u1")}
+#: dtypes a parameter, so a block, may have (little-endian): those the optimizers update (an
+#: int64 parameter was seeded, and every optimizer then failed on it at the first push)
+VALUE_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8")}
+#: dtypes allowed in array frames: a block's, row ids and step counts (int64), or raw bytes (a
+#: reply's values, back to back); nothing else is ever turned into an array
+DTYPES = {**VALUE_DTYPES, "int64": np.dtype("<i8"), "uint8": np.dtype("u1")}
 #: ``zmq.SNDMORE`` as a plain int (pyzmq's flag enum costs microseconds per operation)
 _MORE = int(zmq.SNDMORE)
 #: the wire name of each allowed dtype (equal dtypes hash equal: native float32 is "<f4" here)
@@ -209,14 +210,14 @@ def _frame(array: np.ndarray) -> memoryview | bytes:
     return memoryview(array).cast("B") if array.nbytes else b""
 
 
-def dtype_name(dtype: Any, allowed: Mapping[str, np.dtype] = DTYPES) -> str:
+def dtype_name(dtype: Any, allowed: Mapping[str, np.dtype] = DTYPES, whose: str = "") -> str:
     """The wire name of ``dtype``, or WireError if it may not travel (as one of ``allowed``:
-    ``VALUE_DTYPES`` for a parameter)."""
+    ``VALUE_DTYPES`` for a parameter; ``whose`` starts the error: ``"parameter 'w': "``)."""
     name = _WIRE_NAMES.get(dtype) if isinstance(dtype, np.dtype) else None
     if name is None:
         name = _WIRE_NAMES.get(np.dtype(dtype))
     if name is None or name not in allowed:
-        raise WireError(f"dtype {np.dtype(dtype)} cannot travel; allowed: {sorted(allowed)}")
+        raise WireError(f"{whose}dtype {np.dtype(dtype)} cannot travel; allowed: {sorted(allowed)}")
     return name
 
 
