@@ -18,6 +18,9 @@ log = logging.getLogger("distconv.pserver")
 
 #: the collectives workers gather through shard 0, tagged "<kind>:<counter>"
 GATHER_KINDS = ("allreduce", "barrier", "all_equal")
+#: the most digits of a tag's counter (a worker's count of its collectives, from 1: 20 digits
+#: pass 2**64): every message naming a rank in a gather quotes its tag
+TAG_DIGITS = 20
 
 
 class ShardGathers:
@@ -44,10 +47,11 @@ class ShardGathers:
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         kind, _, number = str(header["tag"]).partition(":")
-        if kind not in GATHER_KINDS or not number.isdigit():
+        if kind not in GATHER_KINDS or not number.isdigit() or len(number) > TAG_DIGITS:
             # a made-up tag would hold every other rank's gathers hostage until the timeout
             raise WireError(
-                f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N'"
+                f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N' "
+                f"(N: at most {TAG_DIGITS} digits)"
             )
         self._refuse_lost(header["rank"])
         key = f"gather:{header['tag']}"

@@ -37,6 +37,9 @@ log = logging.getLogger("distconv.pserver")
 #: the most characters of a refused hello's first difference quoted (both values, cut short:
 #: whole, two large entries made an error reply over the header cap, which no worker reads)
 DIFFERENCE_CHARS = 1000
+#: the longest ``host`` a hello may carry (a DNS name has at most 253 characters): every later
+#: message naming the rank quotes it, and a MiB one filled each failure reply of the job
+HOST_CHARS = 255
 
 #: the error a held push gets when a new seed drops it
 STALE_PUSH = (
@@ -126,10 +129,15 @@ class RequestHandlers:
         }
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        rank, run = header["rank"], header.get("run")
+        rank, run, host = header["rank"], header.get("run"), header["host"]
+        if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
+            what = f"{len(host)} characters" if len(host) > HOST_CHARS else "not printable"
+            raise WireError(
+                f"hello: host {short(host)} ({what}): at most {HOST_CHARS} printable characters"
+            )
         job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
         self._refuse_lost(rank)
-        self.hosts[rank] = header["host"]
+        self.hosts[rank] = host
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
         if self.job is None:
             self.job = job
@@ -146,7 +154,7 @@ class RequestHandlers:
             self.hello_at[rank] = self.requests  # see _check_stuck
         self.accepted_at[rank] = self.requests  # see _of_latest_run
         self.run_of[rank] = run
-        self.processes.track(rank, header.get("process", ""), header["host"])  # see _check_timeouts
+        self.processes.track(rank, header.get("process", ""), host)  # see _check_timeouts
         self._note_alive(header)
         self.last_step.pop(rank, None)
         self._forget_gathers(rank)
