@@ -47,11 +47,12 @@ class ShardGathers:
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         kind, _, number = str(header["tag"]).partition(":")
-        if kind not in GATHER_KINDS or not number.isdigit() or len(number) > TAG_DIGITS:
+        decimal = number.isascii() and number.isdigit()  # not "²" nor "٣", digits to isdigit
+        if kind not in GATHER_KINDS or not decimal or len(number) > TAG_DIGITS:
             # a made-up tag would hold every other rank's gathers hostage until the timeout
             raise WireError(
                 f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N' "
-                f"(N: at most {TAG_DIGITS} digits)"
+                f"(N: at most {TAG_DIGITS} decimal digits, 0-9)"
             )
         self._refuse_lost(header["rank"])
         key = f"gather:{header['tag']}"

@@ -59,5 +59,5 @@ def test_a_gather_tag_of_too_many_digits_is_refused(hand, digits):
     assert _reply(h, {"op": "hello", "rank": 0, "host": "h", **GOOD})["op"] == "ok"
     reply = _reply(h, {"op": "gather", "tag": "barrier:" + "1" * digits, "value": None})
     assert reply is not None and reply["op"] == "error", reply
-    assert f"at most {TAG_DIGITS} digits" in reply["error"] and len(reply["error"]) < 200
+    assert f"at most {TAG_DIGITS} decimal digits" in reply["error"] and len(reply["error"]) < 200
     assert not h.shard.gathers_held
