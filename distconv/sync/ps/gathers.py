@@ -55,6 +55,7 @@ class ShardGathers:
                 f"(N: at most {TAG_DIGITS} decimal digits, 0-9)"
             )
         self._refuse_lost(header["rank"])
+        self._refuse_second_gather(header["rank"], header["tag"])
         key = f"gather:{header['tag']}"
         waiting = self.waiting.setdefault(key, _Waiting(header["tag"], time.monotonic()))
         self.gathers_held.add(key)
@@ -63,6 +64,19 @@ class ShardGathers:
         waiting.by_rank[header["rank"]] = (ident, header, [])
         waiting.arrived[header["rank"]] = self.requests
         self._finish_gather(key)
+
+    def _refuse_second_gather(self, rank: int, tag: str) -> None:
+        """Refuse a gather of ``rank`` while another of it is held: a worker waits in one gather
+        at a time, and its ``hello`` drops those of its run before (:meth:`_forget_gathers`).
+        Each was held until the timeout, so a rank sending gather after gather with new tags
+        (up to a MiB of ``value`` each) grew shard 0's memory without bound."""
+        for key in self.gathers_held:
+            held = self.waiting[key]
+            if rank in held.by_rank and held.what != tag:  # the same tag: "sent twice"
+                raise WireError(
+                    f"rank {rank} sent gather {short(tag)} while its {short(held.what)} is "
+                    "held: a worker waits in one gather at a time"
+                )
 
     def _finish_gather(self, key: str) -> None:
         waiting = self.waiting[key]
