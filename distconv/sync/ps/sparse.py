@@ -83,16 +83,14 @@ class SparseRows:
 
         Raises:
             ValueError: a name that is not a sparse parameter, or an id out of range.
+            SyncError: a block's row ids over a shard's frame bound (nothing is recorded).
         """
         wanted = self._checked_rows(row_ids_by_param)  # all names first: nothing half-recorded
         asks, plan = [], []
         for i, rows in wanted.items():
-            if self._in_step:  # an evaluation's rows (outside a step) are pulled, not pushed
-                name, seen = self.params[i].name, self._row_ids.get(self.params[i].name)
-                self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
             for shard, blocks in self._targets[i]:
                 ids_per_block = [rows_in(rows, b) for b in blocks]
-                self._check_ids(shard, blocks, ids_per_block)
+                self._check_ids(shard, blocks, ids_per_block)  # before any row is recorded
                 head = {
                     "op": "pull",
                     "blocks": [b.id for b in blocks],
@@ -100,6 +98,10 @@ class SparseRows:
                 }
                 asks.append((shard, head, ids_per_block))
                 plan.append(blocks)
+        if self._in_step:  # an evaluation's rows (outside a step) are pulled, not pushed
+            for i, rows in wanted.items():
+                name, seen = self.params[i].name, self._row_ids.get(self.params[i].name)
+                self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
         written: set[int] = set()
         for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch", stoppable=True)):
             written |= self._write(blocks, arrays, header)

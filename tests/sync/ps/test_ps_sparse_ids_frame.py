@@ -48,3 +48,25 @@ def test_row_ids_over_the_frame_bound_are_refused_before_they_are_sent(shards):
             sync.on_gradient(table)
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_prefetch_records_none_of_its_rows(shards):
+    """The ids check came after the step had recorded the rows: a refused prefetch left rows
+    never pulled among those the step pushes, so prefetching fewer afterwards still failed,
+    now in the push (``prefetch`` promises nothing half-recorded)."""
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
+    table = Parameter("t", np.zeros((ROWS, 1), np.float32), sparse_rows=True)
+    sync = _sync(endpoint)
+    try:
+        sync.setup([table])
+        sync.start_step(2)
+        with pytest.raises(SyncError, match="make a frame of 1048584 bytes"):
+            sync.prefetch({"t": np.arange(0, MIB // 8 + 1)})
+        sync.prefetch({"t": np.arange(0, MIB // 8)})  # within the bound: pulled, and pushed
+        table.grad[: MIB // 8] = 1.0
+        sync.on_gradient(table)
+        sync.finish_step()  # SGD, lr 0.5, the gradient sum over 2 examples
+        assert table.value[0, 0] == -0.25 and table.value[MIB // 8, 0] == 0.0
+    finally:
+        sync.close()
