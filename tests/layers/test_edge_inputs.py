@@ -120,6 +120,19 @@ def test_parts_that_compute_in_the_input_dtype_refuse_integers_needing_no_gradie
         make()(x)
 
 
+def test_a_conv_operator_refuses_integer_images_needing_no_gradient():
+    """Its columns take the images' dtype: integer images (with float filters) truncated the
+    filters to integers, with no error, had ConvOperator taken integer values as the other
+    operators do (no test held it to ``takes_integer_values = False``)."""
+    from distconv.layers.operator import ConvOperator
+
+    images = Arg(np.arange(18).reshape(2, 9), needs_grad=False)
+    filters = Arg(np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32))
+    layer = Mixed([None, None], [ConvOperator(1, 1, 2, input_size=(3, 3))], size=4, name="c")
+    with pytest.raises(LayerError, match=r"'c': .*: expected float values in the image "):
+        layer(images, filters)
+
+
 def test_integer_values_into_a_mixed_network_name_the_feed():
     """In a Network the refusal names the feed, as for a convolution's integer images."""
     net = Network()
