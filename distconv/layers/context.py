@@ -49,7 +49,10 @@ class ContextProjection(Projection):
         weight: ``(begin_pad + end_pad, D)`` when ``trainable_padding`` (and non-empty), else None.
     """
 
-    takes_integer_values = False  # learnt padding would be cast to the input's integer dtype
+    @property
+    def takes_integer_values(self) -> bool:  # type: ignore[override]
+        """Learnt padding would be cast to an integer input's dtype; zeros read it exactly."""
+        return self.weight is None
 
     def __init__(
         self,

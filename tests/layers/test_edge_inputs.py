@@ -120,6 +120,20 @@ def test_parts_that_compute_in_the_input_dtype_refuse_integers_needing_no_gradie
         make()(x)
 
 
+def test_a_context_window_without_learnt_padding_reads_an_integer_input_as_its_float_cast():
+    """Only learnt padding is cast to the input's dtype: with zeros outside the sequences an
+    integer input that needs no gradient gives what its float cast gives, as before 8bbf8ca
+    (a6ce776 refused it with the learnt padding's reason)."""
+    x = np.arange(8).reshape(4, 2)
+    starts = np.array([0, 3, 4])
+    outs = [
+        Mixed([ContextProjection(2, 3)], bias=False)(Arg(v, seq_starts=starts, needs_grad=False))
+        for v in (x, x.astype(np.float32))
+    ]
+    np.testing.assert_array_equal(outs[0].value, outs[1].value)
+    assert outs[0].value.dtype == np.float32
+
+
 def test_a_conv_operator_refuses_integer_images_needing_no_gradient():
     """Its columns take the images' dtype: integer images (with float filters) truncated the
     filters to integers, with no error, had ConvOperator taken integer values as the other
