@@ -16,6 +16,7 @@ differ (``parameters``).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -115,7 +116,7 @@ class HelloJob:
             return None
         if self.described is not None and job.described is not None:
             if self.left_out is None and job.left_out is None:
-                diff = first_difference(self.described, job.described, quote=_quote)
+                diff = _difference(self.described, job.described)
             else:
                 diff = _entry_difference(self, job)
             if diff is not None:  # always, for digests that differ; the digests else
@@ -137,9 +138,7 @@ def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
         if a.get(key) == b.get(key):
             continue
         if key not in (ours.left_out or {}) and key not in (theirs.left_out or {}):
-            return first_difference(
-                _only(ours.described, key), _only(theirs.described, key), quote=_quote
-            )
+            return _difference(_only(ours.described, key), _only(theirs.described, key))
         return (
             f"{key}: digest {a.get(key, '<missing>')} here, {b.get(key, '<missing>')} there "
             f"(too large for a hello to carry, so what in it differs cannot be named: compare "
@@ -148,10 +147,27 @@ def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
     return None
 
 
-def _quote(value: Any) -> str:
-    """``repr(value)``, cut to :data:`VALUE_CHARS`: a hello's values may be hundreds of KB."""
-    text = repr(value)
-    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
+def _difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
+    """:func:`~distconv.sync.base.first_difference` with both values cut to
+    :data:`VALUE_CHARS` (a hello's values may be hundreds of KB) from a little before where
+    their reprs first differ: two long values that differ late (a layer's seventh projection)
+    cut from their starts would be quoted alike."""
+    values: list[Any] = []
+    said = first_difference(ours, theirs, quote=lambda v: values.append(v) or "\0")
+    if said is None:
+        return None
+    head, here, there = said.rsplit("\0", 2)  # the last two: a received key may hold one
+    a, b = (repr(v) for v in values[-2:])
+    start = max(0, len(os.path.commonprefix([a, b])) - VALUE_CHARS // 4)
+    return f"{head}{_cut(a, start)}{here}{_cut(b, start)}{there}"
+
+
+def _cut(text: str, start: int) -> str:
+    """``text``, or where longer than :data:`VALUE_CHARS`, a cut of it from ``start``."""
+    if len(text) <= VALUE_CHARS:
+        return text
+    piece = text[start : start + VALUE_CHARS - 6]
+    return f"{'...' if start else ''}{piece}{'...' if start + len(piece) < len(text) else ''}"
 
 
 def _only(described: Mapping[str, Any] | None, key: str) -> dict[str, Any]:

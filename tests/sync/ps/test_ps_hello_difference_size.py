@@ -60,3 +60,18 @@ def test_values_that_differ_in_their_spaces_alone_are_quoted_as_they_are(hand):
     assert _hello(h2, 0, **hello_fields({"a\nb": 1}))["op"] == "ok"
     refused = _hello(h2, 1, **hello_fields({"a\nb": 2}))["error"]
     assert refused == SAID + "a b: 2 here, 1 there", refused
+
+
+def test_long_values_that_differ_late_are_quoted_where_they_differ(hand):
+    """Each value was cut from its start: two long values that differ past the cut (a Mixed
+    layer's seventh projection) were quoted alike, "'xxx...' here, 'xxx...' there"."""
+    h = hand(workers=2)
+    assert _hello(h, 0, **hello_fields({"layers": "x" * 1000 + "a" + "y" * 1000}))["op"] == "ok"
+    refused = _hello(h, 1, **hello_fields({"layers": "x" * 1000 + "b" + "y" * 1000}))["error"]
+    assert refused.startswith(SAID + "layers: ...xxx") and len(refused) < 1000, refused
+    assert "xxxbyyy" in refused.split(" here, ")[0] and "xxxayyy" in refused.split(" here, ")[1]
+    assert refused.endswith("yyy... there"), refused
+    h2 = hand(workers=2)  # the end of a value is quoted whole: no "..." after it
+    assert _hello(h2, 0, **hello_fields({"layers": list(range(300)) + [1]}))["op"] == "ok"
+    refused = _hello(h2, 1, **hello_fields({"layers": list(range(300)) + [2]}))["error"]
+    assert ", 298, 299, 2] here, ..." in refused and refused.endswith(", 299, 1] there"), refused
