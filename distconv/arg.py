@@ -38,7 +38,7 @@ class Arg:
         self.value = value
         self.seq_starts = seq_starts
         # a list of ids ([3, 1]) is read as the array it stands for; layers read .dtype, .ndim
-        self.ids = ids if ids is None or hasattr(ids, "dtype") else np.asarray(ids)
+        self.ids = ids if ids is None or hasattr(ids, "dtype") else _id_array(ids)
         self.needs_grad = needs_grad and value is not None
         self._grad = None
 
@@ -117,3 +117,8 @@ def as_fed(part: Any, dtype: Any = None) -> Any:
     if dtype is None or part.dtype.kind in "iub":
         return part
     return part.astype(dtype, copy=False)
+
+
+def _id_array(ids: Any) -> Any:
+    """``ids`` (a list or tuple) as an array; an empty one of int64, not numpy's float64."""
+    return np.asarray(ids) if len(ids) else np.zeros(0, np.int64)

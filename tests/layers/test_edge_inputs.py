@@ -376,6 +376,7 @@ def test_ids_given_as_a_list_read_as_the_array_they_stand_for(rng):
     table = Mixed([TableProjection(5, 3, dtype=F64)], bias=False, name="emb")
     rows = table(Arg(ids=[4, 1])).value
     np.testing.assert_array_equal(rows, table.projections[0].weight.value[[4, 1]])
+    assert Arg(ids=[]).ids.dtype == np.int64  # an empty batch's ids are ids, not floats
 
 
 def test_an_unknown_activation_names_the_layer():
