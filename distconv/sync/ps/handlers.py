@@ -130,7 +130,10 @@ class RequestHandlers:
 
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         rank, run, host = header["rank"], header.get("run"), header["host"]
+        new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
         if len(host) > HOST_CHARS or not host.isprintable():  # quoted in every later failure
+            if new_run:  # it closes: its bye counts, so the ranks waiting for it learn why
+                self.refused_at[rank] = (self.requests, run)
             what = f"{len(host)} characters" if len(host) > HOST_CHARS else "not printable"
             raise WireError(
                 f"hello: host {short(host)} ({what}): at most {HOST_CHARS} printable characters"
@@ -138,7 +141,6 @@ class RequestHandlers:
         job = HelloJob.of(header)  # checked first: a malformed one never becomes the job's
         self._refuse_lost(rank)
         self.hosts[rank] = host
-        new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
         if self.job is None:
             self.job = job
         elif (diff := job.difference(self.job)) is not None:
