@@ -151,6 +151,11 @@ def usable_here(endpoints: list[str]) -> list[str]:
     return endpoints
 
 
+#: the longest ``host`` a hello may carry (a DNS name has at most 253 characters): every later
+#: message naming the rank quotes it, and a MiB one filled each failure reply of the job
+HOST_CHARS = 255
+
+
 @functools.cache
 def host_has_ipv6() -> bool:
     """Whether this host can open IPv6 sockets (a kernel booted with ipv6.disable=1 cannot)."""
@@ -162,5 +167,11 @@ def host_has_ipv6() -> bool:
 
 
 def hostname() -> str:
-    """This machine's name, as workers report it to the shards."""
-    return os.environ.get("HOSTNAME") or pysocket.gethostname()
+    """This machine's name, as workers report it to the shards: ``HOSTNAME`` without the
+    whitespace around it (an env file of CRLF lines sets ``node1\\r``, and a shard refuses a
+    host that is not printable), else, where that is empty or no host name (over
+    :data:`HOST_CHARS` characters, or not printable), the system's."""
+    name = os.environ.get("HOSTNAME", "").strip()
+    if name and len(name) <= HOST_CHARS and name.isprintable():
+        return name
+    return pysocket.gethostname()

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.config import HOST_CHARS
 from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.seeding import Seeding
 from distconv.sync.ps.state import (
@@ -37,9 +38,6 @@ log = logging.getLogger("distconv.pserver")
 #: the most characters of a refused hello's first difference quoted (both values, cut short:
 #: whole, two large entries made an error reply over the header cap, which no worker reads)
 DIFFERENCE_CHARS = 1000
-#: the longest ``host`` a hello may carry (a DNS name has at most 253 characters): every later
-#: message naming the rank quotes it, and a MiB one filled each failure reply of the job
-HOST_CHARS = 255
 
 #: the error a held push gets when a new seed drops it
 STALE_PUSH = (
