@@ -42,6 +42,8 @@ class SparseRows:
         only rows that can hold one (:meth:`_touched` refuses any other), not the table."""
         p = self.params[i]
         rows = self._pushed.get(i)
+        if p.grad is None:  # a static parameter: no gradient to clear
+            return
         if rows is None:
             p.grad[...] = 0
         else:
