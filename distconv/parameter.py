@@ -103,7 +103,17 @@ class Parameter:
         return get_array_module(self.value).arange(self.shape[0])
 
     def set_static(self, static: bool = True) -> None:
-        """Freeze or unfreeze the parameter; a frozen one drops its gradient buffer."""
+        """Freeze or unfreeze the parameter; a frozen one drops its gradient buffer.
+
+        Raises:
+            TypeError: unfreezing one that is not of a floating-point type (see :func:`trainable`:
+                a sync's ``setup`` refuses it; unfrozen after setup, the first update failed).
+        """
+        if not static and self.static and not is_float_dtype(self.value.dtype):
+            raise TypeError(
+                f"parameter {self.name!r} has dtype {self.value.dtype}: only a floating-point "
+                "parameter can train (cast it first)"
+            )
         self.static = static
         if static:
             self.grad = None

@@ -58,3 +58,21 @@ def test_a_static_integer_parameter_is_taken(no_mpi4py, make):
         assert w.value[0] != 0
     finally:
         sync.close()
+
+
+@pytest.mark.parametrize("make", [_local, _mpi], ids=["local", "mpi"])
+def test_an_integer_parameter_unfrozen_after_setup_is_refused_by_name(no_mpi4py, make):
+    """setup took the static one; unfreezing it after setup made it train, and the first
+    update failed then: "UFuncTypeError: Cannot cast ufunc 'subtract' output ..." (review)."""
+    sync = make()
+    try:
+        w, n = Parameter("w", np.zeros(3)), Parameter("n", np.arange(4), static=True)
+        sync.setup([w, n], {})
+        with pytest.raises(TypeError, match="parameter 'n' has dtype int64: only a floating"):
+            n.set_static(False)
+        assert n.static and n.grad is None
+        n.set_static(True)  # freezing it again, or a float one either way, as before
+        w.set_static(True)
+        w.set_static(False)
+    finally:
+        sync.close()
