@@ -33,6 +33,7 @@ class ShardGathers:
     hello_at: dict[int, int]
     accepted_at: dict[int, int]
     refused_at: dict[int, tuple[int, int | None]]
+    refused_host: set[int]
     run_of: dict[int, int | None]
     bye_at: dict[int, int]
     bye_error: dict[int, str | None]
@@ -111,10 +112,12 @@ class ShardGathers:
         """The ranks whose failure it is that the ``gone`` ranks (each said bye) left: one
         that closed on an error, or, where that error was another rank's failure (its bye's
         ``failed_ranks``), that rank; none for a rank that closed without an error (fewer
-        steps) or after its hello was refused (another job): the ranks' jobs do not fit."""
+        steps) or after its hello was refused as another job (the ranks' jobs do not fit; one
+        refused for its host is blamed: its own failure)."""
         blamed: set[int] = set()
         for rank in gone:
             refused = self.refused_at.get(rank, (-1,))[0] > self.accepted_at.get(rank, -1)
+            refused = refused and rank not in self.refused_host  # another job: no one's fault
             if self.bye_error.get(rank) and not refused:
                 blamed.update(self.bye_blames.get(rank) or [rank])
         return sorted(blamed)

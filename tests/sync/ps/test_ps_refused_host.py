@@ -14,6 +14,7 @@ from ps_helpers import insecure_worker, run_ranks
 
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.peers import PeerFailed
 from distconv.sync.ps import client, processes
 
 
@@ -42,10 +43,14 @@ def test_the_other_ranks_are_told_at_once_why_a_hello_was_refused(shards, monkey
             finally:
                 sync.close()  # with the error propagating: its bye carries it, as a fit's does
         except SyncError as exc:
-            return f"{time.monotonic() - began:.0f} {exc}"
+            ranks = exc.ranks if isinstance(exc, PeerFailed) else None  # a victim: rank 1 failed
+            return f"{time.monotonic() - began:.0f} {ranks} {exc}"
         return "joined"
 
     told, refused = run_ranks(body, 2)
     assert "not printable" in refused, refused
-    seconds, why = told.split(" ", 1)
+    seconds, ranks, why = told.split(" ", 2)
     assert int(seconds) < 20 and "rank 1" in why and "not printable" in why, told
+    # rank 1 is the cause (its host), not a rank of another job: rank 0 is its victim, a
+    # PeerFailed naming it (distconv train's exit 75), as at the timeout before
+    assert ranks == "(1,)", told
