@@ -120,5 +120,7 @@ def as_fed(part: Any, dtype: Any = None) -> Any:
 
 
 def _id_array(ids: Any) -> Any:
-    """``ids`` (a list or tuple) as an array; an empty one of int64, not numpy's float64."""
-    return np.asarray(ids) if len(ids) else np.zeros(0, np.int64)
+    """``ids`` (a list, tuple or number) as an array; an empty one of int64, not numpy's
+    float64. A number stays the 0-d array the layers refuse by name (it has no len())."""
+    array = np.asarray(ids)
+    return array.astype(np.int64) if array.size == 0 else array

@@ -377,6 +377,9 @@ def test_ids_given_as_a_list_read_as_the_array_they_stand_for(rng):
     rows = table(Arg(ids=[4, 1])).value
     np.testing.assert_array_equal(rows, table.projections[0].weight.value[[4, 1]])
     assert Arg(ids=[]).ids.dtype == np.int64  # an empty batch's ids are ids, not floats
+    # a number is no batch of ids: the layer names it, not len() in Arg ("int has no len()")
+    with pytest.raises(LayerError, match="emb.*0-d ids"):
+        table(Arg(ids=3))
 
 
 def test_an_unknown_activation_names_the_layer():
