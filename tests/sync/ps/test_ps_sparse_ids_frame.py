@@ -6,6 +6,9 @@ now says so before sending; a frame within the bound still goes."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -18,8 +21,13 @@ MIB = 1 << 20
 ROWS = MIB // 4  # a float32 table one column wide: one 1 MiB block, the frame bound
 
 
-def _sync(endpoint: str) -> PServerSync:
-    return PServerSync(
+@contextlib.contextmanager
+def _table_in_a_step(shards) -> Iterator[tuple[PServerSync, Parameter]]:
+    """A worker of one shard bounded at 1 MiB a frame, set up with a float32 table one column
+    wide and inside a step of 2 examples; closed on leaving."""
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
+    table = Parameter("t", np.zeros((ROWS, 1), np.float32), sparse_rows=True)
+    sync = PServerSync(
         create_optimizer("sgd", lr=0.5),
         rank=0,
         world_size=1,
@@ -28,16 +36,17 @@ def _sync(endpoint: str) -> PServerSync:
         timeout=20,  # the error comes at once: the frame was dropped, and this ran out
         block_bytes=MIB,
     )
+    try:
+        sync.setup([table])
+        sync.start_step(2)
+        yield sync, table
+    finally:
+        sync.close()
 
 
 @pytest.mark.timeout(60)
 def test_row_ids_over_the_frame_bound_are_refused_before_they_are_sent(shards):
-    (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
-    table = Parameter("t", np.zeros((ROWS, 1), np.float32), sparse_rows=True)
-    sync = _sync(endpoint)
-    try:
-        sync.setup([table])
-        sync.start_step(2)
+    with _table_in_a_step(shards) as (sync, table):
         sync.prefetch({"t": np.arange(0, MIB // 8)})  # ids of exactly the bound: they go
         with pytest.raises(SyncError, match=r"row ids of block 0 of t make a frame of 1048584"):
             sync.prefetch({"t": np.arange(0, MIB // 8 + 1)})
@@ -46,8 +55,6 @@ def test_row_ids_over_the_frame_bound_are_refused_before_they_are_sent(shards):
         table.grad[: MIB // 8 + 1] = 1.0
         with pytest.raises(SyncError, match="1048584 bytes, more than the 1048576"):
             sync.on_gradient(table)
-    finally:
-        sync.close()
 
 
 @pytest.mark.timeout(60)
@@ -55,12 +62,7 @@ def test_a_refused_prefetch_records_none_of_its_rows(shards):
     """The ids check came after the step had recorded the rows: a refused prefetch left rows
     never pulled among those the step pushes, so prefetching fewer afterwards still failed,
     now in the push (``prefetch`` promises nothing half-recorded)."""
-    (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
-    table = Parameter("t", np.zeros((ROWS, 1), np.float32), sparse_rows=True)
-    sync = _sync(endpoint)
-    try:
-        sync.setup([table])
-        sync.start_step(2)
+    with _table_in_a_step(shards) as (sync, table):
         with pytest.raises(SyncError, match="make a frame of 1048584 bytes"):
             sync.prefetch({"t": np.arange(0, MIB // 8 + 1)})
         sync.prefetch({"t": np.arange(0, MIB // 8)})  # within the bound: pulled, and pushed
@@ -68,5 +70,3 @@ def test_a_refused_prefetch_records_none_of_its_rows(shards):
         sync.on_gradient(table)
         sync.finish_step()  # SGD, lr 0.5, the gradient sum over 2 examples
         assert table.value[0, 0] == -0.25 and table.value[MIB // 8, 0] == 0.0
-    finally:
-        sync.close()
