@@ -109,11 +109,8 @@ class Parameter:
             TypeError: unfreezing one that is not of a floating-point type (see :func:`trainable`:
                 a sync's ``setup`` refuses it; unfrozen after setup, the first update failed).
         """
-        if not static and self.static and not is_float_dtype(self.value.dtype):
-            raise TypeError(
-                f"parameter {self.name!r} has dtype {self.value.dtype}: only a floating-point "
-                "parameter can train (cast it first)"
-            )
+        if not static and self.static:
+            _refuse_unless_float(self, "cast it first")
         self.static = static
         if static:
             self.grad = None
@@ -154,9 +151,16 @@ def trainable(params: Iterable[Parameter]) -> list[Parameter]:
     """
     params = list(params)
     for p in params:
-        if not p.static and not is_float_dtype(p.value.dtype):
-            raise TypeError(
-                f"parameter {p.name!r} has dtype {p.value.dtype}: only a floating-point "
-                "parameter can train (cast it, or make it static)"
-            )
+        if not p.static:
+            _refuse_unless_float(p, "cast it, or make it static")
     return params
+
+
+def _refuse_unless_float(p: Parameter, fix: str) -> None:
+    """TypeError naming ``p`` and ``fix`` unless its values are of a floating-point type: no
+    optimizer updates any other."""
+    if not is_float_dtype(p.value.dtype):
+        raise TypeError(
+            f"parameter {p.name!r} has dtype {p.value.dtype}: only a floating-point "
+            f"parameter can train ({fix})"
+        )

@@ -37,6 +37,16 @@ class Fails(Protocol):
     def fail(self, message: str) -> LayerError: ...
 
 
+def checked_shared(owner: Fails, key: str, shared: Any, shape: tuple[int, ...]) -> Parameter:
+    """``shared``, a weight given to share, once it is a Parameter of ``shape``; else
+    ``owner.fail`` naming ``key``."""
+    if not isinstance(shared, Parameter):  # an array has a shape too, but no grad or name
+        raise owner.fail(f"shared {key} must be a Parameter, got {type(shared).__name__}")
+    if shared.shape != shape:
+        raise owner.fail(f"shared {key} has shape {shared.shape}, needs {shape}")
+    return shared
+
+
 def checked(owner: Fails, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)``, a ValueError from it re-raised as ``owner.fail`` (naming it).
 
@@ -117,11 +127,7 @@ class Layer:
         if shared is None:
             self._check_float(key, dtype)
             return self.new_param(key, initialize(init, shape, fan_in, fan_out, dtype))
-        if not isinstance(shared, Parameter):  # an array has a shape too, but no grad or name
-            raise self.fail(f"shared {key} must be a Parameter, got {type(shared).__name__}")
-        if shared.shape != shape:
-            raise self.fail(f"shared {key} has shape {shared.shape}, needs {shape}")
-        return self.add_param(key, shared)
+        return self.add_param(key, checked_shared(self, key, shared, shape))
 
     def make_bias(self, key: str, shape: tuple[int, ...], dtype: Any) -> Parameter:
         """A new bias under ``key``, zeros of ``shape``."""

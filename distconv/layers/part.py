@@ -31,7 +31,14 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype
 from distconv.init import Initializer
 from distconv.kernels.shape import volume
-from distconv.layers.base import Layer, LayerError, LayerTypeError, grad_target, size_arg
+from distconv.layers.base import (
+    Layer,
+    LayerError,
+    LayerTypeError,
+    checked_shared,
+    grad_target,
+    size_arg,
+)
 from distconv.parameter import Parameter, UpdateCallback
 
 
@@ -158,11 +165,8 @@ class Projection(LayerPart):
         in_width = None if in_width is None else size_arg(self, "in_width", in_width)
         out_width = None if out_width is None else size_arg(self, "out_width", out_width)
         spec = weight or WeightSpec(None)
-        if spec.shared is not None and not isinstance(spec.shared, Parameter):
-            got = type(spec.shared).__name__  # an array has a shape too, but no grad or name
-            raise self.fail(f"shared weight must be a Parameter, got {got}")
-        if spec.shared is not None and spec.shared.shape != spec.shape:
-            raise self.fail(f"shared weight has shape {spec.shared.shape}, needs {spec.shape}")
+        if spec.shared is not None:
+            checked_shared(self, "weight", spec.shared, spec.shape)
         self.in_width, self.out_width = in_width, out_width
         self._weight_spec = spec
         self.weight: Parameter | None = None
