@@ -1,5 +1,6 @@
 """A sync step's arithmetic on a shard's gradients: the ranks' sum of a block in rank order,
-and the message of the NaN/Inf check (:func:`distconv.backend.all_finite`)."""
+the message of the NaN/Inf check (:func:`distconv.backend.all_finite`), and the size check of
+a sparse step's reply."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import all_finite
+from distconv.sync.ps.blocks import ParamSpec
+from distconv.sync.ps.config import ShardConfig
 
 
 def nan_message(name: str, rank: int) -> str:
@@ -78,7 +81,12 @@ def sum_in_rank_order(parts: Sequence[tuple[np.ndarray | None, np.ndarray]]):
     return rows, grad
 
 
-def over_cap(spec, step: int, sums: Sequence[tuple[np.ndarray | None, Any]], config) -> str | None:
+def over_cap(
+    spec: ParamSpec,
+    step: int,
+    sums: Sequence[tuple[np.ndarray | None, Any]],
+    config: ShardConfig,
+) -> str | None:
     """The error for a sync step of sparse parameter ``spec`` whose reply would pass the
     shard's ``max_message_bytes`` (``config``), or None: every rank's reply carries the union
     of the ranks' rows (``sums``, per block), an id and a row each, so N pushes within the cap
