@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from ps_helpers import insecure_worker
 
-from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.ps.client import PServerSync
@@ -27,15 +27,8 @@ def _table_in_a_step(shards) -> Iterator[tuple[PServerSync, Parameter]]:
     wide and inside a step of 2 examples; closed on leaving."""
     (endpoint,) = shards.start(1, workers=1, extra=["--max-frame-bytes", str(MIB)])
     table = Parameter("t", np.zeros((ROWS, 1), np.float32), sparse_rows=True)
-    sync = PServerSync(
-        create_optimizer("sgd", lr=0.5),
-        rank=0,
-        world_size=1,
-        pservers=[endpoint],
-        insecure=True,
-        timeout=20,  # the error comes at once: the frame was dropped, and this ran out
-        block_bytes=MIB,
-    )
+    # timeout: the error comes at once; where the frame was dropped, this ran out
+    sync = insecure_worker([endpoint], lr=0.5, timeout=20, block_bytes=MIB)
     try:
         sync.setup([table])
         sync.start_step(2)
