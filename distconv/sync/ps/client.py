@@ -47,7 +47,7 @@ from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
-from distconv.sync.ps.sparse import SparseRows, rows_in
+from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
 
 log = logging.getLogger("distconv.pserver")
@@ -309,12 +309,7 @@ class PServerSync(
             for shard, blocks in self._targets[i]:
                 self._queue_push(shard, i, blocks, [grad[b.start : b.stop] for b in blocks])
             return
-        touched = self._touched(i, grad)
-        for shard, blocks in self._targets[i]:
-            ids = [rows_in(touched, b) for b in blocks]
-            self._check_ids(shard, blocks, ids)  # rows of several passes may pass the bound
-            arrays = [a for r in ids for a in (r, grad[r])]
-            self._push_message(shard, [i], blocks, arrays, rows=[len(r) for r in ids])
+        self._push_rows(i, grad)
 
     def _index(self, param: Parameter) -> int:
         return self._by_name_index(param.name)

@@ -90,9 +90,7 @@ class SparseRows:
         wanted = self._checked_rows(row_ids_by_param)  # all names first: nothing half-recorded
         asks, plan = [], []
         for i, rows in wanted.items():
-            for shard, blocks in self._targets[i]:
-                ids_per_block = [rows_in(rows, b) for b in blocks]
-                self._check_ids(shard, blocks, ids_per_block)  # before any row is recorded
+            for shard, blocks, ids_per_block in self._rows_by_shard(i, rows, "prefetch"):
                 head = {
                     "op": "pull",
                     "blocks": [b.id for b in blocks],
@@ -109,21 +107,57 @@ class SparseRows:
             written |= self._write(blocks, arrays, header)
         self._values_to_device(written)
 
-    def _check_ids(self, shard: int, blocks: Sequence[Block], ids: Sequence[np.ndarray]) -> None:
+    def _push_rows(self, i: int, grad: np.ndarray) -> None:
+        """Push the rows of sparse parameter ``i`` this step read, one message per shard,
+        every one checked before the first leaves: a shard refusing its part while another
+        applied its own would leave the table half updated (review k144)."""
+        plan = self._rows_by_shard(i, self._touched(i, grad), "push")
+        for shard, blocks, ids in plan:
+            arrays = [a for r in ids for a in (r, grad[r])]
+            self._push_message(shard, [i], blocks, arrays, rows=[len(r) for r in ids])
+
+    def _rows_by_shard(
+        self, i: int, rows: np.ndarray, what: str
+    ) -> list[tuple[int, list[Block], list[np.ndarray]]]:
+        """``(shard, its blocks of parameter i, their ids among rows)`` for each shard,
+        checked by :meth:`_check_ids` (a pull's reply holds the same bytes as a push)."""
+        plan = []
+        for shard, blocks in self._targets[i]:
+            ids = [rows_in(rows, b) for b in blocks]
+            self._check_ids(shard, blocks, ids, what)
+            plan.append((shard, blocks, ids))
+        return plan
+
+    def _check_ids(
+        self, shard: int, blocks: Sequence[Block], ids: Sequence[np.ndarray], what: str
+    ) -> None:
         """SyncError unless each block's row ids, one frame of 8 bytes a row, fit the shard's
-        frame bound. The start-up check holds each block to it, but a row of fewer than 8
-        bytes (a float32 table one column wide) makes the ids of half its block's rows larger
-        than the block, and ZeroMQ would drop that frame with the connection: a silent
-        timeout (review k137)."""
+        frame bound, and the ids and rows together its ``max_message_bytes``. The start-up
+        check holds each block to the frame bound, but a row of fewer than 8 bytes (a float32
+        table one column wide) makes the ids of half its block's rows larger than the block,
+        and ZeroMQ would drop that frame with the connection: a silent timeout (review k137).
+        A sparse pull or push is never cut (the rows of one parameter on a shard travel
+        together), and rows of several accumulated passes may pass a cap each pass kept."""
         bound = max(self._frame_bytes[shard], MAX_HEADER_BYTES)  # the shard's MAXMSGSIZE
+        spec = self._specs[blocks[0].param]  # a target holds at least one block
+        name = spec.name
         for b, rows in zip(blocks, ids):
             if rows.nbytes > bound:
                 raise SyncError(
                     f"rank {self.rank}: the {len(rows)} row ids of block {b.id} of "
-                    f"{self.params[b.param].name} make a frame of {rows.nbytes} bytes, more "
+                    f"{name} make a frame of {rows.nbytes} bytes, more "
                     f"than the {bound} pserver {self.endpoints[shard]} takes: use a smaller "
                     "block size or a larger --max-frame-bytes"
                 )
+        count = sum(len(r) for r in ids)
+        size = count * (8 + spec.row_bytes)
+        if size > self._caps[shard]:
+            raise SyncError(
+                f"rank {self.rank}: a {what} of the {count} rows of {name} (ids and values) "
+                f"holds {size} bytes for pserver {self.endpoints[shard]}, more than its "
+                f"--max-message-bytes {self._caps[shard]}: read fewer rows a step (a smaller "
+                "batch, fewer accumulated passes), or use more shards or a larger cap"
+            )
 
     def _checked_rows(self, row_ids_by_param: Mapping[str, Any]) -> dict[int, np.ndarray]:
         """Parameter index -> sorted unique row ids, every name and id checked."""
