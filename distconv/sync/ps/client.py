@@ -135,6 +135,7 @@ class PServerSync(
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
+        self._by_name: dict[str, int] = {}  # parameter name -> index, from setup
         self._init_sparse_rows()
 
     # -- start-up -----------------------------------------------------------------------------
@@ -148,6 +149,8 @@ class PServerSync(
         restored optimizer ``state`` if any), pull (others)."""
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = trainable(params)  # before any hello: TypeError for an integer one
+        # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
+        self._by_name = {p.name: i for i, p in enumerate(self.params)}
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
@@ -315,8 +318,6 @@ class PServerSync(
         return self._by_name_index(param.name)
 
     def _by_name_index(self, name: str) -> int:
-        if not hasattr(self, "_by_name"):
-            self._by_name = {p.name: i for i, p in enumerate(self.params)}
         if name not in self._by_name:
             raise ValueError(f"no parameter {name!r} in this job")
         return self._by_name[name]
