@@ -165,6 +165,8 @@ def run_pserver(args: argparse.Namespace) -> int:
         config.check()
     except ValueError as exc:  # a flag out of range
         raise PserverStartError(str(exc)) from exc
+    if args.checkpoint_dir:
+        _check_checkpoint_dir(args.checkpoint_dir)
     service = _start_service(args)
     try:
         return run_shard(config, service)
@@ -173,6 +175,26 @@ def run_pserver(args: argparse.Namespace) -> int:
     finally:
         if service is not None:
             service.close()
+
+
+def _check_checkpoint_dir(directory: str) -> None:
+    """Make ``--checkpoint-dir`` and check that this process may write there, now: the first
+    checkpoint request (an epoch in, or hours) found it unusable, the shard refused the chief's
+    request, and the chief, which asks the shards before it writes its own part, failed the
+    job without any checkpoint (review k144). No probe file: the directory may be the chief's
+    run directory, whose checks refuse files that no run writes.
+
+    Raises:
+        PserverStartError: the directory cannot be made or written, naming it and why.
+    """
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise PserverStartError(
+            f"--checkpoint-dir {directory}: cannot make it: {exc.strerror or exc}"
+        ) from exc
+    if not os.access(directory, os.W_OK | os.X_OK):  # a read-only mount too, for root
+        raise PserverStartError(f"--checkpoint-dir {directory}: this process cannot write there")
 
 
 def _start_service(args: argparse.Namespace):
