@@ -18,7 +18,7 @@ import numpy as np
 
 from distconv.backend import get_array_module, to_host
 from distconv.sync.base import SyncError
-from distconv.sync.ps.blocks import Block, rows_view
+from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
 from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
 
@@ -85,12 +85,17 @@ class SparseRows:
 
         Raises:
             ValueError: a name that is not a sparse parameter, or an id out of range.
-            SyncError: a block's row ids over a shard's frame bound (nothing is recorded).
+            SyncError: a block's row ids over a shard's frame bound, or in a step a shard's
+                rows over its cap (they go back in one push); nothing is recorded. Outside a
+                step (an evaluation) the rows are pulled in as many requests as the caps need.
         """
         wanted = self._checked_rows(row_ids_by_param)  # all names first: nothing half-recorded
         asks, plan = [], []
         for i, rows in wanted.items():
-            for shard, blocks, ids_per_block in self._rows_by_shard(i, rows, "prefetch"):
+            # a step's rows go back in one push per shard, so they must fit one message now;
+            # an evaluation's (outside a step) are only read, in as many pulls as the caps need
+            whole = self._in_step
+            for shard, blocks, ids_per_block in self._rows_by_shard(i, rows, "prefetch", whole):
                 head = {
                     "op": "pull",
                     "blocks": [b.id for b in blocks],
@@ -111,33 +116,41 @@ class SparseRows:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,
         every one checked before the first leaves: a shard refusing its part while another
         applied its own would leave the table half updated (review k144)."""
-        plan = self._rows_by_shard(i, self._touched(i, grad), "push")
+        plan = self._rows_by_shard(i, self._touched(i, grad), "push", whole=True)
         for shard, blocks, ids in plan:
             arrays = [a for r in ids for a in (r, grad[r])]
             self._push_message(shard, [i], blocks, arrays, rows=[len(r) for r in ids])
 
     def _rows_by_shard(
-        self, i: int, rows: np.ndarray, what: str
+        self, i: int, rows: np.ndarray, what: str, whole: bool
     ) -> list[tuple[int, list[Block], list[np.ndarray]]]:
-        """``(shard, its blocks of parameter i, their ids among rows)`` for each shard,
-        checked by :meth:`_check_ids` (a pull's reply holds the same bytes as a push)."""
+        """``(shard, blocks of parameter i there, their ids among rows)``: one entry per shard
+        where ``whole`` (checked against its cap by :meth:`_check_ids`: a pull's reply holds the
+        same bytes as a push), else as many as the shard's cap needs, of consecutive blocks."""
         plan = []
         for shard, blocks in self._targets[i]:
             ids = [rows_in(rows, b) for b in blocks]
-            self._check_ids(shard, blocks, ids, what)
-            plan.append((shard, blocks, ids))
+            self._check_ids(shard, blocks, ids, what if whole else None)
+            if whole:
+                plan.append((shard, blocks, ids))
+                continue
+            sizes = [rows_bytes(self._specs[i], len(r)) for r in ids]
+            for run in self._runs(shard, list(zip(blocks, ids)), sizes):
+                plan.append((shard, [b for b, _ in run], [r for _, r in run]))
         return plan
 
     def _check_ids(
-        self, shard: int, blocks: Sequence[Block], ids: Sequence[np.ndarray], what: str
+        self, shard: int, blocks: Sequence[Block], ids: Sequence[np.ndarray], what: str | None
     ) -> None:
         """SyncError unless each block's row ids, one frame of 8 bytes a row, fit the shard's
-        frame bound, and the ids and rows together its ``max_message_bytes``. The start-up
-        check holds each block to the frame bound, but a row of fewer than 8 bytes (a float32
-        table one column wide) makes the ids of half its block's rows larger than the block,
-        and ZeroMQ would drop that frame with the connection: a silent timeout (review k137).
-        A sparse pull or push is never cut (the rows of one parameter on a shard travel
-        together), and rows of several accumulated passes may pass a cap each pass kept."""
+        frame bound, and (unless ``what`` is None) the ids and rows together, one ``what``
+        message, its ``max_message_bytes``.
+
+        The start-up check holds each block to the frame bound, but a row of fewer than 8
+        bytes (a float32 table one column wide) makes the ids of half its block's rows larger
+        than the block, and ZeroMQ would drop that frame with the connection: a silent timeout
+        (review k137). A push is never cut (the shard takes a parameter's blocks on it in one
+        push), and the rows of several accumulated passes may pass a cap each pass kept."""
         bound = max(self._frame_bytes[shard], MAX_HEADER_BYTES)  # the shard's MAXMSGSIZE
         spec = self._specs[blocks[0].param]  # a target holds at least one block
         name = spec.name
@@ -150,8 +163,8 @@ class SparseRows:
                     "block size or a larger --max-frame-bytes"
                 )
         count = sum(len(r) for r in ids)
-        size = count * (8 + spec.row_bytes)
-        if size > self._caps[shard]:
+        size = rows_bytes(spec, count)
+        if what is not None and size > self._caps[shard]:
             raise SyncError(
                 f"rank {self.rank}: a {what} of the {count} rows of {name} (ids and values) "
                 f"holds {size} bytes for pserver {self.endpoints[shard]}, more than its "
@@ -175,6 +188,12 @@ class SparseRows:
                 )
             wanted[i] = rows
         return wanted
+
+
+def rows_bytes(spec: ParamSpec, count: int) -> int:
+    """The array bytes of ``count`` rows of ``spec`` with their ids (int64), as a sparse pull's
+    reply or push carries them and a shard counts them against its cap."""
+    return count * (8 + spec.row_bytes)
 
 
 def rows_in(rows: np.ndarray, block: Block) -> np.ndarray:

@@ -3,7 +3,9 @@ with gradients accumulated, the rows of a step's passes, each pass's prefetch wi
 ``max_message_bytes``, may pass it together. The worker sent each shard its push in turn; the
 shard over its cap refused it, while the others applied theirs, so the table came out of the
 failed step half updated. Every shard's push is now checked before the first is sent, and a
-prefetch over a cap is refused by the worker, naming it, before any of its rows is recorded."""
+prefetch over a cap is refused by the worker, naming it, before any of its rows is recorded.
+Outside a step (an evaluation, which pushes nothing, of batches larger than training's) the
+rows are pulled in as many requests as the cap needs: the shard refused one over it."""
 
 from __future__ import annotations
 
@@ -25,10 +27,14 @@ ROWS, WIDTH = 4096, 32  # float64: 16 blocks of 256 rows (64 KiB), taking turns 
 
 @contextlib.contextmanager
 def _table_on_two_shards(shards) -> Iterator[tuple[PServerSync, Parameter, list, list]]:
-    """A worker set up with the table on 2 shards capped at CAP, inside a step of 1 example;
-    with each shard's rows; closed on leaving."""
+    """A worker set up with the table (row r holding r) on 2 shards capped at CAP, and each
+    shard's rows; closed on leaving."""
     endpoints = shards.start(2, workers=1, extra=["--max-message-bytes", str(CAP)])
-    table = Parameter("t", np.zeros((ROWS, WIDTH)), sparse_rows=True)
+    table = Parameter(
+        "t",
+        np.repeat(np.arange(ROWS, dtype=np.float64), WIDTH).reshape(ROWS, WIDTH),
+        sparse_rows=True,
+    )
     sync = insecure_worker(endpoints, lr=1.0, timeout=20, block_bytes=WIDTH * 8 * 256)
     try:
         sync.setup([table])
@@ -36,7 +42,6 @@ def _table_on_two_shards(shards) -> Iterator[tuple[PServerSync, Parameter, list,
             np.concatenate([np.arange(b.start, b.stop) for b in sync.layout.blocks_on(s, 0)])
             for s in range(2)
         ]
-        sync.start_step(1)
         yield sync, table, on[0], on[1]
     finally:
         sync.close()
@@ -45,6 +50,7 @@ def _table_on_two_shards(shards) -> Iterator[tuple[PServerSync, Parameter, list,
 @pytest.mark.timeout(60)
 def test_a_push_over_one_shards_cap_is_sent_to_no_shard(shards):
     with _table_on_two_shards(shards) as (sync, table, rows0, rows1):
+        sync.start_step(1)
         half = len(rows0) // 2  # 1,024 rows: each pass's prefetch fits shard 0's cap
         sync.prefetch({"t": np.concatenate([rows0[:half], rows1[:10]])})
         sync.prefetch({"t": rows0[half:]})
@@ -58,10 +64,19 @@ def test_a_push_over_one_shards_cap_is_sent_to_no_shard(shards):
 @pytest.mark.timeout(60)
 def test_a_prefetch_over_a_cap_is_refused_before_its_rows_are_recorded(shards):
     with _table_on_two_shards(shards) as (sync, table, rows0, rows1):
+        sync.start_step(1)
         with pytest.raises(SyncError, match=r"2048 rows of t .* 540672 bytes .* 300000"):
             sync.prefetch({"t": np.concatenate([rows0, rows1[:10]])})
         sync.prefetch({"t": rows1[:10]})  # within the cap: pulled, and pushed alone
         table.grad[rows1[:10]] = 1.0
         sync.on_gradient(table)
         sync.finish_step()
-        assert table.value[rows1[0], 0] == -1.0 and table.value[rows0[0], 0] == 0.0
+        assert table.value[rows1[0], 0] == rows1[0] - 1 and table.value[rows0[0], 0] == rows0[0]
+
+
+@pytest.mark.timeout(60)
+def test_an_evaluations_rows_over_a_cap_are_pulled_in_several_requests(shards):
+    with _table_on_two_shards(shards) as (sync, table, rows0, rows1):
+        table.value[...] = -1.0  # what the pull must bring back: each row's own number
+        sync.prefetch({"t": np.arange(ROWS)})  # 1,081,344 bytes in all, 540,672 from each shard
+        np.testing.assert_array_equal(table.value[:, 0], np.arange(ROWS, dtype=np.float64))
