@@ -245,8 +245,8 @@ def dump_yaml(objs: Sequence[Manifest]) -> str:
     """The manifests as one multi-document YAML stream, in block style, keys in order.
 
     A small emitter for the types manifests hold (dict, list, str, int, bool), so rendering
-    needs no YAML library: strings that could read back as anything else are written as JSON
-    strings, which YAML reads as the same text.
+    needs no YAML library: strings that could read back as anything else are written
+    double-quoted, with escapes every YAML parser reads as the same text (:func:`_quoted`).
     """
     docs = ["\n".join(_block(obj, 0)) + "\n" for obj in objs]
     return "".join(f"---\n{doc}" for doc in docs)
@@ -292,8 +292,17 @@ def _scalar(value: Any) -> str:
     if isinstance(value, str):
         if _PLAIN.fullmatch(value) and value.lower() not in _RESERVED:
             return value
-        return json.dumps(value)
+        return _quoted(value)
     raise TypeError(f"cannot write {type(value).__name__} {value!r} into a manifest")
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar: JSON's escapes, but a character past U+FFFF as
+    ``\\UXXXXXXXX``. JSON writes it as a surrogate pair, which libyaml and Go's YAML (kubectl)
+    refuse ("found invalid Unicode character escape code") and PyYAML reads as two characters.
+    """
+    parts = [f"\\U{ord(c):08X}" if ord(c) > 0xFFFF else json.dumps(c)[1:-1] for c in text]
+    return f'"{"".join(parts)}"'
 
 
 def manifest_filename(obj: Manifest) -> str:

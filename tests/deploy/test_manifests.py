@@ -727,6 +727,33 @@ def test_yaml_output_reads_back_every_awkward_string():
         dump_yaml([{"x": 0.5}])
 
 
+#: a character past U+FFFF (JSON would write it as a surrogate pair) beside ones within it
+ASTRAL = ["runs/\U0001f600", "a\U0010ffffb", "\u00e9\U0001d11e\t"]
+
+
+@pytest.mark.timeout(60)
+def test_yaml_output_reads_back_characters_past_the_basic_plane(tmp_path):
+    """A surrogate pair escape is refused by libyaml and by Go's YAML, which kubectl uses
+    ("found invalid Unicode character escape code"), and PyYAML reads it as two characters."""
+    objs = render_manifests(**{**CONFIGS["one-worker"], "train_args": ["--out", ASTRAL[0]]})
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    objs.append({**config, "data": {f"k{i}": s for i, s in enumerate(ASTRAL)}})
+    text = dump_yaml(objs)
+    loaders = [yaml.SafeLoader] + ([yaml.CSafeLoader] if yaml.__with_libyaml__ else [])
+    for loader in loaders:
+        assert list(yaml.load_all(text, Loader=loader)) == objs, loader
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return
+    (tmp_path / "job.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "kustomization.yaml").write_text("resources:\n- job.yaml\n")
+    done = subprocess.run(
+        [kubectl, "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(yaml.safe_load_all(done.stdout), key=str) == sorted(objs, key=str)
+
+
 @pytest.mark.timeout(60)
 def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
     """The preStop command, run for real in its own PID namespace (as a container sees its own
