@@ -209,6 +209,12 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         raise ValueError(f"--mode must be one of {MODES}, got {mode!r}")
     if isinstance(train_args, str) or not all(isinstance(a, str) for a in train_args):
         raise ValueError(f"the train arguments must be a sequence of strings, got {train_args!r}")
+    for text in (image, *train_args):
+        if _undecoded(text):  # no YAML file holds it: kubectl would refuse the whole manifest
+            raise ValueError(
+                f"{text!r} is not UTF-8 text (bytes this system's locale did not decode); a "
+                "manifest cannot hold it"
+            )
     try:  # every rank would refuse such a flag; abbreviated, one could pass the checks below
         spelled = spelled_out(train_args)
     except FlagError as exc:
@@ -301,8 +307,18 @@ def _quoted(text: str) -> str:
     ``\\UXXXXXXXX``. JSON writes it as a surrogate pair, which libyaml and Go's YAML (kubectl)
     refuse ("found invalid Unicode character escape code") and PyYAML reads as two characters.
     """
+    if _undecoded(text):
+        raise ValueError(
+            f"cannot write {text!r} into a manifest: it is not valid text (a lone surrogate)"
+        )
     parts = [f"\\U{ord(c):08X}" if ord(c) > 0xFFFF else json.dumps(c)[1:-1] for c in text]
     return f'"{"".join(parts)}"'
+
+
+def _undecoded(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate: how Python keeps an argument's bytes that are
+    not UTF-8 (``os.fsdecode``), which neither UTF-8 nor a YAML escape can write."""
+    return any(0xD800 <= ord(c) < 0xE000 for c in text)
 
 
 def manifest_filename(obj: Manifest) -> str:

@@ -725,6 +725,9 @@ def test_yaml_output_reads_back_every_awkward_string():
     assert list(yaml.safe_load_all(text)) == [obj, obj]
     with pytest.raises(TypeError, match="cannot write float 0.5"):
         dump_yaml([{"x": 0.5}])
+    # a lone surrogate (undecoded bytes) has no UTF-8 form and no YAML escape
+    with pytest.raises(ValueError, match="not valid text"):
+        dump_yaml([{"x": "runs/\udcff"}])
 
 
 #: a character past U+FFFF (JSON would write it as a surrogate pair) beside ones within it

@@ -142,3 +142,19 @@ def test_ipv6_is_passed_to_the_renderer():
     objects = render_manifests(job_name="distconv", workers=2, servers=1, image="d:1", ipv6=True)
     assert done.stdout == dump_yaml(objects)
     assert '"[::]:5555"' in done.stdout and "0.0.0.0" not in done.stdout
+
+
+@needs_renderer
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["train", "image"])
+def test_an_argument_that_is_not_utf8_is_refused_by_name(where):
+    """Python keeps bytes it cannot decode as lone surrogates; JSON's escape of one is no YAML,
+    so kubectl would have refused the whole manifest the launcher printed with exit 0."""
+    odd = "runs/\udcff"  # the bytes b"runs/\xff", as subprocess passes it (os.fsencode)
+    image, train = (odd, []) if where == "image" else ("reg/distconv:1", ["--out", odd])
+    done = launch("--workers", "2", "--servers", "1", "--image", image, "--", *train)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"distconv-launch k8s: error: {odd!r} is not UTF-8 text (bytes this system's locale did "
+        "not decode); a manifest cannot hold it"
+    ]
