@@ -1,6 +1,7 @@
 """Checks on what the training ranks need from the pods they run in: a restart resumes, the run
-directory is writable, ranks on GPUs each have a device, and no flag overrides the rank, world
-size or job id the pods give (part of :func:`distconv.deploy.check.manifest_problems`)."""
+directory is writable, ranks on GPUs each have a device and a writable kernel cache, and no flag
+overrides the rank, world size or job id the pods give (part of
+:func:`distconv.deploy.check.manifest_problems`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import posixpath
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_shards import shard_flag
+from distconv.deploy.pod import HOME
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -27,6 +29,9 @@ from distconv.transport_flags import unused_flag
 
 #: the extended resource the NVIDIA device plugin schedules
 GPU_RESOURCE = "nvidia.com/gpu"
+#: where CuPy caches the kernels it compiles, without CUPY_CACHE_DIR: the image user's home
+CUPY_DEFAULT_CACHE = f"{HOME}/.cupy/kernel_cache"
+CACHE_NAME = "CuPy's kernel cache (CUPY_CACHE_DIR)"
 
 
 def _rank_pods(obj: Manifest, where: str, template: Manifest) -> list[tuple[str, Manifest]]:
@@ -97,7 +102,9 @@ def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
             yield f"{here}: {problem}"
 
 
-def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> Iterator[str]:
+def _writable(
+    where: str, template: Manifest, out: str, workdir: str | None, what: str = "--out"
+) -> Iterator[str]:
     # as the kernel resolves it: ".." climbs out of a volume, and the mount point itself is on it
     path = posixpath.normpath(posixpath.join("/", workdir or "/", out))
     for container in template.get("spec", {}).get("containers", []):
@@ -108,7 +115,7 @@ def _writable(where: str, template: Manifest, out: str, workdir: str | None) -> 
         ]
         if not any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts):
             yield (
-                f"{where} container {container.get('name')}: --out {path} is on no writable "
+                f"{where} container {container.get('name')}: {what} {path} is on no writable "
                 "volume (the root file system is read-only)"
             )
 
@@ -131,11 +138,25 @@ def _pod_gpus(template: Manifest) -> int:
     return total
 
 
+def _kernel_cache(container: Manifest) -> str | None:
+    """Where the GPU ranks of ``container`` have CuPy write the kernels it compiles on first
+    use; None where nothing is written (``CUPY_CACHE_IN_MEMORY=1``) or the cluster fills it in."""
+    env = _env(container)
+    if str(env.get("CUPY_CACHE_IN_MEMORY")).strip() == "1":
+        return None
+    if "CUPY_CACHE_DIR" not in env:
+        return None if container.get("envFrom") else CUPY_DEFAULT_CACHE
+    cache = env["CUPY_CACHE_DIR"]
+    return None if cache is None or "$(" in cache else cache or CUPY_DEFAULT_CACHE
+
+
 def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
-    """Each GPU rank of a pod needs its own device: local rank R uses CUDA device R."""
+    """Each GPU rank of a pod needs its own device (local rank R uses CUDA device R), and a
+    writable directory for CuPy's kernel cache, or its first operation fails."""
     for obj, where, template, container, train, _ in _trainers(objs):
         if not _on_gpu(container, train):
             continue
+        cache = _kernel_cache(container)
         for pod_where, pod in _rank_pods(obj, where, template):
             ranks, gpus = _ranks_per_pod(obj, pod_where), _pod_gpus(pod)
             if gpus < ranks:
@@ -143,6 +164,9 @@ def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
                     f"only {gpus} {GPU_RESOURCE}; each rank needs a device of its own"
                 )
+            if cache is not None:
+                workdir = container.get("workingDir")
+                yield from _writable(pod_where, pod, cache, workdir, CACHE_NAME)
 
 
 def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:

@@ -38,6 +38,9 @@ RESUME_ARGS = ("--resume", "auto")
 ANY_ADDRESS = {False: "0.0.0.0", True: "::"}
 #: a startup probe on /readyz may wait this long (periods x failures) for peers and seeding
 STARTUP_SECONDS = 1200
+#: where a GPU rank's CuPy caches the kernels it compiles on first use: on the /tmp emptyDir,
+#: since CuPy's default (~/.cupy/kernel_cache) lies on the read-only root
+CUPY_CACHE_DIR = "/tmp/cupy/kernel_cache"
 
 
 class _JobBase:
@@ -151,6 +154,9 @@ class _JobBase:
         env.append(_env("DISTCONV_NUM_THREADS", str(threads)))
         if gpu:
             env.append(_env("DISTCONV_DEVICE", "gpu"))
+            # CuPy compiles each kernel (every elementwise op) on first use and writes it to its
+            # cache directory: under the read-only $HOME, the first op would fail
+            env.append(_env("CUPY_CACHE_DIR", CUPY_CACHE_DIR))
         return env
 
     def train_argv(self) -> list[str]:

@@ -146,6 +146,41 @@ def test_gpu_variant_limits_gpus_on_workers_only():
     assert "nvidia.com/gpu" not in launcher["resources"]["limits"]
 
 
+def _rank_envs(objs: list[dict]) -> list[list[dict]]:
+    """The env of every container that runs distconv train (an MPIJob's ranks get the
+    launcher's, which Hydra forwards)."""
+    return [
+        c.setdefault("env", [])
+        for obj in objs
+        for _, template in _templates(obj)
+        for c in template["spec"]["containers"]
+        if "train" in c["args"]
+    ]
+
+
+@pytest.mark.parametrize("name", ["many-shards", "mpijob-gpu"])
+def test_gpu_ranks_keep_cupys_kernel_cache_on_a_writable_volume(name):
+    """CuPy compiles each kernel on first use and writes it under CUPY_CACHE_DIR, by default
+    ~/.cupy in the image's home, which the pods' read-only root holds: the first operation of
+    every GPU rank would fail with EROFS."""
+    objs = render(name)
+    for env in _rank_envs(objs):
+        cache = {e["name"]: e.get("value") for e in env}["CUPY_CACHE_DIR"]
+        assert cache.startswith("/tmp/"), cache  # the emptyDir every pod mounts there
+    assert manifest_problems(objs) == []
+    for env in _rank_envs(objs):
+        env[:] = [e for e in env if e["name"] != "CUPY_CACHE_DIR"]
+    (problem,) = {p.split(": ", 1)[1] for p in manifest_problems(objs)}
+    assert problem == (
+        "CuPy's kernel cache (CUPY_CACHE_DIR) /home/distconv/.cupy/kernel_cache is on no "
+        "writable volume (the root file system is read-only)"
+    )
+    for env in _rank_envs(objs):  # a cache in memory writes nothing
+        env.append({"name": "CUPY_CACHE_IN_MEMORY", "value": "1"})
+    assert manifest_problems(objs) == []
+    assert manifest_problems(render("pserver")) == []  # CPU ranks compile nothing
+
+
 @pytest.mark.parametrize("gpus, slots", [(1, 4), (2, 3), (1, 1)])
 def test_gpus_are_per_rank_so_an_mpi_worker_pod_gets_one_set_per_slot(gpus, slots):
     """Local rank R uses CUDA device R: a pod of S ranks needs gpus x S devices."""
