@@ -120,16 +120,27 @@ def _rank_liveness(slots: int) -> Manifest:
 
 
 def _wait_for_ranks() -> list[str]:
-    """preStop: wait while a rank runs in the pod, at most the grace period.
+    """preStop: ask the pod's ranks to stop (SIGTERM), then wait while one runs, at most the
+    grace period.
+
+    A pod stopped alone (a node drain, an eviction) gets no SIGTERM through mpirun, which runs
+    in the launcher's pod: without its own, a rank would train on until the grace period ends
+    and the kubelet kills it, without a checkpoint. On SIGTERM the ranks agree with the others
+    on a step to stop at and checkpoint (:mod:`distconv.stop_request`); a second SIGTERM, from
+    mpirun when the whole job is stopped, changes nothing.
 
     Every rank is ``python -m mpi4py -m distconv train ...``. The pattern must not be
     "distconv": sshd's own command line (``-f /home/distconv/.sshd_config``) and its
     per-connection processes (``sshd: distconv@notty``, the user) hold that word, so the hook
-    would always wait the whole grace period. ``[m]pi4py`` matches the ranks but not this
+    would stop sshd and wait the whole grace period. ``[m]pi4py`` matches the ranks but not this
     shell's or grep's own command line.
     """
+    signal = (
+        "for f in /proc/[0-9]*/cmdline; do grep -qs '[m]pi4py' \"$f\" && p=${f%/cmdline} && "
+        "kill -TERM ${p#/proc/} 2>/dev/null; done; "
+    )
     loop = (
         f"i=0; while [ $i -lt {GRACE_SECONDS} ] && "
         "grep -qs '[m]pi4py' /proc/[0-9]*/cmdline; do sleep 1; i=$((i+1)); done"
     )
-    return ["/bin/sh", "-c", loop]
+    return ["/bin/sh", "-c", signal + loop]

@@ -792,6 +792,61 @@ def test_yaml_output_reads_back_characters_past_the_basic_plane(tmp_path):
     assert sorted(yaml.safe_load_all(done.stdout), key=str) == sorted(objs, key=str)
 
 
+#: a stand-in rank: on SIGTERM it takes a second to checkpoint, leaves a mark and exits 143;
+#: unasked it trains on for a minute
+STAND_IN_RANK = """
+import pathlib, signal, sys, time
+def stop(*_):
+    time.sleep(1)
+    pathlib.Path(sys.argv[1]).write_text("checkpoint")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_mpi_worker_pre_stop_asks_the_pods_ranks_to_stop(tmp_path):
+    """A worker pod stopped alone (a node drain) gets no SIGTERM through mpirun, which runs in
+    the launcher's pod: the preStop hook must signal the pod's ranks, so they checkpoint,
+    rather than wait while they train on until the kubelet kills them at the grace period's
+    end. Run for real in its own PID namespace, as in the test below; sshd is left alone."""
+    if shutil.which("unshare") is None or shutil.which("timeout") is None:
+        pytest.skip("no unshare or timeout here")
+    probe = subprocess.run(
+        ["unshare", "-pf", "--mount-proc", "true"], capture_output=True, timeout=20
+    )
+    if probe.returncode != 0:
+        pytest.skip("cannot make a PID namespace here")
+    (mpijob,) = render("mpijob")
+    (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    pre_stop = shlex.join(worker["lifecycle"]["preStop"]["exec"]["command"])
+    python = shlex.quote(sys.executable)
+    (tmp_path / "rank.py").write_text(STAND_IN_RANK)
+    mark = tmp_path / "mark"
+    rank = f"{python} {tmp_path / 'rank.py'} {mark} -m mpi4py -m distconv train"
+    sshd = f"{python} -c 'import time; time.sleep(40)' {shlex.join(worker['args'])}"
+    script = f"""
+        {sshd} & sshd=$!
+        {rank} &
+        sleep 1
+        timeout 15 {pre_stop} && echo stopped
+        if kill -0 $sshd 2>/dev/null; then echo sshd-serving; fi
+    """
+    file = tmp_path / "stop.sh"
+    file.write_text(script)
+    started = time.monotonic()
+    done = subprocess.run(
+        ["unshare", "-pf", "--mount-proc", "sh", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.stdout.split() == ["stopped", "sshd-serving"], done.stderr
+    assert mark.read_text() == "checkpoint"
+    assert time.monotonic() - started < 10
+
+
 @pytest.mark.timeout(60)
 def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
     """The preStop command, run for real in its own PID namespace (as a container sees its own
