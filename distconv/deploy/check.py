@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_ranks import _pod_settings, _rank_gpus, _train_runs
+from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
 from distconv.deploy.check_shards import _shard_args
 from distconv.deploy.walk import (
     Manifest,
@@ -199,8 +199,16 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
         # the ranks: an init container (a smoke test) runs no rank and needs no world size
         for container in _main_containers(spec["template"]):
-            size = _env(container).get("DISTCONV_WORLD_SIZE")
-            if size != str(completions):
+            env = _env(container)
+            size = env.get("DISTCONV_WORLD_SIZE")
+            if "DISTCONV_WORLD_SIZE" not in env and not container.get("envFrom"):
+                # the ranks take theirs from the Job index, and then need it (runtime.py)
+                yield (
+                    f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
+                    f"to start (the Job runs {completions})"
+                )
+            elif size is not None and "$(" not in size and _other_count(size, completions):
+                # a valueFrom (None) or a $(VAR) is the cluster's to fill in: not judged
                 yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
         for sts in _of_kind(objs, "StatefulSet"):
             for container in _main_containers(sts["spec"]["template"]):

@@ -509,6 +509,12 @@ SEMANTIC_BREAKS = {
         "pserver", 2, lambda o: _env_set(_container(o), "DISTCONV_WORLD_SIZE", "3"),
         "DISTCONV_WORLD_SIZE",
     ),
+    # the ranks take theirs from the Job index, and refuse to start without it
+    "world size not set": (
+        "pserver", 2, lambda o: _container(o).update(
+            env=[v for v in _container(o)["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]),
+        "DISTCONV_WORLD_SIZE is not set; every rank would refuse to start (the Job runs 4)",
+    ),
     "no readiness probe": (
         "pserver", 1, lambda o: _container(o).pop("readinessProbe"), "readinessProbe",
     ),
@@ -693,6 +699,27 @@ def test_a_semantic_break_is_caught(case):
     breaks(objs[index])
     problems = manifest_problems(objs)
     assert any(words in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "var",
+    [
+        {
+            "name": "DISTCONV_WORLD_SIZE",
+            "valueFrom": {"configMapKeyRef": {"name": "c", "key": "n"}},
+        },
+        {"name": "DISTCONV_WORLD_SIZE", "value": "$(RANKS)"},
+        {"name": "DISTCONV_WORLD_SIZE", "value": " 04"},  # the ranks read it as 4
+    ],
+)
+def test_a_world_size_the_cluster_fills_in_or_the_ranks_read_alike_passes(var):
+    """As for --world-size: a value only the cluster knows is not judged (it was named as
+    "DISTCONV_WORLD_SIZE None"), and one the ranks read as the Job's completions agrees."""
+    objs = copy.deepcopy(render("pserver"))
+    container = _container(objs[2])
+    container["env"] = [v for v in container["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]
+    container["env"].append(var)
+    assert manifest_problems(objs) == []
 
 
 # -- bad arguments ----------------------------------------------------------------------------
