@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
-from distconv.deploy.check_shards import _shard_args
+from distconv.deploy.check_shards import _is_filled, _shard_args, expand
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -180,6 +180,10 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                     ("DISTCONV_PSERVERS", env.get("DISTCONV_PSERVERS")),
                 ):
                     if text is None:
+                        continue
+                    # as the kubelet passes it; a value only the cluster knows is not judged
+                    text = expand(text, container)
+                    if _is_filled(text):
                         continue
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"

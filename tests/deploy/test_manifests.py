@@ -722,6 +722,34 @@ def test_a_world_size_the_cluster_fills_in_or_the_ranks_read_alike_passes(var):
     assert manifest_problems(objs) == []
 
 
+#: the shards' names in the "pserver" example, as its workers' --pservers lists them
+SHARDS = "digits-ps-pserver-0.digits-ps-pserver:5555,digits-ps-pserver-1.digits-ps-pserver:5555"
+
+
+@pytest.mark.parametrize(
+    "var, problem",
+    [
+        ({"name": "PS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}, None),
+        ({"name": "PS", "value": SHARDS}, None),
+        ({"name": "PS", "value": SHARDS.split(",")[0]}, "is not the shards' DNS names"),
+        ({"name": "OTHER", "value": SHARDS}, "'$(PS)' is not the shards' DNS names"),
+    ],
+)
+def test_pservers_are_compared_as_the_kubelet_fills_them_in(var, problem):
+    """A ``--pservers $(PS)`` (or DISTCONV_PSERVERS) is read as the kubelet passes it, as the
+    shards' own arguments are: it was compared as the text "$(PS)" and always refused."""
+    objs = copy.deepcopy(render("pserver"))
+    container = _container(objs[2])
+    _arg_set(container, "--pservers", "$(PS)")
+    _env_set(container, "DISTCONV_PSERVERS", "$(PS)")
+    container["env"].insert(0, var)  # the kubelet fills in only a variable defined before
+    problems = manifest_problems(objs)
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 2 and all(problem in p for p in problems), problems
+
+
 # -- bad arguments ----------------------------------------------------------------------------
 
 GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
