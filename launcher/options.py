@@ -132,6 +132,14 @@ def ignored_flag(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
         for dest, flag in (("mode", f"--mode {args.mode}"), ("insecure", "--insecure")):
             if set_by_operator(parser, args, dest):
                 return f"{flag} is for the parameter-server shards, and --servers 0 starts none"
+    if args.command == "mpi" and args.dry_run:
+        # the printed command is mpiexec alone: nothing supervises it, restarts or stops it
+        for dest, flag in (("max_restarts", "--max-restarts"), ("grace", "--grace")):
+            if set_by_operator(parser, args, dest):
+                return (
+                    f"{flag} {getattr(args, dest):g} is for a job the launcher runs, and "
+                    "--dry-run only prints the mpiexec command, which restarts and stops nothing"
+                )
     if args.command != "k8s":
         return None
     mpijob = "--mpi" if args.mpi else "--servers 0" if args.servers == 0 else None

@@ -1,9 +1,10 @@
 """A launcher flag that would change nothing in the job is a usage error, not ignored (k100 L4).
 
 ``local --servers 0 --mode async`` or ``--insecure`` (no shards to set), ``k8s --mpi --mode
-async`` (an MPIJob has no shards) and ``k8s --servers N --slots-per-worker 4`` (slots are an
-MPIJob's) used to run or render as if the flag were not there. A flag given its default value
-changes nothing either way, and stays accepted.
+async`` (an MPIJob has no shards), ``k8s --servers N --slots-per-worker 4`` (slots are an
+MPIJob's) and ``mpi --dry-run --max-restarts 3`` or ``--grace`` (the printed mpiexec command is
+supervised by nobody) used to run, render or print as if the flag were not there. A flag
+given its default value changes nothing either way, and stays accepted.
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ K8S = ("k8s", "--workers", "4", "--image", "d:1")
          "--slots-per-worker 4 is for an MPIJob (--servers 0 or --mpi); --servers 2 runs one"),
         ((*K8S, "--slots-per-worker", "2"),
          "--slots-per-worker 2 is for an MPIJob (--servers 0 or --mpi); a parameter-server job"),
+        (("mpi", "-np", "2", "--dry-run", "--max-restarts", "3"),
+         "--max-restarts 3 is for a job the launcher runs, and --dry-run only prints the mpiexec"),
+        (("mpi", "-np", "2", "--dry-run", "--grace", "5"),
+         "--grace 5 is for a job the launcher runs, and --dry-run only prints the mpiexec"),
     ],
 )  # fmt: skip
 def test_a_flag_that_changes_nothing_is_a_usage_error(tmp_path, argv, said):
     run_dir = tmp_path / "run"
-    own = ("--run-dir", str(run_dir)) if argv[0] == "local" else ()
+    own = ("--run-dir", str(run_dir)) if argv[0] != "k8s" else ()
     done = launch(*argv, *own, "--", "--epochs", "1", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
