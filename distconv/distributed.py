@@ -21,6 +21,7 @@ rank, and a single local process otherwise.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,9 @@ log = logging.getLogger("distconv.distributed")
 
 #: runtime sources that mean "an MPI launcher started me"
 _MPI_SOURCES = ("openmpi", "pmi")
+#: set to 1 by ``distconv-launch local --insecure``: its shards run without CURVE, and a script
+#: has no ``--insecure`` flag to be told so (``distconv train`` gets the flag)
+ENV_INSECURE = "DISTCONV_INSECURE"
 
 
 def init(
@@ -65,6 +69,8 @@ def init(
             ``insecure``, ``push_bytes`` for pserver; ``bucket_bytes``, ``grad_dtype``,
             ``overlap``, ``timeout`` for mpi); another transport's settings are ignored, and
             one that no transport takes, or an on/off setting that is not a bool, is refused.
+            Without ``insecure``, ``DISTCONV_INSECURE=1`` (``distconv-launch local
+            --insecure``) stands for ``insecure=True``.
         **hyperparameters: for an optimizer given by name (``lr=0.01``).
 
     Returns:
@@ -85,7 +91,10 @@ def init(
     if isinstance(optimizer, str):
         optimizer = create_optimizer(optimizer, **hyperparameters)
     kind = sync or choose_transport(runtime)
-    return build_sync(kind, optimizer, runtime, sync_options or {})
+    options = dict(sync_options or {})
+    if os.environ.get(ENV_INSECURE) == "1":  # the shards it was started beside run so
+        options.setdefault("insecure", True)
+    return build_sync(kind, optimizer, runtime, options)
 
 
 def check_kernel_settings() -> None:

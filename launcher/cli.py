@@ -8,6 +8,7 @@ restarts (see :func:`.commands.parse_program`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import secrets
 import shlex
@@ -146,7 +147,13 @@ def local_plan(
         )
     # shards take one thread each (set in local_children) but share the cores all the same
     threads = args.threads or threads_per_process(args.workers + args.servers)
-    job = JobEnv(job_id=job_id, keys_dir=keys_dir, threads=threads, launch=new_launch())
+    job = JobEnv(
+        job_id=job_id,
+        keys_dir=keys_dir,
+        threads=threads,
+        launch=new_launch(),
+        insecure=bool(args.insecure and args.servers),
+    )
     return servers, job, worker_argv
 
 
@@ -161,10 +168,10 @@ def local_children(
 ) -> list[ChildSpec]:
     """Every child of one attempt of a local job: the shards first, then the workers."""
     pservers = tuple(f"{servers.host}:{p}" for p in ports) if servers else ()
-    job = JobEnv(job.job_id, pservers, job.keys_dir, job.threads, restart, job.launch)
+    job = dataclasses.replace(job, pservers=pservers, restart=restart)
     specs = []
     if servers is not None:
-        shard_job = JobEnv(job.job_id, pservers, job.keys_dir, 1, restart, job.launch)
+        shard_job = dataclasses.replace(job, threads=1)
         for shard, port in enumerate(ports):
             env = child_env(environ, shard_job, "server", shard, servers.num_shards)
             argv = server_command(shard, port, servers)

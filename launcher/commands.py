@@ -321,6 +321,9 @@ class JobEnv:
     threads: int = 1
     restart: int = 0
     launch: str | None = None
+    #: shards without CURVE: said to every child (``DISTCONV_INSECURE``), so a script's
+    #: ``distconv.distributed.init`` asks for no keys (``distconv train`` gets ``--insecure``)
+    insecure: bool = False
 
 
 def child_env(
@@ -353,6 +356,10 @@ def child_env(
         env["DISTCONV_KEYS"] = job.keys_dir
     else:
         env.pop("DISTCONV_KEYS", None)
+    if job.insecure:
+        env["DISTCONV_INSECURE"] = "1"
+    else:  # an enclosing shell's must not turn CURVE off for this job's workers
+        env.pop("DISTCONV_INSECURE", None)
     if job.launch is not None:
         env["DISTCONV_LAUNCH"] = job.launch
     else:  # a launch of an enclosing launcher is not this job's
