@@ -33,6 +33,7 @@ from .commands import (
     clean_environ,
     free_ports,
     keys_command,
+    names_a_program,
     new_launch,
     option_value,
     parse_program,
@@ -290,9 +291,10 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
         raise LaunchError(
             f"the Kubernetes renderer distconv.deploy.render is missing: {exc}"
         ) from None
-    program = parse_program(rest)
-    if not program.is_train:
+    # before parse_program, which would look for the program here, not in the image
+    if names_a_program(rest):
         raise LaunchError("k8s renders distconv train jobs; put the program in the image instead")
+    program = parse_program(rest)
     try:
         objects = render.render_manifests(
             job_name=args.job_name,

@@ -81,10 +81,8 @@ def parse_program(args: Sequence[str]) -> Program:
         UsageError: train arguments ``distconv train``'s parser refuses (``--epochs -1``).
     """
     args = tuple(args)
-    if not args or args[0].startswith("-"):
-        return _train_program(args)
-    if args[0] == "train":
-        return _train_program(args[1:])
+    if not names_a_program(args):
+        return _train_program(args[1:] if args and args[0] == "train" else args)
     first = args[0]
     if first.endswith(".py"):
         if not os.path.isfile(first):
@@ -98,6 +96,12 @@ def parse_program(args: Sequence[str]) -> Program:
             "start with an option, e.g. -- --epochs 2"
         )
     return Program(args, is_train=False)
+
+
+def names_a_program(args: Sequence[str]) -> bool:
+    """Whether ``args`` (what follows ``--``) name a program of the user's rather than
+    ``distconv train`` arguments, which start with an option or the word ``train``."""
+    return bool(args) and not args[0].startswith("-") and args[0] != "train"
 
 
 def _train_program(args: tuple[str, ...]) -> Program:

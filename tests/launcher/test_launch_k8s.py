@@ -105,9 +105,12 @@ def test_renderer_refusals_name_the_flag_the_operator_typed(argv, said):
 
 
 @pytest.mark.timeout(60)
-def test_a_user_program_is_refused(tmp_path):
+@pytest.mark.parametrize("here", [True, False])
+def test_a_user_program_is_refused(tmp_path, here):
+    # one in the image, not on this machine (k142 F3): it was "script ... does not exist"
     script = tmp_path / "mine.py"
-    script.write_text("")
+    if here:
+        script.write_text("")
     done = launch("--workers", "2", "--image", "x", "--", str(script))
     assert done.returncode == 1
     expected = "renders distconv train jobs; put the program in the image instead"
