@@ -33,6 +33,15 @@ PASS_VARS = (
     "CUDA_VISIBLE_DEVICES",
 )
 PASS_PREFIXES = ("DISTCONV_", "NCCL_", "UCX_")
+#: how a rank runs a script: with its stdout line-buffered, then by mpi4py's own runner, as
+#: ``-m mpi4py FILE`` does. Into mpiexec's pipe Python buffers stdout by blocks: the prints came
+#: only at exit, and were lost where the job was stopped (SIGTERM ends Python without a
+#: flush); unbuffered (PYTHONUNBUFFERED) a line's text and newline are two writes, which MPI's
+#: rank prefix splits. ``distconv train`` flushes its own lines.
+LINE_BUFFERED = (
+    "import sys; sys.stdout.reconfigure(line_buffering=True); "
+    "from mpi4py.run import run_command_line; run_command_line(sys.argv[1:])"
+)
 
 
 @dataclass(frozen=True)
@@ -187,7 +196,7 @@ def mpi_worker_command(program: Program, restart: int, python: str = sys.executa
             *train_args(program, "mpi", restart),
         ]
     if program.is_script:
-        return [python, "-m", "mpi4py", *program.argv]
+        return [python, "-m", "mpi4py", "-c", LINE_BUFFERED, *program.argv]
     return list(program.argv)
 
 

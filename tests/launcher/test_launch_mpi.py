@@ -15,6 +15,7 @@ import pytest
 
 from launcher.commands import LaunchError, Program, threads_per_process, usable_cpus
 from launcher.mpi import (
+    LINE_BUFFERED,
     Host,
     MpiOptions,
     exported_names,
@@ -84,6 +85,8 @@ def test_worker_commands_under_mpi():
         "py",
         "-m",
         "mpi4py",
+        "-c",
+        LINE_BUFFERED,
         "me.py",
         "-x",
     ]
@@ -221,7 +224,9 @@ def test_dry_run_detects_the_installed_mpi(tmp_path):
         expected = [mpiexec, "-np", "2", "-H", "localhost:2", "--tag-output", "--bind-to", "none"]
     assert done.stdout.startswith("env ")  # what the launcher sets, then the command
     assert " " + shlex.join(expected) + " " in done.stdout
-    assert done.stdout.endswith(shlex.join([PY, "-m", "mpi4py", str(script)]) + "\n")
+    assert done.stdout.endswith(
+        shlex.join([PY, "-m", "mpi4py", "-c", LINE_BUFFERED, str(script)]) + "\n"
+    )
 
 
 RANK_SCRIPT = """

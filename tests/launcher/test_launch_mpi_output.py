@@ -1,0 +1,65 @@
+"""A script's prints under ``distconv-launch mpi`` come as they are printed (k142 F4).
+
+Into mpiexec's pipe Python buffers stdout by blocks (the launcher removes PYTHONUNBUFFERED,
+which splits lines under MPI's rank prefix): a script's prints came only at its exit, and a
+stopped job (SIGTERM ends Python without a flush) lost them, from the output and the log.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.launcher.launch_cli import ENV
+
+SCRIPT = """
+import time
+for i in range(200):
+    print("ready", i, "x" * 60)
+time.sleep(120)
+"""
+
+
+def _stop(proc: subprocess.Popen) -> tuple[str, str]:
+    for _ in range(2):  # the second signal kills what is left at once
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+    return proc.communicate(timeout=60)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_a_scripts_lines_come_whole_before_it_exits_and_survive_a_stop(tmp_path: Path):
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not on PATH")
+    pytest.importorskip("mpi4py")
+    script, run = tmp_path / "ranks.py", tmp_path / "run"
+    script.write_text(SCRIPT)
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "mpi", "-np", "2", "--mpi-flavor", "mpich",
+         "--run-dir", str(run), "--grace", "10", "--", str(script)],
+        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    log = run / "logs" / "mpiexec-0.log"
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:  # every rank's 200 lines, while the ranks sleep
+            text = log.read_text() if log.exists() else ""
+            if text.count("ready 199 ") == 2:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the ranks' lines did not come while they ran: {text[-500:]!r}")
+    finally:
+        out, err = _stop(launcher)
+    assert launcher.returncode == 128 + signal.SIGTERM, err
+    lines = [line for line in out.splitlines() if "ready" in line]
+    expected = {f"[{r}] ready {i} {'x' * 60}" for r in (0, 1) for i in range(200)}
+    assert set(lines) == expected and len(lines) == 400, lines[:5]  # whole, each behind its rank
