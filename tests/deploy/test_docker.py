@@ -220,3 +220,84 @@ def test_every_package_distconv_imports_is_installed_by_pip_and_in_the_images():
     cuda_image = _requirement_names((DOCKER / "requirements-cuda.txt").read_text().splitlines())
     assert base - cpu_image == set(), "docker/requirements.txt misses a runtime package"
     assert gpu - cuda_image == set(), "docker/requirements-cuda.txt misses a GPU package"
+
+
+# -- the build context ----------------------------------------------------------------------------
+
+
+def _ignore_rules(text: str) -> list[tuple[bool, re.Pattern]]:
+    """``.dockerignore``'s patterns as Docker reads them, in order: (excludes?, regex), ``*``
+    within one path component, ``**`` across any number, a trailing ``/`` dropped."""
+    rules = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keep = line.startswith("!")
+        pattern = line.lstrip("!").strip("/")
+        regex = re.escape(pattern).replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+        rules.append((not keep, re.compile(regex.replace(r"\?", "[^/]"))))
+    return rules
+
+
+def _ignored(path: str, rules: list[tuple[bool, re.Pattern]]) -> bool:
+    """Whether Docker leaves ``path`` out of the context: the last rule that matches it or one
+    of its parent directories decides."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for excludes, regex in rules:
+        if any(regex.fullmatch(p) for p in prefixes):
+            ignored = excludes
+    return ignored
+
+
+def _copied_files() -> set[str]:
+    """Every file of the repository that a ``COPY`` from the context (not from a stage) of
+    either Dockerfile takes, as a path from the root; a cache never built here is left out."""
+    root = DOCKER.parent
+    files = set()
+    for path in DOCKERFILES:
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if not words or words[0] != "COPY" or any(w.startswith("--from") for w in words):
+                continue
+            for source in [w for w in words[1:-1] if not w.startswith("--")]:
+                found = [root / source] if (root / source).is_file() else (root / source).rglob("*")
+                for file in found:
+                    rel = file.relative_to(root).as_posix()
+                    if file.is_file() and "__pycache__" not in rel and ".egg-info" not in rel:
+                        files.add(rel)
+    return files
+
+
+def context_problems(dockerignore: str) -> list[str]:
+    """A file the images copy that the build context leaves out (the build would fail), or a
+    large part of the repository it sends though no image copies it."""
+    rules = _ignore_rules(dockerignore)
+    problems = [f"{f} is copied but ignored" for f in sorted(_copied_files()) if _ignored(f, rules)]
+    for unused in (".git/HEAD", "runs/job/train/checkpoint", "tests/conftest.py", "benchmarks/x"):
+        if not _ignored(unused, rules):
+            problems.append(f"{unused} is sent to the daemon")
+    return problems
+
+
+def test_the_build_context_holds_what_the_images_copy_and_little_else():
+    files = _copied_files()
+    assert {"pyproject.toml", "distconv/__init__.py", "launcher/cli.py"} <= files
+    assert "docker/requirements-cuda.txt" in files and "docker/sshd_config" in files
+    assert context_problems((DOCKER.parent / ".dockerignore").read_text()) == []
+
+
+@pytest.mark.parametrize(
+    "old, new, problem",
+    [
+        ("!launcher/\n", "", "launcher/cli.py is copied but ignored"),
+        ("!docker/\n", "!docker/Dockerfile\n", "docker/requirements.txt is copied but ignored"),
+        ("*\n", "", ".git/HEAD is sent to the daemon"),
+    ],
+)
+def test_context_check_catches_a_broken_dockerignore(old, new, problem):
+    text = (DOCKER.parent / ".dockerignore").read_text()
+    assert old in text
+    assert problem in context_problems(text.replace(old, new, 1))
