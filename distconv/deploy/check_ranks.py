@@ -152,9 +152,16 @@ def _kernel_cache(container: Manifest) -> str | None:
 
 def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
     """Each GPU rank of a pod needs its own device (local rank R uses CUDA device R), and a
-    writable directory for CuPy's kernel cache, or its first operation fails."""
+    writable directory for CuPy's kernel cache, or its first operation fails; a pod whose ranks
+    train on the CPU (``--gpus 1 -- --device cpu``) requests no GPU, which would sit idle."""
     for obj, where, template, container, train, _ in _trainers(objs):
         if not _on_gpu(container, train):
+            for pod_where, pod in _rank_pods(obj, where, template):
+                if _pod_gpus(pod):
+                    yield (
+                        f"{pod_where}: the pod requests {_pod_gpus(pod)} {GPU_RESOURCE} but its "
+                        "ranks train on the CPU: drop the request, or train with --device gpu"
+                    )
             continue
         cache = _kernel_cache(container)
         for pod_where, pod in _rank_pods(obj, where, template):

@@ -604,6 +604,15 @@ SEMANTIC_BREAKS = {
         "pserver-gpu", 2, lambda o: _container(o)["resources"]["limits"].pop("nvidia.com/gpu"),
         "Job digits-ps-gpu-worker: 1 rank(s) per pod train on GPUs but the pod requests only 0",
     ),
+    "gpu pods training on the cpu": (  # --gpus 1 -- --device cpu: devices requested, idle
+        "pserver-gpu", 2, lambda o: _container(o)["args"].extend(["--device", "cpu"]),
+        "Job digits-ps-gpu-worker: the pod requests 1 nvidia.com/gpu but its ranks train on the "
+        "CPU",
+    ),
+    "mpi gpu pods training on the cpu": (
+        "mpijob-gpu", 0, lambda o: _container(o, "Launcher")["args"].extend(["--dev", "cpu"]),
+        "the pod requests 4 nvidia.com/gpu but its ranks train on the CPU",
+    ),
     "mpi ranks given a parameter-server flag": (
         "mpijob", 0, lambda o: _container(o, "Launcher")["args"].extend(["--push-kb", "0"]),
         "--push-kb is for --sync pserver, and this run uses mpi sync",

@@ -95,6 +95,8 @@ def test_renderer_refusals_are_one_line():
          "--workers 2 is not a multiple of --slots-per-worker 4"),
         (["--mpi", "--servers", "2"], "(--mpi) runs allreduce without shards, not --servers 2"),
         (["--mpi", "--ipv6"], "--ipv6 renders parameter-server jobs only, not an MPIJob"),
+        (["--gpus", "1", "--", "--device", "cpu"],  # GPUs requested, left idle
+         "the pod requests 1 nvidia.com/gpu but its ranks train on the CPU"),
     ],
 )  # fmt: skip
 def test_renderer_refusals_name_the_flag_the_operator_typed(argv, said):
