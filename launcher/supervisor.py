@@ -17,7 +17,8 @@ The rules (issue 11, "Gang semantics"):
 - Stopping: the workers' groups get SIGTERM (distconv checkpoints on it) while the servers
   keep serving (a parameter-server worker checkpoints through them); once no process is left
   in any worker's group, the servers get their stop signals (a shard: SIGTERM, then SIGINT,
-  which ends its drain at once). At ``grace`` seconds after the first
+  which ends its drain at once), each group's followed by SIGCONT for a stopped process. At
+  ``grace`` seconds after the first
   SIGTERM, or at a second signal to the launcher, whatever is left is killed. A group counts
   until its last process is gone, not only its leader: a wrapper script that exits at once
   leaves the trainer its grace. On Linux each child also asks the kernel for SIGTERM when the
@@ -291,10 +292,13 @@ def _first_failed(children: list[Child], working: bool, victims: bool = True) ->
 
 
 def _send_stop_signals(children: list[Child]) -> None:
-    """Each child's stop signals to its group, in order (see ChildSpec.stop_signals)."""
+    """Each child's stop signals to its group, in order (see ChildSpec.stop_signals), then
+    SIGCONT, as a shell's ``kill`` does for a stopped job: a process stopped (SIGSTOP, Ctrl-Z)
+    holds them pending until it runs again, and would sit out the grace until the SIGKILL."""
     for child in children:
         for signum in child.spec.stop_signals:
             child.signal_group(signum)
+        child.signal_group(signal.SIGCONT)
 
 
 def _any_running(children: list[Child]) -> bool:

@@ -187,6 +187,24 @@ def test_a_child_killed_at_the_graces_end_is_named(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_stopped_child_gets_its_sigterm_and_its_grace(tmp_path):
+    """A child stopped (SIGSTOP, Ctrl-Z) holds a SIGTERM pending until it runs again: without
+    a SIGCONT after it, as a shell's ``kill`` sends a stopped job, it sat out the whole grace
+    and was killed without its checkpoint."""
+    script = tmp_path / "stops_itself.py"
+    script.write_text(
+        CHECKPOINTS.replace("import ", "import os, ", 1).replace(
+            "while True:", "os.kill(os.getpid(), signal.SIGSTOP)\nwhile True:"
+        )
+    )
+    specs = [ChildSpec("worker", 0, [sys.executable, str(script), str(tmp_path / "w"), "0.2"])]
+    status, said = supervise(tmp_path, specs, grace=5, signal_at=(["w"], 0.5, signal.SIGTERM))
+    assert status == 143, said
+    assert "still running" not in said
+    assert done_at(tmp_path, "w") is not None, said
+
+
+@pytest.mark.timeout(60)
 def test_a_server_killed_at_the_graces_end_is_said_with_the_time_it_had(tmp_path):
     """Workers that use the whole grace leave the server none: its SIGTERM comes at the
     grace's end, and the line says so, not that it ignored a SIGTERM for the whole grace."""
