@@ -8,6 +8,7 @@ one line per problem in one job's objects (rendered or read back from YAML), non
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
@@ -163,6 +164,28 @@ def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str] | None, int] | Non
     return None
 
 
+#: what may follow a shard's ``<pod>.<service>`` in a name that reaches the same pod: its
+#: namespace, then ``svc`` and the cluster's domain (``.default.svc.cluster.local``)
+_QUALIFIED = re.compile(
+    r"\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.svc(\.[a-z0-9]([-.a-z0-9]*[a-z0-9])?)?)?"
+)
+
+
+def _same_shards(given: list[str], names: list[str]) -> bool:
+    """Whether ``given`` addresses are the shards' ``names`` in order, each as written or
+    qualified with a namespace and the cluster's domain, on the same port."""
+    if len(given) != len(names):
+        return False
+    for address, name in zip(given, names):
+        host, _, port = address.rpartition(":")
+        short, _, want = name.rpartition(":")
+        if port != want or not (
+            host == short or (host.startswith(short) and _QUALIFIED.fullmatch(host[len(short) :]))
+        ):
+            return False
+    return True
+
+
 def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
     shards = _shard_names(objs)
     for obj in objs:
@@ -187,7 +210,7 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                         continue
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"
-                    elif shards[0] is not None and text.split(",") != shards[0]:
+                    elif shards[0] is not None and not _same_shards(text.split(","), shards[0]):
                         yield (
                             f"{where}: {source} {text!r} is not the shards' DNS names "
                             f"{','.join(shards[0])!r}"

@@ -759,6 +759,33 @@ def test_pservers_are_compared_as_the_kubelet_fills_them_in(var, problem):
         assert len(problems) == 2 and all(problem in p for p in problems), problems
 
 
+def _qualified(suffix: str, port: str = "5555") -> str:
+    return ",".join(f"{a.rsplit(':', 1)[0]}{suffix}:{port}" for a in SHARDS.split(","))
+
+
+@pytest.mark.parametrize(
+    "pservers, same",
+    [
+        (_qualified(".default.svc.cluster.local"), True),  # the name a cluster's DNS holds too
+        (_qualified(".team-a.svc"), True),
+        (_qualified(".team-a"), True),
+        (_qualified(".default.svc.cluster.local", port="6000"), False),
+        (_qualified("s"), False),  # another Service: digits-ps-pservers
+        (_qualified(".Default"), False),  # no namespace has capitals
+        (_qualified("..svc"), False),
+    ],
+)
+def test_a_shard_name_qualified_with_its_namespace_is_the_same_shard(pservers, same):
+    """``<pod>.<service>.<namespace>.svc.<domain>`` reaches the pod ``<pod>.<service>`` does:
+    it was refused as "not the shards' DNS names" (review k143)."""
+    objs = copy.deepcopy(render("pserver"))
+    _arg_set(_container(objs[2]), "--pservers", pservers)
+    problems = manifest_problems(objs)
+    assert (problems == []) is same, problems
+    if not same:
+        assert "is not the shards' DNS names" in problems[0]
+
+
 # -- bad arguments ----------------------------------------------------------------------------
 
 GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
