@@ -47,6 +47,9 @@ STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
 #: the longest single poll of a wait, so that a stop request is seen this soon
 POLL_SLICE = 0.25
+#: the longest poll of any wait: ZeroMQ takes its milliseconds as a C long, which a huge but
+#: finite ``--timeout`` (1e300) overflowed; the wait's deadline still decides when it ends
+LONGEST_POLL = 3600.0
 
 
 class ShardChannel:
@@ -238,7 +241,7 @@ class ShardChannel:
                 left = min(left, LOOK_EVERY)
                 if self._shard_processes.look_due(_now()):  # no set built on every poll
                     self._refuse_ended_shards(missing, what)
-            events = self._poller.poll(left * 1000)
+            events = self._poller.poll(min(left, LONGEST_POLL) * 1000)
             if self._from_shards(events):  # not a handshake monitor's news
                 if stoppable and stop_request.pending() is None:
                     self._usual_quiet = max(self._usual_quiet, _now() - heard)
