@@ -24,6 +24,7 @@ have no direct links to each other.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -105,8 +106,8 @@ class PServerSync(
             raise ValueError("--pservers needs at least one HOST:PORT")
         if not insecure and not keys_dir:
             raise ValueError("CURVE is on by default: pass keys_dir (--keys DIR) or insecure=True")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0, got {timeout}")
+        if not 0 < timeout < math.inf:  # NaN too: the first wait's poll refused it mid-setup
+            raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout}")
         self.endpoints = usable_here([join_endpoint(*split_endpoint(e)) for e in pservers])
         self.timeout = float(timeout)
         self.job_id = job_id

@@ -19,3 +19,12 @@ def test_a_huge_timeout_trains(shards):
         train_steps(net, sync, batches(2, 8))
     finally:
         sync.close()
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0])
+@pytest.mark.timeout(30)
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_at_once(timeout):
+    """NaN passed ``timeout <= 0`` and the first wait's poll stopped setup with "cannot
+    convert float NaN to integer"; infinity waited for ever where the user asked for a limit."""
+    with pytest.raises(ValueError, match="timeout must be a positive finite number of seconds"):
+        insecure_worker(["127.0.0.1:1"], timeout=timeout)
