@@ -182,8 +182,11 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
     g.add_argument("--job-id", help="names the job in logs and metrics")
     g.add_argument("--pservers", help="parameter-server shards, HOST:PORT,HOST:PORT")
-    g.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
-    g.add_argument(
+    # one or the other, as distconv pserver takes them: given both, the keys were dropped
+    # without a word and the worker talked to its shards unencrypted
+    security = g.add_mutually_exclusive_group()
+    security.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
+    security.add_argument(
         "--insecure", action="store_true", help="parameter server without CURVE (experiments)"
     )
     g.add_argument(

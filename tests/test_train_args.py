@@ -108,3 +108,12 @@ def test_an_empty_data_dir_is_a_usage_error(empty, capsys):
     assert exit_.value.code == 2
     assert "--data-dir: must not be empty" in capsys.readouterr().err
     assert train_parser().parse_args(["--data-dir", "mnist"]).data_dir == "mnist"
+
+
+def test_keys_and_insecure_together_are_refused(capsys):
+    """``--keys DIR --insecure`` trained without CURVE and never read DIR (review k145);
+    ``distconv pserver`` refuses the two together, and so does ``distconv train`` now."""
+    with pytest.raises(SystemExit) as stopped:
+        train_parser().parse_args(["--sync", "pserver", "--keys", "/k", "--insecure"])
+    assert stopped.value.code == 2
+    assert "--insecure: not allowed with argument --keys" in capsys.readouterr().err
