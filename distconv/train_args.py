@@ -73,6 +73,15 @@ def _mebibytes(text: str) -> float:
     return value
 
 
+def _server_list(text: str) -> str:
+    """``--pservers``, naming at least one shard: an empty list (``--pservers "$UNSET"``) read
+    as no flag at all, so the worker trained alone, silently, even beside a
+    ``DISTCONV_PSERVERS`` that the flag overrides. The addresses are checked with the runtime."""
+    if not any(item.strip() for item in text.split(",")):
+        raise argparse.ArgumentTypeError(f"must name at least one HOST:PORT, got {text!r}")
+    return text
+
+
 def _resume_mode(text: str) -> str:
     if text != "auto":
         raise argparse.ArgumentTypeError(f"the only value --resume takes is 'auto', got {text!r}")
@@ -181,7 +190,9 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rank", type=_int_at_least(0), help="this worker's rank (overrides env)")
     g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
     g.add_argument("--job-id", help="names the job in logs and metrics")
-    g.add_argument("--pservers", help="parameter-server shards, HOST:PORT,HOST:PORT")
+    g.add_argument(
+        "--pservers", type=_server_list, help="parameter-server shards, HOST:PORT,HOST:PORT"
+    )
     # one or the other, as distconv pserver takes them: given both, the keys were dropped
     # without a word and the worker talked to its shards unencrypted
     security = g.add_mutually_exclusive_group()

@@ -117,3 +117,13 @@ def test_keys_and_insecure_together_are_refused(capsys):
         train_parser().parse_args(["--sync", "pserver", "--keys", "/k", "--insecure"])
     assert stopped.value.code == 2
     assert "--insecure: not allowed with argument --keys" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("servers", ["", " , "])
+def test_an_empty_server_list_is_refused(servers, capsys):
+    """``--pservers ""`` (a variable that was not set) trained alone with local sync, without a
+    word, even where DISTCONV_PSERVERS named the job's shards (review k145)."""
+    with pytest.raises(SystemExit) as stopped:
+        train_parser().parse_args(["--pservers", servers])
+    assert stopped.value.code == 2
+    assert "must name at least one HOST:PORT" in capsys.readouterr().err
