@@ -39,6 +39,7 @@ from distconv.train_args import add_train
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
 from distconv.transport_flags import (
     mpi_train_rank,
+    refuse_probe_flags_without_port,
     refuse_unused_flags,
     sync_options,
 )
@@ -63,9 +64,11 @@ def run_train(args: argparse.Namespace) -> int:
     """Train as ``args`` say; print the final test accuracy and where the files went."""
     runtime = detect_runtime(runtime_flags(args))
     refuse_unused_flags(args, args.sync or choose_transport(runtime))
+    refuse_probe_flags_without_port(args)
     configure_logging(runtime, logging.WARNING if args.quiet else logging.INFO, args.log_format)
     set_device(args.device or device_from_env(), local_rank=runtime.local_rank)
     out = args.out or os.path.join("runs", f"{args.data}-{args.optimizer}-seed{args.seed}")
+    probes = {"health_host": args.health_host, "stall_seconds": args.stall_seconds}
     config = TrainConfig(
         data=args.data,
         data_dir=args.data_dir,
@@ -83,8 +86,7 @@ def run_train(args: argparse.Namespace) -> int:
         keep_checkpoints=args.keep_checkpoints,
         progress=False if args.no_progress else None,
         health_port=args.health_port,
-        health_host=args.health_host,
-        stall_seconds=args.stall_seconds,
+        **{k: v for k, v in probes.items() if v is not None},  # else TrainConfig's defaults
         sync=args.sync,
         sync_options=sync_options(args),
     )

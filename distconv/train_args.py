@@ -181,6 +181,10 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
 def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     """Who this process is and how it synchronises; flags override the environment."""
     g = p.add_argument_group("distributed")
+    # the probes' settings default to None, so that one given without --health-port, which
+    # nothing reads, is refused (transport_flags.refuse_probe_flags_without_port); TrainConfig
+    # holds their defaults
+    d = TrainConfig()
     g.add_argument(
         "--sync",
         choices=sorted(TRANSPORTS),
@@ -232,15 +236,13 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--health-host",
-        default="127.0.0.1",
-        help="interface of --health-port (%(default)s; 0.0.0.0 in a pod, for the kubelet)",
+        help=f"interface of --health-port ({d.health_host}; 0.0.0.0 in a pod, for the kubelet)",
     )
     g.add_argument(
         "--stall-seconds",
         type=_positive_float,
-        default=300.0,
-        help="/healthz turns 503 after this long without a step or a batch forwarded; raise it "
-        "where a checkpoint write may take longer (%(default)s)",
+        help="/healthz of --health-port turns 503 after this long without a step or a batch "
+        f"forwarded; raise it where a checkpoint write may take longer ({d.stall_seconds})",
     )
 
 

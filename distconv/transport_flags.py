@@ -23,6 +23,8 @@ SETTING_FLAGS = {
 }
 #: the flags that name the servers and their keys, which pserver sync alone takes
 SERVER_FLAGS = {"pservers": "--pservers", "keys_dir": "--keys"}
+#: the flags that say how ``--health-port`` serves the probes, which nothing reads without it
+PROBE_FLAGS = {"health_host": "--health-host", "stall_seconds": "--stall-seconds"}
 
 
 def sync_options(args: argparse.Namespace) -> dict:
@@ -68,6 +70,23 @@ def refuse_unused_flags(args: argparse.Namespace, kind: str) -> None:
         problem = unused_flag(flag, kind)
         if problem is not None:
             raise RuntimeConfigError(problem)
+
+
+def refuse_probe_flags_without_port(args: argparse.Namespace) -> None:
+    """Refuse ``--health-host`` or ``--stall-seconds`` without ``--health-port``: no probes are
+    served, so the interface or the limit asked for did nothing. Not part of
+    :func:`refuse_unused_flags`, which a launch runs on the train arguments after ``--``,
+    where a Kubernetes deployment adds ``--health-port`` itself.
+
+    Raises:
+        RuntimeConfigError: naming the flag and the missing ``--health-port``.
+    """
+    probes = [flag for name, flag in PROBE_FLAGS.items() if getattr(args, name) is not None]
+    if probes and args.health_port is None:
+        raise RuntimeConfigError(
+            f"{probes[0]} is a setting of the probes, and this run serves none; add "
+            "--health-port PORT"
+        )
 
 
 def mpi_train_rank(argv: Sequence[str]) -> bool:

@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from distconv.job import TrainConfig
 from distconv.train_args import FlagError, full_flag, spelled_out, train_options, train_parser
 
 
@@ -82,7 +83,9 @@ def test_a_stall_limit_must_be_a_finite_positive_number(seconds, capsys):
     with pytest.raises(SystemExit) as exit_:
         train_parser().parse_args(["--stall-seconds", seconds])
     assert exit_.value.code == 2 and "--stall-seconds" in capsys.readouterr().err
-    assert train_parser().parse_args([]).stall_seconds == 300.0
+    # unset, so that one given without --health-port can be refused; TrainConfig's applies
+    assert train_parser().parse_args([]).stall_seconds is None
+    assert TrainConfig().stall_seconds == 300.0
     assert train_parser().parse_args(["--stall-seconds", "1800"]).stall_seconds == 1800.0
 
 

@@ -35,6 +35,15 @@ def test_a_flag_for_another_transport_is_refused_on_one_line(tmp_path, flags, sa
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
+@pytest.mark.parametrize("flags", [["--stall-seconds", "900"], ["--health-host", "0.0.0.0"]])
+def test_a_probe_setting_without_health_port_is_refused_on_one_line(tmp_path, flags):
+    """Without ``--health-port`` no probe is served, and ``--stall-seconds`` or
+    ``--health-host`` was dropped without a word (review k145)."""
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(tmp_path / "run"), *flags)
+    _assert_one_line_error(proc, f"{flags[0]} is a setting of the probes", "--health-port")
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_servers_in_the_environment_are_not_a_flag(tmp_path):
     """DISTCONV_PSERVERS set around an explicit ``--sync local`` run is the environment's, not
     something this command asked for: the run goes on."""

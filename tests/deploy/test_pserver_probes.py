@@ -167,13 +167,15 @@ def test_an_async_shard_beats_with_the_highest_step_it_applied():
 
 def test_probes_bind_loopback_unless_asked():
     from distconv.cli import build_parser
+    from distconv.job import TrainConfig
 
     args = build_parser().parse_args(
         ["pserver", "--bind", "0.0.0.0:1", "--shard", "0", "--num-shards", "1", "--workers", "1"]
     )
     assert args.health_host == "127.0.0.1" and args.health_port is None
     train = build_parser().parse_args(["train"])
-    assert train.health_host == "127.0.0.1"
+    # unset, so that it is refused without --health-port; the config's default applies
+    assert train.health_host is None and TrainConfig().health_host == "127.0.0.1"
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
