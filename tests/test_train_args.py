@@ -130,3 +130,12 @@ def test_an_empty_server_list_is_refused(servers, capsys):
         train_parser().parse_args(["--pservers", servers])
     assert stopped.value.code == 2
     assert "must name at least one HOST:PORT" in capsys.readouterr().err
+
+
+def test_a_blank_health_host_is_refused(capsys):
+    """``--health-host ""`` (a variable that was not set) bound the probes and /metrics to
+    every interface, where the default is loopback alone (review k145)."""
+    with pytest.raises(SystemExit) as stopped:
+        train_parser().parse_args(["--health-port", "0", "--health-host", ""])
+    assert stopped.value.code == 2
+    assert "argument --health-host: must not be empty" in capsys.readouterr().err
