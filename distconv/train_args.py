@@ -88,7 +88,7 @@ def _resume_mode(text: str) -> str:
     return text
 
 
-def _not_blank(text: str) -> str:
+def not_blank(text: str) -> str:
     """A path or a host, which a blank value (an unset variable) names none of: ``--health-host
     ""`` bound every interface, where the default is loopback alone."""
     if not text.strip():
@@ -108,7 +108,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     p.add_argument("--data", choices=DATASETS, default=d.data, help="data set (%(default)s)")
     p.add_argument(
-        "--data-dir", type=_not_blank, help="directory of the MNIST IDX files (.gz or raw)"
+        "--data-dir", type=not_blank, help="directory of the MNIST IDX files (.gz or raw)"
     )
     p.add_argument(
         "--epochs", type=_positive_int, default=d.epochs, help="epochs in all (%(default)s)"
@@ -149,7 +149,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     p.add_argument(
         "--out",
-        type=_not_blank,
+        type=not_blank,
         help="output directory (default: runs/<data>-<optimizer>-seed<seed>)",
     )
     resume = p.add_mutually_exclusive_group()
@@ -238,7 +238,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--health-host",
-        type=_not_blank,
+        type=not_blank,
         help=f"interface of --health-port ({d.health_host}; 0.0.0.0 in a pod, for the kubelet)",
     )
     g.add_argument(

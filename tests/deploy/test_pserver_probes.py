@@ -21,6 +21,7 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
+from distconv.sync.ps.cli import PROBE_HOST
 from distconv.sync.ps.client import PServerSync
 from launcher.commands import free_ports
 
@@ -172,10 +173,34 @@ def test_probes_bind_loopback_unless_asked():
     args = build_parser().parse_args(
         ["pserver", "--bind", "0.0.0.0:1", "--shard", "0", "--num-shards", "1", "--workers", "1"]
     )
-    assert args.health_host == "127.0.0.1" and args.health_port is None
-    train = build_parser().parse_args(["train"])
     # unset, so that it is refused without --health-port; the config's default applies
+    assert args.health_host is None and args.health_port is None
+    assert PROBE_HOST == "127.0.0.1"
+    train = build_parser().parse_args(["train"])
     assert train.health_host is None and TrainConfig().health_host == "127.0.0.1"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--stall-seconds", "5"], "--stall-seconds is a setting of the probes, and this run"),
+        (["--health-host", "0.0.0.0"], "--health-host is a setting of the probes, and this run"),
+        (["--health-port", "0", "--health-host", ""], "--health-host: must not be empty"),
+    ],
+)
+def test_a_probe_setting_without_probes_or_a_blank_host_stops_the_shard(flags, said, tmp_path):
+    """As for ``distconv train``: without --health-port nothing read the interface or the limit
+    asked for, and a blank --health-host bound every interface, not loopback alone; the shard
+    now refuses either before it makes or binds anything."""
+    parts = tmp_path / "parts"
+    argv = [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
+            "--num-shards", "1", "--workers", "1", "--insecure", "--checkpoint-dir", str(parts),
+            *flags]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert done.returncode in (1, 2), done
+    assert said in done.stderr
+    assert "listening on" not in done.stdout and not parts.exists()
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])

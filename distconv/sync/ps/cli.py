@@ -11,7 +11,13 @@ import math
 import os
 import sys
 
+from distconv.job import TrainConfig
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
+from distconv.train_args import not_blank
+from distconv.transport_flags import refuse_probe_flags_without_port
+
+#: the probes' interface and stall limit where the flags do not say: a worker's
+PROBE_HOST, STALL_SECONDS = TrainConfig.health_host, TrainConfig.stall_seconds
 
 
 class PserverStartError(ValueError):
@@ -118,16 +124,17 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         help="serve /readyz (seeded), /healthz (serving, job not failed) and /metrics on this port "
         "(0: any)",
     )
+    # the probes' settings default to None, so that one given without --health-port, which
+    # nothing reads, is refused (transport_flags.refuse_probe_flags_without_port)
     p.add_argument(
         "--health-host",
-        default="127.0.0.1",
-        help="interface of the probes (%(default)s; 0.0.0.0 in a pod, for the kubelet)",
+        type=not_blank,  # a blank one bound every interface, where the default is loopback
+        help=f"interface of the probes ({PROBE_HOST}; 0.0.0.0 in a pod, for the kubelet)",
     )
     p.add_argument(
         "--stall-seconds",
         type=seconds,
-        default=300.0,
-        help="/healthz turns 503 when the serving loop is stuck this long (%(default)s)",
+        help=f"/healthz turns 503 when the serving loop is stuck this long ({STALL_SECONDS:g})",
     )
     p.set_defaults(handler=run_pserver)
     return p
@@ -165,6 +172,7 @@ def run_pserver(args: argparse.Namespace) -> int:
         config.check()
     except ValueError as exc:  # a flag out of range
         raise PserverStartError(str(exc)) from exc
+    refuse_probe_flags_without_port(args)  # before anything is made
     if args.checkpoint_dir:
         _check_checkpoint_dir(args.checkpoint_dir)
     service = _start_service(args)
@@ -204,10 +212,12 @@ def _start_service(args: argparse.Namespace):
     from distconv.service import ServiceEndpoints
     from distconv.sync.ps.config import join_endpoint
 
-    service = ServiceEndpoints(role="server", rank=args.shard, stall_seconds=args.stall_seconds)
-    port = service.start(args.health_host, args.health_port)
+    stall = args.stall_seconds or STALL_SECONDS
+    host = args.health_host or PROBE_HOST
+    service = ServiceEndpoints(role="server", rank=args.shard, stall_seconds=stall)
+    port = service.start(host, args.health_port)
     # stderr: stdout's first line is "listening on HOST:PORT", which callers read
-    where = join_endpoint(args.health_host.strip("[]"), port)  # [::1]:8080, as URLs write it
+    where = join_endpoint(host.strip("[]"), port)  # [::1]:8080, as URLs write it
     print(f"pserver shard {args.shard} probes on {where}", file=sys.stderr)
     return service
 
