@@ -74,6 +74,39 @@ def test_a_reduction_that_fails_while_the_thread_drains_its_queue_stops_the_last
     ]
 
 
+def _failed_unreported() -> CommThread:
+    """A thread whose last work (the zeroing of a used buffer, queued after the last step)
+    failed, with nothing since that would have raised it."""
+    thread = CommThread(reduce)
+    thread.zero(object())  # no .fill: AttributeError on the thread
+    for _ in range(1000):
+        if thread.error is not None:
+            return thread
+        threading.Event().wait(0.01)
+    raise AssertionError("the zeroing did not fail")
+
+
+def test_a_failure_after_the_last_step_is_said_at_close_even_with_one_rank():
+    """It landed before the close began, so ``failed`` was already true and the close
+    returned without a word (review k131): the step's parameters were updated, but the buffer
+    it failed to zero was not."""
+    comm = RecordingComm()
+    thread = _failed_unreported()
+    with pytest.raises(SyncError, match="sync closed after zeroing a used gradient buffer failed"):
+        leave(StepCheck(comm), UsedParams(comm, 1, None), thread, 1)
+    assert "Iallgather closing" not in comm.log  # the ranks' collectives may differ
+
+
+def test_a_failure_a_step_raised_already_is_not_raised_again_at_close():
+    comm = RecordingComm()
+    thread = _failed_unreported()
+    done = thread.call(lambda wait: None, "a later collective")
+    with pytest.raises(SyncError, match="zeroing a used gradient buffer failed"):
+        thread.finish(done)  # as finish_step raises it
+    leave(StepCheck(comm), UsedParams(comm, 1, None), thread, 1)  # quiet
+    assert "Iallgather closing" not in comm.log
+
+
 def test_a_clean_leave_drains_then_meets_the_others_once():
     comm = RecordingComm()
     check, used = StepCheck(comm), UsedParams(comm, 2, None)

@@ -43,8 +43,9 @@ def leave(
 
     Raises:
         SyncError: another rank is still at a step or another meeting; the thread did not
-            stop, or a reduction it still had queued failed (no last exchange then: the ranks'
-            collectives differ). ``abort`` (the job's, where other ranks wait) is called with it
+            stop, or failed in work no step reported (a reduction it still had queued, the
+            zeroing of the last step's buffer; no last exchange then: the ranks' collectives
+            may differ). ``abort`` (the job's, where other ranks wait) is called with it
             first, as with anything else raised here (an MPI error, Ctrl-C in the last
             exchange).
     """
@@ -62,7 +63,9 @@ def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None, steps:
         used.drain()
     if thread is not None:
         thread.stop()
-        if thread.error is not None and not failed:
+        # a failure no step raised (it came after the last one: zeroing its used buffer, or
+        # during the stop), never a silent close; one a step raised already, said once
+        if thread.error is not None and not thread.reported:
             raise SyncError(f"sync closed after {thread.failure()}")
     check.drain()  # every rank posted it in start_step: MPI must see it
     if not failed:  # not after a failed reduction: the ranks' collectives differ

@@ -59,6 +59,9 @@ class CommThread:
         #: the thread's first failure: every reduction after it is skipped, its bucket failed
         self.error: BaseException | None = None
         self.failed = ""  # what raised it, for the message
+        #: whether :meth:`finish` or :meth:`wait` raised it to the main thread: a close after
+        #: that is quiet, a close before it says it (:func:`~.leaving.leave`)
+        self.reported = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
@@ -94,6 +97,7 @@ class CommThread:
         self.hurry.set()
         done.wait()
         if self.error is not None:
+            self.reported = True
             raise SyncError(self.failure()) from self.error
 
     def failure(self) -> str:
@@ -153,6 +157,7 @@ class CommThread:
         self.hurry.set()
         bucket.done.wait()
         if bucket.error is not None:  # the thread's first failure, maybe another bucket's
+            self.reported = True
             raise SyncError(self.failure()) from bucket.error
 
     def stop(self, timeout: float = 30.0) -> None:
