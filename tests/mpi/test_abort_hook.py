@@ -56,6 +56,22 @@ def test_the_hook_prints_the_whole_error_then_aborts(capsys, monkeypatch):
     assert err.startswith("Traceback") and "ValueError: rank 1 fails on purpose" in err
 
 
+def test_hooks_restored_out_of_order_abort_no_more(capsys, monkeypatch):
+    """Two syncs of one process, the first closed first: its hook stayed under the second's,
+    which put it back at its own close, so a later error aborted a job both had left."""
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    first, second = AbortRecorder(), AbortRecorder()
+    restore_first = install_abort_hook(first)
+    restore_second = install_abort_hook(second)
+    restore_first()  # not the installed one: left in place, but told it is closed
+    _raise_and_hook(ValueError("while the second is open"))
+    assert second.aborted == [1] and first.aborted == []
+    restore_second()
+    _raise_and_hook(ValueError("after both closed"))
+    assert second.aborted == [1] and first.aborted == []
+    assert "ValueError: after both closed" in capsys.readouterr().err
+
+
 def test_the_job_aborts_even_when_printing_fails(monkeypatch):
     def broken_hook(*args):
         raise OSError("stderr is gone")

@@ -140,11 +140,18 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
     them) until something kills them.
 
     Returns:
-        A function that puts the previous hook back (if ours is still the one installed).
+        A function that puts the previous hook back (if ours is still the one installed) and,
+        in any case, makes ours hand every later exception to the previous one: two syncs of
+        one process closed out of order left the first's hook installed under the second's,
+        aborting on a job both had left.
     """
     previous = sys.excepthook
+    closed = False
 
     def print_and_abort(etype: type[BaseException], value: BaseException, tb: Any) -> None:
+        if closed:
+            previous(etype, value, tb)
+            return
         try:
             if previous is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
@@ -157,6 +164,8 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
             abort(comm, exit_status(value))
 
     def restore() -> None:
+        nonlocal closed
+        closed = True
         if sys.excepthook is print_and_abort:
             sys.excepthook = previous
 
