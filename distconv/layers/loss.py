@@ -14,11 +14,13 @@ from distconv.layers.base import Layer, grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 
-def _labels(layer: Layer, label: Arg, n: int, n_classes: int) -> Any:
+def _labels(layer: Layer, label: Arg, n: int, n_classes: int, xp: Any) -> Any:
+    """The label ids, checked, as an array of ``xp``, the logits' module: host labels beside
+    device logits (a hand-written loop; the Trainer moves its feeds) go to the device, as the
+    ids of a table or a multiplex do."""
     ids = label.ids if label.ids is not None else label.value
     if ids is None:
         raise layer.fail("the label input carries neither ids nor a value")
-    xp = get_array_module(ids)
     ids = ids.reshape(-1)
     if ids.dtype.kind not in "iu":
         raise layer.fail(f"labels must be integers, got dtype {ids.dtype}")
@@ -61,7 +63,7 @@ class SoftmaxCrossEntropy(Layer):
         n, c = z.shape
         if n == 0:
             raise self.fail("an empty batch has no mean loss")
-        self._ids = _labels(self, label, n, c)
+        self._ids = _labels(self, label, n, c, xp)
         # 16-bit logits in float32: numpy sums bfloat16 in bfloat16, and both the sum over the
         # classes and the mean over the batch stop growing past a few hundred terms
         wide = z.astype(sum_dtype(z.dtype) or z.dtype, copy=False)

@@ -39,6 +39,7 @@ from distconv.layers import (
     SelectiveFullyConnected,
     SequenceConcat,
     SliceProjection,
+    SoftmaxCrossEntropy,
     TableProjection,
     TransposedFullMatrixProjection,
 )
@@ -278,3 +279,23 @@ def test_catalogue_on_device_matches_host(cupy, monkeypatch, rng, name, make, sp
     for p, q in zip(host.parameters(), dev.parameters()):
         np.testing.assert_allclose(to_host(q.grad), p.grad, rtol=1e-8, atol=1e-10, err_msg=p.name)
     _ran_on_cudnn(cudnn, chosen)
+
+
+@pytest.mark.parametrize("labels_on", ["host", "device"])
+def test_the_loss_takes_host_or_device_labels_beside_device_logits(cupy, rng, labels_on):
+    """A hand-written loop may keep its labels on the host (the Trainer moves its feeds):
+    the loss read them with their own module, so a numpy index met cupy logits (review
+    k133's suspicion; not run here without a device)."""
+    logits, labels = rng.standard_normal((5, 4)), np.array([3, 0, 1, 1, 2])
+    host = SoftmaxCrossEntropy()
+    expected = host(Arg(logits, needs_grad=True), Arg(ids=labels))
+    host.output.grad = np.float64(1.0)
+    host.backward(lambda p: None)
+    dev = SoftmaxCrossEntropy()
+    z = Arg(cupy.asarray(logits), needs_grad=True)
+    loss = dev(z, Arg(ids=labels if labels_on == "host" else cupy.asarray(labels)))
+    assert isinstance(loss.value, cupy.ndarray)
+    np.testing.assert_allclose(float(loss.value), float(expected.value), rtol=1e-12)
+    dev.output.grad = cupy.asarray(1.0)
+    dev.backward(lambda p: None)
+    np.testing.assert_allclose(to_host(z.grad), host.inputs[0].grad, rtol=1e-10, atol=1e-12)
