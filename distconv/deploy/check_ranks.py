@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_shards import shard_flag
+from distconv.deploy.check_shards import _is_filled, expand, shard_flag
 from distconv.deploy.pod import HOME
 from distconv.deploy.walk import (
     Manifest,
@@ -120,11 +120,22 @@ def _writable(
             )
 
 
-def _on_gpu(container: Manifest, train: list[str]) -> bool:
-    """Whether the ranks of ``container`` train on a GPU: ``--device``, else DISTCONV_DEVICE
-    (under MPI the launcher's environment is the ranks', as Hydra forwards it)."""
-    device = _flag(train, "--device", last=True) or _env(container).get("DISTCONV_DEVICE") or "cpu"
-    return str(device).strip().lower() == "gpu"
+def _device(container: Manifest, train: list[str]) -> str | None:
+    """Where the ranks of ``container`` train, as they read it: ``--device``, else
+    DISTCONV_DEVICE, else ``"cpu"`` (under MPI the launcher's environment is the ranks', as
+    Hydra forwards it); None where the cluster fills it in (``$(VAR)`` of no literal value,
+    ``valueFrom``, ``envFrom``), which no check may judge."""
+    flag = _flag(train, "--device", last=True)
+    env = _env(container)
+    if flag is not None:
+        text = expand(flag, container)  # as the kubelet passes it
+    elif "DISTCONV_DEVICE" in env:
+        text = env["DISTCONV_DEVICE"]  # None: a valueFrom
+    else:
+        text = None if container.get("envFrom") else "cpu"  # a ConfigMap may set it
+    if text is None or _is_filled(text) or "$(" in text:
+        return None
+    return text.strip().lower() or "cpu"
 
 
 def _pod_gpus(template: Manifest) -> int:
@@ -155,8 +166,10 @@ def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
     writable directory for CuPy's kernel cache, or its first operation fails; a pod whose ranks
     train on the CPU (``--gpus 1 -- --device cpu``) requests no GPU, which would sit idle."""
     for obj, where, template, container, train, _ in _trainers(objs):
-        if not _on_gpu(container, train):
-            for pod_where, pod in _rank_pods(obj, where, template):
+        device = _device(container, train)
+        if device != "gpu":
+            # a device the cluster fills in may be the GPU the pod requests: not judged
+            for pod_where, pod in _rank_pods(obj, where, template) if device == "cpu" else ():
                 if _pod_gpus(pod):
                     yield (
                         f"{pod_where}: the pod requests {_pod_gpus(pod)} {GPU_RESOURCE} but its "

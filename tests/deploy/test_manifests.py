@@ -181,6 +181,42 @@ def test_gpu_ranks_keep_cupys_kernel_cache_on_a_writable_volume(name):
     assert manifest_problems(render("pserver")) == []  # CPU ranks compile nothing
 
 
+def _device_from_the_cluster(how: str, container: dict) -> None:
+    """Have the cluster say where ``container``'s ranks train, as ``how`` does."""
+    env = [e for e in container["env"] if e["name"] != "DISTCONV_DEVICE"]
+    if how == "valueFrom":
+        ref = {"configMapKeyRef": {"name": "cfg", "key": "device"}}
+        env.append({"name": "DISTCONV_DEVICE", "valueFrom": ref})
+    elif how == "envFrom":
+        container["envFrom"] = [{"configMapRef": {"name": "cfg"}}]
+    elif how == "$(VAR) of a ConfigMap":
+        ref = {"configMapKeyRef": {"name": "cfg", "key": "device"}}
+        env.append({"name": "DEV", "valueFrom": ref})
+        container["args"] += ["--device", "$(DEV)"]
+    else:  # a $(VAR) the manifest sets to gpu, as the kubelet fills it in
+        env.append({"name": "DEV", "value": "gpu"})
+        container["args"] += ["--device", "$(DEV)"]
+    container["env"] = env
+
+
+@pytest.mark.parametrize("how", ["valueFrom", "envFrom", "$(VAR) of a ConfigMap", "$(VAR)=gpu"])
+def test_gpu_pods_whose_device_the_cluster_fills_in_are_not_called_idle(how):
+    """A device the cluster fills in may be the GPU the pod requests: the idle-GPU refusal
+    (--gpus 1 -- --device cpu) named these 'ranks train on the CPU' and the launcher's checks
+    refused them, though the docs let what the cluster fills in pass."""
+    objs = render("pserver-gpu")
+    _device_from_the_cluster(how, _container(objs[2]))
+    assert manifest_problems(objs) == []
+    if how == "$(VAR)=gpu":  # read as the GPU it is: it needs a device of its own, as --device gpu
+        _container(objs[2])["resources"]["limits"].pop("nvidia.com/gpu")
+        (problem,) = manifest_problems(objs)
+        assert "1 rank(s) per pod train on GPUs but the pod requests only 0" in problem
+        _container(objs[2])["env"][-1]["value"] = "cpu"  # and a $(VAR) set to cpu as the CPU
+        _container(objs[2])["resources"]["limits"]["nvidia.com/gpu"] = 1
+        (problem,) = manifest_problems(objs)
+        assert "the pod requests 1 nvidia.com/gpu but its ranks train on the CPU" in problem
+
+
 @pytest.mark.parametrize("gpus, slots", [(1, 4), (2, 3), (1, 1)])
 def test_gpus_are_per_rank_so_an_mpi_worker_pod_gets_one_set_per_slot(gpus, slots):
     """Local rank R uses CUDA device R: a pod of S ranks needs gpus x S devices."""
