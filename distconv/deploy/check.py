@@ -186,6 +186,13 @@ def _same_shards(given: list[str], names: list[str]) -> bool:
     return True
 
 
+def _defined_at(container: Manifest, name: str) -> int | None:
+    """The index in ``container``'s env of the last definition of ``name``, the one the
+    process sees; None where there is none."""
+    names = [var.get("name") for var in container.get("env", [])]
+    return len(names) - 1 - names[::-1].index(name) if name in names else None
+
+
 def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
     shards = _shard_names(objs)
     for obj in objs:
@@ -198,14 +205,17 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                         f"{where}: --num-shards {num_shards} but the "
                         f"StatefulSet has {shards[1]} replicas"
                     )
-                for source, text in (
-                    ("--pservers", _flag(argv, "--pservers", last=True)),
-                    ("DISTCONV_PSERVERS", env.get("DISTCONV_PSERVERS")),
+                # a variable's value is filled in from those defined before it, a command
+                # line's from all of them
+                at = _defined_at(container, "DISTCONV_PSERVERS")
+                for source, text, before in (
+                    ("--pservers", _flag(argv, "--pservers", last=True), None),
+                    ("DISTCONV_PSERVERS", env.get("DISTCONV_PSERVERS"), at),
                 ):
                     if text is None:
                         continue
                     # as the kubelet passes it; a value only the cluster knows is not judged
-                    text = expand(text, container)
+                    text = expand(text, container, before)
                     if _is_filled(text):
                         continue
                     if shards is None:

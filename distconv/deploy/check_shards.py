@@ -108,13 +108,17 @@ def pserver_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def expand(token: str, container: Manifest) -> str:
+def expand(token: str, container: Manifest, before: int | None = None) -> str:
     """``token`` as the kubelet passes it to the container: ``$(NAME)`` replaced by the value of
     the container's variable NAME, ``$$`` by ``$``; a reference to a variable whose value only
-    the cluster knows becomes a stand-in that :func:`pserver_parser` accepts for any value."""
+    the cluster knows becomes a stand-in that :func:`pserver_parser` accepts for any value.
+
+    ``before``: ``token`` is the value of the container's ``env[before]``, which the kubelet
+    fills in from the variables defined before it only (a command line sees them all): a
+    reference to one defined after it stays as written."""
     literal: dict[str, str] = {}
     unknown: set[str] = set()
-    for var in container.get("env", []):
+    for var in container.get("env", [])[:before]:
         name, value = var.get("name"), var.get("value")
         value = "" if value is None else str(value)  # no value is the empty string
         literal.pop(name, None)  # the last of a name is the one the kubelet keeps

@@ -822,6 +822,26 @@ def test_a_shard_name_qualified_with_its_namespace_is_the_same_shard(pservers, s
         assert "is not the shards' DNS names" in problems[0]
 
 
+@pytest.mark.parametrize("after", [False, True])
+def test_a_pservers_variable_is_filled_in_only_from_those_defined_before_it(after):
+    """The kubelet fills in a variable's ``$(VAR)`` from the variables defined before it only
+    (a command line's from all of them): one defined after it stays "$(PS)", which every rank
+    refuses as no host:port, and the check passed it."""
+    objs = copy.deepcopy(render("pserver"))
+    container = _container(objs[2])
+    at = container["args"].index("--pservers")
+    del container["args"][at : at + 2]  # the ranks read DISTCONV_PSERVERS
+    _env_set(container, "DISTCONV_PSERVERS", "$(PS)")
+    ps = {"name": "PS", "value": SHARDS}
+    container["env"] = [*container["env"], ps] if after else [ps, *container["env"]]
+    problems = manifest_problems(objs)
+    if after:
+        (problem,) = problems
+        assert "DISTCONV_PSERVERS '$(PS)' is not the shards' DNS names" in problem
+    else:
+        assert problems == []
+
+
 # -- bad arguments ----------------------------------------------------------------------------
 
 GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
