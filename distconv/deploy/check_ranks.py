@@ -153,12 +153,21 @@ def _kernel_cache(container: Manifest) -> str | None:
     """Where the GPU ranks of ``container`` have CuPy write the kernels it compiles on first
     use; None where nothing is written (``CUPY_CACHE_IN_MEMORY=1``) or the cluster fills it in."""
     env = _env(container)
-    if str(env.get("CUPY_CACHE_IN_MEMORY")).strip() == "1":
+    if _cupy_flag(env.get("CUPY_CACHE_IN_MEMORY")):
         return None
     if "CUPY_CACHE_DIR" not in env:
         return None if container.get("envFrom") else CUPY_DEFAULT_CACHE
     cache = env["CUPY_CACHE_DIR"]
     return None if cache is None or "$(" in cache else cache or CUPY_DEFAULT_CACHE
+
+
+def _cupy_flag(value: str | None) -> bool:
+    """An on/off variable as CuPy reads it (``_get_bool_env_variable``): on where its value is
+    an integer equal to 1 (``1``, `` 1``, ``01``), off otherwise."""
+    try:
+        return value is not None and int(value) == 1
+    except ValueError:
+        return False
 
 
 def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:

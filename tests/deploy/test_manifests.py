@@ -181,6 +181,18 @@ def test_gpu_ranks_keep_cupys_kernel_cache_on_a_writable_volume(name):
     assert manifest_problems(render("pserver")) == []  # CPU ranks compile nothing
 
 
+@pytest.mark.parametrize("value, in_memory", [("01", True), (" 1", True), ("true", False)])
+def test_cupys_in_memory_cache_is_read_as_cupy_reads_it(value, in_memory):
+    """CuPy reads CUPY_CACHE_IN_MEMORY as an integer equal to 1 ("01" is on, "true" off): a
+    cache it keeps in memory needs no writable directory, and was refused as one on the root."""
+    objs = render("pserver-gpu")
+    for env in _rank_envs(objs):
+        env[:] = [e for e in env if e["name"] != "CUPY_CACHE_DIR"]
+        env.append({"name": "CUPY_CACHE_IN_MEMORY", "value": value})
+    problems = manifest_problems(objs)
+    assert (problems == []) == in_memory, problems
+
+
 def _device_from_the_cluster(how: str, container: dict) -> None:
     """Have the cluster say where ``container``'s ranks train, as ``how`` does."""
     env = [e for e in container["env"] if e["name"] != "DISTCONV_DEVICE"]
