@@ -152,6 +152,9 @@ class PServerSync(
         self.params = trainable(params)  # before any hello: TypeError for an integer one
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
         self._by_name = {p.name: i for i, p in enumerate(self.params)}
+        # and the sparse rows of a step cut short, kept by the old indices: the parameter now at
+        # one had its gradient cleared in those rows alone, the rest carried into the next step
+        self._init_sparse_rows()
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
