@@ -964,12 +964,9 @@ time.sleep(60)
 """
 
 
-@pytest.mark.timeout(60)
-def test_mpi_worker_pre_stop_asks_the_pods_ranks_to_stop(tmp_path):
-    """A worker pod stopped alone (a node drain) gets no SIGTERM through mpirun, which runs in
-    the launcher's pod: the preStop hook must signal the pod's ranks, so they checkpoint,
-    rather than wait while they train on until the kubelet kills them at the grace period's
-    end. Run for real in its own PID namespace, as in the test below; sshd is left alone."""
+def _worker_and_pre_stop() -> tuple[dict, str]:
+    """The rendered MPI worker container and its preStop command as one shell line; skips
+    where no PID namespace can be made (the preStop hook runs in one, seeing its pod alone)."""
     if shutil.which("unshare") is None or shutil.which("timeout") is None:
         pytest.skip("no unshare or timeout here")
     probe = subprocess.run(
@@ -979,7 +976,16 @@ def test_mpi_worker_pre_stop_asks_the_pods_ranks_to_stop(tmp_path):
         pytest.skip("cannot make a PID namespace here")
     (mpijob,) = render("mpijob")
     (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
-    pre_stop = shlex.join(worker["lifecycle"]["preStop"]["exec"]["command"])
+    return worker, shlex.join(worker["lifecycle"]["preStop"]["exec"]["command"])
+
+
+@pytest.mark.timeout(60)
+def test_mpi_worker_pre_stop_asks_the_pods_ranks_to_stop(tmp_path):
+    """A worker pod stopped alone (a node drain) gets no SIGTERM through mpirun, which runs in
+    the launcher's pod: the preStop hook must signal the pod's ranks, so they checkpoint,
+    rather than wait while they train on until the kubelet kills them at the grace period's
+    end. Run for real in its own PID namespace, as in the test below; sshd is left alone."""
+    worker, pre_stop = _worker_and_pre_stop()
     python = shlex.quote(sys.executable)
     (tmp_path / "rank.py").write_text(STAND_IN_RANK)
     mark = tmp_path / "mark"
@@ -1012,16 +1018,7 @@ def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
     processes) beside stand-ins with the command lines of the pod's sshd and of its
     per-connection sshd (user distconv): it returns at once without a rank, and only after a
     running rank has exited."""
-    if shutil.which("unshare") is None or shutil.which("timeout") is None:
-        pytest.skip("no unshare or timeout here")
-    probe = subprocess.run(
-        ["unshare", "-pf", "--mount-proc", "true"], capture_output=True, timeout=20
-    )
-    if probe.returncode != 0:
-        pytest.skip("cannot make a PID namespace here")
-    (mpijob,) = render("mpijob")
-    (worker,) = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
-    pre_stop = shlex.join(worker["lifecycle"]["preStop"]["exec"]["command"])
+    worker, pre_stop = _worker_and_pre_stop()
     python = shlex.quote(sys.executable)
     # sshd runs for the pod's whole life; its command line (and the user name in the
     # per-connection one) says "distconv" but it is no rank
