@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from distconv.deploy.walk import Manifest, _here, _running
+from distconv.runtime import RuntimeConfigError
 from distconv.sync.ps.cli import add_pserver
+from distconv.transport_flags import refuse_probe_flags_without_port
 
 #: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command and args
 _REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
@@ -147,7 +149,9 @@ def shard_argv_problem(
 ) -> str | None:
     """Why ``distconv pserver`` would refuse ``args`` (the arguments after ``pserver``) in
     ``container``, in argparse's words naming the flag and in its order (a value it cannot
-    read, then a required flag missing, then what it does not take); None when it would start.
+    read, then a required flag missing, then what it does not take), then as the shard refuses
+    a parsed command line (``--health-host`` or ``--stall-seconds`` without ``--health-port``);
+    None when it would start.
     ``serving``: the command must keep serving, as a shard; else it need only exit 0, as an init
     container, and ``--help`` (which exits 0 before any other complaint) is no problem.
 
@@ -172,7 +176,15 @@ def shard_argv_problem(
         held = f" ({filled} value(s) the cluster fills in, one argument each)" if loose else ""
         return f"the following arguments are required: {names}{held}"
     wrong = _surely_wrong(extra, loose)
-    return _shown(f"unrecognized arguments: {' '.join(wrong)}") if wrong else None
+    if wrong:
+        return _shown(f"unrecognized arguments: {' '.join(wrong)}")
+    if filled > len(missing):  # one token the cluster fills in is left for --health-port
+        return None
+    try:  # the shard's own refusal after the parse: it exits 1 at start, as for a bad flag
+        refuse_probe_flags_without_port(namespace)
+    except RuntimeConfigError as exc:
+        return _shown(str(exc))
+    return None
 
 
 def shard_flag(args: Sequence[str], container: Manifest, dest: str) -> tuple[bool, str | None]:

@@ -269,3 +269,41 @@ def test_a_shard_run_by_the_path_of_distconv_is_a_shard():
     assert _shard_problems(here, manifest_problems(objs)) == [
         f"{here}: distconv pserver: unrecognized arguments: --bogus (every shard would exit)"
     ]
+
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["--health-host", "0.0.0.0"], "--health-host"),
+        (["--stall-seconds", "60"], "--stall-seconds"),
+        (["--health-host=$(POD_IP)", "--stall-seconds", "60"], "--health-host"),
+    ],
+)
+def test_a_probe_setting_without_the_health_port_is_refused_as_the_shard_refuses_it(args, flag):
+    """The shard refuses these once parsed (exit 1 at start, review k148): the parse alone
+    passed them, so an edited StatefulSet whose --health-port was dropped checked clean."""
+    objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
+    here, container = _shards(objs)
+    at = container["args"].index("--health-port")
+    del container["args"][at : at + 2]
+    at = container["args"].index("--health-host")
+    del container["args"][at : at + 2]
+    assert _shard_problems(here, manifest_problems(objs)) == []  # no probe flag: it starts
+    container["args"].extend(args)
+    container["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})
+    assert _shard_problems(here, manifest_problems(objs)) == [
+        f"{here}: distconv pserver: {flag} is a setting of the probes, and this run serves "
+        "none; add --health-port PORT (every shard would exit)"
+    ]
+
+
+def test_a_health_port_the_cluster_may_fill_in_is_not_refused_for_a_probe_setting():
+    """Four required flags from four tokens the cluster fills in leave none for the port; a
+    fifth may hold it."""
+    here, problems = _shard_with(ARGS_FROM_A_CONFIG_MAP, "--stall-seconds", "60")
+    assert problems == [
+        f"{here}: distconv pserver: --stall-seconds is a setting of the probes, and this run "
+        "serves none; add --health-port PORT (every shard would exit)"
+    ]
+    text = ARGS_FROM_A_CONFIG_MAP.replace('"$(WORKERS)"', '"$(WORKERS)", "$(PROBES)"')
+    assert _shard_with(text, "--stall-seconds", "60")[1] == []
