@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
-from distconv.deploy.check_shards import _is_filled, _shard_args, expand
+from distconv.deploy.check_shards import _defined_at, _is_filled, _shard_args, expand
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -184,13 +184,6 @@ def _same_shards(given: list[str], names: list[str]) -> bool:
         ):
             return False
     return True
-
-
-def _defined_at(container: Manifest, name: str) -> int | None:
-    """The index in ``container``'s env of the last definition of ``name``, the one the
-    process sees; None where there is none."""
-    names = [var.get("name") for var in container.get("env", [])]
-    return len(names) - 1 - names[::-1].index(name) if name in names else None
 
 
 def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_shards import _is_filled, expand, shard_flag
+from distconv.deploy.check_shards import _defined_at, _is_filled, expand, shard_flag
 from distconv.deploy.pod import HOME
 from distconv.deploy.walk import (
     Manifest,
@@ -153,12 +153,27 @@ def _kernel_cache(container: Manifest) -> str | None:
     """Where the GPU ranks of ``container`` have CuPy write the kernels it compiles on first
     use; None where nothing is written (``CUPY_CACHE_IN_MEMORY=1``) or the cluster fills it in."""
     env = _env(container)
-    if _cupy_flag(env.get("CUPY_CACHE_IN_MEMORY")):
+    if _in_memory(container, env) is not False:  # on, or maybe on: nothing on disk to judge
         return None
     if "CUPY_CACHE_DIR" not in env:
         return None if container.get("envFrom") else CUPY_DEFAULT_CACHE
     cache = env["CUPY_CACHE_DIR"]
     return None if cache is None or "$(" in cache else cache or CUPY_DEFAULT_CACHE
+
+
+def _in_memory(container: Manifest, env: dict[str, str | None]) -> bool | None:
+    """Whether CuPy keeps the kernel cache of ``container``'s ranks in memory
+    (``CUPY_CACHE_IN_MEMORY``), its value filled in as the kubelet fills in a variable's (from
+    those defined before it); None where only the cluster knows (``valueFrom``, ``envFrom``, a
+    ``$(VAR)`` of such), which may well be on."""
+    name = "CUPY_CACHE_IN_MEMORY"
+    if name not in env:
+        return None if container.get("envFrom") else False  # a ConfigMap may set it
+    at = _defined_at(container, name)
+    if "valueFrom" in container["env"][at]:
+        return None
+    value = expand(env[name] or "", container, at)
+    return None if _is_filled(value) else _cupy_flag(value)
 
 
 def _cupy_flag(value: str | None) -> bool:

@@ -110,6 +110,13 @@ def pserver_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _defined_at(container: Manifest, name: str) -> int | None:
+    """The index in ``container``'s env of the last definition of ``name``, the one the
+    process sees; None where there is none."""
+    names = [var.get("name") for var in container.get("env", [])]
+    return len(names) - 1 - names[::-1].index(name) if name in names else None
+
+
 def expand(token: str, container: Manifest, before: int | None = None) -> str:
     """``token`` as the kubelet passes it to the container: ``$(NAME)`` replaced by the value of
     the container's variable NAME, ``$$`` by ``$``; a reference to a variable whose value only

@@ -193,6 +193,44 @@ def test_cupys_in_memory_cache_is_read_as_cupy_reads_it(value, in_memory):
     assert (problems == []) == in_memory, problems
 
 
+@pytest.mark.parametrize(
+    "how, in_memory",
+    [
+        ("valueFrom", True),
+        ("envFrom", True),
+        ("$(VAR) defined before", True),
+        ("$(VAR) defined after", False),
+    ],
+)
+def test_an_in_memory_cache_the_cluster_fills_in_is_not_judged(how, in_memory):
+    """A CUPY_CACHE_IN_MEMORY only the cluster knows (a ConfigMap's 1) may keep the cache in
+    memory: it was read as off and the pod refused as caching on the read-only root (review
+    k148). A $(VAR) is filled in as the kubelet fills a variable's value: from those before it
+    only; one defined after it stays the text '$(VAR)', which CuPy reads as off."""
+    objs = render("pserver-gpu")
+    for env in _rank_envs(objs):
+        env[:] = [e for e in env if e["name"] != "CUPY_CACHE_DIR"]
+        flag = {"name": "CUPY_CACHE_IN_MEMORY", "value": "$(IN_MEMORY)"}
+        one = {"name": "IN_MEMORY", "value": "1"}
+        if how == "valueFrom":
+            ref = {"configMapKeyRef": {"name": "cfg", "key": "in-memory"}}
+            env.append({"name": "CUPY_CACHE_IN_MEMORY", "valueFrom": ref})
+        elif how == "envFrom":  # a ConfigMap may set it: the cache named here is not judged
+            env.append({"name": "CUPY_CACHE_DIR", "value": "/opt/cupy"})  # on the root
+        else:
+            env += [one, flag] if how.endswith("before") else [flag, one]
+    if how == "envFrom":
+        for obj in objs:
+            for _, template in _templates(obj):
+                for c in template["spec"]["containers"]:
+                    if "train" in c["args"]:
+                        c["envFrom"] = [{"configMapRef": {"name": "cfg"}}]
+    problems = manifest_problems(objs)
+    assert (problems == []) == in_memory, problems
+    if not in_memory:
+        assert "kernel cache (CUPY_CACHE_DIR)" in problems[0]
+
+
 def _device_from_the_cluster(how: str, container: dict) -> None:
     """Have the cluster say where ``container``'s ranks train, as ``how`` does."""
     env = [e for e in container["env"] if e["name"] != "DISTCONV_DEVICE"]
