@@ -107,6 +107,20 @@ def test_a_failure_a_step_raised_already_is_not_raised_again_at_close():
     assert "Iallgather closing" not in comm.log
 
 
+def test_a_later_failure_does_not_replace_the_one_a_step_raised():
+    """The zeroing runs after a failure too (it calls no MPI); failing then, it replaced the
+    first failure, which a step had raised: the close would have said the second one, or
+    nothing about the first (review k148)."""
+    thread = _failed_unreported()
+    first = thread.error
+    done = thread.call(lambda wait: None, "a later collective")
+    with pytest.raises(SyncError):
+        thread.finish(done)
+    thread.zero(object())  # fails too
+    thread.stop()
+    assert thread.error is first and thread.failed == "zeroing a used gradient buffer"
+
+
 def test_a_clean_leave_drains_then_meets_the_others_once():
     comm = RecordingComm()
     check, used = StepCheck(comm), UsedParams(comm, 2, None)

@@ -130,7 +130,8 @@ class CommThread:
         try:
             array.fill(0)  # numpy lets the GIL go while it writes
         except BaseException as exc:  # noqa: BLE001 - as a reduction's: skips all after it
-            self.error, self.failed = exc, "zeroing a used gradient buffer"
+            if self.error is None:  # the first failure is the one said (and maybe reported)
+                self.error, self.failed = exc, "zeroing a used gradient buffer"
 
     def _call(self, call: _Call) -> None:
         try:
