@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from distconv.deploy.walk import Manifest, _here, _running
 from distconv.runtime import RuntimeConfigError
-from distconv.sync.ps.cli import add_pserver
+from distconv.sync.ps.cli import add_pserver, shard_config
 from distconv.transport_flags import refuse_probe_flags_without_port
 
 #: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command and args
@@ -185,13 +185,46 @@ def shard_argv_problem(
     wrong = _surely_wrong(extra, loose)
     if wrong:
         return _shown(f"unrecognized arguments: {' '.join(wrong)}")
-    if filled > len(missing):  # one token the cluster fills in is left for --health-port
+    if filled > len(missing):  # one token the cluster fills in is left for any flag
         return None
-    try:  # the shard's own refusal after the parse: it exits 1 at start, as for a bad flag
+    try:  # the shard's own refusals after the parse, in its order: it exits 1 at start
+        shard_config(_with_stand_ins(namespace), "").check()
         refuse_probe_flags_without_port(namespace)
-    except RuntimeConfigError as exc:
+    except (ValueError, RuntimeConfigError) as exc:
         return _shown(str(exc))
     return None
+
+
+#: a value :meth:`ShardConfig.check` takes, for each flag whose value only the cluster knows
+#: (or a required one a token the cluster fills in may hold): judged by what is written only
+_STAND_INS: dict[str, Any] = {
+    "bind": "0.0.0.0:0",
+    "shard": 0,
+    "num_shards": 1,
+    "workers": 1,
+    "mode": "sync",
+    "max_staleness": 0,
+    "timeout": 60.0,
+    "on_worker_loss": "fail",
+    "keep_parts": 0,
+    "max_message_bytes": 1,
+    "max_frame_bytes": 1,
+    "drain_seconds": 0.0,
+}
+
+
+def _with_stand_ins(namespace: argparse.Namespace) -> argparse.Namespace:
+    """``namespace`` with a value the shard's settings check takes in place of each one the
+    cluster fills in or a filled token may hold (``--keys $(DIR)`` stays: any text is a
+    directory named): ``--workers 0`` or ``--timeout 0`` stops every shard at start although
+    the parse takes it."""
+    args = argparse.Namespace(**vars(namespace))
+    for name, value in vars(namespace).items():
+        if (value is _ABSENT or _is_filled(value)) and name in _STAND_INS:
+            setattr(args, name, _STAND_INS[name])
+    if args.num_shards is not namespace.num_shards and isinstance(args.shard, int):
+        args.num_shards = max(1, args.shard + 1)  # a --shard written as 3 fits a filled count
+    return args
 
 
 def shard_flag(args: Sequence[str], container: Manifest, dest: str) -> tuple[bool, str | None]:

@@ -173,9 +173,11 @@ def test_a_flag_written_out_is_refused_whatever_the_value_filled_in():
 
 #: a shard that takes its flags from a ConfigMap, as a user may write it: whatever the cluster
 #: fills in for $(BIND) ... $(WORKERS) may hold the flags the shard needs, one each (the kubelet
-#: passes each filled-in token as one argument, never split)
+#: passes each filled-in token as one argument, never split); --keys written, as the shard
+#: refuses to start with neither it nor --insecure
 ARGS_FROM_A_CONFIG_MAP = """
-args: [distconv, pserver, "--mode", sync, "$(BIND)", "$(SHARD)", "$(NUM_SHARDS)", "$(WORKERS)"]
+args: [distconv, pserver, "--mode", sync, "--keys", /etc/distconv/keys,
+  "$(BIND)", "$(SHARD)", "$(NUM_SHARDS)", "$(WORKERS)"]
 envFrom: [{configMapRef: {name: shard-settings}}]
 """
 #: all four required flags in one value the cluster fills in: the shard gets it as one argument
@@ -307,3 +309,29 @@ def test_a_health_port_the_cluster_may_fill_in_is_not_refused_for_a_probe_settin
     ]
     text = ARGS_FROM_A_CONFIG_MAP.replace('"$(WORKERS)"', '"$(WORKERS)", "$(PROBES)"')
     assert _shard_with(text, "--stall-seconds", "60")[1] == []
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--timeout", "0"], "--timeout must be finite and >= 0.2, got 0.0"),
+        (["--keep-parts", "-1"], "--keep-parts must be >= 0, got -1"),
+        (["--drain-seconds", "inf"], "--drain-seconds must be finite and >= 0, got inf"),
+        (["--max-staleness", "-1"], "--max-staleness must be >= 0, got -1"),
+        # checked before the probe flags, as the shard checks them
+        (["--timeout", "0", "--stall-seconds", "5"], "--timeout must be finite"),
+    ],
+)
+def test_a_setting_the_shard_refuses_at_start_is_refused(args, words):
+    """The parse takes these, then the shard's settings check refuses them and every shard
+    exits 1 at start: the deploy checks passed them (review k149)."""
+    here, problems = _problems_with("pserver", *args)
+    (problem,) = _shard_problems(here, problems)
+    assert words in problem and problem.endswith("(every shard would exit)"), problem
+
+
+def test_a_count_the_cluster_fills_in_is_not_judged_by_the_settings_check():
+    """``--num-shards $(N)`` from a valueFrom may be any count: ``--shard 3`` fits one."""
+    env = [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]
+    here, problems = _problems_with("pserver", "--num-shards", "$(N)", "--shard", "3", env=env)
+    assert _shard_problems(here, problems) == []

@@ -10,11 +10,15 @@ import argparse
 import math
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from distconv.job import TrainConfig
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 from distconv.train_args import not_blank
 from distconv.transport_flags import refuse_probe_flags_without_port
+
+if TYPE_CHECKING:
+    from distconv.sync.ps.config import ShardConfig
 
 #: the probes' interface and stall limit where the flags do not say: a worker's
 PROBE_HOST, STALL_SECONDS = TrainConfig.health_host, TrainConfig.stall_seconds
@@ -142,7 +146,6 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
 
 def run_pserver(args: argparse.Namespace) -> int:
     """Serve until SIGTERM (and the workers' ``bye``) or SIGINT."""
-    from distconv.sync.ps.config import ShardConfig
     from distconv.sync.ps.keys import KeyFileError
     from distconv.sync.ps.server import run_shard
 
@@ -150,7 +153,30 @@ def run_pserver(args: argparse.Namespace) -> int:
         job_id = job_id_from({"job_id": args.job_id}, os.environ)
     except RuntimeConfigError as exc:
         raise PserverStartError(f"--job-id: {exc}") from exc
-    config = ShardConfig(
+    config = shard_config(args, job_id)
+    try:
+        config.check()
+    except ValueError as exc:  # a flag out of range
+        raise PserverStartError(str(exc)) from exc
+    refuse_probe_flags_without_port(args)  # before anything is made
+    if args.checkpoint_dir:
+        _check_checkpoint_dir(args.checkpoint_dir)
+    service = _start_service(args)
+    try:
+        return run_shard(config, service)
+    except KeyFileError as exc:  # the job's keys, read at start
+        raise PserverStartError(str(exc)) from exc
+    finally:
+        if service is not None:
+            service.close()
+
+
+def shard_config(args: argparse.Namespace, job_id: str) -> ShardConfig:
+    """The shard's settings from its parsed command line (``job_id`` read apart, from the
+    environment too); the deploy checks build it alike, to refuse what :meth:`check` refuses."""
+    from distconv.sync.ps.config import ShardConfig
+
+    return ShardConfig(
         bind=args.bind,
         shard=args.shard,
         num_shards=args.num_shards,
@@ -168,21 +194,6 @@ def run_pserver(args: argparse.Namespace) -> int:
         max_frame_bytes=args.max_frame_bytes,
         drain_seconds=args.drain_seconds,
     )
-    try:
-        config.check()
-    except ValueError as exc:  # a flag out of range
-        raise PserverStartError(str(exc)) from exc
-    refuse_probe_flags_without_port(args)  # before anything is made
-    if args.checkpoint_dir:
-        _check_checkpoint_dir(args.checkpoint_dir)
-    service = _start_service(args)
-    try:
-        return run_shard(config, service)
-    except KeyFileError as exc:  # the job's keys, read at start
-        raise PserverStartError(str(exc)) from exc
-    finally:
-        if service is not None:
-            service.close()
 
 
 def _check_checkpoint_dir(directory: str) -> None:
