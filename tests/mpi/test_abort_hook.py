@@ -72,6 +72,26 @@ def test_abort_flushes_and_lets_the_launcher_forward_before_it_ends_the_job(monk
     assert events == ["flush stdout", "flush stderr", "sleep 0.25", "Abort 3"]
 
 
+@pytest.mark.timeout(30)
+def test_a_ctrl_c_in_the_pause_before_abort_still_aborts(monkeypatch, exits):
+    """A second Ctrl-C (KeyboardInterrupt) while the rank waited for the launcher to forward
+    its last lines left ``abort`` before the Abort: the hook failed, the rank exited, and the
+    other ranks waited in their collective for ever (mpiexec -n 2 hung; review k149)."""
+    aborted: list[int] = []
+
+    class Comm:
+        def Abort(self, code: int) -> None:  # noqa: N802 - mpi4py's name
+            aborted.append(code)
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(leaving, "time", types.SimpleNamespace(sleep=interrupted))
+    with pytest.raises(KeyboardInterrupt):  # only since the stand-in _exit returns
+        leaving.abort(Comm(), 3)
+    assert aborted == [3] and exits == [3]
+
+
 def test_the_hook_prints_the_whole_error_then_aborts(capsys, monkeypatch):
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     comm = AbortRecorder()

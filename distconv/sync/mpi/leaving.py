@@ -186,14 +186,16 @@ def abort(comm: Any, status: int) -> None:
     launcher ends every rank at the ``Abort``, and Hydra lost the lines it had not forwarded
     yet (the one that says why, 2 runs in 54 on a loaded machine; none in 40 with the pause).
     """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - closed, a broken pipe, a stand-in: abort all the same
-            pass
-    time.sleep(FORWARD_SECONDS)
-    comm.Abort(status)
-    _exit(status)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - closed, a broken pipe, a stand-in: abort anyway
+                pass
+        time.sleep(FORWARD_SECONDS)
+    finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
+        comm.Abort(status)
+        _exit(status)
 
 
 #: how :func:`abort` ends the process (a name of its own: tests whose stand-in Abort returns
