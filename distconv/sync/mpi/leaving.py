@@ -184,7 +184,7 @@ def abort(comm: Any, status: int) -> None:
 
     What this rank wrote is flushed first and given :data:`FORWARD_SECONDS` to travel: the
     launcher ends every rank at the ``Abort``, and Hydra lost the lines it had not forwarded
-    yet (the one that says why, 2 runs in 54 on a loaded machine; none in 40 with the pause).
+    yet (the one that says why, 2 runs in 54 on a loaded machine; none in 70 with the pause).
     """
     try:
         for stream in (sys.stdout, sys.stderr):
