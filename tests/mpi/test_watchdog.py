@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from contextlib import contextmanager
 
 import numpy as np
@@ -363,6 +364,32 @@ def test_a_rank_ends_itself_by_sigkill_not_an_exit_status():
     code = "from distconv.sync.mpi.watchdog import end_process; end_process()"
     done = subprocess.run([sys.executable, "-c", code], timeout=60)
     assert done.returncode == -signal.SIGKILL
+
+
+def test_a_rank_that_ends_itself_gives_the_launcher_time_to_forward_why(monkeypatch):
+    """Below MPI_THREAD_MULTIPLE the watchdog's rank kills itself instead of MPI_Abort: the
+    line saying why is flushed and given leaving.FORWARD_SECONDS first, as before an Abort,
+    or Hydra, ending the job, could lose it (review k149)."""
+    from distconv.sync.mpi import leaving
+    from distconv.sync.mpi import watchdog as watchdog_mod
+
+    events: list[str] = []
+
+    class Err:
+        def write(self, text: str) -> None:
+            events.append("write")
+
+        def flush(self) -> None:
+            events.append("flush")
+
+    monkeypatch.setattr(sys, "stderr", Err())
+    monkeypatch.setattr(leaving, "FORWARD_SECONDS", 0.25)
+    monkeypatch.setattr(
+        leaving, "time", types.SimpleNamespace(sleep=lambda s: events.append(f"sleep {s}"))
+    )
+    monkeypatch.setattr(watchdog_mod, "end_process", lambda: events.append("end"))
+    watchdog_mod.abort_on_stall(object(), 1, None)("step 3 waited 60 s")
+    assert events == ["write", "flush", "sleep 0.25", "end"]
 
 
 def test_close_ends_the_watchdog_thread():

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi import leaving
 from distconv.sync.mpi.comm import checked_seconds
 from distconv.sync.mpi.leaving import abort_job, reason
 
@@ -246,6 +247,7 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
                 abort_job(comm, rank, SyncError(message))
             sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
             sys.stderr.flush()
+            leaving.time.sleep(leaving.FORWARD_SECONDS)  # as before an Abort (leaving.abort)
         finally:
             end_process()
 
