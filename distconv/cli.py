@@ -27,7 +27,7 @@ from distconv.distributed import choose_transport
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
 from distconv.logs import configure_logging
-from distconv.messages import exception_line
+from distconv.messages import debugging, exception_line
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
@@ -166,7 +166,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return args.handler(args)
     except USER_ERRORS as exc:
         status = PEER_FAILED_STATUS if peer_failure(exc) else 1  # another rank's failure
-        if os.environ.get("DISTCONV_DEBUG"):
+        if debugging():
             if status == 1:
                 raise
             traceback.print_exc()  # the traceback, and still the status that says "a peer"

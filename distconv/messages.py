@@ -5,6 +5,8 @@ that breaks reads as two, or is cut apart by a log's prefixes.
 
 from __future__ import annotations
 
+import os
+
 #: the most a worker's ``bye`` carries of the error it closes on (another process quotes it)
 SENT_ERROR_CHARS = 300
 
@@ -24,3 +26,9 @@ def exception_line(error: BaseException) -> str:
 def described(error: BaseException, limit: int = SENT_ERROR_CHARS) -> str:
     """``Type: message`` on one line, cut to ``limit`` characters, for another process."""
     return one_line(f"{type(error).__name__}: {error}", limit)
+
+
+def debugging() -> bool:
+    """Whether ``DISTCONV_DEBUG`` asks for tracebacks instead of one-line errors: set to
+    anything but empty or ``0`` (``DISTCONV_DEBUG=0`` turned them on, as any value did)."""
+    return os.environ.get("DISTCONV_DEBUG", "").strip() not in ("", "0")

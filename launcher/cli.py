@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from distconv.messages import exception_line
+from distconv.messages import debugging, exception_line
 
 from .commands import (
     BLAS_THREAD_VARS,
@@ -359,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args, rest)
     except (LaunchError, OSError) as exc:
-        if os.environ.get("DISTCONV_DEBUG"):
+        if debugging():
             raise
         print(f"{PROG} {args.command}: error: {exception_line(exc)}", file=sys.stderr)
         # a train value argparse refuses is a usage error, as argparse's own (the launcher's

@@ -394,3 +394,21 @@ def test_a_reader_that_closed_stdout_does_not_fail_a_finished_run(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "Broken pipe" not in proc.stderr and "Exception ignored" not in proc.stderr
     assert len(_records(out)) == 1
+
+
+@pytest.mark.parametrize("value, traceback", [("0", False), ("", False), ("1", True)])
+def test_distconv_debug_0_is_off(tmp_path, value, traceback):
+    """``DISTCONV_DEBUG=0`` turned the tracebacks on, as any value did; 0 and empty are off,
+    as ``DISTCONV_PROGRESS=0`` is, for the distconv and distconv-launch commands alike."""
+    missing = str(tmp_path / "nowhere")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DISTCONV_DEBUG": value}
+    for argv in (
+        ["-m", "distconv", "train", "--data", "mnist", "--data-dir", missing],
+        ["-m", "launcher", "local", "--workers", "1", "--servers", "0", "--run-dir", missing,
+         "--", f"{missing}/script.py"],
+    ):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, *argv], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode != 0
+        assert ("Traceback (most recent call last)" in done.stderr) is traceback, done.stderr

@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from distconv.messages import debugging
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
@@ -105,7 +106,7 @@ def _brief(error: BaseException) -> bool:
     """Whether ``error`` is said without its traceback: it and every error it was raised from
     are :data:`BRIEF_ERRORS` (a ``SyncError`` wrapping a bug on the communication thread keeps
     the bug's traceback), and ``DISTCONV_DEBUG`` is not set."""
-    if os.environ.get("DISTCONV_DEBUG"):
+    if debugging():
         return False
     seen: set[int] = set()
     cause: BaseException | None = error
