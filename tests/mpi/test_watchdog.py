@@ -9,6 +9,7 @@ real threads.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import threading
 import time
 import types
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -390,6 +392,26 @@ def test_a_rank_that_ends_itself_gives_the_launcher_time_to_forward_why(monkeypa
     monkeypatch.setattr(watchdog_mod, "end_process", lambda: events.append("end"))
     watchdog_mod.abort_on_stall(object(), 1, None)("step 3 waited 60 s")
     assert events == ["write", "flush", "sleep 0.25", "end"]
+
+
+def test_a_rank_that_ends_itself_keeps_its_buffered_stdout():
+    """Under a plain ``mpiexec`` a rank's stdout is a pipe, block-buffered: the SIGKILL with
+    which the watchdog ends the rank dropped its last lines (an epoch's metrics) unless they
+    were flushed first, as ``leaving.abort`` flushes them before an Abort."""
+    code = (
+        "from distconv.sync.mpi.watchdog import abort_on_stall\n"
+        "print('epoch 3: loss 0.41')\n"
+        "abort_on_stall(object(), 1, None)('step 4 waited 60 s')\n"
+    )
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = repo
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=20
+    )
+    assert done.returncode == -signal.SIGKILL
+    assert "step 4 waited 60 s; ending this rank" in done.stderr
+    assert done.stdout == "epoch 3: loss 0.41\n"
 
 
 def test_close_ends_the_watchdog_thread():

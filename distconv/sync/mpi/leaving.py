@@ -188,15 +188,22 @@ def abort(comm: Any, status: int) -> None:
     yet (the one that says why, 2 runs in 54 on a loaded machine; none in 70 with the pause).
     """
     try:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - closed, a broken pipe, a stand-in: abort anyway
-                pass
-        time.sleep(FORWARD_SECONDS)
+        let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
         comm.Abort(status)
         _exit(status)
+
+
+def let_forward() -> None:
+    """Flush stdout and stderr, then wait :data:`FORWARD_SECONDS`: for a rank about to end the
+    job (``Abort``, or the watchdog's SIGKILL), whose buffered lines a kill drops and whose
+    flushed ones the launcher, ending every rank at once, may not have forwarded yet."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - closed, a broken pipe, a stand-in: end all the same
+            pass
+    time.sleep(FORWARD_SECONDS)
 
 
 #: how :func:`abort` ends the process (a name of its own: tests whose stand-in Abort returns

@@ -32,9 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import leaving
 from distconv.sync.mpi.comm import checked_seconds
-from distconv.sync.mpi.leaving import abort_job, reason
+from distconv.sync.mpi.leaving import abort_job, let_forward, reason
 
 log = logging.getLogger("distconv.sync.mpi")
 
@@ -246,8 +245,8 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
                 last_resort.start()
                 abort_job(comm, rank, SyncError(message))
             sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
-            sys.stderr.flush()
-            leaving.time.sleep(leaving.FORWARD_SECONDS)  # as before an Abort (leaving.abort)
+            # stdout too: a SIGKILL drops what a block-buffered stdout (plain mpiexec) holds
+            let_forward()
         finally:
             end_process()
 
