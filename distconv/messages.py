@@ -28,7 +28,21 @@ def described(error: BaseException, limit: int = SENT_ERROR_CHARS) -> str:
     return one_line(f"{type(error).__name__}: {error}", limit)
 
 
+#: what turns a ``DISTCONV_*`` switch off (``DISTCONV_PROGRESS``, ``DISTCONV_DEBUG``)
+OFF_VALUES = ("0", "false", "no", "off")
+
+
+def env_switch(name: str) -> bool | None:
+    """The environment variable ``name`` read as a switch: None where unset or blank, False
+    for one of :data:`OFF_VALUES` (any case), True for anything else."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    return value.lower() not in OFF_VALUES
+
+
 def debugging() -> bool:
-    """Whether ``DISTCONV_DEBUG`` asks for tracebacks instead of one-line errors: set to
-    anything but empty or ``0`` (``DISTCONV_DEBUG=0`` turned them on, as any value did)."""
-    return os.environ.get("DISTCONV_DEBUG", "").strip() not in ("", "0")
+    """Whether ``DISTCONV_DEBUG`` asks for tracebacks instead of one-line errors: set, and not
+    to an off value (``DISTCONV_DEBUG=0`` turned them on, as any value did; ``false`` still
+    did, unlike ``DISTCONV_PROGRESS=false``)."""
+    return env_switch("DISTCONV_DEBUG") is True

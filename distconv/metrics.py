@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distconv.files import naming, write_atomically
+from distconv.messages import env_switch
 
 log = logging.getLogger("distconv.metrics")
 
@@ -99,9 +100,9 @@ class ProgressBar:
 
 
 def _bar_enabled(stream: TextIO) -> bool:
-    forced = os.environ.get("DISTCONV_PROGRESS", "").strip()
-    if forced:
-        return forced not in ("0", "false", "no", "off")
+    forced = env_switch("DISTCONV_PROGRESS")
+    if forced is not None:
+        return forced
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
 

@@ -396,7 +396,9 @@ def test_a_reader_that_closed_stdout_does_not_fail_a_finished_run(tmp_path):
     assert len(_records(out)) == 1
 
 
-@pytest.mark.parametrize("value, traceback", [("0", False), ("", False), ("1", True)])
+@pytest.mark.parametrize(
+    "value, traceback", [("0", False), ("", False), ("false", False), ("Off", False), ("1", True)]
+)
 def test_distconv_debug_0_is_off(tmp_path, value, traceback):
     """``DISTCONV_DEBUG=0`` turned the tracebacks on, as any value did; 0 and empty are off,
     as ``DISTCONV_PROGRESS=0`` is, for the distconv and distconv-launch commands alike."""

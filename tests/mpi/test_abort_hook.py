@@ -469,3 +469,22 @@ def test_the_reason_drops_an_errors_own_full_stop(said, line):
     assert reason(1, SyncError(said), "aborting the MPI job") == (
         f"rank 1: SyncError: {line}; aborting the MPI job\n"
     )
+
+
+@pytest.mark.parametrize("value, brief", [("0", True), ("false", True), ("1", False)])
+def test_distconv_debug_off_values_keep_the_abort_line_brief(
+    capsys, exits, monkeypatch, value, brief
+):
+    """The MPI abort reads ``DISTCONV_DEBUG`` as the commands do: ``0`` or ``false`` is off (the
+    one line), anything else shows the traceback (``false`` showed it, review k150)."""
+    from distconv.cli import USER_ERRORS
+
+    monkeypatch.setenv("DISTCONV_DEBUG", value)
+    monkeypatch.setattr(leaving, "BRIEF_ERRORS", USER_ERRORS)
+    try:
+        raise SyncError("sync closed in the middle of step 3")
+    except SyncError as raised:
+        abort_job(AbortRecorder(), 1, raised)
+    err = capsys.readouterr().err
+    assert ("Traceback (most recent call last)" not in err) is brief, err
+    assert err.endswith("sync closed in the middle of step 3; aborting the MPI job\n")
