@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
-from distconv.deploy.check_shards import _defined_at, _is_filled, _shard_args, expand
+from distconv.deploy.check_shards import _is_filled, _shard_args, env_as_seen, expand
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -191,25 +191,21 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
     for obj in objs:
         for where, template in _templates(obj):
             for container in _containers(template):
-                argv, env = _argv(container), _env(container)
+                argv = _argv(container)
                 num_shards = _flag(argv, "--num-shards", last=True)
                 if shards is not None and num_shards not in (None, str(shards[1])):
                     yield (
                         f"{where}: --num-shards {num_shards} but the "
                         f"StatefulSet has {shards[1]} replicas"
                     )
-                # a variable's value is filled in from those defined before it, a command
-                # line's from all of them
-                at = _defined_at(container, "DISTCONV_PSERVERS")
-                for source, text, before in (
-                    ("--pservers", _flag(argv, "--pservers", last=True), None),
-                    ("DISTCONV_PSERVERS", env.get("DISTCONV_PSERVERS"), at),
+                # as the kubelet passes them; a value only the cluster knows is not judged
+                flag = _flag(argv, "--pservers", last=True)
+                _, from_env = env_as_seen(container, "DISTCONV_PSERVERS")
+                for source, text in (
+                    ("--pservers", None if flag is None else expand(flag, container)),
+                    ("DISTCONV_PSERVERS", from_env),
                 ):
-                    if text is None:
-                        continue
-                    # as the kubelet passes it; a value only the cluster knows is not judged
-                    text = expand(text, container, before)
-                    if _is_filled(text):
+                    if text is None or _is_filled(text):
                         continue
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"
@@ -229,16 +225,15 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
         # the ranks: an init container (a smoke test) runs no rank and needs no world size
         for container in _main_containers(spec["template"]):
-            env = _env(container)
-            size = env.get("DISTCONV_WORLD_SIZE")
-            if "DISTCONV_WORLD_SIZE" not in env and not container.get("envFrom"):
-                # the ranks take theirs from the Job index, and then need it (runtime.py)
+            known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
+            if not known:  # the cluster's to fill in: not judged
+                continue
+            if size is None:  # the ranks take theirs from the Job index, and need it then
                 yield (
                     f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
                     f"to start (the Job runs {completions})"
                 )
-            elif size is not None and "$(" not in size and _other_count(size, completions):
-                # a valueFrom (None) or a $(VAR) is the cluster's to fill in: not judged
+            elif "$(" not in size and _other_count(size, completions):
                 yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
         for sts in _of_kind(objs, "StatefulSet"):
             for container in _main_containers(sts["spec"]["template"]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_shards import _defined_at, _is_filled, expand, shard_flag
+from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.pod import HOME
 from distconv.deploy.walk import (
     Manifest,
@@ -126,16 +126,13 @@ def _device(container: Manifest, train: list[str]) -> str | None:
     Hydra forwards it); None where the cluster fills it in (``$(VAR)`` of no literal value,
     ``valueFrom``, ``envFrom``), which no check may judge."""
     flag = _flag(train, "--device", last=True)
-    env = _env(container)
     if flag is not None:
-        text = expand(flag, container)  # as the kubelet passes it
-    elif "DISTCONV_DEVICE" in env:
-        text = env["DISTCONV_DEVICE"]  # None: a valueFrom
+        known, text = True, expand(flag, container)  # as the kubelet passes it
     else:
-        text = None if container.get("envFrom") else "cpu"  # a ConfigMap may set it
-    if text is None or _is_filled(text) or "$(" in text:
+        known, text = env_as_seen(container, "DISTCONV_DEVICE")
+    if not known or (text is not None and (_is_filled(text) or "$(" in text)):
         return None
-    return text.strip().lower() or "cpu"
+    return (text or "").strip().lower() or "cpu"
 
 
 def _pod_gpus(template: Manifest) -> int:
@@ -151,29 +148,15 @@ def _pod_gpus(template: Manifest) -> int:
 
 def _kernel_cache(container: Manifest) -> str | None:
     """Where the GPU ranks of ``container`` have CuPy write the kernels it compiles on first
-    use; None where nothing is written (``CUPY_CACHE_IN_MEMORY=1``) or the cluster fills it in."""
-    env = _env(container)
-    if _in_memory(container, env) is not False:  # on, or maybe on: nothing on disk to judge
+    use; None where nothing is written (``CUPY_CACHE_IN_MEMORY=1``) or the cluster fills either
+    variable in (a cache kept in memory may be the one it sets)."""
+    known, in_memory = env_as_seen(container, "CUPY_CACHE_IN_MEMORY")
+    if not known or _cupy_flag(in_memory):  # on, or maybe on: nothing on disk to judge
         return None
-    if "CUPY_CACHE_DIR" not in env:
-        return None if container.get("envFrom") else CUPY_DEFAULT_CACHE
-    cache = env["CUPY_CACHE_DIR"]
-    return None if cache is None or "$(" in cache else cache or CUPY_DEFAULT_CACHE
-
-
-def _in_memory(container: Manifest, env: dict[str, str | None]) -> bool | None:
-    """Whether CuPy keeps the kernel cache of ``container``'s ranks in memory
-    (``CUPY_CACHE_IN_MEMORY``), its value filled in as the kubelet fills in a variable's (from
-    those defined before it); None where only the cluster knows (``valueFrom``, ``envFrom``, a
-    ``$(VAR)`` of such), which may well be on."""
-    name = "CUPY_CACHE_IN_MEMORY"
-    if name not in env:
-        return None if container.get("envFrom") else False  # a ConfigMap may set it
-    at = _defined_at(container, name)
-    if "valueFrom" in container["env"][at]:
+    known, cache = env_as_seen(container, "CUPY_CACHE_DIR")
+    if not known or "$(" in (cache or ""):  # a reference the kubelet leaves: not judged
         return None
-    value = expand(env[name] or "", container, at)
-    return None if _is_filled(value) else _cupy_flag(value)
+    return cache or CUPY_DEFAULT_CACHE
 
 
 def _cupy_flag(value: str | None) -> bool:

@@ -117,6 +117,21 @@ def _defined_at(container: Manifest, name: str) -> int | None:
     return len(names) - 1 - names[::-1].index(name) if name in names else None
 
 
+def env_as_seen(container: Manifest, name: str) -> tuple[bool, str | None]:
+    """The container's variable ``name`` as its process sees it: ``(True, value)`` where the
+    manifest decides it (value None: not set), ``$(VAR)`` filled in as the kubelet fills in a
+    variable's value, from those defined before it; ``(False, None)`` where only the cluster
+    knows (a ``valueFrom``, an ``envFrom`` that may set it, a reference to such a variable)."""
+    at = _defined_at(container, name)
+    if at is None:
+        return (False, None) if container.get("envFrom") else (True, None)
+    var = container["env"][at]
+    if "valueFrom" in var:
+        return False, None
+    value = expand(str(var.get("value") or ""), container, at)
+    return (False, None) if _is_filled(value) else (True, value)
+
+
 def expand(token: str, container: Manifest, before: int | None = None) -> str:
     """``token`` as the kubelet passes it to the container: ``$(NAME)`` replaced by the value of
     the container's variable NAME, ``$$`` by ``$``; a reference to a variable whose value only
