@@ -126,6 +126,12 @@ class Layout:
         return load
 
 
+def rows_bytes(count: int, row_bytes: int) -> int:
+    """The array bytes of ``count`` rows of ``row_bytes`` each with their ids (int64), as a
+    sparse pull's reply or push carries them and a shard counts them against its cap."""
+    return count * (8 + row_bytes)
+
+
 def cut_blocks(params: Sequence[ParamSpec], block_bytes: int) -> list[Block]:
     """Rule 1 and 2: consecutive row ranges, ids in parameter order."""
     blocks: list[Block] = []

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.blocks import rows_bytes
 from distconv.sync.ps.config import HOST_CHARS
 from distconv.sync.ps.job_hello import HelloJob
 from distconv.sync.ps.seeding import Seeding
@@ -242,7 +243,7 @@ class RequestHandlers:
         for (bid, b), rows, n in zip(blocks, arrays, counts):
             check_row_ids(rows, n, b.start, b.stop, f"pull of block {bid}")
         row_bytes = (b.value[:1].nbytes for _, b in blocks)
-        self._fits(sum(n * (8 + r) for n, r in zip(counts, row_bytes)), "pull")
+        self._fits(sum(rows_bytes(n, r) for n, r in zip(counts, row_bytes)), "pull")
         out, fields = self._values([bid for bid, _ in blocks], arrays)
         self._reply(ident, header, out, **fields)
 

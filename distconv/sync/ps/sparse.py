@@ -18,7 +18,7 @@ import numpy as np
 
 from distconv.backend import get_array_module, to_host
 from distconv.sync.base import SyncError
-from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
+from distconv.sync.ps.blocks import Block, rows_bytes, rows_view
 from distconv.sync.ps.wire import MAX_HEADER_BYTES
 
 
@@ -134,7 +134,7 @@ class SparseRows:
             if whole:
                 plan.append((shard, blocks, ids))
                 continue
-            sizes = [rows_bytes(self._specs[i], len(r)) for r in ids]
+            sizes = [rows_bytes(len(r), self._specs[i].row_bytes) for r in ids]
             for run in self._runs(shard, list(zip(blocks, ids)), sizes):
                 plan.append((shard, [b for b, _ in run], [r for _, r in run]))
         return plan
@@ -163,7 +163,7 @@ class SparseRows:
                     "block size or a larger --max-frame-bytes"
                 )
         count = sum(len(r) for r in ids)
-        size = rows_bytes(spec, count)
+        size = rows_bytes(count, spec.row_bytes)
         if what is not None and size > self._caps[shard]:
             raise SyncError(
                 f"rank {self.rank}: a {what} of the {count} rows of {name} (ids and values) "
@@ -188,12 +188,6 @@ class SparseRows:
                 )
             wanted[i] = rows
         return wanted
-
-
-def rows_bytes(spec: ParamSpec, count: int) -> int:
-    """The array bytes of ``count`` rows of ``spec`` with their ids (int64), as a sparse pull's
-    reply or push carries them and a shard counts them against its cap."""
-    return count * (8 + spec.row_bytes)
 
 
 def rows_in(rows: np.ndarray, block: Block) -> np.ndarray:

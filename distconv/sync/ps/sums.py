@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import all_finite
-from distconv.sync.ps.blocks import ParamSpec
+from distconv.sync.ps.blocks import ParamSpec, rows_bytes
 from distconv.sync.ps.config import ShardConfig
 
 
@@ -94,7 +94,7 @@ def over_cap(
     been applied. Checked before any update, so none is applied."""
     if not sums or sums[0][0] is None:  # dense: the reply is as large as each push
         return None
-    size = sum(len(rows) * (8 + spec.row_bytes) for rows, _ in sums)
+    size = sum(rows_bytes(len(rows), spec.row_bytes) for rows, _ in sums)
     if size <= config.max_message_bytes:
         return None
     return (
