@@ -189,6 +189,13 @@ def build_sync(
                 "--sync pserver needs the job's CURVE keys: --keys DIR (or DISTCONV_KEYS), or "
                 "--insecure (sync_options={'insecure': True} from a script)"
             )
+        if runtime.keys_dir and options.get("insecure"):
+            # both would train without the CURVE the keys were made for, and say nothing
+            raise RuntimeConfigError(
+                f"--sync pserver got both the CURVE keys {runtime.keys_dir!r} (--keys or "
+                "DISTCONV_KEYS) and insecure (--insecure, DISTCONV_INSECURE=1 or "
+                "sync_options): pick one"
+            )
         from distconv.sync.ps.keys import KeyFileError  # zmq: only for a parameter server
 
         try:

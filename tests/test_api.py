@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from distconv.distributed import build_sync, choose_transport, init
+from distconv.distributed import ENV_INSECURE, build_sync, choose_transport, init
 from distconv.optim import create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError
+from distconv.sync import create_sync
 from distconv.sync.local import LocalSync
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,6 +90,33 @@ def test_init_reads_the_kernel_settings_before_it_connects(monkeypatch, name, va
     monkeypatch.setenv(name, value)
     with pytest.raises(RuntimeConfigError, match=words):
         init("sgd", sync="pserver", flags={"pservers": "127.0.0.1:9"}, log_format=None)
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_pserver_sync_with_both_keys_and_insecure_is_refused(monkeypatch, tmp_path, how):
+    """CURVE keys and insecure together: refused, naming both, where the client dropped the
+    keys and trained unencrypted without a word (DISTCONV_KEYS from the environment beside a
+    script's insecure option, or DISTCONV_INSECURE=1 beside --keys)."""
+    runtime = Runtime(rank=0, world_size=1, pservers=("h:1",), keys_dir=str(tmp_path))
+    options = {"insecure": True}
+    if how == "environment":
+        monkeypatch.setenv(ENV_INSECURE, "1")
+        monkeypatch.setenv("DISTCONV_KEYS", str(tmp_path))
+        with pytest.raises(RuntimeConfigError, match="both the CURVE keys .* pick one"):
+            init("sgd", sync="pserver", flags={"pservers": "127.0.0.1:9"}, log_format=None)
+        return
+    with pytest.raises(RuntimeConfigError, match="both the CURVE keys .* pick one"):
+        build_sync("pserver", create_optimizer("sgd"), runtime, options)
+    with pytest.raises(ValueError, match="exactly one of keys_dir .* and insecure=True"):
+        create_sync(
+            "pserver",
+            optimizer=create_optimizer("sgd"),
+            rank=0,
+            world_size=1,
+            pservers=["127.0.0.1:9"],
+            keys_dir=str(tmp_path),
+            insecure=True,
+        )
 
 
 def test_pserver_sync_with_keys_missing_from_their_folder_is_a_one_line_error(tmp_path):

@@ -104,8 +104,8 @@ class PServerSync(
         super().__init__(optimizer, rank, world_size)
         if not pservers:
             raise ValueError("--pservers needs at least one HOST:PORT")
-        if not insecure and not keys_dir:
-            raise ValueError("CURVE is on by default: pass keys_dir (--keys DIR) or insecure=True")
+        if bool(insecure) == bool(keys_dir):  # both: the keys would be dropped in silence
+            raise ValueError("pass exactly one of keys_dir (CURVE, the default) and insecure=True")
         if not 0 < timeout < math.inf:  # NaN too: the first wait's poll refused it mid-setup
             raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout}")
         self.endpoints = usable_here([join_endpoint(*split_endpoint(e)) for e in pservers])
