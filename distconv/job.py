@@ -14,10 +14,11 @@ from distconv.allocator import keep_freed_memory
 from distconv.data import load_dataset
 from distconv.distributed import build_sync, check_kernel_settings, choose_transport
 from distconv.init import set_seed
+from distconv.launch_env import launch_id, restart_count
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import JobStart, Preempted
-from distconv.runtime import Runtime, detect_runtime, launch_id, restart_count
+from distconv.runtime import Runtime, detect_runtime
 from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
 

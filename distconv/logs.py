@@ -21,7 +21,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from distconv.runtime import Runtime, RuntimeConfigError, restart_count
+from distconv.launch_env import restart_count
+from distconv.runtime import Runtime, RuntimeConfigError
 
 
 class _RuntimeFilter(logging.Filter):

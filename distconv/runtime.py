@@ -40,8 +40,6 @@ ENV_JOB_ID = "DISTCONV_JOB_ID"
 ENV_KEYS = "DISTCONV_KEYS"
 ENV_WORLD_SIZE = "DISTCONV_WORLD_SIZE"
 ENV_RANK_FROM_HOSTNAME = "DISTCONV_RANK_FROM_HOSTNAME"
-ENV_RESTART = "DISTCONV_RESTART"
-ENV_LAUNCH = "DISTCONV_LAUNCH"
 
 _HOST_ORDINAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(\d+)$")
 
@@ -159,24 +157,6 @@ _TRAIN_FLAGS = {"rank": "--rank", "world_size": "--world-size", "pservers": "--p
 
 def _flag_label(key: str) -> str:
     return _TRAIN_FLAGS.get(key, f"flags[{key!r}]")
-
-
-def restart_count(environ: Mapping[str, str] | None = None) -> int:
-    """How many times the launcher has started this job again (``DISTCONV_RESTART``; 0 where
-    it is not set, as on a job's first start).
-
-    Raises:
-        RuntimeConfigError: it is not an integer.
-    """
-    env = os.environ if environ is None else environ
-    return _env_int(env, ENV_RESTART) if ENV_RESTART in env else 0
-
-
-def launch_id(environ: Mapping[str, str] | None = None) -> str | None:
-    """The token of the ``distconv-launch`` invocation that started this process
-    (``DISTCONV_LAUNCH``: one per invocation, the same over its restarts), or None."""
-    env = os.environ if environ is None else environ
-    return env.get(ENV_LAUNCH) or None
 
 
 def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:

@@ -257,8 +257,11 @@ def test_json_log_lines(restore_root_logging):
 def test_bad_log_settings(restore_root_logging):
     with pytest.raises(RuntimeConfigError, match="log format must be 'text' or 'json'"):
         configure_logging(Runtime(), fmt="xml")
-    with pytest.raises(RuntimeConfigError, match="DISTCONV_RESTART must be an integer"):
-        configure_logging(Runtime(), environ={"DISTCONV_RESTART": "once"})
+    for count in ("once", "-1"):  # a negative count was logged (and recorded) as it came
+        with pytest.raises(
+            RuntimeConfigError, match=f"DISTCONV_RESTART must be an integer >= 0, got '{count}'"
+        ):
+            configure_logging(Runtime(), environ={"DISTCONV_RESTART": count})
 
 
 @pytest.mark.mpi
