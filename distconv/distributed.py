@@ -70,7 +70,8 @@ def init(
             ``overlap``, ``timeout`` for mpi); another transport's settings are ignored, and
             one that no transport takes, or an on/off setting that is not a bool, is refused.
             Without ``insecure``, ``DISTCONV_INSECURE=1`` (``distconv-launch local
-            --insecure``) stands for ``insecure=True``.
+            --insecure``) stands for ``insecure=True``, unless ``flags`` give keys.
+            ``insecure`` beside ``DISTCONV_KEYS`` drops the keys, and says so.
         **hyperparameters: for an optimizer given by name (``lr=0.01``).
 
     Returns:
@@ -92,9 +93,22 @@ def init(
         optimizer = create_optimizer(optimizer, **hyperparameters)
     kind = sync or choose_transport(runtime)
     options = dict(sync_options or {})
-    if os.environ.get(ENV_INSECURE) == "1":  # the shards it was started beside run so
-        options.setdefault("insecure", True)
+    if os.environ.get(ENV_INSECURE) == "1" and "insecure" not in options:
+        options["insecure"] = _insecure_from_env(runtime)  # the shards beside it run so
     return build_sync(kind, optimizer, runtime, options)
+
+
+def _insecure_from_env(runtime: Runtime) -> bool:
+    """What ``DISTCONV_INSECURE=1`` means beside the runtime's keys: no CURVE without keys;
+    keys from a flag win (a flag beats a variable); ``DISTCONV_KEYS`` beside it is an error,
+    as two variables that disagree are (which one is right?)."""
+    if runtime.keys_dir is None:
+        return True
+    if runtime.keys_from_env:
+        raise RuntimeConfigError(
+            f"both DISTCONV_KEYS ({runtime.keys_dir!r}) and {ENV_INSECURE}=1 are set: unset one"
+        )
+    return False
 
 
 def check_kernel_settings() -> None:
@@ -189,13 +203,15 @@ def build_sync(
                 "--sync pserver needs the job's CURVE keys: --keys DIR (or DISTCONV_KEYS), or "
                 "--insecure (sync_options={'insecure': True} from a script)"
             )
-        if runtime.keys_dir and options.get("insecure"):
-            # both would train without the CURVE the keys were made for, and say nothing
-            raise RuntimeConfigError(
-                f"--sync pserver got both the CURVE keys {runtime.keys_dir!r} (--keys or "
-                "DISTCONV_KEYS) and insecure (--insecure, DISTCONV_INSECURE=1 or "
-                "sync_options): pick one"
-            )
+        keys_dir = runtime.keys_dir
+        if keys_dir and options.get("insecure"):  # the client would drop the keys unsaid
+            if not runtime.keys_from_env:
+                raise RuntimeConfigError(
+                    f"--sync pserver got both --keys {keys_dir!r} and insecure (--insecure or "
+                    "sync_options): pick one"
+                )
+            log.warning("insecure overrides DISTCONV_KEYS=%r: training without CURVE", keys_dir)
+            keys_dir = None
         from distconv.sync.ps.keys import KeyFileError  # zmq: only for a parameter server
 
         try:
@@ -205,7 +221,7 @@ def build_sync(
                 rank=runtime.rank,
                 world_size=runtime.world_size,
                 pservers=list(runtime.pservers),
-                keys_dir=runtime.keys_dir,
+                keys_dir=keys_dir,
                 job_id=runtime.job_id,
                 **options,
             )

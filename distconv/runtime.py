@@ -64,6 +64,8 @@ class Runtime:
         job_id: names the job in logs, metrics and key files.
         pservers: parameter-server shards as ``"host:port"``, in shard order.
         keys_dir: directory holding the job's CURVE key files, or None without encryption.
+        keys_from_env: ``keys_dir`` came from ``DISTCONV_KEYS``, not a flag, so an explicit
+            ``insecure`` overrides it (as a flag overrides any variable).
         source: which source gave rank and world size: ``"flags"``, ``"distconv"``,
             ``"openmpi"``, ``"pmi"``, ``"kubernetes"``, ``"hostname"`` or ``"default"``.
     """
@@ -76,6 +78,7 @@ class Runtime:
     pservers: tuple[str, ...] = ()
     keys_dir: str | None = None
     source: str = "default"
+    keys_from_env: bool = False
 
     @property
     def is_chief(self) -> bool:
@@ -144,6 +147,7 @@ def detect_runtime(
         pservers=_pservers(flags, env),
         keys_dir=str(flags.get("keys_dir") or env.get(ENV_KEYS) or "") or None,
         source=placement.source,
+        keys_from_env=not flags.get("keys_dir") and bool(env.get(ENV_KEYS)),
     )
     _check_ranges(runtime, placement.describe())
     return runtime

@@ -13,7 +13,7 @@ import pytest
 
 from distconv.distributed import ENV_INSECURE, build_sync, choose_transport, init
 from distconv.optim import create_optimizer
-from distconv.runtime import Runtime, RuntimeConfigError
+from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.sync import create_sync
 from distconv.sync.local import LocalSync
 
@@ -92,30 +92,43 @@ def test_init_reads_the_kernel_settings_before_it_connects(monkeypatch, name, va
         init("sgd", sync="pserver", flags={"pservers": "127.0.0.1:9"}, log_format=None)
 
 
-@pytest.mark.parametrize("how", ["option", "environment"])
-def test_pserver_sync_with_both_keys_and_insecure_is_refused(monkeypatch, tmp_path, how):
-    """CURVE keys and insecure together: refused, naming both, where the client dropped the
-    keys and trained unencrypted without a word (DISTCONV_KEYS from the environment beside a
-    script's insecure option, or DISTCONV_INSECURE=1 beside --keys)."""
-    runtime = Runtime(rank=0, world_size=1, pservers=("h:1",), keys_dir=str(tmp_path))
-    options = {"insecure": True}
-    if how == "environment":
-        monkeypatch.setenv(ENV_INSECURE, "1")
-        monkeypatch.setenv("DISTCONV_KEYS", str(tmp_path))
-        with pytest.raises(RuntimeConfigError, match="both the CURVE keys .* pick one"):
-            init("sgd", sync="pserver", flags={"pservers": "127.0.0.1:9"}, log_format=None)
-        return
-    with pytest.raises(RuntimeConfigError, match="both the CURVE keys .* pick one"):
-        build_sync("pserver", create_optimizer("sgd"), runtime, options)
+def test_keys_and_insecure_together_are_refused_unless_a_flag_overrides_a_variable(
+    monkeypatch, tmp_path, caplog
+):
+    """CURVE keys and insecure together: the client dropped the keys and trained without
+    CURVE without a word. Now two settings at one level (two flags or options, two
+    variables) are refused, naming both; a flag or option overrides a variable, as flags do
+    any variable, and an insecure one that drops DISTCONV_KEYS says so."""
+    keys, sgd = str(tmp_path), create_optimizer("sgd")
+    flagged = Runtime(pservers=("127.0.0.1:9",), keys_dir=keys)
+    with pytest.raises(RuntimeConfigError, match="both --keys .* and insecure .* pick one"):
+        build_sync("pserver", sgd, flagged, {"insecure": True})
     with pytest.raises(ValueError, match="exactly one of keys_dir .* and insecure=True"):
         create_sync(
             "pserver",
-            optimizer=create_optimizer("sgd"),
+            optimizer=sgd,
             rank=0,
             world_size=1,
             pservers=["127.0.0.1:9"],
-            keys_dir=str(tmp_path),
+            keys_dir=keys,
             insecure=True,
+        )
+    monkeypatch.setenv("DISTCONV_KEYS", keys)
+    inherited = detect_runtime({"pservers": "127.0.0.1:9"})
+    sync = build_sync("pserver", sgd, inherited, {"insecure": True})
+    sync.close()
+    assert sync._insecure and sync._keys_dir is None
+    assert f"insecure overrides DISTCONV_KEYS={keys!r}" in caplog.text
+    monkeypatch.setenv(ENV_INSECURE, "1")
+    with pytest.raises(RuntimeConfigError, match=r"both DISTCONV_KEYS .* and DISTCONV_INSECURE=1"):
+        init("sgd", sync="pserver", flags={"pservers": "127.0.0.1:9"}, log_format=None)
+    monkeypatch.delenv("DISTCONV_KEYS")  # --keys beats DISTCONV_INSECURE: its keys are read
+    with pytest.raises(RuntimeConfigError, match=r"CURVE key file .*worker-0.key_secret not f"):
+        init(
+            "sgd",
+            sync="pserver",
+            flags={"pservers": "127.0.0.1:9", "keys_dir": keys},
+            log_format=None,
         )
 
 
