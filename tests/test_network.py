@@ -322,7 +322,7 @@ def test_the_structure_names_what_parameters_do_not_show():
     """Swapped inputs, another activation or another stride leave every parameter's name,
     shape and dtype as they were (review k109): the structure tells such models apart, and
     the job check names the first difference."""
-    from distconv.sync.base import first_difference
+    from distconv.sync.description import first_difference
 
     base = _two_inputs("a", "b").structure()
     assert base["cat"] == {"type": "Concatenate", "inputs": ["a", "b"], "act": "Linear"}
@@ -358,7 +358,7 @@ def test_the_structure_names_a_mixed_layer_s_parts():
         IdentityProjection,
         TransposedFullMatrixProjection,
     )
-    from distconv.sync.base import first_difference
+    from distconv.sync.description import first_difference
 
     def names(net: Network) -> list:
         return [[p.name, p.shape] for p in net.parameters()]
@@ -396,7 +396,7 @@ def test_a_structure_is_the_same_in_every_process():
     import dataclasses
 
     from distconv.layers import IdentityProjection
-    from distconv.sync.base import first_difference
+    from distconv.sync.description import first_difference
 
     class Marker:  # an object with the default repr, "<... object at 0x...>"
         pass

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from distconv.sync.base import digest, first_difference, key_order
+from distconv.sync.description import digest, first_difference, key_order
 
 
 def _rt(d):

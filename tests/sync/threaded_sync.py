@@ -19,7 +19,8 @@ import numpy as np
 from distconv.backend import copy_into
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter
-from distconv.sync.base import StateDict, SyncError, SyncStrategy, first_difference
+from distconv.sync.base import StateDict, SyncError, SyncStrategy
+from distconv.sync.description import first_difference
 
 
 class World:

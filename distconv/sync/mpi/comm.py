@@ -15,7 +15,8 @@ import numpy as np
 from distconv.backend import copy_into, to_host
 from distconv.cores import usable_cores
 from distconv.kernels.parallel import num_threads
-from distconv.sync.base import SyncError, as_sent, digest, first_difference
+from distconv.sync.base import SyncError
+from distconv.sync.description import as_sent, digest, first_difference
 
 log = logging.getLogger("distconv.sync.mpi")
 #: thread levels by the names mpi4py's ``rc.thread_level`` uses, lowest first

@@ -41,7 +41,8 @@ import numpy as np
 from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError, closing_error, digest
+from distconv.sync.base import SyncError, closing_error
+from distconv.sync.description import digest
 from distconv.sync.mpi.buckets import (
     Bucket,
     build_buckets,

@@ -36,7 +36,8 @@ from distconv.backend import to_host
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID
-from distconv.sync.base import SyncError, SyncStrategy, job_description
+from distconv.sync.base import SyncError, SyncStrategy
+from distconv.sync.description import job_description
 from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now

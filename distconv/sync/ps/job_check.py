@@ -15,7 +15,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from distconv.sync.base import SyncError, as_sent, digest, first_difference
+from distconv.sync.base import SyncError
+from distconv.sync.description import as_sent, digest, first_difference
 
 
 def check_all_equal(

@@ -4,8 +4,9 @@ A hello once carried the whole job description as JSON text: each parameter's la
 from the Trainer, each layer's structure, a few hundred bytes a layer. A model of about 3,500
 convolution layers passed :data:`~distconv.sync.ps.wire.MAX_HEADER_BYTES`, the shard could not
 read the hello, and the worker only heard that it went unanswered. So a hello always carries
-the description's :func:`~distconv.sync.base.digest` (of :func:`~distconv.sync.base.as_sent`,
-as in the workers' start-up check, :mod:`~distconv.sync.ps.job_check`), and of the text only
+the description's :func:`~distconv.sync.description.digest` (of
+:func:`~distconv.sync.description.as_sent`, as in the workers' start-up check,
+:mod:`~distconv.sync.ps.job_check`), and of the text only
 what fits in :data:`DESCRIPTION_BUDGET`: all of it, or its smaller top-level entries (the
 config's settings, the optimizer) beside the digests of the large ones (the parameters' layout,
 the model). The shard compares digests, and names the first difference: by value where both
@@ -22,14 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from distconv.sync.base import as_sent, digest, first_difference, key_order
+from distconv.sync.description import as_sent, digest, first_difference, key_order
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, json_map, short
 
 #: the most bytes of description text a hello carries: a quarter of the header cap, so that the
 #: rest of the hello (host, process, run: tens of bytes) and msgpack's framing (a few bytes a
 #: field) can never push the header past the cap; a longer description travels as its digest
 DESCRIPTION_BUDGET = MAX_HEADER_BYTES // 4
-#: a digest as :func:`~distconv.sync.base.digest` writes it: 16 lowercase hex digits
+#: a digest as :func:`~distconv.sync.description.digest` writes it: 16 lowercase hex digits
 _DIGEST = re.compile(r"[0-9a-f]{16}")
 #: the most characters of each value a refused hello's difference quotes: both values, so the
 #: shard's cut of the whole line (handlers.DIFFERENCE_CHARS) never drops the job's, "there"
@@ -111,7 +112,7 @@ class HelloJob:
         """None when this hello names ``job`` (the first accepted hello's); else why not, as a
         sentence: the first difference where both carried their description, else the first
         entry that differs, by value where both carried it, else by digest ("here" is this
-        hello's, "there" the job's, as in :func:`~distconv.sync.base.first_difference`)."""
+        hello's, "there" the job's, as in :func:`~distconv.sync.description.first_difference`)."""
         if self.digest == job.digest:
             return None
         if self.described is not None and job.described is not None:
@@ -131,7 +132,7 @@ class HelloJob:
 
 
 def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
-    """The first top-level entry (in :func:`~distconv.sync.base.first_difference`'s order)
+    """The first top-level entry (in :func:`~distconv.sync.description.first_difference`'s order)
     whose digest differs: by value where neither side left it out, else by its digests."""
     a, b = ours.entries or {}, theirs.entries or {}  # both set: both carried a description
     for key in sorted(set(a) | set(b), key=key_order):
@@ -148,7 +149,7 @@ def _entry_difference(ours: HelloJob, theirs: HelloJob) -> str | None:
 
 
 def _difference(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
-    """:func:`~distconv.sync.base.first_difference` with both values cut to
+    """:func:`~distconv.sync.description.first_difference` with both values cut to
     :data:`VALUE_CHARS` (a hello's values may be hundreds of KB) from a little before where
     their reprs first differ: two long values that differ late (a layer's seventh projection)
     cut from their starts would be quoted alike."""

@@ -92,7 +92,8 @@ def test_many_workers_that_all_differ_are_told_so_not_a_malformed_reply(shards):
 def test_a_difference_is_named_from_the_descriptions_of_each_digest_s_first_rank():
     """Three ranks and a lost one (None): ranks 1 and 3 run batch 16. Each rank sends its
     description only when it is the first of its digest, and names the first rank unlike it."""
-    from distconv.sync.base import SyncError, digest
+    from distconv.sync.base import SyncError
+    from distconv.sync.description import digest
     from distconv.sync.ps.job_check import check_all_equal
 
     jobs = [{"batch": 8}, {"batch": 16}, {"batch": 8}, {"batch": 16}, None]

@@ -14,7 +14,7 @@ import pytest
 
 from distconv.optim import SGD
 from distconv.parameter import Parameter
-from distconv.sync.base import job_description
+from distconv.sync.description import job_description
 from distconv.sync.ps.job_hello import DESCRIPTION_BUDGET, HelloJob, hello_fields
 
 GOOD = hello_fields({"batch": 8, "name": "job"})

@@ -1,0 +1,90 @@
+"""What every rank of a job must agree on, and how two ranks' versions are compared.
+
+A job's *description* (:func:`job_description`: the config, the optimizer, each parameter's
+name, shape and dtype) is JSON-able. Ranks and shards exchange its :func:`digest`, which is
+cheap; where two digests differ, :func:`first_difference` turns the two descriptions into
+the sentence the error shows (``optimizer.lr: 0.01 here, 0.02 there``), so a mismatch names
+its cause instead of hanging or training two models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from distconv.optim import Optimizer
+from distconv.parameter import Parameter
+
+
+def job_description(
+    params: Sequence[Parameter], optimizer: Optimizer, config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What every rank must agree on: the config, the optimizer, and each parameter's layout."""
+    description = {f"config.{k}": v for k, v in sorted(config.items())}
+    description["optimizer"] = optimizer.config()
+    description["parameters"] = [[p.name, list(p.shape), str(p.value.dtype)] for p in params]
+    return description
+
+
+def first_difference(
+    ours: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = "", quote=repr
+) -> str | None:
+    """The first key (sorted, ``name`` first, numbers as numbers) whose value differs between
+    two descriptions, as a sentence, each value written by ``quote``; inside settings that are
+    mappings themselves (the optimizer's), the first key there too (``optimizer.lr: 0.01 here,
+    0.02 there``; ``optimizer.name`` for two kinds).
+
+    Values differ as the digest sees them (their JSON: ``1`` and ``1.0`` differ, NaN is NaN),
+    so descriptions whose digests differ always get a sentence, never None."""
+    for key in sorted(set(ours) | set(theirs), key=key_order):
+        a, b = ours.get(key, "<missing>"), theirs.get(key, "<missing>")
+        if (key in ours) != (key in theirs) or _differ(a, b):
+            if not prefix and key == "parameters" and isinstance(a, list) and isinstance(b, list):
+                return _first_param_difference(a, b, quote)
+            if isinstance(a, Mapping) and isinstance(b, Mapping):
+                inner = first_difference(a, b, f"{prefix}{key}.", quote)
+                if inner is not None:
+                    return inner
+            return f"{prefix}{key}: {quote(a)} here, {quote(b)} there"
+    return None
+
+
+def key_order(key: Any) -> tuple:
+    """``name`` first, then numbers in keys as numbers: ``bucket 2`` before ``bucket 10``; keys
+    alike as numbers (``a1``, ``a01``) as text, so every process sorts them the same way."""
+    parts = re.split(r"([0-9]+)", str(key))  # text, digits, text, ...: like types line up
+    # a run of digits as (how many, which) without leading zeros: its number's order, with no
+    # int() to refuse a run over sys.get_int_max_str_digits()
+    runs = tuple((len(t.lstrip("0")), t.lstrip("0")) if i % 2 else t for i, t in enumerate(parts))
+    return (key != "name", runs, str(key))
+
+
+def _differ(a: Any, b: Any) -> bool:
+    """Whether two values differ as :func:`digest` sees them (``==`` where not JSON-able)."""
+    try:
+        return json.dumps(a, sort_keys=True, default=str) != json.dumps(
+            b, sort_keys=True, default=str
+        )
+    except (TypeError, ValueError):
+        return bool(a != b)
+
+
+def _first_param_difference(a: list, b: list, quote=repr) -> str:
+    for i, (pa, pb) in enumerate(zip(a, b)):
+        if pa != pb:
+            return f"parameter {i}: {quote(pa)} here, {quote(pb)} there"
+    return f"parameter count: {len(a)} here, {len(b)} there"
+
+
+def as_sent(description: Mapping[str, Any]) -> dict[str, Any]:
+    """``description`` as another rank receives it, through JSON: like compared with like."""
+    return json.loads(json.dumps(description, sort_keys=True, default=str))
+
+
+def digest(description: Mapping[str, Any]) -> str:
+    """A short SHA-256 of a JSON-able description (cheap to compare across ranks)."""
+    text = json.dumps(description, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
