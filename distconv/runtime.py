@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distconv.endpoint import split_endpoint
+
 ROLES = ("worker", "server")
 DEFAULT_JOB_ID = "local"
 
@@ -376,9 +378,9 @@ def check_address(address: str, where: str = "address") -> None:
         address: the address to check.
         where: the flag or variable it came from, for the message.
     """
-    host, sep, port = address.rpartition(":")
-    ok = bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
-    if ok and ":" in host:  # an IPv6 literal must be bracketed, or the port is ambiguous
-        ok = host.startswith("[") and host.endswith("]")
-    if not ok:
+    try:
+        port = split_endpoint(address)[1]
+    except ValueError:
+        port = 0  # a worker connects: port 0 (a shard's --bind to any free port) is no address
+    if port == 0:
         raise RuntimeConfigError(f"{where}: {address!r} is not host:port (port 1-65535)")

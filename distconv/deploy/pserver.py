@@ -17,7 +17,7 @@ from distconv.deploy.pod import (
     _tmp_volume,
     _work_volume,
 )
-from distconv.sync.ps.config import join_endpoint
+from distconv.endpoint import join_endpoint
 
 #: the shards' port inside their pods
 PS_PORT = 5555

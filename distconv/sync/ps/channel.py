@@ -13,12 +13,13 @@ import numpy as np
 import zmq
 
 from distconv import stop_request
+from distconv.endpoint import split_endpoint
 from distconv.messages import described
 from distconv.sync.base import SyncError, closing_error
 from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
 from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
-from distconv.sync.ps.config import split_endpoint, tcp_url, uses_ipv6
+from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.wire import (

@@ -220,8 +220,8 @@ def _start_service(args: argparse.Namespace):
     """The shard's probes, when ``--health-port`` asks for them (prints the bound port)."""
     if args.health_port is None:
         return None
+    from distconv.endpoint import join_endpoint
     from distconv.service import ServiceEndpoints
-    from distconv.sync.ps.config import join_endpoint
 
     stall = args.stall_seconds or STALL_SECONDS
     host = args.health_host or PROBE_HOST

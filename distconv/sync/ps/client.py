@@ -33,6 +33,7 @@ import numpy as np
 import zmq
 
 from distconv.backend import to_host
+from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID
@@ -41,7 +42,7 @@ from distconv.sync.description import job_description
 from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
 from distconv.sync.ps.channel import ShardChannel, _now
-from distconv.sync.ps.config import join_endpoint, split_endpoint, usable_here
+from distconv.sync.ps.config import usable_here
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.job_check import check_all_equal

@@ -33,14 +33,13 @@ import numpy as np
 import zmq
 
 from distconv.allocator import keep_freed_memory
+from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.kernels.parallel import blas_libraries
 from distconv.optim import Optimizer
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import (
     ShardConfig,
-    join_endpoint,
-    split_endpoint,
     tcp_url,
     uses_ipv6,
 )

@@ -17,10 +17,9 @@ from ps_helpers import (
     train_steps,
 )
 
+from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.sync.ps.config import (
     ShardConfig,
-    join_endpoint,
-    split_endpoint,
     tcp_url,
     uses_ipv6,
 )
