@@ -1,13 +1,20 @@
-"""Linux's ``/proc``: the fields of a process's ``stat`` file.
+"""Linux's ``/proc``: the fields of a process's ``stat`` file, and who a process is.
 
-Two parts read it: the launcher, for which process groups still run a process that is no
-zombie (:func:`launcher.child.running_groups`), and the parameter server, for whether a worker
-or shard beside it has ended (:mod:`distconv.sync.ps.processes`).
+Three parts read it: the launcher, for which process groups still run a process that is no
+zombie (:func:`launcher.child.running_groups`); the parameter server, for whether a worker
+or shard beside it has ended (:mod:`distconv.sync.ps.processes`); and a process the launcher
+started through a script, for whether the launcher still runs (:mod:`distconv.launch_env`).
+A process is named by :func:`process_identity`, which a later process with its pid does not
+share.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+#: ``/proc/<pid>/stat`` states of a process that has ended (zombie, dead)
+ENDED_STATES = ("Z", "X", "x")
 
 
 def stat_fields(pid: int | str) -> list[str] | None:
@@ -25,3 +32,41 @@ def stat_fields(pid: int | str) -> list[str] | None:
     # "pid (comm) state ...": the command name may hold spaces and parentheses, so the fields
     # start after the last ')'
     return text[text.rfind(")") + 2 :].split()
+
+
+def process_identity() -> str:
+    """This process as ``"<boot id> <PID namespace> <pid> <start time>"``; empty where
+    ``/proc`` does not tell (not Linux)."""
+    where = pid_namespace()
+    pid = os.getpid()
+    try:
+        stat = process_stat(pid)
+    except OSError:
+        return ""
+    if where is None or stat is None:
+        return ""
+    return f"{where[0]} {where[1]} {pid} {stat[1]}"
+
+
+def pid_namespace() -> tuple[str, str] | None:
+    """This boot's id and this process's PID namespace, or None without ``/proc``, or where
+    ``/proc`` is that of another PID namespace (``unshare --pid`` without ``--mount-proc``):
+    its ``/proc/<pid>`` is then some other process than this namespace's ``<pid>``."""
+    try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return boot, os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def process_stat(pid: int) -> tuple[str, str] | None:
+    """``(state, start time)`` of process ``pid``, or None when there is no such process.
+
+    Raises:
+        OSError: the file is there but cannot be read now (:func:`~distconv.procfs.stat_fields`).
+    """
+    fields = stat_fields(pid)
+    # the start time is proc(5)'s field 22
+    return (fields[0], fields[19]) if fields is not None and len(fields) > 19 else None

@@ -16,39 +16,21 @@ process started later is a rank that is gone, now rather than after the timeout.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-from distconv.procfs import stat_fields
+from distconv.procfs import ENDED_STATES, pid_namespace, process_identity, process_stat
 from distconv.sync.ps.config import hostname
 
 #: the shortest time between two looks at the tracked processes, in seconds
 LOOK_EVERY = 0.5
 #: what a worker's process that ended did: a worker that stops on its own says ``bye`` first
 WORKER_ENDED = "ended without a bye: killed (SIGKILL, out of memory) or crashed"
-#: ``/proc/<pid>/stat`` states of a process that has ended (zombie, dead)
-ENDED_STATES = ("Z", "X", "x")
 #: a pid as a worker sends it: ASCII digits, no more than any pid_max allows (int() would take
 #: other digits, and fail on some of them, or on thousands)
 _PID = re.compile(r"[0-9]{1,10}")
-
-
-def process_identity() -> str:
-    """This process as ``"<boot id> <PID namespace> <pid> <start time>"``; empty where
-    ``/proc`` does not tell (not Linux)."""
-    where = _namespace()
-    pid = os.getpid()
-    try:
-        stat = _stat(pid)
-    except OSError:
-        return ""
-    if where is None or stat is None:
-        return ""
-    return f"{where[0]} {where[1]} {pid} {stat[1]}"
 
 
 def whoami() -> dict[str, Any]:
@@ -61,7 +43,7 @@ class ProcessWatch:
     shards by index."""
 
     def __init__(self) -> None:
-        self._here = _namespace()
+        self._here = pid_namespace()
         self._pids: dict[int, tuple[int, str]] = {}  # key -> (pid, start time)
         #: keys whose process a look found ended, named at the next look unless they said bye
         #: (or hello) meanwhile: a worker says bye without waiting for a reply and exits, and
@@ -85,7 +67,7 @@ class ProcessWatch:
             return
         pid, start = int(parts[2]), parts[3]
         try:
-            stat = _stat(pid)
+            stat = process_stat(pid)
         except OSError:  # there, but not readable: nothing to follow
             return
         if stat is not None and stat[1] == start and stat[0] not in ENDED_STATES:
@@ -113,7 +95,7 @@ class ProcessWatch:
         for key in sorted(set(keys) & set(self._pids)):
             pid, start = self._pids[key]
             try:
-                stat = _stat(pid)
+                stat = process_stat(pid)
             except OSError:  # not readable now (no file descriptor left ...): no news
                 continue
             if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
@@ -123,27 +105,3 @@ class ProcessWatch:
                 del self._pids[key]
                 self._seen_ended.discard(key)
                 yield key, pid
-
-
-def _namespace() -> tuple[str, str] | None:
-    """This boot's id and this process's PID namespace, or None without ``/proc``, or where
-    ``/proc`` is that of another PID namespace (``unshare --pid`` without ``--mount-proc``):
-    its ``/proc/<pid>`` is then some other process than this namespace's ``<pid>``."""
-    try:
-        if os.readlink("/proc/self") != str(os.getpid()):
-            return None
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        return boot, os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-
-
-def _stat(pid: int) -> tuple[str, str] | None:
-    """``(state, start time)`` of process ``pid``, or None when there is no such process.
-
-    Raises:
-        OSError: the file is there but cannot be read now (:func:`~distconv.procfs.stat_fields`).
-    """
-    fields = stat_fields(pid)
-    # the start time is proc(5)'s field 22
-    return (fields[0], fields[19]) if fields is not None and len(fields) > 19 else None

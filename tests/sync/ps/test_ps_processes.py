@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import zmq
 
+from distconv.procfs import process_identity
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import hostname
 from distconv.sync.ps.job_hello import hello_fields
-from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch, process_identity, whoami
+from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch, whoami
 from distconv.sync.ps.wire import pack
 
 pytestmark = [
@@ -372,21 +373,21 @@ def test_a_rank_that_said_bye_is_no_longer_watched(hand, sleeper):
 def test_a_process_whose_stat_cannot_be_read_at_hello_is_not_watched(sleeper, monkeypatch):
     import errno
 
-    from distconv.sync.ps import processes
+    from distconv import procfs
 
     a = sleeper()
     identity = identity_of(a.pid)
-    real = processes.stat_fields
+    real = procfs.stat_fields
 
     def unreadable(pid):
         if pid == a.pid:
             raise OSError(errno.EACCES, "Permission denied")
         return real(pid)
 
-    monkeypatch.setattr(processes, "stat_fields", unreadable)
+    monkeypatch.setattr(procfs, "stat_fields", unreadable)
     watch = ProcessWatch()
     watch.track(0, identity, HOST)
-    monkeypatch.setattr(processes, "stat_fields", real)
+    monkeypatch.setattr(procfs, "stat_fields", real)
     a.kill()
     a.wait()
     assert _ended(watch, [0]) == []
