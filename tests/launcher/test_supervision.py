@@ -103,6 +103,7 @@ def test_env_roles_ranks_and_threads(tmp_path):
             "pservers": [],
             "keys_dir": None,
             "source": "distconv",
+            "keys_from_env": False,
         }
         assert set(record["env"].values()) == {None, "2", "j1"}
         assert record["env"]["DISTCONV_PSERVERS"] is None and record["env"]["OMP_NUM_THREADS"]
