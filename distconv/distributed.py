@@ -30,6 +30,7 @@ import numpy as np
 from distconv.allocator import keep_freed_memory
 from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
+from distconv.launch_env import stop_with_launcher
 from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime, mpi_launcher_size
@@ -85,8 +86,7 @@ def init(
         ValueError: a ``sync_options`` key no transport takes, or a bad value.
     """
     runtime = detect_runtime(flags)
-    keep_freed_memory()  # a training process: each step reuses the last one's memory
-    check_kernel_settings()
+    start_training_process()
     if log_format is not None:
         configure_logging(runtime, fmt=log_format)
     if isinstance(optimizer, str):
@@ -111,18 +111,23 @@ def _insecure_from_env(runtime: Runtime) -> bool:
     return False
 
 
-def check_kernel_settings() -> None:
-    """Read the kernels' environment settings before anything is written or connected: the
-    kernels read them at the first step, where a bad one stopped training with a traceback.
+def start_training_process() -> None:
+    """What a training process does first: keep freed memory mapped (each step reuses the
+    last one's), read the kernels' environment settings before anything is written or
+    connected (the kernels read them at the first step, where a bad one stopped training
+    with a traceback), and follow a launcher that started it through a script
+    (:func:`~distconv.launch_env.stop_with_launcher`).
 
     Raises:
         RuntimeConfigError: ``DISTCONV_NUM_THREADS`` or ``DISTCONV_AUTOTUNE`` is malformed.
     """
+    keep_freed_memory()
     try:
         num_threads()
         autotune_enabled()
     except ValueError as exc:
         raise RuntimeConfigError(str(exc)) from None
+    stop_with_launcher()
 
 
 def choose_transport(runtime: Runtime) -> str:

@@ -10,9 +10,8 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from distconv.allocator import keep_freed_memory
 from distconv.data import load_dataset
-from distconv.distributed import build_sync, check_kernel_settings, choose_transport
+from distconv.distributed import build_sync, choose_transport, start_training_process
 from distconv.init import set_seed
 from distconv.launch_env import launch_id, restart_count
 from distconv.models import lenet
@@ -71,8 +70,7 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
         Preempted: SIGTERM or Ctrl-C stopped it, after a checkpoint where one is written.
     """
     runtime = runtime or detect_runtime()
-    keep_freed_memory()  # every step reuses the last one's memory: keep it mapped
-    check_kernel_settings()
+    start_training_process()
     train_set, test_set = load_dataset(config.data, config.data_dir, config.seed)
     optimizer = create_optimizer(
         config.optimizer, **({} if config.lr is None else {"lr": config.lr})

@@ -1,20 +1,37 @@
-"""Which launch and which restart of a job this process is, as ``distconv-launch`` tells it.
+"""Which launch and which restart of a job this process is, and whether its launcher runs.
 
 The launcher gives every process it starts ``DISTCONV_LAUNCH`` (a token, one per invocation
 of the launcher, the same over its restarts) and ``DISTCONV_RESTART`` (how many times it has
 started the job again). A run's record (:mod:`distconv.resume`), the logs and the probes
 read them here; a process started by hand has neither, and is a first start.
+
+A local launch also says which process the launcher is (``DISTCONV_LAUNCHER``, its
+:func:`~distconv.procfs.process_identity`). The kernel SIGTERMs the launcher's own children
+when it dies, even of SIGKILL, but not their children: a ``distconv train`` that a wrapper
+script started trained on, orphaned, after its launcher was killed. Such a process follows
+the launcher itself (:func:`stop_with_launcher`), and stops as at the launcher's SIGTERM.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
+import time
 from collections.abc import Mapping
 
+from distconv.procfs import ENDED_STATES, pid_namespace, process_stat
 from distconv.runtime import RuntimeConfigError
 
 ENV_RESTART = "DISTCONV_RESTART"
 ENV_LAUNCH = "DISTCONV_LAUNCH"
+ENV_LAUNCHER = "DISTCONV_LAUNCHER"
+#: seconds between two looks at the launcher's process (a read of its /proc stat)
+LAUNCHER_LOOK_EVERY = 1.0
+
+log = logging.getLogger("distconv.launch_env")
+_following: threading.Thread | None = None  # the thread that follows the launcher, once started
 
 
 def restart_count(environ: Mapping[str, str] | None = None) -> int:
@@ -41,3 +58,39 @@ def launch_id(environ: Mapping[str, str] | None = None) -> str | None:
     (``DISTCONV_LAUNCH``), or None."""
     env = os.environ if environ is None else environ
     return env.get(ENV_LAUNCH) or None
+
+
+def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Thread | None:
+    """SIGTERM this process when the launcher that started it (``DISTCONV_LAUNCHER``) ends,
+    from a daemon thread that looks at it every :data:`LAUNCHER_LOOK_EVERY` seconds.
+
+    Only a process the launcher did not start itself follows it (one started by a script it
+    started): the kernel tells its own children. A launcher of another boot or PID namespace,
+    or a malformed value, is not followed. Returns the thread, or None where none follows.
+    """
+    global _following
+    env = os.environ if environ is None else environ
+    parts = env.get(ENV_LAUNCHER, "").split(" ")
+    if len(parts) != 4 or not parts[2].isdigit() or tuple(parts[:2]) != pid_namespace():
+        return None
+    pid, start = int(parts[2]), parts[3]
+    if os.getppid() == pid or _following is not None:  # init() then job.train(): one thread
+        return None
+    _following = threading.Thread(
+        target=_follow, args=(pid, start), name="distconv-launcher-watch", daemon=True
+    )
+    _following.start()
+    return _following
+
+
+def _follow(pid: int, start: str) -> None:
+    while True:
+        try:
+            stat = process_stat(pid)
+        except OSError:  # there, but not readable now: no news
+            stat = ("S", start)
+        if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
+            log.warning("the launcher (pid %d) has ended: stopping as at its SIGTERM", pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        time.sleep(LAUNCHER_LOOK_EVERY)

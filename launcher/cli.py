@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from distconv.messages import debugging, exception_line
+from distconv.procfs import process_identity
 
 from .commands import (
     BLAS_THREAD_VARS,
@@ -154,6 +155,7 @@ def local_plan(
         threads=threads,
         launch=new_launch(),
         insecure=bool(args.insecure and args.servers),
+        launcher=process_identity(),
     )
     return servers, job, worker_argv
 

@@ -29,6 +29,7 @@ PLACEMENT_VARS = (
     "JOB_COMPLETION_INDEX",
     "DISTCONV_WORLD_SIZE",
     "DISTCONV_RANK_FROM_HOSTNAME",
+    "DISTCONV_LAUNCHER",  # an enclosing launcher's process: this one's children follow their own
 )
 PLACEMENT_PREFIXES = ("OMPI_COMM_WORLD_", "PMI_", "PMIX_", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
 
@@ -328,6 +329,9 @@ class JobEnv:
     #: shards without CURVE: said to every child (``DISTCONV_INSECURE``), so a script's
     #: ``distconv.distributed.init`` asks for no keys (``distconv train`` gets ``--insecure``)
     insecure: bool = False
+    #: the launcher's :func:`~distconv.procfs.process_identity` (``DISTCONV_LAUNCHER``): a
+    #: process a child starts in turn stops when the launcher ends (:mod:`distconv.launch_env`)
+    launcher: str = ""
 
 
 def child_env(
@@ -368,6 +372,8 @@ def child_env(
         env["DISTCONV_LAUNCH"] = job.launch
     else:  # a launch of an enclosing launcher is not this job's
         env.pop("DISTCONV_LAUNCH", None)
+    if job.launcher:
+        env["DISTCONV_LAUNCHER"] = job.launcher
     env.update(dict.fromkeys(THREAD_VARS, str(job.threads)))
     return env
 

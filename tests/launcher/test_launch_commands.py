@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from distconv.procfs import process_identity
 from launcher.cli import build_parser, local_children, local_plan
 from launcher.commands import (
     THREAD_VARS,
@@ -203,6 +204,10 @@ def test_child_env_replaces_foreign_placement_and_pins_threads():
     assert "DISTCONV_PSERVERS" not in env and "DISTCONV_KEYS" not in env
     assert "DISTCONV_LAUNCH" not in env  # an enclosing launcher's is not this job's
     assert child_env(environ, JobEnv("j", launch="a1"), "server", 0, 1)["DISTCONV_LAUNCH"] == "a1"
+    outer = {**environ, "DISTCONV_LAUNCHER": "b n 1 2"}  # an enclosing launcher: not followed
+    assert "DISTCONV_LAUNCHER" not in child_env(outer, JobEnv("j"), "worker", 0, 1)
+    ours = child_env(outer, JobEnv("j", launcher="b n 3 4"), "worker", 0, 1)
+    assert ours["DISTCONV_LAUNCHER"] == "b n 3 4"
     assert clean_environ({"PMIX_RANK": "1", "MPI_LOCALRANKID": "0", "HOME": "/h"}) == {"HOME": "/h"}
     # another job's count of processes on the host would size this job's threads
     left_over = {"LOCAL_WORLD_SIZE": "8", "MPI_LOCALNRANKS": "8", "HOME": "/h"}
@@ -223,7 +228,7 @@ def test_a_parameter_server_job_exactly(tmp_path):
     )
     keys, out = str(tmp_path / "keys"), str(tmp_path / "train")
     assert servers == ServerOptions(2, 2, "sync", "j", keys, out, drain_seconds=30.0)  # --grace
-    assert job == JobEnv("j", (), keys, threads=3, launch=job.launch)
+    assert job == JobEnv("j", (), keys, threads=3, launch=job.launch, launcher=process_identity())
     assert re.fullmatch(r"[0-9a-f]{16}", job.launch)  # one token per launch, for every start
     specs = local_children(program, servers, job, 2, 1, {"HOME": "/h"}, ports=[7001, 7002])
     assert [(s.role, s.rank) for s in specs] == [

@@ -1,0 +1,141 @@
+"""A process started by a script the launcher started follows the launcher: when the launcher
+is SIGKILLed, the kernel SIGTERMs the launcher's own children only, and a ``distconv train``
+under a wrapper script trained on, orphaned. Real launchers, scripts and processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_supervision import ENV, launch_argv, wait_for, wait_gone
+
+from distconv.procfs import process_identity
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _pid_in(path: Path) -> int:
+    wait_for([path])
+    time.sleep(0.1)  # written, not yet flushed: read it whole
+    return int(path.read_text())
+
+
+@pytest.mark.timeout(60)
+def test_a_script_started_process_stops_when_its_launcher_is_killed(tmp_path):
+    """A user script run through ``sh`` (so not the launcher's child) that calls init()."""
+    pid_file = tmp_path / "pid"
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "import distconv.distributed as d\n"
+        "d.init('sgd', log_format=None)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(50)\n"
+    )
+    wrapper = f"{sys.executable} {script}; sleep 50"  # sh waits: the script is its child
+    launcher = subprocess.Popen(
+        launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "sh", "-c",
+                    wrapper),
+        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    pid = None
+    try:
+        pid = _pid_in(pid_file)
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=10)
+        assert wait_gone([pid], limit=10) == [], "the script outlived its killed launcher"
+    finally:
+        _kill(launcher.pid)
+        launcher.wait()
+        if pid is not None:
+            _kill(pid)
+
+
+@pytest.mark.timeout(120)
+def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(tmp_path):
+    """As at the launcher's SIGTERM: the train process checkpoints, then exits."""
+    out = tmp_path / "out"
+    train = [sys.executable, "-m", "distconv", "train", "--data", "synthetic", "--epochs",
+             "200", "--batch-size", "8", "--no-progress", "--out", str(out)]  # fmt: skip
+    # its output to a file, not the launcher's pipe: a write to that pipe fails once the
+    # launcher is gone, which may end a process that writes, but not one that trains quietly
+    log = tmp_path / "train.log"
+    wrapper = f"echo $$ > {tmp_path / 'sh.pid'}; {' '.join(train)} > {log} 2>&1; sleep 50"
+    launcher = subprocess.Popen(
+        launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "sh", "-c",
+                    wrapper),
+        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    trainer = None
+    try:
+        shell = _pid_in(tmp_path / "sh.pid")
+        deadline = time.monotonic() + 60
+        while trainer is None:
+            assert time.monotonic() < deadline, "distconv train never started"
+            children = Path(f"/proc/{shell}/task/{shell}/children")
+            found = children.read_text().split() if children.exists() else []
+            trainer = int(found[0]) if found else None
+            time.sleep(0.05)
+        wait_for([out / "metrics.jsonl"], limit=60)  # it trains
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=10)
+        assert wait_gone([trainer], limit=30) == [], "distconv train outlived its launcher"
+        said = log.read_text()
+        assert "stopped by SIGTERM after step" in said, said[-2000:]
+        assert "the launcher (pid" in said and "has ended" in said
+    finally:
+        _kill(launcher.pid)
+        launcher.wait()
+        if trainer is not None:
+            _kill(trainer)
+
+
+def _identity_of(pid: int) -> str:
+    """``process_identity()`` of process ``pid`` (this one's boot and namespace)."""
+    start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return " ".join([*process_identity().split(" ")[:2], str(pid), start])
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", ["followed", "its parent", "malformed"])
+def test_a_process_follows_the_launcher_it_names_unless_it_is_its_child(case):
+    """The launcher stands in as a ``sleep``: its end SIGTERMs a process that names it in
+    DISTCONV_LAUNCHER; a process whose parent it is (the kernel tells that one), or given a
+    malformed identity, starts no thread."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    named = {"followed": _identity_of(sleeper.pid), "its parent": _identity_of(os.getpid())}
+    code = (
+        "import sys, time\n"
+        "from distconv.launch_env import stop_with_launcher\n"
+        "print(stop_with_launcher() is not None, flush=True)\n"
+        "time.sleep(20)\n"
+    )
+    env = {**ENV, "DISTCONV_LAUNCHER": named.get(case, "x y 1 2")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == str(case == "followed")
+        sleeper.kill()
+        sleeper.wait()
+        if case == "followed":
+            assert proc.wait(timeout=10) == -signal.SIGTERM
+        else:
+            time.sleep(1.5)  # more than a look's interval
+            assert proc.poll() is None
+    finally:
+        for p in (sleeper, proc):
+            p.kill()
+            p.wait()
