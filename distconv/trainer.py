@@ -23,10 +23,8 @@ import numpy as np
 
 from distconv.arg import feeds_of
 from distconv.backend import resolve_dtype
-from distconv.data import Arrays, DataError, Dataset, array_length, as_arrays, data_facts
-from distconv.epoch_tally import EpochTally, evaluate_shares, right_answers
-from distconv.layers.base import forward_only
-from distconv.messages import exception_line
+from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
+from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
@@ -193,6 +191,22 @@ class Trainer:
         examples = sum(len(i) for i in passes)
         began = time.perf_counter()
         self.sync.start_step(examples)
+        try:
+            loss_sum, correct = self._passes(arrays, passes)
+            self.sync.finish_step()
+        except BaseException:  # the sync lets go of the step, then the error goes on
+            self.sync.abandon_step()
+            raise
+        if not self.sync.firing_order and self.network.firing_order:
+            self.sync.set_firing_order(self.network.firing_order)
+        self.pos.step += 1
+        if self.monitor is not None:
+            self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
+            self.monitor.record_totals(self.sync.traffic(), self.sync)
+        return loss_sum, correct, examples
+
+    def _passes(self, arrays: Arrays, passes: list[np.ndarray]) -> tuple[Any, Any]:
+        """Forward and backward each pass; the last hands the gradients to the sync."""
         loss_sum, correct = 0, 0
         for k, index in enumerate(passes):
             last = k == len(passes) - 1
@@ -205,14 +219,7 @@ class Trainer:
             callback = self.sync.on_gradient if last else _accumulate_only
             self.network.backward(callback, loss=self.loss_name, loss_scale=len(index))
             loss_sum, correct = loss_sum + loss, correct + right
-        self.sync.finish_step()
-        if not self.sync.firing_order and self.network.firing_order:
-            self.sync.set_firing_order(self.network.firing_order)
-        self.pos.step += 1
-        if self.monitor is not None:
-            self.monitor.observe_step(time.perf_counter() - began, examples, self.pos.step)
-            self.monitor.record_totals(self.sync.traffic(), self.sync)
-        return loss_sum, correct, examples
+        return loss_sum, correct
 
     def _fire_all(self) -> None:
         """Hand every gradient (what earlier passes accumulated, or zero) to the sync: in the
@@ -304,7 +311,7 @@ class Trainer:
             layers = self.network.structure()  # every rank's model: the same, or stop
             self.sync.setup(self.trainable, {**self.config, "layers": layers}, state)
             self.sync.all_equal(data)  # not setup's: shards keep that, fits vary
-            self._check_test_set(train, test)  # the ranks agree on it: all fail alike
+            check_test_set(self._forward, train, test)  # the ranks agree on it: all fail alike
             self.pos = share_position(self.sync, pos)
             refuse_frozen_resume(self.params, self.pos, self.sync.world_size)
             if self.monitor is not None:
@@ -328,26 +335,6 @@ class Trainer:
                 restore_handlers()
             self.checkpoints.close()
         return self.history
-
-    def _check_test_set(self, train: Arrays, test: Arrays | None) -> None:
-        """Forward one test example: a test set the model cannot read (another image size, say)
-        failed only in the first epoch's evaluation, and that epoch was lost (review k98)."""
-        if test is None:
-            return
-        if array_length(test) == 0:
-            raise DataError("the test set is empty; pass test=None to evaluate on none")
-        with forward_only():
-            try:
-                self._forward(test, np.arange(1))
-                return
-            except ValueError as exc:
-                refused = exc
-            # outside the except: a model that reads neither set fails as its first step would,
-            # and its traceback does not start with the test set's error
-            self._forward(train, np.arange(1))
-        raise DataError(
-            f"the test set does not fit the model: {exception_line(refused)}"
-        ) from refused
 
     def _run_epoch(
         self, train: Arrays, test: Arrays | None, sampler: GlobalBatchSampler

@@ -22,6 +22,7 @@ from distconv.optim import create_optimizer
 from distconv.run_dir import CHIEF, RunDirError
 from distconv.sync import SyncError, create_sync
 from distconv.sync.base import SyncStrategy
+from distconv.sync.local import LocalSync
 from distconv.trainer import Trainer
 from tests.sync.threaded_sync import ThreadedSync, run_ranks
 
@@ -155,6 +156,39 @@ def test_a_step_cut_short_leaves_no_gradient_to_a_resume_in_the_same_process(dat
     t.fit(train, epochs=1, resume=True)
     for name, value in _weights(whole).items():
         np.testing.assert_array_equal(_weights(t)[name], value, err_msg=name)
+
+
+class _Abandons(LocalSync):
+    """LocalSync counting the steps the Trainer abandons."""
+
+    abandoned = 0
+
+    def abandon_step(self) -> None:
+        self.abandoned += 1
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_step_that_raises_is_abandoned_and_its_error_goes_on(data, error):
+    """The sync lets go of a step that will not finish (a parameter server's rows of it), once,
+    and only for a step that raised; the error reaches the caller unchanged."""
+    train, _ = data
+    sync = _Abandons(create_optimizer("sgd", lr=0.01))
+    t = _trainer(sync=sync, batch_size=8, accumulate=2)
+    backward, calls = t.network.backward, []
+
+    def fails_at_step_2_pass_1(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 3:
+            raise error("in the backward")
+        backward(*args, **kwargs)
+
+    t.network.backward = fails_at_step_2_pass_1
+    with pytest.raises(error, match="in the backward"):
+        t.fit(train, epochs=1)
+    assert (sync.abandoned, t.pos.step) == (1, 1)
+    t.network.backward = backward
+    t.fit(train, epochs=1)
+    assert sync.abandoned == 1
 
 
 def test_a_directory_holding_a_run_is_refused_unless_told(data, tmp_path):

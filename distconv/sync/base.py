@@ -15,6 +15,7 @@ One step, as the Trainer drives it::
         network.forward(batch)
         network.backward(sync if last pass else no-op, loss_scale=len(batch))
     sync.finish_step()               # every parameter now holds its updated value
+                                     # (sync.abandon_step() instead where the step raised)
 
 Gradients arrive as **sums over this rank's examples** (the Trainer seeds the mean loss with the
 pass's example count). The strategy sums them over ranks and divides by the step's global number
@@ -182,6 +183,14 @@ class SyncStrategy(ABC):
 
         A parameter's ``value`` may then be a new array (a strategy may adopt the buffer it
         received): read it through the parameter each step, never keep ``w = p.value``.
+        """
+
+    def abandon_step(self) -> None:
+        """The step :meth:`start_step` began will not finish: a layer, or this strategy, raised
+        in it (the Trainer calls this, then lets the error go on). Let go of what was kept for
+        the step alone, so that calls outside a step (an evaluation's :meth:`prefetch`) are
+        served as such until the next step; gradients and values wait for the next
+        :meth:`setup`, which every ``fit`` calls. Must not raise. Default: nothing kept.
         """
 
     # -- optimizer ----------------------------------------------------------------------------

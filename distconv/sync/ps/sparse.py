@@ -50,6 +50,12 @@ class SparseRows:
             xp = get_array_module(p.grad)
             rows_view(p.grad, self._specs[i])[xp.asarray(rows)] = 0
 
+    def abandon_step(self) -> None:
+        """A step cut short (see the contract): its prefetched rows are forgotten, so an
+        evaluation's rows before the next step are pulled in as many pieces as the caps need,
+        not held to the one push per shard a step's rows go back in (review k146)."""
+        self._record_rows(False)
+
     def _record_rows(self, in_step: bool) -> None:
         """A step starts (prefetched rows are recorded from now) or ends (forget them)."""
         self._in_step = in_step

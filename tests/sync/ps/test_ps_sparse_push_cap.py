@@ -80,3 +80,22 @@ def test_an_evaluations_rows_over_a_cap_are_pulled_in_several_requests(shards):
         table.value[...] = -1.0  # what the pull must bring back: each row's own number
         sync.prefetch({"t": np.arange(ROWS)})  # 1,081,344 bytes in all, 540,672 from each shard
         np.testing.assert_array_equal(table.value[:, 0], np.arange(ROWS, dtype=np.float64))
+
+
+@pytest.mark.timeout(60)
+def test_after_a_step_abandoned_an_evaluations_rows_are_pulled_in_pieces(shards):
+    """A step that failed (here, its push over a cap) left the worker in the step until the
+    next one began: an evaluation's prefetch then was held to a step's one push per shard and
+    refused (review k146). The Trainer abandons such a step; the evaluation is then pulled."""
+    with _table_on_two_shards(shards) as (sync, table, rows0, rows1):
+        sync.start_step(1)
+        half = len(rows0) // 2
+        sync.prefetch({"t": np.concatenate([rows0[:half], rows1[:10]])})
+        sync.prefetch({"t": rows0[half:]})
+        table.grad[np.concatenate([rows0, rows1[:10]])] = 1.0
+        with pytest.raises(SyncError, match="read fewer rows a step"):
+            sync.on_gradient(table)
+        sync.abandon_step()
+        table.value[...] = -1.0
+        sync.prefetch({"t": np.arange(ROWS)})  # over each shard's cap: in several pulls
+        np.testing.assert_array_equal(table.value[:, 0], np.arange(ROWS, dtype=np.float64))
