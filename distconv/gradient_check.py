@@ -180,6 +180,11 @@ def check_layer_grad(
 
     Returns:
         The worst relative difference per array.
+
+    Raises:
+        AssertionError: a gradient, a callback or a static pass is wrong (the message names it).
+        TypeError: the layer's output is not float32 or float64 (bfloat16, float16 ...), in
+            which finite differences cannot tell a wrong gradient from a right one.
     """
     rng = np.random.default_rng(seed)
     params = layer.parameters()
@@ -187,10 +192,13 @@ def check_layer_grad(
         p.shared_count = sum(q is p for q in params)
         p.reset_pending()
     obj = _Objective(layer, inputs, rng)
-    if obj.dtype.kind != "f":  # ml_dtypes' bfloat16 ...: numpy's finfo does not know them
+    # ml_dtypes' bfloat16 ...: numpy's finfo does not know them. float16: its rounding of f
+    # outweighs what the step moves f by, so the floor in _compare passed any gradient (a layer
+    # whose backward added nothing at all passed)
+    if obj.dtype.kind != "f" or obj.dtype.itemsize < 4:
         raise TypeError(
-            f"{layer}: its output is {obj.dtype}; finite differences need numpy's floats "
-            "(float64 for a tight check): cast the layer's weights and inputs"
+            f"{layer}: its output is {obj.dtype}; finite differences need numpy's float32 or "
+            "float64 (float64 for a tight check): cast the layer's weights and inputs"
         )
     d_step, d_tol = DEFAULTS.get(obj.dtype, DEFAULTS[np.dtype(np.float32)])
     step, tol = step or d_step, tol or d_tol

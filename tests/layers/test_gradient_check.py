@@ -46,3 +46,23 @@ def test_a_bfloat16_layer_is_told_to_cast_not_given_numpys_finfo_error(rng):
     x = Arg(rng.standard_normal((4, 3)).astype(ml_dtypes.bfloat16), needs_grad=True)
     with pytest.raises(TypeError, match=r"its output is bfloat16; finite differences need numpy"):
         check_layer_grad(layer, [x])
+
+
+class NoGradientProjection(FullMatrixProjection):
+    """Adds no gradient at all, to the weight or the input: as wrong as a backward can be."""
+
+    def _backward(self, input, dout):
+        pass
+
+
+def test_a_float16_layer_is_refused_not_passed_with_no_gradient_at_all(rng):
+    """In float16 the rounding of f outweighs the step, and the check passed this layer."""
+    layer = Mixed([NoGradientProjection(32, 16, dtype=np.float16)], dtype=np.float16)
+    x = Arg(rng.standard_normal((64, 32)).astype(np.float16))
+    with pytest.raises(TypeError, match=r"its output is float16; finite differences need numpy"):
+        check_layer_grad(layer, [x])
+    for p in layer.parameters():
+        p.cast(np.float32)
+    x.value = x.value.astype(np.float32)
+    with pytest.raises(AssertionError, match="gradient of .* is off"):  # float32 catches it
+        check_layer_grad(layer, [x])
