@@ -13,7 +13,7 @@ from typing import Any
 
 from distconv.arg import Arg
 from distconv.kernels.conv_per_sample import per_sample_conv_backward, per_sample_conv_forward
-from distconv.kernels.shape import volume
+from distconv.kernels.shape import is_int, volume
 from distconv.layers.convolution import Convolution
 from distconv.layers.part import LayerPart
 
@@ -31,11 +31,17 @@ class Operator(LayerPart):
 
     def __init__(self, input_indices: Sequence[int], out_width: int | None = None) -> None:
         super().__init__()
-        self.input_indices = tuple(int(i) for i in input_indices)
-        if len(self.input_indices) != self.num_operands or min(self.input_indices) < 0:
+        # int() took 1.9 for 1, True for 1 and "01" for (0, 1): another operand, with no error
+        try:
+            indices = () if isinstance(input_indices, str) else tuple(input_indices)
+        except TypeError:  # not a sequence at all
+            indices = ()
+        if len(indices) != self.num_operands or not all(is_int(i) and i >= 0 for i in indices):
             raise self.fail(
-                f"needs {self.num_operands} non-negative input indices, got {self.input_indices}"
+                f"needs {self.num_operands} non-negative input indices (ints), "
+                f"got {input_indices!r}"
             )
+        self.input_indices = tuple(int(i) for i in indices)
         self.out_width = out_width
 
     def forward(self, inputs: Sequence[Arg], out: Any) -> None:

@@ -393,3 +393,14 @@ def test_a_scale_that_is_no_number_names_the_operator(scale):
 
     with pytest.raises(LayerError, match=r"DotMulOperator: scale must be a number, got "):
         DotMulOperator(scale)
+
+
+@pytest.mark.parametrize("indices", [(0, 1.9), (True, 0), "01", [0, "1"], 1])
+def test_operator_input_indices_that_are_not_ints_name_the_operator(indices):
+    """int() read (0, 1.9) as (0, 1), (True, 0) as (1, 0) and "01" as (0, 1): the operator
+    silently multiplied other inputs than the ones meant."""
+    from distconv.layers.operator import DotMulOperator
+
+    with pytest.raises(LayerError, match=r"DotMulOperator: needs 2 non-negative input indices"):
+        DotMulOperator(1.0, indices)
+    assert DotMulOperator(1.0, np.array([1, 0])).input_indices == (1, 0)  # numpy ints are ints
