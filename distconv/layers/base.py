@@ -16,7 +16,7 @@ from distconv.backend import is_float_dtype, resolve_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
-from distconv.parameter import Parameter, UpdateCallback
+from distconv.parameter import Parameter, UpdateCallback, trainable
 
 T = TypeVar("T")
 
@@ -38,12 +38,16 @@ class Fails(Protocol):
 
 
 def checked_shared(owner: Fails, key: str, shared: Any, shape: tuple[int, ...]) -> Parameter:
-    """``shared``, a weight given to share, once it is a Parameter of ``shape``; else
-    ``owner.fail`` naming ``key``."""
+    """``shared``, a weight given to share, once it is a Parameter of ``shape`` that can train
+    (a floating-point one, or a static one); else ``owner.fail`` naming ``key``."""
     if not isinstance(shared, Parameter):  # an array has a shape too, but no grad or name
         raise owner.fail(f"shared {key} must be a Parameter, got {type(shared).__name__}")
     if shared.shape != shape:
         raise owner.fail(f"shared {key} has shape {shared.shape}, needs {shape}")
+    try:  # Parameter("w", np.array([[1, 0], [0, 1]])) is int64: backward failed adding floats
+        trainable([shared])
+    except TypeError as exc:
+        raise owner.fail(f"shared {key}: {exc}") from None
     return shared
 
 

@@ -404,3 +404,19 @@ def test_operator_input_indices_that_are_not_ints_name_the_operator(indices):
     with pytest.raises(LayerError, match=r"DotMulOperator: needs 2 non-negative input indices"):
         DotMulOperator(1.0, indices)
     assert DotMulOperator(1.0, np.array([1, 0])).input_indices == (1, 0)  # numpy ints are ints
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda w: FullyConnected(2, 2, weight=w, name="c"),
+        lambda w: Mixed([FullMatrixProjection(2, 2, weight=w)], name="c"),
+        lambda w: Mixed([TableProjection(2, 2, weight=w)], name="c"),
+    ],
+)
+def test_a_shared_integer_parameter_is_refused_when_built(make):
+    """``Parameter("w", np.array([[1, 0], [0, 1]]))`` holds int64: a layer took it, computed
+    its forward in float64 and failed in backward with numpy's casting error, naming nothing."""
+    with pytest.raises(LayerError, match=r"shared weight: parameter 'w' has dtype int64"):
+        make(Parameter("w", np.array([[1, 0], [0, 1]])))
+    make(Parameter("w", np.array([[1, 0], [0, 1]]), static=True))  # a frozen one trains nothing
