@@ -113,22 +113,29 @@ class Network:
         return None
 
     def _topological_order(self) -> list[str]:
+        """Depth-first, inputs before readers, roots in insertion order (deterministic).
+
+        With a stack of its own rather than Python's: a chain of about 1000 layers added
+        readers first (a model built from its loss down) raised RecursionError.
+        """
         order: list[str] = []
-        state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-
-        def visit(name: str, path: tuple[str, ...]) -> None:
-            if state.get(name) == 2 or name not in self.layers:
-                return
-            if state.get(name) == 1:
-                raise NetworkError(f"cycle through layers {' -> '.join(path + (name,))}")
-            state[name] = 1
-            for dep in self.wiring[name]:
-                visit(dep, path + (name,))
-            state[name] = 2
-            order.append(name)
-
-        for name in self.layers:  # insertion order keeps the result deterministic
-            visit(name, ())
+        done: set[str] = set()
+        for root in (name for name in self.layers if name not in done):
+            path, inputs = [root], [iter(self.wiring[root])]  # the current path, its inputs
+            on_path = {root}
+            while path:
+                dep = next(inputs[-1], None)
+                if dep is None:  # every input of path[-1] is ordered: order it
+                    inputs.pop()
+                    on_path.discard(path[-1])
+                    done.add(path[-1])
+                    order.append(path.pop())
+                elif dep in self.layers and dep not in done:
+                    if dep in on_path:
+                        raise NetworkError(f"cycle through layers {' -> '.join(path + [dep])}")
+                    path.append(dep)
+                    on_path.add(dep)
+                    inputs.append(iter(self.wiring[dep]))
         return order
 
     def parameters(self) -> list[Parameter]:

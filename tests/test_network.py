@@ -142,6 +142,27 @@ def test_a_layer_added_between_forward_and_backward(rng):
         net.backward(lambda p: None)
 
 
+def test_a_deep_chain_added_from_the_loss_down_is_ordered(rng):
+    """The order was found by recursion, one Python frame per layer of the chain below: built
+    readers first (from the loss down), a chain of 1500 layers raised RecursionError."""
+    from distconv.layers import Activation, MSELoss
+
+    depth = 1500
+    net = Network()
+    net.add("loss", MSELoss(), [f"a{depth - 1}", "t"])
+    for i in reversed(range(depth)):
+        net.add(f"a{i}", Activation("tanh"), f"a{i - 1}" if i else "x")
+    assert net.order() == [f"a{i}" for i in range(depth)] + ["loss"]
+    x = Arg(rng.standard_normal((2, 3)))
+    net.forward({"x": x, "t": np.zeros((2, 3))})
+    net.backward(lambda p: None)
+    assert x.grad.shape == (2, 3) and np.isfinite(x.grad).all()
+    net.add("back", Activation("tanh"), "loss2")
+    net.add("loss2", Activation("tanh"), "back")
+    with pytest.raises(NetworkError, match="cycle through layers back -> loss2 -> back"):
+        net.order()
+
+
 # -- every trainable parameter fires once per pass, in one order ---------------------------------
 class _TwoWeights(Layer):
     """y = x * a * b elementwise; fires ``a`` and ``b`` in an order a test can change."""
