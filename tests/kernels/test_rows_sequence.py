@@ -86,3 +86,19 @@ def test_check_offsets_names_the_problem(starts, match):
     with pytest.raises(ValueError, match=match):
         check_offsets(starts, 3)
     assert check_offsets([0, 1, 3], 3).tolist() == [0, 1, 3]
+
+
+@pytest.mark.parametrize("device", [False, True])
+def test_row_scatter_sums_16_bit_rows_in_float32(monkeypatch, device):
+    """ml_dtypes' reduceat adds bfloat16 in bfloat16 and add.at adds float16 in float16: 4096
+    rows of ones into one target row gave 256 and 2048. ``device`` runs the GPU branch (add.at)
+    on numpy arrays, as cupy would run it."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from distconv.kernels import rows as rows_module
+
+    monkeypatch.setattr(rows_module, "is_gpu_array", lambda a: device)
+    n = 4096
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        target = np.zeros((3, 2), dtype)
+        RowScatter(np.full(n, 1)).add(target, np.ones((n, 2), dtype))
+        np.testing.assert_array_equal(target.astype(np.float64), [[0, 0], [n, n], [0, 0]])

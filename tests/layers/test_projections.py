@@ -471,3 +471,21 @@ def test_conv_operator_on_an_empty_batch():
     y.grad = np.zeros((0, 48))
     layer.backward(lambda p: None)
     assert image.grad.shape == (0, 32) and filters.grad.shape == (0, 54)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_16_bit_table_sums_a_frequent_rows_gradient_in_float32(dtype):
+    """numpy adds bfloat16 (float16) in its own type: a row read 4096 times in a batch got a
+    gradient of 256 (2048), where each read adds 1; so did a context window's learnt padding,
+    read once by every sequence."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    n = 4096
+    table = Mixed([TableProjection(3, 2, dtype=dtype)], dtype=dtype)
+    run_backward(table, [Arg(ids=np.zeros(n, np.int64))], np.ones((n, 2), dtype))
+    np.testing.assert_array_equal(table.projections[0].weight.grad[0].astype(F64), [n, n])
+    window = ContextProjection(2, 2, -1, trainable_padding=True, dtype=dtype)
+    context = Mixed([window], dtype=dtype)
+    one_row_each = Arg(np.ones((n, 2), dtype), seq_starts=np.arange(n + 1))
+    run_backward(context, [one_row_each], np.ones((n, 4), dtype))
+    np.testing.assert_array_equal(window.weight.grad.astype(F64), [[n, n]])
