@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, sum_dtype
 
 
 class ActivationFunction:
@@ -81,11 +81,17 @@ class Softmax(ActivationFunction):
         if z.ndim < 2:
             raise ValueError(f"softmax is over axis 1 and needs rows (N, C, ...), got {z.shape}")
         xp = get_array_module(z)
-        e = xp.exp(z - z.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
+        # 16-bit in float32: numpy sums bfloat16 in bfloat16, and over 4096 classes the
+        # normaliser stopped at 256 (each probability 16 times too large)
+        wide = sum_dtype(z.dtype)
+        zw = z if wide is None else z.astype(wide)
+        e = xp.exp(zw - zw.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).astype(z.dtype, copy=False)
 
     def backward(self, y: Any, dy: Any) -> Any:
-        return y * (dy - (dy * y).sum(axis=1, keepdims=True))
+        products = dy * y
+        dot = products.sum(axis=1, keepdims=True, dtype=sum_dtype(products.dtype))
+        return (y * (dy - dot)).astype(products.dtype, copy=False)  # 16-bit: float32 inside
 
 
 ACTIVATIONS: dict[str, type[ActivationFunction]] = {

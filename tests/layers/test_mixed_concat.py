@@ -96,6 +96,26 @@ def test_mixed_output_in_bfloat16_is_what_float64_makes_of_the_same_numbers(rng)
     np.testing.assert_allclose(got.astype(F64), want, rtol=2**-6, atol=2**-6 * np.abs(want).max())
 
 
+def test_a_bfloat16_softmax_over_many_columns_sums_to_one(rng):
+    """act="softmax" summed bfloat16 in bfloat16: over 4096 columns the rows summed to 2.4 and
+    the gradient was off by more than itself, where float64 on the same numbers sums to 1."""
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    layer = Mixed([IdentityProjection(4096)], act="softmax", dtype=bf16)
+    x = Arg(rng.standard_normal((3, 4096)).astype(bf16))
+    y = layer(x).value
+    assert y.dtype == bf16
+    np.testing.assert_allclose(y.astype(F64).sum(axis=1), 1, rtol=2**-7)
+    dy = rng.standard_normal(y.shape).astype(bf16)
+    layer.output.grad = dy
+    layer.backward(lambda p: None)
+    exact = Mixed([IdentityProjection(4096)], act="softmax", dtype=F64)
+    exact(Arg(x.value.astype(F64)))  # float64 on the very numbers bfloat16 holds
+    exact.output.grad = dy.astype(F64)
+    exact.backward(lambda p: None)
+    want = exact.inputs[0].grad
+    np.testing.assert_allclose(x.grad.astype(F64), want, atol=2**-6 * np.abs(want).max())
+
+
 def test_mixed_projection_and_operator_on_the_same_input(rng):
     layer = Mixed([FullMatrixProjection(4, 4, dtype=F64)], [DotMulOperator(1.0, (0, 0))])
     randomize(layer, rng)
