@@ -18,7 +18,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.bias import channel_sums
+from distconv.kernels.bias import channel_sums, row_sums
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.conv_columns import Columns
 from distconv.layers.base import Layer, add_grad, checked, keeps_for_backward, values_of
@@ -156,7 +156,7 @@ class ConvNd(Convolution, Layer):
         x = self.inputs[0]
         if self.bias is not None and not self.bias.static:
             shared = self.bias_kind == "shared"
-            self.bias.grad += channel_sums(dz, dz.shape[1]) if shared else dz.sum(axis=0)
+            self.bias.grad += channel_sums(dz, dz.shape[1]) if shared else row_sums(dz)
             self.bias.inc_update(callback)
         need_dw = not self.weight.static
         if x.needs_grad or need_dw:

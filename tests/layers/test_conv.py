@@ -352,3 +352,19 @@ def test_a_gradient_whose_flags_have_no_writeable_is_taken(rng):
     g = rng.standard_normal((2, 6)).view(CupyLikeFlags)
     add_grad(x, g)
     assert x.grad is g
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", np.float16])
+def test_an_unshared_bias_sums_a_16_bit_batch_in_float32(dtype):
+    """dz.sum(axis=0) added the batch in the gradient's own type: over 4096 samples of 0.1 an
+    unshared bias got 32 (bfloat16) or 256 (float16), not 409.6; a shared one was right."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    n = 4096
+    for bias in ("unshared", "shared"):
+        layer = Conv2D(1, 2, 1, bias=bias, input_size=(2, 2), dtype=dtype)
+        y = layer(Arg(np.ones((n, 1, 2, 2), dtype), needs_grad=False)).value
+        layer.output.grad = np.full(y.shape, 0.1, y.dtype)
+        layer.backward(lambda p: None)
+        per_sample = 0.1 * (1 if bias == "unshared" else 4)  # a shared bias sums 2x2 positions
+        np.testing.assert_allclose(layer.bias.grad.astype(np.float64), per_sample * n, rtol=2**-7)
