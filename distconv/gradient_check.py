@@ -183,8 +183,9 @@ def check_layer_grad(
 
     Raises:
         AssertionError: a gradient, a callback or a static pass is wrong (the message names it).
-        TypeError: the layer's output is not float32 or float64 (bfloat16, float16 ...), in
-            which finite differences cannot tell a wrong gradient from a right one.
+        TypeError: the layer's output, a parameter or an input it checks is not float32 or
+            float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
+            gradient from a right one.
     """
     rng = np.random.default_rng(seed)
     params = layer.parameters()
@@ -192,14 +193,9 @@ def check_layer_grad(
         p.shared_count = sum(q is p for q in params)
         p.reset_pending()
     obj = _Objective(layer, inputs, rng)
-    # ml_dtypes' bfloat16 ...: numpy's finfo does not know them. float16: its rounding of f
-    # outweighs what the step moves f by, so the floor in _compare passed any gradient (a layer
-    # whose backward added nothing at all passed)
-    if obj.dtype.kind != "f" or obj.dtype.itemsize < 4:
-        raise TypeError(
-            f"{layer}: its output is {obj.dtype}; finite differences need numpy's float32 or "
-            "float64 (float64 for a tight check): cast the layer's weights and inputs"
-        )
+    _refuse_narrow(layer, "its output", obj.dtype)
+    for name, (owner, _) in _targets(obj, params).items():
+        _refuse_narrow(layer, name, np.dtype(owner.value.dtype))
     d_step, d_tol = DEFAULTS.get(obj.dtype, DEFAULTS[np.dtype(np.float32)])
     step, tol = step or d_step, tol or d_tol
 
@@ -219,6 +215,19 @@ def check_layer_grad(
     if check_static and params:
         _check_static(layer, obj, params, grads)
     return report
+
+
+def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:
+    """TypeError unless ``dtype`` is float32 or float64 (or wider), what finite differences can
+    judge. ml_dtypes' bfloat16 ...: numpy's finfo does not know them. float16: its rounding of f
+    outweighs what the step moves f by, so the floor in _compare passed any gradient (a layer
+    whose backward added nothing at all passed). A bfloat16 weight under a float32 output (its
+    matrix products return float32) rounds the step away: a right gradient was called off."""
+    if dtype.kind != "f" or dtype.itemsize < 4:
+        raise TypeError(
+            f"{layer}: {what} is {dtype}; finite differences need numpy's float32 or "
+            "float64 (float64 for a tight check): cast the layer's weights and inputs"
+        )
 
 
 def _check_array(

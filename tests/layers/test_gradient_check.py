@@ -66,3 +66,15 @@ def test_a_float16_layer_is_refused_not_passed_with_no_gradient_at_all(rng):
     x.value = x.value.astype(np.float32)
     with pytest.raises(AssertionError, match="gradient of .* is off"):  # float32 catches it
         check_layer_grad(layer, [x])
+
+
+def test_a_bfloat16_weight_under_a_float32_output_is_refused_not_called_wrong(rng):
+    """ml_dtypes' products return float32, so a bfloat16 FullyConnected outputs float32; the
+    check then perturbed its bfloat16 weight by a step it rounds away and called the right
+    gradient off (an AssertionError blaming the layer)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    layer = FullyConnected(32, 16, dtype=ml_dtypes.bfloat16)
+    x = Arg(rng.standard_normal((64, 32)).astype(ml_dtypes.bfloat16))
+    assert layer(x).value.dtype == np.float32
+    with pytest.raises(TypeError, match=r"param FullyConnected.weight is bfloat16; finite diff"):
+        check_layer_grad(layer, [x])
