@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module
+from distconv.backend import get_array_module, sum_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.shape import is_int, volume
 from distconv.layers.base import Layer, grad_target
@@ -75,4 +75,6 @@ class FeatureMapExpand(Layer):
         n, f = dz.shape[0], self.num_filters
         width = dz.shape[1] // f  # not -1: it cannot size an empty batch
         copies, axis = ((n, f, width), 1) if self.as_row_vector else ((n, width, f), 2)
-        dx += dz.reshape(copies).sum(axis=axis).reshape(dx.shape)
+        # 16-bit copies summed in float32: numpy adds bfloat16 in bfloat16 (4096 copies of 0.1
+        # summed to 32)
+        dx += dz.reshape(copies).sum(axis=axis, dtype=sum_dtype(dz.dtype)).reshape(dx.shape)

@@ -254,3 +254,18 @@ def test_feature_map_expand_errors():
         FeatureMapExpand(0)
     with pytest.raises(LayerError, match="FeatureMapExpand 'fm': backward called before forward"):
         FeatureMapExpand(2, name="fm").backward(lambda p: None)
+
+
+@pytest.mark.parametrize("as_row", [False, True])
+def test_feature_map_expand_sums_16_bit_copies_in_float32(as_row):
+    """The input gradient summed its copies in the gradient's type: 4096 copies of 0.1 gave 32
+    in bfloat16 and 256 in float16, not 409.6."""
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    for dtype in (bf16, np.float16):
+        layer = FeatureMapExpand(4096, as_row_vector=as_row)
+        x = Arg(np.ones((2, 3), dtype))
+        y = layer(x).value
+        layer.output.grad = np.full(y.shape, 0.1, dtype)
+        layer.backward(lambda p: None)
+        assert x.grad.dtype == dtype
+        np.testing.assert_allclose(x.grad.astype(np.float64), 409.6, rtol=2**-7)
