@@ -117,6 +117,15 @@ def uses_ipv6(host: str) -> bool:
     return _resolves(host, pysocket.AF_INET6)
 
 
+def is_interface(host: str) -> bool:
+    """Whether ``host`` names a network interface of this host (``eth0``, ``lo``), which a
+    ZeroMQ bind reads before any host name, and binds that interface's address."""
+    try:
+        return host in {name for _, name in pysocket.if_nameindex()}
+    except OSError:  # no interface list (a platform without it)
+        return False
+
+
 def _resolves(host: str, family: int) -> bool:
     try:
         return bool(pysocket.getaddrinfo(host, None, family, pysocket.SOCK_STREAM))

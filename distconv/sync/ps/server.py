@@ -40,6 +40,7 @@ from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import (
     ShardConfig,
+    is_interface,
     tcp_url,
     uses_ipv6,
 )
@@ -157,8 +158,11 @@ class Shard(
             self._sock.bind(tcp_url(host, port or "*"))  # *: a port the OS picks
         except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it
             raise OSError(f"cannot bind {self.config.bind}: {exc}") from None
-        port = int(self._sock.last_endpoint.decode().rpartition(":")[2])
-        self.endpoint = join_endpoint(host, port)
+        bound, _, port = self._sock.last_endpoint.decode().removeprefix("tcp://").rpartition(":")
+        # an interface's name (--bind lo:0) is no address a worker can dial: print the one
+        # ZeroMQ bound (lo: 127.0.0.1), as --pservers must name it
+        shown = bound.strip("[]") if is_interface(host) else host
+        self.endpoint = join_endpoint(shown, int(port))
         log.info(
             "shard %d/%d listening on %s (%s mode, %d workers, %s)",
             self.index,

@@ -106,6 +106,25 @@ def test_a_shard_bound_to_an_interface_name_keeps_listening_on_ipv4():
         shard.close()
 
 
+@pytest.mark.skipif("lo" not in _interface_names(), reason="no interface named lo here")
+@pytest.mark.timeout(60)
+def test_a_shard_bound_to_an_interface_prints_the_address_a_worker_dials(shards):
+    """``--bind lo:0`` printed ``listening on lo:PORT``, which no worker can dial (``lo`` is no
+    host name): a worker given it waited out its timeout for a hello no shard could receive.
+    The shard now prints the interface's address, as the protocol says callers read it."""
+    (endpoint,) = shards.start(1, workers=1, extra=("--bind", "lo:0"))
+    assert endpoint.startswith("127.0.0.1:"), endpoint
+    data = batches(1, BATCH)
+    net = small_net()
+    sync = insecure_worker([endpoint], timeout=5)
+    try:
+        sync.setup(net.parameters(), {"batch": BATCH})
+        train_steps(net, sync, data)
+    finally:
+        sync.close()
+    assert_equals_local_training(net, data)
+
+
 @pytest.mark.parametrize("text", ["::1", "fd00::2", "::1:80", "fd00::7:5555"])
 def test_an_ipv6_host_without_brackets_is_refused_as_check_address_does(text):
     """``--bind ::1`` (no port) was read as host ``:`` port 1, ``fd00::2`` as ``fd00:`` port 2,
