@@ -33,7 +33,7 @@ from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
 from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
-from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime, mpi_launcher_size
+from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.sync import SyncError, SyncStrategy, create_sync
 
 log = logging.getLogger("distconv.distributed")
@@ -128,6 +128,20 @@ def start_training_process() -> None:
     except ValueError as exc:
         raise RuntimeConfigError(str(exc)) from None
     stop_with_launcher()
+
+
+def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
+    """The world size an MPI launcher (MPICH's or Open MPI's) gave this process, read from its
+    size variable alone (as :mod:`distconv.runtime` reads them); 1 where there is none or it is
+    not a number. Never raises: it is read on the way out of a process that has already failed."""
+    env = os.environ if environ is None else environ
+    for size_var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        if size_var in env:
+            try:
+                return int(env[size_var].strip())
+            except ValueError:
+                return 1
+    return 1
 
 
 def choose_transport(runtime: Runtime) -> str:

@@ -6,6 +6,7 @@ that breaks reads as two, or is cut apart by a log's prefixes.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 #: the most a worker's ``bye`` carries of the error it closes on (another process quotes it)
 SENT_ERROR_CHARS = 300
@@ -28,14 +29,16 @@ def described(error: BaseException, limit: int = SENT_ERROR_CHARS) -> str:
     return one_line(f"{type(error).__name__}: {error}", limit)
 
 
-#: what turns a ``DISTCONV_*`` switch off (``DISTCONV_PROGRESS``, ``DISTCONV_DEBUG``)
+#: what turns a ``DISTCONV_*`` switch off (``DISTCONV_PROGRESS``, ``DISTCONV_DEBUG``,
+#: ``DISTCONV_RANK_FROM_HOSTNAME``)
 OFF_VALUES = ("0", "false", "no", "off")
 
 
-def env_switch(name: str) -> bool | None:
-    """The environment variable ``name`` read as a switch: None where unset or blank, False
-    for one of :data:`OFF_VALUES` (any case), True for anything else."""
-    value = os.environ.get(name, "").strip()
+def env_switch(name: str, environ: Mapping[str, str] | None = None) -> bool | None:
+    """The environment variable ``name`` (of ``environ``, default ``os.environ``) read as a
+    switch: None where unset or blank, False for one of :data:`OFF_VALUES` (any case), True for
+    anything else."""
+    value = (os.environ if environ is None else environ).get(name, "").strip()
     if not value:
         return None
     return value.lower() not in OFF_VALUES

@@ -5,7 +5,8 @@ with flags, by ``distconv-launch`` (our variables plus the torchrun names ``RANK
 ``WORLD_SIZE``/``LOCAL_RANK``), by OpenMPI's ``mpirun`` (``OMPI_COMM_WORLD_*``), by MPICH's Hydra
 (``PMI_RANK``/``PMI_SIZE``/``MPI_LOCALRANKID``), or as a Kubernetes Indexed Job
 (``JOB_COMPLETION_INDEX``, with the world size from ``DISTCONV_WORLD_SIZE``). A StatefulSet
-ordinal in the host name (``pserver-3``) is read only with ``DISTCONV_RANK_FROM_HOSTNAME=1``;
+ordinal in the host name (``pserver-3``) is read only with ``DISTCONV_RANK_FROM_HOSTNAME`` on
+(``1``: any value but ``0``, ``false``, ``no``, ``off`` or blank, as ``DISTCONV_DEBUG``);
 otherwise a machine called ``ci-runner-2`` would silently become rank 2.
 
 Explicit flags override everything, silently. Two environment sources that are both present and
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distconv.endpoint import split_endpoint
+from distconv.messages import env_switch
 
 ROLES = ("worker", "server")
 DEFAULT_JOB_ID = "local"
@@ -165,20 +167,6 @@ def _flag_label(key: str) -> str:
     return _TRAIN_FLAGS.get(key, f"flags[{key!r}]")
 
 
-def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
-    """The world size an MPI launcher (MPICH's or Open MPI's) gave this process, read from its
-    size variable alone; 1 where there is none or it is not a number. Never raises: it is read
-    on the way out of a process that has already failed."""
-    env = os.environ if environ is None else environ
-    for size_var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):  # as _read_pmi, _read_openmpi
-        if size_var in env:
-            try:
-                return _env_int(env, size_var)
-            except RuntimeConfigError:
-                return 1
-    return 1
-
-
 def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The runtime flags of a parsed namespace (``distconv train``'s, :mod:`distconv.train_args`),
     for :func:`detect_runtime`: each None where the namespace has no such flag, or it was not
@@ -269,13 +257,14 @@ def _read_kubernetes(env: Mapping[str, str], hostname: str | None) -> _Placement
 
 def _read_hostname(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
     """A StatefulSet ordinal (``pserver-3``), only when asked for."""
-    if env.get(ENV_RANK_FROM_HOSTNAME, "").strip().lower() not in ("1", "true", "yes"):
+    if not env_switch(ENV_RANK_FROM_HOSTNAME, env):  # "on" was read as off: 0 of 1, silently
         return None
     host = (hostname if hostname is not None else socket.gethostname()).split(".")[0]
     match = _HOST_ORDINAL.match(host)
     if match is None:
         raise RuntimeConfigError(
-            f"{ENV_RANK_FROM_HOSTNAME}=1 but host name {host!r} does not end in -<ordinal>"
+            f"{ENV_RANK_FROM_HOSTNAME}={env[ENV_RANK_FROM_HOSTNAME].strip()} but host name "
+            f"{host!r} does not end in -<ordinal>"
         )
     rank = int(match.group(2))
     world = _world_size_var(env, f"host name {host!r}")

@@ -10,8 +10,8 @@ import os
 from collections.abc import Sequence
 from typing import NoReturn
 
-from distconv.distributed import TRANSPORT_OPTIONS
-from distconv.runtime import RuntimeConfigError, mpi_launcher_size
+from distconv.distributed import TRANSPORT_OPTIONS, mpi_launcher_size
+from distconv.runtime import RuntimeConfigError
 
 #: each transport setting's flag (the settings: ``distributed.TRANSPORT_OPTIONS``)
 SETTING_FLAGS = {

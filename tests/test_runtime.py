@@ -71,6 +71,22 @@ def test_hostname_ordinal_only_when_asked():
     assert (rt.source, rt.rank, rt.world_size, rt.local_rank) == ("hostname", 3, 4, 0)
 
 
+@pytest.mark.parametrize("value", ["1", "on", "ON", "yes", "True", " 1 "])
+def test_hostname_ordinal_opt_in_is_read_as_a_switch(value):
+    """DISTCONV_RANK_FROM_HOSTNAME=on (or ON, True) was read as off: every pod of a StatefulSet
+    then trained as rank 0 of 1, its DISTCONV_WORLD_SIZE silently ignored. It is read as
+    DISTCONV_DEBUG and DISTCONV_PROGRESS are (messages.env_switch)."""
+    env = {"DISTCONV_RANK_FROM_HOSTNAME": value, "DISTCONV_WORLD_SIZE": "4"}
+    rt = detect(env, hostname="pserver-3")
+    assert (rt.source, rt.rank, rt.world_size) == ("hostname", 3, 4)
+
+
+@pytest.mark.parametrize("value", ["0", "off", "False", "no", "", " "])
+def test_hostname_ordinal_opt_out_values_leave_the_host_name_alone(value):
+    env = {"DISTCONV_RANK_FROM_HOSTNAME": value, "DISTCONV_WORLD_SIZE": "4"}
+    assert detect(env, hostname="pserver-3") == Runtime(source="default")
+
+
 def test_hostname_opt_in_without_ordinal_names_the_host():
     with pytest.raises(RuntimeConfigError, match="'laptop' does not end in -<ordinal>"):
         detect({"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "2"})
