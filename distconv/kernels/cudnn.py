@@ -4,18 +4,19 @@ That is CuPy 13 with the cuDNN library installed (``nvidia-cudnn-cu12``, or a sy
 CuPy 14 dropped ``cupyx.cudnn``, and then the device runs the im2col kernels (:func:`available`).
 
 Only :mod:`distconv.kernels.conv` calls this module, and only with cupy arrays, so nothing here
-runs (or imports cupy) on a CPU-only machine. ``DISTCONV_CUDNN=0`` turns it off, which makes the
-im2col code run on the device instead (useful to compare the two).
+runs (or imports cupy) on a CPU-only machine. ``DISTCONV_CUDNN=0`` (or ``false``, ``no``,
+``off``, read as ``DISTCONV_DEBUG`` is) turns it off, which makes the im2col code run on the
+device instead (useful to compare the two).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from functools import lru_cache
 from typing import Any
 
 from distconv.kernels.shape import ConvGeometry
+from distconv.messages import env_switch
 
 _FLOATS = ("float16", "float32", "float64")
 
@@ -62,7 +63,7 @@ def unavailable_reason() -> str | None:
 
 def usable(*arrays: Any) -> bool:
     """Whether cuDNN can run a convolution on these (cupy) arrays: one float dtype for all."""
-    if os.environ.get("DISTCONV_CUDNN", "1") == "0":
+    if env_switch("DISTCONV_CUDNN") is False:  # 0, false, no, off; "off" once kept cuDNN on
         return False
     dtypes = {a.dtype.name for a in arrays}
     return available() and len(dtypes) == 1 and dtypes <= set(_FLOATS)
