@@ -102,8 +102,16 @@ def gpu_index(local_rank: int, device_count: int, visible: str | None = None) ->
 
 
 def device_from_env(default: str = "cpu") -> str:
-    """The device named by ``DISTCONV_DEVICE``, or ``default``."""
-    return os.environ.get("DISTCONV_DEVICE", default).strip().lower() or default
+    """The device named by ``DISTCONV_DEVICE``, or ``default``.
+
+    Raises:
+        BackendError: the variable names no device (the error names the variable: a value
+            set long ago in a shell's profile is no flag its user sees).
+    """
+    name = os.environ.get("DISTCONV_DEVICE", default).strip().lower() or default
+    if name not in DEVICES:
+        raise BackendError(f"DISTCONV_DEVICE must be one of {DEVICES}, got {name!r}")
+    return name
 
 
 def _is_cupy(a: Any) -> bool:

@@ -210,7 +210,8 @@ def test_resume_into_another_model_lists_the_mismatch_on_one_line(tmp_path):
 
 def test_bad_device_from_the_environment(tmp_path):
     proc = distconv("train", *SMALL, "--out", str(tmp_path), env={"DISTCONV_DEVICE": "tpu"})
-    _assert_one_line_error(proc, "device must be one of", "'tpu'")
+    # named by its variable: no flag of the command line said 'tpu'
+    _assert_one_line_error(proc, "DISTCONV_DEVICE must be one of", "'tpu'")
 
 
 def test_gpu_without_cupy_is_one_line(tmp_path):
