@@ -248,8 +248,9 @@ class PServerSync(
             if b.nbytes > frames[s]:
                 raise SyncError(
                     f"rank {self.rank}: block {b.id} of {self.params[b.param].name} is "
-                    f"{b.nbytes} bytes, more than the {frames[s]} of --max-frame-bytes of "
-                    f"pserver {self.endpoints[s]}: use a smaller block size"
+                    f"{b.nbytes} bytes, more than the {frames[s]} a frame may hold on pserver "
+                    f"{self.endpoints[s]} (its --max-frame-bytes, or --max-message-bytes where "
+                    "smaller): raise that bound, or give PServerSync a smaller block_bytes"
                 )
         for i, targets in enumerate(self._targets):
             if self._specs[i].sparse:  # a sparse push carries a batch's rows only

@@ -4,10 +4,14 @@ and a worker whose blocks would not fit is told at start-up instead of timing ou
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import insecure_worker, raw_dealer, small_net
+from ps_helpers import REPO_ROOT, insecure_worker, raw_dealer, small_net
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import ShardConfig
@@ -61,7 +65,25 @@ def test_a_worker_whose_blocks_exceed_the_frame_bound_is_told_at_setup(shards):
     endpoints = shards.start(1, workers=1, extra=["--max-frame-bytes", "32"])
     sync = _sync(endpoints, 64)
     try:
-        with pytest.raises(SyncError, match=r"is \d+ bytes, more than the 32 of --max-frame-bytes"):
+        with pytest.raises(SyncError, match=r"is \d+ bytes, more than the 32 a frame may hold"):
             sync.setup(small_net().parameters())
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_block_over_the_message_cap_names_both_bounds_and_a_remedy_the_command_has(shards):
+    """The shard's frame bound is --max-message-bytes where that is smaller: the error named
+    --max-frame-bytes alone, which the user had not set, and said to use a smaller block size,
+    which no flag of distconv train sets. A real worker process, as a user meets it."""
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-message-bytes", "100"])
+    proc = subprocess.run(
+        [sys.executable, "-m", "distconv", "train", "--pservers", endpoint, "--insecure"]
+        + ["--epochs", "1", "--timeout", "10", "--out", str(shards.tmp_path / "run")],
+        capture_output=True, text=True, timeout=50,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "more than the 100 a frame may hold" in last, last
+    assert "--max-message-bytes where smaller): raise that bound" in last, last
