@@ -312,7 +312,7 @@ class PServerSync(
         self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:
-        i = self._index(param)
+        i = self._by_name_index(param.name)
         spec = self._specs[i]
         grad = rows_view(to_host(param.grad), spec)
         if not spec.sparse:
@@ -320,9 +320,6 @@ class PServerSync(
                 self._queue_push(shard, i, blocks, [grad[b.start : b.stop] for b in blocks])
             return
         self._push_rows(i, grad)
-
-    def _index(self, param: Parameter) -> int:
-        return self._by_name_index(param.name)
 
     def _by_name_index(self, name: str) -> int:
         if name not in self._by_name:
