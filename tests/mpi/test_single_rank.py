@@ -183,10 +183,16 @@ def test_metrics_and_barriers_come_between_steps(no_mpi4py):
         sync.allreduce_sum([1.0])
     with pytest.raises(SyncError, match="at the barrier after 0 steps: .* not in step 0"):
         sync.barrier()
-    sync.on_gradient(sync.params[0])
+    sync.on_gradient(sync.params[0])  # the step's check completed: no longer what refuses
+    with pytest.raises(SyncError, match="broadcasting rank 0's parameters after 0 steps: .* n"):
+        sync.broadcast_parameters()
+    with pytest.raises(SyncError, match=r"comparing the job \(setup's check\) after 0 steps: "):
+        sync.all_equal({"a": 1})
     sync.finish_step()
     assert sync.allreduce_sum([1.0, 2.0]) == [1.0, 2.0]  # between steps: as before
     sync.barrier()
+    sync.broadcast_parameters()
+    sync.all_equal({"a": 1})
     sync.start_step(2)
     sync.on_gradient(sync.params[0])
 

@@ -1,7 +1,8 @@
 """The sync contract's job-level collectives over an MPI communicator: everything a rank
 exchanges with the others besides gradients (start-up broadcasts, the job check, metrics).
 
-Setup's job check, a metrics sum and the barrier open with the ranks' exchange of where they are
+Setup's job check, a metrics sum, the barrier and a broadcast of rank 0's parameters between
+steps open with the ranks' exchange of where they are
 (:meth:`~distconv.sync.mpi.step_check.StepCheck.meet`), as every step does: a rank that sums
 while another starts a step, or closes, or sets up again, is named, not left waiting."""
 
@@ -12,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import bcast_in_place, same_job
-from distconv.sync.mpi.step_check import BARRIER, SETUP, SUMMING, StepCheck, where
+from distconv.sync.mpi.step_check import BARRIER, BROADCAST, SETUP, SUMMING, StepCheck, where
 
 
 class RankCollectives(LocalSync):
@@ -34,10 +36,39 @@ class RankCollectives(LocalSync):
     _check: StepCheck
     step: int
     _open: str | None
+    #: inside :meth:`setup`, whose first collective (:meth:`all_equal`'s) met the other ranks
+    _setting_up = False
+
+    def setup(
+        self,
+        params: Sequence[Parameter],
+        config: Mapping[str, Any] | None = None,
+        state: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """:meth:`~distconv.sync.base.SyncStrategy.setup`, marked as under way: its job check
+        opens with setup's own exchange, and its broadcast follows that check."""
+        self._setting_up = True
+        try:
+            super().setup(params, config, state)
+        finally:
+            self._setting_up = False
 
     def broadcast_parameters(self) -> None:
-        """Copy rank 0's parameter values and optimizer state to every rank (setup's: after
-        :meth:`all_equal`'s exchange found every rank in setup)."""
+        """Copy rank 0's parameter values and optimizer state to every rank.
+
+        Setup's broadcast follows :meth:`all_equal`'s exchange, which found every rank in setup.
+        Called between steps it opens with an exchange of its own
+        (:data:`~distconv.sync.mpi.step_check.BROADCAST`): MPI sends small broadcasts eagerly,
+        so a rank that broadcast alone went on at once, and the others trained on their own
+        parameters without a word.
+
+        Raises:
+            SyncError: called between steps, naming what each rank is doing where any differs;
+                or called before setup, inside a step or after one that failed (see
+                :meth:`_meet`).
+        """
+        if not self._setting_up:
+            self._meet(BROADCAST)
         for p in self.params:
             self._bcast(p.value)
             for key in sorted(self.state[p.name]):
@@ -53,13 +84,18 @@ class RankCollectives(LocalSync):
         Setup's first collective. It opens with the ranks' exchange of where they are
         (:data:`~distconv.sync.mpi.step_check.SETUP`): a rank that sets up again, or late,
         while another is at a step or a meeting is named there, not left waiting in setup's
-        blocking collectives, which match none of theirs.
+        blocking collectives, which match none of theirs. Outside setup (the Trainer compares
+        its data so) it is a meeting between steps like the others.
 
         Raises:
             SyncError: naming this rank, the first rank that differs, and the first differing
-                key; or what each rank is doing, where a rank is not in setup.
+                key; or what each rank is doing, where a rank is not in setup; or, outside
+                setup, called inside a step or after one that failed (see :meth:`_meet`).
         """
-        self._check.meet(SETUP, self.step)
+        if self._setting_up:
+            self._check.meet(SETUP, self.step)
+        else:
+            self._meet(SETUP)
         same_job(self.comm, self.rank, description)
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:

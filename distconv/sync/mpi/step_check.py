@@ -7,8 +7,9 @@ gradients, not twice; and a rank that disagrees is named there, on every rank, b
 them can hang in a reduction of another size.
 
 Every other meeting on the job communicator (setup's job check, a metrics sum, the barrier, a
-rank closing) starts with the same exchange, a code in place of the step (:data:`SETUP`,
-:data:`SUMMING`, :data:`BARRIER`, :data:`CLOSED`). MPI matches collectives by their order
+broadcast of rank 0's parameters between steps, a rank closing) starts with the same exchange, a
+code in place of the step (:data:`SETUP`, :data:`SUMMING`, :data:`BARRIER`, :data:`BROADCAST`,
+:data:`CLOSED`). MPI matches collectives by their order
 alone, so ranks that disagree on what comes next (one sums metrics after two steps while another
 starts a third, closes, or sets up again) would otherwise wait in collectives that never match,
 or worse, match ones of the same shape. With every meeting opening alike, they meet in this
@@ -34,6 +35,9 @@ SUMMING = -2
 BARRIER = -3
 #: in place of a step number: the rank compares the job, as setup does first (then its steps)
 SETUP = -4
+#: in place of a step number: the rank broadcasts rank 0's parameters between steps (then its
+#: steps)
+BROADCAST = -5
 
 
 def where(row: Sequence[int]) -> str:
@@ -50,6 +54,8 @@ def where(row: Sequence[int]) -> str:
         return f"at the barrier {after}"
     if what == SETUP:
         return f"comparing the job (setup's check) {after}"
+    if what == BROADCAST:
+        return f"broadcasting rank 0's parameters {after}"
     return f"unknown code {what}"
 
 
