@@ -15,15 +15,18 @@ Cases (each must end the job with a message naming the wait or the difference, n
   with the ranks' exchange of where they are, so a rank names the difference at once, long
   before the watchdog (600 s here) would. ``again``: rank 0 calls setup a second time after two
   steps while rank 1 goes on to step 2; setup opens with the same exchange, so it is named too.
+- ``late``: after two steps both ranks set up again (a second fit), but rank 1 stops (a long
+  sleep) before its setup: rank 0 waits in setup's first exchange, and says so (the phase is
+  ``setup``, not ``after step 1``).
 - ``early``: rank 0 catches an error before setup (a checkpoint it cannot read) and closes its
   sync, while rank 1 waits in setup: closing before setup aborts the job, long before the
   watchdog (600 s here) would.
 
 Each rank sends its stderr and its log to ``RECORDS/rank<r>.err`` (``mpiexec`` may tear the
-job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s in case
-``stuck``; in case ``own`` 4 s on rank 1 and 6 s on rank 0, so that rank 0 warns (at 3 s) before
-rank 1 stops the job (at 4 s); 600 s in the others. The ranks meet once before the sync is
-made, so that no rank's slower start is taken for a stall.
+job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s in cases
+``stuck`` and ``late``; in case ``own`` 4 s on rank 1 and 6 s on rank 0, so that rank 0 warns
+(at 3 s) before rank 1 stops the job (at 4 s); 600 s in the others. The ranks meet once before
+the sync is made, so that no rank's slower start is taken for a stall.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
 
 #: per case, the watchdog's timeout on each rank
-TIMEOUTS = {"stuck": (2.0, 2.0), "own": (6.0, 4.0)}  # else 600 s: never reached
+TIMEOUTS = {"stuck": (2.0, 2.0), "own": (6.0, 4.0), "late": (2.0, 2.0)}  # else 600 s: never
 
 
 class StallingSync(MPISync):
@@ -96,6 +99,11 @@ def main() -> None:
                 elif case == "barrier":  # met by rank 1's metrics
                     sync.barrier()
                 break  # "closes": the close's exchange meets rank 1's metrics
+            if step == 2 and case == "late":  # a second fit: rank 1 does not come to it
+                if rank == 1:
+                    time.sleep(60)
+                sync.setup(net.parameters(), {})
+                break
             if step == 2 and rank == 1 and case in ("closes", "barrier"):
                 sync.allreduce_sum([1.0, 2.0])
                 break

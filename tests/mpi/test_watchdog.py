@@ -86,6 +86,17 @@ def test_a_stuck_rank_ends_the_job_naming_the_gradient_wait(tmp_path, overlap):
 
 
 @with_mpiexec
+def test_a_rank_that_does_not_come_to_a_second_setup_is_waited_for_in_setup(tmp_path):
+    """A second fit after two steps, which rank 1 never reaches: rank 0's stop names setup as
+    what it was doing (it said "after step 1", the phase of the steps before)."""
+    pytest.importorskip("mpi4py")
+    records = stalled_job(tmp_path, "late", "0")
+    at_setup = r"the Wait of an Iallgather on the job communicator \(setup\)"
+    said = rf"rank 0: SyncError: waited [\d.]+ s in {at_setup} .*aborting the MPI job"
+    assert re.search(said, records), records
+
+
+@with_mpiexec
 def test_ranks_in_different_collectives_end_the_job(tmp_path):
     """The hang no exchange of the sync can see: after two steps rank 0 calls a collective of
     its own (a Barrier on the sync's communicator), rank 1 waits for step 2's check. Rank 1

@@ -184,6 +184,7 @@ class MPISync(RankCollectives):
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         self._open = "setup (it failed)"
+        self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         try:
             super().setup(params, {**(config or {}), **wire}, state)
         except JobMismatch:
