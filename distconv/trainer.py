@@ -223,9 +223,12 @@ class Trainer:
 
     def _fire_all(self) -> None:
         """Hand every gradient (what earlier passes accumulated, or zero) to the sync: in the
-        recorded firing order, then those it lacks (unfrozen since); none of a frozen one."""
+        sync's recorded firing order, else the network's (an earlier pass of the first step: the
+        MPI sync lays out every rank's buckets by rank 0's first order, and the ranks that ran
+        backward by their network's), then those it lacks (unfrozen since); none of a frozen one."""
         by_name = {p.name: p for p in self.trainable}
-        for name in dict.fromkeys([*self.sync.firing_order, *by_name]):
+        recorded = self.network.firing_order or ()
+        for name in dict.fromkeys([*self.sync.firing_order, *recorded, *by_name]):
             if name in by_name:
                 self.sync(by_name[name])
 

@@ -1,4 +1,4 @@
-"""mpiexec -n 2 python -m mpi4py run_trainer.py OUT OVERLAP EPOCHS EXAMPLES [RUN_DIR]: the
+"""mpiexec -n N python -m mpi4py run_trainer.py OUT OVERLAP EPOCHS EXAMPLES [RUN_DIR]: the
 Trainer over MPI.
 
 Trains ``small_lenet`` in float64 with Adam on ``EXAMPLES`` of :func:`trainer_data`, 2 examples

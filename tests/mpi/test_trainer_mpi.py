@@ -26,20 +26,21 @@ pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 
-def one_process(epochs: int, examples: int = 37) -> dict[str, np.ndarray]:
-    """One process, 4 examples a pass, 3 passes a step: the 2 ranks' global batch of 12."""
+def one_process(epochs: int, examples: int = 37, ranks: int = 2) -> dict[str, np.ndarray]:
+    """One process, 2 examples a pass for each of ``ranks``, 3 passes a step: the ranks' global
+    batch (12 for 2 ranks)."""
     net = small_lenet(seed=0)
     sync = LocalSync(create_optimizer("adam", lr=0.01))
-    trainer = Trainer(net, sync, 4, accumulate=3, progress=False, dtype="float64")
+    trainer = Trainer(net, sync, 2 * ranks, accumulate=3, progress=False, dtype="float64")
     trainer.fit(trainer_data(examples), epochs=epochs)
     return weights(net)
 
 
-def two_ranks(tmp_path, name: str, overlap: str, epochs: int, examples=37, run_dir=None):
-    """``run_trainer.py`` on 2 ranks: rank 0's parameters, and the steps the job ran."""
+def two_ranks(tmp_path, name: str, overlap: str, epochs: int, examples=37, run_dir=None, n=2):
+    """``run_trainer.py`` on 2 ranks (``n``): rank 0's parameters, and the steps the job ran."""
     out = tmp_path / f"{name}.npz"
     command = [*script("run_trainer.py"), str(out), overlap, str(epochs), str(examples)]
-    proc = run_mpi(["-n", "2", *command, *([str(run_dir)] if run_dir else [])], timeout=100)
+    proc = run_mpi(["-n", str(n), *command, *([str(run_dir)] if run_dir else [])], timeout=100)
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = dict(np.load(out))
     return params_of(saved), int(saved["_steps"])
@@ -56,6 +57,19 @@ def test_accumulated_passes_on_two_ranks_equal_one_process(tmp_path, overlap, ex
     assert max_relative(ranks, reference) <= 1e-10
     moved = max_relative(ranks, weights(small_lenet(seed=0)))
     assert moved > 1e-3  # trained: equal to the reference, not to the start
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_three_ranks_on_fewer_examples_than_ranks_equal_one_process(tmp_path, overlap):
+    """2 examples for 3 ranks: in the first step rank 0 has nothing in its last pass (it hands
+    its gradients over from ``_fire_all``) and rank 2 nothing at all (it never runs backward, so
+    it lays its buckets out by rank 0's first order). Before, ``_fire_all`` went in network
+    order, which became that first order, while ranks 0 and 1 laid theirs out by their
+    backward's: step 1 stopped, the ranks laying out buckets differently."""
+    ranks, steps = two_ranks(tmp_path, "fewer", overlap, 2, examples=2, n=3)
+    assert steps == 2  # one global batch of 18 holding both examples, each epoch
+    assert max_relative(ranks, one_process(2, examples=2, ranks=3)) <= 1e-10
+    assert max_relative(ranks, weights(small_lenet(seed=0))) > 1e-3
 
 
 def test_two_ranks_resumed_from_a_checkpoint_equal_one_process_uninterrupted(tmp_path):
