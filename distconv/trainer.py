@@ -25,6 +25,7 @@ from distconv.arg import feeds_of
 from distconv.backend import resolve_dtype
 from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
+from distconv.layers.base import LayerError
 from distconv.metrics import MetricsWriter, ProgressBar, plot_metrics, summary
 from distconv.network import Network
 from distconv.parameter import Parameter
@@ -181,7 +182,13 @@ class Trainer:
         outputs = self.network.forward(feeds)
         if self.monitor is not None:  # evaluating is progress too: a long test set is no stall
             self.monitor.beat()
-        loss = outputs[self.loss_name].value * len(index)
+        mean = outputs[self.loss_name].value
+        if mean.ndim:  # backward would seed every element: a whole epoch of wrong steps
+            raise LayerError(
+                f"the loss layer {self.loss_name!r} outputs shape {tuple(mean.shape)}, not the "
+                "scalar mean loss the Trainer trains on (reduce it to its mean)"
+            )
+        loss = mean * len(index)
         if self.accuracy is None:
             return loss, 0
         return loss, right_answers(outputs, self.accuracy)

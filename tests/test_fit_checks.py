@@ -125,3 +125,22 @@ def test_an_empty_test_set_is_refused_before_training(data):
     with pytest.raises(DataError, match=r"the test set is empty; pass test=None"):
         t.fit(train, empty, epochs=1)
     assert t.pos.step == 0
+
+
+def test_a_loss_layer_that_is_no_scalar_is_refused_before_a_step_trains():
+    """A "loss" of one value per example: backward seeds every element, so the Trainer
+    trained a whole epoch on the gradient of their sum, then failed reading the epoch's loss
+    (review k151). It now stops at the first forward, naming the layer and its shape."""
+    from distconv.layers import FullyConnected
+    from distconv.layers.base import LayerError
+    from distconv.network import Network
+
+    rng = np.random.default_rng(0)
+    net = Network()
+    net.add("loss", FullyConnected(3, 2), "x")  # (N, 2): a layer, but no mean loss
+    before = net.parameters()[0].value.copy()
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.1))
+    t = Trainer(net, sync, 4, accuracy=None, progress=False)
+    with pytest.raises(LayerError, match=r"'loss' outputs shape \(4, 2\), not the scalar mean"):
+        t.fit({"x": rng.standard_normal((16, 3))}, epochs=1)
+    np.testing.assert_array_equal(net.parameters()[0].value, before)  # no step was taken
