@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.backend import get_array_module, is_gpu_array
+from distconv.backend import get_array_module, is_gpu_array, sum_dtype
 from distconv.kernels import cudnn
 from distconv.kernels.conv_columns import (
     Columns,
@@ -58,13 +58,15 @@ def grouped_weight(w: Any, groups: int) -> Any:
     return w.reshape(groups, w.shape[0] // groups, -1)
 
 
-def _sum_weight_grad(partials: list[Any], w_shape: tuple[int, ...]) -> Any:
-    """The chunks' partial weight gradients summed, C-contiguous in ``w``'s shape (a batched
-    chunk may return its product transposed; a buffer API downstream wants plain memory)."""
-    total = partials[0]
+def _sum_weight_grad(partials: list[Any], w: Any) -> Any:
+    """The chunks' partial weight gradients summed, C-contiguous in ``w``'s shape and dtype (a
+    batched chunk may return its product transposed; a buffer API downstream wants plain
+    memory). A 16-bit weight's partials are added in float32 (:func:`sum_dtype`)."""
+    total = partials[0].astype(sum_dtype(w.dtype) or w.dtype, copy=False)
     for p in partials[1:]:
         total = total + p
-    return get_array_module(total).ascontiguousarray(total).reshape(w_shape)
+    xp = get_array_module(total)
+    return xp.ascontiguousarray(total.astype(w.dtype, copy=False)).reshape(w.shape)
 
 
 def conv_forward(
@@ -148,7 +150,8 @@ def conv_forward(
                 return xp.matmul(col, dy_b.swapaxes(-1, -2)).swapaxes(-1, -2)
             return xp.matmul(dy_b, col.swapaxes(-1, -2))
         gy = widen_output(dw_from[a:b], wide_out).reshape(b - a, g, wg.shape[1], -1)
-        return xp.matmul(gy, col.swapaxes(-1, -2)).sum(axis=0)
+        # over the chunk's samples: a 16-bit sum in float32, as every sum of a batch is
+        return xp.matmul(gy, col.swapaxes(-1, -2)).sum(axis=0, dtype=sum_dtype(gy.dtype))
 
     key = ("fwd" if want_y else "") + ("dw" if dw_from is not None else "")
     partials = run_chunks(run, key, x, w, geom, work)
@@ -156,7 +159,7 @@ def conv_forward(
         return y, None
     if not partials:  # an empty batch: its gradient is zero
         return y, xp.zeros_like(w)
-    dw = _sum_weight_grad(partials, w.shape)
+    dw = _sum_weight_grad(partials, w)
 
     def again() -> Any:
         return conv_forward(x, w, geom, dw_from, want_y=False, exact=True)[1]

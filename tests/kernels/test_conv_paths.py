@@ -464,3 +464,23 @@ def test_the_weight_gradient_is_plain_memory(rng, x_shape, w_shape, groups):
     dyg = dy.reshape(x_shape[0], g, w_shape[0] // g, *x_shape[2:])
     expected = np.einsum("ngohw,ngchwij->gocij", dyg, cols).reshape(w_shape)
     np.testing.assert_allclose(dw, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("n, k, size", [(4096, 1, 2), (4096, 3, 6), (64, 1, 32)])
+def test_a_16_bit_weight_gradient_sums_the_batch_in_float32(dtype, n, k, size):
+    """The per-sample layout summed its samples' products, and the chunks' partials, in the
+    weight's type: float16 drifted and stopped growing (1024 for 1638; review k151), as every
+    other batch sum did before it took float32 (``sum_dtype``). The result keeps ``w``'s type."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    geom = ConvGeometry((k, k), (1, 1), (0, 0), (1, 1))
+    x = np.ones((n, 1, size, size), dtype)
+    w = np.ones((2, 1, k, k), dtype)
+    dy = np.full((n, 2, size - k + 1, size - k + 1), 0.1, dtype)
+    _, dw = conv_forward(x, w, geom, dw_from=dy, want_y=False)
+    as_f64 = [a.astype(np.float64) for a in (x, w, dy)]
+    _, want = conv_forward(*as_f64[:2], geom, dw_from=as_f64[2], want_y=False)
+    assert dw.dtype == w.dtype
+    # the sum is exact; what is left is one rounding of it to 16 bits (8 bits of bfloat16)
+    np.testing.assert_allclose(dw.astype(np.float64), want, rtol=2**-8)
