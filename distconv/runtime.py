@@ -141,9 +141,11 @@ def detect_runtime(
         raise RuntimeConfigError(
             f"unknown runtime flag(s) {sorted(unknown)}; known: {sorted(_FLAG_KEYS)}"
         )
-    placement = _placement(flags, env, hostname)
+    placement, role = _placement(flags, env, hostname), _role(flags, env)
+    if placement.source == "default" and role == "worker" and ENV_WORLD_SIZE in env:
+        _refuse_world_size_alone(env)
     runtime = Runtime(
-        role=_role(flags, env),
+        role=role,
         rank=placement.rank,
         world_size=placement.world_size,
         local_rank=placement.local_rank or 0,
@@ -288,6 +290,18 @@ def _world_size_var(env: Mapping[str, str], rank_from: str) -> int:
             "workers there are"
         )
     return _env_int(env, ENV_WORLD_SIZE)
+
+
+def _refuse_world_size_alone(env: Mapping[str, str]) -> None:
+    """A world size above 1 with nothing that says which rank this is: the worker trained
+    alone as rank 0 of 1, without a word (a StatefulSet's pod without the hostname switch)."""
+    world = _env_int(env, ENV_WORLD_SIZE)
+    if world > 1:
+        raise RuntimeConfigError(
+            f"{ENV_WORLD_SIZE}={world} says the job has {world} workers, but nothing says "
+            "which one this is (no --rank, RANK, MPI rank or JOB_COMPLETION_INDEX, and "
+            f"{ENV_RANK_FROM_HOSTNAME} is off): alone it would train as rank 0 of 1"
+        )
 
 
 def _env_int(env: Mapping[str, str], name: str) -> int:

@@ -63,10 +63,17 @@ def test_each_environment_source(env, source, placement):
     assert rt.is_chief == (placement[0] == 0)
 
 
+ALONE = r"DISTCONV_WORLD_SIZE=4 says the job has 4 workers, but nothing says which one .* is off"
+
+
 def test_hostname_ordinal_only_when_asked():
     env = {"DISTCONV_WORLD_SIZE": "4"}
-    # a CI machine whose name ends in a number must not become rank 2
-    assert detect(env, hostname="ci-runner-2") == Runtime(source="default")
+    # a CI machine whose name ends in a number must not become rank 2; nor may a world size
+    # with no rank beside it train alone as rank 0 of 1, without a word (review k153)
+    assert detect({"DISTCONV_WORLD_SIZE": "1"}, hostname="ci-runner-2") == Runtime()
+    with pytest.raises(RuntimeConfigError, match=ALONE):
+        detect(env, hostname="ci-runner-2")
+    assert detect({**env, "DISTCONV_ROLE": "server"}).world_size == 1  # a shard has no rank
     rt = detect({**env, "DISTCONV_RANK_FROM_HOSTNAME": "1"}, hostname="pserver-3.svc.local")
     assert (rt.source, rt.rank, rt.world_size, rt.local_rank) == ("hostname", 3, 4, 0)
 
@@ -84,7 +91,8 @@ def test_hostname_ordinal_opt_in_is_read_as_a_switch(value):
 @pytest.mark.parametrize("value", ["0", "off", "False", "no", "", " "])
 def test_hostname_ordinal_opt_out_values_leave_the_host_name_alone(value):
     env = {"DISTCONV_RANK_FROM_HOSTNAME": value, "DISTCONV_WORLD_SIZE": "4"}
-    assert detect(env, hostname="pserver-3") == Runtime(source="default")
+    with pytest.raises(RuntimeConfigError, match=ALONE):  # not rank 3 from the host name
+        detect(env, hostname="pserver-3")
 
 
 def test_hostname_opt_in_without_ordinal_names_the_host():
