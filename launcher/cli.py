@@ -123,7 +123,7 @@ def local_plan(
 ) -> tuple[ServerOptions | None, JobEnv, list[str]]:
     """Server options, shared environment and the worker program of a local job."""
     if program.is_train and args.servers == 0 and args.workers > 1:
-        raise LaunchError(
+        raise UsageError(  # a combination of flags: exit 2, as the launcher's other refusals
             "distconv train with several workers needs parameter servers (--servers M >= 1) "
             "or allreduce (distconv-launch mpi)"
         )

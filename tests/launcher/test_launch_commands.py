@@ -285,8 +285,13 @@ def test_a_user_program_without_servers(tmp_path):
 
 
 def test_train_needs_servers_for_several_workers(tmp_path):
-    with pytest.raises(LaunchError, match="needs parameter servers .* or allreduce"):
+    # a usage error (exit 2), as the launcher's other refusals of a flag combination (k153)
+    with pytest.raises(UsageError, match="needs parameter servers .* or allreduce"):
         _local(["--workers", "2", "--servers", "0"], tmp_path)
+    argv = ["local", "--workers", "2", "--servers", "0", "--run-dir", str(tmp_path / "r"), "--"]
+    done = subprocess.run([sys.executable, "-m", "launcher", *argv, "--epochs", "2"],
+                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)  # fmt: skip
+    assert done.returncode == 2 and "needs parameter servers" in done.stderr
     _, program, servers, _ = _local(["--workers", "1", "--servers", "0"], tmp_path)
     assert servers is None and program.argv == ("--out", str(tmp_path / "train"))
 
