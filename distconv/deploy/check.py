@@ -148,19 +148,23 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
                 )
 
 
-def _shard_names(objs: Sequence[Manifest]) -> tuple[list[str] | None, int] | None:
-    """The shards' addresses in ordinal order and their count, from the StatefulSet that runs
-    ``distconv pserver``; None where the job has none. The addresses are None where its
-    ``--bind`` is not written out: a value the cluster fills in (``$(ARGS)``) may hold it."""
+def _shard_names(
+    objs: Sequence[Manifest],
+) -> tuple[list[str] | None, int, str | None] | None:
+    """The shards' addresses in ordinal order, their count and their namespace (None where
+    the manifest leaves it to ``kubectl -n``), from the StatefulSet that runs ``distconv
+    pserver``; None where the job has none. The addresses are None where its ``--bind`` is
+    not written out: a value the cluster fills in (``$(ARGS)``) may hold it."""
     for sts, _, _, _, args in _running(_of_kind(objs, "StatefulSet"), "pserver"):
         spec = sts["spec"]
         replicas = int(spec.get("replicas", 1))
+        namespace = sts["metadata"].get("namespace")
         bind = _flag(args, "--bind", last=True)
         if bind is None:
-            return None, replicas
+            return None, replicas, namespace
         port = bind.rsplit(":", 1)[-1]
         name, service = sts["metadata"]["name"], spec.get("serviceName")
-        return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas
+        return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
     return None
 
 
@@ -171,17 +175,20 @@ _QUALIFIED = re.compile(
 )
 
 
-def _same_shards(given: list[str], names: list[str]) -> bool:
+def _same_shards(given: list[str], names: list[str], namespace: str | None) -> bool:
     """Whether ``given`` addresses are the shards' ``names`` in order, each as written or
-    qualified with a namespace and the cluster's domain, on the same port."""
+    qualified with a namespace (theirs, where the manifest names it: another namespace's
+    shards of the same name are other shards) and the cluster's domain, on the same port."""
     if len(given) != len(names):
         return False
     for address, name in zip(given, names):
         host, _, port = address.rpartition(":")
         short, _, want = name.rpartition(":")
-        if port != want or not (
-            host == short or (host.startswith(short) and _QUALIFIED.fullmatch(host[len(short) :]))
-        ):
+        rest = host[len(short) :] if host.startswith(short) else None
+        qualified = rest is not None and _QUALIFIED.fullmatch(rest) is not None
+        if qualified and namespace is not None:
+            qualified = rest.split(".")[1] == namespace
+        if port != want or not (host == short or qualified):
             return False
     return True
 
@@ -209,7 +216,9 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                         continue
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"
-                    elif shards[0] is not None and not _same_shards(text.split(","), shards[0]):
+                    elif shards[0] is not None and not _same_shards(
+                        text.split(","), shards[0], shards[2]
+                    ):
                         yield (
                             f"{where}: {source} {text!r} is not the shards' DNS names "
                             f"{','.join(shards[0])!r}"

@@ -872,6 +872,21 @@ def test_a_shard_name_qualified_with_its_namespace_is_the_same_shard(pservers, s
         assert "is not the shards' DNS names" in problems[0]
 
 
+@pytest.mark.parametrize("namespace", [None, "team-a", "team-b"])
+def test_a_qualified_shard_name_must_name_the_shards_namespace_where_it_is_written(namespace):
+    """The shards' StatefulSet in namespace team-a: ``<pod>.<service>.team-b.svc`` names pods
+    of the same names in another namespace (other shards, or none), and passed for these. A
+    manifest that leaves the namespace to ``kubectl -n`` may mean any."""
+    objs = copy.deepcopy(render("pserver"))
+    if namespace is not None:
+        objs[1]["metadata"]["namespace"] = namespace
+    _arg_set(_container(objs[2]), "--pservers", _qualified(".team-a.svc"))
+    problems = manifest_problems(objs)
+    assert (problems == []) is (namespace in (None, "team-a")), problems
+    if problems:
+        assert "is not the shards' DNS names" in problems[0]
+
+
 @pytest.mark.parametrize("after", [False, True])
 def test_a_pservers_variable_is_filled_in_only_from_those_defined_before_it(after):
     """The kubelet fills in a variable's ``$(VAR)`` from the variables defined before it only
