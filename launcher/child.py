@@ -78,6 +78,8 @@ class ChildSpec:
         prefix: put before each of its output lines; None means ``"[role rank] "``.
         stop_signals: what a stop sends its group, in order (a shard drains at SIGTERM and
             stops at once at SIGINT: the launcher sends it both, once the workers are gone).
+        fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
+            reserved port).
     """
 
     role: str
@@ -86,6 +88,7 @@ class ChildSpec:
     env: dict[str, str] = field(repr=False, default_factory=dict)
     prefix: str | None = None
     stop_signals: tuple[int, ...] = (signal.SIGTERM,)
+    fds: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -171,6 +174,7 @@ class Child:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: we signal the group
+                pass_fds=spec.fds,
                 preexec_fn=_parent_death_signal(),
             )
         except BaseException:

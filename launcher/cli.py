@@ -32,7 +32,6 @@ from .commands import (
     UsageError,
     child_env,
     clean_environ,
-    free_ports,
     keys_command,
     names_a_program,
     new_launch,
@@ -52,6 +51,7 @@ from .options import (
     ignored_flag,
     split_argv,
 )
+from .ports import reserve_ports
 from .supervisor import ChildSpec, Supervisor
 
 PROG = "distconv-launch"
@@ -168,8 +168,10 @@ def local_children(
     restart: int,
     environ,
     ports: Sequence[int] = (),
+    fds: Sequence[int] = (),
 ) -> list[ChildSpec]:
-    """Every child of one attempt of a local job: the shards first, then the workers."""
+    """Every child of one attempt of a local job: the shards first, then the workers. Shard
+    ``i`` serves on ``ports[i]``, on the inherited socket ``fds[i]`` where given."""
     pservers = tuple(f"{servers.host}:{p}" for p in ports) if servers else ()
     job = dataclasses.replace(job, pservers=pservers, restart=restart)
     specs = []
@@ -177,12 +179,14 @@ def local_children(
         shard_job = dataclasses.replace(job, threads=1)
         for shard, port in enumerate(ports):
             env = child_env(environ, shard_job, "server", shard, servers.num_shards)
-            argv = server_command(shard, port, servers)
+            fd = fds[shard] if fds else None
+            argv = server_command(shard, port, servers, fd=fd)
             # by the time the supervisor stops a shard its workers are gone: SIGINT stops it at
             # once; SIGTERM first, for a shard not up yet (its default action) or started with
             # SIGINT ignored (a script's `&`), where SIGTERM's drain ends with no worker in
             stop = (signal.SIGTERM, signal.SIGINT)
-            specs.append(ChildSpec("server", shard, argv, env, stop_signals=stop))
+            inherits = () if fd is None else (fd,)
+            specs.append(ChildSpec("server", shard, argv, env, stop_signals=stop, fds=inherits))
     sync = "pserver" if servers is not None else None
     argv = worker_command(program, sync, restart)
     for rank in range(workers):
@@ -213,11 +217,19 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
         f"{run_dir / 'logs'}"
     )
 
-    def build(restart: int) -> list[ChildSpec]:
-        ports = free_ports(args.servers) if servers else []
-        return local_children(program, servers, job, args.workers, restart, os.environ, ports)
+    # held until the launcher exits: every attempt's shards serve on the same ports, and no
+    # other process can take one between two attempts, or before a shard starts
+    reserved = reserve_ports(args.servers) if servers else []
+    ports, fds = [s.getsockname()[1] for s in reserved], [s.fileno() for s in reserved]
 
-    return supervisor.run(build, max_restarts=args.max_restarts)
+    def build(restart: int) -> list[ChildSpec]:
+        return local_children(program, servers, job, args.workers, restart, os.environ, ports, fds)
+
+    try:
+        return supervisor.run(build, max_restarts=args.max_restarts)
+    finally:
+        for sock in reserved:
+            sock.close()
 
 
 def env_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:

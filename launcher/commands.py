@@ -1,8 +1,8 @@
 """Pure builders for the processes of a local job: what to run, with which environment.
 
-Nothing here starts a process or touches the disk (except :func:`free_ports`, which asks the
-kernel for ports), so tests assert the exact commands (Horovod's runner is the model). The
-supervisor (:mod:`.supervisor`) runs what these functions describe.
+Nothing here starts a process, opens a socket or touches the disk, so tests assert the exact
+commands (Horovod's runner is the model). The supervisor (:mod:`.supervisor`) runs what these
+functions describe; :mod:`.ports` reserves the shards' ports.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import argparse
 import os
 import secrets
 import shutil
-import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -255,10 +254,13 @@ class ServerOptions:
 
 
 def server_command(
-    shard: int, port: int, opts: ServerOptions, python: str = sys.executable
+    shard: int, port: int, opts: ServerOptions, python: str = sys.executable, fd: int | None = None
 ) -> list[str]:
-    """``python -m distconv pserver ...`` for shard ``shard`` listening on ``port``."""
+    """``python -m distconv pserver ...`` for shard ``shard`` listening on ``port``, on the
+    inherited socket ``fd`` where given (``--bind-fd``: :func:`.ports.reserve_ports`)."""
     argv = [python, "-m", "distconv", "pserver", "--bind", f"{opts.host}:{port}"]
+    if fd is not None:
+        argv += ["--bind-fd", str(fd)]
     argv += ["--shard", str(shard), "--num-shards", str(opts.num_shards)]
     argv += ["--workers", str(opts.workers), "--mode", opts.mode]
     if opts.job_id:  # a shard serves only requests that name its job
@@ -376,20 +378,3 @@ def child_env(
         env["DISTCONV_LAUNCHER"] = job.launcher
     env.update(dict.fromkeys(THREAD_VARS, str(job.threads)))
     return env
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct TCP ports that were free on ``host`` a moment ago.
-
-    All sockets stay open until every port is chosen, so the kernel never hands out one twice.
-    """
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()

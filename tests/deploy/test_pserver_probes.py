@@ -23,7 +23,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.base import SyncError
 from distconv.sync.ps.cli import PROBE_HOST
 from distconv.sync.ps.client import PServerSync
-from launcher.commands import free_ports
+from launcher.ports import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -231,7 +231,7 @@ def test_train_closes_the_probes_when_the_transport_cannot_be_built(monkeypatch)
 
     from distconv.job import TrainConfig, train
     from distconv.runtime import RuntimeConfigError
-    from launcher.commands import free_ports
+    from launcher.ports import free_ports
 
     (port,) = free_ports(1)
     config = TrainConfig(data="synthetic", epochs=1, health_port=port, sync="pserver")
@@ -390,7 +390,7 @@ def test_train_frees_the_probes_port_when_the_restart_count_is_bad(monkeypatch, 
     import socket
 
     from distconv.job import TrainConfig, train
-    from launcher.commands import free_ports
+    from launcher.ports import free_ports
 
     monkeypatch.setenv("DISTCONV_RESTART", restart)
     (port,) = free_ports(1)

@@ -23,7 +23,6 @@ from launcher.commands import (
     UsageError,
     child_env,
     clean_environ,
-    free_ports,
     has_option,
     keys_command,
     option_value,
@@ -36,6 +35,7 @@ from launcher.commands import (
     worker_command,
 )
 from launcher.options import split_argv
+from launcher.ports import free_ports, reserve_ports
 from launcher.supervisor import Failure
 
 PY = sys.executable
@@ -317,6 +317,35 @@ def test_free_ports_are_distinct_and_bindable():
     for port in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_reserved_ports_are_distinct_listening_and_nobody_elses():
+    """A reserved port cannot be taken while the launcher holds it (a picked one could, in
+    the second before its shard bound it), and a client reaches it before any shard runs."""
+    reserved = reserve_ports(3)
+    try:
+        ports = [s.getsockname()[1] for s in reserved]
+        assert len(set(ports)) == 3 and all(s.get_inheritable() for s in reserved)
+        for port in ports:
+            with socket.socket() as s, pytest.raises(OSError, match="in use"):
+                s.bind(("127.0.0.1", port))
+        with socket.create_connection(("127.0.0.1", ports[0]), timeout=5):
+            pass  # queued until a shard accepts
+    finally:
+        for s in reserved:
+            s.close()
+
+
+def test_shards_serve_on_the_sockets_the_launcher_reserved(tmp_path):
+    _, program, servers, job = _local(["--workers", "2", "--servers", "2"], tmp_path)
+    specs = local_children(program, servers, job, 2, 0, {}, ports=[7001, 7002], fds=[5, 9])
+    shards = specs[:2]
+    assert [s.argv[s.argv.index("--bind") + 1 : s.argv.index("--bind") + 4] for s in shards] == [
+        ["127.0.0.1:7001", "--bind-fd", "5"],
+        ["127.0.0.1:7002", "--bind-fd", "9"],
+    ]
+    assert [s.fds for s in specs] == [(5,), (9,), (), ()]  # the workers inherit none
+    assert specs[2].env["DISTCONV_PSERVERS"] == "127.0.0.1:7001,127.0.0.1:7002"
 
 
 def test_failure_status_and_description():

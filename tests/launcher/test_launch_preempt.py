@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.commands import free_ports
+from launcher.ports import free_ports
 from tests.probes import processes_naming, trained_samples
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

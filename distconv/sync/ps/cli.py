@@ -57,6 +57,12 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p.add_argument(
         "--bind", required=True, help="HOST:PORT to listen on; only that interface (port 0: any)"
     )
+    p.add_argument(
+        "--bind-fd",
+        type=int,
+        help="serve on this inherited file descriptor, a TCP socket already listening on "
+        "--bind's port (distconv-launch reserves its shards' ports so)",
+    )
     p.add_argument("--shard", type=int, required=True, help="this shard's index, from 0")
     p.add_argument("--num-shards", type=int, required=True, help="shards in the job")
     p.add_argument("--workers", type=int, required=True, help="workers in the job")
@@ -193,6 +199,7 @@ def shard_config(args: argparse.Namespace, job_id: str) -> ShardConfig:
         max_message_bytes=args.max_message_bytes,
         max_frame_bytes=args.max_frame_bytes,
         drain_seconds=args.drain_seconds,
+        bind_fd=args.bind_fd,
     )
 
 

@@ -45,6 +45,9 @@ class ShardConfig:
             connection whose frame is larger before buffering it, so this bounds memory per frame.
         drain_seconds: after the first SIGTERM, the longest the shard goes on serving
             workers that have not said ``bye`` (0: stop at once).
+        bind_fd: a TCP socket already listening on ``bind``'s port, inherited as this file
+            descriptor, which the shard serves on instead of binding (``distconv-launch
+            local`` reserves its shards' ports so: no process can take one first); None binds.
     """
 
     bind: str
@@ -63,6 +66,7 @@ class ShardConfig:
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_frame_bytes: int = MAX_FRAME_BYTES
     drain_seconds: float = DRAIN_SECONDS
+    bind_fd: int | None = None
 
     def check(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -91,6 +95,31 @@ class ShardConfig:
         if not self.insecure and not self.keys_dir:
             raise ValueError("CURVE is on by default: pass --keys DIR, or --insecure to opt out")
         split_endpoint(self.bind)
+
+
+def listening_fd(fd: int, port: int) -> int:
+    """``fd``, checked to be a TCP socket listening on ``port`` (any port for 0), as
+    ``--bind-fd`` promises: ZeroMQ would take any descriptor, and fail later or serve on
+    another port than the workers were told.
+
+    Raises:
+        OSError: naming what the descriptor is instead.
+    """
+    try:
+        sock = pysocket.socket(fileno=os.dup(fd))
+    except OSError as exc:
+        raise OSError(f"--bind-fd {fd}: not an open socket ({exc.strerror})") from None
+    with sock:
+        stream = sock.family in (pysocket.AF_INET, pysocket.AF_INET6)
+        stream = stream and sock.type == pysocket.SOCK_STREAM
+        listening = stream and sock.getsockopt(pysocket.SOL_SOCKET, pysocket.SO_ACCEPTCONN)
+        bound = sock.getsockname()[1] if stream else None
+    if not listening or port not in (0, bound):
+        raise OSError(
+            f"--bind-fd {fd}: not a TCP socket listening on port {port} "
+            f"({'listening' if listening else 'not listening'}, port {bound})"
+        )
+    return fd
 
 
 def tcp_url(host: str, port: int | str) -> str:

@@ -41,6 +41,7 @@ from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.config import (
     ShardConfig,
     is_interface,
+    listening_fd,
     tcp_url,
     uses_ipv6,
 )
@@ -154,6 +155,8 @@ class Shard(
             self._auth = keyfiles.start_authenticator(self._ctx, set(workers))
             keyfiles.curve_server(self._sock, public, secret)
         self._sock.setsockopt(zmq.IPV6, uses_ipv6(host))  # [::] then takes IPv4 peers too
+        if self.config.bind_fd is not None:  # the launcher's socket on that port: serve on it
+            self._sock.setsockopt(zmq.USE_FD, listening_fd(self.config.bind_fd, port))
         try:
             self._sock.bind(tcp_url(host, port or "*"))  # *: a port the OS picks
         except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it

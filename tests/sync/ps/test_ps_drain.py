@@ -16,7 +16,7 @@ from ps_helpers import REPO_ROOT, insecure_worker, small_net
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.drain import DRAIN_FLOOR_SECONDS, DRAIN_STEPS
 from distconv.sync.ps.server import Shard
-from launcher.commands import free_ports
+from launcher.ports import free_ports
 from tests.probes import trained_samples
 
 

@@ -1,0 +1,51 @@
+"""The ports of a local job's shards: reserved for the whole launch, not only picked.
+
+A port the launcher only picked (free a moment ago) could be taken by another process in the
+second before its shard bound it, and the shard, with the attempt, failed with ``Address
+already in use``. So the launcher opens a listening socket on each port itself
+(:func:`reserve_ports`) and keeps it until it exits; every attempt's shard serves on its
+inherited copy (``distconv pserver --bind-fd``), and the port never passes out of the job's
+hands, over restarts too.
+"""
+
+from __future__ import annotations
+
+import socket
+
+#: connections a reserved port queues while no shard accepts (between attempts)
+BACKLOG = 128
+
+
+def reserve_ports(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
+    """``count`` TCP sockets listening on ``host``, each on its own port the kernel picked,
+    inheritable (a child is given one with ``pass_fds``). The caller closes them.
+
+    Raises:
+        OSError: the kernel refused a socket (no port or descriptor left); those opened are
+            closed.
+    """
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind((host, 0))
+            sock.listen(BACKLOG)
+            sock.set_inheritable(True)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports that were free on ``host`` a moment ago, for a program that
+    binds a port itself (a ``--health-port``): all are held until every one is chosen, so the
+    kernel never hands out one twice, then let go."""
+    sockets = reserve_ports(count, host)
+    try:
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -1,0 +1,84 @@
+"""``distconv pserver --bind-fd FD``: a shard serves on a listening socket it inherits, as
+``distconv-launch local`` reserves its shards' ports (a port it only picked could be taken by
+another process before the shard bound it). Real shard processes, sockets and a worker."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from ps_helpers import REPO_ROOT, insecure_worker, small_net
+
+BASE = ["pserver", "--shard", "0", "--num-shards", "1", "--workers", "1", "--insecure"]
+BASE += ["--drain-seconds", "0"]
+
+
+def _shard(port: int, fd: int) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "distconv", *BASE, "--bind", f"127.0.0.1:{port}"]
+    return subprocess.Popen(
+        [*argv, "--bind-fd", str(fd)],
+        pass_fds=(fd,),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+
+def _listening() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_serves_on_the_socket_it_inherits():
+    with _listening() as held:
+        port = held.getsockname()[1]
+        shard = _shard(port, held.fileno())
+        try:
+            assert shard.stdout.readline().split()[-1] == f"127.0.0.1:{port}"
+            sync = insecure_worker([f"127.0.0.1:{port}"])
+            try:
+                net = small_net()
+                sync.setup(net.parameters())  # a hello, a seed, their replies: it serves
+                assert sync.mode == "sync"
+            finally:
+                sync.close()
+        finally:
+            shard.terminate()
+            shard.wait(timeout=10)
+            shard.stdout.close()
+            shard.stderr.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("what", ["file", "unlistened", "other port"])
+def test_a_bind_fd_that_is_no_listening_socket_on_the_port_is_refused_naming_it(tmp_path, what):
+    """ZeroMQ takes any descriptor: a shard handed a file, a socket never listened on or one
+    on another port would fail later, or serve where no worker was told to go."""
+    with _listening() as other, socket.socket() as unlistened:
+        port = other.getsockname()[1]
+        if what == "file":
+            held = open(tmp_path / "f", "w")
+            words = "not an open socket"
+        elif what == "unlistened":
+            unlistened.bind(("127.0.0.1", 0))
+            held, port = unlistened, unlistened.getsockname()[1]
+            words = f"not a TCP socket listening on port {port} (not listening"
+        else:
+            held, port = other, port + 1 if port < 65535 else port - 1
+            words = f"not a TCP socket listening on port {port} (listening, port"
+        fd = held.fileno()
+        try:
+            shard = _shard(port, fd)
+            out, err = shard.communicate(timeout=30)
+        finally:
+            if what == "file":
+                held.close()
+    assert shard.returncode == 1, err
+    assert f"--bind-fd {fd}: {words}" in err
