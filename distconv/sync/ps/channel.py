@@ -351,8 +351,8 @@ class ShardChannel:
             if n > cap:
                 raise SyncError(
                     f"rank {self.rank}: a block needs {n} bytes in one message, more than the "
-                    f"{cap} of --max-message-bytes of pserver {self.endpoints[shard]}: use a "
-                    "smaller block size or a larger cap"
+                    f"{cap} of --max-message-bytes of pserver {self.endpoints[shard]}: raise "
+                    "that bound, or give PServerSync a smaller block_bytes"
                 )
             if size + n > cap:
                 runs.append([])

@@ -263,6 +263,7 @@ class PServerSync(
                         f"bytes to pserver {self.endpoints[s]}, more than its "
                         f"--max-message-bytes {self._caps[s]}: use more shards or a larger cap"
                     )
+        self._check_state_fits()  # a checkpoint moves a block's state in one message
 
     def _seed(self) -> None:
         """Send every shard its blocks, in as many ``seed`` parts as its cap needs."""

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import to_host
-from distconv.sync.base import PER_ROW, StateDict
+from distconv.sync.base import PER_ROW, StateDict, SyncError
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
 
 
@@ -43,6 +43,29 @@ class RemoteState:
                     shaped = key in self.optimizer.buffers
                     _gather_block(state[spec.name], spec, b, key, next(it), shaped)
         return state
+
+    def _check_state_fits(self) -> None:
+        """Say at setup, not at the first checkpoint, when a shard's cap cannot carry a block's
+        optimizer state: ``get_state`` (a checkpoint) and ``set_state`` (a resume) move each
+        block's state in one message, twice or more its gradient's bytes (Adam's two moments),
+        which the frame and push checks before let through, so a job trained an epoch and then
+        stopped at its checkpoint.
+
+        Raises:
+            SyncError: naming the block, its state's bytes and the shard's cap.
+        """
+        for s in range(len(self._socks)):
+            blocks = self.layout.blocks_on(s)
+            for b, n in zip(blocks, self._state_sizes(blocks)):
+                if n > self._caps[s]:
+                    name = self.params[b.param].name
+                    raise SyncError(
+                        f"rank {self.rank}: the {type(self.optimizer).__name__} state of block "
+                        f"{b.id} of {name} is {n} bytes, more than the "
+                        f"{self._caps[s]} of --max-message-bytes of pserver {self.endpoints[s]}"
+                        ", which a checkpoint or a resume moves in one message: raise that "
+                        "bound, or give PServerSync a smaller block_bytes"
+                    )
 
     def _state_sizes(self, blocks: Sequence[Block]) -> list[int]:
         """The bytes of each block's optimizer state in a ``get_state`` reply."""

@@ -87,3 +87,42 @@ def test_a_block_over_the_message_cap_names_both_bounds_and_a_remedy_the_command
     last = proc.stderr.strip().splitlines()[-1]
     assert "more than the 100 a frame may hold" in last, last
     assert "--max-message-bytes where smaller): raise that bound" in last, last
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_a_cap_too_small_for_a_blocks_optimizer_state_is_told_at_setup(shards, optimizer):
+    """A checkpoint (``get_state``) and a resume (``set_state``) move a block's optimizer state
+    in one message: Adam's is twice the block and its step. A cap that held every block and
+    push but not that state let setup through, so ``distconv train`` trained a whole epoch and
+    then stopped at its checkpoint ('use a smaller block size', which no flag sets). SGD keeps
+    no state: the same cap serves it, checkpoint included."""
+    net = small_net()
+    cap = max(p.value.nbytes for p in net.parameters())  # one block a parameter, the largest
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-message-bytes", str(cap)])
+    sync = insecure_worker([endpoint], timeout=5, optimizer=optimizer, block_bytes=MIB)
+    try:
+        if optimizer == "sgd":
+            sync.setup(net.parameters())
+            assert sync.state_dict() == {p.name: {} for p in net.parameters()}
+            return
+        said = rf"the Adam state of block \d+ of .* is \d+ bytes, more than the {cap} of "
+        with pytest.raises(SyncError, match=said + "--max-message-bytes .*raise that bound"):
+            sync.setup(net.parameters())
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_cap_that_holds_the_optimizer_state_checkpoints_it(shards):
+    net = small_net()
+    largest = max(p.value.nbytes for p in net.parameters())
+    cap = 2 * largest + 8  # Adam's two moments and its step count
+    (endpoint,) = shards.start(1, workers=1, extra=["--max-message-bytes", str(cap)])
+    sync = insecure_worker([endpoint], timeout=5, optimizer="adam", block_bytes=MIB)
+    try:
+        sync.setup(net.parameters())
+        state = sync.state_dict()  # get_state, one block's state a message
+        assert {p.name for p in net.parameters()} == set(state)
+    finally:
+        sync.close()
