@@ -1,0 +1,68 @@
+"""docs/operations.md's list of the ``/metrics`` series against what a rank reports: the bytes
+counters said 'a parameter-server worker's payload bytes', but an MPI rank fills them too (its
+gradient collectives' bytes, ``MPISync.traffic``), so a dashboard read by the docs took an MPI
+job's non-zero series for a misconfiguration (review k156)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from distconv.service import ServiceEndpoints
+
+
+def _text(service: ServiceEndpoints) -> str:
+    return generate_latest(service.registry).decode()
+
+
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _metrics_paragraph() -> str:
+    text = OPERATIONS.read_text()
+    start = text.index("`/metrics` is Prometheus's text format")
+    return " ".join(text[start : text.index("\n\n", start)].split())
+
+
+def test_the_docs_name_every_series_a_rank_reports():
+    with ServiceEndpoints(role="worker", rank=0) as service:
+        names = {f.name for f in text_string_to_metric_families(_text(service))}
+    documented = set(re.findall(r"`(distconv_[a-z_]+)`", _metrics_paragraph()))
+    # the parser lists a counter's and a histogram's creation time as a family of its own
+    reported = {n for n in names if n.startswith("distconv_") and not n.endswith("_created")}
+    assert reported == documented
+
+
+def test_an_mpi_rank_counts_its_gradient_bytes_as_the_docs_say(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # MPISync's single-rank stand-in
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+    from distconv.init import set_seed
+    from distconv.models import lenet
+    from distconv.optim import create_optimizer
+    from distconv.sync.mpi import MPISync
+    from distconv.trainer import Trainer
+
+    set_seed(0)
+    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+    rng = np.random.default_rng(0)
+    data = {"image": rng.random((32, 1, 8, 8), dtype=np.float32), "label": np.arange(32) % 4}
+    sync = MPISync(create_optimizer("sgd"), overlap=False)
+    with ServiceEndpoints(role="worker", rank=0) as service:
+        try:
+            Trainer(net, sync, 8, monitor=service, progress=False).fit(data, epochs=1)
+        finally:
+            sync.close()
+        families = text_string_to_metric_families(_text(service))
+        totals = {s.name: s.value for f in families for s in f.samples}
+    assert totals["distconv_bytes_pushed_total"] > 0
+    assert totals["distconv_bytes_pulled_total"] == totals["distconv_bytes_pushed_total"]
+    said = _metrics_paragraph()
+    assert "under MPI the bytes its gradient collectives move" in said, said
