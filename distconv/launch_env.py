@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from distconv.procfs import ENDED_STATES, pid_namespace, process_stat
+from distconv.procfs import ENDED_STATES, PID_TEXT, pid_namespace, process_stat
 from distconv.runtime import RuntimeConfigError
 
 ENV_RESTART = "DISTCONV_RESTART"
@@ -66,21 +66,53 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
 
     Only a process the launcher did not start itself follows it (one started by a script it
     started): the kernel tells its own children. A launcher of another boot or PID namespace,
-    or a malformed value, is not followed. Returns the thread, or None where none follows.
+    or a malformed value, is not followed; nor is one this process cannot see as the launcher
+    named itself (:func:`_seen`). Returns the thread, or None where none follows.
     """
     global _following
     env = os.environ if environ is None else environ
     parts = env.get(ENV_LAUNCHER, "").split(" ")
-    if len(parts) != 4 or not parts[2].isdigit() or tuple(parts[:2]) != pid_namespace():
+    if len(parts) != 4 or not PID_TEXT.fullmatch(parts[2]) or tuple(parts[:2]) != pid_namespace():
         return None
     pid, start = int(parts[2]), parts[3]
     if os.getppid() == pid or _following is not None:  # init() then job.train(): one thread
+        return None
+    if not _seen(pid, start):
+        log.warning(
+            "cannot see the launcher (pid %d) from here (/proc hidepid, another user, another "
+            "time namespace): not stopping with it",
+            pid,
+        )
         return None
     _following = threading.Thread(
         target=_follow, args=(pid, start), name="distconv-launcher-watch", daemon=True
     )
     _following.start()
     return _following
+
+
+def _seen(pid: int, start: str) -> bool:
+    """Whether the looks can tell when the launcher ends: a first look finds its process as it
+    named itself, or no process ``pid`` at all (it has ended, and the first look says so).
+
+    A process that is there but not as named is not followed, or every look would take it
+    for ended while it runs: hidden by ``/proc``'s ``hidepid`` from a process of another user
+    (``kill`` then says it is there), or shown with another start time to a process in
+    another time namespace (``unshare --time``), whose boot time is offset.
+    """
+    try:
+        stat = process_stat(pid)
+    except OSError:  # there, but not readable now: the looks wait for news
+        return True
+    if stat is not None and stat[1] == start:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # EPERM: there, another user's; or no pid at all
+        return False
+    return False
 
 
 def _follow(pid: int, start: str) -> None:

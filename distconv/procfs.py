@@ -11,10 +11,14 @@ share.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 #: ``/proc/<pid>/stat`` states of a process that has ended (zombie, dead)
 ENDED_STATES = ("Z", "X", "x")
+#: the pid of a :func:`process_identity` another process wrote: ASCII digits, no more than any
+#: pid_max allows (int() would take other digits, and fail on some of them, or on thousands)
+PID_TEXT = re.compile(r"[0-9]{1,10}")
 
 
 def stat_fields(pid: int | str) -> list[str] | None:

@@ -5,6 +5,7 @@ under a wrapper script trained on, orphaned. Real launchers, scripts and process
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,6 +136,61 @@ def test_a_process_follows_the_launcher_it_names_unless_it_is_its_child(case):
         else:
             time.sleep(1.5)  # more than a look's interval
             assert proc.poll() is None
+    finally:
+        for p in (sleeper, proc):
+            p.kill()
+            p.wait()
+
+
+def _can_unshare(*flags: str) -> bool:
+    """Whether this user may make the namespaces ``flags`` name (root in most CI containers)."""
+    try:
+        return subprocess.run(["unshare", *flags, "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", ["hidden by hidepid", "another time namespace"])
+def test_a_launcher_that_runs_but_cannot_be_seen_as_named_is_not_followed(case):
+    """A process that cannot see the running launcher as it named itself SIGTERMed itself
+    within a second of its start while the launcher ran on: another user's, with ``/proc``
+    mounted ``hidepid=2`` (its /proc/<pid> is missing), or one in another time namespace
+    (the launcher's start time reads offset). Now it says so and does not follow it."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--time"):
+        pytest.skip("needs root, setpriv, and mount and time namespaces")
+    if case == "hidden by hidepid":  # the stand-in launcher runs as nobody
+        sleeper = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534",
+                                    "--clear-groups", "sleep", "30"])  # fmt: skip
+        # root without capabilities or group 0 in the follower: hidepid hides nobody's
+        # process from it, and kill(pid, 0) answers EPERM
+        wrap = ["unshare", "--mount", "sh", "-c", 'mount -t proc -o hidepid=2 proc /proc && '
+                'exec setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all '
+                '"$@"', "sh"]  # fmt: skip
+    else:
+        sleeper = subprocess.Popen(["sleep", "30"])
+        wrap = ["unshare", "--time", "--boottime", "1000"]
+    time.sleep(0.2)  # setpriv has exec'd sleep: its start time is the one named
+    code = (
+        "import time\n"
+        "from distconv.launch_env import stop_with_launcher\n"
+        "print(stop_with_launcher() is not None, flush=True)\n"
+        "time.sleep(20)\n"
+    )
+    env = {**ENV, "DISTCONV_LAUNCHER": _identity_of(sleeper.pid)}
+    proc = subprocess.Popen(
+        [*wrap, sys.executable, "-c", code],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "False", proc.stderr.read()
+        time.sleep(1.5)  # more than a look's interval
+        assert proc.poll() is None, proc.stderr.read()
+        proc.kill()
+        assert "cannot see the launcher (pid" in proc.stderr.read()
     finally:
         for p in (sleeper, proc):
             p.kill()

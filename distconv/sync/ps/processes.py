@@ -16,21 +16,23 @@ process started later is a rank that is gone, now rather than after the timeout.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from distconv.procfs import ENDED_STATES, pid_namespace, process_identity, process_stat
+from distconv.procfs import (
+    ENDED_STATES,
+    PID_TEXT,
+    pid_namespace,
+    process_identity,
+    process_stat,
+)
 from distconv.sync.ps.config import hostname
 
 #: the shortest time between two looks at the tracked processes, in seconds
 LOOK_EVERY = 0.5
 #: what a worker's process that ended did: a worker that stops on its own says ``bye`` first
 WORKER_ENDED = "ended without a bye: killed (SIGKILL, out of memory) or crashed"
-#: a pid as a worker sends it: ASCII digits, no more than any pid_max allows (int() would take
-#: other digits, and fail on some of them, or on thousands)
-_PID = re.compile(r"[0-9]{1,10}")
 
 
 def whoami() -> dict[str, Any]:
@@ -63,7 +65,7 @@ class ProcessWatch:
             return
         if host != hostname():
             return
-        if not _PID.fullmatch(parts[2]):
+        if not PID_TEXT.fullmatch(parts[2]):
             return
         pid, start = int(parts[2]), parts[3]
         try:
