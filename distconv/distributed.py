@@ -71,7 +71,8 @@ def init(
             ``overlap``, ``timeout`` for mpi); another transport's settings are ignored, and
             one that no transport takes, or an on/off setting that is not a bool, is refused.
             Without ``insecure``, ``DISTCONV_INSECURE=1`` (``distconv-launch local
-            --insecure``) stands for ``insecure=True``, unless ``flags`` give keys.
+            --insecure``) stands for ``insecure=True`` to a parameter server, unless ``flags``
+            give keys.
             ``insecure`` beside ``DISTCONV_KEYS`` drops the keys, and says so.
         **hyperparameters: for an optimizer given by name (``lr=0.01``).
 
@@ -93,8 +94,10 @@ def init(
         optimizer = create_optimizer(optimizer, **hyperparameters)
     kind = sync or choose_transport(runtime)
     options = dict(sync_options or {})
-    if os.environ.get(ENV_INSECURE) == "1" and "insecure" not in options:
-        options["insecure"] = _insecure_from_env(runtime)  # the shards beside it run so
+    # the shards beside it run so; keys and insecure mean nothing to another transport, whose
+    # run both variables left in a shell must not stop
+    if kind == "pserver" and os.environ.get(ENV_INSECURE) == "1" and "insecure" not in options:
+        options["insecure"] = _insecure_from_env(runtime)
     return build_sync(kind, optimizer, runtime, options)
 
 

@@ -132,6 +132,22 @@ def test_keys_and_insecure_together_are_refused_unless_a_flag_overrides_a_variab
         )
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("sync", ["local", None])
+def test_keys_and_insecure_variables_do_not_stop_another_transport(monkeypatch, tmp_path, sync):
+    """DISTCONV_KEYS and DISTCONV_INSECURE=1 are refused together for a parameter server only:
+    init(sync='local'), or a transport chosen without servers, stopped with 'both
+    DISTCONV_KEYS ... and DISTCONV_INSECURE=1 are set', though neither means anything there."""
+    monkeypatch.delenv("DISTCONV_PSERVERS", raising=False)
+    monkeypatch.setenv("DISTCONV_KEYS", str(tmp_path))
+    monkeypatch.setenv(ENV_INSECURE, "1")
+    strategy = init("sgd", sync=sync, flags={"rank": 0, "world_size": 1}, log_format=None)
+    try:
+        assert isinstance(strategy, LocalSync)
+    finally:
+        strategy.close()
+
+
 def test_pserver_sync_with_keys_missing_from_their_folder_is_a_one_line_error(tmp_path):
     """The client's KeyFileError (a ValueError, so a traceback from distconv train) comes out
     as a user error naming the file."""
