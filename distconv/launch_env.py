@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from distconv.procfs import ENDED_STATES, PID_TEXT, pid_namespace, process_stat
+from distconv.procfs import PID_TEXT, has_ended, pid_namespace, process_stat
 from distconv.runtime import RuntimeConfigError
 
 ENV_RESTART = "DISTCONV_RESTART"
@@ -121,7 +121,7 @@ def _follow(pid: int, start: str) -> None:
             stat = process_stat(pid)
         except OSError:  # there, but not readable now: no news
             stat = ("S", start)
-        if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
+        if has_ended(stat, start):
             log.warning("the launcher (pid %d) has ended: stopping as at its SIGTERM", pid)
             os.kill(os.getpid(), signal.SIGTERM)
             return

@@ -74,3 +74,10 @@ def process_stat(pid: int) -> tuple[str, str] | None:
     fields = stat_fields(pid)
     # the start time is proc(5)'s field 22
     return (fields[0], fields[19]) if fields is not None and len(fields) > 19 else None
+
+
+def has_ended(stat: tuple[str, str] | None, start: str) -> bool:
+    """Whether the process that started at ``start`` has ended, from its pid's
+    :func:`process_stat`: no process there, another one (started later) on its pid, or it is
+    a zombie."""
+    return stat is None or stat[1] != start or stat[0] in ENDED_STATES

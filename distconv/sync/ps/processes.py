@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from distconv.procfs import (
-    ENDED_STATES,
     PID_TEXT,
+    has_ended,
     pid_namespace,
     process_identity,
     process_stat,
@@ -72,7 +72,7 @@ class ProcessWatch:
             stat = process_stat(pid)
         except OSError:  # there, but not readable: nothing to follow
             return
-        if stat is not None and stat[1] == start and stat[0] not in ENDED_STATES:
+        if not has_ended(stat, start):
             self._pids[key] = (pid, start)
 
     def forget(self, key: int) -> None:
@@ -100,7 +100,7 @@ class ProcessWatch:
                 stat = process_stat(pid)
             except OSError:  # not readable now (no file descriptor left ...): no news
                 continue
-            if stat is None or stat[1] != start or stat[0] in ENDED_STATES:
+            if has_ended(stat, start):
                 if key not in self._seen_ended:
                     self._seen_ended.add(key)
                     continue
