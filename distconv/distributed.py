@@ -93,12 +93,7 @@ def init(
     if isinstance(optimizer, str):
         optimizer = create_optimizer(optimizer, **hyperparameters)
     kind = sync or choose_transport(runtime)
-    options = dict(sync_options or {})
-    # the shards beside it run so; keys and insecure mean nothing to another transport, whose
-    # run both variables left in a shell must not stop
-    if kind == "pserver" and os.environ.get(ENV_INSECURE) == "1" and "insecure" not in options:
-        options["insecure"] = _insecure_from_env(runtime)
-    return build_sync(kind, optimizer, runtime, options)
+    return build_sync(kind, optimizer, runtime, dict(sync_options or {}))
 
 
 def _insecure_from_env(runtime: Runtime) -> bool:
@@ -219,6 +214,11 @@ def build_sync(
             raise RuntimeConfigError(
                 "--sync pserver needs the servers: --pservers HOST:PORT,... or DISTCONV_PSERVERS"
             )
+        # the shards beside it run so (a script's init() or a distconv train a wrapper started
+        # has no --insecure); keys and insecure mean nothing to another transport, whose run
+        # both variables left in a shell must not stop
+        if os.environ.get(ENV_INSECURE) == "1" and options.get("insecure") is None:
+            options = {**options, "insecure": _insecure_from_env(runtime)}
         if not runtime.keys_dir and not options.get("insecure"):
             # the client refuses this too, with a ValueError: a traceback for a missing flag
             raise RuntimeConfigError(

@@ -229,3 +229,19 @@ def test_the_trainer_and_network_are_at_the_top_level_and_load_when_first_used()
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "module 'distconv' has no attribute 'Trainr'"
+
+
+@pytest.mark.timeout(30)
+def test_distconv_train_under_a_wrapper_reads_the_launchers_insecure_variable(monkeypatch):
+    """``distconv-launch local --insecure`` gives a ``distconv train`` it starts itself the
+    flag, and every child DISTCONV_INSECURE=1; one a wrapper script starts gets only the
+    variable, which init() alone read: it stopped asking for keys the job has none of. Now
+    build_sync, which both reach, reads it (for a parameter server only)."""
+    monkeypatch.setenv(ENV_INSECURE, "1")
+    runtime = Runtime(pservers=("127.0.0.1:9",))
+    sync = build_sync("pserver", create_optimizer("sgd"), runtime, {})
+    sync.close()
+    assert sync._insecure and sync._keys_dir is None
+    monkeypatch.delenv(ENV_INSECURE)
+    with pytest.raises(RuntimeConfigError, match="needs the job's CURVE keys"):
+        build_sync("pserver", create_optimizer("sgd"), runtime, {})
