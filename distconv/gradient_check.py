@@ -172,8 +172,9 @@ def check_layer_grad(
     Args:
         layer: the layer under test (its parameters are perturbed in place and restored).
         inputs: its inputs; those with ``needs_grad`` are checked too.
-        step: finite-difference step; by dtype when None (1e-6 float64, 1e-3 float32).
-        tol: largest allowed relative difference; by dtype (1e-6 float64, 0.02 float32).
+        step: finite-difference step; when None by the narrower dtype of the output and the
+            array checked (1e-6 float64, 1e-3 float32).
+        tol: largest allowed relative difference; by that dtype (1e-6 float64, 0.02 float32).
         elements: how many single entries of each array to check besides the direction.
         seed: for the output weighting and the directions.
         check_static: also run the all-static pass.
@@ -196,14 +197,19 @@ def check_layer_grad(
     _refuse_narrow(layer, "its output", obj.dtype)
     for name, (owner, _) in _targets(obj, params).items():
         _refuse_narrow(layer, name, np.dtype(owner.value.dtype))
-    d_step, d_tol = DEFAULTS.get(obj.dtype, DEFAULTS[np.dtype(np.float32)])
-    step, tol = step or d_step, tol or d_tol
 
     grads, fired = _analytic(obj, params, passes=1)
     _check_fired(layer, params, fired, passes=1)
     report = GradCheckReport()
     for name, (owner, _) in _targets(obj, params).items():
-        report.diffs[name] = _check_array(obj, owner, grads[name], step, tol, elements, rng, name)
+        # by the narrower of the output and the array perturbed, not the output alone: a float32
+        # weight under a float64 output (a float64 input promotes it) rounded float64's step of
+        # 1e-6 to a few of its spacings, and a right gradient was called off
+        narrower = min(obj.dtype, np.dtype(owner.value.dtype), key=lambda d: d.itemsize)
+        d_step, d_tol = DEFAULTS.get(narrower, DEFAULTS[np.dtype(np.float32)])
+        report.diffs[name] = _check_array(
+            obj, owner, grads[name], step or d_step, tol or d_tol, elements, rng, name
+        )
 
     twice, fired2 = _analytic(obj, params, passes=2)
     _check_fired(layer, params, fired2, passes=2)

@@ -78,3 +78,18 @@ def test_a_bfloat16_weight_under_a_float32_output_is_refused_not_called_wrong(rn
     assert layer(x).value.dtype == np.float32
     with pytest.raises(TypeError, match=r"param FullyConnected.weight is bfloat16; finite diff"):
         check_layer_grad(layer, [x])
+
+
+@pytest.mark.parametrize("weight, data", [(np.float32, np.float64), (np.float64, np.float32)])
+def test_a_float32_array_under_a_float64_output_takes_float32s_step(rng, weight, data):
+    """numpy promotes a float32 weight and a float64 input to a float64 output; the check took
+    float64's step (1e-6) and tolerance for every array, float32's rounding of the step moved f
+    by 1e-4 of the derivative, and a right gradient was called off."""
+    layer = FullyConnected(32, 16, dtype=weight)
+    x = Arg(rng.standard_normal((64, 32)).astype(data), needs_grad=True)
+    assert layer(x).value.dtype == np.float64
+    report = check_layer_grad(layer, [x])
+    assert report.diffs["param FullyConnected.bias"] < 2e-2
+    wrong = Mixed([NoGradientProjection(32, 16, dtype=weight)], dtype=weight)
+    with pytest.raises(AssertionError, match="gradient of .* is off"):  # still no free pass
+        check_layer_grad(wrong, [x])
