@@ -212,7 +212,7 @@ class SelectiveFullyConnected(FullyConnected):
         y = None
         for v, w in zip(xs, self.weights):
             if self._sparse(s.safe.shape[1]):
-                p = xp.einsum("bki,bi->bk", w.value[s.safe], v)
+                p = _gathered_rows_times(w.value[s.safe], v)
             else:
                 p = xp.take_along_axis(matmul(v, w.value.T), s.safe, axis=1)
             y = p if y is None else y + p
@@ -260,10 +260,30 @@ class SelectiveFullyConnected(FullyConnected):
         for i, (x, w, dx) in enumerate(zip(self.inputs, self.weights, want_dx)):
             if dx is not None:  # before inc_update: the callback may change the weight
                 if sparse:
-                    g = get_array_module(dz).einsum("bk,bki->bi", dz, w.value[cols])
+                    g = _times_gathered_rows(dz, w.value[cols])
                 else:
                     g = matmul(dzu, w.value[used])
                 dx += g.reshape(dx.shape)
             if not w.static:
                 w.grad[used] += matmul(dzu.T, self._flat(x, i))
             w.inc_update(callback)
+
+
+def _gathered_rows_times(rows: Any, v: Any) -> Any:
+    """``einsum("bki,bi->bk", rows, v)``: each sample's gathered weight rows times its input.
+
+    numpy's einsum refuses ``ml_dtypes``' types ("invalid data type for einsum": a bfloat16
+    layer with a sparse selection failed its first forward); they take matmul, which returns
+    float32 as the dense path's product does. numpy's own floats keep einsum and its bits.
+    """
+    if rows.dtype.kind != "V" and v.dtype.kind != "V":
+        return get_array_module(rows).einsum("bki,bi->bk", rows, v)
+    return (rows @ v[:, :, None])[:, :, 0]
+
+
+def _times_gathered_rows(dz: Any, rows: Any) -> Any:
+    """``einsum("bk,bki->bi", dz, rows)``, by matmul for ``ml_dtypes``' types (see
+    :func:`_gathered_rows_times`)."""
+    if dz.dtype.kind != "V" and rows.dtype.kind != "V":
+        return get_array_module(dz).einsum("bk,bki->bi", dz, rows)
+    return (dz[:, None, :] @ rows)[:, 0, :]

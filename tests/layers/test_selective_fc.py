@@ -292,3 +292,24 @@ def test_an_unknown_option_is_refused_before_any_weight_is_drawn():
     with pytest.raises(TypeError, match="SelectiveFullyConnected: .*unexpected keyword.*'methd'"):
         SelectiveFullyConnected(4, 3, methd="dense")
     np.testing.assert_array_equal(FullyConnected(4, 3).weight.value, expected)
+
+
+def test_a_bfloat16_layer_with_a_sparse_selection_runs_as_float64_does(rng):
+    """numpy's einsum refuses ml_dtypes' types: a bfloat16 layer whose selection took the
+    sparse path (auto, 2 of 1000 columns) failed its first forward with 'invalid data type for
+    einsum', where the dense path's matmul took it."""
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    x64 = rng.standard_normal((4, 6)).astype(bf16).astype(F64)
+    dy = rng.standard_normal((4, 2)).astype(bf16)
+    cols = np.array([[1, 2], [3, 4], [5, 6], [7, 999]])
+    got = {}
+    for dtype in (bf16, F64):
+        layer = SelectiveFullyConnected(6, 1000, dtype=dtype)
+        layer.weight.value[...] = np.linspace(-1, 1, 6000).reshape(1000, 6).astype(bf16)
+        x = Arg(x64.astype(dtype), needs_grad=True)
+        y = layer(x, Arg(ids=cols)).value
+        layer.output.grad = dy.astype(y.dtype)
+        layer.backward(lambda p: None)
+        got[dtype] = [a.astype(F64) for a in (y, x.grad, layer.weight.grad)]
+    for a, want in zip(got[bf16], got[F64]):
+        np.testing.assert_allclose(a, want, rtol=2**-7, atol=2**-7 * np.abs(want).max())
