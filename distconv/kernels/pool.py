@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from distconv.allocator import keeps_freed_memory
-from distconv.backend import get_array_module, is_gpu_array
+from distconv.backend import get_array_module, is_gpu_array, sum_dtype
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.pool_rare import RareWindows
@@ -134,13 +134,19 @@ class PoolState:
         self.windows, self.y = windows, y
 
 
-def _fold(x: Any, geom: ConvGeometry, pad_value: float, op: str) -> tuple[Any, Any]:
-    """``op`` (``"maximum"`` or ``"add"``) over the window views; returns ``(y, padded x)``."""
+def _fold(
+    x: Any, geom: ConvGeometry, pad_value: float, op: str, scale: float = 1.0
+) -> tuple[Any, Any]:
+    """``op`` (``"maximum"`` or ``"add"``) over the window views, times ``scale``; returns
+    ``(y, padded x)``."""
     xp = get_array_module(x)
     out = geom.out_size(x.shape[2:])
     xpad = pad_spatial(x, geom.pad, pad_value)
     y = xp.empty((*x.shape[:2], *out), dtype=x.dtype)
     fold = getattr(xp, op)
+    # a 16-bit window's sum in float32: numpy adds bfloat16 in bfloat16, and a global average
+    # over 64x64 positions of 0.1 came out 0.0078 (float16: 0.0625)
+    wide = sum_dtype(x.dtype) if op == "add" else None
 
     def run(a: int, b: int) -> None:
         views = _offset_views(xpad[a:b], geom, out)
@@ -148,9 +154,18 @@ def _fold(x: Any, geom: ConvGeometry, pad_value: float, op: str) -> tuple[Any, A
         if geom.kernel_volume == 1:
             yc[...] = first
             return
+        if wide is not None:  # scaled in float32 too: one rounding to the 16-bit type
+            acc = first.astype(wide)
+            for v in views:
+                fold(acc, v, out=acc)
+            acc *= acc.dtype.type(scale)
+            yc[...] = acc
+            return
         fold(first, next(views), out=yc)
         for v in views:
             fold(yc, v, out=yc)
+        if scale != 1.0:
+            yc *= yc.dtype.type(scale)
 
     _over_batch(run, x, geom)
     return y, xpad
@@ -330,9 +345,7 @@ def _masked(dy: Any, hit: Any, rare: RareWindows | None, out: Any) -> None:
 
 def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:
     """Mean over each window, padding counted as zeros (PyTorch's ``count_include_pad=True``)."""
-    y, _ = _fold(x, geom, 0.0, "add")
-    y *= y.dtype.type(1.0 / geom.kernel_volume)
-    return y
+    return _fold(x, geom, 0.0, "add", 1.0 / geom.kernel_volume)[0]
 
 
 def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any = None) -> Any:

@@ -323,3 +323,21 @@ def test_the_limits_at_their_edges(monkeypatch, shape, dtype, forward, backward)
     geom, a = ConvGeometry.make(2, 2, 2), np.zeros(1, dtype)
     assert pool._gathers(shape, a, geom) is forward
     assert pool._gathers(shape, a, geom, backward=True) is backward
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", np.float16])
+@pytest.mark.parametrize("kernel, stride, pad", [(64, 64, 0), (16, 16, 0), (3, 2, 1)])
+def test_a_16_bit_average_pooling_sums_its_window_in_float32(rng, dtype, kernel, stride, pad):
+    """The window's views were added in the input's type: a global average over 64x64
+    positions of 0.1 came out 0.0078 in bfloat16 and 0.0625 in float16 (ReLU's outputs, all
+    positive, are what such a pooling meets)."""
+    from distconv.layers import AvgPool2D
+
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    x = rng.uniform(0.0, 1.0, (2, 3, 64, 64)).astype(dtype)
+    x[1] = 0.1
+    y = AvgPool2D(kernel, stride=stride, padding=pad)(Arg(x)).value
+    assert y.dtype == dtype
+    want = avg_pool_forward(x.astype(np.float64), ConvGeometry.make(2, kernel, stride, pad))
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=2**-7)
