@@ -350,6 +350,15 @@ def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:
 
 def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any = None) -> Any:
     """Spread each output gradient evenly over its window; adds into ``dx`` when given."""
+    wide = sum_dtype(dy.dtype)
+    if wide is not None and not tiles_exactly(geom, tuple(x_shape[2:])):
+        # windows that overlap add up to K shares into one element, in float32: bfloat16's
+        # stopped growing (32x32 windows at stride 1 of ones gave 0.25 where 1 is right)
+        g = avg_pool_backward(dy.astype(wide), geom, x_shape)
+        if dx is None:
+            return g.astype(dy.dtype)
+        dx += g
+        return dx
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
     share = dy * dy.dtype.type(1.0 / geom.kernel_volume)
     for gv in _offset_views(buf, geom, tuple(dy.shape[2:])):

@@ -341,3 +341,25 @@ def test_a_16_bit_average_pooling_sums_its_window_in_float32(rng, dtype, kernel,
     assert y.dtype == dtype
     want = avg_pool_forward(x.astype(np.float64), ConvGeometry.make(2, kernel, stride, pad))
     np.testing.assert_allclose(y.astype(np.float64), want, rtol=2**-7)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", np.float16])
+@pytest.mark.parametrize("kernel, stride, pad", [(32, 1, 0), (3, 1, 1), (5, 3, 2), (2, 2, 0)])
+def test_a_16_bit_average_pooling_adds_overlapping_shares_in_float32(
+    rng, dtype, kernel, stride, pad
+):
+    """Overlapping windows added their shares into an input element in its type: 32x32
+    windows at stride 1 over ones gave bfloat16 an input gradient of 0.25 where 1 is right."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    geom = ConvGeometry.make(2, kernel, stride, pad)
+    shape = (2, 3, 40, 40)
+    dy = rng.uniform(0.0, 1.0, (2, 3, *geom.out_size(shape[2:]))).astype(dtype)
+    dy[1] = 1.0
+    want = avg_pool_backward(dy.astype(np.float64), geom, shape)
+    got = avg_pool_backward(dy, geom, shape)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2**-7)
+    before = np.ones(shape, dtype)  # added into a gradient already there, in place
+    assert avg_pool_backward(dy, geom, shape, before) is before
+    np.testing.assert_allclose(before.astype(np.float64), want + 1, rtol=2**-7)
