@@ -98,7 +98,9 @@ def _seen(pid: int, start: str) -> bool:
     A process that is there but not as named is not followed, or every look would take it
     for ended while it runs: hidden by ``/proc``'s ``hidepid`` from a process of another user
     (``kill`` then says it is there), or shown with another start time to a process in
-    another time namespace (``unshare --time``), whose boot time is offset.
+    another time namespace (``unshare --time``), whose boot time is offset. A process of
+    this one's time namespace with another start time is a later one on the launcher's pid:
+    the launcher has ended, and it is followed (the first look stops this process).
     """
     try:
         stat = process_stat(pid)
@@ -112,7 +114,26 @@ def _seen(pid: int, start: str) -> bool:
         return True
     except (OSError, OverflowError):  # EPERM: there, another user's; or no pid at all
         return False
-    return False
+    # another start time on the pid: the launcher seen through another time namespace's clock,
+    # or a later process on its pid (the launcher has ended, and the first look says so). Were
+    # a process of this one's time namespace the launcher, this one would read the start time
+    # the launcher wrote: so it is a later process, and the launcher ended before this one began
+    return stat is not None and _same_clock(pid)
+
+
+def _same_clock(pid: int) -> bool:
+    """Whether process ``pid`` is in this process's time namespace; True on a kernel without
+    time namespaces, False where ``pid``'s cannot be read (another user's)."""
+    try:
+        ours = os.readlink("/proc/self/ns/time")
+    except FileNotFoundError:  # no time namespaces: one clock for all
+        return True
+    except OSError:
+        return False
+    try:
+        return os.readlink(f"/proc/{pid}/ns/time") == ours
+    except OSError:
+        return False
 
 
 def _follow(pid: int, start: str) -> None:

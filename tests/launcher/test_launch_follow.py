@@ -195,3 +195,38 @@ def test_a_launcher_that_runs_but_cannot_be_seen_as_named_is_not_followed(case):
         for p in (sleeper, proc):
             p.kill()
             p.wait()
+
+
+@pytest.mark.timeout(30)
+def test_a_later_process_on_the_launchers_pid_stops_the_follower():
+    """The launcher ended and a later process took its pid before a process it started
+    through a script looked: that process took the later one for the launcher hidden from it
+    (another time namespace's clock), logged 'cannot see the launcher' and trained on,
+    orphaned, where before that check it stopped at once. The later process stands in as a
+    ``sleep`` named with an earlier start time than its own: the start the launcher wrote."""
+    later = subprocess.Popen(["sleep", "30"])
+    time.sleep(0.2)  # exec'd: its start time is sleep's
+    *where, pid, start = _identity_of(later.pid).split(" ")
+    assert int(start) > 0
+    code = (
+        "import time\n"
+        "from distconv.launch_env import stop_with_launcher\n"
+        "print(stop_with_launcher() is not None, flush=True)\n"
+        "time.sleep(20)\n"
+    )
+    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, str(int(start) - 1)])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        said = proc.stderr.read()
+        assert "the launcher (pid" in said and "has ended" in said, said
+        assert "cannot see the launcher" not in said, said
+        assert later.poll() is None  # the later process is not the follower's to stop
+    finally:
+        for p in (later, proc):
+            p.kill()
+            p.wait()
