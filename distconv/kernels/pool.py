@@ -256,6 +256,10 @@ def max_pool_backward(
         The input gradient: ``dx`` with the result added, or a new array.
     """
     in_size = tuple(x_shape[2:])
+    if sum_dtype(dy.dtype) is not None and not tiles_exactly(geom, in_size):
+        # an element that is the maximum of many overlapping windows takes each one's gradient:
+        # added in bfloat16, 1024 windows' ones came to 256
+        return _in_float32(lambda g: max_pool_backward(g, state, geom, x_shape), dy, dx)
     if _gathers(x_shape, dy, geom, backward=True):
         return _max_pool_backward_gathered(dy, state, geom, tuple(x_shape), in_size, dx)
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
@@ -350,15 +354,10 @@ def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:
 
 def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any = None) -> Any:
     """Spread each output gradient evenly over its window; adds into ``dx`` when given."""
-    wide = sum_dtype(dy.dtype)
-    if wide is not None and not tiles_exactly(geom, tuple(x_shape[2:])):
+    if sum_dtype(dy.dtype) is not None and not tiles_exactly(geom, tuple(x_shape[2:])):
         # windows that overlap add up to K shares into one element, in float32: bfloat16's
         # stopped growing (32x32 windows at stride 1 of ones gave 0.25 where 1 is right)
-        g = avg_pool_backward(dy.astype(wide), geom, x_shape)
-        if dx is None:
-            return g.astype(dy.dtype)
-        dx += g
-        return dx
+        return _in_float32(lambda g: avg_pool_backward(g, geom, x_shape), dy, dx)
     buf, write = _grad_buffer(dx, dy, geom, x_shape)
     share = dy * dy.dtype.type(1.0 / geom.kernel_volume)
     for gv in _offset_views(buf, geom, tuple(dy.shape[2:])):
@@ -367,3 +366,13 @@ def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...], dx:
         else:
             gv += share
     return _finish(buf, dx, geom, x_shape)
+
+
+def _in_float32(backward: Any, dy: Any, dx: Any) -> Any:
+    """``backward`` of a 16-bit ``dy`` in float32, rounded to ``dy``'s type once: into a new
+    array, or added into ``dx`` (in place) when given."""
+    g = backward(dy.astype(sum_dtype(dy.dtype)))
+    if dx is None:
+        return g.astype(dy.dtype)
+    dx += g
+    return dx

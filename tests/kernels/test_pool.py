@@ -363,3 +363,33 @@ def test_a_16_bit_average_pooling_adds_overlapping_shares_in_float32(
     before = np.ones(shape, dtype)  # added into a gradient already there, in place
     assert avg_pool_backward(dy, geom, shape, before) is before
     np.testing.assert_allclose(before.astype(np.float64), want + 1, rtol=2**-7)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("dtype", ["bfloat16", np.float16])
+@pytest.mark.parametrize("kernel, stride, pad", [(32, 1, 0), (3, 1, 1), (3, 2, 0), (2, 2, 0)])
+def test_a_16_bit_max_pooling_adds_overlapping_windows_gradients_in_float32(
+    rng, dtype, kernel, stride, pad
+):
+    """An element that is the maximum of several overlapping windows takes each one's
+    gradient, and they were added in dy's type: 1024 windows of 32x32 at stride 1 over one
+    peak gave bfloat16 256 where 1024 is right, and a 3x3 pooling at stride 1 (Inception's)
+    rounded about one element in four off the sum rounded once."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    geom = ConvGeometry.make(2, kernel, stride, pad)
+    x64 = rng.standard_normal((2, 3, 64, 64))
+    x64[1] = 0.0
+    x64[1, :, 32, 32] = 5.0  # the maximum of every window over it
+    x = x64.astype(dtype)
+    dy = rng.standard_normal((2, 3, *geom.out_size(x.shape[2:]))).astype(dtype)
+    dy[1] = 1.0
+    y, state = max_pool_forward(x, geom)
+    _, state64 = max_pool_forward(x.astype(np.float64), geom)
+    want = max_pool_backward(dy.astype(np.float64), state64, geom, x.shape)
+    got = max_pool_backward(dy, state, geom, x.shape)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(dtype).astype(np.float64))
+    before = np.ones(x.shape, dtype)  # added into a gradient already there, in place
+    assert max_pool_backward(dy, state, geom, x.shape, before) is before
+    np.testing.assert_allclose(before.astype(np.float64), want + 1, rtol=2**-7, atol=2**-7)
