@@ -61,7 +61,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         "--bind-fd",
         type=int,
         help="serve on this inherited file descriptor, a TCP socket already listening on "
-        "--bind's port (distconv-launch reserves its shards' ports so)",
+        "--bind's address and port (distconv-launch reserves its shards' ports so)",
     )
     p.add_argument("--shard", type=int, required=True, help="this shard's index, from 0")
     p.add_argument("--num-shards", type=int, required=True, help="shards in the job")

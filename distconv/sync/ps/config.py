@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import ipaddress
 import math
 import os
 import socket as pysocket
@@ -97,29 +98,50 @@ class ShardConfig:
         split_endpoint(self.bind)
 
 
-def listening_fd(fd: int, port: int) -> int:
-    """``fd``, checked to be a TCP socket listening on ``port`` (any port for 0), as
-    ``--bind-fd`` promises: ZeroMQ would take any descriptor, and fail later or serve on
-    another port than the workers were told.
+def listening_fd(fd: int, host: str, port: int) -> int:
+    """``fd``, checked to be a TCP socket listening on ``host``'s address and ``port`` (any
+    port for 0), as ``--bind-fd`` promises: ZeroMQ would take any descriptor, and fail later
+    or serve on another address or port than the workers were told (the shard names
+    ``--bind``'s host as its endpoint). A host that is no IP address (a name, an interface)
+    is not compared: the port is.
 
     Raises:
         OSError: naming what the descriptor is instead.
     """
     try:
-        sock = pysocket.socket(fileno=os.dup(fd))
+        sock = pysocket.socket(fileno=fd)
     except OSError as exc:
         raise OSError(f"--bind-fd {fd}: not an open socket ({exc.strerror})") from None
-    with sock:
+    try:
         stream = sock.family in (pysocket.AF_INET, pysocket.AF_INET6)
         stream = stream and sock.type == pysocket.SOCK_STREAM
         listening = stream and sock.getsockopt(pysocket.SOL_SOCKET, pysocket.SO_ACCEPTCONN)
-        bound = sock.getsockname()[1] if stream else None
+        address, bound = sock.getsockname()[:2] if stream else (None, None)
+    finally:
+        sock.detach()  # the descriptor stays open: ZeroMQ serves on it
     if not listening or port not in (0, bound):
         raise OSError(
             f"--bind-fd {fd}: not a TCP socket listening on port {port} "
             f"({'listening' if listening else 'not listening'}, port {bound})"
         )
+    if not _same_address(host, address):
+        raise OSError(
+            f"--bind-fd {fd}: listening on {join_endpoint(address, bound)}, not on --bind's "
+            f"host {host}"
+        )
     return fd
+
+
+def _same_address(host: str, address: str) -> bool:
+    """Whether a socket bound to ``address`` is on ``host`` (``*``: either family's
+    wildcard); True for a host that is no IP address, which is not judged here."""
+    if host == "*":
+        return address in ("0.0.0.0", "::")
+    try:
+        want = ipaddress.ip_address(host)
+    except ValueError:  # a name or an interface: ZeroMQ would resolve it; only the port counts
+        return True
+    return ipaddress.ip_address(address.partition("%")[0]) == want
 
 
 def tcp_url(host: str, port: int | str) -> str:

@@ -156,7 +156,7 @@ class Shard(
             keyfiles.curve_server(self._sock, public, secret)
         self._sock.setsockopt(zmq.IPV6, uses_ipv6(host))  # [::] then takes IPv4 peers too
         if self.config.bind_fd is not None:  # the launcher's socket on that port: serve on it
-            self._sock.setsockopt(zmq.USE_FD, listening_fd(self.config.bind_fd, port))
+            self._sock.setsockopt(zmq.USE_FD, listening_fd(self.config.bind_fd, host, port))
         try:
             self._sock.bind(tcp_url(host, port or "*"))  # *: a port the OS picks
         except zmq.ZMQError as exc:  # address in use, no such interface: the user can fix it

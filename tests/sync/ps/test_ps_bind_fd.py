@@ -16,8 +16,8 @@ BASE = ["pserver", "--shard", "0", "--num-shards", "1", "--workers", "1", "--ins
 BASE += ["--drain-seconds", "0"]
 
 
-def _shard(port: int, fd: int) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "distconv", *BASE, "--bind", f"127.0.0.1:{port}"]
+def _shard(port: int, fd: int, host: str = "127.0.0.1") -> subprocess.Popen:
+    argv = [sys.executable, "-m", "distconv", *BASE, "--bind", f"{host}:{port}"]
     return subprocess.Popen(
         [*argv, "--bind-fd", str(fd)],
         pass_fds=(fd,),
@@ -82,3 +82,45 @@ def test_a_bind_fd_that_is_no_listening_socket_on_the_port_is_refused_naming_it(
                 held.close()
     assert shard.returncode == 1, err
     assert f"--bind-fd {fd}: {words}" in err
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "family, address, host",
+    [
+        (socket.AF_INET, "127.0.0.1", "0.0.0.0"),
+        (socket.AF_INET6, "::1", "127.0.0.1"),
+        (socket.AF_INET, "127.0.0.1", "[::1]"),
+    ],
+)
+def test_a_bind_fd_on_another_address_than_binds_host_is_refused(family, address, host):
+    """The shard names --bind's host as its endpoint: a socket on 127.0.0.1 handed with
+    --bind 0.0.0.0:P served on loopback alone while the shard said 'listening on
+    0.0.0.0:P', and one on [::1] for --bind 127.0.0.1:P said 127.0.0.1, where IPv4 workers
+    were refused (review k157)."""
+    if family == socket.AF_INET6 or ":" in host:
+        if not _ipv6_loopback():
+            pytest.skip("no IPv6 loopback")
+    with socket.socket(family) as held:
+        held.bind((address, 0))
+        held.listen(8)
+        port, fd = held.getsockname()[1], held.fileno()
+        shard = _shard(port, fd, host)
+        try:
+            out, err = shard.communicate(timeout=20)
+        except subprocess.TimeoutExpired:  # it served: the bug; stop it, say what it said
+            shard.kill()
+            out, err = shard.communicate(timeout=10)
+    assert shard.returncode == 1, (out, err)
+    shown = f"[{address}]" if ":" in address else address
+    assert f"--bind-fd {fd}: listening on {shown}:{port}, not on --bind's host " in err
+    assert "listening on" not in out  # it never said it served there
