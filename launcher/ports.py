@@ -10,6 +10,7 @@ hands, over restarts too.
 
 from __future__ import annotations
 
+import fcntl
 import socket
 
 #: connections a reserved port queues while no shard accepts (between attempts)
@@ -27,7 +28,7 @@ def reserve_ports(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock = _above_stdio(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sockets.append(sock)
             sock.bind((host, 0))
             sock.listen(BACKLOG)
@@ -37,6 +38,19 @@ def reserve_ports(count: int, host: str = "127.0.0.1") -> list[socket.socket]:
             sock.close()
         raise
     return sockets
+
+
+def _above_stdio(sock: socket.socket) -> socket.socket:
+    """``sock`` on a descriptor above 2. A launcher started with stdin (or stdout) closed
+    (``<&-``, a daemon's start) is handed 0 for its first socket; a child's 0 to 2 are its
+    own streams (/dev/null, the output pipe), so ``--bind-fd 0`` named no socket there and
+    every attempt's shard stopped: 'not an open socket'."""
+    if sock.fileno() > 2:
+        return sock
+    try:
+        return socket.socket(fileno=fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 3))
+    finally:
+        sock.close()
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
