@@ -175,12 +175,17 @@ _QUALIFIED = re.compile(
 )
 
 
-def _same_shards(given: list[str], names: list[str], namespace: str | None) -> bool:
+def _same_shards(
+    given: list[str], names: list[str], namespace: str | None, reader: str | None = None
+) -> bool:
     """Whether ``given`` addresses are the shards' ``names`` in order, each as written or
     qualified with a namespace (theirs, where the manifest names it: another namespace's
-    shards of the same name are other shards) and the cluster's domain, on the same port."""
+    shards of the same name are other shards) and the cluster's domain, on the same port.
+    A name as written resolves in the namespace of the pod that dials it (``reader``): where
+    both are written and differ, it names another namespace's pods too."""
     if len(given) != len(names):
         return False
+    short_ok = namespace is None or reader is None or reader == namespace
     for address, name in zip(given, names):
         host, _, port = address.rpartition(":")
         short, _, want = name.rpartition(":")
@@ -188,7 +193,7 @@ def _same_shards(given: list[str], names: list[str], namespace: str | None) -> b
         qualified = rest is not None and _QUALIFIED.fullmatch(rest) is not None
         if qualified and namespace is not None:
             qualified = rest.split(".")[1] == namespace
-        if port != want or not (host == short or qualified):
+        if port != want or not ((host == short and short_ok) or qualified):
             return False
     return True
 
@@ -217,7 +222,7 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"
                     elif shards[0] is not None and not _same_shards(
-                        text.split(","), shards[0], shards[2]
+                        text.split(","), shards[0], shards[2], obj["metadata"].get("namespace")
                     ):
                         yield (
                             f"{where}: {source} {text!r} is not the shards' DNS names "

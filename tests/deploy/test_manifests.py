@@ -1098,3 +1098,26 @@ def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
         timeout=50,
     )
     assert done.stdout.split() == ["alone", "waited", "rank-gone"], done.stderr
+
+
+@pytest.mark.parametrize(
+    "shards, workers, passes",
+    [
+        (None, "team-b", True),
+        ("team-a", None, True),
+        ("team-a", "team-a", True),
+        ("team-a", "team-b", False),
+    ],
+)
+def test_a_shard_name_as_written_resolves_in_the_workers_namespace(shards, workers, passes):
+    """``<pod>.<service>`` as written resolves in the namespace of the pod that dials it:
+    workers in team-b dialled team-b's pods of those names while the shards ran in team-a,
+    and the check passed it (review k157 of c5abf7a, which judged qualified names alone)."""
+    objs = copy.deepcopy(render("pserver"))
+    for obj, namespace in ((objs[1], shards), (objs[2], workers)):
+        if namespace is not None:
+            obj["metadata"]["namespace"] = namespace
+    problems = manifest_problems(objs)
+    assert (problems == []) is passes, problems
+    if problems:
+        assert "is not the shards' DNS names" in problems[0]
