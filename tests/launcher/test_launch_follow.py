@@ -27,6 +27,19 @@ def _kill(pid: int) -> None:
         pass
 
 
+def _launch_wrapped(tmp_path: Path, wrapper: str) -> subprocess.Popen:
+    """A launcher of one worker that runs ``sh -c wrapper``: the wrapper is the launcher's
+    child, what it starts is not."""
+    argv = launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "sh", "-c")
+    return subprocess.Popen(
+        [*argv, wrapper],
+        env=ENV,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def _pid_in(path: Path) -> int:
     wait_for([path])
     time.sleep(0.1)  # written, not yet flushed: read it whole
@@ -45,12 +58,7 @@ def test_a_script_started_process_stops_when_its_launcher_is_killed(tmp_path):
         f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
         "time.sleep(50)\n"
     )
-    wrapper = f"{sys.executable} {script}; sleep 50"  # sh waits: the script is its child
-    launcher = subprocess.Popen(
-        launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "sh", "-c",
-                    wrapper),
-        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    launcher = _launch_wrapped(tmp_path, f"{sys.executable} {script}; sleep 50")  # sh waits
     pid = None
     try:
         pid = _pid_in(pid_file)
@@ -74,11 +82,7 @@ def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(
     # launcher is gone, which may end a process that writes, but not one that trains quietly
     log = tmp_path / "train.log"
     wrapper = f"echo $$ > {tmp_path / 'sh.pid'}; {' '.join(train)} > {log} 2>&1; sleep 50"
-    launcher = subprocess.Popen(
-        launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "sh", "-c",
-                    wrapper),
-        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    launcher = _launch_wrapped(tmp_path, wrapper)
     trainer = None
     try:
         shell = _pid_in(tmp_path / "sh.pid")

@@ -60,11 +60,15 @@ def trainer_data(n: int = 37, seed: int = 3) -> dict[str, np.ndarray]:
 def train(net: Network, sync: SyncStrategy, rank: int = 0, world: int = 1) -> None:
     """Run every global batch as one step; this rank takes examples ``rank::world``."""
     for x, y in global_batches():
-        xs, ys = to_device(x[rank::world]), to_device(y[rank::world])
-        sync.start_step(len(ys))
-        net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
-        net.backward(sync, loss="loss", loss_scale=len(ys))
-        sync.finish_step()
+        one_step(net, sync, to_device(x[rank::world]), to_device(y[rank::world]))
+
+
+def one_step(net: Network, sync: SyncStrategy, xs, ys) -> None:
+    """One step of this rank's images ``xs`` and labels ``ys``, by hand (no Trainer)."""
+    sync.start_step(len(ys))
+    net.forward({"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)})
+    net.backward(sync, loss="loss", loss_scale=len(ys))
+    sync.finish_step()
 
 
 def weights(net: Network) -> dict[str, np.ndarray]:

@@ -18,10 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from common import global_batches, small_lenet, weights  # noqa: E402
+from common import global_batches, one_step, small_lenet, weights  # noqa: E402
 from run_stall import record_to  # noqa: E402
 
-from distconv.arg import Arg  # noqa: E402
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
 
@@ -43,13 +42,7 @@ def main() -> None:
                 if rank == 0 or case == "all":
                     sync.broadcast_parameters()
                 saved = {f"before/{k}": v for k, v in weights(net).items()}
-            xs, ys = x[rank::world], y[rank::world]
-            sync.start_step(len(ys))
-            net.forward(
-                {"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)}
-            )
-            net.backward(sync, loss="loss", loss_scale=len(ys))
-            sync.finish_step()
+            one_step(net, sync, x[rank::world], y[rank::world])
             if step == 2:
                 break
         np.savez(records / f"rank{rank}.npz", **saved, **weights(net))

@@ -39,9 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import global_batches, small_lenet  # noqa: E402
+from common import global_batches, one_step, small_lenet  # noqa: E402
 
-from distconv.arg import Arg  # noqa: E402
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
 
@@ -107,13 +106,7 @@ def main() -> None:
             if step == 2 and rank == 1 and case in ("closes", "barrier"):
                 sync.allreduce_sum([1.0, 2.0])
                 break
-            xs, ys = x[rank::world], y[rank::world]
-            sync.start_step(len(ys))
-            net.forward(
-                {"image": Arg(xs, needs_grad=False), "label": Arg(ids=ys, needs_grad=False)}
-            )
-            net.backward(sync, loss="loss", loss_scale=len(ys))
-            sync.finish_step()
+            one_step(net, sync, x[rank::world], y[rank::world])
     finally:
         sync.close()
 

@@ -12,6 +12,8 @@ import sys
 import pytest
 from ps_helpers import REPO_ROOT, insecure_worker, small_net
 
+from tests.probes import has_ipv6_loopback
+
 BASE = ["pserver", "--shard", "0", "--num-shards", "1", "--workers", "1", "--insecure"]
 BASE += ["--drain-seconds", "0"]
 
@@ -84,15 +86,6 @@ def test_a_bind_fd_that_is_no_listening_socket_on_the_port_is_refused_naming_it(
     assert f"--bind-fd {fd}: {words}" in err
 
 
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6) as sock:
-            sock.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "family, address, host",
@@ -108,7 +101,7 @@ def test_a_bind_fd_on_another_address_than_binds_host_is_refused(family, address
     0.0.0.0:P', and one on [::1] for --bind 127.0.0.1:P said 127.0.0.1, where IPv4 workers
     were refused (review k157)."""
     if family == socket.AF_INET6 or ":" in host:
-        if not _ipv6_loopback():
+        if not has_ipv6_loopback():
             pytest.skip("no IPv6 loopback")
     with socket.socket(family) as held:
         held.bind((address, 0))
