@@ -116,9 +116,12 @@ def listening_fd(fd: int, host: str, port: int) -> int:
         stream = sock.family in (pysocket.AF_INET, pysocket.AF_INET6)
         stream = stream and sock.type == pysocket.SOCK_STREAM
         listening = stream and sock.getsockopt(pysocket.SOL_SOCKET, pysocket.SO_ACCEPTCONN)
-        address, bound = sock.getsockname()[:2] if stream else (None, None)
+        name = sock.getsockname() if stream else (None, None)
     finally:
         sock.detach()  # the descriptor stays open: ZeroMQ serves on it
+    address, bound = name[:2]
+    if len(name) == 4 and name[3]:  # an IPv6 socket on a link-local address: its interface
+        address = f"{address}%{name[3]}"
     if not listening or port not in (0, bound):
         raise OSError(
             f"--bind-fd {fd}: not a TCP socket listening on port {port} "
@@ -137,11 +140,28 @@ def _same_address(host: str, address: str) -> bool:
     wildcard); True for a host that is no IP address, which is not judged here."""
     if host == "*":
         return address in ("0.0.0.0", "::")
+    host, _, zone = host.partition("%")
     try:
         want = ipaddress.ip_address(host)
     except ValueError:  # a name or an interface: ZeroMQ would resolve it; only the port counts
         return True
-    return ipaddress.ip_address(address.partition("%")[0]) == want
+    address, _, scope = address.partition("%")
+    if ipaddress.ip_address(address) != want:
+        return False
+    # a link-local address names its interface by name or by index (fe80::1%eth0, %2), and the
+    # socket says the index: compared as written, fe80::1%eth0 was refused on its own socket
+    return not zone or _interface_index(zone) == int(scope or 0)
+
+
+def _interface_index(zone: str) -> int | None:
+    """The index of interface ``zone`` (a name or a number); None where no interface has that
+    name here."""
+    if zone.isdigit():
+        return int(zone)
+    try:
+        return pysocket.if_nametoindex(zone)
+    except OSError:
+        return None
 
 
 def tcp_url(host: str, port: int | str) -> str:

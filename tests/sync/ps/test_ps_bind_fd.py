@@ -4,6 +4,7 @@ another process before the shard bound it). Real shard processes, sockets and a 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import subprocess
@@ -117,3 +118,52 @@ def test_a_bind_fd_on_another_address_than_binds_host_is_refused(family, address
     shown = f"[{address}]" if ":" in address else address
     assert f"--bind-fd {fd}: listening on {shown}:{port}, not on --bind's host " in err
     assert "listening on" not in out  # it never said it served there
+
+
+def _link_local() -> tuple[str, int, str] | None:
+    """An IPv6 link-local address here, with its interface's index and name, or None."""
+    try:
+        with open("/proc/net/if_inet6") as table:
+            rows = [line.split() for line in table]
+    except OSError:
+        return None
+    for hexed, index, _, scope, _, name in rows:
+        if scope == "20":  # link scope
+            address = str(ipaddress.ip_address(bytes.fromhex(hexed)))
+            try:
+                with socket.socket(socket.AF_INET6) as sock:
+                    sock.bind((address, 0, 0, int(index, 16)))
+            except OSError:  # tentative (DAD) or gone: try another
+                continue
+            return address, int(index, 16), name
+    return None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("zone", ["name", "index", "other"])
+def test_a_link_local_bind_with_its_interface_serves_on_its_own_socket(zone):
+    """``--bind [fe80::1%eth0]:P`` names the interface by name, the socket by index: the host
+    compared as written (fe80::1%eth0 against fe80::1) refused the launcher-style socket on
+    that very address and interface (review k159 of b743e18); another interface still is."""
+    found = _link_local()
+    if found is None:
+        pytest.skip("no IPv6 link-local address")
+    address, index, name = found
+    other = "lo" if name != "lo" else "1000"
+    written = {"name": name, "index": str(index), "other": other}[zone]
+    with socket.socket(socket.AF_INET6) as held:
+        held.bind((address, 0, 0, index))
+        held.listen(8)
+        port, fd = held.getsockname()[1], held.fileno()
+        shard = _shard(port, fd, f"[{address}%{written}]")
+        try:
+            out, err = shard.communicate(timeout=20)
+        except subprocess.TimeoutExpired:  # it served: stop it, say what it said
+            shard.terminate()
+            out, err = shard.communicate(timeout=10)
+    if zone == "other":
+        assert shard.returncode == 1, (out, err)
+        assert f"--bind-fd {fd}: listening on [{address}%{index}]:{port}, not on " in err
+    else:
+        assert f"pserver shard 0 listening on [{address}%{written}]:{port}" in out, err
+        assert "--bind-fd" not in err
