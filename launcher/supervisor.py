@@ -60,6 +60,15 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 SETTLE_SECONDS = 2.0
 
 
+def _binary(stream: object) -> BinaryIO:
+    """A text stream's bytes, or /dev/null's where Python left it None: a launcher started
+    with the descriptor closed (``>&-``, a daemon's start) stopped on ``None.buffer`` before
+    any child started; the children's logs in the run directory keep what it drops."""
+    if stream is None:
+        return open(os.devnull, "wb")  # open for the launcher's whole life
+    return stream.buffer  # type: ignore[attr-defined]
+
+
 class Supervisor:
     """Runs a job's children as a gang, with restarts and a failure report.
 
@@ -83,8 +92,8 @@ class Supervisor:
     ) -> None:
         self.run_dir = Path(run_dir)
         self.grace = grace
-        self.out = out if out is not None else sys.stdout.buffer
-        self.err = err if err is not None else sys.stderr.buffer
+        self.out = out if out is not None else _binary(sys.stdout)
+        self.err = err if err is not None else _binary(sys.stderr)
         self.poll_interval = poll
         self.settle = settle
         self._lock = threading.Lock()  # the children's lines on ``out``

@@ -45,3 +45,28 @@ def test_a_reserved_port_is_never_on_a_standard_stream():
     first, second, inheritable, stdin_open = done.stdout.split()
     assert int(first) > 2 and int(second) > 2, done.stdout
     assert inheritable == "True" and stdin_open == "False"  # the one on 0 was closed
+
+
+@pytest.mark.timeout(180)
+def test_a_launch_with_stdout_closed_trains_and_keeps_the_childrens_logs(tmp_path):
+    """Started with stdout closed (``>&-``) the launcher stopped on ``None.buffer`` before
+    any child started, so the reserved port on descriptor 1 (which ``reserve_ports`` moves
+    above 2) was never reached (review k159 of e21603b)."""
+    argv = [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "1"]
+    argv += ["--run-dir", str(tmp_path / "run"), "--insecure", "--", "--epochs", "1"]
+    done = subprocess.run(
+        argv,
+        env=ENV,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),  # as a shell's >&-
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    worker = (tmp_path / "run" / "logs" / "worker-0.log").read_text()
+    assert "test accuracy" in worker
+    assert "listening on 127.0.0.1:" in (tmp_path / "run" / "logs" / "server-0.log").read_text()
