@@ -99,8 +99,9 @@ def _seen(pid: int, start: str) -> bool:
     for ended while it runs: hidden by ``/proc``'s ``hidepid`` from a process of another user
     (``kill`` then says it is there), or shown with another start time to a process in
     another time namespace (``unshare --time``), whose boot time is offset. A process of
-    this one's time namespace with another start time is a later one on the launcher's pid:
-    the launcher has ended, and it is followed (the first look stops this process).
+    this one's time namespace with another start time is a later one on the launcher's pid,
+    and so is one of any user or namespace that began after this one: the launcher has
+    ended, and it is followed (the first look stops this process).
     """
     try:
         stat = process_stat(pid)
@@ -113,12 +114,25 @@ def _seen(pid: int, start: str) -> bool:
     except ProcessLookupError:
         return True
     except (OSError, OverflowError):  # EPERM: there, another user's; or no pid at all
-        return False
+        return stat is not None and _started_after_this(stat[1])
     # another start time on the pid: the launcher seen through another time namespace's clock,
     # or a later process on its pid (the launcher has ended, and the first look says so). Were
     # a process of this one's time namespace the launcher, this one would read the start time
     # the launcher wrote: so it is a later process, and the launcher ended before this one began
-    return stat is not None and _same_clock(pid)
+    return stat is not None and (_same_clock(pid) or _started_after_this(stat[1]))
+
+
+def _started_after_this(start: str) -> bool:
+    """Whether a process with ``/proc`` start time ``start`` began after this one: then it is
+    not the launcher, which began before it started this one. ``/proc`` shows every start
+    time on the reader's clock, its time namespace's or not, so the two compare where the
+    start time the launcher wrote does not: a later process of another user or time
+    namespace on the launcher's pid was taken for the launcher hidden, and not followed."""
+    try:
+        own = process_stat(os.getpid())
+    except OSError:
+        return False
+    return own is not None and int(start) > int(own[1])
 
 
 def _same_clock(pid: int) -> bool:

@@ -234,3 +234,48 @@ def test_a_later_process_on_the_launchers_pid_stops_the_follower():
         for p in (later, proc):
             p.kill()
             p.wait()
+
+
+@pytest.mark.timeout(30)
+def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_the_follower(
+    tmp_path,
+):
+    """The launcher ended and a process in another time namespace (or of another user) took
+    its pid after this one started: d92ce8e followed a later process of this one's time
+    namespace only, so this one took it for the launcher hidden, logged 'cannot see the
+    launcher' and trained on, orphaned (review k159 of d92ce8e). /proc shows both start times
+    on this one's clock: the later one began after it, so it is no launcher."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    named = tmp_path / "launcher"
+    code = (
+        "import os, sys, time\n"
+        "from distconv.launch_env import stop_with_launcher\n"
+        f"path = {str(named)!r}\n"
+        "while not os.path.exists(path + '.done'): time.sleep(0.05)\n"
+        "env = {'DISTCONV_LAUNCHER': open(path).read()}\n"
+        "print(stop_with_launcher(env) is not None, flush=True)\n"
+        "time.sleep(20)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    time.sleep(0.5)  # the follower has begun: the later process starts after it
+    later = subprocess.Popen(["unshare", "--time", "--boottime", "1000", "sleep", "30"])
+    try:
+        time.sleep(0.3)  # exec'd: its start time is sleep's
+        if os.readlink(f"/proc/{later.pid}/ns/time") == os.readlink("/proc/self/ns/time"):
+            pytest.skip("unshare --time made no time namespace")
+        *where, pid, start = _identity_of(later.pid).split(" ")
+        named.write_text(" ".join([*where, pid, str(int(start) - 1)]))  # the launcher's start
+        (tmp_path / "launcher.done").write_text("")
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        said = proc.stderr.read()
+        assert "has ended" in said and "cannot see the launcher" not in said, said
+        assert later.poll() is None  # the later process is not the follower's to stop
+    finally:
+        for p in (later, proc):
+            p.kill()
+            p.wait()
