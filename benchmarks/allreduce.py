@@ -51,7 +51,8 @@ where the case after the largest buffers was seen to pay for their cache misses)
   (``--stream-only`` runs these alone).
 - **float16 wire**: the bytes handed to the collectives and the time, against float32.
 - **CNN**: the default LeNet on the digits, 2 ranks x 1 BLAS thread against 1 x 1 (LocalSync),
-  samples per second (the median over the default job's epochs). Target >= 1.8x. The two run
+  samples per second (the median over the default job's epochs; ``--grad-dtype D``: the 2-rank
+  runs' wire). Target >= 1.8x. The two run
   alternated, ``--cnn-pairs`` pairs (3; each pair's order the other way round from the last),
   and the ratio reported is the median pair's, with the range: one lone run that reads slow on
   a shared machine no longer decides the verdict. Beside it,
@@ -509,6 +510,7 @@ def cnn_worker(args) -> None:
         record = {"samples_per_s": float(np.median(rates))}
         record["test_acc"] = trainer.history[-1].get("test_acc")
         record["wire"] = getattr(trainer.sync, "wire_bytes", 0)
+        record["grad_dtype"] = getattr(trainer.sync, "grad_dtype", None) or "float32"
         print(json.dumps(record))
 
 
@@ -564,10 +566,12 @@ PASSED = ("mb", "grads", "reps", "compute_ms", "overlap_bucket", "epochs", "rota
 def cnn_pairs(args) -> dict:
     """1 rank (LocalSync) and 2 ranks (MPISync) of the default CNN, ``args.cnn_pairs`` times
     alternated (1 then 2, 2 then 1, ...): every pair's speeds, and as ``cnn1``/``cnn2`` the
-    records of the pair whose ratio is the median."""
+    records of the pair whose ratio is the median. ``--grad-dtype`` is the 2-rank runs' wire
+    (the 1-rank run has none): ``PASSED`` leaves it out, as the 1-rank run must not get it."""
+    wire = ["--grad-dtype", args.grad_dtype] if args.grad_dtype else []
     pairs = []
     for i in range(args.cnn_pairs):
-        runs = [(1, ["--sync", "local"]), (2, ["--sync", "mpi"])][:: 1 if i % 2 == 0 else -1]
+        runs = [(1, ["--sync", "local"]), (2, ["--sync", "mpi", *wire])][:: 1 if i % 2 == 0 else -1]
         records = {n: mpiexec(n, "cnn", args, extra) for n, extra in runs}
         pairs.append((records[2]["samples_per_s"] / records[1]["samples_per_s"], records))
     _, median = sorted(pairs, key=lambda pair: pair[0])[len(pairs) // 2]
@@ -662,7 +666,8 @@ def report(r: dict) -> None:
         ratios = sorted(pair["two"] / pair["one"] for pair in r["cnn_pairs"])
         print(
             f"default CNN, the median of {len(ratios)} alternated pairs: 1 rank {one:.0f}/s, "
-            f"2 ranks {two:.0f}/s = {two / one:.2f}x (pairs {ratios[0]:.2f}-{ratios[-1]:.2f}x; "
+            f"2 ranks ({r['cnn2'].get('grad_dtype', 'float32')} wire) {two:.0f}/s = "
+            f"{two / one:.2f}x (pairs {ratios[0]:.2f}-{ratios[-1]:.2f}x; "
             "target >= 1.8x)"
         )
         apart = sum(job["samples_per_s"] for job in r["cnn_side_by_side"])

@@ -1,0 +1,58 @@
+"""``benchmarks/allreduce.py`` as a user runs it: the driver, its own ``mpiexec`` jobs, the
+report, at the smallest sizes its flags allow."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC
+
+pytestmark = NEEDS_MPIEXEC
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "allreduce.py"
+#: the smallest run that reaches the report and the CNN rows: 1 MB as 2 gradients, one timed
+#: repetition, one epoch of the default CNN, one pair
+QUICK = ["--mb", "1", "--grads", "2", "--reps", "1", "--compute-ms", "0.1", "--no-torch"]
+QUICK += ["--epochs", "1", "--cnn-pairs", "1"]
+
+
+def run_driver(*flags: str) -> tuple[str, dict]:
+    """The driver's printed report and its JSON line; its mpiexec jobs die with it."""
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    proc = subprocess.Popen(
+        [sys.executable, str(BENCH), *QUICK, *flags],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the driver and the mpiexec jobs it starts: one group
+    )
+    try:
+        out, err = proc.communicate(timeout=200)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    lines = out.strip().splitlines()
+    return "\n".join(lines[:-1]), json.loads(lines[-1])
+
+
+@pytest.mark.timeout(420)
+def test_grad_dtype_is_the_wire_of_the_cnns_two_rank_runs():
+    """``--grad-dtype float16`` was read by the driver and passed to no job: the CNN's 2-rank
+    runs sent float32 (the very bytes of a run without it) and nothing said so."""
+    _, plain = run_driver()
+    report, half = run_driver("--grad-dtype", "float16")
+    assert half["cnn2"]["wire"] * 2 == plain["cnn2"]["wire"] > 0
+    assert (plain["cnn2"]["grad_dtype"], half["cnn2"]["grad_dtype"]) == ("float32", "float16")
+    assert "2 ranks (float16 wire)" in report
+    # the 1-rank runs have no wire, and train alone as before
+    assert half["cnn1"]["wire"] == 0 and all(job["wire"] == 0 for job in half["cnn_side_by_side"])
