@@ -580,9 +580,10 @@ def cnn_pairs(args) -> dict:
 
 
 def report(r: dict) -> None:
-    fused = r["raw_fused_ms"]
-    rows = [("raw Allreduce, fused 4 MB", "raw_fused", "baseline")]
-    rows.append(("raw Allreduce, 100 calls", "raw_separate", ""))
+    """The driver's table; its labels name the run's sizes (``mb``, ``grads``)."""
+    fused, mb, grads = r["raw_fused_ms"], r["mb"], r["grads"]
+    rows = [(f"raw Allreduce, fused {mb} MB", "raw_fused", "baseline")]
+    rows.append((f"raw Allreduce, {grads} calls", "raw_separate", ""))
     rows.append(("raw Allreduce, fused, then averaged", "raw_fused_average", "old floor"))
     rows.append(("raw Allreduce, fused buffer as 1 MiB calls", "raw_pieces", ""))
     for name in ("default", *PLANS, "1MiB", "1MiB+thread", "256KiB", "float16", "bfloat16"):
@@ -596,7 +597,7 @@ def report(r: dict) -> None:
         rows.append((f"{when}: whole finish_step (+zeroing)", f"{when}_whole", "no-op optimizer"))
         for rule in WHOLE_STEP_RULES:
             rows.append((f"{when}: whole step with {rule}", f"{when}_whole_{rule}", ""))
-    rows.append(("SGD update of 4 MB (apart)", "optimizer", ""))
+    rows.append((f"SGD update of {mb} MB (apart)", "optimizer", ""))
     # the x-fused column is a ratio of medians; "paired" the median of each repetition's ratio
     print(f"{'what':42s} {'ms':>8s} {'x fused':>8s} {'paired':>8s}")
     for label, key, note in rows:
@@ -604,7 +605,7 @@ def report(r: dict) -> None:
         print(f"{label:42s} {ms:8.3f} {ms / fused:8.2f} {r[f'{key}_x']:8.2f}  {note}")
     if "gloo_fused_ms" in r:
         scale = fused / r["gloo_run_raw_fused_ms"]  # its own run: scaled by the raw call there
-        for label, key in (("fused 4 MB", "gloo_fused"), ("100 calls", "gloo_separate")):
+        for label, key in ((f"fused {mb} MB", "gloo_fused"), (f"{grads} calls", "gloo_separate")):
             ms = r[f"{key}_ms"] * scale
             print(f"{'torch gloo, ' + label + ' (scaled)':42s} {ms:8.3f} {ms / fused:8.2f}")
     if "gloo_fused_ms" in r:
@@ -679,9 +680,14 @@ def report(r: dict) -> None:
 
 def report_streaming(r: dict) -> None:
     """The streaming rows of :func:`streaming`."""
+    from distconv.sync.mpi import DEFAULT_BUCKET_BYTES
+
+    # the default buckets over the layout: one of the layout's size, up to DEFAULT_BUCKET_BYTES
+    what = f"{min(r['mb'] * MB, DEFAULT_BUCKET_BYTES) / MB:g} MiB bucket"
+    what += f"s ({r['mb']} MB)" if r["mb"] * MB > DEFAULT_BUCKET_BYTES else ""
     for kind in ("none", "free", "full"):
         on, off = r[f"stream_{kind}_on_ms"], r[f"stream_{kind}_off_ms"]
-        line = f"4 MiB bucket, compute {kind}: stream off {off:.2f} ms, on {on:.2f} ms"
+        line = f"{what}, compute {kind}: stream off {off:.2f} ms, on {on:.2f} ms"
         line += f", on / off {on / off:.3f} (paired {r[f'stream_{kind}_on_x']:.3f})"
         line += f"; one call / off paired {r[f'stream_{kind}_one_x']:.3f}"
         if kind == "free":  # numpy compute shares the cores with the sync: no "alone" to subtract
@@ -750,10 +756,10 @@ def main() -> None:
     if args.accuracy:
         return accuracy(args)
     if args.stream_only:
-        result = mpiexec(2, "stream", args)
+        result = {**mpiexec(2, "stream", args), "mb": args.mb, "grads": args.grads}
         report_streaming(result)
         return print(json.dumps(result))
-    result = mpiexec(2, "mpi", args)
+    result = {**mpiexec(2, "mpi", args), "mb": args.mb, "grads": args.grads}
     if not args.no_torch:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         result.update(mpiexec(2, "gloo", args))

@@ -56,3 +56,15 @@ def test_grad_dtype_is_the_wire_of_the_cnns_two_rank_runs():
     assert "2 ranks (float16 wire)" in report
     # the 1-rank runs have no wire, and train alone as before
     assert half["cnn1"]["wire"] == 0 and all(job["wire"] == 0 for job in half["cnn_side_by_side"])
+
+
+@pytest.mark.timeout(240)
+def test_the_report_names_the_sizes_that_ran():
+    """``--mb 1 --grads 2`` printed 'raw Allreduce, fused 4 MB', '100 calls', 'SGD update of
+    4 MB' and '4 MiB bucket' beside the figures of 1 MB as 2 gradients."""
+    report, result = run_driver("--no-cnn")
+    for label in ("raw Allreduce, fused 1 MB ", "raw Allreduce, 2 calls ", "SGD update of 1 MB "):
+        assert label in report
+    assert "1 MiB bucket, compute none: stream off" in report
+    assert "4 MB" not in report and "4 MiB bucket" not in report and "100 calls" not in report
+    assert (result["mb"], result["grads"]) == (1, 2)  # the JSON line records them too
