@@ -199,6 +199,11 @@ def test_the_example_runs_under_the_launcher_with_two_workers_and_two_shards(tmp
     out = done.stdout
     assert "[worker 0] test loss" in out and "[worker 1] test loss" not in out
     assert "rank 0: 5 parameters in" in out  # trained through the shards, not locally
-    moved = int(out.split("bytes moved by rank 0: ")[1].split()[0])
+    line = out.split("bytes moved by rank 0: ")[1].splitlines()[0]
+    moved, table = int(line.split()[0]), EX.VOCAB * EX.WIDTH * 4
+    # the line once set the run's bytes beside one table, which they exceeded, as if the sparse
+    # table moved whole: it now says what they hold and what a dense table moves in a step
+    assert "in 1 epoch(s) of 16 steps, start-up included" in line  # 2048 / (2 x 64)
+    assert line.endswith(f"a dense table moves {2 * table} a step")
     # start-up seeds the shards with the table once; 16 steps then move only rows
-    assert moved < 2 * EX.VOCAB * EX.WIDTH * 4
+    assert table < moved < table + 16 * 2 * table / 100
