@@ -90,12 +90,27 @@ def echo_server(keys: str | None) -> None:
 
 
 def start(cmd: list[str], procs: list[subprocess.Popen]) -> str:
+    """Start ``cmd`` (a shard or an echo); the ``host:port`` its first line of output names.
+
+    Its stderr goes to a file, not a pipe nobody reads (a long run's logs would fill it): a
+    process that ends before naming its address is reported with its status and that file's
+    tail, instead of an IndexError on an empty line.
+    """
+    errors = tempfile.TemporaryFile(mode="w+")
     # run in the measured checkout: ``python -m`` puts the working directory first on the path
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV, cwd=REPO
+        cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=ENV, cwd=REPO
     )
     procs.append(proc)
-    return proc.stdout.readline().split()[-1]
+    words = proc.stdout.readline().split()
+    if not words:
+        status = proc.wait(timeout=30)  # its output ended: it is ending
+        errors.seek(0)
+        raise SystemExit(
+            f"{' '.join(cmd)} (in {REPO}) exited with status {status} before saying where it "
+            f"listens; its stderr ends:\n{errors.read()[-2000:]}"
+        )
+    return words[-1]
 
 
 class RawRoundTrip:
