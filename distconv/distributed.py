@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import traceback
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.sync import SyncError, SyncStrategy, create_sync
+from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 log = logging.getLogger("distconv.distributed")
 
@@ -94,6 +96,25 @@ def init(
         optimizer = create_optimizer(optimizer, **hyperparameters)
     kind = sync or choose_transport(runtime)
     return build_sync(kind, optimizer, runtime, dict(sync_options or {}))
+
+
+def run_main(main: Callable[[], object]) -> None:
+    """Run a training script's ``main()``, exiting as ``distconv train`` does where it failed
+    only because another rank did.
+
+    A rank whose step cannot complete because another rank failed raises
+    :class:`~distconv.sync.peers.PeerFailed`, and may exit before the rank that failed. Uncaught,
+    that is status 1, and ``distconv-launch`` reports this rank as the job's failure; with
+    :data:`~distconv.sync.peers.PEER_FAILED_STATUS` (75) it waits for the rank that failed and
+    reports that one. The traceback is printed either way; any other exception propagates.
+    """
+    try:
+        main()
+    except Exception as exc:
+        if peer_failure(exc) is None:
+            raise
+        traceback.print_exc()
+        raise SystemExit(PEER_FAILED_STATUS) from None
 
 
 def _insecure_from_env(runtime: Runtime) -> bool:

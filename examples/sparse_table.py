@@ -93,4 +93,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    dist.run_main(main)  # exit 75 where another rank's failure stopped this one
