@@ -66,6 +66,7 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -541,16 +542,25 @@ def together(jobs, worker: str, args) -> list[dict]:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            start_new_session=True,  # a group of its own, ranks included: stopped whole below
         )
         for n, extra in jobs
     ]
-    records = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=1200)
-        if proc.returncode != 0:
-            raise RuntimeError(f"mpiexec {worker} failed:\n{err}")
-        records.append(json.loads(out.strip().splitlines()[-1]))
-    return records
+    try:
+        records = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=1200)
+            if proc.returncode != 0:
+                raise RuntimeError(f"mpiexec {worker} failed:\n{err}")
+            records.append(json.loads(out.strip().splitlines()[-1]))
+        return records
+    finally:
+        # one job failed or hung: the others must not train on after the driver has gone,
+        # loading the cores under whatever is measured next
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
 
 
 #: piece plans beside the default (one call per bucket without the thread): first and largest

@@ -3,6 +3,8 @@ report, at the smallest sizes its flags allow."""
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -68,3 +70,40 @@ def test_the_report_names_the_sizes_that_ran():
     assert "1 MiB bucket, compute none: stream off" in report
     assert "4 MB" not in report and "4 MiB bucket" not in report and "100 calls" not in report
     assert (result["mb"], result["grads"]) == (1, 2)  # the JSON line records them too
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("allreduce_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _processes_naming(token: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if token in cmdline.read_bytes().decode(errors="replace"):
+                found.append(cmdline.parent.name)
+        except OSError:  # gone meanwhile
+            pass
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_job_stops_the_job_started_beside_it():
+    """The side-by-side trainings: the first failing raised at once, and the second trained on
+    under its own mpiexec after the driver had exited, loading the cores for whatever ran next."""
+    bench = _bench_module()
+    token = str(90000 + os.getpid() % 9999)  # names the second job's processes (--rank)
+    args = argparse.Namespace(
+        mb=1, grads=2, reps=1, compute_ms=0.1, overlap_bucket=4 << 20, epochs=200, rotate=1
+    )
+    jobs = [(1, ["--sync", "nonsense"]), (1, ["--sync", "local", "--rank", token])]
+    try:
+        with pytest.raises(RuntimeError, match="unknown sync strategy 'nonsense'"):
+            bench.together(jobs, "cnn", args)
+        assert _processes_naming(token) == []
+    finally:
+        for pid in _processes_naming(token):  # what the old code left: not past this test
+            os.kill(int(pid), signal.SIGKILL)
