@@ -24,7 +24,7 @@ import logging
 import os
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -39,6 +39,8 @@ from distconv.sync import SyncError, SyncStrategy, create_sync
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 log = logging.getLogger("distconv.distributed")
+
+_Result = TypeVar("_Result")
 
 #: runtime sources that mean "an MPI launcher started me"
 _MPI_SOURCES = ("openmpi", "pmi")
@@ -98,9 +100,10 @@ def init(
     return build_sync(kind, optimizer, runtime, dict(sync_options or {}))
 
 
-def run_main(main: Callable[[], object]) -> None:
-    """Run a training script's ``main()``, exiting as ``distconv train`` does where it failed
-    only because another rank did.
+def run_main(main: Callable[[], _Result]) -> _Result:
+    """Run a training script's ``main()`` and return what it returns (a ``main`` that returns
+    an exit status keeps it: ``sys.exit(run_main(main))``, as ``sys.exit(main())`` before),
+    exiting as ``distconv train`` does where it failed only because another rank did.
 
     A rank whose step cannot complete because another rank failed raises
     :class:`~distconv.sync.peers.PeerFailed`, and may exit before the rank that failed. Uncaught,
@@ -109,7 +112,7 @@ def run_main(main: Callable[[], object]) -> None:
     reports that one. The traceback is printed either way; any other exception propagates.
     """
     try:
-        main()
+        return main()
     except Exception as exc:
         if peer_failure(exc) is None:
             raise
