@@ -542,7 +542,9 @@ def together(jobs, worker: str, args) -> list[dict]:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            start_new_session=True,  # a group of its own, ranks included: stopped whole below
+            # a group of its own, killed whole below: mpiexec and its proxy (hydra gives each
+            # rank a session of its own; a rank ends as its proxy dies)
+            start_new_session=True,
         )
         for n, extra in jobs
     ]
