@@ -26,6 +26,7 @@ import distconv.distributed as dist
 from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss, TableProjection
+from distconv.sync.mpi import MPISync
 
 VOCAB, WIDTH, FEATURES = 100_000, 32, 8
 TABLE = "mix.proj0.weight"
@@ -84,11 +85,16 @@ def main() -> None:
             table = VOCAB * WIDTH * 4
             steps = -(-args.examples // last["global_batch"])  # a short last batch is a step
             # through servers only the batches' rows travel, after rank 0 has seeded the shards
-            # with every parameter (the table once); MPI reduces the whole table a step
+            # with every parameter (the table once); MPI reduces the whole table a step and
+            # counts its gradient collectives only (wire_bytes), nothing at start-up
+            start = (
+                "steps" if isinstance(sync, MPISync)
+                else f"steps, start-up included (rank 0 seeds the servers with the {table}-byte "
+                "table once)"
+            )  # fmt: skip
             print(
                 f"bytes moved by rank 0: {total:.0f} in {len(history)} epoch(s) of {steps} "
-                f"steps, start-up included (through servers, rank 0 seeds them with the "
-                f"{table}-byte table once); a dense table moves {2 * table} a step"
+                f"{start}; a dense table moves {2 * table} a step"
             )
 
 
