@@ -765,6 +765,13 @@ def main() -> None:
         return gloo_worker(args)
     if args.worker == "cnn":
         return cnn_worker(args)
+    if args.grad_dtype and not args.no_cnn:
+        from distconv.sync.mpi.buckets import wire_dtype
+
+        try:  # now, not in the CNN's first 2-rank job, after the main table's minutes
+            wire_dtype(args.grad_dtype)
+        except (ValueError, ImportError) as exc:
+            ap.error(f"--grad-dtype: {exc}")
     if args.accuracy:
         return accuracy(args)
     if args.stream_only:

@@ -114,3 +114,20 @@ def test_a_failed_job_stops_the_job_started_beside_it():
     finally:
         for pid in _processes_naming(token):  # what the old code left: not past this test
             os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_grad_dtype_is_refused_before_anything_runs():
+    """``--grad-dtype float8`` ran the main table and a 1-rank CNN job (minutes at the default
+    sizes) before the 2-rank job died on it with a ValueError traceback."""
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *QUICK, "--grad-dtype", "float8"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "--grad-dtype: grad_dtype must be one of" in done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr  # no job ran
