@@ -338,6 +338,8 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
         except ValueError as exc:  # the folder holds another job's manifests
             raise LaunchError(str(exc)) from None
         print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)
+    elif sys.stdout is None:  # started with stdout closed (>&-): the YAML has nowhere to go
+        raise LaunchError("stdout is closed: pass --out DIR for the manifests")
     else:
         sys.stdout.write(render.dump_yaml(objects))
     return 0

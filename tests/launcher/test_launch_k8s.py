@@ -163,3 +163,25 @@ def test_an_argument_that_is_not_utf8_is_refused_by_name(where):
         f"distconv-launch k8s: error: {odd!r} is not UTF-8 text (bytes this system's locale did "
         "not decode); a manifest cannot hold it"
     ]
+
+
+@needs_renderer
+@pytest.mark.timeout(60)
+def test_a_render_to_a_closed_stdout_is_refused_in_one_line():
+    """Started with stdout closed (``>&-``) and no ``--out``, the renderer's YAML has nowhere
+    to go: it ended with a traceback (``None.write``) rather than the launcher's error line
+    (review k161 of 0246610, which gave the supervisor /dev/null for such a stream)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "k8s", *JOBS[0][0]],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),  # as a shell's >&-
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr
+        == "distconv-launch k8s: error: stdout is closed: pass --out DIR for the manifests\n"
+    )
