@@ -286,3 +286,46 @@ def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_th
         for p in (later, proc):
             p.kill()
             p.wait()
+
+
+@pytest.mark.timeout(40)
+def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended():
+    """The launcher (another user's) was seen at the first look, then ``/proc`` hid it
+    (remounted ``hidepid=2``; a process that gives up its user or capabilities alike): its
+    missing entry was taken for its end, and the follower SIGTERMed itself while the launcher
+    ran on (review k161). ``kill(pid, 0)`` says it is there: no news."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--pid"):
+        pytest.skip("needs root, setpriv, and mount and PID namespaces")
+    follower = (
+        "import time\n"
+        "from distconv.launch_env import stop_with_launcher\n"
+        "print('following', stop_with_launcher() is not None, flush=True)\n"
+        "time.sleep(4)\n"
+        "print('still training', flush=True)\n"
+    )
+    stat = "open(f'/proc/{sys.argv[1]}/stat').read().rsplit(')', 1)[1].split()[19]"
+    name = "import sys; from distconv.procfs import pid_namespace as n; "
+    name += f"print(*n(), sys.argv[1], {stat})"  # the launcher's identity, as it would write it
+    script = (
+        "mount -t proc proc /proc\n"
+        "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 30 & L=$!\n"
+        "sleep 0.3\n"  # exec'd: its start time is sleep's
+        f'export DISTCONV_LAUNCHER="$({sys.executable} -c "$1" $L)"\n'
+        # root without capabilities or group 0: hidepid=2 hides nobody's process from it
+        "setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all "
+        f'{sys.executable} -c "$2" & F=$!\n'
+        "sleep 2\n"  # more than a look's interval: followed, and looked at as seen
+        "mount -o remount,hidepid=2 /proc\n"
+        "wait $F; echo follower $?; kill -0 $L && echo launcher runs\n"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", name, follower],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "following True" in done.stdout, (done.stdout, done.stderr)
+    assert "launcher runs" in done.stdout, done.stdout
+    assert "still training\nfollower 0\n" in done.stdout, (done.stdout, done.stderr)
+    assert "has ended" not in done.stderr, done.stderr
