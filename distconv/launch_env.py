@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from distconv.procfs import PID_TEXT, has_ended, pid_namespace, process_stat
+from distconv.procfs import PID_TEXT, has_ended, is_there, pid_namespace, process_stat
 from distconv.runtime import RuntimeConfigError
 
 ENV_RESTART = "DISTCONV_RESTART"
@@ -156,24 +156,10 @@ def _follow(pid: int, start: str) -> None:
             stat = process_stat(pid)
         except OSError:  # there, but not readable now: no news
             stat = ("S", start)
-        if stat is None and _hidden(pid):  # no news either: a missing /proc entry was no end
+        if stat is None and is_there(pid):  # hidden since the first look: no news either
             stat = ("S", start)
         if has_ended(stat, start):
             log.warning("the launcher (pid %d) has ended: stopping as at its SIGTERM", pid)
             os.kill(os.getpid(), signal.SIGTERM)
             return
         time.sleep(LAUNCHER_LOOK_EVERY)
-
-
-def _hidden(pid: int) -> bool:
-    """Whether process ``pid``, which ``/proc`` does not show, is there all the same: the
-    launcher seen at the first look can be hidden later (``/proc`` remounted ``hidepid=2``,
-    or this process gave up its user or capabilities), and its missing entry was taken for
-    its end, SIGTERMing a training whose launcher ran on."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: there, another user's
-        return True
-    return True

@@ -81,3 +81,16 @@ def has_ended(stat: tuple[str, str] | None, start: str) -> bool:
     :func:`process_stat`: no process there, another one (started later) on its pid, or it is
     a zombie."""
     return stat is None or stat[1] != start or stat[0] in ENDED_STATES
+
+
+def is_there(pid: int) -> bool:
+    """Whether a process ``pid`` exists, as ``kill(pid, 0)`` says: one that ``/proc`` stopped
+    showing after it was seen (remounted ``hidepid=2``, or the reader gave up its user or
+    capabilities) runs all the same, and its missing entry is no end."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: there, another user's
+        return True
+    return True

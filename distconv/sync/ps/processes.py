@@ -23,6 +23,7 @@ from typing import Any
 from distconv.procfs import (
     PID_TEXT,
     has_ended,
+    is_there,
     pid_namespace,
     process_identity,
     process_stat,
@@ -99,6 +100,8 @@ class ProcessWatch:
             try:
                 stat = process_stat(pid)
             except OSError:  # not readable now (no file descriptor left ...): no news
+                continue
+            if stat is None and is_there(pid):  # hidden since it was tracked: no news either
                 continue
             if has_ended(stat, start):
                 if key not in self._seen_ended:

@@ -190,6 +190,31 @@ def test_a_stat_that_cannot_be_read_is_no_news(sleeper, monkeypatch):
     assert _ended(watch, [0]) == [0]  # still followed: its end is seen
 
 
+def test_a_process_hidden_after_it_was_tracked_is_no_news(sleeper, monkeypatch):
+    """``/proc`` stops showing a tracked worker (remounted ``hidepid=2`` with the worker
+    another user's): its missing entry was taken for its end, and a running rank was lost,
+    failing a sync job (review k161; the launcher watch had the same fault). ``kill(pid, 0)``
+    says it is there; once it is gone, its end is seen."""
+    from distconv import procfs
+
+    a = sleeper()
+    watch = ProcessWatch()
+    watch.track(0, identity_of(a.pid), HOST)
+    real = procfs.Path
+
+    class Hidden(type(real())):
+        def read_text(self, *args, **kwargs):
+            if str(self).endswith(f"/{a.pid}/stat"):  # as hidepid=2 answers another user
+                raise FileNotFoundError(2, "No such file or directory")
+            return super().read_text(*args, **kwargs)
+
+    monkeypatch.setattr(procfs, "Path", Hidden)
+    assert _ended(watch, [0]) == []  # alive, hidden: not named
+    a.kill()
+    a.wait()
+    assert _ended(watch, [0]) == [0]  # hidden still, but gone: named
+
+
 def test_a_worker_of_another_host_name_is_not_watched(sleeper):
     """VMs cloned from one snapshot share a boot id and the first PID namespace's id."""
     a = sleeper()
