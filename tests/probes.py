@@ -1,12 +1,17 @@
 """What a test reads off running processes and this host: a ``distconv train`` process's
-health port, which processes name a run directory, whether IPv6 works here."""
+health port, which processes name a run directory, whether IPv6 works here; and a program run
+with its process group, so that none of its children outlives the test."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
+import subprocess
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 SAMPLES = re.compile(rb"^distconv_samples_total\{[^}]*\} ([0-9.e+]+)", re.MULTILINE)
 
@@ -41,3 +46,27 @@ def has_ipv6_loopback() -> bool:
         return True
     except OSError:
         return False
+
+
+def run_as_group(
+    argv: list[str], timeout: float, **popen: Any
+) -> tuple[subprocess.Popen, str, str]:
+    """Run ``argv`` in a session of its own and return the ended process (its
+    ``returncode``; its ``pid`` names its process group), stdout and stderr; at the timeout,
+    or any error, the whole group is SIGKILLed (a benchmark's children with it), so nothing
+    outlives the test."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **popen,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return proc, out, err

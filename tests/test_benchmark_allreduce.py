@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.mpi.common import NEEDS_MPIEXEC
+from tests.probes import run_as_group
 
 pytestmark = NEEDS_MPIEXEC
 
@@ -29,20 +30,9 @@ QUICK += ["--epochs", "1", "--cnn-pairs", "1"]
 def run_driver(*flags: str) -> tuple[str, dict]:
     """The driver's printed report and its JSON line; its mpiexec jobs die with it."""
     env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
-    proc = subprocess.Popen(
-        [sys.executable, str(BENCH), *QUICK, *flags],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # the driver and the mpiexec jobs it starts: one group
-    )
-    try:
-        out, err = proc.communicate(timeout=200)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    proc, out, err = run_as_group(
+        [sys.executable, str(BENCH), *QUICK, *flags], timeout=200, env=env
+    )  # the driver and the mpiexec jobs it starts: one group
     assert proc.returncode == 0, err[-3000:]
     lines = out.strip().splitlines()
     return "\n".join(lines[:-1]), json.loads(lines[-1])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.probes import run_as_group
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "pserver.py"
@@ -23,19 +23,8 @@ def test_a_shard_that_cannot_start_is_named_with_its_status_and_stderr(tmp_path)
     shutil.copytree(ROOT / "distconv", tmp_path / "distconv")
     (tmp_path / "distconv" / "__main__.py").write_text('raise SystemExit("no shard here")\n')
     argv = [sys.executable, str(BENCH), "--code", str(tmp_path), "--mb", "1", "--params", "2"]
-    proc = subprocess.Popen(
-        [*argv, "--repeat", "1", "--modes", "insecure"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # the benchmark, its echoes and shards: one group
-    )
-    try:
-        out, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    # the benchmark, its echoes and shards: one group, whose leader's pid it keeps
+    proc, out, err = run_as_group([*argv, "--repeat", "1", "--modes", "insecure"], 90)
     assert proc.returncode == 1, out + err
     assert "IndexError" not in err
     assert "-m distconv pserver" in err and "exited with status 1 before saying where" in err

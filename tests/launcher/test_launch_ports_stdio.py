@@ -14,20 +14,26 @@ import pytest
 from tests.launcher.launch_cli import ENV
 
 
-@pytest.mark.timeout(180)
-def test_a_launch_with_stdin_closed_serves_its_shard_on_the_reserved_port(tmp_path):
+def _launch_with_closed(fd: int, tmp_path, **streams) -> subprocess.CompletedProcess:
+    """A real launch of one shard and one worker, its descriptor ``fd`` closed as a shell's
+    ``<&-`` or ``>&-`` closes it."""
     argv = [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "1"]
     argv += ["--run-dir", str(tmp_path / "run"), "--insecure", "--", "--epochs", "1"]
-    done = subprocess.run(
+    return subprocess.run(
         argv,
         env=ENV,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
-        preexec_fn=lambda: os.close(0),  # as a shell's <&-
-        capture_output=True,
+        preexec_fn=lambda: os.close(fd),
         text=True,
         timeout=150,
+        **streams,
     )
+
+
+@pytest.mark.timeout(180)
+def test_a_launch_with_stdin_closed_serves_its_shard_on_the_reserved_port(tmp_path):
+    done = _launch_with_closed(0, tmp_path, capture_output=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "--bind-fd 0" not in done.stdout + done.stderr
     assert "test accuracy" in done.stdout
@@ -52,19 +58,7 @@ def test_a_launch_with_stdout_closed_trains_and_keeps_the_childrens_logs(tmp_pat
     """Started with stdout closed (``>&-``) the launcher stopped on ``None.buffer`` before
     any child started, so the reserved port on descriptor 1 (which ``reserve_ports`` moves
     above 2) was never reached (review k159 of e21603b)."""
-    argv = [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "1"]
-    argv += ["--run-dir", str(tmp_path / "run"), "--insecure", "--", "--epochs", "1"]
-    done = subprocess.run(
-        argv,
-        env=ENV,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: os.close(1),  # as a shell's >&-
-        text=True,
-        timeout=150,
-    )
+    done = _launch_with_closed(1, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     worker = (tmp_path / "run" / "logs" / "worker-0.log").read_text()
