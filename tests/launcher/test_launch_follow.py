@@ -4,12 +4,14 @@ under a wrapper script trained on, orphaned. Real launchers, scripts and process
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,17 @@ def _launch_wrapped(tmp_path: Path, wrapper: str) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+@contextlib.contextmanager
+def _killed_after(*procs: subprocess.Popen) -> Iterator[None]:
+    """Each of ``procs`` killed and reaped on leaving, whatever the test found."""
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def _pid_in(path: Path) -> int:
@@ -145,7 +158,7 @@ def test_a_process_follows_the_launcher_it_names_unless_it_is_its_child(case):
     proc = subprocess.Popen(
         [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
     )
-    try:
+    with _killed_after(sleeper, proc):
         assert proc.stdout.readline().strip() == str(case == "followed")
         sleeper.kill()
         sleeper.wait()
@@ -154,10 +167,6 @@ def test_a_process_follows_the_launcher_it_names_unless_it_is_its_child(case):
         else:
             time.sleep(1.5)  # more than a look's interval
             assert proc.poll() is None
-    finally:
-        for p in (sleeper, proc):
-            p.kill()
-            p.wait()
 
 
 def _can_unshare(*flags: str) -> bool:
@@ -203,16 +212,12 @@ def test_a_launcher_that_runs_but_cannot_be_seen_as_named_is_not_followed(case):
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
+    with _killed_after(sleeper, proc):
         assert proc.stdout.readline().strip() == "False", proc.stderr.read()
         time.sleep(1.5)  # more than a look's interval
         assert proc.poll() is None, proc.stderr.read()
         proc.kill()
         assert "cannot see the launcher (pid" in proc.stderr.read()
-    finally:
-        for p in (sleeper, proc):
-            p.kill()
-            p.wait()
 
 
 @pytest.mark.timeout(30)
@@ -232,17 +237,13 @@ def test_a_later_process_on_the_launchers_pid_stops_the_follower():
         [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    try:
+    with _killed_after(later, proc):
         assert proc.stdout.readline().strip() == "True", proc.stderr.read()
         assert proc.wait(timeout=10) == -signal.SIGTERM
         said = proc.stderr.read()
         assert "the launcher (pid" in said and "has ended" in said, said
         assert "cannot see the launcher" not in said, said
         assert later.poll() is None  # the later process is not the follower's to stop
-    finally:
-        for p in (later, proc):
-            p.kill()
-            p.wait()
 
 
 @pytest.mark.timeout(30)
@@ -270,7 +271,7 @@ def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_th
     )  # fmt: skip
     time.sleep(0.5)  # the follower has begun: the later process starts after it
     later = subprocess.Popen(["unshare", "--time", "--boottime", "1000", "sleep", "30"])
-    try:
+    with _killed_after(later, proc):
         time.sleep(0.3)  # exec'd: its start time is sleep's
         if os.readlink(f"/proc/{later.pid}/ns/time") == os.readlink("/proc/self/ns/time"):
             pytest.skip("unshare --time made no time namespace")
@@ -282,10 +283,6 @@ def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_th
         said = proc.stderr.read()
         assert "has ended" in said and "cannot see the launcher" not in said, said
         assert later.poll() is None  # the later process is not the follower's to stop
-    finally:
-        for p in (later, proc):
-            p.kill()
-            p.wait()
 
 
 @pytest.mark.timeout(40)
