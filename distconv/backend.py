@@ -187,6 +187,14 @@ def sum_dtype(dtype: Any) -> str | None:
     return "float32" if dt.itemsize < 4 and is_float_dtype(dt) else None
 
 
+def widened(a: Any) -> Any:
+    """``a`` in the type its sums are taken in: a 16-bit float array (or scalar) as float32
+    (:func:`sum_dtype`), anything else (a Python number too) itself, not copied."""
+    dtype = getattr(a, "dtype", None)
+    wide = sum_dtype(dtype) if dtype is not None else None
+    return a if wide is None else a.astype(wide)
+
+
 def all_finite(a: Any, dot_from: int = DOT_CHECK_SIZE) -> bool:
     """No NaN or Inf in ``a`` (a numpy or cupy array).
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import Arg
-from distconv.backend import sum_dtype, to_host
+from distconv.backend import to_host, widened
 from distconv.data import DataError, array_length
 from distconv.layers.base import forward_only
 from distconv.messages import exception_line
@@ -54,7 +54,7 @@ class EpochTally:
         A 16-bit loss (float16, bfloat16) is added in float32: an epoch's sum in float16
         overflows past 65504 (a spurious "NaN or infinite" at the fold), one in bfloat16 stops
         growing once a step's loss is below half its spacing."""
-        self.loss, self.correct = self.loss + _wide(loss), self.correct + correct
+        self.loss, self.correct = self.loss + widened(loss), self.correct + correct
         self.seen += examples
 
     def fold(self, pos: Position) -> dict[str, float]:
@@ -180,9 +180,3 @@ def right_answers(outputs: dict[str, Arg], accuracy: tuple[str, str]) -> Any:
     if truth.shape != answers.shape:
         truth = truth.reshape(answers.shape)  # (N, 1) against (N,) broadcast to N x N
     return (answers == truth).sum()
-
-
-def _wide(a: Any) -> Any:
-    """``a`` (a numpy, ``ml_dtypes`` or cupy scalar) in float32 if it is a narrower float."""
-    wide = sum_dtype(a.dtype) if hasattr(a, "dtype") else None
-    return a if wide is None else a.astype(wide)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.backend import get_array_module, sum_dtype
+from distconv.backend import get_array_module, sum_dtype, widened
 
 
 class ActivationFunction:
@@ -83,8 +83,7 @@ class Softmax(ActivationFunction):
         xp = get_array_module(z)
         # 16-bit in float32: numpy sums bfloat16 in bfloat16, and over 4096 classes the
         # normaliser stopped at 256 (each probability 16 times too large)
-        wide = sum_dtype(z.dtype)
-        zw = z if wide is None else z.astype(wide)
+        zw = widened(z)
         e = xp.exp(zw - zw.max(axis=1, keepdims=True))
         return (e / e.sum(axis=1, keepdims=True)).astype(z.dtype, copy=False)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.backend import sum_dtype
+from distconv.backend import sum_dtype, widened
 
 
 def channel_sums(g: Any, channels: int) -> Any:
@@ -28,7 +28,7 @@ def channel_sums(g: Any, channels: int) -> Any:
     dtype = g.dtype
     wide = sum_dtype(dtype)
     if g.shape[0] == 1:  # one sample: nothing to add across the batch (a sum would copy it)
-        rows = g[0] if wide is None else g[0].astype(wide)
+        rows = widened(g[0])
     else:
         rows = g.sum(axis=0, dtype=wide)  # the batch: one contiguous add a sample
     return rows.reshape(channels, -1).sum(axis=1).astype(dtype, copy=False)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from distconv.allocator import keeps_freed_memory
-from distconv.backend import get_array_module, is_gpu_array, sum_dtype
+from distconv.backend import get_array_module, is_gpu_array, sum_dtype, widened
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.pool_rare import RareWindows
@@ -371,7 +371,7 @@ def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...], dx:
 def _in_float32(backward: Any, dy: Any, dx: Any) -> Any:
     """``backward`` of a 16-bit ``dy`` in float32, rounded to ``dy``'s type once: into a new
     array, or added into ``dx`` (in place) when given."""
-    g = backward(dy.astype(sum_dtype(dy.dtype)))
+    g = backward(widened(dy))
     if dx is None:
         return g.astype(dy.dtype)
     dx += g

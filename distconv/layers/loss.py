@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, is_float_dtype, sum_dtype
+from distconv.backend import get_array_module, is_float_dtype, sum_dtype, widened
 from distconv.layers.base import Layer, grad_target, values_of
 from distconv.parameter import UpdateCallback
 
@@ -66,7 +66,7 @@ class SoftmaxCrossEntropy(Layer):
         self._ids = _labels(self, label, n, c, xp)
         # 16-bit logits in float32: numpy sums bfloat16 in bfloat16, and both the sum over the
         # classes and the mean over the batch stop growing past a few hundred terms
-        wide = z.astype(sum_dtype(z.dtype) or z.dtype, copy=False)
+        wide = widened(z)
         shifted = wide - wide.max(axis=1, keepdims=True)
         log_norm = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
         log_prob = shifted - log_norm

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, sum_dtype
+from distconv.backend import get_array_module, widened
 from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import compact_columns
@@ -289,7 +289,6 @@ def _times_gathered_rows(dz: Any, rows: Any) -> Any:
     rows, not along them): 4096 columns of 0.1 times 1 came to 256, not 409.6.
     """
     if dz.dtype.kind != "V" and rows.dtype.kind != "V":
-        if sum_dtype(dz.dtype) is not None:  # einsum then computes in float32
-            dz = dz.astype(sum_dtype(dz.dtype))
+        dz = widened(dz)  # einsum then computes a float16 dz in float32
         return get_array_module(dz).einsum("bk,bki->bi", dz, rows)
     return (dz[:, None, :] @ rows)[:, 0, :]
