@@ -21,7 +21,14 @@ import threading
 import time
 from collections.abc import Mapping
 
-from distconv.procfs import PID_TEXT, has_ended, is_there, pid_namespace, process_stat
+from distconv.procfs import (
+    ENDED_STATES,
+    PID_TEXT,
+    has_ended,
+    is_there,
+    pid_namespace,
+    process_stat,
+)
 from distconv.runtime import RuntimeConfigError
 
 ENV_RESTART = "DISTCONV_RESTART"
@@ -66,72 +73,61 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
 
     Only a process the launcher did not start itself follows it (one started by a script it
     started): the kernel tells its own children. A launcher of another boot or PID namespace,
-    or a malformed value, is not followed; nor is one this process cannot see as the launcher
-    named itself (:func:`_seen`). Returns the thread, or None where none follows.
+    or a malformed value, is not followed; nor is one ``/proc`` hides from this process
+    (``hidepid``, another user's). Returns the thread, or None where none follows.
     """
     global _following
     env = os.environ if environ is None else environ
     parts = env.get(ENV_LAUNCHER, "").split(" ")
     if len(parts) != 4 or not PID_TEXT.fullmatch(parts[2]) or tuple(parts[:2]) != pid_namespace():
         return None
-    pid, start = int(parts[2]), parts[3]
+    pid, named_start = int(parts[2]), parts[3]
     if os.getppid() == pid or _following is not None:  # init() then job.train(): one thread
         return None
-    if not _seen(pid, start):
-        log.warning(
-            "cannot see the launcher (pid %d) from here (/proc hidepid, another user, another "
-            "time namespace): not stopping with it",
-            pid,
-        )
-        return None
+    try:
+        stat = process_stat(pid)
+    except OSError:  # there, but not readable now: the thread's first look reads it
+        stat = None
+    else:
+        if stat is None and is_there(pid):
+            log.warning(
+                "cannot see the launcher (pid %d) from here (/proc hidepid, another user): "
+                "not stopping with it",
+                pid,
+            )
+            return None
     _following = threading.Thread(
-        target=_follow, args=(pid, start), name="distconv-launcher-watch", daemon=True
+        target=_follow, args=(pid, named_start), name="distconv-launcher-watch", daemon=True
     )
     _following.start()
     return _following
 
 
-def _seen(pid: int, start: str) -> bool:
-    """Whether the looks can tell when the launcher ends: a first look finds its process as it
-    named itself, or no process ``pid`` at all (it has ended, and the first look says so).
+def _first_look(pid: int, named_start: str) -> str | None:
+    """The start time of the process to follow as the launcher, on this process's clock, or
+    None where the launcher has ended: no process on its pid, a zombie, or one that began
+    after this one (the launcher began before it started this one). The process found is
+    followed even where its start time is not the one the launcher wrote, when this process
+    reads it on another clock (another time namespace's boot time offsets it): if it is not
+    the launcher, it took the pid before this process began, the launcher has ended, and
+    following it stops this one late but never while the launcher runs. On this clock, a
+    start time other than the written one is a later process, and the launcher has ended.
 
-    A process that is there but not as named is not followed, or every look would take it
-    for ended while it runs: hidden by ``/proc``'s ``hidepid`` from a process of another user
-    (``kill`` then says it is there), or shown with another start time to a process in
-    another time namespace (``unshare --time``), whose boot time is offset. A process of
-    this one's time namespace with another start time is a later one on the launcher's pid,
-    and so is one of any user or namespace that began after this one: the launcher has
-    ended, and it is followed (the first look stops this process).
+    Raises:
+        OSError: ``/proc`` cannot be read now: no news.
     """
-    try:
-        stat = process_stat(pid)
-    except OSError:  # there, but not readable now: the looks wait for news
-        return True
-    if stat is not None and stat[1] == start:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):  # EPERM: there, another user's; or no pid at all
-        return stat is not None and _started_after_this(stat[1])
-    # another start time on the pid: the launcher seen through another time namespace's clock,
-    # or a later process on its pid (the launcher has ended, and the first look says so). Were
-    # a process of this one's time namespace the launcher, this one would read the start time
-    # the launcher wrote: so it is a later process, and the launcher ended before this one began
-    return stat is not None and (_same_clock(pid) or _started_after_this(stat[1]))
+    stat = process_stat(pid)
+    if stat is None or stat[0] in ENDED_STATES or _began_after_this(stat[1]):
+        return None
+    if stat[1] != named_start and _same_clock(pid):
+        return None
+    return stat[1]
 
 
-def _started_after_this(start: str) -> bool:
-    """Whether a process with ``/proc`` start time ``start`` began after this one: then it is
-    not the launcher, which began before it started this one. ``/proc`` shows every start
-    time on the reader's clock, its time namespace's or not, so the two compare where the
-    start time the launcher wrote does not: a later process of another user or time
-    namespace on the launcher's pid was taken for the launcher hidden, and not followed."""
-    try:
-        own = process_stat(os.getpid())
-    except OSError:
-        return False
+def _began_after_this(start: str) -> bool:
+    """Whether a process with ``/proc`` start time ``start`` began after this one (``/proc``
+    shows every start time on the reader's clock, so the two compare)."""
+    own = process_stat(os.getpid())
     return own is not None and int(start) > int(own[1])
 
 
@@ -150,16 +146,29 @@ def _same_clock(pid: int) -> bool:
         return False
 
 
-def _follow(pid: int, start: str) -> None:
+def _follow(pid: int, named_start: str) -> None:
+    start: str | None = None  # of the process followed, once a first look has read it
     while True:
         try:
-            stat = process_stat(pid)
+            if start is None:
+                start = _first_look(pid, named_start)
+                ended = start is None
+            else:
+                ended = _has_gone(pid, start)
         except OSError:  # there, but not readable now: no news
-            stat = ("S", start)
-        if stat is None and is_there(pid):  # hidden since the first look: no news either
-            stat = ("S", start)
-        if has_ended(stat, start):
+            ended = False
+        if ended:
             log.warning("the launcher (pid %d) has ended: stopping as at its SIGTERM", pid)
             os.kill(os.getpid(), signal.SIGTERM)
             return
         time.sleep(LAUNCHER_LOOK_EVERY)
+
+
+def _has_gone(pid: int, start: str) -> bool:
+    """Whether the process followed (``pid``, started at ``start``) has ended: gone, a zombie,
+    or replaced on its pid. One ``/proc`` stopped showing after the first look (remounted
+    ``hidepid``) runs all the same as long as ``kill`` finds it."""
+    stat = process_stat(pid)
+    if stat is None and is_there(pid):
+        return False
+    return has_ended(stat, start)

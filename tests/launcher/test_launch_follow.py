@@ -177,36 +177,32 @@ def _can_unshare(*flags: str) -> bool:
         return False
 
 
+_FOLLOWS = (
+    "import time\n"
+    "from distconv.launch_env import stop_with_launcher\n"
+    "print(stop_with_launcher() is not None, flush=True)\n"
+    "time.sleep(20)\n"
+)
+
+
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("case", ["hidden by hidepid", "another time namespace"])
-def test_a_launcher_that_runs_but_cannot_be_seen_as_named_is_not_followed(case):
-    """A process that cannot see the running launcher as it named itself SIGTERMed itself
-    within a second of its start while the launcher ran on: another user's, with ``/proc``
-    mounted ``hidepid=2`` (its /proc/<pid> is missing), or one in another time namespace
-    (the launcher's start time reads offset). Now it says so and does not follow it."""
-    if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--time"):
-        pytest.skip("needs root, setpriv, and mount and time namespaces")
-    if case == "hidden by hidepid":  # the stand-in launcher runs as nobody
-        sleeper = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534",
-                                    "--clear-groups", "sleep", "30"])  # fmt: skip
-        # root without capabilities or group 0 in the follower: hidepid hides nobody's
-        # process from it, and kill(pid, 0) answers EPERM
-        wrap = ["unshare", "--mount", "sh", "-c", 'mount -t proc -o hidepid=2 proc /proc && '
-                'exec setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all '
-                '"$@"', "sh"]  # fmt: skip
-    else:
-        sleeper = subprocess.Popen(["sleep", "30"])
-        wrap = ["unshare", "--time", "--boottime", "1000"]
+def test_a_launcher_hidden_by_hidepid_is_not_followed():
+    """A process ``/proc`` hides the running launcher from (another user's, ``hidepid=2``:
+    its /proc/<pid> is missing, ``kill(pid, 0)`` answers EPERM) SIGTERMed itself within a
+    second of its start while the launcher ran on. Now it says so and does not follow it."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount"):
+        pytest.skip("needs root, setpriv, and mount namespaces")
+    sleeper = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534",
+                                "--clear-groups", "sleep", "30"])  # fmt: skip
+    # root without capabilities or group 0 in the follower: hidepid hides nobody's process
+    # from it, and kill(pid, 0) answers EPERM
+    wrap = ["unshare", "--mount", "sh", "-c", 'mount -t proc -o hidepid=2 proc /proc && '
+            'exec setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all '
+            '"$@"', "sh"]  # fmt: skip
     time.sleep(0.2)  # setpriv has exec'd sleep: its start time is the one named
-    code = (
-        "import time\n"
-        "from distconv.launch_env import stop_with_launcher\n"
-        "print(stop_with_launcher() is not None, flush=True)\n"
-        "time.sleep(20)\n"
-    )
     env = {**ENV, "DISTCONV_LAUNCHER": _identity_of(sleeper.pid)}
     proc = subprocess.Popen(
-        [*wrap, sys.executable, "-c", code],
+        [*wrap, sys.executable, "-c", _FOLLOWS],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -218,6 +214,35 @@ def test_a_launcher_that_runs_but_cannot_be_seen_as_named_is_not_followed(case):
         assert proc.poll() is None, proc.stderr.read()
         proc.kill()
         assert "cannot see the launcher (pid" in proc.stderr.read()
+
+
+@pytest.mark.timeout(30)
+def test_a_launcher_read_on_another_clock_is_followed_until_it_ends():
+    """A process in another time namespace (``unshare --time``) reads the launcher's start
+    time offset from the one the launcher wrote: it gave up following (logged 'cannot see the
+    launcher') and trained on, orphaned, after the launcher was killed. It follows the
+    process it found: on while the launcher runs, SIGTERMed once it ends."""
+    if not shutil.which("unshare") or not _can_unshare("--time"):
+        pytest.skip("needs time namespaces")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    time.sleep(0.2)  # exec'd: its start time is sleep's
+    env = {**ENV, "DISTCONV_LAUNCHER": _identity_of(sleeper.pid)}
+    proc = subprocess.Popen(
+        ["unshare", "--time", "--boottime", "1000", sys.executable, "-c", _FOLLOWS],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with _killed_after(sleeper, proc):
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        time.sleep(1.5)  # more than a look's interval: followed while it runs
+        assert proc.poll() is None, proc.stderr.read()
+        sleeper.kill()
+        sleeper.wait()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        said = proc.stderr.read()
+        assert "has ended" in said and "cannot see" not in said, said
 
 
 @pytest.mark.timeout(30)
