@@ -128,7 +128,18 @@ def _began_after_this(start: str) -> bool:
     """Whether a process with ``/proc`` start time ``start`` began after this one (``/proc``
     shows every start time on the reader's clock, so the two compare)."""
     own = process_stat(os.getpid())
-    return own is not None and int(start) > int(own[1])
+    return own is not None and _signed_ns(start) > _signed_ns(own[1])
+
+
+def _signed_ns(start: str) -> int:
+    """A ``/proc`` start time (clock ticks) in nanoseconds of the reader's clock, negative for
+    a process that began before that clock's zero: in a time namespace whose boot-time offset
+    is below minus the process's start, the kernel shows the sum wrapped to an unsigned 64-bit
+    value, which read as is put a launcher that runs after this process and stopped it."""
+    ns = int(start) * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+    # no start time that did not wrap reaches 2**63 ns: the kernel keeps a clock's offset and
+    # value under KTIME_MAX / 2, and a wrapped one lies within an uptime of 2**64
+    return ns - 2**64 if ns >= 2**63 else ns
 
 
 def _same_clock(pid: int) -> bool:

@@ -246,6 +246,35 @@ def test_a_launcher_read_on_another_clock_is_followed_until_it_ends():
 
 
 @pytest.mark.timeout(30)
+def test_a_launcher_that_began_before_the_followers_clock_zero_is_followed():
+    """A process in a time namespace whose boot-time offset is below minus the launcher's
+    start reads that start wrapped to a huge unsigned value: it took the running launcher for
+    a later process on its pid and SIGTERMed itself at once (review k167). It follows it."""
+    if not shutil.which("unshare") or not _can_unshare("--time"):
+        pytest.skip("needs time namespaces")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    time.sleep(1.2)  # exec'd; and the clock's zero below can be set: now + offset >= 0
+    identity = _identity_of(sleeper.pid)
+    offset = -(int(identity.split(" ")[3]) // os.sysconf("SC_CLK_TCK") + 1)  # before its start
+    env = {**ENV, "DISTCONV_LAUNCHER": identity}
+    proc = subprocess.Popen(
+        ["unshare", "--time", "--boottime", str(offset), sys.executable, "-c", _FOLLOWS],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with _killed_after(sleeper, proc):
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        time.sleep(1.5)  # more than a look's interval: followed while it runs
+        assert proc.poll() is None, proc.stderr.read()
+        sleeper.kill()
+        sleeper.wait()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert "has ended" in proc.stderr.read()
+
+
+@pytest.mark.timeout(30)
 def test_a_later_process_on_the_launchers_pid_stops_the_follower():
     """The launcher ended and a later process took its pid before a process it started
     through a script looked: that process took the later one for the launcher hidden from it
