@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from distconv.procfs import (
     ENDED_STATES,
@@ -143,8 +144,10 @@ def _signed_ns(start: str) -> int:
 
 
 def _same_clock(pid: int) -> bool:
-    """Whether process ``pid`` is in this process's time namespace; True on a kernel without
-    time namespaces, False where ``pid``'s cannot be read (another user's)."""
+    """Whether process ``pid`` reads start times on this process's clock: it is in this
+    process's time namespace, or, where its namespace cannot be read (another user's, to a
+    process that may not ptrace it), in one with the same boot-time offset. True on a kernel
+    without time namespaces, False where neither can be read."""
     try:
         ours = os.readlink("/proc/self/ns/time")
     except FileNotFoundError:  # no time namespaces: one clock for all
@@ -153,8 +156,36 @@ def _same_clock(pid: int) -> bool:
         return False
     try:
         return os.readlink(f"/proc/{pid}/ns/time") == ours
+    except FileNotFoundError:  # gone: the next look says so
+        return False
+    except OSError:
+        pass
+    # the namespace link needs ptrace access, the offsets file does not: taking another user's
+    # process for one of another clock, this one followed a process that took the launcher's
+    # pid before it began, and trained on, orphaned, as long as that one ran. The file shows
+    # the namespace a process's children get: its own, but between an unshare(CLONE_NEWTIME)
+    # and the next exec, which the launcher never does, and the links tell for this process
+    try:
+        if os.readlink("/proc/self/ns/time_for_children") != ours:
+            return False
+        offset = _boot_offset(str(pid))
+        return offset is not None and offset == _boot_offset("self")
     except OSError:
         return False
+
+
+def _boot_offset(pid: str) -> list[str] | None:
+    """The boot-time offset of process ``pid``'s (``self``'s) children's time namespace, from
+    its ``timens_offsets``; None where the file has none.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    for line in Path(f"/proc/{pid}/timens_offsets").read_text().splitlines():
+        name, *offset = line.split()
+        if name == "boottime":
+            return offset
+    return None
 
 
 def _follow(pid: int, named_start: str) -> None:

@@ -301,6 +301,32 @@ def test_a_later_process_on_the_launchers_pid_stops_the_follower():
 
 
 @pytest.mark.timeout(30)
+def test_a_later_process_of_another_user_that_began_first_stops_the_follower():
+    """The launcher ended before a process its script started began, and another user's
+    process took its pid first: a follower that may not ptrace it (root without capabilities,
+    or another user) cannot read its time namespace, took it for the launcher on another clock
+    and followed it, training on, orphaned, as long as it ran (review k167). Its boot-time
+    offset, which anyone may read, is this one's: on this clock, a later process."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv")
+    later = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              "sleep", "30"])  # fmt: skip
+    time.sleep(0.2)  # exec'd: its start time is sleep's
+    *where, pid, start = _identity_of(later.pid).split(" ")
+    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, str(int(start) - 1)])}
+    proc = subprocess.Popen(
+        ["setpriv", "--regid=65534", "--clear-groups", "--bounding-set=-all", "--inh-caps=-all",
+         sys.executable, "-c", _FOLLOW_STOPPED_AT_ONCE],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with _killed_after(later, proc):
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert "has ended" in proc.stderr.read()
+        assert later.poll() is None  # the later process is not the follower's to stop
+
+
+@pytest.mark.timeout(30)
 def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_the_follower(
     tmp_path,
 ):
