@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -190,13 +191,21 @@ def _boot_offset(pid: str) -> list[str] | None:
 
 def _follow(pid: int, named_start: str) -> None:
     start: str | None = None  # of the process followed, once a first look has read it
+    # opened after this process began, so whatever process holds the pid then, its end means
+    # the launcher's: it is the launcher, or one that took its pid once it had ended. The
+    # first look reads the same process while it runs (the pid is its), and past that look it
+    # alone is followed: a later process on the pid, hidden by hidepid (kill(pid, 0) finds
+    # it), was taken for the launcher hidden, and this one trained on as long as it ran
+    handle = _pidfd(pid)
     while True:
         try:
-            if start is None:
+            if handle is not None and _has_exited(handle):
+                ended = True
+            elif start is None:
                 start = _first_look(pid, named_start)
                 ended = start is None
             else:
-                ended = _has_gone(pid, start)
+                ended = handle is None and _has_gone(pid, start)
         except OSError:  # there, but not readable now: no news
             ended = False
         if ended:
@@ -206,10 +215,26 @@ def _follow(pid: int, named_start: str) -> None:
         time.sleep(LAUNCHER_LOOK_EVERY)
 
 
+def _pidfd(pid: int) -> int | None:
+    """A pidfd on the process on ``pid`` (close-on-exec); None where none opens: no process
+    there (the first look says so), a thread's pid, a kernel before Linux 5.3."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _has_exited(handle: int) -> bool:
+    """Whether the process of pidfd ``handle`` has ended (a zombie too): it reads as ready."""
+    poller = select.poll()  # not select.select: a descriptor past 1023 is fine
+    poller.register(handle, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _has_gone(pid: int, start: str) -> bool:
-    """Whether the process followed (``pid``, started at ``start``) has ended: gone, a zombie,
-    or replaced on its pid. One ``/proc`` stopped showing after the first look (remounted
-    ``hidepid``) runs all the same as long as ``kill`` finds it."""
+    """Whether the process followed (``pid``, started at ``start``) has ended, where no pidfd
+    follows it: gone, a zombie, or replaced on its pid. One ``/proc`` stopped showing after
+    the first look (remounted ``hidepid``) runs all the same as long as ``kill`` finds it."""
     stat = process_stat(pid)
     if stat is None and is_there(pid):
         return False

@@ -406,3 +406,52 @@ def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended():
     assert "launcher runs" in done.stdout, done.stdout
     assert "still training\nfollower 0\n" in done.stdout, (done.stdout, done.stderr)
     assert "has ended" not in done.stderr, done.stderr
+
+
+@pytest.mark.timeout(40)
+def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower():
+    """The launcher, seen at the first look, was killed and another user's process took its
+    pid, which ``/proc`` mounted ``hidepid=2`` hides from the follower: ``kill(pid, 0)`` found
+    it there, the follower took it for the launcher hidden and trained on as long as it ran
+    (review k167). It follows the process it looked at, not the pid. A PID namespace of its
+    own makes the pid's reuse certain (``ns_last_pid``)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--pid"):
+        pytest.skip("needs root, setpriv, and mount and PID namespaces")
+    follower = (
+        "import time\n"
+        "from distconv.launch_env import stop_with_launcher\n"
+        "print('following', stop_with_launcher() is not None, flush=True)\n"
+        "time.sleep(6)\n"
+        "print('still training', flush=True)\n"
+    )
+    stat = "open(f'/proc/{sys.argv[1]}/stat').read().rsplit(')', 1)[1].split()[19]"
+    name = "import sys; from distconv.procfs import pid_namespace as n; "
+    name += f"print(*n(), sys.argv[1], {stat})"  # the launcher's identity, as it would write it
+    script = (
+        "mount -t proc proc /proc\n"
+        # root without capabilities, group nobody: sees a process of its own credentials only
+        "C='setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all'\n"
+        "$C sleep 30 & L=$!\n"
+        "sleep 0.3\n"  # exec'd: its start time is sleep's
+        f'export DISTCONV_LAUNCHER="$({sys.executable} -c "$1" $L)"\n'
+        "mount -o remount,hidepid=2 /proc\n"
+        f'$C {sys.executable} -c "$2" & F=$!\n'
+        "sleep 2\n"  # more than a look's interval: followed, and looked at as seen
+        "kill -9 $L; wait $L\n"
+        "echo $((L - 1)) > /proc/sys/kernel/ns_last_pid\n"
+        "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 30 & X=$!\n"
+        '[ "$X" = "$L" ] && echo pid taken\n'
+        "wait $F; echo follower $?; kill $X\n"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", name, follower],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "following True" in done.stdout, (done.stdout, done.stderr)
+    if "pid taken" not in done.stdout:
+        pytest.skip(f"the launcher's pid was not reused: {done.stdout}")
+    assert f"follower {128 + signal.SIGTERM}" in done.stdout, (done.stdout, done.stderr)
+    assert "has ended" in done.stderr, done.stderr
