@@ -80,7 +80,12 @@ def initialize(
     fan_out: int,
     dtype: Any = np.float32,
 ) -> Any:
-    """An array of ``shape`` drawn by ``method`` (a name or a function), on the current device."""
+    """An array of ``shape`` drawn by ``method`` (a name or a function), on the current device.
+
+    Raises:
+        ValueError: ``method`` is an unknown name, or a function that returned another shape
+            (a layer's weight took that shape and failed far away, in its first product).
+    """
     if isinstance(method, str):
         try:
             method = INITIALIZERS[method]
@@ -90,4 +95,10 @@ def initialize(
             ) from None
     drawn = method(tuple(shape), max(fan_in, 1), max(fan_out, 1), _rng)
     host = np.asarray(drawn, dtype=resolve_dtype(dtype))
+    if host.shape != tuple(shape):
+        name = getattr(method, "__name__", repr(method))
+        raise ValueError(
+            f"initialiser {name} returned an array of shape {host.shape}, not the "
+            f"{tuple(shape)} it was asked for (it is called as f(shape, fan_in, fan_out, rng))"
+        )
     return to_device(host)

@@ -48,3 +48,22 @@ def test_ones_and_unit_normal_by_name():
     assert (initialize("ones", (2, 3), 1, 1) == 1).all()
     w = initialize("unit_normal", (300, 300), 1, 1, dtype=np.float64)
     assert w.std() == pytest.approx(1.0, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "draw,got",
+    [
+        (lambda shape, fan_in, fan_out, rng: rng.standard_normal(shape[::-1]), r"\(3, 4\)"),
+        (lambda shape, fan_in, fan_out, rng: 0.5, r"\(\)"),
+    ],
+)
+def test_an_initialiser_of_the_wrong_shape_is_refused_by_name(draw, got):
+    """An (in, out) draw for PyTorch's (out, in) layout, or a constant, became the weight's
+    shape: a 0-d weight, or a numpy matmul error at the first forward, far from the cause."""
+    from distconv.layers import FullyConnected
+
+    with pytest.raises(ValueError, match=rf"initialiser <lambda> returned .* shape {got}, not "):
+        FullyConnected(3, 4, init=draw)
+    set_seed(0)  # a function of the right shape is taken as it is
+    w = FullyConnected(3, 4, init=lambda shape, fan_in, fan_out, rng: np.full(shape, 0.25))
+    assert w.weight.value.shape == (4, 3) and (w.weight.value == 0.25).all()
