@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 
@@ -48,6 +49,7 @@ class GlobalBatchSampler:
             raise ValueError(f"need 0 <= rank < world_size, got {self.rank} of {self.world_size}")
         if self.num_examples < 1:
             raise ValueError("the training set is empty")
+        check_seed(self.seed)
 
     @property
     def global_batch(self) -> int:
@@ -76,6 +78,17 @@ class GlobalBatchSampler:
                 chunk[k * per_pass : (k + 1) * per_pass][self.rank :: self.world_size]
                 for k in range(self.accumulate)
             ]
+
+
+def check_seed(seed: int) -> None:
+    """Refuse a shuffle seed numpy's generators take not: they raised their own "expected
+    non-negative integer" (or "seed must be integer") at the first epoch, naming no seed.
+
+    Raises:
+        ValueError: ``seed`` is not an int >= 0.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0 (the shuffle's), got {seed!r}")
 
 
 def stride_shard(num_examples: int, rank: int, world_size: int) -> np.ndarray:

@@ -41,7 +41,7 @@ from distconv.resume import (
     share_position,
 )
 from distconv.run_dir import METRICS, PLOT, RunDirectory
-from distconv.sampler import GlobalBatchSampler
+from distconv.sampler import GlobalBatchSampler, check_seed
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
 from distconv.sync import SyncStrategy
 
@@ -72,7 +72,7 @@ class Trainer:
             accuracy, or ``"auto"``: the loss's inputs when it is a softmax cross-entropy.
         accumulate: forward/backward passes per optimizer step.
         out_dir: where checkpoints and metrics go (the chief writes them); None writes nothing.
-        seed: the shuffle seed (with the epoch, the only input to the batch order).
+        seed: the shuffle seed, an int >= 0 (with the epoch, the only input to the batch order).
         lr_decay: epoch ``e`` (from 0) trains at ``lr * lr_decay**e``. A per-epoch factor, not a
             schedule over the run's length, so a run resumed with more epochs continues exactly
             the schedule an uninterrupted one follows.
@@ -117,6 +117,7 @@ class Trainer:
                 f"need batch_size >= 1, accumulate >= 1, checkpoint_every >= 0; got "
                 f"{batch_size}, {accumulate}, {checkpoint_every}"
             )
+        check_seed(seed)  # here, not at the first epoch after setup and the job check
         if loss not in network.layers:
             raise ValueError(f"no layer {loss!r}; layers: {list(network.layers)}")
         self.network, self.sync = network, sync

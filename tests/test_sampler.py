@@ -1,0 +1,65 @@
+"""GlobalBatchSampler: one global batch per step, strided over ranks, seeded by (seed, epoch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.models import lenet
+from distconv.optim import create_optimizer
+from distconv.sampler import GlobalBatchSampler
+from distconv.sync import create_sync
+from distconv.trainer import Trainer
+
+
+def _epoch(n, batch, world, accumulate, seed=3, epoch=0, start=0):
+    """Every rank's index arrays of each pass, step by step."""
+    return [
+        list(GlobalBatchSampler(n, batch, r, world, accumulate, seed).passes(epoch, start))
+        for r in range(world)
+    ]
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("n", [1, 7, 10, 31])
+@pytest.mark.parametrize("batch,accumulate", [(1, 1), (3, 1), (2, 3), (5, 2)])
+def test_every_example_once_per_epoch_and_a_resume_goes_on_in_the_same_order(
+    world, n, batch, accumulate
+):
+    ranks = _epoch(n, batch, world, accumulate)
+    sampler = GlobalBatchSampler(n, batch, 0, world, accumulate, 3)
+    assert all(len(steps) == sampler.steps_per_epoch for steps in ranks)
+    seen = [i for steps in ranks for passes in steps for idx in passes for i in idx.tolist()]
+    assert sorted(seen) == list(range(n))
+    for t in range(sampler.steps_per_epoch):
+        step = sum(len(idx) for steps in ranks for idx in steps[t])
+        assert step == sampler.step_examples(t)
+    for start in range(sampler.steps_per_epoch + 1):
+        resumed = _epoch(n, batch, world, accumulate, start=start)
+        for whole, rest in zip(ranks, resumed):
+            assert len(rest) == len(whole) - start
+            for a, b in zip(whole[start:], rest):
+                assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_the_shuffle_follows_the_seed_and_the_epoch_alone():
+    a = GlobalBatchSampler(100, 10, seed=1)
+    np.testing.assert_array_equal(
+        a.permutation(2), GlobalBatchSampler(100, 4, seed=1).permutation(2)
+    )
+    assert not np.array_equal(a.permutation(2), a.permutation(3))
+    assert not np.array_equal(a.permutation(2), GlobalBatchSampler(100, 10, seed=2).permutation(2))
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_a_seed_numpy_cannot_take_is_refused_naming_it(seed):
+    """numpy's own "expected non-negative integer" came at the first epoch, after the run's
+    setup and job check (with an out_dir, after its lock and metrics file), naming no seed."""
+    with pytest.raises(
+        ValueError, match=rf"seed must be an int >= 0 \(the shuffle's\), got {seed!r}"
+    ):
+        GlobalBatchSampler(10, 2, seed=seed)
+    sync = create_sync("local", optimizer=create_optimizer("sgd"))
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+        Trainer(lenet(), sync, 2, seed=seed, progress=False)
+    assert GlobalBatchSampler(10, 2, seed=np.int64(2**40)).permutation(0).shape == (10,)
