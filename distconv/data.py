@@ -205,7 +205,7 @@ def load_mnist(directory: str | os.PathLike) -> tuple[Dataset, Dataset]:
 
     Raises:
         DataError: the directory or a file is missing, a file is not a valid IDX file of the
-            expected kind, or the two sets do not fit together (the message names the files).
+            expected kind or holds a label past 9, or the sets do not fit (named by the files).
     """
     directory = _directory(directory)
     parts, sources = [], []
@@ -220,7 +220,8 @@ def load_mnist(directory: str | os.PathLike) -> tuple[Dataset, Dataset]:
         if len(images) == 0:
             raise DataError(f"{image_file}: the MNIST {split_name} set holds no images")
         x = (images.astype(np.float32) / 255.0)[:, None]
-        parts.append(Dataset(x, labels.astype(np.int64), 10, f"mnist {split_name}"))
+        # named by its label file: the one check of Dataset's that can fail here is the labels'
+        parts.append(Dataset(x, labels.astype(np.int64), 10, f"mnist {split_name} ({label_file})"))
         sources.append(image_file)
     (train, test), (train_file, test_file) = parts, sources
     if train.image_shape != test.image_shape:
