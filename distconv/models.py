@@ -36,6 +36,8 @@ def lenet(
         A network fed ``"image"`` (an ``(N, C, H, W)`` Arg) and ``"label"`` (an Arg whose
         ``ids`` are the classes), with layers ``conv1, pool1, conv2, pool2, fc1, fc2, loss``.
     """
+    if len(image_shape) != 3:  # unpacked below: "not enough values to unpack (expected 3)"
+        raise NetworkError(f"LeNet: image_shape must be (C, H, W), got {tuple(image_shape)}")
     c, h, w = image_shape
     net = Network()
     size = (h, w)

@@ -3,6 +3,7 @@ trainable parameter firing its callback exactly once per pass, in a fixed order.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,15 @@ def test_integer_or_bool_images_name_the_layer(dtype, wrap):
     msg = str(info.value)
     assert msg.startswith("layer Conv2D 'conv1': input 'image' holds ")
     assert "computes in floating point; feed float arrays" in msg
+
+
+@pytest.mark.parametrize("shape", [(28, 28), (1, 1, 8, 8)])
+def test_lenet_wants_an_image_shape_of_channels_height_width(shape):
+    """MNIST's (28, 28) stopped on Python's "not enough values to unpack (expected 3, got 2)"."""
+    with pytest.raises(
+        NetworkError, match=re.escape(f"image_shape must be (C, H, W), got {shape}")
+    ):
+        lenet(shape)
 
 
 def test_swapped_loss_inputs_name_the_loss_layer(rng):
