@@ -74,6 +74,35 @@ def test_matches_torch(name, hyper, torch_cls, torch_kw, dtype, rtol):
     np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("name,hyper,torch_cls,torch_kw", CASES)
+def test_300_steps_of_sums_under_a_schedule_match_torch(name, hyper, torch_cls, torch_kw):
+    """As a sync drives the rule: sums with ``grad_scale = 1 / examples`` (an uneven last
+    batch varies it), the rate scaled each epoch (``scale_lr``), and gradients that are zero in
+    some rows or everywhere (a table's unread rows, a step a parameter sat out), over 300 steps,
+    in float64: torch, given the averaged gradient and the rate, to rounding."""
+    torch = pytest.importorskip("torch", reason="torch is needed for the parity tests")
+    rng = np.random.default_rng(12)
+    w0 = rng.standard_normal((6, 3))
+    opt = create_optimizer(name, **hyper)
+    ours, state = w0.copy(), opt.init_state(w0)
+    p = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+    theirs = getattr(torch.optim, torch_cls)([p], **torch_kw)
+    for t in range(300):
+        examples = int(rng.integers(1, 9))
+        grad_sum = rng.standard_normal(w0.shape) * examples
+        grad_sum[t % 6] = 0  # a row no example read
+        if t % 7 == 3:
+            grad_sum[:] = 0
+        factor = 0.8 ** (t // 50)
+        opt.scale_lr(factor)
+        theirs.param_groups[0]["lr"] = torch_kw["lr"] * factor
+        opt.update(ours, grad_sum, state, grad_scale=1 / examples)
+        p.grad = torch.from_numpy(grad_sum / examples)
+        theirs.step()
+    assert not np.allclose(ours, w0)
+    np.testing.assert_allclose(ours, p.detach().numpy(), rtol=1e-11, atol=1e-13)
+
+
 def test_sgd_step_by_hand():
     w = np.array([1.0, -2.0, 3.0])
     g = np.array([0.5, 0.5, -1.0])
