@@ -121,7 +121,7 @@ def shard_indices(
 
     The permutation depends only on ``(seed, epoch)``. Every worker gets ``n // world_size``
     examples, so all take the same number of steps (synchronous training needs that); the few
-    left over differ from epoch to epoch, so none is skipped for good.
+    left over differ by epoch if shuffled, else are the last ``n % world_size`` every epoch.
     """
     rank, world = shard
     if not (world >= 1 and 0 <= rank < world):
