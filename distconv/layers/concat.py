@@ -8,7 +8,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.shape import volume
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer, grad_target, values_of
 from distconv.layers.mixed import ProjectionLayer
 from distconv.parameter import UpdateCallback
 
@@ -37,7 +37,8 @@ class Concatenate(Layer):
         for i, a in enumerate(inputs):
             if a.value is None or a.value.ndim < 1:
                 raise self.fail(f"input {i} carries no array value (ids only?)")
-            rows.append(a.value.reshape(a.value.shape[0], volume(a.value.shape[1:])))
+            v = values_of(self, a)  # integer rows: an activation truncated them (sigmoid to 0)
+            rows.append(v.reshape(v.shape[0], volume(v.shape[1:])))
         heights = [r.shape[0] for r in rows]
         if len(set(heights)) > 1:
             raise self.fail(f"inputs have different numbers of rows: {heights}")

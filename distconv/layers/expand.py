@@ -8,7 +8,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, sum_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.shape import is_int, volume
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer, grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 
@@ -57,6 +57,7 @@ class FeatureMapExpand(Layer):
         v = x.value
         if v is None or v.ndim < 1:
             raise self.fail(f"expected an input of shape (N, *), got {x}")
+        v = values_of(self, x)  # integer copies: an activation truncated them (sigmoid to 0)
         xp = get_array_module(v)
         flat = v.reshape(v.shape[0], volume(v.shape[1:]))
         if self.as_row_vector:

@@ -7,7 +7,7 @@ from typing import Any
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
-from distconv.layers.base import Layer, grad_target
+from distconv.layers.base import Layer, grad_target, values_of
 from distconv.parameter import UpdateCallback
 
 
@@ -45,6 +45,7 @@ class Multiplex(Layer):
             if c.value is None or c.value.ndim < 1:  # Arg.shape would fail on either
                 got = "no value (ids only?)" if c.value is None else "a 0-d value"
                 raise self.fail(f"input {i} must hold rows (N, *), got {got}")
+            values_of(self, c)  # integer rows: an activation truncated them (sigmoid to 0)
         shape = candidates[0].shape
         for i, c in enumerate(candidates, start=1):
             if c.shape != shape:

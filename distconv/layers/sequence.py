@@ -15,7 +15,7 @@ from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import row_sums
 from distconv.kernels.sequence import check_offsets, segment_ids
-from distconv.layers.base import Layer, checked, grad_target, size_arg
+from distconv.layers.base import Layer, checked, grad_target, size_arg, values_of
 from distconv.parameter import UpdateCallback
 
 
@@ -67,6 +67,7 @@ class SequenceConcat(Layer):
             if x.value is None or x.value.ndim != 2:
                 shape = None if x.value is None else tuple(x.value.shape)
                 raise self.fail(f"{what} must hold rows of shape (N, width), got {shape}")
+            values_of(self, x)  # integer rows: an activation truncated them (sigmoid to 0)
         wa, wb = a.value.shape[1], b.value.shape[1]
         if wa != wb or (self.width is not None and wa != self.width):
             want = f" (built for width {self.width})" if self.width is not None else ""

@@ -10,6 +10,7 @@ from distconv import Arg, Network, Parameter
 from distconv.layers import (
     Activation,
     AvgPool2D,
+    Concatenate,
     ContextProjection,
     Conv2D,
     ConvProjection,
@@ -21,6 +22,7 @@ from distconv.layers import (
     IdentityProjection,
     MaxPool3D,
     Mixed,
+    Multiplex,
     SelectiveFullyConnected,
     SequenceConcat,
     SliceProjection,
@@ -48,6 +50,32 @@ def test_integer_values_are_refused_naming_the_layer(make, shape):
     x = np.arange(np.prod(shape)).reshape(shape) + 1
     with pytest.raises(LayerError, match=r"'c': expected float values, got int64 values"):
         make()(Arg(x))
+
+
+@pytest.mark.parametrize(
+    "make, inputs",
+    [
+        (lambda: Concatenate(act="sigmoid", name="c"), lambda x: [Arg(x), Arg(x)]),
+        (lambda: FeatureMapExpand(2, act="sigmoid", name="c"), lambda x: [Arg(x)]),
+        (lambda: Multiplex(act="sigmoid", name="c"), lambda x: [Arg(ids=np.zeros(2, int)), Arg(x)]),
+        (
+            lambda: SequenceConcat(act="sigmoid", name="c"),
+            lambda x: [Arg(x, seq_starts=np.array([0, 2]))] * 2,
+        ),
+    ],
+)
+def test_integer_rows_into_a_layer_that_copies_them_are_refused_naming_it(make, inputs):
+    """Layers that copy their inputs' rows computed in the rows' integer type: a sigmoid
+    truncated every output to 0 with no error, and backward failed with numpy's
+    UFuncTypeError, adding float gradients into integer ones, naming no layer."""
+    x = np.array([[0, 1, -2], [3, 0, 1]])
+    with pytest.raises(LayerError, match=r"'c': expected float values, got int64 values"):
+        make()(*inputs(x))
+    layer = make()
+    out = layer(*inputs(x.astype(F64)))  # their float cast passes, forward and backward
+    assert out.value.dtype == F64 and out.value.min() > 0
+    out.grad = np.ones_like(out.value)
+    layer.backward(lambda p: None)
 
 
 @pytest.mark.parametrize(
