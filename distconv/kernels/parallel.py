@@ -313,7 +313,9 @@ def matmul(a: Any, b: Any) -> Any:
     if len(bounds) == 1:
         with one_blas_thread():
             return a @ b
-    out = np.empty((m, n), dtype=np.result_type(a.dtype, b.dtype))
+    # the type a @ b gives, which is not always result_type's: ml_dtypes' bfloat16 products
+    # come out float32, and a split product written into bfloat16 rounded every element
+    out = np.empty((m, n), dtype=np.matmul(a[:0], b[:, :0]).dtype)
 
     def rows(start: int, stop: int) -> None:
         _product(a[start:stop], b, out[start:stop])

@@ -111,6 +111,25 @@ def test_matmul_splits_large_products_over_threads(monkeypatch):
     assert all(threads == [1] * len(threads) for _, threads in seen)
 
 
+@pytest.mark.parametrize("kinds", ["bfloat16", "float16", "float32 float64"])
+def test_a_split_matmul_comes_out_in_the_type_of_the_whole_product(kinds, monkeypatch):
+    """A split product was written into ``result_type`` of its operands: bfloat16 where
+    ml_dtypes' ``a @ b`` gives float32, so a fully connected layer's bfloat16 activations
+    were rounded to bfloat16 from 128 rows on and kept float32 below (the same example's
+    output then depended on its batch)."""
+    types = [
+        pytest.importorskip("ml_dtypes").bfloat16 if k == "bfloat16" else k for k in kinds.split()
+    ]
+    monkeypatch.setenv("DISTCONV_NUM_THREADS", "2")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 1024)).astype(types[0])
+    b = rng.standard_normal((1024, 512)).astype(types[-1])
+    out, whole = matmul(a, b), a @ b  # four chunks of 64 rows, as above
+    assert out.dtype == whole.dtype
+    np.testing.assert_allclose(out, whole, rtol=1e-6, atol=1e-6)
+    assert matmul(a[:64], b).dtype == whole.dtype  # one chunk: a @ b itself
+
+
 @pytest.mark.timeout(30)
 def test_side_by_side_runs_the_second_on_a_kernel_thread_at_the_same_time(monkeypatch):
     """Each waits for the other to have started: they can only both finish if they overlap."""

@@ -215,6 +215,19 @@ def test_softmax_cross_entropy_of_bfloat16_logits_is_computed_in_float32(rows, c
     np.testing.assert_allclose(grads[0].astype(np.float64), grads[1], atol=2**-7 * scale)
 
 
+def test_a_bfloat16_fully_connected_output_does_not_depend_on_the_batch():
+    """From 128 rows its product is split over the kernel threads, and the split was written
+    into bfloat16 where the whole product is float32: the same example came out rounded to
+    bfloat16 in a large batch and float32 in a small one (architecture.md: the activations
+    after a product are float32)."""
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    layer = FullyConnected(1024, 512, dtype=bf16)
+    x = np.random.default_rng(0).standard_normal((256, 1024)).astype(bf16)
+    small, large = layer(Arg(x[:64])).value, layer(Arg(x)).value
+    assert small.dtype == large.dtype == np.float32
+    np.testing.assert_array_equal(small, large[:64])
+
+
 def test_mse_of_many_bfloat16_elements_is_their_mean():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     pred = np.random.default_rng(1).standard_normal((3000, 4)).astype(ml_dtypes.bfloat16)
