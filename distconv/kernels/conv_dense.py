@@ -49,4 +49,8 @@ def conv_backward_data_dense(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[
     m[p, :, q, :] = w.reshape(o, c, -1).transpose(2, 0, 1)[k]
     gt = g.reshape(n, o, -1).swapaxes(1, 2).reshape(n, -1)
     dx = matmul(gt, m.reshape(volume(out) * o, -1))  # on the kernel threads
-    return xp.ascontiguousarray(dx.reshape(n, -1, c).swapaxes(1, 2)).reshape(tuple(x_shape))
+    # in g's type, as the other routes give it: a bfloat16 product is float32 (so was a
+    # transposed convolution's output from 128 samples on), a float32 g by float64 w float64
+    result = xp.empty(tuple(x_shape), dtype=g.dtype)
+    result.reshape(n, c, -1)[...] = dx.reshape(n, -1, c).swapaxes(1, 2)
+    return result

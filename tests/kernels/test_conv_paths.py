@@ -412,6 +412,29 @@ def test_dense_only_for_tiny_images():
     assert not conv_layout.dense_pays(64, (4, 4), (4, 4), (8, 8, 3, 3), grouped)
 
 
+@pytest.mark.parametrize("kinds", ["bfloat16", "float32 float64"])
+def test_the_dense_input_gradient_comes_out_in_the_type_the_other_routes_give(kinds):
+    """The dense product returned its matmul's type: float32 for bfloat16 (so a bfloat16
+    ConvTranspose2D's output was float32 from 128 samples on and bfloat16 below), float64 for
+    a float32 gradient by a float64 weight. The col2im routes give the gradient's type."""
+    from distconv import Arg
+    from distconv.layers import ConvTranspose2D
+
+    types = [
+        pytest.importorskip("ml_dtypes").bfloat16 if k == "bfloat16" else k for k in kinds.split()
+    ]
+    layer = ConvTranspose2D(8, 4, 3, dtype=types[-1])
+    x = np.random.default_rng(0).standard_normal((128, 8, 2, 2)).astype(types[0])
+    geom, out = layer.geom, (128, 4, 4, 4)
+    assert conv_layout.dense_pays(128, (2, 2), (4, 4), layer.weight.shape, geom)  # the route
+    small, large = layer(Arg(x[:127])).value, layer(Arg(x)).value  # col2im, then dense
+    assert small.dtype == large.dtype == np.dtype(types[0])
+    np.testing.assert_allclose(
+        large[:127].astype(np.float64), small.astype(np.float64), rtol=1e-2, atol=1e-2
+    )
+    assert conv_backward_data(x, layer.weight.value, geom, out).dtype == np.dtype(types[0])
+
+
 @pytest.mark.parametrize(
     "shape",
     # LeNet's conv1 and conv2 at 28x28; a larger image; a batch of one (not split at all)
