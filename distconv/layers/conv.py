@@ -91,7 +91,7 @@ class ConvNd(Convolution, Layer):
         Layer.__init__(self, act=act, name=name)
         spec = self._make_spec()
         self.output_padding = spec.output_padding
-        self.bias_kind = _bias_kind(bias)
+        self.bias_kind = checked(self, _bias_kind, bias)  # the error names the layer
         fan_in, fan_out = spec.fans
         self.weight = self.make_weight(
             "weight",

@@ -101,8 +101,9 @@ def test_bad_construction_arguments():
         Conv2D(3, 4, 3, groups=2)
     with pytest.raises(ValueError, match="unshared bias needs input_size"):
         Conv2D(3, 4, 3, bias="unshared")
-    with pytest.raises(ValueError, match="bias must be one of"):
-        Conv2D(3, 4, 3, bias="per-pixel")
+    # named as every other argument's error is: it was a plain ValueError naming no layer
+    with pytest.raises(LayerError, match=r"^Conv2D 'c': bias must be one of"):
+        Conv2D(3, 4, 3, bias="per-pixel", name="c")
     with pytest.raises(ValueError, match="output_padding"):
         ConvTranspose2D(3, 4, 3, stride=2, output_padding=2)
     with pytest.raises(LayerError, match="4-D input"):
