@@ -46,7 +46,10 @@ class ReLU(ActivationFunction):
         return get_array_module(z).maximum(z, 0, out=z if inplace else None)
 
     def backward(self, y: Any, dy: Any) -> Any:
-        return dy * (y > 0)
+        # a choice, not dy * (y > 0): an inf in dy at a unit that is off came out inf * 0 = NaN
+        # there, and spread to every gradient below, where PyTorch gives 0; and as PyTorch's
+        # y <= 0 test, a NaN unit passes its gradient on
+        return get_array_module(dy).where(y <= 0, dy.dtype.type(0), dy)
 
 
 class Sigmoid(ActivationFunction):

@@ -70,6 +70,19 @@ def test_activation_layer_gradients(rng, act):
     check_layer_grad(Activation(act), [Arg(rng.standard_normal((3, 7)))])
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # inf * 0 warned, then gave NaN
+def test_relu_routes_an_infinite_gradient_as_pytorch_does():
+    """ReLU's backward was ``dy * (y > 0)``: an inf in dy at a unit that is off (here z = -1
+    and the kink z = 0) came out NaN, where PyTorch's threshold_backward gives 0, and the NaN
+    then reached every gradient below. A NaN unit passes its gradient on, as PyTorch's does."""
+    x = Arg(np.array([[-1.0, 0.0, 2.0, np.nan, -3.0]]))
+    layer = Activation("relu")
+    layer(x)
+    layer.output.grad = np.array([[np.inf, -np.inf, 1.0, 1.0, np.nan]])
+    layer.backward(lambda p: None)
+    np.testing.assert_array_equal(x.grad, [[0.0, 0.0, 1.0, 1.0, 0.0]])  # torch.relu's grads
+
+
 def test_unknown_activation():
     with pytest.raises(ValueError, match="unknown activation 'gelu'"):
         Activation("gelu")
