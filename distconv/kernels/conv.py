@@ -50,7 +50,7 @@ from distconv.kernels.im2col import (
     widen_output,
 )
 from distconv.kernels.parallel import over_batch, side_by_side
-from distconv.kernels.shape import ConvGeometry, volume
+from distconv.kernels.shape import ConvGeometry, check_conv_shapes, volume
 
 
 def grouped_weight(w: Any, groups: int) -> Any:
@@ -98,12 +98,12 @@ def conv_forward(
     Returns:
         ``(y, dw)``: ``y`` of shape ``(N, O, *out)`` or None; ``dw`` of ``w``'s shape or None.
     """
+    out = check_conv_shapes(x.shape, w.shape, geom, None if dw_from is None else dw_from.shape)
     if is_gpu_array(x) and cudnn.usable(x, w):
         y = cudnn.conv_forward(x, w, geom) if want_y else None
         dw = None if dw_from is None else cudnn.conv_backward_weight(x, dw_from, geom, w.shape)
         return y, dw
     xp = get_array_module(x, w)
-    out = geom.out_size(x.shape[2:])
     n, g = x.shape[0], geom.groups
     wg = grouped_weight(w, g)
     y = xp.empty((n, w.shape[0], *out), dtype=x.dtype) if want_y else None
@@ -177,6 +177,7 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         w: ``(O, C/groups, *k)``.
         x_shape: ``(N, C, *sp)``.
     """
+    check_conv_shapes(x_shape, w.shape, geom, g.shape, adjoint=True)
     if is_gpu_array(g) and cudnn.usable(g, w):
         # cuDNN wants g exactly conv-shaped; output_padding >= stride leaves it a row short
         g = widen_output(g, geom.out_size(x_shape[2:]))
@@ -302,6 +303,9 @@ def conv_backward(
     Returns:
         ``(dx, dw)``, either None when not needed.
     """
+
+    # exactly the output's shape: conv_backward_data's own check lets an adjoint's input be short
+    check_conv_shapes(x.shape, w.shape, geom, dy.shape)
 
     def weight_grad() -> Any:
         return conv_forward(x, w, geom, dw_from=dy, want_y=False, columns=columns)[1]

@@ -38,7 +38,7 @@ from distconv.kernels.im2col import (
     widen_output_channels_last,
 )
 from distconv.kernels.parallel import over_batch
-from distconv.kernels.shape import ConvGeometry, volume
+from distconv.kernels.shape import ConvGeometry, check_conv_shapes, volume
 
 #: the fewest channels per group for which the flipped filter gradient multiplies the columns
 #: by a contiguous copy of ``x^T`` (:func:`~distconv.kernels.im2col.widen_output_channels_last`)
@@ -56,25 +56,7 @@ def _per_sample_grouped(w: Any, groups: int) -> Any:
 
 
 def _check(x: Any, w: Any, geom: ConvGeometry, dy: Any = None) -> None:
-    if x.ndim != 2 + geom.nd:
-        raise ValueError(f"expected {2 + geom.nd}-D images (N, C, *spatial), got {tuple(x.shape)}")
-    n, c = x.shape[:2]
-    if (
-        w.ndim != 3 + geom.nd
-        or w.shape[0] != n
-        or w.shape[2] * geom.groups != c
-        or tuple(w.shape[3:]) != geom.ksize
-    ):
-        raise ValueError(
-            f"filters {tuple(w.shape)} do not fit images {tuple(x.shape)}: expected "
-            f"({n}, O, {c // geom.groups}, *{geom.ksize}) with {geom.groups} group(s)"
-        )
-    if w.shape[1] % geom.groups:
-        raise ValueError(f"{w.shape[1]} filters per sample do not split into {geom.groups} groups")
-    if dy is not None:
-        want = (n, w.shape[1], *geom.out_size(x.shape[2:]))
-        if tuple(dy.shape) != want:
-            raise ValueError(f"output gradient {tuple(dy.shape)} should be {want}")
+    check_conv_shapes(x.shape, w.shape, geom, None if dy is None else dy.shape, per_sample=True)
 
 
 def _as_one_image(x: Any, w: Any, geom: ConvGeometry) -> tuple[Any, Any, ConvGeometry]:

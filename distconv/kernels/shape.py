@@ -52,6 +52,77 @@ def conv_transpose_output_size(size: int, k: int, s: int, p: int, d: int, op: in
     return (size - 1) * s - 2 * p + d * (k - 1) + op + 1
 
 
+def check_conv_shapes(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    geom: ConvGeometry,
+    dy_shape: Sequence[int] | None = None,
+    *,
+    per_sample: bool = False,
+    adjoint: bool = False,
+) -> tuple[int, ...]:
+    """Check a convolution's arrays against its geometry; return its spatial output size.
+
+    The one check the convolution kernels share (:mod:`distconv.kernels.conv`,
+    :mod:`distconv.kernels.conv_per_sample`): a kernel called with arrays that do not fit
+    fails here, naming them, instead of in a matrix product's message or not at all.
+
+    Args:
+        x_shape: the images, ``(N, C, *spatial)``.
+        w_shape: the filters, ``(O, C/groups, *k)``, or ``(N, O, C/groups, *k)`` per sample.
+        geom: kernel, stride, padding, dilation, groups.
+        dy_shape: an output-side array (an output gradient), ``(N, O, *out)``, or None.
+        per_sample: a filter bank per sample.
+        adjoint: ``dy_shape`` is what the adjoint reads (a transposed convolution's input),
+            which an output padding of at least the stride leaves short of ``out``: any size
+            whose transposed output size plus an output padding the geometry allows is the
+            images' size fits.
+
+    Raises:
+        ValueError: naming the array that does not fit.
+    """
+    nd, groups = geom.nd, geom.groups
+    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    if len(x_shape) != 2 + nd:
+        raise ValueError(f"expected {2 + nd}-D images (N, C, *spatial), got {x_shape}")
+    n, c = x_shape[:2]
+    lead = (n,) if per_sample else ()
+    at = len(lead)  # where O sits in w_shape
+    if (
+        len(w_shape) != at + 2 + nd
+        or w_shape[:at] != lead
+        or w_shape[at + 1] * groups != c
+        or w_shape[at + 2 :] != geom.ksize
+    ):
+        want = ", ".join(str(v) for v in (*lead, "O", c // groups))
+        raise ValueError(
+            f"filters {w_shape} do not fit images {x_shape}: expected ({want}, "
+            f"*{geom.ksize}) with {groups} group(s)"
+        )
+    o = w_shape[at]
+    if o % groups:
+        each = " per sample" if per_sample else ""
+        raise ValueError(f"{o} filters{each} do not split into {groups} groups")
+    out = geom.out_size(x_shape[2:])
+    if min(out) < 1:
+        raise ValueError(
+            f"kernel {geom.ksize} (dilation {geom.dilation}) is larger than the images "
+            f"{x_shape[2:]} padded by {geom.pad}"
+        )
+    if dy_shape is not None:
+        dy_shape, want = tuple(dy_shape), (n, o, *out)
+        fits = dy_shape == want
+        if adjoint and len(dy_shape) == len(want) and dy_shape[:2] == want[:2]:
+            reach = geom.transpose_out_size(dy_shape[2:])
+            fits = all(
+                0 <= m - r < max(s, d)
+                for m, r, s, d in zip(x_shape[2:], reach, geom.stride, geom.dilation)
+            )
+        if not fits:
+            raise ValueError(f"output gradient {dy_shape} should be {want}")
+    return out
+
+
 @dataclass(frozen=True)
 class ConvGeometry:
     """Kernel size, stride, padding and dilation per spatial axis, plus the group count.

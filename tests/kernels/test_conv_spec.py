@@ -1,8 +1,15 @@
 """ConvSpec: the one place convolutions check channels, groups and sizes."""
 
+import numpy as np
 import pytest
 
-from distconv.kernels.shape import ConvSpec
+from distconv.kernels.conv import (
+    conv_any_backward,
+    conv_backward,
+    conv_backward_data,
+    conv_forward,
+)
+from distconv.kernels.shape import ConvGeometry, ConvSpec
 
 
 def test_weight_shapes_fans_and_sizes():
@@ -29,3 +36,43 @@ def test_weight_shapes_fans_and_sizes():
 def test_bad_arguments_name_the_argument(conv, kw, match):
     with pytest.raises(ValueError, match=match):
         ConvSpec.make(conv, **kw)
+
+
+def _conv_calls():
+    g, x, w = ConvGeometry.make(2, 3, 1, 1), np.ones((2, 3, 5, 5)), np.ones((4, 3, 3, 3))
+    short = np.ones((2, 4, 4, 4))  # the output is 5x5
+    return [
+        (lambda: conv_forward(x, np.ones((4, 2, 3, 3)), g), r"filters \(4, 2, 3, 3\) do not fit"),
+        (lambda: conv_forward(x, np.ones((4, 3, 2, 2)), g), "do not fit images"),
+        (lambda: conv_forward(x[0], w, g), r"expected 4-D images .* got \(3, 5, 5\)"),
+        (lambda: conv_forward(x[..., :1, :1], w, ConvGeometry.make(2, 3)), "larger than the"),
+        (lambda: conv_forward(x, w, g, dw_from=short), r"gradient \(2, 4, 4, 4\) should be"),
+        # these computed a gradient from the wrong-sized dy, with no error at all
+        (lambda: conv_backward(short, x, w, g), r"gradient \(2, 4, 4, 4\) should be"),
+        (lambda: conv_backward(short, x, w, g, need_dw=False), "should be"),
+        (lambda: conv_backward_data(short, w, g, x.shape), "should be"),
+        (lambda: conv_any_backward(short, x, w, g, False, True, False), "should be"),
+    ]
+
+
+@pytest.mark.parametrize("call, match", _conv_calls())
+def test_the_conv_kernels_refuse_arrays_that_do_not_fit(call, match):
+    """A kernel raises ValueError for bad shapes (docs/architecture.md, Kernels): conv_forward
+    failed in matmul's message or with 'negative dimensions are not allowed', and
+    conv_backward and conv_backward_data took an output gradient of the wrong size and
+    returned gradients computed from it."""
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_the_adjoint_takes_the_short_input_of_a_transposed_convolution():
+    """Dilation 2 at stride 1 allows output_padding 1, which leaves a transposed convolution's
+    input one row short of the convolution's output: the check must let that through."""
+    spec = ConvSpec.make((2, 3, 3, 1, 0, 2, 1), transposed=True, output_padding=1)
+    out = spec.out_size((4, 4))
+    assert spec.geom.out_size(out) == (5, 5)  # the convolution's output: one more than 4
+    g = np.ones((1, 2, 4, 4))
+    y = conv_backward_data(g, np.ones((2, 3, 3, 3)), spec.geom, (1, 3, *out))
+    assert y.shape == (1, 3, *out)
+    with pytest.raises(ValueError, match="should be"):  # two rows short is no output padding
+        conv_backward_data(g[..., :3, :3], np.ones((2, 3, 3, 3)), spec.geom, (1, 3, *out))
