@@ -35,7 +35,7 @@ from distconv.backend import get_array_module, is_gpu_array, sum_dtype, widened
 from distconv.kernels.im2col import pad_spatial
 from distconv.kernels.parallel import over_batch
 from distconv.kernels.pool_rare import RareWindows
-from distconv.kernels.shape import ConvGeometry, volume
+from distconv.kernels.shape import ConvGeometry, check_pool_shapes, volume
 
 _ALL2 = (slice(None), slice(None))
 
@@ -140,7 +140,7 @@ def _fold(
     """``op`` (``"maximum"`` or ``"add"``) over the window views, times ``scale``; returns
     ``(y, padded x)``."""
     xp = get_array_module(x)
-    out = geom.out_size(x.shape[2:])
+    out = check_pool_shapes(x.shape, geom)
     xpad = pad_spatial(x, geom.pad, pad_value)
     y = xp.empty((*x.shape[:2], *out), dtype=x.dtype)
     fold = getattr(xp, op)
@@ -187,7 +187,7 @@ def max_pool_forward(x: Any, geom: ConvGeometry) -> tuple[Any, PoolState]:
     NaN propagates, as in PyTorch.
     """
     xp = get_array_module(x)
-    out = geom.out_size(x.shape[2:])
+    out = check_pool_shapes(x.shape, geom)
     windows = xp.empty((geom.kernel_volume, *x.shape[:2], *out), dtype=x.dtype)
     y = xp.empty(windows.shape[1:], dtype=x.dtype)
     if _gathers(x.shape, x, geom):
@@ -255,6 +255,7 @@ def max_pool_backward(
     Returns:
         The input gradient: ``dx`` with the result added, or a new array.
     """
+    check_pool_shapes(x_shape, geom, dy.shape)
     in_size = tuple(x_shape[2:])
     if sum_dtype(dy.dtype) is not None and not tiles_exactly(geom, in_size):
         # an element that is the maximum of many overlapping windows takes each one's gradient:
@@ -354,6 +355,7 @@ def avg_pool_forward(x: Any, geom: ConvGeometry) -> Any:
 
 def avg_pool_backward(dy: Any, geom: ConvGeometry, x_shape: tuple[int, ...], dx: Any = None) -> Any:
     """Spread each output gradient evenly over its window; adds into ``dx`` when given."""
+    check_pool_shapes(x_shape, geom, dy.shape)
     if sum_dtype(dy.dtype) is not None and not tiles_exactly(geom, tuple(x_shape[2:])):
         # windows that overlap add up to K shares into one element, in float32: bfloat16's
         # stopped growing (32x32 windows at stride 1 of ones gave 0.25 where 1 is right)

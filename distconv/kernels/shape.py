@@ -83,8 +83,7 @@ def check_conv_shapes(
     """
     nd, groups = geom.nd, geom.groups
     x_shape, w_shape = tuple(x_shape), tuple(w_shape)
-    if len(x_shape) != 2 + nd:
-        raise ValueError(f"expected {2 + nd}-D images (N, C, *spatial), got {x_shape}")
+    _check_images(x_shape, geom)
     n, c = x_shape[:2]
     lead = (n,) if per_sample else ()
     at = len(lead)  # where O sits in w_shape
@@ -104,11 +103,6 @@ def check_conv_shapes(
         each = " per sample" if per_sample else ""
         raise ValueError(f"{o} filters{each} do not split into {groups} groups")
     out = geom.out_size(x_shape[2:])
-    if min(out) < 1:
-        raise ValueError(
-            f"kernel {geom.ksize} (dilation {geom.dilation}) is larger than the images "
-            f"{x_shape[2:]} padded by {geom.pad}"
-        )
     if dy_shape is not None:
         dy_shape, want = tuple(dy_shape), (n, o, *out)
         fits = dy_shape == want
@@ -121,6 +115,34 @@ def check_conv_shapes(
         if not fits:
             raise ValueError(f"output gradient {dy_shape} should be {want}")
     return out
+
+
+def check_pool_shapes(
+    x_shape: Sequence[int], geom: ConvGeometry, dy_shape: Sequence[int] | None = None
+) -> tuple[int, ...]:
+    """A pooling's input ``(N, C, *spatial)`` and, when given, its output gradient
+    ``(N, C, *out)`` checked against its window; returns ``out``.
+
+    Raises:
+        ValueError: naming the array that does not fit.
+    """
+    x_shape = tuple(x_shape)
+    _check_images(x_shape, geom)
+    out = geom.out_size(x_shape[2:])
+    if dy_shape is not None and tuple(dy_shape) != (*x_shape[:2], *out):
+        raise ValueError(f"output gradient {tuple(dy_shape)} should be {(*x_shape[:2], *out)}")
+    return out
+
+
+def _check_images(x_shape: tuple[int, ...], geom: ConvGeometry) -> None:
+    """Images of one spatial axis per kernel axis, which the kernel fits once padded."""
+    if len(x_shape) != 2 + geom.nd:
+        raise ValueError(f"expected {2 + geom.nd}-D images (N, C, *spatial), got {x_shape}")
+    if min(geom.out_size(x_shape[2:])) < 1:
+        raise ValueError(
+            f"kernel {geom.ksize} (dilation {geom.dilation}) is larger than the images "
+            f"{x_shape[2:]} padded by {geom.pad}"
+        )
 
 
 @dataclass(frozen=True)

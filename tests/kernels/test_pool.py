@@ -393,3 +393,26 @@ def test_a_16_bit_max_pooling_adds_overlapping_windows_gradients_in_float32(
     before = np.ones(x.shape, dtype)  # added into a gradient already there, in place
     assert max_pool_backward(dy, state, geom, x.shape, before) is before
     np.testing.assert_allclose(before.astype(np.float64), want + 1, rtol=2**-7, atol=2**-7)
+
+
+def _pool_calls():
+    g, x = ConvGeometry.make(2, 2, 2), np.ones((1, 3, 4, 4))
+    _, state = max_pool_forward(x, g)
+    return [
+        # these computed with no error: a 3-D window over 2-D images pooled the first two
+        # spatial axes only, and a dy that broadcasts was spread as if it were each window's
+        (lambda: avg_pool_forward(x, ConvGeometry.make(3, 2)), r"expected 5-D images"),
+        (lambda: avg_pool_backward(np.ones((1, 1, 1, 1)), g, x.shape), r"\(1, 1, 1, 1\) should"),
+        (lambda: max_pool_backward(np.ones((1, 1, 2, 2)), state, g, x.shape), "should be"),
+        # these failed in numpy's words: negative dimensions, a broadcast
+        (lambda: max_pool_forward(x[..., :1, :1], g), r"kernel \(2, 2\) .* larger than"),
+        (lambda: avg_pool_forward(x[..., :1, :1], g), "larger than"),
+        (lambda: avg_pool_backward(np.ones((1, 3, 3, 3)), g, x.shape), "should be"),
+    ]
+
+
+@pytest.mark.parametrize("call, match", _pool_calls())
+def test_the_pool_kernels_refuse_arrays_that_do_not_fit(call, match):
+    """A kernel raises ValueError for bad shapes, naming them (docs/architecture.md)."""
+    with pytest.raises(ValueError, match=match):
+        call()
