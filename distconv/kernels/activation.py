@@ -83,6 +83,8 @@ class Softmax(ActivationFunction):
     def forward(self, z: Any, inplace: bool = False) -> Any:
         if z.ndim < 2:
             raise ValueError(f"softmax is over axis 1 and needs rows (N, C, ...), got {z.shape}")
+        if z.shape[1] == 0:  # nothing to normalise (a selective layer's empty selection):
+            return z  # its max below raised numpy's "zero-size array to reduction operation"
         xp = get_array_module(z)
         # 16-bit in float32: numpy sums bfloat16 in bfloat16, and over 4096 classes the
         # normaliser stopped at 256 (each probability 16 times too large)

@@ -51,6 +51,23 @@ def test_selective_gradients_csr_duplicates_and_sequences(rng, method):
     assert layer.output.seq_starts.tolist() == [0, 1, 4]
 
 
+@pytest.mark.parametrize("method", ["sparse", "dense"])
+@pytest.mark.parametrize("csr", [False, True])
+def test_an_empty_selection_under_a_softmax_selects_nothing(rng, method, csr):
+    """A batch that selects no column at all (a sampled softmax's negatives, none drawn): the
+    softmax over zero columns failed with numpy's "zero-size array to reduction operation
+    maximum which has no identity". Its output is empty and nothing gets a gradient."""
+    layer = _layer(4, 6, rng, act="softmax", method=method)
+    x = Arg(rng.standard_normal((3, 4)))
+    cols = np.zeros((3, 0), np.int64)
+    empty_csr = Arg(ids=cols.reshape(-1), seq_starts=np.zeros(4, np.int64))
+    out = layer(x, empty_csr if csr else Arg(ids=cols))
+    assert out.shape == (3, 0)
+    out.grad = np.zeros((3, 0))
+    layer.backward(lambda p: None)
+    assert not x.grad.any() and not layer.weight.grad.any() and not layer.bias.grad.any()
+
+
 def test_selective_float32_gradients(rng):
     layer = SelectiveFullyConnected(6, 30, act="tanh")
     x = Arg(rng.standard_normal((3, 6)).astype(np.float32))
