@@ -18,6 +18,7 @@ from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import JobStart, Preempted
 from distconv.runtime import Runtime, detect_runtime
+from distconv.sampler import check_seed
 from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
 
@@ -68,7 +69,10 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
             setting in the environment is malformed.
         TrainingError: the loss diverged.
         Preempted: SIGTERM or Ctrl-C stopped it, after a checkpoint where one is written.
+        ValueError: ``config.seed`` is not an int >= 0.
     """
+    # the split and set_seed draw from it before the Trainer's check: numpy's own message
+    check_seed(config.seed)
     runtime = runtime or detect_runtime()
     start_training_process()
     train_set, test_set = load_dataset(config.data, config.data_dir, config.seed)

@@ -63,3 +63,24 @@ def test_a_seed_numpy_cannot_take_is_refused_naming_it(seed):
     with pytest.raises(ValueError, match="seed must be an int >= 0"):
         Trainer(lenet(), sync, 2, seed=seed, progress=False)
     assert GlobalBatchSampler(10, 2, seed=np.int64(2**40)).permutation(0).shape == (10,)
+
+
+@pytest.mark.parametrize("data", ["digits", "synthetic", "mnist"])
+def test_a_job_refuses_a_seed_numpy_cannot_take_before_it_draws_from_it(data, tmp_path):
+    """train(TrainConfig(seed=-1)) stopped on numpy's "expected non-negative integer" from the
+    data split (digits, synthetic) or set_seed (mnist), before the Trainer's check could name
+    the seed; nothing may be loaded or written first."""
+    from distconv.data import write_idx
+    from distconv.job import TrainConfig, train
+
+    data_dir = None
+    if data == "mnist":  # a set that loads: the seed's first use is then set_seed
+        data_dir = str(tmp_path)
+        for name, n in (("train", 20), ("t10k", 10)):
+            write_idx(tmp_path / f"{name}-images-idx3-ubyte", np.zeros((n, 8, 8), np.uint8))
+            write_idx(tmp_path / f"{name}-labels-idx1-ubyte", np.arange(n) % 10)
+    out = tmp_path / "run"
+    config = TrainConfig(data=data, data_dir=data_dir, epochs=1, seed=-1, out=str(out))
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the shuffle's\), got -1"):
+        train(config)
+    assert not out.exists()
