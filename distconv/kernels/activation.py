@@ -89,8 +89,13 @@ class Softmax(ActivationFunction):
         # 16-bit in float32: numpy sums bfloat16 in bfloat16, and over 4096 classes the
         # normaliser stopped at 256 (each probability 16 times too large)
         zw = widened(z)
-        e = xp.exp(zw - zw.max(axis=1, keepdims=True))
-        return (e / e.sum(axis=1, keepdims=True)).astype(z.dtype, copy=False)
+        top = zw.max(axis=1, keepdims=True)
+        # a row of -inf alone is a sample with nothing to choose (a selective layer pads one
+        # that selects no column with -inf): its entries get probability 0, as padding does in
+        # every other row, where the shift by its -inf maximum made them NaN (-inf - -inf)
+        none = top == float("-inf")
+        e = xp.exp(zw - xp.where(none, 0, top))
+        return (e / xp.where(none, 1, e.sum(axis=1, keepdims=True))).astype(z.dtype, copy=False)
 
     def backward(self, y: Any, dy: Any) -> Any:
         products = dy * y

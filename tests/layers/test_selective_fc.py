@@ -68,6 +68,22 @@ def test_an_empty_selection_under_a_softmax_selects_nothing(rng, method, csr):
     assert not x.grad.any() and not layer.weight.grad.any() and not layer.bias.grad.any()
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # -inf - -inf warned, then gave NaN
+@pytest.mark.parametrize("method", ["sparse", "dense"])
+def test_a_sample_that_selects_nothing_gets_no_probability_under_a_softmax(rng, method):
+    """In inference, a sample with no column among others that have some is all padding:
+    -inf (the default pad_value, which "makes a softmax give the padding zero probability").
+    The softmax shifted that row by its -inf maximum and gave NaN for all of it."""
+    layer = _layer(4, 6, rng, act="softmax", inference=True, method=method)
+    x = Arg(rng.standard_normal((3, 4)))
+    sel = Arg(ids=np.array([1, 2, 3, 4]), seq_starts=np.array([0, 2, 2, 4]))
+    y = layer(x, sel).value
+    assert y.shape == (3, 2)
+    np.testing.assert_array_equal(y[1], [0, 0])  # nothing selected: nothing has probability
+    z = x.value[0] @ layer.weight.value[[1, 2]].T + layer.bias.value[[1, 2]]
+    np.testing.assert_allclose(y[0], np.exp(z - z.max()) / np.exp(z - z.max()).sum(), rtol=1e-12)
+
+
 def test_selective_float32_gradients(rng):
     layer = SelectiveFullyConnected(6, 30, act="tanh")
     x = Arg(rng.standard_normal((3, 6)).astype(np.float32))
