@@ -67,3 +67,41 @@ def test_an_initialiser_of_the_wrong_shape_is_refused_by_name(draw, got):
     set_seed(0)  # a function of the right shape is taken as it is
     w = FullyConnected(3, 4, init=lambda shape, fan_in, fan_out, rng: np.full(shape, 0.25))
     assert w.weight.value.shape == (4, 3) and (w.weight.value == 0.25).all()
+
+
+def _conv(init):
+    from distconv.layers import Conv2D
+
+    return Conv2D(3, 4, 3, init=init, name="c")
+
+
+def _fc(init):
+    from distconv.layers import FullyConnected
+
+    return FullyConnected(3, 4, init=init, name="f")
+
+
+def _mixed(init):
+    from distconv.layers import FullMatrixProjection, Mixed
+
+    return Mixed([FullMatrixProjection(3, 4, init=init)], name="m")
+
+
+@pytest.mark.parametrize(
+    "make, named",
+    [
+        (_conv, "Conv2D 'c': weight"),
+        (_fc, "FullyConnected 'f': weight"),
+        (_mixed, "Mixed 'm': proj0.weight"),
+    ],
+)
+def test_a_layers_bad_initialiser_names_the_layer_and_the_weight(make, named):
+    """Every other argument's error names the layer (bias=, dtype=, kernel_size= ...): an
+    unknown init=, or a function's draw of another shape, was a plain ValueError naming
+    neither the layer nor which of its weights."""
+    from distconv.layers import LayerError
+
+    with pytest.raises(LayerError, match=rf"^{named}: unknown initialiser 'lecun'"):
+        make("lecun")
+    with pytest.raises(LayerError, match=rf"^{named}: initialiser <lambda> returned"):
+        make(lambda shape, fan_in, fan_out, rng: np.zeros(shape[::-1]))

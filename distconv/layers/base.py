@@ -130,7 +130,11 @@ class Layer:
         shape = tuple(shape)
         if shared is None:
             self._check_float(key, dtype)
-            return self.new_param(key, initialize(init, shape, fan_in, fan_out, dtype))
+            try:
+                value = initialize(init, shape, fan_in, fan_out, dtype)
+            except ValueError as exc:  # an unknown init= named neither the layer nor the weight
+                raise self.fail(f"{key}: {exc}") from None
+            return self.new_param(key, value)
         return self.add_param(key, checked_shared(self, key, shared, shape))
 
     def make_bias(self, key: str, shape: tuple[int, ...], dtype: Any) -> Parameter:
