@@ -50,7 +50,12 @@ from distconv.kernels.im2col import (
     widen_output,
 )
 from distconv.kernels.parallel import over_batch, side_by_side
-from distconv.kernels.shape import ConvGeometry, check_conv_shapes, volume
+from distconv.kernels.shape import (
+    ConvGeometry,
+    check_conv_shapes,
+    check_conv_transpose_grad,
+    volume,
+)
 
 
 def grouped_weight(w: Any, groups: int) -> Any:
@@ -354,6 +359,7 @@ def conv_any_backward(
     """
     if not transposed:
         return conv_backward(dy, x, w, geom, need_dx, need_dw, columns)
+    check_conv_transpose_grad(dy.shape, x.shape, w.shape, geom)
     if geom.out_size(dy.shape[2:]) != tuple(x.shape[2:]):
         dy, geom = _within_input(dy, tuple(x.shape[2:]), geom)
     return conv_forward(dy, w, geom, dw_from=x if need_dw else None, want_y=need_dx)

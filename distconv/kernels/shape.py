@@ -107,14 +107,53 @@ def check_conv_shapes(
         dy_shape, want = tuple(dy_shape), (n, o, *out)
         fits = dy_shape == want
         if adjoint and len(dy_shape) == len(want) and dy_shape[:2] == want[:2]:
-            reach = geom.transpose_out_size(dy_shape[2:])
-            fits = all(
-                0 <= m - r < max(s, d)
-                for m, r, s, d in zip(x_shape[2:], reach, geom.stride, geom.dilation)
-            )
+            fits = _output_padded(x_shape[2:], geom.transpose_out_size(dy_shape[2:]), geom)
         if not fits:
             raise ValueError(f"output gradient {dy_shape} should be {want}")
     return out
+
+
+def check_conv_transpose_grad(
+    dy_shape: Sequence[int], x_shape: Sequence[int], w_shape: Sequence[int], geom: ConvGeometry
+) -> None:
+    """A transposed convolution's output gradient against its input and filters.
+
+    What its backward reads as the adjoint's images (``dy``, checked against the filters by
+    :func:`check_conv_shapes`) and output gradient (``x``): a ``dy`` larger than any output
+    padding allows was cut to ``x``'s reach and taken with no error, and a short one was
+    named as if ``x`` were the output gradient.
+
+    Args:
+        dy_shape: ``(N, C_out, *out)``, ``out`` the transposed output size of ``x``'s plus an
+            output padding below ``max(stride, dilation)``.
+        x_shape: the transposed convolution's input, ``(N, C_in, *in)``.
+        w_shape: ``(C_in, C_out/groups, *k)``.
+        geom: kernel, stride, padding, dilation, groups.
+
+    Raises:
+        ValueError: naming the array that does not fit.
+    """
+    dy_shape, x_shape = tuple(dy_shape), tuple(x_shape)
+    check_conv_shapes(dy_shape, w_shape, geom)
+    n, c = dy_shape[0], w_shape[0]
+    if len(x_shape) != len(dy_shape) or x_shape[:2] != (n, c):
+        raise ValueError(
+            f"input {x_shape} does not fit output gradient {dy_shape}: expected ({n}, {c}, *in)"
+        )
+    reach = geom.transpose_out_size(x_shape[2:])
+    if not _output_padded(dy_shape[2:], reach, geom):
+        raise ValueError(
+            f"output gradient {dy_shape} should be {(*dy_shape[:2], *reach)} plus an output "
+            f"padding below max(stride {geom.stride}, dilation {geom.dilation}) on each axis"
+        )
+
+
+def _output_padded(size: Sequence[int], reach: Sequence[int], geom: ConvGeometry) -> bool:
+    """Whether ``size`` is ``reach`` (a transposed output size) plus an output padding the
+    geometry allows, ``[0, max(stride, dilation))`` on each axis."""
+    return all(
+        0 <= m - r < max(s, d) for m, r, s, d in zip(size, reach, geom.stride, geom.dilation)
+    )
 
 
 def check_pool_shapes(

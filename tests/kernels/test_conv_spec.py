@@ -76,3 +76,23 @@ def test_the_adjoint_takes_the_short_input_of_a_transposed_convolution():
     assert y.shape == (1, 3, *out)
     with pytest.raises(ValueError, match="should be"):  # two rows short is no output padding
         conv_backward_data(g[..., :3, :3], np.ones((2, 3, 3, 3)), spec.geom, (1, 3, *out))
+
+
+def test_a_transposed_backward_refuses_an_output_gradient_no_output_padding_makes():
+    """conv_any_backward checked only a convolution's dy: a transposed convolution's (7x7
+    here, 8x8 with output_padding 1) of 9x9 was cut to its input's reach and its gradients
+    computed, with no error, and a short one was named as if x were the output gradient."""
+    spec = ConvSpec.make((4, 6, 3, 2, 1, 1, 1), transposed=True)
+    x, w = np.ones((2, 4, 4, 4)), np.ones((4, 6, 3, 3))
+    for side in (7, 8):  # output_padding 0 and 1: both are this layer's output sizes
+        dx, dw = conv_any_backward(np.ones((2, 6, side, side)), x, w, spec.geom, True, True, True)
+        assert dx.shape == x.shape and dw.shape == w.shape
+    for side in (9, 6):
+        with pytest.raises(
+            ValueError, match=rf"gradient \(2, 6, {side}, {side}\) should be \(2, 6, 7, 7\) plus"
+        ):
+            conv_any_backward(np.ones((2, 6, side, side)), x, w, spec.geom, True, True, True)
+    with pytest.raises(
+        ValueError, match=r"input \(2, 4, 4, 4\) does not fit output gradient \(3, "
+    ):
+        conv_any_backward(np.ones((3, 6, 7, 7)), x, w, spec.geom, True, True, True)
