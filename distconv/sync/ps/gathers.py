@@ -12,7 +12,7 @@ from distconv.messages import SENT_ERROR_CHARS, one_line
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
 from distconv.sync.ps.stuck import held_now, stuck
-from distconv.sync.ps.wire import WireError, short
+from distconv.sync.ps.wire import MAX_HEADER_BYTES, WireError, pack, short
 
 log = logging.getLogger("distconv.pserver")
 
@@ -89,8 +89,28 @@ class ShardGathers:
             waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
             for r in range(self.config.workers)
         ]
+        too_large = self._reply_too_large(waiting.what, values)
+        if too_large:  # every rank stops naming why, not on a reply it cannot read
+            log.warning("shard %d: %s", self.index, too_large)
+            self._dismiss(waiting.by_rank.values(), too_large)
+            return
         for ident, header, _ in waiting.by_rank.values():
             self._reply(ident, header, values=values)
+
+    def _reply_too_large(self, tag: str, values: list) -> str | None:
+        """Why the reply to gather ``tag``, every rank's value in its header, cannot go, or
+        None: each value fits a request's header, yet together they may pass the cap, and
+        every worker refused such a reply as malformed, blaming the shard."""
+        size = len(pack({"op": "ok", "id": -(2**63), "values": values})[0])  # the widest id
+        if size <= MAX_HEADER_BYTES:
+            return None
+        sizes = [len(pack({"value": v})[0]) for v in values]
+        largest = max(range(len(values)), key=sizes.__getitem__)
+        return (
+            f"gather {short(tag)}: the ranks' values together make a reply header of {size} "
+            f"bytes, over the {MAX_HEADER_BYTES} a header may hold (rank {largest} sent the "
+            f"largest, about {sizes[largest]} bytes): gather fewer values at a time"
+        )
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         rank = header["rank"]

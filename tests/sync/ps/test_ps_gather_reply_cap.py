@@ -1,0 +1,51 @@
+"""A gather whose reply would pass the header cap is refused on every rank, naming the sizes
+(review k166). Each rank's value fits its own request's 1 MiB header, but the reply carries
+every rank's value in one header: 2 ranks summing 70,000 metrics got a reply of 1.26 MB, which
+each worker refused as ``malformed reply from a pserver: header of 1260040 bytes exceeds
+1048576``, blaming the shard. A real shard, two bare sockets."""
+
+from __future__ import annotations
+
+import pytest
+import zmq
+from ps_helpers import raw_dealer
+
+from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, unpack_header
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _gather(socks: list[zmq.Socket], tag: str, value) -> list[dict]:
+    """Every rank's gather of ``value`` on shard 0, and the replies, in rank order."""
+    for rank, sock in enumerate(socks):
+        head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": tag}
+        sock.send_multipart(pack({**head, "value": value}))
+    replies = []
+    for sock in socks:
+        assert sock.poll(10_000), f"no answer to {tag} within 10 s"
+        replies.append(unpack_header(sock.recv_multipart()[0], request=False))
+    return replies
+
+
+def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meets(shards):
+    (endpoint,) = shards.start(1, workers=2)
+    ctx = zmq.Context()
+    socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
+    try:
+        many = [1.0] * 70_000  # 630 kB of header each, 1.26 MB together
+        assert len(pack({"value": many})[0]) < MAX_HEADER_BYTES
+        for rank, reply in enumerate(_gather(socks, "allreduce:1", many)):
+            assert reply["op"] == "error" and reply["id"] == rank, reply
+            assert reply["error"].startswith(
+                "gather 'allreduce:1': the ranks' values together make a reply header of "
+            ), reply
+            assert f"over the {MAX_HEADER_BYTES} a header may hold" in reply["error"]
+        assert "gather 'allreduce:1': the ranks' values together" in shards.log_text()
+        # nothing of it stays held: the ranks meet at their next gather
+        replies = _gather(socks, "allreduce:2", [1.5, 2.0])
+        assert [r["op"] for r in replies] == ["ok", "ok"], replies
+        assert replies[0]["values"] == [[1.5, 2.0], [1.5, 2.0]]
+    finally:
+        for sock in socks:
+            sock.close(0)
+        ctx.term()
