@@ -167,8 +167,22 @@ class RequestHandlers:
         """One part of a seed: ``part`` of ``parts`` (0 of 1 when absent), each within the
         message cap. Part 0 starts a fresh seed; the blocks replace the shard's state once the
         last part has arrived, so a shard is never seen half seeded."""
-        if header["rank"] != 0:
+        if header["rank"] != 0:  # (another rank's seed leaves rank 0's in progress alone)
             raise WireError(f"only rank 0 seeds the shards, got rank {header['rank']}")
+        try:
+            seeding = self._seed_part(header, arrays)
+        except WireError:  # a refused part spoils the seed: rank 0 starts again from part 0
+            self._seeding = None
+            raise
+        seeding.next += 1
+        if seeding.next == seeding.parts:
+            self._seeding = None
+            self._install_seed(seeding)
+        self._reply(ident, header)
+
+    def _seed_part(self, header: dict[str, Any], arrays: list) -> Seeding:
+        """The seed in progress with this part's blocks added (part 0 starts one); WireError
+        for a part out of range or order, or whose params, optimizer or blocks do not fit."""
         part, parts = header.get("part", 0), header.get("parts", 1)
         if not 0 <= part < parts:
             raise WireError(f"seed part {part} of {parts}")
@@ -176,21 +190,12 @@ class RequestHandlers:
             self._seeding = Seeding(header, parts)
         elif self._seeding is None or (part, parts) != (self._seeding.next, self._seeding.parts):
             expected = None if self._seeding is None else self._seeding.next
-            self._seeding = None
             raise WireError(f"seed part {part} of {parts} out of order (expected {expected})")
         seeding = self._seeding
         if (header["params"], header["optimizer"]) != (seeding.params_wire, seeding.config):
             raise WireError(f"seed part {part}: params or optimizer differ from part 0")
-        try:
-            seeding.add(header["table"], arrays)
-        except WireError:
-            self._seeding = None
-            raise
-        seeding.next += 1
-        if seeding.next == parts:
-            self._seeding = None
-            self._install_seed(seeding)
-        self._reply(ident, header)
+        seeding.add(header["table"], arrays)
+        return seeding
 
     def _install_seed(self, seeding: Seeding) -> None:
         self.params, self.blocks, self.optimizer = seeding.params, seeding.blocks, seeding.optimizer

@@ -92,3 +92,27 @@ def test_the_seed_finds_every_overlap_of_a_parameters_rows_whatever_the_order(sp
         WireError, match=rf"rows {start}:{stop} .* overlap rows {overlap[0]}:{overlap[1]} "
     ):
         seeding.add(*last)
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_seed_part_drops_the_seed_in_progress(hand):
+    """docs/protocol.md: "a part out of order, or a refused one, drops the seed in progress".
+    A part refused for params or an optimizer other than part 0's kept it, and the same part
+    sent again carried on from there (review k166). Another rank's seed, refused as such,
+    leaves rank 0's alone."""
+    h = hand(workers=2)
+    head = {"op": "seed", "optimizer": {"name": "sgd", "lr": 1.0}, "parts": 3}
+    head["params"] = [["w", [12], "float64", False]]
+    four = np.zeros((4, 1))
+    reply, _ = h.ask({**head, "part": 0, "table": [[0, 0, 0, 4]]}, [four])
+    assert reply["op"] == "ok", reply
+    reply, _ = h.ask({**head, "rank": 1, "part": 1, "table": [[1, 0, 4, 8]]}, [four])
+    assert "only rank 0 seeds the shards" in reply["error"], reply
+    assert h.shard._seeding is not None and h.shard._seeding.next == 1
+    other = {**head, "optimizer": {"name": "sgd", "lr": 2.0}}
+    reply, _ = h.ask({**other, "part": 1, "table": [[1, 0, 4, 8]]}, [four])
+    assert "params or optimizer differ from part 0" in reply["error"], reply
+    assert h.shard._seeding is None
+    reply, _ = h.ask({**head, "part": 1, "table": [[1, 0, 4, 8]]}, [four])
+    assert reply["error"] == "seed part 1 of 3 out of order (expected None)", reply
+    assert not h.shard.blocks
