@@ -47,6 +47,11 @@ class ShardGathers:
     processes: ProcessWatch
 
     def _op_gather(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        if self.index != 0:  # held here, it met no other rank's, and failed the job instead
+            raise WireError(
+                f"gather {short(header['tag'])} sent to shard {self.index}: a job's gathers go "
+                "to shard 0"
+            )
         kind, _, number = str(header["tag"]).partition(":")
         decimal = number.isascii() and number.isdigit()  # not "²" nor "٣", digits to isdigit
         if kind not in GATHER_KINDS or not decimal or len(number) > TAG_DIGITS:

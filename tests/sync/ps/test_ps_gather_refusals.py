@@ -1,8 +1,12 @@
-"""A gather whose reply would pass the header cap is refused on every rank, naming the sizes
-(review k166). Each rank's value fits its own request's 1 MiB header, but the reply carries
-every rank's value in one header: 2 ranks summing 70,000 metrics got a reply of 1.26 MB, which
-each worker refused as ``malformed reply from a pserver: header of 1260040 bytes exceeds
-1048576``, blaming the shard. A real shard, two bare sockets."""
+"""Gathers a shard refuses, on every rank or the sender, instead of holding them to fail the job
+or answering what no worker can read (review k166). A real shard, bare sockets.
+
+- A reply over the header cap: each rank's value fits its own request's 1 MiB header, but the
+  reply carries every rank's value in one header: 2 ranks summing 70,000 metrics got a reply of
+  1.26 MB, which each worker refused as ``malformed reply from a pserver: header of 1260040
+  bytes exceeds 1048576``, blaming the shard.
+- A gather sent to another shard than 0, which no other rank's could meet there.
+"""
 
 from __future__ import annotations
 
@@ -48,4 +52,27 @@ def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meet
     finally:
         for sock in socks:
             sock.close(0)
+        ctx.term()
+
+
+def test_a_gather_sent_to_another_shard_than_0_is_refused_and_fails_nothing(shards):
+    """Only shard 0 holds gathers (docs/protocol.md). Shard 1 held one sent to it, where no
+    other rank's could meet it: the next push there failed the job at once, naming a rank
+    that trained on as 'at a barrier (barrier:7)' (review k166)."""
+    _, endpoint = shards.start(2, workers=2)
+    ctx = zmq.Context()
+    sock = raw_dealer(ctx, endpoint)
+    try:
+        head = {"op": "gather", "id": 5, "job": "local", "rank": 1, "tag": "barrier:7"}
+        sock.send_multipart(pack({**head, "value": None}))
+        assert sock.poll(10_000), "shard 1 held the gather"
+        reply = unpack_header(sock.recv_multipart()[0], request=False)
+        assert reply["op"] == "error" and reply["id"] == 5, reply
+        assert reply["error"] == "gather 'barrier:7' sent to shard 1: a job's gathers go to shard 0"
+        sock.send_multipart(pack({"op": "stats", "id": 6, "job": "local", "rank": 0}))
+        assert sock.poll(10_000)
+        stats = unpack_header(sock.recv_multipart()[0], request=False)
+        assert stats["failed"] is None and stats["stats"]["errors"] == 1, stats
+    finally:
+        sock.close(0)
         ctx.term()
