@@ -142,6 +142,11 @@ class Shard(
             config.max_message_bytes, config.max_frame_bytes, curve=not config.insecure
         )
         self._sock.setsockopt(zmq.MAXMSGSIZE, bound)
+        # no bound on the replies queued for a peer: at ZeroMQ's default (1000 a peer) a ROUTER
+        # drops, without a word, a reply to a peer that has not read that many, and a worker
+        # with more pushes in flight waited out its timeout for replies the shard had sent;
+        # what stays queued is what that peer asked for
+        self._sock.setsockopt(zmq.SNDHWM, 0)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def bind(self) -> str:
