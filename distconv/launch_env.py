@@ -146,9 +146,9 @@ def _signed_ns(start: str) -> int:
 
 def _same_clock(pid: int) -> bool:
     """Whether process ``pid`` reads start times on this process's clock: it is in this
-    process's time namespace, or, where its namespace cannot be read (another user's, to a
-    process that may not ptrace it), in one with the same boot-time offset. True on a kernel
-    without time namespaces, False where neither can be read."""
+    process's time namespace, or in one with the same boot-time offset (its namespace
+    another, or one that cannot be read: another user's, to a process that may not ptrace
+    it). True on a kernel without time namespaces, False where neither can be read."""
     try:
         ours = os.readlink("/proc/self/ns/time")
     except FileNotFoundError:  # no time namespaces: one clock for all
@@ -156,7 +156,14 @@ def _same_clock(pid: int) -> bool:
     except OSError:
         return False
     try:
-        return os.readlink(f"/proc/{pid}/ns/time") == ours
+        theirs = os.readlink(f"/proc/{pid}/ns/time")
+        if theirs == ours:
+            return True
+        # another namespace is another clock only where its boot-time offset is another:
+        # taking one of the same offset (unshare --time alone, a container's) for another
+        # clock, this one followed a process that took the launcher's pid before it began
+        if os.readlink(f"/proc/{pid}/ns/time_for_children") != theirs:
+            return False  # its offsets file shows its children's namespace, not its own
     except FileNotFoundError:  # gone: the next look says so
         return False
     except OSError:

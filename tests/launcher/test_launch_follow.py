@@ -327,6 +327,39 @@ def test_a_later_process_of_another_user_that_began_first_stops_the_follower():
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("named", ["its own start", "an earlier start"])
+def test_a_follower_in_another_time_namespace_of_the_same_offset_reads_on_one_clock(named):
+    """A follower in a time namespace of its own with this one's boot-time offset
+    (``unshare --time`` alone) took every process of another namespace for one read on
+    another clock: it followed a later process that took the launcher's pid before it
+    began, training on, orphaned, as long as that one ran (review k169). The offsets say
+    the clock is one: a start other than the named one is a later process, and stops it;
+    the launcher's own is followed while it runs."""
+    if not shutil.which("unshare") or not _can_unshare("--time"):
+        pytest.skip("needs time namespaces")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    time.sleep(0.2)  # exec'd: its start time is sleep's
+    *where, pid, start = _identity_of(sleeper.pid).split(" ")
+    start = start if named == "its own start" else str(int(start) - 1)
+    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, start])}
+    proc = subprocess.Popen(
+        ["unshare", "--time", sys.executable, "-c", _FOLLOW_STOPPED_AT_ONCE],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with _killed_after(sleeper, proc):
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        if named == "its own start":
+            time.sleep(1.5)  # more than a look's interval: followed while it runs
+            assert proc.poll() is None, proc.stderr.read()
+            sleeper.kill()
+            sleeper.wait()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert "has ended" in proc.stderr.read()
+        if named == "an earlier start":
+            assert sleeper.poll() is None  # the later process is not the follower's to stop
+
+
+@pytest.mark.timeout(30)
 def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_the_follower(
     tmp_path,
 ):
