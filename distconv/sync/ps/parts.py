@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from distconv.sync.ps.state import _Refused
+
 log = logging.getLogger("distconv.pserver")
 
 
@@ -58,6 +60,19 @@ class CheckpointParts:
         if step.isdigit():
             self.prune_parts(int(step), self.config.keep_parts if keep is None else keep)
         return path
+
+    def save_requested_part(self, step: int, keep: int | None) -> Path:
+        """:meth:`save_part` for the chief's ``checkpoint`` request. A write that fails (a full
+        disk, a quota, a file in the way) is refused with the one line that names the file and
+        the cause, which the chief's error repeats: it is no shard bug, to be logged with its
+        traceback and answered as a ``shard error``.
+        """
+        from distconv.checkpoint import CheckpointError
+
+        try:
+            return self.save_part(str(step), keep)
+        except CheckpointError as exc:
+            raise _Refused(str(exc)) from None
 
     def prune_parts(self, step: int, keep: int) -> list[Path]:
         """Delete this shard's parts but those of its ``keep`` newest steps up to ``step``

@@ -9,7 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from ps_helpers import REPO_ROOT
+from ps_helpers import REPO_ROOT, insecure_worker, small_net
+
+from distconv.sync.base import SyncError
 
 
 def _pserver(*extra: str) -> subprocess.CompletedProcess:
@@ -36,3 +38,25 @@ def test_a_missing_checkpoint_dir_is_made_and_left_empty(shards, tmp_path):
     directory = tmp_path / "new" / "parts"
     shards.start(1, workers=1, extra=["--checkpoint-dir", str(directory)])  # it listens
     assert directory.is_dir() and not list(directory.iterdir())
+
+
+@pytest.mark.timeout(60)
+def test_a_part_that_cannot_be_written_is_refused_in_one_line_without_a_traceback(shards, tmp_path):
+    """A full disk, a quota or a file in the way fails a part's write: the chief's error names
+    the file and the cause, and the shard logs no traceback of a "shard error" as for a bug
+    (review k163). A directory where the part goes fails the write for root too."""
+    parts = tmp_path / "parts"
+    (parts / "pserver-shard0-step10.safetensors").mkdir(parents=True)
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        with pytest.raises(SyncError) as info:
+            sync.save_remote_parts(10, keep=2)
+    finally:
+        sync.close()
+    said, part = str(info.value), parts / "pserver-shard0-step10.safetensors"
+    assert f"cannot save checkpoint {part}: is a directory" in said
+    assert "shard error" not in said
+    shards.stop()
+    assert "Traceback" not in shards.log_text()
