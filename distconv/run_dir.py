@@ -131,13 +131,27 @@ class RunDirectory:
         return any(_has_content(self.root / name) for name in RUN_FILES)
 
     def clear(self) -> None:
-        """Delete a previous run's checkpoints and metrics (``--overwrite``)."""
+        """Delete a previous run's checkpoints and metrics (``--overwrite``).
+
+        A ``checkpoints`` that is a link to a directory (checkpoints kept on a larger disk)
+        stays, emptied: the next run writes there too, and ``rmtree`` refuses a link.
+
+        Raises:
+            RunDirError: a file cannot be deleted, naming it and why.
+        """
         for name in RUN_FILES + (PLOT,):
             path = self.root / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+            try:
+                if path.is_dir() and path.is_symlink():
+                    for entry in path.iterdir():
+                        _delete(entry)
+                elif path.exists():
+                    _delete(path)
+            except OSError as exc:
+                where = exc.filename or path
+                raise RunDirError(
+                    f"cannot clear the run in {self.root}: {where}: {describe_os_error(exc)}"
+                ) from None
 
     def clear_unfinished(self) -> None:
         """:meth:`clear` a run that never completed a checkpoint (``--resume auto`` starting
@@ -316,6 +330,14 @@ def _first_epoch_at_most(records: list[dict]) -> bool:
         return True
     epoch = records[0].get("epoch")
     return len(records) == 1 and type(epoch) is int and epoch == 1
+
+
+def _delete(path: Path) -> None:
+    """Delete a file, a link or a directory tree (a link itself, never what it points at)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def _has_content(path: Path) -> bool:

@@ -5,6 +5,7 @@ before it got that far. Real files through the Trainer, then the real launcher r
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -13,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from distconv import run_dir
 from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
 from distconv.resume import JobStart
-from distconv.run_dir import RunDirectory
+from distconv.run_dir import RunDirectory, RunDirError
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
@@ -63,6 +65,49 @@ def test_a_restart_continues_its_own_jobs_run_and_replaces_any_other(tmp_path, d
     assert _epochs(out) == [1, 2]  # one run's log either way: continued, or replaced whole
     newest = RunDirectory(out).latest()
     assert (newest.job, newest.launch) == (job["job_id"], job["launch"])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("resume", ["overwrite", "auto"])
+def test_a_checkpoints_link_to_another_disk_is_emptied_and_kept(tmp_path, data, resume):
+    """``checkpoints`` a link to a directory elsewhere (a larger disk): replacing the run, or
+    clearing one that never checkpointed, empties that directory and keeps the link. ``rmtree``
+    refused the link ("Cannot call rmtree on a symbolic link", naming no file) after the
+    metrics log was gone (review k163)."""
+    train, test = data
+    out, store = tmp_path / "run", tmp_path / "big-disk"
+    store.mkdir()
+    out.mkdir()
+    (out / "checkpoints").symlink_to(store)
+    if resume == "overwrite":
+        _trainer(out, job_id="j1").fit(train, test, epochs=1)
+    else:  # what a run that failed before its first checkpoint leaves
+        (out / "metrics.jsonl").write_text("")
+        (store / "step-00000003").mkdir()
+        (store / "step-00000003" / "chief.safetensors").write_bytes(b"half")
+    assert list(store.iterdir())
+    history = _trainer(out, job_id="j2").fit(train, test, epochs=1, resume=resume)
+    assert [r["epoch"] for r in history] == [1]
+    assert (out / "checkpoints").is_symlink() and (out / "checkpoints").resolve() == store
+    assert sorted(p.name for p in store.iterdir()) == ["step-00000015", "step-00000015.json"]
+    assert RunDirectory(out).latest().job == "j2"
+    assert _epochs(out) == [1]
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_cannot_be_cleared_is_a_run_dir_error_naming_the_file(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    (out / "checkpoints" / "step-00000015").mkdir(parents=True)
+
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+    monkeypatch.setattr(run_dir.shutil, "rmtree", refuse)
+    with pytest.raises(RunDirError) as info:
+        RunDirectory(out).clear()
+    assert str(info.value) == (
+        f"cannot clear the run in {out}: {out / 'checkpoints'}: permission denied"
+    )
 
 
 #: the first start of each worker ends before training ("early") or after step 5 ("late")
