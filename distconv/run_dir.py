@@ -321,6 +321,25 @@ class RunDirectory:
         for old in complete[: -self.keep]:
             old.path.unlink(missing_ok=True)
             shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
+        if complete:
+            self._remove_orphans(complete[-self.keep :][0].step)
+
+    def _remove_orphans(self, oldest_kept: int) -> None:
+        """Delete step directories older than the oldest kept checkpoint that no manifest (nor
+        one set aside) names: a prune killed between a manifest and its directory left one,
+        which no later prune saw, a whole checkpoint's bytes for good. A step directory after
+        the oldest kept may be a checkpoint being written, and stays."""
+        try:
+            entries = list(self.checkpoint_root.iterdir())
+        except OSError as exc:  # a later save sweeps; this one's checkpoint is safe
+            log.warning("not looking for orphaned checkpoint directories now: %s", exc)
+            return
+        for entry in entries:
+            if not (_STEP_DIR.fullmatch(entry.name) and entry.is_dir()) or entry.is_symlink():
+                continue
+            named = [entry.with_name(entry.name + end) for end in (".json", ".json.unusable")]
+            if int(entry.name[5:]) < oldest_kept and not any(os.path.lexists(m) for m in named):
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def _first_epoch_at_most(records: list[dict]) -> bool:

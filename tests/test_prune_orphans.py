@@ -1,0 +1,62 @@
+"""A prune killed between deleting an old checkpoint's manifest and its directory left the
+directory, which no later prune saw: a whole checkpoint's bytes for good (review k163). The
+kill is real (SIGKILL at that point of a real ``distconv train``); the resumed run sweeps the
+orphan and keeps what is still named."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: SIGKILL this process when the prune goes to delete an old checkpoint's directory
+KILL_IN_PRUNE = """
+import os, signal
+if os.environ.get("KILL_IN_PRUNE"):
+    import distconv.run_dir as run_dir
+    def rmtree(path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+    run_dir.shutil.rmtree = rmtree
+"""
+
+
+def _train(tmp_path: Path, out: Path, *extra: str, kill: bool = False):
+    inject = tmp_path / "inject"
+    inject.mkdir(exist_ok=True)
+    (inject / "sitecustomize.py").write_text(KILL_IN_PRUNE)
+    env = {**os.environ, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}"}
+    env.pop("KILL_IN_PRUNE", None)
+    if kill:
+        env["KILL_IN_PRUNE"] = "1"
+    argv = ["train", "--data", "synthetic", "--epochs", "2", "--checkpoint-every", "4",
+            "--keep-checkpoints", "1", "--no-progress", "--out", str(out), *extra]  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "distconv", *argv],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+
+
+def _names(out: Path) -> list[str]:
+    return sorted(p.name for p in (out / "checkpoints").iterdir())
+
+
+@pytest.mark.timeout(240)
+def test_a_directory_a_killed_prune_left_is_swept_by_a_later_one(tmp_path):
+    out = tmp_path / "run"
+    done = _train(tmp_path, out, kill=True)
+    assert done.returncode == -9, done.stderr
+    assert _names(out) == ["step-00000004", "step-00000008", "step-00000008.json"]
+    aside = out / "checkpoints" / "step-00000002"  # set aside once: named, kept for inspection
+    aside.mkdir()
+    (aside.parent / "step-00000002.json.unusable").write_text("{}")
+    done = _train(tmp_path, out, "--resume")
+    assert done.returncode == 0, done.stderr
+    names = _names(out)
+    assert "step-00000004" not in names
+    assert {"step-00000002", "step-00000002.json.unusable"} <= set(names)
+    assert [n for n in names if n.endswith(".json")] == [f"{names[-2]}.json"]
