@@ -39,13 +39,17 @@ class EpochTally:
     def __init__(self, sync: SyncStrategy, pos: Position, sampler: GlobalBatchSampler) -> None:
         self.sync = sync
         self.sums = epoch_sums(pos, sampler)
-        self._restart(pos.step)
-
-    def _restart(self, step: int) -> None:
+        # the sums the epoch started from; this rank's additions since run on past every fold,
+        # so that where the folds fall (checkpoints, a stop) changes no rounding of the loss
+        self._start = dict(self.sums)
         self.loss: Any = 0
+        if sync.world_size == 1:
+            # one rank's loss is one sequence of additions: a resumed one goes on from the sum
+            # so far, as the run it continues did, instead of rounding a sum beside it
+            self.loss, self._start["loss"] = self._start["loss"], 0.0
         self.correct: Any = 0
         self.seen = 0
-        self.since_step = step
+        self.since_step = pos.step
         self.started = time.perf_counter()
 
     def add(self, loss: Any, correct: Any, examples: int) -> None:
@@ -59,7 +63,9 @@ class EpochTally:
 
     def fold(self, pos: Position) -> dict[str, float]:
         """Sum every rank's additions into the global sums (a collective: every rank calls it at
-        the same step) and start counting again; returns the sums.
+        the same step); returns the sums. The additions go on: with one rank, an epoch's loss
+        is then the same whether checkpoints or a stop and a resume cut it (with several,
+        a resume sums the ranks' losses before it apart, which may round the last bit).
 
         Raises:
             TrainingError: the loss summed over ranks is NaN or infinite.
@@ -71,14 +77,14 @@ class EpochTally:
                 f"the loss became NaN or infinite in epoch {pos.epoch + 1}, between steps "
                 f"{self.since_step + 1} and {pos.step}; lower the learning rate or check the data"
             )
-        sums = dict(self.sums)
+        sums = dict(self._start)
         sums["loss"] += loss
         sums["correct"] += right
         sums["examples"] += examples
         sums["seconds"] += time.perf_counter() - self.started
         sums["rank_examples"] = sums.get("rank_examples", 0.0) + self.seen
         self.sums = sums
-        self._restart(pos.step)
+        self.since_step = pos.step
         return sums
 
     def record(self, pos: Position, global_batch: int, accuracy: bool) -> dict[str, Any]:
