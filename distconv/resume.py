@@ -194,6 +194,12 @@ class StepCheckpoints:
             return self._restore_newest(complete, problems)
         if resume in (True, "auto") and problems:  # never start over a run we cannot read
             raise RunDirError(f"no usable checkpoint in {run.root}: {'; '.join(problems)}")
+        if resume in (True, "auto") and (run.root / LEGACY_CHECKPOINT).exists():
+            raise RunDirError(  # before "no complete checkpoint": there is one, of another kind
+                f"{run.root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}), "
+                "which this version cannot resume; pass --overwrite ('overwrite') to replace "
+                "the run"
+            )
         if resume is True:
             raise CheckpointError(
                 f"--resume (resume=True): no complete checkpoint in {run.checkpoint_root}"
@@ -205,12 +211,6 @@ class StepCheckpoints:
                 "('overwrite') to replace it"
             )
         if resume == "auto":
-            if (run.root / LEGACY_CHECKPOINT).exists():
-                raise RunDirError(
-                    f"{run.root} holds a checkpoint of an older distconv ({LEGACY_CHECKPOINT}), "
-                    "which this version cannot resume; pass --overwrite ('overwrite') to replace "
-                    "the run"
-                )
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
         return None, Position()
 

@@ -201,6 +201,21 @@ def test_a_stop_and_resume_anywhere_logs_the_uninterrupted_runs_losses(data, tmp
         assert [json.loads(line)["train_loss"] for line in logged] == expected, at
 
 
+@pytest.mark.parametrize("resume", [True, "auto"])
+def test_a_checkpoint_of_distconv_0_1_is_named_by_either_resume(data, tmp_path, resume):
+    """``--resume`` said "no complete checkpoint in <out>/checkpoints" beside the single
+    checkpoint file distconv 0.1 wrote, which only ``--resume auto`` named (review k163)."""
+    train, test = data
+    old = _trainer(tmp_path / "old")
+    old.fit(train, test, epochs=1)
+    out = tmp_path / "run"
+    out.mkdir()
+    write_checkpoint(out / "checkpoint.safetensors", old.params, step=15, epoch=1)
+    with pytest.raises(RunDirError, match=r"older distconv \(checkpoint\.safetensors\)"):
+        _trainer(out).fit(train, test, epochs=2, resume=resume)
+    assert (out / "checkpoint.safetensors").exists()
+
+
 def test_fit_returns_only_the_records_of_its_own_call(data, tmp_path):
     train, test = data
     t = _trainer(tmp_path)
