@@ -10,6 +10,7 @@ and a batch's right answers (:func:`right_answers`) are here too.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,9 +23,23 @@ from distconv.data import DataError, array_length
 from distconv.layers.base import forward_only
 from distconv.messages import exception_line
 from distconv.network import NetworkError
-from distconv.resume import Position, TrainingError, epoch_sums
+from distconv.resume import RANK_LOSS, SUMS, Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
+
+
+def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
+    """The epoch's metric sums to go on from: zeros, or those of the checkpoint resumed.
+
+    A checkpoint holds global sums (and each rank's loss sum, :data:`RANK_LOSS`); this rank's
+    examples before it (for its rate) follow from the batch order, so the rate covers the same
+    steps as the epoch's seconds.
+    """
+    sums = {**{k: 0.0 for k in SUMS}, **pos.sums}
+    if pos.step_in_epoch:
+        done = itertools.islice(sampler.passes(pos.epoch), pos.step_in_epoch)
+        sums["rank_examples"] = float(sum(len(i) for passes in done for i in passes))
+    return sums
 
 
 class EpochTally:
@@ -43,10 +58,12 @@ class EpochTally:
         # so that where the folds fall (checkpoints, a stop) changes no rounding of the loss
         self._start = dict(self.sums)
         self.loss: Any = 0
-        if sync.world_size == 1:
-            # one rank's loss is one sequence of additions: a resumed one goes on from the sum
-            # so far, as the run it continues did, instead of rounding a sum beside it
-            self.loss, self._start["loss"] = self._start["loss"], 0.0
+        carried = self._start.pop(RANK_LOSS, None)
+        # this rank's own sum so far: adding on to it repeats the additions of the run resumed
+        if carried is not None:
+            self.loss, self._start["loss"] = carried[sync.rank], 0.0
+        # whether the ranks' sums hold the epoch's whole loss (not beside an older checkpoint's)
+        self._whole = carried is not None or not self._start["loss"]
         self.correct: Any = 0
         self.seen = 0
         self.since_step = pos.step
@@ -63,15 +80,17 @@ class EpochTally:
 
     def fold(self, pos: Position) -> dict[str, float]:
         """Sum every rank's additions into the global sums (a collective: every rank calls it at
-        the same step); returns the sums. The additions go on: with one rank, an epoch's loss
-        is then the same whether checkpoints or a stop and a resume cut it (with several,
-        a resume sums the ranks' losses before it apart, which may round the last bit).
+        the same step); returns the sums, with each rank's own loss sum (:data:`RANK_LOSS`).
+        The additions go on, and a resume on as many ranks goes on from each rank's sum, so an
+        epoch's loss is the same wherever checkpoints, or a stop and a resume, cut it.
 
         Raises:
             TrainingError: the loss summed over ranks is NaN or infinite.
         """
-        local = [float(to_host(self.loss)), float(to_host(self.correct)), float(self.seen)]
-        loss, right, examples = self.sync.allreduce_sum(local)
+        mine, ranks = float(to_host(self.loss)), [0.0] * self.sync.world_size
+        ranks[self.sync.rank] = mine
+        local = [mine, float(to_host(self.correct)), float(self.seen), *ranks]
+        loss, right, examples, *ranks = self.sync.allreduce_sum(local)
         if not np.isfinite(loss):
             raise TrainingError(
                 f"the loss became NaN or infinite in epoch {pos.epoch + 1}, between steps "
@@ -83,6 +102,8 @@ class EpochTally:
         sums["examples"] += examples
         sums["seconds"] += time.perf_counter() - self.started
         sums["rank_examples"] = sums.get("rank_examples", 0.0) + self.seen
+        if self._whole:
+            sums[RANK_LOSS] = ranks
         self.sums = sums
         self.since_step = pos.step
         return sums

@@ -10,7 +10,6 @@ position is all a resumed run needs to see exactly the batches an uninterrupted 
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,13 +35,15 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
-from distconv.sampler import GlobalBatchSampler
 from distconv.sync import SyncError, SyncStrategy
 
 log = logging.getLogger("distconv.resume")
 
 #: the epoch's running metric sums a checkpoint carries (global: reduced over ranks)
 SUMS = ("loss", "correct", "examples", "seconds")
+#: each rank's own loss sum so far, beside SUMS where they hold the epoch's whole loss: a resume
+#: on as many ranks goes on from them, adding as the run it continues did (no other rounding)
+RANK_LOSS = "rank_loss"
 #: what must match between a checkpoint and the run resuming it
 MUST_MATCH = (
     "seed",
@@ -268,7 +269,7 @@ class StepCheckpoints:
                 extra={
                     **{k: v for k, v in self.facts.items() if k != "seed"},
                     "step_in_epoch": pos.step_in_epoch,
-                    "sums": {k: float(sums.get(k, 0.0)) for k in SUMS},
+                    "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
                 },
             )
             job, launch = self.start.job_id, self.start.launch
@@ -361,26 +362,21 @@ def _known(fact: Any) -> bool:
     return fact not in UNKNOWN
 
 
-def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
-    """The epoch's metric sums to go on from: zeros, or those of the checkpoint resumed.
-
-    A checkpoint holds global sums only; this rank's examples before it (for its rate) follow
-    from the batch order, so the rate covers the same steps as the epoch's seconds.
-    """
-    sums = {**{k: 0.0 for k in SUMS}, **pos.sums}
-    if pos.step_in_epoch:
-        done = itertools.islice(sampler.passes(pos.epoch), pos.step_in_epoch)
-        sums["rank_examples"] = float(sum(len(i) for passes in done for i in passes))
-    return sums
-
-
 def share_position(sync: SyncStrategy, pos: Position) -> Position:
-    """Every rank's copy of the chief's position (the others contribute zeros to a sum)."""
+    """Every rank's copy of the chief's position (the others contribute zeros to a sum), with
+    each rank's loss sum (:data:`RANK_LOSS`) where the checkpoint has one for as many ranks."""
+    world = sync.world_size
+    ranks = pos.sums.get(RANK_LOSS) or []
+    ranks = list(ranks) if len(ranks) == world else []  # other ranks added in another way
     fields = [pos.epoch, pos.step, pos.step_in_epoch, *(pos.sums.get(k, 0.0) for k in SUMS)]
+    fields += [float(bool(ranks)), *(ranks or [0.0] * world)]
     if not sync.is_chief:
         fields = [0.0] * len(fields)
     epoch, step, in_epoch, *sums = sync.allreduce_sum(fields)
-    return Position(int(epoch), int(step), int(in_epoch), dict(zip(SUMS, sums)) if in_epoch else {})
+    shared = dict(zip(SUMS, sums))
+    if sums[len(SUMS)]:
+        shared[RANK_LOSS] = sums[len(SUMS) + 1 :]
+    return Position(int(epoch), int(step), int(in_epoch), shared if in_epoch else {})
 
 
 def refuse_frozen_resume(params: Sequence[Parameter], pos: Position, world_size: int) -> None:

@@ -19,10 +19,11 @@ from distconv import run_dir
 from distconv.checkpoint import CheckpointError, CheckpointReadError, load_checkpoint
 from distconv.checkpoint import save_checkpoint as write_checkpoint
 from distconv.data import split, synthetic
+from distconv.epoch_tally import epoch_sums
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.resume import Position, Preempted, epoch_sums
+from distconv.resume import Position, Preempted
 from distconv.run_dir import RunDirectory, RunDirError
 from distconv.sampler import GlobalBatchSampler
 from distconv.sync import create_sync
