@@ -60,11 +60,13 @@ class RequestHandlers:
         ident = frames[0].bytes
         self.stats.bytes_in += sum(len(f) for f in frames[1:])
         header: dict[str, Any] = {}
+        sender = False  # whether the job, rank and key are checked: whose refusal it is
         try:
             if len(frames) < 2:
                 raise WireError("empty message")
             header = unpack_header(frames[1].buffer)
             self._check_sender(header, frames[1])
+            sender = True
             arrays = unpack_arrays(
                 header, [f.buffer for f in frames[2:]], self.config.max_message_bytes
             )
@@ -80,13 +82,25 @@ class RequestHandlers:
                 self._check_stuck(header["op"])
         except (WireError, _Refused) as exc:
             self.stats.errors += 1
+            self._spoil_seed(header, sender)
             if isinstance(exc, WireError):
                 log.warning("shard %d: bad request from %s: %s", self.index, short(ident), exc)
             self._reply(ident, header, error=str(exc), **getattr(exc, "fields", {}))
         except Exception as exc:  # a request no check foresaw must not take the shard down
             self.stats.errors += 1
+            self._spoil_seed(header, sender)
             self._log_unexpected(ident, header, exc)
             self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
+
+    def _spoil_seed(self, header: dict[str, Any], sender: bool) -> None:
+        """A refused part of rank 0's seed drops the seed in progress (docs/protocol.md),
+        whatever refused it: its arrays (malformed, over the cap), a check of ``_op_seed``, or
+        a failure no check foresaw. Not a part of another job, key or rank (``sender``
+        unchecked, or :meth:`_op_seed`'s rank check), nor of rank 0's run before, refused as
+        such: rank 0's seed of now goes on."""
+        if sender and header.get("op") == "seed" and header["rank"] == 0:
+            if self._of_current_run(header):
+                self._seeding = None
 
     def _log_unexpected(self, ident: bytes, header: dict[str, Any], exc: Exception) -> None:
         """A failure no check foresaw (a shard bug): the first with its traceback, later ones
@@ -169,11 +183,8 @@ class RequestHandlers:
         last part has arrived, so a shard is never seen half seeded."""
         if header["rank"] != 0:  # (another rank's seed leaves rank 0's in progress alone)
             raise WireError(f"only rank 0 seeds the shards, got rank {header['rank']}")
-        try:
-            seeding = self._seed_part(header, arrays)
-        except WireError:  # a refused part spoils the seed: rank 0 starts again from part 0
-            self._seeding = None
-            raise
+        # a refused part spoils the seed, rank 0 starts again from part 0: see _spoil_seed
+        seeding = self._seed_part(header, arrays)
         seeding.next += 1
         if seeding.next == seeding.parts:
             self._seeding = None

@@ -116,3 +116,45 @@ def test_a_refused_seed_part_drops_the_seed_in_progress(hand):
     reply, _ = h.ask({**head, "part": 1, "table": [[1, 0, 4, 8]]}, [four])
     assert reply["error"] == "seed part 1 of 3 out of order (expected None)", reply
     assert not h.shard.blocks
+
+
+@pytest.mark.timeout(60)
+def test_a_seed_part_refused_before_its_checks_or_by_a_shard_error_drops_the_seed(
+    hand, monkeypatch
+):
+    """docs/protocol.md's "a refused one drops the seed in progress" held only for _op_seed's
+    own checks (review k171 of c8330f0): a part refused for its arrays (over the shard's
+    message cap) or answered with a shard error (out of memory copying its blocks) kept the
+    seed, and the part sent again carried on to a whole seed. A part of rank 0's run before,
+    refused as such, leaves the seed of now alone."""
+    h = hand(workers=2, max_message_bytes=40)
+    h.ask({"op": "hello", "run": 7, "host": "h", "digest": "0" * 16})
+    head = {"op": "seed", "optimizer": {"name": "sgd", "lr": 1.0}, "parts": 3, "run": 7}
+    head["params"] = [["w", [12], "float64", False]]
+    four = np.zeros((4, 1))
+    reply, _ = h.ask({**head, "part": 0, "table": [[0, 0, 0, 4]]}, [four])
+    assert reply["op"] == "ok", reply
+    stale = {**head, "run": 6, "part": 1, "table": [[1, 0, 4, 8]]}
+    reply, _ = h.ask(stale, [four])
+    assert "of the run before, refused" in reply["error"], reply
+    assert h.shard._seeding is not None and h.shard._seeding.next == 1
+    reply, _ = h.ask({**head, "part": 1, "table": [[1, 0, 4, 12]]}, [np.zeros((8, 1))])
+    assert "holds 64 bytes, more than the 40 of --max-message-bytes" in reply["error"], reply
+    assert h.shard._seeding is None
+    reply, _ = h.ask({**head, "part": 1, "table": [[1, 0, 4, 8]]}, [four])
+    assert reply["error"] == "seed part 1 of 3 out of order (expected None)", reply
+
+    reply, _ = h.ask({**head, "part": 0, "table": [[0, 0, 0, 4]]}, [four])
+    assert reply["op"] == "ok", reply
+
+    def out_of_memory(self, table, arrays):
+        raise MemoryError("copying the blocks")
+
+    with monkeypatch.context() as m:
+        m.setattr(Seeding, "add", out_of_memory)
+        reply, _ = h.ask({**head, "part": 1, "table": [[1, 0, 4, 8]]}, [four])
+    assert reply["error"] == "shard error: MemoryError: copying the blocks", reply
+    assert h.shard._seeding is None
+    reply, _ = h.ask({**head, "part": 1, "table": [[1, 0, 4, 8]]}, [four])
+    assert reply["error"] == "seed part 1 of 3 out of order (expected None)", reply
+    assert not h.shard.blocks
