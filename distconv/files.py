@@ -11,6 +11,7 @@ import errno
 import glob
 import os
 import secrets
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -92,6 +93,14 @@ def naming(exc: OSError, path: str | os.PathLike) -> OSError:
     if exc.filename is not None or exc.errno is None:
         return exc
     return OSError(exc.errno, exc.strerror, str(path))
+
+
+def delete_path(path: Path) -> None:
+    """Delete a file, a link or a directory tree (a link itself, never what it points at)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def describe_os_error(exc: OSError) -> str:

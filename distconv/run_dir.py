@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointError, CheckpointReadError
-from distconv.files import describe_os_error, write_atomically
+from distconv.files import delete_path, describe_os_error, write_atomically
 from distconv.metrics import MetricsError, read_metrics
 
 log = logging.getLogger("distconv.checkpoint")
@@ -134,24 +134,35 @@ class RunDirectory:
         """Delete a previous run's checkpoints and metrics (``--overwrite``).
 
         A ``checkpoints`` that is a link to a directory (checkpoints kept on a larger disk)
-        stays, emptied: the next run writes there too, and ``rmtree`` refuses a link.
+        stays, emptied: the next run writes there too, and ``rmtree`` refuses a link. Being
+        outside the run (a disk's top, a shared folder), one holding files no run writes is
+        refused before anything is deleted. Other links go, never their targets.
 
         Raises:
-            RunDirError: a file cannot be deleted, naming it and why.
+            RunDirError: a file cannot be deleted, or that link's files are foreign: naming them.
         """
-        for name in RUN_FILES + (PLOT,):
-            path = self.root / name
-            try:
-                if path.is_dir() and path.is_symlink():
-                    for entry in path.iterdir():
-                        _delete(entry)
-                elif path.exists():
-                    _delete(path)
-            except OSError as exc:
-                where = exc.filename or path
+        linked = self.checkpoint_root.is_symlink() and self.checkpoint_root.is_dir()
+        try:
+            foreign = self._foreign_checkpoints() if linked else []
+            if foreign:
+                more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
                 raise RunDirError(
-                    f"cannot clear the run in {self.root}: {where}: {describe_os_error(exc)}"
-                ) from None
+                    f"cannot clear the run in {self.root}: {self.checkpoint_root} links to "
+                    f"{self.checkpoint_root.resolve()}, which holds files no distconv run writes "
+                    f"({', '.join(foreign[:3])}{more}); move them away"
+                )
+            for name in RUN_FILES + (PLOT,):
+                path = self.root / name
+                if name == CHECKPOINTS and linked:
+                    for entry in path.iterdir():
+                        delete_path(entry)
+                elif path.exists():
+                    delete_path(path)
+        except OSError as exc:  # a RunDirError is none: it goes as it is
+            raise RunDirError(
+                f"cannot clear the run in {self.root}: {exc.filename or self.root}: "
+                f"{describe_os_error(exc)}"
+            ) from None
 
     def clear_unfinished(self) -> None:
         """:meth:`clear` a run that never completed a checkpoint (``--resume auto`` starting
@@ -349,14 +360,6 @@ def _first_epoch_at_most(records: list[dict]) -> bool:
         return True
     epoch = records[0].get("epoch")
     return len(records) == 1 and type(epoch) is int and epoch == 1
-
-
-def _delete(path: Path) -> None:
-    """Delete a file, a link or a directory tree (a link itself, never what it points at)."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
 
 
 def _has_content(path: Path) -> bool:

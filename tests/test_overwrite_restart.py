@@ -189,3 +189,39 @@ def test_a_relaunch_of_the_same_job_id_never_resumes_the_run_it_replaces(tmp_pat
     assert [line for line in done.stdout.splitlines() if "resumed from" in line] == []
     records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
     assert [r["epoch"] for r in records] == [1, 2]
+
+
+@pytest.mark.timeout(60)
+def test_a_checkpoints_link_holding_foreign_files_is_refused_before_anything_is_deleted(tmp_path):
+    """``checkpoints`` linked to a directory outside the run (a disk's top, a shared folder):
+    ``--overwrite`` emptied it whole, deleting files no run writes there (review k172). It is
+    refused naming them, with the run's files still in place."""
+    out, disk = tmp_path / "run", tmp_path / "big-disk"
+    (disk / "step-00000015").mkdir(parents=True)
+    (disk / "step-00000015" / "chief.safetensors").write_bytes(b"part")
+    (disk / "step-00000015.json").write_text("{}")
+    (disk / "datasets").mkdir()
+    (disk / "datasets" / "train.csv").write_text("precious")
+    out.mkdir()
+    (out / "checkpoints").symlink_to(disk)
+    (out / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    with pytest.raises(RunDirError, match=r"holds files no distconv run writes") as info:
+        RunDirectory(out).clear()
+    assert str(out / "checkpoints" / "datasets") in str(info.value)
+    assert (disk / "datasets" / "train.csv").read_text() == "precious"
+    assert (disk / "step-00000015" / "chief.safetensors").exists()
+    assert (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_metrics_file_linked_to_a_directory_loses_the_link_not_the_directorys_files(tmp_path):
+    """Only ``checkpoints`` is emptied through its link; the plot or the metrics log linked to a
+    directory had that directory emptied too (review k172)."""
+    out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("precious")
+    out.mkdir()
+    (out / "metrics.png").symlink_to(elsewhere)
+    RunDirectory(out).clear()
+    assert not os.path.lexists(out / "metrics.png")
+    assert (elsewhere / "keep.txt").read_text() == "precious"
