@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from distconv.files import describe_os_error
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
@@ -36,7 +37,7 @@ class CheckpointParts:
             step: the checkpoint's step (digits), or ``"last"`` on SIGTERM.
             keep: parts to keep after a numbered step (None: ``--keep-parts``; 0: all).
         """
-        from distconv.checkpoint import save_tensors
+        from distconv.checkpoint import CheckpointError, save_tensors
 
         tensors = {}
         for bid, b in self.blocks.items():
@@ -54,8 +55,13 @@ class CheckpointParts:
             "completed": json.dumps(self.completed),
         }
         directory = Path(self.config.checkpoint_dir)
-        directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"pserver-shard{self.index}-step{step}.safetensors"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # removed since the start, a file in its place, a full disk
+            raise CheckpointError(
+                f"cannot save checkpoint {path}: {describe_os_error(exc)}"
+            ) from None
         save_tensors(path, tensors, meta)
         if step.isdigit():
             self.prune_parts(int(step), self.config.keep_parts if keep is None else keep)

@@ -60,3 +60,26 @@ def test_a_part_that_cannot_be_written_is_refused_in_one_line_without_a_tracebac
     assert "shard error" not in said
     shards.stop()
     assert "Traceback" not in shards.log_text()
+
+
+@pytest.mark.timeout(60)
+def test_a_checkpoint_dir_gone_and_a_file_in_its_place_is_refused_in_one_line(shards, tmp_path):
+    """The directory itself cannot be made again at the request (removed since the start, a
+    file put in its place, a full disk): that too is refused naming it, not answered as a
+    ``shard error`` with a traceback (review k172)."""
+    parts = tmp_path / "parts"
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    parts.rmdir()
+    parts.write_text("")  # the directory's name taken by a file
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        with pytest.raises(SyncError) as info:
+            sync.save_remote_parts(10, keep=2)
+    finally:
+        sync.close()
+    said, part = str(info.value), parts / "pserver-shard0-step10.safetensors"
+    assert f"cannot save checkpoint {part}: file exists" in said
+    assert "shard error" not in said
+    shards.stop()
+    assert "Traceback" not in shards.log_text()
