@@ -64,7 +64,10 @@ class CheckpointParts:
             ) from None
         save_tensors(path, tensors, meta)
         if step.isdigit():
-            self.prune_parts(int(step), self.config.keep_parts if keep is None else keep)
+            try:
+                self.prune_parts(int(step), self.config.keep_parts if keep is None else keep)
+            except OSError as exc:  # the part is written: its checkpoint stands, a later prunes
+                log.warning("shard %d: not pruning old checkpoint parts now: %s", self.index, exc)
         return path
 
     def save_requested_part(self, step: int, keep: int | None) -> Path:

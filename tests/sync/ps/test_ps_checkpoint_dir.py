@@ -83,3 +83,25 @@ def test_a_checkpoint_dir_gone_and_a_file_in_its_place_is_refused_in_one_line(sh
     assert "shard error" not in said
     shards.stop()
     assert "Traceback" not in shards.log_text()
+
+
+@pytest.mark.timeout(60)
+def test_old_parts_that_cannot_be_pruned_leave_the_written_part_acknowledged(shards, tmp_path):
+    """A prune that fails after the part is written (a permission, a read-only remount, here
+    an old part's name taken by a directory) failed the chief's checkpoint as a ``shard
+    error`` with a traceback, though the part was on disk; it is a warning now, and a later
+    prune deletes what this one could not (review k172)."""
+    parts = tmp_path / "parts"
+    (parts / "pserver-shard0-step4.safetensors").mkdir(parents=True)
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        written = sync.save_remote_parts(10, keep=1)
+    finally:
+        sync.close()
+    assert list(written.values()) == [str(parts / "pserver-shard0-step10.safetensors")]
+    assert (parts / "pserver-shard0-step10.safetensors").is_file()
+    shards.stop()
+    said = shards.log_text()
+    assert "not pruning old checkpoint parts now" in said and "Traceback" not in said
