@@ -324,14 +324,14 @@ class RunDirectory:
         return aside
 
     def _prune(self) -> None:
-        try:
+        try:  # a failure is a warning: this save's checkpoint is whole, and a later save prunes
             complete = self.manifests()
-        except CheckpointReadError as exc:  # a later save prunes; this one's checkpoint is safe
+            for old in complete[: -self.keep]:
+                old.path.unlink(missing_ok=True)  # EACCES, EROFS: the run went down with it
+                shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
+        except (CheckpointReadError, OSError) as exc:
             log.warning("not pruning old checkpoints now: %s", exc)
             return
-        for old in complete[: -self.keep]:
-            old.path.unlink(missing_ok=True)
-            shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
         if complete:
             self._remove_orphans(complete[-self.keep :][0].step)
 

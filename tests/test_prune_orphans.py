@@ -60,3 +60,37 @@ def test_a_directory_a_killed_prune_left_is_swept_by_a_later_one(tmp_path):
     assert "step-00000004" not in names
     assert {"step-00000002", "step-00000002.json.unusable"} <= set(names)
     assert [n for n in names if n.endswith(".json")] == [f"{names[-2]}.json"]
+
+
+#: an old manifest that cannot be deleted (EACCES, EROFS; root passes every permission here)
+REFUSE_MANIFEST_UNLINK = """
+import os, pathlib
+if os.environ.get("REFUSE_MANIFEST_UNLINK"):
+    unlink = pathlib.Path.unlink
+    def refused(self, *args, **kwargs):
+        if self.name.startswith("step-") and self.suffix == ".json":
+            raise PermissionError(13, "Permission denied", str(self))
+        return unlink(self, *args, **kwargs)
+    pathlib.Path.unlink = refused
+"""
+
+
+@pytest.mark.timeout(120)
+def test_an_old_checkpoint_that_cannot_be_deleted_is_a_warning_not_the_runs_end(tmp_path):
+    """The prune after a save raised its unlink's error out of the save: a run whose new
+    checkpoint was whole died at it (review k172). It warns, trains on, and ends."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(REFUSE_MANIFEST_UNLINK)
+    env = {**os.environ, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}", "REFUSE_MANIFEST_UNLINK": "1"}
+    out = tmp_path / "run"
+    argv = ["train", "--data", "synthetic", "--epochs", "1", "--checkpoint-every", "4",
+            "--keep-checkpoints", "1", "--no-progress", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", *argv],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "not pruning old checkpoints now" in done.stderr and "Permission denied" in done.stderr
+    manifests = sorted(p.name for p in (out / "checkpoints").glob("step-*.json"))
+    assert len(manifests) > 1 and manifests[0] == "step-00000004.json", manifests
