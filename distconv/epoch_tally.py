@@ -64,8 +64,11 @@ class EpochTally:
             self.loss, self._start["loss"] = carried[sync.rank], 0.0
         # whether the ranks' sums hold the epoch's whole loss (not beside an older checkpoint's)
         self._whole = carried is not None or not self._start["loss"]
+        # each rank's loss sum as last folded: one a parameter server lost sums nothing later
+        self._ranks = list(carried) if carried is not None else [0.0] * sync.world_size
         self.correct: Any = 0
         self.seen = 0
+        self._folded = (0.0, 0.0)  # this rank's right answers and examples at the last fold
         self.since_step = pos.step
         self.started = time.perf_counter()
 
@@ -87,10 +90,20 @@ class EpochTally:
         Raises:
             TrainingError: the loss summed over ranks is NaN or infinite.
         """
-        mine, ranks = float(to_host(self.loss)), [0.0] * self.sync.world_size
-        ranks[self.sync.rank] = mine
-        local = [mine, float(to_host(self.correct)), float(self.seen), *ranks]
-        loss, right, examples, *ranks = self.sync.allreduce_sum(local)
+        world, rank = self.sync.world_size, self.sync.rank
+        mine, here = [0.0] * world, [0.0] * world
+        mine[rank], here[rank] = float(to_host(self.loss)), 1.0
+        counts = (float(to_host(self.correct)), float(self.seen))
+        # right answers and examples fold as the part since the last fold (integers: any order
+        # of additions is exact); the loss as each rank's own running sum, added in rank order,
+        # so the folds' places change no rounding. A rank an asynchronous parameter server lost
+        # (--on-worker-loss continue) sums nothing: its loss folded before stays, as its
+        # examples and right answers do
+        new = [now - before for now, before in zip(counts, self._folded)]
+        right, examples, *summed = self.sync.allreduce_sum([*new, *mine, *here])
+        self._folded = counts
+        ranks = [v if h else old for v, h, old in zip(summed, summed[world:], self._ranks)]
+        self._ranks, loss = ranks, sum(ranks)
         if not np.isfinite(loss):
             raise TrainingError(
                 f"the loss became NaN or infinite in epoch {pos.epoch + 1}, between steps "
@@ -98,8 +111,8 @@ class EpochTally:
             )
         sums = dict(self._start)
         sums["loss"] += loss
-        sums["correct"] += right
-        sums["examples"] += examples
+        sums["correct"] = self.sums["correct"] + right
+        sums["examples"] = self.sums["examples"] + examples
         sums["seconds"] += time.perf_counter() - self.started
         sums["rank_examples"] = sums.get("rank_examples", 0.0) + self.seen
         if self._whole:

@@ -1,5 +1,8 @@
 """EpochTally: an epoch's metric sums, whatever the loss's own dtype."""
 
+import concurrent.futures
+import threading
+
 import numpy as np
 import pytest
 
@@ -49,3 +52,53 @@ def test_a_lost_rank_s_share_of_the_test_set_is_not_counted_as_wrong():
 
     result = evaluate_shares(forward, {"x": np.zeros(9)}, sync, 2, accuracy=True)
     assert result == {"test_loss": 1.0, "test_acc": 1.0}
+
+
+class _Shard0:
+    """Shard 0's gather for two ranks in threads, answering without rank 1 once it is lost,
+    as a parameter server does in async mode with ``--on-worker-loss continue``."""
+
+    def __init__(self):
+        self.values, self.lost = [None, None], False
+        self.met = threading.Barrier(2)
+
+    def rank(self, rank):
+        """Rank ``rank``'s sync: the real client's ``allreduce_sum`` over this gather."""
+        client = pytest.importorskip("distconv.sync.ps.client")
+        sync = _LostRank1()
+        sync.rank = rank
+        sync._gather = lambda kind, value: self.gather(rank, value)
+        sync.allreduce_sum = client.PServerSync.allreduce_sum.__get__(sync)
+        return sync
+
+    def gather(self, rank, value):
+        self.values[rank] = value
+        if self.lost:
+            return [value, None]
+        self.met.wait(timeout=10)
+        return list(self.values)
+
+
+def _steps(tally, n):
+    for _ in range(n):
+        tally.add(np.float64(2.0 + tally.sync.rank), 1, 2)
+
+
+@pytest.mark.timeout(30)
+def test_a_lost_rank_s_folded_loss_and_examples_stay_in_the_epoch():
+    """Each fold summed every rank's running sums from the epoch's start: once an asynchronous
+    parameter server lost rank 1 (--on-worker-loss continue), its loss, right answers and
+    examples folded before dropped out of the epoch's sums at the next fold (review k172)."""
+    shard = _Shard0()
+    sampler = GlobalBatchSampler(40, 4, 0, 2, 1, 0)
+    ranks = [EpochTally(shard.rank(r), Position(), sampler) for r in (0, 1)]
+    for tally in ranks:
+        _steps(tally, 3)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = list(pool.map(lambda t: t.fold(Position(0, 3, 3, {})), ranks))
+    for sums in first:  # rank 0's 3 steps of loss 2 and rank 1's of loss 3
+        assert (sums["loss"], sums["correct"], sums["examples"]) == (15.0, 6.0, 12.0)
+    shard.lost = True  # rank 1 gone; rank 0 trains a step on
+    _steps(ranks[0], 1)
+    second = ranks[0].fold(Position(0, 4, 4, {}))
+    assert (second["loss"], second["correct"], second["examples"]) == (17.0, 7.0, 14.0)
