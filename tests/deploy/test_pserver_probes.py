@@ -218,3 +218,29 @@ def test_a_stall_limit_out_of_range_is_a_usage_error(value, probes, capsys):
         main(argv) if probes else build_parser().parse_args(argv)
     assert exited.value.code == 2
     assert f"--stall-seconds: must be finite and > 0, got {value}" in capsys.readouterr().err
+
+
+OPERATIONS = REPO_ROOT / "docs" / "operations.md"
+
+
+@pytest.mark.timeout(60)
+def test_a_resumed_runs_shard_counts_its_steps_from_the_resume_as_the_docs_say():
+    """A resumed run's workers count the steps they push from 1 again (the sync's own count),
+    while each worker's /healthz names the training step (the checkpoint's and those since):
+    workers resumed at step 686 said 'last step 1192', their shard 'last step 505'. The docs
+    set the two side by side as one count (review k174): they say now which count a shard's is.
+    Here a run of 3 steps, then a new run (re-seeded) of 2: the shard says step 2, not 3 or 5."""
+    (health,) = free_ports(1)
+    with served_shard(health, 1) as endpoint:
+        for steps in (3, 2):  # the run stopped, then the resumed run's fresh worker
+            errors: list = [None]
+            _worker(endpoint, 0, 1, steps, -1, errors)
+            assert errors == [None]
+        deadline = time.monotonic() + 10  # the loop's next turn reports it
+        while not (answer := get(health, "/healthz"))[1].startswith("ok: server 0, last step 2,"):
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.05)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{health}/metrics").read()
+        assert b'distconv_step{rank="0",role="server"} 2.0' in metrics
+    said = " ".join(OPERATIONS.read_text().split())
+    assert "after a resume the steps since the resume" in said, "docs/operations.md, Probes"
