@@ -65,7 +65,7 @@ class Runtime:
         rank: 0-based index among processes of the same role.
         world_size: how many processes of this role take part.
         local_rank: index among this role's processes on the same host (picks the GPU).
-        job_id: names the job in logs, metrics and key files.
+        job_id: names the job in logs and checkpoint manifests, and to its shards.
         pservers: parameter-server shards as ``"host:port"``, in shard order.
         keys_dir: directory holding the job's CURVE key files, or None without encryption.
         keys_from_env: ``keys_dir`` came from ``DISTCONV_KEYS``, not a flag, so an explicit

@@ -195,7 +195,11 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--rank", type=_int_at_least(0), help="this worker's rank (overrides env)")
     g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
-    g.add_argument("--job-id", help="names the job in logs and metrics")
+    g.add_argument(
+        "--job-id",
+        help="names the job in --log-format json logs and checkpoint manifests; a parameter "
+        "server's shards serve only their job's workers",
+    )
     g.add_argument(
         "--pservers", type=_server_list, help="parameter-server shards, HOST:PORT,HOST:PORT"
     )

@@ -66,3 +66,19 @@ def test_an_mpi_rank_counts_its_gradient_bytes_as_the_docs_say(monkeypatch):
     assert totals["distconv_bytes_pulled_total"] == totals["distconv_bytes_pushed_total"]
     said = _metrics_paragraph()
     assert "under MPI the bytes its gradient collectives move" in said, said
+
+
+def test_what_the_job_id_is_said_to_name_carries_it():
+    """``distconv train --help`` said --job-id 'names the job in logs and metrics' (and
+    ``Runtime.job_id`` 'in logs, metrics and key files'), but no series of /metrics, nor a line
+    of metrics.jsonl, carries it: an operator who filtered a dashboard by job id found nothing
+    (review k174). What the texts name must hold it."""
+    from distconv.runtime import Runtime
+    from distconv.train_args import train_parser
+
+    (flag,) = [a for a in train_parser()._actions if "--job-id" in a.option_strings]
+    with ServiceEndpoints(role="worker", rank=0) as service:
+        exported = _text(service)
+    for said in (flag.help, Runtime.__doc__.split("job_id:")[1].split("\n")[0]):
+        assert "metrics" not in said or "job_id" in exported, said
+        assert "logs" in said, said  # the JSON log lines do carry it
