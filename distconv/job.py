@@ -24,6 +24,9 @@ from distconv.trainer import Trainer
 
 log = logging.getLogger("distconv.job")
 
+#: the log line that names the probes' port (docs/operations.md, Probes)
+SERVING = "probes and metrics on port %d"
+
 
 @dataclass
 class TrainConfig:
@@ -156,5 +159,7 @@ def _start_service(
         raise OSError(
             exc.errno, f"{exc.strerror} (--health-port {port} + local rank {runtime.local_rank})"
         ) from None
-    log.info("probes and metrics on port %d", bound)
+    # said even under -q (warnings only): a port the kernel chose (0) is named nowhere else,
+    # as a shard prints its own; through the log's handler, in its format (text or JSON)
+    log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, SERVING, (bound,), None))
     return service

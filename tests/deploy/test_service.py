@@ -463,3 +463,24 @@ def test_head_sends_no_body_on_the_wire(service, path):
     head, _, body = raw.partition(b"\r\n\r\n")
     assert b"Content-Length: " in head and not head.endswith(b"Content-Length: 0")
     assert body == b"", body[:80]
+
+
+@pytest.mark.timeout(120)
+def test_the_probes_port_is_logged_under_quiet_too(tmp_path):
+    """``distconv -q train --health-port 0`` (warnings only) logged no line naming the port
+    the kernel chose, and nothing else names it: its probes could not be found (review k174).
+    A shard prints its own whatever the level; a worker's line now goes through in any case."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    argv = [sys.executable, "-m", "distconv", "-q", "train", "--data", "synthetic", "--epochs",
+            "1", "--no-progress", "--out", str(tmp_path / "run"), "--health-port", "0"]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=100, env=env)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"probes and metrics on port [1-9][0-9]*\n", done.stderr), done.stderr
+    assert "training on synthetic" not in done.stderr  # -q still holds back the rest
