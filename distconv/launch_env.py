@@ -9,7 +9,9 @@ A local launch also says which process the launcher is (``DISTCONV_LAUNCHER``, i
 :func:`~distconv.procfs.process_identity`). The kernel SIGTERMs the launcher's own children
 when it dies, even of SIGKILL, but not their children: a ``distconv train`` that a wrapper
 script started trained on, orphaned, after its launcher was killed. Such a process follows
-the launcher itself (:func:`stop_with_launcher`), and stops as at the launcher's SIGTERM.
+the launcher itself (:func:`stop_with_launcher`), and stops as at the launcher's SIGTERM; so
+does the launcher's own child, whose parent-death signal a change of user or group
+(``setpriv``, ``gosu``) clears.
 """
 
 from __future__ import annotations
@@ -73,10 +75,13 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
     """SIGTERM this process when the launcher that started it (``DISTCONV_LAUNCHER``) ends,
     from a daemon thread that looks at it every :data:`LAUNCHER_LOOK_EVERY` seconds.
 
-    Only a process the launcher did not start itself follows it (one started by a script it
-    started): the kernel tells its own children. A launcher of another boot or PID namespace,
-    or a malformed value, is not followed; nor is one ``/proc`` hides from this process
-    (``hidepid``, another user's). Returns the thread, or None where none follows.
+    The launcher's own children follow it too: the kernel's SIGTERM at its death
+    (``PR_SET_PDEATHSIG``) is cleared by a change of user or group between the launcher's
+    fork and ``distconv train`` (``setpriv``, ``gosu``), and a parent on the launcher's pid
+    may be a later process; the handler takes a second SIGTERM as the first. A launcher of
+    another boot or PID namespace, or a malformed value, is not followed; nor is one ``/proc``
+    hides from this process (``hidepid``, another user's). Returns the thread, or None where
+    none follows.
     """
     global _following
     env = os.environ if environ is None else environ
@@ -84,7 +89,7 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
     if len(parts) != 4 or not PID_TEXT.fullmatch(parts[2]) or tuple(parts[:2]) != pid_namespace():
         return None
     pid, named_start = int(parts[2]), parts[3]
-    if os.getppid() == pid or _following is not None:  # init() then job.train(): one thread
+    if _following is not None:  # init() then job.train(): one thread
         return None
     try:
         stat = process_stat(pid)

@@ -332,7 +332,8 @@ class JobEnv:
     #: ``distconv.distributed.init`` asks for no keys (``distconv train`` gets ``--insecure``)
     insecure: bool = False
     #: the launcher's :func:`~distconv.procfs.process_identity` (``DISTCONV_LAUNCHER``): a
-    #: process a child starts in turn stops when the launcher ends (:mod:`distconv.launch_env`)
+    #: child, and a process it starts in turn, stops when the launcher ends
+    #: (:mod:`distconv.launch_env`)
     launcher: str = ""
 
 

@@ -142,10 +142,11 @@ def _identity_of(pid: int) -> str:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("case", ["followed", "its parent", "malformed"])
-def test_a_process_follows_the_launcher_it_names_unless_it_is_its_child(case):
+def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
     """The launcher stands in as a ``sleep``: its end SIGTERMs a process that names it in
-    DISTCONV_LAUNCHER; a process whose parent it is (the kernel tells that one), or given a
-    malformed identity, starts no thread."""
+    DISTCONV_LAUNCHER; a process whose parent it is follows it too (review k173: the kernel's
+    parent-death signal may be cleared), and is not stopped while it runs (this test's own
+    process); one given a malformed identity starts no thread."""
     sleeper = subprocess.Popen(["sleep", "30"])
     named = {"followed": _identity_of(sleeper.pid), "its parent": _identity_of(os.getpid())}
     code = (
@@ -159,7 +160,7 @@ def test_a_process_follows_the_launcher_it_names_unless_it_is_its_child(case):
         [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
     )
     with _killed_after(sleeper, proc):
-        assert proc.stdout.readline().strip() == str(case == "followed")
+        assert proc.stdout.readline().strip() == str(case != "malformed")
         sleeper.kill()
         sleeper.wait()
         if case == "followed":
@@ -167,6 +168,65 @@ def test_a_process_follows_the_launcher_it_names_unless_it_is_its_child(case):
         else:
             time.sleep(1.5)  # more than a look's interval
             assert proc.poll() is None
+
+
+@pytest.mark.timeout(30)
+def test_a_process_whose_parent_took_the_launchers_pid_stops():
+    """The launcher (named as started at tick 1) has ended, and the shell that starts the
+    follower took its pid: the follower took its parent for the launcher, whose death the
+    kernel tells it, and followed nothing, training on, orphaned (review k173)."""
+    where = " ".join(process_identity().split(" ")[:2])
+    code = _FOLLOW_STOPPED_AT_ONCE.replace("time.sleep(20)", "time.sleep(20); print('ran on')")
+    shell = f'export DISTCONV_LAUNCHER="{where} $$ 1"; {sys.executable} -c "$0"; exit 0'
+    proc = subprocess.Popen(
+        ["sh", "-c", shell, code], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    with _killed_after(proc):
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        proc.wait(timeout=10)  # the shell ends with the follower
+        assert "has ended" in proc.stderr.read()
+        assert proc.stdout.read() == ""
+
+
+@pytest.mark.timeout(60)
+def test_the_launchers_own_child_under_another_group_stops_when_it_is_killed(tmp_path):
+    """``-- setpriv --regid=...`` between the launcher and the trainer: the change of group
+    cleared the kernel's parent-death SIGTERM, and the trainer, the launcher's own child,
+    trained on, orphaned, after the launcher was killed (review k173)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv")
+    pid_file = tmp_path / "pid"
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, time\n"
+        "import distconv.distributed as d\n"
+        "d.init('sgd', log_format=None)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(50)\n"
+    )
+    regid = ["setpriv", f"--regid={os.getgid() + 1}", "--keep-groups", sys.executable]
+    argv = launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", *regid)
+    launcher = subprocess.Popen(
+        [*argv, str(script)], env=ENV, cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    pid = None
+    try:
+        pid = _pid_in(pid_file)
+        assert _ppid_of(pid) == launcher.pid  # its own child, not a script's
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=10)
+        assert wait_gone([pid], limit=10) == [], "the launcher's child outlived it"
+    finally:
+        _kill(launcher.pid)
+        launcher.wait()
+        if pid is not None:
+            _kill(pid)
+
+
+def _ppid_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _can_unshare(*flags: str) -> bool:
