@@ -88,6 +88,8 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
     parts = env.get(ENV_LAUNCHER, "").split(" ")
     if len(parts) != 4 or not PID_TEXT.fullmatch(parts[2]) or tuple(parts[:2]) != pid_namespace():
         return None
+    if not (parts[3].isascii() and parts[3].isdigit()):  # a start time: taken back by clocks
+        return None
     pid, named_start = int(parts[2]), parts[3]
     if _following is not None:  # init() then job.train(): one thread
         return None
@@ -112,13 +114,12 @@ def stop_with_launcher(environ: Mapping[str, str] | None = None) -> threading.Th
 
 def _first_look(pid: int, named_start: str) -> str | None:
     """The start time of the process to follow as the launcher, on this process's clock, or
-    None where the launcher has ended: no process on its pid, a zombie, or one that began
-    after this one (the launcher began before it started this one). The process found is
-    followed even where its start time is not the one the launcher wrote, when this process
-    reads it on another clock (another time namespace's boot time offsets it): if it is not
-    the launcher, it took the pid before this process began, the launcher has ended, and
-    following it stops this one late but never while the launcher runs. On this clock, a
-    start time other than the written one is a later process, and the launcher has ended.
+    None where the launcher has ended: no process on its pid, a zombie, one that began after
+    this one (the launcher began before it started this one), or one whose start, taken back
+    to the launcher's clock (:func:`_clock_gap`), is not the written one. Where the clocks'
+    gap cannot be told, the process found is followed: if it is not the launcher, it took the
+    pid before this process began, the launcher has ended, and following it stops this one
+    late but never while the launcher runs.
 
     Raises:
         OSError: ``/proc`` cannot be read now: no news.
@@ -126,9 +127,16 @@ def _first_look(pid: int, named_start: str) -> str | None:
     stat = process_stat(pid)
     if stat is None or stat[0] in ENDED_STATES or _began_after_this(stat[1]):
         return None
-    if stat[1] != named_start and _same_clock(pid):
-        return None
-    return stat[1]
+    gap = _clock_gap(pid)
+    if gap is None:
+        return stat[1]
+    if gap == 0:  # one clock: the launcher reads as it wrote
+        return stat[1] if stat[1] == named_start else None
+    # each clock shows a start rounded down to a tick, so the launcher's two readings differ
+    # by the gap within one tick (the written one read here is another process's)
+    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    off_by = _signed_ns(stat[1]) - _signed_ns(named_start) - gap
+    return stat[1] if abs(off_by) < 2 * tick else None
 
 
 def _began_after_this(start: str) -> bool:
@@ -149,28 +157,25 @@ def _signed_ns(start: str) -> int:
     return ns - 2**64 if ns >= 2**63 else ns
 
 
-def _same_clock(pid: int) -> bool:
-    """Whether process ``pid`` reads start times on this process's clock: it is in this
-    process's time namespace, or in one with the same boot-time offset (its namespace
-    another, or one that cannot be read: another user's, to a process that may not ptrace
-    it). True on a kernel without time namespaces, False where neither can be read."""
+def _clock_gap(pid: int) -> int | None:
+    """This process's boot-time offset less that of process ``pid``'s time namespace, in
+    nanoseconds: what this one reads a start time as, less what ``pid`` reads it as (``/proc``
+    shows start times on the reader's clock, and the launcher wrote its own on its clock).
+    0 in one namespace or on a kernel without them; None where it cannot be told."""
     try:
         ours = os.readlink("/proc/self/ns/time")
     except FileNotFoundError:  # no time namespaces: one clock for all
-        return True
+        return 0
     except OSError:
-        return False
+        return None
     try:
         theirs = os.readlink(f"/proc/{pid}/ns/time")
         if theirs == ours:
-            return True
-        # another namespace is another clock only where its boot-time offset is another:
-        # taking one of the same offset (unshare --time alone, a container's) for another
-        # clock, this one followed a process that took the launcher's pid before it began
+            return 0
         if os.readlink(f"/proc/{pid}/ns/time_for_children") != theirs:
-            return False  # its offsets file shows its children's namespace, not its own
+            return None  # its offsets file shows its children's namespace, not its own
     except FileNotFoundError:  # gone: the next look says so
-        return False
+        return None
     except OSError:
         pass
     # the namespace link needs ptrace access, the offsets file does not: taking another user's
@@ -180,24 +185,24 @@ def _same_clock(pid: int) -> bool:
     # and the next exec, which the launcher never does, and the links tell for this process
     try:
         if os.readlink("/proc/self/ns/time_for_children") != ours:
-            return False
-        offset = _boot_offset(str(pid))
-        return offset is not None and offset == _boot_offset("self")
+            return None
+        own, their = _boot_offset("self"), _boot_offset(str(pid))
     except OSError:
-        return False
+        return None
+    return None if own is None or their is None else own - their
 
 
-def _boot_offset(pid: str) -> list[str] | None:
-    """The boot-time offset of process ``pid``'s (``self``'s) children's time namespace, from
-    its ``timens_offsets``; None where the file has none.
+def _boot_offset(pid: str) -> int | None:
+    """The boot-time offset, in nanoseconds, of process ``pid``'s (``self``'s) children's time
+    namespace, from its ``timens_offsets``; None where the file has none.
 
     Raises:
         OSError: the file cannot be read.
     """
     for line in Path(f"/proc/{pid}/timens_offsets").read_text().splitlines():
         name, *offset = line.split()
-        if name == "boottime":
-            return offset
+        if name == "boottime" and len(offset) == 2:
+            return int(offset[0]) * 1_000_000_000 + int(offset[1])
     return None
 
 

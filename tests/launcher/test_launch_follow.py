@@ -141,7 +141,7 @@ def _identity_of(pid: int) -> str:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("case", ["followed", "its parent", "malformed"])
+@pytest.mark.parametrize("case", ["followed", "its parent", "malformed", "start not digits"])
 def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
     """The launcher stands in as a ``sleep``: its end SIGTERMs a process that names it in
     DISTCONV_LAUNCHER; a process whose parent it is follows it too (review k173: the kernel's
@@ -149,6 +149,7 @@ def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
     process); one given a malformed identity starts no thread."""
     sleeper = subprocess.Popen(["sleep", "30"])
     named = {"followed": _identity_of(sleeper.pid), "its parent": _identity_of(os.getpid())}
+    named["start not digits"] = named["followed"] + "x"
     code = (
         "import sys, time\n"
         "from distconv.launch_env import stop_with_launcher\n"
@@ -160,7 +161,7 @@ def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
         [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
     )
     with _killed_after(sleeper, proc):
-        assert proc.stdout.readline().strip() == str(case != "malformed")
+        assert proc.stdout.readline().strip() == str(case in ("followed", "its parent"))
         sleeper.kill()
         sleeper.wait()
         if case == "followed":
@@ -313,6 +314,35 @@ def test_a_launcher_read_on_another_clock_is_followed_until_it_ends():
         assert proc.wait(timeout=10) == -signal.SIGTERM
         said = proc.stderr.read()
         assert "has ended" in said and "cannot see" not in said, said
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("boottime", ["1000", "-1"])
+def test_an_earlier_process_on_the_launchers_pid_read_on_another_clock_stops_the_follower(
+    boottime,
+):
+    """The launcher ended, and a process that began before this one took its pid: a follower
+    in a time namespace of another boot-time offset took it for the launcher read on its own
+    clock and followed it, training on, orphaned, as long as it ran (review k173). Taken back
+    by the two offsets, its start is a second after the launcher's: another process, even
+    where it reads here as the launcher's start written (an offset of -1 s)."""
+    if not shutil.which("unshare") or not _can_unshare("--time"):
+        pytest.skip("needs time namespaces")
+    later = subprocess.Popen(["sleep", "30"])
+    time.sleep(0.2)  # exec'd: its start time is sleep's
+    *where, pid, start = _identity_of(later.pid).split(" ")
+    hz = os.sysconf("SC_CLK_TCK")
+    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, str(int(start) - hz)])}
+    proc = subprocess.Popen(
+        ["unshare", "--time", "--boottime", boottime, sys.executable, "-c",
+         _FOLLOW_STOPPED_AT_ONCE],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with _killed_after(later, proc):
+        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert "has ended" in proc.stderr.read()
+        assert later.poll() is None  # the later process is not the follower's to stop
 
 
 @pytest.mark.timeout(30)
