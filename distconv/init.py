@@ -83,8 +83,9 @@ def initialize(
     """An array of ``shape`` drawn by ``method`` (a name or a function), on the current device.
 
     Raises:
-        ValueError: ``method`` is an unknown name, or a function that returned another shape
-            (a layer's weight took that shape and failed far away, in its first product).
+        ValueError: ``method`` is an unknown name, neither a name nor a function, or a function
+            that returned another shape (a layer's weight took that shape and failed far away,
+            in its first product).
     """
     if isinstance(method, str):
         try:
@@ -93,6 +94,11 @@ def initialize(
             raise ValueError(
                 f"unknown initialiser {method!r}; choose one of {sorted(INITIALIZERS)}"
             ) from None
+    elif not callable(method):  # init=None was "'NoneType' object is not callable", unnamed
+        raise ValueError(
+            f"initialiser must be a name, one of {sorted(INITIALIZERS)}, or a function "
+            f"f(shape, fan_in, fan_out, rng), got {method!r}"
+        )
     drawn = method(tuple(shape), max(fan_in, 1), max(fan_out, 1), _rng)
     host = np.asarray(drawn, dtype=resolve_dtype(dtype))
     if host.shape != tuple(shape):

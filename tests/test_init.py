@@ -105,3 +105,16 @@ def test_a_layers_bad_initialiser_names_the_layer_and_the_weight(make, named):
         make("lecun")
     with pytest.raises(LayerError, match=rf"^{named}: initialiser <lambda> returned"):
         make(lambda shape, fan_in, fan_out, rng: np.zeros(shape[::-1]))
+
+
+@pytest.mark.parametrize("init", [None, 3, ["msra"]])
+def test_an_initialiser_neither_named_nor_callable_names_the_layer_and_the_weight(init):
+    """init=None (taken for "the default") or a number was Python's bare
+    "'NoneType' object is not callable", a TypeError naming neither the layer nor the weight,
+    where an unknown name has been a LayerError naming both."""
+    from distconv.layers import FullyConnected, LayerError
+
+    with pytest.raises(LayerError, match=r"^FullyConnected 'f': weight: initialiser must be a "):
+        FullyConnected(3, 4, init=init, name="f")
+    with pytest.raises(ValueError, match=r"initialiser must be a name, one of \['glorot'"):
+        initialize(init, (2, 2), 1, 1)
