@@ -118,3 +118,23 @@ def test_an_initialiser_neither_named_nor_callable_names_the_layer_and_the_weigh
         FullyConnected(3, 4, init=init, name="f")
     with pytest.raises(ValueError, match=r"initialiser must be a name, one of \['glorot'"):
         initialize(init, (2, 2), 1, 1)
+
+
+def test_an_initialisers_own_error_keeps_its_traceback():
+    """A function's own ValueError (numpy's "scale < 0" from a sign slip) became the layer's
+    message with its cause dropped: the traceback no longer reached the function's line."""
+    import traceback
+
+    from distconv.layers import FullyConnected, LayerError
+
+    def slipped(shape, fan_in, fan_out, rng):
+        return rng.normal(0.0, -1.0, shape)
+
+    with pytest.raises(LayerError, match=r"^FullyConnected 'f': weight: scale < 0") as caught:
+        FullyConnected(3, 4, init=slipped, name="f")
+    cause = caught.value.__cause__
+    assert isinstance(cause, ValueError) and str(cause) == "scale < 0"
+    assert "slipped" in [frame.name for frame in traceback.extract_tb(cause.__traceback__)]
+    with pytest.raises(LayerError) as caught:  # a name's error says all there is to say
+        FullyConnected(3, 4, init="lecun", name="f")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__

@@ -133,7 +133,9 @@ class Layer:
             try:
                 value = initialize(init, shape, fan_in, fan_out, dtype)
             except ValueError as exc:  # an unknown init= named neither the layer nor the weight
-                raise self.fail(f"{key}: {exc}") from None
+                # a function's own error keeps its traceback: "scale < 0" alone hid the line of
+                # the caller's initialiser it came from
+                raise self.fail(f"{key}: {exc}") from (exc if callable(init) else None)
             return self.new_param(key, value)
         return self.add_param(key, checked_shared(self, key, shared, shape))
 
