@@ -118,14 +118,12 @@ def check_conv_transpose_grad(
 ) -> None:
     """A transposed convolution's output gradient against its input and filters.
 
-    What its backward reads as the adjoint's images (``dy``, checked against the filters by
-    :func:`check_conv_shapes`) and output gradient (``x``): a ``dy`` larger than any output
-    padding allows was cut to ``x``'s reach and taken with no error, and a short one was
-    named as if ``x`` were the output gradient.
+    Its backward reads ``dy`` as the adjoint's images and ``x`` as its output gradient: a
+    ``dy`` larger than any output padding allows was cut to ``x``'s reach with no error, and
+    a short one was named as if ``x`` were the output gradient.
 
     Args:
-        dy_shape: ``(N, C_out, *out)``, ``out`` the transposed output size of ``x``'s plus an
-            output padding below ``max(stride, dilation)``.
+        dy_shape: ``(N, C_out, *out)``, ``out`` ``x``'s transposed size plus an output padding.
         x_shape: the transposed convolution's input, ``(N, C_in, *in)``.
         w_shape: ``(C_in, C_out/groups, *k)``.
         geom: kernel, stride, padding, dilation, groups.
@@ -134,7 +132,10 @@ def check_conv_transpose_grad(
         ValueError: naming the array that does not fit.
     """
     dy_shape, x_shape = tuple(dy_shape), tuple(x_shape)
-    check_conv_shapes(dy_shape, w_shape, geom)
+    try:  # its message calls dy "images": a dy of the wrong channels read as a bad image
+        check_conv_shapes(dy_shape, w_shape, geom)
+    except ValueError as exc:
+        raise ValueError(f"output gradient {dy_shape}: {exc}") from None
     n, c = dy_shape[0], w_shape[0]
     if len(x_shape) != len(dy_shape) or x_shape[:2] != (n, c):
         raise ValueError(

@@ -1,5 +1,7 @@
 """ConvSpec: the one place convolutions check channels, groups and sizes."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -96,3 +98,20 @@ def test_a_transposed_backward_refuses_an_output_gradient_no_output_padding_make
         ValueError, match=r"input \(2, 4, 4, 4\) does not fit output gradient \(3, "
     ):
         conv_any_backward(np.ones((3, 6, 7, 7)), x, w, spec.geom, True, True, True)
+
+
+@pytest.mark.parametrize(
+    "shape, then",
+    [
+        ((2, 5, 7, 7), r"filters \(4, 6, 3, 3\) do not fit images \(2, 5, 7, 7\)"),
+        ((2, 6, 7), r"expected 4-D images"),
+        ((2, 6, 7, 7, 1), r"expected 4-D images"),
+    ],
+)
+def test_a_transposed_backward_names_an_output_gradient_of_the_wrong_channels_or_axes(shape, then):
+    """Its filter and axis checks read dy as the adjoint's images: an output gradient of 5
+    channels for 6, or of 3 axes for 4, was named "images", never the output gradient."""
+    spec = ConvSpec.make((4, 6, 3, 2, 1, 1, 1), transposed=True)
+    x, w = np.ones((2, 4, 4, 4)), np.ones((4, 6, 3, 3))
+    with pytest.raises(ValueError, match=rf"^output gradient {re.escape(str(shape))}: {then}"):
+        conv_any_backward(np.ones(shape), x, w, spec.geom, True, True, True)
