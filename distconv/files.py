@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import logging
 import os
 import secrets
 import shutil
@@ -101,6 +102,29 @@ def delete_path(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink()
+
+
+def delete_files(paths: Iterable[Path], log: logging.Logger, message: str) -> list[Path]:
+    """Unlink each of ``paths`` (one gone already counts), on past any that cannot go, which
+    are one warning: ``message`` with ``%s`` for the first's error. A prune that stopped at the
+    first failure, oldest first (another owner's file in a sticky directory, a name taken by a
+    directory), kept every newer file for good and never deleted anything again.
+
+    Returns:
+        The paths deleted.
+    """
+    deleted, failed = [], []
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            failed.append(exc)
+        else:
+            deleted.append(path)
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        log.warning(message, f"{failed[0]}{more}")
+    return deleted
 
 
 def describe_os_error(exc: OSError) -> str:

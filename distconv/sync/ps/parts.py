@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distconv.files import describe_os_error
+from distconv.files import delete_files, describe_os_error
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
@@ -96,8 +96,9 @@ class CheckpointParts:
                 parts[int(match.group(1))] = path
         kept = sorted(s for s in parts if s <= step)[-keep:]
         gone = [parts[s] for s in sorted(parts) if s not in kept]
-        for path in gone:
-            path.unlink(missing_ok=True)
+        # each on its own: one that cannot go (its name taken by a directory) kept every newer
+        said = f"shard {self.index}: not pruning old checkpoint parts now: %s"
+        gone = delete_files(gone, log, said)
         if gone:
             log.info("shard %d: pruned %d old checkpoint part(s)", self.index, len(gone))
         return gone

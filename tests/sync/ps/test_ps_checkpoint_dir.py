@@ -105,3 +105,26 @@ def test_old_parts_that_cannot_be_pruned_leave_the_written_part_acknowledged(sha
     shards.stop()
     said = shards.log_text()
     assert "not pruning old checkpoint parts now" in said and "Traceback" not in said
+
+
+@pytest.mark.timeout(60)
+def test_an_old_part_that_cannot_be_pruned_does_not_keep_the_newer_ones(shards, tmp_path):
+    """The prune stopped at the first part it could not delete, the oldest: one that could
+    never go (its name taken by a directory) kept every later part for good, a whole shard's
+    weights and state per checkpoint, though the warning said a later prune would delete
+    them (review k176 of c318cc1). The others go; the one in the way is warned of."""
+    parts = tmp_path / "parts"
+    (parts / "pserver-shard0-step4.safetensors").mkdir(parents=True)
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        for step in (10, 20, 30):
+            sync.save_remote_parts(step, keep=1)
+    finally:
+        sync.close()
+    names = sorted(p.name for p in parts.iterdir())
+    assert names == [f"pserver-shard0-step{s}.safetensors" for s in (30, 4)], names
+    shards.stop()
+    said = shards.log_text()
+    assert "not pruning old checkpoint parts now" in said and "Traceback" not in said
