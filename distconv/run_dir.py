@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointError, CheckpointReadError
-from distconv.files import delete_path, describe_os_error, write_atomically
+from distconv.files import delete_files, delete_path, describe_os_error, write_atomically
 from distconv.metrics import MetricsError, read_metrics
 
 log = logging.getLogger("distconv.checkpoint")
+PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later save prunes
 
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
@@ -326,12 +327,12 @@ class RunDirectory:
     def _prune(self) -> None:
         try:  # a failure is a warning: this save's checkpoint is whole, and a later save prunes
             complete = self.manifests()
-            for old in complete[: -self.keep]:
-                old.path.unlink(missing_ok=True)  # EACCES, EROFS: the run went down with it
-                shutil.rmtree(self.checkpoint_root / old.path.stem, ignore_errors=True)
-        except (CheckpointReadError, OSError) as exc:
-            log.warning("not pruning old checkpoints now: %s", exc)
+        except CheckpointReadError as exc:
+            log.warning(PRUNING, exc)
             return
+        # each on its own (EACCES, EROFS: a warning): one that cannot go kept every newer one
+        for manifest in delete_files([m.path for m in complete[: -self.keep]], log, PRUNING):
+            shutil.rmtree(self.checkpoint_root / manifest.stem, ignore_errors=True)
         if complete:
             self._remove_orphans(complete[-self.keep :][0].step)
 

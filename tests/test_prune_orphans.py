@@ -94,3 +94,38 @@ def test_an_old_checkpoint_that_cannot_be_deleted_is_a_warning_not_the_runs_end(
     assert "not pruning old checkpoints now" in done.stderr and "Permission denied" in done.stderr
     manifests = sorted(p.name for p in (out / "checkpoints").glob("step-*.json"))
     assert len(manifests) > 1 and manifests[0] == "step-00000004.json", manifests
+
+
+#: the oldest manifest alone cannot be deleted (another owner's file in a sticky directory)
+REFUSE_OLDEST_UNLINK = """
+import os, pathlib
+if os.environ.get("REFUSE_OLDEST_UNLINK"):
+    unlink = pathlib.Path.unlink
+    def refused(self, *args, **kwargs):
+        if self.name == "step-00000004.json":
+            raise PermissionError(1, "Operation not permitted", str(self))
+        return unlink(self, *args, **kwargs)
+    pathlib.Path.unlink = refused
+"""
+
+
+@pytest.mark.timeout(120)
+def test_an_old_checkpoint_that_cannot_be_deleted_does_not_keep_the_newer_ones(tmp_path):
+    """The prune stopped at the first manifest it could not delete, the oldest, and skipped
+    the orphan sweep too: one that could never go kept every later checkpoint for good, though
+    the warning said a later save prunes (review k176 of 60ef37b). The others go."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(REFUSE_OLDEST_UNLINK)
+    env = {**os.environ, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}", "REFUSE_OLDEST_UNLINK": "1"}
+    out = tmp_path / "run"
+    argv = ["train", "--data", "synthetic", "--epochs", "1", "--checkpoint-every", "4",
+            "--keep-checkpoints", "1", "--no-progress", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", *argv],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "not pruning old checkpoints now" in done.stderr, done.stderr
+    names = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert len(names) == 4 and names[:2] == ["step-00000004", "step-00000004.json"], names
