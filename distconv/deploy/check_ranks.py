@@ -5,7 +5,6 @@ overrides the rank, world size or job id the pods give (part of
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
@@ -21,6 +20,7 @@ from distconv.deploy.walk import (
     _running,
     _templates,
     _where,
+    _writable,
 )
 from distconv.distributed import TRANSPORT_OPTIONS
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID
@@ -100,24 +100,6 @@ def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
         problem = unused_flag(token.split("=", 1)[0], kind) if token.startswith("--") else None
         if problem is not None:
             yield f"{here}: {problem}"
-
-
-def _writable(
-    where: str, template: Manifest, out: str, workdir: str | None, what: str = "--out"
-) -> Iterator[str]:
-    # as the kernel resolves it: ".." climbs out of a volume, and the mount point itself is on it
-    path = posixpath.normpath(posixpath.join("/", workdir or "/", out))
-    for container in template.get("spec", {}).get("containers", []):
-        mounts = [
-            posixpath.normpath(m["mountPath"])
-            for m in container.get("volumeMounts", [])
-            if not m.get("readOnly")
-        ]
-        if not any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts):
-            yield (
-                f"{where} container {container.get('name')}: {what} {path} is on no writable "
-                "volume (the root file system is read-only)"
-            )
 
 
 def _device(container: Manifest, train: list[str]) -> str | None:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from distconv.deploy.walk import Manifest, _here, _running
+from distconv.deploy.walk import Manifest, _here, _running, _writable
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.ps.cli import add_pserver, shard_config
 from distconv.transport_flags import refuse_probe_flags_without_port
@@ -287,3 +287,17 @@ def _shard_args(objs: Sequence[Manifest]) -> Iterator[str]:
             problem = shard_argv_problem(args, container, serving=not init)
             if problem is not None:
                 yield f"{_here(where, container)}: distconv pserver: {problem} ({outcome})"
+            elif not init:
+                yield from _parts_writable(where, container, args)
+
+
+def _parts_writable(where: str, container: Manifest, args: Sequence[str]) -> Iterator[str]:
+    """A shard makes its ``--checkpoint-dir`` and writes a probe file there at start: on the
+    read-only root (a path no writable volume of its container holds) every shard exits."""
+    _, directory = shard_flag(args, container, "checkpoint_dir")
+    if directory:  # none: no parts kept; a value only the cluster knows is not judged
+        only = {"spec": {"containers": [container]}}  # the shard's own mounts, not a sidecar's
+        for problem in _writable(
+            where, only, directory, container.get("workingDir"), "--checkpoint-dir"
+        ):
+            yield f"{problem} (every shard would exit at start)"

@@ -6,6 +6,7 @@ Shared by :mod:`distconv.deploy.check`, :mod:`distconv.deploy.check_ranks` and
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -132,3 +133,23 @@ def _of_kind(objs: Sequence[Manifest], kind: str) -> list[Manifest]:
 
 def _pod(replica: Manifest) -> Manifest:
     return replica.get("template", {}).get("spec", {})
+
+
+def _writable(
+    where: str, template: Manifest, out: str, workdir: str | None, what: str = "--out"
+) -> Iterator[str]:
+    """A problem for each container of ``template`` where ``out`` (``what``: the flag or file
+    that names it), relative to ``workdir``, lies on no writable volume mount."""
+    # as the kernel resolves it: ".." climbs out of a volume, and the mount point itself is on it
+    path = posixpath.normpath(posixpath.join("/", workdir or "/", out))
+    for container in template.get("spec", {}).get("containers", []):
+        mounts = [
+            posixpath.normpath(m["mountPath"])
+            for m in container.get("volumeMounts", [])
+            if not m.get("readOnly")
+        ]
+        if not any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts):
+            yield (
+                f"{where} container {container.get('name')}: {what} {path} is on no writable "
+                "volume (the root file system is read-only)"
+            )

@@ -335,3 +335,27 @@ def test_a_count_the_cluster_fills_in_is_not_judged_by_the_settings_check():
     env = [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]
     here, problems = _problems_with("pserver", "--num-shards", "$(N)", "--shard", "3", env=env)
     assert _shard_problems(here, problems) == []
+
+
+@pytest.mark.parametrize(
+    "args, refused",
+    [
+        ((), False),  # the rendered one: on the shard's PersistentVolumeClaim
+        (("--checkpoint-dir", "/tmp/parts"), False),  # an emptyDir: writable
+        (("--checkpoint-dir", "/var/lib/distconv/ckpt"), True),  # the read-only root
+        (("--checkpoint-dir=/data/parts",), True),
+        (("--check", "/var/lib/distconv/checkpoints/../x"), True),  # read as the shard reads it
+        (("--checkpoint-dir", "$(PARTS)"), False),  # only the cluster knows where
+    ],
+)
+def test_a_shard_checkpoint_dir_on_the_read_only_root_is_refused(args, refused):
+    """The shard makes --checkpoint-dir and writes there at start, so one on no writable volume
+    stops every shard in the cluster (``cannot make it: Read-only file system``); the checks
+    accepted it, though they refuse a rank's --out there."""
+    env = [{"name": "PARTS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]
+    here, problems = _problems_with("pserver", *args, env=env)
+    wrong = [p for p in problems if "--checkpoint-dir" in p]
+    assert bool(wrong) is refused, problems
+    if refused:
+        assert wrong[0].startswith(f"{here}: --checkpoint-dir /")
+        assert "on no writable volume" in wrong[0] and "every shard would exit" in wrong[0]
