@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
+from distconv.deploy.check_services import _services_named, _shards_start_together
 from distconv.deploy.check_shards import _is_filled, _shard_args, env_as_seen, expand
 from distconv.deploy.walk import (
     Manifest,
@@ -44,7 +45,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     """Every problem found in one job's manifests, one line each, naming the object.
 
     Checks: Job and MPIJob-launcher restart policies; each ``subdomain`` and ``serviceName``
-    names a headless Service of the job whose selector matches the pods; ``mpirun -np`` fits in
+    names a headless Service of the job whose selector matches the pods; the shards start
+    together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
     equals the worker Job's completions; the conventions every pod keeps (labels, non-root,
@@ -66,6 +68,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     for check in (
         _restart_policies,
         _services_named,
+        _shards_start_together,
         _mpi_slots,
         _server_lists,
         _worker_counts,
@@ -96,34 +99,6 @@ def _restart_policies(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: restartPolicy must be Never or OnFailure, "
                     f"got {policy!r}"
                 )
-
-
-def _services_named(objs: Sequence[Manifest]) -> Iterator[str]:
-    services = {s["metadata"]["name"]: s for s in _of_kind(objs, "Service")}
-    for obj in objs:
-        named = []
-        if obj.get("kind") == "StatefulSet":
-            named.append(("serviceName", obj["spec"].get("serviceName"), obj["spec"]["template"]))
-        for _, template in _templates(obj):
-            sub = template.get("spec", {}).get("subdomain")
-            if sub is not None:
-                named.append(("subdomain", sub, template))
-        for field, name, template in named:
-            yield from _service_matches(_where(obj), field, name, template, services)
-
-
-def _service_matches(where, field, name, template, services) -> Iterator[str]:
-    service = services.get(name)
-    if service is None:
-        yield f"{where}: {field} {name!r} names no Service of this job"
-        return
-    if service["spec"].get("clusterIP") != "None":
-        yield f"{where}: {field} {name!r} is not headless (clusterIP must be None)"
-    selector = service["spec"].get("selector") or {}
-    labels = template.get("metadata", {}).get("labels", {})
-    missing = {k: v for k, v in selector.items() if labels.get(k) != v}
-    if not selector or missing:
-        yield f"{where}: Service {name!r} selector does not match the pods (differs: {missing})"
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:

@@ -1,0 +1,63 @@
+"""Checks on the Services that name a job's pods (part of
+:func:`distconv.deploy.check.manifest_problems`): the headless Service a StatefulSet or a pod's
+``subdomain`` names exists and selects the pods, and the shards can meet the workers before any
+of them is ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from distconv.deploy.walk import Manifest, _of_kind, _running, _templates, _where
+
+
+def _services_named(objs: Sequence[Manifest]) -> Iterator[str]:
+    services = {s["metadata"]["name"]: s for s in _of_kind(objs, "Service")}
+    for obj in objs:
+        named = []
+        if obj.get("kind") == "StatefulSet":
+            named.append(("serviceName", obj["spec"].get("serviceName"), obj["spec"]["template"]))
+        for _, template in _templates(obj):
+            sub = template.get("spec", {}).get("subdomain")
+            if sub is not None:
+                named.append(("subdomain", sub, template))
+        for field, name, template in named:
+            yield from _service_matches(_where(obj), field, name, template, services)
+
+
+def _service_matches(where, field, name, template, services) -> Iterator[str]:
+    service = services.get(name)
+    if service is None:
+        yield f"{where}: {field} {name!r} names no Service of this job"
+        return
+    if service["spec"].get("clusterIP") != "None":
+        yield f"{where}: {field} {name!r} is not headless (clusterIP must be None)"
+    selector = service["spec"].get("selector") or {}
+    labels = template.get("metadata", {}).get("labels", {})
+    missing = {k: v for k, v in selector.items() if labels.get(k) != v}
+    if not selector or missing:
+        yield f"{where}: Service {name!r} selector does not match the pods (differs: {missing})"
+
+
+def _shards_start_together(objs: Sequence[Manifest]) -> Iterator[str]:
+    """A shard is ready (``/readyz``) only once worker 0 has seeded it, and worker 0 seeds none
+    before every shard has answered its hello, by its DNS name. A StatefulSet that starts a
+    shard only once the one before is ready (``OrderedReady``, the default), or a Service that
+    names no shard before it is ready, would leave every shard unready for good."""
+    services = {s["metadata"]["name"]: s for s in _of_kind(objs, "Service")}
+    shard_sets = {id(obj): obj for obj, *_ in _running(objs, "pserver")}.values()
+    for sts in (o for o in shard_sets if o.get("kind") == "StatefulSet"):
+        spec = sts["spec"]
+        policy = spec.get("podManagementPolicy", "OrderedReady")
+        if policy != "Parallel" and int(spec.get("replicas", 1)) > 1:
+            yield (
+                f"{_where(sts)}: podManagementPolicy must be Parallel, got {policy!r}: shard 1 "
+                "would wait for shard 0 to be ready, which waits for worker 0 to seed every shard"
+            )
+        service = services.get(spec.get("serviceName"))
+        if service is not None and service["spec"].get("publishNotReadyAddresses") is not True:
+            yield (
+                f"{_where(sts)}: Service {service['metadata']['name']!r} must set "
+                "publishNotReadyAddresses: true: a shard is ready only once worker 0 has seeded "
+                "it, and worker 0 cannot resolve its name before"
+            )
