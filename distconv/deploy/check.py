@@ -49,8 +49,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
-    equals the worker Job's completions; the conventions every pod keeps (labels, non-root,
-    resources, grace period, probes on the health port, keys mounted as files only); every
+    equals the worker Job's completions (an Indexed Job's, whose index gives each rank); the
+    conventions every pod keeps (labels, non-root, resources, grace period, probes on the
+    health port, keys mounted as files only); every
     ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
     its ``--sync``, and writes ``--out`` onto a writable volume of the pods its ranks run in;
     no ``--rank``, ``--world-size`` or ``--job-id`` written into the ranks' arguments disagrees
@@ -208,6 +209,13 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
 
 def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
+    # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
+    for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
+        if job.get("kind") == "Job" and job not in jobs and job["spec"].get("completions", 1) > 1:
+            yield (
+                f"{_where(job)}: completionMode must be Indexed: the ranks take theirs from "
+                "JOB_COMPLETION_INDEX, which only an Indexed Job sets (every rank would exit)"
+            )
     for job in jobs:
         spec = job["spec"]
         completions = spec.get("completions")
