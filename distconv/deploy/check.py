@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from distconv.deploy.check_probes import _probe_problems
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
 from distconv.deploy.check_services import _services_named, _shards_start_together
 from distconv.deploy.check_shards import _is_filled, _shard_args, env_as_seen, expand
@@ -296,43 +297,6 @@ def _container_conventions(here, container, volumes) -> Iterator[str]:
             if kind not in resources.get(part, {}):
                 yield f"{here}: resources.{part}.{kind} is missing"
     yield from _key_problems(here, container, volumes)
-
-
-def _probe_problems(here, container, health_ports) -> Iterator[str]:
-    argv = _argv(container)
-    port_flag = _flag(argv, "--health-port", last=True)
-    if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
-        yield f"{here}: --health-port {port_flag} is no container port named health"
-    if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
-        return
-    ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
-    if "health" not in ports:
-        yield f"{here}: no container port named health for the probes"
-        return
-    if " Worker container " in here:  # sshd, up long before mpirun starts any rank
-        yield from _mpi_worker_probes(here, container)
-        return
-    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-        get = container.get(probe, {}).get("httpGet", {})
-        if get.get("path") != path or get.get("port") not in ("health", ports["health"]):
-            yield f"{here}: {probe} must GET {path} on the health port, got {get or None}"
-    startup = container.get("startupProbe")
-    if startup is not None and startup.get("httpGet", {}).get("path") != "/readyz":
-        # /healthz is 200 before the first beat: a startup probe on it passes at once
-        yield f"{here}: startupProbe must GET /readyz, got {startup.get('httpGet')}"
-
-
-def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:
-    for probe in ("readinessProbe", "startupProbe"):
-        if probe in container:
-            yield f"{here}: no {probe} on sshd: it would fail while the gang is scheduled"
-    liveness = " ".join(container.get("livenessProbe", {}).get("exec", {}).get("command", []))
-    if "/healthz" not in liveness:
-        yield f"{here}: livenessProbe must check the running ranks' /healthz"
-    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
-    # the ranks are `python -m mpi4py ...`; "distconv" would match sshd itself for ever
-    if not pre_stop or "pi4py" not in " ".join(pre_stop):  # "[m]pi4py" too
-        yield f"{here}: a preStop hook must wait while the ranks (python -m mpi4py) run"
 
 
 def _key_problems(here, container, volumes) -> Iterator[str]:

@@ -1,0 +1,103 @@
+"""Checks on the probes of a job's pods (part of :func:`distconv.deploy.check.manifest_problems`):
+the kubelet GETs ``/readyz`` and ``/healthz`` on the health port of the pod's address, so a shard
+or a rank must serve them there; an MPI worker pod, whose ranks start long after its sshd, checks
+its ranks from inside and waits for them before it stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from distconv.deploy.check_ranks import _as_read
+from distconv.deploy.check_shards import (
+    ArgvRefused,
+    _is_filled,
+    expand,
+    pserver_parser,
+    shard_flag,
+)
+from distconv.deploy.walk import Manifest, _argv, _command_args, _flag
+
+
+def _probe_problems(here, container, health_ports) -> Iterator[str]:
+    argv = _argv(container)
+    port_flag = _flag(argv, "--health-port", last=True)
+    if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
+        yield f"{here}: --health-port {port_flag} is no container port named health"
+    if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
+        return
+    ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
+    if "health" not in ports:
+        yield f"{here}: no container port named health for the probes"
+        return
+    if " Worker container " in here:  # sshd, up long before mpirun starts any rank
+        yield from _mpi_worker_probes(here, container)
+        return
+    yield from _probes_reach(here, container)
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = container.get(probe, {}).get("httpGet", {})
+        if get.get("path") != path or get.get("port") not in ("health", ports["health"]):
+            yield f"{here}: {probe} must GET {path} on the health port, got {get or None}"
+    startup = container.get("startupProbe")
+    if startup is not None and startup.get("httpGet", {}).get("path") != "/readyz":
+        # /healthz is 200 before the first beat: a startup probe on it passes at once
+        yield f"{here}: startupProbe must GET /readyz, got {startup.get('httpGet')}"
+
+
+def _probes_reach(here: str, container: Manifest) -> Iterator[str]:
+    """The kubelet GETs the probes on the pod's address: a shard or rank that serves none
+    (no ``--health-port``) or serves them on loopback only (``--health-host``, 127.0.0.1 when
+    not given) fails them all, and its startup probe restarts it for ever. The flags are read
+    as the process reads them (abbreviated, ``$(VAR)``); a value the cluster fills in passes."""
+    for command in ("train", "pserver"):
+        args = _command_args(_argv(container), command)
+        if args is None:
+            continue
+        if command == "pserver":
+            (given, port), (said, host) = (shard_flag(args, container, d) for d in _PROBE_DESTS)
+            if said and host is None:  # a host only the cluster knows
+                continue
+        else:
+            train, wrong = _as_read(args)
+            if wrong is not None:  # named by _train_runs
+                continue
+            port, host = (_flag(train, f, last=True) for f in ("--health-port", "--health-host"))
+            given = port is not None
+        if (not given or host is None) and _loose(command, args, container):
+            continue  # a value the cluster fills in may be the missing flag
+        if not given:
+            yield f"{here}: no --health-port: nothing would answer the probes on the health port"
+        elif port is not None and (host or "127.0.0.1") in _LOOPBACK:
+            yield (
+                f"{here}: --health-host {host or '127.0.0.1 (the default)'} is loopback: "
+                "the kubelet probes the pod's address"
+            )
+
+
+def _loose(command: str, args: list[str], container: Manifest) -> bool:
+    """Whether a ``$(VAR)`` the cluster fills in stands where a flag may go in ``args`` (as
+    ``distconv pserver`` parses them; for a rank, any not after a flag): it may be any flag."""
+    if command == "pserver":
+        try:
+            _, extra = pserver_parser().parse_known_args([expand(a, container) for a in args])
+        except ArgvRefused:  # named by the shard's own check
+            return True
+        return any(_is_filled(a) for a in extra)
+    after = [None, *args]
+    return any(a.startswith("$(") and not (b or "").startswith("-") for b, a in zip(after, args))
+
+
+_PROBE_DESTS, _LOOPBACK = ("health_port", "health_host"), ("127.0.0.1", "localhost", "::1")
+
+
+def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:
+    for probe in ("readinessProbe", "startupProbe"):
+        if probe in container:
+            yield f"{here}: no {probe} on sshd: it would fail while the gang is scheduled"
+    liveness = " ".join(container.get("livenessProbe", {}).get("exec", {}).get("command", []))
+    if "/healthz" not in liveness:
+        yield f"{here}: livenessProbe must check the running ranks' /healthz"
+    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+    # the ranks are `python -m mpi4py ...`; "distconv" would match sshd itself for ever
+    if not pre_stop or "pi4py" not in " ".join(pre_stop):  # "[m]pi4py" too
+        yield f"{here}: a preStop hook must wait while the ranks (python -m mpi4py) run"

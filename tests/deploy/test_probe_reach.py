@@ -1,0 +1,68 @@
+"""The kubelet GETs the probes on the pod's address: a shard or a rank that serves none (no
+--health-port) or serves them on loopback only (--health-host 127.0.0.1, the default) fails
+every probe, and its startup probe restarts it for ever. The checks name both, reading the flags
+as the process does."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+
+pytestmark = pytest.mark.timeout(60)
+
+HOST = {"name": "HOST", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}
+
+
+def _problems(kind: str, edit) -> list[str]:
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    container["env"].append(HOST)
+    args = container["args"]
+    edit(args)
+    return [p for p in manifest_problems(objs) if "health" in p]
+
+
+def _drop(flag: str):
+    def edit(args: list[str]) -> None:
+        i = args.index(flag)
+        del args[i : i + 2]
+
+    return edit
+
+
+def _set(flag: str, value: str | None = None, spelled: str | None = None):
+    def edit(args: list[str]) -> None:
+        i = args.index(flag)
+        args[i] = spelled or flag
+        if value is not None:
+            args[i + 1] = value
+
+    return edit
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda args: None, None),
+        (_set("--health-host", "::"), None),
+        (_set("--health-host", "$(HOST)"), None),  # only the cluster knows it
+        (_set("--health-host", None, "--health-ho"), None),  # abbreviated, as argparse reads it
+        (_set("--health-host", "127.0.0.1"), "--health-host 127.0.0.1 is loopback"),
+        (_set("--health-host", "localhost"), "--health-host localhost is loopback"),
+        (_drop("--health-host"), "--health-host 127.0.0.1 (the default) is loopback"),
+        (lambda a: (_drop("--health-host")(a), _drop("--health-port")(a)), "no --health-port"),
+        (lambda a: (_drop("--health-host")(a), a.append("$(HOST)")), None),  # may be the flag
+    ],
+)
+def test_probes_the_kubelet_cannot_reach_are_refused(kind, edit, words):
+    problems = _problems(kind, edit)
+    if words is None:
+        assert problems == []
+    else:
+        (problem,) = problems
+        assert words in problem and problem.startswith(f"{kind} j-"), problem
