@@ -27,6 +27,8 @@ CHECKPOINT_DIR = "/var/lib/distconv/checkpoints"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 SERVER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+#: restarts the workers' Job allows a worker, on average (its ``backoffLimit`` over ``workers``)
+WORKER_RESTARTS = 6
 
 
 class _PserverWorkloads(_JobBase):
@@ -133,7 +135,11 @@ class _PserverWorkloads(_JobBase):
                 "completionMode": "Indexed",
                 "completions": self.workers,
                 "parallelism": self.workers,
-                "backoffLimit": 3 * self.workers,
+                # every worker's container restarts count: after one worker's crash fails the
+                # job, the others restart (the kubelet waits 10, 20, 40, 80 s) and are refused
+                # until the failed shards' liveness restarts them (about 90 s): 3 a worker ran
+                # the Job out just as the shards came back (review k175)
+                "backoffLimit": WORKER_RESTARTS * self.workers,
                 "template": {
                     "metadata": {"labels": self.labels("worker")},
                     # OnFailure restarts the container in the same pod, so the run directory

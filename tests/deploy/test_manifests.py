@@ -1121,3 +1121,27 @@ def test_a_shard_name_as_written_resolves_in_the_workers_namespace(shards, worke
     assert (problems == []) is passes, problems
     if problems:
         assert "is not the shards' DNS names" in problems[0]
+
+
+def _kubelet_restarts_within(seconds: float) -> int:
+    """How many times the kubelet restarts a container that fails at once, within ``seconds``
+    of its first failure: it waits 10 s, then twice as long each time, up to 5 minutes."""
+    restarts, at, wait = 0, 0.0, 10.0
+    while at + wait <= seconds:
+        at, wait, restarts = at + wait, min(2 * wait, 300.0), restarts + 1
+    return restarts
+
+
+@pytest.mark.parametrize("name", ["pserver", "many-shards"])
+def test_the_workers_job_outlasts_the_failed_shards_restart(name):
+    """One worker's crash fails a sync job's shards; every worker then exits, restarts, and is
+    refused until the shards' liveness probe restarts them. A backoffLimit of 3 restarts a
+    worker ran out in a kubelet-like emulation at 98 s, just as the shards came back (review
+    k175). Each worker's restarts until then, and one that resumes, must fit the limit."""
+    _, sts, job = render(name)
+    (shard,) = sts["spec"]["template"]["spec"]["containers"]
+    live = shard["livenessProbe"]
+    # the shard's /healthz turns 503 at once; the last failed probe may come a period late
+    window = live["periodSeconds"] * (live["failureThreshold"] + 1) + live["timeoutSeconds"]
+    per_worker = _kubelet_restarts_within(window) + 1  # the restart that finds them back
+    assert job["spec"]["backoffLimit"] >= per_worker * job["spec"]["completions"]
