@@ -297,20 +297,26 @@ def test_a_launcher_read_on_another_clock_is_followed_until_it_ends():
         pytest.skip("needs time namespaces")
     sleeper = subprocess.Popen(["sleep", "30"])
     time.sleep(0.2)  # exec'd: its start time is sleep's
-    env = {**ENV, "DISTCONV_LAUNCHER": _identity_of(sleeper.pid)}
+    _followed_until_killed(sleeper, "1000")
+
+
+def _followed_until_killed(launcher: subprocess.Popen, boottime: str) -> None:
+    """A follower of ``launcher`` in a time namespace of boot-time offset ``boottime`` runs
+    on while the launcher runs, and is SIGTERMed once it is killed."""
+    env = {**ENV, "DISTCONV_LAUNCHER": _identity_of(launcher.pid)}
     proc = subprocess.Popen(
-        ["unshare", "--time", "--boottime", "1000", sys.executable, "-c", _FOLLOWS],
+        ["unshare", "--time", "--boottime", boottime, sys.executable, "-c", _FOLLOWS],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    with _killed_after(sleeper, proc):
+    with _killed_after(launcher, proc):
         assert proc.stdout.readline().strip() == "True", proc.stderr.read()
         time.sleep(1.5)  # more than a look's interval: followed while it runs
         assert proc.poll() is None, proc.stderr.read()
-        sleeper.kill()
-        sleeper.wait()
+        launcher.kill()
+        launcher.wait()
         assert proc.wait(timeout=10) == -signal.SIGTERM
         said = proc.stderr.read()
         assert "has ended" in said and "cannot see" not in said, said
@@ -354,24 +360,8 @@ def test_a_launcher_that_began_before_the_followers_clock_zero_is_followed():
         pytest.skip("needs time namespaces")
     sleeper = subprocess.Popen(["sleep", "30"])
     time.sleep(1.2)  # exec'd; and the clock's zero below can be set: now + offset >= 0
-    identity = _identity_of(sleeper.pid)
-    offset = -(int(identity.split(" ")[3]) // os.sysconf("SC_CLK_TCK") + 1)  # before its start
-    env = {**ENV, "DISTCONV_LAUNCHER": identity}
-    proc = subprocess.Popen(
-        ["unshare", "--time", "--boottime", str(offset), sys.executable, "-c", _FOLLOWS],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    with _killed_after(sleeper, proc):
-        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
-        time.sleep(1.5)  # more than a look's interval: followed while it runs
-        assert proc.poll() is None, proc.stderr.read()
-        sleeper.kill()
-        sleeper.wait()
-        assert proc.wait(timeout=10) == -signal.SIGTERM
-        assert "has ended" in proc.stderr.read()
+    start = int(_identity_of(sleeper.pid).split(" ")[3])
+    _followed_until_killed(sleeper, str(-(start // os.sysconf("SC_CLK_TCK") + 1)))  # before it
 
 
 @pytest.mark.timeout(30)
