@@ -48,6 +48,12 @@ def test_a_part_that_cannot_be_written_is_refused_in_one_line_without_a_tracebac
     parts = tmp_path / "parts"
     (parts / "pserver-shard0-step10.safetensors").mkdir(parents=True)
     (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    _refused_in_one_line(shards, endpoint, parts, "is a directory")
+
+
+def _refused_in_one_line(shards, endpoint: str, parts, cause: str) -> None:
+    """The chief's checkpoint at step 10 fails naming the part and ``cause``, and the shard
+    logs no traceback of a "shard error"."""
     net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
     try:
         sync.setup(net.parameters())
@@ -56,7 +62,7 @@ def test_a_part_that_cannot_be_written_is_refused_in_one_line_without_a_tracebac
     finally:
         sync.close()
     said, part = str(info.value), parts / "pserver-shard0-step10.safetensors"
-    assert f"cannot save checkpoint {part}: is a directory" in said
+    assert f"cannot save checkpoint {part}: {cause}" in said
     assert "shard error" not in said
     shards.stop()
     assert "Traceback" not in shards.log_text()
@@ -71,18 +77,7 @@ def test_a_checkpoint_dir_gone_and_a_file_in_its_place_is_refused_in_one_line(sh
     (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
     parts.rmdir()
     parts.write_text("")  # the directory's name taken by a file
-    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
-    try:
-        sync.setup(net.parameters())
-        with pytest.raises(SyncError) as info:
-            sync.save_remote_parts(10, keep=2)
-    finally:
-        sync.close()
-    said, part = str(info.value), parts / "pserver-shard0-step10.safetensors"
-    assert f"cannot save checkpoint {part}: file exists" in said
-    assert "shard error" not in said
-    shards.stop()
-    assert "Traceback" not in shards.log_text()
+    _refused_in_one_line(shards, endpoint, parts, "file exists")
 
 
 @pytest.mark.timeout(60)
