@@ -488,6 +488,36 @@ def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_th
         assert later.poll() is None  # the later process is not the follower's to stop
 
 
+#: a program printing ``process_identity()`` of process ``argv[1]``, as a launcher writes it
+_NAME_LAUNCHER = (
+    "import sys; from distconv.procfs import pid_namespace as n; "
+    "print(*n(), sys.argv[1], "
+    "open(f'/proc/{sys.argv[1]}/stat').read().rsplit(')', 1)[1].split()[19])"
+)
+
+
+def _in_own_pid_namespace(script: str, follower: str) -> subprocess.CompletedProcess:
+    """``sh -c script`` as root of a PID and mount namespace of its own, with ``$1`` the
+    program that names a launcher (:data:`_NAME_LAUNCHER`) and ``$2`` the follower's."""
+    return subprocess.run(
+        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", _NAME_LAUNCHER,
+         follower],
+        env=ENV, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+
+def _still_training_after(seconds: int) -> str:
+    """A follower's program: says whether it follows, and ``still training`` after
+    ``seconds`` unless stopped."""
+    return (
+        "import time\n"
+        "from distconv.launch_env import stop_with_launcher\n"
+        "print('following', stop_with_launcher() is not None, flush=True)\n"
+        f"time.sleep({seconds})\n"
+        "print('still training', flush=True)\n"
+    )
+
+
 @pytest.mark.timeout(40)
 def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended():
     """The launcher (another user's) was seen at the first look, then ``/proc`` hid it
@@ -496,16 +526,7 @@ def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended():
     ran on (review k161). ``kill(pid, 0)`` says it is there: no news."""
     if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--pid"):
         pytest.skip("needs root, setpriv, and mount and PID namespaces")
-    follower = (
-        "import time\n"
-        "from distconv.launch_env import stop_with_launcher\n"
-        "print('following', stop_with_launcher() is not None, flush=True)\n"
-        "time.sleep(4)\n"
-        "print('still training', flush=True)\n"
-    )
-    stat = "open(f'/proc/{sys.argv[1]}/stat').read().rsplit(')', 1)[1].split()[19]"
-    name = "import sys; from distconv.procfs import pid_namespace as n; "
-    name += f"print(*n(), sys.argv[1], {stat})"  # the launcher's identity, as it would write it
+    follower = _still_training_after(4)
     script = (
         "mount -t proc proc /proc\n"
         "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 30 & L=$!\n"
@@ -518,13 +539,7 @@ def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended():
         "mount -o remount,hidepid=2 /proc\n"
         "wait $F; echo follower $?; kill -0 $L && echo launcher runs\n"
     )
-    done = subprocess.run(
-        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", name, follower],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    done = _in_own_pid_namespace(script, follower)
     assert "following True" in done.stdout, (done.stdout, done.stderr)
     assert "launcher runs" in done.stdout, done.stdout
     assert "still training\nfollower 0\n" in done.stdout, (done.stdout, done.stderr)
@@ -542,16 +557,7 @@ def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower():
         pytest.skip("needs root, setpriv, and mount and PID namespaces")
     if not _can_open_pidfd():  # the looks then read /proc, which cannot tell (review k169)
         pytest.skip("needs pidfd_open: Linux 5.3, and a seccomp profile that allows it")
-    follower = (
-        "import time\n"
-        "from distconv.launch_env import stop_with_launcher\n"
-        "print('following', stop_with_launcher() is not None, flush=True)\n"
-        "time.sleep(6)\n"
-        "print('still training', flush=True)\n"
-    )
-    stat = "open(f'/proc/{sys.argv[1]}/stat').read().rsplit(')', 1)[1].split()[19]"
-    name = "import sys; from distconv.procfs import pid_namespace as n; "
-    name += f"print(*n(), sys.argv[1], {stat})"  # the launcher's identity, as it would write it
+    follower = _still_training_after(6)
     script = (
         "mount -t proc proc /proc\n"
         # root without capabilities, group nobody: sees a process of its own credentials only
@@ -568,13 +574,7 @@ def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower():
         '[ "$X" = "$L" ] && echo pid taken\n'
         "wait $F; echo follower $?; kill $X\n"
     )
-    done = subprocess.run(
-        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", name, follower],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    done = _in_own_pid_namespace(script, follower)
     assert "following True" in done.stdout, (done.stdout, done.stderr)
     if "pid taken" not in done.stdout:
         pytest.skip(f"the launcher's pid was not reused: {done.stdout}")
