@@ -138,3 +138,22 @@ def test_an_initialisers_own_error_keeps_its_traceback():
     with pytest.raises(LayerError) as caught:  # a name's error says all there is to say
         FullyConnected(3, 4, init="lecun", name="f")
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "init, said",
+    [
+        (lambda shape: np.zeros(shape), r"takes 1 positional argument but 4 were given"),
+        (lambda shape, fan_in, fan_out, rng: {"w": 1}, r"float\(\) argument must be"),
+    ],
+)
+def test_an_initialiser_of_the_wrong_signature_or_result_names_the_layer_and_the_weight(init, said):
+    """A function of the wrong signature (``lambda shape: ...``), or one returning no array,
+    failed calling it as a bare TypeError naming neither the layer nor the weight, as
+    init=None did before 25fcf27 (review k178). Its own error stays the cause."""
+    from distconv.layers import FullyConnected, LayerError
+
+    with pytest.raises(LayerError, match=rf"^FullyConnected 'f': weight: .*{said}") as caught:
+        FullyConnected(3, 4, init=init, name="f")
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value.__cause__, TypeError)

@@ -132,10 +132,15 @@ class Layer:
             self._check_float(key, dtype)
             try:
                 value = initialize(init, shape, fan_in, fan_out, dtype)
-            except ValueError as exc:  # an unknown init= named neither the layer nor the weight
+            except (ValueError, TypeError) as exc:
+                # an unknown init= named neither the layer nor the weight, nor did a function of
+                # the wrong signature or one returning no array (a TypeError from calling it);
                 # a function's own error keeps its traceback: "scale < 0" alone hid the line of
                 # the caller's initialiser it came from
-                raise self.fail(f"{key}: {exc}") from (exc if callable(init) else None)
+                error = self.fail(f"{key}: {exc}")
+                if isinstance(exc, TypeError):  # a TypeError still, for callers that catch one
+                    error = LayerTypeError(str(error))
+                raise error from (exc if callable(init) else None)
             return self.new_param(key, value)
         return self.add_param(key, checked_shared(self, key, shared, shape))
 
