@@ -116,11 +116,8 @@ def check_conv_shapes(
 def check_conv_transpose_grad(
     dy_shape: Sequence[int], x_shape: Sequence[int], w_shape: Sequence[int], geom: ConvGeometry
 ) -> None:
-    """A transposed convolution's output gradient against its input and filters.
-
-    Its backward reads ``dy`` as the adjoint's images and ``x`` as its output gradient: a
-    ``dy`` larger than any output padding allows was cut to ``x``'s reach with no error, and
-    a short one was named as if ``x`` were the output gradient.
+    """A transposed convolution's output gradient against its input and filters, which its
+    backward reads as the adjoint's images and output gradient (``dy`` and ``x``).
 
     Args:
         dy_shape: ``(N, C_out, *out)``, ``out`` ``x``'s transposed size plus an output padding.
@@ -131,7 +128,10 @@ def check_conv_transpose_grad(
     Raises:
         ValueError: naming the array that does not fit.
     """
-    dy_shape, x_shape = tuple(dy_shape), tuple(x_shape)
+    dy_shape, x_shape, w_shape = tuple(dy_shape), tuple(x_shape), tuple(w_shape)
+    k, g = geom.ksize, geom.groups  # the filters alone first: below, dy would be blamed
+    if len(w_shape) != 2 + geom.nd or w_shape[2:] != k or w_shape[0] % g:
+        raise ValueError(f"filters {w_shape} should be (C_in, C_out/{g}, *{k}) with {g} group(s)")
     try:  # its message calls dy "images": a dy of the wrong channels read as a bad image
         check_conv_shapes(dy_shape, w_shape, geom)
     except ValueError as exc:
