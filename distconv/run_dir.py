@@ -327,7 +327,7 @@ class RunDirectory:
     def _prune(self) -> None:
         try:  # a failure is a warning: this save's checkpoint is whole, and a later save prunes
             complete = self.manifests()
-        except CheckpointReadError as exc:
+        except (CheckpointReadError, OSError) as exc:  # a listing that failed too
             log.warning(PRUNING, exc)
             return
         # each on its own (EACCES, EROFS: a warning): one that cannot go kept every newer one
