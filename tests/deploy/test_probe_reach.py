@@ -66,3 +66,30 @@ def test_probes_the_kubelet_cannot_reach_are_refused(kind, edit, words):
     else:
         (problem,) = problems
         assert words in problem and problem.startswith(f"{kind} j-"), problem
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+@pytest.mark.parametrize(
+    "host, loopback",
+    [
+        ("127.0.0.2", True),  # all of 127.0.0.0/8 is loopback
+        ("127.1", True),  # the C library's short form of 127.0.0.1
+        ("0:0:0:0:0:0:0:1", True),  # ::1 written out
+        ("::ffff:127.0.0.1", True),
+        ("LOCALHOST", True),  # names are matched without regard to case
+        ("ip6-localhost", True),  # in the kubelet's /etc/hosts
+        ("10.0.0.7", False),
+        ("fd00::2", False),
+        ("0.0.0.0", False),
+        ("my-pod.example", False),  # resolved in the pod: not judged
+    ],
+)
+def test_a_loopback_host_however_written_is_refused(kind, host, loopback):
+    """The health server binds what the socket makes of --health-host: the check reads it so,
+    not by its spelling (127.0.0.2 and 127.1 were accepted, and no probe could reach them)."""
+    problems = _problems(kind, _set("--health-host", host))
+    if loopback:
+        (problem,) = problems
+        assert f"--health-host {host} is loopback" in problem, problem
+    else:
+        assert problems == []
