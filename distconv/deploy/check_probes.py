@@ -65,6 +65,10 @@ def _probes_reach(here: str, container: Manifest) -> Iterator[str]:
                 continue
             port, host = (_flag(train, f, last=True) for f in ("--health-port", "--health-host"))
             given = port is not None
+            # the kubelet fills in $(VAR) before the rank reads it, as for a shard
+            host = None if host is None else expand(host, container)
+            if _is_filled(host):  # a host only the cluster knows
+                continue
         if (not given or host is None) and _loose(command, args, container):
             continue  # a value the cluster fills in may be the missing flag
         if not given:

@@ -93,3 +93,23 @@ def test_a_loopback_host_however_written_is_refused(kind, host, loopback):
         assert f"--health-host {host} is loopback" in problem, problem
     else:
         assert problems == []
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+@pytest.mark.parametrize(
+    "value, loopback", [("127.0.0.1", True), ("localhost", True), ("0.0.0.0", False)]
+)
+def test_a_host_the_manifest_gives_in_a_variable_is_read_filled_in(kind, value, loopback):
+    """The kubelet fills in ``--health-host $(H)`` from the container's own H before a rank or a
+    shard reads it: a loopback value there is refused for both (a rank's was accepted)."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    container["env"].append({"name": "H", "value": value})
+    _set("--health-host", "$(H)")(container["args"])
+    problems = [p for p in manifest_problems(objs) if "health" in p]
+    if loopback:
+        (problem,) = problems
+        assert f"--health-host {value} is loopback" in problem, problem
+    else:
+        assert problems == []
