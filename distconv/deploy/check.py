@@ -208,11 +208,18 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                         )
 
 
+def _job_pods(spec: Manifest) -> int:
+    # without completions a Job runs its parallelism's pods at once (a work queue), each a rank
+    completions = spec.get("completions")
+    parallelism = spec.get("parallelism")
+    return int((1 if parallelism is None else parallelism) if completions is None else completions)
+
+
 def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
-        if job.get("kind") == "Job" and job not in jobs and job["spec"].get("completions", 1) > 1:
+        if job.get("kind") == "Job" and job not in jobs and _job_pods(job["spec"]) > 1:
             yield (
                 f"{_where(job)}: completionMode must be Indexed: the ranks take theirs from "
                 "JOB_COMPLETION_INDEX, which only an Indexed Job sets (every rank would exit)"

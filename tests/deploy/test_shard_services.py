@@ -73,3 +73,20 @@ def test_a_worker_job_that_gives_no_rank_index_is_refused(mode, workers, refused
             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=50,
         )  # fmt: skip
         assert run.returncode != 0 and "JOB_COMPLETION_INDEX" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("unset", [None, "dropped"])  # completions: null, or no such field
+@pytest.mark.parametrize("parallelism, refused", [(4, True), (1, False), (None, False)])
+def test_a_worker_job_without_completions_or_index_is_refused(parallelism, refused, unset):
+    """A NonIndexed Job without completions runs its parallelism's pods at once, none with an
+    index: with more than one, every rank exits at start, as with completions (it was accepted)."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=4, servers=1, image="d:1"))
+    spec = objs[2]["spec"]
+    del spec["completionMode"], spec["completions"]
+    spec["parallelism"] = parallelism  # null: 1, as Kubernetes defaults it
+    if unset is None:
+        spec["completions"] = None
+    wrong = [p for p in manifest_problems(objs) if "completionMode" in p]
+    assert bool(wrong) is refused, wrong
+    if refused:
+        assert wrong[0].startswith("Job j-worker: completionMode must be Indexed"), wrong
