@@ -22,8 +22,7 @@ from distconv.deploy.walk import Manifest, _argv, _command_args, _flag
 
 
 def _probe_problems(here, container, health_ports) -> Iterator[str]:
-    argv = _argv(container)
-    port_flag = _flag(argv, "--health-port", last=True)
+    port_flag = _port_as_read(container)
     if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
         yield f"{here}: --health-port {port_flag} is no container port named health"
     if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
@@ -44,6 +43,20 @@ def _probe_problems(here, container, health_ports) -> Iterator[str]:
     if startup is not None and startup.get("httpGet", {}).get("path") != "/readyz":
         # /healthz is 200 before the first beat: a startup probe on it passes at once
         yield f"{here}: startupProbe must GET /readyz, got {startup.get('httpGet')}"
+
+
+def _port_as_read(container: Manifest) -> str | None:
+    """The ``--health-port`` a shard or a rank of ``container`` reads (abbreviated, ``$(VAR)``
+    filled in as the kubelet does); None where none is given or only the cluster knows it."""
+    argv = _argv(container)
+    args = _command_args(argv, "pserver")
+    if args is not None:
+        return shard_flag(args, container, "health_port")[1]
+    args = _command_args(argv, "train")
+    train = argv if args is None else _as_read(args)[0]  # no distconv: the flag as written
+    port = _flag(train, "--health-port", last=True)
+    port = None if port is None else expand(port, container)
+    return None if _is_filled(port) else port
 
 
 def _probes_reach(here: str, container: Manifest) -> Iterator[str]:

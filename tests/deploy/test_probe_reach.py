@@ -113,3 +113,34 @@ def test_a_host_the_manifest_gives_in_a_variable_is_read_filled_in(kind, value, 
         assert f"--health-host {value} is loopback" in problem, problem
     else:
         assert problems == []
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+@pytest.mark.parametrize(
+    "spelled, value, env, wrong",
+    [
+        ("--health-po", "9090", None, True),  # abbreviated, as argparse reads it
+        ("--health-port", "$(P)", "9090", True),
+        ("--health-port", "$(P)", "8080", False),  # the health port, from a variable
+        ("--health-port", "$(P)", None, False),  # only the cluster knows it: not judged
+        ("--health-port", "8080", None, False),
+    ],
+)
+def test_the_health_port_is_compared_as_the_process_reads_it(kind, spelled, value, env, wrong):
+    """The probes GET the container port named health: a shard or a rank that serves them on
+    another fails them all. Its --health-port is read as the process reads it, so an abbreviated
+    flag is compared too (it was accepted) and a $(VAR) holding the health port passes (it was
+    refused)."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    container["env"].append(
+        {"name": "P", "value": env} if env is not None else HOST | {"name": "P"}
+    )
+    _set("--health-port", value, spelled)(container["args"])
+    problems = [p for p in manifest_problems(objs) if "health" in p]
+    if wrong:
+        (problem,) = problems
+        assert "--health-port 9090 is no container port named health" in problem, problem
+    else:
+        assert problems == []
