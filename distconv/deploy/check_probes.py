@@ -80,7 +80,9 @@ def _probes_reach(here: str, container: Manifest) -> Iterator[str]:
             given = port is not None
             # the kubelet fills in $(VAR) before the rank reads it, as for a shard
             host = None if host is None else expand(host, container)
-            if _is_filled(host):  # a host only the cluster knows
+            # a host only the cluster knows passes, but not without a port: the rank refuses
+            # --health-host without --health-port at start, which nothing else here names
+            if given and _is_filled(host):
                 continue
         if (not given or host is None) and _loose(command, args, container):
             continue  # a value the cluster fills in may be the missing flag

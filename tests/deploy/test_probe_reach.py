@@ -144,3 +144,13 @@ def test_the_health_port_is_compared_as_the_process_reads_it(kind, spelled, valu
         assert "--health-port 9090 is no container port named health" in problem, problem
     else:
         assert problems == []
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+def test_a_host_only_the_cluster_knows_without_a_port_is_refused(kind):
+    """--health-host $(VAR) the cluster fills in, but no --health-port: the rank or the shard
+    refuses it at start (no probes to set), and the check says so. A rank's passed once its
+    $(VAR) was read filled in (review k180 of 491ead1)."""
+    edit = lambda a: (_set("--health-host", "$(HOST)")(a), _drop("--health-port")(a))  # noqa: E731
+    (problem,) = _problems(kind, edit)
+    assert "--health-port" in problem and problem.startswith(f"{kind} j-"), problem
