@@ -116,7 +116,9 @@ _LOOPBACK_NAMES = ("localhost", "ip6-localhost", "ip6-loopback")
 def _on_loopback(host: str) -> bool:
     """Whether probes bound on ``host`` answer on loopback only, read as the socket reads it:
     any address of 127.0.0.0/8 however written (``127.0.0.2``, ``127.1``), ``::1`` in any
-    spelling or mapped from IPv4, a loopback name in any case; another name is not judged."""
+    spelling or mapped from IPv4, in brackets or not, a loopback name in any case; another name
+    is not judged."""
+    host = host.strip("[]")  # as the health server binds it: [::1] is ::1, as URLs write it
     if host.lower() in _LOOPBACK_NAMES:  # names are matched without regard to case
         return True
     try:

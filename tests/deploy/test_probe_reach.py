@@ -76,6 +76,9 @@ def test_probes_the_kubelet_cannot_reach_are_refused(kind, edit, words):
         ("127.1", True),  # the C library's short form of 127.0.0.1
         ("0:0:0:0:0:0:0:1", True),  # ::1 written out
         ("::ffff:127.0.0.1", True),
+        ("[::1]", True),  # the health server strips the brackets URLs write (review k180)
+        ("[127.0.0.1]", True),
+        ("[::]", False),
         ("LOCALHOST", True),  # names are matched without regard to case
         ("ip6-localhost", True),  # in the kubelet's /etc/hosts
         ("10.0.0.7", False),
