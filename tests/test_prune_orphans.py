@@ -96,3 +96,35 @@ def test_an_old_checkpoint_that_cannot_be_deleted_does_not_keep_the_newer_ones(t
     assert "not pruning old checkpoints now" in done.stderr, done.stderr
     names = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert len(names) == 4 and names[:2] == ["step-00000004", "step-00000004.json"], names
+
+
+@pytest.mark.timeout(30)
+def test_a_listing_that_fails_in_the_prune_is_a_warning(tmp_path, monkeypatch, caplog):
+    """An OSError listing the checkpoints (EIO; pathlib passes over a PermissionError alone)
+    leaves the save's whole checkpoint committed, with a warning: a later save prunes (c069fb2,
+    which came without a test; review k180)."""
+    import errno
+    import logging
+    import pathlib
+
+    from distconv.run_dir import CHIEF, RunDirectory
+
+    glob = pathlib.Path.glob
+
+    def failing(self, pattern, *args, **kwargs):
+        if pattern == "step-*.json":
+            raise OSError(errno.EIO, "Input/output error", str(self))
+        return glob(self, pattern, *args, **kwargs)
+
+    run = RunDirectory(tmp_path / "out", keep=1)
+    parts = {step: run.step_dir(step) / "chief.safetensors" for step in (4, 8)}
+    for part in parts.values():
+        part.write_bytes(b"x")
+    run.commit(4, {CHIEF: parts[4]})
+    monkeypatch.setattr(pathlib.Path, "glob", failing)  # the listing fails from here on
+    with caplog.at_level(logging.WARNING):
+        manifest = run.commit(8, {CHIEF: parts[8]})
+    monkeypatch.undo()
+    assert manifest.step == 8 and manifest.path.is_file()
+    assert any("not pruning old checkpoints now" in r.getMessage() for r in caplog.records)
+    assert [m.step for m in run.manifests()] == [4, 8]  # nothing pruned: the next save will
