@@ -51,8 +51,16 @@ class ReLU(ActivationFunction):
         # y <= 0 test, a NaN unit passes its gradient on. Chosen bitwise: dy's bits AND all
         # ones (on) or all zeros (off, +0.0), as fast as the product, where xp.where took 7
         # times as long and a 28x28 LeNet step a fifth longer
+        # (y <= 0) as an array: on a 0-d y it was a numpy scalar, whose 0 - 1 warned "overflow
+        # encountered in scalar subtract" at every unit that is on (an error under -W error);
+        # array arithmetic wraps silently. asarray: numpy hands a 0-d result back as a scalar
+        xp = get_array_module(dy)
         bits = dy.view(f"u{dy.itemsize}")
-        return (bits & ((y <= 0).astype(bits.dtype) - bits.dtype.type(1))).view(dy.dtype)
+        # one expression, no temporary named: numpy reuses each in place (a mask held in a
+        # name made every call allocate afresh and take 5 times as long)
+        return xp.asarray(
+            (bits & (xp.asarray(y <= 0).astype(bits.dtype) - bits.dtype.type(1))).view(dy.dtype)
+        )
 
 
 class Sigmoid(ActivationFunction):

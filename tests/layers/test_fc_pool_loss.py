@@ -99,6 +99,24 @@ def test_relu_backward_chooses_bitwise_in_every_float_type(dtype):
     np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_relu_backward_of_a_0d_unit_is_an_array_without_warning(dtype):
+    """A 0-d output (an Activation on a scalar): ``y <= 0`` came out a numpy scalar, whose
+    0 - 1 warned of an overflow at a unit that is on, and the gradient a scalar, not an array."""
+    x = Arg(np.array(2.0, dtype))
+    layer = Activation("relu")
+    layer(x)
+    layer.output.grad = np.array(3.0, dtype)
+    layer.backward(lambda p: None)
+    np.testing.assert_array_equal(x.grad, 3.0)
+    relu = get_activation("relu")
+    for y, want in ((2.0, 3.0), (-2.0, 0.0), (np.nan, 3.0)):
+        got = relu.backward(np.array(y, dtype), np.array(3.0, dtype))
+        assert isinstance(got, np.ndarray) and got.shape == () and got.dtype == dtype
+        assert got.view(f"u{got.itemsize}") == np.array(want, dtype).view(f"u{got.itemsize}")
+
+
 def test_unknown_activation():
     with pytest.raises(ValueError, match="unknown activation 'gelu'"):
         Activation("gelu")
