@@ -54,7 +54,10 @@ class ReLU(ActivationFunction):
         # (y <= 0) as an array: on a 0-d y it was a numpy scalar, whose 0 - 1 warned "overflow
         # encountered in scalar subtract" at every unit that is on (an error under -W error);
         # array arithmetic wraps silently. asarray: numpy hands a 0-d result back as a scalar
-        xp = get_array_module(dy)
+        xp = get_array_module(y)
+        # Arg.grad takes a number for a 0-d value (``out.grad = 1.0``): it has no bits to view
+        if not hasattr(dy, "view"):
+            dy = xp.asarray(dy, dtype=y.dtype)
         bits = dy.view(f"u{dy.itemsize}")
         # one expression, no temporary named: numpy reuses each in place (a mask held in a
         # name made every call allocate afresh and take 5 times as long)

@@ -117,6 +117,24 @@ def test_relu_backward_of_a_0d_unit_is_an_array_without_warning(dtype):
         assert got.view(f"u{got.itemsize}") == np.array(want, dtype).view(f"u{got.itemsize}")
 
 
+def test_relu_backward_takes_a_number_as_the_gradient_of_a_0d_output():
+    """``out.grad = 1.0`` is a gradient Arg takes for a 0-d value; ReLU's backward read
+    ``dy.dtype`` and then ``dy.view`` of it and raised AttributeError, where tanh's took it."""
+    for act in ("relu", "tanh", "linear"):
+        x = Arg(np.array(2.0, np.float32))
+        layer = Activation(act)
+        layer(x)
+        layer.output.grad = 1.0
+        layer.backward(lambda p: None)
+        assert x.grad.dtype == np.float32
+    x = Arg(np.array(-2.0, np.float32))
+    layer = Activation("relu")
+    layer(x)
+    layer.output.grad = 3.0
+    layer.backward(lambda p: None)
+    assert x.grad == 0.0 and x.grad.dtype == np.float32
+
+
 def test_unknown_activation():
     with pytest.raises(ValueError, match="unknown activation 'gelu'"):
         Activation("gelu")
