@@ -46,21 +46,22 @@ class ReLU(ActivationFunction):
         return get_array_module(z).maximum(z, 0, out=z if inplace else None)
 
     def backward(self, y: Any, dy: Any) -> Any:
-        # a choice, not dy * (y > 0): an inf in dy at a unit that is off came out inf * 0 = NaN
-        # there, and spread to every gradient below, where PyTorch gives 0; and as PyTorch's
-        # y <= 0 test, a NaN unit passes its gradient on. Chosen bitwise: dy's bits AND all
-        # ones (on) or all zeros (off, +0.0), as fast as the product, where xp.where took 7
-        # times as long and a 28x28 LeNet step a fifth longer
-        # (y <= 0) as an array: on a 0-d y it was a numpy scalar, whose 0 - 1 warned "overflow
-        # encountered in scalar subtract" at every unit that is on (an error under -W error);
-        # array arithmetic wraps silently. asarray: numpy hands a 0-d result back as a scalar
+        """``dy`` where the unit is on, +0.0 where it is off (``y <= 0``), as PyTorch's
+        threshold_backward: a NaN unit passes its gradient on, and an inf in ``dy`` at a unit
+        that is off gives 0 (``dy * (y > 0)`` made it inf * 0 = NaN, which spread to every
+        gradient below).
+
+        Chosen bitwise, ``dy``'s bits AND all ones (on) or all zeros (off), which is as fast
+        as the product; ``xp.where`` took 7 times as long, and a 28x28 LeNet step a fifth
+        longer. One expression with no temporary named, so numpy reuses each in place (a
+        named mask took 5 times as long); ``y <= 0`` made an array, whose 0 - 1 wraps where a
+        0-d y's numpy scalar warned of overflow; the result made an array, which numpy hands
+        back as a scalar for a 0-d one.
+        """
         xp = get_array_module(y)
-        # Arg.grad takes a number for a 0-d value (``out.grad = 1.0``): it has no bits to view
-        if not hasattr(dy, "view"):
+        if not hasattr(dy, "view"):  # a number: Arg.grad takes one for a 0-d value
             dy = xp.asarray(dy, dtype=y.dtype)
         bits = dy.view(f"u{dy.itemsize}")
-        # one expression, no temporary named: numpy reuses each in place (a mask held in a
-        # name made every call allocate afresh and take 5 times as long)
         return xp.asarray(
             (bits & (xp.asarray(y <= 0).astype(bits.dtype) - bits.dtype.type(1))).view(dy.dtype)
         )
