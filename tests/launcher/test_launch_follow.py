@@ -336,19 +336,27 @@ def test_an_earlier_process_on_the_launchers_pid_read_on_another_clock_stops_the
         pytest.skip("needs time namespaces")
     later = subprocess.Popen(["sleep", "30"])
     time.sleep(0.2)  # exec'd: its start time is sleep's
+    wrap = ["unshare", "--time", "--boottime", boottime]
+    _stopped_by_a_later_process(later, os.sysconf("SC_CLK_TCK"), wrap)
+
+
+def _stopped_by_a_later_process(later: subprocess.Popen, back: int, wrap: list[str]) -> str:
+    """A follower run under ``wrap``, naming ``later``'s pid with a start ``back`` ticks
+    before its own (the launcher's, written before ``later`` took the pid), stops at once
+    and leaves ``later`` running. Returns what it said on stderr."""
     *where, pid, start = _identity_of(later.pid).split(" ")
-    hz = os.sysconf("SC_CLK_TCK")
-    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, str(int(start) - hz)])}
+    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, str(int(start) - back)])}
     proc = subprocess.Popen(
-        ["unshare", "--time", "--boottime", boottime, sys.executable, "-c",
-         _FOLLOW_STOPPED_AT_ONCE],
+        [*wrap, sys.executable, "-c", _FOLLOW_STOPPED_AT_ONCE],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     with _killed_after(later, proc):
         assert proc.stdout.readline().strip() == "True", proc.stderr.read()
         assert proc.wait(timeout=10) == -signal.SIGTERM
-        assert "has ended" in proc.stderr.read()
+        said = proc.stderr.read()
+        assert "has ended" in said, said
         assert later.poll() is None  # the later process is not the follower's to stop
+    return said
 
 
 @pytest.mark.timeout(30)
@@ -373,21 +381,9 @@ def test_a_later_process_on_the_launchers_pid_stops_the_follower():
     ``sleep`` named with an earlier start time than its own: the start the launcher wrote."""
     later = subprocess.Popen(["sleep", "30"])
     time.sleep(0.2)  # exec'd: its start time is sleep's
-    *where, pid, start = _identity_of(later.pid).split(" ")
-    assert int(start) > 0
-    code = f"import os\n{_FOLLOW_STOPPED_AT_ONCE}"
-    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, str(int(start) - 1)])}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    with _killed_after(later, proc):
-        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
-        assert proc.wait(timeout=10) == -signal.SIGTERM
-        said = proc.stderr.read()
-        assert "the launcher (pid" in said and "has ended" in said, said
-        assert "cannot see the launcher" not in said, said
-        assert later.poll() is None  # the later process is not the follower's to stop
+    assert int(_identity_of(later.pid).split(" ")[3]) > 0
+    said = _stopped_by_a_later_process(later, 1, [])
+    assert "the launcher (pid" in said and "cannot see the launcher" not in said, said
 
 
 @pytest.mark.timeout(30)
@@ -402,18 +398,9 @@ def test_a_later_process_of_another_user_that_began_first_stops_the_follower():
     later = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                               "sleep", "30"])  # fmt: skip
     time.sleep(0.2)  # exec'd: its start time is sleep's
-    *where, pid, start = _identity_of(later.pid).split(" ")
-    env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, str(int(start) - 1)])}
-    proc = subprocess.Popen(
-        ["setpriv", "--regid=65534", "--clear-groups", "--bounding-set=-all", "--inh-caps=-all",
-         sys.executable, "-c", _FOLLOW_STOPPED_AT_ONCE],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    with _killed_after(later, proc):
-        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
-        assert proc.wait(timeout=10) == -signal.SIGTERM
-        assert "has ended" in proc.stderr.read()
-        assert later.poll() is None  # the later process is not the follower's to stop
+    wrap = ["setpriv", "--regid=65534", "--clear-groups", "--bounding-set=-all",
+            "--inh-caps=-all"]  # fmt: skip
+    _stopped_by_a_later_process(later, 1, wrap)
 
 
 @pytest.mark.timeout(30)

@@ -87,14 +87,7 @@ def test_old_parts_that_cannot_be_pruned_leave_the_written_part_acknowledged(sha
     error`` with a traceback, though the part was on disk; it is a warning now, and a later
     prune deletes what this one could not (review k172)."""
     parts = tmp_path / "parts"
-    (parts / "pserver-shard0-step4.safetensors").mkdir(parents=True)
-    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
-    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
-    try:
-        sync.setup(net.parameters())
-        written = sync.save_remote_parts(10, keep=1)
-    finally:
-        sync.close()
+    written = _saved_past_a_part_in_the_way(shards, parts, (10,))
     assert list(written.values()) == [str(parts / "pserver-shard0-step10.safetensors")]
     assert (parts / "pserver-shard0-step10.safetensors").is_file()
     shards.stop()
@@ -109,17 +102,24 @@ def test_an_old_part_that_cannot_be_pruned_does_not_keep_the_newer_ones(shards, 
     weights and state per checkpoint, though the warning said a later prune would delete
     them (review k176 of c318cc1). The others go; the one in the way is warned of."""
     parts = tmp_path / "parts"
-    (parts / "pserver-shard0-step4.safetensors").mkdir(parents=True)
-    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
-    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
-    try:
-        sync.setup(net.parameters())
-        for step in (10, 20, 30):
-            sync.save_remote_parts(step, keep=1)
-    finally:
-        sync.close()
+    _saved_past_a_part_in_the_way(shards, parts, (10, 20, 30))
     names = sorted(p.name for p in parts.iterdir())
     assert names == [f"pserver-shard0-step{s}.safetensors" for s in (30, 4)], names
     shards.stop()
     said = shards.log_text()
     assert "not pruning old checkpoint parts now" in said and "Traceback" not in said
+
+
+def _saved_past_a_part_in_the_way(shards, parts, steps) -> dict[str, str]:
+    """Checkpoints ``steps`` of one shard keeping 1, where the old part of step 4 cannot be
+    pruned (its name taken by a directory); returns the last save's parts."""
+    (parts / "pserver-shard0-step4.safetensors").mkdir(parents=True)
+    (endpoint,) = shards.start(1, workers=1, extra=["--checkpoint-dir", str(parts)])
+    net, sync = small_net(), insecure_worker([endpoint], optimizer="adam")
+    try:
+        sync.setup(net.parameters())
+        for step in steps:
+            written = sync.save_remote_parts(step, keep=1)
+    finally:
+        sync.close()
+    return written
