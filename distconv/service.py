@@ -11,9 +11,9 @@ Kubernetes (or anyone with ``curl``) asks three questions of a running rank:
 - ``/metrics``: the Prometheus text format, written by the official client from a registry
   private to this instance, every series labelled with ``role`` and ``rank``.
 
-The server is the standard library's threading HTTP server on a daemon thread (an IPv6 literal
-host binds IPv6): it costs nothing while nobody asks, and the training thread only ever touches
-plain attributes and the client's thread-safe metric objects.
+The server (:mod:`distconv.probe_http`) is the standard library's threading HTTP server on a
+daemon thread (an IPv6 literal host binds IPv6): it costs nothing while nobody asks, and the
+training thread only ever touches plain attributes and the client's thread-safe metric objects.
 
 Example::
 
@@ -28,28 +28,17 @@ Example::
 from __future__ import annotations
 
 import errno
-import logging
 import math
-import socket
-import sys
 import threading
 import time
 from collections.abc import Mapping
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-log = logging.getLogger("distconv.service")
+from distconv.probe_http import ProbeHTTPServer, handler_for
 
 #: what ``distconv_step`` says before the first step, and after ``forget_step``
 NO_STEP = -1
-
-#: seconds a client may take to send its request or to read the answer; a connection idle
-#: longer would hold its thread and socket for the process's life
-CLIENT_SECONDS = 10.0
 
 #: step and allreduce durations span milliseconds (tiny models) to minutes (large ones)
 _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -135,7 +124,7 @@ class ServiceEndpoints:
         self._last_beat = time.monotonic()
         self._last_step: int | None = None
         self._failure: str | None = None
-        self._server: _Server | None = None
+        self._server: ProbeHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._totals: dict[int, dict[str, float]] = {}  # by id() of the strategy
 
@@ -158,7 +147,7 @@ class ServiceEndpoints:
         if not 0 <= port <= 65535:  # bind() raises an OverflowError that names no flag
             raise OSError(errno.EINVAL, f"probes and metrics on {host}:{port}: a port is 0..65535")
         try:
-            server = _Server((host.strip("[]"), port), _handler_for(self))
+            server = ProbeHTTPServer((host.strip("[]"), port), handler_for(self))
         except OSError as exc:  # "Address already in use" alone names no port
             raise OSError(
                 exc.errno, f"probes and metrics on {host}:{port}: {exc.strerror or exc}"
@@ -309,92 +298,3 @@ class ServiceEndpoints:
         if n < 0:
             raise ValueError(f"restarts must be >= 0, got {n}")
         self._metrics.restarts.set(n)
-
-
-class _Server(ThreadingHTTPServer):
-    """The stdlib's threading server, without its traceback on stderr for a client that hung
-    up: a probe past its ``timeoutSeconds`` is no error of this rank's, and stderr may be a
-    JSON log (``--log-format json``) that bare lines would break."""
-
-    daemon_threads = True  # a request in flight keeps no process alive
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        # the connections served, with their threads (server_close() joins no daemon thread:
-        # a silent client kept both up to CLIENT_SECONDS); first, as a failed bind closes
-        self._open: dict[socket.socket, threading.Thread] = {}
-        self._open_lock = threading.Lock()
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, handler)
-
-    def server_bind(self) -> None:  # "::" takes IPv4 clients too, whatever bindv6only says
-        if self.address_family == socket.AF_INET6:
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self.process_request_thread, args=(request, client_address), daemon=True
-        )
-        with self._open_lock:
-            self._open[request] = thread
-        thread.start()
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.pop(request, None)
-        super().shutdown_request(request)
-
-    def server_close(self) -> None:
-        """Release the port, then hang up on every connection still served and wait for its
-        thread (a handler blocked reading or writing returns at once)."""
-        super().server_close()
-        with self._open_lock:
-            open_now = list(self._open.items())
-        for request, _ in open_now:
-            try:
-                request.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # the client hung up first
-        for _, thread in open_now:
-            thread.join(CLIENT_SECONDS)
-
-    def handle_error(self, request: object, client_address: tuple) -> None:
-        error = sys.exc_info()[1]
-        if isinstance(error, (ConnectionError, TimeoutError)):
-            return  # the client is gone, or too slow: nobody to tell
-        log.error("probes and metrics: a request from %s failed", client_address[0], exc_info=True)
-
-
-def _handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
-    """A request handler class bound to ``service`` (the stdlib server wants a class)."""
-
-    class Handler(BaseHTTPRequestHandler):
-        timeout = CLIENT_SECONDS  # the socket's: a silent client is dropped, not waited for
-
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
-            path = self.path.split("?", 1)[0]
-            if path == "/readyz":
-                ok = service.ready
-                self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
-            elif path == "/healthz":  # one reading of the clock: the status is the text's
-                text = service._health_text()
-                self._reply(200 if text.startswith("ok") else 503, text.encode())
-            elif path == "/metrics":
-                self._reply(200, generate_latest(service.registry), CONTENT_TYPE_LATEST)
-            else:
-                self._reply(404, b"not found: try /readyz, /healthz or /metrics\n")
-
-        do_HEAD = do_GET  # noqa: N815 (HTTP servers must answer HEAD as GET, without the body)
-
-        def _reply(self, status: int, body: bytes, ctype: str = "text/plain; charset=utf-8"):
-            self.send_response(HTTPStatus(status))
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass  # probes arrive every few seconds; logging each would drown the training log
-
-    return Handler
