@@ -26,7 +26,7 @@ from distconv.data import DataError
 from distconv.distributed import choose_transport
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
-from distconv.logs import configure_logging
+from distconv.logs import as_log_line, configure_logging
 from distconv.messages import debugging, exception_line
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
@@ -97,13 +97,16 @@ def run_train(args: argparse.Namespace) -> int:
     if not runtime.is_chief:
         return 0
     if not trainer.history:
-        _print(f"nothing left to do: the run in {out} has finished epoch {trainer.pos.epoch}")
+        line = f"nothing left to do: the run in {out} has finished epoch {trainer.pos.epoch}"
+        _print(as_log_line(line, epoch=trainer.pos.epoch, out=out))
         return 0
     last = trainer.history[-1]
-    _print(
+    line = (
         f"test accuracy {last['test_acc']:.4f} (loss {last['test_loss']:.4f}) after epoch "
         f"{last['epoch']}, {seconds:.1f}s; wrote checkpoints, {METRICS} and {PLOT} in {out}"
     )
+    result = {key: last[key] for key in ("epoch", "test_acc", "test_loss")}
+    _print(as_log_line(line, seconds=round(seconds, 3), out=out, **result))
     return 0
 
 
@@ -171,13 +174,13 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise
             traceback.print_exc()  # the traceback, and still the status that says "a peer"
             return status
-        sys.stderr.write(f"distconv {args.command}: error: {exception_line(exc)}\n")
+        _say(as_log_line(f"distconv {args.command}: error: {exception_line(exc)}", logging.ERROR))
         return status
     except Preempted as exc:
-        _say(f"distconv {args.command}: {exc}")
+        _say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING))
         return exc.exit_status
     except KeyboardInterrupt:
-        _say(f"distconv {args.command}: interrupted")
+        _say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING))
         return 130
 
 

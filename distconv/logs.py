@@ -58,6 +58,8 @@ class JsonFormatter(logging.Formatter):
             "job_id": runtime.job_id,
             "restart": getattr(record, "restart", 0),
         }
+        for key, value in getattr(record, "fields", {}).items():
+            entry.setdefault(key, value)  # a result's numbers, as keys of their own
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, separators=(",", ":"))
@@ -107,3 +109,20 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+
+
+def as_log_line(message: str, level: int = logging.INFO, **fields: Any) -> str:
+    """``message`` as the log writes its lines, for one that goes around the log: the closing
+    result on stdout, the error that ends the process on stderr.
+
+    Under ``--log-format json`` that is a JSON object like every other line (``fields`` as keys
+    of their own), so a collector that parses a pod's merged output parses these too; otherwise
+    it is ``message`` unchanged, without the log's time stamp.
+    """
+    handler = next((h for h in logging.getLogger().handlers if h.get_name() == _HANDLER_NAME), None)
+    if handler is None or not isinstance(handler.formatter, JsonFormatter):
+        return message
+    record = logging.LogRecord("distconv", level, __file__, 0, message, None, None)
+    record.fields = fields
+    handler.filter(record)  # stamps the runtime and the restart
+    return handler.format(record)

@@ -83,6 +83,43 @@ def test_resume_through_the_cli_matches_an_uninterrupted_run(tmp_path):
     assert [r["test_acc"] for r in _records(parts)] == [r["test_acc"] for r in _records(whole)]
 
 
+def test_json_logs_make_every_line_json_the_result_and_the_error_too(tmp_path):
+    """Under --log-format json the closing result on stdout and the error that ends a run on
+    stderr were plain text: a collector parsing a pod's merged output as JSON got lines it
+    could not parse, the run's result and failure among them."""
+    out = tmp_path / "run"
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(out), "--log-format", "json")
+    assert proc.returncode == 0, proc.stderr
+    logged = [json.loads(line) for line in proc.stderr.splitlines()]
+    assert any(entry["message"].startswith("epoch 1/1") for entry in logged)
+    (result,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert result["message"].startswith("test accuracy") and result["out"] == str(out)
+    (record,) = _records(out)
+    assert (result["epoch"], result["test_acc"]) == (1, record["test_acc"])
+    assert result["test_loss"] == record["test_loss"] and result["rank"] == 0
+
+    proc = distconv(
+        "train",
+        *SMALL,
+        "--epochs",
+        "1",
+        "--out",
+        str(out),
+        "--resume",
+        "auto",
+        "--log-format",
+        "json",
+    )
+    (again,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert again["message"].startswith("nothing left to do") and again["epoch"] == 1
+
+    args = ("--data", "mnist", "--data-dir", str(tmp_path / "nope"), "--log-format", "json")
+    proc = distconv("train", *args)
+    _assert_one_line_error(proc, "MNIST directory", "does not exist")
+    (error,) = [json.loads(line) for line in proc.stderr.splitlines() if "error:" in line]
+    assert error["level"] == "error" and error["job_id"] == "local"
+
+
 def test_default_out_dir_is_under_runs(tmp_path):
     proc = distconv("train", *SMALL, "--epochs", "1", "--seed", "4", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
