@@ -34,8 +34,9 @@ from distconv.sync.ps.wire import (
 
 log = logging.getLogger("distconv.pserver")
 
-#: a worker waits this much longer than ``timeout`` for a reply, so that the shard's own timeout
-#: (which names the missing worker) fires first when both use the same value
+#: a worker waits this much longer than ``timeout`` for a reply (from the wait's start or its
+#: latest reply), so that the shard's own timeout (which names the missing worker) fires first
+#: when both use the same value
 GRACE = 1.5
 #: once this process is asked to stop (SIGTERM, Ctrl-C: :func:`distconv.stop_request.pending`),
 #: a step's wait that hears nothing from the shards for this many seconds gives up (SyncError),
@@ -197,25 +198,26 @@ class ShardChannel:
                 have been silent for longer than they ever were (:data:`STOP_PATIENCE`).
 
         Raises:
-            SyncError: an error reply, or no reply within the timeout (or the stop's patience);
-                :class:`~distconv.sync.peers.PeerFailed` for an error reply whose
-                ``failed_ranks`` names other ranks than this one.
+            SyncError: an error reply, or none of the replies still awaited within the
+                timeout (``GRACE`` x ``timeout``, from the wait's start or its latest reply),
+                or the stop's patience; :class:`~distconv.sync.peers.PeerFailed` for an error
+                reply whose ``failed_ranks`` names other ranks than this one.
         """
-        limit = self.timeout * GRACE
-        deadline = _now() + limit
         missing = set(rids)
         try:
-            yield from self._collect(missing, deadline, limit, what, stoppable)
+            yield from self._collect(missing, self.timeout * GRACE, what, stoppable)
         finally:  # an error reply, a timeout, or a caller that stopped reading
             self._abandon(missing)
 
     def _collect(
-        self, missing: set[int], deadline: float, limit: float, what: str, stoppable: bool
+        self, missing: set[int], limit: float, what: str, stoppable: bool
     ) -> Iterator[tuple[int, tuple]]:
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
         heard = _now()  # the wait's start, then the last reply's arrival
+        deadline = heard + limit
         while missing:
-            for rid in [r for r in missing if r in self._replies]:
+            arrived = [r for r in missing if r in self._replies]
+            for rid in arrived:
                 missing.discard(rid)
                 shard = self._rid_shard.pop(rid, None)  # a long run sends millions of requests
                 reply = self._replies.pop(rid)
@@ -228,6 +230,12 @@ class ShardChannel:
                 yield rid, reply
             if not missing:
                 return
+            if arrived:
+                # the limit is on silence, as the shard's is on each request it holds: a wait
+                # of many replies (a step's pushes, a seed or pull in many parts, a large model
+                # on a slow link) takes longer than one, and its shards were named as not
+                # answering while their replies kept coming (review k182)
+                deadline = _now() + limit
             left = deadline - _now()
             if left <= 0:
                 shards = self._shards_waited(missing)
