@@ -17,6 +17,8 @@ from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 #: the shortest ``--timeout``, in seconds: workers beat four times per timeout, at most every
 #: 50 ms (see :mod:`.beats`), so a shorter one would declare beating ranks lost
 MIN_TIMEOUT = 0.2
+#: the largest file descriptor (a C int) that ``--bind-fd`` may name
+MAX_FD = 2**31 - 1
 #: seconds a shard goes on serving after SIGTERM while workers are still in: inside the
 #: 120 s that Kubernetes gives a pod, so a worker stopped by the same eviction checkpoints
 DRAIN_SECONDS = 90.0
@@ -95,6 +97,12 @@ class ShardConfig:
             raise ValueError(f"--drain-seconds must be finite and >= 0, got {self.drain_seconds}")
         if not self.insecure and not self.keys_dir:
             raise ValueError("CURVE is on by default: pass --keys DIR, or --insecure to opt out")
+        if self.bind_fd is not None and not 0 <= self.bind_fd <= MAX_FD:
+            # a C int: -1 stopped the shard with a traceback, 2**32 + 3 too (past the check of
+            # fd 3, which the socket module wrapped to it, ZeroMQ refused the number)
+            raise ValueError(
+                f"--bind-fd must be a file descriptor, 0..{MAX_FD}, got {self.bind_fd}"
+            )
         split_endpoint(self.bind)
 
 

@@ -19,10 +19,11 @@ BASE = ["pserver", "--shard", "0", "--num-shards", "1", "--workers", "1", "--ins
 BASE += ["--drain-seconds", "0"]
 
 
-def _shard(port: int, fd: int, host: str = "127.0.0.1") -> subprocess.Popen:
+def _shard(port: int, fd: int, host: str = "127.0.0.1", named: int | None = None):
+    """A shard inheriting ``fd``, told ``--bind-fd`` ``named`` (``fd`` unless given)."""
     argv = [sys.executable, "-m", "distconv", *BASE, "--bind", f"{host}:{port}"]
     return subprocess.Popen(
-        [*argv, "--bind-fd", str(fd)],
+        [*argv, "--bind-fd", str(fd if named is None else named)],
         pass_fds=(fd,),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -85,6 +86,22 @@ def test_a_bind_fd_that_is_no_listening_socket_on_the_port_is_refused_naming_it(
                 held.close()
     assert shard.returncode == 1, err
     assert f"--bind-fd {fd}: {words}" in err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("beyond", [-1, 2**32])
+def test_a_bind_fd_that_no_file_descriptor_has_is_refused_in_one_line(beyond):
+    """A descriptor is a C int: -1 stopped the shard with a ValueError traceback, and 2**32 +
+    FD, which the socket module wrapped to FD (so the check found it listening on the port),
+    with ZeroMQ's OverflowError (review k182)."""
+    with _listening() as sock:
+        fd = sock.fileno()
+        named = beyond if beyond < 0 else beyond + fd
+        shard = _shard(sock.getsockname()[1], fd, named=named)
+        out, err = shard.communicate(timeout=30)
+    assert shard.returncode == 1, err
+    assert f"--bind-fd must be a file descriptor, 0..2147483647, got {named}" in err
+    assert "Traceback" not in err and "listening on" not in out
 
 
 @pytest.mark.timeout(60)
