@@ -33,6 +33,15 @@ PICK = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_device_chosen_by_a_scheduler(monkeypatch):
+    """Every test here without ``CUDA_VISIBLE_DEVICES``: a machine (or a CI job) that names
+    one device in it, as a GPU scheduler does, makes that device every rank's
+    (:func:`~distconv.backend.gpu_index`), and the errors these tests expect for a second
+    rank then never come. Their subprocesses inherit the environment."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
 @pytest.mark.parametrize("count", [1, 2, 8])
 def test_each_local_rank_takes_its_own_device(count):
     assert [gpu_index(r, count) for r in range(count)] == list(range(count))
