@@ -1,7 +1,10 @@
 """cuDNN convolutions through cupy, used for cupy arrays when cuDNN is there.
 
-That is CuPy 13 with the cuDNN library installed (``nvidia-cudnn-cu12``, or a system cuDNN);
-CuPy 14 dropped ``cupyx.cudnn``, and then the device runs the im2col kernels (:func:`available`).
+That is CuPy 13 with cuDNN 8, the version its wheels link (``libcudnn.so.8``): CuPy's
+``python -m cupyx.tools.install_library --cuda 12.x --library cudnn``, or a system cuDNN 8 on
+the loader's path (the ``nvidia-cudnn-cu12`` wheel now brings cuDNN 9, which CuPy 13 does not
+load). CuPy 14 dropped ``cupyx.cudnn``, and then the device runs the im2col kernels
+(:func:`available`).
 
 Only :mod:`distconv.kernels.conv` calls this module, and only with cupy arrays, so nothing here
 runs (or imports cupy) on a CPU-only machine. ``DISTCONV_CUDNN=0`` (or ``false``, ``no``,
@@ -19,6 +22,11 @@ from distconv.kernels.shape import ConvGeometry
 from distconv.messages import env_switch
 
 _FLOATS = ("float16", "float32", "float64")
+#: how to get the cuDNN that CuPy 13 loads, named where its library did not load
+_CUDNN_8 = (
+    "CuPy 13 loads cuDNN 8 (libcudnn.so.8): python -m cupyx.tools.install_library "
+    "--cuda 12.x --library cudnn, or a system cuDNN 8; not the nvidia-cudnn-cu12 wheel's cuDNN 9"
+)
 
 
 @lru_cache(maxsize=1)
@@ -38,6 +46,8 @@ def _load() -> tuple[Any, str | None]:
         major = re.match(r"CuPy (\d+)", version)
         removed = major is not None and int(major.group(1)) >= 14
         cause = "CuPy 14 removed cupyx.cudnn" if removed else f"{type(e).__name__}: {e}"
+        if not removed and "libcudnn" in str(e):  # the library, not CuPy, is what is missing
+            cause += f" ({_CUDNN_8})"
         return None, f"{version}: {cause}"
     return cudnn, None
 

@@ -2,7 +2,8 @@
 ``0`` turned cuDNN off, so ``DISTCONV_CUDNN=off`` or ``false`` kept it on without a word.
 
 No CUDA device here: ``available`` (does this CuPy reach cuDNN) is taken as true, and the
-arrays are host arrays, since ``usable`` reads nothing of them but their dtype."""
+arrays are host arrays, since ``usable`` reads nothing of them but their dtype. The last test
+is of ``unavailable_reason`` where CuPy 13 finds no cuDNN 8."""
 
 from __future__ import annotations
 
@@ -32,3 +33,35 @@ def test_cudnn_stays_on_unless_turned_off(monkeypatch, cudnn_present, value):
     else:
         monkeypatch.setenv("DISTCONV_CUDNN", value)
     assert cudnn.usable(np.zeros(2, np.float32), np.zeros(2, np.float32))
+
+
+@pytest.fixture
+def cupy_13_without_libcudnn(monkeypatch):
+    """CuPy 13.6 whose ``cupyx.cudnn`` fails as it does without cuDNN 8 on the loader's path
+    (seen with the real cupy-cuda12x 13.6 wheel: its extension links ``libcudnn.so.8``)."""
+    import builtins
+    import types
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "cupyx.cudnn":
+            raise ImportError("libcudnn.so.8: cannot open shared object file: No such file")
+        if name == "cupy":
+            return types.SimpleNamespace(__version__="13.6.0")
+        return real_import(name, *args, **kwargs)
+
+    cudnn._load.cache_clear()
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    yield
+    monkeypatch.undo()
+    cudnn._load.cache_clear()  # the next caller loads the real CuPy (or none) again
+
+
+def test_a_missing_libcudnn_says_which_cudnn_cupy_13_loads(cupy_13_without_libcudnn):
+    """The docstring sent users to the ``nvidia-cudnn-cu12`` wheel, which brings cuDNN 9; CuPy
+    13 loads ``libcudnn.so.8`` and the reason said only that it was missing (review k185)."""
+    assert not cudnn.available()
+    reason = cudnn.unavailable_reason()
+    assert reason.startswith("CuPy 13.6.0: ImportError: libcudnn.so.8"), reason
+    assert "cupyx.tools.install_library --cuda 12.x --library cudnn" in reason, reason
