@@ -72,8 +72,11 @@ def unavailable_reason() -> str | None:
 
 
 def usable(*arrays: Any) -> bool:
-    """Whether cuDNN can run a convolution on these (cupy) arrays: one float dtype for all."""
+    """Whether cuDNN can run a convolution on these (cupy) arrays: one float dtype for all,
+    and no empty one (an empty batch runs on the im2col kernels, which handle it)."""
     if env_switch("DISTCONV_CUDNN") is False:  # 0, false, no, off; "off" once kept cuDNN on
+        return False
+    if not all(a.size for a in arrays):  # cuDNN's tensor descriptors refuse a zero dimension
         return False
     dtypes = {a.dtype.name for a in arrays}
     return available() and len(dtypes) == 1 and dtypes <= set(_FLOATS)

@@ -65,3 +65,13 @@ def test_a_missing_libcudnn_says_which_cudnn_cupy_13_loads(cupy_13_without_libcu
     reason = cudnn.unavailable_reason()
     assert reason.startswith("CuPy 13.6.0: ImportError: libcudnn.so.8"), reason
     assert "cupyx.tools.install_library --cuda 12.x --library cudnn" in reason, reason
+
+
+def test_an_empty_array_goes_to_im2col(cudnn_present):
+    """cuDNN's tensor descriptors refuse a zero dimension (CUDNN_STATUS_BAD_PARAM), so an
+    empty batch, which the convolution layers take (a ConvProjection's shared bias test), went
+    to cuDNN and failed on a device where the im2col kernels give the empty result (review
+    k185, by a cuDNN stand-in with cupyx.cudnn's signatures and checks)."""
+    w = np.zeros((3, 2, 3, 3), np.float32)
+    assert cudnn.usable(np.zeros((1, 2, 4, 4), np.float32), w)
+    assert not cudnn.usable(np.zeros((0, 2, 4, 4), np.float32), w)

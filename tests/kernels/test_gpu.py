@@ -98,6 +98,24 @@ def test_device_matches_host(cupy, monkeypatch, rng, make, cudnn):
     _ran_on_cudnn(cudnn, chosen)
 
 
+@pytest.mark.parametrize("cudnn", ["1", "0"])
+@pytest.mark.parametrize("make", LAYERS[:5])
+def test_an_empty_batch_on_the_device(cupy, monkeypatch, make, cudnn):
+    """An empty batch runs on im2col whatever the switch says: cuDNN refuses a zero dimension
+    (``cudnn.usable``); its output and gradients are empty and the weights' zero."""
+    if cudnn == "1" and not cudnn_kernels.available():
+        pytest.skip(f"no cuDNN ({cudnn_kernels.unavailable_reason()})")
+    monkeypatch.setenv("DISTCONV_CUDNN", cudnn)
+    layer = make()
+    x = Arg(cupy.zeros((0, 4, *(6,) * layer.nd)))
+    y = layer(x)
+    assert y.value.shape[0] == 0
+    y.grad = cupy.zeros_like(y.value)
+    layer.backward(lambda p: None)
+    assert x.grad.shape == x.value.shape
+    assert all(not to_host(p.grad).any() for p in layer.parameters())
+
+
 @pytest.mark.parametrize("make", POOLS)
 def test_pooling_on_the_device_matches_host(cupy, rng, make):
     _device_matches_host(cupy, rng, make)
