@@ -73,10 +73,13 @@ def unavailable_reason() -> str | None:
 
 def usable(*arrays: Any) -> bool:
     """Whether cuDNN can run a convolution on these (cupy) arrays: one float dtype for all,
-    and no empty one (an empty batch runs on the im2col kernels, which handle it)."""
+    no empty one and none of fewer than 4 dimensions (an empty batch and a 1-D convolution
+    run on the im2col kernels, which handle them)."""
     if env_switch("DISTCONV_CUDNN") is False:  # 0, false, no, off; "off" once kept cuDNN on
         return False
-    if not all(a.size for a in arrays):  # cuDNN's tensor descriptors refuse a zero dimension
+    # cuDNN's tensor descriptors refuse a zero dimension, and fewer than 4 dimensions
+    # (cudnnSetTensorNdDescriptor): a 1-D convolution's (N, C, L) is one short
+    if not all(a.size and a.ndim >= 4 for a in arrays):
         return False
     dtypes = {a.dtype.name for a in arrays}
     return available() and len(dtypes) == 1 and dtypes <= set(_FLOATS)

@@ -15,6 +15,10 @@ from distconv.kernels import cudnn
 pytestmark = pytest.mark.timeout(30)
 
 
+#: a 2-D convolution's images and filters (cuDNN's tensors have at least 4 dimensions)
+_IMAGES_AND_FILTERS = (np.zeros((1, 2, 4, 4), np.float32), np.zeros((3, 2, 3, 3), np.float32))
+
+
 @pytest.fixture
 def cudnn_present(monkeypatch):
     monkeypatch.setattr(cudnn, "available", lambda: True)
@@ -23,7 +27,7 @@ def cudnn_present(monkeypatch):
 @pytest.mark.parametrize("value", ["0", "off", "OFF", "false", "no", " 0 "])
 def test_an_off_value_turns_cudnn_off(monkeypatch, cudnn_present, value):
     monkeypatch.setenv("DISTCONV_CUDNN", value)
-    assert not cudnn.usable(np.zeros(2, np.float32), np.zeros(2, np.float32))
+    assert not cudnn.usable(*_IMAGES_AND_FILTERS)
 
 
 @pytest.mark.parametrize("value", [None, "", "1", "on", "yes"])
@@ -32,7 +36,7 @@ def test_cudnn_stays_on_unless_turned_off(monkeypatch, cudnn_present, value):
         monkeypatch.delenv("DISTCONV_CUDNN", raising=False)
     else:
         monkeypatch.setenv("DISTCONV_CUDNN", value)
-    assert cudnn.usable(np.zeros(2, np.float32), np.zeros(2, np.float32))
+    assert cudnn.usable(*_IMAGES_AND_FILTERS)
 
 
 @pytest.fixture
@@ -75,3 +79,12 @@ def test_an_empty_array_goes_to_im2col(cudnn_present):
     w = np.zeros((3, 2, 3, 3), np.float32)
     assert cudnn.usable(np.zeros((1, 2, 4, 4), np.float32), w)
     assert not cudnn.usable(np.zeros((0, 2, 4, 4), np.float32), w)
+
+
+def test_a_1d_convolution_goes_to_im2col(cudnn_present):
+    """cuDNN's tensors have at least 4 dimensions (cudnnSetTensorNdDescriptor), so a 1-D
+    convolution's (N, C, L) arrays, which ConvProjection and ConvOperator take, went to cuDNN
+    and failed on a device (review k185, by the same stand-in)."""
+    x, w = np.zeros((2, 2, 7), np.float32), np.zeros((3, 2, 3), np.float32)
+    assert not cudnn.usable(x, w)
+    assert cudnn.usable(x[..., None], w[..., None])  # the same as a 2-D one of width 1

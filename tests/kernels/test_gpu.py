@@ -274,6 +274,27 @@ def _args(specs, to):
 @pytest.mark.parametrize("name,make,specs", CATALOGUE, ids=[c[0] for c in CATALOGUE])
 def test_catalogue_on_device_matches_host(cupy, monkeypatch, rng, name, make, specs, cudnn):
     chosen = _use_cudnn(monkeypatch, cudnn)
+    _catalogue_case(cupy, rng, make, specs)
+    _ran_on_cudnn(cudnn, chosen)
+
+
+@pytest.mark.parametrize("cudnn", ["1", "0"])
+def test_1d_convolutions_run_on_im2col_and_match_host(cupy, monkeypatch, rng, cudnn):
+    """cuDNN's tensors have at least 4 dimensions: a 1-D convolution runs on the im2col kernels
+    whatever the switch says (``cudnn.usable``)."""
+    chosen = _use_cudnn(monkeypatch, cudnn)
+    make = lambda: Mixed(  # noqa: E731
+        [None, None, ConvProjection(2, 6, 3, input_size=(5,), padding=1, groups=2, dtype=F64)],
+        [ConvOperator(2, 6, 3, input_size=(5,), padding=1)],
+        size=30,
+        dtype=F64,
+    )
+    _catalogue_case(cupy, rng, make, [_rows(3, 2 * 5), _rows(3, 6 * 2 * 3), _rows(3, 2 * 5)])
+    assert chosen and not any(chosen)
+
+
+def _catalogue_case(cupy, rng, make, specs):
+    """One case of the catalogue: forward and gradients on the device match the host's."""
     set_device("cpu")
     host = make()
     set_device("gpu")
@@ -296,7 +317,6 @@ def test_catalogue_on_device_matches_host(cupy, monkeypatch, rng, name, make, sp
             np.testing.assert_allclose(to_host(b.grad), a.grad, rtol=1e-8, atol=1e-10, err_msg=i)
     for p, q in zip(host.parameters(), dev.parameters()):
         np.testing.assert_allclose(to_host(q.grad), p.grad, rtol=1e-8, atol=1e-10, err_msg=p.name)
-    _ran_on_cudnn(cudnn, chosen)
 
 
 @pytest.mark.parametrize("labels_on", ["host", "device"])
