@@ -34,9 +34,9 @@ from distconv.sync.ps.wire import (
 
 log = logging.getLogger("distconv.pserver")
 
-#: a worker waits this much longer than ``timeout`` for a reply (from the wait's start or its
-#: latest reply), so that the shard's own timeout (which names the missing worker) fires first
-#: when both use the same value
+#: a worker waits this much longer than ``timeout`` for a shard's reply (from the wait's start
+#: or that shard's latest reply), so that the shard's own timeout (which names the missing
+#: worker) fires first when both use the same value
 GRACE = 1.5
 #: once this process is asked to stop (SIGTERM, Ctrl-C: :func:`distconv.stop_request.pending`),
 #: a step's wait that hears nothing from the shards for this many seconds gives up (SyncError),
@@ -198,8 +198,8 @@ class ShardChannel:
                 have been silent for longer than they ever were (:data:`STOP_PATIENCE`).
 
         Raises:
-            SyncError: an error reply, or none of the replies still awaited within the
-                timeout (``GRACE`` x ``timeout``, from the wait's start or its latest reply),
+            SyncError: an error reply, or a shard with replies still awaited silent for
+                ``GRACE`` x ``timeout`` (from the wait's start or that shard's latest reply),
                 or the stop's patience; :class:`~distconv.sync.peers.PeerFailed` for an error
                 reply whose ``failed_ranks`` names other ranks than this one.
         """
@@ -213,13 +213,15 @@ class ShardChannel:
         self, missing: set[int], limit: float, what: str, stoppable: bool
     ) -> Iterator[tuple[int, tuple]]:
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
-        heard = _now()  # the wait's start, then the last reply's arrival
-        deadline = heard + limit
+        start = heard = _now()  # the wait's start, then the last reply's arrival
+        answered: dict[int | None, float] = {}  # a shard's latest reply in this wait
+        deadline = start + limit
         while missing:
             arrived = [r for r in missing if r in self._replies]
             for rid in arrived:
                 missing.discard(rid)
                 shard = self._rid_shard.pop(rid, None)  # a long run sends millions of requests
+                answered[shard] = _now()
                 reply = self._replies.pop(rid)
                 if reply[0]["op"] == "error":
                     where = "" if shard is None else f" {self.endpoints[shard]}"
@@ -231,14 +233,16 @@ class ShardChannel:
             if not missing:
                 return
             if arrived:
-                # the limit is on silence, as the shard's is on each request it holds: a wait
-                # of many replies (a step's pushes, a seed or pull in many parts, a large model
-                # on a slow link) takes longer than one, and its shards were named as not
-                # answering while their replies kept coming (review k182)
-                deadline = _now() + limit
+                # the limit is on each shard's silence, as the shard's is on each request it
+                # holds: a wait of many parts outlasts one limit while replies keep coming
+                # (review k182), but another shard's replies say nothing of a silent one's
+                # (review k186: it was named only once the others had answered every part)
+                waited = self._shards_waited(missing)
+                deadline = min(answered.get(s, start) for s in waited) + limit
             left = deadline - _now()
             if left <= 0:
-                shards = self._shards_waited(missing)
+                waited = self._shards_waited(missing)
+                shards = [s for s in waited if answered.get(s, start) + limit <= _now()]
                 raise SyncError(
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
                     f"{self._named(shards)} within {limit:g} s"

@@ -3,8 +3,9 @@
 many replies (a step's pushes, a seed or a pull in many parts: a large model on a slow link)
 that took longer than the limit failed, naming as silent shards whose replies kept coming,
 while the shard's own limit is per request. The shards here are real ROUTER sockets on
-127.0.0.1 that answer one request each, one after another, each within the limit of the
-one before, all of them past it."""
+127.0.0.1 that answer their requests in turn, each within the limit of the shard's reply
+before, all of them past it; a shard silent past the limit is named then, however often the
+others answer (review k186)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import pack, unpack_header
 
 SHARDS, GAP, TIMEOUT = 4, 0.3, 0.4  # the worker's limit: 1.5 x 0.4 = 0.6 s > GAP
+ROUNDS, TURN = 3, 0.075  # a shard's silence: SHARDS x TURN = 0.3 s < 0.6 s
 
 
 def _answer_in_turn(socks: list[zmq.Socket], gaps: list[float], stop) -> None:
@@ -45,13 +47,16 @@ def test_a_wait_goes_on_while_replies_keep_coming_and_names_shards_silent_past_t
     ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
     sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=TIMEOUT)
     stop = threading.Event()
-    shards = threading.Thread(target=_answer_in_turn, args=(socks, [GAP] * SHARDS, stop))
+    # three parts per shard, answered round the shards: each shard answers 4 x 0.075 = 0.3 s
+    # after its reply before, the wait takes 12 x 0.075 = 0.9 s in all
+    turns = ROUNDS * SHARDS
+    shards = threading.Thread(target=_answer_in_turn, args=(socks * ROUNDS, [TURN] * turns, stop))
     shards.start()
     silent = threading.Thread(target=_answer_in_turn, args=(socks, [0.0] + [30.0] * 3, stop))
     try:
         began = time.monotonic()
-        stats = sync.shard_stats()  # one request per shard, in one wait
-        assert stats == [{"pushes": 0}] * SHARDS
+        asks = [(s, {"op": "stats"}, ()) for s in range(SHARDS)] * ROUNDS  # in one wait
+        assert [h["stats"] for h, _ in sync._ask_all(asks, "stats")] == [{"pushes": 0}] * turns
         assert time.monotonic() - began > 1.5 * TIMEOUT  # longer than the limit, as meant
         # shards silent for the limit after the latest reply are named then, as before
         shards.join(10)
@@ -65,6 +70,47 @@ def test_a_wait_goes_on_while_replies_keep_coming_and_names_shards_silent_past_t
         shards.join(10)
         if silent.is_alive():
             silent.join(10)
+        sync.close()
+        for s in socks:
+            s.close(0)
+        ctx.term()
+
+
+def _one_answers_on(sock: zmq.Socket, replies: int, gap: float, stop) -> None:
+    """Answer ``replies`` requests on ``sock``, one every ``gap`` seconds (until ``stop``)."""
+    for _ in range(replies):
+        if not sock.poll(10_000) or stop.wait(gap):
+            return
+        ident, head = sock.recv_multipart()
+        rid = unpack_header(head)["id"]
+        sock.send_multipart([ident, *pack({"id": rid, "op": "ok", "stats": {"pushes": 0}})])
+
+
+@pytest.mark.timeout(60)
+def test_a_silent_shard_is_named_within_the_limit_while_another_keeps_answering():
+    """The limit ran from the latest reply of any shard (5808b1b), so a shard that never
+    answered (dead, on another host) was named only once every other shard had answered all
+    its parts: a wait of n parts could take n limits, 221 x 90 s for the seed of 5808b1b's
+    message. Each shard's silence is bounded on its own (review k186)."""
+    ctx = zmq.Context()
+    socks = [ctx.socket(zmq.ROUTER) for _ in range(2)]
+    for s in socks:
+        s.linger = 0
+    ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
+    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=TIMEOUT)
+    stop = threading.Event()
+    parts = 20  # shard 0 answers for 20 x 0.3 = 6 s, ten limits of 0.6 s
+    talker = threading.Thread(target=_one_answers_on, args=(socks[0], parts, GAP, stop))
+    talker.start()
+    try:
+        asks = [(0, {"op": "stats"}, ())] * parts + [(1, {"op": "stats"}, ())]
+        began = time.monotonic()
+        with pytest.raises(SyncError, match=r"no answer to stats from pserver shard\(s\) 1 \("):
+            sync._ask_all(asks, "stats")
+        assert time.monotonic() - began < 3 * 1.5 * TIMEOUT  # not after shard 0's 6 s
+    finally:
+        stop.set()
+        talker.join(10)
         sync.close()
         for s in socks:
             s.close(0)
