@@ -165,6 +165,7 @@ def _main(argv: Sequence[str] | None) -> int:
         format="%(asctime)s %(message)s",
         datefmt="%H:%M:%S",
     )
+    fmt = getattr(args, "log_format", None)  # an error before the log is set up heeds it too
     try:
         return args.handler(args)
     except USER_ERRORS as exc:
@@ -174,13 +175,14 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise
             traceback.print_exc()  # the traceback, and still the status that says "a peer"
             return status
-        _say(as_log_line(f"distconv {args.command}: error: {exception_line(exc)}", logging.ERROR))
+        line = f"distconv {args.command}: error: {exception_line(exc)}"
+        _say(as_log_line(line, logging.ERROR, fmt))
         return status
     except Preempted as exc:
-        _say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING))
+        _say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))
         return exc.exit_status
     except KeyboardInterrupt:
-        _say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING))
+        _say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING, fmt))
         return 130
 
 

@@ -111,18 +111,27 @@ def configure_logging(
     root.setLevel(level)
 
 
-def as_log_line(message: str, level: int = logging.INFO, **fields: Any) -> str:
+def as_log_line(
+    message: str, level: int = logging.INFO, fmt: str | None = None, **fields: Any
+) -> str:
     """``message`` as the log writes its lines, for one that goes around the log: the closing
     result on stdout, the error that ends the process on stderr.
 
     Under ``--log-format json`` that is a JSON object like every other line (``fields`` as keys
     of their own), so a collector that parses a pod's merged output parses these too; otherwise
-    it is ``message`` unchanged, without the log's time stamp.
+    it is ``message`` unchanged, without the log's time stamp. ``fmt``: the format asked for,
+    for a line written before :func:`configure_logging` ran (a flag it never got to): JSON then
+    too, its runtime's fields null, as no rank is known yet.
     """
     handler = next((h for h in logging.getLogger().handlers if h.get_name() == _HANDLER_NAME), None)
-    if handler is None or not isinstance(handler.formatter, JsonFormatter):
-        return message
     record = logging.LogRecord("distconv", level, __file__, 0, message, None, None)
     record.fields = fields
+    if handler is None and fmt == "json":
+        unknown = dict.fromkeys(("role", "rank", "world_size", "job_id", "restart"))
+        return json.dumps(
+            {**json.loads(JsonFormatter().format(record)), **unknown}, separators=(",", ":")
+        )
+    if handler is None or not isinstance(handler.formatter, JsonFormatter):
+        return message
     handler.filter(record)  # stamps the runtime and the restart
     return handler.format(record)

@@ -120,6 +120,24 @@ def test_json_logs_make_every_line_json_the_result_and_the_error_too(tmp_path):
     assert error["level"] == "error" and error["job_id"] == "local"
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (("--rank", "5", "--world-size", "2"), "rank 5 is out of range for world size 2"),
+        (("--stall-seconds", "5"), "--stall-seconds"),
+    ],
+)
+def test_json_logs_make_an_error_found_before_the_log_is_set_up_json_too(flags, words):
+    """A flag the runtime or the probes refuse is found before the log has a handler:
+    under --log-format json its error stayed plain text (review k186 of 54d73e9)."""
+    proc = distconv("train", *SMALL, "--epochs", "1", "--log-format", "json", *flags)
+    _assert_one_line_error(proc, words)
+    (error,) = [json.loads(line) for line in proc.stderr.splitlines() if "error:" in line]
+    assert error["level"] == "error" and error["message"].startswith("distconv train: error:")
+    assert error["rank"] is None  # not known yet: no rank 0 it may not be
+
+
 def test_default_out_dir_is_under_runs(tmp_path):
     proc = distconv("train", *SMALL, "--epochs", "1", "--seed", "4", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
