@@ -34,12 +34,17 @@ PICK = (
 
 
 @pytest.fixture(autouse=True)
-def _no_device_chosen_by_a_scheduler(monkeypatch):
+def _no_device_chosen_by_a_scheduler(request, monkeypatch):
     """Every test here without ``CUDA_VISIBLE_DEVICES``: a machine (or a CI job) that names
     one device in it, as a GPU scheduler does, makes that device every rank's
     (:func:`~distconv.backend.gpu_index`), and the errors these tests expect for a second
-    rank then never come. Their subprocesses inherit the environment."""
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    rank then never come. Their subprocesses inherit the environment.
+
+    Not for the device test: CUDA reads the variable once, when it starts, so removing it
+    before then would hand that test (and the rest of its process) every device of the host,
+    other jobs' too; that test removes it itself once CUDA has started (review k187)."""
+    if request.node.get_closest_marker("gpu") is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
 @pytest.mark.parametrize("count", [1, 2, 8])
@@ -83,7 +88,7 @@ def test_ranks_under_mpiexec_take_devices_by_local_rank(tmp_path):
 
 
 @pytest.mark.gpu
-def test_set_device_makes_device_local_rank_current():
+def test_set_device_makes_device_local_rank_current(monkeypatch):
     from distconv import backend
 
     try:
@@ -94,6 +99,9 @@ def test_set_device_makes_device_local_rank_current():
 
     try:
         count = cupy.cuda.runtime.getDeviceCount()
+        # CUDA has read CUDA_VISIBLE_DEVICES by now: only the devices a scheduler named are
+        # seen, and without the variable gpu_index no longer gives every rank the one device
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         for local in range(count):
             backend.set_device("gpu", local_rank=local)
             assert cupy.cuda.Device().id == local
@@ -103,3 +111,71 @@ def test_set_device_makes_device_local_rank_current():
     finally:
         cupy.cuda.Device(0).use()
         backend.set_device("cpu")
+
+
+#: a cupy on a host of four devices whose CUDA, as the real one does, reads
+#: ``CUDA_VISIBLE_DEVICES`` once, when it starts; every device made current is logged
+_FOUR_DEVICE_CUPY = """
+import os
+from types import SimpleNamespace
+
+__version__ = "13.6.0"
+_seen = []
+_current = [0]
+
+
+class ndarray:
+    def __init__(self):
+        self.device = Device()
+
+
+def _count():
+    if not _seen:
+        named = os.environ.get("CUDA_VISIBLE_DEVICES")
+        _seen.append(4 if named is None else len([d for d in named.split(",") if d.strip()]))
+    return _seen[0]
+
+
+class Device:
+    def __init__(self, i=None):
+        self.id = _current[0] if i is None else i
+
+    def use(self):
+        if not 0 <= self.id < _count():
+            raise RuntimeError("cudaErrorInvalidDevice: invalid device ordinal")
+        _current[0] = self.id
+        with open(os.environ["DEVICES_USED"], "a") as f:
+            f.write(f"{self.id}\\n")
+
+
+def asarray(a, dtype=None):
+    return ndarray()
+
+
+cuda = SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=_count), Device=Device)
+"""
+
+
+def test_the_device_test_keeps_to_the_device_a_scheduler_named(tmp_path):
+    """Removing ``CUDA_VISIBLE_DEVICES`` before CUDA started gave the device test every device
+    of the host: under ``CUDA_VISIBLE_DEVICES=2`` on a host of four it made all four current,
+    other jobs' ones too (review k187 of 5aadaa1)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    (tmp_path / "cupy").mkdir()
+    (tmp_path / "cupy" / "__init__.py").write_text(_FOUR_DEVICE_CUPY)
+    used = tmp_path / "used"
+    root = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join([str(tmp_path), str(root), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "2"}
+    test = f"{Path(__file__).resolve()}::test_set_device_makes_device_local_rank_current"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    proc = subprocess.run(
+        [*command, test], cwd=root, env={**env, "DEVICES_USED": str(used)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout, proc.stdout
+    assert set(used.read_text().split()) == {"0"}, used.read_text()
