@@ -104,7 +104,8 @@ def conv_forward(
         ``(y, dw)``: ``y`` of shape ``(N, O, *out)`` or None; ``dw`` of ``w``'s shape or None.
     """
     out = check_conv_shapes(x.shape, w.shape, geom, None if dw_from is None else dw_from.shape)
-    if is_gpu_array(x) and cudnn.usable(x, w):
+    reads = (x, w) if dw_from is None else (x, w, dw_from)
+    if is_gpu_array(x) and cudnn.usable(*reads, shapes=((x.shape[0], w.shape[0], *out),)):
         y = cudnn.conv_forward(x, w, geom) if want_y else None
         dw = None if dw_from is None else cudnn.conv_backward_weight(x, dw_from, geom, w.shape)
         return y, dw
@@ -183,7 +184,9 @@ def conv_backward_data(g: Any, w: Any, geom: ConvGeometry, x_shape: tuple[int, .
         x_shape: ``(N, C, *sp)``.
     """
     check_conv_shapes(x_shape, w.shape, geom, g.shape, adjoint=True)
-    if is_gpu_array(g) and cudnn.usable(g, w):
+    # cuDNN also gets g widened to the convolution's output of x_shape, and writes x_shape
+    conv_shaped = (*g.shape[:2], *geom.out_size(x_shape[2:]))
+    if is_gpu_array(g) and cudnn.usable(g, w, shapes=(tuple(x_shape), conv_shaped)):
         # cuDNN wants g exactly conv-shaped; output_padding >= stride leaves it a row short
         g = widen_output(g, geom.out_size(x_shape[2:]))
         return cudnn.conv_backward_data(g, w, geom, x_shape)

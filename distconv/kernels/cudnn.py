@@ -18,10 +18,14 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from distconv.kernels.shape import ConvGeometry
+from distconv.kernels.shape import ConvGeometry, volume
 from distconv.messages import env_switch
 
 _FLOATS = ("float16", "float32", "float64")
+#: the most elements a cuDNN tensor holds: its descriptors count in 32-bit ints, and refuse a
+#: tensor of more (cudnnSetTensorNdDescriptor: "exceeds the maximum limit of 2 Giga-elements"),
+#: which an H200 holds with room to spare (8 GiB in float32)
+MOST_ELEMENTS = 2**31 - 1
 #: how to get the cuDNN that CuPy 13 loads, named where its library did not load
 _CUDNN_8 = (
     "CuPy 13 loads cuDNN 8 (libcudnn.so.8): python -m cupyx.tools.install_library "
@@ -71,15 +75,19 @@ def unavailable_reason() -> str | None:
     return _load()[1]
 
 
-def usable(*arrays: Any) -> bool:
+def usable(*arrays: Any, shapes: tuple[tuple[int, ...], ...] = ()) -> bool:
     """Whether cuDNN can run a convolution on these (cupy) arrays: one float dtype for all,
-    no empty one and none of fewer than 4 dimensions (an empty batch and a 1-D convolution
-    run on the im2col kernels, which handle them)."""
+    no empty one, none of fewer than 4 dimensions, and none, nor any other tensor cuDNN is
+    handed (its output: ``shapes``), of more than :data:`MOST_ELEMENTS` elements (an empty
+    batch, a 1-D convolution and a larger tensor run on the im2col kernels, which handle
+    them)."""
     if env_switch("DISTCONV_CUDNN") is False:  # 0, false, no, off; "off" once kept cuDNN on
         return False
     # cuDNN's tensor descriptors refuse a zero dimension, and fewer than 4 dimensions
     # (cudnnSetTensorNdDescriptor): a 1-D convolution's (N, C, L) is one short
     if not all(a.size and a.ndim >= 4 for a in arrays):
+        return False
+    if max(volume(shape) for shape in (*(a.shape for a in arrays), *shapes)) > MOST_ELEMENTS:
         return False
     dtypes = {a.dtype.name for a in arrays}
     return available() and len(dtypes) == 1 and dtypes <= set(_FLOATS)

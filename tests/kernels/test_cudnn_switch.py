@@ -88,3 +88,42 @@ def test_a_1d_convolution_goes_to_im2col(cudnn_present):
     x, w = np.zeros((2, 2, 7), np.float32), np.zeros((3, 2, 3), np.float32)
     assert not cudnn.usable(x, w)
     assert cudnn.usable(x[..., None], w[..., None])  # the same as a 2-D one of width 1
+
+
+def test_a_tensor_past_2_giga_elements_goes_to_im2col(cudnn_present):
+    """cuDNN's descriptors hold at most 2**31 - 1 elements; a larger input, or a larger
+    output (``shapes``: a transposed convolution's output outgrows its input), went to cuDNN
+    (review k187). Broadcast views: the size without the memory."""
+    one = np.zeros((1, 1, 1, 1), np.float16)
+    big = np.broadcast_to(one, (2**31, 1, 1, 1))
+    assert cudnn.usable(big[1:], one)
+    assert not cudnn.usable(big, one)
+    assert cudnn.usable(one, one, shapes=((2**31 - 1, 1, 1, 1),))
+    assert not cudnn.usable(one, one, shapes=((1, 1, 2**16, 2**15),))
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_the_kernels_hand_usable_what_cudnn_writes(monkeypatch, cudnn_present, transposed):
+    """A convolution whose output alone passes the limit (here lowered to 400 elements) runs
+    on im2col: conv.py hands ``usable`` the output's shape (review k187)."""
+    from distconv.kernels import conv
+    from distconv.kernels.shape import ConvGeometry
+
+    def no_cudnn(*args, **kwargs):
+        raise AssertionError("went to cuDNN")
+
+    monkeypatch.setattr(cudnn, "MOST_ELEMENTS", 400)
+    for name in ("conv_forward", "conv_backward_data", "conv_backward_weight"):
+        monkeypatch.setattr(cudnn, name, no_cudnn)
+    monkeypatch.setattr(conv, "is_gpu_array", lambda a: True)  # host arrays, the device's route
+    rng = np.random.default_rng(0)
+    if transposed:  # 4 x 5 x 5 = 100 elements in, 4 x 11 x 11 = 484 out at stride 2
+        geom = ConvGeometry.make(2, (3, 3), (2, 2), (0, 0), (1, 1), 1)
+        w = rng.standard_normal((4, 4, 3, 3))
+        got = conv.conv_backward_data(rng.standard_normal((1, 4, 5, 5)), w, geom, (1, 4, 11, 11))
+        assert got.shape == (1, 4, 11, 11)
+    else:  # 100 elements in, 16 x 10 x 10 = 1600 out
+        geom = ConvGeometry.make(2, (3, 3), (1, 1), (1, 1), (1, 1), 1)
+        w = rng.standard_normal((16, 1, 3, 3))
+        got, _ = conv.conv_forward(rng.standard_normal((1, 1, 10, 10)), w, geom)
+        assert got.shape == (1, 16, 10, 10)

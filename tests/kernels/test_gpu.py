@@ -76,8 +76,8 @@ def _use_cudnn(monkeypatch, flag: str) -> list[bool]:
     chosen: list[bool] = []
     usable = cudnn_kernels.usable
 
-    def recorded(*arrays):
-        chosen.append(usable(*arrays))
+    def recorded(*arrays, **shapes):
+        chosen.append(usable(*arrays, **shapes))
         return chosen[-1]
 
     monkeypatch.setattr(cudnn_kernels, "usable", recorded)
