@@ -19,13 +19,14 @@ import numpy as np
 
 from distconv.arg import Arg
 from distconv.backend import to_host, widened
-from distconv.data import DataError, array_length
+from distconv.data import DataError, array_length, fingerprint
 from distconv.layers.base import forward_only
 from distconv.messages import exception_line
 from distconv.network import NetworkError
 from distconv.resume import RANK_LOSS, SUMS, Position, TrainingError
 from distconv.sampler import GlobalBatchSampler, stride_shard
 from distconv.sync import SyncStrategy
+from distconv.sync.description import digest
 
 
 def epoch_sums(pos: Position, sampler: GlobalBatchSampler) -> dict[str, float]:
@@ -152,26 +153,52 @@ def evaluate_shares(
     sync: SyncStrategy,
     batch_size: int,
     accuracy: bool,
+    dtype: Any = None,
 ) -> dict[str, float]:
     """Mean test loss (and accuracy) over ``arrays``, which hold at least one example: each
     rank runs ``forward(arrays, rows)`` (summed loss, right answers) on its stride share,
-    ``batch_size`` rows at a time, and the ranks sum.
+    ``batch_size`` rows at a time, and the ranks sum. ``dtype``: the one the inputs are cast
+    to (the trainer's), as fit's job check compares the sets.
 
     The means are over the examples the ranks summed: a rank an asynchronous parameter server
     lost (``--on-worker-loss continue``) adds nothing to the sum, and dividing by the whole
-    set counted its share as wrong answers of no loss."""
-    mine = stride_shard(array_length(arrays), sync.rank, sync.world_size)
+    set counted its share as wrong answers of no loss.
+
+    Raises:
+        DataError: the ranks were handed different sets (its own shard each, as Horovod
+            scripts do): each would have summed its stride share of its own set, a mean over
+            neither (half the examples of two equal shards), without a word. Every rank sees
+            it in the same sum and raises alike, so none waits for another.
+    """
+    world, rank = sync.world_size, sync.rank
+    mine = stride_shard(array_length(arrays), rank, world)
     loss_sum, correct = 0.0, 0.0
     with forward_only():  # no backward follows: layers keep nothing for one
         for start in range(0, len(mine), batch_size):
             loss, right = forward(arrays, mine[start : start + batch_size])
             loss_sum += float(to_host(loss))
             correct += float(to_host(right))
-    loss_sum, correct, n = sync.allreduce_sum([loss_sum, correct, len(mine)])
+    # each rank's mark of its set at its own place (0: a rank the sum lacks), in the one sum
+    marks = [0.0] * world
+    marks[rank] = _set_mark(arrays, dtype)
+    loss_sum, correct, n, *marks = sync.allreduce_sum([loss_sum, correct, len(mine), *marks])
+    other = next((r for r, m in enumerate(marks) if m and m != marks[rank]), None)
+    if other is not None:
+        raise DataError(
+            f"rank {rank} and rank {other} evaluate different sets (another length, or other "
+            "examples): hand every rank the whole set, it takes its stride share itself"
+        )
     result = {"test_loss": loss_sum / n}
     if accuracy:
         result["test_acc"] = correct / n
     return result
+
+
+def _set_mark(arrays: Mapping[str, Any], dtype: Any) -> float:
+    """A set's :func:`~distconv.data.fingerprint` (its length, feeds and sampled examples cast
+    to ``dtype``, as the job check compares them) as a whole number from 1 to 2**48, which a
+    float64 holds."""
+    return float(int(digest(fingerprint(arrays, dtype))[:12], 16) + 1)
 
 
 def check_test_set(

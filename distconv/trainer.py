@@ -252,9 +252,8 @@ class Trainer:
         arrays = as_arrays(arrays)
         if array_length(arrays) == 0:
             raise ValueError("cannot evaluate on an empty data set")
-        return evaluate_shares(
-            self._forward, arrays, self.sync, batch_size, self.accuracy is not None
-        )
+        accuracy = self.accuracy is not None
+        return evaluate_shares(self._forward, arrays, self.sync, batch_size, accuracy, self.dtype)
 
     # -- epochs ---------------------------------------------------------------------------------
     def fit(
