@@ -35,7 +35,7 @@ from distconv.launch_env import stop_with_launcher
 from distconv.logs import configure_logging
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
-from distconv.sync import SyncError, SyncStrategy, create_sync
+from distconv.sync import SyncStrategy, create_sync
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 log = logging.getLogger("distconv.distributed")
@@ -278,8 +278,11 @@ def build_sync(
         if runtime.source != "default" and (
             (strategy.rank, strategy.world_size) != (runtime.rank, runtime.world_size)
         ):
-            try:  # closed while this propagates: other ranks may wait in setup, so it aborts
-                raise SyncError(
+            # the environment's error, as init() documents (it names both sources): a caller's
+            # except RuntimeConfigError missed it. Closed while it propagates: other ranks may
+            # wait in setup, so it aborts
+            try:
+                raise RuntimeConfigError(
                     f"MPI says rank {strategy.rank} of {strategy.world_size}, but the "
                     f"environment ({runtime.source}) says rank {runtime.rank} of "
                     f"{runtime.world_size}"

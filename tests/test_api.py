@@ -245,3 +245,14 @@ def test_distconv_train_under_a_wrapper_reads_the_launchers_insecure_variable(mo
     monkeypatch.delenv(ENV_INSECURE)
     with pytest.raises(RuntimeConfigError, match="needs the job's CURVE keys"):
         build_sync("pserver", create_optimizer("sgd"), runtime, {})
+
+
+def test_mpi_s_rank_against_the_environment_s_is_the_documented_runtime_error():
+    """``init()`` documents a RuntimeConfigError where the transport's rank and world size
+    disagree with the environment; the MPI sync raised a SyncError there, which a caller's
+    ``except RuntimeConfigError`` let through (here MPI says rank 0 of 1)."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    runtime = Runtime(rank=1, world_size=2, source="flags")
+    said = r"MPI says rank 0 of 1, but the environment \(flags\) says rank 1 of 2"
+    with pytest.raises(RuntimeConfigError, match=said):
+        build_sync("mpi", create_optimizer("sgd"), runtime, {})

@@ -176,7 +176,7 @@ def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monk
     assert time.monotonic() - began < 15  # the abort, not a 600 s watchdog
     said = "MPI says rank 1 of 2, but the environment (flags) says rank 0 of 2"
     record = (tmp_path / "rank1.err").read_text()
-    assert f"rank 1: SyncError: {said}; aborting the MPI job" in record, record
+    assert f"rank 1: RuntimeConfigError: {said}; aborting the MPI job" in record, record
 
 
 @with_mpiexec
