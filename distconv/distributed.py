@@ -33,6 +33,7 @@ from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
 from distconv.logs import configure_logging
+from distconv.messages import exception_line
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.sync import SyncStrategy, create_sync
@@ -282,12 +283,27 @@ def build_sync(
             # except RuntimeConfigError missed it. Closed while it propagates: other ranks may
             # wait in setup, so it aborts
             try:
-                raise RuntimeConfigError(
-                    f"MPI says rank {strategy.rank} of {strategy.world_size}, but the "
-                    f"environment ({runtime.source}) says rank {runtime.rank} of "
-                    f"{runtime.world_size}"
-                )
+                raise RuntimeConfigError(_mpi_disagrees(strategy, runtime))
             finally:
                 strategy.close()
         return strategy
     return create_sync(kind, optimizer=optimizer, **options)
+
+
+def _mpi_disagrees(strategy: Any, runtime: Runtime) -> str:
+    """Why the MPI sync's rank and size are not the environment's. Without mpi4py (or its MPI
+    library) the sync stands in for one process: "MPI says rank 0 of 1" sent the reader after
+    the launcher, where ``pip install 'distconv[mpi]'`` was the answer."""
+    env = f"the environment ({runtime.source}) says rank {runtime.rank} of {runtime.world_size}"
+    if strategy.mpi is None:
+        try:  # again, for the reason the sync's own import swallowed
+            from mpi4py import MPI  # noqa: F401
+
+            why = "it did not import when the sync was built"
+        except ImportError as exc:
+            why = exception_line(exc)
+        return (
+            f"mpi4py cannot be imported ({why}), so the mpi sync trains alone, but {env}; "
+            "install it for the MPI that started this process (pip install 'distconv[mpi]')"
+        )
+    return f"MPI says rank {strategy.rank} of {strategy.world_size}, but {env}"

@@ -256,3 +256,16 @@ def test_mpi_s_rank_against_the_environment_s_is_the_documented_runtime_error():
     said = r"MPI says rank 0 of 1, but the environment \(flags\) says rank 1 of 2"
     with pytest.raises(RuntimeConfigError, match=said):
         build_sync("mpi", create_optimizer("sgd"), runtime, {})
+
+
+def test_an_mpi_launch_without_mpi4py_says_so(monkeypatch):
+    """``mpiexec -n 2`` where mpi4py is missing: the MPI sync stands in for one process, and
+    each rank said "MPI says rank 0 of 1, but the environment (pmi) says rank 1 of 2", which
+    points at the launcher, not at the missing package."""
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py fails, as uninstalled
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+    runtime = Runtime(rank=1, world_size=2, source="pmi")
+    said = r"mpi4py cannot be imported \(.*\), so the mpi sync trains alone, but the environment"
+    with pytest.raises(RuntimeConfigError, match=said) as raised:
+        build_sync("mpi", create_optimizer("sgd"), runtime, {})
+    assert "pip install 'distconv[mpi]'" in str(raised.value)
