@@ -170,35 +170,58 @@ def evaluate_shares(
             neither (half the examples of two equal shards), without a word. Every rank sees
             it in the same sum and raises alike, so none waits for another.
     """
-    world, rank = sync.world_size, sync.rank
-    mine = stride_shard(array_length(arrays), rank, world)
+    rank = sync.rank
+    mine = stride_shard(array_length(arrays), rank, sync.world_size)
     loss_sum, correct = 0.0, 0.0
     with forward_only():  # no backward follows: layers keep nothing for one
         for start in range(0, len(mine), batch_size):
             loss, right = forward(arrays, mine[start : start + batch_size])
             loss_sum += float(to_host(loss))
             correct += float(to_host(right))
-    # each rank's mark of its set at its own place (0: a rank the sum lacks), in the one sum
-    marks = [0.0] * world
-    marks[rank] = _set_mark(arrays, dtype)
-    loss_sum, correct, n, *marks = sync.allreduce_sum([loss_sum, correct, len(mine), *marks])
-    other = next((r for r, m in enumerate(marks) if m and m != marks[rank]), None)
-    if other is not None:
-        raise DataError(
-            f"rank {rank} and rank {other} evaluate different sets (another length, or other "
-            "examples): hand every rank the whole set, it takes its stride share itself"
-        )
+    # the marks of the sets in the one sum, in values of a fixed count: one place per rank made
+    # the reply of a parameter server's gather grow as the square of the world (over its 1 MiB
+    # header cap from 340 workers) for a check that is nearly always passed
+    pieces = _set_mark(arrays, dtype)
+    first = [1, *pieces] if rank == 0 else [0] * (1 + MARK_PIECES)
+    squares = [p * p for p in pieces]
+    sums = sync.allreduce_sum([loss_sum, correct, len(mine), 1, *pieces, *squares, *first])
+    loss_sum, correct, n = sums[:3]
+    _refuse_other_sets(rank, pieces, [int(v) for v in sums[3:]])
     result = {"test_loss": loss_sum / n}
     if accuracy:
         result["test_acc"] = correct / n
     return result
 
 
-def _set_mark(arrays: Mapping[str, Any], dtype: Any) -> float:
+#: a set's mark is this many 16-bit pieces (48 bits): each piece and its square, summed over up
+#: to 2**20 ranks, are whole numbers below 2**53, which float64 sums exactly in any order
+MARK_PIECES = 3
+
+
+def _set_mark(arrays: Mapping[str, Any], dtype: Any) -> list[int]:
     """A set's :func:`~distconv.data.fingerprint` (its length, feeds and sampled examples cast
-    to ``dtype``, as the job check compares them) as a whole number from 1 to 2**48, which a
-    float64 holds."""
-    return float(int(digest(fingerprint(arrays, dtype))[:12], 16) + 1)
+    to ``dtype``, as the job check compares them) as :data:`MARK_PIECES` 16-bit numbers."""
+    whole = int(digest(fingerprint(arrays, dtype))[: 4 * MARK_PIECES], 16)
+    return [(whole >> (16 * i)) & 0xFFFF for i in range(MARK_PIECES)]
+
+
+def _refuse_other_sets(rank: int, mine: list[int], sums: list[int]) -> None:
+    """Raise unless every rank in ``sums`` (ranks summed, then the marks' pieces, their squares,
+    and rank 0's presence and pieces) marked its set as ``mine``. ``k`` numbers are all equal
+    exactly where ``k`` times the sum of their squares is their sum squared (Cauchy-Schwarz),
+    so every rank decides alike from the same sums; a rank a parameter server lost is in none.
+
+    Raises:
+        DataError: naming rank 0 where this rank's set is not rank 0's."""
+    ranks, p = sums[0], MARK_PIECES
+    total, squares, first = sums[1 : 1 + p], sums[1 + p : 1 + 2 * p], sums[1 + 2 * p :]
+    if all(ranks * q == t * t for t, q in zip(total, squares)):
+        return
+    other = "rank 0" if rank != 0 and first[0] == 1 and first[1:] != mine else "another rank"
+    raise DataError(
+        f"rank {rank} and {other} evaluate different sets (another length, or other "
+        "examples): hand every rank the whole set, it takes its stride share itself"
+    )
 
 
 def check_test_set(

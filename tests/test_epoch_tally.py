@@ -102,3 +102,51 @@ def test_a_lost_rank_s_folded_loss_and_examples_stay_in_the_epoch():
     _steps(ranks[0], 1)
     second = ranks[0].fold(Position(0, 4, 4, {}))
     assert (second["loss"], second["correct"], second["examples"]) == (17.0, 7.0, 14.0)
+
+
+class _WithoutRank0:
+    """Ranks 1 and 2 of 3 in threads, their gather answered without rank 0, as a parameter
+    server does in async mode with ``--on-worker-loss continue`` once rank 0 is lost."""
+
+    def __init__(self):
+        self.values, self.met = [None, None, None], threading.Barrier(2)
+
+    def rank(self, rank):
+        client = pytest.importorskip("distconv.sync.ps.client")
+        sync = _LostRank1()
+        sync.rank, sync.world_size = rank, 3
+        sync._gather = lambda kind, value: self.gather(rank, value)
+        sync.allreduce_sum = client.PServerSync.allreduce_sum.__get__(sync)
+        return sync
+
+    def gather(self, rank, value):
+        self.values[rank] = value
+        self.met.wait(timeout=10)
+        return list(self.values)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("same", [True, False])
+def test_the_marks_of_the_sets_are_compared_without_a_lost_rank_0(same):
+    """The sum carries the marks in a fixed count of values (review k188): ranks 1 and 2, rank
+    0 lost, evaluate as one where handed the same set, and both stop where not (no rank 0 to
+    name: 'another rank')."""
+    shard = _WithoutRank0()
+    sets = {1: {"x": np.arange(9.0)}, 2: {"x": np.arange(9.0) + (0 if same else 1)}}
+
+    def forward(arrays, rows):
+        return np.float32(len(rows)), len(rows)
+
+    def evaluate(rank):
+        try:
+            return evaluate_shares(forward, sets[rank], shard.rank(rank), 2, accuracy=True)
+        except Exception as exc:  # noqa: BLE001 - each rank's outcome is compared
+            return exc
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        one, two = pool.map(evaluate, (1, 2))
+    if same:  # ranks 1 and 2 forwarded 3 examples each
+        assert one == two == {"test_loss": 1.0, "test_acc": 1.0}
+    else:
+        assert str(one).startswith("rank 1 and another rank evaluate different sets"), one
+        assert str(two).startswith("rank 2 and another rank evaluate different sets"), two
