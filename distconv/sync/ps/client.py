@@ -362,25 +362,23 @@ class PServerSync(
         }
 
     # -- collectives (through shard 0) --------------------------------------------------------
-    def _gather(self, kind: str, value: Any) -> list[Any]:
+    def _gather(self, kind: str, value: Any, answer: str = "values") -> Any:
+        """Field ``answer`` of shard 0's reply to this rank's next gather of ``kind``, once
+        every live rank sent its ``value``: ``values``, by rank (None for a rank lost in async
+        mode), or an ``allreduce``'s ``sum``."""
         self._collective += 1
         tag = f"{kind}:{self._collective}"
         ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
-        return header["values"]
+        return header.get(answer)
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
-        """Sum small metrics over the ranks, in rank order (through shard 0)."""
+        """Sum small metrics over the ranks, in rank order: shard 0 adds them, and refuses
+        ranks that sum different numbers of values (other code, another point of the job)."""
         ours = [float(v) for v in values]
-        total = [0.0] * len(ours)
-        for rank, theirs in enumerate(self._gather("allreduce", ours)):
-            if theirs is None:  # a rank lost in async mode with --on-worker-loss continue
-                continue
-            if not isinstance(theirs, list) or len(theirs) != len(ours):
-                raise SyncError(  # a rank of other code, or at another point of the job
-                    f"rank {self.rank} sums {len(ours)} values, rank {rank} sent {theirs!r:.80}"
-                )
-            total = [a + b for a, b in zip(total, theirs)]
-        return total
+        total = self._gather("allreduce", ours, answer="sum")
+        if not isinstance(total, list) or len(total) != len(ours):
+            raise SyncError(f"rank {self.rank}: shard 0 summed {len(ours)} values as {total!r:.80}")
+        return [float(v) for v in total]
 
     def barrier(self) -> None:
         """Return once every live rank has reached it (through shard 0)."""

@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from distconv.messages import SENT_ERROR_CHARS, one_line
 from distconv.sync.ps.processes import ProcessWatch
 from distconv.sync.ps.state import _Refused, _Waiting
@@ -90,29 +92,36 @@ class ShardGathers:
             return
         self._drop_gather(key)
         self.met_at = self.requests  # every live rank met here (see _check_stuck)
-        values = [
-            waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
-            for r in range(self.config.workers)
-        ]
-        too_large = self._reply_too_large(waiting.what, values)
-        if too_large:  # every rank stops naming why, not on a reply it cannot read
-            log.warning("shard %d: %s", self.index, too_large)
-            self._dismiss(waiting.by_rank.values(), too_large)
+        if waiting.what.startswith("allreduce:"):
+            total, problem = rank_order_sum(
+                {r: header["value"] for r, (_, header, _) in waiting.by_rank.items()}
+            )
+            reply = {"sum": total}
+        else:
+            values = [
+                waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
+                for r in range(self.config.workers)
+            ]
+            problem, reply = self._reply_too_large(values), {"values": values}
+        if problem:  # every rank stops naming why, not on a reply it cannot read
+            problem = f"gather {short(waiting.what)}: {problem}"
+            log.warning("shard %d: %s", self.index, problem)
+            self._dismiss(waiting.by_rank.values(), problem)
             return
         for ident, header, _ in waiting.by_rank.values():
-            self._reply(ident, header, values=values)
+            self._reply(ident, header, **reply)
 
-    def _reply_too_large(self, tag: str, values: list) -> str | None:
-        """Why the reply to gather ``tag``, every rank's value in its header, cannot go, or
-        None: each value fits a request's header, yet together they may pass the cap, and
-        every worker refused such a reply as malformed, blaming the shard."""
+    def _reply_too_large(self, values: list) -> str | None:
+        """Why the reply to a gather, every rank's value in its header, cannot go, or None:
+        each value fits a request's header, yet together they may pass the cap, and every
+        worker refused such a reply as malformed, blaming the shard."""
         size = len(pack({"op": "ok", "id": -(2**63), "values": values})[0])  # the widest id
         if size <= MAX_HEADER_BYTES:
             return None
         sizes = [len(pack({"value": v})[0]) for v in values]
         largest = max(range(len(values)), key=sizes.__getitem__)
         return (
-            f"gather {short(tag)}: the ranks' values together make a reply header of {size} "
+            f"the ranks' values together make a reply header of {size} "
             f"bytes, over the {MAX_HEADER_BYTES} a header may hold (rank {largest} sent the "
             f"largest, about {sizes[largest]} bytes): gather fewer values at a time"
         )
@@ -248,3 +257,31 @@ class ShardGathers:
         """Hold gather ``key`` no more (``waiting`` and ``gathers_held`` change together)."""
         del self.waiting[key]
         self.gathers_held.discard(key)
+
+
+def rank_order_sum(sent: dict[int, Any]) -> tuple[list[float] | None, str | None]:
+    """The element-wise sum of the lists of floats the ranks ``sent`` (by rank; a rank an
+    asynchronous job lost sends none) in rank order, and None; or None and why they cannot be
+    summed, naming a rank.
+
+    Shard 0 sums an ``allreduce`` gather itself and answers with the sum alone: answered with
+    every rank's list, each worker summing, the reply grew as the world squared (the epoch's
+    sums carry a value per rank from each) and passed the header cap from about 240 workers.
+    Rank order is the order every worker summed in before, so the floats are the same."""
+    ranks = sorted(sent)
+    for rank in ranks:
+        value = sent[rank]
+        if not isinstance(value, list) or not all(type(x) is float for x in value):
+            return None, f"rank {rank} sent {short(value)} to sum, not a list of floats"
+    counts = {rank: len(sent[rank]) for rank in ranks}
+    other = next((r for r in ranks if counts[r] != counts[ranks[0]]), None)
+    if other is not None:
+        return None, (
+            f"the ranks sum different numbers of values: rank {ranks[0]} sent "
+            f"{counts[ranks[0]]}, rank {other} sent {counts[other]} (other code, or another "
+            "point of the job)"
+        )
+    total = np.zeros(counts[ranks[0]] if ranks else 0)
+    for rank in ranks:  # one add a rank, in rank order: the floats a worker's loop made
+        total += sent[rank]
+    return total.tolist(), None

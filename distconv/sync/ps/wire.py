@@ -31,7 +31,7 @@ from distconv.sync.ps.blocks import ParamSpec
 #: travel as uint8 runs of consecutive blocks; 5: a hello names its job by the description's
 #: digest, and carries the description only when it is small; 6: a large description's small
 #: entries travel as text, beside its large entries' digests)
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 #: dtypes a parameter, so a block, may have (little-endian): those the optimizers update (an
 #: int64 parameter was seeded, and every optimizer then failed on it at the first push)
 VALUE_DTYPES = {"float32": np.dtype("<f4"), "float64": np.dtype("<f8")}

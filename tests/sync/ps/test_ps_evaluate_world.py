@@ -1,4 +1,5 @@
-"""An evaluation's sum through a real shard's gather at a large world (review k188 of 24831a3).
+"""An evaluation's sum and the epoch's fold through a real shard's gather at a large world
+(review k188 of 24831a3).
 
 The evaluation's sum carried a mark of each rank's set at that rank's own place: W + 3 values
 from each of W ranks, so shard 0's reply to the gather, every rank's values in one header, grew
@@ -35,7 +36,7 @@ class _BareRank:
         self.sock, self.rank, self.world_size, self._count = sock, rank, world, 0
         self.allreduce_sum = PServerSync.allreduce_sum.__get__(self)
 
-    def _gather(self, kind: str, value):
+    def _gather(self, kind: str, value, answer: str = "values"):
         self._count += 1
         tag = f"{kind}:{self._count}"
         head = {"op": "gather", "id": self._count, "job": "local", "rank": self.rank, "tag": tag}
@@ -43,23 +44,19 @@ class _BareRank:
         assert self.sock.poll(60_000), f"rank {self.rank}: no answer to {tag} within 60 s"
         reply = unpack_header(self.sock.recv_multipart()[0], request=False)
         assert reply["op"] == "ok", reply.get("error")
-        return reply["values"]
+        return reply[answer]
 
 
-def _evaluate_on_every_rank(endpoint: str, handed) -> list:
-    """Each rank's ``evaluate_shares`` of ``handed(rank)`` (each example costs 1, every answer
-    right), in threads: its result, or the exception it raised."""
+def _on_every_rank(endpoint: str, work) -> list:
+    """``work(sync)`` for each of ``WORLD`` ranks, in threads: its result, or the exception it
+    raised."""
     ctx = zmq.Context()
     socks = [raw_dealer(ctx, endpoint) for _ in range(WORLD)]
     results: list = [None] * WORLD
 
-    def forward(arrays, rows):
-        return np.float64(len(rows)), len(rows)
-
     def body(rank: int) -> None:
         try:
-            sync = _BareRank(socks[rank], rank, WORLD)
-            results[rank] = evaluate_shares(forward, handed(rank), sync, 8, True, "float32")
+            results[rank] = work(_BareRank(socks[rank], rank, WORLD))
         except Exception as exc:  # noqa: BLE001 - the test reads each rank's outcome
             results[rank] = exc
 
@@ -74,6 +71,34 @@ def _evaluate_on_every_rank(endpoint: str, handed) -> list:
             sock.close(0)
         ctx.term()
     return results
+
+
+def _evaluate_on_every_rank(endpoint: str, handed) -> list:
+    """Each rank's ``evaluate_shares`` of ``handed(rank)`` (each example costs 1, every answer
+    right): its result, or the exception it raised."""
+
+    def forward(arrays, rows):
+        return np.float64(len(rows)), len(rows)
+
+    return _on_every_rank(
+        endpoint,
+        lambda sync: evaluate_shares(forward, handed(sync.rank), sync, 8, True, "float32"),
+    )
+
+
+def test_the_epochs_fold_of_400_workers_sums_through_shard_0(shards):
+    """The epoch's fold sums 2 W + 2 values from each rank (its loss and presence at its own
+    place): shard 0 answered with every rank's list, W (2 W + 2) floats in one header, over the
+    cap from about 240 workers, so such a job failed its first fold; it answers with the sum."""
+    (endpoint,) = shards.start(1, workers=WORLD)
+
+    def fold(sync) -> list[float]:
+        mine, here = [0.0] * WORLD, [0.0] * WORLD
+        mine[sync.rank], here[sync.rank] = 0.5 + sync.rank, 1.0
+        return sync.allreduce_sum([1.0, 2.0, *mine, *here])
+
+    expected = [float(WORLD), 2.0 * WORLD, *(0.5 + r for r in range(WORLD)), *[1.0] * WORLD]
+    assert _on_every_rank(endpoint, fold) == [expected] * WORLD
 
 
 def test_a_job_of_400_workers_evaluates_through_shard_0(shards):

@@ -144,7 +144,5 @@ def test_ranks_that_sum_different_numbers_of_values_are_told_so(shards):
         finally:
             syncs[rank].close()
 
-    assert run_ranks(rank_fn, 2) == [
-        "rank 0 sums 3 values, rank 1 sent [1.0, 2.0]",
-        "rank 1 sums 2 values, rank 0 sent [1.0, 2.0, 3.0]",
-    ]
+    why = "the ranks sum different numbers of values: rank 0 sent 3, rank 1 sent 2"
+    assert all(why in message for message in run_ranks(rank_fn, 2))

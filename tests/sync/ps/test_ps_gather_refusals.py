@@ -38,17 +38,21 @@ def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meet
     try:
         many = [1.0] * 70_000  # 630 kB of header each, 1.26 MB together
         assert len(pack({"value": many})[0]) < MAX_HEADER_BYTES
-        for rank, reply in enumerate(_gather(socks, "allreduce:1", many)):
+        for rank, reply in enumerate(_gather(socks, "all_equal:1", many)):
             assert reply["op"] == "error" and reply["id"] == rank, reply
             assert reply["error"].startswith(
-                "gather 'allreduce:1': the ranks' values together make a reply header of "
+                "gather 'all_equal:1': the ranks' values together make a reply header of "
             ), reply
             assert f"over the {MAX_HEADER_BYTES} a header may hold" in reply["error"]
-        assert "gather 'allreduce:1': the ranks' values together" in shards.log_text()
+        assert "gather 'all_equal:1': the ranks' values together" in shards.log_text()
         # nothing of it stays held: the ranks meet at their next gather
-        replies = _gather(socks, "allreduce:2", [1.5, 2.0])
+        replies = _gather(socks, "all_equal:2", [1.5, 2.0])
         assert [r["op"] for r in replies] == ["ok", "ok"], replies
         assert replies[0]["values"] == [[1.5, 2.0], [1.5, 2.0]]
+        # an allreduce of the same lists is answered with their sum alone (review k188)
+        replies = _gather(socks, "allreduce:3", many)
+        assert [r["op"] for r in replies] == ["ok", "ok"], replies
+        assert replies[1]["sum"] == [2.0] * 70_000 and "values" not in replies[1]
     finally:
         for sock in socks:
             sock.close(0)
@@ -75,4 +79,41 @@ def test_a_gather_sent_to_another_shard_than_0_is_refused_and_fails_nothing(shar
         assert stats["failed"] is None and stats["stats"]["errors"] == 1, stats
     finally:
         sock.close(0)
+        ctx.term()
+
+
+DIFFERENT = "the ranks sum different numbers of values"
+OTHER = "(other code, or another point of the job)"
+
+
+@pytest.mark.parametrize(
+    "values, why",
+    [
+        ([[1.0, 2.0], [1.0]], f"{DIFFERENT}: rank 0 sent 2, rank 1 sent 1 {OTHER}"),
+        ([[1.0, 2.0], [1.0, 2]], "rank 1 sent [1.0, 2] to sum, not a list of floats"),
+        ([[1.0], "1.0"], "rank 1 sent '1.0' to sum, not a list of floats"),
+        ([None, [1.0]], "rank 0 sent None to sum, not a list of floats"),
+    ],
+)
+def test_an_allreduce_of_lists_that_cannot_be_summed_fails_every_rank_naming_one(
+    shards, values, why
+):
+    """Shard 0 sums an allreduce gather itself (every rank's lists in its reply grew as the
+    world squared): lists it cannot add stop every rank with the reason, and the next meets."""
+    (endpoint,) = shards.start(1, workers=2)
+    ctx = zmq.Context()
+    socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
+    try:
+        for rank, sock in enumerate(socks):
+            head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": "allreduce:1"}
+            sock.send_multipart(pack({**head, "value": values[rank]}))
+        for sock in socks:
+            assert sock.poll(10_000), "no answer within 10 s"
+            reply = unpack_header(sock.recv_multipart()[0], request=False)
+            assert reply["op"] == "error" and reply["error"] == f"gather 'allreduce:1': {why}"
+        replies = _gather(socks, "allreduce:2", [0.5, -1.0])
+        assert [r.get("sum") for r in replies] == [[1.0, -2.0]] * 2, replies
+    finally:
+        for sock in socks:
+            sock.close(0)
         ctx.term()
