@@ -39,12 +39,13 @@ log = logging.getLogger("distconv.pserver")
 #: worker) fires first when both use the same value
 GRACE = 1.5
 #: once this process is asked to stop (SIGTERM, Ctrl-C: :func:`distconv.stop_request.pending`),
-#: a step's wait that hears nothing from the shards for this many seconds gives up (SyncError),
-#: or for :data:`QUIET_FACTOR` times the longest such silence its waits have seen before, if
-#: longer: live peers answer about as soon as they always did, so the shard waits for a worker
-#: that is gone (killed, out of memory), which would hold this one until its SIGKILL, silent, at
-#: the launcher's grace's end. Only a step's waits (its push replies, a prefetch): a metrics sum
-#: or a barrier may wait long for a live rank that evaluates or writes a checkpoint.
+#: a step's wait that hears nothing from a shard it waits for in this many seconds gives up
+#: (SyncError), or in :data:`QUIET_FACTOR` times the longest such silence of a shard its waits
+#: have seen before, if longer (the other shards' replies say nothing of it): live peers answer
+#: about as soon as they always did, so the shard waits for a worker that is gone (killed, out
+#: of memory), which would hold this one until its SIGKILL, silent, at the launcher's grace's
+#: end. Only a step's waits (its push replies, a prefetch): a metrics sum or a barrier may wait
+#: long for a live rank that evaluates or writes a checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
 #: the longest single poll of a wait, so that a stop request is seen this soon
@@ -194,8 +195,8 @@ class ShardChannel:
         can use one while the others are still on their way.
 
         Args:
-            stoppable: a step's wait, which gives up once a stop was asked and the shards
-                have been silent for longer than they ever were (:data:`STOP_PATIENCE`).
+            stoppable: a step's wait, which gives up once a stop was asked and a shard it
+                waits for has been silent for longer than any ever was (:data:`STOP_PATIENCE`).
 
         Raises:
             SyncError: an error reply, or a shard with replies still awaited silent for
@@ -213,18 +214,20 @@ class ShardChannel:
         self, missing: set[int], limit: float, what: str, stoppable: bool
     ) -> Iterator[tuple[int, tuple]]:
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
-        start = heard = _now()  # the wait's start, then the last reply's arrival
-        answered: dict[int | None, float] = {}  # a shard's latest reply in this wait
+        start = _now()
+        answered: dict[int, float] = {}  # a shard's latest reply in this wait (-1: not known)
         deadline = start + limit
         while missing:
             arrived = [r for r in missing if r in self._replies]
             for rid in arrived:
                 missing.discard(rid)
-                shard = self._rid_shard.pop(rid, None)  # a long run sends millions of requests
+                shard = self._rid_shard.pop(rid, -1)  # a long run sends millions of requests
+                if stoppable and stop_request.pending() is None:  # a live shard's usual silence
+                    self._usual_quiet = max(self._usual_quiet, _now() - answered.get(shard, start))
                 answered[shard] = _now()
                 reply = self._replies.pop(rid)
                 if reply[0]["op"] == "error":
-                    where = "" if shard is None else f" {self.endpoints[shard]}"
+                    where = "" if shard < 0 else f" {self.endpoints[shard]}"
                     error = reply[0].get("error")
                     message = f"rank {self.rank}, {what}: pserver{where}: {error}"
                     peers = failed_peers(reply[0].get("failed_ranks"), self.rank)
@@ -232,58 +235,50 @@ class ShardChannel:
                 yield rid, reply
             if not missing:
                 return
+            # the limit, and a stop's patience, are on each shard's silence, as the shard's is
+            # on each request it holds: a wait of many parts outlasts one limit while replies
+            # keep coming (review k182), but another shard's replies say nothing of a silent
+            # one's (review k186: it was named only once the others had answered every part;
+            # review k189: a stop's wait too, past the launcher's grace)
+            quiet = {s: answered.get(s, start) for s in self._shards_waited(missing)}
             if arrived:
-                # the limit is on each shard's silence, as the shard's is on each request it
-                # holds: a wait of many parts outlasts one limit while replies keep coming
-                # (review k182), but another shard's replies say nothing of a silent one's
-                # (review k186: it was named only once the others had answered every part)
-                waited = self._shards_waited(missing)
-                deadline = min(answered.get(s, start) for s in waited) + limit
+                deadline = min(quiet.values()) + limit
             left = deadline - _now()
             if left <= 0:
-                waited = self._shards_waited(missing)
-                shards = [s for s in waited if answered.get(s, start) + limit <= _now()]
+                shards = [s for s, t in quiet.items() if t + limit <= _now()]
                 raise SyncError(
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
                     f"{self._named(shards)} within {limit:g} s"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"
                 )
             if stoppable:
-                left = min(left, self._stop_patience_left(heard, missing, what))
+                left = min(left, self._stop_patience_left(quiet, what))
             if self._shard_processes is not None:
                 left = min(left, LOOK_EVERY)
                 if self._shard_processes.look_due(_now()):  # no set built on every poll
                     self._refuse_ended_shards(missing, what)
-            events = self._poller.poll(min(left, LONGEST_POLL) * 1000)
-            if self._from_shards(events):  # not a handshake monitor's news
-                if stoppable and stop_request.pending() is None:
-                    self._usual_quiet = max(self._usual_quiet, _now() - heard)
-                heard = _now()
-            for sock, _ in events:
+            for sock, _ in self._poller.poll(min(left, LONGEST_POLL) * 1000):
                 self._receive(sock)
 
-    def _from_shards(self, events: list[tuple[zmq.Socket, int]]) -> bool:
-        """Whether a poll's ``events`` hold a shard's message (not only handshake news)."""
-        watch = self._handshakes
-        return any(watch is None or not watch.owns(sock) for sock, _ in events)
-
-    def _stop_patience_left(self, heard: float, missing: set[int], what: str) -> float:
+    def _stop_patience_left(self, quiet: dict[int, float], what: str) -> float:
         """How long the next poll of a stoppable wait may take (:data:`POLL_SLICE` at most, to
-        see a stop request soon); SyncError once a stop was requested and the shards have said
-        nothing for the patience (:data:`STOP_PATIENCE`) since it, or since ``heard``."""
+        see a stop request soon); SyncError once a stop was requested and a shard it waits for
+        has said nothing for the patience (:data:`STOP_PATIENCE`) since it, or since that
+        shard's latest reply (``quiet``: shard -> that reply, or the wait's start)."""
         pending = stop_request.pending()
         if pending is None:
             return POLL_SLICE
         signum, since = pending
         patience = max(STOP_PATIENCE, QUIET_FACTOR * self._usual_quiet)
-        quiet = _now() - max(heard, since)
-        if quiet < patience:
-            return min(POLL_SLICE, patience - quiet)
+        silent = {s: _now() - max(t, since) for s, t in quiet.items()}
+        if max(silent.values()) < patience:
+            return min(POLL_SLICE, patience - max(silent.values()))
         raise SyncError(
             f"rank {self.rank}: asked to stop ({signum.name}), and pserver shard(s) "
-            f"{self._shards_of(sorted(missing))} gave no answer to {what} in the "
-            f"{patience:.3g} s since: it waits for a worker that is gone (killed, out of "
-            "memory) or stuck, or is gone itself; giving up the wait, the step left incomplete"
+            f"{self._named([s for s, q in silent.items() if q >= patience])} gave no answer "
+            f"to {what} in the {patience:.3g} s since: it waits for a worker that is gone "
+            "(killed, out of memory) or stuck, or is gone itself; giving up the wait, the step "
+            "left incomplete"
         )
 
     def _refuse_ended_shards(self, missing: set[int], what: str) -> None:
@@ -380,9 +375,6 @@ class ShardChannel:
     def _named(self, shards: Sequence[int]) -> str:
         """``shards`` as a message names them: ``0 (host:port), 1 (host:port)``."""
         return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
-
-    def _shards_of(self, rids: Sequence[int]) -> str:
-        return self._named(self._shards_waited(rids))
 
     def _ask_all(
         self,

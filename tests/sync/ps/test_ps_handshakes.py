@@ -193,16 +193,3 @@ def test_a_handshake_cut_short_then_one_that_succeeds_is_no_hint():
         sock.close()
         router.close()
         ctx.term()
-
-
-@pytest.mark.timeout(30)
-def test_handshake_news_is_not_a_shard_heard_from():
-    """A wait's stop patience runs from the shards' last message: a handshake monitor's
-    event (a connection re-made) in the same poll must not count as one (review k104)."""
-    sync = _worker(["127.0.0.1:9"], insecure=True, timeout=1.0)  # nothing listens: no setup
-    try:
-        news = (sync._handshakes.monitor(0), zmq.POLLIN)
-        assert not sync._from_shards([news])
-        assert sync._from_shards([news, (sync._socks[0], zmq.POLLIN)])
-    finally:
-        sync.close()

@@ -5,10 +5,11 @@ that took longer than the limit failed, naming as silent shards whose replies ke
 while the shard's own limit is per request. The shards here are real ROUTER sockets on
 127.0.0.1 that answer their requests in turn, each within the limit of the shard's reply
 before, all of them past it; a shard silent past the limit is named then, however often the
-others answer (review k186)."""
+others answer (review k186), and so is a shard silent for a stop's patience (review k189)."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -16,7 +17,9 @@ import pytest
 import zmq
 from ps_helpers import insecure_worker
 
+from distconv import stop_request
 from distconv.sync.base import SyncError
+from distconv.sync.ps import channel
 from distconv.sync.ps.wire import pack, unpack_header
 
 SHARDS, GAP, TIMEOUT = 4, 0.3, 0.4  # the worker's limit: 1.5 x 0.4 = 0.6 s > GAP
@@ -111,6 +114,78 @@ def test_a_silent_shard_is_named_within_the_limit_while_another_keeps_answering(
     finally:
         stop.set()
         talker.join(10)
+        sync.close()
+        for s in socks:
+            s.close(0)
+        ctx.term()
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_gives_up_on_a_silent_shard_while_another_keeps_answering(monkeypatch):
+    """After a stop, a step's wait gave up once no shard had answered for the patience: a
+    shard on another host that died (or waits for a killed worker) was given up on only once
+    every other shard had answered all its parts, past the launcher's grace on a large model
+    (measured: patience 5 s, shard 0 answering 40 parts 0.3 s apart: 17 s). Each shard's
+    silence is bounded on its own, as the limit is (review k189 of be951e3)."""
+    patience = 1.0
+    monkeypatch.setattr(channel, "STOP_PATIENCE", patience)
+    ctx = zmq.Context()
+    socks = [ctx.socket(zmq.ROUTER) for _ in range(2)]
+    for s in socks:
+        s.linger = 0
+    ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
+    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=60)  # no limit here
+    stop = threading.Event()
+    parts = 20  # shard 0 answers for 20 x 0.3 = 6 s, six patiences
+    talker = threading.Thread(target=_one_answers_on, args=(socks[0], parts, GAP, stop))
+    talker.start()
+    try:
+        asks = [(0, {"op": "stats"}, ())] * parts + [(1, {"op": "stats"}, ())]
+        began = time.monotonic()
+        monkeypatch.setattr(stop_request, "pending", lambda: (signal.SIGTERM, began))
+        with pytest.raises(
+            SyncError, match=r"asked to stop \(SIGTERM\), and pserver shard\(s\) 1 \("
+        ):
+            sync._ask_all(asks, "step 7", stoppable=True)
+        assert time.monotonic() - began < patience + 2  # not after shard 0's 6 s
+    finally:
+        stop.set()
+        talker.join(10)
+        sync.close()
+        for s in socks:
+            s.close(0)
+        ctx.term()
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_waits_for_a_shard_as_long_as_that_shard_was_ever_silent(monkeypatch):
+    """The stop's patience is per shard, so the silence it learns is per shard too: two shards
+    that answer 0.6 s apart in turn are each silent 0.6 and 1.2 s, not 0.6 s between any two
+    replies, and a later shard answering 2.5 s into a stop's wait is waited for (3 x 1.2 s),
+    not given up on at 3 x 0.6 s (review k189)."""
+    monkeypatch.setattr(channel, "STOP_PATIENCE", 0.5)
+    ctx = zmq.Context()
+    socks = [ctx.socket(zmq.ROUTER) for _ in range(2)]
+    for s in socks:
+        s.linger = 0
+    ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
+    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=60)
+    stop = threading.Event()
+    asks = [(s, {"op": "stats"}, ()) for s in range(2)]
+    turns = threading.Thread(target=_answer_in_turn, args=(socks, [0.6, 0.6], stop))
+    turns.start()
+    try:
+        sync._ask_all(asks, "step 1", stoppable=True)  # shard 1 silent 1.2 s, as it always is
+        turns.join(10)
+        turns = threading.Thread(target=_answer_in_turn, args=(socks, [0.1, 2.4], stop))
+        turns.start()
+        began = time.monotonic()
+        monkeypatch.setattr(stop_request, "pending", lambda: (signal.SIGTERM, began))
+        assert len(sync._ask_all(asks, "step 2", stoppable=True)) == 2
+        assert time.monotonic() - began > 2.4  # shard 1's reply came, and was waited for
+    finally:
+        stop.set()
+        turns.join(10)
         sync.close()
         for s in socks:
             s.close(0)
