@@ -8,6 +8,7 @@ real threads.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -157,10 +158,13 @@ def test_a_rank_closing_before_setup_ends_the_job_at_once(tmp_path):
 
 
 @with_mpiexec
-def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monkeypatch, fmt):
     """``--rank 0`` on both ranks: rank 1 names the disagreement and aborts the job while rank
     0 waits in setup (under plain ``python``: no mpi4py runner to abort for it). Each rank's
-    stderr goes straight to a file of its own (mpiexec may drop an aborting rank's)."""
+    stderr goes straight to a file of its own (mpiexec may drop an aborting rank's). Under
+    ``--log-format json`` that line, the aborting rank's last, is a JSON object too: it was
+    plain text (review k189 of 90f860a)."""
     pytest.importorskip("mpi4py")
     # Open MPI's launcher alone sets OMPI_*; Hydra sets PMI_RANK (neither inherited from here)
     for stale in ("OMPI_COMM_WORLD_RANK", "PMI_RANK"):
@@ -168,7 +172,7 @@ def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monk
     to_file = 'exec "$0" "$@" 2>"$ERRORS/rank${OMPI_COMM_WORLD_RANK:-$PMI_RANK}.err"'
     command = ["sh", "-c", to_file, sys.executable, "-m", "distconv", "train", "--sync", "mpi"]
     command += ["--rank", "0", "--world-size", "2", "--epochs", "1", "--no-progress"]
-    command += ["--out", str(tmp_path / "run")]
+    command += ["--out", str(tmp_path / "run"), "--log-format", fmt]
     began = time.monotonic()
     monkeypatch.setenv("ERRORS", str(tmp_path))  # each rank inherits it
     proc = run_mpi(["-n", "2", *command], timeout=25)
@@ -176,7 +180,12 @@ def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monk
     assert time.monotonic() - began < 15  # the abort, not a 600 s watchdog
     said = "MPI says rank 1 of 2, but the environment (flags) says rank 0 of 2"
     record = (tmp_path / "rank1.err").read_text()
-    assert f"rank 1: RuntimeConfigError: {said}; aborting the MPI job" in record, record
+    line = f"rank 1: RuntimeConfigError: {said}; aborting the MPI job"
+    if fmt == "text":
+        assert f"{line}\n" in record, record
+        return
+    (entry,) = [json.loads(x) for x in record.splitlines() if "aborting" in x]  # JSON, or fails
+    assert entry["message"] == line and entry["level"] == "error", entry
 
 
 @with_mpiexec

@@ -3,6 +3,7 @@ every rank, so that no rank is left waiting in a collective for one that has gon
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from distconv.logs import as_log_line
 from distconv.messages import debugging
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.step_check import StepCheck
@@ -120,11 +122,15 @@ def _brief(error: BaseException) -> bool:
 
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
     """The line a rank leaves on stderr as it ends the job: who, why, and how it ends (an
-    error's own full stop dropped before the ``;``)."""
+    error's own full stop dropped before the ``;``). Under ``--log-format json`` a JSON object
+    (:func:`~distconv.logs.as_log_line`): it is the last line of a rank that aborts, which
+    never reaches ``distconv train``'s own error line, and a collector parses it too."""
     said = str(error).rstrip()
     if said.endswith(".") and not said.endswith(".."):
         said = said[:-1]
-    return f"rank {rank}: {type(error).__name__}: {said}; {ending}\n"
+    return (
+        as_log_line(f"rank {rank}: {type(error).__name__}: {said}; {ending}", logging.ERROR) + "\n"
+    )
 
 
 def exit_status(error: BaseException | None) -> int:
