@@ -27,7 +27,7 @@ from distconv.distributed import choose_transport
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
 from distconv.logs import as_log_line, configure_logging
-from distconv.messages import debugging, exception_line
+from distconv.messages import debugging, exception_line, say
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
@@ -176,23 +176,11 @@ def _main(argv: Sequence[str] | None) -> int:
             traceback.print_exc()  # the traceback, and still the status that says "a peer"
             return status
         line = f"distconv {args.command}: error: {exception_line(exc)}"
-        _say(as_log_line(line, logging.ERROR, fmt))
+        say(as_log_line(line, logging.ERROR, fmt))
         return status
     except Preempted as exc:
-        _say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))
+        say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))
         return exc.exit_status
     except KeyboardInterrupt:
-        _say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING, fmt))
+        say(as_log_line(f"distconv {args.command}: interrupted", logging.WARNING, fmt))
         return 130
-
-
-def _say(line: str) -> None:
-    """Print ``line`` on stderr where it can go: after Ctrl-C on ``distconv train | tee``, the
-    pipe's reader got the same Ctrl-C, and its EPIPE must not turn a stop into a crash. One
-    write: stderr writes through, and ``print`` writes the newline apart, so the lines of two
-    ranks under ``mpiexec`` would run into one another."""
-    try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    except OSError:
-        pass

@@ -22,20 +22,23 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 
+from distconv import stop_request
 from distconv.allocator import keep_freed_memory
 from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
 from distconv.logs import configure_logging
-from distconv.messages import exception_line
+from distconv.messages import exception_line, say
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
+from distconv.stop_request import Preempted
 from distconv.sync import SyncStrategy, create_sync
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
@@ -110,15 +113,27 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     :class:`~distconv.sync.peers.PeerFailed`, and may exit before the rank that failed. Uncaught,
     that is status 1, and ``distconv-launch`` reports this rank as the job's failure; with
     :data:`~distconv.sync.peers.PEER_FAILED_STATUS` (75) it waits for the rank that failed and
-    reports that one. The traceback is printed either way; any other exception propagates.
+    reports that one. The traceback is printed either way.
+
+    A stop by SIGTERM or Ctrl-C (the Trainer's :class:`~distconv.stop_request.Preempted`, after
+    its checkpoint) ends the script as it ends ``distconv train``: one line on stderr and exit
+    143 or 130, not a traceback and status 1, which a launcher or a scheduler took for a
+    failure; a sync that ``main`` closes meanwhile (in a ``finally``) leaves as after a finished
+    run, where under MPI it aborted the job. Any other exception propagates.
     """
+    ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
         return main()
+    except Preempted as exc:
+        say(f"{os.path.basename(sys.argv[0]) or 'python'}: {exc}")
+        raise SystemExit(exc.exit_status) from None
     except Exception as exc:
         if peer_failure(exc) is None:
             raise
         traceback.print_exc()
         raise SystemExit(PEER_FAILED_STATUS) from None
+    finally:
+        stop_request.preempted_ends_run = ends_run
 
 
 def _insecure_from_env(runtime: Runtime) -> bool:

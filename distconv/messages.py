@@ -6,10 +6,23 @@ that breaks reads as two, or is cut apart by a log's prefixes.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 #: the most a worker's ``bye`` carries of the error it closes on (another process quotes it)
 SENT_ERROR_CHARS = 300
+
+
+def say(line: str) -> None:
+    """Print ``line`` on stderr where it can go: after Ctrl-C on ``distconv train | tee``, the
+    pipe's reader got the same Ctrl-C, and its EPIPE must not turn a stop into a crash. One
+    write: stderr writes through, and ``print`` writes the newline apart, so the lines of two
+    ranks under ``mpiexec`` would run into one another."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
 
 
 def one_line(text: str, limit: int | None = None) -> str:

@@ -35,6 +35,7 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
+from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
 
 log = logging.getLogger("distconv.resume")
@@ -76,23 +77,6 @@ def dtype_fact(params: Sequence[Parameter]) -> str:
     """The parameters' real dtypes, as a checkpoint records them: ``"float32"``, or
     ``"float16,float32"`` for a model that mixes them."""
     return ",".join(sorted({str(p.value.dtype) for p in params}))
-
-
-class Preempted(Exception):
-    """SIGTERM or Ctrl-C arrived; the trainer saved a checkpoint at the step it names (where it
-    writes any) and stopped.
-
-    Attributes:
-        exit_status: the command line's exit status for it, also an aborted MPI job's: 143
-            after SIGTERM, 130 after Ctrl-C (128 + the signal's number).
-    """
-
-    def __init__(self, message: str, exit_status: int = 143) -> None:
-        super().__init__(message)
-        self.exit_status = exit_status
-
-    def __reduce__(self) -> tuple[type, tuple[str, int]]:  # a pickled one keeps its status
-        return type(self), (str(self), self.exit_status)
 
 
 class TrainingError(RuntimeError):

@@ -97,6 +97,31 @@ class StopRequest:
                 pass
 
 
+#: set while :func:`distconv.distributed.run_main` runs a script's ``main``, which ends the
+#: process on a :class:`Preempted` with one line and its status: a sync closing while one
+#: propagates (a ``finally``) then leaves as after a finished run, since every rank raises it
+#: at the step they agreed on. Elsewhere an uncaught one would exit 1 (mpi4py's abort), and
+#: the MPI sync's own abort is what gives the job its status (143 or 130).
+preempted_ends_run = False
+
+
+class Preempted(Exception):
+    """SIGTERM or Ctrl-C arrived; the trainer saved a checkpoint at the step it names (where it
+    writes any) and stopped.
+
+    Attributes:
+        exit_status: the command line's exit status for it, also an aborted MPI job's: 143
+            after SIGTERM, 130 after Ctrl-C (128 + the signal's number).
+    """
+
+    def __init__(self, message: str, exit_status: int = 143) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:  # a pickled one keeps its status
+        return type(self), (str(self), self.exit_status)
+
+
 def stop_signal(flags: list[float]) -> signal.Signals | None:
     """The signal a job stops by, from the ranks' summed :attr:`StopRequest.flags` (None: it
     goes on). SIGTERM wins: a scheduler's stop is the one a restart policy must see."""

@@ -412,12 +412,13 @@ def test_the_last_line_is_one_write_so_ranks_lines_never_run_together(monkeypatc
     """Under mpiexec every rank says its stop or its error on the one stderr: written as text
     and newline apart, two ranks' lines ran into one (``...after step 272distconv train: ...``)."""
     from distconv import cli
+    from distconv.messages import say
     from distconv.sync.mpi import leaving
 
     monkeypatch.setattr(leaving, "BRIEF_ERRORS", leaving.BRIEF_ERRORS)  # run_train sets it
     stderr = _Writes()
     monkeypatch.setattr(sys, "stderr", stderr)
-    cli._say("distconv train: stopped by SIGTERM after step 272")
+    say("distconv train: stopped by SIGTERM after step 272")
     assert stderr.writes == ["distconv train: stopped by SIGTERM after step 272\n"]
     stderr.writes.clear()
     missing = tmp_path / "nowhere"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.signals import sigint_as_in_a_terminal
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = """\
@@ -40,3 +42,68 @@ def test_run_main_keeps_mains_exit_status(tmp_path, arg, status):
     )
     assert done.returncode == status, done.stderr[-2000:]
     assert ("PeerFailed: rank 1 failed" in done.stderr) == (arg == "peer")  # the traceback
+
+
+#: the README's own pattern (``try: ... finally: sync.close()`` inside ``dist.run_main(main)``),
+#: signalled after step 2 as a person's Ctrl-C or a scheduler's SIGTERM would be
+STOPPED = """\
+import os, signal, sys
+import numpy as np
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.init import set_seed
+from distconv.layers import FullyConnected, MSELoss
+from distconv.network import Network
+sys.path.insert(0, {root!r})
+from tests.signals import signal_at
+
+
+def main():
+    sync = dist.init("sgd", lr=0.01)
+    set_seed(0)
+    net = Network()
+    net.add("out", FullyConnected(4, 1), "x")
+    net.add("loss", MSELoss(), ["out", "target"])
+    rng = np.random.default_rng(0)
+    data = {{"x": rng.standard_normal((64, 4)), "target": rng.standard_normal((64, 1))}}
+    try:
+        trainer = Trainer(net, sync, 2, out_dir=sys.argv[1], progress=False)
+        signal_at(trainer, 2, signal.Signals[sys.argv[2]])
+        trainer.fit(data, epochs=5)
+    finally:
+        sync.close()
+
+
+dist.run_main(main)
+"""
+
+
+def stopped_script(tmp_path: Path) -> Path:
+    """The script of :data:`STOPPED` in ``tmp_path``."""
+    script = tmp_path / "stopped.py"
+    script.write_text(STOPPED.format(root=str(ROOT)))
+    return script
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("signame", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_script_stopped_by_a_signal_says_one_line_and_exits_as_distconv_train(
+    tmp_path, signame, status
+):
+    """A script run as the README says (``dist.run_main(main)``) that Ctrl-C or SIGTERM
+    stopped, after its checkpoint, ended with Preempted's traceback and status 1: a failure
+    to a launcher or a scheduler, where ``distconv train`` exits 130 or 143 with one line."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(stopped_script(tmp_path)), str(tmp_path / "out"), signame],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        preexec_fn=sigint_as_in_a_terminal,
+    )
+    assert done.returncode == status, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    # one rank stops at the step it was signalled after, with its checkpoint
+    assert done.stderr.splitlines()[-1] == f"stopped.py: stopped by {signame} after step 2"
+    assert (tmp_path / "out" / "checkpoints" / "step-00000002.json").is_file()

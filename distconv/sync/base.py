@@ -36,8 +36,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from distconv import stop_request
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
+from distconv.stop_request import Preempted
 from distconv.sync.description import job_description
 
 #: optimizer state by parameter name, then state key (host or device arrays)
@@ -329,8 +331,14 @@ _guard_closing(SyncStrategy)
 
 def closing_error() -> BaseException | None:
     """The exception propagating while a sync closes (from a ``finally``; one being handled in
-    an ``except`` clause counts too), or None, as for ``sys.exit(0)``: a clean end."""
+    an ``except`` clause counts too), or None, as for ``sys.exit(0)``: a clean end. So is a
+    stop by signal (:class:`~distconv.stop_request.Preempted`) where ``run_main`` ends the
+    script on it (:data:`~distconv.stop_request.preempted_ends_run`): every rank raises it at
+    the step they agreed on; a script's ``try: fit() finally: sync.close()`` aborted the MPI
+    job there, with every rank's traceback."""
     error = sys.exc_info()[1]
     if isinstance(error, SystemExit) and error.code in (0, None):
+        return None
+    if isinstance(error, Preempted) and stop_request.preempted_ends_run:
         return None
     return error

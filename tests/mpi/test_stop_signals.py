@@ -19,6 +19,7 @@ from distconv.run_dir import RunDirectory
 from launcher.mpi import detect_flavor
 from tests.mpi.common import NEEDS_MPIEXEC, REPO_ROOT, mpiexec, run_mpi, script
 from tests.signals import sigint_as_in_a_terminal
+from tests.test_run_main import stopped_script
 
 pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -90,3 +91,18 @@ def test_ctrl_c_on_mpiexec_checkpoints_every_rank_and_a_resume_ends_as_one_run(t
     assert a.step == b.step
     for name, value in a.params.items():
         np.testing.assert_array_equal(b.params[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize(("signame", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_script_whose_finally_closes_the_sync_stops_without_an_abort(tmp_path, signame, status):
+    """The README's script (``try: fit() finally: sync.close()`` in ``dist.run_main``) under
+    ``mpiexec``: every rank stopped at the agreed step and checkpointed, then closed its sync
+    while Preempted propagated, which aborted the job with each rank's traceback."""
+    script = stopped_script(tmp_path)
+    args = ["-n", "2", sys.executable, "-m", "mpi4py", str(script), str(tmp_path / "out"), signame]
+    proc = run_mpi(args, timeout=90)
+    assert proc.returncode == status, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "aborting the MPI job" not in proc.stderr
+    # signalled after step 2, agreed at the stop check of step 8, where both ranks stop
+    assert proc.stderr.count(f"stopped.py: stopped by {signame} after step 8") == 2
+    assert (tmp_path / "out" / "checkpoints" / "step-00000008.json").is_file()
