@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable, Sequence
 
 from .supervisor import SETTLE_SECONDS
@@ -39,6 +40,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def folder(text: str) -> str:
+    """An argparse type: a folder the launch writes into, made where missing. A blank one (an
+    unset variable: ``--run-dir "$RUN_DIR"``) read as no flag, the default put in its place
+    without a word; a file there failed later, with ``[Errno 17] File exists``."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    return text
+
+
 def add_job_options(p: argparse.ArgumentParser) -> None:
     """Options every supervised job has: restarts, grace, run directory, job id, threads."""
     p.add_argument(
@@ -47,7 +59,9 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--grace", type=seconds, default=30.0, help="seconds from SIGTERM to SIGKILL (30)"
     )
-    p.add_argument("--run-dir", help="logs, keys and failure.json (default: runs/<job-id>)")
+    p.add_argument(
+        "--run-dir", type=folder, help="logs, keys and failure.json (default: runs/<job-id>)"
+    )
     p.add_argument("--job-id", help="names the job (default: launch-<time>-<random>)")
     p.add_argument(
         "--threads",
@@ -116,7 +130,9 @@ def add_k8s_options(p: argparse.ArgumentParser) -> None:
         help="shards and probes listen on :: (IPv6 and IPv4), for a cluster whose pods have "
         "IPv6 addresses; parameter-server jobs only",
     )
-    p.add_argument("--out", help="write one file per object here (default: YAML to stdout)")
+    p.add_argument(
+        "--out", type=folder, help="write one file per object here (default: YAML to stdout)"
+    )
 
 
 def set_by_operator(parser: argparse.ArgumentParser, args: argparse.Namespace, dest: str) -> bool:

@@ -1,0 +1,47 @@
+"""The folders a launch writes into (``--run-dir``, ``k8s --out``): a blank one, as an unset
+variable gives (``--run-dir "$RUN_DIR"``), and a file where the folder should be, are usage
+errors naming the flag, before anything is made or started."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.launcher.launch_cli import launch
+
+COMMANDS = {
+    "local": ("local", "--workers", "1", "--servers", "0", "--run-dir"),
+    "mpi": ("mpi", "-np", "2", "--dry-run", "--run-dir"),
+    "k8s": ("k8s", "--workers", "2", "--image", "d:1", "--out"),
+}
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_blank_folder_is_a_usage_error_not_the_default(tmp_path, command):
+    """A blank ``--run-dir`` was taken for none: the job ran in a new ``runs/<job-id>``, so
+    a job launched again to continue in its run directory started afresh elsewhere; a blank
+    ``k8s --out`` wrote the YAML to stdout instead of a folder."""
+    done = launch(*COMMANDS[command], "", "--", "--epochs", "1", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    flag = COMMANDS[command][-1]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"distconv-launch {command}: error: argument {flag}: must not be empty", last
+    assert list(tmp_path.iterdir()) == []  # no runs/ made, nothing started
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_file_where_the_folder_goes_is_named_as_such(tmp_path, command):
+    """It failed with ``[Errno 17] File exists: '...'``, which reads as if an existing
+    folder were the trouble (mpi after saying it had started the job)."""
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    done = launch(*COMMANDS[command], str(taken), "--", "--epochs", "1", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    flag = COMMANDS[command][-1]
+    last = done.stderr.strip().splitlines()[-1]
+    said = f"distconv-launch {command}: error: argument {flag}: {taken} is a file, not a folder"
+    assert last == said, last
+    assert "distconv-launch: job" not in done.stderr  # nothing said to have started
+    assert taken.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [taken]
