@@ -8,11 +8,13 @@ target (atomic on POSIX) and the directory is synced so the rename itself surviv
 from __future__ import annotations
 
 import errno
+import fcntl
 import glob
 import logging
 import os
 import secrets
 import shutil
+import socket
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -72,6 +74,35 @@ def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Pat
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
         except FileExistsError:  # 48 random bits taken: draw again
             continue
+
+
+class LockTaken(Exception):
+    """Another live process holds the lock; the message is who, as it wrote itself."""
+
+
+def hold_lock(path: str | os.PathLike) -> int:
+    """Open ``path`` (created) and hold an exclusive ``flock`` on it, writing who holds it
+    (``pid N on HOST``) into it; returns the descriptor, which holds the lock until it is
+    closed. The kernel drops the lock when its holder dies, so it is never stale.
+
+    Raises:
+        LockTaken: another process holds it.
+        OSError: the file cannot be opened or written.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise LockTaken(holder) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def fsync_directory(directory: str | os.PathLike) -> None:

@@ -16,20 +16,25 @@ kernel drops when its holder dies, so a restarted pod never meets a stale lock.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import re
 import shutil
-import socket
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointError, CheckpointReadError
-from distconv.files import delete_files, delete_path, describe_os_error, write_atomically
+from distconv.files import (
+    LockTaken,
+    delete_files,
+    delete_path,
+    describe_os_error,
+    hold_lock,
+    write_atomically,
+)
 from distconv.metrics import MetricsError, read_metrics
 
 log = logging.getLogger("distconv.checkpoint")
@@ -100,26 +105,13 @@ class RunDirectory:
             raise RunDirError(f"output directory {self.root} exists and is not a directory")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:  # a full disk, a read-only or foreign directory: name it
-            raise RunDirError(f"cannot take {self.root / LOCK}: {describe_os_error(exc)}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            os.close(fd)
+            self._lock_fd = hold_lock(self.root / LOCK)
+        except LockTaken as holder:
             raise RunDirError(
                 f"{self.root} is in use by {holder}; two runs must not share an output directory"
             ) from None
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        except OSError as exc:
-            os.close(fd)
-            raise RunDirError(
-                f"cannot write {self.root / LOCK}: {describe_os_error(exc)}"
-            ) from None
-        self._lock_fd = fd
+        except OSError as exc:  # a full disk, a read-only or foreign directory: name it
+            raise RunDirError(f"cannot take {self.root / LOCK}: {describe_os_error(exc)}") from None
 
     def release(self) -> None:
         if self._lock_fd is not None:

@@ -207,9 +207,9 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     run_dir = _run_dir(args, job_id)
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
     program = Program(tuple(worker_argv), program.is_train)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
     supervisor = Supervisor(run_dir, grace=args.grace, settle=args.settle)
+    supervisor.claim()  # before the keys: a launch running there may be making its own
+    reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
     if reused:
         supervisor.say(f"reusing the job's CURVE keys in {job.keys_dir}")
     supervisor.say(
@@ -293,6 +293,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         print(shlex.join([*env_changes(os.environ, spec.env), *spec.argv]))
         return 0
     supervisor = Supervisor(run_dir, grace=args.grace)
+    supervisor.claim()
     supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
     return supervisor.run(build, max_restarts=args.max_restarts)
 

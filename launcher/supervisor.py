@@ -50,7 +50,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import BinaryIO
 
+from distconv.files import LockTaken, hold_lock
+
 from .child import Child, ChildSpec, Failure, running_groups, signal_name
+from .commands import LaunchError
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
 
@@ -58,6 +61,8 @@ __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: seconds a victim's failure (a worker's exit 75) waits for the failure that caused it
 SETTLE_SECONDS = 2.0
+#: held (flock) by the launcher in its run directory while it runs a job
+LAUNCH_LOCK = "launch.lock"
 
 
 def _binary(stream: object) -> BinaryIO:
@@ -101,6 +106,7 @@ class Supervisor:
         self._signals: list[int] = []
         self._first_signal_at = float("inf")  # monotonic time of the first signal
         self._finished = False  # the attempt's workers all exited 0 before any signal
+        self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
 
     def say(self, message: str) -> None:
         """One launcher message on ``err``, never inside a child's line (dropped where ``err``
@@ -124,6 +130,7 @@ class Supervisor:
         Returns:
             The launcher's exit status: 0, the failing child's status, or 128 + signal.
         """
+        self.claim()
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "failure.json").unlink(missing_ok=True)  # a report of a run before
         previous = self._install_handlers()
@@ -150,6 +157,28 @@ class Supervisor:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            os.close(self._claim)  # closing drops the flock
+            self._claim = None
+
+    def claim(self) -> None:
+        """Hold the run directory for this launch (``launch.lock``, until :meth:`run` returns or
+        the launcher dies), before anything is written there: a second launch into it while
+        the first runs mixed its children's lines into the first's logs, deleted its
+        ``failure.json`` or left its own there beside a job that succeeded. Idempotent.
+
+        Raises:
+            LaunchError: another launch holds it, named.
+        """
+        if self._claim is not None:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._claim = hold_lock(self.run_dir / LAUNCH_LOCK)
+        except LockTaken as holder:
+            raise LaunchError(
+                f"{self.run_dir} is in use by the launch of {holder}; two launches must not "
+                "share a run directory (choose another --run-dir or --job-id)"
+            ) from None
 
     def _install_handlers(self) -> dict[int, object]:
         if threading.current_thread() is not threading.main_thread():
