@@ -7,6 +7,7 @@ target (atomic on POSIX) and the directory is synced so the rename itself surviv
 
 from __future__ import annotations
 
+import argparse
 import errno
 import fcntl
 import glob
@@ -74,6 +75,18 @@ def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Pat
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
         except FileExistsError:  # 48 random bits taken: draw again
             continue
+
+
+def folder(text: str) -> str:
+    """An argparse type: a folder a command writes into, made where missing. A blank one (an
+    unset variable: ``--run-dir "$RUN_DIR"``) named none: the launcher put its default in its
+    place without a word, ``distconv keys ""`` wrote the secret keys into the working
+    directory; a file there failed later, with ``[Errno 17] File exists``."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    return text
 
 
 class LockTaken(Exception):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Callable, Sequence
+
+from distconv.files import folder
 
 from .supervisor import SETTLE_SECONDS
 
@@ -38,17 +39,6 @@ def seconds(text: str) -> float:
     if not 0 <= value < math.inf:  # nan too: a grace of nan would wait forever
         raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {value}")
     return value
-
-
-def folder(text: str) -> str:
-    """An argparse type: a folder the launch writes into, made where missing. A blank one (an
-    unset variable: ``--run-dir "$RUN_DIR"``) read as no flag, the default put in its place
-    without a word; a file there failed later, with ``[Errno 17] File exists``."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    if os.path.exists(text) and not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
-    return text
 
 
 def add_job_options(p: argparse.ArgumentParser) -> None:

@@ -4,9 +4,12 @@ errors naming the flag, before anything is made or started."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from tests.launcher.launch_cli import launch
+from tests.launcher.launch_cli import ENV, launch
 
 COMMANDS = {
     "local": ("local", "--workers", "1", "--servers", "0", "--run-dir"),
@@ -45,3 +48,20 @@ def test_a_file_where_the_folder_goes_is_named_as_such(tmp_path, command):
     assert last == said, last
     assert "distconv-launch: job" not in done.stderr  # nothing said to have started
     assert taken.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [taken]
+
+
+@pytest.mark.timeout(60)
+def test_distconv_keys_into_a_blank_or_a_file_is_a_usage_error(tmp_path):
+    """``distconv keys "$KEYS" --workers 1`` with the variable unset wrote the secret keys
+    into the working directory (exit 0); into a file it said ``[Errno 17] File exists``."""
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    file = f"{taken} is a file, not a folder"
+    for where, said in (("", "must not be empty"), (str(taken), file)):
+        done = subprocess.run(
+            [sys.executable, "-m", "distconv", "keys", where, "--workers", "1"],
+            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == f"distconv keys: error: argument dir: {said}"
+        assert sorted(tmp_path.iterdir()) == [taken] and taken.read_text() == "mine\n"

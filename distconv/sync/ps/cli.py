@@ -12,6 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from distconv.files import folder
 from distconv.job import TrainConfig
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 from distconv.train_args import not_blank
@@ -247,7 +248,9 @@ def add_keys(subparsers: argparse._SubParsersAction) -> None:
         help="make a parameter-server job's CURVE key files",
         description="Write server.key(_secret) and worker-R.key(_secret) for R < N into DIR.",
     )
-    p.add_argument("dir", help="directory to write (created; existing keys are never replaced)")
+    p.add_argument(
+        "dir", type=folder, help="directory to write (created; existing keys are never replaced)"
+    )
     p.add_argument("--workers", type=int, required=True, help="workers in the job")
     p.set_defaults(handler=run_keys)
 
