@@ -34,7 +34,7 @@ from distconv.allocator import keep_freed_memory
 from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
-from distconv.logs import configure_logging
+from distconv.logs import as_log_line, configure_logging
 from distconv.messages import exception_line, say
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
@@ -125,7 +125,8 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     try:
         return main()
     except Preempted as exc:
-        say(f"{os.path.basename(sys.argv[0]) or 'python'}: {exc}")
+        line = f"{os.path.basename(sys.argv[0]) or 'python'}: {exc}"
+        say(as_log_line(line, logging.WARNING))  # JSON under init(log_format="json")
         raise SystemExit(exc.exit_status) from None
     except Exception as exc:
         if peer_failure(exc) is None:

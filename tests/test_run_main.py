@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,7 +60,7 @@ from tests.signals import signal_at
 
 
 def main():
-    sync = dist.init("sgd", lr=0.01)
+    sync = dist.init("sgd", lr=0.01, log_format=os.environ.get("LOG_FORMAT", "text"))
     set_seed(0)
     net = Network()
     net.add("out", FullyConnected(4, 1), "x")
@@ -107,3 +108,21 @@ def test_a_script_stopped_by_a_signal_says_one_line_and_exits_as_distconv_train(
     # one rank stops at the step it was signalled after, with its checkpoint
     assert done.stderr.splitlines()[-1] == f"stopped.py: stopped by {signame} after step 2"
     assert (tmp_path / "out" / "checkpoints" / "step-00000002.json").is_file()
+
+
+@pytest.mark.timeout(60)
+def test_the_stop_line_of_a_script_logging_json_is_json(tmp_path):
+    """Under ``init(log_format="json")`` the one line of a stopped script was plain text among
+    JSON lines, which a collector parsing a pod's output as JSON could not read."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOG_FORMAT": "json"}
+    done = subprocess.run(
+        [sys.executable, str(stopped_script(tmp_path)), str(tmp_path / "out"), "SIGTERM"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 143, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert lines[-1]["message"] == "stopped.py: stopped by SIGTERM after step 2"
+    assert lines[-1]["level"] == "warning" and lines[-1]["rank"] == 0
