@@ -282,6 +282,10 @@ def rank_order_sum(sent: dict[int, Any]) -> tuple[list[float] | None, str | None
             "point of the job)"
         )
     total = np.zeros(counts[ranks[0]] if ranks else 0)
-    for rank in ranks:  # one add a rank, in rank order: the floats a worker's loop made
-        total += sent[rank]
+    # a sum past the range is inf, inf - inf NaN, as the workers' own float loop gave them,
+    # silently: the epoch's fold names a loss gone NaN or infinite, and numpy's warning was
+    # a stray pair of lines (a file, a line of code) in the shard's log
+    with np.errstate(over="ignore", invalid="ignore"):
+        for rank in ranks:  # one add a rank, in rank order: the floats a worker's loop made
+            total += sent[rank]
     return total.tolist(), None

@@ -117,3 +117,30 @@ def test_an_allreduce_of_lists_that_cannot_be_summed_fails_every_rank_naming_one
         for sock in socks:
             sock.close(0)
         ctx.term()
+
+
+def test_an_allreduce_past_the_float_range_sums_as_the_workers_did_without_a_warning(shards):
+    """The workers' float loop made inf of a sum past the range and NaN of inf - inf, silently;
+    shard 0's numpy add warned ``RuntimeWarning: overflow encountered in add`` on its stderr,
+    a stray pair of lines in its log (review k190 of 0a97451)."""
+    (endpoint,) = shards.start(1, workers=2)
+    ctx = zmq.Context()
+    socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
+    inf = float("inf")
+    try:
+        for rank, value in enumerate([[1e308, inf, -0.0], [1e308, -inf, -0.0]]):
+            head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": "allreduce:1"}
+            socks[rank].send_multipart(pack({**head, "value": value}))
+        for sock in socks:
+            assert sock.poll(10_000), "no answer within 10 s"
+            reply = unpack_header(sock.recv_multipart()[0], request=False)
+            assert reply["op"] == "ok", reply
+            total = reply["sum"]
+            assert total[0] == inf and total[1] != total[1] and str(total[2]) == "0.0", total
+        replies = _gather(socks, "allreduce:2", [0.5])  # the shard still serves
+        assert [r.get("sum") for r in replies] == [[1.0]] * 2, replies
+        assert "Warning" not in shards.log_text() and "encountered" not in shards.log_text()
+    finally:
+        for sock in socks:
+            sock.close(0)
+        ctx.term()
