@@ -97,6 +97,7 @@ class ShardGathers:
                 {r: header["value"] for r, (_, header, _) in waiting.by_rank.items()}
             )
             reply = {"sum": total}
+            problem = problem or self._sum_too_large(total)
         else:
             values = [
                 waiting.by_rank[r][1]["value"] if r in waiting.by_rank else None
@@ -124,6 +125,21 @@ class ShardGathers:
             f"the ranks' values together make a reply header of {size} "
             f"bytes, over the {MAX_HEADER_BYTES} a header may hold (rank {largest} sent the "
             f"largest, about {sizes[largest]} bytes): gather fewer values at a time"
+        )
+
+    def _sum_too_large(self, total: list[float]) -> str | None:
+        """Why the reply to an allreduce, the ranks' sum in its header, cannot go, or None.
+        msgpack may carry a request's floats in 32 bits (5 bytes: a worker of another
+        language's msgpack), the shard's sum takes 64 (9 bytes), so a request within the cap
+        made a reply of nearly twice it, which every worker refused as malformed, blaming the
+        shard, as :meth:`_reply_too_large` prevents for the other gathers."""
+        size = len(pack({"op": "ok", "id": -(2**63), "sum": total})[0])  # the widest id
+        if size <= MAX_HEADER_BYTES:
+            return None
+        return (
+            f"the ranks' sum of {len(total)} values makes a reply header of {size} bytes, "
+            f"over the {MAX_HEADER_BYTES} a header may hold (64-bit floats; a rank's request "
+            "may carry them in 32): sum fewer values at a time"
         )
 
     def _op_bye(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:

@@ -10,11 +10,12 @@ or answering what no worker can read (review k166). A real shard, bare sockets.
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 import zmq
 from ps_helpers import raw_dealer
 
-from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack, unpack_header
+from distconv.sync.ps.wire import MAX_HEADER_BYTES, PROTOCOL_VERSION, pack, unpack_header
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -140,6 +141,38 @@ def test_an_allreduce_past_the_float_range_sums_as_the_workers_did_without_a_war
         replies = _gather(socks, "allreduce:2", [0.5])  # the shard still serves
         assert [r.get("sum") for r in replies] == [[1.0]] * 2, replies
         assert "Warning" not in shards.log_text() and "encountered" not in shards.log_text()
+    finally:
+        for sock in socks:
+            sock.close(0)
+        ctx.term()
+
+
+def test_an_allreduce_of_32_bit_floats_whose_sum_passes_the_header_cap_is_refused(shards):
+    """msgpack may carry a request's floats in 32 bits (5 bytes), the shard's sum takes 64
+    (9 bytes): two ranks' 200,000 floats, 1 MB of header each, were answered with a sum of
+    1.8 MB that each worker refused as malformed, blaming the shard; now every rank is told
+    why, and the next gather meets (review k190 of 0a97451)."""
+    (endpoint,) = shards.start(1, workers=2)
+    ctx = zmq.Context()
+    socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
+    try:
+        for rank, sock in enumerate(socks):
+            head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": "allreduce:1"}
+            head |= {"value": [0.5] * 200_000, "v": PROTOCOL_VERSION, "arrays": []}
+            frame = msgpack.packb(head, use_bin_type=True, use_single_float=True)
+            assert len(frame) < MAX_HEADER_BYTES
+            sock.send_multipart([frame])
+        for sock in socks:
+            assert sock.poll(20_000), "no answer within 20 s"
+            reply = unpack_header(sock.recv_multipart()[0], request=False)
+            assert reply["op"] == "error", reply
+            assert reply["error"].startswith(
+                "gather 'allreduce:1': the ranks' sum of 200000 values makes a reply header of "
+            ), reply
+            assert f"over the {MAX_HEADER_BYTES} a header may hold" in reply["error"]
+        assert "the ranks' sum of 200000 values" in shards.log_text()
+        replies = _gather(socks, "allreduce:2", [0.5])  # nothing of it stays held
+        assert [r.get("sum") for r in replies] == [[1.0]] * 2, replies
     finally:
         for sock in socks:
             sock.close(0)
