@@ -109,6 +109,9 @@ def hold_lock(path: str | os.PathLike) -> int:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         os.close(fd)
         raise LockTaken(holder) from None
+    except OSError:  # no flock there (ENOLCK: an NFS mount without locking): the caller says
+        os.close(fd)
+        raise
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)

@@ -50,7 +50,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import BinaryIO
 
-from distconv.files import LockTaken, hold_lock
+from distconv.files import LockTaken, describe_os_error, hold_lock
 
 from .child import Child, ChildSpec, Failure, running_groups, signal_name
 from .commands import LaunchError
@@ -167,18 +167,22 @@ class Supervisor:
         ``failure.json`` or left its own there beside a job that succeeded. Idempotent.
 
         Raises:
-            LaunchError: another launch holds it, named.
+            LaunchError: another launch holds it, named; or the lock cannot be taken there
+                (a file system without ``flock``), naming the file.
         """
         if self._claim is not None:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = self.run_dir / LAUNCH_LOCK
         try:
-            self._claim = hold_lock(self.run_dir / LAUNCH_LOCK)
+            self._claim = hold_lock(lock)
         except LockTaken as holder:
             raise LaunchError(
                 f"{self.run_dir} is in use by the launch of {holder}; two launches must not "
                 "share a run directory (choose another --run-dir or --job-id)"
             ) from None
+        except OSError as exc:  # flock's own error names no file: '[Errno 37] No locks ...'
+            raise LaunchError(f"cannot take {lock}: {describe_os_error(exc)}") from None
 
     def _install_handlers(self) -> dict[int, object]:
         if threading.current_thread() is not threading.main_thread():

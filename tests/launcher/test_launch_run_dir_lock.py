@@ -65,3 +65,40 @@ def test_a_second_launch_into_a_running_launchs_run_dir_is_refused(tmp_path, sec
                   "sh", "-c", "echo again", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "[worker 0] again" in done.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_run_dir_without_flock_is_named_not_a_bare_errno(tmp_path, monkeypatch, capsys):
+    """On a file system without ``flock`` (an NFS mount without locking: ENOLCK) the launch
+    ended on ``error: [Errno 37] No locks available``, naming neither the lock nor the run
+    directory, and the lock file's descriptor stayed open."""
+    import errno
+    import fcntl
+
+    from launcher.cli import main
+
+    def no_flock(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    opened: list[int] = []
+    real_open = os.open
+
+    def recording_open(*args, **kwargs):
+        fd = real_open(*args, **kwargs)
+        opened.append(fd)
+        return fd
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    monkeypatch.setattr(os, "open", recording_open)
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "run"
+    argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", str(run_dir), "--", "true"]
+    assert main(argv) == 1
+    monkeypatch.undo()
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    lock = run_dir / "launch.lock"
+    assert last == f"distconv-launch local: error: cannot take {lock}: no locks available", last
+    assert opened, "the lock was never opened"
+    for fd in opened:  # closed: a descriptor number no file has
+        with pytest.raises(OSError):
+            os.fstat(fd)
