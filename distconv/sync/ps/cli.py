@@ -102,7 +102,11 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     security.add_argument(
         "--insecure", action="store_true", help="no CURVE encryption or authentication"
     )
-    p.add_argument("--checkpoint-dir", help="where this shard writes its checkpoint parts")
+    p.add_argument(
+        "--checkpoint-dir",
+        type=not_blank,  # a blank one (an unset variable) read as none: no parts, said nowhere
+        help="where this shard writes its checkpoint parts",
+    )
     p.add_argument(
         "--keep-parts",
         type=int,

@@ -123,3 +123,15 @@ def _saved_past_a_part_in_the_way(shards, parts, steps) -> dict[str, str]:
     finally:
         sync.close()
     return written
+
+
+@pytest.mark.timeout(60)
+def test_a_blank_checkpoint_dir_is_a_usage_error_not_none(tmp_path):
+    """``--checkpoint-dir "$PARTS"`` with the variable unset started a shard that writes no
+    checkpoint parts, without a word: the chief's first checkpoint (an epoch in, or hours)
+    then failed the job on ``shard 0 has no --checkpoint-dir`` (review k191)."""
+    done = _pserver("--checkpoint-dir", "")
+    assert done.returncode == 2, done
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "distconv pserver: error: argument --checkpoint-dir: must not be empty", last
+    assert "listening on" not in done.stdout
