@@ -35,7 +35,7 @@ from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
 from distconv.logs import as_log_line, configure_logging
-from distconv.messages import exception_line, say
+from distconv.messages import debugging, exception_line, say
 from distconv.optim import Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.stop_request import Preempted
@@ -119,15 +119,21 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     its checkpoint) ends the script as it ends ``distconv train``: one line on stderr and exit
     143 or 130, not a traceback and status 1, which a launcher or a scheduler took for a
     failure; a sync that ``main`` closes meanwhile (in a ``finally``) leaves as after a finished
-    run, where under MPI it aborted the job. Any other exception propagates.
+    run, where under MPI it aborted the job. A Ctrl-C before the Trainer takes it (while the
+    job sets up) or a second one ends it as it ends ``distconv train`` too: ``interrupted`` and
+    130, not a traceback (``DISTCONV_DEBUG=1`` prints it). Any other exception propagates.
     """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
         return main()
     except Preempted as exc:
-        line = f"{os.path.basename(sys.argv[0]) or 'python'}: {exc}"
-        say(as_log_line(line, logging.WARNING))  # JSON under init(log_format="json")
+        say(as_log_line(f"{_program()}: {exc}", logging.WARNING))  # JSON as the log may be
         raise SystemExit(exc.exit_status) from None
+    except KeyboardInterrupt:  # before the Trainer takes Ctrl-C (setup), or the second one
+        if debugging():
+            traceback.print_exc()
+        say(as_log_line(f"{_program()}: interrupted", logging.WARNING))
+        raise SystemExit(130) from None
     except Exception as exc:
         if peer_failure(exc) is None:
             raise
@@ -135,6 +141,11 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         raise SystemExit(PEER_FAILED_STATUS) from None
     finally:
         stop_request.preempted_ends_run = ends_run
+
+
+def _program() -> str:
+    """The script's name, as its stop line starts (``distconv train`` says its own)."""
+    return os.path.basename(sys.argv[0]) or "python"
 
 
 def _insecure_from_env(runtime: Runtime) -> bool:

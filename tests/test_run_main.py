@@ -126,3 +126,43 @@ def test_the_stop_line_of_a_script_logging_json_is_json(tmp_path):
     lines = [json.loads(line) for line in done.stderr.splitlines()]
     assert lines[-1]["message"] == "stopped.py: stopped by SIGTERM after step 2"
     assert lines[-1]["level"] == "warning" and lines[-1]["rank"] == 0
+
+
+#: Ctrl-C while the script sets up, before the Trainer handles it
+INTERRUPTED = """\
+import os, signal
+import distconv.distributed as dist
+
+
+def main():
+    sync = dist.init("sgd", lr=0.01)
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        signal.pause()  # the handler raises KeyboardInterrupt here
+    finally:
+        sync.close()
+
+
+dist.run_main(main)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_before_the_trainer_takes_it_says_interrupted_and_exits_130(tmp_path):
+    """It printed KeyboardInterrupt's traceback and died by SIGINT, where ``distconv train``
+    says ``interrupted`` and exits 130 (review k191 of 2204130)."""
+    script = tmp_path / "setup.py"
+    script.write_text(INTERRUPTED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DISTCONV_DEBUG", None)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        preexec_fn=sigint_as_in_a_terminal,
+    )
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == "setup.py: interrupted"
