@@ -88,7 +88,19 @@ def _job_id(args: argparse.Namespace) -> str:
 
 
 def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
-    return Path(args.run_dir or os.path.join("runs", job_id)).absolute()
+    """The job's run directory: ``--run-dir``, else ``runs/<job-id>``.
+
+    Raises:
+        LaunchError: something not a folder is there (a file at ``runs/<job-id>``, a symlink
+            to nowhere), which failed later on ``[Errno 17] File exists``, as if an existing
+            folder were the trouble; ``--run-dir``'s type names a file before this.
+    """
+    run_dir = Path(args.run_dir or os.path.join("runs", job_id)).absolute()
+    if os.path.lexists(run_dir) and not run_dir.is_dir():
+        raise LaunchError(
+            f"the run directory {run_dir} is not a folder (choose another --run-dir or --job-id)"
+        )
+    return run_dir
 
 
 def make_keys(keys_dir: Path, workers: int) -> bool:

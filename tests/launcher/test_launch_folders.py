@@ -4,6 +4,7 @@ errors naming the flag, before anything is made or started."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -65,3 +66,28 @@ def test_distconv_keys_into_a_blank_or_a_file_is_a_usage_error(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines()[-1] == f"distconv keys: error: argument dir: {said}"
         assert sorted(tmp_path.iterdir()) == [taken] and taken.read_text() == "mine\n"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("command", ["local", "mpi"])
+def test_a_file_at_the_job_ids_run_dir_is_named_not_errno_17(tmp_path, command):
+    """``--job-id J`` puts the run in ``runs/J``: a file there still failed with ``[Errno 17]
+    File exists``, and a dangling symlink given as ``--run-dir`` too (review k191 of 4bb11d4);
+    mpi --dry-run printed a command whose ``--out`` lies under the file."""
+    if command == "mpi" and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed")
+    (tmp_path / "runs").mkdir()
+    taken = tmp_path / "runs" / "j1"
+    taken.write_text("mine\n")
+    nowhere = tmp_path / "link"
+    nowhere.symlink_to(tmp_path / "missing" / "dir")
+    flags = {"local": ("local", "--workers", "1", "--servers", "0"), "mpi": ("mpi", "-np", "1")}
+    extra = ("--dry-run",) if command == "mpi" else ()
+    for where, given in ((taken, ("--job-id", "j1")), (nowhere, ("--run-dir", str(nowhere)))):
+        done = launch(*flags[command], *extra, *given, "--", "distconv", "train", cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert done.stdout == ""
+        last = done.stderr.strip().splitlines()[-1]
+        said = f"distconv-launch {command}: error: the run directory {where} is not a folder"
+        assert last.startswith(said), last
+    assert taken.read_text() == "mine\n" and not (tmp_path / "missing").exists()
