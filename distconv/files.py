@@ -86,6 +86,8 @@ def folder(text: str) -> str:
         raise argparse.ArgumentTypeError("must not be empty")
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    if os.path.islink(text) and not os.path.exists(text):  # makedirs: '[Errno 17] File exists'
+        raise argparse.ArgumentTypeError(f"{text} is a symlink to {os.readlink(text)}, not there")
     return text
 
 

@@ -72,22 +72,40 @@ def test_distconv_keys_into_a_blank_or_a_file_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("command", ["local", "mpi"])
 def test_a_file_at_the_job_ids_run_dir_is_named_not_errno_17(tmp_path, command):
     """``--job-id J`` puts the run in ``runs/J``: a file there still failed with ``[Errno 17]
-    File exists``, and a dangling symlink given as ``--run-dir`` too (review k191 of 4bb11d4);
-    mpi --dry-run printed a command whose ``--out`` lies under the file."""
+    File exists`` (review k191 of 4bb11d4); mpi --dry-run printed a command whose ``--out``
+    lies under the file."""
     if command == "mpi" and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed")
     (tmp_path / "runs").mkdir()
     taken = tmp_path / "runs" / "j1"
     taken.write_text("mine\n")
-    nowhere = tmp_path / "link"
-    nowhere.symlink_to(tmp_path / "missing" / "dir")
     flags = {"local": ("local", "--workers", "1", "--servers", "0"), "mpi": ("mpi", "-np", "1")}
     extra = ("--dry-run",) if command == "mpi" else ()
-    for where, given in ((taken, ("--job-id", "j1")), (nowhere, ("--run-dir", str(nowhere)))):
-        done = launch(*flags[command], *extra, *given, "--", "distconv", "train", cwd=tmp_path)
-        assert done.returncode == 1, done.stderr
-        assert done.stdout == ""
-        last = done.stderr.strip().splitlines()[-1]
-        said = f"distconv-launch {command}: error: the run directory {where} is not a folder"
-        assert last.startswith(said), last
-    assert taken.read_text() == "mine\n" and not (tmp_path / "missing").exists()
+    program = ("--", "distconv", "train")
+    done = launch(*flags[command], *extra, "--job-id", "j1", *program, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    last = done.stderr.strip().splitlines()[-1]
+    said = f"distconv-launch {command}: error: the run directory {taken} is not a folder"
+    assert last.startswith(said), last
+    assert taken.read_text() == "mine\n"
+
+
+@pytest.mark.timeout(90)
+def test_a_symlink_to_nowhere_is_named_not_errno_17(tmp_path):
+    """A dangling symlink passed the folder type (``os.path.exists`` follows it) and failed on
+    ``[Errno 17] File exists``: ``distconv keys LINK``, ``--run-dir LINK`` (review k191)."""
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "missing" / "dir")
+    said = f"{link} is a symlink to {tmp_path / 'missing' / 'dir'}, not there"
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(link), "--workers", "1"],
+        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"distconv keys: error: argument dir: {said}"
+    done = launch(*COMMANDS["local"], str(link), "--", "true", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"distconv-launch local: error: argument --run-dir: {said}", last
+    assert not (tmp_path / "missing").exists()
