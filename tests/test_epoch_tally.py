@@ -65,6 +65,17 @@ def test_a_lost_rank_s_share_of_the_test_set_is_not_counted_as_wrong():
     assert result == {"test_loss": 1.0, "test_acc": 1.0}
 
 
+def _rank_of(shard, rank: int, world: int):
+    """Rank ``rank`` of ``world``'s sync: the real client's ``allreduce_sum`` over the gather
+    of ``shard`` (a stand-in for shard 0 with a ``gather(rank, value)``)."""
+    client = pytest.importorskip("distconv.sync.ps.client")
+    sync = _LostRank1()
+    sync.rank, sync.world_size = rank, world
+    sync._gather = lambda kind, value, answer="values": _answer(shard.gather(rank, value), answer)
+    sync.allreduce_sum = client.PServerSync.allreduce_sum.__get__(sync)
+    return sync
+
+
 class _Shard0:
     """Shard 0's gather for two ranks in threads, answering without rank 1 once it is lost,
     as a parameter server does in async mode with ``--on-worker-loss continue``."""
@@ -74,15 +85,7 @@ class _Shard0:
         self.met = threading.Barrier(2)
 
     def rank(self, rank):
-        """Rank ``rank``'s sync: the real client's ``allreduce_sum`` over this gather."""
-        client = pytest.importorskip("distconv.sync.ps.client")
-        sync = _LostRank1()
-        sync.rank = rank
-        sync._gather = lambda kind, value, answer="values": _answer(
-            self.gather(rank, value), answer
-        )
-        sync.allreduce_sum = client.PServerSync.allreduce_sum.__get__(sync)
-        return sync
+        return _rank_of(self, rank, 2)
 
     def gather(self, rank, value):
         self.values[rank] = value
@@ -125,14 +128,7 @@ class _WithoutRank0:
         self.values, self.met = [None, None, None], threading.Barrier(2)
 
     def rank(self, rank):
-        client = pytest.importorskip("distconv.sync.ps.client")
-        sync = _LostRank1()
-        sync.rank, sync.world_size = rank, 3
-        sync._gather = lambda kind, value, answer="values": _answer(
-            self.gather(rank, value), answer
-        )
-        sync.allreduce_sum = client.PServerSync.allreduce_sum.__get__(sync)
-        return sync
+        return _rank_of(self, rank, 3)
 
     def gather(self, rank, value):
         self.values[rank] = value

@@ -9,6 +9,7 @@ others answer (review k186), and so is a shard silent for a stop's patience (rev
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -41,42 +42,56 @@ def _answer_in_turn(socks: list[zmq.Socket], gaps: list[float], stop) -> None:
         sock.send_multipart([ident, *pack({"id": rid, "op": "ok", "stats": {"pushes": 0}})])
 
 
-@pytest.mark.timeout(60)
-def test_a_wait_goes_on_while_replies_keep_coming_and_names_shards_silent_past_the_limit():
+@contextlib.contextmanager
+def _worker_of_bare_shards(n: int, timeout: float):
+    """``n`` bare ROUTER sockets on 127.0.0.1 standing in for shards, and a real worker of
+    them with ``timeout``; all closed after."""
     ctx = zmq.Context()
-    socks = [ctx.socket(zmq.ROUTER) for _ in range(SHARDS)]
+    socks = [ctx.socket(zmq.ROUTER) for _ in range(n)]
     for s in socks:
         s.linger = 0
     ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
-    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=TIMEOUT)
-    stop = threading.Event()
-    # three parts per shard, answered round the shards: each shard answers 4 x 0.075 = 0.3 s
-    # after its reply before, the wait takes 12 x 0.075 = 0.9 s in all
-    turns = ROUNDS * SHARDS
-    shards = threading.Thread(target=_answer_in_turn, args=(socks * ROUNDS, [TURN] * turns, stop))
-    shards.start()
-    silent = threading.Thread(target=_answer_in_turn, args=(socks, [0.0] + [30.0] * 3, stop))
+    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=timeout)
     try:
-        began = time.monotonic()
-        asks = [(s, {"op": "stats"}, ()) for s in range(SHARDS)] * ROUNDS  # in one wait
-        assert [h["stats"] for h, _ in sync._ask_all(asks, "stats")] == [{"pushes": 0}] * turns
-        assert time.monotonic() - began > 1.5 * TIMEOUT  # longer than the limit, as meant
-        # shards silent for the limit after the latest reply are named then, as before
-        shards.join(10)
-        silent.start()
-        began = time.monotonic()
-        with pytest.raises(SyncError, match=r"no answer to stats from pserver shard\(s\) 1 \("):
-            sync.shard_stats()  # shard 0 answers at once, the others never
-        assert time.monotonic() - began < 10
+        yield socks, sync
     finally:
-        stop.set()
-        shards.join(10)
-        if silent.is_alive():
-            silent.join(10)
         sync.close()
         for s in socks:
             s.close(0)
         ctx.term()
+
+
+@contextlib.contextmanager
+def _answering(target, *args):
+    """``target(*args, stop)`` answering on a thread until the block ends."""
+    stop = threading.Event()
+    thread = threading.Thread(target=target, args=(*args, stop))
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+@pytest.mark.timeout(60)
+def test_a_wait_goes_on_while_replies_keep_coming_and_names_shards_silent_past_the_limit():
+    # three parts per shard, answered round the shards: each shard answers 4 x 0.075 = 0.3 s
+    # after its reply before, the wait takes 12 x 0.075 = 0.9 s in all
+    turns = ROUNDS * SHARDS
+    with _worker_of_bare_shards(SHARDS, TIMEOUT) as (socks, sync):
+        with _answering(_answer_in_turn, socks * ROUNDS, [TURN] * turns):
+            began = time.monotonic()
+            asks = [(s, {"op": "stats"}, ()) for s in range(SHARDS)] * ROUNDS  # in one wait
+            replies = sync._ask_all(asks, "stats")
+            assert [h["stats"] for h, _ in replies] == [{"pushes": 0}] * turns
+            assert time.monotonic() - began > 1.5 * TIMEOUT  # longer than the limit, as meant
+        # shards silent for the limit after the latest reply are named then, as before
+        with _answering(_answer_in_turn, socks, [0.0] + [30.0] * 3):
+            began = time.monotonic()
+            with pytest.raises(SyncError, match=r"no answer to stats from pserver shard\(s\) 1 \("):
+                sync.shard_stats()  # shard 0 answers at once, the others never
+            assert time.monotonic() - began < 10
 
 
 def _one_answers_on(sock: zmq.Socket, replies: int, gap: float, stop) -> None:
@@ -95,29 +110,14 @@ def test_a_silent_shard_is_named_within_the_limit_while_another_keeps_answering(
     answered (dead, on another host) was named only once every other shard had answered all
     its parts: a wait of n parts could take n limits, 221 x 90 s for the seed of 5808b1b's
     message. Each shard's silence is bounded on its own (review k186)."""
-    ctx = zmq.Context()
-    socks = [ctx.socket(zmq.ROUTER) for _ in range(2)]
-    for s in socks:
-        s.linger = 0
-    ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
-    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=TIMEOUT)
-    stop = threading.Event()
     parts = 20  # shard 0 answers for 20 x 0.3 = 6 s, ten limits of 0.6 s
-    talker = threading.Thread(target=_one_answers_on, args=(socks[0], parts, GAP, stop))
-    talker.start()
-    try:
-        asks = [(0, {"op": "stats"}, ())] * parts + [(1, {"op": "stats"}, ())]
-        began = time.monotonic()
-        with pytest.raises(SyncError, match=r"no answer to stats from pserver shard\(s\) 1 \("):
-            sync._ask_all(asks, "stats")
-        assert time.monotonic() - began < 3 * 1.5 * TIMEOUT  # not after shard 0's 6 s
-    finally:
-        stop.set()
-        talker.join(10)
-        sync.close()
-        for s in socks:
-            s.close(0)
-        ctx.term()
+    with _worker_of_bare_shards(2, TIMEOUT) as (socks, sync):
+        with _answering(_one_answers_on, socks[0], parts, GAP):
+            asks = [(0, {"op": "stats"}, ())] * parts + [(1, {"op": "stats"}, ())]
+            began = time.monotonic()
+            with pytest.raises(SyncError, match=r"no answer to stats from pserver shard\(s\) 1 \("):
+                sync._ask_all(asks, "stats")
+            assert time.monotonic() - began < 3 * 1.5 * TIMEOUT  # not after shard 0's 6 s
 
 
 @pytest.mark.timeout(60)
@@ -129,32 +129,17 @@ def test_a_stop_gives_up_on_a_silent_shard_while_another_keeps_answering(monkeyp
     silence is bounded on its own, as the limit is (review k189 of be951e3)."""
     patience = 1.0
     monkeypatch.setattr(channel, "STOP_PATIENCE", patience)
-    ctx = zmq.Context()
-    socks = [ctx.socket(zmq.ROUTER) for _ in range(2)]
-    for s in socks:
-        s.linger = 0
-    ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
-    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=60)  # no limit here
-    stop = threading.Event()
     parts = 20  # shard 0 answers for 20 x 0.3 = 6 s, six patiences
-    talker = threading.Thread(target=_one_answers_on, args=(socks[0], parts, GAP, stop))
-    talker.start()
-    try:
-        asks = [(0, {"op": "stats"}, ())] * parts + [(1, {"op": "stats"}, ())]
-        began = time.monotonic()
-        monkeypatch.setattr(stop_request, "pending", lambda: (signal.SIGTERM, began))
-        with pytest.raises(
-            SyncError, match=r"asked to stop \(SIGTERM\), and pserver shard\(s\) 1 \("
-        ):
-            sync._ask_all(asks, "step 7", stoppable=True)
-        assert time.monotonic() - began < patience + 2  # not after shard 0's 6 s
-    finally:
-        stop.set()
-        talker.join(10)
-        sync.close()
-        for s in socks:
-            s.close(0)
-        ctx.term()
+    with _worker_of_bare_shards(2, 60) as (socks, sync):  # no limit here
+        with _answering(_one_answers_on, socks[0], parts, GAP):
+            asks = [(0, {"op": "stats"}, ())] * parts + [(1, {"op": "stats"}, ())]
+            began = time.monotonic()
+            monkeypatch.setattr(stop_request, "pending", lambda: (signal.SIGTERM, began))
+            with pytest.raises(
+                SyncError, match=r"asked to stop \(SIGTERM\), and pserver shard\(s\) 1 \("
+            ):
+                sync._ask_all(asks, "step 7", stoppable=True)
+            assert time.monotonic() - began < patience + 2  # not after shard 0's 6 s
 
 
 @pytest.mark.timeout(60)
@@ -164,29 +149,12 @@ def test_a_stop_waits_for_a_shard_as_long_as_that_shard_was_ever_silent(monkeypa
     replies, and a later shard answering 2.5 s into a stop's wait is waited for (3 x 1.2 s),
     not given up on at 3 x 0.6 s (review k189)."""
     monkeypatch.setattr(channel, "STOP_PATIENCE", 0.5)
-    ctx = zmq.Context()
-    socks = [ctx.socket(zmq.ROUTER) for _ in range(2)]
-    for s in socks:
-        s.linger = 0
-    ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in socks]
-    sync = insecure_worker([f"127.0.0.1:{p}" for p in ports], timeout=60)
-    stop = threading.Event()
     asks = [(s, {"op": "stats"}, ()) for s in range(2)]
-    turns = threading.Thread(target=_answer_in_turn, args=(socks, [0.6, 0.6], stop))
-    turns.start()
-    try:
-        sync._ask_all(asks, "step 1", stoppable=True)  # shard 1 silent 1.2 s, as it always is
-        turns.join(10)
-        turns = threading.Thread(target=_answer_in_turn, args=(socks, [0.1, 2.4], stop))
-        turns.start()
-        began = time.monotonic()
-        monkeypatch.setattr(stop_request, "pending", lambda: (signal.SIGTERM, began))
-        assert len(sync._ask_all(asks, "step 2", stoppable=True)) == 2
-        assert time.monotonic() - began > 2.4  # shard 1's reply came, and was waited for
-    finally:
-        stop.set()
-        turns.join(10)
-        sync.close()
-        for s in socks:
-            s.close(0)
-        ctx.term()
+    with _worker_of_bare_shards(2, 60) as (socks, sync):
+        with _answering(_answer_in_turn, socks, [0.6, 0.6]):
+            sync._ask_all(asks, "step 1", stoppable=True)  # shard 1 silent 1.2 s, as it always is
+        with _answering(_answer_in_turn, socks, [0.1, 2.4]):
+            began = time.monotonic()
+            monkeypatch.setattr(stop_request, "pending", lambda: (signal.SIGTERM, began))
+            assert len(sync._ask_all(asks, "step 2", stoppable=True)) == 2
+            assert time.monotonic() - began > 2.4  # shard 1's reply came, and was waited for
