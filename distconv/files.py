@@ -84,11 +84,25 @@ def folder(text: str) -> str:
     directory; a file there failed later, with ``[Errno 17] File exists``."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
-    if os.path.exists(text) and not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
-    if os.path.islink(text) and not os.path.exists(text):  # makedirs: '[Errno 17] File exists'
-        raise argparse.ArgumentTypeError(f"{text} is a symlink to {os.readlink(text)}, not there")
+    problem = folder_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def folder_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be a folder made with ``mkdir -p``, naming the culprit, or None: it
+    or a folder above it is a file, or a symlink to nowhere. ``makedirs`` said ``[Errno 17]
+    File exists`` of a dangling link (``runs -> /scratch/runs``, the scratch unmounted), as if
+    an existing folder were the trouble. Checked from ``path`` up to the first folder there."""
+    for where in (Path(path), *Path(path).parents):
+        if os.path.isdir(where):
+            return None
+        if os.path.islink(where) and not os.path.exists(where):
+            return f"{where} is a symlink to {os.readlink(where)}, not there"
+        if os.path.exists(where):
+            return f"{where} is a file, not a folder"
+    return None
 
 
 class LockTaken(Exception):

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from distconv.files import folder_problem
 from distconv.messages import debugging, exception_line
 from distconv.procfs import process_identity
 
@@ -91,14 +92,14 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
     """The job's run directory: ``--run-dir``, else ``runs/<job-id>``.
 
     Raises:
-        LaunchError: something not a folder is there (a file at ``runs/<job-id>``, a symlink
-            to nowhere), which failed later on ``[Errno 17] File exists``, as if an existing
-            folder were the trouble; ``--run-dir``'s type names a file before this.
+        LaunchError: it or a folder above it (``runs/``) is a file or a symlink to nowhere.
     """
     run_dir = Path(args.run_dir or os.path.join("runs", job_id)).absolute()
-    if os.path.lexists(run_dir) and not run_dir.is_dir():
+    problem = folder_problem(run_dir)
+    if problem is not None:
         raise LaunchError(
-            f"the run directory {run_dir} is not a folder (choose another --run-dir or --job-id)"
+            f"the run directory {run_dir} cannot be made: {problem} (choose another --run-dir "
+            "or --job-id)"
         )
     return run_dir
 

@@ -86,8 +86,8 @@ def test_a_file_at_the_job_ids_run_dir_is_named_not_errno_17(tmp_path, command):
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     last = done.stderr.strip().splitlines()[-1]
-    said = f"distconv-launch {command}: error: the run directory {taken} is not a folder"
-    assert last.startswith(said), last
+    said = f"distconv-launch {command}: error: the run directory {taken} cannot be made: "
+    assert last == f"{said}{taken} is a file, not a folder (choose another --run-dir or --job-id)"
     assert taken.read_text() == "mine\n"
 
 
@@ -109,3 +109,54 @@ def test_a_symlink_to_nowhere_is_named_not_errno_17(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert last == f"distconv-launch local: error: argument --run-dir: {said}", last
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("command", ["local", "mpi"])
+def test_a_runs_folder_linked_to_nowhere_is_named_not_errno_17(tmp_path, command):
+    """``runs -> /scratch/runs`` with the scratch unmounted: the run directory ``runs/J``
+    failed on ``[Errno 17] File exists: '.../runs'``, which no flag's type saw, and so did
+    ``--run-dir LINK/sub`` and ``distconv keys LINK/sub`` (review k192 of 56f2437, dd5a27a)."""
+    if command == "mpi" and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed")
+    runs, gone = tmp_path / "runs", tmp_path / "scratch" / "runs"
+    runs.symlink_to(gone)
+    said = f"{runs} is a symlink to {gone}, not there"
+    flags = {"local": ("local", "--workers", "1", "--servers", "0"), "mpi": ("mpi", "-np", "1")}
+    extra = ("--dry-run",) if command == "mpi" else ()
+    done = launch(*flags[command], *extra, "--job-id", "j1", "--", "true", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    last = done.stderr.strip().splitlines()[-1]
+    run_dir = runs / "j1"
+    assert last == (
+        f"distconv-launch {command}: error: the run directory {run_dir} cannot be made: {said} "
+        "(choose another --run-dir or --job-id)"
+    ), last
+    done = launch(*flags[command], *extra, "--run-dir", str(run_dir), "--", "true", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"distconv-launch {command}: error: argument --run-dir: {said}", last
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(runs / "keys"), "--workers", "1"],
+        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"distconv keys: error: argument dir: {said}"
+    assert not (tmp_path / "scratch").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_file_above_the_folder_is_named(tmp_path):
+    """``distconv keys FILE/keys`` failed on ``[Errno 20] Not a directory``, naming the folder
+    asked for rather than the file in its way."""
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "distconv", "keys", str(taken / "keys"), "--workers", "1"],
+        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"distconv keys: error: argument dir: {taken} is a file, not a folder", last
+    assert taken.read_text() == "mine\n"
