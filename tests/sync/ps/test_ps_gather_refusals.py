@@ -10,6 +10,8 @@ or answering what no worker can read (review k166). A real shard, bare sockets.
 
 from __future__ import annotations
 
+import contextlib
+
 import msgpack
 import pytest
 import zmq
@@ -20,23 +22,44 @@ from distconv.sync.ps.wire import MAX_HEADER_BYTES, PROTOCOL_VERSION, pack, unpa
 pytestmark = pytest.mark.timeout(60)
 
 
-def _gather(socks: list[zmq.Socket], tag: str, value) -> list[dict]:
-    """Every rank's gather of ``value`` on shard 0, and the replies, in rank order."""
-    for rank, sock in enumerate(socks):
-        head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": tag}
-        sock.send_multipart(pack({**head, "value": value}))
+def _gather_head(rank: int, tag: str) -> dict:
+    return {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": tag}
+
+
+def _replies(socks: list[zmq.Socket], tag: str, seconds: float = 10) -> list[dict]:
+    """Each rank's reply to its gather ``tag``, in rank order."""
     replies = []
     for sock in socks:
-        assert sock.poll(10_000), f"no answer to {tag} within 10 s"
+        assert sock.poll(int(seconds * 1000)), f"no answer to {tag} within {seconds} s"
         replies.append(unpack_header(sock.recv_multipart()[0], request=False))
     return replies
 
 
-def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meets(shards):
+def _gather(socks: list[zmq.Socket], tag: str, value, each: list | None = None) -> list[dict]:
+    """Every rank's gather of ``value`` (rank r's of ``each[r]``, where given) on shard 0, and
+    the replies, in rank order."""
+    for rank, sock in enumerate(socks):
+        sent = value if each is None else each[rank]
+        sock.send_multipart(pack({**_gather_head(rank, tag), "value": sent}))
+    return _replies(socks, tag)
+
+
+@contextlib.contextmanager
+def _two_ranks(shards):
+    """Bare sockets of two ranks on a real shard 0 of two workers; closed after."""
     (endpoint,) = shards.start(1, workers=2)
     ctx = zmq.Context()
     socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
     try:
+        yield socks
+    finally:
+        for sock in socks:
+            sock.close(0)
+        ctx.term()
+
+
+def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meets(shards):
+    with _two_ranks(shards) as socks:
         many = [1.0] * 70_000  # 630 kB of header each, 1.26 MB together
         assert len(pack({"value": many})[0]) < MAX_HEADER_BYTES
         for rank, reply in enumerate(_gather(socks, "all_equal:1", many)):
@@ -54,10 +77,6 @@ def test_a_gather_whose_reply_passes_the_header_cap_is_refused_and_the_next_meet
         replies = _gather(socks, "allreduce:3", many)
         assert [r["op"] for r in replies] == ["ok", "ok"], replies
         assert replies[1]["sum"] == [2.0] * 70_000 and "values" not in replies[1]
-    finally:
-        for sock in socks:
-            sock.close(0)
-        ctx.term()
 
 
 def test_a_gather_sent_to_another_shard_than_0_is_refused_and_fails_nothing(shards):
@@ -101,50 +120,27 @@ def test_an_allreduce_of_lists_that_cannot_be_summed_fails_every_rank_naming_one
 ):
     """Shard 0 sums an allreduce gather itself (every rank's lists in its reply grew as the
     world squared): lists it cannot add stop every rank with the reason, and the next meets."""
-    (endpoint,) = shards.start(1, workers=2)
-    ctx = zmq.Context()
-    socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
-    try:
-        for rank, sock in enumerate(socks):
-            head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": "allreduce:1"}
-            sock.send_multipart(pack({**head, "value": values[rank]}))
-        for sock in socks:
-            assert sock.poll(10_000), "no answer within 10 s"
-            reply = unpack_header(sock.recv_multipart()[0], request=False)
+    with _two_ranks(shards) as socks:
+        for reply in _gather(socks, "allreduce:1", None, each=values):
             assert reply["op"] == "error" and reply["error"] == f"gather 'allreduce:1': {why}"
         replies = _gather(socks, "allreduce:2", [0.5, -1.0])
         assert [r.get("sum") for r in replies] == [[1.0, -2.0]] * 2, replies
-    finally:
-        for sock in socks:
-            sock.close(0)
-        ctx.term()
 
 
 def test_an_allreduce_past_the_float_range_sums_as_the_workers_did_without_a_warning(shards):
     """The workers' float loop made inf of a sum past the range and NaN of inf - inf, silently;
     shard 0's numpy add warned ``RuntimeWarning: overflow encountered in add`` on its stderr,
     a stray pair of lines in its log (review k190 of 0a97451)."""
-    (endpoint,) = shards.start(1, workers=2)
-    ctx = zmq.Context()
-    socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
     inf = float("inf")
-    try:
-        for rank, value in enumerate([[1e308, inf, -0.0], [1e308, -inf, -0.0]]):
-            head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": "allreduce:1"}
-            socks[rank].send_multipart(pack({**head, "value": value}))
-        for sock in socks:
-            assert sock.poll(10_000), "no answer within 10 s"
-            reply = unpack_header(sock.recv_multipart()[0], request=False)
+    with _two_ranks(shards) as socks:
+        each = [[1e308, inf, -0.0], [1e308, -inf, -0.0]]
+        for reply in _gather(socks, "allreduce:1", None, each=each):
             assert reply["op"] == "ok", reply
             total = reply["sum"]
             assert total[0] == inf and total[1] != total[1] and str(total[2]) == "0.0", total
         replies = _gather(socks, "allreduce:2", [0.5])  # the shard still serves
         assert [r.get("sum") for r in replies] == [[1.0]] * 2, replies
         assert "Warning" not in shards.log_text() and "encountered" not in shards.log_text()
-    finally:
-        for sock in socks:
-            sock.close(0)
-        ctx.term()
 
 
 def test_an_allreduce_of_32_bit_floats_whose_sum_passes_the_header_cap_is_refused(shards):
@@ -152,19 +148,14 @@ def test_an_allreduce_of_32_bit_floats_whose_sum_passes_the_header_cap_is_refuse
     (9 bytes): two ranks' 200,000 floats, 1 MB of header each, were answered with a sum of
     1.8 MB that each worker refused as malformed, blaming the shard; now every rank is told
     why, and the next gather meets (review k190 of 0a97451)."""
-    (endpoint,) = shards.start(1, workers=2)
-    ctx = zmq.Context()
-    socks = [raw_dealer(ctx, endpoint) for _ in range(2)]
-    try:
+    with _two_ranks(shards) as socks:
         for rank, sock in enumerate(socks):
-            head = {"op": "gather", "id": rank, "job": "local", "rank": rank, "tag": "allreduce:1"}
+            head = _gather_head(rank, "allreduce:1")
             head |= {"value": [0.5] * 200_000, "v": PROTOCOL_VERSION, "arrays": []}
             frame = msgpack.packb(head, use_bin_type=True, use_single_float=True)
             assert len(frame) < MAX_HEADER_BYTES
             sock.send_multipart([frame])
-        for sock in socks:
-            assert sock.poll(20_000), "no answer within 20 s"
-            reply = unpack_header(sock.recv_multipart()[0], request=False)
+        for reply in _replies(socks, "allreduce:1", seconds=20):
             assert reply["op"] == "error", reply
             assert reply["error"].startswith(
                 "gather 'allreduce:1': the ranks' sum of 200000 values makes a reply header of "
@@ -173,7 +164,3 @@ def test_an_allreduce_of_32_bit_floats_whose_sum_passes_the_header_cap_is_refuse
         assert "the ranks' sum of 200000 values" in shards.log_text()
         replies = _gather(socks, "allreduce:2", [0.5])  # nothing of it stays held
         assert [r.get("sum") for r in replies] == [[1.0]] * 2, replies
-    finally:
-        for sock in socks:
-            sock.close(0)
-        ctx.term()
