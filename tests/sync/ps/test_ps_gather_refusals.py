@@ -2,7 +2,7 @@
 or answering what no worker can read (review k166). A real shard, bare sockets.
 
 - A reply over the header cap: each rank's value fits its own request's 1 MiB header, but the
-  reply carries every rank's value in one header: 2 ranks summing 70,000 metrics got a reply of
+  reply carries every rank's value in one header: 2 ranks gathering 70,000 values got a reply of
   1.26 MB, which each worker refused as ``malformed reply from a pserver: header of 1260040
   bytes exceeds 1048576``, blaming the shard.
 - A gather sent to another shard than 0, which no other rank's could meet there.
