@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -96,13 +97,27 @@ def folder_problem(path: str | os.PathLike) -> str | None:
     File exists`` of a dangling link (``runs -> /scratch/runs``, the scratch unmounted), as if
     an existing folder were the trouble. Checked from ``path`` up to the first folder there."""
     for where in (Path(path), *Path(path).parents):
-        if os.path.isdir(where):
-            return None
-        if os.path.islink(where) and not os.path.exists(where):
-            return f"{where} is a symlink to {os.readlink(where)}, not there"
-        if os.path.exists(where):
-            return f"{where} is a file, not a folder"
+        try:
+            mode = os.stat(where).st_mode
+        except OSError as exc:
+            if not os.path.islink(where):
+                continue  # not there yet (mkdir makes it) or out of reach (mkdir names that)
+            # only a link whose target is missing is 'not there': one into a folder this user
+            # may not search (EACCES) was named as if unmounted; mkdir names that truly
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            return f"{where} is a symlink to {_link_target(where)}, not there"
+        return None if stat.S_ISDIR(mode) else f"{where} is a file, not a folder"
     return None
+
+
+def _link_target(link: Path) -> str:
+    """What ``link`` points to, or 'nowhere' when even that cannot be read: a /proc magic link
+    (``/proc/1/cwd``) refuses readlink, which escaped argparse as a traceback."""
+    try:
+        return os.readlink(link)
+    except OSError:
+        return "nowhere"
 
 
 class LockTaken(Exception):
