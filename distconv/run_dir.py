@@ -32,6 +32,7 @@ from distconv.files import (
     delete_files,
     delete_path,
     describe_os_error,
+    folder_problem,
     hold_lock,
     write_atomically,
 )
@@ -103,6 +104,9 @@ class RunDirectory:
         """Take the directory's lock, or fail at once naming the process that holds it."""
         if self.root.exists() and not self.root.is_dir():
             raise RunDirError(f"output directory {self.root} exists and is not a directory")
+        # a file or a dangling link above it failed as 'cannot take <root>/run.lock: file exists'
+        if (problem := folder_problem(self.root)) is not None:
+            raise RunDirError(f"output directory {self.root} cannot be made: {problem}")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self._lock_fd = hold_lock(self.root / LOCK)

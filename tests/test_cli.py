@@ -303,6 +303,22 @@ def test_a_file_as_out_is_one_line(tmp_path):
     _assert_one_line_error(proc, "exists and is not a directory")
 
 
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("above", ["file", "link"])
+def test_a_file_or_a_link_to_nowhere_above_out_is_named(tmp_path, above):
+    """``--out runs/r1`` with ``runs`` a file, or a link to an unmounted scratch, failed as
+    'cannot take runs/r1/run.lock: file exists', naming neither (review k193 of 3615064)."""
+    runs = tmp_path / "runs"
+    if above == "file":
+        runs.write_text("x")
+    else:
+        runs.symlink_to(tmp_path / "scratch")
+    proc = distconv("train", *SMALL, "--out", str(runs / "r1"))
+    said = "is a file, not a folder" if above == "file" else f"to {tmp_path / 'scratch'}, not"
+    _assert_one_line_error(proc, f"output directory {runs / 'r1'} cannot be made: {runs} ", said)
+    assert not (tmp_path / "scratch").exists()
+
+
 def test_local_sync_with_several_workers_is_one_line(tmp_path):
     proc = distconv("train", *SMALL, "--out", str(tmp_path), env={"RANK": "1", "WORLD_SIZE": "2"})
     _assert_one_line_error(proc, "rank 1 of 2", "--sync pserver or mpi")

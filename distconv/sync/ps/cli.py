@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from distconv.files import folder
+from distconv.files import folder, folder_problem
 from distconv.job import TrainConfig
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
 from distconv.train_args import not_blank
@@ -218,6 +218,9 @@ def _check_checkpoint_dir(directory: str) -> None:
     Raises:
         PserverStartError: the directory cannot be made or written, naming it and why.
     """
+    # a dangling link above it ('runs -> an unmounted scratch') made makedirs say 'File exists'
+    if (problem := folder_problem(directory)) is not None:
+        raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {problem}")
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:

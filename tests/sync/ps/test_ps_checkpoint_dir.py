@@ -29,8 +29,21 @@ def test_a_checkpoint_dir_that_cannot_be_made_stops_the_shard_at_start(tmp_path)
     directory = blocker / "parts"  # under a regular file: no one can make it, root neither
     done = _pserver("--checkpoint-dir", str(directory))
     assert done.returncode == 1, done
-    assert f"--checkpoint-dir {directory}: cannot make it: Not a directory" in done.stderr
+    assert f"--checkpoint-dir {directory}: cannot make it: {blocker} is a file" in done.stderr
     assert "listening on" not in done.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_checkpoint_dir_under_a_link_to_nowhere_names_the_link(tmp_path):
+    """``runs -> /scratch/runs`` with the scratch unmounted: makedirs said ``File exists``,
+    as if an existing folder were the trouble (review k193 of 3615064)."""
+    runs = tmp_path / "runs"
+    runs.symlink_to(tmp_path / "scratch" / "runs")
+    done = _pserver("--checkpoint-dir", str(runs / "parts"))
+    assert done.returncode == 1, done
+    said = f"cannot make it: {runs} is a symlink to {tmp_path / 'scratch' / 'runs'}, not there"
+    assert said in done.stderr, done.stderr
+    assert "listening on" not in done.stdout and not (tmp_path / "scratch").exists()
 
 
 @pytest.mark.timeout(60)
