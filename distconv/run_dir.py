@@ -219,6 +219,9 @@ class RunDirectory:
     def step_dir(self, step: int) -> Path:
         """The directory the parts of step ``step`` go into (created)."""
         path = self.checkpoint_root / f"step-{step:08d}"
+        # checkpoints -> a larger disk, unmounted: '[Errno 17] File exists', naming no link
+        if (problem := folder_problem(path)) is not None:
+            raise RunDirError(f"cannot write a checkpoint into {path}: {problem}")
         path.mkdir(parents=True, exist_ok=True)
         return path
 

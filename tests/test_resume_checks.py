@@ -491,6 +491,18 @@ def test_resume_auto_with_no_checkpoint_and_unreadable_metrics_says_so(data, tmp
     assert (tmp_path / "metrics.jsonl").read_text() == '{"epoch": 1, "step": 15}\n'
 
 
+@pytest.mark.timeout(120)
+def test_a_checkpoints_link_to_nowhere_is_named_not_file_exists(data, tmp_path):
+    """``out/checkpoints -> /bigdisk/ckpts`` with the disk unmounted: the first checkpoint, an
+    epoch in, failed as ``[Errno 17] File exists: 'out/checkpoints'`` (review k194)."""
+    train, test = data
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoints").symlink_to(tmp_path / "bigdisk" / "ckpts")
+    with pytest.raises(RunDirError, match=r"checkpoints is a symlink to .*bigdisk/ckpts, not"):
+        _trainer(tmp_path / "run").fit(train, test, epochs=1)
+    assert not (tmp_path / "bigdisk").exists()
+
+
 def test_an_output_dir_that_cannot_be_made_names_the_lock_file(data, tmp_path):
     """A full disk, a read-only directory or (here) a file where a directory should be: before,
     a bare OSError naming no file (review k109)."""
