@@ -134,19 +134,15 @@ def hold_lock(path: str | os.PathLike) -> int:
         OSError: the file cannot be opened or written.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        raise LockTaken(holder) from None
-    except OSError:  # no flock there (ENOLCK: an NFS mount without locking): the caller says
-        os.close(fd)
-        raise
-    try:
+    try:  # any failure closes the descriptor; ENOLCK (NFS without locking): the caller says
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            raise LockTaken(holder or "another process") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-    except OSError:
+    except BaseException:
         os.close(fd)
         raise
     return fd
