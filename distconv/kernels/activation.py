@@ -91,7 +91,11 @@ class Tanh(ActivationFunction):
 
 
 class Softmax(ActivationFunction):
-    """Softmax over axis 1 (the features of a row, or the channels of an image)."""
+    """Softmax over axis 1 (the features of a row, or the channels of an image).
+
+    A row that is ``-inf`` throughout has no softmax: it comes out NaN, as in PyTorch, where
+    a row of probabilities summing to 0 would pass for an answer.
+    """
 
     name = "softmax"
 
@@ -105,12 +109,14 @@ class Softmax(ActivationFunction):
         # normaliser stopped at 256 (each probability 16 times too large)
         zw = widened(z)
         top = zw.max(axis=1, keepdims=True)
-        # a row of -inf alone is a sample with nothing to choose (a selective layer pads one
-        # that selects no column with -inf): its entries get probability 0, as padding does in
-        # every other row, where the shift by its -inf maximum made them NaN (-inf - -inf)
+        # a row of -inf alone has no softmax: NaN, as PyTorch's, so that no one reads a row of
+        # probabilities that sums to 0 (zeros hid float16 logits that overflowed to -inf). It is
+        # made quietly, without numpy's 'invalid value' warning from the shift by -inf (the
+        # selective layer turns its samples that select nothing into zeros itself)
         none = top == float("-inf")
         e = xp.exp(zw - xp.where(none, 0, top))
-        return (e / xp.where(none, 1, e.sum(axis=1, keepdims=True))).astype(z.dtype, copy=False)
+        norm = xp.where(none, float("nan"), e.sum(axis=1, keepdims=True))
+        return (e / norm).astype(z.dtype, copy=False)
 
     def backward(self, y: Any, dy: Any) -> Any:
         products = dy * y

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import inf
 from typing import Any
 
 from distconv.arg import Arg
 from distconv.backend import get_array_module, widened
+from distconv.kernels.activation import Softmax
 from distconv.kernels.bias import row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import compact_columns
@@ -226,6 +228,11 @@ class SelectiveFullyConnected(FullyConnected):
         out = super().make_output(y, inputs)
         if self.selection is not None:
             out.ids = self.selection.cols
+            pad = self.selection.pad
+            if pad is not None and isinstance(self.act, Softmax) and self.pad_value == -inf:
+                # a sample that selects nothing is all -inf padding, which the softmax leaves
+                # NaN (no softmax exists); its padding has probability 0, as in every row
+                y[pad.all(axis=1)] = 0
         return out
 
     # -- backward -------------------------------------------------------------------------------

@@ -317,6 +317,28 @@ def test_a_softmax_of_no_rows_names_the_layer():
     assert np.allclose(rows, 0.25)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # said quietly, as PyTorch does
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_a_softmax_of_a_row_of_minus_inf_is_nan_not_zeros(dtype):
+    """A row that is -inf throughout has no softmax (float16 logits below -65504 are such a
+    row): it came out as zeros, probabilities that sum to 0 read as an answer; PyTorch gives
+    NaN. Other rows, a -inf entry among them, are computed as before, and backward passes the
+    NaN on to that row's gradient alone (review k196)."""
+    z = np.array([[-np.inf, -np.inf, -np.inf], [0.0, np.log(3.0), -np.inf]], dtype=dtype)
+    layer = Activation("softmax")
+    y = layer(Arg(z)).value
+    assert y.dtype == dtype and np.isnan(y[0]).all()
+    np.testing.assert_allclose(y[1], [0.25, 0.75, 0], rtol=1e-3)
+    layer.output.grad = np.ones_like(y)
+    layer.backward(lambda p: None)
+    dz = layer.inputs[0].grad
+    assert np.isnan(dz[0]).all() and np.isfinite(dz[1]).all()
+    images = np.full((1, 2, 2, 2), -np.inf, dtype=dtype)  # over the channels of an image
+    images[0, 1, 0, 0] = 0
+    y = Activation("softmax")(Arg(images)).value
+    assert y[0, 1, 0, 0] == 1 and y[0, 0, 0, 0] == 0 and np.isnan(y[0, :, 1]).all()
+
+
 @pytest.mark.parametrize(
     ("make", "said"),
     [
