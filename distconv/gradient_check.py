@@ -120,13 +120,16 @@ def _check_nothing_read_after_firing(
 ) -> None:
     """Every gradient of the pass is finite: none was computed from a parameter the callback
     had already had (its value was NaN from then on)."""
-    grads = [p.grad for p in params if not p.static]
-    grads += [a.grad for a in obj.inputs if a.needs_grad]
-    if not all(bool(get_array_module(g).isfinite(g).all()) for g in grads):
+    grads = [(f"param {p.name}", p.grad) for p in params if not p.static]
+    grads += [(f"input {i}", a.grad) for i, a in enumerate(obj.inputs) if a.needs_grad]
+    bad = [name for name, g in grads if not bool(get_array_module(g).isfinite(g).all())]
+    if bad and not names:  # no value was made NaN: backward made it of finite values
+        raise AssertionError(f"{obj.layer}: the gradient of {', '.join(bad)} is not finite")
+    if bad:
         raise AssertionError(
-            f"{obj.layer}: a gradient was computed from a parameter after its callback fired "
-            f"(fired: {names}); the callback may change the weight, so compute input gradients "
-            "before inc_update"
+            f"{obj.layer}: the gradient of {', '.join(bad)} is not finite: computed from a "
+            f"parameter after its callback fired (fired: {names})? The callback may change "
+            "the weight, so compute input gradients before inc_update"
         )
 
 
@@ -183,7 +186,9 @@ def check_layer_grad(
         The worst relative difference per array.
 
     Raises:
-        AssertionError: a gradient, a callback or a static pass is wrong (the message names it).
+        AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
+            or the output is not finite though the inputs and parameters are.
+        ValueError: an input or a parameter holds NaN or inf (no gradient can be judged).
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.
@@ -197,6 +202,7 @@ def check_layer_grad(
     _refuse_narrow(layer, "its output", obj.dtype)
     for name, (owner, _) in _targets(obj, params).items():
         _refuse_narrow(layer, name, np.dtype(owner.value.dtype))
+    _refuse_not_finite(obj, params)
 
     grads, fired = _analytic(obj, params, passes=1)
     _check_fired(layer, params, fired, passes=1)
@@ -221,6 +227,22 @@ def check_layer_grad(
     if check_static and params:
         _check_static(layer, obj, params, grads)
     return report
+
+
+def _refuse_not_finite(obj: _Objective, params: list[Parameter]) -> None:
+    """ValueError for an input or a parameter holding NaN or inf, AssertionError for an output
+    that does without them: either way ``f`` is not finite, every numeric derivative is NaN,
+    and no gradient can be judged (each comparison with NaN passed, a wrong gradient too)."""
+    if np.isfinite(obj.f0):
+        return
+    arrays = [(f"param {p.name}", p.value) for p in params]
+    arrays += [(f"input {i}", a.value) for i, a in enumerate(obj.inputs) if a.value is not None]
+    for name, v in arrays:
+        if v.dtype.kind == "f" and not bool(get_array_module(v).isfinite(v).all()):
+            raise ValueError(
+                f"{obj.layer}: {name} holds NaN or inf; finite differences need finite values"
+            )
+    raise AssertionError(f"{obj.layer}: its output is not finite (NaN or inf) for finite inputs")
 
 
 def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:
@@ -274,7 +296,7 @@ def _compare(obj, owner, direction, analytic: float, step: float, tol: float, na
     eps = float(np.finfo(obj.dtype).eps)
     floor = 10 * eps * max(abs(obj.f0), 1.0) / (step * tol)
     diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
-    if diff > tol:
+    if not diff <= tol:  # NaN too: a comparison with NaN is False, and NaN passed
         raise AssertionError(
             f"{obj.layer}: gradient of {name} is off: analytic {analytic:.10g}, "
             f"numeric {numeric:.10g}, relative difference {diff:.3g} > {tol}"
