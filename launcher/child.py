@@ -158,7 +158,16 @@ class Failure:
 class Child:
     """A running child: its process, its log, and the thread copying its output."""
 
-    def __init__(self, spec: ChildSpec, log_path: Path, out: BinaryIO, lock: threading.Lock):
+    def __init__(
+        self,
+        spec: ChildSpec,
+        log_path: Path,
+        out: BinaryIO,
+        lock: threading.Lock,
+        render: Callable[[bytes], bytes] | None = None,
+    ):
+        """``render``: what ``out`` gets for each output line (ending in a newline); by
+        default the line behind the spec's prefix."""
         self.spec = spec
         #: monotonic time the process exited, set by the waiter thread (None while it runs)
         self.exited_at: float | None = None
@@ -185,7 +194,7 @@ class Child:
         #: set by finish(): a process outside the group still held the output pipe
         self.output_held = False
         self._pump = threading.Thread(
-            target=self._copy, args=(out, lock), name=f"pump-{spec.name}", daemon=True
+            target=self._copy, args=(out, lock, render), name=f"pump-{spec.name}", daemon=True
         )
         self._pump.start()
         self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
@@ -209,7 +218,9 @@ class Child:
         self._status = self.proc.wait()
         self.exited_at = time.monotonic()
 
-    def _copy(self, out: BinaryIO, lock: threading.Lock) -> None:
+    def _copy(
+        self, out: BinaryIO, lock: threading.Lock, render: Callable[[bytes], bytes] | None
+    ) -> None:
         prefix = self.spec.line_prefix
         echo = True
         for line in iter(self.proc.stdout.readline, b""):
@@ -219,9 +230,10 @@ class Child:
             self.tail.append(line.decode(errors="replace").rstrip("\n"))
             if not echo:
                 continue
+            shown = prefix + line if render is None else render(line)
             with lock:  # one write per whole line: prefixes never split a line
                 try:
-                    out.write(prefix + line)
+                    out.write(shown)
                     out.flush()
                 except (OSError, ValueError):  # stdout gone (`| head`) or closed: keep
                     echo = False  # draining into the log

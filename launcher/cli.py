@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from distconv.files import folder_problem
@@ -45,6 +45,7 @@ from .commands import (
     with_out,
     worker_command,
 )
+from .json_lines import json_lines, last_line
 from .options import (
     add_k8s_options,
     add_local_options,
@@ -220,7 +221,8 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     run_dir = _run_dir(args, job_id)
     servers, job, worker_argv = local_plan(args, program, job_id, run_dir, os.environ)
     program = Program(tuple(worker_argv), program.is_train)
-    supervisor = Supervisor(run_dir, grace=args.grace, settle=args.settle)
+    lines = json_lines(rest, job_id)
+    supervisor = Supervisor(run_dir, grace=args.grace, settle=args.settle, lines=lines)
     supervisor.claim()  # before the keys: a launch running there may be making its own
     reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
     if reused:
@@ -245,19 +247,12 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
             sock.close()
 
 
-def env_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """``env -u NAME ... NAME=VALUE ...``: what turns ``before`` into ``after`` (nothing when
-    they are equal), so a printed command runs as the launcher would run it."""
-    unset = [a for name in sorted(set(before) - set(after)) for a in ("-u", name)]
-    changed = [f"{k}={v}" for k, v in sorted(after.items()) if before.get(k) != v]
-    return ["env", *unset, *changed] if unset or changed else []
-
-
 def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
     """``distconv-launch mpi``: build the mpiexec command; print it or supervise it."""
     from .mpi import (
         MpiOptions,
         detect_flavor,
+        env_changes,
         find_mpiexec,
         mpi_command,
         mpi_worker_command,
@@ -305,7 +300,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         (spec,) = build(0)
         print(shlex.join([*env_changes(os.environ, spec.env), *spec.argv]))
         return 0
-    supervisor = Supervisor(run_dir, grace=args.grace)
+    supervisor = Supervisor(run_dir, grace=args.grace, lines=json_lines(rest, job_id))
     supervisor.claim()
     supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
     return supervisor.run(build, max_restarts=args.max_restarts)
@@ -386,15 +381,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ignored = ignored_flag(args.command_parser, args)
     if ignored:  # a flag that would change nothing: refused as argparse refuses a bad one
         args.command_parser.error(ignored)
+    json_rest = () if args.command == "k8s" else rest  # only a job's lines turn JSON, no render's
     try:
         return args.handler(args, rest)
     except (LaunchError, OSError) as exc:
         if debugging():
             raise
-        print(f"{PROG} {args.command}: error: {exception_line(exc)}", file=sys.stderr)
+        last_line(f"{PROG} {args.command}: error: {exception_line(exc)}", json_rest)
         # a train value argparse refuses is a usage error, as argparse's own (the launcher's
         # usage would not show it, so only the line)
         return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:  # Ctrl-C before the supervisor's handlers (keys, mpiexec -V)
-        print(f"{PROG} {args.command}: interrupted before the job started", file=sys.stderr)
+        last_line(f"{PROG} {args.command}: interrupted before the job started", json_rest)
         return 130

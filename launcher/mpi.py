@@ -267,3 +267,11 @@ def mpi_command(
         for name in exported_names(environ):
             argv += ["-x", name]
     return argv + list(worker)
+
+
+def env_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """``env -u NAME ... NAME=VALUE ...``: what turns ``before`` into ``after`` (nothing when
+    they are equal), so a printed command runs as the launcher would run it."""
+    unset = [a for name in sorted(set(before) - set(after)) for a in ("-u", name)]
+    changed = [f"{k}={v}" for k, v in sorted(after.items()) if before.get(k) != v]
+    return ["env", *unset, *changed] if unset or changed else []

@@ -34,7 +34,9 @@ The rules (issue 11, "Gang semantics"):
   child that failed otherwise, and reports that one (its status, its log's tail), naming the
   victims; if none comes, the victim is reported.
 - Each line of output is written whole, behind its child's prefix, under one lock; the
-  child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix.
+  child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix. With
+  ``lines`` (``distconv train --log-format json``) every line, the launcher's own messages
+  too, is a JSON object instead (:mod:`launcher.json_lines`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,6 +57,7 @@ from distconv.files import LockTaken, describe_os_error, hold_lock
 
 from .child import Child, ChildSpec, Failure, running_groups, signal_name
 from .commands import LaunchError
+from .json_lines import JsonLines
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
 
@@ -84,6 +88,8 @@ class Supervisor:
         err: where the launcher's own messages and the failure report go (default stderr).
         poll: seconds between looks at the children.
         settle: seconds a first failure that is a victim (exit 75) waits for its cause.
+        lines: writes every line as a JSON object (children's and the launcher's); None:
+            children's lines behind their prefix, messages behind ``distconv-launch:``.
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class Supervisor:
         err: BinaryIO | None = None,
         poll: float = 0.05,
         settle: float = SETTLE_SECONDS,
+        lines: JsonLines | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.grace = grace
@@ -101,6 +108,8 @@ class Supervisor:
         self.err = err if err is not None else _binary(sys.stderr)
         self.poll_interval = poll
         self.settle = settle
+        self.lines = lines
+        self._restart: int | None = None  # the attempt running, for the JSON lines
         self._lock = threading.Lock()  # the children's lines on ``out``
         self._err_lock = threading.Lock()  # apart: a stalled reader of ``out`` blocks no stop
         self._signals: list[int] = []
@@ -108,12 +117,17 @@ class Supervisor:
         self._finished = False  # the attempt's workers all exited 0 before any signal
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
 
-    def say(self, message: str) -> None:
+    def say(self, message: str, level: str = "info") -> None:
         """One launcher message on ``err``, never inside a child's line (dropped where ``err``
-        is gone: a closed terminal must not keep the children from their SIGTERM)."""
+        is gone: a closed terminal must not keep the children from their SIGTERM); a JSON
+        object of ``level`` under :attr:`lines`."""
+        if self.lines is not None:
+            line = self.lines.message(message, self._restart, level)
+        else:
+            line = f"distconv-launch: {message}\n".encode()
         with self._err_lock:
             try:
-                self.err.write(f"distconv-launch: {message}\n".encode())
+                self.err.write(line)
                 self.err.flush()
             except OSError:
                 pass
@@ -136,6 +150,7 @@ class Supervisor:
         previous = self._install_handlers()
         try:
             for restart in range(max_restarts + 1):
+                self._restart = restart
                 failure = self._attempt(build(restart), restart)
                 if self._signals and self._finished:  # came while the servers were stopping
                     self.say(f"got {signal_name(self._signals[0])} after the job had finished")
@@ -206,7 +221,10 @@ class Supervisor:
             try:
                 for spec in specs:
                     log_path = self.run_dir / "logs" / f"{spec.name}.log"
-                    children.append(Child(spec, log_path, self.out, self._lock))
+                    render = None
+                    if self.lines is not None:
+                        render = partial(self.lines.child_line, spec.role, spec.rank, restart)
+                    children.append(Child(spec, log_path, self.out, self._lock, render))
                 failed = self._watch(children)
             finally:  # also when a later child cannot start: the others get their grace
                 self._stop(children, failed)
@@ -301,7 +319,8 @@ class Supervisor:
         self.say(
             f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
             f"{after}; "
-            f"last lines of {failure.log}:\n{tail}\nreport: {path}"
+            f"last lines of {failure.log}:\n{tail}\nreport: {path}",
+            level="error",
         )
 
 

@@ -1,0 +1,126 @@
+"""The launcher's output as one JSON object per line, under ``distconv train --log-format json``.
+
+A collector that parses the launcher's merged output as JSON met ``[worker 1] {...}`` (the
+child's prefix in front of its JSON line), a shard's text lines, and the launcher's own
+``distconv-launch: ...`` messages. Under JSON the launcher writes instead:
+
+- a child's line that is a JSON object as it is (it names its role and rank itself);
+- any other line of a child (a shard's log, a traceback, MPI's banner) as an object with the
+  fields of ``distconv.logs``' JSON lines: the line as ``message``, the child's ``role`` and
+  ``rank`` (under ``mpiexec``, the rank MPI put in front of it: ``[1] `` or ``[1,1]<stdout>:``;
+  a line without one is mpiexec's own, ``role`` ``mpiexec``), the job's ``job_id`` and the
+  attempt's ``restart``;
+- its own messages as an object whose ``role`` is ``launcher`` and ``logger``
+  ``distconv.launch`` (the failure report's level is ``error``, its tail within ``message``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: a line MPI tagged with its rank: Hydra's ``-prepend-rank``, Open MPI's ``--tag-output``
+_MPI_TAG = re.compile(rb"^\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>:|\s)")
+
+
+def _now() -> str:
+    """The time as ``distconv.logs``' JSON lines write it (UTC, milliseconds, ``Z``)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _is_json_object(text: bytes) -> bool:
+    if not text.lstrip().startswith(b"{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:  # UnicodeDecodeError too
+        return False
+
+
+@dataclass(frozen=True)
+class JsonLines:
+    """Renders the launcher's lines as JSON objects for one job.
+
+    Attributes:
+        job_id: the job's id, in every object the launcher writes (None before it is known).
+    """
+
+    job_id: str | None
+
+    def entry(
+        self,
+        message: str,
+        role: str | None,
+        rank: int | None,
+        restart: int | None,
+        level: str = "info",
+    ) -> bytes:
+        """One JSON line (newline included) with ``distconv.logs``' fields."""
+        entry = {
+            "time": _now(),
+            "level": level,
+            "message": message,
+            "logger": "distconv.launch",
+            "role": role,
+            "rank": rank,
+            "world_size": None,
+            "job_id": self.job_id,
+            "restart": restart,
+        }
+        return json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+
+    def child_line(self, role: str, rank: int, restart: int, line: bytes) -> bytes:
+        """A child's output line (ending in a newline) as a JSON line: unchanged where it is
+        a JSON object, else wrapped; under ``mpiexec`` (``role``), MPI's rank tag is read."""
+        body = line.rstrip(b"\n")
+        who: int | None = rank
+        if role == "mpiexec":
+            tag = _MPI_TAG.match(body)
+            if tag is not None:
+                role, who, body = "worker", int(tag.group(1)), body[tag.end() :]
+            else:
+                who = None  # mpiexec's own line (its banner on a failed rank)
+        if _is_json_object(body):
+            return body + b"\n"
+        return self.entry(body.decode(errors="replace"), role, who, restart)
+
+    def message(self, text: str, restart: int | None, level: str = "info") -> bytes:
+        """One of the launcher's own messages as a JSON line."""
+        return self.entry(text, "launcher", None, restart, level)
+
+
+def asks_json(rest: Sequence[str]) -> bool:
+    """Whether the arguments after ``--`` are ``distconv train``'s and ask for
+    ``--log-format json`` (spelled out as ``distconv train`` reads them: ``--log-f json``)."""
+    from .commands import names_a_program, option_value
+
+    if names_a_program(rest):
+        return False
+    from distconv.train_args import FlagError, spelled_out
+
+    argv = list(rest[1:] if rest and rest[0] == "train" else rest)
+    try:
+        argv = spelled_out(argv)
+    except FlagError:  # refused later, with its reason
+        return False
+    return option_value(argv, "--log-format") == "json"
+
+
+def json_lines(rest: Sequence[str], job_id: str | None) -> JsonLines | None:
+    """The :class:`JsonLines` of a job whose train arguments (``rest``) ask for JSON, else
+    None."""
+    return JsonLines(job_id) if asks_json(rest) else None
+
+
+def last_line(text: str, rest: Sequence[str]) -> None:
+    """The launcher's last line on stderr, before any job ran (a refusal, a Ctrl-C): a JSON
+    object (``error``) where the train arguments after ``--`` (``rest``) ask for JSON."""
+    lines = json_lines(rest, None)
+    if lines is not None:
+        text = lines.message(text, None, "error").decode().rstrip("\n")
+    print(text, file=sys.stderr)
