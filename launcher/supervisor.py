@@ -294,7 +294,11 @@ class Supervisor:
         left = [c for c in children if c.group_alive(running)]
         for child in children:
             child.signal_group(signal.SIGKILL)
-        if left and len(self._signals) < 2:  # the grace ran out (a second signal said its own)
+        if left and len(self._signals) >= 2:  # the user asked for it: still, never a silent kill
+            names = ", ".join(c.spec.name for c in left)
+            second = signal_name(self._signals[1])
+            self.say(f"got {second} during the stop: {names} killed without the rest of the grace")
+        elif left:  # the grace ran out
             server_seconds = time.monotonic() - servers_at
             self.say(_killed_at_the_end(left, servers, self.grace, server_seconds))
 

@@ -168,9 +168,11 @@ def test_a_second_signal_kills_at_once(tmp_path):
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30))]
     signal_once_up(tmp_path, ["w"], (0.3, signal.SIGINT), (0.8, signal.SIGINT))
     began = time.monotonic()
-    status, _ = supervise(tmp_path, specs, grace=30)
+    status, said = supervise(tmp_path, specs, grace=30)
     assert status == 130 and time.monotonic() - began < 10
     assert done_at(tmp_path, "w") is None
+    # the kill is said, naming whom it hit (k198: it was silent, the stop read as clean)
+    assert "got SIGINT during the stop: worker-0 killed without the rest of the grace" in said
 
 
 @pytest.mark.timeout(60)
