@@ -1,0 +1,58 @@
+"""A worker's program that the kernel cannot start is named with why (k198).
+
+A script saved with Windows line ends (``#!/bin/sh\\r``), or whose ``#!`` interpreter is
+missing, stopped the launch with ``[Errno 2] No such file or directory: './run.sh'``, of a file
+that is there; a program without its execute bit with a bare ``[Errno 13]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.child import not_started
+from tests.launcher.launch_cli import launch
+
+
+def _program(tmp_path: Path, text: bytes, mode: int = 0o755) -> Path:
+    path = tmp_path / "run.sh"
+    path.write_bytes(text)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text, mode, said",
+    [
+        (b"#!/bin/sh\r\necho hi\r\n", 0o755, "the interpreter its #! line names, '/bin/sh\\r', "),
+        (b"#! /no/such/sh -e\necho hi\n", 0o755, "its #! line names, '/no/such/sh', does not"),
+        (b"#!/bin/sh\necho hi\n", 0o644, "run.sh is not executable (chmod +x it)"),
+    ],
+)
+def test_a_program_that_cannot_start_is_named_with_why(tmp_path: Path, text, mode, said):
+    program = _program(tmp_path, text, mode)
+    done = launch(
+        "local", "--workers", "2", "--servers", "0", "--run-dir", str(tmp_path / "run"), "--",
+        f"./{program.name}",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("distconv-launch local: error: cannot start worker-0 (./run.sh): ")
+    assert said in last, last
+    assert "Traceback" not in done.stderr
+
+
+def test_a_program_on_path_is_looked_up_there(tmp_path: Path):
+    program = _program(tmp_path, b"#!/bin/sh\r\n")
+    why = not_started("run.sh", FileNotFoundError(2, "No such file or directory"), str(tmp_path))
+    assert why == "the interpreter its #! line names, '/bin/sh\\r', does not exist"
+    assert program.exists()
+
+
+def test_a_missing_program_keeps_the_systems_reason(tmp_path: Path):
+    gone = str(tmp_path / "gone")
+    assert not_started(gone, FileNotFoundError(2, "No such file or directory")) == (
+        "no such file or directory"
+    )
