@@ -170,9 +170,11 @@ class Child:
         out: BinaryIO,
         lock: threading.Lock,
         render: Callable[[bytes], bytes] | None = None,
+        say: Callable[[str], None] | None = None,
     ):
         """``render``: what ``out`` gets for each output line (ending in a newline); by
-        default the line behind the spec's prefix."""
+        default the line behind the spec's prefix. ``say``: the launcher's message when the
+        log cannot be written (a full disk); the lines go on to ``out``."""
         self.spec = spec
         #: monotonic time the process exited, set by the waiter thread (None while it runs)
         self.exited_at: float | None = None
@@ -203,7 +205,7 @@ class Child:
         #: set by finish(): a process outside the group still held the output pipe
         self.output_held = False
         self._pump = threading.Thread(
-            target=self._copy, args=(out, lock, render), name=f"pump-{spec.name}", daemon=True
+            target=self._copy, args=(out, lock, render, say), name=f"pump-{spec.name}", daemon=True
         )
         self._pump.start()
         self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
@@ -228,14 +230,19 @@ class Child:
         self.exited_at = time.monotonic()
 
     def _copy(
-        self, out: BinaryIO, lock: threading.Lock, render: Callable[[bytes], bytes] | None
+        self,
+        out: BinaryIO,
+        lock: threading.Lock,
+        render: Callable[[bytes], bytes] | None,
+        say: Callable[[str], None] | None,
     ) -> None:
         prefix = self.spec.line_prefix
-        echo = True
+        echo = to_log = True
         for line in iter(self.proc.stdout.readline, b""):
             if not line.endswith(b"\n"):
                 line += b"\n"
-            self.log.write(line)
+            if to_log:
+                to_log = self._log_line(line, say)
             self.tail.append(line.decode(errors="replace").rstrip("\n"))
             if not echo:
                 continue
@@ -246,6 +253,20 @@ class Child:
                     out.flush()
                 except (OSError, ValueError):  # stdout gone (`| head`) or closed: keep
                     echo = False  # draining into the log
+
+    def _log_line(self, line: bytes, say: Callable[[str], None] | None) -> bool:
+        """Write ``line`` to the log; False, said once, where it cannot be (a full disk): the
+        pump must go on draining the pipe, or the child blocks on its next write for good."""
+        try:
+            self.log.write(line)
+        except OSError as exc:
+            if say is not None:
+                say(
+                    f"cannot write {self.log_path}: {describe_os_error(exc)}; "
+                    f"{self.spec.name}'s later lines go to the launcher's output only"
+                )
+            return False
+        return True
 
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""

@@ -224,7 +224,8 @@ class Supervisor:
                     render = None
                     if self.lines is not None:
                         render = partial(self.lines.child_line, spec.role, spec.rank, restart)
-                    children.append(Child(spec, log_path, self.out, self._lock, render))
+                    child = Child(spec, log_path, self.out, self._lock, render, self.say)
+                    children.append(child)
                 failed = self._watch(children)
             finally:  # also when a later child cannot start: the others get their grace
                 self._stop(children, failed)
