@@ -317,14 +317,20 @@ class Supervisor:
         entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
         entry["then"] = then
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(entry, indent=2) + "\n")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(entry, indent=2) + "\n")
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk: the report on stderr is all there is, not lost
+            written = f"report not written: {tmp}: {describe_os_error(exc)}"
+            _remove(tmp)
+        else:
+            written = f"report: {path}"
         tail = "\n".join(f"    {line}" for line in failure.tail) or "    (no output)"
         after = f"; then {then}" if then else ""
         self.say(
             f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
             f"{after}; "
-            f"last lines of {failure.log}:\n{tail}\nreport: {path}",
+            f"last lines of {failure.log}:\n{tail}\n{written}",
             level="error",
         )
 
@@ -346,6 +352,14 @@ def _killed_at_the_end(
             "once the workers were gone, or the grace ran out)"
         )
     return ", ".join(said) + ": killed"
+
+
+def _remove(path: Path) -> None:
+    """Remove a half-written file, where it can be."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:  # a folder in its place, a read-only disk: nothing to clean up then
+        pass
 
 
 def _first_failed(children: list[Child], working: bool, victims: bool = True) -> Child | None:

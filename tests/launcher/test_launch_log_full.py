@@ -37,3 +37,21 @@ def test_a_full_disk_under_the_log_keeps_the_lines_flowing(tmp_path: Path):
     assert said in done.stderr
     assert "worker 0 failed with exit code 3" in done.stderr
     assert "line 2999 " in done.stderr  # the report's tail still has the last lines
+
+
+@pytest.mark.timeout(60)
+def test_a_report_that_cannot_be_written_is_still_said(tmp_path: Path):
+    """failure.json on a full disk: the failure was lost, the launcher said only the write's
+    error and exited 1, not the child's status (k198)."""
+    run = tmp_path / "run"
+    (run / "failure.json.tmp").mkdir(parents=True)  # the report's write fails (EISDIR)
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(run), "--",
+        "sh", "-c", "echo dying; exit 3",
+        cwd=tmp_path, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "worker 0 failed with exit code 3 (after 0 restart(s)); last lines of" in done.stderr
+    assert "    dying\n" in done.stderr
+    assert f"report not written: {run / 'failure.json.tmp'}: is a directory" in done.stderr
+    assert "error:" not in done.stderr
