@@ -82,9 +82,7 @@ MPI_OWNED = {
 
 
 def _job_id(args: argparse.Namespace) -> str:
-    if args.job_id:
-        if not args.job_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
-            raise LaunchError(f"--job-id must be letters, digits, '-', '_' or '.': {args.job_id!r}")
+    if args.job_id is not None:  # checked by its type (options.job_name)
         return args.job_id
     return f"launch-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 

@@ -41,6 +41,23 @@ def seconds(text: str) -> float:
     return value
 
 
+def job_name(text: str) -> str:
+    """An argparse type: a job id, which names ``runs/<job-id>`` and goes on the shards' command
+    line: letters, digits, ``-``, ``_`` and ``.``, not blank (an unset variable, which
+    gave the job a new random id, so a launch again to continue started afresh elsewhere), not
+    ``.`` or ``..`` (no folder of its own) and not starting with ``-`` (every shard read it as
+    a flag and stopped: ``argument --job-id: expected one argument``)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    if not all(c.isalnum() or c in "-_." for c in text):
+        raise argparse.ArgumentTypeError(f"must be letters, digits, '-', '_' or '.': {text!r}")
+    if text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} names no folder of its own (runs/{text})")
+    if text.startswith("-"):
+        raise argparse.ArgumentTypeError(f"must not start with '-': {text!r}")
+    return text
+
+
 def add_job_options(p: argparse.ArgumentParser) -> None:
     """Options every supervised job has: restarts, grace, run directory, job id, threads."""
     p.add_argument(
@@ -52,7 +69,9 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run-dir", type=folder, help="logs, keys and failure.json (default: runs/<job-id>)"
     )
-    p.add_argument("--job-id", help="names the job (default: launch-<time>-<random>)")
+    p.add_argument(
+        "--job-id", type=job_name, help="names the job (default: launch-<time>-<random>)"
+    )
     p.add_argument(
         "--threads",
         type=at_least(1),
