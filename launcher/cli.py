@@ -295,6 +295,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
 
     if args.dry_run:
+        if sys.stdout is None:  # started with stdout closed (>&-): print() drops it unsaid
+            raise LaunchError("stdout is closed: --dry-run prints the command there")
         (spec,) = build(0)
         print(shlex.join([*env_changes(os.environ, spec.env), *spec.argv]))
         return 0

@@ -25,6 +25,7 @@ from launcher.mpi import (
     parse_hostfile,
     parse_hosts,
 )
+from tests.launcher.launch_cli import ENV as LAUNCH_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -341,3 +342,19 @@ def test_every_start_of_an_mpi_job_carries_its_launchs_one_token(tmp_path):
     assert [restart for restart, _ in starts] == ["0", "1"]
     assert starts[0][1] == starts[1][1] != "outer"
     assert re.fullmatch(r"[0-9a-f]{16}", starts[0][1])
+
+
+def test_a_dry_run_to_a_closed_stdout_is_refused_in_one_line(tmp_path):
+    """Started with stdout closed (``>&-``), ``--dry-run``'s command went nowhere and the
+    launcher exited 0, as if it had been printed (k198)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "mpi", "-np", "2", "--mpi-flavor", "mpich",
+         "--dry-run", "--", "--epochs", "1"],
+        env=LAUNCH_ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),  # as a shell's >&-
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == (
+        "distconv-launch mpi: error: stdout is closed: --dry-run prints the command there\n"
+    )
