@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from distconv.arg import feeds_of
-from distconv.backend import resolve_dtype
 from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
 from distconv.layers.base import LayerError
@@ -44,16 +43,13 @@ from distconv.run_dir import METRICS, PLOT, RunDirectory
 from distconv.sampler import GlobalBatchSampler, check_seed
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
 from distconv.sync import SyncStrategy
+from distconv.trainer_args import accuracy_pair, check_count, check_lr_decay, training_dtype
 
 if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
     from distconv.service import ServiceEndpoints
 
 log = logging.getLogger("distconv.trainer")
 
-
-#: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
-#: types pass the layers, but the im2col views or safetensors refuse some of them
-TRAINING_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
 #: ranks agree on a stop (SIGTERM, Ctrl-C) every this many steps: a collective costs a round trip
 STOP_CHECK_EVERY = 8
@@ -86,6 +82,13 @@ class Trainer:
         start: which start of which job this is (:class:`~distconv.resume.JobStart`); a
             restart with ``resume="overwrite"`` tells the run its launch began by it.
 
+    Raises:
+        ValueError: a count (``batch_size``, ``accumulate``, ``checkpoint_every``,
+            ``keep_checkpoints``) that is not an int in range, ``lr_decay`` outside (0, 1],
+            ``loss`` not a layer, or ``accuracy`` naming neither a layer nor an input of the
+            network (:mod:`distconv.trainer_args`).
+        TypeError: ``dtype`` is not one the Trainer trains in.
+
     Attributes:
         history: one record per epoch completed by this call of :meth:`fit`.
     """
@@ -110,31 +113,26 @@ class Trainer:
         monitor: ServiceEndpoints | None = None,
         start: JobStart | None = None,
     ) -> None:
-        if not 0.0 < lr_decay <= 1.0:
-            raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay}")
-        if batch_size < 1 or accumulate < 1 or checkpoint_every < 0:
-            raise ValueError(
-                f"need batch_size >= 1, accumulate >= 1, checkpoint_every >= 0; got "
-                f"{batch_size}, {accumulate}, {checkpoint_every}"
-            )
+        check_lr_decay(lr_decay)
+        for name, value, low in (
+            ("batch_size", batch_size, 1),
+            ("accumulate", accumulate, 1),
+            ("checkpoint_every", checkpoint_every, 0),
+            ("keep_checkpoints", keep_checkpoints, 1),
+        ):
+            check_count(name, value, low)
         check_seed(seed)  # here, not at the first epoch after setup and the job check
         if loss not in network.layers:
             raise ValueError(f"no layer {loss!r}; layers: {list(network.layers)}")
         self.network, self.sync = network, sync
         self.batch_size, self.accumulate = batch_size, accumulate
         self.loss_name = loss
-        self.accuracy = network.softmax_inputs(loss) if accuracy == "auto" else accuracy
+        self.accuracy = accuracy_pair(network, accuracy, loss)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
         self.checkpoint_every = checkpoint_every
         self.monitor = monitor
-        self.dtype = resolve_dtype(dtype) if dtype is not None else None
-        if self.dtype is not None and self.dtype.name not in TRAINING_DTYPES:
-            # refused here, not only by Parameter.cast: a network without weights casts none
-            raise TypeError(
-                f"cannot train in {self.dtype}: weights and inputs need a floating-point type "
-                f"the kernels and checkpoints carry ({', '.join(TRAINING_DTYPES)})"
-            )
+        self.dtype = training_dtype(dtype)
         self.params = network.parameters()
         if self.dtype is not None:
             for p in self.params:
@@ -247,8 +245,7 @@ class Trainer:
         Across processes call it after :meth:`fit` and before the sync's ``close()``: the ranks
         sum their shares, which MPISync refuses before setup, when the ranks' parameters may
         still differ, and every sync refuses once closed (``SyncError``)."""
-        if batch_size < 1:  # a negative one ran no batch and reported a loss of 0
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        check_count("batch_size", batch_size, 1)  # a negative one ran no batch: a loss of 0
         arrays = as_arrays(arrays)
         if array_length(arrays) == 0:
             raise ValueError("cannot evaluate on an empty data set")
@@ -283,15 +280,14 @@ class Trainer:
                 different run, an output directory that holds a run and no instruction what to
                 do with it, or a checkpoint that cannot be read now (``CheckpointReadError``).
             TrainingError: the loss became NaN or infinite.
-            ValueError: ``epochs`` is negative.
+            ValueError: ``epochs`` is not an int >= 0.
             DataError: the test set is empty, or one example of it does not go through the
                 model (checked before training; one of the training set does).
             Preempted: SIGTERM or the first Ctrl-C (SIGINT) arrived; a checkpoint was saved
                 first (see :mod:`distconv.stop_request`).
         """
         check_resume(resume)
-        if epochs < 0:  # trained nothing and said nothing (review k98)
-            raise ValueError(f"epochs must be >= 0 (epochs in all), got {epochs}")
+        check_count("epochs", epochs, 0)  # -3 trained nothing, 1.5 two epochs, silently
         self.history = []  # this call's
         self._stop = StopRequest(announce=self.sync.is_chief)  # an old signal is done
         train, test = as_arrays(train), (as_arrays(test) if test is not None else None)

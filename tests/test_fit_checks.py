@@ -29,7 +29,7 @@ def _trainer(out_dir=None, **kw):
 def test_a_negative_epoch_count_is_refused_naming_it(data, tmp_path, epochs):
     """fit(epochs=-3) returned [] and wrote an empty metrics log, as if all were well."""
     train, test = data
-    with pytest.raises(ValueError, match=rf"epochs must be >= 0 .*got {epochs}"):
+    with pytest.raises(ValueError, match=rf"epochs must be an int >= 0, got {epochs}"):
         _trainer(tmp_path).fit(train, test, epochs=epochs)
     assert list(tmp_path.iterdir()) == []
 
@@ -144,3 +144,47 @@ def test_a_loss_layer_that_is_no_scalar_is_refused_before_a_step_trains():
     with pytest.raises(LayerError, match=r"'loss' outputs shape \(4, 2\), not the scalar mean"):
         t.fit({"x": rng.standard_normal((16, 3))}, epochs=1)
     np.testing.assert_array_equal(net.parameters()[0].value, before)  # no step was taken
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ({"batch_size": 4.5}, r"batch_size must be an int >= 1, got 4\.5"),
+        ({"batch_size": True}, r"batch_size must be an int >= 1, got True"),
+        ({"batch_size": "16"}, r"batch_size must be an int >= 1, got '16'"),
+        ({"accumulate": 2.5}, r"accumulate must be an int >= 1, got 2\.5"),
+        ({"checkpoint_every": 1.5}, r"checkpoint_every must be an int >= 0, got 1\.5"),
+        ({"keep_checkpoints": 0}, r"keep_checkpoints must be an int >= 1, got 0"),
+        ({"lr_decay": "0.5"}, r"lr_decay must lie in \(0, 1\], got '0\.5'"),
+        ({"accuracy": ("fc2", "labels")}, r"'labels' is neither a layer nor an input"),
+        ({"accuracy": ("fc9", "label")}, r"'fc9' is neither a layer nor an input"),
+        ({"accuracy": "fc2"}, r"accuracy must be \"auto\", None or a pair of names"),
+    ],
+)
+def test_a_trainer_argument_of_the_wrong_kind_is_refused_naming_it(tmp_path, given, said):
+    """A float batch or accumulate count failed at the first epoch with "'float' object cannot
+    be interpreted as an integer", batch_size=True trained batches of one, an accuracy pair
+    naming no output failed at the first step with a bare KeyError ('labels'; accuracy="fc2"
+    with KeyError: 'f'), and keep_checkpoints=0 was called "keep" (review k195)."""
+    set_seed(0)
+    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.01))
+    kw = {"batch_size": 16, "out_dir": tmp_path, **given}
+    with pytest.raises(ValueError, match=said):
+        Trainer(net, sync, progress=False, **kw)
+
+
+@pytest.mark.parametrize("epochs, said", [(1.5, r"1\.5"), (True, "True"), ("2", "'2'")])
+def test_an_epoch_count_that_is_not_an_int_is_refused(data, tmp_path, epochs, said):
+    """fit(epochs=1.5) trained two epochs and epochs=True one, without a word; epochs="2" (a
+    command-line value not converted) failed with "'<' not supported" (review k195)."""
+    train, test = data
+    with pytest.raises(ValueError, match=rf"epochs must be an int >= 0, got {said}"):
+        _trainer(tmp_path).fit(train, test, epochs=epochs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_accuracy_pair_of_a_layer_and_an_input_counts_right_answers(data):
+    train, test = data
+    history = _trainer(accuracy=("fc2", "label")).fit(train, test, epochs=1)
+    assert 0.0 <= history[0]["train_acc"] <= 1.0

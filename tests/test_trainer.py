@@ -709,7 +709,7 @@ def test_evaluate_refuses_a_batch_size_below_one(data, batch_size):
     """A negative one ran no batch and returned test_loss 0.0 and test_acc 0.0 as results, and
     0 failed in range() (review k98)."""
     _, test = data
-    with pytest.raises(ValueError, match=f"batch_size must be >= 1, got {batch_size}"):
+    with pytest.raises(ValueError, match=f"batch_size must be an int >= 1, got {batch_size}"):
         _trainer().evaluate(test, batch_size=batch_size)
 
 

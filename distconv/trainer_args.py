@@ -1,0 +1,93 @@
+"""The :class:`~distconv.trainer.Trainer`'s arguments, checked where they are given.
+
+A count that is not an int, or an accuracy pair naming nothing in the network, failed steps
+later with Python's own words (``'float' object cannot be interpreted as an integer``,
+``KeyError: 'nolabel'``) or trained something else without a word (``epochs=1.5`` ran two
+epochs, ``batch_size=True`` a batch of one). Each check here names the argument instead.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import Any
+
+from distconv.backend import resolve_dtype
+from distconv.network import Network
+
+#: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
+#: types pass the layers, but the im2col views or safetensors refuse some of them
+TRAINING_DTYPES = ("float16", "float32", "float64", "bfloat16")
+
+
+def check_count(name: str, value: Any, low: int) -> None:
+    """Refuse ``value`` unless it is an int (numpy's too, not a bool) of at least ``low``.
+
+    Raises:
+        ValueError: naming ``name``, the bound and the value given.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+def check_lr_decay(lr_decay: Any) -> None:
+    """Refuse a per-epoch factor outside (0, 1] (NaN, a string, a bool included).
+
+    Raises:
+        ValueError: naming ``lr_decay`` and the value given.
+    """
+    if isinstance(lr_decay, bool) or not isinstance(lr_decay, Real) or not 0.0 < lr_decay <= 1.0:
+        raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay!r}")
+
+
+def accuracy_pair(network: Network, accuracy: Any, loss: str) -> tuple[str, str] | None:
+    """The ``(predictions, labels)`` names right answers are counted with, or None.
+
+    ``"auto"`` takes the loss's inputs when it is a softmax cross-entropy (else None).
+
+    Raises:
+        ValueError: ``accuracy`` is not ``"auto"``, None or a pair of names, or a name is
+            neither a layer nor a feed of ``network`` (a fit failed at its first step with a
+            bare ``KeyError``, after the sync's setup).
+    """
+    if accuracy is None:
+        return None
+    if isinstance(accuracy, str) and accuracy == "auto":
+        return network.softmax_inputs(loss)
+    if (
+        isinstance(accuracy, str)
+        or not isinstance(accuracy, (tuple, list))
+        or len(accuracy) != 2
+        or not all(isinstance(n, str) for n in accuracy)
+    ):
+        raise ValueError(
+            f'accuracy must be "auto", None or a pair of names (predictions, labels), '
+            f"got {accuracy!r}"
+        )
+    known = set(network.layers) | set(network.feed_names)
+    missing = [n for n in accuracy if n not in known]
+    if missing:
+        raise ValueError(
+            f"accuracy={tuple(accuracy)}: {', '.join(map(repr, missing))} is neither a layer nor "
+            f"an input of the network (layers: {list(network.layers)}, inputs: "
+            f"{network.feed_names})"
+        )
+    return accuracy[0], accuracy[1]
+
+
+def training_dtype(dtype: Any) -> Any:
+    """``dtype`` resolved (None stays None: the network's own).
+
+    Refused here, not only by ``Parameter.cast``: a network without weights casts none.
+
+    Raises:
+        TypeError: a type the kernels and checkpoints do not train in.
+    """
+    if dtype is None:
+        return None
+    resolved = resolve_dtype(dtype)
+    if resolved.name not in TRAINING_DTYPES:
+        raise TypeError(
+            f"cannot train in {resolved}: weights and inputs need a floating-point type "
+            f"the kernels and checkpoints carry ({', '.join(TRAINING_DTYPES)})"
+        )
+    return resolved
