@@ -43,7 +43,13 @@ from distconv.run_dir import METRICS, PLOT, RunDirectory
 from distconv.sampler import GlobalBatchSampler, check_seed
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
 from distconv.sync import SyncStrategy
-from distconv.trainer_args import accuracy_pair, check_count, check_lr_decay, training_dtype
+from distconv.trainer_args import (
+    accuracy_pair,
+    check_count,
+    check_lr_decay,
+    output_dir,
+    training_dtype,
+)
 
 if TYPE_CHECKING:  # imported by the caller that serves probes, not by every trainer
     from distconv.service import ServiceEndpoints
@@ -67,7 +73,8 @@ class Trainer:
         accuracy: ``(predictions, labels)`` names to count right answers with, None for no
             accuracy, or ``"auto"``: the loss's inputs when it is a softmax cross-entropy.
         accumulate: forward/backward passes per optimizer step.
-        out_dir: where checkpoints and metrics go (the chief writes them); None writes nothing.
+        out_dir: where checkpoints and metrics go (the chief writes them); None writes nothing
+            ("" is refused: ``Path("")`` is the current directory).
         seed: the shuffle seed, an int >= 0 (with the epoch, the only input to the batch order).
         lr_decay: epoch ``e`` (from 0) trains at ``lr * lr_decay**e``. A per-epoch factor, not a
             schedule over the run's length, so a run resumed with more epochs continues exactly
@@ -84,9 +91,9 @@ class Trainer:
 
     Raises:
         ValueError: a count (``batch_size``, ``accumulate``, ``checkpoint_every``,
-            ``keep_checkpoints``) that is not an int in range, ``lr_decay`` outside (0, 1],
-            ``loss`` not a layer, or ``accuracy`` naming neither a layer nor an input of the
-            network (:mod:`distconv.trainer_args`).
+            ``keep_checkpoints``) that is not an int in range, ``lr_decay`` outside (0, 1], a
+            blank ``out_dir``, ``loss`` not a layer, or ``accuracy`` naming neither a layer nor
+            an input of the network (:mod:`distconv.trainer_args`).
         TypeError: ``dtype`` is not one the Trainer trains in.
 
     Attributes:
@@ -128,7 +135,7 @@ class Trainer:
         self.batch_size, self.accumulate = batch_size, accumulate
         self.loss_name = loss
         self.accuracy = accuracy_pair(network, accuracy, loss)
-        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.out_dir = output_dir(out_dir)
         self.seed, self.lr_decay, self.progress = seed, lr_decay, progress
         self.checkpoint_every = checkpoint_every
         self.monitor = monitor

@@ -8,7 +8,9 @@ epochs, ``batch_size=True`` a batch of one). Each check here names the argument 
 
 from __future__ import annotations
 
+import os
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any
 
 from distconv.backend import resolve_dtype
@@ -37,6 +39,24 @@ def check_lr_decay(lr_decay: Any) -> None:
     """
     if isinstance(lr_decay, bool) or not isinstance(lr_decay, Real) or not 0.0 < lr_decay <= 1.0:
         raise ValueError(f"lr_decay must lie in (0, 1], got {lr_decay!r}")
+
+
+def output_dir(out_dir: str | os.PathLike | None) -> Path | None:
+    """``out_dir`` as a path, None staying None (nothing written).
+
+    Raises:
+        ValueError: a blank one (``out_dir=os.environ.get("RUN_DIR", "")`` with the variable
+            unset): ``Path("")`` is ``.``, so the run's checkpoints, lock and metrics went into
+            the current directory without a word.
+    """
+    if out_dir is None:
+        return None
+    if isinstance(out_dir, str) and not out_dir.strip():
+        raise ValueError(
+            f"out_dir must name a directory, got {out_dir!r} (None writes no files; '.' is "
+            "the current directory)"
+        )
+    return Path(out_dir)
 
 
 def accuracy_pair(network: Network, accuracy: Any, loss: str) -> tuple[str, str] | None:

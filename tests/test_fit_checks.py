@@ -188,3 +188,16 @@ def test_an_accuracy_pair_of_a_layer_and_an_input_counts_right_answers(data):
     train, test = data
     history = _trainer(accuracy=("fc2", "label")).fit(train, test, epochs=1)
     assert 0.0 <= history[0]["train_acc"] <= 1.0
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_output_directory_is_refused_not_the_current_one(
+    data, tmp_path, monkeypatch, blank
+):
+    """out_dir="" (a script's --out "$RUN_DIR" with the variable unset) was Path("") = ".":
+    the run's checkpoints, run.lock and metrics went into the current directory, silently
+    (review k195)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"out_dir must name a directory, got '\s*'"):
+        _trainer(blank)
+    assert list(tmp_path.iterdir()) == []
