@@ -22,6 +22,7 @@ import distconv.distributed as dist
 from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss
+from distconv.script_flags import add_run_flags, refusals
 
 
 def build_model() -> Network:
@@ -44,21 +45,21 @@ def make_data(n: int, seed: int) -> dict[str, np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--batch-size", type=int, default=32, help="per worker")
-    parser.add_argument("--out", help="checkpoints and metrics (none when omitted)")
-    parser.add_argument("--resume", nargs="?", const=True, default=False)
+    add_run_flags(parser, epochs=30, batch_size=32)
     args = parser.parse_args()
 
     sync = dist.init("adam", lr=0.01)  # rank, world size and transport from the environment
     set_seed(0)
-    try:
-        trainer = Trainer(build_model(), sync, args.batch_size, out_dir=args.out, progress=False)
-        history = trainer.fit(
-            make_data(2048, seed=1), make_data(512, seed=2), args.epochs, resume=args.resume
-        )
-    finally:
-        sync.close()
+    with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback
+        try:
+            trainer = Trainer(
+                build_model(), sync, args.batch_size, out_dir=args.out, progress=False
+            )
+            history = trainer.fit(
+                make_data(2048, seed=1), make_data(512, seed=2), args.epochs, resume=args.resume
+            )
+        finally:
+            sync.close()
     if sync.is_chief and history:
         print(f"test loss {history[-1]['test_loss']:.5f} after epoch {history[-1]['epoch']}")
 

@@ -26,6 +26,7 @@ import distconv.distributed as dist
 from distconv import Network, Trainer
 from distconv.init import set_seed
 from distconv.layers import FullMatrixProjection, FullyConnected, Mixed, MSELoss, TableProjection
+from distconv.script_flags import add_run_flags, count, optimizer, positive_float, refusals
 from distconv.sync.mpi import MPISync
 
 VOCAB, WIDTH, FEATURES = 100_000, 32, 8
@@ -57,26 +58,26 @@ def make_data(n: int, seed: int, vocab: int = VOCAB) -> dict[str, np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64, help="per worker")
-    parser.add_argument("--examples", type=int, default=8192, help="training examples")
-    parser.add_argument("--optimizer", default="adam")
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--out", help="checkpoints and metrics (none when omitted)")
-    parser.add_argument("--resume", nargs="?", const=True, default=False)
+    add_run_flags(parser, epochs=3, batch_size=64)
+    parser.add_argument("--examples", type=count(1), default=8192, help="training examples")
+    parser.add_argument("--optimizer", type=optimizer, default="adam")
+    parser.add_argument("--lr", type=positive_float, default=0.01)
     args = parser.parse_args()
 
     sync = dist.init(args.optimizer, lr=args.lr)  # rank, world size, transport: environment
     set_seed(0)
-    try:
-        trainer = Trainer(build_model(), sync, args.batch_size, out_dir=args.out, progress=False)
-        history = trainer.fit(
-            make_data(args.examples, seed=1), make_data(2048, seed=2), args.epochs,
-            resume=args.resume,
-        )  # fmt: skip
-        moved = sync.traffic()
-    finally:
-        sync.close()
+    with refusals(parser):  # a run already in --out and no --resume: one line, not a traceback
+        try:
+            trainer = Trainer(
+                build_model(), sync, args.batch_size, out_dir=args.out, progress=False
+            )
+            history = trainer.fit(
+                make_data(args.examples, seed=1), make_data(2048, seed=2), args.epochs,
+                resume=args.resume,
+            )  # fmt: skip
+            moved = sync.traffic()
+        finally:
+            sync.close()
     if sync.is_chief and history:
         last = history[-1]
         print(f"test loss {last['test_loss']:.5f} after epoch {last['epoch']}")

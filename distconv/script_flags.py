@@ -1,0 +1,93 @@
+"""The flags a training script built on the public API takes (``examples/`` do), checked
+where they are read, with the types ``distconv train`` reads its own with.
+
+A bad value is argparse's one usage line and status 2, as ``distconv train`` says it, where
+the examples printed a traceback from deep in the Trainer (``--batch-size 0``, ``--epochs -1``,
+``--resume bogus``, ``--lr 0``, ``--optimizer bogus``) or, for ``--out ""``, wrote the run into
+the current directory. :func:`refusals` turns what the output directory refuses (a run there
+and no ``--resume``, a file in the way) into one line too.
+
+Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_run_flags(parser, epochs=30, batch_size=32)
+    >>> parser.add_argument("--lr", type=positive_float, default=0.01)
+    >>> args = parser.parse_args()
+    >>> with refusals(parser):
+    ...     Trainer(model, sync, args.batch_size, out_dir=args.out).fit(data, None, args.epochs,
+    ...                                                                 resume=args.resume)
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from distconv.checkpoint import CheckpointError
+from distconv.messages import exception_line
+from distconv.optim import OPTIMIZERS
+from distconv.sync.mpi import leaving
+from distconv.sync.peers import peer_failure
+from distconv.train_args import _float_in, _int_at_least, not_blank
+
+__all__ = ["add_run_flags", "count", "directory", "optimizer", "positive_float", "refusals"]
+
+#: argparse types: an integer of at least ``low``; a finite number above 0; a path that is not
+#: blank (an unset variable names no directory). ``distconv train``'s own, not copies of them.
+count = _int_at_least
+positive_float = _float_in(0.0, float("inf"))
+directory = not_blank
+
+#: what ``--resume`` takes besides nothing (continue the run in ``--out``)
+RESUME_MODES = ("auto", "overwrite")
+
+
+def optimizer(text: str) -> str:
+    """An argparse type: the name of one of distconv's optimizers, in any case."""
+    if text.lower() not in OPTIMIZERS:
+        raise argparse.ArgumentTypeError(
+            f"unknown optimizer {text!r}; choose one of {', '.join(sorted(OPTIMIZERS))}"
+        )
+    return text.lower()
+
+
+def add_run_flags(parser: argparse.ArgumentParser, epochs: int, batch_size: int) -> None:
+    """``--epochs``, ``--batch-size``, ``--out``, ``--resume [auto|overwrite]`` and
+    ``--overwrite``, as every example takes them."""
+    parser.add_argument("--epochs", type=count(0), default=epochs, help="epochs in all")
+    parser.add_argument("--batch-size", type=count(1), default=batch_size, help="per worker")
+    parser.add_argument("--out", type=directory, help="checkpoints and metrics (none when omitted)")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        choices=RESUME_MODES,
+        help="continue the run in --out (auto: if it has a checkpoint; overwrite: replace it)",
+    )
+    parser.add_argument(  # what the Trainer's refusal of a run in --out tells the user to pass
+        "--overwrite",
+        dest="resume",
+        action="store_const",
+        const="overwrite",
+        help="replace the run in --out (--resume overwrite)",
+    )
+
+
+@contextmanager
+def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Inside it, a checkpoint or output directory refused (:class:`CheckpointError`: a run in
+    ``--out`` and no ``--resume``, nothing to resume, a file in the way, a full disk) ends the
+    script with ``prog: error: ...`` and status 1. Under MPI, where the sync closed in a
+    ``finally`` aborts the job first, the rank's abort line says it, without the traceback, as
+    under ``distconv train``. Another rank's failure goes on to ``run_main``, which exits 75."""
+    brief = leaving.BRIEF_ERRORS
+    leaving.BRIEF_ERRORS = (*brief, CheckpointError)
+    try:
+        yield
+    except CheckpointError as exc:
+        if peer_failure(exc) is not None:
+            raise
+        parser.exit(1, f"{parser.prog}: error: {exception_line(exc)}\n")
+    finally:
+        leaving.BRIEF_ERRORS = brief

@@ -1,0 +1,83 @@
+"""The examples' flags (distconv.script_flags): a bad value is one usage line, not a traceback
+from deep in the Trainer, and a run in --out is refused in one line (review k195)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(example: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "examples" / example), *args],
+        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "example, args, said",
+    [
+        ("mixed_regression.py", ["--epochs", "-1"], "argument --epochs: must be >= 0, got -1"),
+        ("mixed_regression.py", ["--batch-size", "0"], "argument --batch-size: must be >= 1"),
+        ("mixed_regression.py", ["--resume", "bogus"], "argument --resume: invalid choice"),
+        ("mixed_regression.py", ["--out", ""], "argument --out: must not be empty"),
+        ("sparse_table.py", ["--lr", "0"], "argument --lr: must lie in (0.0, inf), got 0"),
+        (
+            "sparse_table.py",
+            ["--optimizer", "bogus"],
+            "argument --optimizer: unknown optimizer 'bogus'; choose one",
+        ),
+        ("sparse_table.py", ["--examples", "0"], "argument --examples: must be >= 1, got 0"),
+    ],
+)
+def test_a_bad_flag_is_one_usage_line_not_a_traceback(tmp_path, example, args, said):
+    """Each was a ValueError traceback from the Trainer, dist.init or the sampler (status 1);
+    --out "" trained and wrote the run into the current directory."""
+    proc = _run(example, *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{example}: error: {said}" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_in_out_is_refused_in_one_line_and_overwrite_replaces_it(tmp_path):
+    out = tmp_path / "run"
+    first = _run("mixed_regression.py", "--epochs", "1", "--out", str(out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = _run("mixed_regression.py", "--epochs", "1", "--out", str(out), cwd=tmp_path)
+    assert again.returncode == 1
+    assert "Traceback" not in again.stderr
+    assert again.stderr.startswith(f"mixed_regression.py: error: {out} already holds a run")
+    # the refusal names --overwrite: the example takes it
+    replaced = _run(
+        "mixed_regression.py", "--epochs", "1", "--out", str(out), "--overwrite", cwd=tmp_path
+    )
+    assert replaced.returncode == 0, replaced.stderr
+    assert "after epoch 1" in replaced.stdout
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec")
+def test_a_run_in_out_under_mpi_is_the_ranks_abort_line_without_a_traceback(tmp_path):
+    """Under MPI the sync closed in the example's finally aborts the job before the refusal
+    reaches the script: the abort printed the RunDirError's traceback."""
+    out = tmp_path / "run"
+    argv = [str(REPO / "examples" / "mixed_regression.py"), "--epochs", "1", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    run = ["mpiexec", "-n", "2", sys.executable, "-m", "mpi4py", *argv]
+    first = subprocess.run(run, env=env, capture_output=True, text=True, timeout=90)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run(run, env=env, capture_output=True, text=True, timeout=90)
+    assert again.returncode != 0
+    assert "Traceback" not in again.stderr, again.stderr
+    assert f"rank 0: RunDirError: {out} already holds a run" in again.stderr
