@@ -23,13 +23,18 @@ class Parameter:
 
     Args:
         name: unique name; the key in checkpoints and on the wire.
-        value: the initial array (numpy or cupy); the parameter owns it.
+        value: the initial array (numpy or cupy; a numpy scalar is a 0-d one); the parameter
+            owns it.
         static: a static parameter gets no gradient and never fires its callback.
         sparse_rows: a table read a few rows per batch (an embedding, a selective FC's
             weight): a parameter server then moves only the rows a batch reads, pulled before
             forward and pushed after backward (Paddle's ``sparse_update``); the shard's update
             (momentum, Adam moments, weight decay) then reaches only those rows. Other
             transports hold it whole; the flag changes no numbers there.
+
+    Raises:
+        ValueError: ``name`` is empty or not a str.
+        TypeError: ``value`` is not an array (a list, a Python float).
 
     Attributes:
         value: the current array. A sync strategy may replace it with a new one at
@@ -42,8 +47,15 @@ class Parameter:
     def __init__(
         self, name: str, value: Any, *, static: bool = False, sparse_rows: bool = False
     ) -> None:
-        if not name:
-            raise ValueError("a Parameter needs a non-empty name")
+        if not isinstance(name, str) or not name:  # the key in checkpoints and on the wire
+            raise ValueError(f"a Parameter needs a non-empty name (a str), got {name!r}")
+        if not (hasattr(value, "dtype") and hasattr(value, "shape")):
+            # a list was taken, and failed far away: at repr, the layer's shape check, the
+            # first update ("'list' object has no attribute 'shape'")
+            raise TypeError(
+                f"parameter {name!r}: the value must be an array (numpy or cupy), got "
+                f"{type(value).__name__}; wrap it as np.asarray(value, dtype=np.float32)"
+            )
         self.name = name
         self.value = value
         self.static = static

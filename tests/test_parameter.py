@@ -1,0 +1,30 @@
+"""Parameter's own checks of what it is built from (review k195)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv import Parameter
+from distconv.layers import FullyConnected
+
+
+@pytest.mark.parametrize("value", [[[0.5] * 4] * 3, 0.5])
+def test_a_parameter_of_a_list_or_a_python_number_is_refused_naming_it(value):
+    """Parameter("tied", [[...]]) was taken: its repr, the layer's shape check of a shared
+    weight and the first update each failed with "'list' object has no attribute 'shape'"."""
+    with pytest.raises(TypeError, match=r"parameter 'tied': the value must be an array"):
+        FullyConnected(4, 3, weight=Parameter("tied", value))
+
+
+@pytest.mark.parametrize("name", ["", 5, None])
+def test_a_parameter_name_that_is_not_a_string_is_refused(name):
+    """A number was taken as the name, which checkpoints and the wire key by string."""
+    with pytest.raises(ValueError, match=r"a Parameter needs a non-empty name \(a str\)"):
+        Parameter(name, np.zeros(3))
+
+
+def test_a_numpy_scalar_is_a_0_d_parameter_and_a_shared_array_is_taken():
+    assert Parameter("s", np.float32(2.0)).shape == ()
+    tied = Parameter("tied", np.full((3, 4), 0.5, np.float32))
+    assert FullyConnected(4, 3, weight=tied).weight is tied
