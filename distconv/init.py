@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import resolve_dtype, to_device
+from distconv.sampler import check_seed
 
 _rng = np.random.default_rng(0)
 
@@ -19,8 +20,13 @@ Initializer = Callable[[tuple[int, ...], int, int, np.random.Generator], np.ndar
 
 
 def set_seed(seed: int) -> None:
-    """Reseed the generator every initialiser draws from."""
+    """Reseed the generator every initialiser draws from.
+
+    Raises:
+        ValueError: ``seed`` is not an int >= 0 (numpy said "expected non-negative integer").
+    """
     global _rng
+    check_seed(seed, "the initialisers'")
     _rng = np.random.default_rng(seed)
 
 

@@ -80,15 +80,19 @@ class GlobalBatchSampler:
             ]
 
 
-def check_seed(seed: int) -> None:
-    """Refuse a shuffle seed numpy's generators take not: they raised their own "expected
-    non-negative integer" (or "seed must be integer") at the first epoch, naming no seed.
+def check_seed(seed: int, whose: str = "the shuffle's") -> None:
+    """Refuse a seed numpy's generators take not: they raised their own "expected
+    non-negative integer" (or "SeedSequence expects int or sequence of ints"), naming no seed.
+
+    Args:
+        seed: the seed given.
+        whose: what the seed seeds, as the message says it.
 
     Raises:
-        ValueError: ``seed`` is not an int >= 0.
+        ValueError: ``seed`` is not an int >= 0 (a bool neither).
     """
     if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0 (the shuffle's), got {seed!r}")
+        raise ValueError(f"seed must be an int >= 0 ({whose}), got {seed!r}")
 
 
 def stride_shard(num_examples: int, rank: int, world_size: int) -> np.ndarray:

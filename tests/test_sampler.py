@@ -84,3 +84,14 @@ def test_a_job_refuses_a_seed_numpy_cannot_take_before_it_draws_from_it(data, tm
     with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the shuffle's\), got -1"):
         train(config)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", True])
+def test_an_initialisers_seed_numpy_takes_not_is_refused_naming_the_seed(seed):
+    """set_seed(-1) raised numpy's "expected non-negative integer", set_seed(1.5) its
+    "SeedSequence expects int or sequence of ints", and set_seed(True) seeded with 1
+    (review k195)."""
+    from distconv.init import set_seed
+
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the initialisers'\)"):
+        set_seed(seed)
