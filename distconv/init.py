@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import resolve_dtype, to_device
+from distconv.backend import is_float_dtype, resolve_dtype, to_device
 from distconv.sampler import check_seed
 
 _rng = np.random.default_rng(0)
@@ -91,7 +91,7 @@ def initialize(
     Raises:
         ValueError: ``method`` is an unknown name, neither a name nor a function, or a function
             that returned another shape (a layer's weight took that shape and failed far away,
-            in its first product).
+            in its first product) or NaN or infinity (in ``dtype``).
     """
     if isinstance(method, str):
         try:
@@ -112,5 +112,14 @@ def initialize(
         raise ValueError(
             f"initialiser {name} returned an array of shape {host.shape}, not the "
             f"{tuple(shape)} it was asked for (it is called as f(shape, fan_in, fan_out, rng))"
+        )
+    if is_float_dtype(host.dtype) and not np.isfinite(host).all():
+        # trained anyway: the first loss was NaN, said as "lower the learning rate or check
+        # the data", neither of which was the cause
+        name = getattr(method, "__name__", repr(method))
+        bad = int(np.count_nonzero(~np.isfinite(host)))
+        raise ValueError(
+            f"initialiser {name} returned {bad} NaN or infinite value(s) of {host.size} in "
+            f"{host.dtype} (a division by a fan of 0? a value past the dtype's range?)"
         )
     return to_device(host)

@@ -157,3 +157,27 @@ def test_an_initialiser_of_the_wrong_signature_or_result_names_the_layer_and_the
     with pytest.raises(LayerError, match=rf"^FullyConnected 'f': weight: .*{said}") as caught:
         FullyConnected(3, 4, init=init, name="f")
     assert isinstance(caught.value, TypeError) and isinstance(caught.value.__cause__, TypeError)
+
+
+@pytest.mark.parametrize(
+    "draw, dtype, bad",
+    [
+        (lambda shape, fan_in, fan_out, rng: np.full(shape, np.nan), np.float32, 12),
+        (lambda shape, fan_in, fan_out, rng: rng.standard_normal(shape) / 0.0, np.float64, 12),
+        (lambda shape, fan_in, fan_out, rng: np.full(shape, 1e6), np.float16, 12),
+    ],
+)
+def test_an_initialiser_drawing_nan_or_infinity_is_refused_naming_the_layer(draw, dtype, bad):
+    """A custom init= returning NaN or infinity (a division by a fan, a value past float16's
+    range) was taken: the first loss was NaN, said as "lower the learning rate or check the
+    data", neither of which was the cause (review k195)."""
+    from distconv.layers import FullyConnected, LayerError
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        with pytest.raises(
+            LayerError,
+            match=rf"^FullyConnected 'f': weight: initialiser <lambda> returned {bad} NaN or "
+            rf"infinite value\(s\) of 12 in {np.dtype(dtype)}",
+        ):
+            FullyConnected(4, 3, init=draw, dtype=dtype, name="f")
+    assert initialize("unit_normal", (4, 3), 4, 3, dtype=np.float16).dtype == np.float16
