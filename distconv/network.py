@@ -295,7 +295,16 @@ class Network:
                 Defaults to the last layer in topological order.
             loss_scale: the loss gradient's seed. The Trainer passes the batch's example count,
                 so a mean loss yields gradient sums that a sync strategy can add across ranks.
+
+        Raises:
+            NetworkError: ``callback`` is not callable, no forward ran since the last layer was
+                added, ``loss`` is no layer, or a parameter did not fire exactly once.
         """
+        if not callable(callback):  # failed at the first parameter, half a pass in
+            raise NetworkError(
+                f"backward(callback): the callback must be a function called with each "
+                f"Parameter once its gradient is complete, got {type(callback).__name__}"
+            )
         order = self.order()
         if not self.outputs:
             raise NetworkError("backward called before forward")

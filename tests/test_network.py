@@ -14,6 +14,7 @@ from distconv.layers import FullyConnected, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, LayerError
 from distconv.models import lenet
 from distconv.network import Network, NetworkError
+from distconv.optim import create_optimizer
 
 F64 = np.float64
 
@@ -142,6 +143,18 @@ def test_backward_with_an_unknown_loss_layer(rng):
     net.forward(_feeds(rng))
     with pytest.raises(NetworkError, match=r"backward\(loss='nope'\): no such layer"):
         net.backward(lambda p: None, loss="nope")
+
+
+@pytest.mark.parametrize("callback", [None, "sgd", create_optimizer("sgd", lr=0.1)])
+def test_a_callback_that_is_not_a_function_is_refused_before_any_gradient(rng, callback):
+    """backward(None), or an optimizer where its update goes, failed with "'NoneType' object is
+    not callable" (or "'SGD' object ...") at the first parameter, its gradient already added:
+    a second try added it twice (review k195)."""
+    net = _classifier()
+    net.forward(_feeds(rng))
+    with pytest.raises(NetworkError, match=r"backward\(callback\): the callback must be a "):
+        net.backward(callback)
+    assert all(not p.grad.any() for p in net.parameters())
 
 
 def test_a_layer_added_between_forward_and_backward(rng):
