@@ -46,7 +46,9 @@ from distconv.sync import SyncStrategy
 from distconv.trainer_args import (
     accuracy_pair,
     check_count,
+    check_counts,
     check_lr_decay,
+    check_parts,
     output_dir,
     training_dtype,
 )
@@ -94,7 +96,8 @@ class Trainer:
             ``keep_checkpoints``) that is not an int in range, ``lr_decay`` outside (0, 1], a
             blank ``out_dir``, ``loss`` not a layer, or ``accuracy`` naming neither a layer nor
             an input of the network (:mod:`distconv.trainer_args`).
-        TypeError: ``dtype`` is not one the Trainer trains in.
+        TypeError: ``network`` is not a Network, ``sync`` not a sync strategy (an optimizer
+            instead), or ``dtype`` is not one the Trainer trains in.
 
     Attributes:
         history: one record per epoch completed by this call of :meth:`fit`.
@@ -120,17 +123,13 @@ class Trainer:
         monitor: ServiceEndpoints | None = None,
         start: JobStart | None = None,
     ) -> None:
+        check_parts(network, sync, loss)
         check_lr_decay(lr_decay)
-        for name, value, low in (
-            ("batch_size", batch_size, 1),
-            ("accumulate", accumulate, 1),
-            ("checkpoint_every", checkpoint_every, 0),
-            ("keep_checkpoints", keep_checkpoints, 1),
-        ):
-            check_count(name, value, low)
+        check_counts(
+            batch_size=batch_size, accumulate=accumulate, keep_checkpoints=keep_checkpoints
+        )
+        check_count("checkpoint_every", checkpoint_every, 0)
         check_seed(seed)  # here, not at the first epoch after setup and the job check
-        if loss not in network.layers:
-            raise ValueError(f"no layer {loss!r}; layers: {list(network.layers)}")
         self.network, self.sync = network, sync
         self.batch_size, self.accumulate = batch_size, accumulate
         self.loss_name = loss

@@ -15,10 +15,35 @@ from typing import Any
 
 from distconv.backend import resolve_dtype
 from distconv.network import Network
+from distconv.sync.base import SyncStrategy
 
 #: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
 #: types pass the layers, but the im2col views or safetensors refuse some of them
 TRAINING_DTYPES = ("float16", "float32", "float64", "bfloat16")
+
+
+def check_parts(network: Any, sync: Any, loss: str) -> None:
+    """Refuse a model that is not a :class:`Network`, or a sync that is not a
+    :class:`SyncStrategy` (an optimizer or its name passed as to ``torch``'s loops): each was
+    an ``AttributeError`` ("'Adam' object has no attribute 'fetches_rows'"); and a ``loss``
+    that is no layer of the network.
+
+    Raises:
+        TypeError: naming the argument, what it got and how to make the right one.
+        ValueError: ``loss`` names no layer.
+    """
+    if not isinstance(network, Network):
+        raise TypeError(
+            f"network must be a distconv Network (layers added with add()), got "
+            f"{type(network).__name__}"
+        )
+    if not isinstance(sync, SyncStrategy):
+        raise TypeError(
+            f"sync must be a sync strategy, such as distconv.distributed.init('adam', lr=0.01) "
+            f"returns (it applies the optimizer), got {type(sync).__name__}"
+        )
+    if loss not in network.layers:
+        raise ValueError(f"no layer {loss!r}; layers: {list(network.layers)}")
 
 
 def check_count(name: str, value: Any, low: int) -> None:
@@ -29,6 +54,12 @@ def check_count(name: str, value: Any, low: int) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+def check_counts(**counts: Any) -> None:
+    """:func:`check_count` of each, at least 1."""
+    for name, value in counts.items():
+        check_count(name, value, 1)
 
 
 def check_lr_decay(lr_decay: Any) -> None:

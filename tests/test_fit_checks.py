@@ -201,3 +201,21 @@ def test_a_blank_output_directory_is_refused_not_the_current_one(
     with pytest.raises(ValueError, match=r"out_dir must name a directory, got '\s*'"):
         _trainer(blank)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sync", ["adam", "optimizer", None])
+def test_an_optimizer_given_for_the_sync_is_refused_saying_what_makes_one(sync):
+    """Trainer(net, create_optimizer("adam"), 32), as a torch loop takes its optimizer, was
+    "AttributeError: 'Adam' object has no attribute 'fetches_rows'" (review k195)."""
+    if sync == "optimizer":
+        sync = create_optimizer("adam", lr=0.01)
+    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
+    said = r"sync must be a sync strategy, such as distconv\.distributed\.init\('adam'"
+    with pytest.raises(TypeError, match=said):
+        Trainer(net, sync, 16, progress=False)
+
+
+def test_a_model_that_is_not_a_network_is_refused():
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.01))
+    with pytest.raises(TypeError, match=r"network must be a distconv Network .*got dict"):
+        Trainer({"fc": None}, sync, 16, progress=False)
