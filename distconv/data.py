@@ -1,9 +1,8 @@
-"""Data sets and the batches each worker trains on.
+"""Data sets: what they hold, where they come from, and what the job check compares of them.
 
 Images are float32 NCHW in [0, 1] on the host, labels int64. Three sources: scikit-learn's bundled
 handwritten digits (8x8, no download), MNIST from its four IDX files, and a synthetic set for
-tests. :func:`batches` shuffles by ``(seed, epoch)`` alone, so a resumed run sees exactly the
-batches an uninterrupted one would, and hands each of ``world_size`` workers a disjoint shard.
+tests. The batches each worker trains on are :mod:`distconv.sampler`'s.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import hashlib
 import math
 import os
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 
 from distconv.arg import as_fed
 from distconv.backend import is_float_dtype, to_host
+from distconv.sampler import batches, num_batches, shard_indices  # noqa: F401 (moved there)
 
 DATASETS = ("digits", "mnist", "synthetic")
 #: examples a data set's fingerprint reads, spread evenly over it (:func:`fingerprint`)
@@ -53,13 +53,17 @@ class Dataset:
     name: str = "dataset"
 
     def __post_init__(self) -> None:
-        x, y = self.x, self.y
-        if x.ndim != 4 or not is_float_dtype(x.dtype):
-            raise DataError(f"{self.name}: images must be float NCHW, got {x.dtype} {x.shape}")
-        if y.ndim != 1 or y.dtype.kind not in "iu" or len(y) != len(x):
+        x, y = self.x, self.y  # a list: "'list' object has no attribute 'ndim'", unnamed
+        if not isinstance(x, np.ndarray) or x.ndim != 4 or not is_float_dtype(x.dtype):
+            raise DataError(f"{self.name}: images must be float NCHW, got {_kind(x)}")
+        if (
+            not isinstance(y, np.ndarray)
+            or y.ndim != 1
+            or y.dtype.kind not in "iu"
+            or len(y) != len(x)
+        ):
             raise DataError(
-                f"{self.name}: labels must be integers of shape ({len(x)},), "
-                f"got {y.dtype} {y.shape}"
+                f"{self.name}: labels must be integers of shape ({len(x)},), got {_kind(y)}"
             )
         bad = int(np.count_nonzero(~np.isfinite(x)))
         if bad:
@@ -85,7 +89,11 @@ class Dataset:
         return Dataset(self.x[index], self.y[index], self.num_classes, name or self.name)
 
 
-# -- splits and batches ----------------------------------------------------------------------
+def _kind(a: object) -> str:
+    return f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+
+
+# -- splits ------------------------------------------------------------------------------------
 
 
 def split(dataset: Dataset, test_fraction: float, seed: int) -> tuple[Dataset, Dataset]:
@@ -112,63 +120,6 @@ def split(dataset: Dataset, test_fraction: float, seed: int) -> tuple[Dataset, D
         dataset.subset(~in_test, f"{dataset.name} train"),
         dataset.subset(in_test, f"{dataset.name} test"),
     )
-
-
-def shard_indices(
-    n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1), shuffle: bool = True
-) -> np.ndarray:
-    """The example indices worker ``shard = (rank, world_size)`` visits in ``epoch``.
-
-    The permutation depends only on ``(seed, epoch)``. Every worker gets ``n // world_size``
-    examples, so all take the same number of steps (synchronous training needs that); the few
-    left over differ by epoch if shuffled, else are the last ``n % world_size`` every epoch.
-    """
-    rank, world = shard
-    if not (world >= 1 and 0 <= rank < world):
-        raise ValueError(
-            f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}"
-        )
-    if n < world:
-        raise ValueError(f"{n} examples cannot be shared among {world} workers")
-    perm = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
-    per_worker = n // world
-    return perm[rank * per_worker : (rank + 1) * per_worker]
-
-
-def batches(
-    dataset: Dataset,
-    batch_size: int,
-    seed: int = 0,
-    epoch: int = 0,
-    shard: tuple[int, int] = (0, 1),
-    *,
-    shuffle: bool = True,
-    drop_last: bool = False,
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield ``(images, labels)`` batches of this worker's shard for one epoch.
-
-    Args:
-        dataset: the data set.
-        batch_size: examples per batch on this worker.
-        seed: with ``epoch``, the only input to the shuffle.
-        epoch: the epoch number (0-based).
-        shard: ``(rank, world_size)``; workers of one job get disjoint examples.
-        shuffle: False keeps the data set's order (evaluation).
-        drop_last: skip a last batch smaller than ``batch_size``.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    index = shard_indices(len(dataset), seed, epoch, shard, shuffle)
-    stop = len(index) - len(index) % batch_size if drop_last else len(index)
-    for start in range(0, stop, batch_size):
-        i = index[start : start + batch_size]
-        yield dataset.x[i], dataset.y[i]
-
-
-def num_batches(n: int, batch_size: int, world_size: int = 1, *, drop_last: bool = False) -> int:
-    """How many batches :func:`batches` yields per worker per epoch."""
-    per_worker = n // world_size
-    return per_worker // batch_size if drop_last else -(-per_worker // batch_size)
 
 
 # -- sources ---------------------------------------------------------------------------------

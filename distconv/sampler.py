@@ -15,8 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # duck-typed at run time: sampler is imported by the layers (init.set_seed)
+    from distconv.data import Dataset
 
 
 @dataclass(frozen=True)
@@ -98,3 +102,63 @@ def check_seed(seed: int, whose: str = "the shuffle's") -> None:
 def stride_shard(num_examples: int, rank: int, world_size: int) -> np.ndarray:
     """The indices rank ``rank`` evaluates: every ``world_size``-th, starting at ``rank``."""
     return np.arange(rank, num_examples, world_size)
+
+
+# -- a worker's shard, batch by batch, for a loop of one's own ------------------------------
+
+
+def shard_indices(
+    n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1), shuffle: bool = True
+) -> np.ndarray:
+    """The example indices worker ``shard = (rank, world_size)`` visits in ``epoch``.
+
+    The permutation depends only on ``(seed, epoch)``. Every worker gets ``n // world_size``
+    examples, so all take the same number of steps (synchronous training needs that); the few
+    left over differ by epoch if shuffled, else are the last ``n % world_size`` every epoch.
+    """
+    rank, world = shard
+    if not (world >= 1 and 0 <= rank < world):
+        raise ValueError(
+            f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}"
+        )
+    if n < world:
+        raise ValueError(f"{n} examples cannot be shared among {world} workers")
+    perm = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
+    per_worker = n // world
+    return perm[rank * per_worker : (rank + 1) * per_worker]
+
+
+def batches(
+    dataset: Dataset,
+    batch_size: int,
+    seed: int = 0,
+    epoch: int = 0,
+    shard: tuple[int, int] = (0, 1),
+    *,
+    shuffle: bool = True,
+    drop_last: bool = False,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield ``(images, labels)`` batches of this worker's shard for one epoch.
+
+    Args:
+        dataset: the data set.
+        batch_size: examples per batch on this worker.
+        seed: with ``epoch``, the only input to the shuffle.
+        epoch: the epoch number (0-based).
+        shard: ``(rank, world_size)``; workers of one job get disjoint examples.
+        shuffle: False keeps the data set's order (evaluation).
+        drop_last: skip a last batch smaller than ``batch_size``.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    index = shard_indices(len(dataset), seed, epoch, shard, shuffle)
+    stop = len(index) - len(index) % batch_size if drop_last else len(index)
+    for start in range(0, stop, batch_size):
+        i = index[start : start + batch_size]
+        yield dataset.x[i], dataset.y[i]
+
+
+def num_batches(n: int, batch_size: int, world_size: int = 1, *, drop_last: bool = False) -> int:
+    """How many batches :func:`batches` yields per worker per epoch."""
+    per_worker = n // world_size
+    return per_worker // batch_size if drop_last else -(-per_worker // batch_size)

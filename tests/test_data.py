@@ -393,3 +393,31 @@ def test_a_fingerprint_of_object_arrays_reads_their_values_not_their_addresses()
     assert ours != fingerprint({"x": (values + 1).astype(object)})
     names = np.array([f"item {i}" for i in range(16)], dtype=object)
     assert fingerprint({"x": names}) == fingerprint({"x": np.array(names.tolist(), dtype=object)})
+
+
+@pytest.mark.parametrize(
+    "images, labels, said",
+    [
+        ("list", "array", r"mine: images must be float NCHW, got list"),
+        ("array", "list", r"mine: labels must be integers of shape \(4,\), got list"),
+    ],
+)
+def test_a_data_set_of_lists_is_refused_naming_what_they_are(images, labels, said):
+    """Dataset(list_of_images, labels) raised "'list' object has no attribute 'ndim'",
+    naming neither the data set nor which of its arrays (review k195)."""
+    x = np.zeros((4, 1, 2, 2), np.float32)
+    y = np.arange(4) % 2
+    x = list(x) if images == "list" else x
+    y = list(y) if labels == "list" else y
+    with pytest.raises(DataError, match=said):
+        Dataset(x, y, 2, "mine")
+
+
+def test_the_batches_of_a_loop_of_ones_own_are_still_importable_from_data():
+    from distconv import data, sampler
+
+    assert (data.batches, data.num_batches, data.shard_indices) == (
+        sampler.batches,
+        sampler.num_batches,
+        sampler.shard_indices,
+    )
