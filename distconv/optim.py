@@ -352,14 +352,12 @@ def create_optimizer(name: str, **kwargs: float) -> Optimizer:
     """The optimizer called ``name`` (case-insensitive) with the given hyperparameters.
 
     Raises:
-        ValueError: unknown name, unknown hyperparameter, or a value out of range.
+        ValueError: unknown name (or not a str), unknown hyperparameter, or a value out of
+            range.
     """
-    try:
-        cls = OPTIMIZERS[name.lower()]
-    except KeyError:
-        raise ValueError(
-            f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}"
-        ) from None
+    cls = OPTIMIZERS.get(name.lower()) if isinstance(name, str) else None
+    if cls is None:  # None (an unset flag) was "'NoneType' object has no attribute 'lower'"
+        raise ValueError(f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}")
     try:
         return cls(**kwargs)
     except TypeError as exc:  # an unknown keyword: name the optimizer and what it takes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -409,3 +410,11 @@ def test_16_bit_state_decays_by_the_hyperparameter_itself(dtype, name, hyper, bu
     want = (start.astype(np.float32) * np.float32(opt.hyper[hyper])).astype(dtype)
     wrong = np.flatnonzero(state[buffer] != want)
     assert not wrong.size, (start[wrong[:3]], state[buffer][wrong[:3]], want[wrong[:3]])
+
+
+@pytest.mark.parametrize("name", [None, 5, ["adam"]])
+def test_an_optimizer_name_that_is_not_a_string_is_refused_with_the_names(name):
+    """create_optimizer(args.optimizer) with the flag unset (None) raised "AttributeError:
+    'NoneType' object has no attribute 'lower'" (review k195)."""
+    with pytest.raises(ValueError, match=rf"unknown optimizer {re.escape(repr(name))}; choose"):
+        create_optimizer(name)
