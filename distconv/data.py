@@ -297,8 +297,8 @@ def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label"
     """A data set as arrays by feed name (a :class:`Dataset` feeds ``image`` and ``label``).
 
     Raises:
-        TypeError: ``data`` is neither, or holds something that is not an array (a list), with
-            the names of the feeds it should hold.
+        TypeError: ``data`` is neither, or holds something that is not a numpy or cupy array
+            (a list, a torch tensor), with the names of the feeds it should hold.
     """
     if isinstance(data, Dataset):
         return {image: data.x, label: data.y}
@@ -308,8 +308,13 @@ def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label"
             f"'label': y}}), got {type(data).__name__}"
         )
     for name, a in data.items():
-        if not hasattr(a, "dtype") or not hasattr(a, "shape"):
-            raise TypeError(f"feed {name!r} holds {type(a).__name__}, not an array")
+        # numpy's or cupy's (a numpy dtype): a torch tensor has a dtype and a shape too, and
+        # failed in the job check with "'torch.dtype' object has no attribute 'kind'"
+        if not isinstance(getattr(a, "dtype", None), np.dtype) or not hasattr(a, "shape"):
+            raise TypeError(
+                f"feed {name!r} holds {type(a).__name__}, not an array (numpy or cupy; a "
+                f"torch tensor as t.numpy())"
+            )
     return data
 
 

@@ -421,3 +421,16 @@ def test_the_batches_of_a_loop_of_ones_own_are_still_importable_from_data():
         sampler.num_batches,
         sampler.shard_indices,
     )
+
+
+def test_torch_tensors_for_feeds_are_refused_saying_how_to_hand_them():
+    """A torch tensor has a dtype and a shape, so it passed as an array, and the fit failed in
+    its job check with "'torch.dtype' object has no attribute 'kind'" (review k195)."""
+    torch = pytest.importorskip("torch")
+    from distconv.data import as_arrays
+
+    x, y = torch.rand(8, 1, 2, 2), torch.arange(8) % 2
+    said = r"feed 'image' holds Tensor, not an array \(numpy or cupy; a torch tensor as t\.numpy"
+    with pytest.raises(TypeError, match=said):
+        as_arrays({"image": x, "label": y.numpy()})
+    assert as_arrays({"image": x.numpy(), "label": y.numpy()})["label"].dtype == np.int64
