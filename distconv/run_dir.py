@@ -47,9 +47,10 @@ CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
 CHIEF_PART = "chief.safetensors"
 #: the single checkpoint file of distconv 0.1, before step checkpoints
 LEGACY_CHECKPOINT = "checkpoint.safetensors"
-#: files that mark a directory as holding a run
+#: files that mark a directory as holding a run, in the order clear() deletes them: the
+#: checkpoints before their metrics, which a failure midway must not leave behind them
 METRICS, PLOT = "metrics.jsonl", "metrics.png"
-RUN_FILES = (METRICS, CHECKPOINTS, LEGACY_CHECKPOINT)
+RUN_FILES = (CHECKPOINTS, LEGACY_CHECKPOINT, METRICS)
 #: what a run writes in ``checkpoints/``: step directories of parts, manifests (and those set
 #: aside), parameter-server shards' parts (their directory may be this one), and the temporary
 #: files of a write a crash cut short

@@ -110,6 +110,30 @@ def test_a_run_that_cannot_be_cleared_is_a_run_dir_error_naming_the_file(tmp_pat
     )
 
 
+@pytest.mark.timeout(120)
+def test_an_overwrite_that_fails_midway_keeps_the_metrics_of_the_checkpoints_it_left(
+    tmp_path, data, monkeypatch
+):
+    """``--overwrite`` deleted ``metrics.jsonl`` before the checkpoints: one it could not delete
+    (a read-only step directory) stayed without its metrics, and a resume from it warned that
+    its epochs' lines "will not be written again" (review k199). Checkpoints go first."""
+    train, test = data
+    out = tmp_path / "run"
+    _trainer(out).fit(train, test, epochs=1)
+
+    def refuse(path, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_dir.shutil, "rmtree", refuse)
+        with pytest.raises(RunDirError, match="read-only file system"):
+            _trainer(out).fit(train, test, epochs=2, resume="overwrite")
+    assert RunDirectory(out).latest().step == 15
+    assert _epochs(out) == [1]
+    assert [r["epoch"] for r in _trainer(out).fit(train, test, epochs=2, resume=True)] == [2]
+    assert _epochs(out) == [1, 2]
+
+
 #: the first start of each worker ends before training ("early") or after step 5 ("late")
 CRASH_ON_FIRST_START = """
 import os
