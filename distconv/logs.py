@@ -21,6 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from distconv import strict_json
 from distconv.launch_env import restart_count
 from distconv.runtime import Runtime, RuntimeConfigError
 
@@ -62,7 +63,7 @@ class JsonFormatter(logging.Formatter):
             entry.setdefault(key, value)  # a result's numbers, as keys of their own
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, separators=(",", ":"))
+        return strict_json.dumps(entry, separators=(",", ":"))  # a NaN result: null
 
 
 _TEXT_FORMAT = "%(asctime)s %(rank_prefix)s%(message)s"
@@ -128,7 +129,7 @@ def as_log_line(
     record.fields = fields
     if handler is None and fmt == "json":
         unknown = dict.fromkeys(("role", "rank", "world_size", "job_id", "restart"))
-        return json.dumps(
+        return strict_json.dumps(
             {**json.loads(JsonFormatter().format(record)), **unknown}, separators=(",", ":")
         )
     if handler is None or not isinstance(handler.formatter, JsonFormatter):

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from distconv import strict_json
 from distconv.files import naming, write_atomically
 from distconv.messages import env_switch
 
@@ -163,7 +164,9 @@ class MetricsWriter:
         return epoch
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append ``record`` (JSON-able values) as one line, and wait until it is on disk."""
+        """Append ``record`` (JSON-able values) as one line, and wait until it is on disk. A NaN
+        or infinite number (a test loss that overflowed) is written ``null``, which strict
+        JSON parsers read."""
         line = _line(record)
         try:
             with open(self.path, "ab") as f:
@@ -178,7 +181,7 @@ class MetricsWriter:
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
-    return (json.dumps(dict(record)) + "\n").encode()
+    return (strict_json.dumps(dict(record)) + "\n").encode()
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
