@@ -17,6 +17,7 @@ import secrets
 import shutil
 import socket
 import stat
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -171,11 +172,28 @@ def naming(exc: OSError, path: str | os.PathLike) -> OSError:
 
 
 def delete_path(path: Path) -> None:
-    """Delete a file, a link or a directory tree (a link itself, never what it points at)."""
+    """Delete a file, a link or a directory tree (a link itself, never what it points at).
+
+    Raises:
+        OSError: naming what could not go by its whole path: ``rmtree`` names a file in the
+            tree by its name alone (``chief.safetensors``: of which checkpoint, not said).
+    """
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        if sys.version_info >= (3, 12):  # pragma: no cover - onerror is deprecated there
+            shutil.rmtree(path, onexc=_named_in_full)
+        else:
+            shutil.rmtree(path, onerror=_named_in_full)
     else:
         path.unlink()
+
+
+def _named_in_full(function: Callable, where: str, error: BaseException | tuple) -> None:
+    """An ``rmtree`` error handler: raise the error naming ``where``, the whole path (an
+    ``onerror`` handler is given the exception as ``sys.exc_info()``, ``onexc`` as itself)."""
+    exc = error[1] if isinstance(error, tuple) else error
+    if isinstance(exc, OSError) and exc.errno is not None:
+        raise OSError(exc.errno, exc.strerror, where) from None
+    raise exc
 
 
 def delete_files(paths: Iterable[Path], log: logging.Logger, message: str) -> list[Path]:

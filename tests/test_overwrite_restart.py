@@ -110,6 +110,28 @@ def test_a_run_that_cannot_be_cleared_is_a_run_dir_error_naming_the_file(tmp_pat
     )
 
 
+@pytest.mark.timeout(60)
+def test_a_checkpoint_file_that_cannot_be_cleared_is_named_by_its_whole_path(tmp_path, monkeypatch):
+    """A file in a step directory that cannot go (a read-only mount there) was named by its name
+    alone, ``cannot clear the run in run: chief.safetensors: read-only file system``, since
+    ``rmtree`` unlinks by the name in its folder: which checkpoint, not said (review k199)."""
+    out = tmp_path / "run"
+    part = out / "checkpoints" / "step-00000015" / "chief.safetensors"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"part")
+    unlink = os.unlink
+
+    def refuse(name, *args, dir_fd=None, **kwargs):  # what a read-only mount answers
+        if os.path.basename(name) == "chief.safetensors":
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), name)
+        return unlink(name, *args, dir_fd=dir_fd, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    with pytest.raises(RunDirError) as info:
+        RunDirectory(out).clear()
+    assert str(info.value) == f"cannot clear the run in {out}: {part}: read-only file system"
+
+
 @pytest.mark.timeout(120)
 def test_an_overwrite_that_fails_midway_keeps_the_metrics_of_the_checkpoints_it_left(
     tmp_path, data, monkeypatch
