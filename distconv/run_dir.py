@@ -21,12 +21,12 @@ import logging
 import os
 import re
 import shutil
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointError, CheckpointReadError
+from distconv.checkpoint_reads import is_part_file, read_manifest
 from distconv.files import (
     LockTaken,
     delete_files,
@@ -143,11 +143,10 @@ class RunDirectory:
         try:
             foreign = self._foreign_checkpoints() if linked else []
             if foreign:
-                more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
                 raise RunDirError(
                     f"cannot clear the run in {self.root}: {self.checkpoint_root} links to "
                     f"{self.checkpoint_root.resolve()}, which holds files no distconv run writes "
-                    f"({', '.join(foreign[:3])}{more}); move them away"
+                    f"({_listed(foreign)}); move them away"
                 )
             for name in RUN_FILES + (PLOT,):
                 path = self.root / name
@@ -171,10 +170,9 @@ class RunDirectory:
         """
         foreign = self._foreign_checkpoints() + self._foreign_metrics()
         if foreign:
-            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
             raise RunDirError(
                 f"{self.root} has no checkpoint to resume, and holds files that no distconv run "
-                f"without one leaves ({', '.join(foreign[:3])}{more}), which starting afresh "
+                f"without one leaves ({_listed(foreign)}), which starting afresh "
                 "would delete: move them away, or pass --overwrite ('overwrite')"
             )
         self.clear()
@@ -185,7 +183,8 @@ class RunDirectory:
             return [str(root)] if root.exists() or root.is_symlink() else []
         foreign = []
         for entry in sorted(root.iterdir()):
-            if entry.is_dir() and not entry.is_symlink() and _STEP_DIR.fullmatch(entry.name):
+            step = _STEP_DIR.fullmatch(entry.name.removesuffix(".unusable"))  # or set aside
+            if entry.is_dir() and not entry.is_symlink() and step:
                 foreign += [str(f) for f in sorted(entry.iterdir()) if not _PART.fullmatch(f.name)]
             elif not (entry.is_file() and _MANIFEST.fullmatch(entry.name)):
                 foreign.append(str(entry))
@@ -280,7 +279,7 @@ class RunDirectory:
         found, problems = [], []
         for path in sorted(self.checkpoint_root.glob("step-*.json")):
             try:
-                raw = _read_manifest(path)
+                raw = read_manifest(path)
             except FileNotFoundError:  # gone since the listing: not a checkpoint any more
                 continue
             except IsADirectoryError:
@@ -304,7 +303,7 @@ class RunDirectory:
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")
                 continue
-            bad = [str(manifest.part(n)) for n in manifest.parts if not _is_file(manifest.part(n))]
+            bad = [str(p) for p in map(manifest.part, manifest.parts) if not is_part_file(p)]
             if bad:
                 problems.append(f"{path} names parts that are missing or not files: {bad}")
             else:
@@ -318,10 +317,15 @@ class RunDirectory:
         return found[-1] if found else None
 
     def set_aside(self, manifest: Manifest) -> Path:
-        """Rename an unusable checkpoint's manifest out of the scan (``.json.unusable``),
-        keeping its files for inspection; returns the new path."""
+        """Rename an unusable checkpoint's manifest out of the scan (``.json.unusable``) and its
+        step directory with it (``step-N.unusable``), keeping its files for inspection: in
+        place, the run's save of that step again wrote over them. Returns the new path."""
         aside = manifest.path.with_name(manifest.path.name + ".unusable")
         manifest.path.rename(aside)
+        folder = manifest.path.with_suffix("")
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(f"{folder}.unusable", ignore_errors=True)  # one set aside before
+            folder.rename(f"{folder}.unusable")
         return aside
 
     def _prune(self) -> None:
@@ -354,6 +358,11 @@ class RunDirectory:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
+def _listed(paths: list[str]) -> str:
+    """The first three of ``paths``, and how many more."""
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
 def _first_epoch_at_most(records: list[dict]) -> bool:
     """Whether ``records`` are what a run leaves before its first checkpoint: none, or the
     line of epoch 1."""
@@ -368,33 +377,3 @@ def _has_content(path: Path) -> bool:
     if path.is_dir():
         return any(path.iterdir())
     return path.exists() and not (path.is_file() and path.stat().st_size == 0)
-
-
-def _read_manifest(path: Path) -> bytes:
-    """The manifest's bytes; raises FileNotFoundError and IsADirectoryError as they are."""
-    try:
-        return path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
-        raise
-    except OSError as exc:  # EIO, EACCES, a network file system's hiccup: may pass
-        raise CheckpointReadError(
-            f"checkpoint manifest {path} cannot be read: {describe_os_error(exc)}; nothing is "
-            "skipped or renamed, retry once it can be read"
-        ) from None
-
-
-def _is_file(path: Path) -> bool:
-    """Whether a checkpoint part is a file; False only for one that is not there (or not a file).
-
-    ``os.stat`` itself: ``Path.is_file`` raises for an I/O error on some Python versions and
-    answers False on others, which would pass an unreadable part over as missing.
-    """
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    except OSError as exc:  # EACCES, EIO: the part may be whole
-        raise CheckpointReadError(
-            f"checkpoint part {path} cannot be looked at: {describe_os_error(exc)}; retry once "
-            "it can"
-        ) from None

@@ -631,3 +631,24 @@ def test_a_manifest_the_disk_has_no_room_for_is_a_checkpoint_error_naming_it(tmp
         "checkpoint before it is intact"
     )
     assert [m.step for m in run.manifests()] == [1]
+
+
+@pytest.mark.timeout(120)
+def test_a_damaged_checkpoint_set_aside_keeps_its_file_when_the_run_saves_that_step_again(
+    data, tmp_path
+):
+    """A damaged newest checkpoint's manifest was set aside "keeping its files for inspection",
+    but its step directory stayed in place: the resumed run saved that step again over the
+    damaged file, and the ``.json.unusable`` manifest named a whole one (review k199). The
+    directory is set aside with it, and a run holding one is still a distconv run's."""
+    train, test = data
+    out = tmp_path / "run"
+    _trainer(out, checkpoint_every=7).fit(train, test, epochs=1)  # steps 7, 14 and 15
+    RunDirectory(out).latest().part("chief").write_bytes(b"damaged")
+    history = _trainer(out, checkpoint_every=7).fit(train, test, epochs=1, resume="auto")
+    assert [r["epoch"] for r in history] == [1]  # from step 14, saving step 15 again
+    aside = out / "checkpoints" / "step-00000015.unusable" / "chief.safetensors"
+    assert aside.read_bytes() == b"damaged"
+    assert (out / "checkpoints" / "step-00000015.json.unusable").is_file()
+    load_checkpoint(RunDirectory(out).latest().part("chief"))  # the new one, whole
+    assert RunDirectory(out)._foreign_checkpoints() == []
