@@ -217,12 +217,23 @@ class RunDirectory:
         return self.root / CHECKPOINTS
 
     def step_dir(self, step: int) -> Path:
-        """The directory the parts of step ``step`` go into (created)."""
+        """The directory the parts of step ``step`` go into (created).
+
+        Raises:
+            RunDirError: it cannot be made (a file or a dangling link in the way, a read-only
+                or full disk), as a part that cannot be written is a CheckpointError.
+        """
         path = self.checkpoint_root / f"step-{step:08d}"
         # checkpoints -> a larger disk, unmounted: '[Errno 17] File exists', naming no link
         if (problem := folder_problem(path)) is not None:
             raise RunDirError(f"cannot write a checkpoint into {path}: {problem}")
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # was a bare '[Errno 30] Read-only file system: ...'
+            raise RunDirError(
+                f"cannot write a checkpoint into {path}: {describe_os_error(exc)}; any "
+                "checkpoint before it is intact"
+            ) from None
         return path
 
     def commit(

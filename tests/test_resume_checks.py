@@ -652,3 +652,32 @@ def test_a_damaged_checkpoint_set_aside_keeps_its_file_when_the_run_saves_that_s
     assert (out / "checkpoints" / "step-00000015.json.unusable").is_file()
     load_checkpoint(RunDirectory(out).latest().part("chief"))  # the new one, whole
     assert RunDirectory(out)._foreign_checkpoints() == []
+
+
+@pytest.mark.timeout(120)
+def test_a_step_directory_that_cannot_be_made_is_a_checkpoint_error_naming_it(
+    data, tmp_path, monkeypatch
+):
+    """``checkpoints`` on a disk gone read-only (or out of inodes): the step directory's mkdir
+    escaped as a bare ``[Errno 30] Read-only file system: '...'``, an OSError where a part that
+    cannot be written is a CheckpointError saying the checkpoint before it is intact (review
+    k199)."""
+    train, test = data
+    out = tmp_path / "run"
+    _trainer(out).fit(train, test, epochs=1)
+    mkdir = Path.mkdir
+
+    def refuse(self, *args, **kwargs):  # what a read-only mount answers
+        if self.name.startswith("step-"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(CheckpointError) as info:
+        _trainer(out).fit(train, test, epochs=2, resume=True)
+    step = out / "checkpoints" / "step-00000030"
+    assert str(info.value) == (
+        f"cannot write a checkpoint into {step}: read-only file system; any checkpoint before "
+        "it is intact"
+    )
+    assert RunDirectory(out).latest().step == 15
