@@ -11,6 +11,7 @@ position is all a resumed run needs to see exactly the batches an uninterrupted 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +169,11 @@ class StepCheckpoints:
                 )
             return None, Position()
         run = self.run
+        if resume is True and not os.path.lexists(run.root):  # a mistyped --out: not made
+            raise CheckpointError(
+                f"--resume (resume=True): no complete checkpoint in {run.checkpoint_root}: "
+                f"{run.root} does not exist"
+            )
         run.acquire()
         if resume == "overwrite" and not self.start.restarts_run_in(run):
             run.clear()

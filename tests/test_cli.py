@@ -190,8 +190,18 @@ def test_corrupt_checkpoint_is_one_line(tmp_path):
 
 
 def test_resume_without_checkpoint_is_one_line(tmp_path):
+    (tmp_path / "fresh").mkdir()
     proc = distconv("train", *SMALL, "--out", str(tmp_path / "fresh"), "--resume")
     _assert_one_line_error(proc, "no complete checkpoint")
+
+
+def test_resume_from_an_out_that_does_not_exist_says_so_and_makes_nothing(tmp_path):
+    """``--resume`` with a mistyped ``--out`` made the directories and a run.lock, then said
+    "no complete checkpoint in <out>/checkpoints", as if a run had been there (review k199)."""
+    out = tmp_path / "typo" / "run"
+    proc = distconv("train", *SMALL, "--out", str(out), "--resume")
+    _assert_one_line_error(proc, f"no complete checkpoint in {out / 'checkpoints'}: {out} does not")
+    assert not (tmp_path / "typo").exists()
 
 
 def test_resume_auto_trains_on_an_empty_directory_and_finds_nothing_left_after(tmp_path):
