@@ -6,6 +6,7 @@ matplotlib (Agg, no display) only when called.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -221,7 +222,11 @@ def plot_metrics(
 ) -> None:
     """Draw loss and accuracy against epoch, train and test side by side, into a PNG.
 
-    Keys missing from the records (no test set, say) are left out of the plot.
+    Keys missing from the records (no test set, say) are left out of the plot. The file is
+    replaced atomically: a failed write (a full disk) leaves the plot before it whole.
+
+    Raises:
+        OSError: the file cannot be written, naming it.
     """
     from matplotlib.figure import Figure  # without pyplot: no global state, no display needed
     from matplotlib.ticker import MaxNLocator
@@ -241,10 +246,14 @@ def plot_metrics(
             ax.legend()
     if title:
         fig.suptitle(title)
-    try:
-        fig.savefig(path, dpi=100)
+    image = io.BytesIO()
+    try:  # the format the name says, as savefig(path) reads it
+        fig.savefig(image, format=Path(path).suffix[1:] or "png", dpi=100)
     except OSError as exc:
         raise naming(exc, path) from None
+    # whole or not at all: savefig into the file emptied the last plot first, and a full disk
+    # then left a truncated one where a whole one was
+    write_atomically(path, [image.getvalue()])
 
 
 def _series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list, list]:

@@ -170,3 +170,40 @@ def test_a_plot_error_of_no_errno_keeps_its_message(tmp_path, monkeypatch):
     monkeypatch.setattr(figure.Figure, "savefig", refused)
     with pytest.raises(OSError, match="^cannot write mode RGBA as JPEG$"):
         plot_metrics([{"epoch": 1, "train_loss": 1.0}], tmp_path / "plot.jpg")
+
+
+#: draws a plot, then another past RLIMIT_FSIZE (a full disk, as a process sees it)
+_PLOT_PAST_THE_LIMIT = """
+import resource, signal, sys
+from distconv.metrics import plot_metrics
+path = sys.argv[1]
+records = [{"epoch": e, "train_loss": 1.0 / e, "test_acc": 0.5} for e in range(1, 4)]
+plot_metrics(records, path)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))
+try:
+    plot_metrics(records * 2, path, title="more")
+except OSError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_plot_that_cannot_be_written_leaves_the_last_one_whole(tmp_path):
+    """``savefig`` wrote into ``metrics.png`` itself, emptying it first: a full disk at the end
+    of a resumed run left a truncated PNG where the last whole plot was (review k199)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "metrics.png"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-c", _PLOT_PAST_THE_LIMIT, str(path)],
+        env=env, capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "File too large" in done.stdout and str(path) in done.stdout, done.stdout
+    from matplotlib.image import imread
+
+    assert imread(path).shape[:2] == (400, 1000)  # the first plot, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.png"]
