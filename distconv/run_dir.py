@@ -103,13 +103,18 @@ class RunDirectory:
     # -- ownership ------------------------------------------------------------------------------
     def acquire(self) -> None:
         """Take the directory's lock, or fail at once naming the process that holds it."""
-        if self.root.exists() and not self.root.is_dir():
+        if os.path.exists(self.root) and not os.path.isdir(self.root):  # os.path: no raising
             raise RunDirError(f"output directory {self.root} exists and is not a directory")
         # a file or a dangling link above it failed as 'cannot take <root>/run.lock: file exists'
         if (problem := folder_problem(self.root)) is not None:
             raise RunDirError(f"output directory {self.root} cannot be made: {problem}")
-        try:
+        try:  # a read-only or full disk above it was 'cannot take <root>/run.lock', never tried
             self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(
+                f"output directory {self.root} cannot be made: {describe_os_error(exc)}"
+            ) from None
+        try:
             self._lock_fd = hold_lock(self.root / LOCK)
         except LockTaken as holder:
             raise RunDirError(

@@ -195,6 +195,15 @@ def test_resume_without_checkpoint_is_one_line(tmp_path):
     _assert_one_line_error(proc, "no complete checkpoint")
 
 
+def test_an_out_that_cannot_be_made_is_named_as_the_folder_not_its_lock(tmp_path):
+    """An --out whose folder cannot be made (a name past NAME_MAX here; a read-only disk above
+    it) was a bare '[Errno 36] File name too long: ...' from a look at it, or 'cannot take
+    <out>/run.lock: read-only file system', a lock never tried (review k199)."""
+    out = tmp_path / ("x" * 300) / "run"
+    proc = distconv("train", *SMALL, "--out", str(out))
+    _assert_one_line_error(proc, f"output directory {out} cannot be made: file name too long")
+
+
 def test_resume_from_an_out_that_does_not_exist_says_so_and_makes_nothing(tmp_path):
     """``--resume`` with a mistyped ``--out`` made the directories and a run.lock, then said
     "no complete checkpoint in <out>/checkpoints", as if a run had been there (review k199)."""
