@@ -86,7 +86,8 @@ def configure_logging(
         runtime: whose lines these are.
         level: the root logger's level.
         fmt: ``"text"`` (``"12:00:01 [2/4] message"``) or ``"json"`` (one object per line with
-            time, level, message, role, rank, world_size, job_id and restart).
+            time, level, message, role, rank, world_size, job_id and restart; Python's
+            warnings too, logged by ``py.warnings``).
         stream: where lines go (default ``sys.stderr``).
         environ: read for ``DISTCONV_RESTART``, the launcher's restart count (default
             ``os.environ``).
@@ -110,6 +111,9 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # Python's warnings (numpy's overflow in a diverging run) went to stderr as two raw lines
+    # each, which a collector parsing JSON refuses: as JSON, they go through the log
+    logging.captureWarnings(fmt == "json")
 
 
 def as_log_line(

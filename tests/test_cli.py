@@ -120,6 +120,19 @@ def test_json_logs_make_every_line_json_the_result_and_the_error_too(tmp_path):
     assert error["level"] == "error" and error["job_id"] == "local"
 
 
+def test_json_logs_make_pythons_warnings_json_lines_too(tmp_path):
+    """A diverging run's numpy warnings (``RuntimeWarning: overflow encountered in matmul``)
+    went to stderr as two raw lines each under --log-format json, just before the JSON error
+    line: a collector parsing stderr as JSON refused them (review k199)."""
+    flags = ("--optimizer", "sgd", "--lr", "1e30", "--log-format", "json")
+    proc = distconv("train", *SMALL, "--epochs", "1", "--out", str(tmp_path / "run"), *flags)
+    _assert_one_line_error(proc, "the loss became NaN or infinite")
+    logged = [json.loads(line) for line in proc.stderr.splitlines()]  # every line
+    warned = [entry for entry in logged if entry["logger"] == "py.warnings"]
+    assert warned and all("RuntimeWarning" in entry["message"] for entry in warned), logged
+    assert all(entry["level"] == "warning" and entry["rank"] == 0 for entry in warned)
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "flags, words",
