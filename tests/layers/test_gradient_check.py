@@ -134,3 +134,20 @@ def test_a_gradient_that_is_not_finite_is_named_not_blamed_on_a_callback(rng):
     its callback fired (fired: [])."""
     with pytest.raises(AssertionError, match=r"TwiceLayer: the gradient of input 0 is not finite$"):
         check_layer_grad(TwiceLayer(nan_at_first=True), [Arg(rng.standard_normal((3, 4)))])
+
+
+class NanWeightGradient(FullyConnected):
+    """A backward that makes its weight gradient NaN at one entry before the callback fires."""
+
+    def _backward(self, dz, callback):
+        self.weight.grad[0, 0] = np.nan
+        super()._backward(dz, callback)
+
+
+def test_a_weight_gradient_that_is_not_finite_is_named_not_blamed_on_its_callback(rng):
+    """A NaN in a parameter's gradient from backward itself compared unequal to itself (NaN !=
+    NaN), and the check said the parameter fired its callback before its gradient was complete
+    (more was added to it afterwards), though nothing was added (review k200)."""
+    layer = NanWeightGradient(4, 2, dtype=F64)
+    with pytest.raises(AssertionError, match=r"the gradient of param .*\.weight is not finite"):
+        check_layer_grad(layer, [Arg(rng.standard_normal((3, 4)))])
