@@ -75,7 +75,9 @@ def _analytic(obj: _Objective, params: list[Parameter], passes: int) -> tuple[di
     """Gradients after ``passes`` backward passes from zero, and callback counts per name.
 
     Raises:
-        AssertionError: a parameter's gradient changed after its callback fired in a pass.
+        AssertionError: a parameter's gradient changed after its callback fired in a pass, or
+            a gradient is not finite.
+        ValueError: a gradient is not finite, and an input or a parameter holds NaN or inf.
     """
     for p in params:
         p.zero_grad()
@@ -120,18 +122,22 @@ def _check_nothing_read_after_firing(
     obj: _Objective, params: list[Parameter], names: list[str]
 ) -> None:
     """Every gradient of the pass is finite: none was computed from a parameter the callback
-    had already had (its value was NaN from then on)."""
+    had already had (its value was NaN from then on), nor from an input or a parameter holding
+    NaN or inf (ValueError naming it: an output can be finite where a gradient is not, a
+    ``-inf`` input to a unit a ReLU turns off giving ``-inf * 0``, NaN, in the weight's)."""
     grads = [(f"param {p.name}", p.grad) for p in params if not p.static]
     grads += [(f"input {i}", a.grad) for i, a in enumerate(obj.inputs) if a.needs_grad]
     bad = [name for name, g in grads if not bool(get_array_module(g).isfinite(g).all())]
-    if bad and not names:  # no value was made NaN: backward made it of finite values
+    if not bad:
+        return
+    _refuse_holding_not_finite(obj, params)
+    if not names:  # no value was made NaN: backward made it of finite values
         raise AssertionError(f"{obj.layer}: the gradient of {', '.join(bad)} is not finite")
-    if bad:
-        raise AssertionError(
-            f"{obj.layer}: the gradient of {', '.join(bad)} is not finite: computed from a "
-            f"parameter after its callback fired (fired: {names})? The callback may change "
-            "the weight, so compute input gradients before inc_update"
-        )
+    raise AssertionError(
+        f"{obj.layer}: the gradient of {', '.join(bad)} is not finite: computed from a "
+        f"parameter after its callback fired (fired: {names})? The callback may change "
+        "the weight, so compute input gradients before inc_update"
+    )
 
 
 def _targets(obj: _Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:
@@ -189,7 +195,8 @@ def check_layer_grad(
     Raises:
         AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
             or the output is not finite though the inputs and parameters are.
-        ValueError: an input or a parameter holds NaN or inf (no gradient can be judged).
+        ValueError: an input or a parameter holds NaN or inf that makes the output or a
+            gradient not finite (no gradient can be judged).
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.
@@ -236,6 +243,12 @@ def _refuse_not_finite(obj: _Objective, params: list[Parameter]) -> None:
     and no gradient can be judged (each comparison with NaN passed, a wrong gradient too)."""
     if np.isfinite(obj.f0):
         return
+    _refuse_holding_not_finite(obj, params)
+    raise AssertionError(f"{obj.layer}: its output is not finite (NaN or inf) for finite inputs")
+
+
+def _refuse_holding_not_finite(obj: _Objective, params: list[Parameter]) -> None:
+    """ValueError naming the first parameter or input that holds NaN or inf, if one does."""
     arrays = [(f"param {p.name}", p.value) for p in params]
     arrays += [(f"input {i}", a.value) for i, a in enumerate(obj.inputs) if a.value is not None]
     for name, v in arrays:
@@ -243,7 +256,6 @@ def _refuse_not_finite(obj: _Objective, params: list[Parameter]) -> None:
             raise ValueError(
                 f"{obj.layer}: {name} holds NaN or inf; finite differences need finite values"
             )
-    raise AssertionError(f"{obj.layer}: its output is not finite (NaN or inf) for finite inputs")
 
 
 def _refuse_narrow(layer: Layer, what: str, dtype: np.dtype) -> None:

@@ -5,7 +5,7 @@ import pytest
 
 from distconv import Arg, Parameter
 from distconv.gradient_check import check_layer_grad
-from distconv.layers import FullyConnected, Mixed
+from distconv.layers import Activation, FullyConnected, Mixed
 from distconv.layers.base import Layer, grad_target
 from distconv.layers.projection import FullMatrixProjection
 
@@ -151,3 +151,18 @@ def test_a_weight_gradient_that_is_not_finite_is_named_not_blamed_on_its_callbac
     layer = NanWeightGradient(4, 2, dtype=F64)
     with pytest.raises(AssertionError, match=r"the gradient of param .*\.weight is not finite"):
         check_layer_grad(layer, [Arg(rng.standard_normal((3, 4)))])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # -inf * 0 in the weight's gradient
+def test_an_inf_input_that_leaves_the_output_finite_is_named_when_a_gradient_is_not(rng):
+    """A -inf input under a ReLU that turns its unit off leaves the output finite, so the
+    check went on; the weight's gradient, -inf * 0, was NaN, and a callback was blamed ('computed
+    from a parameter after its callback fired') where the input holds the inf (review k200).
+    A -inf that leaves output and gradients finite, under a softmax, is checked as before."""
+    layer = FullyConnected(4, 1, act="relu", dtype=F64)
+    layer.weight.value[...] = np.abs(layer.weight.value) + 0.1  # -inf in, -inf out: ReLU off
+    x = rng.standard_normal((3, 4))
+    x[1, 2] = -np.inf
+    with pytest.raises(ValueError, match=r"FullyConnected: input 0 holds NaN or inf; finite"):
+        check_layer_grad(layer, [Arg(x, needs_grad=True)])
+    assert check_layer_grad(Activation("softmax"), [Arg(x, needs_grad=True)]).worst < 1e-6
