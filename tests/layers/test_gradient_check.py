@@ -166,3 +166,26 @@ def test_an_inf_input_that_leaves_the_output_finite_is_named_when_a_gradient_is_
     with pytest.raises(ValueError, match=r"FullyConnected: input 0 holds NaN or inf; finite"):
         check_layer_grad(layer, [Arg(x, needs_grad=True)])
     assert check_layer_grad(Activation("softmax"), [Arg(x, needs_grad=True)]).worst < 1e-6
+
+
+class SqrtLayer(Layer):
+    """``y = sqrt(x)``, its backward saying 0 where ``x`` is 0 (there is no derivative)."""
+
+    def _forward(self, x):
+        return np.sqrt(x.value)
+
+    def _backward(self, dz, callback):
+        x = self.inputs[0].value
+        grad_target(self.inputs[0])[...] += np.where(x > 0, dz / (2 * np.sqrt(x) + (x == 0)), 0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # sqrt of x - step < 0
+def test_a_numeric_derivative_that_is_nan_fails_though_the_output_is_finite(rng):
+    """f is finite at x, NaN a step away (sqrt at 0): the difference was NaN, `diff > tol`
+    False, and the check passed; 436cf9d's `not diff <= tol` was tested by no test, its
+    finite-output refusal answering first in both of its own (review k200)."""
+    x = np.abs(rng.standard_normal((2, 3))) + 0.5
+    assert check_layer_grad(SqrtLayer(), [Arg(x, needs_grad=True)]).worst < 1e-6
+    x[0, 1] = 0.0
+    with pytest.raises(AssertionError, match=r"gradient of input 0 is off: .*difference nan"):
+        check_layer_grad(SqrtLayer(), [Arg(x, needs_grad=True)])
