@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from math import inf
 from typing import Any
 
+import numpy as np
+
 from distconv.arg import Arg
 from distconv.backend import get_array_module, widened
 from distconv.kernels.activation import Softmax
@@ -63,8 +65,9 @@ class SelectiveFullyConnected(FullyConnected):
     Training needs the same number ``k`` of columns in every sample; a label for the output
     must then be the *position* of the gold column within the sample's selection. With
     ``inference=True`` the counts may differ: the output is padded to the largest count with
-    ``pad_value`` (before the activation; ``-inf`` makes a softmax give the padding zero
-    probability) and backward refuses to run.
+    ``pad_value`` (before the activation; ``-inf``, or a value the dtype holds as ``-inf``,
+    makes a softmax give the padding zero probability, and a sample that selects nothing
+    zeros throughout) and backward refuses to run.
 
     Two ways to compute, picked by ``method``: ``"sparse"`` gathers the selected weight rows
     and multiplies each sample by its own rows (work ``N*k*in``); ``"dense"`` runs the full
@@ -229,11 +232,16 @@ class SelectiveFullyConnected(FullyConnected):
         if self.selection is not None:
             out.ids = self.selection.cols
             pad = self.selection.pad
-            if pad is not None and isinstance(self.act, Softmax) and self.pad_value == -inf:
+            if pad is not None and isinstance(self.act, Softmax) and self._pad_held(y) == -inf:
                 # a sample that selects nothing is all -inf padding, which the softmax leaves
                 # NaN (no softmax exists); its padding has probability 0, as in every row
                 y[pad.all(axis=1)] = 0
         return out
+
+    def _pad_held(self, y: Any) -> float:
+        """``pad_value`` as ``y``'s dtype holds it: -1e5 is -inf in float16."""
+        with np.errstate(over="ignore"):
+            return float(y.dtype.type(self.pad_value))
 
     # -- backward -------------------------------------------------------------------------------
     def backward(self, callback: UpdateCallback) -> None:

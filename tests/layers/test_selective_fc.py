@@ -84,6 +84,20 @@ def test_a_sample_that_selects_nothing_gets_no_probability_under_a_softmax(rng, 
     np.testing.assert_allclose(y[0], np.exp(z - z.max()) / np.exp(z - z.max()).sum(), rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_a_finite_padding_that_float16_holds_as_minus_inf_gives_no_probability(rng):
+    """-1e5 padding is -inf in float16: a sample that selects nothing was a NaN row there,
+    where float32 gives the same padding as a finite value its share."""
+    layer = SelectiveFullyConnected(
+        4, 6, dtype=np.float16, act="softmax", inference=True, pad_value=-1e5
+    )
+    x = Arg(rng.standard_normal((3, 4)).astype(np.float16))
+    sel = Arg(ids=np.array([1, 2, 3, 4]), seq_starts=np.array([0, 2, 2, 4]))
+    y = layer(x, sel).value
+    np.testing.assert_array_equal(y[1], [0, 0])
+    assert np.isfinite(y).all()
+
+
 def test_selective_float32_gradients(rng):
     layer = SelectiveFullyConnected(6, 30, act="tanh")
     x = Arg(rng.standard_normal((3, 6)).astype(np.float32))
