@@ -54,6 +54,7 @@ from .options import (
     split_argv,
 )
 from .ports import reserve_ports
+from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
 PROG = "distconv-launch"
@@ -295,10 +296,9 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
 
     if args.dry_run:
-        if sys.stdout is None:  # started with stdout closed (>&-): print() drops it unsaid
-            raise LaunchError("stdout is closed: --dry-run prints the command there")
         (spec,) = build(0)
-        print(shlex.join([*env_changes(os.environ, spec.env), *spec.argv]))
+        line = shlex.join([*env_changes(os.environ, spec.env), *spec.argv]) + "\n"
+        write_stdout(line, "the command", "--dry-run prints the command there")
         return 0
     supervisor = Supervisor(run_dir, grace=args.grace, lines=json_lines(rest, job_id))
     supervisor.claim()
@@ -347,10 +347,8 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
         except ValueError as exc:  # the folder holds another job's manifests
             raise LaunchError(str(exc)) from None
         print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)
-    elif sys.stdout is None:  # started with stdout closed (>&-): the YAML has nowhere to go
-        raise LaunchError("stdout is closed: pass --out DIR for the manifests")
     else:
-        sys.stdout.write(render.dump_yaml(objects))
+        write_stdout(render.dump_yaml(objects), "the manifests", "pass --out DIR for the manifests")
     return 0
 
 

@@ -1,0 +1,52 @@
+"""What the launcher writes on its stdout as its whole product: ``mpi --dry-run``'s command
+and ``k8s``'s manifests. Their write is flushed at once, so a stdout that cannot take them is
+the launcher's one error line, not Python's ``Exception ignored in: <_io.TextIOWrapper
+name='<stdout>'>`` and exit 120 from the flush at exit."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from distconv.files import describe_os_error
+
+from .commands import LaunchError
+
+__all__ = ["write_stdout"]
+
+
+def write_stdout(text: str, what: str, closed: str) -> None:
+    """Write ``text`` on stdout and flush it.
+
+    Args:
+        text: what to write, its last newline included.
+        what: what ``text`` is, for the error (``the command``).
+        closed: what to say where stdout is closed (``>&-``, a daemon's start), after
+            ``stdout is closed:``.
+
+    Raises:
+        LaunchError: stdout is closed; or the write failed (a full disk, a reader that is
+            gone), naming why: nothing of ``text`` may be taken for written.
+    """
+    if sys.stdout is None:  # where Python left it None, print() drops everything unsaid
+        raise LaunchError(f"stdout is closed: {closed}")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        _drop_stdout()
+        raise LaunchError(f"cannot write {what} to stdout: {describe_os_error(exc)}") from None
+
+
+def _drop_stdout() -> None:
+    """Point stdout's descriptor at /dev/null: what is left in its buffer would fail again at
+    the flush at exit (Python's "Note on SIGPIPE")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a file (io.UnsupportedOperation is both): no flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
