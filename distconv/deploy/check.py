@@ -60,7 +60,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     every ``distconv pserver`` command line parses with the shard's own parser (``$(VAR)``
     filled in as the kubelet does; in an init container, which need only exit 0, ``--help``
     passes, and no check asks it what a shard or a rank must do) and a shard's
-    ``--checkpoint-dir`` lies on a writable volume of its container; a pod whose ranks train on
+    ``--checkpoint-dir`` lies on a writable volume of its container and its ``--bind`` is not
+    loopback, which no worker in another pod reaches; a pod whose ranks train on
     GPUs requests one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel
     cache (``CUPY_CACHE_DIR``) a writable volume; shards and workers mount
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no

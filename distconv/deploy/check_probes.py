@@ -6,8 +6,6 @@ its ranks from inside and waits for them before it stops.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from collections.abc import Iterator
 
 from distconv.deploy.check_ranks import _as_read
@@ -18,6 +16,7 @@ from distconv.deploy.check_shards import (
     pserver_parser,
     shard_flag,
 )
+from distconv.deploy.loopback import on_loopback
 from distconv.deploy.walk import Manifest, _argv, _command_args, _flag
 
 
@@ -88,7 +87,7 @@ def _probes_reach(here: str, container: Manifest) -> Iterator[str]:
             continue  # a value the cluster fills in may be the missing flag
         if not given:
             yield f"{here}: no --health-port: nothing would answer the probes on the health port"
-        elif port is not None and _on_loopback(host or "127.0.0.1"):
+        elif port is not None and on_loopback(host or "127.0.0.1"):
             yield (
                 f"{here}: --health-host {host or '127.0.0.1 (the default)'} is loopback: "
                 "the kubelet probes the pod's address"
@@ -109,27 +108,6 @@ def _loose(command: str, args: list[str], container: Manifest) -> bool:
 
 
 _PROBE_DESTS = ("health_port", "health_host")
-#: the names of loopback the pod knows: localhost, and those of the kubelet's /etc/hosts
-_LOOPBACK_NAMES = ("localhost", "ip6-localhost", "ip6-loopback")
-
-
-def _on_loopback(host: str) -> bool:
-    """Whether probes bound on ``host`` answer on loopback only, read as the socket reads it:
-    any address of 127.0.0.0/8 however written (``127.0.0.2``, ``127.1``), ``::1`` in any
-    spelling or mapped from IPv4, in brackets or not, a loopback name in any case; another name
-    is not judged."""
-    host = host.strip("[]")  # as the health server binds it: [::1] is ::1, as URLs write it
-    if host.lower() in _LOOPBACK_NAMES:  # names are matched without regard to case
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        try:  # the short and numeric forms the C library takes (127.1, 2130706433)
-            return socket.inet_aton(host)[0] == 127
-        except OSError:
-            return False
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 binds IPv4 loopback
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:

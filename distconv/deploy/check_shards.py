@@ -17,7 +17,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+from distconv.deploy.loopback import on_loopback
 from distconv.deploy.walk import Manifest, _here, _running, _writable
+from distconv.endpoint import split_endpoint
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.ps.cli import add_pserver, shard_config
 from distconv.transport_flags import refuse_probe_flags_without_port
@@ -289,6 +291,7 @@ def _shard_args(objs: Sequence[Manifest]) -> Iterator[str]:
                 yield f"{_here(where, container)}: distconv pserver: {problem} ({outcome})"
             elif not init:
                 yield from _parts_writable(where, container, args)
+                yield from _bind_reachable(where, container, args)
 
 
 def _parts_writable(where: str, container: Manifest, args: Sequence[str]) -> Iterator[str]:
@@ -301,3 +304,20 @@ def _parts_writable(where: str, container: Manifest, args: Sequence[str]) -> Ite
             where, only, directory, container.get("workingDir"), "--checkpoint-dir"
         ):
             yield f"{problem} (every shard would exit at start)"
+
+
+def _bind_reachable(where: str, container: Manifest, args: Sequence[str]) -> Iterator[str]:
+    """Workers dial a shard at its pod's address (``--pservers``, its DNS name): a shard whose
+    ``--bind`` is loopback (``127.0.0.1``, ``[::1]``, ``localhost``, the interface ``lo``),
+    read as the shard reads it, answers its own pod only, and every worker waits out its
+    timeout for a hello."""
+    _, bind = shard_flag(args, container, "bind")
+    try:
+        host = split_endpoint(bind)[0] if bind else None  # none: only the cluster knows it
+    except ValueError:  # the shard refuses it at start: named by its own check
+        return
+    if host is not None and (host == "lo" or on_loopback(host)):
+        yield (
+            f"{_here(where, container)}: --bind {bind} is loopback: no worker in another pod "
+            "could reach the shard (bind 0.0.0.0 or [::], every interface of the pod)"
+        )

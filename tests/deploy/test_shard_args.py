@@ -359,3 +359,32 @@ def test_a_shard_checkpoint_dir_on_the_read_only_root_is_refused(args, refused):
     if refused:
         assert wrong[0].startswith(f"{here}: --checkpoint-dir /")
         assert "on no writable volume" in wrong[0] and "every shard would exit" in wrong[0]
+
+
+@pytest.mark.parametrize(
+    "args, env, refused",
+    [
+        ((), None, False),  # the rendered 0.0.0.0:5555
+        (("--bind", "[::]:5555"), None, False),  # both families
+        (("--bind", "10.0.0.7:5555"), None, False),  # one of the pod's own: not judged
+        (("--bind", "127.0.0.1:5555"), None, True),
+        (("--bind=127.0.0.2:5555",), None, True),  # all of 127.0.0.0/8
+        (("--bind", "localhost:5555"), None, True),
+        (("--bind", "[::1]:5555"), None, True),
+        (("--bind", "lo:5555"), None, True),  # ZeroMQ binds the interface lo: 127.0.0.1
+        (("--bind", "LOCALHOST:5555"), None, True),  # names without regard to case
+        (("--bind", "$(BIND)"), {"name": "BIND", "value": "127.0.0.1:5555"}, True),
+        (("--bind", "$(BIND)"), {"name": "BIND", "value": "0.0.0.0:5555"}, False),
+        (("--bind", "$(BIND)"), {"name": "BIND", "valueFrom": {"fieldRef": {}}}, False),
+    ],
+)
+def test_a_shard_bound_to_loopback_is_refused(args, env, refused):
+    """Workers dial a shard at its pod's address: one whose --bind is loopback answers its own
+    pod only, and every worker waits out its timeout for a hello; the checks accepted it."""
+    here, problems = _problems_with("pserver", *args, env=[env] if env else None)
+    wrong = [p for p in problems if "--bind" in p]
+    assert bool(wrong) is refused, problems
+    if refused:
+        (problem,) = wrong
+        assert problem.startswith(f"{here}: --bind ") and "is loopback" in problem, problem
+        assert "no worker in another pod could reach the shard" in problem
