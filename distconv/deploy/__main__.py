@@ -5,21 +5,41 @@ from __future__ import annotations
 import sys
 
 from distconv.deploy.render import write_examples
+from distconv.files import folder_problem
 
 USAGE = "usage: python -m distconv.deploy [FOLDER]  (rewrites the example manifests; default k8s)"
+PROG = "python -m distconv.deploy"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Render every example into FOLDER and list the files written."""
+    """Render every example into FOLDER and list the files written.
+
+    Returns 0 when written; 2 (on stderr) for an option, a blank FOLDER (an unset variable:
+    ``"$OUT"``), which wrote into the working directory, or a FOLDER that a file or a link to
+    nowhere stands in the way of; 1, in one line naming the cause, when the examples cannot be
+    written there (another job's manifests in it, a folder this user may not write).
+    """
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
         print(USAGE)
         return 0
     # an option is no folder: `--help` or a typo must not become a folder of manifests
-    if len(args) > 1 or (args and args[0].startswith("-")):
+    if len(args) > 1 or (args and (args[0].startswith("-") or not args[0].strip())):
         print(USAGE, file=sys.stderr)
+        if args and not args[0].strip():
+            print(f"{PROG}: error: FOLDER must not be empty", file=sys.stderr)
         return 2
-    for path in write_examples(args[0] if args else "k8s"):
+    root = args[0] if args else "k8s"
+    problem = folder_problem(root)
+    if problem is not None:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        paths = write_examples(root)
+    except (ValueError, OSError) as exc:  # another job's manifests there; no write permission
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
         print(path)
     return 0
 

@@ -1,0 +1,69 @@
+"""``python -m distconv.deploy FOLDER``: a FOLDER that cannot hold the examples is named in one
+line, never a traceback, and a blank one is no folder: it wrote every example into the working
+directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "distconv.deploy", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_folder_is_a_usage_error_not_the_working_directory(tmp_path, blank):
+    """``python -m distconv.deploy "$OUT"`` with OUT unset wrote pserver/, mpijob/, ... into
+    the working directory and said nothing."""
+    result = _write(tmp_path, blank)
+    assert result.returncode == 2, result.stderr
+    assert "FOLDER must not be empty" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "make, target, status, words",
+    [
+        (lambda d: (d / "f").write_text(""), "f", 2, "f is a file, not a folder"),
+        (lambda d: (d / "f").write_text(""), "f/k8s", 2, "f is a file, not a folder"),
+        (lambda d: (d / "l").symlink_to(d / "gone"), "l", 2, "is a symlink to"),
+        (
+            lambda d: (
+                (d / "k8s" / "pserver").mkdir(parents=True)
+                or (d / "k8s" / "pserver" / "other.yaml").write_text("kind: Pod\n")
+            ),
+            "k8s",
+            1,
+            "holds manifests this job does not have (other.yaml)",
+        ),
+    ],
+)
+def test_a_folder_that_cannot_hold_the_examples_is_named_in_one_line(
+    tmp_path, make, target, status, words
+):
+    """A file or a link to nowhere on the way ended in a traceback ('[Errno 20] Not a
+    directory', '[Errno 17] File exists'), and so did another job's manifests in the folder."""
+    make(tmp_path)
+    result = _write(tmp_path, target)
+    assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if not x.startswith("usage:")]
+    assert line.startswith("python -m distconv.deploy: error: ") and words in line, line
+    assert result.stdout == ""
