@@ -14,7 +14,13 @@ from collections.abc import Iterator, Sequence
 from distconv.deploy.check_probes import _probe_problems
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
 from distconv.deploy.check_services import _services_named, _shards_start_together
-from distconv.deploy.check_shards import _is_filled, _shard_args, env_as_seen, expand
+from distconv.deploy.check_shards import (
+    _is_filled,
+    _shard_args,
+    env_as_seen,
+    expand,
+    shard_flag,
+)
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -30,6 +36,7 @@ from distconv.deploy.walk import (
     _templates,
     _where,
 )
+from distconv.endpoint import split_endpoint
 
 #: a Job (or an MPIJob's launcher) that restarts forever never finishes
 JOB_RESTART_POLICIES = ("Never", "OnFailure")
@@ -132,16 +139,18 @@ def _shard_names(
 ) -> tuple[list[str] | None, int, str | None] | None:
     """The shards' addresses in ordinal order, their count and their namespace (None where
     the manifest leaves it to ``kubectl -n``), from the StatefulSet that runs ``distconv
-    pserver``; None where the job has none. The addresses are None where its ``--bind`` is
-    not written out: a value the cluster fills in (``$(ARGS)``) may hold it."""
-    for sts, _, _, _, args in _running(_of_kind(objs, "StatefulSet"), "pserver"):
+    pserver``; None where the job has none. ``--bind`` is read as the shard reads it
+    (abbreviated, ``$(VAR)`` filled in from the container's literal values); the addresses are
+    None where it is not written out (a value the cluster fills in, ``$(ARGS)``, may hold it),
+    only the cluster knows it, or the shard refuses it (named by its own check)."""
+    for sts, _, _, container, args in _running(_of_kind(objs, "StatefulSet"), "pserver"):
         spec = sts["spec"]
         replicas = int(spec.get("replicas", 1))
         namespace = sts["metadata"].get("namespace")
-        bind = _flag(args, "--bind", last=True)
-        if bind is None:
+        try:
+            port = split_endpoint(shard_flag(args, container, "bind")[1] or "")[1]
+        except ValueError:
             return None, replicas, namespace
-        port = bind.rsplit(":", 1)[-1]
         name, service = sts["metadata"]["name"], spec.get("serviceName")
         return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
     return None

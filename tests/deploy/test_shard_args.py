@@ -388,3 +388,28 @@ def test_a_shard_bound_to_loopback_is_refused(args, env, refused):
         (problem,) = wrong
         assert problem.startswith(f"{here}: --bind ") and "is loopback" in problem, problem
         assert "no worker in another pod could reach the shard" in problem
+
+
+@pytest.mark.parametrize(
+    "bind, env, port",
+    [
+        ("$(BIND)", {"name": "BIND", "value": "0.0.0.0:5555"}, None),
+        ("0.0.0.0:$(PORT)", {"name": "PORT", "value": "5555"}, None),
+        ("$(BIND)", {"name": "BIND", "valueFrom": {"fieldRef": {}}}, None),  # not judged
+        ("$(BIND)", {"name": "BIND", "value": "0.0.0.0:6000"}, "6000"),
+        ("0.0.0.0:$(PORT)", {"name": "PORT", "value": "6000"}, "6000"),
+        ("0.0.0.0:6000", None, "6000"),
+    ],
+)
+def test_the_workers_pservers_are_compared_with_the_bind_the_shard_reads(bind, env, port):
+    """A shard's ``--bind $(BIND)`` is read filled in, as the kubelet passes it: the port of the
+    shards' addresses was '$(BIND)', and the workers' right --pservers was refused as not the
+    shards' DNS names ('j-pserver-0.j-pserver:$(BIND)')."""
+    here, problems = _problems_with("pserver", "--bind", bind, env=[env] if env else None)
+    if port is None:
+        assert problems == []
+    else:
+        assert len(problems) == 2, problems  # --pservers and DISTCONV_PSERVERS
+        for problem in problems:
+            assert "is not the shards' DNS names" in problem, problem
+            assert problem.endswith(f"-pserver-1.digits-ps-pserver:{port}'"), problem
