@@ -24,6 +24,7 @@ from distconv.deploy.check_shards import (
 from distconv.deploy.walk import (
     Manifest,
     _argv,
+    _command_args,
     _containers,
     _env,
     _flag,
@@ -186,13 +187,21 @@ def _same_shards(
     return True
 
 
+def _shard_setting(container: Manifest, dest: str) -> str | None:
+    """The value a ``distconv pserver`` run by ``container`` reads for its flag ``dest``
+    (abbreviated, ``$(VAR)`` filled in, ``--workers 04`` as 4); None where the container runs
+    no shard, the flag is not given or only the cluster knows its value."""
+    args = _command_args(_argv(container), "pserver")
+    return None if args is None else shard_flag(args, container, dest)[1]
+
+
 def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
     shards = _shard_names(objs)
     for obj in objs:
         for where, template in _templates(obj):
             for container in _containers(template):
                 argv = _argv(container)
-                num_shards = _flag(argv, "--num-shards", last=True)
+                num_shards = _shard_setting(container, "num_shards")
                 if shards is not None and num_shards not in (None, str(shards[1])):
                     yield (
                         f"{where}: --num-shards {num_shards} but the "
@@ -253,7 +262,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                 yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
         for sts in _of_kind(objs, "StatefulSet"):
             for container in _main_containers(sts["spec"]["template"]):
-                workers = _flag(_argv(container), "--workers", last=True)
+                workers = _shard_setting(container, "workers")
                 if workers is not None and workers != str(completions):
                     yield (
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "

@@ -413,3 +413,31 @@ def test_the_workers_pservers_are_compared_with_the_bind_the_shard_reads(bind, e
         for problem in problems:
             assert "is not the shards' DNS names" in problem, problem
             assert problem.endswith(f"-pserver-1.digits-ps-pserver:{port}'"), problem
+
+
+@pytest.mark.parametrize("flag, dest_words", [("--workers", "ranks"), ("--num-shards", "replicas")])
+@pytest.mark.parametrize(
+    "value, env, wrong",
+    [
+        ("$(N)", {"name": "N", "value": "{right}"}, None),
+        ("$(N)", {"name": "N", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}, None),
+        ("0{right}", None, None),  # the shard reads the number
+        ("$(N)", {"name": "N", "value": "7"}, "7"),
+        ("7", None, "7"),
+    ],
+)
+def test_a_shards_counts_are_compared_as_the_shard_reads_them(flag, dest_words, value, env, wrong):
+    """``--workers $(N)`` and ``--num-shards $(N)`` are read filled in, as the kubelet passes
+    them: the text '$(N)' was compared with the Job's completions and the replicas, and a right
+    manifest refused ('--workers $(N) but Job ... runs 4 ranks')."""
+    right = {"--workers": "4", "--num-shards": "2"}[flag]  # the example's
+    if env is not None and "value" in env:
+        env = {**env, "value": env["value"].format(right=right)}
+    here, problems = _problems_with(
+        "pserver", flag, value.format(right=right), env=[env] if env else None
+    )
+    if wrong is None:
+        assert problems == []
+    else:
+        (problem,) = problems
+        assert f"{flag} {wrong} but" in problem and dest_words in problem, problem
