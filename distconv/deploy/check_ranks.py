@@ -80,14 +80,22 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
         if wrong is not None:
             yield f"{here}: {wrong}: every rank would refuse it"
             continue
+        resume = _passed(container, _flag(train, "--resume", last=True))
         if "--overwrite" in train and any(t.split("=", 1)[0] == "--resume" for t in train):
             yield f"{here}: every rank would refuse --overwrite beside --resume"
-        elif _flag(train, "--resume", last=True) != "auto" or "--overwrite" in train:
+        elif "--overwrite" in train or (resume != "auto" and not _is_filled(resume)):
             yield f"{here}: distconv train needs --resume auto, or a restart starts over"
         yield from _unused_flags(here, train)
-        out = _flag(train, "--out", last=True) or "runs"
-        for pod_where, pod in _rank_pods(obj, where, template):
+        out = _passed(container, _flag(train, "--out", last=True) or "runs")
+        for pod_where, pod in _rank_pods(obj, where, template) if not _is_filled(out) else ():
             yield from _writable(pod_where, pod, out, container.get("workingDir"))
+
+
+def _passed(container: Manifest, value: str | None) -> str | None:
+    """A rank's flag ``value`` as the kubelet passes it: ``$(VAR)`` filled in from the
+    container's literal values, a stand-in (:func:`_is_filled`) where only the cluster knows
+    it, which no check may judge."""
+    return None if value is None else expand(value, container)
 
 
 def _unused_flags(here: str, train: list[str]) -> Iterator[str]:

@@ -1,0 +1,50 @@
+"""A rank's ``--resume`` and ``--out`` are read as the kubelet passes them: ``$(VAR)`` filled in
+from the container's literal values, passed where only the cluster knows it."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIG_MAP = {"configMapKeyRef": {"name": "c", "key": "k"}}
+
+
+def _problems(kind: str, flag: str, value: str, var: dict) -> list[str]:
+    """The problems of a job whose ranks take ``flag value``, ``var`` in their environment."""
+    servers = 1 if kind == "Job" else 0
+    objs = render_manifests(
+        job_name="j", workers=2, servers=servers, image="d:1", train_args=["--data", "digits"]
+    )
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    spec = obj["spec"]["mpiReplicaSpecs"]["Launcher"] if kind == "MPIJob" else obj["spec"]
+    (container,) = spec["template"]["spec"]["containers"]
+    container["env"].append(var)
+    args = container["args"]
+    args[args.index(flag) + 1] = value
+    return manifest_problems(objs)
+
+
+@pytest.mark.parametrize("kind", ["Job", "MPIJob"])
+@pytest.mark.parametrize(
+    "flag, value, var, words",
+    [
+        ("--resume", "$(R)", {"name": "R", "value": "auto"}, None),
+        ("--resume", "$(R)", {"name": "R", "valueFrom": CONFIG_MAP}, None),
+        ("--resume", "$(R)", {"name": "R", "value": "never"}, "needs --resume auto"),
+        ("--out", "$(OUT)", {"name": "OUT", "value": "/var/lib/distconv/run/x"}, None),
+        ("--out", "/$(OUT)", {"name": "OUT", "valueFrom": CONFIG_MAP}, None),
+        ("--out", "$(OUT)", {"name": "OUT", "value": "/data/x"}, "--out /data/x is on no"),
+    ],
+)
+def test_a_ranks_flag_in_a_variable_is_read_filled_in(kind, flag, value, var, words):
+    """``--resume $(R)`` with R=auto was refused as not resuming, and ``--out $(OUT)`` was
+    judged as the path '$(OUT)' ('--out /$(OUT) is on no writable volume' for a run directory
+    on the run volume), where the kubelet passes what the variable holds."""
+    problems = _problems(kind, flag, value, var)
+    if words is None:
+        assert problems == []
+    else:
+        assert problems and all(words in p for p in problems), problems
