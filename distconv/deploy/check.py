@@ -8,6 +8,7 @@ one line per problem in one job's objects (rendered or read back from YAML), non
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
@@ -26,7 +27,6 @@ from distconv.deploy.walk import (
     _argv,
     _command_args,
     _containers,
-    _env,
     _flag,
     _here,
     _main_containers,
@@ -332,15 +332,25 @@ def _key_problems(here, container, volumes) -> Iterator[str]:
     if any("secretRef" in source for source in container.get("envFrom", [])):
         yield f"{here}: envFrom a Secret; keys travel as files only"
     keys = _flag(_argv(container), "--keys", last=True)
-    if keys is None:
+    keys = None if keys is None else expand(keys, container)  # as the kubelet passes it
+    if keys is None or _is_filled(keys):  # none, or only the cluster knows it: not judged
         return
-    if _env(container).get("DISTCONV_KEYS") != keys:
+    path = _in_container(container, keys)
+    known, env = env_as_seen(container, "DISTCONV_KEYS")
+    if known and (env is None or _in_container(container, env) != path):
         yield f"{here}: DISTCONV_KEYS must be {keys!r}, the --keys directory"
     mounted = {
-        m["mountPath"]: volumes.get(m["name"], {}) for m in container.get("volumeMounts", [])
+        posixpath.normpath(m["mountPath"]): volumes.get(m["name"], {})
+        for m in container.get("volumeMounts", [])
     }
-    if "secret" not in mounted.get(keys, {}):
+    if "secret" not in mounted.get(path, {}):
         yield f"{here}: --keys {keys} is not a mounted Secret volume"
+
+
+def _in_container(container: Manifest, path: str) -> str:
+    """``path`` as the container's process resolves it: from its ``workingDir`` where relative,
+    ``/etc/distconv/keys/`` the same folder as ``/etc/distconv/keys``."""
+    return posixpath.normpath(posixpath.join("/", container.get("workingDir") or "/", path))
 
 
 def _secret_names(template: Manifest) -> set[str]:

@@ -1,5 +1,6 @@
-"""A rank's ``--resume`` and ``--out`` are read as the kubelet passes them: ``$(VAR)`` filled in
-from the container's literal values, passed where only the cluster knows it."""
+"""A rank's ``--resume`` and ``--out``, and a rank's or a shard's ``--keys``, are read as the
+kubelet passes them: ``$(VAR)`` filled in from the container's literal values, passed where only
+the cluster knows it."""
 
 from __future__ import annotations
 
@@ -48,3 +49,33 @@ def test_a_ranks_flag_in_a_variable_is_read_filled_in(kind, flag, value, var, wo
         assert problems == []
     else:
         assert problems and all(words in p for p in problems), problems
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+@pytest.mark.parametrize(
+    "value, var, words",
+    [
+        ("$(K)", {"name": "K", "value": "/etc/distconv/keys"}, None),
+        ("$(K)", {"name": "K", "valueFrom": CONFIG_MAP}, None),  # only the cluster knows
+        ("/etc/distconv/keys/", None, None),  # the same folder
+        ("$(K)", {"name": "K", "value": "/elsewhere"}, "/elsewhere"),
+        ("/etc/distconv/keys/x", None, "/etc/distconv/keys/x"),
+    ],
+)
+def test_the_keys_folder_is_read_as_the_process_reads_it(kind, value, var, words):
+    """``--keys $(K)`` with K=/etc/distconv/keys, or ``--keys /etc/distconv/keys/``, was
+    refused twice ('DISTCONV_KEYS must be '$(K)'', '--keys $(K) is not a mounted Secret
+    volume'), though the shard or rank reads the mounted Secret's folder."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    container["env"].extend([var] if var else [])
+    args = container["args"]
+    args[args.index("--keys") + 1] = value
+    problems = manifest_problems(objs)
+    if words is None:
+        assert problems == []
+    else:
+        assert len(problems) == 2, problems  # DISTCONV_KEYS, and no Secret mounted there
+        assert f"DISTCONV_KEYS must be '{words}'" in problems[0], problems
+        assert f"--keys {words} is not a mounted Secret volume" in problems[1], problems
