@@ -122,9 +122,11 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
             capacity += slots
         for container in _pod(replicas.get("Launcher", {})).get("containers", []):
             counts = _process_counts(_argv(container))
-            np = counts[0] if counts else None
+            np = expand(counts[0], container) if counts else None  # as the kubelet passes it
             if len(counts) > 1:  # Hydra: "duplicate setting: np", the job never starts
                 yield f"{_where(mpijob)} Launcher: mpirun refuses -np given {len(counts)} times"
+            elif np is not None and _is_filled(np):  # only the cluster knows: not judged
+                continue
             elif np is None or not np.isdigit() or int(np) < 1:
                 # -np 0 is not "no ranks": Hydra starts as many as it finds slots for
                 yield f"{_where(mpijob)} Launcher: mpirun needs -np with a number, got {np!r}"

@@ -238,7 +238,7 @@ def _world_size(obj: Manifest) -> int | None:
     if obj.get("kind") == "MPIJob":
         launcher = _pod(spec.get("mpiReplicaSpecs", {}).get("Launcher", {}))
         for container in launcher.get("containers", []):
-            counts = _process_counts(_argv(container))
+            counts = [expand(c, container) for c in _process_counts(_argv(container))]
             if len(counts) == 1 and counts[0].isdigit():  # others are _mpi_slots' to name
                 return int(counts[0])
     return None

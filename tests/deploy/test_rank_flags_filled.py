@@ -1,6 +1,6 @@
-"""A rank's ``--resume`` and ``--out``, and a rank's or a shard's ``--keys``, are read as the
-kubelet passes them: ``$(VAR)`` filled in from the container's literal values, passed where only
-the cluster knows it."""
+"""A rank's ``--resume`` and ``--out``, a rank's or a shard's ``--keys`` and mpirun's ``-np``
+are read as the kubelet passes them: ``$(VAR)`` filled in from the container's literal values,
+passed where only the cluster knows it."""
 
 from __future__ import annotations
 
@@ -79,3 +79,32 @@ def test_the_keys_folder_is_read_as_the_process_reads_it(kind, value, var, words
         assert len(problems) == 2, problems  # DISTCONV_KEYS, and no Secret mounted there
         assert f"DISTCONV_KEYS must be '{words}'" in problems[0], problems
         assert f"--keys {words} is not a mounted Secret volume" in problems[1], problems
+
+
+@pytest.mark.parametrize(
+    "var, world_size, words",
+    [
+        ({"name": "N", "value": "2"}, None, None),
+        ({"name": "N", "valueFrom": CONFIG_MAP}, None, None),  # only the cluster knows
+        ({"name": "N", "value": "9"}, None, "-np 9 exceeds the workers' slots (2 ="),
+        ({"name": "N", "value": "2"}, "3", "--world-size 3 but MPIJob j runs 2 ranks"),
+    ],
+)
+def test_mpiruns_process_count_in_a_variable_is_read_filled_in(var, world_size, words):
+    """``mpirun -np $(N)`` with N=2 was refused ("mpirun needs -np with a number, got
+    '$(N)'"), and the ranks' --world-size was then compared with nothing."""
+    objs = render_manifests(
+        job_name="j", workers=2, servers=0, image="d:1", train_args=["--data", "digits"]
+    )
+    launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]
+    (container,) = launcher["template"]["spec"]["containers"]
+    container["env"].append(var)
+    args = container["args"]
+    args[args.index("-np") + 1] = "$(N)"
+    args += ["--world-size", world_size] if world_size else []
+    problems = manifest_problems(objs)
+    if words is None:
+        assert problems == []
+    else:
+        (problem,) = problems
+        assert words in problem, problem
