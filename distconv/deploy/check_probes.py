@@ -25,6 +25,7 @@ def _probe_problems(here, container, health_ports) -> Iterator[str]:
     if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
         yield f"{here}: --health-port {port_flag} is no container port named health"
     if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
+        yield from _mpi_ranks_serve(here, container)
         return
     ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
     if "health" not in ports:
@@ -108,6 +109,23 @@ def _loose(command: str, args: list[str], container: Manifest) -> bool:
 
 
 _PROBE_DESTS = ("health_port", "health_host")
+
+
+def _mpi_ranks_serve(here: str, container: Manifest) -> Iterator[str]:
+    """The ranks an MPIJob's launcher starts serve ``/healthz`` on the health port, which the
+    worker pods' liveness asks (:func:`_mpi_worker_probes`): without ``--health-port`` it finds
+    no rank listening, passes for good, and a rank stuck in a collective is never restarted.
+    A ``$(VAR)`` the cluster fills in where a flag may go may hold it."""
+    args = _command_args(_argv(container), "train")
+    if args is None:
+        return
+    train, wrong = _as_read(args)
+    if wrong is None and _flag(train, "--health-port", last=True) is None:
+        if not _loose("train", args, container):
+            yield (
+                f"{here}: no --health-port: the worker pods' liveness would find no rank to "
+                "ask, and never restart a stalled one"
+            )
 
 
 def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:

@@ -157,3 +157,33 @@ def test_a_host_only_the_cluster_knows_without_a_port_is_refused(kind):
     edit = lambda a: (_set("--health-host", "$(HOST)")(a), _drop("--health-port")(a))  # noqa: E731
     (problem,) = _problems(kind, edit)
     assert "--health-port" in problem and problem.startswith(f"{kind} j-"), problem
+
+
+@pytest.mark.parametrize(
+    "edit, refused",
+    [
+        (lambda args: None, False),
+        (lambda a: (_drop("--health-host")(a), _drop("--health-port")(a)), True),
+        (_drop("--health-port"), True),
+        (_set("--health-port", None, "--health-po"), False),  # abbreviated, as the rank reads it
+        (lambda a: (_drop("--health-port")(a), a.append("$(HOST)")), False),  # may be the flag
+    ],
+)
+def test_mpi_ranks_without_a_health_port_are_refused(edit, refused):
+    """The worker pods' liveness asks the /healthz of each rank on the health port: ranks
+    started without --health-port serve none, so it found no rank, passed for good, and never
+    restarted a rank stuck in a collective; the checks passed such an MPIJob."""
+    objs = copy.deepcopy(
+        render_manifests(job_name="j", workers=2, servers=0, image="d:1", train_args=["x.py"])
+    )
+    launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]
+    (container,) = launcher["template"]["spec"]["containers"]
+    container["env"].append(HOST)
+    edit(container["args"])
+    problems = manifest_problems(objs)
+    if refused:
+        (problem,) = problems
+        assert problem.startswith("MPIJob j Launcher container launcher: no --health-port")
+        assert "liveness would find no rank" in problem, problem
+    else:
+        assert problems == [], problems
