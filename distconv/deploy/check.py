@@ -250,8 +250,11 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         completions = spec.get("completions")
         if spec.get("parallelism") != completions:
             yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
-        # the ranks: an init container (a smoke test) runs no rank and needs no world size
+        # the ranks: an init container (a smoke test) or a sidecar that runs no distconv train
+        # (a log shipper) runs no rank and needs no world size
         for container in _main_containers(spec["template"]):
+            if _command_args(_argv(container), "train") is None:
+                continue
             known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
             if not known:  # the cluster's to fill in: not judged
                 continue

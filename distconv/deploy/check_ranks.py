@@ -41,6 +41,23 @@ def _rank_pods(obj: Manifest, where: str, template: Manifest) -> list[tuple[str,
     return [(where, template)]
 
 
+def _rank_containers(
+    obj: Manifest, where: str, template: Manifest, container: Manifest
+) -> list[tuple[str, Manifest]]:
+    """(where, the pod template with only the containers the ranks of ``container`` run in):
+    that container itself, or under an MPIJob the worker pods' containers that run sshd, which
+    starts the ranks (all of them where none says so). A sidecar beside them (a log shipper)
+    writes no run directory and needs none of their volumes."""
+    if obj.get("kind") != "MPIJob" or not where.endswith(" Launcher"):
+        return [(where, {"spec": {"containers": [container]}})]
+    pods = []
+    for pod_where, pod in _rank_pods(obj, where, template):
+        every = pod.get("spec", {}).get("containers", [])
+        sshd = [c for c in every if any(a.rsplit("/", 1)[-1] == "sshd" for a in _argv(c))]
+        pods.append((pod_where, {"spec": {"containers": sshd or every}}))
+    return pods
+
+
 def _ranks_per_pod(obj: Manifest, where: str) -> int:
     """How many ranks one pod at ``where`` runs: an MPI worker pod's slots, else one."""
     if obj.get("kind") == "MPIJob" and where.endswith(" Worker"):
@@ -87,7 +104,8 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
             yield f"{here}: distconv train needs --resume auto, or a restart starts over"
         yield from _unused_flags(here, train)
         out = _passed(container, _flag(train, "--out", last=True) or "runs")
-        for pod_where, pod in _rank_pods(obj, where, template) if not _is_filled(out) else ():
+        ranks_in = _rank_containers(obj, where, template, container)
+        for pod_where, pod in ranks_in if not _is_filled(out) else ():
             yield from _writable(pod_where, pod, out, container.get("workingDir"))
 
 
@@ -181,9 +199,10 @@ def _rank_gpus(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{pod_where}: {ranks} rank(s) per pod train on GPUs but the pod requests "
                     f"only {gpus} {GPU_RESOURCE}; each rank needs a device of its own"
                 )
-            if cache is not None:
-                workdir = container.get("workingDir")
-                yield from _writable(pod_where, pod, cache, workdir, CACHE_NAME)
+        ranks_in = _rank_containers(obj, where, template, container)
+        for pod_where, pod in ranks_in if cache is not None else ():
+            workdir = container.get("workingDir")
+            yield from _writable(pod_where, pod, cache, workdir, CACHE_NAME)
 
 
 def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:

@@ -1,0 +1,61 @@
+"""A container beside the ranks that runs no ``distconv train`` (a log shipper) is no rank: it
+writes no run directory and no kernel cache, and reads no world size. The checks held it to the
+ranks' needs and refused a pod whose ranks had everything."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+from distconv.deploy.walk import _templates
+
+pytestmark = pytest.mark.timeout(60)
+
+#: a sidecar with no volume, no environment and no distconv
+LOGGER = {
+    "name": "logger",
+    "image": "busybox:1",
+    "args": ["sh", "-c", "sleep infinity"],
+    "resources": {
+        "requests": {"cpu": "100m", "memory": "64Mi"},
+        "limits": {"cpu": "100m", "memory": "64Mi"},
+    },
+    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
+}
+#: what only a rank needs, which the checks asked of the logger
+RANKS_NEEDS = ("--out", "CUPY_CACHE_DIR", "DISTCONV_WORLD_SIZE")
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(job_name="j", workers=2, servers=1, image="d:1", gpus=1),
+        dict(job_name="j", workers=4, servers=0, image="d:1", gpus=1, slots_per_worker=2),
+    ],
+    ids=["pserver", "mpijob"],
+)
+def test_a_sidecar_that_runs_no_rank_is_not_held_to_the_ranks_needs(config):
+    """A logger beside each worker (and, under MPI, beside sshd) was refused: '--out
+    /var/lib/distconv/run/train is on no writable volume', CuPy's cache likewise, and
+    'DISTCONV_WORLD_SIZE is not set; every rank would refuse to start'."""
+    objs = render_manifests(**config, train_args=["--data", "digits"])
+    for obj in objs:
+        for _, template in _templates(obj):
+            template["spec"]["containers"].append(dict(LOGGER))
+    problems = manifest_problems(objs)
+    wrong = [p for p in problems if any(need in p for need in RANKS_NEEDS)]
+    assert wrong == [], wrong
+
+
+def test_the_ranks_own_container_is_still_held_to_them():
+    """The ranks' container is judged by its own mounts: without the run volume its --out is
+    refused, whatever a sidecar mounts."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    spec = job["spec"]["template"]["spec"]
+    (rank,) = spec["containers"]
+    sidecar = {**LOGGER, "volumeMounts": list(rank["volumeMounts"])}
+    rank["volumeMounts"] = [m for m in rank["volumeMounts"] if m["name"] != "work"]
+    spec["containers"].append(sidecar)
+    wrong = [p for p in manifest_problems(objs) if "--out" in p]
+    assert len(wrong) == 1 and wrong[0].startswith("Job j-worker container worker: --out"), wrong
