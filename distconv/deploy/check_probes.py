@@ -43,6 +43,24 @@ def _probe_problems(here, container, health_ports) -> Iterator[str]:
     if startup is not None and startup.get("httpGet", {}).get("path") != "/readyz":
         # /healthz is 200 before the first beat: a startup probe on it passes at once
         yield f"{here}: startupProbe must GET /readyz, got {startup.get('httpGet')}"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        yield from _get_reaches_the_server(here, probe, container.get(probe, {}).get("httpGet"))
+
+
+def _get_reaches_the_server(here: str, probe: str, get: Manifest | None) -> Iterator[str]:
+    """The kubelet sends an ``httpGet`` probe from the node to its ``host`` where one is set
+    (127.0.0.1 is the node's own loopback there; a pod template cannot name each pod's
+    address), else to the pod's address, and speaks TLS for ``scheme: HTTPS``: the health
+    server answers plain HTTP on the pod's address, so either fails every probe."""
+    if not get:
+        return
+    if get.get("host"):
+        yield (
+            f"{here}: {probe} sets host {get['host']!r}: the kubelet would ask that address "
+            "from the node, not the pod's (leave host out)"
+        )
+    if get.get("scheme", "HTTP") != "HTTP":
+        yield f"{here}: {probe} scheme {get['scheme']!r}: the health server speaks plain HTTP"
 
 
 def _port_as_read(container: Manifest) -> str | None:

@@ -6,10 +6,14 @@ as the process does."""
 from __future__ import annotations
 
 import copy
+import ssl
+import urllib.error
+import urllib.request
 
 import pytest
 
 from distconv.deploy import manifest_problems, render_manifests
+from distconv.service import ServiceEndpoints
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -187,3 +191,42 @@ def test_mpi_ranks_without_a_health_port_are_refused(edit, refused):
         assert "liveness would find no rank" in problem, problem
     else:
         assert problems == [], problems
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("host", "127.0.0.1", "sets host '127.0.0.1': the kubelet would ask that address"),
+        ("host", "j-pserver", "sets host 'j-pserver'"),
+        ("scheme", "HTTPS", "scheme 'HTTPS': the health server speaks plain HTTP"),
+        ("scheme", "HTTP", None),
+    ],
+)
+def test_probes_sent_elsewhere_or_over_tls_are_refused(kind, field, value, words):
+    """A probe with ``host`` (127.0.0.1 is the node's loopback, where the kubelet runs) or
+    ``scheme: HTTPS`` fails every time, and the startup probe restarts the pod for ever; the
+    checks passed both."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    probes = ("startupProbe", "readinessProbe", "livenessProbe")
+    for probe in probes:
+        container[probe]["httpGet"][field] = value
+    problems = manifest_problems(objs)
+    if words is None:
+        assert problems == []
+    else:
+        assert len(problems) == 3, problems
+        for probe, problem in zip(probes, problems):
+            assert problem.startswith(f"{kind} j-") and f"{probe} {words}" in problem, problem
+
+
+def test_the_health_server_answers_no_tls():
+    """What ``scheme: HTTPS`` would meet: the probes' server speaks plain HTTP only."""
+    with ServiceEndpoints(role="worker", rank=0) as service:
+        port = service.start("127.0.0.1", 0)
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        with pytest.raises(urllib.error.URLError, match="SSL"):
+            urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=5)
