@@ -120,7 +120,7 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
         capacity = int(replicas.get("Worker", {}).get("replicas", 0)) * slots
         if spec.get("runLauncherAsWorker"):
             capacity += slots
-        for container in _pod(replicas.get("Launcher", {})).get("containers", []):
+        for container in _mpiruns(_pod(replicas.get("Launcher", {})).get("containers", [])):
             counts = _process_counts(_argv(container))
             np = expand(counts[0], container) if counts else None  # as the kubelet passes it
             if len(counts) > 1:  # Hydra: "duplicate setting: np", the job never starts
@@ -135,6 +135,17 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
                     f"({capacity} = replicas x slotsPerWorker)"
                 )
+
+
+def _mpiruns(containers: list[Manifest]) -> list[Manifest]:
+    """The launcher's containers that run mpirun (or mpiexec), not a sidecar beside it (a log
+    shipper); all of them where none does, as one must."""
+    runs = [c for c in containers if {a.rsplit("/", 1)[-1] for a in _argv(c)} & _MPIRUN]
+    return runs or containers
+
+
+#: the names Hydra's process manager goes by
+_MPIRUN = {"mpirun", "mpiexec", "mpiexec.hydra"}
 
 
 def _shard_names(

@@ -6,6 +6,7 @@ its ranks from inside and waits for them before it stops.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from distconv.deploy.check_ranks import _as_read
@@ -24,6 +25,8 @@ def _probe_problems(here, container, health_ports) -> Iterator[str]:
     port_flag = _port_as_read(container)
     if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
         yield f"{here}: --health-port {port_flag} is no container port named health"
+    if _serves_nothing(container):  # a sidecar beside the ranks (a log shipper)
+        return
     if " Launcher container " in here:  # mpirun runs no training code: nothing to probe
         yield from _mpi_ranks_serve(here, container)
         return
@@ -61,6 +64,21 @@ def _get_reaches_the_server(here: str, probe: str, get: Manifest | None) -> Iter
         )
     if get.get("scheme", "HTTP") != "HTTP":
         yield f"{here}: {probe} scheme {get['scheme']!r}: the health server speaks plain HTTP"
+
+
+#: a command line that runs a shard or a rank, however started (``sh -c "distconv train ..."``,
+#: ``python -m distconv pserver``, ``/opt/venv/bin/distconv train``), or sshd starting MPI ranks
+_RUNS_DISTCONV = re.compile(r"(^|[\s/])(distconv\s+(train|pserver)|sshd)(\s|$)")
+
+
+def _serves_nothing(container: Manifest) -> bool:
+    """Whether ``container`` runs no shard, no rank and no sshd that starts MPI ranks, has no
+    port named health and takes no ``--health-port``: a sidecar beside them (a log shipper),
+    with no probes to serve."""
+    argv = _argv(container)
+    if _RUNS_DISTCONV.search(" ".join(argv)) or _flag(argv, "--health-port") is not None:
+        return False
+    return all(p.get("name") != "health" for p in container.get("ports", []))
 
 
 def _port_as_read(container: Manifest) -> str | None:

@@ -59,3 +59,37 @@ def test_the_ranks_own_container_is_still_held_to_them():
     spec["containers"].append(sidecar)
     wrong = [p for p in manifest_problems(objs) if "--out" in p]
     assert len(wrong) == 1 and wrong[0].startswith("Job j-worker container worker: --out"), wrong
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(job_name="j", workers=2, servers=1, image="d:1"),
+        dict(job_name="j", workers=4, servers=0, image="d:1", slots_per_worker=2),
+    ],
+    ids=["pserver", "mpijob"],
+)
+def test_a_sidecar_that_serves_no_probes_needs_no_health_port(config):
+    """A logger beside every shard, worker and sshd was refused for want of probes ('container
+    logger: no container port named health for the probes'): it runs no shard or rank, so
+    there is nothing for it to serve."""
+    objs = render_manifests(**config, train_args=["--data", "digits"])
+    for obj in objs:
+        for _, template in _templates(obj):
+            template["spec"]["containers"].append(dict(LOGGER))
+    assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sh", "-c", "exec distconv train --data digits"],  # a rank, however started
+        ["sh", "-c", "sleep 1", "--health-port", "8080"],  # it says it serves them
+    ],
+)
+def test_a_container_that_runs_a_rank_or_takes_a_health_port_still_needs_probes(args):
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    job["spec"]["template"]["spec"]["containers"].append({**LOGGER, "args": args})
+    problems = [p for p in manifest_problems(objs) if "container logger" in p]
+    assert any("no container port named health" in p for p in problems), problems
