@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from distconv.deploy.image_ref import FORM, is_image_reference
 from distconv.deploy.mpijob import LAUNCHER_RESOURCES, SSH_PORT, _MpiWorkload
 from distconv.deploy.pod import (
     ANY_ADDRESS,
@@ -135,7 +136,8 @@ def render_manifests(
             object's name starts with it.
         workers: training ranks, ``>= 1``.
         servers: parameter-server shards; 0 means allreduce under the MPI operator.
-        image: the container image (``docker/Dockerfile`` or ``docker/Dockerfile.cuda``).
+        image: the container image (``docker/Dockerfile`` or ``docker/Dockerfile.cuda``), a
+            reference the kubelet can parse (a lower-case repository).
         gpus: GPUs per training rank; 0 for CPU only. A parameter-server worker pod (one rank)
             gets ``gpus`` as its ``nvidia.com/gpu`` limit, an MPI worker pod
             ``gpus * slots_per_worker``, one device per rank it holds.
@@ -215,6 +217,8 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
                 f"{text!r} is not UTF-8 text (bytes this system's locale did not decode); a "
                 "manifest cannot hold it"
             )
+    if not is_image_reference(image):  # every pod would fail with InvalidImageName
+        raise ValueError(f"--image must be an image reference ({FORM}), got {image!r}")
     try:  # every rank would refuse such a flag; abbreviated, one could pass the checks below
         spelled = spelled_out(train_args)
     except FlagError as exc:
