@@ -56,6 +56,7 @@ from distconv.deploy.pserver import (
     SERVER_RESOURCES,
     _PserverWorkloads,
 )
+from distconv.files import write_atomically
 from distconv.train_args import FlagError, spelled_out
 
 # The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
@@ -337,8 +338,12 @@ def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) ->
     other YAML files (another job's render) is refused, since the apply would deploy them too;
     this job's own files from an earlier render are replaced.
 
+    Each file is replaced whole (:func:`~distconv.files.write_atomically`): a write that
+    fails (a full disk) leaves the earlier render's file as it was, not cut short.
+
     Raises:
         ValueError: the folder holds manifests (YAML or JSON) this render does not write.
+        OSError: a file could not be written.
     """
     out = Path(folder)
     names = {manifest_filename(obj) for obj in objs}
@@ -355,8 +360,8 @@ def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) ->
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for obj in objs:
-        path = out / manifest_filename(obj)
-        path.write_text(dump_yaml([obj]), encoding="utf-8")
+        path = out / manifest_filename(obj)  # whole or as it was: a cut one may still parse
+        write_atomically(path, [dump_yaml([obj]).encode("utf-8")])
         paths.append(path)
     return paths
 

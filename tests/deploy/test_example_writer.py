@@ -67,3 +67,40 @@ def test_a_folder_that_cannot_hold_the_examples_is_named_in_one_line(
     (line,) = [x for x in result.stderr.splitlines() if not x.startswith("usage:")]
     assert line.startswith("python -m distconv.deploy: error: ") and words in line, line
     assert result.stdout == ""
+
+
+#: renders one job into argv[1], under a file-size limit where argv[2] says so
+_WRITER = """
+import resource, signal, sys
+from distconv.deploy import render_manifests, write_manifests
+objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+if len(sys.argv) > 2:  # a full disk, cut short at 1000 bytes: EFBIG, not a signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+try:
+    write_manifests(objs, sys.argv[1])
+except OSError as exc:
+    sys.exit(str(exc))
+"""
+
+
+def test_a_manifest_rewritten_on_a_full_disk_is_left_whole(tmp_path):
+    """A render over an earlier one that failed mid-file (disk full) left the StatefulSet cut
+    at 1000 bytes, a file `kubectl apply -f` may still parse (cut at a line, it is valid YAML
+    missing the rest of the pod); each file is now replaced whole or left as it was."""
+
+    def render(*limit: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", _WRITER, str(tmp_path), *limit],
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    assert render().returncode == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    failed = render("limit")
+    assert failed.returncode == 1 and "File too large" in failed.stderr, failed.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary left
