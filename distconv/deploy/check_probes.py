@@ -17,7 +17,7 @@ from distconv.deploy.check_shards import (
     pserver_parser,
     shard_flag,
 )
-from distconv.deploy.loopback import on_loopback
+from distconv.deploy.loopback import answers_127_0_0_1, on_loopback
 from distconv.deploy.walk import Manifest, _argv, _command_args, _flag
 
 
@@ -162,6 +162,13 @@ def _mpi_ranks_serve(here: str, container: Manifest) -> Iterator[str]:
                 f"{here}: no --health-port: the worker pods' liveness would find no rank to "
                 "ask, and never restart a stalled one"
             )
+    host = _flag(train, "--health-host", last=True) if wrong is None else None
+    host = None if host is None else expand(host, container)  # as the kubelet passes it
+    if host is not None and not _is_filled(host) and answers_127_0_0_1(host) is False:
+        yield (
+            f"{here}: --health-host {host}: the worker pods' liveness asks each rank on "
+            "127.0.0.1, where it would find none, and never restart a stalled one"
+        )
 
 
 def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:

@@ -1,5 +1,6 @@
-"""Whether a host a pod's process listens on is loopback, read as its socket reads it: what
-listens there answers the pod itself only, never the kubelet's probes nor another pod (part of
+"""Who reaches a server of a pod, read from the host it binds as its socket reads it: one on
+loopback answers the pod itself only, never the kubelet's probes nor another pod; one an MPI
+worker pod's liveness asks must answer on 127.0.0.1 (part of
 :func:`distconv.deploy.check.manifest_problems`)."""
 
 from __future__ import annotations
@@ -28,3 +29,24 @@ def on_loopback(host: str) -> bool:
             return False
     mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 binds IPv4 loopback
     return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def answers_127_0_0_1(host: str) -> bool | None:
+    """Whether a server bound on ``host`` answers a client that dials 127.0.0.1, as an MPI
+    worker pod's liveness does: one on every interface (``0.0.0.0``, ``::``) or on 127.0.0.1
+    however written (``localhost``, ``127.1``, ``::ffff:127.0.0.1``) does; one on another
+    address (``127.0.0.2``, ``::1``, the pod's own) does not; None for a name not judged."""
+    host = host.strip("[]")
+    if host.lower() in LOOPBACK_NAMES:  # localhost binds 127.0.0.1; the IPv6 names none here
+        return host.lower() == "localhost"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:  # the short and numeric forms the C library takes
+            return socket.inet_aton(host) in (bytes(4), bytes([127, 0, 0, 1]))
+        except OSError:
+            return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        address = mapped
+    return address.is_unspecified or address == ipaddress.ip_address("127.0.0.1")

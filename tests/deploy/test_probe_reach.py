@@ -230,3 +230,36 @@ def test_the_health_server_answers_no_tls():
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         with pytest.raises(urllib.error.URLError, match="SSL"):
             urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=5)
+
+
+@pytest.mark.parametrize(
+    "host, refused",
+    [
+        ("0.0.0.0", False),  # rendered
+        ("::", False),  # both families
+        ("127.0.0.1", False),  # where the liveness dials
+        ("localhost", False),
+        ("$(HOST)", False),  # only the cluster knows
+        ("::1", True),
+        ("127.0.0.2", True),
+        ("10.0.0.5", True),
+    ],
+)
+def test_mpi_ranks_the_worker_liveness_cannot_reach_are_refused(host, refused):
+    """An MPI worker pod's liveness dials each rank's /healthz on 127.0.0.1: ranks whose
+    probes listen elsewhere (::1, 127.0.0.2, one address of the pod) were never found, so the
+    liveness passed for good; the checks passed such an MPIJob."""
+    objs = copy.deepcopy(
+        render_manifests(job_name="j", workers=2, servers=0, image="d:1", train_args=["x.py"])
+    )
+    launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]
+    (container,) = launcher["template"]["spec"]["containers"]
+    container["env"].append(HOST)
+    _set("--health-host", host)(container["args"])
+    problems = manifest_problems(objs)
+    if refused:
+        (problem,) = problems
+        assert problem.startswith(f"MPIJob j Launcher container launcher: --health-host {host}:")
+        assert "liveness asks each rank on 127.0.0.1" in problem, problem
+    else:
+        assert problems == [], problems
