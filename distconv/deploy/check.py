@@ -184,18 +184,23 @@ def _same_shards(
     qualified with a namespace (theirs, where the manifest names it: another namespace's
     shards of the same name are other shards) and the cluster's domain, on the same port.
     A name as written resolves in the namespace of the pod that dials it (``reader``): where
-    both are written and differ, it names another namespace's pods too."""
+    both are written and differ, it names another namespace's pods too. A name may be absolute,
+    with a trailing dot (``....svc.cluster.local.``, which spares the resolver its search
+    list), where it goes down to the cluster's domain."""
     if len(given) != len(names):
         return False
     short_ok = namespace is None or reader is None or reader == namespace
     for address, name in zip(given, names):
         host, _, port = address.rpartition(":")
+        host, absolute = host.removesuffix("."), host.endswith(".")
         short, _, want = name.rpartition(":")
         rest = host[len(short) :] if host.startswith(short) else None
         qualified = rest is not None and _QUALIFIED.fullmatch(rest) is not None
         if qualified and namespace is not None:
             qualified = rest.split(".")[1] == namespace
-        if port != want or not ((host == short and short_ok) or qualified):
+        if absolute:  # no search list: only a name down to the cluster's domain resolves
+            qualified = qualified and len(rest.split(".")) > 3
+        if port != want or not ((host == short and short_ok and not absolute) or qualified):
             return False
     return True
 
