@@ -12,8 +12,6 @@ import collections
 import ctypes
 import ctypes.util
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +26,7 @@ from distconv.files import describe_os_error
 from distconv.procfs import stat_fields
 
 from .commands import LaunchError
+from .startable import not_started
 
 TAIL_LINES = 20
 #: a worker's exit status when it stopped because another rank failed (``distconv train``:
@@ -342,30 +341,6 @@ class Child:
                 for v in victims
             ],
         )
-
-
-def not_started(program: str, exc: OSError, path: str | None = None) -> str:
-    """Why ``program`` (a child's first word, looked up on ``path`` as exec does) did not
-    start: the kernel's "no such file" for a file that is there is about its ``#!``
-    interpreter (a script saved with Windows line ends names ``'/bin/sh\\r'``) or its loader,
-    and "permission denied" for a file without its execute bit."""
-    found = program if os.sep in program else shutil.which(program, path=path)
-    if not found or not os.path.isfile(found):
-        return describe_os_error(exc)
-    if isinstance(exc, PermissionError) and not os.access(found, os.X_OK):
-        return f"{found} is not executable (chmod +x it)"
-    if not isinstance(exc, FileNotFoundError):
-        return describe_os_error(exc)
-    try:
-        with open(found, "rb") as file:
-            first = file.readline(256)
-    except OSError:
-        first = b""
-    if first.startswith(b"#!"):  # the kernel takes the interpreter up to a space or a tab
-        interpreter = re.split(rb"[ \t\n]", first[2:].lstrip(b" \t"), maxsplit=1)[0]
-        name = interpreter.decode(errors="replace")
-        return f"the interpreter its #! line names, {name!r}, does not exist"
-    return "the file is there, but its program loader (another machine's binary?) is missing"
 
 
 def running_groups() -> set[int] | None:

@@ -257,6 +257,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         mpi_worker_command,
         parse_hosts,
         read_hostfile,
+        refuse_unstartable,
     )
 
     program = parse_program(rest)
@@ -266,6 +267,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         hosts = read_hostfile(args.hostfile)
     elif args.hosts:
         hosts = parse_hosts(args.hosts)
+    refuse_unstartable(program, hosts)
     opts = MpiOptions(args.np, tuple(hosts), args.oversubscribe, args.allow_run_as_root)
     mpiexec = find_mpiexec(args.mpiexec)
     flavor = args.mpi_flavor or detect_flavor(mpiexec)

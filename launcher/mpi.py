@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .commands import THREAD_VARS, LaunchError, Program, train_args
+from .startable import not_started, start_problem
 
 FLAVORS = ("mpich", "openmpi")
 
@@ -94,7 +95,9 @@ def detect_flavor(mpiexec: str) -> str:
         done = subprocess.run(
             [mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:  # a wrapper script with a '#!/bin/sh\r' line: not 'No such file'
+        raise LaunchError(f"cannot run {mpiexec} --version: {not_started(mpiexec, exc)}") from None
+    except subprocess.TimeoutExpired as exc:
         raise LaunchError(f"cannot run {mpiexec} --version: {exc}") from None
     return flavor_from_version(done.stdout + done.stderr)
 
@@ -181,6 +184,21 @@ def _slots(text: str) -> int:
 def hosts_arg(hosts: Sequence[Host]) -> str:
     """``h1:2,h2:2``, which both Hydra's ``-hosts`` and OpenMPI's ``-H`` read."""
     return ",".join(f"{h.name}:{h.slots}" for h in hosts)
+
+
+def refuse_unstartable(program: Program, hosts: Sequence[Host]) -> None:
+    """Refuse a program of the user's that the kernel cannot start, where every rank runs on
+    this host (no ``hosts``): mpiexec's ranks would only say ``execvp error on file ./run.sh
+    (No such file or directory)`` of a file that is there (see :func:`start_problem`).
+
+    Raises:
+        LaunchError: naming the program and why (its ``#!`` interpreter, its execute bit).
+    """
+    if program.is_train or program.is_script or hosts:  # on other hosts: their own files
+        return
+    problem = start_problem(program.argv[0])
+    if problem is not None:
+        raise LaunchError(f"cannot start {program.argv[0]} in the ranks: {problem}")
 
 
 def mpi_worker_command(program: Program, restart: int, python: str = sys.executable) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.child import not_started
+from launcher.startable import not_started
 from tests.launcher.launch_cli import launch
 
 
@@ -22,7 +22,7 @@ def _program(tmp_path: Path, text: bytes, mode: int = 0o755) -> Path:
     return path
 
 
-@pytest.mark.parametrize(
+CANNOT_START = pytest.mark.parametrize(
     "text, mode, said",
     [
         (b"#!/bin/sh\r\necho hi\r\n", 0o755, "the interpreter its #! line names, '/bin/sh\\r', "),
@@ -30,6 +30,11 @@ def _program(tmp_path: Path, text: bytes, mode: int = 0o755) -> Path:
         (b"#!/bin/sh\necho hi\n", 0o644, "run.sh is not executable (chmod +x it)"),
     ],
 )
+#: an mpiexec that runs nothing (its flavor given): the command is printed, not run
+NO_MPI = ("mpi", "-np", "2", "--mpiexec", "/bin/true", "--mpi-flavor", "mpich", "--dry-run")
+
+
+@CANNOT_START
 def test_a_program_that_cannot_start_is_named_with_why(tmp_path: Path, text, mode, said):
     program = _program(tmp_path, text, mode)
     done = launch(
@@ -55,4 +60,42 @@ def test_a_missing_program_keeps_the_systems_reason(tmp_path: Path):
     gone = str(tmp_path / "gone")
     assert not_started(gone, FileNotFoundError(2, "No such file or directory")) == (
         "no such file or directory"
+    )
+
+
+@CANNOT_START
+def test_a_program_mpis_ranks_cannot_start_is_named_with_why(tmp_path: Path, text, mode, said):
+    """Under mpi, Hydra's ranks said ``execvp error on file ./run.sh (No such file or
+    directory)`` of the file there (k201); refused before mpiexec runs, as under local."""
+    _program(tmp_path, text, mode)
+    done = launch(*NO_MPI, "--", "./run.sh", cwd=tmp_path, timeout=60)
+    assert done.returncode == 1, done.stdout
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("distconv-launch mpi: error: cannot start ./run.sh in the ranks: ")
+    assert said in last, last
+    assert done.stdout == ""
+
+
+def test_ranks_on_other_hosts_have_their_own_program(tmp_path: Path):
+    """Where hosts are named, each runs its own copy: this host's is not judged."""
+    _program(tmp_path, b"#!/bin/sh\r\n")
+    done = launch(*NO_MPI, "-H", "localhost:2", "--", "./run.sh", cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith(" ./run.sh")
+
+
+def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
+    """A wrapper script as --mpiexec saved with Windows line ends: its ``--version`` run said
+    ``[Errno 2] No such file or directory: './mpiexec.sh'`` (k201)."""
+    wrapper = tmp_path / "mpiexec.sh"
+    wrapper.write_bytes(b'#!/bin/sh\r\nexec mpiexec "$@"\r\n')
+    wrapper.chmod(0o755)
+    done = launch(
+        "mpi", "-np", "1", "--mpiexec", "./mpiexec.sh", "--dry-run", "--", "--epochs", "1",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "distconv-launch mpi: error: cannot run ./mpiexec.sh --version: the interpreter its #! "
+        "line names, '/bin/sh\\r', does not exist"
     )

@@ -1,0 +1,78 @@
+"""Why the kernel cannot start a program that is there: its ``#!`` interpreter, its loader or
+its execute bit.
+
+``execve`` says "No such file or directory" of a script that is there when the interpreter its
+``#!`` line names is missing (a script saved with Windows line ends names ``'/bin/sh\\r'``) and
+"Permission denied" of a file without its execute bit. :func:`not_started` turns such an error
+into the reason; :func:`start_problem` finds the same reasons before the program is started by
+another process (``mpiexec``'s ranks), whose own message would repeat the bare "No such file".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+from distconv.files import describe_os_error
+
+
+def _located(program: str, path: str | None) -> str | None:
+    """The file ``program`` names, looked up on ``path`` as exec does; None where none is."""
+    found = program if os.sep in program else shutil.which(program, path=path)
+    return found if found and os.path.isfile(found) else None
+
+
+def _interpreter(found: str) -> str | None:
+    """The interpreter the ``#!`` line of ``found`` names (None without one)."""
+    try:
+        with open(found, "rb") as file:
+            first = file.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    # the kernel takes the interpreter up to a space, a tab or the newline (a '\r' is kept)
+    interpreter = re.split(rb"[ \t\n]", first[2:].lstrip(b" \t"), maxsplit=1)[0]
+    return interpreter.decode(errors="replace")
+
+
+def _missing(interpreter: str) -> str:
+    return f"the interpreter its #! line names, {interpreter!r}, does not exist"
+
+
+def _not_executable(found: str) -> str:
+    return f"{found} is not executable (chmod +x it)"
+
+
+def not_started(program: str, exc: OSError, path: str | None = None) -> str:
+    """Why ``program`` (a child's first word, looked up on ``path`` as exec does) did not
+    start: the kernel's "no such file" for a file that is there is about its ``#!``
+    interpreter (a script saved with Windows line ends names ``'/bin/sh\\r'``) or its loader,
+    and "permission denied" for a file without its execute bit."""
+    found = _located(program, path)
+    if found is None:
+        return describe_os_error(exc)
+    if isinstance(exc, PermissionError) and not os.access(found, os.X_OK):
+        return _not_executable(found)
+    if not isinstance(exc, FileNotFoundError):
+        return describe_os_error(exc)
+    interpreter = _interpreter(found)
+    if interpreter is not None:
+        return _missing(interpreter)
+    return "the file is there, but its program loader (another machine's binary?) is missing"
+
+
+def start_problem(program: str, path: str | None = None) -> str | None:
+    """Why ``program`` (looked up on ``path`` as exec does) would not start on this host: a
+    file without its execute bit, or a ``#!`` line naming an interpreter that does not exist;
+    None where it would start, or is no file here (then the starter's own error says so)."""
+    found = _located(program, path)
+    if found is None:
+        return None
+    if not os.access(found, os.X_OK):
+        return _not_executable(found)
+    interpreter = _interpreter(found)
+    if interpreter is not None and not os.path.isfile(interpreter):
+        return _missing(interpreter)
+    return None
