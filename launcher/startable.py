@@ -1,15 +1,20 @@
-"""Why the kernel cannot start a program that is there: its ``#!`` interpreter, its loader or
-its execute bit.
+"""Why the kernel cannot start a program that is there: its ``#!`` interpreter, its loader, its
+execute bit or its format.
 
 ``execve`` says "No such file or directory" of a script that is there when the interpreter its
-``#!`` line names is missing (a script saved with Windows line ends names ``'/bin/sh\\r'``) and
-"Permission denied" of a file without its execute bit. :func:`not_started` turns such an error
-into the reason; :func:`start_problem` finds the same reasons before the program is started by
-another process (``mpiexec``'s ranks), whose own message would repeat the bare "No such file".
+``#!`` line names is missing (a script saved with Windows line ends names ``'/bin/sh\\r'``),
+"Permission denied" of a file without its execute bit, and "Exec format error" of a script
+without a ``#!`` line (or with one behind a Windows editor's byte-order mark).
+:func:`not_started` turns such an error into the reason; :func:`start_problem` finds the first
+two before the program is started by another process (``mpiexec``'s ranks, whose ``execvp``
+runs a script without a ``#!`` line with ``/bin/sh``), whose own message would repeat the bare
+"No such file".
 """
 
 from __future__ import annotations
 
+import codecs
+import errno
 import os
 import re
 import shutil
@@ -23,13 +28,18 @@ def _located(program: str, path: str | None) -> str | None:
     return found if found and os.path.isfile(found) else None
 
 
-def _interpreter(found: str) -> str | None:
-    """The interpreter the ``#!`` line of ``found`` names (None without one)."""
+def _first_line(found: str) -> bytes:
+    """The start of the first line of ``found`` (empty where it cannot be read)."""
     try:
         with open(found, "rb") as file:
-            first = file.readline(256)
+            return file.readline(256)
     except OSError:
-        return None
+        return b""
+
+
+def _interpreter(found: str) -> str | None:
+    """The interpreter the ``#!`` line of ``found`` names (None without one)."""
+    first = _first_line(found)
     if not first.startswith(b"#!"):
         return None
     # the kernel takes the interpreter up to a space, a tab or the newline (a '\r' is kept)
@@ -45,16 +55,32 @@ def _not_executable(found: str) -> str:
     return f"{found} is not executable (chmod +x it)"
 
 
+def _no_format(found: str) -> str:
+    """Why the kernel knows no format for ``found`` (``ENOEXEC``, "exec format error")."""
+    first = _first_line(found)
+    if first.startswith(codecs.BOM_UTF8 + b"#!"):
+        return (
+            "its #! line comes after a UTF-8 byte-order mark (a Windows editor's), so the "
+            "kernel finds none: save it without the mark"
+        )
+    if first.startswith(b"\x7fELF"):
+        return "it is a binary for another machine or system (exec format error)"
+    return "it has no #! line naming its interpreter: make its first line '#!/bin/sh' (or another)"
+
+
 def not_started(program: str, exc: OSError, path: str | None = None) -> str:
     """Why ``program`` (a child's first word, looked up on ``path`` as exec does) did not
     start: the kernel's "no such file" for a file that is there is about its ``#!``
     interpreter (a script saved with Windows line ends names ``'/bin/sh\\r'``) or its loader,
-    and "permission denied" for a file without its execute bit."""
+    "permission denied" for a file without its execute bit, and "exec format error" for a
+    script without a ``#!`` line (or one behind a byte-order mark)."""
     found = _located(program, path)
     if found is None:
         return describe_os_error(exc)
     if isinstance(exc, PermissionError) and not os.access(found, os.X_OK):
         return _not_executable(found)
+    if exc.errno == errno.ENOEXEC:
+        return _no_format(found)
     if not isinstance(exc, FileNotFoundError):
         return describe_os_error(exc)
     interpreter = _interpreter(found)

@@ -99,3 +99,25 @@ def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
         "distconv-launch mpi: error: cannot run ./mpiexec.sh --version: the interpreter its #! "
         "line names, '/bin/sh\\r', does not exist"
     )
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        (b"\xef\xbb\xbf#!/bin/sh\necho hi\n", "its #! line comes after a UTF-8 byte-order mark"),
+        (b"echo hi\n", "it has no #! line naming its interpreter: make its first line '#!/bin/sh'"),
+    ],
+)
+def test_a_script_the_kernel_knows_no_format_of_is_named_with_why(tmp_path: Path, text, said):
+    """A script without a ``#!`` line, or with one behind a Windows editor's byte-order mark
+    (invisible in an editor), stopped the launch with a bare ``exec format error`` (k201)."""
+    _program(tmp_path, text)
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run"), "--",
+        "./run.sh",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("distconv-launch local: error: cannot start worker-0 (./run.sh): ")
+    assert said in last, last
