@@ -179,21 +179,35 @@ def delete_path(path: Path) -> None:
             tree by its name alone (``chief.safetensors``: of which checkpoint, not said).
     """
     if path.is_dir() and not path.is_symlink():
-        if sys.version_info >= (3, 12):  # pragma: no cover - onerror is deprecated there
-            shutil.rmtree(path, onexc=_named_in_full)
-        else:
-            shutil.rmtree(path, onerror=_named_in_full)
+        try:
+            if sys.version_info >= (3, 12):  # pragma: no cover - onerror is deprecated there
+                shutil.rmtree(path, onexc=_named_in_full)
+            else:
+                shutil.rmtree(path, onerror=_named_in_full)
+        except _Undeletable as stop:
+            raise stop.error from None
     else:
         path.unlink()
 
 
+class _Undeletable(Exception):
+    """What :func:`_named_in_full` raises through ``rmtree``: not an OSError, which Python
+    3.13's ``rmtree`` catches around its handler's call and hands the handler again, the
+    file's folder put in the place of the file (``step-00000180``, not its part)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 def _named_in_full(function: Callable, where: str, error: BaseException | tuple) -> None:
-    """An ``rmtree`` error handler: raise the error naming ``where``, the whole path (an
-    ``onerror`` handler is given the exception as ``sys.exc_info()``, ``onexc`` as itself)."""
+    """An ``rmtree`` error handler: stop it with the error naming ``where``, the whole path
+    (an ``onerror`` handler is given the exception as ``sys.exc_info()``, ``onexc`` as
+    itself)."""
     exc = error[1] if isinstance(error, tuple) else error
     if isinstance(exc, OSError) and exc.errno is not None:
-        raise OSError(exc.errno, exc.strerror, where) from None
-    raise exc
+        exc = OSError(exc.errno, exc.strerror, where)
+    raise _Undeletable(exc)
 
 
 def delete_files(paths: Iterable[Path], log: logging.Logger, message: str) -> list[Path]:
