@@ -112,8 +112,10 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level)
     # Python's warnings (numpy's overflow in a diverging run) went to stderr as two raw lines
-    # each, which a collector parsing JSON refuses: as JSON, they go through the log
-    logging.captureWarnings(fmt == "json")
+    # each, which a collector parsing JSON refuses: as JSON, they go through the log. As text,
+    # their capture stays as it was: turned off, a script's own (distributed.setup) was lost
+    if fmt == "json":
+        logging.captureWarnings(True)
 
 
 def as_log_line(

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -243,6 +244,7 @@ def restore_root_logging():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    logging.captureWarnings(False)  # a json configure_logging turned it on
 
 
 def test_text_log_lines_carry_the_rank(restore_root_logging):
@@ -276,6 +278,22 @@ def test_json_log_lines(restore_root_logging):
     assert {k: entry[k] for k in expected} == expected
     assert (entry["world_size"], entry["job_id"], entry["restart"]) == (2, "j7", 3)
     assert "KeyError: 'boom'" in entry["exception"]
+
+
+def test_text_logs_leave_a_scripts_capture_of_warnings_on(restore_root_logging):
+    """configure_logging under the text format turned ``logging.captureWarnings`` off: a
+    script that captured its warnings into its log before ``distconv.distributed.setup`` (text
+    by default) had them back as raw lines on stderr, out of its log (review k205)."""
+    out = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        logging.captureWarnings(True)
+        try:
+            configure_logging(Runtime(rank=1, world_size=2), stream=out, environ={})
+            warnings.warn("the script's own", UserWarning, stacklevel=1)
+        finally:
+            logging.captureWarnings(False)
+    assert " [1/2] " in out.getvalue() and "UserWarning: the script's own" in out.getvalue()
 
 
 def test_bad_log_settings(restore_root_logging):
