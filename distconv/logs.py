@@ -41,24 +41,52 @@ class _RuntimeFilter(logging.Filter):
         return True
 
 
+def json_entry(
+    message: str,
+    *,
+    created: float,
+    level: str,
+    logger: str,
+    role: str | None,
+    rank: int | None,
+    world_size: int | None,
+    job_id: str | None,
+    restart: int | None,
+) -> dict[str, Any]:
+    """The fields of one ``--log-format json`` line, in their order: the log's own lines and
+    the launcher's (:mod:`launcher.json_lines`) read alike. ``created``: a ``time.time()``,
+    written in UTC with milliseconds."""
+    return {
+        "time": datetime.datetime.fromtimestamp(created, datetime.timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+        "level": level,
+        "message": message,
+        "logger": logger,
+        "role": role,
+        "rank": rank,
+        "world_size": world_size,
+        "job_id": job_id,
+        "restart": restart,
+    }
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, message and who logged it (``--log-format json``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         runtime: Runtime = getattr(record, "runtime", Runtime())
-        entry = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname.lower(),
-            "message": record.getMessage(),
-            "logger": record.name,
-            "role": runtime.role,
-            "rank": runtime.rank,
-            "world_size": runtime.world_size,
-            "job_id": runtime.job_id,
-            "restart": getattr(record, "restart", 0),
-        }
+        entry = json_entry(
+            record.getMessage(),
+            created=record.created,
+            level=record.levelname.lower(),
+            logger=record.name,
+            role=runtime.role,
+            rank=runtime.rank,
+            world_size=runtime.world_size,
+            job_id=runtime.job_id,
+            restart=getattr(record, "restart", 0),
+        )
         for key, value in getattr(record, "fields", {}).items():
             entry.setdefault(key, value)  # a result's numbers, as keys of their own
         if record.exc_info:

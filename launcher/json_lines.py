@@ -16,21 +16,17 @@ child's prefix in front of its JSON line), a shard's text lines, and the launche
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from distconv.logs import json_entry
+
 #: a line MPI tagged with its rank: Hydra's ``-prepend-rank``, Open MPI's ``--tag-output``
 _MPI_TAG = re.compile(rb"^\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>:|\s)")
-
-
-def _now() -> str:
-    """The time as ``distconv.logs``' JSON lines write it (UTC, milliseconds, ``Z``)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _is_json_object(text: bytes) -> bool:
@@ -61,17 +57,17 @@ class JsonLines:
         level: str = "info",
     ) -> bytes:
         """One JSON line (newline included) with ``distconv.logs``' fields."""
-        entry = {
-            "time": _now(),
-            "level": level,
-            "message": message,
-            "logger": "distconv.launch",
-            "role": role,
-            "rank": rank,
-            "world_size": None,
-            "job_id": self.job_id,
-            "restart": restart,
-        }
+        entry = json_entry(
+            message,
+            created=time.time(),
+            level=level,
+            logger="distconv.launch",
+            role=role,
+            rank=rank,
+            world_size=None,
+            job_id=self.job_id,
+            restart=restart,
+        )
         return json.dumps(entry, separators=(",", ":")).encode() + b"\n"
 
     def child_line(self, role: str, rank: int, restart: int, line: bytes) -> bytes:
