@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 
 __all__ = ["Parameter", "UpdateCallback", "is_float_dtype", "trainable"]
@@ -23,8 +25,8 @@ class Parameter:
 
     Args:
         name: unique name; the key in checkpoints and on the wire.
-        value: the initial array (numpy or cupy; a numpy scalar is a 0-d one); the parameter
-            owns it.
+        value: the initial array (numpy or cupy); the parameter owns it. A numpy scalar
+            (``np.float32(2.0)``) is taken as the 0-d array of its value.
         static: a static parameter gets no gradient and never fires its callback.
         sparse_rows: a table read a few rows per batch (an embedding, a selective FC's
             weight): a parameter server then moves only the rows a batch reads, pulled before
@@ -56,6 +58,9 @@ class Parameter:
                 f"parameter {name!r}: the value must be an array (numpy or cupy), got "
                 f"{type(value).__name__}; wrap it as np.asarray(value, dtype=np.float32)"
             )
+        if isinstance(value, np.generic):
+            # immutable: every update of it in place was lost, and it never trained, silently
+            value = np.array(value)
         self.name = name
         self.value = value
         self.static = static

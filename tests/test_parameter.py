@@ -28,3 +28,19 @@ def test_a_numpy_scalar_is_a_0_d_parameter_and_a_shared_array_is_taken():
     assert Parameter("s", np.float32(2.0)).shape == ()
     tied = Parameter("tied", np.full((3, 4), 0.5, np.float32))
     assert FullyConnected(4, 3, weight=tied).weight is tied
+
+
+def test_a_numpy_scalar_parameter_trains():
+    """A numpy scalar was kept as the value: immutable, every update in place was lost and
+    the parameter stayed at its first value, silently (review k204)."""
+    from distconv.optim import SGD
+    from distconv.sync.local import LocalSync
+
+    p = Parameter("s", np.float32(2.0))
+    sync = LocalSync(SGD(lr=0.5))
+    sync.setup([p])
+    sync.start_step(1)
+    p.grad[...] = 1.0
+    p.inc_update(sync)
+    sync.finish_step()
+    assert p.value.dtype == np.float32 and float(p.value) == 1.5
