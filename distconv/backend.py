@@ -169,6 +169,18 @@ def resolve_dtype(dtype: Any) -> numpy.dtype:
     return numpy.dtype(dtype)
 
 
+#: the arrays :func:`is_array` takes, and how to hand a torch tensor: for error messages
+ARRAY_KINDS = "numpy or cupy; a torch tensor as t.numpy()"
+
+
+def is_array(a: Any) -> bool:
+    """Whether ``a`` is an array distconv computes on: numpy's or cupy's (a numpy scalar too),
+    whose ``dtype`` is a numpy dtype. A torch tensor has a shape and a dtype too, but torch's
+    dtype: taken, it failed far from where it came in ("Cannot interpret 'torch.float32' as a
+    data type", "'torch.dtype' object has no attribute 'kind'")."""
+    return isinstance(getattr(a, "dtype", None), numpy.dtype) and hasattr(a, "shape")
+
+
 def is_float_dtype(dtype: Any) -> bool:
     """Whether ``dtype`` is a real floating-point type: numpy's (float16/32/64 ...) or one of
     ``ml_dtypes``' floats (bfloat16, float8 ...), whose numpy kind is ``"V"`` as is that of

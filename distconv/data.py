@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from distconv.arg import as_fed
-from distconv.backend import is_float_dtype, to_host
+from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, to_host
 from distconv.sampler import batches, num_batches, shard_indices  # noqa: F401 (moved there)
 
 DATASETS = ("digits", "mnist", "synthetic")
@@ -308,13 +308,8 @@ def as_arrays(data: Arrays | Dataset, image: str = "image", label: str = "label"
             f"'label': y}}), got {type(data).__name__}"
         )
     for name, a in data.items():
-        # numpy's or cupy's (a numpy dtype): a torch tensor has a dtype and a shape too, and
-        # failed in the job check with "'torch.dtype' object has no attribute 'kind'"
-        if not isinstance(getattr(a, "dtype", None), np.dtype) or not hasattr(a, "shape"):
-            raise TypeError(
-                f"feed {name!r} holds {type(a).__name__}, not an array (numpy or cupy; a "
-                f"torch tensor as t.numpy())"
-            )
+        if not is_array(a):  # a torch tensor failed in the job check, on its dtype's .kind
+            raise TypeError(f"feed {name!r} holds {type(a).__name__}, not an array ({ARRAY_KINDS})")
     return data
 
 

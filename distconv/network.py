@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from distconv.arg import Arg
-from distconv.backend import get_array_module, is_float_dtype
+from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_dtype
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
@@ -258,17 +258,21 @@ class Network:
             raise NetworkError(f"input {name!r} was not fed (feeds: {sorted(feeds)})")
         arg = feeds[name]
         if not isinstance(arg, Arg):
-            if not _is_array(arg):
+            if not is_array(arg):  # a torch tensor: "Cannot interpret 'torch.float32' ..."
                 raise NetworkError(
-                    f"input {name!r} must be an Arg or an array, got {type(arg).__name__}"
+                    f"input {name!r} must be an Arg or an array, got {type(arg).__name__} "
+                    f"({ARRAY_KINDS})"
                 )
-            arg = Arg(arg, needs_grad=False)
-        elif arg.value is None and arg.ids is None:
+            return Arg(arg, needs_grad=False)
+        if arg.value is None and arg.ids is None:
             raise NetworkError(f"input {name!r} is an Arg with neither a value nor ids")
-        elif arg.value is not None and not _is_array(arg.value):
-            raise NetworkError(
-                f"input {name!r}: Arg.value must be an array, got {type(arg.value).__name__}"
-            )
+        for field in ("value", "ids"):  # Arg reads a list of ids as an array, not a tensor
+            v = getattr(arg, field)
+            if v is not None and not is_array(v):
+                raise NetworkError(
+                    f"input {name!r}: Arg.{field} must be an array, got {type(v).__name__} "
+                    f"({ARRAY_KINDS})"
+                )
         return arg
 
     def _check_feed(self, name: str, feeds: Mapping[str, Arg | Any]) -> Arg:
@@ -366,8 +370,3 @@ class Network:
 
 def _concat(arrays: list[Any]) -> Any:
     return arrays[0] if len(arrays) == 1 else get_array_module(*arrays).concatenate(arrays)
-
-
-def _is_array(v: Any) -> bool:
-    """numpy or cupy arrays (anything with a dtype and a shape), not lists or scalars."""
-    return hasattr(v, "dtype") and hasattr(v, "shape")

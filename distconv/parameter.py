@@ -7,7 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
+from distconv.backend import (
+    ARRAY_KINDS,
+    get_array_module,
+    is_array,
+    is_float_dtype,
+    resolve_dtype,
+)
 
 __all__ = ["Parameter", "UpdateCallback", "is_float_dtype", "trainable"]
 
@@ -36,7 +42,8 @@ class Parameter:
 
     Raises:
         ValueError: ``name`` is empty or not a str.
-        TypeError: ``value`` is not an array (a list, a Python float).
+        TypeError: ``value`` is not a numpy or cupy array (a list, a Python float, a torch
+            tensor).
 
     Attributes:
         value: the current array. A sync strategy may replace it with a new one at
@@ -51,12 +58,13 @@ class Parameter:
     ) -> None:
         if not isinstance(name, str) or not name:  # the key in checkpoints and on the wire
             raise ValueError(f"a Parameter needs a non-empty name (a str), got {name!r}")
-        if not (hasattr(value, "dtype") and hasattr(value, "shape")):
+        if not is_array(value):
             # a list was taken, and failed far away: at repr, the layer's shape check, the
-            # first update ("'list' object has no attribute 'shape'")
+            # first update ("'list' object has no attribute 'shape'"); a torch tensor at the
+            # sync's setup ("Cannot interpret 'torch.float32' as a data type")
             raise TypeError(
-                f"parameter {name!r}: the value must be an array (numpy or cupy), got "
-                f"{type(value).__name__}; wrap it as np.asarray(value, dtype=np.float32)"
+                f"parameter {name!r}: the value must be an array, got {type(value).__name__} "
+                f"({ARRAY_KINDS}; a list or a number as np.asarray(value, dtype=np.float32))"
             )
         if isinstance(value, np.generic):
             # immutable: every update of it in place was lost, and it never trained, silently

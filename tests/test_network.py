@@ -519,3 +519,21 @@ def test_a_structure_is_json_and_stays_what_it_was_through_training():
     train(net, steps=2)
     assert json.dumps(net.structure(), sort_keys=True) == before
     assert '"type": "ContextProjection"' in before and '"context_start": -2' in before
+
+
+@pytest.mark.parametrize(
+    "feed, wrap, said",
+    [
+        ("x", lambda t: t, r"input 'x' must be an Arg or an array, got Tensor \(numpy or cupy; a "),
+        ("x", lambda t: Arg(t), r"input 'x': Arg.value must be an array, got Tensor \(numpy or "),
+        ("label", lambda t: Arg(ids=t[:, 0].long()), r"input 'label': Arg.ids must be an array, "),
+    ],
+)
+def test_a_torch_tensor_fed_is_refused_naming_the_input(rng, feed, wrap, said):
+    """A torch tensor has a dtype and a shape, so it passed as an array and failed with
+    "Cannot interpret 'torch.float32' as a data type" (labels: "'torch.dtype' object has no
+    attribute 'kind'"), naming no input (review k204)."""
+    torch = pytest.importorskip("torch")
+    feeds = {**_feeds(rng), feed: wrap(torch.rand(2, 4))}
+    with pytest.raises(NetworkError, match=said):
+        _classifier().forward(feeds)

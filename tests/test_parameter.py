@@ -44,3 +44,12 @@ def test_a_numpy_scalar_parameter_trains():
     p.inc_update(sync)
     sync.finish_step()
     assert p.value.dtype == np.float32 and float(p.value) == 1.5
+
+
+def test_a_parameter_of_a_torch_tensor_is_refused_naming_it():
+    """A torch tensor has a dtype and a shape, so it was taken, and the sync's setup failed
+    with "Cannot interpret 'torch.float32' as a data type", naming no parameter (review k204)."""
+    torch = pytest.importorskip("torch")
+    said = r"parameter 'tied': the value must be an array, got Tensor \(numpy or cupy; a torch "
+    with pytest.raises(TypeError, match=said):
+        Parameter("tied", torch.zeros(3, 4))
