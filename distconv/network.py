@@ -18,7 +18,7 @@ from distconv.backend import ARRAY_KINDS, get_array_module, is_array, is_float_d
 from distconv.kernels.parallel import one_blas_thread
 from distconv.layers.base import Layer, LayerError
 from distconv.layers.loss import SoftmaxCrossEntropy
-from distconv.parameter import Parameter, UpdateCallback
+from distconv.parameter import Parameter, UpdateCallback, callback_problem
 
 
 class NetworkError(ValueError):
@@ -304,11 +304,9 @@ class Network:
             NetworkError: ``callback`` is not callable, no forward ran since the last layer was
                 added, ``loss`` is no layer, or a parameter did not fire exactly once.
         """
-        if not callable(callback):  # failed at the first parameter, half a pass in
-            raise NetworkError(
-                f"backward(callback): the callback must be a function called with each "
-                f"Parameter once its gradient is complete, got {type(callback).__name__}"
-            )
+        problem = callback_problem(callback)  # before any layer adds a gradient
+        if problem:
+            raise NetworkError(problem)
         order = self.order()
         if not self.outputs:
             raise NetworkError("backward called before forward")

@@ -15,9 +15,24 @@ from distconv.backend import (
     resolve_dtype,
 )
 
-__all__ = ["Parameter", "UpdateCallback", "is_float_dtype", "trainable"]
+__all__ = ["Parameter", "UpdateCallback", "callback_problem", "is_float_dtype", "trainable"]
 
 UpdateCallback = Callable[["Parameter"], None]
+
+
+def callback_problem(callback: Any) -> str | None:
+    """Why ``callback`` cannot be a backward's :data:`UpdateCallback`, or None if it can.
+
+    Not callable (None, an optimizer where its update goes), it failed at the first complete
+    parameter with "'NoneType' object is not callable", naming neither backward nor the
+    callback, that parameter's gradient already added: a corrected second try added it twice.
+    """
+    if callable(callback):
+        return None
+    return (
+        f"backward(callback): the callback must be a function called with each Parameter "
+        f"once its gradient is complete, got {type(callback).__name__}"
+    )
 
 
 class Parameter:

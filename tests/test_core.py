@@ -260,6 +260,21 @@ def test_a_failed_forward_leaves_nothing_to_backward():
         fc.backward(lambda p: None)
 
 
+@pytest.mark.parametrize("callback", [None, "sgd"])
+def test_a_layer_run_by_hand_refuses_a_callback_that_is_not_a_function(callback):
+    """Layers run by hand (as the README shows) took backward(None), added the bias's
+    gradient and failed at its inc_update with "'NoneType' object is not callable", naming
+    neither the layer nor the callback: a corrected second try added that gradient twice
+    (review k204)."""
+    fc = FullyConnected(4, 3, name="f")
+    out = fc(Arg(np.ones((2, 4), np.float32), needs_grad=False))
+    out.grad = np.ones_like(out.value)
+    said = r"^FullyConnected 'f': backward\(callback\): the callback must be a function"
+    with pytest.raises(LayerError, match=said):
+        fc.backward(callback)
+    assert all(not p.grad.any() for p in fc.parameters())
+
+
 def test_the_finite_check_can_be_turned_off():
     net = Network(check_finite=False)
     net.add("fc", FullyConnected(2, 2), inputs="x")

@@ -16,7 +16,7 @@ from distconv.backend import is_float_dtype, resolve_dtype
 from distconv.init import Initializer, initialize
 from distconv.kernels.activation import ActivationFunction, get_activation
 from distconv.kernels.shape import is_int
-from distconv.parameter import Parameter, UpdateCallback, trainable
+from distconv.parameter import Parameter, UpdateCallback, callback_problem, trainable
 
 T = TypeVar("T")
 
@@ -202,9 +202,16 @@ class Layer:
         return self.output
 
     def backward(self, callback: UpdateCallback) -> None:
-        """Add this layer's gradients into its inputs and parameters; fire ``inc_update``."""
+        """Add this layer's gradients into its inputs and parameters; fire ``inc_update``.
+
+        Raises:
+            LayerError: no forward ran, or ``callback`` is not callable (before any gradient).
+        """
         if self.output is None:
             raise self.fail("backward called before forward")
+        problem = callback_problem(callback)  # a layer run by hand: a bias's gradient was in
+        if problem:
+            raise self.fail(problem)
         dz = self.backward_activation()
         self._backward(dz, callback)
 
