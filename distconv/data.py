@@ -43,8 +43,8 @@ class Dataset:
         name: what error messages call this data set.
 
     Raises:
-        DataError: mismatched lengths, a wrong rank or dtype, NaN or infinity in ``x``, or a label
-            out of range.
+        DataError: images or labels that are not numpy arrays (a list), mismatched lengths, a
+            wrong rank or dtype, NaN or infinity in ``x``, or a label out of range.
     """
 
     x: np.ndarray

@@ -8,6 +8,10 @@ does). So 1 rank with batch ``N*b``, ``N`` ranks with batch ``b`` and 1 rank acc
 passes of ``b`` all see the same set of examples in step ``t``, and, with gradients summed and
 divided by the global count, take the same step. The last step of an epoch may be short; it is
 split the same way, and a rank may get no example at all in a pass.
+
+:func:`batches` (with :func:`shard_indices` and :func:`num_batches`), for a loop of one's own,
+shards otherwise: worker ``r`` of ``W`` takes the ``r``-th contiguous ``n // W`` examples of the
+same permutation and batches them, so its batches are not the ones a Trainer's rank trains on.
 """
 
 from __future__ import annotations
