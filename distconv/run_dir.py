@@ -333,15 +333,20 @@ class RunDirectory:
         return found[-1] if found else None
 
     def set_aside(self, manifest: Manifest) -> Path:
-        """Rename an unusable checkpoint's manifest out of the scan (``.json.unusable``) and its
-        step directory with it (``step-N.unusable``), keeping its files for inspection: in
-        place, the run's save of that step again wrote over them. Returns the new path."""
-        aside = manifest.path.with_name(manifest.path.name + ".unusable")
-        manifest.path.rename(aside)
-        folder = manifest.path.with_suffix("")
-        if folder.is_dir() and not folder.is_symlink():
-            shutil.rmtree(f"{folder}.unusable", ignore_errors=True)  # one set aside before
-            folder.rename(f"{folder}.unusable")
+        """Rename an unusable checkpoint's step directory (``step-N.unusable``, replacing one set
+        aside before) and then its manifest (``.json.unusable``) out of the scan, keeping its
+        files for inspection: in place, the run's save of that step again wrote over them.
+        Returns the manifest's new path; raises RunDirError where either cannot be moved."""
+        folder, aside = manifest.path.with_suffix(""), Path(f"{manifest.path}.unusable")
+        try:  # the directory first: a manifest left behind it names missing parts, skipped
+            if folder.is_dir() and not folder.is_symlink():
+                if os.path.lexists(moved := Path(f"{folder}.unusable")):
+                    delete_path(moved)  # one set aside before, replaced as its manifest is
+                folder.rename(moved)
+            manifest.path.rename(aside)
+        except OSError as exc:  # was a bare '[Errno 39] Directory not empty', the manifest moved
+            why = f"{exc.filename}: {describe_os_error(exc)}"
+            raise RunDirError(f"cannot set aside checkpoint {manifest.path}: {why}") from None
         return aside
 
     def _prune(self) -> None:

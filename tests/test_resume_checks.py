@@ -681,3 +681,41 @@ def test_a_step_directory_that_cannot_be_made_is_a_checkpoint_error_naming_it(
         "it is intact"
     )
     assert RunDirectory(out).latest().step == 15
+
+
+@pytest.mark.timeout(120)
+def test_a_set_aside_that_cannot_replace_the_last_one_moves_nothing(data, tmp_path, monkeypatch):
+    """A step set aside before whose directory could not all go (a file of another owner, or
+    made immutable, in ``step-N.unusable``): its delete failed silently, the manifest was moved,
+    then the directory's rename raised a bare ``[Errno 39] Directory not empty``; the next
+    resume saved that step over the damaged file (review k206). Now nothing of it is moved."""
+    train, test = data
+    out = tmp_path / "run"
+    ckpts = out / "checkpoints"
+    _trainer(out, checkpoint_every=7).fit(train, test, epochs=1)  # steps 7, 14 and 15
+    RunDirectory(out).latest().part("chief").write_bytes(b"damaged")
+    _trainer(out, checkpoint_every=7).fit(train, test, epochs=1, resume="auto")  # set aside
+    (ckpts / "step-00000015.unusable" / "NOTES.txt").write_text("kept")
+    RunDirectory(out).latest().part("chief").write_bytes(b"damaged again")
+    unlink = os.unlink
+
+    def refuse(path, *args, **kwargs):  # what an immutable file answers, even to root
+        if os.fspath(path).endswith("NOTES.txt"):
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), path)
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    with pytest.raises(RunDirError) as info:
+        _trainer(out, checkpoint_every=7).fit(train, test, epochs=1, resume="auto")
+    manifest = ckpts / "step-00000015.json"
+    notes = ckpts / "step-00000015.unusable" / "NOTES.txt"
+    assert str(info.value) == (
+        f"cannot set aside checkpoint {manifest}: {notes}: operation not permitted"
+    )
+    assert manifest.is_file() and (ckpts / "step-00000015" / "chief.safetensors").read_bytes() == (
+        b"damaged again"
+    )
+    monkeypatch.undo()
+    _trainer(out, checkpoint_every=7).fit(train, test, epochs=1, resume="auto")  # now it can
+    assert (ckpts / "step-00000015.unusable" / "chief.safetensors").read_bytes() == b"damaged again"
+    assert RunDirectory(out).latest().step == 15
