@@ -81,7 +81,7 @@ def run_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=args.dtype,
         out=out,
-        resume="overwrite" if args.overwrite else args.resume,
+        resume=args.resume,  # False, True, "auto" or "overwrite" (--overwrite)
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         progress=False if args.no_progress else None,

@@ -28,7 +28,7 @@ from distconv.messages import exception_line
 from distconv.optim import OPTIMIZERS
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import peer_failure
-from distconv.train_args import _float_in, _int_at_least, not_blank
+from distconv.train_args import _float_in, _int_at_least, add_resume_flags, not_blank
 
 __all__ = ["add_run_flags", "count", "directory", "optimizer", "positive_float", "refusals"]
 
@@ -37,9 +37,6 @@ __all__ = ["add_run_flags", "count", "directory", "optimizer", "positive_float",
 count = _int_at_least
 positive_float = _float_in(0.0, float("inf"))
 directory = not_blank
-
-#: what ``--resume`` takes besides nothing (continue the run in ``--out``)
-RESUME_MODES = ("auto", "overwrite")
 
 
 def optimizer(text: str) -> str:
@@ -52,26 +49,13 @@ def optimizer(text: str) -> str:
 
 
 def add_run_flags(parser: argparse.ArgumentParser, epochs: int, batch_size: int) -> None:
-    """``--epochs``, ``--batch-size``, ``--out``, ``--resume [auto|overwrite]`` and
-    ``--overwrite``, as every example takes them."""
+    """``--epochs``, ``--batch-size``, ``--out``, and ``--resume [auto]`` or ``--overwrite``
+    (:func:`~distconv.train_args.add_resume_flags`: ``args.resume`` is what
+    :meth:`~distconv.trainer.Trainer.fit` takes), as every example takes them."""
     parser.add_argument("--epochs", type=count(0), default=epochs, help="epochs in all")
     parser.add_argument("--batch-size", type=count(1), default=batch_size, help="per worker")
     parser.add_argument("--out", type=directory, help="checkpoints and metrics (none when omitted)")
-    parser.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        default=False,
-        choices=RESUME_MODES,
-        help="continue the run in --out (auto: if it has a checkpoint; overwrite: replace it)",
-    )
-    parser.add_argument(  # what the Trainer's refusal of a run in --out tells the user to pass
-        "--overwrite",
-        dest="resume",
-        action="store_const",
-        const="overwrite",
-        help="replace the run in --out (--resume overwrite)",
-    )
+    add_resume_flags(parser)  # distconv train's: the two exclude each other
 
 
 @contextmanager

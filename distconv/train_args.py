@@ -96,6 +96,30 @@ def not_blank(text: str) -> str:
     return text
 
 
+def add_resume_flags(p: argparse.ArgumentParser) -> None:
+    """``--resume [auto]`` and ``--overwrite``, which exclude each other (argparse's usage
+    error names both): given together, the last one won without a word, so ``--resume
+    --overwrite`` deleted the run it was asked to continue. Either sets ``resume`` to what
+    :meth:`~distconv.trainer.Trainer.fit` takes: False, True, ``"auto"`` or ``"overwrite"``."""
+    resume = p.add_mutually_exclusive_group()
+    resume.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_resume_mode,
+        help="continue from the newest complete checkpoint in --out; 'auto' starts fresh "
+        "when there is none",
+    )
+    resume.add_argument(
+        "--overwrite",
+        dest="resume",
+        action="store_const",
+        const="overwrite",
+        help="replace a previous run in --out",
+    )
+
+
 def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``distconv train`` (train LeNet alone or as one worker of a job) to ``subparsers``;
     returns its parser."""
@@ -152,17 +176,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         type=not_blank,
         help="output directory (default: runs/<data>-<optimizer>-seed<seed>)",
     )
-    resume = p.add_mutually_exclusive_group()
-    resume.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        default=False,
-        type=_resume_mode,
-        help="continue from the newest complete checkpoint in --out; 'auto' starts fresh "
-        "when there is none",
-    )
-    resume.add_argument("--overwrite", action="store_true", help="replace a previous run in --out")
+    add_resume_flags(p)
     p.add_argument(
         "--checkpoint-every",
         type=_int_at_least(0),

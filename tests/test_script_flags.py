@@ -30,7 +30,11 @@ def _run(example: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     [
         ("mixed_regression.py", ["--epochs", "-1"], "argument --epochs: must be >= 0, got -1"),
         ("mixed_regression.py", ["--batch-size", "0"], "argument --batch-size: must be >= 1"),
-        ("mixed_regression.py", ["--resume", "bogus"], "argument --resume: invalid choice"),
+        (
+            "mixed_regression.py",
+            ["--resume", "bogus"],
+            "argument --resume: the only value --resume takes is 'auto', got 'bogus'",
+        ),
         ("mixed_regression.py", ["--out", ""], "argument --out: must not be empty"),
         ("sparse_table.py", ["--lr", "0"], "argument --lr: must lie in (0.0, inf), got 0"),
         (
@@ -65,6 +69,21 @@ def test_a_run_in_out_is_refused_in_one_line_and_overwrite_replaces_it(tmp_path)
     )
     assert replaced.returncode == 0, replaced.stderr
     assert "after epoch 1" in replaced.stdout
+
+
+@pytest.mark.parametrize("both", [["--resume", "--overwrite"], ["--overwrite", "--resume=auto"]])
+def test_resume_and_overwrite_together_are_refused_and_the_run_kept(tmp_path, both):
+    """Given both, the last won without a word: --resume --overwrite deleted the run it was
+    asked to continue and trained it again from epoch 1 (distconv train refuses the two)."""
+    out = tmp_path / "run"
+    first = _run("mixed_regression.py", "--epochs", "1", "--out", str(out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    kept = (out / "metrics.jsonl").read_bytes()
+    proc = _run("mixed_regression.py", "--epochs", "2", "--out", str(out), *both, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "not allowed with argument" in proc.stderr
+    assert (out / "metrics.jsonl").read_bytes() == kept
 
 
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec")

@@ -115,7 +115,7 @@ def test_a_restart_leaves_overwrite_to_distconv_train():
         argv = train_args(program, None, restart)
         assert argv == ["--overwrite", "--epochs", "2"]
         parsed = train_parser().parse_args(argv)
-        assert parsed.overwrite and parsed.resume is False
+        assert parsed.resume == "overwrite"
 
 
 def test_overwrite_with_resume_is_refused_before_anything_starts():
