@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from numbers import Integral
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,11 +48,8 @@ class GlobalBatchSampler:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.accumulate < 1:
-            raise ValueError(
-                f"batch_size and accumulate must be >= 1, got {self.batch_size} and "
-                f"{self.accumulate}"
-            )
+        check_count("batch_size", self.batch_size, 1)
+        check_count("accumulate", self.accumulate, 1)
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"need 0 <= rank < world_size, got {self.rank} of {self.world_size}")
         if self.num_examples < 1:
@@ -99,8 +96,24 @@ def check_seed(seed: int, whose: str = "the shuffle's") -> None:
     Raises:
         ValueError: ``seed`` is not an int >= 0 (a bool neither).
     """
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+    if not _is_count(seed, 0):
         raise ValueError(f"seed must be an int >= 0 ({whose}), got {seed!r}")
+
+
+def _is_count(value: Any, low: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Integral) and value >= low
+
+
+def check_count(name: str, value: Any, low: int) -> None:
+    """Refuse ``value`` unless it is an int (numpy's too, not a bool) of at least ``low``: a
+    float failed later as "'float' object cannot be interpreted as an integer", and True was
+    taken for 1 without a word (a batch of one).
+
+    Raises:
+        ValueError: naming ``name``, the bound and the value given.
+    """
+    if not _is_count(value, low):
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
 def stride_shard(num_examples: int, rank: int, world_size: int) -> np.ndarray:
@@ -153,8 +166,7 @@ def batches(
         shuffle: False keeps the data set's order (evaluation).
         drop_last: skip a last batch smaller than ``batch_size``.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    check_count("batch_size", batch_size, 1)
     index = shard_indices(len(dataset), seed, epoch, shard, shuffle)
     stop = len(index) - len(index) % batch_size if drop_last else len(index)
     for start in range(0, stop, batch_size):
@@ -164,5 +176,7 @@ def batches(
 
 def num_batches(n: int, batch_size: int, world_size: int = 1, *, drop_last: bool = False) -> int:
     """How many batches :func:`batches` yields per worker per epoch."""
+    check_count("batch_size", batch_size, 1)
+    check_count("world_size", world_size, 1)
     per_worker = n // world_size
     return per_worker // batch_size if drop_last else -(-per_worker // batch_size)

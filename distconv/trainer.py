@@ -40,12 +40,11 @@ from distconv.resume import (
     share_position,
 )
 from distconv.run_dir import METRICS, PLOT, RunDirectory
-from distconv.sampler import GlobalBatchSampler, check_seed
+from distconv.sampler import GlobalBatchSampler, check_count, check_seed
 from distconv.stop_request import EXIT_STATUS, StopRequest, stop_signal
 from distconv.sync import SyncStrategy
 from distconv.trainer_args import (
     accuracy_pair,
-    check_count,
     check_counts,
     check_lr_decay,
     check_parts,

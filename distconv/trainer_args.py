@@ -9,12 +9,13 @@ epochs, ``batch_size=True`` a batch of one). Each check here names the argument 
 from __future__ import annotations
 
 import os
-from numbers import Integral, Real
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
 from distconv.backend import resolve_dtype
 from distconv.network import Network
+from distconv.sampler import check_count
 from distconv.sync.base import SyncStrategy
 
 #: the types ``dtype=`` may name (bfloat16 is ``ml_dtypes``'): ml_dtypes' float8 and smaller
@@ -46,18 +47,8 @@ def check_parts(network: Any, sync: Any, loss: str) -> None:
         raise ValueError(f"no layer {loss!r}; layers: {list(network.layers)}")
 
 
-def check_count(name: str, value: Any, low: int) -> None:
-    """Refuse ``value`` unless it is an int (numpy's too, not a bool) of at least ``low``.
-
-    Raises:
-        ValueError: naming ``name``, the bound and the value given.
-    """
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
 def check_counts(**counts: Any) -> None:
-    """:func:`check_count` of each, at least 1."""
+    """:func:`~distconv.sampler.check_count` of each, at least 1."""
     for name, value in counts.items():
         check_count(name, value, 1)
 

@@ -301,7 +301,7 @@ def test_shards_are_disjoint_equal_and_cover_all_but_the_remainder():
 def test_unshuffled_batches_keep_order_and_bad_arguments():
     ds = _ids(5)
     np.testing.assert_array_equal(_seen(ds, batch_size=2, shuffle=False), np.arange(5))
-    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
         list(batches(ds, 0))
     with pytest.raises(ValueError, match=r"0 <= rank < world_size, got \(2, 2\)"):
         list(batches(ds, 1, shard=(2, 2)))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distconv.data import Dataset
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.sampler import GlobalBatchSampler
+from distconv.sampler import GlobalBatchSampler, batches, num_batches
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
@@ -95,3 +96,21 @@ def test_an_initialisers_seed_numpy_takes_not_is_refused_naming_the_seed(seed):
 
     with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the initialisers'\)"):
         set_seed(seed)
+
+
+@pytest.mark.parametrize("size, said", [(True, "True"), (2.5, r"2\.5"), ("4", "'4'")])
+def test_a_batch_size_that_is_not_an_int_is_refused_by_the_samplers_too(size, said):
+    """batches(), num_batches() and GlobalBatchSampler, for a loop of one's own, took True for
+    a batch of one without a word and failed on 2.5 with "'float' object cannot be interpreted
+    as an integer"; the Trainer refused both, by the same check (review k203)."""
+    data = Dataset(np.zeros((10, 1, 1, 1), np.float32), np.arange(10) % 2, 2)
+    refused = rf"batch_size must be an int >= 1, got {said}"
+    with pytest.raises(ValueError, match=refused):
+        list(batches(data, size))
+    with pytest.raises(ValueError, match=refused):
+        num_batches(10, size)
+    with pytest.raises(ValueError, match=refused):
+        GlobalBatchSampler(10, size)
+    with pytest.raises(ValueError, match=rf"accumulate must be an int >= 1, got {said}"):
+        GlobalBatchSampler(10, 4, accumulate=size)
+    assert num_batches(10, np.int64(4)) == 3  # numpy's ints are counts
