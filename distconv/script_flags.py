@@ -20,10 +20,12 @@ Example:
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from distconv.checkpoint import CheckpointError
+from distconv.logs import as_log_line
 from distconv.messages import exception_line
 from distconv.optim import OPTIMIZERS
 from distconv.sync.mpi import leaving
@@ -62,9 +64,11 @@ def add_run_flags(parser: argparse.ArgumentParser, epochs: int, batch_size: int)
 def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
     """Inside it, a checkpoint or output directory refused (:class:`CheckpointError`: a run in
     ``--out`` and no ``--resume``, nothing to resume, a file in the way, a full disk) ends the
-    script with ``prog: error: ...`` and status 1. Under MPI, where the sync closed in a
-    ``finally`` aborts the job first, the rank's abort line says it, without the traceback, as
-    under ``distconv train``. Another rank's failure goes on to ``run_main``, which exits 75."""
+    script with ``prog: error: ...`` and status 1 (a JSON line under ``init(log_format="json")``,
+    as :func:`~distconv.distributed.run_main` writes its own). Under MPI, where the sync closed
+    in a ``finally`` aborts the job first, the rank's abort line says it, without the
+    traceback, as under ``distconv train``. Another rank's failure goes on to ``run_main``,
+    which exits 75."""
     brief = leaving.BRIEF_ERRORS
     leaving.BRIEF_ERRORS = (*brief, CheckpointError)
     try:
@@ -72,6 +76,7 @@ def refusals(parser: argparse.ArgumentParser) -> Iterator[None]:
     except CheckpointError as exc:
         if peer_failure(exc) is not None:
             raise
-        parser.exit(1, f"{parser.prog}: error: {exception_line(exc)}\n")
+        line = f"{parser.prog}: error: {exception_line(exc)}"  # JSON under a JSON log
+        parser.exit(1, as_log_line(line, logging.ERROR) + "\n")
     finally:
         leaving.BRIEF_ERRORS = brief

@@ -3,6 +3,7 @@ from deep in the Trainer, and a run in --out is refused in one line (review k195
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,3 +101,33 @@ def test_a_run_in_out_under_mpi_is_the_ranks_abort_line_without_a_traceback(tmp_
     assert again.returncode != 0
     assert "Traceback" not in again.stderr, again.stderr
     assert f"rank 0: RunDirError: {out} already holds a run" in again.stderr
+
+
+#: a script that logs JSON and whose output directory is refused
+REFUSED_UNDER_JSON = """\
+import argparse
+import distconv.distributed as dist
+from distconv.run_dir import RunDirError
+from distconv.script_flags import refusals
+
+parser = argparse.ArgumentParser()
+sync = dist.init("sgd", lr=0.01, log_format="json")
+with refusals(parser):
+    raise RunDirError("runs/x already holds a run")
+"""
+
+
+def test_a_refusal_of_a_script_logging_json_is_one_json_line(tmp_path):
+    """Under init(log_format="json") the refusal was a plain-text line among JSON lines, which
+    a collector parsing a pod's output as JSON could not read; run_main's own lines are JSON
+    (review k203)."""
+    script = tmp_path / "refused.py"
+    script.write_text(REFUSED_UNDER_JSON)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1, proc.stderr
+    line = json.loads(proc.stderr.splitlines()[-1])
+    assert line["message"] == "refused.py: error: runs/x already holds a run"
+    assert line["level"] == "error" and line["rank"] == 0
