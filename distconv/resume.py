@@ -27,6 +27,7 @@ from distconv.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from distconv.launch_env import launch_id, restart_count
 from distconv.parameter import Parameter
 from distconv.run_dir import (
     CHIEF,
@@ -110,6 +111,17 @@ class JobStart:
     launch: str | None = None
     restart: int = 0
 
+    @classmethod
+    def from_environment(cls) -> JobStart:
+        """This start as ``distconv-launch`` tells any program it starts (``DISTCONV_LAUNCH``,
+        ``DISTCONV_RESTART``), without a job id: what a script's Trainer, given no ``start``,
+        records, so that its restart with ``"overwrite"`` continues the run its launch began.
+
+        Raises:
+            RuntimeConfigError: ``DISTCONV_RESTART`` is not an integer >= 0.
+        """
+        return cls(None, launch_id(), restart_count())
+
     def restarts_run_in(self, run: RunDirectory) -> bool:
         """Whether this is a restart of the launch that wrote the newest complete checkpoint in
         ``run`` (a start without a launch token never is)."""
@@ -128,7 +140,8 @@ class StepCheckpoints:
         params: every parameter of the model, static ones included.
         sync: the strategy (optimizer config and state go through it).
         facts: what a checkpoint must agree on with this run (:data:`MUST_MATCH`) and records.
-        start: which start of which job this is, recorded in each manifest.
+        start: which start of which job this is, recorded in each manifest (None: as the
+            environment says it, :meth:`JobStart.from_environment`).
     """
 
     def __init__(
@@ -141,7 +154,7 @@ class StepCheckpoints:
     ) -> None:
         self.run, self.params, self.sync = run, list(params), sync
         self.facts = dict(facts)
-        self.start = start or JobStart()
+        self.start = start or JobStart.from_environment()
 
     def open(
         self, resume: bool | str, train_data: Mapping[str, Any] | None = None

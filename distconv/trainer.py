@@ -88,7 +88,8 @@ class Trainer:
         monitor: a :class:`~distconv.service.ServiceEndpoints` (``/readyz``, ``/healthz``,
             ``/metrics``) told when this rank is ready and how each step went, or None.
         start: which start of which job this is (:class:`~distconv.resume.JobStart`); a
-            restart with ``resume="overwrite"`` tells the run its launch began by it.
+            restart with ``resume="overwrite"`` tells the run its launch began by it. None:
+            the launch and restart ``distconv-launch`` sets in the environment.
 
     Raises:
         ValueError: a count (``batch_size``, ``accumulate``, ``checkpoint_every``,

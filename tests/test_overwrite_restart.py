@@ -306,3 +306,29 @@ def test_a_metrics_file_linked_to_a_directory_loses_the_link_not_the_directorys_
     RunDirectory(out).clear()
     assert not os.path.lexists(out / "metrics.png")
     assert (elsewhere / "keep.txt").read_text() == "precious"
+
+
+@pytest.mark.timeout(120)
+def test_a_scripts_restart_with_overwrite_continues_its_launchs_run(tmp_path, data, monkeypatch):
+    """A Trainer given no start (a script's own, as the examples make one with --overwrite)
+    recorded no launch: restarted by distconv-launch, it replaced the run its own first start
+    had begun and trained it again from epoch 1 (review k203)."""
+    train, test = data
+    out = tmp_path / "run"
+
+    def fit(epochs: int) -> list[int]:
+        set_seed(0)
+        net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
+        sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
+        trainer = Trainer(net, sync, 16, out_dir=out, progress=False)
+        return [r["epoch"] for r in trainer.fit(train, test, epochs, resume="overwrite")]
+
+    monkeypatch.setenv("DISTCONV_LAUNCH", "launch-a")
+    monkeypatch.setenv("DISTCONV_RESTART", "0")
+    assert fit(1) == [1]
+    monkeypatch.setenv("DISTCONV_RESTART", "1")  # the same launch, started again: continued
+    assert fit(2) == [2]
+    assert _epochs(out) == [1, 2]
+    monkeypatch.setenv("DISTCONV_LAUNCH", "launch-b")  # another launch: its run replaced
+    assert fit(1) == [1]
+    assert _epochs(out) == [1]
