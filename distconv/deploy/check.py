@@ -34,6 +34,7 @@ from distconv.deploy.walk import (
     _pod,
     _process_counts,
     _running,
+    _runs,
     _templates,
     _where,
 )
@@ -269,7 +270,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         # the ranks: an init container (a smoke test) or a sidecar that runs no distconv train
         # (a log shipper) runs no rank and needs no world size
         for container in _main_containers(spec["template"]):
-            if _command_args(_argv(container), "train") is None:
+            if not _runs(container, "train"):  # however started: sh -c, distconv -q train
                 continue
             known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
             if not known:  # the cluster's to fill in: not judged

@@ -6,7 +6,6 @@ its ranks from inside and waits for them before it stops.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from distconv.deploy.check_ranks import _as_read
@@ -18,7 +17,7 @@ from distconv.deploy.check_shards import (
     shard_flag,
 )
 from distconv.deploy.loopback import answers_127_0_0_1, on_loopback
-from distconv.deploy.walk import Manifest, _argv, _command_args, _flag
+from distconv.deploy.walk import Manifest, _argv, _command_args, _flag, _runs, _words
 
 
 def _probe_problems(here, container, health_ports) -> Iterator[str]:
@@ -66,17 +65,13 @@ def _get_reaches_the_server(here: str, probe: str, get: Manifest | None) -> Iter
         yield f"{here}: {probe} scheme {get['scheme']!r}: the health server speaks plain HTTP"
 
 
-#: a command line that runs a shard or a rank, however started (``sh -c "distconv train ..."``,
-#: ``python -m distconv pserver``, ``/opt/venv/bin/distconv train``), or sshd starting MPI ranks
-_RUNS_DISTCONV = re.compile(r"(^|[\s/])(distconv\s+(train|pserver)|sshd)(\s|$)")
-
-
 def _serves_nothing(container: Manifest) -> bool:
     """Whether ``container`` runs no shard, no rank and no sshd that starts MPI ranks, has no
     port named health and takes no ``--health-port``: a sidecar beside them (a log shipper),
     with no probes to serve."""
-    argv = _argv(container)
-    if _RUNS_DISTCONV.search(" ".join(argv)) or _flag(argv, "--health-port") is not None:
+    if _runs(container, "train", "pserver", "sshd"):  # however started (:func:`_runs`)
+        return False
+    if _flag(_words(container), "--health-port") is not None:
         return False
     return all(p.get("name") != "health" for p in container.get("ports", []))
 

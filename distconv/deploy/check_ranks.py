@@ -18,6 +18,7 @@ from distconv.deploy.walk import (
     _pod,
     _process_counts,
     _running,
+    _runs,
     _templates,
     _where,
     _writable,
@@ -53,7 +54,7 @@ def _rank_containers(
     pods = []
     for pod_where, pod in _rank_pods(obj, where, template):
         every = pod.get("spec", {}).get("containers", [])
-        sshd = [c for c in every if any(a.rsplit("/", 1)[-1] == "sshd" for a in _argv(c))]
+        sshd = [c for c in every if _runs(c, "sshd")]
         pods.append((pod_where, {"spec": {"containers": sshd or every}}))
     return pods
 

@@ -7,6 +7,7 @@ Shared by :mod:`distconv.deploy.check`, :mod:`distconv.deploy.check_ranks` and
 from __future__ import annotations
 
 import posixpath
+import shlex
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -66,6 +67,39 @@ def _command_args(argv: list[str], command: str) -> list[str] | None:
         if argv[i].rsplit("/", 1)[-1] == "distconv" and argv[i + 1] == command:
             return argv[i + 2 :]
     return None
+
+
+def _words(container: Manifest) -> list[str]:
+    """The words of the container's command line, a shell's command string split as the shell
+    splits it (``sh -c "cd /x;distconv train"`` holds ``distconv`` and ``train``)."""
+    words = []
+    for arg in _argv(container):
+        lexer = shlex.shlex(arg, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            words.extend(lexer)
+        except ValueError:  # an unbalanced quote: the words as spaces part them
+            words.extend(arg.split())
+    return words
+
+
+def _runs(container: Manifest, *programs: str) -> bool:
+    """Whether ``container`` may run one of ``programs`` (``"train"``, ``"pserver"``: that
+    command of distconv; ``"sshd"``), however started: exec'd (``/opt/venv/bin/distconv
+    train``), through Python (``python -m distconv train``), after distconv's own options
+    (``distconv -q train``), or in a shell's command string. A container that runs none is a
+    sidecar beside the shards or ranks (a log shipper), not held to their needs."""
+    words = [w.rsplit("/", 1)[-1] for w in _words(container)]
+    if "sshd" in programs and "sshd" in words:
+        return True
+    for i, word in enumerate(words):
+        if word == "distconv":
+            rest = words[i + 1 :]
+            while rest and rest[0].startswith("-"):  # -q, --quiet: distconv's own options
+                rest.pop(0)
+            if rest and rest[0] in programs:
+                return True
+    return False
 
 
 def _process_counts(argv: list[str]) -> list[str]:

@@ -93,3 +93,57 @@ def test_a_container_that_runs_a_rank_or_takes_a_health_port_still_needs_probes(
     job["spec"]["template"]["spec"]["containers"].append({**LOGGER, "args": args})
     problems = [p for p in manifest_problems(objs) if "container logger" in p]
     assert any("no container port named health" in p for p in problems), problems
+
+
+def _no_probes(container):
+    """``container`` with no --health-port, no port named health and no probes."""
+    args = container["args"]
+    for flag in ("--health-port", "--health-host"):
+        i = args.index(flag)
+        del args[i : i + 2]
+    container.pop("ports")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        container.pop(probe, None)
+
+
+def _in_a_shell(prefix):
+    def edit(container):
+        container["args"] = ["sh", "-c", prefix + " ".join(container["args"])]
+
+    return edit
+
+
+def _with_options(*options):
+    def edit(container):
+        container["args"][1:1] = list(options)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "kind, started, drop, words",
+    [
+        ("Job", _with_options("-q"), _no_probes, "no container port named health"),
+        ("StatefulSet", _with_options("--quiet"), _no_probes, "no container port named health"),
+        ("Job", _in_a_shell("cd /tmp;"), _no_probes, "no container port named health"),
+        ("Job", _in_a_shell("cd /tmp&&exec "), _no_probes, "no container port named health"),
+        ("Job", _in_a_shell("exec "), "DISTCONV_WORLD_SIZE", "DISTCONV_WORLD_SIZE is not set"),
+        ("Job", _with_options("-q"), "DISTCONV_WORLD_SIZE", "DISTCONV_WORLD_SIZE is not set"),
+    ],
+    ids=["q-train", "quiet-pserver", "sh-semicolon", "sh-and", "sh-world", "q-world"],
+)
+def test_a_rank_however_started_is_no_sidecar(kind, started, drop, words):
+    """A shard or a rank started after distconv's own options (``distconv -q train``) or in a
+    shell's command string (``sh -c "cd /x;distconv train ..."``) was taken for a sidecar: with
+    no probes, or no DISTCONV_WORLD_SIZE, it passed, where before the sidecar rule it was
+    refused."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    if drop == "DISTCONV_WORLD_SIZE":
+        container["env"] = [e for e in container["env"] if e["name"] != drop]
+    else:
+        drop(container)
+    started(container)
+    problems = manifest_problems(objs)
+    assert any(p.startswith(f"{kind} j-") and words in p for p in problems), problems
