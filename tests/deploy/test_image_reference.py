@@ -23,6 +23,9 @@ GOOD = [
     "nvcr.io/nvidia/cuda:12.6.3-runtime-ubuntu24.04",
     "distconv@sha256:" + "0" * 64,
     "reg.io/distconv:0.1.0@sha256:" + "a" * 64,
+    "distconv@sha512:" + "0" * 128,
+    "reg.io/distconv@sha384:" + "f" * 96,
+    "reg.io/" + "a" * 255,  # a repository path of 255 characters, the registry not counted
 ]
 BAD = [
     "Distconv:0.1.0",  # a repository is lower case
@@ -34,6 +37,16 @@ BAD = [
     "distconv/",
     "distconv@sha256:xyz",
     "distconv:0.1.0@",
+    # go-digest, which the parser validates a digest with: sha256/384/512, lower-case hex of
+    # the algorithm's length
+    "distconv@sha256:" + "A" * 64,
+    "distconv@sha256:" + "0" * 32,
+    "distconv@sha256:" + "0" * 65,
+    "distconv@md5:" + "0" * 32,
+    "0" * 64,  # an image ID: "cannot specify 64-byte hexadecimal strings"
+    "[::ffff:10.0.0.1]:5000/distconv",  # an IPv6 registry is hex digits and colons
+    "reg.io/" + "a" * 256,  # a repository path over 255 characters
+    "a" * 248,  # 256 as docker.io/library/aaa...
 ]
 
 
