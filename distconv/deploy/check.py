@@ -12,7 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_probes import _probe_problems
+from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
 from distconv.deploy.check_ranks import _other_count, _pod_settings, _rank_gpus, _train_runs
 from distconv.deploy.check_services import _services_named, _shards_start_together
 from distconv.deploy.check_shards import (
@@ -85,6 +85,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _server_lists,
         _worker_counts,
         _conventions,
+        _mpi_liveness_ports,
         _train_runs,
         _pod_settings,
         _shard_args,

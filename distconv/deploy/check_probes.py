@@ -6,7 +6,8 @@ its ranks from inside and waits for them before it stops.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _as_read
 from distconv.deploy.check_shards import (
@@ -17,7 +18,17 @@ from distconv.deploy.check_shards import (
     shard_flag,
 )
 from distconv.deploy.loopback import answers_127_0_0_1, on_loopback
-from distconv.deploy.walk import Manifest, _argv, _command_args, _flag, _runs, _words
+from distconv.deploy.walk import (
+    Manifest,
+    _argv,
+    _command_args,
+    _flag,
+    _here,
+    _pod,
+    _runs,
+    _where,
+    _words,
+)
 
 
 def _probe_problems(here, container, health_ports) -> Iterator[str]:
@@ -164,6 +175,37 @@ def _mpi_ranks_serve(here: str, container: Manifest) -> Iterator[str]:
             f"{here}: --health-host {host}: the worker pods' liveness asks each rank on "
             "127.0.0.1, where it would find none, and never restart a stalled one"
         )
+
+
+#: the ports an MPI worker pod's liveness script asks (``for port in range(8080, 8082)``)
+_LIVENESS_PORTS = re.compile(r"range\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def _mpi_liveness_ports(objs: Sequence[Manifest]) -> Iterator[str]:
+    """An MPI worker pod's liveness asks its ranks' ``/healthz`` on the ports its script counts
+    and passes where none listens: a rank on another port (the launcher's ``--health-port`` +
+    its local rank, up to ``slotsPerWorker``) is never asked, and one stuck in a collective is
+    never restarted. A script that counts no ``range(A, B)``, or a port only the cluster
+    knows, is not judged."""
+    for obj in objs:
+        if obj.get("kind") != "MPIJob":
+            continue
+        spec = obj.get("spec", {})
+        replicas, slots = spec.get("mpiReplicaSpecs", {}), int(spec.get("slotsPerWorker", 1))
+        launcher = _pod(replicas.get("Launcher", {})).get("containers", [])
+        ports = {_port_as_read(c) for c in launcher if _command_args(_argv(c), "train") is not None}
+        for first in sorted(int(p) for p in ports if p is not None and p.isdigit()):
+            for container in _pod(replicas.get("Worker", {})).get("containers", []):
+                exec_ = container.get("livenessProbe", {}).get("exec", {})
+                asked = _LIVENESS_PORTS.search(" ".join(exec_.get("command", [])))
+                low, stop = (int(asked[1]), int(asked[2])) if asked else (first, first + slots)
+                if not (low <= first and first + slots <= stop):
+                    yield (
+                        f"{_here(_where(obj) + ' Worker', container)}: livenessProbe asks ports "
+                        f"{low}-{stop - 1}, but the ranks listen on {first}-{first + slots - 1} "
+                        f"(--health-port + local rank, {slots} slots): it would never restart "
+                        "a stalled one there"
+                    )
 
 
 def _mpi_worker_probes(here: str, container: Manifest) -> Iterator[str]:

@@ -263,3 +263,40 @@ def test_mpi_ranks_the_worker_liveness_cannot_reach_are_refused(host, refused):
         assert "liveness asks each rank on 127.0.0.1" in problem, problem
     else:
         assert problems == [], problems
+
+
+@pytest.mark.parametrize(
+    "port, slots, refused",
+    [
+        ("8080", 2, False),  # rendered: the liveness asks 8080-8081
+        ("9090", 2, True),  # another --health-port, the container port moved with it
+        ("$(PORT)", 2, False),  # only the cluster knows
+        ("8080", 4, True),  # more slots than the liveness counts: ranks on 8082-8083
+        ("8081", 2, True),  # the second rank on 8082
+    ],
+)
+def test_mpi_ranks_on_ports_the_worker_liveness_does_not_ask_are_refused(port, slots, refused):
+    """An MPI worker pod's liveness asks the ports its script counts (8080 up to the slots it
+    was rendered for) and passes where none listens: ranks on other ports (another
+    --health-port, slotsPerWorker raised) were never asked, so a stalled one was never
+    restarted; the checks passed such an MPIJob."""
+    objs = copy.deepcopy(
+        render_manifests(job_name="j", workers=4, servers=0, image="d:1", slots_per_worker=2)
+    )
+    mpijob = objs[0]
+    mpijob["spec"]["slotsPerWorker"] = slots
+    replicas = mpijob["spec"]["mpiReplicaSpecs"]
+    (launcher,) = replicas["Launcher"]["template"]["spec"]["containers"]
+    launcher["env"].append({**HOST, "name": "PORT"})
+    _set("--health-port", port)(launcher["args"])
+    (worker,) = replicas["Worker"]["template"]["spec"]["containers"]
+    for container_port in worker["ports"]:
+        if container_port["name"] == "health" and port.isdigit():
+            container_port["containerPort"] = int(port)
+    problems = manifest_problems(objs)
+    if refused:
+        (problem,) = problems
+        assert problem.startswith("MPIJob j Worker container worker: livenessProbe asks ports")
+        assert "8080-8081, but the ranks listen on" in problem, problem
+    else:
+        assert problems == [], problems
