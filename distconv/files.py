@@ -18,7 +18,7 @@ import shutil
 import socket
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 #: called after each chunk is written; tests set it to stop a writer provably mid-save
@@ -63,6 +63,32 @@ def write_atomically(
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
+
+
+def write_all_atomically(contents: Mapping[Path, bytes]) -> None:
+    """Replace each file of ``contents`` with its bytes: all of them, or none.
+
+    Every file is first written whole beside its target (``.<name>.new``, through
+    :func:`write_atomically`), then each renamed over its target, so a write that fails (a
+    full disk) leaves every target as it was, not some files of the new set beside others of
+    the old.
+
+    Raises:
+        OSError: a file could not be written; every target is left as it was and nothing
+            staged remains.
+    """
+    staged = {path: path.with_name(f".{path.name}.new") for path in contents}
+    try:
+        for path, new in staged.items():
+            write_atomically(new, [contents[path]])
+    except BaseException:
+        for new in staged.values():
+            new.unlink(missing_ok=True)
+        raise
+    for path, new in staged.items():
+        os.replace(new, path)
+    for directory in {path.parent for path in staged}:
+        fsync_directory(directory)
 
 
 def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Path]:

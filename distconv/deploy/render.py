@@ -56,7 +56,7 @@ from distconv.deploy.pserver import (
     SERVER_RESOURCES,
     _PserverWorkloads,
 )
-from distconv.files import write_atomically
+from distconv.files import write_all_atomically
 from distconv.train_args import FlagError, spelled_out
 
 # The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
@@ -338,8 +338,10 @@ def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) ->
     other YAML files (another job's render) is refused, since the apply would deploy them too;
     this job's own files from an earlier render are replaced.
 
-    Each file is replaced whole (:func:`~distconv.files.write_atomically`): a write that
-    fails (a full disk) leaves the earlier render's file as it was, not cut short.
+    The files are replaced together (:func:`~distconv.files.write_all_atomically`): a write
+    that fails (a full disk) leaves the earlier render's files as they were, none cut short
+    and none beside this render's (a StatefulSet for 4 workers and a Job of 2, which `kubectl
+    apply` would take, and whose shards would wait for ever).
 
     Raises:
         ValueError: the folder holds manifests (YAML or JSON) this render does not write.
@@ -358,12 +360,9 @@ def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) ->
             "`kubectl apply -f` would deploy them too; remove them or choose an empty folder"
         )
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for obj in objs:
-        path = out / manifest_filename(obj)  # whole or as it was: a cut one may still parse
-        write_atomically(path, [dump_yaml([obj]).encode("utf-8")])
-        paths.append(path)
-    return paths
+    files = {out / manifest_filename(obj): dump_yaml([obj]).encode("utf-8") for obj in objs}
+    write_all_atomically(files)  # all or none: a cut file, or two renders, may still apply
+    return list(files)
 
 
 #: the checked-in examples under k8s/: folder name -> render_manifests arguments

@@ -4,12 +4,16 @@ directory."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from distconv import files
+from distconv.deploy import render_manifests, write_manifests
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -104,3 +108,25 @@ def test_a_manifest_rewritten_on_a_full_disk_is_left_whole(tmp_path):
     failed = render("limit")
     assert failed.returncode == 1 and "File too large" in failed.stderr, failed.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary left
+
+
+def test_a_render_the_disk_cuts_off_leaves_the_earlier_one_whole(tmp_path, monkeypatch):
+    """A render for 3 workers over one for 2, the disk full at its Job, left the new
+    StatefulSet (--workers 3) beside the old Job (2 ranks): valid files `kubectl apply -f`
+    would take, whose shards wait for ever for a third rank. Now none is replaced."""
+    write_manifests(render_manifests(job_name="j", workers=2, servers=1, image="d:1"), tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def disk_full(path: Path) -> None:
+        if "job-j-worker.yaml" in path.name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files, "write_hook", disk_full)
+    three = render_manifests(job_name="j", workers=3, servers=1, image="d:1")
+    with pytest.raises(OSError, match="No space left on device"):
+        write_manifests(three, tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing staged left
+    monkeypatch.setattr(files, "write_hook", None)
+    assert sorted(p.name for p in write_manifests(three, tmp_path)) == sorted(before)
+    statefulset = (tmp_path / "statefulset-j-pserver.yaml").read_text()
+    assert '"--workers"\n            - "3"' in statefulset
