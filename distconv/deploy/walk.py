@@ -61,12 +61,21 @@ def _argv(container: Manifest) -> list[str]:
 
 def _command_args(argv: list[str], command: str) -> list[str] | None:
     """The arguments after ``distconv <command>`` in ``argv``, or None when it runs no such
-    command (``mpirun ... python -m mpi4py -m distconv train ...`` runs ``train``; so does
-    ``/opt/venv/bin/distconv train``)."""
-    for i in range(len(argv) - 1):
-        if argv[i].rsplit("/", 1)[-1] == "distconv" and argv[i + 1] == command:
-            return argv[i + 2 :]
+    command (``mpirun ... python -m mpi4py -m distconv train ...`` runs ``train``; so do
+    ``/opt/venv/bin/distconv train`` and ``distconv -q train``, distconv's own options first)."""
+    for i, word in enumerate(argv):
+        if word.rsplit("/", 1)[-1] == "distconv":
+            rest = _after_options(argv[i + 1 :])
+            if rest[:1] == [command]:
+                return rest[1:]
     return None
+
+
+def _after_options(args: list[str]) -> list[str]:
+    """``args`` after the options distconv takes before its command (``-q``, ``--quiet``)."""
+    while args and args[0].startswith("-"):
+        args = args[1:]
+    return args
 
 
 def _words(container: Manifest) -> list[str]:
@@ -93,12 +102,9 @@ def _runs(container: Manifest, *programs: str) -> bool:
     if "sshd" in programs and "sshd" in words:
         return True
     for i, word in enumerate(words):
-        if word == "distconv":
-            rest = words[i + 1 :]
-            while rest and rest[0].startswith("-"):  # -q, --quiet: distconv's own options
-                rest.pop(0)
-            if rest and rest[0] in programs:
-                return True
+        rest = _after_options(words[i + 1 :]) if word == "distconv" else []
+        if rest and rest[0] in programs:
+            return True
     return False
 
 

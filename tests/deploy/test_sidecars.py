@@ -147,3 +147,20 @@ def test_a_rank_however_started_is_no_sidecar(kind, started, drop, words):
     started(container)
     problems = manifest_problems(objs)
     assert any(p.startswith(f"{kind} j-") and words in p for p in problems), problems
+
+
+def test_distconv_s_own_options_before_the_command_are_read_past():
+    """``distconv -q pserver`` and ``distconv --quiet train`` (distconv's own option before the
+    command) were no shard and no rank to the checks: the job was refused as having no shard
+    StatefulSet, and a rank without --resume auto passed."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    for obj, option in zip([o for o in objs if o["kind"] in ("StatefulSet", "Job")], "qQ"):
+        (container,) = obj["spec"]["template"]["spec"]["containers"]
+        container["args"].insert(1, "-q" if option == "q" else "--quiet")
+    assert manifest_problems(objs) == []
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    i = args.index("--resume")
+    del args[i : i + 2]
+    (problem,) = manifest_problems(objs)
+    assert problem.startswith("Job j-worker container worker: distconv train needs --resume auto")
