@@ -3,10 +3,11 @@
 read or a flag it needs and misses would stop every shard at start, after the job was applied.
 
 The kubelet fills in ``$(VAR)`` from the container's environment before the shard starts. A
-variable set to a literal value is filled in here as it would be there; one whose value only the
-cluster knows (``valueFrom``, ``envFrom``; the shard's ``--shard $(DISTCONV_SHARD)``) is taken for
-a good value, as is one the kubelet may define for a Service (``X_SERVICE_PORT``). One the
-container does not define stays as written, as the kubelet leaves it.
+variable set to a value is filled in here as it would be there (its own ``$(VAR)`` first, from
+the variables defined before it); one whose value only the cluster knows (``valueFrom``,
+``envFrom``; the shard's ``--shard $(DISTCONV_SHARD)``) is taken for a good value, as is one
+the kubelet may define for a Service (``X_SERVICE_PORT``). One the container does not define
+stays as written, as the kubelet leaves it.
 """
 
 from __future__ import annotations
@@ -139,33 +140,37 @@ def expand(token: str, container: Manifest, before: int | None = None) -> str:
     the container's variable NAME, ``$$`` by ``$``; a reference to a variable whose value only
     the cluster knows becomes a stand-in that :func:`pserver_parser` accepts for any value.
 
-    ``before``: ``token`` is the value of the container's ``env[before]``, which the kubelet
-    fills in from the variables defined before it only (a command line sees them all): a
-    reference to one defined after it stays as written."""
-    literal: dict[str, str] = {}
-    unknown: set[str] = set()
+    Each variable's value is itself filled in first, as the kubelet does, from the variables
+    defined before it only (``BIND=$(HOST):5555`` after ``HOST=127.0.0.1`` is
+    ``127.0.0.1:5555``; ``$$`` in it is ``$``), once: what it is filled in with is not read
+    again. ``before``: ``token`` is the value of the container's ``env[before]``, so filled in
+    from ``env[:before]``; a command line sees them all."""
+    values: dict[str, str] = {}  # as the kubelet sets them: the last of a name is kept
     for var in container.get("env", [])[:before]:
         name, value = var.get("name"), var.get("value")
-        value = "" if value is None else str(value)  # no value is the empty string
-        literal.pop(name, None)  # the last of a name is the one the kubelet keeps
-        unknown.discard(name)
-        # a value that itself refers to a variable: the kubelet expands it, this does not
-        if "valueFrom" in var or "$(" in value:
-            unknown.add(name)
-        else:
-            literal[name] = value
+        if "valueFrom" in var:
+            values[name] = f"{_FILLED}{name}{_FILLED}"
+        else:  # no value is the empty string
+            values[name] = _fill_in(container, values, "" if value is None else str(value))
+    return _fill_in(container, values, token)
+
+
+def _fill_in(container: Manifest, values: dict[str, str], text: str) -> str:
+    """``text`` with each ``$(NAME)`` and ``$$`` replaced in one pass, as the kubelet's
+    expansion does: NAME's entry in ``values``, else a stand-in where only the cluster may
+    define NAME (``envFrom``, a Service's variable), else the reference as written."""
 
     def fill(match: re.Match) -> str:
         name = match.group(1)
         if name is None:
             return "$"
-        if name in literal:
-            return literal[name]
-        if name in unknown or container.get("envFrom") or _SERVICE_LINK.fullmatch(name):
+        if name in values:
+            return values[name]
+        if container.get("envFrom") or _SERVICE_LINK.fullmatch(name):
             return f"{_FILLED}{name}{_FILLED}"
         return match.group(0)  # no such variable: the kubelet leaves the reference
 
-    return _REFERENCE.sub(fill, token)
+    return _REFERENCE.sub(fill, text)
 
 
 def shard_argv_problem(

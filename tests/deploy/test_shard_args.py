@@ -106,9 +106,15 @@ def test_placeholders_are_read_as_the_kubelet_fills_them_in():
     ]
     from_cluster = [{"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     assert _problems_with("pserver", "--timeout", "$(T)", "--mode=$(T)", env=from_cluster)[1] == []
-    # a value that refers to another variable: the kubelet expands it, the checks cannot
-    nested = [{"name": "M", "value": "$(T)"}, *from_cluster]
+    # a value that refers to one defined before it: filled in, here with what the cluster knows
+    nested = [*from_cluster, {"name": "M", "value": "$(T)"}]
     assert _problems_with("pserver", "--keep-parts", "$(M)", env=nested)[1] == []
+    # to one defined after it: the kubelet leaves the reference as written, int() refuses it
+    here, problems = _problems_with("pserver", "--keep-parts", "$(M)", env=nested[::-1])
+    assert _shard_problems(here, problems) == [
+        f"{here}: distconv pserver: argument --keep-parts: invalid int value: '$(T)' "
+        "(every shard would exit)"
+    ]
     # a variable filled in may stand for a flag; the tokens around it are still read
     here, problems = _problems_with("pserver", "$(T)", "--bogus", env=from_cluster)
     assert _shard_problems(here, problems) == [
@@ -441,3 +447,47 @@ def test_a_shards_counts_are_compared_as_the_shard_reads_them(flag, dest_words, 
     else:
         (problem,) = problems
         assert f"{flag} {wrong} but" in problem and dest_words in problem, problem
+
+
+@pytest.mark.parametrize(
+    "args, env, words",
+    [
+        # a value filled in from a variable defined before it, as the kubelet fills it in
+        (
+            ["--bind", "$(BIND)"],
+            [{"name": "HOST", "value": "127.0.0.1"}, {"name": "BIND", "value": "$(HOST):5555"}],
+            "--bind 127.0.0.1:5555 is loopback",
+        ),
+        (
+            ["--workers", "$(N)"],
+            [{"name": "M", "value": "7"}, {"name": "N", "value": "$(M)"}],
+            "--workers 7 but Job digits-ps-worker runs 4 ranks",
+        ),
+        # $$ in a value is a literal $: the shard reads '$(X)', no mode
+        (["--mode", "$(MODE)"], [{"name": "MODE", "value": "$$(X)"}], "invalid choice: '$(X)'"),
+        # the last of a name, itself filled in from the one before it
+        (
+            ["--workers", "$(N)"],
+            [{"name": "N", "value": "1"}, {"name": "N", "value": "$(N)1"}],
+            "--workers 11 but",
+        ),
+        # filled in once: what a value is filled in with is not read again
+        (
+            ["--mode", "$(A)"],
+            [
+                {"name": "C", "value": "sync"},
+                {"name": "B", "value": "$$(C)"},
+                {"name": "A", "value": "$(B)"},
+            ],
+            "invalid choice: '$(C)'",
+        ),
+    ],
+)
+def test_a_variable_that_refers_to_others_is_filled_in_as_the_kubelet_does(args, env, words):
+    """The kubelet fills in a variable's value from those defined before it (``$$`` is ``$``)
+    before it fills in the command line: the checks took any value holding ``$(`` for one only
+    the cluster knows, so a shard bound to loopback through ``BIND=$(HOST):5555`` passed, and
+    read ``$$`` in a value as two dollars."""
+    here, problems = _problems_with("pserver", *args, env=env)
+    (problem,) = problems
+    assert problem.startswith(here.split(" container ")[0]) and words in problem, problem
