@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from distconv.deploy.render import write_examples
+from distconv.deploy.render import EXAMPLES, write_examples
 from distconv.files import folder_problem
 
 USAGE = "usage: python -m distconv.deploy [FOLDER]  (rewrites the example manifests; default k8s)"
@@ -15,9 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     """Render every example into FOLDER and list the files written.
 
     Returns 0 when written; 2 (on stderr) for an option, a blank FOLDER (an unset variable:
-    ``"$OUT"``), which wrote into the working directory, or a FOLDER that a file or a link to
-    nowhere stands in the way of; 1, in one line naming the cause, when the examples cannot be
-    written there (another job's manifests in it, a folder this user may not write).
+    ``"$OUT"``), which wrote into the working directory, or a FOLDER, or an example's folder in
+    it, that a file or a link to nowhere stands in the way of (nothing is written then); 1, in
+    one line naming the cause, when the examples cannot be written there (another job's
+    manifests in it, a folder this user may not write).
     """
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
@@ -30,8 +32,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: FOLDER must not be empty", file=sys.stderr)
         return 2
     root = args[0] if args else "k8s"
-    problem = folder_problem(root)
-    if problem is not None:
+    # each example's folder, and so FOLDER above it, before any is written: one in the way
+    # (root/mpijob a file) failed in '[Errno 17] File exists' after the first ones were written
+    for problem in filter(None, (folder_problem(Path(root, name)) for name in EXAMPLES)):
         print(f"{PROG}: error: {problem}", file=sys.stderr)
         return 2
     try:

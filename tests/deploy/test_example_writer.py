@@ -130,3 +130,24 @@ def test_a_render_the_disk_cuts_off_leaves_the_earlier_one_whole(tmp_path, monke
     assert sorted(p.name for p in write_manifests(three, tmp_path)) == sorted(before)
     statefulset = (tmp_path / "statefulset-j-pserver.yaml").read_text()
     assert '"--workers"\n            - "3"' in statefulset
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda k: (k / "mpijob").write_text(""), "k8s/mpijob is a file, not a folder"),
+        (lambda k: (k / "pserver").symlink_to(k / "gone"), "k8s/pserver is a symlink to"),
+    ],
+)
+def test_an_examples_folder_in_the_way_is_named_before_anything_is_written(tmp_path, make, words):
+    """FOLDER/mpijob a file, or FOLDER/pserver a link to nowhere, ended in '[Errno 17] File
+    exists', and the examples before it in FOLDER were written already."""
+    (tmp_path / "k8s").mkdir()
+    make(tmp_path / "k8s")
+    before = sorted((tmp_path / "k8s").iterdir())
+    result = _write(tmp_path, "k8s")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("python -m distconv.deploy: error: ") and words in line, line
+    assert "Errno" not in line and result.stdout == ""
+    assert sorted((tmp_path / "k8s").iterdir()) == before  # nothing written
