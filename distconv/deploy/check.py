@@ -37,6 +37,7 @@ from distconv.deploy.walk import (
     _runs,
     _templates,
     _where,
+    in_container,
 )
 from distconv.endpoint import split_endpoint
 
@@ -358,22 +359,17 @@ def _key_problems(here, container, volumes) -> Iterator[str]:
     keys = None if keys is None else expand(keys, container)  # as the kubelet passes it
     if keys is None or _is_filled(keys):  # none, or only the cluster knows it: not judged
         return
-    path = _in_container(container, keys)
+    path = in_container(keys, container.get("workingDir"))
     known, env = env_as_seen(container, "DISTCONV_KEYS")
-    if known and (env is None or _in_container(container, env) != path):
+    if known and (env is None or in_container(env, container.get("workingDir")) != path):
         yield f"{here}: DISTCONV_KEYS must be {keys!r}, the --keys directory"
     mounted = {
         posixpath.normpath(m["mountPath"]): volumes.get(m["name"], {})
         for m in container.get("volumeMounts", [])
     }
     if "secret" not in mounted.get(path, {}):
-        yield f"{here}: --keys {keys} is not a mounted Secret volume"
-
-
-def _in_container(container: Manifest, path: str) -> str:
-    """``path`` as the container's process resolves it: from its ``workingDir`` where relative,
-    ``/etc/distconv/keys/`` the same folder as ``/etc/distconv/keys``."""
-    return posixpath.normpath(posixpath.join("/", container.get("workingDir") or "/", path))
+        shown = keys if keys == path else f"{keys} ({path})"  # a relative one: where it lands
+        yield f"{here}: --keys {shown} is not a mounted Secret volume"
 
 
 def _secret_names(template: Manifest) -> set[str]:

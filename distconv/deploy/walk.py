@@ -11,7 +11,12 @@ import shlex
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from distconv.deploy.pod import HOME
+
 Manifest = dict[str, Any]
+#: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
+#: user's home, docker/Dockerfile), not ``/``
+IMAGE_WORKDIR = HOME
 
 
 def _where(obj: Manifest) -> str:
@@ -180,8 +185,7 @@ def _writable(
 ) -> Iterator[str]:
     """A problem for each container of ``template`` where ``out`` (``what``: the flag or file
     that names it), relative to ``workdir``, lies on no writable volume mount."""
-    # as the kernel resolves it: ".." climbs out of a volume, and the mount point itself is on it
-    path = posixpath.normpath(posixpath.join("/", workdir or "/", out))
+    path = in_container(out, workdir)
     for container in template.get("spec", {}).get("containers", []):
         mounts = [
             posixpath.normpath(m["mountPath"])
@@ -193,3 +197,10 @@ def _writable(
                 f"{where} container {container.get('name')}: {what} {path} is on no writable "
                 "volume (the root file system is read-only)"
             )
+
+
+def in_container(path: str, workdir: str | None) -> str:
+    """``path`` as a container's process resolves it, as the kernel does: from ``workdir`` (its
+    ``workingDir``; without one, :data:`IMAGE_WORKDIR`) where relative, ``..`` climbing out of a
+    folder, ``/etc/distconv/keys/`` the folder ``/etc/distconv/keys`` (a mount point itself)."""
+    return posixpath.normpath(posixpath.join("/", workdir or IMAGE_WORKDIR, path))

@@ -108,3 +108,53 @@ def test_mpiruns_process_count_in_a_variable_is_read_filled_in(var, world_size, 
     else:
         (problem,) = problems
         assert words in problem, problem
+
+
+def _shard(objs: list) -> dict:
+    """The shards' container, which the render gives no workingDir."""
+    (sts,) = [o for o in objs if o["kind"] == "StatefulSet"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    assert "workingDir" not in container
+    return container
+
+
+def _set(container: dict, flag: str, value: str, volume: str, mount: str) -> None:
+    """``flag value`` in ``container``'s args, and its ``volume`` mounted at ``mount``."""
+    args = container["args"]
+    args[args.index(flag) + 1] = value
+    (mounted,) = [m for m in container["volumeMounts"] if m["name"] == volume]
+    mounted["mountPath"] = mount
+
+
+@pytest.mark.parametrize("mount, refused", [("/keys", True), ("/home/distconv/keys", False)])
+def test_a_relative_keys_folder_is_read_from_the_images_workdir(mount, refused):
+    """Without a workingDir a process starts in the image's WORKDIR (/home/distconv), not in
+    /: ``--keys keys`` beside a Secret mounted at /keys passed, and every shard failed to read
+    its keys; one mounted at /home/distconv/keys, where they are read, was refused."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    container = _shard(objs)
+    _set(container, "--keys", "keys", "keys", mount)
+    (env,) = [e for e in container["env"] if e["name"] == "DISTCONV_KEYS"]
+    env["value"] = mount
+    problems = manifest_problems(objs)
+    if not refused:
+        assert problems == []
+    else:
+        assert len(problems) == 2, problems
+        assert "DISTCONV_KEYS must be 'keys'" in problems[0], problems
+        assert "--keys keys (/home/distconv/keys) is not a mounted Secret" in problems[1]
+
+
+@pytest.mark.parametrize(
+    "mount, refused", [("/checkpoints", True), ("/home/distconv/checkpoints", False)]
+)
+def test_a_relative_checkpoint_dir_is_judged_from_the_images_workdir(mount, refused):
+    """``--checkpoint-dir checkpoints`` without a workingDir is /home/distconv/checkpoints:
+    judged as /checkpoints, a volume there passed and one at the real place was refused."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    _set(_shard(objs), "--checkpoint-dir", "checkpoints", "checkpoints", mount)
+    problems = manifest_problems(objs)
+    assert bool(problems) is refused, problems
+    if refused:
+        (problem,) = problems
+        assert "--checkpoint-dir /home/distconv/checkpoints is on no writable" in problem
