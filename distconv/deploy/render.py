@@ -331,6 +331,19 @@ def manifest_filename(obj: Manifest) -> str:
     return f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
 
 
+def _refuse_others(objs: Sequence[Manifest], out: Path) -> None:
+    """ValueError where ``out`` holds manifests (YAML, JSON) that ``objs`` do not write."""
+    names = {manifest_filename(obj) for obj in objs}
+    present = out.iterdir() if out.is_dir() else ()  # what `kubectl apply -f out` reads
+    others = sorted(p.name for p in present if p.suffix in (".yaml", ".yml", ".json"))
+    others = [name for name in others if name not in names]
+    if others:
+        raise ValueError(
+            f"{out} holds manifests this job does not have ({', '.join(others)}): "
+            "`kubectl apply -f` would deploy them too; remove them or choose an empty folder"
+        )
+
+
 def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) -> list[Path]:
     """Write each manifest to ``folder/<kind>-<name>.yaml`` (made if missing); return the paths.
 
@@ -348,17 +361,7 @@ def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) ->
         OSError: a file could not be written.
     """
     out = Path(folder)
-    names = {manifest_filename(obj) for obj in objs}
-    present = out.iterdir() if out.is_dir() else ()
-    # every file `kubectl apply -f` reads there
-    others = sorted(
-        p.name for p in present if p.suffix in (".yaml", ".yml", ".json") and p.name not in names
-    )
-    if others:
-        raise ValueError(
-            f"{out} holds manifests this job does not have ({', '.join(others)}): "
-            "`kubectl apply -f` would deploy them too; remove them or choose an empty folder"
-        )
+    _refuse_others(objs, out)
     out.mkdir(parents=True, exist_ok=True)
     files = {out / manifest_filename(obj): dump_yaml([obj]).encode("utf-8") for obj in objs}
     write_all_atomically(files)  # all or none: a cut file, or two renders, may still apply
@@ -385,9 +388,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 
 def write_examples(root: str | os.PathLike[str]) -> list[Path]:
-    """Render every example of :data:`EXAMPLES` into ``root/<example>/``; return the paths."""
-    paths = []
-    for folder, kwargs in EXAMPLES.items():
-        objs = render_manifests(train_args=EXAMPLE_TRAIN_ARGS, **kwargs)
-        paths += write_manifests(objs, Path(root) / folder)
-    return paths
+    """Render every example of :data:`EXAMPLES` into ``root/<example>/``; return the paths.
+    Other manifests in any folder (ValueError) are refused before any example is written."""
+    jobs = {
+        Path(root, f): render_manifests(train_args=EXAMPLE_TRAIN_ARGS, **kw)
+        for f, kw in EXAMPLES.items()
+    }
+    for out, objs in jobs.items():
+        _refuse_others(objs, out)
+    return [path for out, objs in jobs.items() for path in write_manifests(objs, out)]

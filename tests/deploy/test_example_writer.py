@@ -151,3 +151,15 @@ def test_an_examples_folder_in_the_way_is_named_before_anything_is_written(tmp_p
     assert line.startswith("python -m distconv.deploy: error: ") and words in line, line
     assert "Errno" not in line and result.stdout == ""
     assert sorted((tmp_path / "k8s").iterdir()) == before  # nothing written
+
+
+def test_other_manifests_in_a_later_examples_folder_leave_all_unwritten(tmp_path):
+    """Another job's manifests in FOLDER/mpijob were refused only after pserver/ and
+    pserver-gpu/ had been written: the run failed, half of FOLDER rewritten."""
+    (tmp_path / "k8s" / "mpijob").mkdir(parents=True)
+    (tmp_path / "k8s" / "mpijob" / "other.yaml").write_text("kind: Pod\n")
+    result = _write(tmp_path, "k8s")
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert "k8s/mpijob holds manifests this job does not have (other.yaml)" in line, line
+    assert [p.name for p in (tmp_path / "k8s").iterdir()] == ["mpijob"]  # nothing written
