@@ -12,7 +12,6 @@ from distconv.deploy.pod import HOME
 from distconv.deploy.walk import (
     Manifest,
     _argv,
-    _env,
     _flag,
     _here,
     _pod,
@@ -210,14 +209,17 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
     """A ``--rank``, ``--world-size`` or ``--job-id`` written into a rank's arguments wins over
     what its pod gives it (the Job index, MPI, ``DISTCONV_JOB_ID``): one rank claimed by every
     pod, a world size the job does not run, or a job id its shards do not serve fails or hangs
-    every rank. A ``$(VAR)`` the kubelet fills in per pod is left alone, as are counts the
-    manifests do not say."""
+    every rank. Each is read as the kubelet passes it (``$(VAR)`` filled in); one it fills in
+    per pod is left alone, as are counts the manifests do not say."""
     shards = _shard_job_ids(objs)
     for obj, where, _, container, train, wrong in _trainers(objs):
         if wrong is not None:  # named by _train_runs
             continue
         here, size = _here(where, container), _world_size(obj)
-        rank, given = _written(train, "--rank"), _written(train, "--world-size")
+        rank, given = (
+            _written(container, train, "--rank"),
+            _written(container, train, "--world-size"),
+        )
         if rank is not None and size is not None and size > 1:
             yield (
                 f"{here}: --rank {rank} is in every rank's arguments, so the {size} ranks of "
@@ -234,10 +236,13 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
                 )
 
 
-def _written(argv: list[str], name: str) -> str | None:
-    """The value of flag ``name`` in ``argv`` where it is written out, not a ``$(VAR)``."""
-    value = _flag(argv, name, last=True)
-    return None if value is None or "$(" in value else value
+def _written(container: Manifest, argv: list[str], name: str) -> str | None:
+    """The value of flag ``name`` in ``argv`` as the kubelet passes it, ``$(VAR)`` filled in
+    from ``container``'s values; None where it is not given, only the cluster knows it, or it
+    refers to a variable the manifest does not define (``--rank $(JOB_COMPLETION_INDEX)``,
+    which the Job controller adds to each pod)."""
+    value = _passed(container, _flag(argv, name, last=True))
+    return None if value is None or _is_filled(value) or "$(" in value else value
 
 
 def _other_count(given: str, size: int) -> bool:
@@ -271,19 +276,18 @@ def _job_id(container: Manifest, given: bool, flag: str | None) -> tuple[str, st
     default; None where the cluster fills it in (``$(VAR)``, ``valueFrom``, ``envFrom``)."""
     if given and flag != "":
         return None if flag is None else (flag.strip(), "--job-id")
-    env = _env(container)
-    if ENV_JOB_ID not in env and container.get("envFrom"):  # a ConfigMap or Secret may set it
+    known, value = env_as_seen(container, ENV_JOB_ID)  # $(VAR) filled in as the kubelet does
+    if not known:  # a valueFrom, or an envFrom (a ConfigMap or Secret) that may set it
         return None
-    value = env.get(ENV_JOB_ID, "")
-    if value == "":  # both read an empty one as none
+    if not value:  # both read an empty one as none
         return DEFAULT_JOB_ID, f"the default, without {ENV_JOB_ID}"
-    return None if value is None or "$(" in value else (value.strip(), ENV_JOB_ID)
+    return None if "$(" in value else (value.strip(), ENV_JOB_ID)
 
 
 def _rank_job_id(container: Manifest, train: list[str]) -> tuple[str, str] | None:
     """:func:`_job_id` of a rank with the (spelled out) ``train`` arguments."""
     given = _flag(train, "--job-id", last=True) is not None
-    return _job_id(container, given, _written(train, "--job-id"))
+    return _job_id(container, given, _written(container, train, "--job-id"))
 
 
 def _shard_job_ids(objs: Sequence[Manifest]) -> list[tuple[str, tuple[str, str] | None]]:

@@ -158,3 +158,40 @@ def test_a_relative_checkpoint_dir_is_judged_from_the_images_workdir(mount, refu
     if refused:
         (problem,) = problems
         assert "--checkpoint-dir /home/distconv/checkpoints is on no writable" in problem
+
+
+@pytest.mark.parametrize(
+    "args, var, words",
+    [
+        (["--world-size", "$(W)"], {"name": "W", "value": "3"}, "--world-size 3 but Job j-worker"),
+        (["--rank", "$(R)"], {"name": "R", "value": "0"}, "--rank 0 is in every rank's"),
+        (["--job-id", "$(J)"], {"name": "J", "value": "k"}, "job id 'k' (--job-id) but"),
+        # DISTCONV_JOB_ID itself filled in from a variable defined before it
+        ([], {"name": "J", "value": "k"}, "job id 'k' (DISTCONV_JOB_ID) but"),
+        (["--world-size", "$(W)"], {"name": "W", "value": "2"}, None),
+        (["--world-size", "$(W)"], {"name": "W", "valueFrom": CONFIG_MAP}, None),
+        (["--job-id", "$(J)"], {"name": "J", "value": "j"}, None),
+        # the Job controller adds it to each pod: the manifest does not define it
+        (["--rank", "$(JOB_COMPLETION_INDEX)"], {"name": "X", "value": ""}, None),
+    ],
+)
+def test_a_ranks_settings_in_a_variable_are_read_filled_in(args, var, words):
+    """``--world-size $(W)``, ``--rank $(R)``, ``--job-id $(J)`` and ``DISTCONV_JOB_ID=$(J)``
+    were passed unjudged whatever the variable held: a world size the Job does not run, one
+    rank claimed by every pod, a job id the shards do not serve (every hello refused)."""
+    objs = render_manifests(
+        job_name="j", workers=2, servers=1, image="d:1", train_args=["--data", "digits"]
+    )
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    container["env"].insert(0, var)
+    container["args"] += args
+    if not args:
+        (env,) = [e for e in container["env"] if e["name"] == "DISTCONV_JOB_ID"]
+        env["value"] = "$(J)"
+    problems = manifest_problems(objs)
+    if words is None:
+        assert problems == []
+    else:
+        (problem,) = problems
+        assert problem.startswith("Job j-worker container ") and words in problem, problem
