@@ -120,6 +120,12 @@ class _JobBase:
         limits: dict[str, Any] = dict(resources)
         if gpus:
             limits["nvidia.com/gpu"] = gpus
+        elif self.gpus:
+            # the CUDA image (NVIDIA's base) sets NVIDIA_VISIBLE_DEVICES=all, which the NVIDIA
+            # container runtime honours for a container the device plugin gave no GPU: a shard
+            # or the MPI launcher would see, and could use, every GPU of its node, the ranks'
+            # too (NVIDIA/k8s-device-plugin#61); "void" makes the runtime add none
+            env = [*env, _env("NVIDIA_VISIBLE_DEVICES", "void")]
         spec: Manifest = {
             "name": name,
             "image": self.image,

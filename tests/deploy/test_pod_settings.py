@@ -184,3 +184,30 @@ def test_a_shard_s_empty_job_id_is_none_given(flags):
     _set_env(_shard(objs), "DISTCONV_JOB_ID", None)  # and without it, the default's
     problems = manifest_problems(objs)
     assert len(problems) == 1 and "serves 'local' (the default" in problems[0], problems
+
+
+def _pod_templates(obj: dict) -> list[dict]:
+    if obj["kind"] == "MPIJob":
+        return [r["template"] for r in obj["spec"]["mpiReplicaSpecs"].values()]
+    return [obj["spec"]["template"]] if "template" in obj.get("spec", {}) else []
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_a_container_of_the_cuda_image_given_no_gpu_is_shown_none(name):
+    """NVIDIA's CUDA base image sets NVIDIA_VISIBLE_DEVICES=all, which the NVIDIA container
+    runtime honours where the device plugin gave the container no GPU: a GPU job's shards and
+    MPI launcher saw every GPU of their node. Those containers now say "void"; a rank given its
+    GPUs, and every container of a CPU job, leave the variable to the plugin."""
+    gpu_job = EXAMPLES[name].get("gpus", 0) > 0
+    containers = [
+        c for obj in _example(name) for t in _pod_templates(obj) for c in t["spec"]["containers"]
+    ]
+    assert containers
+    for container in containers:
+        has_gpu = "nvidia.com/gpu" in container["resources"]["limits"]
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        if gpu_job and not has_gpu:
+            assert env.get("NVIDIA_VISIBLE_DEVICES") == "void", container["name"]
+        else:
+            assert "NVIDIA_VISIBLE_DEVICES" not in env, container["name"]
+    assert manifest_problems(_example(name)) == []
