@@ -157,7 +157,8 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--lr-decay",
         type=_float_in(0.0, 1.0, high_closed=True),
         default=d.lr_decay,
-        help="epoch e trains at lr * LR_DECAY**e; 1 keeps it constant (%(default)s)",
+        help="epoch e (the first is 1, as the log and metrics.jsonl number them) trains at "
+        "lr * LR_DECAY**(e-1); 1 keeps it constant (%(default)s)",
     )
     p.add_argument(
         "--seed",
