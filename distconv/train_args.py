@@ -141,7 +141,8 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         "--batch-size",
         type=_positive_int,
         default=d.batch_size,
-        help="examples per step on each worker (%(default)s)",
+        help="examples per forward/backward pass on each worker; a step takes --accumulate "
+        "passes (%(default)s)",
     )
     p.add_argument(
         "--accumulate",

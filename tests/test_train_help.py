@@ -42,3 +42,15 @@ def test_lr_decay_help_numbers_epochs_as_the_log_does():
         assert sync.optimizer.lr == 1.0  # epoch 1 trains at lr, not lr * 0.5
     finally:
         sync.close()
+
+
+def test_batch_size_help_counts_a_pass_not_a_step():
+    """The help said --batch-size was the "examples per step on each worker"; with
+    --accumulate K a step takes K passes of that many, K times as many examples."""
+    text = _help("--batch-size")
+    assert "per forward/backward pass" in text and "--accumulate" in text
+    trainer, sync = _fit(1, batch_size=8, accumulate=2)
+    try:
+        assert trainer.history[-1]["global_batch"] == 8 * 2  # one worker: a step's examples
+    finally:
+        sync.close()
