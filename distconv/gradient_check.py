@@ -124,20 +124,35 @@ def _check_nothing_read_after_firing(
     """Every gradient of the pass is finite: none was computed from a parameter the callback
     had already had (its value was NaN from then on), nor from an input or a parameter holding
     NaN or inf (ValueError naming it: an output can be finite where a gradient is not, a
-    ``-inf`` input to a unit a ReLU turns off giving ``-inf * 0``, NaN, in the weight's)."""
-    grads = [(f"param {p.name}", p.grad) for p in params if not p.static]
-    grads += [(f"input {i}", a.grad) for i, a in enumerate(obj.inputs) if a.needs_grad]
-    bad = [name for name, g in grads if not bool(get_array_module(g).isfinite(g).all())]
+    ``-inf`` input to a unit a ReLU turns off giving ``-inf * 0``, NaN, in the weight's).
+    A callback is blamed only where a pass whose callbacks leave the values alone gives finite
+    gradients: a NaN that backward itself made is named as such."""
+    bad = _not_finite_grads(obj, params)
     if not bad:
         return
     _refuse_holding_not_finite(obj, params)
-    if not names:  # no value was made NaN: backward made it of finite values
-        raise AssertionError(f"{obj.layer}: the gradient of {', '.join(bad)} is not finite")
-    raise AssertionError(
-        f"{obj.layer}: the gradient of {', '.join(bad)} is not finite: computed from a "
-        f"parameter after its callback fired (fired: {names})? The callback may change "
-        "the weight, so compute input gradients before inc_update"
-    )
+    if names:  # fired: were the NaN values it left read, or did backward make the NaN itself?
+        for p in params:
+            p.zero_grad()
+            p.reset_pending()
+        for a in obj.inputs:
+            a.grad = None
+        obj.backward(lambda p: None)
+        if not _not_finite_grads(obj, params):
+            raise AssertionError(
+                f"{obj.layer}: the gradient of {', '.join(bad)} is not finite: computed from a "
+                f"parameter after its callback fired (fired: {names})? The callback may change "
+                "the weight, so compute input gradients before inc_update"
+            )
+    # no value was made NaN, or backward makes it so without: it did, of finite values
+    raise AssertionError(f"{obj.layer}: the gradient of {', '.join(bad)} is not finite")
+
+
+def _not_finite_grads(obj: _Objective, params: list[Parameter]) -> list[str]:
+    """The names of the gradients of the pass that hold NaN or inf."""
+    grads = [(f"param {p.name}", p.grad) for p in params if not p.static]
+    grads += [(f"input {i}", a.grad) for i, a in enumerate(obj.inputs) if a.needs_grad]
+    return [name for name, g in grads if not bool(get_array_module(g).isfinite(g).all())]
 
 
 def _targets(obj: _Objective, params: list[Parameter]) -> dict[str, tuple[Any, Any]]:
