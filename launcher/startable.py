@@ -6,9 +6,9 @@ execute bit or its format.
 "Permission denied" of a file without its execute bit, and "Exec format error" of a script
 without a ``#!`` line (or with one behind a Windows editor's byte-order mark).
 :func:`not_started` turns such an error into the reason; :func:`start_problem` finds the first
-two before the program is started by another process (``mpiexec``'s ranks, whose ``execvp``
-runs a script without a ``#!`` line with ``/bin/sh``), whose own message would repeat the bare
-"No such file".
+two, and a ``#!`` behind a byte-order mark, before the program is started by another process
+(``mpiexec``'s ranks, whose ``execvp`` runs a script without a ``#!`` line with ``/bin/sh``),
+whose own message would repeat the bare "No such file".
 """
 
 from __future__ import annotations
@@ -55,14 +55,18 @@ def _not_executable(found: str) -> str:
     return f"{found} is not executable (chmod +x it)"
 
 
+_BOM_SHEBANG = codecs.BOM_UTF8 + b"#!"
+_BOM_REASON = (
+    "its #! line comes after a UTF-8 byte-order mark (a Windows editor's), so the "
+    "kernel finds none: save it without the mark"
+)
+
+
 def _no_format(found: str) -> str:
     """Why the kernel knows no format for ``found`` (``ENOEXEC``, "exec format error")."""
     first = _first_line(found)
-    if first.startswith(codecs.BOM_UTF8 + b"#!"):
-        return (
-            "its #! line comes after a UTF-8 byte-order mark (a Windows editor's), so the "
-            "kernel finds none: save it without the mark"
-        )
+    if first.startswith(_BOM_SHEBANG):
+        return _BOM_REASON
     if first.startswith(b"\x7fELF"):
         return "it is a binary for another machine or system (exec format error)"
     return "it has no #! line naming its interpreter: make its first line '#!/bin/sh' (or another)"
@@ -91,13 +95,17 @@ def not_started(program: str, exc: OSError, path: str | None = None) -> str:
 
 def start_problem(program: str, path: str | None = None) -> str | None:
     """Why ``program`` (looked up on ``path`` as exec does) would not start on this host: a
-    file without its execute bit, or a ``#!`` line naming an interpreter that does not exist;
-    None where it would start, or is no file here (then the starter's own error says so)."""
+    file without its execute bit, a ``#!`` line naming an interpreter that does not exist, or
+    one behind a byte-order mark (``execvp`` runs the file with ``/bin/sh``, which reads a
+    Python script as shell: ``import: not found``); None where it would start, or is no file
+    here (then the starter's own error says so)."""
     found = _located(program, path)
     if found is None:
         return None
     if not os.access(found, os.X_OK):
         return _not_executable(found)
+    if _first_line(found).startswith(_BOM_SHEBANG):
+        return _BOM_REASON
     interpreter = _interpreter(found)
     if interpreter is not None and not os.path.isfile(interpreter):
         return _missing(interpreter)

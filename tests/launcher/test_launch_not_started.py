@@ -68,6 +68,19 @@ def test_a_program_mpis_ranks_cannot_start_is_named_with_why(tmp_path: Path, tex
     """Under mpi, Hydra's ranks said ``execvp error on file ./run.sh (No such file or
     directory)`` of the file there (k201); refused before mpiexec runs, as under local."""
     _program(tmp_path, text, mode)
+    _refused_in_the_ranks(tmp_path, said)
+
+
+def test_a_script_whose_shebang_follows_a_byte_order_mark_is_refused_under_mpi(tmp_path: Path):
+    """Refused under local (exec format error), it ran under mpi: execvp gives a script the
+    kernel knows no format of to /bin/sh, which read the Python as shell ('import: not found',
+    a syntax error) in every rank (review k213)."""
+    _program(tmp_path, b"\xef\xbb\xbf#!/usr/bin/env python3\nimport sys\n")
+    _refused_in_the_ranks(tmp_path, "its #! line comes after a UTF-8 byte-order mark")
+
+
+def _refused_in_the_ranks(tmp_path: Path, said: str) -> None:
+    """``mpi`` refuses ./run.sh before printing its command, saying ``said``."""
     done = launch(*NO_MPI, "--", "./run.sh", cwd=tmp_path, timeout=60)
     assert done.returncode == 1, done.stdout
     last = done.stderr.splitlines()[-1]
