@@ -92,19 +92,21 @@ class JsonLines:
 
 def asks_json(rest: Sequence[str]) -> bool:
     """Whether the arguments after ``--`` are ``distconv train``'s and ask for
-    ``--log-format json`` (spelled out as ``distconv train`` reads them: ``--log-f json``)."""
+    ``--log-format json`` (spelled out as ``distconv train`` reads them: ``--log-f json``),
+    beside a flag it does not take too (whose refusal is then a JSON line)."""
     from .commands import names_a_program, option_value
 
     if names_a_program(rest):
         return False
     from distconv.train_args import FlagError, spelled_out
 
-    argv = list(rest[1:] if rest and rest[0] == "train" else rest)
-    try:
-        argv = spelled_out(argv)
-    except FlagError:  # refused later, with its reason
-        return False
-    return option_value(argv, "--log-format") == "json"
+    spelled = []
+    for token in rest[1:] if rest and rest[0] == "train" else rest:
+        try:
+            spelled += spelled_out([token])
+        except FlagError:  # refused later, with its reason: that line is JSON too if asked
+            spelled.append(token)
+    return option_value(spelled, "--log-format") == "json"
 
 
 def json_lines(rest: Sequence[str], job_id: str | None) -> JsonLines | None:

@@ -78,6 +78,23 @@ def test_a_refusal_before_the_job_is_a_json_line(tmp_path: Path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("flag", ["--bogus", "-q", "--s"])  # unknown, short, ambiguous
+def test_a_refusal_of_a_train_flag_is_a_json_line_too(tmp_path: Path, flag):
+    """A flag distconv train does not take (or abbreviates several) hid the --log-format json
+    beside it, and its refusal came as text, though the docs say only the launcher's own usage
+    errors before -- do (review k213 of b2e90d4)."""
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run"), "--",
+        "--log-f", "json", flag,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = _objects(done.stderr)
+    assert line["level"] == "error" and line["role"] == "launcher"
+    assert flag in line["message"], line
+    assert not (tmp_path / "run").exists()
+
+
 def test_text_stays_text_without_json(tmp_path: Path):
     done = launch("local", "--workers", "2", "--", "--sync", "mpi", cwd=tmp_path)
     assert done.stderr.startswith("distconv-launch local: error: --sync mpi after --")
