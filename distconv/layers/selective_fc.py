@@ -224,7 +224,7 @@ class SelectiveFullyConnected(FullyConnected):
         if self.bias is not None:
             y += self.bias.value[s.safe]
         if s.pad is not None:
-            y[s.pad] = self.pad_value
+            y[s.pad] = self._pad_held(y)  # -1e5 as float16 holds it: no overflow warning
         return y
 
     def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
