@@ -62,13 +62,18 @@ _BOM_REASON = (
 )
 
 
-def _no_format(found: str) -> str:
-    """Why the kernel knows no format for ``found`` (``ENOEXEC``, "exec format error")."""
+def _no_format(found: str, depth: int = 0) -> str:
+    """Why the kernel knows no format for ``found`` (``ENOEXEC``, "exec format error"), or for
+    the interpreter its ``#!`` line names (followed as deep as the kernel's 4 levels)."""
     first = _first_line(found)
     if first.startswith(_BOM_SHEBANG):
         return _BOM_REASON
     if first.startswith(b"\x7fELF"):
         return "it is a binary for another machine or system (exec format error)"
+    interpreter = _interpreter(found)
+    if interpreter is not None and depth < 4:  # the script is fine: its interpreter is not
+        why = _no_format(interpreter, depth + 1)
+        return f"the interpreter its #! line names, {interpreter!r}, cannot be run: {why}"
     return "it has no #! line naming its interpreter: make its first line '#!/bin/sh' (or another)"
 
 

@@ -114,6 +114,27 @@ def test_an_mpiexec_that_cannot_start_is_named_with_why(tmp_path: Path):
     )
 
 
+def test_an_interpreter_the_kernel_knows_no_format_of_is_named_not_the_script(tmp_path: Path):
+    """A script whose #! line names a wrapper script without one of its own: the kernel's
+    'exec format error' is the wrapper's, and the launch said of ./run.sh, first line
+    '#!.../wrap.sh', that it has no #! line (review k213 of 0335000)."""
+    wrapper = tmp_path / "wrap.sh"
+    wrapper.write_bytes(b'echo wrapped "$@"\n')
+    wrapper.chmod(0o755)
+    _program(tmp_path, b"#!" + bytes(wrapper) + b"\necho hi\n")
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run"), "--",
+        "./run.sh",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"distconv-launch local: error: cannot start worker-0 (./run.sh): the interpreter its "
+        f"#! line names, {str(wrapper)!r}, cannot be run: it has no #! line naming its "
+        "interpreter: make its first line '#!/bin/sh' (or another)"
+    )
+
+
 @pytest.mark.parametrize(
     "text, said",
     [
