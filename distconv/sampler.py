@@ -50,7 +50,9 @@ class GlobalBatchSampler:
     def __post_init__(self) -> None:
         check_count("batch_size", self.batch_size, 1)
         check_count("accumulate", self.accumulate, 1)
-        if not 0 <= self.rank < self.world_size:
+        check_count("world_size", self.world_size, 1)  # True: a world of one, silently
+        check_count("rank", self.rank, 0)
+        if not self.rank < self.world_size:
             raise ValueError(f"need 0 <= rank < world_size, got {self.rank} of {self.world_size}")
         if self.num_examples < 1:
             raise ValueError("the training set is empty")
@@ -132,12 +134,19 @@ def shard_indices(
     The permutation depends only on ``(seed, epoch)``. Every worker gets ``n // world_size``
     examples, so all take the same number of steps (synchronous training needs that); the few
     left over differ by epoch if shuffled, else are the last ``n % world_size`` every epoch.
+
+    Raises:
+        ValueError: ``shard`` is not two ints with ``0 <= rank < world_size``, ``seed`` is not
+            an int >= 0, or ``n`` examples cannot be shared among ``world_size`` workers.
     """
     rank, world = shard
-    if not (world >= 1 and 0 <= rank < world):
+    # ints as batch_size is (check_count): (0, True) was a world of one without a word, and
+    # (0, 2.0) failed as "slice indices must be integers"
+    if not (_is_count(world, 1) and _is_count(rank, 0) and rank < world):
         raise ValueError(
-            f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}"
+            f"shard must be (rank, world_size), ints with 0 <= rank < world_size, got {shard!r}"
         )
+    check_seed(seed)  # numpy's own "expected non-negative integer" named no seed
     if n < world:
         raise ValueError(f"{n} examples cannot be shared among {world} workers")
     perm = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
@@ -165,6 +174,9 @@ def batches(
         shard: ``(rank, world_size)``; workers of one job get disjoint examples.
         shuffle: False keeps the data set's order (evaluation).
         drop_last: skip a last batch smaller than ``batch_size``.
+
+    Raises:
+        ValueError: ``batch_size`` is not an int >= 1, or as :func:`shard_indices` refuses.
     """
     check_count("batch_size", batch_size, 1)
     index = shard_indices(len(dataset), seed, epoch, shard, shuffle)

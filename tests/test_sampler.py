@@ -114,3 +114,26 @@ def test_a_batch_size_that_is_not_an_int_is_refused_by_the_samplers_too(size, sa
     with pytest.raises(ValueError, match=rf"accumulate must be an int >= 1, got {said}"):
         GlobalBatchSampler(10, 4, accumulate=size)
     assert num_batches(10, np.int64(4)) == 3  # numpy's ints are counts
+
+
+@pytest.mark.parametrize(
+    "shard, said",
+    [((0, True), r"\(0, True\)"), ((0, 2.0), r"\(0, 2\.0\)"), ((0.0, 2), r"\(0\.0, 2\)")],
+)
+def test_a_shard_that_is_not_two_ints_is_refused_as_a_batch_size_is(shard, said):
+    """b9b579c checked batches()'s batch_size and num_batches()'s world_size, but not the
+    shard's: batches(data, 2, shard=(0, True)) took a world of one without a word, and
+    (0, 2.0) failed with "slice indices must be integers or None"; GlobalBatchSampler took
+    world_size=True (review k214)."""
+    data = Dataset(np.zeros((10, 1, 1, 1), np.float32), np.arange(10) % 2, 2)
+    with pytest.raises(ValueError, match=rf"ints with 0 <= rank < world_size, got {said}"):
+        list(batches(data, 2, shard=shard))
+    with pytest.raises(ValueError, match=r"world_size must be an int >= 1, got True"):
+        GlobalBatchSampler(10, 2, world_size=True)
+    with pytest.raises(ValueError, match=r"world_size must be an int >= 1, got 2\.0"):
+        GlobalBatchSampler(10, 2, world_size=2.0)
+    with pytest.raises(ValueError, match=r"rank must be an int >= 0, got False"):
+        GlobalBatchSampler(10, 2, rank=False, world_size=2)
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the shuffle's\), got -1"):
+        list(batches(data, 2, seed=-1))
+    assert len(list(batches(data, 2, shard=(np.int64(1), np.int64(2))))) == 3  # numpy's ints
