@@ -24,6 +24,7 @@ from distconv.deploy.check_shards import (
 )
 from distconv.deploy.walk import (
     Manifest,
+    _any_runs,
     _argv,
     _command_args,
     _containers,
@@ -159,11 +160,15 @@ def _shard_names(
     pserver``; None where the job has none. ``--bind`` is read as the shard reads it
     (abbreviated, ``$(VAR)`` filled in from the container's literal values); the addresses are
     None where it is not written out (a value the cluster fills in, ``$(ARGS)``, may hold it),
-    only the cluster knows it, or the shard refuses it (named by its own check)."""
-    for sts, _, _, container, args in _running(_of_kind(objs, "StatefulSet"), "pserver"):
-        spec = sts["spec"]
-        replicas = int(spec.get("replicas", 1))
-        namespace = sts["metadata"].get("namespace")
+    only the cluster knows it, the shard refuses it, or it runs in a shell's command."""
+    for sts in _of_kind(objs, "StatefulSet"):
+        spec, shard = sts["spec"], next(_running([sts], "pserver"), None)
+        if shard is None and not _any_runs(sts, "pserver"):
+            continue
+        replicas, namespace = int(spec.get("replicas", 1)), sts["metadata"].get("namespace")
+        if shard is None:  # a shard all the same: "the job has no shard StatefulSet" was false
+            return None, replicas, namespace
+        container, args = shard[3], shard[4]
         try:
             port = split_endpoint(shard_flag(args, container, "bind")[1] or "")[1]
         except ValueError:

@@ -113,6 +113,13 @@ def _runs(container: Manifest, *programs: str) -> bool:
     return False
 
 
+def _any_runs(obj: Manifest, program: str) -> bool:
+    """Whether a container of ``obj`` that runs for its pod's life may run ``program``, however
+    started (:func:`_runs`): one in a shell's command string, which :func:`_running` does not
+    read, too."""
+    return any(_runs(c, program) for _, t in _templates(obj) for c in _main_containers(t))
+
+
 def _process_counts(argv: list[str]) -> list[str]:
     """Every process count mpirun's own options give (``-np``/``-n``; Hydra reads them with
     two dashes or ``=`` too), before the Python it starts: the arguments after are the

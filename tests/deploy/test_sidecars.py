@@ -164,3 +164,19 @@ def test_distconv_s_own_options_before_the_command_are_read_past():
     del args[i : i + 2]
     (problem,) = manifest_problems(objs)
     assert problem.startswith("Job j-worker container worker: distconv train needs --resume auto")
+
+
+def test_a_shard_started_in_a_shell_is_the_jobs_shard_statefulset():
+    """b2c1449 took ``sh -c "exec distconv pserver ..."`` for a shard (no sidecar), but the
+    ranks' --pservers was still matched against shards found by ``distconv pserver`` in the
+    argv alone: such a job was refused as "--pservers is set but the job has no shard
+    StatefulSet" (review k214). Its addresses, in a shell's words, are not judged; a
+    StatefulSet that runs no shard is still none."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    (sts,) = [o for o in objs if o["kind"] == "StatefulSet"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    container["args"] = ["sh", "-c", "exec " + " ".join(container["args"])]
+    assert manifest_problems(objs) == []
+    container["args"] = ["sh", "-c", "exec sleep infinity"]  # no shard runs at all
+    problems = manifest_problems(objs)
+    assert "Job j-worker: --pservers is set but the job has no shard StatefulSet" in problems
