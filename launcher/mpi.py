@@ -186,15 +186,37 @@ def hosts_arg(hosts: Sequence[Host]) -> str:
     return ",".join(f"{h.name}:{h.slots}" for h in hosts)
 
 
-def refuse_unstartable(program: Program, hosts: Sequence[Host]) -> None:
+#: variables by which a batch system hands mpiexec its hosts without ``-H`` or a hostfile flag
+#: (Hydra and Open MPI read them): the ranks then run on nodes whose files may differ
+SCHEDULER_HOSTS = (
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "PBS_NODEFILE",
+    "LSB_HOSTS",
+    "LSB_MCPU_HOSTS",
+    "PE_HOSTFILE",
+    "COBALT_NODEFILE",
+    "HYDRA_HOST_FILE",
+    "OMPI_MCA_orte_default_hostfile",
+    "PRTE_MCA_prte_default_hostfile",
+)
+
+
+def refuse_unstartable(
+    program: Program, hosts: Sequence[Host], environ: Mapping[str, str] | None = None
+) -> None:
     """Refuse a program of the user's that the kernel cannot start, where every rank runs on
-    this host (no ``hosts``): mpiexec's ranks would only say ``execvp error on file ./run.sh
+    this host (no ``hosts``, and no batch system's host list in ``environ``:
+    :data:`SCHEDULER_HOSTS`): mpiexec's ranks would only say ``execvp error on file ./run.sh
     (No such file or directory)`` of a file that is there (see :func:`start_problem`).
 
     Raises:
         LaunchError: naming the program and why (its ``#!`` interpreter, its execute bit).
     """
+    environ = os.environ if environ is None else environ
     if program.is_train or program.is_script or hosts:  # on other hosts: their own files
+        return
+    if any(environ.get(name) for name in SCHEDULER_HOSTS):  # a login node's files differ
         return
     problem = start_problem(program.argv[0])
     if problem is not None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from launcher.commands import LaunchError, Program
+from launcher.mpi import SCHEDULER_HOSTS, refuse_unstartable
 from launcher.startable import not_started
 from tests.launcher.launch_cli import launch
 
@@ -155,3 +157,15 @@ def test_a_script_the_kernel_knows_no_format_of_is_named_with_why(tmp_path: Path
     last = done.stderr.splitlines()[-1]
     assert last.startswith("distconv-launch local: error: cannot start worker-0 (./run.sh): ")
     assert said in last, last
+
+
+@pytest.mark.parametrize("variable", SCHEDULER_HOSTS)
+def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, variable):
+    """Under Slurm, PBS, LSF or SGE, mpiexec takes its hosts from the allocation, with no -H:
+    a program whose #! interpreter exists only on the compute nodes was refused on the login
+    node, though the ranks would run it (review k213 of 8e3c94f); without such a variable it
+    is refused as before."""
+    program = Program((str(_program(tmp_path, b"#!/opt/on-the-nodes/python\n")),), False)
+    refuse_unstartable(program, [], {variable: "node[1-2]"})
+    with pytest.raises(LaunchError, match="cannot start"):
+        refuse_unstartable(program, [], {variable: ""})
