@@ -19,6 +19,11 @@ from distconv.sync.ps.wire import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 MIN_TIMEOUT = 0.2
 #: the largest file descriptor (a C int) that ``--bind-fd`` may name
 MAX_FD = 2**31 - 1
+#: the largest count a shard tells its workers in ``hello`` (``workers``, ``max_staleness``,
+#: the byte caps...): a 64-bit int, as msgpack carries it; a larger one (an extra digit, or
+#: ``--max-staleness`` 10**20 for "never drop") could not be packed, and every hello was
+#: answered "shard error: OverflowError", naming no flag
+MAX_SETTING = 2**63 - 1
 #: seconds a shard goes on serving after SIGTERM while workers are still in: inside the
 #: 120 s that Kubernetes gives a pod, so a worker stopped by the same eviction checkpoints
 DRAIN_SECONDS = 90.0
@@ -91,6 +96,16 @@ class ShardConfig:
             raise ValueError("--max-message-bytes and --max-frame-bytes must be >= 1")
         if self.max_staleness < 0:
             raise ValueError(f"--max-staleness must be >= 0, got {self.max_staleness}")
+        counts = {
+            "--num-shards": self.num_shards,
+            "--workers": self.workers,
+            "--max-staleness": self.max_staleness,
+            "--max-message-bytes": self.max_message_bytes,
+            "--max-frame-bytes": self.max_frame_bytes,
+        }
+        for flag, count in counts.items():
+            if count > MAX_SETTING:  # told to the workers in hello, which msgpack must carry
+                raise ValueError(f"{flag} must be at most {MAX_SETTING} (2**63 - 1), got {count}")
         if not MIN_TIMEOUT <= self.timeout < math.inf:
             raise ValueError(f"--timeout must be finite and >= {MIN_TIMEOUT}, got {self.timeout}")
         if not 0 <= self.drain_seconds < math.inf:

@@ -1,0 +1,57 @@
+"""A shard's counts that its hello tells the workers fit a 64-bit int, or the shard does not
+start: past it, msgpack could not pack the hello's reply, and every worker was answered
+``shard error: OverflowError: Integer value out of range``, naming no flag (audit k209)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from ps_helpers import REPO_ROOT
+
+from distconv.sync.ps.config import ShardConfig
+
+#: a 64-bit int's largest, as msgpack carries it (config.MAX_SETTING)
+MAX_SETTING = 2**63 - 1
+
+FLAGS = {
+    "--workers": "workers",
+    "--max-staleness": "max_staleness",
+    "--max-message-bytes": "max_message_bytes",
+    "--max-frame-bytes": "max_frame_bytes",
+    "--num-shards": "num_shards",
+}
+
+
+@pytest.mark.parametrize("flag", sorted(FLAGS))
+def test_a_count_past_64_bits_is_refused_naming_its_flag(flag):
+    config = ShardConfig(bind="127.0.0.1:0", insecure=True, **{FLAGS[flag]: 10**20})
+    with pytest.raises(ValueError, match=f"^{flag} must be at most {MAX_SETTING} "):
+        config.check()
+
+
+def test_the_largest_counts_are_told_in_hello(hand):
+    """At the bound itself the shard starts and answers a hello with its settings."""
+    h = hand(max_staleness=MAX_SETTING, max_message_bytes=MAX_SETTING, max_frame_bytes=MAX_SETTING)
+    reply, _ = h.ask({"op": "hello", "host": "h", "digest": "0123456789abcdef"})
+    assert reply["op"] == "ok", reply
+    assert reply["max_staleness"] == reply["max_message_bytes"] == MAX_SETTING
+
+
+def test_the_pserver_command_names_the_flag_in_one_line():
+    """``--max-staleness 10**20`` (never drop, meant): one line and exit 1, not a shard that
+    starts and fails every hello."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--insecure",
+         "--shard", "0", "--num-shards", "1", "--workers", "1", "--mode", "async",
+         "--max-staleness", str(10**20)],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc
+    assert proc.stderr.strip() == (
+        f"distconv pserver: error: --max-staleness must be at most {MAX_SETTING} (2**63 - 1), "
+        f"got {10**20}"
+    )
