@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
 
 SERVER = "server"
 _WORKER = re.compile(r"worker-(\d+)\.key$")
@@ -92,7 +94,24 @@ def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
         raise KeyFileError(f"CURVE key file {path} is unreadable: {exc}") from None
     if secret and private is None:
         raise KeyFileError(f"{path} holds no secret key")
+    for kind, key in (("public", public), ("secret", private)):
+        if key is not None and not _is_curve_key(key):
+            # ZeroMQ refused it only as the socket took it, a bare "ZMQError: Invalid
+            # argument" traceback (a secret), or a shard admitted no worker (a public key)
+            raise KeyFileError(
+                f"CURVE key file {path}: its {kind} key is not a CURVE key (40 Z85 characters; "
+                "a file edited or cut short? make keys with `distconv keys`)"
+            )
     return public, private
+
+
+def _is_curve_key(key: bytes) -> bool:
+    """Whether ``key`` is a CURVE key as certificate files hold it: 40 Z85 characters that
+    decode to 32 bytes (ZeroMQ refuses any other as a socket option)."""
+    try:
+        return len(key) == 40 and len(z85.decode(key)) == 32
+    except (ValueError, KeyError, struct.error):  # a length, a character, a group past 2**32
+        return False
 
 
 def server_keys(directory: str | os.PathLike) -> tuple[bytes, bytes, dict[bytes, int]]:
