@@ -80,7 +80,8 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         default="fail",
         help="async: what losing a worker does to the job (%(default)s): one whose process is "
         "silent past --timeout (no request, no heartbeat), or, with continue, a live one that "
-        "a gather waits for that long (docs/protocol.md); losing rank 0 always fails it",
+        "a gather waits for that long (docs/protocol.md); losing rank 0 always fails it "
+        "(continue is refused with --mode sync, whose steps need every worker)",
     )
     p.add_argument(
         "--timeout",

@@ -90,6 +90,13 @@ class ShardConfig:
             raise ValueError(
                 f"--on-worker-loss must be fail or continue, got {self.on_worker_loss!r}"
             )
+        if self.on_worker_loss == "continue" and self.mode == "sync":
+            # read by async mode alone: a sync step needs every rank's push, so a lost worker
+            # failed the job all the same, where the flag said it would go on
+            raise ValueError(
+                "--on-worker-loss continue needs --mode async: a sync step waits for every "
+                "worker's push, so losing one fails the job whatever this flag says"
+            )
         if self.keep_parts < 0:
             raise ValueError(f"--keep-parts must be >= 0, got {self.keep_parts}")
         if self.max_message_bytes < 1 or self.max_frame_bytes < 1:
