@@ -19,8 +19,13 @@ from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 #: per-step checks over every parameter read these through map(), which loops in C
 _grad, _static = attrgetter("grad"), attrgetter("static")
 
-#: dtypes MPI's built-in SUM adds; 16-bit ones are reduced by hand in float32
-NATIVE_SUM = ("float32", "float64")
+
+def summed_by_hand(dtype: np.dtype) -> bool:
+    """Whether a wire of ``dtype`` is reduced by hand, in float32: the 16-bit floats (float16,
+    bfloat16), which MPI's built-in SUM cannot add. float32, float64 and long double
+    (``MPI_LONG_DOUBLE``) are MPI's own: summing a long double by hand in float32 rounded its
+    sums to float32's 24 bits without a word."""
+    return dtype.itemsize <= 2
 
 
 #: what ``grad_dtype`` may name
@@ -91,11 +96,11 @@ class Bucket:
         self.host = np.zeros(self.size, first.dtype) if self.on_device else self.buffer
         self.target = self.host
         wire = self.host.dtype if wire is None else wire
-        by_hand = wire.name not in NATIVE_SUM  # reduced in equal chunks, one a rank
+        by_hand = summed_by_hand(wire)  # reduced in equal chunks, one a rank
         if wire != self.host.dtype or (by_hand and self.size % world_size):
             padded = -(-self.size // world_size) * world_size
             self.target = np.zeros(padded, dtype=wire)
-        self.compressed = self.target.dtype.name not in NATIVE_SUM
+        self.compressed = summed_by_hand(self.target.dtype)
         self.scratch = np.empty_like(self.target) if self.compressed else None
         # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand)
         self.pieces = [] if self.compressed else [slice(0, self.target.size)]
