@@ -15,6 +15,8 @@ import numpy as np
 from distconv.backend import copy_into, to_host
 from distconv.cores import usable_cores
 from distconv.kernels.parallel import num_threads
+from distconv.messages import exception_line
+from distconv.runtime import RuntimeConfigError
 from distconv.sync.base import SyncError
 from distconv.sync.description import as_sent, digest, first_difference
 
@@ -50,6 +52,33 @@ def import_mpi() -> Any | None:
     except ImportError:
         return None
     return MPI
+
+
+def world_without_mpi() -> SingleRankComm:
+    """The stand-in for ``MPI.COMM_WORLD`` where mpi4py (or its MPI library) is not importable:
+    this process alone.
+
+    Raises:
+        RuntimeConfigError: an MPI launcher started this process as one of several ranks
+            (``PMI_SIZE``, ``OMPI_COMM_WORLD_SIZE``): each would train alone, on its own
+            parameters, and end with status 0 as if the job had been one.
+    """
+    from distconv.distributed import mpi_launcher_size  # it imports the syncs: not at the top
+
+    size = mpi_launcher_size()
+    if size > 1:
+        try:  # again, for the reason import_mpi swallowed
+            from mpi4py import MPI  # noqa: F401
+
+            why = "it did not import when the sync was built"
+        except ImportError as exc:
+            why = exception_line(exc)
+        raise RuntimeConfigError(
+            f"mpi4py cannot be imported ({why}), so the mpi sync trains alone, but an MPI "
+            f"launcher started this process as one of {size} ranks; install it for the MPI "
+            "that started this process (pip install 'distconv[mpi]')"
+        )
+    return SingleRankComm()
 
 
 def threads_allowed(mpi: Any | None) -> bool:
