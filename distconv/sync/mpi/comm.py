@@ -54,18 +54,30 @@ def import_mpi() -> Any | None:
     return MPI
 
 
-def world_without_mpi() -> SingleRankComm:
-    """The stand-in for ``MPI.COMM_WORLD`` where mpi4py (or its MPI library) is not importable:
-    this process alone.
+def job_world(mpi: Any | None) -> Any:
+    """The job's communicator for a sync given none: ``MPI.COMM_WORLD``, or where mpi4py (or
+    its MPI library) is not importable, :class:`SingleRankComm` (this process alone).
 
     Raises:
         RuntimeConfigError: an MPI launcher started this process as one of several ranks
-            (``PMI_SIZE``, ``OMPI_COMM_WORLD_SIZE``): each would train alone, on its own
-            parameters, and end with status 0 as if the job had been one.
+            (``PMI_SIZE``, ``OMPI_COMM_WORLD_SIZE``), but mpi4py does not import, or its MPI
+            library (another than the launcher's) makes it a world of one: each rank would
+            train alone, on its own parameters, and end with status 0 as if the job had been
+            one.
     """
     from distconv.distributed import mpi_launcher_size  # it imports the syncs: not at the top
 
     size = mpi_launcher_size()
+    if mpi is not None:
+        world = mpi.COMM_WORLD
+        if size > 1 and world.Get_size() == 1:
+            library = " ".join(mpi.Get_library_version().split("\n")[0].split())  # 1st line
+            raise RuntimeConfigError(
+                f"an MPI launcher started this process as one of {size} ranks, but MPI says it "
+                f"is alone (rank 0 of 1): mpi4py's MPI library ({library}) is not the "
+                "launcher's; run the mpiexec of that library, or reinstall mpi4py for this one"
+            )
+        return world
     if size > 1:
         try:  # again, for the reason import_mpi swallowed
             from mpi4py import MPI  # noqa: F401

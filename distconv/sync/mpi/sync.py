@@ -57,9 +57,9 @@ from distconv.sync.mpi.comm import (
     SingleRankComm,
     check_poll_seconds,
     import_mpi,
+    job_world,
     rank0_names,
     thread_poll_seconds,
-    world_without_mpi,
 )
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_not_leave
 from distconv.sync.mpi.pieces import PiecePump, Slot, WirePlan, check_sizes, piece_sizes, refusal
@@ -83,8 +83,8 @@ class MPISync(RankCollectives):
         optimizer: the update rule, run on every rank on the summed gradients, averaged inside
             it (``grad_scale``).
         comm: an mpi4py communicator; None takes ``MPI.COMM_WORLD``, or :class:`SingleRankComm`
-            when mpi4py is not installed (:func:`~.comm.world_without_mpi`: a RuntimeConfigError
-            where an MPI launcher started this process as one of several ranks).
+            when mpi4py is not installed (:func:`~.comm.job_world`: a RuntimeConfigError where
+            an MPI launcher started this process as one of several ranks).
         bucket_bytes: gradient bytes per bucket (default :data:`DEFAULT_BUCKET_BYTES`, 4 MiB);
             a parameter larger than that gets a bucket of its own.
         grad_dtype: the dtype on the wire: None (the gradients' own), ``"float32"``,
@@ -144,7 +144,7 @@ class MPISync(RankCollectives):
         self.timeout, self.stream = check_timeout(timeout), stream
         self.mpi = import_mpi() if comm is None or not isinstance(comm, SingleRankComm) else None
         if comm is None:
-            comm = self.mpi.COMM_WORLD if self.mpi is not None else world_without_mpi()
+            comm = job_world(self.mpi)
         mpi = self.mpi  # MPI.IN_PLACE and MPI.SUM; None and None for SingleRankComm
         self._in_place, self._op = (mpi.IN_PLACE, mpi.SUM) if mpi is not None else (None, None)
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
