@@ -1,5 +1,6 @@
 """Long double parameters under MPISync are summed by MPI (``MPI_LONG_DOUBLE``), not by hand
-in float32 as 16-bit wires are: their updates keep long double's precision."""
+in float32 as 16-bit wires are: their updates keep long double's precision (or, on a float64
+wire, float64's)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ def test_one_rank_updates_a_long_double_parameter_as_a_single_process_does():
     got = one_step(MPISync(create_optimizer("sgd", lr=1.0), comm=SingleRankComm()), third)
     # before: -0.3333333432674407959, the float32 sum of a bucket reduced by hand
     assert got.tolist() == expected.tolist()
+
+
+@needs_long
+def test_a_float64_wire_carries_long_double_averages_rounded_to_float64_not_float32():
+    sync = MPISync(create_optimizer("sgd", lr=1.0), comm=SingleRankComm(), grad_dtype="float64")
+    p = Parameter("w", np.zeros(5, np.longdouble))
+    sync.setup([p], {})
+    sync.start_step(3)  # the sum 1 over 3 examples: the wire carries the average, 1/3
+    p.grad[...] = 1
+    p.inc_update(sync)
+    sync.finish_step()
+    # before: -0.3333333432674407959, the average scaled in float32 on its way to the wire
+    assert p.value.tolist() == [np.longdouble(-np.float64(1) / 3)] * 5
 
 
 @needs_long

@@ -101,6 +101,10 @@ class Bucket:
             padded = -(-self.size // world_size) * world_size
             self.target = np.zeros(padded, dtype=wire)
         self.compressed = summed_by_hand(self.target.dtype)
+        # what pack scales in: float32 (a 16-bit sum overflows, an average does not), or a
+        # wider wire's own dtype (float64 from long double: float32 dropped what it carries)
+        wide = self.target.dtype.itemsize > 4
+        self.scaled_in = self.target.dtype if wide else np.dtype(np.float32)
         self.scratch = np.empty_like(self.target) if self.compressed else None
         # what one Iallreduce each reduces (none: a 16-bit wire, reduced by hand)
         self.pieces = [] if self.compressed else [slice(0, self.target.size)]
@@ -180,13 +184,14 @@ class Bucket:
         """Bring the gradients to the host and into the wire dtype (no-ops where not needed).
 
         A bucket that :attr:`averages` is multiplied by ``scale`` (1 / the step's global example
-        count) on the way, in float32: sums over many examples overflow float16, averages do not.
+        count) on the way, in float32 (sums over many examples overflow float16, averages do not)
+        or in the wire dtype where that is wider.
         """
         if self.on_device:
             self.buffer.get(out=self.host)
         if self.averages and (self.casts or scale != 1.0):
             out = self.target[: self.size]
-            np.multiply(self.host, scale, out=out, dtype=np.float32, casting="unsafe")
+            np.multiply(self.host, scale, out=out, dtype=self.scaled_in, casting="unsafe")
 
     def unpack(self) -> None:
         """The reduced gradients back into the gradient buffer (once a step; no-ops where the
