@@ -224,7 +224,9 @@ _STAND_INS: dict[str, Any] = {
     "shard": 0,
     "num_shards": 1,
     "workers": 1,
-    "mode": "sync",
+    # async: the mode whose check takes either --on-worker-loss; with sync, a written
+    # "--on-worker-loss continue" was refused beside a --mode only the cluster knows
+    "mode": "async",
     "max_staleness": 0,
     "timeout": 60.0,
     "on_worker_loss": "fail",

@@ -344,6 +344,34 @@ def test_a_count_the_cluster_fills_in_is_not_judged_by_the_settings_check():
 
 
 @pytest.mark.parametrize(
+    "name, args, refused",
+    [
+        ("pserver", ("--on-worker-loss", "continue"), True),  # rendered --mode sync
+        ("one-worker", ("--on-worker-loss", "continue"), False),  # rendered --mode async
+        ("pserver", ("--mode", "$(MODE)", "--on-worker-loss", "continue"), False),
+        ("pserver", ("--on-worker-loss", "$(LOSS)"), False),
+    ],
+)
+def test_continue_is_refused_beside_sync_and_not_beside_a_mode_the_cluster_fills_in(
+    name, args, refused
+):
+    """A sync shard refuses ``--on-worker-loss continue`` at start, so the checks refuse it; a
+    ``--mode $(MODE)`` from a ConfigMap may be async, which takes it: that manifest was refused
+    as if every shard would exit (review k215 of 3a3b313)."""
+    env = [
+        {"name": var, "valueFrom": {"configMapKeyRef": {"name": "shard-settings", "key": var}}}
+        for var in ("MODE", "LOSS")
+    ]
+    here, problems = _problems_with(name, *args, env=env)
+    expected = [
+        f"{here}: distconv pserver: --on-worker-loss continue needs --mode async: a sync step "
+        "waits for every worker's push, so losing one fails the job whatever this flag says "
+        "(every shard would exit)"
+    ]
+    assert _shard_problems(here, problems) == (expected if refused else [])
+
+
+@pytest.mark.parametrize(
     "args, refused",
     [
         ((), False),  # the rendered one: on the shard's PersistentVolumeClaim
