@@ -22,7 +22,8 @@ def _pserver(keys: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--keys",
          str(keys), "--shard", "0", "--num-shards", "1", "--workers", "2", "--drain-seconds", "0"],
-        capture_output=True, text=True, timeout=3,
+        capture_output=True, text=True, timeout=30,  # a loaded CI machine; a shard that
+        # started serves until then
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )  # fmt: skip
 
