@@ -36,7 +36,7 @@ from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
 from distconv.logs import as_log_line, configure_logging
 from distconv.messages import debugging, exception_line, say
-from distconv.optim import Optimizer, create_optimizer
+from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.stop_request import Preempted
 from distconv.sync import SyncStrategy, create_sync
@@ -93,7 +93,13 @@ def init(
         RuntimeConfigError: the environment is inconsistent or a setting in it malformed, or
             the transport's rank and world size disagree with it.
         ValueError: a ``sync_options`` key no transport takes, or a bad value.
+        TypeError: ``optimizer`` is neither an optimizer nor the name of one.
     """
+    if not isinstance(optimizer, Optimizer | str):  # None built a sync that failed at setup
+        raise TypeError(
+            f"init: optimizer must be an Optimizer or the name of one ({', '.join(OPTIMIZERS)}), "
+            f"got {type(optimizer).__name__} {optimizer!r:.60}"
+        )
     runtime = detect_runtime(flags)
     start_training_process()
     if log_format is not None:

@@ -269,3 +269,11 @@ def test_an_mpi_launch_without_mpi4py_says_so(monkeypatch):
     with pytest.raises(RuntimeConfigError, match=said) as raised:
         build_sync("mpi", create_optimizer("sgd"), runtime, {})
     assert "pip install 'distconv[mpi]'" in str(raised.value)
+
+
+@pytest.mark.parametrize("optimizer", [None, 0.01, {"name": "adam"}])
+def test_init_refuses_an_optimizer_that_is_neither_one_nor_a_name(optimizer):
+    """init(None) returned a sync with no optimizer, which failed only at the first fit's
+    setup ("'NoneType' object has no attribute 'config'")."""
+    with pytest.raises(TypeError, match=r"init: optimizer must be an Optimizer or the name"):
+        init(optimizer, log_format=None)
