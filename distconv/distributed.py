@@ -82,7 +82,8 @@ def init(
             --insecure``) stands for ``insecure=True`` to a parameter server, unless ``flags``
             give keys.
             ``insecure`` beside ``DISTCONV_KEYS`` drops the keys, and says so.
-        **hyperparameters: for an optimizer given by name (``lr=0.01``).
+        **hyperparameters: for an optimizer given by name (``lr=0.01``); refused beside an
+            optimizer built already.
 
     Returns:
         The strategy; its ``rank``, ``world_size`` and ``is_chief`` say who this process is.
@@ -93,12 +94,19 @@ def init(
         RuntimeConfigError: the environment is inconsistent or a setting in it malformed, or
             the transport's rank and world size disagree with it.
         ValueError: a ``sync_options`` key no transport takes, or a bad value.
-        TypeError: ``optimizer`` is neither an optimizer nor the name of one.
+        TypeError: ``optimizer`` is neither an optimizer nor the name of one, or
+            ``hyperparameters`` beside an optimizer (built already: they would be dropped).
     """
     if not isinstance(optimizer, Optimizer | str):  # None built a sync that failed at setup
         raise TypeError(
             f"init: optimizer must be an Optimizer or the name of one ({', '.join(OPTIMIZERS)}), "
             f"got {type(optimizer).__name__} {optimizer!r:.60}"
+        )
+    if hyperparameters and not isinstance(optimizer, str):  # dropped without a word
+        raise TypeError(
+            f"init: hyperparameters {sorted(hyperparameters)} are for an optimizer given by "
+            f"name; {type(optimizer).__name__} is built already with {optimizer.config()}: "
+            "set them where it is made, or pass its name"
         )
     runtime = detect_runtime(flags)
     start_training_process()

@@ -277,3 +277,10 @@ def test_init_refuses_an_optimizer_that_is_neither_one_nor_a_name(optimizer):
     setup ("'NoneType' object has no attribute 'config'")."""
     with pytest.raises(TypeError, match=r"init: optimizer must be an Optimizer or the name"):
         init(optimizer, log_format=None)
+
+
+def test_init_refuses_hyperparameters_beside_an_optimizer_built_already():
+    """init(create_optimizer("adam", lr=0.5), lr=0.01) trained at 0.5 without a word."""
+    with pytest.raises(TypeError, match=r"hyperparameters \['lr'\] are for an optimizer given"):
+        init(create_optimizer("adam", lr=0.5), lr=0.01, log_format=None)
+    assert init(create_optimizer("adam", lr=0.5), log_format=None).optimizer_config()["lr"] == 0.5
