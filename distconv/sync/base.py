@@ -76,6 +76,7 @@ class SyncStrategy(ABC):
         optimizer: the update rule. Where it runs (here, or on the servers) is the strategy's
             business; the Trainer only scales its learning rate and saves its state through
             this interface.
+            An :class:`~distconv.optim.Optimizer` (a name is refused: ``TypeError``).
         rank: this process's rank in the job.
         world_size: how many training processes take part.
 
@@ -95,6 +96,11 @@ class SyncStrategy(ABC):
         _guard_closing(cls)
 
     def __init__(self, optimizer: Optimizer, rank: int = 0, world_size: int = 1) -> None:
+        if not isinstance(optimizer, Optimizer):  # a name failed at setup: "no attribute config"
+            raise TypeError(
+                f"{type(self).__name__} needs an Optimizer, got {type(optimizer).__name__} "
+                f"{optimizer!r:.60}; make one with distconv.optim.create_optimizer(name, lr=...)"
+            )
         if not (world_size >= 1 and 0 <= rank < world_size):
             raise ValueError(f"need 0 <= rank < world_size, got rank {rank} of {world_size}")
         self.optimizer = optimizer
