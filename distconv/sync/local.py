@@ -9,7 +9,7 @@ from typing import Any
 from distconv.backend import copy_into, is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import PER_ROW, StateDict, SyncStrategy
+from distconv.sync.base import PER_ROW, StateDict, SyncError, SyncStrategy
 
 
 class LocalSync(SyncStrategy):
@@ -35,6 +35,8 @@ class LocalSync(SyncStrategy):
         # the parameter each state was made for, weakly: a model dropped from this sync (a
         # sweep's last one) is freed, and its state with it at the next setup
         self._state_of: dict[str, weakref.ref[Parameter]] = {}
+        #: ids of the parameters fired in the step under way; None outside a step
+        self._fired: set[int] | None = None
 
     def init_state(self) -> None:
         """Fresh state for each parameter that has none: a parameter trained again (a second
@@ -55,13 +57,45 @@ class LocalSync(SyncStrategy):
         for name in [n for n, ref in self._state_of.items() if ref() is None]:
             del self._state_of[name], self.state[name]
 
+    def start_step(self, examples: int) -> None:
+        """A step begins: gradients are taken from now until :meth:`finish_step`."""
+        super().start_step(examples)
+        self._fired = set()
+
     def on_gradient(self, param: Parameter) -> None:
+        """Apply the optimizer to ``param`` (averaged over the step's examples), then zero its
+        gradient.
+
+        Raises:
+            SyncError: outside a step (no :meth:`start_step`: the sum was applied unaveraged),
+                for a parameter fired twice in the step (updated twice), or for one not given
+                to :meth:`setup` (no state, or another parameter's of the same name).
+        """
+        fired = self._fired
+        if (
+            fired is None
+            or id(param) in fired
+            or self._state_of.get(param.name, _gone)() is not param
+        ):
+            raise _refusal(param, fired, self._state_of)
+        fired.add(id(param))
         scale = mean_scale(self._examples)
         self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
         param.grad[...] = 0
 
     def finish_step(self) -> None:
-        """Nothing is in flight in a single process."""
+        """Nothing is in flight in a single process: the step ends.
+
+        Raises:
+            SyncError: no step was started (:meth:`start_step`), or it ended already.
+        """
+        if self._fired is None:
+            raise SyncError(f"{type(self).__name__}.finish_step() without start_step()")
+        self._fired = None
+
+    def abandon_step(self) -> None:
+        """The step ends unfinished: gradients are refused until the next :meth:`start_step`."""
+        self._fired = None
 
     def state_dict(self) -> StateDict:
         return self.state
@@ -76,6 +110,26 @@ class LocalSync(SyncStrategy):
             for key, value in buffers.items():
                 if not key.endswith(PER_ROW):
                     copy_into(self.state[name][key], value)
+
+
+def _gone() -> None:
+    """A dead reference's answer, for a parameter with no state at all."""
+
+
+def _refusal(
+    param: Parameter, fired: set[int] | None, state_of: Mapping[str, weakref.ref[Parameter]]
+) -> SyncError:
+    """Why :meth:`LocalSync.on_gradient` cannot take the gradient of ``param``."""
+    name = param.name
+    if fired is None:
+        return SyncError(
+            f"gradient of {name!r} arrived outside a step: call start_step(examples) before "
+            "backward, finish_step() after it"
+        )
+    if id(param) in fired:
+        return SyncError(f"parameter {name!r} fired twice in one step")
+    other = "" if name not in state_of else " (a parameter of that name was: another model's)"
+    return SyncError(f"gradient of {name!r}, which was not given to setup{other}")
 
 
 def _copy_state(fresh: Mapping[str, Any], old: Mapping[str, Any]) -> None:

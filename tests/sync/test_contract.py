@@ -17,3 +17,84 @@ def test_a_sync_refuses_an_optimizer_that_is_not_one(optimizer):
         LocalSync(optimizer)
     with pytest.raises(TypeError, match=r"LocalSync needs an Optimizer"):
         create_sync("local", optimizer=optimizer)
+
+
+def _model(seed: int = 0):
+    """A two-layer network and a batch for it."""
+    import numpy as np
+
+    from distconv.layers import FullyConnected, MSELoss
+    from distconv.network import Network
+
+    rng = np.random.default_rng(seed)
+    net = Network()
+    net.add("fc1", FullyConnected(3, 4), "x")
+    net.add("fc2", FullyConnected(4, 1), "fc1")
+    net.add("loss", MSELoss(), ["fc2", "target"])
+    feeds = {"x": rng.standard_normal((8, 3)), "target": rng.standard_normal((8, 1))}
+    return net, feeds
+
+
+def _local(net):
+    from distconv.optim import create_optimizer
+
+    sync = LocalSync(create_optimizer("sgd", lr=0.1))
+    sync.setup(net.parameters())
+    return sync
+
+
+def _values(net):
+    return [p.value.copy() for p in net.parameters()]
+
+
+def test_local_sync_refuses_a_gradient_outside_a_step_and_changes_nothing():
+    """Without start_step the optimizer took the gradient's sum over 8 examples as it was,
+    an 8 times larger step, without a word; MPISync refuses it."""
+    import numpy as np
+
+    from distconv.sync.base import SyncError
+
+    net, feeds = _model()
+    sync = _local(net)
+    before = _values(net)
+    net.forward(feeds)
+    with pytest.raises(SyncError, match=r"gradient of 'fc2\.\w+' arrived outside a step"):
+        net.backward(sync, loss="loss", loss_scale=8)
+    assert all(np.array_equal(a, p.value) for a, p in zip(before, net.parameters()))
+    with pytest.raises(SyncError, match=r"finish_step\(\) without start_step\(\)"):
+        sync.finish_step()
+
+
+def test_local_sync_refuses_a_parameter_fired_twice_in_a_step():
+    """Two backward passes handing their gradients to the sync in one step updated each
+    parameter twice (accumulation done with the sync instead of a no-op first)."""
+    from distconv.sync.base import SyncError
+
+    net, feeds = _model()
+    sync = _local(net)
+    sync.start_step(8)
+    net.forward(feeds)
+    net.backward(sync, loss="loss", loss_scale=8)
+    net.forward(feeds)
+    with pytest.raises(SyncError, match=r"parameter 'fc2\.\w+' fired twice in one step"):
+        net.backward(sync, loss="loss", loss_scale=8)
+    sync.abandon_step()
+    net.zero_grad()
+    sync.start_step(8)  # a new step takes them again
+    net.forward(feeds)
+    net.backward(sync, loss="loss", loss_scale=8)
+    sync.finish_step()
+
+
+def test_local_sync_refuses_a_parameter_not_given_to_setup():
+    """A second model's parameters of the same names were updated with the first model's
+    optimizer state (its momentum); a parameter with no state at all was a bare KeyError."""
+    from distconv.sync.base import SyncError
+
+    net, feeds = _model()
+    sync = _local(net)
+    other, _ = _model(seed=1)
+    sync.start_step(8)
+    other.forward(feeds)
+    with pytest.raises(SyncError, match=r"not given to setup \(a parameter of that name was"):
+        other.backward(sync, loss="loss", loss_scale=8)
