@@ -304,24 +304,26 @@ def _refuse_world_size_alone(env: Mapping[str, str]) -> None:
         )
 
 
+#: an integer as a launcher writes one: int() also reads "1_0" as 10, a silent wrong rank
+_INTEGER = re.compile(r"\s*[-+]?[0-9]+\s*")
+
+
 def _env_int(env: Mapping[str, str], name: str) -> int:
     text = env[name]
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise RuntimeConfigError(f"{name} must be an integer, got {text!r}") from None
+    if not _INTEGER.fullmatch(text):
+        raise RuntimeConfigError(f"{name} must be an integer, got {text!r}")
+    return int(text)
 
 
 def _flag_int(flags: Mapping[str, Any], key: str, default: int | None) -> int | None:
     if key not in flags:
         return default
     value = flags[key]
-    if isinstance(value, bool) or not isinstance(value, int | str):
+    if isinstance(value, bool) or not (
+        isinstance(value, int) or isinstance(value, str) and _INTEGER.fullmatch(value)
+    ):
         raise RuntimeConfigError(f"{_flag_label(key)} must be an integer, got {value!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise RuntimeConfigError(f"{_flag_label(key)} must be an integer, got {value!r}") from None
+    return int(value)
 
 
 def _check_ranges(runtime: Runtime, where: str) -> None:

@@ -357,3 +357,24 @@ def test_command_line_flags_override_the_environment():
         keys_dir="/k",
         source="flags",
     )
+
+
+@pytest.mark.parametrize(
+    "env,flags,message",
+    [
+        ({"RANK": "1_0", "WORLD_SIZE": "40"}, None, "RANK must be an integer, got '1_0'"),
+        ({"PMI_RANK": "0", "PMI_SIZE": "1_6"}, None, "PMI_SIZE must be an integer, got '1_6'"),
+        (
+            {"JOB_COMPLETION_INDEX": "0", "DISTCONV_WORLD_SIZE": "1_0"},
+            None,
+            "DISTCONV_WORLD_SIZE must",
+        ),
+        ({}, {"rank": "1_0", "world_size": 40}, r"--rank must be an integer, got '1_0'"),
+    ],
+)
+def test_an_integer_with_an_underscore_is_malformed_not_another_rank(env, flags, message):
+    """int() reads "1_0" as 10 (Python's digit grouping): RANK=1_0 made this process rank 10
+    of 40 without a word, where no launcher writes such a number."""
+    with pytest.raises(RuntimeConfigError, match=message):
+        detect(env, flags)
+    assert detect({"RANK": " 3 ", "WORLD_SIZE": "+4"}).rank == 3  # spaces and a sign, as before
