@@ -141,7 +141,8 @@ def detect_runtime(
         raise RuntimeConfigError(
             f"unknown runtime flag(s) {sorted(unknown)}; known: {sorted(_FLAG_KEYS)}"
         )
-    placement, role = _placement(flags, env, hostname), _role(flags, env)
+    role = _role(flags, env)
+    placement = _placement(flags, env, hostname, role)
     if placement.source == "default" and role == "worker" and ENV_WORLD_SIZE in env:
         _refuse_world_size_alone(env)
     runtime = Runtime(
@@ -177,7 +178,7 @@ def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _placement(
-    flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None
+    flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None, role: str
 ) -> _Placement:
     """Rank and world size: flags over the one environment source (or agreeing sources)."""
     if "rank" in flags and "world_size" in flags:
@@ -191,6 +192,13 @@ def _placement(
     rank = _flag_int(flags, "rank", base.rank)
     world = _flag_int(flags, "world_size", base.world_size)
     local = _flag_int(flags, "local_rank", base.local_rank)
+    if found is None and "rank" not in flags and world > 1 and role == "worker":
+        # every worker started so was rank 0: two took one rank, and the job waited for ever
+        raise RuntimeConfigError(
+            f"{_flag_label('world_size')} {world} says the job has {world} workers, but "
+            "nothing says which one this is (no --rank, RANK, MPI rank or "
+            "JOB_COMPLETION_INDEX): each would train as rank 0; give --rank too"
+        )
     source = "flags" if ("rank" in flags or "world_size" in flags) else base.source
     return _Placement(source, rank, world, local, f"rank={rank}, world_size={world}")
 

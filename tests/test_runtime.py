@@ -378,3 +378,13 @@ def test_an_integer_with_an_underscore_is_malformed_not_another_rank(env, flags,
     with pytest.raises(RuntimeConfigError, match=message):
         detect(env, flags)
     assert detect({"RANK": " 3 ", "WORLD_SIZE": "+4"}).rank == 3  # spaces and a sign, as before
+
+
+def test_a_world_size_flag_with_nothing_that_names_the_rank_is_refused():
+    """--world-size 2 alone made every worker rank 0 of 2: two took one rank, none took 1."""
+    with pytest.raises(RuntimeConfigError, match=r"--world-size 2 says the job has 2 workers"):
+        detect({}, {"world_size": 2})
+    assert detect({}, {"world_size": 1}).world_size == 1
+    assert detect({"RANK": "1", "WORLD_SIZE": "2"}, {"world_size": 2}).rank == 1
+    assert detect({}, {"world_size": 2, "rank": 1}).rank == 1
+    assert detect({}, {"world_size": 2, "role": "server"}).rank == 0  # a shard: its --shard
