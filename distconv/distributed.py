@@ -94,20 +94,11 @@ def init(
         RuntimeConfigError: the environment is inconsistent or a setting in it malformed, or
             the transport's rank and world size disagree with it.
         ValueError: a ``sync_options`` key no transport takes, or a bad value.
-        TypeError: ``optimizer`` is neither an optimizer nor the name of one, or
-            ``hyperparameters`` beside an optimizer (built already: they would be dropped).
+        TypeError: ``optimizer`` is neither an optimizer nor the name of one,
+            ``hyperparameters`` beside an optimizer (built already: they would be dropped), or
+            ``flags`` or ``sync_options`` not a mapping.
     """
-    if not isinstance(optimizer, Optimizer | str):  # None built a sync that failed at setup
-        raise TypeError(
-            f"init: optimizer must be an Optimizer or the name of one ({', '.join(OPTIMIZERS)}), "
-            f"got {type(optimizer).__name__} {optimizer!r:.60}"
-        )
-    if hyperparameters and not isinstance(optimizer, str):  # dropped without a word
-        raise TypeError(
-            f"init: hyperparameters {sorted(hyperparameters)} are for an optimizer given by "
-            f"name; {type(optimizer).__name__} is built already with {optimizer.config()}: "
-            "set them where it is made, or pass its name"
-        )
+    _check_arguments(optimizer, hyperparameters, flags=flags, sync_options=sync_options)
     runtime = detect_runtime(flags)
     start_training_process()
     if log_format is not None:
@@ -116,6 +107,30 @@ def init(
         optimizer = create_optimizer(optimizer, **hyperparameters)
     kind = sync or choose_transport(runtime)
     return build_sync(kind, optimizer, runtime, dict(sync_options or {}))
+
+
+def _check_arguments(optimizer: Any, hyperparameters: Mapping[str, Any], **mappings: Any) -> None:
+    """Refuse what :func:`init` would fail on later, or drop, before anything is read or
+    connected: an ``optimizer`` neither one nor a name (None built a sync that failed at
+    setup), ``hyperparameters`` beside a built one (dropped without a word), and ``flags`` or
+    ``sync_options`` that are not mappings (``'str' object has no attribute 'items'``)."""
+    if not isinstance(optimizer, Optimizer | str):
+        raise TypeError(
+            f"init: optimizer must be an Optimizer or the name of one ({', '.join(OPTIMIZERS)}), "
+            f"got {type(optimizer).__name__} {optimizer!r:.60}"
+        )
+    if hyperparameters and not isinstance(optimizer, str):
+        raise TypeError(
+            f"init: hyperparameters {sorted(hyperparameters)} are for an optimizer given by "
+            f"name; {type(optimizer).__name__} is built already with {optimizer.config()}: "
+            "set them where it is made, or pass its name"
+        )
+    for name, value in mappings.items():
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(
+                f"init: {name} must be a mapping (a dict: {{'rank': 1}}), got "
+                f"{type(value).__name__} {value!r:.60}"
+            )
 
 
 def run_main(main: Callable[[], _Result]) -> _Result:

@@ -284,3 +284,11 @@ def test_init_refuses_hyperparameters_beside_an_optimizer_built_already():
     with pytest.raises(TypeError, match=r"hyperparameters \['lr'\] are for an optimizer given"):
         init(create_optimizer("adam", lr=0.5), lr=0.01, log_format=None)
     assert init(create_optimizer("adam", lr=0.5), log_format=None).optimizer_config()["lr"] == 0.5
+
+
+@pytest.mark.parametrize("argument", ["flags", "sync_options"])
+def test_init_refuses_flags_or_sync_options_that_are_not_mappings(argument):
+    """flags="rank=1" was "AttributeError: 'str' object has no attribute 'items'", and
+    sync_options="x" "dictionary update sequence element #0 has length 1; 2 is required"."""
+    with pytest.raises(TypeError, match=rf"init: {argument} must be a mapping .*got str 'x=1'"):
+        init("sgd", log_format=None, **{argument: "x=1"})
