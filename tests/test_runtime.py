@@ -388,3 +388,14 @@ def test_a_world_size_flag_with_nothing_that_names_the_rank_is_refused():
     assert detect({"RANK": "1", "WORLD_SIZE": "2"}, {"world_size": 2}).rank == 1
     assert detect({}, {"world_size": 2, "rank": 1}).rank == 1
     assert detect({}, {"world_size": 2, "role": "server"}).rank == 0  # a shard: its --shard
+
+
+@pytest.mark.parametrize(
+    "bad", ["[]:5555", "h h:5555", "h]:5555", "[h:5555", "h:\u0663", "h:\u00b2"]
+)
+def test_an_address_with_no_host_a_stray_bracket_or_odd_digits_is_not_host_port(bad):
+    """'[]:5555' passed as host '' (the client then said "expected HOST:PORT, got ':5555'",
+    not what was written), 'h h:5555' reached ZeroMQ's "Invalid argument", 'h]:5555' was
+    read as host h, the Arabic-Indic digit three as port 3 and '²' gave int()'s own words."""
+    with pytest.raises(RuntimeConfigError, match=r"--pservers: .* is not host:port"):
+        detect({}, {"pservers": bad})
