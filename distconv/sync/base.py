@@ -135,8 +135,10 @@ class SyncStrategy(ABC):
 
         Raises:
             SyncError: ranks (or servers) disagree; the message names the first difference.
+            ValueError: two parameters of one name (one listed twice is taken once).
         """
-        self.params = trainable(params)  # TypeError for an integer one: no optimizer takes it
+        # TypeError for an integer one: no optimizer takes it
+        self.params = setup_params(trainable(params))
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()
         if state is not None:
@@ -270,6 +272,26 @@ class SyncStrategy(ABC):
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
         server), so close outside an ``except`` clause a failure that was handled.
         """
+
+
+def setup_params(params: Sequence[Parameter]) -> list[Parameter]:
+    """``params`` once each, in order, as :meth:`SyncStrategy.setup` takes them (a transport
+    that overrides it calls this on :func:`~distconv.parameter.trainable`'s list); two
+    different parameters of one name are refused: the optimizer state, checkpoints and the
+    wire know a parameter by its name (both were updated with one Adam state, or the second
+    was refused as fired twice).
+
+    Raises:
+        ValueError: naming the name and the two shapes.
+    """
+    by_name: dict[str, Parameter] = {}
+    for p in params:
+        if by_name.setdefault(p.name, p) is not p:
+            raise ValueError(
+                f"two parameters are named {p.name!r} ({by_name[p.name].shape} and {p.shape}): "
+                "a sync keeps state and checkpoints by name; give each its own"
+            )
+    return list(by_name.values())
 
 
 #: the calls a closed strategy refuses: each would use what :meth:`SyncStrategy.close` let go

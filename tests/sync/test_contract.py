@@ -98,3 +98,29 @@ def test_local_sync_refuses_a_parameter_not_given_to_setup():
     other.forward(feeds)
     with pytest.raises(SyncError, match=r"not given to setup \(a parameter of that name was"):
         other.backward(sync, loss="loss", loss_scale=8)
+
+
+@pytest.mark.parametrize("transport", ["local", "mpi"])
+def test_setup_refuses_two_parameters_of_one_name_and_takes_one_listed_twice(
+    transport, monkeypatch
+):
+    """Two Parameter("w", ...) given to setup shared one optimizer state (both moved by one
+    Adam's moments) under LocalSync, and MPISync called the second 'fired twice'."""
+    import sys
+
+    import numpy as np
+
+    from distconv.optim import create_optimizer
+    from distconv.parameter import Parameter
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # MPI's single-rank stand-in
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+    sync = create_sync(transport, optimizer=create_optimizer("adam", lr=0.1))
+    a, b = Parameter("w", np.ones(3)), Parameter("w", np.ones(4))
+    try:
+        with pytest.raises(ValueError, match=r"two parameters are named 'w' \(\(3,\) and \(4,\)\)"):
+            sync.setup([a, b])
+        sync.setup([a, a])
+        assert sync.params == [a]
+    finally:
+        sync.close()
