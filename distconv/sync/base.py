@@ -34,6 +34,7 @@ import functools
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral
 from typing import Any
 
 from distconv import stop_request
@@ -157,7 +158,16 @@ class SyncStrategy(ABC):
 
     # -- one step -----------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
-        """A step begins; this rank contributes ``examples`` examples to it (over all passes)."""
+        """A step begins; this rank contributes ``examples`` examples to it (over all passes).
+
+        Raises:
+            ValueError: ``examples`` is not a count (an int >= 0): 2.5 was taken as 2, and a
+                negative count averaged nothing (the gradients' sum was applied).
+        """
+        if isinstance(examples, bool) or not isinstance(examples, Integral) or examples < 0:
+            raise ValueError(
+                f"start_step: examples must be a count (an int >= 0), got {examples!r}"
+            )
         self._examples = int(examples)
 
     #: whether :meth:`prefetch` does anything: the strategy keeps ``sparse_rows`` tables

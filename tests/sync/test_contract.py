@@ -124,3 +124,17 @@ def test_setup_refuses_two_parameters_of_one_name_and_takes_one_listed_twice(
         assert sync.params == [a]
     finally:
         sync.close()
+
+
+@pytest.mark.parametrize("examples", [2.5, -8, "8", True])
+def test_start_step_refuses_an_example_count_that_is_not_one(examples):
+    """start_step(2.5) averaged over 2 examples and start_step(-8) applied the gradients'
+    sum (mean_scale of a negative count is 1), both without a word."""
+    import numpy as np
+
+    net, _ = _model()
+    sync = _local(net)
+    with pytest.raises(ValueError, match=r"start_step: examples must be a count"):
+        sync.start_step(examples)
+    sync.start_step(np.int64(8))  # a numpy count is one
+    sync.finish_step()
