@@ -6,6 +6,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from distconv.backend import copy_into, is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
@@ -105,7 +107,15 @@ class LocalSync(SyncStrategy):
 
         Per-row counts of a parameter-server checkpoint (keys ending in :data:`PER_ROW`) have
         no buffer here and are skipped: a whole table keeps the scalar (the largest count).
+        A parameter or key ``state`` lacks keeps its state (a frozen parameter's is not saved).
+
+        Raises:
+            ValueError: ``state`` names a parameter or key that has no buffer here, or gives
+                one of another shape; the message lists each, and nothing is copied.
         """
+        problems = _state_problems(self.state, state)
+        if problems:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         for name, buffers in state.items():
             for key, value in buffers.items():
                 if not key.endswith(PER_ROW):
@@ -130,6 +140,27 @@ def _refusal(
         return SyncError(f"parameter {name!r} fired twice in one step")
     other = "" if name not in state_of else " (a parameter of that name was: another model's)"
     return SyncError(f"gradient of {name!r}, which was not given to setup{other}")
+
+
+def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What in ``theirs`` has no buffer in ``ours``, or one of another shape: a name there was
+    a bare KeyError, and a shape numpy broadcasts ((1,) into (3,)) was copied without a word."""
+    problems = []
+    for name, buffers in theirs.items():
+        if name not in ours:
+            problems.append(f"state for {name!r}, which is no parameter of its setup")
+            continue
+        for key, value in buffers.items():
+            if key.endswith(PER_ROW):
+                continue
+            if key not in ours[name]:
+                problems.append(f"{name!r} has no state {key!r} (it has {sorted(ours[name])})")
+            elif tuple(np.shape(value)) != tuple(ours[name][key].shape):
+                problems.append(
+                    f"{name}/{key}: shape {tuple(np.shape(value))} given, "
+                    f"{tuple(ours[name][key].shape)} here"
+                )
+    return problems
 
 
 def _copy_state(fresh: Mapping[str, Any], old: Mapping[str, Any]) -> None:

@@ -138,3 +138,29 @@ def test_start_step_refuses_an_example_count_that_is_not_one(examples):
         sync.start_step(examples)
     sync.start_step(np.int64(8))  # a numpy count is one
     sync.finish_step()
+
+
+@pytest.mark.parametrize(
+    "state,words",
+    [
+        ({"ghost": {"m": [0.0]}}, r"state for 'ghost', which is no parameter of its setup"),
+        ({"fc2.weight": {"moment": [0.0]}}, r"'fc2.weight' has no state 'moment' \(it has"),
+        ({"fc2.weight": {"m": [0.0]}}, r"fc2.weight/m: shape \(1,\) given, \(1, 4\) here"),
+    ],
+)
+def test_load_state_dict_refuses_state_that_does_not_fit_and_copies_nothing(state, words):
+    """A name the sync has no parameter of was a bare KeyError, and a state of shape (1,) was
+    broadcast into a (1, 4) moment without a word."""
+    import numpy as np
+
+    from distconv.optim import create_optimizer
+
+    net, _ = _model()
+    sync = LocalSync(create_optimizer("adam", lr=0.1))
+    sync.setup(net.parameters())
+    sync.state["fc2.weight"]["m"][...] = 7.0
+    with pytest.raises(ValueError, match=words):
+        sync.setup(net.parameters(), state={**state, "fc1.bias": {"m": np.ones(4)}})
+    assert (sync.state["fc2.weight"]["m"] == 7.0).all() and (sync.state["fc1.bias"]["m"] == 0).all()
+    sync.load_state_dict({"fc1.bias": {"m": np.ones(4), "step_per_row": np.ones(4)}})
+    assert (sync.state["fc1.bias"]["m"] == 1).all()
