@@ -224,10 +224,15 @@ def mpi_launcher_size(environ: Mapping[str, str] | None = None) -> int:
 
 
 def choose_transport(runtime: Runtime) -> str:
-    """The transport a runtime implies: pserver with servers, mpi under mpiexec, else local."""
+    """The transport a runtime implies: pserver with servers, mpi under mpiexec, else local.
+
+    Under mpiexec is where an MPI launcher's variables gave the rank, or say this process is
+    one of several ranks beside flags that gave it (``--world-size 2``, which chose local
+    sync, whose refusal then told the user to pick mpi)."""
     if runtime.pservers:
         return "pserver"
-    if runtime.world_size > 1 and runtime.source in _MPI_SOURCES:
+    under_mpi = runtime.source in _MPI_SOURCES or mpi_launcher_size() > 1
+    if runtime.world_size > 1 and under_mpi:
         return "mpi"
     return "local"
 

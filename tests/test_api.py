@@ -292,3 +292,14 @@ def test_init_refuses_flags_or_sync_options_that_are_not_mappings(argument):
     sync_options="x" "dictionary update sequence element #0 has length 1; 2 is required"."""
     with pytest.raises(TypeError, match=rf"init: {argument} must be a mapping .*got str 'x=1'"):
         init("sgd", log_format=None, **{argument: "x=1"})
+
+
+@pytest.mark.parametrize("flags", [{"world_size": 2}, {"rank": 1, "world_size": 2}])
+def test_flags_beside_an_mpi_launcher_still_imply_the_mpi_sync(monkeypatch, flags):
+    """mpiexec -n 2 distconv train --world-size 2 chose local sync (the source was 'flags',
+    not 'pmi'), which then refused to train: 'use --sync pserver or mpi'."""
+    monkeypatch.setenv("PMI_RANK", "1")
+    monkeypatch.setenv("PMI_SIZE", "2")
+    monkeypatch.delenv("DISTCONV_PSERVERS", raising=False)
+    assert choose_transport(detect_runtime(flags)) == "mpi"
+    assert choose_transport(detect_runtime({"rank": 0, "world_size": 1})) == "local"
