@@ -78,8 +78,8 @@ class SyncStrategy(ABC):
             business; the Trainer only scales its learning rate and saves its state through
             this interface.
             An :class:`~distconv.optim.Optimizer` (a name is refused: ``TypeError``).
-        rank: this process's rank in the job.
-        world_size: how many training processes take part.
+        rank: this process's rank in the job, an int (else ``ValueError``).
+        world_size: how many training processes take part, an int.
 
     Attributes:
         params: the trainable parameters, after :meth:`setup`.
@@ -102,8 +102,13 @@ class SyncStrategy(ABC):
                 f"{type(self).__name__} needs an Optimizer, got {type(optimizer).__name__} "
                 f"{optimizer!r:.60}; make one with distconv.optim.create_optimizer(name, lr=...)"
             )
-        if not (world_size >= 1 and 0 <= rank < world_size):
-            raise ValueError(f"need 0 <= rank < world_size, got rank {rank} of {world_size}")
+        counts = (rank, world_size)  # 1.5 of 2.5 was taken, and "1" a bare TypeError
+        if any(isinstance(n, bool) or not isinstance(n, Integral) for n in counts) or not (
+            world_size >= 1 and 0 <= rank < world_size
+        ):
+            raise ValueError(
+                f"need integers 0 <= rank < world_size, got rank {rank!r} of {world_size!r}"
+            )
         self.optimizer = optimizer
         self.rank = rank
         self.world_size = world_size

@@ -164,3 +164,28 @@ def test_load_state_dict_refuses_state_that_does_not_fit_and_copies_nothing(stat
     assert (sync.state["fc2.weight"]["m"] == 7.0).all() and (sync.state["fc1.bias"]["m"] == 0).all()
     sync.load_state_dict({"fc1.bias": {"m": np.ones(4), "step_per_row": np.ones(4)}})
     assert (sync.state["fc1.bias"]["m"] == 1).all()
+
+
+@pytest.mark.parametrize("rank,world", [(1.5, 2), ("1", 2), (True, 2), (0, 2.5), (0, None)])
+def test_a_sync_refuses_a_rank_or_world_size_that_is_not_an_integer(rank, world):
+    """A transport of one's own (or PServerSync) built with rank 1.5 of 2 was rank 1.5, and
+    rank "1" failed with "'<=' not supported between instances of 'int' and 'str'"."""
+    from distconv.optim import create_optimizer
+    from distconv.sync.base import SyncStrategy
+
+    class Mine(SyncStrategy):
+        def on_gradient(self, param):
+            pass
+
+        def finish_step(self):
+            pass
+
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+    with pytest.raises(ValueError, match=r"need integers 0 <= rank < world_size, got rank"):
+        Mine(create_optimizer("sgd"), rank, world)
+    assert Mine(create_optimizer("sgd"), 1, 2).rank == 1
