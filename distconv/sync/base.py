@@ -31,10 +31,11 @@ out the array as a view into a bucket buffer). Nobody else writes it in that win
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 from distconv import stop_request
@@ -220,7 +221,14 @@ class SyncStrategy(ABC):
 
     # -- optimizer ----------------------------------------------------------------------------
     def set_lr_scale(self, factor: float) -> None:
-        """Train at ``base_lr * factor`` from the next step on (a schedule's value)."""
+        """Train at ``base_lr * factor`` from the next step on (a schedule's value).
+
+        Raises:
+            ValueError: ``factor`` is not a finite number >= 0 (NaN made every weight NaN at
+                the next step, a negative one climbed the loss, both without a word).
+        """
+        if isinstance(factor, bool) or not isinstance(factor, Real) or not 0 <= factor < math.inf:
+            raise ValueError(f"set_lr_scale: factor must be a finite number >= 0, got {factor!r}")
         self.optimizer.scale_lr(factor)
 
     def optimizer_config(self) -> dict[str, Any]:

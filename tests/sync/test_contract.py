@@ -189,3 +189,17 @@ def test_a_sync_refuses_a_rank_or_world_size_that_is_not_an_integer(rank, world)
     with pytest.raises(ValueError, match=r"need integers 0 <= rank < world_size, got rank"):
         Mine(create_optimizer("sgd"), rank, world)
     assert Mine(create_optimizer("sgd"), 1, 2).rank == 1
+
+
+@pytest.mark.parametrize("factor", [float("nan"), float("inf"), -0.5, "0.5", None])
+def test_set_lr_scale_refuses_a_factor_that_is_not_a_finite_rate(factor):
+    """set_lr_scale(nan) made every weight NaN at the next step, and -0.5 trained uphill."""
+    import numpy as np
+
+    net, _ = _model()
+    sync = _local(net)
+    with pytest.raises(ValueError, match=r"set_lr_scale: factor must be a finite number >= 0"):
+        sync.set_lr_scale(factor)
+    assert sync.optimizer.lr == 0.1
+    sync.set_lr_scale(np.float32(0.5))
+    assert sync.optimizer.lr == pytest.approx(0.05)
