@@ -256,12 +256,21 @@ def right_answers(outputs: dict[str, Arg], accuracy: tuple[str, str]) -> Any:
     ``outputs[accuracy[1]]`` (ids, or values of one id per row, flat or in a column).
 
     Raises:
-        NetworkError: the labels are not one per prediction row (one-hot labels, say): numpy
-            would broadcast them, wrongly, when the batch size equals the number of classes.
+        NetworkError: the predictions are not scores of shape ``(N, classes, ...)`` (a loss's
+            value, ids alone), or the labels are not one per prediction row (one-hot labels,
+            say): numpy would broadcast them, wrongly, when the batch size equals the number
+            of classes.
     """
     predictions, labels = (outputs[n] for n in accuracy)
     truth = labels.ids if labels.ids is not None else labels.value
-    answers = predictions.value.argmax(axis=1)
+    scores = predictions.value
+    if scores is None or scores.ndim < 2:  # a loss, ids: numpy's AxisError named neither
+        got = "ids alone" if scores is None else f"shape {tuple(scores.shape)}"
+        raise NetworkError(
+            f"accuracy={tuple(accuracy)}: {accuracy[0]!r} gives {got}; accuracy wants its "
+            "scores, one row of classes per example (the layer before the loss)"
+        )
+    answers = scores.argmax(axis=1)
     if truth.size != answers.size:
         raise NetworkError(
             f"accuracy={tuple(accuracy)}: labels of shape {tuple(truth.shape)} for predictions of "

@@ -8,6 +8,7 @@ import pytest
 from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
+from distconv.network import NetworkError
 from distconv.optim import create_optimizer
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
@@ -188,6 +189,19 @@ def test_an_accuracy_pair_of_a_layer_and_an_input_counts_right_answers(data):
     train, test = data
     history = _trainer(accuracy=("fc2", "label")).fit(train, test, epochs=1)
     assert 0.0 <= history[0]["train_acc"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "pair, got", [(("loss", "label"), r"shape \(\)"), (("label", "label"), "ids alone")]
+)
+def test_an_accuracy_pair_of_no_scores_is_refused_naming_it(data, pair, got):
+    """accuracy=("loss", "label") failed with numpy's "AxisError: axis 1 is out of bounds",
+    and ("label", "label") with "'NoneType' object has no attribute 'argmax'": neither named
+    the pair (audit k195)."""
+    train, test = data
+    said = rf"accuracy=\('{pair[0]}', 'label'\): '{pair[0]}' gives {got}; accuracy wants"
+    with pytest.raises(NetworkError, match=said):
+        _trainer(accuracy=pair).fit(train, test, epochs=1)
 
 
 @pytest.mark.parametrize("blank", ["", "  "])
