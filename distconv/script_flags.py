@@ -30,14 +30,13 @@ from distconv.messages import exception_line
 from distconv.optim import OPTIMIZERS
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import peer_failure
-from distconv.train_args import _float_in, _int_at_least, add_resume_flags, not_blank
+from distconv.train_args import add_resume_flags, int_at_least, not_blank, positive_float
 
 __all__ = ["add_run_flags", "count", "directory", "optimizer", "positive_float", "refusals"]
 
 #: argparse types: an integer of at least ``low``; a finite number above 0; a path that is not
 #: blank (an unset variable names no directory). ``distconv train``'s own, not copies of them.
-count = _int_at_least
-positive_float = _float_in(0.0, float("inf"))
+count = int_at_least
 directory = not_blank
 
 

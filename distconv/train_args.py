@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from distconv.data import DATASETS
 from distconv.job import TrainConfig
@@ -27,7 +27,9 @@ def _number(text: str, kind: type) -> float | int:
         raise argparse.ArgumentTypeError(f"must be {name}, got {text!r}") from None
 
 
-def _int_at_least(low: int):
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low`` (``_number``'s spellings)."""
+
     def parse(text: str) -> int:
         value = _number(text, int)
         if value < low:
@@ -37,7 +39,7 @@ def _int_at_least(low: int):
     return parse
 
 
-_positive_int = _int_at_least(1)
+_positive_int = int_at_least(1)
 
 
 def _port(text: str) -> int:
@@ -48,8 +50,8 @@ def _port(text: str) -> int:
     return value
 
 
-def _float_in(low: float, high: float, *, high_closed: bool = False):
-    """A parser for a finite float in ``(low, high)`` (or ``(low, high]``)."""
+def float_in(low: float, high: float, *, high_closed: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite float in ``(low, high)`` (or ``(low, high]``)."""
 
     def parse(text: str) -> float:
         value = _number(text, float)
@@ -61,13 +63,14 @@ def _float_in(low: float, high: float, *, high_closed: bool = False):
     return parse
 
 
-_positive_float = _float_in(0.0, float("inf"))
+#: an argparse type: a finite number above 0
+positive_float = float_in(0.0, float("inf"))
 
 
 def _mebibytes(text: str) -> float:
     """A positive size in MiB of at least one byte: less rounds to 0 bytes, which the sync
     refused with a traceback."""
-    value = _positive_float(text)
+    value = positive_float(text)
     if int(value * 2**20) < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 byte ({2**-20:g} MiB), got {text}")
     return value
@@ -153,17 +156,17 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument(
         "--optimizer", choices=sorted(OPTIMIZERS), default=d.optimizer, help="(%(default)s)"
     )
-    p.add_argument("--lr", type=_positive_float, help="learning rate (optimizer's default)")
+    p.add_argument("--lr", type=positive_float, help="learning rate (optimizer's default)")
     p.add_argument(
         "--lr-decay",
-        type=_float_in(0.0, 1.0, high_closed=True),
+        type=float_in(0.0, 1.0, high_closed=True),
         default=d.lr_decay,
         help="epoch e (the first is 1, as the log and metrics.jsonl number them) trains at "
         "lr * LR_DECAY**(e-1); 1 keeps it constant (%(default)s)",
     )
     p.add_argument(
         "--seed",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=d.seed,
         help="split, init and shuffle seed (%(default)s)",
     )
@@ -181,7 +184,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
     add_resume_flags(p)
     p.add_argument(
         "--checkpoint-every",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=d.checkpoint_every,
         help="also checkpoint every N steps (0: at epoch ends and on SIGTERM or Ctrl-C only)",
     )
@@ -209,7 +212,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
         help="gradient synchronisation (default: pserver with --pservers, mpi under "
         "mpiexec, else local)",
     )
-    g.add_argument("--rank", type=_int_at_least(0), help="this worker's rank (overrides env)")
+    g.add_argument("--rank", type=int_at_least(0), help="this worker's rank (overrides env)")
     g.add_argument("--world-size", type=_positive_int, help="workers in the job (overrides env)")
     g.add_argument(
         "--job-id",
@@ -228,7 +231,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         help="seconds any wait for a peer may take before the job stops naming it (pserver: "
         "60; mpi: 600, any blocking MPI call, including the other ranks' wait while rank 0 "
         "writes a checkpoint)",
@@ -238,7 +241,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--push-kb",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         help="queued gradients go to their shard once this many KiB wait (pserver; default "
         "1024; 0 sends each gradient during backward as soon as the link is free, and what "
         "is left at the end of the step in messages of the default size)",
@@ -263,7 +266,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--stall-seconds",
-        type=_positive_float,
+        type=positive_float,
         help="/healthz of --health-port turns 503 after this long without a step or a batch "
         f"forwarded; raise it where a checkpoint write may take longer ({d.stall_seconds})",
     )
