@@ -54,6 +54,13 @@ def import_mpi() -> Any | None:
     return MPI
 
 
+def library_line(version: str) -> str:
+    """The library's name and version: the first line of ``MPI_Get_library_version``'s text,
+    its spaces collapsed. Open MPI counts its C string's closing NUL in the text mpi4py
+    returns; the byte went into the error line, and grep took the job's log for binary."""
+    return " ".join(version.split("\0")[0].split("\n")[0].split())
+
+
 def job_world(mpi: Any | None) -> Any:
     """The job's communicator for a sync given none: ``MPI.COMM_WORLD``, or where mpi4py (or
     its MPI library) is not importable, :class:`SingleRankComm` (this process alone).
@@ -71,7 +78,7 @@ def job_world(mpi: Any | None) -> Any:
     if mpi is not None:
         world = mpi.COMM_WORLD
         if size > 1 and world.Get_size() == 1:
-            library = " ".join(mpi.Get_library_version().split("\n")[0].split())  # 1st line
+            library = library_line(mpi.Get_library_version())
             raise RuntimeConfigError(
                 f"an MPI launcher started this process as one of {size} ranks, but MPI says it "
                 f"is alone (rank 0 of 1): mpi4py's MPI library ({library}) is not the "
