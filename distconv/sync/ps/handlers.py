@@ -304,8 +304,9 @@ class RequestHandlers:
         if not self.blocks:
             raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
         lr = header["lr"]
-        if header["count"] < 0 or not math.isfinite(lr) or lr <= 0:  # NaN passes "<= 0"
-            raise WireError(f"push: count {header['count']} < 0, or lr {lr} not finite and > 0")
+        # NaN passes "< 0"; 0 is a schedule's factor 0 (set_lr_scale), which the others take
+        if header["count"] < 0 or not math.isfinite(lr) or lr < 0:
+            raise WireError(f"push: count {header['count']} < 0, or lr {lr} not finite and >= 0")
         params, ids = self._push_blocks(header)
         parts = self._gradient_parts(header, params, ids, arrays)
         rank = header["rank"]

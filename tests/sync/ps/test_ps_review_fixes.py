@@ -58,6 +58,32 @@ def test_a_push_with_a_nan_or_inf_lr_is_refused_and_the_weights_stay_finite(shar
         np.testing.assert_allclose(p.value, q.value, rtol=1e-10, atol=1e-12)
 
 
+def test_a_learning_rate_scale_of_0_trains_as_in_the_other_syncs(shards):
+    """set_lr_scale(0), which the contract takes (a warm-up's start), sent lr 0 and the shard
+    refused the push mid-run ("lr 0.0 not finite and > 0"); LocalSync and MPISync take it:
+    Adam's moments move, the weights do not."""
+    data = batches(2, 4)
+    runs = []
+    for sync in (
+        LocalSync(create_optimizer("adam", lr=0.05)),
+        _sync(shards.start(2, workers=1), optimizer="adam"),
+    ):
+        net = small_net()
+        try:
+            sync.setup(net.parameters())
+            before = [p.value.copy() for p in net.parameters()]
+            sync.set_lr_scale(0)
+            train_steps(net, sync, data[:1])
+            assert all(np.array_equal(a, p.value) for a, p in zip(before, net.parameters()))
+            sync.set_lr_scale(1.0)
+            train_steps(net, sync, data[1:])
+            runs.append([p.value.copy() for p in net.parameters()])
+        finally:
+            sync.close()
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+
+
 def test_a_stateful_optimizer_refuses_a_state_whose_entries_lack_its_keys(shards):
     endpoints = shards.start(2, workers=1)
     net, sync = small_net(), _sync(endpoints, optimizer="adam")
