@@ -79,7 +79,8 @@ class SyncStrategy(ABC):
             business; the Trainer only scales its learning rate and saves its state through
             this interface.
             An :class:`~distconv.optim.Optimizer` (a name is refused: ``TypeError``).
-        rank: this process's rank in the job, an int (else ``ValueError``).
+        rank: this process's rank in the job, an int (a numpy one becomes Python's), else
+            ``ValueError``.
         world_size: how many training processes take part, an int.
 
     Attributes:
@@ -111,8 +112,8 @@ class SyncStrategy(ABC):
                 f"need integers 0 <= rank < world_size, got rank {rank!r} of {world_size!r}"
             )
         self.optimizer = optimizer
-        self.rank = rank
-        self.world_size = world_size
+        self.rank = int(rank)  # numpy's as Python's: msgpack cannot pack an np.int64 rank
+        self.world_size = int(world_size)
         self.params: list[Parameter] = []
         self.firing_order: list[str] = []
         self._examples = 0
