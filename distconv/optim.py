@@ -58,7 +58,12 @@ class Optimizer:
         self.hyper = {k: float(v) for k, v in hyper.items()}
 
     def scale_lr(self, factor: float) -> None:
-        """Set the working rate to ``base_lr * factor`` (a schedule's value for this epoch)."""
+        """Set the working rate to ``base_lr * factor`` (a schedule's value for this epoch).
+
+        Raises:
+            ValueError: ``factor`` is not a finite number >= 0 (NaN made every weight NaN).
+        """
+        _check("factor", factor, low=0.0)  # as SyncStrategy.set_lr_scale refuses it
         self.lr = self.base_lr * float(factor)
 
     def init_state(self, value: Any) -> State:

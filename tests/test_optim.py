@@ -104,6 +104,23 @@ def test_300_steps_of_sums_under_a_schedule_match_torch(name, hyper, torch_cls, 
     np.testing.assert_allclose(ours, p.detach().numpy(), rtol=1e-11, atol=1e-13)
 
 
+@pytest.mark.parametrize("factor", [float("nan"), float("inf"), -0.5, "0.5", None, True])
+def test_scale_lr_refuses_a_factor_that_is_not_a_finite_rate(factor):
+    """SyncStrategy.set_lr_scale refuses these (e007571), but the optimizer's own scale_lr,
+    which a loop driving an optimizer by hand calls, took NaN (every weight NaN at the next
+    update), a negative factor (uphill) and True (1.0) without a word."""
+    opt = create_optimizer("sgd", lr=0.1)
+    w = np.ones(3)
+    with pytest.raises(ValueError, match=r"factor must satisfy 0\.0 <= factor, got"):
+        opt.scale_lr(factor)
+    opt.update(w, np.ones(3), {})
+    np.testing.assert_allclose(w, 0.9)  # at the rate it had
+    opt.scale_lr(np.float32(0.5))
+    assert opt.lr == pytest.approx(0.05)
+    opt.scale_lr(0)  # a warm-up's start
+    assert opt.lr == 0.0
+
+
 def test_sgd_step_by_hand():
     w = np.array([1.0, -2.0, 3.0])
     g = np.array([0.5, 0.5, -1.0])
