@@ -29,6 +29,7 @@ import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 from distconv.endpoint import split_endpoint
@@ -328,7 +329,7 @@ def _flag_int(flags: Mapping[str, Any], key: str, default: int | None) -> int | 
         return default
     value = flags[key]
     if isinstance(value, bool) or not (
-        isinstance(value, int) or isinstance(value, str) and _INTEGER.fullmatch(value)
+        isinstance(value, Integral) or isinstance(value, str) and _INTEGER.fullmatch(value)
     ):
         raise RuntimeConfigError(f"{_flag_label(key)} must be an integer, got {value!r}")
     return int(value)

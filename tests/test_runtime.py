@@ -399,3 +399,18 @@ def test_an_address_with_no_host_a_stray_bracket_or_odd_digits_is_not_host_port(
     read as host h, the Arabic-Indic digit three as port 3 and '²' gave int()'s own words."""
     with pytest.raises(RuntimeConfigError, match=r"--pservers: .* is not host:port"):
         detect({}, {"pservers": bad})
+
+
+def test_numpy_integers_as_rank_flags_are_taken_as_python_ints():
+    """flags={"rank": np.int64(1), "world_size": np.int64(2)} (a rank worked out with numpy)
+    was refused with "--rank must be an integer, got np.int64(1)", though the sync takes
+    numpy's integers; a numpy bool is still no integer."""
+    import numpy as np
+
+    runtime = detect(
+        {}, {"rank": np.int64(1), "world_size": np.int32(2), "local_rank": np.uint8(1)}
+    )
+    assert (runtime.rank, runtime.world_size, runtime.local_rank) == (1, 2, 1)
+    assert {type(runtime.rank), type(runtime.world_size), type(runtime.local_rank)} == {int}
+    with pytest.raises(RuntimeConfigError, match=r"--rank must be an integer, got"):
+        detect({}, {"rank": np.bool_(True), "world_size": 2})
