@@ -35,7 +35,7 @@ from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
 from distconv.logs import as_log_line, configure_logging
-from distconv.messages import debugging, exception_line, say
+from distconv.messages import debugging, say
 from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.stop_request import Preempted
@@ -357,14 +357,7 @@ def _mpi_disagrees(strategy: Any, runtime: Runtime) -> str:
     the launcher, where ``pip install 'distconv[mpi]'`` was the answer."""
     env = f"the environment ({runtime.source}) says rank {runtime.rank} of {runtime.world_size}"
     if strategy.mpi is None:
-        try:  # again, for the reason the sync's own import swallowed
-            from mpi4py import MPI  # noqa: F401
+        from distconv.sync.mpi.comm import mpi4py_missing
 
-            why = "it did not import when the sync was built"
-        except ImportError as exc:
-            why = exception_line(exc)
-        return (
-            f"mpi4py cannot be imported ({why}), so the mpi sync trains alone, but {env}; "
-            "install it for the MPI that started this process (pip install 'distconv[mpi]')"
-        )
+        return mpi4py_missing(env)
     return f"MPI says rank {strategy.rank} of {strategy.world_size}, but {env}"

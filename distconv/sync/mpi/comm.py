@@ -86,18 +86,25 @@ def job_world(mpi: Any | None) -> Any:
             )
         return world
     if size > 1:
-        try:  # again, for the reason import_mpi swallowed
-            from mpi4py import MPI  # noqa: F401
-
-            why = "it did not import when the sync was built"
-        except ImportError as exc:
-            why = exception_line(exc)
-        raise RuntimeConfigError(
-            f"mpi4py cannot be imported ({why}), so the mpi sync trains alone, but an MPI "
-            f"launcher started this process as one of {size} ranks; install it for the MPI "
-            "that started this process (pip install 'distconv[mpi]')"
-        )
+        started = f"an MPI launcher started this process as one of {size} ranks"
+        raise RuntimeConfigError(mpi4py_missing(started))
     return SingleRankComm()
+
+
+def mpi4py_missing(started: str) -> str:
+    """Why the mpi sync trains alone though ``started`` says it has peers ("an MPI launcher
+    started this process as one of 2 ranks"): mpi4py does not import, asked again for the
+    reason :func:`import_mpi` swallowed, with what to install."""
+    try:
+        from mpi4py import MPI  # noqa: F401
+
+        why = "it did not import when the sync was built"
+    except ImportError as exc:
+        why = exception_line(exc)
+    return (
+        f"mpi4py cannot be imported ({why}), so the mpi sync trains alone, but {started}; "
+        "install it for the MPI that started this process (pip install 'distconv[mpi]')"
+    )
 
 
 def threads_allowed(mpi: Any | None) -> bool:
