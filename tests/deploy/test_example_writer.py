@@ -32,6 +32,15 @@ def _write(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.parametrize("args, status", [(["--help"], 0), (["-h"], 0), (["--out"], 2)])
+def test_an_option_to_the_example_writer_is_no_folder(tmp_path, args, status):
+    """`python -m distconv.deploy --help` wrote the examples into a folder named --help."""
+    result = _write(tmp_path, *args)
+    assert result.returncode == status, result.stderr
+    assert "usage: python -m distconv.deploy" in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("blank", ["", "  "])
 def test_a_blank_folder_is_a_usage_error_not_the_working_directory(tmp_path, blank):
     """``python -m distconv.deploy "$OUT"`` with OUT unset wrote pserver/, mpijob/, ... into

@@ -417,23 +417,6 @@ def test_the_checked_in_examples_equal_a_fresh_render(tmp_path):
         assert (REPO_ROOT / "k8s" / rel).read_text() == (fresh / rel).read_text(), rel
 
 
-@pytest.mark.parametrize("args, status", [(["--help"], 0), (["-h"], 0), (["--out"], 2)])
-def test_an_option_to_the_example_writer_is_no_folder(tmp_path, args, status):
-    """`python -m distconv.deploy --help` wrote the examples into a folder named --help."""
-    result = subprocess.run(
-        [sys.executable, "-m", "distconv.deploy", *args],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == status, result.stderr
-    assert "usage: python -m distconv.deploy" in result.stdout + result.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_the_checked_in_examples_pass_the_checks_as_read_from_disk(example):
     objs = [

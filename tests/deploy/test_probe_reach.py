@@ -48,6 +48,17 @@ def _set(flag: str, value: str | None = None, spelled: str | None = None):
     return edit
 
 
+def _judged(problems: list[str], refused: bool, start: str, saying: str) -> None:
+    """``problems`` is one that starts with ``start`` and says ``saying`` if ``refused``,
+    else none."""
+    if refused:
+        (problem,) = problems
+        assert problem.startswith(start), problem
+        assert saying in problem, problem
+    else:
+        assert problems == [], problems
+
+
 @pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
 @pytest.mark.parametrize(
     "edit, words",
@@ -184,13 +195,12 @@ def test_mpi_ranks_without_a_health_port_are_refused(edit, refused):
     (container,) = launcher["template"]["spec"]["containers"]
     container["env"].append(HOST)
     edit(container["args"])
-    problems = manifest_problems(objs)
-    if refused:
-        (problem,) = problems
-        assert problem.startswith("MPIJob j Launcher container launcher: no --health-port")
-        assert "liveness would find no rank" in problem, problem
-    else:
-        assert problems == [], problems
+    _judged(
+        manifest_problems(objs),
+        refused,
+        "MPIJob j Launcher container launcher: no --health-port",
+        "liveness would find no rank",
+    )
 
 
 @pytest.mark.parametrize("kind", ["StatefulSet", "Job"])
@@ -256,13 +266,12 @@ def test_mpi_ranks_the_worker_liveness_cannot_reach_are_refused(host, refused):
     (container,) = launcher["template"]["spec"]["containers"]
     container["env"].append(HOST)
     _set("--health-host", host)(container["args"])
-    problems = manifest_problems(objs)
-    if refused:
-        (problem,) = problems
-        assert problem.startswith(f"MPIJob j Launcher container launcher: --health-host {host}:")
-        assert "liveness asks each rank on 127.0.0.1" in problem, problem
-    else:
-        assert problems == [], problems
+    _judged(
+        manifest_problems(objs),
+        refused,
+        f"MPIJob j Launcher container launcher: --health-host {host}:",
+        "liveness asks each rank on 127.0.0.1",
+    )
 
 
 @pytest.mark.parametrize(
@@ -293,10 +302,9 @@ def test_mpi_ranks_on_ports_the_worker_liveness_does_not_ask_are_refused(port, s
     for container_port in worker["ports"]:
         if container_port["name"] == "health" and port.isdigit():
             container_port["containerPort"] = int(port)
-    problems = manifest_problems(objs)
-    if refused:
-        (problem,) = problems
-        assert problem.startswith("MPIJob j Worker container worker: livenessProbe asks ports")
-        assert "8080-8081, but the ranks listen on" in problem, problem
-    else:
-        assert problems == [], problems
+    _judged(
+        manifest_problems(objs),
+        refused,
+        "MPIJob j Worker container worker: livenessProbe asks ports",
+        "8080-8081, but the ranks listen on",
+    )

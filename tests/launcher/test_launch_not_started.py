@@ -36,12 +36,11 @@ CANNOT_START = pytest.mark.parametrize(
 NO_MPI = ("mpi", "-np", "2", "--mpiexec", "/bin/true", "--mpi-flavor", "mpich", "--dry-run")
 
 
-@CANNOT_START
-def test_a_program_that_cannot_start_is_named_with_why(tmp_path: Path, text, mode, said):
-    program = _program(tmp_path, text, mode)
+def _refused_locally(tmp_path: Path, workers: str, said: str) -> None:
+    """``local --workers N -- ./run.sh`` stops naming worker 0, its program and ``said``."""
     done = launch(
-        "local", "--workers", "2", "--servers", "0", "--run-dir", str(tmp_path / "run"), "--",
-        f"./{program.name}",
+        "local", "--workers", workers, "--servers", "0", "--run-dir", str(tmp_path / "run"),
+        "--", "./run.sh",
         cwd=tmp_path, timeout=60,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
@@ -49,6 +48,12 @@ def test_a_program_that_cannot_start_is_named_with_why(tmp_path: Path, text, mod
     assert last.startswith("distconv-launch local: error: cannot start worker-0 (./run.sh): ")
     assert said in last, last
     assert "Traceback" not in done.stderr
+
+
+@CANNOT_START
+def test_a_program_that_cannot_start_is_named_with_why(tmp_path: Path, text, mode, said):
+    _program(tmp_path, text, mode)
+    _refused_locally(tmp_path, "2", said)
 
 
 def test_a_program_on_path_is_looked_up_there(tmp_path: Path):
@@ -148,15 +153,7 @@ def test_a_script_the_kernel_knows_no_format_of_is_named_with_why(tmp_path: Path
     """A script without a ``#!`` line, or with one behind a Windows editor's byte-order mark
     (invisible in an editor), stopped the launch with a bare ``exec format error`` (k201)."""
     _program(tmp_path, text)
-    done = launch(
-        "local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run"), "--",
-        "./run.sh",
-        cwd=tmp_path, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr
-    last = done.stderr.splitlines()[-1]
-    assert last.startswith("distconv-launch local: error: cannot start worker-0 (./run.sh): ")
-    assert said in last, last
+    _refused_locally(tmp_path, "1", said)
 
 
 @pytest.mark.parametrize("variable", SCHEDULER_HOSTS)

@@ -100,6 +100,19 @@ class Shards:
             proc.stdout.close()
 
 
+def run_pserver(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``distconv pserver --bind 127.0.0.1:0 --shard 0 --num-shards 1 ARGS`` in a process of
+    its own, output captured: for a shard that should refuse to start. A shard that starts
+    serves until ``timeout`` (``subprocess.TimeoutExpired``): long, as a loaded CI machine
+    takes seconds to import and refuse."""
+    return subprocess.run(
+        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
+         "--num-shards", "1", *args],
+        capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+
+
 def small_net(seed: int = 0, dtype=np.float64, hidden: int = 8):
     """The small LeNet of the equivalence tests, every parameter cast to ``dtype`` (``hidden``
     units in its first fully connected layer)."""

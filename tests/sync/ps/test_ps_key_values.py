@@ -5,27 +5,19 @@ refuse that worker's every connection (audit k209)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from ps_helpers import REPO_ROOT
+from ps_helpers import run_pserver
 
 from distconv.sync.ps.keys import KeyFileError, worker_keys
 
 
 def _pserver(keys: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--keys",
-         str(keys), "--shard", "0", "--num-shards", "1", "--workers", "2", "--drain-seconds", "0"],
-        capture_output=True, text=True, timeout=30,  # a loaded CI machine; a shard that
-        # started serves until then
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )  # fmt: skip
+    return run_pserver("--keys", str(keys), "--workers", "2", "--drain-seconds", "0", timeout=30)
 
 
 def _edit(keys: Path, name: str, kind: str, value: str) -> Path:

@@ -4,12 +4,8 @@ start: past it, msgpack could not pack the hello's reply, and every worker was a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
-from ps_helpers import REPO_ROOT
+from ps_helpers import run_pserver
 
 from distconv.sync.ps.config import ShardConfig
 
@@ -43,13 +39,9 @@ def test_the_largest_counts_are_told_in_hello(hand):
 def test_the_pserver_command_names_the_flag_in_one_line():
     """``--max-staleness 10**20`` (never drop, meant): one line and exit 1, not a shard that
     starts and fails every hello."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--insecure",
-         "--shard", "0", "--num-shards", "1", "--workers", "1", "--mode", "async",
-         "--max-staleness", str(10**20)],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )  # fmt: skip
+    proc = run_pserver(
+        "--insecure", "--workers", "1", "--mode", "async", "--max-staleness", str(10**20)
+    )
     assert proc.returncode == 1, proc
     assert proc.stderr.strip() == (
         f"distconv pserver: error: --max-staleness must be at most {MAX_SETTING} (2**63 - 1), "

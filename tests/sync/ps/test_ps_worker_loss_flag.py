@@ -4,12 +4,8 @@ failed the job, as ``fail`` does, where the flag said the job would go on (audit
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
-from ps_helpers import REPO_ROOT
+from ps_helpers import run_pserver
 
 from distconv.sync.ps.config import ShardConfig
 
@@ -32,11 +28,6 @@ def test_the_combinations_that_mean_what_they_say_start(mode, loss):
 
 
 def test_the_pserver_command_says_so_in_one_line():
-    proc = subprocess.run(
-        [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--insecure",
-         "--shard", "0", "--num-shards", "1", "--workers", "2", "--on-worker-loss", "continue"],
-        capture_output=True, text=True, timeout=5,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )  # fmt: skip
+    proc = run_pserver("--insecure", "--workers", "2", "--on-worker-loss", "continue")
     assert proc.returncode == 1, proc
     assert proc.stderr.strip() == f"distconv pserver: error: {SAID}"
