@@ -156,9 +156,11 @@ def test_3d_conv_net_learns_where_the_blob_is():
     sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
     sync.setup(net.parameters())
     losses = []
-    for _ in range(40):
-        losses.append(float(net.forward(batch())["loss"].value))
-        net.backward(sync)
+    for _ in range(40):  # the sync contract's step: the gradients arrive as sums over 16
+        sync.start_step(16)
+        losses.append(float(net.forward(batch(16))["loss"].value))
+        net.backward(sync, loss="loss", loss_scale=16)
+        sync.finish_step()
     first, last = np.mean(losses[:3]), np.mean(losses[-5:])
     assert last < 0.3 * first, f"loss went from {first:.3f} to {last:.3f}"
 
