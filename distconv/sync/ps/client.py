@@ -37,7 +37,7 @@ from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID
-from distconv.sync.base import SyncError, SyncStrategy
+from distconv.sync.base import SyncError, SyncStrategy, setup_params
 from distconv.sync.description import job_description
 from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
@@ -151,7 +151,7 @@ class PServerSync(
         """Compare the job with every shard and rank, seed the shards (rank 0, with the
         restored optimizer ``state`` if any), pull (others)."""
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
-        self.params = trainable(params)  # before any hello: TypeError for an integer one
+        self.params = setup_params(trainable(params))  # before any hello: as the base's
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
         self._by_name = {p.name: i for i, p in enumerate(self.params)}
         # and the sparse rows of a step cut short, kept by the old indices: the parameter now at
