@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -194,6 +194,26 @@ def trainable(params: Iterable[Parameter]) -> list[Parameter]:
         if not p.static:
             _refuse_unless_float(p, "cast it, or make it static")
     return params
+
+
+def setup_params(params: Sequence[Parameter]) -> list[Parameter]:
+    """``params`` once each, in order, as :meth:`~distconv.sync.base.SyncStrategy.setup` takes
+    them (a transport that overrides it calls this on :func:`trainable`'s list); two different
+    parameters of one name are refused: the optimizer state, checkpoints and the wire know a
+    parameter by its name (both were updated with one Adam state, or the second was refused as
+    fired twice).
+
+    Raises:
+        ValueError: naming the name and the two shapes.
+    """
+    by_name: dict[str, Parameter] = {}
+    for p in params:
+        if by_name.setdefault(p.name, p) is not p:
+            raise ValueError(
+                f"two parameters are named {p.name!r} ({by_name[p.name].shape} and {p.shape}): "
+                "a sync keeps state and checkpoints by name; give each its own"
+            )
+    return list(by_name.values())
 
 
 def _refuse_unless_float(p: Parameter, fix: str) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 
 from distconv import stop_request
 from distconv.optim import Optimizer
-from distconv.parameter import Parameter, trainable
+from distconv.parameter import Parameter, setup_params, trainable
 from distconv.stop_request import Preempted
 from distconv.sync.description import job_description
 
@@ -298,24 +298,18 @@ class SyncStrategy(ABC):
         """
 
 
-def setup_params(params: Sequence[Parameter]) -> list[Parameter]:
-    """``params`` once each, in order, as :meth:`SyncStrategy.setup` takes them (a transport
-    that overrides it calls this on :func:`~distconv.parameter.trainable`'s list); two
-    different parameters of one name are refused: the optimizer state, checkpoints and the
-    wire know a parameter by its name (both were updated with one Adam state, or the second
-    was refused as fired twice).
-
-    Raises:
-        ValueError: naming the name and the two shapes.
-    """
-    by_name: dict[str, Parameter] = {}
-    for p in params:
-        if by_name.setdefault(p.name, p) is not p:
-            raise ValueError(
-                f"two parameters are named {p.name!r} ({by_name[p.name].shape} and {p.shape}): "
-                "a sync keeps state and checkpoints by name; give each its own"
-            )
-    return list(by_name.values())
+def step_refusal(
+    name: str, in_step: bool, known: bool = True, twice_in: str = "one step", whose: str = ""
+) -> SyncError:
+    """Why the gradient of parameter ``name`` is refused, in the words of every transport that
+    checks the step's order: outside a step, not given to setup (``known`` False; ``whose`` may
+    add whose it was), or fired twice in ``twice_in`` (``"one step"``, ``"step 3"``)."""
+    if not in_step:
+        hint = "call start_step(examples) before backward, finish_step() after it"
+        return SyncError(f"gradient of {name!r} arrived outside a step: {hint}")
+    if not known:
+        return SyncError(f"gradient of {name!r}, which was not given to setup{whose}")
+    return SyncError(f"parameter {name!r} fired twice in {twice_in}")
 
 
 #: the calls a closed strategy refuses: each would use what :meth:`SyncStrategy.close` let go

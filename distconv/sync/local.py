@@ -11,7 +11,7 @@ import numpy as np
 from distconv.backend import copy_into, is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import PER_ROW, StateDict, SyncError, SyncStrategy
+from distconv.sync.base import PER_ROW, StateDict, SyncError, SyncStrategy, step_refusal
 
 
 class LocalSync(SyncStrategy):
@@ -130,16 +130,9 @@ def _refusal(
     param: Parameter, fired: set[int] | None, state_of: Mapping[str, weakref.ref[Parameter]]
 ) -> SyncError:
     """Why :meth:`LocalSync.on_gradient` cannot take the gradient of ``param``."""
-    name = param.name
-    if fired is None:
-        return SyncError(
-            f"gradient of {name!r} arrived outside a step: call start_step(examples) before "
-            "backward, finish_step() after it"
-        )
-    if id(param) in fired:
-        return SyncError(f"parameter {name!r} fired twice in one step")
-    other = "" if name not in state_of else " (a parameter of that name was: another model's)"
-    return SyncError(f"gradient of {name!r}, which was not given to setup{other}")
+    whose = " (a parameter of that name was: another model's)" if param.name in state_of else ""
+    in_step = fired is not None
+    return step_refusal(param.name, in_step, in_step and id(param) in fired, whose=whose)
 
 
 def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -203,3 +203,37 @@ def test_set_lr_scale_refuses_a_factor_that_is_not_a_finite_rate(factor):
     assert sync.optimizer.lr == 0.1
     sync.set_lr_scale(np.float32(0.5))
     assert sync.optimizer.lr == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("transport", ["local", "mpi"])
+def test_a_gradient_out_of_order_is_refused_in_the_same_words_on_every_transport(
+    transport, monkeypatch
+):
+    """LocalSync and MPISync share one refusal (base.step_refusal): MPISync said only
+    '(no start_step)' where LocalSync said what to call, in words of its own."""
+    import sys
+
+    import numpy as np
+
+    from distconv.optim import create_optimizer
+    from distconv.parameter import Parameter
+    from distconv.sync.base import SyncError
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # MPI's single-rank stand-in
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+    sync = create_sync(transport, optimizer=create_optimizer("sgd", lr=0.1))
+    a, b = Parameter("a", np.ones(3)), Parameter("b", np.ones(2))
+    outside = r"call start_step\(examples\) before backward, finish_step\(\) after it$"
+    try:
+        sync.setup([a])
+        with pytest.raises(SyncError, match=rf"^gradient of 'a' arrived outside a step: {outside}"):
+            sync.on_gradient(a)
+        sync.start_step(1)
+        sync.on_gradient(a)
+        with pytest.raises(SyncError, match=r"^parameter 'a' fired twice in (one step|step 0)$"):
+            sync.on_gradient(a)
+        with pytest.raises(SyncError, match=r"^gradient of 'b', which was not given to setup$"):
+            sync.on_gradient(b)
+        sync.finish_step()
+    finally:
+        sync.close()

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from distconv.sync.base import SyncError
+from distconv.sync.base import SyncError, step_refusal
 
 #: bytes of a full-size allreduce with the communication thread (a bucket's last piece may take
 #: up to 1.5x that, a sliver joining it): a default 4 MiB bucket goes as four
@@ -269,16 +269,12 @@ def refusal(
     outside a step, not given to setup (one of ``given``, the parameters setup was given, that
     has no place was frozen when the buckets were laid out), or fired twice in ``step``."""
     name = param.name
-    if not in_step:
-        return SyncError(f"gradient of {name!r} arrived outside a step (no start_step)")
-    if not known and any(p is param for p in given):
+    if in_step and not known and any(p is param for p in given):
         return SyncError(
             f"gradient of {name!r}, frozen when this step's buckets were laid out: unfreeze it "
             "between steps (the next start_step lays the buckets out again)"
         )
-    if not known:
-        return SyncError(f"gradient of {name!r}, which was not given to setup")
-    return SyncError(f"parameter {name!r} fired twice in step {step}")
+    return step_refusal(name, in_step, known, f"step {step}")
 
 
 class WirePlan:
