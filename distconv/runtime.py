@@ -313,13 +313,13 @@ def _refuse_world_size_alone(env: Mapping[str, str]) -> None:
         )
 
 
-#: an integer as a launcher writes one: int() also reads "1_0" as 10, a silent wrong rank
-_INTEGER = re.compile(r"\s*[-+]?[0-9]+\s*")
+#: an integer as a launcher or a flag writes one: int() also reads "1_0" as 10 (a wrong rank)
+INTEGER_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
 
 
 def _env_int(env: Mapping[str, str], name: str) -> int:
     text = env[name]
-    if not _INTEGER.fullmatch(text):
+    if not INTEGER_TEXT.fullmatch(text):
         raise RuntimeConfigError(f"{name} must be an integer, got {text!r}")
     return int(text)
 
@@ -329,7 +329,7 @@ def _flag_int(flags: Mapping[str, Any], key: str, default: int | None) -> int | 
         return default
     value = flags[key]
     if isinstance(value, bool) or not (
-        isinstance(value, Integral) or isinstance(value, str) and _INTEGER.fullmatch(value)
+        isinstance(value, Integral) or isinstance(value, str) and INTEGER_TEXT.fullmatch(value)
     ):
         raise RuntimeConfigError(f"{_flag_label(key)} must be an integer, got {value!r}")
     return int(value)

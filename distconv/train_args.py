@@ -15,12 +15,15 @@ from collections.abc import Callable, Sequence
 from distconv.data import DATASETS
 from distconv.job import TrainConfig
 from distconv.optim import OPTIMIZERS
+from distconv.runtime import INTEGER_TEXT
 from distconv.sync import TRANSPORTS
 
 
 def _number(text: str, kind: type) -> float | int:
     """``kind(text)``, or the one-line usage error argparse prints for a bad value."""
     try:
+        if kind is int and not INTEGER_TEXT.fullmatch(text):  # int() takes "1_0" as 10
+            raise ValueError(text)
         return kind(text)
     except ValueError:
         name = "an integer" if kind is int else "a number"

@@ -139,3 +139,22 @@ def test_a_blank_health_host_is_refused(capsys):
         train_parser().parse_args(["--health-port", "0", "--health-host", ""])
     assert stopped.value.code == 2
     assert "argument --health-host: must not be empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--rank", "1_0", "--world-size", "40"], "--rank: must be an integer, got '1_0'"),
+        (["--world-size", "1_6"], "--world-size: must be an integer, got '1_6'"),
+        (["--rank", "\u0663", "--world-size", "4"], "--rank: must be an integer, got '\u0663'"),
+        (["--epochs", "1_0"], "--epochs: must be an integer, got '1_0'"),
+    ],
+)
+def test_an_integer_flag_with_an_underscore_or_other_digits_is_refused(argv, words, capsys):
+    """45fbe34 refused RANK=1_0 and flags={'rank': '1_0'}, but distconv train's own flags are
+    turned into ints by argparse first, with int(): --rank 1_0 was rank 10 of 40, the
+    Arabic-Indic digit three rank 3, without a word."""
+    with pytest.raises(SystemExit):
+        train_parser().parse_args(argv)
+    assert words in capsys.readouterr().err
+    assert train_parser().parse_args(["--rank", " +3 ", "--world-size", "4"]).rank == 3
