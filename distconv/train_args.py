@@ -30,11 +30,17 @@ def _number(text: str, kind: type) -> float | int:
         raise argparse.ArgumentTypeError(f"must be {name}, got {text!r}") from None
 
 
+def integer(text: str) -> int:
+    """An argparse type: an integer as written (``-3``, ``+3``; not ``1_0``, which int()
+    reads as 10, nor other scripts' digits)."""
+    return _number(text, int)
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer of at least ``low`` (``_number``'s spellings)."""
 
     def parse(text: str) -> int:
-        value = _number(text, int)
+        value = integer(text)
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value

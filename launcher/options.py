@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from distconv.files import folder
+from distconv.runtime import INTEGER_TEXT
 
 from .supervisor import SETTLE_SECONDS
 
@@ -19,10 +20,9 @@ def at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer of at least ``low``."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if not INTEGER_TEXT.fullmatch(text):  # int() reads "1_0" as 10
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
+        value = int(text)
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value

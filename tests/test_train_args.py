@@ -158,3 +158,24 @@ def test_an_integer_flag_with_an_underscore_or_other_digits_is_refused(argv, wor
         train_parser().parse_args(argv)
     assert words in capsys.readouterr().err
     assert train_parser().parse_args(["--rank", " +3 ", "--world-size", "4"]).rank == 3
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["pserver", "--shard", "1_0"], "--shard: must be an integer, got '1_0'"),
+        (["pserver", "--workers", "\u0663"], "--workers: must be an integer, got '\u0663'"),
+        (["pserver", "--health-port", "8_080"], "--health-port: must be an integer, got '8_080'"),
+        (["keys", "d", "--workers", "1_6"], "--workers: must be an integer, got '1_6'"),
+    ],
+)
+def test_a_shard_s_integer_flag_is_read_as_distconv_train_reads_one(argv, words, capsys):
+    """3348e68 refused --rank 1_0 in distconv train, but distconv pserver and keys read their
+    integers with int(): --shard 1_0 --num-shards 20 served shard 10 without a word."""
+    from distconv.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert words in capsys.readouterr().err
+    shard = ["pserver", "--bind", "h:1", "--shard", " +3 ", "--num-shards", "4", "--workers", "2"]
+    assert build_parser().parse_args(shard).shard == 3

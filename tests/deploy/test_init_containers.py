@@ -64,7 +64,7 @@ def test_the_shards_beside_an_init_container_are_still_held_to_serving():
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--workers", "two"], "argument --workers: invalid int value: 'two'"),
+        (["--workers", "two"], "argument --workers: must be an integer, got 'two'"),
         (["--workers", "4"], "the following arguments are required: --bind, --shard, --num-shards"),
     ],
 )

@@ -61,17 +61,17 @@ def test_a_rendered_shard_passes_and_a_flag_it_does_not_take_is_caught(name):
     [
         (["--bogus-flag", "1"], "unrecognized arguments: --bogus-flag 1"),
         (["--bogus-flag=1"], "unrecognized arguments: --bogus-flag=1"),
-        (["--workers", "two"], "argument --workers: invalid int value: 'two'"),
+        (["--workers", "two"], "argument --workers: must be an integer, got 'two'"),
         (["--mode", "bsp"], "argument --mode: invalid choice: 'bsp'"),
         (["--health-port", "70000"], "argument --health-port: a port is 0..65535, got 70000"),
         (["--timeout"], "argument --timeout: expected one argument"),
         (["--max", "3"], "ambiguous option: --max could match --max-staleness"),
         (["--insecure"], "argument --insecure: not allowed with argument --keys"),
         (["-h"], "-h/--help prints the usage and exits"),
-        # a renamed variable: the kubelet leaves the reference as written, int() refuses it
-        (["--shard", "$(SHARD_INDEX)"], "argument --shard: invalid int value: '$(SHARD_INDEX)'"),
+        # a renamed variable: the kubelet leaves the reference as written; not an integer
+        (["--shard", "$(SHARD_INDEX)"], "--shard: must be an integer, got '$(SHARD_INDEX)'"),
         # $$ is a literal $: no expansion
-        (["--shard", "$$(DISTCONV_SHARD)"], "invalid int value: '$(DISTCONV_SHARD)'"),
+        (["--shard", "$$(DISTCONV_SHARD)"], "must be an integer, got '$(DISTCONV_SHARD)'"),
     ],
 )
 def test_what_the_shard_would_refuse_is_reported_naming_the_flag(args, words, capsys):
@@ -112,7 +112,7 @@ def test_placeholders_are_read_as_the_kubelet_fills_them_in():
     # to one defined after it: the kubelet leaves the reference as written, int() refuses it
     here, problems = _problems_with("pserver", "--keep-parts", "$(M)", env=nested[::-1])
     assert _shard_problems(here, problems) == [
-        f"{here}: distconv pserver: argument --keep-parts: invalid int value: '$(T)' "
+        f"{here}: distconv pserver: argument --keep-parts: must be an integer, got '$(T)' "
         "(every shard would exit)"
     ]
     # a variable filled in may stand for a flag; the tokens around it are still read
@@ -126,7 +126,7 @@ def test_env_from_a_config_map_may_define_any_name():
     objs = copy.deepcopy(render_manifests(**CONFIGS["pserver"]))
     here, container = _shards(objs)
     container["args"] += ["--max-staleness", "$(STALENESS)"]
-    assert "invalid int value: '$(STALENESS)'" in "; ".join(manifest_problems(objs))
+    assert "must be an integer, got '$(STALENESS)'" in "; ".join(manifest_problems(objs))
     container["envFrom"] = [{"configMapRef": {"name": "shard-settings"}}]
     assert manifest_problems(objs) == []
 
@@ -166,13 +166,13 @@ def test_a_flag_written_out_is_refused_whatever_the_value_filled_in():
     dup = [{"name": "S", "valueFrom": CONFIG_KEY}, {"name": "S", "value": "x"}]
     here, problems = _problems_with("pserver", "--max-staleness", "$(S)", env=dup)
     assert _shard_problems(here, problems) == [
-        f"{here}: distconv pserver: argument --max-staleness: invalid int value: 'x' "
+        f"{here}: distconv pserver: argument --max-staleness: must be an integer, got 'x' "
         "(every shard would exit)"
     ]
     for empty in ({"name": "E"}, {"name": "E", "value": None}):
         here, problems = _problems_with("pserver", "--keep-parts", "$(E)", env=[empty])
         assert _shard_problems(here, problems) == [
-            f"{here}: distconv pserver: argument --keep-parts: invalid int value: '' "
+            f"{here}: distconv pserver: argument --keep-parts: must be an integer, got '' "
             "(every shard would exit)"
         ]
 
@@ -212,7 +212,7 @@ def test_a_required_flag_may_be_in_a_token_the_cluster_fills_in():
     # what the checks can still prove is refused: a value it cannot read, a flag it does not take
     here, problems = _shard_with(ARGS_FROM_A_CONFIG_MAP, "--workers", "two", "--bogus")
     assert problems == [
-        f"{here}: distconv pserver: argument --workers: invalid int value: 'two' "
+        f"{here}: distconv pserver: argument --workers: must be an integer, got 'two' "
         "(every shard would exit)"
     ]
     here, problems = _shard_with(ARGS_FROM_A_CONFIG_MAP, "--bogus")

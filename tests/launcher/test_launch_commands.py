@@ -301,6 +301,8 @@ def test_train_needs_servers_for_several_workers(tmp_path):
     [
         (["local"], "the following arguments are required: --workers"),
         (["local", "--workers", "0"], "must be >= 1, got 0"),
+        (["local", "--workers", "1_0"], "--workers: must be an integer, got '1_0'"),  # not 10
+        (["local", "--workers", "1", "--servers", "\u0663"], "must be an integer, got '\u0663'"),
         (["local", "--workers", "2", "--grace", "-1"], "must be finite and >= 0"),
         (["mpi", "-np", "2", "--hostfile", "f", "-H", "a"], "not allowed with argument"),
     ],

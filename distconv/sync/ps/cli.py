@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from distconv.files import folder, folder_problem
 from distconv.job import TrainConfig
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
-from distconv.train_args import not_blank
+from distconv.train_args import integer, not_blank
 from distconv.transport_flags import refuse_probe_flags_without_port
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class PserverStartError(ValueError):
 
 def port(text: str) -> int:
     """A TCP port number, 0..65535 (argparse names the flag in its error)."""
-    number = int(text)
+    number = integer(text)
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0..65535, got {number}")
     return number
@@ -60,17 +60,17 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     )
     p.add_argument(
         "--bind-fd",
-        type=int,
+        type=integer,
         help="serve on this inherited file descriptor, a TCP socket already listening on "
         "--bind's address and port (distconv-launch reserves its shards' ports so)",
     )
-    p.add_argument("--shard", type=int, required=True, help="this shard's index, from 0")
-    p.add_argument("--num-shards", type=int, required=True, help="shards in the job")
-    p.add_argument("--workers", type=int, required=True, help="workers in the job")
+    p.add_argument("--shard", type=integer, required=True, help="this shard's index, from 0")
+    p.add_argument("--num-shards", type=integer, required=True, help="shards in the job")
+    p.add_argument("--workers", type=integer, required=True, help="workers in the job")
     p.add_argument("--mode", choices=("sync", "async"), default="sync", help="(%(default)s)")
     p.add_argument(
         "--max-staleness",
-        type=int,
+        type=integer,
         default=4,
         help="async: drop a gradient more than this many updates behind (%(default)s)",
     )
@@ -110,7 +110,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     )
     p.add_argument(
         "--keep-parts",
-        type=int,
+        type=integer,
         default=3,
         help="checkpoint parts kept when the chief does not say (%(default)s, as the trainer's "
         "--keep-checkpoints; 0: all)",
@@ -122,14 +122,14 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     )
     p.add_argument(
         "--max-message-bytes",
-        type=int,
+        type=integer,
         default=1 << 30,
         help="largest array payload of one request (%(default)s); bounds what the shard "
         "processes, not what ZeroMQ buffers to receive it",
     )
     p.add_argument(
         "--max-frame-bytes",
-        type=int,
+        type=integer,
         default=16 << 20,
         help="largest array frame, or --max-message-bytes if smaller (%(default)s: 16 default "
         "blocks); ZeroMQ closes a connection sending a larger one before buffering it",
@@ -259,7 +259,7 @@ def add_keys(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "dir", type=folder, help="directory to write (created; existing keys are never replaced)"
     )
-    p.add_argument("--workers", type=int, required=True, help="workers in the job")
+    p.add_argument("--workers", type=integer, required=True, help="workers in the job")
     p.set_defaults(handler=run_keys)
 
 
