@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from distconv.kernels.shape import is_int
 
 if TYPE_CHECKING:  # duck-typed at run time: sampler is imported by the layers (init.set_seed)
     from distconv.data import Dataset
@@ -103,7 +104,7 @@ def check_seed(seed: int, whose: str = "the shuffle's") -> None:
 
 
 def _is_count(value: Any, low: int) -> bool:
-    return not isinstance(value, bool) and isinstance(value, Integral) and value >= low
+    return is_int(value) and value >= low
 
 
 def check_count(name: str, value: Any, low: int) -> None:

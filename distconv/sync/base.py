@@ -35,10 +35,11 @@ import math
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 from distconv import stop_request
+from distconv.kernels.shape import is_int
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, setup_params, trainable
 from distconv.stop_request import Preempted
@@ -105,9 +106,7 @@ class SyncStrategy(ABC):
                 f"{optimizer!r:.60}; make one with distconv.optim.create_optimizer(name, lr=...)"
             )
         counts = (rank, world_size)  # 1.5 of 2.5 was taken, and "1" a bare TypeError
-        if any(isinstance(n, bool) or not isinstance(n, Integral) for n in counts) or not (
-            world_size >= 1 and 0 <= rank < world_size
-        ):
+        if not all(map(is_int, counts)) or not (world_size >= 1 and 0 <= rank < world_size):
             raise ValueError(
                 f"need integers 0 <= rank < world_size, got rank {rank!r} of {world_size!r}"
             )
@@ -171,7 +170,7 @@ class SyncStrategy(ABC):
             ValueError: ``examples`` is not a count (an int >= 0): 2.5 was taken as 2, and a
                 negative count averaged nothing (the gradients' sum was applied).
         """
-        if isinstance(examples, bool) or not isinstance(examples, Integral) or examples < 0:
+        if not is_int(examples) or examples < 0:
             raise ValueError(
                 f"start_step: examples must be a count (an int >= 0), got {examples!r}"
             )
