@@ -42,13 +42,9 @@ from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, closing_error
-from distconv.sync.description import digest
 from distconv.sync.mpi.buckets import (
     Bucket,
-    build_buckets,
     grads_moved,
-    layout_params,
-    widening,
     wire_dtype,
 )
 from distconv.sync.mpi.collectives import RankCollectives
@@ -61,8 +57,9 @@ from distconv.sync.mpi.comm import (
     rank0_names,
     thread_poll_seconds,
 )
+from distconv.sync.mpi.layout import BucketLayout
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_not_leave
-from distconv.sync.mpi.pieces import PiecePump, Slot, WirePlan, check_sizes, piece_sizes, refusal
+from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.updates import update_after_all, update_as_reduced
@@ -76,7 +73,7 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-class MPISync(RankCollectives):
+class MPISync(BucketLayout, RankCollectives):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
@@ -187,6 +184,7 @@ class MPISync(RankCollectives):
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         self._open = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
+        self._check.drain()  # an abandoned step's, posted on every rank: setup meets after it
         try:
             super().setup(params, {**(config or {}), **wire}, state)
         except JobMismatch:
@@ -202,45 +200,6 @@ class MPISync(RankCollectives):
             self._thread = CommThread(self._reduce, seconds)
         self._lay_out([p.name for p in reversed(self.params)], again=True)
         self._open = None
-
-    # -- layout -----------------------------------------------------------------------------
-    def set_firing_order(self, names: Sequence[str]) -> None:
-        """Use the Network's recorded firing order from the next step on (a tuple: a list changed
-        in place would escape :meth:`start_step`'s identity test)."""
-        self.firing_order = tuple(names)
-        if self.params and not self._in_step:
-            self._lay_out(self.firing_order)
-
-    def _lay_out(self, order: Sequence[str], again: bool = False) -> None:
-        """Rebuild the buckets in ``order`` (names not in it follow in reverse network order;
-        frozen parameters have no place); ``again``: even where the order is unchanged."""
-        self._laid_from = order
-        params = layout_params(order, self.params)
-        names = [p.name for p in params]
-        if names == self._layout_order and not again:
-            return
-        spare = self._thread is not None  # it zeroes the used buffers while backward runs
-        largest = max((p.grad.nbytes for p in params), default=0)  # in a bucket of its own
-        widen = widening(params, self._wire)  # a wire wider than the gradients holds more
-        sizes = piece_sizes(self._pieces_asked, spare, self.bucket_bytes, largest, widen)
-        self.piece_sizes = sizes
-        self.buckets = build_buckets(
-            params, self.bucket_bytes, self._wire, self.world_size, spare, *sizes, self.stream
-        )
-        self._layout_order = names
-        # the pump moves the pieces on as their gradients arrive: onto the wire, gradient by
-        # gradient, or to the thread, a 16-bit bucket (reduced by hand) whole at its place
-        thread = self._thread is not None
-        plan = WirePlan(self.buckets, self.stream, whole=thread)
-        self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
-        self._used = UsedParams(self.comm, len(names), self.mpi.MAX if self.mpi else None)
-        # piece k of the layout (a whole 16-bit bucket, or a piece of another) to the thread
-        hand_off = (lambda k: self._thread.submit(*self._owners[k])) if thread else None
-        self._pump = plan.pump(
-            self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
-        )
-        self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
-        self._layout_hash = int(digest(self._layout)[:15], 16)
 
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
@@ -273,6 +232,13 @@ class MPISync(RankCollectives):
             self._pump.reset()
         if self._thread is not None:
             self._thread.relax()
+
+    def abandon_step(self) -> None:
+        """The step ends unfinished: later gradients and ``finish_step`` are refused as outside
+        a step (LocalSync's ``_fired = None`` broke them here). It stays open: ``start_step``
+        refuses and ``close`` aborts where other ranks may wait in its collectives, until the
+        next :meth:`setup`, which completes its step check first."""
+        self._in_step = False
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else

@@ -1,0 +1,68 @@
+"""How :class:`~distconv.sync.mpi.sync.MPISync` lays its gradients out: buckets in the first
+pass's firing order (before that, the reverse of the network's), their pieces on the wire, and
+the layout's digest that every step's check compares across ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from distconv.sync.description import digest
+from distconv.sync.mpi.buckets import Bucket, build_buckets, layout_params, widening
+from distconv.sync.mpi.pieces import PiecePump, Slot, WirePlan, piece_sizes
+from distconv.sync.mpi.thread import CommThread
+from distconv.sync.mpi.used import UsedParams
+
+
+class BucketLayout:
+    """The layout half of :class:`~distconv.sync.mpi.sync.MPISync`, which sets what it reads
+    (``params``, ``bucket_bytes``, ``stream``, ``_wire``, ``_pieces_asked``, ``_thread``,
+    ``_grad_comm``, ...) and gives :meth:`_complete_check`."""
+
+    params: list[Any]
+    buckets: list[Bucket]
+    firing_order: Sequence[str]
+    _in_step: bool
+    _thread: CommThread | None
+    _slot: dict[str, Slot]
+    _pump: PiecePump | None
+    _used: UsedParams
+    _complete_check: Callable[[], None]  # MPISync's: the step check, before the first piece
+
+    def set_firing_order(self, names: Sequence[str]) -> None:
+        """Use the Network's recorded firing order from the next step on (a tuple: a list changed
+        in place would escape :meth:`start_step`'s identity test)."""
+        self.firing_order = tuple(names)
+        if self.params and not self._in_step:
+            self._lay_out(self.firing_order)
+
+    def _lay_out(self, order: Sequence[str], again: bool = False) -> None:
+        """Rebuild the buckets in ``order`` (names not in it follow in reverse network order;
+        frozen parameters have no place); ``again``: even where the order is unchanged."""
+        self._laid_from = order
+        params = layout_params(order, self.params)
+        names = [p.name for p in params]
+        if names == self._layout_order and not again:
+            return
+        spare = self._thread is not None  # it zeroes the used buffers while backward runs
+        largest = max((p.grad.nbytes for p in params), default=0)  # in a bucket of its own
+        widen = widening(params, self._wire)  # a wire wider than the gradients holds more
+        sizes = piece_sizes(self._pieces_asked, spare, self.bucket_bytes, largest, widen)
+        self.piece_sizes = sizes
+        self.buckets = build_buckets(
+            params, self.bucket_bytes, self._wire, self.world_size, spare, *sizes, self.stream
+        )
+        self._layout_order = names
+        # the pump moves the pieces on as their gradients arrive: onto the wire, gradient by
+        # gradient, or to the thread, a 16-bit bucket (reduced by hand) whole at its place
+        thread = self._thread is not None
+        plan = WirePlan(self.buckets, self.stream, whole=thread)
+        self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
+        self._used = UsedParams(self.comm, len(names), self.mpi.MAX if self.mpi else None)
+        # piece k of the layout (a whole 16-bit bucket, or a piece of another) to the thread
+        hand_off = (lambda k: self._thread.submit(*self._owners[k])) if thread else None
+        self._pump = plan.pump(
+            self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
+        )
+        self._layout = {f"bucket {b.index}": b.describe() for b in self.buckets}
+        self._layout_hash = int(digest(self._layout)[:15], 16)

@@ -1,0 +1,62 @@
+"""mpiexec -n 2 python -m mpi4py run_abandon.py OUT MODE: every rank abandons step 0 after one
+of its two gradients fired. ``refused``: each then hands in the other gradient, finishes and
+starts a step, writing what each call raised to ``OUT/refused<rank>.json``, and closes (which
+ends the job: the step stays open). ``refit``: each sets the sync up again (a second fit),
+trains one step, writes ``OUT/values<rank>.npz`` and closes cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.mpi import MPISync
+
+
+def what_raises(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - recorded for the test to judge
+        return f"{type(exc).__name__}: {exc}"
+    return "nothing"
+
+
+def main() -> None:
+    out, mode = Path(sys.argv[1]), sys.argv[2]
+    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, timeout=60)
+    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
+    try:
+        sync.setup(params, {})
+        sync.start_step(1)
+        params[1].grad += 1.0
+        params[1].inc_update(sync)
+        sync.abandon_step()  # as the Trainer does when a layer raises mid-backward
+        if mode == "refused":
+            said = {
+                "gradient": what_raises(lambda: params[0].inc_update(sync)),
+                "finish_step": what_raises(sync.finish_step),
+                "start_step": what_raises(lambda: sync.start_step(1)),
+            }
+            (out / f"refused{sync.rank}.json").write_text(json.dumps(said))
+            return
+        sync.setup(params, {})
+        for p in params:
+            p.grad[...] = 0
+        sync.start_step(1)
+        for p in reversed(params):
+            p.grad += sync.rank + 1.0
+            p.inc_update(sync)
+        sync.finish_step()
+        np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
+    finally:
+        sync.close()
+
+
+if __name__ == "__main__":
+    main()
