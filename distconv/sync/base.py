@@ -290,6 +290,9 @@ class SyncStrategy(ABC):
     def close(self) -> None:
         """Release sockets, communicators and threads.
 
+        A step under way ends with it, unfinished: a gradient handed in after it is refused
+        (:class:`SyncError`) and updates nothing.
+
         Whoever built the strategy closes it, in a ``finally`` (``distconv.job.train`` does).
         An exception propagating then (:func:`closing_error`) is a failure the other ranks
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
@@ -298,11 +301,19 @@ class SyncStrategy(ABC):
 
 
 def step_refusal(
-    name: str, in_step: bool, known: bool = True, twice_in: str = "one step", whose: str = ""
+    name: str,
+    in_step: bool,
+    known: bool = True,
+    twice_in: str = "one step",
+    whose: str = "",
+    closed: bool = False,
 ) -> SyncError:
     """Why the gradient of parameter ``name`` is refused, in the words of every transport that
-    checks the step's order: outside a step, not given to setup (``known`` False; ``whose`` may
-    add whose it was), or fired twice in ``twice_in`` (``"one step"``, ``"step 3"``)."""
+    checks the step's order: after :meth:`~SyncStrategy.close` (``closed``), outside a step,
+    not given to setup (``known`` False; ``whose`` may add whose it was), or fired twice in
+    ``twice_in`` (``"one step"``, ``"step 3"``)."""
+    if closed:  # "call start_step" would send the reader to a call the closed sync refuses
+        return SyncError(f"gradient of {name!r} arrived after close(): make a new sync to go on")
     if not in_step:
         hint = "call start_step(examples) before backward, finish_step() after it"
         return SyncError(f"gradient of {name!r} arrived outside a step: {hint}")
@@ -314,7 +325,7 @@ def step_refusal(
 #: the calls a closed strategy refuses: each would use what :meth:`SyncStrategy.close` let go
 #: (sockets, communicators, the watchdog) or train on without the peers that left.
 #: ``on_gradient`` is not among them: it runs per gradient, inside a step that ``start_step``
-#: already refused.
+#: already refused, or that ``close`` ended.
 NEEDS_OPEN = (
     "setup",
     "broadcast_parameters",

@@ -79,7 +79,7 @@ class LocalSync(SyncStrategy):
             or id(param) in fired
             or self._state_of.get(param.name, _gone)() is not param
         ):
-            raise _refusal(param, fired, self._state_of)
+            raise _refusal(param, fired, self._state_of, self.closed)
         fired.add(id(param))
         scale = mean_scale(self._examples)
         self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
@@ -98,6 +98,10 @@ class LocalSync(SyncStrategy):
     def abandon_step(self) -> None:
         """The step ends unfinished: gradients are refused until the next :meth:`start_step`."""
         self._fired = None
+
+    def close(self) -> None:
+        """End the step under way, if any: a gradient after close is refused, not applied."""
+        self._fired = None  # not abandon_step: a subclass's hook is for a step that raised
 
     def state_dict(self) -> StateDict:
         return self.state
@@ -127,12 +131,16 @@ def _gone() -> None:
 
 
 def _refusal(
-    param: Parameter, fired: set[int] | None, state_of: Mapping[str, weakref.ref[Parameter]]
+    param: Parameter,
+    fired: set[int] | None,
+    state_of: Mapping[str, weakref.ref[Parameter]],
+    closed: bool,
 ) -> SyncError:
     """Why :meth:`LocalSync.on_gradient` cannot take the gradient of ``param``."""
     whose = " (a parameter of that name was: another model's)" if param.name in state_of else ""
     in_step = fired is not None
-    return step_refusal(param.name, in_step, in_step and id(param) in fired, whose=whose)
+    twice = in_step and id(param) in fired
+    return step_refusal(param.name, in_step, twice, whose=whose, closed=closed)
 
 
 def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -237,3 +237,32 @@ def test_a_gradient_out_of_order_is_refused_in_the_same_words_on_every_transport
         sync.finish_step()
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("transport", ["local", "mpi"])
+def test_a_sync_closed_mid_step_takes_no_gradient_and_changes_nothing(transport):
+    """close() between start_step and finish_step: LocalSync still applied every gradient of
+    the backward that followed (a closed sync training on), and the one-rank MPISync took them
+    into its buckets without a word; both now refuse the first, naming close()."""
+    import numpy as np
+
+    from distconv.optim import create_optimizer
+    from distconv.sync.base import SyncError
+    from distconv.sync.mpi import MPISync, SingleRankComm
+
+    net, feeds = _model()
+    sync = (
+        _local(net)
+        if transport == "local"
+        else MPISync(create_optimizer("sgd", lr=0.1), comm=SingleRankComm())
+    )
+    if transport == "mpi":
+        sync.setup(net.parameters())
+    before = _values(net)
+    sync.start_step(8)
+    net.forward(feeds)
+    sync.close()
+    with pytest.raises(SyncError, match=r"gradient of 'fc2\.\w+' arrived after close\(\)"):
+        net.backward(sync, loss="loss", loss_scale=8)
+    assert all(np.array_equal(a, p.value) for a, p in zip(before, net.parameters()))

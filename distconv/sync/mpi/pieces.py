@@ -263,12 +263,20 @@ class Slot:
 
 
 def refusal(
-    param: Any, known: bool, in_step: bool, step: int, given: Sequence[Any] = ()
+    param: Any,
+    known: bool,
+    in_step: bool,
+    step: int,
+    given: Sequence[Any] = (),
+    closed: bool = False,
 ) -> SyncError:
     """Why the gradient of ``param`` (``known``: it has a place in the layout) cannot be taken:
-    outside a step, not given to setup (one of ``given``, the parameters setup was given, that
-    has no place was frozen when the buckets were laid out), or fired twice in ``step``."""
+    after close (``closed``), outside a step, not given to setup (one of ``given``, the
+    parameters setup was given, that has no place was frozen when the buckets were laid out),
+    or fired twice in ``step``."""
     name = param.name
+    if closed:
+        return step_refusal(name, in_step, closed=True)
     if in_step and not known and any(p is param for p in given):
         return SyncError(
             f"gradient of {name!r}, frozen when this step's buckets were laid out: unfreeze it "

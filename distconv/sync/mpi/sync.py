@@ -252,7 +252,8 @@ class MPISync(BucketLayout, RankCollectives):
         under it has arrived, a complete bucket is packed (or handed to the thread) at once."""
         slot = self._slot.get(param.name)
         if slot is None or slot.stamp == self._stamp or not self._in_step:
-            raise refusal(param, slot is not None, self._in_step, self.step, self.params)
+            known = slot is not None
+            raise refusal(param, known, self._in_step, self.step, self.params, self.closed)
         slot.stamp = self._stamp
         self._used.local[slot.index] = 1  # fired here (UsedParams)
         if not self._recorded:  # the first step's firing order, for the next layout
@@ -350,6 +351,7 @@ class MPISync(BucketLayout, RankCollectives):
             self._release()
 
     def _release(self) -> None:
+        self.abandon_step()  # a gradient after close is refused, never sent on a freed comm
         self._watchdog.close()
         self._close_gradients()
         self._restore_hook()  # does nothing once the hook is back, or was never ours
