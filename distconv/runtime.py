@@ -25,15 +25,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
 from distconv.endpoint import split_endpoint
-from distconv.messages import env_switch
+from distconv.placement import (
+    ENV_WORLD_SIZE,
+    INTEGER_TEXT,
+    Placement,
+    RuntimeConfigError,
+    from_environment,
+    refuse_world_size_alone,
+)
 
 ROLES = ("worker", "server")
 DEFAULT_JOB_ID = "local"
@@ -43,18 +48,6 @@ ENV_ROLE = "DISTCONV_ROLE"
 ENV_PSERVERS = "DISTCONV_PSERVERS"
 ENV_JOB_ID = "DISTCONV_JOB_ID"
 ENV_KEYS = "DISTCONV_KEYS"
-ENV_WORLD_SIZE = "DISTCONV_WORLD_SIZE"
-ENV_RANK_FROM_HOSTNAME = "DISTCONV_RANK_FROM_HOSTNAME"
-
-_HOST_ORDINAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(\d+)$")
-
-
-class RuntimeConfigError(ValueError):
-    """The flags or the environment do not describe one consistent process.
-
-    The message names the variables involved: both sources when two disagree, the variable and
-    its value when one is malformed or out of range.
-    """
 
 
 @dataclass(frozen=True)
@@ -99,20 +92,6 @@ class Runtime:
         return f"[{role}{self.rank}/{self.world_size}]"
 
 
-@dataclass(frozen=True)
-class _Placement:
-    """Rank, world size and (maybe) local rank as one source reported them."""
-
-    source: str
-    rank: int
-    world_size: int
-    local_rank: int | None
-    names: str  # the variables read, for messages: "RANK=1, WORLD_SIZE=2"
-
-    def describe(self) -> str:
-        return f"{self.names} ({self.source})"
-
-
 def detect_runtime(
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
@@ -145,7 +124,7 @@ def detect_runtime(
     role = _role(flags, env)
     placement = _placement(flags, env, hostname, role)
     if placement.source == "default" and role == "worker" and ENV_WORLD_SIZE in env:
-        _refuse_world_size_alone(env)
+        refuse_world_size_alone(env)
     runtime = Runtime(
         role=role,
         rank=placement.rank,
@@ -180,16 +159,16 @@ def runtime_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 def _placement(
     flags: Mapping[str, Any], env: Mapping[str, str], hostname: str | None, role: str
-) -> _Placement:
+) -> Placement:
     """Rank and world size: flags over the one environment source (or agreeing sources)."""
     if "rank" in flags and "world_size" in flags:
         # flags override everything, so a broken or disagreeing environment does not matter
         found = None
     else:
-        found = _from_environment(env, hostname)
+        found = from_environment(env, hostname)
     if not any(k in flags for k in ("rank", "world_size", "local_rank")):
-        return found or _Placement("default", 0, 1, 0, "nothing set")
-    base = found or _Placement("default", 0, 1, None, "")
+        return found or Placement("default", 0, 1, 0, "nothing set")
+    base = found or Placement("default", 0, 1, None, "")
     rank = _flag_int(flags, "rank", base.rank)
     world = _flag_int(flags, "world_size", base.world_size)
     local = _flag_int(flags, "local_rank", base.local_rank)
@@ -201,127 +180,7 @@ def _placement(
             "JOB_COMPLETION_INDEX): each would train as rank 0; give --rank too"
         )
     source = "flags" if ("rank" in flags or "world_size" in flags) else base.source
-    return _Placement(source, rank, world, local, f"rank={rank}, world_size={world}")
-
-
-def _from_environment(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
-    """The placement every present environment source agrees on, or None when none is set."""
-    found = [p for p in (reader(env, hostname) for reader in _READERS) if p is not None]
-    for other in found[1:]:
-        first = found[0]
-        if (first.rank, first.world_size) != (other.rank, other.world_size) or (
-            None not in (first.local_rank, other.local_rank)
-            and first.local_rank != other.local_rank
-        ):
-            raise RuntimeConfigError(
-                f"two sources disagree about this process's rank: {first.describe()} vs "
-                f"{other.describe()}; unset one or pass --rank/--world-size explicitly"
-            )
-    if not found:
-        return None
-    # an agreeing source may know the local rank when the first does not (RANK without
-    # LOCAL_RANK beside MPICH's MPI_LOCALRANKID)
-    local = next((p.local_rank for p in found if p.local_rank is not None), None)
-    first = found[0]
-    return _Placement(first.source, first.rank, first.world_size, local, first.names)
-
-
-def _triple(
-    env: Mapping[str, str], source: str, rank_var: str, size_var: str, local_var: str
-) -> _Placement | None:
-    """A source that names rank, size and (optionally) local rank in three variables."""
-    if rank_var not in env and size_var not in env:
-        return None
-    for needed in (rank_var, size_var):
-        if needed not in env:
-            present = size_var if needed == rank_var else rank_var
-            raise RuntimeConfigError(f"{present} is set but {needed} is not ({source})")
-    rank = _env_int(env, rank_var)
-    world = _env_int(env, size_var)
-    local = _env_int(env, local_var) if local_var in env else None
-    names = f"{rank_var}={rank}, {size_var}={world}"
-    return _Placement(source, rank, world, local, names)
-
-
-def _read_distconv(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
-    return _triple(env, "distconv", "RANK", "WORLD_SIZE", "LOCAL_RANK")
-
-
-def _read_openmpi(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
-    return _triple(
-        env, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"
-    )
-
-
-def _read_pmi(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
-    return _triple(env, "pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")
-
-
-def _read_kubernetes(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
-    """An Indexed Job pod: one process per pod, so the local rank is 0."""
-    if "JOB_COMPLETION_INDEX" not in env:
-        return None
-    rank = _env_int(env, "JOB_COMPLETION_INDEX")
-    world = _world_size_var(env, f"JOB_COMPLETION_INDEX={rank}")
-    return _Placement("kubernetes", rank, world, 0, f"JOB_COMPLETION_INDEX={rank}")
-
-
-def _read_hostname(env: Mapping[str, str], hostname: str | None) -> _Placement | None:
-    """A StatefulSet ordinal (``pserver-3``), only when asked for."""
-    if not env_switch(ENV_RANK_FROM_HOSTNAME, env):  # "on" was read as off: 0 of 1, silently
-        return None
-    host = (hostname if hostname is not None else socket.gethostname()).split(".")[0]
-    match = _HOST_ORDINAL.match(host)
-    if match is None:
-        raise RuntimeConfigError(
-            f"{ENV_RANK_FROM_HOSTNAME}={env[ENV_RANK_FROM_HOSTNAME].strip()} but host name "
-            f"{host!r} does not end in -<ordinal>"
-        )
-    rank = int(match.group(2))
-    world = _world_size_var(env, f"host name {host!r}")
-    return _Placement("hostname", rank, world, 0, f"host name {host!r}")
-
-
-#: environment sources in precedence order (the first present one names the source)
-_READERS: Sequence[Callable[[Mapping[str, str], str | None], _Placement | None]] = (
-    _read_distconv,
-    _read_openmpi,
-    _read_pmi,
-    _read_kubernetes,
-    _read_hostname,
-)
-
-
-def _world_size_var(env: Mapping[str, str], rank_from: str) -> int:
-    if ENV_WORLD_SIZE not in env:
-        raise RuntimeConfigError(
-            f"the rank comes from {rank_from}, but {ENV_WORLD_SIZE} is not set to say how many "
-            "workers there are"
-        )
-    return _env_int(env, ENV_WORLD_SIZE)
-
-
-def _refuse_world_size_alone(env: Mapping[str, str]) -> None:
-    """A world size above 1 with nothing that says which rank this is: the worker trained
-    alone as rank 0 of 1, without a word (a StatefulSet's pod without the hostname switch)."""
-    world = _env_int(env, ENV_WORLD_SIZE)
-    if world > 1:
-        raise RuntimeConfigError(
-            f"{ENV_WORLD_SIZE}={world} says the job has {world} workers, but nothing says "
-            "which one this is (no --rank, RANK, MPI rank or JOB_COMPLETION_INDEX, and "
-            f"{ENV_RANK_FROM_HOSTNAME} is off): alone it would train as rank 0 of 1"
-        )
-
-
-#: an integer as a launcher or a flag writes one: int() also reads "1_0" as 10 (a wrong rank)
-INTEGER_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
-
-
-def _env_int(env: Mapping[str, str], name: str) -> int:
-    text = env[name]
-    if not INTEGER_TEXT.fullmatch(text):
-        raise RuntimeConfigError(f"{name} must be an integer, got {text!r}")
-    return int(text)
+    return Placement(source, rank, world, local, f"rank={rank}, world_size={world}")
 
 
 def _flag_int(flags: Mapping[str, Any], key: str, default: int | None) -> int | None:

@@ -125,6 +125,33 @@ def test_disagreeing_sources_name_both():
     assert "PMI_RANK=0, PMI_SIZE=2 (pmi)" in message
 
 
+@pytest.mark.parametrize(
+    "env, named",
+    [
+        ({"PMI_RANK": "0", "PMI_SIZE": "2"}, "PMI_RANK=0, PMI_SIZE=2 (pmi)"),
+        (
+            {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"},
+            "OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=2 (openmpi)",
+        ),
+        ({"RANK": "1", "WORLD_SIZE": "2"}, "RANK=1, WORLD_SIZE=2 (distconv)"),
+    ],
+)
+def test_distconv_world_size_must_agree_with_the_launchers_size(env, named):
+    """DISTCONV_WORLD_SIZE (a manifest's, an MPIJob worker pod's) beside an MPI launcher's or
+    distconv-launch's variables was never read: a job of 4 the manifest said trained as 2
+    ranks without a word. It agrees with them, or both are named."""
+    with pytest.raises(RuntimeConfigError) as err:
+        detect({**env, "DISTCONV_WORLD_SIZE": "4"})
+    message = str(err.value)
+    assert "DISTCONV_WORLD_SIZE=4" in message and named in message, message
+    rt = detect({**env, "DISTCONV_WORLD_SIZE": "2"})  # agreeing: the launcher's placement
+    assert (rt.rank, rt.world_size) == (int(named.split("=")[1][0]), 2)
+    with pytest.raises(RuntimeConfigError, match=r"DISTCONV_WORLD_SIZE must be an integer"):
+        detect({**env, "DISTCONV_WORLD_SIZE": "two"})
+    flags = {"rank": 0, "world_size": 3}  # flags override everything, silently
+    assert detect({**env, "DISTCONV_WORLD_SIZE": "4"}, flags=flags).world_size == 3
+
+
 def test_disagreeing_world_sizes_and_local_ranks():
     with pytest.raises(RuntimeConfigError, match=r"\(openmpi\) vs .*\(kubernetes\)"):
         detect(
