@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,18 @@ class LocalSync(SyncStrategy):
         #: ids of the parameters fired in the step under way; None outside a step
         self._fired: set[int] | None = None
 
+    def setup(
+        self,
+        params: Sequence[Parameter],
+        config: Mapping[str, Any] | None = None,
+        state: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """:meth:`~distconv.sync.base.SyncStrategy.setup`, which also ends a step left open (an
+        ``abandon_step`` overridden without ``super()``): the next setup clears what an
+        abandoned step left, and every ``fit`` calls it."""
+        self._fired = None
+        super().setup(params, config, state)
+
     def init_state(self) -> None:
         """Fresh state for each parameter that has none: a parameter trained again (a second
         fit) keeps its own, and a new parameter of the same name (another model on this sync,
@@ -60,7 +72,18 @@ class LocalSync(SyncStrategy):
             del self._state_of[name], self.state[name]
 
     def start_step(self, examples: int) -> None:
-        """A step begins: gradients are taken from now until :meth:`finish_step`."""
+        """A step begins: gradients are taken from now until :meth:`finish_step`.
+
+        Raises:
+            SyncError: the last step is unfinished (no :meth:`finish_step` or
+                :meth:`abandon_step` since): its parameters were updated again, unaveraged
+                over the two steps' examples, without a word; MPISync refuses it too.
+        """
+        if self._fired is not None:
+            raise SyncError(
+                f"{type(self).__name__}.start_step() while a step is unfinished: call "
+                "finish_step() first (abandon_step() where the step raised)"
+            )
         super().start_step(examples)
         self._fired = set()
 

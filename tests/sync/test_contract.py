@@ -266,3 +266,27 @@ def test_a_sync_closed_mid_step_takes_no_gradient_and_changes_nothing(transport)
     with pytest.raises(SyncError, match=r"gradient of 'fc2\.\w+' arrived after close\(\)"):
         net.backward(sync, loss="loss", loss_scale=8)
     assert all(np.array_equal(a, p.value) for a, p in zip(before, net.parameters()))
+
+
+def test_local_sync_refuses_a_step_started_inside_another():
+    """start_step twice without finish_step (accumulation written as a step per pass) took
+    each pass's gradients as a step of its own: every parameter updated twice, without a
+    word, where MPISync refuses the second start_step."""
+    from distconv.sync.base import SyncError
+
+    net, feeds = _model()
+    sync = _local(net)
+    sync.start_step(8)
+    net.forward(feeds)
+    net.backward(sync, loss="loss", loss_scale=8)
+    after_one = _values(net)
+    with pytest.raises(SyncError, match=r"LocalSync\.start_step\(\) while a step is unfinished"):
+        sync.start_step(8)
+    sync.finish_step()
+    sync.start_step(8)  # after finish_step, as after abandon_step: a new step
+    sync.abandon_step()
+    sync.start_step(8)
+    sync.setup(net.parameters())  # a fit after a step left open (its abandon_step overridden)
+    sync.start_step(8)
+    sync.finish_step()
+    assert all((a == p.value).all() for a, p in zip(after_one, net.parameters()))

@@ -41,7 +41,7 @@ import numpy as np
 from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError, closing_error
+from distconv.sync.base import SyncError, SyncStrategy, closing_error
 from distconv.sync.mpi.buckets import (
     Bucket,
     grads_moved,
@@ -156,7 +156,7 @@ class MPISync(BucketLayout, RankCollectives):
         self._stamp = 0  # a new number each step: a slot stamped with it has fired
         self._layout_order: list[str] = []
         self._laid_from: tuple[str, ...] | None = None
-        self._fired: list[str] = []
+        self._first_pass: list[str] = []  # the names in the order the first step fired them
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
@@ -214,7 +214,7 @@ class MPISync(BucketLayout, RankCollectives):
             )
         if self._open is not None:  # failed: the ranks' parameters and collectives may differ
             raise SyncError(f"start_step after {self._open}: close the sync (it ends the job)")
-        super().start_step(examples)
+        SyncStrategy.start_step(self, examples)  # not LocalSync's: the step is ours (_in_step)
         order = self.firing_order or self._recorded  # tuples, replaced, never changed
         if grads_moved(self.buckets, self.params):  # frozen, unfrozen or cast since built
             self._lay_out(order or self._laid_from, again=True)
@@ -223,7 +223,7 @@ class MPISync(BucketLayout, RankCollectives):
         self._check.post(self.step, self._layout, self._layout_hash, self._examples)
         for b in self.buckets:
             b.reset()
-        self._fired, self._next_launch, self._in_step = [], 0, True
+        self._first_pass, self._next_launch, self._in_step = [], 0, True
         self._open = f"step {self.step} (no finish_step, or it failed)"
         self._watchdog.phase = f"step {self.step}"
         self._stamp += 1
@@ -235,7 +235,7 @@ class MPISync(BucketLayout, RankCollectives):
 
     def abandon_step(self) -> None:
         """The step ends unfinished: later gradients and ``finish_step`` are refused as outside
-        a step (LocalSync's ``_fired = None`` broke them here). It stays open: ``start_step``
+        a step (LocalSync's, inherited, made them bare errors here). It stays open: ``start_step``
         refuses and ``close`` aborts where other ranks may wait in its collectives, until the
         next :meth:`setup`, which completes its step check first."""
         self._in_step = False
@@ -257,7 +257,7 @@ class MPISync(BucketLayout, RankCollectives):
         slot.stamp = self._stamp
         self._used.local[slot.index] = 1  # fired here (UsedParams)
         if not self._recorded:  # the first step's firing order, for the next layout
-            self._fired.append(param.name)
+            self._first_pass.append(param.name)
         bucket = slot.bucket
         if param.grad is not bucket.views[slot.position]:  # replaced, not added to
             bucket.adopt(slot.position)
@@ -310,7 +310,7 @@ class MPISync(BucketLayout, RankCollectives):
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
         if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
-            self._recorded = rank0_names(self.comm, self._fired)
+            self._recorded = rank0_names(self.comm, self._first_pass)
         self._watchdog.phase, self._open = f"after step {self.step - 1}", None  # then metrics
 
     def traffic(self) -> dict[str, float]:
