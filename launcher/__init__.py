@@ -8,6 +8,20 @@ nothing called ``launcher`` lands in site-packages. Its parts:
 - :mod:`.cli`: the command line (``local``, ``mpi``, ``k8s``).
 """
 
-from .cli import main
+import os
+import sys
+
+from .interrupt import defer
+
+if os.path.basename(sys.argv[0]) == "distconv-launch":  # the installed command, before cli's
+    defer()  # imports: a Ctrl-C or SIGTERM there is kept for main (launcher.interrupt)
+
+
+def main(argv=None) -> int:
+    """Run ``distconv-launch`` (:func:`.cli.main`); returns the exit status."""
+    from .cli import main as run
+
+    return run(argv)
+
 
 __all__ = ["main"]

@@ -1,5 +1,9 @@
 """``python -m distconv.launch``: the same as the ``distconv-launch`` command."""
 
-from .cli import main
+from .interrupt import defer
+
+defer()  # first: a Ctrl-C or SIGTERM while cli imports is kept for main (launcher.interrupt)
+
+from .cli import main  # noqa: E402
 
 raise SystemExit(main())

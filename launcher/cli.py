@@ -23,6 +23,7 @@ from distconv.files import folder_problem
 from distconv.messages import debugging, exception_line
 from distconv.procfs import process_identity
 
+from .child import signal_name
 from .commands import (
     BLAS_THREAD_VARS,
     THREAD_VARS,
@@ -45,6 +46,7 @@ from .commands import (
     with_out,
     worker_command,
 )
+from .interrupt import arm, release
 from .json_lines import json_lines, last_line
 from .options import (
     add_k8s_options,
@@ -53,33 +55,12 @@ from .options import (
     ignored_flag,
     split_argv,
 )
+from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
 PROG = "distconv-launch"
-#: distconv train flags a launch sets itself (see commands.refuse_owned_flags), and why
-DROP = "; drop it from the train arguments"
-ONLY_LAUNCHER = (
-    "the launcher already sets it, on the workers and the shards, from {}; "
-    "pass it only to the launcher"
-)
-LOCAL_OWNED = {
-    "--rank": "the launcher gives each worker its RANK" + DROP,
-    "--world-size": "the launcher sets WORLD_SIZE from --workers" + DROP,
-    "--pservers": "the launcher gives the workers its shards' addresses" + DROP,
-    "--keys": "the launcher gives the workers the job's keys (<run-dir>/keys)" + DROP,
-    "--insecure": ONLY_LAUNCHER.format("distconv-launch local --insecure"),
-    "--job-id": ONLY_LAUNCHER.format("distconv-launch local --job-id"),
-}
-MPI_OWNED = {
-    "--rank": "MPI gives each rank its rank" + DROP,
-    "--world-size": "-np sets the world size" + DROP,
-    **dict.fromkeys(
-        ("--pservers", "--keys", "--insecure"),
-        "a parameter-server flag, and this launch trains with allreduce" + DROP,
-    ),
-}
 
 
 def _job_id(args: argparse.Namespace) -> str:
@@ -383,6 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_parser.error(ignored)
     json_rest = () if args.command == "k8s" else rest  # only a job's lines turn JSON, no render's
     try:
+        arm()  # a stop signal from here (or kept since the imports) ends the launch on one line
         return args.handler(args, rest)
     except (LaunchError, OSError) as exc:
         if debugging():
@@ -391,6 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a train value argparse refuses is a usage error, as argparse's own (the launcher's
         # usage would not show it, so only the line)
         return 2 if isinstance(exc, UsageError) else 1
-    except KeyboardInterrupt:  # Ctrl-C before the supervisor's handlers (keys, mpiexec -V)
-        last_line(f"{PROG} {args.command}: interrupted before the job started", json_rest)
-        return 130
+    except KeyboardInterrupt as stop:  # before the supervisor's handlers (keys, mpiexec -V)
+        signum = getattr(stop, "signum", signal.SIGINT)  # launcher.interrupt.Interrupted
+        said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal_name(signum)}"
+        last_line(f"{PROG} {args.command}: {said} before the job started", json_rest)
+        return 128 + signum
+    finally:
+        release()

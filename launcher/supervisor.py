@@ -57,12 +57,11 @@ from distconv.files import LockTaken, describe_os_error, hold_lock
 
 from .child import Child, ChildSpec, Failure, running_groups, signal_name
 from .commands import LaunchError
+from .interrupt import STOP_SIGNALS, stop_signals_to_catch
 from .json_lines import JsonLines
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
 
-#: signals that stop the job: each becomes SIGTERM to every child, then 128 + it as our status
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: seconds a victim's failure (a worker's exit 75) waits for the failure that caused it
 SETTLE_SECONDS = 2.0
 #: held (flock) by the launcher in its run directory while it runs a job
@@ -203,9 +202,7 @@ class Supervisor:
         if threading.current_thread() is not threading.main_thread():
             return {}  # signal handlers can only be set there; the caller forwards signals
         previous = {}
-        for signum in STOP_SIGNALS:
-            if signum != signal.SIGTERM and signal.getsignal(signum) is signal.SIG_IGN:
-                continue  # nohup (SIGHUP), a shell's background job (SIGINT): keep ignoring
+        for signum in stop_signals_to_catch():  # nohup's SIGHUP, a `&` job's SIGINT: ignored
             previous[signum] = signal.signal(signum, self._on_signal)
         return previous
 

@@ -1,0 +1,84 @@
+"""The launcher's stop signals before its supervisor takes them over.
+
+From its first line to the supervisor's own handlers (:mod:`launcher.supervisor`) the launcher
+imports numpy and distconv, makes the job's CURVE keys and asks ``mpiexec -V`` its flavor:
+about half a second. Without a handler of its own, a Ctrl-C there printed a traceback, and a
+SIGTERM or SIGHUP ended it silently, leaving a ``distconv keys`` it had started. :func:`defer`
+(the program's first step, stdlib only) keeps a signal that comes while the modules import;
+:func:`arm` then raises it, and every later one, as :class:`Interrupted`, which
+``distconv-launch`` turns into one line and ``128 + signal``.
+
+A signal the launcher was started ignoring stays ignored, as the supervisor keeps it (``nohup``'s
+SIGHUP, a shell's background job's SIGINT), but for SIGTERM, which always stops a job.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+#: signals that stop the job: each becomes SIGTERM to every child, then 128 + it as our status
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+_pending: list[int] = []  # the signals that came while deferred
+_armed = False
+_previous: dict[int, object] = {}  # the handlers defer() replaced, for release()
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal before the job started (a :class:`KeyboardInterrupt`, so that
+    ``subprocess.run`` kills the child it waits for, as on Ctrl-C)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stop_signals_to_catch() -> list[int]:
+    """The :data:`STOP_SIGNALS` the launcher handles: all but one it was started ignoring
+    (SIGTERM is handled even so)."""
+    return [
+        signum
+        for signum in STOP_SIGNALS
+        if signum == signal.SIGTERM or signal.getsignal(signum) is not signal.SIG_IGN
+    ]
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    if not _armed:
+        _pending.append(signum)  # raised by arm(): an import is no place for an exception
+        return
+    raise Interrupted(signum)
+
+
+def defer() -> None:
+    """Keep the stop signals that come from now on until :func:`arm` (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in stop_signals_to_catch():
+            handler = signal.signal(signum, _on_signal)
+            _previous.setdefault(signum, handler)
+
+
+def arm() -> None:
+    """From now on a stop signal raises :class:`Interrupted`; one kept by :func:`defer` is
+    raised at once.
+
+    Raises:
+        Interrupted: a stop signal came while deferred.
+    """
+    global _armed
+    defer()  # where the program's first step did not (the launcher called as a function)
+    _armed = True
+    if _pending:
+        raise Interrupted(_pending[0])
+
+
+def release() -> None:
+    """Give the stop signals back to the handlers :func:`defer` found (the launcher called as
+    a function, in a process that goes on)."""
+    global _armed
+    _armed = False
+    _pending.clear()
+    while _previous:
+        signum, handler = _previous.popitem()
+        signal.signal(signum, handler)
