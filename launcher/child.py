@@ -84,6 +84,8 @@ class ChildSpec:
             stops at once at SIGINT: the launcher sends it both, once the workers are gone).
         fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
             reserved port).
+        explain: what its last lines say of its failure that its status does not (mpiexec's
+            of a rank's signal: :func:`launcher.mpi_exit.rank_signal`), or None.
     """
 
     role: str
@@ -93,6 +95,7 @@ class ChildSpec:
     prefix: str | None = None
     stop_signals: tuple[int, ...] = (signal.SIGTERM,)
     fds: tuple[int, ...] = ()
+    explain: Callable[[Sequence[str]], str | None] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -118,6 +121,8 @@ class Failure:
     tail: list[str]
     restart: int
     signal_number: int | None = None
+    #: what the child's last lines say of its failure (ChildSpec.explain), or None
+    cause: str | None = None
     #: the workers that stopped because another rank failed (:data:`PEER_FAILED_STATUS`),
     #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
     victims: list[dict] = field(default_factory=list)
@@ -144,7 +149,7 @@ class Failure:
                     " (stopped because another rank failed: its last lines name it; no other "
                     "child had failed yet)"
                 )
-        return said
+        return f"{said}: {self.cause}" if self.cause else said
 
     def stopped_too(self) -> str:
         """``; worker 0 stopped because of it (exit code 75)``: the :attr:`victims`, if any."""
@@ -331,6 +336,7 @@ class Child:
             tail=list(self.tail),
             restart=restart,
             signal_number=number,
+            cause=self.spec.explain(list(self.tail)) if self.spec.explain else None,
             victims=[
                 {
                     "role": v.spec.role,

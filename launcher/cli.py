@@ -240,6 +240,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         read_hostfile,
         refuse_unstartable,
     )
+    from .mpi_exit import rank_signal
 
     program = parse_program(rest)
     refuse_owned_flags(program, MPI_OWNED, "mpi")
@@ -276,7 +277,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
             # host's own count
             env.pop("DISTCONV_NUM_THREADS", None)
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program, restart), env)
-        return [ChildSpec("mpiexec", 0, argv, env, prefix="")]
+        return [ChildSpec("mpiexec", 0, argv, env, prefix="", explain=rank_signal)]
 
     if args.dry_run:
         (spec,) = build(0)

@@ -1,0 +1,65 @@
+"""``distconv-launch mpi`` names a rank's signal, which mpiexec's status alone cannot say: Hydra
+exits 9 both for a rank's SIGKILL and for a rank's exit(9)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from launcher.mpi_exit import rank_signal
+from tests.launcher.launch_cli import launch
+
+#: rank 1 ends as argv[1] says: "kill N" (the signal N) or "exit N" (os._exit(N))
+ENDING = """import os, sys, time
+from mpi4py import MPI
+how, number = sys.argv[1], int(sys.argv[2])
+if MPI.COMM_WORLD.Get_rank() == 1:
+    os.kill(os.getpid(), number) if how == "kill" else os._exit(number)
+time.sleep(30)
+"""
+
+
+def _run(tmp_path, how: str, number: int):
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not on PATH")
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "ending.py"
+    script.write_text(ENDING)
+    run = tmp_path / "run"
+    argv = ["mpi", "-np", "2", "--threads", "1", "--run-dir", str(run), "--", str(script)]
+    done = launch(*argv, how, str(number), cwd=tmp_path, timeout=100)
+    return done, json.loads((run / "failure.json").read_text())
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_a_rank_killed_by_a_signal_is_named_with_its_signal(tmp_path):
+    done, report = _run(tmp_path, "kill", 9)
+    assert done.returncode != 0
+    said = "died of signal 9 (SIGKILL), as mpiexec says"
+    headline = [line for line in done.stderr.splitlines() if "mpiexec 0 failed" in line]
+    assert len(headline) == 1 and said in headline[0], done.stderr
+    assert said in report["cause"]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_a_rank_that_exits_9_is_no_signal(tmp_path):
+    done, report = _run(tmp_path, "exit", 9)
+    assert done.returncode == 9
+    assert "mpiexec 0 failed with exit code 9 (after 0 restart(s))" in done.stderr
+    assert "signal" not in done.stderr and report["cause"] is None
+
+
+def test_the_signal_is_read_from_either_mpis_last_lines():
+    hydra = "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault (signal 11)"
+    openmpi = (
+        "mpirun noticed that process rank 1 with PID 4242 on node a exited on signal 6 (Aborted)."
+    )
+    assert rank_signal(["[0] x", hydra, "Please see the FAQ"]) == (
+        "a rank died of signal 11 (SIGSEGV), as mpiexec says"
+    )
+    assert rank_signal([openmpi, "---"]) == "rank 1 died of signal 6 (SIGABRT), as mpiexec says"
+    assert rank_signal(["[1] Abort(9) on node 1 (rank 1 in comm 0)"]) is None
