@@ -37,9 +37,10 @@ def _first_line(found: str) -> bytes:
         return b""
 
 
-def _interpreter(found: str) -> str | None:
-    """The interpreter the ``#!`` line of ``found`` names (None without one)."""
-    first = _first_line(found)
+def _interpreter(first: bytes) -> str | None:
+    """The interpreter the ``#!`` line ``first`` (a file's :func:`_first_line`) names (None
+    without one): the callers read the line once and ask it every question, so no two answers
+    are about two versions of a file being written."""
     if not first.startswith(b"#!"):
         return None
     # the kernel takes the interpreter up to a space, a tab or the newline (a '\r' is kept)
@@ -70,7 +71,7 @@ def _no_format(found: str, depth: int = 0) -> str:
         return _BOM_REASON
     if first.startswith(b"\x7fELF"):
         return "it is a binary for another machine or system (exec format error)"
-    interpreter = _interpreter(found)
+    interpreter = _interpreter(first)
     if interpreter is not None and depth < 4:  # the script is fine: its interpreter is not
         why = _no_format(interpreter, depth + 1)
         return f"the interpreter its #! line names, {interpreter!r}, cannot be run: {why}"
@@ -92,7 +93,7 @@ def not_started(program: str, exc: OSError, path: str | None = None) -> str:
         return _no_format(found)
     if not isinstance(exc, FileNotFoundError):
         return describe_os_error(exc)
-    interpreter = _interpreter(found)
+    interpreter = _interpreter(_first_line(found))
     if interpreter is not None:
         return _missing(interpreter)
     return "the file is there, but its program loader (another machine's binary?) is missing"
@@ -109,9 +110,10 @@ def start_problem(program: str, path: str | None = None) -> str | None:
         return None
     if not os.access(found, os.X_OK):
         return _not_executable(found)
-    if _first_line(found).startswith(_BOM_SHEBANG):
+    first = _first_line(found)
+    if first.startswith(_BOM_SHEBANG):
         return _BOM_REASON
-    interpreter = _interpreter(found)
+    interpreter = _interpreter(first)
     if interpreter is not None and not os.path.isfile(interpreter):
         return _missing(interpreter)
     return None

@@ -7,13 +7,15 @@ that is there; a program without its execute bit with a bare ``[Errno 13]``.
 
 from __future__ import annotations
 
+import errno
+import sys
 from pathlib import Path
 
 import pytest
 
 from launcher.commands import LaunchError, Program
 from launcher.mpi import SCHEDULER_HOSTS, refuse_unstartable
-from launcher.startable import not_started
+from launcher.startable import not_started, start_problem
 from tests.launcher.launch_cli import launch
 
 
@@ -166,3 +168,36 @@ def test_ranks_a_batch_system_places_have_their_own_program(tmp_path: Path, vari
     refuse_unstartable(program, [], {variable: "node[1-2]"})
     with pytest.raises(LaunchError, match="cannot start"):
         refuse_unstartable(program, [], {variable: ""})
+
+
+_OPENED: list[str] = []  # the paths opened while _COUNTING (an audit hook cannot be removed)
+_COUNTING = [False]
+
+
+def _count_opens(event: str, args: tuple) -> None:
+    if _COUNTING[0] and event == "open" and isinstance(args[0], str):
+        _OPENED.append(args[0])
+
+
+sys.addaudithook(_count_opens)
+
+
+@pytest.mark.parametrize(
+    "ask",
+    [
+        lambda path: start_problem(str(path)),
+        lambda path: not_started(str(path), OSError(errno.ENOEXEC, "Exec format error")),
+    ],
+    ids=["start_problem", "not_started"],
+)
+def test_a_scripts_first_line_is_read_once(tmp_path: Path, ask):
+    """Each check read the line again (the BOM, then the #! interpreter): two answers could be
+    about two versions of a file being written."""
+    path = _program(tmp_path, b"#!/no/such/shell\necho hi\n")
+    _OPENED.clear()
+    _COUNTING[0] = True
+    try:
+        assert ask(path) is not None
+    finally:
+        _COUNTING[0] = False
+    assert _OPENED.count(str(path)) == 1, _OPENED
