@@ -37,7 +37,7 @@ from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
 from distconv.runtime import DEFAULT_JOB_ID
-from distconv.sync.base import SyncError, SyncStrategy, setup_params
+from distconv.sync.base import SyncError, setup_params
 from distconv.sync.description import job_description
 from distconv.sync.ps.beats import HeartbeatOwner
 from distconv.sync.ps.blocks import BLOCK_BYTES, Layout, ParamSpec, rows_view
@@ -51,13 +51,14 @@ from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.sparse import SparseRows
+from distconv.sync.ps.step_order import StepOrder
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
 
 log = logging.getLogger("distconv.pserver")
 
 
 class PServerSync(
-    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, HeartbeatOwner, SyncStrategy
+    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, HeartbeatOwner, StepOrder
 ):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
@@ -157,6 +158,7 @@ class PServerSync(
         # and the sparse rows of a step cut short, kept by the old indices: the parameter now at
         # one had its gradient cleared in those rows alone, the rest carried into the next step
         self._init_sparse_rows()
+        self._end_step()  # a step cut short is over: its pushes were dropped
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
@@ -310,10 +312,13 @@ class PServerSync(
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
+        self._open_step()
         self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:
-        i = self._by_name_index(param.name)
+        """Queue ``param``'s gradient for its shards; out of the step's order, a SyncError
+        (:class:`.step_order.StepOrder`) before anything is queued."""
+        i = self._take_gradient(param)
         spec = self._specs[i]
         grad = rows_view(to_host(param.grad), spec)
         if not spec.sparse:
@@ -322,15 +327,11 @@ class PServerSync(
             return
         self._push_rows(i, grad)
 
-    def _by_name_index(self, name: str) -> int:
-        if name not in self._by_name:
-            raise ValueError(f"no parameter {name!r} in this job")
-        return self._by_name[name]
-
     def finish_step(self) -> None:
         """Send what is still queued; write each reply's new values as it arrives, and clear a
         gradient once every push holding it is answered (so it has left), while the other
         replies are still on their way."""
+        self._finish_started_step()  # a SyncError without a step; the step ends here
         self._flush_pushes()
         inflight, self._inflight = self._inflight, {}
         pending: dict[int, int] = {}  # parameter -> its pushes not answered yet

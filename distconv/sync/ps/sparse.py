@@ -55,6 +55,7 @@ class SparseRows:
         evaluation's rows before the next step are pulled in as many pieces as the caps need,
         not held to the one push per shard a step's rows go back in (review k146)."""
         self._record_rows(False)
+        super().abandon_step()  # type: ignore[misc]  # the step's order ends too (StepOrder)
 
     def _record_rows(self, in_step: bool) -> None:
         """A step starts (prefetched rows are recorded from now) or ends (forget them)."""
@@ -182,7 +183,9 @@ class SparseRows:
         """Parameter index -> sorted unique row ids, every name and id checked."""
         wanted = {}
         for name, ids in row_ids_by_param.items():
-            i = self._by_name_index(name)
+            if name not in self._by_name:
+                raise ValueError(f"no parameter {name!r} in this job")
+            i = self._by_name[name]
             spec = self._specs[i]
             if not spec.sparse:
                 raise ValueError(f"prefetch: {name} is not marked sparse_rows")

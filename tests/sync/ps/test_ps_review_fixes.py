@@ -165,14 +165,14 @@ def test_a_failing_sync_update_answers_every_waiting_rank():
 
     def rank_fn(rank):
         # timeout 4: a rank left unanswered would say "no answer ... within 6 s" instead
-        sync = _sync(endpoints, rank, 2, timeout=4)
+        sync, net = _sync(endpoints, rank, 2, timeout=4), small_net(seed=rank)
         try:
-            sync.setup(small_net(seed=rank).parameters())
+            sync.setup(net.parameters())  # the model it trains: another's is refused at once
             if rank == 0:
                 shard.optimizer.update = _failing_update
             sync.barrier()  # rank 1 pushes only once the fault is in place
             with pytest.raises(SyncError) as err:
-                train_steps(small_net(seed=rank), sync, batches(1, 8), rank, 2)
+                train_steps(net, sync, batches(1, 8), rank, 2)
             return str(err.value)
         finally:
             sync.close()

@@ -96,8 +96,9 @@ def test_a_live_shard_answers_bad_tables_in_one_line_and_serves_on(shards):
             reply = unpack_header(raw.recv_multipart()[0], request=False)
             assert reply["op"] == "error"
             assert not reply["error"].startswith("shard error"), reply["error"]
-        sync.setup(small_net().parameters())
-        train_steps(small_net(), sync, batches(1, 4))
+        net = small_net()
+        sync.setup(net.parameters())
+        train_steps(net, sync, batches(1, 4))
         assert sync.shard_stats()[0]["errors"] == len(messages)
     finally:
         sync.close()

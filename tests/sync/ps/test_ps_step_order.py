@@ -1,0 +1,74 @@
+"""PServerSync holds a worker to the step's order as LocalSync does (review k223): a gradient
+outside a step, a parameter fired twice in one step, one not given to setup (another model's
+of the same name), and a finish_step without its start_step are refused at once, in
+LocalSync's words. The first was pushed with the last step's number and example count, the
+second refused by the shard at finish_step ("parameters [0, 0] are none or repeat"), the
+third pushed into the setup parameter's blocks (whose value took the other model's update),
+and the last sent whatever was queued."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ps_helpers import insecure_worker
+
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+
+OUTSIDE = r"call start_step\(examples\) before backward, finish_step\(\) after it$"
+
+
+@pytest.mark.timeout(60)
+def test_a_gradient_out_of_order_is_refused_at_once_in_local_sync_words(shards):
+    (endpoint,) = shards.start(1, workers=1)
+    a, b = Parameter("a", np.zeros(3)), Parameter("b", np.zeros(2))
+    other_a = Parameter("a", np.zeros(3))  # another model's parameter of the same name
+    sync = insecure_worker([endpoint], lr=1.0)
+    try:
+        sync.setup([a])
+        a.grad[...] = 1.0
+        with pytest.raises(SyncError, match=rf"^gradient of 'a' arrived outside a step: {OUTSIDE}"):
+            sync.on_gradient(a)
+        with pytest.raises(SyncError, match=r"^PServerSync.finish_step\(\) without start_step"):
+            sync.finish_step()
+        sync.start_step(1)
+        sync.on_gradient(a)
+        with pytest.raises(SyncError, match=r"^parameter 'a' fired twice in one step$"):
+            sync.on_gradient(a)
+        with pytest.raises(SyncError, match=r"^gradient of 'b', which was not given to setup$"):
+            sync.on_gradient(b)
+        other_a.grad[...] = 5.0
+        with pytest.raises(
+            SyncError,
+            match=r"^gradient of 'a', which was not given to setup \(a parameter of that name "
+            r"was: another model's\)$",
+        ):
+            sync.on_gradient(other_a)
+        sync.finish_step()
+        assert sync.push_messages == 1  # nothing refused left: one push, the step's own
+        np.testing.assert_array_equal(a.value, -1.0)  # SGD, lr 1, one example: one update
+        np.testing.assert_array_equal(other_a.value, 0.0)
+        with pytest.raises(SyncError, match=r"without start_step"):  # the step is over
+            sync.finish_step()
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_an_abandoned_step_refuses_its_gradients_until_the_next_start(shards):
+    (endpoint,) = shards.start(1, workers=1)
+    a = Parameter("a", np.zeros(3))
+    sync = insecure_worker([endpoint], lr=1.0)
+    try:
+        sync.setup([a])
+        sync.start_step(1)
+        sync.abandon_step()
+        a.grad[...] = 1.0
+        with pytest.raises(SyncError, match=r"arrived outside a step"):
+            sync.on_gradient(a)
+        sync.start_step(1)
+        sync.on_gradient(a)
+        sync.finish_step()
+        np.testing.assert_array_equal(a.value, -1.0)
+    finally:
+        sync.close()
