@@ -24,6 +24,10 @@ MAX_FD = 2**31 - 1
 #: ``--max-staleness`` 10**20 for "never drop") could not be packed, and every hello was
 #: answered "shard error: OverflowError", naming no flag
 MAX_SETTING = 2**63 - 1
+#: the most workers a job may declare (``--workers`` of a shard and of ``distconv keys``): a
+#: shard checks its declared ranks ten times a second, and 100000000 (a slip of the finger)
+#: took it 3.5 GB and a core before any worker came; ``distconv keys`` writes two files a rank
+MAX_WORKERS = 2**16
 #: seconds a shard goes on serving after SIGTERM while workers are still in: inside the
 #: 120 s that Kubernetes gives a pod, so a worker stopped by the same eviction checkpoints
 DRAIN_SECONDS = 90.0
@@ -82,8 +86,7 @@ class ShardConfig:
             raise ValueError(
                 f"need 0 <= --shard < --num-shards, got {self.shard}, {self.num_shards}"
             )
-        if self.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        check_workers(self.workers)
         if self.mode not in ("sync", "async"):
             raise ValueError(f"--mode must be sync or async, got {self.mode!r}")
         if self.on_worker_loss not in ("fail", "continue"):
@@ -105,7 +108,6 @@ class ShardConfig:
             raise ValueError(f"--max-staleness must be >= 0, got {self.max_staleness}")
         counts = {
             "--num-shards": self.num_shards,
-            "--workers": self.workers,
             "--max-staleness": self.max_staleness,
             "--max-message-bytes": self.max_message_bytes,
             "--max-frame-bytes": self.max_frame_bytes,
@@ -126,6 +128,12 @@ class ShardConfig:
                 f"--bind-fd must be a file descriptor, 0..{MAX_FD}, got {self.bind_fd}"
             )
         split_endpoint(self.bind)
+
+
+def check_workers(workers: int) -> None:
+    """Raise ValueError unless ``workers`` is a job's worker count, 1..:data:`MAX_WORKERS`."""
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"--workers must be 1..{MAX_WORKERS}, got {workers}")
 
 
 def listening_fd(fd: int, host: str, port: int) -> int:

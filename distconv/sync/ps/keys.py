@@ -28,6 +28,8 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
+from distconv.sync.ps.config import check_workers
+
 SERVER = "server"
 _WORKER = re.compile(r"worker-(\d+)\.key$")
 
@@ -44,11 +46,11 @@ def make_keys(directory: str | os.PathLike, workers: int) -> list[Path]:
     """Write the server pair and one pair per worker into ``directory``; returns the files.
 
     Raises:
-        ValueError: ``workers < 1``, or the directory already holds keys (never overwritten:
-            a running job would lose its credentials).
+        ValueError: ``workers`` outside 1..``MAX_WORKERS`` (:mod:`.config`), or the
+            directory already holds keys (never overwritten: a running job would lose its
+            credentials).
     """
-    if workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+    check_workers(workers)
     path = Path(directory)
     # umask 077 while creating: no file or directory is ever readable by others, not even for
     # the moment between pyzmq writing a secret file and a chmod
