@@ -14,46 +14,16 @@ from collections.abc import Callable, Sequence
 
 from distconv.data import DATASETS
 from distconv.job import TrainConfig
+from distconv.number_text import decimal, int_at_least, integer
 from distconv.optim import OPTIMIZERS
-from distconv.runtime import INTEGER_TEXT
 from distconv.sync import TRANSPORTS
-
-
-def _number(text: str, kind: type) -> float | int:
-    """``kind(text)``, or the one-line usage error argparse prints for a bad value."""
-    try:
-        if kind is int and not INTEGER_TEXT.fullmatch(text):  # int() takes "1_0" as 10
-            raise ValueError(text)
-        return kind(text)
-    except ValueError:
-        name = "an integer" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"must be {name}, got {text!r}") from None
-
-
-def integer(text: str) -> int:
-    """An argparse type: an integer as written (``-3``, ``+3``; not ``1_0``, which int()
-    reads as 10, nor other scripts' digits)."""
-    return _number(text, int)
-
-
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``low`` (``_number``'s spellings)."""
-
-    def parse(text: str) -> int:
-        value = integer(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
 
 _positive_int = int_at_least(1)
 
 
 def _port(text: str) -> int:
     """A TCP port, 0..65535: past it ``bind`` raised an OverflowError traceback."""
-    value = _number(text, int)
+    value = integer(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0..65535, got {value}")
     return value
@@ -63,7 +33,7 @@ def float_in(low: float, high: float, *, high_closed: bool = False) -> Callable[
     """An argparse type: a finite float in ``(low, high)`` (or ``(low, high]``)."""
 
     def parse(text: str) -> float:
-        value = _number(text, float)
+        value = decimal(text)
         if not (value > low and (value <= high if high_closed else value < high)):
             closing = "]" if high_closed else ")"
             raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}{closing}, got {text}")

@@ -7,36 +7,21 @@ the workers' program and is split off first (:func:`split_argv`).
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from distconv.files import folder
-from distconv.runtime import INTEGER_TEXT
+from distconv.number_text import decimal, int_at_least
 
 from .supervisor import SETTLE_SECONDS
 
-
-def at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``low``."""
-
-    def parse(text: str) -> int:
-        if not INTEGER_TEXT.fullmatch(text):  # int() reads "1_0" as 10
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
+#: an argparse type: an integer of at least ``low``, as every distconv command line reads one
+at_least = int_at_least
 
 
 def seconds(text: str) -> float:
     """An argparse type: a finite, non-negative number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not 0 <= value < math.inf:  # nan too: a grace of nan would wait forever
+    value = decimal(text)  # finite: a grace of inf (or nan) would wait forever
+    if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {value}")
     return value
 

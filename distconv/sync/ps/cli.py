@@ -7,15 +7,15 @@ code when they run, so ``distconv train`` starts without pyzmq.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from typing import TYPE_CHECKING
 
 from distconv.files import folder, folder_problem
 from distconv.job import TrainConfig
+from distconv.number_text import decimal, integer
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
-from distconv.train_args import integer, not_blank
+from distconv.train_args import not_blank
 from distconv.transport_flags import refuse_probe_flags_without_port
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ def port(text: str) -> int:
 
 def seconds(text: str) -> float:
     """A finite number of seconds above 0 (argparse names the flag in its error)."""
-    number = float(text)
-    if not 0 < number < math.inf:
+    number = decimal(text)
+    if not number > 0:
         raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
     return number
 
@@ -85,14 +85,14 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=decimal,
         default=60.0,
         help="seconds any wait for a worker may take before it is named (%(default)s; finite, "
         "at least 0.2)",
     )
     p.add_argument(
         "--drain-seconds",
-        type=float,
+        type=decimal,
         default=90.0,
         help="after SIGTERM, serve workers that have not said bye for at most this long, so "
         "that a worker stopped by the same eviction checkpoints (%(default)s; SIGINT, or "

@@ -1,0 +1,64 @@
+"""Every command line reads a decimal flag as it reads an integer one: as written, in ASCII
+digits (review k226). ``float()`` took ``1_0`` as 10.0, the Arabic-Indic three as 3.0, and
+``nan``, ``inf`` or ``1e999`` (an inf) got past some flags to fail later or never."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.cli import build_parser as distconv_parser
+from launcher.cli import build_parser as launcher_parser
+
+SHARD = ["pserver", "--bind", "h:1", "--shard", "0", "--num-shards", "1", "--workers", "1"]
+
+#: what each command line's decimal flags are parsed after, with the flag and its value last
+COMMANDS = {
+    "train --lr": ["train"],
+    "train --lr-decay": ["train"],
+    "train --timeout": ["train"],
+    "train --stall-seconds": ["train"],
+    "train --bucket-mb": ["train"],
+    "pserver --timeout": SHARD,
+    "pserver --drain-seconds": SHARD,
+    "pserver --stall-seconds": SHARD,
+    "launch --grace": ["local", "--workers", "1"],
+    "launch --settle": ["local", "--workers", "1"],
+}
+
+
+def _parse(command: str, value: str):
+    program, flag = command.split()
+    parser = launcher_parser() if program == "launch" else distconv_parser()
+    return parser.parse_args([*COMMANDS[command], flag, value]), flag
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("1_0", "must be a number, got '1_0'"),  # float() reads it as 10.0
+        ("\u0663", "must be a number, got '\u0663'"),  # an Arabic-Indic 3
+        ("\uff11", "must be a number, got '\uff11'"),  # a full-width 1
+        ("nan", "must be finite, got 'nan'"),
+        ("Infinity", "must be finite, got 'Infinity'"),
+        ("1e999", "must be finite, got '1e999'"),  # float() makes it inf
+    ],
+)
+def test_a_decimal_flag_written_otherwise_is_refused_on_every_command_line(
+    command, text, words, capsys
+):
+    with pytest.raises(SystemExit) as stopped:
+        _parse(command, text)
+    assert stopped.value.code == 2
+    flag = command.split()[1]
+    assert f"argument {flag}: {words}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(
+    "text, value",
+    [("1e-3", 1e-3), ("2E-1", 0.2), (".5", 0.5), ("1.", 1.0), ("+0.1", 0.1), (" 1 ", 1.0)],
+)
+def test_a_decimal_flag_takes_every_plain_spelling(command, text, value):
+    args, flag = _parse(command, text)
+    assert getattr(args, flag.lstrip("-").replace("-", "_")) == value
