@@ -16,16 +16,17 @@ kernel drops when its holder dies, so a restarted pod never meets a stale lock.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 
 from distconv.checkpoint import CheckpointError, CheckpointReadError
+from distconv.checkpoint_manifest import CHIEF as CHIEF  # resume and tests read it here
+from distconv.checkpoint_manifest import Manifest
 from distconv.checkpoint_reads import is_part_file, read_manifest
 from distconv.files import (
     LockTaken,
@@ -43,7 +44,6 @@ PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later sav
 
 LOCK = "run.lock"
 CHECKPOINTS = "checkpoints"
-CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
 CHIEF_PART = "chief.safetensors"
 #: the single checkpoint file of distconv 0.1, before step checkpoints
 LEGACY_CHECKPOINT = "checkpoint.safetensors"
@@ -64,24 +64,6 @@ _MANIFEST = re.compile(
 
 class RunDirError(CheckpointError):
     """The run directory is taken, holds another run, or cannot be used; the message says how."""
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One complete checkpoint: its step, where each local part lives (relative to the
-    checkpoint root), the parts remote holders (parameter-server shards) acknowledged, and the
-    job that wrote it: its job id and ``distconv-launch`` invocation (None where it had none,
-    or the manifest is older)."""
-
-    step: int
-    parts: dict[str, str]
-    path: Path
-    remote: dict[str, str] = field(default_factory=dict)
-    job: str | None = None
-    launch: str | None = None
-
-    def part(self, name: str) -> Path:
-        return self.path.parent / self.parts[name]
 
 
 class RunDirectory:
@@ -266,19 +248,17 @@ class RunDirectory:
             if not path.is_file():
                 raise CheckpointError(f"checkpoint part {name!r} of step {step} is missing: {path}")
             relative[name] = str(path.resolve().relative_to(root.resolve()))
-        manifest = root / f"step-{step:08d}.json"
-        remote = dict(remote or {})
-        record = {"step": step, "parts": relative, "remote": remote, "job": job, "launch": launch}
-        text = json.dumps({k: v for k, v in record.items() if v is not None}, indent=1)
+        path = root / f"step-{step:08d}.json"
+        manifest = Manifest(step, relative, path, dict(remote or {}), job, launch)
         try:
-            write_atomically(manifest, [text.encode()])
+            write_atomically(path, [manifest.text().encode()])
         except OSError as exc:  # a CheckpointError, as the part's own write failing is
             raise CheckpointError(
-                f"cannot write checkpoint manifest {manifest}: {describe_os_error(exc)}; any "
+                f"cannot write checkpoint manifest {path}: {describe_os_error(exc)}; any "
                 "checkpoint before it is intact"
             ) from None
         self._prune()
-        return Manifest(step, relative, manifest, remote, job, launch)
+        return manifest
 
     def manifests(self) -> list[Manifest]:
         """Complete checkpoints, oldest first (manifests whose parts all exist)."""
@@ -302,20 +282,7 @@ class RunDirectory:
                 problems.append(f"{path} is a directory, not a manifest")
                 continue
             try:
-                data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
-                step = int(data["step"])  # first: a TypeError for JSON that is not an object
-                parts = dict(data["parts"])
-                if not all(isinstance(part, str) for part in parts.values()):
-                    raise TypeError(f"a part's file must be a string, got {parts}")
-                if CHIEF not in parts:  # the part every resume reads
-                    raise KeyError(f"no {CHIEF!r} part among {sorted(parts)}")
-                manifest = Manifest(
-                    step,
-                    parts,
-                    path,
-                    dict(data.get("remote", {})),
-                    *(None if data.get(k) is None else str(data[k]) for k in ("job", "launch")),
-                )
+                manifest = Manifest.parse(raw, path)
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")
                 continue
@@ -333,21 +300,26 @@ class RunDirectory:
         return found[-1] if found else None
 
     def set_aside(self, manifest: Manifest) -> Path:
-        """Rename an unusable checkpoint's step directory (``step-N.unusable``, replacing one set
-        aside before) and then its manifest (``.json.unusable``) out of the scan, keeping its
-        files for inspection: in place, the run's save of that step again wrote over them.
-        Returns the manifest's new path; raises RunDirError where either cannot be moved."""
-        folder, aside = manifest.path.with_suffix(""), Path(f"{manifest.path}.unusable")
+        """Move an unusable checkpoint out of the scan, keeping its files for inspection: its
+        step directory to ``step-N.unusable`` (replacing one set aside before), then its
+        manifest to ``step-N.json.unusable``, naming its parts where they now are. In place, the
+        run's save of that step again wrote over them; a manifest naming them where they were
+        named that save's parts instead. Returns the manifest's new path; raises RunDirError
+        where either cannot be moved."""
+        folder, moved = manifest.path.with_suffix(""), manifest.path.with_suffix(".unusable")
+        aside = replace(manifest, path=Path(f"{manifest.path}.unusable"))
         try:  # the directory first: a manifest left behind it names missing parts, skipped
             if folder.is_dir() and not folder.is_symlink():
-                if os.path.lexists(moved := Path(f"{folder}.unusable")):
+                if os.path.lexists(moved):
                     delete_path(moved)  # one set aside before, replaced as its manifest is
                 folder.rename(moved)
-            manifest.path.rename(aside)
+                aside = aside.moved(folder.name, moved.name)
+            write_atomically(aside.path, [aside.text().encode()])
+            manifest.path.unlink()
         except OSError as exc:  # was a bare '[Errno 39] Directory not empty', the manifest moved
             why = f"{exc.filename}: {describe_os_error(exc)}"
             raise RunDirError(f"cannot set aside checkpoint {manifest.path}: {why}") from None
-        return aside
+        return aside.path
 
     def _prune(self) -> None:
         try:  # a failure is a warning: this save's checkpoint is whole, and a later save prunes

@@ -654,6 +654,35 @@ def test_a_damaged_checkpoint_set_aside_keeps_its_file_when_the_run_saves_that_s
     assert RunDirectory(out)._foreign_checkpoints() == []
 
 
+@pytest.mark.timeout(60)
+def test_the_manifest_set_aside_names_the_damaged_part_not_the_step_saved_again(tmp_path):
+    """The set-aside manifest (``step-N.json.unusable``) kept naming its part where it had been,
+    ``step-N/chief.safetensors``, while the damaged file moved to ``step-N.unusable/``: once
+    the run saved step N again, the manifest describing the damaged checkpoint named the new,
+    whole part, and the damaged one no manifest at all (review k226)."""
+    run = RunDirectory(tmp_path, keep=5)
+    for step in (1, 2):
+        part = run.step_dir(step) / run_dir.CHIEF_PART
+        part.write_bytes(b"damaged" if step == 2 else b"whole")
+        run.commit(step, {run_dir.CHIEF: part}, {"pserver-shard0": "/d/p2"}, job="j", launch="l")
+    aside = run.set_aside(run.latest())
+    part = run.step_dir(2) / run_dir.CHIEF_PART  # the resumed run saves step 2 again
+    part.write_bytes(b"saved again")
+    run.commit(2, {run_dir.CHIEF: part})
+    record = json.loads(aside.read_text())
+    named = run.checkpoint_root / record["parts"][run_dir.CHIEF]
+    assert named == run.checkpoint_root / "step-00000002.unusable" / run_dir.CHIEF_PART
+    assert named.read_bytes() == b"damaged"
+    assert record == {
+        "step": 2,
+        "parts": {run_dir.CHIEF: f"step-00000002.unusable/{run_dir.CHIEF_PART}"},
+        "remote": {"pserver-shard0": "/d/p2"},
+        "job": "j",
+        "launch": "l",
+    }
+    assert [m.step for m in run.manifests()] == [1, 2] and run._foreign_checkpoints() == []
+
+
 @pytest.mark.timeout(120)
 def test_a_step_directory_that_cannot_be_made_is_a_checkpoint_error_naming_it(
     data, tmp_path, monkeypatch

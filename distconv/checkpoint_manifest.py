@@ -1,0 +1,71 @@
+"""A step checkpoint's manifest: the JSON file, written last, that ties its parts together.
+
+:class:`~distconv.run_dir.RunDirectory` writes one when every part of a step is on disk,
+reads them to find where to resume, and sets one aside with its step directory when its part
+is damaged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+
+CHIEF = "chief"  # the part the chief writes: weights, optimizer state, position
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One complete checkpoint: its step, where each local part lives (relative to the
+    checkpoint root), the parts remote holders (parameter-server shards) acknowledged, and the
+    job that wrote it: its job id and ``distconv-launch`` invocation (None where it had none,
+    or the manifest is older)."""
+
+    step: int
+    parts: dict[str, str]
+    path: Path
+    remote: dict[str, str] = field(default_factory=dict)
+    job: str | None = None
+    launch: str | None = None
+
+    def part(self, name: str) -> Path:
+        return self.path.parent / self.parts[name]
+
+    def text(self) -> str:
+        """The manifest file's JSON (``path`` is where it lies, not part of it)."""
+        record = {
+            "step": self.step,
+            "parts": self.parts,
+            "remote": self.remote,
+            "job": self.job,
+            "launch": self.launch,
+        }
+        return json.dumps({k: v for k, v in record.items() if v is not None}, indent=1)
+
+    @classmethod
+    def parse(cls, raw: bytes, path: Path) -> Manifest:
+        """The manifest whose file at ``path`` holds ``raw``.
+
+        Raises:
+            ValueError, KeyError, TypeError: it is damaged (not JSON, not an object, a field
+                missing or of another type, no :data:`CHIEF` part).
+        """
+        data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
+        step = int(data["step"])  # first: a TypeError for JSON that is not an object
+        parts = dict(data["parts"])
+        if not all(isinstance(part, str) for part in parts.values()):
+            raise TypeError(f"a part's file must be a string, got {parts}")
+        if CHIEF not in parts:  # the part every resume reads
+            raise KeyError(f"no {CHIEF!r} part among {sorted(parts)}")
+        job, launch = (None if data.get(k) is None else str(data[k]) for k in ("job", "launch"))
+        return cls(step, parts, path, dict(data.get("remote", {})), job, launch)
+
+    def moved(self, folder: str, to: str) -> Manifest:
+        """This manifest with its local parts in folder ``folder`` of the checkpoint root
+        named in folder ``to``; remote parts, on their holders' disks, stay as named."""
+
+        def where(part: str) -> str:
+            top, *rest = PurePosixPath(part).parts
+            return str(PurePosixPath(to, *rest)) if top == folder and rest else part
+
+        return replace(self, parts={k: where(v) for k, v in self.parts.items()})
