@@ -346,9 +346,18 @@ class RunDirectory:
         for entry in entries:
             if not (_STEP_DIR.fullmatch(entry.name) and entry.is_dir()) or entry.is_symlink():
                 continue
-            named = [entry.with_name(entry.name + end) for end in (".json", ".json.unusable")]
-            if int(entry.name[5:]) < oldest_kept and not any(os.path.lexists(m) for m in named):
+            if int(entry.name[5:]) < oldest_kept and not _named(entry):
                 shutil.rmtree(entry, ignore_errors=True)
+
+
+def _named(step_dir: Path) -> bool:
+    """Whether a manifest names ``step_dir``: its own, or one set aside that left it in place
+    (an older distconv, or a directory that could not move). One set aside beside a
+    ``step-N.unusable`` holds its files there: ``step-N`` is then the step saved again."""
+    beside = [step_dir.with_name(step_dir.name + end) for end in (".json", ".json.unusable")]
+    if os.path.lexists(beside[0]):
+        return True
+    return os.path.lexists(beside[1]) and not os.path.lexists(f"{step_dir}.unusable")
 
 
 def _listed(paths: list[str]) -> str:

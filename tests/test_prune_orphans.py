@@ -128,3 +128,34 @@ def test_a_listing_that_fails_in_the_prune_is_a_warning(tmp_path, monkeypatch, c
     assert manifest.step == 8 and manifest.path.is_file()
     assert any("not pruning old checkpoints now" in r.getMessage() for r in caplog.records)
     assert [m.step for m in run.manifests()] == [4, 8]  # nothing pruned: the next save will
+
+
+@pytest.mark.timeout(30)
+def test_a_step_saved_again_after_its_set_aside_is_swept_when_a_killed_prune_orphans_it(tmp_path):
+    """A step directory beside a manifest set aside was kept for good, as if that manifest
+    named it; since the set-aside moves its directory to ``step-N.unusable`` (k199), the
+    ``step-N`` beside it is the step saved again, and once a prune killed between its manifest
+    and its directory orphaned it, no later sweep took it: a whole checkpoint's bytes (review
+    k226). The set-aside files stay."""
+    from distconv.run_dir import CHIEF, RunDirectory
+
+    run = RunDirectory(tmp_path / "out", keep=1)
+
+    def save(step: int, data: bytes = b"whole") -> None:
+        part = run.step_dir(step) / "chief.safetensors"
+        part.write_bytes(data)
+        run.commit(step, {CHIEF: part})
+
+    save(2, b"damaged")
+    run.set_aside(run.latest())
+    save(2)  # the resumed run saves step 2 again
+    (run.checkpoint_root / "step-00000002.json").unlink()  # a prune killed before its rmtree
+    save(4)
+    assert _names(tmp_path / "out") == [
+        "step-00000002.json.unusable",
+        "step-00000002.unusable",
+        "step-00000004",
+        "step-00000004.json",
+    ]
+    aside = run.checkpoint_root / "step-00000002.unusable" / "chief.safetensors"
+    assert aside.read_bytes() == b"damaged"
