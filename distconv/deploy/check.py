@@ -22,6 +22,7 @@ from distconv.deploy.check_shards import (
     expand,
     shard_flag,
 )
+from distconv.deploy.counts import count, count_problems, counted
 from distconv.deploy.walk import (
     Manifest,
     _any_runs,
@@ -80,6 +81,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     """
     problems: list[str] = []
     for check in (
+        count_problems,
         _restart_policies,
         _services_named,
         _shards_start_together,
@@ -120,10 +122,10 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
     for mpijob in _of_kind(objs, "MPIJob"):
         spec = mpijob.get("spec", {})
         replicas = spec.get("mpiReplicaSpecs", {})
-        slots = int(spec.get("slotsPerWorker", 1))
-        capacity = int(replicas.get("Worker", {}).get("replicas", 0)) * slots
-        if spec.get("runLauncherAsWorker"):
-            capacity += slots
+        worker, slots = replicas.get("Worker", {}), count(spec, "slotsPerWorker", 1)
+        capacity = (count(worker, "replicas", 0) + bool(spec.get("runLauncherAsWorker"))) * slots
+        # a count that is no integer is named by count_problems: no capacity to compare with
+        known = counted(spec, "slotsPerWorker") and counted(worker, "replicas")
         for container in _mpiruns(_pod(replicas.get("Launcher", {})).get("containers", [])):
             counts = _process_counts(_argv(container))
             np = expand(counts[0], container) if counts else None  # as the kubelet passes it
@@ -134,7 +136,7 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
             elif np is None or not np.isdigit() or int(np) < 1:
                 # -np 0 is not "no ranks": Hydra starts as many as it finds slots for
                 yield f"{_where(mpijob)} Launcher: mpirun needs -np with a number, got {np!r}"
-            elif int(np) > capacity:
+            elif known and int(np) > capacity:
                 yield (
                     f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
                     f"({capacity} = replicas x slotsPerWorker)"
@@ -165,7 +167,7 @@ def _shard_names(
         spec, shard = sts["spec"], next(_running([sts], "pserver"), None)
         if shard is None and not _any_runs(sts, "pserver"):
             continue
-        replicas, namespace = int(spec.get("replicas", 1)), sts["metadata"].get("namespace")
+        replicas, namespace = count(spec, "replicas", 1), sts["metadata"].get("namespace")
         if shard is None:  # a shard all the same: "the job has no shard StatefulSet" was false
             return None, replicas, namespace
         container, args = shard[3], shard[4]
@@ -255,9 +257,8 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
 
 def _job_pods(spec: Manifest) -> int:
     # without completions a Job runs its parallelism's pods at once (a work queue), each a rank
-    completions = spec.get("completions")
-    parallelism = spec.get("parallelism")
-    return int((1 if parallelism is None else parallelism) if completions is None else completions)
+    parallelism = count(spec, "parallelism", 1)
+    return count(spec, "completions", parallelism)
 
 
 def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:

@@ -17,6 +17,7 @@ from distconv.deploy.check_shards import (
     pserver_parser,
     shard_flag,
 )
+from distconv.deploy.counts import count
 from distconv.deploy.loopback import answers_127_0_0_1, on_loopback
 from distconv.deploy.walk import (
     Manifest,
@@ -191,7 +192,7 @@ def _mpi_liveness_ports(objs: Sequence[Manifest]) -> Iterator[str]:
         if obj.get("kind") != "MPIJob":
             continue
         spec = obj.get("spec", {})
-        replicas, slots = spec.get("mpiReplicaSpecs", {}), int(spec.get("slotsPerWorker", 1))
+        replicas, slots = spec.get("mpiReplicaSpecs", {}), count(spec, "slotsPerWorker", 1)
         launcher = _pod(replicas.get("Launcher", {})).get("containers", [])
         ports = {_port_as_read(c) for c in launcher if _command_args(_argv(c), "train") is not None}
         for first in sorted(int(p) for p in ports if p is not None and p.isdigit()):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
+from distconv.deploy.counts import count
 from distconv.deploy.pod import HOME
 from distconv.deploy.walk import (
     Manifest,
@@ -61,7 +62,7 @@ def _rank_containers(
 def _ranks_per_pod(obj: Manifest, where: str) -> int:
     """How many ranks one pod at ``where`` runs: an MPI worker pod's slots, else one."""
     if obj.get("kind") == "MPIJob" and where.endswith(" Worker"):
-        return int(obj.get("spec", {}).get("slotsPerWorker", 1))
+        return count(obj.get("spec", {}), "slotsPerWorker", 1)
     return 1
 
 
@@ -259,7 +260,7 @@ def _world_size(obj: Manifest) -> int | None:
     launcher's ``-np``; None for another kind or a count the cluster fills in."""
     spec = obj.get("spec", {})
     if obj.get("kind") == "Job":
-        return int(spec.get("completions") or 1)
+        return count(spec, "completions", 1) or 1
     if obj.get("kind") == "MPIJob":
         launcher = _pod(spec.get("mpiReplicaSpecs", {}).get("Launcher", {}))
         for container in launcher.get("containers", []):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from distconv.deploy.counts import count
 from distconv.deploy.walk import Manifest, _of_kind, _running, _templates, _where
 
 
@@ -49,7 +50,7 @@ def _shards_start_together(objs: Sequence[Manifest]) -> Iterator[str]:
     for sts in (o for o in shard_sets if o.get("kind") == "StatefulSet"):
         spec = sts["spec"]
         policy = spec.get("podManagementPolicy", "OrderedReady")
-        if policy != "Parallel" and int(spec.get("replicas", 1)) > 1:
+        if policy != "Parallel" and count(spec, "replicas", 1) > 1:
             yield (
                 f"{_where(sts)}: podManagementPolicy must be Parallel, got {policy!r}: shard 1 "
                 "would wait for shard 0 to be ready, which waits for worker 0 to seed every shard"

@@ -1,0 +1,61 @@
+"""The counts a job's manifest gives, read as the API server reads them (part of
+:func:`distconv.deploy.check.manifest_problems`): an MPIJob's ``slotsPerWorker`` and replicas, a
+StatefulSet's replicas, a Job's completions and parallelism.
+
+Each is an integer field: ``"2"``, ``1.5`` or ``true`` is refused by ``kubectl apply``, and the
+checks that count ranks or slots (``int("2")`` is 2, ``int(True)`` is 1, ``int(None)`` raises)
+would judge a job that never starts, or stop with a traceback. :func:`count` reads one such field
+as the checks use it; :func:`count_problems` names each one that is no integer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from distconv.deploy.walk import Manifest, _where
+
+
+def count(spec: Manifest, field: str, default: int) -> int:
+    """``spec[field]`` where it is an integer (not a bool, which YAML's ``true`` gives), else
+    ``default`` (also where it is absent): a field of another type is named by
+    :func:`count_problems`; the other checks read the default instead of stopping."""
+    value = spec.get(field, default)
+    return value if _is_count(value) else default
+
+
+def counted(spec: Manifest, field: str) -> bool:
+    """Whether ``spec[field]`` is absent (its default applies) or an integer: a check that
+    compares with the count judges nothing where it is not."""
+    return field not in spec or _is_count(spec[field])
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count_fields(obj: Manifest) -> Iterator[tuple[str, Manifest, str, int]]:
+    """(where, spec, field, least) for each count field ``obj``'s kind has."""
+    spec = obj.get("spec", {})
+    kind = obj.get("kind")
+    if kind == "MPIJob":
+        yield _where(obj), spec, "slotsPerWorker", 1
+        for role, replica in spec.get("mpiReplicaSpecs", {}).items():
+            yield f"{_where(obj)} {role}", replica, "replicas", 0
+    elif kind == "StatefulSet":
+        yield _where(obj), spec, "replicas", 0
+    elif kind == "Job":
+        yield _where(obj), spec, "completions", 0
+        yield _where(obj), spec, "parallelism", 0
+
+
+def count_problems(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Each count field present that is no integer, or below what the API server takes
+    (``slotsPerWorker`` of 0 gives no rank a slot; a negative number of replicas)."""
+    for obj in objs:
+        for where, spec, field, least in _count_fields(obj):
+            if field not in spec:
+                continue
+            value = spec[field]
+            if not _is_count(value) or value < least:
+                yield f"{where}: {field} must be an integer >= {least}, got {value!r}"

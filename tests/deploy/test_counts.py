@@ -1,0 +1,56 @@
+"""A count field of a job's manifest (MPIJob slotsPerWorker and replicas, a StatefulSet's
+replicas, a Job's completions and parallelism) that is no integer is named by
+``manifest_problems``, not a traceback, nor read as the integer ``int()`` makes of it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+
+pytestmark = pytest.mark.timeout(60)
+
+MPI = dict(job_name="pairs", workers=6, servers=0, image="d:1", slots_per_worker=2)
+PSERVER = dict(job_name="ps", workers=2, servers=2, image="d:1")
+
+
+def _problems_with(kw: dict, kind: str, path: tuple[str, ...], value) -> list[str]:
+    objs = render_manifests(**kw, train_args=["x.py"])
+    (obj,) = [copy.deepcopy(o) for o in objs if o["kind"] == kind]
+    node = obj["spec"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return manifest_problems([obj if o["kind"] == kind else o for o in objs])
+
+
+@pytest.mark.parametrize("value", ["2", 1.5, True, None, "x", 0])
+def test_a_slots_per_worker_of_no_count_is_named(value):
+    problems = _problems_with(MPI, "MPIJob", ("slotsPerWorker",), value)
+    assert f"MPIJob pairs: slotsPerWorker must be an integer >= 1, got {value!r}" in problems
+    if value != 0:  # no capacity made up from it ("2" read as 2 passed: the job never starts)
+        assert problems == [f"MPIJob pairs: slotsPerWorker must be an integer >= 1, got {value!r}"]
+
+
+@pytest.mark.parametrize("value", ["3", "x", 1.5, True, None, -1])
+def test_worker_replicas_of_no_count_are_named(value):
+    problems = _problems_with(MPI, "MPIJob", ("mpiReplicaSpecs", "Worker", "replicas"), value)
+    assert problems[0] == f"MPIJob pairs Worker: replicas must be an integer >= 0, got {value!r}"
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"),
+    [("StatefulSet", "replicas"), ("Job", "completions"), ("Job", "parallelism")],
+)
+@pytest.mark.parametrize("value", ["x", None, True])
+def test_a_pserver_jobs_count_of_no_integer_is_named(kind, field, value):
+    problems = _problems_with(PSERVER, kind, (field,), value)
+    name = "ps-pserver" if kind == "StatefulSet" else "ps-worker"
+    assert f"{kind} {name}: {field} must be an integer >= 0, got {value!r}" in problems
+
+
+def test_the_rendered_counts_pass():
+    assert manifest_problems(render_manifests(**MPI, train_args=["x.py"])) == []
+    assert manifest_problems(render_manifests(**PSERVER, train_args=["x.py"])) == []
