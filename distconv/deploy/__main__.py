@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from distconv.deploy.render import EXAMPLES, write_examples
-from distconv.files import folder_problem
+from distconv.files import describe_os_error, folder_problem
 
 USAGE = "usage: python -m distconv.deploy [FOLDER]  (rewrites the example manifests; default k8s)"
 PROG = "python -m distconv.deploy"
@@ -23,8 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0
+        return _write_stdout(f"{USAGE}\n", "the usage")
     # an option is no folder: `--help` or a typo must not become a folder of manifests
     if len(args) > 1 or (args and (args[0].startswith("-") or not args[0].strip())):
         print(USAGE, file=sys.stderr)
@@ -42,9 +42,41 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:  # another job's manifests there; no write permission
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    for path in paths:
-        print(path)
+    return _write_stdout("".join(f"{path}\n" for path in paths), "the list of files written")
+
+
+def _write_stdout(text: str, what: str) -> int:
+    """Write ``text`` on stdout and flush it: 0, or 1 with one line on stderr where stdout
+    cannot take it (a full disk, ``| head -0``, closed), not print()'s traceback and a second
+    one from the flush at exit. The list of files comes after they are written: a failure to
+    list them says so, and leaves them written."""
+    try:
+        if sys.stdout is None:  # started with stdout closed: print() drops it unsaid
+            raise OSError(0, "stdout is closed")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        _drop_stdout()
+        print(
+            f"{PROG}: error: cannot write {what} to stdout: {describe_os_error(exc)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _drop_stdout() -> None:
+    """Point stdout's descriptor at /dev/null: what is left in its buffer would fail again at
+    the flush at exit (Python's "Note on SIGPIPE")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # None, or no file: no flush at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -172,3 +172,41 @@ def test_other_manifests_in_a_later_examples_folder_leave_all_unwritten(tmp_path
     (line,) = result.stderr.splitlines()
     assert "k8s/mpijob holds manifests this job does not have (other.yaml)" in line, line
     assert [p.name for p in (tmp_path / "k8s").iterdir()] == ["mpijob"]  # nothing written
+
+
+def _closed_pipe() -> int:
+    """The write end of a pipe whose reader is gone (``| head -0``): every write is EPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--help"], "cannot write the usage to stdout"),
+        (["k8s"], "cannot write the list of files written to stdout"),
+    ],
+)
+@pytest.mark.parametrize("stdout", ["/dev/full", "closed pipe"])
+def test_a_stdout_that_cannot_take_the_output_is_one_error_line(tmp_path, args, words, stdout):
+    """`python -m distconv.deploy | head -0` (or > /dev/full) ended in print()'s traceback."""
+    fd = os.open(stdout, os.O_WRONLY) if stdout == "/dev/full" else _closed_pipe()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "distconv.deploy", *args],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            stdout=fd,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(fd)
+    cause = "no space left on device" if stdout == "/dev/full" else "broken pipe"
+    assert result.returncode == 1
+    assert result.stderr == f"python -m distconv.deploy: error: {words}: {cause}\n"
+    if args == ["k8s"]:  # written before they were listed
+        assert (tmp_path / "k8s" / "mpijob" / "mpijob-digits-mpi.yaml").is_file()
