@@ -56,7 +56,7 @@ from distconv.deploy.pserver import (
     SERVER_RESOURCES,
     _PserverWorkloads,
 )
-from distconv.files import write_all_atomically
+from distconv.deploy.write import write_folders
 from distconv.train_args import FlagError, spelled_out
 
 # The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
@@ -331,19 +331,6 @@ def manifest_filename(obj: Manifest) -> str:
     return f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
 
 
-def _refuse_others(objs: Sequence[Manifest], out: Path) -> None:
-    """ValueError where ``out`` holds manifests (YAML, JSON) that ``objs`` do not write."""
-    names = {manifest_filename(obj) for obj in objs}
-    present = out.iterdir() if out.is_dir() else ()  # what `kubectl apply -f out` reads
-    others = sorted(p.name for p in present if p.suffix in (".yaml", ".yml", ".json"))
-    others = [name for name in others if name not in names]
-    if others:
-        raise ValueError(
-            f"{out} holds manifests this job does not have ({', '.join(others)}): "
-            "`kubectl apply -f` would deploy them too; remove them or choose an empty folder"
-        )
-
-
 def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) -> list[Path]:
     """Write each manifest to ``folder/<kind>-<name>.yaml`` (made if missing); return the paths.
 
@@ -357,15 +344,16 @@ def write_manifests(objs: Sequence[Manifest], folder: str | os.PathLike[str]) ->
     apply` would take, and whose shards would wait for ever).
 
     Raises:
-        ValueError: the folder holds manifests (YAML or JSON) this render does not write.
+        ValueError: the folder holds manifests (YAML or JSON) this render does not write, or
+            something other than a file stands where one goes (nothing is written then).
         OSError: a file could not be written.
     """
-    out = Path(folder)
-    _refuse_others(objs, out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = {out / manifest_filename(obj): dump_yaml([obj]).encode("utf-8") for obj in objs}
-    write_all_atomically(files)  # all or none: a cut file, or two renders, may still apply
-    return list(files)
+    return write_folders({Path(folder): _files(objs)})
+
+
+def _files(objs: Sequence[Manifest]) -> dict[str, bytes]:
+    """Each object's file name and YAML, one object per file."""
+    return {manifest_filename(obj): dump_yaml([obj]).encode("utf-8") for obj in objs}
 
 
 #: the checked-in examples under k8s/: folder name -> render_manifests arguments
@@ -390,10 +378,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 def write_examples(root: str | os.PathLike[str]) -> list[Path]:
     """Render every example of :data:`EXAMPLES` into ``root/<example>/``; return the paths.
     Other manifests in any folder (ValueError) are refused before any example is written."""
-    jobs = {
-        Path(root, f): render_manifests(train_args=EXAMPLE_TRAIN_ARGS, **kw)
+    folders = {
+        Path(root, f): _files(render_manifests(train_args=EXAMPLE_TRAIN_ARGS, **kw))
         for f, kw in EXAMPLES.items()
     }
-    for out, objs in jobs.items():
-        _refuse_others(objs, out)
-    return [path for out, objs in jobs.items() for path in write_manifests(objs, out)]
+    return write_folders(folders)  # every folder checked before any file is written

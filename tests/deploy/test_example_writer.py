@@ -210,3 +210,41 @@ def test_a_stdout_that_cannot_take_the_output_is_one_error_line(tmp_path, args, 
     assert result.stderr == f"python -m distconv.deploy: error: {words}: {cause}\n"
     if args == ["k8s"]:  # written before they were listed
         assert (tmp_path / "k8s" / "mpijob" / "mpijob-digits-mpi.yaml").is_file()
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` (hidden ones too), a file's bytes, a folder's None."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in root.rglob("*")
+    }
+
+
+def test_a_folder_where_a_manifest_goes_is_named_before_anything_is_written(tmp_path):
+    """A folder named statefulset-j-pserver.yaml failed at its rename, after the Service was
+    replaced: the new Service beside the old Job, and the Job's staged .job-j-worker.yaml.new
+    left behind, with '[Errno 21] Is a directory' naming the staged file."""
+    write_manifests(render_manifests(job_name="j", workers=2, servers=1, image="d:1"), tmp_path)
+    (tmp_path / "statefulset-j-pserver.yaml").unlink()
+    (tmp_path / "statefulset-j-pserver.yaml").mkdir()
+    before = _tree(tmp_path)
+    three = render_manifests(job_name="j", workers=3, servers=1, image="d:1")
+    with pytest.raises(ValueError) as caught:
+        write_manifests(three, tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path}/statefulset-j-pserver.yaml is not a file: the manifest cannot be written there"
+    )
+    assert _tree(tmp_path) == before
+
+
+def test_a_folder_where_an_example_goes_leaves_all_unwritten(tmp_path):
+    """The examples' write failed at FOLDER/mpijob-gpu, a folder standing where its manifest
+    goes, after the other examples had been written."""
+    (tmp_path / "k8s" / "mpijob-gpu" / "mpijob-digits-mpi-gpu.yaml").mkdir(parents=True)
+    before = _tree(tmp_path)
+    result = _write(tmp_path, "k8s")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        "python -m distconv.deploy: error: k8s/mpijob-gpu/mpijob-digits-mpi-gpu.yaml is not a "
+        "file: the manifest cannot be written there\n"
+    )
+    assert _tree(tmp_path) == before and result.stdout == ""
