@@ -56,6 +56,7 @@ from distconv.deploy.pserver import (
     SERVER_RESOURCES,
     _PserverWorkloads,
 )
+from distconv.deploy.train_values import refuse_train_values
 from distconv.deploy.write import write_folders
 from distconv.train_args import FlagError, spelled_out
 
@@ -146,7 +147,8 @@ def render_manifests(
             owns (``--sync``, ``--pservers``, ``--keys``, ``--health-port``,
             ``--health-host``, ``--resume auto``, so no ``--overwrite``); ``--out`` defaults to
             a directory on the pod's writable run volume. Abbreviated flags are written out in
-            full, as ``distconv train`` reads them.
+            full, as ``distconv train`` reads them; a value it refuses (``--epochs -1``) is
+            refused here, as ``distconv-launch k8s`` refuses it.
         mode: the shards' mode, ``"sync"`` or ``"async"`` (parameter-server jobs only).
         slots_per_worker: ranks per MPI worker pod (MPI jobs only); ``workers`` must be a
             multiple of it.
@@ -237,6 +239,7 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
         raise ValueError(
             f"the train arguments after -- must leave {', '.join(owned)} to the deployment"
         )
+    refuse_train_values(spelled)  # as distconv-launch k8s does: every rank would refuse them
     return spelled
 
 

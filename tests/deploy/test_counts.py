@@ -17,7 +17,7 @@ PSERVER = dict(job_name="ps", workers=2, servers=2, image="d:1")
 
 
 def _problems_with(kw: dict, kind: str, path: tuple[str, ...], value) -> list[str]:
-    objs = render_manifests(**kw, train_args=["x.py"])
+    objs = render_manifests(**kw, train_args=["--epochs", "2"])
     (obj,) = [copy.deepcopy(o) for o in objs if o["kind"] == kind]
     node = obj["spec"]
     for key in path[:-1]:
@@ -52,5 +52,5 @@ def test_a_pserver_jobs_count_of_no_integer_is_named(kind, field, value):
 
 
 def test_the_rendered_counts_pass():
-    assert manifest_problems(render_manifests(**MPI, train_args=["x.py"])) == []
-    assert manifest_problems(render_manifests(**PSERVER, train_args=["x.py"])) == []
+    assert manifest_problems(render_manifests(**MPI, train_args=["--epochs", "2"])) == []
+    assert manifest_problems(render_manifests(**PSERVER, train_args=["--epochs", "2"])) == []

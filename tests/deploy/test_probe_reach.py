@@ -189,7 +189,9 @@ def test_mpi_ranks_without_a_health_port_are_refused(edit, refused):
     started without --health-port serve none, so it found no rank, passed for good, and never
     restarted a rank stuck in a collective; the checks passed such an MPIJob."""
     objs = copy.deepcopy(
-        render_manifests(job_name="j", workers=2, servers=0, image="d:1", train_args=["x.py"])
+        render_manifests(
+            job_name="j", workers=2, servers=0, image="d:1", train_args=["--epochs", "2"]
+        )
     )
     launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]
     (container,) = launcher["template"]["spec"]["containers"]
@@ -260,7 +262,9 @@ def test_mpi_ranks_the_worker_liveness_cannot_reach_are_refused(host, refused):
     probes listen elsewhere (::1, 127.0.0.2, one address of the pod) were never found, so the
     liveness passed for good; the checks passed such an MPIJob."""
     objs = copy.deepcopy(
-        render_manifests(job_name="j", workers=2, servers=0, image="d:1", train_args=["x.py"])
+        render_manifests(
+            job_name="j", workers=2, servers=0, image="d:1", train_args=["--epochs", "2"]
+        )
     )
     launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]
     (container,) = launcher["template"]["spec"]["containers"]

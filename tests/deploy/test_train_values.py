@@ -1,0 +1,65 @@
+"""The ``distconv train`` values of a job are read by ``distconv train``'s own parser on both
+ways to render it: ``render_manifests`` (the library) rendered ``--epochs -1`` or ``--out``
+without a value into every rank's command, which ``distconv-launch k8s`` refuses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distconv.deploy import render_manifests
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+#: train arguments every rank would refuse, and the words both renderers refuse them with
+REFUSED = [
+    (["--epochs", "-1"], "argument --epochs: must be >= 1, got -1"),
+    (["--epochs", "x"], "argument --epochs: must be an integer, got 'x'"),
+    (["--out"], "argument --out: expected one argument"),
+    (["--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
+    (["--lr", "abc"], "argument --lr: must be a number, got 'abc'"),
+    (["--help"], "-h/--help"),
+]
+
+
+def _launch_k8s(train_args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "k8s", "--workers", "2", "--image", "d:1", "--",
+         *train_args],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("servers", [1, 0])
+@pytest.mark.parametrize("train_args, words", REFUSED)
+def test_render_manifests_refuses_train_values_the_ranks_refuse(train_args, words, servers):
+    with pytest.raises(ValueError) as caught:
+        render_manifests(job_name="j", workers=2, servers=servers, image="d:1",
+                         train_args=train_args)  # fmt: skip
+    assert str(caught.value).startswith(words), caught.value
+    assert str(caught.value).endswith("(the train arguments after --)")
+
+
+@pytest.mark.parametrize("train_args, words", REFUSED[:3])
+def test_the_launcher_refuses_the_same_values(train_args, words):
+    result = _launch_k8s(train_args)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert words in result.stderr
+
+
+def test_good_train_values_render_on_both_ways():
+    train_args = ["--epochs", "3", "--batch-size", "32", "--data", "digits"]
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1", train_args=train_args)
+    assert objs[-1]["spec"]["template"]["spec"]["containers"][0]["args"][-6:] == train_args
+    result = _launch_k8s(train_args)
+    assert result.returncode == 0, result.stderr
