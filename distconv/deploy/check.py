@@ -162,7 +162,7 @@ def _shard_names(
     pserver``; None where the job has none. ``--bind`` is read as the shard reads it
     (abbreviated, ``$(VAR)`` filled in from the container's literal values); the addresses are
     None where it is not written out (a value the cluster fills in, ``$(ARGS)``, may hold it),
-    only the cluster knows it, the shard refuses it, or it runs in a shell's command."""
+    only the cluster knows it, the shard refuses it, or a shell runs more than it."""
     for sts in _of_kind(objs, "StatefulSet"):
         spec, shard = sts["spec"], next(_running([sts], "pserver"), None)
         if shard is None and not _any_runs(sts, "pserver"):

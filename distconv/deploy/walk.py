@@ -7,6 +7,7 @@ Shared by :mod:`distconv.deploy.check`, :mod:`distconv.deploy.check_ranks` and
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -14,6 +15,13 @@ from typing import Any
 from distconv.deploy.pod import HOME
 
 Manifest = dict[str, Any]
+#: the shells whose ``-c`` string the checks read as the command line it runs
+_SHELLS = {"sh", "bash", "dash", "ash"}
+_DASH_C = re.compile(r"-[a-z]*c")
+#: a reference the kubelet fills in from the container's env before the shell sees the string
+_KUBELET_REFERENCE = re.compile(r"\$\(([^)$]*)\)")
+#: what a shell expands or acts on: a string holding one is no plain command line as written
+_SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
 #: user's home, docker/Dockerfile), not ``/``
 IMAGE_WORKDIR = HOME
@@ -61,7 +69,51 @@ def _init_containers(template: Manifest) -> list[Manifest]:
 
 
 def _argv(container: Manifest) -> list[str]:
-    return [str(a) for a in (*container.get("command", []), *container.get("args", []))]
+    """The container's command line: its ``command`` and ``args``, or where they run a shell's
+    plain command string (``sh -c "exec distconv train --out /x"``), that command's words
+    (:func:`shell_command`), so that a rank or a shard started so is held to the same checks."""
+    argv = [str(a) for a in (*container.get("command", []), *container.get("args", []))]
+    words = shell_command(argv, _plain_variables(container))
+    return argv if words is None else words
+
+
+def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
+    """The words of the one command that ``argv``, a shell's ``-c`` string, runs (``exec`` read
+    past), split as the shell splits them; None where ``argv`` runs no shell, passes words after
+    the string (``sh -c "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is
+    more than one command as written: another command before it (``cd /x;``) or something the
+    shell would expand or act on (``$HOME``, a glob, a redirection), which only the running
+    shell knows. A ``$(NAME)`` of a variable in ``plain`` stays for the checks to fill in,
+    as the kubelet does before the shell starts."""
+    # words after the string are its $0, $1...: only the running shell knows what reads them
+    shell = argv[0].rsplit("/", 1)[-1] if argv else None
+    if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
+        return None
+    written = _KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", argv[2])
+    if _SHELL_SYNTAX.search(written):
+        return None
+    try:
+        words = shlex.split(argv[2])
+    except ValueError:  # an unbalanced quote: the shell refuses it
+        return None
+    return words[1:] if words[:1] == ["exec"] else words
+
+
+def _plain_variables(container: Manifest) -> set[str]:
+    """The container's variables that the kubelet fills into a shell's string as one word the
+    shell leaves alone: a value with no space or shell syntax, or one only the cluster knows
+    (``valueFrom``: a pod's name, its index)."""
+    return {
+        var["name"]
+        for var in container.get("env", [])
+        if "name" in var and ("valueFrom" in var or _one_word(str(var.get("value") or "")))
+    }
+
+
+def _one_word(value: str) -> bool:
+    """Whether the shell reads ``value`` as one word as it is: not empty (a word the shell
+    drops), no space (two words), no shell syntax."""
+    return bool(value) and not _SHELL_SYNTAX.search(value) and not any(c.isspace() for c in value)
 
 
 def _command_args(argv: list[str], command: str) -> list[str] | None:

@@ -1,0 +1,107 @@
+"""A rank or a shard started through a shell's plain command string (``sh -c "exec distconv
+train ..."``) is held to the checks one started directly gets: its --out, --resume,
+--pservers, --rank and --keys were not read, so a job whose ranks would all fail passed."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+from distconv.deploy.walk import shell_command
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _set(flag: str, value: str):
+    return lambda args: args.__setitem__(args.index(flag) + 1, value)
+
+
+def _drop(flag: str):
+    def edit(args: list[str]) -> None:
+        i = args.index(flag)
+        del args[i : i + 2]
+
+    return edit
+
+
+EDITS = {
+    "out on the read-only root": ("Job", _set("--out", "/opt/run")),
+    "no --resume": ("Job", _drop("--resume")),
+    "--pservers not the shards": ("Job", _set("--pservers", "x:5555")),
+    "--rank in every rank": ("Job", lambda args: args.extend(["--rank", "0"])),
+    "--keys not mounted": ("Job", _set("--keys", "/opt/keys")),
+    "shard --num-shards": ("StatefulSet", _set("--num-shards", "3")),
+    "shard checkpoints on the root": ("StatefulSet", _set("--checkpoint-dir", "/opt/ckpt")),
+}
+
+
+def _container(objs: list[dict], kind: str) -> dict:
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    (container,) = obj["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _problems(kind: str, edit, start) -> list[str]:
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    container = _container(objs, kind)
+    edit(container["args"])
+    start(container)
+    return manifest_problems(objs)
+
+
+def _direct(container: dict) -> None:
+    pass
+
+
+def _sh_exec(container: dict) -> None:
+    container["args"] = ["sh", "-c", "exec " + shlex.join(container["args"])]
+
+
+def _bash_command(container: dict) -> None:
+    container["command"] = ["/bin/bash", "-c"]
+    container["args"] = [shlex.join(container["args"])]
+
+
+@pytest.mark.parametrize("start", [_sh_exec, _bash_command], ids=["sh-exec", "bash-command"])
+@pytest.mark.parametrize("case", EDITS)
+def test_a_shell_started_rank_or_shard_gets_the_same_checks(case, start):
+    kind, edit = EDITS[case]
+    direct = _problems(kind, edit, _direct)
+    assert direct  # each edit is refused when started directly
+    assert _problems(kind, edit, start) == direct
+
+
+def test_a_rendered_job_in_a_shell_passes():
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    for kind in ("Job", "StatefulSet"):  # the shard's --shard $(DISTCONV_SHARD) filled in
+        _sh_exec(_container(objs, kind))
+    assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "cd /tmp; exec distconv train --out /opt/run",  # another command first: not read
+        "exec distconv train --out $HOME/run",  # the shell's own variable
+        "exec distconv train --out /opt/$(UNSET)",  # no such variable: the shell runs it
+        "exec distconv train --out /opt/run > /tmp/log",
+        "exec distconv train --out '/opt/run",  # an unbalanced quote
+    ],
+)
+def test_a_string_only_the_shell_can_read_is_not_read(script):
+    assert shell_command(["sh", "-c", script], set()) is None
+
+
+def test_a_plain_string_is_read_as_the_shell_splits_it():
+    argv = ["/bin/sh", "-c", "exec distconv train --out '/opt/a b' --job-id $(J)"]
+    assert shell_command(argv, {"J"}) == [
+        "distconv", "train", "--out", "/opt/a b", "--job-id", "$(J)"
+    ]  # fmt: skip
+    assert shell_command(["distconv", "-c", "train"], set()) is None  # no shell
+
+
+def test_words_after_the_string_are_no_command_read():
+    assert shell_command(["sh", "-c", "exec distconv train", "sh", "--out", "/x"], set()) is None
