@@ -19,14 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from distconv.deploy.loopback import on_loopback
-from distconv.deploy.walk import Manifest, _here, _running, _writable
+from distconv.deploy.walk import KUBELET_REFERENCE, Manifest, _here, _running, _writable
 from distconv.endpoint import split_endpoint
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.ps.cli import add_pserver, shard_config
 from distconv.transport_flags import refuse_probe_flags_without_port
 
-#: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command and args
-_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 #: what stands for a value only the cluster knows: no flag starts so, no value is written so
 _FILLED = "\x00"
 #: the variables the kubelet defines for the namespace's Services (``enableServiceLinks``; the
@@ -170,7 +168,7 @@ def _fill_in(container: Manifest, values: dict[str, str], text: str) -> str:
             return f"{_FILLED}{name}{_FILLED}"
         return match.group(0)  # no such variable: the kubelet leaves the reference
 
-    return _REFERENCE.sub(fill, text)
+    return KUBELET_REFERENCE.sub(fill, text)
 
 
 def shard_argv_problem(

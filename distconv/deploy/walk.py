@@ -18,8 +18,9 @@ Manifest = dict[str, Any]
 #: the shells whose ``-c`` string the checks read as the command line it runs
 _SHELLS = {"sh", "bash", "dash", "ash"}
 _DASH_C = re.compile(r"-[a-z]*c")
-#: a reference the kubelet fills in from the container's env before the shell sees the string
-_KUBELET_REFERENCE = re.compile(r"\$\(([^)$]*)\)")
+#: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command, args
+#: and env values before the process (or its shell) sees them
+KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 #: what a shell expands or acts on: a string holding one is no plain command line as written
 _SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
@@ -89,7 +90,7 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
     if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
         return None
-    written = _KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", argv[2])
+    written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", argv[2])
     if _SHELL_SYNTAX.search(written):
         return None
     try:
