@@ -333,7 +333,9 @@ def _pod_conventions(where: str, template: Manifest, health_ports: set[int]) -> 
     if security.get("runAsNonRoot") is not True or not security.get("runAsUser"):
         yield f"{where}: the pod must set runAsNonRoot: true and a numeric non-zero runAsUser"
     grace = pod.get("terminationGracePeriodSeconds", 30)
-    if grace < MIN_GRACE_SECONDS:
+    if not counted(pod, "terminationGracePeriodSeconds"):  # "90": kubectl refuses it
+        yield f"{where}: terminationGracePeriodSeconds must be an integer, got {grace!r}"
+    elif grace < MIN_GRACE_SECONDS:
         yield f"{where}: terminationGracePeriodSeconds {grace} < {MIN_GRACE_SECONDS} s"
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for container in _containers(template):

@@ -54,3 +54,15 @@ def test_a_pserver_jobs_count_of_no_integer_is_named(kind, field, value):
 def test_the_rendered_counts_pass():
     assert manifest_problems(render_manifests(**MPI, train_args=["--epochs", "2"])) == []
     assert manifest_problems(render_manifests(**PSERVER, train_args=["--epochs", "2"])) == []
+
+
+@pytest.mark.parametrize("value", ["90", 90.5, True])
+def test_a_grace_period_of_no_integer_is_named(value):
+    """terminationGracePeriodSeconds "90" stopped the check with "'<' not supported
+    between instances of 'str' and 'int'"."""
+    objs = render_manifests(**PSERVER, train_args=["--epochs", "2"])
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = value
+    assert manifest_problems(objs) == [
+        f"Job ps-worker: terminationGracePeriodSeconds must be an integer, got {value!r}"
+    ]
