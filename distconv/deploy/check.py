@@ -39,6 +39,7 @@ from distconv.deploy.walk import (
     _runs,
     _templates,
     _where,
+    as_applied,
     in_container,
 )
 from distconv.endpoint import split_endpoint
@@ -79,7 +80,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
     readiness or startup gate.
     """
-    problems: list[str] = []
+    objs, problems = [as_applied(obj) for obj in objs], []
     for check in (
         count_problems,
         _restart_policies,

@@ -28,6 +28,17 @@ _SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
 IMAGE_WORKDIR = HOME
 
 
+def as_applied(node: Any) -> Any:
+    """``node`` (a manifest, or a part of one) as the API server takes it: a field set to null
+    (``env:`` with nothing after it in YAML) is unset, as if not written, so each check reads
+    the field's default, not None."""
+    if isinstance(node, dict):
+        return {key: as_applied(value) for key, value in node.items() if value is not None}
+    if isinstance(node, list):
+        return [as_applied(item) for item in node]
+    return node
+
+
 def _where(obj: Manifest) -> str:
     return f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
 

@@ -26,7 +26,7 @@ def _problems_with(kw: dict, kind: str, path: tuple[str, ...], value) -> list[st
     return manifest_problems([obj if o["kind"] == kind else o for o in objs])
 
 
-@pytest.mark.parametrize("value", ["2", 1.5, True, None, "x", 0])
+@pytest.mark.parametrize("value", ["2", 1.5, True, "x", 0])
 def test_a_slots_per_worker_of_no_count_is_named(value):
     problems = _problems_with(MPI, "MPIJob", ("slotsPerWorker",), value)
     assert f"MPIJob pairs: slotsPerWorker must be an integer >= 1, got {value!r}" in problems
@@ -34,7 +34,7 @@ def test_a_slots_per_worker_of_no_count_is_named(value):
         assert problems == [f"MPIJob pairs: slotsPerWorker must be an integer >= 1, got {value!r}"]
 
 
-@pytest.mark.parametrize("value", ["3", "x", 1.5, True, None, -1])
+@pytest.mark.parametrize("value", ["3", "x", 1.5, True, -1])
 def test_worker_replicas_of_no_count_are_named(value):
     problems = _problems_with(MPI, "MPIJob", ("mpiReplicaSpecs", "Worker", "replicas"), value)
     assert problems[0] == f"MPIJob pairs Worker: replicas must be an integer >= 0, got {value!r}"
@@ -44,7 +44,7 @@ def test_worker_replicas_of_no_count_are_named(value):
     ("kind", "field"),
     [("StatefulSet", "replicas"), ("Job", "completions"), ("Job", "parallelism")],
 )
-@pytest.mark.parametrize("value", ["x", None, True])
+@pytest.mark.parametrize("value", ["x", 2.0, True])
 def test_a_pserver_jobs_count_of_no_integer_is_named(kind, field, value):
     problems = _problems_with(PSERVER, kind, (field,), value)
     name = "ps-pserver" if kind == "StatefulSet" else "ps-worker"
