@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count
 from distconv.deploy.pod import HOME
+from distconv.deploy.train_values import train_values_problem
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -90,6 +91,16 @@ def _as_read(train: list[str]) -> tuple[list[str], FlagError | None]:
         return train, exc
 
 
+def _values_refused(container: Manifest, train: list[str]) -> str | None:
+    """Why ``distconv train`` would refuse the values of ``train`` (``--epochs -1``), as the
+    kubelet passes them (``$(VAR)`` filled in), or None; not judged where a token holds a value
+    only the cluster knows, or a reference it may define (``$(JOB_COMPLETION_INDEX)``)."""
+    argv = [expand(a, container) for a in train]
+    if any(_is_filled(a) or "$(" in a for a in argv):
+        return None
+    return train_values_problem(argv)
+
+
 def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
     """Restarted ranks resume, take no flag of another transport than their ``--sync``, and
     every rank can write its run directory."""
@@ -103,6 +114,9 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
             yield f"{here}: every rank would refuse --overwrite beside --resume"
         elif "--overwrite" in train or (resume != "auto" and not _is_filled(resume)):
             yield f"{here}: distconv train needs --resume auto, or a restart starts over"
+        elif (refused := _values_refused(container, train)) is not None:  # said above if resume
+            yield f"{here}: distconv train: {refused}: every rank would refuse it"
+            continue
         yield from _unused_flags(here, train)
         out = _passed(container, _flag(train, "--out", last=True) or "runs")
         ranks_in = _rank_containers(obj, where, template, container)

@@ -18,12 +18,29 @@ def refuse_train_values(argv: Sequence[str]) -> None:
         ValueError: argparse's message, naming the flag; also for ``-h``/``--help``, whose
             help and exit 0 no rank should run for a job.
     """
+    problem = train_values_problem(argv)
+    if problem is not None:
+        raise ValueError(f"{problem} (the train arguments after --)")
 
-    def refuse(message: str) -> NoReturn:
-        raise ValueError(f"{message} (the train arguments after --)")
 
+def train_values_problem(argv: Sequence[str]) -> str | None:
+    """Why ``distconv train`` would refuse ``argv`` (after ``train``, flags spelled out), in
+    argparse's words naming the flag, or None; ``-h``/``--help`` too, which prints the help
+    and exits 0 instead of training."""
     if any(a in ("-h", "--help") for a in argv):  # argparse would print the help and exit 0
-        refuse("-h/--help renders no manifest; see distconv train --help")
+        return "-h/--help prints the help and exits: no rank trains"
     parser = train_parser()
-    parser.error = refuse  # argparse's hook for every refusal; it would print and exit
-    parser.parse_args(list(argv))
+    parser.error = _raise  # argparse's hook for every refusal; it would print and exit
+    try:
+        parser.parse_args(list(argv))
+    except _Refused as exc:
+        return str(exc)
+    return None
+
+
+class _Refused(Exception):
+    """argparse's complaint, raised instead of printed with an exit."""
+
+
+def _raise(message: str) -> NoReturn:
+    raise _Refused(message)

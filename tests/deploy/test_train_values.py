@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distconv.deploy import render_manifests
+from distconv.deploy import manifest_problems, render_manifests
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,3 +63,41 @@ def test_good_train_values_render_on_both_ways():
     assert objs[-1]["spec"]["template"]["spec"]["containers"][0]["args"][-6:] == train_args
     result = _launch_k8s(train_args)
     assert result.returncode == 0, result.stderr
+
+
+def _rank_args(objs: list[dict]) -> list[str]:
+    obj = objs[-1]
+    if obj["kind"] == "MPIJob":
+        pod = obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    else:
+        pod = obj["spec"]["template"]["spec"]
+    return pod["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("servers, where", [(1, "Job j-worker"), (0, "MPIJob j Launcher")])
+@pytest.mark.parametrize("train_args, words", REFUSED[:5])
+def test_the_check_refuses_train_values_edited_into_a_manifest(servers, where, train_args, words):
+    """A shard's command line is parsed whole by its parser; a rank's was read flag by flag:
+    --epochs -1 edited into the rendered YAML passed, and every rank refused it at start."""
+    objs = render_manifests(job_name="j", workers=2, servers=servers, image="d:1")
+    _rank_args(objs).extend(train_args)
+    assert manifest_problems(objs) == [
+        f"{where} container {'worker' if servers else 'launcher'}: distconv train: {words}: "
+        "every rank would refuse it"
+    ]
+
+
+def test_a_train_value_the_cluster_fills_in_is_not_judged():
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    _rank_args(objs).extend(["--epochs", "$(EPOCHS)"])  # envFrom may define it
+    objs[-1]["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": "train"}}
+    ]
+    assert manifest_problems(objs) == []
+    objs[-1]["spec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "EPOCHS", "value": "0"}
+    )
+    assert manifest_problems(objs) == [
+        "Job j-worker container worker: distconv train: argument --epochs: must be >= 1, got 0: "
+        "every rank would refuse it"
+    ]
