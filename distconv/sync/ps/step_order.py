@@ -46,7 +46,7 @@ class StepOrder(SyncStrategy):
         """
         fired, i = self._fired, self._by_name.get(param.name)
         if fired is None or id(param) in fired or i is None or self.params[i] is not param:
-            raise _refusal(param, fired, self._by_name)
+            raise _refusal(param, fired, self._by_name, self.closed)
         fired.add(id(param))
         return i
 
