@@ -41,11 +41,13 @@ class StepOrder(SyncStrategy):
         """Index of ``param`` among the parameters given to setup, counted as fired.
 
         Raises:
-            SyncError: outside a step, for a parameter fired twice in the step, or for one
-                not given to setup (none of its name, or another model's of that name).
+            SyncError: after :meth:`close` (which ends the step: a gradient was sent on a
+                closed socket), outside a step, for a parameter fired twice in the step, or
+                for one not given to setup (none of its name, or another model's of that name).
         """
         fired, i = self._fired, self._by_name.get(param.name)
-        if fired is None or id(param) in fired or i is None or self.params[i] is not param:
+        refused = fired is None or id(param) in fired or i is None or self.params[i] is not param
+        if refused or self.closed:
             raise _refusal(param, fired, self._by_name, self.closed)
         fired.add(id(param))
         return i

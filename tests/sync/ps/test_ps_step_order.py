@@ -72,3 +72,20 @@ def test_an_abandoned_step_refuses_its_gradients_until_the_next_start(shards):
         np.testing.assert_array_equal(a.value, -1.0)
     finally:
         sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_gradient_after_close_mid_step_is_refused_as_local_sync_refuses_it(shards):
+    """close() ends the step under way (the contract, as LocalSync and MPISync hold it): a
+    gradient handed in after it was taken, queued or sent on a closed socket."""
+    (endpoint,) = shards.start(1, workers=1)
+    a = Parameter("a", np.zeros(3))
+    sync = insecure_worker([endpoint], lr=1.0, push_bytes=0)
+    sync.setup([a])
+    sync.start_step(1)
+    sync.close()
+    a.grad[...] = 1.0
+    with pytest.raises(SyncError, match=r"^gradient of 'a' arrived after close\(\): make a new"):
+        sync.on_gradient(a)
+    assert sync.push_messages == 0
+    np.testing.assert_array_equal(a.value, 0.0)
