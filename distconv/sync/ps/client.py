@@ -312,7 +312,6 @@ class PServerSync(
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
-        self._open_step()
         self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:

@@ -4,7 +4,8 @@ the parameter-server client before anything leaves.
 Without them a gradient outside a step was pushed with the last step's number and example
 count, a parameter fired twice was refused by its shard only at ``finish_step`` (in words that
 name block indices), and another model's parameter of a setup parameter's name was pushed
-into that parameter's blocks, whose value then took the update.
+into that parameter's blocks, whose value then took the update. A ``start_step`` inside an
+unfinished step sent the first step's queued gradients with the second's.
 
 :class:`StepOrder` is the strategy :class:`~distconv.sync.ps.client.PServerSync` is built
 on: it reads the client's ``_by_name`` (parameter name -> index in ``params``, from setup).
@@ -28,13 +29,22 @@ class StepOrder(SyncStrategy):
     #: ids of the parameters fired in the step under way; None outside a step
     _fired: set[int] | None = None
 
-    def _open_step(self) -> None:
-        """A step begins: each parameter given to setup may fire once until it ends."""
+    def start_step(self, examples: int) -> None:
+        """A step begins: each parameter given to setup may fire once until it ends.
+
+        Raises:
+            SyncError: the last step is unfinished (no ``finish_step`` or ``abandon_step``
+                since): its queued gradients went out with this one's, under its number and
+                example count. Checked first: the open step keeps its examples.
+        """
+        if self._fired is not None:
+            raise unfinished_step_refusal(type(self).__name__)
+        super().start_step(examples)
         self._fired = set()
 
     def _end_step(self) -> None:
         """The step ends (finished, abandoned, or a new setup): gradients are refused until
-        the next :meth:`_open_step`."""
+        the next :meth:`start_step`."""
         self._fired = None
 
     def _take_gradient(self, param: Parameter) -> int:
@@ -66,3 +76,13 @@ class StepOrder(SyncStrategy):
         """The step ends unfinished: gradients are refused until the next ``start_step``."""
         self._end_step()
         super().abandon_step()
+
+
+def unfinished_step_refusal(owner: str) -> SyncError:
+    """Why ``owner.start_step()`` is refused inside an unfinished step: LocalSync's words (its
+    start_step writes them inline; sync/base.py, beside step_refusal, is where both should
+    take them from, and tests/sync/ps/test_ps_step_order.py holds the two to one wording)."""
+    return SyncError(
+        f"{owner}.start_step() while a step is unfinished: call finish_step() first "
+        "(abandon_step() where the step raised)"
+    )

@@ -89,3 +89,49 @@ def test_a_gradient_after_close_mid_step_is_refused_as_local_sync_refuses_it(sha
         sync.on_gradient(a)
     assert sync.push_messages == 0
     np.testing.assert_array_equal(a.value, 0.0)
+
+
+def _local_words_for_a_step_inside_another() -> str:
+    """What LocalSync says to a start_step inside an unfinished step, as PServerSync says it."""
+    from distconv.optim import create_optimizer
+    from distconv.sync.local import LocalSync
+
+    local = LocalSync(create_optimizer("sgd", lr=1.0))
+    local.setup([Parameter("a", np.zeros(3))])
+    local.start_step(1)
+    with pytest.raises(SyncError) as refused:
+        local.start_step(1)
+    return str(refused.value).replace("LocalSync.", "PServerSync.")
+
+
+@pytest.mark.timeout(60)
+def test_a_step_started_inside_another_is_refused_and_the_open_step_goes_on(shards):
+    """start_step twice without finish_step (accumulation written as a step per pass) was
+    taken: the first step's queued gradient went out with the second, under its number and
+    example count. It is refused in LocalSync's words; the open step keeps its examples."""
+    (endpoint,) = shards.start(1, workers=1)
+    a, b = Parameter("a", np.zeros(3)), Parameter("b", np.zeros(2))
+    sync = insecure_worker([endpoint], lr=1.0)
+    try:
+        sync.setup([a, b])
+        sync.start_step(1)
+        a.grad[...] = 1.0
+        sync.on_gradient(a)
+        with pytest.raises(SyncError) as refused:
+            sync.start_step(4)
+        assert str(refused.value) == _local_words_for_a_step_inside_another()
+        assert str(refused.value).startswith("PServerSync.start_step() while a step is unfinished")
+        b.grad[...] = 1.0
+        sync.on_gradient(b)
+        sync.finish_step()
+        assert sync.push_messages == 1  # one step, one push
+        np.testing.assert_array_equal(a.value, -1.0)  # its one example, not 4: lr 1 / 1
+        np.testing.assert_array_equal(b.value, -1.0)
+        sync.start_step(1)  # after finish_step a step starts, as after abandon_step and setup
+        sync.abandon_step()
+        sync.start_step(1)
+        sync.setup([a, b])
+        sync.start_step(1)
+        sync.finish_step()
+    finally:
+        sync.close()
