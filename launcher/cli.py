@@ -121,6 +121,8 @@ def local_plan(
             "distconv train with several workers needs parameter servers (--servers M >= 1) "
             "or allreduce (distconv-launch mpi)"
         )
+    if args.servers:
+        _refuse_past_the_shards_bound(args.workers)
     worker_argv = list(with_out(program, run_dir).argv)
     out = None
     if program.is_train:
@@ -152,6 +154,17 @@ def local_plan(
         launcher=process_identity(),
     )
     return servers, job, worker_argv
+
+
+def _refuse_past_the_shards_bound(workers: int) -> None:
+    """Raise UsageError where a shard would refuse ``--workers`` (config.MAX_WORKERS): it
+    refused at its start, after every worker was started (or ``distconv keys`` before it)."""
+    from distconv.sync.ps.config import check_workers
+
+    try:
+        check_workers(workers)
+    except ValueError as exc:
+        raise UsageError(f"{exc} (the most a parameter-server shard serves)") from None
 
 
 def local_children(

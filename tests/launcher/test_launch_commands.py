@@ -296,6 +296,22 @@ def test_train_needs_servers_for_several_workers(tmp_path):
     assert servers is None and program.argv == ("--out", str(tmp_path / "train"))
 
 
+def test_more_workers_than_a_shard_serves_are_refused_before_any_child(tmp_path):
+    """``--workers 70000 --insecure`` started every worker and the shards, which then refused
+    ``--workers 70000`` (past config.MAX_WORKERS); with CURVE keys it failed only at
+    ``distconv keys``, in its words. The launcher names the bound first (exit 2)."""
+    from distconv.sync.ps.config import MAX_WORKERS
+
+    many = str(MAX_WORKERS + 1)
+    for security in (["--insecure"], []):
+        with pytest.raises(UsageError, match=f"^--workers must be 1..{MAX_WORKERS}, got {many} "):
+            _local(["--workers", many, *security, "--"], tmp_path)
+    _, _, servers, _ = _local(["--workers", str(MAX_WORKERS), "--insecure", "--"], tmp_path)
+    assert servers.workers == MAX_WORKERS  # the bound itself is a job
+    _, _, servers, _ = _local(["--workers", many, "--servers", "0", "--", "sh"], tmp_path)
+    assert servers is None  # no shard: nothing bounds a user program's workers
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
