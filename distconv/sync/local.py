@@ -80,10 +80,7 @@ class LocalSync(SyncStrategy):
                 over the two steps' examples, without a word; MPISync refuses it too.
         """
         if self._fired is not None:
-            raise SyncError(
-                f"{type(self).__name__}.start_step() while a step is unfinished: call "
-                "finish_step() first (abandon_step() where the step raised)"
-            )
+            raise unfinished_step_refusal(type(self).__name__)
         super().start_step(examples)
         self._fired = set()
 
@@ -151,6 +148,15 @@ class LocalSync(SyncStrategy):
 
 def _gone() -> None:
     """A dead reference's answer, for a parameter with no state at all."""
+
+
+def unfinished_step_refusal(owner: str) -> SyncError:
+    """Why ``owner.start_step()`` is refused inside a step that has not ended (the words of
+    LocalSync and of the parameter-server worker, which takes them from here)."""
+    return SyncError(
+        f"{owner}.start_step() while a step is unfinished: call finish_step() first "
+        "(abandon_step() where the step raised)"
+    )
 
 
 def _refusal(

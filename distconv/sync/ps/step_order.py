@@ -16,9 +16,8 @@ from __future__ import annotations
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy
 
-# the one refusal LocalSync makes (its wording, its "another model's" hint); a public home
-# for it in sync/base.py would suit both better
-from distconv.sync.local import _refusal
+# the refusals LocalSync makes (its wording, its "another model's" hint)
+from distconv.sync.local import _refusal, unfinished_step_refusal
 
 
 class StepOrder(SyncStrategy):
@@ -76,13 +75,3 @@ class StepOrder(SyncStrategy):
         """The step ends unfinished: gradients are refused until the next ``start_step``."""
         self._end_step()
         super().abandon_step()
-
-
-def unfinished_step_refusal(owner: str) -> SyncError:
-    """Why ``owner.start_step()`` is refused inside an unfinished step: LocalSync's words (its
-    start_step writes them inline; sync/base.py, beside step_refusal, is where both should
-    take them from, and tests/sync/ps/test_ps_step_order.py holds the two to one wording)."""
-    return SyncError(
-        f"{owner}.start_step() while a step is unfinished: call finish_step() first "
-        "(abandon_step() where the step raised)"
-    )
