@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
-from distconv.endpoint import split_endpoint
+from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.placement import (
     ENV_WORLD_SIZE,
     INTEGER_TEXT,
@@ -237,11 +237,29 @@ def _pservers(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ..
         value, where = flags["pservers"], _flag_label("pservers")
     else:
         value, where = env.get(ENV_PSERVERS, ""), ENV_PSERVERS
+    if isinstance(value, str) and not value.strip():
+        return ()  # unset, or set to nothing: no servers
     items = value.split(",") if isinstance(value, str) else list(value)
-    servers = tuple(str(item).strip() for item in items if str(item).strip())
+    servers = tuple(str(item).strip() for item in items)
+    if not all(servers):
+        # " , " read as no servers at all, so the job trained without its shards in silence,
+        # and "a:1,,b:2" lost its empty entry (a shard the user meant to name) without a word
+        raise RuntimeConfigError(f"{where}: an empty entry in {value!r} (HOST:PORT,HOST:PORT)")
     for address in servers:
         check_address(address, where)
+    _refuse_repeats(servers, where)
     return servers
+
+
+def _refuse_repeats(servers: tuple[str, ...], where: str) -> None:
+    """Each shard listed once: a repeat was taken as a second shard on the same server, and the
+    job stopped only at the hello, in words about shard numbers."""
+    seen: dict[str, str] = {}
+    for address in servers:
+        same = join_endpoint(*split_endpoint(address))
+        if same in seen:
+            raise RuntimeConfigError(f"{where}: {address!r} repeats {seen[same]!r}")
+        seen[same] = address
 
 
 def check_address(address: str, where: str = "address") -> None:

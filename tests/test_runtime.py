@@ -243,6 +243,12 @@ def test_roles_servers_keys_and_job_id_from_env_and_flags():
         ({}, {"local_rank": "x"}, r"^flags\['local_rank'\] must be an integer, got 'x'"),
         ({"DISTCONV_PSERVERS": "host"}, None, "DISTCONV_PSERVERS: 'host' is not host:port"),
         ({}, {"pservers": "h:0"}, "--pservers: 'h:0' is not host:port"),
+        # only separators read as no servers: the job trained without its shards, silently
+        ({"DISTCONV_PSERVERS": " , "}, None, r"^DISTCONV_PSERVERS: an empty entry in ' , '"),
+        ({"DISTCONV_PSERVERS": "a:1,,b:2"}, None, "an empty entry in 'a:1,,b:2'"),
+        ({}, {"pservers": ["a:1", " "]}, r"^--pservers: an empty entry"),
+        ({"DISTCONV_PSERVERS": "a:1, a:01"}, None, "^DISTCONV_PSERVERS: 'a:01' repeats 'a:1'"),
+        ({"DISTCONV_PSERVERS": "[::1]:5,[::1]:5"}, None, r"'\[::1\]:5' repeats"),
         ({"DISTCONV_JOB_ID": "a b"}, None, "job id must be a non-empty word"),
         ({"DISTCONV_WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "2"}, None, "out of range"),
     ],
@@ -251,6 +257,11 @@ def test_bad_input_is_one_clear_error(env, flags, message):
     with pytest.raises(RuntimeConfigError, match=message) as err:
         detect(env, flags)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_a_blank_server_list_is_no_servers(value):
+    assert detect({"DISTCONV_PSERVERS": value}, None).pservers == ()
 
 
 @pytest.mark.parametrize("good", ["h:1", "a.b-c:65535", "[::1]:80", "10.0.0.1:5555"])
