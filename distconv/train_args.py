@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -47,9 +48,11 @@ positive_float = float_in(0.0, float("inf"))
 
 
 def _mebibytes(text: str) -> float:
-    """A positive size in MiB of at least one byte: less rounds to 0 bytes, which the sync
-    refused with a traceback."""
+    """A positive size in MiB of at least one byte, and a finite count of bytes: less rounds to
+    0 bytes, which the sync refused with a traceback; past about 1.7e302 MiB it is inf bytes."""
     value = positive_float(text)
+    if not math.isfinite(value * 2**20):  # 1e303: int() of its inf bytes raised a traceback
+        raise argparse.ArgumentTypeError(f"must be finite in bytes, got {text} MiB")
     if int(value * 2**20) < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 byte ({2**-20:g} MiB), got {text}")
     return value

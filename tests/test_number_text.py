@@ -62,3 +62,17 @@ def test_a_decimal_flag_written_otherwise_is_refused_on_every_command_line(
 def test_a_decimal_flag_takes_every_plain_spelling(command, text, value):
     args, flag = _parse(command, text)
     assert getattr(args, flag.lstrip("-").replace("-", "_")) == value
+
+
+@pytest.mark.parametrize("size", ["1e303", "1.7e308"])
+def test_a_bucket_too_large_to_count_in_bytes_is_a_usage_error(size, capsys):
+    """``--bucket-mb 1e303`` is a finite number of MiB, but times 2**20 an inf number of bytes:
+    ``int()`` of it was an OverflowError traceback, where 1e999 is one usage line (review
+    k230)."""
+    with pytest.raises(SystemExit) as stopped:
+        _parse("train --bucket-mb", size)
+    assert stopped.value.code == 2
+    assert f"argument --bucket-mb: must be finite in bytes, got {size} MiB" in (
+        capsys.readouterr().err
+    )
+    assert _parse("train --bucket-mb", "1e300")[0].bucket_mb == 1e300  # 1e300 * 2**20 is finite
