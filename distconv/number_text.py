@@ -15,6 +15,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from numbers import Integral, Real
 
 from distconv.runtime import INTEGER_TEXT
 
@@ -25,27 +26,46 @@ DECIMAL_TEXT = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?
 _NOT_FINITE = re.compile(r"\s*[-+]?(nan|inf|infinity)\s*", re.IGNORECASE)
 
 
-def number(text: str, kind: type) -> int | float:
+def number(text: str | float, kind: type) -> int | float:
     """``kind(text)`` (``int`` or ``float``) for a number written as
-    :data:`~distconv.runtime.INTEGER_TEXT` or :data:`DECIMAL_TEXT` say.
+    :data:`~distconv.runtime.INTEGER_TEXT` or :data:`DECIMAL_TEXT` say, or passed by a Python
+    caller as a number already (``positive_float(0.01)``; not ``True``, nor ``2.5`` for an int).
 
     Raises:
         argparse.ArgumentTypeError: the one-line usage error argparse prints for a bad value:
             another spelling; for a float, ``nan``, ``inf`` or one too large to be finite
             (``1e999``), refused as not finite.
     """
+    # a script's own value: float() took it, and the text rule has no text to read
+    value = _read(text, kind) if isinstance(text, str) else _given(text, kind)
+    if kind is float and not math.isfinite(value):  # 1e999, or a nan a caller passed
+        raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
+    return value
+
+
+def _read(text: str, kind: type) -> int | float:
+    """``text`` as ``kind``, spelled as :func:`number` takes it (not yet checked finite)."""
     if kind is float and _NOT_FINITE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
     try:
         if not (INTEGER_TEXT if kind is int else DECIMAL_TEXT).fullmatch(text):
             raise ValueError(text)
-        value = kind(text)
+        return kind(text)
     except ValueError:  # int() refuses over 4300 digits too
-        name = "an integer" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"must be {name}, got {text!r}") from None
-    if kind is float and not math.isfinite(value):  # 1e999
-        raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
-    return value
+        raise _not_a(kind, text) from None
+
+
+def _given(value: object, kind: type) -> int | float:
+    """``value``, a number a Python caller passed, as ``kind``: a bool is none (``float(True)``
+    is 1.0), and a float no int (``count(1)(2.5)`` is refused, not cut to 2)."""
+    if isinstance(value, bool) or not isinstance(value, Integral if kind is int else Real):
+        raise _not_a(kind, value)
+    return kind(value)
+
+
+def _not_a(kind: type, given: object) -> argparse.ArgumentTypeError:
+    name = "an integer" if kind is int else "a number"
+    return argparse.ArgumentTypeError(f"must be {name}, got {given!r}")
 
 
 def integer(text: str) -> int:

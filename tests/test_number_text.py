@@ -4,6 +4,8 @@ digits (review k226). ``float()`` took ``1_0`` as 10.0, the Arabic-Indic three a
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from distconv.cli import build_parser as distconv_parser
@@ -76,3 +78,39 @@ def test_a_bucket_too_large_to_count_in_bytes_is_a_usage_error(size, capsys):
         capsys.readouterr().err
     )
     assert _parse("train --bucket-mb", "1e300")[0].bucket_mb == 1e300  # 1e300 * 2**20 is finite
+
+
+def test_a_number_a_script_passes_itself_is_read_as_it_is():
+    """The types are public (``distconv.script_flags``): a script that reads its own default
+    through one (``positive_float(os.environ.get("LR", 0.01))``) got 0.01 from float(); the
+    text rule made it a TypeError, 'expected string or bytes-like object' (review k230)."""
+    from distconv.script_flags import count, positive_float
+    from launcher.options import seconds
+
+    assert positive_float(0.01) == 0.01 and positive_float(2) == 2.0
+    assert type(positive_float(2)) is float and seconds(5) == 5.0
+    assert count(1)(3) == 3
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (float("nan"), "must be finite, got nan"),
+        (float("inf"), "must be finite, got inf"),
+        (True, "must be a number, got True"),  # float(True) is 1.0: a flag mixed up, not a number
+        (None, "must be a number, got None"),
+    ],
+)
+def test_a_value_a_script_passes_that_is_no_finite_number_is_refused_in_words(value, words):
+    from distconv.script_flags import positive_float
+
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{words}$"):
+        positive_float(value)
+
+
+@pytest.mark.parametrize("value", [2.5, 3.0, True])
+def test_a_count_a_script_passes_that_is_no_integer_is_refused_in_words(value):
+    from distconv.script_flags import count
+
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^must be an integer, got {value}$"):
+        count(1)(value)
