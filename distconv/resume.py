@@ -97,8 +97,8 @@ class Position:
 
 @dataclass(frozen=True)
 class JobStart:
-    """Which start of which job a process is, by which a restart given ``--overwrite`` tells
-    the run its own launch began (:meth:`StepCheckpoints.open`).
+    """Which start of which job a process is, by which a restart given no ``--resume`` or
+    ``--overwrite`` tells the run its own launch began (:meth:`StepCheckpoints.open`).
 
     Attributes:
         job_id: the job's id (``DISTCONV_JOB_ID``), written into each manifest; None for none.
@@ -115,7 +115,8 @@ class JobStart:
     def from_environment(cls) -> JobStart:
         """This start as ``distconv-launch`` tells any program it starts (``DISTCONV_LAUNCH``,
         ``DISTCONV_RESTART``), without a job id: what a script's Trainer, given no ``start``,
-        records, so that its restart with ``"overwrite"`` continues the run its launch began.
+        records, so that its restart (``resume`` False or ``"overwrite"``) continues the run
+        its launch began.
 
         Raises:
             RuntimeConfigError: ``DISTCONV_RESTART`` is not an integer >= 0.
@@ -167,10 +168,12 @@ class StepCheckpoints:
 
         ``resume`` is False (refuse a directory holding a run), True (a checkpoint must exist),
         ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
-        A restart with ``"overwrite"`` resumes as ``"auto"`` where the newest checkpoint is its
-        own launch's: the launch's first start replaced the old run, and the restart continues
-        the new one. Where the first start failed before that, the old run is replaced now,
-        also one of an earlier launch of the same job id.
+        A restart with False or ``"overwrite"`` resumes as ``"auto"`` where the newest
+        checkpoint is its own launch's (:meth:`JobStart.restarts_run_in`): the launch's first
+        start began that run, and the restart continues it. Otherwise it does what its first
+        start did: False refuses any other run (a restart once resumed the run its first start
+        had refused), and ``"overwrite"`` replaces it, also one of an earlier launch of the
+        same job id.
         """
         if train_data is not None:
             self.facts["train_data"] = dict(train_data)
@@ -188,10 +191,11 @@ class StepCheckpoints:
                 f"{run.root} does not exist"
             )
         run.acquire()
-        if resume == "overwrite" and not self.start.restarts_run_in(run):
+        if resume in (False, "overwrite") and self.start.restarts_run_in(run):
+            resume = "auto"  # the run this launch's first start began: continued
+        elif resume == "overwrite":
             run.clear()
             return None, Position()
-        resume = "auto" if resume == "overwrite" else resume
         # scanned only to resume: without --resume, a run here is refused whatever it holds
         complete, problems = run.scan() if resume in (True, "auto") else ([], [])
         if resume in (True, "auto") and complete:

@@ -213,17 +213,16 @@ def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
 def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
     """``distconv train`` arguments for one start of the job.
 
-    Adds ``--sync SYNC`` unless the user chose a transport, and ``--resume auto`` on a restart
-    unless the user asked for a resume mode themselves. ``--overwrite`` is one: on a restart
-    (``DISTCONV_RESTART``) ``distconv train`` continues the run this launch began
-    (``DISTCONV_LAUNCH``), and replaces an older one only where its first start failed before
-    replacing it.
+    Adds ``--sync SYNC`` unless the user chose a transport; a resume mode stays as the user
+    gave it, whatever ``restart`` is. A restart needs none added: ``distconv train`` told it is
+    one (``DISTCONV_RESTART``) continues the run this launch began (``DISTCONV_LAUNCH``) given
+    no ``--resume`` or given ``--overwrite``, and otherwise refuses or replaces as its first
+    start did. An added ``--resume auto`` resumed whatever run was in ``--out``: one the first
+    start had refused to touch too.
     """
     argv = list(program.argv)
     if sync is not None and not has_option(argv, "--sync"):
         argv = ["--sync", sync, *argv]
-    if restart > 0 and not (has_option(argv, "--resume") or has_option(argv, "--overwrite")):
-        argv += ["--resume", "auto"]
     return argv
 
 
@@ -313,8 +312,9 @@ def clean_environ(environ: Mapping[str, str]) -> dict[str, str]:
 
 def new_launch() -> str:
     """A token for one invocation of the launcher (``DISTCONV_LAUNCH``), the same over its
-    restarts: a restart of ``distconv train --overwrite`` tells the checkpoints of its own launch
-    by it from those of an earlier launch of the same ``--job-id``."""
+    restarts: a restarted ``distconv train`` (no ``--resume``, or ``--overwrite``) tells the
+    checkpoints of its own launch by it from those of an earlier launch of the same
+    ``--job-id``."""
     return secrets.token_hex(8)
 
 

@@ -97,10 +97,13 @@ def test_options_in_argv():
     assert option_value(argv, "--out") == "b" and option_value(argv, "--lr") is None
 
 
-def test_train_args_add_sync_and_resume_only_when_missing():
+def test_train_args_add_sync_only_when_missing_and_no_resume_on_a_restart():
+    """``--resume auto`` on a restart resumed a run the first start had refused (review k224):
+    a restarted distconv train continues its own launch's run without it
+    (tests/test_restart_resume.py)."""
     program = Program(("--epochs", "2"), True)
     assert train_args(program, "pserver", 0) == ["--sync", "pserver", "--epochs", "2"]
-    assert train_args(program, None, 2) == ["--epochs", "2", "--resume", "auto"]
+    assert train_args(program, None, 2) == ["--epochs", "2"]
     mine = Program(("--sync", "local", "--resume"), True)
     assert train_args(mine, "pserver", 1) == ["--sync", "local", "--resume"]
 
@@ -125,7 +128,7 @@ def test_overwrite_with_resume_is_refused_before_anything_starts():
 
 def test_worker_commands():
     assert worker_command(Program(("--epochs", "1"), True), "pserver", 1, python="py") == [
-        "py", "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--resume", "auto",
+        "py", "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1",
     ]  # fmt: skip
     assert worker_command(Program(("me.py", "-x"), False), "pserver", 1, python="py") == [
         "py",
@@ -248,7 +251,6 @@ def test_a_parameter_server_job_exactly(tmp_path):
     assert specs[3].stop_signals == (signal.SIGTERM,)
     assert specs[3].argv == [
         PY, "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1", "--out", out,
-        "--resume", "auto",
     ]  # fmt: skip
     worker = specs[3].env
     assert worker["DISTCONV_PSERVERS"] == "127.0.0.1:7001,127.0.0.1:7002"
