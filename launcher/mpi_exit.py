@@ -15,18 +15,24 @@ from collections.abc import Sequence
 
 from .child import signal_name
 
-_HYDRA = re.compile(r"TERMINATED WITH THE EXIT STRING: .*\(signal (\d+)\)")
-_OPENMPI = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+# matched from a line's first character: mpiexec's own lines are bare, while every line of a
+# rank comes behind the rank MPI puts in front of it (``[1] ``, ``[1,1]<stdout>:``), so a rank
+# that prints such a line (a log quoting an earlier run's banner) is not taken for mpiexec;
+# OpenMPI's line begins with its program's name (mpirun, mpiexec, prterun, mpirun.openmpi)
+_HYDRA = re.compile(r"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: .*\(signal (\d+)\)")
+_OPENMPI = re.compile(
+    r"[\w.-]+ noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)"
+)
 
 
 def rank_signal(tail: Sequence[str]) -> str | None:
     """``rank 1 died of signal 9 (SIGKILL), as mpiexec says`` from the last lines of
     ``mpiexec``'s output (``a rank`` where MPI names none); None where they name no signal."""
     for line in reversed(tail):
-        found = _OPENMPI.search(line)
+        found = _OPENMPI.match(line)
         if found is not None:
             return _said(f"rank {found[1]}", int(found[2]))
-        found = _HYDRA.search(line)
+        found = _HYDRA.match(line)
         if found is not None:
             return _said("a rank", int(found[1]))
     return None

@@ -11,11 +11,16 @@ import pytest
 from launcher.mpi_exit import rank_signal
 from tests.launcher.launch_cli import launch
 
-#: rank 1 ends as argv[1] says: "kill N" (the signal N) or "exit N" (os._exit(N))
-ENDING = """import os, sys, time
+#: mpiexec's (Hydra's) own line when a rank dies of a signal
+HYDRA_LINE = "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)"
+#: rank 1 ends as argv[1] says: "kill N" (the signal N), "exit N" (os._exit(N)) or "quote N"
+#: (prints HYDRA_LINE, as a log quoting an earlier run would, then os._exit(N))
+ENDING = f"""import os, sys, time
 from mpi4py import MPI
 how, number = sys.argv[1], int(sys.argv[2])
 if MPI.COMM_WORLD.Get_rank() == 1:
+    if how == "quote":
+        print("{HYDRA_LINE}", flush=True)
     os.kill(os.getpid(), number) if how == "kill" else os._exit(number)
 time.sleep(30)
 """
@@ -46,11 +51,13 @@ def test_a_rank_killed_by_a_signal_is_named_with_its_signal(tmp_path):
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-def test_a_rank_that_exits_9_is_no_signal(tmp_path):
-    done, report = _run(tmp_path, "exit", 9)
+@pytest.mark.parametrize("how", ["exit", "quote"])
+def test_a_rank_that_exits_9_is_no_signal(tmp_path, how):
+    """Also where the rank's own last line reads as mpiexec's of a signal: it is the rank's."""
+    done, report = _run(tmp_path, how, 9)
     assert done.returncode == 9
     assert "mpiexec 0 failed with exit code 9 (after 0 restart(s))" in done.stderr
-    assert "signal" not in done.stderr and report["cause"] is None
+    assert "died of signal" not in done.stderr and report["cause"] is None
 
 
 def test_the_signal_is_read_from_either_mpis_last_lines():
@@ -63,3 +70,18 @@ def test_the_signal_is_read_from_either_mpis_last_lines():
     )
     assert rank_signal([openmpi, "---"]) == "rank 1 died of signal 6 (SIGABRT), as mpiexec says"
     assert rank_signal(["[1] Abort(9) on node 1 (rank 1 in comm 0)"]) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"[1] {HYDRA_LINE}",  # Hydra's -prepend-rank
+        f"[1,1]<stderr>:{HYDRA_LINE}",  # Open MPI's --tag-output
+        "[1,1]<stdout>:mpirun noticed that process rank 0 with PID 7 on node a exited on signal 9",
+        '[1] {"level": "info", "message": "last try: ' + HYDRA_LINE + '", "rank": 1}',  # JSON
+    ],
+    ids=["hydra-tag", "openmpi-tag", "openmpi-line-quoted", "json-line"],
+)
+def test_a_ranks_own_line_is_not_mpiexecs(line):
+    """Every line of a rank comes behind its MPI tag; only mpiexec's own, bare lines count."""
+    assert rank_signal(["[0] step 3", line, "[0] step 4"]) is None
