@@ -10,16 +10,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from distconv.arg import Arg
-from distconv.parameter import Parameter
-
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
+    from distconv.arg import Arg
     from distconv.network import Network
+    from distconv.parameter import Parameter
     from distconv.trainer import Trainer
 
 # Imported on first use (PEP 562): the trainer pulls in data loading, metrics and the sync
-# strategies, which a process that only builds layers, or a shard, has no need of.
-_LAZY = {"Network": "distconv.network", "Trainer": "distconv.trainer"}
+# strategies, which a process that only builds layers, or a shard, has no need of; and no
+# name here imports numpy with the package, which every `distconv.*` import runs first:
+# `distconv-launch` (distconv.launch) takes its stop signals only after it (launcher.interrupt)
+_LAZY = {
+    "Arg": "distconv.arg",
+    "Network": "distconv.network",
+    "Parameter": "distconv.parameter",
+    "Trainer": "distconv.trainer",
+}
 
 __all__ = ["Arg", "Network", "Parameter", "Trainer"]
 __version__ = "0.1.0"

@@ -4,6 +4,7 @@ and 128 + the signal, and stops the program it waited for."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -14,12 +15,30 @@ import pytest
 
 from tests.launcher.launch_cli import ENV
 
-NUMPY_LOADED = b"_multiarray_umath"  # numpy's core library: cli's imports are under way
+#: ctypes' library, mapped as cli imports launcher.child (the distconv package's numpy
+#: imports it too, before the installed command's own modules, where numpy came with it)
+CLI_IMPORTING = b"/_ctypes."
+#: the script pip writes for the console entry point `distconv-launch` (pyproject's)
+INSTALLED = """import re, sys
+from distconv.launch.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
 
 
-def _start(argv: list[str], cwd) -> subprocess.Popen:
+def _start(argv: list[str], cwd, installed: bool = False) -> subprocess.Popen:
+    """``python -m launcher ARGV``, or the installed command ``distconv-launch ARGV``."""
+    command = [sys.executable, "-m", "launcher"]
+    if installed:
+        if importlib.util.find_spec("distconv.launch") is None:
+            pytest.skip("distconv is not installed: no distconv.launch for distconv-launch")
+        script = cwd / "bin" / "distconv-launch"
+        script.parent.mkdir()
+        script.write_text(INSTALLED)
+        command = [sys.executable, str(script)]
     return subprocess.Popen(
-        [sys.executable, "-m", "launcher", *argv],
+        [*command, *argv],
         env=ENV,
         cwd=cwd,
         stdout=subprocess.PIPE,
@@ -53,12 +72,14 @@ def _maps(pid: int) -> bytes:
         (signal.SIGHUP, "stopped by SIGHUP before the job started"),
     ],
 )
-def test_a_stop_signal_while_the_launcher_imports_is_one_line(tmp_path, signum, said):
-    """Ctrl-C printed a traceback from an import; SIGTERM and SIGHUP ended it without a word."""
+@pytest.mark.parametrize("installed", [False, True], ids=["python-m", "distconv-launch"])
+def test_a_stop_signal_while_the_launcher_imports_is_one_line(tmp_path, signum, said, installed):
+    """Ctrl-C printed a traceback from an import; SIGTERM and SIGHUP ended it without a word.
+    The installed command imports the distconv package before its own: numpy came with it."""
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run")]
-    launcher = _start([*argv, "--", "true"], tmp_path)
+    launcher = _start([*argv, "--", "true"], tmp_path, installed)
     try:
-        _wait_for(lambda: NUMPY_LOADED in _maps(launcher.pid), launcher, "numpy's import")
+        _wait_for(lambda: CLI_IMPORTING in _maps(launcher.pid), launcher, "cli's imports")
         launcher.send_signal(signum)
         _, stderr = launcher.communicate(timeout=60)
     finally:
