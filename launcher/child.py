@@ -63,6 +63,9 @@ def _parent_death_signal() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def preexec() -> None:
+        # until exec the child keeps the launcher's Python handler (the supervisor's, which
+        # only records a signal): the death signal must end it, not be recorded and dropped
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         prctl(_PR_SET_PDEATHSIG, signal.SIGTERM.value, 0, 0, 0)
         if os.getppid() != parent:  # the launcher died before the prctl took hold
             os.kill(os.getpid(), signal.SIGTERM)

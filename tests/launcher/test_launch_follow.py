@@ -567,3 +567,25 @@ def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower():
         pytest.skip(f"the launcher's pid was not reused: {done.stdout}")
     assert f"follower {128 + signal.SIGTERM}" in done.stdout, (done.stdout, done.stderr)
     assert "has ended" in done.stderr, done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_child_whose_launcher_died_before_its_exec_never_runs():
+    """A launcher gone before its child's prctl: the child's SIGTERM to itself ran the
+    supervisor's inherited handler, which only records it, and the program started orphaned."""
+    script = """if True:
+        import os, signal, subprocess
+        from launcher import child
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as Supervisor._on_signal
+        own = os.getpid
+        os.getpid = lambda: 1  # the launcher the child checks for is not its parent: gone
+        preexec = child._parent_death_signal()
+        os.getpid = own
+        done = subprocess.run(["sh", "-c", "echo started"], preexec_fn=preexec,
+                              capture_output=True, text=True)
+        print(done.returncode, repr(done.stdout))
+        """
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=ENV, capture_output=True, text=True, timeout=30
+    )
+    assert done.stdout.split(maxsplit=1) == [str(-signal.SIGTERM), "''\n"], done.stderr
