@@ -6,7 +6,6 @@ set it; that is a ``distconv pserver`` option, which the launcher does not pass 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -39,19 +38,3 @@ def test_shard_only_settings_are_documented_as_distconv_pserver_options():
         for flag in SHARD_ONLY:
             if f"`{flag}" in paragraph:
                 assert "distconv pserver" in paragraph, paragraph  # not a launcher flag
-
-
-@pytest.mark.timeout(60)
-def test_every_field_of_failure_json_is_documented(tmp_path):
-    """`cause` (k224) was written to failure.json but not named where its fields are listed."""
-    import io
-
-    from launcher.supervisor import ChildSpec, Supervisor
-
-    failing = ChildSpec("worker", 0, ("sh", "-c", "exit 3"), {"PATH": "/usr/bin:/bin"})
-    supervisor = Supervisor(tmp_path / "run", grace=1, out=io.BytesIO(), err=io.BytesIO())
-    assert supervisor.run(lambda restart: [failing]) == 3
-    report = json.loads((tmp_path / "run" / "failure.json").read_text())
-    text = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-    (listing,) = [p for p in re.split(r"\n\s*\n", text) if p.startswith("`failure.json` holds")]
-    assert [key for key in report if f"`{key}`" not in listing] == []
