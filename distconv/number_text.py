@@ -60,7 +60,12 @@ def _given(value: object, kind: type) -> int | float:
     is 1.0), and a float no int (``count(1)(2.5)`` is refused, not cut to 2)."""
     if isinstance(value, bool) or not isinstance(value, Integral if kind is int else Real):
         raise _not_a(kind, value)
-    return kind(value)
+    try:
+        return kind(value)
+    except OverflowError:  # float(10**400), which "1e400" is refused for; no repr: 4300 digits
+        raise argparse.ArgumentTypeError(
+            "must be finite, got a number too large for a float"
+        ) from None
 
 
 def _not_a(kind: type, given: object) -> argparse.ArgumentTypeError:

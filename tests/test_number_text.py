@@ -5,6 +5,7 @@ digits (review k226). ``float()`` took ``1_0`` as 10.0, the Arabic-Indic three a
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 
 import pytest
 
@@ -114,3 +115,16 @@ def test_a_count_a_script_passes_that_is_no_integer_is_refused_in_words(value):
 
     with pytest.raises(argparse.ArgumentTypeError, match=f"^must be an integer, got {value}$"):
         count(1)(value)
+
+
+@pytest.mark.parametrize(
+    "value", [10**400, -(10**5000), Fraction(10**400, 3)], ids=["1e400", "-1e5000", "fraction"]
+)
+def test_a_number_a_script_passes_too_large_for_a_float_is_refused_in_words(value):
+    """``positive_float(10**400)`` is a real number float() cannot hold: it was an
+    OverflowError traceback, where the text ``1e400`` is refused as not finite. Its repr may
+    be one Python will not write (over 4300 digits), so the words do not quote it."""
+    from distconv.script_flags import positive_float
+
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^must be finite, got a number too "):
+        positive_float(value)
