@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
@@ -247,13 +247,19 @@ def _pservers(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ..
         raise RuntimeConfigError(f"{where}: an empty entry in {value!r} (HOST:PORT,HOST:PORT)")
     for address in servers:
         check_address(address, where)
-    _refuse_repeats(servers, where)
+    refuse_repeated_servers(servers, where)
     return servers
 
 
-def _refuse_repeats(servers: tuple[str, ...], where: str) -> None:
+def refuse_repeated_servers(servers: Sequence[str], where: str) -> None:
     """Each shard listed once: a repeat was taken as a second shard on the same server, and the
-    job stopped only at the hello, in words about shard numbers."""
+    job stopped only at the hello, in words about shard numbers. Also the worker's own check
+    (``PServerSync(pservers=...)``, built without this module).
+
+    Raises:
+        RuntimeConfigError: naming the repeat and the entry it repeats, after ``where``.
+        ValueError: an entry that is no ``HOST:PORT`` (:func:`~distconv.endpoint.split_endpoint`).
+    """
     seen: dict[str, str] = {}
     for address in servers:
         same = join_endpoint(*split_endpoint(address))

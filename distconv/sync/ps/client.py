@@ -36,7 +36,7 @@ from distconv.backend import to_host
 from distconv.endpoint import join_endpoint, split_endpoint
 from distconv.optim import Optimizer
 from distconv.parameter import Parameter, trainable
-from distconv.runtime import DEFAULT_JOB_ID
+from distconv.runtime import DEFAULT_JOB_ID, refuse_repeated_servers
 from distconv.sync.base import SyncError, setup_params
 from distconv.sync.description import job_description
 from distconv.sync.ps.beats import HeartbeatOwner
@@ -111,6 +111,7 @@ class PServerSync(
             raise ValueError("pass exactly one of keys_dir (CURVE, the default) and insecure=True")
         if not 0 < timeout < math.inf:  # NaN too: the first wait's poll refused it mid-setup
             raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout}")
+        refuse_repeated_servers(pservers, "pservers")  # as --pservers: not two sockets to one
         self.endpoints = usable_here([join_endpoint(*split_endpoint(e)) for e in pservers])
         self.timeout = float(timeout)
         self.job_id = job_id
