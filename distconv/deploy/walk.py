@@ -23,6 +23,8 @@ _DASH_C = re.compile(r"-[a-z]*c")
 KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 #: what a shell expands or acts on: a string holding one is no plain command line as written
 _SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
+#: ``NAME=value`` before a command: the shell sets NAME for that command alone
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
 #: user's home, docker/Dockerfile), not ``/``
 IMAGE_WORKDIR = HOME
@@ -95,8 +97,9 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     the string (``sh -c "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is
     more than one command as written: another command before it (``cd /x;``) or something the
     shell would expand or act on (``$HOME``, a glob, a redirection), which only the running
-    shell knows. A ``$(NAME)`` of a variable in ``plain`` stays for the checks to fill in,
-    as the kubelet does before the shell starts."""
+    shell knows, or a variable set for the command (``DISTCONV_JOB_ID=j exec ...``), which
+    the checks, reading the container's ``env``, would not see. A ``$(NAME)`` of a variable in
+    ``plain`` stays for the checks to fill in, as the kubelet does before the shell starts."""
     # words after the string are its $0, $1...: only the running shell knows what reads them
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
     if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
@@ -107,6 +110,8 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     try:
         words = shlex.split(argv[2])
     except ValueError:  # an unbalanced quote: the shell refuses it
+        return None
+    if words and _ASSIGNMENT.match(words[0]):  # its environment is not the container's env
         return None
     return words[1:] if words[:1] == ["exec"] else words
 

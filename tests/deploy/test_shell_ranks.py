@@ -105,3 +105,25 @@ def test_a_plain_string_is_read_as_the_shell_splits_it():
 
 def test_words_after_the_string_are_no_command_read():
     assert shell_command(["sh", "-c", "exec distconv train", "sh", "--out", "/x"], set()) is None
+
+
+def _set_in_the_shell(container: dict, name: str) -> None:
+    """Move env ``name`` from the container's env into its shell string (``NAME=v exec ...``)."""
+    (var,) = [v for v in container["env"] if v["name"] == name]
+    container["env"].remove(var)
+    script = f"{name}={shlex.quote(var['value'])} exec {shlex.join(container['args'])}"
+    container["args"] = ["sh", "-c", script]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "name"), [(0, "DISTCONV_JOB_ID"), (1, "CUPY_CACHE_DIR"), (1, "DISTCONV_DEVICE")]
+)
+def test_a_variable_the_shell_sets_for_the_rank_is_not_read_as_unset(gpus, name):
+    """``sh -c "DISTCONV_JOB_ID=j exec distconv train ..."`` runs the rank with that variable:
+    read without it, the rank's job id was the default, which the shards refuse, and its
+    kernel cache the read-only home: a job that works was refused."""
+    objs = copy.deepcopy(
+        render_manifests(job_name="j", workers=2, servers=1, image="d:1", gpus=gpus)
+    )
+    _set_in_the_shell(_container(objs, "Job"), name)
+    assert manifest_problems(objs) == []
