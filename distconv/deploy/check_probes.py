@@ -7,6 +7,7 @@ its ranks from inside and waits for them before it stops.
 from __future__ import annotations
 
 import re
+from argparse import ArgumentTypeError
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _as_read
@@ -30,6 +31,7 @@ from distconv.deploy.walk import (
     _where,
     _words,
 )
+from distconv.number_text import integer
 
 
 def _probe_problems(here, container, health_ports) -> Iterator[str]:
@@ -99,7 +101,16 @@ def _port_as_read(container: Manifest) -> str | None:
     train = argv if args is None else _as_read(args)[0]  # no distconv: the flag as written
     port = _flag(train, "--health-port", last=True)
     port = None if port is None else expand(port, container)
-    return None if _is_filled(port) else port
+    return None if port is None or _is_filled(port) else _as_integer(port)
+
+
+def _as_integer(text: str) -> str:
+    """A rank's ``--health-port`` as it reads the number (``+8080`` and `` 8080`` are 8080, as
+    the shard's parser gives it above), written out; as written where it reads none."""
+    try:
+        return str(integer(text))
+    except ArgumentTypeError:  # the rank refuses it: no container port is that
+        return text
 
 
 def _probes_reach(here: str, container: Manifest) -> Iterator[str]:

@@ -142,6 +142,9 @@ def test_a_host_the_manifest_gives_in_a_variable_is_read_filled_in(kind, value, 
         ("--health-port", "$(P)", "8080", False),  # the health port, from a variable
         ("--health-port", "$(P)", None, False),  # only the cluster knows it: not judged
         ("--health-port", "8080", None, False),
+        # the number as distconv train reads it (number_text.integer): 8080 (review k232)
+        ("--health-port", "+8080", None, False),
+        ("--health-port", " 8080", None, False),
     ],
 )
 def test_the_health_port_is_compared_as_the_process_reads_it(kind, spelled, value, env, wrong):
