@@ -23,6 +23,8 @@ _DASH_C = re.compile(r"-[a-z]*c")
 KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 #: what a shell expands or acts on: a string holding one is no plain command line as written
 _SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
+#: what makes a value more or less than one word, as written, where the shell reads it
+_QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 #: ``NAME=value`` before a command: the shell sets NAME for that command alone
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
@@ -129,8 +131,9 @@ def _plain_variables(container: Manifest) -> set[str]:
 
 def _one_word(value: str) -> bool:
     """Whether the shell reads ``value`` as one word as it is: not empty (a word the shell
-    drops), no space (two words), no shell syntax."""
-    return bool(value) and not _SHELL_SYNTAX.search(value) and not any(c.isspace() for c in value)
+    drops), no space (two words), no shell syntax, no quote (the shell strips ``'/x'`` to
+    ``/x``, and one left open ends the string in an error)."""
+    return bool(value) and not _SHELL_SYNTAX.search(value) and not _QUOTE_OR_SPACE.search(value)
 
 
 def _command_args(argv: list[str], command: str) -> list[str] | None:

@@ -127,3 +127,17 @@ def test_a_variable_the_shell_sets_for_the_rank_is_not_read_as_unset(gpus, name)
     )
     _set_in_the_shell(_container(objs, "Job"), name)
     assert manifest_problems(objs) == []
+
+
+def test_a_variable_holding_a_quote_is_not_read_as_the_shell_word():
+    """The kubelet puts $(OUT) into the string before the shell reads it: the shell strips the
+    quotes of ``'/var/lib/...'``. Read as one word, quotes and all, --out was a relative path
+    under the read-only home: a working job was refused."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    container = _container(objs, "Job")
+    del container["workingDir"]
+    _set("--out", "$(OUT)")(container["args"])
+    container["env"].append({"name": "OUT", "value": "'/var/lib/distconv/run/train'"})
+    container["args"] = ["sh", "-c", "exec " + " ".join(container["args"])]
+    assert manifest_problems(objs) == []
+    assert shell_command(container["args"], {"OUT"}) is not None  # read where OUT is plain
