@@ -106,11 +106,13 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
     if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
         return None
-    written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", argv[2])
+    # YAML's block scalars (`- |`, `- >`) end the string in a newline: no second command
+    script = argv[2].rstrip("\n")
+    written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", script)
     if _SHELL_SYNTAX.search(written):
         return None
     try:
-        words = shlex.split(argv[2])
+        words = shlex.split(script)
     except ValueError:  # an unbalanced quote: the shell refuses it
         return None
     if words and _ASSIGNMENT.match(words[0]):  # its environment is not the container's env

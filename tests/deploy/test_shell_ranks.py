@@ -65,7 +65,14 @@ def _bash_command(container: dict) -> None:
     container["args"] = [shlex.join(container["args"])]
 
 
-@pytest.mark.parametrize("start", [_sh_exec, _bash_command], ids=["sh-exec", "bash-command"])
+def _block_scalar(container: dict) -> None:
+    """As YAML's ``args: [sh, -c, |]`` gives it: the string ends in a newline."""
+    container["args"] = ["sh", "-c", f"exec {shlex.join(container['args'])}\n"]
+
+
+@pytest.mark.parametrize(
+    "start", [_sh_exec, _bash_command, _block_scalar], ids=["sh-exec", "bash-command", "block"]
+)
 @pytest.mark.parametrize("case", EDITS)
 def test_a_shell_started_rank_or_shard_gets_the_same_checks(case, start):
     kind, edit = EDITS[case]
