@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from distconv.deploy.loopback import on_loopback
-from distconv.deploy.walk import KUBELET_REFERENCE, Manifest, _here, _running, _writable
+from distconv.deploy.walk import (
+    KUBELET_REFERENCE,
+    Manifest,
+    _here,
+    _running,
+    _writable,
+    sets_variable,
+)
 from distconv.endpoint import split_endpoint
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.ps.cli import add_pserver, shard_config
@@ -122,7 +129,10 @@ def env_as_seen(container: Manifest, name: str) -> tuple[bool, str | None]:
     """The container's variable ``name`` as its process sees it: ``(True, value)`` where the
     manifest decides it (value None: not set), ``$(VAR)`` filled in as the kubelet fills in a
     variable's value, from those defined before it; ``(False, None)`` where only the cluster
-    knows (a ``valueFrom``, an ``envFrom`` that may set it, a reference to such a variable)."""
+    knows (a ``valueFrom``, an ``envFrom`` that may set it, a reference to such a variable)
+    or the command line sets it (``env NAME=v distconv ...``: :func:`~walk.sets_variable`)."""
+    if sets_variable(container, name):
+        return False, None
     at = _defined_at(container, name)
     if at is None:
         return (False, None) if container.get("envFrom") else (True, None)

@@ -25,8 +25,8 @@ KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 _SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
 #: what makes a value more or less than one word, as written, where the shell reads it
 _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
-#: ``NAME=value`` before a command: the shell sets NAME for that command alone
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+#: mpirun's options that set a variable for the ranks: ``-genv NAME VALUE`` (Hydra)
+_MPI_ENV_OPTIONS = {"-env", "-genv", "--env", "--genv"}
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
 #: user's home, docker/Dockerfile), not ``/``
 IMAGE_WORKDIR = HOME
@@ -99,9 +99,9 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     the string (``sh -c "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is
     more than one command as written: another command before it (``cd /x;``) or something the
     shell would expand or act on (``$HOME``, a glob, a redirection), which only the running
-    shell knows, or a variable set for the command (``DISTCONV_JOB_ID=j exec ...``), which
-    the checks, reading the container's ``env``, would not see. A ``$(NAME)`` of a variable in
-    ``plain`` stays for the checks to fill in, as the kubelet does before the shell starts."""
+    shell knows. A variable set for the command (``DISTCONV_JOB_ID=j exec ...``) stays a word
+    (:func:`sets_variable`). A ``$(NAME)`` of a variable in ``plain`` stays for the checks to
+    fill in, as the kubelet does before the shell starts."""
     # words after the string are its $0, $1...: only the running shell knows what reads them
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
     if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
@@ -115,9 +115,22 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
         words = shlex.split(script)
     except ValueError:  # an unbalanced quote: the shell refuses it
         return None
-    if words and _ASSIGNMENT.match(words[0]):  # its environment is not the container's env
-        return None
     return words[1:] if words[:1] == ["exec"] else words
+
+
+def sets_variable(container: Manifest, name: str) -> bool:
+    """Whether the container's command line sets variable ``name`` for the distconv it starts,
+    which its ``env`` does not say: a ``NAME=value`` word before ``distconv`` (a shell's
+    ``NAME=v exec distconv ...``, ``env NAME=v distconv ...``, Open MPI's ``mpirun -x
+    NAME=v``), or Hydra's ``mpirun -genv NAME VALUE``."""
+    before = None
+    for word in _argv(container):
+        if word.rsplit("/", 1)[-1] == "distconv":
+            return False
+        if word.startswith(f"{name}=") or (before in _MPI_ENV_OPTIONS and word == name):
+            return True
+        before = word
+    return False
 
 
 def _plain_variables(container: Manifest) -> set[str]:

@@ -132,7 +132,39 @@ def test_a_variable_the_shell_sets_for_the_rank_is_not_read_as_unset(gpus, name)
     objs = copy.deepcopy(
         render_manifests(job_name="j", workers=2, servers=1, image="d:1", gpus=gpus)
     )
-    _set_in_the_shell(_container(objs, "Job"), name)
+    container = _container(objs, "Job")
+    _set_in_the_shell(container, name)
+    assert manifest_problems(objs) == []
+    assert shell_command(container["args"], set()) is not None  # the rest is still read
+
+
+def _moved_into_the_command(container: dict, name: str, before: list[str]) -> None:
+    """Move env ``name`` from the container's env onto its command line, ``before`` its
+    arguments: ``env NAME=v``, ``mpirun -x NAME=v``, ``mpirun -genv NAME v``."""
+    (var,) = [v for v in container["env"] if v["name"] == name]
+    container["env"].remove(var)
+    words = [w.replace("VALUE", var["value"]).replace("NAME", name) for w in before]
+    container["args"] = [*words, *container["args"]]
+
+
+@pytest.mark.parametrize("name", ["DISTCONV_JOB_ID", "CUPY_CACHE_DIR"])
+def test_a_variable_env_sets_for_the_rank_is_not_read_as_unset(name):
+    """``env DISTCONV_JOB_ID=j distconv train ...``: the same refusal as for the shell's
+    ``NAME=v exec`` came from the command started directly (before the audit too)."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1", gpus=1))
+    _moved_into_the_command(_container(objs, "Job"), name, ["env", "NAME=VALUE"])
+    assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize("option", [["-x", "NAME=VALUE"], ["-genv", "NAME", "VALUE"]])
+@pytest.mark.parametrize("name", ["CUPY_CACHE_DIR", "DISTCONV_DEVICE"])
+def test_a_variable_mpirun_sets_for_the_ranks_is_not_read_as_unset(name, option):
+    """mpirun's ``-x NAME=v`` (Open MPI) or ``-genv NAME v`` (Hydra) sets it for every rank."""
+    objs = copy.deepcopy(render_manifests(job_name="m", workers=2, servers=0, image="d:1", gpus=1))
+    launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    (container,) = launcher["containers"]
+    mpirun = container["args"].pop(0)
+    _moved_into_the_command(container, name, [mpirun, *option])
     assert manifest_problems(objs) == []
 
 
