@@ -27,7 +27,7 @@ from distconv.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from distconv.launch_env import launch_id, restart_count
+from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
 from distconv.run_dir import (
     CHIEF,
@@ -95,44 +95,6 @@ class Position:
     sums: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class JobStart:
-    """Which start of which job a process is, by which a restart given no ``--resume`` or
-    ``--overwrite`` tells the run its own launch began (:meth:`StepCheckpoints.open`).
-
-    Attributes:
-        job_id: the job's id (``DISTCONV_JOB_ID``), written into each manifest; None for none.
-        launch: the ``distconv-launch`` invocation (``DISTCONV_LAUNCH``), written into each
-            manifest too: a user may launch a job id again, and a launch is one.
-        restart: how many times that launch has started the job again (``DISTCONV_RESTART``).
-    """
-
-    job_id: str | None = None
-    launch: str | None = None
-    restart: int = 0
-
-    @classmethod
-    def from_environment(cls) -> JobStart:
-        """This start as ``distconv-launch`` tells any program it starts (``DISTCONV_LAUNCH``,
-        ``DISTCONV_RESTART``), without a job id: what a script's Trainer, given no ``start``,
-        records, so that its restart (``resume`` False or ``"overwrite"``) continues the run
-        its launch began.
-
-        Raises:
-            RuntimeConfigError: ``DISTCONV_RESTART`` is not an integer >= 0.
-        """
-        return cls(None, launch_id(), restart_count())
-
-    def restarts_run_in(self, run: RunDirectory) -> bool:
-        """Whether this is a restart of the launch that wrote the newest complete checkpoint in
-        ``run`` (a start without a launch token never is)."""
-        if not self.restart or self.launch is None:
-            return False
-        newest = run.latest()
-        mine = (self.job_id, self.launch)
-        return newest is not None and (newest.job, newest.launch) == mine
-
-
 class StepCheckpoints:
     """The chief's checkpoints of one run.
 
@@ -168,12 +130,14 @@ class StepCheckpoints:
 
         ``resume`` is False (refuse a directory holding a run), True (a checkpoint must exist),
         ``"auto"`` (resume if one exists) or ``"overwrite"`` (delete the previous run first).
-        A restart with False or ``"overwrite"`` resumes as ``"auto"`` where the newest
-        checkpoint is its own launch's (:meth:`JobStart.restarts_run_in`): the launch's first
-        start began that run, and the restart continues it. Otherwise it does what its first
-        start did: False refuses any other run (a restart once resumed the run its first start
-        had refused), and ``"overwrite"`` replaces it, also one of an earlier launch of the
-        same job id.
+        A restart with False or ``"overwrite"`` resumes as ``"auto"`` where the run is its own
+        launch's (:meth:`JobStart.restarts_run_in`: the newest complete checkpoint's launch,
+        or where none is complete, the claim's): the launch's first start began that run, and
+        the restart continues it, or starts afresh over what a first start that died before its
+        first checkpoint left. Otherwise it does what its first start did: False refuses any
+        other run (a restart once resumed the run its first start had refused), and
+        ``"overwrite"`` replaces it, also one of an earlier launch of the same job id. A fresh
+        run records this start's job and launch as its claim (:meth:`JobStart.claim`).
         """
         if train_data is not None:
             self.facts["train_data"] = dict(train_data)
@@ -195,7 +159,7 @@ class StepCheckpoints:
             resume = "auto"  # the run this launch's first start began: continued
         elif resume == "overwrite":
             run.clear()
-            return None, Position()
+            return self._begin(run)
         # scanned only to resume: without --resume, a run here is refused whatever it holds
         complete, problems = run.scan() if resume in (True, "auto") else ([], [])
         if resume in (True, "auto") and complete:
@@ -220,6 +184,12 @@ class StepCheckpoints:
             )
         if resume == "auto":
             run.clear_unfinished()  # files of a run that never reached its first checkpoint
+        return self._begin(run)
+
+    def _begin(self, run: RunDirectory) -> tuple[None, Position]:
+        """Start a fresh run in ``run``, claimed by this start's job and launch: where it dies
+        before its first checkpoint is complete, its restart tells the files it left by that."""
+        self.start.claim(run)
         return None, Position()
 
     def _restore_newest(

@@ -3,6 +3,7 @@
 Layout::
 
     <out>/run.lock                         held (flock) by the chief while the run lives
+    <out>/run.claim                        the job id and launch that began the run
     <out>/checkpoints/step-00000120/...    the parts of the checkpoint of step 120
     <out>/checkpoints/step-00000120.json   its manifest, written last
     <out>/metrics.jsonl, metrics.png
@@ -43,6 +44,9 @@ log = logging.getLogger("distconv.checkpoint")
 PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later save prunes
 
 LOCK = "run.lock"
+#: who began the run (:mod:`distconv.job_start`): no run file, since a run that failed in its
+#: first epoch, leaving it and an empty metrics log, is none
+CLAIM = "run.claim"
 CHECKPOINTS = "checkpoints"
 CHIEF_PART = "chief.safetensors"
 #: the single checkpoint file of distconv 0.1, before step checkpoints
@@ -116,7 +120,7 @@ class RunDirectory:
         return any(_has_content(self.root / name) for name in RUN_FILES)
 
     def clear(self) -> None:
-        """Delete a previous run's checkpoints and metrics (``--overwrite``).
+        """Delete a previous run's checkpoints, metrics and claim (``--overwrite``).
 
         A ``checkpoints`` that is a link to a directory (checkpoints kept on a larger disk)
         stays, emptied: the next run writes there too, and ``rmtree`` refuses a link. Being
@@ -135,7 +139,9 @@ class RunDirectory:
                     f"{self.checkpoint_root.resolve()}, which holds files no distconv run writes "
                     f"({_listed(foreign)}); move them away"
                 )
-            for name in RUN_FILES + (PLOT,):
+            # the claim last: leftovers a failure midway leaves are still their launch's, and
+            # its restart clears them again rather than refusing them as another run's
+            for name in RUN_FILES + (PLOT, CLAIM):
                 path = self.root / name
                 if name == CHECKPOINTS and linked:
                     for entry in path.iterdir():
