@@ -88,8 +88,8 @@ class Trainer:
         monitor: a :class:`~distconv.service.ServiceEndpoints` (``/readyz``, ``/healthz``,
             ``/metrics``) told when this rank is ready and how each step went, or None.
         start: which start of which job this is (:class:`~distconv.resume.JobStart`); a
-            restart with ``resume="overwrite"`` tells the run its launch began by it. None:
-            the launch and restart ``distconv-launch`` sets in the environment.
+            restart with ``resume`` False or ``"overwrite"`` tells the run its launch began by
+            it. None: the launch and restart ``distconv-launch`` sets in the environment.
 
     Raises:
         ValueError: a count (``batch_size``, ``accumulate``, ``checkpoint_every``,
@@ -278,8 +278,9 @@ class Trainer:
                 ``True`` continues from the newest complete checkpoint (which must exist, in
                 ``out_dir``),
                 ``"auto"`` continues when one exists and starts fresh otherwise, and
-                ``"overwrite"`` deletes a previous run's files first (a restart, told by
-                ``start``, resumes the run its launch began instead).
+                ``"overwrite"`` deletes a previous run's files first. A restart (told by
+                ``start``) given ``False`` or ``"overwrite"`` continues the run its launch
+                began instead, or starts it afresh where no checkpoint of it is complete.
 
         Raises:
             CheckpointError: no checkpoint (or output directory) to resume from, one from a

@@ -136,8 +136,9 @@ class Supervisor:
 
         Args:
             build: the children of attempt ``restart`` (0 first), called once per attempt so
-                each attempt can have its restart count and ``--resume auto`` (a local job's
-                shards serve on the same reserved ports in every attempt).
+                each attempt can have its restart count (``DISTCONV_RESTART``; its arguments
+                stay as given, and a local job's shards serve on the same reserved ports in
+                every attempt).
             max_restarts: how many times a failed job is started again.
 
         Returns:
