@@ -271,8 +271,15 @@ def server_command(
     # a shard signalled with its workers (the launcher killed: the kernel's parent-death
     # SIGTERM reaches all at once; systemd stopping the cgroup) serves until they have
     # checkpointed; the launcher's own stop adds SIGINT, which stops a shard at once
-    argv += ["--drain-seconds", f"{opts.drain_seconds:g}"]
+    argv += ["--drain-seconds", exact_text(opts.drain_seconds)]
     return argv + list(opts.extra)
+
+
+def exact_text(value: float) -> str:
+    """``value`` as a flag's text that reads back as exactly ``value``: the shortest one
+    (``repr``), less a trailing ``.0`` (``30``). ``:g`` kept six digits: ``--grace 1234567``
+    had the shards drain for 1234570 seconds."""
+    return repr(float(value)).removesuffix(".0")
 
 
 def keys_command(keys_dir: str, workers: int, python: str = sys.executable) -> list[str]:

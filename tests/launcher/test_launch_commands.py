@@ -267,6 +267,26 @@ def test_a_parameter_server_job_exactly(tmp_path):
     assert {s.env["DISTCONV_LAUNCH"] for s in [*specs, *first]} == {job.launch}
 
 
+@pytest.mark.parametrize(
+    "grace, drain",
+    [("1234567", "1234567"), ("0.1234567", "0.1234567"), ("2.5", "2.5"), ("1e16", "1e+16")],
+)
+def test_the_shards_drain_for_exactly_the_grace_given(tmp_path, grace, drain):
+    """``--grace`` reaches the shards' ``--drain-seconds`` as written: formatted with ``:g``
+    (six significant digits), 1234567 became 1.23457e+06, a shard draining 1234570 s, and
+    0.1234567 drained 0.123457 s."""
+    from distconv.cli import build_parser as distconv_parser
+
+    args, program, servers, job = _local(
+        ["--workers", "1", "--grace", grace, "--", "--epochs", "1"], tmp_path
+    )
+    shard = local_children(program, servers, job, 1, 0, {}, ports=[7001])[0]
+    said = shard.argv[shard.argv.index("--drain-seconds") + 1]
+    assert said == drain
+    parsed = distconv_parser().parse_args(shard.argv[3:])  # distconv pserver ...
+    assert parsed.drain_seconds == args.grace == float(grace)
+
+
 def test_insecure_and_user_out_dir(tmp_path):
     _, program, servers, job = _local(
         ["--workers", "2", "--insecure", "--mode", "async", "--", "--out", "/o"], tmp_path
