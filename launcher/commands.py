@@ -210,15 +210,15 @@ def with_out(program: Program, run_dir: str | os.PathLike) -> Program:
     return Program((*program.argv, "--out", os.path.join(run_dir, "train")), True)
 
 
-def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
-    """``distconv train`` arguments for one start of the job.
+def train_args(program: Program, sync: str | None) -> list[str]:
+    """``distconv train`` arguments, the same for every start of the job.
 
     Adds ``--sync SYNC`` unless the user chose a transport; a resume mode stays as the user
-    gave it, whatever ``restart`` is. A restart needs none added: ``distconv train`` told it is
-    one (``DISTCONV_RESTART``) continues the run this launch began (``DISTCONV_LAUNCH``) given
-    no ``--resume`` or given ``--overwrite``, and otherwise refuses or replaces as its first
-    start did. An added ``--resume auto`` resumed whatever run was in ``--out``: one the first
-    start had refused to touch too.
+    gave it. A restart needs none added: ``distconv train`` told it is one
+    (``DISTCONV_RESTART``) continues the run this launch began (``DISTCONV_LAUNCH``) given no
+    ``--resume`` or given ``--overwrite``, and otherwise refuses or replaces as its first start
+    did. An added ``--resume auto`` resumed whatever run was in ``--out``: one the first start
+    had refused to touch too.
     """
     argv = list(program.argv)
     if sync is not None and not has_option(argv, "--sync"):
@@ -229,9 +229,10 @@ def train_args(program: Program, sync: str | None, restart: int) -> list[str]:
 def worker_command(
     program: Program, sync: str | None, restart: int, python: str = sys.executable
 ) -> list[str]:
-    """The command of one local worker (every worker runs the same one; ranks come from env)."""
+    """The command of one local worker (every worker runs the same one; ranks come from env).
+    ``restart`` changes nothing: a restart is told by ``DISTCONV_RESTART``."""
     if program.is_train:
-        return [python, "-m", "distconv", "train", *train_args(program, sync, restart)]
+        return [python, "-m", "distconv", "train", *train_args(program, sync)]
     if program.is_script:
         return [python, *program.argv]
     return list(program.argv)

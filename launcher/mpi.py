@@ -224,7 +224,8 @@ def refuse_unstartable(
 
 
 def mpi_worker_command(program: Program, restart: int, python: str = sys.executable) -> list[str]:
-    """One rank's command: ``python -m mpi4py`` runs it, so an exception aborts every rank."""
+    """One rank's command: ``python -m mpi4py`` runs it, so an exception aborts every rank.
+    ``restart`` changes nothing: a restart is told by ``DISTCONV_RESTART``."""
     if program.is_train:
         return [
             python,
@@ -233,7 +234,7 @@ def mpi_worker_command(program: Program, restart: int, python: str = sys.executa
             "-m",
             "distconv",
             "train",
-            *train_args(program, "mpi", restart),
+            *train_args(program, "mpi"),
         ]
     if program.is_script:
         return [python, "-m", "mpi4py", "-c", LINE_BUFFERED, *program.argv]

@@ -102,10 +102,11 @@ def test_train_args_add_sync_only_when_missing_and_no_resume_on_a_restart():
     a restarted distconv train continues its own launch's run without it
     (tests/test_restart_resume.py)."""
     program = Program(("--epochs", "2"), True)
-    assert train_args(program, "pserver", 0) == ["--sync", "pserver", "--epochs", "2"]
-    assert train_args(program, None, 2) == ["--epochs", "2"]
+    assert train_args(program, "pserver") == ["--sync", "pserver", "--epochs", "2"]
+    assert train_args(program, None) == ["--epochs", "2"]
+    assert worker_command(program, None, 2, python="py")[4:] == ["--epochs", "2"]  # a restart
     mine = Program(("--sync", "local", "--resume"), True)
-    assert train_args(mine, "pserver", 1) == ["--sync", "local", "--resume"]
+    assert train_args(mine, "pserver") == ["--sync", "local", "--resume"]
 
 
 def test_a_restart_leaves_overwrite_to_distconv_train():
@@ -115,7 +116,7 @@ def test_a_restart_leaves_overwrite_to_distconv_train():
 
     program = Program(("--overwrite", "--epochs", "2"), True)
     for restart in (0, 1):
-        argv = train_args(program, None, restart)
+        argv = worker_command(program, None, restart, python="py")[4:]
         assert argv == ["--overwrite", "--epochs", "2"]
         parsed = train_parser().parse_args(argv)
         assert parsed.resume == "overwrite"
