@@ -82,6 +82,9 @@ def compact_columns(dz: Any, cols: Any, width: int) -> tuple[Any, Any]:
     """
     xp = get_array_module(dz)
     n, k = cols.shape
+    if not cols.size:  # nothing selected: cupy's bincount takes the max of its input first
+        none = slice(None) if not width else xp.zeros(0, dtype=xp.int64)  # as flatnonzero's
+        return none, xp.zeros((n, 0), dtype=dz.dtype)
     # Which columns are used and where each lands among them, in O(nnz + width): no sort.
     hit = xp.bincount(cols.reshape(-1), minlength=width) > 0
     slot = xp.cumsum(hit) - 1

@@ -237,6 +237,17 @@ CATALOGUE = [
         lambda: SelectiveFullyConnected(4, 12, act="softmax", method="dense", dtype=F64),
         [_rows(3, 4), _ids([1, 5, 5, 0, 11, 2], seq_starts=np.array([0, 2, 4, 6]))],
     ),
+    (  # no column at all: compact_columns counted them by cupy's bincount, which takes the
+        # max of its input first ("zero-size array to reduction operation")
+        "selective fc, empty selection, softmax",
+        lambda: SelectiveFullyConnected(4, 6, act="softmax", method="sparse", dtype=F64),
+        [_rows(3, 4), _ids(np.zeros((3, 0), np.int64))],
+    ),
+    (
+        "selective fc, empty CSR selection, dense",
+        lambda: SelectiveFullyConnected(4, 6, method="dense", dtype=F64),
+        [_rows(3, 4), _ids(np.zeros(0, np.int64), seq_starts=np.zeros(4, np.int64))],
+    ),
     (
         "selective fc, full output",
         lambda: SelectiveFullyConnected(4, 6, dtype=F64),

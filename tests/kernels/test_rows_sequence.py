@@ -23,7 +23,7 @@ def test_row_scatter_sums_repeated_rows(rng):
     RowScatter(np.array([], dtype=int)).add(target, rows[:0])  # nothing to add: no error
 
 
-@pytest.mark.parametrize("k,width", [(3, 10), (4, 4), (6, 5)])
+@pytest.mark.parametrize("k,width", [(3, 10), (4, 4), (6, 5), (0, 5)])  # 0: none selected
 def test_compact_columns_against_add_at(rng, k, width):
     cols = np.stack([rng.choice(width, k, replace=k > width) for _ in range(5)])
     cols[0, :2] = 1  # a column picked twice by one sample collects both
