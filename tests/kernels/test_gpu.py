@@ -15,7 +15,9 @@ from distconv import Arg
 from distconv.backend import set_device, to_host
 from distconv.kernels import cudnn as cudnn_kernels
 from distconv.layers import (
+    Activation,
     AvgPool2D,
+    AvgPool3D,
     Concatenate,
     Concatenate2,
     ContextProjection,
@@ -33,7 +35,9 @@ from distconv.layers import (
     FullyConnected,
     IdentityProjection,
     MaxPool2D,
+    MaxPool3D,
     Mixed,
+    MSELoss,
     Multiplex,
     ScalingProjection,
     SelectiveFullyConnected,
@@ -60,6 +64,8 @@ POOLS = [
     lambda: MaxPool2D(2),  # windows tile the input: the backward writes instead of adding
     lambda: AvgPool2D(3, 2, 1),
     lambda: AvgPool2D(2),
+    lambda: MaxPool3D(3, 2, 1),
+    lambda: AvgPool3D(2),
 ]
 
 
@@ -266,6 +272,8 @@ CATALOGUE = [
     ("feature map expand, row", lambda: FeatureMapExpand(3), [_rows(4, 5)]),
     ("feature map expand, column", lambda: FeatureMapExpand(3, as_row_vector=False), [_rows(4, 5)]),
     ("concatenate", lambda: Concatenate(act="tanh"), [_rows(4, 3), _rows(4, 2)]),
+    ("activation layer", lambda: Activation("sigmoid"), [_rows(4, 5)]),
+    ("mean squared error", lambda: MSELoss(), [_rows(4, 3), {"value": _rows(3, 4)["value"].T}]),
 ]
 
 
@@ -304,8 +312,9 @@ def test_1d_convolutions_run_on_im2col_and_match_host(cupy, monkeypatch, rng, cu
     assert chosen and not any(chosen)
 
 
-def _catalogue_case(cupy, rng, make, specs):
-    """One case of the catalogue: forward and gradients on the device match the host's."""
+def _catalogue_case(cupy, rng, make, specs, rtol=None):
+    """One case of the catalogue: forward and gradients on the device match the host's (to
+    ``rtol``, absolute too, where given: 16-bit layers)."""
     set_device("cpu")
     host = make()
     set_device("gpu")
@@ -316,18 +325,97 @@ def _catalogue_case(cupy, rng, make, specs):
     xs, xd = _args(specs, np.asarray), _args(specs, cupy.asarray)
     y, yd = host(*xs), dev(*xd)
     assert isinstance(yd.value, cupy.ndarray)
-    np.testing.assert_allclose(to_host(yd.value), y.value, rtol=1e-10, atol=1e-12)
+    forward, backward = ((1e-10, 1e-12), (1e-8, 1e-10)) if rtol is None else [(rtol, rtol)] * 2
+    np.testing.assert_allclose(to_host(yd.value), y.value, *forward)
     if y.ids is not None:
         np.testing.assert_array_equal(to_host(yd.ids), y.ids)
-    dy = rng.standard_normal(y.value.shape)
+    dy = rng.standard_normal(y.value.shape).astype(y.value.dtype)
     y.grad, yd.grad = dy, cupy.asarray(dy)
     host.backward(lambda p: None)
     dev.backward(lambda p: None)
     for i, (a, b) in enumerate(zip(xs, xd)):
         if a.needs_grad:
-            np.testing.assert_allclose(to_host(b.grad), a.grad, rtol=1e-8, atol=1e-10, err_msg=i)
+            np.testing.assert_allclose(to_host(b.grad), a.grad, *backward, err_msg=i)
     for p, q in zip(host.parameters(), dev.parameters()):
-        np.testing.assert_allclose(to_host(q.grad), p.grad, rtol=1e-8, atol=1e-10, err_msg=p.name)
+        np.testing.assert_allclose(to_host(q.grad), p.grad, *backward, err_msg=p.name)
+
+
+def _half_rows(n, width, **extra):
+    rows = _rows(n, width, **extra)
+    return {**rows, "value": rows["value"].astype(np.float16)}
+
+
+#: 16-bit tables: their rows' gradients are summed on the device by a branch of its own
+#: (``rows.RowScatter``: atomic adds into a float32 sum per distinct row, not into the table)
+HALF = [
+    (
+        "float16 table, repeated ids",
+        lambda: Mixed([TableProjection(5, 3, dtype=np.float16)], dtype=np.float16),
+        [_ids([1, 4, 1, 1, -1, 0, 1])],
+    ),
+    (
+        "float16 context projection, trainable padding",
+        lambda: Mixed(
+            [ContextProjection(3, 4, trainable_padding=True, dtype=np.float16)], dtype=np.float16
+        ),
+        [_half_rows(9, 3, seq_starts=SEQ)],
+    ),
+]
+
+
+@pytest.mark.parametrize("name,make,specs", HALF, ids=[c[0] for c in HALF])
+def test_16_bit_rows_on_device_match_host(cupy, rng, name, make, specs):
+    _catalogue_case(cupy, rng, make, specs, rtol=2e-3)  # float16's eps is 1e-3
+
+
+@pytest.mark.parametrize("make", POOLS[:2])  # overlapping windows with padding, and tiling
+def test_max_pooling_routes_nan_and_inf_on_device_as_on_host(cupy, rng, make):
+    """The windows ``pool_rare.RareWindows`` routes (a NaN maximum, ``-inf`` tied with the
+    padding, an inf or NaN in ``dy``) are found on the device by a branch of their own: one
+    read of two flags."""
+    set_device("cpu")
+    host = make()
+    set_device("gpu")
+    dev = make()
+    x = rng.standard_normal((2, 4, 6, 6))
+    x[0, 0, 1, 1] = np.nan
+    x[1, 1, :3, :3] = -np.inf  # whole windows of -inf, beside the padding
+    xa, xd = Arg(x), Arg(cupy.asarray(x))
+    y, yd = host(xa).value, dev(xd).value
+    np.testing.assert_allclose(to_host(yd), y, rtol=0, atol=0)  # NaN where the host has NaN
+    dy = rng.standard_normal(y.shape)
+    dy[0, 2, 0, 0], dy[1, 3, 1, 1] = np.inf, np.nan
+    host.output.grad, dev.output.grad = dy, cupy.asarray(dy)
+    host.backward(lambda p: None)
+    dev.backward(lambda p: None)
+    np.testing.assert_allclose(to_host(xd.grad), xa.grad, rtol=1e-12, atol=0)
+
+
+def test_an_inf_input_gives_the_weight_gradient_of_the_host_on_device_im2col(
+    cupy, monkeypatch, rng
+):
+    """Wide columns (a 3-D convolution on 10^3 images runs per sample, wide) read past each
+    row's end, where an inf meets zeros: NaN the definition does not have. The weight gradient
+    is checked on the device too (``finite.exact_if_not_finite``) and computed again."""
+    monkeypatch.setenv("DISTCONV_CUDNN", "0")  # cuDNN builds no wide columns
+    make = lambda: Conv3D(2, 2, 3, padding=1, dtype=np.float64)  # noqa: E731
+    set_device("cpu")
+    host = make()
+    set_device("gpu")
+    dev = make()
+    dev.weight.value[...] = cupy.asarray(host.weight.value)
+    x = rng.standard_normal((2, 2, 10, 10, 10))
+    x[1, 0, 4, 4, 9] = np.inf  # the last column of a row: its neighbour is the junk
+    xa, xd = Arg(x), Arg(cupy.asarray(x))
+    y, yd = host(xa).value, dev(xd).value
+    np.testing.assert_allclose(to_host(yd), y, rtol=1e-10, atol=1e-12)
+    dy = rng.standard_normal(y.shape)
+    host.output.grad, dev.output.grad = dy, cupy.asarray(dy)
+    host.backward(lambda p: None)
+    dev.backward(lambda p: None)
+    np.testing.assert_allclose(to_host(dev.weight.grad), host.weight.grad, rtol=1e-8, atol=1e-10)
+    # the definition: inf where a tap reaches the inf, and nowhere NaN (the host retried too)
+    assert np.isinf(host.weight.grad).any() and not np.isnan(host.weight.grad).any()
 
 
 @pytest.mark.parametrize("labels_on", ["host", "device"])
