@@ -148,11 +148,20 @@ def shard_indices(
             f"shard must be (rank, world_size), ints with 0 <= rank < world_size, got {shard!r}"
         )
     check_seed(seed)  # numpy's own "expected non-negative integer" named no seed
-    if n < world:
-        raise ValueError(f"{n} examples cannot be shared among {world} workers")
+    check_shareable(n, world)
     perm = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
     per_worker = n // world
     return perm[rank * per_worker : (rank + 1) * per_worker]
+
+
+def check_shareable(n: int, world_size: int) -> None:
+    """Refuse ``n`` examples that ``world_size`` workers cannot each get one of.
+
+    Raises:
+        ValueError: ``n < world_size`` (an empty or negative set among them).
+    """
+    if n < world_size:
+        raise ValueError(f"{n} examples cannot be shared among {world_size} workers")
 
 
 def batches(
@@ -188,8 +197,14 @@ def batches(
 
 
 def num_batches(n: int, batch_size: int, world_size: int = 1, *, drop_last: bool = False) -> int:
-    """How many batches :func:`batches` yields per worker per epoch."""
+    """How many batches :func:`batches` yields per worker per epoch.
+
+    Raises:
+        ValueError: as :func:`batches` refuses these sizes (it answered 0 batches for a set
+            it refuses, and a negative count for a negative ``n``).
+    """
     check_count("batch_size", batch_size, 1)
     check_count("world_size", world_size, 1)
+    check_shareable(n, world_size)
     per_worker = n // world_size
     return per_worker // batch_size if drop_last else -(-per_worker // batch_size)

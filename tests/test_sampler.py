@@ -137,3 +137,16 @@ def test_a_shard_that_is_not_two_ints_is_refused_as_a_batch_size_is(shard, said)
     with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the shuffle's\), got -1"):
         list(batches(data, 2, seed=-1))
     assert len(list(batches(data, 2, shard=(np.int64(1), np.int64(2))))) == 3  # numpy's ints
+
+
+@pytest.mark.parametrize("n, world", [(1, 2), (3, 4), (-5, 1), (0, 1)])
+def test_num_batches_refuses_what_batches_refuses(n, world):
+    """num_batches() answered 0 batches where batches() refuses the shard ("1 examples cannot
+    be shared among 2 workers"), and -2 for n = -5: a count of a loop that never runs, or a
+    negative one, instead of the refusal (review k236)."""
+    data = Dataset(np.zeros((max(n, 0), 1, 1, 1), np.float32), np.zeros(max(n, 0), np.int64), 1)
+    with pytest.raises(ValueError, match=rf"{n} examples cannot be shared among {world} worker"):
+        num_batches(n, 1, world)
+    if n >= 0:
+        with pytest.raises(ValueError, match=rf"{n} examples cannot be shared among {world}"):
+            list(batches(data, 1, shard=(0, world)))
