@@ -21,7 +21,7 @@ import numpy as np
 
 from distconv.arg import as_fed
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, to_host
-from distconv.sampler import batches, num_batches, shard_indices  # noqa: F401 (moved there)
+from distconv.sampler import batches, check_seed, num_batches, shard_indices  # noqa: F401
 
 DATASETS = ("digits", "mnist", "synthetic")
 #: examples a data set's fingerprint reads, spread evenly over it (:func:`fingerprint`)
@@ -101,9 +101,14 @@ def split(dataset: Dataset, test_fraction: float, seed: int) -> tuple[Dataset, D
 
     The test set gets ``round(test_fraction * N)`` examples, each class within one of its share,
     chosen by a permutation drawn from ``seed``.
+
+    Raises:
+        ValueError: ``test_fraction`` is not in (0, 1), or ``seed`` is not an int >= 0 (numpy's
+            own message named no seed, and True drew seed 1's split).
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    check_seed(seed, "the split's")
     n = len(dataset)
     perm = np.random.default_rng(seed).permutation(n)
     # A stable sort of the shuffled labels groups each class in shuffled order. An example's
@@ -264,7 +269,11 @@ def synthetic(
 
     Labels cycle through the classes, so every class has ``n // num_classes`` or one more
     example. Values are clipped to [0, 1] like real images.
+
+    Raises:
+        ValueError: ``seed`` is not an int >= 0 (as :func:`split` refuses it).
     """
+    check_seed(seed, "the synthetic data's")
     rng = np.random.default_rng(seed)
     patterns = rng.random((num_classes, *image_shape))
     y = np.arange(n, dtype=np.int64) % num_classes

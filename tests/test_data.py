@@ -333,6 +333,22 @@ def test_split_fractions_and_bad_fraction():
         split(synthetic(n=10), 1.0, seed=0)
 
 
+@pytest.mark.parametrize("seed, said", [(-1, "-1"), (1.5, r"1\.5"), (True, "True")])
+def test_a_seed_numpy_cannot_take_is_refused_by_the_data_sets_naming_it(seed, said):
+    """split() and synthetic() handed their seed to numpy as it was: -1 failed with "expected
+    non-negative integer", 1.5 with "SeedSequence expects int or sequence of ints", naming no
+    seed, and True drew the split of seed 1 without a word; the sampler refuses all three by
+    check_seed (review k236)."""
+    data = synthetic(n=20)
+    refused = r"seed must be an int >= 0 \(the {}\), got " + said
+    with pytest.raises(ValueError, match=refused.format("split's")):
+        split(data, 0.25, seed)
+    with pytest.raises(ValueError, match=refused.format("synthetic data's")):
+        synthetic(n=20, seed=seed)
+    with pytest.raises(ValueError, match=refused.format("split's")):
+        load_digits(seed=seed)
+
+
 def test_load_dataset_by_name(tmp_path):
     train, test = load_dataset("synthetic", seed=0)
     assert len(train) + len(test) == 512
