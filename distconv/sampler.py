@@ -55,6 +55,7 @@ class GlobalBatchSampler:
         check_count("rank", self.rank, 0)
         if not self.rank < self.world_size:
             raise ValueError(f"need 0 <= rank < world_size, got {self.rank} of {self.world_size}")
+        check_count("num_examples", self.num_examples, 0)  # 10.0 failed at the first pass
         if self.num_examples < 1:
             raise ValueError("the training set is empty")
         check_seed(self.seed)

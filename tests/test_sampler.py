@@ -150,3 +150,15 @@ def test_num_batches_refuses_what_batches_refuses(n, world):
     if n >= 0:
         with pytest.raises(ValueError, match=rf"{n} examples cannot be shared among {world}"):
             list(batches(data, 1, shard=(0, world)))
+
+
+@pytest.mark.parametrize("n, said", [(True, "True"), (10.0, r"10\.0"), ("10", "'10'")])
+def test_a_training_set_size_that_is_not_an_int_is_refused_naming_it(n, said):
+    """GlobalBatchSampler took num_examples=True for a set of one without a word, failed on
+    10.0 only when a pass was drawn ("'float' object cannot be interpreted as an integer") and
+    on "10" with a TypeError comparing it to 1, as batch_size did before check_count (k236)."""
+    with pytest.raises(ValueError, match=rf"num_examples must be an int >= 0, got {said}"):
+        next(GlobalBatchSampler(n, 2).passes(0))
+    with pytest.raises(ValueError, match="the training set is empty"):
+        GlobalBatchSampler(0, 2)
+    assert GlobalBatchSampler(np.int64(3), 2).steps_per_epoch == 2  # numpy's ints are counts
