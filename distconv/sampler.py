@@ -70,7 +70,7 @@ class GlobalBatchSampler:
         return -(-self.num_examples // self.global_batch)
 
     def permutation(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch]).permutation(self.num_examples)
+        return epoch_permutation(self.num_examples, self.seed, epoch)
 
     def step_examples(self, step_in_epoch: int) -> int:
         """How many examples the whole job trains on in this step (the last may be short)."""
@@ -87,6 +87,17 @@ class GlobalBatchSampler:
                 chunk[k * per_pass : (k + 1) * per_pass][self.rank :: self.world_size]
                 for k in range(self.accumulate)
             ]
+
+
+def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
+    """The order of ``n`` examples in ``epoch``: drawn from ``(seed, epoch)`` alone.
+
+    Raises:
+        ValueError: ``epoch`` is not an int >= 0: numpy's SeedSequence named no epoch (-1,
+            1.5, None), and took True and "1" for epoch 1 without a word.
+    """
+    check_count("epoch", epoch, 0)
+    return np.random.default_rng([seed, epoch]).permutation(n)
 
 
 def check_seed(seed: int, whose: str = "the shuffle's") -> None:
@@ -150,7 +161,7 @@ def shard_indices(
         )
     check_seed(seed)  # numpy's own "expected non-negative integer" named no seed
     check_shareable(n, world)
-    perm = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
+    perm = epoch_permutation(n, seed, epoch) if shuffle else np.arange(n)
     per_worker = n // world
     return perm[rank * per_worker : (rank + 1) * per_worker]
 

@@ -162,3 +162,21 @@ def test_a_training_set_size_that_is_not_an_int_is_refused_naming_it(n, said):
     with pytest.raises(ValueError, match="the training set is empty"):
         GlobalBatchSampler(0, 2)
     assert GlobalBatchSampler(np.int64(3), 2).steps_per_epoch == 2  # numpy's ints are counts
+
+
+@pytest.mark.parametrize(
+    "epoch, said", [(-1, "-1"), (1.5, r"1\.5"), (True, "True"), ("1", "'1'"), (None, "None")]
+)
+def test_an_epoch_that_is_not_an_int_is_refused_naming_it(epoch, said):
+    """The epoch went to numpy's SeedSequence as given: -1 failed with "expected non-negative
+    integer", 1.5 with "seed must be integer" and None with "object of type 'NoneType' has no
+    len()", none naming the epoch, while True and "1" drew epoch 1's order without a word
+    (review k236)."""
+    data = Dataset(np.zeros((10, 1, 1, 1), np.float32), np.arange(10) % 2, 2)
+    refused = rf"epoch must be an int >= 0, got {said}"
+    with pytest.raises(ValueError, match=refused):
+        list(batches(data, 2, epoch=epoch))
+    with pytest.raises(ValueError, match=refused):
+        next(GlobalBatchSampler(10, 2).passes(epoch))
+    same = GlobalBatchSampler(10, 2).permutation(np.int64(1))  # numpy's ints are counts
+    np.testing.assert_array_equal(same, np.random.default_rng([0, 1]).permutation(10))
