@@ -21,6 +21,7 @@ import numpy as np
 
 from distconv.arg import as_fed
 from distconv.backend import ARRAY_KINDS, is_array, is_float_dtype, to_host
+from distconv.kernels.shape import is_int
 from distconv.sampler import batches, check_seed, num_batches, shard_indices  # noqa: F401
 
 DATASETS = ("digits", "mnist", "synthetic")
@@ -44,7 +45,8 @@ class Dataset:
 
     Raises:
         DataError: images or labels that are not numpy arrays (a list), mismatched lengths, a
-            wrong rank or dtype, NaN or infinity in ``x``, or a label out of range.
+            wrong rank or dtype, NaN or infinity in ``x``, a label out of range, or a
+            ``num_classes`` that is not an int (a bool neither).
     """
 
     x: np.ndarray
@@ -64,6 +66,10 @@ class Dataset:
         ):
             raise DataError(
                 f"{self.name}: labels must be integers of shape ({len(x)},), got {_kind(y)}"
+            )
+        if not is_int(self.num_classes):  # 2.5 was kept, None and "4" failed comparing to 0
+            raise DataError(
+                f"{self.name}: num_classes must be an int (0 infers it), got {self.num_classes!r}"
             )
         bad = int(np.count_nonzero(~np.isfinite(x)))
         if bad:

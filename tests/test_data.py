@@ -312,6 +312,21 @@ def test_unshuffled_batches_keep_order_and_bad_arguments():
 # -- synthetic and splits --------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "classes, said", [(2.5, r"2\.5"), (True, "True"), ("4", "'4'"), (None, "None")]
+)
+def test_a_class_count_that_is_not_an_int_is_refused_naming_it(classes, said):
+    """Dataset kept num_classes=2.5 without a word (a model of 2.5 classes failed later), read
+    True as a count of one ("labels must lie in [0, True)"), and failed on "4" and None with
+    "'<=' not supported between instances of 'str' and 'int'", naming nothing (review k236)."""
+    x, y = np.zeros((3, 1, 1, 1), np.float32), np.array([0, 1, 1])
+    with pytest.raises(
+        DataError, match=rf"^labelled: num_classes must be an int \(0 infers it\), got {said}$"
+    ):
+        Dataset(x, y, classes, "labelled")
+    assert Dataset(x, y, np.int64(3)).num_classes == 3 and Dataset(x, y).num_classes == 2
+
+
 def test_synthetic_is_seeded_balanced_and_separable():
     a, b = synthetic(n=200, seed=1), synthetic(n=200, seed=1)
     np.testing.assert_array_equal(a.x, b.x)
