@@ -18,8 +18,9 @@ from .child import signal_name
 # matched from a line's first character: mpiexec's own lines are bare, while every line of a
 # rank comes behind the rank MPI puts in front of it (``[1] ``, ``[1,1]<stdout>:``), so a rank
 # that prints such a line (a log quoting an earlier run's banner) is not taken for mpiexec;
-# OpenMPI's line begins with its program's name (mpirun, mpiexec, prterun, mpirun.openmpi)
-_HYDRA = re.compile(r"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: .*\(signal (\d+)\)")
+# OpenMPI's line begins with its program's name (mpirun, mpiexec, prterun, mpirun.openmpi);
+# older Hydras (MPICH2's, an older Intel MPI's) print Hydra's without its "YOUR "
+_HYDRA = re.compile(r"(?:YOUR )?APPLICATION TERMINATED WITH THE EXIT STRING: .*\(signal (\d+)\)")
 _OPENMPI = re.compile(
     r"[\w.-]+ noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)"
 )

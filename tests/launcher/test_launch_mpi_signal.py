@@ -72,6 +72,15 @@ def test_the_signal_is_read_from_either_mpis_last_lines():
     assert rank_signal(["[1] Abort(9) on node 1 (rank 1 in comm 0)"]) is None
 
 
+@pytest.mark.parametrize("tag", ["", "[1] "], ids=["mpiexec", "rank"])
+def test_an_older_hydras_line_without_your_is_read_too(tag):
+    """Older Hydras (MPICH2's, an older Intel MPI's) print the line without ``YOUR``, which
+    was read before its match was anchored; a rank's own such line still comes behind its tag."""
+    line = tag + "APPLICATION TERMINATED WITH THE EXIT STRING: Hangup (signal 1)"
+    said = "a rank died of signal 1 (SIGHUP), as mpiexec says"
+    assert rank_signal([line]) == (None if tag else said)
+
+
 @pytest.mark.parametrize(
     "line",
     [
