@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from distconv.arg import feeds_of
+from distconv.backend import widened
 from distconv.data import Arrays, Dataset, array_length, as_arrays, data_facts
 from distconv.epoch_tally import EpochTally, check_test_set, evaluate_shares, right_answers
 from distconv.layers.base import LayerError
@@ -193,7 +194,7 @@ class Trainer:
                 f"the loss layer {self.loss_name!r} outputs shape {tuple(mean.shape)}, not the "
                 "scalar mean loss the Trainer trains on (reduce it to its mean)"
             )
-        loss = mean * len(index)
+        loss = widened(mean) * len(index)  # a 16-bit loss in float32: float16 ends at 65504
         if self.accuracy is None:
             return loss, 0
         return loss, right_answers(outputs, self.accuracy)

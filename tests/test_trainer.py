@@ -829,3 +829,15 @@ def test_every_float_dtype_is_cast(dtype):
     Trainer(net, create_sync("local", optimizer=create_optimizer("sgd")), 16, dtype=dtype)
     assert {p.value.dtype for p in net.parameters()} == {np.dtype(dtype)}
     assert {p.grad.dtype for p in net.parameters()} == {np.dtype(dtype)}
+
+
+@pytest.mark.timeout(120)
+def test_a_float16_loss_is_summed_in_float32_within_a_batch_and_a_step():
+    """A 16-bit loss was multiplied by the batch and summed over the passes in its own type:
+    float16 stops at 65504, so a large pass (or --accumulate) read as "the loss became NaN or
+    infinite" where float32 trained on, and evaluate gave a test loss of inf (audit k236).
+    Training's passes go through the same batch sum (Trainer._forward) as evaluation's."""
+    big = synthetic(n=46_000, num_classes=4, noise=0.3, seed=3)  # 46000 x ~1.46 > 65504
+    wide = _trainer(dtype=np.float32).evaluate(big, batch_size=46_000)["test_loss"]
+    narrow = _trainer(dtype=np.float16).evaluate(big, batch_size=46_000)["test_loss"]
+    assert np.isfinite(narrow) and abs(narrow - wide) < 0.01, (wide, narrow)
