@@ -5,10 +5,10 @@ name='<stdout>'>`` and exit 120 from the flush at exit."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 from distconv.files import describe_os_error
+from distconv.stdout_drop import drop_stdout
 
 from .commands import LaunchError
 
@@ -34,19 +34,5 @@ def write_stdout(text: str, what: str, closed: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as exc:
-        _drop_stdout()
+        drop_stdout()
         raise LaunchError(f"cannot write {what} to stdout: {describe_os_error(exc)}") from None
-
-
-def _drop_stdout() -> None:
-    """Point stdout's descriptor at /dev/null: what is left in its buffer would fail again at
-    the flush at exit (Python's "Note on SIGPIPE")."""
-    try:
-        fd = sys.stdout.fileno()
-    except (OSError, ValueError):  # not a file (io.UnsupportedOperation is both): no flush
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from distconv.deploy.render import EXAMPLES, write_examples
 from distconv.files import describe_os_error, folder_problem
+from distconv.stdout_drop import drop_stdout
 
 USAGE = "usage: python -m distconv.deploy [FOLDER]  (rewrites the example manifests; default k8s)"
 PROG = "python -m distconv.deploy"
@@ -56,27 +56,13 @@ def _write_stdout(text: str, what: str) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as exc:
-        _drop_stdout()
+        drop_stdout()
         print(
             f"{PROG}: error: cannot write {what} to stdout: {describe_os_error(exc)}",
             file=sys.stderr,
         )
         return 1
     return 0
-
-
-def _drop_stdout() -> None:
-    """Point stdout's descriptor at /dev/null: what is left in its buffer would fail again at
-    the flush at exit (Python's "Note on SIGPIPE")."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # None, or no file: no flush at exit
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)
 
 
 if __name__ == "__main__":
