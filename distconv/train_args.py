@@ -12,6 +12,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from distconv.data import DATASETS
 from distconv.job import TrainConfig
@@ -261,6 +262,20 @@ class FlagError(ValueError):
 def train_parser() -> argparse.ArgumentParser:
     """``distconv train``'s parser on its own (without the handler that runs it)."""
     return add_train(argparse.ArgumentParser(prog="distconv").add_subparsers())
+
+
+def parse_train_values(
+    argv: Sequence[str], refuse: Callable[[str], NoReturn], on_help: str
+) -> argparse.Namespace:
+    """Parse ``argv`` (after ``train``) with :func:`train_parser`, as every rank or worker would,
+    before any starts. ``refuse`` takes argparse's message for a value it refuses (``--epochs
+    -1``) and must raise, instead of argparse's print and exit; ``-h``/``--help``, whose help
+    and exit 0 would stand for a job, is refused with ``on_help``."""
+    if any(a in ("-h", "--help") for a in argv):
+        refuse(on_help)
+    parser = train_parser()
+    parser.error = refuse  # argparse's hook for every refusal; it would print and exit
+    return parser.parse_args(list(argv))
 
 
 #: what argparse reads as a negative number, a value: ``-1`` and ``-.5``; newer Pythons also

@@ -14,6 +14,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from distconv.cores import usable_cores
 
@@ -127,16 +128,13 @@ def parse_train_values(argv: Sequence[str]) -> argparse.Namespace:
         UsageError: argparse's message, with where the arguments came from; also for
             ``-h``/``--help``, whose help and exit 0 would stand for a job (or manifests).
     """
-    from distconv.train_args import train_parser
+    from distconv.train_args import parse_train_values as parse
 
-    def refuse(message: str) -> None:
+    def refuse(message: str) -> NoReturn:
         raise UsageError(f"{message} (in the distconv train arguments after --)")
 
-    if any(a in ("-h", "--help") for a in argv):  # argparse would print help and exit 0
-        refuse("-h/--help starts no job and renders no manifest; see distconv train --help")
-    parser = train_parser()
-    parser.error = refuse  # argparse's hook for every refusal; it would print and exit
-    return parser.parse_args(list(argv))
+    help_refused = "-h/--help starts no job and renders no manifest; see distconv train --help"
+    return parse(argv, refuse, help_refused)
 
 
 def has_option(argv: Sequence[str], name: str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NoReturn
 
-from distconv.train_args import train_parser
+from distconv.train_args import parse_train_values
 
 
 def refuse_train_values(argv: Sequence[str]) -> None:
@@ -27,12 +27,8 @@ def train_values_problem(argv: Sequence[str]) -> str | None:
     """Why ``distconv train`` would refuse ``argv`` (after ``train``, flags spelled out), in
     argparse's words naming the flag, or None; ``-h``/``--help`` too, which prints the help
     and exits 0 instead of training."""
-    if any(a in ("-h", "--help") for a in argv):  # argparse would print the help and exit 0
-        return "-h/--help prints the help and exits: no rank trains"
-    parser = train_parser()
-    parser.error = _raise  # argparse's hook for every refusal; it would print and exit
     try:
-        parser.parse_args(list(argv))
+        parse_train_values(argv, _raise, "-h/--help prints the help and exits: no rank trains")
     except _Refused as exc:
         return str(exc)
     return None
