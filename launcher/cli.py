@@ -195,7 +195,7 @@ def local_children(
             inherits = () if fd is None else (fd,)
             specs.append(ChildSpec("server", shard, argv, env, stop_signals=stop, fds=inherits))
     sync = "pserver" if servers is not None else None
-    argv = worker_command(program, sync, restart)
+    argv = worker_command(program, sync)
     for rank in range(workers):
         specs.append(
             ChildSpec("worker", rank, argv, child_env(environ, job, "worker", rank, workers))

@@ -224,11 +224,9 @@ def train_args(program: Program, sync: str | None) -> list[str]:
     return argv
 
 
-def worker_command(
-    program: Program, sync: str | None, restart: int, python: str = sys.executable
-) -> list[str]:
-    """The command of one local worker (every worker runs the same one; ranks come from env).
-    ``restart`` changes nothing: a restart is told by ``DISTCONV_RESTART``."""
+def worker_command(program: Program, sync: str | None, python: str = sys.executable) -> list[str]:
+    """The command of one local worker: every worker runs the same one (ranks come from env),
+    on every start (a restart is told by ``DISTCONV_RESTART``)."""
     if program.is_train:
         return [python, "-m", "distconv", "train", *train_args(program, sync)]
     if program.is_script:

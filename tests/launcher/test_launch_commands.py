@@ -104,7 +104,7 @@ def test_train_args_add_sync_only_when_missing_and_no_resume_on_a_restart():
     program = Program(("--epochs", "2"), True)
     assert train_args(program, "pserver") == ["--sync", "pserver", "--epochs", "2"]
     assert train_args(program, None) == ["--epochs", "2"]
-    assert worker_command(program, None, 2, python="py")[4:] == ["--epochs", "2"]  # a restart
+    assert worker_command(program, None, python="py")[4:] == ["--epochs", "2"]  # every start
     mine = Program(("--sync", "local", "--resume"), True)
     assert train_args(mine, "pserver") == ["--sync", "local", "--resume"]
 
@@ -115,11 +115,9 @@ def test_a_restart_leaves_overwrite_to_distconv_train():
     from distconv.train_args import train_parser
 
     program = Program(("--overwrite", "--epochs", "2"), True)
-    for restart in (0, 1):
-        argv = worker_command(program, None, restart, python="py")[4:]
-        assert argv == ["--overwrite", "--epochs", "2"]
-        parsed = train_parser().parse_args(argv)
-        assert parsed.resume == "overwrite"
+    argv = worker_command(program, None, python="py")[4:]  # every start's
+    assert argv == ["--overwrite", "--epochs", "2"]
+    assert train_parser().parse_args(argv).resume == "overwrite"
 
 
 def test_overwrite_with_resume_is_refused_before_anything_starts():
@@ -128,15 +126,15 @@ def test_overwrite_with_resume_is_refused_before_anything_starts():
 
 
 def test_worker_commands():
-    assert worker_command(Program(("--epochs", "1"), True), "pserver", 1, python="py") == [
+    assert worker_command(Program(("--epochs", "1"), True), "pserver", python="py") == [
         "py", "-m", "distconv", "train", "--sync", "pserver", "--epochs", "1",
     ]  # fmt: skip
-    assert worker_command(Program(("me.py", "-x"), False), "pserver", 1, python="py") == [
+    assert worker_command(Program(("me.py", "-x"), False), "pserver", python="py") == [
         "py",
         "me.py",
         "-x",
     ]
-    assert worker_command(Program(("prog", "-x"), False), None, 0) == ["prog", "-x"]
+    assert worker_command(Program(("prog", "-x"), False), None) == ["prog", "-x"]
 
 
 def test_server_and_keys_commands():
