@@ -25,7 +25,7 @@ from distconv.deploy.walk import (
     _here,
     _running,
     _writable,
-    sets_variable,
+    set_on_command_line,
 )
 from distconv.endpoint import split_endpoint
 from distconv.runtime import RuntimeConfigError
@@ -129,10 +129,16 @@ def env_as_seen(container: Manifest, name: str) -> tuple[bool, str | None]:
     """The container's variable ``name`` as its process sees it: ``(True, value)`` where the
     manifest decides it (value None: not set), ``$(VAR)`` filled in as the kubelet fills in a
     variable's value, from those defined before it; ``(False, None)`` where only the cluster
-    knows (a ``valueFrom``, an ``envFrom`` that may set it, a reference to such a variable)
-    or the command line sets it (``env NAME=v distconv ...``: :func:`~walk.sets_variable`)."""
-    if sets_variable(container, name):
-        return False, None
+    knows (a ``valueFrom``, an ``envFrom`` that may set it, a reference to such a variable).
+    A value the command line sets (``env NAME=v distconv ...``:
+    :func:`~walk.set_on_command_line`) is the one seen, filled in from all the env."""
+    given = set_on_command_line(container, name)
+    if given is not None:
+        # a blank: a shell string left unread (``sh -c "NAME=v exec distconv ... $HOME"``,
+        # one word here), whose words only the shell knows
+        unread = any(c.isspace() for c in given)
+        value = expand(given, container)
+        return (False, None) if unread or _is_filled(value) else (True, value)
     at = _defined_at(container, name)
     if at is None:
         return (False, None) if container.get("envFrom") else (True, None)

@@ -99,9 +99,9 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     the string (``sh -c "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is
     more than one command as written: another command before it (``cd /x;``) or something the
     shell would expand or act on (``$HOME``, a glob, a redirection), which only the running
-    shell knows. A variable set for the command (``DISTCONV_JOB_ID=j exec ...``) stays a word
-    (:func:`sets_variable`). A ``$(NAME)`` of a variable in ``plain`` stays for the checks to
-    fill in, as the kubelet does before the shell starts."""
+    shell knows. A variable set for the command (``DISTCONV_JOB_ID=j exec ...``) stays a
+    word (:func:`set_on_command_line`). A ``$(NAME)`` of a variable in ``plain`` stays for the
+    checks to fill in, as the kubelet does before the shell starts."""
     # words after the string are its $0, $1...: only the running shell knows what reads them
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
     if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
@@ -118,19 +118,21 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     return words[1:] if words[:1] == ["exec"] else words
 
 
-def sets_variable(container: Manifest, name: str) -> bool:
-    """Whether the container's command line sets variable ``name`` for the distconv it starts,
-    which its ``env`` does not say: a ``NAME=value`` word before ``distconv`` (a shell's
-    ``NAME=v exec distconv ...``, ``env NAME=v distconv ...``, Open MPI's ``mpirun -x
-    NAME=v``), or Hydra's ``mpirun -genv NAME VALUE``."""
-    before = None
-    for word in _argv(container):
+def set_on_command_line(container: Manifest, name: str) -> str | None:
+    """The value the container's command line gives variable ``name`` for the distconv it
+    starts, which its ``env`` does not say, as written (``$(VAR)`` not filled in); None where it
+    gives none. A ``NAME=value`` word before ``distconv`` (a shell's ``NAME=v exec distconv
+    ...``, ``env NAME=v distconv ...``, Open MPI's ``mpirun -x NAME=v``), or Hydra's ``mpirun
+    -genv NAME VALUE``; the last one wins, as it does for ``env``."""
+    argv, value = _argv(container), None
+    for i, word in enumerate(argv):
         if word.rsplit("/", 1)[-1] == "distconv":
-            return False
-        if word.startswith(f"{name}=") or (before in _MPI_ENV_OPTIONS and word == name):
-            return True
-        before = word
-    return False
+            break
+        if word.startswith(f"{name}="):
+            value = word.split("=", 1)[1]
+        elif word == name and i and argv[i - 1] in _MPI_ENV_OPTIONS and i + 1 < len(argv):
+            value = argv[i + 1]
+    return value
 
 
 def _plain_variables(container: Manifest) -> set[str]:

@@ -180,3 +180,52 @@ def test_a_variable_holding_a_quote_is_not_read_as_the_shell_word():
     container["args"] = ["sh", "-c", "exec " + " ".join(container["args"])]
     assert manifest_problems(objs) == []
     assert shell_command(container["args"], {"OUT"}) is not None  # read where OUT is plain
+
+
+@pytest.mark.parametrize(
+    "before",
+    [["env", "NAME=VALUE"], ["/usr/bin/env", "NAME=VALUE"], ["sh", "-c"]],
+    ids=["env", "env-path", "shell"],
+)
+def test_a_job_id_the_command_line_sets_is_read_as_set(before):
+    """``env DISTCONV_JOB_ID=other distconv train ...`` (or the shell's ``NAME=v exec``) runs
+    the ranks under job id ``other``, which the shards do not serve: every worker's hello is
+    refused. Read as unknown, the job passed (review k237 of 0c69621)."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    container = _container(objs, "Job")
+    (var,) = [v for v in container["env"] if v["name"] == "DISTCONV_JOB_ID"]
+    var["value"] = "other"
+    if before[0] == "sh":
+        _set_in_the_shell(container, "DISTCONV_JOB_ID")
+    else:
+        _moved_into_the_command(container, "DISTCONV_JOB_ID", before)
+    container["env"].append({"name": "DISTCONV_JOB_ID", "value": "j"})  # what the line replaces
+    (problem,) = manifest_problems(objs)
+    assert "job id 'other' (DISTCONV_JOB_ID)" in problem
+
+
+@pytest.mark.parametrize("option", [["-x", "NAME=VALUE"], ["-genv", "NAME", "VALUE"]])
+def test_a_kernel_cache_mpirun_sets_for_the_ranks_is_judged(option):
+    """``mpirun -x CUPY_CACHE_DIR=/home/...`` puts every GPU rank's kernel cache on the
+    read-only home: read as unknown, the job passed (review k237 of 0c69621)."""
+    objs = copy.deepcopy(render_manifests(job_name="m", workers=2, servers=0, image="d:1", gpus=1))
+    launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    (container,) = launcher["containers"]
+    (var,) = [v for v in container["env"] if v["name"] == "CUPY_CACHE_DIR"]
+    var["value"] = "/home/distconv/.cupy"
+    mpirun = container["args"].pop(0)
+    _moved_into_the_command(container, "CUPY_CACHE_DIR", [mpirun, *option])
+    problems = manifest_problems(objs)
+    assert problems and all("/home/distconv/.cupy" in p for p in problems), problems
+
+
+def test_a_variable_an_unread_shell_string_sets_is_not_judged():
+    """``sh -c "DISTCONV_WORLD_SIZE=2 exec distconv train ... --seed $SEED"`` is left unread: one
+    word that starts ``NAME=``. What it sets only the shell knows, and nothing is refused for it
+    (its value was read as the whole string, and refused as the world size)."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    container = _container(objs, "Job")
+    _set_in_the_shell(container, "DISTCONV_WORLD_SIZE")
+    container["args"][2] += " --seed $SEED"
+    assert shell_command(container["args"], set()) is None  # $SEED: only the shell knows it
+    assert manifest_problems(objs) == []
