@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from distconv.files import describe_os_error
-from distconv.stdout_drop import drop_stdout
+from distconv.stdout_drop import drop_stdout, write_failure
 
 from .commands import LaunchError
 
@@ -26,13 +25,14 @@ def write_stdout(text: str, what: str, closed: str) -> None:
 
     Raises:
         LaunchError: stdout is closed; or the write failed (a full disk, a reader that is
-            gone), naming why: nothing of ``text`` may be taken for written.
+            gone, a character its encoding cannot hold), naming why: nothing of ``text`` may
+            be taken for written.
     """
     if sys.stdout is None:  # where Python left it None, print() drops everything unsaid
         raise LaunchError(f"stdout is closed: {closed}")
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
-    except OSError as exc:
+    except (OSError, UnicodeEncodeError) as exc:  # a full disk; a path its encoding lacks
         drop_stdout()
-        raise LaunchError(f"cannot write {what} to stdout: {describe_os_error(exc)}") from None
+        raise LaunchError(f"cannot write {what} to stdout: {write_failure(exc)}") from None

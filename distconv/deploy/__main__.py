@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from distconv.deploy.render import EXAMPLES, write_examples
-from distconv.files import describe_os_error, folder_problem
-from distconv.stdout_drop import drop_stdout
+from distconv.files import folder_problem
+from distconv.stdout_drop import drop_stdout, write_failure
 
 USAGE = "usage: python -m distconv.deploy [FOLDER]  (rewrites the example manifests; default k8s)"
 PROG = "python -m distconv.deploy"
@@ -55,10 +55,10 @@ def _write_stdout(text: str, what: str) -> int:
             raise OSError(0, "stdout is closed")
         sys.stdout.write(text)
         sys.stdout.flush()
-    except OSError as exc:
+    except (OSError, UnicodeEncodeError) as exc:  # a full disk; a name its encoding lacks
         drop_stdout()
         print(
-            f"{PROG}: error: cannot write {what} to stdout: {describe_os_error(exc)}",
+            f"{PROG}: error: cannot write {what} to stdout: {write_failure(exc)}",
             file=sys.stderr,
         )
         return 1

@@ -212,6 +212,24 @@ def test_a_stdout_that_cannot_take_the_output_is_one_error_line(tmp_path, args, 
         assert (tmp_path / "k8s" / "mpijob" / "mpijob-digits-mpi.yaml").is_file()
 
 
+def test_a_folder_name_stdout_cannot_encode_is_one_error_line(tmp_path):
+    """``python -m distconv.deploy outé`` under ``PYTHONIOENCODING=ascii`` wrote the examples,
+    then ended in UnicodeEncodeError's traceback listing them (review k237)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "distconv.deploy", "outé"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONIOENCODING": "ascii"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    said = "cannot write the list of files written to stdout: its encoding ascii cannot hold"
+    assert result.stderr == f"python -m distconv.deploy: error: {said} '\\xe9'\n"
+    assert (tmp_path / "outé" / "mpijob" / "mpijob-digits-mpi.yaml").is_file()
+
+
 def _tree(root: Path) -> dict[str, bytes | None]:
     """Every path under ``root`` (hidden ones too), a file's bytes, a folder's None."""
     return {

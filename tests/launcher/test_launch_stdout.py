@@ -52,3 +52,18 @@ def test_a_stdout_that_cannot_take_it_is_one_error_line(tmp_path, command, stdou
     assert done.returncode == 1, done.stderr
     said = f"distconv-launch {command}: error: cannot write {what} to stdout: {why}\n"
     assert done.stderr == said
+
+
+@pytest.mark.timeout(60)
+def test_a_path_stdout_cannot_encode_is_one_error_line(tmp_path):
+    """``--out outé`` under ``PYTHONIOENCODING=ascii``: the command could not be encoded, and
+    the launcher ended in UnicodeEncodeError's traceback (review k237)."""
+    env = {**ENV, "PYTHONIOENCODING": "ascii"}
+    flags, what = COMMANDS["mpi"]
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "mpi", *flags, "--", "--epochs", "1", "--out", "outé"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    said = "cannot write the command to stdout: its encoding ascii cannot hold '\\xe9'"
+    assert done.stderr == f"distconv-launch mpi: error: {said}\n"
