@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count
 from distconv.deploy.pod import HOME
-from distconv.deploy.train_values import train_values_problem
+from distconv.deploy.train_values import train_values_problem, without_unknown
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -94,11 +94,12 @@ def _as_read(train: list[str]) -> tuple[list[str], FlagError | None]:
 def _values_refused(container: Manifest, train: list[str]) -> str | None:
     """Why ``distconv train`` would refuse the values of ``train`` (``--epochs -1``), as the
     kubelet passes them (``$(VAR)`` filled in), or None; not judged where a token holds a value
-    only the cluster knows, or a reference it may define (``$(JOB_COMPLETION_INDEX)``)."""
-    argv = [expand(a, container) for a in train]
-    if any(_is_filled(a) or "$(" in a for a in argv):
-        return None
-    return train_values_problem(argv)
+    only the cluster knows, or a reference it may define (``$(JOB_COMPLETION_INDEX)``): that
+    flag is left out (:func:`~train_values.without_unknown`), or the whole where it may be one."""
+    argv = without_unknown(
+        [expand(a, container) for a in train], lambda a: _is_filled(a) or "$(" in a
+    )
+    return None if argv is None else train_values_problem(argv)
 
 
 def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:

@@ -101,3 +101,34 @@ def test_a_train_value_the_cluster_fills_in_is_not_judged():
         "Job j-worker container worker: distconv train: argument --epochs: must be >= 1, got 0: "
         "every rank would refuse it"
     ]
+
+
+@pytest.mark.parametrize(
+    "filled",
+    [["--seed", "$(SEED)"], ["--seed=$(SEED)"], ["--resume", "$(SEED)"]],
+    ids=["flag-value", "flag=value", "optional-value"],
+)
+def test_a_value_the_cluster_fills_in_leaves_the_others_judged(filled):
+    """One flag whose value only the cluster knows (``--seed $(SEED)`` from a valueFrom) let
+    every other value pass: ``--epochs -1`` too, which every rank refuses (review k237, k232's
+    doubt 4). That flag alone is left out of the parse now."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    container = objs[-1]["spec"]["template"]["spec"]["containers"][0]
+    container["env"].append({"name": "SEED", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})
+    container["args"].extend(filled)
+    assert manifest_problems(objs) == []
+    container["args"].extend(["--epochs", "-1"])
+    assert manifest_problems(objs) == [
+        "Job j-worker container worker: distconv train: argument --epochs: must be >= 1, got -1: "
+        "every rank would refuse it"
+    ]
+
+
+def test_a_token_the_cluster_fills_in_where_a_flag_may_go_leaves_the_parse_unjudged():
+    """``$(ARGS)`` where a flag may go (after a value, not after a flag that takes one) may be
+    any flags: nothing is judged."""
+    objs = render_manifests(job_name="j", workers=2, servers=1, image="d:1")
+    container = objs[-1]["spec"]["template"]["spec"]["containers"][0]
+    container["env"].append({"name": "ARGS", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})
+    container["args"].extend(["--epochs", "-1", "$(ARGS)"])
+    assert manifest_problems(objs) == []
