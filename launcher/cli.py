@@ -289,7 +289,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
             # the launching shell would reach every rank (-genvall, -x) and override each
             # host's own count
             env.pop("DISTCONV_NUM_THREADS", None)
-        argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program, restart), env)
+        argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program), env)
         return [ChildSpec("mpiexec", 0, argv, env, prefix="", explain=rank_signal)]
 
     if args.dry_run:

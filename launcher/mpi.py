@@ -223,9 +223,9 @@ def refuse_unstartable(
         raise LaunchError(f"cannot start {program.argv[0]} in the ranks: {problem}")
 
 
-def mpi_worker_command(program: Program, restart: int, python: str = sys.executable) -> list[str]:
+def mpi_worker_command(program: Program, python: str = sys.executable) -> list[str]:
     """One rank's command: ``python -m mpi4py`` runs it, so an exception aborts every rank.
-    ``restart`` changes nothing: a restart is told by ``DISTCONV_RESTART``."""
+    The same on a restart, which each rank is told by ``DISTCONV_RESTART``."""
     if program.is_train:
         return [
             python,
