@@ -20,10 +20,10 @@ from distconv.data import split, synthetic
 from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.optim import create_optimizer
-from distconv.resume import JobStart
 from distconv.run_dir import RunDirectory, RunDirError
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
+from tests.restart_job import epochs_written, small_trainer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,17 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def data():
     return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
-
-
-def _trainer(out_dir: Path, **job) -> Trainer:
-    set_seed(0)
-    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
-    sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
-    return Trainer(net, sync, 16, out_dir=out_dir, progress=False, start=JobStart(**job))
-
-
-def _epochs(out_dir: Path) -> list[int]:
-    return [json.loads(line)["epoch"] for line in (out_dir / "metrics.jsonl").open()]
 
 
 @pytest.mark.timeout(120)
@@ -58,12 +47,12 @@ def _epochs(out_dir: Path) -> list[int]:
 def test_a_restart_continues_its_own_jobs_run_and_replaces_any_other(tmp_path, data, job, resumes):
     train, test = data
     out = tmp_path / "run"
-    _trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
+    small_trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
     assert (RunDirectory(out).latest().job, RunDirectory(out).latest().launch) == ("j1", "a")
-    again = _trainer(out, **job)
+    again = small_trainer(out, **job)
     history = again.fit(train, test, epochs=2, resume="overwrite")
     assert [r["epoch"] for r in history] == ([2] if resumes else [1, 2])
-    assert _epochs(out) == [1, 2]  # one run's log either way: continued, or replaced whole
+    assert epochs_written(out) == [1, 2]  # one run's log either way: continued, or replaced whole
     newest = RunDirectory(out).latest()
     assert (newest.job, newest.launch) == (job["job_id"], job["launch"])
 
@@ -81,18 +70,18 @@ def test_a_checkpoints_link_to_another_disk_is_emptied_and_kept(tmp_path, data, 
     out.mkdir()
     (out / "checkpoints").symlink_to(store)
     if resume == "overwrite":
-        _trainer(out, job_id="j1").fit(train, test, epochs=1)
+        small_trainer(out, job_id="j1").fit(train, test, epochs=1)
     else:  # what a run that failed before its first checkpoint leaves
         (out / "metrics.jsonl").write_text("")
         (store / "step-00000003").mkdir()
         (store / "step-00000003" / "chief.safetensors").write_bytes(b"half")
     assert list(store.iterdir())
-    history = _trainer(out, job_id="j2").fit(train, test, epochs=1, resume=resume)
+    history = small_trainer(out, job_id="j2").fit(train, test, epochs=1, resume=resume)
     assert [r["epoch"] for r in history] == [1]
     assert (out / "checkpoints").is_symlink() and (out / "checkpoints").resolve() == store
     assert sorted(p.name for p in store.iterdir()) == ["step-00000015", "step-00000015.json"]
     assert RunDirectory(out).latest().job == "j2"
-    assert _epochs(out) == [1]
+    assert epochs_written(out) == [1]
 
 
 @pytest.mark.timeout(60)
@@ -176,7 +165,7 @@ def test_an_overwrite_that_fails_midway_keeps_the_metrics_of_the_checkpoints_it_
     its epochs' lines "will not be written again" (review k199). Checkpoints go first."""
     train, test = data
     out = tmp_path / "run"
-    _trainer(out).fit(train, test, epochs=1)
+    small_trainer(out).fit(train, test, epochs=1)
 
     def refuse(path, *args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
@@ -184,11 +173,11 @@ def test_an_overwrite_that_fails_midway_keeps_the_metrics_of_the_checkpoints_it_
     with monkeypatch.context() as patch:
         patch.setattr(run_dir.shutil, "rmtree", refuse)
         with pytest.raises(RunDirError, match="read-only file system"):
-            _trainer(out).fit(train, test, epochs=2, resume="overwrite")
+            small_trainer(out).fit(train, test, epochs=2, resume="overwrite")
     assert RunDirectory(out).latest().step == 15
-    assert _epochs(out) == [1]
-    assert [r["epoch"] for r in _trainer(out).fit(train, test, epochs=2, resume=True)] == [2]
-    assert _epochs(out) == [1, 2]
+    assert epochs_written(out) == [1]
+    assert [r["epoch"] for r in small_trainer(out).fit(train, test, epochs=2, resume=True)] == [2]
+    assert epochs_written(out) == [1, 2]
 
 
 #: the first start of each worker ends before training ("early") or after step 5 ("late")
@@ -328,7 +317,7 @@ def test_a_scripts_restart_with_overwrite_continues_its_launchs_run(tmp_path, da
     assert fit(1) == [1]
     monkeypatch.setenv("DISTCONV_RESTART", "1")  # the same launch, started again: continued
     assert fit(2) == [2]
-    assert _epochs(out) == [1, 2]
+    assert epochs_written(out) == [1, 2]
     monkeypatch.setenv("DISTCONV_LAUNCH", "launch-b")  # another launch: its run replaced
     assert fit(1) == [1]
-    assert _epochs(out) == [1]
+    assert epochs_written(out) == [1]

@@ -26,7 +26,8 @@ from distconv.resume import StepCheckpoints
 from distconv.run_dir import RunDirectory, RunDirError
 from distconv.trainer import Trainer
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
-from tests.test_restart_resume import ENV, REFUSED, REPO, TRAIN, _epochs, _launch, _trainer
+from tests.restart_job import epochs_written, small_trainer
+from tests.test_restart_resume import ENV, REFUSED, REPO, TRAIN, _launch
 
 CLAIM = "run.claim"
 
@@ -68,8 +69,8 @@ def _first_start_dies(out: Path, data, where: str, monkeypatch, **job) -> None:
     with monkeypatch.context() as patch:
         patch.setattr(StepCheckpoints, "save", _die_in(where))
         with pytest.raises(Died):
-            _trainer(out, **job).fit(train, test, epochs=2)
-    assert _epochs(out) == [1] and RunDirectory(out).latest() is None
+            small_trainer(out, **job).fit(train, test, epochs=2)
+    assert epochs_written(out) == [1] and RunDirectory(out).latest() is None
     assert RunDirectory(out).holds_run()  # what the restart could not tell from another run
 
 
@@ -90,9 +91,9 @@ def test_a_restart_of_its_own_launch_starts_afresh_where_no_checkpoint_was_compl
     assert _claim(out) == {"job": "j1", "launch": "a"}
     if where == "commit":
         assert (out / "checkpoints" / "step-00000015" / "chief.safetensors").is_file()
-    history = _trainer(out, job_id="j1", launch="a", restart=1).fit(train, test, epochs=2)
+    history = small_trainer(out, job_id="j1", launch="a", restart=1).fit(train, test, epochs=2)
     assert [r["epoch"] for r in history] == [1, 2]  # afresh: epoch 1 trained again
-    assert _epochs(out) == [1, 2]  # the dead start's line went with its leftovers
+    assert epochs_written(out) == [1, 2]  # the dead start's line went with its leftovers
     names = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert names == ["step-00000015", "step-00000015.json", "step-00000030", "step-00000030.json"]
     assert _claim(out) == {"job": "j1", "launch": "a"}
@@ -115,9 +116,9 @@ def test_another_launchs_unfinished_run_is_refused_and_kept(tmp_path, data, job,
     out = tmp_path / "run"
     _first_start_dies(out, data, "save", monkeypatch, job_id="j1", launch="a")
     with pytest.raises(RunDirError) as info:
-        _trainer(out, **job).fit(train, test, epochs=2)
+        small_trainer(out, **job).fit(train, test, epochs=2)
     assert str(info.value).startswith(f"{out} {REFUSED}")
-    assert _epochs(out) == [1] and _claim(out) == {"job": "j1", "launch": "a"}
+    assert epochs_written(out) == [1] and _claim(out) == {"job": "j1", "launch": "a"}
 
 
 @pytest.mark.timeout(120)
@@ -131,9 +132,9 @@ def test_an_unclaimed_unfinished_run_of_an_earlier_version_is_refused_as_before(
     _first_start_dies(out, data, "save", monkeypatch, job_id="j1", launch="a")
     (out / CLAIM).unlink()
     with pytest.raises(RunDirError) as info:
-        _trainer(out, job_id="j1", launch="a", restart=1).fit(train, test, epochs=2)
+        small_trainer(out, job_id="j1", launch="a", restart=1).fit(train, test, epochs=2)
     assert str(info.value).startswith(f"{out} {REFUSED}")
-    assert _epochs(out) == [1]
+    assert epochs_written(out) == [1]
 
 
 @pytest.mark.timeout(120)
@@ -148,13 +149,13 @@ def test_a_claim_alone_is_no_run_and_the_next_fresh_run_claims_the_directory(
     with monkeypatch.context() as patch:
         patch.setattr(Trainer, "_run_epoch", _raise_died)
         with pytest.raises(Died):
-            _trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
+            small_trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
     assert _claim(out) == {"job": "j1", "launch": "a"} and not RunDirectory(out).holds_run()
-    _trainer(out, job_id="j2", launch="b").fit(train, test, epochs=1)
+    small_trainer(out, job_id="j2", launch="b").fit(train, test, epochs=1)
     assert _claim(out) == {"job": "j2", "launch": "b"}
-    _trainer(out, job_id=None, launch="c").fit(train, test, epochs=1, resume="overwrite")
+    small_trainer(out, job_id=None, launch="c").fit(train, test, epochs=1, resume="overwrite")
     assert _claim(out) == {"job": None, "launch": "c"}
-    assert _epochs(out) == [1]
+    assert epochs_written(out) == [1]
 
 
 def _raise_died(*args, **kwargs):
@@ -194,7 +195,7 @@ def _assert_started_afresh(done: subprocess.CompletedProcess, out: Path, steps: 
     assert "restarting the job (1 of 1)" in done.stderr, done.stderr
     assert REFUSED not in done.stdout + done.stderr
     assert "resumed from" not in done.stdout
-    assert _epochs(out) == [1, 2]
+    assert epochs_written(out) == [1, 2]
     newest = RunDirectory(out).latest()
     assert newest.step == 2 * steps and newest.launch is not None
     assert _claim(out)["launch"] == newest.launch  # the launch that began it, kept
@@ -258,9 +259,9 @@ def test_under_mpi_rank_0_alone_reads_the_claim_and_every_rank_follows(
         assert done.returncode == 0, said
         trained = [line for line in said.splitlines() if "epoch 1/1" in line]
         assert len(trained) == 2, said  # both ranks, afresh
-        assert _epochs(out) == [1] and RunDirectory(out).latest().launch == "a"
+        assert epochs_written(out) == [1] and RunDirectory(out).latest().launch == "a"
     else:
         assert done.returncode == 1, said
         assert REFUSED in said and "epoch 1/1" not in said
-        assert _epochs(out) == [1] and RunDirectory(out).latest() is None
+        assert epochs_written(out) == [1] and RunDirectory(out).latest() is None
     assert _claim(out) == {"job": "j1", "launch": "a"}

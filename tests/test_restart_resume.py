@@ -11,7 +11,6 @@ the Trainer, then the real launcher restarting real ``distconv train`` and examp
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,13 +19,8 @@ from pathlib import Path
 import pytest
 
 from distconv.data import split, synthetic
-from distconv.init import set_seed
-from distconv.models import lenet
-from distconv.optim import create_optimizer
-from distconv.resume import JobStart
 from distconv.run_dir import RunDirectory, RunDirError
-from distconv.sync import create_sync
-from distconv.trainer import Trainer
+from tests.restart_job import epochs_written, small_trainer
 
 REPO = Path(__file__).resolve().parents[1]
 REFUSED = "already holds a run; pass --resume (resume=True) to continue it"
@@ -35,17 +29,6 @@ REFUSED = "already holds a run; pass --resume (resume=True) to continue it"
 @pytest.fixture(scope="module")
 def data():
     return split(synthetic(n=320, num_classes=4, noise=0.3, seed=3), 0.25, seed=3)
-
-
-def _trainer(out_dir: Path, **job) -> Trainer:
-    set_seed(0)
-    net = lenet((1, 8, 8), num_classes=4, channels=(4, 8), hidden=16)
-    sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
-    return Trainer(net, sync, 16, out_dir=out_dir, progress=False, start=JobStart(**job))
-
-
-def _epochs(out_dir: Path) -> list[int]:
-    return [json.loads(line)["epoch"] for line in (out_dir / "metrics.jsonl").open()]
 
 
 @pytest.mark.timeout(120)
@@ -62,17 +45,17 @@ def _epochs(out_dir: Path) -> list[int]:
 def test_a_restart_without_resume_continues_only_its_own_launchs_run(tmp_path, data, job, resumes):
     train, test = data
     out = tmp_path / "run"
-    _trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
-    again = _trainer(out, **job)
+    small_trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
+    again = small_trainer(out, **job)
     if resumes:
         assert [r["epoch"] for r in again.fit(train, test, epochs=2)] == [2]
-        assert _epochs(out) == [1, 2]
+        assert epochs_written(out) == [1, 2]
         assert RunDirectory(out).latest().launch == "a"
         return
     with pytest.raises(RunDirError) as info:
         again.fit(train, test, epochs=2)
     assert str(info.value).startswith(f"{out} {REFUSED}")
-    assert RunDirectory(out).latest().step == 15 and _epochs(out) == [1]
+    assert RunDirectory(out).latest().step == 15 and epochs_written(out) == [1]
 
 
 @pytest.mark.timeout(120)
@@ -80,13 +63,13 @@ def test_a_restart_given_resume_auto_or_true_resumes_any_run_as_asked(tmp_path, 
     """A resume mode the user gave is kept as given: it continues whichever run is there."""
     train, test = data
     out = tmp_path / "run"
-    _trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
+    small_trainer(out, job_id="j1", launch="a").fit(train, test, epochs=1)
     for epochs, resume in ((2, "auto"), (3, True)):
-        history = _trainer(out, job_id="j2", launch="b", restart=1).fit(
+        history = small_trainer(out, job_id="j2", launch="b", restart=1).fit(
             train, test, epochs=epochs, resume=resume
         )
         assert [r["epoch"] for r in history] == [epochs]
-    assert _epochs(out) == [1, 2, 3]
+    assert epochs_written(out) == [1, 2, 3]
 
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -123,7 +106,7 @@ def test_a_restart_never_resumes_the_run_its_first_start_refused(tmp_path):
     refusals = [line for line in done.stdout.splitlines() if REFUSED in line]
     assert len(refusals) == 2, done.stdout
     assert RunDirectory(out).latest() == before
-    assert _epochs(out) == [1]
+    assert epochs_written(out) == [1]
 
 
 #: the first start (DISTCONV_RESTART 0) SIGKILLs itself once its first checkpoint is complete
@@ -154,7 +137,7 @@ def _assert_resumed_its_own_run(done: subprocess.CompletedProcess, out: Path, st
     )
     resumed = [line for line in done.stdout.splitlines() if "resumed from" in line]
     assert len(resumed) == 1 and f"step-{step:08d}" in resumed[0], done.stdout
-    assert _epochs(out) == [1, 2]
+    assert epochs_written(out) == [1, 2]
 
 
 @pytest.mark.timeout(300)
@@ -199,4 +182,4 @@ def test_a_restarted_mpi_job_without_resume_continues_its_own_run(tmp_path):
     assert len(resumed) == 1 and "step-00000012" in resumed[0], done.stdout
     trained = [line for line in done.stdout.splitlines() if "epoch 2/2" in line]
     assert len(trained) == 2, done.stdout  # both ranks trained the resumed epoch
-    assert _epochs(out) == [1, 2]
+    assert epochs_written(out) == [1, 2]
