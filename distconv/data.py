@@ -109,14 +109,14 @@ def split(dataset: Dataset, test_fraction: float, seed: int) -> tuple[Dataset, D
     chosen by a permutation drawn from ``seed``.
 
     Raises:
-        ValueError: ``test_fraction`` is not in (0, 1), or ``seed`` is not an int >= 0 (numpy's
-            own message named no seed, and True drew seed 1's split).
+        ValueError: ``test_fraction`` is not in (0, 1), or ``seed`` is neither an int >= 0 nor
+            one of :data:`NUMPY_SEEDS` (numpy's own message named no seed, and True drew seed
+            1's split).
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    check_seed(seed, "the split's")
     n = len(dataset)
-    perm = np.random.default_rng(seed).permutation(n)
+    perm = _generator(seed, "the split's").permutation(n)
     # A stable sort of the shuffled labels groups each class in shuffled order. An example's
     # rank within its class, over the class size, spreads every class evenly over [0, 1); the
     # lowest positions overall form the test set, which keeps proportions and the exact total.
@@ -131,6 +131,19 @@ def split(dataset: Dataset, test_fraction: float, seed: int) -> tuple[Dataset, D
         dataset.subset(~in_test, f"{dataset.name} train"),
         dataset.subset(in_test, f"{dataset.name} test"),
     )
+
+
+#: the seeds numpy's generators take as they are (None: fresh entropy from the system)
+NUMPY_SEEDS = (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence, type(None))
+
+
+def _generator(seed: Any, whose: str) -> np.random.Generator:
+    """numpy's generator of ``seed``: one of :data:`NUMPY_SEEDS`, used as numpy uses it, or an
+    int checked by :func:`~distconv.sampler.check_seed` (numpy named no seed for -1 or 1.5, and
+    took True for 1), which refuses the rest, naming ``whose`` seed it is."""
+    if not isinstance(seed, NUMPY_SEEDS):
+        check_seed(seed, whose)
+    return np.random.default_rng(seed)
 
 
 # -- sources ---------------------------------------------------------------------------------
@@ -277,10 +290,10 @@ def synthetic(
     example. Values are clipped to [0, 1] like real images.
 
     Raises:
-        ValueError: ``seed`` is not an int >= 0 (as :func:`split` refuses it).
+        ValueError: ``seed`` is neither an int >= 0 nor one of :data:`NUMPY_SEEDS` (as
+            :func:`split` refuses it).
     """
-    check_seed(seed, "the synthetic data's")
-    rng = np.random.default_rng(seed)
+    rng = _generator(seed, "the synthetic data's")
     patterns = rng.random((num_classes, *image_shape))
     y = np.arange(n, dtype=np.int64) % num_classes
     x = patterns[y] + noise * rng.standard_normal((n, *image_shape))

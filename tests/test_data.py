@@ -364,6 +364,26 @@ def test_a_seed_numpy_cannot_take_is_refused_by_the_data_sets_naming_it(seed, sa
         load_digits(seed=seed)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [np.random.default_rng, np.random.SeedSequence, np.random.PCG64, lambda s: None],
+    ids=["Generator", "SeedSequence", "BitGenerator", "None"],
+)
+def test_the_data_sets_take_numpy_s_own_seeds_as_before(make):
+    """split() and synthetic() handed their seed to numpy's default_rng, which takes a
+    Generator, a BitGenerator, a SeedSequence and None (fresh entropy); the check of k236, made
+    for -1, 1.5 and True, refused all four as "seed must be an int >= 0" (review k240)."""
+    data = synthetic(n=20)
+    train, test = split(data, 0.25, make(5))
+    assert (len(train), len(test)) == (15, 5)
+    assert len(synthetic(n=20, seed=make(5))) == 20
+    if make(5) is not None:  # the same seed draws the same split and set as numpy's generator
+        expected = split(data, 0.25, np.random.default_rng(make(5)))[1]
+        np.testing.assert_array_equal(split(data, 0.25, make(5))[1].x, expected.x)
+        again = synthetic(n=20, seed=np.random.default_rng(make(5)))
+        np.testing.assert_array_equal(synthetic(n=20, seed=make(5)).x, again.x)
+
+
 def test_load_dataset_by_name(tmp_path):
     train, test = load_dataset("synthetic", seed=0)
     assert len(train) + len(test) == 512
