@@ -139,9 +139,13 @@ NUMPY_SEEDS = (np.random.Generator, np.random.BitGenerator, np.random.SeedSequen
 
 def _generator(seed: Any, whose: str) -> np.random.Generator:
     """numpy's generator of ``seed``: one of :data:`NUMPY_SEEDS`, used as numpy uses it, or an
-    int checked by :func:`~distconv.sampler.check_seed` (numpy named no seed for -1 or 1.5, and
-    took True for 1), which refuses the rest, naming ``whose`` seed it is."""
-    if not isinstance(seed, NUMPY_SEEDS):
+    int (or a non-empty list or tuple of them, numpy's entropy words) checked by
+    :func:`~distconv.sampler.check_seed` (numpy named no seed for -1 or 1.5, and took True for
+    1), which refuses the rest, naming ``whose`` seed it is."""
+    if isinstance(seed, (list, tuple)) and seed:  # numpy's entropy words ([seed, rank])
+        for word in seed:
+            check_seed(word, whose)
+    elif not isinstance(seed, NUMPY_SEEDS):
         check_seed(seed, whose)
     return np.random.default_rng(seed)
 

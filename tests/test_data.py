@@ -384,6 +384,20 @@ def test_the_data_sets_take_numpy_s_own_seeds_as_before(make):
         np.testing.assert_array_equal(synthetic(n=20, seed=make(5)).x, again.x)
 
 
+@pytest.mark.parametrize("words", [[5, 1], (5, 1), [0]])
+def test_the_data_sets_take_a_list_of_seed_words_as_numpy_does(words):
+    """numpy's default_rng takes a sequence of ints (``[seed, rank]``), which split() and
+    synthetic() handed it before k236's check; that check and k240's refused it (review of
+    37a310b). The words are checked one by one: [5, -1] is refused, naming -1."""
+    data = synthetic(n=20)
+    expected = split(data, 0.25, np.random.default_rng(list(words)))[1]
+    np.testing.assert_array_equal(split(data, 0.25, words)[1].x, expected.x)
+    again = synthetic(n=20, seed=np.random.default_rng(list(words)))
+    np.testing.assert_array_equal(synthetic(n=20, seed=words).x, again.x)
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the split's\), got -1"):
+        split(data, 0.25, [5, -1])
+
+
 def test_load_dataset_by_name(tmp_path):
     train, test = load_dataset("synthetic", seed=0)
     assert len(train) + len(test) == 512
