@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from distconv.placement import INTEGER_TEXT
 from distconv.procfs import (
     ENDED_STATES,
     PID_TEXT,
@@ -55,10 +56,8 @@ def restart_count(environ: Mapping[str, str] | None = None) -> int:
     """
     env = os.environ if environ is None else environ
     text = env.get(ENV_RESTART, "0")
-    try:
-        count = int(text.strip())
-    except ValueError:
-        count = -1
+    # int() also reads "1_0" as 10 and other scripts' digits: held to the rank variables' rule
+    count = int(text) if INTEGER_TEXT.fullmatch(text) else -1
     if count < 0:
         raise RuntimeConfigError(f"{ENV_RESTART} must be an integer >= 0, got {text!r}")
     return count

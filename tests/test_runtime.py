@@ -337,7 +337,8 @@ def test_text_logs_leave_a_scripts_capture_of_warnings_on(restore_root_logging):
 def test_bad_log_settings(restore_root_logging):
     with pytest.raises(RuntimeConfigError, match="log format must be 'text' or 'json'"):
         configure_logging(Runtime(), fmt="xml")
-    for count in ("once", "-1"):  # a negative count was logged (and recorded) as it came
+    # a negative count was logged (and recorded) as it came; int() read "1_0" as 10
+    for count in ("once", "-1", "1_0", "\u0661"):
         with pytest.raises(
             RuntimeConfigError, match=f"DISTCONV_RESTART must be an integer >= 0, got '{count}'"
         ):

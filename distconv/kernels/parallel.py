@@ -25,6 +25,7 @@ import numpy as np
 
 from distconv.backend import is_gpu_array
 from distconv.cores import processes_on_this_host, usable_cores
+from distconv.placement import INTEGER_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,8 @@ def num_threads() -> int:
     :mod:`distconv.cores`)."""
     env = os.environ.get("DISTCONV_NUM_THREADS")
     if env:
-        try:
-            n = int(env)
-        except ValueError:
-            n = 0
+        # int() also reads "1_0" as 10 and other scripts' digits: held to the rank variables' rule
+        n = int(env) if INTEGER_TEXT.fullmatch(env) else 0
         if n < 1:
             raise ValueError(f"DISTCONV_NUM_THREADS must be an integer >= 1, got {env!r}")
         return n

@@ -293,7 +293,8 @@ def test_autotune_flag_must_be_0_or_1(monkeypatch):
         conv_layout.autotune_enabled()
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+# "1_0" and "١" were read by int() as 10 and 1
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5", "1_0", "\u0661"])
 def test_bad_thread_count_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("DISTCONV_NUM_THREADS", value)
     with pytest.raises(
