@@ -77,6 +77,13 @@ class PushQueue:
         inflight, self._inflight = self._inflight, {}
         self._abandon(set(inflight))
 
+    def abandon_step(self) -> None:
+        """The step ends unfinished (see the contract): its pushes are let go of, as a setup
+        lets go of them. Its queued gradients went out with the next step's, which the shard
+        refused ("parameters [0, 0] are none or repeat"). Must not raise."""
+        self._drop_pushes()
+        super().abandon_step()  # type: ignore[misc]  # the step's order ends too (StepOrder)
+
     def _flush_pushes(self) -> None:
         """Send whatever is still queued (the end of the step): each shard's queue in messages
         of at least ``push_bytes`` (:data:`PUSH_BYTES` when it is 0), the shards taking turns

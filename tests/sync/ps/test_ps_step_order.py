@@ -75,6 +75,31 @@ def test_an_abandoned_step_refuses_its_gradients_until_the_next_start(shards):
 
 
 @pytest.mark.timeout(60)
+def test_an_abandoned_steps_queued_gradients_do_not_go_out_with_the_next_step(shards):
+    """abandon_step lets go of the step's queued pushes, as LocalSync's next step carries
+    nothing of the last: they went out with the next step's, and the shard refused the push
+    ("parameters [0, 0] are none or repeat"); the step after them is the step's own."""
+    (endpoint,) = shards.start(1, workers=1)
+    a = Parameter("a", np.zeros(3))
+    sync = insecure_worker([endpoint], lr=1.0)  # 1 MiB push_bytes: the gradient stays queued
+    try:
+        sync.setup([a])
+        sync.start_step(1)
+        a.grad[...] = 5.0
+        sync.on_gradient(a)
+        assert sync.push_messages == 0
+        sync.abandon_step()
+        sync.start_step(1)
+        a.grad[...] = 1.0
+        sync.on_gradient(a)
+        sync.finish_step()
+        assert sync.push_messages == 1  # the new step's push alone
+        np.testing.assert_array_equal(a.value, -1.0)  # its gradient, not the abandoned 5
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
 def test_a_gradient_after_close_mid_step_is_refused_as_local_sync_refuses_it(shards):
     """close() ends the step under way (the contract, as LocalSync and MPISync hold it): a
     gradient handed in after it was taken, queued or sent on a closed socket."""
