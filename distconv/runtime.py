@@ -24,6 +24,7 @@ Log lines that carry the rank come from :func:`distconv.logs.configure_logging`.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -262,10 +263,23 @@ def refuse_repeated_servers(servers: Sequence[str], where: str) -> None:
     """
     seen: dict[str, str] = {}
     for address in servers:
-        same = join_endpoint(*split_endpoint(address))
+        same = _one_spelling(address)
         if same in seen:
             raise RuntimeConfigError(f"{where}: {address!r} repeats {seen[same]!r}")
         seen[same] = address
+
+
+def _one_spelling(address: str) -> str:
+    """``address`` spelled one way for each server: the port without leading zeros, a host
+    name in lower case (DNS ignores case), an IP address in its short form (``[0:0::1]`` is
+    ``[::1]``). Names are not resolved: a shard's DNS name may not exist yet when a job starts,
+    and a shard named twice by two names (``localhost``, ``127.0.0.1``) is told at the hello."""
+    host, port = split_endpoint(address)
+    try:
+        host = str(ipaddress.ip_address(host))  # an IPv6 zone (%eth0) keeps its case
+    except ValueError:
+        host = host.lower()
+    return join_endpoint(host, port)
 
 
 def check_address(address: str, where: str = "address") -> None:

@@ -264,6 +264,33 @@ def test_a_blank_server_list_is_no_servers(value):
     assert detect({"DISTCONV_PSERVERS": value}, None).pservers == ()
 
 
+@pytest.mark.parametrize(
+    "servers, repeat",
+    [
+        ("Node-1:5,node-1:5", "'node-1:5' repeats 'Node-1:5'"),  # DNS names ignore case
+        ("[::1]:5,[0:0::1]:5", r"'\[0:0::1\]:5' repeats '\[::1\]:5'"),  # one IPv6 address
+        ("[FD00::7]:5,[fd00::7]:5", r"'\[fd00::7\]:5' repeats"),
+    ],
+)
+def test_a_shard_spelled_twice_is_a_repeat(servers, repeat):
+    """Two spellings of one address named one shard twice: the worker connected to it twice
+    and stopped at the hello, in words about shard numbers (review k241 of 0b4525d)."""
+    with pytest.raises(RuntimeConfigError, match=f"^DISTCONV_PSERVERS: {repeat}"):
+        detect({"DISTCONV_PSERVERS": servers}, None)
+
+
+@pytest.mark.parametrize(
+    "servers",
+    [
+        "localhost:5,127.0.0.1:5",  # names are not resolved: the hello tells such shards apart
+        "[fe80::1%eth0]:5,[fe80::1%ETH0]:5",  # interface names keep their case
+        "h:5,h:6,[::1]:5,127.0.0.1:5",
+    ],
+)
+def test_distinct_shards_are_no_repeat(servers):
+    assert detect({"DISTCONV_PSERVERS": servers}, None).pservers == tuple(servers.split(","))
+
+
 @pytest.mark.parametrize("good", ["h:1", "a.b-c:65535", "[::1]:80", "10.0.0.1:5555"])
 def test_check_address_accepts(good):
     check_address(good)
