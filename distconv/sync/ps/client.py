@@ -105,8 +105,8 @@ class PServerSync(
         push_bytes: int | None = None,
     ) -> None:
         super().__init__(optimizer, rank, world_size)
-        if not pservers:
-            raise ValueError("--pservers needs at least one HOST:PORT")
+        if not pservers or isinstance(pservers, str):  # a str was read a character at a time
+            raise ValueError(f"pservers must list one HOST:PORT or more, got {pservers!r}")
         if bool(insecure) == bool(keys_dir):  # both: the keys would be dropped in silence
             raise ValueError("pass exactly one of keys_dir (CURVE, the default) and insecure=True")
         if not 0 < timeout < math.inf:  # NaN too: the first wait's poll refused it mid-setup
