@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
-from distconv.deploy.counts import count
+from distconv.deploy.counts import count, known_count
 from distconv.deploy.pod import HOME
 from distconv.deploy.train_values import train_values_problem, without_unknown
 from distconv.deploy.walk import (
@@ -272,10 +272,12 @@ def _other_count(given: str, size: int) -> bool:
 
 def _world_size(obj: Manifest) -> int | None:
     """How many ranks ``obj`` runs, where its manifest says: a Job's completions, an MPIJob
-    launcher's ``-np``; None for another kind or a count the cluster fills in."""
+    launcher's ``-np``; None for another kind, a count the cluster fills in or one that is no
+    integer (:func:`~distconv.deploy.counts.count_problems` names it)."""
     spec = obj.get("spec", {})
     if obj.get("kind") == "Job":
-        return count(spec, "completions", 1) or 1
+        completions = known_count(spec, "completions", 1)  # None: no integer, not judged
+        return None if completions is None else completions or 1
     if obj.get("kind") == "MPIJob":
         launcher = _pod(spec.get("mpiReplicaSpecs", {}).get("Launcher", {}))
         for container in launcher.get("containers", []):

@@ -5,7 +5,8 @@ StatefulSet's replicas, a Job's completions and parallelism.
 Each is an integer field: ``"2"``, ``1.5`` or ``true`` is refused by ``kubectl apply``, and the
 checks that count ranks or slots (``int("2")`` is 2, ``int(True)`` is 1, ``int(None)`` raises)
 would judge a job that never starts, or stop with a traceback. :func:`count` reads one such field
-as the checks use it; :func:`count_problems` names each one that is no integer.
+as the checks use it, :func:`known_count` where a check compares with it (none where it is no
+integer); :func:`count_problems` names each one that is no integer.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ def count(spec: Manifest, field: str, default: int) -> int:
     :func:`count_problems`; the other checks read the default instead of stopping."""
     value = spec.get(field, default)
     return value if _is_count(value) else default
+
+
+def known_count(spec: Manifest, field: str, default: int) -> int | None:
+    """``spec[field]`` where it is an integer, ``default`` where it is absent, None where it is
+    no integer: :func:`count_problems` names that one, and a check that compares a flag or a
+    list of names with the count judges nothing by it (one problem, not its echoes)."""
+    return count(spec, field, default) if counted(spec, field) else None
 
 
 def counted(spec: Manifest, field: str) -> bool:

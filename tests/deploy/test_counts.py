@@ -66,3 +66,42 @@ def test_a_grace_period_of_no_integer_is_named(value):
     assert manifest_problems(objs) == [
         f"Job ps-worker: terminationGracePeriodSeconds must be an integer, got {value!r}"
     ]
+
+
+def _with_world_size_flag(objs: list[dict], size: str) -> list[dict]:
+    """``objs`` with ``--world-size size`` written into the worker Job's train arguments (as an
+    edited manifest may hold it; ``render_manifests`` refuses it)."""
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    job["spec"]["template"]["spec"]["containers"][0]["args"] += ["--world-size", size]
+    return objs
+
+
+@pytest.mark.parametrize("value", ["2", 1.5, True])
+def test_a_shard_count_of_no_integer_is_the_one_problem(value):
+    """replicas "2" was also judged as 1 shard: "--num-shards 2 but the StatefulSet has 1
+    replicas" and the workers' --pservers / DISTCONV_PSERVERS "is not the shards' DNS names"."""
+    problems = _problems_with(PSERVER, "StatefulSet", ("replicas",), value)
+    assert problems == [f"StatefulSet ps-pserver: replicas must be an integer >= 0, got {value!r}"]
+
+
+@pytest.mark.parametrize("field", ["completions", "parallelism"])
+@pytest.mark.parametrize("value", ["2", 1.5, True])
+def test_a_rank_count_of_no_integer_is_the_one_problem(field, value):
+    """completions 1.5 also gave "DISTCONV_WORLD_SIZE '2' != completions 1.5", "--workers 2 but
+    Job ps-worker runs 1.5 ranks" and "parallelism must equal completions"."""
+    problems = _problems_with(PSERVER, "Job", (field,), value)
+    assert problems == [f"Job ps-worker: {field} must be an integer >= 0, got {value!r}"]
+
+
+@pytest.mark.parametrize("value", ["2", 1.5])
+def test_a_world_size_flag_is_not_judged_against_completions_of_no_integer(value):
+    """completions "2" was read as 1 rank: "--world-size 2 but Job ps-worker runs 1 ranks"."""
+    objs = _with_world_size_flag(render_manifests(**PSERVER, train_args=["--epochs", "2"]), "2")
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    job["spec"]["completions"] = value
+    assert not [p for p in manifest_problems(objs) if "--world-size" in p]
+
+
+def test_a_world_size_flag_is_still_judged_against_integer_completions():
+    objs = _with_world_size_flag(render_manifests(**PSERVER, train_args=["--epochs", "2"]), "3")
+    assert "--world-size 3 but Job ps-worker runs 2 ranks" in " ".join(manifest_problems(objs))

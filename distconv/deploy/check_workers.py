@@ -1,0 +1,116 @@
+"""The checks of how many ranks a job runs (part of
+:func:`distconv.deploy.check.manifest_problems`): ``mpirun -np`` fits in an MPIJob's worker
+slots; an Indexed Job's completions equal its ranks' ``DISTCONV_WORLD_SIZE`` and the shards'
+``--workers``. A count field that is no integer is named by
+:func:`~distconv.deploy.counts.count_problems` alone: nothing is compared with it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from distconv.deploy.check_ranks import _other_count
+from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
+from distconv.deploy.counts import count, counted
+from distconv.deploy.walk import (
+    Manifest,
+    _argv,
+    _command_args,
+    _main_containers,
+    _of_kind,
+    _pod,
+    _process_counts,
+    _running,
+    _runs,
+    _where,
+)
+
+
+def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
+    for mpijob in _of_kind(objs, "MPIJob"):
+        spec = mpijob.get("spec", {})
+        replicas = spec.get("mpiReplicaSpecs", {})
+        worker, slots = replicas.get("Worker", {}), count(spec, "slotsPerWorker", 1)
+        capacity = (count(worker, "replicas", 0) + bool(spec.get("runLauncherAsWorker"))) * slots
+        # a count that is no integer is named by count_problems: no capacity to compare with
+        known = counted(spec, "slotsPerWorker") and counted(worker, "replicas")
+        for container in _mpiruns(_pod(replicas.get("Launcher", {})).get("containers", [])):
+            counts = _process_counts(_argv(container))
+            np = expand(counts[0], container) if counts else None  # as the kubelet passes it
+            if len(counts) > 1:  # Hydra: "duplicate setting: np", the job never starts
+                yield f"{_where(mpijob)} Launcher: mpirun refuses -np given {len(counts)} times"
+            elif np is not None and _is_filled(np):  # only the cluster knows: not judged
+                continue
+            elif np is None or not np.isdigit() or int(np) < 1:
+                # -np 0 is not "no ranks": Hydra starts as many as it finds slots for
+                yield f"{_where(mpijob)} Launcher: mpirun needs -np with a number, got {np!r}"
+            elif known and int(np) > capacity:
+                yield (
+                    f"{_where(mpijob)} Launcher: -np {np} exceeds the workers' slots "
+                    f"({capacity} = replicas x slotsPerWorker)"
+                )
+
+
+def _mpiruns(containers: list[Manifest]) -> list[Manifest]:
+    """The launcher's containers that run mpirun (or mpiexec), not a sidecar beside it (a log
+    shipper); all of them where none does, as one must."""
+    runs = [c for c in containers if {a.rsplit("/", 1)[-1] for a in _argv(c)} & _MPIRUN]
+    return runs or containers
+
+
+#: the names Hydra's process manager goes by
+_MPIRUN = {"mpirun", "mpiexec", "mpiexec.hydra"}
+
+
+def _shard_setting(container: Manifest, dest: str) -> str | None:
+    """The value a ``distconv pserver`` run by ``container`` reads for its flag ``dest``
+    (abbreviated, ``$(VAR)`` filled in, ``--workers 04`` as 4); None where the container runs
+    no shard, the flag is not given or only the cluster knows its value."""
+    args = _command_args(_argv(container), "pserver")
+    return None if args is None else shard_flag(args, container, dest)[1]
+
+
+def _job_pods(spec: Manifest) -> int:
+    # without completions a Job runs its parallelism's pods at once (a work queue), each a rank
+    parallelism = count(spec, "parallelism", 1)
+    return count(spec, "completions", parallelism)
+
+
+def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
+    jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
+    # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
+    for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
+        if job.get("kind") == "Job" and job not in jobs and _job_pods(job["spec"]) > 1:
+            yield (
+                f"{_where(job)}: completionMode must be Indexed: the ranks take theirs from "
+                "JOB_COMPLETION_INDEX, which only an Indexed Job sets (every rank would exit)"
+            )
+    for job in jobs:
+        spec = job["spec"]
+        # a count that is no integer is count_problems' to name: nothing is compared with it
+        completions, counts = spec.get("completions"), counted(spec, "completions")
+        if counts and counted(spec, "parallelism") and spec.get("parallelism") != completions:
+            yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
+        # the ranks: an init container (a smoke test) or a sidecar that runs no distconv train
+        # (a log shipper) runs no rank and needs no world size
+        for container in _main_containers(spec["template"]):
+            if not _runs(container, "train"):  # however started: sh -c, distconv -q train
+                continue
+            known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
+            if not known:  # the cluster's to fill in: not judged
+                continue
+            if size is None:  # the ranks take theirs from the Job index, and need it then
+                yield (
+                    f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
+                    f"to start (the Job runs {completions})"
+                )
+            elif counts and "$(" not in size and _other_count(size, completions):
+                yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
+        for sts in _of_kind(objs, "StatefulSet"):
+            for container in _main_containers(sts["spec"]["template"]):
+                workers = _shard_setting(container, "workers")
+                if counts and workers is not None and workers != str(completions):
+                    yield (
+                        f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
+                        f"{completions} ranks"
+                    )
