@@ -106,7 +106,6 @@ OWNED_FLAGS = (
     "--health-port",
     "--health-host",
     "--resume",
-    "--overwrite",  # which --resume excludes: every rank would refuse the two together
 )
 #: flags the deployment sets through the pods' environment, and why: a flag would win there, so
 #: every worker's hello would name a job its shards do not serve, or every pod claim one rank
@@ -115,6 +114,11 @@ ENVIRONMENT_FLAGS = {
     "--world-size": "the deployment sets the world size from --workers",
     "--job-id": "the deployment sets DISTCONV_JOB_ID on every pod (the job's one name), from "
     "--job-name",
+}
+#: flags the deployment does not set but excludes, and why
+EXCLUDED_FLAGS = {
+    "--overwrite": "every rank would refuse it beside the deployment's --resume auto (a "
+    "restarted rank resumes its run, never starts it over)",
 }
 
 
@@ -227,8 +231,8 @@ def _check_args(job_name, workers, servers, image, gpus, train_args, mode, slots
     except FlagError as exc:
         raise ValueError(f"{exc} (the train arguments after --)") from None
     for name in (full.split("=", 1)[0] for full in spelled):
-        if name in ENVIRONMENT_FLAGS:
-            why = ENVIRONMENT_FLAGS[name]
+        why = ENVIRONMENT_FLAGS.get(name) or EXCLUDED_FLAGS.get(name)
+        if why is not None:
             raise ValueError(f"{name} after --: {why}; drop it from the train arguments")
     owned = [
         a if a == full else f"{a} ({full.split('=', 1)[0]})"

@@ -913,7 +913,9 @@ GOOD = dict(job_name="j", workers=2, servers=1, image="d:1")
         ({"train_args": ["--epochs", "3", "--sync", "local"]}, "must leave --sync to the"),
         ({"train_args": ["--re=never"]}, "must leave --re=never (--resume) to the deployment"),
         ({"train_args": ["--syn", "mpi"]}, "must leave --syn (--sync) to the deployment"),
-        ({"train_args": ["--overwrite"]}, "after -- must leave --overwrite to the"),
+        # the deployment sets no --overwrite: it sets --resume auto, which excludes it (audit k242)
+        ({"train_args": ["--overwrite"]}, "--overwrite after --: every rank would refuse it"),
+        ({"train_args": ["--overw"]}, "--overwrite after --: every rank would refuse it beside"),
         # set in the pods' environment, which a flag would win over (review k122: the library
         # rendered them, only distconv-launch k8s refused them)
         ({"train_args": ["--ra", "0"]}, "--rank after --: each worker's rank comes from its"),
