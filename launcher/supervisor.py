@@ -11,9 +11,10 @@ The rules (issue 11, "Gang semantics"):
   failing role and rank, its exit code or signal and the tail of its log, on stderr and as JSON
   in ``<run_dir>/failure.json``.
 - The attempt succeeds when every worker has exited 0; servers still running then are stopped.
-- SIGTERM, SIGINT or SIGHUP to the launcher stops the children (a signal the launcher was
-  started ignoring, as under ``nohup``, stays ignored); the launcher exits 128 + the first
-  signal (143, 130 or 129), with the failure report too where a child had failed first.
+- SIGTERM, SIGINT or SIGHUP to the launcher stops the children (a SIGINT or SIGHUP the
+  launcher was started ignoring, as under ``nohup`` or in a shell's background job, stays
+  ignored; SIGTERM always stops the job); the launcher exits 128 + the first signal (143, 130
+  or 129), with the failure report too where a child had failed first.
 - Stopping: the workers' groups get SIGTERM (distconv checkpoints on it) while the servers
   keep serving (a parameter-server worker checkpoints through them); once no process is left
   in any worker's group, the servers get their stop signals (a shard: SIGTERM, then SIGINT,
