@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_ranks import _other_count
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
-from distconv.deploy.counts import count, counted
+from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -88,7 +88,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     for job in jobs:
         spec = job["spec"]
         # a count that is no integer is count_problems' to name: nothing is compared with it
-        completions, counts = spec.get("completions"), counted(spec, "completions")
+        completions, counts = known_count(spec, "completions", None), counted(spec, "completions")
         if counts and counted(spec, "parallelism") and spec.get("parallelism") != completions:
             yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
         # the ranks: an init container (a smoke test) or a sidecar that runs no distconv train
@@ -100,9 +100,10 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             if not known:  # the cluster's to fill in: not judged
                 continue
             if size is None:  # the ranks take theirs from the Job index, and need it then
+                runs = "" if completions is None else f" (the Job runs {completions})"
                 yield (
                     f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
-                    f"to start (the Job runs {completions})"
+                    f"to start{runs}"
                 )
             elif counts and "$(" not in size and _other_count(size, completions):
                 yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"

@@ -2,9 +2,10 @@
 :func:`distconv.deploy.check.manifest_problems`): an MPIJob's ``slotsPerWorker`` and replicas, a
 StatefulSet's replicas, a Job's completions and parallelism.
 
-Each is an integer field: ``"2"``, ``1.5`` or ``true`` is refused by ``kubectl apply``, and the
-checks that count ranks or slots (``int("2")`` is 2, ``int(True)`` is 1, ``int(None)`` raises)
-would judge a job that never starts, or stop with a traceback. :func:`count` reads one such field
+Each is an integer field: ``"2"``, ``1.5`` or ``true`` is refused by ``kubectl apply`` (``2.0``
+is not: kubectl sends it as ``2``), and the checks that count ranks or slots (``int("2")`` is 2,
+``int(True)`` is 1, ``int(None)`` raises) would judge a job that never starts, or stop with a
+traceback. :func:`count` reads one such field
 as the checks use it, :func:`known_count` where a check compares with it (none where it is no
 integer); :func:`count_problems` names each one that is no integer.
 """
@@ -22,14 +23,17 @@ def count(spec: Manifest, field: str, default: int) -> int:
     ``default`` (also where it is absent): a field of another type is named by
     :func:`count_problems`; the other checks read the default instead of stopping."""
     value = spec.get(field, default)
-    return value if _is_count(value) else default
+    return int(value) if _is_count(value) else default
 
 
-def known_count(spec: Manifest, field: str, default: int) -> int | None:
-    """``spec[field]`` where it is an integer, ``default`` where it is absent, None where it is
-    no integer: :func:`count_problems` names that one, and a check that compares a flag or a
-    list of names with the count judges nothing by it (one problem, not its echoes)."""
-    return count(spec, field, default) if counted(spec, field) else None
+def known_count(spec: Manifest, field: str, default: int | None) -> int | None:
+    """``spec[field]`` where it is an integer (``2.0`` as 2), ``default`` where it is absent,
+    None where it is no integer: :func:`count_problems` names that one, and a check that
+    compares a flag or a list of names with the count judges nothing by it (one problem, not
+    its echoes)."""
+    if field not in spec:
+        return default
+    return int(spec[field]) if _is_count(spec[field]) else None
 
 
 def counted(spec: Manifest, field: str) -> bool:
@@ -39,6 +43,11 @@ def counted(spec: Manifest, field: str) -> bool:
 
 
 def _is_count(value: Any) -> bool:
+    """Whether the API server gets an integer from ``value``: an int, or a float with no
+    fraction (YAML's ``2.0``), which kubectl sends as ``2`` (sigs.k8s.io/yaml turns the YAML
+    into JSON with Go's json.Marshal, which writes float64 2 so, below 1e21)."""
+    if isinstance(value, float):
+        return value.is_integer() and abs(value) < 1e21
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -44,7 +44,7 @@ def test_worker_replicas_of_no_count_are_named(value):
     ("kind", "field"),
     [("StatefulSet", "replicas"), ("Job", "completions"), ("Job", "parallelism")],
 )
-@pytest.mark.parametrize("value", ["x", 2.0, True])
+@pytest.mark.parametrize("value", ["x", 2.5, True, 1e21])
 def test_a_pserver_jobs_count_of_no_integer_is_named(kind, field, value):
     problems = _problems_with(PSERVER, kind, (field,), value)
     name = "ps-pserver" if kind == "StatefulSet" else "ps-worker"
@@ -105,3 +105,40 @@ def test_a_world_size_flag_is_not_judged_against_completions_of_no_integer(value
 def test_a_world_size_flag_is_still_judged_against_integer_completions():
     objs = _with_world_size_flag(render_manifests(**PSERVER, train_args=["--epochs", "2"]), "3")
     assert "--world-size 3 but Job ps-worker runs 2 ranks" in " ".join(manifest_problems(objs))
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"),
+    [("StatefulSet", "replicas"), ("Job", "completions"), ("Job", "parallelism")],
+)
+def test_a_whole_float_count_passes_as_kubectl_sends_it(kind, field):
+    """YAML's ``replicas: 2.0`` is the integer 2 to the API server: kubectl turns the YAML into
+    JSON with sigs.k8s.io/yaml, whose json.Marshal writes float64(2) as ``2``. It was refused as
+    "must be an integer"."""
+    assert _problems_with(PSERVER, kind, (field,), 2.0) == []
+
+
+def test_a_whole_float_count_is_read_as_its_integer():
+    """replicas 3.0 are 3 shards: the --num-shards 2 the workers and shards give is wrong."""
+    problems = _problems_with(PSERVER, "StatefulSet", ("replicas",), 3.0)
+    assert "StatefulSet ps-pserver: --num-shards 2 but the StatefulSet has 3 replicas" in problems
+    assert not [p for p in problems if "must be an integer" in p]
+
+
+def test_a_whole_float_grace_period_passes():
+    objs = render_manifests(**PSERVER, train_args=["--epochs", "2"])
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 90.0
+    assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize(("value", "runs"), [("x", ""), (2.0, " (the Job runs 2)")])
+def test_an_unset_world_size_names_the_count_only_where_it_is_one(value, runs):
+    objs = render_manifests(**PSERVER, train_args=["--epochs", "2"])
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    job["spec"]["completions"] = job["spec"]["parallelism"] = value
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [v for v in container["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]
+    assert (
+        "Job ps-worker: DISTCONV_WORLD_SIZE is not set; every rank would refuse to start" + runs
+    ) in manifest_problems(objs)
