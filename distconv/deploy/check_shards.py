@@ -26,6 +26,7 @@ from distconv.deploy.walk import (
     _running,
     _writable,
     set_on_command_line,
+    unset_on_command_line,
 )
 from distconv.endpoint import split_endpoint
 from distconv.runtime import RuntimeConfigError
@@ -131,7 +132,8 @@ def env_as_seen(container: Manifest, name: str) -> tuple[bool, str | None]:
     variable's value, from those defined before it; ``(False, None)`` where only the cluster
     knows (a ``valueFrom``, an ``envFrom`` that may set it, a reference to such a variable).
     A value the command line sets (``env NAME=v distconv ...``:
-    :func:`~walk.set_on_command_line`) is the one seen, filled in from all the env."""
+    :func:`~walk.set_on_command_line`) is the one seen, filled in from all the env; one it
+    removes (``env -u NAME``, ``env -i``: :func:`~walk.unset_on_command_line`) is not set."""
     given = set_on_command_line(container, name)
     if given is not None:
         # a blank: a shell string left unread (``sh -c "NAME=v exec distconv ... $HOME"``,
@@ -139,6 +141,8 @@ def env_as_seen(container: Manifest, name: str) -> tuple[bool, str | None]:
         unread = any(c.isspace() for c in given)
         value = expand(given, container)
         return (False, None) if unread or _is_filled(value) else (True, value)
+    if unset_on_command_line(container, name):  # env -u NAME, env -i: not the pod's value
+        return True, None
     at = _defined_at(container, name)
     if at is None:
         return (False, None) if container.get("envFrom") else (True, None)

@@ -135,6 +135,37 @@ def set_on_command_line(container: Manifest, name: str) -> str | None:
     return value
 
 
+def unset_on_command_line(container: Manifest, name: str) -> bool:
+    """Whether an ``env`` on the container's command line starts ``distconv`` without the pod's
+    variable ``name``: ``env -u NAME`` (``--unset=NAME``, ``-uNAME``) or ``env -i`` (``-``,
+    ``--ignore-environment``), which start it with only the ``NAME=v`` words given after them
+    (:func:`set_on_command_line`, which wins)."""
+    argv = _argv(container)
+    for i, word in enumerate(argv):
+        program = word.rsplit("/", 1)[-1]
+        if program == "distconv":
+            break
+        if program == "env" and _env_removes(argv[i + 1 :], name):
+            return True
+    return False
+
+
+#: env's options that empty the environment, and those whose value is the next word
+_ENV_CLEARS = {"-", "-i", "--ignore-environment"}
+_ENV_VALUED = {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}
+
+
+def _env_removes(args: list[str], name: str) -> bool:
+    """Whether the options ``env`` reads at the head of ``args`` remove variable ``name``."""
+    removes = {*_ENV_CLEARS, f"-u{name}", f"--unset={name}"}
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        if args[i] in removes or (args[i] in ("-u", "--unset") and args[i + 1 : i + 2] == [name]):
+            return True
+        i += 2 if args[i] in _ENV_VALUED else 1
+    return False
+
+
 def _plain_variables(container: Manifest) -> set[str]:
     """The container's variables that the kubelet fills into a shell's string as one word the
     shell leaves alone: a value with no space or shell syntax, or one only the cluster knows

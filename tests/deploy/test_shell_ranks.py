@@ -229,3 +229,39 @@ def test_a_variable_an_unread_shell_string_sets_is_not_judged():
     container["args"][2] += " --seed $SEED"
     assert shell_command(container["args"], set()) is None  # $SEED: only the shell knows it
     assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        ["env", "-u", "DISTCONV_JOB_ID"],
+        ["env", "--unset=DISTCONV_JOB_ID"],
+        ["/usr/bin/env", "-uDISTCONV_JOB_ID"],
+        ["env", "-i", "PATH=/usr/bin"],
+        ["env", "--ignore-environment"],
+        ["env", "-"],
+    ],
+    ids=["u", "unset=", "uNAME", "i", "ignore-environment", "dash"],
+)
+def test_a_job_id_env_removes_is_read_as_unset(before):
+    """``env -u DISTCONV_JOB_ID distconv train ...`` (or ``env -i``) starts the ranks without
+    the pod's DISTCONV_JOB_ID: under the default job id, which the shards do not serve. Read
+    as the pod's value, the job passed (review k237)."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    container = _container(objs, "Job")
+    container["args"] = [*before, *container["args"]]
+    problems = manifest_problems(objs)
+    assert [p for p in problems if "(the default, without DISTCONV_JOB_ID) but" in p]
+
+
+@pytest.mark.parametrize(
+    "before",
+    [["env", "-u", "OTHER"], ["env", "-u", "DISTCONV_JOB_ID", "DISTCONV_JOB_ID=j"]],
+    ids=["another", "set-again"],
+)
+def test_a_job_id_env_keeps_or_sets_again_is_read_as_set(before):
+    """``env -u OTHER`` leaves DISTCONV_JOB_ID alone; ``NAME=v`` after ``-u NAME`` sets it."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+    container = _container(objs, "Job")
+    container["args"] = [*before, *container["args"]]
+    assert manifest_problems(objs) == []
