@@ -296,13 +296,14 @@ class Network:
         Args:
             callback: called by each parameter once its gradient is complete.
             loss: the layer whose output is the scalar loss; its gradient is seeded with 1.
-                Defaults to the last layer in topological order.
+                Defaults to the one layer that no other layer reads.
             loss_scale: the loss gradient's seed. The Trainer passes the batch's example count,
                 so a mean loss yields gradient sums that a sync strategy can add across ranks.
 
         Raises:
             NetworkError: ``callback`` is not callable, no forward ran since the last layer was
-                added, ``loss`` is no layer, or a parameter did not fire exactly once.
+                added, ``loss`` is no layer (or is not given and several layers are read by
+                none), or a parameter did not fire exactly once.
         """
         problem = callback_problem(callback)  # before any layer adds a gradient
         if problem:
@@ -316,7 +317,7 @@ class Network:
                 f"layer(s) {late} were added after the last forward; run forward again first"
             )
         if loss is None:
-            loss = order[-1]
+            loss = self._only_output()
         elif loss not in self.layers:
             raise NetworkError(f"backward(loss={loss!r}): no such layer (layers: {order})")
         self._count_users()
@@ -337,6 +338,20 @@ class Network:
             for name in reversed(order):
                 self.layers[name].backward(fire)
         self._check_fired(fired)
+
+    def _only_output(self) -> str:
+        """The one layer no other layer reads: the loss when none is named. The last layer in
+        topological order was taken, and a layer added after the loss that reads only the data
+        (a probe, an evaluation head) was seeded as the loss: the loss's own layers got no
+        gradient, with no error."""
+        read = {n for ins in self.wiring.values() for n in ins}
+        outputs = [name for name in self.order() if name not in read]
+        if len(outputs) != 1:
+            raise NetworkError(
+                f"backward(): layers {outputs} are read by no other layer; name the loss "
+                f"(backward(callback, loss=...))"
+            )
+        return outputs[0]
 
     def _check_fired(self, fired: list[Parameter]) -> None:
         """Every trainable parameter fired exactly once, in the first pass's order."""

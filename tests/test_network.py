@@ -145,6 +145,20 @@ def test_backward_with_an_unknown_loss_layer(rng):
         net.backward(lambda p: None, loss="nope")
 
 
+def test_a_layer_added_after_the_loss_is_not_taken_for_the_loss(rng):
+    """With no loss named, the last layer in topological order was seeded as the loss: a probe
+    head added after the loss and reading only the data was trained, the classifier got a zero
+    gradient, and nothing said so (audit k244). Several unread layers: name the loss."""
+    net = _classifier()
+    net.add("probe", FullyConnected(4, 2, dtype=F64), inputs="x")
+    net.forward(_feeds(rng))
+    with pytest.raises(NetworkError, match=r"layers \['loss', 'probe'\] are read by no other"):
+        net.backward(lambda p: None)
+    assert all(not p.grad.any() for p in net.parameters())
+    net.backward(lambda p: None, loss="loss")
+    assert net["fc"].weight.grad.any() and not net["probe"].weight.grad.any()
+
+
 @pytest.mark.parametrize("callback", [None, "sgd", create_optimizer("sgd", lr=0.1)])
 def test_a_callback_that_is_not_a_function_is_refused_before_any_gradient(rng, callback):
     """backward(None), or an optimizer where its update goes, failed with "'NoneType' object is
