@@ -58,6 +58,11 @@ class _Objective:
         self.r = self.r.astype(out.dtype)
         self.dtype = np.dtype(out.dtype)
         self.f0 = self.value()
+        # what rounding each output to its dtype may move f by: |f0| alone is far less when
+        # the terms of f cancel (r's signs are random)
+        self.rounding = float(np.finfo(self.dtype).eps) * float(
+            xp.sum(xp.abs(out.astype(np.float64) * self.r))
+        )
 
     def value(self) -> float:
         out = self.layer.forward(*self.inputs).value
@@ -211,7 +216,8 @@ def check_layer_grad(
         AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
             or the output is not finite though the inputs and parameters are.
         ValueError: an input or a parameter holds NaN or inf that makes the output or a
-            gradient not finite (no gradient can be judged).
+            gradient not finite (no gradient can be judged), or a gradient too small beside
+            the rounding of a large output to be judged in its dtype.
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.
@@ -294,9 +300,8 @@ def _check_array(
     # Paddle's direction: random magnitudes, signs of the gradient (random where it is zero).
     signs = np.where(g != 0, np.sign(g), rng.choice([-1.0, 1.0], g.shape))
     direction = signs * rng.uniform(0.5, 1.5, g.shape)
-    worst = _compare(
-        obj, owner, xp.asarray(direction), float((g * direction).sum()), step, tol, name
-    )
+    along = float((g * direction).sum())
+    worst = _compare(obj, owner, xp.asarray(direction), along, step, tol, name, resolve=True)
     flat = rng.choice(g.size, size=min(elements, g.size), replace=False)
     for k in flat:
         e = np.zeros(g.size)
@@ -317,12 +322,34 @@ def _check_array(
     return worst
 
 
-def _compare(obj, owner, direction, analytic: float, step: float, tol: float, name: str) -> float:
+def _compare(
+    obj, owner, direction, analytic: float, step: float, tol: float, name: str, resolve=False
+) -> float:
+    """The relative difference of ``analytic`` and the numeric derivative along ``direction``.
+
+    Args:
+        resolve: the direction follows the gradient's signs, so a derivative along it that
+            is not zero must stand above the outputs' rounding noise to be judged at all.
+
+    Raises:
+        AssertionError: they differ by more than ``tol``.
+        ValueError: ``resolve`` and the derivative along ``direction`` is within the noise.
+    """
     numeric = _central(obj, owner, direction, step)
     # Rounding in f limits the numeric derivative to about eps*|f|/step: derivatives below that
     # floor (a dead ReLU, a zero entry) are judged on an absolute scale instead of their own.
     eps = float(np.finfo(obj.dtype).eps)
     floor = 10 * eps * max(abs(obj.f0), 1.0) / (step * tol)
+    noise = 10 * obj.rounding / step  # what rounding the outputs may move ``numeric`` by
+    if resolve and max(abs(analytic), abs(numeric)) < noise and (analytic or numeric):
+        # judged against a floor from |f0|, any gradient of this size passed: in float32
+        # under a large output, a backward that added nothing at all to a weight (audit k244)
+        raise ValueError(
+            f"{obj.layer}: the gradient of {name} cannot be judged in {obj.dtype}: along the "
+            f"gradient it is {analytic:.4g} (numeric {numeric:.4g}), within the {noise:.3g} "
+            "that rounding the outputs may move a finite difference by; check in float64 or "
+            "on smaller outputs"
+        )
     diff = abs(analytic - numeric) / max(abs(analytic), abs(numeric), floor)
     if not diff <= tol:  # NaN too: a comparison with NaN is False, and NaN passed
         raise AssertionError(

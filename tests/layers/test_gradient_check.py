@@ -191,3 +191,37 @@ def test_a_numeric_derivative_that_is_nan_fails_though_the_output_is_finite(rng)
     x[0, 1] = 0.0
     with pytest.raises(AssertionError, match=r"gradient of input 0 is off: .*difference nan"):
         check_layer_grad(SqrtLayer(), [Arg(x, needs_grad=True)])
+
+
+class ShiftLayer(Layer):
+    """``y = scale * x + b``, its backward adding ``factor`` times the bias gradient."""
+
+    def __init__(self, width, dtype, factor=1.0, scale=1e4):
+        super().__init__()
+        self.b = self.new_param("b", np.zeros(width, dtype))
+        self.factor, self.scale = factor, scale
+
+    def _forward(self, x):
+        return self.scale * x.value + self.b.value
+
+    def _backward(self, dz, callback):
+        if not self.b.static:
+            self.b.grad += self.factor * dz.sum(0)
+        self.b.inc_update(callback)
+
+
+@pytest.mark.parametrize("factor", [0.0, 0.5, 1.0])
+def test_a_float32_gradient_within_the_outputs_rounding_is_not_passed(rng, factor):
+    """Under a large float32 output the rounding floor (0.06 |f|) was above the bias's whole
+    gradient, and a backward that added nothing to it, or half of it, passed (audit k244).
+    Such a gradient cannot be judged: refused, naming it; in float64 it is judged."""
+    x = rng.standard_normal((16, 4))
+    with pytest.raises(ValueError, match=r"param ShiftLayer.b cannot be judged in float32"):
+        check_layer_grad(
+            ShiftLayer(4, np.float32, factor), [Arg(x.astype(np.float32), needs_grad=False)]
+        )
+    if factor == 1.0:
+        assert check_layer_grad(ShiftLayer(4, F64, factor), [Arg(x, needs_grad=False)]).worst < 1e-6
+    else:
+        with pytest.raises(AssertionError, match=r"gradient of param ShiftLayer.b is off"):
+            check_layer_grad(ShiftLayer(4, F64, factor), [Arg(x, needs_grad=False)])
