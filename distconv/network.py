@@ -80,12 +80,25 @@ class Network:
         if not names or not all(isinstance(n, str) and n for n in names):
             raise NetworkError(f"add({name!r}, ...): inputs must be names, got {inputs!r}")
         layer.set_name(name)
+        self._refuse_parameter_names(name, layer)
         self.layers[name] = layer
         self.wiring[name] = names
         self._order = None
         self.firing_order = None  # a new layer, a new order
         self._count_users()
         return layer
+
+    def _refuse_parameter_names(self, name: str, layer: Layer) -> None:
+        """NetworkError if ``layer`` holds a parameter named as another of this network: names
+        are made of layer names ("fc" + "proj0.weight", "fc.proj0" + "weight"); found after
+        backward, both had fired their callbacks (an optimizer's state is kept by name)."""
+        by_name = {p.name: p for other in self.layers.values() for p in other.parameters()}
+        for p in layer.parameters():
+            if by_name.setdefault(p.name, p) is not p:
+                raise NetworkError(
+                    f"add({name!r}, ...): its parameter {p.name!r} is named as a different "
+                    f"parameter already in the network; rename the layer"
+                )
 
     def __getitem__(self, name: str) -> Layer:
         return self.layers[name]

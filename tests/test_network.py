@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from distconv.arg import Arg
-from distconv.layers import FullyConnected, SoftmaxCrossEntropy
+from distconv.layers import FullyConnected, Mixed, SoftmaxCrossEntropy
 from distconv.layers.base import Layer, LayerError
+from distconv.layers.projection import FullMatrixProjection
 from distconv.models import lenet
 from distconv.network import Network, NetworkError
 from distconv.optim import create_optimizer
@@ -69,6 +70,17 @@ def test_the_advised_way_to_share_gives_the_right_gradient(rng):
         a.weight.value[i] += h
         numeric[i] = (up - down) / (2 * h)
     np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-9)
+
+
+def test_a_layer_whose_parameter_takes_another_s_name_is_refused_when_added(rng):
+    """Parameter names are made of layer names: a Mixed "fc" owns "fc.proj0.weight", and so
+    does an FC named "fc.proj0". Accepted, both fired their callbacks in backward before it
+    raised "two different parameters are named" (audit k244)."""
+    net = Network()
+    net.add("fc", Mixed([FullMatrixProjection(4, 4, dtype=F64)]), "x")
+    with pytest.raises(NetworkError, match=r"add\('fc.proj0', \.\.\.\): its parameter "):
+        net.add("fc.proj0", FullyConnected(4, 3, bias=False, dtype=F64), "fc")
+    assert list(net.layers) == ["fc"]
 
 
 # -- bad calls and feeds ------------------------------------------------------------------------
