@@ -150,19 +150,33 @@ def unset_on_command_line(container: Manifest, name: str) -> bool:
     return False
 
 
-#: env's options that empty the environment, and those whose value is the next word
+#: env's options that empty the environment, and its long ones whose value is the next word
 _ENV_CLEARS = {"-", "-i", "--ignore-environment"}
-_ENV_VALUED = {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}
+_ENV_VALUED = {"--unset", "--chdir", "--split-string"}
 
 
 def _env_removes(args: list[str], name: str) -> bool:
     """Whether the options ``env`` reads at the head of ``args`` remove variable ``name``."""
-    removes = {*_ENV_CLEARS, f"-u{name}", f"--unset={name}"}
     i = 0
     while i < len(args) and args[i].startswith("-"):
-        if args[i] in removes or (args[i] in ("-u", "--unset") and args[i + 1 : i + 2] == [name]):
+        word, after = args[i], args[i + 1 : i + 2]
+        if word in _ENV_CLEARS or word == f"--unset={name}" or (word, after) == ("--unset", [name]):
             return True
-        i += 2 if args[i] in _ENV_VALUED else 1
+        if word.startswith("--"):
+            i += 2 if word in _ENV_VALUED else 1
+            continue
+        # short options written together (-iv, -vu NAME, -uNAME), read a letter at a time as
+        # getopt reads them: the rest of the word, or the next word, is -u's, -C's or -S's value
+        for at, letter in enumerate(word[1:], 2):
+            if letter == "i":
+                return True
+            if letter in "uCS":
+                value = word[at:] or "".join(after)
+                if letter == "u" and value == name:
+                    return True
+                i += 0 if word[at:] else 1
+                break
+        i += 1
     return False
 
 

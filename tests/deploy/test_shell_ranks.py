@@ -240,8 +240,11 @@ def test_a_variable_an_unread_shell_string_sets_is_not_judged():
         ["env", "-i", "PATH=/usr/bin"],
         ["env", "--ignore-environment"],
         ["env", "-"],
+        ["env", "-iu", "OTHER"],
+        ["env", "-vu", "DISTCONV_JOB_ID"],
+        ["env", "-C", "/tmp", "-vi"],
     ],
-    ids=["u", "unset=", "uNAME", "i", "ignore-environment", "dash"],
+    ids=["u", "unset=", "uNAME", "i", "ignore-environment", "dash", "iu", "vu", "C-vi"],
 )
 def test_a_job_id_env_removes_is_read_as_unset(before):
     """``env -u DISTCONV_JOB_ID distconv train ...`` (or ``env -i``) starts the ranks without
@@ -256,8 +259,13 @@ def test_a_job_id_env_removes_is_read_as_unset(before):
 
 @pytest.mark.parametrize(
     "before",
-    [["env", "-u", "OTHER"], ["env", "-u", "DISTCONV_JOB_ID", "DISTCONV_JOB_ID=j"]],
-    ids=["another", "set-again"],
+    [
+        ["env", "-u", "OTHER"],
+        ["env", "-u", "DISTCONV_JOB_ID", "DISTCONV_JOB_ID=j"],
+        ["env", "-vuOTHER"],
+        ["env", "-C", "-i", "-vu", "OTHER"],
+    ],
+    ids=["another", "set-again", "vuOTHER", "C-takes-i"],
 )
 def test_a_job_id_env_keeps_or_sets_again_is_read_as_set(before):
     """``env -u OTHER`` leaves DISTCONV_JOB_ID alone; ``NAME=v`` after ``-u NAME`` sets it."""
