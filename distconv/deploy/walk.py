@@ -123,12 +123,16 @@ def set_on_command_line(container: Manifest, name: str) -> str | None:
     starts, which its ``env`` does not say, as written (``$(VAR)`` not filled in); None where it
     gives none. A ``NAME=value`` word before ``distconv`` (a shell's ``NAME=v exec distconv
     ...``, ``env NAME=v distconv ...``, Open MPI's ``mpirun -x NAME=v``), or Hydra's ``mpirun
-    -genv NAME VALUE``; the last one wins, as it does for ``env``."""
+    -genv NAME VALUE``; the last one wins, as it does for ``env``, and an ``env -u NAME`` after
+    it (:func:`unset_on_command_line`) leaves none."""
     argv, value = _argv(container), None
     for i, word in enumerate(argv):
-        if word.rsplit("/", 1)[-1] == "distconv":
+        program = word.rsplit("/", 1)[-1]
+        if program == "distconv":
             break
-        if word.startswith(f"{name}="):
+        if program == "env" and _env_removes(argv[i + 1 :], name):
+            value = None  # a later env -u NAME (-i) drops what an earlier one set
+        elif word.startswith(f"{name}="):
             value = word.split("=", 1)[1]
         elif word == name and i and argv[i - 1] in _MPI_ENV_OPTIONS and i + 1 < len(argv):
             value = argv[i + 1]

@@ -243,8 +243,20 @@ def test_a_variable_an_unread_shell_string_sets_is_not_judged():
         ["env", "-iu", "OTHER"],
         ["env", "-vu", "DISTCONV_JOB_ID"],
         ["env", "-C", "/tmp", "-vi"],
+        ["env", "DISTCONV_JOB_ID=j", "env", "-u", "DISTCONV_JOB_ID"],
     ],
-    ids=["u", "unset=", "uNAME", "i", "ignore-environment", "dash", "iu", "vu", "C-vi"],
+    ids=[
+        "u",
+        "unset=",
+        "uNAME",
+        "i",
+        "ignore-environment",
+        "dash",
+        "iu",
+        "vu",
+        "C-vi",
+        "set-then-u",
+    ],
 )
 def test_a_job_id_env_removes_is_read_as_unset(before):
     """``env -u DISTCONV_JOB_ID distconv train ...`` (or ``env -i``) starts the ranks without
