@@ -139,9 +139,11 @@ NUMPY_SEEDS = (np.random.Generator, np.random.BitGenerator, np.random.SeedSequen
 
 def _generator(seed: Any, whose: str) -> np.random.Generator:
     """numpy's generator of ``seed``: one of :data:`NUMPY_SEEDS`, used as numpy uses it, or an
-    int (or a non-empty list or tuple of them, numpy's entropy words) checked by
+    int (or a non-empty list, tuple or 1-D array of them, numpy's entropy words) checked by
     :func:`~distconv.sampler.check_seed` (numpy named no seed for -1 or 1.5, and took True for
     1), which refuses the rest, naming ``whose`` seed it is."""
+    if isinstance(seed, np.ndarray) and seed.ndim == 1:
+        seed = seed.tolist()  # numpy seeds an array of words as their list: checked as one
     if isinstance(seed, (list, tuple)) and seed:  # numpy's entropy words ([seed, rank])
         for word in seed:
             check_seed(word, whose)

@@ -398,6 +398,22 @@ def test_the_data_sets_take_a_list_of_seed_words_as_numpy_does(words):
         split(data, 0.25, [5, -1])
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.uint32, np.uint64])
+def test_the_data_sets_take_an_array_of_seed_words_as_numpy_does(dtype):
+    """numpy's default_rng takes an array of ints as it takes their list (its array_like of
+    words, as ``np.array([seed, rank])``), which fd8b8d8 still refused ("seed must be an int
+    >= 0 ..., got array([5, 1])"). Its words are checked as a list's: -1 is refused, named."""
+    data, words = synthetic(n=20), np.array([5, 1], dtype=dtype)
+    expected = split(data, 0.25, np.random.default_rng([5, 1]))[1]
+    np.testing.assert_array_equal(split(data, 0.25, words)[1].x, expected.x)
+    again = synthetic(n=20, seed=np.random.default_rng([5, 1]))
+    np.testing.assert_array_equal(synthetic(n=20, seed=words).x, again.x)
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the split's\), got -1$"):
+        split(data, 0.25, np.array([5, -1]))
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(the split's\), got 1.5$"):
+        split(data, 0.25, np.array([1.5]))
+
+
 def test_load_dataset_by_name(tmp_path):
     train, test = load_dataset("synthetic", seed=0)
     assert len(train) + len(test) == 512
