@@ -100,6 +100,31 @@ def test_an_abandoned_steps_queued_gradients_do_not_go_out_with_the_next_step(sh
 
 
 @pytest.mark.timeout(60)
+def test_an_abandoned_steps_sent_push_stays_applied_as_local_sync_applies_it(shards):
+    """What docs/architecture.md says of abandon_step: a push already sent (push_bytes 0) was
+    applied by its shard, as LocalSync applies each gradient as it comes; only its reply is
+    dropped, and the next step's reply brings the worker's value level with the shard's."""
+    (endpoint,) = shards.start(1, workers=1)
+    a = Parameter("a", np.zeros(3))
+    sync = insecure_worker([endpoint], lr=1.0, push_bytes=0)  # each gradient leaves at once
+    try:
+        sync.setup([a])
+        sync.start_step(1)
+        a.grad[...] = 5.0
+        sync.on_gradient(a)
+        assert sync.push_messages == 1
+        sync.abandon_step()
+        np.testing.assert_array_equal(a.value, 0.0)  # its reply is not written
+        sync.start_step(1)
+        a.grad[...] = 1.0
+        sync.on_gradient(a)
+        sync.finish_step()
+        np.testing.assert_array_equal(a.value, -6.0)  # the abandoned 5, then the next step's 1
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
 def test_a_gradient_after_close_mid_step_is_refused_as_local_sync_refuses_it(shards):
     """close() ends the step under way (the contract, as LocalSync and MPISync hold it): a
     gradient handed in after it was taken, queued or sent on a closed socket."""
