@@ -14,18 +14,21 @@ and so does SIGINT ignored (``nohup``, a shell's ``&``), which must keep meaning
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
+from distconv.logs import as_log_line
+
 #: the command line's exit status after a stop by each signal (128 + its number)
 EXIT_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
 #: what the first Ctrl-C says (on a line of its own: the terminal echoed ``^C``)
 ANNOUNCEMENT = (
-    b"\ndistconv: Ctrl-C: stopping at the next step the ranks agree on, with a checkpoint "
-    b"where one is written; Ctrl-C again stops at once\n"
+    "distconv: Ctrl-C: stopping at the next step the ranks agree on, with a checkpoint "
+    "where one is written; Ctrl-C again stops at once"
 )
 
 #: the first stop signal while a StopRequest's handlers are in place, and when (monotonic)
@@ -92,7 +95,7 @@ class StopRequest:
             _pending = (signal.Signals(signum), time.monotonic())
         if signum == signal.SIGINT and self.announce:
             try:  # os.write: a handler may run in the middle of a print
-                os.write(2, ANNOUNCEMENT)
+                os.write(2, _announcement())
             except OSError:  # stderr closed, or a pipe whose reader (tee) got the same Ctrl-C
                 pass
 
@@ -129,3 +132,11 @@ def stop_signal(flags: list[float]) -> signal.Signals | None:
     if term > 0:
         return signal.SIGTERM
     return signal.SIGINT if interrupt > 0 else None
+
+
+def _announcement() -> bytes:
+    """:data:`ANNOUNCEMENT` as stderr's lines read: a JSON line under ``--log-format json``,
+    as every line there is (a raw one broke a collector parsing them), else the text on a line
+    of its own, after the ``^C`` a terminal echoed."""
+    line = as_log_line(ANNOUNCEMENT, logging.WARNING)
+    return (line if line != ANNOUNCEMENT else "\n" + line).encode("utf-8", "replace") + b"\n"

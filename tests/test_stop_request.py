@@ -147,3 +147,39 @@ def test_the_command_lines_last_line_after_a_stop_may_meet_a_broken_pipe(monkeyp
     monkeypatch.setattr(parser, "parse_args", lambda argv=None: args)
     monkeypatch.setattr(args, "handler", stopped, raising=False)
     assert cli.main([]) == 130
+
+
+_CTRL_C_UNDER_JSON_LOG = """
+import os, signal
+from distconv.logs import configure_logging
+from distconv.runtime import Runtime
+from distconv.stop_request import StopRequest
+signal.signal(signal.SIGINT, signal.default_int_handler)
+configure_logging(Runtime(), fmt="json")
+restore = StopRequest(announce=True).install()
+os.kill(os.getpid(), signal.SIGINT)
+restore()
+"""
+
+
+def test_the_ctrl_c_announcement_is_a_json_line_under_the_json_log(tmp_path):
+    """``--log-format json``: every line on stderr is JSON (docs/operations.md), the stop's
+    announcement too, or a collector parsing the pod's output refuses it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_UNDER_JSON_LOG],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(e["level"], e["message"].split(":")[0]) for e in lines] == [("warning", "distconv")]
+    assert "Ctrl-C again stops at once" in lines[0]["message"]
