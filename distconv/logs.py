@@ -91,6 +91,8 @@ class JsonFormatter(logging.Formatter):
             entry.setdefault(key, value)  # a result's numbers, as keys of their own
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:  # stack_info=True: the text line carries it too
+            entry["stack"] = self.formatStack(record.stack_info)
         return strict_json.dumps(entry, separators=(",", ":"))  # a NaN result: null
 
 

@@ -345,6 +345,19 @@ def test_json_log_lines(restore_root_logging):
     assert "KeyError: 'boom'" in entry["exception"]
 
 
+def test_json_log_lines_keep_the_stack_asked_for(restore_root_logging):
+    """``log.warning(..., stack_info=True)``: the text line carries the call stack, and so
+    must the JSON one (it was dropped without a word)."""
+    out = io.StringIO()
+    configure_logging(Runtime(), fmt="json", stream=out, environ={})
+    logging.getLogger("distconv").warning("where from?", stack_info=True)
+    (line,) = out.getvalue().splitlines()
+    entry = json.loads(line)
+    assert entry["message"] == "where from?"
+    assert entry["stack"].startswith("Stack (most recent call last):")
+    assert "test_json_log_lines_keep_the_stack_asked_for" in entry["stack"]
+
+
 def test_text_logs_leave_a_scripts_capture_of_warnings_on(restore_root_logging):
     """configure_logging under the text format turned ``logging.captureWarnings`` off: a
     script that captured its warnings into its log before ``distconv.distributed.setup`` (text
