@@ -225,3 +225,19 @@ def test_a_float32_gradient_within_the_outputs_rounding_is_not_passed(rng, facto
     else:
         with pytest.raises(AssertionError, match=r"gradient of param ShiftLayer.b is off"):
             check_layer_grad(ShiftLayer(4, F64, factor), [Arg(x, needs_grad=False)])
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.0])
+def test_a_float32_gradient_above_the_floor_is_judged_not_refused(rng, factor):
+    """The rounding noise of audit k244 bounds the worst case and grows with the count of
+    outputs: a float32 FC on 512 rows of inputs of scale 30, whose bias derivatives agreed to
+    1e-3, was refused as unjudgeable (review k247). Above the floor from |f| a gradient is
+    judged on its own scale: a right one passes, a wrong one fails."""
+    x = (30 * rng.standard_normal((512, 16))).astype(np.float32)
+    layer = ShiftLayer(16, np.float32, factor, scale=1.0)
+    if factor == 1.0:
+        assert check_layer_grad(FullyConnected(16, 16), [Arg(x)]).worst < 0.02
+        assert check_layer_grad(layer, [Arg(x, needs_grad=False)]).worst < 0.02
+    else:
+        with pytest.raises(AssertionError, match=r"gradient of param ShiftLayer.b is off"):
+            check_layer_grad(layer, [Arg(x, needs_grad=False)])
