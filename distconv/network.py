@@ -89,12 +89,12 @@ class Network:
         return layer
 
     def _refuse_parameter_names(self, name: str, layer: Layer) -> None:
-        """NetworkError if ``layer`` holds a parameter named as another of this network: names
-        are made of layer names ("fc" + "proj0.weight", "fc.proj0" + "weight"); found after
-        backward, both had fired their callbacks (an optimizer's state is kept by name)."""
+        """NetworkError if a name this add gives (``name.<key>``) is another parameter's: "fc" +
+        "proj0.weight" is "fc.proj0" + "weight". Not the names of weights shared from layers not
+        added yet: their owners' adds rename them (two such were refused, review k247)."""
         by_name = {p.name: p for other in self.layers.values() for p in other.parameters()}
         for p in layer.parameters():
-            if by_name.setdefault(p.name, p) is not p:
+            if p.name.startswith(f"{name}.") and by_name.setdefault(p.name, p) is not p:
                 raise NetworkError(
                     f"add({name!r}, ...): its parameter {p.name!r} is named as a different "
                     f"parameter already in the network; rename the layer"
@@ -333,6 +333,7 @@ class Network:
             loss = self._only_output()
         elif loss not in self.layers:
             raise NetworkError(f"backward(loss={loss!r}): no such layer (layers: {order})")
+        self.parameters()  # two of one name, refused before any callback fires
         self._count_users()
         # Gradients of intermediate outputs start from zero each pass, so a second backward
         # adds exactly one more pass's worth into the parameters (they accumulate, Args don't).

@@ -83,6 +83,47 @@ def test_a_layer_whose_parameter_takes_another_s_name_is_refused_when_added(rng)
     assert list(net.layers) == ["fc"]
 
 
+def _tied_pairs() -> tuple[list, list]:
+    """Two (owner, reader) pairs of FCs sharing a weight; every layer keeps its default name."""
+    owners = [FullyConnected(4, 4, dtype=F64) for _ in range(2)]
+    return owners, [FullyConnected(4, 4, dtype=F64, weight=o.weight) for o in owners]
+
+
+def test_readers_of_two_shared_weights_may_be_added_before_their_owners(rng):
+    """Both shared weights are "FullyConnected.weight" until their owners are added and named:
+    refused as one name taken twice when the second reader was added (review k247)."""
+    (a, c), (b, d) = _tied_pairs()
+    net = Network()
+    for name, layer, inputs in [("b", b, "a"), ("d", d, "c"), ("a", a, "x"), ("c", c, "b")]:
+        net.add(name, layer, inputs)
+    net.add("loss", SoftmaxCrossEntropy(), ["d", "label"])
+    net.forward(_feeds(rng))
+    net.backward(lambda p: None)
+    assert [p.name for p in net.parameters()] == [
+        "a.weight",
+        "a.bias",
+        "b.bias",
+        "c.weight",
+        "c.bias",
+        "d.bias",
+    ]
+
+
+def test_two_parameters_of_one_name_are_refused_before_any_callback_fires(rng):
+    """Owners never added keep one name for two weights: backward fired both callbacks (an
+    optimizer updated both) before it raised (review k247)."""
+    _, (b, d) = _tied_pairs()
+    net = Network()
+    net.add("b", b, "x")
+    net.add("d", d, "b")
+    net.add("loss", SoftmaxCrossEntropy(), ["d", "label"])
+    net.forward(_feeds(rng))
+    fired = []
+    with pytest.raises(NetworkError, match=r"two different parameters are named 'Fully"):
+        net.backward(fired.append)
+    assert fired == [] and not b.weight.grad.any()
+
+
 # -- bad calls and feeds ------------------------------------------------------------------------
 @pytest.mark.parametrize("thing", [object(), FullyConnected, "fc", None])
 def test_add_needs_a_layer(thing):
