@@ -26,8 +26,8 @@ from distconv.data import DataError
 from distconv.distributed import choose_transport
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
-from distconv.logs import as_log_line, configure_logging
-from distconv.messages import debugging, exception_line, say
+from distconv.logs import as_log_line, configure_logging, error_line
+from distconv.messages import debugging, say
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
@@ -175,8 +175,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise
             traceback.print_exc()  # the traceback, and still the status that says "a peer"
             return status
-        line = f"distconv {args.command}: error: {exception_line(exc)}"
-        say(as_log_line(line, logging.ERROR, fmt))
+        say(error_line(f"distconv {args.command}", exc, fmt))
         return status
     except Preempted as exc:
         say(as_log_line(f"distconv {args.command}: {exc}", logging.WARNING, fmt))

@@ -34,7 +34,7 @@ from distconv.allocator import keep_freed_memory
 from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
-from distconv.logs import as_log_line, configure_logging
+from distconv.logs import as_log_line, configure_logging, error_line
 from distconv.messages import debugging, say
 from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
@@ -48,6 +48,9 @@ _Result = TypeVar("_Result")
 
 #: runtime sources that mean "an MPI launcher started me"
 _MPI_SOURCES = ("openmpi", "pmi")
+#: the format the last :func:`init` asked for, for :func:`run_main`'s line about an error
+#: raised before the log was set up (a malformed environment)
+_log_format: str | None = None
 #: set to 1 by ``distconv-launch local --insecure``: its shards run without CURVE, and a script
 #: has no ``--insecure`` flag to be told so (``distconv train`` gets the flag)
 ENV_INSECURE = "DISTCONV_INSECURE"
@@ -98,7 +101,9 @@ def init(
             ``hyperparameters`` beside an optimizer (built already: they would be dropped), or
             ``flags`` or ``sync_options`` not a mapping.
     """
+    global _log_format
     _check_arguments(optimizer, hyperparameters, flags=flags, sync_options=sync_options)
+    _log_format = log_format  # run_main's line for an error before the log is set up heeds it
     runtime = detect_runtime(flags)
     start_training_process()
     if log_format is not None:
@@ -150,7 +155,14 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     failure; a sync that ``main`` closes meanwhile (in a ``finally``) leaves as after a finished
     run, where under MPI it aborted the job. A Ctrl-C before the Trainer takes it (while the
     job sets up) or a second one ends it as it ends ``distconv train`` too: ``interrupted`` and
-    130, not a traceback (``DISTCONV_DEBUG=1`` prints it). Any other exception propagates.
+    130, not a traceback (``DISTCONV_DEBUG=1`` prints it).
+
+    A :class:`~distconv.runtime.RuntimeConfigError` (a malformed environment that
+    :func:`init` read: ``RANK=x``, ``DISTCONV_PSERVERS=' , '``) ends it as it ends
+    ``distconv train`` as well: ``script.py: error: ...`` on one line and exit 1, not a
+    traceback (``DISTCONV_DEBUG=1`` keeps it; so does an MPI sync not closed yet, whose
+    exception hook aborts the job, where the others would wait for this rank), a JSON object
+    where the log writes JSON (``init(log_format="json")``). Any other exception propagates.
     """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
@@ -164,12 +176,29 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         say(as_log_line(f"{_program()}: interrupted", logging.WARNING))
         raise SystemExit(130) from None
     except Exception as exc:
-        if peer_failure(exc) is None:
+        status = _failure_status(exc)
+        if status is None:
             raise
-        traceback.print_exc()
-        raise SystemExit(PEER_FAILED_STATUS) from None
+        raise SystemExit(status) from None
     finally:
         stop_request.preempted_ends_run = ends_run
+
+
+def _failure_status(error: Exception) -> int | None:
+    """Say why ``error`` ends the script and return its exit status, as ``distconv train``
+    does: :data:`~distconv.sync.peers.PEER_FAILED_STATUS` for another rank's failure (with
+    the traceback), 1 for a malformed environment (one line); None for anything else (a bug's
+    traceback, which propagates), and for an error an exception hook takes."""
+    if peer_failure(error) is not None:
+        traceback.print_exc()
+        return PEER_FAILED_STATUS
+    # another exception hook wants it uncaught: an MPI job's (MPISync's) aborts every rank,
+    # where a SystemExit skipped it and left the others waiting in a collective for this one
+    hooked = sys.excepthook is not sys.__excepthook__
+    if isinstance(error, RuntimeConfigError) and not hooked and not debugging():
+        say(error_line(_program(), error, _log_format))
+        return 1
+    return None
 
 
 def _program() -> str:

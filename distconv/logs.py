@@ -23,6 +23,7 @@ from typing import Any
 
 from distconv import strict_json
 from distconv.launch_env import restart_count
+from distconv.messages import exception_line
 from distconv.runtime import Runtime, RuntimeConfigError
 
 
@@ -172,3 +173,9 @@ def as_log_line(
         return message
     handler.filter(record)  # stamps the runtime and the restart
     return handler.format(record)
+
+
+def error_line(program: str, error: BaseException, fmt: str | None = None) -> str:
+    """The last line of a process that an error the user can act on ended:
+    ``PROGRAM: error: message`` on one line, as :func:`as_log_line` writes it."""
+    return as_log_line(f"{program}: error: {exception_line(error)}", logging.ERROR, fmt)

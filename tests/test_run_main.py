@@ -166,3 +166,73 @@ def test_a_ctrl_c_before_the_trainer_takes_it_says_interrupted_and_exits_130(tmp
     assert done.returncode == 130, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.splitlines()[-1] == "setup.py: interrupted"
+
+
+#: a script whose ``init`` reads a malformed environment, or whose ``main`` fails after it
+SETUP = """\
+import sys
+import distconv.distributed as dist
+from distconv.sync.peers import PeerFailed
+
+
+def main():
+    sync = dist.init("sgd", lr=0.01, log_format=sys.argv[1])
+    sync.close()
+    if sys.argv[2] == "peer":
+        raise PeerFailed("rank 1 failed", [1])
+    if sys.argv[2] == "bug":
+        raise ValueError("a bug")
+
+
+dist.run_main(main)
+"""
+
+
+def run_setup(tmp_path: Path, args: list[str], **environ: str) -> subprocess.CompletedProcess:
+    """:data:`SETUP` run with ``args``, in the environment with ``environ`` set."""
+    script = tmp_path / "setup.py"
+    script.write_text(SETUP)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **environ}
+    for name in ("DISTCONV_DEBUG", "DISTCONV_PSERVERS", "RANK", "WORLD_SIZE"):
+        if name not in environ:
+            env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=50
+    )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK must be an integer, got 'x'"),
+        ({"DISTCONV_PSERVERS": " , "}, "DISTCONV_PSERVERS: an empty entry in ' , '"),
+    ],
+)
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_malformed_environment_is_one_line_and_status_1(tmp_path, environ, said, log_format):
+    """``init`` refusing the environment ended a script run through ``run_main`` with a
+    traceback, where ``distconv train`` says one line naming the cause and exits 1 (review
+    k248): the same line, JSON where the script asked for a JSON log."""
+    done = run_setup(tmp_path, [log_format, "ok"], **environ)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    (line,) = done.stderr.splitlines()
+    message = json.loads(line)["message"] if log_format == "json" else line
+    assert message.startswith(f"setup.py: error: {said}"), line
+
+
+@pytest.mark.timeout(60)
+def test_a_malformed_environment_keeps_its_traceback_under_debug(tmp_path):
+    """``DISTCONV_DEBUG=1`` asks for the traceback, as under ``distconv train``."""
+    done = run_setup(tmp_path, ["text", "ok"], RANK="x", WORLD_SIZE="2", DISTCONV_DEBUG="1")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "RuntimeConfigError: RANK must be an integer" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_bug_keeps_its_traceback(tmp_path):
+    """Only the user's errors are one line: a bug's traceback stays."""
+    done = run_setup(tmp_path, ["text", "bug"])
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" in done.stderr and "ValueError: a bug" in done.stderr

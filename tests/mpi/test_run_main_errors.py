@@ -1,0 +1,51 @@
+"""``distconv.distributed.run_main`` on a real ``mpiexec -n 2`` job, in a script started as
+``mpiexec -n 2 python script.py`` (no ``-m mpi4py``: MPISync's exception hook aborts the job)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
+
+pytestmark = [*NEEDS_MPIEXEC, pytest.mark.timeout(120)]
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+#: rank 1 meets a setting error after its MPI sync is built, rank 0 goes on to train
+LATE_ERROR = """\
+import sys
+import numpy as np
+import distconv.distributed as dist
+from distconv import Trainer
+from distconv.layers import FullyConnected, MSELoss
+from distconv.network import Network
+from distconv.runtime import RuntimeConfigError
+
+
+def main():
+    sync = dist.init("sgd", lr=0.01)
+    if sync.rank == 1:
+        raise RuntimeConfigError("a setting refused on rank 1")
+    net = Network()
+    net.add("out", FullyConnected(4, 1), "x")
+    net.add("loss", MSELoss(), ["out", "target"])
+    rng = np.random.default_rng(0)
+    data = {"x": rng.standard_normal((64, 4)), "target": rng.standard_normal((64, 1))}
+    Trainer(net, sync, 2, out_dir=sys.argv[1], progress=False).fit(data, epochs=1)
+    sync.close()
+
+
+dist.run_main(main)
+"""
+
+
+def test_a_setting_error_after_the_mpi_sync_is_built_still_aborts_the_job(tmp_path):
+    """run_main's one line for a RuntimeConfigError (exit 1 by SystemExit) skipped the MPI
+    sync's exception hook, which aborts the job: rank 0 waited in setup for ever (review
+    k248). The error goes to the hook, which says it and ends every rank."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE_ERROR)
+    done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "out")], timeout=60)
+    assert done.returncode != 0, done.stderr[-3000:]
+    assert "a setting refused on rank 1" in done.stderr, done.stderr[-3000:]
