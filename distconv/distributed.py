@@ -34,7 +34,7 @@ from distconv.allocator import keep_freed_memory
 from distconv.kernels.conv_layout import autotune_enabled
 from distconv.kernels.parallel import num_threads
 from distconv.launch_env import stop_with_launcher
-from distconv.logs import as_log_line, configure_logging, error_line
+from distconv.logs import as_log_line, configure_logging, error_line, writes_json
 from distconv.messages import debugging, say
 from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
@@ -161,8 +161,9 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     :func:`init` read: ``RANK=x``, ``DISTCONV_PSERVERS=' , '``) ends it as it ends
     ``distconv train`` as well: ``script.py: error: ...`` on one line and exit 1, not a
     traceback (``DISTCONV_DEBUG=1`` keeps it; so does an MPI sync not closed yet, whose
-    exception hook aborts the job, where the others would wait for this rank), a JSON object
-    where the log writes JSON (``init(log_format="json")``). Any other exception propagates.
+    exception hook aborts the job, where the others would wait for this rank). These lines
+    are JSON objects where the log writes JSON (``init(log_format="json")``), the peer
+    failure's too, its traceback under ``"exception"``. Any other exception propagates.
     """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
@@ -190,7 +191,11 @@ def _failure_status(error: Exception) -> int | None:
     the traceback), 1 for a malformed environment (one line); None for anything else (a bug's
     traceback, which propagates), and for an error an exception hook takes."""
     if peer_failure(error) is not None:
-        traceback.print_exc()
+        if writes_json(_log_format):  # the traceback in the line: every line JSON there
+            trace = "".join(traceback.format_exception(error)).rstrip()
+            say(error_line(_program(), error, _log_format, exception=trace))
+        else:
+            traceback.print_exc()
         return PEER_FAILED_STATUS
     # another exception hook wants it uncaught: an MPI job's (MPISync's) aborts every rank,
     # where a SystemExit skipped it and left the others waiting in a collective for this one

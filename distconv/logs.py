@@ -161,21 +161,34 @@ def as_log_line(
     for a line written before :func:`configure_logging` ran (a flag it never got to): JSON then
     too, its runtime's fields null, as no rank is known yet.
     """
-    handler = next((h for h in logging.getLogger().handlers if h.get_name() == _HANDLER_NAME), None)
+    if not writes_json(fmt):
+        return message
+    handler = _handler()
     record = logging.LogRecord("distconv", level, __file__, 0, message, None, None)
     record.fields = fields
-    if handler is None and fmt == "json":
+    if handler is None:
         unknown = dict.fromkeys(("role", "rank", "world_size", "job_id", "restart"))
         return strict_json.dumps(
             {**json.loads(JsonFormatter().format(record)), **unknown}, separators=(",", ":")
         )
-    if handler is None or not isinstance(handler.formatter, JsonFormatter):
-        return message
     handler.filter(record)  # stamps the runtime and the restart
     return handler.format(record)
 
 
-def error_line(program: str, error: BaseException, fmt: str | None = None) -> str:
+def writes_json(fmt: str | None = None) -> bool:
+    """Whether :func:`as_log_line` writes JSON: the log's handler does, or, before
+    :func:`configure_logging` ran, ``fmt`` (the format asked for) is ``"json"``."""
+    handler = _handler()
+    return fmt == "json" if handler is None else isinstance(handler.formatter, JsonFormatter)
+
+
+def _handler() -> logging.Handler | None:
+    """The handler :func:`configure_logging` put in place, or None before it ran."""
+    return next((h for h in logging.getLogger().handlers if h.get_name() == _HANDLER_NAME), None)
+
+
+def error_line(program: str, error: BaseException, fmt: str | None = None, **fields: Any) -> str:
     """The last line of a process that an error the user can act on ended:
-    ``PROGRAM: error: message`` on one line, as :func:`as_log_line` writes it."""
-    return as_log_line(f"{program}: error: {exception_line(error)}", logging.ERROR, fmt)
+    ``PROGRAM: error: message`` on one line, as :func:`as_log_line` writes it (``fields``:
+    keys of its own under JSON)."""
+    return as_log_line(f"{program}: error: {exception_line(error)}", logging.ERROR, fmt, **fields)

@@ -236,3 +236,16 @@ def test_a_bug_keeps_its_traceback(tmp_path):
     done = run_setup(tmp_path, ["text", "bug"])
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" in done.stderr and "ValueError: a bug" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_failure_under_a_json_log_is_a_json_line(tmp_path):
+    """The traceback of a failure another rank caused went to stderr as text under
+    ``init(log_format="json")``, where every line is JSON (docs/operations.md): it is now the
+    ``exception`` of one JSON line (review k248)."""
+    done = run_setup(tmp_path, ["json", "peer"])
+    assert done.returncode == 75, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert lines[-1]["message"] == "setup.py: error: rank 1 failed", lines[-1]
+    assert lines[-1]["level"] == "error" and lines[-1]["rank"] == 0
+    assert "PeerFailed: rank 1 failed" in lines[-1]["exception"]
