@@ -40,6 +40,7 @@ from distconv.optim import OPTIMIZERS, Optimizer, create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.stop_request import Preempted
 from distconv.sync import SyncStrategy, create_sync
+from distconv.sync.mpi.leaving import abort_uninitialised
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 
 log = logging.getLogger("distconv.distributed")
@@ -140,30 +141,21 @@ def _check_arguments(optimizer: Any, hyperparameters: Mapping[str, Any], **mappi
 
 def run_main(main: Callable[[], _Result]) -> _Result:
     """Run a training script's ``main()`` and return what it returns (a ``main`` that returns
-    an exit status keeps it: ``sys.exit(run_main(main))``, as ``sys.exit(main())`` before),
-    exiting as ``distconv train`` does where it failed only because another rank did.
+    an exit status keeps it: ``sys.exit(run_main(main))``), ending as ``distconv train`` does.
 
-    A rank whose step cannot complete because another rank failed raises
-    :class:`~distconv.sync.peers.PeerFailed`, and may exit before the rank that failed. Uncaught,
-    that is status 1, and ``distconv-launch`` reports this rank as the job's failure; with
-    :data:`~distconv.sync.peers.PEER_FAILED_STATUS` (75) it waits for the rank that failed and
-    reports that one. The traceback is printed either way.
+    Another rank's failure (:class:`~distconv.sync.peers.PeerFailed`, its traceback printed)
+    exits 75 (``PEER_FAILED_STATUS``), not 1: ``distconv-launch`` reports the rank that failed.
 
     A stop by SIGTERM or Ctrl-C (the Trainer's :class:`~distconv.stop_request.Preempted`, after
-    its checkpoint) ends the script as it ends ``distconv train``: one line on stderr and exit
-    143 or 130, not a traceback and status 1, which a launcher or a scheduler took for a
-    failure; a sync that ``main`` closes meanwhile (in a ``finally``) leaves as after a finished
-    run, where under MPI it aborted the job. A Ctrl-C before the Trainer takes it (while the
-    job sets up) or a second one ends it as it ends ``distconv train`` too: ``interrupted`` and
-    130, not a traceback (``DISTCONV_DEBUG=1`` prints it).
+    its checkpoint) ends it as ``distconv train``: one line and exit 143 or 130, not a traceback
+    and 1 (a failure to a launcher); a sync ``main`` closes meanwhile leaves as after a finished
+    run (under MPI it aborted). A Ctrl-C during setup, or a second one: ``interrupted`` and 130
+    (``DISTCONV_DEBUG=1`` prints the traceback).
 
-    A :class:`~distconv.runtime.RuntimeConfigError` (a malformed environment that
-    :func:`init` read: ``RANK=x``, ``DISTCONV_PSERVERS=' , '``) ends it as it ends
-    ``distconv train`` as well: ``script.py: error: ...`` on one line and exit 1, not a
-    traceback (``DISTCONV_DEBUG=1`` keeps it; so does an MPI sync not closed yet, whose
-    exception hook aborts the job, where the others would wait for this rank). These lines
-    are JSON objects where the log writes JSON (``init(log_format="json")``), the peer
-    failure's too, its traceback under ``"exception"``. Any other exception propagates.
+    A :class:`~distconv.runtime.RuntimeConfigError` (``RANK=x``) is ``script.py: error: ...``
+    and exit 1 as well (its traceback under ``DISTCONV_DEBUG=1``, or an MPI sync's abort hook);
+    a rank failing before it initialised MPI aborts the MPI job. Lines are JSON under a JSON log
+    (a peer failure's traceback under ``"exception"``). Any other exception propagates.
     """
     ends_run, stop_request.preempted_ends_run = stop_request.preempted_ends_run, True
     try:
@@ -178,6 +170,7 @@ def run_main(main: Callable[[], _Result]) -> _Result:
         raise SystemExit(130) from None
     except Exception as exc:
         status = _failure_status(exc)
+        _abort_mpi_before_init(status)
         if status is None:
             raise
         raise SystemExit(status) from None
@@ -204,6 +197,16 @@ def _failure_status(error: Exception) -> int | None:
         say(error_line(_program(), error, _log_format))
         return 1
     return None
+
+
+def _abort_mpi_before_init(status: int | None) -> None:
+    """Abort the MPI job from a rank failing before ``MPI_Init``, as ``distconv train`` does:
+    Hydra left the others waiting there for ever (after a pserver's peer failure none wait)."""
+    mpi_job = mpi_launcher_size() > 1 and not os.environ.get("DISTCONV_PSERVERS")
+    if mpi_job and status != PEER_FAILED_STATUS:
+        if status is None and "mpi4py.MPI" not in sys.modules:
+            traceback.print_exc()  # a bug's, before the abort ends this process
+        abort_uninitialised(status or 1)  # returns where MPI is initialised already
 
 
 def _program() -> str:

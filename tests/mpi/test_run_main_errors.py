@@ -40,6 +40,31 @@ dist.run_main(main)
 """
 
 
+#: rank 1 meets a setting error before it initialised MPI (here, before init()); rank 0 trains
+EARLY_ERROR = (
+    LATE_ERROR.replace(
+        '    sync = dist.init("sgd", lr=0.01)\n    if sync.rank == 1:\n',
+        '    if os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK")) == "1":\n',
+    )
+    .replace("import sys\n", "import os\nimport sys\n", 1)
+    .replace("    net = Network()\n", '    sync = dist.init("sgd", lr=0.01)\n    net = Network()\n')
+)
+
+
+@pytest.mark.parametrize("debug", ["", "1"])
+def test_a_setting_error_before_mpi_is_initialised_aborts_the_job(tmp_path, monkeypatch, debug):
+    """A rank that ends before MPI_Init (run_main's one line and exit 1, or the traceback
+    under DISTCONV_DEBUG=1) left rank 0 waiting in MPI_Init for ever under Hydra (review
+    k249): it initialises MPI to abort the job, as distconv train does."""
+    monkeypatch.setenv("DISTCONV_DEBUG", debug)
+    script = tmp_path / "early.py"
+    script.write_text(EARLY_ERROR)
+    done = run_mpi(["-n", "2", sys.executable, str(script), str(tmp_path / "out")], timeout=60)
+    assert done.returncode != 0, done.stderr[-3000:]
+    assert "a setting refused on rank 1" in done.stderr, done.stderr[-3000:]
+    assert ("Traceback" in done.stderr) == bool(debug), done.stderr[-3000:]
+
+
 def test_a_setting_error_after_the_mpi_sync_is_built_still_aborts_the_job(tmp_path):
     """run_main's one line for a RuntimeConfigError (exit 1 by SystemExit) skipped the MPI
     sync's exception hook, which aborts the job: rank 0 waited in setup for ever (review
