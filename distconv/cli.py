@@ -31,6 +31,7 @@ from distconv.messages import debugging, say
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
+from distconv.stdout_drop import drop_stdout
 from distconv.sync import SyncError
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
@@ -117,9 +118,7 @@ def _print(line: str) -> None:
     try:
         print(line, flush=True)
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        drop_stdout()
 
 
 def build_parser() -> argparse.ArgumentParser:
