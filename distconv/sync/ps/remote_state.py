@@ -18,6 +18,7 @@ import numpy as np
 
 from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
+from distconv.sync.local import _state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
 
 
@@ -80,19 +81,29 @@ class RemoteState:
         return sizes
 
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Rank 0 sends ``state`` to the shards (the others have nothing to do).
+        """Rank 0 sends ``state`` to the shards (the others have nothing to do), each array in
+        the dtype the shards keep (as a local optimizer copies it into its buffers).
 
         A parameter ``state`` has no entry for (one frozen when the checkpoint was written,
         trained now) keeps the fresh state the seed gave it, as with the other syncs.
 
         Raises:
-            ValueError: a parameter's entry lacks one of the optimizer's keys (a stateful
-                optimizer needs them all), a sparse parameter's rows disagree on a scalar
-                within one block (the checkpoint was cut into other blocks), or a per-row
-                array has the wrong shape.
+            ValueError: ``state`` names a parameter or key that is not this setup's, or gives
+                one of another shape (as :class:`~distconv.sync.local.LocalSync` refuses them:
+                a moment of a ``(3, 2)`` parameter went to a ``(2, 3)`` one, its rows cut
+                differently, without a word), a parameter's entry lacks one of the optimizer's
+                keys (a stateful optimizer needs them all), a sparse parameter's rows disagree
+                on a scalar within one block (the checkpoint was cut into other blocks), or a
+                per-row array has the wrong shape. Nothing is sent then.
         """
+        if not self.is_chief:
+            return
+        fresh = self._fresh_state()
+        problems = _state_problems(fresh, state)
+        if problems:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         keys = set(self.optimizer.init_state(np.zeros(1)))
-        if not self.is_chief or not keys:
+        if not keys:
             return  # a stateless optimizer (plain SGD): the shards hold nothing to restore
         for p in self.params:
             if p.name not in state:
@@ -115,6 +126,7 @@ class RemoteState:
                         b,
                         key,
                         key in self.optimizer.buffers,
+                        fresh[self._specs[b.param].name][key].dtype,
                     )
                     for key in keys
                 ]
@@ -125,6 +137,18 @@ class RemoteState:
                 head = {"op": "set_state", "blocks": [b.id for b, _ in run], "keys": keys}
                 asks.append((s, head, [a for _, per_block in run for a in per_block]))
         self._ask_all(asks, "set_state")
+
+    def _fresh_state(self) -> dict[str, dict[str, np.ndarray]]:
+        """Per parameter, what the shards keep of it: each key's shape and dtype, as read-only
+        views of one zero (no memory of the parameter's size)."""
+        fresh = {}
+        for i, p in enumerate(self.params):  # (none before setup, nor any _specs)
+            zero = self.optimizer.init_state(np.zeros((), np.dtype(self._specs[i].dtype)))
+            fresh[p.name] = {
+                k: np.broadcast_to(v, p.shape) if k in self.optimizer.buffers else v
+                for k, v in zero.items()
+            }
+        return fresh
 
     def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:
         """Ask every shard to write its part of checkpoint ``step``; part name -> path.
@@ -177,16 +201,22 @@ def _shard_keys(state: Mapping[str, Any]) -> list[str]:
 
 
 def _block_state(
-    state: Mapping[str, Any], spec: ParamSpec, block: Block, key: str, shaped: bool
+    state: Mapping[str, Any],
+    spec: ParamSpec,
+    block: Block,
+    key: str,
+    shaped: bool,
+    dtype: np.dtype,
 ) -> np.ndarray:
-    """One block's ``key``, C-contiguous, as ``set_state`` sends it: a ``(rows, row_len)``
-    slice when ``shaped`` (a 0-d parameter's moment too), else a per-block scalar."""
+    """One block's ``key``, C-contiguous and of ``dtype`` (the shards'), as ``set_state`` sends
+    it: a ``(rows, row_len)`` slice when ``shaped`` (a 0-d parameter's moment too), else a
+    per-block scalar."""
     a = np.asarray(to_host(state[key]))
     if shaped:
-        return np.array(rows_view(a, spec)[block.start : block.stop], order="C")
+        return np.array(rows_view(a, spec)[block.start : block.stop], dtype, order="C")
     per_row = state.get(key + PER_ROW) if spec.sparse else None
     if per_row is None:
-        return np.array(a)
+        return np.array(a, dtype)
     per_row = np.asarray(to_host(per_row))
     if per_row.shape != (spec.rows,):
         raise ValueError(
@@ -200,4 +230,4 @@ def _block_state(
             f"{counts[:4].tolist()} but form one block here: resume with the block size and "
             "shard count of the run that wrote the checkpoint"
         )
-    return np.array(counts[0], dtype=a.dtype)
+    return np.array(counts[0], dtype=dtype)
