@@ -71,24 +71,61 @@ def write_all_atomically(contents: Mapping[Path, bytes]) -> None:
     Every file is first written whole beside its target (``.<name>.new``, through
     :func:`write_atomically`), then each renamed over its target, so a write that fails (a
     full disk) leaves every target as it was, not some files of the new set beside others of
-    the old.
+    the old. A rename that fails (a folder put where a target goes since the caller looked)
+    puts back the targets renamed before it (:func:`_replace_all`).
 
     Raises:
-        OSError: a file could not be written; every target is left as it was and nothing
-            staged remains.
+        OSError: a file could not be written or renamed; every target is left as it was and
+            nothing staged remains.
     """
     staged = {path: path.with_name(f".{path.name}.new") for path in contents}
     try:
         for path, new in staged.items():
             write_atomically(new, [contents[path]])
-    except BaseException:
+        _replace_all(staged)
+    finally:
         for new in staged.values():
             new.unlink(missing_ok=True)
-        raise
-    for path, new in staged.items():
-        os.replace(new, path)
     for directory in {path.parent for path in staged}:
         fsync_directory(directory)
+
+
+def _replace_all(staged: Mapping[Path, Path]) -> None:
+    """Rename each staged file over its target (target -> staged file), each target's old file
+    kept meanwhile as ``.<name>.old`` (a hard link, so the target itself is never missing):
+    a rename that fails puts back every target renamed before it, old file or none, where the
+    renames stopped half-way left the new files renamed so far beside the old ones."""
+    old = {path: path.with_name(f".{path.name}.old") for path in staged}
+    done: list[Path] = []
+    try:
+        for path, new in staged.items():
+            old[path].unlink(missing_ok=True)
+            if os.path.lexists(path):
+                _keep_copy(path, old[path])
+            os.replace(new, path)
+            done.append(path)
+    except BaseException:
+        for path in reversed(done):  # best effort: the first error is the one to report
+            try:
+                if os.path.lexists(old[path]):
+                    os.replace(old[path], path)
+                else:
+                    path.unlink()
+            except OSError:
+                pass
+        raise
+    finally:
+        for kept in old.values():
+            kept.unlink(missing_ok=True)
+
+
+def _keep_copy(path: Path, copy: Path) -> None:
+    """``copy`` as a second name of ``path`` (a link itself, not its target), or a copy of it
+    where the filesystem has no hard links."""
+    try:
+        os.link(path, copy, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(path, copy, follow_symlinks=False)
 
 
 def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Path]:
