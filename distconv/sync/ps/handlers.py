@@ -324,8 +324,8 @@ class RequestHandlers:
 
     def _push_blocks(self, header: dict[str, Any]) -> tuple[list[int], list[int]]:
         """The push's parameters and block ids, checked: distinct parameters this shard holds
-        blocks of, each followed by exactly those blocks, an integer version per block (in both
-        modes, though only async reads them), and a sparse table's rows alone in their message."""
+        blocks of, each followed by exactly those blocks, a version per block from 0 to the
+        block's (both modes; async reads them), and a sparse table's rows alone in a message."""
         params, ids = int_list(header, "params"), int_list(header, "blocks")
         int_list(header, "versions")
         if not params or len(set(params)) != len(params):
@@ -344,6 +344,12 @@ class RequestHandlers:
             )
         if len(header["versions"]) != len(ids):
             raise WireError(f"push: {len(header['versions'])} versions for {len(ids)} blocks")
+        for bid, v in zip(ids, header["versions"]):  # async staleness is now minus this
+            if not 0 <= v <= self.blocks[bid].version:  # ahead: it never went stale, or dropped
+                raise WireError(
+                    f"push: block {bid} version {short(v)}, this shard's is "
+                    f"{self.blocks[bid].version}: not a version it sent (one of another seed?)"
+                )
         return params, ids
 
     def _gradient_parts(
