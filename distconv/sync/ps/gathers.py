@@ -23,6 +23,10 @@ GATHER_KINDS = ("allreduce", "barrier", "all_equal")
 #: the most digits of a tag's counter (a worker's count of its collectives, from 1: 20 digits
 #: pass 2**64): every message naming a rank in a gather quotes its tag
 TAG_DIGITS = 20
+#: the most levels a gather's value may nest (lists and maps in a list): the reply holds it two
+#: levels deeper (its header's map, the ranks' list), and msgpack reads no header nested past
+#: 1024 levels, so a value a request could carry made a reply no worker could read
+VALUE_DEPTH = 64
 
 
 class ShardGathers:
@@ -61,6 +65,11 @@ class ShardGathers:
             raise WireError(
                 f"gather tag {short(header['tag'])} is not one of {GATHER_KINDS} + ':N' "
                 f"(N: at most {TAG_DIGITS} decimal digits, 0-9)"
+            )
+        if nests_deeper(header["value"], VALUE_DEPTH):
+            raise WireError(
+                f"gather {short(header['tag'])}: its value nests lists or maps more than "
+                f"{VALUE_DEPTH} levels deep (a value is a str, a list or nil)"
             )
         self._refuse_lost(header["rank"])
         self._refuse_second_gather(header["rank"], header["tag"])
@@ -305,3 +314,15 @@ def rank_order_sum(sent: dict[int, Any]) -> tuple[list[float] | None, str | None
         for rank in ranks:  # one add a rank, in rank order: the floats a worker's loop made
             total += sent[rank]
     return total.tolist(), None
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists or maps (each one level) more than ``limit`` levels deep;
+    read level by level, at most ``limit + 1`` of them (no recursion)."""
+    level = [value]
+    for _ in range(limit + 1):
+        containers = [v for v in level if type(v) in (list, dict)]
+        if not containers:
+            return False
+        level = [x for v in containers for x in (v.values() if type(v) is dict else v)]
+    return True
