@@ -26,7 +26,6 @@ from distconv.sync.ps.wire import (
     WireError,
     check_row_ids,
     check_rows,
-    frame_limit,
     int_list,
     short,
     unpack_arrays,
@@ -126,21 +125,6 @@ class RequestHandlers:
                 raise WireError(f"rank {rank} sent with another worker's key")
 
     # -- start-up -----------------------------------------------------------------------------
-    def _settings(self) -> dict[str, Any]:
-        c = self.config
-        return {
-            "shard": c.shard,
-            "num_shards": c.num_shards,
-            "workers": c.workers,
-            "mode": c.mode,
-            "max_staleness": c.max_staleness,
-            "checkpoints": bool(c.checkpoint_dir),
-            "max_message_bytes": c.max_message_bytes,
-            "max_frame_bytes": frame_limit(c.max_message_bytes, c.max_frame_bytes),
-            "timeout": c.timeout,
-            **self.whereabouts,  # host and process: a worker beside it sees it end
-        }
-
     def _op_hello(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         rank, run, host = header["rank"], header.get("run"), header["host"]
         new_run = run is None or run != self.run_of.get(rank)  # not a second setup of a worker
@@ -174,6 +158,7 @@ class RequestHandlers:
         self.processes.track(rank, header.get("process", ""), host)  # see _check_timeouts
         self._note_alive(header)
         self.last_step.pop(rank, None)
+        self.pushed.pop(rank, None)  # a new worker's steps start again (async: _refuse_repeat)
         self._forget_gathers(rank)
         self._reply(ident, header, seeded=bool(self.blocks), **self._settings())
 
@@ -214,7 +199,7 @@ class RequestHandlers:
         self.by_param = {}
         for bid in sorted(self.blocks):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
-        self.completed = {}
+        self.completed, self.pushed = {}, {}
         self.top_step = -1  # a new run's steps (a resumed one's may start lower)
         # a push held now is of the run before (a run's pushes follow its seed): its worker,
         # if still alive, stops now, naming why, instead of at its timeout
@@ -315,12 +300,25 @@ class RequestHandlers:
             if self.failed:  # _fail answered this push with the cause
                 return
         else:
+            self._refuse_repeat(rank, header["step"], params)
             self._check_finite(rank, ids, parts)
             self._apply_async(ident, header, params, parts)
+            self.pushed.setdefault(rank, {}).update(dict.fromkeys(params, header["step"]))
         # counted once accepted: a push refused above (stale, repeated) raised before here
         self.stats.pushes += len(params)
         self.stats.push_messages += 1
         self.last_step[rank] = header["step"]
+
+    def _refuse_repeat(self, rank: int, step: int, params: list[int]) -> None:
+        """Async: refuse a push of a parameter for a step its rank pushed it for already, or
+        after (a worker's steps only go up; its hello starts them afresh): it was applied
+        again, as sync mode refuses it (a replayed push, or a worker's bug)."""
+        done = self.pushed.get(rank, {})
+        if (p := next((p for p in params if step <= done.get(p, -1)), None)) is not None:
+            raise WireError(
+                f"rank {rank} pushed parameter {self.params[p].name} for step {step} after "
+                f"its push for step {done[p]}: a step's gradient is applied once"
+            )
 
     def _push_blocks(self, header: dict[str, Any]) -> tuple[list[int], list[int]]:
         """The push's parameters and block ids, checked: distinct parameters this shard holds

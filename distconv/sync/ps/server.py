@@ -55,7 +55,7 @@ from distconv.sync.ps.processes import ProcessWatch, whoami
 from distconv.sync.ps.runs import RunChecks
 from distconv.sync.ps.state import BlockUpdates, Stats, _Block, _Waiting
 from distconv.sync.ps.values import ValueStore
-from distconv.sync.ps.wire import pack, send, zmq_max_msg_size
+from distconv.sync.ps.wire import frame_limit, pack, send, zmq_max_msg_size
 
 log = logging.getLogger("distconv.pserver")
 
@@ -100,6 +100,7 @@ class Shard(
         self.failed: str | None = None
         self.failed_ranks: list[int] = []  # the ranks whose failure failed the job, if any
         self.completed: dict[int, int] = {}  # param -> last step applied (sync)
+        self.pushed: dict[int, dict[int, int]] = {}  # rank -> param -> last step pushed (async)
         self.top_step = -1  # the highest step an update was applied for since the seed (probes)
         self.waiting: dict[str, _Waiting] = {}  # "push:<param>" or "gather:<tag>"
         self.gathers_held: set[str] = set()  # the gather keys in ``waiting``, looked up per push
@@ -185,6 +186,22 @@ class Shard(
     @property
     def index(self) -> int:
         return self.config.shard
+
+    def _settings(self) -> dict[str, Any]:
+        """What a ``hello`` and a ``stats`` reply tell of this shard (docs/protocol.md)."""
+        c = self.config
+        return {
+            "shard": c.shard,
+            "num_shards": c.num_shards,
+            "workers": c.workers,
+            "mode": c.mode,
+            "max_staleness": c.max_staleness,
+            "checkpoints": bool(c.checkpoint_dir),
+            "max_message_bytes": c.max_message_bytes,
+            "max_frame_bytes": frame_limit(c.max_message_bytes, c.max_frame_bytes),
+            "timeout": c.timeout,
+            **self.whereabouts,  # host and process: a worker beside it sees it end
+        }
 
     def stop(self) -> None:
         """Ask :meth:`serve` to return after the current message (signal-safe)."""
