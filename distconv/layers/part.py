@@ -169,7 +169,28 @@ class Projection(LayerPart):
             checked_shared(self, "weight", spec.shared, spec.shape)
         self.in_width, self.out_width = in_width, out_width
         self._weight_spec = spec
-        self.weight: Parameter | None = None
+        self._weight: Parameter | None = None
+
+    @property
+    def weight(self) -> Parameter | None:
+        """The Parameter once a layer adopted this projection; None for one without a weight.
+
+        Raises:
+            LayerError: read before a layer adopted it, when it will have one: the weight does
+                not exist yet. ``FullMatrixProjection(w, v, weight=table.weight)`` built before
+                ``table``'s layer got None, which means "a new weight", so the two were
+                silently not tied.
+        """
+        if self._weight is None and self.owner is None and self._weight_spec.shape is not None:
+            raise self.fail(
+                "its weight is made when a layer adopts it (Mixed([...]), Concatenate2([...])); "
+                "build that layer before reading or sharing the weight"
+            )
+        return self._weight
+
+    @weight.setter
+    def weight(self, value: Parameter | None) -> None:
+        self._weight = value
 
     def _make_params(self) -> None:
         spec = self._weight_spec
