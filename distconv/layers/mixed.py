@@ -81,11 +81,19 @@ class ProjectionLayer(Layer):
         self.requested_size = None if size is None else size_arg(self, "size", size)
         self.num_inputs = len(self.projections)
         self.dtype = resolve_dtype(dtype)
-        self._adopt_parts()
-        self._check_inputs_used()
-        self.size, self.columns = self._layout()
-        self.shared_bias = bool(shared_bias)
-        self.bias = self._make_bias() if bias else None
+        try:
+            self._adopt_parts()
+            self._check_inputs_used()
+            self.size, self.columns = self._layout()
+            self.shared_bias = bool(shared_bias)
+            self.bias = self._make_bias() if bias else None
+        except BaseException:
+            # a layer that was never built holds no part: they stayed attached to it, and a
+            # corrected second try was refused as "already attached"
+            for part in self.projections + self.operators:
+                if isinstance(part, LayerPart) and part.owner is self:
+                    part.detach()
+            raise
 
     # -- construction --------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:

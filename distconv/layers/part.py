@@ -74,6 +74,11 @@ class LayerPart:
         self.owner, self.key = owner, key
         self._make_params()
 
+    def detach(self) -> None:
+        """Undo :meth:`attach`: the layer that adopted this part failed to build, so the part
+        (and a weight made for it) belongs to no layer and may be adopted again."""
+        self.owner = self.key = None
+
     def _make_params(self) -> None:
         """Create parameters in the owner; none by default."""
 
@@ -191,6 +196,10 @@ class Projection(LayerPart):
     @weight.setter
     def weight(self, value: Parameter | None) -> None:
         self._weight = value
+
+    def detach(self) -> None:
+        super().detach()
+        self._weight = None
 
     def _make_params(self) -> None:
         spec = self._weight_spec
