@@ -22,7 +22,7 @@ from distconv.arg import Arg
 from distconv.backend import get_array_module, is_float_dtype, resolve_dtype
 from distconv.kernels.activation import ActivationFunction
 from distconv.kernels.bias import channel_sums, row_sums
-from distconv.layers.base import Layer, part_settings, size_arg
+from distconv.layers.base import Layer, LayerTypeError, part_settings, size_arg
 from distconv.layers.operator import Operator
 from distconv.layers.part import LayerPart, Projection
 from distconv.parameter import Parameter, UpdateCallback
@@ -72,8 +72,8 @@ class ProjectionLayer(Layer):
         name: str | None = None,
     ) -> None:
         super().__init__(act=act, name=name)
-        self.projections = list(projections)
-        self.operators = list(operators)
+        self.projections = self._listed("projections", projections, "one per input")
+        self.operators = self._listed("operators", operators, "size= is a keyword")
         if not self.projections:
             raise self.fail("needs at least one input (one projection, or None, per input)")
         if self.operators and not self.takes_operators:
@@ -96,6 +96,19 @@ class ProjectionLayer(Layer):
             raise
 
     # -- construction --------------------------------------------------------------------------
+    def _listed(self, what: str, parts: Any, hint: str) -> list[Any]:
+        """``parts`` as a list, or a LayerTypeError naming this layer: ``Mixed(proj)`` or
+        ``Mixed([proj], 8)`` (a size where the operators go) failed on "'int' object is not
+        iterable", naming neither the layer nor the argument."""
+        if not isinstance(parts, LayerPart | str):
+            try:
+                return list(parts)
+            except TypeError:
+                pass
+        raise LayerTypeError(
+            str(self.fail(f"{what} must be a list ({hint}), got {type(parts).__name__}"))
+        )
+
     def settings(self) -> dict[str, Any]:
         """:meth:`Layer.settings`, and each projection's and operator's type and settings
         (:func:`~distconv.layers.base.part_settings`): an offset or a scale no parameter shows."""

@@ -54,3 +54,19 @@ def test_a_part_serving_another_layer_stays_with_it():
     with pytest.raises(LayerError, match=r"already attached"):
         Mixed([proj])
     assert proj.owner is first and proj.weight is first.parameters()[0]
+
+
+@pytest.mark.parametrize(
+    "build, what",
+    [
+        (lambda: Mixed(FullMatrixProjection(3, 2)), "projections must be a list .*FullMatrixProj"),
+        (lambda: Mixed([FullMatrixProjection(3, 2)], 2), "operators must be a list .*got int"),
+        (lambda: Mixed([None, None], DotMulOperator(), size=3), "operators must be a list"),
+        (lambda: Concatenate2(FullMatrixProjection(3, 2)), "Concatenate2: projections must be"),
+    ],
+)
+def test_parts_not_given_as_a_list_are_refused_naming_the_layer(build, what):
+    # list() failed on them: "'int' object is not iterable", naming no layer and no argument
+    with pytest.raises(LayerError, match=what) as caught:
+        build()
+    assert isinstance(caught.value, TypeError)
