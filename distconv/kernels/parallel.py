@@ -73,8 +73,10 @@ def _executor(n: int) -> ThreadPoolExecutor:
     global _pool, _pool_size
     with _lock:
         if _pool is None or _pool_size < n:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
+            # the smaller pool is dropped, not shut down: another thread (ranks run as
+            # threads) may hold it between this call and its submit, which a shut-down pool
+            # refuses ("cannot schedule new futures after shutdown"); its workers end once
+            # it is idle and unreferenced (the executor wakes them when it is collected)
             _pool = ThreadPoolExecutor(
                 max_workers=n, thread_name_prefix="distconv-kernel", initializer=_hold_worker
             )
