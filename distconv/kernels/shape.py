@@ -322,7 +322,7 @@ class ConvSpec:
         """
         in_channels, out_channels, kernel_size, stride, padding, dilation, groups = conv
         if nd is None:
-            nd = 2 if input_size is None or isinstance(input_size, int) else len(input_size)
+            nd = len(input_size) if isinstance(input_size, Sequence) else 2  # numpy's ints too
         geom = ConvGeometry.make(nd, kernel_size, stride, padding, dilation, groups)
         for what, c in (("in_channels", in_channels), ("out_channels", out_channels)):
             if not is_int(c):
