@@ -216,9 +216,12 @@ class Layer:
         self._backward(dz, callback)
 
     def backward_activation(self) -> Any:
-        """The gradient of the pre-activation, from the output's gradient."""
-        out = self.output
-        return self.act.backward(out.value, out.grad)
+        """The gradient of the pre-activation, from the output's gradient: an integer one (set
+        by hand) in the output's type, where a convolution truncated its products to integers."""
+        out, g = self.output, self.output.grad
+        if not is_float_dtype(getattr(g, "dtype", out.value.dtype)):
+            g = g.astype(out.value.dtype)
+        return self.act.backward(out.value, g)
 
     def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
         """Wrap the output array; sequence offsets pass through from the first input."""
