@@ -135,9 +135,8 @@ def get_activation(act: str | ActivationFunction | None) -> ActivationFunction:
         return Linear()
     if isinstance(act, ActivationFunction):
         return act
-    try:
-        return ACTIVATIONS[act]()
-    except KeyError:
-        raise ValueError(
-            f"unknown activation {act!r}; choose one of {sorted(ACTIVATIONS)}"
-        ) from None
+    # a list or a dict (act=["relu"]) is no key at all: the lookup raised a bare TypeError
+    cls = ACTIVATIONS.get(act) if isinstance(act, str) else None
+    if cls is None:
+        raise ValueError(f"unknown activation {act!r}; choose one of {sorted(ACTIVATIONS)}")
+    return cls()
