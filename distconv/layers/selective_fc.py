@@ -119,7 +119,10 @@ class SelectiveFullyConnected(FullyConnected):
             raise self.fail(f"method must be one of {METHODS}, got {method!r}")
         self.method = method
         self.inference = inference
-        self.pad_value = pad_value
+        try:  # "x" failed at the first uneven selection, deep in numpy; None padded with NaN
+            self.pad_value = float(pad_value)
+        except (TypeError, ValueError):
+            raise self.fail(f"pad_value must be a number, got {pad_value!r}") from None
         self.selection: Selection | None = None
 
     @property
