@@ -167,7 +167,9 @@ def _same_shards(
         return False
     short_ok = namespace is None or reader is None or reader == namespace
     for address, name in zip(given, names):
-        host, _, port = address.rpartition(":")
+        # as the ranks read each entry: blanks around it stripped, the port a number (05555)
+        host, _, port = address.strip().rpartition(":")
+        port = str(int(port)) if port.isascii() and port.isdigit() else port
         host, absolute = host.removesuffix("."), host.endswith(".")
         short, _, want = name.rpartition(":")
         rest = host[len(short) :] if host.startswith(short) else None
@@ -201,7 +203,12 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                     ("--pservers", None if flag is None else expand(flag, container)),
                     ("DISTCONV_PSERVERS", from_env),
                 ):
-                    if text is None or _is_filled(text):
+                    # a blank DISTCONV_PSERVERS is unset, as the ranks read it
+                    if (
+                        text is None
+                        or _is_filled(text)
+                        or (source != "--pservers" and not text.strip())
+                    ):
                         continue
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"
