@@ -87,6 +87,12 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             )
     for job in jobs:
         spec = job["spec"]
+        if "completions" not in spec:  # the ranks' count: nothing to compare with
+            yield (
+                f"{_where(job)}: completionMode Indexed needs completions, the number of "
+                "ranks (the API server refuses the Job without it)"
+            )
+            continue
         # a count that is no integer is count_problems' to name: nothing is compared with it
         completions, counts = known_count(spec, "completions", None), counted(spec, "completions")
         if counts and counted(spec, "parallelism") and spec.get("parallelism") != completions:
