@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from distconv.deploy.loopback import on_loopback
+from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
-    KUBELET_REFERENCE,
     Manifest,
     _here,
     _running,

@@ -13,20 +13,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from distconv.deploy.pod import HOME
+from distconv.deploy.shell import (
+    SHELL_SYNTAX,
+    removes_variable,
+    sets_variable,
+    shell_command,
+)
 
 Manifest = dict[str, Any]
-#: the shells whose ``-c`` string the checks read as the command line it runs
-_SHELLS = {"sh", "bash", "dash", "ash"}
-_DASH_C = re.compile(r"-[a-z]*c")
-#: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command, args
-#: and env values before the process (or its shell) sees them
-KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
-#: what a shell expands or acts on: a string holding one is no plain command line as written
-_SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
 #: what makes a value more or less than one word, as written, where the shell reads it
 _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
-#: mpirun's options that set a variable for the ranks: ``-genv NAME VALUE`` (Hydra)
-_MPI_ENV_OPTIONS = {"-env", "-genv", "--env", "--genv"}
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
 #: user's home, docker/Dockerfile), not ``/``
 IMAGE_WORKDIR = HOME
@@ -93,95 +89,17 @@ def _argv(container: Manifest) -> list[str]:
     return argv if words is None else words
 
 
-def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
-    """The words of the one command that ``argv``, a shell's ``-c`` string, runs (``exec`` read
-    past), split as the shell splits them; None where ``argv`` runs no shell, passes words after
-    the string (``sh -c "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is
-    more than one command as written: another command before it (``cd /x;``) or something the
-    shell would expand or act on (``$HOME``, a glob, a redirection), which only the running
-    shell knows. A variable set for the command (``DISTCONV_JOB_ID=j exec ...``) stays a
-    word (:func:`set_on_command_line`). A ``$(NAME)`` of a variable in ``plain`` stays for the
-    checks to fill in, as the kubelet does before the shell starts."""
-    # words after the string are its $0, $1...: only the running shell knows what reads them
-    shell = argv[0].rsplit("/", 1)[-1] if argv else None
-    if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
-        return None
-    # YAML's block scalars (`- |`, `- >`) end the string in a newline: no second command
-    script = argv[2].rstrip("\n")
-    written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", script)
-    if _SHELL_SYNTAX.search(written):
-        return None
-    try:
-        words = shlex.split(script)
-    except ValueError:  # an unbalanced quote: the shell refuses it
-        return None
-    return words[1:] if words[:1] == ["exec"] else words
-
-
 def set_on_command_line(container: Manifest, name: str) -> str | None:
     """The value the container's command line gives variable ``name`` for the distconv it
     starts, which its ``env`` does not say, as written (``$(VAR)`` not filled in); None where it
-    gives none. A ``NAME=value`` word before ``distconv`` (a shell's ``NAME=v exec distconv
-    ...``, ``env NAME=v distconv ...``, Open MPI's ``mpirun -x NAME=v``), or Hydra's ``mpirun
-    -genv NAME VALUE``; the last one wins, as it does for ``env``, and an ``env -u NAME`` after
-    it (:func:`unset_on_command_line`) leaves none."""
-    argv, value = _argv(container), None
-    for i, word in enumerate(argv):
-        program = word.rsplit("/", 1)[-1]
-        if program == "distconv":
-            break
-        if program == "env" and _env_removes(argv[i + 1 :], name):
-            value = None  # a later env -u NAME (-i) drops what an earlier one set
-        elif word.startswith(f"{name}="):
-            value = word.split("=", 1)[1]
-        elif word == name and i and argv[i - 1] in _MPI_ENV_OPTIONS and i + 1 < len(argv):
-            value = argv[i + 1]
-    return value
+    gives none (:func:`~distconv.deploy.shell.sets_variable`)."""
+    return sets_variable(_argv(container), name)
 
 
 def unset_on_command_line(container: Manifest, name: str) -> bool:
     """Whether an ``env`` on the container's command line starts ``distconv`` without the pod's
-    variable ``name``: ``env -u NAME`` (``--unset=NAME``, ``-uNAME``) or ``env -i`` (``-``,
-    ``--ignore-environment``), which start it with only the ``NAME=v`` words given after them
-    (:func:`set_on_command_line`, which wins)."""
-    argv = _argv(container)
-    for i, word in enumerate(argv):
-        program = word.rsplit("/", 1)[-1]
-        if program == "distconv":
-            break
-        if program == "env" and _env_removes(argv[i + 1 :], name):
-            return True
-    return False
-
-
-#: env's options that empty the environment, and its long ones whose value is the next word
-_ENV_CLEARS = {"-", "-i", "--ignore-environment"}
-_ENV_VALUED = {"--unset", "--chdir", "--split-string"}
-
-
-def _env_removes(args: list[str], name: str) -> bool:
-    """Whether the options ``env`` reads at the head of ``args`` remove variable ``name``."""
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        word, after = args[i], args[i + 1 : i + 2]
-        if word in _ENV_CLEARS or word == f"--unset={name}" or (word, after) == ("--unset", [name]):
-            return True
-        if word.startswith("--"):
-            i += 2 if word in _ENV_VALUED else 1
-            continue
-        # short options written together (-iv, -vu NAME, -uNAME), read a letter at a time as
-        # getopt reads them: the rest of the word, or the next word, is -u's, -C's or -S's value
-        for at, letter in enumerate(word[1:], 2):
-            if letter == "i":
-                return True
-            if letter in "uCS":
-                value = word[at:] or "".join(after)
-                if letter == "u" and value == name:
-                    return True
-                i += 0 if word[at:] else 1
-                break
-        i += 1
-    return False
+    variable ``name`` (:func:`~distconv.deploy.shell.removes_variable`)."""
+    return removes_variable(_argv(container), name)
 
 
 def _plain_variables(container: Manifest) -> set[str]:
@@ -199,7 +117,7 @@ def _one_word(value: str) -> bool:
     """Whether the shell reads ``value`` as one word as it is: not empty (a word the shell
     drops), no space (two words), no shell syntax, no quote (the shell strips ``'/x'`` to
     ``/x``, and one left open ends the string in an error)."""
-    return bool(value) and not _SHELL_SYNTAX.search(value) and not _QUOTE_OR_SPACE.search(value)
+    return bool(value) and not SHELL_SYNTAX.search(value) and not _QUOTE_OR_SPACE.search(value)
 
 
 def _command_args(argv: list[str], command: str) -> list[str] | None:

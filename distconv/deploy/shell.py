@@ -1,0 +1,144 @@
+"""A container's command line read as the programs on it read it: the one command a shell's
+``-c`` string runs (:func:`shell_command`), and the variables an ``env`` or ``mpirun`` before
+``distconv`` sets or removes for it (:func:`sets_variable`, :func:`removes_variable`).
+
+Shared by :mod:`distconv.deploy.walk`, which reads a container's command line through it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+#: the shells whose ``-c`` string the checks read as the command line it runs
+_SHELLS = {"sh", "bash", "dash", "ash"}
+_DASH_C = re.compile(r"-[a-z]*c")
+#: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command, args
+#: and env values before the process (or its shell) sees them
+KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
+#: what a shell expands or acts on: a string holding one is no plain command line as written
+SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
+#: mpirun's options that set a variable for the ranks: ``-genv NAME VALUE`` (Hydra)
+_MPI_ENV_OPTIONS = {"-env", "-genv", "--env", "--genv"}
+#: ``NAME=value``: a variable the shell sets for the command after it
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
+    """The words of the one command that ``argv``, a shell's ``-c`` string, runs (``exec`` read
+    past), split as the shell splits them; None where ``argv`` runs no shell, passes words after
+    the string (``sh -c "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is
+    more than one command as written: another command before it (``cd /x;``) or something the
+    shell would expand or act on (``$HOME``, a glob, a redirection), which only the running
+    shell knows. A variable set for the command (``DISTCONV_JOB_ID=j exec ...``) stays a
+    word (:func:`sets_variable`). A ``$(NAME)`` of a variable in ``plain`` stays for the
+    checks to fill in, as the kubelet does before the shell starts. Bash's ``exec -c``, which
+    starts the command with an empty environment, is read as ``env -i``."""
+    # words after the string are its $0, $1...: only the running shell knows what reads them
+    shell = argv[0].rsplit("/", 1)[-1] if argv else None
+    if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
+        return None
+    # YAML's block scalars (`- |`, `- >`) end the string in a newline: no second command
+    script = argv[2].rstrip("\n")
+    written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", script)
+    if SHELL_SYNTAX.search(written):
+        return None
+    try:
+        words = shlex.split(script)
+    except ValueError:  # an unbalanced quote: the shell refuses it
+        return None
+    return _past_exec(words, shell)
+
+
+def _past_exec(words: list[str], shell: str) -> list[str] | None:
+    """``words`` (``NAME=v ... exec [OPTIONS] COMMAND``) as the command ``exec`` runs: bash's
+    ``exec -c`` empties its environment, the variables set before it too (read as ``env -i
+    COMMAND``), ``-a NAME`` and ``-l`` change only its ``argv[0]``; None where another shell
+    is given an option there, which dash runs as a command (``exec: -c: not found``) and only
+    the shell in the image knows."""
+    assigned = 0
+    while assigned < len(words) and _ASSIGNMENT.match(words[assigned]):
+        assigned += 1
+    if words[assigned : assigned + 1] != ["exec"]:
+        return words
+    rest, cleared, at = words[assigned + 1 :], False, 0
+    while at < len(rest) and rest[at].startswith("-") and rest[at] != "-":
+        word = rest[at]
+        at += 1
+        if shell != "bash":
+            return None
+        if word == "--":
+            break
+        for i, letter in enumerate(word[1:], 2):
+            if letter not in "cla":  # bash: "exec: -x: invalid option", the command not run
+                return None
+            cleared = cleared or letter == "c"
+            if letter == "a":  # its value: the rest of the word, or the next word
+                at += 0 if word[i:] else 1
+                break
+    command = rest[at:]
+    return ["env", "-i", *command] if cleared else [*words[:assigned], *command]
+
+
+def sets_variable(argv: list[str], name: str) -> str | None:
+    """The value ``argv`` gives variable ``name`` for the distconv it starts, as written; None
+    where it gives none. A ``NAME=value`` word before ``distconv`` (a shell's ``NAME=v exec
+    distconv ...``, ``env NAME=v distconv ...``, Open MPI's ``mpirun -x NAME=v``), or Hydra's
+    ``mpirun -genv NAME VALUE``; the last one wins, as it does for ``env``, and an ``env -u
+    NAME`` after it (:func:`removes_variable`) leaves none."""
+    value = None
+    for i, word in enumerate(argv):
+        program = word.rsplit("/", 1)[-1]
+        if program == "distconv":
+            break
+        if program == "env" and _env_removes(argv[i + 1 :], name):
+            value = None  # a later env -u NAME (-i) drops what an earlier one set
+        elif word.startswith(f"{name}="):
+            value = word.split("=", 1)[1]
+        elif word == name and i and argv[i - 1] in _MPI_ENV_OPTIONS and i + 1 < len(argv):
+            value = argv[i + 1]
+    return value
+
+
+def removes_variable(argv: list[str], name: str) -> bool:
+    """Whether an ``env`` in ``argv`` starts ``distconv`` without the pod's variable ``name``:
+    ``env -u NAME`` (``--unset=NAME``, ``-uNAME``) or ``env -i`` (``-``,
+    ``--ignore-environment``), which start it with only the ``NAME=v`` words given after them
+    (:func:`sets_variable`, which wins)."""
+    for i, word in enumerate(argv):
+        program = word.rsplit("/", 1)[-1]
+        if program == "distconv":
+            break
+        if program == "env" and _env_removes(argv[i + 1 :], name):
+            return True
+    return False
+
+
+#: env's options that empty the environment, and its long ones whose value is the next word
+_ENV_CLEARS = {"-", "-i", "--ignore-environment"}
+_ENV_VALUED = {"--unset", "--chdir", "--split-string"}
+
+
+def _env_removes(args: list[str], name: str) -> bool:
+    """Whether the options ``env`` reads at the head of ``args`` remove variable ``name``."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        word, after = args[i], args[i + 1 : i + 2]
+        if word in _ENV_CLEARS or word == f"--unset={name}" or (word, after) == ("--unset", [name]):
+            return True
+        if word.startswith("--"):
+            i += 2 if word in _ENV_VALUED else 1
+            continue
+        # short options written together (-iv, -vu NAME, -uNAME), read a letter at a time as
+        # getopt reads them: the rest of the word, or the next word, is -u's, -C's or -S's value
+        for at, letter in enumerate(word[1:], 2):
+            if letter == "i":
+                return True
+            if letter in "uCS":
+                value = word[at:] or "".join(after)
+                if letter == "u" and value == name:
+                    return True
+                i += 0 if word[at:] else 1
+                break
+        i += 1
+    return False
