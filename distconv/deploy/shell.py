@@ -12,7 +12,6 @@ import shlex
 
 #: the shells whose ``-c`` string the checks read as the command line it runs
 _SHELLS = {"sh", "bash", "dash", "ash"}
-_DASH_C = re.compile(r"-[a-z]*c")
 #: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command, args
 #: and env values before the process (or its shell) sees them
 KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
@@ -34,12 +33,12 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     word (:func:`sets_variable`). A ``$(NAME)`` of a variable in ``plain`` stays for the
     checks to fill in, as the kubelet does before the shell starts. Bash's ``exec -c``, which
     starts the command with an empty environment, is read as ``env -i``."""
-    # words after the string are its $0, $1...: only the running shell knows what reads them
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
-    if len(argv) != 3 or shell not in _SHELLS or not _DASH_C.fullmatch(argv[1]):
+    script = _command_string(argv[1:], shell == "bash") if shell in _SHELLS else None
+    if script is None:
         return None
     # YAML's block scalars (`- |`, `- >`) end the string in a newline: no second command
-    script = argv[2].rstrip("\n")
+    script = script.rstrip("\n")
     written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", script)
     if SHELL_SYNTAX.search(written):
         return None
@@ -48,6 +47,31 @@ def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:
     except ValueError:  # an unbalanced quote: the shell refuses it
         return None
     return _past_exec(words, shell)
+
+
+def _command_string(args: list[str], bash: bool) -> str | None:
+    """The string a shell given options ``args`` runs: ``-c`` among them (``-c``, ``-lc``,
+    ``-ce``, ``-e -c``, ``-o pipefail -c``; bash's long ones first, ``--login -c``), then the
+    string, the only word after them; None without ``-c``, or with words after the string
+    (its ``$0``, ``$1``...: only the running shell knows what reads them)."""
+    at, command = 0, False
+    while at < len(args) and args[at][:1] in "-+" and len(args[at]) > 1:
+        word = args[at]
+        at += 1
+        if word == "--":
+            break
+        if word.startswith("--"):  # bash's --login, --norc; --rcfile FILE takes a value
+            if not bash:  # dash: "Illegal option --"
+                return None
+            at += word in _BASH_VALUED
+            continue
+        command = command or (word[0] == "-" and "c" in word)
+        at += sum(letter in "oO" for letter in word[1:])  # -o NAME, bash's -O NAME
+    return args[at] if command and len(args) == at + 1 else None
+
+
+#: bash's long options whose value is the next word
+_BASH_VALUED = {"--rcfile", "--init-file"}
 
 
 def _past_exec(words: list[str], shell: str) -> list[str] | None:
