@@ -18,6 +18,7 @@ from distconv.deploy.shell import (
     removes_variable,
     sets_variable,
     shell_command,
+    split_env_strings,
 )
 
 Manifest = dict[str, Any]
@@ -83,10 +84,12 @@ def _init_containers(template: Manifest) -> list[Manifest]:
 def _argv(container: Manifest) -> list[str]:
     """The container's command line: its ``command`` and ``args``, or where they run a shell's
     plain command string (``sh -c "exec distconv train --out /x"``), that command's words
-    (:func:`shell_command`), so that a rank or a shard started so is held to the same checks."""
+    (:func:`shell_command`), so that a rank or a shard started so is held to the same checks;
+    an ``env -S STRING`` in it split as env splits it
+    (:func:`~distconv.deploy.shell.split_env_strings`)."""
     argv = [str(a) for a in (*container.get("command", []), *container.get("args", []))]
     words = shell_command(argv, _plain_variables(container))
-    return argv if words is None else words
+    return split_env_strings(argv if words is None else words)
 
 
 def set_on_command_line(container: Manifest, name: str) -> str | None:
