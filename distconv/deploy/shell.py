@@ -141,8 +141,9 @@ def removes_variable(argv: list[str], name: str) -> bool:
 #: env's options that empty the environment, its long ones whose value is the next word, and
 #: its short ones that take a value (the rest of the word, or the next word)
 _ENV_CLEARS = {"-", "-i", "--ignore-environment"}
-_ENV_VALUED = {"--unset", "--chdir", "--split-string"}
-_ENV_SHORT_VALUED = "uCS"
+_ENV_VALUED = {"--unset", "--chdir", "--split-string", "--argv0"}
+#: ``-a``/``--argv0 NAME``: GNU env's since coreutils 9.5
+_ENV_SHORT_VALUED = "uCSa"
 #: what env expands, escapes or ends in a string it splits (``${NAME}``, ``\\t``, ``#``)
 _ENV_SPLIT_SYNTAX = re.compile(r"[\\$#]")
 
@@ -158,7 +159,8 @@ def _env_removes(args: list[str], name: str) -> bool:
             i += 2 if word in _ENV_VALUED else 1
             continue
         # short options written together (-iv, -vu NAME, -uNAME), read a letter at a time as
-        # getopt reads them: the rest of the word, or the next word, is -u's, -C's or -S's value
+        # getopt reads them: the rest of the word, or the next word, is the value of -u, -C,
+        # -S or -a
         for at, letter in enumerate(word[1:], 2):
             if letter == "i":
                 return True
