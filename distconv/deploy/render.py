@@ -58,6 +58,7 @@ from distconv.deploy.pserver import (
 )
 from distconv.deploy.train_values import refuse_train_values
 from distconv.deploy.write import write_folders
+from distconv.sync.ps.config import check_workers
 from distconv.train_args import FlagError, spelled_out
 
 # The pieces live in pod.py (shared by every workload), pserver.py and mpijob.py; their
@@ -185,6 +186,11 @@ def render_manifests(
         )
     if not use_mpi and not servers:
         raise ValueError("a parameter-server job needs --servers >= 1 (--servers 0 means MPI)")
+    if not use_mpi:  # every shard would refuse its --workers at start
+        try:
+            check_workers(workers)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (the most a parameter-server shard serves)") from None
     if use_mpi and ipv6:  # mpirun's own launch (ssh, Hydra's proxies) was never tried on one
         raise ValueError("--ipv6 renders parameter-server jobs only, not an MPIJob")
     job = _Job(
