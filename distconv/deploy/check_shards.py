@@ -18,12 +18,14 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+from distconv.deploy.counts import known_count
 from distconv.deploy.loopback import on_loopback
 from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
     Manifest,
     _here,
     _running,
+    _where,
     _writable,
     set_on_command_line,
     unset_on_command_line,
@@ -310,13 +312,14 @@ def _shard_args(objs: Sequence[Manifest]) -> Iterator[str]:
     smoke test), but one whose command line is refused keeps its pod from ever starting. (One
     that starts a shard would hold the pod until that shard ends: not judged here.)"""
     for init, outcome in ((False, "every shard would exit"), (True, "the pod would never start")):
-        for _, where, _, container, args in _running(objs, "pserver", init=init):
+        for obj, where, _, container, args in _running(objs, "pserver", init=init):
             problem = shard_argv_problem(args, container, serving=not init)
             if problem is not None:
                 yield f"{_here(where, container)}: distconv pserver: {problem} ({outcome})"
             elif not init:
                 yield from _parts_writable(where, container, args)
                 yield from _bind_reachable(where, container, args)
+                yield from _shard_per_pod(obj, where, container, args)
 
 
 def _parts_writable(where: str, container: Manifest, args: Sequence[str]) -> Iterator[str]:
@@ -345,4 +348,22 @@ def _bind_reachable(where: str, container: Manifest, args: Sequence[str]) -> Ite
         yield (
             f"{_here(where, container)}: --bind {bind} is loopback: no worker in another pod "
             "could reach the shard (bind 0.0.0.0 or [::], every interface of the pod)"
+        )
+
+
+def _shard_per_pod(
+    obj: Manifest, where: str, container: Manifest, args: Sequence[str]
+) -> Iterator[str]:
+    """Each replica of the shards' pods serves a shard of its own, from its pod
+    (``--shard $(DISTCONV_SHARD)``, the pod-index label): a ``--shard`` written out, or filled
+    in from a literal value, is the same in every replica, so they all serve that one shard,
+    and every worker's hello fails (``pserver ... is set up as {'shard': 0, ...}, this worker
+    expects {'shard': 1, ...}``)."""
+    replicas = known_count(obj.get("spec", {}), "replicas", 1)  # None: no integer, named
+    _, shard = shard_flag(args, container, "shard")
+    if replicas is not None and replicas > 1 and shard is not None:
+        yield (
+            f"{_here(where, container)}: --shard {shard} is in every shard's arguments, so "
+            f"the {replicas} replicas of {_where(obj)} would all serve shard {shard} (each "
+            "takes its own from its pod: --shard $(DISTCONV_SHARD))"
         )
