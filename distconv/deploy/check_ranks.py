@@ -243,6 +243,10 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
             )
         if given is not None and size is not None and _other_count(given, size):
             yield f"{here}: --world-size {given} but {_where(obj)} runs {size} ranks"
+        # --rank with --world-size: the ranks read neither from their environment
+        flags = all(_flag(train, f, last=True) is not None for f in ("--rank", "--world-size"))
+        if obj.get("kind") == "MPIJob" and size is not None and not flags:
+            yield from _mpi_world_size_var(here, container, size)
         mine = _rank_job_id(container, train)
         for shard_where, theirs in shards:
             if None not in (mine, theirs) and mine[0] != theirs[0]:
@@ -250,6 +254,19 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{here}: job id {mine[0]!r} ({mine[1]}) but {shard_where} serves "
                     f"{theirs[0]!r} ({theirs[1]}): the shards would refuse every worker's hello"
                 )
+
+
+def _mpi_world_size_var(here: str, container: Manifest, size: int) -> Iterator[str]:
+    """An MPIJob's ranks get the launcher's environment, which Hydra forwards: a
+    ``DISTCONV_WORLD_SIZE`` there must be mpirun's ``-np``, which each rank reads from PMI, or
+    every rank stops (``two sources disagree about the world size``). One the cluster fills
+    in is not judged."""
+    known, value = env_as_seen(container, "DISTCONV_WORLD_SIZE")
+    if known and value is not None and "$(" not in value and _other_count(value, size):
+        yield (
+            f"{here}: DISTCONV_WORLD_SIZE {value!r} but mpirun starts {size} ranks (-np): "
+            "every rank would refuse to start"
+        )
 
 
 def _written(container: Manifest, argv: list[str], name: str) -> str | None:
