@@ -24,6 +24,7 @@ from distconv.deploy.walk import (
     Manifest,
     _argv,
     _command_args,
+    _digits,
     _flag,
     _here,
     _pod,
@@ -36,7 +37,7 @@ from distconv.number_text import integer
 
 def _probe_problems(here, container, health_ports) -> Iterator[str]:
     port_flag = _port_as_read(container)
-    if port_flag is not None and (not port_flag.isdigit() or int(port_flag) not in health_ports):
+    if port_flag is not None and (not _digits(port_flag) or int(port_flag) not in health_ports):
         yield f"{here}: --health-port {port_flag} is no container port named health"
     if _serves_nothing(container):  # a sidecar beside the ranks (a log shipper)
         return
@@ -206,7 +207,7 @@ def _mpi_liveness_ports(objs: Sequence[Manifest]) -> Iterator[str]:
         replicas, slots = spec.get("mpiReplicaSpecs", {}), count(spec, "slotsPerWorker", 1)
         launcher = _pod(replicas.get("Launcher", {})).get("containers", [])
         ports = {_port_as_read(c) for c in launcher if _command_args(_argv(c), "train") is not None}
-        for first in sorted(int(p) for p in ports if p is not None and p.isdigit()):
+        for first in sorted(int(p) for p in ports if p is not None and _digits(p)):
             for container in _pod(replicas.get("Worker", {})).get("containers", []):
                 exec_ = container.get("livenessProbe", {}).get("exec", {})
                 asked = _LIVENESS_PORTS.search(" ".join(exec_.get("command", [])))

@@ -14,6 +14,7 @@ from distconv.deploy.train_values import train_values_problem, without_unknown
 from distconv.deploy.walk import (
     Manifest,
     _argv,
+    _digits,
     _flag,
     _here,
     _pod,
@@ -299,7 +300,7 @@ def _world_size(obj: Manifest) -> int | None:
         launcher = _pod(spec.get("mpiReplicaSpecs", {}).get("Launcher", {}))
         for container in launcher.get("containers", []):
             counts = [expand(c, container) for c in _process_counts(_argv(container))]
-            if len(counts) == 1 and counts[0].isdigit():  # others are _mpi_slots' to name
+            if len(counts) == 1 and _digits(counts[0]):  # others are _mpi_slots' to name
                 return int(counts[0])
     return None
 

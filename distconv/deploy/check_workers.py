@@ -16,6 +16,7 @@ from distconv.deploy.walk import (
     Manifest,
     _argv,
     _command_args,
+    _digits,
     _main_containers,
     _of_kind,
     _pod,
@@ -41,7 +42,7 @@ def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
                 yield f"{_where(mpijob)} Launcher: mpirun refuses -np given {len(counts)} times"
             elif np is not None and _is_filled(np):  # only the cluster knows: not judged
                 continue
-            elif np is None or not np.isdigit() or int(np) < 1:
+            elif np is None or not _digits(np) or int(np) < 1:
                 # -np 0 is not "no ranks": Hydra starts as many as it finds slots for
                 yield f"{_where(mpijob)} Launcher: mpirun needs -np with a number, got {np!r}"
             elif known and int(np) > capacity:

@@ -234,6 +234,13 @@ def _flag(argv: list[str], *names: str, last: bool = False) -> str | None:
     return found
 
 
+def _digits(text: str) -> bool:
+    """Whether ``text`` is a number in ASCII digits, which ``int()`` reads as the programs do:
+    ``str.isdigit`` takes ``²`` too, on which ``int()`` raises, and ``٤``, which it reads as 4
+    where mpirun reads no number."""
+    return text.isascii() and text.isdigit()
+
+
 def _env(container: Manifest) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container.get("env", []) if "name" in e}
 
