@@ -26,7 +26,7 @@ from distconv.deploy.walk import (
     _writable,
 )
 from distconv.distributed import TRANSPORT_OPTIONS
-from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID
+from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, INTEGER_TEXT
 from distconv.train_args import FlagError, spelled_out
 from distconv.transport_flags import unused_flag
 
@@ -280,12 +280,10 @@ def _written(container: Manifest, argv: list[str], name: str) -> str | None:
 
 
 def _other_count(given: str, size: int) -> bool:
-    """Whether ``--world-size given`` is another count than ``size`` as the ranks read it
-    (``04`` is 4); a value they cannot read as a number is one too."""
-    try:
-        return int(given) != size
-    except ValueError:
-        return True
+    """Whether ``--world-size given`` (or ``DISTCONV_WORLD_SIZE``) is another count than
+    ``size`` as the ranks read it (``04`` and `` +4`` are 4); a value they cannot read as a
+    number is one too (``1_0`` and ``١٠``, which ``int()`` reads as 10, the ranks refuse)."""
+    return not INTEGER_TEXT.fullmatch(given) or int(given) != size
 
 
 def _world_size(obj: Manifest) -> int | None:
