@@ -25,6 +25,7 @@ from distconv.deploy.walk import (
     _runs,
     _where,
 )
+from distconv.runtime import INTEGER_TEXT
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -81,11 +82,15 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
-        if job.get("kind") == "Job" and job not in jobs and _job_pods(job["spec"]) > 1:
+        if job.get("kind") != "Job" or job in jobs:
+            continue
+        if _job_pods(job["spec"]) > 1:
             yield (
                 f"{_where(job)}: completionMode must be Indexed: the ranks take theirs from "
                 "JOB_COMPLETION_INDEX, which only an Indexed Job sets (every rank would exit)"
             )
+        else:
+            yield from _one_rank_job(objs, job, shards=not jobs)
     for job in jobs:
         spec = job["spec"]
         if "completions" not in spec:  # the ranks' count: nothing to compare with
@@ -122,3 +127,23 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
                         f"{completions} ranks"
                     )
+
+
+def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:
+    """A Job that is not Indexed runs one pod, whose rank has no index: rank 0 of 1, which
+    refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot read) at start; with
+    ``shards`` (it is the job's only workers' Job), the shards' ``--workers`` must be 1."""
+    for container in _main_containers(job["spec"]["template"]):
+        known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
+        if not _runs(container, "train") or not known or size is None or "$(" in size:
+            continue
+        if not INTEGER_TEXT.fullmatch(size) or int(size) > 1:
+            yield (
+                f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the Job is not Indexed: its "
+                "one rank has no index and would refuse to start (set completionMode: Indexed)"
+            )
+    for sts in _of_kind(objs, "StatefulSet") if shards else ():
+        for container in _main_containers(sts["spec"]["template"]):
+            workers = _shard_setting(container, "workers")
+            if workers is not None and workers != "1":
+                yield f"{_where(sts)}: --workers {workers} but {_where(job)} runs 1 rank"
