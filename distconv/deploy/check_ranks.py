@@ -120,6 +120,7 @@ def _train_runs(objs: Sequence[Manifest]) -> Iterator[str]:
             yield f"{here}: distconv train: {refused}: every rank would refuse it"
             continue
         yield from _unused_flags(here, train)
+        yield from _no_servers(here, container, train)
         out = _passed(container, _flag(train, "--out", last=True) or "runs")
         ranks_in = _rank_containers(obj, where, template, container)
         for pod_where, pod in ranks_in if not _is_filled(out) else ():
@@ -143,6 +144,20 @@ def _unused_flags(here: str, train: list[str]) -> Iterator[str]:
         problem = unused_flag(token.split("=", 1)[0], kind) if token.startswith("--") else None
         if problem is not None:
             yield f"{here}: {problem}"
+
+
+def _no_servers(here: str, container: Manifest, train: list[str]) -> Iterator[str]:
+    """``--sync pserver`` needs the shards' addresses: ``--pservers``, else
+    ``DISTCONV_PSERVERS`` (a blank one is unset); with neither every rank stops at start
+    (``--sync pserver needs the servers``). One the cluster may set is not judged."""
+    if _passed(container, _flag(train, "--sync", last=True)) != "pserver":
+        return
+    known, servers = env_as_seen(container, "DISTCONV_PSERVERS")
+    if _flag(train, "--pservers", last=True) is None and known and not (servers or "").strip():
+        yield (
+            f"{here}: distconv train --sync pserver names no shards (no --pservers, no "
+            "DISTCONV_PSERVERS): every rank would refuse to start"
+        )
 
 
 def _device(container: Manifest, train: list[str]) -> str | None:
