@@ -30,7 +30,9 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, to_host
 from distconv.layers.base import Layer
+from distconv.optim import _check
 from distconv.parameter import Parameter
+from distconv.sampler import check_count
 
 #: (step, tolerance on the relative difference) per dtype
 DEFAULTS = {np.dtype(np.float64): (1e-6, 1e-6), np.dtype(np.float32): (1e-3, 2e-2)}
@@ -202,10 +204,12 @@ def check_layer_grad(
     Args:
         layer: the layer under test (its parameters are perturbed in place and restored).
         inputs: its inputs; those with ``needs_grad`` are checked too.
-        step: finite-difference step; when None by the narrower dtype of the output and the
-            array checked (1e-6 float64, 1e-3 float32).
-        tol: largest allowed relative difference; by that dtype (1e-6 float64, 0.02 float32).
-        elements: how many single entries of each array to check besides the direction.
+        step: finite-difference step, finite and > 0; when None by the narrower dtype of the
+            output and the array checked (1e-6 float64, 1e-3 float32).
+        tol: largest allowed relative difference, finite and > 0; when None by that dtype
+            (1e-6 float64, 0.02 float32).
+        elements: how many single entries (an int >= 0) of each array to check besides the
+            direction.
         seed: for the output weighting and the directions.
         check_static: also run the all-static pass.
 
@@ -215,13 +219,18 @@ def check_layer_grad(
     Raises:
         AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
             or the output is not finite though the inputs and parameters are.
-        ValueError: an input or a parameter holds NaN or inf that makes the output or a
-            gradient not finite (no gradient can be judged), or a gradient too small beside
-            the rounding of a large output to be judged in its dtype.
+        ValueError: ``step``, ``tol`` or ``elements`` out of range (0 was the default
+            without a word, inf passed any gradient); an input or a parameter holds NaN or inf
+            that makes the output or a gradient not finite (no gradient can be judged), or a
+            gradient too small beside the rounding of a large output to be judged in its dtype.
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong
             gradient from a right one.
     """
+    for name, given in (("step", step), ("tol", tol)):
+        if given is not None:  # NaN, inf and str too
+            _check(name, given, low=0.0, low_open=True)
+    check_count("elements", elements, 0)
     rng = np.random.default_rng(seed)
     params = layer.parameters()
     for p in params:  # the layer alone, as a one-layer Network would count its users
@@ -242,7 +251,7 @@ def check_layer_grad(
         # 1e-6 to a few of its spacings, and a right gradient was called off
         narrower = min(obj.dtype, np.dtype(owner.value.dtype), key=lambda d: d.itemsize)
         d_step, d_tol = DEFAULTS.get(narrower, DEFAULTS[np.dtype(np.float32)])
-        report.diffs[name] = _check_array(
+        report.diffs[name] = _check_array(  # a given step or tol is > 0, checked above
             obj, owner, grads[name], step or d_step, tol or d_tol, elements, rng, name
         )
 
@@ -307,18 +316,9 @@ def _check_array(
         e = np.zeros(g.size)
         e[k] = 1.0
         idx = np.unravel_index(k, g.shape)
-        worst = max(
-            worst,
-            _compare(
-                obj,
-                owner,
-                xp.asarray(e.reshape(g.shape)),
-                float(g[idx]),
-                step,
-                tol,
-                f"{name}{list(idx)}",
-            ),
-        )
+        along_e = xp.asarray(e.reshape(g.shape))
+        diff = _compare(obj, owner, along_e, float(g[idx]), step, tol, f"{name}{list(idx)}")
+        worst = max(worst, diff)
     return worst
 
 

@@ -241,3 +241,31 @@ def test_a_float32_gradient_above_the_floor_is_judged_not_refused(rng, factor):
     else:
         with pytest.raises(AssertionError, match=r"gradient of param ShiftLayer.b is off"):
             check_layer_grad(layer, [Arg(x, needs_grad=False)])
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"tol": 0},
+        {"tol": 0.0},
+        {"tol": -1e-6},
+        {"tol": float("nan")},
+        {"tol": float("inf")},
+        {"tol": True},
+        {"step": 0},
+        {"step": -1e-6},
+        {"step": float("nan")},
+        {"step": float("inf")},
+        {"step": "1e-6"},
+        {"elements": -1},
+        {"elements": 1.5},
+    ],
+)
+def test_a_step_tol_or_elements_out_of_range_is_refused_naming_it(rng, kw):
+    """step=0 and tol=0 were replaced by the dtype's defaults without a word (``step or 1e-6``),
+    tol=inf passed any gradient, a negative or NaN tol failed every right one as "off", and
+    elements=-1 was numpy's "negative dimensions are not allowed"."""
+    (name,) = kw
+    layer = FullyConnected(3, 2, dtype=F64)
+    with pytest.raises(ValueError, match=rf"^{name} must "):
+        check_layer_grad(layer, [Arg(rng.standard_normal((4, 3)), needs_grad=True)], **kw)
