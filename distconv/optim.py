@@ -194,7 +194,7 @@ class AdaGrad(Optimizer):
 
     Args:
         lr: learning rate.
-        eps: added to the denominator.
+        eps: added to the denominator, > 0 (0 made a weight whose gradient is 0 NaN).
         weight_decay: L2 penalty added to the gradient.
     """
 
@@ -202,7 +202,7 @@ class AdaGrad(Optimizer):
     buffers = ("sum_sq",)
 
     def __init__(self, lr: float = 0.01, eps: float = 1e-10, weight_decay: float = 0.0):
-        _check("eps", eps, low=0.0)
+        _check("eps", eps, low=0.0, low_open=True)
         super().__init__(lr, eps=eps, weight_decay=weight_decay)
 
     def _apply(self, value, grad, state, scale):
@@ -221,7 +221,7 @@ class RMSProp(Optimizer):
     Args:
         lr: learning rate.
         alpha: decay of the running mean of squared gradients, in [0, 1).
-        eps: added to the denominator.
+        eps: added to the denominator, > 0 (0 made a weight whose gradient is 0 NaN).
         weight_decay: L2 penalty added to the gradient.
     """
 
@@ -232,7 +232,7 @@ class RMSProp(Optimizer):
         self, lr: float = 0.01, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0
     ) -> None:
         _check("alpha", alpha, low=0.0, high=1.0)
-        _check("eps", eps, low=0.0)
+        _check("eps", eps, low=0.0, low_open=True)
         super().__init__(lr, alpha=alpha, eps=eps, weight_decay=weight_decay)
 
     def _apply(self, value, grad, state, scale):
@@ -258,7 +258,7 @@ class Adam(Optimizer):
         lr: learning rate.
         beta1: decay of the first moment, in [0, 1).
         beta2: decay of the second moment, in [0, 1).
-        eps: added to the denominator.
+        eps: added to the denominator, > 0 (0 made a weight whose gradient is 0 NaN).
         weight_decay: L2 penalty added to the gradient.
     """
 
@@ -275,7 +275,7 @@ class Adam(Optimizer):
     ) -> None:
         _check("beta1", beta1, low=0.0, high=1.0)
         _check("beta2", beta2, low=0.0, high=1.0)
-        _check("eps", eps, low=0.0)
+        _check("eps", eps, low=0.0, low_open=True)
         super().__init__(lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
 
     def init_state(self, value):
