@@ -171,22 +171,28 @@ def _targets(obj: _Objective, params: list[Parameter]) -> dict[str, tuple[Any, A
     return t
 
 
-def _central(obj: _Objective, owner: Any, direction: Any, step: float) -> float:
-    """``(f(v + step*d) - f(v - step*d)) / (2 step)``, restoring ``v`` afterwards.
+def _central(obj: _Objective, owner: Any, direction: Any, step: float, name: str) -> tuple:
+    """``(f(v + step*d) - f(v - step*d)) / (2 step)``, restoring ``v`` afterwards, and ``d`` as
+    taken: rounded to ``v``'s dtype (``3000 + 1e-3`` is ``3000 + 9.8e-4`` in float32).
 
     Layers read ``param.value`` and ``arg.value`` at each forward, so swapping the attribute
-    perturbs a parameter and an input alike.
+    perturbs a parameter and an input alike. ValueError: rounding loses the step of an entry.
     """
-    original = owner.value
-    base = original.astype(np.float64)
+    original, d, base = owner.value, to_host(direction), owner.value.astype(np.float64)
+    plus, minus = ((base + s * step * direction).astype(original.dtype) for s in (1, -1))
+    taken = to_host(plus.astype(np.float64) - minus.astype(np.float64)) / (2 * step)
+    taken = np.where(np.isfinite(taken), taken, d)  # an inf entry stays put: d, as it was
+    if bool(((taken == 0) & (d != 0)).any()):
+        what = f"{name} to {original.dtype}"
+        raise ValueError(f"{obj.layer}: step {step:g} is lost rounding {what}; give a larger step")
     try:
-        owner.value = (base + step * direction).astype(original.dtype)
+        owner.value = plus
         f_plus = obj.value()
-        owner.value = (base - step * direction).astype(original.dtype)
+        owner.value = minus
         f_minus = obj.value()
     finally:
         owner.value = original
-    return (f_plus - f_minus) / (2 * step)
+    return (f_plus - f_minus) / (2 * step), taken
 
 
 def check_layer_grad(
@@ -309,23 +315,21 @@ def _check_array(
     # Paddle's direction: random magnitudes, signs of the gradient (random where it is zero).
     signs = np.where(g != 0, np.sign(g), rng.choice([-1.0, 1.0], g.shape))
     direction = signs * rng.uniform(0.5, 1.5, g.shape)
-    along = float((g * direction).sum())
-    worst = _compare(obj, owner, xp.asarray(direction), along, step, tol, name, resolve=True)
+    worst = _compare(obj, owner, xp.asarray(direction), g, step, tol, name, resolve=True)
     flat = rng.choice(g.size, size=min(elements, g.size), replace=False)
     for k in flat:
-        e = np.zeros(g.size)
-        e[k] = 1.0
+        e = np.zeros(g.shape)
+        e.flat[k] = 1.0
         idx = np.unravel_index(k, g.shape)
-        along_e = xp.asarray(e.reshape(g.shape))
-        diff = _compare(obj, owner, along_e, float(g[idx]), step, tol, f"{name}{list(idx)}")
+        diff = _compare(obj, owner, xp.asarray(e), g, step, tol, f"{name}{list(idx)}")
         worst = max(worst, diff)
     return worst
 
 
 def _compare(
-    obj, owner, direction, analytic: float, step: float, tol: float, name: str, resolve=False
+    obj, owner, direction, g: np.ndarray, step: float, tol: float, name: str, resolve=False
 ) -> float:
-    """The relative difference of ``analytic`` and the numeric derivative along ``direction``.
+    """The relative difference of ``g``'s and the numeric derivative along ``direction`` taken.
 
     Args:
         resolve: the direction follows the gradient's signs, so a derivative along it that
@@ -337,7 +341,8 @@ def _compare(
         ValueError: ``resolve`` and the derivative along ``direction`` is within the noise
             and below the floor.
     """
-    numeric = _central(obj, owner, direction, step)
+    numeric, taken = _central(obj, owner, direction, step, name)
+    analytic = float((g * taken).sum())
     # Rounding in f limits the numeric derivative to about eps*|f|/step: derivatives below that
     # floor (a dead ReLU, a zero entry) are judged on an absolute scale instead of their own.
     eps = float(np.finfo(obj.dtype).eps)

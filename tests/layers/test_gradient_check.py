@@ -269,3 +269,47 @@ def test_a_step_tol_or_elements_out_of_range_is_refused_naming_it(rng, kw):
     layer = FullyConnected(3, 2, dtype=F64)
     with pytest.raises(ValueError, match=rf"^{name} must "):
         check_layer_grad(layer, [Arg(rng.standard_normal((4, 3)), needs_grad=True)], **kw)
+
+
+class OffsetLayer(Layer):
+    """``y = x + b``, its backward adding ``factor`` times the bias gradient."""
+
+    def __init__(self, width, dtype, factor=1.0, offset=0.0):
+        super().__init__()
+        self.b = self.new_param("b", np.full(width, offset, dtype))
+        self.factor = factor
+
+    def _forward(self, x):
+        return x.value + self.b.value
+
+    def _backward(self, dz, callback):
+        if not self.b.static:
+            self.b.grad += self.factor * dz.sum(0)
+        self.b.inc_update(callback)
+        dx = grad_target(self.inputs[0])
+        if dx is not None:
+            dx += dz
+
+
+@pytest.mark.parametrize("offset", [1000.0, 3000.0, 5000.0])
+def test_a_float32_step_rounded_in_large_values_is_taken_as_rounded(rng, offset):
+    """A float32 bias of -3000 moved by 1e-3 moves by 9.8e-4 (its spacing is 2.4e-4): the
+    difference was divided by the step asked for, 2 % too large, and a right gradient was
+    called off ("relative difference 0.0337 > 0.02"); the inputs near +3000 as well. The
+    derivative is now taken along the step each entry really took; a wrong one still fails."""
+    x = (offset + rng.standard_normal((4, 16))).astype(np.float32)
+    right = OffsetLayer(16, np.float32, offset=-offset)
+    assert check_layer_grad(right, [Arg(x, needs_grad=True)], elements=16).worst < 0.02
+    wrong = OffsetLayer(16, np.float32, factor=0.9, offset=-offset)
+    with pytest.raises(AssertionError, match=r"gradient of param OffsetLayer.b.* is off"):
+        check_layer_grad(wrong, [Arg(x, needs_grad=False)])
+
+
+def test_a_step_lost_in_rounding_is_refused_naming_the_array(rng):
+    """float32's spacing at 1e5 is 0.0078: a step of 1e-3 leaves the bias as it is, and the
+    right gradient was called off (numeric 0); given a step it holds, it is judged."""
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"step 0.001 is lost rounding param OffsetLayer.b"):
+        check_layer_grad(OffsetLayer(16, np.float32, offset=1e5), [Arg(x, needs_grad=False)])
+    layer = OffsetLayer(16, np.float32, offset=1e5)
+    assert check_layer_grad(layer, [Arg(x, needs_grad=False)], step=0.5).worst < 0.02
