@@ -92,18 +92,21 @@ def write_all_atomically(contents: Mapping[Path, bytes]) -> None:
 
 def _replace_all(staged: Mapping[Path, Path]) -> None:
     """Rename each staged file over its target (target -> staged file), each target's old file
-    kept meanwhile as ``.<name>.old`` (a hard link, so the target itself is never missing):
-    a rename that fails puts back every target renamed before it, old file or none, where the
-    renames stopped half-way left the new files renamed so far beside the old ones."""
+    kept meanwhile as ``.<name>.old`` (:func:`_keep_copy`: a hard link or a copy, so that the
+    target is never missing where it can be): a rename that fails puts back every target
+    renamed before it, old file or none, where the renames stopped half-way left the new files
+    renamed so far beside the old ones."""
     old = {path: path.with_name(f".{path.name}.old") for path in staged}
     done: list[Path] = []
     try:
         for path, new in staged.items():
             old[path].unlink(missing_ok=True)
-            if os.path.lexists(path):
-                _keep_copy(path, old[path])
+            moved = os.path.lexists(path) and _keep_copy(path, old[path])
+            if moved:  # the target is missing now: put back should its own rename fail too
+                done.append(path)
             os.replace(new, path)
-            done.append(path)
+            if not moved:
+                done.append(path)
     except BaseException:
         for path in reversed(done):  # best effort: the first error is the one to report
             try:
@@ -119,13 +122,26 @@ def _replace_all(staged: Mapping[Path, Path]) -> None:
             kept.unlink(missing_ok=True)
 
 
-def _keep_copy(path: Path, copy: Path) -> None:
+def _keep_copy(path: Path, copy: Path) -> bool:
     """``copy`` as a second name of ``path`` (a link itself, not its target), or a copy of it
-    where the filesystem has no hard links."""
+    where the filesystem has no hard links; or else ``path`` itself moved to ``copy`` (True
+    then): another user's file that this one may not read (mode 600) can be neither linked
+    (``fs.protected_hardlinks``) nor copied, yet its folder may let this user replace it, as
+    a rename over it did before the old files were kept. A folder is never moved (the error
+    is raised: a rename over it fails)."""
     try:
         os.link(path, copy, follow_symlinks=False)
+        return False
     except OSError:
+        pass
+    try:
         shutil.copy2(path, copy, follow_symlinks=False)
+        return False
+    except OSError:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            raise
+    os.replace(path, copy)
+    return True
 
 
 def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Path]:
