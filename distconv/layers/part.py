@@ -160,7 +160,8 @@ class Projection(LayerPart):
         weight: its parameter, or None for a projection without one.
 
     Attributes:
-        weight: the Parameter once attached, or None.
+        weight: the Parameter once attached (a shared one from the start), None for a
+            projection without one; reading it before then raises a LayerError.
     """
 
     def __init__(
@@ -178,15 +179,19 @@ class Projection(LayerPart):
 
     @property
     def weight(self) -> Parameter | None:
-        """The Parameter once a layer adopted this projection; None for one without a weight.
+        """The Parameter once a layer adopted this projection (one shared with ``weight=``:
+        that one from the start); None for one without a weight.
 
         Raises:
-            LayerError: read before a layer adopted it, when it will have one: the weight does
-                not exist yet. ``FullMatrixProjection(w, v, weight=table.weight)`` built before
-                ``table``'s layer got None, which means "a new weight", so the two were
+            LayerError: read before a layer adopted it, when it will make its own: the weight
+                does not exist yet. ``FullMatrixProjection(w, v, weight=table.weight)`` built
+                before ``table``'s layer got None, which means "a new weight", so the two were
                 silently not tied.
         """
-        if self._weight is None and self.owner is None and self._weight_spec.shape is not None:
+        spec = self._weight_spec
+        if self._weight is None and self.owner is None and spec.shape is not None:
+            if spec.shared is not None:  # tied already: chaining a tie through it is fine
+                return spec.shared
             raise self.fail(
                 "its weight is made when a layer adopts it (Mixed([...]), Concatenate2([...])); "
                 "build that layer before reading or sharing the weight"

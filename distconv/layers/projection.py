@@ -30,7 +30,8 @@ class FullMatrixProjection(Projection):
     Its ``(out_width, in_width)`` weight is also an embedding table's ``(vocab, width)``
     layout, so an output projection onto a vocabulary shares the weight of the
     :class:`TableProjection` that embeds it: ``FullMatrixProjection(width, vocab,
-    weight=table.weight)`` (tied embeddings, as PyTorch ties ``Linear`` and ``Embedding``).
+    weight=table.weight)`` (tied embeddings, as PyTorch ties ``Linear`` and ``Embedding``),
+    once ``table``'s layer is built: its weight is made when a layer adopts it.
 
     Args:
         in_width: input columns.
