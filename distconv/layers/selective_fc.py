@@ -121,7 +121,7 @@ class SelectiveFullyConnected(FullyConnected):
         self.inference = inference
         try:  # "x" failed at the first uneven selection, deep in numpy; None padded with NaN
             self.pad_value = float(pad_value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # 10**400: "int too large to convert"
             raise self.fail(f"pad_value must be a number, got {pad_value!r}") from None
         self.selection: Selection | None = None
 
