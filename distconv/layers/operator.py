@@ -72,7 +72,7 @@ class DotMulOperator(Operator):
         super().__init__(input_indices)
         try:
             self.scale = float(scale)
-        except (TypeError, ValueError):  # float's own message names no layer and no argument
+        except (TypeError, ValueError, OverflowError):  # float's own names no layer, no argument
             raise self.fail(f"scale must be a number, got {scale!r}") from None
 
     def _operands(self, inputs: Sequence[Arg], width: int) -> tuple[Any, Any]:
