@@ -50,6 +50,7 @@ from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
+from distconv.sync.ps.reseed import Reseed
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
@@ -58,7 +59,7 @@ log = logging.getLogger("distconv.pserver")
 
 
 class PServerSync(
-    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, HeartbeatOwner, StepOrder
+    SparseRows, ReplyWriter, PushQueue, ShardChannel, RemoteState, Reseed, HeartbeatOwner, StepOrder
 ):
     """Gradients go to parameter-server shards; the optimizer runs there.
 
@@ -142,6 +143,7 @@ class PServerSync(
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
         self._by_name: dict[str, int] = {}  # parameter name -> index, from setup
         self._init_sparse_rows()
+        self._init_reseed()
 
     # -- start-up -----------------------------------------------------------------------------
     def setup(
@@ -150,8 +152,9 @@ class PServerSync(
         config: Mapping[str, Any] | None = None,
         state: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        """Compare the job with every shard and rank, seed the shards (rank 0, with the
-        restored optimizer ``state`` if any), pull (others)."""
+        """Compare the job with every shard and rank, seed the shards (rank 0, keeping the
+        optimizer state of parameters trained again: :mod:`.reseed`; then the restored
+        ``state`` if any), pull (others)."""
         self._drop_pushes()  # those of a step cut short (a second Ctrl-C), if any
         self.params = setup_params(trainable(params))  # before any hello: as the base's
         # anew at each setup: a later fit may train another set (a layer frozen or unfrozen)
@@ -188,11 +191,12 @@ class PServerSync(
             "sparse": sorted(self.sparse),
         }
         self._stop_heartbeat()  # a second setup: a failed hello must not leave the old one
-        self._start_heartbeat(self._hello(description))
+        heads = self._hello(description)
+        self._start_heartbeat(heads)
         try:
             self.all_equal(description)
             if self.is_chief:
-                self._seed()
+                self._seed_keeping_state(heads)
                 if state is not None:
                     self.load_state_dict(state)
             self.barrier()
@@ -201,6 +205,7 @@ class PServerSync(
         except BaseException:
             self._stop_heartbeat()  # a failed setup must not keep the rank alive on the shards
             raise
+        self._done_setup()
         log.info(
             "rank %d: %d parameters in %d blocks on %d shards (%s mode)",
             self.rank,
@@ -267,30 +272,6 @@ class PServerSync(
                         f"--max-message-bytes {self._caps[s]}: use more shards or a larger cap"
                     )
         self._check_state_fits()  # a checkpoint moves a block's state in one message
-
-    def _seed(self) -> None:
-        """Send every shard its blocks, in as many ``seed`` parts as its cap needs."""
-        specs = [s.to_wire() for s in self._specs]
-        config = self.optimizer.config()
-        asks = []
-        for s in range(len(self._socks)):
-            blocks = self.layout.blocks_on(s)
-            host = {
-                b.param: rows_view(to_host(self.params[b.param].value), self._specs[b.param])
-                for b in blocks
-            }
-            runs = self._runs(s, blocks, [b.nbytes for b in blocks])
-            for part, run in enumerate(runs):
-                head = {
-                    "op": "seed",
-                    "params": specs,
-                    "table": [b.to_wire() for b in run],
-                    "optimizer": config,
-                    "part": part,
-                    "parts": len(runs),
-                }
-                asks.append((s, head, [host[b.param][b.start : b.stop] for b in run]))
-        self._ask_all(asks, "seed")
 
     def refresh_parameters(self) -> None:
         """In async mode, pull every block: this worker's copy holds only what it pushed."""
