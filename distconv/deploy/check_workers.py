@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_ranks import _other_count
+from distconv.deploy.check_ranks import _as_read, _other_count
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.walk import (
@@ -17,6 +17,7 @@ from distconv.deploy.walk import (
     _argv,
     _command_args,
     _digits,
+    _flag,
     _main_containers,
     _of_kind,
     _pod,
@@ -131,11 +132,15 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
 
 def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:
     """A Job that is not Indexed runs one pod, whose rank has no index: rank 0 of 1, which
-    refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot read) at start; with
-    ``shards`` (it is the job's only workers' Job), the shards' ``--workers`` must be 1."""
+    refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot read) at start, unless its
+    ``--rank`` or ``--world-size`` places it (then the variable is not read); with ``shards``
+    (it is the job's only workers' Job), the shards' ``--workers`` must be 1."""
     for container in _main_containers(job["spec"]["template"]):
         known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
         if not _runs(container, "train") or not known or size is None or "$(" in size:
+            continue
+        train = _as_read(_command_args(_argv(container), "train") or [])[0]
+        if _flag(train, "--rank", "--world-size") is not None:  # _pod_settings' to judge
             continue
         if not INTEGER_TEXT.fullmatch(size) or int(size) > 1:
             yield (
