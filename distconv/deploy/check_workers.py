@@ -25,6 +25,8 @@ from distconv.deploy.walk import (
     _running,
     _runs,
     _where,
+    set_on_command_line,
+    unset_on_command_line,
 )
 from distconv.runtime import INTEGER_TEXT
 
@@ -112,8 +114,16 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
             if not known:  # the cluster's to fill in: not judged
                 continue
-            if size is None:  # the ranks take theirs from the Job index, and need it then
-                runs = "" if completions is None else f" (the Job runs {completions})"
+            runs = "" if completions is None else f" (the Job runs {completions})"
+            if size is None and _index_removed(container):
+                # no index either: each rank trains as rank 0 of 1, right for one rank only
+                if completions != 1:
+                    yield (
+                        f"{_where(job)}: the ranks' command line empties their environment "
+                        "(env -i, exec -c): with no JOB_COMPLETION_INDEX every rank would "
+                        f"train as rank 0 of 1{runs}"
+                    )
+            elif size is None:  # the ranks take theirs from the Job index, and need it then
                 yield (
                     f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
                     f"to start{runs}"
@@ -128,6 +138,13 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
                         f"{completions} ranks"
                     )
+
+
+def _index_removed(container: Manifest) -> bool:
+    """Whether the rank's command line starts it without the Job's ``JOB_COMPLETION_INDEX``
+    (``env -i``, bash's ``exec -c``), setting none again."""
+    name = "JOB_COMPLETION_INDEX"
+    return unset_on_command_line(container, name) and set_on_command_line(container, name) is None
 
 
 def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:

@@ -31,7 +31,9 @@ def test_options_after_argv0_are_read(before):
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*before, *container["args"]]
     problems = manifest_problems(objs)
-    assert any("DISTCONV_WORLD_SIZE is not set" in p for p in problems), problems
+    # env -u: the index kept, the world size gone; env -i: both gone (rank 0 of 1)
+    unset = ("DISTCONV_WORLD_SIZE is not set", "no JOB_COMPLETION_INDEX")
+    assert any(u in p for p in problems for u in unset), problems
 
 
 def test_argv0_s_value_is_no_option():

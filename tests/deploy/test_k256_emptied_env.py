@@ -1,0 +1,70 @@
+"""An Indexed Job whose ranks' command line empties their environment (``env -i``, bash's
+``exec -c``) takes JOB_COMPLETION_INDEX from them along with DISTCONV_WORLD_SIZE: each rank
+trains as rank 0 of 1, which is right for a Job of one rank and wrong for more. The check said
+"DISTCONV_WORLD_SIZE is not set; every rank would refuse to start" for both: the one-rank Job
+was refused though it trains, and the many-rank one for a reason that is not what happens
+(audit k256)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+
+pytestmark = pytest.mark.timeout(60)
+
+_PLACE = "from distconv.runtime import detect_runtime as d; r = d(); print(r.rank, r.world_size)"
+
+
+def _job(workers: int, head: list[str]) -> dict:
+    """The rendered workers' Job, its ranks training alone (no shards) behind ``head``."""
+    objs = render_manifests(job_name="j", workers=workers, servers=1, image="d:1")
+    (job,) = copy.deepcopy([o for o in objs if o["kind"] == "Job"])
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    at = args.index("--sync")
+    del args[at : at + 6]  # --sync pserver --pservers ... --keys ...
+    container["args"] = [*head, "/opt/venv/bin/distconv", *args[1:]]
+    drop = {"DISTCONV_PSERVERS", "DISTCONV_KEYS"}
+    container["env"] = [v for v in container["env"] if v["name"] not in drop]
+    return job
+
+
+def _placed(head: list[str]) -> subprocess.CompletedProcess:
+    """Where a rank of Job index 1 places itself, started behind ``head``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISTCONV_")}
+    env["JOB_COMPLETION_INDEX"] = "1"
+    path = f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}"
+    argv = [*head, path, sys.executable, "-c", _PLACE] if head else [sys.executable, "-c", _PLACE]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_an_emptied_environment_trains_as_rank_0_of_1():
+    assert _placed(["env", "-i"]).stdout.split() == ["0", "1"]
+    kept = _placed([])  # the Job's index kept: DISTCONV_WORLD_SIZE is needed beside it
+    assert kept.returncode != 0 and "DISTCONV_WORLD_SIZE is not set" in kept.stderr
+
+
+@pytest.mark.parametrize("head", [["env", "-i"], ["env", "--ignore-environment"]])
+def test_a_job_of_one_rank_with_an_emptied_environment_passes(head):
+    assert manifest_problems([_job(1, head)]) == []
+
+
+def test_a_job_of_more_ranks_is_refused_for_what_happens():
+    assert manifest_problems([_job(3, ["env", "-i"])]) == [
+        "Job j-worker: the ranks' command line empties their environment (env -i, exec -c): "
+        "with no JOB_COMPLETION_INDEX every rank would train as rank 0 of 1 (the Job runs 3)"
+    ]
+
+
+def test_an_index_set_again_after_env_i_is_the_index():
+    job = _job(3, ["env", "-i", "JOB_COMPLETION_INDEX=$(JOB_COMPLETION_INDEX)"])
+    assert manifest_problems([job]) == [
+        "Job j-worker: DISTCONV_WORLD_SIZE is not set; every rank would refuse to start "
+        "(the Job runs 3)"
+    ]
