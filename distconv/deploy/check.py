@@ -61,7 +61,10 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
-    equals the worker Job's completions (an Indexed Job's, whose index gives each rank); the
+    equals the worker Job's completions (an Indexed Job's, whose index gives each rank and
+    which needs completions; a Job that is not Indexed runs one rank, which takes no
+    ``DISTCONV_WORLD_SIZE`` above 1), and an MPIJob launcher's ``DISTCONV_WORLD_SIZE`` its
+    ``-np``; ``--sync pserver`` has its servers (``--pservers`` or ``DISTCONV_PSERVERS``); the
     conventions every pod keeps (labels, non-root, resources, grace period, probes on the
     health port, keys mounted as files only); every
     ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
@@ -70,7 +73,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     with the pods (one rank for all, another count, a job id the shards do not serve);
     every ``distconv pserver`` command line parses with the shard's own parser (``$(VAR)``
     filled in as the kubelet does; in an init container, which need only exit 0, ``--help``
-    passes, and no check asks it what a shard or a rank must do) and a shard's
+    passes, and no check asks it what a shard or a rank must do), takes its ``--shard`` from
+    its pod where the StatefulSet has several replicas, and a shard's
     ``--checkpoint-dir`` lies on a writable volume of its container and its ``--bind`` is not
     loopback, which no worker in another pod reaches; a pod whose ranks train on
     GPUs requests one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel

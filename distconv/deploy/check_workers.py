@@ -1,8 +1,9 @@
 """The checks of how many ranks a job runs (part of
 :func:`distconv.deploy.check.manifest_problems`): ``mpirun -np`` fits in an MPIJob's worker
-slots; an Indexed Job's completions equal its ranks' ``DISTCONV_WORLD_SIZE`` and the shards'
-``--workers``. A count field that is no integer is named by
-:func:`~distconv.deploy.counts.count_problems` alone: nothing is compared with it here.
+slots; an Indexed Job has completions, equal to its ranks' ``DISTCONV_WORLD_SIZE`` and the
+shards' ``--workers``; a Job that is not Indexed runs one rank. A count field that is no
+integer is named by :func:`~distconv.deploy.counts.count_problems` alone: nothing is compared
+with it here.
 """
 
 from __future__ import annotations
