@@ -116,14 +116,8 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             if not known:  # the cluster's to fill in: not judged
                 continue
             runs = "" if completions is None else f" (the Job runs {completions})"
-            if size is None and _index_removed(container):
-                # no index either: each rank trains as rank 0 of 1, right for one rank only
-                if completions != 1:
-                    yield (
-                        f"{_where(job)}: the ranks' command line empties their environment "
-                        "(env -i, exec -c): with no JOB_COMPLETION_INDEX every rank would "
-                        f"train as rank 0 of 1{runs}"
-                    )
+            if _index_removed(container):
+                yield from _without_index(job, size, completions if counts else 1)
             elif size is None:  # the ranks take theirs from the Job index, and need it then
                 yield (
                     f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
@@ -148,6 +142,31 @@ def _index_removed(container: Manifest) -> bool:
     return unset_on_command_line(container, name) and set_on_command_line(container, name) is None
 
 
+def _refused_alone(size: str) -> bool:
+    """Whether a rank that nothing places (no index, no ``--rank``) refuses
+    ``DISTCONV_WORLD_SIZE`` ``size`` at start: one above 1, or one it cannot read."""
+    return not INTEGER_TEXT.fullmatch(size) or int(size) > 1
+
+
+def _without_index(job: Manifest, size: str | None, completions: int) -> Iterator[str]:
+    """An Indexed Job's ranks started without ``JOB_COMPLETION_INDEX`` (``env -i``, bash's
+    ``exec -c``): each is rank 0 of 1, right for a Job of one rank only, and refuses a
+    ``DISTCONV_WORLD_SIZE`` above 1 at start. One the cluster fills in is not judged."""
+    if size is not None and "$(" in size:
+        return
+    if size is not None and _refused_alone(size):
+        yield (
+            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the ranks' command line takes "
+            "JOB_COMPLETION_INDEX from them (env -i, exec -c): every rank would refuse to start"
+        )
+    elif completions != 1:
+        yield (
+            f"{_where(job)}: the ranks' command line empties their environment (env -i, "
+            "exec -c): with no JOB_COMPLETION_INDEX every rank would train as rank 0 of 1 "
+            f"(the Job runs {completions})"
+        )
+
+
 def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:
     """A Job that is not Indexed runs one pod, whose rank has no index: rank 0 of 1, which
     refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot read) at start, unless its
@@ -160,7 +179,7 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
         train = _as_read(_command_args(_argv(container), "train") or [])[0]
         if _flag(train, "--rank", "--world-size") is not None:  # _pod_settings' to judge
             continue
-        if not INTEGER_TEXT.fullmatch(size) or int(size) > 1:
+        if _refused_alone(size):
             yield (
                 f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the Job is not Indexed: its "
                 "one rank has no index and would refuse to start (set completionMode: Indexed)"

@@ -68,3 +68,20 @@ def test_an_index_set_again_after_env_i_is_the_index():
         "Job j-worker: DISTCONV_WORLD_SIZE is not set; every rank would refuse to start "
         "(the Job runs 3)"
     ]
+
+
+def test_a_world_size_set_again_after_env_i_is_refused_without_the_index():
+    """``env -i DISTCONV_WORLD_SIZE=3``: the rank has a world size but no index, and refuses
+    to start; the check compared 3 with the completions and passed the Job."""
+    refused = _placed(["env", "-i", "DISTCONV_WORLD_SIZE=3"])
+    assert refused.returncode != 0 and "nothing says which one this is" in refused.stderr
+    job = _job(3, ["env", "-i", "DISTCONV_WORLD_SIZE=3"])
+    assert manifest_problems([job]) == [
+        "Job j-worker: DISTCONV_WORLD_SIZE '3' but the ranks' command line takes "
+        "JOB_COMPLETION_INDEX from them (env -i, exec -c): every rank would refuse to start"
+    ]
+
+
+def test_a_world_size_of_one_set_again_after_env_i_passes_a_job_of_one():
+    assert _placed(["env", "-i", "DISTCONV_WORLD_SIZE=1"]).stdout.split() == ["0", "1"]
+    assert manifest_problems([_job(1, ["env", "-i", "DISTCONV_WORLD_SIZE=1"])]) == []
