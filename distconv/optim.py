@@ -98,11 +98,11 @@ class Optimizer:
                 pass over memory; Momentum and AdaGrad form one ``s * g`` temporary (their
                 state is kept in averaged units). The result equals
                 ``update(value, grad * grad_scale, state)`` to an ulp or two, and bitwise for a
-                power of two. For 16-bit parameters the gradient is scaled first (one pass):
-                folded scalars such as ``(1 - beta2) * s * s`` underflow there.
+                power of two. The gradient is scaled first (one pass) for 16-bit parameters,
+                where ``(1 - beta2) * s * s`` underflows, and for a scale of 0 (``mu / s``).
         """
         scale = float(grad_scale)
-        if scale != 1.0 and value.dtype.itemsize <= 2:
+        if scale != 1.0 and (value.dtype.itemsize <= 2 or scale == 0.0):
             grad, scale = scaled_copy(grad, scale), 1.0
         decay = self.hyper.get("weight_decay", 0.0)
         if decay:  # s * (g + (decay / s) * w) = s * g + decay * w: the L2 term is not scaled
@@ -338,13 +338,13 @@ def typed(value: Any, *scalars: float) -> tuple[Any, ...]:
 
 
 def scaled_copy(grad: Any, scale: float) -> Any:
-    """``grad * scale`` in ``grad``'s dtype, multiplied in float32 (one pass over memory).
-
-    For 16-bit arrays: ``scale`` itself (``1 / examples``) may be subnormal in float16.
+    """``grad * scale`` in ``grad``'s dtype, multiplied in float32 for a 16-bit one (one pass
+    over memory): ``scale`` itself (``1 / examples``) may be subnormal in float16. Wider ones
+    in their own (a float64 gradient beyond float32's range would be inf in float32).
     """
-    xp = get_array_module(grad)
+    xp, wide = get_array_module(grad), sum_dtype(grad.dtype) or grad.dtype
     out = xp.empty_like(grad)
-    xp.multiply(grad, scale, out=out, dtype="float32", casting="unsafe")
+    xp.multiply(grad, scale, out=out, dtype=wide, casting="unsafe")
     return out
 
 

@@ -450,3 +450,24 @@ def test_an_eps_of_0_is_refused_not_a_nan_weight_at_a_zero_gradient(name):
     w = np.ones(3)
     opt.update(w, np.array([1.0, 0.0, -1.0]), opt.init_state(w))
     assert w[1] == 1.0 and np.isfinite(w).all()
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("decay", [0.0, 0.01])
+def test_a_grad_scale_of_0_is_a_zero_gradient_not_a_division_by_zero(name, decay):
+    """``update(w, g, st, grad_scale=0)`` is ``update(w, g * 0, st)`` as documented: Momentum
+    and Nesterov (``mu / scale``) and every rule with weight decay (``decay / scale``) stopped
+    on a bare "ZeroDivisionError: float division by zero" (review k257)."""
+    rng = np.random.default_rng(7)
+    opt = create_optimizer(name, lr=0.05, weight_decay=decay)
+    folded = rng.standard_normal(6)
+    s_folded = opt.init_state(folded)
+    opt.update(folded, rng.standard_normal(6), s_folded)  # a first step: momentum to carry
+    scaled, s_scaled = folded.copy(), {k: v.copy() for k, v in s_folded.items()}
+    g = rng.standard_normal(6)
+    g[0] = 1e300  # times 0 is 0 in float64, not inf * 0 = NaN in float32
+    opt.update(folded, g, s_folded, grad_scale=0.0)
+    opt.update(scaled, g * 0.0, s_scaled)
+    np.testing.assert_array_equal(folded, scaled)
+    for key in s_scaled:
+        np.testing.assert_array_equal(s_folded[key], s_scaled[key])
