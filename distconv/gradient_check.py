@@ -210,12 +210,12 @@ def check_layer_grad(
     Args:
         layer: the layer under test (its parameters are perturbed in place and restored).
         inputs: its inputs; those with ``needs_grad`` are checked too.
-        step: finite-difference step, finite and > 0; when None by the narrower dtype of the
-            output and the array checked (1e-6 float64, 1e-3 float32).
+        step: finite-difference step, finite and > 0, each entry moved by it as rounded to its
+            array's dtype (the derivative is taken along that); when None by the narrower dtype
+            of the output and the array checked (1e-6 float64, 1e-3 float32).
         tol: largest allowed relative difference, finite and > 0; when None by that dtype
             (1e-6 float64, 0.02 float32).
-        elements: how many single entries (an int >= 0) of each array to check besides the
-            direction.
+        elements: single entries (an int >= 0) of each array to check besides the direction.
         seed: for the output weighting and the directions.
         check_static: also run the all-static pass.
 
@@ -225,9 +225,9 @@ def check_layer_grad(
     Raises:
         AssertionError: a gradient, a callback or a static pass is wrong (the message names it),
             or the output is not finite though the inputs and parameters are.
-        ValueError: ``step``, ``tol`` or ``elements`` out of range (0 was the default
-            without a word, inf passed any gradient); an input or a parameter holds NaN or inf
-            that makes the output or a gradient not finite (no gradient can be judged), or a
+        ValueError: ``step``, ``tol`` or ``elements`` out of range, or ``step`` lost rounding an
+            entry to its array's dtype (give a larger one); an input or a parameter holds NaN or
+            inf that makes the output or a gradient not finite (no gradient can be judged), or a
             gradient too small beside the rounding of a large output to be judged in its dtype.
         TypeError: the layer's output, a parameter or an input it checks is not float32 or
             float64 (bfloat16, float16 ...), in which finite differences cannot tell a wrong

@@ -313,3 +313,13 @@ def test_a_step_lost_in_rounding_is_refused_naming_the_array(rng):
         check_layer_grad(OffsetLayer(16, np.float32, offset=1e5), [Arg(x, needs_grad=False)])
     layer = OffsetLayer(16, np.float32, offset=1e5)
     assert check_layer_grad(layer, [Arg(x, needs_grad=False)], step=0.5).worst < 0.02
+
+
+def test_the_docstring_names_the_step_lost_in_rounding_and_the_rounded_step():
+    """check_layer_grad refuses a step that rounding loses and takes the derivative along the
+    step as rounded (audit k253), but its docstring's Raises listed neither that ValueError
+    nor, under ``step``, the rounding (review k257)."""
+    doc = " ".join(check_layer_grad.__doc__.split())
+    args, raises = doc.split("Raises:")
+    assert "``step`` lost rounding an entry to its array's dtype" in raises.split("TypeError")[0]
+    assert "as rounded to its array's dtype" in args.split("tol:")[0]
