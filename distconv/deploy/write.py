@@ -3,9 +3,9 @@
 
 Everything that would stop a write part-way is refused before the first file is written:
 another job's manifests in a folder (``kubectl apply -f`` would deploy them too), a folder or
-other non-file where a manifest goes (:func:`~distconv.files.write_all_atomically` stages
-every file, then renames each over its target: a rename that fails there left the files
-renamed before it in place, beside the old ones, and the rest staged as ``.<name>.new``).
+other non-file where a manifest goes. :func:`~distconv.files.write_all_atomically` would
+put every target back if a rename failed there; checking first names the problem in one line
+before anything is staged.
 """
 
 from __future__ import annotations
