@@ -95,53 +95,55 @@ def _replace_all(staged: Mapping[Path, Path]) -> None:
     kept meanwhile as ``.<name>.old`` (:func:`_keep_copy`: a hard link or a copy, so that the
     target is never missing where it can be): a rename that fails puts back every target
     renamed before it, old file or none, where the renames stopped half-way left the new files
-    renamed so far beside the old ones."""
+    renamed so far beside the old ones. A target is put back from its first step on, so that
+    an interrupt (Ctrl-C) between a rename and its bookkeeping puts it back too; an old file
+    that could not be put back is kept as ``.<name>.old`` where its target is missing."""
     old = {path: path.with_name(f".{path.name}.old") for path in staged}
-    done: list[Path] = []
+    existed: dict[Path, bool] = {}  # the targets begun, in order: whether each was there
     try:
         for path, new in staged.items():
             old[path].unlink(missing_ok=True)
-            moved = os.path.lexists(path) and _keep_copy(path, old[path])
-            if moved:  # the target is missing now: put back should its own rename fail too
-                done.append(path)
+            existed[path] = os.path.lexists(path)
+            if existed[path]:
+                _keep_copy(path, old[path])
             os.replace(new, path)
-            if not moved:
-                done.append(path)
     except BaseException:
-        for path in reversed(done):  # best effort: the first error is the one to report
+        for path in reversed(existed):  # best effort: the first error is the one to report
             try:
                 if os.path.lexists(old[path]):
                     os.replace(old[path], path)
-                else:
-                    path.unlink()
+                elif not existed[path]:
+                    path.unlink(missing_ok=True)
             except OSError:
                 pass
         raise
     finally:
-        for kept in old.values():
-            kept.unlink(missing_ok=True)
+        for path, kept in old.items():
+            if os.path.lexists(path):  # else the old file is the only copy of its target
+                kept.unlink(missing_ok=True)
 
 
-def _keep_copy(path: Path, copy: Path) -> bool:
+def _keep_copy(path: Path, copy: Path) -> None:
     """``copy`` as a second name of ``path`` (a link itself, not its target), or a copy of it
-    where the filesystem has no hard links; or else ``path`` itself moved to ``copy`` (True
-    then): another user's file that this one may not read (mode 600) can be neither linked
+    where the filesystem has no hard links; or else ``path`` itself moved to ``copy``: another
+    user's file that this one may not read (mode 600) can be neither linked
     (``fs.protected_hardlinks``) nor copied, yet its folder may let this user replace it, as
     a rename over it did before the old files were kept. A folder is never moved (the error
-    is raised: a rename over it fails)."""
+    is raised: a rename over it fails). A copy cut short is removed: put back, it would stand
+    for the whole file."""
     try:
         os.link(path, copy, follow_symlinks=False)
-        return False
+        return
     except OSError:
         pass
     try:
         shutil.copy2(path, copy, follow_symlinks=False)
-        return False
-    except OSError:
-        if stat.S_ISDIR(os.lstat(path).st_mode):
+        return
+    except BaseException as exc:
+        copy.unlink(missing_ok=True)
+        if not isinstance(exc, OSError) or stat.S_ISDIR(os.lstat(path).st_mode):
             raise
     os.replace(path, copy)
-    return True
 
 
 def _create_temporary(directory: Path, prefix: str, mode: int) -> tuple[int, Path]:
