@@ -232,11 +232,18 @@ def test_a_float32_gradient_above_the_floor_is_judged_not_refused(rng, factor):
     """The rounding noise of audit k244 bounds the worst case and grows with the count of
     outputs: a float32 FC on 512 rows of inputs of scale 30, whose bias derivatives agreed to
     1e-3, was refused as unjudgeable (review k247). Above the floor from |f| a gradient is
-    judged on its own scale: a right one passes, a wrong one fails."""
+    judged on its own scale: a right one passes, a wrong one fails.
+
+    The FC's weights come from ``rng``, not the initialisers' global generator: the bias's
+    derivative along the gradient (288) is always below the noise bound (about 320), so it is
+    judged only where |f| puts the floor below it, and 4 of 40 global draws did not (the test
+    failed after tests/sync/test_local_state.py; review k262). Here the floor is 98."""
     x = (30 * rng.standard_normal((512, 16))).astype(np.float32)
     layer = ShiftLayer(16, np.float32, factor, scale=1.0)
     if factor == 1.0:
-        assert check_layer_grad(FullyConnected(16, 16), [Arg(x)]).worst < 0.02
+        fc = FullyConnected(16, 16)
+        fc.weight.value[...] = rng.standard_normal((16, 16)) * np.sqrt(2 / 16)
+        assert check_layer_grad(fc, [Arg(x)]).worst < 0.02
         assert check_layer_grad(layer, [Arg(x, needs_grad=False)]).worst < 0.02
     else:
         with pytest.raises(AssertionError, match=r"gradient of param ShiftLayer.b is off"):
