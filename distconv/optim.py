@@ -99,12 +99,13 @@ class Optimizer:
                 state is kept in averaged units). The result equals
                 ``update(value, grad * grad_scale, state)`` to an ulp or two, and bitwise for a
                 power of two. The gradient is scaled first (one pass) for 16-bit parameters,
-                where ``(1 - beta2) * s * s`` underflows, and for a scale of 0 (``mu / s``).
+                where ``(1 - beta2) * s * s`` underflows, and for a scale of 0 or so near it
+                that ``mu / s`` or ``decay / s`` could overflow float32 (``|s|`` below
+                ``2**-126 * (1 + decay)``; 2**-126 is float32's least normal).
         """
-        scale = float(grad_scale)
-        if scale != 1.0 and (value.dtype.itemsize <= 2 or scale == 0.0):
+        scale, decay = float(grad_scale), self.hyper.get("weight_decay", 0.0)
+        if scale != 1.0 and (value.dtype.itemsize <= 2 or abs(scale) < 2.0**-126 * (1 + decay)):
             grad, scale = scaled_copy(grad, scale), 1.0
-        decay = self.hyper.get("weight_decay", 0.0)
         if decay:  # s * (g + (decay / s) * w) = s * g + decay * w: the L2 term is not scaled
             grad = grad + typed(value, decay / scale)[0] * value
         self._apply(value, grad, state, scale)

@@ -471,3 +471,33 @@ def test_a_grad_scale_of_0_is_a_zero_gradient_not_a_division_by_zero(name, decay
     np.testing.assert_array_equal(folded, scaled)
     for key in s_scaled:
         np.testing.assert_array_equal(s_folded[key], s_scaled[key])
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("decay", [0.0, 0.01])
+@pytest.mark.parametrize(
+    "dtype, scale",
+    [(np.float32, 1e-39), (np.float32, 1e-42), (np.float64, 4e-309), (np.float64, 1e-311)],
+)
+def test_a_grad_scale_near_0_is_a_small_gradient_not_an_inf_weight(name, decay, dtype, scale):
+    """A scale of 0 was scaled into the gradient first (review k257), but one just above it
+    still overflowed ``mu / scale`` (Momentum, Nesterov) or ``decay / scale`` in the
+    parameter's type: a float32 Nesterov at ``grad_scale=1e-39``, a normal float64, made every
+    weight -inf or NaN. Such a scale now goes the same way: bitwise ``update(g * s)``
+    (review k262)."""
+    rng = np.random.default_rng(7)
+    kw = {"eps": 1e-6} if name in ("adagrad", "rmsprop", "adam") else {}
+    opt = create_optimizer(name, lr=0.05, weight_decay=decay, **kw)
+    folded = rng.standard_normal(6).astype(dtype)
+    s_folded = opt.init_state(folded)
+    opt.update(folded, rng.standard_normal(6).astype(dtype), s_folded)
+    scaled, s_scaled = folded.copy(), {k: v.copy() for k, v in s_folded.items()}
+    g = rng.standard_normal(6).astype(dtype)
+    with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+        opt.update(folded, g, s_folded, grad_scale=scale)
+    with np.errstate(under="ignore"):
+        opt.update(scaled, g * scale, s_scaled)
+    assert np.isfinite(folded).all()
+    np.testing.assert_array_equal(folded, scaled)
+    for key in s_scaled:
+        np.testing.assert_array_equal(s_folded[key], s_scaled[key])
