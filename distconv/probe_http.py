@@ -14,6 +14,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
@@ -91,7 +92,10 @@ def handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
         timeout = CLIENT_SECONDS  # the socket's: a silent client is dropped, not waited for
 
         def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
-            path = self.path.split("?", 1)[0]
+            # the absolute form ("GET http://host:9100/healthz"), which a proxy sends and
+            # RFC 9112 3.2.2 says a server MUST accept, answered 404 for every path
+            path = urlsplit(self.path).path if "://" in self.path.split("?", 1)[0] else self.path
+            path = path.split("?", 1)[0]
             if path == "/readyz":
                 ok = service.ready
                 self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
