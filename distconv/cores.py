@@ -31,7 +31,8 @@ def processes_on_this_host(environ: Mapping[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     for name in LOCAL_SIZE_VARS:
         value = env.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
+        # ASCII digits: str.isdigit() takes "²", which int() refuses, and every kernel failed
+        if value.isascii() and value.isdigit() and int(value) > 0:
             return int(value)
     return 1
 
