@@ -30,12 +30,14 @@ def stat_fields(pid: int | str) -> list[str] | None:
             permissions): that says nothing of whether the process runs.
     """
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        data = Path(f"/proc/{pid}/stat").read_bytes()
     except (FileNotFoundError, ProcessLookupError):  # ESRCH: it ended while being read
         return None
     # "pid (comm) state ...": the command name may hold spaces and parentheses, so the fields
-    # start after the last ')'
-    return text[text.rfind(")") + 2 :].split()
+    # start after the last ')'. Bytes: a name that is no UTF-8 (an executable's, prctl's) made
+    # read_text() raise UnicodeDecodeError, and any such process on the host stopped the
+    # launcher's look at its process groups; the fields after it are ASCII
+    return data[data.rfind(b")") + 2 :].decode("ascii", "replace").split()
 
 
 def process_identity() -> str:
