@@ -1,9 +1,9 @@
 """The checks of how many ranks a job runs (part of
 :func:`distconv.deploy.check.manifest_problems`): ``mpirun -np`` fits in an MPIJob's worker
-slots; an Indexed Job has completions, equal to its ranks' ``DISTCONV_WORLD_SIZE`` and the
-shards' ``--workers``; a Job that is not Indexed runs one rank. A count field that is no
-integer is named by :func:`~distconv.deploy.counts.count_problems` alone: nothing is compared
-with it here.
+slots; an Indexed Job has completions, equal to its ranks' ``DISTCONV_WORLD_SIZE`` (which
+ranks given both ``--rank`` and ``--world-size`` do not read) and the shards' ``--workers``;
+a Job that is not Indexed runs one rank. A count field that is no integer is named by
+:func:`~distconv.deploy.counts.count_problems` alone: nothing is compared with it here.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         for container in _main_containers(spec["template"]):
             if not _runs(container, "train"):  # however started: sh -c, distconv -q train
                 continue
+            if _placed_by(container, "--rank") and _placed_by(container, "--world-size"):
+                continue  # the rank reads neither the index nor the variable: _pod_settings'
             known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
             if not known:  # the cluster's to fill in: not judged
                 continue
@@ -133,6 +135,15 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
                         f"{completions} ranks"
                     )
+
+
+def _placed_by(container: Manifest, *flags: str) -> bool:
+    """Whether the ``distconv train`` of ``container`` gives one of ``flags`` (as argparse
+    reads them, abbreviated too). With ``--rank`` and ``--world-size`` both, a rank reads
+    neither ``JOB_COMPLETION_INDEX`` nor ``DISTCONV_WORLD_SIZE``; with one, where no index is
+    set, it reads no ``DISTCONV_WORLD_SIZE``."""
+    train = _as_read(_command_args(_argv(container), "train") or [])[0]
+    return _flag(train, *flags) is not None
 
 
 def _index_removed(container: Manifest) -> bool:
@@ -176,8 +187,7 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
         known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
         if not _runs(container, "train") or not known or size is None or "$(" in size:
             continue
-        train = _as_read(_command_args(_argv(container), "train") or [])[0]
-        if _flag(train, "--rank", "--world-size") is not None:  # _pod_settings' to judge
+        if _placed_by(container, "--rank", "--world-size"):  # _pod_settings' to judge
             continue
         if _refused_alone(size):
             yield (
