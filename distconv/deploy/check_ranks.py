@@ -257,6 +257,13 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
                 f"{here}: --rank {rank} is in every rank's arguments, so the {size} ranks of "
                 f"{_where(obj)} would all claim it (each gets its own from the pods)"
             )
+        elif size == 1 and _out_of_one(rank, given):
+            # placed by the flag or not, its world is one rank (it stops, out of range), or
+            # one more (a DISTCONV_WORLD_SIZE named on its own: it waits for a rank 0)
+            yield (
+                f"{here}: --rank {rank} but {_where(obj)} runs 1 rank, rank 0: it would "
+                "refuse to start (out of range), or wait for a rank 0 that never starts"
+            )
         if given is not None and size is not None and _other_count(given, size):
             yield f"{here}: --world-size {given} but {_where(obj)} runs {size} ranks"
         # --rank with --world-size: the ranks read neither from their environment
@@ -270,6 +277,13 @@ def _pod_settings(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{here}: job id {mine[0]!r} ({mine[1]}) but {shard_where} serves "
                     f"{theirs[0]!r} ({theirs[1]}): the shards would refuse every worker's hello"
                 )
+
+
+def _out_of_one(rank: str | None, given: str | None) -> bool:
+    """Whether ``--rank rank`` is out of range for the world of one rank a job of one gives
+    (``--world-size given``, where written, says 1 too: another is named on its own)."""
+    one = given is None or not _other_count(given, 1)
+    return one and rank is not None and bool(INTEGER_TEXT.fullmatch(rank)) and int(rank) > 0
 
 
 def _mpi_world_size_var(here: str, container: Manifest, size: int) -> Iterator[str]:
