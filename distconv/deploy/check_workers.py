@@ -160,22 +160,27 @@ def _refused_alone(size: str) -> bool:
 
 
 def _without_index(job: Manifest, size: str | None, completions: int) -> Iterator[str]:
-    """An Indexed Job's ranks started without ``JOB_COMPLETION_INDEX`` (``env -i``, bash's
-    ``exec -c``): each is rank 0 of 1, right for a Job of one rank only, and refuses a
-    ``DISTCONV_WORLD_SIZE`` above 1 at start. One the cluster fills in is not judged."""
+    """An Indexed Job's ranks started without ``JOB_COMPLETION_INDEX`` (``env -i``, ``env -u
+    JOB_COMPLETION_INDEX``, bash's ``exec -c``): each is rank 0 of 1, right for a Job of one
+    rank only, and refuses a ``DISTCONV_WORLD_SIZE`` above 1 at start. One the cluster fills
+    in is not judged."""
     if size is not None and "$(" in size:
         return
+    taken = f"the ranks' command line takes JOB_COMPLETION_INDEX from them ({_TAKEN_BY})"
     if size is not None and _refused_alone(size):
         yield (
-            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the ranks' command line takes "
-            "JOB_COMPLETION_INDEX from them (env -i, exec -c): every rank would refuse to start"
+            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but {taken}: every rank would refuse "
+            "to start"
         )
     elif completions != 1:
         yield (
-            f"{_where(job)}: the ranks' command line empties their environment (env -i, "
-            "exec -c): with no JOB_COMPLETION_INDEX every rank would train as rank 0 of 1 "
-            f"(the Job runs {completions})"
+            f"{_where(job)}: {taken}: with no index every rank would train as rank 0 of 1 (the "
+            f"Job runs {completions})"
         )
+
+
+#: the command lines that start a rank without the Job's index
+_TAKEN_BY = "env -i, env -u, exec -c"
 
 
 def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:

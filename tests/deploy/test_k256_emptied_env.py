@@ -57,8 +57,8 @@ def test_a_job_of_one_rank_with_an_emptied_environment_passes(head):
 
 def test_a_job_of_more_ranks_is_refused_for_what_happens():
     assert manifest_problems([_job(3, ["env", "-i"])]) == [
-        "Job j-worker: the ranks' command line empties their environment (env -i, exec -c): "
-        "with no JOB_COMPLETION_INDEX every rank would train as rank 0 of 1 (the Job runs 3)"
+        "Job j-worker: the ranks' command line takes JOB_COMPLETION_INDEX from them (env -i, "
+        "env -u, exec -c): with no index every rank would train as rank 0 of 1 (the Job runs 3)"
     ]
 
 
@@ -78,7 +78,7 @@ def test_a_world_size_set_again_after_env_i_is_refused_without_the_index():
     job = _job(3, ["env", "-i", "DISTCONV_WORLD_SIZE=3"])
     assert manifest_problems([job]) == [
         "Job j-worker: DISTCONV_WORLD_SIZE '3' but the ranks' command line takes "
-        "JOB_COMPLETION_INDEX from them (env -i, exec -c): every rank would refuse to start"
+        "JOB_COMPLETION_INDEX from them (env -i, env -u, exec -c): every rank would refuse to start"
     ]
 
 

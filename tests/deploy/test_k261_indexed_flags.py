@@ -68,5 +68,5 @@ def test_one_flag_alone_still_reads_the_variable():
     container["args"] = [*container["args"], "--world-size", "3"]
     assert manifest_problems([job]) == [
         "Job j-worker: DISTCONV_WORLD_SIZE '3' but the ranks' command line takes "
-        "JOB_COMPLETION_INDEX from them (env -i, exec -c): every rank would refuse to start"
+        "JOB_COMPLETION_INDEX from them (env -i, env -u, exec -c): every rank would refuse to start"
     ]
