@@ -119,7 +119,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                 continue
             runs = "" if completions is None else f" (the Job runs {completions})"
             if _index_removed(container):
-                yield from _without_index(job, size, completions if counts else 1)
+                yield from _without_index(job, container, size, completions if counts else 1)
             elif size is None:  # the ranks take theirs from the Job index, and need it then
                 yield (
                     f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
@@ -137,13 +137,18 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                     )
 
 
+def _train_args(container: Manifest) -> list[str]:
+    """The arguments of the ``distconv train`` of ``container``, as argparse reads them
+    (abbreviated flags spelled out)."""
+    return _as_read(_command_args(_argv(container), "train") or [])[0]
+
+
 def _placed_by(container: Manifest, *flags: str) -> bool:
-    """Whether the ``distconv train`` of ``container`` gives one of ``flags`` (as argparse
-    reads them, abbreviated too). With ``--rank`` and ``--world-size`` both, a rank reads
-    neither ``JOB_COMPLETION_INDEX`` nor ``DISTCONV_WORLD_SIZE``; with one, where no index is
-    set, it reads no ``DISTCONV_WORLD_SIZE``."""
-    train = _as_read(_command_args(_argv(container), "train") or [])[0]
-    return _flag(train, *flags) is not None
+    """Whether the ``distconv train`` of ``container`` gives one of ``flags``. With ``--rank``
+    and ``--world-size`` both, a rank reads neither ``JOB_COMPLETION_INDEX`` nor
+    ``DISTCONV_WORLD_SIZE``; with one, where no index is set, it reads no
+    ``DISTCONV_WORLD_SIZE``."""
+    return _flag(_train_args(container), *flags) is not None
 
 
 def _index_removed(container: Manifest) -> bool:
@@ -159,18 +164,37 @@ def _refused_alone(size: str) -> bool:
     return not INTEGER_TEXT.fullmatch(size) or int(size) > 1
 
 
-def _without_index(job: Manifest, size: str | None, completions: int) -> Iterator[str]:
+def _without_index(
+    job: Manifest, container: Manifest, size: str | None, completions: int
+) -> Iterator[str]:
     """An Indexed Job's ranks started without ``JOB_COMPLETION_INDEX`` (``env -i``, ``env -u
     JOB_COMPLETION_INDEX``, bash's ``exec -c``): each is rank 0 of 1, right for a Job of one
-    rank only, and refuses a ``DISTCONV_WORLD_SIZE`` above 1 at start. One the cluster fills
-    in is not judged."""
-    if size is not None and "$(" in size:
-        return
+    rank only, and refuses a ``DISTCONV_WORLD_SIZE`` above 1 at start. A rank given
+    ``--rank`` or ``--world-size`` (not both: not judged here) reads no
+    ``DISTCONV_WORLD_SIZE``: its world is ``--world-size``, or 1, and one above 1 with no
+    ``--rank`` is refused. One the cluster fills in is not judged."""
+    train = _train_args(container)
+    rank, world = _flag(train, "--rank", last=True), _flag(train, "--world-size", last=True)
     taken = f"the ranks' command line takes JOB_COMPLETION_INDEX from them ({_TAKEN_BY})"
-    if size is not None and _refused_alone(size):
+    if world is not None:  # 1 is rank 0 of 1; another count is _pod_settings' to name
+        world = expand(world, container)
+        if INTEGER_TEXT.fullmatch(world) and int(world) > 1:
+            yield (
+                f"{_where(job)}: --world-size {world.strip()} but {taken}: nothing says which "
+                "rank each is, and every rank would refuse to start"
+            )
+        return
+    if rank is None and size is not None and "$(" in size:
+        return
+    if rank is None and size is not None and _refused_alone(size):
         yield (
             f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but {taken}: every rank would refuse "
             "to start"
+        )
+    elif rank is not None and completions != 1:  # --rank R of 1: 0 trains alone, others stop
+        yield (
+            f"{_where(job)}: {taken}: with no index and no --world-size every rank's world is "
+            f"1 rank (the Job runs {completions})"
         )
     elif completions != 1:
         yield (
