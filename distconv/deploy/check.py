@@ -63,10 +63,11 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
     equals the worker Job's completions (an Indexed Job's, whose index gives each rank and
     which needs completions; a Job that is not Indexed runs one rank, which takes no
-    ``DISTCONV_WORLD_SIZE`` above 1), and an MPIJob launcher's ``DISTCONV_WORLD_SIZE`` its
-    ``-np``; ``--sync pserver`` has its servers (``--pservers`` or ``DISTCONV_PSERVERS``); the
-    conventions every pod keeps (labels, non-root, resources, grace period, probes on the
-    health port, keys mounted as files only); every
+    ``DISTCONV_WORLD_SIZE`` above 1; a rank given ``--rank`` and ``--world-size`` reads neither
+    the index nor the variable), and an MPIJob launcher's ``DISTCONV_WORLD_SIZE`` its ``-np``
+    (but for ranks given both flags); ``--sync pserver`` has its servers (``--pservers`` or
+    ``DISTCONV_PSERVERS``); the conventions every pod keeps (labels, non-root, resources,
+    grace period, probes on the health port, keys mounted as files only); every
     ``distconv train`` resumes (``--resume auto``), takes no flag of another transport than
     its ``--sync``, and writes ``--out`` onto a writable volume of the pods its ranks run in;
     no ``--rank``, ``--world-size`` or ``--job-id`` written into the ranks' arguments disagrees
