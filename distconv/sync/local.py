@@ -37,6 +37,8 @@ class LocalSync(SyncStrategy):
         # the parameter each state was made for, weakly: a model dropped from this sync (a
         # sweep's last one) is freed, and its state with it at the next setup
         self._state_of: dict[str, weakref.ref[Parameter]] = {}
+        #: the optimizer that state was made by: another one given since starts afresh
+        self._state_by: Optimizer | None = None
         #: ids of the parameters fired in the step under way; None outside a step
         self._fired: set[int] | None = None
 
@@ -56,7 +58,12 @@ class LocalSync(SyncStrategy):
         """Fresh state for each parameter that has none: a parameter trained again (a second
         fit) keeps its own, and a new parameter of the same name (another model on this sync,
         as in a sweep) never inherits another's moments. A parameter cast or moved since (to
-        float64, to the GPU) keeps its state in its new dtype and on its new device."""
+        float64, to the GPU) keeps its state in its new dtype and on its new device. Another
+        optimizer given to this sync since (``sync.optimizer = ...``) starts every parameter's
+        state afresh, as a new torch optimizer does: its buffers are not the old one's."""
+        if self.optimizer is not self._state_by:
+            self.state, self._state_of = {}, {}
+            self._state_by = self.optimizer
         self._forget_freed()
         for p in self.params:
             made_for = self._state_of.get(p.name)

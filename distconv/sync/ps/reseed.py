@@ -6,7 +6,8 @@ seeds them again: rank 0's values may have changed since (weights loaded). As
 :class:`~distconv.sync.local.LocalSync` keeps the state of a parameter trained again (momentum,
 Adam's moments and step count), rank 0 reads the shards' state before it seeds them and sends
 it back after, for each parameter that is the same object as one of its last completed setup;
-a new parameter of the same name (another model on this sync) starts afresh, as there. The
+a new parameter of the same name (another model on this sync) starts afresh, as there, and so
+does every parameter under another optimizer given to this sync (``sync.optimizer = ...``). The
 shards took this setup's hello, so the job they hold (parameters, layout, optimizer) is this
 one: a changed optimizer or layout is refused there, and shards started afresh for a new job
 hold nothing to keep.
@@ -32,15 +33,20 @@ class Reseed:
     def _init_reseed(self) -> None:
         #: the parameters of the last completed setup, by name
         self._trained: dict[str, Parameter] = {}
+        #: the optimizer of that setup: another one given since starts afresh, as on LocalSync
+        self._trained_by: Any = None
         #: state read from the shards and not sent back yet (a setup failed in between), with
         #: the parameter and what it was then: one cast or reshaped since starts afresh
         self._kept: dict[str, tuple[Parameter, ParamSpec, Any]] | None = None
 
     def _done_setup(self) -> None:
         self._trained = {p.name: p for p in self.params}
+        self._trained_by = self.optimizer
 
     def _seed_keeping_state(self, heads: list[dict[str, Any]]) -> None:
         """Rank 0: read the state to keep (see the module), seed, and send it back."""
+        if self.optimizer is not self._trained_by:  # (of the same settings: the shards took
+            self._trained, self._kept = {}, None  # the hello): its state starts afresh
         if self._kept is None:
             self._kept = self._state_to_keep(heads)
         held = self._kept
