@@ -205,7 +205,6 @@ class PServerSync(
         except BaseException:
             self._stop_heartbeat()  # a failed setup must not keep the rank alive on the shards
             raise
-        self._done_setup()
         log.info(
             "rank %d: %d parameters in %d blocks on %d shards (%s mode)",
             self.rank,

@@ -5,7 +5,8 @@ A second ``setup`` of one worker (a second ``Trainer.fit`` in one process) on th
 seeds them again: rank 0's values may have changed since (weights loaded). As
 :class:`~distconv.sync.local.LocalSync` keeps the state of a parameter trained again (momentum,
 Adam's moments and step count), rank 0 reads the shards' state before it seeds them and sends
-it back after, for each parameter that is the same object as one of its last completed setup;
+it back after, for each parameter that is the same object as one its last seed held (that
+seed and its send-back went through, even if its setup failed later, at the barrier);
 a new parameter of the same name (another model on this sync) starts afresh, as there, and so
 does every parameter under another optimizer given to this sync (``sync.optimizer = ...``). The
 shards took this setup's hello, so the job they hold (parameters, layout, optimizer) is this
@@ -31,17 +32,14 @@ class Reseed:
     """The seeding side of :class:`~distconv.sync.ps.client.PServerSync`."""
 
     def _init_reseed(self) -> None:
-        #: the parameters of the last completed setup, by name
+        #: the parameters (by name) whose state the shards hold: those of rank 0's last seed
+        #: that went through, state sent back and all (a setup may fail later, at the barrier)
         self._trained: dict[str, Parameter] = {}
-        #: the optimizer of that setup: another one given since starts afresh, as on LocalSync
+        #: the optimizer of that seed: another one given since starts afresh, as on LocalSync
         self._trained_by: Any = None
         #: state read from the shards and not sent back yet (a setup failed in between), with
         #: the parameter and what it was then: one cast or reshaped since starts afresh
         self._kept: dict[str, tuple[Parameter, ParamSpec, Any]] | None = None
-
-    def _done_setup(self) -> None:
-        self._trained = {p.name: p for p in self.params}
-        self._trained_by = self.optimizer
 
     def _seed_keeping_state(self, heads: list[dict[str, Any]]) -> None:
         """Rank 0: read the state to keep (see the module), seed, and send it back."""
@@ -59,9 +57,11 @@ class Reseed:
         if kept:
             self.load_state_dict(kept)
         self._kept = None
+        self._trained = {p.name: p for p in self.params}
+        self._trained_by = self.optimizer
 
     def _state_to_keep(self, heads: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
-        trained, self._trained = self._trained, {}
+        trained = self._trained  # kept until the seed goes through: a read cut short reads again
         again = [(p, s) for p, s in zip(self.params, self._specs) if trained.get(p.name) is p]
         if not again or not self.optimizer.init_state(np.zeros(1)):
             return {}  # a first setup, another model, or a stateless optimizer (plain SGD)
