@@ -76,11 +76,27 @@ class PushQueue:
             self._queued[shard], self._queued_bytes[shard] = [], 0
         inflight, self._inflight = self._inflight, {}
         self._abandon(set(inflight))
+        self._keep_sent_gradients()
+
+    def _keep_sent_gradients(self) -> None:
+        """A push goes without a copy: until it has left (its tracker is done), ZeroMQ reads
+        the gradients' own memory. One of a dropped step still on its way then carried what
+        was written there next (the next step's gradient, a fit's ``zero_grad``), and the shard
+        applied that. So while any has not left, each dense host gradient moves to a copy of
+        its own, and the push keeps the memory it was sent with (the next setup lays the
+        gradients out again)."""
+        if all(t is None or t.done for t in self._last_push):
+            return
+        for p in self.params:
+            if isinstance(p.grad, np.ndarray) and not p.sparse_rows:  # sparse rows go as copies
+                p.grad = p.grad.copy()
 
     def abandon_step(self) -> None:
         """The step ends unfinished (see the contract): its pushes are let go of, as a setup
         lets go of them. Its queued gradients went out with the next step's, which the shard
-        refused ("parameters [0, 0] are none or repeat"). Must not raise."""
+        refused ("parameters [0, 0] are none or repeat"); one sent already is applied by its
+        shard with the gradients it was sent with (:meth:`_keep_sent_gradients`). Must not
+        raise."""
         self._drop_pushes()
         super().abandon_step()  # type: ignore[misc]  # the step's order ends too (StepOrder)
 

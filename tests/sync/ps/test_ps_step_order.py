@@ -8,6 +8,8 @@ and the last sent whatever was queued."""
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
 from ps_helpers import insecure_worker
@@ -120,6 +122,37 @@ def test_an_abandoned_steps_sent_push_stays_applied_as_local_sync_applies_it(sha
         sync.on_gradient(a)
         sync.finish_step()
         np.testing.assert_array_equal(a.value, -6.0)  # the abandoned 5, then the next step's 1
+    finally:
+        sync.close()
+
+
+@pytest.mark.timeout(60)
+def test_an_abandoned_push_still_on_its_way_carries_its_own_gradient(shards):
+    """A push goes without a copy: ZeroMQ reads the gradient's own memory while it sends. The
+    test above once read -2.0 on a loaded machine: its abandoned push had not left yet when
+    the next step wrote 1.0 into the gradient, so it carried 1.0 (review k259). Here the shard
+    is stopped, so the push (48 MB, more than the sockets' buffers) cannot leave until after
+    the next gradient is written: every element must still take the abandoned 5."""
+    (endpoint,) = shards.start(1, workers=1)
+    shard = shards.procs[-1]
+    a = Parameter("a", np.zeros(6_000_000))
+    sync = insecure_worker([endpoint], lr=1.0, push_bytes=0, block_bytes=12_000_000)
+    try:
+        sync.setup([a])
+        shard.send_signal(signal.SIGSTOP)  # it reads nothing: the push stays in ZeroMQ
+        try:
+            sync.start_step(1)
+            a.grad[...] = 5.0
+            sync.on_gradient(a)
+            assert sync.push_messages == 1
+            sync.abandon_step()
+            a.grad[...] = 1.0  # the next step's gradient, while the push is on its way
+        finally:
+            shard.send_signal(signal.SIGCONT)
+        sync.start_step(1)
+        sync.on_gradient(a)
+        sync.finish_step()
+        assert np.unique(a.value).tolist() == [-6.0]  # the abandoned 5, then the next 1
     finally:
         sync.close()
 
