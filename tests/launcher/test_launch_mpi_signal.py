@@ -55,9 +55,9 @@ def test_a_rank_killed_by_a_signal_is_named_with_its_signal(tmp_path):
 def test_a_rank_that_exits_9_is_no_signal(tmp_path, how):
     """Also where the rank's own last line reads as mpiexec's of a signal: it is the rank's."""
     done, report = _run(tmp_path, how, 9)
-    assert done.returncode == 9
-    assert "mpiexec 0 failed with exit code 9 (after 0 restart(s))" in done.stderr
-    assert "died of signal" not in done.stderr and report["cause"] is None
+    assert done.returncode == 9, done.stderr
+    assert "mpiexec 0 failed with exit code 9 (after 0 restart(s))" in done.stderr, done.stderr
+    assert "died of signal" not in done.stderr and report["cause"] is None, done.stderr
 
 
 def test_the_signal_is_read_from_either_mpis_last_lines():
