@@ -85,6 +85,18 @@ class ProbeHTTPServer(ThreadingHTTPServer):
         log.error("probes and metrics: a request from %s failed", client_address[0], exc_info=True)
 
 
+def _target_path(target: str) -> str:
+    """The path a request's target names, its query cut: from the absolute form too ("GET
+    http://host:9100/healthz"), which a proxy sends and RFC 9112 3.2.2 says a server MUST
+    accept; a target the URL parser refuses ("http://[::1/healthz") names no path (404)."""
+    if "://" in target.split("?", 1)[0]:
+        try:
+            target = urlsplit(target).path
+        except ValueError:
+            return ""
+    return target.split("?", 1)[0]
+
+
 def handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
     """A request handler class bound to ``service`` (the stdlib server wants a class)."""
 
@@ -92,10 +104,7 @@ def handler_for(service: ServiceEndpoints) -> type[BaseHTTPRequestHandler]:
         timeout = CLIENT_SECONDS  # the socket's: a silent client is dropped, not waited for
 
         def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
-            # the absolute form ("GET http://host:9100/healthz"), which a proxy sends and
-            # RFC 9112 3.2.2 says a server MUST accept, answered 404 for every path
-            path = urlsplit(self.path).path if "://" in self.path.split("?", 1)[0] else self.path
-            path = path.split("?", 1)[0]
+            path = _target_path(self.path)
             if path == "/readyz":
                 ok = service.ready
                 self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")

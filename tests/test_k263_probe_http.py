@@ -26,6 +26,7 @@ def _status(port: int, target: str) -> int:
         ("http://127.0.0.1/metrics", 200),
         ("http://127.0.0.1/nope", 404),
         ("/nope?u=http://h/healthz", 404),
+        ("http://[::1/healthz", 404),  # a target the URL parser refuses: no reply at all
     ],
 )
 def test_absolute_form_targets_are_answered_by_path(target, status):
