@@ -7,6 +7,9 @@ afresh on both."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from ps_helpers import insecure_worker, run_ranks, small_net
@@ -26,6 +29,20 @@ def _step(sync, params, grad) -> None:
         p.grad[...] = grad * (k + 1)
         sync.on_gradient(p)
     sync.finish_step()
+
+
+@contextlib.contextmanager
+def _momentum_after_one_step(shards) -> Iterator[tuple[object, Parameter]]:
+    """A worker of one shard, momentum with lr 1, that took one step of gradient 1 on w."""
+    (endpoint,) = shards.start(1, workers=1)
+    w = Parameter("w", np.zeros(1))
+    sync = insecure_worker([endpoint], optimizer="momentum", lr=1.0)
+    try:
+        sync.setup([w])
+        _step(sync, [w], np.ones(1))
+        yield sync, w
+    finally:
+        sync.close()
 
 
 def _params() -> list[Parameter]:
@@ -59,17 +76,10 @@ def test_a_second_setup_keeps_the_optimizer_state_as_local_sync_does(shards, nam
 
 @pytest.mark.timeout(90)
 def test_the_first_numbers_momentum_lr_1(shards):
-    (endpoint,) = shards.start(1, workers=1)
-    w = Parameter("w", np.zeros(1))
-    sync = insecure_worker([endpoint], optimizer="momentum", lr=1.0)
-    try:
-        sync.setup([w])
-        _step(sync, [w], np.ones(1))
+    with _momentum_after_one_step(shards) as (sync, w):
         sync.setup([w])
         _step(sync, [w], np.ones(1))
         np.testing.assert_allclose(w.value, -2.9, rtol=0, atol=1e-12)  # -1, then -(0.9 + 1)
-    finally:
-        sync.close()
 
 
 @pytest.mark.timeout(90)
@@ -178,12 +188,7 @@ def test_two_workers_keep_the_state_through_a_second_setup(shards, mode):
 
 @pytest.mark.timeout(90)
 def test_a_setup_cut_short_in_its_seed_keeps_the_state_for_the_next(shards, monkeypatch):
-    (endpoint,) = shards.start(1, workers=1)
-    w = Parameter("w", np.zeros(1))
-    sync = insecure_worker([endpoint], optimizer="momentum", lr=1.0)
-    try:
-        sync.setup([w])
-        _step(sync, [w], np.ones(1))
+    with _momentum_after_one_step(shards) as (sync, w):
         seed = sync._seed
 
         def ctrl_c() -> None:
@@ -197,5 +202,3 @@ def test_a_setup_cut_short_in_its_seed_keeps_the_state_for_the_next(shards, monk
         sync.setup([w])  # the state read before the Ctrl-C goes back
         _step(sync, [w], np.ones(1))
         np.testing.assert_allclose(w.value, -2.9, rtol=0, atol=1e-12)
-    finally:
-        sync.close()
