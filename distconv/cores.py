@@ -23,18 +23,34 @@ LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD
 
 def processes_on_this_host(environ: Mapping[str, str] | None = None) -> int:
     """How many of the job's processes share this host, as the launcher that started this one
-    says (:data:`LOCAL_SIZE_VARS`, the first that is a positive integer); 1 where none says.
+    says (:data:`LOCAL_SIZE_VARS`, the first that is a positive integer, ``+2`` as ``2``); 1
+    where none says.
 
     So that ranks started side by side by ``mpiexec -n 2`` split the cores between them instead
     of each taking all of them for its kernel threads.
     """
     env = os.environ if environ is None else environ
     for name in LOCAL_SIZE_VARS:
-        value = env.get(name, "").strip()
-        # ASCII digits: str.isdigit() takes "²", which int() refuses, and every kernel failed
-        if value.isascii() and value.isdigit() and int(value) > 0:
-            return int(value)
+        count = _positive(env.get(name, ""))
+        if count is not None:
+            return count
     return 1
+
+
+def _integer(text: str) -> int | None:
+    """``text`` as an integer of ASCII digits with an optional sign, or None.
+
+    ASCII digits: str.isdigit() takes "²", which int() refuses, and every kernel failed.
+    """
+    word = text.strip()
+    digits = word[1:] if word.startswith(("+", "-")) else word
+    return int(word) if digits.isascii() and digits.isdigit() else None
+
+
+def _positive(text: str) -> int | None:
+    """``text`` as a positive integer (see :func:`_integer`), or None."""
+    number = _integer(text)
+    return number if number is not None and number > 0 else None
 
 
 def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:
