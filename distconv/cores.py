@@ -10,10 +10,13 @@ its node's cores in its affinity mask.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+
+log = logging.getLogger("distconv.cores")
 
 #: how many of the job's processes a launcher started on this host: MPICH's Hydra's, Open MPI's
 #: (set for each process by the mpiexec that started it), then torchrun's name, which a shell
@@ -75,18 +78,46 @@ def usable_cores(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> int:
 
 @functools.lru_cache(maxsize=4)
 def _cgroup_quota(cgroup_root: str) -> float | None:
-    """CPUs the cgroup quota allows (quota / period), or None without a quota."""
+    """CPUs the cgroup quota allows (quota / period), or None without a quota.
+
+    As the kernel writes them: v2's ``cpu.max`` holds "max" or a positive quota, then a
+    positive period; v1's ``cpu.cfs_quota_us`` a positive quota or -1 (no limit), its
+    ``cpu.cfs_period_us`` a positive period. Any other text is malformed: a warning names the
+    file, and the next place is read (none: no quota), never a count made of it.
+    """
     root = Path(cgroup_root)
-    try:
-        quota, period = (root / "cpu.max").read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
+    text = _read(root / "cpu.max")
+    if text is not None:
+        words = text.split()
+        period = _positive(words[1]) if len(words) >= 2 else None
+        if period is not None and words[0] == "max":
+            return None
+        quota = _positive(words[0]) if period is not None else None
+        if quota is not None:
+            return quota / period
+        _malformed(f"{root / 'cpu.max'} reads {text!r}")
     for folder in (root, root / "cpu", root / "cpu,cpuacct"):
-        try:
-            quota = int((folder / "cpu.cfs_quota_us").read_text())
-            period = int((folder / "cpu.cfs_period_us").read_text())
-        except (OSError, ValueError):
+        quota_text = _read(folder / "cpu.cfs_quota_us")
+        period_text = _read(folder / "cpu.cfs_period_us")
+        if quota_text is None or period_text is None:
             continue
-        return None if quota <= 0 or period <= 0 else quota / period
+        quota, period = _integer(quota_text), _positive(period_text)
+        if quota is not None and quota != 0 and period is not None:
+            return None if quota < 0 else quota / period
+        _malformed(
+            f"{folder / 'cpu.cfs_quota_us'} reads {quota_text!r}, "
+            f"{folder / 'cpu.cfs_period_us'} reads {period_text!r}"
+        )
     return None
+
+
+def _read(path: Path) -> str | None:
+    """The file's text (bytes no UTF-8 decodes stand as U+FFFD: malformed), None without it."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _malformed(what: str) -> None:
+    log.warning("%s: no CPU quota the kernel writes, so none is counted from it", what)
