@@ -181,23 +181,41 @@ def _refusal(
 
 def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """What in ``theirs`` has no buffer in ``ours``, or one of another shape: a name there was
-    a bare KeyError, and a shape numpy broadcasts ((1,) into (3,)) was copied without a word."""
+    a bare KeyError, and a shape numpy broadcasts ((1,) into (3,)) was copied without a word.
+    ``theirs``, or an entry of it, that is no mapping (``{"w": array}``), and a state key that
+    is no string, are named too: each was a bare AttributeError."""
+    if not isinstance(theirs, Mapping):
+        return [f"state is {_a(theirs)}, not a mapping of parameter names to their state"]
     problems = []
     for name, buffers in theirs.items():
         if name not in ours:
             problems.append(f"state for {name!r}, which is no parameter of its setup")
             continue
+        if not isinstance(buffers, Mapping):
+            problems.append(
+                f"state for {name!r} is {_a(buffers)}, not a mapping of state keys to arrays "
+                f"(it has {sorted(ours[name])})"
+            )
+            continue
         for key, value in buffers.items():
-            if key.endswith(PER_ROW):
+            if isinstance(key, str) and key.endswith(PER_ROW):
                 continue
-            if key not in ours[name]:
-                problems.append(f"{name!r} has no state {key!r} (it has {sorted(ours[name])})")
+            if not isinstance(key, str) or key not in ours[name]:
+                strings = "" if isinstance(key, str) else "state keys are strings: "
+                problems.append(
+                    f"{name!r} has no state {key!r} ({strings}it has {sorted(ours[name])})"
+                )
             elif tuple(np.shape(value)) != tuple(ours[name][key].shape):
                 problems.append(
                     f"{name}/{key}: shape {tuple(np.shape(value))} given, "
                     f"{tuple(ours[name][key].shape)} here"
                 )
     return problems
+
+
+def _a(value: Any) -> str:
+    """``a list``, ``a ndarray``: the type of a value where a mapping belongs."""
+    return f"a {type(value).__name__}"
 
 
 def _copy_state(fresh: Mapping[str, Any], old: Mapping[str, Any]) -> None:
