@@ -164,8 +164,14 @@ def _tensors(params: Sequence[Parameter], optim_state: OptimState) -> dict[str, 
 
 
 def _host(a: Any) -> np.ndarray:
-    """A C-contiguous host copy or view; 0-d stays 0-d (``ascontiguousarray`` would not)."""
-    return np.asarray(to_host(a), order="C")
+    """A C-contiguous host array in native byte order, the bytes safetensors writes and the
+    digest covers; 0-d stays 0-d (``ascontiguousarray`` would not)."""
+    return (host := np.asarray(to_host(a), order="C")).astype(_native(host.dtype), copy=False)
+
+
+def _native(dtype: Any) -> np.dtype:
+    """``dtype`` in this machine's byte order: ``>f8`` is float64, stored and compared alike."""
+    return np.dtype(dtype).newbyteorder("=")
 
 
 def _digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
@@ -379,7 +385,7 @@ def _mismatches(kind: str, ours: Mapping[str, Any], theirs: Mapping[str, np.ndar
         if want != got:
             problems.append(f"{kind} {name!r}: model shape {want}, checkpoint shape {got}")
         # a silent cast would resume another computation than the one checkpointed
-        want_type, got_type = np.dtype(ours[name].dtype), np.dtype(theirs[name].dtype)
+        want_type, got_type = _native(ours[name].dtype), _native(theirs[name].dtype)
         if want_type != got_type:
             problems.append(
                 f"{kind} {name!r}: model dtype {want_type}, checkpoint dtype {got_type}"
