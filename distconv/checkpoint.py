@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import is_gpu_array, to_device, to_host
+from distconv.backend import copy_into, to_host
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
@@ -344,11 +345,11 @@ def restore_checkpoint(
     ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
     check_fit(ckpt, params, optim_state)
     for p in params:
-        _copy_into(p.value, ckpt.params[p.name])
+        copy_into(p.value, ckpt.params[p.name])
     if optim_state is not None:
         for name, state in optim_state.items():
             for key, value in state.items():
-                _copy_into(value, ckpt.optim_state[name][key])
+                copy_into(value, ckpt.optim_state[name][key])
     return ckpt
 
 
@@ -357,12 +358,15 @@ def check_fit(
     params: Sequence[Parameter],
     optim_state: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
-    """Check that ``ckpt`` fits the model: the same names, shapes and dtypes.
+    """Check that ``ckpt`` fits the model: the same names, shapes and dtypes, and no two
+    parameters of one name (both would get its array; one listed twice is one, as in setup).
 
     Raises:
         CheckpointError: one line listing every mismatch.
     """
-    problems = _mismatches("parameter", {p.name: p.value for p in params}, ckpt.params)
+    named = Counter(p.name for p in {id(p): p for p in params}.values())
+    problems = [f"{n} parameters are named {k!r}" for k, n in named.items() if n > 1]
+    problems += _mismatches("parameter", {p.name: p.value for p in params}, ckpt.params)
     if optim_state is not None:
         ours_state = _flatten(optim_state)
         problems += _mismatches("optimizer state", ours_state, _flatten(ckpt.optim_state))
@@ -391,9 +395,3 @@ def _mismatches(kind: str, ours: Mapping[str, Any], theirs: Mapping[str, np.ndar
                 f"{kind} {name!r}: model dtype {want_type}, checkpoint dtype {got_type}"
             )
     return problems
-
-
-def _copy_into(target: Any, host: np.ndarray) -> None:
-    """``target[...] = host`` on ``target``'s device (the dtypes were checked to match)."""
-    device = "gpu" if is_gpu_array(target) else "cpu"
-    target[...] = to_device(host.astype(target.dtype, copy=False), device)
