@@ -235,23 +235,31 @@ class StepCheckpoints:
             # kept manifests name, even if this process dies between the two
             remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
             part = self.run.step_dir(pos.step) / CHIEF_PART
-            save_checkpoint(
-                part,
-                self.params,
-                _of_model(self.sync.state_dict(), self.params),
-                step=pos.step,
-                epoch=pos.epoch,
-                seed=self.facts.get("seed"),
-                optimizer=self.sync.optimizer_config(),
-                extra={
-                    **{k: v for k, v in self.facts.items() if k != "seed"},
-                    "step_in_epoch": pos.step_in_epoch,
-                    "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
-                },
-            )
-            job, launch = self.start.job_id, self.start.launch
-            self.run.commit(pos.step, {CHIEF: part}, remote, job=job, launch=launch)
+            try:
+                self._write(part, pos, sums)
+                job, launch = self.start.job_id, self.start.launch
+                self.run.commit(pos.step, {CHIEF: part}, remote, job=job, launch=launch)
+            except CheckpointError:  # a full disk: what it left would keep the disk full
+                self.run.discard(pos.step)
+                raise
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
+
+    def _write(self, part: Path, pos: Position, sums: Mapping[str, float]) -> None:
+        """Write the chief's part of the checkpoint of ``pos``."""
+        save_checkpoint(
+            part,
+            self.params,
+            _of_model(self.sync.state_dict(), self.params),
+            step=pos.step,
+            epoch=pos.epoch,
+            seed=self.facts.get("seed"),
+            optimizer=self.sync.optimizer_config(),
+            extra={
+                **{k: v for k, v in self.facts.items() if k != "seed"},
+                "step_in_epoch": pos.step_in_epoch,
+                "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
+            },
+        )
 
     def _check_finite(self, pos: Position) -> None:
         for p in self.params:

@@ -266,6 +266,14 @@ class RunDirectory:
         self._prune()
         return manifest
 
+    def discard(self, step: int) -> None:
+        """Delete the step directory of a save that could not commit (its manifest met a full
+        disk): a checkpoint never resumed from, whose room the save's retry needs. One that a
+        manifest names (the step saved before, its part since replaced whole) stays."""
+        folder = self.checkpoint_root / f"step-{step:08d}"
+        if not _named(folder) and folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+
     def manifests(self) -> list[Manifest]:
         """Complete checkpoints, oldest first (manifests whose parts all exist)."""
         return self.scan()[0]

@@ -1,0 +1,96 @@
+"""Review k270: a step checkpoint whose manifest cannot be written leaves no part behind."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import uuid
+
+import numpy as np
+import pytest
+
+import distconv.files as files
+from distconv.checkpoint import CheckpointError, load_checkpoint
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.resume import Position, StepCheckpoints
+from distconv.run_dir import RunDirectory
+from distconv.sync import create_sync
+
+
+def _checkpoints(root, size=1000):
+    """A run's checkpoints of one parameter of ``size`` float64s, opened fresh."""
+    params = [Parameter("w", np.linspace(0.0, 1.0, size))]
+    sync = create_sync("local", optimizer=create_optimizer("sgd", lr=0.1))
+    sync.setup(params)
+    ckpts = StepCheckpoints(RunDirectory(root, keep=2), params, sync, {"seed": 0})
+    ckpts.open(False)
+    return ckpts
+
+
+def _full_at_manifests(path):
+    """A write hook: the disk is full when a manifest is written."""
+    if path.suffix == ".json":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_manifest_that_cannot_be_written_takes_its_steps_part_with_it(tmp_path, monkeypatch):
+    """The part stayed: a checkpoint that is never resumed from, a checkpoint's worth of the
+    disk that a full disk needs most (a retry of the save then needed room for two parts).
+    Where no small file system can be mounted, the writer's own hook fails the manifest."""
+    ckpts = _checkpoints(tmp_path)
+    ckpts.save(Position(0, 1, 1), {})
+
+    monkeypatch.setattr(files, "write_hook", _full_at_manifests)
+    with pytest.raises(CheckpointError, match="manifest .* no space left on device"):
+        ckpts.save(Position(0, 2, 2), {})
+    assert not (ckpts.run.checkpoint_root / "step-00000002").exists()
+    assert [m.step for m in ckpts.run.manifests()] == [1]
+    ckpts.close()
+
+
+def test_a_manifest_that_fails_keeps_the_part_an_earlier_manifest_of_its_step_names(
+    tmp_path, monkeypatch
+):
+    """A step saved twice (a checkpoint every k steps, then the epoch's end at the same step):
+    the part the first manifest names is a whole checkpoint and stays."""
+    ckpts = _checkpoints(tmp_path)
+    ckpts.save(Position(0, 2, 2), {})
+    monkeypatch.setattr(files, "write_hook", _full_at_manifests)
+    with pytest.raises(CheckpointError, match="no space left on device"):
+        ckpts.save(Position(1, 2, 0), {})
+    (manifest,) = ckpts.run.manifests()
+    assert load_checkpoint(manifest.part("chief")).step == 2
+    ckpts.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_full_disk_at_the_manifest_leaves_room_for_the_saves_retry(tmp_path):
+    """A real full disk: a small tmpfs (where this user may mount one)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", f"k270-{uuid.uuid4().hex[:6]}", str(mount)],
+        capture_output=True,
+    )
+    if done.returncode:
+        pytest.skip("cannot mount a small tmpfs here")
+    ckpts = None
+    try:
+        ckpts = _checkpoints(mount / "run", size=2000)  # a part of 4 pages (16360 bytes)
+        ckpts.save(Position(0, 1, 1), {})
+        filler = mount / "filler"
+        free = shutil.disk_usage(mount).free
+        filler.write_bytes(b"x" * (free - 16 * 1024))  # room for a part, not for its manifest
+        with pytest.raises(CheckpointError, match="no space left on device"):
+            ckpts.save(Position(0, 2, 2), {})
+        assert not (ckpts.run.checkpoint_root / "step-00000002").exists()
+        filler.write_bytes(b"x" * (free - 20 * 1024))  # a page freed: the retry fits
+        ckpts.save(Position(0, 2, 2), {})
+        assert [m.step for m in ckpts.run.manifests()] == [1, 2]
+    finally:
+        if ckpts is not None:
+            ckpts.close()
+        subprocess.run(["umount", "-l", str(mount)], check=False)  # lazy: never busy
