@@ -48,10 +48,12 @@ class Manifest:
 
         Raises:
             ValueError, KeyError, TypeError: it is damaged (not JSON, not an object, a field
-                missing or of another type, no :data:`CHIEF` part).
+                missing or of another type, a step that is not an int, no :data:`CHIEF` part).
         """
         data = json.loads(raw)  # bytes: a decoding error is damage too (a ValueError)
-        step = int(data["step"])  # first: a TypeError for JSON that is not an object
+        step = data["step"]  # first: a TypeError for JSON that is not an object
+        if type(step) is not int:  # int() took 2.5 and true as steps, and 1e999 overflowed
+            raise TypeError(f"the step must be a whole number, got {step!r}")
         parts = dict(data["parts"])
         if not all(isinstance(part, str) for part in parts.values()):
             raise TypeError(f"a part's file must be a string, got {parts}")
