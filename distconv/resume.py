@@ -304,10 +304,10 @@ class StepCheckpoints:
                 "data: fine-tuning), start a new run and load them first "
                 "(distconv.checkpoint.restore_checkpoint)."
             )
+        # save_checkpoint's own files record no position in an epoch nor sums: at its start
+        in_epoch, sums = int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra.get("sums", {})
         restore_checkpoint(ckpt, self.params)
-        pos = Position(
-            ckpt.epoch, ckpt.step, int(ckpt.extra.get("step_in_epoch", 0)), ckpt.extra["sums"]
-        )
+        pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums)
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
         return _without_frozen(ckpt.optim_state, self.params), pos
 
