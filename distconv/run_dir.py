@@ -39,6 +39,7 @@ from distconv.files import (
     write_atomically,
 )
 from distconv.metrics import MetricsError, read_metrics
+from distconv.sampler import check_count
 
 log = logging.getLogger("distconv.checkpoint")
 PRUNING = "not pruning old checkpoints now: %s"  # a save's warning: a later save prunes
@@ -77,11 +78,13 @@ class RunDirectory:
         root: the output directory; created if missing.
         keep: how many complete checkpoints to keep (older ones are deleted after a new one
             is complete).
+
+    Raises:
+        ValueError: ``keep`` is not an int >= 1 (a bool neither).
     """
 
     def __init__(self, root: str | os.PathLike, keep: int = 3) -> None:
-        if keep < 1:
-            raise ValueError(f"keep must be >= 1, got {keep}")
+        check_count("keep", keep, 1)  # 2.5 failed at the first prune, its manifest written
         self.root = Path(root)
         self.keep = keep
         self._lock_fd: int | None = None

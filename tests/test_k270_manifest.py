@@ -25,3 +25,11 @@ def test_a_manifest_whose_step_is_not_an_int_is_reported_damaged_beside_good_one
     assert [m.step for m in complete] == [1]
     (problem,) = problems
     assert problem.startswith(f"{manifest} is damaged (TypeError: ")
+
+
+@pytest.mark.parametrize("keep", [2.5, True, "3", None])
+def test_a_keep_that_is_not_a_count_is_refused_when_the_run_directory_is_made(tmp_path, keep):
+    """2.5 (and True) were taken, and the first save's prune failed after its manifest was
+    written ("slice indices must be integers"); "3" and None failed comparing with 1."""
+    with pytest.raises(ValueError, match=r"keep must be an int >= 1, got"):
+        RunDirectory(tmp_path, keep=keep)
