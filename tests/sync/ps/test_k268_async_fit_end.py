@@ -1,0 +1,137 @@
+"""After ``Trainer.fit`` returns, every worker holds the model the shards trained, and a second
+``fit`` starts from it (review k268).
+
+In async mode a worker's copy of a parameter is the value of its last reply: other workers
+pushed after it, so each rank but the one that pushed last lags the shards when ``fit`` returns
+(the model a user evaluates or saves after it is not the trained one), and a second ``fit``
+seeded the shards from rank 0's lagging copy, throwing the last updates away. Sync mode ends
+every step with every rank holding the shards' values; it is checked to stay so. The shards'
+values are read with a pull of our own, on a socket of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from ps_helpers import REPO_ROOT, raw_dealer, small_net
+
+from distconv.sync.ps.blocks import Layout, ParamSpec, rows_view
+from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
+
+BLOCK_BYTES = 64  # fit_worker.py's
+WORKER = Path(__file__).with_name("fit_worker.py")
+
+
+def shard_values(endpoints: list[str]) -> dict[str, np.ndarray]:
+    """Every parameter of the small net as the shards hold it now, by name."""
+    params = small_net().parameters()
+    specs = [ParamSpec(p.name, tuple(p.shape), p.value.dtype.name) for p in params]
+    layout = Layout(specs, len(endpoints), BLOCK_BYTES)
+    values = {p.name: np.full(p.shape, np.nan) for p in params}
+    ctx = zmq.Context()
+    try:
+        for s, endpoint in enumerate(endpoints):
+            blocks = layout.blocks_on(s)
+            sock = raw_dealer(ctx, endpoint)
+            head = {"op": "pull", "id": 1, "job": "local", "rank": 0}
+            sock.send_multipart(pack({**head, "blocks": [b.id for b in blocks]}))
+            assert sock.poll(20_000), f"shard {s} did not answer the pull within 20 s"
+            reply = sock.recv_multipart()
+            sock.close(0)
+            header = unpack_header(reply[0], request=False)
+            assert header["op"] == "ok", header
+            (frame,) = unpack_arrays(header, reply[1:])
+            flat, at = frame.view(np.float64), 0
+            for b in blocks:
+                spec = specs[b.param]
+                n = (b.stop - b.start) * spec.row_len
+                rows_view(values[spec.name], spec)[b.start : b.stop] = flat[at : at + n].reshape(
+                    -1, spec.row_len
+                )
+                at += n
+    finally:
+        ctx.term()
+    assert not any(np.isnan(v).any() for v in values.values())
+    return values
+
+
+def start_workers(endpoints: list[str], out: Path) -> list[subprocess.Popen]:
+    """Ranks 0 and 1 of ``fit_worker.py``; rank 1 is slow, so rank 0's last push is not last."""
+    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{WORKER.parent}", "OMP_NUM_THREADS": "1"}
+    procs = []
+    for rank, slow in ((0, []), (1, ["0.02"])):
+        cmd = [sys.executable, str(WORKER), ",".join(endpoints), str(rank), "2", str(out), *slow]
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )  # fmt: skip
+        )
+    return procs
+
+
+def wait_for(procs: list[subprocess.Popen], word: str) -> None:
+    for rank, proc in enumerate(procs):
+        line = proc.stdout.readline().strip()
+        if line == "ready":
+            line = proc.stdout.readline().strip()
+        if line != word:
+            proc.kill()
+            raise AssertionError(f"rank {rank} said {line!r}, not {word!r}: {proc.stderr.read()}")
+
+
+def go_on(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+
+
+def assert_same(got: dict[str, np.ndarray], want: dict[str, np.ndarray], who: str) -> None:
+    assert got.keys() == want.keys()
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-12, err_msg=who)
+
+
+#: the Trainer does not yet refresh every rank at an epoch's end (review k268: the fix is one line
+#: in distconv/trainer.py, outside that review's files); drop the mark with it
+LAGS = pytest.mark.xfail(strict=True, reason="Trainer.fit leaves async workers' copies lagging")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["sync", pytest.param("async", marks=LAGS)])
+def test_after_fit_every_worker_holds_the_shards_values_and_a_second_fit_starts_from_them(
+    shards, tmp_path, mode
+):
+    endpoints = shards.start(2, workers=2, mode=mode, extra=["--max-staleness", "100"])
+    procs = start_workers(endpoints, tmp_path)
+    try:
+        wait_for(procs, "fit1")
+        trained = shard_values(endpoints)
+        first = small_net(seed=0).parameters()
+        assert not np.allclose(trained[first[0].name], first[0].value)  # it trained
+        for rank in range(2):
+            with np.load(tmp_path / f"fit1-{rank}.npz") as held:
+                assert_same(dict(held), trained, f"rank {rank} after fit")
+        go_on(procs)
+        wait_for(procs, "fit2")
+        assert_same(shard_values(endpoints), trained, "the shards after a second fit's setup")
+        go_on(procs)
+        for proc in procs:
+            assert proc.wait(60) == 0, proc.stderr.read()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                stream.close()
