@@ -373,7 +373,8 @@ class Trainer:
                     if stop is not None:
                         said = f"stopped by {stop.name} after step {self.pos.step}"
                         raise Preempted(said, EXIT_STATUS[stop])
-        tally.fold(self.pos)
+        tally.fold(self.pos)  # a collective: every rank's steps of the epoch are in
+        self.sync.refresh_parameters()  # so each rank holds what it trained (async shards)
         self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
         record = tally.record(self.pos, sampler.global_batch, self.accuracy is not None)
         if test is not None:

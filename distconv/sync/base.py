@@ -247,12 +247,11 @@ class SyncStrategy(ABC):
         """Replace the optimizer state (on every rank, or on the servers), before training."""
 
     def refresh_parameters(self) -> None:
-        """Make this rank's parameters the current ones before the chief writes a checkpoint.
-
-        A strategy whose ranks end each step identical has nothing to do (this default). An
-        asynchronous parameter server hands each worker only the blocks and rows it pushed, so
-        there the chief pulls everything first; otherwise its checkpoint would keep rows that
-        other workers have moved on.
+        """Make this rank's parameters the current ones: the chief's before it writes a
+        checkpoint, and every rank's at an epoch's end, once all its steps are in (the model
+        the epoch's evaluation and ``fit`` use, and a second ``fit`` seeds). Ranks that end each
+        step identical have nothing to do (this default); an asynchronous parameter server's
+        workers hold the values of their last replies, which other workers moved on: they pull.
         """
 
     def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:

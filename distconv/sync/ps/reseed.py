@@ -2,7 +2,9 @@
 
 A seed replaces everything a shard holds, its optimizer state with the optimizer's fresh one.
 A second ``setup`` of one worker (a second ``Trainer.fit`` in one process) on the same shards
-seeds them again: rank 0's values may have changed since (weights loaded). As
+seeds them again: rank 0's values may have changed since (weights loaded); in async mode they
+are the shards' of the last epoch's end (the Trainer has every rank pull them then), so the
+seed loses no update of other workers. As
 :class:`~distconv.sync.local.LocalSync` keeps the state of a parameter trained again (momentum,
 Adam's moments and step count), rank 0 reads the shards' state before it seeds them and sends
 it back after, for each parameter that is the same object as one its last seed held (that

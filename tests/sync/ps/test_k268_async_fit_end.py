@@ -102,13 +102,8 @@ def assert_same(got: dict[str, np.ndarray], want: dict[str, np.ndarray], who: st
         np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-12, err_msg=who)
 
 
-#: the Trainer does not yet refresh every rank at an epoch's end (review k268: the fix is one line
-#: in distconv/trainer.py, outside that review's files); drop the mark with it
-LAGS = pytest.mark.xfail(strict=True, reason="Trainer.fit leaves async workers' copies lagging")
-
-
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("mode", ["sync", pytest.param("async", marks=LAGS)])
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_after_fit_every_worker_holds_the_shards_values_and_a_second_fit_starts_from_them(
     shards, tmp_path, mode
 ):
