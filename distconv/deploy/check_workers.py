@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_ranks import _as_read, _other_count
+from distconv.deploy.check_index import index_rank_problems, placed_by, refused_alone
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.walk import (
@@ -18,7 +18,6 @@ from distconv.deploy.walk import (
     _argv,
     _command_args,
     _digits,
-    _flag,
     _main_containers,
     _of_kind,
     _pod,
@@ -26,10 +25,7 @@ from distconv.deploy.walk import (
     _running,
     _runs,
     _where,
-    set_on_command_line,
-    unset_on_command_line,
 )
-from distconv.runtime import INTEGER_TEXT
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -112,21 +108,9 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         for container in _main_containers(spec["template"]):
             if not _runs(container, "train"):  # however started: sh -c, distconv -q train
                 continue
-            if _placed_by(container, "--rank") and _placed_by(container, "--world-size"):
+            if placed_by(container, "--rank") and placed_by(container, "--world-size"):
                 continue  # the rank reads neither the index nor the variable: _pod_settings'
-            known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
-            if not known:  # the cluster's to fill in: not judged
-                continue
-            runs = "" if completions is None else f" (the Job runs {completions})"
-            if _index_removed(container):
-                yield from _without_index(job, container, size, completions if counts else 1)
-            elif size is None:  # the ranks take theirs from the Job index, and need it then
-                yield (
-                    f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse "
-                    f"to start{runs}"
-                )
-            elif counts and "$(" not in size and _other_count(size, completions):
-                yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
+            yield from index_rank_problems(job, container, completions)
         for sts in _of_kind(objs, "StatefulSet"):
             for container in _main_containers(sts["spec"]["template"]):
                 workers = _shard_setting(container, "workers")
@@ -135,76 +119,6 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
                         f"{completions} ranks"
                     )
-
-
-def _train_args(container: Manifest) -> list[str]:
-    """The arguments of the ``distconv train`` of ``container``, as argparse reads them
-    (abbreviated flags spelled out)."""
-    return _as_read(_command_args(_argv(container), "train") or [])[0]
-
-
-def _placed_by(container: Manifest, *flags: str) -> bool:
-    """Whether the ``distconv train`` of ``container`` gives one of ``flags``. With ``--rank``
-    and ``--world-size`` both, a rank reads neither ``JOB_COMPLETION_INDEX`` nor
-    ``DISTCONV_WORLD_SIZE``; with one, where no index is set, it reads no
-    ``DISTCONV_WORLD_SIZE``."""
-    return _flag(_train_args(container), *flags) is not None
-
-
-def _index_removed(container: Manifest) -> bool:
-    """Whether the rank's command line starts it without the Job's ``JOB_COMPLETION_INDEX``
-    (``env -i``, bash's ``exec -c``), setting none again."""
-    name = "JOB_COMPLETION_INDEX"
-    return unset_on_command_line(container, name) and set_on_command_line(container, name) is None
-
-
-def _refused_alone(size: str) -> bool:
-    """Whether a rank that nothing places (no index, no ``--rank``) refuses
-    ``DISTCONV_WORLD_SIZE`` ``size`` at start: one above 1, or one it cannot read."""
-    return not INTEGER_TEXT.fullmatch(size) or int(size) > 1
-
-
-def _without_index(
-    job: Manifest, container: Manifest, size: str | None, completions: int
-) -> Iterator[str]:
-    """An Indexed Job's ranks started without ``JOB_COMPLETION_INDEX`` (``env -i``, ``env -u
-    JOB_COMPLETION_INDEX``, bash's ``exec -c``): each is rank 0 of 1, right for a Job of one
-    rank only, and refuses a ``DISTCONV_WORLD_SIZE`` above 1 at start. A rank given
-    ``--rank`` or ``--world-size`` (not both: not judged here) reads no
-    ``DISTCONV_WORLD_SIZE``: its world is ``--world-size``, or 1, and one above 1 with no
-    ``--rank`` is refused. One the cluster fills in is not judged."""
-    train = _train_args(container)
-    rank, world = _flag(train, "--rank", last=True), _flag(train, "--world-size", last=True)
-    taken = f"the ranks' command line takes JOB_COMPLETION_INDEX from them ({_TAKEN_BY})"
-    if world is not None:  # 1 is rank 0 of 1; another count is _pod_settings' to name
-        world = expand(world, container)
-        if INTEGER_TEXT.fullmatch(world) and int(world) > 1:
-            yield (
-                f"{_where(job)}: --world-size {world.strip()} but {taken}: nothing says which "
-                "rank each is, and every rank would refuse to start"
-            )
-        return
-    if rank is None and size is not None and "$(" in size:
-        return
-    if rank is None and size is not None and _refused_alone(size):
-        yield (
-            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but {taken}: every rank would refuse "
-            "to start"
-        )
-    elif rank is not None and completions != 1:  # --rank R of 1: 0 trains alone, others stop
-        yield (
-            f"{_where(job)}: {taken}: with no index and no --world-size every rank's world is "
-            f"1 rank (the Job runs {completions})"
-        )
-    elif completions != 1:
-        yield (
-            f"{_where(job)}: {taken}: with no index every rank would train as rank 0 of 1 (the "
-            f"Job runs {completions})"
-        )
-
-
-#: the command lines that start a rank without the Job's index
-_TAKEN_BY = "env -i, env -u, exec -c"
 
 
 def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:
@@ -216,9 +130,9 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
         known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
         if not _runs(container, "train") or not known or size is None or "$(" in size:
             continue
-        if _placed_by(container, "--rank", "--world-size"):  # _pod_settings' to judge
+        if placed_by(container, "--rank", "--world-size"):  # _pod_settings' to judge
             continue
-        if _refused_alone(size):
+        if refused_alone(size):
             yield (
                 f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the Job is not Indexed: its "
                 "one rank has no index and would refuse to start (set completionMode: Indexed)"

@@ -1,0 +1,229 @@
+"""How a rank of an Indexed Job places itself at start, as :mod:`distconv.placement` and
+:func:`distconv.runtime.detect_runtime` read its environment and flags (part of
+:func:`distconv.deploy.check_workers._worker_counts`): by the Job's ``JOB_COMPLETION_INDEX``
+with ``DISTCONV_WORLD_SIZE``, by a launcher's pair its command line or pod sets
+(``RANK``/``WORLD_SIZE``, ``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE``,
+``PMI_RANK``/``PMI_SIZE``), which must agree with the index where both are seen, or, where
+the command line takes the index from it (``env -i``, ``env -u``, bash's ``exec -c``) and sets
+no pair, by nothing: rank 0 of 1. A rank given both ``--rank`` and ``--world-size`` reads
+none of them and is not judged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from distconv.deploy.check_ranks import _as_read, _other_count
+from distconv.deploy.check_shards import env_as_seen, expand
+from distconv.deploy.walk import (
+    Manifest,
+    _argv,
+    _command_args,
+    _flag,
+    _where,
+    set_on_command_line,
+    unset_on_command_line,
+)
+from distconv.placement import ENV_WORLD_SIZE
+from distconv.runtime import INTEGER_TEXT
+
+#: the launchers' pairs :func:`distconv.placement.from_environment` reads, in its order
+PAIRS = (
+    ("RANK", "WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "PMI_SIZE"),
+)
+#: the Job index as a command line names it, filled in per pod by the kubelet
+INDEX = "$(JOB_COMPLETION_INDEX)"
+#: (rank variable, size variable, rank, size) of a pair a rank sees; None: that one is unset
+Pair = tuple[str, str, "str | None", "str | None"]
+
+
+def _train_args(container: Manifest) -> list[str]:
+    """The arguments of the ``distconv train`` of ``container``, as argparse reads them
+    (abbreviated flags spelled out)."""
+    return _as_read(_command_args(_argv(container), "train") or [])[0]
+
+
+def placed_by(container: Manifest, *flags: str) -> bool:
+    """Whether the ``distconv train`` of ``container`` gives one of ``flags``. With ``--rank``
+    and ``--world-size`` both, a rank reads neither ``JOB_COMPLETION_INDEX`` nor
+    ``DISTCONV_WORLD_SIZE``; with one, where no index is set, it reads no
+    ``DISTCONV_WORLD_SIZE``."""
+    return _flag(_train_args(container), *flags) is not None
+
+
+def _index_removed(container: Manifest) -> bool:
+    """Whether the rank's command line starts it without the Job's ``JOB_COMPLETION_INDEX``
+    (``env -i``, bash's ``exec -c``), setting none again."""
+    name = "JOB_COMPLETION_INDEX"
+    return unset_on_command_line(container, name) and set_on_command_line(container, name) is None
+
+
+def refused_alone(size: str) -> bool:
+    """Whether a rank that nothing places (no index, no ``--rank``) refuses
+    ``DISTCONV_WORLD_SIZE`` ``size`` at start: one above 1, or one it cannot read."""
+    return not INTEGER_TEXT.fullmatch(size) or int(size) > 1
+
+
+def _seen(container: Manifest, name: str) -> tuple[bool, str | None]:
+    """Variable ``name`` as the rank sees it (:func:`env_as_seen`), where a reference stays in
+    its value only the cluster knows it (``(False, None)``), but for ``$(JOB_COMPLETION_INDEX)``
+    on the command line, which the kubelet fills in with the pod's index (:data:`INDEX`)."""
+    known, value = env_as_seen(container, name)
+    if value is None or "$(" not in value:
+        return known, value
+    index = value.strip() == INDEX and set_on_command_line(container, name) is not None
+    return (True, INDEX) if index else (False, None)
+
+
+def _pairs(container: Manifest) -> list[Pair] | None:
+    """The launchers' pairs the rank sees, either variable set, in the order placement reads
+    them; None where only the cluster knows whether one is set (a ``valueFrom``, an
+    ``envFrom``)."""
+    found = []
+    for rank_var, size_var in PAIRS:
+        (rank_known, rank), (size_known, size) = (
+            _seen(container, rank_var),
+            _seen(container, size_var),
+        )
+        if not (rank_known and size_known):
+            return None
+        if rank is not None or size is not None:
+            found.append((rank_var, size_var, rank, size))
+    return found
+
+
+def index_rank_problems(
+    job: Manifest, container: Manifest, completions: int | None
+) -> Iterator[str]:
+    """What stops the ranks that ``container`` of Indexed Job ``job`` runs from each training
+    as its own rank of ``completions`` (None: a count that is no integer, not compared), as
+    they place themselves at start; a rank given both ``--rank`` and ``--world-size`` is
+    :func:`~distconv.deploy.check_ranks._pod_settings`' to judge."""
+    pairs = _pairs(container)
+    known, size = env_as_seen(container, ENV_WORLD_SIZE)
+    if not _index_removed(container):
+        yield from _with_index(job, container, known, size, completions)
+    elif pairs:
+        yield from _pair_problems(job, container, pairs, known, size, completions)
+    elif pairs is not None and known:
+        yield from _without_index(job, container, size, 1 if completions is None else completions)
+
+
+def _with_index(
+    job: Manifest, container: Manifest, known: bool, size: str | None, completions: int | None
+) -> Iterator[str]:
+    """Ranks that keep the Job index: the world is ``DISTCONV_WORLD_SIZE`` ``size``, which
+    they need beside it."""
+    if not known:  # the cluster's to fill in: not judged
+        return
+    runs = "" if completions is None else f" (the Job runs {completions})"
+    if size is None:  # the ranks take theirs from the Job index, and need it then
+        yield (
+            f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse to start{runs}"
+        )
+    elif completions is not None and "$(" not in size and _other_count(size, completions):
+        yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
+
+
+def _pair_problems(
+    job: Manifest,
+    container: Manifest,
+    pairs: list[Pair],
+    known: bool,
+    size: str | None,
+    completions: int | None,
+) -> Iterator[str]:
+    """Ranks placed by the launchers' ``pairs`` (no index, or one they must agree with):
+    each pair needs both its variables, as integers; its size is the world, which a
+    ``DISTCONV_WORLD_SIZE`` ``size`` set beside it must say too
+    (:func:`distconv.placement._check_world_size_var`) and which must be ``completions``;
+    its rank is each pod's own (``$(JOB_COMPLETION_INDEX)``), not one for all. A
+    ``--world-size`` or a ``--rank`` given beside them wins over what they say of that
+    (:func:`distconv.runtime._placement`; _pod_settings judges the flag), but they are read
+    still."""
+    where, train = _where(job), _train_args(container)
+    # the flag wins: the rank's world, or its rank, is not the pair's
+    world_given, rank_given = (_flag(train, f) is not None for f in ("--world-size", "--rank"))
+    for rank_var, size_var, rank, world in pairs:
+        if rank is None or world is None:  # placement._triple
+            present, missing = (size_var, rank_var) if rank is None else (rank_var, size_var)
+            yield f"{where}: {present} is set but {missing} is not: {_REFUSED}"
+            continue
+        unread = [(v, t) for v, t in ((rank_var, rank), (size_var, world)) if not _number(t)]
+        for var, text in unread:
+            yield f"{where}: {var} {text!r} is no integer: {_REFUSED}"
+        if unread:
+            continue
+        if known and size is not None and "$(" not in size and _other_count(size, int(world)):
+            yield (
+                f"{where}: DISTCONV_WORLD_SIZE {size!r} but {size_var} {world!r}: {_REFUSED} "
+                "(two sources disagree about the world size)"
+            )
+        elif not world_given and completions is not None and _other_count(world, completions):
+            yield f"{where}: {size_var} {world!r} != completions {completions}"
+        if rank_given or rank == INDEX or completions is None:
+            continue
+        if completions > 1 or int(rank) != 0:
+            yield _one_rank_for_all(where, rank_var, rank, completions)
+
+
+def _number(text: str) -> bool:
+    """Whether placement reads ``text`` as an integer, or the kubelet fills in the index."""
+    return text == INDEX or bool(INTEGER_TEXT.fullmatch(text))
+
+
+def _one_rank_for_all(where: str, rank_var: str, rank: str, completions: int) -> str:
+    """The problem of a pair's rank ``rank`` given every pod of a Job of ``completions``."""
+    if completions > 1:
+        return (
+            f"{where}: {rank_var} {rank!r} is every rank's: the Job's {completions} ranks would "
+            f"all claim it (each takes its own from {INDEX})"
+        )
+    return (
+        f"{where}: {rank_var} {rank!r} but the Job runs 1 rank, rank 0: it would refuse to "
+        "start (out of range), or wait for a rank 0 that never starts"
+    )
+
+
+#: how a problem ends where no rank starts
+_REFUSED = "every rank would refuse to start"
+#: the command lines that start a rank without the Job's index
+_TAKEN_BY = "env -i, env -u, exec -c"
+
+
+def _without_index(
+    job: Manifest, container: Manifest, size: str | None, completions: int
+) -> Iterator[str]:
+    """An Indexed Job's ranks started without ``JOB_COMPLETION_INDEX`` (``env -i``, ``env -u
+    JOB_COMPLETION_INDEX``, bash's ``exec -c``) and no pair: each is rank 0 of 1, right for a
+    Job of one rank only, and refuses a ``DISTCONV_WORLD_SIZE`` above 1 at start. A rank given
+    ``--rank`` or ``--world-size`` (not both: not judged here) reads no
+    ``DISTCONV_WORLD_SIZE``: its world is ``--world-size``, or 1, and one above 1 with no
+    ``--rank`` is refused. One the cluster fills in is not judged."""
+    train = _train_args(container)
+    rank, world = _flag(train, "--rank", last=True), _flag(train, "--world-size", last=True)
+    taken = f"the ranks' command line takes JOB_COMPLETION_INDEX from them ({_TAKEN_BY})"
+    if world is not None:  # 1 is rank 0 of 1; another count is _pod_settings' to name
+        world = expand(world, container)
+        if INTEGER_TEXT.fullmatch(world) and int(world) > 1:
+            yield (
+                f"{_where(job)}: --world-size {world.strip()} but {taken}: nothing says which "
+                "rank each is, and every rank would refuse to start"
+            )
+        return
+    if rank is None and size is not None and "$(" in size:
+        return
+    if rank is None and size is not None and refused_alone(size):
+        yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but {taken}: {_REFUSED}"
+    elif rank is not None and completions != 1:  # --rank R of 1: 0 trains alone, others stop
+        yield (
+            f"{_where(job)}: {taken}: with no index and no --world-size every rank's world is "
+            f"1 rank (the Job runs {completions})"
+        )
+    elif completions != 1:
+        yield (
+            f"{_where(job)}: {taken}: with no index every rank would train as rank 0 of 1 (the "
+            f"Job runs {completions})"
+        )
