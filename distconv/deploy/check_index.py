@@ -114,16 +114,20 @@ def index_rank_problems(
 def _with_index(
     job: Manifest, container: Manifest, known: bool, size: str | None, completions: int | None
 ) -> Iterator[str]:
-    """Ranks that keep the Job index: the world is ``DISTCONV_WORLD_SIZE`` ``size``, which
-    they need beside it."""
+    """Ranks that keep the Job index: it needs ``DISTCONV_WORLD_SIZE`` ``size`` beside it, an
+    integer, which is the world unless ``--world-size`` is given: the flag wins, silently
+    (:func:`distconv.runtime._placement`), and _pod_settings compares it with completions."""
     if not known:  # the cluster's to fill in: not judged
         return
     runs = "" if completions is None else f" (the Job runs {completions})"
     if size is None:  # the ranks take theirs from the Job index, and need it then
-        yield (
-            f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; every rank would refuse to start{runs}"
-        )
-    elif completions is not None and "$(" not in size and _other_count(size, completions):
+        yield f"{_where(job)}: DISTCONV_WORLD_SIZE is not set; {_REFUSED}{runs}"
+    elif "$(" in size:  # a reference the kubelet leaves as written: not judged
+        return
+    elif placed_by(container, "--world-size"):
+        if not INTEGER_TEXT.fullmatch(size):  # placement.env_int
+            yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} is no integer: {_REFUSED}"
+    elif completions is not None and _other_count(size, completions):
         yield f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} != completions {completions}"
 
 
