@@ -105,8 +105,9 @@ def index_rank_problems(
     known, size = env_as_seen(container, ENV_WORLD_SIZE)
     if not _index_removed(container):
         yield from _with_index(job, container, known, size, completions)
+        yield from _pair_problems(job, container, pairs or [], size, completions, index=True)
     elif pairs:
-        yield from _pair_problems(job, container, pairs, known, size, completions)
+        yield from _pair_problems(job, container, pairs, size, completions, index=False)
     elif pairs is not None and known:
         yield from _without_index(job, container, size, 1 if completions is None else completions)
 
@@ -135,51 +136,66 @@ def _pair_problems(
     job: Manifest,
     container: Manifest,
     pairs: list[Pair],
-    known: bool,
     size: str | None,
     completions: int | None,
+    *,
+    index: bool,
 ) -> Iterator[str]:
-    """Ranks placed by the launchers' ``pairs`` (no index, or one they must agree with):
-    each pair needs both its variables, as integers; its size is the world, which a
-    ``DISTCONV_WORLD_SIZE`` ``size`` set beside it must say too
-    (:func:`distconv.placement._check_world_size_var`) and which must be ``completions``;
-    its rank is each pod's own (``$(JOB_COMPLETION_INDEX)``), not one for all. A
-    ``--world-size`` or a ``--rank`` given beside them wins over what they say of that
-    (:func:`distconv.runtime._placement`; _pod_settings judges the flag), but they are read
-    still."""
+    """Ranks that see the launchers' ``pairs``, beside the Job index (``index``) or without
+    it: placement reads each pair, which needs both its variables as integers
+    (:func:`_unread`), a size that a ``DISTCONV_WORLD_SIZE`` ``size`` set beside it says too
+    (:func:`distconv.placement._check_world_size_var`; with the index, which takes its world
+    from that variable, they must agree) and a rank that is each pod's own
+    (``$(JOB_COMPLETION_INDEX)``), not one for all. Without the index the pair's size is the
+    world, ``completions``. A ``--world-size`` or a ``--rank`` given beside them wins over
+    what they say of that (:func:`distconv.runtime._placement`; _pod_settings judges the
+    flag), but they are read still."""
     where, train = _where(job), _train_args(container)
-    # the flag wins: the rank's world, or its rank, is not the pair's
     world_given, rank_given = (_flag(train, f) is not None for f in ("--world-size", "--rank"))
     for rank_var, size_var, rank, world in pairs:
-        if rank is None or world is None:  # placement._triple
-            present, missing = (size_var, rank_var) if rank is None else (rank_var, size_var)
-            yield f"{where}: {present} is set but {missing} is not: {_REFUSED}"
+        unread = _unread(rank_var, size_var, rank, world)
+        if unread is not None:
+            yield f"{where}: {unread}"
             continue
-        unread = [(v, t) for v, t in ((rank_var, rank), (size_var, world)) if not _number(t)]
-        for var, text in unread:
-            yield f"{where}: {var} {text!r} is no integer: {_REFUSED}"
-        if unread:
-            continue
-        if known and size is not None and "$(" not in size and _other_count(size, int(world)):
+        assert rank is not None and world is not None  # _unread names a half pair
+        if size is not None and "$(" not in size and _other_count(size, int(world)):
             yield (
                 f"{where}: DISTCONV_WORLD_SIZE {size!r} but {size_var} {world!r}: {_REFUSED} "
                 "(two sources disagree about the world size)"
             )
-        elif not world_given and completions is not None and _other_count(world, completions):
-            yield f"{where}: {size_var} {world!r} != completions {completions}"
-        if rank_given or rank == INDEX or completions is None:
-            continue
-        if completions > 1 or int(rank) != 0:
-            yield _one_rank_for_all(where, rank_var, rank, completions)
+        elif not (index or world_given) and completions is not None:
+            if _other_count(world, completions):
+                yield f"{where}: {size_var} {world!r} != completions {completions}"
+        if rank == INDEX or completions is None or (rank_given and not index):
+            continue  # each pod's own, not compared, or the flag's
+        if index or completions > 1 or int(rank) != 0:
+            yield _one_rank_for_all(where, rank_var, rank, completions, index)
 
 
-def _number(text: str) -> bool:
-    """Whether placement reads ``text`` as an integer, or the kubelet fills in the index."""
-    return text == INDEX or bool(INTEGER_TEXT.fullmatch(text))
+def _unread(rank_var: str, size_var: str, rank: str | None, world: str | None) -> str | None:
+    """Why placement refuses a pair at start: one of it set alone (``placement._triple``), a
+    value it cannot read as an integer, the index as the size (each rank's world its rank:
+    out of range); None where it reads the pair."""
+    if rank is None or world is None:
+        present, missing = (size_var, rank_var) if rank is None else (rank_var, size_var)
+        return f"{present} is set but {missing} is not: {_REFUSED}"
+    if world == INDEX:
+        return f"{size_var} {INDEX} makes each rank's index its world size: {_REFUSED}"
+    for var, text in ((rank_var, rank), (size_var, world)):
+        if text != INDEX and not INTEGER_TEXT.fullmatch(text):
+            return f"{var} {text!r} is no integer: {_REFUSED}"
+    return None
 
 
-def _one_rank_for_all(where: str, rank_var: str, rank: str, completions: int) -> str:
-    """The problem of a pair's rank ``rank`` given every pod of a Job of ``completions``."""
+def _one_rank_for_all(where: str, rank_var: str, rank: str, completions: int, index: bool) -> str:
+    """The problem of a pair's rank ``rank`` given every pod of a Job of ``completions``,
+    beside the Job ``index`` (each pod's rank, which it must agree with) or without it."""
+    if index:
+        return (
+            f"{where}: {rank_var} {rank!r} is every rank's, beside the Job index: each rank "
+            f"whose index is not {rank.strip()} would refuse to start (two sources disagree "
+            "about the rank)"
+        )
     if completions > 1:
         return (
             f"{where}: {rank_var} {rank!r} is every rank's: the Job's {completions} ranks would "
