@@ -140,6 +140,7 @@ def _pair_problems(
     completions: int | None,
     *,
     index: bool,
+    runs: str = "",
 ) -> Iterator[str]:
     """Ranks that see the launchers' ``pairs``, beside the Job index (``index``) or without
     it: placement reads each pair, which needs both its variables as integers
@@ -147,7 +148,8 @@ def _pair_problems(
     (:func:`distconv.placement._check_world_size_var`; with the index, which takes its world
     from that variable, they must agree) and a rank that is each pod's own
     (``$(JOB_COMPLETION_INDEX)``), not one for all. Without the index the pair's size is the
-    world, ``completions``. A ``--world-size`` or a ``--rank`` given beside them wins over
+    world, ``completions`` (``runs`` says how many the Job runs: its completions where
+    empty). A ``--world-size`` or a ``--rank`` given beside them wins over
     what they say of that (:func:`distconv.runtime._placement`; _pod_settings judges the
     flag), but they are read still."""
     where, train = _where(job), _train_args(container)
@@ -165,7 +167,7 @@ def _pair_problems(
             )
         elif not (index or world_given) and completions is not None:
             if _other_count(world, completions):
-                yield f"{where}: {size_var} {world!r} != completions {completions}"
+                yield f"{where}: {size_var} {world!r} {runs or f'!= completions {completions}'}"
         if rank == INDEX or completions is None or (rank_given and not index):
             continue  # each pod's own, not compared, or the flag's
         if index or completions > 1 or int(rank) != 0:
@@ -205,6 +207,29 @@ def _one_rank_for_all(where: str, rank_var: str, rank: str, completions: int, in
         f"{where}: {rank_var} {rank!r} but the Job runs 1 rank, rank 0: it would refuse to "
         "start (out of range), or wait for a rank 0 that never starts"
     )
+
+
+def one_rank_problems(job: Manifest, container: Manifest) -> Iterator[str]:
+    """What stops the rank that ``container`` runs in the one pod of ``job``, a Job that is
+    not Indexed, as it places itself at start: with no index, a launcher's pair it sees is
+    judged as in an Indexed Job whose ranks lose theirs (its world is 1 rank); with none,
+    it is rank 0 of 1, which refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot
+    read), unless its ``--rank`` or ``--world-size`` places it (then the variable is not
+    read: _pod_settings judges the flag). One the cluster fills in is not judged."""
+    if placed_by(container, "--rank") and placed_by(container, "--world-size"):
+        return  # reads no variable at all
+    pairs = _pairs(container)
+    known, size = env_as_seen(container, ENV_WORLD_SIZE)
+    if pairs:
+        runs = "but the Job is not Indexed: it runs 1 rank"
+        yield from _pair_problems(job, container, pairs, size, 1, index=False, runs=runs)
+    elif pairs is None or not known or size is None or "$(" in size:
+        return
+    elif not placed_by(container, "--rank", "--world-size") and refused_alone(size):
+        yield (
+            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the Job is not Indexed: its "
+            "one rank has no index and would refuse to start (set completionMode: Indexed)"
+        )
 
 
 #: how a problem ends where no rank starts

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_index import index_rank_problems, placed_by, refused_alone
-from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
+from distconv.deploy.check_index import index_rank_problems, one_rank_problems, placed_by
+from distconv.deploy.check_shards import _is_filled, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.walk import (
     Manifest,
@@ -122,21 +122,13 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
 
 
 def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:
-    """A Job that is not Indexed runs one pod, whose rank has no index: rank 0 of 1, which
-    refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot read) at start, unless its
-    ``--rank`` or ``--world-size`` places it (then the variable is not read); with ``shards``
-    (it is the job's only workers' Job), the shards' ``--workers`` must be 1."""
+    """A Job that is not Indexed runs one pod, whose rank has no index: rank 0 of 1, or what
+    a launcher's pair it sees says (:func:`~distconv.deploy.check_index.one_rank_problems`);
+    with ``shards`` (it is the job's only workers' Job), the shards' ``--workers`` must be
+    1."""
     for container in _main_containers(job["spec"]["template"]):
-        known, size = env_as_seen(container, "DISTCONV_WORLD_SIZE")
-        if not _runs(container, "train") or not known or size is None or "$(" in size:
-            continue
-        if placed_by(container, "--rank", "--world-size"):  # _pod_settings' to judge
-            continue
-        if refused_alone(size):
-            yield (
-                f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the Job is not Indexed: its "
-                "one rank has no index and would refuse to start (set completionMode: Indexed)"
-            )
+        if _runs(container, "train"):  # a sidecar beside it runs no rank
+            yield from one_rank_problems(job, container)
     for sts in _of_kind(objs, "StatefulSet") if shards else ():
         for container in _main_containers(sts["spec"]["template"]):
             workers = _shard_setting(container, "workers")

@@ -60,12 +60,13 @@ def _stand_in(folder: Path) -> str:
 
 
 def start_pod(job: dict, index: int, folder: Path) -> Started:
-    """Start the rank of pod ``index`` of Indexed Job ``job`` (one container) in ``folder``."""
+    """Start the rank of pod ``index`` of Job ``job`` (one container) in ``folder``."""
     (container,) = job["spec"]["template"]["spec"]["containers"]
     values: dict[str, str] = {}
     for var in container.get("env", []):  # each filled in from those before it
         values[var["name"]] = _kubelet(str(var.get("value") or ""), values)
-    values.setdefault("JOB_COMPLETION_INDEX", str(index))
+    if job["spec"].get("completionMode") == "Indexed":  # another Job's pods get no index
+        values.setdefault("JOB_COMPLETION_INDEX", str(index))
     stand_in = _stand_in(folder)
     argv = [
         _kubelet(word, values).replace(DISTCONV, stand_in)
@@ -80,7 +81,7 @@ def start_pod(job: dict, index: int, folder: Path) -> Started:
 
 def trains(job: dict, folder: Path) -> bool:
     """Whether every pod of ``job`` starts, each as its own rank of a world of completions."""
-    completions = int(job["spec"]["completions"])
+    completions = int(job["spec"].get("completions", 1))
     placed = [start_pod(job, index, folder).placed for index in range(completions)]
     ranks = [(rank, completions) for rank in range(completions)]
     return None not in placed and sorted(placed) == ranks  # type: ignore[type-var]
