@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import copy_into, is_gpu_array
+from distconv.backend import copy_into, is_float_dtype, is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import PER_ROW, StateDict, SyncError, SyncStrategy, step_refusal
@@ -142,7 +142,8 @@ class LocalSync(SyncStrategy):
 
         Raises:
             ValueError: ``state`` names a parameter or key that has no buffer here, or gives
-                one of another shape; the message lists each, and nothing is copied.
+                one of another shape or no numbers; the message lists each, and nothing is
+                copied.
         """
         problems = _state_problems(self.state, state)
         if problems:
@@ -183,7 +184,8 @@ def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) ->
     """What in ``theirs`` has no buffer in ``ours``, or one of another shape: a name there was
     a bare KeyError, and a shape numpy broadcasts ((1,) into (3,)) was copied without a word.
     ``theirs``, or an entry of it, that is no mapping (``{"w": array}``), and a state key that
-    is no string, are named too: each was a bare AttributeError."""
+    is no string, are named too: each was a bare AttributeError; so is a value that is no
+    array of numbers (``{"w": {"step": None}}``)."""
     if not isinstance(theirs, Mapping):
         return [f"state is {_a(theirs)}, not a mapping of parameter names to their state"]
     problems = []
@@ -205,6 +207,8 @@ def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) ->
                 problems.append(
                     f"{name!r} has no state {key!r} ({strings}it has {sorted(ours[name])})"
                 )
+            elif (what := _no_numbers(value)) is not None:
+                problems.append(f"{name}/{key}: {what} given, not an array of numbers")
             elif tuple(np.shape(value)) != tuple(ours[name][key].shape):
                 problems.append(
                     f"{name}/{key}: shape {tuple(np.shape(value))} given, "
@@ -216,6 +220,22 @@ def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) ->
 def _a(value: Any) -> str:
     """``a list``, ``a ndarray``: the type of a value where a mapping belongs."""
     return f"a {type(value).__name__}"
+
+
+def _no_numbers(value: Any) -> str | None:
+    """What ``value`` is (``a NoneType``, ``a ndarray of <U1``) where a state array belongs,
+    or None for numbers a buffer takes (an array, a list, a scalar, on the host or the GPU).
+
+    ``np.shape(None)`` is ``()``: a scalar buffer's (Adam's ``step``) passed the shape check,
+    and the copy raised a bare TypeError after the other keys were copied."""
+    dtype = getattr(value, "dtype", None)
+    of = f" of {dtype}" if isinstance(dtype, np.dtype) else ""
+    if not of:
+        try:
+            dtype = np.asarray(value).dtype
+        except (TypeError, ValueError):  # a ragged list
+            return _a(value)
+    return None if dtype.kind in "biufc" or is_float_dtype(dtype) else _a(value) + of
 
 
 def _copy_state(fresh: Mapping[str, Any], old: Mapping[str, Any]) -> None:
