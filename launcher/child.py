@@ -89,6 +89,9 @@ class ChildSpec:
             reserved port).
         explain: what its last lines say of its failure that its status does not (mpiexec's
             of a rank's signal: :func:`launcher.mpi_exit.rank_signal`), or None.
+        quiet: which of its lines stay out of the launcher's output (still in its log and
+            :attr:`Child.tail`: Hydra's status line, :func:`launcher.mpi_exit.is_status_line`);
+            None: none.
     """
 
     role: str
@@ -99,6 +102,7 @@ class ChildSpec:
     stop_signals: tuple[int, ...] = (signal.SIGTERM,)
     fds: tuple[int, ...] = ()
     explain: Callable[[Sequence[str]], str | None] | None = field(default=None, repr=False)
+    quiet: Callable[[str], bool] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -250,8 +254,9 @@ class Child:
                 line += b"\n"
             if to_log:
                 to_log = self._log_line(line, say)
-            self.tail.append(line.decode(errors="replace").rstrip("\n"))
-            if not echo:
+            text = line.decode(errors="replace").rstrip("\n")
+            self.tail.append(text)
+            if not echo or (self.spec.quiet is not None and self.spec.quiet(text)):
                 continue
             shown = prefix + line if render is None else render(line)
             with lock:  # one write per whole line: prefixes never split a line

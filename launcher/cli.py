@@ -253,7 +253,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         read_hostfile,
         refuse_unstartable,
     )
-    from .mpi_exit import rank_signal
+    from .mpi_exit import is_status_line, rank_signal
 
     program = parse_program(rest)
     refuse_owned_flags(program, MPI_OWNED, "mpi")
@@ -290,7 +290,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
             # host's own count
             env.pop("DISTCONV_NUM_THREADS", None)
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program), env)
-        return [ChildSpec("mpiexec", 0, argv, env, prefix="", explain=rank_signal)]
+        quiet = is_status_line if flavor == "mpich" else None  # -print-all-exitcodes's
+        return [ChildSpec("mpiexec", 0, argv, env, prefix="", explain=rank_signal, quiet=quiet)]
 
     if args.dry_run:
         (spec,) = build(0)

@@ -6,11 +6,23 @@ report said "mpiexec 0 failed with exit code 9" either way. Both name the signal
 lines, Hydra without the rank (``YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed
 (signal 9)``), OpenMPI with it (``mpirun noticed that process rank 1 with PID 4242 on node a
 exited on signal 9 (Killed).``); :func:`rank_signal` reads them.
+
+Hydra's line alone cannot be trusted: it shows the bitwise OR of every process's wait status,
+and once a rank fails Hydra SIGKILLs the others, whose status (signal 9) it sometimes has
+collected by then, so a rank's ``exit(9)`` (status ``9 << 8``) OR'd with a cleaned-up rank's
+SIGKILL (``9``) reads ``Killed (signal 9)``, a rank's ``exit(3)`` so too, a rank's SIGABRT (6)
+so ``Terminated (signal 15)``. ``launcher.mpi`` therefore asks Hydra for each process's own
+status (``-print-all-exitcodes``: ``[mpiexec@a] Exit codes: [a] 9,2304``, a further line
+``[b] 0,0`` for each further host), and where that line is there it alone is read: a signal
+other than SIGKILL is a rank's own; a SIGKILL is one only where no rank exited non-zero of
+itself (the cleanup follows a failure; it never comes first).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections.abc import Sequence
 
 from .child import signal_name
@@ -25,10 +37,22 @@ _OPENMPI = re.compile(
     r"[\w.-]+ noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)"
 )
 
+#: Hydra's ``-print-all-exitcodes``, a bare line as its other own lines ("[mpiexec@host] ");
+#: a rank's line comes behind its tag
+_HYDRA_CODES = re.compile(r"\[mpiexec@[^\]]*\] Exit codes: (.*)")
+#: one host's statuses, on the line above or on a line of their own after it (a host's name,
+#: never a rank's tag: ``[1] 0,0`` is a rank's line)
+_HOST_CODES = re.compile(r"\[(?!\d+\])[^\]]*\] (\d+(?:,\d+)*)")
+
 
 def rank_signal(tail: Sequence[str]) -> str | None:
     """``rank 1 died of signal 9 (SIGKILL), as mpiexec says`` from the last lines of
-    ``mpiexec``'s output (``a rank`` where MPI names none); None where they name no signal."""
+    ``mpiexec``'s output (``a rank`` where MPI names none); None where they name no signal.
+    Hydra's statuses of every process, where the lines hold them, say it alone (see above)."""
+    statuses = hydra_statuses(tail)
+    if statuses is not None:
+        number = rank_signal_number(statuses)
+        return None if number is None else _said("a rank", number)
     for line in reversed(tail):
         found = _OPENMPI.match(line)
         if found is not None:
@@ -41,3 +65,40 @@ def rank_signal(tail: Sequence[str]) -> str | None:
 
 def _said(who: str, number: int) -> str:
     return f"{who} died of signal {number} ({signal_name(number)}), as mpiexec says"
+
+
+def hydra_statuses(tail: Sequence[str]) -> list[int] | None:
+    """Every process's wait status from Hydra's last ``Exit codes:`` line and the hosts' lines
+    after it; None where the lines hold none (another MPI, or cut off from the tail)."""
+    for start in range(len(tail) - 1, -1, -1):
+        found = _HYDRA_CODES.match(tail[start])
+        if found is None:
+            continue
+        hosts = [found[1], *tail[start + 1 :]]
+        statuses = []
+        for line in hosts:
+            codes = _HOST_CODES.fullmatch(line)
+            if codes is None:
+                break
+            statuses += [int(code) for code in codes[1].split(",")]
+        return statuses or None
+    return None
+
+
+def rank_signal_number(statuses: Sequence[int]) -> int | None:
+    """The signal a rank died of, from every process's wait status: the first signal other
+    than SIGKILL, else SIGKILL where no process exited non-zero of itself (Hydra SIGKILLs the
+    others after a rank's failure, so beside such an exit it is Hydra's); else None."""
+    signals = [os.WTERMSIG(s) for s in statuses if os.WIFSIGNALED(s)]
+    own = [number for number in signals if number != signal.SIGKILL]
+    if own:
+        return own[0]
+    exited = any(os.WIFEXITED(s) and os.WEXITSTATUS(s) != 0 for s in statuses)
+    return int(signal.SIGKILL) if signals and not exited else None
+
+
+def is_status_line(line: str) -> bool:
+    """Whether ``line`` is Hydra's ``Exit codes:`` line or a further host's statuses: kept out
+    of the launcher's output (a job that succeeds ends with ``... Exit codes: [a] 0,0``), read
+    from the log's tail by :func:`rank_signal`."""
+    return _HYDRA_CODES.match(line) is not None or _HOST_CODES.fullmatch(line) is not None

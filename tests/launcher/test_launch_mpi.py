@@ -106,10 +106,12 @@ ENVIRON = {
 def test_mpich_command_exactly():
     opts = MpiOptions(4, (Host("a", 2), Host("b", 2)), oversubscribe=True, allow_run_as_root=True)
     assert mpi_command("/x/mpiexec", "mpich", opts, ["w"], ENVIRON) == [
-        "/x/mpiexec", "-n", "4", "-hosts", "a:2,b:2", "-genvall", "-prepend-rank", "w",
+        "/x/mpiexec", "-n", "4", "-hosts", "a:2,b:2", "-genvall", "-prepend-rank",
+        "-print-all-exitcodes", "w",
     ]  # fmt: skip
     assert mpi_command("mpiexec", "mpich", MpiOptions(2), ["w"], ENVIRON) == [
-        "mpiexec", "-n", "2", "-genvall", "-prepend-rank", "w",
+        "mpiexec", "-n", "2", "-genvall", "-prepend-rank",
+        "-print-all-exitcodes", "w",
     ]  # fmt: skip
 
 
@@ -220,6 +222,7 @@ def test_dry_run_detects_the_installed_mpi(tmp_path):
     done = launch("-np", "2", "-H", "localhost:2", "--dry-run", "--", str(script))
     if flavor == "mpich":
         expected = [mpiexec, "-n", "2", "-hosts", "localhost:2", "-genvall", "-prepend-rank"]
+        expected += ["-print-all-exitcodes"]
     else:
         expected = [mpiexec, "-np", "2", "-H", "localhost:2", "--tag-output", "--bind-to", "none"]
     assert done.stdout.startswith("env ")  # what the launcher sets, then the command
@@ -243,6 +246,12 @@ print(json.dumps({"mpi_rank": comm.Get_rank(), "source": runtime.source, "rank":
                   "kernel_threads": num_threads(),
                   "kernel_var": os.environ.get("DISTCONV_NUM_THREADS")}), flush=True)
 """
+
+
+def _installed_flavor() -> str:
+    """``mpich`` or ``openmpi``: the MPI whose ``mpiexec`` is on PATH."""
+    version = subprocess.run(["mpiexec", "--version"], capture_output=True, text=True, timeout=30)
+    return flavor_from_version(version.stdout + version.stderr)
 
 
 def rank_script(tmp_path: Path) -> Path:
@@ -278,7 +287,11 @@ def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
         assert (row["threads"], row["argv"]) == ("1", ["--flag"])
     assert len(rows) == 2
     log = (tmp_path / "run" / "logs" / "mpiexec-0.log").read_text().splitlines()
-    assert sorted(log) == sorted(done.stdout.splitlines())
+    # the log alone keeps Hydra's -print-all-exitcodes line: every process's status
+    statuses = [line for line in log if "Exit codes" in line]
+    said = [re.sub(r"^\[mpiexec@[^\]]*\] ", "", line) for line in statuses]
+    assert said == (["Exit codes: [localhost] 0,0"] if _installed_flavor() == "mpich" else [])
+    assert sorted(line for line in log if line not in statuses) == sorted(done.stdout.splitlines())
 
 
 @pytest.mark.mpi

@@ -94,3 +94,50 @@ def test_an_older_hydras_line_without_your_is_read_too(tag):
 def test_a_ranks_own_line_is_not_mpiexecs(line):
     """Every line of a rank comes behind its MPI tag; only mpiexec's own, bare lines count."""
     assert rank_signal(["[0] step 3", line, "[0] step 4"]) is None
+
+
+#: Hydra's banner where rank 1 exited 9 and rank 0 was SIGKILLed by Hydra's cleanup before its
+#: status went in (a fresh-clone CI run's, with its -print-all-exitcodes line: statuses 9, 2304)
+EXIT_9_THEN_CLEANUP = [
+    "===================================================================================",
+    "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+    "=   PID 13406 RUNNING AT vm",
+    "=   EXIT CODE: 9",
+    "=   CLEANING UP REMAINING PROCESSES",
+    "=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES",
+    "===================================================================================",
+    "[mpiexec@vm] Exit codes: [vm] 9,2304",
+    HYDRA_LINE,
+    "This typically refers to a problem with your application.",
+    "Please see the FAQ page for debugging suggestions",
+]
+
+
+def test_a_ranks_exit_9_beside_hydras_cleanup_sigkill_is_no_signal():
+    """Hydra's banner ORs every process's status: rank 1's exit(9) (9 << 8) with the SIGKILL
+    (9) it ends rank 0 with read "Killed (signal 9)", under load now and then; each process's
+    own status (-print-all-exitcodes) says rank 1 exited 9 and the SIGKILL was the cleanup's."""
+    assert rank_signal(EXIT_9_THEN_CLEANUP) is None
+
+
+@pytest.mark.parametrize(
+    ("codes", "said"),
+    [
+        ("[vm] 0,9", "signal 9 (SIGKILL)"),  # rank 1 SIGKILLed (an OOM kill)
+        ("[vm] 9,9", "signal 9 (SIGKILL)"),  # and rank 0 by the cleanup
+        ("[vm] 9,6", "signal 6 (SIGABRT)"),  # the OR said 15 (SIGTERM)
+        ("[vm] 9,2304,11", "signal 11 (SIGSEGV)"),  # a rank's own signal beside an exit
+        ("[vm] 0,768", None),  # exit(3)
+        ("[vm] 9,768", None),  # exit(3) and the cleanup's SIGKILL: the OR said signal 9
+        ("[a] 0,0\n[b] 9,2304", None),  # one line per further host
+        ("[a] 0,0\n[b] 0,0\n[c] 0,134", "signal 6 (SIGABRT)"),  # a core dump's bit
+    ],
+)
+def test_each_processs_own_status_says_whether_a_rank_died_of_a_signal(codes, said):
+    """Where Hydra's -print-all-exitcodes line is there, it alone is read (its banner line,
+    HYDRA_LINE here, is the statuses' OR); a SIGKILL beside a rank's own non-zero exit is the
+    cleanup's."""
+    first, *more = codes.split("\n")
+    tail = ["[0] step 3", f"[mpiexec@a] Exit codes: {first}", *more, HYDRA_LINE]
+    expected = None if said is None else f"a rank died of {said}, as mpiexec says"
+    assert rank_signal(tail) == expected
