@@ -16,6 +16,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from distconv.placement import INTEGER_TEXT
+
 log = logging.getLogger("distconv.cores")
 
 #: how many of the job's processes a launcher started on this host: MPICH's Hydra's, Open MPI's
@@ -43,11 +45,10 @@ def processes_on_this_host(environ: Mapping[str, str] | None = None) -> int:
 def _integer(text: str) -> int | None:
     """``text`` as an integer of ASCII digits with an optional sign, or None.
 
-    ASCII digits: str.isdigit() takes "²", which int() refuses, and every kernel failed.
+    ASCII digits: str.isdigit() takes "²", which int() refuses, and every kernel failed; the
+    rule is the one rank variables are read by (:data:`distconv.placement.INTEGER_TEXT`).
     """
-    word = text.strip()
-    digits = word[1:] if word.startswith(("+", "-")) else word
-    return int(word) if digits.isascii() and digits.isdigit() else None
+    return int(text) if INTEGER_TEXT.fullmatch(text) else None
 
 
 def _positive(text: str) -> int | None:
