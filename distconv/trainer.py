@@ -371,6 +371,7 @@ class Trainer:
                 if stop is not None or due:
                     self.checkpoints.save(self.pos, tally.fold(self.pos))
                     if stop is not None:
+                        self.sync.refresh_parameters()  # as at an epoch's end, after the fold
                         said = f"stopped by {stop.name} after step {self.pos.step}"
                         raise Preempted(said, EXIT_STATUS[stop])
         tally.fold(self.pos)  # a collective: every rank's steps of the epoch are in
@@ -386,8 +387,7 @@ class Trainer:
         and by the same signal, so they exit with the same status.
 
         Ranks agree every :data:`STOP_CHECK_EVERY` steps. The flags are read before the
-        collective and cleared only when a fit starts, so a signal during it counts at the next.
-        """
+        collective and cleared only when a fit starts, so a signal during it counts at the next."""
         if self.sync.world_size == 1:
             return stop_signal(self._stop.flags) if self._stop.received else None
         if self.pos.step % STOP_CHECK_EVERY:

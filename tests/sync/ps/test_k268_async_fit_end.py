@@ -61,11 +61,13 @@ def shard_values(endpoints: list[str]) -> dict[str, np.ndarray]:
     return values
 
 
-def start_workers(endpoints: list[str], out: Path) -> list[subprocess.Popen]:
-    """Ranks 0 and 1 of ``fit_worker.py``; rank 1 is slow, so rank 0's last push is not last."""
+def start_workers(endpoints: list[str], out: Path, stop: bool = False) -> list[subprocess.Popen]:
+    """Ranks 0 and 1 of ``fit_worker.py``; rank 1 is slow, so rank 0's last push is not last;
+    ``stop``: rank 0 is sent SIGTERM after its first step, and the first fit stops."""
     env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{WORKER.parent}", "OMP_NUM_THREADS": "1"}
     procs = []
-    for rank, slow in ((0, []), (1, ["0.02"])):
+    for rank, slow in ((0, ["0"]), (1, ["0.02"])):
+        slow += ["stop"] if stop else []
         cmd = [sys.executable, str(WORKER), ",".join(endpoints), str(rank), "2", str(out), *slow]
         procs.append(
             subprocess.Popen(
@@ -103,12 +105,18 @@ def assert_same(got: dict[str, np.ndarray], want: dict[str, np.ndarray], who: st
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("mode", "stop"),
+    [("sync", False), ("async", False), ("sync", True), ("async", True)],
+    ids=["sync", "async", "sync-stopped", "async-stopped"],
+)
 def test_after_fit_every_worker_holds_the_shards_values_and_a_second_fit_starts_from_them(
-    shards, tmp_path, mode
+    shards, tmp_path, mode, stop
 ):
+    """``stop``: the first fit ends in ``Preempted`` (SIGTERM, no ``out_dir``: no checkpoint);
+    a script that catches it keeps that model, or fits again (review k273)."""
     endpoints = shards.start(2, workers=2, mode=mode, extra=["--max-staleness", "100"])
-    procs = start_workers(endpoints, tmp_path)
+    procs = start_workers(endpoints, tmp_path, stop)
     try:
         wait_for(procs, "fit1")
         trained = shard_values(endpoints)
