@@ -248,9 +248,9 @@ class SyncStrategy(ABC):
 
     def refresh_parameters(self) -> None:
         """Make this rank's parameters the current ones: the chief's before it writes a
-        checkpoint, and every rank's at an epoch's end, once all its steps are in (the model
-        the epoch's evaluation and ``fit`` use, and a second ``fit`` seeds). Ranks that end each
-        step identical have nothing to do (this default); an asynchronous parameter server's
+        checkpoint, and every rank's at an epoch's end or a stop, once all its steps are in (the
+        model the epoch's evaluation and ``fit`` use, and a second ``fit`` seeds). Ranks that end
+        each step identical have nothing to do (this default); an asynchronous parameter server's
         workers hold the values of their last replies, which other workers moved on: they pull.
         """
 
