@@ -244,6 +244,8 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """The tensors and metadata of a safetensors file, or a one-line CheckpointError."""
     from safetensors.numpy import load
 
+    from distconv.checkpoint_reads import load_safetensors  # which imports this module
+
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -258,7 +260,7 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     except MemoryError as exc:  # the whole file in memory: the largest allocation of a read
         raise _lacking(path, exc) from None
     try:
-        tensors, meta = _load_safetensors(raw, load)
+        tensors, meta = load_safetensors(raw, load)
     except (ImportError, MemoryError) as exc:  # this host's lack: the file is not set aside
         raise _lacking(path, exc) from None
     except Exception as exc:  # safetensors raises several types for a damaged file
@@ -275,48 +277,6 @@ def _lacking(path: Path, exc: BaseException) -> CheckpointReadError:
     return CheckpointReadError(
         f"checkpoint {path} cannot be read here: {exception_line(exc)}; the file is left as it is"
     )
-
-
-#: safetensors dtypes its numpy functions write but cannot read back: read as unsigned
-#: integers of the same width, then viewed as the ``ml_dtypes`` type they hold
-_ML_DTYPES = {
-    "BF16": ("U16", "bfloat16"),
-    "F8_E4M3": ("U8", "float8_e4m3fn"),
-    "F8_E4M3FNUZ": ("U8", "float8_e4m3fnuz"),
-    "F8_E5M2": ("U8", "float8_e5m2"),
-    "F8_E5M2FNUZ": ("U8", "float8_e5m2fnuz"),
-    "F8_E8M0": ("U8", "float8_e8m0fnu"),
-}
-
-
-def _load_safetensors(raw: bytes, load: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """``load(raw)`` (which checks the header, the dtypes and every tensor's byte range) and the
-    metadata. safetensors' numpy functions write bfloat16 (``BF16``) and the float8 types
-    (``F8_E4M3`` ...) but cannot read them back: those tensors are read as unsigned integers
-    of their width and viewed as their ``ml_dtypes`` type (:data:`_ML_DTYPES`)."""
-    size = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8 : 8 + size])
-    narrow = {
-        k: v["dtype"]
-        for k, v in header.items()
-        if k != "__metadata__" and v.get("dtype") in _ML_DTYPES
-    }
-    if narrow:
-        try:
-            import ml_dtypes
-        except ImportError:
-            kinds = ", ".join(sorted(set(narrow.values())))
-            raise ImportError(f"its {kinds} tensors need the ml_dtypes package") from None
-        for name, kind in narrow.items():
-            header[name]["dtype"] = _ML_DTYPES[kind][0]
-        head = json.dumps(header).encode()
-        head += b" " * (-len(head) % 8)  # the format's alignment of the data
-        raw = len(head).to_bytes(8, "little") + head + raw[8 + size :]
-    tensors = load(raw)
-    if narrow:
-        for name, kind in narrow.items():
-            tensors[name] = tensors[name].view(getattr(ml_dtypes, _ML_DTYPES[kind][1]))
-    return tensors, header.get("__metadata__") or {}
 
 
 def restore_checkpoint(
