@@ -29,6 +29,7 @@ from distconv.backend import copy_into, to_host
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
+from distconv.sync.local import _state_problems
 
 FORMAT = "distconv-checkpoint"
 VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
@@ -109,11 +110,14 @@ def save_checkpoint(
 
     Raises:
         CheckpointError: a parameter name clashes with the optimizer-state prefix or another
-            name, or the file cannot be written (the message names the file and the cause, such
-            as "no space left on device"); the old checkpoint is left as it was.
+            name, the optimizer state or an entry of it is no mapping, or the file cannot be
+            written (the message names the file and the cause, such as "no space left on
+            device"); the old checkpoint is left as it was.
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
+    if problems := _malformed({} if optim_state is None else optim_state):
+        raise CheckpointError(f"cannot save checkpoint {path}: {'; '.join(problems)}")
     tensors = _tensors(params, optim_state or {})
     metadata = {
         "format": FORMAT,
@@ -327,12 +331,27 @@ def check_fit(
     named = Counter(p.name for p in {id(p): p for p in params}.values())
     problems = [f"{n} parameters are named {k!r}" for k, n in named.items() if n > 1]
     problems += _mismatches("parameter", {p.name: p.value for p in params}, ckpt.params)
-    if optim_state is not None:
-        ours_state = _flatten(optim_state)
-        problems += _mismatches("optimizer state", ours_state, _flatten(ckpt.optim_state))
+    if optim_state is not None:  # by name, shape and dtype once every entry is a mapping
+        problems += _malformed(optim_state, ckpt.optim_state) or _mismatches(
+            "optimizer state", _flatten(optim_state), _flatten(ckpt.optim_state)
+        )
     if problems:
         listed = "; ".join(problems)
         raise CheckpointError(f"checkpoint {ckpt.path} does not fit the model: {listed}")
+
+
+def _malformed(state: Any, keys: OptimState | None = None) -> list[str]:
+    """Where optimizer state, or an entry of it, is no mapping (``{"w": array}``): each was a
+    bare AttributeError from ``.items()``. Named by the sync's check of state to load, run on
+    those entries alone; ``keys`` (a checkpoint's state) tells the state keys each name has."""
+    if isinstance(state, Mapping):
+        state = {name: s for name, s in state.items() if not isinstance(s, Mapping)}
+        ours = {name: (keys or {}).get(name, {}) for name in state}
+    else:
+        ours = {}
+    return [
+        f"optimizer {said.removesuffix(' (it has [])')}" for said in _state_problems(ours, state)
+    ]
 
 
 def _flatten(state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

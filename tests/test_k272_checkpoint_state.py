@@ -1,0 +1,64 @@
+"""Review k272: optimizer state whose entries are no mappings (``{"w": array}``), or which is no
+mapping at all, given to save_checkpoint or restore_checkpoint: a bare AttributeError
+(``'numpy.ndarray' object has no attribute 'items'``), now refused naming the entry as the
+sync's ``load_state_dict`` names it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    restore_checkpoint,
+    save_checkpoint,
+)
+from distconv.parameter import Parameter
+
+pytestmark = pytest.mark.timeout(60)
+
+CASES = [
+    ({"w": np.zeros(2)}, "optimizer state for 'w' is a ndarray, not a mapping of state keys"),
+    ({"w": None}, "optimizer state for 'w' is a NoneType, not a mapping of state keys"),
+    ([("w", {"m": np.zeros(2)})], "optimizer state is a list, not a mapping of parameter names"),
+]
+
+
+@pytest.mark.parametrize("state,said", CASES)
+def test_a_save_of_state_that_is_no_mapping_is_refused_naming_it(tmp_path, state, said):
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.ones(2)}}, step=1)
+    with pytest.raises(CheckpointError) as refused:
+        save_checkpoint(path, [Parameter("w", np.zeros(2))], state, step=2)
+    assert f"cannot save checkpoint {path}: {said}" in str(refused.value)
+    assert "(it has [])" not in str(refused.value)  # no keys to tell of: none are said
+    assert load_checkpoint(path).step == 1  # the one before it stays
+
+
+@pytest.mark.parametrize("state,said", CASES)
+def test_a_restore_into_state_that_is_no_mapping_is_refused_and_copies_nothing(
+    tmp_path, state, said
+):
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.ones(2)}})
+    w = Parameter("w", np.zeros(2))
+    with pytest.raises(CheckpointError) as refused:
+        restore_checkpoint(path, [w], state)
+    assert f"checkpoint {path} does not fit the model: {said}" in str(refused.value)
+    np.testing.assert_array_equal(w.value, [0.0, 0.0])  # checked before anything is copied
+
+
+def test_a_restore_names_the_state_keys_the_checkpoint_has_for_the_entry(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.ones(2)}})
+    with pytest.raises(CheckpointError, match=r"arrays \(it has \['m'\]\)$"):
+        restore_checkpoint(path, [Parameter("w", np.zeros(2))], {"w": np.zeros(2)})
+
+
+def test_well_formed_state_still_saves_and_restores(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.full(2, 3.0)}})
+    state = {"w": {"m": np.zeros(2)}}
+    restore_checkpoint(path, [Parameter("w", np.zeros(2))], state)
+    np.testing.assert_array_equal(state["w"]["m"], [3.0, 3.0])
