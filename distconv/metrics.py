@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distconv import strict_json
-from distconv.files import naming, write_atomically
+from distconv.files import describe_os_error, naming, write_atomically
 from distconv.messages import env_switch
 
 log = logging.getLogger("distconv.metrics")
@@ -117,6 +117,24 @@ class MetricsError(ValueError):
     """A damaged metrics log; the message names the file and the line."""
 
 
+class MetricsWriteError(OSError):
+    """The metrics log cannot be written (a full disk): an OSError of the cause's errno and the
+    log's path, worded as a checkpoint's write error is, naming the file and the cause."""
+
+    def __str__(self) -> str:
+        return f"cannot write metrics log {self.filename}: {describe_os_error(self)}"
+
+
+def _unwritable(exc: OSError, path: Path) -> OSError:
+    """``exc`` as a :class:`MetricsWriteError` of ``path``; one with no errno (a library's
+    ``OSError("message")``) keeps its own message."""
+    return (
+        naming(exc, path)
+        if exc.errno is None
+        else MetricsWriteError(exc.errno, exc.strerror, str(path))
+    )
+
+
 class MetricsWriter:
     """Appends one JSON object per line (one per epoch) to a file, flushed at once.
 
@@ -134,6 +152,7 @@ class MetricsWriter:
 
     Raises:
         MetricsError: a resumed run's log is damaged other than by a torn last line.
+        MetricsWriteError: the log cannot be written (a full disk); :meth:`write` raises it too.
     """
 
     def __init__(self, path: str | os.PathLike, keep_through_epoch: int | None = None) -> None:
@@ -142,7 +161,10 @@ class MetricsWriter:
         if keep_through_epoch is not None and self.path.exists():
             kept = [r for r in read_metrics(self.path) if self._epoch(r) <= keep_through_epoch]
         self.records: list[dict[str, Any]] = kept
-        write_atomically(self.path, [b"".join(_line(r) for r in kept)])
+        try:  # a full disk: '[Errno 28] ...' was the only failure of a run not worded as such
+            write_atomically(self.path, [b"".join(_line(r) for r in kept)])
+        except OSError as exc:
+            raise _unwritable(exc, self.path) from None
         if keep_through_epoch:
             self._warn_of_holes(keep_through_epoch)
 
@@ -177,7 +199,7 @@ class MetricsWriter:
                 # lose this line, which a resume from it would never write again
                 os.fsync(f.fileno())
         except OSError as exc:
-            raise naming(exc, self.path) from None
+            raise _unwritable(exc, self.path) from None
         self.records.append(dict(record))
 
 
