@@ -241,14 +241,20 @@ def plot_metrics(
     records: Sequence[Mapping[str, Any]],
     path: str | os.PathLike,
     title: str = "",
-) -> None:
+) -> bool:
     """Draw loss and accuracy against epoch, train and test side by side, into a PNG.
 
     Keys missing from the records (no test set, say) are left out of the plot. The file is
     replaced atomically: a failed write (a full disk) leaves the plot before it whole.
 
+    Returns:
+        Whether the plot was written. One that cannot be (a full disk) is a warning naming the
+        file and the cause, not an error: a run draws it once every metrics line and checkpoint
+        is on disk, and the log holds what it shows; failing there told a finished run as
+        failed, and its restart on the same disk failed again.
+
     Raises:
-        OSError: the file cannot be written, naming it.
+        OSError: matplotlib cannot draw it in the format the name says, naming the file.
     """
     from matplotlib.figure import Figure  # without pyplot: no global state, no display needed
     from matplotlib.ticker import MaxNLocator
@@ -275,7 +281,13 @@ def plot_metrics(
         raise naming(exc, path) from None
     # whole or not at all: savefig into the file emptied the last plot first, and a full disk
     # then left a truncated one where a whole one was
-    write_atomically(path, [image.getvalue()])
+    try:
+        write_atomically(path, [image.getvalue()])
+    except OSError as exc:
+        why = describe_os_error(exc)
+        log.warning("cannot write the plot %s: %s; the metrics are in their log", path, why)
+        return False
+    return True
 
 
 def _series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list, list]:

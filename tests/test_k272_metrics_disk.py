@@ -1,12 +1,14 @@
-"""Review k272: the metrics log on a full disk, for real (a small tmpfs where this user may
-mount one; RLIMIT_FSIZE in a subprocess everywhere else, where write gives EFBIG).
+"""Review k272: the metrics log and the plot on a full disk, for real (a small tmpfs where this
+user may mount one; RLIMIT_FSIZE in a subprocess everywhere else, where write gives EFBIG).
 
 The log was a bare ``OSError: [Errno 28] No space left on device: '.../metrics.jsonl'``, the
-only failure of a run that is not worded as a checkpoint's is."""
+only failure of a run that is not worded as a checkpoint's is. The plot, drawn after the last
+checkpoint and metrics line are on disk, failed a finished run (and its restart, for ever)."""
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import subprocess
@@ -21,6 +23,7 @@ from distconv.init import set_seed
 from distconv.metrics import MetricsWriter
 from distconv.models import lenet
 from distconv.optim import create_optimizer
+from distconv.run_dir import RunDirectory
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
 
@@ -74,6 +77,22 @@ def test_a_full_disk_at_a_resumes_metrics_log_stops_it_naming_the_file_and_cause
     assert "no space left on device" in said and "[Errno" not in said, said
     assert failed.value.errno == errno.ENOSPC
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1  # as it was
+
+
+def test_a_plot_that_finds_the_disk_full_warns_and_the_finished_run_stands(small_disk, caplog):
+    """The plot is drawn from metrics.jsonl once every line and checkpoint is on disk: failing
+    the run for it told a finished run as failed, and its restart failed again, for ever."""
+    out = small_disk / "run"
+    _fit(out, 1)
+    _fill(small_disk, leave=24 << 10)  # room for a checkpoint, not for a plot (~37 KiB)
+    with caplog.at_level(logging.WARNING, logger="distconv.metrics"):
+        records = _fit(out, 2)
+    assert [r["epoch"] for r in records] == [2]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    assert RunDirectory(out).latest().step == 2 * 3  # 48 examples in batches of 16
+    (warning,) = [r.getMessage() for r in caplog.records if "metrics.png" in r.getMessage()]
+    assert f"cannot write the plot {out / 'metrics.png'}: no space left on device" in warning
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary file left
 
 
 #: a metrics log past RLIMIT_FSIZE: its trim at a resume, then an epoch's line

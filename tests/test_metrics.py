@@ -172,7 +172,7 @@ def test_a_plot_error_of_no_errno_keeps_its_message(tmp_path, monkeypatch):
         plot_metrics([{"epoch": 1, "train_loss": 1.0}], tmp_path / "plot.jpg")
 
 
-#: draws a plot, then another past RLIMIT_FSIZE (a full disk, as a process sees it)
+#: draws a plot, then another past RLIMIT_FSIZE (a full disk, as a process sees it): a warning
 _PLOT_PAST_THE_LIMIT = """
 import resource, signal, sys
 from distconv.metrics import plot_metrics
@@ -181,17 +181,15 @@ records = [{"epoch": e, "train_loss": 1.0 / e, "test_acc": 0.5} for e in range(1
 plot_metrics(records, path)
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))
-try:
-    plot_metrics(records * 2, path, title="more")
-except OSError as exc:
-    print(exc)
+print(plot_metrics(records * 2, path, title="more"))
 """
 
 
 @pytest.mark.timeout(60)
 def test_a_plot_that_cannot_be_written_leaves_the_last_one_whole(tmp_path):
     """``savefig`` wrote into ``metrics.png`` itself, emptying it first: a full disk at the end
-    of a resumed run left a truncated PNG where the last whole plot was (review k199)."""
+    of a resumed run left a truncated PNG where the last whole plot was (review k199). It is
+    a warning now, not an error (review k272: a finished run is not failed for its plot)."""
     import subprocess
     import sys
 
@@ -202,7 +200,8 @@ def test_a_plot_that_cannot_be_written_leaves_the_last_one_whole(tmp_path):
         env=env, capture_output=True, text=True, timeout=50,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "File too large" in done.stdout and str(path) in done.stdout, done.stdout
+    assert done.stdout == "False\n", done.stdout
+    assert f"cannot write the plot {path}: file too large" in done.stderr, done.stderr
     from matplotlib.image import imread
 
     assert imread(path).shape[:2] == (400, 1000)  # the first plot, whole
