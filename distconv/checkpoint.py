@@ -343,15 +343,23 @@ def check_fit(
 def _malformed(state: Any, keys: OptimState | None = None) -> list[str]:
     """Where optimizer state, or an entry of it, is no mapping (``{"w": array}``): each was a
     bare AttributeError from ``.items()``. Named by the sync's check of state to load, run on
-    those entries alone; ``keys`` (a checkpoint's state) tells the state keys each name has."""
-    if isinstance(state, Mapping):
-        state = {name: s for name, s in state.items() if not isinstance(s, Mapping)}
-        ours = {name: (keys or {}).get(name, {}) for name in state}
-    else:
-        ours = {}
-    return [
-        f"optimizer {said.removesuffix(' (it has [])')}" for said in _state_problems(ours, state)
-    ]
+    those entries alone. At a restore, ``keys`` is the checkpoint's state, whose keys each name
+    has are listed, and a state key that is no string is named too: ``1`` matched the file's
+    ``"1"`` by its text, and was no key of it once the weights were copied (a KeyError)."""
+    odd: dict[Any, Any] = {}
+    for name, s in state.items() if isinstance(state, Mapping) else ():
+        if not isinstance(s, Mapping):
+            odd[name] = s
+        elif keys is not None and any(not isinstance(k, str) for k in s):
+            odd[name] = {k: v for k, v in s.items() if not isinstance(k, str)}
+    ours = {name: (keys or {}).get(name, {}) for name in odd}
+    problems = _state_problems(ours, odd if isinstance(state, Mapping) else state)
+    return [_optimizer(said.removesuffix(" (it has [])")) for said in problems]
+
+
+def _optimizer(said: str) -> str:
+    """The sync's words of optimizer state (``state for 'w' is ...``, ``'w' has no state 1``)."""
+    return f"optimizer {said}" if said.startswith("state") else f"optimizer state {said}"
 
 
 def _flatten(state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

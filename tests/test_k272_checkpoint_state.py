@@ -62,3 +62,20 @@ def test_well_formed_state_still_saves_and_restores(tmp_path):
     state = {"w": {"m": np.zeros(2)}}
     restore_checkpoint(path, [Parameter("w", np.zeros(2))], state)
     np.testing.assert_array_equal(state["w"]["m"], [3.0, 3.0])
+
+
+def test_a_restore_into_state_with_a_key_that_is_no_string_is_refused_and_copies_nothing(
+    tmp_path,
+):
+    """A save writes key 1 as ``optim/w/1``, read back as "1"; the fit check compared the two by
+    their text, passed, and the copy then raised a bare ``KeyError: 1`` after the weights were
+    already restored."""
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {1: np.ones(2)}})
+    w, state = Parameter("w", np.zeros(2)), {"w": {1: np.zeros(2)}}
+    with pytest.raises(CheckpointError) as refused:
+        restore_checkpoint(path, [w], state)
+    said = "optimizer state 'w' has no state 1 (state keys are strings: it has ['1'])"
+    assert said in str(refused.value)
+    np.testing.assert_array_equal(w.value, [0.0, 0.0])
+    np.testing.assert_array_equal(state["w"][1], [0.0, 0.0])
