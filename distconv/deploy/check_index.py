@@ -170,7 +170,7 @@ def _pair_problems(
                 yield f"{where}: {size_var} {world!r} {runs or f'!= completions {completions}'}"
         if rank == INDEX or completions is None or (rank_given and not index):
             continue  # each pod's own, not compared, or the flag's
-        if index or completions > 1 or int(rank) != 0:
+        if completions > 1 or int(rank) != 0:  # a Job of one: index 0, which rank 0 is
             yield _one_rank_for_all(where, rank_var, rank, completions, index)
 
 
