@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from distconv.deploy.check_ranks import _as_read, _other_count
 from distconv.deploy.check_shards import env_as_seen, expand
+from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -34,7 +35,13 @@ PAIRS = (
     ("PMI_RANK", "PMI_SIZE"),
 )
 #: the Job index as a command line names it, filled in per pod by the kubelet
-INDEX = "$(JOB_COMPLETION_INDEX)"
+INDEX_NAME = "JOB_COMPLETION_INDEX"
+INDEX = f"$({INDEX_NAME})"
+#: what :func:`_seen` gives for a value that is each pod's index (the text ``INDEX`` a rank may
+#: read as written is another value)
+EACH_INDEX = "\0index"
+#: why a value that holds a reference the kubelet left as written is no integer
+_LEFT = f"the kubelet fills in {INDEX} only on the command line of an Indexed Job's pods"
 #: (rank variable, size variable, rank, size) of a pair a rank sees; None: that one is unset
 Pair = tuple[str, str, "str | None", "str | None"]
 
@@ -56,7 +63,7 @@ def placed_by(container: Manifest, *flags: str) -> bool:
 def _index_removed(container: Manifest) -> bool:
     """Whether the rank's command line starts it without the Job's ``JOB_COMPLETION_INDEX``
     (``env -i``, bash's ``exec -c``), setting none again."""
-    name = "JOB_COMPLETION_INDEX"
+    name = INDEX_NAME
     return unset_on_command_line(container, name) and set_on_command_line(container, name) is None
 
 
@@ -66,26 +73,34 @@ def refused_alone(size: str) -> bool:
     return not INTEGER_TEXT.fullmatch(size) or int(size) > 1
 
 
-def _seen(container: Manifest, name: str) -> tuple[bool, str | None]:
-    """Variable ``name`` as the rank sees it (:func:`env_as_seen`), where a reference stays in
-    its value only the cluster knows it (``(False, None)``), but for ``$(JOB_COMPLETION_INDEX)``
-    on the command line, which the kubelet fills in with the pod's index (:data:`INDEX`)."""
+def _seen(container: Manifest, name: str, indexed: bool) -> tuple[bool, str | None]:
+    """Variable ``name`` as the rank sees it (:func:`env_as_seen`): a reference that stays in
+    its value the kubelet left as written, and the rank reads that text, but for
+    ``$(JOB_COMPLETION_INDEX)`` on the command line of an ``indexed`` Job's rank, which the
+    kubelet fills in with the pod's index (:data:`EACH_INDEX`; with more around it, only the
+    pod knows: ``(False, None)``). The Job controller adds the variable after the pod's env,
+    so one of those that names it is left as written, as ``$$(...)`` is, and one a Job that
+    is not Indexed names (kubernetes#121523)."""
     known, value = env_as_seen(container, name)
     if value is None or "$(" not in value:
         return known, value
-    index = value.strip() == INDEX and set_on_command_line(container, name) is not None
-    return (True, INDEX) if index else (False, None)
+    written = set_on_command_line(container, name) if indexed else None
+    defined = any(var.get("name") == INDEX_NAME for var in container.get("env", []))
+    # findall gives "" for $$, a literal $
+    if written is not None and not defined and INDEX_NAME in KUBELET_REFERENCE.findall(written):
+        return (True, EACH_INDEX) if written.strip() == INDEX else (False, None)
+    return True, value
 
 
-def _pairs(container: Manifest) -> list[Pair] | None:
-    """The launchers' pairs the rank sees, either variable set, in the order placement reads
-    them; None where only the cluster knows whether one is set (a ``valueFrom``, an
-    ``envFrom``)."""
+def _pairs(container: Manifest, indexed: bool = True) -> list[Pair] | None:
+    """The launchers' pairs the rank of an ``indexed`` Job (or another) sees, either variable
+    set, in the order placement reads them; None where only the cluster knows whether one is
+    set (a ``valueFrom``, an ``envFrom``)."""
     found = []
     for rank_var, size_var in PAIRS:
         (rank_known, rank), (size_known, size) = (
-            _seen(container, rank_var),
-            _seen(container, size_var),
+            _seen(container, rank_var, indexed),
+            _seen(container, size_var, indexed),
         )
         if not (rank_known and size_known):
             return None
@@ -168,7 +183,7 @@ def _pair_problems(
         elif not (index or world_given) and completions is not None:
             if _other_count(world, completions):
                 yield f"{where}: {size_var} {world!r} {runs or f'!= completions {completions}'}"
-        if rank == INDEX or completions is None or (rank_given and not index):
+        if rank == EACH_INDEX or completions is None or (rank_given and not index):
             continue  # each pod's own, not compared, or the flag's
         if completions > 1 or int(rank) != 0:  # a Job of one: index 0, which rank 0 is
             yield _one_rank_for_all(where, rank_var, rank, completions, index)
@@ -181,11 +196,12 @@ def _unread(rank_var: str, size_var: str, rank: str | None, world: str | None) -
     if rank is None or world is None:
         present, missing = (size_var, rank_var) if rank is None else (rank_var, size_var)
         return f"{present} is set but {missing} is not: {_REFUSED}"
-    if world == INDEX:
+    if world == EACH_INDEX:
         return f"{size_var} {INDEX} makes each rank's index its world size: {_REFUSED}"
     for var, text in ((rank_var, rank), (size_var, world)):
-        if text != INDEX and not INTEGER_TEXT.fullmatch(text):
-            return f"{var} {text!r} is no integer: {_REFUSED}"
+        if text != EACH_INDEX and not INTEGER_TEXT.fullmatch(text):
+            left = f" ({_LEFT})" if INDEX in text else ""
+            return f"{var} {text!r} is no integer: {_REFUSED}{left}"
     return None
 
 
@@ -218,7 +234,7 @@ def one_rank_problems(job: Manifest, container: Manifest) -> Iterator[str]:
     read: _pod_settings judges the flag). One the cluster fills in is not judged."""
     if placed_by(container, "--rank") and placed_by(container, "--world-size"):
         return  # reads no variable at all
-    pairs = _pairs(container)
+    pairs = _pairs(container, indexed=False)
     known, size = env_as_seen(container, ENV_WORLD_SIZE)
     if pairs:
         runs = "but the Job is not Indexed: it runs 1 rank"
