@@ -34,6 +34,12 @@ PAIRS = (
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
     ("PMI_RANK", "PMI_SIZE"),
 )
+#: the local rank placement reads beside each pair's rank, where set (placement._triple)
+LOCALS = {
+    "RANK": "LOCAL_RANK",
+    "OMPI_COMM_WORLD_RANK": "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK": "MPI_LOCALRANKID",
+}
 #: the Job index as a command line names it, filled in per pod by the kubelet
 INDEX_NAME = "JOB_COMPLETION_INDEX"
 INDEX = f"$({INDEX_NAME})"
@@ -156,6 +162,7 @@ def _pair_problems(
     *,
     index: bool,
     runs: str = "",
+    indexed: bool = True,
 ) -> Iterator[str]:
     """Ranks that see the launchers' ``pairs``, beside the Job index (``index``) or without
     it: placement reads each pair, which needs both its variables as integers
@@ -183,6 +190,9 @@ def _pair_problems(
         elif not (index or world_given) and completions is not None:
             if _other_count(world, completions):
                 yield f"{where}: {size_var} {world!r} {runs or f'!= completions {completions}'}"
+        local = _local_problem(container, rank_var, size_var, world, completions, index, indexed)
+        if local is not None:
+            yield f"{where}: {local}"
         if rank == EACH_INDEX or completions is None or (rank_given and not index):
             continue  # each pod's own, not compared, or the flag's
         if completions > 1 or int(rank) != 0:  # a Job of one: index 0, which rank 0 is
@@ -202,6 +212,43 @@ def _unread(rank_var: str, size_var: str, rank: str | None, world: str | None) -
         if text != EACH_INDEX and not INTEGER_TEXT.fullmatch(text):
             left = f" ({_LEFT})" if INDEX in text else ""
             return f"{var} {text!r} is no integer: {_REFUSED}{left}"
+    return None
+
+
+def _local_problem(
+    container: Manifest,
+    rank_var: str,
+    size_var: str,
+    world: str,
+    completions: int | None,
+    index: bool,
+    indexed: bool,
+) -> str | None:
+    """Why placement refuses the local rank it reads beside the pair of ``rank_var`` and size
+    ``world``: one it cannot read; beside the Job ``index``, whose local rank is 0 (one rank a
+    pod), another (two sources disagree); without it, one out of the pair's world. None where
+    none is set, or only the cluster or each pod knows it."""
+    var = LOCALS[rank_var]
+    known, local = _seen(container, var, indexed)
+    if not known or local is None:
+        return None
+    if local == EACH_INDEX:  # without the index, in the world where the world is the Job's
+        if not index or completions is None or completions == 1:
+            return None
+        return (
+            f"{var} is each rank's index, beside the Job index, whose local rank is 0: each "
+            "rank but 0 would refuse to start (two sources disagree about the rank)"
+        )
+    if not INTEGER_TEXT.fullmatch(local):
+        left = f" ({_LEFT})" if INDEX in local else ""
+        return f"{var} {local!r} is no integer: {_REFUSED}{left}"
+    if index and int(local) != 0:
+        return (
+            f"{var} {local!r} beside the Job index, whose local rank is 0: {_REFUSED} (two "
+            "sources disagree about the rank)"
+        )
+    if not index and not 0 <= int(local) < int(world):
+        return f"{var} {local!r} is out of range for {size_var} {world!r}: {_REFUSED}"
     return None
 
 
@@ -238,7 +285,9 @@ def one_rank_problems(job: Manifest, container: Manifest) -> Iterator[str]:
     known, size = env_as_seen(container, ENV_WORLD_SIZE)
     if pairs:
         runs = "but the Job is not Indexed: it runs 1 rank"
-        yield from _pair_problems(job, container, pairs, size, 1, index=False, runs=runs)
+        yield from _pair_problems(
+            job, container, pairs, size, 1, index=False, runs=runs, indexed=False
+        )
     elif pairs is None or not known or size is None or "$(" in size:
         return
     elif not placed_by(container, "--rank", "--world-size") and refused_alone(size):
