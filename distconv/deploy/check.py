@@ -62,9 +62,14 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
     StatefulSet's DNS names in ordinal order and ``--num-shards`` its replicas; ``--workers``
     equals the worker Job's completions (an Indexed Job's, whose index gives each rank and
-    which needs completions; a Job that is not Indexed runs one rank, which takes no
-    ``DISTCONV_WORLD_SIZE`` above 1; a rank given ``--rank`` and ``--world-size`` reads neither
-    the index nor the variable), and an MPIJob launcher's ``DISTCONV_WORLD_SIZE`` its ``-np``
+    which needs completions; its ranks' ``DISTCONV_WORLD_SIZE`` equals them too, unless the
+    ranks give ``--world-size``, which wins over it; a Job that is not Indexed runs one rank,
+    which takes no ``DISTCONV_WORLD_SIZE`` above 1; a rank whose command line drops the index
+    (``env -i``, ``env -u``) is rank 0 of 1 unless a launcher's pair places it; such a pair
+    (``RANK``/``WORLD_SIZE``, ``PMI_*``, ``OMPI_COMM_WORLD_*``), with the index or without it,
+    is judged as the runtime reads it: both set, integers, each pod's own rank, the Job's size;
+    a rank given ``--rank`` and ``--world-size`` reads neither the index nor the variable), and
+    an MPIJob launcher's ``DISTCONV_WORLD_SIZE`` its ``-np``
     (but for ranks given both flags); ``--sync pserver`` has its servers (``--pservers`` or
     ``DISTCONV_PSERVERS``); the conventions every pod keeps (labels, non-root, resources,
     grace period, probes on the health port, keys mounted as files only); every
