@@ -136,6 +136,7 @@ class PServerSync(
         self._trackers: dict[int, Any] = {}
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
+        self._lagging = False  # a step's pushes may be on the shards, not in the parameters
         self._collective = 0
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
@@ -273,8 +274,10 @@ class PServerSync(
         self._check_state_fits()  # a checkpoint moves a block's state in one message
 
     def refresh_parameters(self) -> None:
-        """In async mode, pull every block: this worker's copy holds only what it pushed."""
-        if self.mode == "async":
+        """In async mode, pull every block: this worker's copy holds only what it pushed, and
+        other workers moved it on since. A job's only worker has none, so it pulls only where a
+        step of its own did not write every reply (cut short: the shards may hold its pushes)."""
+        if self.mode == "async" and (self.world_size > 1 or self._lagging):
             self._pull_all()
 
     def _pull_all(self) -> None:
@@ -288,11 +291,13 @@ class PServerSync(
         for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "pull")):
             written |= self._write(run, arrays, h)
         self._values_to_device(written)
+        self._lagging = False
 
     # -- one step -----------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
+        self._lagging = True  # until finish_step wrote every reply to its pushes
         self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:
@@ -333,6 +338,7 @@ class PServerSync(
         self._record_rows(False)
         self._values_to_device(written)
         self._zero_gradients(done=set(pending))
+        self._lagging = False
 
     def traffic(self) -> dict[str, float]:
         return {
