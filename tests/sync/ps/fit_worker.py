@@ -8,7 +8,8 @@ reads a line, runs a second ``fit`` of no epoch (setup alone: what the shards st
 epochs from), prints ``fit2``, reads a line and closes. ``SLOW_SECONDS`` delays each step of
 this rank (its pushes then come last). ``stop``: rank 0 sends itself SIGTERM after its first
 step, so the first ``fit`` ends in the ``Preempted`` every rank raises at the step they agree
-on (a script that catches it goes on with the model that fit left).
+on (a script that catches it goes on with the model that fit left; its message goes to
+``OUT_DIR/stopped-RANK.txt``).
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ def main(argv: list[str]) -> None:
         trainer = Trainer(net, sync, 4, progress=False, monitor=monitor)
         try:
             trainer.fit(data(), epochs=1)
-        except Preempted:
+        except Preempted as exc:
             if not stop:
                 raise
+            (Path(out) / f"stopped-{rank}.txt").write_text(str(exc))  # the test reads the step
         np.savez(Path(out) / f"fit1-{rank}.npz", **{p.name: p.value for p in net.parameters()})
         print("fit1", flush=True)
         sys.stdin.readline()

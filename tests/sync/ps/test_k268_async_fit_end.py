@@ -119,6 +119,10 @@ def test_after_fit_every_worker_holds_the_shards_values_and_a_second_fit_starts_
     procs = start_workers(endpoints, tmp_path, stop)
     try:
         wait_for(procs, "fit1")
+        for rank in range(2):  # else the epoch's end, not the stop, made the model current
+            path = tmp_path / f"stopped-{rank}.txt"
+            said = path.read_text() if path.exists() else None
+            assert said == ("stopped by SIGTERM after step 8" if stop else None), f"rank {rank}"
         trained = shard_values(endpoints)
         first = small_net(seed=0).parameters()
         assert not np.allclose(trained[first[0].name], first[0].value)  # it trained
