@@ -8,12 +8,18 @@ SIGTERM or SIGHUP ended it silently, leaving a ``distconv keys`` it had started.
 :func:`arm` then raises it, and every later one, as :class:`Interrupted`, which
 ``distconv-launch`` turns into one line and ``128 + signal``.
 
+An armed signal that lands inside an import (numpy's, lazily imported for a train job's flags)
+is not raised there: a half-imported numpy cannot be imported again, so the one line's own
+imports failed with a traceback, and one in importlib's own callbacks was dropped ("Exception
+ignored"). It is sent again a moment later, until it finds the import done.
+
 A signal the launcher was started ignoring stays ignored, as the supervisor keeps it (``nohup``'s
 SIGHUP, a shell's background job's SIGINT), but for SIGTERM, which always stops a job.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -23,6 +29,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _pending: list[int] = []  # the signals that came while deferred
 _armed = False
 _previous: dict[int, object] = {}  # the handlers defer() replaced, for release()
+#: seconds before a signal that came inside an import is sent again
+RETRY_SECONDS = 0.05
 
 
 class Interrupted(KeyboardInterrupt):
@@ -48,7 +56,21 @@ def _on_signal(signum: int, _frame: object) -> None:
     if not _armed:
         _pending.append(signum)  # raised by arm(): an import is no place for an exception
         return
+    if _importing(_frame):
+        again = threading.Timer(RETRY_SECONDS, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+        return
     raise Interrupted(signum)
+
+
+def _importing(frame: object) -> bool:
+    """Whether ``frame`` or a caller of it runs an import (importlib's own frames)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def defer() -> None:
