@@ -13,7 +13,6 @@ import os
 import secrets
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -46,7 +45,7 @@ from .commands import (
     with_out,
     worker_command,
 )
-from .interrupt import arm, release
+from .interrupt import arm, release, run_captured
 from .json_lines import json_lines, last_line
 from .options import (
     add_k8s_options,
@@ -103,9 +102,7 @@ def make_keys(keys_dir: Path, workers: int) -> bool:
                 "make new ones, or choose another --run-dir or --job-id"
             )
         return True
-    done = subprocess.run(
-        keys_command(str(keys_dir), workers), capture_output=True, text=True, check=False
-    )
+    done = run_captured(keys_command(str(keys_dir), workers))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise LaunchError(f"`distconv keys` failed to make the job's CURVE keys: {last}")

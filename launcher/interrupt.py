@@ -22,6 +22,11 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the first import of the launcher: only what defer() needs, at once
+    import subprocess
+    from collections.abc import Sequence
 
 #: signals that stop the job: each becomes SIGTERM to every child, then 128 + it as our status
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -104,3 +109,35 @@ def release() -> None:
     while _previous:
         signum, handler = _previous.popitem()
         signal.signal(signum, handler)
+
+
+def run_captured(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True)``, whose child a stop signal
+    never leaves running: the signals are held while ``Popen`` starts it, so one that comes
+    then is raised once the object that can kill it exists (raised inside ``Popen()`` it left
+    the child with nothing holding its pid: a ``mpiexec --version`` alive after the launcher).
+    The child starts with them held too, which a short query run to its end does not mind.
+
+    Raises:
+        OSError: the program cannot be started.
+        subprocess.TimeoutExpired: it ran past ``timeout`` (it is killed first).
+    """
+    import subprocess
+
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        child = subprocess.Popen(
+            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    with child:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held till now is raised here
+            stdout, stderr = child.communicate(timeout=timeout)
+        except BaseException:  # a timeout or a stop signal: not left running
+            child.kill()
+            child.wait()
+            raise
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)

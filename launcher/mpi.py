@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .commands import THREAD_VARS, LaunchError, Program, train_args
+from .interrupt import run_captured
 from .startable import not_started, start_problem
 
 FLAVORS = ("mpich", "openmpi")
@@ -93,9 +94,7 @@ def flavor_from_version(text: str) -> str:
 def detect_flavor(mpiexec: str) -> str:
     """Run ``mpiexec --version`` and read which MPI it is."""
     try:
-        done = subprocess.run(
-            [mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
+        done = run_captured([mpiexec, "--version"], timeout=30)
     except OSError as exc:  # a wrapper script with a '#!/bin/sh\r' line: not 'No such file'
         raise LaunchError(f"cannot run {mpiexec} --version: {not_started(mpiexec, exc)}") from None
     except subprocess.TimeoutExpired as exc:
