@@ -9,11 +9,11 @@ import re
 
 import numpy as np
 import pytest
+from ps_helpers import insecure_worker
 
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.local import LocalSync
-from distconv.sync.ps.client import PServerSync
 
 
 def _load(sync, state):
@@ -52,14 +52,7 @@ def test_an_entry_that_is_no_mapping_is_refused_with_its_name_locally(state, why
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("state, why", CASES)
 def test_an_entry_that_is_no_mapping_is_refused_with_its_name_on_the_shards(shards, state, why):
-    sync = PServerSync(
-        create_optimizer("momentum", lr=0.1),
-        rank=0,
-        world_size=1,
-        pservers=shards.start(1, workers=1),
-        insecure=True,
-        timeout=20,
-    )
+    sync = insecure_worker(shards.start(1, workers=1), optimizer="momentum", lr=0.1)
     said = _load(sync, state)
     assert re.match(r"PServerSync\.load_state_dict: ", said)
     assert why in said

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ps_helpers import insecure_worker
 from test_k269_state_entries import _load
 
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.local import LocalSync
-from distconv.sync.ps.client import PServerSync
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,14 +41,7 @@ def test_a_value_that_is_no_numbers_is_refused_with_its_name_locally(state, why)
 
 @pytest.mark.parametrize("state, why", CASES)
 def test_a_value_that_is_no_numbers_is_refused_with_its_name_on_the_shards(shards, state, why):
-    sync = PServerSync(
-        create_optimizer("adam", lr=0.1),
-        rank=0,
-        world_size=1,
-        pservers=shards.start(1, workers=1),
-        insecure=True,
-        timeout=20,
-    )
+    sync = insecure_worker(shards.start(1, workers=1), optimizer="adam", lr=0.1)
     said = _load(sync, state)
     assert said.startswith("PServerSync.load_state_dict: ") and why in said, said
 
@@ -56,14 +49,10 @@ def test_a_value_that_is_no_numbers_is_refused_with_its_name_on_the_shards(shard
 @pytest.mark.parametrize("sync", ["local", "pserver"])
 def test_numbers_in_any_form_are_still_taken(shards, sync):
     """A guard: lists, Python scalars, integer and bool arrays are numbers copy_into takes."""
-    optimizer = create_optimizer("adam", lr=0.1)
     if sync == "local":
-        s = LocalSync(optimizer)
+        s = LocalSync(create_optimizer("adam", lr=0.1))
     else:
-        pservers = shards.start(1, workers=1)
-        s = PServerSync(
-            optimizer, rank=0, world_size=1, pservers=pservers, insecure=True, timeout=20
-        )
+        s = insecure_worker(shards.start(1, workers=1), optimizer="adam", lr=0.1)
     try:
         s.setup([Parameter("w", np.ones((2, 3)))])
         given = {"m": [[1, 2, 3], [4, 5, 6]], "v": np.ones((2, 3), bool), "step": np.int32(4)}
