@@ -332,8 +332,10 @@ def check_fit(
     problems = [f"{n} parameters are named {k!r}" for k, n in named.items() if n > 1]
     problems += _mismatches("parameter", {p.name: p.value for p in params}, ckpt.params)
     if optim_state is not None:  # by name, shape and dtype once every entry is a mapping
-        problems += _malformed(optim_state, ckpt.optim_state) or _mismatches(
-            "optimizer state", _flatten(optim_state), _flatten(ckpt.optim_state)
+        problems += (
+            _malformed(optim_state, ckpt.optim_state)
+            or _mismatches("optimizer state", _flatten(optim_state), _flatten(ckpt.optim_state))
+            or _read_otherwise(optim_state, ckpt.optim_state)
         )
     if problems:
         listed = "; ".join(problems)
@@ -360,6 +362,18 @@ def _malformed(state: Any, keys: OptimState | None = None) -> list[str]:
 def _optimizer(said: str) -> str:
     """The sync's words of optimizer state (``state for 'w' is ...``, ``'w' has no state 1``)."""
     return f"optimizer {said}" if said.startswith("state") else f"optimizer state {said}"
+
+
+def _read_otherwise(ours: OptimState, theirs: OptimState) -> list[str]:
+    """State whose ``name/key`` text the checkpoint has under another split: a name ``1`` (read
+    as ``"1"``), a key ``"a/b"`` of ``"w"`` (read as ``"b"`` of ``"w/a"``): a KeyError at copy."""
+    return [
+        f"optimizer state {name!r}/{key!r} is read back from a checkpoint as {read[0]!r}/"
+        f"{read[2]!r} (names and keys are strings, and keys hold no '/')"
+        for name, s in ours.items()
+        for key in s
+        if key not in theirs.get(name, {}) and (read := f"{name}/{key}".rpartition("/"))
+    ]
 
 
 def _flatten(state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
