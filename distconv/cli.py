@@ -104,11 +104,25 @@ def run_train(args: argparse.Namespace) -> int:
     last = trainer.history[-1]
     line = (
         f"test accuracy {last['test_acc']:.4f} (loss {last['test_loss']:.4f}) after epoch "
-        f"{last['epoch']}, {seconds:.1f}s; wrote checkpoints, {METRICS} and {PLOT} in {out}"
+        f"{last['epoch']}, {seconds:.1f}s; wrote {_written(out)} in {out}"
     )
     result = {key: last[key] for key in ("epoch", "test_acc", "test_loss")}
     _print(as_log_line(line, seconds=round(seconds, 3), out=out, **result))
     return 0
+
+
+def _written(out: str) -> str:
+    """What a run that trained wrote in ``out``: the plot only where it is newer than the last
+    line of the metrics log. A plot that could not be written (a full disk) is a warning that
+    leaves the one before it, and the line after the warning said it was written."""
+    try:
+        drawn = (
+            os.stat(os.path.join(out, PLOT)).st_mtime_ns
+            >= os.stat(os.path.join(out, METRICS)).st_mtime_ns
+        )
+    except OSError:  # none at all
+        drawn = False
+    return f"checkpoints, {METRICS} and {PLOT}" if drawn else f"checkpoints and {METRICS}"
 
 
 def _print(line: str) -> None:
