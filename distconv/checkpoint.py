@@ -29,7 +29,7 @@ from distconv.backend import copy_into, to_host
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
-from distconv.sync.local import _state_problems
+from distconv.sync.local import _no_numbers, _state_problems
 
 FORMAT = "distconv-checkpoint"
 VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
@@ -343,19 +343,20 @@ def check_fit(
 
 
 def _malformed(state: Any, keys: OptimState | None = None) -> list[str]:
-    """Where optimizer state, or an entry of it, is no mapping (``{"w": array}``): each was a
-    bare AttributeError from ``.items()``. Named by the sync's check of state to load, run on
-    those entries alone. At a restore, ``keys`` is the checkpoint's state, whose keys each name
-    has are listed, and a state key that is no string is named too: ``1`` matched the file's
-    ``"1"`` by its text, and was no key of it once the weights were copied (a KeyError)."""
+    """State, an entry (``{"w": array}``) or a value (``None``) that is no mapping or no numbers,
+    in the sync's words; at a restore (``keys``: the checkpoint's) a key that is no string."""
     odd: dict[Any, Any] = {}
+    no_numbers: dict[Any, Any] = {}  # a bare error of safetensors at a save, of .shape here
     for name, s in state.items() if isinstance(state, Mapping) else ():
         if not isinstance(s, Mapping):
             odd[name] = s
-        elif keys is not None and any(not isinstance(k, str) for k in s):
+            continue
+        if keys is not None and any(not isinstance(k, str) for k in s):
             odd[name] = {k: v for k, v in s.items() if not isinstance(k, str)}
+        no_numbers[name] = {k: v for k, v in s.items() if isinstance(k, str) and _no_numbers(v)}
     ours = {name: (keys or {}).get(name, {}) for name in odd}
     problems = _state_problems(ours, odd if isinstance(state, Mapping) else state)
+    problems += _state_problems({n: dict.fromkeys(b) for n, b in no_numbers.items()}, no_numbers)
     return [_optimizer(said.removesuffix(" (it has [])")) for said in problems]
 
 
