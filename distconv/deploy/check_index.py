@@ -176,6 +176,7 @@ def _pair_problems(
     flag), but they are read still."""
     where, train = _where(job), _train_args(container)
     world_given, rank_given = (_flag(train, f) is not None for f in ("--world-size", "--rank"))
+    read: list[Pair] = []
     for rank_var, size_var, rank, world in pairs:
         unread = _unread(rank_var, size_var, rank, world)
         if unread is not None:
@@ -190,13 +191,13 @@ def _pair_problems(
         elif not (index or world_given) and completions is not None:
             if _other_count(world, completions):
                 yield f"{where}: {size_var} {world!r} {runs or f'!= completions {completions}'}"
-        local = _local_problem(container, rank_var, size_var, world, completions, index, indexed)
-        if local is not None:
-            yield f"{where}: {local}"
+        read.append((rank_var, size_var, rank, world))
         if rank == EACH_INDEX or completions is None or (rank_given and not index):
             continue  # each pod's own, not compared, or the flag's
         if completions > 1 or int(rank) != 0:  # a Job of one: index 0, which rank 0 is
             yield _one_rank_for_all(where, rank_var, rank, completions, index)
+    for local in _local_problems(container, read, completions, index, indexed) if read else ():
+        yield f"{where}: {local}"
 
 
 def _unread(rank_var: str, size_var: str, rank: str | None, world: str | None) -> str | None:
@@ -215,41 +216,75 @@ def _unread(rank_var: str, size_var: str, rank: str | None, world: str | None) -
     return None
 
 
-def _local_problem(
-    container: Manifest,
-    rank_var: str,
-    size_var: str,
-    world: str,
-    completions: int | None,
-    index: bool,
-    indexed: bool,
-) -> str | None:
-    """Why placement refuses the local rank it reads beside the pair of ``rank_var`` and size
-    ``world``: one it cannot read; beside the Job ``index``, whose local rank is 0 (one rank a
-    pod), another (two sources disagree); without it, one out of the pair's world. None where
-    none is set, or only the cluster or each pod knows it."""
-    var = LOCALS[rank_var]
-    known, local = _seen(container, var, indexed)
-    if not known or local is None:
-        return None
-    if local == EACH_INDEX:  # without the index, in the world where the world is the Job's
-        if not index or completions is None or completions == 1:
-            return None
-        return (
+def _local_problems(
+    container: Manifest, pairs: list[Pair], completions: int | None, index: bool, indexed: bool
+) -> Iterator[str]:
+    """Why placement refuses the local ranks it reads beside the ``pairs`` it reads (each
+    ``(rank_var, size_var, rank, world)``, both integers): each set must be an integer;
+    placement compares every other source with the first only, so the first pair's local
+    rank, where set, must be each other pair's that is set, and the Job ``index``'s (0: one
+    rank a pod); the first set (or the index's) must lie in the first pair's world. None is
+    judged where only the cluster or each pod knows one."""
+    found = []
+    for rank_var, size_var, _, world in pairs:
+        var = LOCALS[rank_var]
+        known, local = _seen(container, var, indexed)
+        if not known:
+            return
+        if local is not None and local != EACH_INDEX and not INTEGER_TEXT.fullmatch(local):
+            left = f" ({_LEFT})" if INDEX in local else ""
+            yield f"{var} {local!r} is no integer: {_REFUSED}{left}"
+            return
+        found.append((var, local, size_var, world))
+    (var, local, size_var, world), *others = found
+    named = [*_disagreeing(found, completions, index)] if local is not None else []
+    yield from named
+    var, local, _, _ = next((f for f in found if f[1] is not None), found[0])
+    if not named and local not in (None, EACH_INDEX) and not 0 <= int(local) < int(world):
+        yield f"{var} {local!r} is out of range for {size_var} {world!r}: {_REFUSED}"
+
+
+def _disagreeing(
+    found: list[tuple[str, str | None, str, str]], completions: int | None, index: bool
+) -> Iterator[str]:
+    """The local ranks in ``found`` (variable, value) that differ from the first's, which is
+    set, and the first's where it differs from the Job ``index``'s 0."""
+    (var, local, _, _), *others = found
+    assert local is not None
+    for other, theirs, _, _ in others:
+        if theirs is not None and _differ(local, theirs, completions):
+            yield (
+                f"{other} {_shown(theirs)} but {var} {_shown(local)}: {_REFUSED} (two sources "
+                "disagree about the rank)"
+            )
+    if not index or not _differ(local, "0", completions):
+        return
+    if local == EACH_INDEX:
+        yield (
             f"{var} is each rank's index, beside the Job index, whose local rank is 0: each "
             "rank but 0 would refuse to start (two sources disagree about the rank)"
         )
-    if not INTEGER_TEXT.fullmatch(local):
-        left = f" ({_LEFT})" if INDEX in local else ""
-        return f"{var} {local!r} is no integer: {_REFUSED}{left}"
-    if index and int(local) != 0:
-        return (
+    else:
+        yield (
             f"{var} {local!r} beside the Job index, whose local rank is 0: {_REFUSED} (two "
             "sources disagree about the rank)"
         )
-    if not index and not 0 <= int(local) < int(world):
-        return f"{var} {local!r} is out of range for {size_var} {world!r}: {_REFUSED}"
-    return None
+
+
+def _differ(local: str, other: str, completions: int | None) -> bool:
+    """Whether local ranks ``local`` and ``other`` (each an integer, or each pod's index)
+    differ in some pod of a Job of ``completions`` (None: not known, not judged)."""
+    if EACH_INDEX not in (local, other):
+        return int(local) != int(other)
+    if local == other or completions is None:
+        return False
+    literal = other if local == EACH_INDEX else local
+    return completions > 1 or int(literal) != 0
+
+
+def _shown(local: str) -> str:
+    """A local rank as the manifest writes it."""
+    return INDEX if local == EACH_INDEX else repr(local)
 
 
 def _one_rank_for_all(where: str, rank_var: str, rank: str, completions: int, index: bool) -> str:
