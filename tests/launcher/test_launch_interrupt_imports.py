@@ -49,7 +49,7 @@ def test_a_stop_signal_inside_an_import_is_raised_once_the_import_is_done(tmp_pa
 
 @pytest.mark.timeout(240)
 def test_ctrl_c_at_any_moment_of_the_start_up_is_one_line(tmp_path):
-    """SIGINT at 16 moments of a train job's start-up (its imports, numpy's among them, then a
+    """SIGINT at 8 moments of a train job's start-up (its imports, numpy's among them, then a
     slow ``mpiexec --version``), with two busy loops slowing the imports down. Only a signal
     before Python ran any of the launcher (its own start-up: ``site``) is out of its reach."""
     slow = tmp_path / "mpiexec"
@@ -58,14 +58,14 @@ def test_ctrl_c_at_any_moment_of_the_start_up_is_one_line(tmp_path):
     busy = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
     wrong = []
     try:
-        for step in range(16):
+        for step in range(8):
             launcher = subprocess.Popen(
                 [sys.executable, "-m", "launcher", "mpi", "-np", "1", "--mpiexec", str(slow),
                  "--run-dir", str(tmp_path / f"run{step}"), "--", "--epochs", "1"],
                 env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             try:
-                time.sleep(0.1 + 0.08 * step)
+                time.sleep(0.1 + 0.16 * step)
                 launcher.send_signal(signal.SIGINT)
                 _, stderr = launcher.communicate(timeout=40)
             finally:
