@@ -5,8 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import subprocess
-import uuid
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ from distconv.parameter import Parameter
 from distconv.resume import Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
 from distconv.sync import create_sync
+from tests.small_disk import small_tmpfs
 
 
 def _checkpoints(root, size=1000):
@@ -69,28 +68,20 @@ def test_a_manifest_that_fails_keeps_the_part_an_earlier_manifest_of_its_step_na
 @pytest.mark.timeout(60)
 def test_a_full_disk_at_the_manifest_leaves_room_for_the_saves_retry(tmp_path):
     """A real full disk: a small tmpfs (where this user may mount one)."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", f"k270-{uuid.uuid4().hex[:6]}", str(mount)],
-        capture_output=True,
-    )
-    if done.returncode:
-        pytest.skip("cannot mount a small tmpfs here")
     ckpts = None
-    try:
-        ckpts = _checkpoints(mount / "run", size=2000)  # a part of 4 pages (16360 bytes)
-        ckpts.save(Position(0, 1, 1), {})
-        filler = mount / "filler"
-        free = shutil.disk_usage(mount).free
-        filler.write_bytes(b"x" * (free - 16 * 1024))  # room for a part, not for its manifest
-        with pytest.raises(CheckpointError, match="no space left on device"):
+    with small_tmpfs(tmp_path, "64k") as mount:
+        try:
+            ckpts = _checkpoints(mount / "run", size=2000)  # a part of 4 pages (16360 bytes)
+            ckpts.save(Position(0, 1, 1), {})
+            filler = mount / "filler"
+            free = shutil.disk_usage(mount).free
+            filler.write_bytes(b"x" * (free - 16 * 1024))  # room for a part, not for its manifest
+            with pytest.raises(CheckpointError, match="no space left on device"):
+                ckpts.save(Position(0, 2, 2), {})
+            assert not (ckpts.run.checkpoint_root / "step-00000002").exists()
+            filler.write_bytes(b"x" * (free - 20 * 1024))  # a page freed: the retry fits
             ckpts.save(Position(0, 2, 2), {})
-        assert not (ckpts.run.checkpoint_root / "step-00000002").exists()
-        filler.write_bytes(b"x" * (free - 20 * 1024))  # a page freed: the retry fits
-        ckpts.save(Position(0, 2, 2), {})
-        assert [m.step for m in ckpts.run.manifests()] == [1, 2]
-    finally:
-        if ckpts is not None:
-            ckpts.close()
-        subprocess.run(["umount", "-l", str(mount)], check=False)  # lazy: never busy
+            assert [m.step for m in ckpts.run.manifests()] == [1, 2]
+        finally:
+            if ckpts is not None:
+                ckpts.close()

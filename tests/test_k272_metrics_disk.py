@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from distconv.optim import create_optimizer
 from distconv.run_dir import RunDirectory
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
+from tests.small_disk import small_tmpfs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,18 +33,8 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def small_disk(tmp_path):
     """A 256 KiB tmpfs, unmounted after the test; skipped where mount is not permitted."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    name = f"k272-{uuid.uuid4().hex[:6]}"
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", name, str(mount)], capture_output=True
-    )
-    if done.returncode:
-        pytest.skip("cannot mount a small tmpfs here")
-    try:
+    with small_tmpfs(tmp_path, "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)  # lazy: never busy
 
 
 def _fill(disk: Path, leave: int = 0) -> None:

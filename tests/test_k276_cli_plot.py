@@ -6,11 +6,10 @@ right after the warning that said it was not written. Real subprocesses; the plo
 from __future__ import annotations
 
 import shutil
-import subprocess
-import uuid
 
 import pytest
 
+from tests.small_disk import small_tmpfs
 from tests.test_cli import SMALL, distconv
 
 pytestmark = pytest.mark.timeout(300)
@@ -41,18 +40,8 @@ def test_a_plot_that_could_not_be_written_is_not_said_written(tmp_path):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 4 MiB tmpfs, unmounted after the test; skipped where mount is not permitted."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    name = f"k276-{uuid.uuid4().hex[:6]}"
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", name, str(mount)], capture_output=True
-    )
-    if done.returncode:
-        pytest.skip("cannot mount a small tmpfs here")
-    try:
+    with small_tmpfs(tmp_path, "4m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)  # lazy: never busy
 
 
 def test_a_plot_on_a_full_disk_is_not_said_written(small_disk):
