@@ -5,6 +5,8 @@ sync's ``load_state_dict`` names it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,30 @@ from distconv.parameter import Parameter
 
 pytestmark = pytest.mark.timeout(60)
 
+
+def refused_save(tmp_path: Path, state: object) -> tuple[Path, str]:
+    """A save of ``state`` over a checkpoint of step 1, refused: its path and the error. The
+    checkpoint before it stays."""
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.ones(2)}}, step=1)
+    with pytest.raises(CheckpointError) as refused:
+        save_checkpoint(path, [Parameter("w", np.zeros(2))], state, step=2)
+    assert load_checkpoint(path).step == 1  # the one before it stays
+    return path, str(refused.value)
+
+
+def refused_restore(tmp_path: Path, state: object) -> tuple[Path, str]:
+    """A restore of a checkpoint into ``state``, refused: its path and the error. Nothing was
+    copied into the weight."""
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.ones(2)}})
+    w = Parameter("w", np.zeros(2))
+    with pytest.raises(CheckpointError) as refused:
+        restore_checkpoint(path, [w], state)
+    np.testing.assert_array_equal(w.value, [0.0, 0.0])  # checked before anything is copied
+    return path, str(refused.value)
+
+
 CASES = [
     ({"w": np.zeros(2)}, "optimizer state for 'w' is a ndarray, not a mapping of state keys"),
     ({"w": None}, "optimizer state for 'w' is a NoneType, not a mapping of state keys"),
@@ -27,26 +53,17 @@ CASES = [
 
 @pytest.mark.parametrize("state,said", CASES)
 def test_a_save_of_state_that_is_no_mapping_is_refused_naming_it(tmp_path, state, said):
-    path = tmp_path / "ckpt.safetensors"
-    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.ones(2)}}, step=1)
-    with pytest.raises(CheckpointError) as refused:
-        save_checkpoint(path, [Parameter("w", np.zeros(2))], state, step=2)
-    assert f"cannot save checkpoint {path}: {said}" in str(refused.value)
-    assert "(it has [])" not in str(refused.value)  # no keys to tell of: none are said
-    assert load_checkpoint(path).step == 1  # the one before it stays
+    path, refused = refused_save(tmp_path, state)
+    assert f"cannot save checkpoint {path}: {said}" in refused
+    assert "(it has [])" not in refused  # no keys to tell of: none are said
 
 
 @pytest.mark.parametrize("state,said", CASES)
 def test_a_restore_into_state_that_is_no_mapping_is_refused_and_copies_nothing(
     tmp_path, state, said
 ):
-    path = tmp_path / "ckpt.safetensors"
-    save_checkpoint(path, [Parameter("w", np.ones(2))], {"w": {"m": np.ones(2)}})
-    w = Parameter("w", np.zeros(2))
-    with pytest.raises(CheckpointError) as refused:
-        restore_checkpoint(path, [w], state)
-    assert f"checkpoint {path} does not fit the model: {said}" in str(refused.value)
-    np.testing.assert_array_equal(w.value, [0.0, 0.0])  # checked before anything is copied
+    path, refused = refused_restore(tmp_path, state)
+    assert f"checkpoint {path} does not fit the model: {said}" in refused
 
 
 def test_a_restore_names_the_state_keys_the_checkpoint_has_for_the_entry(tmp_path):
