@@ -225,6 +225,50 @@ def run_ranks(fn: Callable[[int], object], world: int, timeout: float = 100) -> 
     return results
 
 
+def train_sparse_ranks(
+    endpoints: Sequence[str],
+    nets: Sequence[Network],
+    steps: Sequence[np.ndarray],
+    optimizer: str = "adam",
+    state: dict | None = None,
+    block_bytes: int = 256,
+    table: str = "embed.proj0.weight",
+) -> dict:
+    """Two workers (threads) train ``nets`` (:func:`sparse_table_net`) on ``endpoints``, step by
+    step of row ids (rank r takes ``words[r::2]``), from optimizer ``state`` where given;
+    returns the state rank 0 gathers from the shards at the end."""
+    out = {}
+
+    def rank_fn(rank: int) -> None:
+        sync = PServerSync(
+            create_optimizer(optimizer, lr=0.05),
+            rank=rank,
+            world_size=2,
+            pservers=list(endpoints),
+            insecure=True,
+            timeout=30,
+            block_bytes=block_bytes,
+        )
+        try:
+            sync.setup(nets[rank].parameters(), state=state)
+            for words in steps:
+                mine = words[rank::2]
+                sync.prefetch({table: mine})
+                sync.start_step(len(mine))
+                feed = {"words": Arg(ids=mine, needs_grad=False)}
+                feed["label"] = Arg(ids=mine % 3, needs_grad=False)
+                nets[rank].forward(feed)
+                nets[rank].backward(sync, loss="loss", loss_scale=len(mine))
+                sync.finish_step()
+            if rank == 0:
+                out["state"] = sync.state_dict()
+        finally:
+            sync.close()
+
+    run_ranks(rank_fn, 2)
+    return out["state"]
+
+
 def raw_dealer(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
     """A bare DEALER connected to a shard, for tests that write the wire by hand."""
     raw = ctx.socket(zmq.DEALER)

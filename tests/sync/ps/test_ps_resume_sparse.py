@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import run_ranks, sparse_table_net
+from ps_helpers import sparse_table_net, train_sparse_ranks
 
-from distconv.arg import Arg
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.sync.ps.client import PServerSync
@@ -35,36 +34,11 @@ def _train(endpoints, steps, start=None):
     if start is not None:
         for p in nets[0].parameters():
             p.value[...] = start[0][p.name]
-    out = {}
-
-    def rank_fn(rank):
-        sync = PServerSync(
-            create_optimizer("adam", lr=0.05),
-            rank=rank,
-            world_size=2,
-            pservers=endpoints,
-            insecure=True,
-            timeout=30,
-            block_bytes=8 * WIDTH * 8,  # 8 rows a block: 50 blocks, most untouched each step
-        )
-        try:
-            sync.setup(nets[rank].parameters(), state=start[1] if start else None)
-            for words in steps:
-                mine = words[rank::2]
-                sync.prefetch({TABLE: mine})
-                sync.start_step(len(mine))
-                feed = {"words": Arg(ids=mine, needs_grad=False)}
-                feed["label"] = Arg(ids=mine % 3, needs_grad=False)
-                nets[rank].forward(feed)
-                nets[rank].backward(sync, loss="loss", loss_scale=len(mine))
-                sync.finish_step()
-            if rank == 0:
-                out["state"] = sync.state_dict()
-        finally:
-            sync.close()
-
-    run_ranks(rank_fn, 2)
-    return {p.name: p.value.copy() for p in nets[0].parameters()}, out["state"]
+    # 8 rows a block: 50 blocks, most untouched each step
+    state = train_sparse_ranks(
+        endpoints, nets, steps, "adam", start[1] if start else None, block_bytes=8 * WIDTH * 8
+    )
+    return {p.name: p.value.copy() for p in nets[0].parameters()}, state
 
 
 @pytest.mark.timeout(180)
