@@ -8,7 +8,8 @@ checkpoints and exits 0 on SIGTERM (as distconv train does), then does ACTION:
 - ``sleep``: sleep, with a grandchild, until signalled.
 - ``steps``: ten steps; the chief checkpoints each one to OUT/ckpt.json and resumes from it. On
   the first start the chief gets stuck at step 7, and rank 1 exits 3 once step 5 is saved.
-- ``race T``: rank 1 exits 4 at wall-clock time T, rank 0 exits 5 30 ms later, the others sleep.
+- ``race``: rank 1 exits 4 once rank 0 has started, rank 0 exits 5 30 ms after rank 1 said it
+  goes, the others sleep.
 - ``chatter N LENGTH``: print N lines of LENGTH characters as fast as possible.
 - ``env``: nothing more.
 """
@@ -60,13 +61,7 @@ def main() -> int:
     elif action == "steps":
         return steps(out, runtime.rank, runtime.is_chief, restart)
     elif action == "race":
-        if runtime.rank > 1:
-            time.sleep(300)
-        at = float(args[0]) + (0.03 if runtime.rank == 0 else 0.0)
-        if at - time.time() < 0.01:  # started too late to keep the order: the test retries
-            (out / f"late-{runtime.rank}").touch()
-        time.sleep(max(0.0, at - time.time()))
-        os._exit(5 if runtime.rank == 0 else 4)  # no interpreter teardown: exits at `at`
+        race(out, runtime.rank)
     elif action == "chatter":
         count, length = int(args[0]), int(args[1])
         body = chr(ord("a") + runtime.rank) * length
@@ -74,6 +69,30 @@ def main() -> int:
             sys.stdout.write(f"{runtime.rank}:{i}:{body}\n")
         sys.stdout.flush()
     return 0
+
+
+def race(out: Path, rank: int) -> None:
+    """Rank 1 exits 4 as soon as rank 0 is up, rank 0 exits 5 30 ms later: often within one
+    poll of the launcher. Files order them, not a wall-clock time, which had to lie seconds
+    ahead for a busy machine to start both before it."""
+    if rank > 1:
+        time.sleep(300)
+    if rank == 0:
+        (out / "up-0").touch()
+    wait_for(out / ("up-0" if rank == 1 else "going-1"))
+    if rank == 1:
+        (out / "going-1").touch()
+        os._exit(4)  # no interpreter teardown: exits now
+    time.sleep(0.03)
+    os._exit(5)
+
+
+def wait_for(path: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            sys.exit(f"{path} never appeared")
+        time.sleep(0.001)
 
 
 def steps(out: Path, rank: int, chief: bool, restart: int) -> int:

@@ -290,17 +290,9 @@ def test_a_killed_launcher_takes_its_children_with_it(tmp_path):
 @pytest.mark.timeout(120)
 def test_the_report_names_the_child_that_failed_first(tmp_path):
     """Rank 1 fails 30 ms before rank 0, often within one poll of the launcher."""
-    timed = 0
-    for attempt in range(8):
+    for attempt in range(4):
         out, run = tmp_path / f"out{attempt}", tmp_path / f"run{attempt}"
         out.mkdir()
-        at = f"{time.time() + 3:.3f}"  # both have started by then, unless the machine is busy
-        done = launch_workers(run, 3, CHILD, str(out), "race", at, grace=2)
-        if list(out.glob("late-*")):  # a rank reached its deadline late: the race was not run
-            continue
-        timed += 1
+        done = launch_workers(run, 3, CHILD, str(out), "race", grace=2)
         report = json.loads((run / "failure.json").read_text())
         assert (report["rank"], report["exit_code"], done.returncode) == (1, 4, 4), done.stderr
-        if timed == 4:
-            break
-    assert timed, "every attempt started a rank after its deadline: the machine was too busy"
