@@ -406,9 +406,10 @@ def test_a_signal_after_the_job_finished_leaves_it_a_success(tmp_path):
 
 
 @pytest.mark.timeout(90)
-def test_a_stalled_reader_of_the_output_does_not_hold_up_the_stop(tmp_path):
+def test_a_stalled_reader_of_the_output_does_not_hold_up_the_stop(tmp_path, monkeypatch):
     """Nobody reads the launcher's stdout (a hung log shipper): the children still get their
     SIGTERM and grace, and the launcher ends."""
+    monkeypatch.setattr("launcher.child.OUTPUT_DRAIN_SECONDS", 1.0)  # the wait for the pump
     script = tmp_path / "loud.py"
     script.write_text("print('x' * 200_000, flush=True)\n" + CHECKPOINTS)
     specs = [ChildSpec("worker", 0, [sys.executable, str(script), str(tmp_path / "w"), "0.5"])]
