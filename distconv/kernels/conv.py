@@ -31,6 +31,7 @@ from distconv.kernels.conv_columns import (
     column_layout,
     from_batch_inner,
     grouped_columns,
+    in_common_dtype,
 )
 from distconv.kernels.conv_dense import conv_backward_data_dense
 from distconv.kernels.conv_layout import dense_pays, gradients_beside, run_chunks
@@ -339,8 +340,10 @@ def conv_any_forward(
 
     The one forward that convolution layers and projections share, whatever their direction.
     A convolution keeps its columns in ``columns`` for the backward (a transposed one builds
-    its columns from the output gradient, so it keeps none).
+    its columns from the output gradient, so it keeps none). It computes in
+    ``result_type(x, w)`` (:func:`in_common_dtype`), as a fully connected layer does.
     """
+    x, w = in_common_dtype(x, w)
     if transposed:
         return conv_backward_data(x, w, geom, (x.shape[0], w.shape[1] * geom.groups, *out_size))
     return conv_forward(x, w, geom, columns=columns)[0]
@@ -358,8 +361,11 @@ def conv_any_backward(
 ) -> tuple[Any, Any]:
     """Input and weight gradients of :func:`conv_any_forward`; either is None when not needed.
 
-    ``columns``: what :func:`conv_any_forward` kept for this call's ``x``, or None.
+    ``columns``: what :func:`conv_any_forward` kept for this call's ``x``, or None. The
+    gradients come in the forward's dtype; adding the input's into its own dtype is the
+    caller's (``add_grad``, ``+=``), as a fully connected layer's is.
     """
+    dy, x, w = in_common_dtype(dy, x, w)
     if not transposed:
         return conv_backward(dy, x, w, geom, need_dx, need_dw, columns)
     check_conv_transpose_grad(dy.shape, x.shape, w.shape, geom)

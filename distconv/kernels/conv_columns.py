@@ -11,9 +11,23 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
 from distconv.backend import get_array_module, is_gpu_array
 from distconv.kernels.im2col import can_widen, col2im, im2col_view, wide_width
 from distconv.kernels.shape import ConvGeometry
+
+
+def in_common_dtype(*arrays: Any) -> tuple[Any, ...]:
+    """``arrays`` in ``result_type`` of their dtypes: what a convolution computes in.
+
+    A fully connected layer's product is in ``result_type(x, w)`` (float64 weights under a float32
+    input: float64; a 16-bit input under float32 weights: float32), so a convolution is too,
+    instead of in the input's dtype, which rounded float64 weights to float32 products. Arrays
+    already in it are returned themselves, not copied: the float32 path costs nothing.
+    """
+    dtype = np.result_type(*(a.dtype for a in arrays))
+    return tuple(a.astype(dtype, copy=False) for a in arrays)
 
 
 def grouped_columns(x: Any, geom: ConvGeometry, a: int, b: int, wide: bool, batched: bool) -> Any:

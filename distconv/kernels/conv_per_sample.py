@@ -28,7 +28,7 @@ from distconv.kernels.conv import (
     flipped_geometry,
     unflip_weight_grad,
 )
-from distconv.kernels.conv_columns import column_layout, grouped_columns
+from distconv.kernels.conv_columns import column_layout, grouped_columns, in_common_dtype
 from distconv.kernels.finite import exact_if_not_finite, not_finite_on_cpu
 from distconv.kernels.im2col import (
     col2im,
@@ -78,9 +78,10 @@ def per_sample_conv_forward(x: Any, w: Any, geom: ConvGeometry) -> Any:
         geom: kernel, stride, padding, dilation, groups (of one sample's convolution).
 
     Returns:
-        ``(N, O, *out)``.
+        ``(N, O, *out)``, in ``result_type(x, w)`` (:func:`in_common_dtype`).
     """
     _check(x, w, geom)
+    x, w = in_common_dtype(x, w)
     out = geom.out_size(x.shape[2:])
     if _use_cudnn(x, w):
         return conv_forward(*_as_one_image(x, w, geom))[0].reshape(x.shape[0], -1, *out)
@@ -104,9 +105,11 @@ def per_sample_conv_backward(
     """Gradients of :func:`per_sample_conv_forward` in ``x`` and ``w`` given ``dy``.
 
     Returns:
-        ``(dx, dw)`` shaped like ``x`` and ``w``; either is None when not needed.
+        ``(dx, dw)`` shaped like ``x`` and ``w``, in the forward's dtype; either is None when
+        not needed.
     """
     _check(x, w, geom, dy)
+    dy, x, w = in_common_dtype(dy, x, w)
     if _use_cudnn(dy, x, w):
         images, filters, grouped = _as_one_image(x, w, geom)
         dy1 = dy.reshape(1, -1, *dy.shape[2:])

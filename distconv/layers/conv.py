@@ -240,7 +240,9 @@ class ConvProjection(Convolution, Projection):
         output_size: spatial size of one output image.
     """
 
-    takes_integer_values = False  # the im2col columns take the input's dtype
+    # refused as the conv layers refuse it: an integer image would compute in float64
+    # (result_type with a float32 weight), not in the weight's dtype
+    takes_integer_values = False
 
     def _build(
         self,

@@ -125,7 +125,9 @@ class ConvOperator(Convolution, Operator):
         output_size: spatial size of one output image.
     """
 
-    takes_integer_values = False  # the im2col columns take the images' dtype
+    # refused as the conv layers refuse it: integer images would compute in float64
+    # (result_type with float32 filters), not in the filters' dtype
+    takes_integer_values = False
 
     def _build(self, input_indices: Sequence[int] = (0, 1)) -> None:
         spec = self._make_spec()

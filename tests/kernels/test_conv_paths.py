@@ -429,7 +429,8 @@ def test_the_dense_input_gradient_comes_out_in_the_type_the_other_routes_give(ki
     geom, out = layer.geom, (128, 4, 4, 4)
     assert conv_layout.dense_pays(128, (2, 2), (4, 4), layer.weight.shape, geom)  # the route
     small, large = layer(Arg(x[:127])).value, layer(Arg(x)).value  # col2im, then dense
-    assert small.dtype == large.dtype == np.dtype(types[0])
+    # the layer computes in result_type(input, weight), as a fully connected layer does
+    assert small.dtype == large.dtype == np.result_type(*(np.dtype(t) for t in types))
     np.testing.assert_allclose(
         large[:127].astype(np.float64), small.astype(np.float64), rtol=1e-2, atol=1e-2
     )
