@@ -51,7 +51,8 @@ class ContextProjection(Projection):
 
     @property
     def takes_integer_values(self) -> bool:  # type: ignore[override]
-        """Learnt padding would be cast to an integer input's dtype; zeros read it exactly."""
+        """An integer input beside learnt padding would compute in float64 (their result_type),
+        not in the padding's dtype; zeros in the input's dtype read it exactly."""
         return self.weight is None
 
     def __init__(
@@ -94,7 +95,9 @@ class ContextProjection(Projection):
             if self.weight is not None
             else xp.zeros((pad_rows, x.shape[1]), x.dtype)
         )
-        table = xp.concatenate([x, pad.astype(x.dtype, copy=False)])
+        # in result_type(x, padding), as every projection computes: a float32 input once
+        # rounded float64 learnt padding to float32 in a float64 output
+        table = xp.concatenate([x, pad])
         index = index.reshape(-1)
         out += table[index].reshape(n, self.out_width)  # -1 cannot size an empty batch
         # zeros read outside a sequence get no gradient; learnt padding does
