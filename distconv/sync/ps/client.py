@@ -137,6 +137,7 @@ class PServerSync(
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._lagging = False  # a step's pushes may be on the shards, not in the parameters
+        self._pulled = False  # every block pulled since this worker's last step (or setup)
         self._collective = 0
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
@@ -164,6 +165,7 @@ class PServerSync(
         # one had its gradient cleared in those rows alone, the rest carried into the next step
         self._init_sparse_rows()
         self._end_step()  # a step cut short is over: its pushes were dropped
+        self._pulled = False  # another layout, and the chief seeds: no pull stands for it
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
@@ -276,8 +278,15 @@ class PServerSync(
     def refresh_parameters(self) -> None:
         """In async mode, pull every block: this worker's copy holds only what it pushed, and
         other workers moved it on since. A job's only worker has none, so it pulls only where a
-        step of its own did not write every reply (cut short: the shards may hold its pushes)."""
-        if self.mode == "async" and (self.world_size > 1 or self._lagging):
+        step of its own did not write every reply (cut short: the shards may hold its pushes).
+
+        A worker that pulled every block and has started no step since pulls nothing: its
+        callers refresh once every rank's steps are in (the Trainer after the epoch tally's
+        fold, a collective), and no rank steps again before the checkpoint's barrier, so the
+        chief's checkpoint after the epoch's refresh would pull the same values again."""
+        if self.mode != "async" or self._pulled:
+            return
+        if self.world_size > 1 or self._lagging:
             self._pull_all()
 
     def _pull_all(self) -> None:
@@ -292,12 +301,14 @@ class PServerSync(
             written |= self._write(run, arrays, h)
         self._values_to_device(written)
         self._lagging = False
+        self._pulled = True
 
     # -- one step -----------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
         self._lagging = True  # until finish_step wrote every reply to its pushes
+        self._pulled = False  # its pushes, and the other workers', move the shards on
         self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:
