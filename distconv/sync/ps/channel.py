@@ -44,8 +44,9 @@ GRACE = 1.5
 #: have seen before, if longer (the other shards' replies say nothing of it): live peers answer
 #: about as soon as they always did, so the shard waits for a worker that is gone (killed, out
 #: of memory), which would hold this one until its SIGKILL, silent, at the launcher's grace's
-#: end. Only a step's waits (its push replies, a prefetch): a metrics sum or a barrier may wait
-#: long for a live rank that evaluates or writes a checkpoint.
+#: end. Only a step's waits (its push replies, a prefetch) and pulls, which a shard answers at
+#: once: a metrics sum or a barrier may wait long for a live rank that evaluates or writes a
+#: checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
 #: the longest single poll of a wait, so that a stop request is seen this soon

@@ -297,7 +297,9 @@ class PServerSync(
             runs += [(s, run) for run in self._runs(s, blocks, [b.nbytes for b in blocks])]
         asks = [(s, {"op": "pull", "blocks": [b.id for b in run]}, ()) for s, run in runs]
         written: set[int] = set()
-        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "pull")):
+        # stoppable: a shard answers a pull at once, waiting for no rank, so one silent past a
+        # stop's patience is gone or stuck, and must not hold a stopping rank for the timeout
+        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "pull", stoppable=True)):
             written |= self._write(run, arrays, h)
         self._values_to_device(written)
         self._lagging = False

@@ -1,0 +1,93 @@
+"""An asynchronous job's refresh at a stop, when a shard is gone (review k282).
+
+At a stop (SIGTERM, the first Ctrl-C) every rank pulls the shards' values before it raises
+``Preempted``. A shard on another host that was killed, or one that hangs, never answers, and no
+process watch can see it: the pull waited 1.5 times the request timeout (90 s by default) before
+the rank could stop, past a launcher's grace. A stopping rank's pull now gives up after the stop's
+patience (:data:`distconv.sync.ps.channel.STOP_PATIENCE`), naming the shard and the signal, as a
+step's wait does; a live shard's pull at a stop still brings the values back. Real shard processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from test_k268_async_fit_end import shard_values
+
+from distconv.stop_request import StopRequest
+from distconv.sync.base import SyncError
+from distconv.sync.ps import channel
+
+PATIENCE = 1.0
+TIMEOUT = 20.0  # the wait a gone shard held a stopping rank for: GRACE times this
+
+
+@pytest.fixture
+def trained(shards, monkeypatch):
+    """Two async shards that say they run on another host (no process watch), and ranks 0 and 1
+    that trained two steps on them; yields the nets and syncs, closes the syncs."""
+    monkeypatch.setattr(channel, "STOP_PATIENCE", PATIENCE)
+    monkeypatch.setenv("HOSTNAME", "shard-host")  # the shards' hello replies name it
+    timeout = ["--timeout", str(TIMEOUT)]
+    endpoints = shards.start(2, workers=2, mode="async", extra=timeout)
+    monkeypatch.setenv("HOSTNAME", "worker-host")
+    nets = [small_net(seed=r) for r in range(2)]
+    syncs = [insecure_worker(endpoints, r, 2, timeout=TIMEOUT) for r in range(2)]
+    try:
+        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+        run_ranks(lambda r: train_steps(nets[r], syncs[r], batches(2, 8), r, 2), 2)
+        yield endpoints, nets, syncs
+    finally:
+        for s in syncs:
+            s.close()
+
+
+def stopping() -> Callable[[], None]:
+    """This process asked to stop by SIGTERM, as the Trainer's handlers record it; returns what
+    puts the handlers back."""
+    request = StopRequest(announce=False)
+    restore = request.install()
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while not request.received and time.monotonic() < deadline:
+        time.sleep(0.01)  # the handler runs between bytecodes of the main thread
+    assert request.received, "SIGTERM was not recorded"
+    return restore
+
+
+@pytest.mark.timeout(60)
+def test_a_stopping_rank_does_not_wait_out_the_timeout_for_a_gone_shard(shards, trained):
+    _, _, (_, sync) = trained
+    shards.procs[1].kill()
+    shards.procs[1].wait()
+    restore = stopping()
+    began = time.monotonic()
+    try:
+        with pytest.raises(
+            SyncError, match=r"asked to stop \(SIGTERM\), and pserver shard\(s\) 1 "
+        ):
+            sync.refresh_parameters()
+    finally:
+        restore()
+    took = time.monotonic() - began
+    assert PATIENCE - 0.1 < took < PATIENCE + 3, took  # not GRACE x TIMEOUT (30 s)
+
+
+@pytest.mark.timeout(60)
+def test_a_stopping_rank_still_pulls_what_live_shards_hold(trained):
+    endpoints, nets, syncs = trained
+    restore = stopping()
+    try:
+        run_ranks(lambda r: syncs[r].refresh_parameters(), 2)
+    finally:
+        restore()
+    want = shard_values(endpoints)
+    for r, net in enumerate(nets):
+        for p in net.parameters():
+            np.testing.assert_array_equal(p.value, want[p.name], err_msg=f"rank {r}")
