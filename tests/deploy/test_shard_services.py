@@ -86,7 +86,7 @@ def test_a_worker_job_without_completions_or_index_is_refused(parallelism, refus
     spec["parallelism"] = parallelism  # null: 1, as Kubernetes defaults it
     if unset is None:
         spec["completions"] = None
-    # one pod's rank beside DISTCONV_WORLD_SIZE 4 is named too (test_k252_one_rank_job.py)
+    # one pod's rank beside DISTCONV_WORLD_SIZE 4 is named too (test_unindexed_job.py)
     wrong = [p for p in manifest_problems(objs) if "completionMode must be Indexed" in p]
     assert bool(wrong) is refused, wrong
     if refused:

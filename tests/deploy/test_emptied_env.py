@@ -2,8 +2,7 @@
 ``exec -c``) takes JOB_COMPLETION_INDEX from them along with DISTCONV_WORLD_SIZE: each rank
 trains as rank 0 of 1, which is right for a Job of one rank and wrong for more. The check said
 "DISTCONV_WORLD_SIZE is not set; every rank would refuse to start" for both: the one-rank Job
-was refused though it trains, and the many-rank one for a reason that is not what happens
-(audit k256)."""
+was refused though it trains, and the many-rank one for a reason that is not what happens."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ manifest checks read as a rank) reads Debian's /etc/profile, which sets PATH ane
 image's /opt/venv/bin: distconv was not found (exit 127) and ``python`` was the system one.
 The image now installs docker/profile.sh as /etc/profile.d/distconv.sh, which /etc/profile
 reads after it. This machine runs the image's Debian (bookworm, the same /etc/profile); the
-image itself cannot be built here (audit k256)."""
+image itself cannot be built here."""
 
 from __future__ import annotations
 

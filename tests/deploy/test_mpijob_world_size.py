@@ -1,6 +1,6 @@
 """An MPIJob's ranks get the launcher's environment (Hydra forwards it): a DISTCONV_WORLD_SIZE
 there that is not mpirun's ``-np`` stops every rank (``two sources disagree about the world
-size``), and the check passed it (audit k252)."""
+size``), and the check passed it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A shell's options written apart (``bash -l -c``, ``sh -e -c``, ``bash -o pipefail -c``,
 ``bash --login -c``) or after ``c`` (``sh -ce``) leave its ``-c`` string the command it runs,
 as ``-lc`` does: such a string was left unread, so a rank's ``--out`` on the read-only root
-passed (audit k252)."""
+passed."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 starts the rank with an empty environment (the pod's DISTCONV_WORLD_SIZE, DISTCONV_JOB_ID and
 JOB_COMPLETION_INDEX gone), and was read as if it kept them; ``-a NAME`` and ``-l`` change
 only the command's ``argv[0]``. Another shell (dash, the images' ``sh``) runs ``-c`` as a
-command (``exec: -c: not found``): that string is left unread (audit k252)."""
+command (``exec: -c: not found``): that string is left unread."""
 
 from __future__ import annotations
 

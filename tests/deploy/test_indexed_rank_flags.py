@@ -3,8 +3,8 @@ $(JOB_COMPLETION_INDEX) --world-size 3``, the index filled in by the kubelet bef
 -i`` runs): each rank reads neither JOB_COMPLETION_INDEX nor DISTCONV_WORLD_SIZE, so one the
 command line empties, sets again or never sets stops nothing. The check refused such a Job:
 with no variable ("every rank would refuse to start"), behind ``env -i`` ("every rank would
-train as rank 0 of 1"), and since audit k256 behind ``env -i DISTCONV_WORLD_SIZE=3``, which it
-passed before (review k261)."""
+train as rank 0 of 1"), and later behind ``env -i DISTCONV_WORLD_SIZE=3``, which it
+passed before."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(60)
 

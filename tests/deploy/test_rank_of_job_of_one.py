@@ -1,8 +1,8 @@
 """A Job of one rank whose rank is given ``--rank 1`` (or any rank above 0): its world is one
 rank, so it stops at start ("rank 1 is out of range for world size 1"). The check passed it:
-``_pod_settings`` named a written ``--rank`` only in a job of more ranks, and since audit k256
-the one-pod Job's check, which refused it for its DISTCONV_WORLD_SIZE, leaves a rank placed by
-its flags to ``_pod_settings`` (review k261)."""
+``_pod_settings`` named a written ``--rank`` only in a job of more ranks, and
+the one-pod Job's check, which refused it for its DISTCONV_WORLD_SIZE, now leaves a rank placed by
+its flags to ``_pod_settings``."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ _REFUSED = (
 @pytest.mark.parametrize(
     ("flags", "size", "indexed", "pod"),
     [
-        (["--rank", "1"], "2", False, {"DISTCONV_WORLD_SIZE": "2"}),  # passed since k256
+        (["--rank", "1"], "2", False, {"DISTCONV_WORLD_SIZE": "2"}),  # once passed
         (["--rank", "1"], "1", False, {"DISTCONV_WORLD_SIZE": "1"}),
         (["--rank", "1"], "1", True, {"DISTCONV_WORLD_SIZE": "1", "JOB_COMPLETION_INDEX": "0"}),
         (["--rank", "1", "--world-size", "1"], "1", True, {"JOB_COMPLETION_INDEX": "0"}),

@@ -3,7 +3,7 @@ and whose ranks give one of ``--rank`` and ``--world-size``: such a rank reads n
 DISTCONV_WORLD_SIZE (nothing in its environment places it), so its world is its
 ``--world-size``, or 1. The check judged the variable as if read: a Job of one rank given
 ``--rank 0`` or ``--world-size 1`` beside ``env -i DISTCONV_WORLD_SIZE=2`` was refused though it
-trains, and the others were named for what does not happen (review k261)."""
+trains, and the others were named for what does not happen."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,8 +1,7 @@
 """A number the checks read from a hand-edited manifest (``mpirun -np``, a rank's
 ``--health-port``) in digits other than ASCII ones: ``²``, which ``str.isdigit`` takes and
 ``int()`` refuses, stopped :func:`manifest_problems` with a bare ValueError; ``٤`` (Arabic-Indic
-4), which ``int()`` reads as 4, passed as ``-np 4`` although mpirun reads no number there
-(audit k252)."""
+4), which ``int()`` reads as 4, passed as ``-np 4`` although mpirun reads no number there."""
 
 from __future__ import annotations
 

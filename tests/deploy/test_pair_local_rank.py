@@ -3,8 +3,14 @@
 an integer, agree with the Job index's own local rank (0: one rank per pod) where the rank
 keeps the index, and lie in the world. ``env RANK=$(JOB_COMPLETION_INDEX) WORLD_SIZE=3
 LOCAL_RANK=$(JOB_COMPLETION_INDEX)`` stops every rank but 0 ("two sources disagree"); the
-check judged the pair alone and passed it (review k274). Each verdict is held to the pods
-started for real."""
+check judged the pair alone and passed it.
+
+Placement compares every source with the first it finds only (the first launcher's pair), so a
+later pair's local rank is compared with the first pair's where both are set, and never with the
+Job index's 0. The check judged each pair's local rank alone against the index:
+``MPI_LOCALRANKID`` 1 or ``$(JOB_COMPLETION_INDEX)`` beside a first pair with no local rank was
+refused though every rank trains, and two pairs whose local ranks disagree (every rank stops)
+passed where the index was dropped. Each verdict is held to the pods started for real."""
 
 from __future__ import annotations
 
@@ -12,13 +18,15 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(120)
 
 _INDEX = "$(JOB_COMPLETION_INDEX)"
 _PAIR = [f"RANK={_INDEX}", "WORLD_SIZE=3"]
 _REFUSED = "every rank would refuse to start"
+_PAIRS = [*_PAIR, f"PMI_RANK={_INDEX}", "PMI_SIZE=3"]
+_DISAGREE = f"{_REFUSED} (two sources disagree about the rank)"
 
 
 @pytest.mark.parametrize(
@@ -59,3 +67,35 @@ def test_a_local_rank_that_stops_the_ranks_is_named(head, problem, tmp_path):
     job = _job(3, head)
     assert not trains(job, tmp_path)
     assert manifest_problems([job]) == [f"Job j-worker: {problem}"]
+
+
+@pytest.mark.parametrize("local", ["1", _INDEX])
+def test_a_later_pairs_local_rank_beside_the_index_passes(local, tmp_path):
+    job = _job(3, ["env", *_PAIRS, f"MPI_LOCALRANKID={local}"])
+    assert trains(job, tmp_path)
+    assert manifest_problems([job]) == []
+
+
+@pytest.mark.parametrize(
+    ("locals_", "problem"),
+    [
+        (["LOCAL_RANK=1", "MPI_LOCALRANKID=2"], "MPI_LOCALRANKID '2' but LOCAL_RANK '1': "),
+        (
+            ["LOCAL_RANK=0", f"MPI_LOCALRANKID={_INDEX}"],
+            f"MPI_LOCALRANKID {_INDEX} but LOCAL_RANK '0': ",
+        ),
+    ],
+)
+def test_pairs_whose_local_ranks_disagree_are_named(locals_, problem, tmp_path):
+    job = _job(3, ["env", "-i", *_PAIRS, *locals_])
+    assert not trains(job, tmp_path)
+    assert manifest_problems([job]) == [f"Job j-worker: {problem}{_DISAGREE}"]
+
+
+def test_a_later_pairs_local_rank_out_of_the_world_is_named(tmp_path):
+    job = _job(3, ["env", *_PAIRS, "MPI_LOCALRANKID=5"])
+    assert not trains(job, tmp_path)
+    assert manifest_problems([job]) == [
+        "Job j-worker: MPI_LOCALRANKID '5' is out of range for WORLD_SIZE '3': every rank "
+        "would refuse to start"
+    ]

@@ -1,6 +1,6 @@
 """The workers' server list is compared with the shards' names as the ranks read it
 (:func:`distconv.runtime.detect_runtime`): blanks around an entry stripped, the port a number,
-a blank DISTCONV_PSERVERS unset. The check refused lists the runtime takes (audit k252)."""
+a blank DISTCONV_PSERVERS unset. The check refused lists the runtime takes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An Indexed Job without ``completions`` is refused by the API server ("spec.completions:
 Required value: when completion mode is Indexed"); the check compared the ranks' counts with
-"completions None" instead, or passed it where those counts are the cluster's (audit k252)."""
+"completions None" instead, or passed it where those counts are the cluster's."""
 
 from __future__ import annotations
 

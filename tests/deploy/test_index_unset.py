@@ -1,7 +1,7 @@
 """``env -u JOB_COMPLETION_INDEX distconv train`` in an Indexed Job takes the index alone from
 the ranks: each trains as rank 0 of 1 with the rest of its pod's environment kept. The check
 named it as "the ranks' command line empties their environment (env -i, exec -c)", which it
-does not (review k261)."""
+does not."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,5 +1,5 @@
 """docs/kubernetes.md says what a launcher's pair and ``--world-size`` do to an Indexed Job's
-ranks (review k274: it said only that a command line that drops the index makes every rank
+ranks (it said only that a command line that drops the index makes every rank
 rank 0 of 1). Its examples are held to the check and to the pods started for real."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,7 +1,7 @@
 """A one-pod Job that is not Indexed, whose rank is placed by ``--rank`` or ``--world-size``:
 the rank then reads no DISTCONV_WORLD_SIZE (its placement comes from the flags), so a stale
-one above 1 stops nothing. The check of audit k252 said the rank "would refuse to start" and
-refused the job (audit k256)."""
+one above 1 stops nothing. The check of the one-pod Job said the rank "would refuse to start" and
+refused the job."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A shards' StatefulSet of several replicas whose ``--shard`` is written out (or filled in from
 a literal value) has every pod serve that one shard: every worker's hello then fails. The check
-passed it (audit k252)."""
+passed it."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ on the command line of an Indexed Job's pods; the Job controller adds the variab
 pod's own env (kubernetes#121523), so ``RANK: $(JOB_COMPLETION_INDEX)`` in the pod's env is
 not filled in; ``$$(...)`` is a literal ``$(...)``; a Job that is not Indexed has no such
 variable. The check took each for the pod's index, or left it unjudged, and passed Jobs no
-rank of which starts (review k274). Each verdict is held to the pods started for real."""
+rank of which starts. Each verdict is held to the pods started for real."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(120)
 

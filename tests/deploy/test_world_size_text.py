@@ -1,6 +1,6 @@
 """A world size the ranks read as no number (``1_0``, ``١٠``: Python's digit grouping, another
 script's digits) is refused by every rank (``DISTCONV_WORLD_SIZE must be an integer``); the check
-read it with ``int()``, as 10, and passed a Job of 10 (audit k252)."""
+read it with ``int()``, as 10, and passed a Job of 10."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``render_manifests`` refuses more workers than a parameter-server shard serves (65536), as
 it refuses any other value out of range: it rendered a StatefulSet whose every shard exits at
-start on ``--workers 65537`` (audit k252). An MPIJob has no such bound."""
+start on ``--workers 65537``. An MPIJob has no such bound."""
 
 from __future__ import annotations
 

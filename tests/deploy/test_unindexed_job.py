@@ -1,7 +1,7 @@
 """A workers' Job that is not Indexed runs one pod, whose rank has no index: it trains as rank 0
 of 1, refuses a DISTCONV_WORLD_SIZE above 1 at start, and is the only worker the shards see. The
 check compared counts for Indexed Jobs only, and passed such a Job beside shards that wait for 2
-workers (audit k252)."""
+workers."""
 
 from __future__ import annotations
 

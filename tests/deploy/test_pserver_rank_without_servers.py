@@ -1,6 +1,6 @@
 """A rank run with ``--sync pserver`` and no server list (no ``--pservers``, no or a blank
 ``DISTCONV_PSERVERS``) stops at start (``--sync pserver needs the servers``); the check passed
-such a workers' Job beside the job's shards (audit k252)."""
+such a workers' Job beside the job's shards."""
 
 from __future__ import annotations
 
