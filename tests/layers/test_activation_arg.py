@@ -1,4 +1,4 @@
-"""An act= that is no activation name, of an unhashable type (review k251)."""
+"""An act= that is no activation name, of an unhashable type."""
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""SelectiveFullyConnected's pad_value checked when the layer is built (review k251)."""
+"""SelectiveFullyConnected's pad_value checked when the layer is built: a number pads uneven
+selections; what is no number, or a number float() cannot hold, is refused naming the layer."""
 
 import numpy as np
 import pytest
@@ -27,3 +28,11 @@ def test_a_number_pads_uneven_selections(pad):
     want = layer.weight.value.sum(axis=1)
     np.testing.assert_allclose(y[0], want[[1, 2]], rtol=1e-6)
     assert y[1, 0] == pytest.approx(want[3], rel=1e-6) and y[1, 1] == np.float32(pad)
+
+
+@pytest.mark.parametrize("pad", [-(10**400), 10**400])
+def test_a_pad_value_too_large_for_a_float_is_refused_naming_the_layer(pad):
+    # float() raised a bare OverflowError ("int too large to convert to float") from inside
+    # the layer's constructor, naming neither the layer nor pad_value
+    with pytest.raises(LayerError, match=r"SelectiveFullyConnected: pad_value must be a number"):
+        SelectiveFullyConnected(3, 6, inference=True, pad_value=pad)

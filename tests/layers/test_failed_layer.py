@@ -1,4 +1,4 @@
-"""A projection layer that fails to build leaves its parts free (review k251)."""
+"""A projection layer that fails to build leaves its parts free."""
 
 import numpy as np
 import pytest

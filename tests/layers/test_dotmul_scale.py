@@ -1,4 +1,4 @@
-"""DotMulOperator's scale that float() cannot hold (review k255)."""
+"""DotMulOperator's scale that float() cannot hold."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""An integer output gradient set by hand reads as the same float gradient (review k251)."""
+"""An integer output gradient set by hand reads as the same float gradient."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""A convolution part's input_size given as numpy's int (review k251)."""
+"""A convolution part's input_size given as numpy's int."""
 
 import numpy as np
 import pytest
