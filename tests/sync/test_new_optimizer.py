@@ -1,5 +1,5 @@
 """Another optimizer given to a sync between two fits (``sync.optimizer = ...``) starts every
-parameter's state afresh, as a new torch optimizer does (review k259): LocalSync copied the old
+parameter's state afresh, as a new torch optimizer does: LocalSync copied the old
 optimizer's buffers by the new one's keys, a bare ``KeyError: 'm'`` (momentum, then Adam), and
 kept the old velocity under a new momentum optimizer. MPISync inherits that state; it runs here
 under ``mpiexec -n 2`` (this file is its script)."""

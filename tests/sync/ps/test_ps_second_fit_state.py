@@ -1,9 +1,15 @@
 """A second ``setup`` on the same shards (a second ``Trainer.fit`` in one process) keeps the
-optimizer state of the parameters trained again, as LocalSync does (review k258): the seed
+optimizer state of the parameters trained again, as LocalSync does: the seed
 replaced it with the optimizer's fresh state, so momentum, lr 1, gradient 1, one step, a second
 setup and one more step gave w = -2.0 where LocalSync gives -2.9; Adam's moments and step
 count were lost alike. A new parameter of the same name (another model on this sync) starts
-afresh on both."""
+afresh on both.
+
+A second setup cut short (a Ctrl-C or a lost rank) in its seed, at the barrier after its seed and
+send-back, or while rank 0 reads the shards' state keeps that state for the next setup: it was
+lost for good, the setup having forgotten which parameters the shards' state was of, so the next
+setup seeded them afresh. Momentum, lr 1, gradient 1: -1, then -(0.9 + 1) = -2.9; the lost state
+gave -2.0."""
 
 from __future__ import annotations
 
@@ -200,5 +206,25 @@ def test_a_setup_cut_short_in_its_seed_keeps_the_state_for_the_next(shards, monk
             sync.setup([w])
         monkeypatch.setattr(sync, "_seed", seed)
         sync.setup([w])  # the state read before the Ctrl-C goes back
+        _step(sync, [w], np.ones(1))
+        np.testing.assert_allclose(w.value, -2.9, rtol=0, atol=1e-12)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("cut", ["barrier", "state_dict"])
+def test_a_setup_cut_short_after_reading_the_state_keeps_it_for_the_next(shards, monkeypatch, cut):
+    with _momentum_after_one_step(shards) as (sync, w):
+        real = getattr(sync, cut)
+
+        def ctrl_c(*args):
+            if cut == "barrier":
+                real(*args)  # rank 0 seeded and sent the state back, then waits here
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(sync, cut, ctrl_c)
+        with pytest.raises(KeyboardInterrupt):
+            sync.setup([w])
+        monkeypatch.setattr(sync, cut, real)
+        sync.setup([w])
         _step(sync, [w], np.ones(1))
         np.testing.assert_allclose(w.value, -2.9, rtol=0, atol=1e-12)

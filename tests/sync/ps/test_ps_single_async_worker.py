@@ -1,5 +1,5 @@
 """A job of one async worker holds the shards' values after every step: its refresh pulls
-nothing (review k277, the k273 suggestion).
+nothing.
 
 An async worker's copy of a block is the value of its last reply; only other workers' pushes
 move it on. With one worker there are none, so the whole-model pull at each epoch's end, at a

@@ -1,6 +1,6 @@
-"""Review k276: the state PServerSync gathers from real shards (a sparse table's per-row step
-counts, ``step_per_row``, among it) goes through save_checkpoint's k272 checks and back bit for
-bit, and what a checkpoint holds loads into fresh shards and gathers back the same."""
+"""The state PServerSync gathers from real shards (a sparse table's per-row step counts,
+``step_per_row``, among it) passes save_checkpoint's checks of optimizer state and comes back
+bit for bit, and what a checkpoint holds loads into fresh shards and gathers back the same."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """After ``Trainer.fit`` returns, every worker holds the model the shards trained, and a second
-``fit`` starts from it (review k268).
+``fit`` starts from it.
 
 In async mode a worker's copy of a parameter is the value of its last reply: other workers
 pushed after it, so each rank but the one that pushed last lags the shards when ``fit`` returns
@@ -114,7 +114,7 @@ def test_after_fit_every_worker_holds_the_shards_values_and_a_second_fit_starts_
     shards, tmp_path, mode, stop
 ):
     """``stop``: the first fit ends in ``Preempted`` (SIGTERM, no ``out_dir``: no checkpoint);
-    a script that catches it keeps that model, or fits again (review k273)."""
+    a script that catches it keeps that model, or fits again."""
     endpoints = shards.start(2, workers=2, mode=mode, extra=["--max-staleness", "100"])
     procs = start_workers(endpoints, tmp_path, stop)
     try:

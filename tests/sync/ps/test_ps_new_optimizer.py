@@ -1,6 +1,6 @@
 """Another optimizer object given to a PServerSync between two fits (``sync.optimizer = ...``,
 of the same settings: the shards refuse any other at the hello) starts the state afresh, as
-LocalSync does and a new torch optimizer would (review k259): the second setup read the old
+LocalSync does and a new torch optimizer would: the second setup read the old
 optimizer's state back from the shards and kept it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""mpiexec -n 2 python -m mpi4py run_k276_state_roundtrip.py OUT OPTIMIZER: MPISync trains the
-small LeNet, rank 0 saves its optimizer state with save_checkpoint (the k272 checks) and
+"""mpiexec -n 2 python -m mpi4py run_optimizer_state_roundtrip.py OUT OPTIMIZER: MPISync trains
+the small LeNet, rank 0 saves its optimizer state with save_checkpoint (which checks it) and
 restores it into a fresh LocalSync's; prints "same" where every array came back bit for bit."""
 
 from __future__ import annotations
