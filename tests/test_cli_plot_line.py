@@ -1,7 +1,8 @@
-"""Review k276: ``distconv train`` whose final plot could not be written (a full disk: a warning
-since k272, the run stands) still ended with "wrote checkpoints, metrics.jsonl and metrics.png",
-right after the warning that said it was not written. Real subprocesses; the plot fails for real
-(a full tmpfs where this user may mount one; a directory in the plot's place everywhere)."""
+"""``distconv train``'s last line names the plot only where it was written: a run whose final
+plot could not be written (a full disk: a warning, the run stands) ended with "wrote
+checkpoints, metrics.jsonl and metrics.png", right after the warning that said it was not
+written. Real subprocesses; the plot fails for real (a full tmpfs where this user may mount
+one; a directory in the plot's place everywhere)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review k272: the metrics log and the plot on a full disk, for real (a small tmpfs where this
+"""The metrics log and the plot on a full disk, for real (a small tmpfs where this
 user may mount one; RLIMIT_FSIZE in a subprocess everywhere else, where write gives EFBIG).
 
 The log was a bare ``OSError: [Errno 28] No space left on device: '.../metrics.jsonl'``, the

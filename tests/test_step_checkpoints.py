@@ -1,4 +1,9 @@
-"""Review k270: a step checkpoint whose manifest cannot be written leaves no part behind."""
+"""Step checkpoints in a run directory (``StepCheckpoints``, ``RunDirectory``).
+
+A step checkpoint whose manifest cannot be written leaves no part behind (unless an earlier
+manifest of its step names it). ``StepCheckpoints.restore`` restores a checkpoint that
+``save_checkpoint`` wrote, which records no epoch sums. A manifest whose step is not a whole
+number is damaged, named as such, and a ``keep`` that is not a count is refused."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import numpy as np
 import pytest
 
 import distconv.files as files
-from distconv.checkpoint import CheckpointError, load_checkpoint
+from distconv.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.resume import Position, StepCheckpoints
@@ -85,3 +90,42 @@ def test_a_full_disk_at_the_manifest_leaves_room_for_the_saves_retry(tmp_path):
         finally:
             if ckpts is not None:
                 ckpts.close()
+
+
+def test_a_checkpoint_saved_through_the_api_restores_at_its_step_with_no_sums(tmp_path):
+    """``save_checkpoint`` records no epoch sums: restoring its file failed with a bare
+    ``KeyError: 'sums'`` after the weights were already copied in."""
+    path = tmp_path / "api.safetensors"
+    save_checkpoint(path, [Parameter("w", np.array([1.5, -2.0]))], step=3, epoch=1)
+    params = [Parameter("w", np.zeros(2))]
+    sync = create_sync("local", optimizer=create_optimizer("sgd"))
+    sync.setup(params)
+    state, pos = StepCheckpoints(None, params, sync, {}).restore(path)
+    assert (pos.epoch, pos.step, pos.step_in_epoch, pos.sums) == (1, 3, 0, {})
+    assert state == {}
+    np.testing.assert_array_equal(params[0].value, [1.5, -2.0])
+
+
+@pytest.mark.parametrize("step", ["1e999", "2.5", "true", '"2"'])
+def test_a_manifest_whose_step_is_not_an_int_is_reported_damaged_beside_good_ones(tmp_path, step):
+    """``1e999`` (infinity to json) escaped the scan as an OverflowError, a traceback in place
+    of "skipping a checkpoint"; 2.5 and true were taken as steps 2 and 1."""
+    run = RunDirectory(tmp_path)
+    for n in (1, 2):
+        part = run.step_dir(n) / "chief.safetensors"
+        save_checkpoint(part, [Parameter("w", np.zeros(2))], step=n)
+        run.commit(n, {"chief": part})
+    manifest = run.checkpoint_root / "step-00000002.json"
+    manifest.write_text(manifest.read_text().replace('"step": 2', f'"step": {step}'))
+    complete, problems = run.scan()
+    assert [m.step for m in complete] == [1]
+    (problem,) = problems
+    assert problem.startswith(f"{manifest} is damaged (TypeError: ")
+
+
+@pytest.mark.parametrize("keep", [2.5, True, "3", None])
+def test_a_keep_that_is_not_a_count_is_refused_when_the_run_directory_is_made(tmp_path, keep):
+    """2.5 (and True) were taken, and the first save's prune failed after its manifest was
+    written ("slice indices must be integers"); "3" and None failed comparing with 1."""
+    with pytest.raises(ValueError, match=r"keep must be an int >= 1, got"):
+        RunDirectory(tmp_path, keep=keep)
