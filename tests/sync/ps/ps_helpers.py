@@ -24,7 +24,9 @@ from distconv.models import lenet
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
+from distconv.sync.ps.blocks import Layout, ParamSpec, rows_view
 from distconv.sync.ps.client import PServerSync
+from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -286,8 +288,6 @@ def assert_bad_push_refused_then_worker_served(
     ``bad_frames(head, blocks)`` builds the multipart push from a valid header for all of
     shard 0's blocks of parameter 0.
     """
-    from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
-
     (endpoint,) = shards.start(1, workers=1)
     net, data = small_net(), batches(2, 8)
     sync = insecure_worker([endpoint])
@@ -317,3 +317,38 @@ def assert_bad_push_refused_then_worker_served(
         sync.close()
         raw.close(0)
         ctx.term()
+
+
+def shard_values(endpoints: list[str], block_bytes: int = 64) -> dict[str, np.ndarray]:
+    """Every parameter of the small net as the shards hold it now, by name, read with a pull of
+    our own on a socket of its own (the workers' ``block_bytes``: 64 in insecure_worker and
+    fit_worker.py)."""
+    params = small_net().parameters()
+    specs = [ParamSpec(p.name, tuple(p.shape), p.value.dtype.name) for p in params]
+    layout = Layout(specs, len(endpoints), block_bytes)
+    values = {p.name: np.full(p.shape, np.nan) for p in params}
+    ctx = zmq.Context()
+    try:
+        for s, endpoint in enumerate(endpoints):
+            blocks = layout.blocks_on(s)
+            sock = raw_dealer(ctx, endpoint)
+            head = {"op": "pull", "id": 1, "job": "local", "rank": 0}
+            sock.send_multipart(pack({**head, "blocks": [b.id for b in blocks]}))
+            assert sock.poll(20_000), f"shard {s} did not answer the pull within 20 s"
+            reply = sock.recv_multipart()
+            sock.close(0)
+            header = unpack_header(reply[0], request=False)
+            assert header["op"] == "ok", header
+            (frame,) = unpack_arrays(header, reply[1:])
+            flat, at = frame.view(np.float64), 0
+            for b in blocks:
+                spec = specs[b.param]
+                n = (b.stop - b.start) * spec.row_len
+                rows_view(values[spec.name], spec)[b.start : b.stop] = flat[at : at + n].reshape(
+                    -1, spec.row_len
+                )
+                at += n
+    finally:
+        ctx.term()
+    assert not any(np.isnan(v).any() for v in values.values())
+    return values

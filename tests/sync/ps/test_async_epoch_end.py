@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, run_ranks, small_net
-from test_k268_async_fit_end import shard_values
+from ps_helpers import insecure_worker, run_ranks, shard_values, small_net
 
 from distconv.checkpoint import load_checkpoint
 from distconv.run_dir import CHIEF_PART

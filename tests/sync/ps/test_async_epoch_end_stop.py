@@ -17,8 +17,14 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
-from test_k268_async_fit_end import shard_values
+from ps_helpers import (
+    batches,
+    insecure_worker,
+    run_ranks,
+    shard_values,
+    small_net,
+    train_steps,
+)
 
 from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncError

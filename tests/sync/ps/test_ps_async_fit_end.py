@@ -18,47 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
-from ps_helpers import REPO_ROOT, raw_dealer, small_net
+from ps_helpers import REPO_ROOT, shard_values, small_net
 
-from distconv.sync.ps.blocks import Layout, ParamSpec, rows_view
-from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
-
-BLOCK_BYTES = 64  # fit_worker.py's
 WORKER = Path(__file__).with_name("fit_worker.py")
-
-
-def shard_values(endpoints: list[str]) -> dict[str, np.ndarray]:
-    """Every parameter of the small net as the shards hold it now, by name."""
-    params = small_net().parameters()
-    specs = [ParamSpec(p.name, tuple(p.shape), p.value.dtype.name) for p in params]
-    layout = Layout(specs, len(endpoints), BLOCK_BYTES)
-    values = {p.name: np.full(p.shape, np.nan) for p in params}
-    ctx = zmq.Context()
-    try:
-        for s, endpoint in enumerate(endpoints):
-            blocks = layout.blocks_on(s)
-            sock = raw_dealer(ctx, endpoint)
-            head = {"op": "pull", "id": 1, "job": "local", "rank": 0}
-            sock.send_multipart(pack({**head, "blocks": [b.id for b in blocks]}))
-            assert sock.poll(20_000), f"shard {s} did not answer the pull within 20 s"
-            reply = sock.recv_multipart()
-            sock.close(0)
-            header = unpack_header(reply[0], request=False)
-            assert header["op"] == "ok", header
-            (frame,) = unpack_arrays(header, reply[1:])
-            flat, at = frame.view(np.float64), 0
-            for b in blocks:
-                spec = specs[b.param]
-                n = (b.stop - b.start) * spec.row_len
-                rows_view(values[spec.name], spec)[b.start : b.stop] = flat[at : at + n].reshape(
-                    -1, spec.row_len
-                )
-                at += n
-    finally:
-        ctx.term()
-    assert not any(np.isnan(v).any() for v in values.values())
-    return values
 
 
 def start_workers(endpoints: list[str], out: Path, stop: bool = False) -> list[subprocess.Popen]:
