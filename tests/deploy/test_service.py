@@ -229,7 +229,6 @@ def test_negative_counts_are_refused():
 def test_train_closes_the_probes_when_the_transport_cannot_be_built(monkeypatch):
     """``distconv.job.train`` starts the endpoints, then build_sync raises: the port is freed."""
     monkeypatch.delenv("DISTCONV_PSERVERS", raising=False)
-    import socket
 
     from distconv.job import TrainConfig, train
     from distconv.runtime import RuntimeConfigError
@@ -248,7 +247,6 @@ def test_train_closes_the_probes_when_the_transport_cannot_be_built(monkeypatch)
 def test_a_port_in_use_is_named(local_rank):
     """`distconv train: error: [Errno 98] Address already in use` named no port, and under the
     launcher the port a rank binds is --health-port + its local rank, not the one typed."""
-    import socket
     from types import SimpleNamespace
 
     from distconv.job import _start_service
@@ -302,7 +300,6 @@ def test_a_client_that_hangs_up_leaves_no_traceback_on_stderr(service, capfd, ca
     server printed "Exception occurred during processing of request" and a traceback on
     stderr for each, bare lines in a --log-format json log (review k128). Other errors go
     through logging, in the log's format."""
-    import socket
     import struct
 
     for _ in range(10):  # the reset reaches the server before it answers
@@ -326,7 +323,6 @@ def test_a_silent_client_is_dropped(monkeypatch):
     """A connection that never sent its request held a thread and a socket for the process's
     life (no timeout on the handler's socket): a few hundred such (a stuck scraper, a port
     scan) exhaust the process's threads or files (review k128)."""
-    import socket
 
     import distconv.probe_http as probe_http
 
@@ -389,7 +385,6 @@ def test_train_frees_the_probes_port_when_the_restart_count_is_bad(monkeypatch, 
     """``distconv.job.train`` bound the health port, then read DISTCONV_RESTART, outside the
     try that closes the endpoints: a malformed (or negative) count raised with the port still
     bound and its server thread running (review k128)."""
-    import socket
 
     from distconv.job import TrainConfig, train
     from launcher.ports import free_ports
@@ -407,7 +402,6 @@ def test_close_drops_the_connections_it_serves():
     """close() stopped the accept loop and released the port, but a connection already
     accepted kept its handler thread and socket for up to CLIENT_SECONDS (daemon threads are
     not joined), and a request sent on it after close() was still answered (review k130)."""
-    import socket
     import threading
 
     svc = ServiceEndpoints()
@@ -455,7 +449,6 @@ def test_totals_are_told_apart_by_the_strategy_that_reports_them():
 def test_head_sends_no_body_on_the_wire(service, path):
     """http.client never reads a body after HEAD (it takes the length as 0), so a body sent
     anyway passed test_head_is_answered_as_get_without_a_body; the raw bytes say (review k130)."""
-    import socket
 
     with socket.create_connection(("127.0.0.1", service.port), timeout=10) as client:
         client.sendall(f"HEAD {path} HTTP/1.0\r\n\r\n".encode())
@@ -492,7 +485,6 @@ def test_the_probes_port_is_logged_under_quiet_too(tmp_path):
 def test_a_burst_of_connections_waits_for_the_accept_loop():
     """The stdlib's listen backlog of 5 dropped the connections of a burst past the sixth while
     the accept loop was busy: 300 concurrent scrapes saw 21 of them reset (review k174)."""
-    import socket
     import threading
 
     from distconv.probe_http import ProbeHTTPServer, handler_for
