@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from distconv.deploy.check_index import index_rank_problems, one_rank_problems, placed_by
+from distconv.deploy.check_index import (
+    INDEX,
+    _train_args,
+    index_rank_problems,
+    one_rank_problems,
+    placed_by,
+)
 from distconv.deploy.check_shards import _is_filled, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.walk import (
@@ -18,6 +24,8 @@ from distconv.deploy.walk import (
     _argv,
     _command_args,
     _digits,
+    _flag,
+    _here,
     _main_containers,
     _of_kind,
     _pod,
@@ -108,6 +116,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         for container in _main_containers(spec["template"]):
             if not _runs(container, "train"):  # however started: sh -c, distconv -q train
                 continue
+            yield from _index_flags(job, container, indexed=True)
             if placed_by(container, "--rank") and placed_by(container, "--world-size"):
                 continue  # the rank reads neither the index nor the variable: _pod_settings'
             yield from index_rank_problems(job, container, completions)
@@ -128,9 +137,34 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
     1."""
     for container in _main_containers(job["spec"]["template"]):
         if _runs(container, "train"):  # a sidecar beside it runs no rank
+            yield from _index_flags(job, container, indexed=False)
             yield from one_rank_problems(job, container)
     for sts in _of_kind(objs, "StatefulSet") if shards else ():
         for container in _main_containers(sts["spec"]["template"]):
             workers = _shard_setting(container, "workers")
             if workers is not None and workers != "1":
                 yield f"{_where(sts)}: --workers {workers} but {_where(job)} runs 1 rank"
+
+
+def _index_flags(job: Manifest, container: Manifest, indexed: bool) -> Iterator[str]:
+    """A ``--rank`` or ``--world-size`` of the rank in ``container`` of Job ``job`` that names
+    the Job index: the kubelet fills ``$(JOB_COMPLETION_INDEX)`` in only on the command line of
+    an ``indexed`` Job's pods (the Job controller adds the variable), so elsewhere the rank gets
+    the text, which it refuses; and the index as the world size puts every rank out of range.
+    One the pod defines itself is filled in from that (:func:`expand`), and judged elsewhere."""
+    here, train = _here(_where(job), container), _train_args(container)
+    for name in ("--rank", "--world-size"):
+        written = _flag(train, name, last=True)
+        if written is None or INDEX not in expand(written, container):
+            continue
+        if not indexed:
+            yield (
+                f"{here}: {name} {written} reaches every rank as written, as the kubelet fills "
+                f"in {INDEX} only in an Indexed Job's pods: every rank would refuse it (set "
+                f"completionMode: Indexed on {_where(job)})"
+            )
+        elif name == "--world-size" and expand(written, container).strip() == INDEX:
+            yield (
+                f"{here}: --world-size {written} makes each rank's index its world size: "
+                "every rank would refuse to start"
+            )
