@@ -183,6 +183,10 @@ def _pair_problems(
             yield f"{where}: {unread}"
             continue
         assert rank is not None and world is not None  # _unread names a half pair
+        pair = (rank_var, size_var, rank, world)
+        if read and (disagree := _against_first(read[0], pair, completions)) is not None:
+            yield f"{where}: {disagree}"  # whatever a flag says: placement reads both
+            continue
         if size is not None and "$(" not in size and _other_count(size, int(world)):
             yield (
                 f"{where}: DISTCONV_WORLD_SIZE {size!r} but {size_var} {world!r}: {_REFUSED} "
@@ -191,13 +195,35 @@ def _pair_problems(
         elif not (index or world_given) and completions is not None:
             if _other_count(world, completions):
                 yield f"{where}: {size_var} {world!r} {runs or f'!= completions {completions}'}"
-        read.append((rank_var, size_var, rank, world))
+        read.append(pair)
         if rank == EACH_INDEX or completions is None or (rank_given and not index):
             continue  # each pod's own, not compared, or the flag's
         if completions > 1 or int(rank) != 0:  # a Job of one: index 0, which rank 0 is
             yield _one_rank_for_all(where, rank_var, rank, completions, index)
     for local in _local_problems(container, read, completions, index, indexed) if read else ():
         yield f"{where}: {local}"
+
+
+def _against_first(first: Pair, pair: Pair, completions: int | None) -> str | None:
+    """Why placement refuses a later ``pair`` beside the ``first`` it reads: it compares their
+    ranks and sizes before a ``--rank`` or ``--world-size`` (not both) wins; None where they
+    agree in every pod of a Job of ``completions`` (None: not known, a pod's index not judged)."""
+    (first_rank_var, first_size_var, first_rank, first_world), (var, size_var, rank, world) = (
+        (f[0], f[1], str(f[2]), str(f[3])) for f in (first, pair)
+    )
+    if int(world) != int(first_world):
+        return (
+            f"{size_var} {world!r} but {first_size_var} {first_world!r}: {_REFUSED} (two "
+            "sources disagree about the world size)"
+        )
+    if not _differ(first_rank, rank, completions):
+        return None
+    some = EACH_INDEX in (first_rank, rank)  # the pod whose index is the other trains
+    return (
+        f"{var} {_shown(rank)} but {first_rank_var} {_shown(first_rank)}: "
+        f"{'the ranks would refuse to start' if some else _REFUSED} (two sources disagree "
+        "about the rank)"
+    )
 
 
 def _unread(rank_var: str, size_var: str, rank: str | None, world: str | None) -> str | None:
