@@ -249,8 +249,8 @@ def _local_problems(
     ``(rank_var, size_var, rank, world)``, both integers): each set must be an integer;
     placement compares every other source with the first only, so the first pair's local
     rank, where set, must be each other pair's that is set, and the Job ``index``'s (0: one
-    rank a pod); the first set (or the index's) must lie in the first pair's world. None is
-    judged where only the cluster or each pod knows one."""
+    rank a pod); the first set (or the index's) must lie in the world (:func:`_local_world`).
+    None is judged where only the cluster or each pod knows one."""
     found = []
     for rank_var, size_var, _, world in pairs:
         var = LOCALS[rank_var]
@@ -262,12 +262,26 @@ def _local_problems(
             yield f"{var} {local!r} is no integer: {_REFUSED}{left}"
             return
         found.append((var, local, size_var, world))
-    (var, local, size_var, world), *others = found
-    named = [*_disagreeing(found, completions, index)] if local is not None else []
+    named = [*_disagreeing(found, completions, index)] if found[0][1] is not None else []
     yield from named
     var, local, _, _ = next((f for f in found if f[1] is not None), found[0])
-    if not named and local not in (None, EACH_INDEX) and not 0 <= int(local) < int(world):
-        yield f"{var} {local!r} is out of range for {size_var} {world!r}: {_REFUSED}"
+    world = _local_world(container, found[0][2], found[0][3])
+    if named or world is None or local in (None, EACH_INDEX):
+        return
+    if not 0 <= int(str(local)) < int(world[1]):
+        yield f"{var} {local!r} is out of range for {world[0]}: {_REFUSED}"
+
+
+def _local_world(container: Manifest, size_var: str, size: str) -> tuple[str, str] | None:
+    """(its name in a message, its value) of the world a local rank must lie in
+    (:func:`distconv.runtime._check_ranges`): the ``--world-size`` the rank gives, which wins
+    over the first pair's ``size_var`` ``size``; None where the flag is one only the cluster
+    knows, or no integer (which every rank refuses, named as such elsewhere)."""
+    flag = _flag(_train_args(container), "--world-size", last=True)
+    if flag is None:
+        return f"{size_var} {size!r}", size
+    world = expand(flag, container)  # as the kubelet passes it
+    return (f"--world-size {world.strip()}", world) if INTEGER_TEXT.fullmatch(world) else None
 
 
 def _disagreeing(
@@ -331,31 +345,6 @@ def _one_rank_for_all(where: str, rank_var: str, rank: str, completions: int, in
         f"{where}: {rank_var} {rank!r} but the Job runs 1 rank, rank 0: it would refuse to "
         "start (out of range), or wait for a rank 0 that never starts"
     )
-
-
-def one_rank_problems(job: Manifest, container: Manifest) -> Iterator[str]:
-    """What stops the rank that ``container`` runs in the one pod of ``job``, a Job that is
-    not Indexed, as it places itself at start: with no index, a launcher's pair it sees is
-    judged as in an Indexed Job whose ranks lose theirs (its world is 1 rank); with none,
-    it is rank 0 of 1, which refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot
-    read), unless its ``--rank`` or ``--world-size`` places it (then the variable is not
-    read: _pod_settings judges the flag). One the cluster fills in is not judged."""
-    if placed_by(container, "--rank") and placed_by(container, "--world-size"):
-        return  # reads no variable at all
-    pairs = _pairs(container, indexed=False)
-    known, size = env_as_seen(container, ENV_WORLD_SIZE)
-    if pairs:
-        runs = "but the Job is not Indexed: it runs 1 rank"
-        yield from _pair_problems(
-            job, container, pairs, size, 1, index=False, runs=runs, indexed=False
-        )
-    elif pairs is None or not known or size is None or "$(" in size:
-        return
-    elif not placed_by(container, "--rank", "--world-size") and refused_alone(size):
-        yield (
-            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the Job is not Indexed: its "
-            "one rank has no index and would refuse to start (set completionMode: Indexed)"
-        )
 
 
 #: how a problem ends where no rank starts

@@ -12,12 +12,14 @@ from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_index import (
     INDEX,
+    _pair_problems,
+    _pairs,
     _train_args,
     index_rank_problems,
-    one_rank_problems,
     placed_by,
+    refused_alone,
 )
-from distconv.deploy.check_shards import _is_filled, expand, shard_flag
+from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.walk import (
     Manifest,
@@ -34,6 +36,7 @@ from distconv.deploy.walk import (
     _runs,
     _where,
 )
+from distconv.placement import ENV_WORLD_SIZE
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -132,9 +135,8 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
 
 def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iterator[str]:
     """A Job that is not Indexed runs one pod, whose rank has no index: rank 0 of 1, or what
-    a launcher's pair it sees says (:func:`~distconv.deploy.check_index.one_rank_problems`);
-    with ``shards`` (it is the job's only workers' Job), the shards' ``--workers`` must be
-    1."""
+    a launcher's pair it sees says (:func:`one_rank_problems`); with ``shards`` (it is the
+    job's only workers' Job), the shards' ``--workers`` must be 1."""
     for container in _main_containers(job["spec"]["template"]):
         if _runs(container, "train"):  # a sidecar beside it runs no rank
             yield from _index_flags(job, container, indexed=False)
@@ -168,3 +170,28 @@ def _index_flags(job: Manifest, container: Manifest, indexed: bool) -> Iterator[
                 f"{here}: --world-size {written} makes each rank's index its world size: "
                 "every rank would refuse to start"
             )
+
+
+def one_rank_problems(job: Manifest, container: Manifest) -> Iterator[str]:
+    """What stops the rank that ``container`` runs in the one pod of ``job``, a Job that is
+    not Indexed, as it places itself at start: with no index, a launcher's pair it sees is
+    judged as in an Indexed Job whose ranks lose theirs (its world is 1 rank); with none,
+    it is rank 0 of 1, which refuses a ``DISTCONV_WORLD_SIZE`` above 1 (or one it cannot
+    read), unless its ``--rank`` or ``--world-size`` places it (then the variable is not
+    read: _pod_settings judges the flag). One the cluster fills in is not judged."""
+    if placed_by(container, "--rank") and placed_by(container, "--world-size"):
+        return  # reads no variable at all
+    pairs = _pairs(container, indexed=False)
+    known, size = env_as_seen(container, ENV_WORLD_SIZE)
+    if pairs:
+        runs = "but the Job is not Indexed: it runs 1 rank"
+        yield from _pair_problems(
+            job, container, pairs, size, 1, index=False, runs=runs, indexed=False
+        )
+    elif pairs is None or not known or size is None or "$(" in size:
+        return
+    elif not placed_by(container, "--rank", "--world-size") and refused_alone(size):
+        yield (
+            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} but the Job is not Indexed: its "
+            "one rank has no index and would refuse to start (set completionMode: Indexed)"
+        )
