@@ -1,0 +1,54 @@
+"""A Job's pod is one rank: two containers that run ``distconv train`` in it see the same
+``JOB_COMPLETION_INDEX`` (or none: rank 0 of 1) and the same ``DISTCONV_WORLD_SIZE``, so both
+claim the pod's rank, and the job never has its world. The check judged each container alone and
+passed the pod (review k281). The verdict is held to the containers started for real, each as
+the kubelet starts it in the pod."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from distconv.deploy import manifest_problems
+from tests.deploy.index_pods import start_pod
+from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.test_sidecars import LOGGER
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _two_trainers(workers: int, indexed: bool = True) -> dict:
+    """The workers' Job of ``workers`` whose pod runs its rank's container twice."""
+    job = _job(workers, [])
+    containers = job["spec"]["template"]["spec"]["containers"]
+    containers.append({**copy.deepcopy(containers[0]), "name": "worker-2"})
+    if not indexed:
+        del job["spec"]["completionMode"]
+    return job
+
+
+def _alone(job: dict, at: int) -> dict:
+    """``job`` with only its container ``at`` (how index_pods starts one)."""
+    job = copy.deepcopy(job)
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"] = [spec["containers"][at]]
+    return job
+
+
+@pytest.mark.parametrize(("workers", "indexed"), [(3, True), (1, False)])
+def test_two_ranks_in_one_pod_are_named(workers, indexed, tmp_path):
+    job = _two_trainers(workers, indexed)
+    for index in range(workers):  # both containers of each pod claim the pod's one rank
+        placed = [start_pod(_alone(job, at), index, tmp_path).placed for at in (0, 1)]
+        assert placed == [(index, workers)] * 2
+    assert manifest_problems([job]) == [
+        "Job j-worker: 2 containers (worker, worker-2) run distconv train in each pod, which is "
+        "one rank: they would claim the same rank (a Job's pods run one rank each)"
+    ]
+
+
+def test_a_sidecar_beside_the_rank_passes():
+    job = _job(3, [])
+    job["spec"]["template"]["spec"]["containers"].append(dict(LOGGER))
+    assert manifest_problems([job]) == []
