@@ -113,8 +113,8 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             continue
         # a count that is no integer is count_problems' to name: nothing is compared with it
         completions, counts = known_count(spec, "completions", None), counted(spec, "completions")
-        if counts and counted(spec, "parallelism") and spec.get("parallelism") != completions:
-            yield f"{_where(job)}: parallelism must equal completions (all ranks run at once)"
+        if counts and counted(spec, "parallelism"):
+            yield from _all_at_once(job, completions)
         # the ranks: an init container (a smoke test) or a sidecar that runs no distconv train
         # (a log shipper) runs no rank and needs no world size
         for container in _main_containers(spec["template"]):
@@ -132,6 +132,20 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
                         f"{completions} ranks"
                     )
+
+
+def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
+    """An Indexed Job runs min(parallelism, completions left) pods at once (parallelism 1
+    unset): one below ``completions`` starts ranks that wait for ranks that start only after
+    them; one above runs every rank at once, as the ranks need."""
+    parallelism = count(job["spec"], "parallelism", 1)
+    if completions is not None and parallelism < completions:
+        unset = "" if "parallelism" in job["spec"] else " (unset)"
+        yield (
+            f"{_where(job)}: parallelism {parallelism}{unset} is below completions "
+            f"{completions}: the ranks started would wait for ranks that start only after them "
+            "(all ranks run at once)"
+        )
 
 
 def _ranks_a_pod(job: Manifest) -> Iterator[str]:
