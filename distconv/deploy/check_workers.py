@@ -91,6 +91,7 @@ def _job_pods(spec: Manifest) -> int:
 
 def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
+    yield from _index_flags(objs, jobs)
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
         yield from _ranks_a_pod(job) if job.get("kind") == "Job" else ()
@@ -120,7 +121,6 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         for container in _main_containers(spec["template"]):
             if not _runs(container, "train"):  # however started: sh -c, distconv -q train
                 continue
-            yield from _index_flags(job, container, indexed=True)
             if placed_by(container, "--rank") and placed_by(container, "--world-size"):
                 continue  # the rank reads neither the index nor the variable: _pod_settings'
             yield from index_rank_problems(job, container, completions)
@@ -166,7 +166,6 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
     job's only workers' Job), the shards' ``--workers`` must be 1."""
     for container in _main_containers(job["spec"]["template"]):
         if _runs(container, "train"):  # a sidecar beside it runs no rank
-            yield from _index_flags(job, container, indexed=False)
             yield from one_rank_problems(job, container)
     for sts in _of_kind(objs, "StatefulSet") if shards else ():
         for container in _main_containers(sts["spec"]["template"]):
@@ -175,28 +174,39 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
                 yield f"{_where(sts)}: --workers {workers} but {_where(job)} runs 1 rank"
 
 
-def _index_flags(job: Manifest, container: Manifest, indexed: bool) -> Iterator[str]:
-    """A ``--rank`` or ``--world-size`` of the rank in ``container`` of Job ``job`` that names
-    the Job index: the kubelet fills ``$(JOB_COMPLETION_INDEX)`` in only on the command line of
-    an ``indexed`` Job's pods (the Job controller adds the variable), so elsewhere the rank gets
-    the text, which it refuses; and the index as the world size puts every rank out of range.
-    One the pod defines itself is filled in from that (:func:`expand`), and judged elsewhere."""
-    here, train = _here(_where(job), container), _train_args(container)
-    for name in ("--rank", "--world-size"):
-        written = _flag(train, name, last=True)
-        if written is None or INDEX not in expand(written, container):
-            continue
-        if not indexed:
-            yield (
-                f"{here}: {name} {written} reaches every rank as written, as the kubelet fills "
-                f"in {INDEX} only in an Indexed Job's pods: every rank would refuse it (set "
-                f"completionMode: Indexed on {_where(job)})"
-            )
-        elif name == "--world-size" and expand(written, container).strip() == INDEX:
-            yield (
-                f"{here}: --world-size {written} makes each rank's index its world size: "
-                "every rank would refuse to start"
-            )
+def _index_flags(objs: Sequence[Manifest], indexed: list[Manifest]) -> Iterator[str]:
+    """A ``--rank`` or ``--world-size`` of a rank that names the Job index: the kubelet fills
+    ``$(JOB_COMPLETION_INDEX)`` in only on the command line of the pods of an Indexed Job (of
+    ``indexed``: the Job controller adds the variable), so elsewhere the rank gets the text,
+    which it refuses; and the index as the world size puts every rank out of range. One the
+    pod defines itself is filled in from that (:func:`expand`), and judged elsewhere."""
+    for obj, where, _, container, _ in _running(objs, "train"):
+        here, train = _here(where, container), _train_args(container)
+        for name in ("--rank", "--world-size"):
+            written = _flag(train, name, last=True)
+            passed = None if written is None else expand(written, container)
+            if passed is None or INDEX not in passed:
+                continue
+            if not any(obj is job for job in indexed):
+                yield (
+                    f"{here}: {name} {written} reaches every rank as written, as the kubelet "
+                    f"fills in {INDEX} only in an Indexed Job's pods: every rank would refuse "
+                    f"it ({_index_fix(obj)})"
+                )
+            elif name == "--world-size" and passed.strip() == INDEX:
+                yield (
+                    f"{here}: --world-size {written} makes each rank's index its world size: "
+                    "every rank would refuse to start"
+                )
+
+
+def _index_fix(obj: Manifest) -> str:
+    """What to do about a rank flag that names the Job index, where ``obj`` runs the rank."""
+    if obj.get("kind") == "Job":
+        return f"set completionMode: Indexed on {_where(obj)}"
+    if obj.get("kind") == "MPIJob":
+        return "mpirun gives each rank its own: drop the flag"
+    return "run the ranks in an Indexed Job"
 
 
 def one_rank_problems(job: Manifest, container: Manifest) -> Iterator[str]:

@@ -3,15 +3,20 @@ reference in only on the command line of an Indexed Job's pods, where the Job co
 variable. In a Job that is not Indexed it reaches ``distconv train`` as written, which refuses the
 text; in an Indexed Job ``--world-size $(JOB_COMPLETION_INDEX)`` makes each rank's index its
 world (rank 0's world is 0, rank R's is R: out of range). The check took any ``$(...)`` in the
-flag for a value only the cluster knows and passed both (review k281). Each verdict is held to
-the pods started for real."""
+flag for a value only the cluster knows and passed both (review k281), and did so under an
+MPIJob (whose launcher is no Indexed Job's pod). Each verdict is held to the pods started for
+real."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
+from tests.deploy.test_k252_mpi_world_size import _mpijob
 from tests.deploy.test_k256_emptied_env import _job
 
 pytestmark = pytest.mark.timeout(120)
@@ -63,3 +68,20 @@ def test_the_rank_of_the_index_where_the_pods_have_it_passes(indexed, tmp_path):
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": "0"}, *container["env"]]
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []
+
+
+def test_the_index_under_an_mpijob_is_named():
+    """mpirun passes the launcher's arguments to every rank; the launcher's pod is no Indexed
+    Job's, so the text reaches them as written and the ranks' parser refuses it."""
+    objs = _mpijob(None, ["--rank", _INDEX])
+    parse = "import sys; from distconv.train_args import train_parser as t; "
+    parse += "t().parse_args(sys.argv[1:])"
+    refused = subprocess.run(
+        [sys.executable, "-c", parse, "--rank", _INDEX], capture_output=True, text=True, timeout=30
+    )
+    assert refused.returncode == 2 and "--rank: must be an integer" in refused.stderr
+    assert manifest_problems(objs) == [
+        f"MPIJob m Launcher container launcher: --rank {_INDEX} reaches every rank as written, "
+        f"as the kubelet fills in {_INDEX} only in an Indexed Job's pods: every rank would "
+        "refuse it (mpirun gives each rank its own: drop the flag)"
+    ]
