@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_index import (
     INDEX,
+    INDEX_NAME,
     _pair_problems,
     _pairs,
     _train_args,
@@ -21,6 +22,7 @@ from distconv.deploy.check_index import (
 )
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
+from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
     Manifest,
     _argv,
@@ -91,7 +93,7 @@ def _job_pods(spec: Manifest) -> int:
 
 def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
-    yield from _index_flags(objs, jobs)
+    yield from _flag_references(objs, jobs)
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
         yield from _ranks_a_pod(job) if job.get("kind") == "Job" else ()
@@ -174,30 +176,53 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
                 yield f"{_where(sts)}: --workers {workers} but {_where(job)} runs 1 rank"
 
 
-def _index_flags(objs: Sequence[Manifest], indexed: list[Manifest]) -> Iterator[str]:
-    """A ``--rank`` or ``--world-size`` of a rank that names the Job index: the kubelet fills
-    ``$(JOB_COMPLETION_INDEX)`` in only on the command line of the pods of an Indexed Job (of
-    ``indexed``: the Job controller adds the variable), so elsewhere the rank gets the text,
-    which it refuses; and the index as the world size puts every rank out of range. One the
-    pod defines itself is filled in from that (:func:`expand`), and judged elsewhere."""
+def _flag_references(objs: Sequence[Manifest], indexed: list[Manifest]) -> Iterator[str]:
+    """A ``--rank`` or ``--world-size`` that reaches a rank with a ``$(VAR)`` in it, as the
+    kubelet passes it (:func:`_as_passed`): one no variable fills in (the Job index outside an
+    Indexed Job, a name the pod does not define, ``$$(...)``), which the rank refuses; and
+    the index as the world size, which puts every rank out of range. One the cluster fills
+    in (``valueFrom``, ``envFrom``) is not judged."""
     for obj, where, _, container, _ in _running(objs, "train"):
         here, train = _here(where, container), _train_args(container)
         for name in ("--rank", "--world-size"):
             written = _flag(train, name, last=True)
-            passed = None if written is None else expand(written, container)
-            if passed is None or INDEX not in passed:
+            has_index = any(obj is job for job in indexed)
+            passed = None if written is None else _as_passed(written, container, has_index)
+            if passed is None or _is_filled(passed):
                 continue
-            if not any(obj is job for job in indexed):
+            referred = INDEX_NAME in KUBELET_REFERENCE.findall(written)
+            if not has_index and referred and INDEX in passed:  # the name the pod lacks
                 yield (
                     f"{here}: {name} {written} reaches every rank as written, as the kubelet "
                     f"fills in {INDEX} only in an Indexed Job's pods: every rank would refuse "
                     f"it ({_index_fix(obj)})"
                 )
-            elif name == "--world-size" and passed.strip() == INDEX:
+            elif "$(" in passed:
+                yield (
+                    f"{here}: {name} {written} reaches every rank as {passed!r} (no variable of "
+                    "its pod fills it in): every rank would refuse it"
+                )
+            elif name == "--world-size" and passed.strip() == _EACH_INDEX:
                 yield (
                     f"{here}: --world-size {written} makes each rank's index its world size: "
                     "every rank would refuse to start"
                 )
+
+
+#: what :func:`_as_passed` fills the Job index in with: each pod's own, which no check reads as
+#: a value only the cluster knows (:func:`_is_filled`) nor as a reference left as written
+_EACH_INDEX = "\x01index"
+
+
+def _as_passed(written: str, container: Manifest, has_index: bool) -> str:
+    """A flag's value ``written`` as the kubelet passes it (:func:`expand`), where the pod
+    ``has_index``: with ``$(JOB_COMPLETION_INDEX)`` filled in with :data:`_EACH_INDEX`, as the
+    Job controller adds the variable after the pod's env (and not where the pod defines it:
+    then the controller adds none)."""
+    env = container.get("env", [])
+    if has_index and not any(var.get("name") == INDEX_NAME for var in env):
+        container = {**container, "env": [*env, {"name": INDEX_NAME, "value": _EACH_INDEX}]}
+    return expand(written, container)
 
 
 def _index_fix(obj: Manifest) -> str:
