@@ -94,6 +94,7 @@ def _job_pods(spec: Manifest) -> int:
 def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
     yield from _flag_references(objs, jobs)
+    yield from _one_workers_job(objs)
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
         yield from _ranks_a_pod(job) if job.get("kind") == "Job" else ()
@@ -134,6 +135,20 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                         f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
                         f"{completions} ranks"
                     )
+
+
+def _one_workers_job(objs: Sequence[Manifest]) -> Iterator[str]:
+    """The shards serve one world of ranks (their ``--workers``, one job id): two Jobs whose
+    ranks train beside them each place their pods as ranks 0..N-1 of it, so every rank would
+    be claimed twice (a job id the shards do not serve is named by _pod_settings)."""
+    workers = {id(o): o for o, *_ in _running(objs, "train") if o.get("kind") == "Job"}
+    shards = {id(o): o for o, *_ in _running(objs, "pserver") if o.get("kind") == "StatefulSet"}
+    if len(workers) > 1 and shards:
+        yield (
+            f"{', '.join(map(_where, workers.values()))}: {len(workers)} Jobs run distconv train "
+            f"beside the shards ({', '.join(map(_where, shards.values()))}), whose ranks are one "
+            "world: each rank would be claimed by each Job"
+        )
 
 
 def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
