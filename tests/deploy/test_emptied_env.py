@@ -6,32 +6,18 @@ was refused though it trains, and the many-rank one for a reason that is not wha
 
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import sys
 
 import pytest
 
-from distconv.deploy import manifest_problems, render_manifests
+from distconv.deploy import manifest_problems
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(60)
 
 _PLACE = "from distconv.runtime import detect_runtime as d; r = d(); print(r.rank, r.world_size)"
-
-
-def _job(workers: int, head: list[str]) -> dict:
-    """The rendered workers' Job, its ranks training alone (no shards) behind ``head``."""
-    objs = render_manifests(job_name="j", workers=workers, servers=1, image="d:1")
-    (job,) = copy.deepcopy([o for o in objs if o["kind"] == "Job"])
-    (container,) = job["spec"]["template"]["spec"]["containers"]
-    args = container["args"]
-    at = args.index("--sync")
-    del args[at : at + 6]  # --sync pserver --pservers ... --keys ...
-    container["args"] = [*head, "/opt/venv/bin/distconv", *args[1:]]
-    drop = {"DISTCONV_PSERVERS", "DISTCONV_KEYS"}
-    container["env"] = [v for v in container["env"] if v["name"] not in drop]
-    return job
 
 
 def _placed(head: list[str]) -> subprocess.CompletedProcess:
@@ -51,18 +37,18 @@ def test_an_emptied_environment_trains_as_rank_0_of_1():
 
 @pytest.mark.parametrize("head", [["env", "-i"], ["env", "--ignore-environment"]])
 def test_a_job_of_one_rank_with_an_emptied_environment_passes(head):
-    assert manifest_problems([_job(1, head)]) == []
+    assert manifest_problems([workers_job(1, head)]) == []
 
 
 def test_a_job_of_more_ranks_is_refused_for_what_happens():
-    assert manifest_problems([_job(3, ["env", "-i"])]) == [
+    assert manifest_problems([workers_job(3, ["env", "-i"])]) == [
         "Job j-worker: the ranks' command line takes JOB_COMPLETION_INDEX from them (env -i, "
         "env -u, exec -c): with no index every rank would train as rank 0 of 1 (the Job runs 3)"
     ]
 
 
 def test_an_index_set_again_after_env_i_is_the_index():
-    job = _job(3, ["env", "-i", "JOB_COMPLETION_INDEX=$(JOB_COMPLETION_INDEX)"])
+    job = workers_job(3, ["env", "-i", "JOB_COMPLETION_INDEX=$(JOB_COMPLETION_INDEX)"])
     assert manifest_problems([job]) == [
         "Job j-worker: DISTCONV_WORLD_SIZE is not set; every rank would refuse to start "
         "(the Job runs 3)"
@@ -74,7 +60,7 @@ def test_a_world_size_set_again_after_env_i_is_refused_without_the_index():
     to start; the check compared 3 with the completions and passed the Job."""
     refused = _placed(["env", "-i", "DISTCONV_WORLD_SIZE=3"])
     assert refused.returncode != 0 and "nothing says which one this is" in refused.stderr
-    job = _job(3, ["env", "-i", "DISTCONV_WORLD_SIZE=3"])
+    job = workers_job(3, ["env", "-i", "DISTCONV_WORLD_SIZE=3"])
     assert manifest_problems([job]) == [
         "Job j-worker: DISTCONV_WORLD_SIZE '3' but the ranks' command line takes "
         "JOB_COMPLETION_INDEX from them (env -i, env -u, exec -c): every rank would refuse to start"
@@ -83,4 +69,4 @@ def test_a_world_size_set_again_after_env_i_is_refused_without_the_index():
 
 def test_a_world_size_of_one_set_again_after_env_i_passes_a_job_of_one():
     assert _placed(["env", "-i", "DISTCONV_WORLD_SIZE=1"]).stdout.split() == ["0", "1"]
-    assert manifest_problems([_job(1, ["env", "-i", "DISTCONV_WORLD_SIZE=1"])]) == []
+    assert manifest_problems([workers_job(1, ["env", "-i", "DISTCONV_WORLD_SIZE=1"])]) == []

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,7 +36,7 @@ def _start(head: list[str], flags: list[str]) -> subprocess.CompletedProcess:
 
 
 def _problems(workers: int, head: list[str], flags: list[str]) -> list[str]:
-    job = _job(workers, head)
+    job = workers_job(workers, head)
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*container["args"], *flags]
     return manifest_problems([job])

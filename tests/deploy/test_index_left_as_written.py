@@ -12,7 +12,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,22 +36,22 @@ def _refused(job: dict, problem: str, tmp_path) -> None:
 
 
 def test_the_index_in_the_pods_env_is_left_as_written(tmp_path):
-    job = _pod_env(_job(3, []), RANK=_INDEX, WORLD_SIZE="3")
+    job = _pod_env(workers_job(3, []), RANK=_INDEX, WORLD_SIZE="3")
     _refused(job, f"RANK '{_INDEX}' {_LEFT}", tmp_path)
 
 
 def test_a_variable_holding_the_index_is_filled_in_as_written(tmp_path):
-    job = _pod_env(_job(3, ["env", "RANK=$(R)", "WORLD_SIZE=3"]), R=_INDEX)
+    job = _pod_env(workers_job(3, ["env", "RANK=$(R)", "WORLD_SIZE=3"]), R=_INDEX)
     _refused(job, f"RANK '{_INDEX}' {_LEFT}", tmp_path)
 
 
 def test_an_escaped_index_is_no_index(tmp_path):
-    job = _job(3, ["env", "RANK=$$(JOB_COMPLETION_INDEX)", "WORLD_SIZE=3"])
+    job = workers_job(3, ["env", "RANK=$$(JOB_COMPLETION_INDEX)", "WORLD_SIZE=3"])
     _refused(job, f"RANK '{_INDEX}' {_LEFT}", tmp_path)
 
 
 def test_a_job_that_is_not_indexed_has_no_index_to_fill_in(tmp_path):
-    job = _job(1, ["env", f"RANK={_INDEX}", "WORLD_SIZE=1"])
+    job = workers_job(1, ["env", f"RANK={_INDEX}", "WORLD_SIZE=1"])
     del job["spec"]["completionMode"]
     _refused(job, f"RANK '{_INDEX}' {_LEFT}", tmp_path)
 
@@ -65,13 +65,13 @@ def test_a_job_that_is_not_indexed_has_no_index_to_fill_in(tmp_path):
     ],
 )
 def test_the_index_on_an_indexed_jobs_command_line_is_filled_in(head, tmp_path):
-    job = _job(3, head)
+    job = workers_job(3, head)
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []
 
 
 def test_more_around_the_index_on_the_command_line_is_each_pods_own(tmp_path):
     """``RANK=0$(JOB_COMPLETION_INDEX)``: 00, 01, 02, which only each pod knows: not judged."""
-    job = _job(3, ["env", f"RANK=0{_INDEX}", "WORLD_SIZE=3"])
+    job = workers_job(3, ["env", f"RANK=0{_INDEX}", "WORLD_SIZE=3"])
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,7 +28,7 @@ def test_env_u_takes_the_index_alone():
     argv = ["env", "-u", "JOB_COMPLETION_INDEX", sys.executable, "-c", _PLACE]
     out = subprocess.run(argv, env=pod, capture_output=True, text=True, timeout=30)
     assert out.stdout.split() == ["0", "1", "j"], out.stderr  # the job id kept: not emptied
-    job = _job(3, ["env", "-u", "JOB_COMPLETION_INDEX"])
+    job = workers_job(3, ["env", "-u", "JOB_COMPLETION_INDEX"])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["env"] = [v for v in container["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]
     assert manifest_problems([job]) == [

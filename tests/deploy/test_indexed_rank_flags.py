@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,7 +52,7 @@ def test_ranks_placed_by_both_flags_read_no_variable(head, drop):
     if not drop:
         pod["DISTCONV_WORLD_SIZE"] = "3"
     assert _placed(head or ["env"], pod) == ["1", "3"]
-    job = _job(3, head)
+    job = workers_job(3, head)
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*container["args"], *_FLAGS]
     if drop:
@@ -63,7 +63,7 @@ def test_ranks_placed_by_both_flags_read_no_variable(head, drop):
 def test_one_flag_alone_is_still_judged():
     """``--world-size 3`` alone behind ``env -i DISTCONV_WORLD_SIZE=3``: no index and no
     ``--rank``, so every rank refuses to start, and the check still says so."""
-    job = _job(3, ["env", "-i", "DISTCONV_WORLD_SIZE=3"])
+    job = workers_job(3, ["env", "-i", "DISTCONV_WORLD_SIZE=3"])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*container["args"], "--world-size", "3"]
     (problem,) = manifest_problems([job])

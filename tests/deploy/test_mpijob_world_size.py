@@ -4,7 +4,6 @@ size``), and the check passed it."""
 
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 import subprocess
@@ -13,26 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from distconv.deploy import manifest_problems, render_manifests
+from distconv.deploy import manifest_problems
+from tests.deploy.job_shapes import mpijob
 
 pytestmark = pytest.mark.timeout(120)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _mpijob(value: dict | None, args: list[str] = ()) -> list[dict]:
-    objs = copy.deepcopy(render_manifests(job_name="m", workers=4, servers=0, image="d:1"))
-    launcher = objs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-    (container,) = launcher["containers"]
-    if value is not None:
-        container["env"].append({"name": "DISTCONV_WORLD_SIZE", **value})
-    container["args"] += list(args)
-    return objs
-
-
 @pytest.mark.parametrize("size", ["3", "8", "", "four"])
 def test_a_world_size_other_than_np_is_refused(size):
-    (problem,) = manifest_problems(_mpijob({"value": size}))
+    (problem,) = manifest_problems(mpijob({"value": size}))
     assert f"DISTCONV_WORLD_SIZE {size!r} but mpirun starts 4 ranks (-np)" in problem
 
 
@@ -47,7 +37,7 @@ def test_a_world_size_other_than_np_is_refused(size):
     ],
 )
 def test_np_itself_or_a_size_the_cluster_fills_in_passes(value):
-    assert manifest_problems(_mpijob(value)) == []
+    assert manifest_problems(mpijob(value)) == []
 
 
 def _under_mpiexec(world_size: str, out: Path) -> subprocess.CompletedProcess:

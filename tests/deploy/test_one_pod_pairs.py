@@ -12,7 +12,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -22,7 +22,7 @@ _REFUSED = "every rank would refuse to start"
 def _one_pod(head: list[str], size: str | None) -> dict:
     """The workers' Job of one pod, not Indexed, its rank behind ``head`` with
     DISTCONV_WORLD_SIZE ``size`` (None: not set)."""
-    job = _job(1, head)
+    job = workers_job(1, head)
     del job["spec"]["completionMode"]
     (container,) = job["spec"]["template"]["spec"]["containers"]
     env = [v for v in container["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]

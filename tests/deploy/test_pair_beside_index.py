@@ -16,7 +16,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +40,7 @@ def _with_flags(job: dict, flags: list[str]) -> dict:
     ],
 )
 def test_a_pair_that_agrees_with_the_index_passes(head, flags, tmp_path):
-    job = _with_flags(_job(3, ["env", *head]), flags)
+    job = _with_flags(workers_job(3, ["env", *head]), flags)
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []
 
@@ -69,14 +69,14 @@ def test_a_pair_that_agrees_with_the_index_passes(head, flags, tmp_path):
     ],
 )
 def test_a_pair_that_stops_the_ranks_beside_the_index_is_named(head, flags, problem, tmp_path):
-    job = _with_flags(_job(3, ["env", *head]), flags)
+    job = _with_flags(workers_job(3, ["env", *head]), flags)
     assert not trains(job, tmp_path)
     assert "Traceback" in start_pod(job, 1, tmp_path).stderr
     assert manifest_problems([job]) == [f"Job j-worker: {problem}"]
 
 
 def test_a_pair_in_the_pods_env_is_read_too(tmp_path):
-    job = _job(3, [])
+    job = workers_job(3, [])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["env"] = [*container["env"], {"name": "WORLD_SIZE", "value": "3"}]
     assert not trains(job, tmp_path)
@@ -95,7 +95,7 @@ def test_a_pair_in_the_pods_env_is_read_too(tmp_path):
     ],
 )
 def test_rank_0_beside_the_index_of_a_job_of_one_passes(head, tmp_path):
-    job = _job(1, head)
+    job = workers_job(1, head)
     assert start_pod(job, 0, tmp_path).placed == (0, 1)
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []
@@ -103,7 +103,7 @@ def test_rank_0_beside_the_index_of_a_job_of_one_passes(head, tmp_path):
 
 @pytest.mark.timeout(60)  # one pod to start
 def test_rank_0_in_the_pods_env_beside_the_index_passes(tmp_path):
-    job = _job(1, [])
+    job = workers_job(1, [])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["env"] = [
         *container["env"],
@@ -116,7 +116,7 @@ def test_rank_0_in_the_pods_env_beside_the_index_passes(tmp_path):
 
 @pytest.mark.timeout(60)  # one pod to start
 def test_another_rank_beside_the_index_of_a_job_of_one_is_named(tmp_path):
-    job = _job(1, ["env", "RANK=1", "WORLD_SIZE=1"])
+    job = workers_job(1, ["env", "RANK=1", "WORLD_SIZE=1"])
     assert not trains(job, tmp_path)
     assert manifest_problems([job]) == [
         "Job j-worker: RANK '1' is every rank's, beside the Job index: each rank whose index "

@@ -18,7 +18,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import trains
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,7 +38,7 @@ _DISAGREE = f"{_REFUSED} (two sources disagree about the rank)"
     ],
 )
 def test_a_local_rank_the_ranks_agree_with_passes(head, tmp_path):
-    job = _job(3, head)
+    job = workers_job(3, head)
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []
 
@@ -64,14 +64,14 @@ def test_a_local_rank_the_ranks_agree_with_passes(head, tmp_path):
     ],
 )
 def test_a_local_rank_that_stops_the_ranks_is_named(head, problem, tmp_path):
-    job = _job(3, head)
+    job = workers_job(3, head)
     assert not trains(job, tmp_path)
     assert manifest_problems([job]) == [f"Job j-worker: {problem}"]
 
 
 @pytest.mark.parametrize("local", ["1", _INDEX])
 def test_a_later_pairs_local_rank_beside_the_index_passes(local, tmp_path):
-    job = _job(3, ["env", *_PAIRS, f"MPI_LOCALRANKID={local}"])
+    job = workers_job(3, ["env", *_PAIRS, f"MPI_LOCALRANKID={local}"])
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []
 
@@ -87,13 +87,13 @@ def test_a_later_pairs_local_rank_beside_the_index_passes(local, tmp_path):
     ],
 )
 def test_pairs_whose_local_ranks_disagree_are_named(locals_, problem, tmp_path):
-    job = _job(3, ["env", "-i", *_PAIRS, *locals_])
+    job = workers_job(3, ["env", "-i", *_PAIRS, *locals_])
     assert not trains(job, tmp_path)
     assert manifest_problems([job]) == [f"Job j-worker: {problem}{_DISAGREE}"]
 
 
 def test_a_later_pairs_local_rank_out_of_the_world_is_named(tmp_path):
-    job = _job(3, ["env", *_PAIRS, "MPI_LOCALRANKID=5"])
+    job = workers_job(3, ["env", *_PAIRS, "MPI_LOCALRANKID=5"])
     assert not trains(job, tmp_path)
     assert manifest_problems([job]) == [
         "Job j-worker: MPI_LOCALRANKID '5' is out of range for WORLD_SIZE '3': every rank "

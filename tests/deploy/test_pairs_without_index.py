@@ -13,7 +13,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,7 +23,7 @@ _REFUSED = "every rank would refuse to start"
 
 def _shell_job(workers: int, head: str) -> dict:
     """The workers' Job whose ranks run ``sh -c "HEAD /opt/venv/bin/distconv train ..."``."""
-    job = _job(workers, [])
+    job = workers_job(workers, [])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["command"] = ["sh", "-c", " ".join([head, *container.pop("args")])]
     return job
@@ -47,7 +47,7 @@ def _agree(job: dict, problems: list[str], tmp_path) -> None:
     ],
 )
 def test_ranks_placed_by_a_pair_without_the_index_pass(head, tmp_path):
-    job = _job(3, head)
+    job = workers_job(3, head)
     assert trains(job, tmp_path)
     assert start_pod(job, 2, tmp_path).placed == (2, 3)
     assert manifest_problems([job]) == []
@@ -84,7 +84,7 @@ def test_a_pair_in_a_shell_string_passes(tmp_path):
     ],
 )
 def test_what_a_pair_without_the_index_says_is_judged(head, problem, tmp_path):
-    job = _job(3, ["env", "-i", *head])
+    job = workers_job(3, ["env", "-i", *head])
     problems = manifest_problems([job])
     assert problems == [f"Job j-worker: {problem}"]
     _agree(job, problems, tmp_path)
@@ -102,7 +102,7 @@ def test_a_literal_rank_in_a_read_shell_string_is_judged(tmp_path):
 
 @pytest.mark.parametrize(("rank", "passes"), [("0", True), ("1", False)])
 def test_a_job_of_one_takes_rank_0_of_a_pair(rank, passes, tmp_path):
-    job = _job(1, ["env", "-i", f"RANK={rank}", "WORLD_SIZE=1"])
+    job = workers_job(1, ["env", "-i", f"RANK={rank}", "WORLD_SIZE=1"])
     problems = manifest_problems([job])
     assert (problems == []) is passes, problems
     _agree(job, problems, tmp_path)

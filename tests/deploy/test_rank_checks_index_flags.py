@@ -16,8 +16,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_k252_mpi_world_size import _mpijob
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.job_shapes import mpijob, workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,7 +26,7 @@ _HERE = "Job j-worker container worker"
 
 def _flagged(workers: int, *flags: str, indexed: bool = True) -> dict:
     """The workers' Job of ``workers`` ranks given ``flags``; not Indexed unless ``indexed``."""
-    job = _job(workers, [])
+    job = workers_job(workers, [])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*container["args"], *flags]
     if not indexed:
@@ -73,7 +72,7 @@ def test_the_rank_of_the_index_where_the_pods_have_it_passes(indexed, tmp_path):
 def test_the_index_under_an_mpijob_is_named():
     """mpirun passes the launcher's arguments to every rank; the launcher's pod is no Indexed
     Job's, so the text reaches them as written and the ranks' parser refuses it."""
-    objs = _mpijob(None, ["--rank", _INDEX])
+    objs = mpijob(None, ["--rank", _INDEX])
     parse = "import sys; from distconv.train_args import train_parser as t; "
     parse += "t().parse_args(sys.argv[1:])"
     refused = subprocess.run(

@@ -11,7 +11,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -20,7 +20,7 @@ _INDEX = "$(JOB_COMPLETION_INDEX)"
 
 def _flagged(rank: str, env: list[dict] | None = None, **container: object) -> dict:
     """The workers' Job of 3 whose ranks give ``--rank rank --world-size 3``."""
-    job = _job(3, [])
+    job = workers_job(3, [])
     (spec,) = job["spec"]["template"]["spec"]["containers"]
     spec["args"] = [*spec["args"], "--rank", rank, "--world-size", "3"]
     spec["env"] = [*spec["env"], *(env or [])]

@@ -12,8 +12,7 @@ import pytest
 from distconv.deploy import manifest_problems
 from distconv.runtime import detect_runtime
 from tests.deploy.index_pods import trains
-from tests.deploy.test_k256_emptied_env import _job
-from tests.deploy.test_k274_pair_docs import _text
+from tests.deploy.job_shapes import kubernetes_doc_text, workers_job
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,16 +24,19 @@ def test_the_first_pairs_local_rank_is_held_to_the_index_as_the_docs_say(tmp_pat
     assert (
         "the first pair's local rank (`RANK`'s before `OMPI_...`'s before `PMI_...`'s), where "
         "set, 0 beside the index, and each later pair's, where both are set, the first's"
-    ) in _text()
-    job = _job(3, ["env", *_PAIRS, "LOCAL_RANK=1", "MPI_LOCALRANKID=1"])
+    ) in kubernetes_doc_text()
+    job = workers_job(3, ["env", *_PAIRS, "LOCAL_RANK=1", "MPI_LOCALRANKID=1"])
     assert not trains(job, tmp_path)
     assert manifest_problems([job]) != []
 
 
 def test_a_later_pairs_local_rank_passes_and_is_used_as_the_docs_say(tmp_path):
-    assert "So `MPI_LOCALRANKID=1` beside a `RANK` with no `LOCAL_RANK` is not refused" in _text()
-    assert "so set the local rank to 0 in every pair that sets one" in _text()
-    job = _job(3, ["env", *_PAIRS, "MPI_LOCALRANKID=1"])
+    assert (
+        "So `MPI_LOCALRANKID=1` beside a `RANK` with no `LOCAL_RANK` is not refused"
+        in kubernetes_doc_text()
+    )
+    assert "so set the local rank to 0 in every pair that sets one" in kubernetes_doc_text()
+    job = workers_job(3, ["env", *_PAIRS, "MPI_LOCALRANKID=1"])
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []
     env = {"RANK": "2", "WORLD_SIZE": "3", "PMI_RANK": "2", "PMI_SIZE": "3"}

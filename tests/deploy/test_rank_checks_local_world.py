@@ -11,7 +11,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -21,7 +21,9 @@ _INDEX = "$(JOB_COMPLETION_INDEX)"
 def _flagged(size: str, local: str, world: str) -> dict:
     """The workers' Job of 3 whose ranks see (only) ``RANK``/``WORLD_SIZE`` ``size`` and
     ``LOCAL_RANK`` ``local`` and give ``--world-size world``."""
-    job = _job(3, ["env", "-i", f"RANK={_INDEX}", f"WORLD_SIZE={size}", f"LOCAL_RANK={local}"])
+    job = workers_job(
+        3, ["env", "-i", f"RANK={_INDEX}", f"WORLD_SIZE={size}", f"LOCAL_RANK={local}"]
+    )
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*container["args"], "--world-size", world]
     return job

@@ -11,7 +11,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,7 +22,7 @@ _RANK = "(two sources disagree about the rank)"
 
 def _flagged(head: list[str], *flags: str) -> dict:
     """The workers' Job of 3 whose ranks start behind ``head`` and give ``flags``."""
-    job = _job(3, head)
+    job = workers_job(3, head)
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*container["args"], *flags]
     return job

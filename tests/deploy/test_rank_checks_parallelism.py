@@ -10,13 +10,13 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import trains
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def _parallel(parallelism: int) -> dict:
-    job = _job(3, [])
+    job = workers_job(3, [])
     job["spec"]["parallelism"] = parallelism
     return job
 
@@ -37,7 +37,7 @@ def test_ranks_that_wait_for_others_are_named(parallelism):
 
 
 def test_a_job_of_one_rank_with_no_parallelism_passes(tmp_path):
-    job = _job(1, [])
+    job = workers_job(1, [])
     del job["spec"]["parallelism"]  # the API server's default: 1, every rank of 1
     assert trains(job, tmp_path)
     assert manifest_problems([job]) == []

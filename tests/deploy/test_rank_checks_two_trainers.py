@@ -12,7 +12,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod
-from tests.deploy.test_k256_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 from tests.deploy.test_sidecars import LOGGER
 
 pytestmark = pytest.mark.timeout(120)
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def _two_trainers(workers: int, indexed: bool = True) -> dict:
     """The workers' Job of ``workers`` whose pod runs its rank's container twice."""
-    job = _job(workers, [])
+    job = workers_job(workers, [])
     containers = job["spec"]["template"]["spec"]["containers"]
     containers.append({**copy.deepcopy(containers[0]), "name": "worker-2"})
     if not indexed:
@@ -49,6 +49,6 @@ def test_two_ranks_in_one_pod_are_named(workers, indexed, tmp_path):
 
 
 def test_a_sidecar_beside_the_rank_passes():
-    job = _job(3, [])
+    job = workers_job(3, [])
     job["spec"]["template"]["spec"]["containers"].append(dict(LOGGER))
     assert manifest_problems([job]) == []

@@ -12,7 +12,7 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from tests.deploy.index_pods import start_pod, trains
-from tests.deploy.test_emptied_env import _job
+from tests.deploy.job_shapes import workers_job
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(120)
 def _flagged(world: str, size: str | None, head: list[str] | None = None) -> dict:
     """The workers' Job of 3 whose ranks give ``--world-size world`` beside
     DISTCONV_WORLD_SIZE ``size`` (None: not set)."""
-    job = _job(3, head or [])
+    job = workers_job(3, head or [])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["args"] = [*container["args"], "--world-size", world]
     env = [v for v in container["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]
