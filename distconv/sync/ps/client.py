@@ -137,7 +137,7 @@ class PServerSync(
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._lagging = False  # a step's pushes may be on the shards, not in the parameters
-        self._pulled = False  # every block pulled since this worker's last step (or setup)
+        self._pushes_at_pull: list[int] | None = None  # the shards' push counts at a full pull
         self._collective = 0
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
@@ -165,7 +165,7 @@ class PServerSync(
         # one had its gradient cleared in those rows alone, the rest carried into the next step
         self._init_sparse_rows()
         self._end_step()  # a step cut short is over: its pushes were dropped
-        self._pulled = False  # another layout, and the chief seeds: no pull stands for it
+        self._pushes_at_pull = None  # another layout, and the chief seeds: no pull stands for it
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
@@ -279,38 +279,40 @@ class PServerSync(
         """In async mode, pull every block: this worker's copy holds only what it pushed, and
         other workers moved it on since. A job's only worker has none, so it pulls only where a
         step of its own did not write every reply (cut short: the shards may hold its pushes).
-
-        A worker that pulled every block and has started no step since pulls nothing: its
-        callers refresh once every rank's steps are in (the Trainer after the epoch tally's
-        fold, a collective), and no rank steps again before the checkpoint's barrier, so the
-        chief's checkpoint after the epoch's refresh would pull the same values again."""
-        if self.mode != "async" or self._pulled:
+        With no step since its last pull, it asks the shards' push counts first: none since (a
+        checkpoint after the epoch's refresh), it pulls nothing; other ranks' steps count too."""
+        if self.mode != "async" or (self.world_size == 1 and not self._lagging):
             return
-        if self.world_size > 1 or self._lagging:
+        if self._pushes_at_pull is None or self._pushes() != self._pushes_at_pull:
             self._pull_all()
+
+    def _pushes(self) -> list[int]:
+        """Each shard's count of the pushes it took, all that moves its values after its seed."""
+        asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
+        return [h["stats"]["pushes"] for h, _ in self._ask_all(asks, "pull", stoppable=True)]
 
     def _pull_all(self) -> None:
         """Pull every block's values, in as many requests per shard as its cap needs."""
+        pushes = self._pushes()  # a push after the count: the next refresh pulls again
         runs = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
             runs += [(s, run) for run in self._runs(s, blocks, [b.nbytes for b in blocks])]
         asks = [(s, {"op": "pull", "blocks": [b.id for b in run]}, ()) for s, run in runs]
         written: set[int] = set()
-        # stoppable: a shard answers a pull at once, waiting for no rank, so one silent past a
-        # stop's patience is gone or stuck, and must not hold a stopping rank for the timeout
+        # stoppable: a shard answers a pull at once, so one silent past a stop's patience is gone
         for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "pull", stoppable=True)):
             written |= self._write(run, arrays, h)
         self._values_to_device(written)
         self._lagging = False
-        self._pulled = True
+        self._pushes_at_pull = pushes
 
     # -- one step -----------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
         self._lagging = True  # until finish_step wrote every reply to its pushes
-        self._pulled = False  # its pushes, and the other workers', move the shards on
+        self._pushes_at_pull = None  # its pushes move the shards on
         self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:
