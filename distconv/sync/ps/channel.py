@@ -277,9 +277,7 @@ class ShardChannel:
         raise SyncError(
             f"rank {self.rank}: asked to stop ({signum.name}), and pserver shard(s) "
             f"{self._named([s for s, q in silent.items() if q >= patience])} gave no answer "
-            f"to {what} in the {patience:.3g} s since: it waits for a worker that is gone "
-            "(killed, out of memory) or stuck, or is gone itself; giving up the wait, the step "
-            "left incomplete"
+            f"to {what} in the {patience:.3g} s since: {_GIVING_UP.get(what, _A_STEP_GIVEN_UP)}"
         )
 
     def _refuse_ended_shards(self, missing: set[int], what: str) -> None:
@@ -385,6 +383,17 @@ class ShardChannel:
     ) -> list[tuple[dict[str, Any], list]]:
         """Send each ``(shard, header, arrays)``; their replies (see :meth:`_arrivals`)."""
         return self._wait([self._send(s, h, a) for s, h, a in headers], what, stoppable)
+
+
+#: why a stoppable wait's shard is silent, and what giving up leaves (a pull waits for no worker)
+_A_STEP_GIVEN_UP = (
+    "it waits for a worker that is gone (killed, out of memory) or stuck, or is gone itself; "
+    "giving up the wait, the step left incomplete"
+)
+_GIVING_UP = {
+    "pull": "a shard answers a pull at once, waiting for no worker, so it is gone or stuck; "
+    "giving up the pull, this rank's parameters not all the shards' values",
+}
 
 
 def _now() -> float:
