@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distconv.backend import sum_dtype, widened
+from distconv.backend import get_array_module, sum_dtype, widened
 
 
 def channel_sums(g: Any, channels: int) -> Any:
@@ -39,3 +39,17 @@ def row_sums(g: Any) -> Any:
     16-bit gradients in float32 and handed back in their own dtype."""
     wide = sum_dtype(g.dtype)
     return g.sum(axis=0) if wide is None else g.sum(axis=0, dtype=wide).astype(g.dtype)
+
+
+def add_bias(y: Any, bias: Any) -> Any:
+    """``y + bias`` (``bias`` broadcast), in ``result_type(y, bias)``: in place where ``y``
+    already holds that dtype, as it does when the bias and weights share theirs.
+
+    A layer's product is in ``result_type(input, weight)``; a bias added into it in place was
+    rounded to that dtype (a float64 bias beside a float32 weight shared from another layer came
+    out float32), where a Mixed layer takes every parameter into its output's dtype.
+    """
+    if get_array_module(y).result_type(y, bias) != y.dtype:
+        return y + bias
+    y += bias
+    return y

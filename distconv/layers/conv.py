@@ -18,7 +18,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.bias import channel_sums, row_sums
+from distconv.kernels.bias import add_bias, channel_sums, row_sums
 from distconv.kernels.conv import conv_any_backward, conv_any_forward
 from distconv.kernels.conv_columns import Columns
 from distconv.layers.base import Layer, add_grad, checked, keeps_for_backward, values_of
@@ -147,10 +147,10 @@ class ConvNd(Convolution, Layer):
             self.out_size(v.shape[2:]),
             self._columns,
         )
-        if self.bias is not None:
-            b = self.bias.value
-            y += b.reshape((1, -1) + (1,) * self.nd) if self.bias_kind == "shared" else b
-        return y
+        if self.bias is None:
+            return y
+        b = self.bias.value
+        return add_bias(y, b.reshape((1, -1) + (1,) * self.nd) if self.bias_kind == "shared" else b)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         x = self.inputs[0]

@@ -12,7 +12,7 @@ from distconv.arg import Arg
 from distconv.backend import is_float_dtype
 from distconv.init import Initializer
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.bias import row_sums
+from distconv.kernels.bias import add_bias, row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.shape import is_int
 from distconv.layers.base import Layer, add_grad
@@ -144,9 +144,7 @@ class FullyConnected(Layer):
         for x, w in zip(self._flats(inputs), self.weights):
             p = matmul(x, w.value.T)
             y = p if y is None else y + p
-        if self.bias is not None:
-            y += self.bias.value
-        return y
+        return y if self.bias is None else add_bias(y, self.bias.value)
 
     def _backward(self, dz: Any, callback: UpdateCallback) -> None:
         if self.bias is not None and not self.bias.static:

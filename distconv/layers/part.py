@@ -51,8 +51,9 @@ class LayerPart:
         key: the part's key in that layer (``"proj0"``, ``"op1"``).
     """
 
-    #: whether it reads integer values that need no gradient (a 0/1 mask): a part that computes
-    #: in its input's dtype (a convolution, a context window's padding) reads float ones only
+    #: whether it reads integer values that need no gradient (a 0/1 mask): a part whose columns
+    #: copy its input's values (a convolution, a context window's padding) reads float ones only,
+    #: as an integer image would set the dtype it computes in (result_type(input, weight))
     takes_integer_values = True
 
     def __init__(self) -> None:

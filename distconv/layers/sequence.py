@@ -13,7 +13,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module
 from distconv.kernels.activation import ActivationFunction
-from distconv.kernels.bias import row_sums
+from distconv.kernels.bias import add_bias, row_sums
 from distconv.kernels.sequence import check_offsets, segment_ids
 from distconv.layers.base import Layer, checked, grad_target, size_arg, values_of
 from distconv.parameter import UpdateCallback
@@ -95,9 +95,7 @@ class SequenceConcat(Layer):
         y = xp.empty((na + nb, a.value.shape[1]), dtype=xp.result_type(a.value, b.value))
         y[self._pos_a] = a.value
         y[self._pos_b] = b.value
-        if self.bias is not None:
-            y += self.bias.value
-        return y
+        return y if self.bias is None else add_bias(y, self.bias.value)
 
     def make_output(self, y: Any, inputs: tuple[Arg, ...]) -> Arg:
         return Arg(y, seq_starts=self._starts)
