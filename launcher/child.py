@@ -74,6 +74,20 @@ def _parent_death_signal() -> Callable[[], None] | None:
 
 
 @dataclass(frozen=True)
+class TailReader:
+    """:attr:`ChildSpec.explain` for a child whose status merges its processes' (Hydra ORs its
+    ranks'): called, the cause; :attr:`ending` reads the failing process's own status too."""
+
+    cause: Callable[[Sequence[str]], str | None]
+    #: (the failing process's status in :meth:`Child.poll`'s terms, a cause naming the child's
+    #: own) from the last lines and the child's status; None where they say nothing else
+    ending: Callable[[Sequence[str], int], tuple[int, str | None] | None]
+
+    def __call__(self, tail: Sequence[str]) -> str | None:
+        return self.cause(tail)
+
+
+@dataclass(frozen=True)
 class ChildSpec:
     """One process of the job.
 
@@ -87,8 +101,9 @@ class ChildSpec:
             stops at once at SIGINT: the launcher sends it both, once the workers are gone).
         fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
             reserved port).
-        explain: what its last lines say of its failure that its status does not (mpiexec's
-            of a rank's signal: :func:`launcher.mpi_exit.rank_signal`), or None.
+        explain: what its last lines say of its failure that its status does not, or None; a
+            :class:`TailReader` (mpiexec's: :data:`launcher.mpi_exit.rank_signal`) also
+            reads the failing rank's own status there.
         quiet: which of its lines stay out of the launcher's output (still in its log and
             :attr:`Child.tail`: Hydra's status line, :func:`launcher.mpi_exit.is_status_line`);
             None: none.
@@ -333,7 +348,8 @@ class Child:
     def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
         ``victims``: the other children that stopped because of it."""
-        code = self.poll()
+        tail = list(self.tail)
+        code, cause = self._ending(tail)
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,
@@ -341,10 +357,10 @@ class Child:
             exit_code=None if number else code,
             signal=signal_name(number) if number else None,
             log=str(self.log_path),
-            tail=list(self.tail),
+            tail=tail,
             restart=restart,
             signal_number=number,
-            cause=self.spec.explain(list(self.tail)) if self.spec.explain else None,
+            cause=cause,
             victims=[
                 {
                     "role": v.spec.role,
@@ -355,6 +371,14 @@ class Child:
                 for v in victims
             ],
         )
+
+    def _ending(self, tail: list[str]) -> tuple[int | None, str | None]:
+        """The failure's status and cause: the child's own, or what a TailReader reads."""
+        code, explain = self.poll(), self.spec.explain
+        cause = explain(tail) if explain is not None else None
+        if isinstance(explain, TailReader) and code is not None:
+            return explain.ending(tail, code) or (code, cause)
+        return code, cause
 
 
 def running_groups() -> set[int] | None:

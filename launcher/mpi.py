@@ -5,7 +5,8 @@ MPICH's Hydra and OpenMPI's ``mpirun`` spell the same things differently: the pr
 (Hydra passes all of it with ``-genvall``; OpenMPI exports each variable named with ``-x``), the
 rank before each output line (``-prepend-rank`` / ``--tag-output``), and OpenMPI alone needs
 ``--oversubscribe``, ``--allow-run-as-root`` and ``--bind-to none`` (Hydra binds nothing), Hydra
-alone ``-print-all-exitcodes`` (its exit status cannot tell a rank's signal from an exit code).
+alone ``-print-all-exitcodes`` (its exit status ORs its ranks': it tells neither a rank's signal
+nor its exit code).
 Hostfiles are read in both formats (``host:slots`` as MPICH writes them, ``host slots=N`` as
 OpenMPI does) and passed on as a host list, so either file works with either MPI.
 """
@@ -292,8 +293,8 @@ def mpi_command(
         if opts.hosts:
             argv += ["-hosts", hosts_arg(opts.hosts)]
         argv += ["-genvall", "-prepend-rank"]  # "[1] line": which rank said it
-        # each process's own wait status at the end, which alone tells a rank's signal from
-        # its exit code (Hydra's banner ORs them: launcher.mpi_exit)
+        # each process's own wait status at the end, which alone tells the failing rank's
+        # signal or exit code (Hydra's banner and exit status OR them: launcher.mpi_exit)
         argv += ["-print-all-exitcodes"]
     else:
         argv = [mpiexec, "-np", str(opts.np)]

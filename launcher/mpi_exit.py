@@ -5,7 +5,7 @@ and OpenMPI's ``mpirun`` with its own code, the same statuses as a rank's ``exit
 report said "mpiexec 0 failed with exit code 9" either way. Both name the signal in their last
 lines, Hydra without the rank (``YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed
 (signal 9)``), OpenMPI with it (``mpirun noticed that process rank 1 with PID 4242 on node a
-exited on signal 9 (Killed).``); :func:`rank_signal` reads them.
+exited on signal 9 (Killed).``); :func:`signal_cause` reads them.
 
 Hydra's line alone cannot be trusted: it shows the bitwise OR of every process's wait status,
 and once a rank fails Hydra SIGKILLs the others, whose status (signal 9) it sometimes has
@@ -16,6 +16,11 @@ status (``-print-all-exitcodes``: ``[mpiexec@a] Exit codes: [a] 9,2304``, a furt
 ``[b] 0,0`` for each further host), and where that line is there it alone is read: a signal
 other than SIGKILL is a rank's own; a SIGKILL is one only where no rank exited non-zero of
 itself (the cleanup follows a failure; it never comes first).
+
+Hydra's exit status is that OR too, so a rank's ``exit(3)`` beside the cleanup's SIGKILL made
+the launcher exit 9. Where the statuses are there, the launcher reports and exits with the
+failing rank's own (:func:`rank_status`), and names mpiexec's in the cause
+(:data:`rank_signal`, the :class:`~launcher.child.TailReader` the launcher gives mpiexec).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import re
 import signal
 from collections.abc import Sequence
 
-from .child import signal_name
+from .child import TailReader, signal_name
 
 # matched from a line's first character: mpiexec's own lines are bare, while every line of a
 # rank comes behind the rank MPI puts in front of it (``[1] ``, ``[1,1]<stdout>:``), so a rank
@@ -45,7 +50,7 @@ _HYDRA_CODES = re.compile(r"\[mpiexec@[^\]]*\] Exit codes: (.*)")
 _HOST_CODES = re.compile(r"\[(?!\d+\])[^\]]*\] (\d+(?:,\d+)*)")
 
 
-def rank_signal(tail: Sequence[str]) -> str | None:
+def signal_cause(tail: Sequence[str]) -> str | None:
     """``rank 1 died of signal 9 (SIGKILL), as mpiexec says`` from the last lines of
     ``mpiexec``'s output (``a rank`` where MPI names none); None where they name no signal.
     Hydra's statuses of every process, where the lines hold them, say it alone (see above)."""
@@ -97,8 +102,40 @@ def rank_signal_number(statuses: Sequence[int]) -> int | None:
     return int(signal.SIGKILL) if signals and not exited else None
 
 
+def rank_status(statuses: Sequence[int]) -> int | None:
+    """The failing rank's own status from every process's wait status, in
+    :meth:`launcher.child.Child.poll`'s terms: the first exit code that is not 0, else minus
+    the signal :func:`rank_signal_number` names; None where neither (all zero)."""
+    for status in statuses:
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
+            return os.WEXITSTATUS(status)
+    number = rank_signal_number(statuses)
+    return None if number is None else -number
+
+
+def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None:
+    """The failing rank's own status (:func:`rank_status`) and the cause, naming mpiexec's own
+    status ``code``, from Hydra's status lines in ``tail``; None where they are not there, say
+    nothing (all zero), or agree with ``code``: then mpiexec's status is reported as it is."""
+    statuses = hydra_statuses(tail)
+    own = None if statuses is None else rank_status(statuses)
+    if own is None or own == code:
+        return None
+    said = [f"a rank exited with code {own}"] if own > 0 else []
+    signalled = signal_cause(tail)  # a rank's own signal beside an exit is said too
+    said += [signalled] if signalled else []
+    ended = f"exited with code {code}" if code >= 0 else f"died of signal {signal_name(-code)}"
+    return own, "; ".join([*said, f"mpiexec itself {ended}"])
+
+
+#: what the launcher reads from mpiexec's last lines (its ChildSpec.explain): called, the signal
+#: a rank died of (:func:`signal_cause`); ``.ending``, the failing rank's own status (the name
+#: is the one launcher.cli has passed since this read the signal alone)
+rank_signal = TailReader(cause=signal_cause, ending=rank_ending)
+
+
 def is_status_line(line: str) -> bool:
     """Whether ``line`` is Hydra's ``Exit codes:`` line or a further host's statuses: kept out
     of the launcher's output (a job that succeeds ends with ``... Exit codes: [a] 0,0``), read
-    from the log's tail by :func:`rank_signal`."""
+    from the log's tail by :func:`hydra_statuses`."""
     return _HYDRA_CODES.match(line) is not None or _HOST_CODES.fullmatch(line) is not None
