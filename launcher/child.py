@@ -28,7 +28,9 @@ from distconv.procfs import stat_fields
 from .commands import LaunchError
 from .startable import not_started
 
-TAIL_LINES = 20
+#: lines of a child's end the report shows, of those its explain reads (Hydra's status block
+#: has a line per host: on 18 hosts its first line was past 20, and the banner's OR was read)
+TAIL_LINES, READ_LINES = 20, 1024
 #: a worker's exit status when it stopped because another rank failed (``distconv train``:
 #: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
 PEER_FAILED_STATUS = 75
@@ -76,7 +78,7 @@ def _parent_death_signal() -> Callable[[], None] | None:
 @dataclass(frozen=True)
 class TailReader:
     """:attr:`ChildSpec.explain` for a child whose status merges its processes' (Hydra ORs its
-    ranks'): called, the cause; :attr:`ending` reads the failing process's own status too."""
+    ranks'): called, the cause; :attr:`ending` reads the failing one's own status too."""
 
     cause: Callable[[Sequence[str]], str | None]
     #: (the failing process's status in :meth:`Child.poll`'s terms, a cause naming the child's
@@ -101,12 +103,10 @@ class ChildSpec:
             stops at once at SIGINT: the launcher sends it both, once the workers are gone).
         fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
             reserved port).
-        explain: what its last lines say of its failure that its status does not, or None; a
-            :class:`TailReader` (mpiexec's: :data:`launcher.mpi_exit.rank_signal`) also
-            reads the failing rank's own status there.
-        quiet: which of its lines stay out of the launcher's output (still in its log and
-            :attr:`Child.tail`: Hydra's status line, :func:`launcher.mpi_exit.is_status_line`);
-            None: none.
+        explain: what its last lines say of its failure that its status does not, or None (a
+            :class:`TailReader`, mpiexec's :data:`launcher.mpi_exit.rank_signal`, says more).
+        quiet: which of its lines stay out of the launcher's output, not its log or tail
+            (Hydra's status lines: :func:`launcher.mpi_exit.is_status_line`), or None.
     """
 
     role: str
@@ -205,7 +205,7 @@ class Child:
         #: monotonic time the process exited, set by the waiter thread (None while it runs)
         self.exited_at: float | None = None
         self.log_path = log_path
-        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.tail: collections.deque[str] = collections.deque(maxlen=READ_LINES)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
         try:
@@ -348,8 +348,8 @@ class Child:
     def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
         ``victims``: the other children that stopped because of it."""
-        tail = list(self.tail)
-        code, cause = self._ending(tail)
+        lines = list(self.tail)
+        code, cause = self._ending(lines)
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,
@@ -357,7 +357,7 @@ class Child:
             exit_code=None if number else code,
             signal=signal_name(number) if number else None,
             log=str(self.log_path),
-            tail=tail,
+            tail=lines[-TAIL_LINES:],
             restart=restart,
             signal_number=number,
             cause=cause,

@@ -53,11 +53,15 @@ _HOST_CODES = re.compile(r"\[(?!\d+\])[^\]]*\] (\d+(?:,\d+)*)")
 def signal_cause(tail: Sequence[str]) -> str | None:
     """``rank 1 died of signal 9 (SIGKILL), as mpiexec says`` from the last lines of
     ``mpiexec``'s output (``a rank`` where MPI names none); None where they name no signal.
-    Hydra's statuses of every process, where the lines hold them, say it alone (see above)."""
+    Hydra's statuses of every process, where the lines hold them, say it alone (see above);
+    where only their end is there (the first line cut off), nothing does: the banner below
+    them is their OR."""
     statuses = hydra_statuses(tail)
     if statuses is not None:
         number = rank_signal_number(statuses)
         return None if number is None else _said("a rank", number)
+    if any(_HOST_CODES.fullmatch(line) for line in tail):
+        return None
     for line in reversed(tail):
         found = _OPENMPI.match(line)
         if found is not None:

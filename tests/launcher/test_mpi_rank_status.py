@@ -169,3 +169,37 @@ def test_the_launcher_exits_with_the_ranks_code_under_hydras_cleanup(tmp_path):
     if not merged:  # every run was checked, but not the case the test is for: say so
         said = f"Hydra's merged status did not come up in {attempt + 1} run(s)"
         warnings.warn(said, stacklevel=1)
+
+
+def _many_hosts_ending(hosts: int) -> str:
+    """mpiexec's last lines on ``hosts`` hosts where rank 1 (on the first) exits 3 and the
+    cleanup's SIGKILL of rank 0 is in: Hydra's banner, its status block (a line per further
+    host) and its signal line, which reads the OR (768 | 9): "Killed (signal 9)"."""
+    lines = ["[1] failing on purpose", "=" * 83, "=   BAD TERMINATION OF ONE OF YOUR APPLICATION"]
+    lines.append("[mpiexec@node-0] Exit codes: [node-0] 9,768")
+    lines += [f"[node-{i}] 9,9" for i in range(1, hosts)]
+    lines += [BANNER, "This typically refers to a problem with your application."]
+    lines.append("Please see the FAQ page for debugging suggestions")
+    return "printf '%s\\n' " + " ".join(f"'{line}'" for line in lines) + "; exit 9"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("hosts", [2, 17, 18, 64])
+def test_the_status_block_of_many_hosts_is_read_whole(tmp_path, hosts):
+    """A line per host: on 18 hosts the block and the three lines below it passed the 20
+    lines kept of mpiexec's output, its first line was lost, and the banner's OR was read: a
+    rank's exit(3) beside the cleanup's SIGKILL reported as "a rank died of signal 9" (and
+    mpiexec's merged 9 as the status). The report still shows the last 20 lines."""
+    failure = _failure_of(tmp_path, _many_hosts_ending(hosts))
+    assert (failure.exit_code, failure.signal, failure.status) == (3, None, 3), failure.cause
+    assert failure.cause == "a rank exited with code 3; mpiexec itself exited with code 9"
+    assert len(failure.tail) == min(20, hosts + 6)
+    assert failure.tail[-1] == "Please see the FAQ page for debugging suggestions"
+
+
+def test_a_status_block_cut_off_is_not_taken_for_the_banners_signal():
+    """Where the block's first line is gone (more hosts than the lines kept), the banner below
+    it is the statuses' OR: it names no rank's signal, and mpiexec's status stays."""
+    tail = [f"[node-{i}] 9,9" for i in range(1, 18)] + [BANNER, "This typically refers"]
+    assert rank_signal(tail) is None
+    assert rank_signal.ending(tail, 9) is None
