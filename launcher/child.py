@@ -104,7 +104,7 @@ class ChildSpec:
         fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
             reserved port).
         explain: what its last lines say of its failure that its status does not, or None (a
-            :class:`TailReader`, mpiexec's :data:`launcher.mpi_exit.rank_signal`, says more).
+            :class:`TailReader`, mpiexec's :data:`launcher.mpi_exit.mpiexec_tail`, says more).
         quiet: which of its lines stay out of the launcher's output, not its log or tail
             (Hydra's status lines: :func:`launcher.mpi_exit.is_status_line`), or None.
     """

@@ -20,7 +20,7 @@ itself (the cleanup follows a failure; it never comes first).
 Hydra's exit status is that OR too, so a rank's ``exit(3)`` beside the cleanup's SIGKILL made
 the launcher exit 9. Where the statuses are there, the launcher reports and exits with the
 failing rank's own (:func:`rank_status`), and names mpiexec's in the cause
-(:data:`rank_signal`, the :class:`~launcher.child.TailReader` the launcher gives mpiexec).
+(:data:`mpiexec_tail`, the :class:`~launcher.child.TailReader` the launcher gives mpiexec).
 """
 
 from __future__ import annotations
@@ -133,9 +133,8 @@ def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None
 
 
 #: what the launcher reads from mpiexec's last lines (its ChildSpec.explain): called, the signal
-#: a rank died of (:func:`signal_cause`); ``.ending``, the failing rank's own status (the name
-#: is the one launcher.cli has passed since this read the signal alone)
-rank_signal = TailReader(cause=signal_cause, ending=rank_ending)
+#: a rank died of (:func:`signal_cause`); ``.ending``, the failing rank's own status
+mpiexec_tail = TailReader(cause=signal_cause, ending=rank_ending)
 
 
 def is_status_line(line: str) -> bool:

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from launcher.mpi_exit import rank_signal
+from launcher.mpi_exit import signal_cause
 from tests.launcher.launch_cli import launch
 
 #: mpiexec's (Hydra's) own line when a rank dies of a signal
@@ -65,11 +65,11 @@ def test_the_signal_is_read_from_either_mpis_last_lines():
     openmpi = (
         "mpirun noticed that process rank 1 with PID 4242 on node a exited on signal 6 (Aborted)."
     )
-    assert rank_signal(["[0] x", hydra, "Please see the FAQ"]) == (
+    assert signal_cause(["[0] x", hydra, "Please see the FAQ"]) == (
         "a rank died of signal 11 (SIGSEGV), as mpiexec says"
     )
-    assert rank_signal([openmpi, "---"]) == "rank 1 died of signal 6 (SIGABRT), as mpiexec says"
-    assert rank_signal(["[1] Abort(9) on node 1 (rank 1 in comm 0)"]) is None
+    assert signal_cause([openmpi, "---"]) == "rank 1 died of signal 6 (SIGABRT), as mpiexec says"
+    assert signal_cause(["[1] Abort(9) on node 1 (rank 1 in comm 0)"]) is None
 
 
 @pytest.mark.parametrize("tag", ["", "[1] "], ids=["mpiexec", "rank"])
@@ -78,7 +78,7 @@ def test_an_older_hydras_line_without_your_is_read_too(tag):
     was read before its match was anchored; a rank's own such line still comes behind its tag."""
     line = tag + "APPLICATION TERMINATED WITH THE EXIT STRING: Hangup (signal 1)"
     said = "a rank died of signal 1 (SIGHUP), as mpiexec says"
-    assert rank_signal([line]) == (None if tag else said)
+    assert signal_cause([line]) == (None if tag else said)
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_an_older_hydras_line_without_your_is_read_too(tag):
 )
 def test_a_ranks_own_line_is_not_mpiexecs(line):
     """Every line of a rank comes behind its MPI tag; only mpiexec's own, bare lines count."""
-    assert rank_signal(["[0] step 3", line, "[0] step 4"]) is None
+    assert signal_cause(["[0] step 3", line, "[0] step 4"]) is None
 
 
 #: Hydra's banner where rank 1 exited 9 and rank 0 was SIGKILLed by Hydra's cleanup before its
@@ -117,7 +117,7 @@ def test_a_ranks_exit_9_beside_hydras_cleanup_sigkill_is_no_signal():
     """Hydra's banner ORs every process's status: rank 1's exit(9) (9 << 8) with the SIGKILL
     (9) it ends rank 0 with read "Killed (signal 9)", under load now and then; each process's
     own status (-print-all-exitcodes) says rank 1 exited 9 and the SIGKILL was the cleanup's."""
-    assert rank_signal(EXIT_9_THEN_CLEANUP) is None
+    assert signal_cause(EXIT_9_THEN_CLEANUP) is None
 
 
 @pytest.mark.parametrize(
@@ -140,4 +140,4 @@ def test_each_processs_own_status_says_whether_a_rank_died_of_a_signal(codes, sa
     first, *more = codes.split("\n")
     tail = ["[0] step 3", f"[mpiexec@a] Exit codes: {first}", *more, HYDRA_LINE]
     expected = None if said is None else f"a rank died of {said}, as mpiexec says"
-    assert rank_signal(tail) == expected
+    assert signal_cause(tail) == expected

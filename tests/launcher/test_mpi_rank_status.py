@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 from launcher.child import Child, ChildSpec
-from launcher.mpi_exit import rank_signal, rank_status
+from launcher.mpi_exit import mpiexec_tail, rank_status
 from tests.launcher.launch_cli import launch
 
 #: the banner line Hydra prints below its status lines (the statuses' OR: not to be read)
@@ -65,7 +65,7 @@ def _itself(code: int) -> str:
     ],
 )  # fmt: skip
 def test_the_failing_ranks_own_status_is_read_from_hydras_lines(codes, mpiexec, expected):
-    assert rank_signal.ending(_tail(*codes), mpiexec) == expected
+    assert mpiexec_tail.ending(_tail(*codes), mpiexec) == expected
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,7 @@ def test_the_failing_ranks_own_status_is_read_from_hydras_lines(codes, mpiexec, 
     ids=["banner-only", "openmpi", "rank-quotes-it", "empty"],
 )
 def test_without_hydras_status_lines_mpiexecs_status_stays(tail):
-    assert rank_signal.ending(tail, 9) is None
+    assert mpiexec_tail.ending(tail, 9) is None
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_rank_status_in_the_terms_of_a_childs_status(statuses, expected):
 
 def _failure_of(tmp_path, script: str):
     """The Failure of a real child that prints ``script``'s lines as mpiexec would."""
-    spec = ChildSpec("mpiexec", 0, ["sh", "-c", script], prefix="", explain=rank_signal)
+    spec = ChildSpec("mpiexec", 0, ["sh", "-c", script], prefix="", explain=mpiexec_tail)
     with open(tmp_path / "out", "wb") as out:
         child = Child(spec, tmp_path / "mpiexec-0.log", out, threading.Lock())
         deadline = time.monotonic() + 10
@@ -201,5 +201,5 @@ def test_a_status_block_cut_off_is_not_taken_for_the_banners_signal():
     """Where the block's first line is gone (more hosts than the lines kept), the banner below
     it is the statuses' OR: it names no rank's signal, and mpiexec's status stays."""
     tail = [f"[node-{i}] 9,9" for i in range(1, 18)] + [BANNER, "This typically refers"]
-    assert rank_signal(tail) is None
-    assert rank_signal.ending(tail, 9) is None
+    assert mpiexec_tail(tail) is None
+    assert mpiexec_tail.ending(tail, 9) is None
