@@ -18,14 +18,13 @@ FAILS = "import sys; print('failing on purpose', flush=True); sys.exit(3)\n"
 
 
 def _documented_fields() -> set[str]:
+    """The fields the list under "`failure.json` holds the same:" names: each item's names
+    before its first ": " (what the fields hold follows it)."""
     text = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-    start = text.index("`failure.json` holds the same: ")
-    listed = text[start : text.index("Where `failure.json` cannot be written", start)]
-    # a victim's own keys ({"role", "rank", ...}) are not the report's
-    listed = listed.split("`victims`: ", 1)[0] + "`victims`"
-    while re.search(r"\([^()]*\)", listed):  # what a field holds, said in parentheses
-        listed = re.sub(r"\([^()]*\)", "", listed)
-    return set(re.findall(r"`([a-z_]+)`", listed))
+    start = text.index("`failure.json` holds the same:")
+    block = text[start : text.index("\n\n", text.index("\n- ", start))]
+    items = " ".join(block.split("\n")[1:]).split("- ")[1:]
+    return {name for item in items for name in re.findall(r"`([a-z_]+)`", item.split(": ")[0])}
 
 
 @pytest.mark.timeout(120)
