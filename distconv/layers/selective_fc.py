@@ -12,7 +12,7 @@ import numpy as np
 from distconv.arg import Arg
 from distconv.backend import get_array_module, widened
 from distconv.kernels.activation import Softmax
-from distconv.kernels.bias import row_sums
+from distconv.kernels.bias import add_bias, row_sums
 from distconv.kernels.parallel import matmul
 from distconv.kernels.rows import compact_columns
 from distconv.kernels.sequence import check_offsets, segment_ids
@@ -224,8 +224,8 @@ class SelectiveFullyConnected(FullyConnected):
             else:
                 p = xp.take_along_axis(matmul(v, w.value.T), s.safe, axis=1)
             y = p if y is None else y + p
-        if self.bias is not None:
-            y += self.bias.value[s.safe]
+        if self.bias is not None:  # in result_type(y, bias), as the full product's bias
+            y = add_bias(y, self.bias.value[s.safe])
         if s.pad is not None:
             y[s.pad] = self._pad_held(y)  # -1e5 as float16 holds it: no overflow warning
         return y

@@ -9,7 +9,7 @@ import pytest
 
 from distconv.arg import Arg
 from distconv.kernels.bias import add_bias
-from distconv.layers import Conv2D, FullyConnected, SequenceConcat
+from distconv.layers import Conv2D, FullyConnected, SelectiveFullyConnected, SequenceConcat
 
 RNG = np.random.default_rng(7)
 
@@ -42,6 +42,27 @@ def test_a_fully_connected_layer_adds_a_float64_bias_in_float64():
     y = layer.forward(Arg(x)).value
     assert y.dtype == np.float64
     np.testing.assert_array_equal(y, product.forward(Arg(x)).value.astype(np.float64) + b)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("method", ["dense", "sparse"])
+def test_a_selective_layer_adds_a_float64_bias_in_float64_on_its_selected_columns(method):
+    """The selected path added its gathered bias in place, as FullyConnected did before
+    add_bias: a float64 bias beside a float32 weight came out float32 there, where the same
+    layer fed no selection gives float64."""
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    cols = np.array([[0, 2], [1, 4], [3, 3], [4, 0]])
+    product = FullyConnected(6, 5, bias=False)
+    layer = SelectiveFullyConnected(6, 5, dtype=np.float64, weight=product.weight, method=method)
+    b = _float64_bias(layer)
+    y = layer(Arg(x), Arg(ids=cols)).value
+    assert y.dtype == np.float64
+    full = product.forward(Arg(x)).value.astype(np.float64) + b
+    want = np.take_along_axis(full, cols, axis=1)
+    if method == "dense":  # the full product's columns, so the same bits
+        np.testing.assert_array_equal(y, want)
+    else:  # einsum's float32 sums may differ in their last bits from matmul's
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
 
 
 def test_a_sequence_concat_adds_a_float64_bias_in_float64():
