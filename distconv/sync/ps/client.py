@@ -137,7 +137,7 @@ class PServerSync(
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._lagging = False  # a step's pushes may be on the shards, not in the parameters
-        self._pushes_at_pull: list[int] | None = None  # the shards' push counts at a full pull
+        self._pushes_at_pull: list[tuple[str | None, int]] | None = None  # (see _pushes)
         self._collective = 0
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
@@ -276,20 +276,20 @@ class PServerSync(
         self._check_state_fits()  # a checkpoint moves a block's state in one message
 
     def refresh_parameters(self) -> None:
-        """In async mode, pull every block: this worker's copy holds only what it pushed, and
-        other workers moved it on since. A job's only worker has none, so it pulls only where a
-        step of its own did not write every reply (cut short: the shards may hold its pushes).
-        With no step since its last pull, it asks the shards' push counts first: none since (a
-        checkpoint after the epoch's refresh), it pulls nothing; other ranks' steps count too."""
+        """In async mode, pull every block, which other workers moved on (a job's only worker
+        pulls only after a step of its own cut short: the shards may hold its pushes). With no
+        step since its last pull, only where any worker's push or a failure since moved a shard's
+        ``stats`` (a checkpoint right after the epoch's refresh pulls nothing)."""
         if self.mode != "async" or (self.world_size == 1 and not self._lagging):
             return
         if self._pushes_at_pull is None or self._pushes() != self._pushes_at_pull:
-            self._pull_all()
+            self._pull_all()  # a failed shard's count too: the pull is refused with the failure
 
-    def _pushes(self) -> list[int]:
-        """Each shard's count of the pushes it took, all that moves its values after its seed."""
+    def _pushes(self) -> list[tuple[str | None, int]]:
+        """Each shard's failure (a pull is refused with it) and count of the pushes it took."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
-        return [h["stats"]["pushes"] for h, _ in self._ask_all(asks, "pull", stoppable=True)]
+        replies = self._ask_all(asks, "pull", stoppable=True)
+        return [(h.get("failed"), h["stats"]["pushes"]) for h, _ in replies]
 
     def _pull_all(self) -> None:
         """Pull every block's values, in as many requests per shard as its cap needs."""
