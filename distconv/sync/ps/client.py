@@ -137,7 +137,7 @@ class PServerSync(
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._lagging = False  # a step's pushes may be on the shards, not in the parameters
-        self._pushes_at_pull: list[tuple[str | None, int]] | None = None  # (see _pushes)
+        self._pushes_at_pull: list[tuple[Any, ...]] | None = None  # (see _pushes)
         self._collective = 0
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
@@ -278,18 +278,18 @@ class PServerSync(
     def refresh_parameters(self) -> None:
         """In async mode, pull every block, which other workers moved on (a job's only worker
         pulls only after a step of its own cut short: the shards may hold its pushes). With no
-        step since its last pull, only where any worker's push or a failure since moved a shard's
-        ``stats`` (a checkpoint right after the epoch's refresh pulls nothing)."""
+        step since its last pull, only where a shard's ``stats`` moved: a push of any worker's, a
+        seed, a failure (a checkpoint right after the epoch's refresh pulls nothing)."""
         if self.mode != "async" or (self.world_size == 1 and not self._lagging):
             return
         if self._pushes_at_pull is None or self._pushes() != self._pushes_at_pull:
             self._pull_all()  # a failed shard's count too: the pull is refused with the failure
 
-    def _pushes(self) -> list[tuple[str | None, int]]:
-        """Each shard's failure (a pull is refused with it) and count of the pushes it took."""
+    def _pushes(self) -> list[tuple[Any, ...]]:
+        """Each shard's failure (a pull is refused with it), seed and count of pushes taken."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
         replies = self._ask_all(asks, "pull", stoppable=True)
-        return [(h.get("failed"), h["stats"]["pushes"]) for h, _ in replies]
+        return [(h.get("failed"), h.get("seed"), h["stats"]["pushes"]) for h, _ in replies]
 
     def _pull_all(self) -> None:
         """Pull every block's values, in as many requests per shard as its cap needs."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -196,6 +197,7 @@ class RequestHandlers:
     def _install_seed(self, seeding: Seeding) -> None:
         self.params, self.blocks, self.optimizer = seeding.params, seeding.blocks, seeding.optimizer
         self.store = ValueStore(self.blocks)  # one buffer per dtype: a reply is one frame
+        self.seed_id = secrets.randbits(62)  # values no push count of the seed before tells
         self.by_param = {}
         for bid in sorted(self.blocks):
             self.by_param.setdefault(self.blocks[bid].param, []).append(bid)
@@ -375,9 +377,8 @@ class RequestHandlers:
         return parts
 
     def _op_stats(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
-        self._reply(
-            ident, header, stats=self.stats.as_dict(), failed=self.failed, **self._settings()
-        )
+        fields = {"stats": self.stats.as_dict(), "failed": self.failed, "seed": self.seed_id}
+        self._reply(ident, header, **fields, **self._settings())
 
     def _op_beat(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """A worker's heartbeat (async mode, :mod:`~distconv.sync.ps.beats`): the rank is

@@ -95,6 +95,7 @@ class Shard(
         self.blocks: dict[int, _Block] = {}
         self.by_param: dict[int, list[int]] = {}
         self.store = ValueStore({})  # the blocks' values, once seeded
+        self.seed_id: int | None = None  # random, new at each seed (a stats reply's ``seed``)
         self.optimizer: Optimizer | None = None
         self.job: HelloJob | None = None  # the first accepted hello's (see _op_hello)
         self.failed: str | None = None
