@@ -282,8 +282,8 @@ class PServerSync(
         seed, a failure (a checkpoint right after the epoch's refresh pulls nothing)."""
         if self.mode != "async" or (self.world_size == 1 and not self._lagging):
             return
-        if self._pushes_at_pull is None or self._pushes() != self._pushes_at_pull:
-            self._pull_all()  # a failed shard's count too: the pull is refused with the failure
+        if (pushes := self._pushes()) != self._pushes_at_pull:  # None after a step of its own
+            self._pull_all(pushes)  # a failed shard's too: the pull is refused with the failure
 
     def _pushes(self) -> list[tuple[Any, ...]]:
         """Each shard's failure (a pull is refused with it), seed and count of pushes taken."""
@@ -291,9 +291,9 @@ class PServerSync(
         replies = self._ask_all(asks, "pull", stoppable=True)
         return [(h.get("failed"), h.get("seed"), h["stats"]["pushes"]) for h, _ in replies]
 
-    def _pull_all(self) -> None:
-        """Pull every block's values, in as many requests per shard as its cap needs."""
-        pushes = self._pushes()  # a push after the count: the next refresh pulls again
+    def _pull_all(self, pushes: list[tuple[Any, ...]] | None = None) -> None:
+        """Pull every block's values, in requests within the shards' caps, after ``pushes``."""
+        pushes = self._pushes() if pushes is None else pushes  # a later push: pulled next time
         runs = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
