@@ -93,6 +93,30 @@ def test_a_stopping_rank_does_not_wait_out_the_timeout_for_a_gone_shard(shards, 
 
 
 @pytest.mark.timeout(60)
+def test_a_stopping_rank_gives_up_a_pull_whose_shard_went_after_its_stats(shards, trained):
+    """The pull's own wait, not only the stats request before it (review k288): shard 1 answers
+    the stats, then is killed before the pull."""
+    _, _, (_, sync) = trained
+    stats = sync._pushes
+
+    def then_kill() -> list:
+        counts = stats()
+        shards.procs[1].kill()
+        shards.procs[1].wait()
+        return counts
+
+    sync._pushes = then_kill
+    restore = stopping()
+    began = time.monotonic()
+    try:
+        with pytest.raises(SyncError, match=r"^rank 1: asked to stop \(SIGTERM\), .* 1 .*pull"):
+            sync.refresh_parameters()
+    finally:
+        restore()
+    assert PATIENCE - 0.1 < time.monotonic() - began < PATIENCE + 3  # not GRACE x TIMEOUT
+
+
+@pytest.mark.timeout(60)
 def test_a_stopping_rank_still_pulls_what_live_shards_hold(trained):
     endpoints, nets, syncs = trained
     restore = stopping()
