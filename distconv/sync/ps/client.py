@@ -286,10 +286,10 @@ class PServerSync(
             self._pull_all(pushes)  # a failed shard's too: the pull is refused with the failure
 
     def _pushes(self) -> list[tuple[Any, ...]]:
-        """Each shard's failure (a pull is refused with it), seed and count of pushes taken."""
+        """Each shard's failure (a pull is refused with it), seed and count of value updates."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
         replies = self._ask_all(asks, "pull", stoppable=True)
-        return [(h.get("failed"), h.get("seed"), h["stats"]["pushes"]) for h, _ in replies]
+        return [(h.get("failed"), h.get("seed"), h["stats"]["updates"]) for h, _ in replies]
 
     def _pull_all(self, pushes: list[tuple[Any, ...]] | None = None) -> None:
         """Pull every block's values, in requests within the shards' caps, after ``pushes``."""
