@@ -10,7 +10,6 @@ import json
 import shutil
 import threading
 import time
-import warnings
 
 import pytest
 
@@ -135,10 +134,12 @@ if MPI.COMM_WORLD.Get_rank() == 1:
     os._exit(3)
 time.sleep(30)
 """
-#: runs at most (each about 0.3 s here): Hydra's cleanup SIGKILL goes into its status in about
-#: one run in three, so 20 miss it about once in 1,000 (the test still passes then: every run's
-#: status is checked, the merged one just did not come up)
-RUNS, SECONDS = 20, 8.0
+#: runs at most (each 0.3 to 1 s here): Hydra's cleanup SIGKILL goes into its status in about
+#: one run in three; where it never does, the fix was not exercised and the test skips, saying
+#: so (it passed before, where 8 s of a loaded machine could hold three runs, none merged)
+RUNS, SECONDS = 30, 30.0
+#: the cause of a run where Hydra's status was the merged one, the case the test is for
+MERGED = "a rank exited with code 3; mpiexec itself exited with code 9"
 
 
 @pytest.mark.mpi
@@ -149,7 +150,7 @@ def test_the_launcher_exits_with_the_ranks_code_under_hydras_cleanup(tmp_path):
     pytest.importorskip("mpi4py")
     script = tmp_path / "exit3.py"
     script.write_text(RANK_1_EXITS_3)
-    start, merged = time.monotonic(), 0
+    start = time.monotonic()
     for attempt in range(RUNS):
         run = tmp_path / f"run{attempt}"
         flags = ["--mpi-flavor", "mpich", "--threads", "1", "--run-dir", str(run)]
@@ -161,14 +162,12 @@ def test_the_launcher_exits_with_the_ranks_code_under_hydras_cleanup(tmp_path):
             "mpiexec 0 failed with exit code 3: a rank exited with code 3; mpiexec itself"
             in done.stderr
         ), done.stderr
-        if report["cause"] is not None:  # Hydra's status was not the rank's: the case to see
-            assert report["cause"].startswith("a rank exited with code 3; mpiexec itself"), report
-            merged += 1
-        if merged or time.monotonic() - start > SECONDS:
+        assert report["cause"] in (None, MERGED), report
+        if report["cause"] == MERGED:  # Hydra exited 9, the launcher 3: the case to see
+            return
+        if time.monotonic() - start > SECONDS:
             break
-    if not merged:  # every run was checked, but not the case the test is for: say so
-        said = f"Hydra's merged status did not come up in {attempt + 1} run(s)"
-        warnings.warn(said, stacklevel=1)
+    pytest.skip(f"Hydra's merged status did not come up in {attempt + 1} run(s): not exercised")
 
 
 def _many_hosts_ending(hosts: int) -> str:
