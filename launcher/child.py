@@ -28,8 +28,7 @@ from distconv.procfs import stat_fields
 from .commands import LaunchError
 from .startable import not_started
 
-#: lines of a child's end the report shows, of those its explain reads (Hydra's status block
-#: has a line per host: on 18 hosts its first line was past 20, and the banner's OR was read)
+#: lines of a child's end the report shows; a TailReader's (mpiexec: Hydra's line per host) keeps
 TAIL_LINES, READ_LINES = 20, 1024
 #: a worker's exit status when it stopped because another rank failed (``distconv train``:
 #: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
@@ -205,7 +204,8 @@ class Child:
         #: monotonic time the process exited, set by the waiter thread (None while it runs)
         self.exited_at: float | None = None
         self.log_path = log_path
-        self.tail: collections.deque[str] = collections.deque(maxlen=READ_LINES)
+        kept = READ_LINES if isinstance(spec.explain, TailReader) else TAIL_LINES
+        self.tail: collections.deque[str] = collections.deque(maxlen=kept)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
         try:
