@@ -30,7 +30,7 @@ import re
 import signal
 from collections.abc import Sequence
 
-from .child import TailReader, signal_name
+from .child import PEER_FAILED_STATUS, TailReader, signal_name
 
 # matched from a line's first character: mpiexec's own lines are bare, while every line of a
 # rank comes behind the rank MPI puts in front of it (``[1] ``, ``[1,1]<stdout>:``), so a rank
@@ -108,13 +108,20 @@ def rank_signal_number(statuses: Sequence[int]) -> int | None:
 
 def rank_status(statuses: Sequence[int]) -> int | None:
     """The failing rank's own status from every process's wait status, in
-    :meth:`launcher.child.Child.poll`'s terms: the first exit code that is not 0, else minus
-    the signal :func:`rank_signal_number` names; None where neither (all zero)."""
-    for status in statuses:
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
-            return os.WEXITSTATUS(status)
+    :meth:`launcher.child.Child.poll`'s terms: the first exit code (in Hydra's order, by rank:
+    it gives no times) that is neither 0 nor :data:`~launcher.child.PEER_FAILED_STATUS`, else
+    minus the signal :func:`rank_signal_number` names, else that 75; None where all are zero.
+
+    A rank's 75 says another rank failed (a parameter-server worker's ``PeerFailed``): it is
+    reported only where no other rank says more, as the local launcher's settle rule does."""
+    exits = [os.WEXITSTATUS(s) for s in statuses if os.WIFEXITED(s) and os.WEXITSTATUS(s)]
+    causes = [code for code in exits if code != PEER_FAILED_STATUS]
+    if causes:
+        return causes[0]
     number = rank_signal_number(statuses)
-    return None if number is None else -number
+    if number is not None:
+        return -number
+    return exits[0] if exits else None
 
 
 def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None:
