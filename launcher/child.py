@@ -2,8 +2,9 @@
 
 A child runs in its own session (so its own process group, signalled as a whole), asks the
 kernel for SIGTERM when the launcher dies (Linux), and has a thread copying each whole output
-line, prefixed, to the launcher's stdout and, bare, to its log. :class:`Failure` is what its
-end says for the report (see :mod:`launcher.supervisor` for the gang rules).
+line, prefixed, to the launcher's stdout and, bare, to its log. :meth:`Child.failure` says
+how it ended, for the report (:mod:`launcher.failure`; :mod:`launcher.supervisor` for the gang
+rules).
 """
 
 from __future__ import annotations
@@ -26,27 +27,13 @@ from distconv.files import describe_os_error
 from distconv.procfs import stat_fields
 
 from .commands import LaunchError
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, TailReader, signal_name
 from .startable import not_started
 
-#: lines of a child's end the report shows; a TailReader's (mpiexec: Hydra's line per host) keeps
-TAIL_LINES, READ_LINES = 20, 1024
-#: a worker's exit status when it stopped because another rank failed (``distconv train``:
-#: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
-PEER_FAILED_STATUS = 75
 #: seconds a child's output may still flow once its group is gone (then a process outside the
 #: group holds the pipe, and the launcher stops waiting for it)
 OUTPUT_DRAIN_SECONDS = 5.0
 _PR_SET_PDEATHSIG = 1
-
-
-def signal_name(number: int) -> str:
-    """``SIGTERM`` for 15; a real-time signal, which :class:`signal.Signals` lacks, as
-    ``SIGRTMIN+6`` (``kill -l`` names them so)."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        low = getattr(signal, "SIGRTMIN", number + 1)
-        return f"SIGRTMIN+{number - low}" if number >= low else f"signal {number}"
 
 
 def _parent_death_signal() -> Callable[[], None] | None:
@@ -75,20 +62,6 @@ def _parent_death_signal() -> Callable[[], None] | None:
 
 
 @dataclass(frozen=True)
-class TailReader:
-    """:attr:`ChildSpec.explain` for a child whose status merges its processes' (Hydra ORs its
-    ranks'): called, the cause; :attr:`ending` reads the failing one's own status too."""
-
-    cause: Callable[[Sequence[str]], str | None]
-    #: (the failing process's status in :meth:`Child.poll`'s terms, a cause naming the child's
-    #: own) from the last lines and the child's status; None where they say nothing else
-    ending: Callable[[Sequence[str], int], tuple[int, str | None] | None]
-
-    def __call__(self, tail: Sequence[str]) -> str | None:
-        return self.cause(tail)
-
-
-@dataclass(frozen=True)
 class ChildSpec:
     """One process of the job.
 
@@ -102,8 +75,8 @@ class ChildSpec:
             stops at once at SIGINT: the launcher sends it both, once the workers are gone).
         fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
             reserved port).
-        explain: what its last lines say of its failure that its status does not, or None (a
-            :class:`TailReader`, mpiexec's :data:`launcher.mpi_exit.mpiexec_tail`, says more).
+        reader: what its last lines say of its end that its status cannot (mpiexec's:
+            :data:`launcher.mpi_exit.mpiexec_tail`), or None.
         quiet: which of its lines stay out of the launcher's output, not its log or tail
             (Hydra's status lines: :func:`launcher.mpi_exit.is_status_line`), or None.
     """
@@ -115,7 +88,7 @@ class ChildSpec:
     prefix: str | None = None
     stop_signals: tuple[int, ...] = (signal.SIGTERM,)
     fds: tuple[int, ...] = ()
-    explain: Callable[[Sequence[str]], str | None] | None = field(default=None, repr=False)
+    reader: TailReader | None = field(default=None, repr=False)
     quiet: Callable[[str], bool] | None = field(default=None, repr=False)
 
     @property
@@ -127,62 +100,6 @@ class ChildSpec:
     def line_prefix(self) -> bytes:
         prefix = f"[{self.role} {self.rank}] " if self.prefix is None else self.prefix
         return prefix.encode()
-
-
-@dataclass(frozen=True)
-class Failure:
-    """The first child that failed in an attempt (a victim only where no other failed: see
-    :attr:`victims`)."""
-
-    role: str
-    rank: int
-    exit_code: int | None
-    signal: str | None
-    log: str
-    tail: list[str]
-    restart: int
-    signal_number: int | None = None
-    #: what the child's last lines say of its failure (ChildSpec.explain), or None
-    cause: str | None = None
-    #: the workers that stopped because another rank failed (:data:`PEER_FAILED_STATUS`),
-    #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
-    victims: list[dict] = field(default_factory=list)
-
-    @property
-    def status(self) -> int:
-        """The launcher's exit status for this failure: the child's code (1 for a server's 0),
-        or 128 + signal."""
-        if self.signal is not None:
-            number = self.signal_number or getattr(signal, self.signal, None)
-            return 128 + int(number) if number else 1
-        return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
-
-    def describe(self) -> str:
-        """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
-        if self.signal is not None:
-            said = f"{self.role} {self.rank} failed with signal {self.signal}"
-        elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
-            said = f"{self.role} {self.rank} exited (code 0) while workers were running"
-        else:
-            said = f"{self.role} {self.rank} failed with exit code {self.exit_code}"
-            if self._victim:  # no other child failed within the launcher's settle time
-                said += (
-                    " (stopped because another rank failed: its last lines name it; no other "
-                    "child had failed yet)"
-                )
-        return f"{said}: {self.cause}" if self.cause else said
-
-    def stopped_too(self) -> str:
-        """``; worker 0 stopped because of it (exit code 75)``: the :attr:`victims`, if any."""
-        if not self.victims:
-            return ""
-        names = ", ".join(f"{v['role']} {v['rank']}" for v in self.victims)
-        why = "too" if self._victim else "because of it"
-        return f"; {names} stopped {why} (exit code {PEER_FAILED_STATUS})"
-
-    @property
-    def _victim(self) -> bool:
-        return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
 
 
 class Child:
@@ -204,7 +121,7 @@ class Child:
         #: monotonic time the process exited, set by the waiter thread (None while it runs)
         self.exited_at: float | None = None
         self.log_path = log_path
-        kept = READ_LINES if isinstance(spec.explain, TailReader) else TAIL_LINES
+        kept = TAIL_LINES if spec.reader is None else spec.reader.lines
         self.tail: collections.deque[str] = collections.deque(maxlen=kept)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
@@ -348,8 +265,8 @@ class Child:
     def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
         ``victims``: the other children that stopped because of it."""
-        lines = list(self.tail)
-        code, cause = self._ending(lines)
+        lines, reader = list(self.tail), self.spec.reader
+        code, cause = (self.poll(), None) if reader is None else reader.read(lines, self.poll())
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,
@@ -371,14 +288,6 @@ class Child:
                 for v in victims
             ],
         )
-
-    def _ending(self, tail: list[str]) -> tuple[int | None, str | None]:
-        """The failure's status and cause: the child's own, or what a TailReader reads."""
-        code, explain = self.poll(), self.spec.explain
-        cause = explain(tail) if explain is not None else None
-        if isinstance(explain, TailReader) and code is not None:
-            return explain.ending(tail, code) or (code, cause)
-        return code, cause
 
 
 def running_groups() -> set[int] | None:

@@ -22,7 +22,6 @@ from distconv.files import folder_problem
 from distconv.messages import debugging, exception_line
 from distconv.procfs import process_identity
 
-from .child import signal_name
 from .commands import (
     BLAS_THREAD_VARS,
     THREAD_VARS,
@@ -45,6 +44,7 @@ from .commands import (
     with_out,
     worker_command,
 )
+from .failure import signal_name
 from .interrupt import arm, release, run_captured
 from .json_lines import json_lines, last_line
 from .options import (
@@ -288,7 +288,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
             env.pop("DISTCONV_NUM_THREADS", None)
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program), env)
         quiet = is_status_line if flavor == "mpich" else None  # -print-all-exitcodes's
-        return [ChildSpec("mpiexec", 0, argv, env, prefix="", explain=mpiexec_tail, quiet=quiet)]
+        return [ChildSpec("mpiexec", 0, argv, env, prefix="", reader=mpiexec_tail, quiet=quiet)]
 
     if args.dry_run:
         (spec,) = build(0)

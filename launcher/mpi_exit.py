@@ -20,7 +20,7 @@ itself (the cleanup follows a failure; it never comes first).
 Hydra's exit status is that OR too, so a rank's ``exit(3)`` beside the cleanup's SIGKILL made
 the launcher exit 9. Where the statuses are there, the launcher reports and exits with the
 failing rank's own (:func:`rank_status`), and names mpiexec's in the cause
-(:data:`mpiexec_tail`, the :class:`~launcher.child.TailReader` the launcher gives mpiexec).
+(:data:`mpiexec_tail`, the :class:`~launcher.failure.TailReader` the launcher gives mpiexec).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import re
 import signal
 from collections.abc import Sequence
 
-from .child import PEER_FAILED_STATUS, TailReader, signal_name
+from .failure import PEER_FAILED_STATUS, TailReader, signal_name
 
 # matched from a line's first character: mpiexec's own lines are bare, while every line of a
 # rank comes behind the rank MPI puts in front of it (``[1] ``, ``[1,1]<stdout>:``), so a rank
@@ -42,6 +42,9 @@ _OPENMPI = re.compile(
     r"[\w.-]+ noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)"
 )
 
+#: mpiexec's last lines read for Hydra's statuses: a line per host, so a job of hundreds of hosts
+#: keeps its whole block (the report shows the last few)
+READ_LINES = 1024
 #: Hydra's ``-print-all-exitcodes``, a bare line as its other own lines ("[mpiexec@host] ");
 #: a rank's line comes behind its tag
 _HYDRA_CODES = re.compile(r"\[mpiexec@[^\]]*\] Exit codes: (.*)")
@@ -139,9 +142,10 @@ def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None
     return own, "; ".join([*said, f"mpiexec itself {ended}"])
 
 
-#: what the launcher reads from mpiexec's last lines (its ChildSpec.explain): called, the signal
-#: a rank died of (:func:`signal_cause`); ``.ending``, the failing rank's own status
-mpiexec_tail = TailReader(cause=signal_cause, ending=rank_ending)
+#: what the launcher reads from mpiexec's last lines (its ChildSpec.reader): the signal a rank
+#: died of (:func:`signal_cause`) and the failing rank's own status (:func:`rank_ending`), from
+#: up to :data:`READ_LINES` (Hydra prints a status line per host)
+mpiexec_tail = TailReader(cause=signal_cause, ending=rank_ending, lines=READ_LINES)
 
 
 def is_status_line(line: str) -> bool:

@@ -56,8 +56,9 @@ from typing import BinaryIO
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
 
-from .child import Child, ChildSpec, Failure, running_groups, signal_name
+from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
+from .failure import Failure, signal_name
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch
 from .json_lines import JsonLines
 

@@ -98,7 +98,7 @@ def test_rank_status_in_the_terms_of_a_childs_status(statuses, expected):
 
 def _failure_of(tmp_path, script: str):
     """The Failure of a real child that prints ``script``'s lines as mpiexec would."""
-    spec = ChildSpec("mpiexec", 0, ["sh", "-c", script], prefix="", explain=mpiexec_tail)
+    spec = ChildSpec("mpiexec", 0, ["sh", "-c", script], prefix="", reader=mpiexec_tail)
     with open(tmp_path / "out", "wb") as out:
         child = Child(spec, tmp_path / "mpiexec-0.log", out, threading.Lock())
         deadline = time.monotonic() + 10
@@ -200,5 +200,5 @@ def test_a_status_block_cut_off_is_not_taken_for_the_banners_signal():
     """Where the block's first line is gone (more hosts than the lines kept), the banner below
     it is the statuses' OR: it names no rank's signal, and mpiexec's status stays."""
     tail = [f"[node-{i}] 9,9" for i in range(1, 18)] + [BANNER, "This typically refers"]
-    assert mpiexec_tail(tail) is None
+    assert mpiexec_tail.cause(tail) is None
     assert mpiexec_tail.ending(tail, 9) is None

@@ -1,5 +1,5 @@
-"""Only mpiexec's child keeps :data:`launcher.child.READ_LINES` of its output for Hydra's status
-block (a line per host); every other child keeps the :data:`launcher.child.TAIL_LINES` its
+"""Only mpiexec's child keeps :data:`launcher.mpi_exit.READ_LINES` of its output for Hydra's status
+block (a line per host); every other child keeps the :data:`launcher.failure.TAIL_LINES` its
 report shows. All of them kept 1,024: a local job of 64 workers, each line up to a traceback's or
 a progress bar's length, held 64 x 1,024 lines in the launcher for no reader."""
 
@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from launcher.child import READ_LINES, TAIL_LINES, Child, ChildSpec
-from launcher.mpi_exit import mpiexec_tail
+from launcher.child import Child, ChildSpec
+from launcher.failure import TAIL_LINES
+from launcher.mpi_exit import READ_LINES, mpiexec_tail
 
 #: prints more lines than a worker keeps, fewer than mpiexec does
 SCRIPT = "i=0; while [ $i -lt 100 ]; do echo line $i; i=$((i+1)); done; exit 3"
@@ -38,7 +39,7 @@ def test_a_worker_keeps_only_the_lines_its_report_shows(tmp_path):
 
 @pytest.mark.timeout(30)
 def test_mpiexec_keeps_the_lines_its_status_block_needs(tmp_path):
-    spec = ChildSpec("mpiexec", 0, ["sh", "-c", SCRIPT], prefix="", explain=mpiexec_tail)
+    spec = ChildSpec("mpiexec", 0, ["sh", "-c", SCRIPT], prefix="", reader=mpiexec_tail)
     child = _ended(tmp_path, spec)
     assert child.tail.maxlen == READ_LINES
     assert len(child.tail) == 100

@@ -181,7 +181,7 @@ def test_a_peer_failure_raised_from_is_still_one():
 
 
 def test_the_launcher_and_distconv_agree_on_the_status():
-    from launcher.child import PEER_FAILED_STATUS as LAUNCHER_STATUS
+    from launcher.failure import PEER_FAILED_STATUS as LAUNCHER_STATUS
 
     assert LAUNCHER_STATUS == PEER_FAILED_STATUS == 75
 

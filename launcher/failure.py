@@ -1,0 +1,102 @@
+"""How a child of a launched job ended, for the report: :class:`Failure`, and the
+:class:`TailReader` that reads what a child's last lines say that its status cannot."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+#: lines of a child's end the report shows
+TAIL_LINES = 20
+#: a worker's exit status when it stopped because another rank failed (``distconv train``:
+#: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
+PEER_FAILED_STATUS = 75
+
+
+def signal_name(number: int) -> str:
+    """``SIGTERM`` for 15; a real-time signal, which :class:`signal.Signals` lacks, as
+    ``SIGRTMIN+6`` (``kill -l`` names them so)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        low = getattr(signal, "SIGRTMIN", number + 1)
+        return f"SIGRTMIN+{number - low}" if number >= low else f"signal {number}"
+
+
+@dataclass(frozen=True)
+class TailReader:
+    """What a child's last lines say of its end that its status cannot (``ChildSpec.reader``):
+    a cause for the report, and, for a child whose status merges its processes' (Hydra ORs its
+    ranks'), the failing process's own status."""
+
+    cause: Callable[[Sequence[str]], str | None]
+    #: (the failing process's status in :meth:`Child.poll`'s terms, a cause naming the child's
+    #: own) from the last lines and the child's status; None where they say nothing else
+    ending: Callable[[Sequence[str], int], tuple[int, str | None] | None] = lambda _t, _c: None
+    #: how many last lines it reads (the report shows :data:`TAIL_LINES` of them)
+    lines: int = TAIL_LINES
+
+    def read(self, tail: Sequence[str], code: int | None) -> tuple[int | None, str | None]:
+        """The status the report gives (``code``, the child's own, or what :attr:`ending`
+        reads) and its cause."""
+        cause = self.cause(tail)
+        if code is None:
+            return code, cause
+        return self.ending(tail, code) or (code, cause)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first child that failed in an attempt (a victim only where no other failed: see
+    :attr:`victims`)."""
+
+    role: str
+    rank: int
+    exit_code: int | None
+    signal: str | None
+    log: str
+    tail: list[str]
+    restart: int
+    signal_number: int | None = None
+    #: what the child's last lines say of its failure (:class:`TailReader`), or None
+    cause: str | None = None
+    #: the workers that stopped because another rank failed (:data:`PEER_FAILED_STATUS`),
+    #: besides this one: ``{"role", "rank", "exit_code", "log"}`` each
+    victims: list[dict] = field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """The launcher's exit status for this failure: the child's code (1 for a server's 0),
+        or 128 + signal."""
+        if self.signal is not None:
+            number = self.signal_number or getattr(signal, self.signal, None)
+            return 128 + int(number) if number else 1
+        return self.exit_code if self.exit_code and 0 < self.exit_code < 256 else 1
+
+    def describe(self) -> str:
+        """The headline: who failed and how (:meth:`stopped_too` says who stopped with it)."""
+        if self.signal is not None:
+            said = f"{self.role} {self.rank} failed with signal {self.signal}"
+        elif self.exit_code == 0:  # only a server ends an attempt so (the workers need it)
+            said = f"{self.role} {self.rank} exited (code 0) while workers were running"
+        else:
+            said = f"{self.role} {self.rank} failed with exit code {self.exit_code}"
+            if self._victim:  # no other child failed within the launcher's settle time
+                said += (
+                    " (stopped because another rank failed: its last lines name it; no other "
+                    "child had failed yet)"
+                )
+        return f"{said}: {self.cause}" if self.cause else said
+
+    def stopped_too(self) -> str:
+        """``; worker 0 stopped because of it (exit code 75)``: the :attr:`victims`, if any."""
+        if not self.victims:
+            return ""
+        names = ", ".join(f"{v['role']} {v['rank']}" for v in self.victims)
+        why = "too" if self._victim else "because of it"
+        return f"; {names} stopped {why} (exit code {PEER_FAILED_STATUS})"
+
+    @property
+    def _victim(self) -> bool:
+        return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
