@@ -249,8 +249,10 @@ def _local_problems(
     ``(rank_var, size_var, rank, world)``, both integers): each set must be an integer;
     placement compares every other source with the first only, so the first pair's local
     rank, where set, must be each other pair's that is set, and the Job ``index``'s (0: one
-    rank a pod); the first set (or the index's) must lie in the world (:func:`_local_world`).
-    None is judged where only the cluster or each pod knows one."""
+    rank a pod); the first set, which the rank takes, must lie in the world
+    (:func:`_local_world`) and be 0, as a Job's pod runs one rank (a local rank R serves
+    ``--health-port`` + R and uses CUDA device R). None is judged where only the cluster or
+    each pod knows one."""
     found = []
     for rank_var, size_var, _, world in pairs:
         var = LOCALS[rank_var]
@@ -266,10 +268,16 @@ def _local_problems(
     yield from named
     var, local, _, _ = next((f for f in found if f[1] is not None), found[0])
     world = _local_world(container, found[0][2], found[0][3])
-    if named or world is None or local in (None, EACH_INDEX):
+    if named or local is None:
         return
-    if not 0 <= int(str(local)) < int(world[1]):
+    if local != EACH_INDEX and world is not None and not 0 <= int(local) < int(world[1]):
         yield f"{var} {local!r} is out of range for {world[0]}: {_REFUSED}"
+    elif _differ(local, "0", completions):  # the rank takes it: runtime.local_rank
+        yield (
+            f"{var} {_shown(local)} gives the pod's one rank a local rank other than 0: it "
+            "would serve --health-port plus it, not the port its probes ask, and train on "
+            f"that CUDA device (set {var} to 0)"
+        )
 
 
 def _local_world(container: Manifest, size_var: str, size: str) -> tuple[str, str] | None:

@@ -7,10 +7,11 @@ check judged the pair alone and passed it.
 
 Placement compares every source with the first it finds only (the first launcher's pair), so a
 later pair's local rank is compared with the first pair's where both are set, and never with the
-Job index's 0. The check judged each pair's local rank alone against the index:
-``MPI_LOCALRANKID`` 1 or ``$(JOB_COMPLETION_INDEX)`` beside a first pair with no local rank was
-refused though every rank trains, and two pairs whose local ranks disagree (every rank stops)
-passed where the index was dropped. Each verdict is held to the pods started for real."""
+Job index's 0. The check judged each pair's local rank alone against the index, and two pairs
+whose local ranks disagree (every rank stops) passed where the index was dropped. The local
+rank the rank takes (the first set) must be 0 besides: a Job's pod runs one rank, and local
+rank R serves ``--health-port`` + R, off the port its probes ask (review k287). Each verdict
+is held to the pods started for real."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ _DISAGREE = f"{_REFUSED} (two sources disagree about the rank)"
     "head",
     [
         ["env", *_PAIR, "LOCAL_RANK=0"],
-        ["env", "-i", *_PAIR, f"LOCAL_RANK={_INDEX}"],
+        ["env", "-i", *_PAIR, "LOCAL_RANK=0"],
         ["env", f"PMI_RANK={_INDEX}", "PMI_SIZE=3", "MPI_LOCALRANKID=0"],
     ],
 )
@@ -69,11 +70,25 @@ def test_a_local_rank_that_stops_the_ranks_is_named(head, problem, tmp_path):
     assert manifest_problems([job]) == [f"Job j-worker: {problem}"]
 
 
-@pytest.mark.parametrize("local", ["1", _INDEX])
-def test_a_later_pairs_local_rank_beside_the_index_passes(local, tmp_path):
-    job = workers_job(3, ["env", *_PAIRS, f"MPI_LOCALRANKID={local}"])
+@pytest.mark.parametrize(
+    ("head", "local"),
+    [
+        (["env", *_PAIRS, "MPI_LOCALRANKID=1"], "MPI_LOCALRANKID '1'"),
+        (["env", *_PAIRS, f"MPI_LOCALRANKID={_INDEX}"], f"MPI_LOCALRANKID {_INDEX}"),
+        (["env", "-i", *_PAIR, f"LOCAL_RANK={_INDEX}"], f"LOCAL_RANK {_INDEX}"),
+    ],
+)
+def test_a_local_rank_other_than_0_is_named(head, local, tmp_path):
+    """Placement accepts these (the pods place themselves), but the rank takes the local
+    rank: it serves --health-port plus it, which its probes do not ask (review k287)."""
+    job = workers_job(3, head)
     assert trains(job, tmp_path)
-    assert manifest_problems([job]) == []
+    var = local.split()[0]
+    assert manifest_problems([job]) == [
+        f"Job j-worker: {local} gives the pod's one rank a local rank other than 0: it would "
+        "serve --health-port plus it, not the port its probes ask, and train on that CUDA "
+        f"device (set {var} to 0)"
+    ]
 
 
 @pytest.mark.parametrize(

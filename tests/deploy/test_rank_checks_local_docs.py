@@ -2,8 +2,8 @@
 check, as placement does, holds only the first pair's to 0 and each later one to the first's
 where both are set (review k281): ``MPI_LOCALRANKID=1`` beside a ``RANK`` with no ``LOCAL_RANK``
 passes, and the rank then takes 1 as its local rank, which moves its health port off the one its
-probes ask. The docs now say what is checked, and that every pair's local rank should be 0; each
-statement is held to the check, the pods started for real and the runtime."""
+probes ask. The check now refuses a local rank other than 0 that the rank takes (review k287);
+each statement of the docs is held to the check, the pods started for real and the runtime."""
 
 from __future__ import annotations
 
@@ -30,15 +30,21 @@ def test_the_first_pairs_local_rank_is_held_to_the_index_as_the_docs_say(tmp_pat
     assert manifest_problems([job]) != []
 
 
-def test_a_later_pairs_local_rank_passes_and_is_used_as_the_docs_say(tmp_path):
-    assert (
-        "So `MPI_LOCALRANKID=1` beside a `RANK` with no `LOCAL_RANK` is not refused"
-        in kubernetes_doc_text()
-    )
-    assert "so set the local rank to 0 in every pair that sets one" in kubernetes_doc_text()
+def test_a_later_pairs_local_rank_is_refused_as_the_docs_say(tmp_path):
+    """Placement accepts it and the rank takes it, so its health port moves off the one its
+    probes ask: the check refuses it (review k287)."""
+    text = kubernetes_doc_text()
+    assert "So `MPI_LOCALRANKID=1` beside a `RANK` with no `LOCAL_RANK` is refused" in text
+    assert "set the local rank to 0 in every pair that sets one" in text
     job = workers_job(3, ["env", *_PAIRS, "MPI_LOCALRANKID=1"])
     assert trains(job, tmp_path)
-    assert manifest_problems([job]) == []
+    (problem,) = manifest_problems([job])
+    assert "MPI_LOCALRANKID '1' gives the pod's one rank a local rank other than 0" in problem
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    named = container["readinessProbe"]["httpGet"]["port"]
+    (probed,) = (p["containerPort"] for p in container["ports"] if p.get("name") == named)
+    port = int(container["args"][container["args"].index("--health-port") + 1])
     env = {"RANK": "2", "WORLD_SIZE": "3", "PMI_RANK": "2", "PMI_SIZE": "3"}
     env |= {"MPI_LOCALRANKID": "1", "JOB_COMPLETION_INDEX": "2", "DISTCONV_WORLD_SIZE": "3"}
-    assert detect_runtime(environ=env).local_rank == 1  # --health-port 8080 serves on 8081
+    local = detect_runtime(environ=env).local_rank
+    assert (local, port + local) == (1, probed + 1)  # distconv.job: port + local rank

@@ -2,8 +2,9 @@
 ``--world-size`` where the ranks give it: the flag wins over the launcher's pair's size. The
 check held the local rank to the pair's size: ``LOCAL_RANK=3`` beside ``WORLD_SIZE=4`` and
 ``--world-size 3`` passed though every rank stops, and ``LOCAL_RANK=2`` beside ``WORLD_SIZE=2``
-and ``--world-size 3`` was refused though every rank trains (review k281). Each verdict is held
-to the pods started for real."""
+and ``--world-size 3`` was refused as out of range though every rank places itself (review
+k281); it is refused still, but for what a local rank other than 0 does in a Job's one-rank pod
+(review k287). Each verdict is held to the pods started for real."""
 
 from __future__ import annotations
 
@@ -39,15 +40,24 @@ def test_a_local_rank_out_of_the_flags_world_is_named(tmp_path):
     ]
 
 
-def test_a_local_rank_in_the_flags_world_passes(tmp_path):
+#: a local rank of 2 is in the world, but not 0, which the pod's one rank needs
+_NOT_ZERO = (
+    "Job j-worker: LOCAL_RANK '2' gives the pod's one rank a local rank other than 0: it would "
+    "serve --health-port plus it, not the port its probes ask, and train on that CUDA device "
+    "(set LOCAL_RANK to 0)"
+)
+
+
+def test_a_local_rank_in_the_flags_world_is_not_out_of_range(tmp_path):
     job = _flagged("2", "2", "3")
     assert start_pod(job, 1, tmp_path).placed == (1, 3)
     assert trains(job, tmp_path)
-    assert manifest_problems([job]) == []
+    assert manifest_problems([job]) == [_NOT_ZERO]
 
 
-def test_a_world_the_cluster_fills_in_is_not_judged():
-    job = _flagged("2", "2", "$(WORLD)")
+@pytest.mark.parametrize(("local", "problems"), [("0", []), ("2", [_NOT_ZERO])])
+def test_a_world_the_cluster_fills_in_is_not_judged(local, problems):
+    job = _flagged("2", local, "$(WORLD)")
     (container,) = job["spec"]["template"]["spec"]["containers"]
     container["env"].append({"name": "WORLD", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})
-    assert manifest_problems([job]) == []
+    assert manifest_problems([job]) == problems
