@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_index import (
+    _LEFT,
+    EACH_INDEX,
     INDEX,
     INDEX_NAME,
+    _index_removed,
     _pair_problems,
     _pairs,
+    _seen,
     _train_args,
     index_rank_problems,
     placed_by,
@@ -124,6 +128,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         for container in _main_containers(spec["template"]):
             if not _runs(container, "train"):  # however started: sh -c, distconv -q train
                 continue
+            yield from _world_size_reference(job, container, indexed=True)
             if placed_by(container, "--rank") and placed_by(container, "--world-size"):
                 continue  # the rank reads neither the index nor the variable: _pod_settings'
             yield from index_rank_problems(job, container, completions)
@@ -183,12 +188,45 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
     job's only workers' Job), the shards' ``--workers`` must be 1."""
     for container in _main_containers(job["spec"]["template"]):
         if _runs(container, "train"):  # a sidecar beside it runs no rank
+            yield from _world_size_reference(job, container, indexed=False)
             yield from one_rank_problems(job, container)
     for sts in _of_kind(objs, "StatefulSet") if shards else ():
         for container in _main_containers(sts["spec"]["template"]):
             workers = _shard_setting(container, "workers")
             if workers is not None and workers != "1":
                 yield f"{_where(sts)}: --workers {workers} but {_where(job)} runs 1 rank"
+
+
+def _world_size_reference(job: Manifest, container: Manifest, indexed: bool) -> Iterator[str]:
+    """A ``DISTCONV_WORLD_SIZE`` that reaches the rank in ``container`` of Job ``job`` with
+    ``$(JOB_COMPLETION_INDEX)`` left as written (in the pod's env, or in a Job that is not
+    Indexed): the rank reads the text and refuses it (``placement.env_int``); and the index on
+    the command line of an
+    ``indexed`` Job's pods, each rank's index as its world, which it refuses (out of range, or
+    another size than its pair's) unless it keeps the index, sees no pair and gives
+    ``--world-size``, which wins. A rank that reads no such variable (both ``--rank`` and
+    ``--world-size``; one of them with no index nor pair) is not judged, nor one the cluster
+    fills in. The other checks leave such a value alone."""
+    known, size = _seen(container, ENV_WORLD_SIZE, indexed)
+    pairs = _pairs(container, indexed)
+    if not known or size is None or pairs is None or not (size == EACH_INDEX or INDEX in size):
+        return
+    index = indexed and not _index_removed(container)
+    rank, world = placed_by(container, "--rank"), placed_by(container, "--world-size")
+    if (rank and world) or (not (index or pairs) and (rank or world)):
+        return  # reads none
+    if size != EACH_INDEX:
+        yield (
+            f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} reaches the ranks as written, and "
+            f"they read it: {_REFUSED} ({_LEFT})"
+        )
+    elif not (index and not pairs and world):
+        each = f"DISTCONV_WORLD_SIZE {INDEX} makes each rank's index its world size"
+        yield f"{_where(job)}: {each}: {_REFUSED}"
+
+
+#: how a problem ends where no rank starts
+_REFUSED = "every rank would refuse to start"
 
 
 def _flag_references(objs: Sequence[Manifest], indexed: list[Manifest]) -> Iterator[str]:
