@@ -24,6 +24,7 @@ from distconv.deploy.check_index import (
     placed_by,
     refused_alone,
 )
+from distconv.deploy.check_ranks import _other_count
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.shell import KUBELET_REFERENCE
@@ -42,7 +43,8 @@ from distconv.deploy.walk import (
     _runs,
     _where,
 )
-from distconv.placement import ENV_WORLD_SIZE
+from distconv.messages import env_switch
+from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -99,6 +101,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
     yield from _flag_references(objs, jobs)
     yield from _one_workers_job(objs)
+    yield from _stateful_ranks(objs)
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
         yield from _ranks_a_pod(job) if job.get("kind") == "Job" else ()
@@ -154,6 +157,54 @@ def _one_workers_job(objs: Sequence[Manifest]) -> Iterator[str]:
             f"beside the shards ({', '.join(map(_where, shards.values()))}), whose ranks are one "
             "world: each rank would be claimed by each Job"
         )
+
+
+def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
+    """A StatefulSet's pods have no Job index: its ranks place themselves by their host name's
+    ordinal only with ``DISTCONV_RANK_FROM_HOSTNAME`` on, in a world of ``DISTCONV_WORLD_SIZE``,
+    which must be its replicas (:func:`distconv.placement._read_hostname`); otherwise each pod
+    is rank 0 of 1, which refuses a ``DISTCONV_WORLD_SIZE`` above 1 and, without one, trains
+    alone."""
+    fix = (
+        f"set {ENV_RANK_FROM_HOSTNAME}=1 and {ENV_WORLD_SIZE} to the replicas, or run the ranks "
+        "as an Indexed Job"
+    )
+    for sts in {id(o): o for o, *_ in _running(objs, "train")}.values():  # once each
+        replicas = known_count(sts["spec"], "replicas", 1) if sts["kind"] == "StatefulSet" else None
+        for container in _main_containers(sts["spec"]["template"]) if replicas else ():
+            problem = _runs(container, "train") and _by_ordinal(container, replicas)
+            if problem:
+                yield f"{_where(sts)}: {problem} ({fix})"
+
+
+def _by_ordinal(container: Manifest, replicas: int) -> str | None:
+    """Why the ranks ``container`` runs in a StatefulSet of ``replicas`` do not each place
+    themselves as their own rank of the replicas; None where they do, or where a launcher's
+    pair, a ``--rank`` or ``--world-size`` (_pod_settings') or a value only the cluster knows
+    places them."""
+    if placed_by(container, "--rank", "--world-size") or _pairs(container, indexed=False) != []:
+        return None
+    (switch_known, switch), (size_known, size) = (
+        env_as_seen(container, name) for name in (ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE)
+    )
+    if not (switch_known and size_known) or "$(" in f"{switch}{size}":
+        return None
+    if env_switch(ENV_RANK_FROM_HOSTNAME, {ENV_RANK_FROM_HOSTNAME: switch or ""}):
+        if size is None:
+            return f"{ENV_RANK_FROM_HOSTNAME} is on but {ENV_WORLD_SIZE} is not set: {_REFUSED}"
+        if _other_count(size, replicas):
+            return (
+                f"{ENV_WORLD_SIZE} {size!r} but its {replicas} replicas are one rank each: the "
+                "ranks would wait for ranks that never start, or refuse to start (out of range)"
+            )
+        return None
+    refused = size is not None and refused_alone(size)
+    if replicas == 1 and not refused:
+        return None
+    return (
+        f"its {replicas} pods' ranks take no rank from their host names ({ENV_RANK_FROM_HOSTNAME} "
+        f"is not on): each would {'refuse to start' if refused else 'train alone as rank 0 of 1'}"
+    )
 
 
 def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
