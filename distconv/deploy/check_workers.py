@@ -260,16 +260,17 @@ def _world_size_reference(job: Manifest, container: Manifest, indexed: bool) -> 
     fills in. The other checks leave such a value alone."""
     known, size = _seen(container, ENV_WORLD_SIZE, indexed)
     pairs = _pairs(container, indexed)
-    if not known or size is None or pairs is None or not (size == EACH_INDEX or INDEX in size):
+    if not known or size is None or pairs is None or not (size == EACH_INDEX or "$(" in size):
         return
     index = indexed and not _index_removed(container)
     rank, world = placed_by(container, "--rank"), placed_by(container, "--world-size")
     if (rank and world) or (not (index or pairs) and (rank or world)):
         return  # reads none
     if size != EACH_INDEX:
+        why = _LEFT if INDEX in size else "nothing the pod can see defines that variable"
         yield (
             f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} reaches the ranks as written, and "
-            f"they read it: {_REFUSED} ({_LEFT})"
+            f"they read it: {_REFUSED} ({why})"
         )
     elif not (index and not pairs and world):
         each = f"DISTCONV_WORLD_SIZE {INDEX} makes each rank's index its world size"

@@ -788,7 +788,6 @@ def test_a_semantic_break_is_caught(case):
             "name": "DISTCONV_WORLD_SIZE",
             "valueFrom": {"configMapKeyRef": {"name": "c", "key": "n"}},
         },
-        {"name": "DISTCONV_WORLD_SIZE", "value": "$(RANKS)"},
         {"name": "DISTCONV_WORLD_SIZE", "value": " 04"},  # the ranks read it as 4
     ],
 )
@@ -800,6 +799,19 @@ def test_a_world_size_the_cluster_fills_in_or_the_ranks_read_alike_passes(var):
     container["env"] = [v for v in container["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]
     container["env"].append(var)
     assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize("value", ["$(RANKS)", "$$(RANKS)"])
+def test_a_world_size_of_a_variable_nothing_defines_is_refused(value):
+    """No variable, Service or ConfigMap fills in ``$(RANKS)``: the ranks read the text and
+    refuse it ("DISTCONV_WORLD_SIZE must be an integer"); it passed as a value the cluster
+    knows."""
+    objs = copy.deepcopy(render("pserver"))
+    container = _container(objs[2])
+    container["env"] = [v for v in container["env"] if v["name"] != "DISTCONV_WORLD_SIZE"]
+    container["env"].append({"name": "DISTCONV_WORLD_SIZE", "value": value})
+    (problem,) = manifest_problems(objs)
+    assert "DISTCONV_WORLD_SIZE '$(RANKS)' reaches the ranks as written" in problem
 
 
 #: the shards' names in the "pserver" example, as its workers' --pservers lists them
