@@ -137,7 +137,7 @@ class PServerSync(
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0
         self._lagging = False  # a step's pushes may be on the shards, not in the parameters
-        self._pushes_at_pull: list[tuple[Any, ...]] | None = None  # (see _pushes)
+        self._stamps_at_pull: list[tuple[Any, ...]] | None = None  # (see _stamps)
         self._collective = 0
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
@@ -165,7 +165,7 @@ class PServerSync(
         # one had its gradient cleared in those rows alone, the rest carried into the next step
         self._init_sparse_rows()
         self._end_step()  # a step cut short is over: its pushes were dropped
-        self._pushes_at_pull = None  # another layout, and the chief seeds: no pull stands for it
+        self._stamps_at_pull = None  # another layout, and the chief seeds: no pull stands for it
         self._host.clear()  # a sparse pull writes some rows, then copies the whole host copy
         self.sparse = {p.name for p in self.params if p.sparse_rows}
         self._specs = [self._spec(p) for p in self.params]
@@ -278,22 +278,22 @@ class PServerSync(
     def refresh_parameters(self) -> None:
         """In async mode, pull every block, which other workers moved on (a job's only worker
         pulls only after a step of its own cut short: the shards may hold its pushes). With no
-        step since its last pull, only where a shard's ``stats`` moved: a push of any worker's, a
+        step since its last pull, only where a shard's ``stats`` moved: any worker's update, a
         seed, a failure (a checkpoint right after the epoch's refresh pulls nothing)."""
         if self.mode != "async" or (self.world_size == 1 and not self._lagging):
             return
-        if (pushes := self._pushes()) != self._pushes_at_pull:  # None after a step of its own
-            self._pull_all(pushes)  # a failed shard's too: the pull is refused with the failure
+        if (stamps := self._stamps()) != self._stamps_at_pull:  # None after a step of its own
+            self._pull_all(stamps)  # a failed shard's too: the pull is refused with the failure
 
-    def _pushes(self) -> list[tuple[Any, ...]]:
+    def _stamps(self) -> list[tuple[Any, ...]]:
         """Each shard's failure (a pull is refused with it), seed and count of value updates."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
         replies = self._ask_all(asks, "pull", stoppable=True)
         return [(h.get("failed"), h.get("seed"), h["stats"]["updates"]) for h, _ in replies]
 
-    def _pull_all(self, pushes: list[tuple[Any, ...]] | None = None) -> None:
-        """Pull every block's values, in requests within the shards' caps, after ``pushes``."""
-        pushes = self._pushes() if pushes is None else pushes  # a later push: pulled next time
+    def _pull_all(self, stamps: list[tuple[Any, ...]] | None = None) -> None:
+        """Pull every block's values, in requests within the shards' caps, after ``stamps``."""
+        stamps = self._stamps() if stamps is None else stamps  # a later update: pulled next time
         runs = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
@@ -305,14 +305,14 @@ class PServerSync(
             written |= self._write(run, arrays, h)
         self._values_to_device(written)
         self._lagging = False
-        self._pushes_at_pull = pushes
+        self._stamps_at_pull = stamps
 
     # -- one step -----------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
         super().start_step(examples)
         self._step += 1
         self._lagging = True  # until finish_step wrote every reply to its pushes
-        self._pushes_at_pull = None  # its pushes move the shards on
+        self._stamps_at_pull = None  # its pushes move the shards on
         self._record_rows(True)
 
     def on_gradient(self, param: Parameter) -> None:

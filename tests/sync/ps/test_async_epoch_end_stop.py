@@ -97,7 +97,7 @@ def test_a_stopping_rank_gives_up_a_pull_whose_shard_went_after_its_stats(shards
     """The pull's own wait, not only the stats request before it (review k288): shard 1 answers
     the stats, then is killed before the pull."""
     _, _, (_, sync) = trained
-    stats = sync._pushes
+    stats = sync._stamps
 
     def then_kill() -> list:
         counts = stats()
@@ -105,7 +105,7 @@ def test_a_stopping_rank_gives_up_a_pull_whose_shard_went_after_its_stats(shards
         shards.procs[1].wait()
         return counts
 
-    sync._pushes = then_kill
+    sync._stamps = then_kill
     restore = stopping()
     began = time.monotonic()
     try:
