@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, is_gpu_array, resolve_dtype
+from distconv.backend import all_finite, get_array_module, is_gpu_array, resolve_dtype
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -195,14 +195,44 @@ class Bucket:
 
     def unpack(self) -> None:
         """The reduced gradients back into the gradient buffer (once a step; no-ops where the
-        collective reduced the buffer itself)."""
+        collective reduced the buffer itself).
+
+        Raises:
+            SyncError: a 16-bit wire holds NaN or infinity (see :meth:`check_wire`).
+        """
         if self.unpacked:
             return
-        self.unpacked = True
         if self.target is not self.host:
             np.copyto(self.host, self.target[: self.size], casting="unsafe")
+        self.check_wire()
+        self.unpacked = True
         if self.on_device:
             self.buffer.set(self.host)
+
+    def check_wire(self) -> None:
+        """Refuse a reduced 16-bit wire that holds NaN or infinity, before any optimizer reads it.
+
+        float16 ends at 65,504: an average past it on a rank, or the ranks' sum of averages,
+        becomes infinity on the wire where the gradients themselves were finite, and the
+        optimizer would write it into the parameters without a word. The same on every rank
+        (they hold bitwise the same sums), so every rank stops at the same bucket. Checked on
+        the host copy, once cast back (:func:`~distconv.backend.all_finite`: for a large bucket
+        one dot product in float32 or float64, far cheaper than ``isfinite`` over float16); the
+        native wires, as one process, are not checked.
+
+        Raises:
+            SyncError: naming the bucket, its parameters and the way out.
+        """
+        if not self.compressed or all_finite(self.host):
+            return
+        dtype = self.target.dtype
+        limit = " (65504)" if dtype == np.float16 else ""
+        names = ", ".join(p.name for p in self.params)
+        raise SyncError(
+            f"gradient bucket {self.index} ({names}) is not finite after the {dtype} wire: an "
+            f"average gradient, or the ranks' sum of them, past {dtype}'s range{limit}, or a "
+            "NaN or infinite gradient; train with grad_dtype 'bfloat16' or 'float32'"
+        )
 
     def grad_scale(self, total: int) -> float:
         """What the optimizer multiplies this bucket's reduced gradients by to average them.

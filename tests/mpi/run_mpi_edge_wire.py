@@ -1,0 +1,42 @@
+"""mpiexec -n 2 python -m mpi4py run_mpi_edge_wire.py OVERLAP ERRORS_DIR: a 16-bit wire whose
+sum overflows.
+
+Each rank holds one float64 parameter and one example whose gradient, averaged over the step's
+two examples, is 40,000: finite in float16 on each rank, but the ranks' sum (80,000) is past
+float16's largest value (65,504). Each rank writes what ``finish_step`` raised and its
+parameter's values after it to ``ERRORS_DIR/rank<r>.err`` and ``rank<r>.npy``, then raises: the
+sync's ``close`` ends the job.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.mpi import MPISync
+
+
+def main() -> None:
+    overlap, errors = sys.argv[1] == "1", Path(sys.argv[2])
+    param = Parameter("w", np.array([1.0, -1.0, 0.5]))
+    sync = MPISync(create_optimizer("sgd"), grad_dtype="float16", overlap=overlap)
+    try:
+        sync.setup([param], {})
+        sync.start_step(1)
+        param.grad += np.array([80_000.0, 1.0, -1.0])
+        sync(param)
+        sync.finish_step()
+    except Exception as error:
+        (errors / f"rank{sync.rank}.err").write_text(f"{type(error).__name__}: {error}\n")
+        np.save(errors / f"rank{sync.rank}.npy", param.value)
+        raise
+    finally:
+        sync.close()
+
+
+if __name__ == "__main__":
+    main()

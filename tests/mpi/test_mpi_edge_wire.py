@@ -1,0 +1,86 @@
+"""A 16-bit gradient wire at the edges of its range.
+
+float16 holds nothing past 65,504: an average gradient (or the ranks' sum of averages) beyond
+that became infinity on the wire, and the optimizer wrote it into the parameters without a word,
+where one process in float64 trains on. It is an error now, naming the bucket, before the
+optimizer reads it. At the other end float16 flushes averages under about 3e-8 to zero, while
+bfloat16, with float32's range, keeps them (documented in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.mpi import MPISync, SingleRankComm
+from tests.mpi.common import HERE, mpiexec, run_mpi
+
+START = np.array([1.0, -1.0, 0.5])
+
+
+def one_step(grad_dtype: str, grad: np.ndarray, overlap: bool, examples: int = 1) -> Parameter:
+    """One SGD step (learning rate 0.01) of a float64 parameter on a world of one."""
+    param = Parameter("w", START.copy())
+    sync = MPISync(
+        create_optimizer("sgd"), comm=SingleRankComm(), grad_dtype=grad_dtype, overlap=overlap
+    )
+    sync.setup([param], {})
+    try:
+        sync.start_step(examples)
+        param.grad += grad
+        sync(param)
+        sync.finish_step()
+    finally:
+        sync.close()
+    return param
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("overlap", [False, True])
+def test_an_average_past_float16s_range_is_an_error_not_an_infinite_parameter(overlap):
+    with pytest.raises(SyncError, match=r"bucket 0 \(w\).*not finite.*float16.*65504"):
+        with np.errstate(over="ignore"):
+            one_step("float16", np.array([1e6, 1.0, -2.0]), overlap)
+
+
+@pytest.mark.timeout(60)
+def test_bfloat16_carries_the_same_average():
+    pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
+    value = one_step("bfloat16", np.array([1e6, 1.0, -2.0]), False).value
+    assert np.all(np.isfinite(value))
+    # 1e6 is 999,424 in bfloat16 (8 bits of mantissa): the step is 0.01 of that
+    np.testing.assert_allclose(value, [1.0 - 9994.24, -1.01, 0.52])
+
+
+@pytest.mark.timeout(60)
+def test_float16_flushes_averages_under_its_smallest_subnormal_to_zero():
+    pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
+    # a sum of 2e-4 over 10,000 examples: an average of 2e-8, under half of 2**-24
+    grad = np.array([2e-4, 2e-4, 2.0])
+    flushed = one_step("float16", grad, False, examples=10_000).value
+    kept = one_step("bfloat16", grad, False, examples=10_000).value
+    assert flushed[0] == START[0] and flushed[1] == START[1]  # the tiny ones: no step at all
+    np.testing.assert_allclose(flushed[2], 0.5 - 0.01 * 2e-4, rtol=1e-3)
+    np.testing.assert_allclose(kept[:2], START[:2] - 0.01 * 2e-8, rtol=1e-2)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_two_ranks_whose_float16_sum_overflows_stop_with_their_parameters_untouched(
+    overlap, tmp_path
+):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    command = [sys.executable, "-m", "mpi4py", str(HERE / "run_mpi_edge_wire.py")]
+    proc = run_mpi(["-n", "2", *command, overlap, str(tmp_path)], timeout=45)
+    assert proc.returncode != 0
+    for rank in range(2):  # each rank's sum is finite alone: only the ranks' sum overflows
+        record = (tmp_path / f"rank{rank}.err").read_text()
+        assert "SyncError" in record and "not finite" in record, record
+        np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), START)
