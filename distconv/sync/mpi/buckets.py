@@ -339,6 +339,16 @@ def grads_moved(buckets: Sequence[Bucket], params: Sequence[Parameter]) -> bool:
     return not all(all(map(is_, map(_grad, b.params), b.views)) for b in buckets)
 
 
+def detach_gradients(buckets: Sequence[Bucket]) -> None:
+    """Give each parameter of ``buckets`` a copy of its gradient, so that what MPI (or the
+    communication thread) still writes into the buffers of an abandoned step never reaches it;
+    one frozen (no gradient) or given another array since has let go of its buffer already."""
+    for bucket in buckets:
+        for p, view in zip(bucket.params, bucket.views):
+            if p.grad is view:
+                p.grad = view.copy()
+
+
 def build_buckets(
     params: Sequence[Parameter],
     bucket_bytes: int,

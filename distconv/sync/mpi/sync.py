@@ -44,6 +44,7 @@ from distconv.parameter import Parameter
 from distconv.sync.base import SyncError, SyncStrategy, closing_error
 from distconv.sync.mpi.buckets import (
     Bucket,
+    detach_gradients,
     grads_moved,
     wire_dtype,
 )
@@ -237,7 +238,15 @@ class MPISync(BucketLayout, RankCollectives):
         """The step ends unfinished: later gradients and ``finish_step`` are refused as outside
         a step (LocalSync's, inherited, made them bare errors here). It stays open: ``start_step``
         refuses and ``close`` aborts where other ranks may wait in its collectives, until the
-        next :meth:`setup`, which completes its step check first."""
+        next :meth:`setup`, which completes its step check first.
+
+        Each parameter of the step gets its gradient back as an array of its own
+        (:func:`~.buckets.detach_gradients`): the step's collectives may still be pending on the
+        bucket buffers, and the next MPI call (setup's meeting) moves them on, so MPI would write
+        the ranks' sums over gradients the caller zeroed since (``Trainer.fit`` does, before
+        setup), and the next setup's buckets would take them in."""
+        if self._in_step:
+            detach_gradients(self.buckets)
         self._in_step = False
 
     def _complete_check(self) -> None:
