@@ -1,31 +1,51 @@
-"""mpiexec -n 2 python -m mpi4py run_mpi_edge_refit.py OUT OVERLAP: a second fit after a step
-that every rank abandoned once its first bucket was on the wire, as the Trainer does it.
+"""mpiexec -n 2 python -m mpi4py run_mpi_edge_refit.py OUT OVERLAP [log]: a second fit after a
+step that every rank abandoned once its first bucket was on the wire, as the Trainer does it.
 
 Two parameters in two buckets (``b``'s first: the layout starts in reverse network order). Each
 rank fires ``b`` (its bucket goes on the wire), then abandons the step; then, as
 ``Trainer.fit`` does, zeroes every gradient *before* setting the sync up again, and trains one
 step. Each rank writes its values after that step to ``OUT/values<rank>.npz``.
+
+``log`` (run it under ``-rc thread_level=serialized``, with OVERLAP 1): every MPI call is
+logged (:mod:`one_call_at_a_time`) and each rank writes ``OUT/calls<rank>.json``; the thread
+waits for a request in ``MPI_Wait`` (``poll_seconds=0``), and rank 1 fires a second late, so
+rank 0's thread is inside that wait while rank 0's main thread sets the sync up again.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
-from distconv.sync.mpi import MPISync
+import numpy as np  # noqa: E402
+from one_call_at_a_time import OneCallAtATime  # noqa: E402
+
+from distconv.optim import create_optimizer  # noqa: E402
+from distconv.parameter import Parameter  # noqa: E402
+from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
 
 
 def main() -> None:
-    out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
-    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=overlap, timeout=60)
+    out, overlap, log = Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3:] == ["log"]
+    comm = OneCallAtATime(import_mpi().COMM_WORLD) if log else None
+    sync = MPISync(
+        create_optimizer("sgd", lr=0.5),
+        comm=comm,
+        bucket_bytes=24,
+        overlap=overlap,
+        timeout=60,
+        poll_seconds=0 if log else None,
+    )
     params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
     try:
         sync.setup(params, {})
         sync.start_step(1)
+        if log and sync.rank == 1:
+            time.sleep(1.0)
         params[1].grad += 100.0
         params[1].inc_update(sync)
         sync.abandon_step()  # as the Trainer does when a layer raises mid-backward
@@ -38,6 +58,9 @@ def main() -> None:
             p.inc_update(sync)
         sync.finish_step()
         np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
+        if log:
+            calls = {"overlaps": comm.log.overlaps, "by_thread": comm.log.by_thread}
+            (out / f"calls{sync.rank}.json").write_text(json.dumps(calls))
     finally:
         sync.close()
 

@@ -185,6 +185,9 @@ class MPISync(BucketLayout, RankCollectives):
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         self._open = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
+        # an abandoned step's pieces may still be on the thread: it finishes them before the
+        # main thread calls MPI (MPI_THREAD_SERIALIZED allows one thread inside MPI at a time)
+        self._stop_thread()
         self._check.drain()  # an abandoned step's, posted on every rank: setup meets after it
         try:
             super().setup(params, {**(config or {}), **wire}, state)
@@ -367,9 +370,13 @@ class MPISync(BucketLayout, RankCollectives):
 
     def _close_gradients(self) -> None:
         """Stop the communication thread and free the gradients' communicator, if any."""
-        if self._thread is not None:
-            self._thread.stop()
-            self._thread = None
+        self._stop_thread()
         if self._grad_comm is not None and self._grad_comm is not self.comm:
             self._grad_comm.Free()
         self._grad_comm = None
+
+    def _stop_thread(self) -> None:
+        """Let the communication thread finish what it was handed, then end it, if any."""
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
