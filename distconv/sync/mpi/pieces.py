@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from distconv.kernels.shape import is_int
 from distconv.sync.base import SyncError, step_refusal
 
 #: bytes of a full-size allreduce with the communication thread (a bucket's last piece may take
@@ -63,12 +64,14 @@ def piece_sizes(
     return first or full, full, last or (LAST_PIECE_BYTES if thread else full)
 
 
-def check_sizes(required: Sequence[str] = (), **sizes: Any) -> None:
-    """ValueError naming the first of ``sizes`` (name: bytes) not a positive int; None passes,
-    but for the names in ``required`` (None there would fail only at setup's layout)."""
+def check_sizes(required: Sequence[str] = (), **sizes: Any) -> list[int | None]:
+    """``sizes`` (name: bytes) as Python ints, in order; ValueError naming the first not a
+    positive integer (a numpy one is one, a bool is none). None passes, but for the names in
+    ``required`` (None there would fail only at setup's layout)."""
     for name, value in sizes.items():
-        if (value is not None or name in required) and (not isinstance(value, int) or value < 1):
+        if (value is not None or name in required) and (not is_int(value) or value < 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return [None if value is None else int(value) for value in sizes.values()]
 
 
 def plan_pieces(

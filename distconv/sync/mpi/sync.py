@@ -135,8 +135,13 @@ class MPISync(BucketLayout, RankCollectives):
     ) -> None:
         super().__init__(optimizer)
         self.poll_seconds = check_poll_seconds(poll_seconds)
-        check_sizes(["bucket_bytes"], bucket_bytes=bucket_bytes, piece_bytes=piece_bytes)
-        check_sizes(first_piece_bytes=first_piece_bytes, last_piece_bytes=last_piece_bytes)
+        # Python ints from here on: the job description compares them as JSON
+        bucket_bytes, piece_bytes = check_sizes(  # type: ignore[assignment]
+            ["bucket_bytes"], bucket_bytes=bucket_bytes, piece_bytes=piece_bytes
+        )
+        first_piece_bytes, last_piece_bytes = check_sizes(
+            first_piece_bytes=first_piece_bytes, last_piece_bytes=last_piece_bytes
+        )
         self.piece_sizes = self._pieces_asked = (first_piece_bytes, piece_bytes, last_piece_bytes)
         self._wire = wire_dtype(grad_dtype)
         self.timeout, self.stream = check_timeout(timeout), stream
