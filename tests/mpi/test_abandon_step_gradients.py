@@ -1,5 +1,5 @@
 """What ``abandon_step`` hands back on a world of one (the two-rank cases:
-``test_mpi_edge_refit.py``): each parameter's gradient as an array of its own, the buckets'
+``test_refit_after_abandon.py``): each parameter's gradient as an array of its own, the buckets'
 buffers left to MPI."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""mpiexec -n 2 python -m mpi4py run_mpi_edge_models.py OUT OPTIONS_JSON: an odd model trained.
+"""mpiexec -n 2 python -m mpi4py run_odd_models.py OUT OPTIONS_JSON: an odd model trained.
 
 The model (:data:`SHAPES`, :data:`DTYPES`): zero-element parameters, a float32 scalar, float32
 and float64 parameters mixed, and a parameter (``p5``) that only examples whose id is a multiple

@@ -23,9 +23,9 @@ pytestmark = NEEDS_MPIEXEC
 
 
 def refit(tmp_path, *options: str, thread_level: str | None = None) -> None:
-    """Run ``run_mpi_edge_refit.py`` on two ranks; check the step after the second setup."""
+    """Run ``run_refit_after_abandon.py`` on two ranks; check the step after the second setup."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
-    command = [*script("run_mpi_edge_refit.py", thread_level), str(tmp_path), *options]
+    command = [*script("run_refit_after_abandon.py", thread_level), str(tmp_path), *options]
     proc = run_mpi(["-n", "2", *command], timeout=90)
     assert proc.returncode == 0, proc.stderr
     for rank in (0, 1):  # the gradients' mean over the ranks, 1.5, at lr 0.5

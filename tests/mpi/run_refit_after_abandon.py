@@ -1,4 +1,4 @@
-"""mpiexec -n 2 python -m mpi4py run_mpi_edge_refit.py OUT OVERLAP [log]: a second fit after a
+"""mpiexec -n 2 python -m mpi4py run_refit_after_abandon.py OUT OVERLAP [log]: a second fit after a
 step that every rank abandoned once its first bucket was on the wire, as the Trainer does it.
 
 Two parameters in two buckets (``b``'s first: the layout starts in reverse network order). Each

@@ -77,7 +77,7 @@ def test_two_ranks_whose_float16_sum_overflows_stop_with_their_parameters_untouc
     overlap, tmp_path
 ):
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
-    command = [sys.executable, "-m", "mpi4py", str(HERE / "run_mpi_edge_wire.py")]
+    command = [sys.executable, "-m", "mpi4py", str(HERE / "run_wire_overflow.py")]
     proc = run_mpi(["-n", "2", *command, overlap, str(tmp_path)], timeout=45)
     assert proc.returncode != 0
     for rank in range(2):  # each rank's sum is finite alone: only the ranks' sum overflows

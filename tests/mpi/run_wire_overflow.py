@@ -1,4 +1,4 @@
-"""mpiexec -n 2 python -m mpi4py run_mpi_edge_wire.py OVERLAP ERRORS_DIR: a 16-bit wire whose
+"""mpiexec -n 2 python -m mpi4py run_wire_overflow.py OVERLAP ERRORS_DIR: a 16-bit wire whose
 sum overflows.
 
 Each rank holds one float64 parameter and one example whose gradient, averaged over the step's

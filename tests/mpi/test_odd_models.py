@@ -2,7 +2,7 @@
 
 Zero-element and scalar parameters, float32 and float64 mixed, a parameter that fires on one
 rank or on none in a step, a rank without examples, a second setup (see
-``run_mpi_edge_models.py``); with one bucket and with buckets smaller than one gradient, with
+``run_odd_models.py``); with one bucket and with buckets smaller than one gradient, with
 and without the communication thread, pieces of one element, and 16-bit wires over float64.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
-from tests.mpi.run_mpi_edge_models import train
+from tests.mpi.run_odd_models import train
 
 pytestmark = NEEDS_MPIEXEC
 
@@ -39,7 +39,7 @@ TINY_PIECES = {"piece_bytes": 8, "first_piece_bytes": 8, "last_piece_bytes": 8}
 )
 def test_an_odd_model_on_two_ranks_trains_as_one_process(tmp_path, options, tolerance):
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
-    command = ["-n", "2", *script("run_mpi_edge_models.py"), str(tmp_path), json.dumps(options)]
+    command = ["-n", "2", *script("run_odd_models.py"), str(tmp_path), json.dumps(options)]
     proc = run_mpi(command, timeout=90)
     assert proc.returncode == 0, proc.stderr
     ranks = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(2)]
