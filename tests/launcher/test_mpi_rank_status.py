@@ -137,6 +137,7 @@ time.sleep(30)
 #: runs at most (each 0.3 to 1 s here): Hydra's cleanup SIGKILL goes into its status in about
 #: one run in three; where it never does, the fix was not exercised and the test skips, saying
 #: so (it passed before, where 8 s of a loaded machine could hold three runs, none merged)
+#: (test_mpi_status_merged.py gets the merged status every run, Hydra's cleanup off)
 RUNS, SECONDS = 30, 30.0
 #: the cause of a run where Hydra's status was the merged one, the case the test is for
 MERGED = "a rank exited with code 3; mpiexec itself exited with code 9"
