@@ -121,7 +121,8 @@ class Child:
         #: monotonic time the process exited, set by the waiter thread (None while it runs)
         self.exited_at: float | None = None
         self.log_path = log_path
-        kept = TAIL_LINES if spec.reader is None else spec.reader.lines
+        # the report's tail at least, whatever fewer lines a reader reads
+        kept = TAIL_LINES if spec.reader is None else max(TAIL_LINES, spec.reader.lines)
         self.tail: collections.deque[str] = collections.deque(maxlen=kept)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)

@@ -34,7 +34,7 @@ class TailReader:
     #: (the failing process's status in :meth:`Child.poll`'s terms, a cause naming the child's
     #: own) from the last lines and the child's status; None where they say nothing else
     ending: Callable[[Sequence[str], int], tuple[int, str | None] | None] = lambda _t, _c: None
-    #: how many last lines it reads (the report shows :data:`TAIL_LINES` of them)
+    #: how many last lines it reads; the child keeps :data:`TAIL_LINES` at least (the report's)
     lines: int = TAIL_LINES
 
     def read(self, tail: Sequence[str], code: int | None) -> tuple[int | None, str | None]:
