@@ -111,9 +111,10 @@ def rank_signal_number(statuses: Sequence[int]) -> int | None:
 
 def rank_status(statuses: Sequence[int]) -> int | None:
     """The failing rank's own status from every process's wait status, in
-    :meth:`launcher.child.Child.poll`'s terms: the first exit code (in Hydra's order, by rank:
-    it gives no times) that is neither 0 nor :data:`~launcher.child.PEER_FAILED_STATUS`, else
-    minus the signal :func:`rank_signal_number` names, else that 75; None where all are zero.
+    :meth:`launcher.child.Child.poll`'s terms: the first exit code (in Hydra's order: host by
+    host, each host's by rank; it gives no times) that is neither 0 nor
+    :data:`~launcher.failure.PEER_FAILED_STATUS`, else minus the signal
+    :func:`rank_signal_number` names, else that 75; None where all are zero.
 
     A rank's 75 says another rank failed (a parameter-server worker's ``PeerFailed``): it is
     reported only where no other rank says more, as the local launcher's settle rule does."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -26,13 +27,13 @@ if MPI.COMM_WORLD.Get_rank() == 1:
 time.sleep(0.5)
 os.kill(os.getpid(), signal.SIGKILL)
 """
-#: Hydra without its cleanup: each rank's status is its own
-NO_CLEANUP = '#!/bin/sh\nexec "{mpiexec}" -disable-auto-cleanup "$@"\n'
+#: Hydra without its cleanup (each rank's status is its own), run with ``{flags}`` too
+NO_CLEANUP = '#!/bin/sh\nexec "{mpiexec}" -disable-auto-cleanup {flags} "$@"\n'
 
 
-@pytest.mark.mpi
-@pytest.mark.timeout(120)
-def test_the_launcher_exits_with_the_ranks_code_where_hydra_merged_a_sigkill(tmp_path):
+def hydra_without_cleanup(tmp_path: Path, *flags: str) -> Path:
+    """An ``--mpiexec`` for the launcher: MPICH's Hydra with ``-disable-auto-cleanup`` and
+    ``flags``; skips the test where mpiexec is not Hydra, or mpi4py is missing."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         pytest.skip("mpiexec is not on PATH")
@@ -40,11 +41,18 @@ def test_the_launcher_exits_with_the_ranks_code_where_hydra_merged_a_sigkill(tmp
     version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
     if "HYDRA" not in version.stdout:
         pytest.skip("mpiexec is not MPICH's Hydra")
+    wrapper = tmp_path / "mpiexec-no-cleanup"
+    wrapper.write_text(NO_CLEANUP.format(mpiexec=mpiexec, flags=" ".join(flags)))
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_the_launcher_exits_with_the_ranks_code_where_hydra_merged_a_sigkill(tmp_path):
+    wrapper = hydra_without_cleanup(tmp_path)
     script = tmp_path / "exit3.py"
     script.write_text(RANK_1_EXITS_3_OTHERS_KILLED)
-    wrapper = tmp_path / "mpiexec-no-cleanup"
-    wrapper.write_text(NO_CLEANUP.format(mpiexec=mpiexec))
-    wrapper.chmod(0o755)
     run = tmp_path / "run"
     flags = ["--mpiexec", str(wrapper), "--mpi-flavor", "mpich", "--threads", "1", "--run-dir"]
     done = launch("mpi", "-np", "3", *flags, str(run), "--", str(script), cwd=tmp_path, timeout=60)

@@ -1,7 +1,7 @@
 """Under MPICH a rank's exit 75 (``distconv train``'s status for another rank's failure, a
 parameter-server worker's ``PeerFailed``) is not the failing rank's status where another rank
-says more: Hydra lists its processes by rank, with no times, and the rank that exited 75 came
-first there whenever its rank was lower (the launcher exited 75 for a rank 2 that exited 1).
+says more: Hydra lists its processes host by host, with no times, and the rank that exited 75
+came first there whenever it was listed first (the launcher exited 75 for a rank 2 that exited 1).
 The local launcher reports a 75 only where no other failure comes; so does this."""
 
 from __future__ import annotations
