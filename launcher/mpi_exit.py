@@ -131,16 +131,33 @@ def rank_status(statuses: Sequence[int]) -> int | None:
 def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None:
     """The failing rank's own status (:func:`rank_status`) and the cause, naming mpiexec's own
     status ``code``, from Hydra's status lines in ``tail``; None where they are not there, say
-    nothing (all zero), or agree with ``code``: then mpiexec's status is reported as it is."""
+    nothing (all zero), or agree with ``code`` in a status other than a 75 (whose cause says
+    what a 75 is): then mpiexec's status is reported as it is."""
     statuses = hydra_statuses(tail)
     own = None if statuses is None else rank_status(statuses)
-    if own is None or own == code:
+    if own is None or (own == code and own != PEER_FAILED_STATUS):
         return None
-    said = [f"a rank exited with code {own}"] if own > 0 else []
-    signalled = signal_cause(tail)  # a rank's own signal beside an exit is said too
-    said += [signalled] if signalled else []
+    if own == PEER_FAILED_STATUS:  # no rank said more: say what a 75 is, even as mpiexec's own
+        said = _victim_said(statuses)
+    else:
+        said = [f"a rank exited with code {own}"] if own > 0 else []
+        signalled = signal_cause(tail)  # a rank's own signal beside an exit is said too
+        said += [signalled] if signalled else []
     ended = f"exited with code {code}" if code >= 0 else f"died of signal {signal_name(-code)}"
     return own, "; ".join([*said, f"mpiexec itself {ended}"])
+
+
+def _victim_said(statuses: Sequence[int]) -> list[str]:
+    """What a reported :data:`~launcher.failure.PEER_FAILED_STATUS` is, as ``local`` says it,
+    and a SIGKILL beside it: the rank that failed (stuck, or killed by the OOM killer before
+    the others' 75), or Hydra's cleanup after the 75; its statuses have no times to tell."""
+    said = [
+        f"a rank exited with code {PEER_FAILED_STATUS} (stopped because another rank failed: "
+        "the ranks' lines name it)"
+    ]
+    if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL for s in statuses):
+        said.append("a rank died of signal 9 (SIGKILL): the one that failed, or Hydra's cleanup")
+    return said
 
 
 #: what the launcher reads from mpiexec's last lines (its ChildSpec.reader): the signal a rank
