@@ -15,6 +15,8 @@ from distconv.deploy.check_index import (
     EACH_INDEX,
     INDEX,
     INDEX_NAME,
+    LOCALS,
+    PAIRS,
     _index_removed,
     _pair_problems,
     _pairs,
@@ -24,7 +26,6 @@ from distconv.deploy.check_index import (
     placed_by,
     refused_alone,
 )
-from distconv.deploy.check_ranks import _other_count
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.shell import KUBELET_REFERENCE
@@ -43,8 +44,8 @@ from distconv.deploy.walk import (
     _runs,
     _where,
 )
-from distconv.messages import env_switch
-from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE
+from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE, RuntimeConfigError
+from distconv.runtime import ENV_ROLE, detect_runtime
 
 
 def _mpi_slots(objs: Sequence[Manifest]) -> Iterator[str]:
@@ -160,51 +161,84 @@ def _one_workers_job(objs: Sequence[Manifest]) -> Iterator[str]:
 
 
 def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
-    """A StatefulSet's pods have no Job index: its ranks place themselves by their host name's
-    ordinal only with ``DISTCONV_RANK_FROM_HOSTNAME`` on, in a world of ``DISTCONV_WORLD_SIZE``,
-    which must be its replicas (:func:`distconv.placement._read_hostname`); otherwise each pod
-    is rank 0 of 1, which refuses a ``DISTCONV_WORLD_SIZE`` above 1 and, without one, trains
-    alone."""
+    """A StatefulSet's pods share one env and have no Job index: each places itself by its host
+    name's ordinal only with ``DISTCONV_RANK_FROM_HOSTNAME`` on, in a world of
+    ``DISTCONV_WORLD_SIZE``, which must be its replicas; otherwise (or where a launcher's pair
+    or a ``--rank`` written into every pod places it) every pod takes one rank. Each pod's
+    placement is worked out as it works it out at start (:func:`_placed`)."""
     fix = (
-        f"set {ENV_RANK_FROM_HOSTNAME}=1 and {ENV_WORLD_SIZE} to the replicas, or run the ranks "
-        "as an Indexed Job"
+        f"set {ENV_RANK_FROM_HOSTNAME}=1 and {ENV_WORLD_SIZE} to the replicas, with no "
+        "launcher's pair, --rank nor --world-size, or run the ranks as an Indexed Job"
     )
     for sts in {id(o): o for o, *_ in _running(objs, "train")}.values():  # once each
-        replicas = known_count(sts["spec"], "replicas", 1) if sts["kind"] == "StatefulSet" else None
-        for container in _main_containers(sts["spec"]["template"]) if replicas else ():
-            problem = _runs(container, "train") and _by_ordinal(container, replicas)
+        spec = sts["spec"]
+        replicas = known_count(spec, "replicas", 1) if sts["kind"] == "StatefulSet" else None
+        first = known_count(spec.get("ordinals") or {}, "start", 0)  # spec.ordinals.start
+        for container in (
+            _main_containers(spec["template"]) if replicas and first is not None else ()
+        ):
+            name = (sts.get("metadata") or {}).get("name")
+            hosts = [f"{name}-{first + n}" for n in range(replicas)]
+            problem = _runs(container, "train") and _by_ordinal(container, hosts)
             if problem:
-                yield f"{_where(sts)}: {problem} ({fix})"
+                start = f"; spec.ordinals.start 0, not {first}" if first else ""
+                yield f"{_where(sts)}: {problem} ({fix}{start})"
 
 
-def _by_ordinal(container: Manifest, replicas: int) -> str | None:
-    """Why the ranks ``container`` runs in a StatefulSet of ``replicas`` do not each place
-    themselves as their own rank of the replicas; None where they do, or where a launcher's
-    pair, a ``--rank`` or ``--world-size`` (_pod_settings') or a value only the cluster knows
-    places them."""
-    if placed_by(container, "--rank", "--world-size") or _pairs(container, indexed=False) != []:
+#: the variables a rank's placement reads (distconv.placement, distconv.runtime._role)
+_PLACEMENT_VARS = (ENV_ROLE, ENV_WORLD_SIZE, ENV_RANK_FROM_HOSTNAME, INDEX_NAME, *LOCALS.values())
+_PLACEMENT_VARS += tuple(name for pair in PAIRS for name in pair)
+
+
+def _by_ordinal(container: Manifest, hosts: list[str]) -> str | None:
+    """Why the ranks ``container`` runs as the pods named ``hosts`` (a StatefulSet's, in
+    ordinal order) do not each take their own rank of as many, with local rank 0 (one rank a
+    pod: local rank R serves ``--health-port`` + R); None where they do, or where only the
+    cluster knows a value placement reads."""
+    placed = []
+    for host in hosts:
+        where = _placed(container, host)
+        if where is None:
+            return None
+        if isinstance(where, str):
+            return f"pod {host}'s rank would refuse to start: {where}"
+        placed.append(where)
+    if sorted(placed) == [(rank, len(hosts), 0) for rank in range(len(hosts))]:
         return None
-    (switch_known, switch), (size_known, size) = (
-        env_as_seen(container, name) for name in (ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE)
+    shown = "; ".join(
+        f"{host}: rank {r} of {w}{f', local rank {lr}' if lr else ''}"
+        for host, (r, w, lr) in zip(hosts, placed)
     )
-    if not (switch_known and size_known) or "$(" in f"{switch}{size}":
-        return None
-    if env_switch(ENV_RANK_FROM_HOSTNAME, {ENV_RANK_FROM_HOSTNAME: switch or ""}):
-        if size is None:
-            return f"{ENV_RANK_FROM_HOSTNAME} is on but {ENV_WORLD_SIZE} is not set: {_REFUSED}"
-        if _other_count(size, replicas):
-            return (
-                f"{ENV_WORLD_SIZE} {size!r} but its {replicas} replicas are one rank each: the "
-                "ranks would wait for ranks that never start, or refuse to start (out of range)"
-            )
-        return None
-    refused = size is not None and refused_alone(size)
-    if replicas == 1 and not refused:
-        return None
     return (
-        f"its {replicas} pods' ranks take no rank from their host names ({ENV_RANK_FROM_HOSTNAME} "
-        f"is not on): each would {'refuse to start' if refused else 'train alone as rank 0 of 1'}"
+        f"its {len(hosts)} pods would not each train as their own rank of {len(hosts)} with "
+        f"local rank 0 ({shown})"
     )
+
+
+def _placed(container: Manifest, host: str) -> tuple[int, int, int] | str | None:
+    """(rank, world, local rank) the rank ``container`` runs takes at start in the pod whose
+    host name is ``host`` (:func:`distconv.runtime.detect_runtime`, on its env and its
+    ``--rank`` and ``--world-size`` as the kubelet passes them), why it refuses to start, or
+    None where only the cluster knows one of them."""
+    env = {}
+    for name in _PLACEMENT_VARS:
+        known, value = env_as_seen(container, name)
+        if not known:
+            return None
+        if value is not None:
+            env[name] = value
+    train, flags = _train_args(container), {}
+    for key in ("rank", "world_size"):
+        written = _flag(train, f"--{key.replace('_', '-')}", last=True)
+        value = None if written is None else expand(written, container)
+        if _is_filled(value):
+            return None
+        flags[key] = value
+    try:
+        runtime = detect_runtime(flags, env, host)
+    except RuntimeConfigError as error:
+        return str(error)
+    return runtime.rank, runtime.world_size, runtime.local_rank
 
 
 def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
