@@ -56,7 +56,8 @@ REQUIRED_LABELS = (
 def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     """Every problem found in one job's manifests, one line each, naming the object.
 
-    Checks: Job and MPIJob-launcher restart policies; each ``subdomain`` and ``serviceName``
+    Checks: Job and MPIJob-launcher restart policies; no ranks run as a Deployment's (or
+    ReplicaSet's, ReplicationController's, DaemonSet's) pods; each ``subdomain`` and ``serviceName``
     names a headless Service of the job whose selector matches the pods; the shards start
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
@@ -92,6 +93,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     for check in (
         count_problems,
         _restart_policies,
+        _rank_controllers,
         _services_named,
         _shards_start_together,
         _mpi_slots,
@@ -125,6 +127,23 @@ def _restart_policies(objs: Sequence[Manifest]) -> Iterator[str]:
                     f"{_where(mpijob)} Launcher: restartPolicy must be Never or OnFailure, "
                     f"got {policy!r}"
                 )
+
+
+#: controllers whose pods have no Job index nor stable ordinal and are restarted when they exit
+RESTARTING_CONTROLLERS = ("Deployment", "ReplicaSet", "ReplicationController", "DaemonSet")
+
+
+def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
+    """Ranks run as a Deployment's (ReplicaSet's, ...) pods: no placement serves them. Their
+    pods share one env and are named ``<name>-<hash>-<random>`` (no index, no ordinal), so
+    every pod takes the same rank, and a rank that finishes is started again, for ever."""
+    for obj in {id(o): o for o, *_ in _running(objs, "train")}.values():  # once each
+        if obj.get("kind") in RESTARTING_CONTROLLERS:
+            yield (
+                f"{_where(obj)}: runs distconv train, but a {obj['kind']}'s pods have no Job "
+                "index nor ordinal to take a rank from, and each is started again when its "
+                "rank finishes (run the ranks as an Indexed Job)"
+            )
 
 
 def _shard_names(
