@@ -46,8 +46,16 @@ INDEX = f"$({INDEX_NAME})"
 #: what :func:`_seen` gives for a value that is each pod's index (the text ``INDEX`` a rank may
 #: read as written is another value)
 EACH_INDEX = "\0index"
-#: why a value that holds a reference the kubelet left as written is no integer
+#: why a reference left as written is no integer: the Job index; another name, or ``$$(...)``
 _LEFT = f"the kubelet fills in {INDEX} only on the command line of an Indexed Job's pods"
+_UNDEFINED = "the kubelet fills in only names defined before it ($$ is $): define it earlier"
+
+
+def why_left(text: str) -> str:
+    """`` (why)`` a value ``text`` a rank reads holds a ``$(`` left as written; empty if none."""
+    return "" if "$(" not in text else f" ({_LEFT if INDEX in text else _UNDEFINED})"
+
+
 #: (rank variable, size variable, rank, size) of a pair a rank sees; None: that one is unset
 Pair = tuple[str, str, "str | None", "str | None"]
 
@@ -60,9 +68,8 @@ def _train_args(container: Manifest) -> list[str]:
 
 def placed_by(container: Manifest, *flags: str) -> bool:
     """Whether the ``distconv train`` of ``container`` gives one of ``flags``. With ``--rank``
-    and ``--world-size`` both, a rank reads neither ``JOB_COMPLETION_INDEX`` nor
-    ``DISTCONV_WORLD_SIZE``; with one, where no index is set, it reads no
-    ``DISTCONV_WORLD_SIZE``."""
+    and ``--world-size`` a rank reads neither ``JOB_COMPLETION_INDEX`` nor
+    ``DISTCONV_WORLD_SIZE``; with one, where no index is set, no ``DISTCONV_WORLD_SIZE``."""
     return _flag(_train_args(container), *flags) is not None
 
 
@@ -80,13 +87,12 @@ def refused_alone(size: str) -> bool:
 
 
 def _seen(container: Manifest, name: str, indexed: bool) -> tuple[bool, str | None]:
-    """Variable ``name`` as the rank sees it (:func:`env_as_seen`): a reference that stays in
-    its value the kubelet left as written, and the rank reads that text, but for
-    ``$(JOB_COMPLETION_INDEX)`` on the command line of an ``indexed`` Job's rank, which the
-    kubelet fills in with the pod's index (:data:`EACH_INDEX`; with more around it, only the
-    pod knows: ``(False, None)``). The Job controller adds the variable after the pod's env,
-    so one of those that names it is left as written, as ``$$(...)`` is, and one a Job that
-    is not Indexed names (kubernetes#121523)."""
+    """Variable ``name`` as the rank sees it (:func:`env_as_seen`): a reference left in its
+    value is text the rank reads, but ``$(JOB_COMPLETION_INDEX)`` on the command line of an
+    ``indexed`` Job's rank, the pod's index (:data:`EACH_INDEX`; with more around it, only the
+    pod knows: ``(False, None)``). The Job controller adds the variable after the pod's env, so
+    one of those that names it is left as written, as is one in a Job not Indexed
+    (kubernetes#121523)."""
     known, value = env_as_seen(container, name)
     if value is None or "$(" not in value:
         return known, value
@@ -237,8 +243,7 @@ def _unread(rank_var: str, size_var: str, rank: str | None, world: str | None) -
         return f"{size_var} {INDEX} makes each rank's index its world size: {_REFUSED}"
     for var, text in ((rank_var, rank), (size_var, world)):
         if text != EACH_INDEX and not INTEGER_TEXT.fullmatch(text):
-            left = f" ({_LEFT})" if INDEX in text else ""
-            return f"{var} {text!r} is no integer: {_REFUSED}{left}"
+            return f"{var} {text!r} is no integer: {_REFUSED}{why_left(text)}"
     return None
 
 
@@ -246,13 +251,12 @@ def _local_problems(
     container: Manifest, pairs: list[Pair], completions: int | None, index: bool, indexed: bool
 ) -> Iterator[str]:
     """Why placement refuses the local ranks it reads beside the ``pairs`` it reads (each
-    ``(rank_var, size_var, rank, world)``, both integers): each set must be an integer;
-    placement compares every other source with the first only, so the first pair's local
-    rank, where set, must be each other pair's that is set, and the Job ``index``'s (0: one
-    rank a pod); the first set, which the rank takes, must lie in the world
-    (:func:`_local_world`) and be 0, as a Job's pod runs one rank (a local rank R serves
-    ``--health-port`` + R and uses CUDA device R). None is judged where only the cluster or
-    each pod knows one."""
+    ``(rank_var, size_var, rank, world)``, both integers): each set must be an integer; it
+    compares every other source with the first only, so the first pair's local rank, where
+    set, must be each other pair's that is set, and the Job ``index``'s (0); the first set,
+    which the rank takes, must lie in the world (:func:`_local_world`) and be 0, as a Job's
+    pod runs one rank (local rank R serves ``--health-port`` + R, uses CUDA device R). None
+    is judged where only the cluster or each pod knows one."""
     found = []
     for rank_var, size_var, _, world in pairs:
         var = LOCALS[rank_var]
@@ -260,8 +264,7 @@ def _local_problems(
         if not known:
             return
         if local is not None and local != EACH_INDEX and not INTEGER_TEXT.fullmatch(local):
-            left = f" ({_LEFT})" if INDEX in local else ""
-            yield f"{var} {local!r} is no integer: {_REFUSED}{left}"
+            yield f"{var} {local!r} is no integer: {_REFUSED}{why_left(local)}"
             return
         found.append((var, local, size_var, world))
     named = [*_disagreeing(found, completions, index)] if found[0][1] is not None else []
@@ -295,8 +298,7 @@ def _local_world(container: Manifest, size_var: str, size: str) -> tuple[str, st
 def _disagreeing(
     found: list[tuple[str, str | None, str, str]], completions: int | None, index: bool
 ) -> Iterator[str]:
-    """The local ranks in ``found`` (variable, value) that differ from the first's, which is
-    set, and the first's where it differs from the Job ``index``'s 0."""
+    """The local ranks in ``found`` that differ from the first's (set); it, from the index's 0."""
     (var, local, _, _), *others = found
     assert local is not None
     for other, theirs, _, _ in others:
@@ -320,8 +322,8 @@ def _disagreeing(
 
 
 def _differ(local: str, other: str, completions: int | None) -> bool:
-    """Whether local ranks ``local`` and ``other`` (each an integer, or each pod's index)
-    differ in some pod of a Job of ``completions`` (None: not known, not judged)."""
+    """Whether local ranks ``local`` and ``other`` (integers, or each pod's index) differ in
+    some pod of a Job of ``completions`` (None: not known, not judged)."""
     if EACH_INDEX not in (local, other):
         return int(local) != int(other)
     if local == other or completions is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_index import (
-    _LEFT,
     EACH_INDEX,
     INDEX,
     INDEX_NAME,
@@ -25,6 +24,7 @@ from distconv.deploy.check_index import (
     index_rank_problems,
     placed_by,
     refused_alone,
+    why_left,
 )
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
@@ -301,10 +301,9 @@ def _world_size_reference(job: Manifest, container: Manifest, indexed: bool) -> 
     if (rank and world) or (not (index or pairs) and (rank or world)):
         return  # reads none
     if size != EACH_INDEX:
-        why = _LEFT if INDEX in size else "nothing the pod can see defines that variable"
         yield (
             f"{_where(job)}: DISTCONV_WORLD_SIZE {size!r} reaches the ranks as written, and "
-            f"they read it: {_REFUSED} ({why})"
+            f"they read it: {_REFUSED}{why_left(size)}"
         )
     elif not (index and not pairs and world):
         each = f"DISTCONV_WORLD_SIZE {INDEX} makes each rank's index its world size"
