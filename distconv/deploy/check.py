@@ -22,7 +22,7 @@ from distconv.deploy.check_shards import (
     expand,
     shard_flag,
 )
-from distconv.deploy.check_workers import _mpi_slots, _shard_setting, _worker_counts
+from distconv.deploy.check_workers import _by_ordinal, _mpi_slots, _shard_setting, _worker_counts
 from distconv.deploy.counts import count_problems, counted, known_count
 from distconv.deploy.walk import (
     Manifest,
@@ -35,6 +35,7 @@ from distconv.deploy.walk import (
     _of_kind,
     _pod,
     _running,
+    _runs,
     _templates,
     _where,
     as_applied,
@@ -57,7 +58,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     """Every problem found in one job's manifests, one line each, naming the object.
 
     Checks: Job and MPIJob-launcher restart policies; no ranks run as a Deployment's (or
-    ReplicaSet's, ReplicationController's, DaemonSet's) pods; each ``subdomain`` and ``serviceName``
+    ReplicaSet's, ReplicationController's, DaemonSet's) pods, and a bare Pod's rank is rank 0 of
+    1 and not restarted; each ``subdomain`` and ``serviceName``
     names a headless Service of the job whose selector matches the pods; the shards start
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
@@ -136,13 +138,28 @@ RESTARTING_CONTROLLERS = ("Deployment", "ReplicaSet", "ReplicationController", "
 def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
     """Ranks run as a Deployment's (ReplicaSet's, ...) pods: no placement serves them. Their
     pods share one env and are named ``<name>-<hash>-<random>`` (no index, no ordinal), so
-    every pod takes the same rank, and a rank that finishes is started again, for ever."""
+    every pod takes the same rank, and a rank that finishes is started again, for ever. A bare
+    Pod runs one rank: it must place itself as rank 0 of 1 (:func:`_by_ordinal`, by its host
+    name), and not be started again when it finishes (its restartPolicy, Always unset)."""
     for obj in {id(o): o for o, *_ in _running(objs, "train")}.values():  # once each
         if obj.get("kind") in RESTARTING_CONTROLLERS:
             yield (
                 f"{_where(obj)}: runs distconv train, but a {obj['kind']}'s pods have no Job "
                 "index nor ordinal to take a rank from, and each is started again when its "
                 "rank finishes (run the ranks as an Indexed Job)"
+            )
+    for pod in _of_kind(objs, "Pod"):
+        spec = pod.get("spec") or {}
+        ranks = [c for c in _main_containers({"spec": spec}) if _runs(c, "train")]
+        host = str(spec.get("hostname") or (pod.get("metadata") or {}).get("name"))
+        for problem in filter(None, (_by_ordinal(container, [host]) for container in ranks)):
+            yield f"{_where(pod)}: {problem} (a bare Pod runs one rank: rank 0 of 1)"
+        policy = spec.get("restartPolicy", "Always")
+        if ranks and policy not in JOB_RESTART_POLICIES:
+            yield (
+                f"{_where(pod)}: restartPolicy must be Never or OnFailure, got {policy!r}"
+                f"{' (unset)' if 'restartPolicy' not in spec else ''}: its rank would be "
+                "started again each time it finishes"
             )
 
 

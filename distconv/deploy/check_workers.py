@@ -209,10 +209,7 @@ def _by_ordinal(container: Manifest, hosts: list[str]) -> str | None:
         f"{host}: rank {r} of {w}{f', local rank {lr}' if lr else ''}"
         for host, (r, w, lr) in zip(hosts, placed)
     )
-    return (
-        f"its {len(hosts)} pods would not each train as their own rank of {len(hosts)} with "
-        f"local rank 0 ({shown})"
-    )
+    return f"the ranks would take ({shown}), not each pod its own of {len(hosts)}, local rank 0"
 
 
 def _placed(container: Manifest, host: str) -> tuple[int, int, int] | str | None:

@@ -84,12 +84,12 @@ _FIX = (
 )
 _ON = {"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "3"}
 _ALONE = (
-    "its 3 pods would not each train as their own rank of 3 with local rank 0 (j-worker-0: "
-    "rank 0 of 1; j-worker-1: rank 0 of 1; j-worker-2: rank 0 of 1)"
+    "the ranks would take (j-worker-0: rank 0 of 1; j-worker-1: rank 0 of 1; j-worker-2: rank "
+    "0 of 1), not each pod its own of 3, local rank 0"
 )
 _ALL_RANK_0 = (
-    "its 3 pods would not each train as their own rank of 3 with local rank 0 (j-worker-0: "
-    "rank 0 of 3; j-worker-1: rank 0 of 3; j-worker-2: rank 0 of 3)"
+    "the ranks would take (j-worker-0: rank 0 of 3; j-worker-1: rank 0 of 3; j-worker-2: rank "
+    "0 of 3), not each pod its own of 3, local rank 0"
 )
 
 
@@ -118,8 +118,8 @@ def _refused(ordinal: int, why: str) -> str:
             {"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "4"},
             (),
             None,
-            "its 3 pods would not each train as their own rank of 3 with local rank 0 "
-            "(j-worker-0: rank 0 of 4; j-worker-1: rank 1 of 4; j-worker-2: rank 2 of 4)",
+            "the ranks would take (j-worker-0: rank 0 of 4; j-worker-1: rank 1 of 4; j-worker-2: "
+            "rank 2 of 4), not each pod its own of 3, local rank 0",
         ),
         (
             3,
