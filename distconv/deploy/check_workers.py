@@ -105,7 +105,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     yield from _stateful_ranks(objs)
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
-        yield from _ranks_a_pod(job) if job.get("kind") == "Job" else ()
+        yield from _ranks_a_pod(job) if job.get("kind") in ("Job", "StatefulSet") else ()
         if job.get("kind") != "Job" or job in jobs:
             continue
         if _job_pods(job["spec"]) > 1:
@@ -253,14 +253,15 @@ def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
 
 
 def _ranks_a_pod(job: Manifest) -> Iterator[str]:
-    """A Job's pod is one rank: two containers in it that run ``distconv train`` see the same
-    ``JOB_COMPLETION_INDEX`` (or none) and world size, and both claim the pod's rank."""
+    """A Job's (or StatefulSet's) pod is one rank: two containers in it that run ``distconv
+    train`` see the same ``JOB_COMPLETION_INDEX`` (or host name) and world size, and both
+    claim the pod's rank."""
     names = [c.get("name") for c in _main_containers(job["spec"]["template"]) if _runs(c, "train")]
     if len(names) > 1:
         yield (
             f"{_where(job)}: {len(names)} containers ({', '.join(map(str, names))}) run distconv "
-            "train in each pod, which is one rank: they would claim the same rank (a Job's pods "
-            "run one rank each)"
+            "train in each pod, which is one rank: they would claim the same rank (each pod "
+            "runs one rank)"
         )
 
 

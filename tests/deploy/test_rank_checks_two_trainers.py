@@ -1,8 +1,9 @@
-"""A Job's pod is one rank: two containers that run ``distconv train`` in it see the same
-``JOB_COMPLETION_INDEX`` (or none: rank 0 of 1) and the same ``DISTCONV_WORLD_SIZE``, so both
-claim the pod's rank, and the job never has its world. The check judged each container alone and
-passed the pod (review k281). The verdict is held to the containers started for real, each as
-the kubelet starts it in the pod."""
+"""A Job's (or StatefulSet's) pod is one rank: two containers that run ``distconv train`` in it
+see the same ``JOB_COMPLETION_INDEX`` (or none: rank 0 of 1; or host name) and the same
+``DISTCONV_WORLD_SIZE``, so both claim the pod's rank, and the job never has its world. The
+check judged each container alone and passed the pod (review k281; a StatefulSet's, until
+review k293). The verdict is held to the containers started for real, each as the kubelet
+starts it in the pod."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import copy
 import pytest
 
 from distconv.deploy import manifest_problems
+from distconv.runtime import detect_runtime
 from tests.deploy.index_pods import start_pod
 from tests.deploy.job_shapes import workers_job
+from tests.deploy.test_rank_checks_stateful_ranks import _sts
 from tests.deploy.test_sidecars import LOGGER
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,7 +47,7 @@ def test_two_ranks_in_one_pod_are_named(workers, indexed, tmp_path):
         assert placed == [(index, workers)] * 2
     assert manifest_problems([job]) == [
         "Job j-worker: 2 containers (worker, worker-2) run distconv train in each pod, which is "
-        "one rank: they would claim the same rank (a Job's pods run one rank each)"
+        "one rank: they would claim the same rank (each pod runs one rank)"
     ]
 
 
@@ -52,3 +55,22 @@ def test_a_sidecar_beside_the_rank_passes():
     job = workers_job(3, [])
     job["spec"]["template"]["spec"]["containers"].append(dict(LOGGER))
     assert manifest_problems([job]) == []
+
+
+def test_two_ranks_in_a_statefulsets_pod_are_named():
+    """Both containers of pod j-worker-1 (one env, one host name) take its rank, 1 of 2."""
+    env = {"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "2"}
+    assert detect_runtime(environ=env, hostname="j-worker-1").rank == 1
+    objs = _sts(2, env)
+    containers = objs[-1]["spec"]["template"]["spec"]["containers"]
+    containers.append({**copy.deepcopy(containers[0]), "name": "worker-2"})
+    assert (
+        "StatefulSet j-worker: 2 containers (worker, worker-2) run distconv train in each pod, "
+        "which is one rank: they would claim the same rank (each pod runs one rank)"
+    ) in manifest_problems(objs)
+
+
+def test_a_sidecar_beside_a_statefulsets_rank_passes():
+    objs = _sts(2, {"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "2"})
+    objs[-1]["spec"]["template"]["spec"]["containers"].append(dict(LOGGER))
+    assert not [p for p in manifest_problems(objs) if "rank" in p]
