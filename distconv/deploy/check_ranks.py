@@ -289,13 +289,15 @@ def _out_of_one(rank: str | None, given: str | None) -> bool:
 def _mpi_world_size_var(here: str, container: Manifest, size: int) -> Iterator[str]:
     """An MPIJob's ranks get the launcher's environment, which Hydra forwards: a
     ``DISTCONV_WORLD_SIZE`` there must be mpirun's ``-np``, which each rank reads from PMI, or
-    every rank stops (``two sources disagree about the world size``). One the cluster fills
-    in is not judged."""
+    every rank stops (``two sources disagree about the world size``), as at a ``$(`` the
+    kubelet left as written (the rank reads the text). One the cluster fills in is not judged."""
+    from distconv.deploy.check_index import why_left  # which imports this module
+
     known, value = env_as_seen(container, "DISTCONV_WORLD_SIZE")
-    if known and value is not None and "$(" not in value and _other_count(value, size):
+    if known and value is not None and _other_count(value, size):
         yield (
             f"{here}: DISTCONV_WORLD_SIZE {value!r} but mpirun starts {size} ranks (-np): "
-            "every rank would refuse to start"
+            f"every rank would refuse to start{why_left(value)}"
         )
 
 

@@ -33,11 +33,18 @@ def test_a_world_size_other_than_np_is_refused(size):
         {"value": "4"},
         {"value": "04"},
         {"valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
-        {"value": "$(N)"},
     ],
 )
 def test_np_itself_or_a_size_the_cluster_fills_in_passes(value):
     assert manifest_problems(mpijob(value)) == []
+
+
+@pytest.mark.parametrize("text", ["$(N)", "$$(N)", "$(JOB_COMPLETION_INDEX)"])
+def test_a_size_left_as_written_is_refused(text):
+    """Hydra forwards the launcher's environment: each rank reads the text and refuses it
+    (``placement.env_int``), as the real ranks below do with any other count; it passed."""
+    (problem,) = manifest_problems(mpijob({"value": text}))
+    assert "but mpirun starts 4 ranks (-np): every rank would refuse to start (" in problem
 
 
 def _under_mpiexec(world_size: str, out: Path) -> subprocess.CompletedProcess:
