@@ -71,20 +71,25 @@ class Shards:
                 *("--drain-seconds", "0"),
                 *extra,
             ]
-            with open(log, "w") as err:
-                proc = subprocess.Popen(
-                    cmd,
-                    stdout=subprocess.PIPE,
-                    stderr=err,
-                    text=True,
-                    env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
-                )
-            self.procs.append(proc)
-            self.logs.append(log)
-            line = proc.stdout.readline()
-            assert "listening on" in line, f"shard {i} did not start: {log.read_text()}"
-            endpoints.append(line.split()[-1])
+            endpoints.append(self.launch(cmd, log))
         return endpoints
+
+    def launch(self, cmd: Sequence[str], log: Path) -> str:
+        """Start the shard ``cmd`` (its stderr to ``log``), stopped with the others at the
+        end; its endpoint, once it says it listens."""
+        with open(log, "w") as err:
+            proc = subprocess.Popen(
+                list(cmd),
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+            )
+        self.procs.append(proc)
+        self.logs.append(log)
+        line = proc.stdout.readline()
+        assert "listening on" in line, f"shard {log.stem} did not start: {log.read_text()}"
+        return line.split()[-1]
 
     def log_text(self) -> str:
         return "\n".join(p.read_text() for p in self.logs)

@@ -11,14 +11,11 @@ once.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 from ps_helpers import (
-    REPO_ROOT,
     batches,
     insecure_worker,
     run_ranks,
@@ -51,20 +48,9 @@ def start_shard_failing_a_reply(shards, workers: int) -> str:
     """One async shard (``FAILING_REPLY``) on 127.0.0.1, stopped by the ``shards`` fixture."""
     args = ["pserver", "--bind", "127.0.0.1:0", "--shard", "0", "--num-shards", "1"]
     args += ["--workers", str(workers), "--mode", "async", "--insecure", "--drain-seconds", "0"]
-    log = shards.tmp_path / "failing-shard.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", FAILING_REPLY, *args],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
-        )
-    shards.procs.append(proc)
-    shards.logs.append(log)
-    line = proc.stdout.readline()
-    assert "listening on" in line, f"shard did not start: {log.read_text()}"
-    return line.split()[-1]
+    return shards.launch(
+        [sys.executable, "-c", FAILING_REPLY, *args], shards.tmp_path / "failing.log"
+    )
 
 
 @pytest.mark.timeout(90)
