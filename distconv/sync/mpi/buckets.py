@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import all_finite, get_array_module, is_gpu_array, resolve_dtype
+from distconv.backend import get_array_module, is_gpu_array, resolve_dtype
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -195,16 +195,13 @@ class Bucket:
 
     def unpack(self) -> None:
         """The reduced gradients back into the gradient buffer (once a step; no-ops where the
-        collective reduced the buffer itself).
-
-        Raises:
-            SyncError: a 16-bit wire holds NaN or infinity (see :meth:`check_wire`).
-        """
+        collective reduced the buffer itself); a SyncError where a 16-bit wire holds NaN or
+        infinity (:meth:`check_wire`)."""
         if self.unpacked:
             return
+        self.check_wire()
         if self.target is not self.host:
             np.copyto(self.host, self.target[: self.size], casting="unsafe")
-        self.check_wire()
         self.unpacked = True
         if self.on_device:
             self.buffer.set(self.host)
@@ -215,15 +212,13 @@ class Bucket:
         float16 ends at 65,504: an average past it on a rank, or the ranks' sum of averages,
         becomes infinity on the wire where the gradients themselves were finite, and the
         optimizer would write it into the parameters without a word. The same on every rank
-        (they hold bitwise the same sums), so every rank stops at the same bucket. Checked on
-        the host copy, once cast back (:func:`~distconv.backend.all_finite`: for a large bucket
-        one dot product in float32 or float64, far cheaper than ``isfinite`` over float16); the
-        native wires, as one process, are not checked.
+        (they hold bitwise the same sums), so every rank stops at the same bucket. The wire's
+        bits are checked (:func:`finite_16`); the native wires, as one process, are not.
 
         Raises:
             SyncError: naming the bucket, its parameters and the way out.
         """
-        if not self.compressed or all_finite(self.host):
+        if not self.compressed or finite_16(self.target[: self.size], self.scratch):
             return
         dtype = self.target.dtype
         limit = " (65504)" if dtype == np.float16 else ""
@@ -309,6 +304,17 @@ class Bucket:
         names = [p.name for p in self.params]
         sizes = [str(self.host.dtype), str(self.target.dtype), int(self.target.size)]
         return [names, *sizes, [p.stop - p.start for p in self.pieces]]
+
+
+def finite_16(wire: np.ndarray, scratch: np.ndarray) -> bool:
+    """Whether the 16-bit floats of ``wire`` (float16 or bfloat16) hold no NaN or infinity.
+
+    Sign cleared, the bits order as the magnitude, NaN and infinity (all exponent bits set)
+    last: one integer pass into ``scratch`` (16-bit, as long as ``wire`` at least) and a max;
+    not ``isfinite`` over float16 (2 ms a 4 MiB bucket), nor a BLAS dot over the gradients
+    (8 ms for 4 MiB of float64 where its threads share the ranks' cores)."""
+    bits = np.bitwise_and(wire.view(np.uint16), 0x7FFF, out=scratch.view(np.uint16)[: wire.size])
+    return int(bits.max(initial=0)) < int(np.array(np.inf, wire.dtype).view(np.uint16))
 
 
 def widening(params: Sequence[Parameter], wire: np.dtype | None) -> float:
