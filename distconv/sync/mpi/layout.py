@@ -60,7 +60,8 @@ class BucketLayout:
         self._slot, self._at_pack, self._owners = plan.slots, plan.at_pack, plan.owners
         self._used = UsedParams(self.comm, len(names), self.mpi.MAX if self.mpi else None)
         # piece k of the layout (a whole 16-bit bucket, or a piece of another) to the thread
-        hand_off = (lambda k: self._thread.submit(*self._owners[k])) if thread else None
+        owners = plan.owners  # this layout's, should another replace it before a drain
+        hand_off = (lambda k: self._thread.submit(*owners[k])) if thread else None
         self._pump = plan.pump(
             self._grad_comm, self._in_place, self._op, self._complete_check, hand_off
         )

@@ -245,6 +245,12 @@ class PiecePump:
         """Whether every piece of the step has been reduced (or handed to the thread)."""
         return self.cursor == len(self.need) and self.request is None
 
+    def drain(self) -> None:
+        """Send what an abandoned step left and complete it: every rank sends every piece, so
+        none stays unmatched. The step's check is left to its owner (no ``before_first``)."""
+        self.started = True
+        self.finish()
+
     def finish(self) -> None:
         """Count every piece as arrived (a gradient that never fired goes as it is) and block
         until every piece is reduced."""

@@ -63,7 +63,7 @@ from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import update_after_all, update_as_reduced
+from distconv.sync.mpi.updates import drain_abandoned, update_after_all, update_as_reduced
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -165,6 +165,8 @@ class MPISync(BucketLayout, RankCollectives):
         self._first_pass: list[str] = []  # the names in the order the first step fired them
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
+        self._abandoned: tuple[PiecePump, list[Bucket]] | None = None  # its wire, for setup
+        self._matched = False  # the step's check passed
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
         self._open: str | None = "the job's start (setup was never called)"
         self._pump: PiecePump | None = None
@@ -190,8 +192,8 @@ class MPISync(BucketLayout, RankCollectives):
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         self._open = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
-        # an abandoned step's pieces may still be on the thread: it finishes them before the
-        # main thread calls MPI (MPI_THREAD_SERIALIZED allows one thread inside MPI at a time)
+        self._drain_abandoned()
+        # the thread ends before the main thread calls MPI (MPI_THREAD_SERIALIZED)
         self._stop_thread()
         self._check.drain()  # an abandoned step's, posted on every rank: setup meets after it
         try:
@@ -233,6 +235,7 @@ class MPISync(BucketLayout, RankCollectives):
         for b in self.buckets:
             b.reset()
         self._first_pass, self._next_launch, self._in_step = [], 0, True
+        self._matched = False  # the step's check has not passed yet
         self._open = f"step {self.step} (no finish_step, or it failed)"
         self._watchdog.phase = f"step {self.step}"
         self._stamp += 1
@@ -246,23 +249,33 @@ class MPISync(BucketLayout, RankCollectives):
         """The step ends unfinished: later gradients and ``finish_step`` are refused as outside
         a step (LocalSync's, inherited, made them bare errors here). It stays open: ``start_step``
         refuses and ``close`` aborts where other ranks may wait in its collectives, until the
-        next :meth:`setup`, which completes its step check first.
+        next :meth:`setup`, which completes its check and its wire first (``_drain_abandoned``).
 
-        Each parameter of the step gets its gradient back as an array of its own
-        (:func:`~.buckets.detach_gradients`): the step's collectives may still be pending on the
-        bucket buffers, and the next MPI call (setup's meeting) moves them on, so MPI would write
-        the ranks' sums over gradients the caller zeroed since (``Trainer.fit`` does, before
-        setup), and the next setup's buckets would take them in."""
+        Each parameter gets its gradient back as an array of its own (``detach_gradients``):
+        MPI's writes into the buffers never reach gradients zeroed since (``Trainer.fit``)."""
         if self._in_step:
             detach_gradients(self.buckets)
+            self._abandoned = (self._pump, self.buckets)
         self._in_step = False
+
+    def _drain_abandoned(self) -> None:
+        """An abandoned step's pieces, the rest sent and all completed on every rank
+        (:func:`~.updates.drain_abandoned`), if its check passed (else no rank sent any)."""
+        if self._abandoned is not None:
+            (pump, buckets), self._abandoned = self._abandoned, None
+            try:
+                self._complete_check()
+            except SyncError:  # every rank alike (an allgather): none sent a piece
+                return
+            if self._matched:
+                drain_abandoned(pump, buckets)
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
         learn the step's global examples. Called before the step's first gradient collective."""
         total = self._check.complete()
         if total is not None:
-            self._total = total
+            self._total, self._matched = total, True
 
     def on_gradient(self, param: Parameter) -> None:
         """Count ``param`` in its bucket and move the wire on: a piece goes once everything

@@ -171,6 +171,7 @@ class CommThread:
         if self._stopping:
             return
         self._stopping = True
+        self.hurry.set()  # nothing left to overlap
         self._queue.put(None)
         self._thread.join(timeout=timeout)
         if self._thread.is_alive():

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.mpi.buckets import Bucket
+from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
 
@@ -56,3 +57,15 @@ def update_after_all(
         bucket.unpack()
     for bucket in buckets:
         update(bucket, flags)
+
+
+def drain_abandoned(pump: PiecePump, buckets: Sequence[Bucket]) -> None:
+    """Send what an abandoned step left of its pieces and complete them (:meth:`PiecePump.drain`:
+    on the communication thread, if the pump hands its pieces to one). A rank that abandoned the
+    step before another left the other's allreduce unmatched: its thread waited there until
+    setup gave up (30 s); without one, the request was dropped pending, its buffer freed under
+    MPI. Every rank sends every piece, so every one completes; the sums are dropped unchecked
+    (the buckets count as unpacked: the parameters hold gradients of their own since)."""
+    for bucket in buckets:
+        bucket.unpacked = True
+    pump.drain()
