@@ -247,10 +247,16 @@ def dots(monkeypatch):
     return seen
 
 
-def test_only_contiguous_float32_and_float64_take_the_dot_product(dots):
+def test_only_contiguous_float32_takes_the_dot_product(dots):
+    """Not float64: OpenBLAS runs ddot on every core it may, and where processes share the
+    cores (two ranks, a rank and a shard) one check of 512 K took 0.4-8 ms against 0.1-0.2 ms
+    for isfinite; sdot stays on one thread."""
     n = DOT_CHECK_SIZE
     assert all_finite(np.ones(n, np.float32)) and all_finite(np.ones(n, np.float64))
-    assert dots == [np.float32, np.float64]
+    assert dots == [np.float32]
+    wide = np.ones(n)
+    wide[-1] = np.inf
+    assert not all_finite(wide)
     half = np.full(n, 60000.0, np.float16)  # its dot would overflow float16
     assert all_finite(half)
     half[-1] = np.nan
@@ -260,7 +266,7 @@ def test_only_contiguous_float32_and_float64_take_the_dot_product(dots):
     strided[-1, -1] = np.inf
     assert not all_finite(strided)
     assert not all_finite(np.asfortranarray(np.full((n // 8, 8), np.nan)))
-    assert dots == [np.float32, np.float64]
+    assert dots == [np.float32]  # none of the others took it
 
 
 def test_a_strided_gradient_is_checked_without_a_copy():
