@@ -24,8 +24,8 @@ def test_a_second_workers_job_beside_the_shards_is_named(tmp_path):
     (job,) = [o for o in objs if o["kind"] == "Job"]
     other = copy.deepcopy(job)
     other["metadata"]["name"] = "j-worker-b"
-    for index in range(3):  # both Jobs' pod of each index claim its rank
-        assert start_pod(job, index, tmp_path).placed == start_pod(other, index, tmp_path).placed
+    # both Jobs' pods of an index claim its rank (one index shows it: the pods share all else)
+    assert start_pod(job, 2, tmp_path).placed == start_pod(other, 2, tmp_path).placed
     assert manifest_problems([*objs, other]) == [
         "Job j-worker, Job j-worker-b: 2 Jobs run distconv train beside the shards (StatefulSet "
         "j-pserver), whose ranks are one world: each rank would be claimed by each Job"

@@ -16,6 +16,10 @@ TABLE_ROWS, TABLE_LEN = 2048, 40  # sparse parameter "t": one block of 640 KiB
 PARAMS = [["w", [BLOCKS * ROWS], "float64", False], ["t", [TABLE_ROWS, TABLE_LEN], "float64", True]]
 
 
+#: how long a request the shard handled may go unanswered before it counts as held
+NO_REPLY_MS = 200
+
+
 class HandShard:
     """A bound shard whose requests the test hands over one by one, a raw client on it, and
     every reply's frames as the shard passed them to ZeroMQ."""
@@ -58,6 +62,13 @@ class HandShard:
     def ask(self, head: dict, arrays=()) -> tuple[dict, list[np.ndarray]]:
         self.send(head, arrays)
         return self.read()
+
+    def answer(self, head: dict) -> dict | None:
+        """The reply header to ``head``, or None if the shard holds the request (a gather).
+        The shard handled it before :meth:`send` returned, so a reply is already on its way
+        over loopback: :data:`NO_REPLY_MS` of silence say it holds it."""
+        self.send(head)
+        return self.read()[0] if self.client.poll(NO_REPLY_MS) else None
 
     def seed(self, optimizer: str = "sgd") -> list[dict]:
         """Seed ``w`` (zeros) and ``t`` (row r holds r) in three parts of at most 640 KiB.

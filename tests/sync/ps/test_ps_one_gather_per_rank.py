@@ -10,21 +10,15 @@ import pytest
 from test_ps_hello_description import GOOD
 
 
-def _reply(h, head: dict) -> dict | None:
-    """The reply to ``head``, or None if the shard holds it (a gather)."""
-    h.send(head)
-    return h.read()[0] if h.client.poll(2000) else None
-
-
 @pytest.mark.timeout(60)
 def test_a_second_gather_of_a_rank_is_refused_and_the_first_still_meets(hand):
     h = hand(workers=2)
     for rank in (0, 1):
-        assert _reply(h, {"op": "hello", "rank": rank, "host": "h", **GOOD})["op"] == "ok"
-    assert _reply(h, {"op": "gather", "tag": "barrier:1", "value": None}) is None
+        assert h.answer({"op": "hello", "rank": rank, "host": "h", **GOOD})["op"] == "ok"
+    assert h.answer({"op": "gather", "tag": "barrier:1", "value": None}) is None
     value = ["x" * 1000] * 100
     for n in range(2, 12):
-        reply = _reply(h, {"op": "gather", "tag": f"allreduce:{n}", "value": value})
+        reply = h.answer({"op": "gather", "tag": f"allreduce:{n}", "value": value})
         assert reply is not None and reply["op"] == "error", reply
         assert reply["error"] == (
             f"rank 0 sent gather 'allreduce:{n}' while its 'barrier:1' is held: "
@@ -36,4 +30,4 @@ def test_a_second_gather_of_a_rank_is_refused_and_the_first_still_meets(hand):
     replies = [h.read()[0] for _ in range(2)]  # rank 0's and rank 1's, on one client
     assert [r["op"] for r in replies] == ["ok", "ok"] and not h.shard.gathers_held, replies
     # a next gather, once the first was answered, is held as before
-    assert _reply(h, {"op": "gather", "tag": "allreduce:2", "value": [1.0]}) is None
+    assert h.answer({"op": "gather", "tag": "allreduce:2", "value": [1.0]}) is None

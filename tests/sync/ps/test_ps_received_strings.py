@@ -16,12 +16,6 @@ from test_ps_hello_description import GOOD
 TAG_DIGITS, HOST_CHARS = 20, 255
 
 
-def _reply(h, head: dict) -> dict | None:
-    """The reply to ``head``, or None if the shard holds it (a gather)."""
-    h.send(head)
-    return h.read()[0] if h.client.poll(2000) else None
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "host, why",
@@ -31,20 +25,20 @@ def _reply(h, head: dict) -> dict | None:
 )  # fmt: skip
 def test_a_hello_with_an_absurd_host_is_refused_in_a_short_reply(hand, host, why):
     h = hand(workers=2)
-    reply = _reply(h, {"op": "hello", "rank": 1, "host": host, **GOOD})
+    reply = h.answer({"op": "hello", "rank": 1, "host": host, **GOOD})
     assert reply["op"] == "error", reply
     assert why in reply["error"] and len(reply["error"]) < 200, reply
     assert 1 not in h.shard.hosts
-    reply = _reply(h, {"op": "hello", "rank": 1, "host": "x" * HOST_CHARS, **GOOD})
+    reply = h.answer({"op": "hello", "rank": 1, "host": "x" * HOST_CHARS, **GOOD})
     assert reply["op"] == "ok", reply
 
 
 @pytest.mark.timeout(60)
 def test_a_failure_names_ranks_in_a_short_reply(hand):
     h = hand(workers=2)
-    _reply(h, {"op": "hello", "rank": 1, "host": "x" * 1_000_000, **GOOD})  # then it hangs
-    assert _reply(h, {"op": "hello", "rank": 0, "host": "h", **GOOD})["op"] == "ok"
-    assert _reply(h, {"op": "gather", "tag": "barrier:" + "1" * TAG_DIGITS, "value": None}) is None
+    h.answer({"op": "hello", "rank": 1, "host": "x" * 1_000_000, **GOOD})  # then it hangs
+    assert h.answer({"op": "hello", "rank": 0, "host": "h", **GOOD})["op"] == "ok"
+    assert h.answer({"op": "gather", "tag": "barrier:" + "1" * TAG_DIGITS, "value": None}) is None
     h.shard._check_timeouts(time.monotonic() + 120)  # rank 1 never came
     reply = h.read()[0]
     assert reply["op"] == "error" and reply["failed_ranks"] == [1], reply
@@ -56,8 +50,8 @@ def test_a_failure_names_ranks_in_a_short_reply(hand):
 @pytest.mark.parametrize("digits", [TAG_DIGITS + 1, 1_000_000])
 def test_a_gather_tag_of_too_many_digits_is_refused(hand, digits):
     h = hand(workers=2)
-    assert _reply(h, {"op": "hello", "rank": 0, "host": "h", **GOOD})["op"] == "ok"
-    reply = _reply(h, {"op": "gather", "tag": "barrier:" + "1" * digits, "value": None})
+    assert h.answer({"op": "hello", "rank": 0, "host": "h", **GOOD})["op"] == "ok"
+    reply = h.answer({"op": "gather", "tag": "barrier:" + "1" * digits, "value": None})
     assert reply is not None and reply["op"] == "error", reply
     assert f"at most {TAG_DIGITS} decimal digits" in reply["error"] and len(reply["error"]) < 200
     assert not h.shard.gathers_held
