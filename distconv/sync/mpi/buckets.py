@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import get_array_module, is_gpu_array, resolve_dtype
+from distconv.backend import all_finite, get_array_module, is_gpu_array, resolve_dtype
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -212,8 +212,8 @@ class Bucket:
         float16 ends at 65,504: an average past it on a rank, or the ranks' sum of averages,
         becomes infinity on the wire where the gradients themselves were finite, and the
         optimizer would write it into the parameters without a word. The same on every rank
-        (they hold bitwise the same sums), so every rank stops at the same bucket. The wire's
-        bits are checked (:func:`finite_16`); the native wires, as one process, are not.
+        (they hold bitwise the same sums), so every rank stops at the same bucket. The wire
+        itself is checked (:func:`finite_16`); the native wires, as one process, are not.
 
         Raises:
             SyncError: naming the bucket, its parameters and the way out.
@@ -307,12 +307,14 @@ class Bucket:
 
 
 def finite_16(wire: np.ndarray, scratch: np.ndarray) -> bool:
-    """Whether the 16-bit floats of ``wire`` (float16 or bfloat16) hold no NaN or infinity.
+    """Whether ``wire``, reduced by hand (:func:`summed_by_hand`), holds no NaN or infinity.
 
-    Sign cleared, the bits order as the magnitude, NaN and infinity (all exponent bits set)
-    last: one integer pass into ``scratch`` (16-bit, as long as ``wire`` at least) and a max;
-    not ``isfinite`` over float16 (2 ms a 4 MiB bucket), nor a BLAS dot over the gradients
-    (8 ms for 4 MiB of float64 where its threads share the ranks' cores)."""
+    A 16-bit float's bits, sign cleared, order as the magnitude, NaN and infinity last: one
+    integer pass into ``scratch`` (as many bytes as ``wire``) and a max, not ``isfinite`` (2 ms
+    a 4 MiB float16 bucket). A 1-byte float (a gradient's own float8) has no 16-bit view, and
+    its NaN may be a negative zero's bits (``float8_e4m3fnuz``'s 0x80): ``isfinite`` decides."""
+    if wire.dtype.itemsize != 2:
+        return all_finite(wire)
     bits = np.bitwise_and(wire.view(np.uint16), 0x7FFF, out=scratch.view(np.uint16)[: wire.size])
     return int(bits.max(initial=0)) < int(np.array(np.inf, wire.dtype).view(np.uint16))
 
