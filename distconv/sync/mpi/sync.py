@@ -165,7 +165,7 @@ class MPISync(BucketLayout, RankCollectives):
         self._first_pass: list[str] = []  # the names in the order the first step fired them
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step = 0, 0, False
-        self._abandoned: tuple[PiecePump, list[Bucket]] | None = None  # its wire, for setup
+        self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
         self._matched = False  # the step's check passed
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
         self._open: str | None = "the job's start (setup was never called)"
@@ -255,20 +255,20 @@ class MPISync(BucketLayout, RankCollectives):
         MPI's writes into the buffers never reach gradients zeroed since (``Trainer.fit``)."""
         if self._in_step:
             detach_gradients(self.buckets)
-            self._abandoned = (self._pump, self.buckets)
+            self._abandoned = self._pump
         self._in_step = False
 
     def _drain_abandoned(self) -> None:
         """An abandoned step's pieces, the rest sent and all completed on every rank
         (:func:`~.updates.drain_abandoned`), if its check passed (else no rank sent any)."""
         if self._abandoned is not None:
-            (pump, buckets), self._abandoned = self._abandoned, None
+            pump, self._abandoned = self._abandoned, None
             try:
                 self._complete_check()
             except SyncError:  # every rank alike (an allgather): none sent a piece
                 return
             if self._matched:
-                drain_abandoned(pump, buckets)
+                drain_abandoned(pump)
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else

@@ -59,13 +59,15 @@ def update_after_all(
         update(bucket, flags)
 
 
-def drain_abandoned(pump: PiecePump, buckets: Sequence[Bucket]) -> None:
+def drain_abandoned(pump: PiecePump) -> None:
     """Send what an abandoned step left of its pieces and complete them (:meth:`PiecePump.drain`:
     on the communication thread, if the pump hands its pieces to one). A rank that abandoned the
     step before another left the other's allreduce unmatched: its thread waited there until
     setup gave up (30 s); without one, the request was dropped pending, its buffer freed under
-    MPI. Every rank sends every piece, so every one completes; the sums are dropped unchecked
-    (the buckets count as unpacked: the parameters hold gradients of their own since)."""
-    for bucket in buckets:
-        bucket.unpacked = True
+    MPI. Every rank sends every piece, so every one completes; the sums are dropped (the
+    parameters hold gradients of their own since). What the thread unpacks is checked as in a
+    step (:meth:`~.buckets.Bucket.check_wire`): a 16-bit wire that holds infinity stops it, and
+    every reduction after, on every rank alike (they hold the same bits). The buckets are not
+    marked unpacked to skip that: the thread may still be inside one, and a rank whose thread
+    then skipped the check, where another's had refused it, sent the next piece alone."""
     pump.drain()
