@@ -193,9 +193,9 @@ class MPISync(BucketLayout, RankCollectives):
         self._open = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         self._drain_abandoned()
-        # the thread ends before the main thread calls MPI (MPI_THREAD_SERIALIZED)
-        self._stop_thread()
+        self._stop_thread()  # before the main thread calls MPI (MPI_THREAD_SERIALIZED)
         self._check.drain()  # an abandoned step's, posted on every rank: setup meets after it
+        self._used.drop()  # a failed finish_step's, started on every rank before it failed
         try:
             super().setup(params, {**(config or {}), **wire}, state)
         except JobMismatch:

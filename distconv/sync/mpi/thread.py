@@ -79,13 +79,16 @@ class CommThread:
         """Queue the zeroing of ``array`` (done before any reduction submitted later)."""
         self._queue.put(array)
 
-    def call(self, work: Callable[[Callable[[Any], None]], None], what: str) -> threading.Event:
+    def call(
+        self, work: Callable[[Callable[[Any], None]], None], what: str, always: bool = False
+    ) -> threading.Event:
         """Queue ``work(wait)``, a collective of its own (``what``, for messages), after what is
         queued: while the thread reduces, it alone may call MPI (``MPI_THREAD_SERIALIZED``).
         Returns the event set once ``work`` is done or skipped (after a failure: see
-        :meth:`finish`)."""
+        :meth:`finish`). ``always``: done after a failure too, for the start of a collective on
+        another communicator that every rank starts once a step, wherever its thread failed."""
         done = threading.Event()
-        self._queue.put(_Call(work, what, done))
+        self._queue.put(_Call(work, what, done, always))
         return done
 
     def finish(self, done: threading.Event) -> None:
@@ -135,7 +138,7 @@ class CommThread:
 
     def _call(self, call: _Call) -> None:
         try:
-            if self.error is None:  # after a failure, no collective at all (see _run)
+            if self.error is None or call.always:  # else no collective after a failure (_run)
                 call.work(self._wait_request)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread by finish()
             self.error, self.failed = exc, call.what
@@ -185,7 +188,9 @@ class _Call:
     """A queued :meth:`CommThread.call`: the work, what it is, and the event that says it is
     over."""
 
-    __slots__ = ("done", "what", "work")
+    __slots__ = ("always", "done", "what", "work")
 
-    def __init__(self, work: Callable[[Any], None], what: str, done: threading.Event) -> None:
-        self.work, self.what, self.done = work, what, done
+    def __init__(
+        self, work: Callable[[Any], None], what: str, done: threading.Event, always: bool
+    ) -> None:
+        self.work, self.what, self.done, self.always = work, what, done, always

@@ -60,7 +60,10 @@ class UsedParams:
         if thread is None:
             self._start()
         else:
-            thread.call(lambda wait: self._start(), "start of the used-parameter flags")
+            # on every rank, even after its thread failed (a 16-bit wire refused): whether a
+            # rank's failing bucket came before or after this start in its queue depends on
+            # the rank, and :meth:`drop` completes it on every rank before a new layout
+            thread.call(lambda wait: self._start(), "start of the used-parameter flags", True)
 
     def _start(self) -> None:
         self._request = self.comm.Iallreduce(self.local, self.anywhere, self.op)
@@ -83,6 +86,14 @@ class UsedParams:
             self._thread.finish(done)
         self._request = None
         return None if self.anywhere.all() else self.anywhere
+
+    def drop(self) -> None:
+        """Complete a started exchange, unread, on the calling thread, once the communication
+        thread has stopped: a ``finish_step`` that failed on the thread (a 16-bit wire refused
+        after the flags went) never completed it, and a new layout drops these buffers."""
+        if self._request is not None:
+            self._request.Wait()
+        self._request, self._posted = None, False
 
     def drain(self) -> None:
         """Complete a posted exchange without looking at it (MPI must see it complete)."""
