@@ -141,7 +141,8 @@ class CommThread:
             if self.error is None or call.always:  # else no collective after a failure (_run)
                 call.work(self._wait_request)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread by finish()
-            self.error, self.failed = exc, call.what
+            if self.error is None:  # an ``always`` call after a failure: the first is said
+                self.error, self.failed = exc, call.what
         finally:
             call.done.set()
 
