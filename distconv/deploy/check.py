@@ -91,7 +91,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
     readiness or startup gate.
     """
-    objs, problems = [as_applied(obj) for obj in objs], []
+    objs, problems = [as_applied(obj) for obj in _listed(objs)], []
     for check in (
         count_problems,
         _restart_policies,
@@ -111,6 +111,18 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     ):
         problems.extend(check(objs))
     return problems
+
+
+def _listed(objs: Sequence[Manifest]) -> Iterator[Manifest]:
+    """Each object as ``kubectl apply`` creates it: a ``List`` (``kubectl get -o yaml`` writes
+    one; so does a ``...List`` kind) stands for its ``items``, each applied on its own, nested
+    ones too. Judged as a whole, a bad Job in a List passed every check."""
+    for obj in objs:
+        items = obj.get("items") if isinstance(obj, dict) else None
+        if str(obj.get("kind", "")).endswith("List") and isinstance(items, list):
+            yield from _listed(items)
+        else:
+            yield obj
 
 
 # -- the checks ---------------------------------------------------------------------------------
