@@ -40,6 +40,7 @@ from distconv.deploy.walk import (
     _where,
     as_applied,
     in_container,
+    object_name,
 )
 from distconv.endpoint import split_endpoint
 
@@ -163,7 +164,7 @@ def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
     for pod in _of_kind(objs, "Pod"):
         spec = pod.get("spec") or {}
         ranks = [c for c in _main_containers({"spec": spec}) if _runs(c, "train")]
-        host = str(spec.get("hostname") or (pod.get("metadata") or {}).get("name"))
+        host = str(spec.get("hostname") or object_name(pod))
         for problem in filter(None, (_by_ordinal(container, [host]) for container in ranks)):
             yield f"{_where(pod)}: {problem} (a bare Pod runs one rank: rank 0 of 1)"
         policy = spec.get("restartPolicy", "Always")
@@ -189,7 +190,8 @@ def _shard_names(
         spec, shard = sts["spec"], next(_running([sts], "pserver"), None)
         if shard is None and not _any_runs(sts, "pserver"):
             continue
-        replicas, namespace = known_count(spec, "replicas", 1), sts["metadata"].get("namespace")
+        metadata = sts.get("metadata") or {}
+        replicas, namespace = known_count(spec, "replicas", 1), metadata.get("namespace")
         # a shard all the same: "the job has no shard StatefulSet" was false; replicas that
         # are no integer (named by count_problems) give no names to compare with
         if shard is None or replicas is None:
@@ -199,7 +201,9 @@ def _shard_names(
             port = split_endpoint(shard_flag(args, container, "bind")[1] or "")[1]
         except ValueError:
             return None, replicas, namespace
-        name, service = sts["metadata"]["name"], spec.get("serviceName")
+        name, service = metadata.get("name"), spec.get("serviceName")
+        if not name:  # a generateName's random part: no address is known before it is made
+            return None, replicas, namespace
         return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
     return None
 

@@ -43,6 +43,7 @@ from distconv.deploy.walk import (
     _running,
     _runs,
     _where,
+    object_name,
 )
 from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE, RuntimeConfigError
 from distconv.runtime import ENV_ROLE, detect_runtime
@@ -174,10 +175,10 @@ def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
         spec = sts["spec"]
         replicas = known_count(spec, "replicas", 1) if sts["kind"] == "StatefulSet" else None
         first = known_count(spec.get("ordinals") or {}, "start", 0)  # spec.ordinals.start
+        name = object_name(sts)
         for container in (
             _main_containers(spec["template"]) if replicas and first is not None else ()
         ):
-            name = (sts.get("metadata") or {}).get("name")
             hosts = [f"{name}-{first + n}" for n in range(replicas)]
             problem = _runs(container, "train") and _by_ordinal(container, hosts)
             if problem:

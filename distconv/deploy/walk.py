@@ -44,6 +44,21 @@ def _where(obj: Manifest) -> str:
     return f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
 
 
+#: a stand-in for the five random characters the API server appends to a ``generateName``
+GENERATED = "xxxxx"
+
+
+def object_name(obj: Manifest) -> str:
+    """The name the API server gives ``obj``: its ``metadata.name``, or where it gives only a
+    ``generateName``, that prefix and :data:`GENERATED` for what the server appends; where it
+    gives neither (the API server refuses it), ``unnamed``, so that what else is wrong with it
+    is named all the same."""
+    metadata = obj.get("metadata") or {}
+    if metadata.get("name"):
+        return str(metadata["name"])
+    return f"{metadata.get('generateName') or 'unnamed-'}{GENERATED}"
+
+
 def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
     """(where, pod template) for each pod template the object holds."""
     spec = obj.get("spec", {})
