@@ -60,7 +60,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
 
     Checks: Job and MPIJob-launcher restart policies; no ranks run as a Deployment's (or
     ReplicaSet's, ReplicationController's, DaemonSet's) pods, and a bare Pod's rank is rank 0 of
-    1 and not restarted; each ``subdomain`` and ``serviceName``
+    1 and not restarted (a bare Pod that runs a rank or a shard is held to every check of
+    their pods' templates); each ``subdomain`` and ``serviceName``
     names a headless Service of the job whose selector matches the pods; the shards start
     together and are named in DNS before they are ready; ``mpirun -np`` fits in
     the MPIJob's worker slots; ``--pservers`` (and ``DISTCONV_PSERVERS``) list exactly the
@@ -288,7 +289,8 @@ def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
         yield from _labels(_where(obj), obj.get("metadata", {}))
         health_ports = _health_ports(obj)
         for where, template in _templates(obj):
-            yield from _labels(f"{where} pod template", template.get("metadata", {}))
+            if obj.get("kind") != "Pod":  # a bare Pod's labels are its own, named above
+                yield from _labels(f"{where} pod template", template.get("metadata", {}))
             yield from _pod_conventions(where, template, health_ports)
 
 

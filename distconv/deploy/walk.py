@@ -60,9 +60,15 @@ def object_name(obj: Manifest) -> str:
 
 
 def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
-    """(where, pod template) for each pod template the object holds."""
+    """(where, pod template) for each pod template the object holds; a bare Pod that runs a
+    rank or a shard (``distconv train`` or ``pserver``, for its life) is its own, held to what
+    their pods must do (one that runs another program is no part of the job's pods)."""
     spec = obj.get("spec", {})
-    if obj.get("kind") == "MPIJob":
+    if obj.get("kind") == "Pod":
+        pod = {"metadata": obj.get("metadata", {}), "spec": spec}
+        if any(_runs(c, "train", "pserver") for c in _main_containers(pod)):
+            yield _where(obj), pod
+    elif obj.get("kind") == "MPIJob":
         for role, replica in spec.get("mpiReplicaSpecs", {}).items():
             yield f"{_where(obj)} {role}", replica.get("template", {})
     elif "template" in spec:
