@@ -118,8 +118,11 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
 def _listed(objs: Sequence[Manifest]) -> Iterator[Manifest]:
     """Each object as ``kubectl apply`` creates it: a ``List`` (``kubectl get -o yaml`` writes
     one; so does a ``...List`` kind) stands for its ``items``, each applied on its own, nested
-    ones too. Judged as a whole, a bad Job in a List passed every check."""
+    ones too. Judged as a whole, a bad Job in a List passed every check. An empty YAML
+    document (``---`` with nothing after it: None), which kubectl skips, is no object."""
     for obj in objs:
+        if obj is None:
+            continue
         items = obj.get("items") if isinstance(obj, dict) else None
         if str(obj.get("kind", "")).endswith("List") and isinstance(items, list):
             yield from _listed(items)

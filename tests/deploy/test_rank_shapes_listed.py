@@ -1,7 +1,8 @@
 """Objects in a ``kind: List`` (``kubectl get -o yaml`` writes one; ``kubectl apply`` creates
 each item) are judged as the objects they hold: a List was judged as one object with no pod
 template, so a bad Job in it passed every check, and the List itself was named for labels
-(review k295)."""
+(review k295). An empty YAML document (None), which kubectl skips, is skipped: it stopped the
+check with AttributeError."""
 
 from __future__ import annotations
 
@@ -31,3 +32,9 @@ def test_a_bad_job_in_a_list_is_named_as_alone():
     half = len(objs) // 2
     nested = {"kind": "List", "items": [*objs[:half], {"kind": "JobList", "items": objs[half:]}]}
     assert manifest_problems([nested]) == alone
+
+
+def test_an_empty_yaml_document_is_skipped_as_kubectl_skips_it():
+    objs = _rendered()
+    assert manifest_problems([None, *objs, None]) == []  # was AttributeError on None
+    assert manifest_problems([{"kind": "List", "items": [None, *objs]}]) == []
