@@ -42,6 +42,7 @@ from distconv.deploy.walk import (
     _process_counts,
     _running,
     _runs,
+    _templates,
     _where,
     object_name,
 )
@@ -106,7 +107,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     yield from _stateful_ranks(objs)
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
-        yield from _ranks_a_pod(job) if job.get("kind") in ("Job", "StatefulSet") else ()
+        yield from _ranks_a_pod(job) if job.get("kind") in ("Job", "StatefulSet", "Pod") else ()
         if job.get("kind") != "Job" or job in jobs:
             continue
         if _job_pods(job["spec"]) > 1:
@@ -254,10 +255,11 @@ def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
 
 
 def _ranks_a_pod(job: Manifest) -> Iterator[str]:
-    """A Job's (or StatefulSet's) pod is one rank: two containers in it that run ``distconv
-    train`` see the same ``JOB_COMPLETION_INDEX`` (or host name) and world size, and both
-    claim the pod's rank."""
-    names = [c.get("name") for c in _main_containers(job["spec"]["template"]) if _runs(c, "train")]
+    """A Job's (StatefulSet's, bare Pod's) pod is one rank: two containers in it that run
+    ``distconv train`` see the same ``JOB_COMPLETION_INDEX`` (or host name) and world size, and
+    both claim the pod's rank."""
+    (_, template), *_ = _templates(job)
+    names = [c.get("name") for c in _main_containers(template) if _runs(c, "train")]
     if len(names) > 1:
         yield (
             f"{_where(job)}: {len(names)} containers ({', '.join(map(str, names))}) run distconv "

@@ -74,3 +74,24 @@ def test_a_sidecar_beside_a_statefulsets_rank_passes():
     objs = _sts(2, {"DISTCONV_RANK_FROM_HOSTNAME": "1", "DISTCONV_WORLD_SIZE": "2"})
     objs[-1]["spec"]["template"]["spec"]["containers"].append(dict(LOGGER))
     assert not [p for p in manifest_problems(objs) if "rank" in p]
+
+
+def _bare_pod(*containers: dict) -> dict:
+    """The workers' Job's pod of one rank as bare Pod ``p`` (restartPolicy Never), with
+    ``containers`` after the rank's."""
+    spec = copy.deepcopy(workers_job(1, [])["spec"]["template"]["spec"])
+    spec["containers"] += containers
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def test_two_ranks_in_a_bare_pod_are_named():
+    """Both containers of one bare Pod place themselves as rank 0 of 1 (review k295)."""
+    pod = _bare_pod()
+    pod["spec"]["containers"].append({**pod["spec"]["containers"][0], "name": "worker-2"})
+    assert [detect_runtime(environ={}, hostname="p").rank] * 2 == [0, 0]
+    assert (
+        "Pod p: 2 containers (worker, worker-2) run distconv train in each pod, which is one "
+        "rank: they would claim the same rank (each pod runs one rank)"
+    ) in manifest_problems([pod])
+    beside = _bare_pod(dict(LOGGER))  # a sidecar beside the rank
+    assert not [p for p in manifest_problems([beside]) if "rank" in p]
