@@ -12,8 +12,15 @@ from distconv.deploy.counts import count
 from distconv.deploy.walk import Manifest, _of_kind, _running, _templates, _where
 
 
+def _services_by_name(objs: Sequence[Manifest]) -> dict[str, Manifest]:
+    """The job's Services by name; one named by ``generateName`` (or by nothing) gets a name
+    no ``serviceName`` or ``subdomain`` can give, so it is left out, not a KeyError."""
+    named = (((s.get("metadata") or {}).get("name"), s) for s in _of_kind(objs, "Service"))
+    return {name: s for name, s in named if isinstance(name, str)}
+
+
 def _services_named(objs: Sequence[Manifest]) -> Iterator[str]:
-    services = {s["metadata"]["name"]: s for s in _of_kind(objs, "Service")}
+    services = _services_by_name(objs)
     for obj in objs:
         named = []
         if obj.get("kind") == "StatefulSet":
@@ -45,7 +52,7 @@ def _shards_start_together(objs: Sequence[Manifest]) -> Iterator[str]:
     before every shard has answered its hello, by its DNS name. A StatefulSet that starts a
     shard only once the one before is ready (``OrderedReady``, the default), or a Service that
     names no shard before it is ready, would leave every shard unready for good."""
-    services = {s["metadata"]["name"]: s for s in _of_kind(objs, "Service")}
+    services = _services_by_name(objs)
     shard_sets = {id(obj): obj for obj, *_ in _running(objs, "pserver")}.values()
     for sts in (o for o in shard_sets if o.get("kind") == "StatefulSet"):
         spec = sts["spec"]
