@@ -93,7 +93,13 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
     readiness or startup gate.
     """
-    objs, problems = [as_applied(obj) for obj in _listed(objs)], []
+    listed = list(_listed(objs))
+    objs = [as_applied(obj) for obj in listed if isinstance(obj, dict)]
+    problems = [
+        f"{obj!r} is no object (kind, metadata, ...): kubectl apply refuses it"
+        for obj in listed
+        if not isinstance(obj, dict)
+    ]
     for check in (
         count_problems,
         _restart_policies,
@@ -119,13 +125,15 @@ def _listed(objs: Sequence[Manifest]) -> Iterator[Manifest]:
     """Each object as ``kubectl apply`` creates it: a ``List`` (``kubectl get -o yaml`` writes
     one; so does a ``...List`` kind) stands for its ``items``, each applied on its own, nested
     ones too. Judged as a whole, a bad Job in a List passed every check. An empty YAML
-    document (``---`` with nothing after it: None), which kubectl skips, is no object."""
+    document (``---`` with nothing after it: None), which kubectl skips, is no object; any
+    other value that is no mapping is given as it is, for the caller to name."""
     for obj in objs:
         if obj is None:
             continue
-        items = obj.get("items") if isinstance(obj, dict) else None
-        if str(obj.get("kind", "")).endswith("List") and isinstance(items, list):
-            yield from _listed(items)
+        if not isinstance(obj, dict):
+            yield obj
+        elif str(obj.get("kind", "")).endswith("List") and isinstance(obj.get("items"), list):
+            yield from _listed(obj["items"])
         else:
             yield obj
 
