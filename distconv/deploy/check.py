@@ -32,6 +32,7 @@ from distconv.deploy.walk import (
     _flag,
     _here,
     _main_containers,
+    _namespace,
     _of_kind,
     _pod,
     _running,
@@ -202,8 +203,7 @@ def _shard_names(
         spec, shard = sts["spec"], next(_running([sts], "pserver"), None)
         if shard is None and not _any_runs(sts, "pserver"):
             continue
-        metadata = sts.get("metadata") or {}
-        replicas, namespace = known_count(spec, "replicas", 1), metadata.get("namespace")
+        replicas, namespace = known_count(spec, "replicas", 1), _namespace(sts)
         # a shard all the same: "the job has no shard StatefulSet" was false; replicas that
         # are no integer (named by count_problems) give no names to compare with
         if shard is None or replicas is None:
@@ -213,7 +213,7 @@ def _shard_names(
             port = split_endpoint(shard_flag(args, container, "bind")[1] or "")[1]
         except ValueError:
             return None, replicas, namespace
-        name, service = metadata.get("name"), spec.get("serviceName")
+        name, service = (sts.get("metadata") or {}).get("name"), spec.get("serviceName")
         if not name:  # a generateName's random part: no address is known before it is made
             return None, replicas, namespace
         return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
@@ -287,7 +287,7 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                     if shards is None:
                         yield f"{where}: {source} is set but the job has no shard StatefulSet"
                     elif shards[0] is not None and not _same_shards(
-                        text.split(","), shards[0], shards[2], obj["metadata"].get("namespace")
+                        text.split(","), shards[0], shards[2], _namespace(obj)
                     ):
                         yield (
                             f"{where}: {source} {text!r} is not the shards' DNS names "

@@ -44,6 +44,11 @@ def _where(obj: Manifest) -> str:
     return f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
 
 
+def _namespace(obj: Manifest) -> str | None:
+    """The namespace the manifest gives ``obj``; None where it leaves it to ``kubectl -n``."""
+    return (obj.get("metadata") or {}).get("namespace")
+
+
 #: a stand-in for the five random characters the API server appends to a ``generateName``
 GENERATED = "xxxxx"
 
