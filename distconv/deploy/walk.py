@@ -41,7 +41,10 @@ def as_applied(node: Any) -> Any:
 
 
 def _where(obj: Manifest) -> str:
-    return f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
+    """How a problem names ``obj``: its kind and name (:func:`object_name`, a ``generateName``
+    with its stand-in), ``?`` for what the manifest does not give."""
+    named = any((obj.get("metadata") or {}).get(key) for key in ("name", "generateName"))
+    return f"{obj.get('kind', '?')} {object_name(obj) if named else '?'}"
 
 
 def _namespace(obj: Manifest) -> str | None:
