@@ -41,6 +41,8 @@ from distconv.deploy.walk import (
     _where,
     as_applied,
     in_container,
+    metadata_of,
+    metadata_problem,
     object_name,
 )
 from distconv.endpoint import split_endpoint
@@ -213,7 +215,7 @@ def _shard_names(
             port = split_endpoint(shard_flag(args, container, "bind")[1] or "")[1]
         except ValueError:
             return None, replicas, namespace
-        name, service = (sts.get("metadata") or {}).get("name"), spec.get("serviceName")
+        name, service = metadata_of(sts).get("name"), spec.get("serviceName")
         if not name:  # a generateName's random part: no address is known before it is made
             return None, replicas, namespace
         return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
@@ -297,16 +299,17 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
 
 def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
     for obj in objs:
-        yield from _labels(_where(obj), obj.get("metadata", {}))
+        yield from _labels(_where(obj), obj)
         health_ports = _health_ports(obj)
         for where, template in _templates(obj):
             if obj.get("kind") != "Pod":  # a bare Pod's labels are its own, named above
-                yield from _labels(f"{where} pod template", template.get("metadata", {}))
+                yield from _labels(f"{where} pod template", template)
             yield from _pod_conventions(where, template, health_ports)
 
 
-def _labels(where: str, metadata: Manifest) -> Iterator[str]:
-    labels = metadata.get("labels", {})
+def _labels(where: str, node: Manifest) -> Iterator[str]:
+    yield from filter(None, [metadata_problem(where, node)])
+    labels = metadata_of(node).get("labels", {})
     for key in REQUIRED_LABELS:
         if not labels.get(key):
             yield f"{where}: label {key} is missing"

@@ -9,13 +9,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.counts import count
-from distconv.deploy.walk import Manifest, _of_kind, _running, _templates, _where
+from distconv.deploy.walk import (
+    Manifest,
+    _of_kind,
+    _running,
+    _templates,
+    _where,
+    metadata_of,
+)
 
 
 def _services_by_name(objs: Sequence[Manifest]) -> dict[str, Manifest]:
     """The job's Services by name; one named by ``generateName`` (or by nothing) gets a name
     no ``serviceName`` or ``subdomain`` can give, so it is left out, not a KeyError."""
-    named = (((s.get("metadata") or {}).get("name"), s) for s in _of_kind(objs, "Service"))
+    named = ((metadata_of(s).get("name"), s) for s in _of_kind(objs, "Service"))
     return {name: s for name, s in named if isinstance(name, str)}
 
 
@@ -41,7 +48,7 @@ def _service_matches(where, field, name, template, services) -> Iterator[str]:
     if service["spec"].get("clusterIP") != "None":
         yield f"{where}: {field} {name!r} is not headless (clusterIP must be None)"
     selector = service["spec"].get("selector") or {}
-    labels = template.get("metadata", {}).get("labels", {})
+    labels = metadata_of(template).get("labels", {})
     missing = {k: v for k, v in selector.items() if labels.get(k) != v}
     if not selector or missing:
         yield f"{where}: Service {name!r} selector does not match the pods (differs: {missing})"

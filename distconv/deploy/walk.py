@@ -43,13 +43,30 @@ def as_applied(node: Any) -> Any:
 def _where(obj: Manifest) -> str:
     """How a problem names ``obj``: its kind and name (:func:`object_name`, a ``generateName``
     with its stand-in), ``?`` for what the manifest does not give."""
-    named = any((obj.get("metadata") or {}).get(key) for key in ("name", "generateName"))
+    named = any(metadata_of(obj).get(key) for key in ("name", "generateName"))
     return f"{obj.get('kind', '?')} {object_name(obj) if named else '?'}"
+
+
+def metadata_of(node: Manifest) -> Manifest:
+    """The ``metadata`` of an object or pod template; empty where it gives none, or gives no
+    mapping (``metadata: x``, which the API server refuses and :func:`metadata_problem`
+    names), so that what else is wrong with it is named all the same."""
+    metadata = node.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def metadata_problem(where: str, node: Manifest) -> str | None:
+    """The problem of a ``metadata`` that is no mapping in the object or pod template at
+    ``where``; None where it is one or is not given."""
+    metadata = node.get("metadata", {})
+    if isinstance(metadata, dict):
+        return None
+    return f"{where}: metadata must be a mapping, got {metadata!r}"
 
 
 def _namespace(obj: Manifest) -> str | None:
     """The namespace the manifest gives ``obj``; None where it leaves it to ``kubectl -n``."""
-    return (obj.get("metadata") or {}).get("namespace")
+    return metadata_of(obj).get("namespace")
 
 
 #: a stand-in for the five random characters the API server appends to a ``generateName``
@@ -61,7 +78,7 @@ def object_name(obj: Manifest) -> str:
     ``generateName``, that prefix and :data:`GENERATED` for what the server appends; where it
     gives neither (the API server refuses it), ``unnamed``, so that what else is wrong with it
     is named all the same."""
-    metadata = obj.get("metadata") or {}
+    metadata = metadata_of(obj)
     if metadata.get("name"):
         return str(metadata["name"])
     return f"{metadata.get('generateName') or 'unnamed-'}{GENERATED}"
@@ -73,7 +90,7 @@ def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
     their pods must do (one that runs another program is no part of the job's pods)."""
     spec = obj.get("spec", {})
     if obj.get("kind") == "Pod":
-        pod = {"metadata": obj.get("metadata", {}), "spec": spec}
+        pod = {"metadata": metadata_of(obj), "spec": spec}
         if any(_runs(c, "train", "pserver") for c in _main_containers(pod)):
             yield _where(obj), pod
     elif obj.get("kind") == "MPIJob":
