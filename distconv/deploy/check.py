@@ -128,15 +128,12 @@ def _listed(objs: Sequence[Manifest]) -> Iterator[Manifest]:
     """Each object as ``kubectl apply`` creates it: a ``List`` (``kubectl get -o yaml`` writes
     one; so does a ``...List`` kind) stands for its ``items``, each applied on its own, nested
     ones too. Judged as a whole, a bad Job in a List passed every check. An empty YAML
-    document (``---`` with nothing after it: None), which kubectl skips, is no object; any
-    other value that is no mapping is given as it is, for the caller to name."""
-    for obj in objs:
-        if obj is None:
-            continue
-        if not isinstance(obj, dict):
-            yield obj
-        elif str(obj.get("kind", "")).endswith("List") and isinstance(obj.get("items"), list):
-            yield from _listed(obj["items"])
+    document (``---`` with nothing after it: None), which kubectl skips, is no object, nor is
+    a List's null ``items:`` (none); any other value that is no mapping is given as it is."""
+    for obj in filter(lambda obj: obj is not None, objs):
+        kind, items = (obj.get("kind"), obj.get("items", ())) if isinstance(obj, dict) else ("", ())
+        if str(kind).endswith("List") and (items is None or isinstance(items, list)):
+            yield from _listed(items or [])
         else:
             yield obj
 
