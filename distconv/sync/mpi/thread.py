@@ -6,7 +6,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -100,8 +100,7 @@ class CommThread:
         self.hurry.set()
         done.wait()
         if self.error is not None:
-            self.reported = True
-            raise SyncError(self.failure()) from self.error
+            self._report(self.error)
 
     def failure(self) -> str:
         """What failed on the thread, and how (after :attr:`error` is set)."""
@@ -162,8 +161,20 @@ class CommThread:
         self.hurry.set()
         bucket.done.wait()
         if bucket.error is not None:  # the thread's first failure, maybe another bucket's
-            self.reported = True
-            raise SyncError(self.failure()) from bucket.error
+            self._report(bucket.error)
+
+    def _report(self, error: BaseException) -> NoReturn:
+        """Raise the thread's failure on the main thread, once the thread has run what was
+        queued before: an ``always`` call queued after the failure (the flags' start) still
+        calls MPI there, and the main thread, told of the failure, may call MPI at once (close's
+        abort), two threads in MPI under ``MPI_THREAD_SERIALIZED``. After a failure every
+        queued reduction is skipped and an ``always`` call only starts a request: quick."""
+        if not self._stopping:  # a stopped thread runs nothing more
+            settled = threading.Event()
+            self._queue.put(_Call(lambda wait: None, "", settled, False))
+            settled.wait()
+        self.reported = True
+        raise SyncError(self.failure()) from error
 
     def stop(self, timeout: float = 30.0) -> None:
         """Let the thread finish what is queued, then end it (again: nothing to do).
