@@ -268,7 +268,7 @@ class MPISync(BucketLayout, RankCollectives):
             except SyncError:  # every rank alike (an allgather): none sent a piece
                 return
             if self._matched:
-                drain_abandoned(pump)
+                drain_abandoned(pump, self._used)
 
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else

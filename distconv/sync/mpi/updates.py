@@ -59,7 +59,7 @@ def update_after_all(
         update(bucket, flags)
 
 
-def drain_abandoned(pump: PiecePump) -> None:
+def drain_abandoned(pump: PiecePump, used: UsedParams) -> None:
     """Send what an abandoned step left of its pieces and complete them (:meth:`PiecePump.drain`:
     on the communication thread, if the pump hands its pieces to one). A rank that abandoned the
     step before another left the other's allreduce unmatched: its thread waited there until
@@ -69,5 +69,7 @@ def drain_abandoned(pump: PiecePump) -> None:
     step (:meth:`~.buckets.Bucket.check_wire`): a 16-bit wire that holds infinity stops it, and
     every reduction after, on every rank alike (they hold the same bits). The buckets are not
     marked unpacked to skip that: the thread may still be inside one, and a rank whose thread
-    then skipped the check, where another's had refused it, sent the next piece alone."""
+    then skipped the check, where another's had refused it, sent the next piece alone. The
+    step's used-parameter flags are owed too (:meth:`~.used.UsedParams.abandoned`)."""
     pump.drain()
+    used.abandoned()

@@ -21,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from distconv.sync.base import SyncError
 from distconv.sync.mpi.thread import CommThread
+
+#: every flag of a rank that abandoned the step (a fired parameter's is 1): the OR (a max)
+#: tells the ranks that finished it (see :meth:`UsedParams.abandoned`)
+ABANDONED = 2
 
 
 class UsedParams:
@@ -43,7 +48,7 @@ class UsedParams:
         self.anywhere = np.zeros(count, dtype=np.uint8)
         self._request: Any = None
         self._thread: CommThread | None = None
-        self._posted = False
+        self._posted = self._owed = False
 
     def reset(self) -> None:
         """A new step: nothing has fired."""
@@ -85,15 +90,32 @@ class UsedParams:
             done = self._thread.call(lambda wait: wait(self._request), "used-parameter flags")
             self._thread.finish(done)
         self._request = None
+        if self.anywhere.size and self.anywhere.max() == ABANDONED:
+            raise SyncError(
+                "another rank abandoned the step (an error there) before it finished: its "
+                "gradients never came; set the sync up again or close it"
+            )
         return None if self.anywhere.all() else self.anywhere
 
     def drop(self) -> None:
         """Complete a started exchange, unread, on the calling thread, once the communication
         thread has stopped: a ``finish_step`` that failed on the thread (a 16-bit wire refused
-        after the flags went) never completed it, and a new layout drops these buffers."""
+        after the flags went) never completed it, and a new layout drops these buffers. One
+        owed by an abandoned step (:meth:`abandoned`) is started first."""
+        if self._owed:
+            self.local.fill(ABANDONED)
+            self._start()
         if self._request is not None:
             self._request.Wait()
-        self._request, self._posted = None, False
+        self._request, self._posted, self._owed = None, False, False
+
+    def abandoned(self) -> None:
+        """This rank abandoned a step whose check passed, before its ``finish_step`` started
+        the flags: another rank may have finished the step and started them, and would wait
+        for this rank's for ever (its setup's check, on the same communicator, met them
+        instead). :meth:`drop` starts them, every flag :data:`ABANDONED`: such a rank's
+        :meth:`complete` says so; where every rank abandoned, every rank starts them alike."""
+        self._owed = True
 
     def drain(self) -> None:
         """Complete a posted exchange without looking at it (MPI must see it complete)."""
