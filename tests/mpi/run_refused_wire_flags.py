@@ -7,8 +7,8 @@ Two parameters in two buckets (``b``'s first). WHERE ``last``: both ranks fire `
 and is refused. ``uneven``: rank 0 fires ``b``, past the range, during the step (before the
 flags' start in its thread's queue); rank 1 leaves it unfired (after). Every rank then catches
 the SyncError, abandons the step, zeroes its gradients, sets the sync up again and trains one
-step. Each rank writes to ``OUT/rank<rank>.txt`` whether the failed step's flags were still
-posted after that setup and its seconds, and to ``OUT/values<rank>.npz`` its values before
+step. Each rank writes to ``OUT/rank<rank>.txt`` whether the failed step's flags were started
+and completed by that setup, and its seconds, and to ``OUT/values<rank>.npz`` its values before
 the second setup and after the step.
 """
 
@@ -54,10 +54,11 @@ def main() -> None:
         before = {p.name: p.value.copy() for p in params}
         for p in params:
             p.zero_grad()
-        flags, began = sync._used, time.perf_counter()
+        started, began = sync._used._request, time.perf_counter()  # the failed step's
         sync.setup(params, {})
         seconds = time.perf_counter() - began
-        (out / f"rank{rank}.txt").write_text(f"{flags._posted} {seconds:.3f}\n")
+        completed = started is not None and started._request == MPI.REQUEST_NULL  # Wait nulls it
+        (out / f"rank{rank}.txt").write_text(f"{completed} {seconds:.3f}\n")
         sync.start_step(1)
         for p in reversed(params):
             p.grad += rank + 1.0
