@@ -231,3 +231,33 @@ class _LoggedRequest:
 
     def Test(self) -> bool:  # noqa: N802
         return True
+
+
+def step_and_save(sync: SyncStrategy, params: Sequence, out: Path) -> None:
+    """One step of ``sync`` in which every gradient of this rank is ``rank + 1`` (fired in
+    reverse order, as backward fires them), the parameters then saved to
+    ``out/values{rank}.npz``: the runners' last step, whose values the tests compare."""
+    sync.start_step(1)
+    for p in reversed(params):
+        p.grad += sync.rank + 1.0
+        p.inc_update(sync)
+    sync.finish_step()
+    np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
+
+
+def one_rank_step(param, grad: np.ndarray, examples: int = 1, **options):
+    """One step of ``param`` with gradient ``grad`` through an MPISync on a world of one
+    (``options``: its keyword arguments, ``optimizer`` SGD by default); returns ``param``."""
+    from distconv.sync.mpi import MPISync
+
+    optimizer = options.pop("optimizer", None) or create_optimizer("sgd")
+    sync = MPISync(optimizer, comm=SingleRankComm(), **options)
+    sync.setup([param], {})
+    try:
+        sync.start_step(examples)
+        param.grad += grad
+        sync(param)
+        sync.finish_step()
+    finally:
+        sync.close()
+    return param

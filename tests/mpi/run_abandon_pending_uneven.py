@@ -21,6 +21,7 @@ import numpy as np
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.mpi import MPISync
+from tests.mpi.common import step_and_save
 
 
 def main() -> None:
@@ -41,12 +42,7 @@ def main() -> None:
         sync.setup(params, {})
         (out / f"setup{sync.rank}.txt").write_text(f"{time.perf_counter() - began:.3f}\n")
         (out / f"pending{sync.rank}.txt").write_text(f"{wire.request is not None}\n")
-        sync.start_step(1)
-        for p in reversed(params):
-            p.grad += sync.rank + 1.0
-            p.inc_update(sync)
-        sync.finish_step()
-        np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
+        step_and_save(sync, params, out)
     finally:
         sync.close()
 

@@ -27,6 +27,7 @@ from one_call_at_a_time import OneCallAtATime  # noqa: E402
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.parameter import Parameter  # noqa: E402
 from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
+from tests.mpi.common import step_and_save  # noqa: E402
 
 
 def main() -> None:
@@ -52,12 +53,7 @@ def main() -> None:
         for p in params:  # Trainer.fit: network.zero_grad() before sync.setup
             p.zero_grad()
         sync.setup(params, {})
-        sync.start_step(1)
-        for p in reversed(params):
-            p.grad += sync.rank + 1.0
-            p.inc_update(sync)
-        sync.finish_step()
-        np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
+        step_and_save(sync, params, out)
         if log:
             calls = {"overlaps": comm.log.overlaps, "by_thread": comm.log.by_thread}
             (out / f"calls{sync.rank}.json").write_text(json.dumps(calls))

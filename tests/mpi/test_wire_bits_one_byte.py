@@ -12,7 +12,7 @@ import pytest
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync, SingleRankComm
+from tests.mpi.common import one_rank_step
 
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="float8 needs ml_dtypes")
 FLOAT8 = ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
@@ -22,17 +22,9 @@ def float8_step(name: str, grad_bits: int, overlap: bool) -> Parameter:
     """One SGD step (learning rate 0.5) of four float8 values 1 on a world of one, each
     gradient the float8 of ``grad_bits``."""
     dtype = np.dtype(getattr(ml_dtypes, name))
-    param = Parameter("w", np.ones(4, dtype))
-    sync = MPISync(create_optimizer("sgd", lr=0.5), comm=SingleRankComm(), overlap=overlap)
-    sync.setup([param], {})
-    try:
-        sync.start_step(1)
-        param.grad += np.full(4, grad_bits, np.uint8).view(dtype)
-        sync(param)
-        sync.finish_step()
-    finally:
-        sync.close()
-    return param
+    grad = np.full(4, grad_bits, np.uint8).view(dtype)
+    sgd = create_optimizer("sgd", lr=0.5)
+    return one_rank_step(Parameter("w", np.ones(4, dtype)), grad, optimizer=sgd, overlap=overlap)
 
 
 @pytest.mark.timeout(60)

@@ -19,7 +19,7 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync, SingleRankComm
-from tests.mpi.common import HERE, mpiexec, run_mpi
+from tests.mpi.common import HERE, mpiexec, one_rank_step, run_mpi
 
 START = np.array([1.0, -1.0, 0.5])
 
@@ -27,18 +27,7 @@ START = np.array([1.0, -1.0, 0.5])
 def one_step(grad_dtype: str, grad: np.ndarray, overlap: bool, examples: int = 1) -> Parameter:
     """One SGD step (learning rate 0.01) of a float64 parameter on a world of one."""
     param = Parameter("w", START.copy())
-    sync = MPISync(
-        create_optimizer("sgd"), comm=SingleRankComm(), grad_dtype=grad_dtype, overlap=overlap
-    )
-    sync.setup([param], {})
-    try:
-        sync.start_step(examples)
-        param.grad += grad
-        sync(param)
-        sync.finish_step()
-    finally:
-        sync.close()
-    return param
+    return one_rank_step(param, grad, examples, grad_dtype=grad_dtype, overlap=overlap)
 
 
 @pytest.mark.timeout(60)
