@@ -8,9 +8,12 @@ Where a communication thread reduces the pieces, each bucket is updated as soon 
 reduced, while the later ones still travel. The flags' wait is queued on the thread behind every
 piece, so it is made only where the flags can change something: at the first bucket holding a
 parameter that did not fire on this rank (one that fired here was used somewhere). Without the
-thread nothing travels while the optimizer runs, so every bucket is reduced first. Should a
-later reduction or an update fail, the buckets before it are updated already: the step cannot
-be finished, and the sync aborts the job when it closes.
+thread nothing travels while the optimizer runs, so every bucket is reduced first. A 16-bit
+bucket can be refused once reduced (a NaN or infinity on the wire, on every rank alike): with
+one in the step, every bucket is reduced and checked before any is updated, so a refused step
+leaves every parameter as it was. Should a later reduction (an MPI error) or an update fail,
+the buckets before it are updated already: the step cannot be finished, and the sync aborts the
+job when it closes.
 """
 
 from __future__ import annotations
@@ -33,17 +36,27 @@ Update = Callable[[Bucket, np.ndarray | None], None]
 def update_as_reduced(
     buckets: Sequence[Bucket], thread: CommThread, used: UsedParams, update: Update
 ) -> None:
-    """With the communication thread: each bucket updated once it is reduced (see above)."""
+    """With the communication thread: each bucket updated once it is reduced, or, with a 16-bit
+    bucket in the step, once every bucket is reduced and checked (see above)."""
+    if any(bucket.compressed for bucket in buckets):  # its refusal must find nothing updated
+        for bucket in buckets:
+            _reduced(thread, bucket)
     flags, waited = None, False
     for bucket in buckets:
-        if bucket.pieces or bucket.compressed:  # an empty bucket has no request
-            thread.wait(bucket)
-        bucket.unpack()
+        _reduced(thread, bucket)
         if bucket.pending and not waited:  # a parameter that did not fire here
             flags, waited = used.complete(), True
         update(bucket, flags if bucket.pending else None)
     if not waited:
         used.complete()  # MPI must see the exchange complete
+
+
+def _reduced(thread: CommThread, bucket: Bucket) -> None:
+    """Wait until the thread has reduced ``bucket``, then unpack it (a device bucket here, on
+    the main thread, which owns the device; once a step): a 16-bit wire is checked by then."""
+    if bucket.pieces or bucket.compressed:  # an empty bucket has no request
+        thread.wait(bucket)
+    bucket.unpack()
 
 
 def update_after_all(
