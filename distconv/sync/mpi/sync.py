@@ -208,7 +208,7 @@ class MPISync(BucketLayout, RankCollectives):
         seconds = thread_poll_seconds(asked, self.comm, self.mpi, on_gpu, self.poll_seconds)
         self.overlap = seconds is not None
         if self.overlap:
-            self._thread = CommThread(self._reduce, seconds)
+            self._thread = CommThread(self._reduce, seconds, self.timeout)
         self._lay_out([p.name for p in reversed(self.params)], again=True)
         self._open = None
 

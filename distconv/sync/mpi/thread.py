@@ -14,6 +14,11 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.comm import POLL_SECONDS
 
+#: how many times the sync's ``timeout`` the main thread waits for the communication thread:
+#: past the watchdog's (which stops a ``Wait`` at ``timeout``), so a wait it watches is named by
+#: it, and one it cannot see (a non-blocking start stuck on a broken link) is named here
+PATIENCE = 1.5
+
 
 def poll(request: Any, hurry: threading.Event | None = None, seconds: float = POLL_SECONDS) -> None:
     """Wait for an MPI request by testing it between sleeps of ``seconds``, until told to hurry.
@@ -47,14 +52,19 @@ class CommThread:
         reduce: the reduction of one packed bucket (piece None) or of one of its pieces, given
             how to wait for each request.
         poll_seconds: how each request is waited for while backward runs (see :func:`poll`).
+        timeout: the sync's ``timeout``: the main thread waits :data:`PATIENCE` times that for
+            the thread, then raises (None: for ever).
     """
 
     def __init__(
         self,
         reduce: Callable[[Bucket, Callable[[Any], None], int | None], None],
         poll_seconds: float = POLL_SECONDS,
+        timeout: float | None = None,
     ) -> None:
         self._reduce, self.poll_seconds = reduce, poll_seconds
+        self.patience = None if timeout is None else PATIENCE * timeout
+        self.inside = ""  # what the thread is running now, for a wait that gives up
         self.hurry = threading.Event()
         #: the thread's first failure: every reduction after it is skipped, its bucket failed
         self.error: BaseException | None = None
@@ -95,10 +105,11 @@ class CommThread:
         """Block until a :meth:`call` is done, at full speed.
 
         Raises:
-            SyncError: the thread failed (the call was then skipped).
+            SyncError: the thread failed (the call was then skipped), or is still inside
+                something after :attr:`patience` seconds (:meth:`_await`).
         """
         self.hurry.set()
-        done.wait()
+        self._await(done, "the communication thread's call")
         if self.error is not None:
             self._report(self.error)
 
@@ -119,10 +130,12 @@ class CommThread:
                 # after a failure, no collective at all: this rank's sequence no longer matches
                 # the other ranks', and a reduction out of step could sum the wrong buffers
                 if self.error is None:
+                    self.inside = f"the allreduce of gradient bucket {bucket.index}"
                     self._reduce(bucket, self._wait_request, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
                 self.error, self.failed = exc, f"allreduce of gradient bucket {bucket.index}"
             finally:
+                self.inside = ""
                 if self.error is not None:
                     bucket.error = self.error
                 if bucket.ends_with(piece):
@@ -138,11 +151,13 @@ class CommThread:
     def _call(self, call: _Call) -> None:
         try:
             if self.error is None or call.always:  # else no collective after a failure (_run)
+                self.inside = f"the {call.what}" if call.what else "a call"
                 call.work(self._wait_request)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread by finish()
             if self.error is None:  # an ``always`` call after a failure: the first is said
                 self.error, self.failed = exc, call.what
         finally:
+            self.inside = ""
             call.done.set()
 
     def _wait_request(self, request: Any) -> None:
@@ -156,10 +171,11 @@ class CommThread:
         """Block until ``bucket`` is reduced (and make the thread finish at full speed).
 
         Raises:
-            SyncError: the reduction failed on the communication thread.
+            SyncError: the reduction failed on the communication thread, or the thread is
+                still inside something after :attr:`patience` seconds (:meth:`_await`).
         """
         self.hurry.set()
-        bucket.done.wait()
+        self._await(bucket.done, f"gradient bucket {bucket.index}")
         if bucket.error is not None:  # the thread's first failure, maybe another bucket's
             self._report(bucket.error)
 
@@ -172,9 +188,26 @@ class CommThread:
         if not self._stopping:  # a stopped thread runs nothing more
             settled = threading.Event()
             self._queue.put(_Call(lambda wait: None, "", settled, False))
-            settled.wait()
+            self._await(settled, "the communication thread to settle", self.failure())
         self.reported = True
         raise SyncError(self.failure()) from error
+
+    def _await(self, event: threading.Event, what: str, failed: str = "") -> None:
+        """Wait for ``event`` (set by the thread) at most :attr:`patience` seconds.
+
+        Raises:
+            SyncError: the thread is still inside something (a collective's start, which the
+                watchdog does not watch, stuck on a broken link), named with ``failed`` (the
+                thread's earlier failure) if any; the rank must abort (close does).
+        """
+        if event.wait(self.patience):
+            return
+        before = f"{failed}; " if failed else ""
+        raise SyncError(
+            f"{before}waited {self.patience:g} s for {what}: the communication thread is still "
+            f"inside {self.inside or 'nothing it named'} (another rank never joined it, or a "
+            "link is broken); close the sync (it ends the job)"
+        )
 
     def stop(self, timeout: float = 30.0) -> None:
         """Let the thread finish what is queued, then end it (again: nothing to do).
