@@ -38,6 +38,9 @@ class RankCollectives(LocalSync):
     _open: str | None
     #: inside :meth:`setup`, whose first collective (:meth:`all_equal`'s) met the other ranks
     _setting_up = False
+    #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
+    #: them, so a rank that finished (counted) a step another abandoned is named as the cause
+    abandoned_steps = 0
 
     def setup(
         self,
@@ -52,6 +55,13 @@ class RankCollectives(LocalSync):
             super().setup(params, config, state)
         finally:
             self._setting_up = False
+
+    @property
+    def steps_ended(self) -> int:
+        """Steps finished (or failed in ``finish_step``) or abandoned: what the ranks agree on
+        when they close after setup's check refused a step one abandoned and another counted
+        (every collective of theirs complete: nobody waits, nobody need abort)."""
+        return self.step + self.abandoned_steps
 
     def broadcast_parameters(self) -> None:
         """Copy rank 0's parameter values and optimizer state to every rank.
@@ -93,7 +103,7 @@ class RankCollectives(LocalSync):
                 setup, called inside a step or after one that failed (see :meth:`_meet`).
         """
         if self._setting_up:
-            self._check.meet(SETUP, self.step)
+            self._check.meet(SETUP, self.step, self.abandoned_steps)
         else:
             self._meet(SETUP)
         same_job(self.comm, self.rank, description)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi.comm import difference_from
+from distconv.sync.mpi.comm import JobMismatch, difference_from
 
 #: in place of a step number: the rank closes its sync (then the steps it finished)
 CLOSED = -1
@@ -57,6 +57,28 @@ def where(row: Sequence[int]) -> str:
     if what == BROADCAST:
         return f"broadcasting rank 0's parameters {after}"
     return f"unknown code {what}"
+
+
+def abandoned_hint(rows: Sequence[Sequence[int]]) -> str:
+    """Why ranks in setup's check counted different steps, where abandoned steps (the rows'
+    third column) make up the difference: one rank abandoned a step another counted (its
+    ``finish_step`` failed there, or completed)."""
+    steps = [row[1] for row in rows]
+    if len({row[1] + row[2] for row in rows}) > 1 or len(set(steps)) == 1:
+        return ""
+    most = max(steps)
+    behind = [r for r, s in enumerate(steps) if s < most]
+    counted = ", ".join(f"rank {r}" for r, s in enumerate(steps) if s == most)
+    said = "; ".join(
+        f"rank {r} abandoned {most - steps[r]} step{'s' if most - steps[r] != 1 else ''} "
+        f"that {counted} counted"
+        for r in behind
+    )
+    return (
+        f"; {said} (finished, or failed in finish_step): the ranks' steps, and maybe their "
+        "parameters, differ since, so the job cannot go on; close the sync and start again "
+        "from a checkpoint"
+    )
 
 
 class StepCheck:
@@ -145,7 +167,12 @@ class StepCheck:
         named = ", ".join(f"rank {r}: {where(row)}" for r, row in enumerate(rows))
         closed = any(row[0] == CLOSED for row in rows)
         hint = "; a rank closed its sync while another went on" if closed else ""
-        raise SyncError(f"ranks are at different points of the job ({named}){hint}")
+        said = f"ranks are at different points of the job ({named}){hint}"
+        if any(row[0] != SETUP for row in rows):
+            raise SyncError(said)
+        # every rank in setup's check raises this alike, with nothing else pending: none waits
+        # for another (JobMismatch), so each says it before a close aborts the job
+        raise JobMismatch(said + abandoned_hint(rows))
 
     def _raise_layout_mismatch(self, hashes: Sequence[int]) -> None:
         rank = self.comm.Get_rank()

@@ -253,9 +253,9 @@ class MPISync(BucketLayout, RankCollectives):
 
         Each parameter gets its gradient back as an array of its own (``detach_gradients``):
         MPI's writes into the buffers never reach gradients zeroed since (``Trainer.fit``)."""
-        if self._in_step:
+        if self._in_step:  # counted apart: a rank that finished it counted it as a step
             detach_gradients(self.buckets)
-            self._abandoned = self._pump
+            self._abandoned, self.abandoned_steps = self._pump, self.abandoned_steps + 1
         self._in_step = False
 
     def _drain_abandoned(self) -> None:
@@ -376,7 +376,7 @@ class MPISync(BucketLayout, RankCollectives):
             if error is None and self._grad_comm is not None:
                 # raised, a SyncError would leave the other ranks waiting: abort them first
                 abort = partial(abort_job, self.comm, self.rank) if self.world_size > 1 else None
-                leave(self._check, self._used, self._thread, self.step, abort)
+                leave(self._check, self._used, self._thread, self.steps_ended, abort)
         finally:
             self._release()
 

@@ -93,7 +93,8 @@ class UsedParams:
         if self.anywhere.size and self.anywhere.max() == ABANDONED:
             raise SyncError(
                 "another rank abandoned the step (an error there) before it finished: its "
-                "gradients never came; set the sync up again or close it"
+                "gradients never came, and the ranks count this step differently, which a "
+                "second setup refuses: close the sync (it ends the job)"
             )
         return None if self.anywhere.all() else self.anywhere
 

@@ -1,0 +1,62 @@
+"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_refit.py OUT OVERLAP: a second fit after a
+step that rank 1 abandoned once its first bucket was on the wire, while rank 0 finished it.
+
+Two parameters in two buckets (``b``'s first). Both fire ``b``; rank 1 then raises (as a layer
+would) and abandons the step, rank 0 fires ``a`` and calls ``finish_step``, which fails
+("another rank abandoned the step") and counts the step, where rank 1 counted none. Both set the
+sync up again, as ``Trainer.fit`` does. Each rank writes what its ``finish_step`` (rank 0) and
+its second setup raised to ``OUT/finish<rank>.txt`` and ``OUT/setup<rank>.txt`` (``ok`` where
+nothing was raised), then closes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.mpi import MPISync
+
+
+def said(call: Callable[[], None], path: Path) -> None:
+    """Run ``call``; write ``ok`` or its SyncError to ``path``, and raise it on."""
+    try:
+        call()
+    except SyncError as exc:
+        path.write_text(f"{type(exc).__name__}: {exc}")
+        raise
+    path.write_text("ok")
+
+
+def main() -> None:
+    out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
+    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=overlap, timeout=20)
+    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
+    rank = sync.rank
+    try:
+        sync.setup(params, {})
+        sync.start_step(1)
+        params[1].grad += 1.0
+        params[1].inc_update(sync)  # bucket 0 ('b') goes on the wire on both ranks
+        if rank == 0:
+            params[0].grad += 1.0
+            params[0].inc_update(sync)
+            try:
+                said(sync.finish_step, out / "finish0.txt")
+            except SyncError:
+                pass
+        sync.abandon_step()  # rank 1's layer raised (rank 0: nothing to abandon)
+        for p in params:
+            p.zero_grad()
+        said(lambda: sync.setup(params, {}), out / f"setup{rank}.txt")
+    finally:
+        sync.close()
+
+
+if __name__ == "__main__":
+    main()

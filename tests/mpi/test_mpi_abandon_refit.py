@@ -1,0 +1,45 @@
+"""A second fit after a step that one rank abandoned while another finished it
+(``run_mpi_abandon_refit.py``, real ``mpiexec -n 2``).
+
+``finish_step`` counts a failed step, ``abandon_step`` does not: the finisher (whose
+``finish_step`` failed, "another rank abandoned the step", while telling it to set the sync up
+again) and the abandoning rank counted different steps, and the second setup's check refused
+it naming only where each rank was ("after 1 step", "after 0 steps"), not why; one rank's abort
+could end the other before it said anything, and close's last exchange then blamed "a rank
+closed its sync while another went on". Now the check names the cause on both ranks, which
+raise it alike and close cleanly (counting abandoned steps too), and ``finish_step`` no longer
+advises a setup that is always refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
+
+pytestmark = NEEDS_MPIEXEC
+
+WHERE = (
+    "ranks are at different points of the job (rank 0: comparing the job (setup's check) "
+    "after 1 step, rank 1: comparing the job (setup's check) after 0 steps)"
+)
+CAUSE = "rank 1 abandoned 1 step that rank 0 counted"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_refit_after_a_step_one_rank_abandoned_names_the_cause_on_both(tmp_path, overlap):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    proc = run_mpi(["-n", "2", *script("run_mpi_abandon_refit.py"), str(tmp_path), overlap], 90)
+    assert proc.returncode != 0, proc.stderr  # a second fit of such a step is refused
+    assert "closed its sync while another went on" not in proc.stderr, proc.stderr
+    assert proc.stderr.count(CAUSE) >= 2, proc.stderr  # each rank's own traceback says it
+    finished = (tmp_path / "finish0.txt").read_text()
+    assert "another rank abandoned the step" in finished, finished
+    assert "set the sync up again" not in finished, finished
+    for rank in (0, 1):
+        path = tmp_path / f"setup{rank}.txt"
+        assert path.exists(), (rank, proc.stderr)  # said on both, not aborted first
+        text = path.read_text()
+        assert WHERE in text and CAUSE in text, text
+        assert "start again from a checkpoint" in text, text
