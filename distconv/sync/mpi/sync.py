@@ -164,9 +164,8 @@ class MPISync(BucketLayout, RankCollectives):
         self._laid_from: tuple[str, ...] | None = None
         self._first_pass: list[str] = []  # the names in the order the first step fired them
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
-        self._next_launch, self._total, self._in_step = 0, 0, False
+        self._next_launch, self._total, self._in_step, self._matched = 0, 0, False, False
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
-        self._matched = False  # the step's check passed
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
         self._open: str | None = "the job's start (setup was never called)"
         self._pump: PiecePump | None = None
@@ -259,8 +258,9 @@ class MPISync(BucketLayout, RankCollectives):
         self._in_step = False
 
     def _drain_abandoned(self) -> None:
-        """An abandoned step's pieces, the rest sent and all completed on every rank
-        (:func:`~.updates.drain_abandoned`), if its check passed (else no rank sent any)."""
+        """Abandon a step still open, then send and complete on every rank what an abandoned
+        step left of its pieces (:func:`~.updates.drain_abandoned`), if its check passed."""
+        self.abandon_step()  # else setup left it open, every later start_step refused
         if self._abandoned is not None:
             pump, self._abandoned = self._abandoned, None
             try:
