@@ -332,10 +332,10 @@ class MPISync(BucketLayout, RankCollectives):
             # every piece queued before the flags' wait: else the thread, blocked there, would
             # never start a piece the other ranks wait for
             assert self._pump.done, "the flags' wait is queued before the step's last piece"
-            if self._thread is not None:  # each bucket updated while the later ones travel
-                update_as_reduced(self.buckets, self._thread, self._used, self._apply)
-            else:
-                update_after_all(self.buckets, self._grad_comm, self._used, self._apply)
+            self._used.check_kept(self.buckets, self._slot)  # all updated, or none
+            # with the thread each bucket is updated while the later ones travel
+            update = update_as_reduced if self._thread is not None else update_after_all
+            update(self.buckets, self._thread or self._grad_comm, self._used, self._apply)
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began

@@ -1,0 +1,41 @@
+"""A gradient replaced after it fired fails ``finish_step`` before any parameter moves.
+
+``finish_step`` found the replaced gradient (``p.grad = p.grad + g`` after the callback, where
+the contract says ``+=``) only when it reached that parameter's bucket: the buckets before it
+were updated already, so the failed step was applied in part (with or without the
+communication thread), and a second fit trained on from there. Now every gradient that fired
+on this rank is checked before the first update: none moves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+from distconv.sync.mpi import MPISync, SingleRankComm
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_gradient_replaced_after_it_fired_leaves_every_parameter_untouched(overlap):
+    # three parameters, a bucket each (24 bytes); 'a' is laid out last
+    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("abc")]
+    sync = MPISync(
+        create_optimizer("sgd", lr=0.5), comm=SingleRankComm(), bucket_bytes=24, overlap=overlap
+    )
+    sync.setup(params, {})
+    try:
+        sync.start_step(1)
+        for p in reversed(params):
+            p.grad += 1.0
+            sync(p)
+        params[0].grad = params[0].grad + 1.0  # a new array, after 'a' fired
+        with pytest.raises(SyncError, match=r"gradient of 'a' was replaced.*after it fired"):
+            sync.finish_step()
+        for i, p in enumerate(params):
+            np.testing.assert_array_equal(p.value, np.arange(3.0) + i, err_msg=p.name)
+    finally:
+        sync.close()
