@@ -19,6 +19,7 @@ from distconv.sync.base import SyncError, closing_error
 from distconv.sync.peers import PeerFailed, failed_peers, peer_failure
 from distconv.sync.ps import handshakes
 from distconv.sync.ps import keys as keyfiles
+from distconv.sync.ps.bulk import BulkRuns
 from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.handshakes import HandshakeWatch
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
@@ -56,7 +57,7 @@ POLL_SLICE = 0.25
 LONGEST_POLL = 3600.0
 
 
-class ShardChannel:
+class ShardChannel(BulkRuns):
     """The request side of :class:`~distconv.sync.ps.client.PServerSync`: connect, send, wait
     for and receive the replies of the shards."""
 
@@ -183,14 +184,14 @@ class ShardChannel:
                     ) from None
 
     def _wait(
-        self, rids: Sequence[int], what: str, stoppable: bool = False
+        self, rids: Sequence[int], what: str, stoppable: bool = False, asked: str = ""
     ) -> list[tuple[dict[str, Any], list]]:
         """The replies to ``rids``, in order; SyncError on an error reply or past the timeout."""
-        got = {rid: reply for rid, reply in self._arrivals(rids, what, stoppable)}
+        got = {rid: reply for rid, reply in self._arrivals(rids, what, stoppable, asked)}
         return [got[r] for r in rids]
 
     def _arrivals(
-        self, rids: Sequence[int], what: str, stoppable: bool = False
+        self, rids: Sequence[int], what: str, stoppable: bool = False, asked: str = ""
     ) -> Iterator[tuple[int, tuple]]:
         """``(rid, (header, arrays))`` for each of ``rids`` as its reply arrives, so a caller
         can use one while the others are still on their way.
@@ -198,6 +199,8 @@ class ShardChannel:
         Args:
             stoppable: a step's wait, which gives up once a stop was asked and a shard it
                 waits for has been silent for longer than any ever was (:data:`STOP_PATIENCE`).
+            asked: the request ``rids`` are, where ``what`` is another (a pull's ``stats``,
+                sent before it): a silent shard is named as asked for it.
 
         Raises:
             SyncError: an error reply, or a shard with replies still awaited silent for
@@ -207,12 +210,12 @@ class ShardChannel:
         """
         missing = set(rids)
         try:
-            yield from self._collect(missing, self.timeout * GRACE, what, stoppable)
+            yield from self._collect(missing, self.timeout * GRACE, what, stoppable, asked)
         finally:  # an error reply, a timeout, or a caller that stopped reading
             self._abandon(missing)
 
     def _collect(
-        self, missing: set[int], limit: float, what: str, stoppable: bool
+        self, missing: set[int], limit: float, what: str, stoppable: bool, asked: str
     ) -> Iterator[tuple[int, tuple]]:
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
         start = _now()
@@ -249,11 +252,11 @@ class ShardChannel:
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
                 raise SyncError(
                     f"rank {self.rank}: no answer to {what} from pserver shard(s) "
-                    f"{self._named(shards)} within {limit:g} s"
+                    f"{self._named(shards, asked)} within {limit:g} s"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"
                 )
             if stoppable:
-                left = min(left, self._stop_patience_left(quiet, what))
+                left = min(left, self._stop_patience_left(quiet, what, asked))
             if self._shard_processes is not None:
                 left = min(left, LOOK_EVERY)
                 if self._shard_processes.look_due(_now()):  # no set built on every poll
@@ -261,7 +264,7 @@ class ShardChannel:
             for sock, _ in self._poller.poll(min(left, LONGEST_POLL) * 1000):
                 self._receive(sock)
 
-    def _stop_patience_left(self, quiet: dict[int, float], what: str) -> float:
+    def _stop_patience_left(self, quiet: dict[int, float], what: str, asked: str) -> float:
         """How long the next poll of a stoppable wait may take (:data:`POLL_SLICE` at most, to
         see a stop request soon); SyncError once a stop was requested and a shard it waits for
         has said nothing for the patience (:data:`STOP_PATIENCE`) since it, or since that
@@ -276,7 +279,7 @@ class ShardChannel:
             return min(POLL_SLICE, patience - max(silent.values()))
         raise SyncError(
             f"rank {self.rank}: asked to stop ({signum.name}), and pserver shard(s) "
-            f"{self._named([s for s, q in silent.items() if q >= patience])} gave no answer "
+            f"{self._named([s for s, q in silent.items() if q >= patience], asked)} gave no answer "
             f"to {what} in the {patience:.3g} s since: {_GIVING_UP.get(what, _A_STEP_GIVEN_UP)}"
         )
 
@@ -333,56 +336,26 @@ class ShardChannel:
             if self._replies.pop(rid, None) is None:
                 self._abandoned.add(rid)
 
-    # -- bulk operations in messages within a shard's cap ---------------------------------------
-    def _set_caps(self, caps: Sequence[int]) -> None:
-        """Each shard's ``--max-message-bytes`` (from its ``hello`` reply): the most array bytes
-        one request to it, or one reply from it, may hold."""
-        self._caps = list(caps)
-        self._reply_caps = dict(zip(self._socks, self._caps))
-
-    def _runs(self, shard: int, items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
-        """``items`` cut into consecutive runs whose ``sizes`` (array bytes) add up to at most
-        the shard's cap: one request each. The cap counts array frames only (the header is
-        bounded apart, by ``MAX_HEADER_BYTES``), so a run may fill it exactly.
-
-        Returns ``[[]]`` for no items: the request still goes (and the shard says what is wrong).
-
-        Raises:
-            SyncError: one item alone is larger than the cap.
-        """
-        cap = self._caps[shard]
-        runs: list[list[Any]] = []
-        size = cap + 1
-        for item, n in zip(items, sizes):
-            if n > cap:
-                raise SyncError(
-                    f"rank {self.rank}: a block needs {n} bytes in one message, more than the "
-                    f"{cap} of --max-message-bytes of pserver {self.endpoints[shard]}: raise "
-                    "that bound, or give PServerSync a smaller block_bytes"
-                )
-            if size + n > cap:
-                runs.append([])
-                size = 0
-            runs[-1].append(item)
-            size += n
-        return runs or [[]]
-
     def _shards_waited(self, rids: Iterable[int]) -> list[int]:
         """The shards that requests ``rids`` went to, in order (-1 for one not known)."""
         return sorted({self._rid_shard.get(r, -1) for r in rids})
 
-    def _named(self, shards: Sequence[int]) -> str:
-        """``shards`` as a message names them: ``0 (host:port), 1 (host:port)``."""
-        return ", ".join(f"{s} ({self.endpoints[s]})" for s in shards if s >= 0) or "?"
+    def _named(self, shards: Sequence[int], asked: str = "") -> str:
+        """``shards`` as a message names them: ``0 (host:port), 1 (host:port)``, or with
+        ``asked``, ``0 (host:port, asked for stats)``."""
+        why = f", asked for {asked}" if asked else ""
+        return ", ".join(f"{s} ({self.endpoints[s]}{why})" for s in shards if s >= 0) or "?"
 
     def _ask_all(
         self,
         headers: Sequence[tuple[int, dict[str, Any], Sequence[np.ndarray]]],
         what: str,
         stoppable: bool = False,
+        asked: str = "",
     ) -> list[tuple[dict[str, Any], list]]:
         """Send each ``(shard, header, arrays)``; their replies (see :meth:`_arrivals`)."""
-        return self._wait([self._send(s, h, a) for s, h, a in headers], what, stoppable)
+        rids = [self._send(s, h, a) for s, h, a in headers]
+        return self._wait(rids, what, stoppable, asked)
 
 
 #: why a stoppable wait's shard is silent, and what giving up leaves (a pull waits for no worker)

@@ -288,7 +288,7 @@ class PServerSync(
     def _stamps(self) -> list[tuple[Any, ...]]:
         """Each shard's failure (a pull is refused with it), seed and count of value updates."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
-        replies = self._ask_all(asks, "pull", stoppable=True)
+        replies = self._ask_all(asks, "pull", stoppable=True, asked="stats")  # named as such
         return [(h.get("failed"), h.get("seed"), h["stats"]["updates"]) for h, _ in replies]
 
     def _pull_all(self, stamps: list[tuple[Any, ...]] | None = None) -> None:
