@@ -50,6 +50,13 @@ GRACE = 1.5
 #: checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
+#: the slowest link a pull's reply is expected to cross, in bytes per second (100 Mbit/s): every
+#: worker of an async job pulls the whole model at once (an epoch's end, a stop), and ZeroMQ hands
+#: a reply over only once all of it arrived, so a shard is silent while its replies cross. A
+#: shard is allowed, on top of the timeout or a stop's patience, the bytes of the largest reply
+#: it owes this worker, once per worker of the job, over this: a live shard of a large model on a
+#: slow link is not given up as gone (a module setting, as ``STOP_PATIENCE``)
+SLOW_LINK_BYTES = 12.5e6
 #: the longest single poll of a wait, so that a stop request is seen this soon
 POLL_SLICE = 0.25
 #: the longest poll of any wait: ZeroMQ takes its milliseconds as a C long, which a huge but
@@ -226,6 +233,7 @@ class ShardChannel(BulkRuns):
             for rid in arrived:
                 missing.discard(rid)
                 shard = self._rid_shard.pop(rid, -1)  # a long run sends millions of requests
+                self._rid_bytes.pop(rid, None)
                 if stoppable and stop_request.pending() is None:  # a live shard's usual silence
                     self._usual_quiet = max(self._usual_quiet, _now() - answered.get(shard, start))
                 answered[shard] = _now()
@@ -244,9 +252,9 @@ class ShardChannel(BulkRuns):
             # keep coming (review k182), but another shard's replies say nothing of a silent
             # one's (review k186: it was named only once the others had answered every part;
             # review k189: a stop's wait too, past the launcher's grace)
-            quiet = {s: answered.get(s, start) for s in self._shards_waited(missing)}
-            if arrived:
-                deadline = min(quiet.values()) + limit
+            allowed = self._transfer_times(missing)  # a reply's crossing is not a silence
+            quiet = {s: answered.get(s, start) + allowed.get(s, 0.0) for s in allowed}
+            deadline = min(quiet.values()) + limit
             left = deadline - _now()
             if left <= 0:
                 shards = [s for s, t in quiet.items() if t + limit <= _now()]
@@ -263,6 +271,16 @@ class ShardChannel(BulkRuns):
                     self._refuse_ended_shards(missing, what)
             for sock, _ in self._poller.poll(min(left, LONGEST_POLL) * 1000):
                 self._receive(sock)
+
+    def _transfer_times(self, rids: Iterable[int]) -> dict[int, float]:
+        """The shards that ``rids`` wait for, each with the seconds its largest awaited reply
+        of known size (a pull's) may take to reach this worker while every worker's crosses the
+        same link (:data:`SLOW_LINK_BYTES`); 0 for a shard that owes no such reply."""
+        times: dict[int, float] = {}
+        for r in rids:
+            shard, n = self._rid_shard.get(r, -1), self._rid_bytes.get(r, 0)
+            times[shard] = max(times.get(shard, 0.0), n * self.world_size / SLOW_LINK_BYTES)
+        return times
 
     def _stop_patience_left(self, quiet: dict[int, float], what: str, asked: str) -> float:
         """How long the next poll of a stoppable wait may take (:data:`POLL_SLICE` at most, to
@@ -333,6 +351,7 @@ class ShardChannel(BulkRuns):
         (dropped on arrival), would otherwise stay for the rest of the run."""
         for rid in rids:
             self._rid_shard.pop(rid, None)
+            self._rid_bytes.pop(rid, None)
             if self._replies.pop(rid, None) is None:
                 self._abandoned.add(rid)
 
@@ -352,9 +371,13 @@ class ShardChannel(BulkRuns):
         what: str,
         stoppable: bool = False,
         asked: str = "",
+        reply_bytes: Sequence[int] = (),
     ) -> list[tuple[dict[str, Any], list]]:
-        """Send each ``(shard, header, arrays)``; their replies (see :meth:`_arrivals`)."""
+        """Send each ``(shard, header, arrays)``; their replies (see :meth:`_arrivals`).
+        ``reply_bytes``: the array bytes each reply will carry, where known (a pull's), which
+        a shard is given time to send (:data:`SLOW_LINK_BYTES`)."""
         rids = [self._send(s, h, a) for s, h, a in headers]
+        self._rid_bytes.update(zip(rids, reply_bytes))
         return self._wait(rids, what, stoppable, asked)
 
 

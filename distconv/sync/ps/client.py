@@ -142,6 +142,7 @@ class PServerSync(
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
+        self._rid_bytes: dict[int, int] = {}  # a pull's reply bytes (see channel.SLOW_LINK_BYTES)
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
         self._by_name: dict[str, int] = {}  # parameter name -> index, from setup
         self._init_sparse_rows()
@@ -249,32 +250,6 @@ class PServerSync(
         self._check_sizes(self._frame_bytes)
         return [h for h, _ in replies]
 
-    def _check_sizes(self, frames: Sequence[int]) -> None:
-        """Say now, not at the first step, when a shard cannot take this layout: a block is one
-        frame (ZeroMQ drops a connection whose frame exceeds the shard's bound, and the worker
-        would only time out), and a dense push carries all of a shard's blocks of a parameter."""
-        for b in self.layout.blocks:
-            s = self.layout.shard_of[b.id]
-            if b.nbytes > frames[s]:
-                raise SyncError(
-                    f"rank {self.rank}: block {b.id} of {self.params[b.param].name} is "
-                    f"{b.nbytes} bytes, more than the {frames[s]} a frame may hold on pserver "
-                    f"{self.endpoints[s]} (its --max-frame-bytes, or --max-message-bytes where "
-                    "smaller): raise that bound, or give PServerSync a smaller block_bytes"
-                )
-        for i, targets in enumerate(self._targets):
-            if self._specs[i].sparse:  # a sparse push carries a batch's rows only
-                continue
-            for s, blocks in targets:
-                size = sum(b.nbytes for b in blocks)
-                if size > self._caps[s]:
-                    raise SyncError(
-                        f"rank {self.rank}: a push of {self.params[i].name} carries {size} "
-                        f"bytes to pserver {self.endpoints[s]}, more than its "
-                        f"--max-message-bytes {self._caps[s]}: use more shards or a larger cap"
-                    )
-        self._check_state_fits()  # a checkpoint moves a block's state in one message
-
     def refresh_parameters(self) -> None:
         """In async mode, pull every block, which other workers moved on (a job's only worker
         pulls only after a step of its own cut short: the shards may hold its pushes). With no
@@ -299,9 +274,11 @@ class PServerSync(
             blocks = self.layout.blocks_on(s)
             runs += [(s, run) for run in self._runs(s, blocks, [b.nbytes for b in blocks])]
         asks = [(s, {"op": "pull", "blocks": [b.id for b in run]}, ()) for s, run in runs]
+        sizes = [sum(b.nbytes for b in run) for _, run in runs]  # each reply's time on the link
         written: set[int] = set()
         # stoppable: a shard answers a pull at once, so one silent past a stop's patience is gone
-        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "pull", stoppable=True)):
+        replies = self._ask_all(asks, "pull", stoppable=True, reply_bytes=sizes)
+        for (_, run), (h, arrays) in zip(runs, replies):
             written |= self._write(run, arrays, h)
         self._values_to_device(written)
         self._lagging = False
