@@ -325,9 +325,10 @@ class ShardChannel(BulkRuns):
                 header = unpack_header(frames[0].buffer, request=False)
                 cap = self._reply_caps.get(sock, MAX_MESSAGE_BYTES)
                 arrays = unpack_arrays(header, [f.buffer for f in frames[1:]], cap)
-            except WireError as exc:
+            except WireError as exc:  # which of the shards may speak another protocol
+                where = f"pserver shard {self._named([self._socks.index(sock)])}"
                 raise SyncError(
-                    f"rank {self.rank}: malformed reply from a pserver: {exc}"
+                    f"rank {self.rank}: malformed reply from a pserver: {exc} ({where})"
                 ) from None
             rid = header.get("id", -1)
             if rid in self._abandoned:  # nobody waits for it: keep nothing

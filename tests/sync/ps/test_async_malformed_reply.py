@@ -1,0 +1,48 @@
+"""A malformed reply names the shard it came from (review k301).
+
+A reply the worker cannot read (its header not msgpack, a frame over the cap) raised
+``malformed reply from a pserver: ...``: with several shards, the operator could not tell which
+one speaks another protocol (an old image left running, another service on its port). It now
+names the shard and its address at the end. Two ZeroMQ ROUTER sockets on 127.0.0.1 port 0
+stand in for the shards: the first stays silent, the second answers the worker's request with
+a frame that is not msgpack.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import zmq
+from ps_helpers import insecure_worker
+
+from distconv.sync.base import SyncError
+
+
+def answer_garbage(router: zmq.Socket) -> None:
+    """Answer the first request ``router`` gets (within 20 s) with a frame that is not msgpack."""
+    if router.poll(20_000):
+        ident, *_ = router.recv_multipart()
+        router.send_multipart([ident, b"\xc1 not msgpack"])
+
+
+@pytest.mark.timeout(60)
+def test_a_malformed_reply_names_its_shard():
+    ctx = zmq.Context()
+    routers = [ctx.socket(zmq.ROUTER) for _ in range(2)]
+    endpoints = [f"127.0.0.1:{r.bind_to_random_port('tcp://127.0.0.1')}" for r in routers]
+    answering = threading.Thread(target=answer_garbage, args=(routers[1],), daemon=True)
+    answering.start()
+    sync = insecure_worker(endpoints, 0, 1, timeout=10)
+    try:
+        with pytest.raises(SyncError) as raised:
+            sync._ask_all([(s, {"op": "stats"}, ()) for s in range(2)], "stats")
+    finally:
+        answering.join(30)
+        sync.close()
+        for r in routers:
+            r.close(0)
+        ctx.term()
+    said = str(raised.value)
+    assert said.startswith("rank 0: malformed reply from a pserver: header is not msgpack"), said
+    assert said.endswith(f" (pserver shard 1 ({endpoints[1]}))"), said
