@@ -219,8 +219,7 @@ class RequestHandlers:
 
     # -- values and state ---------------------------------------------------------------------
     def _blocks(self, header: dict[str, Any]) -> list[tuple[int, _Block]]:
-        if not self.blocks:
-            raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
+        self._refuse_unseeded(header)
         out, ids = [], int_list(header, "blocks")
         if len(set(ids)) != len(ids):  # each repeat would cost a copy of its block
             raise WireError(f"blocks {short(ids)} repeat")
@@ -288,8 +287,7 @@ class RequestHandlers:
     # -- pushes -------------------------------------------------------------------------------
     def _op_push(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         """A push of one or more parameters' gradients: all checked before any is kept."""
-        if not self.blocks:
-            raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
+        self._refuse_unseeded(header)
         lr = header["lr"]
         # NaN passes "< 0"; 0 is a schedule's factor 0 (set_lr_scale), which the others take
         if header["count"] < 0 or not math.isfinite(lr) or lr < 0:
@@ -390,8 +388,7 @@ class RequestHandlers:
             raise _Refused(f"shard {self.index} has no --checkpoint-dir")
         if header["rank"] != 0:  # a step below the newest prunes the parts above it
             raise WireError(f"only rank 0 writes checkpoints, got rank {header['rank']}")
-        if not self.blocks:
-            raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
+        self._refuse_unseeded(header)
         keep = header.get("keep")
         if header["step"] < 0 or (keep is not None and keep < 1):
             raise WireError(f"checkpoint: step {header['step']} < 0 or keep {keep} < 1")

@@ -31,6 +31,7 @@ class RunChecks:
     last_seen: dict[int, float]
     last_step: dict[int, int]
     bye_error: dict[int, str | None]
+    blocks: dict[int, Any]  # the seeded blocks, by id (none before a seed)
 
     def _check_run(self, header: dict[str, Any]) -> None:
         """Refuse a request of another run than its rank's latest accepted ``hello`` (both
@@ -51,6 +52,20 @@ class RunChecks:
         or a rank without an accepted hello here, is taken at its word."""
         run, latest = header.get("run"), self.run_of.get(header["rank"])
         return run is None or latest is None or run == latest
+
+    def _refuse_unseeded(self, header: dict[str, Any]) -> None:
+        """Refuse a request that needs the values before a seed. A worker of a run this shard
+        never heard say ``hello`` set up with it before it started: it was started again (its
+        pod restarted; parts are never read back), and what it was seeded with is gone."""
+        if self.blocks:
+            return
+        if header.get("run") is None or header["rank"] in self.run_of:
+            raise _Refused("shard not seeded yet (worker 0 seeds it during setup)")
+        raise _Refused(
+            "shard not seeded yet: it started after this worker's hello (it was started again, "
+            "and the values and optimizer state it was seeded with are gone): restart the job "
+            "from its newest checkpoint"
+        )
 
     def _note_alive(self, header: dict[str, Any]) -> None:
         """A request of its rank's current run says the rank is alive (async mode declares a
