@@ -325,16 +325,19 @@ class ShardChannel(BulkRuns):
                 header = unpack_header(frames[0].buffer, request=False)
                 cap = self._reply_caps.get(sock, MAX_MESSAGE_BYTES)
                 arrays = unpack_arrays(header, [f.buffer for f in frames[1:]], cap)
-            except WireError as exc:  # which of the shards may speak another protocol
-                where = f"pserver shard {self._named([self._socks.index(sock)])}"
-                raise SyncError(
-                    f"rank {self.rank}: malformed reply from a pserver: {exc} ({where})"
-                ) from None
+            except WireError as exc:
+                raise self._malformed(self._socks.index(sock), exc) from None
             rid = header.get("id", -1)
             if rid in self._abandoned:  # nobody waits for it: keep nothing
                 self._abandoned.discard(rid)
             else:
                 self._replies[rid] = (header, arrays)
+
+    def _malformed(self, shard: int, problem: object) -> SyncError:
+        """The error for a reply of ``shard`` this worker cannot read, naming the shard: one
+        of several may speak another protocol (an old image, another service on its port)."""
+        where = f"pserver shard {self._named([shard])}"
+        return SyncError(f"rank {self.rank}: malformed reply from a pserver: {problem} ({where})")
 
     def _refuse_handshake(self, monitor: zmq.Socket) -> None:
         """SyncError naming the shard whose handshake ZeroMQ gave up on (``monitor`` reported

@@ -264,7 +264,13 @@ class PServerSync(
         """Each shard's failure (a pull is refused with it), seed and count of value updates."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
         replies = self._ask_all(asks, "pull", stoppable=True, asked="stats")  # named as such
-        return [(h.get("failed"), h.get("seed"), h["stats"]["updates"]) for h, _ in replies]
+        stamps = []
+        for s, (h, _) in enumerate(replies):
+            counts = h.get("stats")
+            if not isinstance(counts, dict) or type(counts.get("updates")) is not int:
+                raise self._malformed(s, "stats reply without its 'updates' count")
+            stamps.append((h.get("failed"), h.get("seed"), counts["updates"]))
+        return stamps
 
     def _pull_all(self, stamps: list[tuple[Any, ...]] | None = None) -> None:
         """Pull every block's values, in requests within the shards' caps, after ``stamps``."""

@@ -17,6 +17,7 @@ import zmq
 from ps_helpers import insecure_worker
 
 from distconv.sync.base import SyncError
+from distconv.sync.ps.wire import pack, unpack_header
 
 
 def answer_garbage(router: zmq.Socket) -> None:
@@ -46,3 +47,36 @@ def test_a_malformed_reply_names_its_shard():
     said = str(raised.value)
     assert said.startswith("rank 0: malformed reply from a pserver: header is not msgpack"), said
     assert said.endswith(f" (pserver shard 1 ({endpoints[1]}))"), said
+
+
+def answer_without_stats(router: zmq.Socket) -> None:
+    """Answer the first request ``router`` gets (within 20 s) with a well-formed ``ok`` that
+    carries no ``stats``."""
+    if router.poll(20_000):
+        ident, frame = router.recv_multipart()
+        rid = unpack_header(frame)["id"]
+        router.send_multipart([ident, *pack({"op": "ok", "id": rid})])
+
+
+@pytest.mark.timeout(60)
+def test_a_stats_reply_without_its_counts_is_refused_naming_its_shard():
+    """A refresh reads each shard's ``updates`` from its ``stats`` reply: one without them
+    raised a bare KeyError out of ``refresh_parameters``."""
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    endpoint = f"127.0.0.1:{router.bind_to_random_port('tcp://127.0.0.1')}"
+    answering = threading.Thread(target=answer_without_stats, args=(router,), daemon=True)
+    answering.start()
+    sync = insecure_worker([endpoint], 0, 2, timeout=10)
+    sync.mode = "async"  # as a hello reply would set it
+    try:
+        with pytest.raises(SyncError) as raised:
+            sync.refresh_parameters()
+    finally:
+        answering.join(30)
+        sync.close()
+        router.close(0)
+        ctx.term()
+    said = str(raised.value)
+    want = "rank 0: malformed reply from a pserver: stats reply without its 'updates' count"
+    assert said == f"{want} (pserver shard 0 ({endpoint}))", said
