@@ -50,12 +50,11 @@ GRACE = 1.5
 #: checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
-#: the slowest link a pull's reply is expected to cross, in bytes per second (100 Mbit/s): every
-#: worker of an async job pulls the whole model at once (an epoch's end, a stop), and ZeroMQ hands
-#: a reply over only once all of it arrived, so a shard is silent while its replies cross. A
-#: shard is allowed, on top of the timeout or a stop's patience, the bytes of the largest reply
-#: it owes this worker, once per worker of the job, over this: a live shard of a large model on a
-#: slow link is not given up as gone (a module setting, as ``STOP_PATIENCE``)
+#: the slowest link a large reply is expected to cross, in bytes/s (100 Mbit/s; a setting, as
+#: ``STOP_PATIENCE``): a shard is silent while a reply crosses (ZeroMQ hands over only whole
+#: messages), so it is allowed, on top of the timeout or a stop's patience, the bytes crossing its
+#: link before the largest reply it owes is in (a pull's, once per worker: an async job's all pull
+#: at an epoch's end or a stop; a ``get_state``'s) over this: a live shard is not given up
 SLOW_LINK_BYTES = 12.5e6
 #: the longest single poll of a wait, so that a stop request is seen this soon
 POLL_SLICE = 0.25
@@ -274,12 +273,12 @@ class ShardChannel(BulkRuns):
 
     def _transfer_times(self, rids: Iterable[int]) -> dict[int, float]:
         """The shards that ``rids`` wait for, each with the seconds its largest awaited reply
-        of known size (a pull's) may take to reach this worker while every worker's crosses the
-        same link (:data:`SLOW_LINK_BYTES`); 0 for a shard that owes no such reply."""
+        of known size may take to reach this worker (:data:`SLOW_LINK_BYTES`); 0 for a shard
+        that owes no such reply."""
         times: dict[int, float] = {}
         for r in rids:
             shard, n = self._rid_shard.get(r, -1), self._rid_bytes.get(r, 0)
-            times[shard] = max(times.get(shard, 0.0), n * self.world_size / SLOW_LINK_BYTES)
+            times[shard] = max(times.get(shard, 0.0), n / SLOW_LINK_BYTES)
         return times
 
     def _stop_patience_left(self, quiet: dict[int, float], what: str, asked: str) -> float:
@@ -375,13 +374,14 @@ class ShardChannel(BulkRuns):
         what: str,
         stoppable: bool = False,
         asked: str = "",
-        reply_bytes: Sequence[int] = (),
+        link_bytes: Sequence[int] = (),
     ) -> list[tuple[dict[str, Any], list]]:
         """Send each ``(shard, header, arrays)``; their replies (see :meth:`_arrivals`).
-        ``reply_bytes``: the array bytes each reply will carry, where known (a pull's), which
-        a shard is given time to send (:data:`SLOW_LINK_BYTES`)."""
+        ``link_bytes``: where known, the bytes that cross the shard's link before each reply
+        is in (its own, and like replies to other workers asking at once), which the shard is
+        given time to send (:data:`SLOW_LINK_BYTES`)."""
         rids = [self._send(s, h, a) for s, h, a in headers]
-        self._rid_bytes.update(zip(rids, reply_bytes))
+        self._rid_bytes.update(zip(rids, link_bytes))
         return self._wait(rids, what, stoppable, asked)
 
 

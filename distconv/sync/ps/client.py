@@ -142,7 +142,7 @@ class PServerSync(
         self._run = secrets.randbits(62)  # this worker's run of its rank (every request)
         self._versions: list[int] = []
         self._rid_shard: dict[int, int] = {}
-        self._rid_bytes: dict[int, int] = {}  # a pull's reply bytes (see channel.SLOW_LINK_BYTES)
+        self._rid_bytes: dict[int, int] = {}  # a large reply's (see channel.SLOW_LINK_BYTES)
         self._host: dict[str, np.ndarray] = {}  # host copies of device parameters
         self._by_name: dict[str, int] = {}  # parameter name -> index, from setup
         self._init_sparse_rows()
@@ -280,10 +280,11 @@ class PServerSync(
             blocks = self.layout.blocks_on(s)
             runs += [(s, run) for run in self._runs(s, blocks, [b.nbytes for b in blocks])]
         asks = [(s, {"op": "pull", "blocks": [b.id for b in run]}, ()) for s, run in runs]
-        sizes = [sum(b.nbytes for b in run) for _, run in runs]  # each reply's time on the link
+        # every worker of an async job pulls at once: each reply crosses with theirs
+        sizes = [sum(b.nbytes for b in run) * self.world_size for _, run in runs]
         written: set[int] = set()
         # stoppable: a shard answers a pull at once, so one silent past a stop's patience is gone
-        replies = self._ask_all(asks, "pull", stoppable=True, reply_bytes=sizes)
+        replies = self._ask_all(asks, "pull", stoppable=True, link_bytes=sizes)
         for (_, run), (h, arrays) in zip(runs, replies):
             written |= self._write(run, arrays, h)
         self._values_to_device(written)

@@ -36,7 +36,9 @@ class RemoteState:
             blocks = self.layout.blocks_on(s)
             runs += [(s, run) for run in self._runs(s, blocks, self._state_sizes(blocks))]
         asks = [(s, {"op": "get_state", "blocks": [b.id for b in run]}, ()) for s, run in runs]
-        for (_, run), (h, arrays) in zip(runs, self._ask_all(asks, "get_state")):
+        sizes = [sum(self._state_sizes(run)) for _, run in runs]  # each reply's time on the link
+        replies = self._ask_all(asks, "get_state", link_bytes=sizes)
+        for (_, run), (h, arrays) in zip(runs, replies):
             it = iter(arrays)
             for b in run:
                 spec = self._specs[b.param]
