@@ -24,6 +24,7 @@ from distconv.deploy.check_shards import (
 )
 from distconv.deploy.check_workers import _by_ordinal, _mpi_slots, _shard_setting, _worker_counts
 from distconv.deploy.counts import count_problems, counted, known_count
+from distconv.deploy.shapes import well_typed
 from distconv.deploy.walk import (
     Manifest,
     _any_runs,
@@ -37,6 +38,7 @@ from distconv.deploy.walk import (
     _pod,
     _running,
     _runs,
+    _template,
     _templates,
     _where,
     as_applied,
@@ -44,6 +46,7 @@ from distconv.deploy.walk import (
     metadata_of,
     metadata_problem,
     object_name,
+    spec_of,
 )
 from distconv.endpoint import split_endpoint
 
@@ -97,8 +100,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     readiness or startup gate.
     """
     listed = list(_listed(objs))
-    objs = [as_applied(obj) for obj in listed if isinstance(obj, dict)]
-    problems = [
+    objs, problems = well_typed([as_applied(obj) for obj in listed if isinstance(obj, dict)])
+    problems[:0] = [
         f"{obj!r} is no object (kind, metadata, ...): kubectl apply refuses it"
         for obj in listed
         if not isinstance(obj, dict)
@@ -199,7 +202,7 @@ def _shard_names(
     None where it is not written out (a value the cluster fills in, ``$(ARGS)``, may hold it),
     only the cluster knows it, the shard refuses it, or a shell runs more than it."""
     for sts in _of_kind(objs, "StatefulSet"):
-        spec, shard = sts["spec"], next(_running([sts], "pserver"), None)
+        spec, shard = spec_of(sts), next(_running([sts], "pserver"), None)
         if shard is None and not _any_runs(sts, "pserver"):
             continue
         replicas, namespace = known_count(spec, "replicas", 1), _namespace(sts)
@@ -378,16 +381,14 @@ def _key_problems(here, container, volumes) -> Iterator[str]:
 
 def _secret_names(template: Manifest) -> set[str]:
     volumes = template.get("spec", {}).get("volumes", [])
-    return {v["secret"]["secretName"] for v in volumes if "secret" in v}
+    return {v["secret"].get("secretName") for v in volumes if "secret" in v} - {None}
 
 
 def _split_secrets(objs: Sequence[Manifest]) -> Iterator[str]:
     """Shards never mount the workers' secret keys, workers never the server's."""
-    shards = {
-        n for s in _of_kind(objs, "StatefulSet") for n in _secret_names(s["spec"]["template"])
-    }
+    shards = {n for s in _of_kind(objs, "StatefulSet") for n in _secret_names(_template(s))}
     for job in _of_kind(objs, "Job"):
-        shared = shards & _secret_names(job["spec"]["template"])
+        shared = shards & _secret_names(_template(job))
         if shared:
             yield (
                 f"{_where(job)}: mounts the shards' Secret {sorted(shared)}; workers must not "

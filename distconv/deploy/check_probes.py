@@ -31,6 +31,7 @@ from distconv.deploy.walk import (
     _runs,
     _where,
     _words,
+    spec_of,
 )
 from distconv.number_text import integer
 
@@ -203,7 +204,7 @@ def _mpi_liveness_ports(objs: Sequence[Manifest]) -> Iterator[str]:
     for obj in objs:
         if obj.get("kind") != "MPIJob":
             continue
-        spec = obj.get("spec", {})
+        spec = spec_of(obj)
         replicas, slots = spec.get("mpiReplicaSpecs", {}), count(spec, "slotsPerWorker", 1)
         launcher = _pod(replicas.get("Launcher", {})).get("containers", [])
         ports = {_port_as_read(c) for c in launcher if _command_args(_argv(c), "train") is not None}

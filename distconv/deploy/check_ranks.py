@@ -24,6 +24,7 @@ from distconv.deploy.walk import (
     _templates,
     _where,
     _writable,
+    spec_of,
 )
 from distconv.distributed import TRANSPORT_OPTIONS
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, INTEGER_TEXT
@@ -321,7 +322,7 @@ def _world_size(obj: Manifest) -> int | None:
     """How many ranks ``obj`` runs, where its manifest says: a Job's completions, an MPIJob
     launcher's ``-np``; None for another kind, a count the cluster fills in or one that is no
     integer (:func:`~distconv.deploy.counts.count_problems` names it)."""
-    spec = obj.get("spec", {})
+    spec = spec_of(obj)
     if obj.get("kind") == "Job":
         completions = known_count(spec, "completions", 1)  # None: no integer, not judged
         return None if completions is None else completions or 1

@@ -13,9 +13,11 @@ from distconv.deploy.walk import (
     Manifest,
     _of_kind,
     _running,
+    _template,
     _templates,
     _where,
     metadata_of,
+    spec_of,
 )
 
 
@@ -31,7 +33,7 @@ def _services_named(objs: Sequence[Manifest]) -> Iterator[str]:
     for obj in objs:
         named = []
         if obj.get("kind") == "StatefulSet":
-            named.append(("serviceName", obj["spec"].get("serviceName"), obj["spec"]["template"]))
+            named.append(("serviceName", spec_of(obj).get("serviceName"), _template(obj)))
         for _, template in _templates(obj):
             sub = template.get("spec", {}).get("subdomain")
             if sub is not None:
@@ -45,9 +47,9 @@ def _service_matches(where, field, name, template, services) -> Iterator[str]:
     if service is None:
         yield f"{where}: {field} {name!r} names no Service of this job"
         return
-    if service["spec"].get("clusterIP") != "None":
+    if spec_of(service).get("clusterIP") != "None":
         yield f"{where}: {field} {name!r} is not headless (clusterIP must be None)"
-    selector = service["spec"].get("selector") or {}
+    selector = spec_of(service).get("selector") or {}
     labels = metadata_of(template).get("labels", {})
     missing = {k: v for k, v in selector.items() if labels.get(k) != v}
     if not selector or missing:
@@ -62,7 +64,7 @@ def _shards_start_together(objs: Sequence[Manifest]) -> Iterator[str]:
     services = _services_by_name(objs)
     shard_sets = {id(obj): obj for obj, *_ in _running(objs, "pserver")}.values()
     for sts in (o for o in shard_sets if o.get("kind") == "StatefulSet"):
-        spec = sts["spec"]
+        spec = spec_of(sts)
         policy = spec.get("podManagementPolicy", "OrderedReady")
         if policy != "Parallel" and count(spec, "replicas", 1) > 1:
             yield (
@@ -70,7 +72,7 @@ def _shards_start_together(objs: Sequence[Manifest]) -> Iterator[str]:
                 "would wait for shard 0 to be ready, which waits for worker 0 to seed every shard"
             )
         service = services.get(spec.get("serviceName"))
-        if service is not None and service["spec"].get("publishNotReadyAddresses") is not True:
+        if service is not None and spec_of(service).get("publishNotReadyAddresses") is not True:
             yield (
                 f"{_where(sts)}: Service {service['metadata']['name']!r} must set "
                 "publishNotReadyAddresses: true: a shard is ready only once worker 0 has seeded "

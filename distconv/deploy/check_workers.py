@@ -42,9 +42,11 @@ from distconv.deploy.walk import (
     _process_counts,
     _running,
     _runs,
+    _template,
     _templates,
     _where,
     object_name,
+    spec_of,
 )
 from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE, RuntimeConfigError
 from distconv.runtime import ENV_ROLE, detect_runtime
@@ -101,7 +103,7 @@ def _job_pods(spec: Manifest) -> int:
 
 
 def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
-    jobs = [j for j in _of_kind(objs, "Job") if j["spec"].get("completionMode") == "Indexed"]
+    jobs = [j for j in _of_kind(objs, "Job") if spec_of(j).get("completionMode") == "Indexed"]
     yield from _flag_references(objs, jobs)
     yield from _one_workers_job(objs)
     yield from _stateful_ranks(objs)
@@ -110,7 +112,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         yield from _ranks_a_pod(job) if job.get("kind") in ("Job", "StatefulSet", "Pod") else ()
         if job.get("kind") != "Job" or job in jobs:
             continue
-        if _job_pods(job["spec"]) > 1:
+        if _job_pods(spec_of(job)) > 1:
             yield (
                 f"{_where(job)}: completionMode must be Indexed: the ranks take theirs from "
                 "JOB_COMPLETION_INDEX, which only an Indexed Job sets (every rank would exit)"
@@ -118,7 +120,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
         else:
             yield from _one_rank_job(objs, job, shards=not jobs)
     for job in jobs:
-        spec = job["spec"]
+        spec = spec_of(job)
         if "completions" not in spec:  # the ranks' count: nothing to compare with
             yield (
                 f"{_where(job)}: completionMode Indexed needs completions, the number of "
@@ -131,7 +133,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             yield from _all_at_once(job, completions)
         # the ranks: an init container (a smoke test) or a sidecar that runs no distconv train
         # (a log shipper) runs no rank and needs no world size
-        for container in _main_containers(spec["template"]):
+        for container in _main_containers(_template(job)):
             if not _runs(container, "train"):  # however started: sh -c, distconv -q train
                 continue
             yield from _world_size_reference(job, container, indexed=True)
@@ -139,7 +141,7 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
                 continue  # the rank reads neither the index nor the variable: _pod_settings'
             yield from index_rank_problems(job, container, completions)
         for sts in _of_kind(objs, "StatefulSet"):
-            for container in _main_containers(sts["spec"]["template"]):
+            for container in _main_containers(_template(sts)):
                 workers = _shard_setting(container, "workers")
                 if counts and workers is not None and workers != str(completions):
                     yield (
@@ -173,13 +175,11 @@ def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
         "launcher's pair, --rank nor --world-size, or run the ranks as an Indexed Job"
     )
     for sts in {id(o): o for o, *_ in _running(objs, "train")}.values():  # once each
-        spec = sts["spec"]
-        replicas = known_count(spec, "replicas", 1) if sts["kind"] == "StatefulSet" else None
+        spec = spec_of(sts)
+        replicas = known_count(spec, "replicas", 1) if sts.get("kind") == "StatefulSet" else None
         first = known_count(spec.get("ordinals") or {}, "start", 0)  # spec.ordinals.start
         name = object_name(sts)
-        for container in (
-            _main_containers(spec["template"]) if replicas and first is not None else ()
-        ):
+        for container in _main_containers(_template(sts)) if replicas and first is not None else ():
             hosts = [f"{name}-{first + n}" for n in range(replicas)]
             problem = _runs(container, "train") and _by_ordinal(container, hosts)
             if problem:
@@ -244,9 +244,9 @@ def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
     """An Indexed Job runs min(parallelism, completions left) pods at once (parallelism 1
     unset): one below ``completions`` starts ranks that wait for ranks that start only after
     them; one above runs every rank at once, as the ranks need."""
-    parallelism = count(job["spec"], "parallelism", 1)
+    parallelism = count(spec_of(job), "parallelism", 1)
     if completions is not None and parallelism < completions:
-        unset = "" if "parallelism" in job["spec"] else " (unset)"
+        unset = "" if "parallelism" in spec_of(job) else " (unset)"
         yield (
             f"{_where(job)}: parallelism {parallelism}{unset} is below completions "
             f"{completions}: the ranks started would wait for ranks that start only after them "
@@ -272,12 +272,12 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
     """A Job that is not Indexed runs one pod, whose rank has no index: rank 0 of 1, or what
     a launcher's pair it sees says (:func:`one_rank_problems`); with ``shards`` (it is the
     job's only workers' Job), the shards' ``--workers`` must be 1."""
-    for container in _main_containers(job["spec"]["template"]):
+    for container in _main_containers(_template(job)):
         if _runs(container, "train"):  # a sidecar beside it runs no rank
             yield from _world_size_reference(job, container, indexed=False)
             yield from one_rank_problems(job, container)
     for sts in _of_kind(objs, "StatefulSet") if shards else ():
-        for container in _main_containers(sts["spec"]["template"]):
+        for container in _main_containers(_template(sts)):
             workers = _shard_setting(container, "workers")
             if workers is not None and workers != "1":
                 yield f"{_where(sts)}: --workers {workers} but {_where(job)} runs 1 rank"

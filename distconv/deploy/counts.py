@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from distconv.deploy.walk import Manifest, _where
+from distconv.deploy.walk import Manifest, _where, spec_of
 
 
 def count(spec: Manifest, field: str, default: int) -> int:
@@ -53,7 +53,7 @@ def _is_count(value: Any) -> bool:
 
 def _count_fields(obj: Manifest) -> Iterator[tuple[str, Manifest, str, int]]:
     """(where, spec, field, least) for each count field ``obj``'s kind has."""
-    spec = obj.get("spec", {})
+    spec = spec_of(obj)
     kind = obj.get("kind")
     if kind == "MPIJob":
         yield _where(obj), spec, "slotsPerWorker", 1

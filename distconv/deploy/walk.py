@@ -55,6 +55,14 @@ def metadata_of(node: Manifest) -> Manifest:
     return metadata if isinstance(metadata, dict) else {}
 
 
+def spec_of(obj: Manifest) -> Manifest:
+    """The ``spec`` of an object; empty where it gives none (the API server refuses a Job or a
+    StatefulSet without one) or gives no mapping (:mod:`distconv.deploy.shapes` names it), so
+    that what else is wrong with it is named all the same."""
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
 def metadata_problem(where: str, node: Manifest) -> str | None:
     """The problem of a ``metadata`` that is no mapping in the object or pod template at
     ``where``; None where it is one or is not given."""
@@ -88,7 +96,7 @@ def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
     """(where, pod template) for each pod template the object holds; a bare Pod that runs a
     rank or a shard (``distconv train`` or ``pserver``, for its life) is its own, held to what
     their pods must do (one that runs another program is no part of the job's pods)."""
-    spec = obj.get("spec", {})
+    spec = spec_of(obj)
     if obj.get("kind") == "Pod":
         pod = {"metadata": metadata_of(obj), "spec": spec}
         if any(_runs(c, "train", "pserver") for c in _main_containers(pod)):
@@ -98,6 +106,11 @@ def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
             yield f"{_where(obj)} {role}", replica.get("template", {})
     elif "template" in spec:
         yield _where(obj), spec["template"]
+
+
+def _template(obj: Manifest) -> Manifest:
+    """The pod template of a Job's or a StatefulSet's ``spec``; empty where it gives none."""
+    return spec_of(obj).get("template", {})
 
 
 def _containers(template: Manifest) -> list[Manifest]:

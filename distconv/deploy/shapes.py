@@ -1,0 +1,180 @@
+"""The types of the fields a job's checks read (part of
+:func:`distconv.deploy.check.manifest_problems`).
+
+A manifest is YAML that people write: a ``spec`` may be missing or a string, ``labels`` a list,
+an ``env`` entry a number. The API server refuses such an object; the checks, which index and
+``.get`` the fields they read, stopped with a traceback on it, and judged nothing else.
+:func:`well_typed` names each field of a type the API server refuses, once, and hands the
+checks the objects without it (as if it were not written), so that what else is wrong with
+them is named all the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from distconv.deploy.walk import Manifest, _where
+
+#: a string, a number or a boolean: a value a check reads as text (``str(...)``), never a
+#: mapping or a list, on which it would stop
+SCALAR = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class Required:
+    """A field the API server needs: an entry without it (a volume with no ``name``) is refused,
+    and is judged as if it were not written."""
+
+    rule: Any
+
+
+@dataclass(frozen=True)
+class Each:
+    """A mapping whose every value follows ``rule`` (an MPIJob's ``mpiReplicaSpecs``)."""
+
+    rule: Any
+
+
+@dataclass(frozen=True)
+class NamedElsewhere:
+    """A field whose wrong type another check names (``metadata``:
+    :func:`~distconv.deploy.walk.metadata_problem`): left as it is where it does not fit."""
+
+    rule: Any
+
+
+METADATA = NamedElsewhere({"labels": dict, "annotations": dict})
+#: a probe's or a hook's action; an ``exec`` command is joined as text
+HANDLER = {"httpGet": dict, "exec": {"command": [str]}, "tcpSocket": dict, "grpc": dict}
+CONTAINER = {
+    "name": str,
+    "command": [SCALAR],
+    "args": [SCALAR],
+    "workingDir": str,
+    "restartPolicy": str,
+    "env": [{"name": Required(str), "value": SCALAR, "valueFrom": dict}],
+    "envFrom": [dict],
+    "ports": [{"name": str, "containerPort": Required(int)}],
+    "volumeMounts": [{"name": Required(str), "mountPath": Required(str)}],
+    "resources": {"requests": dict, "limits": dict},
+    "securityContext": dict,
+    "lifecycle": {"preStop": HANDLER, "postStart": HANDLER},
+    "readinessProbe": HANDLER,
+    "livenessProbe": HANDLER,
+    "startupProbe": HANDLER,
+}
+POD_SPEC = {
+    "containers": [CONTAINER],
+    "initContainers": [CONTAINER],
+    "volumes": [{"name": Required(str), "secret": {"secretName": str}}],
+    "securityContext": dict,
+    "hostname": str,
+    "subdomain": str,
+    "restartPolicy": str,
+}
+TEMPLATE = {"metadata": METADATA, "spec": POD_SPEC}
+JOB_SPEC = {"template": TEMPLATE, "completionMode": str}
+#: each kind's ``spec``; any other kind's is read as a pod template's holder (a Deployment's)
+SPECS = {
+    "Pod": POD_SPEC,
+    "Job": JOB_SPEC,
+    "CronJob": {"jobTemplate": {"metadata": METADATA, "spec": JOB_SPEC}},
+    "StatefulSet": {
+        "template": TEMPLATE,
+        "serviceName": str,
+        "podManagementPolicy": str,
+        "ordinals": dict,
+    },
+    "Service": {"selector": dict, "clusterIP": str},
+    "MPIJob": {"mpiReplicaSpecs": Each({"template": TEMPLATE})},
+}
+#: the kinds the API server refuses without a ``spec`` (a ConfigMap or a Secret has none)
+NEEDS_SPEC = (*SPECS, "Deployment", "ReplicaSet", "ReplicationController", "DaemonSet")
+_TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", int: "an integer"}
+
+
+def well_typed(objs: Sequence[Manifest]) -> tuple[list[Manifest], list[str]]:
+    """``objs`` without the fields of a type the API server refuses (or the entries without a
+    field it needs), and a line naming each one."""
+    problems: list[str] = []
+    kept = []
+    for obj in objs:
+        kind = obj.get("kind")
+        spec = SPECS.get(kind, {"template": TEMPLATE}) if isinstance(kind, str) else {}
+        rule = {"metadata": METADATA, "spec": spec}
+        lines = [f"spec is missing: the API server refuses a {kind} without one"] * (
+            kind in NEEDS_SPEC and "spec" not in obj
+        )
+        kept.append(_kept(obj, rule, "", lines))
+        problems.extend(f"{_where(obj)}: {line}" for line in lines)
+    return kept, problems
+
+
+#: what :func:`_kept` gives for an entry that lacks a field the API server needs
+_DROPPED = object()
+
+
+def _kept(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
+    """``value`` (which fits ``rule``) with what in it does not fit its rule left out, and a
+    line in ``lines`` for each; :data:`_DROPPED` where it lacks a :class:`Required` field."""
+    if isinstance(rule, (NamedElsewhere, Required)):
+        return _kept(value, rule.rule, path, lines)
+    if isinstance(rule, Each):
+        rule = dict.fromkeys(value, rule.rule)
+    if isinstance(rule, list):
+        items = (_field(item, rule[0], f"{path}[{i}]", lines) for i, item in enumerate(value))
+        return [item for item in items if item is not _DROPPED]
+    if not isinstance(rule, dict):
+        return value
+    kept = dict(value)
+    for key, sub in rule.items():
+        field = f"{path}.{key}" if path else key
+        if key not in value:
+            if isinstance(sub, Required):
+                lines.append(f"{path} has no {key}, which the API server needs")
+                return _DROPPED
+            continue
+        kept[key] = _field(value[key], sub, field, lines)
+        if kept[key] is _DROPPED:
+            if isinstance(sub, Required):
+                return _DROPPED
+            del kept[key]
+    return kept
+
+
+def _field(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
+    """``value`` at ``path`` as :func:`_kept` keeps it, or :data:`_DROPPED` where it is of
+    another type than ``rule`` asks (named in ``lines``, unless another check names it)."""
+    if _fits(value, rule):
+        return _kept(value, rule, path, lines)
+    if isinstance(rule, NamedElsewhere):
+        return value
+    lines.append(f"{path} must be {_type_name(rule)}, got {value!r}")
+    return _DROPPED
+
+
+def _fits(value: Any, rule: Any) -> bool:
+    """Whether ``value`` is of the type ``rule`` asks (a bool is no integer: YAML's ``true``)."""
+    if isinstance(rule, (NamedElsewhere, Required)):
+        return _fits(value, rule.rule)
+    if isinstance(rule, (dict, Each)):
+        return isinstance(value, dict)
+    if isinstance(rule, list):
+        return isinstance(value, list)
+    if rule is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, rule)
+
+
+def _type_name(rule: Any) -> str:
+    if isinstance(rule, (NamedElsewhere, Required)):
+        return _type_name(rule.rule)
+    if isinstance(rule, (dict, Each)):
+        return "a mapping"
+    if isinstance(rule, list):
+        return "a list"
+    if rule is SCALAR:
+        return "a string, a number or a boolean"
+    return _TYPE_NAMES.get(rule, getattr(rule, "__name__", str(rule)))
