@@ -24,7 +24,7 @@ from distconv.deploy.check_shards import (
 )
 from distconv.deploy.check_workers import _by_ordinal, _mpi_slots, _shard_setting, _worker_counts
 from distconv.deploy.counts import count_problems, counted, known_count
-from distconv.deploy.shapes import well_typed
+from distconv.deploy.shapes import applied_objects
 from distconv.deploy.walk import (
     Manifest,
     _any_runs,
@@ -41,7 +41,6 @@ from distconv.deploy.walk import (
     _template,
     _templates,
     _where,
-    as_applied,
     in_container,
     metadata_of,
     metadata_problem,
@@ -99,13 +98,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
     readiness or startup gate.
     """
-    listed = list(_listed(objs))
-    objs, problems = well_typed([as_applied(obj) for obj in listed if isinstance(obj, dict)])
-    problems[:0] = [
-        f"{obj!r} is no object (kind, metadata, ...): kubectl apply refuses it"
-        for obj in listed
-        if not isinstance(obj, dict)
-    ]
+    objs, problems = applied_objects(objs)
     for check in (
         count_problems,
         _restart_policies,
@@ -125,20 +118,6 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     ):
         problems.extend(check(objs))
     return problems
-
-
-def _listed(objs: Sequence[Manifest]) -> Iterator[Manifest]:
-    """Each object as ``kubectl apply`` creates it: a ``List`` (``kubectl get -o yaml`` writes
-    one; so does a ``...List`` kind) stands for its ``items``, each applied on its own, nested
-    ones too. Judged as a whole, a bad Job in a List passed every check. An empty YAML
-    document (``---`` with nothing after it: None), which kubectl skips, is no object, nor is
-    a List's null ``items:`` (none); any other value that is no mapping is given as it is."""
-    for obj in filter(lambda obj: obj is not None, objs):
-        kind, items = (obj.get("kind"), obj.get("items", ())) if isinstance(obj, dict) else ("", ())
-        if str(kind).endswith("List") and (items is None or isinstance(items, list)):
-            yield from _listed(items or [])
-        else:
-            yield obj
 
 
 # -- the checks ---------------------------------------------------------------------------------

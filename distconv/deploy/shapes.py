@@ -11,11 +11,11 @@ them is named all the same.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distconv.deploy.walk import Manifest, _where
+from distconv.deploy.walk import Manifest, _where, as_applied
 
 #: a string, a number or a boolean: a value a check reads as text (``str(...)``), never a
 #: mapping or a list, on which it would stop
@@ -93,6 +93,38 @@ SPECS = {
 #: the kinds the API server refuses without a ``spec`` (a ConfigMap or a Secret has none)
 NEEDS_SPEC = (*SPECS, "Deployment", "ReplicaSet", "ReplicationController", "DaemonSet")
 _TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", int: "an integer"}
+
+
+def applied_objects(docs: Sequence[Any]) -> tuple[list[Manifest], list[str]]:
+    """The objects ``kubectl apply`` creates from the YAML documents ``docs``, as the API server
+    takes them (:func:`~distconv.deploy.walk.as_applied`, :func:`well_typed`), and a line for
+    each thing in them it refuses."""
+    refused: list[str] = []
+    objs, problems = well_typed([as_applied(obj) for obj in _listed(docs, refused)])
+    return objs, [*refused, *problems]
+
+
+def _listed(objs: Sequence[Any], refused: list[str]) -> Iterator[Manifest]:
+    """Each object as ``kubectl apply`` creates it: a ``List`` (``kubectl get -o yaml`` writes
+    one; so does a ``...List`` kind) stands for its ``items``, each applied on its own, nested
+    ones too. Judged as a whole, a bad Job in a List passed every check. An empty YAML
+    document (``---`` with nothing after it: None), which kubectl skips, is no object, nor is
+    a List's null or absent ``items:`` (none). A value that is no mapping, and a List whose
+    ``items`` is no list (one object written without its ``-``), which kubectl refuses, is
+    named in ``refused``."""
+    for obj in filter(lambda obj: obj is not None, objs):
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            refused.append(f"{obj!r} is no object (kind, metadata, ...): kubectl apply refuses it")
+        elif not str(kind).endswith("List"):
+            yield obj
+        elif isinstance(obj.get("items") or [], list):
+            yield from _listed(obj.get("items") or [], refused)
+        else:
+            got = "a mapping" if isinstance(obj["items"], dict) else repr(obj["items"])
+            refused.append(
+                f"{kind} items must be a list of objects, got {got}: kubectl apply refuses it"
+            )
 
 
 def well_typed(objs: Sequence[Manifest]) -> tuple[list[Manifest], list[str]]:
