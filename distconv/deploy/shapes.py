@@ -15,7 +15,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distconv.deploy.walk import Manifest, _where, as_applied
+from distconv.deploy.walk import (
+    Manifest,
+    _namespace,
+    _of_kind,
+    _where,
+    as_applied,
+    metadata_of,
+    object_name,
+    spec_of,
+)
 
 #: a string, a number or a boolean: a value a check reads as text (``str(...)``), never a
 #: mapping or a list, on which it would stop
@@ -101,7 +110,22 @@ def applied_objects(docs: Sequence[Any]) -> tuple[list[Manifest], list[str]]:
     each thing in them it refuses."""
     refused: list[str] = []
     objs, problems = well_typed([as_applied(obj) for obj in _listed(docs, refused)])
-    return objs, [*refused, *problems]
+    return [*objs, *map(_job_of, _of_kind(objs, "CronJob"))], [*refused, *problems]
+
+
+def _job_of(cronjob: Manifest) -> Manifest:
+    """The Job ``cronjob`` creates at each run, held to every check of a Job: its
+    ``jobTemplate``, named ``<cronjob>-<scheduled time>`` (a ``generateName`` here, whose
+    stand-in names it in problems), in the CronJob's namespace."""
+    template = spec_of(cronjob).get("jobTemplate", {})
+    metadata = {key: value for key, value in metadata_of(template).items() if key != "name"}
+    metadata["generateName"] = f"{object_name(cronjob)}-"
+    if _namespace(cronjob) is not None:
+        metadata["namespace"] = _namespace(cronjob)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata}
+    if "spec" in template:  # none: the Job's own problem ("spec is missing" is the CronJob's)
+        job["spec"] = template["spec"]
+    return job
 
 
 def _listed(objs: Sequence[Any], refused: list[str]) -> Iterator[Manifest]:
