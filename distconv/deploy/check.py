@@ -283,7 +283,8 @@ def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
         for where, template in _templates(obj):
             if obj.get("kind") != "Pod":  # a bare Pod's labels are its own, named above
                 yield from _labels(f"{where} pod template", template)
-            yield from _pod_conventions(where, template, health_ports)
+            of_the_job = obj.get("kind") not in RESTARTING_CONTROLLERS or _of_the_job(template)
+            yield from _pod_conventions(where, template, health_ports, of_the_job)
 
 
 def _labels(where: str, node: Manifest) -> Iterator[str]:
@@ -305,7 +306,19 @@ def _health_ports(obj: Manifest) -> set[int]:
     }
 
 
-def _pod_conventions(where: str, template: Manifest, health_ports: set[int]) -> Iterator[str]:
+def _of_the_job(template: Manifest) -> bool:
+    """Whether the pods of ``template`` run a shard, a rank or the sshd that starts MPI ranks,
+    which checkpoint on SIGTERM and serve ``/readyz`` and ``/healthz``: a Deployment (or
+    another of :data:`RESTARTING_CONTROLLERS`) beside them that runs another program (a
+    dashboard, a metrics exporter) does neither, and is held to neither."""
+    return any(_runs(c, "train", "pserver", "sshd") for c in _main_containers(template))
+
+
+def _pod_conventions(
+    where: str, template: Manifest, health_ports: set[int], of_the_job: bool
+) -> Iterator[str]:
+    """The conventions a pod keeps; the grace period and the probes only where
+    ``of_the_job`` (:func:`_of_the_job`)."""
     pod = template.get("spec", {})
     security = pod.get("securityContext", {})
     if security.get("runAsNonRoot") is not True or not security.get("runAsUser"):
@@ -313,12 +326,13 @@ def _pod_conventions(where: str, template: Manifest, health_ports: set[int]) -> 
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if not counted(pod, "terminationGracePeriodSeconds"):  # "90": kubectl refuses it
         yield f"{where}: terminationGracePeriodSeconds must be an integer, got {grace!r}"
-    elif grace < MIN_GRACE_SECONDS:
+    elif of_the_job and grace < MIN_GRACE_SECONDS:
         yield f"{where}: terminationGracePeriodSeconds {grace} < {MIN_GRACE_SECONDS} s"
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for container in _containers(template):
-        here = _here(where, container)
-        yield from _container_conventions(here, container, volumes)
+        yield from _container_conventions(_here(where, container), container, volumes)
+    if not of_the_job:  # no shard, no rank: nothing checkpoints, nothing serves the probes
+        return
     # an init container runs to completion before the pod is up: Kubernetes takes no probe on it
     for container in _main_containers(template):
         yield from _probe_problems(_here(where, container), container, health_ports)
