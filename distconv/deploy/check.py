@@ -12,6 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
+from distconv.deploy.check_mpi import _mpi_slots
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
 from distconv.deploy.check_ranks import _pod_settings, _rank_gpus, _train_runs
 from distconv.deploy.check_services import _services_named, _shards_start_together
@@ -22,7 +23,7 @@ from distconv.deploy.check_shards import (
     expand,
     shard_flag,
 )
-from distconv.deploy.check_workers import _by_ordinal, _mpi_slots, _shard_setting, _worker_counts
+from distconv.deploy.check_workers import _by_ordinal, _shard_setting, _worker_counts
 from distconv.deploy.counts import count_problems, counted, known_count
 from distconv.deploy.shapes import applied_objects
 from distconv.deploy.walk import (
