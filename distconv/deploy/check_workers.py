@@ -70,8 +70,11 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
     yield from _one_workers_job(objs)
     yield from _stateful_ranks(objs)
     # ranks of another Job get no JOB_COMPLETION_INDEX, nor any other per-pod number
+    workers = _workers(objs)
     for job in {id(o): o for o, *_ in _running(objs, "train")}.values():
         yield from _ranks_a_pod(job) if job.get("kind") in ("Job", "StatefulSet", "Pod") else ()
+        if job.get("kind") == "Pod" and workers == [job]:  # two: _one_workers_job's
+            yield from _shards_serve(objs, job, 1)  # a bare Pod runs rank 0 of 1
         if job.get("kind") != "Job" or job in jobs:
             continue
         if _job_pods(spec_of(job)) > 1:
@@ -102,27 +105,43 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
             if placed_by(container, "--rank") and placed_by(container, "--world-size"):
                 continue  # the rank reads neither the index nor the variable: _pod_settings'
             yield from index_rank_problems(job, container, completions)
-        for sts in _of_kind(objs, "StatefulSet"):
-            for container in _main_containers(_template(sts)):
-                workers = _shard_setting(container, "workers")
-                if counts and workers is not None and workers != str(completions):
-                    yield (
-                        f"{_where(sts)}: --workers {workers} but {_where(job)} runs "
-                        f"{completions} ranks"
-                    )
+        yield from _shards_serve(objs, job, completions) if counts else ()
+
+
+def _shards_serve(objs: Sequence[Manifest], workers: Manifest, ranks: int | None) -> Iterator[str]:
+    """The shards' ``--workers`` against the ``ranks`` that the object ``workers`` runs (None:
+    a count that is no integer, named by count_problems, is compared with nothing)."""
+    for sts in _of_kind(objs, "StatefulSet") if ranks is not None else ():
+        for container in _main_containers(_template(sts)):
+            served = _shard_setting(container, "workers")
+            if served is not None and served != str(ranks):
+                yield (
+                    f"{_where(sts)}: --workers {served} but {_where(workers)} runs {ranks} "
+                    f"rank{'' if ranks == 1 else 's'}"
+                )
+
+
+def _workers(objs: Sequence[Manifest]) -> list[Manifest]:
+    """The Jobs whose pods run ranks (``distconv train``), once each; where none does, the
+    bare Pods that do. A bare Pod beside a Job's ranks is not counted with them (it is judged
+    as that Job's pod, by the checks of every rank)."""
+    running = {id(o): o for o, *_ in _running(objs, "train")}.values()
+    return [o for o in running if o.get("kind") == "Job"] or _of_kind(running, "Pod")
 
 
 def _one_workers_job(objs: Sequence[Manifest]) -> Iterator[str]:
-    """The shards serve one world of ranks (their ``--workers``, one job id): two Jobs whose
-    ranks train beside them each place their pods as ranks 0..N-1 of it, so every rank would
-    be claimed twice (a job id the shards do not serve is named by _pod_settings)."""
-    workers = {id(o): o for o, *_ in _running(objs, "train") if o.get("kind") == "Job"}
+    """The shards serve one world of ranks (their ``--workers``, one job id): two Jobs (or, with
+    no Job, two bare Pods, each rank 0 of 1) whose ranks train beside them each place their
+    pods as ranks 0..N-1 of it, so every rank would be claimed twice (a job id the shards do
+    not serve is named by _pod_settings)."""
+    workers = _workers(objs)
     shards = {id(o): o for o, *_ in _running(objs, "pserver") if o.get("kind") == "StatefulSet"}
     if len(workers) > 1 and shards:
+        kinds, each = ("Jobs", "Job") if workers[0].get("kind") == "Job" else ("Pods", "Pod")
         yield (
-            f"{', '.join(map(_where, workers.values()))}: {len(workers)} Jobs run distconv train "
+            f"{', '.join(map(_where, workers))}: {len(workers)} {kinds} run distconv train "
             f"beside the shards ({', '.join(map(_where, shards.values()))}), whose ranks are one "
-            "world: each rank would be claimed by each Job"
+            f"world: each rank would be claimed by each {each}"
         )
 
 
@@ -238,11 +257,7 @@ def _one_rank_job(objs: Sequence[Manifest], job: Manifest, shards: bool) -> Iter
         if _runs(container, "train"):  # a sidecar beside it runs no rank
             yield from _world_size_reference(job, container, indexed=False)
             yield from one_rank_problems(job, container)
-    for sts in _of_kind(objs, "StatefulSet") if shards else ():
-        for container in _main_containers(_template(sts)):
-            workers = _shard_setting(container, "workers")
-            if workers is not None and workers != "1":
-                yield f"{_where(sts)}: --workers {workers} but {_where(job)} runs 1 rank"
+    yield from _shards_serve(objs, job, 1) if shards else ()
 
 
 def _world_size_reference(job: Manifest, container: Manifest, indexed: bool) -> Iterator[str]:

@@ -1,0 +1,57 @@
+"""Bare Pods that run the ranks beside the shards were never counted: a bare Pod runs one
+rank (rank 0 of 1), yet shards told ``--workers 2`` passed beside it (they would wait for a
+second worker for ever), and two such Pods passed too, though each claims rank 0 of the
+shards' one world. A Job's ranks were compared with the shards; a bare Pod's now are
+(review k299)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _shards_and_pods(workers: int, pods: int) -> list[dict]:
+    """The rendered shards (``--workers workers``) and ``pods`` bare Pods ``j-w<N>``, each
+    running the worker Job's pod as rank 0 of 1."""
+    service, shards, job = copy.deepcopy(
+        render_manifests(job_name="j", workers=workers, servers=1, image="d:1")
+    )
+    template = job["spec"]["template"]
+    env = template["spec"]["containers"][0]["env"]
+    env[:] = [var for var in env if var["name"] != "DISTCONV_WORLD_SIZE"]
+    return [
+        service,
+        shards,
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {**copy.deepcopy(template["metadata"]), "name": f"j-w{n}"},
+                "spec": copy.deepcopy(template["spec"]),
+            }
+            for n in range(pods)
+        ),
+    ]
+
+
+def test_one_bare_pod_beside_shards_that_wait_for_two_is_named():
+    problems = manifest_problems(_shards_and_pods(workers=2, pods=1))
+    assert problems == ["StatefulSet j-pserver: --workers 2 but Pod j-w0 runs 1 rank"]
+
+
+def test_one_bare_pod_beside_shards_that_wait_for_one_has_no_problem():
+    assert manifest_problems(_shards_and_pods(workers=1, pods=1)) == []
+
+
+def test_two_bare_pods_beside_the_shards_are_named():
+    problems = manifest_problems(_shards_and_pods(workers=2, pods=2))
+    assert problems == [
+        "Pod j-w0, Pod j-w1: 2 Pods run distconv train beside the shards "
+        "(StatefulSet j-pserver), whose ranks are one world: each rank would be claimed by "
+        "each Pod"
+    ]
