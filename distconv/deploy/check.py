@@ -46,6 +46,7 @@ from distconv.deploy.walk import (
     metadata_of,
     metadata_problem,
     object_name,
+    pod_hostname,
     spec_of,
 )
 from distconv.endpoint import split_endpoint
@@ -159,7 +160,7 @@ def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
     for pod in _of_kind(objs, "Pod"):
         spec = pod.get("spec") or {}
         ranks = [c for c in _main_containers({"spec": spec}) if _runs(c, "train")]
-        host = str(spec.get("hostname") or object_name(pod))
+        host = str(spec.get("hostname") or pod_hostname(object_name(pod)))
         for problem in filter(None, (_by_ordinal(container, [host]) for container in ranks)):
             yield f"{_where(pod)}: {problem} (a bare Pod runs one rank: rank 0 of 1)"
         policy = spec.get("restartPolicy", "Always")

@@ -44,6 +44,7 @@ from distconv.deploy.walk import (
     _templates,
     _where,
     object_name,
+    pod_hostname,
     spec_of,
 )
 from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE, RuntimeConfigError
@@ -161,7 +162,7 @@ def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
         first = known_count(spec.get("ordinals") or {}, "start", 0)  # spec.ordinals.start
         name = object_name(sts)
         for container in _main_containers(_template(sts)) if replicas and first is not None else ():
-            hosts = [f"{name}-{first + n}" for n in range(replicas)]
+            hosts = [pod_hostname(f"{name}-{first + n}") for n in range(replicas)]
             problem = _runs(container, "train") and _by_ordinal(container, hosts)
             if problem:
                 start = f"; spec.ordinals.start 0, not {first}" if first else ""

@@ -110,7 +110,26 @@ def applied_objects(docs: Sequence[Any]) -> tuple[list[Manifest], list[str]]:
     each thing in them it refuses."""
     refused: list[str] = []
     objs, problems = well_typed([as_applied(obj) for obj in _listed(docs, refused)])
+    problems.extend(filter(None, map(_name_too_long, _of_kind(objs, "StatefulSet"))))
     return [*objs, *map(_job_of, _of_kind(objs, "CronJob"))], [*refused, *problems]
+
+
+#: the longest StatefulSet name whose pods are made: each carries the label
+#: ``controller-revision-hash: <name>-<hash of up to 10 characters>``, and a label's value
+#: holds 63 characters (kubernetes/kubernetes#64023)
+STATEFULSET_NAME_MAX = 52
+
+
+def _name_too_long(sts: Manifest) -> str | None:
+    """Why the StatefulSet ``sts`` creates no pod, where its name is too long; else None."""
+    name = metadata_of(sts).get("name")
+    if not isinstance(name, str) or len(name) <= STATEFULSET_NAME_MAX:
+        return None
+    return (
+        f"{_where(sts)}: a StatefulSet's name holds at most {STATEFULSET_NAME_MAX} characters, "
+        f"got {len(name)}: its pods' controller-revision-hash label (the name and a hash) "
+        "would be longer than a label's 63, and no pod would be created"
+    )
 
 
 def _job_of(cronjob: Manifest) -> Manifest:

@@ -92,6 +92,19 @@ def object_name(obj: Manifest) -> str:
     return f"{metadata.get('generateName') or 'unnamed-'}{GENERATED}"
 
 
+#: the most characters a host name holds (one DNS label)
+HOST_NAME_MAX = 63
+
+
+def pod_hostname(name: str) -> str:
+    """The host name the kubelet gives a pod named ``name`` (with no ``hostname`` of its own):
+    the name, cut to :data:`HOST_NAME_MAX` characters where longer (a bare Pod's name may be
+    253) and stripped of the ``-`` and ``.`` it then ends in (kubelet's
+    truncatePodHostnameIfNeeded): ``<name>-12`` may so become ``<name>-1``, or lose its
+    ordinal."""
+    return name if len(name) <= HOST_NAME_MAX else name[:HOST_NAME_MAX].rstrip("-.")
+
+
 def _templates(obj: Manifest) -> Iterator[tuple[str, Manifest]]:
     """(where, pod template) for each pod template the object holds; a bare Pod that runs a
     rank or a shard (``distconv train`` or ``pserver``, for its life) is its own, held to what
