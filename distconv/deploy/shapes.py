@@ -26,10 +26,6 @@ from distconv.deploy.walk import (
     spec_of,
 )
 
-#: a string, a number or a boolean: a value a check reads as text (``str(...)``), never a
-#: mapping or a list, on which it would stop
-SCALAR = (str, int, float, bool)
-
 
 @dataclass(frozen=True)
 class Required:
@@ -59,11 +55,11 @@ METADATA = NamedElsewhere({"labels": dict, "annotations": dict})
 HANDLER = {"httpGet": dict, "exec": {"command": [str]}, "tcpSocket": dict, "grpc": dict}
 CONTAINER = {
     "name": str,
-    "command": [SCALAR],
-    "args": [SCALAR],
+    "command": [str],
+    "args": [str],
     "workingDir": str,
     "restartPolicy": str,
-    "env": [{"name": Required(str), "value": SCALAR, "valueFrom": dict}],
+    "env": [{"name": Required(str), "value": str, "valueFrom": dict}],
     "envFrom": [dict],
     "ports": [{"name": str, "containerPort": Required(int)}],
     "volumeMounts": [{"name": Required(str), "mountPath": Required(str)}],
@@ -227,6 +223,10 @@ def _field(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
     if isinstance(rule, NamedElsewhere):
         return value
     lines.append(f"{path} must be {_type_name(rule)}, got {value!r}")
+    if rule is str and isinstance(value, (int, float)):  # bool too
+        # a number where text goes (value: 2, args: [--epochs, 3]): the rest is judged as the
+        # text meant, not as a command line that lost an argument
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
     return _DROPPED
 
 
@@ -250,6 +250,4 @@ def _type_name(rule: Any) -> str:
         return "a mapping"
     if isinstance(rule, list):
         return "a list"
-    if rule is SCALAR:
-        return "a string, a number or a boolean"
     return _TYPE_NAMES.get(rule, getattr(rule, "__name__", str(rule)))

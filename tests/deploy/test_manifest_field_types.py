@@ -90,7 +90,7 @@ FIELDS = [
         "Job",
         (*CONTAINER, "env", 0, "value"),
         ["x"],
-        f"{C0}.env[0].value must be a string, a number or a boolean, got ['x']",
+        f"{C0}.env[0].value must be a string, got ['x']",
     ),
     (
         "Job",
