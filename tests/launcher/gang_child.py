@@ -3,7 +3,8 @@
 ``python gang_child.py OUT ACTION [ARGS]``: records its pid, runtime and environment under OUT,
 checkpoints and exits 0 on SIGTERM (as distconv train does), then does ACTION:
 
-- ``fail``: rank 1 exits 3; the others sleep (each with a grandchild ``sleep``).
+- ``fail``: rank 1 exits 3 once every rank is up; the others sleep (each with a grandchild
+  ``sleep``).
 - ``stubborn-fail``: like ``fail``, but rank 0 ignores SIGTERM, so only SIGKILL stops it.
 - ``sleep``: sleep, with a grandchild, until signalled.
 - ``steps``: ten steps; the chief checkpoints each one to OUT/ckpt.json and resumes from it. On
@@ -54,7 +55,11 @@ def main() -> int:
         grandchild = subprocess.Popen(["sleep", "300"])
         write_json(me.with_suffix(".grandchild"), {"pid": grandchild.pid})
         if action != "sleep" and runtime.rank == 1:
-            time.sleep(0.5)
+            # once every rank has its handler and grandchild: a fixed 0.5 s pause failed
+            # before a slow starter had either on a loaded host, so it died of the SIGTERM
+            # unrecorded and the test found fewer processes than it started
+            for rank in range(runtime.world_size):
+                wait_for(out / f"{runtime.role}-{rank}-r{restart}.grandchild")
             print(f"rank {runtime.rank} gives up", flush=True)
             return 3
         time.sleep(300)
