@@ -263,18 +263,35 @@ def test_a_real_time_signal_is_reported_by_its_name(tmp_path):
     assert (report["signal"], report["signal_number"]) == (name, 40)
 
 
+#: ``python -m launcher`` with the wait for a child's output after its group is gone cut to
+#: 1 s: a test of that wait waited the product's 5 s
+_LAUNCHER_DRAINING_1_S = (
+    "import runpy, launcher.child; launcher.child.OUTPUT_DRAIN_SECONDS = 1.0; "
+    "runpy.run_module('launcher', run_name='__main__', alter_sys=True)"
+)
+
+
 @pytest.mark.timeout(60)
 def test_a_process_that_left_its_group_does_not_hold_the_launcher(tmp_path):
     """It keeps the output pipe open; the job is done, the launcher says so and goes."""
-    run = tmp_path / "run"
+    run, pid_file = tmp_path / "run", tmp_path / "stray.pid"
+    # the worker ends once the stray has left the group (setsid has exec'd its shell, which
+    # writes the file): a fixed 1 s pause raced setsid on a loaded host, and the group's
+    # SIGKILL took a stray still in it
+    stray_sh = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 40"
+    worker = f"setsid sh -c '{stray_sh}' & until [ -e {pid_file} ]; do sleep 0.01; done"
+    argv = launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", worker)
+    assert argv[1:3] == ["-m", "launcher"]
+    argv[1:3] = ["-c", _LAUNCHER_DRAINING_1_S]
     began = time.monotonic()
-    # (the pause lets the stray leave the group before the group is signalled)
-    done = launch_workers(run, 1, "sh", "-c", "setsid sleep 40 & sleep 1; echo $!", timeout=40)
-    stray = int(done.stdout.split()[-1])
+    done = subprocess.run(argv, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=40)
+    took = time.monotonic() - began
+    stray = int(pid_file.read_text())
     try:
         assert done.returncode == 0, done.stderr
-        assert time.monotonic() - began < 30
+        assert took < 30
         assert "worker-0: a process that left its process group" in done.stderr
+        assert alive(stray), "the stray was stopped: it never left the group"
     finally:
         if alive(stray):
             os.kill(stray, signal.SIGKILL)
