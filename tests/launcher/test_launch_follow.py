@@ -53,10 +53,14 @@ def _killed_after(*procs: subprocess.Popen) -> Iterator[None]:
             proc.wait()
 
 
-def _pid_in(path: Path) -> int:
-    wait_for([path])
-    time.sleep(0.1)  # written, not yet flushed: read it whole
-    return int(path.read_text())
+def _pid_in(path: Path, limit: float = 30) -> int:
+    """The pid a process writes to ``path``: the file appears (``open(path, 'w')``) before its
+    text is written, and a fixed pause after it read it empty on a loaded host."""
+    deadline = time.monotonic() + limit
+    while not (text := path.read_text() if path.exists() else "").strip():
+        assert time.monotonic() < deadline, f"no pid in {path} within {limit} s"
+        time.sleep(0.02)
+    return int(text)
 
 
 @pytest.mark.timeout(60)
@@ -120,6 +124,14 @@ def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(
             _kill(trainer)
 
 
+#: seconds between a follower's looks at the launcher in these tests: the module's 1 s made
+#: every test that waits "more than a look's interval" wait 1.5 s. Its thread reads the value
+#: at each look, so a follower program sets it before it starts following
+LOOK = 0.05
+#: how long a follower that must not stop is watched: many looks, not one
+SEVERAL_LOOKS = 10 * LOOK
+_FAST_LOOKS = f"import distconv.launch_env as _env; _env.LAUNCHER_LOOK_EVERY = {LOOK}\n"
+
 #: a follower whose watch stops it at its first look: SIGTERM waits until the answer is printed,
 #: or the watch thread's first look could kill it before the main thread said a word (the test
 #: then read no line, about one run in eight on a loaded host). Blocked before distconv is
@@ -127,11 +139,33 @@ def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(
 _FOLLOW_STOPPED_AT_ONCE = (
     "import signal, time\n"
     "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+    f"{_FAST_LOOKS}"
     "from distconv.launch_env import stop_with_launcher\n"
     "print(stop_with_launcher() is not None, flush=True)\n"
     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})\n"
     "time.sleep(20)\n"
 )
+
+
+#: a follower that says whether it follows, then runs on until stopped
+_FOLLOWS = (
+    "import time\n"
+    f"{_FAST_LOOKS}"
+    "from distconv.launch_env import stop_with_launcher\n"
+    "print(stop_with_launcher() is not None, flush=True)\n"
+    "time.sleep(20)\n"
+)
+
+
+def _sleeping(proc: subprocess.Popen, limit: float = 10) -> subprocess.Popen:
+    """``proc`` once it runs ``sleep``: a wrapper (``setpriv``, ``unshare``) has changed its
+    user or namespace and exec'd. A fixed 0.2 s pause raced it on a loaded host: the follower
+    saw a process of the wrong user, or the test skipped for want of a time namespace."""
+    deadline = time.monotonic() + limit
+    while Path(f"/proc/{proc.pid}/comm").read_text().strip() != "sleep":
+        assert time.monotonic() < deadline, f"{proc.args} did not exec sleep in {limit} s"
+        time.sleep(0.01)
+    return proc
 
 
 def _identity_of(pid: int) -> str:
@@ -150,15 +184,9 @@ def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
     sleeper = subprocess.Popen(["sleep", "30"])
     named = {"followed": _identity_of(sleeper.pid), "its parent": _identity_of(os.getpid())}
     named["start not digits"] = named["followed"] + "x"
-    code = (
-        "import sys, time\n"
-        "from distconv.launch_env import stop_with_launcher\n"
-        "print(stop_with_launcher() is not None, flush=True)\n"
-        "time.sleep(20)\n"
-    )
     env = {**ENV, "DISTCONV_LAUNCHER": named.get(case, "x y 1 2")}
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _FOLLOWS], env=env, stdout=subprocess.PIPE, text=True
     )
     with _killed_after(sleeper, proc):
         assert proc.stdout.readline().strip() == str(case in ("followed", "its parent"))
@@ -167,7 +195,7 @@ def test_a_process_follows_the_launcher_it_names_its_parent_too(case):
         if case == "followed":
             assert proc.wait(timeout=10) == -signal.SIGTERM
         else:
-            time.sleep(1.5)  # more than a look's interval
+            time.sleep(SEVERAL_LOOKS)
             assert proc.poll() is None
 
 
@@ -248,14 +276,6 @@ def _can_open_pidfd() -> bool:
     return True
 
 
-_FOLLOWS = (
-    "import time\n"
-    "from distconv.launch_env import stop_with_launcher\n"
-    "print(stop_with_launcher() is not None, flush=True)\n"
-    "time.sleep(20)\n"
-)
-
-
 @pytest.mark.timeout(30)
 def test_a_launcher_hidden_by_hidepid_is_not_followed():
     """A process ``/proc`` hides the running launcher from (another user's, ``hidepid=2``:
@@ -270,8 +290,7 @@ def test_a_launcher_hidden_by_hidepid_is_not_followed():
     wrap = ["unshare", "--mount", "sh", "-c", 'mount -t proc -o hidepid=2 proc /proc && '
             'exec setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all '
             '"$@"', "sh"]  # fmt: skip
-    time.sleep(0.2)  # setpriv has exec'd sleep: its start time is the one named
-    env = {**ENV, "DISTCONV_LAUNCHER": _identity_of(sleeper.pid)}
+    env = {**ENV, "DISTCONV_LAUNCHER": _identity_of(_sleeping(sleeper).pid)}
     proc = subprocess.Popen(
         [*wrap, sys.executable, "-c", _FOLLOWS],
         env=env,
@@ -281,7 +300,7 @@ def test_a_launcher_hidden_by_hidepid_is_not_followed():
     )
     with _killed_after(sleeper, proc):
         assert proc.stdout.readline().strip() == "False", proc.stderr.read()
-        time.sleep(1.5)  # more than a look's interval
+        time.sleep(SEVERAL_LOOKS)
         assert proc.poll() is None, proc.stderr.read()
         proc.kill()
         assert "cannot see the launcher (pid" in proc.stderr.read()
@@ -296,7 +315,7 @@ def test_a_launcher_read_on_another_clock_is_followed_until_it_ends():
     if not shutil.which("unshare") or not _can_unshare("--time"):
         pytest.skip("needs time namespaces")
     sleeper = subprocess.Popen(["sleep", "30"])
-    time.sleep(0.2)  # exec'd: its start time is sleep's
+    _sleeping(sleeper)
     _followed_until_killed(sleeper, "1000")
 
 
@@ -313,7 +332,7 @@ def _followed_until_killed(launcher: subprocess.Popen, boottime: str) -> None:
     )
     with _killed_after(launcher, proc):
         assert proc.stdout.readline().strip() == "True", proc.stderr.read()
-        time.sleep(1.5)  # more than a look's interval: followed while it runs
+        time.sleep(SEVERAL_LOOKS)  # followed while it runs
         assert proc.poll() is None, proc.stderr.read()
         launcher.kill()
         launcher.wait()
@@ -335,7 +354,7 @@ def test_an_earlier_process_on_the_launchers_pid_read_on_another_clock_stops_the
     if not shutil.which("unshare") or not _can_unshare("--time"):
         pytest.skip("needs time namespaces")
     later = subprocess.Popen(["sleep", "30"])
-    time.sleep(0.2)  # exec'd: its start time is sleep's
+    _sleeping(later)
     wrap = ["unshare", "--time", "--boottime", boottime]
     _stopped_by_a_later_process(later, os.sysconf("SC_CLK_TCK"), wrap)
 
@@ -366,10 +385,13 @@ def test_a_launcher_that_began_before_the_followers_clock_zero_is_followed():
     a later process on its pid and SIGTERMed itself at once (review k167). It follows it."""
     if not shutil.which("unshare") or not _can_unshare("--time"):
         pytest.skip("needs time namespaces")
-    sleeper = subprocess.Popen(["sleep", "30"])
-    time.sleep(1.2)  # exec'd; and the clock's zero below can be set: now + offset >= 0
-    start = int(_identity_of(sleeper.pid).split(" ")[3])
-    _followed_until_killed(sleeper, str(-(start // os.sysconf("SC_CLK_TCK") + 1)))  # before it
+    sleeper = _sleeping(subprocess.Popen(["sleep", "30"]))
+    zero = int(_identity_of(sleeper.pid).split(" ")[3]) // os.sysconf("SC_CLK_TCK") + 1
+    # the clock's zero just after its start can be set once now + offset >= 0: the next
+    # whole second of the boot clock (a fixed 1.2 s pause waited the worst case every time)
+    while float(Path("/proc/uptime").read_text().split()[0]) < zero + 0.05:
+        time.sleep(0.02)
+    _followed_until_killed(sleeper, str(-zero))  # before it
 
 
 @pytest.mark.timeout(30)
@@ -380,7 +402,7 @@ def test_a_later_process_on_the_launchers_pid_stops_the_follower():
     orphaned, where before that check it stopped at once. The later process stands in as a
     ``sleep`` named with an earlier start time than its own: the start the launcher wrote."""
     later = subprocess.Popen(["sleep", "30"])
-    time.sleep(0.2)  # exec'd: its start time is sleep's
+    _sleeping(later)
     assert int(_identity_of(later.pid).split(" ")[3]) > 0
     said = _stopped_by_a_later_process(later, 1, [])
     assert "the launcher (pid" in said and "cannot see the launcher" not in said, said
@@ -397,7 +419,7 @@ def test_a_later_process_of_another_user_that_began_first_stops_the_follower():
         pytest.skip("needs root and setpriv")
     later = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                               "sleep", "30"])  # fmt: skip
-    time.sleep(0.2)  # exec'd: its start time is sleep's
+    _sleeping(later)
     wrap = ["setpriv", "--regid=65534", "--clear-groups", "--bounding-set=-all",
             "--inh-caps=-all"]  # fmt: skip
     _stopped_by_a_later_process(later, 1, wrap)
@@ -415,7 +437,7 @@ def test_a_follower_in_another_time_namespace_of_the_same_offset_reads_on_one_cl
     if not shutil.which("unshare") or not _can_unshare("--time"):
         pytest.skip("needs time namespaces")
     sleeper = subprocess.Popen(["sleep", "30"])
-    time.sleep(0.2)  # exec'd: its start time is sleep's
+    _sleeping(sleeper)
     *where, pid, start = _identity_of(sleeper.pid).split(" ")
     start = start if named == "its own start" else str(int(start) - 1)
     env = {**ENV, "DISTCONV_LAUNCHER": " ".join([*where, pid, start])}
@@ -426,7 +448,7 @@ def test_a_follower_in_another_time_namespace_of_the_same_offset_reads_on_one_cl
     with _killed_after(sleeper, proc):
         assert proc.stdout.readline().strip() == "True", proc.stderr.read()
         if named == "its own start":
-            time.sleep(1.5)  # more than a look's interval: followed while it runs
+            time.sleep(SEVERAL_LOOKS)  # followed while it runs
             assert proc.poll() is None, proc.stderr.read()
             sleeper.kill()
             sleeper.wait()
@@ -462,7 +484,7 @@ def test_a_later_process_of_another_time_namespace_on_the_launchers_pid_stops_th
     time.sleep(0.5)  # the follower has begun: the later process starts after it
     later = subprocess.Popen(["unshare", "--time", "--boottime", "1000", "sleep", "30"])
     with _killed_after(later, proc):
-        time.sleep(0.3)  # exec'd: its start time is sleep's
+        _sleeping(later)  # in its time namespace
         if os.readlink(f"/proc/{later.pid}/ns/time") == os.readlink("/proc/self/ns/time"):
             pytest.skip("unshare --time made no time namespace")
         *where, pid, start = _identity_of(later.pid).split(" ")
@@ -493,37 +515,58 @@ def _in_own_pid_namespace(script: str, follower: str) -> subprocess.CompletedPro
     )  # fmt: skip
 
 
-def _still_training_after(seconds: int) -> str:
-    """A follower's program: says whether it follows, and ``still training`` after
-    ``seconds`` unless stopped."""
+def _still_training_after(seconds: float, looked: Path, go_on: Path | None = None) -> str:
+    """A follower's program: says whether it follows, creates ``looked`` once its first look
+    at the launcher is done, and says ``still training`` ``seconds`` after ``go_on`` appears
+    (at once without one) unless stopped. Scripts wait for ``looked``: a fixed 2 s pause for
+    "more than a look's interval" waited for time, not for the look."""
+    wait = f"while not os.path.exists({str(go_on)!r}):\n    time.sleep(0.01)\n" if go_on else ""
     return (
-        "import time\n"
-        "from distconv.launch_env import stop_with_launcher\n"
-        "print('following', stop_with_launcher() is not None, flush=True)\n"
+        "import os, time\n"
+        f"{_FAST_LOOKS}"
+        "first_look = _env._first_look\n"
+        "def looking(*args):\n"
+        "    try:\n"
+        "        return first_look(*args)\n"
+        "    finally:\n"
+        f"        open({str(looked)!r}, 'w').close()\n"
+        "_env._first_look = looking\n"
+        "print('following', _env.stop_with_launcher() is not None, flush=True)\n"
+        f"{wait}"
         f"time.sleep({seconds})\n"
         "print('still training', flush=True)\n"
     )
 
 
+#: a shell loop until process $L has exec'd ``sleep`` (a wrapper changed its user first)
+_UNTIL_L_SLEEPS = 'until [ "$(cat /proc/$L/comm)" = sleep ]; do sleep 0.01; done\n'
+
+
+def _until_exists(path: Path) -> str:
+    """A shell loop until ``path`` exists."""
+    return f"until [ -e {path} ]; do sleep 0.01; done\n"
+
+
 @pytest.mark.timeout(40)
-def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended():
+def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended(tmp_path):
     """The launcher (another user's) was seen at the first look, then ``/proc`` hid it
     (remounted ``hidepid=2``; a process that gives up its user or capabilities alike): its
     missing entry was taken for its end, and the follower SIGTERMed itself while the launcher
     ran on (review k161). ``kill(pid, 0)`` says it is there: no news."""
     if os.geteuid() != 0 or not shutil.which("setpriv") or not _can_unshare("--mount", "--pid"):
         pytest.skip("needs root, setpriv, and mount and PID namespaces")
-    follower = _still_training_after(4)
+    looked, hidden = tmp_path / "looked", tmp_path / "hidden"
+    follower = _still_training_after(SEVERAL_LOOKS, looked, go_on=hidden)
     script = (
         "mount -t proc proc /proc\n"
         "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 30 & L=$!\n"
-        "sleep 0.3\n"  # exec'd: its start time is sleep's
+        f"{_UNTIL_L_SLEEPS}"  # nobody's by now
         f'export DISTCONV_LAUNCHER="$({sys.executable} -c "$1" $L)"\n'
         # root without capabilities or group 0: hidepid=2 hides nobody's process from it
         "setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all "
         f'{sys.executable} -c "$2" & F=$!\n'
-        "sleep 2\n"  # more than a look's interval: followed, and looked at as seen
-        "mount -o remount,hidepid=2 /proc\n"
+        f"{_until_exists(looked)}"  # followed, and looked at as seen
+        f"mount -o remount,hidepid=2 /proc; touch {hidden}\n"
         "wait $F; echo follower $?; kill -0 $L && echo launcher runs\n"
     )
     done = _in_own_pid_namespace(script, follower)
@@ -534,7 +577,7 @@ def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended():
 
 
 @pytest.mark.timeout(40)
-def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower():
+def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower(tmp_path):
     """The launcher, seen at the first look, was killed and another user's process took its
     pid, which ``/proc`` mounted ``hidepid=2`` hides from the follower: ``kill(pid, 0)`` found
     it there, the follower took it for the launcher hidden and trained on as long as it ran
@@ -544,17 +587,18 @@ def test_a_hidden_later_process_on_the_followed_pid_stops_the_follower():
         pytest.skip("needs root, setpriv, and mount and PID namespaces")
     if not _can_open_pidfd():  # the looks then read /proc, which cannot tell (review k169)
         pytest.skip("needs pidfd_open: Linux 5.3, and a seccomp profile that allows it")
-    follower = _still_training_after(6)
+    looked = tmp_path / "looked"
+    follower = _still_training_after(15, looked)  # stopped long before, unless it follows X
     script = (
         "mount -t proc proc /proc\n"
         # root without capabilities, group nobody: sees a process of its own credentials only
         "C='setpriv --regid=65534 --clear-groups --bounding-set=-all --inh-caps=-all'\n"
         "$C sleep 30 & L=$!\n"
-        "sleep 0.3\n"  # exec'd: its start time is sleep's
+        f"{_UNTIL_L_SLEEPS}"
         f'export DISTCONV_LAUNCHER="$({sys.executable} -c "$1" $L)"\n'
         "mount -o remount,hidepid=2 /proc\n"
         f'$C {sys.executable} -c "$2" & F=$!\n'
-        "sleep 2\n"  # more than a look's interval: followed, and looked at as seen
+        f"{_until_exists(looked)}"  # followed, and looked at as seen
         "kill -9 $L; wait $L\n"
         "echo $((L - 1)) > /proc/sys/kernel/ns_last_pid\n"
         "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 30 & X=$!\n"
