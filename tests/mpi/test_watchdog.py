@@ -302,13 +302,20 @@ def test_a_blocking_call_past_the_timeout_stops_the_job_once_naming_it(caplog):
 def test_a_call_past_the_warning_point_is_named_once_and_not_stopped(caplog):
     """Half the timeout (a minute at most) warns; a call that then returns stops nothing."""
     caplog.set_level(logging.WARNING, logger="distconv.sync.mpi")
-    with watched(4.0, rank=1, name="gradients") as (stops, _, comm):
+    with watched(4.0, rank=1, name="gradients") as (stops, watchdog, comm):
         worker = threading.Thread(target=comm.Allreduce, args=(None, None))
+        began = time.monotonic()
         worker.start()
-        time.sleep(3.0)  # past 2 s, short of 4 s
+        # the call returns once the warning is out (past 2 s), 1.6 s or more short of 4 s: a
+        # fixed 3 s pause left the watchdog's thread one second to warn, and the call one to
+        # return, on a host that may hold a thread back that long
+        while not caplog.records:
+            assert time.monotonic() - began < 3.5, "no warning past the warning point"
+            time.sleep(0.01)
         comm.comm.go.set()
         worker.join(5)
-        assert not stops.called.wait(1.5)  # past the timeout, counted from the call's start
+        past_the_timeout = began + 4.0 + 2 * watchdog._tick - time.monotonic()
+        assert not stops.called.wait(past_the_timeout)  # counted from the call's start
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1, warned
     assert warned[0].startswith("rank 1 waited ") and 2.0 <= waited(warned[0]) < 4.0
