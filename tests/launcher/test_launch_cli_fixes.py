@@ -176,8 +176,8 @@ def test_a_grace_that_is_not_a_finite_time_is_refused(tmp_path, grace):
 @pytest.mark.timeout(60)
 def test_ctrl_c_before_the_job_starts_is_one_line(tmp_path):
     """SIGINT while the launcher asks a slow `mpiexec --version` which MPI it is."""
-    slow = tmp_path / "mpiexec"
-    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow, asked = tmp_path / "mpiexec", tmp_path / "asked"
+    slow.write_text(f"#!/bin/sh\ntouch {asked}\nsleep 30\n")
     slow.chmod(0o755)
     launcher = subprocess.Popen(
         [sys.executable, "-m", "launcher", "mpi", "-np", "1", "--mpiexec", str(slow),
@@ -185,7 +185,12 @@ def test_ctrl_c_before_the_job_starts_is_one_line(tmp_path):
         env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(2)  # in the version question by now
+        # in the version question: a fixed 2 s pause could land in Python's own start-up on a
+        # loaded host, and waited 2 s on a quiet one
+        deadline = time.monotonic() + 30
+        while not asked.exists():
+            assert launcher.poll() is None and time.monotonic() < deadline, "mpiexec never asked"
+            time.sleep(0.01)
         launcher.send_signal(signal.SIGINT)
         _, stderr = launcher.communicate(timeout=30)
     finally:
