@@ -20,12 +20,14 @@ from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
 from launcher.child import Child
 from launcher.supervisor import ChildSpec, Supervisor
 
-#: a process that "checkpoints" for ARGV[2] s on SIGTERM, then writes ARGV[1].done and exits 0
+#: a process that writes ARGV[1].up once its handler is in place, and on SIGTERM writes
+#: ARGV[1].term, "checkpoints" for ARGV[2] s, then writes ARGV[1].done and exits 0
 CHECKPOINTS = textwrap.dedent(
     """
     import pathlib, signal, sys, time
     out = pathlib.Path(sys.argv[1])
     def on_term(*_):
+        out.with_suffix(".term").write_text("")
         time.sleep(float(sys.argv[2]))
         out.with_suffix(".done").write_text(repr(time.time()))
         sys.exit(0)
@@ -53,12 +55,13 @@ def done_at(tmp_path: Path, name: str) -> float | None:
     return float(path.read_text()) if path.exists() else None
 
 
-def signal_once_up(tmp_path: Path, names: list[str], *signals: tuple[float, int]) -> None:
+def signal_once_up(tmp_path: Path, events: list[str], *signals: tuple[float, int]) -> None:
     """Send each ``(seconds, signum)`` to this process (the launcher's) that many seconds
-    after the children ``names`` have their SIGTERM handlers in place (``<name>.up``)."""
+    after the files ``events`` exist in ``tmp_path`` (``<name>.up``: the child ``name`` has
+    its SIGTERM handler in place; ``<name>.term``: it got its SIGTERM)."""
 
     def send() -> None:
-        wait_for([tmp_path / f"{name}.up" for name in names])
+        wait_for([tmp_path / event for event in events])
         began = time.monotonic()
         for seconds, signum in signals:
             time.sleep(max(0.0, began + seconds - time.monotonic()))
@@ -71,7 +74,7 @@ def supervise(
     tmp_path: Path, specs: list[ChildSpec], grace: float = 20, signal_at=None, out=None, poll=0.05
 ):
     """Run ``specs`` under a real :class:`Supervisor`, its messages captured; ``signal_at``:
-    ``(names, seconds, signum)``, see :func:`signal_once_up`; ``out``: the children's lines'
+    ``(events, seconds, signum)``, see :func:`signal_once_up`; ``out``: the children's lines'
     stream (default: discarded)."""
     err_r, err_w = os.pipe()
     err = os.fdopen(err_w, "wb")
@@ -114,7 +117,7 @@ def test_servers_serve_until_the_workers_have_stopped(tmp_path):
         ChildSpec("server", 0, checkpointing(tmp_path, "s", 0)),
         ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0)),
     ]
-    status, said = supervise(tmp_path, specs, signal_at=(["s", "w"], 0.3, signal.SIGTERM))
+    status, said = supervise(tmp_path, specs, signal_at=(["s.up", "w.up"], 0.3, signal.SIGTERM))
     assert status == 143, said
     worker, server = done_at(tmp_path, "w"), done_at(tmp_path, "s")
     assert worker is not None and server is not None, said
@@ -153,8 +156,9 @@ def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tm
         ChildSpec("worker", 0, checkpointing(tmp_path, "w", 2.0)),
         ChildSpec("worker", 1, ["sh", "-c", f"{until_up(tmp_path, 'w')}; echo giving up; exit 3"]),
     ]
-    # worker 0 checkpoints from the failure on, for 2 s: the signal lands 1 s into that
-    status, said = supervise(tmp_path, specs, signal_at=(["w"], 1.0, signal.SIGTERM))
+    # worker 0 checkpoints from the failure on, for 2 s: the signal lands 0.2 s into that (1 s
+    # after w.up raced the failure's notice and the checkpoint on a loaded host)
+    status, said = supervise(tmp_path, specs, signal_at=(["w.term"], 0.2, signal.SIGTERM))
     assert status == 143, said
     assert done_at(tmp_path, "w") is not None, "worker 0 was killed in its checkpoint"
     assert "worker 1 failed with exit code 3 (after 0 restart(s)); then stopped by SIGTERM" in said
@@ -166,7 +170,7 @@ def test_a_signal_while_a_failed_attempt_stops_keeps_the_grace_and_the_report(tm
 @pytest.mark.timeout(60)
 def test_a_second_signal_kills_at_once(tmp_path):
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30))]
-    signal_once_up(tmp_path, ["w"], (0.3, signal.SIGINT), (0.8, signal.SIGINT))
+    signal_once_up(tmp_path, ["w.up"], (0.3, signal.SIGINT), (0.8, signal.SIGINT))
     began = time.monotonic()
     status, said = supervise(tmp_path, specs, grace=30)
     assert status == 130 and time.monotonic() - began < 10
@@ -200,7 +204,7 @@ def test_a_stopped_child_gets_its_sigterm_and_its_grace(tmp_path):
         )
     )
     specs = [ChildSpec("worker", 0, [sys.executable, str(script), str(tmp_path / "w"), "0.2"])]
-    status, said = supervise(tmp_path, specs, grace=5, signal_at=(["w"], 0.5, signal.SIGTERM))
+    status, said = supervise(tmp_path, specs, grace=5, signal_at=(["w.up"], 0.5, signal.SIGTERM))
     assert status == 143, said
     assert "still running" not in said
     assert done_at(tmp_path, "w") is not None, said
@@ -214,7 +218,7 @@ def test_a_server_killed_at_the_graces_end_is_said_with_the_time_it_had(tmp_path
         ChildSpec("server", 0, checkpointing(tmp_path, "s", 30)),
         ChildSpec("worker", 0, checkpointing(tmp_path, "w", 30)),
     ]
-    signal_at = (["s", "w"], 0.2, signal.SIGTERM)
+    signal_at = (["s.up", "w.up"], 0.2, signal.SIGTERM)
     status, said = supervise(tmp_path, specs, grace=1, signal_at=signal_at)
     assert status == 143, said
     assert "worker-0 still running 1 s after SIGTERM, server-0 still running 0 s after" in said
@@ -227,7 +231,7 @@ def test_a_closed_terminal_still_gives_the_children_their_grace(tmp_path):
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 1.0))]
     err_r, err_w = os.pipe()
     os.close(err_r)  # every write to err now fails with EPIPE, as one to a hung-up tty does
-    signal_once_up(tmp_path, ["w"], (0.3, signal.SIGHUP))
+    signal_once_up(tmp_path, ["w.up"], (0.3, signal.SIGHUP))
     with open(os.devnull, "wb") as out, os.fdopen(err_w, "wb", buffering=0) as err:
         status = Supervisor(tmp_path / "run", grace=20, out=out, err=err).run(lambda r: specs)
     assert status == 129
@@ -416,7 +420,7 @@ def test_a_signal_after_the_job_finished_leaves_it_a_success(tmp_path):
         # the worker finishes once the server is up (its SIGTERM handler in place)
         ChildSpec("worker", 0, ["sh", "-c", finish]),
     ]
-    status, said = supervise(tmp_path, specs, signal_at=(["s", "w"], 0.8, signal.SIGTERM))
+    status, said = supervise(tmp_path, specs, signal_at=(["s.up", "w.up"], 0.8, signal.SIGTERM))
     assert status == 0, said
     assert "got SIGTERM after the job had finished" in said
     assert done_at(tmp_path, "s") is not None  # the server had its grace
@@ -436,7 +440,7 @@ def test_a_stalled_reader_of_the_output_does_not_hold_up_the_stop(tmp_path, monk
     unstall.start()
     began = time.monotonic()
     try:
-        status, said = supervise(tmp_path, specs, 10, (["w"], 0.5, signal.SIGTERM), out)
+        status, said = supervise(tmp_path, specs, 10, (["w.up"], 0.5, signal.SIGTERM), out)
         took = time.monotonic() - began
     finally:
         unstall.cancel()
@@ -521,7 +525,7 @@ def test_without_proc_but_with_waitid_an_exited_leader_ends_its_group(tmp_path, 
     monkeypatch.setattr(supervisor_module, "running_groups", lambda: None)
     specs = [ChildSpec("worker", 0, checkpointing(tmp_path, "w", 0))]
     began = time.monotonic()
-    status, said = supervise(tmp_path, specs, grace=20, signal_at=(["w"], 0.2, signal.SIGTERM))
+    status, said = supervise(tmp_path, specs, grace=20, signal_at=(["w.up"], 0.2, signal.SIGTERM))
     assert status == 143, said
     assert time.monotonic() - began < 10, "the stop waited for a zombie leader"
 
