@@ -240,15 +240,20 @@ def test_a_closed_terminal_still_gives_the_children_their_grace(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_under_nohup_a_hangup_does_not_stop_the_job(tmp_path):
-    run = tmp_path / "run"
+    run, started, hung_up = tmp_path / "run", tmp_path / "started", tmp_path / "hung-up"
+    # the hangup lands while the job runs (a fixed 1 s pause could land in the launcher's own
+    # start-up on a loaded host), and the job ends once the launcher has had time to act on it
+    job = f"touch {started}; until [ -e {hung_up} ]; do sleep 0.01; done; echo ok"
     launcher = subprocess.Popen(
-        launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", "sleep 2; echo ok"),
+        launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", job),
         env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
     )  # fmt: skip
     try:
-        time.sleep(1.0)
+        wait_for([started])
         launcher.send_signal(signal.SIGHUP)
+        time.sleep(0.5)  # many of the launcher's looks (0.05 s): a stop would have begun
+        hung_up.touch()
         stdout, stderr = launcher.communicate(timeout=30)
     finally:
         launcher.kill()
