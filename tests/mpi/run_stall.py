@@ -24,8 +24,10 @@ Cases (each must end the job with a message naming the wait or the difference, n
 
 Each rank sends its stderr and its log to ``RECORDS/rank<r>.err`` (``mpiexec`` may tear the
 job down before it relays an aborting rank's stderr). The watchdog's timeout is 2 s in cases
-``stuck`` and ``late``; in case ``own`` 4 s on rank 1 and 6 s on rank 0, so that rank 0 warns
-(at 3 s) before rank 1 stops the job (at 4 s); 600 s in the others. The ranks meet once before
+``stuck`` and ``late``; in case ``own`` 2 s on rank 1 and 4 s on rank 0, and rank 1's stop
+waits until rank 0 has warned (at 2 s) in its record, so that the warning comes first however
+late rank 0's watchdog looks (a 1 s gap between the two on their clocks alone was raced on a
+loaded host); 600 s in the others. The ranks meet once before
 the sync is made, so that no rank's slower start is taken for a stall.
 """
 
@@ -45,7 +47,7 @@ from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync, import_mpi  # noqa: E402
 
 #: per case, the watchdog's timeout on each rank
-TIMEOUTS = {"stuck": (2.0, 2.0), "own": (6.0, 4.0), "late": (2.0, 2.0)}  # else 600 s: never
+TIMEOUTS = {"stuck": (2.0, 2.0), "own": (4.0, 2.0), "late": (2.0, 2.0)}  # else 600 s: never
 
 
 class StallingSync(MPISync):
@@ -68,6 +70,22 @@ def record_to(records: Path, rank: int) -> None:
     logging.basicConfig(stream=f, level=logging.WARNING, format="%(message)s")
 
 
+def stop_once_warned(sync: MPISync, record: Path, limit: float = 8) -> None:
+    """``sync``'s watchdog stops the job once ``record`` (another rank's) holds a watchdog's
+    warning, or ``limit`` seconds into its wait for one (the test then finds none)."""
+    stop_job = sync._watchdog._stop_job
+
+    def stop(message: str) -> None:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and not (
+            record.exists() and "waited" in record.read_text()
+        ):
+            time.sleep(0.01)
+        stop_job(message)
+
+    sync._watchdog._stop_job = stop
+
+
 def main() -> None:
     case, overlap, records = sys.argv[1], sys.argv[2] == "1", Path(sys.argv[3])
     world = import_mpi().COMM_WORLD
@@ -76,6 +94,8 @@ def main() -> None:
     sync = StallingSync(create_optimizer("sgd"), bucket_bytes=300, overlap=overlap, timeout=timeout)
     sync.case = case
     record_to(records, sync.rank)
+    if case == "own" and sync.rank == 1:
+        stop_once_warned(sync, records / "rank0.err")
     net = small_lenet(seed=0)
     rank, world = sync.rank, sync.world_size
     if case == "early" and rank == 0:

@@ -109,7 +109,7 @@ def test_ranks_in_different_collectives_end_the_job(tmp_path):
     stop = rf"rank 1: SyncError: waited [\d.]+ s in {at_check} .*aborting the MPI job"
     assert re.search(stop, records), records
     warned = r"rank 0 waited [\d.]+ s in Barrier on the job communicator \(after step 1\)"
-    assert re.search(rf"{warned} .*; the job stops at 6 s", records), records
+    assert re.search(rf"{warned} .*; the job stops at 4 s", records), records
     assert "rank 0: SyncError" not in records
 
 
