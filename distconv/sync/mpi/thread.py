@@ -14,9 +14,10 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.comm import POLL_SECONDS
 
-#: how many times the sync's ``timeout`` the main thread waits for the communication thread:
-#: past the watchdog's (which stops a ``Wait`` at ``timeout``), so a wait it watches is named by
-#: it, and one it cannot see (a non-blocking start stuck on a broken link) is named here
+#: how many times the sync's ``timeout`` the main thread lets the communication thread go
+#: without moving on (starting something, or entering or leaving a request's wait): past the
+#: watchdog's (which stops a ``Wait`` at ``timeout``), so a wait it watches is named by it, and
+#: one it cannot see (a non-blocking start stuck on a broken link) is named here
 PATIENCE = 1.5
 
 
@@ -52,8 +53,8 @@ class CommThread:
         reduce: the reduction of one packed bucket (piece None) or of one of its pieces, given
             how to wait for each request.
         poll_seconds: how each request is waited for while backward runs (see :func:`poll`).
-        timeout: the sync's ``timeout``: the main thread waits :data:`PATIENCE` times that for
-            the thread, then raises (None: for ever).
+        timeout: the sync's ``timeout``: once the thread has gone :data:`PATIENCE` times that
+            without moving on, the main thread's wait for it raises (None: it waits for ever).
     """
 
     def __init__(
@@ -65,6 +66,7 @@ class CommThread:
         self._reduce, self.poll_seconds = reduce, poll_seconds
         self.patience = None if timeout is None else PATIENCE * timeout
         self.inside = ""  # what the thread is running now, for a wait that gives up
+        self.moved = time.monotonic()  # when it last moved on (:meth:`_await`)
         self.hurry = threading.Event()
         #: the thread's first failure: every reduction after it is skipped, its bucket failed
         self.error: BaseException | None = None
@@ -130,7 +132,7 @@ class CommThread:
                 # after a failure, no collective at all: this rank's sequence no longer matches
                 # the other ranks', and a reduction out of step could sum the wrong buffers
                 if self.error is None:
-                    self.inside = f"the allreduce of gradient bucket {bucket.index}"
+                    self._enter(f"the allreduce of gradient bucket {bucket.index}")
                     self._reduce(bucket, self._wait_request, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
                 self.error, self.failed = exc, f"allreduce of gradient bucket {bucket.index}"
@@ -151,7 +153,7 @@ class CommThread:
     def _call(self, call: _Call) -> None:
         try:
             if self.error is None or call.always:  # else no collective after a failure (_run)
-                self.inside = f"the {call.what}" if call.what else "a call"
+                self._enter(f"the {call.what}" if call.what else "a call")
                 call.work(self._wait_request)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread by finish()
             if self.error is None:  # an ``always`` call after a failure: the first is said
@@ -160,8 +162,14 @@ class CommThread:
             self.inside = ""
             call.done.set()
 
+    def _enter(self, inside: str) -> None:
+        self.inside, self.moved = inside, time.monotonic()
+
     def _wait_request(self, request: Any) -> None:
+        # a request's wait is the watchdog's to bound (from where it starts, as :meth:`_await`)
+        self.moved = time.monotonic()
         poll(request, self.hurry, self.poll_seconds)
+        self.moved = time.monotonic()
 
     def relax(self) -> None:
         """Backward starts: poll gently again."""
@@ -193,21 +201,35 @@ class CommThread:
         raise SyncError(self.failure()) from error
 
     def _await(self, event: threading.Event, what: str, failed: str = "") -> None:
-        """Wait for ``event`` (set by the thread) at most :attr:`patience` seconds.
+        """Wait for ``event`` (set by the thread) until the thread has gone :attr:`patience`
+        seconds without moving on, counted from this wait's start at the earliest.
+
+        Not :attr:`patience` in all: the event may come behind several live collectives (the
+        flags behind every bucket still on the wire, a 16-bit bucket's two), each of which
+        may take up to the watchdog's ``timeout``.
 
         Raises:
             SyncError: the thread is still inside something (a collective's start, which the
                 watchdog does not watch, stuck on a broken link), named with ``failed`` (the
                 thread's earlier failure) if any; the rank must abort (close does).
         """
-        if event.wait(self.patience):
-            return
-        before = f"{failed}; " if failed else ""
-        raise SyncError(
-            f"{before}waited {self.patience:g} s for {what}: the communication thread is still "
-            f"inside {self.inside or 'nothing it named'} (another rank never joined it, or a "
-            "link is broken); close the sync (it ends the job)"
-        )
+        began = time.monotonic()
+        while not event.wait(self._patience_left(began)):
+            if self._patience_left(began) <= 0:
+                before = f"{failed}; " if failed else ""
+                raise SyncError(
+                    f"{before}waited for {what}: the communication thread is still inside "
+                    f"{self.inside or 'nothing it named'}, {self.patience:g} s without moving "
+                    "on (another rank never joined it, or a link is broken); close the sync "
+                    "(it ends the job)"
+                )
+
+    def _patience_left(self, began: float) -> float | None:
+        """Seconds before the thread, quiet since it last moved on (or since ``began``), has
+        used up :attr:`patience` (None: no bound)."""
+        if self.patience is None:
+            return None
+        return self.patience - (time.monotonic() - max(began, self.moved))
 
     def stop(self, timeout: float = 30.0) -> None:
         """Let the thread finish what is queued, then end it (again: nothing to do).
