@@ -76,6 +76,7 @@ class CommThread:
         self.reported = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = False
+        self._ended = threading.Event()  # set once the thread has run its last item
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
 
@@ -120,6 +121,12 @@ class CommThread:
         return f"{self.failed} failed on the communication thread: {self.error}"
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._ended.set()
+
+    def _serve(self) -> None:
         while (item := self._queue.get()) is not None:
             if isinstance(item, _Call):
                 self._call(item)
@@ -231,24 +238,33 @@ class CommThread:
             return None
         return self.patience - (time.monotonic() - max(began, self.moved))
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         """Let the thread finish what is queued, then end it (again: nothing to do).
 
+        Args:
+            timeout: seconds to wait in all; None (the sync's stops): as :meth:`wait` waits,
+                not a fixed time, since what is queued may wait for a rank that is late but
+                alive (a setup's drained pieces wait for the rank still in the abandoned step).
+
         Raises:
-            SyncError: it is still inside a reduction after ``timeout`` seconds (another rank
-                never joined it); MPI must not be called from this thread meanwhile.
+            SyncError: the thread is still inside something after ``timeout`` seconds, or
+                (None) after :attr:`patience` seconds without moving on (:meth:`_await`):
+                another rank never joined a reduction; MPI must not be called from this
+                thread meanwhile.
         """
         if self._stopping:
             return
         self._stopping = True
         self.hurry.set()  # nothing left to overlap
         self._queue.put(None)
-        self._thread.join(timeout=timeout)
-        if self._thread.is_alive():
+        if timeout is None:
+            self._await(self._ended, "the communication thread to stop")
+        elif not self._ended.wait(timeout):
             raise SyncError(
                 f"the communication thread did not stop within {timeout:g} s: a reduction "
                 "still waits for another rank"
             )
+        self._thread.join()
 
 
 class _Call:

@@ -1,0 +1,47 @@
+"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_late.py OUT DELAY: every rank abandons the
+same step, rank 1 ``DELAY`` seconds after rank 0 (a layer that raises late in a long pass, a
+rank on a loaded machine), then both fit again.
+
+Two parameters in two buckets (``b``'s first), the communication thread on, the watchdog's
+``timeout`` 60 s. Both fire ``b`` (its bucket goes on the wire); rank 0 abandons at once and sets
+the sync up again: its thread sends what the step left (bucket ``a``) and waits there for rank
+1, which abandons and sets up ``DELAY`` seconds later. Both then train one step
+(:func:`~tests.mpi.common.step_and_save`): ``OUT/values<rank>.npz``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from distconv.optim import create_optimizer
+from distconv.parameter import Parameter
+from distconv.sync.mpi import MPISync
+from tests.mpi.common import step_and_save
+
+
+def main() -> None:
+    out, delay = Path(sys.argv[1]), float(sys.argv[2])
+    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=True, timeout=60)
+    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
+    try:
+        sync.setup(params, {})
+        sync.start_step(1)
+        params[1].grad += 100.0
+        params[1].inc_update(sync)
+        if sync.rank == 1:
+            time.sleep(delay)  # still in its pass, alive, well inside the timeout
+        sync.abandon_step()
+        for p in params:
+            p.zero_grad()
+        sync.setup(params, {})
+        step_and_save(sync, params, out)
+    finally:
+        sync.close()
+
+
+if __name__ == "__main__":
+    main()
