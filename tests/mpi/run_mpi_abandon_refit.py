@@ -1,12 +1,14 @@
-"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_refit.py OUT OVERLAP: a second fit after a
-step that rank 1 abandoned once its first bucket was on the wire, while rank 0 finished it.
+"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_refit.py OUT OVERLAP [GRAD_DTYPE]: a second
+fit after a step that rank 1 abandoned once its first bucket was on the wire, while rank 0
+finished it.
 
 Two parameters in two buckets (``b``'s first). Both fire ``b``; rank 1 then raises (as a layer
 would) and abandons the step, rank 0 fires ``a`` and calls ``finish_step``, which fails
 ("another rank abandoned the step") and counts the step, where rank 1 counted none. Both set the
 sync up again, as ``Trainer.fit`` does. Each rank writes what its ``finish_step`` (rank 0) and
 its second setup raised to ``OUT/finish<rank>.txt`` and ``OUT/setup<rank>.txt`` (``ok`` where
-nothing was raised), then closes.
+nothing was raised), rank 0 its values after ``finish_step`` to ``OUT/finish0.npz``, then
+closes. ``GRAD_DTYPE``: the wire (the sync's default when not given).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def said(call: Callable[[], None], path: Path) -> None:
 
 def main() -> None:
     out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
-    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=overlap, timeout=20)
+    wire = {"grad_dtype": sys.argv[3]} if len(sys.argv) > 3 else {}
+    optimizer = create_optimizer("sgd", lr=0.5)
+    sync = MPISync(optimizer, bucket_bytes=24, overlap=overlap, timeout=20, **wire)
     params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
     rank = sync.rank
     try:
@@ -50,6 +54,7 @@ def main() -> None:
                 said(sync.finish_step, out / "finish0.txt")
             except SyncError:
                 pass
+            np.savez(out / "finish0.npz", **{p.name: p.value for p in params})
         sync.abandon_step()  # rank 1's layer raised (rank 0: nothing to abandon)
         for p in params:
             p.zero_grad()

@@ -13,6 +13,7 @@ advises a setup that is always refused.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
@@ -46,3 +47,24 @@ def test_a_refit_after_a_step_one_rank_abandoned_names_the_cause_on_both(tmp_pat
         text = path.read_text()
         assert text.startswith("JobMismatch: ") and WHERE in text and CAUSE in text, text
         assert "start again from a checkpoint" in text, text
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("grad_dtype", ["float16", "bfloat16"])
+def test_a_16_bit_step_another_rank_abandoned_fails_before_any_update(tmp_path, grad_dtype):
+    """With a 16-bit bucket in the step every bucket is reduced before any update
+    (``updates.update_as_reduced``), so the used-parameter flags, which say that another rank
+    abandoned the step, are known before any update too: the finisher's failed step leaves
+    its parameters as they were, not updated from sums that lack the other rank's gradients
+    (where every parameter fired on the finisher, the flags were completed after every
+    update)."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    if grad_dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
+    command = [*script("run_mpi_abandon_refit.py"), str(tmp_path), "1", grad_dtype]
+    proc = run_mpi(["-n", "2", *command], 90)
+    finished = (tmp_path / "finish0.txt").read_text()
+    assert "another rank abandoned the step" in finished, (finished, proc.stderr)
+    values = np.load(tmp_path / "finish0.npz")
+    for i, name in enumerate("ab"):
+        np.testing.assert_array_equal(values[name], np.arange(3.0) + i, err_msg=name)

@@ -10,8 +10,9 @@ piece, so it is made only where the flags can change something: at the first buc
 parameter that did not fire on this rank (one that fired here was used somewhere). Without the
 thread nothing travels while the optimizer runs, so every bucket is reduced first. A 16-bit
 bucket can be refused once reduced (a NaN or infinity on the wire, on every rank alike): with
-one in the step, every bucket is reduced and checked before any is updated, so a refused step
-leaves every parameter as it was. Should a later reduction (an MPI error) or an update fail,
+one in the step, every bucket is reduced and checked, and the flags are completed, before any
+is updated, so a refused step, or one another rank abandoned, leaves every parameter as it
+was. Should a later reduction (an MPI error) or an update fail,
 the buckets before it are updated already: the step cannot be finished, and the sync aborts the
 job when it closes.
 """
@@ -38,10 +39,12 @@ def update_as_reduced(
 ) -> None:
     """With the communication thread: each bucket updated once it is reduced, or, with a 16-bit
     bucket in the step, once every bucket is reduced and checked (see above)."""
+    flags, waited = None, False
     if any(bucket.compressed for bucket in buckets):  # its refusal must find nothing updated
         for bucket in buckets:
             _reduced(thread, bucket)
-    flags, waited = None, False
+        # nothing left to hide the flags' wait behind: a step another rank abandoned fails too
+        flags, waited = used.complete(), True
     for bucket in buckets:
         _reduced(thread, bucket)
         if bucket.pending and not waited:  # a parameter that did not fire here
