@@ -50,11 +50,10 @@ GRACE = 1.5
 #: checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
-#: the slowest link a large reply is expected to cross, in bytes/s (100 Mbit/s; a setting, as
-#: ``STOP_PATIENCE``): a shard is silent while a reply crosses (ZeroMQ hands over only whole
-#: messages), so it is allowed, on top of the timeout or a stop's patience, the bytes crossing its
-#: link before the largest reply it owes is in (a pull's, once per worker: an async job's all pull
-#: at an epoch's end or a stop; a ``get_state``'s) over this: a live shard is not given up
+#: a shard is silent while a large reply crosses (ZeroMQ hands over whole messages): one owing
+#: such a reply (a pull's, a get_state's) is heard from while bytes arrive on its link (links.py),
+#: so a dead one is named within the timeout or a stop's patience of its last byte; where the link
+#: cannot be read (not Linux), it gets the reply's bytes (a pull's once per worker) over this
 SLOW_LINK_BYTES = 12.5e6
 #: the longest single poll of a wait, so that a stop request is seen this soon
 POLL_SLICE = 0.25
@@ -246,13 +245,10 @@ class ShardChannel(BulkRuns):
                 yield rid, reply
             if not missing:
                 return
-            # the limit, and a stop's patience, are on each shard's silence, as the shard's is
-            # on each request it holds: a wait of many parts outlasts one limit while replies
-            # keep coming (review k182), but another shard's replies say nothing of a silent
-            # one's (review k186: it was named only once the others had answered every part;
-            # review k189: a stop's wait too, past the launcher's grace)
-            allowed = self._transfer_times(missing)  # a reply's crossing is not a silence
-            quiet = {s: answered.get(s, start) + allowed.get(s, 0.0) for s in allowed}
+            # the limit, and a stop's patience, are on each shard's silence (reviews k182, k186,
+            # k189): replies, or a large reply's bytes crossing (review k305), end a silence, and
+            # another shard's replies say nothing of a silent one's
+            quiet = self._heard(missing, answered, start)
             deadline = min(quiet.values()) + limit
             left = deadline - _now()
             if left <= 0:
@@ -271,15 +267,19 @@ class ShardChannel(BulkRuns):
             for sock, _ in self._poller.poll(min(left, LONGEST_POLL) * 1000):
                 self._receive(sock)
 
-    def _transfer_times(self, rids: Iterable[int]) -> dict[int, float]:
-        """The shards that ``rids`` wait for, each with the seconds its largest awaited reply
-        of known size may take to reach this worker (:data:`SLOW_LINK_BYTES`); 0 for a shard
-        that owes no such reply."""
-        times: dict[int, float] = {}
+    def _heard(self, rids: Iterable[int], answered: dict, start: float) -> dict[int, float]:
+        """The shards that ``rids`` wait for, each with when it was last heard from: its latest
+        reply (``answered``) or the wait's ``start``; for one owing a large reply, the latest
+        bytes on its link, or where not known, that plus the reply's time at SLOW_LINK_BYTES."""
+        heard: dict[int, float] = {}
         for r in rids:
-            shard, n = self._rid_shard.get(r, -1), self._rid_bytes.get(r, 0)
-            times[shard] = max(times.get(shard, 0.0), n / SLOW_LINK_BYTES)
-        return times
+            s, n = self._rid_shard.get(r, -1), self._rid_bytes.get(r, 0)
+            heard[s] = max(heard.get(s, 0.0), n / SLOW_LINK_BYTES)  # the crossing's time
+        for s, crossing in heard.items():
+            idle = self._handshakes.idle(s) if crossing and self._handshakes else None
+            last = answered.get(s, start)
+            heard[s] = last + crossing if idle is None else max(last, _now() - idle)
+        return heard
 
     def _stop_patience_left(self, quiet: dict[int, float], what: str, asked: str) -> float:
         """How long the next poll of a stoppable wait may take (:data:`POLL_SLICE` at most, to

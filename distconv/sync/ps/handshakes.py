@@ -7,7 +7,9 @@ connection for good, without a word on the socket itself: the worker would wait 
 timeout, and then block sending its ``bye`` into a connection that has no queue left (measured:
 a ``--insecure`` worker against a CURVE shard hung until killed). ZeroMQ's socket monitor does
 report failed handshakes. This watch reads them, so that the worker stops at once naming the
-shard and the cause, and a wait that times out can say that the handshakes kept failing.
+shard and the cause, and a wait that times out can say that the handshakes kept failing. It also
+keeps each shard's connection (:class:`~distconv.sync.ps.links.Link`, from the monitor's
+``EVENT_CONNECTED``), whose bytes tell a large reply still crossing from a silent shard.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Sequence
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from distconv.sync.ps.links import Link
+
 #: handshakes ZeroMQ gives up on: it never tries that connection again
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 #: a handshake cut short without a reason, which ZeroMQ tries again; what a worker holding
@@ -25,6 +29,8 @@ _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 _UNEXPLAINED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 #: a handshake that went through: the unexplained failures before it were not a wrong key
 _SUCCEEDED = zmq.EVENT_HANDSHAKE_SUCCEEDED
+#: a connection made (its value: the descriptor) or lost
+_LINK = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
 #: ZeroMQ's names of its protocol errors (the value of a failed handshake's event)
 _PROTOCOL_ERRORS = {
     getattr(zmq, name): name.removeprefix("PROTOCOL_ERROR_")
@@ -37,7 +43,7 @@ def monitor_of(sock: zmq.Socket) -> zmq.Socket:
     """The monitor of ``sock``'s handshakes (made on the first call, the same one after).
     ZeroMQ reports a failed handshake only to a monitor that exists at that moment: call it
     before ``sock`` connects, or a shard that refuses at once is never heard of."""
-    return sock.get_monitor_socket(_REFUSED | _UNEXPLAINED | _SUCCEEDED)
+    return sock.get_monitor_socket(_REFUSED | _UNEXPLAINED | _SUCCEEDED | _LINK)
 
 
 class HandshakeWatch:
@@ -58,6 +64,8 @@ class HandshakeWatch:
         #: handshakes of each shard's connection that failed without a reason, since the last
         #: one that succeeded
         self.unexplained = [0] * len(socks)
+        #: each shard's connection while it is up, else None
+        self.links: list[Link | None] = [None] * len(socks)
         for monitor in self._monitors:
             poller.register(monitor, zmq.POLLIN)
 
@@ -72,7 +80,7 @@ class HandshakeWatch:
     def refusal(self, monitor: zmq.Socket) -> tuple[int, str] | None:
         """Read ``monitor``'s events: ``(shard, why)`` for a handshake ZeroMQ gave up on,
         else None (an unexplained failure is counted in :attr:`unexplained`, until the next
-        handshake that succeeds)."""
+        handshake that succeeds; a connection made or lost updates :attr:`links`)."""
         shard = self._shard_of[monitor]
         while True:
             try:
@@ -83,8 +91,18 @@ class HandshakeWatch:
                 self.unexplained[shard] += 1
             elif event["event"] == _SUCCEEDED:  # a shard's restart, a brief outage: not a key
                 self.unexplained[shard] = 0
+            elif event["event"] == zmq.EVENT_CONNECTED:
+                self.links[shard] = Link(event["value"])
+            elif event["event"] == zmq.EVENT_DISCONNECTED:
+                self.links[shard] = None
             elif event["event"] & _REFUSED:
                 return shard, self._why(event["event"], event["value"])
+
+    def idle(self, shard: int) -> float | None:
+        """Seconds since bytes last arrived from ``shard`` (:meth:`Link.idle
+        <distconv.sync.ps.links.Link.idle>`); None where not known."""
+        link = self.links[shard] if shard >= 0 else None
+        return None if link is None else link.idle()
 
     def hint(self, shards: Sequence[int]) -> str:
         """What to add to a message that ``shards`` gave no answer: that their handshakes kept
