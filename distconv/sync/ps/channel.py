@@ -50,10 +50,10 @@ GRACE = 1.5
 #: checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
-#: a shard is silent while a large reply crosses (ZeroMQ hands over whole messages): one owing
-#: such a reply (a pull's, a get_state's) is heard from while bytes arrive on its link (links.py),
-#: so a dead one is named within the timeout or a stop's patience of its last byte; where the link
-#: cannot be read (not Linux), it gets the reply's bytes (a pull's once per worker) over this
+#: a shard is silent while a large reply crosses (ZeroMQ hands over whole messages), so it is
+#: heard from while bytes arrive on its link (links.py): a dead one is named within the timeout
+#: or a stop's patience of its last byte; where the link cannot be read (not Linux), a shard owing
+#: a pull's or get_state's reply gets its bytes (a pull's once per worker) over this
 SLOW_LINK_BYTES = 12.5e6
 #: the longest single poll of a wait, so that a stop request is seen this soon
 POLL_SLICE = 0.25
@@ -268,15 +268,15 @@ class ShardChannel(BulkRuns):
                 self._receive(sock)
 
     def _heard(self, rids: Iterable[int], answered: dict, start: float) -> dict[int, float]:
-        """The shards that ``rids`` wait for, each with when it was last heard from: its latest
-        reply (``answered``) or the wait's ``start``; for one owing a large reply, the latest
-        bytes on its link, or where not known, that plus the reply's time at SLOW_LINK_BYTES."""
+        """The shards ``rids`` wait for, each with when it was last heard from: its latest reply
+        (``answered``), the wait's ``start`` or its link's latest bytes (a push's reply too is
+        large); where not known, one of the first two plus a large reply's at SLOW_LINK_BYTES."""
         heard: dict[int, float] = {}
         for r in rids:
             s, n = self._rid_shard.get(r, -1), self._rid_bytes.get(r, 0)
             heard[s] = max(heard.get(s, 0.0), n / SLOW_LINK_BYTES)  # the crossing's time
         for s, crossing in heard.items():
-            idle = self._handshakes.idle(s) if crossing and self._handshakes else None
+            idle = self._handshakes.idle(s) if self._handshakes else None
             last = answered.get(s, start)
             heard[s] = last + crossing if idle is None else max(last, _now() - idle)
         return heard

@@ -146,3 +146,19 @@ def test_a_large_state_is_gathered_from_a_live_shard(slow_shard, monkeypatch):
     fc1 = state["fc1.weight"]
     assert float(fc1["step"]) == 1.0, fc1["step"]
     assert fc1["m"].shape == (HIDDEN, 12) and np.count_nonzero(fc1["m"]) > 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("slow_shard", ["bytes read"], indirect=True)  # a push's has no other
+def test_a_step_waits_for_a_live_shard_s_large_push_replies(slow_shard, monkeypatch):
+    endpoint = slow_shard(1)
+    net = small_net(hidden=HIDDEN)
+    sync = insecure_worker([endpoint], block_bytes=BLOCK_BYTES)
+    try:
+        sync.setup(net.parameters())
+        before = net.parameters()[0].value.copy()
+        monkeypatch.setattr(sync, "timeout", 0.2)  # 0.3 s of silence, not the values' ~1.4 s
+        train_steps(net, sync, batches(1, 8))  # each push's reply: its blocks' new values
+    finally:
+        sync.close()
+    assert not np.array_equal(net.parameters()[0].value, before)
