@@ -8,6 +8,12 @@ coming) from a shard that is gone or stuck (none come). ZeroMQ owns the connecti
 monitor reports the descriptor when the connection is made (``EVENT_CONNECTED``), and
 :class:`Link` reads it through a duplicate, checking first that it still leads to the same peer
 (the descriptor may have been closed and its number reused).
+
+The other way is as silent: a shard answers a seed, a push or a ``set_state`` only once all of
+it arrived. A shard that takes the worker's bytes acknowledges them (``tcpi_bytes_acked``, a
+count that grows only as the shard's side takes them in: a window full and not read, as a
+stopped process leaves it, stops it), so a change of that count, seen between two reads, is
+heard too.
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 
-#: the offset of ``tcpi_last_data_recv`` (milliseconds, u32) in Linux's ``struct tcp_info``
+#: the offsets in Linux's ``struct tcp_info`` of ``tcpi_last_data_recv`` (milliseconds, u32)
+#: and ``tcpi_bytes_acked`` (u64, Linux 4.1 and later)
 _LAST_DATA_RECV = 52
-_INFO_BYTES = 104
+_BYTES_ACKED = 120
+_INFO_BYTES = 128
 
 
 class Link:
@@ -27,10 +36,30 @@ class Link:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.peer = _peer(fd)
+        self._acked: int | None = None  # the count of bytes the peer acknowledged, when read
+        self._acked_at = 0.0  # when that count was first read
+        info = self._info()
+        if info is not None and len(info) >= _BYTES_ACKED + 8:
+            self._acked, self._acked_at = struct.unpack_from("Q", info, _BYTES_ACKED)[0], 0.0
 
     def idle(self) -> float | None:
-        """Seconds since data last arrived on this connection; None where that cannot be
-        read (not Linux, the connection closed, or its descriptor now another socket's)."""
+        """Seconds since data last arrived on this connection, or since a read of it first saw
+        the shard's side take in more of this worker's bytes, whichever is less; None where
+        that cannot be read (not Linux, the connection closed, its descriptor now another
+        socket's)."""
+        info = self._info()
+        if info is None or len(info) < _LAST_DATA_RECV + 4:
+            return None
+        idle = struct.unpack_from("I", info, _LAST_DATA_RECV)[0] / 1000.0
+        if self._acked is None or len(info) < _BYTES_ACKED + 8:
+            return idle
+        now, acked = time.monotonic(), struct.unpack_from("Q", info, _BYTES_ACKED)[0]
+        if acked != self._acked:
+            self._acked, self._acked_at = acked, now
+        return min(idle, now - self._acked_at)
+
+    def _info(self) -> bytes | None:
+        """The connection's ``struct tcp_info``; None where it cannot be read."""
         if self.peer is None or not hasattr(socket, "TCP_INFO"):
             return None
         try:
@@ -40,9 +69,7 @@ class Link:
                 info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _INFO_BYTES)
         except OSError:
             return None
-        if len(info) < _LAST_DATA_RECV + 4:
-            return None
-        return struct.unpack_from("I", info, _LAST_DATA_RECV)[0] / 1000.0
+        return info
 
 
 def _peer(fd: int) -> object:

@@ -35,11 +35,12 @@ CHUNK = 1 << 16
 
 class SlowLink:
     """A TCP proxy on 127.0.0.1 port 0 (:attr:`endpoint`) to the shard at ``target``, each of
-    whose connections carries the shard's bytes at ``rate`` bytes/s, the worker's at once."""
+    whose connections carries the shard's bytes at ``rate`` bytes/s, the worker's at
+    ``up_rate`` (0: at once)."""
 
-    def __init__(self, target: str, rate: float) -> None:
+    def __init__(self, target: str, rate: float, up_rate: float = 0.0) -> None:
         self._target = split_endpoint(target)
-        self._rate = rate
+        self._rate, self._up_rate = rate, up_rate
         self._server = socket.create_server(("127.0.0.1", 0))
         self._socks: list[socket.socket] = [self._server]
         self.endpoint = f"127.0.0.1:{self._server.getsockname()[1]}"
@@ -53,7 +54,9 @@ class SlowLink:
                 return
             shard = socket.create_connection(self._target)
             self._socks += [worker, shard]
-            threading.Thread(target=self._pump, args=(worker, shard, 0.0), daemon=True).start()
+            threading.Thread(
+                target=self._pump, args=(worker, shard, self._up_rate), daemon=True
+            ).start()
             threading.Thread(
                 target=self._pump, args=(shard, worker, self._rate), daemon=True
             ).start()
@@ -80,7 +83,8 @@ class SlowLink:
 
 @pytest.fixture(params=["bytes read", "bytes not read"])
 def slow_shard(request, shards, monkeypatch):
-    """One async shard for ``workers`` ranks, behind a :class:`SlowLink`: a factory. The
+    """One async shard for ``workers`` ranks, behind a :class:`SlowLink` (with ``up``, slow
+    both ways): a factory. The
     shard is heard from by the bytes on its link (no time per byte), or, where those cannot
     be read, by the time its replies' bytes take at ``SLOW_LINK_BYTES``."""
     if request.param == "bytes read":
@@ -91,9 +95,9 @@ def slow_shard(request, shards, monkeypatch):
         monkeypatch.setattr(HandshakeWatch, "idle", lambda self, shard: None)
     links: list[SlowLink] = []
 
-    def start(workers: int) -> str:
+    def start(workers: int, up: bool = False) -> str:
         (endpoint,) = shards.start(1, workers=workers, mode="async")
-        links.append(SlowLink(endpoint, RATE))
+        links.append(SlowLink(endpoint, RATE, RATE if up else 0.0))
         return links[-1].endpoint
 
     yield start
@@ -159,6 +163,22 @@ def test_a_step_waits_for_a_live_shard_s_large_push_replies(slow_shard, monkeypa
         before = net.parameters()[0].value.copy()
         monkeypatch.setattr(sync, "timeout", 0.2)  # 0.3 s of silence, not the values' ~1.4 s
         train_steps(net, sync, batches(1, 8))  # each push's reply: its blocks' new values
+    finally:
+        sync.close()
+    assert not np.array_equal(net.parameters()[0].value, before)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("slow_shard", ["bytes read"], indirect=True)  # a seed's has no other
+def test_a_seed_and_pushes_crossing_a_slow_link_are_waited_for(slow_shard):
+    endpoint = slow_shard(1, up=True)
+    net = small_net(hidden=HIDDEN)
+    # 0.3 s of silence allowed, not the ~1.4 s the seed's (or a step's pushes') ~27 MB take
+    sync = insecure_worker([endpoint], block_bytes=BLOCK_BYTES, timeout=0.2)
+    try:
+        sync.setup(net.parameters())
+        before = net.parameters()[0].value.copy()
+        train_steps(net, sync, batches(1, 8))
     finally:
         sync.close()
     assert not np.array_equal(net.parameters()[0].value, before)
