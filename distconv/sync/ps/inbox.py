@@ -60,10 +60,19 @@ class ReplyWriter:
             else:
                 self._write_values(blocks, packed_values(arrays, sum(b.nbytes for b in blocks)))
         except WireError as exc:
-            raise SyncError(f"rank {self.rank}: malformed reply from a pserver: {exc}") from None
+            raise self._unfit(blocks, exc) from None
         for b, v in zip(blocks, versions):
             self._versions[b.id] = v
         return {b.param for b in blocks}
+
+    def _unfit(self, blocks: Sequence[Block], problem: WireError) -> SyncError:
+        """The error for a reply that does not fit ``blocks``, naming the shard they are on
+        (one reply's blocks are all one shard's) where this writer is a client's, with its
+        shards (``ShardChannel._malformed``)."""
+        layout, malformed = getattr(self, "layout", None), getattr(self, "_malformed", None)
+        if layout is None or malformed is None or not blocks:
+            return SyncError(f"rank {self.rank}: malformed reply from a pserver: {problem}")
+        return malformed(layout.shard_of[blocks[0].id], problem)
 
     def _check_rows(
         self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], counts: Sequence[int]

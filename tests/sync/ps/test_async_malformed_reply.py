@@ -14,7 +14,7 @@ import threading
 
 import pytest
 import zmq
-from ps_helpers import insecure_worker
+from ps_helpers import insecure_worker, small_net
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import pack, unpack_header
@@ -80,3 +80,22 @@ def test_a_stats_reply_without_its_counts_is_refused_naming_its_shard():
     said = str(raised.value)
     want = "rank 0: malformed reply from a pserver: stats reply without its 'updates' count"
     assert said == f"{want} (pserver shard 0 ({endpoint}))", said
+
+
+@pytest.mark.timeout(60)
+def test_a_reply_whose_values_do_not_fit_names_its_shard(shards):
+    """A reply that reads as msgpack but whose versions or values do not fit the blocks asked
+    for (the worker's later checks, :meth:`ReplyWriter._write`) named no shard either."""
+    endpoints = shards.start(2, workers=1, mode="async")
+    net = small_net()
+    sync = insecure_worker(endpoints, 0, 1, timeout=10)
+    try:
+        sync.setup(net.parameters())
+        blocks = sync.layout.blocks_on(1)
+        with pytest.raises(SyncError) as raised:  # a pull's reply of shard 1 without its values
+            sync._write(blocks, [], {"op": "ok", "versions": [0] * len(blocks)})
+    finally:
+        sync.close()
+    said = str(raised.value)
+    assert said.startswith("rank 0: malformed reply from a pserver: "), said
+    assert said.endswith(f" (pserver shard 1 ({endpoints[1]}))"), said
