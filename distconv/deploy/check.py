@@ -285,8 +285,7 @@ def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
         for where, template in _templates(obj):
             if obj.get("kind") != "Pod":  # a bare Pod's labels are its own, named above
                 yield from _labels(f"{where} pod template", template)
-            of_the_job = obj.get("kind") not in RESTARTING_CONTROLLERS or _of_the_job(template)
-            yield from _pod_conventions(where, template, health_ports, of_the_job)
+            yield from _pod_conventions(where, template, health_ports, _of_the_job(template))
 
 
 def _labels(where: str, node: Manifest) -> Iterator[str]:
@@ -310,9 +309,9 @@ def _health_ports(obj: Manifest) -> set[int]:
 
 def _of_the_job(template: Manifest) -> bool:
     """Whether the pods of ``template`` run a shard, a rank or the sshd that starts MPI ranks,
-    which checkpoint on SIGTERM and serve ``/readyz`` and ``/healthz``: a Deployment (or
-    another of :data:`RESTARTING_CONTROLLERS`) beside them that runs another program (a
-    dashboard, a metrics exporter) does neither, and is held to neither."""
+    which checkpoint on SIGTERM and serve ``/readyz`` and ``/healthz``: a Deployment, a Job
+    or a CronJob beside them that runs another program (a dashboard, a data download, a
+    checkpoint backup) does neither, and is held to neither, whatever its kind."""
     return any(_runs(c, "train", "pserver", "sshd") for c in _main_containers(template))
 
 
