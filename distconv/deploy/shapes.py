@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distconv.deploy.counts import _is_count
 from distconv.deploy.walk import (
     Manifest,
     _namespace,
@@ -197,6 +198,8 @@ def _kept(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
     if isinstance(rule, list):
         items = (_field(item, rule[0], f"{path}[{i}]", lines) for i, item in enumerate(value))
         return [item for item in items if item is not _DROPPED]
+    if rule is int:  # 8080.0 reaches the API server as 8080 (counts._is_count)
+        return int(value)
     if not isinstance(rule, dict):
         return value
     kept = dict(value)
@@ -231,7 +234,8 @@ def _field(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
 
 
 def _fits(value: Any, rule: Any) -> bool:
-    """Whether ``value`` is of the type ``rule`` asks (a bool is no integer: YAML's ``true``)."""
+    """Whether ``value`` is of the type ``rule`` asks (a bool is no integer: YAML's ``true``;
+    a whole float is one, as kubectl sends it: :func:`~distconv.deploy.counts._is_count`)."""
     if isinstance(rule, (NamedElsewhere, Required)):
         return _fits(value, rule.rule)
     if isinstance(rule, (dict, Each)):
@@ -239,7 +243,7 @@ def _fits(value: Any, rule: Any) -> bool:
     if isinstance(rule, list):
         return isinstance(value, list)
     if rule is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return _is_count(value)
     return isinstance(value, rule)
 
 
