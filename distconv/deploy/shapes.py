@@ -107,26 +107,42 @@ def applied_objects(docs: Sequence[Any]) -> tuple[list[Manifest], list[str]]:
     each thing in them it refuses."""
     refused: list[str] = []
     objs, problems = well_typed([as_applied(obj) for obj in _listed(docs, refused)])
-    problems.extend(filter(None, map(_name_too_long, _of_kind(objs, "StatefulSet"))))
+    problems.extend(filter(None, map(_name_too_long, objs)))
     return [*objs, *map(_job_of, _of_kind(objs, "CronJob"))], [*refused, *problems]
 
 
-#: the longest StatefulSet name whose pods are made: each carries the label
-#: ``controller-revision-hash: <name>-<hash of up to 10 characters>``, and a label's value
-#: holds 63 characters (kubernetes/kubernetes#64023)
-STATEFULSET_NAME_MAX = 52
+#: the longest name of a kind whose objects the cluster can run, and why; each longer name
+#: ends in a label value (or a name) over the 63 characters of a DNS label
+NAME_MAX = {
+    # its pods' label controller-revision-hash: <name>-<hash of up to 10> (kubernetes#64023)
+    "StatefulSet": (
+        52,
+        "its pods' controller-revision-hash label (the name and a hash) would be longer than "
+        "a label's 63, and no pod would be created",
+    ),
+    # each Job it creates is <name>-<scheduled time in minutes> (11 more characters)
+    "CronJob": (
+        52,
+        "the API server refuses it: the Job made at each run, named <name>-<scheduled time>, "
+        "would be longer than the 63 a Job's name holds",
+    ),
+    # its pods' label batch.kubernetes.io/job-name holds the name
+    "Job": (
+        63,
+        "the API server refuses it: its pods' job-name label (the name) would be longer than "
+        "a label's 63",
+    ),
+}
 
 
-def _name_too_long(sts: Manifest) -> str | None:
-    """Why the StatefulSet ``sts`` creates no pod, where its name is too long; else None."""
-    name = metadata_of(sts).get("name")
-    if not isinstance(name, str) or len(name) <= STATEFULSET_NAME_MAX:
+def _name_too_long(obj: Manifest) -> str | None:
+    """Why ``obj`` (a StatefulSet, CronJob or Job: :data:`NAME_MAX`) is refused or creates no
+    pod, where its name is too long; else None."""
+    kind, name = obj.get("kind"), metadata_of(obj).get("name")
+    most, why = NAME_MAX.get(kind, (0, "")) if isinstance(kind, str) else (0, "")
+    if not most or not isinstance(name, str) or len(name) <= most:
         return None
-    return (
-        f"{_where(sts)}: a StatefulSet's name holds at most {STATEFULSET_NAME_MAX} characters, "
-        f"got {len(name)}: its pods' controller-revision-hash label (the name and a hash) "
-        "would be longer than a label's 63, and no pod would be created"
-    )
+    return f"{_where(obj)}: a {kind}'s name holds at most {most} characters, got {len(name)}: {why}"
 
 
 def _job_of(cronjob: Manifest) -> Manifest:

@@ -1,0 +1,60 @@
+"""A StatefulSet whose name is over 52 characters is named (review k299), but a CronJob's
+name has the same limit, which the API server enforces ("must be no more than 52 characters":
+each Job it creates is ``<name>-<scheduled time in minutes>``, 11 more characters, and a Job's
+name holds 63, as its pods' ``job-name`` label does): both passed the check (review k304)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from distconv.deploy import manifest_problems, render_manifests
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _rendered() -> list[dict]:
+    return copy.deepcopy(render_manifests(job_name="j", workers=2, servers=1, image="d:1"))
+
+
+def _with_cronjob(name: str) -> list[dict]:
+    """The rendered job, its worker Job run by a CronJob ``name`` instead."""
+    service, shards, job = _rendered()
+    job_template = {"metadata": {"labels": job["metadata"]["labels"]}, "spec": job["spec"]}
+    spec = {"schedule": "0 3 * * *", "concurrencyPolicy": "Forbid", "jobTemplate": job_template}
+    metadata = {**job["metadata"], "name": name}
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": metadata, "spec": spec}
+    return [service, shards, cron]
+
+
+@pytest.mark.parametrize(("length", "named"), [(52, False), (53, True), (63, True)])
+def test_a_cronjob_name_over_52_characters_is_named(length, named):
+    name = "c" * length
+    problems = manifest_problems(_with_cronjob(name))
+    line = (
+        f"CronJob {name}: a CronJob's name holds at most 52 characters, got {length}: the API "
+        "server refuses it: the Job made at each run, named <name>-<scheduled time>, would be "
+        "longer than the 63 a Job's name holds"
+    )
+    assert (line in problems) is named
+    assert len(problems) == named
+
+
+@pytest.mark.parametrize(("length", "named"), [(63, False), (64, True)])
+def test_a_job_name_over_63_characters_is_named(length, named):
+    objs = _rendered()
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    name = job["metadata"]["name"] = "w" * length
+    problems = manifest_problems(objs)
+    line = (
+        f"Job {name}: a Job's name holds at most 63 characters, got {length}: the API server "
+        "refuses it: its pods' job-name label (the name) would be longer than a label's 63"
+    )
+    assert problems == ([line] if named else [])
+
+
+def test_an_object_whose_kind_is_no_string_is_judged_without_a_crash():
+    objs = _rendered()
+    objs[0]["kind"] = ["Service"]
+    assert isinstance(manifest_problems(objs), list)
