@@ -82,7 +82,9 @@ POD_SPEC = {
 }
 TEMPLATE = {"metadata": METADATA, "spec": POD_SPEC}
 JOB_SPEC = {"template": TEMPLATE, "completionMode": str}
-#: each kind's ``spec``; any other kind's is read as a pod template's holder (a Deployment's)
+#: the ``spec`` of a kind not in :data:`SPECS`: a pod template's holder (a Deployment's)
+HOLDER = {"template": TEMPLATE}
+#: each kind's ``spec``; any other kind's is read as :data:`HOLDER`
 SPECS = {
     "Pod": POD_SPEC,
     "Job": JOB_SPEC,
@@ -190,11 +192,13 @@ def well_typed(objs: Sequence[Manifest]) -> tuple[list[Manifest], list[str]]:
     kept = []
     for obj in objs:
         kind = obj.get("kind")
-        spec = SPECS.get(kind, {"template": TEMPLATE}) if isinstance(kind, str) else {}
-        rule = {"metadata": METADATA, "spec": spec}
-        lines = [f"spec is missing: the API server refuses a {kind} without one"] * (
-            kind in NEEDS_SPEC and "spec" not in obj
+        text = isinstance(kind, str)  # kind: [Job] is refused, its fields typed as any kind's
+        rule = {"metadata": METADATA, "spec": SPECS.get(kind, HOLDER) if text else HOLDER}
+        lines = [f"kind must be a string, got {kind!r}: kubectl apply refuses it"] * (
+            not text and kind is not None
         )
+        if text and kind in NEEDS_SPEC and "spec" not in obj:
+            lines.append(f"spec is missing: the API server refuses a {kind} without one")
         kept.append(_kept(obj, rule, "", lines))
         problems.extend(f"{_where(obj)}: {line}" for line in lines)
     return kept, problems
