@@ -123,22 +123,29 @@ def _shards_serve(objs: Sequence[Manifest], workers: Manifest, ranks: int | None
 
 
 def _workers(objs: Sequence[Manifest]) -> list[Manifest]:
-    """The Jobs whose pods run ranks (``distconv train``), once each; where none does, the
-    bare Pods that do. A bare Pod beside a Job's ranks is not counted with them (it is judged
-    as that Job's pod, by the checks of every rank)."""
+    """The Jobs and the bare Pods whose pods run ranks (``distconv train``), once each: each
+    places its ranks from rank 0 of the shards' one world."""
     running = {id(o): o for o, *_ in _running(objs, "train")}.values()
-    return [o for o in running if o.get("kind") == "Job"] or _of_kind(running, "Pod")
+    return [o for o in running if o.get("kind") in ("Job", "Pod")]
+
+
+def _plural(kinds: set[str]) -> tuple[str, str]:
+    """How a line names the workers of ``kinds`` together, and each of them."""
+    if len(kinds) > 1:
+        return "Jobs and Pods", "of them"
+    (kind,) = kinds
+    return f"{kind}s", kind
 
 
 def _one_workers_job(objs: Sequence[Manifest]) -> Iterator[str]:
-    """The shards serve one world of ranks (their ``--workers``, one job id): two Jobs (or, with
-    no Job, two bare Pods, each rank 0 of 1) whose ranks train beside them each place their
-    pods as ranks 0..N-1 of it, so every rank would be claimed twice (a job id the shards do
-    not serve is named by _pod_settings)."""
+    """The shards serve one world of ranks (their ``--workers``, one job id): two Jobs or bare
+    Pods (each rank 0 of 1), or a Job and a Pod, whose ranks train beside them each place
+    their pods as ranks 0..N-1 of it, so every rank would be claimed twice (a job id the
+    shards do not serve is named by _pod_settings)."""
     workers = _workers(objs)
     shards = {id(o): o for o, *_ in _running(objs, "pserver") if o.get("kind") == "StatefulSet"}
     if len(workers) > 1 and shards:
-        kinds, each = ("Jobs", "Job") if workers[0].get("kind") == "Job" else ("Pods", "Pod")
+        kinds, each = _plural({str(o.get("kind")) for o in workers})
         yield (
             f"{', '.join(map(_where, workers))}: {len(workers)} {kinds} run distconv train "
             f"beside the shards ({', '.join(map(_where, shards.values()))}), whose ranks are one "

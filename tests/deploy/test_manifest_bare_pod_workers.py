@@ -55,3 +55,17 @@ def test_two_bare_pods_beside_the_shards_are_named():
         "(StatefulSet j-pserver), whose ranks are one world: each rank would be claimed by "
         "each Pod"
     ]
+
+
+def test_a_bare_pod_beside_a_jobs_ranks_is_named():
+    """Review k304: a bare Pod (rank 0 of 1) beside a Job's ranks was not counted with them,
+    though both claim rank 0 of the shards' one world."""
+    service, shards, job = copy.deepcopy(
+        render_manifests(job_name="j", workers=1, servers=1, image="d:1")
+    )
+    (pod,) = _shards_and_pods(workers=1, pods=1)[2:]
+    assert manifest_problems([service, shards, job, pod]) == [
+        "Job j-worker, Pod j-w0: 2 Jobs and Pods run distconv train beside the shards "
+        "(StatefulSet j-pserver), whose ranks are one world: each rank would be claimed by "
+        "each of them"
+    ]

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.timeout(60)
 def _with_pod(gpus: int = 0, of: str = "Job") -> tuple[list[dict], dict]:
     """The rendered manifests of 1 rank and 1 shard, the pod of the ``of`` (Job: the rank's;
     StatefulSet: the shard's) added as bare Pod ``p`` (restartPolicy Never); and its first
-    container."""
+    container. The rank's Pod replaces the Job: beside it, both would claim rank 0 of the
+    shards' one world (review k304)."""
     objs = copy.deepcopy(
         render_manifests(job_name="j", workers=1, servers=1, image="d:1", gpus=gpus)
     )
@@ -28,7 +29,8 @@ def _with_pod(gpus: int = 0, of: str = "Job") -> tuple[list[dict], dict]:
     spec = {**template["spec"], "restartPolicy": "Never"}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": "p"}}
     pod["spec"] = spec
-    return [*objs, pod], spec["containers"][0]
+    kept = [o for o in objs if o is not owner or of != "Job"]
+    return [*kept, pod], spec["containers"][0]
 
 
 def test_a_bare_pod_of_the_rendered_rank_or_shard_passes():
