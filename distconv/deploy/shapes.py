@@ -88,7 +88,8 @@ HOLDER = {"template": TEMPLATE}
 SPECS = {
     "Pod": POD_SPEC,
     "Job": JOB_SPEC,
-    "CronJob": {"jobTemplate": {"metadata": METADATA, "spec": JOB_SPEC}},
+    # a jobTemplate's metadata is named here: metadata_problem reads objects and pod templates
+    "CronJob": {"jobTemplate": Required({"metadata": METADATA.rule, "spec": Required(JOB_SPEC)})},
     "StatefulSet": {
         "template": TEMPLATE,
         "serviceName": str,
@@ -110,7 +111,9 @@ def applied_objects(docs: Sequence[Any]) -> tuple[list[Manifest], list[str]]:
     refused: list[str] = []
     objs, problems = well_typed([as_applied(obj) for obj in _listed(docs, refused)])
     problems.extend(filter(None, map(_name_too_long, objs)))
-    return [*objs, *map(_job_of, _of_kind(objs, "CronJob"))], [*refused, *problems]
+    # a CronJob without a jobTemplate (or its spec), named above, creates no Job
+    cronjobs = [obj for obj in _of_kind(objs, "CronJob") if "jobTemplate" in spec_of(obj)]
+    return [*objs, *map(_job_of, cronjobs)], [*refused, *problems]
 
 
 #: the longest name of a kind whose objects the cluster can run, and why; each longer name
@@ -151,15 +154,12 @@ def _job_of(cronjob: Manifest) -> Manifest:
     """The Job ``cronjob`` creates at each run, held to every check of a Job: its
     ``jobTemplate``, named ``<cronjob>-<scheduled time>`` (a ``generateName`` here, whose
     stand-in names it in problems), in the CronJob's namespace."""
-    template = spec_of(cronjob).get("jobTemplate", {})
+    template = spec_of(cronjob)["jobTemplate"]
     metadata = {key: value for key, value in metadata_of(template).items() if key != "name"}
     metadata["generateName"] = f"{object_name(cronjob)}-"
     if _namespace(cronjob) is not None:
         metadata["namespace"] = _namespace(cronjob)
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata}
-    if "spec" in template:  # none: the Job's own problem ("spec is missing" is the CronJob's)
-        job["spec"] = template["spec"]
-    return job
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": template["spec"]}
 
 
 def _listed(objs: Sequence[Any], refused: list[str]) -> Iterator[Manifest]:
