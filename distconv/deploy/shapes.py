@@ -51,7 +51,10 @@ class NamedElsewhere:
     rule: Any
 
 
-METADATA = NamedElsewhere({"labels": dict, "annotations": dict})
+#: text: a name or a namespace of a number (namespace: 5) is refused by kubectl too
+METADATA = NamedElsewhere(
+    {"name": str, "generateName": str, "namespace": str, "labels": dict, "annotations": dict}
+)
 #: a probe's or a hook's action; an ``exec`` command is joined as text
 HANDLER = {"httpGet": dict, "exec": {"command": [str]}, "tcpSocket": dict, "grpc": dict}
 CONTAINER = {
