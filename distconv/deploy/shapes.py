@@ -179,7 +179,7 @@ def _listed(objs: Sequence[Any], refused: list[str]) -> Iterator[Manifest]:
             refused.append(f"{obj!r} is no object (kind, metadata, ...): kubectl apply refuses it")
         elif not str(kind).endswith("List"):
             yield obj
-        elif isinstance(obj.get("items") or [], list):
+        elif obj.get("items") is None or isinstance(obj["items"], list):  # {} is no list
             yield from _listed(obj.get("items") or [], refused)
         else:
             got = "a mapping" if isinstance(obj["items"], dict) else repr(obj["items"])
