@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from distconv.deploy.counts import _is_count
@@ -223,6 +224,8 @@ def _kept(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
         return [item for item in items if item is not _DROPPED]
     if rule is int:  # 8080.0 reaches the API server as 8080 (counts._is_count)
         return int(value)
+    if rule is str and isinstance(value, date):  # 2024-01-01: text to kubectl (see _fits)
+        return value.isoformat()
     if not isinstance(rule, dict):
         return value
     kept = dict(value)
@@ -258,7 +261,8 @@ def _field(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
 
 def _fits(value: Any, rule: Any) -> bool:
     """Whether ``value`` is of the type ``rule`` asks (a bool is no integer: YAML's ``true``;
-    a whole float is one, as kubectl sends it: :func:`~distconv.deploy.counts._is_count`)."""
+    a whole float is one, as kubectl sends it: :func:`~distconv.deploy.counts._is_count`; a
+    date that PyYAML read from ``2024-01-01`` is text, as kubectl reads it)."""
     if isinstance(rule, (NamedElsewhere, Required)):
         return _fits(value, rule.rule)
     if isinstance(rule, (dict, Each)):
@@ -267,6 +271,8 @@ def _fits(value: Any, rule: Any) -> bool:
         return isinstance(value, list)
     if rule is int:
         return _is_count(value)
+    if rule is str:  # kubectl's go-yaml v2 keeps a timestamp-like plain scalar as its text
+        return isinstance(value, (str, date))
     return isinstance(value, rule)
 
 
