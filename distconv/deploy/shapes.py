@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from distconv.deploy.counts import _is_count
+from distconv.deploy.counts import _is_count, known_count
 from distconv.deploy.walk import (
+    HOST_NAME_MAX,
     Manifest,
     _namespace,
     _of_kind,
@@ -150,8 +151,27 @@ def _name_too_long(obj: Manifest) -> str | None:
     kind, name = obj.get("kind"), metadata_of(obj).get("name")
     most, why = NAME_MAX.get(kind, (0, "")) if isinstance(kind, str) else (0, "")
     if not most or not isinstance(name, str) or len(name) <= most:
-        return None
+        return _indexed_host_too_long(obj, name) if kind == "Job" else None
     return f"{_where(obj)}: a {kind}'s name holds at most {most} characters, got {len(name)}: {why}"
+
+
+def _indexed_host_too_long(job: Manifest, name: Any) -> str | None:
+    """Why the Indexed Job ``job`` (of a name that fits a Job's) cannot create all its pods:
+    the Job controller sets each one's hostname to ``<name>-<index>``, a DNS label the API
+    server refuses over 63 characters; else None."""
+    spec = spec_of(job)
+    completions = known_count(spec, "completions", None)  # none: named elsewhere
+    if spec.get("completionMode") != "Indexed" or not completions or not isinstance(name, str):
+        return None
+    last = completions - 1
+    most = HOST_NAME_MAX - len(f"-{last}")
+    if len(name) <= most:
+        return None
+    return (
+        f"{_where(job)}: an Indexed Job's name holds at most {most} characters with "
+        f"{completions} completions, got {len(name)}: its pod of index {last} gets the host "
+        f"name <name>-{last}, which the API server refuses over {HOST_NAME_MAX}"
+    )
 
 
 def _job_of(cronjob: Manifest) -> Manifest:
