@@ -1,11 +1,11 @@
-"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_late.py OUT DELAY: every rank abandons the
-same step, rank 1 ``DELAY`` seconds after rank 0 (a layer that raises late in a long pass, a
-rank on a loaded machine), then both fit again.
+"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_late.py OUT DELAY TIMEOUT: every rank abandons
+the same step, rank 1 ``DELAY`` seconds after rank 0 (a layer that raises late in a long pass,
+a rank on a loaded machine), then both fit again.
 
 Two parameters in two buckets (``b``'s first), the communication thread on, the watchdog's
-``timeout`` 60 s. Both fire ``b`` (its bucket goes on the wire); rank 0 abandons at once and sets
-the sync up again: its thread sends what the step left (bucket ``a``) and waits there for rank
-1, which abandons and sets up ``DELAY`` seconds later. Both then train one step
+``timeout`` ``TIMEOUT`` seconds. Both fire ``b`` (its bucket goes on the wire); rank 0 abandons
+at once and sets the sync up again: its thread sends what the step left (bucket ``a``) and
+waits there for rank 1, which abandons and sets up ``DELAY`` seconds later. Both then train one step
 (:func:`~tests.mpi.common.step_and_save`): ``OUT/values<rank>.npz``.
 """
 
@@ -24,8 +24,8 @@ from tests.mpi.common import step_and_save
 
 
 def main() -> None:
-    out, delay = Path(sys.argv[1]), float(sys.argv[2])
-    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=True, timeout=60)
+    out, delay, timeout = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=True, timeout=timeout)
     params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
     try:
         sync.setup(params, {})
