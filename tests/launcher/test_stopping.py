@@ -192,19 +192,47 @@ def test_a_child_killed_at_the_graces_end_is_named(tmp_path):
     assert done_at(tmp_path, "w") is None
 
 
+def _signal_once_stopped(pid_file: Path, signum: int, limit: float = 30) -> dict[str, bool]:
+    """Send ``signum`` to this process (the launcher's) once the child whose pid is in
+    ``pid_file`` is stopped (state ``T``), or ``limit`` seconds on; the dict returned holds
+    ``stopped``: whether it was, once the signal is sent."""
+    seen: dict[str, bool] = {}
+
+    def send() -> None:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            text = pid_file.read_text() if pid_file.exists() else ""
+            if text.strip().isdigit() and _state(int(text)) == "T":
+                seen["stopped"] = True
+                break
+            time.sleep(0.01)
+        else:
+            seen["stopped"] = False
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=send, daemon=True).start()
+    return seen
+
+
 @pytest.mark.timeout(60)
 def test_a_stopped_child_gets_its_sigterm_and_its_grace(tmp_path):
     """A child stopped (SIGSTOP, Ctrl-Z) holds a SIGTERM pending until it runs again: without
     a SIGCONT after it, as a shell's ``kill`` sends a stopped job, it sat out the whole grace
     and was killed without its checkpoint."""
-    script = tmp_path / "stops_itself.py"
+    script, pid_file = tmp_path / "stops_itself.py", tmp_path / "w.pid"
+    stop_itself = f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+    stop_itself += "os.kill(os.getpid(), signal.SIGSTOP)\n"
     script.write_text(
         CHECKPOINTS.replace("import ", "import os, ", 1).replace(
-            "while True:", "os.kill(os.getpid(), signal.SIGSTOP)\nwhile True:"
+            "while True:", f"{stop_itself}while True:"
         )
     )
     specs = [ChildSpec("worker", 0, [sys.executable, str(script), str(tmp_path / "w"), "0.2"])]
-    status, said = supervise(tmp_path, specs, grace=5, signal_at=(["w.up"], 0.5, signal.SIGTERM))
+    # the signal lands once the child is stopped: a fixed 0.5 s after w.up could land before
+    # its SIGSTOP on a loaded host, and the test then passed without a stopped child
+    seen = _signal_once_stopped(pid_file, signal.SIGTERM)
+    status, said = supervise(tmp_path, specs, grace=5)
+    assert seen.get("stopped"), f"the child was not stopped when the signal landed: {seen}"
     assert status == 143, said
     assert "still running" not in said
     assert done_at(tmp_path, "w") is not None, said
