@@ -1,8 +1,9 @@
 """The watchdog (``distconv.sync.mpi.watchdog``): a rank that waits too long for the others
 stops the job with a message naming the wait, where MPI alone would wait forever.
 
-The jobs run under a real ``mpiexec -n 2`` with a 2 s timeout; the test's own timeout (30 s)
-turns a hang into a failure. The watchdog's own bookkeeping is tested in one process, with
+The jobs run under a real ``mpiexec -n 2`` with a 2 s timeout; ``run_mpi``'s timeout
+(:data:`JOB_HANGS_AFTER`) turns a hang into a failure that names each rank's record, the test's
+own (60 s) anything else. The watchdog's own bookkeeping is tested in one process, with
 real threads.
 """
 
@@ -36,7 +37,15 @@ from distconv.sync.mpi.watchdog import (
 )
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
+
+#: a failing job must end within this many seconds: a stalled job's stuck rank sleeps 60 s, so
+#: any bound below that tells the watchdog's stop (a few seconds) from the sleep's end, with
+#: room for a loaded host's slow start of four Pythons under mpiexec (15 s was raced)
+JOB_ENDS_WITHIN = 40
+#: ``run_mpi``'s limit: a job still running then is killed whole and fails the test naming
+#: what ran, before the test's own timeout cuts it short and leaves the job running
+JOB_HANGS_AFTER = 45
 
 
 def with_mpiexec(test):
@@ -51,12 +60,13 @@ def stalled_job(tmp_path, case: str, overlap: str, thread_level: str | None = No
     command = ["-n", "2", *script("run_stall.py", thread_level), case, overlap, str(tmp_path)]
     began = time.monotonic()
     try:
-        proc = run_mpi(command, timeout=25)
+        proc = run_mpi(command, timeout=JOB_HANGS_AFTER)
     except subprocess.TimeoutExpired:  # which rank hung, and where: each rank's own record
-        pytest.fail(f"the job still ran after 25 s; the ranks' records:\n{records_of(tmp_path)}")
+        records = records_of(tmp_path)
+        pytest.fail(f"the job still ran after {JOB_HANGS_AFTER} s; the ranks' records:\n{records}")
     assert proc.returncode != 0, proc.stderr
     # a rank is stuck for a minute: only the watchdog (a few seconds) ends the job this soon
-    assert time.monotonic() - began < 15
+    assert time.monotonic() - began < JOB_ENDS_WITHIN
     return records_of(tmp_path)
 
 
@@ -175,9 +185,9 @@ def test_a_rank_whose_environment_disagrees_with_mpi_ends_the_job(tmp_path, monk
     command += ["--out", str(tmp_path / "run"), "--log-format", fmt]
     began = time.monotonic()
     monkeypatch.setenv("ERRORS", str(tmp_path))  # each rank inherits it
-    proc = run_mpi(["-n", "2", *command], timeout=25)
+    proc = run_mpi(["-n", "2", *command], timeout=JOB_HANGS_AFTER)
     assert proc.returncode != 0
-    assert time.monotonic() - began < 15  # the abort, not a 600 s watchdog
+    assert time.monotonic() - began < JOB_ENDS_WITHIN  # the abort, not a 600 s watchdog
     said = "MPI says rank 1 of 2, but the environment (flags) says rank 0 of 2"
     record = (tmp_path / "rank1.err").read_text()
     line = f"rank 1: RuntimeConfigError: {said}; aborting the MPI job"
@@ -206,7 +216,7 @@ def test_every_communicator_call_of_the_sync_is_watched_or_local(tmp_path):
     asks nothing of the other ranks."""
     pytest.importorskip("mpi4py")
     out = tmp_path / "names.txt"
-    proc = run_mpi(["-n", "2", *script("run_calls.py"), str(out)], timeout=60)
+    proc = run_mpi(["-n", "2", *script("run_calls.py"), str(out)], timeout=JOB_HANGS_AFTER)
     assert proc.returncode == 0, proc.stderr
     names = set(out.read_text().split())
     local = {"Get_rank", "Get_size", "Free"}
