@@ -7,10 +7,12 @@ never cut short."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import zmq
@@ -36,12 +38,37 @@ def two_workers(shards, monkeypatch):
         s.close()
 
 
-def sigterm_in(seconds: float) -> threading.Timer:
-    """A SIGTERM to this process in ``seconds``; join the timer before the handlers go back:
-    one that fires after them (a test that failed early) would kill the whole pytest run."""
-    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM))
-    timer.start()
-    return timer
+class SigtermIn(threading.Thread):
+    """A SIGTERM to this process ``seconds`` from now, then ``then()`` (a peer's late call)
+    ``after`` seconds after the signal, in this one thread: a peer on a timer of its own ran
+    early or late against the signal by as much as a loaded host holds a thread back, and the
+    windows the tests check are counted from the signal (:attr:`sent`), not from its timer's
+    start. Call :meth:`wait_sent` before the handlers go back: a signal after them (a test
+    that failed early) would kill the whole pytest run; join it for ``then()``'s end."""
+
+    def __init__(
+        self, seconds: float, then: Callable[[], object] | None = None, after: float = 0.0
+    ) -> None:
+        super().__init__(daemon=True)
+        self.seconds, self.then, self.after = seconds, then, after
+        #: ``time.monotonic()`` as the signal was sent; None before
+        self.sent: float | None = None
+        self._sent = threading.Event()
+        self.start()
+
+    def wait_sent(self) -> None:
+        """Return once the signal is sent (not waiting for ``then()``, which may wait on the
+        very call that failed)."""
+        self._sent.wait()
+
+    def run(self) -> None:
+        time.sleep(self.seconds)
+        self.sent = time.monotonic()
+        os.kill(os.getpid(), signal.SIGTERM)
+        self._sent.set()
+        if self.then is not None:
+            time.sleep(max(0.0, self.sent + self.after - time.monotonic()))
+            self.then()
 
 
 @pytest.mark.timeout(60)
@@ -49,15 +76,14 @@ def test_a_stop_ends_a_step_the_shard_cannot_answer(two_workers):
     (net, _), (sync, _) = two_workers
     restore = StopRequest(announce=False).install()
     try:
-        sigterm = sigterm_in(0.3)
-        began = time.monotonic()
+        sigterm = SigtermIn(0.3)
         with pytest.raises(SyncError) as raised:
             train_steps(net, sync, batches(1, 8), rank=0, world=2)
-        took = time.monotonic() - began
+        took = time.monotonic() - sigterm.sent
     finally:
-        sigterm.join()
+        sigterm.wait_sent()
         restore()
-    assert 0.3 + PATIENCE - 0.1 < took < 0.3 + PATIENCE + 2, took
+    assert PATIENCE - 0.1 < took < PATIENCE + 2, f"{took:.2f} s after the SIGTERM"
     message = str(raised.value)
     assert message.startswith("rank 0: asked to stop (SIGTERM), and pserver shard(s) 0 ")
     assert f"gave no answer to step 1 in the {PATIENCE:g} s since" in message
@@ -74,15 +100,14 @@ def test_handshake_news_in_a_stop_s_wait_does_not_put_the_stop_off(two_workers, 
     monkeypatch.setattr(sync._poller, "poll", lambda ms=None: [*poll(ms), news])
     restore = StopRequest(announce=False).install()
     try:
-        sigterm = sigterm_in(0.3)
-        began = time.monotonic()
+        sigterm = SigtermIn(0.3)
         with pytest.raises(SyncError, match=r"asked to stop \(SIGTERM\)"):
             train_steps(net, sync, batches(1, 8), rank=0, world=2)
-        took = time.monotonic() - began
+        took = time.monotonic() - sigterm.sent
     finally:
-        sigterm.join()
+        sigterm.wait_sent()
         restore()
-    assert took < 0.3 + PATIENCE + 2, took
+    assert took < PATIENCE + 2, f"{took:.2f} s after the SIGTERM"
 
 
 @pytest.mark.timeout(60)
@@ -91,13 +116,13 @@ def test_a_step_answered_within_the_patience_ends_as_before(two_workers):
     data = batches(2, 8)
     restore = StopRequest(announce=False).install()
     try:
-        sigterm = sigterm_in(0.1)  # rank 1 pushes its step half the patience after the stop
-        late = threading.Timer(0.1 + PATIENCE / 2, train_steps, (nets[1], syncs[1], data[:1], 1, 2))
-        late.start()
+        # rank 1 pushes its step half the patience after the stop
+        push = functools.partial(train_steps, nets[1], syncs[1], data[:1], 1, 2)
+        sigterm = SigtermIn(0.1, then=push, after=PATIENCE / 2)
         train_steps(nets[0], syncs[0], data[:1], rank=0, world=2)
-        late.join()
+        sigterm.join()  # rank 1's push done
     finally:
-        sigterm.join()
+        sigterm.wait_sent()
         restore()
     # both took the same step: a second one goes through with no stop pending
     run_ranks(lambda r: train_steps(nets[r], syncs[r], data[1:], r, 2), 2)
@@ -107,19 +132,17 @@ def test_a_step_answered_within_the_patience_ends_as_before(two_workers):
 
 def _with_the_peer_late(syncs, call: str, ours: tuple = (), theirs: tuple = ()):
     """A SIGTERM 0.1 s in, then rank 0's ``call(*ours)`` while rank 1 makes its
-    ``call(*theirs)`` 2 x PATIENCE later (a live rank that evaluates, or the chief writing a
-    checkpoint); returns rank 0's answer and how long it waited."""
+    ``call(*theirs)`` 2 x PATIENCE after the signal (a live rank that evaluates, or the chief
+    writing a checkpoint); returns rank 0's answer and how long after the signal it came."""
     restore = StopRequest(announce=False).install()
     try:
-        sigterm = sigterm_in(0.1)
-        late = threading.Timer(0.1 + 2 * PATIENCE, getattr(syncs[1], call), theirs)
-        late.start()
-        began = time.monotonic()
+        late = functools.partial(getattr(syncs[1], call), *theirs)
+        sigterm = SigtermIn(0.1, then=late, after=2 * PATIENCE)
         answer = getattr(syncs[0], call)(*ours)
-        waited = time.monotonic() - began
-        late.join()
+        waited = time.monotonic() - sigterm.sent
+        sigterm.join()  # rank 1's call done
     finally:
-        sigterm.join()
+        sigterm.wait_sent()
         restore()
     return answer, waited
 
@@ -127,7 +150,7 @@ def _with_the_peer_late(syncs, call: str, ours: tuple = (), theirs: tuple = ()):
 @pytest.mark.timeout(60)
 def test_a_barrier_is_not_cut_short_by_a_stop(two_workers):
     _, waited = _with_the_peer_late(two_workers[1], "barrier")
-    assert waited >= 2 * PATIENCE
+    assert waited >= 2 * PATIENCE, f"answered {waited:.2f} s after the SIGTERM"
 
 
 @pytest.mark.timeout(60)
@@ -153,10 +176,10 @@ def test_a_peer_always_that_slow_is_waited_for_as_long_as_it_always_was(two_work
     train_steps(nets[0], syncs[0], data[:2], rank=0, world=2)  # the usual silence: 0.8
     restore = StopRequest(announce=False).install()
     try:
-        sigterm = sigterm_in(0.1)
+        sigterm = SigtermIn(0.1)
         train_steps(nets[0], syncs[0], data[2:], rank=0, world=2)
     finally:
-        sigterm.join()
+        sigterm.wait_sent()
         restore()
         slow.join()
     for p, q in zip(*(n.parameters() for n in nets)):
