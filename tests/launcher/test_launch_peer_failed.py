@@ -63,20 +63,63 @@ def _child(rank: int, code: int, after: float) -> ChildSpec:
     return ChildSpec("worker", rank, [sys.executable, "-c", body])
 
 
+#: a worker (ARGV: folder, rank, code, ranks...) that says its pid, and exits ``code`` once
+#: the workers ``ranks`` have exited (their processes gone or zombies: the supervisor keeps
+#: them with WNOWAIT), then a margin for the supervisor's waiter threads to note them first
+_EXITS_IN_ORDER = """\
+import os, pathlib, sys, time
+folder, rank, code, *ranks = sys.argv[1:]
+folder = pathlib.Path(folder)
+(folder / f"{rank}.tmp").write_text(str(os.getpid()))
+(folder / f"{rank}.tmp").rename(folder / f"{rank}.pid")
+
+def gone(other):
+    pid = folder / f"{other}.pid"
+    if not pid.exists():
+        return False
+    try:
+        stat = pathlib.Path(f"/proc/{pid.read_text()}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+deadline = time.monotonic() + 20
+while not all(gone(other) for other in ranks):
+    if time.monotonic() > deadline:
+        sys.exit(f"worker {rank}: workers {ranks} never exited")
+    time.sleep(0.01)
+time.sleep(0.5 if ranks else 0.2)
+sys.exit(int(code))
+"""
+
+
+def _ordered(folder: Path, rank: int, code: int, after: tuple[int, ...] = ()) -> ChildSpec:
+    """A worker that exits ``code`` once the workers ``after`` (of the same ``folder``: one per
+    attempt) have exited; at once (0.2 s) without them. Causes are ordered after their
+    victims by these events: fixed start-relative sleeps 1.2 s apart were raced by a victim
+    started late on a loaded host, which then exited after its cause (stopped, no victim)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    args = [str(folder), str(rank), str(code), *map(str, after)]
+    return ChildSpec("worker", rank, [sys.executable, "-c", _EXITS_IN_ORDER, *args])
+
+
 def _run(tmp_path: Path, specs, settle: float, max_restarts: int = 0):
+    """Supervise ``specs`` (a list, or a function of the restart giving one); the status,
+    the messages, the failure report and the seconds it took."""
     err = io.BytesIO()
     sup = Supervisor(tmp_path / "run", grace=10, out=io.BytesIO(), err=err, settle=settle)
     start = time.monotonic()
-    status = sup.run(lambda restart: specs, max_restarts)
+    status = sup.run(specs if callable(specs) else lambda restart: specs, max_restarts)
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     return status, err.getvalue().decode(), report, time.monotonic() - start
 
 
 @pytest.mark.timeout(60)
 def test_a_cause_within_the_settle_time_is_reported_with_its_victims(tmp_path):
-    # the exits 1.2 s apart or more: two Pythons started together on a loaded machine may be
-    # that far apart (a victim exiting after its cause is stopped, and is no victim then)
-    specs = [_child(0, 75, 0.2), _child(1, 1, 1.5), _child(2, 75, 0.3)]
+    # the cause exits once both victims have (a victim exiting after its cause is stopped,
+    # and is no victim then)
+    out = tmp_path / "out"
+    specs = [_ordered(out, 0, 75), _ordered(out, 1, 1, after=(0, 2)), _ordered(out, 2, 75)]
     status, err, report, _ = _run(tmp_path, specs, settle=4.0)
     assert status == 1, err
     expect = (
@@ -106,7 +149,10 @@ def test_a_victim_with_no_cause_within_the_settle_time_is_reported_as_before(tmp
 
 @pytest.mark.timeout(60)
 def test_restarts_name_the_cause_and_happen_as_before(tmp_path):
-    specs = [_child(0, 75, 0.2), _child(1, 3, 1.4)]  # 1.2 s apart: see above
+    def specs(restart: int) -> list[ChildSpec]:
+        out = tmp_path / f"out-{restart}"
+        return [_ordered(out, 0, 75), _ordered(out, 1, 3, after=(0,))]
+
     status, err, report, _ = _run(tmp_path, specs, settle=4.0, max_restarts=1)
     assert status == 3, err
     expect = (
@@ -126,7 +172,7 @@ def test_a_first_failure_that_is_no_victim_is_reported_at_once(tmp_path):
 
 
 # -- the flag, through distconv-launch ---------------------------------------------------------
-VICTIM_THEN_CAUSE = """\
+VICTIM_THEN_EXITS_IN_ORDER = """\
 import os, sys, time
 rank = int(os.environ["RANK"])
 time.sleep(0.2 if rank == 0 else 3.0)  # past the default settle time, within 6 s
@@ -140,7 +186,7 @@ def test_the_settle_flag_sets_how_long_a_victim_waits_for_its_cause(
     tmp_path, settle, status, reported
 ):
     program = tmp_path / "victim_then_cause.py"
-    program.write_text(VICTIM_THEN_CAUSE)
+    program.write_text(VICTIM_THEN_EXITS_IN_ORDER)
     argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "0",
             "--settle", settle, "--run-dir", str(tmp_path / "run"), "--", str(program)]  # fmt: skip
     done = subprocess.run(argv, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50)
