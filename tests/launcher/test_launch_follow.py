@@ -507,12 +507,18 @@ _NAME_LAUNCHER = (
 
 def _in_own_pid_namespace(script: str, follower: str) -> subprocess.CompletedProcess:
     """``sh -c script`` as root of a PID and mount namespace of its own, with ``$1`` the
-    program that names a launcher (:data:`_NAME_LAUNCHER`) and ``$2`` the follower's."""
-    return subprocess.run(
-        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", _NAME_LAUNCHER,
-         follower],
+    program that names a launcher (:data:`_NAME_LAUNCHER`) and ``$2`` the follower's. The
+    namespace ends with ``unshare`` (``--kill-child``): at the timeout, killing ``unshare``
+    alone left the script and every process in it running. A script that gave up waiting
+    (:func:`_until`) fails the test here, naming the wait, before any skip can take it for
+    an unfit host."""
+    done = subprocess.run(
+        ["unshare", "--mount", "--pid", "--fork", "--kill-child", "sh", "-c", script, "sh",
+         _NAME_LAUNCHER, follower],
         env=ENV, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
+    assert done.returncode != _GAVE_UP, (done.stdout, done.stderr)
+    return done
 
 
 def _still_training_after(seconds: float, looked: Path, go_on: Path | None = None) -> str:
@@ -538,13 +544,28 @@ def _still_training_after(seconds: float, looked: Path, go_on: Path | None = Non
     )
 
 
+#: the exit status of a script that gave up a wait (:func:`_until`)
+_GAVE_UP = 97
+
+
+def _until(condition: str, failure: str, tries: int = 1000) -> str:
+    """A shell loop until ``condition`` holds, 0.01 s between tries. After ``tries`` (10 s or
+    more) the script says ``failure`` on stderr and exits :data:`_GAVE_UP`: an unbounded loop
+    held the namespace's init, and with it the test's processes, after the test had timed
+    out, and a follower that never looked passed the hidden-later test as a skip."""
+    return (
+        f"n=0; until {condition}; do n=$((n + 1)); if [ $n -ge {tries} ]; then "
+        f'echo "{failure}" >&2; exit {_GAVE_UP}; fi; sleep 0.01; done\n'
+    )
+
+
 #: a shell loop until process $L has exec'd ``sleep`` (a wrapper changed its user first)
-_UNTIL_L_SLEEPS = 'until [ "$(cat /proc/$L/comm)" = sleep ]; do sleep 0.01; done\n'
+_UNTIL_L_SLEEPS = _until('[ "$(cat /proc/$L/comm)" = sleep ]', "process $L never ran sleep")
 
 
 def _until_exists(path: Path) -> str:
-    """A shell loop until ``path`` exists."""
-    return f"until [ -e {path} ]; do sleep 0.01; done\n"
+    """A shell loop until ``path`` exists (see :func:`_until`)."""
+    return _until(f"[ -e {path} ]", f"{path} never appeared")
 
 
 @pytest.mark.timeout(40)
@@ -571,7 +592,7 @@ def test_a_launcher_hidden_after_the_first_look_is_not_taken_for_ended(tmp_path)
     )
     done = _in_own_pid_namespace(script, follower)
     assert "following True" in done.stdout, (done.stdout, done.stderr)
-    assert "launcher runs" in done.stdout, done.stdout
+    assert "launcher runs" in done.stdout, (done.stdout, done.stderr)
     assert "still training\nfollower 0\n" in done.stdout, (done.stdout, done.stderr)
     assert "has ended" not in done.stderr, done.stderr
 
