@@ -58,10 +58,15 @@ def done_at(tmp_path: Path, name: str) -> float | None:
 def signal_once_up(tmp_path: Path, events: list[str], *signals: tuple[float, int]) -> None:
     """Send each ``(seconds, signum)`` to this process (the launcher's) that many seconds
     after the files ``events`` exist in ``tmp_path`` (``<name>.up``: the child ``name`` has
-    its SIGTERM handler in place; ``<name>.term``: it got its SIGTERM)."""
+    its SIGTERM handler in place; ``<name>.term``: it got its SIGTERM), or once
+    :func:`wait_for` gives up on them (said on stderr): a test then fails on what the signals
+    ended, not at its own timeout with its children still running."""
 
     def send() -> None:
-        wait_for([tmp_path / event for event in events])
+        try:
+            wait_for([tmp_path / event for event in events])
+        except AssertionError as gave_up:
+            print(f"signalling all the same: {gave_up}", file=sys.stderr, flush=True)
         began = time.monotonic()
         for seconds, signum in signals:
             time.sleep(max(0.0, began + seconds - time.monotonic()))
