@@ -321,13 +321,20 @@ def test_a_process_that_left_its_group_does_not_hold_the_launcher(tmp_path):
     # writes the file): a fixed 1 s pause raced setsid on a loaded host, and the group's
     # SIGKILL took a stray still in it
     stray_sh = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 40"
-    worker = f"setsid sh -c '{stray_sh}' & until [ -e {pid_file} ]; do sleep 0.01; done"
+    # (at most 1000 looks, 10 s or more: a stray that never writes, setsid failing, left the
+    # worker looping for ever after the test, and the launcher waiting on it to the timeout)
+    worker = (
+        f"setsid sh -c '{stray_sh}' & n=0; until [ -e {pid_file} ]; do n=$((n + 1)); "
+        "[ $n -lt 1000 ] || exit 97; sleep 0.01; done"
+    )
     argv = launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", worker)
     assert argv[1:3] == ["-m", "launcher"]
     argv[1:3] = ["-c", _LAUNCHER_DRAINING_1_S]
     began = time.monotonic()
     done = subprocess.run(argv, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=40)
     took = time.monotonic() - began
+    if not pid_file.exists():
+        pytest.fail(f"the stray never wrote its pid:\n{done.stderr}")
     stray = int(pid_file.read_text())
     try:
         assert done.returncode == 0, done.stderr
