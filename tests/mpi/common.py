@@ -12,7 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +25,10 @@ from distconv.init import set_seed
 from distconv.models import lenet
 from distconv.network import Network
 from distconv.optim import create_optimizer
-from distconv.sync.base import SyncStrategy
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi import SingleRankComm
+from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.step_check import CLOSED
 
 HERE = Path(__file__).resolve().parent
@@ -248,8 +250,6 @@ def step_and_save(sync: SyncStrategy, params: Sequence, out: Path) -> None:
 def one_rank_step(param, grad: np.ndarray, examples: int = 1, **options):
     """One step of ``param`` with gradient ``grad`` through an MPISync on a world of one
     (``options``: its keyword arguments, ``optimizer`` SGD by default); returns ``param``."""
-    from distconv.sync.mpi import MPISync
-
     optimizer = options.pop("optimizer", None) or create_optimizer("sgd")
     sync = MPISync(optimizer, comm=SingleRankComm(), **options)
     sync.setup([param], {})
@@ -261,3 +261,93 @@ def one_rank_step(param, grad: np.ndarray, examples: int = 1, **options):
     finally:
         sync.close()
     return param
+
+
+def bucket_params(names: str = "ab") -> list[Parameter]:
+    """A parameter per letter of ``names``, the i-th holding ``arange(3.0) + i``: 24 bytes,
+    a bucket each under :func:`bucket_sync` (laid out last to first, as backward fires)."""
+    return [Parameter(n, np.arange(3.0) + i) for i, n in enumerate(names)]
+
+
+def bucket_sync(**options) -> MPISync:
+    """An MPISync with SGD at lr 0.5 and 24-byte buckets (one per :func:`bucket_params`
+    parameter); ``options``: its other keyword arguments (``comm``, ``overlap``, ``timeout``)."""
+    return MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, **options)
+
+
+def fire(sync: SyncStrategy, param: Parameter, grad: float) -> None:
+    """Add ``grad`` to ``param``'s gradient and hand it to ``sync``, as backward does."""
+    param.grad += grad
+    param.inc_update(sync)
+
+
+def open_step(sync: SyncStrategy, params: Sequence[Parameter], grad: float) -> None:
+    """Set ``sync`` up for ``params`` and start step 0, in which the last parameter (its
+    bucket first on the wire) fires ``grad``: the step the runners then leave open."""
+    sync.setup(params, {})
+    sync.start_step(1)
+    fire(sync, params[-1], grad)
+
+
+def refit_and_save(sync: SyncStrategy, params: Sequence[Parameter], out: Path) -> None:
+    """Zero every gradient and set ``sync`` up again (a second fit, as ``Trainer.fit`` does),
+    then :func:`step_and_save`."""
+    for p in params:
+        p.zero_grad()
+    sync.setup(params, {})
+    step_and_save(sync, params, out)
+
+
+def run_two_ranks(name: str, out: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run ``tests/mpi/<name> OUT ARGS`` under ``mpiexec -n 2`` (skipped without mpi4py);
+    the job, which must have exited 0."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    proc = run_mpi(["-n", "2", *script(name), str(out), *args], timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def assert_moved(out: Path, moved: float, names: str = "ab") -> None:
+    """Each rank's ``OUT/values<rank>.npz`` holds :func:`bucket_params` each moved down by
+    ``moved``."""
+    for rank in (0, 1):
+        values = np.load(out / f"values{rank}.npz")
+        for i, name in enumerate(names):
+            np.testing.assert_allclose(values[name], np.arange(3.0) + i - moved, err_msg=name)
+
+
+class StuckStart(SingleRankComm):
+    """One rank whose gradient allreduce's start blocks until released; or (``fail``) fails
+    at once, and the used-parameter flags' start (a ``uint8`` buffer) blocks instead."""
+
+    def __init__(self, fail: bool) -> None:
+        super().__init__()
+        self.fail, self.release = fail, threading.Event()
+
+    def Iallreduce(self, send, recv, op=None):  # noqa: N802 - mpi4py's spelling
+        flags = np.asarray(recv).dtype == np.uint8
+        if self.fail and not flags:
+            raise RuntimeError("the link to rank 1 is broken")
+        if flags == self.fail:
+            self.release.wait(30)  # the broken link: the start never returns by itself
+        return super().Iallreduce(send, recv, op)
+
+
+@contextlib.contextmanager
+def stuck_step(fail: bool) -> Iterator[tuple[MPISync, Parameter]]:
+    """An overlapped MPISync over :class:`StuckStart` (``timeout`` 1 s) and its parameter
+    ``w``, in step 0 with ``w``'s gradient (1) handed to the thread, whose start blocks. On
+    exit the start is released and the sync closed, a SyncError from the close ignored."""
+    comm = StuckStart(fail)
+    sync = MPISync(create_optimizer("sgd"), comm=comm, overlap=True, timeout=1.0)
+    param = Parameter("w", np.arange(3.0))
+    sync.setup([param], {})
+    try:
+        sync.start_step(1)
+        param.grad += 1.0
+        sync(param)
+        yield sync, param
+    finally:
+        comm.release.set()
+        with contextlib.suppress(SyncError):
+            sync.close()

@@ -12,12 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
-from distconv.sync.mpi import MPISync
-from tests.mpi.common import step_and_save
+from tests.mpi.common import bucket_params, bucket_sync, open_step, step_and_save
 
 
 def what_raises(call: Callable[[], object]) -> str:
@@ -30,13 +25,10 @@ def what_raises(call: Callable[[], object]) -> str:
 
 def main() -> None:
     out, mode = Path(sys.argv[1]), sys.argv[2]
-    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, timeout=60)
-    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
+    sync = bucket_sync(timeout=60)
+    params = bucket_params()
     try:
-        sync.setup(params, {})
-        sync.start_step(1)
-        params[1].grad += 1.0
-        params[1].inc_update(sync)
+        open_step(sync, params, 1.0)
         sync.abandon_step()  # as the Trainer does when a layer raises mid-backward
         if mode == "refused":
             said = {

@@ -16,24 +16,18 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
-from distconv.sync.mpi import MPISync
-from tests.mpi.common import step_and_save
+from tests.mpi.common import bucket_params, bucket_sync, fire, step_and_save
 
 
 def main() -> None:
     out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
-    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=overlap, timeout=60)
-    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
+    sync = bucket_sync(overlap=overlap, timeout=60)
+    params = bucket_params()
     try:
         sync.setup(params, {})
         sync.start_step(1)
         if sync.rank == 0:
-            params[1].grad += 100.0
-            params[1].inc_update(sync)
+            fire(sync, params[1], 100.0)
         wire = sync._pump  # the abandoned step's: its request is the piece on the wire
         sync.abandon_step()  # rank 1's layer raised before any gradient
         for p in params:

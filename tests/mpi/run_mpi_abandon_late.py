@@ -15,30 +15,19 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
-from distconv.sync.mpi import MPISync
-from tests.mpi.common import step_and_save
+from tests.mpi.common import bucket_params, bucket_sync, open_step, refit_and_save
 
 
 def main() -> None:
     out, delay, timeout = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=True, timeout=timeout)
-    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
+    sync = bucket_sync(overlap=True, timeout=timeout)
+    params = bucket_params()
     try:
-        sync.setup(params, {})
-        sync.start_step(1)
-        params[1].grad += 100.0
-        params[1].inc_update(sync)
+        open_step(sync, params, 100.0)
         if sync.rank == 1:
             time.sleep(delay)  # still in its pass, alive, well inside the timeout
         sync.abandon_step()
-        for p in params:
-            p.zero_grad()
-        sync.setup(params, {})
-        step_and_save(sync, params, out)
+        refit_and_save(sync, params, out)
     finally:
         sync.close()
 

@@ -12,27 +12,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
-from distconv.sync.mpi import MPISync
-from tests.mpi.common import step_and_save
+from tests.mpi.common import bucket_params, bucket_sync, open_step, refit_and_save
 
 
 def main() -> None:
     out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
-    sync = MPISync(create_optimizer("sgd", lr=0.5), bucket_bytes=24, overlap=overlap, timeout=20)
-    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
+    sync = bucket_sync(overlap=overlap, timeout=20)
+    params = bucket_params()
     try:
-        sync.setup(params, {})
-        sync.start_step(1)
-        params[1].grad += 100.0
-        params[1].inc_update(sync)
-        for p in params:  # no abandon_step: the step is still open
-            p.zero_grad()
-        sync.setup(params, {})
-        step_and_save(sync, params, out)
+        open_step(sync, params, 100.0)
+        refit_and_save(sync, params, out)  # no abandon_step: the step is still open
     finally:
         sync.close()
 

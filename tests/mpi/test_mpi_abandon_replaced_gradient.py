@@ -12,20 +12,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync, SingleRankComm
+from distconv.sync.mpi import SingleRankComm
+from tests.mpi.common import bucket_params, bucket_sync
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_gradient_replaced_after_it_fired_leaves_every_parameter_untouched(overlap):
     # three parameters, a bucket each (24 bytes); 'a' is laid out last
-    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("abc")]
-    sync = MPISync(
-        create_optimizer("sgd", lr=0.5), comm=SingleRankComm(), bucket_bytes=24, overlap=overlap
-    )
+    params = bucket_params("abc")
+    sync = bucket_sync(comm=SingleRankComm(), overlap=overlap)
     sync.setup(params, {})
     try:
         sync.start_step(1)

@@ -13,10 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
-from distconv.sync.mpi import MPISync, SingleRankComm
-from tests.mpi.common import mpiexec, run_mpi, script
+from distconv.sync.mpi import SingleRankComm
+from tests.mpi.common import assert_moved, bucket_params, bucket_sync, mpiexec, run_two_ranks
 
 #: the gradients' mean over two ranks (1 and 2) is 1.5; at lr 0.5 each value moves by 0.75
 MOVED = 0.75
@@ -25,10 +23,8 @@ MOVED = 0.75
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("overlap", [False, True])
 def test_one_rank_trains_after_a_setup_inside_a_step(overlap):
-    params = [Parameter(n, np.arange(3.0) + i) for i, n in enumerate("ab")]
-    sync = MPISync(
-        create_optimizer("sgd", lr=0.5), comm=SingleRankComm(), bucket_bytes=24, overlap=overlap
-    )
+    params = bucket_params()
+    sync = bucket_sync(comm=SingleRankComm(), overlap=overlap)
     try:
         sync.setup(params, {})
         sync.start_step(1)
@@ -53,11 +49,5 @@ def test_one_rank_trains_after_a_setup_inside_a_step(overlap):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("overlap", ["0", "1"])
 def test_two_ranks_train_after_a_setup_inside_a_step(tmp_path, overlap):
-    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
-    command = [*script("run_mpi_abandon_setup_mid_step.py"), str(tmp_path), overlap]
-    proc = run_mpi(["-n", "2", *command], timeout=90)
-    assert proc.returncode == 0, proc.stderr
-    for rank in (0, 1):
-        values = np.load(tmp_path / f"values{rank}.npz")
-        for i, name in enumerate("ab"):
-            np.testing.assert_allclose(values[name], np.arange(3.0) + i - MOVED, err_msg=name)
+    run_two_ranks("run_mpi_abandon_setup_mid_step.py", tmp_path, overlap)
+    assert_moved(tmp_path, MOVED)

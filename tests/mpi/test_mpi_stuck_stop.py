@@ -7,7 +7,7 @@ thread that never moves on again is named after 1.5 x ``timeout`` (the bound shr
 No fixed bound does both. The stop waited a fixed 30 s before, whatever the ``timeout``.
 
 A communicator of one rank whose gradient start blocks stands in for the broken link
-(:class:`~tests.mpi.test_mpi_wait_thread_stuck.StuckStart`): a real thread really blocked in it.
+(:class:`~tests.mpi.common.StuckStart`): a real thread really blocked in it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ import time
 import numpy as np
 import pytest
 
-from distconv.optim import create_optimizer
-from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
-from distconv.sync.mpi import MPISync
-from tests.mpi.test_mpi_wait_thread_stuck import StuckStart
+from tests.mpi.common import stuck_step
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,23 +29,10 @@ SAID = (
 
 
 def test_a_setup_after_an_abandoned_step_names_a_thread_stuck_in_a_start():
-    comm = StuckStart(fail=False)
-    sync = MPISync(create_optimizer("sgd"), comm=comm, overlap=True, timeout=1.0)
-    param = Parameter("w", np.arange(3.0))
-    sync.setup([param], {})
-    try:
-        sync.start_step(1)
-        param.grad += 1.0
-        sync(param)  # its bucket's start blocks on the thread
+    with stuck_step(fail=False) as (sync, param):  # its bucket's start blocks on the thread
         sync.abandon_step()
         began = time.monotonic()
         with pytest.raises(SyncError, match=SAID) as raised:
             sync.setup([param], {})  # stops the thread: was 30 s, "did not stop within 30 s"
         assert 1.4 < time.monotonic() - began < 10, raised.value
         np.testing.assert_array_equal(param.value, np.arange(3.0))
-    finally:
-        comm.release.set()
-        try:
-            sync.close()
-        except SyncError:
-            pass
