@@ -62,21 +62,37 @@ class Link:
         """The connection's ``struct tcp_info``; None where it cannot be read."""
         if self.peer is None or not hasattr(socket, "TCP_INFO"):
             return None
-        try:
-            with socket.socket(fileno=os.dup(self.fd)) as sock:  # a duplicate: ZeroMQ's stays
-                if _address(sock) != self.peer:
-                    return None
-                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _INFO_BYTES)
-        except OSError:
+        sock = _duplicate(self.fd)
+        if sock is None:
             return None
-        return info
+        with sock:
+            if _address(sock) != self.peer:
+                return None
+            try:
+                return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _INFO_BYTES)
+            except OSError:
+                return None
+
+
+def _duplicate(fd: int) -> socket.socket | None:
+    """A socket on a duplicate of ``fd`` (ZeroMQ's descriptor stays open), to be closed by the
+    caller; None where ``fd`` is closed or no socket (its number reused for a file), the
+    duplicate then closed at once: a wait reads its links at every poll."""
+    try:
+        dup = os.dup(fd)
+    except OSError:
+        return None
+    try:
+        return socket.socket(fileno=dup)
+    except OSError:  # ENOTSOCK: socket() keeps the descriptor it was given, and fails
+        os.close(dup)
+        return None
 
 
 def _peer(fd: int) -> object:
     """The peer address of the TCP socket on ``fd``, or None where it is none."""
-    try:
-        sock = socket.socket(fileno=os.dup(fd))
-    except OSError:
+    sock = _duplicate(fd)
+    if sock is None:
         return None
     with sock:
         return _address(sock)
