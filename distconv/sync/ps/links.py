@@ -6,8 +6,9 @@ last byte is in. The kernel knows better: Linux's ``TCP_INFO`` says how long ago
 last received data (``tcpi_last_data_recv``), which tells a reply still crossing (bytes keep
 coming) from a shard that is gone or stuck (none come). ZeroMQ owns the connection's socket; its
 monitor reports the descriptor when the connection is made (``EVENT_CONNECTED``), and
-:class:`Link` reads it through a duplicate, checking first that it still leads to the same peer
-(the descriptor may have been closed and its number reused).
+:class:`Link` reads it through a duplicate, checking first that it is still the same
+connection, by both ends' addresses (the descriptor may have been closed and its number reused,
+by a file or by another connection to the same shard: ZeroMQ's reconnect, the heartbeat's).
 
 The other way is as silent: a shard answers a seed, a push or a ``set_state`` only once all of
 it arrived. A shard that takes the worker's bytes acknowledges them (``tcpi_bytes_acked``, a
@@ -35,7 +36,7 @@ class Link:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.peer = _peer(fd)
+        self.ends = _ends_of(fd)
         self._acked: int | None = None  # the count of bytes the peer acknowledged, when read
         self._acked_at = 0.0  # when that count was first read
         info = self._info()
@@ -60,13 +61,13 @@ class Link:
 
     def _info(self) -> bytes | None:
         """The connection's ``struct tcp_info``; None where it cannot be read."""
-        if self.peer is None or not hasattr(socket, "TCP_INFO"):
+        if self.ends is None or not hasattr(socket, "TCP_INFO"):
             return None
         sock = _duplicate(self.fd)
         if sock is None:
             return None
         with sock:
-            if _address(sock) != self.peer:
+            if _ends(sock) != self.ends:
                 return None
             try:
                 return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _INFO_BYTES)
@@ -89,19 +90,22 @@ def _duplicate(fd: int) -> socket.socket | None:
         return None
 
 
-def _peer(fd: int) -> object:
-    """The peer address of the TCP socket on ``fd``, or None where it is none."""
+def _ends_of(fd: int) -> tuple[object, object] | None:
+    """The local and peer addresses of the connected stream socket on ``fd``, else None."""
     sock = _duplicate(fd)
     if sock is None:
         return None
     with sock:
-        return _address(sock)
+        return _ends(sock)
 
 
-def _address(sock: socket.socket) -> object:
+def _ends(sock: socket.socket) -> tuple[object, object] | None:
+    """``sock``'s local and peer addresses, which tell one connection from any other open
+    at the same time (another to the same shard has another local port); None where it is no
+    connected stream socket."""
     try:
         if sock.type != socket.SOCK_STREAM:
             return None
-        return sock.getpeername()
+        return sock.getsockname(), sock.getpeername()
     except OSError:
         return None

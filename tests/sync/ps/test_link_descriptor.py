@@ -56,3 +56,14 @@ def test_a_link_whose_number_is_now_a_file_s_reads_nothing_and_leaks_nothing(lis
             assert link.idle() is None
         assert _open_descriptors() == before, "a descriptor duplicated per read stays open"
     conn.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_link_whose_number_is_now_another_connection_s_to_that_peer_reads_nothing(listener):
+    conn, other = listener(), listener()  # the same shard: its reconnect, or the heartbeat's
+    link = Link(conn.fileno())
+    assert link.idle() is not None
+    os.dup2(other.fileno(), conn.fileno())  # the connection closed, its number the other's
+    assert link.idle() is None, "another connection's bytes taken for this one's"
+    conn.close()
+    other.close()
