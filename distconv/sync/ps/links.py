@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import sys
 import time
 
 #: the offsets in Linux's ``struct tcp_info`` of ``tcpi_last_data_recv`` (milliseconds, u32)
@@ -29,6 +30,12 @@ import time
 _LAST_DATA_RECV = 52
 _BYTES_ACKED = 120
 _INFO_BYTES = 128
+
+
+def _linux_layout() -> bool:
+    """Whether ``TCP_INFO`` has Linux's layout: FreeBSD's has ``TCP_INFO`` too, but other
+    fields from offset 100 on (at 120, retransmit counts, which grow the most on a dead link)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "TCP_INFO")
 
 
 class Link:
@@ -61,7 +68,7 @@ class Link:
 
     def _info(self) -> bytes | None:
         """The connection's ``struct tcp_info``; None where it cannot be read."""
-        if self.ends is None or not hasattr(socket, "TCP_INFO"):
+        if self.ends is None or not _linux_layout():
             return None
         sock = _duplicate(self.fd)
         if sock is None:
