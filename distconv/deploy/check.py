@@ -25,6 +25,7 @@ from distconv.deploy.check_shards import (
 )
 from distconv.deploy.check_workers import _by_ordinal, _shard_setting, _worker_counts
 from distconv.deploy.counts import count_problems, counted, known_count
+from distconv.deploy.programs import runs_the_jobs_processes
 from distconv.deploy.shapes import applied_objects
 from distconv.deploy.walk import (
     Manifest,
@@ -285,7 +286,8 @@ def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
         for where, template in _templates(obj):
             if obj.get("kind") != "Pod":  # a bare Pod's labels are its own, named above
                 yield from _labels(f"{where} pod template", template)
-            yield from _pod_conventions(where, template, health_ports, _of_the_job(template))
+            ours = runs_the_jobs_processes(template)  # a dashboard beside them: not held
+            yield from _pod_conventions(where, template, health_ports, ours)
 
 
 def _labels(where: str, node: Manifest) -> Iterator[str]:
@@ -307,19 +309,11 @@ def _health_ports(obj: Manifest) -> set[int]:
     }
 
 
-def _of_the_job(template: Manifest) -> bool:
-    """Whether the pods of ``template`` run a shard, a rank or the sshd that starts MPI ranks,
-    which checkpoint on SIGTERM and serve ``/readyz`` and ``/healthz``: a Deployment, a Job
-    or a CronJob beside them that runs another program (a dashboard, a data download, a
-    checkpoint backup) does neither, and is held to neither, whatever its kind."""
-    return any(_runs(c, "train", "pserver", "sshd") for c in _main_containers(template))
-
-
 def _pod_conventions(
     where: str, template: Manifest, health_ports: set[int], of_the_job: bool
 ) -> Iterator[str]:
     """The conventions a pod keeps; the grace period and the probes only where
-    ``of_the_job`` (:func:`_of_the_job`)."""
+    ``of_the_job`` (:func:`~distconv.deploy.programs.runs_the_jobs_processes`)."""
     pod = template.get("spec", {})
     security = pod.get("securityContext", {})
     if security.get("runAsNonRoot") is not True or not security.get("runAsUser"):

@@ -55,3 +55,49 @@ def test_a_job_of_ranks_is_still_held_to_the_grace_period():
     (job,) = [o for o in objs if o["kind"] == "Job"]
     del job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     assert manifest_problems(objs) == ["Job j-worker: terminationGracePeriodSeconds 30 < 60 s"]
+
+
+_TRAIN = "distconv train --sync pserver --resume auto --out /var/lib/distconv/run/train"
+
+
+@pytest.mark.parametrize(
+    ("command", "env"),
+    [
+        (["distconv-launch", "local", "--workers", "2", "--", "--epochs", "3"], []),
+        (["python", "-m", "distconv.launch", "mpi", "--workers", "2"], []),
+        (["sh", "-c", "exec $TRAIN"], [{"name": "TRAIN", "value": _TRAIN}]),
+        (["sh", "-c", "cd /x && ${TRAIN}"], [{"name": "TRAIN", "value": _TRAIN}]),
+        (["$(PROGRAM)", "train"], [{"name": "PROGRAM", "value": "distconv"}]),
+        (["$(PROGRAM)"], [{"name": "PROGRAM", "valueFrom": {"configMapKeyRef": {"key": "p"}}}]),
+    ],
+    ids=["launcher", "launcher-module", "shell-variable", "shell-braces", "kubelet", "cluster"],
+)
+def test_a_job_whose_ranks_start_through_the_launcher_or_a_variable_is_held(command, env):
+    """Review k309: b52a370 spared a Job whose pods run "another program", read from the
+    command line as written: ranks started through the launcher (which forwards SIGTERM to
+    them) or through a variable (``$TRAIN``, ``$(PROGRAM)``) were taken for one, and their
+    default 30 s grace, which kills a rank before its checkpoint, passed."""
+    objs, template = _job_running(command)
+    template["spec"]["containers"][0]["env"] = env
+    metadata = {**objs[0]["metadata"], "name": "j-solo"}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata}
+    job["spec"] = {"template": template}
+    problems = manifest_problems([*objs, job])
+    assert "Job j-solo: terminationGracePeriodSeconds 30 < 60 s" in problems
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["distconv-launch", "k8s", "--workers", "2", "--image", "d:1"],
+        ["sh", "-c", "exec $UPLOAD /ckpt"],
+    ],
+    ids=["launcher-renders", "shell-variable-of-another-program"],
+)
+def test_a_job_that_runs_no_rank_through_the_launcher_or_a_variable_passes(command):
+    objs, template = _job_running(command)
+    template["spec"]["containers"][0]["env"] = [{"name": "UPLOAD", "value": "rclone copy"}]
+    metadata = {**objs[0]["metadata"], "name": "j-other"}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata}
+    job["spec"] = {"template": template}
+    assert manifest_problems([*objs, job]) == []

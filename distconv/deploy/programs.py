@@ -1,0 +1,96 @@
+"""Whether a pod template runs the job's own processes (part of
+:func:`distconv.deploy.check.manifest_problems`): a shard, a rank, the sshd that starts MPI
+ranks, or the launcher that starts ranks and shards. Those checkpoint on SIGTERM and serve
+``/readyz`` and ``/healthz``, so their pods are held to the 60 s grace period and the probes; a
+pod beside the job that runs another program (a dashboard, a data download, a checkpoint
+backup) is held to neither.
+
+A command line is read as the process that starts is given it: ``$(NAME)`` filled in by the
+kubelet, and in a shell's ``-c`` string, ``$NAME`` and ``${NAME}`` filled in by the shell from
+the container's variables (``command: [sh, -c, exec $TRAIN]`` with ``TRAIN`` set to ``distconv
+train ...`` runs a rank). A program that is a variable only the cluster knows (``valueFrom``,
+``envFrom``) may be a rank: its pod is held to what a rank's is.
+"""
+
+from __future__ import annotations
+
+import re
+
+from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
+from distconv.deploy.walk import (
+    Manifest,
+    _after_options,
+    _argv,
+    _main_containers,
+    _runs,
+    _words,
+)
+
+#: the shells whose ``-c`` string fills in ``$NAME`` from the environment
+_SHELLS = {"sh", "bash", "dash", "ash"}
+#: a shell's ``$NAME`` or ``${NAME}``
+_SHELL_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
+#: the launcher's commands that start ranks and shards (``k8s`` only writes manifests)
+_LAUNCHES = ("local", "mpi")
+#: the launcher, as a command (``distconv-launch``) or a module (``python -m distconv.launch``)
+_LAUNCHERS = ("distconv-launch", "distconv.launch")
+#: what a shell's string starts a new command after
+_SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "\n"}
+#: a shell's ``NAME=value`` before a command, which sets a variable for it
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+
+
+def runs_the_jobs_processes(template: Manifest) -> bool:
+    """Whether a container of ``template`` that runs for its pod's life may run a shard, a
+    rank, the sshd that starts MPI ranks or the launcher, however started
+    (:func:`~distconv.deploy.walk._runs`), its variables filled in as the kubelet and its
+    shell fill them in; or runs a program only the cluster names."""
+    return any(_may_run_ours(c) for c in _main_containers(template))
+
+
+def _may_run_ours(container: Manifest) -> bool:
+    started = _as_started(container)
+    if _runs(container, "train", "pserver", "sshd") or _runs(started, "train", "pserver", "sshd"):
+        return True
+    words = _words(started)
+    return _launches(words) or _program_unknown(words)
+
+
+def _as_started(container: Manifest) -> Manifest:
+    """``container`` with its command line as its process (or its shell) is given it:
+    ``$(NAME)`` filled in (a value only the cluster knows as a stand-in), and where a shell
+    runs it, ``$NAME``/``${NAME}`` filled in from the container's variables as well."""
+    argv = [expand(word, container) for word in _argv(container)]
+    if argv and argv[0].rsplit("/", 1)[-1] in _SHELLS:
+        argv = [_SHELL_VARIABLE.sub(lambda m: _value(container, m), word) for word in argv]
+    return {**container, "command": argv, "args": []}
+
+
+def _value(container: Manifest, match: re.Match) -> str:
+    """The value a shell fills in for the variable ``match`` names: the container's, a
+    stand-in where only the cluster knows it, the empty string where it is unset."""
+    known, value = env_as_seen(container, match.group(1) or match.group(2))
+    return _FILLED if not known else value or ""
+
+
+def _launches(words: list[str]) -> bool:
+    """Whether ``words`` start the launcher's ``local`` or ``mpi``, which run ranks and shards."""
+    for i, word in enumerate(words):
+        if word.rsplit("/", 1)[-1] in _LAUNCHERS:
+            if _after_options(words[i + 1 :])[:1] in ([c] for c in _LAUNCHES):
+                return True
+    return False
+
+
+def _program_unknown(words: list[str]) -> bool:
+    """Whether a command ``words`` run is a value only the cluster knows, or a variable the
+    command line leaves unfilled: it may be a rank."""
+    at_command = True
+    for word in words:
+        if word in _SEPARATORS:
+            at_command = True
+        elif at_command and not (word == "exec" or _ASSIGNMENT.match(word)):
+            if _is_filled(word) or word.startswith("$"):
+                return True
+            at_command = False
+    return False
