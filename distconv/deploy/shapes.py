@@ -150,6 +150,8 @@ def _name_too_long(obj: Manifest) -> str | None:
     pod, where its name is too long; else None."""
     kind, name = obj.get("kind"), metadata_of(obj).get("name")
     most, why = NAME_MAX.get(kind, (0, "")) if isinstance(kind, str) else (0, "")
+    if kind == "Job" and spec_of(obj).get("manualSelector") is True:
+        most = 0  # no job-name label is added (ValidateGeneratedSelector): a subdomain's 253
     if not most or not isinstance(name, str) or len(name) <= most:
         return _indexed_host_too_long(obj, name) if kind == "Job" else None
     return f"{_where(obj)}: a {kind}'s name holds at most {most} characters, got {len(name)}: {why}"

@@ -73,3 +73,21 @@ def test_an_indexed_jobs_name_too_long_for_its_pods_host_names_is_named(length, 
         "refuses over 63"
     )
     assert manifest_problems(objs) == ([line] if named else [])
+
+
+def test_a_long_job_name_with_a_manual_selector_passes():
+    """Review k309: the API server adds the job-name label holding a Job's name only where
+    ``manualSelector`` is not true (ValidateGeneratedSelector returns at once for one that is);
+    a Job with its own selector and a name over 63 characters is created, and was refused."""
+    objs = _rendered()
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    job["metadata"]["name"] = "w" * 64
+    del job["spec"]["completionMode"]  # not Indexed: no <name>-<index> host names
+    job["spec"].update(completions=1, parallelism=1, manualSelector=True)
+    job["spec"]["selector"] = {"matchLabels": job["spec"]["template"]["metadata"]["labels"]}
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    env[:] = [var for var in env if var["name"] != "DISTCONV_WORLD_SIZE"]
+    (shards,) = [o for o in objs if o["kind"] == "StatefulSet"]
+    args = shards["spec"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--workers") + 1] = "1"
+    assert manifest_problems(objs) == []
