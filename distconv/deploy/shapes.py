@@ -18,6 +18,7 @@ from typing import Any
 
 from distconv.deploy.counts import _is_count, known_count
 from distconv.deploy.walk import (
+    GENERATED,
     HOST_NAME_MAX,
     Manifest,
     _namespace,
@@ -145,34 +146,59 @@ NAME_MAX = {
 }
 
 
+#: what the API server keeps of a ``generateName`` before it appends 5 random characters
+#: (apiserver's storage/names: maxGeneratedNameLength, 63 - 5)
+GENERATE_NAME_KEPT = 58
+#: what the CronJob controller appends to its name for the Job of each run:
+#: ``-<scheduled time in minutes since 1970>`` (getJobName), 8 digits until the year 2160
+CRONJOB_JOB_SUFFIX = len("-12345678")
+
+
+def _applied_name(obj: Manifest) -> str | None:
+    """The name the API server gives ``obj``: its ``name``, or its ``generateName`` cut to
+    :data:`GENERATE_NAME_KEPT` and the stand-in for what it appends; None where it gives
+    neither as text."""
+    metadata = metadata_of(obj)
+    name, prefix = metadata.get("name"), metadata.get("generateName")
+    if isinstance(name, str) and name:
+        return name
+    return f"{prefix[:GENERATE_NAME_KEPT]}{GENERATED}" if isinstance(prefix, str) else None
+
+
 def _name_too_long(obj: Manifest) -> str | None:
     """Why ``obj`` (a StatefulSet, CronJob or Job: :data:`NAME_MAX`) is refused or creates no
-    pod, where its name is too long; else None."""
-    kind, name = obj.get("kind"), metadata_of(obj).get("name")
+    pod, where its name (or the one its ``generateName`` gives) is too long; else None."""
+    kind, name = obj.get("kind"), _applied_name(obj)
     most, why = NAME_MAX.get(kind, (0, "")) if isinstance(kind, str) else (0, "")
     if kind == "Job" and spec_of(obj).get("manualSelector") is True:
         most = 0  # no job-name label is added (ValidateGeneratedSelector): a subdomain's 253
-    if not most or not isinstance(name, str) or len(name) <= most:
-        return _indexed_host_too_long(obj, name) if kind == "Job" else None
+    if not most or name is None or len(name) <= most:
+        return _indexed_host_too_long(obj, name) if kind in ("Job", "CronJob") else None
     return f"{_where(obj)}: a {kind}'s name holds at most {most} characters, got {len(name)}: {why}"
 
 
-def _indexed_host_too_long(job: Manifest, name: Any) -> str | None:
-    """Why the Indexed Job ``job`` (of a name that fits a Job's) cannot create all its pods:
-    the Job controller sets each one's hostname to ``<name>-<index>``, a DNS label the API
-    server refuses over 63 characters; else None."""
-    spec = spec_of(job)
+def _indexed_host_too_long(obj: Manifest, name: str | None) -> str | None:
+    """Why the Indexed Job ``obj`` (or the one a CronJob ``obj`` creates at each run, named
+    ``<name>-<scheduled time>``), of a name that fits, cannot create all its pods: the Job
+    controller sets each one's hostname to ``<job name>-<index>``, a DNS label the API server
+    refuses over 63 characters; else None."""
+    cron = obj.get("kind") == "CronJob"
+    spec = spec_of(spec_of(obj).get("jobTemplate", {})) if cron else spec_of(obj)
     completions = known_count(spec, "completions", None)  # none: named elsewhere
-    if spec.get("completionMode") != "Indexed" or not completions or not isinstance(name, str):
+    if spec.get("completionMode") != "Indexed" or not completions or name is None:
         return None
     last = completions - 1
-    most = HOST_NAME_MAX - len(f"-{last}")
+    most = HOST_NAME_MAX - len(f"-{last}") - (CRONJOB_JOB_SUFFIX if cron else 0)
     if len(name) <= most:
         return None
+    whose, host = ("an Indexed Job's", "<name>")
+    if cron:
+        whose, host = "a CronJob's", "<name>-<scheduled time>"
     return (
-        f"{_where(job)}: an Indexed Job's name holds at most {most} characters with "
-        f"{completions} completions, got {len(name)}: its pod of index {last} gets the host "
-        f"name <name>-{last}, which the API server refuses over {HOST_NAME_MAX}"
+        f"{_where(obj)}: {whose} name holds at most {most} characters with "
+        f"{completions} completions{' of its Indexed Job' if cron else ''}, got {len(name)}: "
+        f"its pod of index {last} gets the host name {host}-{last}, which the API server "
+        f"refuses over {HOST_NAME_MAX}"
     )
 
 

@@ -91,3 +91,37 @@ def test_a_long_job_name_with_a_manual_selector_passes():
     args = shards["spec"]["template"]["spec"]["containers"][0]["args"]
     args[args.index("--workers") + 1] = "1"
     assert manifest_problems(objs) == []
+
+
+@pytest.mark.parametrize(("length", "completions", "named"), [(52, 10, False), (52, 11, True)])
+def test_a_cronjobs_indexed_job_too_long_for_its_pods_host_names_is_named(
+    length, completions, named
+):
+    """Review k309: 534a114 judged a named Indexed Job only. A CronJob's Job is
+    ``<cronjob>-<scheduled time in minutes>`` (8 digits): with a 52-character CronJob, index 10
+    makes the host name ``<52>-<8>-10``, 64 characters, which the API server refuses."""
+    objs = _with_cronjob("c" * length)
+    job_spec = objs[2]["spec"]["jobTemplate"]["spec"]
+    job_spec["completions"] = job_spec["parallelism"] = completions
+    problems = [p for p in manifest_problems(objs) if "CronJob's name" in p]
+    line = (
+        f"CronJob {'c' * length}: a CronJob's name holds at most 51 characters with "
+        f"{completions} completions of its Indexed Job, got {length}: its pod of index 10 gets "
+        "the host name <name>-<scheduled time>-10, which the API server refuses over 63"
+    )
+    assert problems == ([line] if named else [])
+
+
+@pytest.mark.parametrize(("kind", "length"), [("StatefulSet", 48), ("Job", 58)])
+def test_a_generate_name_too_long_for_its_kind_is_named(kind, length):
+    """Review k309: the limits judged ``metadata.name`` only; the API server names an object
+    given a ``generateName`` by its first 58 characters and 5 random ones, so a StatefulSet's
+    of 48 gives a 53-character name (no pod is made) and an Indexed Job's of 58 a 63-character
+    one, too long for the host name of its pod of index 1."""
+    objs = _rendered()
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    del obj["metadata"]["name"]
+    obj["metadata"]["generateName"] = "g" * length
+    problems = [p for p in manifest_problems(objs) if "name holds at most" in p]
+    assert len(problems) == 1 and f"g{'g' * (length - 1)}xxxxx:" in problems[0]
+    assert ("at most 52 characters, got 53" if kind == "StatefulSet" else "got 63") in problems[0]
