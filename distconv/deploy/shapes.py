@@ -21,6 +21,7 @@ from distconv.deploy.walk import (
     GENERATED,
     HOST_NAME_MAX,
     Manifest,
+    _digits,
     _namespace,
     _of_kind,
     _where,
@@ -54,6 +55,14 @@ class NamedElsewhere:
     rule: Any
 
 
+@dataclass(frozen=True)
+class Devices:
+    """A count of devices (``nvidia.com/gpu``), which the API server takes only as a whole
+    number, an integer or its digits as text (``2``, ``"2"``, ``2.0``), none below 0."""
+
+
+#: the GPUs a container asks: a count, or the checks that add them up stop on ``"x"``
+RESOURCES = {"nvidia.com/gpu": Devices()}
 #: text: a name or a namespace of a number (namespace: 5) is refused by kubectl too
 METADATA = NamedElsewhere(
     {"name": str, "generateName": str, "namespace": str, "labels": dict, "annotations": dict}
@@ -70,7 +79,7 @@ CONTAINER = {
     "envFrom": [dict],
     "ports": [{"name": str, "containerPort": Required(int)}],
     "volumeMounts": [{"name": Required(str), "mountPath": Required(str)}],
-    "resources": {"requests": dict, "limits": dict},
+    "resources": {"requests": RESOURCES, "limits": RESOURCES},
     "securityContext": dict,
     "lifecycle": {"preStop": HANDLER, "postStart": HANDLER},
     "readinessProbe": HANDLER,
@@ -270,7 +279,7 @@ def _kept(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
     if isinstance(rule, list):
         items = (_field(item, rule[0], f"{path}[{i}]", lines) for i, item in enumerate(value))
         return [item for item in items if item is not _DROPPED]
-    if rule is int:  # 8080.0 reaches the API server as 8080 (counts._is_count)
+    if rule is int or isinstance(rule, Devices):  # 8080.0 reaches it as 8080, "2" as 2
         return int(value)
     if rule is str and isinstance(value, date):  # 2024-01-01: text to kubectl (see _fits)
         return value.isoformat()
@@ -319,6 +328,8 @@ def _fits(value: Any, rule: Any) -> bool:
         return isinstance(value, list)
     if rule is int:
         return _is_count(value)
+    if isinstance(rule, Devices):
+        return (_is_count(value) and value >= 0) or (isinstance(value, str) and _digits(value))
     if rule is str:  # kubectl's go-yaml v2 keeps a timestamp-like plain scalar as its text
         return isinstance(value, (str, date))
     return isinstance(value, rule)
@@ -331,4 +342,6 @@ def _type_name(rule: Any) -> str:
         return "a mapping"
     if isinstance(rule, list):
         return "a list"
+    if isinstance(rule, Devices):
+        return "a whole number of devices"
     return _TYPE_NAMES.get(rule, getattr(rule, "__name__", str(rule)))
