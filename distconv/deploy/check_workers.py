@@ -123,10 +123,17 @@ def _shards_serve(objs: Sequence[Manifest], workers: Manifest, ranks: int | None
 
 
 def _workers(objs: Sequence[Manifest]) -> list[Manifest]:
-    """The Jobs and the bare Pods whose pods run ranks (``distconv train``), once each: each
-    places its ranks from rank 0 of the shards' one world."""
-    running = {id(o): o for o, *_ in _running(objs, "train")}.values()
-    return [o for o in running if o.get("kind") in ("Job", "Pod")]
+    """The Jobs and the bare Pods whose pods run ranks (``distconv train``) of the shards' one
+    world, once each: each places its ranks from rank 0 of it. A rank whose ``--sync`` (as the
+    kubelet passes it) is another transport (``local``, ``mpi``: a baseline beside the job)
+    never reaches the shards, and is no rank of theirs."""
+    running = {
+        id(o): o
+        for o, _, _, container, _ in _running(objs, "train")
+        if expand(_flag(_train_args(container), "--sync", last=True) or "", container)
+        not in ("local", "mpi")
+    }
+    return [o for o in running.values() if o.get("kind") in ("Job", "Pod")]
 
 
 def _plural(kinds: set[str]) -> tuple[str, str]:

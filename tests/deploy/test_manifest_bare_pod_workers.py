@@ -69,3 +69,25 @@ def test_a_bare_pod_beside_a_jobs_ranks_is_named():
         "(StatefulSet j-pserver), whose ranks are one world: each rank would be claimed by "
         "each of them"
     ]
+
+
+@pytest.mark.parametrize("sync", ["local", "mpi"])
+def test_a_bare_pod_training_through_another_transport_is_no_rank_of_the_shards(sync):
+    """Review k309: 8494e1b counts a bare Pod's rank with a Job's, but any Pod that runs
+    distconv train was counted, one of ``--sync local`` too (a baseline run beside the job),
+    which never reaches the shards: the valid manifest was refused ('claimed by each of
+    them'), and beside the shards alone it was compared with their --workers."""
+    service, shards, job = copy.deepcopy(
+        render_manifests(job_name="j", workers=1, servers=1, image="d:1")
+    )
+    (pod,) = _shards_and_pods(workers=1, pods=1)[2:]
+    container = pod["spec"]["containers"][0]
+    keep = ("--resume", "--out", "--health-port", "--health-host")
+    args = container["args"]
+    flags = [w for i, w in enumerate(args) if w in keep or (i and args[i - 1] in keep)]
+    container["args"] = ["distconv", "train", "--sync", sync, *flags]
+    container["env"] = [v for v in container["env"] if v["name"] != "DISTCONV_PSERVERS"]
+    assert manifest_problems([service, shards, job, pod]) == []
+    args = shards["spec"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--workers") + 1] = "2"
+    assert manifest_problems([service, shards, pod]) == []
