@@ -255,9 +255,11 @@ def well_typed(objs: Sequence[Manifest]) -> tuple[list[Manifest], list[str]]:
         kind = obj.get("kind")
         text = isinstance(kind, str)  # kind: [Job] is refused, its fields typed as any kind's
         rule = {"metadata": METADATA, "spec": SPECS.get(kind, HOLDER) if text else HOLDER}
-        lines = [f"kind must be a string, got {kind!r}: kubectl apply refuses it"] * (
-            not text and kind is not None
-        )
+        lines = []
+        if kind is None or kind == "":  # none, null or '': "Object 'Kind' is missing"
+            lines.append("kind is missing: kubectl apply refuses an object without one")
+        elif not text:
+            lines.append(f"kind must be a string, got {kind!r}: kubectl apply refuses it")
         if text and kind in NEEDS_SPEC and "spec" not in obj:
             lines.append(f"spec is missing: the API server refuses a {kind} without one")
         kept.append(_kept(obj, rule, "", lines))

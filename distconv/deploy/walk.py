@@ -44,7 +44,8 @@ def _where(obj: Manifest) -> str:
     """How a problem names ``obj``: its kind and name (:func:`object_name`, a ``generateName``
     with its stand-in), ``?`` for what the manifest does not give."""
     named = any(metadata_of(obj).get(key) for key in ("name", "generateName"))
-    return f"{obj.get('kind', '?')} {object_name(obj) if named else '?'}"
+    kind = obj.get("kind")
+    return f"{'?' if kind in (None, '') else kind} {object_name(obj) if named else '?'}"
 
 
 def metadata_of(node: Manifest) -> Manifest:

@@ -38,3 +38,16 @@ def test_a_wrong_typed_field_of_such_an_object_is_named_not_crashed_on(kind):
     problems = manifest_problems(objs)
     line = f"{kind} j-worker: spec.template.spec.containers[0].resources must be a mapping"
     assert f"{line}, got 'x'" in problems
+
+
+@pytest.mark.parametrize("kind", [None, ""], ids=["absent", "empty"])
+def test_an_object_without_a_kind_is_named(kind):
+    """Review k309: c2de023 named a kind that is no string but left out one that is not
+    there (or null, or ''), which kubectl refuses too ("Object 'Kind' is missing"): the worker
+    Job so written passed with no line, though nothing of it would be created."""
+    objs, _ = _job_of_kind(kind)
+    if kind is None:
+        del objs[2]["kind"]
+    assert manifest_problems(objs) == [
+        "? j-worker: kind is missing: kubectl apply refuses an object without one"
+    ]
