@@ -214,9 +214,11 @@ def _indexed_host_too_long(obj: Manifest, name: str | None) -> str | None:
 def _job_of(cronjob: Manifest) -> Manifest:
     """The Job ``cronjob`` creates at each run, held to every check of a Job: its
     ``jobTemplate``, named ``<cronjob>-<scheduled time>`` (a ``generateName`` here, whose
-    stand-in names it in problems), in the CronJob's namespace."""
+    stand-in names it in problems), in the CronJob's namespace, with the jobTemplate's labels
+    and annotations only, as the CronJob controller copies them (getJobFromTemplate2)."""
     template = spec_of(cronjob)["jobTemplate"]
-    metadata = {key: value for key, value in metadata_of(template).items() if key != "name"}
+    copied = ("labels", "annotations")
+    metadata = {key: value for key, value in metadata_of(template).items() if key in copied}
     metadata["generateName"] = f"{object_name(cronjob)}-"
     if _namespace(cronjob) is not None:
         metadata["namespace"] = _namespace(cronjob)

@@ -45,3 +45,17 @@ def test_a_job_templates_metadata_that_is_no_mapping_is_named():
     objs = _with_cronjob(lambda job: {"metadata": "x", "spec": job["spec"]})
     problems = manifest_problems(objs)
     assert "CronJob j-worker: spec.jobTemplate.metadata must be a mapping, got 'x'" in problems
+
+
+def test_a_job_templates_namespace_is_not_the_jobs():
+    """Review k309 (k304 unfixed 3): the CronJob controller creates each Job in the CronJob's
+    namespace, copying only the jobTemplate's labels and annotations (getJobFromTemplate2),
+    but the Job was judged in the jobTemplate's namespace: its ranks' short shard names were
+    refused as another namespace's."""
+
+    def job_template(job):
+        return {"metadata": {**job["metadata"], "namespace": "other"}, "spec": job["spec"]}
+
+    objs = _with_cronjob(job_template)
+    objs[0]["metadata"]["namespace"] = objs[1]["metadata"]["namespace"] = "ns"
+    assert manifest_problems(objs) == []
