@@ -7,9 +7,11 @@ killed in the fixture's teardown. The subprocesses import this checkout's ``dist
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from distconv.layers import FullyConnected, Mixed, SoftmaxCrossEntropy, TablePro
 from distconv.models import lenet
 from distconv.network import Network
 from distconv.optim import create_optimizer
+from distconv.stop_request import StopRequest
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.blocks import Layout, ParamSpec, rows_view
 from distconv.sync.ps.client import PServerSync
@@ -357,3 +360,16 @@ def shard_values(endpoints: list[str], block_bytes: int = 64) -> dict[str, np.nd
         ctx.term()
     assert not any(np.isnan(v).any() for v in values.values())
     return values
+
+
+def stopping() -> Callable[[], None]:
+    """This process asked to stop by SIGTERM, as the Trainer's handlers record it; returns what
+    puts the handlers back."""
+    request = StopRequest(announce=False)
+    restore = request.install()
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while not request.received and time.monotonic() < deadline:
+        time.sleep(0.01)  # the handler runs between bytecodes of the main thread
+    assert request.received, "SIGTERM was not recorded"
+    return restore

@@ -10,11 +10,8 @@ step's wait does; a live shard's pull at a stop still brings the values back. Re
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -24,10 +21,10 @@ from ps_helpers import (
     run_ranks,
     shard_values,
     small_net,
+    stopping,
     train_steps,
 )
 
-from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
 
@@ -53,19 +50,6 @@ def trained(shards, monkeypatch):
     finally:
         for s in syncs:
             s.close()
-
-
-def stopping() -> Callable[[], None]:
-    """This process asked to stop by SIGTERM, as the Trainer's handlers record it; returns what
-    puts the handlers back."""
-    request = StopRequest(announce=False)
-    restore = request.install()
-    os.kill(os.getpid(), signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    while not request.received and time.monotonic() < deadline:
-        time.sleep(0.01)  # the handler runs between bytecodes of the main thread
-    assert request.received, "SIGTERM was not recorded"
-    return restore
 
 
 @pytest.mark.timeout(60)

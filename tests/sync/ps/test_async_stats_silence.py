@@ -12,12 +12,10 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, stopping, train_steps
 
-from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
 
@@ -58,13 +56,8 @@ def test_a_stopping_rank_names_the_stats_its_silent_shard_was_asked(paused, monk
     sync, endpoint = paused
     monkeypatch.setattr(channel, "STOP_PATIENCE", 0.5)
     monkeypatch.setattr(sync, "timeout", 20.0)  # the stop's patience, not the timeout, decides
-    request = StopRequest(announce=False)
-    restore = request.install()
+    restore = stopping()
     try:
-        os.kill(os.getpid(), signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while not request.received and time.monotonic() < deadline:
-            time.sleep(0.01)
         with pytest.raises(SyncError) as raised:
             sync.refresh_parameters()
     finally:

@@ -21,9 +21,8 @@ import time
 
 import pytest
 import zmq
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, stopping, train_steps
 
-from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
 from distconv.sync.ps.links import Link
@@ -78,13 +77,8 @@ def test_a_stopping_rank_names_a_silent_shard_owing_a_pull_at_the_patience(
 ):
     monkeypatch.setattr(channel, "STOP_PATIENCE", 0.5)
     monkeypatch.setattr(stopped_shard, "timeout", 100.0)  # the stop's patience decides
-    request = StopRequest(announce=False)
-    restore = request.install()
+    restore = stopping()
     try:
-        os.kill(os.getpid(), signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while not request.received and time.monotonic() < deadline:
-            time.sleep(0.01)
         said, took = _pull(stopped_shard)
     finally:
         restore()
