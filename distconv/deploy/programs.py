@@ -38,6 +38,11 @@ _LAUNCHERS = ("distconv-launch", "distconv.launch")
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "\n"}
 #: a shell's ``NAME=value`` before a command, which sets a variable for it
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+#: the programs that run the command after them (their options first): ``exec``, ``env``
+#: (``env A=1 $(PROGRAM)``), and the init processes an image's entrypoint runs
+_RUNS_NEXT = {"exec", "env", "nohup", "tini", "dumb-init"}
+#: a shell's own parameters (``"$@"``, ``$1``: the words after its string, read as written)
+_SPECIAL = re.compile(r"\$\{?[\d@*#?$!-]")
 
 
 def runs_the_jobs_processes(template: Manifest) -> bool:
@@ -84,13 +89,26 @@ def _launches(words: list[str]) -> bool:
 
 def _program_unknown(words: list[str]) -> bool:
     """Whether a command ``words`` run is a value only the cluster knows, or a variable the
-    command line leaves unfilled: it may be a rank."""
-    at_command = True
+    command line leaves unfilled: it may be a rank. A command starts the line, follows a
+    shell's separator, the ``-c`` of a shell (the first command of its string), or a program
+    that runs the command after it (:data:`_RUNS_NEXT`, its options and ``NAME=value`` first)."""
+    at_command, shell = True, False
     for word in words:
-        if word in _SEPARATORS:
+        if word in _SEPARATORS or (shell and _is_command_option(word)):
             at_command = True
-        elif at_command and not (word == "exec" or _ASSIGNMENT.match(word)):
-            if _is_filled(word) or word.startswith("$"):
+        elif at_command and word.rsplit("/", 1)[-1] in _RUNS_NEXT:
+            continue
+        elif at_command and (_ASSIGNMENT.match(word) or word.startswith("-")):
+            continue
+        elif at_command:
+            if _is_filled(word) or (word.startswith("$") and not _SPECIAL.match(word)):
                 return True
             at_command = False
+            shell = word.rsplit("/", 1)[-1] in _SHELLS
     return False
+
+
+def _is_command_option(word: str) -> bool:
+    """Whether a shell's option ``word`` holds ``-c`` (``-c``, ``-lc``, ``-ec``): the word
+    after the options is the string it runs, whose first word is a command."""
+    return word[:1] == "-" and word[1:2] != "-" and "c" in word[1:]
