@@ -29,6 +29,7 @@ from distconv.deploy.check_index import (
 )
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
+from distconv.deploy.programs import trains_with_the_shards
 from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
     Manifest,
@@ -124,14 +125,12 @@ def _shards_serve(objs: Sequence[Manifest], workers: Manifest, ranks: int | None
 
 def _workers(objs: Sequence[Manifest]) -> list[Manifest]:
     """The Jobs and the bare Pods whose pods run ranks (``distconv train``) of the shards' one
-    world, once each: each places its ranks from rank 0 of it. A rank whose ``--sync`` (as the
-    kubelet passes it) is another transport (``local``, ``mpi``: a baseline beside the job)
-    never reaches the shards, and is no rank of theirs."""
+    world, once each: each places its ranks from rank 0 of it. A rank of another transport (a
+    baseline beside the job: :func:`~distconv.deploy.programs.trains_with_the_shards`) is not."""
     running = {
         id(o): o
         for o, _, _, container, _ in _running(objs, "train")
-        if expand(_flag(_train_args(container), "--sync", last=True) or "", container)
-        not in ("local", "mpi")
+        if trains_with_the_shards(container)
     }
     return [o for o in running.values() if o.get("kind") in ("Job", "Pod")]
 

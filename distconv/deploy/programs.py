@@ -10,17 +10,23 @@ kubelet, and in a shell's ``-c`` string, ``$NAME`` and ``${NAME}`` filled in by 
 the container's variables (``command: [sh, -c, exec $TRAIN]`` with ``TRAIN`` set to ``distconv
 train ...`` runs a rank). A program that is a variable only the cluster knows (``valueFrom``,
 ``envFrom``) may be a rank: its pod is held to what a rank's is.
+
+A rank trains with the shards only where its transport is the parameter server's
+(:func:`trains_with_the_shards`): one of another (a baseline beside the job) is no rank of
+theirs.
 """
 
 from __future__ import annotations
 
 import re
 
+from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
 from distconv.deploy.walk import (
     Manifest,
     _after_options,
     _argv,
+    _flag,
     _main_containers,
     _runs,
     _words,
@@ -51,6 +57,22 @@ def runs_the_jobs_processes(template: Manifest) -> bool:
     (:func:`~distconv.deploy.walk._runs`), its variables filled in as the kubelet and its
     shell fill them in; or runs a program only the cluster names."""
     return any(_may_run_ours(c) for c in _main_containers(template))
+
+
+def trains_with_the_shards(container: Manifest) -> bool:
+    """Whether the ``distconv train`` of ``container`` may synchronise through the shards, as
+    the rank chooses its transport (:func:`~distconv.distributed.choose_transport`): its
+    ``--sync`` as the kubelet passes it, not ``local`` nor ``mpi``; without one, the parameter
+    server's where it is given shards (``--pservers``, else ``DISTCONV_PSERVERS`` that is not
+    blank), else local. A value only the cluster knows may be either: taken as theirs."""
+    train = _train_args(container)
+    sync = _flag(train, "--sync", last=True)
+    if sync is not None:
+        return expand(sync, container) not in ("local", "mpi")
+    if _flag(train, "--pservers") is not None:
+        return True
+    known, servers = env_as_seen(container, "DISTCONV_PSERVERS")
+    return not known or bool((servers or "").strip())
 
 
 def _may_run_ours(container: Manifest) -> bool:
