@@ -111,9 +111,10 @@ def _worker_counts(objs: Sequence[Manifest]) -> Iterator[str]:
 
 
 def _shards_serve(objs: Sequence[Manifest], workers: Manifest, ranks: int | None) -> Iterator[str]:
-    """The shards' ``--workers`` against the ``ranks`` that the object ``workers`` runs (None:
-    a count that is no integer, named by count_problems, is compared with nothing)."""
-    for sts in _of_kind(objs, "StatefulSet") if ranks is not None else ():
+    """The shards' ``--workers`` against the ``ranks`` that ``workers`` runs where they are the
+    shards' (:func:`_workers`); None: a count named by count_problems, compared with nothing."""
+    theirs = ranks is not None and any(w is workers for w in _workers(objs))
+    for sts in _of_kind(objs, "StatefulSet") if theirs else ():
         for container in _main_containers(_template(sts)):
             served = _shard_setting(container, "workers")
             if served is not None and served != str(ranks):
