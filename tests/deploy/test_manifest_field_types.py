@@ -71,120 +71,53 @@ def test_a_pod_templates_labels_that_are_no_mapping_are_named():
     assert any("selector does not match the pods" in p for p in problems)
 
 
-#: (kind, path from the object, value, the line named); ``None`` deletes the last key
+#: the path of a Job's or a StatefulSet's first container, from the object
 CONTAINER = ("spec", "template", "spec", "containers", 0)
-C0 = "spec.template.spec.containers[0]"
+POD = ("spec", "template", "spec")
+
+
+def _dotted(path: tuple) -> str:
+    """How a line names the field at ``path``: ``spec.template.spec.containers[0].env``."""
+    return "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)[1:]
+
+
+def _typed(kind: str, path: tuple, value: object, expected: str) -> tuple:
+    """A row of :data:`FIELDS`: the field at ``path`` set to ``value``, not ``expected``."""
+    return kind, path, value, f"{_dotted(path)} must be {expected}, got {value!r}"
+
+
+def _missing(kind: str, path: tuple) -> tuple:
+    """A row of :data:`FIELDS`: the field at ``path`` deleted from an entry that needs it."""
+    return kind, path, None, f"{_dotted(path[:-1])} has no {path[-1]}, which the API server needs"
+
+
+#: (kind, path from the object, value, the line named); ``None`` deletes the last key
 FIELDS = [
-    ("Job", ("spec", "template"), "x", "spec.template must be a mapping, got 'x'"),
-    ("Job", ("spec", "template", "spec"), [], "spec.template.spec must be a mapping, got []"),
-    ("Job", (*CONTAINER[:-1],), "x", "spec.template.spec.containers must be a list, got 'x'"),
-    ("Job", (*CONTAINER,), 5, "spec.template.spec.containers[0] must be a mapping, got 5"),
-    ("Job", (*CONTAINER, "env"), {}, f"{C0}.env must be a list, got {{}}"),
-    (
-        "Job",
-        (*CONTAINER, "env", 0),
-        5,
-        f"{C0}.env[0] must be a mapping, got 5",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "env", 0, "value"),
-        ["x"],
-        f"{C0}.env[0].value must be a string, got ['x']",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "env", 0, "name"),
-        None,
-        f"{C0}.env[0] has no name, which the API server needs",
-    ),
-    ("Job", (*CONTAINER, "args"), 5, f"{C0}.args must be a list, got 5"),
-    (
-        "Job",
-        (*CONTAINER, "workingDir"),
-        5,
-        f"{C0}.workingDir must be a string, got 5",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "resources"),
-        "x",
-        f"{C0}.resources must be a mapping, got 'x'",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "resources", "limits"),
-        [],
-        f"{C0}.resources.limits must be a mapping, got []",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "securityContext"),
-        5,
-        f"{C0}.securityContext must be a mapping, got 5",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "readinessProbe"),
-        "x",
-        f"{C0}.readinessProbe must be a mapping, got 'x'",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "readinessProbe", "httpGet"),
-        5,
-        f"{C0}.readinessProbe.httpGet must be a mapping, got 5",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "ports", 0, "containerPort"),
-        None,
-        f"{C0}.ports[0] has no containerPort, which the API server needs",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "ports", 0, "name"),
-        [],
-        f"{C0}.ports[0].name must be a string, got []",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "volumeMounts", 0, "mountPath"),
-        None,
-        f"{C0}.volumeMounts[0] has no mountPath, which the API server needs",
-    ),
-    (
-        "Job",
-        (*CONTAINER, "volumeMounts", 0, "mountPath"),
-        5,
-        f"{C0}.volumeMounts[0].mountPath must be a string, got 5",
-    ),
-    (
-        "Job",
-        ("spec", "template", "spec", "securityContext"),
-        "x",
-        "spec.template.spec.securityContext must be a mapping, got 'x'",
-    ),
-    (
-        "Job",
-        ("spec", "template", "spec", "volumes"),
-        5,
-        "spec.template.spec.volumes must be a list, got 5",
-    ),
-    (
-        "Job",
-        ("spec", "template", "spec", "volumes", 0, "name"),
-        None,
-        "spec.template.spec.volumes[0] has no name, which the API server needs",
-    ),
-    ("StatefulSet", ("spec", "serviceName"), ["x"], "spec.serviceName must be a string, got ['x']"),
-    (
-        "StatefulSet",
-        ("spec", "template", "spec", "volumes", 1, "secret"),
-        "x",
-        "spec.template.spec.volumes[1].secret must be a mapping, got 'x'",
-    ),
-    ("Service", ("spec", "selector"), "x", "spec.selector must be a mapping, got 'x'"),
+    _typed("Job", ("spec", "template"), "x", "a mapping"),
+    _typed("Job", POD, [], "a mapping"),
+    _typed("Job", (*POD, "containers"), "x", "a list"),
+    _typed("Job", CONTAINER, 5, "a mapping"),
+    _typed("Job", (*CONTAINER, "env"), {}, "a list"),
+    _typed("Job", (*CONTAINER, "env", 0), 5, "a mapping"),
+    _typed("Job", (*CONTAINER, "env", 0, "value"), ["x"], "a string"),
+    _missing("Job", (*CONTAINER, "env", 0, "name")),
+    _typed("Job", (*CONTAINER, "args"), 5, "a list"),
+    _typed("Job", (*CONTAINER, "workingDir"), 5, "a string"),
+    _typed("Job", (*CONTAINER, "resources"), "x", "a mapping"),
+    _typed("Job", (*CONTAINER, "resources", "limits"), [], "a mapping"),
+    _typed("Job", (*CONTAINER, "securityContext"), 5, "a mapping"),
+    _typed("Job", (*CONTAINER, "readinessProbe"), "x", "a mapping"),
+    _typed("Job", (*CONTAINER, "readinessProbe", "httpGet"), 5, "a mapping"),
+    _missing("Job", (*CONTAINER, "ports", 0, "containerPort")),
+    _typed("Job", (*CONTAINER, "ports", 0, "name"), [], "a string"),
+    _missing("Job", (*CONTAINER, "volumeMounts", 0, "mountPath")),
+    _typed("Job", (*CONTAINER, "volumeMounts", 0, "mountPath"), 5, "a string"),
+    _typed("Job", (*POD, "securityContext"), "x", "a mapping"),
+    _typed("Job", (*POD, "volumes"), 5, "a list"),
+    _missing("Job", (*POD, "volumes", 0, "name")),
+    _typed("StatefulSet", ("spec", "serviceName"), ["x"], "a string"),
+    _typed("StatefulSet", (*POD, "volumes", 1, "secret"), "x", "a mapping"),
+    _typed("Service", ("spec", "selector"), "x", "a mapping"),
 ]
 
 
