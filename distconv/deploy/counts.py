@@ -12,7 +12,9 @@ integer); :func:`count_problems` names each one that is no integer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
+from fractions import Fraction
 from typing import Any
 
 from distconv.deploy.walk import Manifest, _where, spec_of
@@ -76,3 +78,34 @@ def count_problems(objs: Sequence[Manifest]) -> Iterator[str]:
             value = spec[field]
             if not _is_count(value) or value < least:
                 yield f"{where}: {field} must be an integer >= {least}, got {value!r}"
+
+
+#: a quantity as the API server reads it (resource.Quantity): a number, then an exponent or an
+#: SI or binary multiplier (``2``, ``+2``, ``2.0``, ``2000m``, ``1e1``, ``1Ki``)
+_QUANTITY = re.compile(
+    r"\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d{1,3})|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?"
+)
+#: what each multiplier of :data:`_QUANTITY` multiplies by
+_MULTIPLIERS = {
+    **{
+        si: Fraction(1000) ** power
+        for si, power in zip("numkMGTPE", (-3, -2, -1, 1, 2, 3, 4, 5, 6))
+    },
+    **{f"{binary}i": Fraction(1024) ** power for power, binary in enumerate("KMGTPE", 1)},
+}
+
+
+def whole_quantity(value: Any) -> int | None:
+    """``value``, a count of devices (``nvidia.com/gpu``), as the API server reads it: a whole
+    number of them, not below 0, written as an integer, a whole float or a quantity's text
+    (``"2"``, ``"2000m"``); None where it is none (``"x"``, ``1.5``, ``-1``), which it refuses."""
+    if _is_count(value):
+        return int(value) if value >= 0 else None
+    match = _QUANTITY.fullmatch(value) if isinstance(value, str) and value.isascii() else None
+    if match is None:
+        return None
+    number, exponent, multiplier = match.groups()
+    amount = (
+        Fraction(number) * (Fraction(10) ** int(exponent or 0)) * _MULTIPLIERS.get(multiplier, 1)
+    )
+    return int(amount) if amount.denominator == 1 else None

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from distconv.deploy.counts import _is_count, known_count
+from distconv.deploy.counts import _is_count, known_count, whole_quantity
 from distconv.deploy.walk import (
     GENERATED,
     HOST_NAME_MAX,
     Manifest,
-    _digits,
     _namespace,
     _of_kind,
     _where,
@@ -58,7 +57,8 @@ class NamedElsewhere:
 @dataclass(frozen=True)
 class Devices:
     """A count of devices (``nvidia.com/gpu``), which the API server takes only as a whole
-    number, an integer or its digits as text (``2``, ``"2"``, ``2.0``), none below 0."""
+    number, none below 0, of any quantity's spelling (``2``, ``"2"``, ``2.0``, ``"2000m"``:
+    :func:`~distconv.deploy.counts.whole_quantity`)."""
 
 
 #: the GPUs a container asks: a count, or the checks that add them up stop on ``"x"``
@@ -283,8 +283,10 @@ def _kept(value: Any, rule: Any, path: str, lines: list[str]) -> Any:
     if isinstance(rule, list):
         items = (_field(item, rule[0], f"{path}[{i}]", lines) for i, item in enumerate(value))
         return [item for item in items if item is not _DROPPED]
-    if rule is int or isinstance(rule, Devices):  # 8080.0 reaches it as 8080, "2" as 2
+    if rule is int:  # 8080.0 reaches the API server as 8080 (counts._is_count)
         return int(value)
+    if isinstance(rule, Devices):  # "2", 2.0 and "2000m" are 2 devices
+        return whole_quantity(value)
     if rule is str and isinstance(value, date):  # 2024-01-01: text to kubectl (see _fits)
         return value.isoformat()
     if not isinstance(rule, dict):
@@ -333,7 +335,7 @@ def _fits(value: Any, rule: Any) -> bool:
     if rule is int:
         return _is_count(value)
     if isinstance(rule, Devices):
-        return (_is_count(value) and value >= 0) or (isinstance(value, str) and _digits(value))
+        return whole_quantity(value) is not None
     if rule is str:  # kubectl's go-yaml v2 keeps a timestamp-like plain scalar as its text
         return isinstance(value, (str, date))
     return isinstance(value, rule)
