@@ -36,6 +36,8 @@ from distconv.deploy.walk import (
 _SHELLS = {"sh", "bash", "dash", "ash"}
 #: a shell's ``$NAME`` or ``${NAME}``
 _SHELL_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
+#: a shell string's own ``NAME=value`` (``CMD=rclone; $CMD sync ...``): NAME and a plain value
+_SHELL_SETS = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=([^\s;&|()'\"]*)")
 #: the launcher's commands that start ranks and shards (``k8s`` only writes manifests)
 _LAUNCHES = ("local", "mpi")
 #: the launcher, as a command (``distconv-launch``) or a module (``python -m distconv.launch``)
@@ -89,14 +91,19 @@ def _as_started(container: Manifest) -> Manifest:
     runs it, ``$NAME``/``${NAME}`` filled in from the container's variables as well."""
     argv = [expand(word, container) for word in _argv(container)]
     if argv and argv[0].rsplit("/", 1)[-1] in _SHELLS:
-        argv = [_SHELL_VARIABLE.sub(lambda m: _value(container, m), word) for word in argv]
+        assigned = {name: value for word in argv for name, value in _SHELL_SETS.findall(word)}
+        argv = [_SHELL_VARIABLE.sub(lambda m: _value(container, assigned, m), w) for w in argv]
     return {**container, "command": argv, "args": []}
 
 
-def _value(container: Manifest, match: re.Match) -> str:
-    """The value a shell fills in for the variable ``match`` names: the container's, a
-    stand-in where only the cluster knows it, the empty string where it is unset."""
-    known, value = env_as_seen(container, match.group(1) or match.group(2))
+def _value(container: Manifest, assigned: dict[str, str], match: re.Match) -> str:
+    """The value a shell fills in for the variable ``match`` names: the one its string sets
+    (in ``assigned``), else the container's, a stand-in where only the cluster knows it, the
+    empty string where it is unset."""
+    name = match.group(1) or match.group(2)
+    if name in assigned:
+        return assigned[name]
+    known, value = env_as_seen(container, name)
     return _FILLED if not known else value or ""
 
 
