@@ -23,6 +23,7 @@ import re
 from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
 from distconv.deploy.walk import (
+    SEPARATORS,
     Manifest,
     _after_options,
     _argv,
@@ -30,6 +31,7 @@ from distconv.deploy.walk import (
     _main_containers,
     _runs,
     _words,
+    program_words,
 )
 
 #: the shells whose ``-c`` string fills in ``$NAME`` from the environment
@@ -42,8 +44,6 @@ _SHELL_SETS = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=([^\s;&|()'\"]*)")
 _LAUNCHES = ("local", "mpi")
 #: the launcher, as a command (``distconv-launch``) or a module (``python -m distconv.launch``)
 _LAUNCHERS = ("distconv-launch", "distconv.launch")
-#: what a shell's string starts a new command after
-_SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "\n"}
 #: a shell's ``NAME=value`` before a command, which sets a variable for it
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 #: the programs that run the command after them (their options first): ``exec``, ``env``
@@ -81,8 +81,7 @@ def _may_run_ours(container: Manifest) -> bool:
     started = _as_started(container)
     if _runs(container, "train", "pserver", "sshd") or _runs(started, "train", "pserver", "sshd"):
         return True
-    words = _words(started)
-    return _launches(words) or _program_unknown(words)
+    return _launches(program_words(started)) or _program_unknown(_words(started))
 
 
 def _as_started(container: Manifest) -> Manifest:
@@ -123,7 +122,7 @@ def _program_unknown(words: list[str]) -> bool:
     that runs the command after it (:data:`_RUNS_NEXT`, its options and ``NAME=value`` first)."""
     at_command, shell = True, False
     for word in words:
-        if word in _SEPARATORS or (shell and _is_command_option(word)):
+        if word in SEPARATORS or (shell and _is_command_option(word)):
             at_command = True
         elif at_command and word.rsplit("/", 1)[-1] in _RUNS_NEXT:
             continue

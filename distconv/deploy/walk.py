@@ -27,6 +27,14 @@ _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
 #: user's home, docker/Dockerfile), not ``/``
 IMAGE_WORKDIR = HOME
+#: what a shell's string starts a new command after
+SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "\n"}
+#: the commands that only print their arguments (``echo $TRAIN > /log`` runs no rank)
+_PRINTS = {"echo", "printf"}
+#: a shell's redirection (``>``, ``>>``, ``2>&1``'s ``>&``, ``<``): the word after is a file
+_REDIRECT = re.compile(r"[<>&|]*[<>][<>&|]*")
+#: what a command may follow in a shell's words: a wrapper, a ``NAME=value``, a shell's ``-c``
+_BEFORE_A_COMMAND = re.compile(r"exec|env|nohup|[A-Za-z_]\w*=.*|-\w*c\w*")
 
 
 def as_applied(node: Any) -> Any:
@@ -200,6 +208,7 @@ def _command_args(argv: list[str], command: str) -> list[str] | None:
     """The arguments after ``distconv <command>`` in ``argv``, or None when it runs no such
     command (``mpirun ... python -m mpi4py -m distconv train ...`` runs ``train``; so do
     ``/opt/venv/bin/distconv train`` and ``distconv -q train``, distconv's own options first)."""
+    argv = _unprinted(argv)
     for i, word in enumerate(argv):
         if word.rsplit("/", 1)[-1] == "distconv":
             rest = _after_options(argv[i + 1 :])
@@ -229,13 +238,46 @@ def _words(container: Manifest) -> list[str]:
     return words
 
 
+def program_words(container: Manifest) -> list[str]:
+    """The words of the container's command line (:func:`_words`) less those that name no
+    program it runs (:func:`_unprinted`). A line with a newline, which the words do not show,
+    is left whole (the command after it may be a rank)."""
+    words = _words(container)
+    if any("\n" in arg for arg in _argv(container)):
+        return words
+    return _unprinted(words)
+
+
+def _unprinted(words: list[str]) -> list[str]:
+    """``words`` less the arguments of an ``echo`` or ``printf`` that starts a command (``sh -c
+    "echo $TRAIN > /log"`` runs no rank), to the shell's next separator, and the file of a
+    redirection."""
+    kept: list[str] = []
+    printing, previous = False, None
+    for word in words:
+        if word in SEPARATORS:
+            printing = False
+        elif printing or (previous is not None and _REDIRECT.fullmatch(previous)):
+            previous = word
+            continue
+        elif word in _PRINTS and (
+            previous is None or previous in SEPARATORS or _BEFORE_A_COMMAND.fullmatch(previous)
+        ):
+            printing = True
+            continue
+        if not _REDIRECT.fullmatch(word):
+            kept.append(word)
+        previous = word
+    return kept
+
+
 def _runs(container: Manifest, *programs: str) -> bool:
     """Whether ``container`` may run one of ``programs`` (``"train"``, ``"pserver"``: that
     command of distconv; ``"sshd"``), however started: exec'd (``/opt/venv/bin/distconv
     train``), through Python (``python -m distconv train``), after distconv's own options
     (``distconv -q train``), or in a shell's command string. A container that runs none is a
     sidecar beside the shards or ranks (a log shipper), not held to their needs."""
-    words = [w.rsplit("/", 1)[-1] for w in _words(container)]
+    words = [w.rsplit("/", 1)[-1] for w in program_words(container)]
     if "sshd" in programs and "sshd" in words:
         return True
     for i, word in enumerate(words):
