@@ -38,8 +38,12 @@ from distconv.deploy.walk import (
 _SHELLS = {"sh", "bash", "dash", "ash"}
 #: a shell's ``$NAME`` or ``${NAME}``
 _SHELL_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
-#: a shell string's own ``NAME=value`` (``CMD=rclone; $CMD sync ...``): NAME and a plain value
-_SHELL_SETS = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=([^\s;&|()'\"]*)")
+#: a shell string's own ``NAME=value`` as a command of its own (``CMD=rclone; $CMD sync ...``;
+#: ``CMD=x $CMD`` sets CMD only for the command, after its words are filled in): NAME and the
+#: value as written
+_SHELL_SETS = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=([^\s;&|()]*)(?=[ \t]*(?:[;&|)\n]|$))")
+#: a value the shell sets as written: no quote, no expansion (``P="$TRAIN"`` sets a rank's line)
+_PLAIN_VALUE = re.compile(r"[^'\"$`\\]*")
 #: the launcher's commands that start ranks and shards (``k8s`` only writes manifests)
 _LAUNCHES = ("local", "mpi")
 #: the launcher, as a command (``distconv-launch``) or a module (``python -m distconv.launch``)
@@ -90,9 +94,20 @@ def _as_started(container: Manifest) -> Manifest:
     runs it, ``$NAME``/``${NAME}`` filled in from the container's variables as well."""
     argv = [expand(word, container) for word in _argv(container)]
     if argv and argv[0].rsplit("/", 1)[-1] in _SHELLS:
-        assigned = {name: value for word in argv for name, value in _SHELL_SETS.findall(word)}
+        assigned = _set_in_string(argv)
         argv = [_SHELL_VARIABLE.sub(lambda m: _value(container, assigned, m), w) for w in argv]
     return {**container, "command": argv, "args": []}
+
+
+def _set_in_string(argv: list[str]) -> dict[str, str]:
+    """The variables a shell's string ``argv`` sets itself to a value as written, by name: one
+    set anywhere to a quoted or expanded value (``P="$TRAIN"``, ``P=$(X)``) is left out, to be
+    read from the container (a value it cannot read is one only the cluster knows)."""
+    values: dict[str, str | None] = {}
+    for name, value in (pair for word in argv for pair in _SHELL_SETS.findall(word)):
+        plain = _PLAIN_VALUE.fullmatch(value) and values.get(name, "") is not None
+        values[name] = value if plain else None
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def _value(container: Manifest, assigned: dict[str, str], match: re.Match) -> str:

@@ -32,3 +32,21 @@ def test_a_rank_the_shell_string_sets_from_the_env_is_still_held():
     env = [{"name": "TRAIN", "value": _TRAIN}]
     problems = manifest_problems(_beside_the_job(["sh", "-c", "P=$TRAIN; $P"], env, []))
     assert _GRACE in problems
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'P="$TRAIN"; $P',
+        "P=$(TRAIN); exec $P",
+        "P=rclone; P=$TRAIN; $P",
+        "TRAIN=/bin/true $TRAIN",
+    ],
+    ids=["quoted-value", "kubelet-reference", "set-again", "set-for-the-command-only"],
+)
+def test_a_rank_the_string_sets_to_a_value_not_as_written_is_still_held(script):
+    """15a3238 read ``P="$TRAIN"`` as P set to the empty string (the quote ended the value) and
+    ``TRAIN=/bin/true $TRAIN`` as TRAIN set for its own expansion, so these Jobs, which run a
+    rank, kept their default 30 s grace period with no line (review k312)."""
+    env = [{"name": "TRAIN", "value": _TRAIN}]
+    assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], env, []))
