@@ -12,6 +12,7 @@ integer); :func:`count_problems` names each one that is no integer.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
@@ -80,11 +81,17 @@ def count_problems(objs: Sequence[Manifest]) -> Iterator[str]:
                 yield f"{where}: {field} must be an integer >= {least}, got {value!r}"
 
 
-#: a quantity as the API server reads it (resource.Quantity): a number, then an exponent or an
-#: SI or binary multiplier (``2``, ``+2``, ``2.0``, ``2000m``, ``1e1``, ``1Ki``)
+#: a quantity as the API server reads it (resource.Quantity's parseQuantityString): a sign, a
+#: number whose digits may be missing (``"+"`` and ``"."`` are 0), then a decimal exponent or an
+#: SI or binary multiplier (``2``, ``-0``, ``2.0``, ``2000m``, ``1e+1``, ``1Ki``)
 _QUANTITY = re.compile(
-    r"\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d{1,3})|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?"
+    r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?"
 )
+#: what Go's strings.TrimSpace, which Quantity.UnmarshalJSON applies first, takes off an ASCII
+#: value (and NEL, NBSP)
+_GO_SPACE = " \t\n\v\f\r\x85\xa0"
+#: the largest decimal exponent read (``1e999``); a larger one is named, not computed
+_MOST_EXPONENT = 999
 #: what each multiplier of :data:`_QUANTITY` multiplies by
 _MULTIPLIERS = {
     **{
@@ -97,15 +104,23 @@ _MULTIPLIERS = {
 
 def whole_quantity(value: Any) -> int | None:
     """``value``, a count of devices (``nvidia.com/gpu``), as the API server reads it: a whole
-    number of them, not below 0, written as an integer, a whole float or a quantity's text
-    (``"2"``, ``"2000m"``); None where it is none (``"x"``, ``1.5``, ``-1``), which it refuses."""
+    number of them, not below 0 (``ValidateResourceQuantityValue``: ``MilliValue() % 1000 ==
+    0``), written as an integer, a whole float or a quantity's text (``"2"``, ``"2000m"``,
+    ``" 1"``); None where it is none (``"x"``, ``1.5``, ``-1``), which it refuses."""
     if _is_count(value):
         return int(value) if value >= 0 else None
-    match = _QUANTITY.fullmatch(value) if isinstance(value, str) and value.isascii() else None
-    if match is None:
+    text = value.strip(_GO_SPACE) if isinstance(value, str) else ""
+    match = _QUANTITY.fullmatch(text) if text.isascii() else None
+    if not text or match is None or abs(int(match.group(4) or 0)) > _MOST_EXPONENT:
         return None
-    number, exponent, multiplier = match.groups()
+    sign, whole, fraction, exponent, multiplier = match.groups()
     amount = (
-        Fraction(number) * (Fraction(10) ** int(exponent or 0)) * _MULTIPLIERS.get(multiplier, 1)
+        (int(whole or 0) + Fraction(int(fraction or 0), 10 ** len(fraction or "")))
+        * Fraction(10) ** int(exponent or 0)
+        * _MULTIPLIERS.get(multiplier, 1)
     )
-    return int(amount) if amount.denominator == 1 else None
+    # the API server rounds a value up to a whole number of nano-units before it validates it
+    amount = Fraction(math.ceil(amount * 10**9), 10**9)
+    if amount.denominator != 1 or (sign == "-" and amount):
+        return None
+    return int(amount)

@@ -18,7 +18,23 @@ def test_one_gpu_in_any_spelling_of_the_quantity_passes(value):
     assert manifest_problems(_gpu_job_asking(value)) == []
 
 
-@pytest.mark.parametrize("value", ["1500m", "1e-3", "-1", "1 ", "1Gx", ".5"])
+@pytest.mark.parametrize("value", ["1500m", "1e-3", "-1", "1Gx", ".5", "1.0000000001", "1e+"])
 def test_a_quantity_of_no_whole_device_is_named(value):
     problems = manifest_problems(_gpu_job_asking(value))
     assert problems[0] == f"Job j-worker: {_FIELD} must be a whole number of devices, got {value!r}"
+
+
+@pytest.mark.parametrize("value", [" 1", "1 \n", "1e0000", "+1e+0", "0.9999999999"])
+def test_one_gpu_as_the_api_server_reads_the_text_passes(value):
+    """2bbb81c's parser refused what the API server still reads as 1 GPU: Quantity.UnmarshalJSON
+    trims the text (strings.TrimSpace) before ParseQuantity, whose exponent is any number of
+    digits, and ParseQuantity rounds a value up to a whole nano-unit before the validation's
+    ``MilliValue() % 1000`` (review k312)."""
+    assert manifest_problems(_gpu_job_asking(value)) == []
+
+
+@pytest.mark.parametrize("value", ["-0", "+", "."])
+def test_a_quantity_of_no_device_is_counted_as_zero(value):
+    """``-0`` is not below 0, and a sign or a point alone is 0 to ParseQuantity: each is read as
+    0 GPUs, like ``0`` (review k312)."""
+    assert manifest_problems(_gpu_job_asking(value)) == manifest_problems(_gpu_job_asking(0))
