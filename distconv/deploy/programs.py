@@ -85,7 +85,7 @@ def _may_run_ours(container: Manifest) -> bool:
     started = _as_started(container)
     if _runs(container, "train", "pserver", "sshd") or _runs(started, "train", "pserver", "sshd"):
         return True
-    return _launches(program_words(started)) or _program_unknown(_words(started))
+    return _launches(program_words(started)) or _program_unknown(_words(started, newlines=True))
 
 
 def _as_started(container: Manifest) -> Manifest:

@@ -29,6 +29,8 @@ _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 IMAGE_WORKDIR = HOME
 #: what a shell's string starts a new command after
 SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "\n"}
+#: what shlex parts words at besides blanks: a shell's operators, and with newlines, those too
+_PUNCTUATION = {False: "();<>|&", True: "();<>|&\n"}
 #: the commands that only print their arguments (``echo $TRAIN > /log`` runs no rank)
 _PRINTS = {"echo", "printf"}
 #: a shell's redirection (``>``, ``>>``, ``2>&1``'s ``>&``, ``<``): the word after is a file
@@ -224,28 +226,31 @@ def _after_options(args: list[str]) -> list[str]:
     return args
 
 
-def _words(container: Manifest) -> list[str]:
+def _words(container: Manifest, newlines: bool = False) -> list[str]:
     """The words of the container's command line, a shell's command string split as the shell
-    splits it (``sh -c "cd /x;distconv train"`` holds ``distconv`` and ``train``)."""
+    splits it (``sh -c "cd /x;distconv train"`` holds ``distconv`` and ``train``); with
+    ``newlines``, a newline that ends a command is a word ``"\\n"`` (a separator) and one after
+    ``\\`` is read past, as the shell reads them."""
     words = []
     for arg in _argv(container):
-        lexer = shlex.shlex(arg, posix=True, punctuation_chars=True)
+        text = arg.replace("\\\n", "") if newlines else arg
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=_PUNCTUATION[newlines])
         lexer.whitespace_split = True
+        if newlines:
+            lexer.whitespace, lexer.commenters = " \t\r", ""
         try:
-            words.extend(lexer)
+            words.extend(
+                "\n" if "\n" in w and set(w) <= set(_PUNCTUATION[True]) else w for w in lexer
+            )
         except ValueError:  # an unbalanced quote: the words as spaces part them
             words.extend(arg.split())
     return words
 
 
 def program_words(container: Manifest) -> list[str]:
-    """The words of the container's command line (:func:`_words`) less those that name no
-    program it runs (:func:`_unprinted`). A line with a newline, which the words do not show,
-    is left whole (the command after it may be a rank)."""
-    words = _words(container)
-    if any("\n" in arg for arg in _argv(container)):
-        return words
-    return _unprinted(words)
+    """The words of the container's command line, its newlines as separators (:func:`_words`),
+    less those that name no program it runs (:func:`_unprinted`)."""
+    return _unprinted(_words(container, newlines=True))
 
 
 def _unprinted(words: list[str]) -> list[str]:
