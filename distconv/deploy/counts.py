@@ -105,8 +105,9 @@ _MULTIPLIERS = {
 def whole_quantity(value: Any) -> int | None:
     """``value``, a count of devices (``nvidia.com/gpu``), as the API server reads it: a whole
     number of them, not below 0 (``ValidateResourceQuantityValue``: ``MilliValue() % 1000 ==
-    0``), written as an integer, a whole float or a quantity's text (``"2"``, ``"2000m"``,
-    ``" 1"``); None where it is none (``"x"``, ``1.5``, ``-1``), which it refuses."""
+    0``, rounded up: ``"0.9995"`` is 1), written as an integer, a whole float or a quantity's
+    text (``"2"``, ``"2000m"``, ``" 1"``); None where it is none (``"x"``, ``1.5``, ``-1``),
+    which it refuses."""
     if _is_count(value):
         return int(value) if value >= 0 else None
     text = value.strip(_GO_SPACE) if isinstance(value, str) else ""
@@ -119,8 +120,9 @@ def whole_quantity(value: Any) -> int | None:
         * Fraction(10) ** int(exponent or 0)
         * _MULTIPLIERS.get(multiplier, 1)
     )
-    # the API server rounds a value up to a whole number of nano-units before it validates it
-    amount = Fraction(math.ceil(amount * 10**9), 10**9)
-    if amount.denominator != 1 or (sign == "-" and amount):
+    # the API server validates ceil(value * 1000) (MilliValue; ParseQuantity's rounding up to
+    # nano-units is finer), and the count is its Value(), ceil(value)
+    milli = math.ceil(amount * 1000)
+    if milli % 1000 or (sign == "-" and amount):
         return None
-    return int(amount)
+    return milli // 1000

@@ -18,7 +18,9 @@ def test_one_gpu_in_any_spelling_of_the_quantity_passes(value):
     assert manifest_problems(_gpu_job_asking(value)) == []
 
 
-@pytest.mark.parametrize("value", ["1500m", "1e-3", "-1", "1Gx", ".5", "1.0000000001", "1e+"])
+@pytest.mark.parametrize(
+    "value", ["1500m", "1e-3", "-1", "1Gx", ".5", "1.0000000001", "1.0001", "0.999", "1e+"]
+)
 def test_a_quantity_of_no_whole_device_is_named(value):
     problems = manifest_problems(_gpu_job_asking(value))
     assert problems[0] == f"Job j-worker: {_FIELD} must be a whole number of devices, got {value!r}"
@@ -38,3 +40,11 @@ def test_a_quantity_of_no_device_is_counted_as_zero(value):
     """``-0`` is not below 0, and a sign or a point alone is 0 to ParseQuantity: each is read as
     0 GPUs, like ``0`` (review k312)."""
     assert manifest_problems(_gpu_job_asking(value)) == manifest_problems(_gpu_job_asking(0))
+
+
+@pytest.mark.parametrize("value", ["0.9995", "999.1m", "0.99999"])
+def test_a_quantity_whose_millis_round_up_to_one_gpu_passes(value):
+    """The validation reads ``MilliValue()``, which rounds up to a whole milli-unit (ceil(q *
+    1000)), not the nano-units 5823a0e rounded to: ``0.9995`` is 1000m, 1 GPU, and the API
+    server takes it (review k313)."""
+    assert manifest_problems(_gpu_job_asking(value)) == []
