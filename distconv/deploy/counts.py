@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -112,12 +113,16 @@ def whole_quantity(value: Any) -> int | None:
         return int(value) if value >= 0 else None
     text = value.strip(_GO_SPACE) if isinstance(value, str) else ""
     match = _QUANTITY.fullmatch(text) if text.isascii() else None
-    if not text or match is None or abs(int(match.group(4) or 0)) > _MOST_EXPONENT:
+    if not text or match is None:
         return None
     sign, whole, fraction, exponent, multiplier = match.groups()
+    # Decimal, not int(): a number of any length (``"1e"`` then 5000 zeros is 1) is read whole
+    power = Decimal(exponent or 0)
+    if abs(power) > _MOST_EXPONENT:
+        return None
     amount = (
-        (int(whole or 0) + Fraction(int(fraction or 0), 10 ** len(fraction or "")))
-        * Fraction(10) ** int(exponent or 0)
+        Fraction(Decimal(f"{whole or 0}.{fraction or 0}"))
+        * Fraction(10) ** int(power)
         * _MULTIPLIERS.get(multiplier, 1)
     )
     # the API server validates ceil(value * 1000) (MilliValue; ParseQuantity's rounding up to

@@ -48,3 +48,25 @@ def test_a_quantity_whose_millis_round_up_to_one_gpu_passes(value):
     1000)), not the nano-units 5823a0e rounded to: ``0.9995`` is 1000m, 1 GPU, and the API
     server takes it (review k313)."""
     assert manifest_problems(_gpu_job_asking(value)) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("1e" + "0" * 5000, False),
+        ("0" * 5000 + "1", False),
+        ("1." + "0" * 5000, False),
+        ("0." + "9" * 5000, False),
+        ("1e1" + "0" * 5000, True),
+        ("1" * 5000 + ".5", True),
+    ],
+    ids=["exponent-zeros", "leading-zeros", "trailing-zeros", "nines", "huge-exponent", "long"],
+)
+def test_a_quantity_of_many_digits_is_read_not_crashed_on(value, named):
+    """Python's int() refuses a text of over 4300 digits (ValueError), so 5823a0e's reading of
+    a long quantity crashed the check; ParseQuantity reads any number of digits: ``1e`` then
+    5000 zeros is 1 GPU. A huge exponent is named, as before (review k313)."""
+    problems = manifest_problems(_gpu_job_asking(value))
+    assert bool(problems) is named
+    if named:
+        assert problems[0].startswith(f"Job j-worker: {_FIELD} must be a whole number")
