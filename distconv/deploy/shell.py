@@ -7,6 +7,7 @@ Shared by :mod:`distconv.deploy.walk`, which reads a container's command line th
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 
@@ -21,6 +22,37 @@ SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
 _MPI_ENV_OPTIONS = {"-env", "-genv", "--env", "--genv"}
 #: ``NAME=value``: a variable the shell sets for the command after it
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+#: what shlex parts words at besides blanks: a shell's operators, and with newlines, those too
+PUNCTUATION = {False: "();<>|&", True: "();<>|&\n"}
+
+
+def split_words(text: str, newlines: bool = False) -> list[str]:
+    """``text`` split into words as a shell splits them, its ``#`` comments dropped; with
+    ``newlines``, a newline that ends a command is a word ``"\\n"`` (a separator) and one after
+    ``\\`` is read past, as the shell reads them."""
+    if newlines:
+        text = text.replace("\\\n", "")
+    source = _CommentsKeepNewlines(text) if newlines else io.StringIO(text)
+    lexer = shlex.shlex(source, posix=True, punctuation_chars=PUNCTUATION[newlines])
+    lexer.whitespace_split = True
+    if newlines:
+        lexer.whitespace = " \t\r"
+    try:
+        return ["\n" if "\n" in w and set(w) <= set(PUNCTUATION[True]) else w for w in lexer]
+    except ValueError:  # an unbalanced quote: the words as spaces part them
+        return text.split()
+
+
+class _CommentsKeepNewlines(io.StringIO):
+    """A shell's string whose ``#`` comments end before their newline: shlex skips a comment
+    with ``readline``, which would take with it the newline that ends the command."""
+
+    def readline(self, size: int | None = -1) -> str:
+        line = super().readline(size)
+        if not line.endswith("\n"):
+            return line
+        self.seek(self.tell() - 1)
+        return line[:-1]
 
 
 def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:

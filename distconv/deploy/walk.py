@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from distconv.deploy.shell import (
     sets_variable,
     shell_command,
     split_env_strings,
+    split_words,
 )
 
 Manifest = dict[str, Any]
@@ -29,8 +29,6 @@ _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 IMAGE_WORKDIR = HOME
 #: what a shell's string starts a new command after
 SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "\n"}
-#: what shlex parts words at besides blanks: a shell's operators, and with newlines, those too
-_PUNCTUATION = {False: "();<>|&", True: "();<>|&\n"}
 #: the commands that only print their arguments (``echo $TRAIN > /log`` runs no rank)
 _PRINTS = {"echo", "printf"}
 #: a shell's redirection (``>``, ``>>``, ``2>&1``'s ``>&``, ``<``): the word after is a file
@@ -229,22 +227,8 @@ def _after_options(args: list[str]) -> list[str]:
 def _words(container: Manifest, newlines: bool = False) -> list[str]:
     """The words of the container's command line, a shell's command string split as the shell
     splits it (``sh -c "cd /x;distconv train"`` holds ``distconv`` and ``train``); with
-    ``newlines``, a newline that ends a command is a word ``"\\n"`` (a separator) and one after
-    ``\\`` is read past, as the shell reads them."""
-    words = []
-    for arg in _argv(container):
-        text = arg.replace("\\\n", "") if newlines else arg
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=_PUNCTUATION[newlines])
-        lexer.whitespace_split = True
-        if newlines:
-            lexer.whitespace, lexer.commenters = " \t\r", ""
-        try:
-            words.extend(
-                "\n" if "\n" in w and set(w) <= set(_PUNCTUATION[True]) else w for w in lexer
-            )
-        except ValueError:  # an unbalanced quote: the words as spaces part them
-            words.extend(arg.split())
-    return words
+    ``newlines``, a newline that ends a command is a separator (:func:`split_words`)."""
+    return [w for arg in _argv(container) for w in split_words(arg, newlines)]
 
 
 def program_words(container: Manifest) -> list[str]:
@@ -255,20 +239,26 @@ def program_words(container: Manifest) -> list[str]:
 
 def _unprinted(words: list[str]) -> list[str]:
     """``words`` less the arguments of an ``echo`` or ``printf`` that starts a command (``sh -c
-    "echo $TRAIN > /log"`` runs no rank), to the shell's next separator, and the file of a
-    redirection."""
+    "echo $TRAIN > /log"`` runs no rank), to the shell's next separator, unless that is a pipe
+    (``echo distconv train ... | sh`` runs what it prints), and the file of a redirection."""
     kept: list[str] = []
-    printing, previous = False, None
+    printed: list[str] | None = None  # the words of the echo or printf being read
+    previous = None
     for word in words:
         if word in SEPARATORS:
-            printing = False
-        elif printing or (previous is not None and _REDIRECT.fullmatch(previous)):
+            if printed is not None and word == "|":
+                kept.extend(printed)
+            printed = None
+        elif printed is not None:
+            printed.append(word)
+            continue
+        elif previous is not None and _REDIRECT.fullmatch(previous):
             previous = word
             continue
         elif word in _PRINTS and (
             previous is None or previous in SEPARATORS or _BEFORE_A_COMMAND.fullmatch(previous)
         ):
-            printing = True
+            printed = []
             continue
         if not _REDIRECT.fullmatch(word):
             kept.append(word)

@@ -1,0 +1,46 @@
+"""What a shell string prints into a pipe is run by the program after it (``echo distconv
+train ... | sh`` runs a rank: 86ca1a8 dropped every word an ``echo`` prints, and such a Job
+passed without the ranks' grace and probes), and a ``#`` comment is not a command (a1d1445
+kept a comment's words when it made newlines separators, so a sidecar whose script mentions
+``distconv train`` in a comment was held to them). Both found by review k313."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv.deploy import manifest_problems
+from tests.deploy.test_programs_first_command import _GRACE, _beside_the_job
+
+pytestmark = pytest.mark.timeout(60)
+
+_RANK = "distconv train --sync pserver --resume auto --out /o"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [f"echo {_RANK} | sh", f"echo {_RANK} | bash -s", f"set -e\necho {_RANK} | sh\n"],
+    ids=["echo", "bash-stdin", "later-line"],
+)
+def test_a_rank_line_printed_into_a_pipe_is_held_to_the_ranks_grace(script):
+    assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], [], []))
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "# wait for distconv train\nrclone sync /a s3:b\n",
+        "rclone sync /a s3:b  # after distconv train\n",
+        "set -e\n  # distconv train writes /a\nrclone sync /a s3:b\n",
+        f"echo {_RANK} > /log\n",
+    ],
+    ids=["comment-line", "trailing-comment", "indented-comment", "printed-to-a-file"],
+)
+def test_a_comment_or_a_printed_line_runs_no_rank(script):
+    assert manifest_problems(_beside_the_job(["sh", "-c", script], [], [])) == []
+
+
+def test_a_hash_inside_quotes_starts_no_comment():
+    """``'#x'`` is a word, as the shell reads it: the rank after it runs. (shlex, and so the
+    check, still takes an unquoted ``a#b``'s ``#`` for a comment, as it did before.)"""
+    script = f"echo '#x' \"# y\"; {_RANK}\n"
+    assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], [], []))
