@@ -7,7 +7,6 @@ Shared by :mod:`distconv.deploy.walk`, which reads a container's command line th
 
 from __future__ import annotations
 
-import io
 import re
 import shlex
 
@@ -24,17 +23,22 @@ _MPI_ENV_OPTIONS = {"-env", "-genv", "--env", "--genv"}
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 #: what shlex parts words at besides blanks: a shell's operators, and with newlines, those too
 PUNCTUATION = {False: "();<>|&", True: "();<>|&\n"}
+#: a shell string's pieces: a character after ``\``, a quoted string, or one character
+_SHELL_PIECE = re.compile(r"""\\.|'[^']*'|"(?:\\.|[^"\\])*"|.""", re.DOTALL)
+#: the characters after which a shell starts a new word (blanks and its operators)
+_WORD_BREAK = frozenset(" \t\r\n;&|()<>")
 
 
 def split_words(text: str, newlines: bool = False) -> list[str]:
-    """``text`` split into words as a shell splits them, its ``#`` comments dropped; with
-    ``newlines``, a newline that ends a command is a word ``"\\n"`` (a separator) and one after
-    ``\\`` is read past, as the shell reads them."""
+    """``text`` split into words as a shell splits them, its ``#`` comments dropped
+    (:func:`_without_comments`); with ``newlines``, a newline that ends a command is a word
+    ``"\\n"`` (a separator) and one after ``\\`` is read past, as the shell reads them."""
     if newlines:
         text = text.replace("\\\n", "")
-    source = _CommentsKeepNewlines(text) if newlines else io.StringIO(text)
-    lexer = shlex.shlex(source, posix=True, punctuation_chars=PUNCTUATION[newlines])
-    lexer.whitespace_split = True
+    lexer = shlex.shlex(
+        _without_comments(text), posix=True, punctuation_chars=PUNCTUATION[newlines]
+    )
+    lexer.whitespace_split, lexer.commenters = True, ""
     if newlines:
         lexer.whitespace = " \t\r"
     try:
@@ -43,16 +47,21 @@ def split_words(text: str, newlines: bool = False) -> list[str]:
         return text.split()
 
 
-class _CommentsKeepNewlines(io.StringIO):
-    """A shell's string whose ``#`` comments end before their newline: shlex skips a comment
-    with ``readline``, which would take with it the newline that ends the command."""
-
-    def readline(self, size: int | None = -1) -> str:
-        line = super().readline(size)
-        if not line.endswith("\n"):
-            return line
-        self.seek(self.tell() - 1)
-        return line[:-1]
+def _without_comments(text: str) -> str:
+    """``text``, a shell's string, less its comments as the shell reads them: an unquoted ``#``
+    that starts a word, to the end of its line (the newline kept). A ``#`` inside a word
+    (``$#``, ``${#X}``, ``a#b``), quoted or after ``\\`` starts none (POSIX, Shell Command
+    Language 2.3: "If the current character is a '#', it and all subsequent characters up to,
+    but excluding, the next <newline> shall be discarded as a comment", read only where a
+    token starts); shlex's own comments start at any unquoted ``#``."""
+    kept: list[str] = []
+    starts_word, in_comment = True, False
+    for piece in _SHELL_PIECE.findall(text):
+        in_comment = piece != "\n" and (in_comment or (piece == "#" and starts_word))
+        if not in_comment:
+            kept.append(piece)
+        starts_word = piece in _WORD_BREAK
+    return "".join(kept)
 
 
 def shell_command(argv: list[str], plain: set[str]) -> list[str] | None:

@@ -40,7 +40,7 @@ def test_a_comment_or_a_printed_line_runs_no_rank(script):
 
 
 def test_a_hash_inside_quotes_starts_no_comment():
-    """``'#x'`` is a word, as the shell reads it: the rank after it runs. (shlex, and so the
-    check, still takes an unquoted ``a#b``'s ``#`` for a comment, as it did before.)"""
+    """``'#x'`` is a word, as the shell reads it: the rank after it runs (a ``#`` inside a
+    word: tests/deploy/test_shell_words_comments.py)."""
     script = f"echo '#x' \"# y\"; {_RANK}\n"
     assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], [], []))
