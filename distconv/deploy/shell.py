@@ -42,9 +42,18 @@ def split_words(text: str, newlines: bool = False) -> list[str]:
     if newlines:
         lexer.whitespace = " \t\r"
     try:
-        return ["\n" if "\n" in w and set(w) <= set(PUNCTUATION[True]) else w for w in lexer]
+        return [
+            _operator(w) if "\n" in w and set(w) <= set(PUNCTUATION[True]) else w for w in lexer
+        ]
     except ValueError:  # an unbalanced quote: the words as spaces part them
         return text.split()
+
+
+def _operator(word: str) -> str:
+    """``word``, a run of a shell's operators and newlines (shlex's punctuation), as the one
+    separator it is: its operator, as a newline after one goes on with its command (``|`` of
+    ``echo ... |`` then ``sh`` on the next line), else a newline."""
+    return word.replace("\n", "") or "\n"
 
 
 def _without_comments(text: str) -> str:

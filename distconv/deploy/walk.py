@@ -28,7 +28,9 @@ _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 #: user's home, docker/Dockerfile), not ``/``
 IMAGE_WORKDIR = HOME
 #: what a shell's string starts a new command after
-SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "\n"}
+SEPARATORS = {";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"}
+#: the separators that pipe a command's output into the next (bash's ``|&``: its errors too)
+_PIPES = {"|", "|&"}
 #: the commands that only print their arguments (``echo $TRAIN > /log`` runs no rank)
 _PRINTS = {"echo", "printf"}
 #: a shell's redirection (``>``, ``>>``, ``2>&1``'s ``>&``, ``<``): the word after is a file
@@ -246,7 +248,7 @@ def _unprinted(words: list[str]) -> list[str]:
     previous = None
     for word in words:
         if word in SEPARATORS:
-            if printed is not None and word == "|":
+            if printed is not None and word in _PIPES:
                 kept.extend(printed)
             printed = None
         elif printed is not None:
