@@ -23,6 +23,7 @@ import re
 from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
 from distconv.deploy.walk import (
+    RESERVED_WORDS,
     SEPARATORS,
     Manifest,
     _after_options,
@@ -53,8 +54,6 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 #: the programs that run the command after them (their options first): ``exec``, ``env``
 #: (``env A=1 $(PROGRAM)``), and the init processes an image's entrypoint runs
 _RUNS_NEXT = {"exec", "env", "nohup", "tini", "dumb-init"}
-#: a shell's reserved words that a command follows (``if ...; then $PROG; fi``, ``{ $PROG; }``)
-_RESERVED_WORDS = {"if", "then", "elif", "else", "while", "until", "do", "{", "!", "time"}
 #: a shell's own parameters (``"$@"``, ``$1``: the words after its string, read as written)
 _SPECIAL = re.compile(r"\$\{?[\d@*#?$!-]")
 
@@ -137,12 +136,13 @@ def _program_unknown(words: list[str]) -> bool:
     command line leaves unfilled: it may be a rank. A command starts the line, follows a
     shell's separator, the ``-c`` of a shell (the first command of its string), or a program
     that runs the command after it (:data:`_RUNS_NEXT`, its options and ``NAME=value`` first)
-    or a shell's reserved word (:data:`_RESERVED_WORDS`: ``then``, ``do``, ``{``)."""
+    or a shell's reserved word (:data:`~distconv.deploy.walk.RESERVED_WORDS`: ``then``,
+    ``do``, ``{``)."""
     at_command, shell = True, False
     for word in words:
         if word in SEPARATORS or (shell and _is_command_option(word)):
             at_command = True
-        elif at_command and (word.rsplit("/", 1)[-1] in _RUNS_NEXT or word in _RESERVED_WORDS):
+        elif at_command and (word.rsplit("/", 1)[-1] in _RUNS_NEXT or word in RESERVED_WORDS):
             continue
         elif at_command and (_ASSIGNMENT.match(word) or word.startswith("-")):
             continue

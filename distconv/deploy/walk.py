@@ -29,6 +29,8 @@ _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 IMAGE_WORKDIR = HOME
 #: what a shell's string starts a new command after
 SEPARATORS = {";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"}
+#: a shell's reserved words that a command follows (``if ...; then $PROG; fi``, ``{ $PROG; }``)
+RESERVED_WORDS = {"if", "then", "elif", "else", "while", "until", "do", "{", "!", "time"}
 #: the separators that pipe a command's output into the next (bash's ``|&``: its errors too)
 _PIPES = {"|", "|&"}
 #: the commands that only print their arguments (``echo $TRAIN > /log`` runs no rank)
@@ -241,8 +243,9 @@ def program_words(container: Manifest) -> list[str]:
 
 def _unprinted(words: list[str]) -> list[str]:
     """``words`` less the arguments of an ``echo`` or ``printf`` that starts a command (``sh -c
-    "echo $TRAIN > /log"`` runs no rank), to the shell's next separator, unless that is a pipe
-    (``echo distconv train ... | sh`` runs what it prints), and the file of a redirection."""
+    "echo $TRAIN > /log"`` runs no rank; also after ``then``, :data:`RESERVED_WORDS`), to the
+    shell's next separator, unless that is a pipe (``echo distconv train ... | sh`` runs what it
+    prints), and the file of a redirection."""
     kept: list[str] = []
     printed: list[str] | None = None  # the words of the echo or printf being read
     previous = None
@@ -258,7 +261,10 @@ def _unprinted(words: list[str]) -> list[str]:
             previous = word
             continue
         elif word in _PRINTS and (
-            previous is None or previous in SEPARATORS or _BEFORE_A_COMMAND.fullmatch(previous)
+            previous is None
+            or previous in SEPARATORS
+            or previous in RESERVED_WORDS
+            or _BEFORE_A_COMMAND.fullmatch(previous)
         ):
             printed = []
             continue

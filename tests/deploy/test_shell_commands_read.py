@@ -40,3 +40,19 @@ def test_a_program_only_the_cluster_knows_after_a_reserved_word_is_held(script):
 )
 def test_a_known_program_after_a_reserved_word_passes(script):
     assert manifest_problems(_beside_the_job(["sh", "-c", script], _PROG, [])) == []
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "if [ -f /a ]; then echo distconv train done > /log; fi\nrclone sync /a s3:b\n",
+        "while sleep 5; do echo waiting for distconv train; done",
+        "{ echo distconv train ended; } > /log",
+    ],
+    ids=["then", "do", "brace"],
+)
+def test_a_line_printed_after_a_reserved_word_runs_no_rank(script):
+    """An ``echo`` after ``then``, ``do`` or ``{`` starts its command as one after ``;`` does
+    (98587f7 read a reserved word so only for a program only the cluster knows): what it
+    prints runs nothing, and a sidecar that only logs it is not held to the ranks' grace."""
+    assert manifest_problems(_beside_the_job(["sh", "-c", script], [], [])) == []
