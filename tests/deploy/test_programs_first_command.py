@@ -16,6 +16,8 @@ pytestmark = pytest.mark.timeout(60)
 
 _FROM_CLUSTER = [{"name": "PROG", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "p"}}}]
 _GRACE = "Job j-solo: terminationGracePeriodSeconds 30 < 60 s"
+#: a rank's command line, for a shell's string to run or print
+_RANK = "distconv train --sync pserver --resume auto --out /o"
 
 
 def _beside_the_job(command: list[str], env: list[dict], env_from: list[dict]) -> list[dict]:

@@ -9,17 +9,30 @@ from __future__ import annotations
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.test_programs_first_command import _GRACE, _beside_the_job
+from tests.deploy.test_programs_first_command import _GRACE, _RANK, _beside_the_job
 
 pytestmark = pytest.mark.timeout(60)
-
-_RANK = "distconv train --sync pserver --resume auto --out /o"
 
 
 @pytest.mark.parametrize(
     "script",
-    [f"echo {_RANK} | sh", f"echo {_RANK} | bash -s", f"set -e\necho {_RANK} | sh\n"],
-    ids=["echo", "bash-stdin", "later-line"],
+    [
+        f"echo {_RANK} | sh",
+        f"echo {_RANK} | bash -s",
+        f"set -e\necho {_RANK} | sh\n",
+        # a pipe at a line's end (shlex reads it and the newline as one word), bash's |&
+        f"echo {_RANK} |\n  sh\n",
+        f"set -e\necho {_RANK} |\nbash -s\n",
+        f"echo {_RANK} |& sh",
+    ],
+    ids=[
+        "echo",
+        "bash-stdin",
+        "later-line",
+        "pipe-at-a-line-end",
+        "later-line-pipe-end",
+        "pipe-and-errors",
+    ],
 )
 def test_a_rank_line_printed_into_a_pipe_is_held_to_the_ranks_grace(script):
     assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], [], []))
@@ -32,15 +45,22 @@ def test_a_rank_line_printed_into_a_pipe_is_held_to_the_ranks_grace(script):
         "rclone sync /a s3:b  # after distconv train\n",
         "set -e\n  # distconv train writes /a\nrclone sync /a s3:b\n",
         f"echo {_RANK} > /log\n",
+        f"echo {_RANK} > /log\nrclone sync /a s3:b\n",
     ],
-    ids=["comment-line", "trailing-comment", "indented-comment", "printed-to-a-file"],
+    ids=[
+        "comment-line",
+        "trailing-comment",
+        "indented-comment",
+        "printed-to-a-file",
+        "then-another",
+    ],
 )
 def test_a_comment_or_a_printed_line_runs_no_rank(script):
     assert manifest_problems(_beside_the_job(["sh", "-c", script], [], [])) == []
 
 
-def test_a_hash_inside_quotes_starts_no_comment():
-    """``'#x'`` is a word, as the shell reads it: the rank after it runs (a ``#`` inside a
-    word: tests/deploy/test_shell_words_comments.py)."""
-    script = f"echo '#x' \"# y\"; {_RANK}\n"
+def test_a_hash_inside_quotes_or_a_word_starts_no_comment():
+    """``'#x'``, ``"# y"`` and ``a#b`` are words, as the shell reads them: the rank after them
+    runs."""
+    script = f"echo '#x' \"# y\" a#b; {_RANK}\n"
     assert _GRACE in manifest_problems(_beside_the_job(["sh", "-c", script], [], []))

@@ -9,11 +9,9 @@ import pytest
 
 from distconv.deploy import manifest_problems
 from distconv.deploy.shell import split_words
-from tests.deploy.test_programs_first_command import _GRACE, _beside_the_job
+from tests.deploy.test_programs_first_command import _GRACE, _RANK, _beside_the_job
 
 pytestmark = pytest.mark.timeout(60)
-
-_RANK = "distconv train --sync pserver --resume auto --out /o"
 
 
 @pytest.mark.parametrize(
