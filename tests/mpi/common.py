@@ -235,15 +235,20 @@ class _LoggedRequest:
         return True
 
 
-def step_and_save(sync: SyncStrategy, params: Sequence, out: Path) -> None:
-    """One step of ``sync`` in which every gradient of this rank is ``rank + 1`` (fired in
-    reverse order, as backward fires them), the parameters then saved to
-    ``out/values{rank}.npz``: the runners' last step, whose values the tests compare."""
+def last_step(sync: SyncStrategy, params: Sequence) -> None:
+    """One step of ``sync`` in which every gradient of this rank is ``rank + 1``, fired in
+    reverse order, as backward fires them: the runners' last step."""
     sync.start_step(1)
     for p in reversed(params):
         p.grad += sync.rank + 1.0
         p.inc_update(sync)
     sync.finish_step()
+
+
+def step_and_save(sync: SyncStrategy, params: Sequence, out: Path) -> None:
+    """:func:`last_step`, the parameters then saved to ``out/values{rank}.npz``, whose values
+    the tests compare."""
+    last_step(sync, params)
     np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
 
 

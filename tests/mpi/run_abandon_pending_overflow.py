@@ -22,6 +22,7 @@ from mpi4py import MPI
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.mpi import MPISync
+from tests.mpi.common import step_and_save
 
 
 def main() -> None:
@@ -49,12 +50,7 @@ def main() -> None:
         began = time.perf_counter()
         sync.setup(params, {})
         (out / f"setup{rank}.txt").write_text(f"{time.perf_counter() - began:.3f}\n")
-        sync.start_step(1)
-        for p in reversed(params):
-            p.grad += rank + 1.0
-            p.inc_update(sync)
-        sync.finish_step()
-        np.savez(out / f"values{rank}.npz", **{p.name: p.value for p in params})
+        step_and_save(sync, params, out)
     finally:
         sync.close()
 

@@ -25,6 +25,7 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync
+from tests.mpi.common import last_step
 
 
 def main() -> None:
@@ -59,11 +60,7 @@ def main() -> None:
         seconds = time.perf_counter() - began
         completed = started is not None and started._request == MPI.REQUEST_NULL  # Wait nulls it
         (out / f"rank{rank}.txt").write_text(f"{completed} {seconds:.3f}\n")
-        sync.start_step(1)
-        for p in reversed(params):
-            p.grad += rank + 1.0
-            p.inc_update(sync)
-        sync.finish_step()
+        last_step(sync, params)
         after = {f"{p.name}_after": p.value for p in params}
         np.savez(out / f"values{rank}.npz", **before, **after)
     finally:
