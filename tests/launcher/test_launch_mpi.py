@@ -26,6 +26,7 @@ from launcher.mpi import (
     parse_hosts,
 )
 from tests.launcher.launch_cli import ENV as LAUNCH_ENV
+from tests.launcher.real_children import mpiexec_or_skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -256,9 +257,7 @@ def _installed_flavor() -> str:
 
 def rank_script(tmp_path: Path) -> Path:
     """RANK_SCRIPT in a file, where a real mpiexec and mpi4py can run it (else the test skips)."""
-    if shutil.which("mpiexec") is None:
-        pytest.skip("mpiexec is not on PATH")
-    pytest.importorskip("mpi4py")
+    mpiexec_or_skip()
     script = tmp_path / "ranks.py"
     script.write_text(RANK_SCRIPT)
     return script

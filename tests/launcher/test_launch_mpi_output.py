@@ -7,7 +7,6 @@ stopped job (SIGTERM ends Python without a flush) lost them, from the output and
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.launcher.launch_cli import ENV
+from tests.launcher.real_children import mpiexec_or_skip
 
 SCRIPT = """
 import time
@@ -37,9 +37,7 @@ def _stop(proc: subprocess.Popen) -> tuple[str, str]:
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_a_scripts_lines_come_whole_before_it_exits_and_survive_a_stop(tmp_path: Path):
-    if shutil.which("mpiexec") is None:
-        pytest.skip("mpiexec is not on PATH")
-    pytest.importorskip("mpi4py")
+    mpiexec_or_skip()
     script, run = tmp_path / "ranks.py", tmp_path / "run"
     script.write_text(SCRIPT)
     launcher = subprocess.Popen(

@@ -4,12 +4,12 @@ exits 9 both for a rank's SIGKILL and for a rank's exit(9)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from launcher.mpi_exit import signal_cause
 from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
 
 #: mpiexec's (Hydra's) own line when a rank dies of a signal
 HYDRA_LINE = "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)"
@@ -27,9 +27,7 @@ time.sleep(30)
 
 
 def _run(tmp_path, how: str, number: int):
-    if shutil.which("mpiexec") is None:
-        pytest.skip("mpiexec is not on PATH")
-    pytest.importorskip("mpi4py")
+    mpiexec_or_skip()
     script = tmp_path / "ending.py"
     script.write_text(ENDING)
     run = tmp_path / "run"

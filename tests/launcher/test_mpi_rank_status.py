@@ -7,15 +7,14 @@ ranks. The status lines here are Hydra 5.0.2's own (several hosts: ``-launcher f
 from __future__ import annotations
 
 import json
-import shutil
-import threading
 import time
 
 import pytest
 
-from launcher.child import Child, ChildSpec
+from launcher.child import ChildSpec
 from launcher.mpi_exit import mpiexec_tail, rank_status
 from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip, run_to_exit
 
 #: the banner line Hydra prints below its status lines (the statuses' OR: not to be read)
 BANNER = "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)"
@@ -99,14 +98,7 @@ def test_rank_status_in_the_terms_of_a_childs_status(statuses, expected):
 def _failure_of(tmp_path, script: str):
     """The Failure of a real child that prints ``script``'s lines as mpiexec would."""
     spec = ChildSpec("mpiexec", 0, ["sh", "-c", script], prefix="", reader=mpiexec_tail)
-    with open(tmp_path / "out", "wb") as out:
-        child = Child(spec, tmp_path / "mpiexec-0.log", out, threading.Lock())
-        deadline = time.monotonic() + 10
-        while child.poll() is None:
-            assert time.monotonic() < deadline, "the child did not exit"
-            time.sleep(0.02)
-        child.finish()
-    return child.failure(restart=0)
+    return run_to_exit(tmp_path, spec, "mpiexec-0.log").failure(restart=0)
 
 
 @pytest.mark.timeout(30)
@@ -146,9 +138,7 @@ MERGED = "a rank exited with code 3; mpiexec itself exited with code 9"
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_the_launcher_exits_with_the_ranks_code_under_hydras_cleanup(tmp_path):
-    if shutil.which("mpiexec") is None:
-        pytest.skip("mpiexec is not on PATH")
-    pytest.importorskip("mpi4py")
+    mpiexec_or_skip()
     script = tmp_path / "exit3.py"
     script.write_text(RANK_1_EXITS_3)
     start = time.monotonic()

@@ -10,13 +10,13 @@ machine, and a launcher that reports mpiexec's merged 9 fails here, never skips.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
 
 #: rank 1 exits 3; the others, after it, die as Hydra's cleanup would have killed them
 RANK_1_EXITS_3_OTHERS_KILLED = """import os, signal, time
@@ -34,10 +34,7 @@ NO_CLEANUP = '#!/bin/sh\nexec "{mpiexec}" -disable-auto-cleanup {flags} "$@"\n'
 def hydra_without_cleanup(tmp_path: Path, *flags: str) -> Path:
     """An ``--mpiexec`` for the launcher: MPICH's Hydra with ``-disable-auto-cleanup`` and
     ``flags``; skips the test where mpiexec is not Hydra, or mpi4py is missing."""
-    mpiexec = shutil.which("mpiexec")
-    if mpiexec is None:
-        pytest.skip("mpiexec is not on PATH")
-    pytest.importorskip("mpi4py")
+    mpiexec = mpiexec_or_skip()
     version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
     if "HYDRA" not in version.stdout:
         pytest.skip("mpiexec is not MPICH's Hydra")

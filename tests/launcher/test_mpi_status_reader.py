@@ -4,13 +4,11 @@ Before, a reader of 5 lines (``lines=5``) left the report 5, and ``lines=0`` non
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
-from launcher.child import Child, ChildSpec
+from launcher.child import ChildSpec
 from launcher.failure import TAIL_LINES, TailReader
+from tests.launcher.real_children import run_to_exit
 
 #: prints more lines than the report shows
 SCRIPT = "i=0; while [ $i -lt 50 ]; do echo line $i; i=$((i+1)); done; exit 3"
@@ -25,13 +23,6 @@ def _last_line(tail):
 def test_a_reader_of_few_lines_keeps_the_reports_tail(tmp_path, lines):
     reader = TailReader(cause=_last_line, lines=lines)
     spec = ChildSpec("worker", 0, ["sh", "-c", SCRIPT], reader=reader)
-    with open(tmp_path / "out", "wb") as out:
-        child = Child(spec, tmp_path / "worker-0.log", out, threading.Lock())
-        deadline = time.monotonic() + 10
-        while child.poll() is None:
-            assert time.monotonic() < deadline, "the child did not exit"
-            time.sleep(0.02)
-        child.finish()
-    failure = child.failure(restart=0)
+    failure = run_to_exit(tmp_path, spec).failure(restart=0)
     assert failure.tail == [f"line {i}" for i in range(50 - TAIL_LINES, 50)]
     assert (failure.exit_code, failure.cause) == (3, "line 49")
