@@ -250,11 +250,16 @@ class RequestHandlers:
         self._reply(ident, header, out, **fields)
 
     def _op_get_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
+        """The blocks' optimizer state, and with ``with_values`` their values of the same moment
+        (one frame after the state, as a pull's): an async checkpoint's two then agree."""
         blocks = self._blocks(header)
         keys = sorted(blocks[0][1].state) if blocks else []
-        self._fits(sum(b.state[k].nbytes for _, b in blocks for k in keys), "get_state")
+        ids = [bid for bid, _ in blocks] if header.get("with_values", False) else []
+        values = sum(self.blocks[bid].value.nbytes for bid in ids)
+        self._fits(sum(b.state[k].nbytes for _, b in blocks for k in keys) + values, "get_state")
         out = [np.array(b.state[k], order="C") for _, b in blocks for k in keys]
-        self._reply(ident, header, out, keys=keys)
+        frame, fields = self._values(ids) if ids else ([], {})
+        self._reply(ident, header, out + frame, keys=keys, **fields)
 
     def _op_set_state(self, ident: bytes, header: dict[str, Any], arrays: list) -> None:
         if header["rank"] != 0:

@@ -29,15 +29,26 @@ class RemoteState:
         """Gather every block's optimizer state from the shards, by parameter name then key.
 
         Sparse parameters also get ``K + PER_ROW`` for each scalar key ``K`` (see the module).
+        In async mode each reply also carries its blocks' values of the same moment, written
+        into the parameters (as a pull does): a push landing after the checkpoint's pull (a
+        rank declared lost, a worker without the ``Trainer``'s gathers) moved the state past
+        the values pulled, and the checkpoint held state and values of two moments.
         """
+        return self._gather_state(self.mode == "async")
+
+    def _gather_state(self, with_values: bool) -> StateDict:
+        """:meth:`state_dict`, the values of its moment written into the parameters or not."""
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
         runs = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
-            runs += [(s, run) for run in self._runs(s, blocks, self._state_sizes(blocks))]
-        asks = [(s, {"op": "get_state", "blocks": [b.id for b in run]}, ()) for s, run in runs]
-        sizes = [sum(self._state_sizes(run)) for _, run in runs]  # each reply's time on the link
+            sizes = self._state_sizes(blocks, with_values)
+            runs += [(s, run) for run in self._runs(s, blocks, sizes)]
+        head: dict[str, Any] = {"op": "get_state", **({"with_values": True} if with_values else {})}
+        asks = [(s, {**head, "blocks": [b.id for b in run]}, ()) for s, run in runs]
+        sizes = [sum(self._state_sizes(run, with_values)) for _, run in runs]  # time on the link
         replies = self._ask_all(asks, "get_state", link_bytes=sizes)
+        written: set[int] = set()
         for (_, run), (h, arrays) in zip(runs, replies):
             it = iter(arrays)
             for b in run:
@@ -45,6 +56,9 @@ class RemoteState:
                 for key in h["keys"]:
                     shaped = key in self.optimizer.buffers
                     _gather_block(state[spec.name], spec, b, key, next(it), shaped)
+            if with_values:
+                written |= self._write(run, list(it), h)
+        self._values_to_device(written)
         return state
 
     def _check_state_fits(self) -> None:
@@ -59,19 +73,21 @@ class RemoteState:
         """
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
-            for b, n in zip(blocks, self._state_sizes(blocks)):
+            for b, n in zip(blocks, self._state_sizes(blocks, self.mode == "async")):
                 if n > self._caps[s]:
                     name = self.params[b.param].name
                     raise SyncError(
                         f"rank {self.rank}: the {type(self.optimizer).__name__} state of block "
-                        f"{b.id} of {name} is {n} bytes, more than the "
+                        f"{b.id} of {name} (with its values in async mode) is {n} bytes, "
+                        "more than the "
                         f"{self._caps[s]} of --max-message-bytes of pserver {self.endpoints[s]}"
                         ", which a checkpoint or a resume moves in one message: raise that "
                         "bound, or give PServerSync a smaller block_bytes"
                     )
 
-    def _state_sizes(self, blocks: Sequence[Block]) -> list[int]:
-        """The bytes of each block's optimizer state in a ``get_state`` reply."""
+    def _state_sizes(self, blocks: Sequence[Block], with_values: bool = False) -> list[int]:
+        """The bytes of each block's optimizer state in a ``get_state`` reply, and of its
+        values where the reply carries them too (async mode)."""
         sizes = []
         for b in blocks:
             spec = self._specs[b.param]
@@ -79,7 +95,8 @@ class RemoteState:
             template = self.optimizer.init_state(
                 np.zeros((b.stop - b.start, spec.row_len), np.dtype(spec.dtype))
             )
-            sizes.append(sum(int(np.asarray(v).nbytes) for v in template.values()))
+            state = sum(int(np.asarray(v).nbytes) for v in template.values())
+            sizes.append(state + (b.nbytes if with_values else 0))
         return sizes
 
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:

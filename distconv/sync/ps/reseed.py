@@ -76,7 +76,8 @@ class Reseed:
                 fresh,
             )
             return {}
-        state = self.state_dict()
+        # the state alone: values written now would be of the seed a new one replaces
+        state = self._gather_state(with_values=False)
         return {p.name: (p, s, state[p.name]) for p, s in again}
 
     def _seed(self) -> None:

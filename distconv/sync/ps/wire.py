@@ -92,6 +92,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "table": list,
     "optimizer": dict,
     "keys": list,
+    "with_values": bool,
     "tag": str,
     "keep": int,
     "part": int,
