@@ -57,6 +57,8 @@ QUIET_FACTOR = 3.0
 SLOW_LINK_BYTES = 12.5e6
 #: the longest single poll of a wait, so that a stop request is seen this soon
 POLL_SLICE = 0.25
+#: a wait's fewest link reads per limit: a stopped upload is named at most 1/4 limit late
+LINK_READS = 4
 #: the longest poll of any wait: ZeroMQ takes its milliseconds as a C long, which a huge but
 #: finite ``--timeout`` (1e300) overflowed; the wait's deadline still decides when it ends
 LONGEST_POLL = 3600.0
@@ -258,6 +260,7 @@ class ShardChannel(BulkRuns):
                     f"{self._named(shards, asked)} within {limit:g} s"
                     f"{self._handshakes.hint(shards) if self._handshakes else ''}"
                 )
+            left = min(left, limit / LINK_READS)  # not two limits late (review k316)
             if stoppable:
                 left = min(left, self._stop_patience_left(quiet, what, asked))
             if self._shard_processes is not None:
@@ -303,7 +306,8 @@ class ShardChannel(BulkRuns):
     def _refuse_ended_shards(self, missing: set[int], what: str) -> None:
         """SyncError naming a shard that ``missing`` replies wait for and whose process on this
         host has ended: a shard that is gone answers nothing."""
-        for s, pid in self._shard_processes.ended(self._shards_waited(missing)):
+        waited = sorted({self._rid_shard.get(r, -1) for r in missing})  # -1: not known
+        for s, pid in self._shard_processes.ended(waited):
             raise SyncError(
                 f"rank {self.rank}: pserver shard {s} ({self.endpoints[s]}) is gone: its process "
                 f"(pid {pid}, on this host) ended (stopped, killed or crashed) while {what} "
@@ -357,10 +361,6 @@ class ShardChannel(BulkRuns):
             self._rid_bytes.pop(rid, None)
             if self._replies.pop(rid, None) is None:
                 self._abandoned.add(rid)
-
-    def _shards_waited(self, rids: Iterable[int]) -> list[int]:
-        """The shards that requests ``rids`` went to, in order (-1 for one not known)."""
-        return sorted({self._rid_shard.get(r, -1) for r in rids})
 
     def _named(self, shards: Sequence[int], asked: str = "") -> str:
         """``shards`` as a message names them: ``0 (host:port), 1 (host:port)``, or with
