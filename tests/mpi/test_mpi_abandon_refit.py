@@ -50,18 +50,20 @@ def test_a_refit_after_a_step_one_rank_abandoned_names_the_cause_on_both(tmp_pat
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("grad_dtype", ["float16", "bfloat16"])
-def test_a_16_bit_step_another_rank_abandoned_fails_before_any_update(tmp_path, grad_dtype):
-    """With a 16-bit bucket in the step every bucket is reduced before any update
-    (``updates.update_as_reduced``), so the used-parameter flags, which say that another rank
-    abandoned the step, are known before any update too: the finisher's failed step leaves
-    its parameters as they were, not updated from sums that lack the other rank's gradients
-    (where every parameter fired on the finisher, the flags were completed after every
-    update)."""
+@pytest.mark.parametrize("grad_dtype", [None, "float32", "float16", "bfloat16"])
+def test_a_step_another_rank_abandoned_fails_before_any_update(tmp_path, grad_dtype):
+    """With the communication thread, every bucket is reduced and the used-parameter flags,
+    which say that another rank abandoned the step, are completed before any update
+    (``updates.update_step``): the finisher's failed step leaves its parameters as they
+    were, not updated from sums that lack the other rank's gradients. On a float32 or float64
+    wire each bucket was updated as it was reduced, and where every parameter fired on the
+    finisher the flags came after every update: its values held the whole step
+    (``a`` at ``[-0.25, 0.75, 1.75]``), a step the other rank never took."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed")
     if grad_dtype == "bfloat16":
         pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
-    command = [*script("run_mpi_abandon_refit.py"), str(tmp_path), "1", grad_dtype]
+    wire = [grad_dtype] if grad_dtype else []  # None: the gradients' own (float64)
+    command = [*script("run_mpi_abandon_refit.py"), str(tmp_path), "1", *wire]
     proc = run_mpi(["-n", "2", *command], 90)
     finished = (tmp_path / "finish0.txt").read_text()
     assert "another rank abandoned the step" in finished, (finished, proc.stderr)

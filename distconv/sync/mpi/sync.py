@@ -63,7 +63,7 @@ from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import drain_abandoned, update_after_all, update_as_reduced
+from distconv.sync.mpi.updates import drain_abandoned, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -332,10 +332,8 @@ class MPISync(BucketLayout, RankCollectives):
             # every piece queued before the flags' wait: else the thread, blocked there, would
             # never start a piece the other ranks wait for
             assert self._pump.done, "the flags' wait is queued before the step's last piece"
-            self._used.check_kept(self.buckets, self._slot)  # all updated, or none
-            # with the thread each bucket is updated while the later ones travel
-            update = update_as_reduced if self._thread is not None else update_after_all
-            update(self.buckets, self._thread or self._grad_comm, self._used, self._apply)
+            update = partial(update_step, self._thread, self._grad_comm, self.world_size)
+            update(self.buckets, self._used, self._apply, self._slot)  # all or none (updates)
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began

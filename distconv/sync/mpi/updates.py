@@ -4,22 +4,24 @@ Every rank runs the same optimizer on the same sums, so every rank ends the step
 identical parameters. A parameter that fired on no rank is left alone; the ranks' flags
 (:mod:`~distconv.sync.mpi.used`) say which.
 
-Where a communication thread reduces the pieces, each bucket is updated as soon as it is
-reduced, while the later ones still travel. The flags' wait is queued on the thread behind every
-piece, so it is made only where the flags can change something: at the first bucket holding a
-parameter that did not fire on this rank (one that fired here was used somewhere). Without the
-thread nothing travels while the optimizer runs, so every bucket is reduced first. A 16-bit
-bucket can be refused once reduced (a NaN or infinity on the wire, on every rank alike): with
-one in the step, every bucket is reduced and checked, and the flags are completed, before any
-is updated, so a refused step, or one another rank abandoned, leaves every parameter as it
-was. Should a later reduction (an MPI error) or an update fail,
-the buckets before it are updated already: the step cannot be finished, and the sync aborts the
-job when it closes.
+All or none: among several ranks every bucket is reduced (and a 16-bit one checked), and the
+flags are completed, before any is updated. The flags are the one word every rank sends from
+``finish_step``: a bucket's sums can be whole while another rank abandons the step after its
+pieces went (a step it then never takes), so only they tell that every rank finished it. A step
+another rank abandoned, one refused (a NaN or infinity on a 16-bit wire, on every rank alike)
+or a reduction that fails (an MPI error) then leaves every parameter as it was. With a
+communication thread the optimizer thus no longer runs on a bucket while the later ones
+travel: the pieces stream during backward, and at ``finish_step`` only the last ones, small,
+are left. On one rank, where no other can abandon the step, each bucket is updated as soon as
+the thread has reduced it, and the flags' wait, queued on the thread behind every piece, made
+at the first bucket holding a parameter that did not fire. Should an update fail, the buckets
+before it are updated already: the step cannot be finished, and the sync aborts the job when
+it closes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,20 +36,72 @@ from distconv.sync.mpi.used import UsedParams
 Update = Callable[[Bucket, np.ndarray | None], None]
 
 
+def update_step(
+    thread: CommThread | None,
+    comm: Any,
+    world_size: int,
+    buckets: Sequence[Bucket],
+    used: UsedParams,
+    update: Update,
+    slots: Mapping[str, Any],
+) -> None:
+    """Reduce every bucket (on ``thread`` if any, else on ``comm``) and ``update`` each: all of
+    them or none (see above), except on one rank with the thread and no 16-bit bucket, where
+    each is updated once reduced.
+
+    Raises:
+        SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
+            or a gradient was replaced after it fired; no parameter updated.
+    """
+    check_kept(buckets, used.local, slots)  # those that fired here
+    if thread is not None and world_size == 1 and not any(b.compressed for b in buckets):
+        update_as_reduced(buckets, thread, used, update)
+        return
+    flags = reduce_all(buckets, thread, comm, used)
+    for bucket in buckets:
+        update(bucket, flags)
+
+
+def reduce_all(
+    buckets: Sequence[Bucket], thread: CommThread | None, comm: Any, used: UsedParams
+) -> np.ndarray | None:
+    """Every bucket reduced and unpacked, the flags completed; the flags
+    (:meth:`~.used.UsedParams.complete`)."""
+    if thread is not None:
+        for bucket in buckets:
+            _reduced(thread, bucket)
+        return used.complete()  # on the thread, behind every piece
+    flags = used.complete()
+    for bucket in buckets:
+        if not bucket.pieces:  # a 16-bit wire, reduced by hand
+            bucket.reduce(comm, lambda r: r.Wait(), None, None)
+        bucket.unpack()
+    return flags
+
+
+def check_kept(
+    buckets: Sequence[Bucket], flags: np.ndarray | None, slots: Mapping[str, Any]
+) -> None:
+    """Before the step's first update: the gradient of every parameter that fired on some rank
+    (``flags``, as :meth:`~.buckets.Bucket.to_update` reads them) is still its bucket's view,
+    so a replaced one fails the step with no parameter updated, not after the buckets before
+    it were.
+
+    Raises:
+        SyncError: naming the first parameter whose gradient was replaced after it fired.
+    """
+    for bucket in buckets:
+        bucket.to_update(flags, slots)
+
+
 def update_as_reduced(
     buckets: Sequence[Bucket], thread: CommThread, used: UsedParams, update: Update
 ) -> None:
-    """With the communication thread: each bucket updated once it is reduced, or, with a 16-bit
-    bucket in the step, once every bucket is reduced and checked (see above)."""
+    """One rank with the communication thread: each bucket updated once it is reduced."""
     flags, waited = None, False
-    if any(bucket.compressed for bucket in buckets):  # its refusal must find nothing updated
-        for bucket in buckets:
-            _reduced(thread, bucket)
-        # nothing left to hide the flags' wait behind: a step another rank abandoned fails too
-        flags, waited = used.complete(), True
     for bucket in buckets:
         _reduced(thread, bucket)
-        if bucket.pending and not waited:  # a parameter that did not fire here
+        if bucket.pending and not waited:  # a parameter that did not fire
             flags, waited = used.complete(), True
         update(bucket, flags if bucket.pending else None)
     if not waited:
@@ -60,19 +114,6 @@ def _reduced(thread: CommThread, bucket: Bucket) -> None:
     if bucket.pieces or bucket.compressed:  # an empty bucket has no request
         thread.wait(bucket)
     bucket.unpack()
-
-
-def update_after_all(
-    buckets: Sequence[Bucket], comm: Any, used: UsedParams, update: Update
-) -> None:
-    """Without the thread: every bucket reduced (a 16-bit one by hand, here), then updated."""
-    flags = used.complete()
-    for bucket in buckets:
-        if not bucket.pieces:  # a 16-bit wire, reduced by hand
-            bucket.reduce(comm, lambda r: r.Wait(), None, None)
-        bucket.unpack()
-    for bucket in buckets:
-        update(bucket, flags)
 
 
 def drain_abandoned(pump: PiecePump, used: UsedParams) -> None:

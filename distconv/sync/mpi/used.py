@@ -17,13 +17,11 @@ their sequences of collectives.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.thread import CommThread
 
 #: every flag of a rank that abandoned the step (a fired parameter's is 1): the OR (a max)
@@ -55,17 +53,6 @@ class UsedParams:
     def reset(self) -> None:
         """A new step: nothing has fired."""
         self.local.fill(0)
-
-    def check_kept(self, buckets: Sequence[Bucket], slots: Mapping[str, Any]) -> None:
-        """Before the step's first update: the gradient of every parameter that fired here is
-        still its bucket's view (:meth:`~.buckets.Bucket.to_update`), so a replaced one fails
-        the step with no parameter updated, not after the buckets before it were.
-
-        Raises:
-            SyncError: naming the first parameter whose gradient was replaced after it fired.
-        """
-        for bucket in buckets:
-            bucket.to_update(self.local, slots)
 
     def post(self, thread: CommThread | None = None) -> None:
         """Start OR-ing the flags over the ranks, on ``thread`` where one reduces the pieces.
