@@ -8,15 +8,15 @@ All or none: among several ranks every bucket is reduced (and a 16-bit one check
 flags are completed, before any is updated. The flags are the one word every rank sends from
 ``finish_step``: a bucket's sums can be whole while another rank abandons the step after its
 pieces went (a step it then never takes), so only they tell that every rank finished it. A step
-another rank abandoned, one refused (a NaN or infinity on a 16-bit wire, on every rank alike)
-or a reduction that fails (an MPI error) then leaves every parameter as it was. With a
-communication thread the optimizer thus no longer runs on a bucket while the later ones
-travel: the pieces stream during backward, and at ``finish_step`` only the last ones, small,
-are left. On one rank, where no other can abandon the step, each bucket is updated as soon as
-the thread has reduced it, and the flags' wait, queued on the thread behind every piece, made
-at the first bucket holding a parameter that did not fire. Should an update fail, the buckets
-before it are updated already: the step cannot be finished, and the sync aborts the job when
-it closes.
+another rank abandoned, one refused (a NaN or infinity on a 16-bit wire, on every rank alike),
+a reduction that fails (an MPI error) or a gradient replaced after it fired on some rank
+(:func:`check_kept`) then leaves every parameter as it was. With a communication thread the
+optimizer thus no longer runs on a bucket while the later ones travel: the pieces stream during
+backward, and at ``finish_step`` only the last ones, small, are left. On one rank, where no
+other can abandon the step, each bucket is updated as soon as the thread has reduced it, and
+the flags' wait, queued on the thread behind every piece, made at the first bucket holding a
+parameter that did not fire. Should an update fail, the buckets before it are updated already:
+the step cannot be finished, and the sync aborts the job when it closes.
 """
 
 from __future__ import annotations
@@ -53,11 +53,12 @@ def update_step(
         SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
             or a gradient was replaced after it fired; no parameter updated.
     """
-    check_kept(buckets, used.local, slots)  # those that fired here
     if thread is not None and world_size == 1 and not any(b.compressed for b in buckets):
+        check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
         update_as_reduced(buckets, thread, used, update)
         return
     flags = reduce_all(buckets, thread, comm, used)
+    check_kept(buckets, flags, slots)
     for bucket in buckets:
         update(bucket, flags)
 
