@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -78,6 +79,8 @@ def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None, steps:
 
 #: how long a rank waits between its last words and ``Abort`` (see :func:`abort`)
 FORWARD_SECONDS = 0.2
+#: seconds ``MPI_Abort`` gets before the process ends itself (:func:`last_resort`)
+ABORT_GRACE = 10.0
 
 #: errors a user can act on, said without their traceback as a rank aborts the job on them,
 #: unless raised from another error (``distconv train`` registers its own;
@@ -91,8 +94,10 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
 
     For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
     be waiting in a collective for this one, and nobody may reach the except hook, which would
-    have printed the traceback.
+    have printed the traceback. The last resort (:func:`last_resort`) is armed first: a write to
+    a stderr pipe nobody reads blocks too.
     """
+    guard = last_resort()
     try:  # one write: ranks aborting at once never share a line
         said = reason(rank, error, "aborting the MPI job")
         if error is not None and error.__traceback__ is not None and not _brief(error):
@@ -101,7 +106,7 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
         sys.stderr.write(said)
         sys.stderr.flush()
     finally:  # abort even if printing failed: the other ranks must not hang
-        abort(comm, exit_status(error))
+        _abort(comm, exit_status(error), guard)
 
 
 def _brief(error: BaseException) -> bool:
@@ -187,17 +192,52 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
 def abort(comm: Any, status: int) -> None:
     """``comm.Abort(status)``, then end this process should it return: MPICH's can, when
     several ranks abort at once, and nothing after it may run (a caller's checkpoint, or the
-    gradient communicator freed under a thread still inside it).
+    gradient communicator freed under a thread still inside it). Should it hang, the process
+    ends by itself after :data:`ABORT_GRACE` seconds (:func:`last_resort`).
 
     What this rank wrote is flushed first and given :data:`FORWARD_SECONDS` to travel: the
     launcher ends every rank at the ``Abort``, and Hydra lost the lines it had not forwarded
     yet (the one that says why, 2 runs in 54 on a loaded machine; none in 70 with the pause).
     """
+    _abort(comm, status, last_resort())
+
+
+def _abort(comm: Any, status: int, guard: threading.Timer) -> None:
+    """:func:`abort`, its last resort (``guard``) armed already."""
     try:
         let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
-        comm.Abort(status)
+        try:
+            comm.Abort(status)
+        finally:  # it returned: _exit ends the process now (a test's stand-in, not: disarm)
+            guard.cancel()
         _exit(status)
+
+
+def last_resort() -> threading.Timer:
+    """Arm a daemon timer that ends this process (:func:`end_process`) after
+    :data:`ABORT_GRACE` seconds, started before ``MPI_Abort``: should it hang, the rank, and the
+    job waiting for it, would hang for ever. Returns the timer (``cancel`` disarms it)."""
+    timer = threading.Timer(ABORT_GRACE, end_process)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def end_process() -> None:
+    """End this process at once, by SIGKILL (no handler, no clean-up; ``os._exit(1)`` where
+    there is no SIGKILL), so that ``mpiexec`` ends the other ranks.
+
+    Not ``os._exit``: MPICH's Hydra ends the others when a rank's PMI connection closes before
+    ``MPI_Finalize``, but its proxy also reaps exited ranks (``waitpid``) between events, and a
+    rank reaped before the closed connection is read counts as handled, yet only one killed by
+    a signal was (its ``WIFSIGNALED`` check). A plain exit status that wins that race leaves
+    the others running; a signal is answered on either path.
+    """
+    kill = getattr(signal, "SIGKILL", None)
+    if kill is not None:
+        os.kill(os.getpid(), kill)
+    os._exit(1)
 
 
 def let_forward() -> None:

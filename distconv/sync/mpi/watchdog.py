@@ -17,14 +17,13 @@ watchdog's thread, which the waiting thread cannot do itself; where MPI was init
 ``MPI_THREAD_MULTIPLE`` that call is not allowed from a second thread, so the process kills
 itself instead (:func:`end_process`), and ``mpiexec`` (MPICH's Hydra and Open MPI's alike;
 Slurm's ``srun`` only with ``--kill-on-bad-exit``) then ends the others. Should ``MPI_Abort``
-itself hang or raise, the process still ends within :data:`ABORT_GRACE` seconds.
+itself hang or raise, the process still ends within
+:data:`~distconv.sync.mpi.leaving.ABORT_GRACE` seconds.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import sys
 import threading
 import time
@@ -33,7 +32,7 @@ from typing import Any
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.comm import checked_seconds
-from distconv.sync.mpi.leaving import abort_job, let_forward, reason
+from distconv.sync.mpi.leaving import abort_job, end_process, let_forward, reason
 
 log = logging.getLogger("distconv.sync.mpi")
 
@@ -43,8 +42,6 @@ log = logging.getLogger("distconv.sync.mpi")
 DEFAULT_TIMEOUT = 600.0
 #: the warning comes half-way through the timeout, but never later than this
 WARN_AFTER = 60.0
-#: seconds ``MPI_Abort`` gets before the process ends itself
-ABORT_GRACE = 10.0
 #: the blocking collectives the syncs call; ``Dup`` is one too (see :meth:`WatchedComm.duplicate`)
 BLOCKING = ("Allreduce", "Allgather", "Allgatherv", "Bcast", "Barrier", "Split_type")
 #: the non-blocking ones, whose request's ``Wait`` is watched
@@ -233,16 +230,14 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
     """How a :class:`Watchdog` stops the job: print the message and ``MPI_Abort`` every rank
     where MPI allows a second thread to call it (``MPI_THREAD_MULTIPLE``); else print it and
     end this process, which ``mpiexec`` answers by ending the others. Either way the process
-    ends: within :data:`ABORT_GRACE` seconds should ``MPI_Abort`` hang, at once should it
+    ends: within :data:`~.leaving.ABORT_GRACE` seconds should ``MPI_Abort`` hang
+    (:func:`~.leaving.last_resort`, which :func:`~.leaving.abort_job` arms), at once should it
     raise or return."""
     may_abort = mpi is not None and mpi.Query_thread() == mpi.THREAD_MULTIPLE
 
     def stop(message: str) -> None:
         try:
-            if may_abort:
-                last_resort = threading.Timer(ABORT_GRACE, end_process)
-                last_resort.daemon = True
-                last_resort.start()
+            if may_abort:  # its Abort ends the process within the grace should it hang
                 abort_job(comm, rank, SyncError(message))
             sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
             # stdout too: a SIGKILL drops what a block-buffered stdout (plain mpiexec) holds
@@ -251,19 +246,3 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
             end_process()
 
     return stop
-
-
-def end_process() -> None:
-    """End this process at once, by SIGKILL (no handler, no clean-up; ``os._exit(1)`` where
-    there is no SIGKILL), so that ``mpiexec`` ends the other ranks.
-
-    Not ``os._exit``: MPICH's Hydra ends the others when a rank's PMI connection closes before
-    ``MPI_Finalize``, but its proxy also reaps exited ranks (``waitpid``) between events, and a
-    rank reaped before the closed connection is read counts as handled, yet only one killed by
-    a signal was (its ``WIFSIGNALED`` check). A plain exit status that wins that race leaves
-    the others running; a signal is answered on either path.
-    """
-    kill = getattr(signal, "SIGKILL", None)
-    if kill is not None:
-        os.kill(os.getpid(), kill)
-    os._exit(1)

@@ -1,0 +1,64 @@
+"""A rank whose ``MPI_Abort`` hangs still ends, within the abort grace.
+
+``leaving.abort`` (close's abort, the exception hook's, ``abort_job``'s) called ``comm.Abort``,
+then ``_exit``: should ``MPI_Abort`` itself hang, the rank, and with it the job, hung for ever.
+Only the watchdog's stop armed a last-resort timer (``ABORT_GRACE``). Now every abort does
+(``leaving.last_resort``): the process ends by SIGKILL once the grace has passed. MPICH's
+Abort does not hang, so a communicator stand-in whose ``Abort`` blocks shows it, in a process
+of its own (a real one: the SIGKILL ends it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+#: the grace the child sets (the real one, 10 s, would only slow the test down)
+GRACE = 1.0
+
+CHILD = """
+import threading, sys
+from distconv.sync.mpi import leaving
+
+class HungComm:
+    def Abort(self, status):
+        print("in Abort", flush=True)
+        threading.Event().wait()  # MPI_Abort that never returns
+
+leaving.ABORT_GRACE = {grace}
+leaving.FORWARD_SECONDS = 0.0
+{call}
+print("returned", flush=True)
+"""
+
+CALLS = {
+    "abort": "leaving.abort(HungComm(), 3)",
+    "abort_job": "leaving.abort_job(HungComm(), 1, RuntimeError('a layer raised'))",
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", sorted(CALLS))
+def test_a_hung_mpi_abort_ends_the_rank_within_the_grace(how):
+    code = CHILD.format(grace=GRACE, call=CALLS[how])
+    env = {**os.environ, "PYTHONPATH": REPO}
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=20
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{how}: MPI_Abort hung and the process never ended")
+    took = time.monotonic() - began
+    assert "in Abort" in done.stdout and "returned" not in done.stdout, done
+    # by signal, as the watchdog's end_process ends a rank: Hydra always answers that
+    assert done.returncode == -signal.SIGKILL, done
+    assert GRACE <= took < GRACE + 10, took
