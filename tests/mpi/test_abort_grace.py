@@ -62,3 +62,38 @@ def test_a_hung_mpi_abort_ends_the_rank_within_the_grace(how):
     # by signal, as the watchdog's end_process ends a rank: Hydra always answers that
     assert done.returncode == -signal.SIGKILL, done
     assert GRACE <= took < GRACE + 10, took
+
+
+RAISING = """
+from distconv.sync.mpi import leaving
+
+class BrokenComm:
+    def Abort(self, status):
+        raise RuntimeError("MPI_Abort failed: the communicator is broken")
+
+leaving.FORWARD_SECONDS = 0.0
+try:
+    {call}
+finally:
+    print("after the abort", flush=True)  # a caller's clean-up (a checkpoint): never runs
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", sorted(CALLS))
+def test_an_mpi_abort_that_raises_still_ends_the_rank_by_signal(how):
+    """``_exit`` came after ``comm.Abort``, not in a ``finally``: an Abort that raised skipped
+    it, and the error went on up through the caller's clean-up (its checkpoint written from
+    a step that failed), ending the process with a plain status, which Hydra may miss (see
+    ``leaving.end_process``). Now it ends by SIGKILL at once, as the watchdog's stop did."""
+    call = CALLS[how].replace("HungComm", "BrokenComm")
+    env = {**os.environ, "PYTHONPATH": REPO}
+    done = subprocess.run(
+        [sys.executable, "-c", RAISING.format(call=call)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=20,
+    )
+    assert "after the abort" not in done.stdout, done
+    assert done.returncode == -signal.SIGKILL, done

@@ -190,10 +190,11 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
 
 
 def abort(comm: Any, status: int) -> None:
-    """``comm.Abort(status)``, then end this process should it return: MPICH's can, when
-    several ranks abort at once, and nothing after it may run (a caller's checkpoint, or the
-    gradient communicator freed under a thread still inside it). Should it hang, the process
-    ends by itself after :data:`ABORT_GRACE` seconds (:func:`last_resort`).
+    """``comm.Abort(status)``, then end this process should it return (MPICH's can, when
+    several ranks abort at once; with ``status``) or raise (by SIGKILL, :func:`end_process`):
+    nothing after it may run (a caller's checkpoint, or the gradient communicator freed under a
+    thread still inside it). Should it hang, the process ends by itself after
+    :data:`ABORT_GRACE` seconds (:func:`last_resort`).
 
     What this rank wrote is flushed first and given :data:`FORWARD_SECONDS` to travel: the
     launcher ends every rank at the ``Abort``, and Hydra lost the lines it had not forwarded
@@ -209,8 +210,9 @@ def _abort(comm: Any, status: int, guard: threading.Timer) -> None:
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
         try:
             comm.Abort(status)
-        finally:  # it returned: _exit ends the process now (a test's stand-in, not: disarm)
-            guard.cancel()
+        except BaseException:  # no abort went out: a signal, which mpiexec always answers
+            end_process()
+        guard.cancel()  # it returned: _exit ends the process (a test's stand-in does not)
         _exit(status)
 
 
