@@ -97,3 +97,45 @@ def test_an_mpi_abort_that_raises_still_ends_the_rank_by_signal(how):
     )
     assert "after the abort" not in done.stdout, done
     assert done.returncode == -signal.SIGKILL, done
+
+
+HOOKED = """
+import sys, threading
+from distconv.sync.mpi import leaving
+
+class Comm:
+    def Abort(self, status):
+        print("aborted", flush=True)
+        leaving.os._exit(status)
+
+def stuck_hook(etype, value, tb):  # a logging handler stuck on a dead collector
+    print("in the previous hook", flush=True)
+    threading.Event().wait()
+
+leaving.ABORT_GRACE = {grace}
+sys.excepthook = stuck_hook
+leaving.install_abort_hook(Comm())
+raise RuntimeError("a layer raised")
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_hook_stuck_before_the_abort_still_ends_the_rank_within_the_grace():
+    """The exception hook hands the error to the hook it replaced (a logging one), then
+    aborts: one that never returned left the rank, and the job, hung, the last resort armed
+    only at the Abort. Now it is armed before the previous hook runs."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", HOOKED.format(grace=GRACE)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the previous hook hung and the process never ended")
+    assert "in the previous hook" in done.stdout and "aborted" not in done.stdout, done
+    assert done.returncode == -signal.SIGKILL, done
+    assert GRACE <= time.monotonic() - began < GRACE + 10

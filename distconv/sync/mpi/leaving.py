@@ -168,6 +168,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
         if closed:
             previous(etype, value, tb)
             return
+        guard = last_resort()  # the previous hook (a logging one) may block
         try:
             if previous is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
@@ -177,7 +178,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
                 previous(etype, value, tb)
             sys.stderr.flush()
         finally:  # abort even if printing failed: the other ranks must not hang
-            abort(comm, exit_status(value))
+            _abort(comm, exit_status(value), guard)
 
     def restore() -> None:
         nonlocal closed
