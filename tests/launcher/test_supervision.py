@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import job_env, run_job
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHILD = str(Path(__file__).with_name("gang_child.py"))
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -26,14 +28,9 @@ def launch_argv(run_dir: Path, *options: str) -> list[str]:
 
 
 def launch(run_dir: Path, *options: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        launch_argv(run_dir, *options),
-        env=ENV,
-        cwd=run_dir.parent,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """The launcher run to its end; where it hangs past ``timeout``, it and every process of
+    its job are killed (a child may ignore SIGTERM, a grandchild outlive its parent)."""
+    return run_job(launch_argv(run_dir, *options), env=ENV, timeout=timeout, cwd=run_dir.parent)
 
 
 def launch_workers(
@@ -170,29 +167,27 @@ def test_out_of_restarts_reports_the_last_failure(tmp_path):
 def test_a_signal_reaches_every_child_and_nothing_survives(tmp_path, signum, status):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
-    launcher = subprocess.Popen(
-        launch_argv(
-            run, "--workers", "2", "--servers", "0", "--grace", "10", "--", CHILD, str(out), "sleep"
-        ),
-        env=ENV,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    argv = launch_argv(
+        run, "--workers", "2", "--servers", "0", "--grace", "10", "--", CHILD, str(out), "sleep"
     )
-    try:
-        wait_for([out / f"worker-{r}-r0.grandchild" for r in range(2)])
-        launcher.send_signal(signum)
-        stdout, stderr = launcher.communicate(timeout=30)
-    finally:
-        launcher.kill()
-    assert launcher.returncode == status, stderr
-    assert f"stopped by {signal.Signals(signum).name}" in stderr
-    assert (out / "worker-0-r0.sigterm").exists() and (out / "worker-1-r0.sigterm").exists()
-    assert not (run / "failure.json").exists()
-    pids = recorded_pids(out)
-    assert len(pids) == 4
-    assert wait_gone(pids) == []
+    with job_env(ENV) as env:  # nothing of the job outlives a failed check
+        launcher = subprocess.Popen(
+            argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            wait_for([out / f"worker-{r}-r0.grandchild" for r in range(2)])
+            launcher.send_signal(signum)
+            stdout, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+            launcher.wait()
+        assert launcher.returncode == status, stderr
+        assert f"stopped by {signal.Signals(signum).name}" in stderr
+        assert (out / "worker-0-r0.sigterm").exists() and (out / "worker-1-r0.sigterm").exists()
+        assert not (run / "failure.json").exists()
+        pids = recorded_pids(out)
+        assert len(pids) == 4
+        assert wait_gone(pids) == []
 
 
 @pytest.mark.timeout(90)
@@ -261,30 +256,24 @@ def test_a_child_killed_by_a_signal_is_reported_by_name(tmp_path):
 def test_a_killed_launcher_takes_its_children_with_it(tmp_path):
     out, run = tmp_path / "out", tmp_path / "run"
     out.mkdir()
-    launcher = subprocess.Popen(
-        launch_argv(run, "--workers", "2", "--servers", "0", "--", CHILD, str(out), "sleep"),
-        env=ENV,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    grandchildren = [out / f"worker-{r}-r0.grandchild" for r in range(2)]
-    try:
-        wait_for(grandchildren)
-        children = [json.loads((out / f"worker-{r}-r0.json").read_text())["pid"] for r in range(2)]
-        os.kill(launcher.pid, signal.SIGKILL)  # no handler runs: only the kernel can tell them
-        launcher.wait(timeout=10)
-        assert wait_gone(children) == []
-        # each child got SIGTERM from the kernel, so it checkpointed as on a launcher's SIGTERM
-        assert all((out / f"worker-{r}-r0.sigterm").exists() for r in range(2))
-    finally:
-        launcher.kill()
-        launcher.wait()
-        for path in grandchildren:  # a grandchild's own parent died without reaping it
-            try:
-                os.kill(json.loads(path.read_text())["pid"], signal.SIGKILL)
-            except (ProcessLookupError, FileNotFoundError):
-                pass
+    argv = launch_argv(run, "--workers", "2", "--servers", "0", "--", CHILD, str(out), "sleep")
+    # job_env: a grandchild's own parent dies without stopping it, and it is no check's business
+    with job_env(ENV) as env:
+        launcher = subprocess.Popen(
+            argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            wait_for([out / f"worker-{r}-r0.grandchild" for r in range(2)])
+            records = [out / f"worker-{r}-r0.json" for r in range(2)]
+            children = [json.loads(p.read_text())["pid"] for p in records]
+            os.kill(launcher.pid, signal.SIGKILL)  # no handler runs: only the kernel can tell them
+            launcher.wait(timeout=10)
+            assert wait_gone(children) == []
+            # each child got SIGTERM from the kernel: it checkpointed as on a launcher's SIGTERM
+            assert all((out / f"worker-{r}-r0.sigterm").exists() for r in range(2))
+        finally:
+            launcher.kill()
+            launcher.wait()
 
 
 @pytest.mark.timeout(120)

@@ -1,0 +1,95 @@
+"""Jobs run by tests that leave nothing behind, even when the test fails or the job hangs.
+
+A launcher starts each child in a session of its own, a child starts grandchildren, and a child
+may ignore SIGTERM: killing the one process a test started (``subprocess.run``'s timeout)
+leaves the rest running for minutes. Neither the process tree (an orphan is reparented to
+init) nor one process group (each child has its own) finds them all, so every process of a
+job carries a mark in its environment, which children inherit through ``exec``, ``setsid``
+and orphaning alike, and the job is whatever carries the mark. Only a program that clears its
+environment (``env -i``) escapes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+#: the environment variable that marks every process of one test's job
+MARK = "DISTCONV_TEST_JOB"
+
+
+def marked(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with a new job's mark: processes started with it (and theirs) are the job."""
+    return {**env, MARK: secrets.token_hex(8)}
+
+
+def job_processes(env: Mapping[str, str]) -> dict[int, str]:
+    """Each live process of the job marked in ``env``, by pid, with its command line."""
+    entry = f"{MARK}={env[MARK]}".encode()
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:  # a zombie's environment reads empty: it is dead, only not yet reaped
+            if entry not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").strip()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # gone meanwhile, or not ours
+        found[int(proc.name)] = args.decode(errors="replace")
+    return found
+
+
+def kill_job(env: Mapping[str, str]) -> str:
+    """SIGKILL every process of the job marked in ``env``, again while a new one appears (one
+    may fork between the scan and the kill); returns ``pid args`` lines of those killed."""
+    killed: dict[int, str] = {}
+    for _ in range(20):
+        left = {pid: args for pid, args in job_processes(env).items() if pid not in killed}
+        if not left:
+            break
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= left
+    return "\n".join(f"{pid} {args}" for pid, args in sorted(killed.items())) or "(none)"
+
+
+@contextlib.contextmanager
+def job_env(env: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` marked for a job started inside the ``with``; whatever of the job is still
+    alive at its end, the test passed or not, is killed. Check what must be gone first."""
+    job = marked(env)
+    try:
+        yield job
+    finally:
+        kill_job(job)
+
+
+def run_job(
+    argv: Sequence[str], env: Mapping[str, str], timeout: float, **kwargs: object
+) -> subprocess.CompletedProcess:
+    """:func:`subprocess.run` of ``argv`` (output captured as text): where it runs past
+    ``timeout``, every process of the job is killed, not only the first, and the
+    :class:`subprocess.TimeoutExpired` (raised still) names them (Python 3.11+)."""
+    job = marked(env)
+    proc = subprocess.Popen(
+        argv, env=job, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException as exc:  # a timeout, or pytest's own timeout or a Ctrl-C
+        killed = kill_job(job)
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"processes of the job killed:\n{killed}")
+        proc.kill()  # were its mark lost; and no communicate(): what escaped may hold a pipe
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -1,0 +1,74 @@
+"""tests/processes.py: a hung job's every process is killed, not only the one a test started."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.processes import job_env, job_processes, run_job
+
+# a launcher in miniature: a child in a session of its own that ignores SIGTERM, its
+# grandchild, and an orphan whose parent is gone; then the launcher hangs
+HUNG_JOB = """
+setsid sh -c 'trap "" TERM; sleep 300 & echo $! > "$1/grandchild"; wait' _ "$1" &
+sh -c 'sleep 300 & echo $! > "$1/orphan"' _ "$1"
+while [ ! -s "$1/grandchild" ]; do sleep 0.01; done
+touch "$1/ready"
+sleep 300
+"""
+
+
+def gone_within(pids: list[int], seconds: float) -> list[int]:
+    """The pids of ``pids`` still alive (not a zombie) after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = [p for p in pids if _alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_job_is_killed_whole_on_its_timeout(tmp_path):
+    with pytest.raises(subprocess.TimeoutExpired) as raised:
+        run_job(["sh", "-c", HUNG_JOB, "_", str(tmp_path)], env=os.environ, timeout=3)
+    assert (tmp_path / "ready").exists()  # the job was whole when the timeout came
+    pids = [int((tmp_path / name).read_text()) for name in ("grandchild", "orphan")]
+    try:
+        assert gone_within(pids, 5) == []
+        assert "sleep 300" in "".join(getattr(raised.value, "__notes__", ["sleep 300"]))
+    finally:
+        for pid in pids:  # hermetic even where the helper failed
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.timeout(30)
+def test_a_job_env_ends_what_outlives_its_block(tmp_path):
+    with job_env(os.environ) as env:
+        child = subprocess.Popen(["setsid", "sleep", "300"], env=env)
+        deadline = time.monotonic() + 10
+        while child.pid not in job_processes(env):  # marked from its start, through setsid
+            assert time.monotonic() < deadline, "the child never showed its mark"
+            time.sleep(0.02)
+    assert child.wait(timeout=10) == -9
+    assert job_processes(env) == {}
+
+
+@pytest.mark.timeout(30)
+def test_a_job_that_ends_in_time_is_returned_as_subprocess_run_does(tmp_path):
+    done = run_job(["sh", "-c", "echo out; echo err >&2; exit 3"], env=os.environ, timeout=10)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
