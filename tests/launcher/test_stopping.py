@@ -289,7 +289,9 @@ def test_under_nohup_a_hangup_does_not_stop_the_job(tmp_path):
         hung_up.touch()
         stdout, stderr = launcher.communicate(timeout=30)
     finally:
+        hung_up.touch()  # also where a check gave up: the job's loop ends, not only its parent
         launcher.kill()
+        launcher.wait()
     assert launcher.returncode == 0, stderr
     assert stdout == "[worker 0] ok\n"
 
