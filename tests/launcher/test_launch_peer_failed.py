@@ -17,25 +17,27 @@ from pathlib import Path
 import pytest
 
 from launcher.child import ChildSpec
-from launcher.supervisor import SETTLE_SECONDS, Supervisor
+from launcher.supervisor import Supervisor
+from tests.processes import run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRASH_LATE = Path(__file__).with_name("ps_train_crash_late.py")
+EXITS_IN_ORDER = Path(__file__).with_name("exits_in_order.py")
 ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
 ENV["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(Path(__file__).parent)])
 ENV.pop("DISTCONV_DEBUG", None)  # the one-line error, not a traceback
 
 
-def _launch(tmp_path: Path, delay: float) -> subprocess.CompletedProcess:
+def _launch(tmp_path: Path) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
             "--run-dir", str(tmp_path / "run"), "--grace", "60", "--", str(CRASH_LATE),
-            str(tmp_path / "out"), str(delay)]  # fmt: skip
-    return subprocess.run(argv, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=80)
+            str(tmp_path / "out")]  # fmt: skip
+    return run_job(argv, env=ENV, timeout=80, cwd=tmp_path)
 
 
 @pytest.mark.timeout(100)
 def test_the_rank_that_raised_is_reported_though_its_victim_exited_first(tmp_path):
-    done = _launch(tmp_path, delay=SETTLE_SECONDS / 2)  # 1 s each way: a loaded machine
+    done = _launch(tmp_path)  # rank 1 exits once rank 0 has: within the settle time
     said = done.stderr + done.stdout[-3000:]
     assert done.returncode == 1, said
     headline = (
@@ -63,44 +65,11 @@ def _child(rank: int, code: int, after: float) -> ChildSpec:
     return ChildSpec("worker", rank, [sys.executable, "-c", body])
 
 
-#: a worker (ARGV: folder, rank, code, ranks...) that says its pid, and exits ``code`` once
-#: the workers ``ranks`` have exited (their processes gone or zombies: the supervisor keeps
-#: them with WNOWAIT), then a margin for the supervisor's waiter threads to note them first
-_EXITS_IN_ORDER = """\
-import os, pathlib, sys, time
-folder, rank, code, *ranks = sys.argv[1:]
-folder = pathlib.Path(folder)
-(folder / f"{rank}.tmp").write_text(str(os.getpid()))
-(folder / f"{rank}.tmp").rename(folder / f"{rank}.pid")
-
-def gone(other):
-    pid = folder / f"{other}.pid"
-    if not pid.exists():
-        return False
-    try:
-        stat = pathlib.Path(f"/proc/{pid.read_text()}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-deadline = time.monotonic() + 20
-while not all(gone(other) for other in ranks):
-    if time.monotonic() > deadline:
-        sys.exit(f"worker {rank}: workers {ranks} never exited")
-    time.sleep(0.01)
-time.sleep(0.5 if ranks else 0.2)
-sys.exit(int(code))
-"""
-
-
 def _ordered(folder: Path, rank: int, code: int, after: tuple[int, ...] = ()) -> ChildSpec:
     """A worker that exits ``code`` once the workers ``after`` (of the same ``folder``: one per
-    attempt) have exited; at once (0.2 s) without them. Causes are ordered after their
-    victims by these events: fixed start-relative sleeps 1.2 s apart were raced by a victim
-    started late on a loaded host, which then exited after its cause (stopped, no victim)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    attempt) have exited; at once (0.2 s) without them (:mod:`exits_in_order`)."""
     args = [str(folder), str(rank), str(code), *map(str, after)]
-    return ChildSpec("worker", rank, [sys.executable, "-c", _EXITS_IN_ORDER, *args])
+    return ChildSpec("worker", rank, [sys.executable, str(EXITS_IN_ORDER), *args])
 
 
 def _run(tmp_path: Path, specs, settle: float, max_restarts: int = 0):
@@ -172,11 +141,21 @@ def test_a_first_failure_that_is_no_victim_is_reported_at_once(tmp_path):
 
 
 # -- the flag, through distconv-launch ---------------------------------------------------------
-VICTIM_THEN_EXITS_IN_ORDER = """\
+#: rank 0 exits 75, rank 1 exits 1 three seconds after rank 0's exit: past the default settle
+#: time, within 6 s. Ordered by rank 0's exit: sleeps from the start (0.2 s, 3 s) were raced
+#: by a rank 0 started late on a loaded host
+VICTIM_THEN_CAUSE = """\
 import os, sys, time
-rank = int(os.environ["RANK"])
-time.sleep(0.2 if rank == 0 else 3.0)  # past the default settle time, within 6 s
-sys.exit(75 if rank == 0 else 1)
+from pathlib import Path
+from exits_in_order import ALONE, MARGIN, record_pid, wait_exited
+rank, pids = os.environ["RANK"], Path(sys.argv[1])
+record_pid(pids, rank)
+if rank == "0":
+    time.sleep(ALONE)
+    sys.exit(75)
+wait_exited(pids, ["0"])
+time.sleep(3.0 - MARGIN)
+sys.exit(1)
 """
 
 
@@ -186,10 +165,11 @@ def test_the_settle_flag_sets_how_long_a_victim_waits_for_its_cause(
     tmp_path, settle, status, reported
 ):
     program = tmp_path / "victim_then_cause.py"
-    program.write_text(VICTIM_THEN_EXITS_IN_ORDER)
+    program.write_text(VICTIM_THEN_CAUSE)
     argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "0",
-            "--settle", settle, "--run-dir", str(tmp_path / "run"), "--", str(program)]  # fmt: skip
-    done = subprocess.run(argv, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=50)
+            "--settle", settle, "--run-dir", str(tmp_path / "run"), "--", str(program),
+            str(tmp_path / "pids")]  # fmt: skip
+    done = run_job(argv, env=ENV, timeout=50, cwd=tmp_path)
     assert done.returncode == status, done.stderr
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert (report["rank"], report["exit_code"]) == (reported, status), done.stderr
