@@ -18,6 +18,7 @@ import pytest
 import zmq
 from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
+from distconv import stop_request
 from distconv.stop_request import StopRequest
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -110,20 +111,55 @@ def test_handshake_news_in_a_stop_s_wait_does_not_put_the_stop_off(two_workers, 
     assert took < PATIENCE + 2, f"{took:.2f} s after the SIGTERM"
 
 
+def waited_past_the_stop(sync, seconds: float) -> threading.Event:
+    """An event set once ``sync``'s step, with a stop pending, has waited ``seconds`` past the
+    stop and goes on waiting (its stop's patience looked at, and not run out): a peer's late
+    answer ordered by it comes while the wait runs, however late a loaded host ran the peer's
+    thread, where a timer from the signal raced the patience (a thread held back 0.5 s failed
+    a push half a patience late). The test sets it too once its own wait is over: a peer
+    waiting on it is never left behind."""
+    reached = threading.Event()
+    patience_left = sync._stop_patience_left
+
+    def looked_at(*args):
+        left = patience_left(*args)  # raises once the patience ran out
+        pending = stop_request.pending()
+        if pending is not None and time.monotonic() - pending[1] >= seconds:
+            reached.set()
+        return left
+
+    sync._stop_patience_left = looked_at
+    return reached
+
+
+def _answered_at(reached: threading.Event, call: Callable[[], object]) -> Callable[[], None]:
+    """``call()`` once ``reached`` is set (the event of :func:`waited_past_the_stop`)."""
+
+    def answer() -> None:
+        reached.wait(timeout=60)
+        call()
+
+    return answer
+
+
 @pytest.mark.timeout(60)
-def test_a_step_answered_within_the_patience_ends_as_before(two_workers):
+def test_a_step_answered_within_the_patience_ends_as_before(two_workers, monkeypatch):
+    """Rank 1 pushes its step once rank 0 has waited half a patience past the stop; the
+    patience is 5 PATIENCE here, far more than a loaded host holds a thread back."""
+    monkeypatch.setattr(channel, "STOP_PATIENCE", 5 * PATIENCE)
     nets, syncs = two_workers
     data = batches(2, 8)
+    half_way = waited_past_the_stop(syncs[0], PATIENCE / 2)
     restore = StopRequest(announce=False).install()
     try:
-        # rank 1 pushes its step half the patience after the stop
         push = functools.partial(train_steps, nets[1], syncs[1], data[:1], 1, 2)
-        sigterm = SigtermIn(0.1, then=push, after=PATIENCE / 2)
+        sigterm = SigtermIn(0.1, then=_answered_at(half_way, push))
         train_steps(nets[0], syncs[0], data[:1], rank=0, world=2)
-        sigterm.join()  # rank 1's push done
     finally:
+        half_way.set()
         sigterm.wait_sent()
         restore()
+        sigterm.join()  # rank 1's push done
     # both took the same step: a second one goes through with no stop pending
     run_ranks(lambda r: train_steps(nets[r], syncs[r], data[1:], r, 2), 2)
     for p, q in zip(*(n.parameters() for n in nets)):
@@ -161,26 +197,33 @@ def test_a_metrics_sum_is_not_cut_short_by_a_stop(two_workers):
 
 @pytest.mark.timeout(60)
 def test_a_peer_always_that_slow_is_waited_for_as_long_as_it_always_was(two_workers):
-    """Rank 1 pushes each step 0.8 PATIENCE late. After a stop, a step answered 1.5 PATIENCE
-    late still ends as before: the patience is 3 x 0.8 PATIENCE here, not PATIENCE."""
+    """Rank 1 pushes each step 2 PATIENCE late. After a stop, a step answered once rank 0 has
+    waited 1.5 PATIENCE past it still ends as before: the patience is 3 x rank 0's usual
+    silence (about 6 PATIENCE) here, not PATIENCE."""
     nets, syncs = two_workers
     data = batches(3, 8)
+    past_patience = waited_past_the_stop(syncs[0], 1.5 * PATIENCE)
 
-    def rank_1(delays):
-        for delay, batch in zip(delays, data):
-            time.sleep(delay)
+    def rank_1() -> None:
+        for batch in data[:2]:
+            time.sleep(2 * PATIENCE)  # rank 0's usual silence
             train_steps(nets[1], syncs[1], [batch], 1, 2)
+        _answered_at(past_patience, lambda: train_steps(nets[1], syncs[1], data[2:], 1, 2))()
 
-    slow = threading.Thread(target=rank_1, args=([0.8 * PATIENCE] * 2 + [1.5 * PATIENCE],))
+    slow = threading.Thread(target=rank_1)
     slow.start()
-    train_steps(nets[0], syncs[0], data[:2], rank=0, world=2)  # the usual silence: 0.8
-    restore = StopRequest(announce=False).install()
     try:
-        sigterm = SigtermIn(0.1)
-        train_steps(nets[0], syncs[0], data[2:], rank=0, world=2)
+        train_steps(nets[0], syncs[0], data[:2], rank=0, world=2)
+        restore = StopRequest(announce=False).install()
+        try:
+            sigterm = SigtermIn(0.1)
+            train_steps(nets[0], syncs[0], data[2:], rank=0, world=2)
+        finally:
+            sigterm.wait_sent()
+            restore()
     finally:
-        sigterm.wait_sent()
-        restore()
-        slow.join()
+        past_patience.set()
+        slow.join(timeout=60)
+    assert not slow.is_alive()
     for p, q in zip(*(n.parameters() for n in nets)):
         assert (p.value == q.value).all()
