@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.processes import run_job
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSERVERS"):
@@ -15,12 +17,6 @@ for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSE
 
 
 def launch(*argv: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    """``python -m launcher ARGV`` in ``cwd``, its output captured as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *argv],
-        env=ENV,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """``python -m launcher ARGV`` in ``cwd``, its output captured as text; where it hangs past
+    ``timeout``, it and every process of its job are killed (:func:`tests.processes.run_job`)."""
+    return run_job([sys.executable, "-m", "launcher", *argv], env=ENV, timeout=timeout, cwd=cwd)

@@ -19,6 +19,7 @@ from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
 
 from launcher.child import Child
 from launcher.supervisor import ChildSpec, Supervisor
+from tests.processes import job_env, run_job
 
 #: a process that writes ARGV[1].up once its handler is in place, and on SIGTERM writes
 #: ARGV[1].term, "checkpoints" for ARGV[2] s, then writes ARGV[1].done and exits 0
@@ -101,17 +102,19 @@ def test_a_wrapper_that_exits_at_once_leaves_the_trainer_its_grace(tmp_path):
     """The group's leader (a shell script) dies on SIGTERM; its child checkpoints for 1.5 s."""
     run = tmp_path / "run"
     command = " ".join(checkpointing(tmp_path, "w", 1.5))
-    launcher = subprocess.Popen(
-        [*launch_argv(run, "--workers", "1", "--servers", "0", "--grace", "30", "--"),
-         "sh", "-c", f"{command}; echo after"],
-        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        wait_for([tmp_path / "w.up"])
-        launcher.send_signal(signal.SIGTERM)
-        _, stderr = launcher.communicate(timeout=30)
-    finally:
-        launcher.kill()
+    argv = launch_argv(run, "--workers", "1", "--servers", "0", "--grace", "30", "--")
+    with job_env(ENV) as env:  # a hung launcher's trainer (a loop) goes with it
+        launcher = subprocess.Popen(
+            [*argv, "sh", "-c", f"{command}; echo after"],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            wait_for([tmp_path / "w.up"])
+            launcher.send_signal(signal.SIGTERM)
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+            launcher.wait()
     assert launcher.returncode == 143, stderr
     assert done_at(tmp_path, "w") is not None, "the trainer was killed before its checkpoint"
 
@@ -333,7 +336,7 @@ def test_a_process_that_left_its_group_does_not_hold_the_launcher(tmp_path):
     assert argv[1:3] == ["-m", "launcher"]
     argv[1:3] = ["-c", _LAUNCHER_DRAINING_1_S]
     began = time.monotonic()
-    done = subprocess.run(argv, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=40)
+    done = run_job(argv, env=ENV, timeout=40, cwd=tmp_path)  # a hang kills the stray too
     took = time.monotonic() - began
     if not pid_file.exists():
         pytest.fail(f"the stray never wrote its pid:\n{done.stderr}")
@@ -374,19 +377,24 @@ def test_a_childs_log_has_each_line_as_it_comes(tmp_path):
     """Not at the end only: a launcher killed with -9 leaves whole logs behind."""
     run = tmp_path / "run"
     job = ("--workers", "1", "--servers", "0", "--", "sh", "-c", "echo 1st; sleep 30")
-    launcher = subprocess.Popen(
-        launch_argv(run, *job),
-        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
     log = run / "logs" / "worker-0.log"
-    try:
-        deadline = time.monotonic() + 15
-        while not (log.exists() and log.read_text() == "1st\n"):
-            assert time.monotonic() < deadline, "the line never reached the log"
-            time.sleep(0.05)
-    finally:
-        launcher.send_signal(signal.SIGTERM)
-        launcher.wait(timeout=20)
+    with job_env(ENV) as env:  # the job goes also where the launcher hangs on the SIGTERM
+        launcher = subprocess.Popen(
+            launch_argv(run, *job),
+            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 15
+            while not (log.exists() and log.read_text() == "1st\n"):
+                assert time.monotonic() < deadline, "the line never reached the log"
+                time.sleep(0.05)
+        finally:
+            launcher.send_signal(signal.SIGTERM)
+            try:
+                launcher.wait(timeout=20)
+            finally:
+                launcher.kill()
+                launcher.wait()
 
 
 def _state(pid: int) -> str | None:
@@ -583,10 +591,10 @@ def test_a_job_failing_at_once_stops_its_shard_at_once_even_with_sigint_ignored(
     worker fails before the shard is even up: the stop must not wait the whole grace."""
     run = tmp_path / "run"
     began = time.monotonic()
-    done = subprocess.run(
+    done = run_job(
         launch_argv(run, "--workers", "1", "--servers", "1", "--grace", "60", "--", "sh", "-c",
                     "exit 3"),
-        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=80,
+        env=ENV, timeout=80, cwd=tmp_path,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip
     assert done.returncode == 3, done.stderr
