@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.processes import run_job
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("ps_launch_worker.py")
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -43,10 +45,10 @@ def test_two_workers_two_shards_equal_one_process(tmp_path):
     from distconv.sync.local import LocalSync
 
     steps, run = 4, tmp_path / "run"
-    done = subprocess.run(
+    done = run_job(
         [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "2",
          "--run-dir", str(run), "--grace", "20", "--", str(WORKER), str(tmp_path), str(steps)],
-        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=170,
+        env=ENV, timeout=170, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     assert sorted(p.name for p in (run / "keys").iterdir() if p.name.startswith("worker")) == [

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import run_job
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSERVERS"):
@@ -18,10 +20,10 @@ for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSE
 
 
 def launch_local(tmp_path: Path, *train: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_job(
         [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
          "--run-dir", str(tmp_path / "run"), "--", *train],
-        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=100,
+        env=ENV, timeout=100, cwd=tmp_path,
     )  # fmt: skip
 
 
