@@ -22,9 +22,8 @@ import re
 
 from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
+from distconv.deploy.commands import SHELLS, command_starts
 from distconv.deploy.walk import (
-    RESERVED_WORDS,
-    SEPARATORS,
     Manifest,
     _after_options,
     _argv,
@@ -35,8 +34,6 @@ from distconv.deploy.walk import (
     program_words,
 )
 
-#: the shells whose ``-c`` string fills in ``$NAME`` from the environment
-_SHELLS = {"sh", "bash", "dash", "ash"}
 #: a shell's ``$NAME`` or ``${NAME}``
 _SHELL_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
 #: a shell string's own ``NAME=value`` as a command of its own (``CMD=rclone; $CMD sync ...``;
@@ -49,11 +46,6 @@ _PLAIN_VALUE = re.compile(r"[^'\"$`\\]*")
 _LAUNCHES = ("local", "mpi")
 #: the launcher, as a command (``distconv-launch``) or a module (``python -m distconv.launch``)
 _LAUNCHERS = ("distconv-launch", "distconv.launch")
-#: a shell's ``NAME=value`` before a command, which sets a variable for it
-_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
-#: the programs that run the command after them (their options first): ``exec``, ``env``
-#: (``env A=1 $(PROGRAM)``), and the init processes an image's entrypoint runs
-_RUNS_NEXT = {"exec", "env", "nohup", "tini", "dumb-init"}
 #: a shell's own parameters (``"$@"``, ``$1``: the words after its string, read as written)
 _SPECIAL = re.compile(r"\$\{?[\d@*#?$!-]")
 
@@ -94,7 +86,7 @@ def _as_started(container: Manifest) -> Manifest:
     ``$(NAME)`` filled in (a value only the cluster knows as a stand-in), and where a shell
     runs it, ``$NAME``/``${NAME}`` filled in from the container's variables as well."""
     argv = [expand(word, container) for word in _argv(container)]
-    if argv and argv[0].rsplit("/", 1)[-1] in _SHELLS:
+    if argv and argv[0].rsplit("/", 1)[-1] in SHELLS:
         assigned = _set_in_string(argv)
         argv = [_SHELL_VARIABLE.sub(lambda m: _value(container, assigned, m), w) for w in argv]
     return {**container, "command": argv, "args": []}
@@ -133,28 +125,11 @@ def _launches(words: list[str]) -> bool:
 
 def _program_unknown(words: list[str]) -> bool:
     """Whether a command ``words`` run is a value only the cluster knows, or a variable the
-    command line leaves unfilled: it may be a rank. A command starts the line, follows a
-    shell's separator, the ``-c`` of a shell (the first command of its string), or a program
-    that runs the command after it (:data:`_RUNS_NEXT`, its options and ``NAME=value`` first)
-    or a shell's reserved word (:data:`~distconv.deploy.walk.RESERVED_WORDS`: ``then``,
-    ``do``, ``{``)."""
-    at_command, shell = True, False
-    for word in words:
-        if word in SEPARATORS or (shell and _is_command_option(word)):
-            at_command = True
-        elif at_command and (word.rsplit("/", 1)[-1] in _RUNS_NEXT or word in RESERVED_WORDS):
-            continue
-        elif at_command and (_ASSIGNMENT.match(word) or word.startswith("-")):
-            continue
-        elif at_command:
-            if _is_filled(word) or (word.startswith("$") and not _SPECIAL.match(word)):
-                return True
-            at_command = False
-            shell = word.rsplit("/", 1)[-1] in _SHELLS
+    command line leaves unfilled: it may be a rank. Each command's program is read past the
+    shell's separators, reserved words, ``-c`` and the wrappers that run it
+    (:func:`~distconv.deploy.commands.command_starts`: ``tini -- $(PROG)``)."""
+    for at in command_starts(words):
+        word = words[at]
+        if _is_filled(word) or (word.startswith("$") and not _SPECIAL.match(word)):
+            return True
     return False
-
-
-def _is_command_option(word: str) -> bool:
-    """Whether a shell's option ``word`` holds ``-c`` (``-c``, ``-lc``, ``-ec``): the word
-    after the options is the string it runs, whose first word is a command."""
-    return word[:1] == "-" and word[1:2] != "-" and "c" in word[1:]

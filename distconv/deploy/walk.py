@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from distconv.deploy.commands import unprinted
 from distconv.deploy.pod import HOME
 from distconv.deploy.shell import (
     SHELL_SYNTAX,
@@ -27,18 +28,6 @@ _QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 #: where a container's process starts without a ``workingDir``: the image's WORKDIR (the image
 #: user's home, docker/Dockerfile), not ``/``
 IMAGE_WORKDIR = HOME
-#: what a shell's string starts a new command after
-SEPARATORS = {";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"}
-#: a shell's reserved words that a command follows (``if ...; then $PROG; fi``, ``{ $PROG; }``)
-RESERVED_WORDS = {"if", "then", "elif", "else", "while", "until", "do", "{", "!", "time"}
-#: the separators that pipe a command's output into the next (bash's ``|&``: its errors too)
-_PIPES = {"|", "|&"}
-#: the commands that only print their arguments (``echo $TRAIN > /log`` runs no rank)
-_PRINTS = {"echo", "printf"}
-#: a shell's redirection (``>``, ``>>``, ``2>&1``'s ``>&``, ``<``): the word after is a file
-_REDIRECT = re.compile(r"[<>&|]*[<>][<>&|]*")
-#: what a command may follow in a shell's words: a wrapper, a ``NAME=value``, a shell's ``-c``
-_BEFORE_A_COMMAND = re.compile(r"exec|env|nohup|[A-Za-z_]\w*=.*|-\w*c\w*")
 
 
 def as_applied(node: Any) -> Any:
@@ -212,7 +201,7 @@ def _command_args(argv: list[str], command: str) -> list[str] | None:
     """The arguments after ``distconv <command>`` in ``argv``, or None when it runs no such
     command (``mpirun ... python -m mpi4py -m distconv train ...`` runs ``train``; so do
     ``/opt/venv/bin/distconv train`` and ``distconv -q train``, distconv's own options first)."""
-    argv = _unprinted(argv)
+    argv = unprinted(argv)
     for i, word in enumerate(argv):
         if word.rsplit("/", 1)[-1] == "distconv":
             rest = _after_options(argv[i + 1 :])
@@ -237,41 +226,8 @@ def _words(container: Manifest, newlines: bool = False) -> list[str]:
 
 def program_words(container: Manifest) -> list[str]:
     """The words of the container's command line, its newlines as separators (:func:`_words`),
-    less those that name no program it runs (:func:`_unprinted`)."""
-    return _unprinted(_words(container, newlines=True))
-
-
-def _unprinted(words: list[str]) -> list[str]:
-    """``words`` less the arguments of an ``echo`` or ``printf`` that starts a command (``sh -c
-    "echo $TRAIN > /log"`` runs no rank; also after ``then``, :data:`RESERVED_WORDS`), to the
-    shell's next separator, unless that is a pipe (``echo distconv train ... | sh`` runs what it
-    prints), and the file of a redirection."""
-    kept: list[str] = []
-    printed: list[str] | None = None  # the words of the echo or printf being read
-    previous = None
-    for word in words:
-        if word in SEPARATORS:
-            if printed is not None and word in _PIPES:
-                kept.extend(printed)
-            printed = None
-        elif printed is not None:
-            printed.append(word)
-            continue
-        elif previous is not None and _REDIRECT.fullmatch(previous):
-            previous = word
-            continue
-        elif word in _PRINTS and (
-            previous is None
-            or previous in SEPARATORS
-            or previous in RESERVED_WORDS
-            or _BEFORE_A_COMMAND.fullmatch(previous)
-        ):
-            printed = []
-            continue
-        if not _REDIRECT.fullmatch(word):
-            kept.append(word)
-        previous = word
-    return kept
+    less those that name no program it runs (:func:`~distconv.deploy.commands.unprinted`)."""
+    return unprinted(_words(container, newlines=True))
 
 
 def _runs(container: Manifest, *programs: str) -> bool:

@@ -1,0 +1,156 @@
+"""Where the commands of a container's command line start, and which program each runs: the
+word after a shell's separator, a reserved word (``then``, ``do``), a ``NAME=value``, a
+redirection, a shell's ``-c`` and the wrappers that run the command after them (``exec``,
+``env``, ``tini --``, ``timeout 5``), each with its options read past.
+
+Shared by :mod:`distconv.deploy.walk` (the words an ``echo`` only prints: :func:`unprinted`) and
+:mod:`distconv.deploy.programs` (a program only the cluster knows).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: what a shell's string starts a new command after
+SEPARATORS = {";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"}
+#: a shell's reserved words that a command follows (``if ...; then $PROG; fi``, ``{ $PROG; }``)
+RESERVED_WORDS = {"if", "then", "elif", "else", "while", "until", "do", "{", "!"}
+#: the shells that read a ``-c`` string, or without one and without a script file, their input
+SHELLS = {"sh", "bash", "dash", "ash", "zsh", "ksh", "mksh"}
+#: a shell's redirection (``>``, ``>>``, ``2>&1``'s ``>&``, ``<``): the word after is a file
+REDIRECT = re.compile(r"[<>&|]*[<>][<>&|]*")
+#: the separators that pipe a command's output into the next (bash's ``|&``: its errors too)
+_PIPES = {"|", "|&"}
+#: the commands that only print their arguments (``echo $TRAIN > /log`` runs no rank)
+_PRINTS = {"echo", "printf"}
+#: ``NAME=value``: a variable the shell sets for the command after it
+ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+#: the programs that run the command after them: (their short options that take a value, the
+#: words they take before the command: ``timeout``'s duration); ``time`` is also bash's
+#: reserved word, ``exec`` its built-in (``-a NAME``), the rest as their manuals give them
+WRAPPERS: dict[str, tuple[str, int]] = {
+    "exec": ("a", 0),
+    "env": ("uCSa", 0),
+    "nohup": ("", 0),
+    "tini": ("pe", 0),
+    "dumb-init": ("r", 0),
+    "timeout": ("sk", 1),
+    "nice": ("n", 0),
+    "stdbuf": ("ioe", 0),
+    "setsid": ("", 0),
+    "time": ("fo", 0),
+}
+#: the long options of those wrappers whose value is the next word (``--signal TERM``)
+_LONG_VALUED = {
+    "--unset",
+    "--chdir",
+    "--split-string",
+    "--argv0",
+    "--signal",
+    "--kill-after",
+    "--adjustment",
+    "--rewrite",
+    "--input",
+    "--output",
+    "--error",
+    "--format",
+}
+
+
+def program_name(word: str) -> str:
+    """The program ``word`` names, its folder left out (``/usr/bin/env`` is ``env``)."""
+    return word.rsplit("/", 1)[-1]
+
+
+def command_starts(words: list[str]) -> list[int]:
+    """The indices in ``words`` of the program each command of them runs, wrappers, their
+    options, ``NAME=value`` words, reserved words and redirections read past (``tini -- echo
+    x`` runs ``echo``; ``sh -c "cd /x"`` runs ``cd``, the first word of its string)."""
+    starts: list[int] = []
+    at, at_command = 0, True
+    while at < len(words):
+        word, name = words[at], program_name(words[at])
+        if word in SEPARATORS:
+            at, at_command = at + 1, True
+        elif REDIRECT.fullmatch(word):
+            at += 2
+        elif not at_command:
+            at += 1
+        elif word in RESERVED_WORDS or ASSIGNMENT.match(word):
+            at += 1
+        elif name in WRAPPERS:
+            at = _past_options(words, at + 1, WRAPPERS[name][0]) + WRAPPERS[name][1]
+        elif name in SHELLS and _runs_string(words[at + 1 :]):
+            at = _past_options(words, at + 1, "oO")
+        else:
+            starts.append(at)
+            at, at_command = at + 1, False
+    return starts
+
+
+def _past_options(words: list[str], at: int, valued: str) -> int:
+    """The index past the options at ``words[at:]`` (``--`` the last of them): a short one in
+    ``valued`` takes the rest of its word or the next word, as does a long valued one."""
+    while at < len(words) and words[at][:1] in "-+" and len(words[at]) > 1:
+        word = words[at]
+        at += 1
+        if word == "--":
+            break
+        if word.startswith("--"):
+            at += word in _LONG_VALUED
+            continue
+        for place, letter in enumerate(word[1:], 2):
+            if letter in valued:
+                at += 0 if word[place:] else 1
+                break
+    return at
+
+
+def _shell_options(args: list[str]) -> tuple[str, list[str]]:
+    """The letters of a shell's short options at the head of ``args``, and the words after
+    them (its script file or string, and that one's arguments)."""
+    letters, at = "", 0
+    while at < len(args) and args[at][:1] in "-+" and len(args[at]) > 1:
+        word = args[at]
+        at += 1
+        if word == "--":
+            break
+        if not word.startswith("--"):
+            letters += word[1:]
+            at += sum(letter in "oO" for letter in word[1:])  # -o NAME, bash's -O NAME
+    return letters, args[at:]
+
+
+def _runs_string(args: list[str]) -> bool:
+    """Whether a shell given ``args`` runs a ``-c`` string: the words after it are a command."""
+    return "c" in _shell_options(args)[0]
+
+
+def next_separator(words: list[str], at: int) -> int:
+    """The index of the first separator in ``words`` from ``at`` on; ``len(words)`` if none."""
+    return next((i for i in range(at, len(words)) if words[i] in SEPARATORS), len(words))
+
+
+def unprinted(words: list[str]) -> list[str]:
+    """``words`` less the arguments of each ``echo`` or ``printf`` a command runs (``sh -c
+    "echo $TRAIN > /log"``, ``tini -- echo ...``: :func:`command_starts`), to the shell's next
+    separator, unless that is a pipe (``echo distconv train ... | sh`` runs what it prints),
+    and less each redirection and its file."""
+    starts, kept, at = set(command_starts(words)), [], 0
+    while at < len(words):
+        if at in starts and program_name(words[at]) in _PRINTS and not _piped(words, at):
+            at = next_separator(words, at)
+            continue
+        if REDIRECT.fullmatch(words[at]):
+            at += 2
+            continue
+        kept.append(words[at])
+        at += 1
+    return kept
+
+
+def _piped(words: list[str], at: int) -> bool:
+    """Whether what the command at ``words[at]`` prints goes into a pipe (``echo ... | sh``),
+    whose reader may run it."""
+    end = next_separator(words, at)
+    return end < len(words) and words[end] in _PIPES
