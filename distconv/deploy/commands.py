@@ -126,6 +126,19 @@ def _runs_string(args: list[str]) -> bool:
     return "c" in _shell_options(args)[0]
 
 
+def reads_commands(command: list[str]) -> bool:
+    """Whether ``command``, the reader of a pipe, runs what it reads as commands: a shell
+    that runs no ``-c`` string and no script file (``sh``, ``bash -s``), or ``xargs``."""
+    starts = command_starts(command)
+    if not starts:
+        return False
+    name = program_name(command[starts[0]])
+    if name == "xargs":
+        return True
+    letters, operands = _shell_options(command[starts[0] + 1 :])
+    return name in SHELLS and ("s" in letters or not operands)
+
+
 def next_separator(words: list[str], at: int) -> int:
     """The index of the first separator in ``words`` from ``at`` on; ``len(words)`` if none."""
     return next((i for i in range(at, len(words)) if words[i] in SEPARATORS), len(words))
@@ -134,11 +147,12 @@ def next_separator(words: list[str], at: int) -> int:
 def unprinted(words: list[str]) -> list[str]:
     """``words`` less the arguments of each ``echo`` or ``printf`` a command runs (``sh -c
     "echo $TRAIN > /log"``, ``tini -- echo ...``: :func:`command_starts`), to the shell's next
-    separator, unless that is a pipe (``echo distconv train ... | sh`` runs what it prints),
-    and less each redirection and its file."""
+    separator, and less each redirection and its file. What an echo pipes into a reader that
+    runs it (``echo distconv train ... | sh``: :func:`_run_later`) is kept: ``| tee /log`` only
+    writes it down."""
     starts, kept, at = set(command_starts(words)), [], 0
     while at < len(words):
-        if at in starts and program_name(words[at]) in _PRINTS and not _piped(words, at):
+        if at in starts and program_name(words[at]) in _PRINTS and not _run_later(words, at):
             at = next_separator(words, at)
             continue
         if REDIRECT.fullmatch(words[at]):
@@ -149,8 +163,13 @@ def unprinted(words: list[str]) -> list[str]:
     return kept
 
 
-def _piped(words: list[str], at: int) -> bool:
-    """Whether what the command at ``words[at]`` prints goes into a pipe (``echo ... | sh``),
-    whose reader may run it."""
+def _run_later(words: list[str], at: int) -> bool:
+    """Whether what the command at ``words[at]`` prints is run by a later command of its
+    pipeline (``echo ... | sh``, ``echo ... | tee /log | sh``: :func:`reads_commands`)."""
     end = next_separator(words, at)
-    return end < len(words) and words[end] in _PIPES
+    while end < len(words) and words[end] in _PIPES:
+        reader_end = next_separator(words, end + 1)
+        if reads_commands(words[end + 1 : reader_end]):
+            return True
+        end = reader_end
+    return False
