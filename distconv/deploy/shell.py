@@ -36,7 +36,9 @@ def split_words(text: str, newlines: bool = False) -> list[str]:
     if newlines:
         text = text.replace("\\\n", "")
     lexer = shlex.shlex(
-        _without_comments(text), posix=True, punctuation_chars=PUNCTUATION[newlines]
+        _substitutions_as_written(_without_comments(text)),
+        posix=True,
+        punctuation_chars=PUNCTUATION[newlines],
     )
     lexer.whitespace_split, lexer.commenters = True, ""
     if newlines:
@@ -54,6 +56,18 @@ def _operator(word: str) -> str:
     separator it is: its operator, as a newline after one goes on with its command (``|`` of
     ``echo ... |`` then ``sh`` on the next line), else a newline."""
     return word.replace("\n", "") or "\n"
+
+
+def _substitutions_as_written(text: str) -> str:
+    """``text`` with each unquoted backquoted command substitution (```CMD```) written as
+    ``$(CMD)``, the same command the shell runs: its words are read as a command, as those of
+    ``$(CMD)`` are (``(`` starts one)."""
+    pieces, opened = [], False
+    for piece in _SHELL_PIECE.findall(text):
+        if piece == "`":
+            piece, opened = (")" if opened else "$("), not opened
+        pieces.append(piece)
+    return "".join(pieces)
 
 
 def _without_comments(text: str) -> str:
