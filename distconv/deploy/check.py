@@ -12,6 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
+from distconv.deploy.check_cronjobs import overlapping_runs
 from distconv.deploy.check_mpi import _mpi_slots
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
 from distconv.deploy.check_ranks import _pod_settings, _rank_gpus, _train_runs
@@ -99,7 +100,8 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     GPUs requests one GPU per rank (an MPI worker pod: one per slot) and gives CuPy's kernel
     cache (``CUPY_CACHE_DIR``) a writable volume; shards and workers mount
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
-    readiness or startup gate.
+    readiness or startup gate; a CronJob whose Job runs them lets no two runs overlap
+    (``concurrencyPolicy: Forbid`` or ``Replace``).
     """
     objs, problems = applied_objects(objs)
     for check in (
@@ -118,6 +120,7 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
         _shard_args,
         _rank_gpus,
         _split_secrets,
+        overlapping_runs,
     ):
         problems.extend(check(objs))
     return problems

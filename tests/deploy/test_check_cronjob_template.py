@@ -21,7 +21,8 @@ def _with_cronjob(job_template) -> list[dict]:
     service, shards, job = copy.deepcopy(
         render_manifests(job_name="j", workers=2, servers=1, image="d:1")
     )
-    spec = {"schedule": "0 3 * * *", "jobTemplate": job_template(job)}
+    spec = {"schedule": "0 3 * * *", "concurrencyPolicy": "Forbid"}
+    spec["jobTemplate"] = job_template(job)
     cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": job["metadata"]}
     return [service, shards, {**cron, "spec": spec}]
 

@@ -28,6 +28,7 @@ def _with_cronjob() -> tuple[list[dict], dict]:
         "metadata": job["metadata"],
         "spec": {
             "schedule": "0 3 * * *",
+            "concurrencyPolicy": "Forbid",
             "jobTemplate": {"metadata": {"labels": job["metadata"]["labels"]}, "spec": job["spec"]},
         },
     }

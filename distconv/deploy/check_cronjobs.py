@@ -1,0 +1,42 @@
+"""A CronJob whose Job runs the job's processes (part of
+:func:`distconv.deploy.check.manifest_problems`): with ``concurrencyPolicy: Allow``, the
+default, the CronJob controller starts the next run while the last one still runs, and the two
+Jobs' pods claim the same ranks (each places its ranks from rank 0 of the shards' one world)
+and write the same checkpoint directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from distconv.deploy.programs import runs_the_jobs_processes
+from distconv.deploy.walk import Manifest, _of_kind, _where, spec_of
+
+#: the policies that never let two of a CronJob's Jobs run at once (the next run is skipped,
+#: or the running Job is deleted first)
+ONE_AT_A_TIME = ("Forbid", "Replace")
+
+
+def overlapping_runs(objs: Sequence[Manifest]) -> Iterator[str]:
+    """A problem for each CronJob whose Job runs a shard, a rank, the sshd or the launcher
+    (:func:`~distconv.deploy.programs.runs_the_jobs_processes`) and may run beside the Job of
+    its last run: its ``concurrencyPolicy`` is not one of :data:`ONE_AT_A_TIME`. A CronJob
+    that runs another program (a checkpoint backup) is not judged."""
+    for cron in _of_kind(objs, "CronJob"):
+        spec = spec_of(cron)
+        policy = spec.get("concurrencyPolicy", "Allow")
+        if policy not in ONE_AT_A_TIME and runs_the_jobs_processes(_pod_template(spec)):
+            yield (
+                f"{_where(cron)}: concurrencyPolicy {policy} lets a run start while the last "
+                "one still runs, and the two Jobs would claim the same ranks and checkpoint "
+                "directory: set concurrencyPolicy: Forbid (or Replace)"
+            )
+
+
+def _pod_template(spec: Manifest) -> Manifest:
+    """The pod template of a CronJob's ``spec``; empty where its ``jobTemplate`` gives none
+    (the API server refuses it; :mod:`~distconv.deploy.shapes` names it)."""
+    job = spec.get("jobTemplate")
+    job_spec = job.get("spec") if isinstance(job, dict) else None
+    template = job_spec.get("template") if isinstance(job_spec, dict) else None
+    return template if isinstance(template, dict) else {}
