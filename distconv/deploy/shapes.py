@@ -134,11 +134,16 @@ def applied_objects(docs: Sequence[Any]) -> tuple[list[Manifest], list[str]]:
 #: the longest name of a kind whose objects the cluster can run, and why; each longer name
 #: ends in a label value (or a name) over the 63 characters of a DNS label
 NAME_MAX = {
-    # its pods' label controller-revision-hash: <name>-<hash of up to 10> (kubernetes#64023)
+    # its pods' label controller-revision-hash is the ControllerRevision's name, <name>-<hash>
+    # (pkg/controller/history: ControllerRevisionName, hashControllerRevision: the FNV-32 sum
+    # in decimal, SafeEncodeString'd, 1 to 10 characters; kubernetes#64023)
     "StatefulSet": (
         52,
-        "its pods' controller-revision-hash label (the name and a hash) would be longer than "
-        "a label's 63, and no pod would be created",
+        "its pods' controller-revision-hash label is <name>-<revision hash>, the hash the pod "
+        "template's FNV-32 sum in decimal, 10 characters for about 3 revisions in 4 "
+        "(Kubernetes' ControllerRevisionName); for such a revision the label passes the 63 a "
+        "label holds, and the API server refuses every pod the StatefulSet controller creates "
+        "(a 53- or 54-character name runs only the revisions of a shorter hash)",
     ),
     # each Job it creates is <name>-<scheduled time in minutes> (11 more characters)
     "CronJob": (
@@ -183,6 +188,8 @@ def _name_too_long(obj: Manifest) -> str | None:
         most = 0  # no job-name label is added (ValidateGeneratedSelector): a subdomain's 253
     if not most or name is None or len(name) <= most:
         return _indexed_host_too_long(obj, name) if kind in ("Job", "CronJob") else None
+    if kind == "StatefulSet":  # the API server takes the name: only its pods are refused
+        return f"{_where(obj)}: a StatefulSet's name over {most} characters, {len(name)}: {why}"
     return f"{_where(obj)}: a {kind}'s name holds at most {most} characters, got {len(name)}: {why}"
 
 

@@ -60,15 +60,24 @@ def test_a_bare_pod_whose_host_name_loses_its_ordinal_is_named():
     assert "does not end in -<ordinal>" in problems[0]
 
 
-@pytest.mark.parametrize(("length", "named"), [(52, False), (53, True), (60, True)])
+@pytest.mark.parametrize(("length", "named"), [(52, False), (53, True), (54, True), (60, True)])
 def test_a_statefulset_name_over_52_characters_is_named(length, named):
+    """Review k317: the line said no pod would be created, where a 53- or 54-character name
+    runs the pods of a revision whose hash is shorter than 10 characters; it now says what
+    Kubernetes does: the label is <name>-<revision hash>, refused over 63 characters."""
     objs = _rendered()
     (shards,) = [o for o in objs if o["kind"] == "StatefulSet"]
     name = "s" * length
     shards["metadata"]["name"] = name
     line = (
-        f"StatefulSet {name}: a StatefulSet's name holds at most 52 characters, got {length}: "
-        "its pods' controller-revision-hash label (the name and a hash) would be longer than "
-        "a label's 63, and no pod would be created"
+        f"StatefulSet {name}: a StatefulSet's name over 52 characters, {length}: its pods' "
+        "controller-revision-hash label is <name>-<revision hash>, the hash the pod template's "
+        "FNV-32 sum in decimal, 10 characters for about 3 revisions in 4 (Kubernetes' "
+        "ControllerRevisionName); for such a revision the label passes the 63 a label holds, "
+        "and the API server refuses every pod the StatefulSet controller creates (a 53- or "
+        "54-character name runs only the revisions of a shorter hash)"
     )
     assert (line in manifest_problems(objs)) is named
+    # the numbers the line gives are Kubernetes': 52 + "-" + a 10-character hash is 63
+    assert 52 + len("-") + len(str(2**32 - 1)) == 63
+    assert round((2**32 - 10**9) / 2**32, 2) == 0.77  # a hash of 10 digits: about 3 in 4
