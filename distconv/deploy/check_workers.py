@@ -29,7 +29,7 @@ from distconv.deploy.check_index import (
 )
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.counts import count, counted, known_count
-from distconv.deploy.programs import trains_with_the_shards
+from distconv.deploy.programs import trains_with_the_shards, unknown_transports
 from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
     Manifest,
@@ -157,6 +157,7 @@ def _one_workers_job(objs: Sequence[Manifest]) -> Iterator[str]:
             f"{', '.join(map(_where, workers))}: {len(workers)} {kinds} run distconv train "
             f"beside the shards ({', '.join(map(_where, shards.values()))}), whose ranks are one "
             f"world: each rank would be claimed by each {each}"
+            f"{unknown_transports(objs, workers)}"
         )
 
 

@@ -19,6 +19,7 @@ theirs.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
@@ -29,7 +30,9 @@ from distconv.deploy.walk import (
     _argv,
     _flag,
     _main_containers,
+    _running,
     _runs,
+    _where,
     _words,
     program_words,
 )
@@ -72,6 +75,35 @@ def trains_with_the_shards(container: Manifest) -> bool:
         return True
     known, servers = env_as_seen(container, "DISTCONV_PSERVERS")
     return not known or bool((servers or "").strip())
+
+
+def unknown_transports(objs: Sequence[Manifest], workers: Sequence[Manifest]) -> str:
+    """A note, for a problem that counts ``workers`` (Jobs, bare Pods) as ranks of the shards,
+    naming those whose transport only the cluster knows (``--sync $(S)`` of a ``valueFrom``;
+    no ``--sync`` and a ``DISTCONV_PSERVERS`` only the cluster sets), which
+    :func:`trains_with_the_shards` takes for theirs: not a guess the reader cannot see. Empty
+    where every worker's transport is written."""
+    unknown = {
+        id(obj): _where(obj)
+        for obj, _, _, container, _ in _running(objs, "train")
+        if any(obj is w for w in workers) and _transport_unknown(container)
+    }
+    if not unknown:
+        return ""
+    return (
+        f" ({', '.join(unknown.values())}: --sync, or DISTCONV_PSERVERS, is known only to the "
+        "cluster, and is taken for the shards' transport)"
+    )
+
+
+def _transport_unknown(container: Manifest) -> bool:
+    """Whether only the cluster knows the transport of the ``distconv train`` of ``container``
+    (:func:`trains_with_the_shards`)."""
+    train = _train_args(container)
+    sync = _flag(train, "--sync", last=True)
+    if sync is not None:
+        return _is_filled(expand(sync, container))
+    return _flag(train, "--pservers") is None and not env_as_seen(container, "DISTCONV_PSERVERS")[0]
 
 
 def _may_run_ours(container: Manifest) -> bool:

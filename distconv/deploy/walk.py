@@ -158,11 +158,11 @@ def _init_containers(template: Manifest) -> list[Manifest]:
 def _argv(container: Manifest) -> list[str]:
     """The container's command line: its ``command`` and ``args``, or where they run a shell's
     plain command string (``sh -c "exec distconv train --out /x"``), that command's words
-    (:func:`shell_command`), so that a rank or a shard started so is held to the same checks;
-    an ``env -S STRING`` in it split as env splits it
+    (:func:`shell_command`; ``$NAME`` of a plain value filled in), so that a rank or a shard
+    started so is held to the same checks; an ``env -S STRING`` in it split as env splits it
     (:func:`~distconv.deploy.shell.split_env_strings`)."""
     argv = [str(a) for a in (*container.get("command", []), *container.get("args", []))]
-    words = shell_command(argv, _plain_variables(container))
+    words = shell_command(argv, _plain_variables(container), _plain_values(container))
     return split_env_strings(argv if words is None else words)
 
 
@@ -188,6 +188,18 @@ def _plain_variables(container: Manifest) -> set[str]:
         for var in container.get("env", [])
         if "name" in var and ("valueFrom" in var or _one_word(str(var.get("value") or "")))
     }
+
+
+def _plain_values(container: Manifest) -> dict[str, str]:
+    """What a shell's ``$NAME`` reads of the container's variables that it reads as one word,
+    by name (the last of a name wins, as the kubelet sets them): a plain value as it is, one
+    only the cluster knows (``valueFrom``) as the kubelet's ``$(NAME)``, which the checks take
+    for a value they cannot judge (:func:`_plain_variables`)."""
+    values: dict[str, str | None] = {}
+    for var in (v for v in container.get("env", []) if "name" in v):
+        value = f"$({var['name']})" if "valueFrom" in var else str(var.get("value") or "")
+        values[var["name"]] = value if "valueFrom" in var or _one_word(value) else None
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def _one_word(value: str) -> bool:
