@@ -39,6 +39,13 @@ WRAPPERS: dict[str, tuple[str, int]] = {
     "stdbuf": ("ioe", 0),
     "setsid": ("", 0),
     "time": ("fo", 0),
+    # an image's entrypoint drops root through these: the user first (gosu app CMD)
+    "gosu": ("", 1),
+    "su-exec": ("", 1),
+    # CPU, memory and I/O placement: taskset's mask (or -c list) first
+    "taskset": ("", 1),
+    "numactl": ("iNmCp", 0),
+    "ionice": ("cn", 0),
 }
 #: the long options of those wrappers whose value is the next word (``--signal TERM``)
 _LONG_VALUED = {
@@ -54,6 +61,13 @@ _LONG_VALUED = {
     "--output",
     "--error",
     "--format",
+    "--interleave",
+    "--preferred",
+    "--membind",
+    "--cpunodebind",
+    "--physcpubind",
+    "--class",
+    "--classdata",
 }
 
 
