@@ -10,10 +10,12 @@ of its own (a real one: the SIGKILL ends it).
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -139,3 +141,48 @@ def test_a_hook_stuck_before_the_abort_still_ends_the_rank_within_the_grace():
     assert "in the previous hook" in done.stdout and "aborted" not in done.stdout, done
     assert done.returncode == -signal.SIGKILL, done
     assert GRACE <= time.monotonic() - began < GRACE + 10
+
+
+class NoThreads:
+    """``threading`` as leaving sees it where no thread can start: exhausted (the very errors
+    a rank aborts on, a ``MemoryError``, a resource limit) or, from Python 3.12, an interpreter
+    shutting down (a close in an ``atexit`` handler)."""
+
+    class Timer(threading.Timer):
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["abort", "abort_job", "hook"])
+def test_a_last_resort_that_cannot_start_never_stops_the_abort(monkeypatch, how):
+    """Arming the last resort came first and raised where no thread could start: ``abort``,
+    ``abort_job`` and the exception hook raised before ``MPI_Abort``, and the other ranks,
+    waiting in a collective for this one, hung. The abort must go out all the same."""
+    from distconv.sync.mpi import leaving
+
+    aborted: list[int] = []
+    exits: list[int] = []
+
+    class Comm:
+        def Abort(self, status: int) -> None:  # noqa: N802 - mpi4py's name
+            aborted.append(status)
+
+    monkeypatch.setattr(leaving, "threading", NoThreads)
+    monkeypatch.setattr(leaving, "FORWARD_SECONDS", 0.0)
+    monkeypatch.setattr(leaving, "_exit", exits.append)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    error = RuntimeError("a layer raised")
+    if how == "abort":
+        leaving.abort(Comm(), 3)
+    elif how == "abort_job":
+        leaving.abort_job(Comm(), 1, error)
+    else:
+        monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+        restore = leaving.install_abort_hook(Comm())
+        try:
+            sys.excepthook(type(error), error, None)
+        finally:
+            restore()
+    status = 3 if how == "abort" else 1
+    assert aborted == [status] and exits == [status]

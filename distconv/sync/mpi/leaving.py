@@ -220,10 +220,17 @@ def _abort(comm: Any, status: int, guard: threading.Timer) -> None:
 def last_resort() -> threading.Timer:
     """Arm a daemon timer that ends this process (:func:`end_process`) after
     :data:`ABORT_GRACE` seconds, started before ``MPI_Abort``: should it hang, the rank, and the
-    job waiting for it, would hang for ever. Returns the timer (``cancel`` disarms it)."""
+    job waiting for it, would hang for ever. Returns the timer (``cancel`` disarms it).
+
+    Where no thread can start (exhausted, the very trouble a rank may abort on; or, from Python
+    3.12, an interpreter shutting down) the timer is returned unarmed: the abort it guards
+    must go out all the same, else the other ranks wait for this one for ever."""
     timer = threading.Timer(ABORT_GRACE, end_process)
     timer.daemon = True
-    timer.start()
+    try:
+        timer.start()
+    except RuntimeError:  # "can't start new thread", or "... at interpreter shutdown"
+        pass
     return timer
 
 
