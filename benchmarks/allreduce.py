@@ -1,7 +1,7 @@
 """MPISync against a raw fused ``Allreduce`` and ``torch.distributed`` (gloo), 2 ranks.
 
 Usage: ``python benchmarks/allreduce.py [--mb 4] [--grads 100] [--reps 40] [--no-torch]
-[--no-cnn] [--stream-only]``
+[--no-cnn] [--stream-only] [--update-only]``
 
 Every number is the median over ``--reps`` repetitions of the slowest rank's time, and every
 ratio is against a baseline measured in the same run. Every case's buffers are written by the
@@ -49,6 +49,13 @@ where the case after the largest buffers was seen to pay for their cache misses)
   sleep, numpy): four 1 MiB pieces going as their gradients arrive, and the bucket in one call
   (the default), each against the four pieces waiting for the whole bucket, as paired ratios
   (``--stream-only`` runs these alone).
+- **updates**: the step of **overlap, free cores** with a real update, over 1 MiB buckets
+  (five over the default 4 MB): the thread on, paired against the same step without it
+  (``update_{rule}_thread_x``, the median of each repetition's ratio). Without the thread every
+  bucket is reduced before any is updated; with it each bucket's update could run while the
+  later buckets still travelled, which the no-op optimizer of the rows above cannot show. For
+  Adam on the CPU, and for ``free``, an update that leaves the core free as a GPU kernel does (a
+  sleep of ``FREE_UPDATE_SECONDS`` per parameter). ``--update-only`` runs these alone.
 - **float16 wire**: the bytes handed to the collectives and the time, against float32.
 - **CNN**: the default LeNet on the digits, 2 ranks x 1 BLAS thread against 1 x 1 (LocalSync),
   samples per second (the median over the default job's epochs; ``--grad-dtype D``: the 2-rank
@@ -177,6 +184,26 @@ def no_update():
                 self.ready_at = time.perf_counter()
 
     return NoUpdate(lr=1.0)
+
+
+#: the updates of the **updates** rows: Adam on the CPU, and ``free``, one leaving the core free
+UPDATE_RULES = ("adam", "free")
+#: the ``free`` update's sleep per parameter: a GPU kernel's launch and run, the core left free
+FREE_UPDATE_SECONDS = 50e-6
+
+
+def free_update():
+    """An optimizer whose update leaves the core free, as one on a GPU does: a sleep of
+    :data:`FREE_UPDATE_SECONDS` per parameter, the parameter untouched."""
+    from distconv.optim import Optimizer
+
+    class FreeUpdate(Optimizer):
+        name = "free"
+
+        def _apply(self, value, grad, state, scale):
+            time.sleep(FREE_UPDATE_SECONDS)
+
+    return FreeUpdate(lr=1.0)
 
 
 def before_sync():
@@ -337,6 +364,7 @@ def mpi_worker(args) -> None:
     )
     out.update(overlap(comm, args, "full", numpy_compute(comm, args)))
     out.update(streaming(comm, args))
+    out.update(updates(comm, args))
     if comm.rank == 0:
         print(json.dumps(out))
 
@@ -391,6 +419,39 @@ def streaming(comm, args) -> dict:
     for sync in made:
         sync.close()
     return out
+
+
+def updates(comm, args) -> dict:
+    """The step with a real update (``UPDATE_RULES``) over 1 MiB buckets and a sleep per gradient
+    (free cores), the thread on (``update_{rule}_thread``) against off (``..._nothread``, the
+    paired baseline): with the thread the updates of the buckets reduced first could run while
+    the last ones travelled, which the no-op optimizer of the other rows cannot show."""
+    from distconv.optim import create_optimizer
+
+    sleep = args.compute_ms / 1e3 / args.grads
+    out, made = {}, []
+    for rule in UPDATE_RULES:
+        cases = {}
+        for name, thread in (("nothread", False), ("thread", True)):
+            optimizer = free_update() if rule == "free" else create_optimizer(rule, lr=1e-6)
+            sync, order = make_sync(
+                comm, args, optimizer=optimizer, bucket_bytes=MB, overlap=thread
+            )
+            made.append(sync)
+            cases[f"update_{rule}_{name}"] = sync_case(sync, order, lambda i: time.sleep(sleep))
+        out[f"update_{rule}_buckets"] = len(sync.buckets)
+        out.update(interleaved(comm, cases, args.reps, base=f"update_{rule}_nothread", rotate=True))
+    for sync in made:
+        sync.close()
+    return out
+
+
+def update_worker(args) -> None:
+    from mpi4py import MPI
+
+    out = updates(MPI.COMM_WORLD, args)
+    if MPI.COMM_WORLD.rank == 0:
+        print(json.dumps(out))
 
 
 def stream_worker(args) -> None:
@@ -674,6 +735,7 @@ def report(r: dict) -> None:
             print(f"  overlap=None turns the thread off here, as without: {auto / off:.3f}")
     if "stream_none_on_ms" in r:
         report_streaming(r)
+    report_updates(r)
     if "cnn2" in r:
         one, two = r["cnn1"]["samples_per_s"], r["cnn2"]["samples_per_s"]
         ratios = sorted(pair["two"] / pair["one"] for pair in r["cnn_pairs"])
@@ -708,6 +770,19 @@ def report_streaming(r: dict) -> None:
         print(line)
 
 
+def report_updates(r: dict) -> None:
+    """The **updates** rows (:func:`updates`): the step with the thread over the same step
+    without, each update."""
+    for rule in UPDATE_RULES:
+        on, off = r[f"update_{rule}_thread_ms"], r[f"update_{rule}_nothread_ms"]
+        buckets = r[f"update_{rule}_buckets"]
+        print(
+            f"update {rule} over {buckets} 1 MiB bucket(s), free cores: step without thread "
+            f"{off:.2f} ms, with {on:.2f} ms, with / without paired "
+            f"{r[f'update_{rule}_thread_x']:.3f}"
+        )
+
+
 def accuracy(args) -> None:
     """The default CNN on 2 ranks: test accuracy and speed, float32 against 16-bit wires."""
     dtypes = ("float32", "float16", "bfloat16")
@@ -724,7 +799,7 @@ def main() -> None:
     from distconv.job import TrainConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worker", choices=("mpi", "gloo", "cnn", "stream"))
+    ap.add_argument("--worker", choices=("mpi", "gloo", "cnn", "stream", "update"))
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--sync", default="mpi")
     ap.add_argument("--mb", type=int, default=4)
@@ -751,6 +826,7 @@ def main() -> None:
     )
     ap.add_argument("--grad-dtype", default="")
     ap.add_argument("--stream-only", action="store_true", help="only the streaming cases")
+    ap.add_argument("--update-only", action="store_true", help="only the updates cases")
     ap.add_argument(
         "--accuracy",
         action="store_true",
@@ -761,6 +837,8 @@ def main() -> None:
         return mpi_worker(args)
     if args.worker == "stream":
         return stream_worker(args)
+    if args.worker == "update":
+        return update_worker(args)
     if args.worker == "gloo":
         return gloo_worker(args)
     if args.worker == "cnn":
@@ -777,6 +855,10 @@ def main() -> None:
     if args.stream_only:
         result = {**mpiexec(2, "stream", args), "mb": args.mb, "grads": args.grads}
         report_streaming(result)
+        return print(json.dumps(result))
+    if args.update_only:
+        result = mpiexec(2, "update", args)
+        report_updates(result)
         return print(json.dumps(result))
     result = {**mpiexec(2, "mpi", args), "mb": args.mb, "grads": args.grads}
     if not args.no_torch:

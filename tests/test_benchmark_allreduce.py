@@ -60,6 +60,7 @@ def test_the_report_names_the_sizes_that_ran():
         assert label in report
     assert "1 MiB bucket, compute none: stream off" in report
     assert "4 MB" not in report and "4 MiB bucket" not in report and "100 calls" not in report
+    assert "update adam over 1 1 MiB bucket(s)" in report  # the update rows, in the table too
     assert (result["mb"], result["grads"]) == (1, 2)  # the JSON line records them too
 
 
@@ -121,3 +122,18 @@ def test_an_unknown_grad_dtype_is_refused_before_anything_runs():
     assert done.returncode == 2, done.stderr[-3000:]
     assert "--grad-dtype: grad_dtype must be one of" in done.stderr
     assert done.stdout == "" and "Traceback" not in done.stderr  # no job ran
+
+
+@pytest.mark.timeout(240)
+def test_the_update_rows_time_a_real_update_with_the_thread_against_without():
+    """Every step row of the sync used a no-op optimizer, so none could show what updating
+    each bucket as soon as the thread reduced it gained, or what waiting for every bucket
+    gives up: the update rows time Adam and an update leaving the core free (a GPU's), over
+    several buckets, the thread on against off in the same run."""
+    report, result = run_driver("--update-only", "--mb", "3", "--grads", "6")
+    for rule in ("adam", "free"):
+        assert result[f"update_{rule}_buckets"] > 1
+        assert result[f"update_{rule}_nothread_x"] == 1.0  # the paired baseline
+        assert result[f"update_{rule}_thread_x"] > 0 and result[f"update_{rule}_thread_ms"] > 0
+        assert f"update {rule} over {result[f'update_{rule}_buckets']} 1 MiB bucket(s)" in report
+        assert "with / without paired" in report
