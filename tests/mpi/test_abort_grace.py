@@ -186,3 +186,53 @@ def test_a_last_resort_that_cannot_start_never_stops_the_abort(monkeypatch, how)
             restore()
     status = 3 if how == "abort" else 1
     assert aborted == [status] and exits == [status]
+
+
+SLOW = """
+import sys, time
+from distconv.sync.mpi import leaving
+
+class Preempted(Exception):
+    exit_status = 143  # what a scheduler reads to requeue the run
+
+class Comm:
+    def Abort(self, status):
+        print("aborted", flush=True)
+        leaving.os._exit(status)
+
+class SlowStream:  # a stderr pipe the launcher drains slowly
+    def write(self, text):
+        time.sleep({slow})
+    def flush(self):
+        pass
+
+def slow_hook(etype, value, tb):  # a logging handler that takes its time, and returns
+    time.sleep({slow})
+
+leaving.ABORT_GRACE = {grace}
+leaving.FORWARD_SECONDS = {forward}
+if "{how}" == "hook":
+    sys.excepthook = slow_hook
+    leaving.install_abort_hook(Comm())
+    raise Preempted("preempted")
+sys.stderr = SlowStream()
+leaving.abort_job(Comm(), 0, Preempted("preempted"))
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["hook", "abort_job"])
+def test_a_slow_stage_before_the_abort_leaves_the_abort_its_own_grace(how):
+    """The last resort armed before the previous hook (or ``abort_job``'s printing) also had
+    to cover the pause and ``MPI_Abort`` after it: a hook or a stderr that took most of the
+    grace, and returned, had the rank SIGKILLed in the pause, the Abort never made, and the
+    job's exit status (a preempted run's 143, which a scheduler requeues on) lost. The Abort
+    now gets a whole grace of its own."""
+    grace, slow, forward = 2.0, 1.5, 1.0  # slow + forward > grace, each alone well under it
+    code = SLOW.format(grace=grace, slow=slow, forward=forward, how=how)
+    env = {**os.environ, "PYTHONPATH": REPO}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30
+    )
+    assert "aborted" in done.stdout, done
+    assert done.returncode == 143, done

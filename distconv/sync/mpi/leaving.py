@@ -95,9 +95,9 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     For a rank closing its sync while ``error`` propagates (a ``finally``): the other ranks may
     be waiting in a collective for this one, and nobody may reach the except hook, which would
     have printed the traceback. The last resort (:func:`last_resort`) is armed first: a write to
-    a stderr pipe nobody reads blocks too.
+    a stderr pipe nobody reads blocks too; the pause and the Abort get a whole grace again.
     """
-    guard = last_resort()
+    before = last_resort()
     try:  # one write: ranks aborting at once never share a line
         said = reason(rank, error, "aborting the MPI job")
         if error is not None and error.__traceback__ is not None and not _brief(error):
@@ -106,7 +106,7 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
         sys.stderr.write(said)
         sys.stderr.flush()
     finally:  # abort even if printing failed: the other ranks must not hang
-        _abort(comm, exit_status(error), guard)
+        _abort(comm, exit_status(error), before)
 
 
 def _brief(error: BaseException) -> bool:
@@ -168,7 +168,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
         if closed:
             previous(etype, value, tb)
             return
-        guard = last_resort()  # the previous hook (a logging one) may block
+        before = last_resort()  # the previous hook (a logging one) may block
         try:
             if previous is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
@@ -178,7 +178,7 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
                 previous(etype, value, tb)
             sys.stderr.flush()
         finally:  # abort even if printing failed: the other ranks must not hang
-            _abort(comm, exit_status(value), guard)
+            _abort(comm, exit_status(value), before)
 
     def restore() -> None:
         nonlocal closed
@@ -201,11 +201,16 @@ def abort(comm: Any, status: int) -> None:
     launcher ends every rank at the ``Abort``, and Hydra lost the lines it had not forwarded
     yet (the one that says why, 2 runs in 54 on a loaded machine; none in 70 with the pause).
     """
-    _abort(comm, status, last_resort())
+    _abort(comm, status)
 
 
-def _abort(comm: Any, status: int, guard: threading.Timer) -> None:
-    """:func:`abort`, its last resort (``guard``) armed already."""
+def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> None:
+    """:func:`abort`; ``before``: the last resort that covered the caller's own stage (its
+    printing, the hook it wraps), replaced here by one of a whole grace: a stage that took
+    most of the grace and returned must not leave the Abort, and its status, to the SIGKILL."""
+    if before is not None:
+        before.cancel()
+    guard = last_resort()
     try:
         let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
