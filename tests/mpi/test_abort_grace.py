@@ -236,3 +236,43 @@ def test_a_slow_stage_before_the_abort_leaves_the_abort_its_own_grace(how):
     )
     assert "aborted" in done.stdout, done
     assert done.returncode == 143, done
+
+
+STALLED = """
+import sys, threading
+from distconv.sync.mpi import leaving
+from distconv.sync.mpi.watchdog import abort_on_stall
+
+class BlockedStream:  # a stderr pipe nobody reads: the write never returns
+    def write(self, text):
+        print("writing", flush=True)
+        threading.Event().wait()
+    def flush(self):
+        pass
+
+leaving.ABORT_GRACE = {grace}
+sys.stderr = BlockedStream()
+abort_on_stall(object(), 1, None)("step 3 waited 60 s")  # below MPI_THREAD_MULTIPLE
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_watchdog_stop_without_abort_blocked_in_its_printing_still_ends_the_rank():
+    """Below ``MPI_THREAD_MULTIPLE`` the watchdog's stop prints why, then kills its rank,
+    with no ``MPI_Abort`` and so no last resort: a write to a stderr pipe nobody reads (what
+    ``abort_job`` arms the last resort against) left the rank, the hang breaker itself, and
+    the job hung for ever."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", STALLED.format(grace=GRACE)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the watchdog's stop blocked in its printing and the rank never ended")
+    assert "writing" in done.stdout and done.returncode == -signal.SIGKILL, done
+    assert GRACE <= time.monotonic() - began < GRACE + 10

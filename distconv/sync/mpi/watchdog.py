@@ -32,7 +32,7 @@ from typing import Any
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.comm import checked_seconds
-from distconv.sync.mpi.leaving import abort_job, end_process, let_forward, reason
+from distconv.sync.mpi.leaving import abort_job, end_process, last_resort, let_forward, reason
 
 log = logging.getLogger("distconv.sync.mpi")
 
@@ -230,18 +230,22 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
     """How a :class:`Watchdog` stops the job: print the message and ``MPI_Abort`` every rank
     where MPI allows a second thread to call it (``MPI_THREAD_MULTIPLE``); else print it and
     end this process, which ``mpiexec`` answers by ending the others. Either way the process
-    ends: within :data:`~.leaving.ABORT_GRACE` seconds should ``MPI_Abort`` hang
-    (:func:`~.leaving.last_resort`, which :func:`~.leaving.abort_job` arms), at once should it
-    raise or return."""
+    ends: within :data:`~.leaving.ABORT_GRACE` seconds should ``MPI_Abort`` or the printing
+    hang (:func:`~.leaving.last_resort`, which :func:`~.leaving.abort_job` arms too), at once
+    should it raise or return."""
     may_abort = mpi is not None and mpi.Query_thread() == mpi.THREAD_MULTIPLE
 
     def stop(message: str) -> None:
         try:
-            if may_abort:  # its Abort ends the process within the grace should it hang
+            if may_abort:  # it arms the last resort itself, and its Abort ends the process
                 abort_job(comm, rank, SyncError(message))
-            sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
-            # stdout too: a SIGKILL drops what a block-buffered stdout (plain mpiexec) holds
-            let_forward()
+            guard = last_resort()  # a write to a stderr pipe nobody reads blocks
+            try:
+                sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
+                # stdout too: a SIGKILL drops what a block-buffered stdout (plain mpiexec) holds
+                let_forward()
+            finally:  # end_process cannot block (and a test's stand-in does not end it)
+                guard.cancel()
         finally:
             end_process()
 
