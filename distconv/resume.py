@@ -225,18 +225,24 @@ class StepCheckpoints:
     def save(self, pos: Position, sums: Mapping[str, float]) -> None:
         """Write the checkpoint of ``pos.step`` (chief), then let every rank go on.
 
+        The optimizer state is gathered before anything is written, and the parameters are
+        checked after it: an asynchronous parameter server's ``state_dict()`` writes the values
+        of its own moment into them (a push may land after the pull), so the values checked
+        are the values written.
+
         Raises:
             TrainingError: a parameter is NaN or infinite; nothing is written.
         """
         if self.run is not None:
             self.sync.refresh_parameters()  # an async server's chief pulls what others moved
+            state = _of_model(self.sync.state_dict(), self.params)
             self._check_finite(pos)
             # shards prune before the manifest is committed: one part more keeps every part the
             # kept manifests name, even if this process dies between the two
             remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
             part = self.run.step_dir(pos.step) / CHIEF_PART
             try:
-                self._write(part, pos, sums)
+                self._write(part, pos, sums, state)
                 job, launch = self.start.job_id, self.start.launch
                 self.run.commit(pos.step, {CHIEF: part}, remote, job=job, launch=launch)
             except CheckpointError:  # a full disk: what it left would keep the disk full
@@ -244,12 +250,14 @@ class StepCheckpoints:
                 raise
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
 
-    def _write(self, part: Path, pos: Position, sums: Mapping[str, float]) -> None:
-        """Write the chief's part of the checkpoint of ``pos``."""
+    def _write(
+        self, part: Path, pos: Position, sums: Mapping[str, float], state: OptimState
+    ) -> None:
+        """Write the chief's part of the checkpoint of ``pos``, with optimizer ``state``."""
         save_checkpoint(
             part,
             self.params,
-            _of_model(self.sync.state_dict(), self.params),
+            state,
             step=pos.step,
             epoch=pos.epoch,
             seed=self.facts.get("seed"),
