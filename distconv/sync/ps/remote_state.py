@@ -21,6 +21,13 @@ from distconv.sync.base import PER_ROW, StateDict, SyncError
 from distconv.sync.local import _state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
 
+#: what a ``get_state`` reply without the values asked for says of its shard: one of a release
+#: before ``with_values``, which ignores the field (unknown fields are ignored)
+_WITHOUT_VALUES = (
+    "get_state reply without the values it was asked for (with_values), as a shard of an older "
+    "distconv answers: run workers and shards of the same release"
+)
+
 
 class RemoteState:
     """The state side of :class:`~distconv.sync.ps.client.PServerSync`."""
@@ -49,13 +56,15 @@ class RemoteState:
         sizes = [sum(self._state_sizes(run, with_values)) for _, run in runs]  # time on the link
         replies = self._ask_all(asks, "get_state", link_bytes=sizes)
         written: set[int] = set()
-        for (_, run), (h, arrays) in zip(runs, replies):
+        for (s, run), (h, arrays) in zip(runs, replies):
             it = iter(arrays)
             for b in run:
                 spec = self._specs[b.param]
                 for key in h["keys"]:
                     shaped = key in self.optimizer.buffers
                     _gather_block(state[spec.name], spec, b, key, next(it), shaped)
+            if with_values and "versions" not in h:  # a shard that ignores the field
+                raise self._malformed(s, _WITHOUT_VALUES)
             if with_values:
                 written |= self._write(run, list(it), h)
         self._values_to_device(written)
