@@ -77,18 +77,24 @@ class RemoteState:
         which the frame and push checks before let through, so a job trained an epoch and then
         stopped at its checkpoint.
 
+        In async mode a checkpoint's ``get_state`` carries the block's values too, counted and
+        said so; a sync job's message counts and names the state alone.
+
         Raises:
             SyncError: naming the block, its state's bytes and the shard's cap.
         """
+        with_values = self.mode == "async"
+        values = (
+            ", with its values (an async checkpoint reads both at once)," if with_values else ""
+        )
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
-            for b, n in zip(blocks, self._state_sizes(blocks, self.mode == "async")):
+            for b, n in zip(blocks, self._state_sizes(blocks, with_values)):
                 if n > self._caps[s]:
                     name = self.params[b.param].name
                     raise SyncError(
                         f"rank {self.rank}: the {type(self.optimizer).__name__} state of block "
-                        f"{b.id} of {name} (with its values in async mode) is {n} bytes, "
-                        "more than the "
+                        f"{b.id} of {name}{values} is {n} bytes, more than the "
                         f"{self._caps[s]} of --max-message-bytes of pserver {self.endpoints[s]}"
                         ", which a checkpoint or a resume moves in one message: raise that "
                         "bound, or give PServerSync a smaller block_bytes"

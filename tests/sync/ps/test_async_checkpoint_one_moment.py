@@ -54,7 +54,8 @@ def test_an_async_cap_must_hold_a_blocks_state_and_values_told_at_setup(shards, 
     sync = insecure_worker([endpoint], timeout=5, optimizer="adam", block_bytes=2**20)
     try:
         if not extra:
-            said = rf"of block \d+ of .* \(with its values in async mode\) is {cap + 1} bytes"
+            said = r"of block \d+ of [\w.]+, with its values \(an async checkpoint reads both "
+            said += rf"at once\), is {cap + 1} bytes"
             with pytest.raises(SyncError, match=said + f", more than the {cap} of "):
                 sync.setup(net.parameters())
             return

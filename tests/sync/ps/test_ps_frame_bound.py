@@ -106,7 +106,8 @@ def test_a_cap_too_small_for_a_blocks_optimizer_state_is_told_at_setup(shards, o
             sync.setup(net.parameters())
             assert sync.state_dict() == {p.name: {} for p in net.parameters()}
             return
-        said = rf"the Adam state of block \d+ of .* is \d+ bytes, more than the {cap} of "
+        # a sync job's get_state carries no values: the message counts and names none
+        said = rf"the Adam state of block \d+ of [\w.]+ is \d+ bytes, more than the {cap} of "
         with pytest.raises(SyncError, match=said + "--max-message-bytes .*raise that bound"):
             sync.setup(net.parameters())
     finally:
