@@ -18,6 +18,7 @@ import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO, Any
 
 #: the environment variable that marks every process of one test's job
 MARK = "DISTCONV_TEST_JOB"
@@ -72,15 +73,20 @@ def job_env(env: Mapping[str, str]) -> Iterator[dict[str, str]]:
 
 
 def run_job(
-    argv: Sequence[str], env: Mapping[str, str], timeout: float, **kwargs: object
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float,
+    *,
+    stdout: int | IO[Any] | None = subprocess.PIPE,
+    stderr: int | IO[Any] | None = subprocess.PIPE,
+    **kwargs: Any,
 ) -> subprocess.CompletedProcess:
-    """:func:`subprocess.run` of ``argv`` (output captured as text): where it runs past
+    """:func:`subprocess.run` of ``argv`` (output captured as text unless ``stdout`` or
+    ``stderr`` say otherwise, as :class:`subprocess.Popen`'s do): where it runs past
     ``timeout``, every process of the job is killed, not only the first, and the
     :class:`subprocess.TimeoutExpired` (raised still) names them (Python 3.11+)."""
     job = marked(env)
-    proc = subprocess.Popen(
-        argv, env=job, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
-    )
+    proc = subprocess.Popen(argv, env=job, stdout=stdout, stderr=stderr, text=True, **kwargs)
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException as exc:  # a timeout, or pytest's own timeout or a Ctrl-C
@@ -89,7 +95,8 @@ def run_job(
             exc.add_note(f"processes of the job killed:\n{killed}")
         proc.kill()  # were its mark lost; and no communicate(): what escaped may hold a pipe
         proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -39,6 +39,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _kill(pids: list[int]) -> None:
+    """SIGKILL ``pids``: a test is hermetic even where the helper it tests failed."""
+    for pid in pids:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
 @pytest.mark.timeout(60)
 def test_a_hung_job_is_killed_whole_on_its_timeout(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired) as raised:
@@ -49,11 +58,7 @@ def test_a_hung_job_is_killed_whole_on_its_timeout(tmp_path):
         assert gone_within(pids, 5) == []
         assert "sleep 300" in "".join(getattr(raised.value, "__notes__", ["sleep 300"]))
     finally:
-        for pid in pids:  # hermetic even where the helper failed
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
+        _kill(pids)
 
 
 @pytest.mark.timeout(30)
@@ -72,3 +77,26 @@ def test_a_job_env_ends_what_outlives_its_block(tmp_path):
 def test_a_job_that_ends_in_time_is_returned_as_subprocess_run_does(tmp_path):
     done = run_job(["sh", "-c", "echo out; echo err >&2; exit 3"], env=os.environ, timeout=10)
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_job_with_its_own_output_streams_is_killed_whole(tmp_path):
+    """Output to a file and to nowhere, not pipes (a test of a launcher's closed or redirected
+    streams): the whole job still goes at the timeout."""
+    with open(tmp_path / "out", "w") as out, pytest.raises(subprocess.TimeoutExpired):
+        argv = ["sh", "-c", HUNG_JOB, "_", str(tmp_path)]
+        run_job(argv, env=os.environ, timeout=3, stdout=out, stderr=subprocess.DEVNULL)
+    pids = [int((tmp_path / name).read_text()) for name in ("grandchild", "orphan")]
+    try:
+        assert gone_within(pids, 5) == []
+    finally:
+        _kill(pids)
+
+
+@pytest.mark.timeout(30)
+def test_a_job_s_output_goes_where_it_is_sent(tmp_path):
+    with open(tmp_path / "out", "w") as out:
+        argv = ["sh", "-c", "echo out; echo err >&2"]
+        done = run_job(argv, env=os.environ, timeout=10, stdout=out, stderr=subprocess.PIPE)
+    assert (done.stdout, done.stderr) == (None, "err\n")
+    assert (tmp_path / "out").read_text() == "out\n"

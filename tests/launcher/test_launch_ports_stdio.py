@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tests.launcher.launch_cli import ENV
+from tests.processes import run_job
 
 
 def _launch_with_closed(fd: int, tmp_path, **streams) -> subprocess.CompletedProcess:
@@ -19,21 +20,21 @@ def _launch_with_closed(fd: int, tmp_path, **streams) -> subprocess.CompletedPro
     ``<&-`` or ``>&-`` closes it."""
     argv = [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "1"]
     argv += ["--run-dir", str(tmp_path / "run"), "--insecure", "--", "--epochs", "1"]
-    return subprocess.run(
+    # run_job: a hang takes the shard and the worker with the launcher
+    return run_job(
         argv,
         env=ENV,
+        timeout=150,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         preexec_fn=lambda: os.close(fd),
-        text=True,
-        timeout=150,
         **streams,
     )
 
 
 @pytest.mark.timeout(180)
 def test_a_launch_with_stdin_closed_serves_its_shard_on_the_reserved_port(tmp_path):
-    done = _launch_with_closed(0, tmp_path, capture_output=True)
+    done = _launch_with_closed(0, tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "--bind-fd 0" not in done.stdout + done.stderr
     assert "test accuracy" in done.stdout

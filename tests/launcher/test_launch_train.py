@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import run_job
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
@@ -49,10 +51,10 @@ def test_local_two_workers_two_servers_reach_98_percent(tmp_path):
     reason = _missing("distconv.sync.ps.client")
     if reason:
         pytest.skip(reason)
-    done = subprocess.run(
+    done = run_job(
         [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "2",
          "--run-dir", str(tmp_path / "run"), "--grace", "20", "--", "--no-progress"],
-        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=880,
+        env=ENV, timeout=880, cwd=tmp_path,  # run_job: a hang takes the whole job
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     (accuracy,) = ACCURACY.findall(done.stdout)
@@ -66,10 +68,10 @@ def test_mpi_two_ranks_reach_98_percent(tmp_path):
     reason = _missing("distconv.sync.mpi")
     if reason or shutil.which("mpiexec") is None:
         pytest.skip(reason or "mpiexec is not on PATH")
-    done = subprocess.run(
+    done = run_job(
         [sys.executable, "-m", "launcher", "mpi", "-np", "2", "-H", "localhost:2",
          "--run-dir", str(tmp_path / "run"), "--", "--no-progress", "--out", str(tmp_path / "o")],
-        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=880,
+        env=ENV, timeout=880, cwd=tmp_path,  # run_job: a hang takes the whole job
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     accuracy = re.findall(r"test accuracy (\d\.\d+)", done.stdout)
