@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import subprocess
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -61,6 +62,27 @@ def kill_job(env: Mapping[str, str]) -> str:
     return "\n".join(f"{pid} {args}" for pid, args in sorted(killed.items())) or "(none)"
 
 
+def job_left(env: Mapping[str, str], seconds: float) -> dict[int, str]:
+    """What of the job marked in ``env`` is still alive after waiting up to ``seconds`` for
+    it to go (as :func:`job_processes`): empty once the job is over. The event a check of an
+    absence waits for (a child that never ran), where a fixed pause misses one started late."""
+    deadline = time.monotonic() + seconds
+    while (left := job_processes(env)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
+class CompletedJob(subprocess.CompletedProcess):
+    """A :class:`subprocess.CompletedProcess` with ``env``, the environment that marks its
+    job: what of the job outlived the process is :func:`job_processes` of it."""
+
+    def __init__(
+        self, args: Any, returncode: int, stdout: Any, stderr: Any, env: Mapping[str, str]
+    ) -> None:
+        super().__init__(args, returncode, stdout, stderr)
+        self.env = dict(env)
+
+
 @contextlib.contextmanager
 def job_env(env: Mapping[str, str]) -> Iterator[dict[str, str]]:
     """``env`` marked for a job started inside the ``with``; whatever of the job is still
@@ -80,11 +102,12 @@ def run_job(
     stdout: int | IO[Any] | None = subprocess.PIPE,
     stderr: int | IO[Any] | None = subprocess.PIPE,
     **kwargs: Any,
-) -> subprocess.CompletedProcess:
+) -> CompletedJob:
     """:func:`subprocess.run` of ``argv`` (output captured as text unless ``stdout`` or
     ``stderr`` say otherwise, as :class:`subprocess.Popen`'s do): where it runs past
     ``timeout``, every process of the job is killed, not only the first, and the
-    :class:`subprocess.TimeoutExpired` (raised still) names them (Python 3.11+)."""
+    :class:`subprocess.TimeoutExpired` (raised still) names them (Python 3.11+). What of the
+    job outlives a normal end is left for the test to check: the result's ``env`` finds it."""
     job = marked(env)
     proc = subprocess.Popen(argv, env=job, stdout=stdout, stderr=stderr, text=True, **kwargs)
     try:
@@ -99,4 +122,4 @@ def run_job(
             if pipe is not None:
                 pipe.close()
         raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return CompletedJob(proc.args, proc.returncode, out, err, job)

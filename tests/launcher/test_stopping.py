@@ -19,7 +19,7 @@ from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
 
 from launcher.child import Child
 from launcher.supervisor import ChildSpec, Supervisor
-from tests.processes import job_env, run_job
+from tests.processes import job_env, job_left, kill_job, run_job
 
 #: a process that writes ARGV[1].up once its handler is in place, and on SIGTERM writes
 #: ARGV[1].term, "checkpoints" for ARGV[2] s, then writes ARGV[1].done and exits 0
@@ -357,10 +357,15 @@ def test_a_child_whose_log_cannot_be_opened_never_starts(tmp_path):
     (run / "logs" / "worker-0.log").mkdir(parents=True)
     started = tmp_path / "started"
     done = launch_workers(run, 1, "sh", "-c", f"touch {started}; sleep 30")
-    assert done.returncode == 1
-    assert "Is a directory" in done.stderr
-    time.sleep(0.5)
-    assert not started.exists()
+    try:
+        assert done.returncode == 1
+        assert "Is a directory" in done.stderr
+        # the launcher is gone: once no process of its job is left, none can start the child
+        # any more (a fixed 0.5 s pause missed a child that started, or ran, late)
+        assert job_left(done.env, 10) == {}
+        assert not started.exists()
+    finally:
+        kill_job(done.env)
 
 
 @pytest.mark.timeout(30)

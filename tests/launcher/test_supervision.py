@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import job_env, run_job
+from tests.processes import CompletedJob, job_env, run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHILD = str(Path(__file__).with_name("gang_child.py"))
@@ -27,7 +27,7 @@ def launch_argv(run_dir: Path, *options: str) -> list[str]:
     return [sys.executable, "-m", "launcher", "local", "--run-dir", str(run_dir), *options]
 
 
-def launch(run_dir: Path, *options: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def launch(run_dir: Path, *options: str, timeout: float = 60) -> CompletedJob:
     """The launcher run to its end; where it hangs past ``timeout``, it and every process of
     its job are killed (a child may ignore SIGTERM, a grandchild outlive its parent)."""
     return run_job(launch_argv(run_dir, *options), env=ENV, timeout=timeout, cwd=run_dir.parent)
@@ -41,7 +41,7 @@ def launch_workers(
     grace: float | None = None,
     restarts: int | None = None,
     timeout: float = 60,
-) -> subprocess.CompletedProcess:
+) -> CompletedJob:
     """``distconv-launch local`` with ``workers`` workers and no servers, each running ``argv``."""
     options = ["--workers", str(workers), "--servers", "0", *extra]
     if grace is not None:
