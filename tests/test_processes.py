@@ -5,20 +5,29 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.processes import job_env, job_processes, run_job
 
 # a launcher in miniature: a child in a session of its own that ignores SIGTERM, its
-# grandchild, and an orphan whose parent is gone; then the launcher hangs
+# grandchild, and an orphan whose parent is gone; then the launcher hangs waiting for a child
+# of its own. Each sleep's pid is in a file named after it (see job_pids)
 HUNG_JOB = """
 setsid sh -c 'trap "" TERM; sleep 300 & echo $! > "$1/grandchild"; wait' _ "$1" &
 sh -c 'sleep 300 & echo $! > "$1/orphan"' _ "$1"
+sleep 300 &
+echo $! > "$1/hung"
 while [ ! -s "$1/grandchild" ]; do sleep 0.01; done
 touch "$1/ready"
-sleep 300
+wait
 """
+
+
+def job_pids(folder: Path) -> list[int]:
+    """The pids of :data:`HUNG_JOB`'s sleeps, which it wrote to ``folder``."""
+    return [int((folder / name).read_text()) for name in ("grandchild", "orphan", "hung")]
 
 
 def gone_within(pids: list[int], seconds: float) -> list[int]:
@@ -53,7 +62,7 @@ def test_a_hung_job_is_killed_whole_on_its_timeout(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired) as raised:
         run_job(["sh", "-c", HUNG_JOB, "_", str(tmp_path)], env=os.environ, timeout=3)
     assert (tmp_path / "ready").exists()  # the job was whole when the timeout came
-    pids = [int((tmp_path / name).read_text()) for name in ("grandchild", "orphan")]
+    pids = job_pids(tmp_path)
     try:
         assert gone_within(pids, 5) == []
         assert "sleep 300" in "".join(getattr(raised.value, "__notes__", ["sleep 300"]))
@@ -69,8 +78,12 @@ def test_a_job_env_ends_what_outlives_its_block(tmp_path):
         while child.pid not in job_processes(env):  # marked from its start, through setsid
             assert time.monotonic() < deadline, "the child never showed its mark"
             time.sleep(0.02)
-    assert child.wait(timeout=10) == -9
-    assert job_processes(env) == {}
+    try:
+        assert child.wait(timeout=10) == -9
+        assert job_processes(env) == {}
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.timeout(30)
@@ -86,7 +99,7 @@ def test_a_hung_job_with_its_own_output_streams_is_killed_whole(tmp_path):
     with open(tmp_path / "out", "w") as out, pytest.raises(subprocess.TimeoutExpired):
         argv = ["sh", "-c", HUNG_JOB, "_", str(tmp_path)]
         run_job(argv, env=os.environ, timeout=3, stdout=out, stderr=subprocess.DEVNULL)
-    pids = [int((tmp_path / name).read_text()) for name in ("grandchild", "orphan")]
+    pids = job_pids(tmp_path)
     try:
         assert gone_within(pids, 5) == []
     finally:
