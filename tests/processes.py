@@ -21,8 +21,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-#: the environment variable that marks every process of one test's job
-MARK = "DISTCONV_TEST_JOB"
+#: the environment variable that marks every process of one test's job: outside every prefix
+#: the product reads, exports or removes (``DISTCONV_`` variables are its own, passed to each
+#: rank with ``-x`` by Open MPI), so the mark changes nothing a test checks
+MARK = "TESTS_PROCESSES_JOB"
 
 
 def marked(env: Mapping[str, str]) -> dict[str, str]:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import job_env, job_processes, run_job
+from launcher.commands import clean_environ
+from launcher.mpi import exported_names
+from tests.processes import job_env, job_processes, marked, run_job
 
 # a launcher in miniature: a child in a session of its own that ignores SIGTERM, its
 # grandchild, and an orphan whose parent is gone; then the launcher hangs waiting for a child
@@ -113,3 +115,11 @@ def test_a_job_s_output_goes_where_it_is_sent(tmp_path):
         done = run_job(argv, env=os.environ, timeout=10, stdout=out, stderr=subprocess.PIPE)
     assert (done.stdout, done.stderr) == (None, "err\n")
     assert (tmp_path / "out").read_text() == "out\n"
+
+
+def test_the_mark_reaches_every_child_and_changes_no_command():
+    """The launcher keeps it in each child's environment, and exports no more for it: were it
+    one of distconv's variables, an Open MPI command under test would gain a ``-x``."""
+    job = marked({"PATH": "/bin"})
+    assert clean_environ(job) == job
+    assert exported_names(job) == ["PATH"]
