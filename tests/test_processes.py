@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -123,3 +124,31 @@ def test_the_mark_reaches_every_child_and_changes_no_command():
     job = marked({"PATH": "/bin"})
     assert clean_environ(job) == job
     assert exported_names(job) == ["PATH"]
+
+
+@pytest.mark.timeout(60)
+def test_mpiexec_s_ranks_carry_the_mark(tmp_path):
+    """``mpiexec`` starts its ranks through a daemon of its own (Hydra's proxy), which builds
+    their environment: the mark must reach them, or a hung MPI job outlives its test."""
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec is not on PATH")
+    rank = 'echo $$ > "$1/$$.tmp" && mv "$1/$$.tmp" "$1/$$.pid" && exec sleep 300'
+    pids: list[int] = []
+    with job_env(os.environ) as env:
+        argv = [mpiexec, "-n", "2", "sh", "-c", rank, "_", str(tmp_path)]
+        launcher = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while len(ranks := list(tmp_path.glob("*.pid"))) < 2:
+                assert time.monotonic() < deadline, "the ranks never started"
+                time.sleep(0.05)
+            pids = [int(path.stem) for path in ranks]
+            assert set(pids) <= set(job_processes(env))
+        finally:
+            launcher.kill()  # what follows is the mark's work alone
+            launcher.wait()
+    try:
+        assert gone_within(pids, 5) == []
+    finally:
+        _kill(pids)

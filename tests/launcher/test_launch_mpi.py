@@ -27,6 +27,7 @@ from launcher.mpi import (
 )
 from tests.launcher.launch_cli import ENV as LAUNCH_ENV
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.processes import run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -144,15 +145,13 @@ def launch_env() -> dict[str, str]:
     return base
 
 
-def launch(*argv: str, env: dict | None = None, cwd=None, timeout=60):
-    return subprocess.run(
-        [PY, "-m", "launcher", "mpi", *argv],
-        env={**launch_env(), **(env or {})},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def launch(
+    *argv: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """``distconv-launch mpi ARGV``, its output captured as text; where it hangs past
+    ``timeout``, it, ``mpiexec`` and every rank are killed (:func:`tests.processes.run_job`)."""
+    argv = [PY, "-m", "launcher", "mpi", *argv]
+    return run_job(argv, env={**launch_env(), **(env or {})}, timeout=timeout, cwd=cwd)
 
 
 @pytest.mark.timeout(60)
@@ -198,10 +197,9 @@ def test_the_dry_runs_command_runs_as_the_launcher_would(tmp_path):
     done = launch("-np", "2", "-H", "localhost:2", "--job-id", "d1", "--threads", "1",
                   "--dry-run", "--", str(script), env=leftover, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    ran = subprocess.run(
-        shlex.split(done.stdout), env={**launch_env(), **leftover}, capture_output=True,
-        text=True, timeout=100, cwd=tmp_path,
-    )  # fmt: skip
+    ran = run_job(
+        shlex.split(done.stdout), env={**launch_env(), **leftover}, timeout=100, cwd=tmp_path
+    )
     assert ran.returncode == 0, ran.stderr
     rows = [json.loads(line[line.index("{") :]) for line in ran.stdout.splitlines() if "{" in line]
     assert sorted((r["rank"], r["world"], r["job"], r["threads"]) for r in rows) == [
