@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -76,21 +74,14 @@ def test_a_worker_that_raises_ends_the_job_with_its_error_not_after_the_grace(tm
     the raiser's ``bye`` the launcher's stop took the whole grace (32 s of 30 measured)."""
     crash = Path(__file__).with_name("ps_train_crash.py")
     env = {k: v for k, v in ENV.items() if k != "DISTCONV_DEBUG"}  # a traceback, not the line
-    launcher = subprocess.Popen(
+    # run_job: a launcher that waits out its grace is killed at 45 s with its shard and
+    # workers, whatever its own signal handling (its second signal, which SIGKILLs them)
+    done = run_job(
         [sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
          "--run-dir", str(tmp_path / "run"), "--grace", "120", "--", str(crash),
          str(tmp_path / "out")],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, timeout=45, cwd=tmp_path,
     )  # fmt: skip
-    try:
-        out, err = launcher.communicate(timeout=45)
-    except subprocess.TimeoutExpired:
-        for _ in range(2):  # the launcher's second signal SIGKILLs its children
-            launcher.terminate()
-            time.sleep(0.5)
-        launcher.communicate(timeout=30)
-        raise
-    done = subprocess.CompletedProcess(launcher.args, launcher.returncode, out, err)
     assert done.returncode == 1, done.stderr[-3000:] + done.stdout[-3000:]
     cause = 'last step 5) closed on "MemoryError: out of memory in layer fc1 (simulated)"'
     worker_0 = (tmp_path / "run" / "logs" / "worker-0.log").read_text()
