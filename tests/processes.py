@@ -32,34 +32,64 @@ def marked(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, MARK: secrets.token_hex(8)}
 
 
+def _entry(env: Mapping[str, str]) -> bytes:
+    """The mark of the job marked in ``env``, as ``/proc/PID/environ`` holds it."""
+    return f"{MARK}={env[MARK]}".encode()
+
+
+def _carries(pid: int, entry: bytes) -> bool:
+    """Whether the process ``pid`` has ``entry`` in its environment (a zombie's reads empty:
+    it is dead, only not yet reaped; one gone, or not ours to read, carries nothing)."""
+    try:
+        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+
+
 def job_processes(env: Mapping[str, str]) -> dict[int, str]:
     """Each live process of the job marked in ``env``, by pid, with its command line."""
-    entry = f"{MARK}={env[MARK]}".encode()
+    entry = _entry(env)
     found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
-        try:  # a zombie's environment reads empty: it is dead, only not yet reaped
-            if entry not in (proc / "environ").read_bytes().split(b"\0"):
-                continue
+        if not _carries(int(proc.name), entry):
+            continue
+        try:
             args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").strip()
         except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue  # gone meanwhile, or not ours
+            continue  # gone meanwhile
         found[int(proc.name)] = args.decode(errors="replace")
     return found
+
+
+def _kill_marked(pid: int, entry: bytes) -> None:
+    """SIGKILL the process ``pid`` if it carries ``entry``, through a pidfd opened before the
+    look: the process a scan found may have exited and its pid gone to another (another test's
+    job, the test runner's own child) by now, and a plain ``kill(pid)`` would hit that one."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # gone
+    try:  # the look comes after the open: a pid reused between the two is not ours to kill
+        if _carries(pid, entry):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
 
 
 def kill_job(env: Mapping[str, str]) -> str:
     """SIGKILL every process of the job marked in ``env``, again while a new one appears (one
     may fork between the scan and the kill); returns ``pid args`` lines of those killed."""
+    entry = _entry(env)
     killed: dict[int, str] = {}
     for _ in range(20):
         left = {pid: args for pid, args in job_processes(env).items() if pid not in killed}
         if not left:
             break
         for pid in left:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            _kill_marked(pid, entry)
         killed |= left
     return "\n".join(f"{pid} {args}" for pid, args in sorted(killed.items())) or "(none)"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 
 from launcher.commands import clean_environ
 from launcher.mpi import exported_names
-from tests.processes import job_env, job_processes, marked, run_job
+from tests import processes
+from tests.processes import job_env, job_processes, kill_job, marked, run_job
 
 # a launcher in miniature: a child in a session of its own that ignores SIGTERM, its
 # grandchild, and an orphan whose parent is gone; then the launcher hangs waiting for a child
@@ -152,3 +154,17 @@ def test_mpiexec_s_ranks_carry_the_mark(tmp_path):
         assert gone_within(pids, 5) == []
     finally:
         _kill(pids)
+
+
+@pytest.mark.timeout(30)
+def test_a_pid_taken_by_another_process_after_the_scan_is_not_killed(monkeypatch):
+    """The scan found a process of the job, which exited, and its pid went to another (a
+    bystander: another test's job, the runner's own child) before the kill: that one lives."""
+    bystander = subprocess.Popen(["sleep", "300"])
+    scans = iter([{bystander.pid: "a process of the job, gone since"}])
+    monkeypatch.setattr(processes, "job_processes", lambda env: next(scans, {}))
+    try:
+        kill_job(marked(os.environ))
+    finally:
+        bystander.terminate()  # what ends it tells: SIGKILL was kill_job's
+        assert bystander.wait() == -signal.SIGTERM, "a process of no job was killed"
