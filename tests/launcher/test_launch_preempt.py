@@ -17,6 +17,7 @@ import pytest
 
 from launcher.ports import free_ports
 from tests.probes import processes_naming, trained_samples
+from tests.processes import job_env, run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
@@ -39,21 +40,22 @@ def launch_argv(run: Path, servers: int, *train: str) -> list[str]:
 def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path, servers):
     run = tmp_path / "run"
     (port,) = free_ports(1)
-    launcher = subprocess.Popen(
-        launch_argv(run, servers, "--health-port", str(port)),
-        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while trained_samples(port) <= 0:  # a step is done: the SIGTERM handler is in place
-            assert launcher.poll() is None, launcher.communicate()
-            assert time.monotonic() < deadline, "the worker never trained a step"
-            time.sleep(0.02)
-        launcher.send_signal(signal.SIGTERM)
-        stdout, stderr = launcher.communicate(timeout=90)
-    finally:
-        launcher.kill()
-        launcher.wait()
+    with job_env(ENV) as env:  # a launcher hung on the SIGTERM goes with its shard and worker
+        launcher = subprocess.Popen(
+            launch_argv(run, servers, "--health-port", str(port)),
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while trained_samples(port) <= 0:  # a step is done: the SIGTERM handler is in place
+                assert launcher.poll() is None, launcher.communicate()
+                assert time.monotonic() < deadline, "the worker never trained a step"
+                time.sleep(0.02)
+            launcher.send_signal(signal.SIGTERM)
+            stdout, stderr = launcher.communicate(timeout=90)
+        finally:
+            launcher.kill()
+            launcher.wait()
     assert launcher.returncode == 143, stderr
     log = (run / "logs" / "worker-0.log").read_text()
     stopped = re.search(r"stopped by SIGTERM after step (\d+)", log)
@@ -61,10 +63,9 @@ def test_sigterm_checkpoints_and_a_second_launch_resumes(tmp_path, servers):
     checkpoint_step = int(stopped.group(1))
     assert any((run / "train").rglob("*")), "no checkpoint in the run directory"
 
-    again = subprocess.run(
-        launch_argv(run, servers, "--resume", "auto"),
-        env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    again = run_job(
+        launch_argv(run, servers, "--resume", "auto"), env=ENV, timeout=180, cwd=tmp_path
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     resumed = re.search(r"resumed from .* at epoch (\d+), step (\d+)", again.stdout + again.stderr)
     assert resumed, (again.stdout + again.stderr)[-3000:]
