@@ -279,7 +279,19 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                         yield (
                             f"{where}: {source} {text!r} is not the shards' DNS names "
                             f"{','.join(shards[0])!r}"
+                            + _other_namespace(text.split(","), shards, _namespace(obj))
                         )
+
+
+def _other_namespace(given: list[str], shards: tuple, reader: str | None) -> str:
+    """Why ``given``, the shards' names as written, names other pods: a short name resolves in
+    the dialling pod's namespace (``reader``), not the shards'. Empty where they differ."""
+    names, namespace = shards[0], shards[2]
+    if reader in (None, namespace) or not _same_shards(given, names, namespace, namespace):
+        return ""
+    first = names[0].replace(":", f".{namespace}:", 1)
+    why = f"a short name resolves in the dialling pod's namespace, {reader}, not the shards'"
+    return f": {why}, {namespace}: qualify each name with theirs ({first})"
 
 
 def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
