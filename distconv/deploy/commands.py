@@ -15,7 +15,8 @@ import re
 SEPARATORS = {";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"}
 #: a shell's reserved words that a command follows (``if ...; then $PROG; fi``, ``{ $PROG; }``)
 RESERVED_WORDS = {"if", "then", "elif", "else", "while", "until", "do", "{", "!"}
-#: the shells that read a ``-c`` string, or without one and without a script file, their input
+#: the shells that read a ``-c`` string, or without one and without a script file, their input;
+#: :func:`distconv.deploy.shell.shell_command` reads the ``-c`` string of each
 SHELLS = {"sh", "bash", "dash", "ash", "zsh", "ksh", "mksh"}
 #: a shell's redirection (``>``, ``>>``, ``2>&1``'s ``>&``, ``<``): the word after is a file
 REDIRECT = re.compile(r"[<>&|]*[<>][<>&|]*")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import shlex
 
-#: the shells whose ``-c`` string the checks read as the command line it runs
-_SHELLS = {"sh", "bash", "dash", "ash"}
+from distconv.deploy.commands import SHELLS
+
 #: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command, args
 #: and env values before the process (or its shell) sees them
 KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
@@ -143,7 +143,7 @@ def shell_command(
     ``exec -c``, which
     starts the command with an empty environment, is read as ``env -i``."""
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
-    script = _command_string(argv[1:], shell == "bash") if shell in _SHELLS else None
+    script = _command_string(argv[1:], shell == "bash") if shell in SHELLS else None
     if script is None:
         return None
     script = fill_in_variables(script, known or {})
