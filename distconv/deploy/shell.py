@@ -45,17 +45,23 @@ def split_words(text: str, newlines: bool = False) -> list[str]:
         lexer.whitespace = " \t\r"
     try:
         return [
-            _operator(w) if "\n" in w and set(w) <= set(PUNCTUATION[True]) else w for w in lexer
+            op for w in lexer for op in (_operators(w) if w and set(w) <= _PUNCTUATION else [w])
         ]
     except ValueError:  # an unbalanced quote: the words as spaces part them
         return text.split()
 
 
-def _operator(word: str) -> str:
-    """``word``, a run of a shell's operators and newlines (shlex's punctuation), as the one
-    separator it is: its operator, as a newline after one goes on with its command (``|`` of
-    ``echo ... |`` then ``sh`` on the next line), else a newline."""
-    return word.replace("\n", "") or "\n"
+#: a shell's operators, the longest first, as a run of shlex's punctuation holds them
+_OPERATOR = re.compile(r";;&|;;|;&|&&|\|\||\|&|&>>|&>|>>|>&|>\||<<<|<<-|<<|<&|<>|[();<>|&]")
+_PUNCTUATION = set(PUNCTUATION[True])
+
+
+def _operators(word: str) -> list[str]:
+    """``word``, a run of a shell's operators and newlines that shlex gives as one word
+    (``);``, ``)|``, ``&&(``), as the operators it holds, one word each; a newline after an
+    operator goes on with its command (``|`` of ``echo ... |`` then ``sh`` on the next line),
+    and newlines alone are one separator, ``"\n"``."""
+    return _OPERATOR.findall(word) or ["\n"]
 
 
 def _substitutions_as_written(text: str) -> str:
