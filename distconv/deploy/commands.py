@@ -180,11 +180,38 @@ def unprinted(words: list[str]) -> list[str]:
 
 def _run_later(words: list[str], at: int) -> bool:
     """Whether what the command at ``words[at]`` prints is run by a later command of its
-    pipeline (``echo ... | sh``, ``echo ... | tee /log | sh``: :func:`reads_commands`)."""
+    pipeline (``echo ... | sh``, ``echo ... | tee /log | sh``: :func:`reads_commands`). Inside
+    a group (``(echo ...) | sh``, ``{ echo ...; } | sh``, ``while ...; do echo ...; done | sh``)
+    it prints into the group's output, which the pipeline after the group's end reads."""
+    groups = max(0, sum(_GROUP_DEPTH.get(word, 0) for word in words[:at]))
     end = next_separator(words, at)
-    while end < len(words) and words[end] in _PIPES:
-        reader_end = next_separator(words, end + 1)
-        if reads_commands(words[end + 1 : reader_end]):
-            return True
-        end = reader_end
+    while end < len(words):
+        if words[end] in _PIPES:
+            reader_end = next_separator(words, end + 1)
+            if reads_commands(words[end + 1 : reader_end]):
+                return True
+            end = reader_end
+        elif groups:
+            end, groups = _past_group(words, end), groups - 1
+        else:
+            return False
     return False
+
+
+#: the words that open a group of commands (+1) and those that close one (-1), whose output is
+#: one: a subshell, a brace group, a loop, an ``if``
+_GROUP_DEPTH = {
+    **dict.fromkeys(["(", "{", "if", "while", "until", "for"], 1),
+    **dict.fromkeys([")", "}", "fi", "done"], -1),
+}
+
+
+def _past_group(words: list[str], at: int) -> int:
+    """The index past the end of the group that ``words[at]`` is in (its ``)``, ``}``,
+    ``fi`` or ``done``); ``len(words)`` where it has none."""
+    depth = 0
+    for end in range(at, len(words)):
+        depth += _GROUP_DEPTH.get(words[end], 0)
+        if depth < 0:
+            return end + 1
+    return len(words)
