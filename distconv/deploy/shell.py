@@ -67,13 +67,27 @@ def _operators(word: str) -> list[str]:
 def _substitutions_as_written(text: str) -> str:
     """``text`` with each unquoted backquoted command substitution (```CMD```) written as
     ``$(CMD)``, the same command the shell runs: its words are read as a command, as those of
-    ``$(CMD)`` are (``(`` starts one)."""
+    ``$(CMD)`` are (``(`` starts one); one in double quotes (``"$(CMD)"``, ``"`CMD`"``) taken
+    out of them (:func:`_out_of_quotes`), where shlex would keep it one word."""
     pieces, opened = [], False
     for piece in _SHELL_PIECE.findall(text):
         if piece == "`":
             piece, opened = (")" if opened else "$("), not opened
-        pieces.append(piece)
+        pieces.append(_out_of_quotes(piece) if piece.startswith('"') else piece)
     return "".join(pieces)
+
+
+#: a command substitution in a double-quoted string, not after ``\``: ``$(CMD)`` or ```CMD```,
+#: CMD without a parenthesis, backquote or quote of its own
+_QUOTED_SUBSTITUTION = re.compile(r"(?<!\\)(?:\$\(([^()`\"]*)\)|`([^`\"]*)`)")
+
+
+def _out_of_quotes(quoted: str) -> str:
+    """``quoted``, a double-quoted string, with each command substitution in it written
+    ``$(CMD)`` outside the quotes (``"x=$(CMD) y"`` as ``"x="$(CMD)" y"``): the text around it
+    stays quoted, and the command is read as one (``X="$(distconv train ...)"`` runs a rank)."""
+    split = _QUOTED_SUBSTITUTION.sub(lambda m: f'"$({m.group(1) or m.group(2) or ""})"', quoted)
+    return split.removeprefix('""').removesuffix('""') if split != quoted else quoted
 
 
 def _without_comments(text: str) -> str:
