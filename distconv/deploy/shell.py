@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Collection
 
 from distconv.deploy.commands import SHELLS
 
@@ -108,8 +109,10 @@ def _without_comments(text: str) -> str:
 
 
 #: a shell string's first command when it only sets a variable to a plain word (``S=ps;``,
-#: ``S=ps &&``, on its own line): the name and its value
-_LEADING_SET = re.compile(r"\s*([A-Za-z_]\w*)=([^\s;&|'\"$`\\()<>{}#*?\[\]~!]*)[ \t]*(?:;|&&|\n)")
+#: ``export S=ps &&``, on its own line): ``export`` where written, the name and its value
+_LEADING_SET = re.compile(
+    r"\s*(export[ \t]+)?([A-Za-z_]\w*)=([^\s;&|'\"$`\\()<>{}#*?\[\]~!]*)[ \t]*(?:;|&&|\n)"
+)
 #: a ``NAME=`` anywhere in a shell string: where it sets the variable again, only the running
 #: shell knows which value a ``$NAME`` reads
 _ANY_SET = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=")
@@ -117,19 +120,26 @@ _ANY_SET = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=")
 _VARIABLE = re.compile(r"(?<!\\)\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
 
 
-def fill_in_variables(script: str, known: dict[str, str]) -> str:
+def fill_in_variables(
+    script: str, known: dict[str, str], environment: Collection[str] | None = None
+) -> str:
     """``script``, a shell's ``-c`` string, with the variables a shell fills in as one plain
     word filled in: its first commands that only set a variable to a plain word (``S=ps;
-    exec distconv train --sync $S``) read, and kept as ``NAME=value`` words before the command
-    after them (a variable of the environment, as ``DISTCONV_PSERVERS=``, is the command's
-    too), then each ``$NAME``/``${NAME}`` outside single quotes of a name they set or
-    ``known`` (the container's variables of a plain value) gives replaced by that value. A
-    variable the rest of the string sets again, or that neither gives (a value only the
-    cluster knows), is left as written: no guess."""
+    exec distconv train --sync $S``, ``export S=ps;``) read, and those it exports kept as
+    ``NAME=value`` words before the command after them, as the command's environment: one
+    ``export`` names, or one of the container's ``environment`` (``DISTCONV_PSERVERS=;``
+    empties the pod's variable; None: any name may be one, an ``envFrom`` may set it). A
+    variable the shell only sets for itself is not the command's. Then each
+    ``$NAME``/``${NAME}`` outside single quotes of a name they set or ``known`` (the
+    container's variables of a plain value) gives is replaced by that value. A variable the
+    rest of the string sets again, or that neither gives (a value only the cluster knows), is
+    left as written: no guess."""
     values, prefix = dict(known), ""
     while (match := _LEADING_SET.match(script)) is not None:
-        values[match.group(1)] = match.group(2)
-        prefix += f"{match.group(1)}={match.group(2)} "
+        exported, name, value = match.groups()
+        values[name] = value
+        if exported or environment is None or name in environment:
+            prefix += f"{name}={value} "
         script = script[match.end() :].lstrip(" \t")
     for name in _ANY_SET.findall(script):
         values.pop(name, None)
@@ -149,7 +159,10 @@ _QUOTED = re.compile(r"""("(?:\\.|[^"\\])*"|'[^']*')""")
 
 
 def shell_command(
-    argv: list[str], plain: set[str], known: dict[str, str] | None = None
+    argv: list[str],
+    plain: set[str],
+    known: dict[str, str] | None = None,
+    environment: Collection[str] | None = None,
 ) -> list[str] | None:
     """The words of the one command that ``argv``, a shell's ``-c`` string, runs (``exec`` read
     past), split as the shell splits them; None where ``argv`` runs no shell, passes words after
@@ -159,14 +172,14 @@ def shell_command(
     shell knows. A variable set for the command (``DISTCONV_JOB_ID=j exec ...``) stays a
     word (:func:`sets_variable`). A ``$(NAME)`` of a variable in ``plain`` stays for the
     checks to fill in, as the kubelet does before the shell starts; a ``$NAME`` of a plain value
-    the string sets first or ``known`` gives is filled in (:func:`fill_in_variables`). Bash's
-    ``exec -c``, which
-    starts the command with an empty environment, is read as ``env -i``."""
+    the string sets first or ``known`` gives is filled in (:func:`fill_in_variables`, whose
+    ``environment`` are the names the shell exports). Bash's ``exec -c``, which starts the
+    command with an empty environment, is read as ``env -i``."""
     shell = argv[0].rsplit("/", 1)[-1] if argv else None
     script = _command_string(argv[1:], shell == "bash") if shell in SHELLS else None
     if script is None:
         return None
-    script = fill_in_variables(script, known or {})
+    script = fill_in_variables(script, known or {}, environment)
     # YAML's block scalars (`- |`, `- >`) end the string in a newline: no second command
     script = script.rstrip("\n")
     written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", script)

@@ -162,7 +162,8 @@ def _argv(container: Manifest) -> list[str]:
     started so is held to the same checks; an ``env -S STRING`` in it split as env splits it
     (:func:`~distconv.deploy.shell.split_env_strings`)."""
     argv = [str(a) for a in (*container.get("command", []), *container.get("args", []))]
-    words = shell_command(argv, _plain_variables(container), _plain_values(container))
+    environment = None if container.get("envFrom") else _env(container)  # what the shell exports
+    words = shell_command(argv, _plain_variables(container), _plain_values(container), environment)
     return split_env_strings(argv if words is None else words)
 
 
