@@ -45,7 +45,7 @@ WRAPPERS: dict[str, tuple[str, int]] = {
     "su-exec": ("", 1),
     # CPU, memory and I/O placement: taskset's mask (or -c list) first
     "taskset": ("", 1),
-    "numactl": ("iNmCp", 0),
+    "numactl": ("iNmCpPw", 0),
     "ionice": ("cn", 0),
 }
 #: the long options of those wrappers whose value is the next word (``--signal TERM``)
@@ -64,6 +64,8 @@ _LONG_VALUED = {
     "--format",
     "--interleave",
     "--preferred",
+    "--preferred-many",
+    "--weighted-interleave",
     "--membind",
     "--cpunodebind",
     "--physcpubind",
