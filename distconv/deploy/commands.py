@@ -125,12 +125,13 @@ def _past_options(words: list[str], at: int, valued: str) -> int:
 
 def _shell_options(args: list[str]) -> tuple[str, list[str]]:
     """The letters of a shell's short options at the head of ``args``, and the words after
-    them (its script file or string, and that one's arguments)."""
+    them (its script file or string, and that one's arguments); ``--`` or a lone ``-`` ends
+    them (POSIX sh: a ``-`` "shall be treated as the first operand and then ignored")."""
     letters, at = "", 0
-    while at < len(args) and args[at][:1] in "-+" and len(args[at]) > 1:
+    while at < len(args) and args[at][:1] in "-+":
         word = args[at]
         at += 1
-        if word == "--":
+        if word in ("--", "-"):
             break
         if not word.startswith("--"):
             letters += word[1:]
