@@ -116,8 +116,11 @@ _LEADING_SET = re.compile(
 #: a ``NAME=`` anywhere in a shell string: where it sets the variable again, only the running
 #: shell knows which value a ``$NAME`` reads
 _ANY_SET = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=")
-#: a shell's ``$NAME`` or ``${NAME}`` not after a backslash
-_VARIABLE = re.compile(r"(?<!\\)\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
+#: a shell's ``$NAME``, ``${NAME}`` or ``${NAME:-WORD}`` (``-`` or ``+``, each with or without
+#: ``:``; WORD plain; ``=`` would set NAME) not after a backslash: the name, the operator, WORD
+_VARIABLE = re.compile(
+    r"(?<!\\)\$(?:\{([A-Za-z_]\w*)(?:(:?[-+])([^{}$`'\"\\]*))?\}|([A-Za-z_]\w*))"
+)
 
 
 def fill_in_variables(
@@ -131,7 +134,8 @@ def fill_in_variables(
     empties the pod's variable; None: any name may be one, an ``envFrom`` may set it). A
     variable the shell only sets for itself is not the command's. Then each
     ``$NAME``/``${NAME}`` outside single quotes of a name they set or ``known`` (the
-    container's variables of a plain value) gives is replaced by that value. A variable the
+    container's variables of a plain value) gives is replaced by that value, and so is a
+    ``${NAME:-WORD}`` of such a name, as the shell reads it (:func:`_expanded`). A variable the
     rest of the string sets again, or that neither gives (a value only the cluster knows), is
     left as written: no guess."""
     values, prefix = dict(known), ""
@@ -145,12 +149,25 @@ def fill_in_variables(
         values.pop(name, None)
 
     def value(match: re.Match) -> str:
-        return values.get(match.group(1) or match.group(2), match.group(0))
+        name, operator, word = match.group(1) or match.group(4), match.group(2), match.group(3)
+        if name not in values:
+            return match.group(0)
+        return _expanded(values[name], operator or "", word)
 
     return prefix + "".join(
         piece if piece.startswith("'") else _VARIABLE.sub(value, piece)
         for piece in _QUOTED.split(script)
     )
+
+
+def _expanded(value: str, operator: str, word: str) -> str:
+    """What the shell fills in for ``${NAME<operator><word>}`` of a variable set to ``value``:
+    ``-`` gives the value, ``+`` the word; with ``:``, an empty value is as if unset
+    (``${S:-ps}`` of an empty S gives ``ps``, ``${S:+x}`` nothing)."""
+    unset = operator.startswith(":") and not value
+    if operator.endswith("+"):
+        return "" if unset else word
+    return word if unset else value
 
 
 #: a quoted string, kept as a piece by ``split``: a single-quoted one, in which a shell fills
