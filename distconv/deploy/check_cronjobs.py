@@ -15,17 +15,26 @@ from distconv.deploy.walk import Manifest, _of_kind, _where, spec_of
 #: the policies that never let two of a CronJob's Jobs run at once (the next run is skipped,
 #: or the running Job is deleted first)
 ONE_AT_A_TIME = ("Forbid", "Replace")
+#: the policies the API server takes (validateConcurrencyPolicy); an empty one is defaulted
+POLICIES = ("Allow", *ONE_AT_A_TIME)
 
 
 def overlapping_runs(objs: Sequence[Manifest]) -> Iterator[str]:
     """A problem for each CronJob whose Job runs a shard, a rank, the sshd or the launcher
     (:func:`~distconv.deploy.programs.runs_the_jobs_processes`) and may run beside the Job of
-    its last run: its ``concurrencyPolicy`` is not one of :data:`ONE_AT_A_TIME`. A CronJob
-    that runs another program (a checkpoint backup) is not judged."""
+    its last run: its ``concurrencyPolicy`` (unset or empty: ``Allow``) is not one of
+    :data:`ONE_AT_A_TIME`. A CronJob that runs another program (a checkpoint backup) is not
+    judged so; one whose policy is none the API server takes is named as such, whatever it
+    runs."""
     for cron in _of_kind(objs, "CronJob"):
         spec = spec_of(cron)
-        policy = spec.get("concurrencyPolicy", "Allow")
-        if policy not in ONE_AT_A_TIME and runs_the_jobs_processes(_pod_template(spec)):
+        policy = spec.get("concurrencyPolicy") or "Allow"
+        if policy not in POLICIES:
+            yield (
+                f"{_where(cron)}: concurrencyPolicy {policy!r} is none the API server takes "
+                f"({', '.join(POLICIES)})"
+            )
+        elif policy not in ONE_AT_A_TIME and runs_the_jobs_processes(_pod_template(spec)):
             yield (
                 f"{_where(cron)}: concurrencyPolicy {policy} lets a run start while the last "
                 "one still runs, and the two Jobs would claim the same ranks and checkpoint "
