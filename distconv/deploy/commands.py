@@ -96,13 +96,34 @@ def command_starts(words: list[str]) -> list[int]:
         elif word in RESERVED_WORDS or ASSIGNMENT.match(word):
             at += 1
         elif name in WRAPPERS:
-            at = _past_options(words, at + 1, WRAPPERS[name][0]) + WRAPPERS[name][1]
+            at = _past_wrapper(words, at)
         elif name in SHELLS and _runs_string(words[at + 1 :]):
             at = _past_options(words, at + 1, "oO")
         else:
             starts.append(at)
             at, at_command = at + 1, False
     return starts
+
+
+def past_wrappers(words: list[str]) -> int:
+    """The index in ``words``, a command line, of the program its leading wrappers run
+    (``tini -g -- sh -c ...``: that of ``sh``), their options and the ``NAME=value`` words
+    after ``env`` read past; 0 where it starts with no wrapper."""
+    at = 0
+    while at < len(words):
+        if program_name(words[at]) in WRAPPERS:
+            at = _past_wrapper(words, at)
+        elif at and ASSIGNMENT.match(words[at]):
+            at += 1
+        else:
+            break
+    return at
+
+
+def _past_wrapper(words: list[str], at: int) -> int:
+    """The index past the wrapper at ``words[at]``, its options and the words it takes first."""
+    valued, taken = WRAPPERS[program_name(words[at])]
+    return _past_options(words, at + 1, valued) + taken
 
 
 def _past_options(words: list[str], at: int, valued: str) -> int:

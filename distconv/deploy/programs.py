@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
-from distconv.deploy.commands import SHELLS, command_starts
+from distconv.deploy.commands import SHELLS, command_starts, past_wrappers, program_name
 from distconv.deploy.walk import (
     Manifest,
     _after_options,
@@ -118,7 +118,7 @@ def _as_started(container: Manifest) -> Manifest:
     ``$(NAME)`` filled in (a value only the cluster knows as a stand-in), and where a shell
     runs it, ``$NAME``/``${NAME}`` filled in from the container's variables as well."""
     argv = [expand(word, container) for word in _argv(container)]
-    if argv and argv[0].rsplit("/", 1)[-1] in SHELLS:
+    if any(program_name(word) in SHELLS for word in argv[past_wrappers(argv) :][:1]):
         assigned = _set_in_string(argv)
         argv = [_SHELL_VARIABLE.sub(lambda m: _value(container, assigned, m), w) for w in argv]
     return {**container, "command": argv, "args": []}

@@ -11,7 +11,7 @@ import re
 import shlex
 from collections.abc import Collection
 
-from distconv.deploy.commands import SHELLS
+from distconv.deploy.commands import SHELLS, past_wrappers, program_name
 
 #: ``$$`` (a literal ``$``) or ``$(NAME)``, as the kubelet expands a container's command, args
 #: and env values before the process (or its shell) sees them
@@ -182,9 +182,11 @@ def shell_command(
     environment: Collection[str] | None = None,
 ) -> list[str] | None:
     """The words of the one command that ``argv``, a shell's ``-c`` string, runs (``exec`` read
-    past), split as the shell splits them; None where ``argv`` runs no shell, passes words after
-    the string (``sh -c "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is
-    more than one command as written: another command before it (``cd /x;``) or something the
+    past), split as the shell splits them, after the wrappers that start the shell
+    (``tini -- sh -c "..."``: :func:`~distconv.deploy.commands.past_wrappers`), which stay
+    before them; None where ``argv`` runs no shell, passes words after the string (``sh -c
+    "..." sh --health-port 8080``: its ``$0``, ``$1``), or its string is more than one
+    command as written: another command before it (``cd /x;``) or something the
     shell would expand or act on (``$HOME``, a glob, a redirection), which only the running
     shell knows. A variable set for the command (``DISTCONV_JOB_ID=j exec ...``) stays a
     word (:func:`sets_variable`). A ``$(NAME)`` of a variable in ``plain`` stays for the
@@ -192,8 +194,9 @@ def shell_command(
     the string sets first or ``known`` gives is filled in (:func:`fill_in_variables`, whose
     ``environment`` are the names the shell exports). Bash's ``exec -c``, which starts the
     command with an empty environment, is read as ``env -i``."""
-    shell = argv[0].rsplit("/", 1)[-1] if argv else None
-    script = _command_string(argv[1:], shell == "bash") if shell in SHELLS else None
+    at = past_wrappers(argv)
+    shell = program_name(argv[at]) if at < len(argv) else None
+    script = _command_string(argv[at + 1 :], shell == "bash") if shell in SHELLS else None
     if script is None:
         return None
     script = fill_in_variables(script, known or {}, environment)
@@ -206,7 +209,8 @@ def shell_command(
         words = shlex.split(script)
     except ValueError:  # an unbalanced quote: the shell refuses it
         return None
-    return _past_exec(words, shell)
+    command = _past_exec(words, shell)
+    return None if command is None else [*argv[:at], *command]
 
 
 def _command_string(args: list[str], bash: bool) -> str | None:
