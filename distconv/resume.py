@@ -225,17 +225,17 @@ class StepCheckpoints:
     def save(self, pos: Position, sums: Mapping[str, float]) -> None:
         """Write the checkpoint of ``pos.step`` (chief), then let every rank go on.
 
-        The optimizer state is gathered before anything is written, and the parameters are
-        checked after it: an asynchronous parameter server's ``state_dict()`` writes the values
-        of its own moment into them (a push may land after the pull), so the values checked
-        are the values written.
+        The optimizer state is gathered before anything is written (``checkpoint_state``,
+        which makes the parameters current too), and the parameters are checked after it: an
+        asynchronous parameter server writes the values of the state's moment into them, so the
+        values checked are the values written.
 
         Raises:
             TrainingError: a parameter is NaN or infinite; nothing is written.
         """
         if self.run is not None:
-            self.sync.refresh_parameters()  # an async server's chief pulls what others moved
-            state = _of_model(self.sync.state_dict(), self.params)
+            # the current parameters (an async server's moved by others) and their state
+            state = _of_model(self.sync.checkpoint_state(), self.params)
             self._check_finite(pos)
             # shards prune before the manifest is committed: one part more keeps every part the
             # kept manifests name, even if this process dies between the two

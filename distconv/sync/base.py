@@ -78,8 +78,7 @@ class SyncStrategy(ABC):
     Args:
         optimizer: the update rule. Where it runs (here, or on the servers) is the strategy's
             business; the Trainer only scales its learning rate and saves its state through
-            this interface.
-            An :class:`~distconv.optim.Optimizer` (a name is refused: ``TypeError``).
+            this interface. An :class:`~distconv.optim.Optimizer` (a name: ``TypeError``).
         rank: this process's rank in the job, an int (a numpy one becomes Python's), else
             ``ValueError``.
         world_size: how many training processes take part, an int.
@@ -185,11 +184,10 @@ class SyncStrategy(ABC):
         """Make the rows the next forward reads current, before it runs.
 
         When :attr:`fetches_rows`, the Trainer calls it before every forward (training and
-        evaluation passes) of a model with ``sparse_rows`` parameters, after
-        :meth:`start_step` in a step. A strategy that
-        holds parameters whole (local, allreduce) has them current already: this default does
-        nothing. A parameter server pulls just these rows, and pushes just the rows prefetched
-        in a step after its backward.
+        evaluation passes) of a model with ``sparse_rows`` parameters, after :meth:`start_step`
+        in a step. A strategy that holds parameters whole (local, allreduce) has them current
+        already: this default does nothing. A parameter server pulls just these rows, and pushes
+        just the rows prefetched in a step after its backward.
 
         Args:
             rows_by_param: sparse parameter name -> row ids (any order, repeats allowed), as
@@ -208,16 +206,14 @@ class SyncStrategy(ABC):
         """Wait for what is in flight; afterwards every parameter is updated, gradients zero.
 
         A parameter's ``value`` may then be a new array (a strategy may adopt the buffer it
-        received): read it through the parameter each step, never keep ``w = p.value``.
-        """
+        received): read it through the parameter each step, never keep ``w = p.value``."""
 
     def abandon_step(self) -> None:
         """The step :meth:`start_step` began will not finish: a layer, or this strategy, raised
         in it (the Trainer calls this, then lets the error go on). Let go of what was kept for
         the step alone, so that calls outside a step (an evaluation's :meth:`prefetch`) are
         served as such until the next step; gradients and values wait for the next
-        :meth:`setup`, which every ``fit`` calls. Must not raise. Default: nothing kept.
-        """
+        :meth:`setup`, which every ``fit`` calls. Must not raise. Default: nothing kept."""
 
     # -- optimizer ----------------------------------------------------------------------------
     def set_lr_scale(self, factor: float) -> None:
@@ -237,22 +233,26 @@ class SyncStrategy(ABC):
 
     @abstractmethod
     def state_dict(self) -> StateDict:
-        """The optimizer state of every parameter, by name then key (gathered if remote).
-
-        Called on the chief alone, when it writes a checkpoint: it must not be a collective.
-        """
+        """The optimizer state of every parameter, by name then key (gathered if remote). Called
+        on the chief alone, when it writes a checkpoint: it must not be a collective."""
 
     @abstractmethod
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Replace the optimizer state (on every rank, or on the servers), before training."""
 
     def refresh_parameters(self) -> None:
-        """Make this rank's parameters the current ones: the chief's before it writes a
-        checkpoint, and every rank's at an epoch's end or a stop, once all its steps are in (the
-        model the epoch's evaluation and ``fit`` use, and a second ``fit`` seeds). Ranks that end
-        each step identical have nothing to do (this default); an asynchronous parameter server's
-        workers hold the values of their last replies, which other workers moved on: they pull.
-        """
+        """Make this rank's parameters the current ones: every rank's at an epoch's end or a
+        stop, once all its steps are in (the model the epoch's evaluation and ``fit`` use, and a
+        second ``fit`` seeds), and the chief's in :meth:`checkpoint_state`. Ranks that end each
+        step identical have nothing to do (this default); an asynchronous parameter server's
+        workers hold the values of their last replies, which other workers moved on: they pull."""
+
+    def checkpoint_state(self) -> StateDict:
+        """:meth:`state_dict` with the parameters made current, of one moment: what the chief's
+        checkpoint writes (on the chief alone). Default: :meth:`refresh_parameters`, then
+        :meth:`state_dict`; an async parameter server moves the values once (one ``get_state``)."""
+        self.refresh_parameters()
+        return self.state_dict()
 
     def save_remote_parts(self, step: int, keep: int | None = None) -> dict[str, str]:
         """Have remote holders of state (parameter-server shards) write their part of the
@@ -334,6 +334,7 @@ NEEDS_OPEN = (
     "state_dict",
     "load_state_dict",
     "refresh_parameters",
+    "checkpoint_state",
     "save_remote_parts",
     "allreduce_sum",
     "barrier",

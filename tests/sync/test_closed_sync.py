@@ -27,6 +27,7 @@ CALLS = {
     "state_dict": lambda sync, net: sync.state_dict(),
     "load_state_dict": lambda sync, net: sync.load_state_dict({}),
     "refresh_parameters": lambda sync, net: sync.refresh_parameters(),
+    "checkpoint_state": lambda sync, net: sync.checkpoint_state(),
     "save_remote_parts": lambda sync, net: sync.save_remote_parts(1),
     "allreduce_sum": lambda sync, net: sync.allreduce_sum([1.0]),
     "barrier": lambda sync, net: sync.barrier(),

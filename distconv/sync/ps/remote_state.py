@@ -43,6 +43,21 @@ class RemoteState:
         """
         return self._gather_state(self.mode == "async")
 
+    def checkpoint_state(self) -> StateDict:
+        """:meth:`state_dict` with the parameters made current, for the chief's checkpoint.
+
+        In async mode one ``get_state`` with values does both: it carries every block's values,
+        so a pull before it (``refresh_parameters``) would move the whole model a second time.
+        Each shard's counts are read first, as a pull reads them: a refresh after the checkpoint
+        (a stop's) pulls only where a shard moved since. Sync mode as every strategy.
+        """
+        if self.mode != "async":
+            return super().checkpoint_state()
+        stamps = self._stamps()
+        state = self._gather_state(True)
+        self._lagging, self._stamps_at_pull = False, stamps
+        return state
+
     def _gather_state(self, with_values: bool) -> StateDict:
         """:meth:`state_dict`, the values of its moment written into the parameters or not."""
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}

@@ -6,7 +6,9 @@ then; but in async mode ``state_dict()`` writes the values of its own moment int
 k316: values and optimizer state of one moment), and a push landing between the pull and
 ``get_state`` is in those values. A push whose update overflows (the shard checks a gradient
 for being finite, not the value it makes) was then saved unchecked: the newest checkpoint
-held infinities, and a resume trained on from them. Real shard, two ``PServerSync`` workers.
+held infinities, and a resume trained on from them. Since review k324 the checkpoint has no
+pull before its ``get_state`` (``checkpoint_state``); the push lands right before the
+``get_state``, and the check must still come after it. Real shard, two ``PServerSync`` workers.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ def _chief_with_a_push_after_its_pull(
     shards, tmp_path, lr_scale: float
 ) -> Iterator[tuple[StepCheckpoints, list]]:
     """The chief's checkpoints of an async job of two workers (SGD, float32 values, a shard
-    writing parts), whose rank 1 pushes one step (its learning rate times ``lr_scale``) right
-    after each pull of the chief's checkpoint, before its ``get_state``."""
+    writing parts), whose rank 1 pushes one step (its learning rate times ``lr_scale``) in each
+    checkpoint of the chief's, right before its ``get_state``."""
     parts = tmp_path / "parts"
     (endpoint,) = shards.start(1, workers=2, mode="async", extra=["--checkpoint-dir", str(parts)])
     nets = [small_net(seed=r, dtype=np.float32) for r in range(2)]
@@ -40,13 +42,14 @@ def _chief_with_a_push_after_its_pull(
         run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
         train_steps(nets[1], syncs[1], batches(1, 8, seed=1), 1, 2)  # the chief's pull moves
         syncs[1].set_lr_scale(lr_scale)
-        pull = syncs[0].refresh_parameters
+        gather = syncs[0]._gather_state
 
-        def pull_then_a_push() -> None:
-            pull()
+        def a_push_then_get_state(with_values: bool) -> dict:
             train_steps(nets[1], syncs[1], batches(1, 8, seed=2), 1, 2)
+            return gather(with_values)
 
-        syncs[0].refresh_parameters = pull_then_a_push
+        # the checkpoint's one get_state (review k324: no pull before it) comes after the push
+        syncs[0]._gather_state = a_push_then_get_state
         syncs[0].barrier = lambda: None  # rank 1 is not in a checkpoint: nobody to wait for
         ckpts.open(False)
         yield ckpts, syncs
