@@ -70,16 +70,17 @@ class RemoteState:
         asks = [(s, {**head, "blocks": [b.id for b in run]}, ()) for s, run in runs]
         sizes = [sum(self._state_sizes(run, with_values)) for _, run in runs]  # time on the link
         replies = self._ask_all(asks, "get_state", link_bytes=sizes)
+        for (s, _), (h, _) in zip(runs, replies):  # all, before any shard's values are written
+            if with_values and "versions" not in h:  # a shard that ignores the field
+                raise self._malformed(s, _WITHOUT_VALUES)
         written: set[int] = set()
-        for (s, run), (h, arrays) in zip(runs, replies):
+        for (_, run), (h, arrays) in zip(runs, replies):
             it = iter(arrays)
             for b in run:
                 spec = self._specs[b.param]
                 for key in h["keys"]:
                     shaped = key in self.optimizer.buffers
                     _gather_block(state[spec.name], spec, b, key, next(it), shaped)
-            if with_values and "versions" not in h:  # a shard that ignores the field
-                raise self._malformed(s, _WITHOUT_VALUES)
             if with_values:
                 written |= self._write(run, list(it), h)
         self._values_to_device(written)

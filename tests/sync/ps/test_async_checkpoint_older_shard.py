@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
-from ps_helpers import insecure_worker, small_net
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
 
@@ -35,12 +36,17 @@ raise SystemExit(main(sys.argv[1:]))
 """
 
 
+def shard_command(shard: int, shards: int, workers: int, older: bool) -> list[str]:
+    """An async shard's command line: of this release, or of an older one (``older``)."""
+    start = ["-c", OLDER_SHARD] if older else ["-m", "distconv"]
+    return [sys.executable, *start, "pserver", "--bind", "127.0.0.1:0", "--shard", str(shard),
+            "--num-shards", str(shards), "--workers", str(workers), "--mode", "async",
+            "--insecure", "--drain-seconds", "0"]  # fmt: skip
+
+
 @pytest.mark.timeout(60)
 def test_an_older_shard_that_ignores_with_values_is_named_as_one(shards, tmp_path):
-    cmd = [sys.executable, "-c", OLDER_SHARD, "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
-           "--num-shards", "1", "--workers", "1", "--mode", "async", "--insecure",
-           "--drain-seconds", "0"]  # fmt: skip
-    endpoint = shards.launch(cmd, tmp_path / "older-shard.log")
+    endpoint = shards.launch(shard_command(0, 1, 1, older=True), tmp_path / "older-shard.log")
     sync = insecure_worker([endpoint], optimizer="adam", timeout=10)
     try:
         sync.setup(small_net().parameters())
@@ -52,3 +58,28 @@ def test_an_older_shard_that_ignores_with_values_is_named_as_one(shards, tmp_pat
     assert "get_state reply without the values it was asked for (with_values)" in said, said
     assert "run workers and shards of the same release" in said, said
     assert said.endswith(f"(pserver shard 0 ({endpoint}))"), said
+
+
+@pytest.mark.timeout(90)
+def test_a_job_with_one_older_shard_writes_no_values_of_the_others(shards, tmp_path):
+    """Every reply is looked at before any value is written: shard 0's values (of this
+    release) were written into the chief's parameters before shard 1's reply (an older one's)
+    was refused, half a model of another moment (and on a GPU, host copies the device lacks)."""
+    endpoints = [
+        shards.launch(shard_command(s, 2, 2, older=s == 1), tmp_path / f"shard{s}.log")
+        for s in range(2)
+    ]
+    nets = [small_net(seed=r) for r in range(2)]
+    syncs = [insecure_worker(endpoints, r, 2, optimizer="adam", timeout=10) for r in range(2)]
+    try:
+        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+        train_steps(nets[1], syncs[1], batches(1, 8), 1, 2)  # the shards move on from rank 0
+        before = {p.name: p.value.copy() for p in nets[0].parameters()}
+        with pytest.raises(SyncError, match=r"without the values it was asked for .* shard 1 "):
+            syncs[0].state_dict()
+        after = {p.name: p.value for p in nets[0].parameters()}
+    finally:
+        for s in syncs:
+            s.close()
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, name)
