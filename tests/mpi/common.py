@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.step_check import CLOSED
+from tests.processes import run_job
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -93,8 +93,9 @@ NEEDS_MPIEXEC = [
 def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``mpiexec ARGS`` with this worktree's distconv importable and one BLAS thread.
 
-    ``timeout`` bounds the whole job: a hang fails the test (``TimeoutExpired``) instead of
-    eating CI, and every process of the job is killed, so none outlives its test.
+    ``timeout`` bounds the whole job: a hang fails the test (``TimeoutExpired``, with a note
+    naming the processes of the job it killed) instead of eating CI, and every process of the
+    job is killed, so none outlives its test (:func:`tests.processes.run_job`).
     """
     env = {
         **os.environ,
@@ -107,53 +108,14 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
         "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
     }
-    proc = subprocess.Popen(
+    # every process of the job (mpiexec, Hydra's proxy, the ranks, what they start: Hydra hands
+    # them its environment) carries run_job's mark: a hang is killed whole, orphans included
+    return run_job(
         [mpiexec(), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: a hung job is killed whole
+        env,
+        timeout,
+        start_new_session=True,  # its own process group, as before: no terminal signal reaches it
     )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        _kill_job(proc, exc)
-        raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def _kill_job(proc: subprocess.Popen, timeout: subprocess.TimeoutExpired) -> None:
-    """SIGKILL ``mpiexec`` and everything under it (Hydra's proxies and the ranks each run in a
-    session of their own), first adding their ``ps`` lines to ``timeout`` where Python can
-    (3.11+): which of them a hung job left alive."""
-    pids, listing = {proc.pid}, "(not read)"
-    try:
-        pids, listing = _job_processes(proc.pid)
-    finally:
-        if hasattr(timeout, "add_note"):
-            timeout.add_note(f"processes of the job still alive:\n{listing}")
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        proc.communicate(timeout=30)
-
-
-def _job_processes(root: int) -> tuple[set[int], str]:
-    """The ids of ``root`` and every process under it, and their ``ps`` lines."""
-    try:
-        done = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,args"],
-                              capture_output=True, text=True, timeout=10)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {root}, f"(ps failed: {exc})"
-    if done.returncode != 0:
-        return {root}, f"(ps exited {done.returncode}: {done.stderr.strip()})"
-    header, *rows = done.stdout.splitlines() or [""]
-    parent = {int(r.split()[0]): int(r.split()[1]) for r in rows}
-    job = {root}
-    for _ in range(8):  # mpiexec, proxy, rank, and what a rank started
-        job |= {pid for pid, ppid in parent.items() if ppid in job}
-    return job, "\n".join([header, *(r for r in rows if int(r.split()[0]) in job)])
 
 
 def script(name: str, thread_level: str | None = None) -> list[str]:
