@@ -153,28 +153,38 @@ class NoThreads:
             raise RuntimeError("can't start new thread")
 
 
-@pytest.mark.timeout(30)
-@pytest.mark.parametrize("how", ["abort", "abort_job", "hook"])
-def test_a_last_resort_that_cannot_start_never_stops_the_abort(monkeypatch, how):
-    """Arming the last resort came first and raised where no thread could start: ``abort``,
-    ``abort_job`` and the exception hook raised before ``MPI_Abort``, and the other ranks,
-    waiting in a collective for this one, hung. The abort must go out all the same."""
-    from distconv.sync.mpi import leaving
+class InterruptedStart:
+    """``threading`` as leaving sees it when a second Ctrl-C lands while the last resort's
+    thread starts (``Thread.start`` waits for it to run: the main thread's signal handler
+    raises there)."""
 
-    aborted: list[int] = []
-    exits: list[int] = []
+    class Timer(threading.Timer):
+        def start(self) -> None:
+            super().start()
+            raise KeyboardInterrupt
+
+
+#: the status each way of aborting in :func:`abort_by` is given
+STATUS = {"abort": 3, "abort_job": 1, "hook": 1}
+
+
+def abort_by(how: str, monkeypatch, threads, aborted: list[int], exits: list[int]) -> None:
+    """Abort by ``how`` (``abort``, ``abort_job`` or the exception ``hook``) on a stand-in
+    communicator, with ``threads`` as leaving's ``threading``; the statuses given to ``Abort``
+    and to ``_exit`` are appended to ``aborted`` and ``exits``."""
+    from distconv.sync.mpi import leaving
 
     class Comm:
         def Abort(self, status: int) -> None:  # noqa: N802 - mpi4py's name
             aborted.append(status)
 
-    monkeypatch.setattr(leaving, "threading", NoThreads)
+    monkeypatch.setattr(leaving, "threading", threads)
     monkeypatch.setattr(leaving, "FORWARD_SECONDS", 0.0)
     monkeypatch.setattr(leaving, "_exit", exits.append)
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     error = RuntimeError("a layer raised")
     if how == "abort":
-        leaving.abort(Comm(), 3)
+        leaving.abort(Comm(), STATUS[how])
     elif how == "abort_job":
         leaving.abort_job(Comm(), 1, error)
     else:
@@ -184,8 +194,34 @@ def test_a_last_resort_that_cannot_start_never_stops_the_abort(monkeypatch, how)
             sys.excepthook(type(error), error, None)
         finally:
             restore()
-    status = 3 if how == "abort" else 1
-    assert aborted == [status] and exits == [status]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["abort", "abort_job", "hook"])
+def test_a_last_resort_that_cannot_start_never_stops_the_abort(monkeypatch, how):
+    """Arming the last resort came first and raised where no thread could start: ``abort``,
+    ``abort_job`` and the exception hook raised before ``MPI_Abort``, and the other ranks,
+    waiting in a collective for this one, hung. The abort must go out all the same."""
+    aborted: list[int] = []
+    exits: list[int] = []
+    abort_by(how, monkeypatch, NoThreads, aborted, exits)
+    assert aborted == [STATUS[how]] and exits == [STATUS[how]]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["abort", "abort_job", "hook"])
+def test_a_ctrl_c_while_the_last_resort_starts_never_stops_the_abort(monkeypatch, how):
+    """The last resort was armed outside the ``try`` whose ``finally`` aborts (which guards a
+    second Ctrl-C in the pause): a Ctrl-C while its thread started went up with no
+    ``MPI_Abort``, the other ranks hung. It now still aborts, the timer disarmed (it would
+    SIGKILL a process that goes on, as this one does with the stand-in ``_exit``)."""
+    aborted: list[int] = []
+    exits: list[int] = []
+    with pytest.raises(KeyboardInterrupt):  # after the Abort: _exit's stand-in returns
+        abort_by(how, monkeypatch, InterruptedStart, aborted, exits)
+    assert aborted == [STATUS[how]] and exits == [STATUS[how]]
+    armed = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    assert all(t.finished.is_set() for t in armed), "a last resort left armed"
 
 
 SLOW = """

@@ -97,8 +97,9 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     have printed the traceback. The last resort (:func:`last_resort`) is armed first: a write to
     a stderr pipe nobody reads blocks too; the pause and the Abort get a whole grace again.
     """
-    before = last_resort()
+    before = None
     try:  # one write: ranks aborting at once never share a line
+        before = last_resort()  # in the try: an error arming it must not stop the abort
         said = reason(rank, error, "aborting the MPI job")
         if error is not None and error.__traceback__ is not None and not _brief(error):
             trace = traceback.format_exception(type(error), error, error.__traceback__)
@@ -168,8 +169,9 @@ def install_abort_hook(comm: Any) -> Callable[[], None]:
         if closed:
             previous(etype, value, tb)
             return
-        before = last_resort()  # the previous hook (a logging one) may block
+        before = None
         try:
+            before = last_resort()  # the previous hook (a logging one) may block
             if previous is sys.__excepthook__:
                 # one write, where the default hook makes a hundred: a rank killed by another's
                 # abort then loses its whole message or none of it, never half a line
@@ -210,15 +212,17 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
     most of the grace and returned must not leave the Abort, and its status, to the SIGKILL."""
     if before is not None:
         before.cancel()
-    guard = last_resort()
-    try:
+    guard = None
+    try:  # armed in the try: a second Ctrl-C as its thread starts must not skip the Abort
+        guard = last_resort()
         let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
         try:
             comm.Abort(status)
         except BaseException:  # no abort went out: a signal, which mpiexec always answers
             end_process()
-        guard.cancel()  # it returned: _exit ends the process (a test's stand-in does not)
+        if guard is not None:  # it returned: _exit ends the process (a test's stand-in does not)
+            guard.cancel()
         _exit(status)
 
 
@@ -229,13 +233,18 @@ def last_resort() -> threading.Timer:
 
     Where no thread can start (exhausted, the very trouble a rank may abort on; or, from Python
     3.12, an interpreter shutting down) the timer is returned unarmed: the abort it guards
-    must go out all the same, else the other ranks wait for this one for ever."""
+    must go out all the same, else the other ranks wait for this one for ever. Anything else
+    raised while it starts (a second Ctrl-C) leaves it disarmed: callers arm it inside the
+    ``try`` whose ``finally`` aborts."""
     timer = threading.Timer(ABORT_GRACE, end_process)
     timer.daemon = True
     try:
         timer.start()
     except RuntimeError:  # "can't start new thread", or "... at interpreter shutdown"
         pass
+    except BaseException:  # a Ctrl-C while its thread started: disarmed, for the caller's
+        timer.cancel()  # finally to abort all the same
+        raise
     return timer
 
 
