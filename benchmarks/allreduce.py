@@ -50,7 +50,8 @@ where the case after the largest buffers was seen to pay for their cache misses)
   (the default), each against the four pieces waiting for the whole bucket, as paired ratios
   (``--stream-only`` runs these alone).
 - **updates**: the step of **overlap, free cores** with a real update, over 1 MiB buckets
-  (five over the default 4 MB): the thread on, paired against the same step without it
+  (five over the default 4 MB): the thread on, paired against the same step without it, over
+  the same pieces (the thread's default: the layout's last bucket cut small at its end)
   (``update_{rule}_thread_x``, the median of each repetition's ratio). Without the thread every
   bucket is reduced before any is updated; with it each bucket's update could run while the
   later buckets still travelled, which the no-op optimizer of the rows above cannot show. For
@@ -425,20 +426,27 @@ def updates(comm, args) -> dict:
     """The step with a real update (``UPDATE_RULES``) over 1 MiB buckets and a sleep per gradient
     (free cores), the thread on (``update_{rule}_thread``) against off (``..._nothread``, the
     paired baseline): with the thread the updates of the buckets reduced first could run while
-    the last ones travelled, which the no-op optimizer of the other rows cannot show."""
+    the last ones travelled, which the no-op optimizer of the other rows cannot show.
+
+    Both lay out the same pieces, the thread's default (``update_{rule}_{name}_pieces``, the
+    slices of each bucket): left to its own default the baseline reduced the layout's last
+    bucket in one call, where the thread cuts its end small, and the ratio measured that too."""
     from distconv.optim import create_optimizer
+    from distconv.sync.mpi.pieces import LAST_PIECE_BYTES, PIECE_BYTES
 
     sleep = args.compute_ms / 1e3 / args.grads
+    plan = dict(bucket_bytes=MB, piece_bytes=PIECE_BYTES, last_piece_bytes=LAST_PIECE_BYTES)
     out, made = {}, []
     for rule in UPDATE_RULES:
         cases = {}
         for name, thread in (("nothread", False), ("thread", True)):
             optimizer = free_update() if rule == "free" else create_optimizer(rule, lr=1e-6)
-            sync, order = make_sync(
-                comm, args, optimizer=optimizer, bucket_bytes=MB, overlap=thread
-            )
+            sync, order = make_sync(comm, args, optimizer=optimizer, overlap=thread, **plan)
             made.append(sync)
             cases[f"update_{rule}_{name}"] = sync_case(sync, order, lambda i: time.sleep(sleep))
+            out[f"update_{rule}_{name}_pieces"] = [
+                [[piece.start, piece.stop] for piece in bucket.pieces] for bucket in sync.buckets
+            ]
         out[f"update_{rule}_buckets"] = len(sync.buckets)
         out.update(interleaved(comm, cases, args.reps, base=f"update_{rule}_nothread", rotate=True))
     for sync in made:

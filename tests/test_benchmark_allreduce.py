@@ -137,3 +137,8 @@ def test_the_update_rows_time_a_real_update_with_the_thread_against_without():
         assert result[f"update_{rule}_thread_x"] > 0 and result[f"update_{rule}_thread_ms"] > 0
         assert f"update {rule} over {result[f'update_{rule}_buckets']} 1 MiB bucket(s)" in report
         assert "with / without paired" in report
+        # the baseline differs by the thread alone: the same pieces (the last bucket's end
+        # cut small, as the thread's default has it), not its own default of one call
+        pieces = result[f"update_{rule}_thread_pieces"]
+        assert result[f"update_{rule}_nothread_pieces"] == pieces
+        assert len(pieces[-1]) > 1
