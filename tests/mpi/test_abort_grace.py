@@ -312,3 +312,43 @@ def test_a_watchdog_stop_without_abort_blocked_in_its_printing_still_ends_the_ra
         pytest.fail("the watchdog's stop blocked in its printing and the rank never ended")
     assert "writing" in done.stdout and done.returncode == -signal.SIGKILL, done
     assert GRACE <= time.monotonic() - began < GRACE + 10
+
+
+LOGGED = """
+import logging, threading, time
+from distconv.sync.mpi import leaving
+from distconv.sync.mpi.watchdog import Watchdog, abort_on_stall
+
+class BlockedHandler(logging.Handler):  # a handler on a stderr pipe nobody reads
+    def emit(self, record):
+        if record.levelno >= logging.ERROR:
+            print("logging", flush=True)
+            threading.Event().wait()
+
+logging.getLogger("distconv.sync.mpi").addHandler(BlockedHandler())
+leaving.ABORT_GRACE = {grace}
+watchdog = Watchdog(0.2, abort_on_stall(object(), 1, None), rank=1)
+watchdog.enter("Allreduce on the job communicator")  # a call the other rank never joins
+time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_watchdog_whose_log_of_the_stop_blocks_still_ends_the_rank():
+    """The watchdog logs the stalled call (``log.error``) before its stop arms the last
+    resort: a handler that blocked there (a stderr pipe nobody reads, a dead collector: what
+    the stop's own timer covers) left the hang breaker, and with it the job, hung for ever."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", LOGGED.format(grace=GRACE)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the watchdog blocked in its log and the rank never ended")
+    assert "logging" in done.stdout and done.returncode == -signal.SIGKILL, done
+    assert GRACE <= time.monotonic() - began < GRACE + 10

@@ -17,8 +17,8 @@ watchdog's thread, which the waiting thread cannot do itself; where MPI was init
 ``MPI_THREAD_MULTIPLE`` that call is not allowed from a second thread, so the process kills
 itself instead (:func:`end_process`), and ``mpiexec`` (MPICH's Hydra and Open MPI's alike;
 Slurm's ``srun`` only with ``--kill-on-bad-exit``) then ends the others. Should ``MPI_Abort``
-itself hang or raise, the process still ends within
-:data:`~distconv.sync.mpi.leaving.ABORT_GRACE` seconds.
+itself hang or raise, or the log or the printing of the stop block, the process still ends
+within :data:`~distconv.sync.mpi.leaving.ABORT_GRACE` seconds.
 """
 
 from __future__ import annotations
@@ -109,9 +109,19 @@ class Watchdog:
                 continue
             if stalled is not None:
                 self._closing.set()
-                log.error("rank %d %s; stopping the job", self.rank, stalled)
+                self._say_stopping(stalled)
                 self._stop_job(stalled)
                 return
+
+    def _say_stopping(self, stalled: str) -> None:
+        """Log the stop, under a last resort of its own (:func:`~.leaving.last_resort`): a
+        handler writing to a stderr pipe nobody reads (or to a dead collector) blocks, and
+        would keep the hang breaker from stopping the job; the stop then arms its own."""
+        guard = last_resort()
+        try:
+            log.error("rank %d %s; stopping the job", self.rank, stalled)
+        finally:  # a stand-in stop (a test's) returns: no timer may outlive the log
+            guard.cancel()
 
     def _look(self, warned: set[float]) -> str | None:
         """Warn about the calls past the warning point; the message of one past the timeout."""
