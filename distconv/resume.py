@@ -226,17 +226,19 @@ class StepCheckpoints:
         """Write the checkpoint of ``pos.step`` (chief), then let every rank go on.
 
         The optimizer state is gathered before anything is written (``checkpoint_state``,
-        which makes the parameters current too), and the parameters are checked after it: an
-        asynchronous parameter server writes the values of the state's moment into them, so the
-        values checked are the values written.
+        which makes the parameters current too), and the parameters and that state are checked
+        after it: an asynchronous parameter server writes the values of the state's moment into
+        them, so the values checked are the values written; and a state can overflow while the
+        values stay finite (Adam's ``v`` of a gradient past the dtype's range, whose step is 0).
 
         Raises:
-            TrainingError: a parameter is NaN or infinite; nothing is written.
+            TrainingError: a parameter, or an entry of its optimizer state, holds NaN or
+                infinity; nothing is written.
         """
         if self.run is not None:
             # the current parameters (an async server's moved by others) and their state
             state = _of_model(self.sync.checkpoint_state(), self.params)
-            self._check_finite(pos)
+            self._check_finite(pos, state)
             # shards prune before the manifest is committed: one part more keeps every part the
             # kept manifests name, even if this process dies between the two
             remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
@@ -269,13 +271,23 @@ class StepCheckpoints:
             },
         )
 
-    def _check_finite(self, pos: Position) -> None:
+    def _check_finite(self, pos: Position, state: OptimState) -> None:
+        """Refuse a checkpoint of parameters, or of an optimizer state, holding NaN or inf."""
+        where = (
+            f"at step {pos.step} (epoch {pos.epoch + 1}); no checkpoint was written over the "
+            "last finite one"
+        )
         for p in self.params:
-            if not bool(get_array_module(p.value).isfinite(p.value).all()):
-                raise TrainingError(
-                    f"parameter {p.name!r} holds NaN or infinity at step {pos.step} (epoch "
-                    f"{pos.epoch + 1}); no checkpoint was written over the last finite one"
-                )
+            if not _finite(p.value):
+                raise TrainingError(f"parameter {p.name!r} holds NaN or infinity {where}")
+        for name, entries in state.items():
+            for key, value in entries.items():
+                if not _finite(value):
+                    raise TrainingError(
+                        f"optimizer state {key!r} of parameter {name!r} holds NaN or infinity "
+                        f"{where} (an update overflowed it, as a gradient too large for the "
+                        "dtype does)"
+                    )
 
     def restore(self, source: str | Path | Checkpoint) -> tuple[OptimState, Position]:
         """Load a checkpoint into the parameters; returns its optimizer state and position.
@@ -318,6 +330,11 @@ class StepCheckpoints:
         pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums)
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
         return _without_frozen(ckpt.optim_state, self.params), pos
+
+
+def _finite(a: Any) -> bool:
+    """Whether the array (numpy or cupy) or number ``a`` holds no NaN nor infinity."""
+    return bool(get_array_module(a).isfinite(a).all())
 
 
 def _of_model(state: OptimState, params: Sequence[Parameter]) -> OptimState:
