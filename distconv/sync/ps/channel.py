@@ -65,8 +65,7 @@ LONGEST_POLL = 3600.0
 
 
 class ShardChannel(BulkRuns):
-    """The request side of :class:`~distconv.sync.ps.client.PServerSync`: connect, send, wait
-    for and receive the replies of the shards."""
+    """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies."""
 
     #: the longest silence a stoppable wait has seen while no stop was asked (see
     #: :data:`STOP_PATIENCE`)
@@ -393,6 +392,7 @@ _A_STEP_GIVEN_UP = (
 _GIVING_UP = {
     "pull": "a shard answers a pull at once, waiting for no worker, so it is gone or stuck; "
     "giving up the pull, this rank's parameters not all the shards' values",
+    "get_state": "a shard answers stats at once, so it is gone or stuck; giving up the checkpoint",
 }
 
 

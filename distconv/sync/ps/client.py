@@ -260,10 +260,12 @@ class PServerSync(
         if (stamps := self._stamps()) != self._stamps_at_pull:  # None after a step of its own
             self._pull_all(stamps)  # a failed shard's too: the pull is refused with the failure
 
-    def _stamps(self) -> list[tuple[Any, ...]]:
-        """Each shard's failure (a pull is refused with it), seed and count of value updates."""
+    def _stamps(self, before: str = "pull") -> list[tuple[Any, ...]]:
+        """Each shard's failure (a pull is refused with it), seed and count of value updates;
+        a silent shard is named as asked for stats ``before`` that request (a checkpoint's
+        ``get_state``: it pulls nothing)."""
         asks = [(s, {"op": "stats"}, ()) for s in range(len(self._socks))]
-        replies = self._ask_all(asks, "pull", stoppable=True, asked="stats")  # named as such
+        replies = self._ask_all(asks, before, stoppable=True, asked="stats")  # named as such
         stamps = []
         for s, (h, _) in enumerate(replies):
             counts = h.get("stats")

@@ -53,7 +53,7 @@ class RemoteState:
         """
         if self.mode != "async":
             return super().checkpoint_state()
-        stamps = self._stamps()
+        stamps = self._stamps("get_state")  # a silent shard is not named as asked for a pull
         state = self._gather_state(True)
         self._lagging, self._stamps_at_pull = False, stamps
         return state
