@@ -26,6 +26,33 @@ REPO = str(Path(__file__).resolve().parents[2])
 #: the grace the child sets (the real one, 10 s, would only slow the test down)
 GRACE = 1.0
 
+
+def run_child(code: str, timeout: float = 20) -> tuple[subprocess.CompletedProcess | None, float]:
+    """Run ``code`` in a Python process of its own: its result (None where it ran past
+    ``timeout``, killed) and the seconds it took."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return None, time.monotonic() - began
+    return done, time.monotonic() - began
+
+
+def ended_by_last_resort(code: str, hung: str) -> subprocess.CompletedProcess:
+    """Run ``code``, which blocks for ever, and check that the last resort ended it: by
+    SIGKILL (as the watchdog's ``end_process`` ends a rank: Hydra always answers that), once
+    the grace had passed; the test fails with ``hung`` where it never ended."""
+    done, took = run_child(code)
+    if done is None:
+        pytest.fail(hung)
+    assert done.returncode == -signal.SIGKILL, done
+    assert GRACE <= took < GRACE + 10, took
+    return done
+
+
 CHILD = """
 import threading, sys
 from distconv.sync.mpi import leaving
@@ -51,19 +78,8 @@ CALLS = {
 @pytest.mark.parametrize("how", sorted(CALLS))
 def test_a_hung_mpi_abort_ends_the_rank_within_the_grace(how):
     code = CHILD.format(grace=GRACE, call=CALLS[how])
-    env = {**os.environ, "PYTHONPATH": REPO}
-    began = time.monotonic()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=20
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{how}: MPI_Abort hung and the process never ended")
-    took = time.monotonic() - began
+    done = ended_by_last_resort(code, f"{how}: MPI_Abort hung and the process never ended")
     assert "in Abort" in done.stdout and "returned" not in done.stdout, done
-    # by signal, as the watchdog's end_process ends a rank: Hydra always answers that
-    assert done.returncode == -signal.SIGKILL, done
-    assert GRACE <= took < GRACE + 10, took
 
 
 RAISING = """
@@ -89,14 +105,8 @@ def test_an_mpi_abort_that_raises_still_ends_the_rank_by_signal(how):
     a step that failed), ending the process with a plain status, which Hydra may miss (see
     ``leaving.end_process``). Now it ends by SIGKILL at once, as the watchdog's stop did."""
     call = CALLS[how].replace("HungComm", "BrokenComm")
-    env = {**os.environ, "PYTHONPATH": REPO}
-    done = subprocess.run(
-        [sys.executable, "-c", RAISING.format(call=call)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=20,
-    )
+    done, _ = run_child(RAISING.format(call=call))
+    assert done is not None, "the process never ended"
     assert "after the abort" not in done.stdout, done
     assert done.returncode == -signal.SIGKILL, done
 
@@ -126,21 +136,10 @@ def test_a_hook_stuck_before_the_abort_still_ends_the_rank_within_the_grace():
     """The exception hook hands the error to the hook it replaced (a logging one), then
     aborts: one that never returned left the rank, and the job, hung, the last resort armed
     only at the Abort. Now it is armed before the previous hook runs."""
-    env = {**os.environ, "PYTHONPATH": REPO}
-    began = time.monotonic()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", HOOKED.format(grace=GRACE)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=20,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the previous hook hung and the process never ended")
+    done = ended_by_last_resort(
+        HOOKED.format(grace=GRACE), "the previous hook hung and the process never ended"
+    )
     assert "in the previous hook" in done.stdout and "aborted" not in done.stdout, done
-    assert done.returncode == -signal.SIGKILL, done
-    assert GRACE <= time.monotonic() - began < GRACE + 10
 
 
 class NoThreads:
@@ -266,10 +265,8 @@ def test_a_slow_stage_before_the_abort_leaves_the_abort_its_own_grace(how):
     now gets a whole grace of its own."""
     grace, slow, forward = 2.0, 1.5, 1.0  # slow + forward > grace, each alone well under it
     code = SLOW.format(grace=grace, slow=slow, forward=forward, how=how)
-    env = {**os.environ, "PYTHONPATH": REPO}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30
-    )
+    done, _ = run_child(code, timeout=30)
+    assert done is not None, "the process never ended"
     assert "aborted" in done.stdout, done
     assert done.returncode == 143, done
 
@@ -298,20 +295,11 @@ def test_a_watchdog_stop_without_abort_blocked_in_its_printing_still_ends_the_ra
     with no ``MPI_Abort`` and so no last resort: a write to a stderr pipe nobody reads (what
     ``abort_job`` arms the last resort against) left the rank, the hang breaker itself, and
     the job hung for ever."""
-    env = {**os.environ, "PYTHONPATH": REPO}
-    began = time.monotonic()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", STALLED.format(grace=GRACE)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=20,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the watchdog's stop blocked in its printing and the rank never ended")
-    assert "writing" in done.stdout and done.returncode == -signal.SIGKILL, done
-    assert GRACE <= time.monotonic() - began < GRACE + 10
+    done = ended_by_last_resort(
+        STALLED.format(grace=GRACE),
+        "the watchdog's stop blocked in its printing and the rank never ended",
+    )
+    assert "writing" in done.stdout, done
 
 
 LOGGED = """
@@ -338,17 +326,7 @@ def test_a_watchdog_whose_log_of_the_stop_blocks_still_ends_the_rank():
     """The watchdog logs the stalled call (``log.error``) before its stop arms the last
     resort: a handler that blocked there (a stderr pipe nobody reads, a dead collector: what
     the stop's own timer covers) left the hang breaker, and with it the job, hung for ever."""
-    env = {**os.environ, "PYTHONPATH": REPO}
-    began = time.monotonic()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", LOGGED.format(grace=GRACE)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=20,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the watchdog blocked in its log and the rank never ended")
-    assert "logging" in done.stdout and done.returncode == -signal.SIGKILL, done
-    assert GRACE <= time.monotonic() - began < GRACE + 10
+    done = ended_by_last_resort(
+        LOGGED.format(grace=GRACE), "the watchdog blocked in its log and the rank never ended"
+    )
+    assert "logging" in done.stdout, done
