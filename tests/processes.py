@@ -63,34 +63,38 @@ def job_processes(env: Mapping[str, str]) -> dict[int, str]:
     return found
 
 
-def _kill_marked(pid: int, entry: bytes) -> None:
+def _kill_marked(pid: int, entry: bytes) -> bool:
     """SIGKILL the process ``pid`` if it carries ``entry``, through a pidfd opened before the
     look: the process a scan found may have exited and its pid gone to another (another test's
-    job, the test runner's own child) by now, and a plain ``kill(pid)`` would hit that one."""
+    job, the test runner's own child) by now, and a plain ``kill(pid)`` would hit that one.
+    Returns whether the signal went."""
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
-        return  # gone
+        return False  # gone
     try:  # the look comes after the open: a pid reused between the two is not ours to kill
-        if _carries(pid, entry):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        if not _carries(pid, entry):
+            return False
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
     finally:
         os.close(pidfd)
 
 
 def kill_job(env: Mapping[str, str]) -> str:
-    """SIGKILL every process of the job marked in ``env``, again while a new one appears (one
-    may fork between the scan and the kill); returns ``pid args`` lines of those killed."""
+    """SIGKILL every process of the job marked in ``env``, scanning again while one is found
+    (one may fork between the scan and the kill, or take the pid of one gone before it);
+    returns ``pid args`` lines of those signalled."""
     entry = _entry(env)
     killed: dict[int, str] = {}
     for _ in range(20):
-        left = {pid: args for pid, args in job_processes(env).items() if pid not in killed}
-        if not left:
+        # every scan kills all it finds, those signalled before included (a SIGKILL again
+        # is harmless): a pid seen before may be a new process of the job by now
+        if not (found := job_processes(env)):
             break
-        for pid in left:
-            _kill_marked(pid, entry)
-        killed |= left
+        killed |= {pid: args for pid, args in found.items() if _kill_marked(pid, entry)}
     return "\n".join(f"{pid} {args}" for pid, args in sorted(killed.items())) or "(none)"
 
 

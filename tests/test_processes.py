@@ -168,3 +168,30 @@ def test_a_pid_taken_by_another_process_after_the_scan_is_not_killed(monkeypatch
     finally:
         bystander.terminate()  # what ends it tells: SIGKILL was kill_job's
         assert bystander.wait() == -signal.SIGTERM, "a process of no job was killed"
+
+
+@pytest.mark.timeout(30)
+def test_a_pid_the_scan_found_gone_is_killed_when_a_process_of_the_job_takes_it(monkeypatch):
+    """The scan found a process of the job that was gone by the kill (its pidfd could not be
+    opened), and a new process of the same job took its pid before the next scan: kill_job
+    skipped every pid it had once seen, so that one lived on, and was named as killed."""
+    with job_env(os.environ) as env:
+        newcomer = subprocess.Popen(["sleep", "300"], env=env)
+        try:
+            opened = os.pidfd_open
+            opens = iter([ProcessLookupError()])  # the first open: the one found is gone
+
+            def pidfd_open(pid: int, *args: int) -> int:
+                if (gone := next(opens, None)) is not None:
+                    raise gone
+                return opened(pid, *args)
+
+            monkeypatch.setattr(os, "pidfd_open", pidfd_open)
+            while newcomer.pid not in job_processes(env):
+                time.sleep(0.02)
+            kill_job(env)
+            monkeypatch.undo()
+            assert newcomer.wait(timeout=5) == -signal.SIGKILL, "a process of the job lived on"
+        finally:
+            newcomer.kill()
+            newcomer.wait()
