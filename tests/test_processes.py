@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -53,26 +54,37 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _kill(pids: list[int]) -> None:
-    """SIGKILL ``pids``: a test is hermetic even where the helper it tests failed."""
+#: marks the processes of one test case, beside (and independent of) the job's mark: the
+#: clean-up of a case kills by it, so it is right even where the helper under test is wrong
+CASE = "TESTS_PROCESSES_CASE"
+
+
+def _case_env() -> dict[str, str]:
+    """``os.environ`` marked for one test case (see :data:`CASE`)."""
+    return {**os.environ, CASE: secrets.token_hex(8)}
+
+
+def _kill(pids: list[int], case: dict[str, str]) -> None:
+    """SIGKILL what of ``pids`` still carries the mark of ``case``: a test is hermetic even
+    where the helper it tests failed, and a pid whose process is gone and reaped (the usual
+    end, by now) may be another's, which is not the test's to kill."""
+    entry = f"{CASE}={case[CASE]}".encode()
     for pid in pids:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
+        processes._kill_marked(pid, entry)
 
 
 @pytest.mark.timeout(60)
 def test_a_hung_job_is_killed_whole_on_its_timeout(tmp_path):
+    case = _case_env()
     with pytest.raises(subprocess.TimeoutExpired) as raised:
-        run_job(["sh", "-c", HUNG_JOB, "_", str(tmp_path)], env=os.environ, timeout=3)
+        run_job(["sh", "-c", HUNG_JOB, "_", str(tmp_path)], env=case, timeout=3)
     assert (tmp_path / "ready").exists()  # the job was whole when the timeout came
     pids = job_pids(tmp_path)
     try:
         assert gone_within(pids, 5) == []
         assert "sleep 300" in "".join(getattr(raised.value, "__notes__", ["sleep 300"]))
     finally:
-        _kill(pids)
+        _kill(pids, case)
 
 
 @pytest.mark.timeout(30)
@@ -101,14 +113,15 @@ def test_a_job_that_ends_in_time_is_returned_as_subprocess_run_does(tmp_path):
 def test_a_hung_job_with_its_own_output_streams_is_killed_whole(tmp_path):
     """Output to a file and to nowhere, not pipes (a test of a launcher's closed or redirected
     streams): the whole job still goes at the timeout."""
+    case = _case_env()
     with open(tmp_path / "out", "w") as out, pytest.raises(subprocess.TimeoutExpired):
         argv = ["sh", "-c", HUNG_JOB, "_", str(tmp_path)]
-        run_job(argv, env=os.environ, timeout=3, stdout=out, stderr=subprocess.DEVNULL)
+        run_job(argv, env=case, timeout=3, stdout=out, stderr=subprocess.DEVNULL)
     pids = job_pids(tmp_path)
     try:
         assert gone_within(pids, 5) == []
     finally:
-        _kill(pids)
+        _kill(pids, case)
 
 
 @pytest.mark.timeout(30)
@@ -137,7 +150,8 @@ def test_mpiexec_s_ranks_carry_the_mark(tmp_path):
         pytest.skip("mpiexec is not on PATH")
     rank = 'echo $$ > "$1/$$.tmp" && mv "$1/$$.tmp" "$1/$$.pid" && exec sleep 300'
     pids: list[int] = []
-    with job_env(os.environ) as env:
+    case = _case_env()
+    with job_env(case) as env:
         argv = [mpiexec, "-n", "2", "sh", "-c", rank, "_", str(tmp_path)]
         launcher = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
         try:
@@ -153,7 +167,7 @@ def test_mpiexec_s_ranks_carry_the_mark(tmp_path):
     try:
         assert gone_within(pids, 5) == []
     finally:
-        _kill(pids)
+        _kill(pids, case)
 
 
 @pytest.mark.timeout(30)
@@ -195,3 +209,15 @@ def test_a_pid_the_scan_found_gone_is_killed_when_a_process_of_the_job_takes_it(
         finally:
             newcomer.kill()
             newcomer.wait()
+
+
+@pytest.mark.timeout(30)
+def test_a_case_s_clean_up_leaves_a_process_that_took_one_of_its_pids():
+    """The clean-up of the tests above comes after their processes are gone and reaped, when
+    any process may have their pids: a bare ``kill(pid)`` there hit that bystander."""
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        _kill([bystander.pid], _case_env())
+    finally:
+        bystander.terminate()  # what ends it tells: SIGKILL was the clean-up's
+        assert bystander.wait() == -signal.SIGTERM, "a process of no test case was killed"
