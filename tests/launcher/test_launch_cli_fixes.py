@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.launcher.launch_cli import ENV, launch
+from tests.processes import job_env
 
 HAS_RENDERER = importlib.util.find_spec("distconv.deploy") is not None
 
@@ -179,21 +180,24 @@ def test_ctrl_c_before_the_job_starts_is_one_line(tmp_path):
     slow, asked = tmp_path / "mpiexec", tmp_path / "asked"
     slow.write_text(f"#!/bin/sh\ntouch {asked}\nsleep 30\n")
     slow.chmod(0o755)
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "mpi", "-np", "1", "--mpiexec", str(slow),
-         "--run-dir", str(tmp_path / "run"), "--", "--epochs", "1"],
-        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        # in the version question: a fixed 2 s pause could land in Python's own start-up on a
-        # loaded host, and waited 2 s on a quiet one
-        deadline = time.monotonic() + 30
-        while not asked.exists():
-            assert launcher.poll() is None and time.monotonic() < deadline, "mpiexec never asked"
-            time.sleep(0.01)
-        launcher.send_signal(signal.SIGINT)
-        _, stderr = launcher.communicate(timeout=30)
-    finally:
-        launcher.kill()
+    with job_env(ENV) as env:  # a hung launcher goes with its mpiexec stand-in
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "mpi", "-np", "1", "--mpiexec", str(slow),
+             "--run-dir", str(tmp_path / "run"), "--", "--epochs", "1"],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            # in the version question: a fixed 2 s pause could land in Python's own start-up on
+            # a loaded host, and waited 2 s on a quiet one
+            deadline = time.monotonic() + 30
+            while not asked.exists():
+                assert launcher.poll() is None, "the launcher ended before mpiexec asked"
+                assert time.monotonic() < deadline, "mpiexec never asked"
+                time.sleep(0.01)
+            launcher.send_signal(signal.SIGINT)
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+            launcher.wait()
     assert launcher.returncode == 130, stderr
     assert stderr.strip() == "distconv-launch mpi: interrupted before the job started"

@@ -14,6 +14,7 @@ import pytest
 
 from tests.launcher.launch_cli import ENV
 from tests.launcher.test_supervision import wait_gone
+from tests.processes import job_env
 
 #: ctypes' library, mapped as cli imports launcher.child (the distconv package's numpy
 #: imports it too, before the installed command's own modules, where numpy came with it)
@@ -27,8 +28,9 @@ if __name__ == '__main__':
 """
 
 
-def _start(argv: list[str], cwd, installed: bool = False) -> subprocess.Popen:
-    """``python -m launcher ARGV``, or the installed command ``distconv-launch ARGV``."""
+def _start(argv: list[str], cwd, env: dict[str, str], installed: bool = False) -> subprocess.Popen:
+    """``python -m launcher ARGV`` run with ``env`` (a :func:`tests.processes.job_env`'s: a
+    launcher that hangs goes with all it started), or the installed ``distconv-launch ARGV``."""
     command = [sys.executable, "-m", "launcher"]
     if installed:
         if importlib.util.find_spec("distconv.launch") is None:
@@ -39,7 +41,7 @@ def _start(argv: list[str], cwd, installed: bool = False) -> subprocess.Popen:
         command = [sys.executable, str(script)]
     return subprocess.Popen(
         [*command, *argv],
-        env=ENV,
+        env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -77,13 +79,15 @@ def test_a_stop_signal_while_the_launcher_imports_is_one_line(tmp_path, signum, 
     """Ctrl-C printed a traceback from an import; SIGTERM and SIGHUP ended it without a word.
     The installed command imports the distconv package before its own: numpy came with it."""
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run")]
-    launcher = _start([*argv, "--", "true"], tmp_path, installed)
-    try:
-        _wait_for(lambda: CLI_IMPORTING in _maps(launcher.pid), launcher, "cli's imports")
-        launcher.send_signal(signum)
-        _, stderr = launcher.communicate(timeout=60)
-    finally:
-        launcher.kill()
+    with job_env(ENV) as env:
+        launcher = _start([*argv, "--", "true"], tmp_path, env, installed)
+        try:
+            _wait_for(lambda: CLI_IMPORTING in _maps(launcher.pid), launcher, "cli's imports")
+            launcher.send_signal(signum)
+            _, stderr = launcher.communicate(timeout=60)
+        finally:
+            launcher.kill()
+            launcher.wait()
     assert "Traceback" not in stderr
     assert stderr.strip() == f"distconv-launch local: {said}"
     assert launcher.returncode == 128 + signum
@@ -98,15 +102,19 @@ def test_sigterm_while_the_launcher_asks_mpiexec_stops_it_and_says_so(tmp_path):
     slow.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
     slow.chmod(0o755)
     argv = ["mpi", "-np", "1", "--mpiexec", str(slow), "--run-dir", str(tmp_path / "run")]
-    launcher = _start([*argv, "--", "--epochs", "1"], tmp_path)
-    try:
-        _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), launcher, "mpiexec")
-        launcher.send_signal(signal.SIGTERM)
-        _, stderr = launcher.communicate(timeout=60)
-    finally:
-        launcher.kill()
-    assert stderr.strip() == "distconv-launch mpi: stopped by SIGTERM before the job started"
-    assert launcher.returncode == 143
-    # killed, not left running (a zombie until init reaps it: subprocess.run does not wait
-    # for the child it kills on an interrupt, and the launcher has exited)
-    assert wait_gone([int(pid_file.read_text())]) == []
+    with job_env(ENV) as env:  # the stand-in's sleep goes too, whatever the launcher did
+        launcher = _start([*argv, "--", "--epochs", "1"], tmp_path, env)
+        try:
+            written = lambda: pid_file.exists() and pid_file.read_text().strip()  # noqa: E731
+            _wait_for(written, launcher, "mpiexec")
+            launcher.send_signal(signal.SIGTERM)
+            _, stderr = launcher.communicate(timeout=60)
+        finally:
+            launcher.kill()
+            launcher.wait()
+        assert stderr.strip() == "distconv-launch mpi: stopped by SIGTERM before the job started"
+        assert launcher.returncode == 143
+        # killed, not left running (a zombie until init reaps it: subprocess.run does not wait
+        # for the child it kills on an interrupt, and the launcher has exited); checked before
+        # the block's end kills what is left of the job
+        assert wait_gone([int(pid_file.read_text())]) == []

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.launcher.launch_cli import ENV, REPO_ROOT
+from tests.processes import job_env
 
 #: a module whose import is interrupted halfway: the signal comes in its body
 SELF_SIGNAL = """import os, signal, time
@@ -59,17 +60,20 @@ def test_ctrl_c_at_any_moment_of_the_start_up_is_one_line(tmp_path):
     wrong = []
     try:
         for step in range(8):
-            launcher = subprocess.Popen(
-                [sys.executable, "-m", "launcher", "mpi", "-np", "1", "--mpiexec", str(slow),
-                 "--run-dir", str(tmp_path / f"run{step}"), "--", "--epochs", "1"],
-                env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            try:
-                time.sleep(0.1 + 0.16 * step)
-                launcher.send_signal(signal.SIGINT)
-                _, stderr = launcher.communicate(timeout=40)
-            finally:
-                launcher.kill()
+            with job_env(ENV) as env:  # a hung launcher goes with its mpiexec stand-in
+                launcher = subprocess.Popen(
+                    [sys.executable, "-m", "launcher", "mpi", "-np", "1", "--mpiexec", str(slow),
+                     "--run-dir", str(tmp_path / f"run{step}"), "--", "--epochs", "1"],
+                    env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True,
+                )  # fmt: skip
+                try:
+                    time.sleep(0.1 + 0.16 * step)
+                    launcher.send_signal(signal.SIGINT)
+                    _, stderr = launcher.communicate(timeout=40)
+                finally:
+                    launcher.kill()
+                    launcher.wait()
             if "Fatal Python error: init_" in stderr:  # Python's own start-up: site, sys.stdout
                 continue
             if "Traceback" in stderr and "/launcher/cli.py" not in stderr:

@@ -17,6 +17,7 @@ import pytest
 
 from tests.launcher.launch_cli import ENV
 from tests.launcher.real_children import mpiexec_or_skip
+from tests.processes import job_env
 
 SCRIPT = """
 import time
@@ -40,23 +41,29 @@ def test_a_scripts_lines_come_whole_before_it_exits_and_survive_a_stop(tmp_path:
     mpiexec_or_skip()
     script, run = tmp_path / "ranks.py", tmp_path / "run"
     script.write_text(SCRIPT)
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "mpi", "-np", "2", "--mpi-flavor", "mpich",
-         "--run-dir", str(run), "--grace", "10", "--", str(script)],
-        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
     log = run / "logs" / "mpiexec-0.log"
-    try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:  # every rank's 200 lines, while the ranks sleep
-            text = log.read_text() if log.exists() else ""
-            if text.count("ready 199 ") == 2:
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"the ranks' lines did not come while they ran: {text[-500:]!r}")
-    finally:
-        out, err = _stop(launcher)
+    # job_env: a launcher that hangs on its stop goes with mpiexec, its proxy and its ranks
+    with job_env(ENV) as env:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "mpi", "-np", "2", "--mpi-flavor", "mpich",
+             "--run-dir", str(run), "--grace", "10", "--", str(script)],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:  # every rank's 200 lines, while the ranks sleep
+                text = log.read_text() if log.exists() else ""
+                if text.count("ready 199 ") == 2:
+                    break
+                time.sleep(0.2)
+            else:
+                pytest.fail(f"the ranks' lines did not come while they ran: {text[-500:]!r}")
+        finally:
+            try:
+                out, err = _stop(launcher)
+            finally:
+                launcher.kill()  # where the stop hung past its communicate()
+                launcher.wait()
     assert launcher.returncode == 128 + signal.SIGTERM, err
     lines = [line for line in out.splitlines() if "ready" in line]
     expected = {f"[{r}] ready {i} {'x' * 60}" for r in (0, 1) for i in range(200)}

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.launcher.launch_cli import ENV, launch
+from tests.processes import job_env
 
 #: the second launch's own flags
 SECOND = {"local": ("local", "--workers", "1", "--servers", "0"), "mpi": ("mpi", "-np", "1")}
@@ -31,40 +32,47 @@ def test_a_second_launch_into_a_running_launchs_run_dir_is_refused(tmp_path, sec
     run_dir, up = tmp_path / "run", tmp_path / "up"
     script = tmp_path / "waits.py"
     script.write_text(WAITS)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
-         "--run-dir", str(run_dir), "--grace", "5", "--", str(script), str(up)],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,  # its own group: stopped whole whatever the test does
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not up.exists() and first.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert up.exists(), "the first launch's worker never started"
-        logs = sorted(p.name for p in (run_dir / "logs").iterdir())
-        own = SECOND[second]
-        done = launch(
-            *own, "--run-dir", str(run_dir), "--", "sh", "-c", "echo second", cwd=tmp_path
-        )
-        assert done.returncode == 1, done.stderr
-        last = done.stderr.strip().splitlines()[-1]
-        assert last.startswith(f"distconv-launch {second}: error: {run_dir} is in use by the "
-                               f"launch of pid {first.pid} on "), last  # fmt: skip
-        assert "second" not in done.stdout
-        assert sorted(p.name for p in (run_dir / "logs").iterdir()) == logs
-        assert (run_dir / "logs" / "worker-0.log").read_text() == ""  # none of the second's
-        assert not (run_dir / "failure.json").exists()
-        assert first.poll() is None  # the first runs on, untouched
-    finally:
-        os.killpg(first.pid, signal.SIGTERM)
-        first.communicate(timeout=30)
-    assert first.returncode == 143, first.stderr
-    # the lock goes with its launch: the next one into the directory runs
-    done = launch("local", "--workers", "1", "--servers", "0", "--run-dir", str(run_dir), "--",
-                  "sh", "-c", "echo again", cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "[worker 0] again" in done.stdout
+    # job_env: what the first launch started goes, even where its launcher hangs on the stop
+    with job_env(ENV) as env:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
+             "--run-dir", str(run_dir), "--grace", "5", "--", str(script), str(up)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,  # its own group: stopped whole whatever the test does
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not up.exists() and first.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert up.exists(), "the first launch's worker never started"
+            logs = sorted(p.name for p in (run_dir / "logs").iterdir())
+            own = SECOND[second]
+            done = launch(
+                *own, "--run-dir", str(run_dir), "--", "sh", "-c", "echo second", cwd=tmp_path
+            )
+            assert done.returncode == 1, done.stderr
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith(f"distconv-launch {second}: error: {run_dir} is in use by the "
+                                   f"launch of pid {first.pid} on "), last  # fmt: skip
+            assert "second" not in done.stdout
+            assert sorted(p.name for p in (run_dir / "logs").iterdir()) == logs
+            assert (run_dir / "logs" / "worker-0.log").read_text() == ""  # none of the second's
+            assert not (run_dir / "failure.json").exists()
+            assert first.poll() is None  # the first runs on, untouched
+        finally:
+            os.killpg(first.pid, signal.SIGTERM)
+            try:
+                first.communicate(timeout=30)
+            finally:
+                first.kill()  # where it hung on the stop: job_env's end takes the rest
+                first.wait()
+        assert first.returncode == 143, first.stderr
+        # the lock goes with its launch: the next one into the directory runs (inside the
+        # block: a child of the first that outlived it, and held the lock, is still there)
+        done = launch("local", "--workers", "1", "--servers", "0", "--run-dir", str(run_dir),
+                      "--", "sh", "-c", "echo again", cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "[worker 0] again" in done.stdout
 
 
 @pytest.mark.timeout(60)

@@ -280,21 +280,22 @@ def test_under_nohup_a_hangup_does_not_stop_the_job(tmp_path):
     # the hangup lands while the job runs (a fixed 1 s pause could land in the launcher's own
     # start-up on a loaded host), and the job ends once the launcher has had time to act on it
     job = f"touch {started}; until [ -e {hung_up} ]; do sleep 0.01; done; echo ok"
-    launcher = subprocess.Popen(
-        launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", job),
-        env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
-    )  # fmt: skip
-    try:
-        wait_for([started])
-        launcher.send_signal(signal.SIGHUP)
-        time.sleep(0.5)  # many of the launcher's looks (0.05 s): a stop would have begun
-        hung_up.touch()
-        stdout, stderr = launcher.communicate(timeout=30)
-    finally:
-        hung_up.touch()  # also where a check gave up: the job's loop ends, not only its parent
-        launcher.kill()
-        launcher.wait()
+    with job_env(ENV) as env:  # and what is left of the job goes at the block's end
+        launcher = subprocess.Popen(
+            launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", job),
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
+        )  # fmt: skip
+        try:
+            wait_for([started])
+            launcher.send_signal(signal.SIGHUP)
+            time.sleep(0.5)  # many of the launcher's looks (0.05 s): a stop would have begun
+            hung_up.touch()
+            stdout, stderr = launcher.communicate(timeout=30)
+        finally:
+            hung_up.touch()  # also where a check gave up: the job's loop ends, not only its parent
+            launcher.kill()
+            launcher.wait()
     assert launcher.returncode == 0, stderr
     assert stdout == "[worker 0] ok\n"
 
