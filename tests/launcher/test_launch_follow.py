@@ -18,24 +18,19 @@ import pytest
 from test_supervision import ENV, launch_argv, wait_for, wait_gone
 
 from distconv.procfs import process_identity
+from tests.processes import job_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _launch_wrapped(tmp_path: Path, wrapper: str) -> subprocess.Popen:
-    """A launcher of one worker that runs ``sh -c wrapper``: the wrapper is the launcher's
-    child, what it starts is not."""
+def _launch_wrapped(tmp_path: Path, wrapper: str, env: dict[str, str]) -> subprocess.Popen:
+    """A launcher of one worker that runs ``sh -c wrapper`` with ``env`` (a
+    :func:`tests.processes.job_env`'s): the wrapper is the launcher's child, what it starts
+    is not."""
     argv = launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", "sh", "-c")
     return subprocess.Popen(
         [*argv, wrapper],
-        env=ENV,
+        env=env,
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -75,18 +70,16 @@ def test_a_script_started_process_stops_when_its_launcher_is_killed(tmp_path):
         f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
         "time.sleep(50)\n"
     )
-    launcher = _launch_wrapped(tmp_path, f"{sys.executable} {script}; sleep 50")  # sh waits
-    pid = None
-    try:
-        pid = _pid_in(pid_file)
-        os.kill(launcher.pid, signal.SIGKILL)
-        launcher.wait(timeout=10)
-        assert wait_gone([pid], limit=10) == [], "the script outlived its killed launcher"
-    finally:
-        _kill(launcher.pid)
-        launcher.wait()
-        if pid is not None:
-            _kill(pid)
+    with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
+        launcher = _launch_wrapped(tmp_path, f"{sys.executable} {script}; sleep 50", env)
+        try:
+            pid = _pid_in(pid_file)
+            os.kill(launcher.pid, signal.SIGKILL)
+            launcher.wait(timeout=10)
+            assert wait_gone([pid], limit=10) == [], "the script outlived its killed launcher"
+        finally:
+            launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
+            launcher.wait()
 
 
 @pytest.mark.timeout(120)
@@ -99,29 +92,28 @@ def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(
     # launcher is gone, which may end a process that writes, but not one that trains quietly
     log = tmp_path / "train.log"
     wrapper = f"echo $$ > {tmp_path / 'sh.pid'}; {' '.join(train)} > {log} 2>&1; sleep 50"
-    launcher = _launch_wrapped(tmp_path, wrapper)
-    trainer = None
-    try:
-        shell = _pid_in(tmp_path / "sh.pid")
-        deadline = time.monotonic() + 60
-        while trainer is None:
-            assert time.monotonic() < deadline, "distconv train never started"
-            children = Path(f"/proc/{shell}/task/{shell}/children")
-            found = children.read_text().split() if children.exists() else []
-            trainer = int(found[0]) if found else None
-            time.sleep(0.05)
-        wait_for([out / "metrics.jsonl"], limit=60)  # it trains
-        os.kill(launcher.pid, signal.SIGKILL)
-        launcher.wait(timeout=10)
-        assert wait_gone([trainer], limit=30) == [], "distconv train outlived its launcher"
-        said = log.read_text()
-        assert "stopped by SIGTERM after step" in said, said[-2000:]
-        assert "the launcher (pid" in said and "has ended" in said
-    finally:
-        _kill(launcher.pid)
-        launcher.wait()
-        if trainer is not None:
-            _kill(trainer)
+    with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
+        launcher = _launch_wrapped(tmp_path, wrapper, env)
+        trainer = None
+        try:
+            shell = _pid_in(tmp_path / "sh.pid")
+            deadline = time.monotonic() + 60
+            while trainer is None:
+                assert time.monotonic() < deadline, "distconv train never started"
+                children = Path(f"/proc/{shell}/task/{shell}/children")
+                found = children.read_text().split() if children.exists() else []
+                trainer = int(found[0]) if found else None
+                time.sleep(0.05)
+            wait_for([out / "metrics.jsonl"], limit=60)  # it trains
+            os.kill(launcher.pid, signal.SIGKILL)
+            launcher.wait(timeout=10)
+            assert wait_gone([trainer], limit=30) == [], "distconv train outlived its launcher"
+            said = log.read_text()
+            assert "stopped by SIGTERM after step" in said, said[-2000:]
+            assert "the launcher (pid" in said and "has ended" in said
+        finally:
+            launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
+            launcher.wait()
 
 
 #: seconds between a follower's looks at the launcher in these tests: the module's 1 s made
@@ -207,15 +199,17 @@ def test_a_process_whose_parent_took_the_launchers_pid_stops():
     where = " ".join(process_identity().split(" ")[:2])
     code = _FOLLOW_STOPPED_AT_ONCE.replace("time.sleep(20)", "time.sleep(20); print('ran on')")
     shell = f'export DISTCONV_LAUNCHER="{where} $$ 1"; {sys.executable} -c "$0"; exit 0'
-    proc = subprocess.Popen(
-        ["sh", "-c", shell, code], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    with _killed_after(proc):
-        assert proc.stdout.readline().strip() == "True", proc.stderr.read()
-        proc.wait(timeout=10)  # the shell ends with the follower
-        assert "has ended" in proc.stderr.read()
-        assert proc.stdout.read() == ""
+    # job_env: the follower is the shell's child, which _killed_after's kill leaves running
+    with job_env(ENV) as env:
+        proc = subprocess.Popen(
+            ["sh", "-c", shell, code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        with _killed_after(proc):
+            assert proc.stdout.readline().strip() == "True", proc.stderr.read()
+            proc.wait(timeout=10)  # the shell ends with the follower
+            assert "has ended" in proc.stderr.read()
+            assert proc.stdout.read() == ""
 
 
 @pytest.mark.timeout(60)
@@ -236,22 +230,20 @@ def test_the_launchers_own_child_under_another_group_stops_when_it_is_killed(tmp
     )
     regid = ["setpriv", f"--regid={os.getgid() + 1}", "--keep-groups", sys.executable]
     argv = launch_argv(tmp_path / "run", "--workers", "1", "--servers", "0", "--", *regid)
-    launcher = subprocess.Popen(
-        [*argv, str(script)], env=ENV, cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    pid = None
-    try:
-        pid = _pid_in(pid_file)
-        assert _ppid_of(pid) == launcher.pid  # its own child, not a script's
-        os.kill(launcher.pid, signal.SIGKILL)
-        launcher.wait(timeout=10)
-        assert wait_gone([pid], limit=10) == [], "the launcher's child outlived it"
-    finally:
-        _kill(launcher.pid)
-        launcher.wait()
-        if pid is not None:
-            _kill(pid)
+    with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
+        launcher = subprocess.Popen(
+            [*argv, str(script)], env=env, cwd=tmp_path,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            pid = _pid_in(pid_file)
+            assert _ppid_of(pid) == launcher.pid  # its own child, not a script's
+            os.kill(launcher.pid, signal.SIGKILL)
+            launcher.wait(timeout=10)
+            assert wait_gone([pid], limit=10) == [], "the launcher's child outlived it"
+        finally:
+            launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
+            launcher.wait()
 
 
 def _ppid_of(pid: int) -> int:
