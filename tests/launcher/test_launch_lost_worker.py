@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from distconv.sync.ps.channel import STOP_PATIENCE
-from tests.probes import processes_naming
+from tests.processes import job_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
@@ -32,15 +32,16 @@ for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
 GRACE = 60
 
 
-def start(run: Path, mode: str = "sync") -> subprocess.Popen:
-    """Two workers, one shard, many short epochs (a checkpoint at each epoch's end)."""
+def start(run: Path, env: dict[str, str], mode: str = "sync") -> subprocess.Popen:
+    """Two workers, one shard, many short epochs (a checkpoint at each epoch's end), run with
+    ``env`` (a :func:`tests.processes.job_env`'s, whose end takes what is left of the job)."""
     argv = [
         sys.executable, "-m", "launcher", "local", "--workers", "2", "--servers", "1",
         "--mode", mode, "--run-dir", str(run), "--grace", str(GRACE), "--",
         "--data", "synthetic", "--epochs", "5000", "--batch-size", "32", "--no-progress",
     ]  # fmt: skip
     return subprocess.Popen(
-        argv, env=ENV, cwd=run.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv, env=env, cwd=run.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
@@ -75,30 +76,22 @@ def checkpoint_steps(run: Path) -> list[int]:
     return sorted(int(re.search(r"\d+", m.stem).group()) for m in manifests)
 
 
-def cleanup(launcher: subprocess.Popen, run: Path) -> None:
-    launcher.kill()
-    launcher.wait()
-    for pid in processes_naming(run):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def kill_mid_training(run: Path, pid_of, mode: str = "sync") -> tuple[int, str, int]:
     """Start the job, SIGKILL the process ``pid_of()`` names once it trained, and wait for the
     launcher; its status, its output and the pid killed. The shard looks every half second:
     the launcher must end within seconds (before: the stop's patience, or the grace)."""
-    launcher = start(run, mode)
-    try:
-        until_trained(launcher, run)
-        pid = pid_of()
-        os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
-        output, _ = launcher.communicate(timeout=GRACE + 60)
-        took = time.monotonic() - killed
-    finally:
-        cleanup(launcher, run)
+    with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
+        launcher = start(run, env, mode)
+        try:
+            until_trained(launcher, run)
+            pid = pid_of()
+            os.kill(pid, signal.SIGKILL)
+            killed = time.monotonic()
+            output, _ = launcher.communicate(timeout=GRACE + 60)
+            took = time.monotonic() - killed
+        finally:
+            launcher.kill()
+            launcher.wait()
     assert took < STOP_PATIENCE + 5, f"the launcher took {took:.1f} s (grace {GRACE} s)"
     return launcher.returncode, output, pid
 
@@ -156,13 +149,15 @@ def test_a_killed_shard_ends_the_job_at_once_and_the_workers_name_it(tmp_path):
 @pytest.mark.timeout(240)
 def test_a_sigterm_still_stops_both_workers_at_one_step_with_a_checkpoint(tmp_path):
     run = tmp_path / "run"
-    launcher = start(run)
-    try:
-        until_trained(launcher, run)
-        launcher.send_signal(signal.SIGTERM)
-        output, _ = launcher.communicate(timeout=GRACE + 60)
-    finally:
-        cleanup(launcher, run)
+    with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
+        launcher = start(run, env)
+        try:
+            until_trained(launcher, run)
+            launcher.send_signal(signal.SIGTERM)
+            output, _ = launcher.communicate(timeout=GRACE + 60)
+        finally:
+            launcher.kill()
+            launcher.wait()
     assert launcher.returncode == 143, output[-3000:]
     steps = set()
     for rank in (0, 1):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from launcher.ports import free_ports
-from tests.probes import processes_naming, trained_samples
-from tests.processes import job_env, run_job
+from tests.probes import trained_samples
+from tests.processes import job_env, job_left, run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
@@ -92,24 +92,23 @@ def test_a_killed_launcher_leaves_a_parameter_server_worker_its_checkpoint(tmp_p
     signal); the shard drains, so the worker checkpoints through it before it goes."""
     run = tmp_path / "run"
     (port,) = free_ports(1)
-    launcher = subprocess.Popen(
-        launch_argv(run, 1, "--health-port", str(port), "--epochs", "5000"),
-        env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while trained_samples(port) <= 0:
-            assert launcher.poll() is None, "the job ended before it trained"
-            assert time.monotonic() < deadline, "the worker never trained a step"
-            time.sleep(0.02)
-        launcher.kill()
-        launcher.wait()
-        deadline = time.monotonic() + 60
-        while processes_naming(run) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not processes_naming(run), "the shard or the worker outlived the launcher by 60 s"
-        assert _mid_epoch_checkpoint(run) is not None, "no checkpoint at the SIGTERM"
-    finally:
-        launcher.kill()
-        for pid in processes_naming(run):
-            os.kill(pid, signal.SIGKILL)
+    with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
+        launcher = subprocess.Popen(
+            launch_argv(run, 1, "--health-port", str(port), "--epochs", "5000"),
+            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while trained_samples(port) <= 0:
+                assert launcher.poll() is None, "the job ended before it trained"
+                assert time.monotonic() < deadline, "the worker never trained a step"
+                time.sleep(0.02)
+            launcher.kill()
+            launcher.wait()
+            # the job by its mark: a grandchild that does not name the run folder counts too
+            left = job_left(env, 60)
+            assert left == {}, f"the shard or the worker outlived the launcher by 60 s: {left}"
+            assert _mid_epoch_checkpoint(run) is not None, "no checkpoint at the SIGTERM"
+        finally:
+            launcher.kill()
+            launcher.wait()
