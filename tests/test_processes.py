@@ -144,11 +144,17 @@ def test_the_mark_reaches_every_child_and_changes_no_command():
 @pytest.mark.timeout(60)
 def test_mpiexec_s_ranks_carry_the_mark(tmp_path):
     """``mpiexec`` starts its ranks through a daemon of its own (Hydra's proxy), which builds
-    their environment: the mark must reach them, or a hung MPI job outlives its test."""
+    their environment: the mark must reach them, or a hung MPI job outlives its test. Each
+    rank also starts a process in a session of its own, which Hydra's clean-up of its ranks
+    (a second after mpiexec dies) does not reach: only the mark's kill ends it."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         pytest.skip("mpiexec is not on PATH")
-    rank = 'echo $$ > "$1/$$.tmp" && mv "$1/$$.tmp" "$1/$$.pid" && exec sleep 300'
+    # the file is named after the rank's pid and holds its session-leaving child's
+    rank = (
+        'setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "$1/$$.tmp" && '
+        'mv "$1/$$.tmp" "$1/$$.pid" && exec sleep 300'
+    )
     pids: list[int] = []
     case = _case_env()
     with job_env(case) as env:
@@ -159,7 +165,7 @@ def test_mpiexec_s_ranks_carry_the_mark(tmp_path):
             while len(ranks := list(tmp_path.glob("*.pid"))) < 2:
                 assert time.monotonic() < deadline, "the ranks never started"
                 time.sleep(0.05)
-            pids = [int(path.stem) for path in ranks]
+            pids = [int(path.stem) for path in ranks] + [int(p.read_text()) for p in ranks]
             assert set(pids) <= set(job_processes(env))
         finally:
             launcher.kill()  # what follows is the mark's work alone
