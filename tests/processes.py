@@ -149,13 +149,17 @@ def run_job(
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException as exc:  # a timeout, or pytest's own timeout or a Ctrl-C
-        killed = kill_job(job)
+        try:
+            note = f"processes of the job killed:\n{kill_job(job)}"
+        except OSError as error:  # what went wrong first is what the test reports
+            note = f"the job could not be killed by its mark: {error}"
+        finally:  # the first process goes even so (were its mark lost, or the kill failed);
+            proc.kill()  # and no communicate(): what escaped may hold a pipe
+            proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
         if hasattr(exc, "add_note"):
-            exc.add_note(f"processes of the job killed:\n{killed}")
-        proc.kill()  # were its mark lost; and no communicate(): what escaped may hold a pipe
-        proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+            exc.add_note(note)
         raise
     return CompletedJob(proc.args, proc.returncode, out, err, job)

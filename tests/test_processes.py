@@ -227,3 +227,25 @@ def test_a_case_s_clean_up_leaves_a_process_that_took_one_of_its_pids():
     finally:
         bystander.terminate()  # what ends it tells: SIGKILL was the clean-up's
         assert bystander.wait() == -signal.SIGTERM, "a process of no test case was killed"
+
+
+@pytest.mark.timeout(30)
+def test_a_job_whose_kill_fails_still_loses_its_first_process(tmp_path, monkeypatch):
+    """Where the kill by the mark itself fails (no pidfds here, too many open files), the
+    process run_job started is still killed and reaped, and the timeout is what is raised."""
+
+    def refused(env: object) -> str:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(processes, "kill_job", refused)
+    case = _case_env()
+    argv = ["sh", "-c", 'echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; exec sleep 300']
+    pid = tmp_path / "pid"
+    try:
+        with pytest.raises(subprocess.TimeoutExpired) as raised:
+            run_job([*argv, "_", str(tmp_path)], env=case, timeout=2)
+        assert gone_within([int(pid.read_text())], 5) == []
+        assert "could not be killed" in "".join(raised.value.__notes__)
+    finally:
+        if pid.exists():
+            _kill([int(pid.read_text())], case)
