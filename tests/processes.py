@@ -12,6 +12,7 @@ environment (``env -i``) escapes it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -72,6 +73,10 @@ def _kill_marked(pid: int, entry: bytes) -> bool:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
         return False  # gone
+    except OSError as exc:  # refused: Linux before 5.3, older Docker releases' seccomp profile
+        if exc.errno not in (errno.ENOSYS, errno.EPERM):
+            raise
+        return _kill_marked_by_pid(pid, entry)
     try:  # the look comes after the open: a pid reused between the two is not ours to kill
         if not _carries(pid, entry):
             return False
@@ -81,6 +86,19 @@ def _kill_marked(pid: int, entry: bytes) -> bool:
         return False
     finally:
         os.close(pidfd)
+
+
+def _kill_marked_by_pid(pid: int, entry: bytes) -> bool:
+    """:func:`_kill_marked` where pidfds are refused: the look, then a plain ``kill(pid)``. A
+    pid reused between the two (microseconds, not the scan's milliseconds) is still hit: on
+    such a host that is the price of not leaving the job running."""
+    if not _carries(pid, entry):
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def kill_job(env: Mapping[str, str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
@@ -249,3 +250,32 @@ def test_a_job_whose_kill_fails_still_loses_its_first_process(tmp_path, monkeypa
     finally:
         if pid.exists():
             _kill([int(pid.read_text())], case)
+
+
+@pytest.mark.timeout(30)
+def test_where_pidfds_are_refused_the_job_is_still_killed_by_its_mark(monkeypatch):
+    """Linux before 5.3, or the seccomp profile of older Docker releases, refuses
+    ``pidfd_open``: kill_job raised there, and killed nothing."""
+
+    def refused(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    with job_env(os.environ) as env:
+        child = subprocess.Popen(["sleep", "300"], env=env)
+        bystander = subprocess.Popen(["sleep", "300"])
+        try:
+            while child.pid not in job_processes(env):
+                time.sleep(0.02)
+            scan, stale = processes.job_processes, {bystander.pid: "gone since, pid reused"}
+            scans = iter([lambda env: {**scan(env), **stale}])  # the first scan is stale
+            monkeypatch.setattr(processes, "job_processes", lambda env: next(scans, scan)(env))
+            monkeypatch.setattr(os, "pidfd_open", refused)
+            kill_job(env)
+            monkeypatch.undo()
+            assert child.wait(timeout=5) == -signal.SIGKILL
+            assert bystander.poll() is None, "a process of no job was killed"
+        finally:
+            monkeypatch.undo()
+            for proc in (child, bystander):
+                proc.kill()
+                proc.wait()
