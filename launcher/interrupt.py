@@ -113,31 +113,53 @@ def release() -> None:
 
 def run_captured(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, capture_output=True, text=True)``, whose child a stop signal
-    never leaves running: the signals are held while ``Popen`` starts it, so one that comes
-    then is raised once the object that can kill it exists (raised inside ``Popen()`` it left
-    the child with nothing holding its pid: a ``mpiexec --version`` alive after the launcher).
-    The child starts with them held too, which a short query run to its end does not mind.
+    never leaves running: a signal that comes while ``Popen`` starts it is kept, and raised once
+    the object that can kill it exists (raised inside ``Popen()`` it left the child with nothing
+    holding its pid: a ``mpiexec --version`` alive after the launcher).
+
+    It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
+    only, and the kernel hands a signal sent to the process to any thread that does not block
+    it (numpy's BLAS threads, a retry timer), whose Python handler then ran in the main thread
+    inside ``Popen`` all the same.
 
     Raises:
         OSError: the program cannot be started.
         subprocess.TimeoutExpired: it ran past ``timeout`` (it is killed first).
+        Interrupted: a stop signal came once the launcher was armed (the child is killed).
     """
     import subprocess
 
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    global _armed
+    armed, kept = _armed, len(_pending)
+    _armed = False  # _on_signal keeps what comes now in _pending
     try:
         child = subprocess.Popen(
             list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        _rearm(armed, kept)
         raise
     with child:
         try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held till now is raised here
+            _rearm(armed, kept)  # from here a signal raises in this try, which kills the child
             stdout, stderr = child.communicate(timeout=timeout)
         except BaseException:  # a timeout or a stop signal: not left running
             child.kill()
             child.wait()
             raise
     return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+
+
+def _rearm(armed: bool, kept: int) -> None:
+    """Arm again if :func:`run_captured` found the launcher armed, and raise the first stop
+    signal kept since (``_pending`` past ``kept``); one kept before arming stays for :func:`arm`.
+
+    Raises:
+        Interrupted: a stop signal came while the child started.
+    """
+    global _armed
+    _armed = armed
+    if armed and len(_pending) > kept:
+        signum = _pending[kept]
+        del _pending[kept:]
+        raise Interrupted(signum)
