@@ -19,8 +19,8 @@ from distconv.deploy.shell import (
     sets_variable,
     shell_command,
     split_env_strings,
-    split_words,
 )
+from distconv.deploy.words import split_words
 
 Manifest = dict[str, Any]
 #: what makes a value more or less than one word, as written, where the shell reads it

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from distconv.deploy import manifest_problems
-from distconv.deploy.shell import split_words
+from distconv.deploy.words import split_words
 from tests.deploy.test_programs_first_command import _GRACE, _RANK, _beside_the_job
 
 pytestmark = pytest.mark.timeout(60)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from distconv.deploy.shell import split_words
+from distconv.deploy.words import split_words
 
 pytestmark = pytest.mark.timeout(60)
 
