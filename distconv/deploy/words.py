@@ -41,8 +41,13 @@ def split_words(text: str, newlines: bool = False) -> list[str]:
         return text.split()
 
 
-#: a shell's operators, the longest first, as a run of shlex's punctuation holds them
-_OPERATOR = re.compile(r";;&|;;|;&|&&|\|\||\|&|&>>|&>|>>|>&|>\||<<<|<<-|<<|<&|<>|[();<>|&]")
+#: a shell's operators, the longest first, as a run of shlex's punctuation holds them; ``((``
+#: and ``))`` stay one word each: they open and close an arithmetic expansion (``$((I + 1))``,
+#: bash's ``(( ... ))``), whose words are no command (POSIX asks for ``( (`` where two
+#: subshells are meant)
+_OPERATOR = re.compile(
+    r"\(\(|\)\)|;;&|;;|;&|&&|\|\||\|&|&>>|&>|>>|>&|>\||<<<|<<-|<<|<&|<>|[();<>|&]"
+)
 _PUNCTUATION = set(PUNCTUATION[True])
 
 
