@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from distconv.deploy.check_index import _train_args
 from distconv.deploy.check_shards import _FILLED, _is_filled, env_as_seen, expand
 from distconv.deploy.commands import SHELLS, command_starts, past_wrappers, program_name
+from distconv.deploy.shell import SHELL_OWN
 from distconv.deploy.walk import (
     Manifest,
     _after_options,
@@ -137,11 +138,13 @@ def _set_in_string(argv: list[str]) -> dict[str, str]:
 
 def _value(container: Manifest, assigned: dict[str, str], match: re.Match) -> str:
     """The value a shell fills in for the variable ``match`` names: the one its string sets
-    (in ``assigned``), else the container's, a stand-in where only the cluster knows it, the
-    empty string where it is unset."""
+    (in ``assigned``), nothing of one the shell sets itself (``$PWD``), else the container's,
+    a stand-in where only the cluster knows it, the empty string where it is unset."""
     name = match.group(1) or match.group(2)
     if name in assigned:
         return assigned[name]
+    if name in SHELL_OWN:  # a path or a number the shell sets: no program of the pod's env
+        return ""
     known, value = env_as_seen(container, name)
     return _FILLED if not known else value or ""
 

@@ -30,6 +30,13 @@ _LEADING_SET = re.compile(
 #: a ``NAME=`` anywhere in a shell string: where it sets the variable again, only the running
 #: shell knows which value a ``$NAME`` reads
 _ANY_SET = re.compile(r"(?:^|[\s;&|(])([A-Za-z_]\w*)=")
+#: the variables a shell sets itself as it starts, whatever its environment holds (sh and bash:
+#: ``PPID``, ``PWD``, ``IFS``, ``OPTIND``; bash's ``OLDPWD``, ``SHLVL`` and its counters):
+#: the pod's ``env`` value of one is not what ``$NAME`` reads
+SHELL_OWN = frozenset(
+    "PPID PWD OLDPWD IFS OPTIND SHLVL LINENO RANDOM SRANDOM SECONDS BASHPID BASH_SUBSHELL "
+    "BASH_COMMAND BASH BASH_VERSION EPOCHSECONDS EPOCHREALTIME HISTCMD PS4".split()
+)
 #: a shell's ``$NAME``, ``${NAME}`` or ``${NAME:-WORD}`` (``-`` or ``+``, each with or without
 #: ``:``; WORD plain; ``=`` would set NAME) not after a backslash: the name, the operator, WORD
 _VARIABLE = re.compile(
@@ -48,11 +55,13 @@ def fill_in_variables(
     empties the pod's variable; None: any name may be one, an ``envFrom`` may set it). A
     variable the shell only sets for itself is not the command's. Then each
     ``$NAME``/``${NAME}`` outside single quotes of a name they set or ``known`` (the
-    container's variables of a plain value) gives is replaced by that value, and so is a
+    container's variables of a plain value, less :data:`SHELL_OWN`) gives is replaced by that
+    value, and so is a
     ``${NAME:-WORD}`` of such a name, as the shell reads it (:func:`_expanded`). A variable the
     rest of the string sets again, or that neither gives (a value only the cluster knows), is
     left as written: no guess."""
-    values, prefix = dict(known), ""
+    values = {name: value for name, value in known.items() if name not in SHELL_OWN}
+    prefix = ""
     while (match := _LEADING_SET.match(script)) is not None:
         exported, name, value = match.groups()
         values[name] = value
