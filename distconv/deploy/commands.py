@@ -43,6 +43,14 @@ WRAPPERS: dict[str, tuple[str, int]] = {
     # an image's entrypoint drops root through these: the user first (gosu app CMD)
     "gosu": ("", 1),
     "su-exec": ("", 1),
+    "s6-setuidgid": ("", 1),
+    "runuser": ("ugGw", 0),  # its -u form; su's form (runuser app -c STRING) runs a shell
+    "sudo": ("aCcDgpRrTtUu", 0),
+    "doas": ("aCu", 0),
+    "chpst": ("uUbe/CnlLmdopfcart", 0),
+    "setpriv": ("", 0),
+    # a root to run in first (chroot /srv CMD)
+    "chroot": ("", 1),
     # CPU, memory and I/O placement: taskset's mask (or -c list) first
     "taskset": ("", 1),
     "numactl": ("iNmCpPw", 0),
@@ -71,6 +79,33 @@ _LONG_VALUED = {
     "--physcpubind",
     "--class",
     "--classdata",
+    "--user",
+    "--group",
+    "--supp-group",
+    "--whitelist-environment",
+    "--other-user",
+    "--prompt",
+    "--close-from",
+    "--login-class",
+    "--role",
+    "--type",
+    "--command-timeout",
+    "--chroot",
+    "--reuid",
+    "--regid",
+    "--ruid",
+    "--euid",
+    "--rgid",
+    "--egid",
+    "--groups",
+    "--inh-caps",
+    "--ambient-caps",
+    "--bounding-set",
+    "--securebits",
+    "--pdeathsig",
+    "--selinux-label",
+    "--apparmor-profile",
+    "--userspec",
 }
 
 
