@@ -209,8 +209,24 @@ def reads_commands(command: list[str]) -> bool:
     name = program_name(command[starts[0]])
     if name == "xargs":
         return True
-    letters, operands = _shell_options(command[starts[0] + 1 :])
+    letters, operands = _shell_options(_without_redirections(command[starts[0] + 1 :]))
     return name in SHELLS and ("s" in letters or not operands)
+
+
+def _without_redirections(words: list[str]) -> list[str]:
+    """``words`` less each redirection, its file and the descriptor written before it (shlex
+    gives ``2>&1`` as ``2``, ``>&``, ``1``): ``sh 2>&1`` and ``sh > /log`` name no script."""
+    kept: list[str] = []
+    at = 0
+    while at < len(words):
+        if REDIRECT.fullmatch(words[at]):
+            if kept and kept[-1].isdigit():
+                kept.pop()
+            at += 2
+        else:
+            kept.append(words[at])
+            at += 1
+    return kept
 
 
 def next_separator(words: list[str], at: int) -> int:
