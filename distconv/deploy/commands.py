@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from distconv.deploy.words import split_words
+
 #: what a shell's string starts a new command after
 SEPARATORS = {";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"}
 #: a shell's reserved words that a command follows (``if ...; then $PROG; fi``, ``{ $PROG; }``)
@@ -239,18 +241,29 @@ def unprinted(words: list[str]) -> list[str]:
     "echo $TRAIN > /log"``, ``tini -- echo ...``: :func:`command_starts`), to the shell's next
     separator, and less each redirection and its file. What an echo pipes into a reader that
     runs it (``echo distconv train ... | sh``: :func:`_run_later`) is kept: ``| tee /log`` only
-    writes it down."""
+    writes it down; so are the words of a here-string such a reader runs (``bash <<< "..."``:
+    :func:`_reads_here_string`)."""
     starts, kept, at = set(command_starts(words)), [], 0
     while at < len(words):
         if at in starts and program_name(words[at]) in _PRINTS and not _run_later(words, at):
             at = next_separator(words, at)
             continue
         if REDIRECT.fullmatch(words[at]):
+            if words[at] == "<<<" and at + 1 < len(words) and _reads_here_string(words, at):
+                kept.extend(unprinted(split_words(words[at + 1], newlines=True)))
             at += 2
             continue
         kept.append(words[at])
         at += 1
     return kept
+
+
+def _reads_here_string(words: list[str], at: int) -> bool:
+    """Whether the command whose here-string ``words[at]`` (``<<<``) gives runs it as
+    commands: a shell that reads its input (``bash <<< "distconv train ..."``:
+    :func:`reads_commands`)."""
+    begin = max((i + 1 for i in range(at) if words[i] in SEPARATORS), default=0)
+    return reads_commands(words[begin : next_separator(words, at)])
 
 
 def _run_later(words: list[str], at: int) -> bool:
