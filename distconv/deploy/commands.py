@@ -55,7 +55,7 @@ WRAPPERS: dict[str, tuple[str, int]] = {
     "chroot": ("", 1),
     # CPU, memory and I/O placement: taskset's mask (or -c list) first
     "taskset": ("", 1),
-    "numactl": ("iNmCpPw", 0),
+    "numactl": ("iNcmCpPw", 0),
     "ionice": ("cn", 0),
 }
 #: the long options of those wrappers whose value is the next word (``--signal TERM``)
@@ -78,6 +78,7 @@ _LONG_VALUED = {
     "--weighted-interleave",
     "--membind",
     "--cpunodebind",
+    "--cpubind",
     "--physcpubind",
     "--class",
     "--classdata",
