@@ -28,8 +28,10 @@ def overlapping_runs(objs: Sequence[Manifest]) -> Iterator[str]:
     runs."""
     for cron in _of_kind(objs, "CronJob"):
         spec = spec_of(cron)
-        policy = spec.get("concurrencyPolicy") or "Allow"
-        if policy not in POLICIES:
+        # only an empty string is defaulted: a number or a boolean (YAML's no) is refused
+        policy = spec.get("concurrencyPolicy", "")
+        policy = "Allow" if policy == "" else policy
+        if not isinstance(policy, str) or policy not in POLICIES:
             yield (
                 f"{_where(cron)}: concurrencyPolicy {policy!r} is none the API server takes "
                 f"({', '.join(POLICIES)})"
