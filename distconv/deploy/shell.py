@@ -18,6 +18,8 @@ from distconv.deploy.commands import SHELLS, past_wrappers, program_name
 KUBELET_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
 #: what a shell expands or acts on: a string holding one is no plain command line as written
 SHELL_SYNTAX = re.compile(r"[\n$`\\*?\[\]~{}()<>|;&#!]")
+#: what makes a value more or less than one word to the shell that reads it
+_QUOTE_OR_SPACE = re.compile(r"[\s'\"]")
 #: mpirun's options that set a variable for the ranks: ``-genv NAME VALUE`` (Hydra)
 _MPI_ENV_OPTIONS = {"-env", "-genv", "--env", "--genv"}
 #: ``NAME=value``: a variable the shell sets for the command after it
@@ -122,7 +124,8 @@ def shell_command(
     script = _command_string(argv[at + 1 :], shell == "bash") if shell in SHELLS else None
     if script is None:
         return None
-    script = fill_in_variables(script, known or {}, environment)
+    known, environment = _through_env(argv[:at], known or {}, environment)
+    script = fill_in_variables(script, known, environment)
     # YAML's block scalars (`- |`, `- >`) end the string in a newline: no second command
     script = script.rstrip("\n")
     written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", script)
@@ -134,6 +137,26 @@ def shell_command(
         return None
     command = _past_exec(words, shell)
     return None if command is None else [*argv[:at], *command]
+
+
+def _through_env(
+    wrappers: list[str], known: dict[str, str], environment: Collection[str] | None
+) -> tuple[dict[str, str], Collection[str] | None]:
+    """``known`` and ``environment`` (:func:`fill_in_variables`) as the shell started behind
+    ``wrappers`` sees them: an ``env NAME=value`` among them gives NAME that value (one plain
+    word; another is left to the running shell), ``env -u NAME`` and ``env -i`` take the pod's
+    away (``env S=pserver sh -c "... --sync $S"`` syncs through the shards)."""
+    given = {w.split("=", 1)[0] for w in wrappers if _ASSIGNMENT.match(w)}
+    values = {
+        n: v for n, v in known.items() if n not in given and not removes_variable(wrappers, n)
+    }
+    for name in given:
+        value = sets_variable(wrappers, name)
+        if value and not SHELL_SYNTAX.search(value) and not _QUOTE_OR_SPACE.search(value):
+            values[name] = value
+    if environment is not None:
+        environment = {n for n in environment if not removes_variable(wrappers, n)} | given
+    return values, environment
 
 
 def _command_string(args: list[str], bash: bool) -> str | None:
