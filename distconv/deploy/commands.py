@@ -270,9 +270,11 @@ def _reads_here_string(words: list[str], at: int) -> bool:
 def _run_later(words: list[str], at: int) -> bool:
     """Whether what the command at ``words[at]`` prints is run by a later command of its
     pipeline (``echo ... | sh``, ``echo ... | tee /log | sh``: :func:`reads_commands`). Inside
-    a group (``(echo ...) | sh``, ``{ echo ...; } | sh``, ``while ...; do echo ...; done | sh``)
-    it prints into the group's output, which the pipeline after the group's end reads."""
-    groups = max(0, sum(_GROUP_DEPTH.get(word, 0) for word in words[:at]))
+    a group (``(echo ...) | sh``, ``{ echo ...; } | sh``, ``while ...; do echo ...; done | sh``,
+    a ``case`` arm's ``esac | sh``) it prints into the group's output, which the pipeline
+    after the group's end reads."""
+    depths = _depth_changes(words)
+    groups = max(0, sum(depths[:at]))
     end = next_separator(words, at)
     while end < len(words):
         if words[end] in _PIPES:
@@ -281,26 +283,54 @@ def _run_later(words: list[str], at: int) -> bool:
                 return True
             end = reader_end
         elif groups:
-            end, groups = _past_group(words, end), groups - 1
+            end, groups = _past_group(depths, end), groups - 1
         else:
             return False
     return False
 
 
 #: the words that open a group of commands (+1) and those that close one (-1), whose output is
-#: one: a subshell, a brace group, a loop, an ``if``
+#: one: a subshell, a brace group, a loop, an ``if`` (a ``case``: :func:`_depth_changes`)
 _GROUP_DEPTH = {
     **dict.fromkeys(["(", "{", "if", "while", "until", "for"], 1),
     **dict.fromkeys([")", "}", "fi", "done"], -1),
 }
+#: what ends a ``case`` arm: the next pattern follows
+_ARM_ENDS = {";;", ";&", ";;&"}
 
 
-def _past_group(words: list[str], at: int) -> int:
-    """The index past the end of the group that ``words[at]`` is in (its ``)``, ``}``,
-    ``fi`` or ``done``); ``len(words)`` where it has none."""
+def _depth_changes(words: list[str]) -> list[int]:
+    """How each of ``words`` changes the depth of groups (:data:`_GROUP_DEPTH`): a ``case``
+    opens one that its ``esac`` closes, and the words from ``case`` to ``in`` and each arm's
+    pattern, to its ``)`` (``x)``, ``(x|y)``), open and close none."""
+    changes: list[int] = []
+    cases: list[str] = []  # per open case: "head" to its in, "pattern" to a ), then "body"
+    for word in words:
+        change = _GROUP_DEPTH.get(word, 0)
+        state = cases[-1] if cases else None
+        if state in ("head", "pattern") and word != "esac":
+            change = 0
+            if (state, word) in (("head", "in"), ("pattern", ")")):
+                cases[-1] = "pattern" if state == "head" else "body"
+        elif word == "case":
+            cases.append("head")
+            change = 1
+        elif state and word == "esac":
+            cases.pop()
+            change = -1
+        elif state and word in _ARM_ENDS:
+            cases[-1] = "pattern"
+        changes.append(change)
+    return changes
+
+
+def _past_group(depths: list[int], at: int) -> int:
+    """The index past the end of the group that the word at ``at`` is in (its ``)``, ``}``,
+    ``fi``, ``done`` or ``esac``), ``depths`` the words' :func:`_depth_changes`;
+    ``len(depths)`` where it has none."""
     depth = 0
-    for end in range(at, len(words)):
-        depth += _GROUP_DEPTH.get(words[end], 0)
+    for end in range(at, len(depths)):
+        depth += depths[end]
         if depth < 0:
             return end + 1
-    return len(words)
+    return len(depths)
