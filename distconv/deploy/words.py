@@ -65,24 +65,84 @@ def _substitutions_as_written(text: str) -> str:
     ``$(CMD)`` are (``(`` starts one); one in double quotes (``"$(CMD)"``, ``"`CMD`"``) taken
     out of them (:func:`_out_of_quotes`), where shlex would keep it one word."""
     pieces, opened = [], False
-    for piece in _SHELL_PIECE.findall(text):
+    for piece in _pieces(text):
         if piece == "`":
             piece, opened = (")" if opened else "$("), not opened
         pieces.append(_out_of_quotes(piece) if piece.startswith('"') else piece)
     return "".join(pieces)
 
 
-#: a command substitution in a double-quoted string, not after ``\``: ``$(CMD)`` or ```CMD```,
-#: CMD without a parenthesis, backquote or quote of its own
-_QUOTED_SUBSTITUTION = re.compile(r"(?<!\\)(?:\$\(([^()`\"]*)\)|`([^`\"]*)`)")
+def _pieces(text: str) -> list[str]:
+    """``text``'s pieces: a character after ``\\``, a quoted string, or one character. A
+    double-quoted string ends at the first ``"`` outside the command substitutions in it, whose
+    quotes are their own (``"$(distconv train --out "/a b")"`` is one piece)."""
+    pieces, at = [], 0
+    while at < len(text):
+        end = _quoted_end(text, at + 1) if text[at] == '"' else _SHELL_PIECE.match(text, at).end()
+        pieces.append(text[at:end])
+        at = end
+    return pieces
+
+
+def _quoted_end(text: str, at: int) -> int:
+    """The index past the ``"`` that closes the double-quoted string whose text starts at
+    ``at``, the ``$(...)`` in it read past (:func:`_substitution_end`); ``len(text)`` where
+    it is left open."""
+    while at < len(text):
+        if text[at] == '"':
+            return at + 1
+        if text.startswith("$(", at):
+            at = _substitution_end(text, at + 2)
+        else:
+            at += 2 if text[at] == "\\" else 1
+    return len(text)
+
+
+def _substitution_end(text: str, at: int) -> int:
+    """The index past the ``)`` that closes the ``$(`` before ``at``: the parentheses, quoted
+    strings and escaped characters in it read past; ``len(text)`` where it is left open."""
+    depth = 1
+    while at < len(text):
+        letter = text[at]
+        if letter == "'":
+            close = text.find("'", at + 1)
+            at = len(text) if close < 0 else close + 1
+            continue
+        if letter == '"':
+            at = _quoted_end(text, at + 1)
+            continue
+        depth += {"(": 1, ")": -1}.get(letter, 0)
+        if depth == 0:
+            return at + 1
+        at += 2 if letter == "\\" else 1
+    return len(text)
 
 
 def _out_of_quotes(quoted: str) -> str:
-    """``quoted``, a double-quoted string, with each command substitution in it written
-    ``$(CMD)`` outside the quotes (``"x=$(CMD) y"`` as ``"x="$(CMD)" y"``): the text around it
-    stays quoted, and the command is read as one (``X="$(distconv train ...)"`` runs a rank)."""
-    split = _QUOTED_SUBSTITUTION.sub(lambda m: f'"$({m.group(1) or m.group(2) or ""})"', quoted)
-    return split.removeprefix('""').removesuffix('""') if split != quoted else quoted
+    """``quoted``, a double-quoted string, with each command substitution in it (``$(CMD)``,
+    ```CMD```; not an arithmetic ``$((...))``) written ``$(CMD)`` outside the quotes
+    (``"x=$(CMD) y"`` as ``"x="$(CMD)" y"``): the text around it stays quoted, and the command
+    is read as one, its own quotes too (``X="$(distconv train --out "/a b")"`` runs a rank).
+    One left open leaves the string as written."""
+    body_end = len(quoted) - 1 if len(quoted) > 1 and quoted.endswith('"') else len(quoted)
+    parts, start, at = [], 1, 1
+    while at < body_end:
+        if quoted.startswith("$(", at) and not quoted.startswith("$((", at):
+            end = _substitution_end(quoted, at + 2)
+            command = quoted[at + 2 : end - 1]
+        elif quoted[at] == "`":
+            end = quoted.find("`", at + 1) + 1
+            command = quoted[at + 1 : end - 1]
+        else:
+            at += 2 if quoted[at] == "\\" else 1
+            continue
+        if end <= at or end > body_end:  # left open: only the running shell knows
+            return quoted
+        before, command = quoted[start:at], _substitutions_as_written(command)
+        parts.append(f'"{before}"$({command})' if before else f"$({command})")
+        start = at = end
+    rest = quoted[start:body_end]
+    return "".join(parts) + (f'"{rest}"' if rest else "") if parts else quoted
 
 
 def _without_comments(text: str) -> str:
@@ -94,7 +154,7 @@ def _without_comments(text: str) -> str:
     token starts); shlex's own comments start at any unquoted ``#``."""
     kept: list[str] = []
     starts_word, in_comment = True, False
-    for piece in _SHELL_PIECE.findall(text):
+    for piece in _pieces(text):
         in_comment = piece != "\n" and (in_comment or (piece == "#" and starts_word))
         if not in_comment:
             kept.append(piece)
