@@ -290,10 +290,14 @@ def _run_later(words: list[str], at: int) -> bool:
 
 
 #: the words that open a group of commands (+1) and those that close one (-1), whose output is
-#: one: a subshell, a brace group, a loop, an ``if`` (a ``case``: :func:`_depth_changes`)
+#: one: a subshell, a brace group, a loop, an ``if`` (a ``case``: :func:`_depth_changes`);
+#: ``((`` and ``))``, one word each (an arithmetic expansion, or two parentheses shlex gives
+#: together: ``$(a $(b))``), count twice
 _GROUP_DEPTH = {
     **dict.fromkeys(["(", "{", "if", "while", "until", "for"], 1),
     **dict.fromkeys([")", "}", "fi", "done"], -1),
+    "((": 2,
+    "))": -2,
 }
 #: what ends a ``case`` arm: the next pattern follows
 _ARM_ENDS = {";;", ";&", ";;&"}
