@@ -284,12 +284,9 @@ class PServerSync(
         asks = [(s, {"op": "pull", "blocks": [b.id for b in run]}, ()) for s, run in runs]
         # every worker of an async job pulls at once: each reply crosses with theirs
         sizes = [sum(b.nbytes for b in run) * self.world_size for _, run in runs]
-        written: set[int] = set()
         # stoppable: a shard answers a pull at once, so one silent past a stop's patience is gone
         replies = self._ask_all(asks, "pull", stoppable=True, link_bytes=sizes)
-        for (_, run), (h, arrays) in zip(runs, replies):
-            written |= self._write(run, arrays, h)
-        self._values_to_device(written)
+        self._write_all([(run, arrays, h) for (_, run), (h, arrays) in zip(runs, replies)])
         self._lagging = False
         self._stamps_at_pull = stamps
 

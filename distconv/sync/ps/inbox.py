@@ -49,18 +49,50 @@ class ReplyWriter:
         Raises:
             SyncError: the reply's versions or values do not fit the blocks asked for.
         """
+        return self._put(blocks, arrays, reply, self._check_reply(blocks, arrays, reply))
+
+    def _write_all(self, replies: Sequence[tuple[Sequence[Block], Sequence, dict]]) -> None:
+        """Write several replies (``(blocks, arrays, reply)``), every one checked before any is
+        written: a malformed reply of a later shard refused after an earlier shard's values were
+        written left the parameters half of another moment; then move the parameters written to
+        the device, even if a write fails, so the device holds what the host copies do.
+
+        Raises:
+            SyncError: a reply's versions or values do not fit its blocks; nothing is written.
+        """
+        versions = [self._check_reply(*r) for r in replies]
+        written: set[int] = set()
+        try:
+            for (blocks, arrays, reply), v in zip(replies, versions):
+                written |= self._put(blocks, arrays, reply, v)
+        finally:
+            self._values_to_device(written)
+
+    def _check_reply(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> list:
+        """The reply's versions, once they and its values are found to fit ``blocks``.
+
+        Raises:
+            SyncError: they do not, naming the shard.
+        """
         try:
             versions = int_list(reply, "versions") if "versions" in reply else []
             if len(versions) != len(blocks):
                 raise WireError(f"{len(versions)} versions for {len(blocks)} blocks")
             if "rows" in reply:
                 self._check_rows(blocks, arrays, int_list(reply, "rows"))
-                for k, b in enumerate(blocks):
-                    self._host_rows(b.param)[arrays[2 * k]] = arrays[2 * k + 1]
             else:
-                self._write_values(blocks, packed_values(arrays, sum(b.nbytes for b in blocks)))
+                packed_values(arrays, sum(b.nbytes for b in blocks))
         except WireError as exc:
             raise self._unfit(blocks, exc) from None
+        return versions
+
+    def _put(self, blocks: Sequence[Block], arrays: Sequence, reply, versions: list) -> set[int]:
+        """Write a reply :meth:`_check_reply` passed; the indices of the parameters written."""
+        if "rows" in reply:
+            for k, b in enumerate(blocks):
+                self._host_rows(b.param)[arrays[2 * k]] = arrays[2 * k + 1]
+        else:
+            self._write_values(blocks, arrays[0])
         for b, v in zip(blocks, versions):
             self._versions[b.id] = v
         return {b.param for b in blocks}

@@ -70,21 +70,59 @@ class RemoteState:
         asks = [(s, {**head, "blocks": [b.id for b in run]}, ()) for s, run in runs]
         sizes = [sum(self._state_sizes(run, with_values)) for _, run in runs]  # time on the link
         replies = self._ask_all(asks, "get_state", link_bytes=sizes)
-        for (s, _), (h, _) in zip(runs, replies):  # all, before any shard's values are written
-            if with_values and "versions" not in h:  # a shard that ignores the field
-                raise self._malformed(s, _WITHOUT_VALUES)
-        written: set[int] = set()
-        for (_, run), (h, arrays) in zip(runs, replies):
-            it = iter(arrays)
+        # every reply is checked before any is used: one refused after another shard's values
+        # were written left the parameters half of another moment
+        parts = [
+            self._state_part(s, run, h, arrays, with_values)
+            for (s, run), (h, arrays) in zip(runs, replies)
+        ]
+        if with_values:
+            self._write_all([(run, v, h) for (_, run), (h, _), (_, v) in zip(runs, replies, parts)])
+        for (_, run), (h, _), (ours, _) in zip(runs, replies, parts):
+            it = iter(ours)
             for b in run:
                 spec = self._specs[b.param]
                 for key in h["keys"]:
                     shaped = key in self.optimizer.buffers
                     _gather_block(state[spec.name], spec, b, key, next(it), shaped)
-            if with_values:
-                written |= self._write(run, list(it), h)
-        self._values_to_device(written)
         return state
+
+    def _state_part(
+        self, shard: int, run: Sequence[Block], reply: dict[str, Any], arrays: list, values: bool
+    ) -> tuple[list, list]:
+        """A ``get_state`` reply's arrays as its blocks' state (each key of each block, of its
+        shape and dtype) and the values after it, if asked for (checked when written).
+
+        Raises:
+            SyncError: naming ``shard``: keys other than the optimizer's, or too few arrays, or
+                one of another shape or dtype; or no values where they were asked for.
+        """
+        if values and "versions" not in reply:  # a shard that ignores the field
+            raise self._malformed(shard, _WITHOUT_VALUES)
+        keys, n = reply.get("keys"), 0
+        dtype = np.dtype(self._specs[run[0].param].dtype) if run else np.float32
+        zero = self.optimizer.init_state(np.zeros((), dtype))  # each key's dtype and kind
+        if keys != sorted(zero):
+            raise self._malformed(
+                shard, f"state keys {keys!r:.80}, the optimizer keeps {sorted(zero)}"
+            )
+        for b in run:
+            spec = self._specs[b.param]
+            for key in keys:
+                shaped = key in self.optimizer.buffers
+                want = (
+                    (b.stop - b.start, spec.row_len) if shaped else (),
+                    np.dtype(spec.dtype) if shaped else zero[key].dtype,
+                )
+                got = arrays[n] if n < len(arrays) else None
+                if got is None or (got.shape, got.dtype) != want:
+                    said = "none" if got is None else f"{got.dtype}{list(got.shape)}"
+                    raise self._malformed(
+                        shard,
+                        f"state {key!r} of block {b.id}: {said}, expected {want[1]}{list(want[0])}",
+                    )
+                n += 1
+        return arrays[:n], arrays[n:]
 
     def _check_state_fits(self) -> None:
         """Say at setup, not at the first checkpoint, when a shard's cap cannot carry a block's

@@ -114,10 +114,8 @@ class SparseRows:
             for i, rows in wanted.items():
                 name, seen = self.params[i].name, self._row_ids.get(self.params[i].name)
                 self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
-        written: set[int] = set()
-        for blocks, (header, arrays) in zip(plan, self._ask_all(asks, "prefetch", stoppable=True)):
-            written |= self._write(blocks, arrays, header)
-        self._values_to_device(written)
+        replies = self._ask_all(asks, "prefetch", stoppable=True)
+        self._write_all([(blocks, arrays, h) for blocks, (h, arrays) in zip(plan, replies)])
 
     def _push_rows(self, i: int, grad: np.ndarray) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,

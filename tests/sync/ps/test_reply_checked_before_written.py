@@ -1,0 +1,112 @@
+"""Every shard's reply to a pull or an async ``get_state`` is checked before any is written
+(review k328).
+
+A reply whose versions or values do not fit the blocks asked for is refused naming its shard
+(:meth:`ReplyWriter._check_reply`). The replies were checked one by one as each was written, so
+shard 0's values were already in the chief's parameters when shard 1's reply was refused: half
+a model of another moment, and on a GPU host copies never moved to the device. The stand-in
+for the faulty shard is a real shard process whose pull and ``get_state`` replies to rank 0
+are tampered with: one version short, or a values frame one byte short.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+
+from distconv.sync.base import SyncError
+
+#: ``python -m distconv`` whose replies to rank 0's pulls and get_states are malformed (argv[1])
+FAULTY_SHARD = """
+import sys
+from distconv.cli import main
+from distconv.sync.ps.handlers import RequestHandlers
+
+fault = sys.argv.pop(1)
+
+def tampered(op):
+    def handler(self, ident, header, arrays):
+        if header.get("rank") != 0:
+            return op(self, ident, header, arrays)
+        reply = self._reply
+        def bad(ident, request, out=(), error=None, **fields):
+            if fault == "versions" and "versions" in fields:
+                fields["versions"] = fields["versions"][:-1]
+            if fault == "frame" and out:
+                out = [*out[:-1], out[-1][:-1]]
+            if fault == "keys" and fields.get("keys"):
+                fields["keys"] = fields["keys"][:-1]
+            reply(ident, request, out, error, **fields)
+        self._reply = bad
+        try:
+            op(self, ident, header, arrays)
+        finally:
+            del self._reply
+    return handler
+
+RequestHandlers._op_pull = tampered(RequestHandlers._op_pull)
+RequestHandlers._op_get_state = tampered(RequestHandlers._op_get_state)
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def shard_command(
+    shard: int, fault: str | None, shards: int = 2, workers: int = 2, mode: str = "async"
+) -> list[str]:
+    """A shard's command line: of this release, or faulty (``fault``)."""
+    start = ["-c", FAULTY_SHARD, fault] if fault else ["-m", "distconv"]
+    return [sys.executable, *start, "pserver", "--bind", "127.0.0.1:0", "--shard", str(shard),
+            "--num-shards", str(shards), "--workers", str(workers), "--mode", mode,
+            "--insecure", "--drain-seconds", "0"]  # fmt: skip
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("fault", ["versions", "frame"])
+@pytest.mark.parametrize("request_", ["pull", "get_state"])
+def test_a_malformed_reply_of_one_shard_writes_no_values_of_the_others(
+    shards, tmp_path, fault, request_
+):
+    endpoints = [
+        shards.launch(shard_command(s, fault if s == 1 else None), tmp_path / f"shard{s}.log")
+        for s in range(2)
+    ]
+    nets = [small_net(seed=r) for r in range(2)]
+    syncs = [insecure_worker(endpoints, r, 2, optimizer="adam", timeout=10) for r in range(2)]
+    try:
+        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+        train_steps(nets[1], syncs[1], batches(1, 8), 1, 2)  # the shards move on from rank 0
+        before = {p.name: p.value.copy() for p in nets[0].parameters()}
+        with pytest.raises(SyncError) as refused:
+            syncs[0].refresh_parameters() if request_ == "pull" else syncs[0].state_dict()
+        after = {p.name: p.value for p in nets[0].parameters()}
+    finally:
+        for s in syncs:
+            s.close()
+    said = str(refused.value)
+    assert said.startswith("rank 0: malformed reply from a pserver: "), said
+    assert said.endswith(f" (pserver shard 1 ({endpoints[1]}))"), said
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, name)
+
+
+@pytest.mark.timeout(60)
+def test_a_state_reply_without_one_of_the_optimizers_keys_is_refused(shards, tmp_path):
+    """The state's keys and arrays were read as the reply listed them: a reply listing Adam's
+    ``m`` and ``step`` (not ``v``) with all three arrays gave a checkpoint whose ``m`` of one
+    block was another's ``v``, and whose ``v`` was all 0, without a word."""
+    endpoint = shards.launch(shard_command(0, "keys", 1, 1, "sync"), tmp_path / "shard.log")
+    net = small_net()
+    sync = insecure_worker([endpoint], optimizer="adam", timeout=10)
+    try:
+        sync.setup(net.parameters())
+        train_steps(net, sync, batches(1, 8))
+        with pytest.raises(SyncError) as refused:
+            sync.state_dict()
+    finally:
+        sync.close()
+    said = str(refused.value)
+    assert "state keys ['m', 'step'], the optimizer keeps ['m', 'step', 'v']" in said, said
+    assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
