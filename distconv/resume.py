@@ -39,6 +39,7 @@ from distconv.run_dir import (
 )
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
+from distconv.sync.local import _no_numbers
 
 log = logging.getLogger("distconv.resume")
 
@@ -273,15 +274,13 @@ class StepCheckpoints:
 
     def _check_finite(self, pos: Position, state: OptimState) -> None:
         """Refuse a checkpoint of parameters, or of an optimizer state, holding NaN or inf."""
-        where = (
-            f"at step {pos.step} (epoch {pos.epoch + 1}); no checkpoint was written over the "
-            "last finite one"
-        )
+        where = f"at step {pos.step} (epoch {pos.epoch + 1}); no checkpoint was written over the"
+        where += " last finite one"
         for p in self.params:
             if not _finite(p.value):
                 raise TrainingError(f"parameter {p.name!r} holds NaN or infinity {where}")
         for name, entries in state.items():
-            for key, value in entries.items():
+            for key, value in entries.items() if isinstance(entries, Mapping) else ():
                 if not _finite(value):
                     raise TrainingError(
                         f"optimizer state {key!r} of parameter {name!r} holds NaN or infinity "
@@ -333,8 +332,9 @@ class StepCheckpoints:
 
 
 def _finite(a: Any) -> bool:
-    """Whether the array (numpy or cupy) or number ``a`` holds no NaN nor infinity."""
-    return bool(get_array_module(a).isfinite(a).all())
+    """Whether the array (numpy or cupy) or number ``a`` holds no NaN nor infinity; True for
+    what holds no numbers (``None``, a string), which ``save_checkpoint`` refuses by name."""
+    return _no_numbers(a) is not None or bool(get_array_module(a).isfinite(a).all())
 
 
 def _of_model(state: OptimState, params: Sequence[Parameter]) -> OptimState:
