@@ -233,8 +233,7 @@ class StepCheckpoints:
         values stay finite (Adam's ``v`` of a gradient past the dtype's range, whose step is 0).
 
         Raises:
-            TrainingError: a parameter, or an entry of its optimizer state, holds NaN or
-                infinity; nothing is written.
+            TrainingError: a parameter or its optimizer state holds NaN or infinity; no write.
         """
         if self.run is not None:
             # the current parameters (an async server's moved by others) and their state
@@ -276,16 +275,17 @@ class StepCheckpoints:
         """Refuse a checkpoint of parameters, or of an optimizer state, holding NaN or inf."""
         where = f"at step {pos.step} (epoch {pos.epoch + 1}); no checkpoint was written over the"
         where += " last finite one"
+        todo = "lower the learning rate, train in a wider dtype, or check the data"
         for p in self.params:
             if not _finite(p.value):
-                raise TrainingError(f"parameter {p.name!r} holds NaN or infinity {where}")
+                raise TrainingError(f"parameter {p.name!r} holds NaN or infinity {where}; {todo}")
         for name, entries in state.items():
             for key, value in entries.items() if isinstance(entries, Mapping) else ():
                 if not _finite(value):
                     raise TrainingError(
                         f"optimizer state {key!r} of parameter {name!r} holds NaN or infinity "
                         f"{where} (an update overflowed it, as a gradient too large for the "
-                        "dtype does)"
+                        f"dtype does); {todo}"
                     )
 
     def restore(self, source: str | Path | Checkpoint) -> tuple[OptimState, Position]:

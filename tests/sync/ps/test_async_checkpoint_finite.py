@@ -62,8 +62,14 @@ def _chief_with_a_push_after_its_pull(
 @pytest.mark.timeout(90)
 def test_a_push_that_overflows_after_the_pull_is_not_checkpointed(shards, tmp_path):
     with _chief_with_a_push_after_its_pull(shards, tmp_path, 1e300) as (ckpts, _):
-        with pytest.raises(TrainingError, match=r"holds NaN or infinity at step 1 \(epoch 1\)"):
+        with pytest.raises(
+            TrainingError, match=r"holds NaN or infinity at step 1 \(epoch 1\)"
+        ) as e:
             ckpts.save(Position(0, 1, 1), {})
+        assert str(e.value).endswith(
+            "no checkpoint was written over the last finite one; lower the learning rate, train "
+            "in a wider dtype, or check the data"
+        ), e.value
         assert ckpts.run.manifests() == []
         assert not (ckpts.run.checkpoint_root / "step-00000001").exists()
     assert not list((tmp_path / "parts").glob("*")), "the shard wrote its part of step 1"
