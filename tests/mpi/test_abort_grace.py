@@ -163,6 +163,17 @@ class InterruptedStart:
             raise KeyboardInterrupt
 
 
+class InterruptedCancel:
+    """``threading`` as leaving sees it when a second Ctrl-C lands while a last resort is
+    disarmed (``Event.set`` is Python code: the main thread's signal handler may raise in it
+    after the timer is disarmed)."""
+
+    class Timer(threading.Timer):
+        def cancel(self) -> None:
+            super().cancel()
+            raise KeyboardInterrupt
+
+
 #: the status each way of aborting in :func:`abort_by` is given
 STATUS = {"abort": 3, "abort_job": 1, "hook": 1}
 
@@ -330,3 +341,18 @@ def test_a_watchdog_whose_log_of_the_stop_blocks_still_ends_the_rank():
         LOGGED.format(grace=GRACE), "the watchdog blocked in its log and the rank never ended"
     )
     assert "logging" in done.stdout, done
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["abort", "abort_job", "hook"])
+def test_a_ctrl_c_while_a_last_resort_is_disarmed_never_stops_the_abort(monkeypatch, how):
+    """The abort disarmed the caller's last resort (``abort_job``'s, the hook's) before the
+    ``try`` whose ``finally`` aborts: a Ctrl-C there went up with that timer disarmed and no
+    ``MPI_Abort``, and the other ranks hung. And it disarmed its own, once ``Abort`` returned,
+    before ending the process: a Ctrl-C there skipped the end, and the process went on with
+    nothing left to end it. It now aborts and ends all the same."""
+    aborted: list[int] = []
+    exits: list[int] = []
+    with pytest.raises(KeyboardInterrupt):  # after the Abort: _exit's stand-in returns
+        abort_by(how, monkeypatch, InterruptedCancel, aborted, exits)
+    assert aborted == [STATUS[how]] and exits == [STATUS[how]]

@@ -210,10 +210,10 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
     """:func:`abort`; ``before``: the last resort that covered the caller's own stage (its
     printing, the hook it wraps), replaced here by one of a whole grace: a stage that took
     most of the grace and returned must not leave the Abort, and its status, to the SIGKILL."""
-    if before is not None:
-        before.cancel()
     guard = None
-    try:  # armed in the try: a second Ctrl-C as its thread starts must not skip the Abort
+    try:  # in the try: a second Ctrl-C as either timer is touched must not skip the Abort
+        if before is not None:
+            before.cancel()
         guard = last_resort()
         let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
@@ -221,9 +221,11 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
             comm.Abort(status)
         except BaseException:  # no abort went out: a signal, which mpiexec always answers
             end_process()
-        if guard is not None:  # it returned: _exit ends the process (a test's stand-in does not)
-            guard.cancel()
-        _exit(status)
+        try:  # it returned: _exit ends the process (a test's stand-in does not)
+            if guard is not None:
+                guard.cancel()
+        finally:  # a Ctrl-C as it is disarmed must not skip the end: the process would go on
+            _exit(status)
 
 
 def last_resort() -> threading.Timer:
