@@ -356,3 +356,61 @@ def test_a_ctrl_c_while_a_last_resort_is_disarmed_never_stops_the_abort(monkeypa
     with pytest.raises(KeyboardInterrupt):  # after the Abort: _exit's stand-in returns
         abort_by(how, monkeypatch, InterruptedCancel, aborted, exits)
     assert aborted == [STATUS[how]] and exits == [STATUS[how]]
+
+
+SILENCED = """
+import logging, threading, time
+from distconv.sync.mpi import leaving
+from distconv.sync.mpi.watchdog import Watchdog, abort_on_stall
+
+class Handler(logging.Handler):
+    def emit(self, record):
+        if {which}:
+            print("logging", flush=True)
+            {then}
+
+class FailingOnce(Watchdog):  # its first look fails, as a bug in it would
+    failed = False
+    def _look(self, warned):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("a look that fails")
+        return super()._look(warned)
+
+logging.getLogger("distconv.sync.mpi").addHandler(Handler())
+leaving.ABORT_GRACE = {grace}
+watchdog = FailingOnce(0.4, abort_on_stall(object(), 1, None), rank=1)
+watchdog.enter("Allreduce on the job communicator")  # a call the other rank never joins
+time.sleep(60)
+"""
+
+#: the record a handler is stuck on, or fails on, and what it does then
+HANDLERS = {
+    "the half-way warning blocks": (
+        "record.levelno == logging.WARNING",
+        "threading.Event().wait()",
+    ),
+    "the failed look's log blocks": ("record.exc_info is not None", "threading.Event().wait()"),
+    "the stop's log raises": (
+        "record.levelno == logging.ERROR and record.exc_info is None",
+        "raise OSError('the collector is gone')",
+    ),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("handler", list(HANDLERS))
+def test_a_log_handler_that_blocks_or_raises_never_keeps_the_watchdog_from_its_stop(handler):
+    """The watchdog's thread ran the log handlers itself: one stuck on its half-way warning or
+    on the log of a failed look (a stderr pipe nobody reads, a dead collector) stopped the hang
+    breaker, so the stall was never stopped (and the process could not even exit: logging's
+    shutdown waits for that handler), and one that raised on the stop's log ended its thread
+    before the stop. A thread of their own writes them now: the stop comes all the same."""
+    which, then = HANDLERS[handler]
+    done, took = run_child(SILENCED.format(which=which, then=then, grace=GRACE))
+    if done is None:
+        pytest.fail(f"{handler} and the stall was never stopped")
+    assert done.returncode == -signal.SIGKILL, done  # the stop, below MPI_THREAD_MULTIPLE
+    assert "Allreduce on the job communicator" in done.stderr, done
+    assert "ending this rank" in done.stderr and "logging" in done.stdout, done
+    assert took < GRACE + 10, took

@@ -457,6 +457,8 @@ def test_close_ends_the_watchdog_thread():
     watchdog.close()
     watchdog._thread.join(5)
     assert not watchdog._thread.is_alive()
+    watchdog._writer._thread.join(5)  # the thread that writes its log ends with it
+    assert not watchdog._writer._thread.is_alive()
 
 
 def test_the_timeout_is_checked_and_one_rank_has_no_watchdog():

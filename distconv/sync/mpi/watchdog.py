@@ -17,13 +17,17 @@ watchdog's thread, which the waiting thread cannot do itself; where MPI was init
 ``MPI_THREAD_MULTIPLE`` that call is not allowed from a second thread, so the process kills
 itself instead (:func:`end_process`), and ``mpiexec`` (MPICH's Hydra and Open MPI's alike;
 Slurm's ``srun`` only with ``--kill-on-bad-exit``) then ends the others. Should ``MPI_Abort``
-itself hang or raise, or the log or the printing of the stop block, the process still ends
-within :data:`~distconv.sync.mpi.leaving.ABORT_GRACE` seconds.
+itself hang or raise, or the printing of the stop block, the process still ends within
+:data:`~distconv.sync.mpi.leaving.ABORT_GRACE` seconds. The watchdog's thread never runs a log
+handler (one may block, on a stderr pipe nobody reads or a dead collector, or raise): its
+records are written by a thread of their own (:class:`LogWriter`), and the stop waits for its
+own at most :data:`~distconv.sync.mpi.leaving.ABORT_GRACE` seconds.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import sys
 import threading
 import time
@@ -31,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi import leaving
 from distconv.sync.mpi.comm import checked_seconds
 from distconv.sync.mpi.leaving import abort_job, end_process, last_resort, let_forward, reason
 
@@ -52,6 +57,47 @@ def check_timeout(value: float | None) -> float | None:
     """``value`` as a float if it is a positive finite number (not a bool); None as it is."""
     value = checked_seconds(value, lambda v: v > 0, "timeout must be a positive number of seconds")
     return None if value is None else float(value)
+
+
+class LogWriter:
+    """Writes log records on a daemon thread of its own, so that the thread that says them
+    never runs a log handler: one that blocks (a stream on a stderr pipe nobody reads, a
+    handler sending to a dead collector) or raises would stop it, and a hang breaker must not
+    stop. Records are written in the order they were said.
+
+    Args:
+        logger: the logger the records go to.
+        name: the thread's name.
+    """
+
+    def __init__(self, logger: logging.Logger, name: str) -> None:
+        self._logger = logger
+        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._write, name=name, daemon=True)
+        self._thread.start()
+
+    def say(self, level: int, message: str, *args: Any, exc_info: Any = None) -> threading.Event:
+        """Queue ``logger.log(level, message, *args, exc_info=exc_info)`` (``exc_info``: an
+        exception tuple, taken where it was caught); never blocks. Returns an event set once
+        the record was written, or its handler raised."""
+        done = threading.Event()
+        self._queue.put((level, message, args, exc_info, done))
+        return done
+
+    def close(self) -> None:
+        """End the thread once what was said before is written (or never, behind a handler
+        that blocks: it is a daemon)."""
+        self._queue.put(None)
+
+    def _write(self) -> None:
+        while (said := self._queue.get()) is not None:
+            level, message, args, exc_info, done = said
+            try:
+                self._logger.log(level, message, *args, exc_info=exc_info)
+            except Exception:  # noqa: BLE001 - a handler that raises: nowhere safer to say so
+                pass
+            finally:
+                done.set()
 
 
 class Watchdog:
@@ -80,8 +126,13 @@ class Watchdog:
             return
         self.warn_after = min(WARN_AFTER, timeout / 2)
         self._tick = min(1.0, max(0.01, timeout / 10))  # no spinning on a tiny timeout
+        self._writer = LogWriter(log, "distconv-watchdog-log")  # ended by _watch, as it ends
         self._thread = threading.Thread(target=self._watch, name="distconv-watchdog", daemon=True)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:
+            self._writer.close()
+            raise
 
     def enter(self, what: str) -> None:
         """The calling thread starts a blocking call (``what``, for the messages)."""
@@ -96,6 +147,12 @@ class Watchdog:
         self._closing.set()
 
     def _watch(self) -> None:
+        try:
+            self._watch_calls()
+        finally:  # the only thread that says anything: nothing more to write
+            self._writer.close()
+
+    def _watch_calls(self) -> None:
         warned: set[float] = set()  # the start times of the calls warned about
         said_failure = False
         while not self._closing.wait(self._tick):
@@ -104,24 +161,24 @@ class Watchdog:
             except Exception:  # a dead watchdog would watch nothing: say so once, go on (a look
                 # that fails every time still watches nothing, but one that fails once does)
                 if not said_failure:
-                    log.exception("rank %d: the MPI watchdog's look failed; it goes on", self.rank)
+                    said = "rank %d: the MPI watchdog's look failed; it goes on"
+                    self._writer.say(logging.ERROR, said, self.rank, exc_info=sys.exc_info())
                 said_failure = True
                 continue
             if stalled is not None:
                 self._closing.set()
-                self._say_stopping(stalled)
-                self._stop_job(stalled)
+                try:
+                    self._say_stopping(stalled)
+                finally:
+                    self._stop_job(stalled)
                 return
 
     def _say_stopping(self, stalled: str) -> None:
-        """Log the stop, under a last resort of its own (:func:`~.leaving.last_resort`): a
-        handler writing to a stderr pipe nobody reads (or to a dead collector) blocks, and
-        would keep the hang breaker from stopping the job; the stop then arms its own."""
-        guard = last_resort()
-        try:
-            log.error("rank %d %s; stopping the job", self.rank, stalled)
-        finally:  # a stand-in stop (a test's) returns: no timer may outlive the log
-            guard.cancel()
+        """Log the stop and wait until it is out, :data:`~.leaving.ABORT_GRACE` seconds at
+        most: a handler that blocks (a stderr pipe nobody reads, a dead collector) must not
+        keep the hang breaker from its stop, and one that returns has its record out first."""
+        said = "rank %d %s; stopping the job"
+        self._writer.say(logging.ERROR, said, self.rank, stalled).wait(leaving.ABORT_GRACE)
 
     def _look(self, warned: set[float]) -> str | None:
         """Warn about the calls past the warning point; the message of one past the timeout."""
@@ -133,9 +190,10 @@ class Watchdog:
             if waited >= self.timeout:
                 return self.stalled(what, phase, waited)
             if waited >= self.warn_after and since not in warned:
-                warned.add(since)  # before the log: a log that raises is not repeated each tick
+                warned.add(since)  # warned once per call
                 said = self.stalled(what, phase, waited)
-                log.warning("rank %d %s; the job stops at %g s", self.rank, said, self.timeout)
+                warning = "rank %d %s; the job stops at %g s"
+                self._writer.say(logging.WARNING, warning, self.rank, said, self.timeout)
         return None
 
     def stalled(self, what: str, phase: str, waited: float) -> str:
