@@ -72,16 +72,27 @@ class LogWriter:
 
     def __init__(self, logger: logging.Logger, name: str) -> None:
         self._logger = logger
-        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[logging.LogRecord, threading.Event] | None] = (
+            queue.SimpleQueue()
+        )
         self._thread = threading.Thread(target=self._write, name=name, daemon=True)
         self._thread.start()
 
     def say(self, level: int, message: str, *args: Any, exc_info: Any = None) -> threading.Event:
         """Queue ``logger.log(level, message, *args, exc_info=exc_info)`` (``exc_info``: an
-        exception tuple, taken where it was caught); never blocks. Returns an event set once
-        the record was written, or its handler raised."""
+        exception tuple, taken where it was caught); never blocks. The record is made here, so
+        it names the thread and the function that said it, not the writer. Returns an event
+        set once the record was written, or its handler raised (at once where the level is
+        off)."""
         done = threading.Event()
-        self._queue.put((level, message, args, exc_info, done))
+        if not self._logger.isEnabledFor(level):
+            done.set()
+            return done
+        file, line, function, _ = self._logger.findCaller(stacklevel=2)
+        record = self._logger.makeRecord(
+            self._logger.name, level, file, line, message, args, exc_info, function
+        )
+        self._queue.put((record, done))
         return done
 
     def close(self) -> None:
@@ -91,9 +102,9 @@ class LogWriter:
 
     def _write(self) -> None:
         while (said := self._queue.get()) is not None:
-            level, message, args, exc_info, done = said
+            record, done = said
             try:
-                self._logger.log(level, message, *args, exc_info=exc_info)
+                self._logger.handle(record)
             except Exception:  # noqa: BLE001 - a handler that raises: nowhere safer to say so
                 pass
             finally:

@@ -1,0 +1,74 @@
+"""The watchdog's log writer: records written in order on its own thread, each naming the
+thread and the function that said it, as a record logged in place would."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+
+import pytest
+
+from distconv.sync.mpi.watchdog import LogWriter
+
+
+class Kept(logging.Handler):
+    """Keeps each record it is handed, with the thread that handed it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: list[tuple[logging.LogRecord, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.kept.append((record, threading.current_thread().name))
+
+
+@pytest.fixture
+def logger():
+    logger = logging.getLogger("tests.mpi.log_writer")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    handler = Kept()
+    logger.addHandler(handler)
+    yield logger, handler
+    logger.removeHandler(handler)
+
+
+def say_from_a_watching_thread(writer: LogWriter) -> None:
+    writer.say(logging.WARNING, "rank %d: %s waited", 1, "Allreduce").wait(5)
+    try:
+        raise RuntimeError("a look failed")
+    except RuntimeError:
+        writer.say(logging.ERROR, "rank %d failed", 1, exc_info=sys.exc_info()).wait(5)
+
+
+@pytest.mark.timeout(30)
+def test_records_name_who_said_them_and_are_written_by_the_writer_in_order(logger):
+    logger, handler = logger
+    writer = LogWriter(logger, "log-writer")
+    watching = threading.Thread(
+        target=say_from_a_watching_thread, args=(writer,), name="distconv-watchdog"
+    )
+    watching.start()
+    watching.join(10)
+    writer.close()
+    (warning, wrote_1), (error, wrote_2) = handler.kept
+    assert (wrote_1, wrote_2) == ("log-writer", "log-writer")  # never the watching thread
+    assert warning.getMessage() == "rank 1: Allreduce waited"
+    assert (warning.threadName, warning.funcName) == (
+        "distconv-watchdog",
+        "say_from_a_watching_thread",
+    )
+    assert warning.pathname == __file__
+    assert error.getMessage() == "rank 1 failed" and error.exc_info[0] is RuntimeError
+    assert error.funcName == "say_from_a_watching_thread"
+
+
+@pytest.mark.timeout(30)
+def test_a_level_that_is_off_is_done_at_once_and_writes_nothing(logger):
+    logger, handler = logger
+    writer = LogWriter(logger, "log-writer")
+    assert writer.say(logging.DEBUG, "not written").is_set()
+    writer.say(logging.INFO, "written").wait(5)
+    writer.close()
+    assert [record.getMessage() for record, _ in handler.kept] == ["written"]
