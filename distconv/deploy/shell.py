@@ -39,6 +39,10 @@ SHELL_OWN = frozenset(
     "PPID PWD OLDPWD IFS OPTIND SHLVL LINENO RANDOM SRANDOM SECONDS BASHPID BASH_SUBSHELL "
     "BASH_COMMAND BASH BASH_VERSION EPOCHSECONDS EPOCHREALTIME HISTCMD PS4".split()
 )
+#: the wrappers that start their command in an environment of their own, not the pod's
+#: (:func:`_through_env`): sudo's ``env_reset``, on by default, doas (but for ``keepenv``),
+#: and setpriv's ``--reset-env`` option
+_RESETS_ENVIRONMENT = {"sudo", "doas", "--reset-env"}
 #: a shell's ``$NAME``, ``${NAME}`` or ``${NAME:-WORD}`` (``-`` or ``+``, each with or without
 #: ``:``; WORD plain; ``=`` would set NAME) not after a backslash: the name, the operator, WORD
 _VARIABLE = re.compile(
@@ -145,7 +149,14 @@ def _through_env(
     """``known`` and ``environment`` (:func:`fill_in_variables`) as the shell started behind
     ``wrappers`` sees them: an ``env NAME=value`` among them gives NAME that value (one plain
     word; another is left to the running shell), ``env -u NAME`` and ``env -i`` take the pod's
-    away (``env S=pserver sh -c "... --sync $S"`` syncs through the shards)."""
+    away (``env S=pserver sh -c "... --sync $S"`` syncs through the shards). Behind ``sudo``,
+    ``doas`` or ``setpriv --reset-env``, which start their command in an environment of their
+    own (sudo's ``env_reset``, doas's default), which of the pod's variables the shell keeps
+    only the image (its sudoers, doas.conf, passwd) says: none is filled in, and any name may
+    be exported; only what a wrapper after it gives is known."""
+    resets = [i for i, word in enumerate(wrappers) if program_name(word) in _RESETS_ENVIRONMENT]
+    if resets:  # the pod's variables, and what an env before it gives, are not the shell's
+        wrappers, known, environment = wrappers[resets[-1] + 1 :], {}, None
     given = {w.split("=", 1)[0] for w in wrappers if _ASSIGNMENT.match(w)}
     values = {
         n: v for n, v in known.items() if n not in given and not removes_variable(wrappers, n)
