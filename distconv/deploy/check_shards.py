@@ -186,11 +186,28 @@ def _fill_in(container: Manifest, values: dict[str, str], text: str) -> str:
             return "$"
         if name in values:
             return values[name]
-        if container.get("envFrom") or _SERVICE_LINK.fullmatch(name):
+        if _may_come_from_env_from(container, name) or _SERVICE_LINK.fullmatch(name):
             return f"{_FILLED}{name}{_FILLED}"
         return match.group(0)  # no such variable: the kubelet leaves the reference
 
     return KUBELET_REFERENCE.sub(fill, text)
+
+
+#: a ConfigMap's or a Secret's key, which ``envFrom`` makes a variable's name (after its
+#: ``prefix``): the API server takes no other character in one
+_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+def _may_come_from_env_from(container: Manifest, name: str) -> bool:
+    """Whether an ``envFrom`` of ``container`` may define variable ``name``: its ``prefix``
+    and a key. The kubelet reads ``$((N+1))``'s ``$(`` to the first ``)``, as a reference to
+    ``(N+1``, which no key holds: it leaves that as written (a shell's arithmetic), no value
+    only the cluster knows."""
+    return any(
+        name.startswith(prefix := str(source.get("prefix") or ""))
+        and _KEY.fullmatch(name[len(prefix) :])
+        for source in container.get("envFrom", [])
+    )
 
 
 def shard_argv_problem(
