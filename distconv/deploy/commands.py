@@ -10,6 +10,7 @@ Shared by :mod:`distconv.deploy.walk` (the words an ``echo`` only prints: :func:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from distconv.deploy.words import split_words
 
@@ -121,7 +122,13 @@ def command_starts(words: list[str]) -> list[int]:
     """The indices in ``words`` of the program each command of them runs, wrappers, their
     options, ``NAME=value`` words, reserved words and redirections read past (``tini -- echo
     x`` runs ``echo``; ``sh -c "cd /x"`` runs ``cd``, the first word of its string)."""
-    starts: list[int] = []
+    return [at for at, program in _command_words(words) if program]
+
+
+def _command_words(words: list[str]) -> Iterator[tuple[int, bool]]:
+    """(index, whether it is the program) of each word of ``words`` that stands where a
+    command starts, as :func:`command_starts` reads them: the program, and before it the
+    reserved words, ``NAME=value`` words, wrappers and shells with ``-c``."""
     at, at_command = 0, True
     while at < len(words):
         word, name = words[at], program_name(words[at])
@@ -132,15 +139,17 @@ def command_starts(words: list[str]) -> list[int]:
         elif not at_command:
             at += 1
         elif word in RESERVED_WORDS or ASSIGNMENT.match(word):
+            yield at, False
             at += 1
         elif name in WRAPPERS:
+            yield at, False
             at = _past_wrapper(words, at)
         elif name in SHELLS and _runs_string(words[at + 1 :]):
+            yield at, False
             at = _past_options(words, at + 1, "oO")
         else:
-            starts.append(at)
+            yield at, True
             at, at_command = at + 1, False
-    return starts
 
 
 def past_wrappers(words: list[str]) -> int:
@@ -301,17 +310,25 @@ _GROUP_DEPTH = {
 }
 #: what ends a ``case`` arm: the next pattern follows
 _ARM_ENDS = {";;", ";&", ";;&"}
+#: the reserved words that open or close a group: one only where a command starts, an
+#: argument elsewhere (``echo done``, ``echo in case of``), as the shell reads them
+_GROUP_WORDS = {"if", "while", "until", "for", "case", "{", "}", "fi", "done", "esac"}
 
 
 def _depth_changes(words: list[str]) -> list[int]:
     """How each of ``words`` changes the depth of groups (:data:`_GROUP_DEPTH`): a ``case``
     opens one that its ``esac`` closes, and the words from ``case`` to ``in`` and each arm's
-    pattern, to its ``)`` (``x)``, ``(x|y)``), open and close none."""
+    pattern, to its ``)`` (``x)``, ``(x|y)``), open and close none; nor does a reserved word
+    that is no command's first (:data:`_GROUP_WORDS`)."""
     changes: list[int] = []
     cases: list[str] = []  # per open case: "head" to its in, "pattern" to a ), then "body"
-    for word in words:
-        change = _GROUP_DEPTH.get(word, 0)
+    commands = {at for at, _ in _command_words(words)}  # where a reserved word is one
+    for at, word in enumerate(words):
         state = cases[-1] if cases else None
+        # an argument opens or closes no group; an esac ends a case with no more arms there too
+        if word in _GROUP_WORDS and at not in commands:
+            word = word if word == "esac" and state in ("head", "pattern") else ""
+        change = _GROUP_DEPTH.get(word, 0)
         if state in ("head", "pattern") and word != "esac":
             change = 0
             if (state, word) in (("head", "in"), ("pattern", ")")):
