@@ -250,13 +250,18 @@ def unprinted(words: list[str]) -> list[str]:
     """``words`` less the arguments of each ``echo`` or ``printf`` a command runs (``sh -c
     "echo $TRAIN > /log"``, ``tini -- echo ...``: :func:`command_starts`), to the shell's next
     separator, and less each redirection and its file. What an echo pipes into a reader that
-    runs it (``echo distconv train ... | sh``: :func:`_run_later`) is kept: ``| tee /log`` only
-    writes it down; so are the words of a here-string such a reader runs (``bash <<< "..."``:
+    runs it (``echo distconv train ... | sh``: :func:`_run_later`) is kept, split as that
+    reader splits the line (``echo "distconv train ..." | sh``): ``| tee /log`` only writes
+    it down; so are the words of a here-string such a reader runs (``bash <<< "..."``:
     :func:`_reads_here_string`)."""
     starts, kept, at = set(command_starts(words)), [], 0
     while at < len(words):
-        if at in starts and program_name(words[at]) in _PRINTS and not _run_later(words, at):
-            at = next_separator(words, at)
+        if at in starts and program_name(words[at]) in _PRINTS:
+            end = next_separator(words, at)
+            if _run_later(words, at):  # its reader splits the line it prints as a shell does
+                line = " ".join(words[at + 1 : end])
+                kept.extend([words[at], *unprinted(split_words(line, newlines=True))])
+            at = end
             continue
         if REDIRECT.fullmatch(words[at]):
             if words[at] == "<<<" and at + 1 < len(words) and _reads_here_string(words, at):
