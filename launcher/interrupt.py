@@ -120,7 +120,8 @@ def run_captured(argv: Sequence[str], timeout: float | None = None) -> subproces
     It is kept by the handler, not by a signal mask: a mask holds the signal off one thread
     only, and the kernel hands a signal sent to the process to any thread that does not block
     it (numpy's BLAS threads, a retry timer), whose Python handler then ran in the main thread
-    inside ``Popen`` all the same.
+    inside ``Popen`` all the same. A second signal while it kills the child is kept too, till
+    the child is dead: raised first, it left the child running and Popen's exit waiting for it.
 
     Raises:
         OSError: the program cannot be started.
@@ -143,23 +144,32 @@ def run_captured(argv: Sequence[str], timeout: float | None = None) -> subproces
         try:
             _rearm(armed, kept)  # from here a signal raises in this try, which kills the child
             stdout, stderr = child.communicate(timeout=timeout)
-        except BaseException:  # a timeout or a stop signal: not left running
-            child.kill()
-            child.wait()
+        except BaseException as stop:  # a timeout or a stop signal: not left running
+            armed, kept = _armed, len(_pending)
+            # kept till it is dead: a second signal raised before the kill left it running,
+            # and Popen's exit then waited for it
+            _armed = False
+            try:
+                child.kill()
+                child.wait()
+            finally:  # a stop already on its way is the one raised, as the supervisor's first
+                _rearm(armed, kept, raising=not isinstance(stop, Interrupted))
             raise
     return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
 
 
-def _rearm(armed: bool, kept: int) -> None:
+def _rearm(armed: bool, kept: int, raising: bool = True) -> None:
     """Arm again if :func:`run_captured` found the launcher armed, and raise the first stop
-    signal kept since (``_pending`` past ``kept``); one kept before arming stays for :func:`arm`.
+    signal kept since (``_pending`` past ``kept``), or drop it where not ``raising``; one kept
+    before arming stays for :func:`arm`.
 
     Raises:
-        Interrupted: a stop signal came while the child started.
+        Interrupted: a stop signal came while the child started (or was killed).
     """
     global _armed
     _armed = armed
     if armed and len(_pending) > kept:
         signum = _pending[kept]
         del _pending[kept:]
-        raise Interrupted(signum)
+        if raising:
+            raise Interrupted(signum)

@@ -14,58 +14,101 @@ from tests.processes import job_env, job_processes
 
 REPO = str(Path(__file__).resolve().parents[2])
 
-#: arms the launcher's handlers, starts a Python thread that does not block signals (numpy's
-#: BLAS threads do not either), and sends SIGTERM to itself once Popen's child runs (its pid
-#: file written), before Popen returns. Where the signal was held off by the main thread's mask
-#: only, the kernel gave it to the other thread, and its handler ran in the main thread at its
-#: next switch between threads, inside Popen: the child left running with nothing holding its
-#: pid
-SIGNALLED_IN_POPEN = """
+#: what each script starts with: the launcher's handlers armed, the query (which writes its pid
+#: to the file named by argv[1], then sleeps), and ``spin``, which runs bytecodes for a while:
+#: where a Python handler runs, and the main thread switches to another
+HEAD = """
 import os, signal, subprocess, sys, threading, time
 from launcher import interrupt
 
 interrupt.arm()
+query = ["sh", "-c", 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1" && exec sleep 300', "_", sys.argv[1]]
+started, kill = subprocess.Popen._execute_child, subprocess.Popen.kill
 
+def spin(seconds):
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        pass
+
+def start_then_signal(self, *args, **kwargs):  # SIGTERM once the query runs, in Popen
+    started(self, *args, **kwargs)
+    while not os.path.exists(sys.argv[1]):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
+    spin(0.3)
+"""
+#: the end of each script: the query asked, the stop's signal printed
+TAIL = """
+try:
+    interrupt.run_captured(query, timeout=TIMEOUT)
+except interrupt.Interrupted as stopped:
+    print("interrupted", stopped.signum, flush=True)
+"""
+
+#: starts a Python thread that does not block signals (numpy's BLAS threads do not either) and
+#: sends SIGTERM from inside Popen. Where the signal was held off by the main thread's mask
+#: only, the kernel gave it to the other thread, and its handler ran in the main thread at its
+#: next switch between threads, inside Popen: the child left running with nothing holding its
+#: pid
+SIGNALLED_IN_POPEN = """
 def switching():  # asks for the GIL every millisecond, as any busy Python thread does
     while True:
         time.sleep(0.001)
 
 threading.Thread(target=switching, daemon=True).start()
-started = subprocess.Popen._execute_child
-
-def start_then_signal(self, *args, **kwargs):
-    started(self, *args, **kwargs)
-    while not os.path.exists(sys.argv[1]):
-        pass  # until the query runs
-    os.kill(os.getpid(), signal.SIGTERM)
-    until = time.monotonic() + 0.3
-    while time.monotonic() < until:
-        pass  # bytecodes, switching threads: where a Python handler runs
-
 subprocess.Popen._execute_child = start_then_signal
-query = ["sh", "-c", 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1" && exec sleep 300', "_", sys.argv[1]]
-try:
-    interrupt.run_captured(query)
-except interrupt.Interrupted as stopped:
-    print("interrupted", stopped.signum, flush=True)
+TIMEOUT = None
+"""
+
+#: a second stop signal (Ctrl-C after a SIGTERM) just before run_captured kills the query
+#: it stops, by a SIGTERM in Popen or by its timeout: raised there, it left the query running
+SIGNALLED_BEFORE_THE_KILL = """
+def signal_then_kill(self):
+    os.kill(os.getpid(), signal.SIGINT)
+    spin(0.3)
+    kill(self)
+
+subprocess.Popen.kill = signal_then_kill
+if sys.argv[2] == "signal":
+    subprocess.Popen._execute_child = start_then_signal
+    TIMEOUT = None
+else:
+    TIMEOUT = 1.0
 """
 
 
-@pytest.mark.timeout(60)
-def test_a_stop_signal_while_popen_starts_the_query_leaves_it_not_running(tmp_path):
+def _query_stopped(tmp_path: Path, script: str, *args: str) -> str:
+    """Run ``script`` between :data:`HEAD` and :data:`TAIL` in a process of its own; assert
+    its query is gone within 5 s of its end; return what it printed."""
     pid_file = tmp_path / "query.pid"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": REPO}
     with job_env(env) as job:
         done = subprocess.run(
-            [sys.executable, "-c", SIGNALLED_IN_POPEN, str(pid_file)],
+            [sys.executable, "-c", HEAD + script + TAIL, str(pid_file), *args],
             env=job,
             capture_output=True,
             text=True,
             timeout=30,
         )
-        assert done.stdout.strip() == "interrupted 15", done
+        assert done.returncode == 0, done
         pid = int(pid_file.read_text())
         deadline = time.monotonic() + 5
         while pid in job_processes(job):
-            assert time.monotonic() < deadline, f"the query {pid} outlived the launcher"
+            assert time.monotonic() < deadline, f"the query {pid} outlived the launcher: {done}"
             time.sleep(0.05)
+    return done.stdout.strip()
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_signal_while_popen_starts_the_query_leaves_it_not_running(tmp_path):
+    assert _query_stopped(tmp_path, SIGNALLED_IN_POPEN) == "interrupted 15"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("first", "said"), [("signal", "interrupted 15"), ("timeout", "interrupted 2")]
+)
+def test_a_second_stop_signal_before_the_kill_leaves_the_query_not_running(tmp_path, first, said):
+    """After a SIGTERM the first signal's Interrupted is the one raised (the stop's cause, as
+    the supervisor reports its first); after a timeout the signal's, not TimeoutExpired."""
+    assert _query_stopped(tmp_path, SIGNALLED_BEFORE_THE_KILL, first) == said
