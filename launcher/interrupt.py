@@ -100,6 +100,15 @@ def arm() -> None:
         raise Interrupted(_pending[0])
 
 
+def taken_over() -> None:
+    """The supervisor's own handlers are in (:mod:`launcher.supervisor`): a stop signal that
+    comes here again, once it gives the signals back at the job's end, is kept (and dropped by
+    :func:`release`), not raised: it would have said "before the job started" with 128 + it for
+    a job that had run, and cut the supervisor's own clean-up short."""
+    global _armed
+    _armed = False
+
+
 def release() -> None:
     """Give the stop signals back to the handlers :func:`defer` found (the launcher called as
     a function, in a process that goes on)."""

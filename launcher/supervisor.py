@@ -59,7 +59,7 @@ from distconv.files import LockTaken, describe_os_error, hold_lock
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name
-from .interrupt import STOP_SIGNALS, stop_signals_to_catch
+from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
@@ -207,6 +207,7 @@ class Supervisor:
         previous = {}
         for signum in stop_signals_to_catch():  # nohup's SIGHUP, a `&` job's SIGINT: ignored
             previous[signum] = signal.signal(signum, self._on_signal)
+        taken_over()  # what run() gives back at the end no longer raises
         return previous
 
     def _on_signal(self, signum: int, _frame: object) -> None:
