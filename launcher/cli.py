@@ -214,27 +214,29 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     lines = json_lines(rest, job_id)
     supervisor = Supervisor(run_dir, grace=args.grace, settle=args.settle, lines=lines)
     supervisor.claim()  # before the keys: a launch running there may be making its own
-    reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
-    if reused:
-        supervisor.say(f"reusing the job's CURVE keys in {job.keys_dir}")
-    supervisor.say(
-        f"job {job_id}: {args.workers} worker(s), {args.servers} server(s); logs in "
-        f"{run_dir / 'logs'}"
-    )
+    reserved: list = []
+    try:  # run() lets the run directory go; a refusal or a stop before it must too
+        reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
+        if reused:
+            supervisor.say(f"reusing the job's CURVE keys in {job.keys_dir}")
+        supervisor.say(
+            f"job {job_id}: {args.workers} worker(s), {args.servers} server(s); logs in "
+            f"{run_dir / 'logs'}"
+        )
+        # held till the launcher exits: each attempt's shards serve on them, no one else's
+        reserved = reserve_ports(args.servers) if servers else []
+        ports, fds = [s.getsockname()[1] for s in reserved], [s.fileno() for s in reserved]
 
-    # held until the launcher exits: every attempt's shards serve on the same ports, and no
-    # other process can take one between two attempts, or before a shard starts
-    reserved = reserve_ports(args.servers) if servers else []
-    ports, fds = [s.getsockname()[1] for s in reserved], [s.fileno() for s in reserved]
+        def build(restart: int) -> list[ChildSpec]:
+            return local_children(
+                program, servers, job, args.workers, restart, os.environ, ports, fds
+            )
 
-    def build(restart: int) -> list[ChildSpec]:
-        return local_children(program, servers, job, args.workers, restart, os.environ, ports, fds)
-
-    try:
         return supervisor.run(build, max_restarts=args.max_restarts)
     finally:
         for sock in reserved:
             sock.close()
+        supervisor.unclaim()
 
 
 def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
@@ -297,8 +299,11 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         return 0
     supervisor = Supervisor(run_dir, grace=args.grace, lines=json_lines(rest, job_id))
     supervisor.claim()
-    supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
-    return supervisor.run(build, max_restarts=args.max_restarts)
+    try:  # a stop signal before run(), which lets the run directory go itself
+        supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
+        return supervisor.run(build, max_restarts=args.max_restarts)
+    finally:
+        supervisor.unclaim()
 
 
 def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:

@@ -174,8 +174,7 @@ class Supervisor:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            os.close(self._claim)  # closing drops the flock
-            self._claim = None
+            self.unclaim()
 
     def claim(self) -> None:
         """Hold the run directory for this launch (``launch.lock``, until :meth:`run` returns or
@@ -200,6 +199,13 @@ class Supervisor:
             ) from None
         except OSError as exc:  # flock's own error names no file: '[Errno 37] No locks ...'
             raise LaunchError(f"cannot take {lock}: {describe_os_error(exc)}") from None
+
+    def unclaim(self) -> None:
+        """Let the run directory go, where :meth:`claim` holds it (a launch refused or stopped
+        before :meth:`run`, which lets it go at its end): closing the lock drops the flock."""
+        if self._claim is not None:
+            os.close(self._claim)
+            self._claim = None
 
     def _install_handlers(self) -> dict[int, object]:
         if threading.current_thread() is not threading.main_thread():
