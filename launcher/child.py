@@ -151,9 +151,24 @@ class Child:
         self._pump = threading.Thread(
             target=self._copy, args=(out, lock, render, say), name=f"pump-{spec.name}", daemon=True
         )
-        self._pump.start()
         self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
-        self._waiter.start()
+        try:
+            self._pump.start()
+            self._waiter.start()
+        except BaseException:  # can't start new thread (a pids limit): nothing would hold it
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        """Kill the group of a child whose threads did not all start, reap it, and close its
+        pipe and log (once its pump, if it started, has drained them)."""
+        self.signal_group(signal.SIGKILL)
+        self.proc.wait()
+        if self._pump.is_alive():
+            self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
+        if not self._pump.is_alive():  # else a process outside the group still holds it
+            self.proc.stdout.close()
+            self.log.close()
 
     def _wait(self) -> None:
         """Record the exit, without reaping where the OS allows (``WNOWAIT``): the zombie
