@@ -36,6 +36,8 @@ _armed = False
 _previous: dict[int, object] = {}  # the handlers defer() replaced, for release()
 #: seconds before a signal that came inside an import is sent again
 RETRY_SECONDS = 0.05
+_released = 0  # release()s so far: a retry set before one is not sent
+_retrying = threading.Lock()  # a retry's check and send, apart from release()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -62,11 +64,20 @@ def _on_signal(signum: int, _frame: object) -> None:
         _pending.append(signum)  # raised by arm(): an import is no place for an exception
         return
     if _importing(_frame):
-        again = threading.Timer(RETRY_SECONDS, os.kill, (os.getpid(), signum))
+        again = threading.Timer(RETRY_SECONDS, _send_again, (signum, _released))
         again.daemon = True
         again.start()
         return
     raise Interrupted(signum)
+
+
+def _send_again(signum: int, released: int) -> None:
+    """The retry of a signal that came inside an import, unless :func:`release` came since:
+    it dropped what the launcher kept, and the handlers are the caller's again (SIGTERM's
+    default killed the process that had called the launcher as a function)."""
+    with _retrying:
+        if released == _released:
+            os.kill(os.getpid(), signum)
 
 
 def _importing(frame: object) -> bool:
@@ -111,13 +122,16 @@ def taken_over() -> None:
 
 def release() -> None:
     """Give the stop signals back to the handlers :func:`defer` found (the launcher called as
-    a function, in a process that goes on)."""
-    global _armed
+    a function, in a process that goes on); a signal kept, or waiting to be sent again, is
+    dropped."""
+    global _armed, _released
+    with _retrying:
+        _released += 1
     _armed = False
-    _pending.clear()
     while _previous:
         signum, handler = _previous.popitem()
         signal.signal(signum, handler)
+    _pending.clear()  # last: one kept till the handlers are given back is not left for arm()
 
 
 def run_captured(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess:
