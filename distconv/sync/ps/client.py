@@ -313,7 +313,8 @@ class PServerSync(
     def finish_step(self) -> None:
         """Send what is still queued; write each reply's new values as it arrives, and clear a
         gradient once every push holding it is answered (so it has left), while the other
-        replies are still on their way."""
+        replies are still on their way. The values written reach the device even when a later
+        reply is refused or a shard is lost (a SyncError): it holds what the host copies do."""
         self._finish_started_step()  # a SyncError without a step; the step ends here
         self._flush_pushes()
         inflight, self._inflight = self._inflight, {}
@@ -324,17 +325,19 @@ class PServerSync(
         began = _now()
         written: set[int] = set()
         step = f"step {self._step}"
-        for rid, (header, arrays) in self._arrivals(list(inflight), step, stoppable=True):
-            blocks = inflight[rid]
-            written |= self._write(blocks, arrays, header)
-            self.drops += int(header.get("dropped", 0))
-            for i in {b.param for b in blocks}:
-                pending[i] -= 1
-                if not pending[i]:
-                    self._zero_gradient(i)
+        try:
+            for rid, (header, arrays) in self._arrivals(list(inflight), step, stoppable=True):
+                blocks = inflight[rid]
+                written |= self._write(blocks, arrays, header)
+                self.drops += int(header.get("dropped", 0))
+                for i in {b.param for b in blocks}:
+                    pending[i] -= 1
+                    if not pending[i]:
+                        self._zero_gradient(i)
+        finally:  # a reply refused or a shard lost after others were written: the device too
+            self._values_to_device(written)
         self._sync_seconds += _now() - began
         self._record_rows(False)
-        self._values_to_device(written)
         self._zero_gradients(done=set(pending))
         self._lagging = False
 
