@@ -45,9 +45,8 @@ GRACE = 1.5
 #: have seen before, if longer (the other shards' replies say nothing of it): live peers answer
 #: about as soon as they always did, so the shard waits for a worker that is gone (killed, out
 #: of memory), which would hold this one until its SIGKILL, silent, at the launcher's grace's
-#: end. Only a step's waits (its push replies, a prefetch) and pulls, which a shard answers at
-#: once: a metrics sum or a barrier may wait long for a live rank that evaluates or writes a
-#: checkpoint.
+#: end. Only a step's waits (push replies, a prefetch), pulls and get_state (answered at once):
+#: a metrics sum or a barrier may wait long for a live rank evaluating or writing a checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
 #: a shard is silent while a large reply crosses (ZeroMQ hands over whole messages), so it is
@@ -392,7 +391,8 @@ _A_STEP_GIVEN_UP = (
 _GIVING_UP = {
     "pull": "a shard answers a pull at once, waiting for no worker, so it is gone or stuck; "
     "giving up the pull, this rank's parameters not all the shards' values",
-    "get_state": "a shard answers stats at once, so it is gone or stuck; giving up the checkpoint",
+    "get_state": "a shard answers stats and get_state at once, waiting for no worker, so it is "
+    "gone or stuck; giving up the checkpoint",
 }
 
 

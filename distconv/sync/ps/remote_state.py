@@ -69,7 +69,9 @@ class RemoteState:
         head: dict[str, Any] = {"op": "get_state", **({"with_values": True} if with_values else {})}
         asks = [(s, {**head, "blocks": [b.id for b in run]}, ()) for s, run in runs]
         sizes = [sum(self._state_sizes(run, with_values)) for _, run in runs]  # time on the link
-        replies = self._ask_all(asks, "get_state", link_bytes=sizes)
+        # stoppable: a shard answers get_state at once, so one silent past a stop's patience is
+        # gone, as for a pull (the checkpoint is given up; the one before stays the newest)
+        replies = self._ask_all(asks, "get_state", stoppable=True, link_bytes=sizes)
         # every reply is checked before any is used: one refused after another shard's values
         # were written left the parameters half of another moment
         parts = [
