@@ -12,6 +12,7 @@ slice copy, with no per-block frame or header.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,10 @@ from distconv.sync.ps.wire import (
     int_list,
     packed_values,
 )
+
+#: what a push's reply may carry, checked only for fitting its blocks: whole blocks, or rows
+#: other than those pushed (in sync mode the union of the ranks' rows)
+ANY_ROWS = object()
 
 
 class ReplyWriter:
@@ -49,18 +54,26 @@ class ReplyWriter:
         Raises:
             SyncError: the reply's versions or values do not fit the blocks asked for.
         """
-        return self._put(blocks, arrays, reply, self._check_reply(blocks, arrays, reply))
+        return self._put(blocks, arrays, reply, self._check_reply(blocks, arrays, reply, ANY_ROWS))
 
-    def _write_all(self, replies: Sequence[tuple[Sequence[Block], Sequence, dict]]) -> None:
-        """Write several replies (``(blocks, arrays, reply)``), every one checked before any is
-        written: a malformed reply of a later shard refused after an earlier shard's values were
-        written left the parameters half of another moment; then move the parameters written to
-        the device, even if a write fails, so the device holds what the host copies do.
+    def _write_all(
+        self,
+        replies: Sequence[tuple[Sequence[Block], Sequence, dict]],
+        rows_asked: Sequence[Sequence[np.ndarray]] | None = None,
+    ) -> None:
+        """Write several replies (``(blocks, arrays, reply)``) to pulls, every one checked before
+        any is written: a malformed reply of a later shard refused after an earlier shard's
+        values were written left the parameters half of another moment; then move the
+        parameters written to the device, even if a write fails, so the device holds what the
+        host copies do. ``rows_asked``: per reply, the row ids asked for of each block (a
+        prefetch); None: whole blocks (a pull of every block, a ``get_state``'s values).
 
         Raises:
-            SyncError: a reply's versions or values do not fit its blocks; nothing is written.
+            SyncError: a reply's versions or values do not fit its blocks, or it holds other
+                rows than asked for, or rows where whole blocks were; nothing is written.
         """
-        versions = [self._check_reply(*r) for r in replies]
+        asked = rows_asked if rows_asked is not None else [None] * len(replies)
+        versions = [self._check_reply(*r, a) for r, a in zip(replies, asked)]
         written: set[int] = set()
         try:
             for (blocks, arrays, reply), v in zip(replies, versions):
@@ -68,8 +81,11 @@ class ReplyWriter:
         finally:
             self._values_to_device(written)
 
-    def _check_reply(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> list:
-        """The reply's versions, once they and its values are found to fit ``blocks``.
+    def _check_reply(
+        self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply, asked: Any
+    ) -> list:
+        """The reply's versions, once they and its values are found to fit ``blocks`` and what
+        was ``asked``: each block's row ids, None for whole blocks, or :data:`ANY_ROWS`.
 
         Raises:
             SyncError: they do not, naming the shard.
@@ -78,8 +94,17 @@ class ReplyWriter:
             versions = int_list(reply, "versions") if "versions" in reply else []
             if len(versions) != len(blocks):
                 raise WireError(f"{len(versions)} versions for {len(blocks)} blocks")
+            if asked is not ANY_ROWS and ("rows" in reply) != (asked is not None):
+                raise WireError(
+                    "rows where whole blocks were asked for"
+                    if asked is None
+                    else "whole blocks where rows were asked for"
+                )
             if "rows" in reply:
                 self._check_rows(blocks, arrays, int_list(reply, "rows"))
+                for k, b in enumerate(blocks if asked is not ANY_ROWS else ()):
+                    if not np.array_equal(arrays[2 * k], asked[k]):  # one vector compare
+                        raise WireError(f"rows of block {b.id}: not the {len(asked[k])} asked for")
             else:
                 packed_values(arrays, sum(b.nbytes for b in blocks))
         except WireError as exc:

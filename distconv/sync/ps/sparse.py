@@ -115,7 +115,10 @@ class SparseRows:
                 name, seen = self.params[i].name, self._row_ids.get(self.params[i].name)
                 self._row_ids[name] = rows if seen is None else np.union1d(seen, rows)
         replies = self._ask_all(asks, "prefetch", stoppable=True)
-        self._write_all([(blocks, arrays, h) for blocks, (h, arrays) in zip(plan, replies)])
+        self._write_all(
+            [(blocks, arrays, h) for blocks, (h, arrays) in zip(plan, replies)],
+            rows_asked=[ids for _, _, ids in asks],
+        )
 
     def _push_rows(self, i: int, grad: np.ndarray) -> None:
         """Push the rows of sparse parameter ``i`` this step read, one message per shard,
