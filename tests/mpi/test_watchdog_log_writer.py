@@ -72,3 +72,29 @@ def test_a_level_that_is_off_is_done_at_once_and_writes_nothing(logger):
     writer.say(logging.INFO, "written").wait(5)
     writer.close()
     assert [record.getMessage() for record, _ in handler.kept] == ["written"]
+
+
+def logging_as_python_3_10_counts_frames() -> object:
+    """``logging.currentframe`` as Python 3.10 defines it (``requires-python`` is >=3.10): a
+    frame three up, counted from ``Logger._log``, where 3.11 counts from ``findCaller``."""
+    return sys._getframe(3)
+
+
+@pytest.mark.timeout(30)
+def test_records_name_who_said_them_however_logging_counts_frames(logger, monkeypatch):
+    """Logger.findCaller's frame counting is the interpreter's: ``findCaller(stacklevel=2)``
+    called from ``say`` named the saying thread's caller's caller under Python 3.10
+    (``threading.run``, in threading.py), so the record named where it came from on 3.11 only."""
+    logger, handler = logger
+    monkeypatch.setattr(logging, "currentframe", logging_as_python_3_10_counts_frames)
+    writer = LogWriter(logger, "log-writer")
+    watching = threading.Thread(
+        target=say_from_a_watching_thread, args=(writer,), name="distconv-watchdog"
+    )
+    watching.start()
+    watching.join(10)
+    writer.close()
+    assert [(record.funcName, record.pathname) for record, _ in handler.kept] == [
+        ("say_from_a_watching_thread", __file__)
+    ] * 2
+    assert handler.kept[0][0].lineno == say_from_a_watching_thread.__code__.co_firstlineno + 1

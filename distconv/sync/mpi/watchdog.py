@@ -88,9 +88,11 @@ class LogWriter:
         if not self._logger.isEnabledFor(level):
             done.set()
             return done
-        file, line, function, _ = self._logger.findCaller(stacklevel=2)
+        # the caller's own frame, not Logger.findCaller: its frame counting is the
+        # interpreter's (3.10 starts from logging's _log, so it named threading's run)
+        code, line = (caller := sys._getframe(1)).f_code, caller.f_lineno
         record = self._logger.makeRecord(
-            self._logger.name, level, file, line, message, args, exc_info, function
+            self._logger.name, level, code.co_filename, line, message, args, exc_info, code.co_name
         )
         self._queue.put((record, done))
         return done
