@@ -178,15 +178,31 @@ class InterruptedCancel:
 STATUS = {"abort": 3, "abort_job": 1, "hook": 1}
 
 
-def abort_by(how: str, monkeypatch, threads, aborted: list[int], exits: list[int]) -> None:
+def armed_last_resorts() -> list[threading.Timer]:
+    """The timers still armed in this process (a last resort not disarmed)."""
+    timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    return [t for t in timers if not t.finished.is_set()]
+
+
+def abort_by(
+    how: str,
+    monkeypatch,
+    threads,
+    aborted: list[int],
+    exits: list[int],
+    covered: list[bool] | None = None,
+) -> None:
     """Abort by ``how`` (``abort``, ``abort_job`` or the exception ``hook``) on a stand-in
     communicator, with ``threads`` as leaving's ``threading``; the statuses given to ``Abort``
-    and to ``_exit`` are appended to ``aborted`` and ``exits``."""
+    and to ``_exit`` are appended to ``aborted`` and ``exits``, and to ``covered`` whether a
+    last resort was armed as each ``Abort`` went out."""
+    covered = [] if covered is None else covered
     from distconv.sync.mpi import leaving
 
     class Comm:
         def Abort(self, status: int) -> None:  # noqa: N802 - mpi4py's name
             aborted.append(status)
+            covered.append(bool(armed_last_resorts()))
 
     monkeypatch.setattr(leaving, "threading", threads)
     monkeypatch.setattr(leaving, "FORWARD_SECONDS", 0.0)
@@ -230,8 +246,7 @@ def test_a_ctrl_c_while_the_last_resort_starts_never_stops_the_abort(monkeypatch
     with pytest.raises(KeyboardInterrupt):  # after the Abort: _exit's stand-in returns
         abort_by(how, monkeypatch, InterruptedStart, aborted, exits)
     assert aborted == [STATUS[how]] and exits == [STATUS[how]]
-    armed = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
-    assert all(t.finished.is_set() for t in armed), "a last resort left armed"
+    assert not armed_last_resorts(), "a last resort left armed"
 
 
 SLOW = """
@@ -414,3 +429,20 @@ def test_a_log_handler_that_blocks_or_raises_never_keeps_the_watchdog_from_its_s
     assert "Allreduce on the job communicator" in done.stderr, done
     assert "ending this rank" in done.stderr and "logging" in done.stdout, done
     assert took < GRACE + 10, took
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["abort", "abort_job", "hook"])
+def test_a_ctrl_c_while_a_last_resort_is_disarmed_leaves_the_abort_covered(monkeypatch, how):
+    """The abort disarmed the caller's last resort (``abort_job``'s, the hook's) before it
+    armed its own: a Ctrl-C landing as the caller's was disarmed sent the ``MPI_Abort`` out
+    with no timer at all, and an Abort that hung (what the last resort is for) hung the rank,
+    and the job, for ever. Its own is armed first now, so one covers the Abort either way, and
+    neither is left armed once the Abort returned."""
+    aborted: list[int] = []
+    exits: list[int] = []
+    covered: list[bool] = []
+    with pytest.raises(KeyboardInterrupt):  # after the Abort: _exit's stand-in returns
+        abort_by(how, monkeypatch, InterruptedCancel, aborted, exits, covered)
+    assert aborted == [STATUS[how]] and covered == [True], "an Abort with no last resort"
+    assert not armed_last_resorts(), "a last resort left armed"

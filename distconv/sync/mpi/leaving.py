@@ -212,18 +212,22 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
     most of the grace and returned must not leave the Abort, and its status, to the SIGKILL."""
     guard = None
     try:  # in the try: a second Ctrl-C as either timer is touched must not skip the Abort
+        # armed before the caller's is disarmed: whichever a Ctrl-C interrupts, a last resort
+        # still covers the Abort (one disarmed first left a hung Abort to hang for ever)
+        guard = last_resort()
         if before is not None:
             before.cancel()
-        guard = last_resort()
         let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
         try:
             comm.Abort(status)
         except BaseException:  # no abort went out: a signal, which mpiexec always answers
             end_process()
-        try:  # it returned: _exit ends the process (a test's stand-in does not)
-            if guard is not None:
-                guard.cancel()
+        try:  # it returned: _exit ends the process (a test's stand-in does not); the
+            # caller's timer too, which a Ctrl-C as this one was armed left armed
+            for timer in (guard, before):
+                if timer is not None:
+                    timer.cancel()
         finally:  # a Ctrl-C as it is disarmed must not skip the end: the process would go on
             _exit(status)
 
