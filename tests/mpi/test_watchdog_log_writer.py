@@ -98,3 +98,44 @@ def test_records_name_who_said_them_however_logging_counts_frames(logger, monkey
         ("say_from_a_watching_thread", __file__)
     ] * 2
     assert handler.kept[0][0].lineno == say_from_a_watching_thread.__code__.co_firstlineno + 1
+
+
+class FailingOnce(Kept):
+    """Raises from ``emit`` on its first record (a collector gone), keeps the others."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            self.failed = True
+            raise OSError("the collector is gone")
+        super().emit(record)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("raise_exceptions", [True, False])
+def test_a_handler_that_raises_loses_that_record_only_and_is_named(
+    logger, monkeypatch, capsys, raise_exceptions
+):
+    """The writer swallowed what a handler raised: the record was lost and nothing said so,
+    where a handler of logging's own says its errors on stderr (``Handler.handleError``,
+    unless ``logging.raiseExceptions`` is off). It says it the same way now, and goes on."""
+    logger, handler = logger
+    logger.removeHandler(handler)
+    failing = FailingOnce()
+    logger.addHandler(failing)
+    monkeypatch.setattr(logging, "raiseExceptions", raise_exceptions)
+    writer = LogWriter(logger, "log-writer")
+    try:
+        assert writer.say(logging.ERROR, "rank %d stopping", 1).wait(5)
+        assert writer.say(logging.ERROR, "rank %d next", 1).wait(5)
+    finally:
+        writer.close()
+        logger.removeHandler(failing)
+    assert [record.getMessage() for record, _ in failing.kept] == ["rank 1 next"]
+    said = capsys.readouterr().err
+    if raise_exceptions:
+        assert "--- Logging error" in said and "OSError: the collector is gone" in said, said
+        assert "Message: 'rank %d stopping'" in said and "Arguments: (1,)" in said, said
+    else:
+        assert said == ""

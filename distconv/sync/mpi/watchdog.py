@@ -31,6 +31,7 @@ import queue
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -107,10 +108,25 @@ class LogWriter:
             record, done = said
             try:
                 self._logger.handle(record)
-            except Exception:  # noqa: BLE001 - a handler that raises: nowhere safer to say so
-                pass
+            except Exception:  # noqa: BLE001 - a handler that raises loses this record only
+                _say_handler_failed(record)
             finally:
                 done.set()
+
+
+def _say_handler_failed(record: logging.LogRecord) -> None:
+    """Say on stderr, as ``logging.Handler.handleError`` says its own handlers' errors (unless
+    ``logging.raiseExceptions`` is off), that a handler raised on ``record`` (the exception
+    being handled): the record is lost, and no ``emit`` of the handler's own named why."""
+    if not logging.raiseExceptions:
+        return
+    try:
+        sys.stderr.write(
+            "--- Logging error (a record of the MPI watchdog) ---\n"
+            f"{traceback.format_exc()}Message: {record.msg!r}\nArguments: {record.args!r}\n"
+        )
+    except Exception:  # noqa: BLE001 - no stderr (closed, None): nowhere left to say it
+        pass
 
 
 class Watchdog:
