@@ -155,8 +155,12 @@ class Child:
         try:
             self._pump.start()
             self._waiter.start()
-        except BaseException:  # can't start new thread (a pids limit): nothing would hold it
+        except BaseException as exc:  # nothing would hold it: killed, not left running
             self._abandon()
+            if isinstance(exc, RuntimeError):  # can't start new thread: a pids limit
+                raise LaunchError(
+                    f"cannot start {spec.name}'s threads: {exc} (a limit on processes or threads?)"
+                ) from None
             raise
 
     def _abandon(self) -> None:
