@@ -168,9 +168,9 @@ def run_captured(argv: Sequence[str], timeout: float | None = None) -> subproces
             _rearm(armed, kept)  # from here a signal raises in this try, which kills the child
             stdout, stderr = child.communicate(timeout=timeout)
         except BaseException as stop:  # a timeout or a stop signal: not left running
-            armed, kept = _armed, len(_pending)
             # kept till it is dead: a second signal raised before the kill left it running,
-            # and Popen's exit then waited for it
+            # and Popen's exit then waited for it. First, before any call, where CPython runs
+            # a pending handler; _rearm left _armed and _pending as they were at the start
             _armed = False
             try:
                 child.kill()

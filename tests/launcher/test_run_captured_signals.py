@@ -61,14 +61,25 @@ TIMEOUT = None
 """
 
 #: a second stop signal (Ctrl-C after a SIGTERM) just before run_captured kills the query
-#: it stops, by a SIGTERM in Popen or by its timeout: raised there, it left the query running
+#: it stops, by a SIGTERM in Popen or by its timeout: raised there, it left the query running.
+#: With "handling", a SIGHUP too, handled at the first call run_captured's except path makes
+#: (where CPython runs a handler whose signal came as the stop was raised): there the
+#: launcher must already keep it, or the query is left running all the same
 SIGNALLED_BEFORE_THE_KILL = """
 def signal_then_kill(self):
     os.kill(os.getpid(), signal.SIGINT)
     spin(0.3)
     kill(self)
 
+def signal_as_the_stop_is_handled(frame, event, arg):  # at the first call there
+    caller = frame if event == "c_call" else frame.f_back
+    if caller is not None and caller.f_code.co_name == "run_captured" and sys.exc_info()[1]:
+        sys.setprofile(None)
+        os.kill(os.getpid(), signal.SIGHUP)
+
 subprocess.Popen.kill = signal_then_kill
+if sys.argv[3:] == ["handling"]:  # and a third as its except path starts, before the kill
+    sys.setprofile(signal_as_the_stop_is_handled)
 if sys.argv[2] == "signal":
     subprocess.Popen._execute_child = start_then_signal
     TIMEOUT = None
@@ -106,9 +117,18 @@ def test_a_stop_signal_while_popen_starts_the_query_leaves_it_not_running(tmp_pa
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    ("first", "said"), [("signal", "interrupted 15"), ("timeout", "interrupted 2")]
+    ("first", "landing", "said"),
+    [
+        ("signal", "kill", "interrupted 15"),
+        ("timeout", "kill", "interrupted 2"),
+        ("signal", "handling", "interrupted 15"),
+        ("timeout", "handling", "interrupted 1"),
+    ],
 )
-def test_a_second_stop_signal_before_the_kill_leaves_the_query_not_running(tmp_path, first, said):
+def test_a_second_stop_signal_before_the_kill_leaves_the_query_not_running(
+    tmp_path, first, landing, said
+):
     """After a SIGTERM the first signal's Interrupted is the one raised (the stop's cause, as
-    the supervisor reports its first); after a timeout the signal's, not TimeoutExpired."""
-    assert _query_stopped(tmp_path, SIGNALLED_BEFORE_THE_KILL, first) == said
+    the supervisor reports its first); after a timeout the first signal kept (the SIGHUP where
+    one came as the stop was handled), not TimeoutExpired."""
+    assert _query_stopped(tmp_path, SIGNALLED_BEFORE_THE_KILL, first, landing) == said
