@@ -213,9 +213,9 @@ def run_local(args: argparse.Namespace, rest: list[str]) -> int:
     program = Program(tuple(worker_argv), program.is_train)
     lines = json_lines(rest, job_id)
     supervisor = Supervisor(run_dir, grace=args.grace, settle=args.settle, lines=lines)
-    supervisor.claim()  # before the keys: a launch running there may be making its own
     reserved: list = []
     try:  # run() lets the run directory go; a refusal or a stop before it must too
+        supervisor.claim()  # before the keys: a launch running there may be making its own
         reused = job.keys_dir is not None and make_keys(Path(job.keys_dir), args.workers)
         if reused:
             supervisor.say(f"reusing the job's CURVE keys in {job.keys_dir}")
@@ -298,8 +298,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         write_stdout(line, "the command", "--dry-run prints the command there")
         return 0
     supervisor = Supervisor(run_dir, grace=args.grace, lines=json_lines(rest, job_id))
-    supervisor.claim()
     try:  # a stop signal before run(), which lets the run directory go itself
+        supervisor.claim()  # in the try: a signal handled as it returns must let it go too
         supervisor.say(f"job {job_id}: {args.np} rank(s) under {flavor} {mpiexec}")
         return supervisor.run(build, max_restarts=args.max_restarts)
     finally:
