@@ -125,9 +125,9 @@ def release() -> None:
     a function, in a process that goes on); a signal kept, or waiting to be sent again, is
     dropped."""
     global _armed, _released
+    _armed = False  # first, before any call: a signal from here is kept, and dropped below
     with _retrying:
         _released += 1
-    _armed = False
     while _previous:
         signum, handler = _previous.popitem()
         signal.signal(signum, handler)
