@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from distconv.deploy.counts import known_count
 from distconv.deploy.loopback import on_loopback
-from distconv.deploy.shell import KUBELET_REFERENCE
+from distconv.deploy.shell import KUBELET_REFERENCE, STAND_IN
 from distconv.deploy.walk import (
     Manifest,
     _here,
@@ -36,7 +36,7 @@ from distconv.sync.ps.cli import add_pserver, shard_config
 from distconv.transport_flags import refuse_probe_flags_without_port
 
 #: what stands for a value only the cluster knows: no flag starts so, no value is written so
-_FILLED = "\x00"
+_FILLED = STAND_IN
 #: the variables the kubelet defines for the namespace's Services (``enableServiceLinks``; the
 #: API server's ``KUBERNETES_SERVICE_PORT`` always): a container may refer to them undeclared
 _SERVICE_LINK = re.compile(

@@ -43,6 +43,13 @@ SHELL_OWN = frozenset(
 #: (:func:`_through_env`): sudo's ``env_reset``, on by default, doas (but for ``keepenv``),
 #: and setpriv's ``--reset-env`` option
 _RESETS_ENVIRONMENT = {"sudo", "doas", "--reset-env"}
+#: the variables such a wrapper sets itself (the target user's), whatever the pod's are, and
+#: the one it keeps of the pod's (``TERM``)
+_RESET_SETS = frozenset({"HOME", "USER", "LOGNAME", "SHELL", "PATH", "MAIL"})
+_RESET_KEEPS = "TERM"
+#: what a ``$NAME`` whose value only the image knows is filled in with, around its name: the
+#: checks' stand-in for a value only the cluster knows, which they take for any value
+STAND_IN = "\x00"
 #: a shell's ``$NAME``, ``${NAME}`` or ``${NAME:-WORD}`` (``-`` or ``+``, each with or without
 #: ``:``; WORD plain; ``=`` would set NAME) not after a backslash: the name, the operator, WORD
 _VARIABLE = re.compile(
@@ -51,7 +58,10 @@ _VARIABLE = re.compile(
 
 
 def fill_in_variables(
-    script: str, known: dict[str, str], environment: Collection[str] | None = None
+    script: str,
+    known: dict[str, str | None],
+    environment: Collection[str] | None = None,
+    unsure: Collection[str] = (),
 ) -> str:
     """``script``, a shell's ``-c`` string, with the variables a shell fills in as one plain
     word filled in: its first commands that only set a variable to a plain word (``S=ps;
@@ -61,16 +71,20 @@ def fill_in_variables(
     empties the pod's variable; None: any name may be one, an ``envFrom`` may set it). A
     variable the shell only sets for itself is not the command's. Then each
     ``$NAME``/``${NAME}`` outside single quotes of a name they set or ``known`` (the
-    container's variables of a plain value, less :data:`SHELL_OWN`) gives is replaced by that
-    value, and so is a
+    container's variables of a plain value, less :data:`SHELL_OWN`; None: unset for sure)
+    gives is replaced by that value, and so is a
     ``${NAME:-WORD}`` of such a name, as the shell reads it (:func:`_expanded`). A variable the
     rest of the string sets again, or that neither gives (a value only the cluster knows), is
-    left as written: no guess."""
+    left as written: no guess. One of ``unsure``, which the shell may have or not (the pod's,
+    behind sudo: :func:`_through_env`), is filled in only where it reads the same unset; else
+    with :data:`STAND_IN`, a value no one but the image knows."""
     values = {name: value for name, value in known.items() if name not in SHELL_OWN}
+    unsure = set(unsure)
     prefix = ""
     while (match := _LEADING_SET.match(script)) is not None:
         exported, name, value = match.groups()
         values[name] = value
+        unsure.discard(name)
         if exported or environment is None or name in environment:
             prefix += f"{name}={value} "
         script = script[match.end() :].lstrip(" \t")
@@ -81,7 +95,10 @@ def fill_in_variables(
         name, operator, word = match.group(1) or match.group(4), match.group(2), match.group(3)
         if name not in values:
             return match.group(0)
-        return _expanded(values[name], operator or "", word)
+        reading = _expanded(values[name], operator or "", word)
+        if name in unsure and reading != _expanded(None, operator or "", word):
+            return f"{STAND_IN}{name}{STAND_IN}"
+        return reading
 
     return prefix + "".join(
         piece if piece.startswith("'") else _VARIABLE.sub(value, piece)
@@ -89,14 +106,14 @@ def fill_in_variables(
     )
 
 
-def _expanded(value: str, operator: str, word: str) -> str:
-    """What the shell fills in for ``${NAME<operator><word>}`` of a variable set to ``value``:
-    ``-`` gives the value, ``+`` the word; with ``:``, an empty value is as if unset
-    (``${S:-ps}`` of an empty S gives ``ps``, ``${S:+x}`` nothing)."""
-    unset = operator.startswith(":") and not value
+def _expanded(value: str | None, operator: str, word: str | None) -> str:
+    """What the shell fills in for ``${NAME<operator><word>}`` of a variable set to ``value``
+    (None: unset): ``-`` gives the value, ``+`` the word; with ``:``, an empty value is as if
+    unset (``${S:-ps}`` of an empty S gives ``ps``, ``${S:+x}`` nothing)."""
+    unset = value is None or (operator.startswith(":") and not value)
     if operator.endswith("+"):
-        return "" if unset else word
-    return word if unset else value
+        return "" if unset else word or ""
+    return (word or "") if unset else value
 
 
 #: a quoted string, kept as a piece by ``split``: a single-quoted one, in which a shell fills
@@ -128,8 +145,8 @@ def shell_command(
     script = _command_string(argv[at + 1 :], shell == "bash") if shell in SHELLS else None
     if script is None:
         return None
-    known, environment = _through_env(argv[:at], known or {}, environment)
-    script = fill_in_variables(script, known, environment)
+    values, environment, unsure = _through_env(argv[:at], known or {}, environment)
+    script = fill_in_variables(script, values, environment, unsure)
     # YAML's block scalars (`- |`, `- >`) end the string in a newline: no second command
     script = script.rstrip("\n")
     written = KUBELET_REFERENCE.sub(lambda m: "" if m.group(1) in plain else "$", script)
@@ -145,21 +162,31 @@ def shell_command(
 
 def _through_env(
     wrappers: list[str], known: dict[str, str], environment: Collection[str] | None
-) -> tuple[dict[str, str], Collection[str] | None]:
-    """``known`` and ``environment`` (:func:`fill_in_variables`) as the shell started behind
-    ``wrappers`` sees them: an ``env NAME=value`` among them gives NAME that value (one plain
-    word; another is left to the running shell), ``env -u NAME`` and ``env -i`` take the pod's
-    away (``env S=pserver sh -c "... --sync $S"`` syncs through the shards). Behind ``sudo``,
-    ``doas`` or ``setpriv --reset-env``, which start their command in an environment of their
-    own (sudo's ``env_reset``, doas's default), which of the pod's variables the shell keeps
-    only the image (its sudoers, doas.conf, passwd) says: none is filled in, and any name may
-    be exported; only what a wrapper after it gives is known."""
+) -> tuple[dict[str, str | None], Collection[str] | None, frozenset[str]]:
+    """``known``, ``environment`` and ``unsure`` (:func:`fill_in_variables`) as the shell
+    started behind ``wrappers`` sees them: an ``env NAME=value`` among them gives NAME that
+    value (one plain word; another is left to the running shell), ``env -u NAME`` and ``env
+    -i`` take the pod's away (``env S=pserver sh -c "... --sync $S"`` syncs through the
+    shards). Behind ``sudo``, ``doas`` or ``setpriv --reset-env``, which start their command in
+    an environment of their own (sudo's ``env_reset``, doas's default), whether the shell keeps
+    each of the pod's variables only the image (its sudoers, doas.conf) says: each is
+    ``unsure``; setpriv's keeps none (each unset: None). Either way those the wrapper sets
+    itself (:data:`_RESET_SETS`) are left to the shell, ``TERM`` is kept, any name may be
+    exported, and what a wrapper after it gives is known."""
+    unsure: frozenset[str] = frozenset()
     resets = [i for i, word in enumerate(wrappers) if program_name(word) in _RESETS_ENVIRONMENT]
-    if resets:  # the pod's variables, and what an env before it gives, are not the shell's
-        wrappers, known, environment = wrappers[resets[-1] + 1 :], {}, None
+    values: dict[str, str | None] = dict(known)
+    if resets:  # what an env before it gives is not the shell's; the pod's may or may not be
+        cleared = wrappers[resets[-1]] == "--reset-env"
+        wrappers, environment = wrappers[resets[-1] + 1 :], None
+        values = {n: v for n, v in known.items() if n not in _RESET_SETS}
+        unsure = frozenset(values) - {_RESET_KEEPS}
+        if cleared:
+            values = {n: None if n in unsure else v for n, v in values.items()}
+            unsure = frozenset()
     given = {w.split("=", 1)[0] for w in wrappers if _ASSIGNMENT.match(w)}
     values = {
-        n: v for n, v in known.items() if n not in given and not removes_variable(wrappers, n)
+        n: v for n, v in values.items() if n not in given and not removes_variable(wrappers, n)
     }
     for name in given:
         value = sets_variable(wrappers, name)
@@ -167,7 +194,7 @@ def _through_env(
             values[name] = value
     if environment is not None:
         environment = {n for n in environment if not removes_variable(wrappers, n)} | given
-    return values, environment
+    return values, environment, unsure - given
 
 
 def _command_string(args: list[str], bash: bool) -> str | None:
