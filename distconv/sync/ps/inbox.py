@@ -28,8 +28,8 @@ from distconv.sync.ps.wire import (
     packed_values,
 )
 
-#: what a push's reply may carry, checked only for fitting its blocks: whole blocks, or rows
-#: other than those pushed (in sync mode the union of the ranks' rows)
+#: what a sparse push's reply may carry, checked only for fitting its blocks: whole blocks, or
+#: rows other than those pushed (in sync mode the union of the ranks' rows)
 ANY_ROWS = object()
 
 
@@ -46,15 +46,19 @@ class ReplyWriter:
         return rows_view(p.value, self._specs[i])
 
     def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> set[int]:
-        """Write a reply's values: whole blocks from its one frame of values (checked for its
-        size before any copy), or ``[ids, rows]`` pairs when it lists rows.
+        """Write a push's reply: whole blocks from its one frame of values (checked for its
+        size before any copy), or ``[ids, rows]`` pairs when it lists rows (a sparse push's
+        only: a dense push's blocks are answered whole, as a pull's are).
 
         Returns the indices of the parameters written.
 
         Raises:
-            SyncError: the reply's versions or values do not fit the blocks asked for.
+            SyncError: the reply's versions or values do not fit the blocks asked for, or it
+                lists rows for a dense parameter's blocks.
         """
-        return self._put(blocks, arrays, reply, self._check_reply(blocks, arrays, reply, ANY_ROWS))
+        # one push's blocks are a dense parameters' or one sparse parameter's (on_gradient)
+        asked = ANY_ROWS if blocks and self._specs[blocks[0].param].sparse else None
+        return self._put(blocks, arrays, reply, self._check_reply(blocks, arrays, reply, asked))
 
     def _write_all(
         self,

@@ -6,6 +6,11 @@ So a prefetch reply that left out a row asked for (the count said one less) wrot
 and left that row as it was, stale, without a word; and a pull of every block answered with a
 few rows wrote those rows, took the blocks' new versions, and left the rest stale. The shard
 is a real shard process whose replies to rank 0's pulls are tampered with (``fault``).
+
+So may a dense push's reply not list rows (review k336): it was checked for fitting its blocks
+only, since a sparse push's reply may carry other rows than pushed (in sync mode the union of
+the ranks'), so a dense push answered with a few rows wrote those, took the blocks' new
+versions and left the rest of each block stale, without a word.
 """
 
 from __future__ import annotations
@@ -88,4 +93,52 @@ def test_a_reply_of_other_rows_than_asked_is_refused(shards, tmp_path, fault):
     assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
     cause = "rows of block 0: not the 3 asked for" if fault == "fewer" else "rows where whole"
     assert cause in said, said
+    np.testing.assert_array_equal(untouched, 0.0)  # nothing of the reply was written
+
+
+#: ``python -m distconv`` whose replies to pushes of whole blocks list each block's first row
+ROWS_FOR_A_PUSH_SHARD = """
+import sys
+import numpy as np
+from distconv.cli import main
+from distconv.sync.ps.server import Shard
+
+reply = Shard._reply
+
+def rows_reply(self, ident, request, arrays=(), error=None, **fields):
+    if request.get("op") == "push" and not error and "rows" not in fields:
+        blocks = [self.blocks[b] for b in request["blocks"]]
+        arrays = [a for b in blocks for a in (np.array([b.start]), b.value[:1].reshape(1, -1))]
+        fields["rows"] = [1] * len(blocks)
+    reply(self, ident, request, arrays, error, **fields)
+
+Shard._reply = rows_reply
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_dense_push_answered_with_rows_is_refused(shards, tmp_path):
+    endpoint = shards.launch(
+        [sys.executable, "-c", ROWS_FOR_A_PUSH_SHARD, "pserver", "--bind", "127.0.0.1:0",
+         "--shard", "0", "--num-shards", "1", "--workers", "1", "--mode", "sync", "--insecure",
+         "--drain-seconds", "0"],
+        tmp_path / "shard.log",
+    )  # fmt: skip
+    weight = Parameter("w", np.zeros((4, 2)))
+    sync = insecure_worker([endpoint], lr=1.0, timeout=10)
+    try:
+        sync.setup([weight])
+        sync.start_step(1)
+        weight.grad[...] = 1.0
+        sync.on_gradient(weight)
+        with pytest.raises(SyncError) as refused:
+            sync.finish_step()
+        untouched = weight.value.copy()
+    finally:
+        sync.close()
+    said = str(refused.value)
+    assert said.startswith("rank 0: malformed reply from a pserver: "), said
+    assert "rows where whole blocks were asked for" in said, said
+    assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
     np.testing.assert_array_equal(untouched, 0.0)  # nothing of the reply was written
