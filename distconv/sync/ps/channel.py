@@ -42,11 +42,11 @@ GRACE = 1.5
 #: once this process is asked to stop (SIGTERM, Ctrl-C: :func:`distconv.stop_request.pending`),
 #: a step's wait that hears nothing from a shard it waits for in this many seconds gives up
 #: (SyncError), or in :data:`QUIET_FACTOR` times the longest such silence of a shard its waits
-#: have seen before, if longer (the other shards' replies say nothing of it): live peers answer
-#: about as soon as they always did, so the shard waits for a worker that is gone (killed, out
-#: of memory), which would hold this one until its SIGKILL, silent, at the launcher's grace's
-#: end. Only a step's waits (push replies, a prefetch), pulls and get_state (answered at once):
-#: a metrics sum or a barrier may wait long for a live rank evaluating or writing a checkpoint.
+#: have seen before, if longer (the other shards' replies say nothing of it, and a large reply's
+#: bytes crossing end it): live peers answer about as soon as they always did, so the shard waits
+#: for a worker that is gone (killed, out of memory), which would hold this one until SIGKILL.
+#: Only a step's waits (push replies, a prefetch), pulls and get_state (answered at once): a
+#: metrics sum or a barrier may wait long for a live rank that evaluates or writes a checkpoint.
 STOP_PATIENCE = 5.0
 QUIET_FACTOR = 3.0
 #: a shard is silent while a large reply crosses (ZeroMQ hands over whole messages), so it is
@@ -225,15 +225,17 @@ class ShardChannel(BulkRuns):
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
         start = _now()
         answered: dict[int, float] = {}  # a shard's latest reply in this wait (-1: not known)
-        deadline = start + limit
+        quiet: dict[int, float] = {}  # each shard last heard from, as of the latest poll
         while missing:
             arrived = [r for r in missing if r in self._replies]
             for rid in arrived:
                 missing.discard(rid)
                 shard = self._rid_shard.pop(rid, -1)  # a long run sends millions of requests
                 self._rid_bytes.pop(rid, None)
-                if stoppable and stop_request.pending() is None:  # a live shard's usual silence
-                    self._usual_quiet = max(self._usual_quiet, _now() - answered.get(shard, start))
+                if stoppable and stop_request.pending() is None:  # a live shard's usual silence:
+                    # as the stop measures it, a reply's bytes crossing none (review k336)
+                    heard = max(answered.get(shard, start), quiet.get(shard, start))
+                    self._usual_quiet = max(self._usual_quiet, _now() - heard)
                 answered[shard] = _now()
                 reply = self._replies.pop(rid)
                 if reply[0]["op"] == "error":
@@ -245,9 +247,7 @@ class ShardChannel(BulkRuns):
                 yield rid, reply
             if not missing:
                 return
-            # the limit, and a stop's patience, are on each shard's silence (reviews k182, k186,
-            # k189): replies, or a large reply's bytes crossing (review k305), end a silence, and
-            # another shard's replies say nothing of a silent one's
+            # the limit and a stop's patience are per shard's silence, ended by a reply or its bytes
             quiet = self._heard(missing, answered, start)
             deadline = min(quiet.values()) + limit
             left = deadline - _now()
