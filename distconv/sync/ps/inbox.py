@@ -105,10 +105,10 @@ class ReplyWriter:
                     else "whole blocks where rows were asked for"
                 )
             if "rows" in reply:
-                self._check_rows(blocks, arrays, int_list(reply, "rows"))
-                for k, b in enumerate(blocks if asked is not ANY_ROWS else ()):
-                    if not np.array_equal(arrays[2 * k], asked[k]):  # one vector compare
-                        raise WireError(f"rows of block {b.id}: not the {len(asked[k])} asked for")
+                counts = int_list(reply, "rows")
+                self._check_rows(blocks, arrays, counts)
+                if asked is not ANY_ROWS:
+                    _check_rows_asked(blocks, arrays[::2], counts, asked)
             else:
                 packed_values(arrays, sum(b.nbytes for b in blocks))
         except WireError as exc:
@@ -197,3 +197,21 @@ class ReplyWriter:
             p = self.params[i]
             if is_gpu_array(p.value):
                 copy_into(p.value, self._host[p.name])
+
+
+def _check_rows_asked(
+    blocks: Sequence[Block],
+    got: Sequence[np.ndarray],
+    counts: Sequence[int],
+    asked: Sequence[np.ndarray],
+) -> None:
+    """WireError unless each block's row ids ``got`` (``counts`` of them, checked) are those
+    ``asked``: the counts, then all the ids in one vector compare, not one per block (a big
+    table's prefetch asks for hundreds of blocks); the block that differs is looked for only
+    then, for the message."""
+    if list(counts) == [len(a) for a in asked] and (
+        not blocks or np.array_equal(np.concatenate(got), np.concatenate(asked))
+    ):
+        return
+    b, wanted = next((b, a) for b, g, a in zip(blocks, got, asked) if not np.array_equal(g, a))
+    raise WireError(f"rows of block {b.id}: not the {len(wanted)} asked for")
