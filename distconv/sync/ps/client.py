@@ -325,17 +325,16 @@ class PServerSync(
         began = _now()
         written: set[int] = set()
         step = f"step {self._step}"
-        try:
+        # a reply refused or a shard lost after others were written: the device holds them too
+        with self._to_device_after(written):
             for rid, (header, arrays) in self._arrivals(list(inflight), step, stoppable=True):
                 blocks = inflight[rid]
-                written |= self._write(blocks, arrays, header)
+                written |= self._write(blocks, arrays, header)  # in place: the set moved after
                 self.drops += int(header.get("dropped", 0))
                 for i in {b.param for b in blocks}:
                     pending[i] -= 1
                     if not pending[i]:
                         self._zero_gradient(i)
-        finally:  # a reply refused or a shard lost after others were written: the device too
-            self._values_to_device(written)
         self._sync_seconds += _now() - began
         self._record_rows(False)
         self._zero_gradients(done=set(pending))

@@ -11,7 +11,9 @@ slice copy, with no per-block frame or header.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,8 @@ from distconv.sync.ps.wire import (
     int_list,
     packed_values,
 )
+
+log = logging.getLogger("distconv.pserver")
 
 #: what a sparse push's reply may carry, checked only for fitting its blocks: whole blocks, or
 #: rows other than those pushed (in sync mode the union of the ranks' rows)
@@ -79,11 +83,9 @@ class ReplyWriter:
         asked = rows_asked if rows_asked is not None else [None] * len(replies)
         versions = [self._check_reply(*r, a) for r, a in zip(replies, asked)]
         written: set[int] = set()
-        try:
+        with self._to_device_after(written):
             for (blocks, arrays, reply), v in zip(replies, versions):
-                written |= self._put(blocks, arrays, reply, v)
-        finally:
-            self._values_to_device(written)
+                written |= self._put(blocks, arrays, reply, v)  # in place: the set moved after
 
     def _check_reply(
         self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply, asked: Any
@@ -189,6 +191,26 @@ class ReplyWriter:
             return False
         p.value = frame.view(dtype).reshape(p.value.shape)
         return True
+
+    @contextlib.contextmanager
+    def _to_device_after(self, written: set[int]) -> Iterator[None]:
+        """Move the parameters the block puts in ``written`` to the device once it ends, also
+        by an error (a reply refused, a shard lost), so the device holds what the host copies
+        do. A move that fails then (the device out of memory) is noted on that error, which
+        stays the one raised: it names the shard at fault."""
+        try:
+            yield
+        except BaseException as error:
+            try:
+                self._values_to_device(written)
+            except Exception as move:
+                note = f"moving the values written to the device failed too: {move!r}"
+                if hasattr(error, "add_note"):  # Python 3.11 on
+                    error.add_note(note)
+                else:
+                    log.warning("rank %d: %s", self.rank, note)
+            raise
+        self._values_to_device(written)
 
     def _values_to_device(self, written: set[int]) -> None:
         """Host copies of these parameters were written; move them to the device (no-op on

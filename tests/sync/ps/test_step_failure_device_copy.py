@@ -63,8 +63,10 @@ def shard_command(shard: int, faulty: bool) -> list[str]:
             "--drain-seconds", "0"]  # fmt: skip
 
 
-@pytest.mark.timeout(60)
-def test_a_failed_step_leaves_the_device_holding_the_host_copies(shards, tmp_path, device_stand_in):
+def fail_a_step(shards, tmp_path) -> tuple[list[Parameter], list[int], object]:
+    """Parameters of "device" values, the indices of those on shard 0 alone, and the step's
+    SyncError (shard 1's push reply refused after shard 0's was written, whose values the
+    host copies hold)."""
     endpoints = [
         shards.launch(shard_command(s, s == 1), tmp_path / f"shard{s}.log") for s in range(2)
     ]
@@ -82,11 +84,36 @@ def test_a_failed_step_leaves_the_device_holding_the_host_copies(shards, tmp_pat
         for p in params:
             p.grad[...] = 1.0
             sync.on_gradient(p)
-        with pytest.raises(SyncError, match="malformed reply from a pserver"):
+        with pytest.raises(SyncError, match="malformed reply from a pserver") as raised:
             sync.finish_step()
         for i in on_shard_0:
-            p = params[i]
-            np.testing.assert_array_equal(sync._host[p.name], -1.0, p.name)  # the reply's
-            np.testing.assert_array_equal(np.asarray(p.value), -1.0, p.name)  # on the device
+            np.testing.assert_array_equal(sync._host[params[i].name], -1.0)  # the reply's
     finally:
         sync.close()
+    return params, on_shard_0, raised.value
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_step_leaves_the_device_holding_the_host_copies(shards, tmp_path, device_stand_in):
+    params, on_shard_0, _ = fail_a_step(shards, tmp_path)
+    for i in on_shard_0:
+        np.testing.assert_array_equal(np.asarray(params[i].value), -1.0, params[i].name)
+
+
+@pytest.mark.timeout(60)
+def test_a_move_to_the_device_that_fails_then_does_not_hide_the_steps_error(
+    shards, tmp_path, device_stand_in, monkeypatch
+):
+    """The move in the step's ``finally`` failing too (the device out of memory) raised its own
+    error in place of the step's, which names the shard at fault (review k336)."""
+
+    def out_of_memory(dst, src):
+        raise MemoryError("out of memory allocating 32 bytes")
+
+    monkeypatch.setattr(inbox, "copy_into", out_of_memory)
+    _, _, error = fail_a_step(shards, tmp_path)  # the SyncError, not the MemoryError
+    assert "(pserver shard 1 (" in str(error), error
+    assert error.__notes__ == [
+        "moving the values written to the device failed too: "
+        "MemoryError('out of memory allocating 32 bytes')"
+    ]
