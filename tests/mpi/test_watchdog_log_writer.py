@@ -42,9 +42,8 @@ def say_from_a_watching_thread(writer: LogWriter) -> None:
         writer.say(logging.ERROR, "rank %d failed", 1, exc_info=sys.exc_info()).wait(5)
 
 
-@pytest.mark.timeout(30)
-def test_records_name_who_said_them_and_are_written_by_the_writer_in_order(logger):
-    logger, handler = logger
+def said_from_a_watching_thread(logger: logging.Logger) -> None:
+    """A writer for ``logger``, said to from a thread named as the watchdog's, then closed."""
     writer = LogWriter(logger, "log-writer")
     watching = threading.Thread(
         target=say_from_a_watching_thread, args=(writer,), name="distconv-watchdog"
@@ -52,6 +51,12 @@ def test_records_name_who_said_them_and_are_written_by_the_writer_in_order(logge
     watching.start()
     watching.join(10)
     writer.close()
+
+
+@pytest.mark.timeout(30)
+def test_records_name_who_said_them_and_are_written_by_the_writer_in_order(logger):
+    logger, handler = logger
+    said_from_a_watching_thread(logger)
     (warning, wrote_1), (error, wrote_2) = handler.kept
     assert (wrote_1, wrote_2) == ("log-writer", "log-writer")  # never the watching thread
     assert warning.getMessage() == "rank 1: Allreduce waited"
@@ -87,13 +92,7 @@ def test_records_name_who_said_them_however_logging_counts_frames(logger, monkey
     (``threading.run``, in threading.py), so the record named where it came from on 3.11 only."""
     logger, handler = logger
     monkeypatch.setattr(logging, "currentframe", logging_as_python_3_10_counts_frames)
-    writer = LogWriter(logger, "log-writer")
-    watching = threading.Thread(
-        target=say_from_a_watching_thread, args=(writer,), name="distconv-watchdog"
-    )
-    watching.start()
-    watching.join(10)
-    writer.close()
+    said_from_a_watching_thread(logger)
     assert [(record.funcName, record.pathname) for record, _ in handler.kept] == [
         ("say_from_a_watching_thread", __file__)
     ] * 2
