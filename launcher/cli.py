@@ -47,13 +47,7 @@ from .commands import (
 from .failure import signal_name
 from .interrupt import arm, release, run_captured
 from .json_lines import json_lines, last_line
-from .options import (
-    add_k8s_options,
-    add_local_options,
-    add_mpi_options,
-    ignored_flag,
-    split_argv,
-)
+from .options import add_k8s_options, add_local_options, add_mpi_options, ignored_flag, split_argv
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
 from .stdout import write_stdout
@@ -395,5 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal_name(signum)}"
         last_line(f"{PROG} {args.command}: {said} before the job started", json_rest)
         return 128 + signum
-    finally:
-        release()
+    finally:  # a signal handled at release()'s entry (a call's check), still armed, raises
+        try:  # there, before its first line: dropped too, by a second release()
+            release()
+        except KeyboardInterrupt:
+            release()
