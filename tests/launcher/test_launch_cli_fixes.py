@@ -9,12 +9,11 @@ import importlib.util
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, launch
+from tests.launcher.launch_cli import ENV, launch, wait_while_running
 from tests.processes import job_env
 
 HAS_RENDERER = importlib.util.find_spec("distconv.deploy") is not None
@@ -189,11 +188,7 @@ def test_ctrl_c_before_the_job_starts_is_one_line(tmp_path):
         try:
             # in the version question: a fixed 2 s pause could land in Python's own start-up on
             # a loaded host, and waited 2 s on a quiet one
-            deadline = time.monotonic() + 30
-            while not asked.exists():
-                assert launcher.poll() is None, "the launcher ended before mpiexec asked"
-                assert time.monotonic() < deadline, "mpiexec never asked"
-                time.sleep(0.01)
+            wait_while_running(asked.exists, launcher, "mpiexec asked")
             launcher.send_signal(signal.SIGINT)
             _, stderr = launcher.communicate(timeout=30)
         finally:

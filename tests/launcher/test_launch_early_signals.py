@@ -8,11 +8,10 @@ import importlib.util
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.launcher.launch_cli import ENV
+from tests.launcher.launch_cli import ENV, wait_while_running
 from tests.launcher.test_supervision import wait_gone
 from tests.processes import job_env
 
@@ -49,14 +48,6 @@ def _start(argv: list[str], cwd, env: dict[str, str], installed: bool = False) -
     )
 
 
-def _wait_for(check, launcher: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        assert launcher.poll() is None, f"the launcher ended before {what}"
-        assert time.monotonic() < deadline, f"no {what} within 30 s"
-        time.sleep(0.001)
-
-
 def _maps(pid: int) -> bytes:
     try:
         with open(f"/proc/{pid}/maps", "rb") as maps:
@@ -82,7 +73,9 @@ def test_a_stop_signal_while_the_launcher_imports_is_one_line(tmp_path, signum, 
     with job_env(ENV) as env:
         launcher = _start([*argv, "--", "true"], tmp_path, env, installed)
         try:
-            _wait_for(lambda: CLI_IMPORTING in _maps(launcher.pid), launcher, "cli's imports")
+            wait_while_running(
+                lambda: CLI_IMPORTING in _maps(launcher.pid), launcher, "cli's imports"
+            )
             launcher.send_signal(signum)
             _, stderr = launcher.communicate(timeout=60)
         finally:
@@ -106,7 +99,7 @@ def test_sigterm_while_the_launcher_asks_mpiexec_stops_it_and_says_so(tmp_path):
         launcher = _start([*argv, "--", "--epochs", "1"], tmp_path, env)
         try:
             written = lambda: pid_file.exists() and pid_file.read_text().strip()  # noqa: E731
-            _wait_for(written, launcher, "mpiexec")
+            wait_while_running(written, launcher, "mpiexec")
             launcher.send_signal(signal.SIGTERM)
             _, stderr = launcher.communicate(timeout=60)
         finally:
