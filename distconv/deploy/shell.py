@@ -43,8 +43,8 @@ SHELL_OWN = frozenset(
 #: (:func:`_through_env`): sudo's ``env_reset``, on by default, doas (but for ``keepenv``),
 #: and setpriv's ``--reset-env`` option
 _RESETS_ENVIRONMENT = {"sudo", "doas", "--reset-env"}
-#: the variables such a wrapper sets itself (the target user's), whatever the pod's are, and
-#: the one it keeps of the pod's (``TERM``)
+#: the variables such a wrapper sets itself (the target user's, from the image's passwd),
+#: whatever the pod's are, and the one it keeps of the pod's (``TERM``)
 _RESET_SETS = frozenset({"HOME", "USER", "LOGNAME", "SHELL", "PATH", "MAIL"})
 _RESET_KEEPS = "TERM"
 #: what a ``$NAME`` whose value only the image knows is filled in with, around its name: the
@@ -171,8 +171,8 @@ def _through_env(
     an environment of their own (sudo's ``env_reset``, doas's default), whether the shell keeps
     each of the pod's variables only the image (its sudoers, doas.conf) says: each is
     ``unsure``; setpriv's keeps none (each unset: None). Either way those the wrapper sets
-    itself (:data:`_RESET_SETS`) are left to the shell, ``TERM`` is kept, any name may be
-    exported, and what a wrapper after it gives is known."""
+    itself (:data:`_RESET_SETS`) are set to a value only the image knows (:data:`STAND_IN`),
+    ``TERM`` is kept, any name may be exported, and what a wrapper after it gives is known."""
     unsure: frozenset[str] = frozenset()
     resets = [i for i, word in enumerate(wrappers) if program_name(word) in _RESETS_ENVIRONMENT]
     values: dict[str, str | None] = dict(known)
@@ -184,6 +184,7 @@ def _through_env(
         if cleared:
             values = {n: None if n in unsure else v for n, v in values.items()}
             unsure = frozenset()
+        values.update({n: f"{STAND_IN}{n}{STAND_IN}" for n in _RESET_SETS})
     given = {w.split("=", 1)[0] for w in wrappers if _ASSIGNMENT.match(w)}
     values = {
         n: v for n, v in values.items() if n not in given and not removes_variable(wrappers, n)
