@@ -168,23 +168,15 @@ def _through_env(
     value (one plain word; another is left to the running shell), ``env -u NAME`` and ``env
     -i`` take the pod's away (``env S=pserver sh -c "... --sync $S"`` syncs through the
     shards). Behind ``sudo``, ``doas`` or ``setpriv --reset-env``, which start their command in
-    an environment of their own (sudo's ``env_reset``, doas's default), whether the shell keeps
-    each of the pod's variables only the image (its sudoers, doas.conf) says: each is
-    ``unsure``; setpriv's keeps none (each unset: None). Either way those the wrapper sets
-    itself (:data:`_RESET_SETS`) are set to a value only the image knows (:data:`STAND_IN`),
-    ``TERM`` is kept, any name may be exported, and what a wrapper after it gives is known."""
+    an environment of their own (sudo's ``env_reset``, doas's default), what the shell keeps
+    only the image (its sudoers, doas.conf) says (:func:`_behind_reset`): any name may be
+    exported, and what a wrapper after it gives is known."""
     unsure: frozenset[str] = frozenset()
     resets = [i for i, word in enumerate(wrappers) if program_name(word) in _RESETS_ENVIRONMENT]
     values: dict[str, str | None] = dict(known)
-    if resets:  # what an env before it gives is not the shell's; the pod's may or may not be
-        cleared = wrappers[resets[-1]] == "--reset-env"
+    if resets:
+        values, unsure = _behind_reset(wrappers[: resets[-1] + 1], known, environment)
         wrappers, environment = wrappers[resets[-1] + 1 :], None
-        values = {n: v for n, v in known.items() if n not in _RESET_SETS}
-        unsure = frozenset(values) - {_RESET_KEEPS}
-        if cleared:
-            values = {n: None if n in unsure else v for n, v in values.items()}
-            unsure = frozenset()
-        values.update({n: f"{STAND_IN}{n}{STAND_IN}" for n in _RESET_SETS})
     given = {w.split("=", 1)[0] for w in wrappers if _ASSIGNMENT.match(w)}
     values = {
         n: v for n, v in values.items() if n not in given and not removes_variable(wrappers, n)
@@ -196,6 +188,31 @@ def _through_env(
     if environment is not None:
         environment = {n for n in environment if not removes_variable(wrappers, n)} | given
     return values, environment, unsure - given
+
+
+def _behind_reset(
+    wrappers: list[str], known: dict[str, str], environment: Collection[str] | None
+) -> tuple[dict[str, str | None], frozenset[str]]:
+    """The values and ``unsure`` (:func:`_through_env`) of the command that the last of
+    ``wrappers``, one that resets the environment, starts. Each variable that wrapper is
+    started with, the pod's or one an ``env`` before it gives (``env S=b sudo -E``), may be
+    kept behind sudo or doas (``unsure``) and is unset behind ``setpriv --reset-env``; one an
+    ``env`` before it takes away (``env -u S sudo``) is unset either way; ``TERM`` is kept;
+    those the wrapper sets itself (:data:`_RESET_SETS`) are values only the image knows."""
+    before = wrappers[:-1]
+    values, _, unsure = _through_env(before, known, environment)
+    given = {w.split("=", 1)[0] for w in before if _ASSIGNMENT.match(w)}
+    for name in {*known, *given} - values.keys():  # taken away, or more than one word
+        unknown = sets_variable(before, name) is not None
+        values[name] = f"{STAND_IN}{name}{STAND_IN}" if unknown else None
+    kept = {n for n, v in values.items() if v is not None} - _RESET_SETS - {_RESET_KEEPS}
+    if wrappers[-1] == "--reset-env":
+        values.update(dict.fromkeys(kept))
+        unsure &= {_RESET_KEEPS}
+    else:
+        unsure |= kept
+    values.update({n: f"{STAND_IN}{n}{STAND_IN}" for n in _RESET_SETS})
+    return values, unsure - _RESET_SETS
 
 
 def _command_string(args: list[str], bash: bool) -> str | None:

@@ -29,7 +29,8 @@ _LINE = ["sh", "-c", "exec run --sync $S"]
 )
 def test_the_pods_variables_are_not_filled_in_behind_sudo(wrappers):
     """What sudo keeps is the image's sudoers' to say (``-E`` too): ``$S``, the pod's value or
-    nothing, is a value only the image knows (review k334), and an env before sudo gives none."""
+    nothing, is a value only the image knows (review k334), as is an env's before sudo, which
+    sudo may keep or not (test_shell_env_before_sudo.py)."""
     filled = shell_command([*wrappers, *_LINE], set(), {"S": "pserver"}, {"S"})
     assert filled is not None and filled[-3:-1] == ["run", "--sync"]
     assert _is_filled(filled[-1])
