@@ -66,8 +66,7 @@ LONGEST_POLL = 3600.0
 class ShardChannel(BulkRuns):
     """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies."""
 
-    #: the longest silence a stoppable wait has seen while no stop was asked (see
-    #: :data:`STOP_PATIENCE`)
+    #: the longest silence a stoppable wait saw while no stop was asked (:data:`STOP_PATIENCE`)
     _usual_quiet = 0.0
     #: the processes of the shards beside this worker (from their hello replies)
     _shard_processes: ProcessWatch | None = None
@@ -223,17 +222,16 @@ class ShardChannel(BulkRuns):
         self, missing: set[int], limit: float, what: str, stoppable: bool, asked: str
     ) -> Iterator[tuple[int, tuple]]:
         """:meth:`_arrivals`' loop; takes each arrived reply's id out of ``missing``."""
-        start = _now()
+        start = polled = _now()  # polled: when quiet was read
         answered: dict[int, float] = {}  # a shard's latest reply in this wait (-1: not known)
-        quiet: dict[int, float] = {}  # each shard last heard from, as of the latest poll
+        quiet: dict[int, float] = {}  # each shard last heard (a reply, its bytes) at polled
         while missing:
             arrived = [r for r in missing if r in self._replies]
             for rid in arrived:
                 missing.discard(rid)
                 shard = self._rid_shard.pop(rid, -1)  # a long run sends millions of requests
                 self._rid_bytes.pop(rid, None)
-                if stoppable and stop_request.pending() is None:  # a live shard's usual silence:
-                    # as the stop measures it, a reply's bytes crossing none (review k336)
+                if stoppable and stop_request.pending() is None:  # silence as a stop counts it
                     heard = max(answered.get(shard, start), quiet.get(shard, start))
                     self._usual_quiet = max(self._usual_quiet, _now() - heard)
                 answered[shard] = _now()
@@ -247,8 +245,10 @@ class ShardChannel(BulkRuns):
                 yield rid, reply
             if not missing:
                 return
-            # the limit and a stop's patience are per shard's silence, ended by a reply or its bytes
-            quiet = self._heard(missing, answered, start)
+            was, quiet = quiet, self._heard(missing, answered, start)
+            if stoppable and stop_request.pending() is None:  # silences bytes since ended (k337)
+                ended = [polled - was.get(s, start) for s, t in quiet.items() if t > polled]
+                self._usual_quiet, polled = max(self._usual_quiet, *ended, 0.0), _now()
             deadline = min(quiet.values()) + limit
             left = deadline - _now()
             if left <= 0:
