@@ -110,6 +110,24 @@ class Shards:
             proc.stdout.close()
 
 
+def shard_argv(
+    start: Sequence[str],
+    *,
+    shard: int = 0,
+    shards: int = 1,
+    workers: int = 1,
+    mode: str = "sync",
+    timeout: float | None = None,
+) -> list[str]:
+    """One shard's command line, insecure on 127.0.0.1 (port 0), with nothing drained at its
+    end: ``python START pserver ...``, START saying what Python runs (``["-m", "distconv"]``,
+    or ``["-c", CODE, *ARGS]`` for a shard patched by a test)."""
+    argv = [sys.executable, *start, "pserver", "--bind", "127.0.0.1:0", "--shard", str(shard)]
+    argv += ["--num-shards", str(shards), "--workers", str(workers), "--mode", mode]
+    argv += ["--insecure", "--drain-seconds", "0"]
+    return argv + ([] if timeout is None else ["--timeout", str(timeout)])
+
+
 def run_pserver(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """``distconv pserver --bind 127.0.0.1:0 --shard 0 --num-shards 1 ARGS`` in a process of
     its own, output captured: for a shard that should refuse to start. A shard that starts

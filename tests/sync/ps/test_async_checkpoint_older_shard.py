@@ -11,11 +11,9 @@ older shard is a real shard process whose ``get_state`` handler drops the field 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from ps_helpers import batches, insecure_worker, run_ranks, shard_argv, small_net, train_steps
 
 from distconv.sync.base import SyncError
 
@@ -39,9 +37,7 @@ raise SystemExit(main(sys.argv[1:]))
 def shard_command(shard: int, shards: int, workers: int, older: bool) -> list[str]:
     """An async shard's command line: of this release, or of an older one (``older``)."""
     start = ["-c", OLDER_SHARD] if older else ["-m", "distconv"]
-    return [sys.executable, *start, "pserver", "--bind", "127.0.0.1:0", "--shard", str(shard),
-            "--num-shards", str(shards), "--workers", str(workers), "--mode", "async",
-            "--insecure", "--drain-seconds", "0"]  # fmt: skip
+    return shard_argv(start, shard=shard, shards=shards, workers=workers, mode="async")
 
 
 @pytest.mark.timeout(60)

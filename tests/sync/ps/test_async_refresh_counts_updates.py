@@ -11,14 +11,13 @@ once.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 from ps_helpers import (
     batches,
     insecure_worker,
     run_ranks,
+    shard_argv,
     shard_values,
     small_net,
     train_steps,
@@ -46,10 +45,9 @@ raise SystemExit(main())
 
 def start_shard_failing_a_reply(shards, workers: int) -> str:
     """One async shard (``FAILING_REPLY``) on 127.0.0.1, stopped by the ``shards`` fixture."""
-    args = ["pserver", "--bind", "127.0.0.1:0", "--shard", "0", "--num-shards", "1"]
-    args += ["--workers", str(workers), "--mode", "async", "--insecure", "--drain-seconds", "0"]
     return shards.launch(
-        [sys.executable, "-c", FAILING_REPLY, *args], shards.tmp_path / "failing.log"
+        shard_argv(["-c", FAILING_REPLY], workers=workers, mode="async"),
+        shards.tmp_path / "failing.log",
     )
 
 

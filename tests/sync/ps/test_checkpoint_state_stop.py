@@ -11,11 +11,10 @@ request but ``get_state``.
 from __future__ import annotations
 
 import re
-import sys
 import time
 
 import pytest
-from ps_helpers import batches, insecure_worker, small_net, stopping, train_steps
+from ps_helpers import batches, insecure_worker, shard_argv, small_net, stopping, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -41,11 +40,8 @@ def test_a_stopping_chief_gives_up_a_get_state_a_shard_does_not_answer(
 ):
     monkeypatch.setattr(channel, "STOP_PATIENCE", PATIENCE)
     endpoint = shards.launch(
-        [sys.executable, "-c", SILENT_TO_GET_STATE, "pserver", "--bind", "127.0.0.1:0",
-         "--shard", "0", "--num-shards", "1", "--workers", "1", "--mode", mode, "--insecure",
-         "--drain-seconds", "0", "--timeout", str(TIMEOUT)],
-        tmp_path / "shard.log",
-    )  # fmt: skip
+        shard_argv(["-c", SILENT_TO_GET_STATE], mode=mode, timeout=TIMEOUT), tmp_path / "shard.log"
+    )
     net = small_net()
     sync = insecure_worker([endpoint], optimizer="adam", timeout=TIMEOUT)
     try:

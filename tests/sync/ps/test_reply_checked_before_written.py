@@ -11,11 +11,9 @@ are tampered with: one version short, or a values frame one byte short.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, train_steps
+from ps_helpers import batches, insecure_worker, run_ranks, shard_argv, small_net, train_steps
 
 from distconv.sync.base import SyncError
 
@@ -58,9 +56,7 @@ def shard_command(
 ) -> list[str]:
     """A shard's command line: of this release, or faulty (``fault``)."""
     start = ["-c", FAULTY_SHARD, fault] if fault else ["-m", "distconv"]
-    return [sys.executable, *start, "pserver", "--bind", "127.0.0.1:0", "--shard", str(shard),
-            "--num-shards", str(shards), "--workers", str(workers), "--mode", mode,
-            "--insecure", "--drain-seconds", "0"]  # fmt: skip
+    return shard_argv(start, shard=shard, shards=shards, workers=workers, mode=mode)
 
 
 @pytest.mark.timeout(90)

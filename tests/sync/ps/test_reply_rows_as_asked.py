@@ -15,11 +15,9 @@ versions and left the rest of each block stale, without a word.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, run_ranks
+from ps_helpers import insecure_worker, run_ranks, shard_argv
 
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -66,11 +64,8 @@ ROWS = np.array([1, 2, 3])
 @pytest.mark.parametrize("fault", ["fewer", "rows"])
 def test_a_reply_of_other_rows_than_asked_is_refused(shards, tmp_path, fault):
     endpoint = shards.launch(
-        [sys.executable, "-c", TAMPERED_SHARD, fault, "pserver", "--bind", "127.0.0.1:0",
-         "--shard", "0", "--num-shards", "1", "--workers", "2", "--mode", "async", "--insecure",
-         "--drain-seconds", "0"],
-        tmp_path / "shard.log",
-    )  # fmt: skip
+        shard_argv(["-c", TAMPERED_SHARD, fault], workers=2, mode="async"), tmp_path / "shard.log"
+    )
     tables = [Parameter("table", np.zeros((8, 2))) for _ in range(2)]
     for t in tables:
         t.sparse_rows = True
@@ -119,12 +114,7 @@ raise SystemExit(main(sys.argv[1:]))
 
 @pytest.mark.timeout(60)
 def test_a_dense_push_answered_with_rows_is_refused(shards, tmp_path):
-    endpoint = shards.launch(
-        [sys.executable, "-c", ROWS_FOR_A_PUSH_SHARD, "pserver", "--bind", "127.0.0.1:0",
-         "--shard", "0", "--num-shards", "1", "--workers", "1", "--mode", "sync", "--insecure",
-         "--drain-seconds", "0"],
-        tmp_path / "shard.log",
-    )  # fmt: skip
+    endpoint = shards.launch(shard_argv(["-c", ROWS_FOR_A_PUSH_SHARD]), tmp_path / "shard.log")
     weight = Parameter("w", np.zeros((4, 2)))
     sync = insecure_worker([endpoint], lr=1.0, timeout=10)
     try:

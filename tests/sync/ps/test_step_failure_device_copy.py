@@ -13,11 +13,9 @@ a values frame one byte short, so shard 0's reply is written first.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker
+from ps_helpers import insecure_worker, shard_argv
 
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -58,9 +56,7 @@ def device_stand_in(monkeypatch):
 
 def shard_command(shard: int, faulty: bool) -> list[str]:
     start = ["-c", LATE_SHORT_SHARD] if faulty else ["-m", "distconv"]
-    return [sys.executable, *start, "pserver", "--bind", "127.0.0.1:0", "--shard", str(shard),
-            "--num-shards", "2", "--workers", "1", "--mode", "sync", "--insecure",
-            "--drain-seconds", "0"]  # fmt: skip
+    return shard_argv(start, shard=shard, shards=2)
 
 
 def fail_a_step(shards, tmp_path) -> tuple[list[Parameter], list[int], object]:

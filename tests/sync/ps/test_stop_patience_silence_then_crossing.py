@@ -13,11 +13,10 @@ then that bytes kept coming; it never answers another ``get_state``.
 from __future__ import annotations
 
 import re
-import sys
 import time
 
 import pytest
-from ps_helpers import batches, insecure_worker, small_net, stopping, train_steps
+from ps_helpers import batches, insecure_worker, shard_argv, small_net, stopping, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -52,11 +51,8 @@ def test_the_silence_before_a_long_crossing_sets_the_stops_patience(
 ):
     monkeypatch.setattr(channel, "STOP_PATIENCE", PATIENCE)
     endpoint = shards.launch(
-        [sys.executable, "-c", SLOW_THEN_SILENT, "pserver", "--bind", "127.0.0.1:0",
-         "--shard", "0", "--num-shards", "1", "--workers", "1", "--mode", mode, "--insecure",
-         "--drain-seconds", "0", "--timeout", "20"],
-        tmp_path / "shard.log",
-    )  # fmt: skip
+        shard_argv(["-c", SLOW_THEN_SILENT], mode=mode, timeout=20), tmp_path / "shard.log"
+    )
     net = small_net()
     sync = insecure_worker([endpoint], optimizer="adam", timeout=20)
     try:

@@ -13,10 +13,8 @@ reply's do), and which never answers another.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from ps_helpers import batches, insecure_worker, small_net, stopping, train_steps
+from ps_helpers import batches, insecure_worker, shard_argv, small_net, stopping, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -50,11 +48,8 @@ def test_a_slow_checkpoint_on_the_link_does_not_lengthen_the_stops_patience(
 ):
     monkeypatch.setattr(channel, "STOP_PATIENCE", PATIENCE)
     endpoint = shards.launch(
-        [sys.executable, "-c", SLOW_THEN_SILENT, "pserver", "--bind", "127.0.0.1:0",
-         "--shard", "0", "--num-shards", "1", "--workers", "1", "--mode", mode, "--insecure",
-         "--drain-seconds", "0", "--timeout", "20"],
-        tmp_path / "shard.log",
-    )  # fmt: skip
+        shard_argv(["-c", SLOW_THEN_SILENT], mode=mode, timeout=20), tmp_path / "shard.log"
+    )
     net = small_net()
     sync = insecure_worker([endpoint], optimizer="adam", timeout=20)
     try:
