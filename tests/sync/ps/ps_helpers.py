@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import zmq
 
 from distconv.arg import Arg
@@ -26,6 +27,7 @@ from distconv.models import lenet
 from distconv.network import Network
 from distconv.optim import create_optimizer
 from distconv.stop_request import StopRequest
+from distconv.sync.base import SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.blocks import Layout, ParamSpec, rows_view
 from distconv.sync.ps.client import PServerSync
@@ -391,3 +393,28 @@ def stopping() -> Callable[[], None]:
         time.sleep(0.01)  # the handler runs between bytecodes of the main thread
     assert request.received, "SIGTERM was not recorded"
     return restore
+
+
+def refused_without_writing(
+    shards: Shards, tmp_path: Path, command: Callable[[int], list[str]], ask: Callable
+) -> tuple[SyncError, list[str]]:
+    """Two shards (``command(shard)``) and two Adam workers; rank 1 trains a step, so the
+    shards move on from rank 0; then ``ask(rank 0's sync)`` must raise a ``SyncError`` and leave
+    every value of rank 0's parameters as it was (no shard's reply half written). Returns the
+    error and the shards' endpoints."""
+    endpoints = [shards.launch(command(s), tmp_path / f"shard{s}.log") for s in range(2)]
+    nets = [small_net(seed=r) for r in range(2)]
+    syncs = [insecure_worker(endpoints, r, 2, optimizer="adam", timeout=10) for r in range(2)]
+    try:
+        run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+        train_steps(nets[1], syncs[1], batches(1, 8), 1, 2)
+        before = {p.name: p.value.copy() for p in nets[0].parameters()}
+        with pytest.raises(SyncError) as refused:
+            ask(syncs[0])
+        after = {p.name: p.value for p in nets[0].parameters()}
+    finally:
+        for sync in syncs:
+            sync.close()
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, name)
+    return refused.value, endpoints
