@@ -89,8 +89,14 @@ def test_a_wait_goes_on_while_replies_keep_coming_and_names_shards_silent_past_t
         # shards silent for the limit after the latest reply are named then, as before
         with _answering(_answer_in_turn, socks, [0.0] + [30.0] * 3):
             began = time.monotonic()
-            with pytest.raises(SyncError, match=r"no answer to stats from pserver shard\(s\) 1 \("):
+            # the shards silent for the limit are named: the link's readings (to a delayed ACK
+            # of the request, up to 40 ms) may put only one of the three past it at that moment
+            # on a loaded machine (CI: shard 3 alone); never shard 0, which answered
+            with pytest.raises(
+                SyncError, match=r"no answer to stats from pserver shard\(s\) [123] \("
+            ) as raised:
                 sync.shard_stats()  # shard 0 answers at once, the others never
+            assert f"0 ({sync.endpoints[0]})" not in str(raised.value), raised.value
             assert time.monotonic() - began < 10
 
 
