@@ -6,13 +6,14 @@ killed in the fixture's teardown. The subprocesses import this checkout's ``dist
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -382,17 +383,21 @@ def shard_values(endpoints: list[str], block_bytes: int = 64) -> dict[str, np.nd
     return values
 
 
-def stopping() -> Callable[[], None]:
-    """This process asked to stop by SIGTERM, as the Trainer's handlers record it; returns what
-    puts the handlers back."""
+@contextlib.contextmanager
+def asked_to_stop() -> Iterator[None]:
+    """Inside the ``with``, this process was asked to stop by SIGTERM, as the Trainer's handlers
+    record it; the handlers are put back at its end."""
     request = StopRequest(announce=False)
     restore = request.install()
-    os.kill(os.getpid(), signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    while not request.received and time.monotonic() < deadline:
-        time.sleep(0.01)  # the handler runs between bytecodes of the main thread
-    assert request.received, "SIGTERM was not recorded"
-    return restore
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while not request.received and time.monotonic() < deadline:
+            time.sleep(0.01)  # the handler runs between bytecodes of the main thread
+        assert request.received, "SIGTERM was not recorded"
+        yield
+    finally:
+        restore()
 
 
 def refused_without_writing(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, stopping, train_steps
+from ps_helpers import asked_to_stop, batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -61,12 +61,9 @@ def test_a_stopping_chief_gives_up_the_checkpoint_not_a_pull(shards, monkeypatch
     try:
         shards.procs[1].kill()
         shards.procs[1].wait()
-        restore = stopping()
-        try:
+        with asked_to_stop():
             with pytest.raises(SyncError) as raised:
                 syncs[0].checkpoint_state()
-        finally:
-            restore()
     finally:
         for s in syncs:
             s.close()

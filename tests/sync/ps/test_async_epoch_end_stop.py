@@ -16,12 +16,12 @@ import time
 import numpy as np
 import pytest
 from ps_helpers import (
+    asked_to_stop,
     batches,
     insecure_worker,
     run_ranks,
     shard_values,
     small_net,
-    stopping,
     train_steps,
 )
 
@@ -57,13 +57,10 @@ def test_a_stopping_rank_does_not_wait_out_the_timeout_for_a_gone_shard(shards, 
     _, _, (_, sync) = trained
     shards.procs[1].kill()
     shards.procs[1].wait()
-    restore = stopping()
-    began = time.monotonic()
-    try:
+    with asked_to_stop():
+        began = time.monotonic()
         with pytest.raises(SyncError) as raised:
             sync.refresh_parameters()
-    finally:
-        restore()
     took = time.monotonic() - began
     # the pull's own cause (review k285): not a step's, which may wait for a worker that is gone
     said = str(raised.value)
@@ -90,24 +87,18 @@ def test_a_stopping_rank_gives_up_a_pull_whose_shard_went_after_its_stats(shards
         return counts
 
     sync._stamps = then_kill
-    restore = stopping()
-    began = time.monotonic()
-    try:
+    with asked_to_stop():
+        began = time.monotonic()
         with pytest.raises(SyncError, match=r"^rank 1: asked to stop \(SIGTERM\), .* 1 .*pull"):
             sync.refresh_parameters()
-    finally:
-        restore()
     assert PATIENCE - 0.1 < time.monotonic() - began < PATIENCE + 3  # not GRACE x TIMEOUT
 
 
 @pytest.mark.timeout(60)
 def test_a_stopping_rank_still_pulls_what_live_shards_hold(trained):
     endpoints, nets, syncs = trained
-    restore = stopping()
-    try:
+    with asked_to_stop():
         run_ranks(lambda r: syncs[r].refresh_parameters(), 2)
-    finally:
-        restore()
     want = shard_values(endpoints)
     for r, net in enumerate(nets):
         for p in net.parameters():

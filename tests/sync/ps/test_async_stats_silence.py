@@ -14,7 +14,7 @@ import re
 import signal
 
 import pytest
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, stopping, train_steps
+from ps_helpers import asked_to_stop, batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -56,12 +56,9 @@ def test_a_stopping_rank_names_the_stats_its_silent_shard_was_asked(paused, monk
     sync, endpoint = paused
     monkeypatch.setattr(channel, "STOP_PATIENCE", 0.5)
     monkeypatch.setattr(sync, "timeout", 20.0)  # the stop's patience, not the timeout, decides
-    restore = stopping()
-    try:
+    with asked_to_stop():
         with pytest.raises(SyncError) as raised:
             sync.refresh_parameters()
-    finally:
-        restore()
     said = str(raised.value)
     want = (
         f"rank 1: asked to stop (SIGTERM), and pserver shard(s) 1 ({endpoint}, asked for stats) "

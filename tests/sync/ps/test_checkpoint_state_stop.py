@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from ps_helpers import batches, insecure_worker, shard_argv, small_net, stopping, train_steps
+from ps_helpers import asked_to_stop, batches, insecure_worker, shard_argv, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -47,14 +47,11 @@ def test_a_stopping_chief_gives_up_a_get_state_a_shard_does_not_answer(
     try:
         sync.setup(net.parameters())
         train_steps(net, sync, batches(1, 8))
-        restore = stopping()
-        try:
+        with asked_to_stop():
             began = time.monotonic()
             with pytest.raises(SyncError) as raised:
                 sync.checkpoint_state()
             took = time.monotonic() - began
-        finally:
-            restore()
     finally:
         sync.close()
     said = str(raised.value)

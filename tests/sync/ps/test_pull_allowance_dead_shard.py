@@ -21,7 +21,7 @@ import time
 
 import pytest
 import zmq
-from ps_helpers import batches, insecure_worker, run_ranks, small_net, stopping, train_steps
+from ps_helpers import asked_to_stop, batches, insecure_worker, run_ranks, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -77,11 +77,8 @@ def test_a_stopping_rank_names_a_silent_shard_owing_a_pull_at_the_patience(
 ):
     monkeypatch.setattr(channel, "STOP_PATIENCE", 0.5)
     monkeypatch.setattr(stopped_shard, "timeout", 100.0)  # the stop's patience decides
-    restore = stopping()
-    try:
+    with asked_to_stop():
         said, took = _pull(stopped_shard)
-    finally:
-        restore()
     assert said.startswith("rank 1: asked to stop (SIGTERM), and pserver shard(s) 0 "), said
     assert took < BLIND / 3, f"named after {took:.1f} s, not the stop's 0.5 s: {said}"
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from ps_helpers import batches, insecure_worker, shard_argv, small_net, stopping, train_steps
+from ps_helpers import asked_to_stop, batches, insecure_worker, shard_argv, small_net, train_steps
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps import channel
@@ -62,12 +62,9 @@ def stop_after_a_slow_checkpoint(
         with monkeypatch.context() as link:
             link.setattr(sync._handshakes, "idle", lambda shard: idle(time.monotonic() - asked))
             sync.checkpoint_state()
-        restore = stopping()
-        try:
+        with asked_to_stop():
             with pytest.raises(SyncError) as raised:
                 sync.checkpoint_state()
-        finally:
-            restore()
     finally:
         sync.close()
     return str(raised.value)
