@@ -58,6 +58,16 @@ def _pid_in(path: Path, limit: float = 30) -> int:
     return int(text)
 
 
+def _kill_launcher_and_wait_gone(
+    launcher: subprocess.Popen, pid: int, limit: float, what: str
+) -> None:
+    """SIGKILL ``launcher``, which gets no word of it: its job's process ``pid`` must still be
+    gone within ``limit`` seconds (the follower's work), else the test fails with ``what``."""
+    os.kill(launcher.pid, signal.SIGKILL)
+    launcher.wait(timeout=10)
+    assert wait_gone([pid], limit=limit) == [], what
+
+
 @pytest.mark.timeout(60)
 def test_a_script_started_process_stops_when_its_launcher_is_killed(tmp_path):
     """A user script run through ``sh`` (so not the launcher's child) that calls init()."""
@@ -74,9 +84,9 @@ def test_a_script_started_process_stops_when_its_launcher_is_killed(tmp_path):
         launcher = _launch_wrapped(tmp_path, f"{sys.executable} {script}; sleep 50", env)
         try:
             pid = _pid_in(pid_file)
-            os.kill(launcher.pid, signal.SIGKILL)
-            launcher.wait(timeout=10)
-            assert wait_gone([pid], limit=10) == [], "the script outlived its killed launcher"
+            _kill_launcher_and_wait_gone(
+                launcher, pid, 10, "the script outlived its killed launcher"
+            )
         finally:
             launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
             launcher.wait()
@@ -105,9 +115,9 @@ def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(
                 trainer = int(found[0]) if found else None
                 time.sleep(0.05)
             wait_for([out / "metrics.jsonl"], limit=60)  # it trains
-            os.kill(launcher.pid, signal.SIGKILL)
-            launcher.wait(timeout=10)
-            assert wait_gone([trainer], limit=30) == [], "distconv train outlived its launcher"
+            _kill_launcher_and_wait_gone(
+                launcher, trainer, 30, "distconv train outlived its launcher"
+            )
             said = log.read_text()
             assert "stopped by SIGTERM after step" in said, said[-2000:]
             assert "the launcher (pid" in said and "has ended" in said
@@ -238,9 +248,7 @@ def test_the_launchers_own_child_under_another_group_stops_when_it_is_killed(tmp
         try:
             pid = _pid_in(pid_file)
             assert _ppid_of(pid) == launcher.pid  # its own child, not a script's
-            os.kill(launcher.pid, signal.SIGKILL)
-            launcher.wait(timeout=10)
-            assert wait_gone([pid], limit=10) == [], "the launcher's child outlived it"
+            _kill_launcher_and_wait_gone(launcher, pid, 10, "the launcher's child outlived it")
         finally:
             launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
             launcher.wait()
