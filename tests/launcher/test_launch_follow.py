@@ -82,14 +82,11 @@ def test_a_script_started_process_stops_when_its_launcher_is_killed(tmp_path):
     )
     with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
         launcher = _launch_wrapped(tmp_path, f"{sys.executable} {script}; sleep 50", env)
-        try:
+        with _killed_after(launcher):  # Popen's own kill: no pid reaped since
             pid = _pid_in(pid_file)
             _kill_launcher_and_wait_gone(
                 launcher, pid, 10, "the script outlived its killed launcher"
             )
-        finally:
-            launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
-            launcher.wait()
 
 
 @pytest.mark.timeout(120)
@@ -105,7 +102,7 @@ def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(
     with job_env(ENV) as env:  # what is left of the job goes at the end, by its mark
         launcher = _launch_wrapped(tmp_path, wrapper, env)
         trainer = None
-        try:
+        with _killed_after(launcher):  # Popen's own kill: no pid reaped since
             shell = _pid_in(tmp_path / "sh.pid")
             deadline = time.monotonic() + 60
             while trainer is None:
@@ -121,9 +118,6 @@ def test_distconv_train_under_a_wrapper_checkpoints_when_its_launcher_is_killed(
             said = log.read_text()
             assert "stopped by SIGTERM after step" in said, said[-2000:]
             assert "the launcher (pid" in said and "has ended" in said
-        finally:
-            launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
-            launcher.wait()
 
 
 #: seconds between a follower's looks at the launcher in these tests: the module's 1 s made
@@ -245,13 +239,10 @@ def test_the_launchers_own_child_under_another_group_stops_when_it_is_killed(tmp
             [*argv, str(script)], env=env, cwd=tmp_path,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        try:
+        with _killed_after(launcher):  # Popen's own kill: no pid reaped since
             pid = _pid_in(pid_file)
             assert _ppid_of(pid) == launcher.pid  # its own child, not a script's
             _kill_launcher_and_wait_gone(launcher, pid, 10, "the launcher's child outlived it")
-        finally:
-            launcher.kill()  # Popen's own: never a pid reaped, and perhaps reused, since
-            launcher.wait()
 
 
 def _ppid_of(pid: int) -> int:
