@@ -11,6 +11,7 @@ consequence it does not have. Real shard processes, two async workers; rank 1 st
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
@@ -38,18 +39,27 @@ def _chief_after_a_step_of_rank_1(shards, monkeypatch, elsewhere: bool):
     return syncs
 
 
-@pytest.mark.timeout(60)
-def test_a_shard_gone_before_the_checkpoints_stats_is_named_for_its_get_state(shards, monkeypatch):
-    syncs = _chief_after_a_step_of_rank_1(shards, monkeypatch, elsewhere=False)
+def _chief_checkpoint_with_shard_1_gone(shards, monkeypatch, at_a_stop: bool) -> str:
+    """Rank 0's ``checkpoint_state`` once shard 1 was killed, rank 1 having trained a step:
+    the message of the SyncError it must raise. ``at_a_stop``: asked to stop, the shards said
+    to run on another host (no process watch sees one end, only the stop's patience);
+    else on this host, its end seen as rank 0 waits."""
+    syncs = _chief_after_a_step_of_rank_1(shards, monkeypatch, elsewhere=at_a_stop)
     try:
         shards.procs[1].kill()
         shards.procs[1].wait()
-        with pytest.raises(SyncError) as raised:
-            syncs[0].checkpoint_state()
+        with asked_to_stop() if at_a_stop else contextlib.nullcontext():
+            with pytest.raises(SyncError) as raised:
+                syncs[0].checkpoint_state()
     finally:
         for s in syncs:
             s.close()
-    said = str(raised.value)
+    return str(raised.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_gone_before_the_checkpoints_stats_is_named_for_its_get_state(shards, monkeypatch):
+    said = _chief_checkpoint_with_shard_1_gone(shards, monkeypatch, at_a_stop=False)
     assert said.startswith("rank 0: pserver shard 1 ("), said
     assert said.endswith("ended (stopped, killed or crashed) while get_state waited for it"), said
 
@@ -57,17 +67,7 @@ def test_a_shard_gone_before_the_checkpoints_stats_is_named_for_its_get_state(sh
 @pytest.mark.timeout(60)
 def test_a_stopping_chief_gives_up_the_checkpoint_not_a_pull(shards, monkeypatch):
     monkeypatch.setattr(channel, "STOP_PATIENCE", PATIENCE)
-    syncs = _chief_after_a_step_of_rank_1(shards, monkeypatch, elsewhere=True)
-    try:
-        shards.procs[1].kill()
-        shards.procs[1].wait()
-        with asked_to_stop():
-            with pytest.raises(SyncError) as raised:
-                syncs[0].checkpoint_state()
-    finally:
-        for s in syncs:
-            s.close()
-    said = str(raised.value)
+    said = _chief_checkpoint_with_shard_1_gone(shards, monkeypatch, at_a_stop=True)
     assert said.startswith("rank 0: asked to stop (SIGTERM), and pserver shard(s) 1 ("), said
     assert "asked for stats) gave no answer to get_state in the " in said, said
     giving_up = r"a shard answers stats and get_state at once, .* giving up the checkpoint$"
