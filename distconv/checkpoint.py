@@ -29,7 +29,7 @@ from distconv.backend import copy_into, to_host
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
-from distconv.sync.local import _no_numbers, _state_problems
+from distconv.sync.local import not_numbers, state_problems
 
 FORMAT = "distconv-checkpoint"
 VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
@@ -353,10 +353,10 @@ def _malformed(state: Any, keys: OptimState | None = None) -> list[str]:
             continue
         if keys is not None and any(not isinstance(k, str) for k in s):
             odd[name] = {k: v for k, v in s.items() if not isinstance(k, str)}
-        no_numbers[name] = {k: v for k, v in s.items() if isinstance(k, str) and _no_numbers(v)}
+        no_numbers[name] = {k: v for k, v in s.items() if isinstance(k, str) and not_numbers(v)}
     ours = {name: (keys or {}).get(name, {}) for name in odd}
-    problems = _state_problems(ours, odd if isinstance(state, Mapping) else state)
-    problems += _state_problems({n: dict.fromkeys(b) for n, b in no_numbers.items()}, no_numbers)
+    problems = state_problems(ours, odd if isinstance(state, Mapping) else state)
+    problems += state_problems({n: dict.fromkeys(b) for n, b in no_numbers.items()}, no_numbers)
     return [_optimizer(said.removesuffix(" (it has [])")) for said in problems]
 
 

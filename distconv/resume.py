@@ -39,7 +39,7 @@ from distconv.run_dir import (
 )
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
-from distconv.sync.local import _no_numbers
+from distconv.sync.local import not_numbers
 
 log = logging.getLogger("distconv.resume")
 
@@ -334,7 +334,7 @@ class StepCheckpoints:
 def _finite(a: Any) -> bool:
     """Whether the array (numpy or cupy) or number ``a`` holds no NaN nor infinity; True for
     what holds no numbers (``None``, a string), which ``save_checkpoint`` refuses by name."""
-    return _no_numbers(a) is not None or bool(get_array_module(a).isfinite(a).all())
+    return not_numbers(a) is not None or bool(get_array_module(a).isfinite(a).all())
 
 
 def _of_model(state: OptimState, params: Sequence[Parameter]) -> OptimState:

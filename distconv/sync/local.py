@@ -145,7 +145,7 @@ class LocalSync(SyncStrategy):
                 one of another shape or no numbers; the message lists each, and nothing is
                 copied.
         """
-        problems = _state_problems(self.state, state)
+        problems = state_problems(self.state, state)
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         for name, buffers in state.items():
@@ -180,7 +180,7 @@ def _refusal(
     return step_refusal(param.name, in_step, twice, whose=whose, closed=closed)
 
 
-def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """What in ``theirs`` has no buffer in ``ours``, or one of another shape: a name there was
     a bare KeyError, and a shape numpy broadcasts ((1,) into (3,)) was copied without a word.
     ``theirs``, or an entry of it, that is no mapping (``{"w": array}``), and a state key that
@@ -207,7 +207,7 @@ def _state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) ->
                 problems.append(
                     f"{name!r} has no state {key!r} ({strings}it has {sorted(ours[name])})"
                 )
-            elif (what := _no_numbers(value)) is not None:
+            elif (what := not_numbers(value)) is not None:
                 problems.append(f"{name}/{key}: {what} given, not an array of numbers")
             elif tuple(np.shape(value)) != tuple(ours[name][key].shape):
                 problems.append(
@@ -222,7 +222,7 @@ def _a(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _no_numbers(value: Any) -> str | None:
+def not_numbers(value: Any) -> str | None:
     """What ``value`` is (``a NoneType``, ``a ndarray of <U1``) where a state array belongs,
     or None for numbers a buffer takes (an array, a list, a scalar, on the host or the GPU).
 

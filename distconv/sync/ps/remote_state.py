@@ -18,7 +18,7 @@ import numpy as np
 
 from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
-from distconv.sync.local import _state_problems
+from distconv.sync.local import state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
 
 #: what a ``get_state`` reply without the values asked for says of its shard: one of a release
@@ -189,7 +189,7 @@ class RemoteState:
         if not self.is_chief:
             return
         fresh = self._fresh_state()
-        problems = _state_problems(fresh, state)
+        problems = state_problems(fresh, state)
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         keys = set(self.optimizer.init_state(np.zeros(1)))
