@@ -32,7 +32,7 @@ def _run(tmp_path, how: str, number: int):
     script.write_text(ENDING)
     run = tmp_path / "run"
     argv = ["mpi", "-np", "2", "--threads", "1", "--run-dir", str(run), "--", str(script)]
-    done = launch(*argv, how, str(number), cwd=tmp_path, timeout=100)
+    done = launch(*argv, how, str(number), cwd=tmp_path, timeout=30)  # runs in ~1 s
     return done, json.loads((run / "failure.json").read_text())
 
 
