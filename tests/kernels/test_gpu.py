@@ -436,3 +436,19 @@ def test_the_loss_takes_host_or_device_labels_beside_device_logits(cupy, rng, la
     dev.output.grad = cupy.asarray(1.0)
     dev.backward(lambda p: None)
     np.testing.assert_allclose(to_host(z.grad), host.inputs[0].grad, rtol=1e-10, atol=1e-12)
+
+
+def test_mpi_sync_device_buckets_over_two_ranks(cupy, tmp_path):
+    """MPISync's device path under a real ``mpiexec -n 2`` on cupy itself: device buckets
+    staged through host buffers, with and without the communication thread, on a native and a
+    float16 wire, end as the same training on host arrays (to float32's rounding: cupy's
+    kernels may round otherwise than numpy's), bitwise alike on both ranks (which share a
+    device where there is only one). CI runs it with a stand-in for cupy
+    (``tests/mpi/test_device_buckets.py``)."""
+    from tests.mpi.common import mpiexec
+    from tests.mpi.test_device_buckets import check_device_runs, device_runs
+
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    if mpiexec() is None:
+        pytest.skip("mpiexec is not installed")
+    check_device_runs(device_runs(tmp_path, "gpu"), rtol=1e-5)
