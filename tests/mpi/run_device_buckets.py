@@ -1,7 +1,9 @@
 """mpiexec -n 2 python -m mpi4py run_device_buckets.py OUT DEVICE: MPISync's device path.
 
 DEVICE ``fake`` puts the stand-in cupy of ``tests/mpi/fake_cupy`` first on the path (no GPU
-on the CI machine: it stands in for cupy here and nowhere else); ``gpu`` uses cupy itself,
+on the CI machine: it stands in for cupy here and nowhere else), and so does ``mixed``: rank
+0's parameters on that device, rank 1's on the host, each rank writing what its setup said
+(:func:`mixed`); ``gpu`` uses cupy itself,
 rank r on device ``r % count``. For each configuration (thread or none, native or float16
 wire, SGD or Adam) the same parameters and per-rank gradients train three steps twice: on the
 device, then on the host. Each rank writes ``OUT/rank<r>.json``: per configuration, whether the
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-if sys.argv[2] == "fake":
+if sys.argv[2] in ("fake", "mixed"):
     sys.path.insert(0, str(Path(__file__).resolve().parent / "fake_cupy"))
 
 import cupy  # noqa: E402
@@ -28,6 +30,7 @@ from mpi4py import MPI  # noqa: E402
 from distconv.backend import is_gpu_array, to_host  # noqa: E402
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.parameter import Parameter  # noqa: E402
+from distconv.sync.base import SyncError  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
 
 STEPS = 3
@@ -88,19 +91,34 @@ def train(config: tuple, to: Any, rank: int) -> dict[str, list[float]]:
         create_optimizer(optimizer, lr=0.01), comm=HostOnlyComm(MPI.COMM_WORLD),
         bucket_bytes=64, grad_dtype=grad_dtype, overlap=overlap, timeout=60,
     )  # fmt: skip
-    sync.setup(params, {})
-    for step in range(STEPS):
-        sync.start_step(8)
-        for p in reversed(params):
-            p.grad[...] = to(gradients(rank, step, p.name, p.size).astype(p.value.dtype))
-            sync.on_gradient(p)
-        sync.finish_step()
-    sync.close()
+    try:
+        sync.setup(params, {})
+        for step in range(STEPS):
+            sync.start_step(8)
+            for p in reversed(params):
+                p.grad[...] = to(gradients(rank, step, p.name, p.size).astype(p.value.dtype))
+                sync.on_gradient(p)
+            sync.finish_step()
+    finally:
+        sync.close()
     return {p.name: to_host(p.value).tolist() for p in params}
+
+
+def mixed(out: Path, rank: int) -> None:
+    """Rank 0's parameters on the device, rank 1's on the host: each rank writes what its
+    setup said (or the values it trained to)."""
+    try:
+        said = {"trained": train(CONFIGS[-1], cupy.asarray if rank == 0 else np.asarray, rank)}
+    except SyncError as exc:
+        said = {"error": f"{type(exc).__name__}: {exc}"}
+    (out / f"rank{rank}.json").write_text(json.dumps(said))
 
 
 def main() -> None:
     out, rank = Path(sys.argv[1]), MPI.COMM_WORLD.Get_rank()
+    if sys.argv[2] == "mixed":
+        mixed(out, rank)
+        return
     if sys.argv[2] == "gpu":
         cupy.cuda.Device(rank % cupy.cuda.runtime.getDeviceCount()).use()
     results = []

@@ -24,11 +24,16 @@ pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 BUCKETS = [6, 5, 7]
 
 
-def device_runs(out, device: str) -> list[list[dict]]:
-    """Run ``run_device_buckets.py`` on ``device`` over 2 ranks; each rank's results."""
+def device_texts(out, device: str) -> list[str]:
+    """Run ``run_device_buckets.py`` on ``device`` over 2 ranks; what each rank wrote."""
     proc = run_mpi(["-n", "2", *script("run_device_buckets.py"), str(out), device], timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return [(out / f"rank{r}.json").read_text() for r in range(2)]
+
+
+def device_runs(out, device: str) -> list[list[dict]]:
+    """Each rank's results of ``run_device_buckets.py`` on ``device`` (see :func:`device_texts`)."""
+    return [json.loads(text) for text in device_texts(out, device)]
 
 
 def check_device_runs(ranks: list[list[dict]], rtol: float = 0.0) -> None:
@@ -54,3 +59,18 @@ def test_device_buckets_end_as_host_buckets_on_every_rank(tmp_path):
         steps = moves[moves.index(["set", 6, True]) - 3 :]
         gets = [size for what, size, _ in steps if what == "get"][:9]
         assert gets == BUCKETS * 3, result["config"]  # each bucket staged once a step
+
+
+def test_ranks_on_different_devices_stop_at_setup_naming_it(tmp_path):
+    """Rank 0 on a device, rank 1 on the host: a job of one, which setup refused to run. It
+    trained, the ranks' optimizers computing on cupy's kernels and numpy's, which may round
+    otherwise (test_gpu.py's device run matches the host's to float32's rounding, not
+    bitwise), so the ranks' parameters could drift apart without a word; and a refused 16-bit
+    wire stops the communication thread of a host rank where a device rank's goes on."""
+    ranks = [json.loads(s) for s in device_texts(tmp_path, "mixed")]
+    for rank, said in enumerate(ranks):
+        assert "trained" not in said, said
+        assert said["error"].startswith(f"JobMismatch: rank {rank} and rank {1 - rank} run "), said
+        assert "sync.device: 'gpu' here, 'cpu' there" in said["error"] or (
+            "sync.device: 'cpu' here, 'gpu' there" in said["error"]
+        ), said

@@ -7,11 +7,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from distconv.backend import is_gpu_array
 from distconv.sync.description import digest
 from distconv.sync.mpi.buckets import Bucket, build_buckets, layout_params, widening
 from distconv.sync.mpi.pieces import PiecePump, Slot, WirePlan, piece_sizes
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
+
+
+def devices(params: Sequence[Any]) -> str:
+    """Where ``params`` live, for setup's job check: ``"cpu"``, ``"gpu"`` or ``"cpu+gpu"``.
+
+    Ranks on different devices run the optimizer on different kernels (cupy's may round
+    otherwise than numpy's), so their parameters, meant to be identical, could drift apart
+    without a word; a device bucket's 16-bit wire is also checked on the main thread, a host
+    one's on the communication thread, which after a refused wire go on differently."""
+    return "+".join(sorted({"gpu" if is_gpu_array(p.value) else "cpu" for p in params})) or "cpu"
 
 
 class BucketLayout:

@@ -58,7 +58,7 @@ from distconv.sync.mpi.comm import (
     rank0_names,
     thread_poll_seconds,
 )
-from distconv.sync.mpi.layout import BucketLayout
+from distconv.sync.mpi.layout import BucketLayout, devices
 from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_not_leave
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.step_check import StepCheck
@@ -189,6 +189,7 @@ class MPISync(BucketLayout, RankCollectives):
         """
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
+        wire["sync.device"] = devices(params)  # the ranks' optimizers must round alike
         self._open = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         self._drain_abandoned()
