@@ -471,6 +471,13 @@ def test_the_reason_drops_an_errors_own_full_stop(said, line):
     )
 
 
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), SyncError(""), SyncError(" ")])
+def test_an_error_without_a_message_is_named_alone(error):
+    """Ctrl-C's ``KeyboardInterrupt`` has no message: the line read ``KeyboardInterrupt: ;``."""
+    name = type(error).__name__
+    assert reason(1, error, "aborting the MPI job") == f"rank 1: {name}; aborting the MPI job\n"
+
+
 @pytest.mark.parametrize("value, brief", [("0", True), ("false", True), ("1", False)])
 def test_distconv_debug_off_values_keep_the_abort_line_brief(
     capsys, exits, monkeypatch, value, brief

@@ -128,15 +128,15 @@ def _brief(error: BaseException) -> bool:
 
 def reason(rank: int, error: BaseException | None, ending: str) -> str:
     """The line a rank leaves on stderr as it ends the job: who, why, and how it ends (an
-    error's own full stop dropped before the ``;``). Under ``--log-format json`` a JSON object
+    error's own full stop dropped before the ``;``; one without a message, as Ctrl-C's
+    ``KeyboardInterrupt``, named alone). Under ``--log-format json`` a JSON object
     (:func:`~distconv.logs.as_log_line`): it is the last line of a rank that aborts, which
     never reaches ``distconv train``'s own error line, and a collector parses it too."""
     said = str(error).rstrip()
     if said.endswith(".") and not said.endswith(".."):
         said = said[:-1]
-    return (
-        as_log_line(f"rank {rank}: {type(error).__name__}: {said}; {ending}", logging.ERROR) + "\n"
-    )
+    what = f"{type(error).__name__}: {said}" if said else type(error).__name__
+    return as_log_line(f"rank {rank}: {what}; {ending}", logging.ERROR) + "\n"
 
 
 def exit_status(error: BaseException | None) -> int:
