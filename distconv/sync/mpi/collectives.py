@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError
+from distconv.sync.base import StateDict, SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import bcast_in_place, same_job
 from distconv.sync.mpi.step_check import BARRIER, BROADCAST, SETUP, SUMMING, StepCheck, where
@@ -114,6 +114,24 @@ class RankCollectives(LocalSync):
         self._meet(SUMMING, len(buf))
         self.comm.Allreduce(self._in_place, buf, self._op)
         return buf.tolist()
+
+    def state_dict(self) -> StateDict:
+        """The optimizer state (see :meth:`~distconv.sync.local.LocalSync.state_dict`), between
+        steps only, as a checkpoint takes it.
+
+        Raises:
+            SyncError: in a step, or after a step (or setup) that failed: an optimizer that
+                failed in ``finish_step`` left the buckets before it updated and the later
+                ones not, and a checkpoint of that would resume every rank from a step
+                applied in part; before setup there is nothing to refuse.
+        """
+        if self._open is not None and self.params:
+            raise SyncError(
+                f"no optimizer state in the middle of {self._open}: it may hold a step applied "
+                "in part (the updates before a failed one are made); close the sync (it ends "
+                "the job)"
+            )
+        return super().state_dict()
 
     def barrier(self) -> None:
         """Return once every rank has called it, between steps (the exchange of where they

@@ -16,7 +16,8 @@ backward, and at ``finish_step`` only the last ones, small, are left. On one ran
 other can abandon the step, each bucket is updated as soon as the thread has reduced it, and
 the flags' wait, queued on the thread behind every piece, made at the first bucket holding a
 parameter that did not fire. Should an update fail, the buckets before it are updated already:
-the step cannot be finished, and the sync aborts the job when it closes.
+the step cannot be finished, nor its optimizer state checkpointed, and among several ranks the
+sync aborts the job when it closes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,36 @@
+"""The optimizer failing in the middle of a step's updates, on a real ``mpiexec -n 2``: the
+buckets before it are updated, the later ones not (docs/architecture.md); no step and no
+checkpoint may start from there, and closing ends the job naming the step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
+
+pytestmark = NEEDS_MPIEXEC
+pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_an_optimizer_failing_mid_step_leaves_no_step_and_no_checkpoint(tmp_path, overlap):
+    """``checkpoint_state`` handed out the state of no step (c updated twice, b and a once):
+    a chief's checkpoint of it, written after the error was caught, would resume every rank
+    from a step applied in part."""
+    proc = run_mpi(["-n", "2", *script("run_optimizer_fails_mid_step.py"), str(tmp_path), overlap])
+    assert proc.returncode == 1, proc.stderr  # close ends the job: the ranks may differ
+    assert "sync closed in the middle of step 1 (no finish_step, or it failed)" in proc.stderr
+    for rank in (0, 1):
+        record = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert record["finish_step"] == "FloatingPointError: the optimizer fails on b"
+        # sgd, lr 0.5, the ranks' summed gradients 2.0 over 4 examples: -0.25 a step
+        assert record["values"] == {"a": [-0.25] * 4, "b": [-0.25] * 4, "c": [-0.5] * 4}
+        assert record["start_step"].startswith("SyncError: start_step after step 1 ")
+        assert record["checkpoint_state"] == (
+            "SyncError: no optimizer state in the middle of step 1 (no finish_step, or it "
+            "failed): it may "
+            "hold a step applied in part (the updates before a failed one are made); close "
+            "the sync (it ends the job)"
+        )
