@@ -319,8 +319,8 @@ class PServerSync(
         self._flush_pushes()
         inflight, self._inflight = self._inflight, {}
         pending: dict[int, int] = {}  # parameter -> its pushes not answered yet
-        for blocks in inflight.values():
-            for i in {b.param for b in blocks}:
+        for sent in inflight.values():
+            for i in {b.param for b in sent.blocks}:
                 pending[i] = pending.get(i, 0) + 1
         began = _now()
         written: set[int] = set()
@@ -328,8 +328,9 @@ class PServerSync(
         # a reply refused or a shard lost after others were written: the device holds them too
         with self._to_device_after(written):
             for rid, (header, arrays) in self._arrivals(list(inflight), step, stoppable=True):
-                blocks = inflight[rid]
-                written |= self._write(blocks, arrays, header)  # in place: the set moved after
+                blocks, pushed = inflight[rid]
+                # in place: the set moved after
+                written |= self._write(blocks, arrays, header, pushed)
                 self.drops += int(header.get("dropped", 0))
                 for i in {b.param for b in blocks}:
                     pending[i] -= 1

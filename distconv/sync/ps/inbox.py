@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,9 +33,15 @@ from distconv.sync.ps.wire import (
 
 log = logging.getLogger("distconv.pserver")
 
-#: what a sparse push's reply may carry, checked only for fitting its blocks: whole blocks, or
-#: rows other than those pushed (in sync mode the union of the ranks' rows)
-ANY_ROWS = object()
+
+@dataclass(frozen=True)
+class RowsPushed:
+    """What a sparse push's reply must list: each block's row ids pushed (``ids``), among
+    the other ranks' rows where ``union`` (sync mode: the shard answers each rank with the
+    union of the ranks' rows), else those alone (async mode)."""
+
+    ids: Sequence[np.ndarray]
+    union: bool
 
 
 class ReplyWriter:
@@ -49,19 +56,24 @@ class ReplyWriter:
             return rows_view(self._host[p.name], self._specs[i])
         return rows_view(p.value, self._specs[i])
 
-    def _write(self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply) -> set[int]:
+    def _write(
+        self,
+        blocks: Sequence[Block],
+        arrays: Sequence[np.ndarray],
+        reply,
+        pushed: Sequence[np.ndarray] | None = None,
+    ) -> set[int]:
         """Write a push's reply: whole blocks from its one frame of values (checked for its
-        size before any copy), or ``[ids, rows]`` pairs when it lists rows (a sparse push's
-        only: a dense push's blocks are answered whole, as a pull's are).
+        size before any copy), or, to a sparse push (``pushed``: the row ids it pushed of each
+        block), ``[ids, rows]`` pairs listing every row pushed (see :class:`RowsPushed`).
 
         Returns the indices of the parameters written.
 
         Raises:
-            SyncError: the reply's versions or values do not fit the blocks asked for, or it
-                lists rows for a dense parameter's blocks.
+            SyncError: the reply's versions or values do not fit the blocks asked for, it
+                lists rows for a dense push, or whole blocks or other rows for a sparse one.
         """
-        # one push's blocks are a dense parameters' or one sparse parameter's (on_gradient)
-        asked = ANY_ROWS if blocks and self._specs[blocks[0].param].sparse else None
+        asked = None if pushed is None else RowsPushed(pushed, self.mode == "sync")
         return self._put(blocks, arrays, reply, self._check_reply(blocks, arrays, reply, asked))
 
     def _write_all(
@@ -91,7 +103,7 @@ class ReplyWriter:
         self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply, asked: Any
     ) -> list:
         """The reply's versions, once they and its values are found to fit ``blocks`` and what
-        was ``asked``: each block's row ids, None for whole blocks, or :data:`ANY_ROWS`.
+        was ``asked``: each block's row ids, None for whole blocks, or :class:`RowsPushed`.
 
         Raises:
             SyncError: they do not, naming the shard.
@@ -100,7 +112,7 @@ class ReplyWriter:
             versions = int_list(reply, "versions") if "versions" in reply else []
             if len(versions) != len(blocks):
                 raise WireError(f"{len(versions)} versions for {len(blocks)} blocks")
-            if asked is not ANY_ROWS and ("rows" in reply) != (asked is not None):
+            if ("rows" in reply) != (asked is not None):
                 raise WireError(
                     "rows where whole blocks were asked for"
                     if asked is None
@@ -109,8 +121,7 @@ class ReplyWriter:
             if "rows" in reply:
                 counts = int_list(reply, "rows")
                 self._check_rows(blocks, arrays, counts)
-                if asked is not ANY_ROWS:
-                    _check_rows_asked(blocks, arrays[::2], counts, asked)
+                _check_rows_as_asked(blocks, arrays[::2], counts, asked)
             else:
                 packed_values(arrays, sum(b.nbytes for b in blocks))
         except WireError as exc:
@@ -221,19 +232,51 @@ class ReplyWriter:
                 copy_into(p.value, self._host[p.name])
 
 
+def _check_rows_as_asked(
+    blocks: Sequence[Block], got: Sequence[np.ndarray], counts: Sequence[int], asked: Any
+) -> None:
+    """WireError unless each block's row ids ``got`` (``counts`` of them, checked) are those
+    ``asked`` (a list per block), or list the rows pushed (:class:`RowsPushed`)."""
+    if not isinstance(asked, RowsPushed):
+        _check_rows_asked(blocks, got, counts, asked, "asked for")
+    elif not asked.union:
+        _check_rows_asked(blocks, got, counts, asked.ids, "pushed")
+    else:
+        _check_rows_listed(blocks, got, asked.ids)
+
+
 def _check_rows_asked(
     blocks: Sequence[Block],
     got: Sequence[np.ndarray],
     counts: Sequence[int],
     asked: Sequence[np.ndarray],
+    how: str,
 ) -> None:
     """WireError unless each block's row ids ``got`` (``counts`` of them, checked) are those
-    ``asked``: the counts, then all the ids in one vector compare, not one per block (a big
-    table's prefetch asks for hundreds of blocks); the block that differs is looked for only
-    then, for the message."""
+    ``asked`` (``how``: "asked for", "pushed"): the counts, then all the ids in one vector
+    compare, not one per block (a big table's prefetch asks for hundreds of blocks); the block
+    that differs is looked for only then, for the message."""
     if list(counts) == [len(a) for a in asked] and (
         not blocks or np.array_equal(np.concatenate(got), np.concatenate(asked))
     ):
         return
     b, wanted = next((b, a) for b, g, a in zip(blocks, got, asked) if not np.array_equal(g, a))
-    raise WireError(f"rows of block {b.id}: not the {len(wanted)} asked for")
+    raise WireError(f"rows of block {b.id}: not the {len(wanted)} {how}")
+
+
+def _check_rows_listed(
+    blocks: Sequence[Block], got: Sequence[np.ndarray], pushed: Sequence[np.ndarray]
+) -> None:
+    """WireError unless each block's row ids ``got`` (checked: increasing, inside the block)
+    hold those ``pushed``: a row left out would keep its value of before the update. All the
+    blocks at once (ascending, so their ids are too), the block at fault looked for after."""
+    if not blocks:
+        return
+    missing = np.setdiff1d(np.concatenate(pushed), np.concatenate(got), assume_unique=True)
+    if len(missing):
+        row = int(missing[0])
+        b = next(b for b in blocks if b.start <= row < b.stop)
+        raise WireError(
+            f"rows of block {b.id}: row {row} was pushed, the reply leaves it out "
+            f"({len(missing)} pushed rows missing)"
+        )

@@ -26,7 +26,7 @@ push (rows, not blocks) always travels alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,6 +35,14 @@ from distconv.sync.ps.gradients import Item
 
 #: default ``push_bytes``: one default block
 PUSH_BYTES = BLOCK_BYTES
+
+
+class Sent(NamedTuple):
+    """A push awaiting its reply: the blocks the reply carries, in message order, and for a
+    sparse table's push the row ids pushed of each block (its reply must list them)."""
+
+    blocks: list[Block]
+    rows: list[np.ndarray] | None = None
 
 
 class PushQueue:
@@ -49,8 +57,8 @@ class PushQueue:
         self.push_bytes = PUSH_BYTES if push_bytes is None else int(push_bytes)
         if self.push_bytes < 0:
             raise ValueError(f"push_bytes must be >= 0, got {push_bytes}")
-        #: request id -> the blocks its reply carries, in message order
-        self._inflight: dict[int, list[Block]] = {}
+        #: request id -> the push sent, awaiting its reply
+        self._inflight: dict[int, Sent] = {}
         self.push_messages = 0
 
     def _queue_push(
@@ -166,5 +174,5 @@ class PushQueue:
             head["rows"] = rows
         rid = self._send(shard, head, arrays, track=True)
         self._last_push[shard] = self._trackers.pop(shard, None)
-        self._inflight[rid] = blocks
+        self._inflight[rid] = Sent(blocks, None if rows is None else list(arrays[::2]))
         self.push_messages += 1

@@ -24,6 +24,7 @@ class _Worker(ReplyWriter):
     """The state :class:`ReplyWriter` reads of its client: one sparse float64 table."""
 
     rank = 0
+    mode = "sync"  # a sparse push's reply: the rows pushed among the other ranks'
 
     def __init__(self) -> None:
         self.params = [SimpleNamespace(name="t", value=np.zeros((6, 2)))]
@@ -43,7 +44,7 @@ def _rows(n, dtype=np.float64):
 def test_a_well_formed_sparse_reply_writes_its_rows():
     w = _Worker()
     arrays = [_ids(0, 2), _rows(2), _ids(), _rows(0)]
-    w._write(BLOCKS, arrays, {"versions": [4, 5], "rows": [2, 0]})
+    w._write(BLOCKS, arrays, {"versions": [4, 5], "rows": [2, 0]}, pushed=[_ids(2), _ids()])
     np.testing.assert_array_equal(w.params[0].value[:, 0], [1, 0, 1, 0, 0, 0])
     assert w._versions == [4, 5]
 
@@ -71,6 +72,6 @@ def test_a_well_formed_sparse_reply_writes_its_rows():
 def test_a_malformed_sparse_reply_is_refused_before_any_row_is_written(arrays, counts, message):
     w = _Worker()
     with pytest.raises(SyncError, match="malformed reply from a pserver: .*" + message):
-        w._write(BLOCKS, arrays, {"versions": [1, 1], "rows": counts})
+        w._write(BLOCKS, arrays, {"versions": [1, 1], "rows": counts}, pushed=[_ids(), _ids()])
     np.testing.assert_array_equal(w.params[0].value, 0.0)
     assert w._versions == [0, 0]

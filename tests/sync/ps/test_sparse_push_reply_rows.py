@@ -1,0 +1,113 @@
+"""A sparse push's reply must list the rows pushed (review k341).
+
+Its rows were checked for fitting their blocks only (ids inside, values of the table's shape
+and dtype), since in sync mode the reply carries the union of the ranks' rows. So a reply that
+left out a row the worker pushed wrote the others and left that row as it was before the
+update, stale, without a word; in async mode, where the reply is of the rows pushed alone, one
+that listed another row wrote it; and one of whole blocks (no ``rows``) was taken as such.
+The shard is a real shard process whose replies to sparse pushes are tampered with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ps_helpers import insecure_worker, shard_argv
+
+from distconv.parameter import Parameter
+from distconv.sync.base import SyncError
+
+#: ``python -m distconv`` whose replies to sparse pushes are tampered with (argv[1]):
+#: ``fewer``, the last row of the last block with rows left out; ``other``, row 0 of the first
+#: block added (the test pushes rows 1 to 3); ``whole``, the blocks' whole values frame
+TAMPERED_SHARD = """
+import sys
+import numpy as np
+from distconv.cli import main
+from distconv.sync.ps.server import Shard
+
+fault = sys.argv.pop(1)
+reply = Shard._reply
+
+def tampered(self, ident, request, arrays=(), error=None, **fields):
+    if request.get("op") == "push" and "rows" in fields:
+        counts = fields["rows"]
+        if fault == "fewer":
+            k = max(k for k, n in enumerate(counts) if n)
+            arrays = [*arrays[: 2 * k], arrays[2 * k][:-1], arrays[2 * k + 1][:-1],
+                      *arrays[2 * k + 2 :]]
+            counts[k] -= 1
+        elif fault == "other":
+            block = self.blocks[request["blocks"][0]]
+            ids = np.concatenate([[block.start], arrays[0]]).astype(np.int64)
+            arrays = [ids, block.value[ids - block.start], *arrays[2:]]
+            counts[0] += 1
+        else:
+            arrays = [self.store.frame(request["blocks"]).copy()]
+            del fields["rows"]
+    reply(self, ident, request, arrays, error, **fields)
+
+Shard._reply = tampered
+raise SystemExit(main(sys.argv[1:]))
+"""
+ROWS = np.array([1, 2, 3])
+#: (fault, mode) -> what the error says: async replies with the rows pushed alone, sync with
+#: the union of the ranks' rows, which must hold them
+CAUSES = {
+    ("fewer", "async"): "rows of block 0: not the 3 pushed",
+    ("fewer", "sync"): "rows of block 0: row 3 was pushed, the reply leaves it out",
+    ("other", "async"): "rows of block 0: not the 3 pushed",
+    ("whole", "sync"): "whole blocks where rows were asked for",
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("fault", "mode"), sorted(CAUSES))
+def test_a_sparse_push_reply_of_other_rows_is_refused(shards, tmp_path, fault, mode):
+    """In sync mode too a reply must hold every row pushed (among the other ranks' rows)."""
+    endpoint = shards.launch(
+        shard_argv(["-c", TAMPERED_SHARD, fault], mode=mode), tmp_path / "shard.log"
+    )
+    table = Parameter("table", np.zeros((8, 2)))
+    table.sparse_rows = True
+    sync = insecure_worker([endpoint], lr=1.0, timeout=10)
+    try:
+        sync.setup([table])
+        sync.start_step(1)
+        sync.prefetch({"table": ROWS})
+        table.grad[ROWS] = 1.0
+        sync.on_gradient(table)
+        with pytest.raises(SyncError) as refused:
+            sync.finish_step()
+        untouched = table.value.copy()
+        versions = list(sync._versions)
+    finally:
+        sync.close()
+    said = str(refused.value)
+    assert said.startswith("rank 0: malformed reply from a pserver: "), said
+    assert CAUSES[fault, mode] in said, said
+    assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
+    np.testing.assert_array_equal(untouched, 0.0)  # nothing of the reply was written
+    assert versions == [0] * len(versions)
+
+
+@pytest.mark.timeout(60)
+def test_a_sparse_push_reply_of_the_rows_pushed_is_written(shards, tmp_path):
+    """The same shard, untampered in async mode: the rows pushed come back, updated."""
+    endpoint = shards.launch(shard_argv(["-m", "distconv"], mode="async"), tmp_path / "s.log")
+    table = Parameter("table", np.zeros((8, 2)))
+    table.sparse_rows = True
+    sync = insecure_worker([endpoint], lr=1.0, timeout=10)
+    try:
+        sync.setup([table])
+        sync.start_step(1)
+        sync.prefetch({"table": ROWS})
+        table.grad[ROWS] = 1.0
+        sync.on_gradient(table)
+        sync.finish_step()
+        values = table.value.copy()
+    finally:
+        sync.close()
+    want = np.zeros((8, 2))
+    want[ROWS] = -1.0  # SGD, lr 1, one example: value - grad
+    np.testing.assert_array_equal(values, want)
