@@ -256,10 +256,13 @@ def _check_rows_asked(
     ``asked`` (``how``: "asked for", "pushed"): the counts, then all the ids in one vector
     compare, not one per block (a big table's prefetch asks for hundreds of blocks); the block
     that differs is looked for only then, for the message."""
+    if len(asked) != len(blocks):  # zip would leave the blocks past them unchecked
+        raise WireError(f"row ids {how} {len(asked)} of the {len(blocks)} blocks")
     if list(counts) == [len(a) for a in asked] and (
         not blocks or np.array_equal(np.concatenate(got), np.concatenate(asked))
     ):
         return
+    # equal lengths, and the counts or the ids differ: so do one block's ids
     b, wanted = next((b, a) for b, g, a in zip(blocks, got, asked) if not np.array_equal(g, a))
     raise WireError(f"rows of block {b.id}: not the {len(wanted)} {how}")
 
@@ -275,7 +278,9 @@ def _check_rows_listed(
     missing = np.setdiff1d(np.concatenate(pushed), np.concatenate(got), assume_unique=True)
     if len(missing):
         row = int(missing[0])
-        b = next(b for b in blocks if b.start <= row < b.stop)
+        b = next((b for b in blocks if b.start <= row < b.stop), None)
+        if b is None:  # no reply can hold it: named as such, not a bare StopIteration
+            raise WireError(f"row {row} was pushed, outside blocks {[b.id for b in blocks]}")
         raise WireError(
             f"rows of block {b.id}: row {row} was pushed, the reply leaves it out "
             f"({len(missing)} pushed rows missing)"
