@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -39,6 +40,9 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 class Shards:
     """Starts and stops shard processes; ``endpoints`` lists the running ones' HOST:PORT."""
+
+    #: seconds a shard may take to print its address (a slow import on a busy machine)
+    start_seconds = 30.0
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -93,8 +97,16 @@ class Shards:
             )
         self.procs.append(proc)
         self.logs.append(log)
-        line = proc.stdout.readline()
-        assert "listening on" in line, f"shard {log.stem} did not start: {log.read_text()}"
+        line = first_line(proc, self.start_seconds)
+        if line is None or "listening on" not in line:
+            proc.kill()  # not left behind, nor waited for until pytest-timeout
+            status = proc.wait()
+            said = (
+                f"did not say it listens within {self.start_seconds} s"
+                if line is None
+                else f"exited with status {status}, having said {line!r}"
+            )
+            pytest.fail(f"shard {log.stem} {said}: {log.read_text()}", pytrace=False)
         return line.split()[-1]
 
     def log_text(self) -> str:
@@ -111,6 +123,24 @@ class Shards:
                 proc.kill()
                 proc.wait()
             proc.stdout.close()
+
+
+def first_line(proc: subprocess.Popen, seconds: float) -> str | None:
+    """The first line ``proc`` writes to its stdout pipe (what it has written, where it
+    exits before a newline), or None if it writes no line within ``seconds``. Read from the
+    pipe itself, so that a line half written never blocks (``readline`` would)."""
+    fd, data, end = proc.stdout.fileno(), b"", time.monotonic() + seconds
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while b"\n" not in data:
+            left = end - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:  # it exited, or closed its stdout
+                break
+            data += chunk
+    return data.decode(errors="replace").split("\n", 1)[0]
 
 
 def shard_argv(
