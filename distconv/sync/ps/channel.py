@@ -22,15 +22,12 @@ from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.bulk import BulkRuns
 from distconv.sync.ps.config import tcp_url, uses_ipv6
 from distconv.sync.ps.handshakes import HandshakeWatch
+from distconv.sync.ps.intake import ReplyIntake
 from distconv.sync.ps.processes import LOOK_EVERY, ProcessWatch
 from distconv.sync.ps.wire import (
     MAX_HEADER_BYTES,
-    MAX_MESSAGE_BYTES,
-    WireError,
     pack,
     send,
-    unpack_arrays,
-    unpack_header,
 )
 
 log = logging.getLogger("distconv.pserver")
@@ -63,7 +60,7 @@ LINK_READS = 4
 LONGEST_POLL = 3600.0
 
 
-class ShardChannel(BulkRuns):
+class ShardChannel(ReplyIntake, BulkRuns):
     """The request side of :class:`~.client.PServerSync`: connect, send, receive the replies."""
 
     #: the longest silence a stoppable wait saw while no stop was asked (:data:`STOP_PATIENCE`)
@@ -312,28 +309,6 @@ class ShardChannel(BulkRuns):
                 "waited for it"
             )
 
-    def _receive(self, sock: zmq.Socket) -> None:
-        if self._handshakes is not None and self._handshakes.owns(sock):
-            self._refuse_handshake(sock)
-            return
-        while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            self._bytes_pulled += sum(len(f) for f in frames)
-            try:
-                header = unpack_header(frames[0].buffer, request=False)
-                cap = self._reply_caps.get(sock, MAX_MESSAGE_BYTES)
-                arrays = unpack_arrays(header, [f.buffer for f in frames[1:]], cap)
-            except WireError as exc:
-                raise self._malformed(self._socks.index(sock), exc) from None
-            rid = header.get("id", -1)
-            if rid in self._abandoned:  # nobody waits for it: keep nothing
-                self._abandoned.discard(rid)
-            else:
-                self._replies[rid] = (header, arrays)
-
     def _malformed(self, shard: int, problem: object) -> SyncError:
         """The error for a reply of ``shard`` this worker cannot read, naming the shard: one
         of several may speak another protocol (an old image, another service on its port)."""
@@ -350,15 +325,6 @@ class ShardChannel(BulkRuns):
                 f"rank {self.rank}: pserver shard {shard} ({self.endpoints[shard]}) refused "
                 f"this worker's connection: {why}"
             )
-
-    def _abandon(self, rids: set[int]) -> None:
-        """Forget requests nobody will wait for: a reply already here, or one still to come
-        (dropped on arrival), would otherwise stay for the rest of the run."""
-        for rid in rids:
-            self._rid_shard.pop(rid, None)
-            self._rid_bytes.pop(rid, None)
-            if self._replies.pop(rid, None) is None:
-                self._abandoned.add(rid)
 
     def _named(self, shards: Sequence[int], asked: str = "") -> str:
         """``shards`` as a message names them: ``0 (host:port), 1 (host:port)``, or with

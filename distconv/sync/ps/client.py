@@ -132,7 +132,7 @@ class PServerSync(
         self._set_caps([MAX_MESSAGE_BYTES] * len(self._socks))  # until the shards say
         self._next_id = 0
         self._replies: dict[int, tuple[dict[str, Any], list[np.ndarray]]] = {}
-        self._abandoned: set[int] = set()  # requests given up on: their replies are dropped
+        self._abandoned: dict[int, int] = {}  # requests given up on -> shard: replies dropped
         self._trackers: dict[int, Any] = {}
         self._init_push_queue(len(self._socks), push_bytes)
         self._step = 0

@@ -1,0 +1,80 @@
+"""Replies in: each read off its shard's socket, checked as a message, and kept only as the
+answer to an awaited request of that shard.
+
+A reply is matched by its ``id`` and the socket it came on: the id of a request sent to that
+shard, still awaited and not answered yet. Any other (``id`` -1, the answer to a header the
+shard could not read; a second reply to one request; an id never sent to that shard) is
+ignored, as ``docs/protocol.md`` says, and logged: kept, it stayed for the rest of the run, or
+was taken later as the answer to another request (another shard's, or one not sent yet).
+
+:class:`ReplyIntake` is a mixin of :class:`~distconv.sync.ps.channel.ShardChannel`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import zmq
+
+from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, WireError, short, unpack_arrays, unpack_header
+
+log = logging.getLogger("distconv.pserver")
+
+
+class ReplyIntake:
+    """The reply table of a client: ``_replies`` (id -> reply), ``_rid_shard`` (id -> the
+    shard of a request awaited), ``_abandoned`` (id -> the shard of a request given up on)."""
+
+    def _receive(self, sock: zmq.Socket) -> None:
+        """Read every reply waiting on ``sock``, a request socket (or its handshake monitor)."""
+        if self._handshakes is not None and self._handshakes.owns(sock):
+            self._refuse_handshake(sock)
+            return
+        shard = self._socks.index(sock)
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._bytes_pulled += sum(len(f) for f in frames)
+            try:
+                header = unpack_header(frames[0].buffer, request=False)
+                cap = self._reply_caps.get(sock, MAX_MESSAGE_BYTES)
+                arrays = unpack_arrays(header, [f.buffer for f in frames[1:]], cap)
+            except WireError as exc:
+                raise self._malformed(shard, exc) from None
+            self._take(shard, header, arrays)
+
+    def _take(self, shard: int, header: dict[str, Any], arrays: list) -> None:
+        """Keep a reply of ``shard`` if it answers a request of that shard still awaited."""
+        rid = header.get("id", -1)
+        if self._abandoned.get(rid, -1) == shard:  # nobody waits for it: keep nothing
+            del self._abandoned[rid]
+        elif self._rid_shard.get(rid, -1) == shard and rid not in self._replies:
+            self._replies[rid] = (header, arrays)
+        else:
+            self._ignore(shard, header)
+
+    def _ignore(self, shard: int, header: dict[str, Any]) -> None:
+        """Log a reply of ``shard`` that answers no request of it awaited (docs/protocol.md:
+        a worker ignores it); an error reply's text too (a request the shard could not read)."""
+        error = f": {short(header.get('error'))}" if header.get("op") == "error" else ""
+        log.warning(
+            "rank %d: ignored a reply of pserver shard %s to no request of it awaited "
+            "(id %s, op %s)%s",
+            self.rank,
+            self._named([shard]),
+            short(header.get("id")),
+            short(header.get("op")),
+            error,
+        )
+
+    def _abandon(self, rids: set[int]) -> None:
+        """Forget requests nobody will wait for: a reply already here, or one still to come
+        (dropped on arrival), would otherwise stay for the rest of the run."""
+        for rid in rids:
+            shard = self._rid_shard.pop(rid, None)
+            self._rid_bytes.pop(rid, None)
+            if self._replies.pop(rid, None) is None and shard is not None:
+                self._abandoned[rid] = shard
