@@ -45,7 +45,7 @@ from distconv.sync.ps.channel import ShardChannel, _now
 from distconv.sync.ps.config import usable_here
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
-from distconv.sync.ps.job_check import check_all_equal
+from distconv.sync.ps.job_check import check_all_equal, gather_problem
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
@@ -53,7 +53,7 @@ from distconv.sync.ps.remote_state import RemoteState
 from distconv.sync.ps.reseed import Reseed
 from distconv.sync.ps.sparse import SparseRows
 from distconv.sync.ps.step_order import StepOrder
-from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name
+from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, VALUE_DTYPES, dtype_name, short
 
 log = logging.getLogger("distconv.pserver")
 
@@ -357,16 +357,17 @@ class PServerSync(
         self._collective += 1
         tag = f"{kind}:{self._collective}"
         ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
-        return header.get(answer)
+        got = header.get(answer)
+        want = self.world_size if answer == "values" else len(value)
+        if (problem := gather_problem(got, answer, want)) is not None:
+            raise self._malformed(0, f"{tag} answered with {answer} {short(got)}: {problem}")
+        return got
 
     def allreduce_sum(self, values: Sequence[float]) -> list[float]:
         """Sum small metrics over the ranks, in rank order: shard 0 adds them, and refuses
         ranks that sum different numbers of values (other code, another point of the job)."""
         ours = [float(v) for v in values]
-        total = self._gather("allreduce", ours, answer="sum")
-        if not isinstance(total, list) or len(total) != len(ours):
-            raise SyncError(f"rank {self.rank}: shard 0 summed {len(ours)} values as {total!r:.80}")
-        return [float(v) for v in total]
+        return [float(v) for v in self._gather("allreduce", ours, answer="sum")]  # checked
 
     def barrier(self) -> None:
         """Return once every live rank has reached it (through shard 0)."""

@@ -19,6 +19,18 @@ from distconv.sync.base import SyncError
 from distconv.sync.description import as_sent, digest, first_difference
 
 
+def gather_problem(got: Any, answer: str, want: int) -> str | None:
+    """What is wrong with shard 0's answer ``got`` to a gather, or None: ``values``, a list of
+    one value per rank (``want`` ranks); an allreduce's ``sum``, a list of ``want`` numbers
+    (a bool is no number: msgpack's ``true`` became 1.0; a string or nil failed ``float()``,
+    naming no shard)."""
+    if type(got) is not list or len(got) != want:
+        return f"not a list of {want}"
+    if answer == "sum" and not all(type(v) in (int, float) for v in got):
+        return "not all numbers"
+    return None
+
+
 def check_all_equal(
     gather: Callable[[str, Any], list[Any]], rank: int, description: Mapping[str, Any]
 ) -> None:
