@@ -46,7 +46,7 @@ from distconv.sync.ps.config import usable_here
 from distconv.sync.ps.gradients import GradientRuns
 from distconv.sync.ps.inbox import ReplyWriter
 from distconv.sync.ps.job_check import check_all_equal, gather_problem
-from distconv.sync.ps.job_hello import hello_fields
+from distconv.sync.ps.job_hello import hello_fields, hello_reply_problem
 from distconv.sync.ps.outbox import PushQueue
 from distconv.sync.ps.processes import whoami
 from distconv.sync.ps.remote_state import RemoteState
@@ -230,6 +230,8 @@ class PServerSync(
         head = {"op": "hello", **hello_fields(description), **whoami()}  # _send adds the run
         replies = self._ask_all([(s, head, ()) for s in range(len(self._socks))], "hello")
         for s, (h, _) in enumerate(replies):
+            if (problem := hello_reply_problem(h)) is not None:  # before any setting is read
+                raise self._malformed(s, f"hello reply: {problem}")
             expect = {"shard": s, "num_shards": len(self._socks), "workers": self.world_size}
             got = {k: h.get(k) for k in expect}
             if got != expect:

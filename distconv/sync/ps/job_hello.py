@@ -61,6 +61,27 @@ def hello_fields(description: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+#: the modes a shard runs in (its ``--mode``)
+MODES = ("sync", "async")
+
+
+def hello_reply_problem(header: Mapping[str, Any]) -> str | None:
+    """What is wrong with the settings in a shard's ``hello`` reply, or None: its ``mode`` one
+    of :data:`MODES` (a reply without it set the worker up in mode None, read by no check as
+    sync); ``shard``, ``num_shards`` and ``workers``, where present, ints (``false`` compared
+    equal to shard 0); its caps, where present, positive ints (a string failed the first size
+    check with a TypeError naming no shard, a 0 blamed the layout)."""
+    if header.get("mode") not in MODES:
+        return f"mode {short(header.get('mode'))}, not one of {list(MODES)}"
+    for key in ("shard", "num_shards", "workers"):
+        if key in header and type(header[key]) is not int:
+            return f"{key} {short(header[key])} is not an integer"
+    for key in ("max_message_bytes", "max_frame_bytes"):
+        if key in header and (type(header[key]) is not int or header[key] < 1):
+            return f"{key} {short(header[key])} is not a positive integer"
+    return None
+
+
 def part_digest(key: str, value: Any) -> str:
     """The digest of one top-level entry of a description, as both ends compute it."""
     return digest({key: value})
