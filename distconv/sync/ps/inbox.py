@@ -29,6 +29,7 @@ from distconv.sync.ps.wire import (
     check_rows,
     int_list,
     packed_values,
+    short,
 )
 
 log = logging.getLogger("distconv.pserver")
@@ -71,10 +72,17 @@ class ReplyWriter:
 
         Raises:
             SyncError: the reply's versions or values do not fit the blocks asked for, it
-                lists rows for a dense push, or whole blocks or other rows for a sparse one.
+                lists rows for a dense push, or whole blocks or other rows for a sparse one,
+                or its ``dropped`` is no count of the parameters pushed (the caller adds it
+                to ``drops``).
         """
         asked = None if pushed is None else RowsPushed(pushed, self.mode == "sync")
-        return self._put(blocks, arrays, reply, self._check_reply(blocks, arrays, reply, asked))
+        versions = self._check_reply(blocks, arrays, reply, asked)
+        params, dropped = len({b.param for b in blocks}), reply.get("dropped", 0)
+        if type(dropped) is not int or not 0 <= dropped <= params:  # a bool is no count
+            problem = f"dropped {short(dropped)}, not a count of the {params} parameters pushed"
+            raise self._unfit(blocks, WireError(problem))
+        return self._put(blocks, arrays, reply, versions)
 
     def _write_all(
         self,
