@@ -42,6 +42,7 @@ class ReplyIntake:
                 header = unpack_header(frames[0].buffer, request=False)
                 cap = self._reply_caps.get(sock, MAX_MESSAGE_BYTES)
                 arrays = unpack_arrays(header, [f.buffer for f in frames[1:]], cap)
+                check_op(header)
             except WireError as exc:
                 raise self._malformed(shard, exc) from None
             self._take(shard, header, arrays)
@@ -78,3 +79,13 @@ class ReplyIntake:
             self._rid_bytes.pop(rid, None)
             if self._replies.pop(rid, None) is None and shard is not None:
                 self._abandoned[rid] = shard
+
+
+def check_op(header: dict[str, Any]) -> None:
+    """WireError unless a reply's ``op`` is ``"ok"``, or ``"error"`` with its ``error`` text:
+    another was read as an answer and written, an error without its text said ``None``."""
+    op = header["op"]
+    if op not in ("ok", "error"):
+        raise WireError(f"reply op {short(op)}, not 'ok' or 'error'")
+    if op == "error" and "error" not in header:
+        raise WireError("an error reply without its 'error' text")
