@@ -33,6 +33,8 @@ from distconv.sync.ps.wire import (
 )
 
 log = logging.getLogger("distconv.pserver")
+#: the largest block version a reply may carry: an int64, as every header integer a shard reads
+MAX_VERSION = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,9 @@ class ReplyWriter:
             versions = int_list(reply, "versions") if "versions" in reply else []
             if len(versions) != len(blocks):
                 raise WireError(f"{len(versions)} versions for {len(blocks)} blocks")
+            if versions and not 0 <= min(versions) <= max(versions) <= MAX_VERSION:
+                # kept, it went back in the next push, which the shard refused as the worker's
+                raise WireError(f"versions must be integers from 0 to {MAX_VERSION}")
             if ("rows" in reply) != (asked is not None):
                 raise WireError(
                     "rows where whole blocks were asked for"
