@@ -361,7 +361,7 @@ class PServerSync(
         ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
         got = header.get(answer)
         want = self.world_size if answer == "values" else len(value)
-        if (problem := gather_problem(got, answer, want)) is not None:
+        if (problem := gather_problem(got, answer, want, kind)) is not None:
             raise self._malformed(0, f"{tag} answered with {answer} {short(got)}: {problem}")
         return got
 

@@ -19,15 +19,18 @@ from distconv.sync.base import SyncError
 from distconv.sync.description import as_sent, digest, first_difference
 
 
-def gather_problem(got: Any, answer: str, want: int) -> str | None:
-    """What is wrong with shard 0's answer ``got`` to a gather, or None: ``values``, a list of
-    one value per rank (``want`` ranks); an allreduce's ``sum``, a list of ``want`` numbers
-    (a bool is no number: msgpack's ``true`` became 1.0; a string or nil failed ``float()``,
-    naming no shard)."""
+def gather_problem(got: Any, answer: str, want: int, kind: str) -> str | None:
+    """What is wrong with shard 0's answer ``got`` to a gather of ``kind``, or None:
+    ``values``, a list of one value per rank (``want`` ranks), an ``all_equal``'s each a str
+    or None (a rank lost; another failed :func:`check_all_equal` in ``json.loads`` with a
+    bare TypeError); an allreduce's ``sum``, a list of ``want`` numbers (a bool is no number:
+    msgpack's ``true`` became 1.0; a string or nil failed ``float()``, naming no shard)."""
     if type(got) is not list or len(got) != want:
         return f"not a list of {want}"
     if answer == "sum" and not all(type(v) in (int, float) for v in got):
         return "not all numbers"
+    if kind == "all_equal" and not all(v is None or type(v) is str for v in got):
+        return "not all strings or nil"
     return None
 
 

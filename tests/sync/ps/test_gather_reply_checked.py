@@ -4,8 +4,9 @@ The worker took shard 0's answer to a gather as it came: an allreduce's ``sum`` 
 for its length only, so a sum holding ``null`` or a string failed in ``float()`` with a bare
 TypeError or ValueError naming no shard, and one holding ``true`` was summed as 1.0; a
 barrier's or all_equal's reply without its ``values`` list failed ``setup`` with
-``'NoneType' object is not iterable``, and one of fewer values than ranks passed. The shard is
-a real shard process whose gather replies are tampered with.
+``'NoneType' object is not iterable``, and one of fewer values than ranks passed; an
+all_equal's values that were no strings failed in ``json.loads`` with a bare TypeError. The
+shard is a real shard process whose gather replies are tampered with.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from distconv.sync.base import SyncError
 
 #: ``python -m distconv`` whose answers to gathers are tampered with (argv[1]): ``null``,
 #: ``text``, ``bool``: an allreduce's sum holds that; ``none``: a values reply without values;
-#: ``short``: a values reply of no value
+#: ``short``: a values reply of no value; ``digest``: an all_equal's values of numbers
 TAMPERED_SHARD = """
 import sys
 from distconv.cli import main
@@ -35,6 +36,8 @@ def tampered(self, ident, request, arrays=(), error=None, **fields):
             del fields["values"]
         elif fault == "short":
             fields["values"] = []
+        elif fault == "digest":
+            fields["values"] = [5] * len(fields["values"])
     reply(self, ident, request, arrays, error, **fields)
 
 Shard._reply = tampered
@@ -46,6 +49,7 @@ CAUSES = {
     "bool": "allreduce:3 answered with sum [True]: not all numbers",
     "none": "all_equal:1 answered with values None: not a list of 1",
     "short": "all_equal:1 answered with values []: not a list of 1",
+    "digest": "all_equal:1 answered with values [5]: not all strings or nil",
 }
 
 
