@@ -33,6 +33,13 @@ from .startable import not_started
 #: seconds a child's output may still flow once its group is gone (then a process outside the
 #: group holds the pipe, and the launcher stops waiting for it)
 OUTPUT_DRAIN_SECONDS = 5.0
+#: seconds a child may run on after the line by which it reported its work's end
+#: (:attr:`TailReader.ends`: mpiexec's report of its ranks' statuses), before it is stopped as
+#: failed. Hydra prints its statuses once every process is reaped, and Open MPI its "noticed"
+#: line as it tears the job down: what is left takes milliseconds, a few seconds for a job over
+#: many hosts; a Hydra that stays after it (now and then, under load) would never end. Short
+#: beside a test's or a user's patience, long beside a loaded host's scheduling delays.
+WRAPUP_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -124,6 +131,9 @@ class Child:
         # the report's tail at least, whatever fewer lines a reader reads
         kept = TAIL_LINES if spec.reader is None else max(TAIL_LINES, spec.reader.lines)
         self.tail: collections.deque[str] = collections.deque(maxlen=kept)
+        #: (monotonic time, line) of the first line that reported its end (TailReader.ends)
+        self.reported_end: tuple[float, str] | None = None
+        self._ends = None if spec.reader is None else spec.reader.ends
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
         try:
@@ -208,6 +218,8 @@ class Child:
                 to_log = self._log_line(line, say)
             text = line.decode(errors="replace").rstrip("\n")
             self.tail.append(text)
+            if self.reported_end is None and self._ends is not None and self._ends(text):
+                self.reported_end = (time.monotonic(), text)
             if not echo or (self.spec.quiet is not None and self.spec.quiet(text)):
                 continue
             shown = prefix + line if render is None else render(line)
@@ -235,6 +247,21 @@ class Child:
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""
         return self._status if self.exited_at is not None else None
+
+    def overdue(self) -> str | None:
+        """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
+        which it reported its end, naming that line and its last ones; else None."""
+        if self.reported_end is None or self.exited_at is not None:
+            return None
+        at, line = self.reported_end
+        if time.monotonic() < at + WRAPUP_SECONDS:
+            return None
+        last = " | ".join(list(self.tail)[-3:])
+        return (
+            f"{self.spec.role} {self.spec.rank} did not exit {WRAPUP_SECONDS:g} s after it "
+            f"reported the job's end ({line.strip()!r}); stopping it (SIGTERM, then SIGKILL at "
+            f"the grace's end); its last lines: {last}"
+        )
 
     def signal_group(self, signum: int) -> None:
         try:
@@ -308,6 +335,15 @@ class Child:
                 for v in victims
             ],
         )
+
+
+def first_overdue(children: Sequence[Child]) -> tuple[Child, str] | None:
+    """The first of ``children`` that is :meth:`Child.overdue`, with why; None where none is."""
+    for child in children:
+        why = child.overdue()
+        if why is not None:
+            return child, why
+    return None
 
 
 def running_groups() -> set[int] | None:

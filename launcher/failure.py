@@ -36,6 +36,10 @@ class TailReader:
     ending: Callable[[Sequence[str], int], tuple[int, str | None] | None] = lambda _t, _c: None
     #: how many last lines it reads; the child keeps :data:`TAIL_LINES` at least (the report's)
     lines: int = TAIL_LINES
+    #: whether a line reports that the child's work has ended (mpiexec's report of its ranks'
+    #: end: :func:`launcher.mpi_exit.reports_end`), or None: from the first such line the
+    #: child has :data:`launcher.child.WRAPUP_SECONDS` to exit, else it is stopped as failed
+    ends: Callable[[str], bool] | None = None
 
     def read(self, tail: Sequence[str], code: int | None) -> tuple[int | None, str | None]:
         """The status the report gives (``code``, the child's own, or what :attr:`ending`

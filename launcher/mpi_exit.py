@@ -160,10 +160,16 @@ def _victim_said(statuses: Sequence[int]) -> list[str]:
     return said
 
 
-#: what the launcher reads from mpiexec's last lines (its ChildSpec.reader): the signal a rank
-#: died of (:func:`signal_cause`) and the failing rank's own status (:func:`rank_ending`), from
-#: up to :data:`READ_LINES` (Hydra prints a status line per host)
-mpiexec_tail = TailReader(cause=signal_cause, ending=rank_ending, lines=READ_LINES)
+#: Hydra's banner at a rank's failure (a bare line, as its other own lines)
+_HYDRA_BANNER = re.compile(r"=\s+BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
+
+
+def reports_end(line: str) -> bool:
+    """Whether ``line`` is mpiexec's own report that its ranks have ended: Hydra's banner at a
+    rank's failure or its ``Exit codes:`` line (at any end), Open MPI's ``noticed`` line; a
+    rank's line (behind its tag) never is. mpiexec exits right after such a line, so the
+    launcher stops one that stays (``TailReader.ends``: :data:`launcher.child.WRAPUP_SECONDS`)."""
+    return any(p.match(line) is not None for p in (_HYDRA_BANNER, _HYDRA_CODES, _OPENMPI))
 
 
 def is_status_line(line: str) -> bool:
@@ -171,3 +177,12 @@ def is_status_line(line: str) -> bool:
     of the launcher's output (a job that succeeds ends with ``... Exit codes: [a] 0,0``), read
     from the log's tail by :func:`hydra_statuses`."""
     return _HYDRA_CODES.match(line) is not None or _HOST_CODES.fullmatch(line) is not None
+
+
+#: what the launcher reads from mpiexec's last lines (its ChildSpec.reader): the signal a rank
+#: died of (:func:`signal_cause`) and the failing rank's own status (:func:`rank_ending`), from
+#: up to :data:`READ_LINES` (Hydra prints a status line per host); and the line after which
+#: mpiexec must exit soon (:func:`reports_end`)
+mpiexec_tail = TailReader(
+    cause=signal_cause, ending=rank_ending, lines=READ_LINES, ends=reports_end
+)

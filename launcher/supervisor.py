@@ -56,7 +56,7 @@ from typing import BinaryIO
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
 
-from .child import Child, ChildSpec, running_groups
+from .child import Child, ChildSpec, first_overdue, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
@@ -253,7 +253,8 @@ class Supervisor:
         succeeded (:attr:`_finished`) or a signal came first.
 
         A server that exits, even with 0 (a shard stops so on SIGTERM), while a worker runs
-        fails the attempt: the workers would wait on it until their own timeout.
+        fails the attempt: the workers would wait on it until their own timeout; so does a
+        child overdue after it reported its end (:meth:`Child.overdue`).
         """
         workers = [c for c in children if c.spec.role != "server"]
         while True:
@@ -262,6 +263,10 @@ class Supervisor:
             first = _first_failed(children, working)
             if first is not None and first.exited_at < self._first_signal_at:
                 return self._settle(first, children, workers) if first.victim else first
+            stuck = None if signalled else first_overdue(workers)
+            if stuck is not None:  # a Hydra that stays after its ranks' end (now and then)
+                self.say(stuck[1], level="error")
+                return stuck[0]
             if not working and all(c.exited_at < self._first_signal_at for c in workers):
                 self._finished = True  # the signal, if one came, came after
                 return None

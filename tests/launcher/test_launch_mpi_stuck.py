@@ -1,0 +1,88 @@
+"""``distconv-launch mpi`` stops an mpiexec that has reported its ranks' end but never exits.
+
+MPICH's Hydra now and then, under load, stays alive after a rank's failure (seen once in ~25
+runs of ``test_launch_mpi_signal``): the launcher waited on it for good. A hanging Hydra cannot
+be produced on demand, so a stand-in ``mpiexec`` prints what Hydra prints at a rank's failure
+(its banner, its ``-print-all-exitcodes`` line) and then sleeps; the launcher must stop it
+after :data:`launcher.child.WRAPUP_SECONDS`, say so in one line, and exit with the
+failing rank's own status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.child import WRAPUP_SECONDS
+from launcher.mpi_exit import reports_end
+from tests.launcher.launch_cli import launch
+from tests.processes import job_left
+
+#: Hydra's end of a job whose rank 1 exited 9, then a process that never exits; ``{trap}``
+#: makes its group ignore SIGTERM (then only the SIGKILL after the grace ends it)
+STUCK_HYDRA = """#!/bin/sh
+{trap}
+echo "==================================================================================="
+echo "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+echo "=   EXIT CODE: 9"
+echo "==================================================================================="
+echo "[mpiexec@vm] Exit codes: [vm] 0,2304"
+sleep 60 &
+wait
+"""
+
+
+def _stuck_launch(tmp_path: Path, trap: str, *more: str):
+    fake = tmp_path / "mpiexec"
+    fake.write_text(STUCK_HYDRA.format(trap=trap))
+    fake.chmod(0o755)
+    script = tmp_path / "job.py"
+    script.write_text("print('never run')\n")
+    run = tmp_path / "run"
+    argv = ["mpi", "-np", "2", "--mpiexec", str(fake), "--mpi-flavor", "mpich"]
+    started = time.monotonic()
+    done = launch(*argv, "--run-dir", str(run), *more, "--", str(script), cwd=tmp_path, timeout=30)
+    return done, time.monotonic() - started, run
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("trap", "grace"), [("", "30"), ("trap '' TERM", "1")], ids=["sigterm", "sigkill"]
+)
+def test_an_mpiexec_that_reported_the_end_but_stays_is_stopped(tmp_path, trap, grace):
+    done, took, run = _stuck_launch(tmp_path, trap, "--grace", grace)
+    assert WRAPUP_SECONDS <= took < WRAPUP_SECONDS + float(grace) + 10, took
+    assert done.returncode == 9, done.stderr  # rank 1's own exit(9), from Hydra's statuses
+    said = [line for line in done.stderr.splitlines() if "did not exit" in line]
+    assert len(said) == 1, done.stderr
+    assert f"mpiexec 0 did not exit {WRAPUP_SECONDS:g} s after" in said[0]
+    assert "[mpiexec@vm] Exit codes: [vm] 0,2304" in said[0], said
+    assert "mpiexec 0 failed with exit code 9" in done.stderr, done.stderr
+    report = json.loads((run / "failure.json").read_text())
+    assert report["exit_code"] == 9 and "a rank exited with code 9" in report["cause"], report
+    assert job_left(done.env, 5) == {}  # the stand-in's sleep went with its group
+
+
+@pytest.mark.parametrize(
+    ("line", "ends"),
+    [
+        ("=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", True),
+        ("[mpiexec@vm] Exit codes: [vm] 0,0", True),  # a job that succeeded ends so too
+        (
+            "mpirun noticed that process rank 1 with PID 7 on node a exited on signal 9 (Killed).",
+            True,
+        ),
+        ("[1] =   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", False),  # a rank's quote
+        ("[1,1]<stdout>:[mpiexec@vm] Exit codes: [vm] 0,0", False),
+        # the banner's last line: the countdown started at its first
+        ("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)", False),
+        ("[0] step 3", False),
+    ],
+)
+def test_only_mpiexecs_own_report_of_the_end_starts_its_wrapup(line, ends):
+    """A rank's line that quotes such a report (behind its tag) must not start the countdown
+    to stopping a job that is still running."""
+    assert reports_end(line) is ends
