@@ -2,10 +2,10 @@
 through host buffers, reduced, and copied back, with and without the communication thread, on
 a native and a float16 wire.
 
-No GPU on the CI machine: the ranks import the stand-in cupy of ``tests/mpi/fake_cupy`` (numpy
-arrays that refuse to meet host arrays, as cupy's do, and log every host move); it stands in
-for cupy in this test only. ``tests/kernels/test_gpu.py`` runs the same script on cupy itself
-where a GPU is.
+No GPU on the CI machine: the ranks import the stand-in cupy of ``tests/mpi/fake_cupy`` (arrays
+that, as cupy's, are never made numpy arrays implicitly nor meet them: ``test_fake_cupy.py``;
+every host move logged); it stands in for cupy in this test only.
+``tests/kernels/test_gpu.py`` runs the same script on cupy itself where a GPU is.
 """
 
 from __future__ import annotations
