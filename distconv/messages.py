@@ -37,9 +37,16 @@ def exception_line(error: BaseException) -> str:
     return one_line(str(error)) or type(error).__name__
 
 
+def named(error: BaseException) -> str:
+    """``Type: message`` on one line, or ``Type`` alone where the message is empty or blank
+    (``KeyboardInterrupt()``, a bare ``assert``): not ``Type:`` with nothing after it."""
+    said = one_line(str(error))
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
+
+
 def described(error: BaseException, limit: int = SENT_ERROR_CHARS) -> str:
-    """``Type: message`` on one line, cut to ``limit`` characters, for another process."""
-    return one_line(f"{type(error).__name__}: {error}", limit)
+    """:func:`named` cut to ``limit`` characters, for another process."""
+    return one_line(named(error), limit)
 
 
 #: what turns a ``DISTCONV_*`` switch off (``DISTCONV_PROGRESS``, ``DISTCONV_DEBUG``,

@@ -38,6 +38,7 @@ from distconv.files import (
     hold_lock,
     write_atomically,
 )
+from distconv.messages import named
 from distconv.metrics import MetricsError, read_metrics
 from distconv.sampler import check_count
 
@@ -301,7 +302,7 @@ class RunDirectory:
             try:
                 manifest = Manifest.parse(raw, path)
             except (ValueError, KeyError, TypeError) as exc:
-                problems.append(f"{path} is damaged ({type(exc).__name__}: {exc})")
+                problems.append(f"{path} is damaged ({named(exc)})")
                 continue
             bad = [str(p) for p in map(manifest.part, manifest.parts) if not is_part_file(p)]
             if bad:

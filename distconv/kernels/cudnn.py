@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from distconv.kernels.shape import ConvGeometry, volume
-from distconv.messages import env_switch
+from distconv.messages import env_switch, named
 
 _FLOATS = ("float16", "float32", "float64")
 #: the most elements a cuDNN tensor holds: its descriptors count in 32-bit ints, and refuse a
@@ -49,7 +49,7 @@ def _load() -> tuple[Any, str | None]:
             version = "no CuPy"
         major = re.match(r"CuPy (\d+)", version)
         removed = major is not None and int(major.group(1)) >= 14
-        cause = "CuPy 14 removed cupyx.cudnn" if removed else f"{type(e).__name__}: {e}"
+        cause = "CuPy 14 removed cupyx.cudnn" if removed else named(e)
         if not removed and "libcudnn" in str(e):  # the library, not CuPy, is what is missing
             cause += f" ({_CUDNN_8})"
         return None, f"{version}: {cause}"
