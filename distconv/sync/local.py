@@ -41,6 +41,11 @@ class LocalSync(SyncStrategy):
         self._state_by: Optimizer | None = None
         #: ids of the parameters fired in the step under way; None outside a step
         self._fired: set[int] | None = None
+        #: updates the step under way completed (one that raised is not counted)
+        self._updated = 0
+        #: a step abandoned after its first update (each parameter is updated as it fires), as
+        #: the refusals say it, until the next setup; None while the parameters hold whole steps
+        self._applied_in_part: str | None = None
 
     def setup(
         self,
@@ -53,6 +58,7 @@ class LocalSync(SyncStrategy):
         abandoned step left, and every ``fit`` calls it."""
         self._fired = None
         super().setup(params, config, state)
+        self._applied_in_part = None  # the caller's values now, restored or trained on
 
     def init_state(self) -> None:
         """Fresh state for each parameter that has none: a parameter trained again (a second
@@ -84,12 +90,15 @@ class LocalSync(SyncStrategy):
         Raises:
             SyncError: the last step is unfinished (no :meth:`finish_step` or
                 :meth:`abandon_step` since): its parameters were updated again, unaveraged
-                over the two steps' examples, without a word; MPISync refuses it too.
+                over the two steps' examples, without a word; MPISync refuses it too. Or
+                the last step was abandoned after its first update: the parameters hold it
+                applied in part, until the next :meth:`setup`.
         """
         if self._fired is not None:
             raise unfinished_step_refusal(type(self).__name__)
+        self._refuse_part_applied("start_step")
         super().start_step(examples)
-        self._fired = set()
+        self._fired, self._updated = set(), 0
 
     def on_gradient(self, param: Parameter) -> None:
         """Apply the optimizer to ``param`` (averaged over the step's examples), then zero its
@@ -110,6 +119,7 @@ class LocalSync(SyncStrategy):
         fired.add(id(param))
         scale = mean_scale(self._examples)
         self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
+        self._updated += 1
         param.grad[...] = 0
 
     def finish_step(self) -> None:
@@ -123,7 +133,14 @@ class LocalSync(SyncStrategy):
         self._fired = None
 
     def abandon_step(self) -> None:
-        """The step ends unfinished: gradients are refused until the next :meth:`start_step`."""
+        """The step ends unfinished: gradients are refused until the next :meth:`start_step`.
+        Where a parameter fired already, its update is made (or was begun, where the optimizer
+        raised), the later ones not: ``start_step`` and the state are refused until the next
+        :meth:`setup`. A step abandoned before its first gradient left the last whole step,
+        and one abandoned after every parameter's update (a second pass fired them again)
+        a whole step too: neither is refused."""
+        if (part := self._part_applied()) is not None:
+            self._applied_in_part = f"after a step abandoned after updating {part}"
         self._fired = None
 
     def close(self) -> None:
@@ -131,7 +148,35 @@ class LocalSync(SyncStrategy):
         self._fired = None  # not abandon_step: a subclass's hook is for a step that raised
 
     def state_dict(self) -> StateDict:
+        """The optimizer state by parameter name, the buffers themselves (not copies).
+
+        Raises:
+            SyncError: the parameters hold a step applied in part: in a step after its first
+                update, or after such a step was abandoned, until the next :meth:`setup` (a
+                checkpoint of it would resume from no step). MPISync refuses it too.
+        """
+        self._refuse_part_applied("state_dict")
         return self.state
+
+    def _part_applied(self) -> str | None:
+        """``N of M parameters`` where the step under way began updating some but did not
+        update all of them (an update that raised counts as begun, not made), else None."""
+        if not self._fired or self._updated == len(self.params):
+            return None
+        return f"{self._updated} of {len(self.params)} parameters"
+
+    def _refuse_part_applied(self, call: str) -> None:
+        """Raise where the parameters hold a step applied in part (see :meth:`state_dict`)."""
+        if (part := self._part_applied()) is not None:
+            what = f"in a step that updated {part}"
+        elif (what := self._applied_in_part) is None:
+            return
+        raise SyncError(
+            f"{type(self).__name__}.{call}() {what}: the parameters and optimizer state "
+            "hold that step applied in part, which no step or checkpoint may start from; "
+            "restore a checkpoint (fit(resume=...)), or set up again (a fit does) to train on "
+            "from these values"
+        )
 
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Copy ``state`` into the existing buffers, on their device and in their dtype.
