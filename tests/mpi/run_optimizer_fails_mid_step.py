@@ -1,10 +1,12 @@
-"""mpiexec -n 2 python -m mpi4py run_optimizer_fails_mid_step.py OUT OVERLAP: the optimizer
-raises on the second bucket of step 1, on every rank alike.
+"""mpiexec -n 2 python -m mpi4py run_optimizer_fails_mid_step.py OUT OVERLAP [refit]: the
+optimizer raises on the second bucket of step 1, on every rank alike.
 
 Three parameters, a bucket each, laid out c, b, a. Each rank catches the error, then writes
 ``OUT/rank<r>.json``: the error, the parameters' values (c updated in steps 0 and 1, b and a
 in step 0 only: the buckets before a failed update are updated), and what ``start_step`` and
-``checkpoint_state`` then said; then closes its sync, which ends the job.
+``checkpoint_state`` then said; then closes its sync, which ends the job. With ``refit``, each
+rank first sets up again (what a second fit does) and records what ``checkpoint_state`` and
+one more step then gave, and the job ends cleanly.
 """
 
 from __future__ import annotations
@@ -54,8 +56,25 @@ def main() -> None:
     record["values"] = {p.name: p.value.tolist() for p in params}
     record["start_step"] = said(lambda: sync.start_step(2))
     record["checkpoint_state"] = said(sync.checkpoint_state)
+    if sys.argv[3:] == ["refit"]:
+        refit(sync, params, record)
     (out / f"rank{sync.rank}.json").write_text(json.dumps(record))
     sync.close()
+
+
+def refit(sync: MPISync, params: list[Parameter], record: dict[str, Any]) -> None:
+    """Set up again, then record what the state and one more step give."""
+    if sync.rank == 1:  # the ranks differ now: setup's broadcast makes them rank 0's again
+        params[0].value[...] = 7.0
+    sync.setup(params, {})
+    record["refit_checkpoint_state"] = said(sync.checkpoint_state)
+    record["refit_values"] = {p.name: p.value.tolist() for p in params}
+    sync.start_step(2)
+    for p in reversed(params):
+        p.grad[...] = 1.0
+        sync.on_gradient(p)
+    record["refit_step"] = said(sync.finish_step)
+    record["refit_stepped"] = {p.name: p.value.tolist() for p in params}
 
 
 if __name__ == "__main__":

@@ -34,3 +34,22 @@ def test_an_optimizer_failing_mid_step_leaves_no_step_and_no_checkpoint(tmp_path
             "hold a step applied in part (the updates before a failed one are made); close "
             "the sync (it ends the job)"
         )
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_setup_after_it_trains_on_from_the_step_applied_in_part(tmp_path, overlap):
+    """docs/architecture.md said the state stays refused "until the sync is closed"; a setup
+    (a second fit) lifts the refusal and takes the parameters as they are, rank 0's on every
+    rank: what the docs now say (review k344, Finding A). The job then ends cleanly."""
+    args = [str(tmp_path), overlap, "refit"]
+    proc = run_mpi(["-n", "2", *script("run_optimizer_fails_mid_step.py"), *args])
+    assert proc.returncode == 0, proc.stderr
+    half = {"a": [-0.25] * 4, "b": [-0.25] * 4, "c": [-0.5] * 4}
+    for rank in (0, 1):
+        record = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert record["values"] == half
+        assert record["checkpoint_state"].startswith("SyncError: no optimizer state in the ")
+        assert record["refit_checkpoint_state"] == "passed"
+        assert record["refit_values"] == half  # rank 1's 7.0 replaced by rank 0's a
+        assert record["refit_step"] == "passed"
+        assert record["refit_stepped"] == {"a": [-0.5] * 4, "b": [-0.5] * 4, "c": [-0.75] * 4}

@@ -123,7 +123,8 @@ class RankCollectives(LocalSync):
             SyncError: in a step, or after a step (or setup) that failed: an optimizer that
                 failed in ``finish_step`` left the buckets before it updated and the later
                 ones not, and a checkpoint of that would resume every rank from a step
-                applied in part; before setup there is nothing to refuse.
+                applied in part; before setup there is nothing to refuse. A setup (a second
+                fit) ends the refusal: it takes the parameters as they are, rank 0's.
         """
         if self._open is not None and self.params:
             raise SyncError(
