@@ -263,6 +263,12 @@ class Child:
             f"the grace's end); its last lines: {last}"
         )
 
+    def reported_success(self) -> bool:
+        """Whether its last lines report that every one of its processes succeeded
+        (:attr:`TailReader.succeeded`): stopped when :meth:`overdue`, it failed nothing."""
+        reader = self.spec.reader
+        return reader is not None and reader.succeeded(list(self.tail))
+
     def signal_group(self, signum: int) -> None:
         try:
             os.killpg(self.proc.pid, signum)
@@ -337,12 +343,17 @@ class Child:
         )
 
 
-def first_overdue(children: Sequence[Child]) -> tuple[Child, str] | None:
-    """The first of ``children`` that is :meth:`Child.overdue`, with why; None where none is."""
+def first_overdue(children: Sequence[Child]) -> tuple[Child, str, bool] | None:
+    """The first of ``children`` that is :meth:`Child.overdue`, with why, and whether stopping
+    it ends an attempt that succeeded: it reported that all its processes succeeded
+    (:meth:`Child.reported_success`) and every other child has exited 0; None where none is."""
     for child in children:
         why = child.overdue()
-        if why is not None:
-            return child, why
+        if why is None:
+            continue
+        if child.reported_success() and all(c.poll() == 0 for c in children if c is not child):
+            return child, f"{why}; every rank had exited 0, so the attempt succeeded", True
+        return child, why, False
     return None
 
 

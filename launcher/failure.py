@@ -40,6 +40,9 @@ class TailReader:
     #: end: :func:`launcher.mpi_exit.reports_end`), or None: from the first such line the
     #: child has :data:`launcher.child.WRAPUP_SECONDS` to exit, else it is stopped as failed
     ends: Callable[[str], bool] | None = None
+    #: whether the last lines report that every process of the child succeeded (Hydra's
+    #: all-zero statuses): a child stopped after such a report ended an attempt that succeeded
+    succeeded: Callable[[Sequence[str]], bool] = lambda _t: False
 
     def read(self, tail: Sequence[str], code: int | None) -> tuple[int | None, str | None]:
         """The status the report gives (``code``, the child's own, or what :attr:`ending`

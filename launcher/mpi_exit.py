@@ -172,6 +172,13 @@ def reports_end(line: str) -> bool:
     return any(p.match(line) is not None for p in (_HYDRA_BANNER, _HYDRA_CODES, _OPENMPI))
 
 
+def reports_success(tail: Sequence[str]) -> bool:
+    """Whether Hydra's statuses in ``tail`` say that every rank exited 0: an mpiexec stopped
+    after it printed them (:func:`reports_end`) ended a job that succeeded."""
+    statuses = hydra_statuses(tail)
+    return statuses is not None and not any(statuses)
+
+
 def is_status_line(line: str) -> bool:
     """Whether ``line`` is Hydra's ``Exit codes:`` line or a further host's statuses: kept out
     of the launcher's output (a job that succeeds ends with ``... Exit codes: [a] 0,0``), read
@@ -182,7 +189,11 @@ def is_status_line(line: str) -> bool:
 #: what the launcher reads from mpiexec's last lines (its ChildSpec.reader): the signal a rank
 #: died of (:func:`signal_cause`) and the failing rank's own status (:func:`rank_ending`), from
 #: up to :data:`READ_LINES` (Hydra prints a status line per host); and the line after which
-#: mpiexec must exit soon (:func:`reports_end`)
+#: mpiexec must exit soon (:func:`reports_end`), and whether it reported every rank's success
 mpiexec_tail = TailReader(
-    cause=signal_cause, ending=rank_ending, lines=READ_LINES, ends=reports_end
+    cause=signal_cause,
+    ending=rank_ending,
+    lines=READ_LINES,
+    ends=reports_end,
+    succeeded=reports_success,
 )

@@ -19,13 +19,12 @@ The rules (issue 11, "Gang semantics"):
   keep serving (a parameter-server worker checkpoints through them); once no process is left
   in any worker's group, the servers get their stop signals (a shard: SIGTERM, then SIGINT,
   which ends its drain at once), each group's followed by SIGCONT for a stopped process. At
-  ``grace`` seconds after the first
-  SIGTERM, or at a second signal to the launcher, whatever is left is killed. A group counts
-  until its last process is gone, not only its leader: a wrapper script that exits at once
-  leaves the trainer its grace. On Linux each child also asks the kernel for SIGTERM when the
-  launcher dies (``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher takes its children with
-  it. A process that leaves its group (``setsid``, a daemon) is out of reach; if it holds a
-  child's output, the launcher says so and stops waiting for that output.
+  ``grace`` seconds after the first SIGTERM, or at a second signal to the launcher, whatever is
+  left is killed. A group counts until its last process is gone, not only its leader: a wrapper
+  script that exits at once leaves the trainer its grace. On Linux each child also asks the
+  kernel for SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``), so even a SIGKILLed
+  launcher takes its children with it. A process that leaves its group (``setsid``, a daemon)
+  is out of reach; holding a child's output, it is said, and that output not waited for.
 - The failure reported is the one that happened first: each child's exit time is taken by a
   thread waiting on it, so two children failing within one poll are told apart. A worker that
   exited 75 stopped because another rank failed (``distconv train``'s PeerFailed: the shard
@@ -254,7 +253,7 @@ class Supervisor:
 
         A server that exits, even with 0 (a shard stops so on SIGTERM), while a worker runs
         fails the attempt: the workers would wait on it until their own timeout; so does a
-        child overdue after it reported its end (:meth:`Child.overdue`).
+        child overdue after it reported its end (:meth:`Child.overdue`) but not its success.
         """
         workers = [c for c in children if c.spec.role != "server"]
         while True:
@@ -265,8 +264,9 @@ class Supervisor:
                 return self._settle(first, children, workers) if first.victim else first
             stuck = None if signalled else first_overdue(workers)
             if stuck is not None:  # a Hydra that stays after its ranks' end (now and then)
-                self.say(stuck[1], level="error")
-                return stuck[0]
+                child, why, self._finished = stuck  # finished: all its ranks had succeeded
+                self.say(why, level="info" if self._finished else "error")
+                return None if self._finished else child
             if not working and all(c.exited_at < self._first_signal_at for c in workers):
                 self._finished = True  # the signal, if one came, came after
                 return None

@@ -21,23 +21,27 @@ from launcher.mpi_exit import reports_end
 from tests.launcher.launch_cli import launch
 from tests.processes import job_left
 
-#: Hydra's end of a job whose rank 1 exited 9, then a process that never exits; ``{trap}``
-#: makes its group ignore SIGTERM (then only the SIGKILL after the grace ends it)
-STUCK_HYDRA = """#!/bin/sh
-{trap}
+#: Hydra's end of a job whose rank 1 exited 9
+FAILED = """
 echo "==================================================================================="
 echo "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 echo "=   EXIT CODE: 9"
 echo "==================================================================================="
 echo "[mpiexec@vm] Exit codes: [vm] 0,2304"
+"""
+#: mpiexec's ``{end}`` (what Hydra prints), then a process that never exits; ``{trap}`` makes
+#: its group ignore SIGTERM (then only the SIGKILL after the grace ends it)
+STUCK_HYDRA = """#!/bin/sh
+{trap}
+{end}
 sleep 60 &
 wait
 """
 
 
-def _stuck_launch(tmp_path: Path, trap: str, *more: str):
+def _stuck_launch(tmp_path: Path, trap: str, *more: str, end: str = FAILED):
     fake = tmp_path / "mpiexec"
-    fake.write_text(STUCK_HYDRA.format(trap=trap))
+    fake.write_text(STUCK_HYDRA.format(trap=trap, end=end))
     fake.chmod(0o755)
     script = tmp_path / "job.py"
     script.write_text("print('never run')\n")
@@ -64,6 +68,22 @@ def test_an_mpiexec_that_reported_the_end_but_stays_is_stopped(tmp_path, trap, g
     report = json.loads((run / "failure.json").read_text())
     assert report["exit_code"] == 9 and "a rank exited with code 9" in report["cause"], report
     assert job_left(done.env, 5) == {}  # the stand-in's sleep went with its group
+
+
+@pytest.mark.timeout(60)
+def test_an_mpiexec_that_reported_every_ranks_success_but_stays_ends_a_job_that_succeeded(
+    tmp_path,
+):
+    """All ranks exited 0, as Hydra's statuses say: stopping the mpiexec that stays after them
+    fails nothing (it was reported as failing with signal SIGTERM, exit 143)."""
+    end = 'echo "[mpiexec@vm] Exit codes: [vm] 0,0"'
+    done, took, run = _stuck_launch(tmp_path, "", "--grace", "5", end=end)
+    assert WRAPUP_SECONDS <= took < WRAPUP_SECONDS + 15, took
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "did not exit" in line]
+    assert len(said) == 1 and said[0].endswith("every rank had exited 0, so the attempt succeeded")
+    assert "failed" not in done.stderr and not (run / "failure.json").exists(), done.stderr
+    assert job_left(done.env, 5) == {}
 
 
 @pytest.mark.parametrize(
