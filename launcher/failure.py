@@ -43,14 +43,17 @@ class TailReader:
     #: whether the last lines report that every process of the child succeeded (Hydra's
     #: all-zero statuses): a child stopped after such a report ended an attempt that succeeded
     succeeded: Callable[[Sequence[str]], bool] = lambda _t: False
+    #: the cause as a process's own last words tell it, from the last lines, the status the
+    #: report gives and the cause read so far (:func:`launcher.mpi_exit.said_by_rank`)
+    said: Callable[[Sequence[str], int | None, str | None], str | None] = lambda _t, _s, c: c
 
     def read(self, tail: Sequence[str], code: int | None) -> tuple[int | None, str | None]:
         """The status the report gives (``code``, the child's own, or what :attr:`ending`
-        reads) and its cause."""
+        reads) and its cause (what :attr:`said` makes of it)."""
         cause = self.cause(tail)
-        if code is None:
-            return code, cause
-        return self.ending(tail, code) or (code, cause)
+        if code is not None:
+            code, cause = self.ending(tail, code) or (code, cause)
+        return code, self.said(tail, code, cause)
 
 
 @dataclass(frozen=True)

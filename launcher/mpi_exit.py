@@ -31,6 +31,7 @@ import signal
 from collections.abc import Sequence
 
 from .failure import PEER_FAILED_STATUS, TailReader, signal_name
+from .rank_reason import rank_reason
 
 # matched from a line's first character: mpiexec's own lines are bare, while every line of a
 # rank comes behind the rank MPI puts in front of it (``[1] ``, ``[1,1]<stdout>:``), so a rank
@@ -179,6 +180,25 @@ def reports_success(tail: Sequence[str]) -> bool:
     return statuses is not None and not any(statuses)
 
 
+def said_by_rank(tail: Sequence[str], status: int | None, cause: str | None) -> str | None:
+    """``cause`` led by the line by which a rank said why it ends the job
+    (:func:`~launcher.rank_reason.rank_reason`), where ``tail`` has one: ``rank 1 ended the
+    job: SyncError: ...`` (its ``MPI_Abort``, whose status says nothing), or, where the status
+    ``status`` is SIGKILL, ``rank 1 ended itself (SIGKILL) after: ...`` in place of mpiexec's
+    word of that signal (its last resort, or the watchdog's end of its own rank)."""
+    said = rank_reason(tail)
+    if said is None:
+        return cause
+    rank, why = said
+    if status != -signal.SIGKILL:
+        return f"rank {rank} ended the job: {why}" + (f"; {cause}" if cause else "")
+    lead = f"rank {rank} ended itself (SIGKILL) after: {why}"
+    signalled = signal_cause(tail)
+    if cause is None or signalled is None or signalled not in cause:
+        return lead + (f"; {cause}" if cause else "")
+    return cause.replace(signalled, lead)
+
+
 def is_status_line(line: str) -> bool:
     """Whether ``line`` is Hydra's ``Exit codes:`` line or a further host's statuses: kept out
     of the launcher's output (a job that succeeds ends with ``... Exit codes: [a] 0,0``), read
@@ -189,11 +209,13 @@ def is_status_line(line: str) -> bool:
 #: what the launcher reads from mpiexec's last lines (its ChildSpec.reader): the signal a rank
 #: died of (:func:`signal_cause`) and the failing rank's own status (:func:`rank_ending`), from
 #: up to :data:`READ_LINES` (Hydra prints a status line per host); and the line after which
-#: mpiexec must exit soon (:func:`reports_end`), and whether it reported every rank's success
+#: mpiexec must exit soon (:func:`reports_end`), whether it reported every rank's success, and
+#: the line by which a rank said why it ended the job (:func:`said_by_rank`)
 mpiexec_tail = TailReader(
     cause=signal_cause,
     ending=rank_ending,
     lines=READ_LINES,
     ends=reports_end,
     succeeded=reports_success,
+    said=said_by_rank,
 )

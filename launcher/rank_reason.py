@@ -1,0 +1,77 @@
+"""The line by which a rank that ends an MPI job says why, read back from ``mpiexec``'s output.
+
+A rank that ends itself (``distconv.sync.mpi.leaving``: :func:`abort_job` before ``MPI_Abort``,
+the watchdog's stop before the SIGKILL of itself) first writes one line,
+``distconv.sync.mpi.leaving.reason``'s::
+
+    rank 1: SyncError: stalled 30 s in allreduce; ending this rank
+    rank 1: SyncError: step 3 differs; aborting the MPI job
+
+(under ``--log-format json`` a JSON object of level ``error``, logger ``distconv``, whose
+``message`` is that text). mpiexec's status then says only ``1`` or ``130`` (the Abort's) or
+signal 9: :func:`rank_reason` finds that line in mpiexec's last lines, so that the failure
+report names it as the cause (:func:`launcher.mpi_exit.said_by_rank`).
+
+Only a line exactly as ``reason`` writes it counts, behind MPI's tag of the same rank (Hydra's
+``-prepend-rank``: ``[1] ``, Open MPI's ``--tag-output``: ``[1,1]<stderr>:``): a rank's other
+output, a line of mpiexec, or a line quoting another rank's, is not taken for it. A reason whose
+error message spans lines (the text form) is not read: its last line has no ``rank N:``.
+
+The wording is the sync's; it is repeated here, not imported: ``distconv.sync.mpi`` imports the
+MPI sync itself, which the launcher must not need. ``tests/launcher/test_rank_reason.py`` ties
+the two together through the sync's own functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+#: how ``reason``'s line ends: the watchdog's stop (which then SIGKILLs its rank) and
+#: ``abort_job`` (which then calls ``MPI_Abort``)
+ENDINGS = ("ending this rank", "aborting the MPI job")
+#: MPI's tag of a rank's line, as :mod:`launcher.json_lines` reads it
+_TAG = re.compile(r"\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>:|\s)")
+#: ``reason``'s text: ``rank N: <Error>[: <message>]; <ending>`` (an error's class name, an
+#: identifier; its message, if any, after ``: ``)
+_REASON = re.compile(
+    rf"rank (\d+): ([^\W\d]\w*(?:: .*)?); (?:{'|'.join(re.escape(e) for e in ENDINGS)})"
+)
+
+
+def rank_reason(tail: Sequence[str]) -> tuple[int, str] | None:
+    """The rank and its why (``SyncError: stalled 30 s in allreduce``) from the last line of
+    ``tail`` (mpiexec's output) by which a rank said why it ends the job; None where none is."""
+    for line in reversed(tail):
+        said = _reason(line)
+        if said is not None:
+            return said
+    return None
+
+
+def _reason(line: str) -> tuple[int, str] | None:
+    """The rank and its why where ``line`` is a rank's ``reason`` line behind its own tag."""
+    tag = _TAG.match(line)
+    if tag is None:
+        return None
+    body = line[tag.end() :]
+    if body.startswith("{"):  # --log-format json: the same text as the object's message
+        body = _json_message(body)
+    found = None if body is None else _REASON.fullmatch(body)
+    if found is None or found[1] != tag[1]:  # another rank's line, quoted
+        return None
+    return int(found[1]), found[2]
+
+
+def _json_message(body: str) -> str | None:
+    """The message of ``body`` where it is ``reason``'s JSON object; else None."""
+    try:
+        entry = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or entry.get("level") != "error":
+        return None
+    if entry.get("logger") != "distconv" or not isinstance(entry.get("message"), str):
+        return None
+    return entry["message"]

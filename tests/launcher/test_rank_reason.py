@@ -1,0 +1,136 @@
+"""A rank that ends the MPI job says why in one line (``distconv.sync.mpi.leaving.reason``):
+``failure.json``'s ``cause`` names that line, where mpiexec's status says only the Abort's code
+or signal 9 (``launcher.rank_reason``, ``launcher.mpi_exit.said_by_rank``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from distconv.logs import configure_logging
+from distconv.runtime import Runtime
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.leaving import reason
+from launcher.mpi_exit import mpiexec_tail
+from launcher.rank_reason import ENDINGS, rank_reason
+from tests.launcher.launch_cli import launch
+from tests.launcher.real_children import mpiexec_or_skip
+
+#: rank 1 ends the job as argv[1] says, through the sync's own functions: "abort"
+#: (leaving.abort_job: its line, then MPI_Abort) or "stall" (the watchdog's stop where MPI
+#: allows no second thread to abort: its line, then the SIGKILL of itself); argv[2] "json":
+#: under --log-format json. Rank 0 waits to be ended, at most 8 s (Hydra now and then misses
+#: its cleanup), then exits 0 without MPI_Finalize, which would wait for the gone rank 1.
+ENDING = """import os, sys, time
+from mpi4py import MPI
+from distconv.logs import configure_logging
+from distconv.runtime import Runtime
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.leaving import abort_job
+from distconv.sync.mpi.watchdog import abort_on_stall
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+if "json" in sys.argv:
+    configure_logging(Runtime(rank=rank, world_size=2), fmt="json")
+if rank == 1:
+    print("rank 1: SyncError: a decoy; ending this rank, said at rank 0's line", flush=True)
+    if sys.argv[1] == "abort":
+        abort_job(comm, rank, SyncError("step 3 differs; ranks disagree."))
+    abort_on_stall(comm, rank, None)("stalled 30 s in allreduce")
+time.sleep(8)
+os._exit(0)
+"""
+
+
+def _launch(tmp_path, how: str, fmt: str):
+    mpiexec_or_skip()
+    script = tmp_path / "ending.py"
+    script.write_text(ENDING)
+    run = tmp_path / "run"
+    argv = ["mpi", "-np", "2", "--threads", "1", "--run-dir", str(run), "--", str(script)]
+    more = ["--log-format", "json"] if fmt == "json" else []
+    done = launch(*argv, how, fmt, *more, cwd=tmp_path, timeout=30)  # runs in ~1 s
+    return done, json.loads((run / "failure.json").read_text())
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_rank_that_aborts_the_job_is_named_as_the_cause(tmp_path, fmt):
+    done, report = _launch(tmp_path, "abort", fmt)
+    assert done.returncode == 1, done.stderr  # the Abort's status: it alone said nothing
+    said = "rank 1 ended the job: SyncError: step 3 differs; ranks disagree"
+    assert report["cause"] == said, report
+    assert f"mpiexec 0 failed with exit code 1: {said}" in done.stderr, done.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_rank_that_ends_itself_is_named_as_the_cause(tmp_path, fmt):
+    done, report = _launch(tmp_path, "stall", fmt)
+    assert done.returncode == 128 + 9, done.stderr
+    said = "rank 1 ended itself (SIGKILL) after: SyncError: stalled 30 s in allreduce"
+    assert report["cause"].startswith(said), report  # not "a rank died of signal 9 (SIGKILL)"
+    assert "died of signal" not in report["cause"], report
+
+
+def _json_reason(rank: int, error: BaseException, ending: str) -> str:
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    try:
+        configure_logging(Runtime(rank=rank, world_size=2), fmt="json")
+        return reason(rank, error, ending).rstrip("\n")
+    finally:
+        root.handlers[:] = handlers
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+@pytest.mark.parametrize("tag", ["[1] ", "[1,1]<stderr>:"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_the_syncs_reason_is_read_behind_its_tag(ending, tag, fmt):
+    """The sync's own line, each ending, each MPI's tag, text and JSON; the error's message
+    may hold "; " and a full stop (reason drops it), or be empty."""
+    for error, why in [
+        (SyncError("step 3 differs; ranks disagree."), "SyncError: step 3 differs; ranks disagree"),
+        (KeyboardInterrupt(), "KeyboardInterrupt"),
+    ]:
+        line = _json_reason(1, error, ending) if fmt == "json" else reason(1, error, ending)
+        tail = ["[0] step 1", tag + line.rstrip("\n"), "[1] Abort(1) on node 1"]
+        assert rank_reason(tail) == (1, why), tail
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "rank 1: SyncError: x; aborting the MPI job",  # no tag: not a rank's line
+        "[0] rank 1: SyncError: x; aborting the MPI job",  # rank 0 quoting rank 1's
+        "[1] rank 1: SyncError: x; aborting the MPI job, as rank 0 did",
+        "[1] rank 1: we are ending this rank",
+        "[1] rank 1: 3 errors: x; ending this rank",  # no error's name
+        "[1] note: rank 1: SyncError: x; ending this rank",
+        '[1] {"level":"info","logger":"distconv","message":"rank 1: E: x; ending this rank"}',
+        '[1] {"level":"error","logger":"app","message":"rank 1: E: x; ending this rank"}',
+        '[1] {"level":"error","logger":"distconv","message":"rank 1: E: x; ending',
+    ],
+)
+def test_a_ranks_other_output_is_not_taken_for_its_reason(line):
+    assert rank_reason(["[0] step 1", line]) is None
+
+
+def test_the_last_reason_is_the_cause_and_a_sigkill_is_the_ranks_own():
+    tail = [
+        "[0] rank 0: SyncError: first; aborting the MPI job",
+        "[1] rank 1: SyncError: stalled 30 s in allreduce; ending this rank",
+        "[mpiexec@vm] Exit codes: [vm] 0,9",
+    ]
+    status, cause = mpiexec_tail.read(tail, 9)
+    assert status == -9
+    assert cause == (
+        "rank 1 ended itself (SIGKILL) after: SyncError: stalled 30 s in allreduce; "
+        "mpiexec itself exited with code 9"
+    )
+    assert mpiexec_tail.read(tail[:1], 1) == (1, "rank 0 ended the job: SyncError: first")
+    assert mpiexec_tail.read(["[0] step 1"], 1) == (1, None)  # no reason: as before
