@@ -131,11 +131,14 @@ def rank_status(statuses: Sequence[int]) -> int | None:
 
 def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None:
     """The failing rank's own status (:func:`rank_status`) and the cause, naming mpiexec's own
-    status ``code``, from Hydra's status lines in ``tail``; None where they are not there, say
+    status ``code``, from Hydra's status lines in ``tail`` (Open MPI's line where mpirun was
+    stopped after it: :func:`_noticed_before_stop`); None where they are not there, say
     nothing (all zero), or agree with ``code`` in a status other than a 75 (whose cause says
     what a 75 is): then mpiexec's status is reported as it is."""
     statuses = hydra_statuses(tail)
-    own = None if statuses is None else rank_status(statuses)
+    if statuses is None:
+        return _noticed_before_stop(tail, code)
+    own = rank_status(statuses)
     if own is None or (own == code and own != PEER_FAILED_STATUS):
         return None
     if own == PEER_FAILED_STATUS:  # no rank said more: say what a 75 is, even as mpiexec's own
@@ -146,6 +149,20 @@ def rank_ending(tail: Sequence[str], code: int) -> tuple[int, str | None] | None
         said += [signalled] if signalled else []
     ended = f"exited with code {code}" if code >= 0 else f"died of signal {signal_name(-code)}"
     return own, "; ".join([*said, f"mpiexec itself {ended}"])
+
+
+def _noticed_before_stop(tail: Sequence[str], code: int) -> tuple[int, str] | None:
+    """Open MPI's rank's signal (its ``noticed`` line) and the cause, where ``mpirun`` itself
+    then died of SIGTERM or SIGKILL: the launcher's stop of an mpirun that stayed after that
+    line (:func:`reports_end`), whose own signal says nothing of the rank's; else None."""
+    if code not in (-signal.SIGTERM, -signal.SIGKILL):
+        return None
+    for line in reversed(tail):
+        found = _OPENMPI.match(line)
+        if found is not None:
+            said = _said(f"rank {found[1]}", int(found[2]))
+            return -int(found[2]), f"{said}; mpiexec itself died of signal {signal_name(-code)}"
+    return None
 
 
 def _victim_said(statuses: Sequence[int]) -> list[str]:

@@ -39,14 +39,14 @@ wait
 """
 
 
-def _stuck_launch(tmp_path: Path, trap: str, *more: str, end: str = FAILED):
+def _stuck_launch(tmp_path: Path, trap: str, *more: str, end: str = FAILED, flavor: str = "mpich"):
     fake = tmp_path / "mpiexec"
     fake.write_text(STUCK_HYDRA.format(trap=trap, end=end))
     fake.chmod(0o755)
     script = tmp_path / "job.py"
     script.write_text("print('never run')\n")
     run = tmp_path / "run"
-    argv = ["mpi", "-np", "2", "--mpiexec", str(fake), "--mpi-flavor", "mpich"]
+    argv = ["mpi", "-np", "2", "--mpiexec", str(fake), "--mpi-flavor", flavor]
     started = time.monotonic()
     done = launch(*argv, "--run-dir", str(run), *more, "--", str(script), cwd=tmp_path, timeout=30)
     return done, time.monotonic() - started, run
@@ -83,6 +83,24 @@ def test_an_mpiexec_that_reported_every_ranks_success_but_stays_ends_a_job_that_
     said = [line for line in done.stderr.splitlines() if "did not exit" in line]
     assert len(said) == 1 and said[0].endswith("every rank had exited 0, so the attempt succeeded")
     assert "failed" not in done.stderr and not (run / "failure.json").exists(), done.stderr
+    assert job_left(done.env, 5) == {}
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_mpirun_reports_the_ranks_signal_open_mpi_noticed(tmp_path):
+    """Open MPI's mpirun that stays after its ``noticed`` line: the report's status is the
+    rank's signal, as the line says, not the launcher's SIGTERM to mpirun (exit 143)."""
+    noticed = "mpirun noticed that process rank 1 with PID 7 on node a exited on signal 9 (Killed)."
+    done, took, run = _stuck_launch(
+        tmp_path, "", "--grace", "5", end=f'echo "{noticed}"', flavor="openmpi"
+    )
+    assert WRAPUP_SECONDS <= took < WRAPUP_SECONDS + 15, took
+    assert done.returncode == 128 + 9, done.stderr
+    report = json.loads((run / "failure.json").read_text())
+    assert report["signal"] == "SIGKILL", report
+    assert report["cause"] == (
+        "rank 1 died of signal 9 (SIGKILL), as mpiexec says; mpiexec itself died of signal SIGTERM"
+    ), report
     assert job_left(done.env, 5) == {}
 
 
