@@ -343,18 +343,35 @@ class Child:
         )
 
 
-def first_overdue(children: Sequence[Child]) -> tuple[Child, str, bool] | None:
-    """The first of ``children`` that is :meth:`Child.overdue`, with why, and whether stopping
-    it ends an attempt that succeeded: it reported that all its processes succeeded
-    (:meth:`Child.reported_success`) and every other child has exited 0; None where none is."""
+def first_overdue(children: Sequence[Child]) -> tuple[Child | None, str, bool] | None:
+    """The first of ``children`` that is :meth:`Child.overdue` (None where none is): the
+    attempt's failure, or None where stopping it ends an attempt that succeeded
+    (:func:`_ended_well`); why it is stopped; and whether the attempt succeeded."""
     for child in children:
         why = child.overdue()
         if why is None:
             continue
-        if child.reported_success() and all(c.poll() == 0 for c in children if c is not child):
-            return child, f"{why}; every rank had exited 0, so the attempt succeeded", True
+        if _ended_well(child, children):
+            return None, f"{why}; every rank had exited 0, so the attempt succeeded", True
         return child, why, False
     return None
+
+
+def reported_before(children: Sequence[Child], at: float) -> tuple[Child | None, bool]:
+    """Where a stop signal came at ``at`` (monotonic): the first of ``children`` still running
+    that had reported its end before it (:attr:`Child.reported_end`), as the attempt's failure,
+    or None; and whether that report ended an attempt that succeeded (:func:`_ended_well`)."""
+    for child in children:
+        if child.exited_at is None and child.reported_end and child.reported_end[0] < at:
+            return (None, True) if _ended_well(child, children) else (child, False)
+    return None, False
+
+
+def _ended_well(child: Child, children: Sequence[Child]) -> bool:
+    """Whether ``child`` reported that all its processes succeeded
+    (:meth:`Child.reported_success`) and every other of ``children`` exited 0."""
+    others = all(c.poll() == 0 for c in children if c is not child)
+    return others and child.reported_success()
 
 
 def running_groups() -> set[int] | None:

@@ -55,7 +55,7 @@ from typing import BinaryIO
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
 
-from .child import Child, ChildSpec, first_overdue, running_groups
+from .child import Child, ChildSpec, first_overdue, reported_before, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
@@ -253,8 +253,7 @@ class Supervisor:
 
         A server that exits, even with 0 (a shard stops so on SIGTERM), while a worker runs
         fails the attempt: the workers would wait on it until their own timeout; so does a
-        child overdue after it reported its end (:meth:`Child.overdue`) but not its success.
-        """
+        child overdue after it reported its end (:meth:`Child.overdue`) but not its success."""
         workers = [c for c in children if c.spec.role != "server"]
         while True:
             signalled = bool(self._signals)  # read first: a failure seen below came before
@@ -264,14 +263,15 @@ class Supervisor:
                 return self._settle(first, children, workers) if first.victim else first
             stuck = None if signalled else first_overdue(workers)
             if stuck is not None:  # a Hydra that stays after its ranks' end (now and then)
-                child, why, self._finished = stuck  # finished: all its ranks had succeeded
+                failed, why, self._finished = stuck  # finished: all its ranks had succeeded
                 self.say(why, level="info" if self._finished else "error")
-                return None if self._finished else child
+                return failed
             if not working and all(c.exited_at < self._first_signal_at for c in workers):
                 self._finished = True  # the signal, if one came, came after
                 return None
-            if signalled:
-                return None
+            if signalled:  # an end mpiexec reported before it stands
+                failed, self._finished = reported_before(workers, self._first_signal_at)
+                return failed
             time.sleep(self.poll_interval)
 
     def _settle(self, victim: Child, children: list[Child], workers: list[Child]) -> Child:

@@ -11,6 +11,9 @@ failing rank's own status.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,8 +21,8 @@ import pytest
 
 from launcher.child import WRAPUP_SECONDS
 from launcher.mpi_exit import reports_end
-from tests.launcher.launch_cli import launch
-from tests.processes import job_left
+from tests.launcher.launch_cli import ENV, launch, wait_while_running
+from tests.processes import job_env, job_left
 
 #: Hydra's end of a job whose rank 1 exited 9
 FAILED = """
@@ -102,6 +105,47 @@ def test_a_stopped_mpirun_reports_the_ranks_signal_open_mpi_noticed(tmp_path):
         "rank 1 died of signal 9 (SIGKILL), as mpiexec says; mpiexec itself died of signal SIGTERM"
     ), report
     assert job_left(done.env, 5) == {}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ranks", ["failed", "succeeded"])
+def test_a_stop_signal_in_the_wrapup_keeps_the_end_mpiexec_reported(tmp_path, ranks):
+    """SIGTERM to the launcher while mpiexec stays after it reported rank 1's exit(9) (the
+    documented way out of a Hydra that stays): the attempt's failure came first and is
+    reported with the stop (it was lost: "stopped by SIGTERM", no failure.json); after
+    all-zero statuses the job had finished."""
+    fake = tmp_path / "mpiexec"
+    end = FAILED if ranks == "failed" else 'echo "[mpiexec@vm] Exit codes: [vm] 0,0"'
+    fake.write_text(STUCK_HYDRA.format(trap="", end=end))
+    fake.chmod(0o755)
+    script = tmp_path / "job.py"
+    script.write_text("print('never run')\n")
+    run = tmp_path / "run"
+    argv = ["mpi", "-np", "2", "--mpiexec", str(fake), "--mpi-flavor", "mpich"]
+    argv += ["--run-dir", str(run), "--grace", "5", "--", str(script)]
+    log = run / "logs" / "mpiexec-0.log"
+    with job_env(ENV) as env:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "launcher", *argv], env=env, cwd=tmp_path,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            reported = lambda: log.exists() and "Exit codes:" in log.read_text()  # noqa: E731
+            wait_while_running(reported, launcher, "mpiexec's report of the end")
+            launcher.send_signal(signal.SIGTERM)
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert "did not exit" not in stderr, stderr  # stopped at once, not after the wrap-up
+    if ranks == "succeeded":
+        assert launcher.returncode == 0, stderr
+        assert "got SIGTERM after the job had finished" in stderr, stderr
+        assert not (run / "failure.json").exists()
+        return
+    assert launcher.returncode == 128 + signal.SIGTERM, stderr
+    report = json.loads((run / "failure.json").read_text())
+    assert report["exit_code"] == 9 and report["then"] == "stopped by SIGTERM", report
 
 
 @pytest.mark.parametrize(
