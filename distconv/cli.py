@@ -148,7 +148,47 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_pserver(subparsers)
     add_keys(subparsers)
+    add_check_manifests(subparsers)
     return parser
+
+
+def add_check_manifests(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Declare ``distconv check-manifests`` (:mod:`distconv.deploy.check_command`); returns its
+    parser. Declared here, not there: importing anything under ``distconv.deploy`` loads every
+    check and the renderer (40 ms, a quarter of ``distconv train``'s start), and PyYAML with the
+    command's module; they load when the command runs."""
+    p = subparsers.add_parser(
+        "check-manifests",
+        help="check one job's Kubernetes manifests for what would fail only in the cluster",
+        description="Check one job's Kubernetes manifests (YAML or JSON) for what no schema "
+        "catches: one line per problem on stdout and exit 1 where there is any, 'no problems' "
+        "and exit 0 where there is none; exit 2 where a path cannot be read.",
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a YAML or JSON file, a folder (its *.yaml, *.yml and *.json files) or - for "
+        "stdin; all of them together are one job's manifests",
+    )
+    p.add_argument("-r", "--recursive", action="store_true", help="read subfolders too")
+    # SUPPRESS: `distconv -q check-manifests` sets it as well, and a default must not undo that
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print nothing where there is no problem",
+    )
+    p.set_defaults(handler=_check_manifests)
+    return p
+
+
+def _check_manifests(args: argparse.Namespace) -> int:
+    """Run ``distconv check-manifests``, its modules imported only now."""
+    from distconv.deploy.check_command import run_check_manifests
+
+    return run_check_manifests(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,330 @@
+"""``distconv check-manifests PATH...``: :func:`~distconv.deploy.check.manifest_problems` on
+manifests written or edited by hand.
+
+Each PATH is a YAML or JSON file (several documents, a ``kind: List``), a folder (its
+``*.yaml``, ``*.yml`` and ``*.json``; its subfolders too with ``-r``), or ``-`` for stdin; all of
+them together are one job's manifests. Exit 0 with ``no problems`` (nothing with ``-q``); 1 with
+one line per problem on stdout; 2 with one line on stderr for a path that cannot be read, a
+document that is no object, or no manifests at all.
+
+:func:`distconv.cli.add_check_manifests` declares the command and imports this module only
+when it runs: importing anything under ``distconv.deploy`` loads every check (and this module
+PyYAML), which ``distconv train``, whose parser declares the command too, must not wait for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import yaml
+
+from distconv.deploy.check import manifest_problems
+from distconv.files import describe_os_error
+from distconv.stdout_drop import drop_stdout
+
+PROG = "distconv check-manifests"
+#: what a folder's files are read by: kubectl apply -f FOLDER reads the same (case matters)
+SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "-"
+#: deeper nesting is no manifest; the checks (and copy.deepcopy) recurse once or more per level
+MAX_DEPTH = 100
+#: more values than an object the API server stores can hold (etcd takes 1.5 MiB a request)
+MAX_VALUES = 1_000_000
+#: what may not stand in a line of output as it is (a line break, a tab, an escape)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_JSON = json.JSONDecoder()
+#: libyaml's loader where PyYAML has it (4 times as fast), safe in both
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: what JSON takes for white space between documents (not str.isspace's)
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+class ManifestReadError(Exception):
+    """A path the check cannot read, or that holds what kubectl apply refuses outright: the
+    command exits 2 with this line."""
+
+
+def run_check_manifests(args: argparse.Namespace) -> int:
+    """Check the manifests at ``args.paths``; returns the exit status (0, 1 or 2)."""
+    try:
+        docs = read_manifests(args.paths, recursive=args.recursive)
+    except ManifestReadError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    problems = manifest_problems(docs)
+    quiet = getattr(args, "quiet", False)
+    lines = "".join(f"{_one_line(problem)}\n" for problem in problems)
+    _write(lines or ("" if quiet else "no problems\n"))
+    return 1 if problems else 0
+
+
+def _one_line(problem: str) -> str:
+    """``problem`` on one line: a name the manifest gives may hold a line break (``"a\\nb"``),
+    which would make one problem two lines to ``grep`` or ``wc -l``."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], problem)
+
+
+def read_manifests(paths: Sequence[str], recursive: bool = False) -> list[Any]:
+    """The YAML or JSON documents of every file at ``paths`` (``-``: stdin), each file once.
+
+    Raises :class:`ManifestReadError` for a path that cannot be read, a document that is no
+    mapping, and where there are no objects at all (kubectl apply refuses each).
+    """
+    docs: list[Any] = []
+    for name in _unique(_files(paths, recursive)):
+        docs.extend(_documents(name, _read(name)))
+    if not sum(map(_object_count, docs)):
+        folders = not recursive and any(p != STDIN and os.path.isdir(p) for p in paths)
+        hint = " (-r reads subfolders too)" if folders else ""
+        raise ManifestReadError(f"no manifests in {', '.join(map(_shown, paths))}{hint}")
+    return docs
+
+
+def _files(paths: Sequence[str], recursive: bool) -> Iterator[str]:
+    """Each file named by ``paths``: a file (or ``-``) as it is, a folder's manifest files in
+    sorted order."""
+    for path in paths:
+        if path != STDIN and os.path.isdir(path):
+            yield from _folder_files(path, recursive)
+        else:  # a file, of any name, or what does not exist: its read says why
+            yield path
+
+
+def _folder_files(folder: str, recursive: bool) -> list[str]:
+    """The manifest files in ``folder`` (and below it when ``recursive``), sorted. A link to a
+    folder is not followed: one to a folder above would loop."""
+
+    def refuse(exc: OSError) -> None:
+        raise ManifestReadError(f"{exc.filename}: {describe_os_error(exc)}") from exc
+
+    found = []
+    for top, subfolders, names in os.walk(folder, onerror=refuse):
+        found.extend(os.path.join(top, name) for name in names if name.endswith(SUFFIXES))
+        if not recursive:
+            subfolders.clear()
+    return sorted(found)
+
+
+def _unique(names: Iterator[str]) -> Iterator[str]:
+    """``names`` without a file seen before (a folder and a file in it): read twice, each
+    object would be named twice."""
+    seen = set()
+    for name in names:
+        key = name if name == STDIN else os.path.realpath(name)
+        if key not in seen:
+            seen.add(key)
+            yield name
+
+
+def _read(name: str) -> bytes:
+    """The bytes of file ``name`` (``-``: stdin)."""
+    try:
+        if name == STDIN:
+            if sys.stdin is None:
+                raise OSError(0, "stdin is closed")
+            return sys.stdin.buffer.read()
+        with open(name, "rb") as file:
+            return file.read()
+    except OSError as exc:
+        raise ManifestReadError(f"{_shown(name)}: {describe_os_error(exc)}") from exc
+
+
+def _documents(name: str, data: bytes) -> list[Any]:
+    """The documents in ``data``, read from ``name``: JSON in a ``.json`` file, and text that
+    is JSON elsewhere (``kubectl get -o json | ...``: YAML 1.1 reads ``1e3`` as a string, JSON
+    a number), else YAML. Each must be a mapping, or empty; none may hold itself."""
+    try:
+        text = _text(data)
+        if name.endswith(".json"):
+            docs = _json_documents(text)
+        else:  # YAML that only looks like JSON, `{kind: Job}`, is read as YAML
+            docs = _maybe_json(text) or _yaml_documents(text)
+        for number, (line, doc) in enumerate(docs, 1):
+            _refuse_shape(doc, f"document {number} (line {line})")
+    except ManifestReadError as exc:
+        raise ManifestReadError(f"{_shown(name)}: {exc}") from None
+    return [doc for _, doc in docs]
+
+
+def _text(data: bytes) -> str:
+    """``data`` as UTF-8 text (a byte order mark dropped), as kubectl reads manifests."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ManifestReadError(f"byte {exc.start + 1} is no UTF-8 text: {exc.reason}") from None
+
+
+def _maybe_json(text: str) -> list[tuple[int, Any]] | None:
+    """The JSON documents ``text`` is, if it is JSON."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        return _json_documents(text)
+    except ManifestReadError:
+        return None
+
+
+def _json_documents(text: str) -> list[tuple[int, Any]]:
+    """The JSON documents of ``text``, one after another as kubectl reads a stream of them (none
+    if blank), each with the line it starts on."""
+    docs, end = [], 0
+    try:
+        while (start := _JSON_SPACE.match(text, end).end()) < len(text):
+            doc, end = _JSON.raw_decode(text, start)
+            docs.append((text.count("\n", 0, start) + 1, doc))
+    except json.JSONDecodeError as exc:
+        message = exc.msg[:1].lower() + exc.msg[1:]
+        raise ManifestReadError(f"line {exc.lineno}, column {exc.colno}: {message}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of 5000 digits; [[[[...
+        raise ManifestReadError(_brief(exc, len(docs))) from None
+    return docs
+
+
+def _yaml_documents(text: str) -> list[tuple[int, Any]]:
+    """Each YAML document of ``text`` with the line it starts on. Only the safe loader: a tag
+    such as ``!!python/object`` is an error, never an object built."""
+    docs: list[tuple[int, Any]] = []
+    loader = None
+    try:
+        _refuse_deep_yaml(text)
+        loader = _LOADER(text)
+        while loader.check_node():
+            node = loader.get_node()
+            docs.append((node.start_mark.line + 1, loader.construct_document(node)))
+    except yaml.MarkedYAMLError as exc:
+        raise ManifestReadError(_yaml_error(exc)) from None
+    except yaml.reader.ReaderError as exc:  # a control character
+        raise ManifestReadError(_unprintable(text, exc)) from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # a date 2024-13-01
+        raise ManifestReadError(_brief(exc, len(docs))) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return docs
+
+
+def _refuse_deep_yaml(text: str) -> None:
+    """Refuse a document nested deeper than :data:`MAX_DEPTH` before it is built: libyaml's
+    composer recurses in C, and ``[[[[...`` 100000 deep crashed the process (SIGSEGV). The
+    parser's events, read without recursion, say how deep it is."""
+    number = depth = line = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.DocumentStartEvent):
+            number += 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            line = event.start_mark.line + 1 if depth == 0 else line
+            depth += 1
+            if depth > MAX_DEPTH:
+                where = f"document {number} (line {line})"
+                raise ManifestReadError(f"{where} is nested deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _yaml_error(exc: Any) -> str:
+    """A YAML error in one line: where, then what (\"while scanning ...; could not find ...\")."""
+    mark = exc.problem_mark or exc.context_mark
+    what = "; ".join(filter(None, (exc.context, exc.problem))) or "cannot be read"
+    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark else what
+
+
+def _unprintable(text: str, exc: Any) -> str:
+    """Where the character YAML refuses is, by line and column (libyaml counts its offset in
+    bytes, PyYAML's own reader in characters, and each words it its own way)."""
+    at = text.find(chr(exc.character))
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    return f"line {line}, column {column}: YAML allows no character #x{exc.character:04x}"
+
+
+def _brief(exc: BaseException, documents_read: int) -> str:
+    """``exc`` in one line, after the document where it arose."""
+    where = f"document {documents_read + 1}: " if documents_read else ""
+    if isinstance(exc, RecursionError):
+        return f"{where}nested deeper than the {MAX_DEPTH} levels the check reads"
+    return where + (" ".join(str(exc).split()) or type(exc).__name__)
+
+
+def _refuse_shape(doc: Any, where: str) -> None:
+    """Refuse a document that is no mapping (nor empty), is nested deeper than
+    :data:`MAX_DEPTH`, holds itself (``&a [*a]``, which Go's YAML, kubectl's, refuses too), or
+    holds more than :data:`MAX_VALUES` values once its aliases are expanded, as the checks read
+    it (a billion laughs: Go's YAML refuses "excessive aliasing")."""
+    if doc is not None and not isinstance(doc, dict):
+        raise ManifestReadError(f"{where} is {_kind_of(doc)}, not an object (kind, metadata, ...)")
+    measured = _measure(doc)
+    if measured is None:
+        raise ManifestReadError(f"{where} holds itself (an alias inside its own anchor)")
+    depth, values = measured
+    if depth > MAX_DEPTH:
+        raise ManifestReadError(f"{where} is nested deeper than {MAX_DEPTH} levels")
+    if values > MAX_VALUES:
+        raise ManifestReadError(
+            f"{where} holds over {MAX_VALUES} values once its aliases are expanded"
+        )
+
+
+def _measure(doc: Any) -> tuple[int, int] | None:
+    """How deep ``doc``'s mappings and lists nest and how many values it holds with each alias
+    expanded, or None where one holds itself. Without recursion, and each shared value once:
+    a billion laughs is measured in a moment, not expanded."""
+    done: dict[int, tuple[int, int]] = {}
+    open_ids: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(doc, False)]
+    while stack:
+        value, children_done = stack.pop()
+        key = id(value)
+        if not isinstance(value, (dict, list)) or (key in done and not children_done):
+            continue
+        children = list(value.values() if isinstance(value, dict) else value)
+        if children_done:  # each child is measured: add them up
+            open_ids.discard(key)
+            sizes = [done.get(id(child), (0, 1)) for child in children]
+            done[key] = (1 + max((d for d, _ in sizes), default=0), 1 + sum(n for _, n in sizes))
+        elif key in open_ids:  # one of its own parents
+            return None
+        else:
+            open_ids.add(key)
+            stack.append((value, True))
+            stack.extend((child, False) for child in children)
+    return done.get(id(doc), (0, 1))
+
+
+def _kind_of(value: Any) -> str:
+    """What ``value`` is, in words: ``a list``, ``an integer``."""
+    for kind, words in ((bool, "a boolean"), (int, "an integer"), (float, "a number")):
+        if isinstance(value, kind):
+            return words
+    words = {list: "a list", str: "a string", bytes: "binary data"}.get(type(value))
+    return words or f"a {type(value).__name__}"
+
+
+def _object_count(doc: Any) -> int:
+    """How many objects ``doc`` stands for: none for an empty document or an empty List (kubectl
+    apply: "no objects passed to apply"), the items of a List, else one."""
+    if doc is None:
+        return 0
+    items = doc.get("items") if str(doc.get("kind")).endswith("List") else None
+    if isinstance(items, list) or (items is None and "items" in doc):
+        return sum(_object_count(item) if isinstance(item, dict) else 1 for item in items or [])
+    return 1
+
+
+def _shown(path: str) -> str:
+    """``path`` as the messages name it."""
+    return "<stdin>" if path == STDIN else path
+
+
+def _write(text: str) -> None:
+    """Write ``text`` on stdout; a reader that is gone (``| head -1``) leaves the exit status
+    to say the rest, without a traceback at the flush at exit."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        drop_stdout()
