@@ -172,6 +172,7 @@ DISTRIBUTIONS = {
     "cupy": "cupy-cuda12x",
     "cupyx": "cupy-cuda12x",
     "sklearn": "scikit-learn",
+    "yaml": "pyyaml",
     "zmq": "pyzmq",
 }
 
