@@ -21,10 +21,15 @@ from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, WireError, short, unpack_ar
 
 log = logging.getLogger("distconv.pserver")
 
+#: the ignored replies of a shard logged each in full; past them, only each power of ten's count
+#: (a shard sending thousands, a bug's loop, would otherwise fill every worker's log)
+STRAYS_LOGGED = 5
+
 
 class ReplyIntake:
     """The reply table of a client: ``_replies`` (id -> reply), ``_rid_shard`` (id -> the
-    shard of a request awaited), ``_abandoned`` (id -> the shard of a request given up on)."""
+    shard of a request awaited), ``_abandoned`` (id -> the shard of a request given up on),
+    ``_strays`` (shard -> how many of its replies were ignored)."""
 
     def _receive(self, sock: zmq.Socket) -> None:
         """Read every reply waiting on ``sock``, a request socket (or its handshake monitor)."""
@@ -59,16 +64,27 @@ class ReplyIntake:
 
     def _ignore(self, shard: int, header: dict[str, Any]) -> None:
         """Log a reply of ``shard`` that answers no request of it awaited (docs/protocol.md:
-        a worker ignores it); an error reply's text too (a request the shard could not read)."""
+        a worker ignores it); an error reply's text too (a request the shard could not read).
+        Past :data:`STRAYS_LOGGED` of a shard, only the count at each power of ten."""
+        count = self._strays[shard] = self._strays.get(shard, 0) + 1
+        if count > STRAYS_LOGGED and 10 ** (len(str(count)) - 1) != count:
+            return
         error = f": {short(header.get('error'))}" if header.get("op") == "error" else ""
+        tally = (
+            ""
+            if count < STRAYS_LOGGED
+            else f"; {count} replies of this shard ignored so far, logged from now on only "
+            "at each power of ten"
+        )
         log.warning(
             "rank %d: ignored a reply of pserver shard %s to no request of it awaited "
-            "(id %s, op %s)%s",
+            "(id %s, op %s)%s%s",
             self.rank,
             self._named([shard]),
             short(header.get("id")),
             short(header.get("op")),
             error,
+            tally,
         )
 
     def _abandon(self, rids: set[int]) -> None:

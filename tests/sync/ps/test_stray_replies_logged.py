@@ -1,0 +1,56 @@
+"""A shard that sends many replies to no awaited request cannot flood the worker's log
+(review k345).
+
+Each ignored reply was logged with a warning of its own, so a shard sending thousands (a bug, a
+loop answering every request again) wrote thousands of lines to every worker's log. The first
+few of a shard are logged in full, then only its counts at each power of ten. The shard is a
+real shard process whose replies to pulls go out many times.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from ps_helpers import insecure_worker, shard_argv, small_net
+
+#: ``python -m distconv`` that answers each pull COPIES times more (argv[1]), with id -1
+TAMPERED_SHARD = """
+import sys
+from distconv.cli import main
+from distconv.sync.ps.server import Shard
+
+copies = int(sys.argv.pop(1))
+reply = Shard._reply
+
+def tampered(self, ident, request, arrays=(), error=None, **fields):
+    if request.get("op") == "pull":
+        for _ in range(copies):
+            reply(self, ident, {**request, "id": -1}, (), "no such request")
+    reply(self, ident, request, arrays, error, **fields)
+
+Shard._reply = tampered
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.timeout(90)
+def test_many_stray_replies_of_a_shard_log_a_few_lines(shards, tmp_path, caplog):
+    copies = 600
+    endpoint = shards.launch(
+        shard_argv(["-c", TAMPERED_SHARD, str(copies)]), tmp_path / "shard.log"
+    )
+    net = small_net()
+    sync = insecure_worker([endpoint])
+    caplog.set_level(logging.WARNING, logger="distconv.pserver")
+    try:
+        sync.setup(net.parameters())
+        sync._pull_all()  # each pull's strays arrive before its answer
+        sync._pull_all()
+        assert len(sync.shard_stats()) == 1  # every stray read by now
+    finally:
+        sync.close()
+    lines = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+    assert 5 <= len(lines) <= 12, (len(lines), lines[:3])
+    assert "no such request" in lines[0]
+    assert "1000 replies" in lines[-1], lines[-1]  # the count goes on being told
