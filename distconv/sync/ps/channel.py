@@ -276,7 +276,10 @@ class ShardChannel(ReplyIntake, BulkRuns):
         for s, crossing in heard.items():
             idle = self._handshakes.idle(s) if self._handshakes else None
             last = answered.get(s, start)
-            heard[s] = last + crossing if idle is None else max(last, _now() - idle)
+            if idle is None:
+                heard[s] = last + crossing
+            else:  # the bytes of a reply to nothing awaited are no sign of life
+                heard[s] = max(last, self._bytes_heard(s, _now() - idle, last))
         return heard
 
     def _stop_patience_left(self, quiet: dict[int, float], what: str, asked: str) -> float:

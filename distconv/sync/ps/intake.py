@@ -13,6 +13,7 @@ was taken later as the answer to another request (another shard's, or one not se
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import zmq
@@ -24,12 +25,16 @@ log = logging.getLogger("distconv.pserver")
 #: the ignored replies of a shard logged each in full; past them, only each power of ten's count
 #: (a shard sending thousands, a bug's loop, would otherwise fill every worker's log)
 STRAYS_LOGGED = 5
+#: seconds past an ignored reply's reading within which a connection's latest bytes may still be
+#: that reply's (the kernel's time of the last bytes is in jiffies, up to 10 ms, and read later)
+STRAY_SLACK = 0.05
 
 
 class ReplyIntake:
     """The reply table of a client: ``_replies`` (id -> reply), ``_rid_shard`` (id -> the
     shard of a request awaited), ``_abandoned`` (id -> the shard of a request given up on),
-    ``_strays`` (shard -> how many of its replies were ignored)."""
+    ``_strays`` (shard -> how many of its replies were ignored), ``_stray_at`` (shard -> when
+    the latest of them was read)."""
 
     def _receive(self, sock: zmq.Socket) -> None:
         """Read every reply waiting on ``sock``, a request socket (or its handshake monitor)."""
@@ -55,12 +60,21 @@ class ReplyIntake:
     def _take(self, shard: int, header: dict[str, Any], arrays: list) -> None:
         """Keep a reply of ``shard`` if it answers a request of that shard still awaited."""
         rid = header.get("id", -1)
+        if self._rid_shard.get(rid, -1) == shard and rid not in self._replies:
+            self._replies[rid] = (header, arrays)
+            return
+        self._stray_at[shard] = time.monotonic()  # its bytes tell nothing of a reply awaited
         if self._abandoned.get(rid, -1) == shard:  # nobody waits for it: keep nothing
             del self._abandoned[rid]
-        elif self._rid_shard.get(rid, -1) == shard and rid not in self._replies:
-            self._replies[rid] = (header, arrays)
         else:
             self._ignore(shard, header)
+
+    def _bytes_heard(self, shard: int, at: float, otherwise: float) -> float:
+        """``at``, when bytes last arrived on ``shard``'s connection (a large reply crossing),
+        unless they may be those of its latest reply to nothing awaited: then ``otherwise``.
+        Counted, a shard sending such replies more often than a wait's limit kept the wait
+        going for as long as it did, the request awaited never answered."""
+        return otherwise if at <= self._stray_at.get(shard, -1.0) + STRAY_SLACK else at
 
     def _ignore(self, shard: int, header: dict[str, Any]) -> None:
         """Log a reply of ``shard`` that answers no request of it awaited (docs/protocol.md:
