@@ -362,8 +362,10 @@ class PServerSync(
         tag = f"{kind}:{self._collective}"
         ((header, _),) = self._ask_all([(0, {"op": "gather", "tag": tag, "value": value}, ())], tag)
         got = header.get(answer)
-        want = self.world_size if answer == "values" else len(value)
-        if (problem := gather_problem(got, answer, want, kind)) is not None:
+        want, own = (
+            (self.world_size, (self.rank, value)) if answer == "values" else (len(value), None)
+        )
+        if (problem := gather_problem(got, answer, want, kind, own)) is not None:
             raise self._malformed(0, f"{tag} answered with {answer} {short(got)}: {problem}")
         return got
 

@@ -19,9 +19,14 @@ from distconv.sync.base import SyncError
 from distconv.sync.description import as_sent, digest, first_difference
 
 
-def gather_problem(got: Any, answer: str, want: int, kind: str) -> str | None:
+def gather_problem(
+    got: Any, answer: str, want: int, kind: str, own: tuple[int, Any] | None = None
+) -> str | None:
     """What is wrong with shard 0's answer ``got`` to a gather of ``kind``, or None:
-    ``values``, a list of one value per rank (``want`` ranks), an ``all_equal``'s each a str
+    ``values``, a list of one value per rank (``want`` ranks) holding at this rank's place the
+    value it sent (``own``: ``(rank, value)``; shard 0 answers each live rank's as it came, so
+    a ``null`` there, a rank lost, passed all_equal with nothing compared, and another digest
+    failed :func:`check_all_equal` with a bare StopIteration), an ``all_equal``'s each a str
     or None (a rank lost; another failed :func:`check_all_equal` in ``json.loads`` with a
     bare TypeError); an allreduce's ``sum``, a list of ``want`` numbers (a bool is no number:
     msgpack's ``true`` became 1.0; a string or nil failed ``float()``, naming no shard)."""
@@ -31,6 +36,8 @@ def gather_problem(got: Any, answer: str, want: int, kind: str) -> str | None:
         return "not all numbers"
     if kind == "all_equal" and not all(v is None or type(v) is str for v in got):
         return "not all strings or nil"
+    if own is not None and got[own[0]] != own[1]:
+        return f"rank {own[0]}'s value is not the one it sent"
     return None
 
 
