@@ -160,10 +160,16 @@ class LocalSync(SyncStrategy):
 
     def _part_applied(self) -> str | None:
         """``N of M parameters`` where the step under way began updating some but did not
-        update all of them (an update that raised counts as begun, not made), else None."""
-        if not self._fired or self._updated == len(self.params):
+        update all of them (an update that raised counts as begun, not made), else None.
+
+        A parameter frozen since setup (``set_static``) never fires: a step that updated every
+        other one is whole, and M counts only those that train."""
+        if not self._fired:
             return None
-        return f"{self._updated} of {len(self.params)} parameters"
+        training = sum(not p.static for p in self.params)
+        if self._updated == training:
+            return None
+        return f"{self._updated} of {training} parameters"
 
     def _refuse_part_applied(self, call: str) -> None:
         """Raise where the parameters hold a step applied in part (see :meth:`state_dict`)."""
