@@ -43,6 +43,8 @@ class LocalSync(SyncStrategy):
         self._fired: set[int] | None = None
         #: updates the step under way completed (one that raised is not counted)
         self._updated = 0
+        #: the parameter whose update raised in the step under way (begun, maybe in part)
+        self._raised_in: str | None = None
         #: a step abandoned after its first update (each parameter is updated as it fires), as
         #: the refusals say it, until the next setup; None while the parameters hold whole steps
         self._applied_in_part: str | None = None
@@ -98,7 +100,7 @@ class LocalSync(SyncStrategy):
             raise unfinished_step_refusal(type(self).__name__)
         self._refuse_part_applied("start_step")
         super().start_step(examples)
-        self._fired, self._updated = set(), 0
+        self._fired, self._updated, self._raised_in = set(), 0, None
 
     def on_gradient(self, param: Parameter) -> None:
         """Apply the optimizer to ``param`` (averaged over the step's examples), then zero its
@@ -118,7 +120,11 @@ class LocalSync(SyncStrategy):
             raise _refusal(param, fired, self._state_of, self.closed)
         fired.add(id(param))
         scale = mean_scale(self._examples)
-        self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
+        try:
+            self.optimizer.update(param.value, param.grad, self.state[param.name], grad_scale=scale)
+        except BaseException:
+            self._raised_in = param.name  # its values or state may be changed already
+            raise
         self._updated += 1
         param.grad[...] = 0
 
@@ -160,7 +166,8 @@ class LocalSync(SyncStrategy):
 
     def _part_applied(self) -> str | None:
         """``N of M parameters`` where the step under way began updating some but did not
-        update all of them (an update that raised counts as begun, not made), else None.
+        update all of them (an update that raised counts as begun, not made, and is named:
+        ``0 of 8`` alone reads as nothing applied), else None.
 
         A parameter frozen since setup (``set_static``) never fires: a step that updated every
         other one is whole, and M counts only those that train."""
@@ -169,7 +176,10 @@ class LocalSync(SyncStrategy):
         training = sum(not p.static for p in self.params)
         if self._updated == training:
             return None
-        return f"{self._updated} of {training} parameters"
+        part = f"{self._updated} of {training} parameters"
+        if self._raised_in is not None:
+            part += f" and raising in the update of {self._raised_in!r}"
+        return part
 
     def _refuse_part_applied(self, call: str) -> None:
         """Raise where the parameters hold a step applied in part (see :meth:`state_dict`)."""

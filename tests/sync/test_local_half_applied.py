@@ -23,10 +23,10 @@ from tests.mpi.common import small_lenet, trainer_data
 #: the step (counting from 0) in which a layer or the optimizer raises
 FAILING_STEP = 2
 REFUSAL = (
-    "LocalSync.{call}() after a step abandoned after updating {updated} of 8 parameters: the "
-    "parameters and optimizer state hold that step applied in part, which no step or "
-    "checkpoint may start from; restore a checkpoint (fit(resume=...)), or set up again (a fit "
-    "does) to train on from these values"
+    "LocalSync.{call}() after a step abandoned after updating {updated} of 8 parameters"
+    "{raised}: the parameters and optimizer state hold that step applied in part, which no "
+    "step or checkpoint may start from; restore a checkpoint (fit(resume=...)), or set up "
+    "again (a fit does) to train on from these values"
 )
 
 
@@ -83,14 +83,16 @@ def _assert_state_equal(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             np.testing.assert_array_equal(ours[name][key], theirs[name][key], f"{name}/{key}")
 
 
-def _assert_refused(sync: LocalSync, updated: int) -> None:
+def _assert_refused(sync: LocalSync, updated: int, raised: str = "") -> None:
+    """``raised``: the parameter whose update raised, which the refusal names."""
+    raised = f" and raising in the update of {raised!r}" if raised else ""
     for call, run in [
         ("state_dict", sync.checkpoint_state),
         ("start_step", lambda: sync.start_step(8)),
     ]:
         with pytest.raises(SyncError) as refused:
             run()
-        assert str(refused.value) == REFUSAL.format(call=call, updated=updated)
+        assert str(refused.value) == REFUSAL.format(call=call, updated=updated, raised=raised)
 
 
 def test_a_layer_raising_after_the_first_updates_leaves_a_state_refused(tmp_path):
@@ -130,26 +132,28 @@ def test_a_layer_raising_after_the_first_updates_leaves_a_state_refused(tmp_path
     _assert_state_equal(t.sync.checkpoint_state(), whole.sync.checkpoint_state())
 
 
-def test_an_optimizer_raising_mid_step_leaves_a_state_refused():
-    """The optimizer raises on fc1.weight in step 2: the parameters fired before it are
-    updated, and fc1.weight's own update was begun (Adam may have moved its moments)."""
+@pytest.mark.parametrize("failing", ["fc1.weight", "fc2.bias"])
+def test_an_optimizer_raising_mid_step_leaves_a_state_refused(failing):
+    """The optimizer raises on ``failing`` in step 2: the parameters fired before it are
+    updated, and its own update was begun (Adam may have moved its moments). fc2.bias fires
+    first: '0 of 8 parameters' alone read as nothing applied, so the refusal names it."""
     t = _trainer()
     optimizer, steps = t.sync.optimizer, []
     update = optimizer.update
-    fc1 = t.network.layers["fc1"]
+    param = {p.name: p for p in t.params}[failing]
 
-    def failing(value: Any, grad: Any, state: Any, grad_scale: float = 1.0) -> None:
-        if value is fc1.weight.value and len(steps) == FAILING_STEP:
-            raise FloatingPointError("the optimizer fails on fc1.weight")
-        if value is fc1.weight.value:
+    def fails(value: Any, grad: Any, state: Any, grad_scale: float = 1.0) -> None:
+        if value is param.value and len(steps) == FAILING_STEP:
+            raise FloatingPointError(f"the optimizer fails on {failing}")
+        if value is param.value:
             steps.append(1)
         update(value, grad, state, grad_scale=grad_scale)
 
-    optimizer.update = failing
+    optimizer.update = fails
     with pytest.raises(FloatingPointError):
         t.fit(trainer_data(), epochs=1)
     fired = t.network.firing_order
-    _assert_refused(t.sync, updated=fired.index("fc1.weight"))  # its own update raised
+    _assert_refused(t.sync, updated=fired.index(failing), raised=failing)
     # a second fit sets up again: no refusal, it trains on from these values, as documented
     optimizer.update = update
     t.fit(trainer_data(), epochs=1)
