@@ -83,6 +83,13 @@ def mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
+#: the ways on that MPISync's refusals after a failed or abandoned step name (the words, kept
+#: here rather than imported: a test of them must not take them from the code it tests)
+WAYS_ON = (
+    "set up again on every rank (a fit does; fit(resume=...) goes on from the last "
+    "checkpoint's whole step), or close the sync (it ends the job)"
+)
+
 #: every test module that starts ``mpiexec``: marked ``mpi``, skipped where there is none
 NEEDS_MPIEXEC = [
     pytest.mark.mpi,

@@ -19,6 +19,13 @@ from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import bcast_in_place, same_job
 from distconv.sync.mpi.step_check import BARRIER, BROADCAST, SETUP, SUMMING, StepCheck, where
 
+#: the ways on that a refusal after a step (or setup) that failed or was abandoned names: a
+#: setup on every rank (what a second fit does) takes the parameters as they are, rank 0's
+WAYS_ON = (
+    "set up again on every rank (a fit does; fit(resume=...) goes on from the last "
+    "checkpoint's whole step), or close the sync (it ends the job)"
+)
+
 
 class RankCollectives(LocalSync):
     """A :class:`~distconv.sync.local.LocalSync` whose ranks meet on ``self.comm``.
@@ -129,8 +136,7 @@ class RankCollectives(LocalSync):
         if self._open is not None and self.params:
             raise SyncError(
                 f"no optimizer state in the middle of {self._open}: it may hold a step applied "
-                "in part (the updates before a failed one are made); close the sync (it ends "
-                "the job)"
+                f"in part (the updates before a failed one are made); {WAYS_ON}"
             )
         return super().state_dict()
 

@@ -48,7 +48,7 @@ from distconv.sync.mpi.buckets import (
     grads_moved,
     wire_dtype,
 )
-from distconv.sync.mpi.collectives import RankCollectives
+from distconv.sync.mpi.collectives import WAYS_ON, RankCollectives
 from distconv.sync.mpi.comm import (
     JobMismatch,
     SingleRankComm,
@@ -224,7 +224,7 @@ class MPISync(BucketLayout, RankCollectives):
                 f"start_step called while step {self.step} is unfinished: call finish_step first"
             )
         if self._open is not None:  # failed: the ranks' parameters and collectives may differ
-            raise SyncError(f"start_step after {self._open}: close the sync (it ends the job)")
+            raise SyncError(f"start_step after {self._open}: {WAYS_ON}")
         SyncStrategy.start_step(self, examples)  # not LocalSync's: the step is ours (_in_step)
         order = self.firing_order or self._recorded  # tuples, replaced, never changed
         if grads_moved(self.buckets, self.params):  # frozen, unfrozen or cast since built
