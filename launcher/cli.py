@@ -246,7 +246,7 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
         read_hostfile,
         refuse_unstartable,
     )
-    from .mpi_exit import is_status_line, mpiexec_tail
+    from .mpi_exit import is_status_line, mpiexec_reader
 
     program = parse_program(rest)
     refuse_owned_flags(program, MPI_OWNED, "mpi")
@@ -284,7 +284,8 @@ def run_mpi(args: argparse.Namespace, rest: list[str]) -> int:
             env.pop("DISTCONV_NUM_THREADS", None)
         argv = mpi_command(mpiexec, flavor, opts, mpi_worker_command(program), env)
         quiet = is_status_line if flavor == "mpich" else None  # -print-all-exitcodes's
-        return [ChildSpec("mpiexec", 0, argv, env, prefix="", reader=mpiexec_tail, quiet=quiet)]
+        reader = mpiexec_reader(args.np)
+        return [ChildSpec("mpiexec", 0, argv, env, prefix="", reader=reader, quiet=quiet)]
 
     if args.dry_run:
         (spec,) = build(0)

@@ -29,6 +29,8 @@ import os
 import re
 import signal
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 
 from .failure import PEER_FAILED_STATUS, TailReader, signal_name
 from .rank_reason import rank_reason
@@ -190,11 +192,16 @@ def reports_end(line: str) -> bool:
     return any(p.match(line) is not None for p in (_HYDRA_BANNER, _HYDRA_CODES, _OPENMPI))
 
 
-def reports_success(tail: Sequence[str]) -> bool:
+def reports_success(tail: Sequence[str], ranks: int | None = None) -> bool:
     """Whether Hydra's statuses in ``tail`` say that every rank exited 0: an mpiexec stopped
-    after it printed them (:func:`reports_end`) ended a job that succeeded."""
+    after it printed them (:func:`reports_end`) ended a job that succeeded. ``ranks``: the
+    job's number of ranks, each of which must have its status there: a Hydra stopped while
+    its block of a line per host was still coming (or the block cut off) has said nothing of
+    the other hosts' ranks, which may have failed."""
     statuses = hydra_statuses(tail)
-    return statuses is not None and not any(statuses)
+    if statuses is None or (ranks is not None and len(statuses) != ranks):
+        return False
+    return not any(statuses)
 
 
 def said_by_rank(tail: Sequence[str], status: int | None, cause: str | None) -> str | None:
@@ -236,3 +243,9 @@ mpiexec_tail = TailReader(
     succeeded=reports_success,
     said=said_by_rank,
 )
+
+
+def mpiexec_reader(ranks: int) -> TailReader:
+    """:data:`mpiexec_tail` for a job of ``ranks`` ranks: its report of success must hold a
+    status for each of them (:func:`reports_success`)."""
+    return replace(mpiexec_tail, succeeded=partial(reports_success, ranks=ranks))

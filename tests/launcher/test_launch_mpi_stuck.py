@@ -42,14 +42,16 @@ wait
 """
 
 
-def _stuck_launch(tmp_path: Path, trap: str, *more: str, end: str = FAILED, flavor: str = "mpich"):
+def _stuck_launch(
+    tmp_path: Path, trap: str, *more: str, end: str = FAILED, flavor: str = "mpich", np: int = 2
+):
     fake = tmp_path / "mpiexec"
     fake.write_text(STUCK_HYDRA.format(trap=trap, end=end))
     fake.chmod(0o755)
     script = tmp_path / "job.py"
     script.write_text("print('never run')\n")
     run = tmp_path / "run"
-    argv = ["mpi", "-np", "2", "--mpiexec", str(fake), "--mpi-flavor", flavor]
+    argv = ["mpi", "-np", str(np), "--mpiexec", str(fake), "--mpi-flavor", flavor]
     started = time.monotonic()
     done = launch(*argv, "--run-dir", str(run), *more, "--", str(script), cwd=tmp_path, timeout=30)
     return done, time.monotonic() - started, run
@@ -86,6 +88,21 @@ def test_an_mpiexec_that_reported_every_ranks_success_but_stays_ends_a_job_that_
     said = [line for line in done.stderr.splitlines() if "did not exit" in line]
     assert len(said) == 1 and said[0].endswith("every rank had exited 0, so the attempt succeeded")
     assert "failed" not in done.stderr and not (run / "failure.json").exists(), done.stderr
+    assert job_left(done.env, 5) == {}
+
+
+@pytest.mark.timeout(60)
+def test_a_success_reported_for_only_some_ranks_is_no_success(tmp_path):
+    """Hydra's statuses of 2 of the job's 4 ranks, all 0 (the line of a second host not
+    there: Hydra stopped before it, or it never came): the other host's ranks may have
+    failed, so the attempt did not succeed (it was reported as succeeded, exit 0)."""
+    end = 'echo "[mpiexec@a] Exit codes: [a] 0,0"'
+    done, took, run = _stuck_launch(tmp_path, "", "--grace", "5", end=end, np=4)
+    assert WRAPUP_SECONDS <= took < WRAPUP_SECONDS + 15, took
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "so the attempt succeeded" not in done.stderr, done.stderr
+    report = json.loads((run / "failure.json").read_text())
+    assert report["signal"] == "SIGTERM", report
     assert job_left(done.env, 5) == {}
 
 
