@@ -44,6 +44,12 @@ _HYDRA = re.compile(r"(?:YOUR )?APPLICATION TERMINATED WITH THE EXIT STRING: .*\
 _OPENMPI = re.compile(
     r"[\w.-]+ noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)"
 )
+#: the first line of Open MPI's sentence: Open MPI 4 prints it on one line, Open MPI 5 wraps it
+#: (its help texts are wrapped before the values go in: ``prterun noticed that process rank 2
+#: with PID 4242 on node a exited on`` / ``signal 9 (Killed).``)
+_OPENMPI_HEAD = re.compile(r"[\w.-]+ noticed that process rank \d+ with PID ")
+#: the lines Open MPI's sentence may span
+_OPENMPI_LINES = 3
 
 #: mpiexec's last lines read for Hydra's statuses: a line per host, so a job of hundreds of hosts
 #: keeps its whole block (the report shows the last few)
@@ -68,14 +74,23 @@ def signal_cause(tail: Sequence[str]) -> str | None:
         return None if number is None else _said("a rank", number)
     if any(_HOST_CODES.fullmatch(line) for line in tail):
         return None
-    for line in reversed(tail):
-        found = _OPENMPI.match(line)
+    for at in range(len(tail) - 1, -1, -1):
+        found = _noticed(tail, at)
         if found is not None:
-            return _said(f"rank {found[1]}", int(found[2]))
-        found = _HYDRA.match(line)
+            return _said(f"rank {found[0]}", found[1])
+        found = _HYDRA.match(tail[at])
         if found is not None:
             return _said("a rank", int(found[1]))
     return None
+
+
+def _noticed(tail: Sequence[str], at: int) -> tuple[int, int] | None:
+    """The rank and the signal of Open MPI's ``noticed`` sentence where it begins at
+    ``tail[at]`` (joined with the lines after, where Open MPI 5 wrapped it); else None."""
+    if _OPENMPI_HEAD.match(tail[at]) is None:
+        return None
+    found = _OPENMPI.match(" ".join(line.strip() for line in tail[at : at + _OPENMPI_LINES]))
+    return None if found is None else (int(found[1]), int(found[2]))
 
 
 def _said(who: str, number: int) -> str:
@@ -159,11 +174,11 @@ def _noticed_before_stop(tail: Sequence[str], code: int) -> tuple[int, str] | No
     line (:func:`reports_end`), whose own signal says nothing of the rank's; else None."""
     if code not in (-signal.SIGTERM, -signal.SIGKILL):
         return None
-    for line in reversed(tail):
-        found = _OPENMPI.match(line)
+    for at in range(len(tail) - 1, -1, -1):
+        found = _noticed(tail, at)
         if found is not None:
-            said = _said(f"rank {found[1]}", int(found[2]))
-            return -int(found[2]), f"{said}; mpiexec itself died of signal {signal_name(-code)}"
+            said = _said(f"rank {found[0]}", found[1])
+            return -found[1], f"{said}; mpiexec itself died of signal {signal_name(-code)}"
     return None
 
 
@@ -189,7 +204,7 @@ def reports_end(line: str) -> bool:
     rank's failure or its ``Exit codes:`` line (at any end), Open MPI's ``noticed`` line; a
     rank's line (behind its tag) never is. mpiexec exits right after such a line, so the
     launcher stops one that stays (``TailReader.ends``: :data:`launcher.child.WRAPUP_SECONDS`)."""
-    return any(p.match(line) is not None for p in (_HYDRA_BANNER, _HYDRA_CODES, _OPENMPI))
+    return any(p.match(line) is not None for p in (_HYDRA_BANNER, _HYDRA_CODES, _OPENMPI_HEAD))
 
 
 def reports_success(tail: Sequence[str], ranks: int | None = None) -> bool:

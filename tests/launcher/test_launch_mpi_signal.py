@@ -97,6 +97,11 @@ def test_the_signal_is_read_from_either_mpis_last_lines():
     )
     assert signal_cause([openmpi, "---"]) == "rank 1 died of signal 6 (SIGABRT), as mpiexec says"
     assert signal_cause(["[1] Abort(9) on node 1 (rank 1 in comm 0)"]) is None
+    # Open MPI 5 (prterun) wraps the sentence after "exited on"; mpirun's own code is 9 too
+    wrapped = ["prterun noticed that process rank 1 with PID 4242 on node a exited on"]
+    wrapped += ["signal 6 (Aborted).", "-----"]
+    assert signal_cause(wrapped) == "rank 1 died of signal 6 (SIGABRT), as mpiexec says"
+    assert signal_cause(["[1,1]<stderr>:" + wrapped[0], wrapped[1]]) is None  # a rank's line
 
 
 @pytest.mark.parametrize("tag", ["", "[1] "], ids=["mpiexec", "rank"])

@@ -106,14 +106,27 @@ def test_a_success_reported_for_only_some_ranks_is_no_success(tmp_path):
     assert job_left(done.env, 5) == {}
 
 
+#: Open MPI's sentence that rank 1 died of SIGKILL: Open MPI 4's one line, and Open MPI 5's
+#: (prterun's), which its help text wraps after "exited on"
+NOTICED = {
+    "openmpi4": [
+        "mpirun noticed that process rank 1 with PID 7 on node a exited on signal 9 (Killed)."
+    ],
+    "openmpi5": [
+        "prterun noticed that process rank 1 with PID 1617008 on node cpu155 exited on",
+        "signal 9 (Killed).",
+    ],
+}
+
+
 @pytest.mark.timeout(60)
-def test_a_stopped_mpirun_reports_the_ranks_signal_open_mpi_noticed(tmp_path):
+@pytest.mark.parametrize("version", NOTICED)
+def test_a_stopped_mpirun_reports_the_ranks_signal_open_mpi_noticed(tmp_path, version):
     """Open MPI's mpirun that stays after its ``noticed`` line: the report's status is the
-    rank's signal, as the line says, not the launcher's SIGTERM to mpirun (exit 143)."""
-    noticed = "mpirun noticed that process rank 1 with PID 7 on node a exited on signal 9 (Killed)."
-    done, took, run = _stuck_launch(
-        tmp_path, "", "--grace", "5", end=f'echo "{noticed}"', flavor="openmpi"
-    )
+    rank's signal, as the line says, not the launcher's SIGTERM to mpirun (exit 143). Open MPI
+    5's sentence over two lines started no wrap-up (the launcher waited on mpirun for good)."""
+    end = "\n".join(f'echo "{line}"' for line in [*NOTICED[version], "-----"])
+    done, took, run = _stuck_launch(tmp_path, "", "--grace", "5", end=end, flavor="openmpi")
     assert WRAPUP_SECONDS <= took < WRAPUP_SECONDS + 15, took
     assert done.returncode == 128 + 9, done.stderr
     report = json.loads((run / "failure.json").read_text())
@@ -174,7 +187,9 @@ def test_a_stop_signal_in_the_wrapup_keeps_the_end_mpiexec_reported(tmp_path, ra
             "mpirun noticed that process rank 1 with PID 7 on node a exited on signal 9 (Killed).",
             True,
         ),
+        (NOTICED["openmpi5"][0], True),  # Open MPI 5's, wrapped after "exited on"
         ("[1] =   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", False),  # a rank's quote
+        ("[1,1]<stderr>:" + NOTICED["openmpi5"][0], False),
         ("[1,1]<stdout>:[mpiexec@vm] Exit codes: [vm] 0,0", False),
         # the banner's last line: the countdown started at its first
         ("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)", False),
