@@ -358,11 +358,13 @@ def first_overdue(children: Sequence[Child]) -> tuple[Child | None, str, bool] |
 
 
 def reported_before(children: Sequence[Child], at: float) -> tuple[Child | None, bool]:
-    """Where a stop signal came at ``at`` (monotonic): the first of ``children`` still running
+    """Where a stop signal came at ``at`` (monotonic): the first of ``children`` running at it
+    (exited since, too: a stop sent to every process, as systemd's, reaches mpiexec as well)
     that had reported its end before it (:attr:`Child.reported_end`), as the attempt's failure,
     or None; and whether that report ended an attempt that succeeded (:func:`_ended_well`)."""
     for child in children:
-        if child.exited_at is None and child.reported_end and child.reported_end[0] < at:
+        running = child.exited_at is None or child.exited_at >= at
+        if running and child.reported_end and child.reported_end[0] < at:
             return (None, True) if _ended_well(child, children) else (child, False)
     return None, False
 

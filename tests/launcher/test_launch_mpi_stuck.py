@@ -11,6 +11,7 @@ failing rank's own status.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.child import WRAPUP_SECONDS
+from launcher.child import WRAPUP_SECONDS, reported_before
 from launcher.mpi_exit import reports_end
 from tests.launcher.launch_cli import ENV, launch, wait_while_running
 from tests.processes import job_env, job_left
@@ -139,14 +140,18 @@ def test_a_stopped_mpirun_reports_the_ranks_signal_open_mpi_noticed(tmp_path, ve
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("ranks", ["failed", "succeeded"])
-def test_a_stop_signal_in_the_wrapup_keeps_the_end_mpiexec_reported(tmp_path, ranks):
+@pytest.mark.parametrize("to", ["launcher", "everyone"])
+def test_a_stop_signal_in_the_wrapup_keeps_the_end_mpiexec_reported(tmp_path, ranks, to):
     """SIGTERM to the launcher while mpiexec stays after it reported rank 1's exit(9) (the
     documented way out of a Hydra that stays): the attempt's failure came first and is
     reported with the stop (it was lost: "stopped by SIGTERM", no failure.json); after
-    all-zero statuses the job had finished."""
+    all-zero statuses the job had finished. ``everyone``: the SIGTERM reaches mpiexec too, as
+    systemd's stop of every process of a service does, so mpiexec ends right after the
+    signal, before the launcher looks (that report was lost so still)."""
     fake = tmp_path / "mpiexec"
     end = FAILED if ranks == "failed" else 'echo "[mpiexec@vm] Exit codes: [vm] 0,0"'
-    fake.write_text(STUCK_HYDRA.format(trap="", end=end))
+    pid = tmp_path / "mpiexec.pid"
+    fake.write_text(STUCK_HYDRA.format(trap=f'echo $$ > "{pid}"', end=end))
     fake.chmod(0o755)
     script = tmp_path / "job.py"
     script.write_text("print('never run')\n")
@@ -163,6 +168,9 @@ def test_a_stop_signal_in_the_wrapup_keeps_the_end_mpiexec_reported(tmp_path, ra
             reported = lambda: log.exists() and "Exit codes:" in log.read_text()  # noqa: E731
             wait_while_running(reported, launcher, "mpiexec's report of the end")
             launcher.send_signal(signal.SIGTERM)
+            if to == "everyone":  # the stand-in leads its own group (start_new_session)
+                time.sleep(0.02)  # after the launcher's, within its poll (50 ms): either way
+                os.killpg(int(pid.read_text()), signal.SIGTERM)
             _, stderr = launcher.communicate(timeout=30)
         finally:
             launcher.kill()
@@ -200,3 +208,27 @@ def test_only_mpiexecs_own_report_of_the_end_starts_its_wrapup(line, ends):
     """A rank's line that quotes such a report (behind its tag) must not start the countdown
     to stopping a job that is still running."""
     assert reports_end(line) is ends
+
+
+class _Ended:
+    """A child as reported_before sees it: reported its end at 1.0, exited at ``exited_at``."""
+
+    def __init__(self, exited_at: float | None, status: int | None, success: bool):
+        self.exited_at, self.reported_end = exited_at, (1.0, "[mpiexec@vm] Exit codes: ...")
+        self._status, self._success = status, success
+
+    def poll(self) -> int | None:
+        return None if self.exited_at is None else self._status
+
+    def reported_success(self) -> bool:
+        return self._success
+
+
+@pytest.mark.parametrize("success", [False, True], ids=["failed", "succeeded"])
+@pytest.mark.parametrize("exited_at", [None, 2.0, 2.5], ids=["running", "at", "after"])
+def test_a_report_before_the_signal_stands_though_mpiexec_ended_after_it(success, exited_at):
+    """The signal at 2.0 came after the report (1.0): whether mpiexec still runs or ended at
+    the signal or since (the same stop reached it), its report is the attempt's end."""
+    child = _Ended(exited_at, -signal.SIGTERM, success)
+    assert reported_before([child], 2.0) == ((None, True) if success else (child, False))
+    assert reported_before([_Ended(1.5, 9, success)], 2.0) == (None, False)  # ended before
