@@ -13,7 +13,8 @@ signal 9: :func:`rank_reason` finds that line in mpiexec's last lines, so that t
 report names it as the cause (:func:`launcher.mpi_exit.said_by_rank`).
 
 Only a line exactly as ``reason`` writes it counts, behind MPI's tag of the same rank (Hydra's
-``-prepend-rank``: ``[1] ``, Open MPI's ``--tag-output``: ``[1,1]<stderr>:``): a rank's other
+``-prepend-rank``: ``[1] ``, Open MPI's ``--tag-output``: ``[1,1]<stderr>:``, a space after
+it from Open MPI 5): a rank's other
 output, a line of mpiexec, or a line quoting another rank's, is not taken for it. A reason whose
 error message spans lines (the text form) is not read: its last line has no ``rank N:``.
 
@@ -31,8 +32,9 @@ from collections.abc import Sequence
 #: how ``reason``'s line ends: the watchdog's stop (which then SIGKILLs its rank) and
 #: ``abort_job`` (which then calls ``MPI_Abort``)
 ENDINGS = ("ending this rank", "aborting the MPI job")
-#: MPI's tag of a rank's line, as :mod:`launcher.json_lines` reads it
-_TAG = re.compile(r"\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>:|\s)")
+#: MPI's tag of a rank's line: Hydra's ``[1] ``, Open MPI 4's ``[1,1]<stderr>:``, Open MPI
+#: 5's ``[1,1]<stderr>: `` (PMIx's, a space after it)
+_TAG = re.compile(r"\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>: ?|\s)")
 #: ``reason``'s text: ``rank N: <Error>[: <message>]; <ending>`` (an error's class name, an
 #: identifier; its message, if any, after ``: ``)
 _REASON = re.compile(

@@ -88,11 +88,12 @@ def _json_reason(rank: int, error: BaseException, ending: str) -> str:
 
 
 @pytest.mark.parametrize("ending", ENDINGS)
-@pytest.mark.parametrize("tag", ["[1] ", "[1,1]<stderr>:"])
+@pytest.mark.parametrize("tag", ["[1] ", "[1,1]<stderr>:", "[1,1]<stderr>: "])
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_the_syncs_reason_is_read_behind_its_tag(ending, tag, fmt):
-    """The sync's own line, each ending, each MPI's tag, text and JSON; the error's message
-    may hold "; " and a full stop (reason drops it), or be empty."""
+    """The sync's own line, each ending, each MPI's tag (Hydra's, Open MPI 4's, Open MPI 5's
+    with its space, which hid the line), text and JSON; the error's message may hold "; " and
+    a full stop (reason drops it), or be empty."""
     for error, why in [
         (SyncError("step 3 differs; ranks disagree."), "SyncError: step 3 differs; ranks disagree"),
         (KeyboardInterrupt(), "KeyboardInterrupt"),
