@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +17,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.mpi.leaving import reason
 from launcher.mpi_exit import mpiexec_tail
 from launcher.rank_reason import ENDINGS, rank_reason
-from tests.launcher.launch_cli import launch
+from tests.launcher.launch_cli import ENV, launch
 from tests.launcher.real_children import mpiexec_or_skip
 
 #: rank 1 ends the job as argv[1] says, through the sync's own functions: "abort"
@@ -135,3 +137,38 @@ def test_the_last_reason_is_the_cause_and_a_sigkill_is_the_ranks_own():
     )
     assert mpiexec_tail.read(tail[:1], 1) == (1, "rank 0 ended the job: SyncError: first")
     assert mpiexec_tail.read(["[0] step 1"], 1) == (1, None)  # no reason: as before
+
+
+#: rank 1 ends itself as argv[1] says, through the sync's own functions, without MPI: "abort"
+#: (leaving.abort_job, an Abort that returns: then its _exit) or "stall" (the watchdog's stop
+#: where no second thread may abort: its line, then the SIGKILL of itself)
+ENDING_WITHOUT_MPI = """import sys
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.leaving import abort_job
+from distconv.sync.mpi.watchdog import abort_on_stall
+class Comm:
+    def Abort(self, status):
+        pass
+if sys.argv[1] == "abort":
+    abort_job(Comm(), 1, SyncError("step 3 differs"))
+abort_on_stall(Comm(), 1, None)("stalled 30 s in allreduce")
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [("abort", "SyncError: step 3 differs"), ("stall", "SyncError: stalled 30 s in allreduce")],
+)
+def test_the_syncs_own_endings_are_read_without_mpi(tmp_path, how, why):
+    """abort_job's and the watchdog's own lines, each with its ending, as a rank prints them
+    (here without MPI, so that no change of their wording goes unseen where mpiexec is not
+    installed: the real runs above skip there), are read behind the rank's tag."""
+    script = tmp_path / "ending.py"
+    script.write_text(ENDING_WITHOUT_MPI)
+    done = subprocess.run(
+        [sys.executable, str(script), how], env=ENV, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode in (1, -9), done  # abort_job's _exit(1), the stall's SIGKILL
+    tail = ["[1] " + line for line in done.stderr.splitlines()]
+    assert rank_reason(tail) == (1, why), done.stderr
