@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 from distconv.logs import json_entry
 
-#: a line MPI tagged with its rank: Hydra's ``-prepend-rank``, Open MPI's ``--tag-output``
-_MPI_TAG = re.compile(rb"^\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>:|\s)")
+#: the tag MPI puts before a rank's line, its rank the group: Hydra's ``-prepend-rank``
+#: (``[1] ``), Open MPI's ``--tag-output`` (4: ``[1,1]<stderr>:``; 5, PMIx's: a space after it)
+MPI_TAG = r"\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>: ?|\s)"
+_MPI_TAG = re.compile(MPI_TAG.encode())
 
 
 def _is_json_object(text: bytes) -> bool:

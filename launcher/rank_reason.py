@@ -29,12 +29,13 @@ import json
 import re
 from collections.abc import Sequence
 
+from .json_lines import MPI_TAG
+
 #: how ``reason``'s line ends: the watchdog's stop (which then SIGKILLs its rank) and
 #: ``abort_job`` (which then calls ``MPI_Abort``)
 ENDINGS = ("ending this rank", "aborting the MPI job")
-#: MPI's tag of a rank's line: Hydra's ``[1] ``, Open MPI 4's ``[1,1]<stderr>:``, Open MPI
-#: 5's ``[1,1]<stderr>: `` (PMIx's, a space after it)
-_TAG = re.compile(r"\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>: ?|\s)")
+#: MPI's tag of a rank's line, as :mod:`launcher.json_lines` reads it
+_TAG = re.compile(MPI_TAG)
 #: ``reason``'s text: ``rank N: <Error>[: <message>]; <ending>`` (an error's class name, an
 #: identifier; its message, if any, after ``: ``)
 _REASON = re.compile(

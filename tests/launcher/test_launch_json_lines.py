@@ -105,6 +105,7 @@ def test_text_stays_text_without_json(tmp_path: Path):
     [
         (b"[1] 12:00:01 epoch 1\n", "worker", 1, "12:00:01 epoch 1"),  # MPICH's -prepend-rank
         (b"[1,0]<stderr>:Traceback\n", "worker", 0, "Traceback"),  # Open MPI's --tag-output
+        (b"[1,0]<stderr>: Traceback\n", "worker", 0, "Traceback"),  # Open MPI 5's (PMIx's)
         (b"=   BAD TERMINATION\n", "mpiexec", None, "=   BAD TERMINATION"),  # mpiexec's own
     ],
 )
