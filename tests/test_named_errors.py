@@ -1,15 +1,13 @@
 """An exception named on one line: ``Type: message``, or ``Type`` alone where the message is
 empty or blank, never a dangling ``Type:`` (review k344: ``KeyboardInterrupt:``,
-``AssertionError:`` in a worker's bye, a damaged manifest's reason, cuDNN's)."""
+``AssertionError:`` in a worker's bye, a damaged manifest's reason; cuDNN's is in
+tests/kernels/test_cudnn_switch.py)."""
 
 from __future__ import annotations
-
-import builtins
 
 import pytest
 
 from distconv import run_dir
-from distconv.kernels import cudnn
 from distconv.messages import described, named
 
 
@@ -45,29 +43,3 @@ def test_a_manifest_that_fails_without_a_message_is_named_alone(tmp_path, monkey
     found, problems = directory.scan()
     assert found == []
     assert len(problems) == 1 and problems[0].endswith("is damaged (ValueError)"), problems
-
-
-@pytest.fixture
-def cudnn_failing_without_a_message(monkeypatch):
-    """CuPy 13 whose ``cupyx.cudnn`` raises an ImportError with no message."""
-    import types
-
-    real_import = builtins.__import__
-
-    def fake_import(name, *args, **kwargs):
-        if name == "cupyx.cudnn":
-            raise ImportError()
-        if name == "cupy":
-            return types.SimpleNamespace(__version__="13.6.0")
-        return real_import(name, *args, **kwargs)
-
-    cudnn._load.cache_clear()
-    monkeypatch.setattr(builtins, "__import__", fake_import)
-    yield
-    monkeypatch.undo()
-    cudnn._load.cache_clear()  # the next caller loads the real CuPy (or none) again
-
-
-def test_cudnn_failing_without_a_message_is_named_alone(cudnn_failing_without_a_message):
-    assert not cudnn.available()
-    assert cudnn.unavailable_reason() == "CuPy 13.6.0: ImportError"

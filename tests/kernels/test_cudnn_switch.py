@@ -39,10 +39,8 @@ def test_cudnn_stays_on_unless_turned_off(monkeypatch, cudnn_present, value):
     assert cudnn.usable(*_IMAGES_AND_FILTERS)
 
 
-@pytest.fixture
-def cupy_13_without_libcudnn(monkeypatch):
-    """CuPy 13.6 whose ``cupyx.cudnn`` fails as it does without cuDNN 8 on the loader's path
-    (seen with the real cupy-cuda12x 13.6 wheel: its extension links ``libcudnn.so.8``)."""
+def _cupy_13_whose_cudnn_raises(monkeypatch, error: ImportError):
+    """CuPy 13.6 whose ``import cupyx.cudnn`` raises ``error``; the real CuPy (or none) after."""
     import builtins
     import types
 
@@ -50,7 +48,7 @@ def cupy_13_without_libcudnn(monkeypatch):
 
     def fake_import(name, *args, **kwargs):
         if name == "cupyx.cudnn":
-            raise ImportError("libcudnn.so.8: cannot open shared object file: No such file")
+            raise error
         if name == "cupy":
             return types.SimpleNamespace(__version__="13.6.0")
         return real_import(name, *args, **kwargs)
@@ -60,6 +58,20 @@ def cupy_13_without_libcudnn(monkeypatch):
     yield
     monkeypatch.undo()
     cudnn._load.cache_clear()  # the next caller loads the real CuPy (or none) again
+
+
+@pytest.fixture
+def cupy_13_without_libcudnn(monkeypatch):
+    """CuPy 13.6 whose ``cupyx.cudnn`` fails as it does without cuDNN 8 on the loader's path
+    (seen with the real cupy-cuda12x 13.6 wheel: its extension links ``libcudnn.so.8``)."""
+    error = ImportError("libcudnn.so.8: cannot open shared object file: No such file")
+    yield from _cupy_13_whose_cudnn_raises(monkeypatch, error)
+
+
+@pytest.fixture
+def cudnn_failing_without_a_message(monkeypatch):
+    """CuPy 13 whose ``cupyx.cudnn`` raises an ImportError with no message."""
+    yield from _cupy_13_whose_cudnn_raises(monkeypatch, ImportError())
 
 
 def test_a_missing_libcudnn_says_which_cudnn_cupy_13_loads(cupy_13_without_libcudnn):
@@ -127,3 +139,9 @@ def test_the_kernels_hand_usable_what_cudnn_writes(monkeypatch, cudnn_present, t
         w = rng.standard_normal((16, 1, 3, 3))
         got, _ = conv.conv_forward(rng.standard_normal((1, 1, 10, 10)), w, geom)
         assert got.shape == (1, 16, 10, 10)
+
+
+def test_cudnn_failing_without_a_message_is_named_alone(cudnn_failing_without_a_message):
+    """Not ``CuPy 13.6.0: ImportError:`` with nothing after it (``messages.named``)."""
+    assert not cudnn.available()
+    assert cudnn.unavailable_reason() == "CuPy 13.6.0: ImportError"
