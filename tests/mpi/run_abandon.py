@@ -1,8 +1,9 @@
 """mpiexec -n 2 python -m mpi4py run_abandon.py OUT MODE: every rank abandons step 0 after one
-of its two gradients fired. ``refused``: each then hands in the other gradient, finishes and
-starts a step, writing what each call raised to ``OUT/refused<rank>.json``, and closes (which
-ends the job: the step stays open). ``refit``: each sets the sync up again (a second fit),
-trains one step, writes ``OUT/values<rank>.npz`` and closes cleanly.
+of its two gradients fired. ``refused``: each then hands in the other gradient, finishes a step,
+takes the optimizer state and starts a step, writing what each call raised (or "nothing") to
+``OUT/refused<rank>.json``, and closes (which ends the job: the step stays open). ``refit``:
+each sets the sync up again (a second fit), trains one step, writes ``OUT/values<rank>.npz``
+and closes cleanly.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main() -> None:
             said = {
                 "gradient": what_raises(lambda: params[0].inc_update(sync)),
                 "finish_step": what_raises(sync.finish_step),
+                "state_dict": what_raises(sync.state_dict),  # a whole step: handed out
                 "start_step": what_raises(lambda: sync.start_step(1)),
             }
             (out / f"refused{sync.rank}.json").write_text(json.dumps(said))

@@ -55,6 +55,9 @@ def test_a_gradient_or_finish_step_after_an_abandoned_step_is_a_sync_error(overl
             sync.finish_step()
         with pytest.raises(SyncError, match=r"start_step after step 0 \(no finish_step"):
             sync.start_step(1)
+        # no update before finish_step: the state of the last whole step, handed out (before,
+        # "no optimizer state in the middle of step 0", as if it held a step applied in part)
+        assert sync.state_dict() == {"a": {}, "b": {}}
         for p, value in zip(params, before):
             np.testing.assert_array_equal(p.value, value, err_msg=p.name)
     finally:
@@ -96,6 +99,8 @@ def test_over_mpi_an_abandoned_step_refuses_what_follows_and_close_ends_the_job(
             "gradient": "SyncError: gradient of 'a' arrived outside a step: call "
             "start_step(examples) before backward, finish_step() after it",
             "finish_step": "SyncError: finish_step without start_step",
+            # no update before finish_step: the abandoned step left the last whole one
+            "state_dict": "nothing",
             "start_step": "SyncError: start_step after step 0 (no finish_step, or it failed): "
             + WAYS_ON,  # the next test takes the first: a setup trains on
         }, (rank, said)

@@ -32,9 +32,11 @@ class RankCollectives(LocalSync):
 
     A subclass sets ``comm``, ``rank``, ``world_size``, ``_in_place``/``_op`` (``MPI.IN_PLACE``
     and ``MPI.SUM``, or None and None for a single-rank stand-in), ``_check`` (the ranks'
-    exchange of where they are, on ``comm``), ``step`` (the steps it finished) and ``_open``
+    exchange of where they are, on ``comm``), ``step`` (the steps it finished), ``_open``
     (what is under way, from setup or a step's start to its last collective; None between
-    steps).
+    steps) and ``_changed_in`` (what was open when it began to change the parameters or their
+    state: a setup, or a step's first update; while that is still open, they may hold it in
+    part).
     """
 
     comm: Any
@@ -43,6 +45,7 @@ class RankCollectives(LocalSync):
     _check: StepCheck
     step: int
     _open: str | None
+    _changed_in: str | None = None
     #: inside :meth:`setup`, whose first collective (:meth:`all_equal`'s) met the other ranks
     _setting_up = False
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
@@ -123,20 +126,26 @@ class RankCollectives(LocalSync):
         return buf.tolist()
 
     def state_dict(self) -> StateDict:
-        """The optimizer state (see :meth:`~distconv.sync.local.LocalSync.state_dict`), between
-        steps only, as a checkpoint takes it.
+        """The optimizer state (see :meth:`~distconv.sync.local.LocalSync.state_dict`), as a
+        checkpoint takes it, wherever the parameters hold a whole step.
+
+        No parameter changes before ``finish_step`` updates them, and only where every rank
+        finished the step (its flags, :mod:`~distconv.sync.mpi.updates`): inside a step before
+        that, and after one abandoned (an error in backward, a Ctrl-C) or one whose
+        ``finish_step`` failed before its first update (another rank abandoned it, a refused
+        wire), every rank holds the last whole step, and its state is handed out.
 
         Raises:
-            SyncError: in a step, or after a step (or setup) that failed: an optimizer that
-                failed in ``finish_step`` left the buckets before it updated and the later
-                ones not, and a checkpoint of that would resume every rank from a step
-                applied in part; before setup there is nothing to refuse. A setup (a second
-                fit) ends the refusal: it takes the parameters as they are, rank 0's.
+            SyncError: after a step whose update began and did not complete (an optimizer
+                failed in ``finish_step``: the buckets before it updated, the later ones not),
+                or a setup that failed: a checkpoint of that would resume every rank from a
+                step applied in part. A setup (a second fit) ends the refusal: it takes the
+                parameters as they are, rank 0's.
         """
-        if self._open is not None and self.params:
+        if self._open is not None and self._open == self._changed_in and self.params:
             raise SyncError(
-                f"no optimizer state in the middle of {self._open}: it may hold a step applied "
-                f"in part (the updates before a failed one are made); {WAYS_ON}"
+                f"no optimizer state in the middle of {self._open}: it may hold a step "
+                f"applied in part (the updates before a failed one are made); {WAYS_ON}"
             )
         return super().state_dict()
 

@@ -190,7 +190,7 @@ class MPISync(BucketLayout, RankCollectives):
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         wire["sync.device"] = devices(params)  # the ranks' optimizers must round alike
-        self._open = "setup (it failed)"
+        self._open = self._changed_in = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         self._drain_abandoned()
         self._stop_thread()  # before the main thread calls MPI (MPI_THREAD_SERIALIZED)
@@ -350,6 +350,7 @@ class MPISync(BucketLayout, RankCollectives):
     def _apply(self, bucket: Bucket, used: np.ndarray | None) -> None:
         """The optimizer on the reduced gradients (views of the bucket) of the parameters that
         fired on some rank (``used``: their flags; None: all of them), then zero gradients."""
+        self._changed_in = self._open  # the step's update began (see state_dict)
         scale = bucket.grad_scale(self._total)
         for p in bucket.to_update(used, self._slot):
             self.optimizer.update(p.value, p.grad, self.state[p.name], grad_scale=scale)
