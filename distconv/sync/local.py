@@ -41,8 +41,9 @@ class LocalSync(SyncStrategy):
         self._state_by: Optimizer | None = None
         #: ids of the parameters fired in the step under way; None outside a step
         self._fired: set[int] | None = None
-        #: updates the step under way completed (one that raised is not counted)
-        self._updated = 0
+        #: ids of the parameters whose update the step under way completed (one that raised
+        #: is not among them)
+        self._updated: set[int] = set()
         #: the parameter whose update raised in the step under way (begun, maybe in part)
         self._raised_in: str | None = None
         #: a step abandoned after its first update (each parameter is updated as it fires), as
@@ -100,7 +101,7 @@ class LocalSync(SyncStrategy):
             raise unfinished_step_refusal(type(self).__name__)
         self._refuse_part_applied("start_step")
         super().start_step(examples)
-        self._fired, self._updated, self._raised_in = set(), 0, None
+        self._fired, self._updated, self._raised_in = set(), set(), None
 
     def on_gradient(self, param: Parameter) -> None:
         """Apply the optimizer to ``param`` (averaged over the step's examples), then zero its
@@ -125,7 +126,7 @@ class LocalSync(SyncStrategy):
         except BaseException:
             self._raised_in = param.name  # its values or state may be changed already
             raise
-        self._updated += 1
+        self._updated.add(id(param))
         param.grad[...] = 0
 
     def finish_step(self) -> None:
@@ -170,13 +171,16 @@ class LocalSync(SyncStrategy):
         ``0 of 8`` alone reads as nothing applied), else None.
 
         A parameter frozen since setup (``set_static``) never fires: a step that updated every
-        other one is whole, and M counts only those that train."""
+        other one is whole. One frozen in the step after its update is neither waited for nor
+        lost: the step is whole when every parameter that trains now is among those updated,
+        and M counts those and any other updated."""
         if not self._fired:
             return None
-        training = sum(not p.static for p in self.params)
-        if self._updated == training:
+        updated = self._updated
+        left = [p for p in self.params if not p.static and id(p) not in updated]
+        if not left and self._raised_in is None:
             return None
-        part = f"{self._updated} of {training} parameters"
+        part = f"{len(updated)} of {len(updated) + len(left)} parameters"
         if self._raised_in is not None:
             part += f" and raising in the update of {self._raised_in!r}"
         return part
