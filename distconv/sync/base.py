@@ -53,8 +53,7 @@ class SyncError(RuntimeError):
     """Ranks disagree, a peer is gone, or the strategy was used out of order.
 
     The message names the cause: the first field that differs between ranks, the rank that
-    stopped answering, or the call that came too early.
-    """
+    stopped answering, or the call that came too early."""
 
 
 #: suffix of a per-row copy of an optimizer scalar (``step`` -> ``step_per_row``): what a
@@ -213,7 +212,10 @@ class SyncStrategy(ABC):
         in it (the Trainer calls this, then lets the error go on). Let go of what was kept for
         the step alone, so that calls outside a step (an evaluation's :meth:`prefetch`) are
         served as such until the next step; gradients and values wait for the next
-        :meth:`setup`, which every ``fit`` calls. Must not raise. Default: nothing kept."""
+        :meth:`setup`, which every ``fit`` calls. Must not raise. Default: nothing kept. The
+        rule every transport keeps: from the first update of a step that did not update every
+        parameter (or state), :meth:`state_dict` and :meth:`start_step` raise
+        :class:`SyncError` until the next :meth:`setup`; one stopped before it is not refused."""
 
     # -- optimizer ----------------------------------------------------------------------------
     def set_lr_scale(self, factor: float) -> None:
@@ -233,8 +235,8 @@ class SyncStrategy(ABC):
 
     @abstractmethod
     def state_dict(self) -> StateDict:
-        """The optimizer state of every parameter, by name then key (gathered if remote). Called
-        on the chief alone, when it writes a checkpoint: it must not be a collective."""
+        """The optimizer state of every parameter, by name then key (gathered if remote): on the
+        chief alone for a checkpoint (not a collective); refused as :meth:`abandon_step` says."""
 
     @abstractmethod
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
@@ -283,8 +285,7 @@ class SyncStrategy(ABC):
         """Stop every rank unless all hold the same ``description``.
 
         Raises:
-            SyncError: naming the first key whose value differs, and the ranks' values.
-        """
+            SyncError: naming the first key whose value differs, and the ranks' values."""
 
     def close(self) -> None:
         """Release sockets, communicators and threads.
@@ -295,8 +296,7 @@ class SyncStrategy(ABC):
         Whoever built the strategy closes it, in a ``finally`` (``distconv.job.train`` does).
         An exception propagating then (:func:`closing_error`) is a failure the other ranks
         must learn of: a transport may abort them (MPI) or tell its servers why (parameter
-        server), so close outside an ``except`` clause a failure that was handled.
-        """
+        server), so close outside an ``except`` clause a failure that was handled."""
 
 
 def step_refusal(
