@@ -87,7 +87,9 @@ def mpiexec() -> str | None:
 #: here rather than imported: a test of them must not take them from the code it tests)
 WAYS_ON = (
     "set up again on every rank (a fit does; fit(resume=...) goes on from the last "
-    "checkpoint's whole step), or close the sync (it ends the job)"
+    "checkpoint's whole step) unless a rank abandoned this step that another counted (its "
+    "finish_step failed: 'another rank abandoned the step'), which that setup refuses, naming "
+    "it; or close the sync (it ends the job)"
 )
 
 #: every test module that starts ``mpiexec``: marked ``mpi``, skipped where there is none

@@ -1,14 +1,15 @@
-"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_refit.py OUT OVERLAP [GRAD_DTYPE]: a second
-fit after a step that rank 1 abandoned once its first bucket was on the wire, while rank 0
-finished it.
+"""mpiexec -n 2 python -m mpi4py run_mpi_abandon_refit.py OUT OVERLAP [GRAD_DTYPE]: a second fit
+after a step that rank 1 abandoned once its first bucket was on the wire, while rank 0 finished
+it.
 
 Two parameters in two buckets (``b``'s first). Both fire ``b``; rank 1 then raises (as a layer
-would) and abandons the step, rank 0 fires ``a`` and calls ``finish_step``, which fails
-("another rank abandoned the step") and counts the step, where rank 1 counted none. Both set the
-sync up again, as ``Trainer.fit`` does. Each rank writes what its ``finish_step`` (rank 0) and
-its second setup raised to ``OUT/finish<rank>.txt`` and ``OUT/setup<rank>.txt`` (``ok`` where
-nothing was raised), rank 0 its values after ``finish_step`` to ``OUT/finish0.npz``, then
-closes. ``GRAD_DTYPE``: the wire (the sync's default when not given).
+would) and abandons the step, rank 0 fires ``a`` and calls ``finish_step``, which fails ("another
+rank abandoned the step") and counts the step, where rank 1 counted none. Both set the sync up
+again, as ``Trainer.fit`` does. Each rank writes what its ``finish_step`` (rank 0), a
+``start_step`` before the second setup and that setup raised to ``OUT/finish<rank>.txt``,
+``OUT/start<rank>.txt`` and ``OUT/setup<rank>.txt`` (``ok`` where nothing was raised), rank 0 its
+values after ``finish_step`` to ``OUT/finish0.npz``, then closes. ``GRAD_DTYPE``: the wire (the
+sync's default when not given).
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def main() -> None:
                 pass
             np.savez(out / "finish0.npz", **{p.name: p.value for p in params})
         sync.abandon_step()  # rank 1's layer raised (rank 0: nothing to abandon)
+        try:  # what the refusal advises: a setup, unless ranks counted the step apart
+            sync.start_step(1)
+        except SyncError as exc:
+            (out / f"start{rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
         for p in params:
             p.zero_grad()
         said(lambda: sync.setup(params, {}), out / f"setup{rank}.txt")

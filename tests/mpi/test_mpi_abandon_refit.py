@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
+from tests.mpi.common import NEEDS_MPIEXEC, WAYS_ON, run_mpi, script
 
 pytestmark = NEEDS_MPIEXEC
 
@@ -47,6 +47,11 @@ def test_a_refit_after_a_step_one_rank_abandoned_names_the_cause_on_both(tmp_pat
         text = path.read_text()
         assert text.startswith("JobMismatch: ") and WHERE in text and CAUSE in text, text
         assert "start again from a checkpoint" in text, text
+        # start_step's refusal, read before that setup, must not advise it without a word of
+        # this case (79a370a's words did: 'set up again on every rank ..., or close')
+        assert (tmp_path / f"start{rank}.txt").read_text() == (
+            "SyncError: start_step after step 0 (no finish_step, or it failed): " + WAYS_ON
+        )
 
 
 @pytest.mark.timeout(120)

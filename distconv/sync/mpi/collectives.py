@@ -20,10 +20,14 @@ from distconv.sync.mpi.comm import bcast_in_place, same_job
 from distconv.sync.mpi.step_check import BARRIER, BROADCAST, SETUP, SUMMING, StepCheck, where
 
 #: the ways on that a refusal after a step (or setup) that failed or was abandoned names: a
-#: setup on every rank (what a second fit does) takes the parameters as they are, rank 0's
+#: setup on every rank (what a second fit does) takes the parameters as they are, rank 0's,
+#: except where the ranks counted the step differently (setup's check refuses it on every rank,
+#: step_check.abandoned_hint): a rank that abandoned the step cannot know that yet
 WAYS_ON = (
     "set up again on every rank (a fit does; fit(resume=...) goes on from the last "
-    "checkpoint's whole step), or close the sync (it ends the job)"
+    "checkpoint's whole step) unless a rank abandoned this step that another counted (its "
+    "finish_step failed: 'another rank abandoned the step'), which that setup refuses, naming "
+    "it; or close the sync (it ends the job)"
 )
 
 
