@@ -40,7 +40,41 @@ MAX_VALUES = 1_000_000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _JSON = json.JSONDecoder()
 #: libyaml's loader where PyYAML has it (4 times as fast), safe in both
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader, with each merged mapping (``<<: [*a, *a]``) holding each key once.
+
+    PyYAML's ``flatten_mapping`` appends every merged mapping's pairs, repeats and all, and
+    the dict built from them keeps one of each key: nine levels of ``<<: [*m, *m, ...]`` (nine
+    each) made lists of 9**10 pairs (5 GB, past a minute) before any check could measure the
+    document. Each level is flattened here with its repeats dropped as the dict would drop
+    them, so it holds no more pairs than the keys it has.
+    """
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Merge ``node``'s ``<<`` keys into it (PyYAML's way), then drop its repeated keys."""
+        super().flatten_mapping(node)
+        node.value = _each_key_once(node.value)
+
+
+def _each_key_once(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``pairs`` (key node, value node) with one pair per key, as a dict keeps it: the first
+    key's place and node, the last value. A key that is no scalar (which no dict can hold: the
+    loader refuses it) is one key per node, so that its repeats through aliases go too."""
+    kept: list[tuple[Any, Any]] = []
+    place: dict[Any, int] = {}
+    for key, value in pairs:
+        same = (key.tag, key.value) if isinstance(key, yaml.ScalarNode) else id(key)
+        if same in place:
+            kept[place[same]] = (kept[place[same]][0], value)
+        else:
+            place[same] = len(kept)
+            kept.append((key, value))
+    return kept
+
+
 #: what JSON takes for white space between documents (not str.isspace's)
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
@@ -193,7 +227,7 @@ def _yaml_documents(text: str) -> list[tuple[int, Any]]:
     loader = None
     try:
         _refuse_deep_yaml(text)
-        loader = _LOADER(text)
+        loader = _Loader(text)
         while loader.check_node():
             node = loader.get_node()
             docs.append((node.start_mark.line + 1, loader.construct_document(node)))
@@ -214,7 +248,7 @@ def _refuse_deep_yaml(text: str) -> None:
     composer recurses in C, and ``[[[[...`` 100000 deep crashed the process (SIGSEGV). The
     parser's events, read without recursion, say how deep it is."""
     number = depth = line = 0
-    for event in yaml.parse(text, Loader=_LOADER):
+    for event in yaml.parse(text, Loader=_SAFE_LOADER):
         if isinstance(event, yaml.DocumentStartEvent):
             number += 1
         elif isinstance(event, yaml.CollectionStartEvent):

@@ -338,6 +338,53 @@ def test_a_billion_laughs_is_refused_at_once(tmp_path):
     )
 
 
+def merge_levels(levels: int) -> str:
+    """A ConfigMap whose data ``m<i>`` merges ``m<i-1>`` nine times (``<<: [*m0, *m0, ...]``),
+    for ``i`` up to ``levels``; ``m0`` holds nine keys."""
+    lines = ["m0: &m0 {k0: v, k1: v, k2: v, k3: v, k4: v, k5: v, k6: v, k7: v, k8: v}"]
+    lines += [
+        f"m{i}: &m{i} {{<<: [{', '.join([f'*m{i - 1}'] * 9)}]}}" for i in range(1, levels + 1)
+    ]
+    return "kind: ConfigMap\nmetadata: {name: c}\ndata:\n" + "".join(f"  {x}\n" for x in lines)
+
+
+def test_merge_keys_repeated_through_aliases_load_at_once(tmp_path):
+    """Nine levels of nine merges: PyYAML's merge appended every repeat, 9**10 pairs (5 GB,
+    past a minute) for mappings of nine keys, before any limit could measure the document.
+    Under a 1 GiB address space the command must read it, and judge it as any ConfigMap."""
+    bomb = tmp_path / "merge.yaml"
+    bomb.write_text(merge_levels(9))
+    limit = 1 << 30
+    code = (
+        "import resource, runpy, sys; "
+        f"resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit})); "
+        "sys.argv[0] = 'distconv'; "
+        "runpy.run_module('distconv', run_name='__main__')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    argv = [sys.executable, "-c", code, "check-manifests", str(bomb)]
+    done = subprocess.run(argv, capture_output=True, env=env, timeout=30)
+    assert (done.returncode, done.stderr.decode()) == (1, "")
+    labels = ("name", "instance", "component")
+    assert done.stdout.decode().splitlines() == [
+        f"ConfigMap c: label app.kubernetes.io/{label} is missing" for label in labels
+    ]
+
+
+def test_merge_keys_mean_what_pyyaml_makes_of_them(tmp_path):
+    """Dropping the repeats changes nothing the document says: a key of the mapping itself wins
+    over a merged one, the first merged mapping over the later, and each key keeps its place."""
+    from distconv.deploy.check_command import read_manifests
+
+    text = merge_levels(2) + "  o: {<<: [{x: 1, y: 2}, {x: 9, w: 4}], y: 7, y: 8, 1: a, 0x1: b}\n"
+    (tmp_path / "merge.yaml").write_text(text)
+    (doc,) = read_manifests([str(tmp_path / "merge.yaml")])
+    assert doc == yaml.safe_load(text)
+    assert [list(v) for v in doc["data"].values()] == [
+        list(v) for v in yaml.safe_load(text)["data"].values()
+    ]
+
+
 def test_a_document_that_holds_itself_is_refused(tmp_path):
     """``&a [*a]``: PyYAML builds a list that holds itself, which the checks would walk for
     ever; Go's YAML (kubectl's) refuses it."""
