@@ -338,6 +338,26 @@ def test_a_billion_laughs_is_refused_at_once(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("template", "where"),
+    [
+        ("  name: {{ .Values.name }}\n", "line 3, column 10: while constructing a mapping; found "),
+        ("{{- if .Values.on }}\n", "line 4, column 3: "),
+    ],
+)
+def test_a_helm_template_is_named_as_one(tmp_path, template, where):
+    """A chart's template is no YAML until rendered: the error says where, and what to run."""
+    chart = tmp_path / "job.yaml"
+    chart.write_text("kind: ConfigMap\nmetadata:\n" + template + "  labels: {}\n")
+    status, out, err = check(str(chart))
+    assert (status, out) == (2, "")
+    line = one_error(err)
+    assert line.startswith(f"distconv check-manifests: error: {chart}: {where}"), line
+    assert line.endswith(
+        " (a template? check what it renders: helm template ... | distconv check-manifests -)"
+    )
+
+
 def merge_levels(levels: int) -> str:
     """A ConfigMap whose data ``m<i>`` merges ``m<i-1>`` nine times (``<<: [*m0, *m0, ...]``),
     for ``i`` up to ``levels``; ``m0`` holds nine keys."""
