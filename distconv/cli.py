@@ -162,7 +162,8 @@ def add_check_manifests(subparsers: argparse._SubParsersAction) -> argparse.Argu
         help="check one job's Kubernetes manifests for what would fail only in the cluster",
         description="Check one job's Kubernetes manifests (YAML or JSON) for what no schema "
         "catches: one line per problem on stdout and exit 1 where there is any, 'no problems' "
-        "and exit 0 where there is none; exit 2 where a path cannot be read.",
+        "and exit 0 where there is none; exit 2 where a path cannot be read or the result "
+        "cannot be written.",
     )
     p.add_argument(
         "paths",

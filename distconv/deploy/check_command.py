@@ -26,7 +26,7 @@ import yaml
 
 from distconv.deploy.check import manifest_problems
 from distconv.files import describe_os_error
-from distconv.stdout_drop import drop_stdout
+from distconv.stdout_drop import drop_stdout, write_failure
 
 PROG = "distconv check-manifests"
 #: what a folder's files are read by: kubectl apply -f FOLDER reads the same (case matters)
@@ -94,7 +94,14 @@ def run_check_manifests(args: argparse.Namespace) -> int:
     problems = manifest_problems(docs)
     quiet = getattr(args, "quiet", False)
     lines = "".join(f"{_one_line(problem)}\n" for problem in problems)
-    _write(lines or ("" if quiet else "no problems\n"))
+    try:
+        _write(lines or ("" if quiet else "no problems\n"))
+    except (OSError, UnicodeEncodeError) as exc:  # a full disk; a name its encoding lacks
+        print(
+            f"{PROG}: error: cannot write the result to stdout: {write_failure(exc)}",
+            file=sys.stderr,
+        )
+        return 2  # not 1: that says the manifests have problems, which nobody read
     return 1 if problems else 0
 
 
@@ -365,9 +372,16 @@ def _shown(path: str) -> str:
 
 def _write(text: str) -> None:
     """Write ``text`` on stdout; a reader that is gone (``| head -1``) leaves the exit status
-    to say the rest, without a traceback at the flush at exit."""
+    to say the rest, without a traceback at the flush at exit. Raises :class:`OSError` (a
+    full disk, stdout closed) or :class:`UnicodeEncodeError` for any other failure, stdout
+    dropped so that the flush at exit does not fail again."""
     try:
+        if sys.stdout is None:  # started with stdout closed
+            raise OSError(0, "stdout is closed")
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
         drop_stdout()
+    except (OSError, UnicodeEncodeError):
+        drop_stdout()
+        raise

@@ -358,6 +358,41 @@ def test_a_helm_template_is_named_as_one(tmp_path, template, where):
     )
 
 
+def test_a_result_that_cannot_be_written_is_exit_2_not_1(tmp_path):
+    """Exit 1 says "the manifests have problems": a full disk or a closed stdout lost the
+    result, manifests with no problem included, and must say so, with exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    argv = [sys.executable, "-m", "distconv", "check-manifests", str(EXAMPLES / "pserver")]
+    prog = "distconv check-manifests: error: cannot write the result to stdout"
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, env=env, timeout=60)
+    assert (done.returncode, one_error(done.stderr.decode())) == (
+        2,
+        f"{prog}: no space left on device",
+    )
+    closed = subprocess.run(
+        ["sh", "-c", '"$@" >&-', "sh", *argv], capture_output=True, env=env, timeout=60
+    )
+    assert (closed.returncode, one_error(closed.stderr.decode())) == (
+        2,
+        f"{prog}: stdout is closed",
+    )
+
+
+def test_a_problem_stdout_cannot_encode_is_exit_2(pserver):
+    """A problem naming ``digits-ps-wörker`` that an ASCII stdout cannot take is no result."""
+    job = pserver / "job-digits-ps-worker.yaml"
+    job.write_text(job.read_text().replace("name: digits-ps-worker", "name: digits-ps-wörker"))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONIOENCODING": "ascii"}
+    argv = [sys.executable, "-m", "distconv", "check-manifests", str(job)]
+    done = subprocess.run(argv, capture_output=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert one_error(done.stderr.decode()).startswith(
+        "distconv check-manifests: error: cannot write the result to stdout: its encoding ascii "
+        "cannot hold '\\xf6'"
+    )
+
+
 def merge_levels(levels: int) -> str:
     """A ConfigMap whose data ``m<i>`` merges ``m<i-1>`` nine times (``<<: [*m0, *m0, ...]``),
     for ``i`` up to ``levels``; ``m0`` holds nine keys."""
