@@ -83,7 +83,7 @@ class ChildSpec:
         fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
             reserved port).
         reader: what its last lines say of its end that its status cannot (mpiexec's:
-            :data:`launcher.mpi_exit.mpiexec_tail`), or None.
+            :func:`launcher.mpi_exit.mpiexec_reader`), or None.
         quiet: which of its lines stay out of the launcher's output, not its log or tail
             (Hydra's status lines: :func:`launcher.mpi_exit.is_status_line`), or None.
     """

@@ -20,7 +20,7 @@ itself (the cleanup follows a failure; it never comes first).
 Hydra's exit status is that OR too, so a rank's ``exit(3)`` beside the cleanup's SIGKILL made
 the launcher exit 9. Where the statuses are there, the launcher reports and exits with the
 failing rank's own (:func:`rank_status`), and names mpiexec's in the cause
-(:data:`mpiexec_tail`, the :class:`~launcher.failure.TailReader` the launcher gives mpiexec).
+(:func:`mpiexec_reader`, the :class:`~launcher.failure.TailReader` the launcher gives mpiexec).
 """
 
 from __future__ import annotations
@@ -207,14 +207,15 @@ def reports_end(line: str) -> bool:
     return any(p.match(line) is not None for p in (_HYDRA_BANNER, _HYDRA_CODES, _OPENMPI_HEAD))
 
 
-def reports_success(tail: Sequence[str], ranks: int | None = None) -> bool:
+def reports_success(tail: Sequence[str], ranks: int | None) -> bool:
     """Whether Hydra's statuses in ``tail`` say that every rank exited 0: an mpiexec stopped
     after it printed them (:func:`reports_end`) ended a job that succeeded. ``ranks``: the
     job's number of ranks, each of which must have its status there: a Hydra stopped while
     its block of a line per host was still coming (or the block cut off) has said nothing of
-    the other hosts' ranks, which may have failed."""
+    the other hosts' ranks, which may have failed. None (the count unknown): never a success,
+    as a block cut short cannot be told from a whole one."""
     statuses = hydra_statuses(tail)
-    if statuses is None or (ranks is not None and len(statuses) != ranks):
+    if statuses is None or ranks is None or len(statuses) != ranks:
         return False
     return not any(statuses)
 
@@ -248,14 +249,15 @@ def is_status_line(line: str) -> bool:
 #: what the launcher reads from mpiexec's last lines (its ChildSpec.reader): the signal a rank
 #: died of (:func:`signal_cause`) and the failing rank's own status (:func:`rank_ending`), from
 #: up to :data:`READ_LINES` (Hydra prints a status line per host); and the line after which
-#: mpiexec must exit soon (:func:`reports_end`), whether it reported every rank's success, and
-#: the line by which a rank said why it ended the job (:func:`said_by_rank`)
+#: mpiexec must exit soon (:func:`reports_end`), and the line by which a rank said why it ended
+#: the job (:func:`said_by_rank`). It knows no job's number of ranks, so no report is a success
+#: to it: the launcher gives mpiexec :func:`mpiexec_reader`'s, which counts them.
 mpiexec_tail = TailReader(
     cause=signal_cause,
     ending=rank_ending,
     lines=READ_LINES,
     ends=reports_end,
-    succeeded=reports_success,
+    succeeded=partial(reports_success, ranks=None),
     said=said_by_rank,
 )
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from launcher.child import WRAPUP_SECONDS, reported_before
-from launcher.mpi_exit import reports_end
+from launcher.mpi_exit import mpiexec_reader, mpiexec_tail, reports_end
 from tests.launcher.launch_cli import ENV, launch, wait_while_running
 from tests.processes import job_env, job_left
 
@@ -105,6 +105,17 @@ def test_a_success_reported_for_only_some_ranks_is_no_success(tmp_path):
     report = json.loads((run / "failure.json").read_text())
     assert report["signal"] == "SIGTERM", report
     assert job_left(done.env, 5) == {}
+
+
+def test_a_success_needs_a_status_for_each_of_a_known_number_of_ranks():
+    """All-zero statuses are a success only for a job of that many ranks; where the number is
+    unknown (:data:`mpiexec_tail`, which knows no job) they never are: that they are all of the
+    job's cannot be known (it took them for a success)."""
+    tail = ["[mpiexec@a] Exit codes: [a] 0,0", "[b] 0,0"]
+    assert mpiexec_reader(4).succeeded(tail)
+    assert not mpiexec_reader(6).succeeded(tail)  # a third host's line not there
+    assert not mpiexec_reader(4).succeeded(tail[:1])
+    assert not mpiexec_tail.succeeded(tail)
 
 
 #: Open MPI's sentence that rank 1 died of SIGKILL: Open MPI 4's one line, and Open MPI 5's
