@@ -18,9 +18,9 @@ it from Open MPI 5): a rank's other
 output, a line of mpiexec, or a line quoting another rank's, is not taken for it. A reason whose
 error message spans lines (the text form) is not read: its last line has no ``rank N:``.
 
-The wording is the sync's; it is repeated here, not imported: ``distconv.sync.mpi`` imports the
-MPI sync itself, which the launcher must not need. ``tests/launcher/test_rank_reason.py`` ties
-the two together through the sync's own functions.
+The wording is the sync's, in :mod:`distconv.rank_endings`, which both sides import (not
+``distconv.sync.mpi``, which imports the MPI sync itself, which the launcher must not need).
+``tests/launcher/test_rank_reason.py`` ties the two together through the sync's own functions.
 """
 
 from __future__ import annotations
@@ -29,18 +29,12 @@ import json
 import re
 from collections.abc import Sequence
 
+from distconv.rank_endings import REASON
+
 from .json_lines import MPI_TAG
 
-#: how ``reason``'s line ends: the watchdog's stop (which then SIGKILLs its rank) and
-#: ``abort_job`` (which then calls ``MPI_Abort``)
-ENDINGS = ("ending this rank", "aborting the MPI job")
 #: MPI's tag of a rank's line, as :mod:`launcher.json_lines` reads it
 _TAG = re.compile(MPI_TAG)
-#: ``reason``'s text: ``rank N: <Error>[: <message>]; <ending>`` (an error's class name, an
-#: identifier; its message, if any, after ``: ``)
-_REASON = re.compile(
-    rf"rank (\d+): ([^\W\d]\w*(?:: .*)?); (?:{'|'.join(re.escape(e) for e in ENDINGS)})"
-)
 
 
 def rank_reason(tail: Sequence[str]) -> tuple[int, str] | None:
@@ -61,7 +55,7 @@ def _reason(line: str) -> tuple[int, str] | None:
     body = line[tag.end() :]
     if body.startswith("{"):  # --log-format json: the same text as the object's message
         body = _json_message(body)
-    found = None if body is None else _REASON.fullmatch(body)
+    found = None if body is None else REASON.fullmatch(body)
     if found is None or found[1] != tag[1]:  # another rank's line, quoted
         return None
     return int(found[1]), found[2]

@@ -12,11 +12,12 @@ import sys
 import pytest
 
 from distconv.logs import configure_logging
+from distconv.rank_endings import ENDINGS
 from distconv.runtime import Runtime
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.leaving import reason
 from launcher.mpi_exit import mpiexec_tail
-from launcher.rank_reason import ENDINGS, rank_reason
+from launcher.rank_reason import rank_reason
 from tests.launcher.launch_cli import ENV, launch
 from tests.launcher.real_children import mpiexec_or_skip
 
@@ -172,3 +173,11 @@ def test_the_syncs_own_endings_are_read_without_mpi(tmp_path, how, why):
     assert done.returncode in (1, -9), done  # abort_job's _exit(1), the stall's SIGKILL
     tail = ["[1] " + line for line in done.stderr.splitlines()]
     assert rank_reason(tail) == (1, why), done.stderr
+
+
+def test_a_reason_with_an_ending_the_launcher_does_not_read_is_refused():
+    """The sync's line takes its ending from the one list the launcher reads
+    (:mod:`distconv.rank_endings`): one of another wording would silently drop the rank's
+    reason from failure.json's cause, so it is refused where it is written."""
+    with pytest.raises(ValueError, match="ending the rank"):
+        reason(1, SyncError("stalled"), "ending the rank")

@@ -15,6 +15,7 @@ from typing import Any
 
 from distconv.logs import as_log_line
 from distconv.messages import debugging
+from distconv.rank_endings import ABORTING_THE_JOB, reason_text
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
@@ -100,7 +101,7 @@ def abort_job(comm: Any, rank: int, error: BaseException | None) -> None:
     before = None
     try:  # one write: ranks aborting at once never share a line
         before = last_resort()  # in the try: an error arming it must not stop the abort
-        said = reason(rank, error, "aborting the MPI job")
+        said = reason(rank, error, ABORTING_THE_JOB)
         if error is not None and error.__traceback__ is not None and not _brief(error):
             trace = traceback.format_exception(type(error), error, error.__traceback__)
             said = "".join(trace) + said
@@ -131,12 +132,17 @@ def reason(rank: int, error: BaseException | None, ending: str) -> str:
     error's own full stop dropped before the ``;``; one without a message, as Ctrl-C's
     ``KeyboardInterrupt``, named alone). Under ``--log-format json`` a JSON object
     (:func:`~distconv.logs.as_log_line`): it is the last line of a rank that aborts, which
-    never reaches ``distconv train``'s own error line, and a collector parses it too."""
+    never reaches ``distconv train``'s own error line, and a collector parses it too.
+    ``ending``: one of :data:`distconv.rank_endings.ENDINGS`, which the launcher reads back
+    (:func:`~distconv.rank_endings.reason_text`).
+
+    Raises:
+        ValueError: ``ending`` is none of them."""
     said = str(error).rstrip()
     if said.endswith(".") and not said.endswith(".."):
         said = said[:-1]
     what = f"{type(error).__name__}: {said}" if said else type(error).__name__
-    return as_log_line(f"rank {rank}: {what}; {ending}", logging.ERROR) + "\n"
+    return as_log_line(reason_text(rank, what, ending), logging.ERROR) + "\n"
 
 
 def exit_status(error: BaseException | None) -> int:

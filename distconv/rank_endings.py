@@ -1,0 +1,43 @@
+"""The line by which a rank that ends an MPI job says why, in one place for both its sides.
+
+The sync writes it (:func:`distconv.sync.mpi.leaving.reason`, from ``abort_job`` before
+``MPI_Abort`` and the watchdog's stop before the SIGKILL of its own rank)::
+
+    rank 1: SyncError: stalled 30 s in allreduce; ending this rank
+    rank 1: SyncError: step 3 differs; aborting the MPI job
+
+and the launcher reads it back from mpiexec's output (:mod:`launcher.rank_reason`), so that the
+failure report names it. Both take its form from here: a change of its wording on one side
+only would silently drop every rank's reason from ``failure.json``'s cause. This module needs
+neither numpy nor MPI (the launcher imports it, and must not need them).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: how the watchdog's stop ends the line: it then SIGKILLs its own rank
+ENDING_THIS_RANK = "ending this rank"
+#: how ``abort_job`` ends the line: it then calls ``MPI_Abort``
+ABORTING_THE_JOB = "aborting the MPI job"
+#: every ending the launcher reads
+ENDINGS = (ENDING_THIS_RANK, ABORTING_THE_JOB)
+
+#: the whole line's text: ``rank N: <Error>[: <message>]; <ending>``, the rank and the why
+#: (an error's class name, an identifier; its message, if any, after ``: ``) its groups
+REASON = re.compile(
+    rf"rank (\d+): ([^\W\d]\w*(?:: .*)?); (?:{'|'.join(re.escape(e) for e in ENDINGS)})"
+)
+
+
+def reason_text(rank: int, why: str, ending: str) -> str:
+    """``rank 1: SyncError: stalled 30 s in allreduce; ending this rank``: the line's text,
+    without its newline, for ``rank``, ``why`` (``SyncError: ...``, or a class name alone)
+    and ``ending``.
+
+    Raises:
+        ValueError: ``ending`` is none of :data:`ENDINGS`: the launcher would not read it.
+    """
+    if ending not in ENDINGS:
+        raise ValueError(f"a rank's reason ends with one of {ENDINGS}, not {ending!r}")
+    return f"rank {rank}: {why}; {ending}"
