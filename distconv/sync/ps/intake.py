@@ -63,17 +63,20 @@ class ReplyIntake:
         if self._rid_shard.get(rid, -1) == shard and rid not in self._replies:
             self._replies[rid] = (header, arrays)
             return
-        self._stray_at[shard] = time.monotonic()  # its bytes tell nothing of a reply awaited
         if self._abandoned.get(rid, -1) == shard:  # nobody waits for it: keep nothing
+            # but its bytes were a live shard's, working through what it was asked: a retry's
+            # wait, its own answer queued behind this one, is not given up when it is read
             del self._abandoned[rid]
         else:
+            self._stray_at[shard] = time.monotonic()  # its bytes tell nothing of a reply awaited
             self._ignore(shard, header)
 
     def _bytes_heard(self, shard: int, at: float, otherwise: float) -> float:
         """``at``, when bytes last arrived on ``shard``'s connection (a large reply crossing),
         unless they may be those of its latest reply to nothing awaited: then ``otherwise``.
         Counted, a shard sending such replies more often than a wait's limit kept the wait
-        going for as long as it did, the request awaited never answered."""
+        going for as long as it did, the request awaited never answered. A late reply to a
+        request given up is no such reply: one per request, from a shard that answers."""
         return otherwise if at <= self._stray_at.get(shard, -1.0) + STRAY_SLACK else at
 
     def _ignore(self, shard: int, header: dict[str, Any]) -> None:
