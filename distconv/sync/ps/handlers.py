@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from distconv.messages import named
 from distconv.sync.ps import keys as keyfiles
 from distconv.sync.ps.blocks import rows_bytes
 from distconv.sync.ps.config import HOST_CHARS
@@ -90,7 +91,7 @@ class RequestHandlers:
             self.stats.errors += 1
             self._spoil_seed(header, sender)
             self._log_unexpected(ident, header, exc)
-            self._reply(ident, header, error=f"shard error: {type(exc).__name__}: {exc}")
+            self._reply(ident, header, error=f"shard error: {named(exc)}")
 
     def _spoil_seed(self, header: dict[str, Any], sender: bool) -> None:
         """A refused part of rank 0's seed drops the seed in progress (docs/protocol.md),
@@ -107,9 +108,7 @@ class RequestHandlers:
         in one line each, so a peer repeating a message the checks miss cannot flood the log."""
         what = f"{short(header.get('op'))} from {short(ident)}"
         if self._traced:
-            log.error(
-                "shard %d: request %s failed: %s: %s", self.index, what, type(exc).__name__, exc
-            )
+            log.error("shard %d: request %s failed: %s", self.index, what, named(exc))
         else:
             self._traced = True
             log.exception("shard %d: request %s failed", self.index, what)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import all_finite
+from distconv.messages import named
 from distconv.optim import mean_scale
 from distconv.sync.ps.blocks import ParamSpec
 from distconv.sync.ps.sums import nan_message, over_cap, sum_culprit, sum_in_rank_order
@@ -246,12 +247,11 @@ class BlockUpdates:
                 self._apply_sync(p, step, *sums[p][1:])
                 doing = "reply"
                 self._answer(p, sums[p][2])
-        except Exception as exc:
+        except Exception as exc:  # still held: the failure answers every rank waiting for it
             log.exception("shard %d: sync %s of parameter %d failed", self.index, doing, p)
-            # still held, so the failure answers every rank waiting for this update
             self._fail(
                 f"{doing} of parameter {self.params[p].name} at step {step} failed on shard "
-                f"{self.index}: {type(exc).__name__}: {exc}"
+                f"{self.index}: {named(exc)}"
             )
 
     def _sums(self, p: int) -> tuple[list[int], list, list]:
@@ -390,7 +390,7 @@ class BlockUpdates:
                 log.exception("shard %d: async update of parameter %d failed", self.index, p)
                 message = (
                     f"update of parameter {self.params[p].name} from rank {header['rank']} "
-                    f"failed on shard {self.index}: {type(exc).__name__}: {exc}"
+                    f"failed on shard {self.index}: {named(exc)}"
                 )
                 self._fail(message)
                 raise _Refused(message) from None
