@@ -25,6 +25,9 @@ log = logging.getLogger("distconv.pserver")
 #: the ignored replies of a shard logged each in full; past them, only each power of ten's count
 #: (a shard sending thousands, a bug's loop, would otherwise fill every worker's log)
 STRAYS_LOGGED = 5
+#: seconds without an ignored reply of a shard after which its count starts again: a later
+#: burst (another cause, hours on) is logged in full, not hidden until the next power of ten
+STRAYS_QUIET = 600.0
 #: seconds past an ignored reply's reading within which a connection's latest bytes may still be
 #: that reply's (the kernel's time of the last bytes is in jiffies, up to 10 ms, and read later)
 STRAY_SLACK = 0.05
@@ -33,8 +36,8 @@ STRAY_SLACK = 0.05
 class ReplyIntake:
     """The reply table of a client: ``_replies`` (id -> reply), ``_rid_shard`` (id -> the
     shard of a request awaited), ``_abandoned`` (id -> the shard of a request given up on),
-    ``_strays`` (shard -> how many of its replies were ignored), ``_stray_at`` (shard -> when
-    the latest of them was read)."""
+    ``_strays`` (shard -> how many of its replies were ignored since it last sent none for
+    :data:`STRAYS_QUIET`), ``_stray_at`` (shard -> when the latest of them was read)."""
 
     def _receive(self, sock: zmq.Socket) -> None:
         """Read every reply waiting on ``sock``, a request socket (or its handshake monitor)."""
@@ -68,7 +71,6 @@ class ReplyIntake:
             # wait, its own answer queued behind this one, is not given up when it is read
             del self._abandoned[rid]
         else:
-            self._stray_at[shard] = time.monotonic()  # its bytes tell nothing of a reply awaited
             self._ignore(shard, header)
 
     def _bytes_heard(self, shard: int, at: float, otherwise: float) -> float:
@@ -82,16 +84,22 @@ class ReplyIntake:
     def _ignore(self, shard: int, header: dict[str, Any]) -> None:
         """Log a reply of ``shard`` that answers no request of it awaited (docs/protocol.md:
         a worker ignores it); an error reply's text too (a request the shard could not read).
-        Past :data:`STRAYS_LOGGED` of a shard, only the count at each power of ten."""
-        count = self._strays[shard] = self._strays.get(shard, 0) + 1
+        Past :data:`STRAYS_LOGGED` of a shard, only the count at each power of ten, until the
+        shard sends none for :data:`STRAYS_QUIET`. Its bytes tell nothing of a reply awaited:
+        when it was read is kept for :meth:`_bytes_heard`."""
+        now, before = time.monotonic(), self._stray_at.get(shard)
+        self._stray_at[shard] = now
+        if before is None or now - before >= STRAYS_QUIET:
+            self._strays[shard] = 0  # a first burst, or a new one: logged in full
+        count = self._strays[shard] = self._strays[shard] + 1
         if count > STRAYS_LOGGED and 10 ** (len(str(count)) - 1) != count:
             return
         error = f": {short(header.get('error'))}" if header.get("op") == "error" else ""
         tally = (
             ""
             if count < STRAYS_LOGGED
-            else f"; {count} replies of this shard ignored so far, logged from now on only "
-            "at each power of ten"
+            else f"; {count} replies of this shard ignored (counted anew after {STRAYS_QUIET:g} s "
+            "without one), logged from now on only at each power of ten"
         )
         log.warning(
             "rank %d: ignored a reply of pserver shard %s to no request of it awaited "

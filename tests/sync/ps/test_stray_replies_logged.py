@@ -10,9 +10,12 @@ real shard process whose replies to pulls go out many times.
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from ps_helpers import insecure_worker, shard_argv, small_net
+
+from distconv.sync.ps import intake
 
 #: ``python -m distconv`` that answers each pull COPIES times more (argv[1]), with id -1
 TAMPERED_SHARD = """
@@ -54,3 +57,25 @@ def test_many_stray_replies_of_a_shard_log_a_few_lines(shards, tmp_path, caplog)
     assert 5 <= len(lines) <= 12, (len(lines), lines[:3])
     assert "no such request" in lines[0]
     assert "1000 replies" in lines[-1], lines[-1]  # the count goes on being told
+
+
+@pytest.mark.timeout(90)
+def test_strays_after_a_quiet_while_are_logged_in_full_again(shards, tmp_path, caplog, monkeypatch):
+    """The count ran for the whole run: once a shard's first strays were logged, a later burst
+    (hours on, another cause, its error text new) logged nothing until the next power of ten
+    (here 601 to 999: nothing). A shard quiet for ``STRAYS_QUIET`` starts a new count."""
+    monkeypatch.setattr(intake, "STRAYS_QUIET", 1.0)
+    endpoint = shards.launch(shard_argv(["-c", TAMPERED_SHARD, "600"]), tmp_path / "shard.log")
+    sync = insecure_worker([endpoint])
+    caplog.set_level(logging.WARNING, logger="distconv.pserver")
+    try:
+        sync.setup(small_net().parameters())
+        sync._pull_all()
+        time.sleep(1.5)  # quiet for longer than STRAYS_QUIET
+        caplog.clear()
+        sync._pull_all()
+    finally:
+        sync.close()
+    lines = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+    assert len(lines) >= intake.STRAYS_LOGGED, lines
+    assert all("no such request" in line for line in lines[: intake.STRAYS_LOGGED]), lines
