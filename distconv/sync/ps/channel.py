@@ -347,7 +347,13 @@ class ShardChannel(ReplyIntake, BulkRuns):
         ``link_bytes``: where known, the bytes that cross the shard's link before each reply
         is in (its own, and like replies to other workers asking at once), which the shard is
         given time to send (:data:`SLOW_LINK_BYTES`)."""
-        rids = [self._send(s, h, a) for s, h, a in headers]
+        rids: list[int] = []
+        try:
+            for s, h, a in headers:
+                rids.append(self._send(s, h, a))
+        except BaseException:  # no wait follows: those sent would stay awaited for good
+            self._abandon(set(rids))
+            raise
         self._rid_bytes.update(zip(rids, link_bytes))
         return self._wait(rids, what, stoppable, asked)
 
