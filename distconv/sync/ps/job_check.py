@@ -59,9 +59,23 @@ def check_all_equal(
     senders = {live[0][0], next(r for r, d in live if d != live[0][1])}
     texts = gather("all_equal", json.dumps(ours, sort_keys=True) if rank in senders else None)
     other = next(r for r, d in live if d != mine)
-    theirs = texts[other]
-    diff = first_difference(ours, json.loads(theirs)) if theirs is not None else None
+    theirs = _description(texts[other])
+    diff = first_difference(ours, theirs) if isinstance(theirs, dict) else None
+    unread = " (shard 0 answered its description as no JSON map)" if theirs is False else ""
     raise SyncError(
         f"rank {rank} and rank {other} run different jobs: "
-        f"{diff or f'digest {mine} here, {digests[other]} there'}"
+        f"{diff or f'digest {mine} here, {digests[other]} there{unread}'}"
     )
+
+
+def _description(text: str | None) -> dict[str, Any] | None | bool:
+    """Another rank's description from its JSON ``text``; None for none (a rank lost), False
+    for text that is no JSON map (a foreign or tampered answer, which ``json.loads`` or
+    :func:`first_difference` failed on with a bare error naming neither rank)."""
+    if text is None:
+        return None
+    try:
+        theirs = json.loads(text)
+    except ValueError:
+        return False
+    return theirs if isinstance(theirs, dict) else False
