@@ -41,7 +41,7 @@ import numpy as np
 from distconv.backend import is_gpu_array
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
-from distconv.sync.base import SyncError, SyncStrategy, closing_error
+from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.mpi.buckets import (
     Bucket,
     detach_gradients,
@@ -59,8 +59,9 @@ from distconv.sync.mpi.comm import (
     thread_poll_seconds,
 )
 from distconv.sync.mpi.layout import BucketLayout, devices
-from distconv.sync.mpi.leaving import abort_job, install_abort_hook, leave, why_not_leave
+from distconv.sync.mpi.leaving import install_abort_hook
 from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
+from distconv.sync.mpi.shutdown import Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.updates import drain_abandoned, update_step
@@ -74,7 +75,7 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "MPISync"]
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-class MPISync(BucketLayout, RankCollectives):
+class MPISync(Shutdown, BucketLayout, RankCollectives):
     """Data-parallel training over MPI: bucketed allreduce, then the optimizer on every rank.
 
     Args:
@@ -357,44 +358,3 @@ class MPISync(BucketLayout, RankCollectives):
         spent = bucket.clear()
         if spent is not None:
             self._thread.zero(spent)  # done before this bucket's next reduction
-
-    # -- failure and shutdown -------------------------------------------------------------------
-    def close(self) -> None:
-        """Abort the job at once if an exception propagates (other ranks may wait for this one;
-        one being handled counts too: close after an ``except`` clause, not inside it) or this
-        rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
-        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
-        error = closing_error()
-        if isinstance(error, JobMismatch) and self._open is None:
-            error = None  # raised alike on every rank, none waits: the caller's to report
-        self._watchdog.phase = "close"
-        if self.world_size > 1:
-            error = error or why_not_leave(self._thread, self._open)
-            if error is not None:  # before anything that may block
-                abort_job(self.comm, self.rank, error)
-        try:
-            if error is None and self._grad_comm is not None:
-                # raised, a SyncError would leave the other ranks waiting: abort them first
-                abort = partial(abort_job, self.comm, self.rank) if self.world_size > 1 else None
-                leave(self._check, self._used, self._thread, self.steps_ended, abort)
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        self.abandon_step()  # a gradient after close is refused, never sent on a freed comm
-        self._watchdog.close()
-        self._close_gradients()
-        self._restore_hook()  # does nothing once the hook is back, or was never ours
-
-    def _close_gradients(self) -> None:
-        """Stop the communication thread and free the gradients' communicator, if any."""
-        self._stop_thread()
-        if self._grad_comm is not None and self._grad_comm is not self.comm:
-            self._grad_comm.Free()
-        self._grad_comm = None
-
-    def _stop_thread(self) -> None:
-        """Let the communication thread finish what it was handed, then end it, if any."""
-        if self._thread is not None:
-            self._thread.stop()
-            self._thread = None

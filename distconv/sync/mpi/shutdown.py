@@ -1,0 +1,85 @@
+"""How an MPI sync ends: leave the job with the other ranks, or abort it.
+
+:meth:`Shutdown.close` is the sync contract's ``close`` for :class:`~distconv.sync.mpi.MPISync`:
+a rank that fails, or cannot leave cleanly (a step or setup still open,
+:func:`~distconv.sync.mpi.leaving.why_not_leave`), aborts the job at once, since the other
+ranks may wait for it; else the ranks leave together (:func:`~distconv.sync.mpi.leaving.leave`).
+Either way the communication thread stops and the gradients' communicator is freed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from distconv.sync.base import closing_error
+from distconv.sync.mpi.comm import JobMismatch
+from distconv.sync.mpi.leaving import abort_job, leave, why_not_leave
+from distconv.sync.mpi.step_check import StepCheck
+from distconv.sync.mpi.thread import CommThread
+from distconv.sync.mpi.used import UsedParams
+from distconv.sync.mpi.watchdog import Watchdog
+
+
+class Shutdown:
+    """The closing half of :class:`~distconv.sync.mpi.MPISync` (a mixin before its bases).
+
+    It reads what the sync sets up: ``comm``, ``rank``, ``world_size``, ``_watchdog``,
+    ``_open`` (setup or the step under way; None between steps), ``_check``, ``_used``,
+    ``_thread``, ``_grad_comm``, ``steps_ended`` and ``_restore_hook``, and calls the sync's
+    ``abandon_step``.
+    """
+
+    comm: Any
+    rank: int
+    world_size: int
+    _watchdog: Watchdog
+    _open: str | None
+    _check: StepCheck
+    _used: UsedParams
+    _thread: CommThread | None
+    _grad_comm: Any
+    steps_ended: int
+    _restore_hook: Callable[[], None]
+    abandon_step: Callable[[], None]  # the sync's (annotated only: not shadowed here)
+
+    def close(self) -> None:
+        """Abort the job at once if an exception propagates (other ranks may wait for this one;
+        one being handled counts too: close after an ``except`` clause, not inside it) or this
+        rank cannot leave cleanly (:func:`~.leaving.why_not_leave`), else leave it
+        (:func:`~.leaving.leave`: a last exchange); free the communicator, unhook."""
+        error = closing_error()
+        if isinstance(error, JobMismatch) and self._open is None:
+            error = None  # raised alike on every rank, none waits: the caller's to report
+        self._watchdog.phase = "close"
+        if self.world_size > 1:
+            error = error or why_not_leave(self._thread, self._open)
+            if error is not None:  # before anything that may block
+                abort_job(self.comm, self.rank, error)
+        try:
+            if error is None and self._grad_comm is not None:
+                # raised, a SyncError would leave the other ranks waiting: abort them first
+                abort = partial(abort_job, self.comm, self.rank) if self.world_size > 1 else None
+                leave(self._check, self._used, self._thread, self.steps_ended, abort)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self.abandon_step()  # a gradient after close is refused, never sent on a freed comm
+        self._watchdog.close()
+        self._close_gradients()
+        self._restore_hook()  # does nothing once the hook is back, or was never ours
+
+    def _close_gradients(self) -> None:
+        """Stop the communication thread and free the gradients' communicator, if any."""
+        self._stop_thread()
+        if self._grad_comm is not None and self._grad_comm is not self.comm:
+            self._grad_comm.Free()
+        self._grad_comm = None
+
+    def _stop_thread(self) -> None:
+        """Let the communication thread finish what it was handed, then end it, if any."""
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
