@@ -92,6 +92,13 @@ WAYS_ON = (
     "it; or close the sync (it ends the job)"
 )
 
+#: the way on a step refused after a setup every rank refused (a JobMismatch) names (kept here
+#: too, not imported from the code)
+AFTER_FAILED_SETUP = (
+    "a step needs a setup that succeeds on every rank (the error names the difference, or "
+    "why none can); or close the sync (it ends the job)"
+)
+
 #: every test module that starts ``mpiexec``: marked ``mpi``, skipped where there is none
 NEEDS_MPIEXEC = [
     pytest.mark.mpi,

@@ -6,7 +6,9 @@ Three parameters, a bucket each, laid out c, b, a. Each rank catches the error, 
 in step 0 only: the buckets before a failed update are updated), and what ``start_step`` and
 ``checkpoint_state`` then said; then closes its sync, which ends the job. With ``refit``, each
 rank first sets up again (what a second fit does) and records what ``checkpoint_state`` and
-one more step then gave, and the job ends cleanly.
+one more step then gave, and the job ends cleanly. With ``mismatch``, each rank sets up with a
+job that differs (every rank refuses it) and records what ``checkpoint_state`` and
+``start_step`` then said.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ def main() -> None:
     record["checkpoint_state"] = said(sync.checkpoint_state)
     if sys.argv[3:] == ["refit"]:
         refit(sync, params, record)
+    elif sys.argv[3:] == ["mismatch"]:  # a setup every rank refuses: the ranks' jobs differ
+        record["setup"] = said(lambda: sync.setup(params, {"rank": sync.rank}))
+        record["mismatch_checkpoint_state"] = said(sync.checkpoint_state)
+        record["mismatch_start_step"] = said(lambda: sync.start_step(2))
     (out / f"rank{sync.rank}.json").write_text(json.dumps(record))
     sync.close()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.mpi.common import NEEDS_MPIEXEC, WAYS_ON, run_mpi, script
+from tests.mpi.common import AFTER_FAILED_SETUP, NEEDS_MPIEXEC, WAYS_ON, run_mpi, script
 
 pytestmark = NEEDS_MPIEXEC
 
@@ -51,6 +51,12 @@ def test_a_refit_after_a_step_one_rank_abandoned_names_the_cause_on_both(tmp_pat
         # this case (79a370a's words did: 'set up again on every rank ..., or close')
         assert (tmp_path / f"start{rank}.txt").read_text() == (
             "SyncError: start_step after step 0 (no finish_step, or it failed): " + WAYS_ON
+        )
+        # and after that refused setup: a step then ran on the old layout and step count,
+        # its check naming a mismatch, instead of being refused naming the setup
+        assert (tmp_path / f"after{rank}.txt").read_text() == (
+            f"SyncError: start_step after a setup that failed on every rank ({text}): "
+            + AFTER_FAILED_SETUP
         )
 
 

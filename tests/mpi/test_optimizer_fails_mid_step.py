@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.mpi.common import NEEDS_MPIEXEC, WAYS_ON, run_mpi, script
+from tests.mpi.common import AFTER_FAILED_SETUP, NEEDS_MPIEXEC, WAYS_ON, run_mpi, script
 
 pytestmark = NEEDS_MPIEXEC
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
@@ -56,3 +56,23 @@ def test_a_setup_after_it_trains_on_from_the_step_applied_in_part(tmp_path, over
         assert record["refit_values"] == half  # rank 1's 7.0 replaced by rank 0's a
         assert record["refit_step"] == "passed"
         assert record["refit_stepped"] == {"a": [-0.5] * 4, "b": [-0.5] * 4, "c": [-0.75] * 4}
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_setup_every_rank_refuses_keeps_the_step_applied_in_part_refused(tmp_path, overlap):
+    """A setup refused in its job check (JobMismatch) changed nothing: the parameters still
+    hold step 1 applied in part. It ended the refusal all the same (its ``_open = None``), so
+    ``checkpoint_state`` handed that state out and ``start_step`` began a step on it; both are
+    refused now, the step naming the failed setup."""
+    args = [str(tmp_path), overlap, "mismatch"]
+    proc = run_mpi(["-n", "2", *script("run_optimizer_fails_mid_step.py"), *args])
+    assert proc.returncode == 0, proc.stderr  # nothing pending after the refused setup
+    for rank in (0, 1):
+        record = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        setup = record["setup"]
+        assert setup.startswith("JobMismatch: ") and "config.rank: " in setup, setup
+        assert record["mismatch_checkpoint_state"] == record["checkpoint_state"]
+        assert record["mismatch_start_step"] == (
+            f"SyncError: start_step after a setup that failed on every rank ({setup}): "
+            + AFTER_FAILED_SETUP
+        )

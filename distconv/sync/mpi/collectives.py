@@ -30,6 +30,12 @@ WAYS_ON = (
     "it; or close the sync (it ends the job)"
 )
 
+#: the way on that a step refused after a setup every rank refused (a JobMismatch) names
+AFTER_FAILED_SETUP = (
+    "a step needs a setup that succeeds on every rank (the error names the difference, or "
+    "why none can); or close the sync (it ends the job)"
+)
+
 
 class RankCollectives(LocalSync):
     """A :class:`~distconv.sync.local.LocalSync` whose ranks meet on ``self.comm``.
@@ -39,8 +45,8 @@ class RankCollectives(LocalSync):
     exchange of where they are, on ``comm``), ``step`` (the steps it finished), ``_open``
     (what is under way, from setup or a step's start to its last collective; None between
     steps) and ``_changed_in`` (what was open when it began to change the parameters or their
-    state: a setup, or a step's first update; while that is still open, they may hold it in
-    part).
+    state: a setup, or a step's first update; None once that completed: until then they may
+    hold it in part, and a setup whose job check failed, having changed nothing, keeps it).
     """
 
     comm: Any
@@ -144,11 +150,12 @@ class RankCollectives(LocalSync):
                 failed in ``finish_step``: the buckets before it updated, the later ones not),
                 or a setup that failed: a checkpoint of that would resume every rank from a
                 step applied in part. A setup (a second fit) ends the refusal: it takes the
-                parameters as they are, rank 0's.
+                parameters as they are, rank 0's; one every rank refused (a JobMismatch, in
+                its job check, before it changed anything) leaves it as it was.
         """
-        if self._open is not None and self._open == self._changed_in and self.params:
+        if self._changed_in is not None and self.params:
             raise SyncError(
-                f"no optimizer state in the middle of {self._open}: it may hold a step "
+                f"no optimizer state in the middle of {self._changed_in}: it may hold a step "
                 f"applied in part (the updates before a failed one are made); {WAYS_ON}"
             )
         return super().state_dict()

@@ -48,7 +48,7 @@ from distconv.sync.mpi.buckets import (
     grads_moved,
     wire_dtype,
 )
-from distconv.sync.mpi.collectives import WAYS_ON, RankCollectives
+from distconv.sync.mpi.collectives import AFTER_FAILED_SETUP, WAYS_ON, RankCollectives
 from distconv.sync.mpi.comm import (
     JobMismatch,
     SingleRankComm,
@@ -169,6 +169,8 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
         self._open: str | None = "the job's start (setup was never called)"
+        #: a setup every rank refused (JobMismatch), until one succeeds: start_step names it
+        self._failed_setup: str | None = None
         self._pump: PiecePump | None = None
         self._at_pack: list[tuple[int, ...]] = []
         self._check = StepCheck(self.comm)
@@ -191,6 +193,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         wire["sync.device"] = devices(params)  # the ranks' optimizers must round alike
+        changed_in = self._changed_in  # the parameters' as they are: kept if the job check fails
         self._open = self._changed_in = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         self._drain_abandoned()
@@ -199,8 +202,9 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._used.drop()  # a failed finish_step's, started on every rank before it failed
         try:
             super().setup(params, {**(config or {}), **wire}, state)
-        except JobMismatch:
-            self._open = None  # every rank raised it alike: nobody waits for this one
+        except JobMismatch as exc:  # every rank alike, in the job check: nobody waits, and
+            self._open, self._changed_in = None, changed_in  # nothing changed, but no step runs
+            self._failed_setup = f"a setup that failed on every rank ({type(exc).__name__}: {exc})"
             raise
         self._close_gradients()  # a second setup's (a second fit): new ones, laid out afresh
         self._grad_comm = duplicate(self.comm, "gradients")
@@ -211,12 +215,14 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         if self.overlap:
             self._thread = CommThread(self._reduce, seconds, self.timeout)
         self._lay_out([p.name for p in reversed(self.params)], again=True)
-        self._open = None
+        self._open = self._changed_in = self._failed_setup = None
 
     # -- one step ---------------------------------------------------------------------------
     def start_step(self, examples: int) -> None:
         """Start checking that every rank is at this step with this layout (see
         :meth:`_complete_check`) and summing the examples."""
+        if self._failed_setup is not None:  # else a step on the last layout, or none at all
+            raise SyncError(f"start_step after {self._failed_setup}: {AFTER_FAILED_SETUP}")
         if self._grad_comm is None:
             raise SyncError("MPISync.start_step called before setup")
         if self._in_step:  # complete the pending check first: no request is ever left behind
@@ -342,6 +348,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
             self._recorded = rank0_names(self.comm, self._first_pass)
         self._watchdog.phase, self._open = f"after step {self.step - 1}", None  # then metrics
+        self._changed_in = None  # every update made: a whole step
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
