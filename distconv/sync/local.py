@@ -44,6 +44,9 @@ class LocalSync(SyncStrategy):
         #: ids of the parameters whose update the step under way completed (one that raised
         #: is not among them)
         self._updated: set[int] = set()
+        #: ids of the parameters frozen when the step under way began: none of them fires in
+        #: it, and one unfrozen in it (after backward passed it) is not waited for
+        self._frozen_at_start: set[int] = set()
         #: the parameter whose update raised in the step under way (begun, maybe in part)
         self._raised_in: str | None = None
         #: a step abandoned after its first update (each parameter is updated as it fires), as
@@ -102,6 +105,7 @@ class LocalSync(SyncStrategy):
         self._refuse_part_applied("start_step")
         super().start_step(examples)
         self._fired, self._updated, self._raised_in = set(), set(), None
+        self._frozen_at_start = {id(p) for p in self.params if p.static}
 
     def on_gradient(self, param: Parameter) -> None:
         """Apply the optimizer to ``param`` (averaged over the step's examples), then zero its
@@ -172,12 +176,16 @@ class LocalSync(SyncStrategy):
 
         A parameter frozen since setup (``set_static``) never fires: a step that updated every
         other one is whole. One frozen in the step after its update is neither waited for nor
-        lost: the step is whole when every parameter that trains now is among those updated,
+        lost, and one unfrozen in it (frozen when it began) not waited for: the step is whole
+        when every parameter that trained at its start and trains now is among those updated,
         and M counts those and any other updated."""
         if not self._fired:
             return None
         updated = self._updated
-        left = [p for p in self.params if not p.static and id(p) not in updated]
+        frozen = self._frozen_at_start
+        left = [
+            p for p in self.params if not p.static and id(p) not in updated and id(p) not in frozen
+        ]
         if not left and self._raised_in is None:
             return None
         part = f"{len(updated)} of {len(updated) + len(left)} parameters"

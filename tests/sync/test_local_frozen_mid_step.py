@@ -60,3 +60,26 @@ def test_a_step_one_parameter_short_is_refused_though_one_was_frozen_after_firin
         sync.state_dict()
     with pytest.raises(SyncError, match="start_step"):
         sync.start_step(1)
+
+
+def test_a_step_is_whole_though_a_parameter_frozen_at_its_start_was_unfrozen_in_it():
+    """Its neighbour: c, frozen when the step began, unfrozen after backward passed it (it never
+    fires in this step). Counted among the parameters that train now and never updated, it
+    made the step applied in part ("2 of 3"), refused until a setup, though every parameter
+    that trained in it took it."""
+    params = [Parameter(n, np.arange(3.0) + i, static=n == "c") for i, n in enumerate("abc")]
+    sync = LocalSync(create_optimizer("sgd", lr=0.5))
+    sync.setup(params)
+    sync.start_step(1)
+    for p in params[:2]:
+        p.grad += 1.0
+        p.inc_update(sync)
+    params[2].set_static(False)
+    sync.abandon_step()  # an error after backward, before finish_step
+    assert set(sync.state_dict()) == {"a", "b", "c"}  # handed out, not refused
+    sync.start_step(1)  # the next step, where c trains
+    for p in params:
+        p.grad += 1.0
+        p.inc_update(sync)
+    sync.finish_step()
+    np.testing.assert_array_equal(params[2].value, np.arange(3.0) + 2 - 0.5)
