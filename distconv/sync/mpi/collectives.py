@@ -143,7 +143,10 @@ class RankCollectives(LocalSync):
         finished the step (its flags, :mod:`~distconv.sync.mpi.updates`): inside a step before
         that, and after one abandoned (an error in backward, a Ctrl-C) or one whose
         ``finish_step`` failed before its first update (another rank abandoned it, a refused
-        wire), every rank holds the last whole step, and its state is handed out.
+        wire), every rank holds the last whole step, and its state is handed out. Where it
+        failed on this rank alone (a gradient replaced here after it fired), the others
+        updated: each rank hands out its own whole step, and a setup or a resume makes every
+        rank hold rank 0's.
 
         Raises:
             SyncError: after a step whose update began and did not complete (an optimizer

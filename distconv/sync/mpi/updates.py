@@ -10,7 +10,8 @@ flags are completed, before any is updated. The flags are the one word every ran
 pieces went (a step it then never takes), so only they tell that every rank finished it. A step
 another rank abandoned, one refused (a NaN or infinity on a 16-bit wire, on every rank alike),
 a reduction that fails (an MPI error) or a gradient replaced after it fired on some rank
-(:func:`check_kept`) then leaves every parameter as it was. With a communication thread the
+(:func:`check_kept`: on the rank that replaced it; the others update) then leaves every parameter
+as it was. With a communication thread the
 optimizer thus no longer runs on a bucket while the later ones travel: the pieces stream during
 backward, and at ``finish_step`` only the last ones, small, are left. On one rank, where no
 other can abandon the step, each bucket is updated as soon as the thread has reduced it, and
