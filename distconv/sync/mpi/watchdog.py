@@ -35,6 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from distconv.rank_endings import ENDING_THIS_RANK
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import leaving
 from distconv.sync.mpi.comm import checked_seconds
@@ -338,7 +339,7 @@ def abort_on_stall(comm: Any, rank: int, mpi: Any) -> Callable[[str], None]:
                 abort_job(comm, rank, SyncError(message))
             guard = last_resort()  # a write to a stderr pipe nobody reads blocks
             try:
-                sys.stderr.write(reason(rank, SyncError(message), "ending this rank"))
+                sys.stderr.write(reason(rank, SyncError(message), ENDING_THIS_RANK))
                 # stdout too: a SIGKILL drops what a block-buffered stdout (plain mpiexec) holds
                 let_forward()
             finally:  # end_process cannot block (and a test's stand-in does not end it)
