@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import yaml
@@ -56,17 +56,28 @@ class _Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         """Merge ``node``'s ``<<`` keys into it (PyYAML's way), then drop its repeated keys."""
         super().flatten_mapping(node)
-        node.value = _each_key_once(node.value)
+        node.value = _each_key_once(node.value, self._dict_key)
+
+    def _dict_key(self, key: yaml.Node) -> Hashable:
+        """What the dict built from ``node.value`` takes ``key`` for: its value (``1`` and
+        ``0x1``, ``~`` and ``null`` are one key), or, where that cannot be a dict's key (a
+        list; the loader refuses it), the node itself, so that its aliases are one key."""
+        if isinstance(key, yaml.ScalarNode):
+            value = self.construct_object(key)
+            if isinstance(value, Hashable):
+                return value
+        return id(key)
 
 
-def _each_key_once(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+def _each_key_once(
+    pairs: list[tuple[Any, Any]], dict_key: Callable[[Any], Hashable]
+) -> list[tuple[Any, Any]]:
     """``pairs`` (key node, value node) with one pair per key, as a dict keeps it: the first
-    key's place and node, the last value. A key that is no scalar (which no dict can hold: the
-    loader refuses it) is one key per node, so that its repeats through aliases go too."""
+    key's place and node, the last value; ``dict_key`` says which keys a dict takes for one."""
     kept: list[tuple[Any, Any]] = []
-    place: dict[Any, int] = {}
+    place: dict[Hashable, int] = {}
     for key, value in pairs:
-        same = (key.tag, key.value) if isinstance(key, yaml.ScalarNode) else id(key)
+        same = dict_key(key)
         if same in place:
             kept[place[same]] = (kept[place[same]][0], value)
         else:
