@@ -11,6 +11,7 @@ loading every check and the renderer here would cost each such import about 150 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,9 +30,13 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
-    """``name`` of :data:`__all__`, imported from its module now and kept for next time."""
+    """``name`` of :data:`__all__`, imported from its module now and kept for next time; or
+    a module of this package (``distconv.deploy.render``), imported now, as the eager imports
+    this file once made left ``check`` and ``render`` (and the modules they import) set."""
     if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return importlib.import_module(f"{__name__}.{name}")
     value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value
     return value
