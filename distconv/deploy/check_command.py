@@ -385,7 +385,9 @@ def _write(text: str) -> None:
     """Write ``text`` on stdout; a reader that is gone (``| head -1``) leaves the exit status
     to say the rest, without a traceback at the flush at exit. Raises :class:`OSError` (a
     full disk, stdout closed) or :class:`UnicodeEncodeError` for any other failure, stdout
-    dropped so that the flush at exit does not fail again."""
+    dropped so that the flush at exit does not fail again. No text (``-q``): no stdout used."""
+    if not text:
+        return
     try:
         if sys.stdout is None:  # started with stdout closed
             raise OSError(0, "stdout is closed")

@@ -379,6 +379,18 @@ def test_a_result_that_cannot_be_written_is_exit_2_not_1(tmp_path):
     )
 
 
+@pytest.mark.parametrize("stdout", ["> /dev/full", ">&-"])
+def test_quiet_with_no_problem_needs_no_stdout(stdout):
+    """``--quiet`` and no problem: nothing is written, so a full or closed stdout loses no
+    result, and the status is 0 (it was 2, "cannot write the result", for a write of '')."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    argv = [sys.executable, "-m", "distconv", "check-manifests", "-q", str(EXAMPLES / "pserver")]
+    done = subprocess.run(
+        ["sh", "-c", f'"$@" {stdout}', "sh", *argv], capture_output=True, env=env, timeout=60
+    )
+    assert (done.returncode, done.stderr.decode()) == (0, "")
+
+
 def test_a_problem_stdout_cannot_encode_is_exit_2(pserver):
     """A problem naming ``digits-ps-wörker`` that an ASCII stdout cannot take is no result."""
     job = pserver / "job-digits-ps-worker.yaml"
