@@ -5,11 +5,11 @@ Each PATH is a YAML or JSON file (several documents, a ``kind: List``), a folder
 ``*.yaml``, ``*.yml`` and ``*.json``; its subfolders too with ``-r``), or ``-`` for stdin; all of
 them together are one job's manifests. Exit 0 with ``no problems`` (nothing with ``-q``); 1 with
 one line per problem on stdout; 2 with one line on stderr for a path that cannot be read, a
-document that is no object, or no manifests at all.
+document that is no object, no manifests at all, or a result stdout cannot take.
 
 :func:`distconv.cli.add_check_manifests` declares the command and imports this module only
-when it runs: importing anything under ``distconv.deploy`` loads every check (and this module
-PyYAML), which ``distconv train``, whose parser declares the command too, must not wait for.
+when it runs: importing it loads every check and PyYAML (its loader is subclassed here), which
+``distconv train``, whose parser declares the command too, must not wait for.
 """
 
 from __future__ import annotations
