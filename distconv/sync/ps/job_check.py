@@ -71,11 +71,12 @@ def check_all_equal(
 def _description(text: str | None) -> dict[str, Any] | None | bool:
     """Another rank's description from its JSON ``text``; None for none (a rank lost), False
     for text that is no JSON map (a foreign or tampered answer, which ``json.loads`` or
-    :func:`first_difference` failed on with a bare error naming neither rank)."""
+    :func:`first_difference` failed on with a bare error naming neither rank; nested deeper
+    than ``json.loads`` recurses, a RecursionError)."""
     if text is None:
         return None
     try:
         theirs = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return theirs if isinstance(theirs, dict) else False

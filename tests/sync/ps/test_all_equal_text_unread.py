@@ -4,8 +4,10 @@ bare JSONDecodeError (review k352: the neighbour of 90ba249's own-value check).
 Where the digests differ, the ranks gather two descriptions as JSON texts, and each rank reads
 the other's with ``json.loads``. A foreign or tampered answer there (text that is no JSON, or
 JSON that is no map) failed setup with a bare JSONDecodeError (or AttributeError), naming
-neither rank nor the difference. The shard is a real shard process whose answers to the second
-all_equal gather replace the other ranks' descriptions with ``{``; the two ranks' seeds differ.
+neither rank nor the difference; text nested deeper than json.loads recurses (``[[[...``)
+still failed with a bare RecursionError (review k357). The shard is a real shard process whose
+answers to the second all_equal gather replace the other ranks' descriptions with ``{`` (or
+another text); the two ranks' seeds differ.
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ Shard._reply = tampered
 raise SystemExit(main(sys.argv[1:]))
 """
 
+#: JSON nested past the interpreter's recursion limit: json.loads raises RecursionError
+DEEP = "[" * 5000
+
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("text", ["{", "[1, 2]"])
+@pytest.mark.parametrize("text", ["{", "[1, 2]", DEEP], ids=["open", "list", "deep"])
 def test_a_description_answered_as_no_json_map_names_the_ranks(shards, tmp_path, text):
     endpoint = shards.launch(
         shard_argv(["-c", TAMPERED_SHARD, text], workers=2), tmp_path / "shard.log"
