@@ -109,6 +109,12 @@ class Shards:
             pytest.fail(f"shard {log.stem} {said}: {log.read_text()}", pytrace=False)
         return line.split()[-1]
 
+    def tampered(self, code: str, *args: str, mode: str = "sync") -> str:
+        """Start one shard of one worker whose Python is ``code`` (a real shard patched by a
+        test, reading ``args``); its endpoint."""
+        log = self.tmp_path / f"tampered{len(self.procs)}.log"
+        return self.launch(shard_argv(["-c", code, *args], mode=mode), log)
+
     def log_text(self) -> str:
         return "\n".join(p.read_text() for p in self.logs)
 
@@ -453,3 +459,30 @@ def refused_without_writing(
     for name, value in before.items():
         np.testing.assert_array_equal(after[name], value, name)
     return refused.value, endpoints
+
+
+def assert_malformed_reply(error: BaseException, cause: str, endpoint: str, shard: int = 0):
+    """``error`` is rank 0's malformed-reply error, saying ``cause`` and naming shard ``shard``
+    at ``endpoint`` last."""
+    said = str(error)
+    assert said.startswith("rank 0: malformed reply from a pserver: "), said
+    assert cause in said, said
+    assert said.endswith(f" (pserver shard {shard} ({endpoint}))"), said
+
+
+def pull_refused(endpoint: str) -> tuple[SyncError, dict[str, np.ndarray], list[int]]:
+    """A worker of :func:`small_net` whose parameters are set to 7.0 (what a pull written would
+    overwrite) pulls from ``endpoint``, which must refuse; the error, the values after and the
+    block versions after."""
+    net = small_net()
+    sync = insecure_worker([endpoint])
+    try:
+        sync.setup(net.parameters())
+        for p in net.parameters():
+            p.value[...] = 7.0
+        with pytest.raises(SyncError) as refused:
+            sync._pull_all()
+        values = {p.name: p.value.copy() for p in net.parameters()}
+        return refused.value, values, list(sync._versions)
+    finally:
+        sync.close()

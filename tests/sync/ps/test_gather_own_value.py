@@ -11,7 +11,7 @@ naming no shard. The shard is a real shard process whose gather replies are tamp
 from __future__ import annotations
 
 import pytest
-from ps_helpers import insecure_worker, shard_argv, small_net
+from ps_helpers import assert_malformed_reply, insecure_worker, small_net
 
 from distconv.sync.base import SyncError
 
@@ -37,18 +37,17 @@ raise SystemExit(main(sys.argv[1:]))
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", ["lost", "changed"])
-def test_an_answer_without_this_ranks_own_value_names_shard_0(shards, tmp_path, fault):
-    endpoint = shards.launch(shard_argv(["-c", TAMPERED_SHARD, fault]), tmp_path / "shard.log")
+def test_an_answer_without_this_ranks_own_value_names_shard_0(shards, fault):
+    endpoint = shards.tampered(TAMPERED_SHARD, fault)
     sync = insecure_worker([endpoint])
     try:
         with pytest.raises(SyncError) as refused:
             sync.setup(small_net().parameters())  # gathers all_equal:1, barrier:2
     finally:
         sync.close()
-    said = str(refused.value)
-    assert said.startswith("rank 0: malformed reply from a pserver: all_equal:1 answered"), said
-    assert "rank 0's value is not the one it sent" in said, said
-    assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
+    cause = "all_equal:1 answered"
+    assert_malformed_reply(refused.value, cause, endpoint)
+    assert "rank 0's value is not the one it sent" in str(refused.value)
 
 
 @pytest.mark.timeout(60)

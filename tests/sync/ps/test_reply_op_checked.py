@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, shard_argv, small_net
-
-from distconv.sync.base import SyncError
+from ps_helpers import assert_malformed_reply, pull_refused
 
 #: ``python -m distconv`` whose replies to pulls are tampered with (argv[1]): ``busy``, op
 #: "busy"; ``mute``, an error reply without its error text
@@ -39,22 +37,9 @@ CAUSES = {"busy": "reply op 'busy', not 'ok' or 'error'", "mute": "an error repl
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", sorted(CAUSES))
-def test_a_reply_of_another_op_is_refused(shards, tmp_path, fault):
-    endpoint = shards.launch(shard_argv(["-c", TAMPERED_SHARD, fault]), tmp_path / "shard.log")
-    net = small_net()
-    sync = insecure_worker([endpoint])
-    try:
-        sync.setup(net.parameters())
-        for p in net.parameters():
-            p.value[...] = 7.0  # what a pull written would overwrite
-        with pytest.raises(SyncError) as refused:
-            sync._pull_all()
-        after = {p.name: p.value.copy() for p in net.parameters()}
-    finally:
-        sync.close()
-    said = str(refused.value)
-    assert said.startswith("rank 0: malformed reply from a pserver: "), said
-    assert CAUSES[fault] in said, said
-    assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
+def test_a_reply_of_another_op_is_refused(shards, fault):
+    endpoint = shards.tampered(TAMPERED_SHARD, fault)
+    refused, after, _ = pull_refused(endpoint)
+    assert_malformed_reply(refused, CAUSES[fault], endpoint)
     for name, value in after.items():
         np.testing.assert_array_equal(value, 7.0, name)

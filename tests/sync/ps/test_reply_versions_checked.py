@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, shard_argv, small_net
-
-from distconv.sync.base import SyncError
+from ps_helpers import assert_malformed_reply, pull_refused
 
 #: ``python -m distconv`` whose pull replies say every block's version is -1
 TAMPERED_SHARD = """
@@ -34,23 +32,10 @@ raise SystemExit(main(sys.argv[1:]))
 
 
 @pytest.mark.timeout(60)
-def test_a_negative_version_is_refused_before_writing(shards, tmp_path):
-    endpoint = shards.launch(shard_argv(["-c", TAMPERED_SHARD]), tmp_path / "shard.log")
-    net = small_net()
-    sync = insecure_worker([endpoint])
-    try:
-        sync.setup(net.parameters())
-        for p in net.parameters():
-            p.value[...] = 7.0  # what a pull written would overwrite
-        with pytest.raises(SyncError) as refused:
-            sync._pull_all()
-        versions = list(sync._versions)
-    finally:
-        sync.close()
-    said = str(refused.value)
-    assert said.startswith("rank 0: malformed reply from a pserver: "), said
-    assert "versions must be integers from 0" in said, said
-    assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
+def test_a_negative_version_is_refused_before_writing(shards):
+    endpoint = shards.tampered(TAMPERED_SHARD)
+    refused, after, versions = pull_refused(endpoint)
+    assert_malformed_reply(refused, "versions must be integers from 0", endpoint)
     assert min(versions) >= 0, versions
-    for p in net.parameters():
-        np.testing.assert_array_equal(p.value, 7.0, p.name)
+    for name, value in after.items():
+        np.testing.assert_array_equal(value, 7.0, name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, shard_argv
+from ps_helpers import assert_malformed_reply, insecure_worker, shard_argv
 
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
@@ -83,10 +83,7 @@ def test_a_sparse_push_reply_of_other_rows_is_refused(shards, tmp_path, fault, m
         versions = list(sync._versions)
     finally:
         sync.close()
-    said = str(refused.value)
-    assert said.startswith("rank 0: malformed reply from a pserver: "), said
-    assert CAUSES[fault, mode] in said, said
-    assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
+    assert_malformed_reply(refused.value, CAUSES[fault, mode], endpoint)
     np.testing.assert_array_equal(untouched, 0.0)  # nothing of the reply was written
     assert versions == [0] * len(versions)
 

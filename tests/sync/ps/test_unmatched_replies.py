@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ps_helpers import insecure_worker, shard_argv, shard_values, small_net
+from ps_helpers import insecure_worker, shard_values, small_net
 
 #: ``python -m distconv`` whose replies to pulls are tampered with (argv[1]): ``ahead``, a copy
 #: with the id after the pull's goes first; ``twice``, the reply goes twice
@@ -40,8 +40,8 @@ raise SystemExit(main(sys.argv[1:]))
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", ["ahead", "twice"])
-def test_a_reply_to_no_awaited_request_of_its_shard_is_ignored(shards, tmp_path, fault):
-    endpoint = shards.launch(shard_argv(["-c", TAMPERED_SHARD, fault]), tmp_path / "shard.log")
+def test_a_reply_to_no_awaited_request_of_its_shard_is_ignored(shards, fault):
+    endpoint = shards.tampered(TAMPERED_SHARD, fault)
     net = small_net()
     sync = insecure_worker([endpoint])
     try:
