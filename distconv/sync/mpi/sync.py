@@ -193,7 +193,9 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         wire = {"sync.bucket_bytes": self.bucket_bytes, "sync.grad_dtype": self.grad_dtype}
         wire["sync.piece_bytes"], wire["sync.stream"] = list(self._pieces_asked), self.stream
         wire["sync.device"] = devices(params)  # the ranks' optimizers must round alike
-        changed_in = self._changed_in  # the parameters' as they are: kept if the job check fails
+        # the parameters' (and which they are: the base setup takes the list before its job
+        # check) as they are: kept if the job check fails
+        changed_in, kept = self._changed_in, self.params
         self._open = self._changed_in = "setup (it failed)"
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         self._drain_abandoned()
@@ -204,6 +206,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             super().setup(params, {**(config or {}), **wire}, state)
         except JobMismatch as exc:  # every rank alike, in the job check: nobody waits, and
             self._open, self._changed_in = None, changed_in  # nothing changed, but no step runs
+            self.params = kept  # a broadcast between steps is the last good setup's
             self._failed_setup = f"a setup that failed on every rank ({type(exc).__name__}: {exc})"
             raise
         self._close_gradients()  # a second setup's (a second fit): new ones, laid out afresh
