@@ -24,9 +24,12 @@ ABORTING_THE_JOB = "aborting the MPI job"
 ENDINGS = (ENDING_THIS_RANK, ABORTING_THE_JOB)
 
 #: the whole line's text: ``rank N: <Error>[: <message>]; <ending>``, the rank and the why
-#: (an error's class name, an identifier; its message, if any, after ``: ``) its groups
+#: (an error's class name, an identifier; its message, if any, after ``: ``) its groups. A
+#: message may span lines: a JSON line's object holds it whole (the text form's last line
+#: has no ``rank N:``, and a line read from mpiexec's output holds no newline)
 REASON = re.compile(
-    rf"rank (\d+): ([^\W\d]\w*(?:: .*)?); (?:{'|'.join(re.escape(e) for e in ENDINGS)})"
+    rf"rank (\d+): ([^\W\d]\w*(?:: .*)?); (?:{'|'.join(re.escape(e) for e in ENDINGS)})",
+    re.DOTALL,
 )
 
 

@@ -16,7 +16,8 @@ Only a line exactly as ``reason`` writes it counts, behind MPI's tag of the same
 ``-prepend-rank``: ``[1] ``, Open MPI's ``--tag-output``: ``[1,1]<stderr>:``, a space after
 it from Open MPI 5): a rank's other
 output, a line of mpiexec, or a line quoting another rank's, is not taken for it. A reason whose
-error message spans lines (the text form) is not read: its last line has no ``rank N:``.
+error message spans lines is read under ``--log-format json`` (one JSON line holds it whole),
+not in the text form: its last line has no ``rank N:``.
 
 The wording is the sync's, in :mod:`distconv.rank_endings`, which both sides import (not
 ``distconv.sync.mpi``, which imports the MPI sync itself, which the launcher must not need).

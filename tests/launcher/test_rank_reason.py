@@ -106,6 +106,16 @@ def test_the_syncs_reason_is_read_behind_its_tag(ending, tag, fmt):
         assert rank_reason(tail) == (1, why), tail
 
 
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_a_json_reason_whose_message_spans_lines_is_read(ending):
+    """Under --log-format json the line is one JSON object, whatever its message holds: an
+    error of several lines (mpi4py's ``Other MPI error, error stack:`` and the stack, an
+    uncaught one that install_abort_hook's abort_job names) is read whole, not dropped."""
+    error = Exception("Other MPI error, error stack:\nMPIR_Bcast_impl(457): message sizes")
+    tail = ["[0] step 1", "[1] " + _json_reason(1, error, ending)]
+    assert rank_reason(tail) == (1, f"Exception: {error}"), tail
+
+
 @pytest.mark.parametrize(
     "line",
     [
