@@ -36,7 +36,7 @@ def _is_json_object(text: bytes) -> bool:
         return False
     try:
         return isinstance(json.loads(text), dict)
-    except ValueError:  # UnicodeDecodeError too
+    except (ValueError, RecursionError):  # UnicodeDecodeError too; nested past json's depth
         return False
 
 

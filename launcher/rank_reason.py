@@ -66,7 +66,7 @@ def _json_message(body: str) -> str | None:
     """The message of ``body`` where it is ``reason``'s JSON object; else None."""
     try:
         entry = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json parses
         return None
     if not isinstance(entry, dict) or entry.get("level") != "error":
         return None

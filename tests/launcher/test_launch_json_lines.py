@@ -134,3 +134,11 @@ def test_a_renders_refusal_stays_text(tmp_path: Path):
     )  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.startswith("distconv-launch k8s: error: "), done.stderr
+
+
+def test_a_ranks_line_nested_past_jsons_depth_is_wrapped():
+    """A rank's line that opens like a JSON object but nests past ``json.loads``' recursion
+    (a RecursionError, no ValueError) is text: wrapped, not the launcher's end."""
+    body = b'{"a": ' + b"[" * 5000
+    got = json.loads(JsonLines("j").child_line("mpiexec", 0, 0, b"[1] " + body + b"\n"))
+    assert (got["role"], got["rank"], got["message"]) == ("worker", 1, body.decode())

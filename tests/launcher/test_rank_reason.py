@@ -116,6 +116,13 @@ def test_a_json_reason_whose_message_spans_lines_is_read(ending):
     assert rank_reason(tail) == (1, f"Exception: {error}"), tail
 
 
+def test_a_line_nested_past_jsons_depth_is_no_reason():
+    """A rank's line that opens like a JSON object but nests past ``json.loads``' recursion (a
+    RecursionError, no ValueError) is no reason: the reason before it is still read."""
+    tail = ["[1] " + _json_reason(1, SyncError("stalled"), ENDINGS[0]), '[1] {"a": ' + "[" * 5000]
+    assert rank_reason(tail) == (1, "SyncError: stalled"), tail
+
+
 @pytest.mark.parametrize(
     "line",
     [
