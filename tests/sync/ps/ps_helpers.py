@@ -461,11 +461,14 @@ def refused_without_writing(
     return refused.value, endpoints
 
 
-def assert_malformed_reply(error: BaseException, cause: str, endpoint: str, shard: int = 0):
-    """``error`` is rank 0's malformed-reply error, saying ``cause`` and naming shard ``shard``
-    at ``endpoint`` last."""
+def assert_malformed_reply(
+    error: BaseException, cause: str, endpoint: str, shard: int = 0, *, leads: bool = False
+) -> None:
+    """``error`` is rank 0's malformed-reply error, saying ``cause`` (right after its prefix
+    where ``leads``) and naming shard ``shard`` at ``endpoint`` last."""
     said = str(error)
-    assert said.startswith("rank 0: malformed reply from a pserver: "), said
+    prefix = "rank 0: malformed reply from a pserver: "
+    assert said.startswith(prefix + cause if leads else prefix), said
     assert cause in said, said
     assert said.endswith(f" (pserver shard {shard} ({endpoint}))"), said
 

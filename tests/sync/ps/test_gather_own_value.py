@@ -45,8 +45,7 @@ def test_an_answer_without_this_ranks_own_value_names_shard_0(shards, fault):
             sync.setup(small_net().parameters())  # gathers all_equal:1, barrier:2
     finally:
         sync.close()
-    cause = "all_equal:1 answered"
-    assert_malformed_reply(refused.value, cause, endpoint)
+    assert_malformed_reply(refused.value, "all_equal:1 answered", endpoint, leads=True)
     assert "rank 0's value is not the one it sent" in str(refused.value)
 
 
