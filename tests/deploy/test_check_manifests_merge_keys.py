@@ -49,7 +49,8 @@ def merge_documents(draw: st.DrawFn) -> str:
 
 
 @pytest.mark.timeout(120)
-@settings(max_examples=400, deadline=None)
+# the same 400 documents on every run: a CI failure is one anyone can rerun, none comes and goes
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(merge_documents())
 def test_merges_read_as_yaml_safe_load_reads_them(text):
     """Explicit keys over merged ones, the first merged mapping over later ones, nested
