@@ -59,14 +59,14 @@ class _Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
         node.value = _each_key_once(node.value, self._dict_key)
 
     def _dict_key(self, key: yaml.Node) -> Hashable:
-        """What the dict built from ``node.value`` takes ``key`` for: its value (``1`` and
-        ``0x1``, ``~`` and ``null`` are one key), or, where that cannot be a dict's key (a
-        list; the loader refuses it), the node itself, so that its aliases are one key."""
+        """What the dict built from ``node.value`` takes ``key`` for: its value (``1``, ``0x1``
+        are one key), or, where no dict can hold that (a list; the loader refuses it), the node
+        itself, equal to no value (its id is an int): its aliases are one key, no scalar is."""
         if isinstance(key, yaml.ScalarNode):
             value = self.construct_object(key)
             if isinstance(value, Hashable):
                 return value
-        return id(key)
+        return key
 
 
 def _each_key_once(
