@@ -18,10 +18,25 @@ for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSE
     ENV.pop(_name, None)
 
 
-def launch(*argv: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    """``python -m launcher ARGV`` in ``cwd``, its output captured as text; where it hangs past
-    ``timeout``, it and every process of its job are killed (:func:`tests.processes.run_job`)."""
-    return run_job([sys.executable, "-m", "launcher", *argv], env=ENV, timeout=timeout, cwd=cwd)
+def launcher_command(**child_waits: float) -> list[str]:
+    """``python -m launcher``, or, given ``child_waits``, the same run with those constants of
+    :mod:`launcher.child` set first (``WRAPUP_SECONDS=2.0``): a test of a wait need not wait
+    the product's."""
+    if not child_waits:
+        return [sys.executable, "-m", "launcher"]
+    sets = "".join(f"launcher.child.{name} = {value!r}; " for name, value in child_waits.items())
+    run = "runpy.run_module('launcher', run_name='__main__', alter_sys=True)"
+    return [sys.executable, "-c", f"import runpy, launcher.child; {sets}{run}"]
+
+
+def launch(
+    *argv: str, cwd: Path, timeout: int = 120, child_waits: dict[str, float] | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m launcher ARGV`` in ``cwd`` (with :func:`launcher_command`'s ``child_waits``),
+    its output captured as text; where it hangs past ``timeout``, it and every process of its
+    job are killed (:func:`tests.processes.run_job`)."""
+    command = [*launcher_command(**(child_waits or {})), *argv]
+    return run_job(command, env=ENV, timeout=timeout, cwd=cwd)
 
 
 def wait_while_running(

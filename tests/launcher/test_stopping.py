@@ -19,6 +19,7 @@ from test_supervision import ENV, alive, launch_argv, launch_workers, wait_for
 
 from launcher.child import Child
 from launcher.supervisor import ChildSpec, Supervisor
+from tests.launcher.launch_cli import launcher_command
 from tests.processes import job_env, job_left, kill_job, run_job
 
 #: a process that writes ARGV[1].up once its handler is in place, and on SIGTERM writes
@@ -311,14 +312,6 @@ def test_a_real_time_signal_is_reported_by_its_name(tmp_path):
     assert (report["signal"], report["signal_number"]) == (name, 40)
 
 
-#: ``python -m launcher`` with the wait for a child's output after its group is gone cut to
-#: 1 s: a test of that wait waited the product's 5 s
-_LAUNCHER_DRAINING_1_S = (
-    "import runpy, launcher.child; launcher.child.OUTPUT_DRAIN_SECONDS = 1.0; "
-    "runpy.run_module('launcher', run_name='__main__', alter_sys=True)"
-)
-
-
 @pytest.mark.timeout(60)
 def test_a_process_that_left_its_group_does_not_hold_the_launcher(tmp_path):
     """It keeps the output pipe open; the job is done, the launcher says so and goes."""
@@ -334,8 +327,9 @@ def test_a_process_that_left_its_group_does_not_hold_the_launcher(tmp_path):
         "[ $n -lt 1000 ] || exit 97; sleep 0.01; done"
     )
     argv = launch_argv(run, "--workers", "1", "--servers", "0", "--", "sh", "-c", worker)
-    assert argv[1:3] == ["-m", "launcher"]
-    argv[1:3] = ["-c", _LAUNCHER_DRAINING_1_S]
+    assert argv[:3] == launcher_command()
+    # the wait for a child's output after its group is gone cut to 1 s (the product's 5 s)
+    argv[:3] = launcher_command(OUTPUT_DRAIN_SECONDS=1.0)
     began = time.monotonic()
     done = run_job(argv, env=ENV, timeout=40, cwd=tmp_path)  # a hang kills the stray too
     took = time.monotonic() - began
