@@ -10,6 +10,9 @@ The shard is a real shard process whose replies to sparse pushes are tampered wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 from ps_helpers import assert_malformed_reply, insecure_worker, shard_argv
@@ -61,13 +64,9 @@ CAUSES = {
 }
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(("fault", "mode"), sorted(CAUSES))
-def test_a_sparse_push_reply_of_other_rows_is_refused(shards, tmp_path, fault, mode):
-    """In sync mode too a reply must hold every row pushed (among the other ranks' rows)."""
-    endpoint = shards.launch(
-        shard_argv(["-c", TAMPERED_SHARD, fault], mode=mode), tmp_path / "shard.log"
-    )
+def _push_rows(endpoint: str, finish: Callable[[Any], object]) -> tuple[object, np.ndarray]:
+    """One step of a worker that pushes the gradient 1.0 of ``ROWS`` of an 8-row sparse table
+    (zeros) to ``endpoint``: what ``finish(sync)`` returns, with the table's values after."""
     table = Parameter("table", np.zeros((8, 2)))
     table.sparse_rows = True
     sync = insecure_worker([endpoint], lr=1.0, timeout=10)
@@ -77,13 +76,24 @@ def test_a_sparse_push_reply_of_other_rows_is_refused(shards, tmp_path, fault, m
         sync.prefetch({"table": ROWS})
         table.grad[ROWS] = 1.0
         sync.on_gradient(table)
-        with pytest.raises(SyncError) as refused:
-            sync.finish_step()
-        untouched = table.value.copy()
-        versions = list(sync._versions)
+        return finish(sync), table.value.copy()
     finally:
         sync.close()
-    assert_malformed_reply(refused.value, CAUSES[fault, mode], endpoint)
+
+
+def _refused_finish(sync) -> tuple[SyncError, list[int]]:
+    with pytest.raises(SyncError) as refused:
+        sync.finish_step()
+    return refused.value, list(sync._versions)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("fault", "mode"), sorted(CAUSES))
+def test_a_sparse_push_reply_of_other_rows_is_refused(shards, fault, mode):
+    """In sync mode too a reply must hold every row pushed (among the other ranks' rows)."""
+    endpoint = shards.tampered(TAMPERED_SHARD, fault, mode=mode)
+    (refused, versions), untouched = _push_rows(endpoint, _refused_finish)
+    assert_malformed_reply(refused, CAUSES[fault, mode], endpoint)
     np.testing.assert_array_equal(untouched, 0.0)  # nothing of the reply was written
     assert versions == [0] * len(versions)
 
@@ -92,19 +102,7 @@ def test_a_sparse_push_reply_of_other_rows_is_refused(shards, tmp_path, fault, m
 def test_a_sparse_push_reply_of_the_rows_pushed_is_written(shards, tmp_path):
     """The same shard, untampered in async mode: the rows pushed come back, updated."""
     endpoint = shards.launch(shard_argv(["-m", "distconv"], mode="async"), tmp_path / "s.log")
-    table = Parameter("table", np.zeros((8, 2)))
-    table.sparse_rows = True
-    sync = insecure_worker([endpoint], lr=1.0, timeout=10)
-    try:
-        sync.setup([table])
-        sync.start_step(1)
-        sync.prefetch({"table": ROWS})
-        table.grad[ROWS] = 1.0
-        sync.on_gradient(table)
-        sync.finish_step()
-        values = table.value.copy()
-    finally:
-        sync.close()
+    _, values = _push_rows(endpoint, lambda sync: sync.finish_step())
     want = np.zeros((8, 2))
     want[ROWS] = -1.0  # SGD, lr 1, one example: value - grad
     np.testing.assert_array_equal(values, want)
