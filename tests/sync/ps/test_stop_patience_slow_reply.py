@@ -83,8 +83,10 @@ def test_a_slow_checkpoint_on_the_link_does_not_lengthen_the_stops_patience(
     assert " gave no answer to get_state in the 1 s since: " in said, said
 
 
-SILENT = 2.0
-CROSSING = 1.0
+#: above PATIENCE, so a patience learned from it (3 x) is told from the floor's
+SILENT = 1.2
+#: longer than a poll (POLL_SLICE), so the reply's bytes cross over several
+CROSSING = 0.6
 
 
 @pytest.mark.timeout(90)
