@@ -248,6 +248,15 @@ class Child:
         """The exit status once the waiter has recorded the exit time, else None."""
         return self._status if self.exited_at is not None else None
 
+    def failed(self) -> bool:
+        """Whether it ended and failed: a non-zero status, but not a signal after it reported
+        that all its processes succeeded (:meth:`reported_success`; a stop that reached it
+        before the launcher's own handler ran, or alone): its job had finished."""
+        status = self.poll()
+        if status is None or status == 0:
+            return False
+        return status > 0 or not self.reported_success()
+
     def overdue(self) -> str | None:
         """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
         which it reported its end, naming that line and its last ones; else None."""
@@ -341,39 +350,6 @@ class Child:
                 for v in victims
             ],
         )
-
-
-def first_overdue(children: Sequence[Child]) -> tuple[Child | None, str, bool] | None:
-    """The first of ``children`` that is :meth:`Child.overdue` (None where none is): the
-    attempt's failure, or None where stopping it ends an attempt that succeeded
-    (:func:`_ended_well`); why it is stopped; and whether the attempt succeeded."""
-    for child in children:
-        why = child.overdue()
-        if why is None:
-            continue
-        if _ended_well(child, children):
-            return None, f"{why}; every rank had exited 0, so the attempt succeeded", True
-        return child, why, False
-    return None
-
-
-def reported_before(children: Sequence[Child], at: float) -> tuple[Child | None, bool]:
-    """Where a stop signal came at ``at`` (monotonic): the first of ``children`` running at it
-    (exited since, too: a stop sent to every process, as systemd's, reaches mpiexec as well)
-    that had reported its end before it (:attr:`Child.reported_end`), as the attempt's failure,
-    or None; and whether that report ended an attempt that succeeded (:func:`_ended_well`)."""
-    for child in children:
-        running = child.exited_at is None or child.exited_at >= at
-        if running and child.reported_end and child.reported_end[0] < at:
-            return (None, True) if _ended_well(child, children) else (child, False)
-    return None, False
-
-
-def _ended_well(child: Child, children: Sequence[Child]) -> bool:
-    """Whether ``child`` reported that all its processes succeeded
-    (:meth:`Child.reported_success`) and every other of ``children`` exited 0."""
-    others = all(c.poll() == 0 for c in children if c is not child)
-    return others and child.reported_success()
 
 
 def running_groups() -> set[int] | None:

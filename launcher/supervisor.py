@@ -55,11 +55,12 @@ from typing import BinaryIO
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
 
-from .child import Child, ChildSpec, first_overdue, reported_before, running_groups
+from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
+from .wrapup import first_overdue, reported_before
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
 
@@ -341,8 +342,7 @@ class Supervisor:
         after = f"; then {then}" if then else ""
         self.say(
             f"{failure.describe()} (after {failure.restart} restart(s)){failure.stopped_too()}"
-            f"{after}; "
-            f"last lines of {failure.log}:\n{tail}\n{written}",
+            f"{after}; last lines of {failure.log}:\n{tail}\n{written}",
             level="error",
         )
 
@@ -376,9 +376,9 @@ def _remove(path: Path) -> None:
 
 def _first_failed(children: list[Child], working: bool, victims: bool = True) -> Child | None:
     """The child that failed first (several within one poll: by exit time), or None: a
-    non-zero exit or a signal, or a server's exit while a worker runs (``working``);
+    :meth:`Child.failed` (a non-zero exit or a signal), a server's exit while a worker runs;
     without ``victims``, leaving out workers that stopped because another rank failed."""
-    failed = [c for c in children if c.poll() not in (None, 0) and (victims or not c.victim)]
+    failed = [c for c in children if c.failed() and (victims or not c.victim)]
     if working:
         failed += [c for c in children if c.spec.role == "server" and c.poll() == 0]
     return min(failed, key=lambda c: c.exited_at) if failed else None

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.child import reported_before
 from launcher.mpi_exit import mpiexec_reader, mpiexec_tail, reports_end
+from launcher.wrapup import reported_before
 from tests.launcher.launch_cli import ENV, launch, wait_while_running
 from tests.processes import job_env, job_left
 

@@ -1,0 +1,43 @@
+"""The end of a job whose child reported it (:attr:`~launcher.child.Child.reported_end`:
+mpiexec's report of its ranks' statuses) but did not exit: stopped as overdue, or reached by a
+stop signal to the launcher while it stayed. Whether that end was a success
+(:meth:`~launcher.child.Child.reported_success`) decides whether the attempt failed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .child import Child
+
+
+def first_overdue(children: Sequence[Child]) -> tuple[Child | None, str, bool] | None:
+    """The first of ``children`` that is :meth:`Child.overdue` (None where none is): the
+    attempt's failure, or None where stopping it ends an attempt that succeeded
+    (:func:`_ended_well`); why it is stopped; and whether the attempt succeeded."""
+    for child in children:
+        why = child.overdue()
+        if why is None:
+            continue
+        if _ended_well(child, children):
+            return None, f"{why}; every rank had exited 0, so the attempt succeeded", True
+        return child, why, False
+    return None
+
+
+def reported_before(children: Sequence[Child], at: float) -> tuple[Child | None, bool]:
+    """Where a stop signal came at ``at`` (monotonic): the first of ``children`` running at it
+    (exited since, too: a stop sent to every process, as systemd's, reaches mpiexec as well)
+    that had reported its end before it (:attr:`Child.reported_end`), as the attempt's failure,
+    or None; and whether that report ended an attempt that succeeded (:func:`_ended_well`)."""
+    for child in children:
+        running = child.exited_at is None or child.exited_at >= at
+        if running and child.reported_end and child.reported_end[0] < at:
+            return (None, True) if _ended_well(child, children) else (child, False)
+    return None, False
+
+
+def _ended_well(child: Child, children: Sequence[Child]) -> bool:
+    """Whether ``child`` reported that all its processes succeeded
+    (:meth:`Child.reported_success`) and every other of ``children`` exited 0."""
+    others = all(c.poll() == 0 for c in children if c is not child)
+    return others and child.reported_success()

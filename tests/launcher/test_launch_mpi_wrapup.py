@@ -1,0 +1,111 @@
+"""``distconv-launch mpi`` after MPICH's real Hydra has reported every rank's end: what happens
+to mpiexec then (a signal from elsewhere, the launcher's own output stalled) must not turn a
+job whose ranks all exited 0 into a failure, nor stop an mpiexec the launcher itself held up.
+
+Hydra exits right after its ``Exit codes:`` line, so a wrapper around the real ``mpiexec``
+(``--mpiexec``) runs the real job, with the real ranks and Hydra's real report, and then does
+what a Hydra that stays would: it stays (``sleep``) or prints more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
+from tests.launcher.real_children import mpiexec_or_skip
+from tests.processes import job_env, job_left
+
+#: the launcher's WRAPUP_SECONDS in these tests (not the product's 10 s)
+WRAPUP = 2.0
+#: the real mpiexec, then a Hydra that stays after its report, its pid in ``{pid}``
+STAYS = '#!/bin/sh\necho $$ > "{pid}"\n"{mpiexec}" "$@"\n{after}\n'
+#: a rank's end: ``{code}``
+RANK = "import sys\nsys.exit({code})\n"
+
+
+def _wrapped_hydra(tmp_path: Path, after: str) -> tuple[Path, Path]:
+    """An ``--mpiexec`` running the real one, then ``after`` (shell); and its pid file."""
+    pid = tmp_path / "mpiexec.pid"
+    wrapper = tmp_path / "mpiexec-stays"
+    wrapper.write_text(STAYS.format(pid=pid, mpiexec=mpiexec_or_skip(), after=after))
+    wrapper.chmod(0o755)
+    return wrapper, pid
+
+
+def _start(tmp_path: Path, wrapper: Path, env: dict, code: int = 0) -> subprocess.Popen:
+    """The launcher (WRAPUP_SECONDS cut to :data:`WRAPUP`) running a 2-rank job of ranks that
+    exit ``code`` under ``wrapper``; its stdout and stderr are pipes the test reads when it
+    wants to."""
+    script = tmp_path / "job.py"
+    script.write_text(RANK.format(code=code))
+    argv = ["mpi", "-np", "2", "--mpiexec", str(wrapper), "--mpi-flavor", "mpich"]
+    argv += ["--threads", "1", "--run-dir", str(tmp_path / "run"), "--grace", "5"]
+    return subprocess.Popen(
+        [*launcher_command(WRAPUP_SECONDS=WRAPUP), *argv, "--", str(script)],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _reported(tmp_path: Path) -> bool:
+    """Whether Hydra's ``Exit codes:`` line is in mpiexec's log (the launcher has read it)."""
+    log = tmp_path / "run" / "logs" / "mpiexec-0.log"
+    return log.exists() and "Exit codes:" in log.read_text()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("then", ["launcher", "none"])
+def test_an_mpiexec_killed_after_every_ranks_success_ends_a_job_that_succeeded(tmp_path, then):
+    """Hydra reported each rank's 0, then mpiexec died of SIGTERM (a stop that reached it
+    before the launcher's own handler ran, as the launcher's waiter saw: ``launcher``; or one
+    that reached it alone: ``none``). The job had finished: it was reported as ``mpiexec 0
+    failed with signal SIGTERM``, exit 143, with a failure.json."""
+    wrapper, pid = _wrapped_hydra(tmp_path, "sleep 60 &\nwait")
+    with job_env(ENV) as env:
+        launcher = _start(tmp_path, wrapper, env)
+        try:
+            wait_while_running(lambda: _reported(tmp_path), launcher, "Hydra's report")
+            os.killpg(int(pid.read_text()), signal.SIGTERM)
+            if then == "launcher":
+                time.sleep(0.02)  # mpiexec ended first, as the launcher saw (its waiter)
+                launcher.send_signal(signal.SIGTERM)
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert "failed" not in stderr and not (tmp_path / "run" / "failure.json").exists(), stderr
+    if then == "none":
+        assert launcher.returncode == 0 and "SIGTERM" not in stderr, stderr
+        return
+    # the SIGTERM came while the launcher ran (said), or once it had ended; or, rarely, once it
+    # had given its handlers back at its end (-SIGTERM): never the attempt's failure (143)
+    finished = "got SIGTERM after the job had finished" in stderr
+    assert launcher.returncode == 0 or (launcher.returncode == -signal.SIGTERM and not finished)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_an_mpiexec_killed_after_a_ranks_failure_reports_the_ranks_status(tmp_path):
+    """The same kill after Hydra reported both ranks' exit(3): the job failed, and the
+    report's status is the ranks' 3, not mpiexec's SIGTERM (a success only after all zeros)."""
+    wrapper, pid = _wrapped_hydra(tmp_path, "sleep 60 &\nwait")
+    with job_env(ENV) as env:
+        launcher = _start(tmp_path, wrapper, env, code=3)
+        try:
+            wait_while_running(lambda: _reported(tmp_path), launcher, "Hydra's report")
+            os.killpg(int(pid.read_text()), signal.SIGTERM)
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert launcher.returncode == 3, stderr
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert report["exit_code"] == 3, report
+    assert report["cause"] == "a rank exited with code 3; mpiexec itself died of signal SIGTERM"
