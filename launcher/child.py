@@ -134,6 +134,10 @@ class Child:
         #: (monotonic time, line) of the first line that reported its end (TailReader.ends)
         self.reported_end: tuple[float, str] | None = None
         self._ends = None if spec.reader is None else spec.reader.ends
+        # since when its pump waits to write a line to ``out``, or None; and how long it so
+        # waited in all after reported_end: time the launcher's own output held up its pipe
+        self._writing_since: float | None = None
+        self._held_up = 0.0
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
         try:
@@ -223,12 +227,26 @@ class Child:
             if not echo or (self.spec.quiet is not None and self.spec.quiet(text)):
                 continue
             shown = prefix + line if render is None else render(line)
-            with lock:  # one write per whole line: prefixes never split a line
-                try:
-                    out.write(shown)
-                    out.flush()
-                except (OSError, ValueError):  # stdout gone (`| head`) or closed: keep
-                    echo = False  # draining into the log
+            echo = self._write(out, lock, shown)  # False: keep draining into the log
+
+    def _write(self, out: BinaryIO, lock: threading.Lock, shown: bytes) -> bool:
+        """One whole line on ``out`` under ``lock`` (prefixes never split a line); False where
+        ``out`` is gone (``| head``) or closed. While it waits (a reader of the launcher's
+        output that stalls, as a paused pager; another child's line held up so), nothing
+        reads the child's pipe, which fills and blocks the child: that time is not the
+        child's own in its wrap-up (:meth:`overdue`)."""
+        self._writing_since = start = time.monotonic()
+        try:
+            with lock:
+                out.write(shown)
+                out.flush()
+        except (OSError, ValueError):
+            return False
+        finally:
+            if self.reported_end is not None:
+                self._held_up += time.monotonic() - start
+            self._writing_since = None  # after the sum: overdue() sees the wait in one of them
+        return True
 
     def _log_line(self, line: bytes, say: Callable[[str], None] | None) -> bool:
         """Write ``line`` to the log; False, said once, where it cannot be (a full disk): the
@@ -259,11 +277,15 @@ class Child:
 
     def overdue(self) -> str | None:
         """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
-        which it reported its end, naming that line and its last ones; else None."""
+        which it reported its end, naming that line and its last ones; else None. The time its
+        pump waited on the launcher's own output (:meth:`_write`) does not count: the child
+        could not write meanwhile, and may be exiting as soon as its pipe is read."""
         if self.reported_end is None or self.exited_at is not None:
             return None
+        if self._writing_since is not None:  # held up by the launcher, not by itself
+            return None
         at, line = self.reported_end
-        if time.monotonic() < at + WRAPUP_SECONDS:
+        if time.monotonic() < at + WRAPUP_SECONDS + self._held_up:
             return None
         last = " | ".join(list(self.tail)[-3:])
         return (

@@ -109,3 +109,31 @@ def test_an_mpiexec_killed_after_a_ranks_failure_reports_the_ranks_status(tmp_pa
     report = json.loads((tmp_path / "run" / "failure.json").read_text())
     assert report["exit_code"] == 3, report
     assert report["cause"] == "a rank exited with code 3; mpiexec itself died of signal SIGTERM"
+
+
+#: what the wrapper prints after Hydra's report: far more than a pipe holds (64 KiB)
+LATE_LINES = 3000
+LATE = f'yes "a late line of mpiexec: {"x" * 70}" | head -n {LATE_LINES}'
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_time_the_launchers_own_output_stalls_is_not_mpiexecs_wrapup(tmp_path):
+    """The launcher's stdout is a pipe nobody reads for longer than the wrap-up (a paused
+    pager) while mpiexec prints 300 KB after its report: mpiexec is blocked on its own pipe by
+    the launcher, not stuck, and must get its output out and exit, not be stopped as not
+    exiting in time (its later lines were lost with it)."""
+    wrapper, _ = _wrapped_hydra(tmp_path, LATE)
+    with job_env(ENV) as env:
+        launcher = _start(tmp_path, wrapper, env)
+        try:
+            wait_while_running(lambda: _reported(tmp_path), launcher, "Hydra's report")
+            time.sleep(WRAPUP + 1.5)  # stdout unread: the launcher blocks on its own writes
+            assert launcher.poll() is None, "the launcher's output was not held up"
+            stdout, stderr = launcher.communicate(timeout=30)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert "did not exit" not in stderr, stderr
+    assert launcher.returncode == 0, stderr
+    assert stdout.count("a late line of mpiexec") == LATE_LINES, stdout[-500:]
