@@ -134,8 +134,9 @@ class Child:
         #: (monotonic time, line) of the first line that reported its end (TailReader.ends)
         self.reported_end: tuple[float, str] | None = None
         self._ends = None if spec.reader is None else spec.reader.ends
-        # since when its pump waits to write a line to ``out``, or None; and how long it so
-        # waited in all after reported_end: time the launcher's own output held up its pipe
+        #: reported_end's line and the next, as many as the tail keeps: reported_success()'s
+        self.since_end: list[str] = []
+        # since when the pump waits on ``out`` (or None); its waits after reported_end, summed
         self._writing_since: float | None = None
         self._held_up = 0.0
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
@@ -222,19 +223,25 @@ class Child:
                 to_log = self._log_line(line, say)
             text = line.decode(errors="replace").rstrip("\n")
             self.tail.append(text)
-            if self.reported_end is None and self._ends is not None and self._ends(text):
-                self.reported_end = (time.monotonic(), text)
+            self._note_end(text)
             if not echo or (self.spec.quiet is not None and self.spec.quiet(text)):
                 continue
             shown = prefix + line if render is None else render(line)
             echo = self._write(out, lock, shown)  # False: keep draining into the log
 
+    def _note_end(self, text: str) -> None:
+        """Set :attr:`reported_end` at the first line reporting the child's end, and keep the
+        next in :attr:`since_end`: in the tail alone, lines enough after it pushed it out."""
+        if self.reported_end is None and self._ends is not None and self._ends(text):
+            self.reported_end = (time.monotonic(), text)
+        if self.reported_end is not None and len(self.since_end) < (self.tail.maxlen or 0):
+            self.since_end.append(text)
+
     def _write(self, out: BinaryIO, lock: threading.Lock, shown: bytes) -> bool:
         """One whole line on ``out`` under ``lock`` (prefixes never split a line); False where
-        ``out`` is gone (``| head``) or closed. While it waits (a reader of the launcher's
-        output that stalls, as a paused pager; another child's line held up so), nothing
-        reads the child's pipe, which fills and blocks the child: that time is not the
-        child's own in its wrap-up (:meth:`overdue`)."""
+        ``out`` is gone (``| head``) or closed. While it waits (a stalled reader of the
+        launcher's output, as a paused pager), nothing reads the child's pipe, which fills and
+        blocks the child: that time is not the child's own in its wrap-up (:meth:`overdue`)."""
         self._writing_since = start = time.monotonic()
         try:
             with lock:
@@ -277,9 +284,8 @@ class Child:
 
     def overdue(self) -> str | None:
         """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
-        which it reported its end, naming that line and its last ones; else None. The time its
-        pump waited on the launcher's own output (:meth:`_write`) does not count: the child
-        could not write meanwhile, and may be exiting as soon as its pipe is read."""
+        which it reported its end, naming that line and its last ones; else None. Its pump's
+        waits on the launcher's own output (:meth:`_write`), which block it, do not count."""
         if self.reported_end is None or self.exited_at is not None:
             return None
         if self._writing_since is not None:  # held up by the launcher, not by itself
@@ -295,10 +301,11 @@ class Child:
         )
 
     def reported_success(self) -> bool:
-        """Whether its last lines report that every one of its processes succeeded
-        (:attr:`TailReader.succeeded`): stopped when :meth:`overdue`, it failed nothing."""
+        """Whether its lines from the report of its end on (:attr:`since_end`) say that every
+        one of its processes succeeded (:attr:`TailReader.succeeded`): stopped when
+        :meth:`overdue`, it failed nothing."""
         reader = self.spec.reader
-        return reader is not None and reader.succeeded(list(self.tail))
+        return reader is not None and reader.succeeded(list(self.since_end))
 
     def signal_group(self, signum: int) -> None:
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.mpi_exit import READ_LINES
 from tests.launcher.launch_cli import ENV, launcher_command, wait_while_running
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.processes import job_env, job_left
@@ -137,3 +138,24 @@ def test_time_the_launchers_own_output_stalls_is_not_mpiexecs_wrapup(tmp_path):
     assert "did not exit" not in stderr, stderr
     assert launcher.returncode == 0, stderr
     assert stdout.count("a late line of mpiexec") == LATE_LINES, stdout[-500:]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_a_success_reported_before_more_lines_than_the_tail_keeps_stands(tmp_path):
+    """Hydra reported each rank's 0, then mpiexec printed more lines than its tail keeps
+    (:data:`READ_LINES`) and stayed: stopping it ends a job that succeeded. The report had
+    left the tail, so the job was reported as ``mpiexec 0 failed with signal SIGTERM``."""
+    more = f'yes "a late line of mpiexec" | head -n {READ_LINES + 100}\nsleep 60 &\nwait'
+    wrapper, _ = _wrapped_hydra(tmp_path, more)
+    with job_env(ENV) as env:
+        launcher = _start(tmp_path, wrapper, env)
+        try:
+            _, stderr = launcher.communicate(timeout=60)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert launcher.returncode == 0, stderr
+    assert f"mpiexec 0 did not exit {WRAPUP:g} s after it reported" in stderr, stderr
+    assert stderr.rstrip().endswith("every rank had exited 0, so the attempt succeeded"), stderr
+    assert not (tmp_path / "run" / "failure.json").exists(), stderr
