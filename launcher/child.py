@@ -19,15 +19,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from distconv.files import describe_os_error
 from distconv.procfs import stat_fields
 
+from .child_spec import ChildSpec
 from .commands import LaunchError
-from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, TailReader, signal_name
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name
 from .startable import not_started
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
@@ -66,47 +66,6 @@ def _parent_death_signal() -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGTERM)
 
     return preexec
-
-
-@dataclass(frozen=True)
-class ChildSpec:
-    """One process of the job.
-
-    Attributes:
-        role: ``"worker"``, ``"server"`` or another word (``"mpiexec"``) for the prefix.
-        rank: its rank among its role.
-        argv: the command.
-        env: its whole environment.
-        prefix: put before each of its output lines; None means ``"[role rank] "``.
-        stop_signals: what a stop sends its group, in order (a shard drains at SIGTERM and
-            stops at once at SIGINT: the launcher sends it both, once the workers are gone).
-        fds: the launcher's file descriptors it inherits, by the same numbers (a shard's
-            reserved port).
-        reader: what its last lines say of its end that its status cannot (mpiexec's:
-            :func:`launcher.mpi_exit.mpiexec_reader`), or None.
-        quiet: which of its lines stay out of the launcher's output, not its log or tail
-            (Hydra's status lines: :func:`launcher.mpi_exit.is_status_line`), or None.
-    """
-
-    role: str
-    rank: int
-    argv: Sequence[str]
-    env: dict[str, str] = field(repr=False, default_factory=dict)
-    prefix: str | None = None
-    stop_signals: tuple[int, ...] = (signal.SIGTERM,)
-    fds: tuple[int, ...] = ()
-    reader: TailReader | None = field(default=None, repr=False)
-    quiet: Callable[[str], bool] | None = field(default=None, repr=False)
-
-    @property
-    def name(self) -> str:
-        """``worker-1``: names its log file and the failure report."""
-        return f"{self.role}-{self.rank}"
-
-    @property
-    def line_prefix(self) -> bytes:
-        prefix = f"[{self.role} {self.rank}] " if self.prefix is None else self.prefix
-        return prefix.encode()
 
 
 class Child:
@@ -161,8 +120,8 @@ class Child:
             raise
         self._status: int | None = None  # the exit status, set by the waiter thread
         self._leader_kept = False  # the exited leader left unreaped (see _wait)
-        #: set by finish(): a process outside the group still held the output pipe
-        self.output_held = False
+        #: set by finish() where the output could not be drained: what the launcher says
+        self.output_held: str | None = None
         self._pump = threading.Thread(
             target=self._copy, args=(out, lock, render, say), name=f"pump-{spec.name}", daemon=True
         )
@@ -335,15 +294,23 @@ class Child:
         """Kill whatever is left of the group, reap, drain the output, close the log.
 
         Output still flowing :data:`OUTPUT_DRAIN_SECONDS` after the group is gone comes from a
-        process that left the group but kept the pipe: it is not waited for (closing the pipe
-        here would block until that process exits), and :attr:`output_held` says so.
+        process that left the group but kept the pipe, or waits on the launcher's own output,
+        which nothing reads: it is not waited for (closing the pipe here would block until the
+        pump lets go), and :attr:`output_held` says which.
         """
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
         self._waiter.join()
         self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
-        if self._pump.is_alive():
-            self.output_held = True  # the daemon pump goes on into the log until it ends
+        if self._pump.is_alive():  # the daemon pump goes on into the log while it can
+            name = self.spec.name
+            self.output_held = (
+                f"{name}: a process that left its process group (setsid, a daemon) still holds "
+                "its output; it was not stopped"
+                if self._writing_since is None
+                else f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s "
+                f"last lines are missing from it and from {self.log_path}"
+            )
             return
         self.proc.stdout.close()
         self.log.close()

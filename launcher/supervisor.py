@@ -239,11 +239,8 @@ class Supervisor:
         finally:
             for child in children:
                 child.finish()
-                if child.output_held:
-                    self.say(
-                        f"{child.spec.name}: a process that left its process group (setsid, a "
-                        "daemon) still holds its output; it was not stopped"
-                    )
+                if child.output_held:  # a process outside its group, or a stalled output
+                    self.say(child.output_held)
         if failed is None:
             return None
         return failed.failure(restart, [c for c in children if c is not failed and c.victim])

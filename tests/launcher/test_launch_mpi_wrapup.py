@@ -40,16 +40,19 @@ def _wrapped_hydra(tmp_path: Path, after: str) -> tuple[Path, Path]:
     return wrapper, pid
 
 
-def _start(tmp_path: Path, wrapper: Path, env: dict, code: int = 0) -> subprocess.Popen:
-    """The launcher (WRAPUP_SECONDS cut to :data:`WRAPUP`) running a 2-rank job of ranks that
-    exit ``code`` under ``wrapper``; its stdout and stderr are pipes the test reads when it
-    wants to."""
+def _start(
+    tmp_path: Path, wrapper: Path, env: dict, code: int = 0, drain: float = 5.0
+) -> subprocess.Popen:
+    """The launcher (WRAPUP_SECONDS cut to :data:`WRAPUP`, OUTPUT_DRAIN_SECONDS to ``drain``)
+    running a 2-rank job of ranks that exit ``code`` under ``wrapper``; its stdout and stderr
+    are pipes the test reads when it wants to."""
     script = tmp_path / "job.py"
     script.write_text(RANK.format(code=code))
     argv = ["mpi", "-np", "2", "--mpiexec", str(wrapper), "--mpi-flavor", "mpich"]
     argv += ["--threads", "1", "--run-dir", str(tmp_path / "run"), "--grace", "5"]
+    command = launcher_command(WRAPUP_SECONDS=WRAPUP, OUTPUT_DRAIN_SECONDS=drain)
     return subprocess.Popen(
-        [*launcher_command(WRAPUP_SECONDS=WRAPUP), *argv, "--", str(script)],
+        [*command, *argv, "--", str(script)],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -159,3 +162,31 @@ def test_a_success_reported_before_more_lines_than_the_tail_keeps_stands(tmp_pat
     assert f"mpiexec 0 did not exit {WRAPUP:g} s after it reported" in stderr, stderr
     assert stderr.rstrip().endswith("every rank had exited 0, so the attempt succeeded"), stderr
     assert not (tmp_path / "run" / "failure.json").exists(), stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_a_stop_while_the_launchers_own_output_stalls_names_the_stall(tmp_path):
+    """SIGTERM to the launcher while its stdout is unread and mpiexec's late lines wait on it:
+    the job had finished (Hydra's all-zero report came first), and what keeps mpiexec's output
+    from being drained is the launcher's own stalled stdout. It was said to be "a process that
+    left its process group (setsid, a daemon)", which sent the user after a process that is
+    not there."""
+    wrapper, _ = _wrapped_hydra(tmp_path, f"{LATE}\nsleep 60 &\nwait")
+    with job_env(ENV) as env:
+        launcher = _start(tmp_path, wrapper, env, drain=1.0)
+        try:
+            wait_while_running(lambda: _reported(tmp_path), launcher, "Hydra's report")
+            time.sleep(0.5)  # stdout unread: mpiexec's pump blocks on the launcher's write
+            launcher.send_signal(signal.SIGTERM)
+            stderr = launcher.stderr.read()  # stdout still unread, till the launcher's end
+            launcher.wait(timeout=30)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert launcher.returncode == 0, stderr
+    assert "got SIGTERM after the job had finished" in stderr, stderr
+    assert "left its process group" not in stderr, stderr
+    log = tmp_path / "run" / "logs" / "mpiexec-0.log"
+    stalled = "mpiexec-0: the launcher's output is stalled (nothing reads it), so mpiexec-0's "
+    assert f"{stalled}last lines are missing from it and from {log}" in stderr, stderr
