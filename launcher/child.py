@@ -40,6 +40,10 @@ OUTPUT_DRAIN_SECONDS = 5.0
 #: many hosts; a Hydra that stays after it (now and then, under load) would never end. Short
 #: beside a test's or a user's patience, long beside a loaded host's scheduling delays.
 WRAPUP_SECONDS = 10.0
+#: seconds between two looks at a child's wrap-up (the supervisor's are 50 ms apart) beyond
+#: which the launcher itself was not running (stopped by Ctrl-Z, a frozen container): nothing
+#: read the child's pipe meanwhile, so that time is not the child's own in its wrap-up
+LAUNCHER_GAP_SECONDS = 1.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -98,6 +102,8 @@ class Child:
         # since when the pump waits on ``out`` (or None); its waits after reported_end, summed
         self._writing_since: float | None = None
         self._held_up = 0.0
+        self._looked_at: float | None = None  # overdue()'s last look, and the launcher's gaps
+        self._launcher_gaps = 0.0  # (summed apart from _held_up: another thread adds to it)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
         try:
@@ -244,13 +250,18 @@ class Child:
     def overdue(self) -> str | None:
         """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
         which it reported its end, naming that line and its last ones; else None. Its pump's
-        waits on the launcher's own output (:meth:`_write`), which block it, do not count."""
+        waits on the launcher's own output (:meth:`_write`), which block it, do not count, nor
+        do gaps between two looks over :data:`LAUNCHER_GAP_SECONDS` (the launcher stopped)."""
         if self.reported_end is None or self.exited_at is not None:
             return None
+        at, line = self.reported_end
+        now, last = time.monotonic(), self._looked_at or at
+        self._looked_at = now
+        if now - last > LAUNCHER_GAP_SECONDS:  # also beside a write: at worst counted twice
+            self._launcher_gaps += now - last
         if self._writing_since is not None:  # held up by the launcher, not by itself
             return None
-        at, line = self.reported_end
-        if time.monotonic() < at + WRAPUP_SECONDS + self._held_up:
+        if now < at + WRAPUP_SECONDS + self._held_up + self._launcher_gaps:
             return None
         last = " | ".join(list(self.tail)[-3:])
         return (

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,32 @@ def test_a_stop_while_the_launchers_own_output_stalls_names_the_stall(tmp_path):
     log = tmp_path / "run" / "logs" / "mpiexec-0.log"
     stalled = "mpiexec-0: the launcher's output is stalled (nothing reads it), so mpiexec-0's "
     assert f"{stalled}last lines are missing from it and from {log}" in stderr, stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_time_the_launcher_is_stopped_is_not_mpiexecs_wrapup(tmp_path):
+    """The launcher stopped (Ctrl-Z, a frozen container) for longer than the wrap-up right
+    after Hydra's report, then continued, while mpiexec had 300 KB left to print: mpiexec was
+    blocked on its pipe by the stopped launcher, not stuck, and exits 0.5 s after its last
+    line, well within its own 2 s. It was stopped on the launcher's return as not exiting in
+    time (the time the launcher was stopped counted as mpiexec's)."""
+    wrapper, _ = _wrapped_hydra(tmp_path, f"{LATE}\nsleep 0.5")
+    with job_env(ENV) as env:
+        launcher = _start(tmp_path, wrapper, env)
+        try:
+            with ThreadPoolExecutor(1) as pool:  # stdout read all along: only the stop holds
+                out = pool.submit(launcher.stdout.read)
+                wait_while_running(lambda: _reported(tmp_path), launcher, "Hydra's report")
+                launcher.send_signal(signal.SIGSTOP)
+                time.sleep(WRAPUP + 1)
+                launcher.send_signal(signal.SIGCONT)
+                stderr = launcher.stderr.read()
+                stdout = out.result(timeout=30)
+            launcher.wait(timeout=30)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert "did not exit" not in stderr, stderr
+    assert launcher.returncode == 0, stderr
+    assert stdout.count("a late line of mpiexec") == LATE_LINES, stdout[-500:]
