@@ -1,12 +1,15 @@
-"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP: rank 0's ``finish_step`` of
-step 2 fails after the step's collectives (a gradient replaced after it fired: the buckets
-before it are updated, the rest not), rank 0 catches the error and trains on. Each rank that
-gets to the end writes ``OUT/values<rank>.npz``; a rank that fails writes ``OUT/rank<r>.err``.
+"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP [sum]: rank 0's ``finish_step``
+of step 2 fails after the step's collectives (a gradient replaced after it fired: on rank 0
+alone, before any update), rank 0 catches the error and trains on; with ``sum`` every rank sums
+a metric after each step too. Each rank that gets to the end writes ``OUT/values<rank>.npz``; a
+rank that fails writes ``OUT/rank<r>.err``, and rank 0 then waits (a few seconds at most) for
+rank 1's before it closes (which aborts the job), so that what rank 1 said is kept.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +21,7 @@ from distconv.sync.mpi import MPISync
 
 
 def main() -> None:
-    out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
+    out, overlap, summing = Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3:] == ["sum"]
     sync = MPISync(create_optimizer("momentum", lr=0.1), overlap=overlap, bucket_bytes=48)
     params = [Parameter(n, np.linspace(0.1, 0.9, 3) * (i + 1)) for i, n in enumerate("abc")]
     try:
@@ -34,12 +37,23 @@ def main() -> None:
                 sync.finish_step()
             except SyncError as exc:  # caught, on purpose: the step is lost on this rank only
                 print(f"rank {sync.rank} caught {exc}", file=sys.stderr, flush=True)
+            if summing:
+                sync.allreduce_sum([1.0])
     except Exception as exc:  # recorded: mpiexec may drop an aborting rank's stderr
         (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
+        if sync.rank == 0:
+            wait_for(out / "rank1.err", seconds=5.0)
         raise
     finally:
         sync.close()
     np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
+
+
+def wait_for(path: Path, seconds: float) -> None:
+    """Return once ``path`` exists, or after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ flags' exchange was never completed, so the ranks' parameters, and their collect
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -33,13 +35,25 @@ def test_start_step_after_a_failed_finish_step_is_refused():
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
 @pytest.mark.parametrize("overlap", ["0", "1"])
-def test_a_rank_that_trains_on_after_a_failed_step_ends_the_job(tmp_path, overlap):
+@pytest.mark.parametrize("then", ["step", "sum"])
+def test_a_rank_that_trains_on_after_a_failed_step_ends_the_job(tmp_path, overlap, then):
     """Without the refusal the ranks trained on with different weights and closed cleanly (no
     thread), or the thread's next flags' exchange went out over the one left open and MPICH
-    failed an internal assertion."""
+    failed an internal assertion.
+
+    The other rank, whose finish_step succeeded, is refused too, at its next meeting (its next
+    step's check, or a metrics sum), naming rank 0 and its failed step: before, its next step
+    went through and waited for rank 0, which never came, until rank 0's close aborted the job
+    (or the watchdog, where rank 0 did not close), so rank 1 never said why."""
     pytest.importorskip("mpi4py")
-    proc = run_mpi(["-n", "2", *script("run_after_failure.py"), str(tmp_path), overlap])
+    extra = ["sum"] if then == "sum" else []
+    proc = run_mpi(["-n", "2", *script("run_after_failure.py"), str(tmp_path), overlap, *extra])
     assert proc.returncode != 0, proc.stdout + proc.stderr
     said = (tmp_path / "rank0.err").read_text()
-    assert said.startswith("SyncError: start_step after step 2"), said
+    refused = "allreduce_sum|summing" if then == "sum" else "start_step after step 2"
+    assert re.match(f"SyncError: .*({refused})", said), said
     assert not (tmp_path / "values0.npz").exists()
+    other = tmp_path / "rank1.err"
+    assert other.exists(), proc.stderr[-3000:]
+    assert re.search(r"rank 0: failed in finish_step of step 2\b", other.read_text())
+    assert not (tmp_path / "values1.npz").exists()

@@ -8,6 +8,7 @@ while another starts a step, or closes, or sets up again, is named, not left wai
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,15 @@ from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi.comm import bcast_in_place, same_job
-from distconv.sync.mpi.step_check import BARRIER, BROADCAST, SETUP, SUMMING, StepCheck, where
+from distconv.sync.mpi.step_check import (
+    BARRIER,
+    BROADCAST,
+    FAILED,
+    SETUP,
+    SUMMING,
+    StepCheck,
+    where,
+)
 
 #: the ways on that a refusal after a step (or setup) that failed or was abandoned names: a
 #: setup on every rank (what a second fit does) takes the parameters as they are, rank 0's,
@@ -61,6 +70,9 @@ class RankCollectives(LocalSync):
     #: steps abandoned (``abandon_step``), which ``step`` does not count: setup's check says
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause
     abandoned_steps = 0
+    #: the step whose ``finish_step`` raised here after its check passed, until the others are
+    #: told (:meth:`_tell_failed_step`) or a setup
+    _failed_finish: int | None = None
 
     def setup(
         self,
@@ -177,6 +189,18 @@ class RankCollectives(LocalSync):
                 MPI call there) or after one that failed (the ranks may differ since).
         """
         if self._open is not None:
+            self._tell_failed_step()
             said = where((what, self.step, count))
             raise SyncError(f"{said}: the ranks meet between steps, not in {self._open}")
         self._check.meet(what, self.step, count)
+
+    def _tell_failed_step(self) -> None:
+        """Once after this rank's ``finish_step`` raised (its update not made, or made in part),
+        at the call it refuses next: say :data:`~.step_check.FAILED` in the exchange every
+        step and meeting opens with. A rank whose ``finish_step`` succeeded went on to its next
+        step or meeting; without this it trained on alone until this rank's close aborted the
+        job (or the watchdog did): now it is refused there, naming this rank and its step."""
+        failed, self._failed_finish = self._failed_finish, None
+        if failed is not None:  # the others learn it; this rank raises its own refusal
+            with contextlib.suppress(SyncError):
+                self._check.meet(FAILED, self.step, failed)

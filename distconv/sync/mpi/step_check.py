@@ -9,12 +9,13 @@ them can hang in a reduction of another size.
 Every other meeting on the job communicator (setup's job check, a metrics sum, the barrier, a
 broadcast of rank 0's parameters between steps, a rank closing) starts with the same exchange, a
 code in place of the step (:data:`SETUP`, :data:`SUMMING`, :data:`BARRIER`, :data:`BROADCAST`,
-:data:`CLOSED`). MPI matches collectives by their order
-alone, so ranks that disagree on what comes next (one sums metrics after two steps while another
-starts a third, closes, or sets up again) would otherwise wait in collectives that never match,
-or worse, match ones of the same shape. With every meeting opening alike, they meet in this
-exchange, and each rank that sees the difference names what each is doing. (Two sums of as many
-values after as many steps look alike: callers sum in the same order on every rank.)
+:data:`CLOSED`); a rank whose ``finish_step`` raised says :data:`FAILED` at its next call. MPI
+matches collectives by their order alone, so ranks that disagree on what comes next (one sums
+metrics after two steps while another starts a third, closes, or sets up again) would otherwise
+wait in collectives that never match, or worse, match ones of the same shape. With every
+meeting opening alike, they meet in this exchange, and each rank that sees the difference names
+what each is doing. (Two sums of as many values after as many steps look alike: callers sum in
+the same order on every rank.)
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ SETUP = -4
 #: in place of a step number: the rank broadcasts rank 0's parameters between steps (then its
 #: steps)
 BROADCAST = -5
+#: in place of a step number: the rank's ``finish_step`` raised after the step's check passed
+#: (then its steps, and the step that failed): it refuses every step and meeting until a setup
+FAILED = -6
 
 
 def where(row: Sequence[int]) -> str:
@@ -56,6 +60,8 @@ def where(row: Sequence[int]) -> str:
         return f"comparing the job (setup's check) {after}"
     if what == BROADCAST:
         return f"broadcasting rank 0's parameters {after}"
+    if what == FAILED:
+        return f"failed in finish_step of step {count} (it takes no step until a setup)"
     return f"unknown code {what}"
 
 

@@ -202,6 +202,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._stop_thread()  # before the main thread calls MPI (MPI_THREAD_SERIALIZED)
         self._check.drain()  # an abandoned step's, posted on every rank: setup meets after it
         self._used.drop()  # a failed finish_step's, started on every rank before it failed
+        self._failed_finish = None  # the others meet this setup instead: no FAILED to say
         try:
             super().setup(params, {**(config or {}), **wire}, state)
         except JobMismatch as exc:  # every rank alike, in the job check: nobody waits, and
@@ -234,6 +235,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
                 f"start_step called while step {self.step} is unfinished: call finish_step first"
             )
         if self._open is not None:  # failed: the ranks' parameters and collectives may differ
+            self._tell_failed_step()
             raise SyncError(f"start_step after {self._open}: {WAYS_ON}")
         SyncStrategy.start_step(self, examples)  # not LocalSync's: the step is ours (_in_step)
         order = self.firing_order or self._recorded  # tuples, replaced, never changed
@@ -344,7 +346,8 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             # never start a piece the other ranks wait for
             assert self._pump.done, "the flags' wait is queued before the step's last piece"
             update = partial(update_step, self._thread, self._grad_comm, self.world_size)
-            update(self.buckets, self._used, self._apply, self._slot)  # all or none (updates)
+            # all or none (updates); a failure of this rank alone is told at its next call
+            update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
@@ -352,6 +355,14 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             self._recorded = rank0_names(self.comm, self._first_pass)
         self._watchdog.phase, self._open = f"after step {self.step - 1}", None  # then metrics
         self._changed_in = None  # every update made: a whole step
+
+    def _note_failed_step(self) -> None:
+        """finish_step failed on this rank alone, every collective of the step complete: the
+        other ranks may have finished it, so the next call this rank refuses tells them
+        (:meth:`_tell_failed_step`). A failure every rank shares (a mismatch, a refused 16-bit
+        wire, another rank's abandon) is not told: each rank knows it, and the setup they
+        then call, which the others may call first, must meet no FAILED."""
+        self._failed_finish = self.step
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""

@@ -46,10 +46,13 @@ def update_step(
     used: UsedParams,
     update: Update,
     slots: Mapping[str, Any],
+    failed_alone: Callable[[], None] = lambda: None,
 ) -> None:
     """Reduce every bucket (on ``thread`` if any, else on ``comm``) and ``update`` each: all of
     them or none (see above), except on one rank with the thread and no 16-bit bucket, where
-    each is updated once reduced.
+    each is updated once reduced. ``failed_alone`` is called before an error raised once every
+    bucket and the flags are in (a replaced gradient, an optimizer's error): a failure of this
+    rank alone, where every other rank may have finished the step.
 
     Raises:
         SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
@@ -59,10 +62,14 @@ def update_step(
         check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
         update_as_reduced(buckets, thread, used, update)
         return
-    flags = reduce_all(buckets, thread, comm, used)
-    check_kept(buckets, flags, slots)
-    for bucket in buckets:
-        update(bucket, flags)
+    flags = reduce_all(buckets, thread, comm, used)  # raised alike on every rank, if at all
+    try:
+        check_kept(buckets, flags, slots)
+        for bucket in buckets:
+            update(bucket, flags)
+    except Exception:
+        failed_alone()
+        raise
 
 
 def reduce_all(
