@@ -140,10 +140,11 @@ class SyncStrategy(ABC):
 
         Raises:
             SyncError: ranks (or servers) disagree; the message names the first difference.
+                Raised alike on every rank (MPI's ``JobMismatch``) it changes nothing: meetings
+                between steps serve the last good setup's job; a step needs one that succeeds.
             ValueError: two parameters of one name (one listed twice is taken once).
         """
-        # TypeError for an integer one: no optimizer takes it
-        self.params = setup_params(trainable(params))
+        self.params = setup_params(trainable(params))  # TypeError for an integer one
         self.all_equal(job_description(self.params, self.optimizer, config or {}))
         self.init_state()
         if state is not None:
@@ -393,8 +394,7 @@ def closing_error() -> BaseException | None:
     the step they agreed on; a script's ``try: fit() finally: sync.close()`` aborted the MPI
     job there, with every rank's traceback."""
     error = sys.exc_info()[1]
-    if isinstance(error, SystemExit) and error.code in (0, None):
-        return None
-    if isinstance(error, Preempted) and stop_request.preempted_ends_run:
+    clean_exit = isinstance(error, SystemExit) and error.code in (0, None)
+    if clean_exit or (isinstance(error, Preempted) and stop_request.preempted_ends_run):
         return None
     return error

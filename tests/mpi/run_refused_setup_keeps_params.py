@@ -3,9 +3,10 @@ the last setup that succeeded in the sync.
 
 Each rank sets up ``a`` (rank 1's values differ; the broadcast makes them rank 0's), then sets
 up a parameter ``b`` whose shape differs per rank (refused alike on both ranks), then calls
-``broadcast_parameters``, a collective between steps. Each rank writes to ``OUT/rank<rank>.json``
-what the refused setup and the broadcast raised, the sync's parameters' names and ``a``'s values
-after rank 1 changed its own, then closes.
+``broadcast_parameters``, a collective between steps, then the barrier and a metrics sum. Each
+rank writes to ``OUT/rank<rank>.json`` what the refused setup, the broadcast and the barrier
+raised, the sum, the sync's parameters' names and ``a``'s values after rank 1 changed its own,
+then closes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def main() -> None:
         record["setup"] = what_raises(lambda: sync.setup(refused, {}))
         record["params"] = [p.name for p in sync.params]
         record["broadcast"] = what_raises(sync.broadcast_parameters)
+        record["barrier"] = what_raises(sync.barrier)  # meetings go on too (the contract)
+        record["sum"] = sync.allreduce_sum([sync.rank + 1.0])
         record["a"] = a.value.tolist()
     finally:
         (out / f"rank{sync.rank}.json").write_text(json.dumps(record))

@@ -6,7 +6,9 @@
 which the ranks disagree on and which has no optimizer state. A broadcast between steps then
 sent rank 1's wrong sizes ("message sizes do not match across processes") and raised a
 KeyError on rank 0. Now the refused setup changes nothing: the broadcast is the last good
-setup's, and makes every rank hold rank 0's values.
+setup's, and makes every rank hold rank 0's values. The barrier and metrics sums are served
+too: the refusal changed nothing, on every rank alike (the contract, SyncStrategy.setup; only a
+step needs a setup that succeeds).
 """
 
 from __future__ import annotations
@@ -29,5 +31,7 @@ def test_a_setup_every_rank_refuses_keeps_the_last_good_setups_parameters(tmp_pa
         assert record["setup"].startswith("JobMismatch: "), (rank, record)
         assert record["params"] == ["a"], (rank, record)
         assert record["broadcast"] == "nothing", (rank, record)
+        assert record["barrier"] == "nothing", (rank, record)
+        assert record["sum"] == [3.0], (rank, record)  # 1 + 2: every rank's, once
         assert record["a"] == [0.0, 1.0, 2.0], (rank, record)  # rank 0's, on both
     assert proc.returncode == 0, proc.stderr

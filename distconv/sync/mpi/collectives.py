@@ -183,6 +183,9 @@ class RankCollectives(LocalSync):
     def _meet(self, what: int, count: int = 0) -> None:
         """Check that every rank is at this meeting (``what``, with ``count`` values).
 
+        Served after a setup every rank refused (a JobMismatch changed nothing, on every rank
+        alike: the contract, :meth:`~distconv.sync.base.SyncStrategy.setup`); a step is not.
+
         Raises:
             SyncError: naming what each rank is doing, where any differs; or called before
                 setup, inside a step (with the communication thread, the main thread makes no
