@@ -1,7 +1,8 @@
-"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP [sum]: rank 0's ``finish_step``
-of step 2 fails after the step's collectives (a gradient replaced after it fired: on rank 0
-alone, before any update), rank 0 catches the error and trains on; with ``sum`` every rank sums
-a metric after each step too. Each rank that gets to the end writes ``OUT/values<rank>.npz``; a
+"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP [sum] [first]: rank 0's
+``finish_step`` of step 2 (with ``first``: step 0, the one that records the firing order) fails
+after the step's collectives (a gradient replaced after it fired: on rank 0 alone, before any
+update), rank 0 catches the error and trains on; with ``sum`` every rank sums a metric after
+each step too. Each rank that gets to the end writes ``OUT/values<rank>.npz``; a
 rank that fails writes ``OUT/rank<r>.err``, and rank 0 then waits (a few seconds at most) for
 rank 1's before it closes (which aborts the job), so that what rank 1 said is kept.
 """
@@ -21,8 +22,10 @@ from distconv.sync.mpi import MPISync
 
 
 def main() -> None:
-    out, overlap, summing = Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3:] == ["sum"]
-    sync = MPISync(create_optimizer("momentum", lr=0.1), overlap=overlap, bucket_bytes=48)
+    out, overlap, options = Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3:]
+    summing, failing = "sum" in options, 0 if "first" in options else 2
+    optimizer = create_optimizer("momentum", lr=0.1)
+    sync = MPISync(optimizer, overlap=overlap, bucket_bytes=48, timeout=20)
     params = [Parameter(n, np.linspace(0.1, 0.9, 3) * (i + 1)) for i, n in enumerate("abc")]
     try:
         sync.setup(params, {})
@@ -31,7 +34,7 @@ def main() -> None:
             for p in params:
                 p.grad += (step + 1) * np.arange(1.0, 4.0)
                 p.inc_update(sync)
-                if sync.rank == 0 and step == 2 and p.name == "b":
+                if sync.rank == 0 and step == failing and p.name == "b":
                     p.grad = p.grad * 1.0  # the sync's until finish_step returns
             try:
                 sync.finish_step()

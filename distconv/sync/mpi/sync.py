@@ -351,8 +351,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         finally:
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
-        if not self._recorded:  # the first pass's order, rank 0's on every rank: the layout
-            self._recorded = rank0_names(self.comm, self._first_pass)
+        self._record_first_pass()
         self._watchdog.phase, self._open = f"after step {self.step - 1}", None  # then metrics
         self._changed_in = None  # every update made: a whole step
 
@@ -362,7 +361,14 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         (:meth:`_tell_failed_step`). A failure every rank shares (a mismatch, a refused 16-bit
         wire, another rank's abandon) is not told: each rank knows it, and the setup they
         then call, which the others may call first, must meet no FAILED."""
+        self._record_first_pass()  # the others, past the step, wait in that exchange
         self._failed_finish = self.step
+
+    def _record_first_pass(self) -> None:
+        """After the first step's collectives, on every rank that got past them (finished, or
+        failed alone): rank 0's firing order, the next layout's, on every rank (a collective)."""
+        if not self._recorded:
+            self._recorded = rank0_names(self.comm, self._first_pass)
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
