@@ -22,7 +22,7 @@ pytestmark = NEEDS_MPIEXEC
 
 WHERE = (
     "ranks are at different points of the job (rank 0: comparing the job (setup's check) "
-    "after 1 step, rank 1: comparing the job (setup's check) after 0 steps)"
+    "after 1 step, rank 1: comparing the job (setup's check) after 0 steps (1 abandoned))"
 )
 CAUSE = "rank 1 abandoned 1 step that rank 0 counted"
 

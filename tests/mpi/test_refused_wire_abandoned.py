@@ -19,7 +19,7 @@ pytestmark = NEEDS_MPIEXEC
 
 SAID = (
     "ranks are at different points of the job (rank 0: comparing the job (setup's check) "
-    "after 1 step, rank 1: comparing the job (setup's check) after 0 steps)"
+    "after 1 step, rank 1: comparing the job (setup's check) after 0 steps (1 abandoned))"
 )
 
 

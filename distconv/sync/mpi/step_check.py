@@ -56,8 +56,9 @@ def where(row: Sequence[int]) -> str:
         return f"summing {count} value{'s' if count != 1 else ''} {after}"
     if what == BARRIER:
         return f"at the barrier {after}"
-    if what == SETUP:
-        return f"comparing the job (setup's check) {after}"
+    if what == SETUP:  # count: the steps it abandoned (abandoned_hint)
+        abandoned = f" ({count} abandoned)" if count else ""
+        return f"comparing the job (setup's check) {after}{abandoned}"
     if what == BROADCAST:
         return f"broadcasting rank 0's parameters {after}"
     if what == FAILED:

@@ -166,6 +166,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._first_pass: list[str] = []  # the names in the order the first step fired them
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step, self._matched = 0, 0, False, False
+        self._check_refused = False  # the step's check failed (abandon_step counts it not)
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
         self._open: str | None = "the job's start (setup was never called)"
@@ -247,7 +248,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         for b in self.buckets:
             b.reset()
         self._first_pass, self._next_launch, self._in_step = [], 0, True
-        self._matched = False  # the step's check has not passed yet
+        self._matched = self._check_refused = False  # the step's check has not passed yet
         self._open = f"step {self.step} (no finish_step, or it failed)"
         self._watchdog.phase = f"step {self.step}"
         self._stamp += 1
@@ -266,8 +267,9 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         Each parameter gets its gradient back as an array of its own (``detach_gradients``):
         MPI's writes into the buffers never reach gradients zeroed since (``Trainer.fit``)."""
         if self._in_step:  # counted apart: a rank that finished it counted it as a step
-            detach_gradients(self.buckets)
+            detach_gradients(self.buckets)  # not one whose check failed: no rank took that
             self._abandoned, self.abandoned_steps = self._pump, self.abandoned_steps + 1
+            self.abandoned_steps -= self._check_refused
         self._in_step = False
 
     def _drain_abandoned(self) -> None:
@@ -278,7 +280,8 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             pump, self._abandoned = self._abandoned, None
             try:
                 self._complete_check()
-            except SyncError:  # every rank alike (an allgather): none sent a piece
+            except SyncError:  # every rank alike (an allgather): none sent a piece, or took
+                self.abandoned_steps -= 1  # the step (abandon_step counted it, then pending)
                 return
             if self._matched:
                 drain_abandoned(pump, self._used)
@@ -286,7 +289,11 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
     def _complete_check(self) -> None:
         """Finish :meth:`start_step`'s exchange (:class:`StepCheck`): stop on a mismatch, else
         learn the step's global examples. Called before the step's first gradient collective."""
-        total = self._check.complete()
+        try:
+            total = self._check.complete()
+        except SyncError:  # on every rank it reached: no rank takes this step
+            self._check_refused = True
+            raise
         if total is not None:
             self._total, self._matched = total, True
 
