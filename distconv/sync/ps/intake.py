@@ -2,10 +2,12 @@
 answer to an awaited request of that shard.
 
 A reply is matched by its ``id`` and the socket it came on: the id of a request sent to that
-shard, still awaited and not answered yet. Any other (``id`` -1, the answer to a header the
-shard could not read; a second reply to one request; an id never sent to that shard) is
-ignored, as ``docs/protocol.md`` says, and logged: kept, it stayed for the rest of the run, or
-was taken later as the answer to another request (another shard's, or one not sent yet).
+shard, still awaited and not answered yet. Any other (a second reply to one request; an id
+never sent to that shard; ``id`` -1, the answer to a header the shard could not read, where it
+may answer a request given up on) is ignored, as ``docs/protocol.md`` says, and logged: kept,
+it stayed for the rest of the run, or was taken later as the answer to another request (another
+shard's, or one not sent yet). An error reply of ``id`` -1 from a shard that owes this worker
+only answers awaited can only be one of theirs: it fails the wait at once.
 
 :class:`ReplyIntake` is a mixin of :class:`~distconv.sync.ps.channel.ShardChannel`.
 """
@@ -18,6 +20,7 @@ from typing import Any
 
 import zmq
 
+from distconv.sync.base import SyncError
 from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, WireError, short, unpack_arrays, unpack_header
 
 log = logging.getLogger("distconv.pserver")
@@ -63,6 +66,12 @@ class ReplyIntake:
     def _take(self, shard: int, header: dict[str, Any], arrays: list) -> None:
         """Keep a reply of ``shard`` if it answers a request of that shard still awaited."""
         rid = header.get("id", -1)
+        if rid == -1 and header["op"] == "error" and self._owes_only_awaited(shard):
+            # the shard answers each request once: the awaited answer will never come
+            raise SyncError(
+                f"rank {self.rank}: pserver shard {self._named([shard])} could not read a "
+                f"request of this worker (its reply has id -1): {short(header.get('error'))}"
+            )
         if self._rid_shard.get(rid, -1) == shard and rid not in self._replies:
             self._replies[rid] = (header, arrays)
             return
@@ -72,6 +81,14 @@ class ReplyIntake:
             del self._abandoned[rid]
         else:
             self._ignore(shard, header)
+
+    def _owes_only_awaited(self, shard: int) -> bool:
+        """Whether ``shard`` owes this worker replies, all of them to requests awaited: none to
+        a request given up on (a late answer may still come), so a reply it cannot say the
+        request of is one of theirs. Asked only of such replies (rare): a scan is cheap."""
+        if shard in self._abandoned.values():
+            return False
+        return any(s == shard and r not in self._replies for r, s in self._rid_shard.items())
 
     def _bytes_heard(self, shard: int, at: float, otherwise: float) -> float:
         """``at``, when bytes last arrived on ``shard``'s connection (a large reply crossing),

@@ -17,19 +17,21 @@ from ps_helpers import insecure_worker, shard_argv, small_net
 
 from distconv.sync.ps import intake
 
-#: ``python -m distconv`` that answers each pull COPIES times more (argv[1]), with id -1
+#: ``python -m distconv`` that answers each pull COPIES times more (argv[1]), with an id never
+#: sent (an error reply of id -1 to a request awaited fails the wait: test_unread_request_reply)
 TAMPERED_SHARD = """
 import sys
 from distconv.cli import main
 from distconv.sync.ps.server import Shard
 
 copies = int(sys.argv.pop(1))
+NEVER_SENT = 2**40
 reply = Shard._reply
 
 def tampered(self, ident, request, arrays=(), error=None, **fields):
     if request.get("op") == "pull":
         for _ in range(copies):
-            reply(self, ident, {**request, "id": -1}, (), "no such request")
+            reply(self, ident, {**request, "id": NEVER_SENT}, (), "no such request")
     reply(self, ident, request, arrays, error, **fields)
 
 Shard._reply = tampered

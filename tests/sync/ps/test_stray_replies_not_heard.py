@@ -3,7 +3,7 @@ waited on for good (review k345).
 
 A wait counts a shard as heard while bytes keep arriving on its connection (the kernel's
 ``TCP_INFO``: a large reply still crossing). The bytes of an ignored reply counted too, so a
-shard that never answered the request awaited but sent a stray reply (``id`` -1, say) more
+shard that never answered the request awaited but sent a stray reply (an id never sent, say) more
 often than the wait's limit kept the worker waiting for as long as it went on. The shard is a
 real shard process whose reply to a pull is replaced by stray replies, one every 0.2 s.
 """
@@ -31,7 +31,7 @@ def tampered(self, ident, request, arrays=(), error=None, **fields):
         return reply(self, ident, request, arrays, error, **fields)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        reply(self, ident, {**request, "id": -1}, (), "stray")
+        reply(self, ident, {**request, "id": 2**40}, (), "stray")  # an id never sent
         time.sleep(0.2)
 
 Shard._reply = tampered
