@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -25,12 +26,13 @@ from distconv.sync.ps.wire import MAX_MESSAGE_BYTES, WireError, short, unpack_ar
 
 log = logging.getLogger("distconv.pserver")
 
-#: the ignored replies of a shard logged each in full; past them, only each power of ten's count
-#: (a shard sending thousands, a bug's loop, would otherwise fill every worker's log)
+#: the ignored replies of a shard logged each in full per :data:`STRAYS_WINDOW` at most (a
+#: token bucket); past them, only the count of those not logged at each power of ten (a shard
+#: sending thousands, a bug's loop, would otherwise fill every worker's log)
 STRAYS_LOGGED = 5
-#: seconds without an ignored reply of a shard after which its count starts again: a later
-#: burst (another cause, hours on) is logged in full, not hidden until the next power of ten
-STRAYS_QUIET = 600.0
+#: the seconds in which a shard's :data:`STRAYS_LOGGED` lines in full come back: a burst is
+#: shown in full after a trickle slower than that, not hidden behind the trickle's count
+STRAYS_WINDOW = 60.0
 #: seconds past an ignored reply's reading within which a connection's latest bytes may still be
 #: that reply's (the kernel's time of the last bytes is in jiffies, up to 10 ms, and read later)
 STRAY_SLACK = 0.05
@@ -39,8 +41,8 @@ STRAY_SLACK = 0.05
 class ReplyIntake:
     """The reply table of a client: ``_replies`` (id -> reply), ``_rid_shard`` (id -> the
     shard of a request awaited), ``_abandoned`` (id -> the shard of a request given up on),
-    ``_strays`` (shard -> how many of its replies were ignored since it last sent none for
-    :data:`STRAYS_QUIET`), ``_stray_at`` (shard -> when the latest of them was read)."""
+    ``_strays`` (shard -> :class:`StrayTally`, its replies ignored), ``_stray_at`` (shard ->
+    when the latest of them was read)."""
 
     def _receive(self, sock: zmq.Socket) -> None:
         """Read every reply waiting on ``sock``, a request socket (or its handshake monitor)."""
@@ -101,33 +103,35 @@ class ReplyIntake:
     def _ignore(self, shard: int, header: dict[str, Any]) -> None:
         """Log a reply of ``shard`` that answers no request of it awaited (docs/protocol.md:
         a worker ignores it); an error reply's text too (a request the shard could not read).
-        Past :data:`STRAYS_LOGGED` of a shard, only the count at each power of ten, until the
-        shard sends none for :data:`STRAYS_QUIET`. Its bytes tell nothing of a reply awaited:
-        when it was read is kept for :meth:`_bytes_heard`."""
-        now, before = time.monotonic(), self._stray_at.get(shard)
-        self._stray_at[shard] = now
-        if before is None or now - before >= STRAYS_QUIET:
-            self._strays[shard] = 0  # a first burst, or a new one: logged in full
-        count = self._strays[shard] = self._strays[shard] + 1
-        if count > STRAYS_LOGGED and 10 ** (len(str(count)) - 1) != count:
-            return
-        error = f": {short(header.get('error'))}" if header.get("op") == "error" else ""
-        tally = (
-            ""
-            if count < STRAYS_LOGGED
-            else f"; {count} replies of this shard ignored (counted anew after {STRAYS_QUIET:g} s "
-            "without one), logged from now on only at each power of ten"
+        Past :data:`STRAYS_LOGGED` of a shard in :data:`STRAYS_WINDOW`, only the count of those
+        not logged at each power of ten (:class:`StrayTally`). Its bytes tell nothing of a
+        reply awaited: when it was read is kept for :meth:`_bytes_heard`."""
+        now = self._stray_at[shard] = time.monotonic()
+        tally = self._strays.setdefault(shard, StrayTally(at=now))
+        said = f"id {short(header.get('id'))}, op {short(header.get('op'))}" + (
+            f": {short(header.get('error'))}" if header.get("op") == "error" else ""
         )
-        log.warning(
-            "rank %d: ignored a reply of pserver shard %s to no request of it awaited "
-            "(id %s, op %s)%s%s",
-            self.rank,
-            self._named([shard]),
-            short(header.get("id")),
-            short(header.get("op")),
-            error,
-            tally,
-        )
+        if tally.admit(now):
+            unshown, tally.unshown = tally.unshown, 0
+            log.warning(
+                "rank %d: ignored a reply of pserver shard %s to no request of it awaited (%s)%s",
+                self.rank,
+                self._named([shard]),
+                said,
+                f"; {unshown} more of this shard ignored before it, not logged" if unshown else "",
+            )
+        elif 10 ** (len(str(tally.unshown)) - 1) == tally.unshown:
+            log.warning(
+                "rank %d: %d replies of this shard ignored and not logged, pserver shard %s, to no "
+                "request of it awaited (the latest: %s); at most %d are logged in full every %g s, "
+                "then only this count at each power of ten",
+                self.rank,
+                tally.unshown,
+                self._named([shard]),
+                said,
+                STRAYS_LOGGED,
+                STRAYS_WINDOW,
+            )
 
     def _abandon(self, rids: set[int]) -> None:
         """Forget requests nobody will wait for: a reply already here, or one still to come
@@ -137,6 +141,27 @@ class ReplyIntake:
             self._rid_bytes.pop(rid, None)
             if self._replies.pop(rid, None) is None and shard is not None:
                 self._abandoned[rid] = shard
+
+
+@dataclass
+class StrayTally:
+    """A shard's ignored replies, for a log that stays bounded: ``room`` for lines in full,
+    refilled at :data:`STRAYS_LOGGED` per :data:`STRAYS_WINDOW` (as of ``at``) up to
+    :data:`STRAYS_LOGGED`, and ``unshown``, those ignored since the latest line in full."""
+
+    at: float
+    room: float = STRAYS_LOGGED
+    unshown: int = 0
+
+    def admit(self, now: float) -> bool:
+        """Whether a reply ignored ``now`` is logged in full (else counted in ``unshown``)."""
+        refill = (now - self.at) * STRAYS_LOGGED / STRAYS_WINDOW
+        self.room, self.at = min(float(STRAYS_LOGGED), self.room + refill), now
+        if self.room >= 1.0:
+            self.room -= 1.0
+            return True
+        self.unshown += 1
+        return False
 
 
 def check_op(header: dict[str, Any]) -> None:
