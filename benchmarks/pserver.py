@@ -1,6 +1,7 @@
 """Parameter-server transport against a raw ZeroMQ DEALER/ROUTER round trip of the same bytes.
 
-Usage: ``python benchmarks/pserver.py [--mb 16] [--params 100] [--repeat 15] [--code DIR]``
+Usage: ``python benchmarks/pserver.py [--mb 16] [--params 100] [--repeat 15] [--code DIR]
+[--finite]``
 
 One worker pushes ``--mb`` MB of float32 gradients as ``--params`` parameters through 2 real
 shards (``distconv pserver`` subprocesses on 127.0.0.1, sync mode, SGD) and waits for the new
@@ -24,7 +25,9 @@ round, and the medians (and the bests) of ``--repeat`` rounds are reported. ``--
 measures the ``distconv`` of another checkout (say, an older commit) with this same method, so
 two versions compare as ratios, each against the raw round trip of its own run.
 
-Prints milliseconds and the ratios (target: transport <= 1.25x raw, CURVE off).
+Prints milliseconds and the ratios (target: transport <= 1.25x raw, CURVE off). ``--finite``
+measures instead the worker's check that every value a reply brings is finite: whole steps
+with it against steps without it (the check a no-op), alternating in the same run.
 """
 
 from __future__ import annotations
@@ -269,15 +272,44 @@ def measure(
     }
 
 
+def measure_finite(ps: PServerStep, repeat: int) -> dict[str, float]:
+    """Steps with the worker's check that every value a shard sends is finite, and without it
+    (the unchecked path: the check a no-op), alternating, ``repeat`` rounds after 2 of
+    warm-up: the medians of their wall and worker CPU milliseconds, and the ratios (checked
+    over unchecked) of the medians and of the bests."""
+    checked, unchecked = ps.sync._check_finite, lambda runs: None
+    rows = []
+    for k in range(repeat + 2):
+        row = []
+        for check in (checked, unchecked):
+            ps.sync._check_finite = check
+            elapsed, _, _, cpu = ps.step()
+            row += [elapsed, cpu]
+        if k >= 2:
+            rows.append(row)
+    ps.sync._check_finite = checked
+    a = np.array(rows) * 1e3
+    med, best = np.median(a, axis=0), a.min(axis=0)
+    return {"checked": med[0], "unchecked": med[2], "checked_cpu": med[1],
+            "unchecked_cpu": med[3], "ratio": med[0] / med[2], "best_ratio": best[0] / best[2],
+            "cpu_ratio": med[1] / med[3]}  # fmt: skip
+
+
 def shard_command(i: int, flags: list[str]) -> list[str]:
     return [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0",
             "--shard", str(i), "--num-shards", "2", "--workers", "1", *flags]  # fmt: skip
 
 
 def run_mode(
-    mode: str, keys: str, grads: list[np.ndarray], repeat: int, push_bytes: int | None = None
+    mode: str,
+    keys: str,
+    grads: list[np.ndarray],
+    repeat: int,
+    push_bytes: int | None = None,
+    finite: bool = False,
 ) -> dict[str, float]:
-    """Start 2 echoes and 2 shards for ``mode`` (insecure or curve), measure, stop them."""
+    """Start 2 echoes and 2 shards for ``mode`` (insecure or curve), measure, stop them; with
+    ``finite``, the cost of the worker's finite check on the replies instead."""
     procs: list[subprocess.Popen] = []
     flags = ["--insecure"] if mode == "insecure" else ["--keys", keys]
     k = keys if mode == "curve" else None
@@ -290,6 +322,8 @@ def run_mode(
         raw, grouped = RawRoundTrip(echo, grads, k), RawRoundTrip(echo, grads, k, group)
         pids = [p.pid for p in procs]
         try:
+            if finite:
+                return measure_finite(ps, repeat)
             result = measure(raw, grouped, ps, repeat, pids[:2], pids[2:])
             messages = getattr(ps.sync, "push_messages", None)  # a total over every step
             return {
@@ -321,6 +355,12 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     parser.add_argument(
+        "--finite",
+        action="store_true",
+        help="measure the worker's check that replies' values are finite: steps with it "
+        "against steps without it, alternating, in the same run",
+    )
+    parser.add_argument(
         "--keep-freed-buffers",
         action="store_true",
         help="apply the shards' allocator setting to this process too (the worker side of "
@@ -343,7 +383,8 @@ def main() -> None:
         keys = str(Path(tmp) / "keys")
         keyfiles.make_keys(keys, workers=1)
         results = {
-            m: run_mode(m, keys, grads, args.repeat, args.push_bytes) for m in args.modes.split(",")
+            m: run_mode(m, keys, grads, args.repeat, args.push_bytes, args.finite)
+            for m in args.modes.split(",")
         }
     if args.json:
         print(
@@ -351,6 +392,15 @@ def main() -> None:
                 {"code": str(REPO), "keep_freed_buffers": args.keep_freed_buffers, **results}
             )
         )
+        return
+    if args.finite:
+        for mode, r in results.items():
+            print(
+                f"{mode}: {total_mb:.1f} MB a step, medians of {args.repeat}: finite check "
+                f"{r['checked']:.2f} ms, unchecked {r['unchecked']:.2f} ms: {r['ratio']:.3f}x "
+                f"(bests {r['best_ratio']:.3f}x); worker CPU {r['checked_cpu']:.2f} ms against "
+                f"{r['unchecked_cpu']:.2f} ms: {r['cpu_ratio']:.3f}x"
+            )
         return
     some = next(iter(results.values()))
     print(

@@ -12,14 +12,15 @@ slice copy, with no per-block frame or header.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from distconv.backend import copy_into, is_gpu_array, to_host
+from distconv.backend import all_finite, copy_into, is_gpu_array, to_host
 from distconv.sync.base import SyncError
 from distconv.sync.ps.blocks import Block, rows_view
 from distconv.sync.ps.gradients import address_of
@@ -35,6 +36,10 @@ from distconv.sync.ps.wire import (
 log = logging.getLogger("distconv.pserver")
 #: the largest block version a reply may carry: an int64, as every header integer a shard reads
 MAX_VERSION = 2**63 - 1
+
+
+class NotFinite(WireError):
+    """A reply's values hold a NaN or inf: well formed, and refused all the same."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class ReplyWriter:
         self,
         replies: Sequence[tuple[Sequence[Block], Sequence, dict]],
         rows_asked: Sequence[Sequence[np.ndarray]] | None = None,
+        finite: bool = True,
     ) -> None:
         """Write several replies (``(blocks, arrays, reply)``) to pulls, every one checked before
         any is written: a malformed reply of a later shard refused after an earlier shard's
@@ -97,23 +103,32 @@ class ReplyWriter:
         parameters written to the device, even if a write fails, so the device holds what the
         host copies do. ``rows_asked``: per reply, the row ids asked for of each block (a
         prefetch); None: whole blocks (a pull of every block, a ``get_state``'s values).
+        ``finite``: check every value finite (:meth:`_check_finite`); a checkpoint's
+        ``get_state`` checks what it writes itself, and says so in its own words.
 
         Raises:
             SyncError: a reply's versions or values do not fit its blocks, or it holds other
-                rows than asked for, or rows where whole blocks were; nothing is written.
+                rows than asked for, or rows where whole blocks were, or (``finite``) a NaN
+                or inf; nothing is written.
         """
         asked = rows_asked if rows_asked is not None else [None] * len(replies)
-        versions = [self._check_reply(*r, a) for r, a in zip(replies, asked)]
+        versions = [self._check_reply(*r, a, finite) for r, a in zip(replies, asked)]
         written: set[int] = set()
         with self._to_device_after(written):
             for (blocks, arrays, reply), v in zip(replies, versions):
                 written |= self._put(blocks, arrays, reply, v)  # in place: the set moved after
 
     def _check_reply(
-        self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], reply, asked: Any
+        self,
+        blocks: Sequence[Block],
+        arrays: Sequence[np.ndarray],
+        reply,
+        asked: Any,
+        finite: bool = True,
     ) -> list:
         """The reply's versions, once they and its values are found to fit ``blocks`` and what
-        was ``asked``: each block's row ids, None for whole blocks, or :class:`RowsPushed`.
+        was ``asked``: each block's row ids, None for whole blocks, or :class:`RowsPushed`;
+        with ``finite``, the values all finite too.
 
         Raises:
             SyncError: they do not, naming the shard.
@@ -135,11 +150,49 @@ class ReplyWriter:
                 counts = int_list(reply, "rows")
                 self._check_rows(blocks, arrays, counts)
                 _check_rows_as_asked(blocks, arrays[::2], counts, asked)
+                rows = (([b], v.reshape(-1).view(np.uint8)) for b, v in zip(blocks, arrays[1::2]))
+                self._check_finite(rows if finite else ())
             else:
-                packed_values(arrays, sum(b.nbytes for b in blocks))
+                values = packed_values(arrays, sum(b.nbytes for b in blocks))
+                self._check_finite(self._dense_runs(blocks, values) if finite else ())
+        except NotFinite as exc:  # well formed: no "malformed reply", but what to do
+            raise SyncError(f"rank {self.rank}: {exc}{self._from_shard(blocks)}") from None
         except WireError as exc:
             raise self._unfit(blocks, exc) from None
         return versions
+
+    def _check_finite(self, runs: Iterable[tuple[Sequence[Block], np.ndarray]]) -> None:
+        """:class:`NotFinite` unless every value of a reply is finite, naming its block: a NaN
+        or inf written in went into every later forward pass, found at a checkpoint if at all.
+        ``runs``: blocks of one dtype and their bytes (:meth:`_dense_runs`), each read in one
+        pass; its cost is measured by ``benchmarks/pserver.py --finite`` (docs/protocol.md)."""
+        for run, data in runs:
+            dtype = self._dtype(run[0])
+            if all_finite(data.view(dtype)):
+                continue
+            parts = [data] if len(run) == 1 else _block_slices(run, data)
+            b = next(b for b, v in zip(run, parts) if not all_finite(v.view(dtype)))
+            raise NotFinite(
+                f"non-finite values (NaN or inf) for parameter {self.params[b.param].name} "
+                f"(block {b.id}) from a pserver, not written: its update diverged (lower the "
+                "learning rate, train in a wider dtype, or check the data), or the shard's "
+                "store is bad"
+            )
+
+    def _dense_runs(
+        self, blocks: Sequence[Block], frame: np.ndarray
+    ) -> Iterator[tuple[list[Block], np.ndarray]]:
+        """A dense reply's ``frame`` (bytes) cut into runs of consecutive blocks of one dtype."""
+        at = 0
+        for _, group in itertools.groupby(blocks, key=self._dtype):
+            run = list(group)
+            n = sum(b.nbytes for b in run)
+            yield run, frame[at : at + n]
+            at += n
+
+    def _dtype(self, b: Block) -> np.dtype:
+        """The dtype of block ``b``'s parameter (as its shard keeps it)."""
+        return np.dtype(self._specs[b.param].dtype)
 
     def _put(self, blocks: Sequence[Block], arrays: Sequence, reply, versions: list) -> set[int]:
         """Write a reply :meth:`_check_reply` passed; the indices of the parameters written."""
@@ -160,6 +213,14 @@ class ReplyWriter:
         if layout is None or malformed is None or not blocks:
             return SyncError(f"rank {self.rank}: malformed reply from a pserver: {problem}")
         return malformed(layout.shard_of[blocks[0].id], problem)
+
+    def _from_shard(self, blocks: Sequence[Block]) -> str:
+        """`` (pserver shard N (HOST:PORT))``, the shard ``blocks`` are on, where this writer
+        is a client's (with its shards); else nothing."""
+        layout, named = getattr(self, "layout", None), getattr(self, "_named", None)
+        if layout is None or named is None or not blocks:
+            return ""
+        return f" (pserver shard {named([layout.shard_of[blocks[0].id]])})"
 
     def _check_rows(
         self, blocks: Sequence[Block], arrays: Sequence[np.ndarray], counts: Sequence[int]
@@ -243,6 +304,14 @@ class ReplyWriter:
             p = self.params[i]
             if is_gpu_array(p.value):
                 copy_into(p.value, self._host[p.name])
+
+
+def _block_slices(blocks: Sequence[Block], values: np.ndarray) -> Iterator[np.ndarray]:
+    """Each block's bytes of a dense reply's ``values`` frame (back to back, in order)."""
+    at = 0
+    for b in blocks:
+        yield values[at : at + b.nbytes]
+        at += b.nbytes
 
 
 def _check_rows_as_asked(

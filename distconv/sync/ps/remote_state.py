@@ -78,8 +78,9 @@ class RemoteState:
             self._state_part(s, run, h, arrays, with_values)
             for (s, run), (h, arrays) in zip(runs, replies)
         ]
-        if with_values:
-            self._write_all([(run, v, h) for (_, run), (h, _), (_, v) in zip(runs, replies, parts)])
+        if with_values:  # checked finite by the checkpoint, which names its step (not here)
+            written = [(run, v, h) for (_, run), (h, _), (_, v) in zip(runs, replies, parts)]
+            self._write_all(written, finite=False)
         for (_, run), (h, _), (ours, _) in zip(runs, replies, parts):
             it = iter(ours)
             for b in run:

@@ -75,3 +75,16 @@ def test_a_malformed_sparse_reply_is_refused_before_any_row_is_written(arrays, c
         w._write(BLOCKS, arrays, {"versions": [1, 1], "rows": counts}, pushed=[_ids(), _ids()])
     np.testing.assert_array_equal(w.params[0].value, 0.0)
     assert w._versions == [0, 0]
+
+
+@pytest.mark.parametrize(("block", "bad"), [(0, np.nan), (1, np.inf), (1, -np.inf)])
+def test_a_sparse_reply_with_a_non_finite_row_is_refused_before_any_row_is_written(block, bad):
+    """A NaN or inf in a reply's rows was written into the table (review k363)."""
+    w = _Worker()
+    rows = [_rows(1), _rows(1)]
+    rows[block][0, 1] = bad
+    arrays = [_ids(0), rows[0], _ids(3), rows[1]]
+    with pytest.raises(SyncError, match=rf"rank 0: non-finite .* parameter t \(block {block}\)"):
+        w._write(BLOCKS, arrays, {"versions": [1, 1], "rows": [1, 1]}, pushed=[_ids(), _ids()])
+    np.testing.assert_array_equal(w.params[0].value, 0.0)
+    assert w._versions == [0, 0]

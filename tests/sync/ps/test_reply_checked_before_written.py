@@ -11,6 +11,8 @@ are tampered with: one version short, or a values frame one byte short.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from ps_helpers import (
     batches,
@@ -24,9 +26,11 @@ from ps_helpers import (
 from distconv.sync.base import SyncError
 from distconv.sync.ps.client import PServerSync
 
-#: ``python -m distconv`` whose replies to rank 0's pulls and get_states are malformed (argv[1])
+#: ``python -m distconv`` whose replies to rank 0's pulls and get_states are malformed (argv[1]);
+#: ``nan``, ``inf``: a pull's last value (a float64) is that
 FAULTY_SHARD = """
 import sys
+import numpy as np
 from distconv.cli import main
 from distconv.sync.ps.handlers import RequestHandlers
 
@@ -42,6 +46,9 @@ def tampered(op):
                 fields["versions"] = fields["versions"][:-1]
             if fault == "frame" and out:
                 out = [*out[:-1], out[-1][:-1]]
+            if fault in ("nan", "inf") and out and header["op"] == "pull":  # the last value
+                out = [*out[:-1], out[-1].copy()]
+                out[-1][-8:] = np.frombuffer(np.float64(fault).tobytes(), np.uint8)
             if fault == "keys" and fields.get("keys"):
                 fields["keys"] = fields["keys"][:-1]
             reply(ident, request, out, error, **fields)
@@ -99,3 +106,25 @@ def test_a_state_reply_without_one_of_the_optimizers_keys_is_refused(shards, tmp
     said = str(refused.value)
     assert "state keys ['m', 'step'], the optimizer keeps ['m', 'step', 'v']" in said, said
     assert said.endswith(f" (pserver shard 0 ({endpoint}))"), said
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("fault", ["nan", "inf"])
+def test_a_pull_reply_with_a_non_finite_value_is_refused(shards, tmp_path, fault):
+    """A reply's values were written into the parameters unchecked: a NaN or inf a shard sent
+    (its store corrupted, a bug) went into every later forward pass, found at a checkpoint if
+    at all. Each floating block of a reply is checked finite (one pass, np.isfinite) before
+    anything is written, and the reply refused naming the shard and the parameter, and what to
+    do (not as a "malformed reply": a diverged update makes one as well as a bad store)."""
+    refused, endpoints = refused_without_writing(
+        shards,
+        tmp_path,
+        lambda s: shard_command(s, fault if s == 1 else None),
+        PServerSync.refresh_parameters,
+    )
+    said = str(refused)
+    assert re.match(
+        r"rank 0: non-finite values \(NaN or inf\) for parameter \S+ \(block \d+\) ", said
+    )
+    assert "its update diverged (lower the learning rate" in said, said  # not "malformed"
+    assert said.endswith(f" (pserver shard 1 ({endpoints[1]}))"), said
