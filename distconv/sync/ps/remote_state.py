@@ -256,6 +256,10 @@ class RemoteState:
             head["keep"] = int(keep)
         asks = [(s, head, ()) for s in writers]
         replies = self._ask_all(asks, f"checkpoint {step}") if asks else []
+        for s, (h, _) in zip(writers, replies):
+            if not isinstance(h.get("path"), str) or not h["path"]:  # listed as a part, read
+                # by the resume: a number there failed only then, naming no shard
+                raise self._malformed(s, "checkpoint reply without the path (a string) it wrote")
         return {f"pserver-shard{s}": h["path"] for s, (h, _) in zip(writers, replies)}
 
     def shard_stats(self) -> list[dict[str, Any]]:
