@@ -102,6 +102,9 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     different key Secrets; and an MPI worker pod waits for its ranks in a preStop hook, with no
     readiness or startup gate; a CronJob whose Job runs them lets no two runs overlap
     (``concurrencyPolicy: Forbid`` or ``Replace``).
+
+    Raises :class:`ValueError` for a document the checks cannot read (one that holds itself,
+    nests too deep or expands too far: :func:`~distconv.deploy.bounds.refuse_unreadable`).
     """
     objs, problems = applied_objects(objs)
     for check in (
@@ -124,9 +127,6 @@ def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
     ):
         problems.extend(check(objs))
     return problems
-
-
-# -- the checks ---------------------------------------------------------------------------------
 
 
 def _restart_policies(objs: Sequence[Manifest]) -> Iterator[str]:

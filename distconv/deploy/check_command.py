@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from distconv.deploy.bounds import MAX_DEPTH, shape_problem
 from distconv.deploy.check import manifest_problems
 from distconv.files import describe_os_error
 from distconv.stdout_drop import drop_stdout, write_failure
@@ -32,10 +33,6 @@ PROG = "distconv check-manifests"
 #: what a folder's files are read by: kubectl apply -f FOLDER reads the same (case matters)
 SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
-#: deeper nesting is no manifest; the checks (and copy.deepcopy) recurse once or more per level
-MAX_DEPTH = 100
-#: more values than an object the API server stores can hold (etcd takes 1.5 MiB a request)
-MAX_VALUES = 1_000_000
 #: what may not stand in a line of output as it is (a line break, a tab, an escape)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _JSON = json.JSONDecoder()
@@ -312,48 +309,14 @@ def _brief(exc: BaseException, documents_read: int) -> str:
 
 
 def _refuse_shape(doc: Any, where: str) -> None:
-    """Refuse a document that is no mapping (nor empty), is nested deeper than
-    :data:`MAX_DEPTH`, holds itself (``&a [*a]``, which Go's YAML, kubectl's, refuses too), or
-    holds more than :data:`MAX_VALUES` values once its aliases are expanded, as the checks read
-    it (a billion laughs: Go's YAML refuses "excessive aliasing")."""
+    """Refuse a document that is no mapping (nor empty), or that the checks cannot read
+    (:func:`~distconv.deploy.bounds.shape_problem`: it holds itself, nests too deep, or holds
+    too many values once its aliases are expanded)."""
     if doc is not None and not isinstance(doc, dict):
         raise ManifestReadError(f"{where} is {_kind_of(doc)}, not an object (kind, metadata, ...)")
-    measured = _measure(doc)
-    if measured is None:
-        raise ManifestReadError(f"{where} holds itself (an alias inside its own anchor)")
-    depth, values = measured
-    if depth > MAX_DEPTH:
-        raise ManifestReadError(f"{where} is nested deeper than {MAX_DEPTH} levels")
-    if values > MAX_VALUES:
-        raise ManifestReadError(
-            f"{where} holds over {MAX_VALUES} values once its aliases are expanded"
-        )
-
-
-def _measure(doc: Any) -> tuple[int, int] | None:
-    """How deep ``doc``'s mappings and lists nest and how many values it holds with each alias
-    expanded, or None where one holds itself. Without recursion, and each shared value once:
-    a billion laughs is measured in a moment, not expanded."""
-    done: dict[int, tuple[int, int]] = {}
-    open_ids: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(doc, False)]
-    while stack:
-        value, children_done = stack.pop()
-        key = id(value)
-        if not isinstance(value, (dict, list)) or (key in done and not children_done):
-            continue
-        children = list(value.values() if isinstance(value, dict) else value)
-        if children_done:  # each child is measured: add them up
-            open_ids.discard(key)
-            sizes = [done.get(id(child), (0, 1)) for child in children]
-            done[key] = (1 + max((d for d, _ in sizes), default=0), 1 + sum(n for _, n in sizes))
-        elif key in open_ids:  # one of its own parents
-            return None
-        else:
-            open_ids.add(key)
-            stack.append((value, True))
-            stack.extend((child, False) for child in children)
-    return done.get(id(doc), (0, 1))
+    problem = shape_problem(doc)
+    if problem:
+        raise ManifestReadError(f"{where} {problem}")
 
 
 def _kind_of(value: Any) -> str:

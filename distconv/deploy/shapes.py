@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from distconv.deploy.bounds import refuse_unreadable
 from distconv.deploy.counts import _is_count, known_count, whole_quantity
 from distconv.deploy.walk import (
     GENERATED,
@@ -122,7 +123,9 @@ _TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", int: "an inte
 def applied_objects(docs: Sequence[Any]) -> tuple[list[Manifest], list[str]]:
     """The objects ``kubectl apply`` creates from the YAML documents ``docs``, as the API server
     takes them (:func:`~distconv.deploy.walk.as_applied`, :func:`well_typed`), and a line for
-    each thing in them it refuses."""
+    each thing in them it refuses. Raises :class:`ValueError` for a document the checks cannot
+    read (:func:`~distconv.deploy.bounds.refuse_unreadable`)."""
+    refuse_unreadable(docs)
     refused: list[str] = []
     objs, problems = well_typed([as_applied(obj) for obj in _listed(docs, refused)])
     problems.extend(filter(None, map(_name_too_long, objs)))

@@ -1,0 +1,69 @@
+"""What a document may be before the checks read it: how deep it nests and how many values it
+holds once its aliases are expanded. PyYAML shares one object for each alias, and
+:func:`~distconv.deploy.walk.as_applied` copies the manifests with every alias expanded: a
+billion laughs would be built for ever, and a document that holds itself (``&a [*a]``) recursed
+without end. :func:`shape_problem` measures a document without recursion, each shared value
+once, for :func:`~distconv.deploy.check.manifest_problems` and ``distconv check-manifests``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+#: deeper nesting is no manifest; the checks (and copy.deepcopy) recurse once or more per level
+MAX_DEPTH = 100
+#: more values than an object the API server stores can hold (etcd takes 1.5 MiB a request)
+MAX_VALUES = 1_000_000
+
+
+def refuse_unreadable(docs: Sequence[Any]) -> None:
+    """Raise :class:`ValueError` for the first of ``docs`` the checks cannot read
+    (:func:`shape_problem`: ``yaml.safe_load`` of a hostile file), before the copy that expands
+    its aliases recurses without end or fills memory."""
+    for number, doc in enumerate(docs, 1):
+        problem = shape_problem(doc)
+        if problem:
+            raise ValueError(f"document {number} {problem}")
+
+
+def shape_problem(doc: Any) -> str | None:
+    """Why the checks cannot read ``doc`` (a YAML document as loaded): it holds itself (an
+    alias inside its own anchor, which Go's YAML, kubectl's, refuses too), nests deeper than
+    :data:`MAX_DEPTH`, or holds more than :data:`MAX_VALUES` values with its aliases expanded
+    (Go's YAML refuses "excessive aliasing"); None where they can."""
+    measured = _measure(doc)
+    if measured is None:
+        return "holds itself (an alias inside its own anchor)"
+    depth, values = measured
+    if depth > MAX_DEPTH:
+        return f"is nested deeper than {MAX_DEPTH} levels"
+    if values > MAX_VALUES:
+        return f"holds over {MAX_VALUES} values once its aliases are expanded"
+    return None
+
+
+def _measure(doc: Any) -> tuple[int, int] | None:
+    """How deep ``doc``'s mappings and lists nest and how many values it holds with each alias
+    expanded, or None where one holds itself. Without recursion, and each shared value once:
+    a billion laughs is measured in a moment, not expanded."""
+    done: dict[int, tuple[int, int]] = {}
+    open_ids: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(doc, False)]
+    while stack:
+        value, children_done = stack.pop()
+        key = id(value)
+        if not isinstance(value, (dict, list)) or (key in done and not children_done):
+            continue
+        children = list(value.values() if isinstance(value, dict) else value)
+        if children_done:  # each child is measured: add them up
+            open_ids.discard(key)
+            sizes = [done.get(id(child), (0, 1)) for child in children]
+            done[key] = (1 + max((d for d, _ in sizes), default=0), 1 + sum(n for _, n in sizes))
+        elif key in open_ids:  # one of its own parents
+            return None
+        else:
+            open_ids.add(key)
+            stack.append((value, True))
+            stack.extend((child, False) for child in children)
+    return done.get(id(doc), (0, 1))
