@@ -33,6 +33,9 @@ PROG = "distconv check-manifests"
 #: what a folder's files are read by: kubectl apply -f FOLDER reads the same (case matters)
 SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
+#: the most bytes read of one input: a job's manifests are a few hundred kB (the API server takes
+#: 3 MiB an object), and a device (/dev/zero), a FIFO or stdin may never end
+MAX_BYTES = 64 << 20
 #: what may not stand in a line of output as it is (a line break, a tab, an escape)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _JSON = json.JSONDecoder()
@@ -172,16 +175,23 @@ def _unique(names: Iterator[str]) -> Iterator[str]:
 
 
 def _read(name: str) -> bytes:
-    """The bytes of file ``name`` (``-``: stdin)."""
+    """The bytes of file ``name`` (``-``: stdin), refused past :data:`MAX_BYTES`: a device or
+    a FIFO, like a file, is read no further (``/dev/zero`` filled memory)."""
     try:
         if name == STDIN:
             if sys.stdin is None:
                 raise OSError(0, "stdin is closed")
-            return sys.stdin.buffer.read()
-        with open(name, "rb") as file:
-            return file.read()
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with open(name, "rb") as file:
+                data = file.read(MAX_BYTES + 1)
     except OSError as exc:
         raise ManifestReadError(f"{_shown(name)}: {describe_os_error(exc)}") from exc
+    if len(data) > MAX_BYTES:
+        raise ManifestReadError(
+            f"{_shown(name)}: more than {MAX_BYTES >> 20} MiB, which no job's manifests need"
+        )
+    return data
 
 
 def _documents(name: str, data: bytes) -> list[Any]:
