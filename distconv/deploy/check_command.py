@@ -15,6 +15,7 @@ when it runs: importing it loads every check and PyYAML (its loader is subclasse
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import re
@@ -195,12 +196,14 @@ def _read(name: str) -> bytes:
 
 
 def _documents(name: str, data: bytes) -> list[Any]:
-    """The documents in ``data``, read from ``name``: JSON in a ``.json`` file, and text that
-    is JSON elsewhere (``kubectl get -o json | ...``: YAML 1.1 reads ``1e3`` as a string, JSON
-    a number), else YAML. Each must be a mapping, or empty; none may hold itself."""
+    """The documents in ``data``, read from ``name`` as kubectl's decoder reads any file: JSON
+    where the text starts with ``{`` (``[`` too), else YAML, whatever the name; where a file
+    not named ``.json`` fails as JSON, it is read as YAML (``{kind: Job}``). YAML 1.1 reads
+    ``1e3`` as a string, JSON (``kubectl get -o json | ...``) a number. Each document must be
+    a mapping, or empty; none may hold itself."""
     try:
         text = _text(data)
-        if name.endswith(".json"):
+        if name.endswith(".json") and _looks_json(text):
             docs = _json_documents(text)
         else:  # YAML that only looks like JSON, `{kind: Job}`, is read as YAML
             docs = _maybe_json(text) or _yaml_documents(text)
@@ -211,17 +214,38 @@ def _documents(name: str, data: bytes) -> list[Any]:
     return [doc for _, doc in docs]
 
 
+#: the byte order marks kubectl honours (golang.org/x/text's unicode.BOMOverride), each with
+#: the codec of the text after it and its name in an error; text without one (the empty mark,
+#: last, which every text starts with) is UTF-8
+_MARKS = (
+    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16 (little-endian, as its byte order mark says)"),
+    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16 (big-endian, as its byte order mark says)"),
+    (b"", "utf-8", "UTF-8"),
+)
+
+
 def _text(data: bytes) -> str:
-    """``data`` as UTF-8 text (a byte order mark dropped), as kubectl reads manifests."""
+    """``data`` as text, as kubectl reads a manifest: after a UTF-8 byte order mark, UTF-8;
+    after a UTF-16 one (Windows' editors and PowerShell's ``>`` write it), UTF-16 in the
+    mark's byte order; else UTF-8."""
+    mark, codec, shown = next(found for found in _MARKS if data.startswith(found[0]))
     try:
-        return data.decode("utf-8-sig")
+        return data[len(mark) :].decode(codec)
     except UnicodeDecodeError as exc:
-        raise ManifestReadError(f"byte {exc.start + 1} is no UTF-8 text: {exc.reason}") from None
+        at = len(mark) + exc.start + 1
+        raise ManifestReadError(f"byte {at} is no {shown} text: {exc.reason}") from None
+
+
+def _looks_json(text: str) -> bool:
+    """Whether ``text`` starts as JSON does: ``{`` (apimachinery's ``IsJSONBuffer``), or ``[``,
+    a list, which the check refuses however it is read."""
+    return text.lstrip()[:1] in ("{", "[")
 
 
 def _maybe_json(text: str) -> list[tuple[int, Any]] | None:
     """The JSON documents ``text`` is, if it is JSON."""
-    if text.lstrip()[:1] not in ("{", "["):
+    if not _looks_json(text):
         return None
     try:
         return _json_documents(text)
