@@ -27,6 +27,7 @@ import yaml
 
 from distconv.deploy.bounds import MAX_DEPTH, shape_problem
 from distconv.deploy.check import manifest_problems
+from distconv.deploy.templates import template_hint
 from distconv.files import describe_os_error
 from distconv.stdout_drop import drop_stdout, write_failure
 
@@ -281,7 +282,7 @@ def _yaml_documents(text: str) -> list[tuple[int, Any]]:
             node = loader.get_node()
             docs.append((node.start_mark.line + 1, loader.construct_document(node)))
     except yaml.MarkedYAMLError as exc:
-        raise ManifestReadError(_yaml_error(exc) + _template_hint(text)) from None
+        raise ManifestReadError(_yaml_error(exc) + template_hint(text)) from None
     except yaml.reader.ReaderError as exc:  # a control character
         raise ManifestReadError(_unprintable(text, exc)) from None
     except (yaml.YAMLError, ValueError, RecursionError) as exc:  # a date 2024-13-01
@@ -315,15 +316,6 @@ def _yaml_error(exc: Any) -> str:
     mark = exc.problem_mark or exc.context_mark
     what = "; ".join(filter(None, (exc.context, exc.problem))) or "cannot be read"
     return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark else what
-
-
-def _template_hint(text: str) -> str:
-    """What to add to a YAML error in ``text`` where it holds ``{{``: a Helm (or other Go)
-    template, which is no manifest until rendered; the error alone (``found unhashable key``
-    at ``name: {{ .Values.name }}``) does not say so."""
-    if "{{" not in text:
-        return ""
-    return " (a template? check what it renders: helm template ... | distconv check-manifests -)"
 
 
 def _unprintable(text: str, exc: Any) -> str:
