@@ -4,7 +4,8 @@ manifests written or edited by hand.
 Each PATH is a YAML or JSON file (several documents, a ``kind: List``), a folder (its
 ``*.yaml``, ``*.yml`` and ``*.json``; its subfolders too with ``-r``), or ``-`` for stdin; all of
 them together are one job's manifests. Exit 0 with ``no problems`` (nothing with ``-q``); 1 with
-one line per problem on stdout; 2 with one line on stderr for a path that cannot be read, a
+one line per problem on stdout, led by where its object is written (``job.yaml:12:``,
+:mod:`~distconv.deploy.located`); 2 with one line on stderr for a path that cannot be read, a
 document that is no object, no manifests at all, or a result stdout cannot take.
 
 :func:`distconv.cli.add_check_manifests` declares the command and imports this module only
@@ -26,7 +27,7 @@ from typing import Any
 import yaml
 
 from distconv.deploy.bounds import MAX_DEPTH, shape_problem
-from distconv.deploy.check import manifest_problems
+from distconv.deploy.located import Source, located_problems
 from distconv.deploy.templates import template_hint
 from distconv.files import describe_os_error
 from distconv.stdout_drop import drop_stdout, write_failure
@@ -100,11 +101,11 @@ class ManifestReadError(Exception):
 def run_check_manifests(args: argparse.Namespace) -> int:
     """Check the manifests at ``args.paths``; returns the exit status (0, 1 or 2)."""
     try:
-        docs = read_manifests(args.paths, recursive=args.recursive)
+        sources = read_sources(args.paths, recursive=args.recursive)
     except ManifestReadError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    problems = manifest_problems(docs)
+    problems = located_problems(sources)
     quiet = getattr(args, "quiet", False)
     lines = "".join(f"{_one_line(problem)}\n" for problem in problems)
     try:
@@ -130,14 +131,22 @@ def read_manifests(paths: Sequence[str], recursive: bool = False) -> list[Any]:
     Raises :class:`ManifestReadError` for a path that cannot be read, a document that is no
     mapping, and where there are no objects at all (kubectl apply refuses each).
     """
-    docs: list[Any] = []
+    return [doc for _, doc in read_sources(paths, recursive)]
+
+
+def read_sources(paths: Sequence[str], recursive: bool = False) -> list[Source]:
+    """:func:`read_manifests`, each document with where it is: ``FILE:LINE``, the line it
+    starts on (``<stdin>:1``)."""
+    sources: list[Source] = []
     for name in _unique(_files(paths, recursive)):
-        docs.extend(_documents(name, _read(name)))
-    if not sum(map(_object_count, docs)):
+        sources.extend(
+            (f"{_shown(name)}:{line}", doc) for line, doc in _documents(name, _read(name))
+        )
+    if not sum(_object_count(doc) for _, doc in sources):
         folders = not recursive and any(p != STDIN and os.path.isdir(p) for p in paths)
         hint = " (-r reads subfolders too)" if folders else ""
         raise ManifestReadError(f"no manifests in {', '.join(map(_shown, paths))}{hint}")
-    return docs
+    return sources
 
 
 def _files(paths: Sequence[str], recursive: bool) -> Iterator[str]:
@@ -196,12 +205,12 @@ def _read(name: str) -> bytes:
     return data
 
 
-def _documents(name: str, data: bytes) -> list[Any]:
+def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
     """The documents in ``data``, read from ``name`` as kubectl's decoder reads any file: JSON
     where the text starts with ``{`` (``[`` too), else YAML, whatever the name; where a file
     not named ``.json`` fails as JSON, it is read as YAML (``{kind: Job}``). YAML 1.1 reads
     ``1e3`` as a string, JSON (``kubectl get -o json | ...``) a number. Each document must be
-    a mapping, or empty; none may hold itself."""
+    a mapping, or empty; none may hold itself. Each comes with the line it starts on."""
     try:
         text = _text(data)
         if name.endswith(".json") and _looks_json(text):
@@ -212,7 +221,7 @@ def _documents(name: str, data: bytes) -> list[Any]:
             _refuse_shape(doc, f"document {number} (line {line})")
     except ManifestReadError as exc:
         raise ManifestReadError(f"{_shown(name)}: {exc}") from None
-    return [doc for _, doc in docs]
+    return docs
 
 
 #: the byte order marks kubectl honours (golang.org/x/text's unicode.BOMOverride), each with

@@ -79,9 +79,9 @@ def test_the_shipped_files_pass_given_one_by_one_and_quiet_prints_nothing():
 
 
 def test_an_edited_example_fails_naming_the_problem(pserver):
-    short_grace(pserver)
-    assert check(str(pserver)) == (1, f"{GRACE_LINE}\n", "")
-    assert check("-q", str(pserver)) == (1, f"{GRACE_LINE}\n", "")  # -q hides "no problems" only
+    line = f"{short_grace(pserver)}:1: {GRACE_LINE}\n"  # its file, and where its document starts
+    assert check(str(pserver)) == (1, line, "")
+    assert check("-q", str(pserver)) == (1, line, "")  # -q hides "no problems" only
 
 
 def test_every_problem_is_one_line(pserver):
@@ -91,7 +91,7 @@ def test_every_problem_is_one_line(pserver):
     status, out, err = check(str(pserver))
     assert (status, err) == (1, "")
     lines = out.splitlines()
-    assert len(lines) == 2 and GRACE_LINE in lines
+    assert len(lines) == 2 and f"{job}:1: {GRACE_LINE}" in lines
     assert any("restartPolicy" in line for line in lines)
 
 
@@ -102,7 +102,7 @@ def test_a_line_break_in_a_name_stays_in_its_line(tmp_path):
     status, out, err = check(str(cm))
     assert (status, err) == (1, "")
     assert out.splitlines() == [
-        f"ConfigMap a\\nb\\tc: label app.kubernetes.io/{label} is missing"
+        f"{cm}:1: ConfigMap a\\nb\\tc: label app.kubernetes.io/{label} is missing"
         for label in ("name", "instance", "component")
     ]
 
@@ -141,7 +141,7 @@ def test_json_files_and_json_on_stdin(tmp_path, pserver):
     text = json.dumps({"kind": "List", "items": docs}).replace(": 30,", ": 3e1,")
     assert ": 3e1," in text
     grace = GRACE_LINE.replace(" 30 ", " 30.0 ")  # YAML would read "3e1", no number at all
-    assert check("-", stdin=text.encode()) == (1, f"{grace}\n", "")
+    assert check("-", stdin=text.encode()) == (1, f"<stdin>:1: {grace}\n", "")
 
 
 def test_stdin(pserver):
@@ -149,7 +149,8 @@ def test_stdin(pserver):
     assert check("-", stdin=text.encode()) == (0, "no problems\n", "")
     short_grace(pserver)
     text = "".join(f"---\n{p.read_text()}" for p in sorted(pserver.glob("*.yaml")))
-    assert check("-", stdin=text.encode()) == (1, f"{GRACE_LINE}\n", "")
+    assert text.startswith("---\napiVersion: batch/v1\n")  # the Job first, on line 2
+    assert check("-", stdin=text.encode()) == (1, f"<stdin>:2: {GRACE_LINE}\n", "")
 
 
 def test_a_folder_is_read_without_subfolders_unless_recursive(tmp_path, pserver):
@@ -434,7 +435,7 @@ def test_merge_keys_repeated_through_aliases_load_at_once(tmp_path):
     assert (done.returncode, done.stderr.decode()) == (1, "")
     labels = ("name", "instance", "component")
     assert done.stdout.decode().splitlines() == [
-        f"ConfigMap c: label app.kubernetes.io/{label} is missing" for label in labels
+        f"{bomb}:1: ConfigMap c: label app.kubernetes.io/{label} is missing" for label in labels
     ]
 
 

@@ -44,7 +44,8 @@ ENCODINGS = {
 def test_text_with_a_byte_order_mark_is_read_as_kubectl_reads_it(tmp_path, encoding, suffix):
     """YAML in a ``.json`` file too: kubectl reads JSON only where the text starts with ``{``."""
     folder = example(tmp_path, suffix, ENCODINGS[encoding])
-    assert check(str(folder)) == (1, GRACE_LINE + "\n", "")
+    job = folder / f"job-digits-ps-worker{suffix}"
+    assert check(str(folder)) == (1, f"{job}:1: {GRACE_LINE}\n", "")
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -55,7 +56,7 @@ def test_json_with_a_byte_order_mark_is_read_as_json(tmp_path, encoding):
     job.write_bytes(ENCODINGS[encoding](text))
     status, out, err = check(str(job))
     assert (status, err) == (1, "")
-    assert "ConfigMap c: label app.kubernetes.io/name is missing" in out.splitlines()
+    assert f"{job}:1: ConfigMap c: label app.kubernetes.io/name is missing" in out.splitlines()
 
 
 def test_a_json_file_that_starts_with_a_brace_is_still_held_to_json(tmp_path):
