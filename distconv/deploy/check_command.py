@@ -102,8 +102,8 @@ def run_check_manifests(args: argparse.Namespace) -> int:
     """Check the manifests at ``args.paths``; returns the exit status (0, 1 or 2)."""
     try:
         sources = read_sources(args.paths, recursive=args.recursive)
-    except ManifestReadError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    except ManifestReadError as exc:  # a file's name may hold a line break: still one line
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     problems = located_problems(sources)
     quiet = getattr(args, "quiet", False)
@@ -120,8 +120,8 @@ def run_check_manifests(args: argparse.Namespace) -> int:
 
 
 def _one_line(problem: str) -> str:
-    """``problem`` on one line: a name the manifest gives may hold a line break (``"a\\nb"``),
-    which would make one problem two lines to ``grep`` or ``wc -l``."""
+    """``problem`` on one line: a name the manifest gives, or a file's name, may hold a line
+    break (``"a\\nb"``), which would make one problem two lines to ``grep`` or ``wc -l``."""
     return _CONTROL.sub(lambda found: repr(found.group())[1:-1], problem)
 
 
