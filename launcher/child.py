@@ -99,6 +99,7 @@ class Child:
         self._ends = None if spec.reader is None else spec.reader.ends
         #: reported_end's line and the next, as many as the tail keeps: reported_success()'s
         self.since_end: list[str] = []
+        self._after_end = 0  # lines read from reported_end's on, however many since_end keeps
         # since when the pump waits on ``out`` (or None); its waits after reported_end, summed
         self._writing_since: float | None = None
         self._held_up = 0.0
@@ -199,7 +200,10 @@ class Child:
         next in :attr:`since_end`: in the tail alone, lines enough after it pushed it out."""
         if self.reported_end is None and self._ends is not None and self._ends(text):
             self.reported_end = (time.monotonic(), text)
-        if self.reported_end is not None and len(self.since_end) < (self.tail.maxlen or 0):
+        if self.reported_end is None:
+            return
+        self._after_end += 1
+        if len(self.since_end) < (self.tail.maxlen or 0):
             self.since_end.append(text)
 
     def _write(self, out: BinaryIO, lock: threading.Lock, shown: bytes) -> bool:
@@ -333,9 +337,12 @@ class Child:
 
     def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
+        The reader reads the tail led by the lines since the report of its end that left it
+        (:attr:`since_end`: Hydra's statuses, pushed out by more lines than the tail keeps).
         ``victims``: the other children that stopped because of it."""
         lines, reader = list(self.tail), self.spec.reader
-        code, cause = (self.poll(), None) if reader is None else reader.read(lines, self.poll())
+        read = [*self.since_end[: max(self._after_end - len(lines), 0)], *lines]  # no overlap
+        code, cause = (self.poll(), None) if reader is None else reader.read(read, self.poll())
         number = -code if code is not None and code < 0 else None
         return Failure(
             role=self.spec.role,

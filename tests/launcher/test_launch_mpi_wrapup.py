@@ -220,3 +220,27 @@ def test_time_the_launcher_is_stopped_is_not_mpiexecs_wrapup(tmp_path):
     assert "did not exit" not in stderr, stderr
     assert launcher.returncode == 0, stderr
     assert stdout.count("a late line of mpiexec") == LATE_LINES, stdout[-500:]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_a_failure_reported_before_more_lines_than_the_tail_keeps_keeps_the_ranks_status(
+    tmp_path,
+):
+    """Hydra reported both ranks' exit(3), then mpiexec printed more lines than its tail keeps
+    (:data:`READ_LINES`) and stayed, so the launcher stopped it: the report's status is still
+    the ranks' 3. Hydra's statuses had left the tail, so it was mpiexec's own SIGTERM (143)."""
+    more = f'yes "a late line of mpiexec" | head -n {READ_LINES + 100}\nsleep 60 &\nwait'
+    wrapper, _ = _wrapped_hydra(tmp_path, more)
+    with job_env(ENV) as env:
+        launcher = _start(tmp_path, wrapper, env, code=3)
+        try:
+            _, stderr = launcher.communicate(timeout=60)
+        finally:
+            launcher.kill()
+        assert job_left(env, 5) == {}
+    assert f"mpiexec 0 did not exit {WRAPUP:g} s after it reported" in stderr, stderr
+    assert launcher.returncode == 3, stderr
+    report = json.loads((tmp_path / "run" / "failure.json").read_text())
+    assert report["exit_code"] == 3, report
+    assert report["cause"] == "a rank exited with code 3; mpiexec itself died of signal SIGTERM"
