@@ -40,9 +40,10 @@ OUTPUT_DRAIN_SECONDS = 5.0
 #: many hosts; a Hydra that stays after it (now and then, under load) would never end. Short
 #: beside a test's or a user's patience, long beside a loaded host's scheduling delays.
 WRAPUP_SECONDS = 10.0
-#: seconds between two looks at a child's wrap-up (the supervisor's are 50 ms apart) beyond
-#: which the launcher itself was not running (stopped by Ctrl-Z, a frozen container): nothing
-#: read the child's pipe meanwhile, so that time is not the child's own in its wrap-up
+#: seconds between two looks at a child's wrap-up, beyond the time the caller means between
+#: them (:meth:`Child.overdue`'s ``every``: the supervisor's poll, 50 ms), by which the launcher
+#: itself was not running (stopped by Ctrl-Z, a frozen container): nothing read the child's
+#: pipe meanwhile, so that time is not the child's own in its wrap-up
 LAUNCHER_GAP_SECONDS = 1.0
 _PR_SET_PDEATHSIG = 1
 
@@ -251,17 +252,18 @@ class Child:
             return False
         return status > 0 or not self.reported_success()
 
-    def overdue(self) -> str | None:
+    def overdue(self, every: float = 0.0) -> str | None:
         """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
         which it reported its end, naming that line and its last ones; else None. Its pump's
         waits on the launcher's own output (:meth:`_write`), which block it, do not count, nor
-        do gaps between two looks over :data:`LAUNCHER_GAP_SECONDS` (the launcher stopped)."""
+        do gaps between two looks over :data:`LAUNCHER_GAP_SECONDS` beyond ``every`` (the
+        seconds the caller sleeps between its looks): the launcher was stopped."""
         if self.reported_end is None or self.exited_at is not None:
             return None
         at, line = self.reported_end
         now, last = time.monotonic(), self._looked_at or at
         self._looked_at = now
-        if now - last > LAUNCHER_GAP_SECONDS:  # also beside a write: at worst counted twice
+        if now - last > every + LAUNCHER_GAP_SECONDS:  # beside a write: at worst counted twice
             self._launcher_gaps += now - last
         if self._writing_since is not None:  # held up by the launcher, not by itself
             return None

@@ -259,7 +259,7 @@ class Supervisor:
             first = _first_failed(children, working)
             if first is not None and first.exited_at < self._first_signal_at:
                 return self._settle(first, children, workers) if first.victim else first
-            stuck = None if signalled else first_overdue(workers)
+            stuck = None if signalled else first_overdue(workers, self.poll_interval)
             if stuck is not None:  # a Hydra that stays after its ranks' end (now and then)
                 failed, why, self._finished = stuck  # finished: all its ranks had succeeded
                 self.say(why, level="info" if self._finished else "error")

@@ -10,12 +10,15 @@ from collections.abc import Sequence
 from .child import Child
 
 
-def first_overdue(children: Sequence[Child]) -> tuple[Child | None, str, bool] | None:
-    """The first of ``children`` that is :meth:`Child.overdue` (None where none is): the
-    attempt's failure, or None where stopping it ends an attempt that succeeded
-    (:func:`_ended_well`); why it is stopped; and whether the attempt succeeded."""
+def first_overdue(
+    children: Sequence[Child], every: float = 0.0
+) -> tuple[Child | None, str, bool] | None:
+    """The first of ``children`` that is :meth:`Child.overdue` (None where none is), looked at
+    every ``every`` seconds: the attempt's failure, or None where stopping it ends an attempt
+    that succeeded (:func:`_ended_well`); why it is stopped; and whether the attempt
+    succeeded."""
     for child in children:
-        why = child.overdue()
+        why = child.overdue(every)
         if why is None:
             continue
         if _ended_well(child, children):
