@@ -1,8 +1,9 @@
-"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP [sum] [first]: rank 0's
-``finish_step`` of step 2 (with ``first``: step 0, the one that records the firing order) fails
-after the step's collectives (a gradient replaced after it fired: on rank 0 alone, before any
-update), rank 0 catches the error and trains on; with ``sum`` every rank sums a metric after
-each step too. Each rank that gets to the end writes ``OUT/values<rank>.npz``; a
+"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP [sum] [first] [unpack]: rank
+0's ``finish_step`` of step 2 (with ``first``: step 0, the one that records the firing order)
+fails after the step's collectives (a gradient replaced after it fired; with ``unpack``: its
+first bucket's copy back into the gradients raises, as a failed device copy would: on rank 0
+alone, before any update), rank 0 catches the error and trains on; with ``sum`` every rank sums
+a metric after each step too. Each rank that gets to the end writes ``OUT/values<rank>.npz``; a
 rank that fails writes ``OUT/rank<r>.err``, and rank 0 then waits (a few seconds at most) for
 rank 1's before it closes (which aborts the job), so that what rank 1 said is kept.
 """
@@ -10,6 +11,7 @@ rank 1's before it closes (which aborts the job), so that what rank 1 said is ke
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync
+from distconv.sync.mpi.buckets import Bucket
 
 
 def main() -> None:
@@ -27,6 +30,9 @@ def main() -> None:
     optimizer = create_optimizer("momentum", lr=0.1)
     sync = MPISync(optimizer, overlap=overlap, bucket_bytes=48, timeout=20)
     params = [Parameter(n, np.linspace(0.1, 0.9, 3) * (i + 1)) for i, n in enumerate("abc")]
+    unpacking = "unpack" in options
+    if unpacking and sync.rank == 0:
+        fail_first_unpack(sync, failing)
     try:
         sync.setup(params, {})
         for step in range(4):
@@ -34,11 +40,11 @@ def main() -> None:
             for p in params:
                 p.grad += (step + 1) * np.arange(1.0, 4.0)
                 p.inc_update(sync)
-                if sync.rank == 0 and step == failing and p.name == "b":
+                if sync.rank == 0 and step == failing and p.name == "b" and not unpacking:
                     p.grad = p.grad * 1.0  # the sync's until finish_step returns
             try:
                 sync.finish_step()
-            except SyncError as exc:  # caught, on purpose: the step is lost on this rank only
+            except (SyncError, RuntimeError) as exc:  # caught, on purpose: lost on this rank only
                 print(f"rank {sync.rank} caught {exc}", file=sys.stderr, flush=True)
             if summing:
                 sync.allreduce_sum([1.0])
@@ -50,6 +56,21 @@ def main() -> None:
     finally:
         sync.close()
     np.savez(out / f"values{sync.rank}.npz", **{p.name: p.value for p in params})
+
+
+def fail_first_unpack(sync: MPISync, step: int) -> None:
+    """Make the main thread's unpack of the first bucket raise a RuntimeError in ``step`` (this
+    process only), as a device bucket's copy back, which the main thread makes, would (with the
+    communication thread a host bucket is unpacked on that thread: a no-op here)."""
+    unpack = Bucket.unpack
+
+    def failing(bucket: Bucket) -> None:
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main and sync.step == step and bucket.index == 0:
+            raise RuntimeError(f"copying bucket 0 back failed in step {step}")
+        unpack(bucket)
+
+    Bucket.unpack = failing  # type: ignore[method-assign]
 
 
 def wait_for(path: Path, seconds: float) -> None:

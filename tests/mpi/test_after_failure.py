@@ -35,7 +35,7 @@ def test_start_step_after_a_failed_finish_step_is_refused():
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
 @pytest.mark.parametrize("overlap", ["0", "1"])
-@pytest.mark.parametrize("then", ["step", "sum", "first"])
+@pytest.mark.parametrize("then", ["step", "sum", "first", "unpack"])
 def test_a_rank_that_trains_on_after_a_failed_step_ends_the_job(tmp_path, overlap, then):
     """Without the refusal the ranks trained on with different weights and closed cleanly (no
     thread), or the thread's next flags' exchange went out over the one left open and MPICH
@@ -46,7 +46,10 @@ def test_a_rank_that_trains_on_after_a_failed_step_ends_the_job(tmp_path, overla
     went through and waited for rank 0, which never came, until rank 0's close aborted the job
     (or the watchdog, where rank 0 did not close), so rank 1 never said why. ``first``: the
     failed step is the first, after which every rank exchanges rank 0's firing order; rank 0
-    skipped that exchange, and rank 1 waited in it (a refit met it there: the watchdog)."""
+    skipped that exchange, and rank 1 waited in it (a refit met it there: the watchdog).
+    ``unpack``: rank 0's first bucket fails to copy back (a device copy, on that rank alone)
+    after its reduction: that error was not told, so rank 1 waited as above (and rank 0 left
+    the later buckets' unpacks, and without the thread their 16-bit reductions, undone)."""
     pytest.importorskip("mpi4py")
     extra = [] if then == "step" else [then]
     proc = run_mpi(["-n", "2", *script("run_after_failure.py"), str(tmp_path), overlap, *extra])

@@ -10,8 +10,9 @@ flags are completed, before any is updated. The flags are the one word every ran
 pieces went (a step it then never takes), so only they tell that every rank finished it. A step
 another rank abandoned, one refused (a NaN or infinity on a 16-bit wire, on every rank alike),
 a reduction that fails (an MPI error) or a gradient replaced after it fired on some rank
-(:func:`check_kept`: on the rank that replaced it; the others update) then leaves every parameter
-as it was. With a communication thread the
+(:func:`check_kept`: on the rank that replaced it; the others update; so does a bucket whose copy
+back fails on one rank, raised there once the step's collectives are in) then leaves every
+parameter as it was. With a communication thread the
 optimizer thus no longer runs on a bucket while the later ones travel: the pieces stream during
 backward, and at ``finish_step`` only the last ones, small, are left. On one rank, where no
 other can abandon the step, each bucket is updated as soon as the thread has reduced it, and
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.thread import CommThread
@@ -52,7 +54,8 @@ def update_step(
     them or none (see above), except on one rank with the thread and no 16-bit bucket, where
     each is updated once reduced. ``failed_alone`` is called before an error raised once every
     bucket and the flags are in (a replaced gradient, an optimizer's error): a failure of this
-    rank alone, where every other rank may have finished the step.
+    rank alone, where every other rank may have finished the step (a bucket's copy back too:
+    :func:`reduce_all`).
 
     Raises:
         SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
@@ -62,7 +65,7 @@ def update_step(
         check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
         update_as_reduced(buckets, thread, used, update)
         return
-    flags = reduce_all(buckets, thread, comm, used)  # raised alike on every rank, if at all
+    flags = reduce_all(buckets, thread, comm, used, failed_alone)
     try:
         check_kept(buckets, flags, slots)
         for bucket in buckets:
@@ -73,20 +76,47 @@ def update_step(
 
 
 def reduce_all(
-    buckets: Sequence[Bucket], thread: CommThread | None, comm: Any, used: UsedParams
+    buckets: Sequence[Bucket],
+    thread: CommThread | None,
+    comm: Any,
+    used: UsedParams,
+    failed_alone: Callable[[], None] = lambda: None,
 ) -> np.ndarray | None:
     """Every bucket reduced and unpacked, the flags completed; the flags
-    (:meth:`~.used.UsedParams.complete`)."""
-    if thread is not None:
-        for bucket in buckets:
-            _reduced(thread, bucket)
-        return used.complete()  # on the thread, behind every piece
-    flags = used.complete()
+    (:meth:`~.used.UsedParams.complete`).
+
+    A SyncError (another rank abandoned the step, a 16-bit wire refused) is raised alike on
+    every rank, at the same bucket. Any other error of an unpack (a device copy) is this rank's
+    alone: it is raised once every later bucket is reduced, unpacked and checked and the flags
+    are in (the other ranks wait in those collectives, then finish the step), after
+    ``failed_alone``.
+    """
+    alone: list[Exception] = []
+    flags = None if thread is not None else used.complete()
     for bucket in buckets:
-        if not bucket.pieces:  # a 16-bit wire, reduced by hand
+        if thread is not None:
+            _wait(thread, bucket)
+        elif not bucket.pieces:  # a 16-bit wire, reduced by hand
             bucket.reduce(comm, lambda r: r.Wait(), None, None)
-        bucket.unpack()
+        _unpack(bucket, alone)
+    if thread is not None:
+        flags = used.complete()  # on the thread, behind every piece
+    if alone:
+        failed_alone()
+        raise alone[0]
     return flags
+
+
+def _unpack(bucket: Bucket, alone: list[Exception]) -> None:
+    """Unpack ``bucket``; an error other than a SyncError (the 16-bit wire's check, made alike on
+    every rank) is kept in ``alone`` (the first only), not raised."""
+    try:
+        bucket.unpack()
+    except SyncError:
+        raise
+    except Exception as exc:  # this rank's alone: the other ranks' collectives come first
+        if not alone:
+            alone.append(exc)
 
 
 def check_kept(
@@ -121,9 +151,14 @@ def update_as_reduced(
 def _reduced(thread: CommThread, bucket: Bucket) -> None:
     """Wait until the thread has reduced ``bucket``, then unpack it (a device bucket here, on
     the main thread, which owns the device; once a step): a 16-bit wire is checked by then."""
+    _wait(thread, bucket)
+    bucket.unpack()
+
+
+def _wait(thread: CommThread, bucket: Bucket) -> None:
+    """Wait until the thread has reduced ``bucket``."""
     if bucket.pieces or bucket.compressed:  # an empty bucket has no request
         thread.wait(bucket)
-    bucket.unpack()
 
 
 def drain_abandoned(pump: PiecePump, used: UsedParams) -> None:
