@@ -7,7 +7,8 @@ never sent to that shard; ``id`` -1, the answer to a header the shard could not 
 may answer a request given up on) is ignored, as ``docs/protocol.md`` says, and logged: kept,
 it stayed for the rest of the run, or was taken later as the answer to another request (another
 shard's, or one not sent yet). An error reply of ``id`` -1 from a shard that owes this worker
-only answers awaited can only be one of theirs: it fails the wait at once.
+only answers awaited can only be one of theirs: it fails the wait at once; one from a shard that
+owes an answer to a request given up on takes the place of that answer (the oldest).
 
 :class:`ReplyIntake` is a mixin of :class:`~distconv.sync.ps.channel.ShardChannel`.
 """
@@ -68,12 +69,13 @@ class ReplyIntake:
     def _take(self, shard: int, header: dict[str, Any], arrays: list) -> None:
         """Keep a reply of ``shard`` if it answers a request of that shard still awaited."""
         rid = header.get("id", -1)
-        if rid == -1 and header["op"] == "error" and self._owes_only_awaited(shard):
-            # the shard answers each request once: the awaited answer will never come
-            raise SyncError(
-                f"rank {self.rank}: pserver shard {self._named([shard])} could not read a "
-                f"request of this worker (its reply has id -1): {short(header.get('error'))}"
-            )
+        if rid == -1 and header["op"] == "error" and not self._forget_one_given_up(shard):
+            if self._owes_awaited(shard):
+                # the shard answers each request once: the awaited answer will never come
+                raise SyncError(
+                    f"rank {self.rank}: pserver shard {self._named([shard])} could not read a "
+                    f"request of this worker (its reply has id -1): {short(header.get('error'))}"
+                )
         if self._rid_shard.get(rid, -1) == shard and rid not in self._replies:
             self._replies[rid] = (header, arrays)
             return
@@ -84,12 +86,20 @@ class ReplyIntake:
         else:
             self._ignore(shard, header)
 
-    def _owes_only_awaited(self, shard: int) -> bool:
-        """Whether ``shard`` owes this worker replies, all of them to requests awaited: none to
-        a request given up on (a late answer may still come), so a reply it cannot say the
-        request of is one of theirs. Asked only of such replies (rare): a scan is cheap."""
-        if shard in self._abandoned.values():
-            return False
+    def _forget_one_given_up(self, shard: int) -> bool:
+        """Whether ``shard`` owes a reply to a request given up on: then an error reply of id -1
+        of it may be that answer (or an awaited request's: it cannot say which), and the oldest
+        such request is forgotten, as its late answer's id would have done. Kept, its entry
+        (matched by an id this reply lacks) made every later -1 of the shard ambiguous for the
+        rest of the run. One entry per -1: while the shard owes no request given up on, a -1
+        can only answer an awaited one. Asked only of such replies (rare): a scan is cheap."""
+        given_up = [r for r, s in self._abandoned.items() if s == shard]
+        if given_up:
+            del self._abandoned[min(given_up)]  # the oldest: the likeliest answered first
+        return bool(given_up)
+
+    def _owes_awaited(self, shard: int) -> bool:
+        """Whether ``shard`` owes this worker a reply to a request still awaited."""
         return any(s == shard and r not in self._replies for r, s in self._rid_shard.items())
 
     def _bytes_heard(self, shard: int, at: float, otherwise: float) -> float:

@@ -55,3 +55,27 @@ def test_an_unreadable_request_of_an_awaited_shard_fails_at_once(shards):
     assert "could not read" in message and "header too long (simulated)" in message, message
     assert waited < 5.0, f"waited {waited:.1f} s for a request the shard could not read"
     assert kept == ({}, {}), kept  # the wait's requests are given up, nothing kept
+
+
+@pytest.mark.timeout(60)
+def test_an_unreadable_request_given_up_on_does_not_hide_later_ones(shards):
+    """The -1 answer to a request given up on clears that request's entry: the worker's next
+    request the shard cannot read fails at once. Kept, the entry (matched by id, which the -1
+    reply lacks) made every later -1 of the shard look like a late answer for the whole run:
+    ignored, and the wait ran to its limit (GRACE x timeout)."""
+    endpoint = shards.tampered(UNREADING_SHARD)
+    sync = insecure_worker([endpoint], timeout=10.0)
+    try:
+        sync.setup(small_net().parameters())
+        given_up = sync._send(0, {"op": "pull", "blocks": [0]})
+        sync._abandon({given_up})  # as a wait given up does: its answer, -1, still to come
+        began = time.monotonic()
+        with pytest.raises(SyncError) as failed:
+            sync._pull_all()
+        waited = time.monotonic() - began
+        left = dict(sync._abandoned)
+    finally:
+        sync.close()
+    assert "could not read" in str(failed.value), failed.value
+    assert waited < 5.0, f"waited {waited:.1f} s for a request the shard could not read"
+    assert given_up not in left, left
