@@ -39,7 +39,12 @@ class RemoteState:
         In async mode each reply also carries its blocks' values of the same moment, written
         into the parameters (as a pull does): a push landing after the checkpoint's pull (a
         rank declared lost, a worker without the ``Trainer``'s gathers) moved the state past
-        the values pulled, and the checkpoint held state and values of two moments.
+        the values pulled, and the checkpoint held state and values of two moments. Those
+        values are checked finite before any is written, as a pull's are.
+
+        Raises:
+            SyncError: a reply is malformed, or (async) its values hold a NaN or inf; nothing
+                is written.
         """
         return self._gather_state(self.mode == "async")
 
@@ -54,12 +59,13 @@ class RemoteState:
         if self.mode != "async":
             return super().checkpoint_state()
         stamps = self._stamps("get_state")  # a silent shard is not named as asked for a pull
-        state = self._gather_state(True)
+        state = self._gather_state(True, finite=False)  # the checkpoint checks, naming its step
         self._lagging, self._stamps_at_pull = False, stamps
         return state
 
-    def _gather_state(self, with_values: bool) -> StateDict:
-        """:meth:`state_dict`, the values of its moment written into the parameters or not."""
+    def _gather_state(self, with_values: bool, finite: bool = True) -> StateDict:
+        """:meth:`state_dict`, the values of its moment written into the parameters or not;
+        ``finite``: those values checked finite first (a checkpoint's are by the checkpoint)."""
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
         runs = []
         for s in range(len(self._socks)):
@@ -78,9 +84,9 @@ class RemoteState:
             self._state_part(s, run, h, arrays, with_values)
             for (s, run), (h, arrays) in zip(runs, replies)
         ]
-        if with_values:  # checked finite by the checkpoint, which names its step (not here)
+        if with_values:
             written = [(run, v, h) for (_, run), (h, _), (_, v) in zip(runs, replies, parts)]
-            self._write_all(written, finite=False)
+            self._write_all(written, finite=finite)
         for (_, run), (h, _), (ours, _) in zip(runs, replies, parts):
             it = iter(ours)
             for b in run:

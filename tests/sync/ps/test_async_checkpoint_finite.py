@@ -47,12 +47,12 @@ def _chief_with_a_push_after_its_pull(
         syncs[1].set_lr_scale(lr_scale)
         gather = syncs[0]._gather_state
 
-        def a_push_then_get_state(with_values: bool) -> dict:
+        def a_push_then_get_state(with_values: bool, **checked) -> dict:
             try:
                 train_steps(nets[1], syncs[1], batches(1, 8, seed=2), 1, 2)
             except SyncError as error:  # the shard applied it: its values are the chief's
                 refused.append(error)
-            return gather(with_values)
+            return gather(with_values, **checked)
 
         # the checkpoint's one get_state (review k324: no pull before it) comes after the push
         syncs[0]._gather_state = a_push_then_get_state
@@ -96,3 +96,18 @@ def test_a_finite_push_after_the_pull_is_in_the_checkpoint(shards, tmp_path):
     for name, value in now.items():
         assert np.isfinite(value).all(), name
         np.testing.assert_array_equal(saved.params[name], value, name)
+
+
+@pytest.mark.timeout(90)
+def test_an_async_state_dict_refuses_values_not_finite(shards, tmp_path):
+    """``state_dict()`` outside a checkpoint writes the values of its moment into the
+    parameters as a pull does, and refuses a NaN or inf as a pull does: it wrote them unchecked
+    (review k367), with no checkpoint's check after it."""
+    with _chief_with_a_push_after_its_pull(shards, tmp_path, 1e300) as (_, syncs, refused):
+        before = {p.name: p.value.copy() for p in syncs[0].params}
+        with pytest.raises(SyncError, match=r"rank 0: non-finite values \(NaN or inf\)"):
+            syncs[0].state_dict()
+        after = {p.name: p.value for p in syncs[0].params}
+        assert len(refused) == 1, refused
+    for name, value in after.items():
+        np.testing.assert_array_equal(value, before[name], name)
