@@ -2,11 +2,14 @@
 the shards' own checkpoint parts and counters.
 
 A shard keeps a per-parameter scalar of the optimizer (Adam's ``step``) once per *block*. The
-blocks of a dense parameter advance together, but a sparse table's block takes a step only when
-one of its rows is touched, so its blocks' counts differ. The gathered state therefore carries,
-for each sparse parameter and each scalar key ``K``, ``K + PER_ROW``: one count per row (each
-row holds its block's count), which does not depend on the block layout; ``K`` itself holds the
-largest. Restoring sends each block the count of its rows.
+blocks of a dense parameter advance together in sync mode, but a sparse table's block takes a
+step only when one of its rows is touched, and in async mode a push can be dropped as stale on
+one shard and applied on another (staleness is judged per shard), so their blocks' counts
+differ. The gathered state therefore carries, for each sparse parameter and, in async mode, each
+dense one, and each scalar key ``K``, ``K + PER_ROW``: one count per row (each row holds its
+block's count), which does not depend on the block layout; ``K`` itself holds the largest.
+Restoring sends each block the count of its rows (a dense parameter cut into other blocks since:
+the largest of a block's rows).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class RemoteState:
         """:meth:`state_dict`, the values of its moment written into the parameters or not;
         ``finite``: those values checked finite first (a checkpoint's are by the checkpoint)."""
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
+        per_row = self.mode == "async"  # a dense parameter's blocks may differ (module doc)
         runs = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
@@ -93,7 +97,8 @@ class RemoteState:
                 spec = self._specs[b.param]
                 for key in h["keys"]:
                     shaped = key in self.optimizer.buffers
-                    _gather_block(state[spec.name], spec, b, key, next(it), shaped)
+                    value = next(it)
+                    _gather_block(state[spec.name], spec, b, key, value, shaped, per_row)
         return state
 
     def _state_part(
@@ -281,18 +286,20 @@ def _gather_block(
     key: str,
     value: np.ndarray,
     shaped: bool,
+    per_row: bool = False,
 ) -> None:
     """Write one block's ``key`` into ``state``: a slice of rows when ``shaped`` (a buffer
-    shaped like the parameter), else a per-block scalar. Not told by ``state[key].ndim``: a
-    0-d parameter's moments are 0-d too, and would be saved as the largest of them and 0."""
+    shaped like the parameter), else a per-block scalar, the largest in ``key`` and, for a
+    sparse parameter or with ``per_row`` (async mode), each row's in ``key + PER_ROW``. Not told
+    by ``state[key].ndim``: a 0-d parameter's moments are 0-d too, and would be saved as the
+    largest of them and 0."""
     target = state[key]
     if shaped:
         rows_view(target, spec)[block.start : block.stop] = value
         return
-    if spec.sparse:
-        per_row = state.setdefault(key + PER_ROW, np.zeros(spec.rows, dtype=value.dtype))
-        per_row[block.start : block.stop] = value
-    # a dense parameter's blocks advance together (in sync mode; in async mode, the largest)
+    if spec.sparse or per_row:
+        counts = state.setdefault(key + PER_ROW, np.zeros(spec.rows, dtype=value.dtype))
+        counts[block.start : block.stop] = value
     target[...] = np.maximum(target, value)
 
 
@@ -311,11 +318,12 @@ def _block_state(
 ) -> np.ndarray:
     """One block's ``key``, C-contiguous and of ``dtype`` (the shards'), as ``set_state`` sends
     it: a ``(rows, row_len)`` slice when ``shaped`` (a 0-d parameter's moment too), else a
-    per-block scalar."""
+    per-block scalar: its rows' count (``key + PER_ROW``) where the state has one, else ``key``.
+    """
     a = np.asarray(to_host(state[key]))
     if shaped:
         return np.array(rows_view(a, spec)[block.start : block.stop], dtype, order="C")
-    per_row = state.get(key + PER_ROW) if spec.sparse else None
+    per_row = state.get(key + PER_ROW)
     if per_row is None:
         return np.array(a, dtype)
     per_row = np.asarray(to_host(per_row))
@@ -325,10 +333,11 @@ def _block_state(
             f"expected ({spec.rows},)"
         )
     counts = np.unique(per_row[block.start : block.stop])
-    if len(counts) != 1:
+    if len(counts) != 1 and spec.sparse:
         raise ValueError(
             f"rows {block.start}:{block.stop} of {spec.name} hold different {key!r} counts "
             f"{counts[:4].tolist()} but form one block here: resume with the block size and "
             "shard count of the run that wrote the checkpoint"
         )
-    return np.array(counts[0], dtype=dtype)
+    # a dense parameter's block cut across blocks of another layout: the largest, as before
+    return np.array(counts[-1], dtype=dtype)
