@@ -24,7 +24,23 @@ def located_problems(sources: Sequence[Source]) -> list[str]:
     problems = manifest_problems([doc for _, doc in sources])
     written = [_written(doc) for _, doc in sources]
     names = set().union(*(names for names, _ in written))
-    return [_located(problem, sources, written, names) for problem in problems]
+    alone = _Alone(sources)
+    return [_located(problem, sources, written, names, alone) for problem in problems]
+
+
+class _Alone:
+    """The problems of each document of ``sources`` judged alone, found once when first
+    asked (only where two documents hold objects a problem names alike)."""
+
+    def __init__(self, sources: Sequence[Source]) -> None:
+        self._docs = [doc for _, doc in sources]
+        self._problems: dict[int, set[str]] = {}
+
+    def makes(self, index: int, problem: str) -> bool:
+        """Whether document ``index`` alone makes ``problem``."""
+        if index not in self._problems:
+            self._problems[index] = set(manifest_problems([self._docs[index]]))
+        return problem in self._problems[index]
 
 
 def _written(doc: Any) -> tuple[set[str], set[str]]:
@@ -36,15 +52,31 @@ def _written(doc: Any) -> tuple[set[str], set[str]]:
 
 
 def _located(
-    problem: str, sources: Sequence[Source], written: list[tuple[set, set]], names: set[str]
+    problem: str,
+    sources: Sequence[Source],
+    written: list[tuple[set, set]],
+    names: set[str],
+    alone: _Alone,
 ) -> str:
     """``problem`` led by the places of the documents it is in (:func:`located_problems`):
     those that alone make it, else those that hold the object it names (of ``names``)."""
     places = [where for (where, _), (_, lines) in zip(sources, written) if problem in lines]
     if not places:
         named = set(_named(problem, names))
-        places = [where for (where, _), (own, _) in zip(sources, written) if own & named]
+        holders = [i for i, (own, _) in enumerate(written) if own & named]
+        places = [sources[i][0] for i in _makers(problem, holders, alone)]
     return f"{', '.join(places)}: {problem}" if places else problem
+
+
+def _makers(problem: str, holders: list[int], alone: _Alone) -> list[int]:
+    """Of ``holders`` (the documents holding an object ``problem`` names), those whose own
+    problems, each judged alone, hold it: two documents may hold objects named alike (``Job
+    ?`` without a name, one name in two namespaces), and each problem is in one of them. All
+    of them where none makes it alone (``Job a, Job b: ...`` is made by both together), or
+    where each does (an object written twice is applied twice)."""
+    if len(holders) < 2:
+        return holders
+    return [i for i in holders if alone.makes(i, problem)] or holders
 
 
 def _named(problem: str, names: set[str]) -> list[str]:

@@ -120,3 +120,23 @@ def test_a_problem_of_several_objects_names_each_ones_file():
     ]
     head = f"{jobs[0]}:2, {jobs[1]}:2: Job digits-ps-worker, Job digits-ps-gpu-worker: 2 Jobs run"
     assert [line for line in out.splitlines() if " 2 Jobs run " in line][0].startswith(head), out
+
+
+LABELLED = "  labels: {" + ", ".join(f"app.kubernetes.io/{key}: x" for key in LABELS) + "}\n"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [pytest.param("", id="unnamed"), pytest.param("  name: c\n", id="one name, two namespaces")],
+)
+def test_objects_named_alike_name_the_file_of_the_one_with_the_problem(tmp_path, metadata):
+    """Two objects a problem names alike (``ConfigMap ?`` without a name, or one name in two
+    namespaces), in two files, only one of them unlabelled: its problems name its file alone
+    (review k368: both files were named on each line)."""
+    good, bad = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    good.write_text(f"kind: ConfigMap\nmetadata:\n{metadata}  namespace: x\n{LABELLED}")
+    bad.write_text(f"# b\nkind: ConfigMap\nmetadata:\n{metadata}  namespace: y\n")
+    status, out, err = check(str(tmp_path))
+    assert (status, err) == (1, "")
+    name = "c" if metadata else "?"
+    assert out.splitlines() == [f"{bad}:2: {line}" for line in unlabelled(name)]
