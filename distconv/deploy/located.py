@@ -20,7 +20,8 @@ Source = tuple[str, Any]
 def located_problems(sources: Sequence[Source]) -> list[str]:
     """:func:`manifest_problems` of the documents of ``sources`` (one job), each line led by
     where it is written: the places of the documents whose objects it names, ``, ``-separated
-    (an object written twice is applied twice); a line none names is left as it is."""
+    (an object written twice is applied twice); a line that names no object, by the documents
+    that make it alone; one no document makes alone (the job's as a whole) is left as it is."""
     problems = manifest_problems([doc for _, doc in sources])
     written = [_written(doc) for _, doc in sources]
     names = set().union(*(names for names, _ in written))
@@ -59,11 +60,16 @@ def _located(
     alone: _Alone,
 ) -> str:
     """``problem`` led by the places of the documents it is in (:func:`located_problems`):
-    those that alone make it, else those that hold the object it names (of ``names``)."""
+    those that alone make it, else those that hold the object it names (of ``names``); where
+    it names none, those that make it judged alone (one document: that one)."""
     places = [where for (where, _), (_, lines) in zip(sources, written) if problem in lines]
     if not places:
         named = set(_named(problem, names))
         holders = [i for i, (own, _) in enumerate(written) if own & named]
+        if not named:  # no object named: the documents that make it alone (one: that one)
+            holders = [
+                i for i in range(len(sources)) if len(sources) == 1 or alone.makes(i, problem)
+            ]
         places = [sources[i][0] for i in _makers(problem, holders, alone)]
     return f"{', '.join(places)}: {problem}" if places else problem
 

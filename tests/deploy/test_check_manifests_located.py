@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from distconv.deploy import located
 from tests.deploy.test_check_manifests_command import EXAMPLES, GRACE_LINE, check, short_grace
 
 pytestmark = pytest.mark.timeout(120)
@@ -140,3 +141,23 @@ def test_objects_named_alike_name_the_file_of_the_one_with_the_problem(tmp_path,
     assert (status, err) == (1, "")
     name = "c" if metadata else "?"
     assert out.splitlines() == [f"{bad}:2: {line}" for line in unlabelled(name)]
+
+
+def test_a_problem_naming_no_object_names_the_file_that_makes_it(monkeypatch):
+    """A problem line that starts with no object's name (none of today's checks writes one, a
+    new check may) names the documents that make it judged alone; one that no document makes
+    alone (the job's as a whole) stays as it is (review k368: each stayed unprefixed)."""
+    checked = located.manifest_problems
+
+    def with_unnamed_lines(docs):
+        secrets = sum(doc.get("kind") == "Secret" for doc in docs)
+        extra = ["a Secret is written in the job"] * bool(secrets)
+        return [*checked(docs), *extra, *["the job has 2 documents"] * (len(docs) == 2)]
+
+    monkeypatch.setattr(located, "manifest_problems", with_unnamed_lines)
+    docs = [("a.yaml:1", {"kind": "Secret"}), ("b.yaml:3", {"kind": "Service"})]
+    problems = located.located_problems(docs)
+    assert "a.yaml:1: a Secret is written in the job" in problems
+    assert "the job has 2 documents" in problems
+    alone = located.located_problems(docs[:1])
+    assert "a.yaml:1: a Secret is written in the job" in alone
