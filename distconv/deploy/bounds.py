@@ -13,7 +13,10 @@ from typing import Any
 
 #: deeper nesting is no manifest; the checks (and copy.deepcopy) recurse once or more per level
 MAX_DEPTH = 100
-#: more values than an object the API server stores can hold (etcd takes 1.5 MiB a request)
+#: more values than aliases may add to a document: more than an object the API server stores
+#: can hold (etcd takes 1.5 MiB a request). What a document writes out is not bounded here (a
+#: List of 3000 pods from ``kubectl get -o yaml`` holds a million): it takes the memory its text
+#: does, which the command bounds (64 MiB)
 MAX_VALUES = 1_000_000
 
 
@@ -31,25 +34,28 @@ def shape_problem(doc: Any) -> str | None:
     """Why the checks cannot read ``doc`` (a YAML document as loaded): it holds itself (an
     alias inside its own anchor, which Go's YAML, kubectl's, refuses too), nests deeper than
     :data:`MAX_DEPTH`, or holds more than :data:`MAX_VALUES` values with its aliases expanded
-    (Go's YAML refuses "excessive aliasing"); None where they can."""
+    that it does not write out (Go's YAML refuses "excessive aliasing", not a long document);
+    None where they can."""
     measured = _measure(doc)
     if measured is None:
         return "holds itself (an alias inside its own anchor)"
-    depth, values = measured
+    depth, values, written = measured
     if depth > MAX_DEPTH:
         return f"is nested deeper than {MAX_DEPTH} levels"
-    if values > MAX_VALUES:
+    if values - written > MAX_VALUES:
         return f"holds over {MAX_VALUES} values once its aliases are expanded"
     return None
 
 
-def _measure(doc: Any) -> tuple[int, int] | None:
-    """How deep ``doc``'s mappings and lists nest and how many values it holds with each alias
-    expanded, or None where one holds itself. Without recursion, and each shared value once:
-    a billion laughs is measured in a moment, not expanded."""
+def _measure(doc: Any) -> tuple[int, int, int] | None:
+    """How deep ``doc``'s mappings and lists nest, how many values it holds with each alias
+    expanded, and how many it writes out (each shared value once), or None where one holds
+    itself. Without recursion, and each shared value once: a billion laughs is measured in a
+    moment, not expanded."""
     done: dict[int, tuple[int, int]] = {}
     open_ids: set[int] = set()
     stack: list[tuple[Any, bool]] = [(doc, False)]
+    written = 1
     while stack:
         value, children_done = stack.pop()
         key = id(value)
@@ -60,10 +66,11 @@ def _measure(doc: Any) -> tuple[int, int] | None:
             open_ids.discard(key)
             sizes = [done.get(id(child), (0, 1)) for child in children]
             done[key] = (1 + max((d for d, _ in sizes), default=0), 1 + sum(n for _, n in sizes))
+            written += len(children)
         elif key in open_ids:  # one of its own parents
             return None
         else:
             open_ids.add(key)
             stack.append((value, True))
             stack.extend((child, False) for child in children)
-    return done.get(id(doc), (0, 1))
+    return (*done.get(id(doc), (0, 1)), written)

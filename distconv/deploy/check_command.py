@@ -346,7 +346,7 @@ def _brief(exc: BaseException, documents_read: int) -> str:
 def _refuse_shape(doc: Any, where: str) -> None:
     """Refuse a document that is no mapping (nor empty), or that the checks cannot read
     (:func:`~distconv.deploy.bounds.shape_problem`: it holds itself, nests too deep, or holds
-    too many values once its aliases are expanded)."""
+    too many values its aliases add once expanded)."""
     if doc is not None and not isinstance(doc, dict):
         raise ManifestReadError(f"{where} is {_kind_of(doc)}, not an object (kind, metadata, ...)")
     problem = shape_problem(doc)
