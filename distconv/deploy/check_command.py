@@ -266,11 +266,13 @@ def _maybe_json(text: str) -> list[tuple[int, Any]] | None:
 def _json_documents(text: str) -> list[tuple[int, Any]]:
     """The JSON documents of ``text``, one after another as kubectl reads a stream of them (none
     if blank), each with the line it starts on."""
-    docs, end = [], 0
+    docs, end, line = [], 0, 1
     try:
         while (start := _JSON_SPACE.match(text, end).end()) < len(text):
+            line += text.count("\n", end, start)  # counted on from the last: not from 0 each
             doc, end = _JSON.raw_decode(text, start)
-            docs.append((text.count("\n", 0, start) + 1, doc))
+            docs.append((line, doc))
+            line += text.count("\n", start, end)
     except json.JSONDecodeError as exc:
         message = exc.msg[:1].lower() + exc.msg[1:]
         raise ManifestReadError(f"line {exc.lineno}, column {exc.colno}: {message}") from None
