@@ -23,58 +23,56 @@ def located_problems(sources: Sequence[Source]) -> list[str]:
     (an object written twice is applied twice); a line that names no object, by the documents
     that make it alone; one no document makes alone (the job's as a whole) is left as it is."""
     problems = manifest_problems([doc for _, doc in sources])
-    written = [_written(doc) for _, doc in sources]
-    names = set().union(*(names for names, _ in written))
-    alone = _Alone(sources)
-    return [_located(problem, sources, written, names, alone) for problem in problems]
+    index = _Index(sources)
+    return [_located(problem, sources, index) for problem in problems]
 
 
-class _Alone:
-    """The problems of each document of ``sources`` judged alone, found once when first
-    asked (only where two documents hold objects a problem names alike)."""
+class _Index:
+    """What each document of ``sources`` stands for, looked up by a problem's words: the
+    documents holding each object, by how a problem names it (a List's items, a CronJob's Job
+    too: :func:`~distconv.deploy.shapes.applied_objects`); those that alone make each line of
+    what is refused in them (a field of the wrong type, an item that is no object); and, asked
+    only where those do not tell, the problems of each document judged alone."""
 
     def __init__(self, sources: Sequence[Source]) -> None:
         self._docs = [doc for _, doc in sources]
-        self._problems: dict[int, set[str]] = {}
+        self.holders: dict[str, list[int]] = {}
+        self.refusers: dict[str, list[int]] = {}
+        for number, doc in enumerate(self._docs):
+            objs, lines = applied_objects([doc])
+            for name in dict.fromkeys(map(_where, objs)):
+                self.holders.setdefault(name, []).append(number)
+            for line in dict.fromkeys(lines):
+                self.refusers.setdefault(line, []).append(number)
+        self.longest = max(map(len, self.holders), default=0)
+        self._alone: dict[int, set[str]] = {}
 
-    def makes(self, index: int, problem: str) -> bool:
-        """Whether document ``index`` alone makes ``problem``."""
-        if index not in self._problems:
-            self._problems[index] = set(manifest_problems([self._docs[index]]))
-        return problem in self._problems[index]
+    def makes(self, number: int, problem: str) -> bool:
+        """Whether document ``number`` alone makes ``problem`` (judged once, when first asked)."""
+        if number not in self._alone:
+            self._alone[number] = set(manifest_problems([self._docs[number]]))
+        return problem in self._alone[number]
 
 
-def _written(doc: Any) -> tuple[set[str], set[str]]:
-    """What ``doc`` stands for: how a problem names each object it creates (a List's items, a
-    CronJob's Job too: :func:`~distconv.deploy.shapes.applied_objects`), and the lines that
-    name what it alone makes wrong (a field of the wrong type, an item that is no object)."""
-    objs, lines = applied_objects([doc])
-    return {_where(obj) for obj in objs}, set(lines)
-
-
-def _located(
-    problem: str,
-    sources: Sequence[Source],
-    written: list[tuple[set, set]],
-    names: set[str],
-    alone: _Alone,
-) -> str:
+def _located(problem: str, sources: Sequence[Source], index: _Index) -> str:
     """``problem`` led by the places of the documents it is in (:func:`located_problems`):
-    those that alone make it, else those that hold the object it names (of ``names``); where
-    it names none, those that make it judged alone (one document: that one)."""
-    places = [where for (where, _), (_, lines) in zip(sources, written) if problem in lines]
-    if not places:
-        named = set(_named(problem, names))
-        holders = [i for i, (own, _) in enumerate(written) if own & named]
-        if not named:  # no object named: the documents that make it alone (one: that one)
-            holders = [
-                i for i in range(len(sources)) if len(sources) == 1 or alone.makes(i, problem)
+    those that alone make it, else those that hold the object it names; where it names none,
+    those that make it judged alone (one document: that one)."""
+    numbers = index.refusers.get(problem)
+    if not numbers:
+        named = _named(problem, index)
+        if named:
+            holders = sorted({number for name in named for number in index.holders[name]})
+            numbers = _makers(problem, holders, index)
+        else:
+            numbers = [
+                n for n in range(len(sources)) if len(sources) == 1 or index.makes(n, problem)
             ]
-        places = [sources[i][0] for i in _makers(problem, holders, alone)]
+    places = [sources[number][0] for number in numbers]
     return f"{', '.join(places)}: {problem}" if places else problem
 
 
-def _makers(problem: str, holders: list[int], alone: _Alone) -> list[int]:
+def _makers(problem: str, holders: list[int], index: _Index) -> list[int]:
     """Of ``holders`` (the documents holding an object ``problem`` names), those whose own
     problems, each judged alone, hold it: two documents may hold objects named alike (``Job
     ?`` without a name, one name in two namespaces), and each problem is in one of them. All
@@ -82,24 +80,27 @@ def _makers(problem: str, holders: list[int], alone: _Alone) -> list[int]:
     where each does (an object written twice is applied twice)."""
     if len(holders) < 2:
         return holders
-    return [i for i in holders if alone.makes(i, problem)] or holders
+    return [number for number in holders if index.makes(number, problem)] or holders
 
 
-def _named(problem: str, names: set[str]) -> list[str]:
-    """The objects of ``names`` that ``problem`` starts by naming: one (``Job a: ...``, ``Job a
-    container c: ...``) or several, comma-separated (``Job a, Job b: ...``), each the longest
-    name followed by ``:``, a space or a comma (``Job a`` names no problem of ``Job a-b``)."""
+def _named(problem: str, index: _Index) -> list[str]:
+    """The objects that ``problem`` starts by naming: one (``Job a: ...``, ``Job a container
+    c: ...``) or several, comma-separated (``Job a, Job b: ...``), each the longest name
+    followed by ``:``, a space or a comma (``Job a`` names no problem of ``Job a-b``)."""
     named: list[str] = []
     rest = problem
-    while fits := [name for name in names if _starts_with_name(rest, name)]:
-        named.append(max(fits, key=len))
-        rest = rest[len(named[-1]) :]
+    while name := _first_name(rest, index):
+        named.append(name)
+        rest = rest[len(name) :]
         if not rest.startswith(", "):
             break
         rest = rest[2:]
     return named
 
 
-def _starts_with_name(text: str, name: str) -> bool:
-    """Whether ``text`` starts with ``name`` as a whole, not a longer name's start."""
-    return text.startswith(name) and text[len(name) : len(name) + 1] in (":", " ", ",")
+def _first_name(text: str, index: _Index) -> str | None:
+    """The longest object name ``text`` starts with as a whole, not a longer name's start:
+    followed by ``:``, a space or a comma. Looked up, each end no longer than the longest
+    name: a problem is not compared with each of thousands of objects (a long List)."""
+    ends = (end for end in range(min(len(text) - 1, index.longest), 0, -1) if text[end] in ":, ")
+    return next((text[:end] for end in ends if text[:end] in index.holders), None)
