@@ -28,6 +28,7 @@ from distconv.procfs import stat_fields
 from .child_spec import ChildSpec
 from .commands import LaunchError
 from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name
+from .output_waits import OutputWaits
 from .startable import not_started
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
@@ -101,11 +102,9 @@ class Child:
         #: reported_end's line and the next, as many as the tail keeps: reported_success()'s
         self.since_end: list[str] = []
         self._after_end = 0  # lines read from reported_end's on, however many since_end keeps
-        # since when the pump waits on ``out`` (or None); its waits after reported_end, summed
-        self._writing_since: float | None = None
-        self._held_up = 0.0
+        self._waits = OutputWaits()  # the pump's on ``out``: since when, and after reported_end
         self._looked_at: float | None = None  # overdue()'s last look, and the launcher's gaps
-        self._launcher_gaps = 0.0  # (summed apart from _held_up: another thread adds to it)
+        self._launcher_gaps = 0.0  # (summed apart from _waits: another thread adds to those)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
         try:
@@ -212,7 +211,7 @@ class Child:
         ``out`` is gone (``| head``) or closed. While it waits (a stalled reader of the
         launcher's output, as a paused pager), nothing reads the child's pipe, which fills and
         blocks the child: that time is not the child's own in its wrap-up (:meth:`overdue`)."""
-        self._writing_since = start = time.monotonic()
+        start = self._waits.begin()
         try:
             with lock:
                 out.write(shown)
@@ -220,9 +219,7 @@ class Child:
         except (OSError, ValueError):
             return False
         finally:
-            if self.reported_end is not None:
-                self._held_up += time.monotonic() - start
-            self._writing_since = None  # after the sum: overdue() sees the wait in one of them
+            self._waits.end(start, counted=self.reported_end is not None)
         return True
 
     def _log_line(self, line: bytes, say: Callable[[str], None] | None) -> bool:
@@ -255,8 +252,9 @@ class Child:
     def overdue(self, every: float = 0.0) -> str | None:
         """Why it must be stopped, where it still runs :data:`WRAPUP_SECONDS` after the line by
         which it reported its end, naming that line and its last ones; else None. Its pump's
-        waits on the launcher's own output (:meth:`_write`), which block it, do not count, nor
-        do gaps between two looks over :data:`LAUNCHER_GAP_SECONDS` beyond ``every`` (the
+        waits on the launcher's own output (:meth:`_write`), which block it, do not count
+        (stalls in full, the shorter waits up to WRAPUP_SECONDS: :mod:`launcher.output_waits`),
+        nor do gaps between two looks over :data:`LAUNCHER_GAP_SECONDS` beyond ``every`` (the
         seconds the caller sleeps between its looks): the launcher was stopped."""
         if self.reported_end is None or self.exited_at is not None:
             return None
@@ -265,9 +263,8 @@ class Child:
         self._looked_at = now
         if now - last > every + LAUNCHER_GAP_SECONDS:  # beside a write: at worst counted twice
             self._launcher_gaps += now - last
-        if self._writing_since is not None:  # held up by the launcher, not by itself
-            return None
-        if now < at + WRAPUP_SECONDS + self._held_up + self._launcher_gaps:
+        held = self._waits.held_up(now, WRAPUP_SECONDS) + self._launcher_gaps
+        if now < at + WRAPUP_SECONDS + held:
             return None
         last = " | ".join(list(self.tail)[-3:])
         return (
@@ -324,7 +321,7 @@ class Child:
             self.output_held = (
                 f"{name}: a process that left its process group (setsid, a daemon) still holds "
                 "its output; it was not stopped"
-                if self._writing_since is None
+                if self._waits.since is None
                 else f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s "
                 f"last lines are missing from it and from {self.log_path}"
             )

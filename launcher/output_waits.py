@@ -1,0 +1,51 @@
+"""The time a child's output pump waits on the launcher's own output (a paused pager, a slow
+reader of its stdout): meanwhile nothing reads the child's pipe, which fills and blocks the
+child, so that time is not the child's own in its wrap-up (:meth:`launcher.child.Child.overdue`).
+Only bounded, though: a stuck child that keeps printing into a slow output would be waiting on it
+almost all the time, and never be stopped."""
+
+from __future__ import annotations
+
+import time
+
+#: seconds one write to the launcher's output may wait before it is a stall (a pager left
+#: paused, a reader stopped): a stall never counts in a child's wrap-up, while the shorter waits
+#: (an output that moves, if slowly) do not count only up to the wrap-up's own length in all
+OUTPUT_STALL_SECONDS = 1.0
+
+
+class OutputWaits:
+    """A child's pump's waits on the launcher's output from the report of its end on."""
+
+    def __init__(self) -> None:
+        #: monotonic time the wait under way began, None while the pump does not wait
+        self.since: float | None = None
+        self._stalled = 0.0  # the waits over OUTPUT_STALL_SECONDS, summed
+        self._slowed = 0.0  # the shorter ones
+
+    def begin(self) -> float:
+        """Note a wait that begins now (one write); its start, for :meth:`end`."""
+        self.since = start = time.monotonic()
+        return start
+
+    def end(self, start: float, counted: bool) -> None:
+        """Note that the wait begun at ``start`` is over; ``counted``: it is added in, as one
+        after the report of the child's end."""
+        if counted:
+            wait = time.monotonic() - start
+            if wait > OUTPUT_STALL_SECONDS:
+                self._stalled += wait
+            else:
+                self._slowed += wait
+        self.since = None  # after the sum: held_up() sees the wait in one of them
+
+    def held_up(self, now: float, bound: float) -> float:
+        """The seconds of waiting, the wait under way up to ``now`` too, not to count in the
+        wrap-up: every stall, and the shorter waits up to ``bound`` seconds in all."""
+        since = self.since  # first: a wait that ends meanwhile is in a sum read below
+        stalled, slowed = self._stalled, self._slowed
+        if since is not None and now - since > OUTPUT_STALL_SECONDS:
+            stalled += now - since
+        elif since is not None:
+            slowed += max(now - since, 0.0)
+        return stalled + min(slowed, bound)
