@@ -102,6 +102,7 @@ class Child:
         #: reported_end's line and the next, as many as the tail keeps: reported_success()'s
         self.since_end: list[str] = []
         self._after_end = 0  # lines read from reported_end's on, however many since_end keeps
+        self._before_end: list[str] = []  # the tail's lines before reported_end's, at it
         self._waits = OutputWaits()  # the pump's on ``out``: since when, and after reported_end
         self._looked_at: float | None = None  # overdue()'s last look, and the launcher's gaps
         self._launcher_gaps = 0.0  # (summed apart from _waits: another thread adds to those)
@@ -200,6 +201,7 @@ class Child:
         next in :attr:`since_end`: in the tail alone, lines enough after it pushed it out."""
         if self.reported_end is None and self._ends is not None and self._ends(text):
             self.reported_end = (time.monotonic(), text)
+            self._before_end = list(self.tail)[:-1]  # a rank's reason, before the report
         if self.reported_end is None:
             return
         self._after_end += 1
@@ -336,11 +338,13 @@ class Child:
 
     def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
-        The reader reads the tail led by the lines since the report of its end that left it
-        (:attr:`since_end`: Hydra's statuses, pushed out by more lines than the tail keeps).
-        ``victims``: the other children that stopped because of it."""
+        Where more lines than the tail keeps followed the report of its end, the reader reads
+        the tail led by the lines before that report (a rank's reason) and those of
+        :attr:`since_end` that left it (Hydra's statuses). ``victims``: the other children
+        that stopped because of it."""
         lines, reader = list(self.tail), self.spec.reader
-        read = [*self.since_end[: max(self._after_end - len(lines), 0)], *lines]  # no overlap
+        left = max(self._after_end - len(lines), 0)  # lines from the report on, pushed out
+        read = [*self._before_end, *self.since_end[:left], *lines] if left else lines
         code, cause = (self.poll(), None) if reader is None else reader.read(read, self.poll())
         number = -code if code is not None and code < 0 else None
         return Failure(
