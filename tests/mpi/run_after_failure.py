@@ -1,11 +1,13 @@
-"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP [sum] [first] [unpack]: rank
-0's ``finish_step`` of step 2 (with ``first``: step 0, the one that records the firing order)
-fails after the step's collectives (a gradient replaced after it fired; with ``unpack``: its
-first bucket's copy back into the gradients raises, as a failed device copy would: on rank 0
+"""mpiexec -n 2 python -m mpi4py run_after_failure.py OUT OVERLAP [sum] [first] [unpack] [half]:
+rank 0's ``finish_step`` of step 2 (with ``first``: step 0, the one that records the firing
+order) fails after the step's collectives (a gradient replaced after it fired; with ``unpack``:
+its first bucket's copy back into the gradients raises, as a failed device copy would: on rank 0
 alone, before any update), rank 0 catches the error and trains on; with ``sum`` every rank sums
-a metric after each step too. Each rank that gets to the end writes ``OUT/values<rank>.npz``; a
-rank that fails writes ``OUT/rank<r>.err``, and rank 0 then waits (a few seconds at most) for
-rank 1's before it closes (which aborts the job), so that what rank 1 said is kept.
+a metric after each step too; with ``half`` the wire is float16 (reduced by hand: without the
+thread, by the main thread in finish_step, bucket by bucket). Each rank that gets to the end
+writes ``OUT/values<rank>.npz``; a rank that fails writes ``OUT/rank<r>.err``, and rank 0 then
+waits (a few seconds at most) for rank 1's before it closes (which aborts the job), so that
+what rank 1 said is kept.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ def main() -> None:
     out, overlap, options = Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3:]
     summing, failing = "sum" in options, 0 if "first" in options else 2
     optimizer = create_optimizer("momentum", lr=0.1)
-    sync = MPISync(optimizer, overlap=overlap, bucket_bytes=48, timeout=20)
+    wire = "float16" if "half" in options else None
+    sync = MPISync(optimizer, overlap=overlap, bucket_bytes=48, grad_dtype=wire, timeout=20)
     params = [Parameter(n, np.linspace(0.1, 0.9, 3) * (i + 1)) for i, n in enumerate("abc")]
     unpacking = "unpack" in options
     if unpacking and sync.rank == 0:

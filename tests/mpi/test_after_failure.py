@@ -35,7 +35,7 @@ def test_start_step_after_a_failed_finish_step_is_refused():
 @NEEDS_MPIEXEC[0]
 @NEEDS_MPIEXEC[1]
 @pytest.mark.parametrize("overlap", ["0", "1"])
-@pytest.mark.parametrize("then", ["step", "sum", "first", "unpack"])
+@pytest.mark.parametrize("then", ["step", "sum", "first", "unpack", "unpack half"])
 def test_a_rank_that_trains_on_after_a_failed_step_ends_the_job(tmp_path, overlap, then):
     """Without the refusal the ranks trained on with different weights and closed cleanly (no
     thread), or the thread's next flags' exchange went out over the one left open and MPICH
@@ -49,9 +49,12 @@ def test_a_rank_that_trains_on_after_a_failed_step_ends_the_job(tmp_path, overla
     skipped that exchange, and rank 1 waited in it (a refit met it there: the watchdog).
     ``unpack``: rank 0's first bucket fails to copy back (a device copy, on that rank alone)
     after its reduction: that error was not told, so rank 1 waited as above (and rank 0 left
-    the later buckets' unpacks, and without the thread their 16-bit reductions, undone)."""
+    the later buckets' unpacks, and without the thread their 16-bit reductions, undone).
+    ``unpack half``: the same on a float16 wire, where, without the thread, rank 0's main thread
+    reduces bucket 1 by hand after bucket 0's failed copy back: a rank that raised at once, even
+    after telling, left rank 1 waiting in that reduction (native wires have none left there)."""
     pytest.importorskip("mpi4py")
-    extra = [] if then == "step" else [then]
+    extra = [] if then == "step" else then.split()
     proc = run_mpi(["-n", "2", *script("run_after_failure.py"), str(tmp_path), overlap, *extra])
     assert proc.returncode != 0, proc.stdout + proc.stderr
     said = (tmp_path / "rank0.err").read_text()
