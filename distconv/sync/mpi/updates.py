@@ -89,21 +89,30 @@ def reduce_all(
     every rank, at the same bucket. Any other error of an unpack (a device copy) is this rank's
     alone: it is raised once every later bucket is reduced, unpacked and checked and the flags
     are in (the other ranks wait in those collectives, then finish the step), after
-    ``failed_alone``.
+    ``failed_alone`` (whose own error, if any, is raised instead, with it as its context). Where
+    a later bucket's error is raised instead (a SyncError, every rank's), a note there names it.
     """
     alone: list[Exception] = []
     flags = None if thread is not None else used.complete()
-    for bucket in buckets:
-        if thread is not None:
-            _wait(thread, bucket)
-        elif not bucket.pieces:  # a 16-bit wire, reduced by hand
-            bucket.reduce(comm, lambda r: r.Wait(), None, None)
-        _unpack(bucket, alone)
+    try:
+        for bucket in buckets:
+            if thread is not None:
+                _wait(thread, bucket)
+            elif not bucket.pieces:  # a 16-bit wire, reduced by hand
+                bucket.reduce(comm, lambda r: r.Wait(), None, None)
+            _unpack(bucket, alone)
+    except Exception as exc:  # a SyncError (every rank's), an MPI error: this rank's in a note
+        if alone and hasattr(exc, "add_note"):  # Python 3.11 on
+            exc.add_note(f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
+        raise
     if thread is not None:
         flags = used.complete()  # on the thread, behind every piece
     if alone:
-        failed_alone()
-        raise alone[0]
+        try:
+            raise alone[0]
+        except Exception:  # as update_step: an error of failed_alone's is raised from it
+            failed_alone()
+            raise
     return flags
 
 

@@ -1,0 +1,86 @@
+"""reduce_all keeps one rank's failed copy back (an unpack's error) until the step's collectives
+are in; what is raised after it, a later bucket's refusal or ``failed_alone``'s own error, still
+names it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.updates import reduce_all
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class StubBucket:
+    """A native-wire bucket (one piece, reduced elsewhere) whose unpack raises ``error``."""
+
+    def __init__(self, index: int, error: Exception | None = None) -> None:
+        self.index, self.error, self.unpacked = index, error, False
+        self.pieces, self.compressed = [slice(0, 1)], False
+
+    def unpack(self) -> None:
+        if self.error is not None:
+            raise self.error
+        self.unpacked = True
+
+
+class StubUsed:
+    """The flags' exchange, already complete."""
+
+    def complete(self) -> np.ndarray:
+        return np.ones(2, dtype=np.uint8)
+
+
+class StubThread:
+    """The communication thread: its wait for a bucket raises that bucket's ``failure``."""
+
+    def wait(self, bucket: Any) -> None:
+        if getattr(bucket, "failure", None) is not None:
+            raise bucket.failure
+
+
+def run(buckets: list[StubBucket], failed_alone: Any = lambda: None, thread: Any = None) -> None:
+    reduce_all(buckets, thread, None, StubUsed(), failed_alone)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
+@pytest.mark.parametrize("threaded", [False, True])
+def test_a_later_buckets_refusal_raised_on_every_rank_still_names_this_ranks_copy_back(threaded):
+    """The refusal (a 16-bit wire's check: in the main thread's unpack, or the thread's failure
+    its wait raises) is raised alike on every rank; this rank's own failure goes with it."""
+    copy = RuntimeError("device copy of bucket 0 failed")
+    refused = SyncError("gradient bucket 1 is not finite after the float16 wire")
+    later = StubBucket(1, None if threaded else refused)
+    later.failure = refused if threaded else None  # type: ignore[attr-defined]
+    told: list[bool] = []
+    thread = StubThread() if threaded else None
+    with pytest.raises(SyncError, match="not finite") as caught:
+        run([StubBucket(0, copy), later], lambda: told.append(True), thread)
+    assert not told  # every rank refuses the step alike: nothing to tell
+    assert any("device copy of bucket 0 failed" in note for note in caught.value.__notes__)
+
+
+def test_an_error_of_failed_alone_is_raised_from_the_kept_copy_back():
+    copy = RuntimeError("device copy of bucket 0 failed")
+    later = StubBucket(1)
+
+    def failed_alone() -> None:
+        raise SyncError("waited 20.0 s in the Allgather of the firing order")
+
+    with pytest.raises(SyncError, match="firing order") as caught:
+        run([StubBucket(0, copy), later], failed_alone)
+    assert caught.value.__context__ is copy
+    assert later.unpacked  # the later buckets went on before it
+
+
+def test_the_kept_copy_back_is_raised_after_failed_alone():
+    copy = RuntimeError("device copy of bucket 0 failed")
+    told: list[bool] = []
+    with pytest.raises(RuntimeError, match="device copy") as caught:
+        run([StubBucket(0, copy), StubBucket(1)], lambda: told.append(True))
+    assert caught.value is copy and told == [True]
