@@ -345,8 +345,11 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._in_step = False
         began = time.perf_counter()
         self._complete_check()  # a step without buckets
+        try:  # before the flags: a bucket this rank fails to pack is said in them (fail)
+            self._launch_ready(everything=True)
+        except Exception as exc:
+            self._used.fail(exc, self.world_size)
         self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
-        self._launch_ready(everything=True)
         try:
             self._pump.finish()  # the pieces left: onto the wire, or to the thread
             # every piece queued before the flags' wait: else the thread, blocked there, would

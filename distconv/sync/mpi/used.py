@@ -5,7 +5,8 @@ its bucket, but the optimizer must leave it alone: Momentum and Adam would still
 Adam would count a step, where a single process (:class:`~distconv.sync.local.LocalSync`) never
 calls the optimizer for it. A zero sum cannot tell "fired with a zero gradient" from "never
 fired", so the ranks exchange one byte per parameter each step (PyTorch DDP's
-``find_unused_parameters`` does the same). The exchange is posted when ``finish_step`` begins and
+``find_unused_parameters`` does the same). The exchange is posted by ``finish_step`` once it has
+packed the last buckets (a rank that fails to says so in it: :meth:`UsedParams.fail`) and
 travels beside the gradients' last pieces: by the main thread, or, where a communication thread
 reduces the pieces, by that thread (only one thread may call MPI at a time).
 
@@ -27,6 +28,8 @@ from distconv.sync.mpi.thread import CommThread
 #: every flag of a rank that abandoned the step (a fired parameter's is 1): the OR (a max)
 #: tells the ranks that finished it (see :meth:`UsedParams.abandoned`)
 ABANDONED = 2
+#: every flag of a rank whose ``finish_step`` failed to pack a bucket (:meth:`UsedParams.fail`)
+FAILED = 3
 
 
 class UsedParams:
@@ -49,6 +52,7 @@ class UsedParams:
         self._request: Any = None
         self._thread: CommThread | None = None
         self._posted = self._owed = False
+        self._failed: Exception | None = None  # this rank's error, said in its flags (fail)
 
     def reset(self) -> None:
         """A new step: nothing has fired."""
@@ -70,6 +74,19 @@ class UsedParams:
             # the rank, and :meth:`drop` completes it on every rank before a new layout
             thread.call(lambda wait: self._start(), "start of the used-parameter flags", True)
 
+    def fail(self, error: Exception, world_size: int) -> None:
+        """This rank's ``finish_step`` failed packing its last buckets (``error``, not a
+        SyncError), before it posted the flags. Among several ranks every flag says
+        :data:`FAILED`, its pieces go as they are, and :meth:`complete` refuses the step on
+        every rank, this one raising ``error``: no rank updates, none waits for pieces that
+        never come, and every rank counts the step (a setup meets them all). Else ``error`` is
+        raised at once.
+        """
+        if world_size == 1 or isinstance(error, SyncError):  # nobody waits; every rank's
+            raise error
+        self.local.fill(FAILED)
+        self._failed = error
+
     def _start(self) -> None:
         self._request = self.comm.Iallreduce(self.local, self.anywhere, self.op)
 
@@ -89,7 +106,15 @@ class UsedParams:
         else:  # on the thread too: while it reduces, it alone may call MPI
             done = self._thread.call(lambda wait: wait(self._request), "used-parameter flags")
             self._thread.finish(done)
-        self._request = None
+        self._request, failed, self._failed = None, self._failed, None
+        if failed is not None:  # FAILED, every flag: the others refuse the step too
+            raise failed
+        if self.anywhere.size and self.anywhere.max() == FAILED:
+            raise SyncError(
+                "another rank's finish_step failed (an error there, which it raised) before "
+                "its last gradients went: no rank updated this step; set up again on every rank "
+                "(a fit does), or close the sync (it ends the job)"
+            )
         if self.anywhere.size and self.anywhere.max() == ABANDONED:
             raise SyncError(
                 "another rank abandoned the step (an error there) before it finished: its "
@@ -108,7 +133,7 @@ class UsedParams:
             self._start()
         if self._request is not None:
             self._request.Wait()
-        self._request, self._posted, self._owed = None, False, False
+        self._request, self._posted, self._owed, self._failed = None, False, False, None
 
     def abandoned(self) -> None:
         """This rank abandoned a step whose check passed, before its ``finish_step`` started
