@@ -5,11 +5,12 @@ A shard keeps a per-parameter scalar of the optimizer (Adam's ``step``) once per
 blocks of a dense parameter advance together in sync mode, but a sparse table's block takes a
 step only when one of its rows is touched, and in async mode a push can be dropped as stale on
 one shard and applied on another (staleness is judged per shard), so their blocks' counts
-differ. The gathered state therefore carries, for each sparse parameter and, in async mode, each
-dense one, and each scalar key ``K``, ``K + PER_ROW``: one count per row (each row holds its
-block's count), which does not depend on the block layout; ``K`` itself holds the largest.
-Restoring sends each block the count of its rows (a dense parameter cut into other blocks since:
-the largest of a block's rows).
+differ. The gathered state therefore carries, for each scalar key ``K``, counts that do not
+depend on the block layout: for each sparse parameter ``K + PER_ROW``, one count per row (each row
+holds its block's count); in async mode for each dense one ``K + RUNS``, the same as runs of rows
+(:mod:`~distconv.sync.ps.row_counts`: a dense parameter's row is one element, and one count each
+would outweigh its values). ``K`` itself holds the largest. Restoring sends each block the count
+of its rows (a dense parameter cut into other blocks since: the largest of a block's rows).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
 from distconv.sync.local import state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
+from distconv.sync.ps.row_counts import RUNS, count_of_rows, count_runs
 
 #: what a ``get_state`` reply without the values asked for says of its shard: one of a release
 #: before ``with_values``, which ignores the field (unknown fields are ignored)
@@ -38,7 +40,8 @@ class RemoteState:
     def state_dict(self) -> StateDict:
         """Gather every block's optimizer state from the shards, by parameter name then key.
 
-        Sparse parameters also get ``K + PER_ROW`` for each scalar key ``K`` (see the module).
+        Sparse parameters also get ``K + PER_ROW`` for each scalar key ``K``, and in async mode
+        dense ones ``K + RUNS`` (see the module).
         In async mode each reply also carries its blocks' values of the same moment, written
         into the parameters (as a pull does): a push landing after the checkpoint's pull (a
         rank declared lost, a worker without the ``Trainer``'s gathers) moved the state past
@@ -70,7 +73,10 @@ class RemoteState:
         """:meth:`state_dict`, the values of its moment written into the parameters or not;
         ``finite``: those values checked finite first (a checkpoint's are by the checkpoint)."""
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
-        per_row = self.mode == "async"  # a dense parameter's blocks may differ (module doc)
+        # in async mode a dense parameter's blocks may differ (module doc): (start, count)s
+        dense_counts: dict[tuple[str, str], list[tuple[int, int]]] | None = (
+            {} if self.mode == "async" else None
+        )
         runs = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
@@ -98,7 +104,11 @@ class RemoteState:
                 for key in h["keys"]:
                     shaped = key in self.optimizer.buffers
                     value = next(it)
-                    _gather_block(state[spec.name], spec, b, key, value, shaped, per_row)
+                    _gather_block(state[spec.name], spec, b, key, value, shaped)
+                    if dense_counts is not None and not (shaped or spec.sparse):
+                        dense_counts.setdefault((spec.name, key), []).append((b.start, int(value)))
+        for (name, key), counts in (dense_counts or {}).items():
+            state[name][key + RUNS] = count_runs(counts)
         return state
 
     def _state_part(
@@ -196,7 +206,8 @@ class RemoteState:
                 differently, without a word), a parameter's entry lacks one of the optimizer's
                 keys (a stateful optimizer needs them all), a sparse parameter's rows disagree
                 on a scalar within one block (the checkpoint was cut into other blocks), or a
-                per-row array has the wrong shape. Nothing is sent then.
+                per-row array has the wrong shape, or a dense parameter's runs of counts
+                (``K + RUNS``) are not of their form. Nothing is sent then.
         """
         if not self.is_chief:
             return
@@ -286,18 +297,17 @@ def _gather_block(
     key: str,
     value: np.ndarray,
     shaped: bool,
-    per_row: bool = False,
 ) -> None:
     """Write one block's ``key`` into ``state``: a slice of rows when ``shaped`` (a buffer
     shaped like the parameter), else a per-block scalar, the largest in ``key`` and, for a
-    sparse parameter or with ``per_row`` (async mode), each row's in ``key + PER_ROW``. Not told
-    by ``state[key].ndim``: a 0-d parameter's moments are 0-d too, and would be saved as the
-    largest of them and 0."""
+    sparse parameter, each row's in ``key + PER_ROW`` (a dense one's runs are the caller's).
+    Not told by ``state[key].ndim``: a 0-d parameter's moments are 0-d too, and would be saved
+    as the largest of them and 0."""
     target = state[key]
     if shaped:
         rows_view(target, spec)[block.start : block.stop] = value
         return
-    if spec.sparse or per_row:
+    if spec.sparse:
         counts = state.setdefault(key + PER_ROW, np.zeros(spec.rows, dtype=value.dtype))
         counts[block.start : block.stop] = value
     target[...] = np.maximum(target, value)
@@ -318,11 +328,15 @@ def _block_state(
 ) -> np.ndarray:
     """One block's ``key``, C-contiguous and of ``dtype`` (the shards'), as ``set_state`` sends
     it: a ``(rows, row_len)`` slice when ``shaped`` (a 0-d parameter's moment too), else a
-    per-block scalar: its rows' count (``key + PER_ROW``) where the state has one, else ``key``.
+    per-block scalar: its rows' count where the state has one (a dense parameter's ``key +
+    RUNS``; else ``key + PER_ROW``, a sparse table's or one count per element of a dense one,
+    as async checkpoints held before their runs), else ``key``.
     """
     a = np.asarray(to_host(state[key]))
     if shaped:
         return np.array(rows_view(a, spec)[block.start : block.stop], dtype, order="C")
+    if not spec.sparse and key + RUNS in state:
+        return np.array(count_of_rows(state[key + RUNS], spec, block, key), dtype=dtype)
     per_row = state.get(key + PER_ROW)
     if per_row is None:
         return np.array(a, dtype)

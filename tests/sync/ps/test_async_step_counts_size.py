@@ -1,0 +1,95 @@
+"""An async checkpoint keeps a dense parameter's per-block step counts as runs of rows, not one
+count per row: a dense parameter's row is one element, and one int64 count each (what async
+checkpoints first kept) made a 4096 x 4096 layer's ``step_per_row`` 128 MiB, twice its float32
+values. Real async shards; the counts still go back block by block, from the runs and from that
+earlier one-per-row form, and under another block layout a block takes the largest of its rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ps_helpers import insecure_worker
+
+from distconv.parameter import Parameter
+from distconv.sync.base import PER_ROW
+from distconv.sync.ps.row_counts import RUNS
+
+SHAPE = (64, 64)  # float32: 16 KiB, in 16 blocks of 256 elements (1 KiB)
+BLOCK_BYTES, PER_BLOCK = 1024, 256
+BLOCKS = SHAPE[0] * SHAPE[1] // PER_BLOCK
+
+
+def _roundtrip(shards, state_of) -> dict:
+    """``load_state_dict(state_of(fresh state))`` on 2 fresh async shards, then the state the
+    shards hold, as ``state_dict()`` gathers it."""
+    endpoints = shards.start(2, workers=1, mode="async")
+    w = Parameter("w", np.zeros(SHAPE, np.float32))
+    sync = insecure_worker(endpoints, optimizer="adam", lr=0.01, block_bytes=BLOCK_BYTES)
+    try:
+        sync.setup([w])
+        sync.load_state_dict({"w": state_of(sync.state_dict()["w"])})
+        return sync.state_dict()["w"]
+    finally:
+        sync.close()
+
+
+def _runs(block_counts: list[int]) -> np.ndarray:
+    """``[first row, count]`` of each block, blocks of one count merged."""
+    pairs = [(k * PER_BLOCK, c) for k, c in enumerate(block_counts)]
+    kept = [p for i, p in enumerate(pairs) if i == 0 or pairs[i - 1][1] != p[1]]
+    return np.array(kept, dtype=np.int64)
+
+
+COUNTS = [5, 5, 3, 3, 3, 7, 5, 5, 5, 5, 5, 5, 5, 5, 6, 5]
+
+
+@pytest.mark.timeout(60)
+def test_a_dense_parameters_counts_take_a_few_bytes_a_block(shards):
+    def counts_per_block(state):
+        return {**state, "step": np.int64(max(COUNTS)), "step" + RUNS: _runs(COUNTS)}
+
+    state = _roundtrip(shards, counts_per_block)
+    per_row = {k: v.nbytes for k, v in state.items() if k.endswith(PER_ROW)}
+    assert sum(per_row.values()) <= 16 * BLOCKS, per_row  # one [first row, count] a block
+    np.testing.assert_array_equal(state["step" + RUNS], _runs(COUNTS))
+    assert state["step"] == max(COUNTS)
+
+
+@pytest.mark.timeout(60)
+def test_one_count_per_row_of_an_earlier_async_checkpoint_still_resumes(shards):
+    def one_per_row(state):
+        rows = np.repeat(np.array(COUNTS, dtype=np.int64), PER_BLOCK)
+        earlier = {k: v for k, v in state.items() if k != "step" + RUNS}  # it had no runs
+        return {**earlier, "step": np.int64(max(COUNTS)), "step" + PER_ROW: rows}
+
+    state = _roundtrip(shards, one_per_row)
+    np.testing.assert_array_equal(state["step" + RUNS], _runs(COUNTS))
+
+
+@pytest.mark.timeout(60)
+def test_a_block_cut_across_runs_of_another_layout_takes_the_largest(shards):
+    # runs of the written run's layout end inside block 2 (rows 600, 700) and in block 9
+    written = np.array([[0, 4], [600, 9], [700, 2], [2400, 8]], dtype=np.int64)
+    expected = [4, 4, 9, 2, 2, 2, 2, 2, 2, 8, 8, 8, 8, 8, 8, 8]
+
+    state = _roundtrip(shards, lambda s: {**s, "step": np.int64(9), "step" + RUNS: written})
+    np.testing.assert_array_equal(state["step" + RUNS], _runs(expected))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "runs",
+    [
+        np.array([[1, 4]]),  # not from row 0
+        np.array([[0, 4], [0, 5]]),  # first rows not rising
+        np.array([[0, 4], [SHAPE[0] * SHAPE[1], 5]]),  # a row past the parameter's
+        np.array([0, 4]),  # not pairs
+        np.array([[0.0, 4.0]]),  # not integers
+        np.array([[0, -1]]),  # a negative count
+    ],
+    ids=["start", "order", "past", "flat", "float", "negative"],
+)
+def test_runs_not_of_their_form_are_refused_naming_the_key(shards, runs):
+    with pytest.raises(ValueError, match=r"w/step_runs_per_row"):
+        _roundtrip(shards, lambda s: {**s, "step" + RUNS: runs})
