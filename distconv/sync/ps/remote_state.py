@@ -7,10 +7,12 @@ step only when one of its rows is touched, and in async mode a push can be dropp
 one shard and applied on another (staleness is judged per shard), so their blocks' counts
 differ. The gathered state therefore carries, for each scalar key ``K``, counts that do not
 depend on the block layout: for each sparse parameter ``K + PER_ROW``, one count per row (each row
-holds its block's count); in async mode for each dense one ``K + RUNS``, the same as runs of rows
+holds its block's count); for each dense one ``K + RUNS``, the same as runs of rows
 (:mod:`~distconv.sync.ps.row_counts`: a dense parameter's row is one element, and one count each
-would outweigh its values). ``K`` itself holds the largest. Restoring sends each block the count
-of its rows (a dense parameter cut into other blocks since: the largest of a block's rows).
+would outweigh its values), in async mode, and in sync mode where its blocks differ (a resume
+from an async checkpoint: the sync run's own checkpoint keeps them). ``K`` itself holds the
+largest. Restoring sends each block the count of its rows (a dense parameter cut into other
+blocks since: the largest of a block's rows).
 """
 
 from __future__ import annotations
@@ -73,10 +75,8 @@ class RemoteState:
         """:meth:`state_dict`, the values of its moment written into the parameters or not;
         ``finite``: those values checked finite first (a checkpoint's are by the checkpoint)."""
         state = {p.name: self.optimizer.init_state(to_host(p.value)) for p in self.params}
-        # in async mode a dense parameter's blocks may differ (module doc): (start, count)s
-        dense_counts: dict[tuple[str, str], list[tuple[int, int]]] | None = (
-            {} if self.mode == "async" else None
-        )
+        # a dense parameter's blocks' (start, count)s: they may differ (module doc)
+        dense_counts: dict[tuple[str, str], list[tuple[int, int]]] = {}
         runs = []
         for s in range(len(self._socks)):
             blocks = self.layout.blocks_on(s)
@@ -105,10 +105,13 @@ class RemoteState:
                     shaped = key in self.optimizer.buffers
                     value = next(it)
                     _gather_block(state[spec.name], spec, b, key, value, shaped)
-                    if dense_counts is not None and not (shaped or spec.sparse):
+                    if not (shaped or spec.sparse):
                         dense_counts.setdefault((spec.name, key), []).append((b.start, int(value)))
-        for (name, key), counts in (dense_counts or {}).items():
-            state[name][key + RUNS] = count_runs(counts)
+        for (name, key), counts in dense_counts.items():
+            kept = count_runs(counts)
+            # sync mode: only after a resume from an async checkpoint whose blocks differed
+            if self.mode == "async" or len(kept) > 1:
+                state[name][key + RUNS] = kept
         return state
 
     def _state_part(

@@ -20,10 +20,10 @@ BLOCK_BYTES, PER_BLOCK = 1024, 256
 BLOCKS = SHAPE[0] * SHAPE[1] // PER_BLOCK
 
 
-def _roundtrip(shards, state_of) -> dict:
-    """``load_state_dict(state_of(fresh state))`` on 2 fresh async shards, then the state the
-    shards hold, as ``state_dict()`` gathers it."""
-    endpoints = shards.start(2, workers=1, mode="async")
+def _roundtrip(shards, state_of, mode: str = "async") -> dict:
+    """``load_state_dict(state_of(fresh state))`` on 2 fresh shards (of ``mode``), then the
+    state the shards hold, as ``state_dict()`` gathers it."""
+    endpoints = shards.start(2, workers=1, mode=mode)
     w = Parameter("w", np.zeros(SHAPE, np.float32))
     sync = insecure_worker(endpoints, optimizer="adam", lr=0.01, block_bytes=BLOCK_BYTES)
     try:
@@ -93,3 +93,15 @@ def test_a_block_cut_across_runs_of_another_layout_takes_the_largest(shards):
 def test_runs_not_of_their_form_are_refused_naming_the_key(shards, runs):
     with pytest.raises(ValueError, match=r"w/step_runs_per_row"):
         _roundtrip(shards, lambda s: {**s, "step" + RUNS: runs})
+
+
+@pytest.mark.timeout(60)
+def test_a_sync_run_resumed_from_differing_blocks_keeps_them(shards):
+    """Sync mode saves no runs while a dense parameter's blocks agree (every sync run), but a
+    sync run resumed from an async checkpoint whose blocks differed holds them apart: its own
+    checkpoint kept only the largest, and the next resume gave it to every block."""
+    counts = _runs(COUNTS)
+    state = _roundtrip(shards, lambda s: {**s, "step" + RUNS: counts}, mode="sync")
+    np.testing.assert_array_equal(state["step" + RUNS], counts)
+    fresh = _roundtrip(shards, lambda s: s, mode="sync")
+    assert not [k for k in fresh if k.endswith(PER_ROW)], sorted(fresh)  # as before
