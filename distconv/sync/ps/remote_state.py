@@ -332,8 +332,9 @@ def _block_state(
     """One block's ``key``, C-contiguous and of ``dtype`` (the shards'), as ``set_state`` sends
     it: a ``(rows, row_len)`` slice when ``shaped`` (a 0-d parameter's moment too), else a
     per-block scalar: its rows' count where the state has one (a dense parameter's ``key +
-    RUNS``; else ``key + PER_ROW``, a sparse table's or one count per element of a dense one,
-    as async checkpoints held before their runs), else ``key``.
+    RUNS``; else ``key + PER_ROW``, a sparse table's, also for a table saved sparse and dense
+    now, or one count per element of a dense one, as async checkpoints held before their
+    runs), else ``key``.
     """
     a = np.asarray(to_host(state[key]))
     if shaped:
@@ -344,6 +345,11 @@ def _block_state(
     if per_row is None:
         return np.array(a, dtype)
     per_row = np.asarray(to_host(per_row))
+    if not spec.sparse and len(spec.shape) > 1 and per_row.shape == (spec.shape[0],):
+        # a table's, one count per row of it (``sparse_rows`` when saved, dense now): the
+        # largest of the table rows this block's elements lie in
+        width = spec.rows // spec.shape[0]
+        return np.array(per_row[block.start // width : -(-block.stop // width)].max(), dtype)
     if per_row.shape != (spec.rows,):
         raise ValueError(
             f"optimizer state {spec.name}/{key + PER_ROW} has shape {per_row.shape}, "

@@ -105,3 +105,21 @@ def test_a_sync_run_resumed_from_differing_blocks_keeps_them(shards):
     np.testing.assert_array_equal(state["step" + RUNS], counts)
     fresh = _roundtrip(shards, lambda s: s, mode="sync")
     assert not [k for k in fresh if k.endswith(PER_ROW)], sorted(fresh)  # as before
+
+
+@pytest.mark.timeout(60)
+def test_a_table_saved_sparse_resumes_dense_taking_its_rows_counts(shards):
+    """A sparse table's checkpoint has one count per *table* row (``step_per_row`` of shape
+    ``(shape[0],)``); resumed with the table dense (no ``sparse_rows``) it was taken as the
+    largest until dense parameters had per-row counts too, and refused since (shape (64,),
+    expected (4096,)). Each block now
+    takes the largest of the table rows its elements lie in (4 rows of 64 a block here)."""
+    table_rows = np.arange(SHAPE[0], dtype=np.int64) % 7
+
+    def saved_sparse(state):
+        without_runs = {k: v for k, v in state.items() if k != "step" + RUNS}
+        return {**without_runs, "step": np.int64(6), "step" + PER_ROW: table_rows}
+
+    state = _roundtrip(shards, saved_sparse)
+    per_block = table_rows.reshape(BLOCKS, -1).max(axis=1).tolist()
+    np.testing.assert_array_equal(state["step" + RUNS], _runs(per_block))
