@@ -8,16 +8,82 @@ once, for :func:`~distconv.deploy.check.manifest_problems` and ``distconv check-
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-#: deeper nesting is no manifest; the checks (and copy.deepcopy) recurse once or more per level
-MAX_DEPTH = 100
+#: the deepest nesting read: kubectl's own bound (Go's encoding/json and go-yaml refuse a
+#: document nested deeper than 10000 levels), far past any manifest: a CRD that inlines a
+#: recursive schema (no $ref in a CRD) adds levels for each level it inlines, a few hundred at
+#: most. The walkers are iterative; the readers that recurse are given room (:func:`room_to_nest`)
+MAX_DEPTH = 10_000
+#: the Python frames a reader may take for each level: PyYAML's own composer (where libyaml is
+#: missing) and merge keys recurse two or three a level, json's scanner one
+_FRAMES_PER_LEVEL = 4
+#: a JSON string, or a bracket outside one, as :func:`json_depth_problem` reads them
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[][{}]')
 #: more values than aliases may add to a document: more than an object the API server stores
 #: can hold (etcd takes 1.5 MiB a request). What a document writes out is not bounded here (a
 #: List of 3000 pods from ``kubectl get -o yaml`` holds a million): it takes the memory its text
 #: does, which the command bounds (64 MiB)
 MAX_VALUES = 1_000_000
+
+
+@contextmanager
+def room_to_nest() -> Iterator[None]:
+    """Python's recursion limit raised while the block runs, so that a reader that recurses
+    for each level (PyYAML's constructor, json's scanner) builds a document :data:`MAX_DEPTH`
+    deep; restored after. Only what :func:`yaml_depth_problem` or :func:`json_depth_problem`
+    passed is read in it: the C stack is never asked for more than :data:`MAX_DEPTH` levels."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(old + _FRAMES_PER_LEVEL * MAX_DEPTH)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def yaml_depth_problem(text: str, loader: Any) -> str | None:
+    """Which document of YAML ``text`` nests deeper than :data:`MAX_DEPTH`, before ``loader``
+    builds it (libyaml's composer recurses in C: ``[[[[...`` 100000 deep crashed the process):
+    the parser's events, read without recursion, say how deep each is. None where none does."""
+    import yaml  # only the command reads YAML text; the checks import this module too
+
+    number = depth = line = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.DocumentStartEvent):
+            number += 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            line = event.start_mark.line + 1 if depth == 0 else line
+            depth += 1
+            if depth > MAX_DEPTH:
+                return _too_deep(number, line)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return None
+
+
+def json_depth_problem(text: str) -> str | None:
+    """Which JSON document of ``text`` (a stream of them) nests deeper than :data:`MAX_DEPTH`,
+    before it is decoded (json's scanner recurses in C), read without recursion; None where
+    none does. Brackets inside strings are no nesting."""
+    number = depth = start = 0
+    for token in _JSON_TOKEN.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            number, start = (number + 1, token.start()) if depth == 0 else (number, start)
+            depth += 1
+            if depth > MAX_DEPTH:
+                return _too_deep(number, text.count("\n", 0, start) + 1)
+        elif bracket in ("]", "}"):
+            depth = max(depth - 1, 0)
+    return None
+
+
+def _too_deep(number: int, line: int) -> str:
+    return f"document {number} (line {line}) is nested deeper than {MAX_DEPTH} levels"
 
 
 def refuse_unreadable(docs: Sequence[Any]) -> None:

@@ -26,7 +26,13 @@ from typing import Any
 
 import yaml
 
-from distconv.deploy.bounds import MAX_DEPTH, shape_problem
+from distconv.deploy.bounds import (
+    MAX_DEPTH,
+    json_depth_problem,
+    room_to_nest,
+    shape_problem,
+    yaml_depth_problem,
+)
 from distconv.deploy.located import Source, located_problems
 from distconv.deploy.templates import template_hint
 from distconv.files import describe_os_error
@@ -267,12 +273,15 @@ def _json_documents(text: str) -> list[tuple[int, Any]]:
     """The JSON documents of ``text``, one after another as kubectl reads a stream of them (none
     if blank), each with the line it starts on."""
     docs, end, line = [], 0, 1
+    if too_deep := json_depth_problem(text):
+        raise ManifestReadError(too_deep)
     try:
-        while (start := _JSON_SPACE.match(text, end).end()) < len(text):
-            line += text.count("\n", end, start)  # counted on from the last: not from 0 each
-            doc, end = _JSON.raw_decode(text, start)
-            docs.append((line, doc))
-            line += text.count("\n", start, end)
+        with room_to_nest():
+            while (start := _JSON_SPACE.match(text, end).end()) < len(text):
+                line += text.count("\n", end, start)  # counted on from the last, not from 0
+                doc, end = _JSON.raw_decode(text, start)
+                docs.append((line, doc))
+                line += text.count("\n", start, end)
     except json.JSONDecodeError as exc:
         message = exc.msg[:1].lower() + exc.msg[1:]
         raise ManifestReadError(f"line {exc.lineno}, column {exc.colno}: {message}") from None
@@ -287,11 +296,13 @@ def _yaml_documents(text: str) -> list[tuple[int, Any]]:
     docs: list[tuple[int, Any]] = []
     loader = None
     try:
-        _refuse_deep_yaml(text)
+        if too_deep := yaml_depth_problem(text, _SAFE_LOADER):
+            raise ManifestReadError(too_deep)
         loader = _Loader(text)
-        while loader.check_node():
-            node = loader.get_node()
-            docs.append((node.start_mark.line + 1, loader.construct_document(node)))
+        with room_to_nest():
+            while loader.check_node():
+                node = loader.get_node()
+                docs.append((node.start_mark.line + 1, loader.construct_document(node)))
     except yaml.MarkedYAMLError as exc:
         raise ManifestReadError(_yaml_error(exc) + template_hint(text)) from None
     except yaml.reader.ReaderError as exc:  # a control character
@@ -302,24 +313,6 @@ def _yaml_documents(text: str) -> list[tuple[int, Any]]:
         if loader is not None:
             loader.dispose()
     return docs
-
-
-def _refuse_deep_yaml(text: str) -> None:
-    """Refuse a document nested deeper than :data:`MAX_DEPTH` before it is built: libyaml's
-    composer recurses in C, and ``[[[[...`` 100000 deep crashed the process (SIGSEGV). The
-    parser's events, read without recursion, say how deep it is."""
-    number = depth = line = 0
-    for event in yaml.parse(text, Loader=_SAFE_LOADER):
-        if isinstance(event, yaml.DocumentStartEvent):
-            number += 1
-        elif isinstance(event, yaml.CollectionStartEvent):
-            line = event.start_mark.line + 1 if depth == 0 else line
-            depth += 1
-            if depth > MAX_DEPTH:
-                where = f"document {number} (line {line})"
-                raise ManifestReadError(f"{where} is nested deeper than {MAX_DEPTH} levels")
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
 
 
 def _yaml_error(exc: Any) -> str:
@@ -368,12 +361,16 @@ def _kind_of(value: Any) -> str:
 def _object_count(doc: Any) -> int:
     """How many objects ``doc`` stands for: none for an empty document or an empty List (kubectl
     apply: "no objects passed to apply"), the items of a List, else one."""
-    if doc is None:
-        return 0
-    items = doc.get("items") if str(doc.get("kind")).endswith("List") else None
-    if isinstance(items, list) or (items is None and "items" in doc):
-        return sum(_object_count(item) if isinstance(item, dict) else 1 for item in items or [])
-    return 1
+    count, pending = 0, [] if doc is None else [doc]  # Lists in Lists: no recursion
+    while pending:
+        doc = pending.pop()
+        items = doc.get("items") if str(doc.get("kind")).endswith("List") else None
+        if isinstance(items, list) or (items is None and "items" in doc):
+            pending.extend(item for item in items or [] if isinstance(item, dict))
+            count += sum(not isinstance(item, dict) for item in items or [])
+        else:
+            count += 1
+    return count
 
 
 def _shown(path: str) -> str:

@@ -243,14 +243,21 @@ def _listed(objs: Sequence[Any], refused: list[str]) -> Iterator[Manifest]:
     a List's null or absent ``items:`` (none). A value that is no mapping, and a List whose
     ``items`` is no list (one object written without its ``-``), which kubectl refuses, is
     named in ``refused``."""
-    for obj in filter(lambda obj: obj is not None, objs):
+    lists, end = [iter(objs)], object()  # the Lists being read, innermost last: no recursion
+    while lists:
+        obj = next(lists[-1], end)
+        if obj is end:  # that List is read
+            lists.pop()
+            continue
+        if obj is None:
+            continue
         kind = obj.get("kind") if isinstance(obj, dict) else None
         if not isinstance(obj, dict):
             refused.append(f"{obj!r} is no object (kind, metadata, ...): kubectl apply refuses it")
         elif not str(kind).endswith("List"):
             yield obj
         elif obj.get("items") is None or isinstance(obj["items"], list):  # {} is no list
-            yield from _listed(obj.get("items") or [], refused)
+            lists.append(iter(obj.get("items") or []))
         else:
             got = "a mapping" if isinstance(obj["items"], dict) else repr(obj["items"])
             refused.append(

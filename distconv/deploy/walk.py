@@ -33,12 +33,26 @@ IMAGE_WORKDIR = HOME
 def as_applied(node: Any) -> Any:
     """``node`` (a manifest, or a part of one) as the API server takes it: a field set to null
     (``env:`` with nothing after it in YAML) is unset, as if not written, so each check reads
-    the field's default, not None."""
-    if isinstance(node, dict):
-        return {key: as_applied(value) for key, value in node.items() if value is not None}
-    if isinstance(node, list):
-        return [as_applied(item) for item in node]
-    return node
+    the field's default, not None. A copy, each alias's value copied where it stands; built
+    without recursion, a CRD's schema nested thousands of levels deep too (bounds.MAX_DEPTH)."""
+    copy = _empty_like(node)
+    pending = [(node, copy)] if copy is not node else []
+    while pending:
+        written, copied = pending.pop()
+        if isinstance(written, dict):
+            pairs = [(key, value) for key, value in written.items() if value is not None]
+        else:
+            pairs, copied[:] = list(enumerate(written)), [None] * len(written)
+        for key, value in pairs:
+            copied[key] = inner = _empty_like(value)
+            if inner is not value:  # a mapping or a list: copied in turn
+                pending.append((value, inner))
+    return copy
+
+
+def _empty_like(node: Any) -> Any:
+    """An empty mapping or list for one, ``node`` itself for any other value."""
+    return {} if isinstance(node, dict) else [] if isinstance(node, list) else node
 
 
 def _where(obj: Manifest) -> str:

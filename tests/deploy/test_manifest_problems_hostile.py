@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from distconv.deploy.bounds import MAX_DEPTH
 from distconv.deploy.check import manifest_problems
 
 pytestmark = pytest.mark.timeout(120)
@@ -67,9 +68,9 @@ def test_a_document_that_holds_itself_is_a_value_error():
 def test_too_deep_a_document_is_a_value_error():
     doc: dict = {"kind": "ConfigMap", "metadata": {"name": "c"}}
     inner = doc
-    for _ in range(150):
+    for _ in range(MAX_DEPTH + 50):
         inner["x"] = inner = {}
-    with pytest.raises(ValueError, match=r"^document 1 is nested deeper than 100 levels$"):
+    with pytest.raises(ValueError, match=rf"^document 1 is nested deeper than {MAX_DEPTH} levels$"):
         manifest_problems([doc])
 
 
