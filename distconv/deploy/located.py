@@ -6,6 +6,7 @@ folder, a chart rendered to many) its reader had to search them all for it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,13 +16,20 @@ from distconv.deploy.walk import _where
 
 #: a document as read, and where it is: ``job.yaml:12`` (``<stdin>:1``)
 Source = tuple[str, Any]
+#: each word of a problem that may start an object's name: the first, or one after a space or
+#: ``(``, itself followed by a space (``Job a``, ``... but StatefulSet s serves``, ``(Job a)``)
+_WORD = re.compile(r"(?<![^ (])[^ (][^ ]*(?= )")
+#: an object named with its name quoted, as a check names the object another refers to
+#: (``StatefulSet s: Service 's' must set ...``): its kind and name
+_QUOTED = re.compile(r"(?<![^ (])([^ (][^ ]*) '([^' ]*)'")
 
 
 def located_problems(sources: Sequence[Source]) -> list[str]:
     """:func:`manifest_problems` of the documents of ``sources`` (one job), each line led by
-    where it is written: the places of the documents whose objects it names, ``, ``-separated
-    (an object written twice is applied twice); a line that names no object, by the documents
-    that make it alone; one no document makes alone (the job's as a whole) is left as it is."""
+    where it is written: the places of the documents whose objects it names, wherever in the
+    line (``Job a: ... but StatefulSet s serves ...`` names both files), ``, ``-separated (an
+    object written twice is applied twice); a line that names no object, by the documents that
+    make it alone; one no document makes alone (the job's as a whole) is left as it is."""
     problems = manifest_problems([doc for _, doc in sources])
     index = _Index(sources)
     return [_located(problem, sources, index) for problem in problems]
@@ -45,6 +53,7 @@ class _Index:
             for line in dict.fromkeys(lines):
                 self.refusers.setdefault(line, []).append(number)
         self.longest = max(map(len, self.holders), default=0)
+        self.first_words = {name.split(" ", 1)[0] for name in self.holders}
         self._alone: dict[int, set[str]] = {}
 
     def makes(self, number: int, problem: str) -> bool:
@@ -56,7 +65,7 @@ class _Index:
 
 def _located(problem: str, sources: Sequence[Source], index: _Index) -> str:
     """``problem`` led by the places of the documents it is in (:func:`located_problems`):
-    those that alone make it, else those that hold the object it names; where it names none,
+    those that alone make it, else those that hold the objects it names; where it names none,
     those that make it judged alone (one document: that one)."""
     numbers = index.refusers.get(problem)
     if not numbers:
@@ -75,32 +84,33 @@ def _located(problem: str, sources: Sequence[Source], index: _Index) -> str:
 def _makers(problem: str, holders: list[int], index: _Index) -> list[int]:
     """Of ``holders`` (the documents holding an object ``problem`` names), those whose own
     problems, each judged alone, hold it: two documents may hold objects named alike (``Job
-    ?`` without a name, one name in two namespaces), and each problem is in one of them. All
-    of them where none makes it alone (``Job a, Job b: ...`` is made by both together), or
-    where each does (an object written twice is applied twice)."""
+    ?`` without a name, one name in two namespaces), and each problem is in one of them; a
+    word of the line may read as another object's name. All of them where none makes it alone
+    (``Job a: ... but StatefulSet s ...`` is made by both together), or where each does (an
+    object written twice is applied twice)."""
     if len(holders) < 2:
         return holders
     return [number for number in holders if index.makes(number, problem)] or holders
 
 
-def _named(problem: str, index: _Index) -> list[str]:
-    """The objects that ``problem`` starts by naming: one (``Job a: ...``, ``Job a container
-    c: ...``) or several, comma-separated (``Job a, Job b: ...``), each the longest name
-    followed by ``:``, a space or a comma (``Job a`` names no problem of ``Job a-b``)."""
-    named: list[str] = []
-    rest = problem
-    while name := _first_name(rest, index):
-        named.append(name)
-        rest = rest[len(name) :]
-        if not rest.startswith(", "):
-            break
-        rest = rest[2:]
-    return named
+def _named(problem: str, index: _Index) -> set[str]:
+    """The objects that ``problem`` names: where it starts (``Job a: ...``, ``Job a container
+    c: ...``, ``Job a, Job b: ...``) and further on (``... but StatefulSet s serves ...``,
+    ``(StatefulSet s)``, ``Service 's'``), each the longest name that a word starts, followed
+    by ``:``, a space, a comma, ``)`` or the line's end (``Job a`` names no problem of ``Job
+    a-b``)."""
+    words = _WORD.finditer(problem)
+    starts = (word.start() for word in words if word.group() in index.first_words)
+    named = {name for name in (_first_name(problem[at:], index) for at in starts) if name}
+    quoted = (" ".join(found.groups()) for found in _QUOTED.finditer(problem))
+    return named | {name for name in quoted if name in index.holders}
 
 
 def _first_name(text: str, index: _Index) -> str | None:
     """The longest object name ``text`` starts with as a whole, not a longer name's start:
-    followed by ``:``, a space or a comma. Looked up, each end no longer than the longest
-    name: a problem is not compared with each of thousands of objects (a long List)."""
-    ends = (end for end in range(min(len(text) - 1, index.longest), 0, -1) if text[end] in ":, ")
-    return next((text[:end] for end in ends if text[:end] in index.holders), None)
+    followed by ``:``, a space, a comma, ``)`` or nothing. Looked up, each end no longer than
+    the longest name: a problem is not compared with each of thousands of objects (a long
+    List)."""
+    ends = range(min(len(text), index.longest), 0, -1)
+    whole = (end for end in ends if end == len(text) or text[end] in ":, )")
+    return next((text[:end] for end in whole if text[:end] in index.holders), None)

@@ -117,9 +117,13 @@ def test_a_problem_of_several_objects_names_each_ones_file():
     assert (status, err) == (1, "")
     jobs = [
         EXAMPLES / "pserver" / "job-digits-ps-worker.yaml",
+        EXAMPLES / "pserver" / "statefulset-digits-ps-pserver.yaml",
         EXAMPLES / "pserver-gpu" / "job-digits-ps-gpu-worker.yaml",
+        EXAMPLES / "pserver-gpu" / "statefulset-digits-ps-gpu-pserver.yaml",
     ]
-    head = f"{jobs[0]}:2, {jobs[1]}:2: Job digits-ps-worker, Job digits-ps-gpu-worker: 2 Jobs run"
+    # the shards it names after (StatefulSet ..., ...), each in its own file, are named too
+    places = ", ".join(f"{path}:2" for path in jobs)
+    head = f"{places}: Job digits-ps-worker, Job digits-ps-gpu-worker: 2 Jobs run"
     assert [line for line in out.splitlines() if " 2 Jobs run " in line][0].startswith(head), out
 
 
@@ -161,3 +165,72 @@ def test_a_problem_naming_no_object_names_the_file_that_makes_it(monkeypatch):
     assert "the job has 2 documents" in problems
     alone = located.located_problems(docs[:1])
     assert "a.yaml:1: a Secret is written in the job" in alone
+
+
+SHARDS, WORKERS, SERVICE = (
+    "statefulset-digits-ps-pserver.yaml",
+    "job-digits-ps-worker.yaml",
+    "service-digits-ps-pserver.yaml",
+)
+
+
+@pytest.mark.parametrize(
+    ("edited", "old", "new", "line", "files"),
+    [
+        pytest.param(
+            SHARDS,
+            '- "--workers"\n            - "4"',
+            '- "--workers"\n            - "3"',
+            "StatefulSet digits-ps-pserver: --workers 3 but Job digits-ps-worker runs 4 ranks",
+            {SHARDS, WORKERS},
+            id="--workers",
+        ),
+        pytest.param(
+            WORKERS,
+            "DISTCONV_JOB_ID\n              value: digits-ps",
+            "DISTCONV_JOB_ID\n              value: other",
+            "Job digits-ps-worker container worker: job id 'other'",
+            {SHARDS, WORKERS},
+            id="job id",
+        ),
+        pytest.param(
+            SERVICE,
+            "publishNotReadyAddresses: true",
+            "publishNotReadyAddresses: false",
+            "StatefulSet digits-ps-pserver: Service 'digits-ps-pserver' must set",
+            {SHARDS, SERVICE},
+            id="quoted Service",
+        ),
+    ],
+)
+def test_a_problem_naming_objects_after_its_first_names_each_ones_file(
+    pserver, edited, old, new, line, files
+):
+    """A problem of two objects in two files that starts by naming one of them and names the
+    other further on (``... but Job a runs 4 ranks``, ``Service 'a'``) names both files
+    (review k368: only the first object's file was named)."""
+    path = pserver / edited
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    status, out, err = check(str(pserver))
+    assert (status, err) == (1, "")
+    found = [problem for problem in out.splitlines() if line in problem]
+    assert len(found) == 1, out
+    places = found[0].split(f": {line}", 1)[0].split(", ")
+    assert {place.rsplit(":", 1)[0] for place in places} == {str(pserver / f) for f in files}
+
+
+def test_an_object_a_line_only_mentions_names_no_file_where_another_makes_it_alone(monkeypatch):
+    """A line one document makes alone names its file only, though its words name an object
+    of another file too (``ConfigMap a: ... ConfigMap b``): that one is no part of it."""
+    checked = located.manifest_problems
+
+    def with_a_mention(docs):
+        mine = any(doc.get("metadata", {}).get("name") == "a" for doc in docs)
+        return [*checked(docs), *["ConfigMap a: is not like ConfigMap b"] * mine]
+
+    monkeypatch.setattr(located, "manifest_problems", with_a_mention)
+    docs = [("a.yaml:1", {"kind": "ConfigMap", "metadata": {"name": "a"}})]
+    docs.append(("b.yaml:1", {"kind": "ConfigMap", "metadata": {"name": "b"}}))
+    assert "a.yaml:1: ConfigMap a: is not like ConfigMap b" in located.located_problems(docs)
