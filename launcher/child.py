@@ -28,7 +28,7 @@ from distconv.procfs import stat_fields
 from .child_spec import ChildSpec
 from .commands import LaunchError
 from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name
-from .output_waits import OutputWaits
+from .output_waits import WRITE_PIECE, OutputWaits
 from .startable import not_started
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
@@ -212,16 +212,21 @@ class Child:
         """One whole line on ``out`` under ``lock`` (prefixes never split a line); False where
         ``out`` is gone (``| head``) or closed. While it waits (a stalled reader of the
         launcher's output, as a paused pager), nothing reads the child's pipe, which fills and
-        blocks the child: that time is not the child's own in its wrap-up (:meth:`overdue`)."""
-        start = self._waits.begin()
+        blocks the child: that time is not the child's own in its wrap-up (:meth:`overdue`),
+        each :data:`WRITE_PIECE` bytes a wait of its own (a long line is not a stall)."""
+        counted = self.reported_end is not None
         try:
-            with lock:
-                out.write(shown)
-                out.flush()
+            with self._waits.waiting(counted):  # another pump's write holds the lock
+                lock.acquire()
+            try:
+                for at in range(0, len(shown), WRITE_PIECE):
+                    with self._waits.waiting(counted):
+                        out.write(shown[at : at + WRITE_PIECE])
+                        out.flush()
+            finally:
+                lock.release()
         except (OSError, ValueError):
             return False
-        finally:
-            self._waits.end(start, counted=self.reported_end is not None)
         return True
 
     def _log_line(self, line: bytes, say: Callable[[str], None] | None) -> bool:

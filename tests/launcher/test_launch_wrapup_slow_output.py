@@ -20,10 +20,11 @@ from launcher.supervisor import Supervisor
 
 #: the child's own end, well after its wrap-up: it bounds the test where it is not stopped
 STAYS_SECONDS = 12
-#: reports its end, then prints an error line after another until its end (a stuck mpiexec)
+#: reports its end, then prints the line ``{line}`` (Python) after another until its end (a
+#: stuck mpiexec)
 STUCK = (
     "import time\nprint('THE END', flush=True)\nt = time.time()\n"
-    f"while time.time() - t < {STAYS_SECONDS}:\n    print('error: stuck', flush=True)\n"
+    f"while time.time() - t < {STAYS_SECONDS}:\n    print({{line}}, flush=True)\n"
 )
 #: reports its end, then prints far more than a pipe holds, and exits
 LATE = "print('THE END', flush=True)\nfor _ in range(3000):\n    print('late ' + 'x' * 70)\n"
@@ -54,14 +55,16 @@ def _run(tmp_path: Path, child: str, pause: float, delay: float) -> tuple[int, s
 
 
 @pytest.mark.timeout(60)
-def test_a_child_stuck_printing_into_a_slow_output_is_stopped(tmp_path, monkeypatch):
+@pytest.mark.parametrize("line", ["'error: stuck'", "'x' * 1_000_000"], ids=["short", "1MB"])
+def test_a_child_stuck_printing_into_a_slow_output_is_stopped(tmp_path, monkeypatch, line):
     """The child prints after its report until its end, into an output read at about 400 KB/s
     (a terminal over ssh): its pump waits on that output almost all the time. Every such wait
     was left out of its wrap-up, and none counted while under way, so it was stopped only when
     a look fell between two writes: after 13 s and more, growing with a slower reader (here
-    the child ran to its own end)."""
+    the child ran to its own end). Lines of 1 MB, each 2.5 s on that output, made every write
+    a stall (over OUTPUT_STALL_SECONDS), left out in full: the child was never stopped."""
     monkeypatch.setattr(launcher.child, "WRAPUP_SECONDS", 1.0)
-    status, said, took = _run(tmp_path, STUCK, pause=0.0, delay=0.01)
+    status, said, took = _run(tmp_path, STUCK.format(line=line), pause=0.0, delay=0.01)
     assert "mpiexec 0 did not exit 1 s after it reported the job's end" in said, said
     assert status == 143, said
     assert took < STAYS_SECONDS / 2, took  # 1 s of its own, at most 1 s of waits, the stop
