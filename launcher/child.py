@@ -343,13 +343,15 @@ class Child:
 
     def failure(self, restart: int, victims: Sequence[Child] = ()) -> Failure:
         """What went wrong, for the report; call after :meth:`finish` so the tail is whole.
-        Where more lines than the tail keeps followed the report of its end, the reader reads
-        the tail led by the lines before that report (a rank's reason) and those of
-        :attr:`since_end` that left it (Hydra's statuses). ``victims``: the other children
-        that stopped because of it."""
+        The reader reads the tail led by the lines that the lines after the report of its end
+        pushed out of it: those before that report (a rank's reason), and those of
+        :attr:`since_end` (Hydra's statuses). ``victims``: the other children that stopped
+        because of it."""
         lines, reader = list(self.tail), self.spec.reader
         left = max(self._after_end - len(lines), 0)  # lines from the report on, pushed out
-        read = [*self._before_end, *self.since_end[:left], *lines] if left else lines
+        before = self._before_end  # those of them pushed out, the report in the tail or not
+        before = before[: max(len(before) + self._after_end - len(lines), 0)]
+        read = [*before, *self.since_end[:left], *lines]  # no overlap, nor a line twice
         code, cause = (self.poll(), None) if reader is None else reader.read(read, self.poll())
         number = -code if code is not None and code < 0 else None
         return Failure(
