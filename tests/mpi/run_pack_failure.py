@@ -1,7 +1,8 @@
-"""mpiexec -n 2 python -m mpi4py run_pack_failure.py OUT OVERLAP [WIRE]: in step 0 only ``b``
-fires, so ``a``'s bucket is packed by ``finish_step``, and on rank 0 alone that pack raises (as
-a failed device copy would). Each rank writes what its ``finish_step`` raised to
-``OUT/said<rank>.txt``, then sets up again, as a second fit does, and takes one last step
+"""mpiexec -n 2 python -m mpi4py run_pack_failure.py OUT OVERLAP [WIRE [GRAD]]: in step 0 only
+``b`` fires (``GRAD``, 1 by default), so ``a``'s bucket is packed by ``finish_step``, and on
+rank 0 alone that pack raises (as a failed device copy would). Each rank writes what its
+``finish_step`` raised (and its notes, a line each) to ``OUT/said<rank>.txt``, then, unless
+``GRAD`` was given, sets up again, as a second fit does, and takes one last step
 (:func:`~tests.mpi.common.refit_and_save`: ``OUT/values<rank>.npz``). A rank that fails
 otherwise writes ``OUT/rank<r>.err``.
 """
@@ -20,21 +21,23 @@ from tests.mpi.common import bucket_params, bucket_sync, fire, refit_and_save
 def main() -> None:
     out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
     wire = sys.argv[3] if len(sys.argv) > 3 else None
+    grad = float(sys.argv[4]) if len(sys.argv) > 4 else None
     sync, params = bucket_sync(overlap=overlap, grad_dtype=wire, timeout=20), bucket_params()
     if sync.rank == 0:
         fail_first_pack(sync, "a")
     try:
         sync.setup(params, {})
         sync.start_step(1)
-        fire(sync, params[1], 1.0)  # a never fires: its bucket is packed in finish_step
+        fire(sync, params[1], grad or 1.0)  # a never fires: its bucket is packed in finish_step
         said = "nothing"
         try:
             sync.finish_step()
         except (SyncError, RuntimeError) as exc:
-            said = f"{type(exc).__name__}: {exc}"
+            said = "\n".join([f"{type(exc).__name__}: {exc}", *getattr(exc, "__notes__", [])])
         (out / f"said{sync.rank}.txt").write_text(said)
         sync.abandon_step()  # as Trainer.fit does after a failed step (here a no-op)
-        refit_and_save(sync, params, out)
+        if grad is None:
+            refit_and_save(sync, params, out)
     except Exception as exc:  # recorded: mpiexec may drop an aborting rank's stderr
         (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
         raise

@@ -4,9 +4,11 @@ that rank's close aborted the job or the watchdog stopped it."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_two_ranks
+from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, run_two_ranks, script
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,3 +25,20 @@ def test_a_pack_failing_on_one_rank_refuses_the_step_on_every_rank(tmp_path, ove
     assert said[0] == "RuntimeError: copying bucket 1 to the host failed", said
     assert said[1].startswith("SyncError: another rank's finish_step failed"), said
     assert_moved(tmp_path, 0.75)  # the last step alone: (1 + 2) / 2 examples * lr 0.5
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
+def test_a_later_refusal_on_every_rank_still_names_the_failed_pack(tmp_path):
+    """With the thread, ``b``'s bucket (first on the wire) is refused on every rank (its
+    average is past float16's range) before the flags are in: that refusal is what every rank
+    raises, and rank 0's failed pack of ``a``'s bucket goes with it, not lost. (Each rank's
+    close then aborts the job, as after any failure on the thread.)"""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    args = [str(tmp_path), "1", "float16", "2e5"]
+    run_mpi(["-n", "2", *script("run_pack_failure.py"), *args], timeout=90)
+    said = [(tmp_path / f"said{rank}.txt").read_text().splitlines() for rank in (0, 1)]
+    assert all("bucket 0 (b) is not finite" in lines[0] for lines in said), said
+    assert "copying bucket 1 to the host failed" in "\n".join(said[0][1:]), said
+    assert len(said[1]) == 1, said  # rank 1 packed its buckets

@@ -87,6 +87,13 @@ class UsedParams:
         self.local.fill(FAILED)
         self._failed = error
 
+    def note_unsaid(self, error: BaseException) -> None:
+        """``error`` ends ``finish_step`` before :meth:`complete` raised this rank's own failure
+        (:meth:`fail`): a later bucket's refusal or the thread's failure, raised alike on every
+        rank, goes on, with a note naming that failure (Python 3.11 on), which is not lost."""
+        if self._failed is not None and hasattr(error, "add_note"):
+            error.add_note(f"this rank had failed to pack a bucket before: {self._failed!r}")
+
     def _start(self) -> None:
         self._request = self.comm.Iallreduce(self.local, self.anywhere, self.op)
 
