@@ -317,6 +317,19 @@ class StuckStart(SingleRankComm):
 
 
 @contextlib.contextmanager
+def recorded(sync: SyncStrategy, out: Path) -> Iterator[None]:
+    """A runner's body: an error there is written to ``out/rank<r>.err`` (mpiexec may drop an
+    aborting rank's stderr) and raised; ``sync`` is closed after it either way."""
+    try:
+        yield
+    except Exception as exc:
+        (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        sync.close()
+
+
+@contextlib.contextmanager
 def stuck_step(fail: bool) -> Iterator[tuple[MPISync, Parameter]]:
     """An overlapped MPISync over :class:`StuckStart` (``timeout`` 1 s) and its parameter
     ``w``, in step 0 with ``w``'s gradient (1) handed to the thread, whose start blocks. On

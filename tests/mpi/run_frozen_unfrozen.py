@@ -14,7 +14,7 @@ import numpy as np
 from distconv.backend import to_device
 from distconv.optim import create_optimizer
 from distconv.sync.base import SyncStrategy
-from tests.mpi.common import global_batches, one_step, small_lenet, weights
+from tests.mpi.common import global_batches, one_step, recorded, small_lenet, weights
 
 #: the steps (of :data:`~tests.mpi.common.GLOBAL_BATCHES`) during which conv1 is frozen
 FROZEN_STEPS = (1, 2)
@@ -40,13 +40,8 @@ def main() -> None:
 
     out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
     sync = MPISync(create_optimizer("adam", lr=0.01), overlap=overlap, bucket_bytes=256)
-    try:
+    with recorded(sync, out):
         values = train_frozen(sync, sync.rank, sync.world_size)
-    except Exception as exc:  # recorded: mpiexec may drop an aborting rank's stderr
-        (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        sync.close()
     np.savez(out / f"values{sync.rank}.npz", **values)
 
 

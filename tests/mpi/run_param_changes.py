@@ -31,6 +31,7 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.resume import Preempted
 from distconv.sync.base import SyncError, SyncStrategy
+from tests.mpi.common import recorded
 from tests.mpi.one_call_at_a_time import OneCallAtATime
 
 if TYPE_CHECKING:
@@ -159,16 +160,11 @@ def main() -> None:
         with open(out / f"rank{sync.rank}.err", "w") as err, contextlib.redirect_stderr(err):
             sync.close()
         return
-    try:
+    with recorded(sync, out):
         steps = STEPS - (mode == "fewer" and sync.rank == 1)
         values = run(sync, mode, [sync.rank], steps)
         if mode == "preempted" and sync.rank == 0:
             raise Preempted("stopped by SIGTERM (on purpose)")
-    except Exception as exc:  # recorded: mpiexec may drop an aborting rank's stderr
-        (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        sync.close()
     np.savez(out / f"values{sync.rank}.npz", **values)
     if comm is not None:
         log = {"by_thread": dict(comm.log.by_thread), "overlaps": comm.log.overlaps}

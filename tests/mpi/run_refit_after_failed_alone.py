@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 from distconv.sync.base import SyncError
-from tests.mpi.common import bucket_params, bucket_sync, fire, refit_and_save
+from tests.mpi.common import bucket_params, bucket_sync, fire, recorded, refit_and_save
 
 
 def main() -> None:
     out, overlap = Path(sys.argv[1]), sys.argv[2] == "1"
     sync, params = bucket_sync(overlap=overlap, timeout=20), bucket_params()
-    try:
+    with recorded(sync, out):
         sync.setup(params, {})
         sync.start_step(1)
         for p in reversed(params):
@@ -33,11 +33,6 @@ def main() -> None:
             fire(sync, params[-1], 1.0)
         sync.abandon_step()
         refit_and_save(sync, params, out)
-    except Exception as exc:  # recorded: mpiexec may drop an aborting rank's stderr
-        (out / f"rank{sync.rank}.err").write_text(f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        sync.close()
 
 
 if __name__ == "__main__":
