@@ -24,7 +24,7 @@ import numpy as np
 
 from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
-from distconv.sync.local import state_problems
+from distconv.sync.local import not_numbers, state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
 from distconv.sync.ps.row_counts import RUNS, count_of_rows, count_runs
 
@@ -215,7 +215,7 @@ class RemoteState:
         if not self.is_chief:
             return
         fresh = self._fresh_state()
-        problems = state_problems(fresh, state)
+        problems = state_problems(fresh, state) or _per_row_problems(state)
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         keys = set(self.optimizer.init_state(np.zeros(1)))
@@ -319,6 +319,19 @@ def _gather_block(
 def _shard_keys(state: Mapping[str, Any]) -> list[str]:
     """The keys a shard keeps: the optimizer's, without the per-row copies."""
     return sorted(k for k in state if not k.endswith(PER_ROW))
+
+
+def _per_row_problems(state: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What ``state``'s per-row counts (``K + PER_ROW``, ``K + RUNS``) hold that is no array
+    of numbers, each named by parameter and key: :func:`~distconv.sync.local.state_problems`
+    skips those keys (other syncs ignore them), and such a value reached ``np.unique`` or
+    ``np.array(..., int64)`` as a bare TypeError or ValueError naming neither."""
+    return [
+        f"{name}/{key}: {what} given, not an array of numbers"
+        for name, buffers in state.items()
+        for key, value in buffers.items()
+        if key.endswith(PER_ROW) and (what := not_numbers(value)) is not None
+    ]
 
 
 def _block_state(

@@ -123,3 +123,22 @@ def test_a_table_saved_sparse_resumes_dense_taking_its_rows_counts(shards):
     state = _roundtrip(shards, saved_sparse)
     per_block = table_rows.reshape(BLOCKS, -1).max(axis=1).tolist()
     np.testing.assert_array_equal(state["step" + RUNS], _runs(per_block))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "value",
+    [np.array(["5"] * (SHAPE[0] * SHAPE[1])), None, [object()] * SHAPE[0]],
+    ids=["strings", "none", "objects"],
+)
+def test_per_row_counts_not_numbers_are_refused_naming_the_key(shards, value):
+    """``state_problems`` skips ``K + PER_ROW`` keys (other syncs ignore them), so nothing
+    checked their values: digit strings were read as counts, None as no per-row counts (each
+    block given the largest), and objects raised a bare TypeError naming no key."""
+
+    def per_row(state):
+        without_runs = {k: v for k, v in state.items() if k != "step" + RUNS}
+        return {**without_runs, "step" + PER_ROW: value}
+
+    with pytest.raises(ValueError, match=r"w/step_per_row: a \w+ .*not an array of numbers"):
+        _roundtrip(shards, per_row)
