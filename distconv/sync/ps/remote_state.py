@@ -18,6 +18,7 @@ blocks since: the largest of a block's rows).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -345,15 +346,21 @@ def _block_state(
     """One block's ``key``, C-contiguous and of ``dtype`` (the shards'), as ``set_state`` sends
     it: a ``(rows, row_len)`` slice when ``shaped`` (a 0-d parameter's moment too), else a
     per-block scalar: its rows' count where the state has one (a dense parameter's ``key +
-    RUNS``; else ``key + PER_ROW``, a sparse table's, also for a table saved sparse and dense
-    now, or one count per element of a dense one, as async checkpoints held before their
-    runs), else ``key``.
+    RUNS``, also for one saved dense and a table now; else ``key + PER_ROW``, a sparse table's,
+    also for a table saved sparse and dense now, or one count per element of a dense one, as
+    async checkpoints held before their runs), else ``key``.
     """
     a = np.asarray(to_host(state[key]))
     if shaped:
         return np.array(rows_view(a, spec)[block.start : block.stop], dtype, order="C")
     if not spec.sparse and key + RUNS in state:
         return np.array(count_of_rows(state[key + RUNS], spec, block, key), dtype=dtype)
+    if spec.sparse and key + RUNS in state and key + PER_ROW not in state:
+        # saved dense (runs of its elements), a table now: the largest of its rows' elements
+        w = spec.row_len
+        elements = replace(block, start=block.start * w, stop=block.stop * w)
+        count = count_of_rows(state[key + RUNS], replace(spec, sparse=False), elements, key)
+        return np.array(count, dtype=dtype)
     per_row = state.get(key + PER_ROW)
     if per_row is None:
         return np.array(a, dtype)

@@ -20,11 +20,11 @@ BLOCK_BYTES, PER_BLOCK = 1024, 256
 BLOCKS = SHAPE[0] * SHAPE[1] // PER_BLOCK
 
 
-def _roundtrip(shards, state_of, mode: str = "async") -> dict:
+def _roundtrip(shards, state_of, mode: str = "async", sparse: bool = False) -> dict:
     """``load_state_dict(state_of(fresh state))`` on 2 fresh shards (of ``mode``), then the
-    state the shards hold, as ``state_dict()`` gathers it."""
+    state the shards hold, as ``state_dict()`` gathers it; ``sparse``: ``w`` a sparse table."""
     endpoints = shards.start(2, workers=1, mode=mode)
-    w = Parameter("w", np.zeros(SHAPE, np.float32))
+    w = Parameter("w", np.zeros(SHAPE, np.float32), sparse_rows=sparse)
     sync = insecure_worker(endpoints, optimizer="adam", lr=0.01, block_bytes=BLOCK_BYTES)
     try:
         sync.setup([w])
@@ -142,3 +142,18 @@ def test_per_row_counts_not_numbers_are_refused_naming_the_key(shards, value):
 
     with pytest.raises(ValueError, match=r"w/step_per_row: a \w+ .*not an array of numbers"):
         _roundtrip(shards, per_row)
+
+
+@pytest.mark.timeout(60)
+def test_a_parameter_saved_dense_resumes_as_a_table_taking_its_runs(shards):
+    """The other way: runs of elements (a dense parameter's), resumed with the parameter a
+    sparse table, were ignored, every block given the largest count. Each block now takes
+    the largest of the elements its table rows hold (4 rows of 64, one block of 256, here)."""
+
+    def saved_dense(state):
+        without_rows = {k: v for k, v in state.items() if k != "step" + PER_ROW}
+        return {**without_rows, "step": np.int64(max(COUNTS)), "step" + RUNS: _runs(COUNTS)}
+
+    state = _roundtrip(shards, saved_dense, sparse=True)
+    table_rows = SHAPE[0] // BLOCKS
+    np.testing.assert_array_equal(state["step" + PER_ROW], np.repeat(COUNTS, table_rows))
