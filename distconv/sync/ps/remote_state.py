@@ -348,7 +348,7 @@ def _block_state(
     per-block scalar: its rows' count where the state has one (a dense parameter's ``key +
     RUNS``, also for one saved dense and a table now; else ``key + PER_ROW``, a sparse table's,
     also for a table saved sparse and dense now, or one count per element of a dense one, as
-    async checkpoints held before their runs), else ``key``.
+    async checkpoints held before their runs, a table's now too), else ``key``.
     """
     a = np.asarray(to_host(state[key]))
     if shaped:
@@ -370,6 +370,11 @@ def _block_state(
         # largest of the table rows this block's elements lie in
         width = spec.rows // spec.shape[0]
         return np.array(per_row[block.start // width : -(-block.stop // width)].max(), dtype)
+    if spec.sparse and spec.row_len > 1 and per_row.shape == (spec.rows * spec.row_len,):
+        # one count per element (a dense parameter's, before runs), a table now: the largest
+        # of the elements its block's table rows hold
+        rows = per_row[block.start * spec.row_len : block.stop * spec.row_len]
+        return np.array(rows.max(), dtype)
     if per_row.shape != (spec.rows,):
         raise ValueError(
             f"optimizer state {spec.name}/{key + PER_ROW} has shape {per_row.shape}, "

@@ -157,3 +157,18 @@ def test_a_parameter_saved_dense_resumes_as_a_table_taking_its_runs(shards):
     state = _roundtrip(shards, saved_dense, sparse=True)
     table_rows = SHAPE[0] // BLOCKS
     np.testing.assert_array_equal(state["step" + PER_ROW], np.repeat(COUNTS, table_rows))
+
+
+@pytest.mark.timeout(60)
+def test_one_count_per_element_resumes_as_a_table_taking_its_rows(shards):
+    """An earlier async checkpoint's one count per element (``step_per_row`` of shape
+    (4096,)), resumed with the parameter a sparse table, was refused: "has shape (4096,),
+    expected (64,)". Each block now takes the largest of its table rows' elements."""
+
+    def per_element(state):
+        rows = np.repeat(np.array(COUNTS, dtype=np.int64), PER_BLOCK)
+        return {**state, "step": np.int64(max(COUNTS)), "step" + PER_ROW: rows}
+
+    state = _roundtrip(shards, per_element, sparse=True)
+    table_rows = SHAPE[0] // BLOCKS
+    np.testing.assert_array_equal(state["step" + PER_ROW], np.repeat(COUNTS, table_rows))
