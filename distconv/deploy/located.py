@@ -16,6 +16,9 @@ from distconv.deploy.walk import _where
 
 #: a document as read, and where it is: ``job.yaml:12`` (``<stdin>:1``)
 Source = tuple[str, Any]
+#: the places a line names at most; the rest are counted (``a.yaml:1, ..., e.yaml:1 and 1995
+#: more: ...``): 2000 unnamed ConfigMaps, each missing a label, would name 2000 files a line
+MAX_PLACES = 5
 #: each word of a problem that may start an object's name: the first, or one after a space or
 #: ``(``, itself followed by a space (``Job a``, ``... but StatefulSet s serves``, ``(Job a)``)
 _WORD = re.compile(r"(?<![^ (])[^ (][^ ]*(?= )")
@@ -29,10 +32,12 @@ def located_problems(sources: Sequence[Source]) -> list[str]:
     where it is written: the places of the documents whose objects it names, wherever in the
     line (``Job a: ... but StatefulSet s serves ...`` names both files), ``, ``-separated (an
     object written twice is applied twice); a line that names no object, by the documents that
-    make it alone; one no document makes alone (the job's as a whole) is left as it is."""
+    make it alone; one no document makes alone (the job's as a whole) is left as it is. Each
+    distinct line once, its places named (the first :data:`MAX_PLACES`, then how many more):
+    the same problem made by many documents is one line, not one for each of them."""
     problems = manifest_problems([doc for _, doc in sources])
     index = _Index(sources)
-    return [_located(problem, sources, index) for problem in problems]
+    return [_located(problem, sources, index) for problem in dict.fromkeys(problems)]
 
 
 class _Index:
@@ -77,8 +82,14 @@ def _located(problem: str, sources: Sequence[Source], index: _Index) -> str:
             numbers = [
                 n for n in range(len(sources)) if len(sources) == 1 or index.makes(n, problem)
             ]
-    places = [sources[number][0] for number in numbers]
-    return f"{', '.join(places)}: {problem}" if places else problem
+    return f"{_places([sources[n][0] for n in numbers])}: {problem}" if numbers else problem
+
+
+def _places(places: list[str]) -> str:
+    """``places`` ``, ``-separated, the first :data:`MAX_PLACES` of them and a count of the rest."""
+    if len(places) <= MAX_PLACES:
+        return ", ".join(places)
+    return f"{', '.join(places[:MAX_PLACES])} and {len(places) - MAX_PLACES} more"
 
 
 def _makers(problem: str, holders: list[int], index: _Index) -> list[int]:

@@ -77,7 +77,27 @@ def test_stdin_and_an_object_written_twice(tmp_path):
     twice.write_text(config_map("c"))
     status, out, err = check("-", str(twice), stdin=config_map("c").encode())
     assert (status, err) == (1, "")
-    assert out.splitlines() == 2 * [f"<stdin>:1, {twice}:1: {line}" for line in unlabelled("c")]
+    assert out.splitlines() == [f"<stdin>:1, {twice}:1: {line}" for line in unlabelled("c")]
+
+
+def test_a_problem_many_files_make_is_printed_once_naming_a_few(tmp_path):
+    """The same line made by each of many files is printed once, naming the first
+    ``MAX_PLACES`` files and counting the rest (review k372): 2000 unnamed ConfigMaps printed
+    each of their 3 lines 2000 times, each naming all 2000 files (161 MB)."""
+    sources = [(f"f{i}.yaml:1", {"kind": "ConfigMap"}) for i in range(2000)]
+    first = ", ".join(f"f{i}.yaml:1" for i in range(5)) + " and 1995 more"
+    assert located.MAX_PLACES == 5
+    assert located.located_problems(sources) == [f"{first}: {line}" for line in unlabelled("?")]
+
+
+def test_a_problem_made_by_a_few_files_names_them_all(tmp_path):
+    """Up to ``MAX_PLACES`` files are each named, once: the line is not printed per file."""
+    for name in "abcde":
+        (tmp_path / f"{name}.yaml").write_text("kind: ConfigMap\n")
+    status, out, err = check(str(tmp_path))
+    assert (status, err) == (1, "")
+    places = ", ".join(f"{tmp_path / name}.yaml:1" for name in "abcde")
+    assert out.splitlines() == [f"{places}: {line}" for line in unlabelled("?")]
 
 
 def test_a_longer_name_is_not_taken_for_a_shorter_one(tmp_path):
