@@ -8,6 +8,8 @@ once, for :func:`~distconv.deploy.check.manifest_problems` and ``distconv check-
 
 from __future__ import annotations
 
+import json
+import json.scanner
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,6 +24,10 @@ MAX_DEPTH = 10_000
 #: the Python frames a reader may take for each level: PyYAML's own composer (where libyaml is
 #: missing) and merge keys recurse two or three a level, json's scanner one
 _FRAMES_PER_LEVEL = 4
+#: json's decoder: its C scanner (fast), and its Python one, whose recursion is only Python's
+_JSON = json.JSONDecoder()
+_JSON_IN_PYTHON = json.JSONDecoder()
+_JSON_IN_PYTHON.scan_once = json.scanner.py_make_scanner(_JSON_IN_PYTHON)  # type: ignore[attr-defined]
 #: a JSON string, or a bracket outside one, as :func:`json_depth_problem` reads them
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[][{}]')
 #: more values than aliases may add to a document: more than an object the API server stores
@@ -43,6 +49,18 @@ def room_to_nest() -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(old)
+
+
+def decode_json(text: str, start: int) -> tuple[Any, int]:
+    """The JSON document of ``text`` at ``start``, and where it ends (``raw_decode``), run in
+    :func:`room_to_nest` on what :func:`json_depth_problem` passed. Python 3.12 and later bound
+    the C scanner's recursion apart from :func:`sys.setrecursionlimit` (3.12.1: under 5000
+    levels), so a document it cannot nest is decoded again by json's Python scanner, whose
+    calls count against the raised limit alone: :data:`MAX_DEPTH` levels read on each version."""
+    try:
+        return _JSON.raw_decode(text, start)
+    except RecursionError:
+        return _JSON_IN_PYTHON.raw_decode(text, start)
 
 
 def yaml_depth_problem(text: str, loader: Any) -> str | None:

@@ -28,6 +28,7 @@ import yaml
 
 from distconv.deploy.bounds import (
     MAX_DEPTH,
+    decode_json,
     json_depth_problem,
     room_to_nest,
     shape_problem,
@@ -47,7 +48,6 @@ STDIN = "-"
 MAX_BYTES = 64 << 20
 #: what may not stand in a line of output as it is (a line break, a tab, an escape)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_JSON = json.JSONDecoder()
 #: libyaml's loader where PyYAML has it (4 times as fast), safe in both
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -279,7 +279,7 @@ def _json_documents(text: str) -> list[tuple[int, Any]]:
         with room_to_nest():
             while (start := _JSON_SPACE.match(text, end).end()) < len(text):
                 line += text.count("\n", end, start)  # counted on from the last, not from 0
-                doc, end = _JSON.raw_decode(text, start)
+                doc, end = decode_json(text, start)
                 docs.append((line, doc))
                 line += text.count("\n", start, end)
     except json.JSONDecodeError as exc:
