@@ -7,12 +7,15 @@ Each test runs the command as a real subprocess on real files: exit 0 and ``no p
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -26,18 +29,32 @@ EXAMPLES = REPO_ROOT / "k8s"
 GRACE_LINE = "Job digits-ps-worker: terminationGracePeriodSeconds 30 < 60 s"
 
 
-def check(*args: str, stdin: bytes = b"", cwd: Path | None = None):
-    """``python -m distconv check-manifests ARGS``: its exit status, stdout and stderr."""
+def in_a_child(
+    *args: str, memory: int | None = None, timeout: float = 60, **options: Any
+) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a child process run from this checkout (``DISTCONV_DEBUG`` unset),
+    its output captured, with at most ``memory`` bytes of address space where given, for
+    ``timeout`` s; ``options`` go to :func:`subprocess.run` (``input``, ``text``, ``cwd``)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     env.pop("DISTCONV_DEBUG", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "distconv", "check-manifests", *args],
-        input=stdin,
+    limited = None if memory is None else functools.partial(_limit_memory, memory)
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         env=env,
-        cwd=cwd,
-        timeout=60,
+        timeout=timeout,
+        preexec_fn=limited,
+        **options,
     )
+
+
+def _limit_memory(memory: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+
+def check(*args: str, stdin: bytes = b"", cwd: Path | None = None):
+    """``python -m distconv check-manifests ARGS``: its exit status, stdout and stderr."""
+    done = in_a_child("-m", "distconv", "check-manifests", *args, input=stdin, cwd=cwd)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 

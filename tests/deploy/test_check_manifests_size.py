@@ -5,39 +5,24 @@ where the whole of it was read into memory (for ever, from ``/dev/zero``)."""
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from distconv.deploy.check_command import MAX_BYTES
+from tests.deploy.test_check_manifests_command import in_a_child
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 #: the child's memory: the bound read, and far less than an unbounded read of /dev/zero
 MEMORY = 1 << 30
 
 
-def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
 def check(*args: str, stdin=subprocess.DEVNULL) -> tuple[int, str, str]:
     """``python -m distconv check-manifests ARGS`` with 1 GiB of memory and 30 s."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "distconv", "check-manifests", *args],
-        stdin=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        preexec_fn=_limited,
-    )
+    command = ("-m", "distconv", "check-manifests", *args)
+    done = in_a_child(*command, stdin=stdin, text=True, timeout=30, memory=MEMORY)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -5,30 +5,22 @@ the checks; a program that loads YAML itself did not."""
 
 from __future__ import annotations
 
-import os
-import resource
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from distconv.deploy.bounds import MAX_DEPTH
 from distconv.deploy.check import manifest_problems
+from tests.deploy.test_check_manifests_command import in_a_child
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 BOMB = "kind: ConfigMap\nmetadata: {name: d}\ndata:\n" + "".join(
     f"  {c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
 ).replace("  b:", '  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n  b:', 1)
 #: what a caller's own copy of the checks may take: the bomb expanded takes tens of GB
 MEMORY = 2 << 30
-
-
-def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
 
 def checked_in_a_child(text: str) -> subprocess.CompletedProcess[str]:
@@ -39,16 +31,7 @@ def checked_in_a_child(text: str) -> subprocess.CompletedProcess[str]:
         "try:\n    print(manifest_problems([yaml.safe_load(sys.stdin.read())]))\n"
         "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        input=text,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        preexec_fn=_limited,
-    )
+    return in_a_child("-c", code, input=text, text=True, timeout=30, memory=MEMORY)
 
 
 def test_a_billion_laughs_is_a_value_error_at_once():
