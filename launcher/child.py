@@ -27,7 +27,7 @@ from distconv.procfs import stat_fields
 
 from .child_spec import ChildSpec
 from .commands import LaunchError
-from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, signal_name
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_name
 from .output_waits import WRITE_PIECE, OutputWaits
 from .startable import not_started
 
@@ -188,7 +188,7 @@ class Child:
                 line += b"\n"
             if to_log:
                 to_log = self._log_line(line, say)
-            text = line.decode(errors="replace").rstrip("\n")
+            text = kept_line(line)  # bounded: the tail keeps up to 1,024 of them, three times
             self.tail.append(text)
             self._note_end(text)
             if not echo or (self.spec.quiet is not None and self.spec.quiet(text)):

@@ -9,6 +9,11 @@ from dataclasses import dataclass, field
 
 #: lines of a child's end the report shows
 TAIL_LINES = 20
+#: bytes of one output line that a child's tail keeps: a longer line (a rank dumping an array)
+#: keeps its first and last halves of that around a mark of the cut, so that the launcher's
+#: memory is bounded (mpiexec keeps 1,024 lines, up to three times over) whatever the lines'
+#: length; mpiexec's statuses and a rank's reason are far shorter. The log keeps lines whole.
+KEPT_LINE_BYTES = 64 * 1024
 #: a worker's exit status when it stopped because another rank failed (``distconv train``:
 #: :data:`distconv.sync.peers.PEER_FAILED_STATUS`): a victim, not the failure's cause
 PEER_FAILED_STATUS = 75
@@ -22,6 +27,19 @@ def signal_name(number: int) -> str:
     except ValueError:
         low = getattr(signal, "SIGRTMIN", number + 1)
         return f"SIGRTMIN+{number - low}" if number >= low else f"signal {number}"
+
+
+def kept_line(line: bytes) -> str:
+    """``line``, its newline stripped, as a child's tail keeps it: whole up to
+    :data:`KEPT_LINE_BYTES`, else its start and its end (where a rank's reason says how it
+    ends the job) around ``[... N bytes cut ...]``."""
+    line = line.rstrip(b"\n")
+    cut = len(line) - KEPT_LINE_BYTES
+    if cut <= 0:
+        return line.decode(errors="replace")
+    half = KEPT_LINE_BYTES // 2
+    start, end = (part.decode(errors="replace") for part in (line[:half], line[-half:]))
+    return f"{start}[... {cut} bytes cut ...]{end}"
 
 
 @dataclass(frozen=True)
