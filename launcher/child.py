@@ -214,19 +214,19 @@ class Child:
         launcher's output, as a paused pager), nothing reads the child's pipe, which fills and
         blocks the child: that time is not the child's own in its wrap-up (:meth:`overdue`),
         each :data:`WRITE_PIECE` bytes a wait of its own (a long line is not a stall)."""
-        counted = self.reported_end is not None
+        counted, waits = self.reported_end is not None, self._waits
+        start = waits.begin()  # for the lock: another pump's write holds it
         try:
-            with self._waits.waiting(counted):  # another pump's write holds the lock
-                lock.acquire()
-            try:
+            with lock:
                 for at in range(0, len(shown), WRITE_PIECE):
-                    with self._waits.waiting(counted):
-                        out.write(shown[at : at + WRITE_PIECE])
-                        out.flush()
-            finally:
-                lock.release()
+                    waits.end(start, counted)  # the wait before: the lock's, or a piece's
+                    start = waits.begin()
+                    out.write(shown[at : at + WRITE_PIECE])
+                    out.flush()
         except (OSError, ValueError):
             return False
+        finally:
+            waits.end(start, counted)
         return True
 
     def _log_line(self, line: bytes, say: Callable[[str], None] | None) -> bool:

@@ -7,8 +7,6 @@ almost all the time, and never be stopped."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 #: bytes the pump writes to the launcher's output at once: a longer line goes in pieces, each
 #: its own wait, so a line that takes long on an output that moves (1 MB at 400 KB/s) is not
@@ -45,15 +43,6 @@ class OutputWaits:
             else:
                 self._slowed += wait
         self.since = None  # after the sum: held_up() sees the wait in one of them
-
-    @contextmanager
-    def waiting(self, counted: bool) -> Iterator[None]:
-        """One wait, the body's: :meth:`begin`, then :meth:`end` however the body ends."""
-        start = self.begin()
-        try:
-            yield
-        finally:
-            self.end(start, counted)
 
     def held_up(self, now: float, bound: float) -> float:
         """The seconds of waiting, the wait under way up to ``now`` too, not to count in the
