@@ -17,7 +17,7 @@ import numpy as np
 from distconv.parameter import Parameter
 from distconv.sync.base import StateDict, SyncError
 from distconv.sync.local import LocalSync
-from distconv.sync.mpi.comm import bcast_in_place, same_job
+from distconv.sync.mpi.comm import bcast_in_place, rank0_names, same_job
 from distconv.sync.mpi.step_check import (
     BARRIER,
     BROADCAST,
@@ -73,6 +73,9 @@ class RankCollectives(LocalSync):
     #: the step whose ``finish_step`` raised here after its check passed, until the others are
     #: told (:meth:`_tell_failed_step`) or a setup
     _failed_finish: int | None = None
+    #: the names in the order the first step fired them, and rank 0's, once recorded
+    _first_pass: list[str]
+    _recorded: tuple[str, ...]
 
     def setup(
         self,
@@ -207,3 +210,18 @@ class RankCollectives(LocalSync):
         if failed is not None:  # the others learn it; this rank raises its own refusal
             with contextlib.suppress(SyncError):
                 self._check.meet(FAILED, self.step, failed)
+
+    def _note_failed_step(self) -> None:
+        """finish_step failed on this rank alone, every collective of the step complete: the
+        other ranks may have finished it, so the next call this rank refuses tells them
+        (:meth:`_tell_failed_step`). A failure every rank shares (a mismatch, a refused 16-bit
+        wire, another rank's abandon) is not told: each rank knows it, and the setup they
+        then call, which the others may call first, must meet no FAILED."""
+        self._record_first_pass()  # the others, past the step, wait in that exchange
+        self._failed_finish = self.step
+
+    def _record_first_pass(self) -> None:
+        """After the first step's collectives, on every rank that got past them (finished, or
+        failed alone): rank 0's firing order, the next layout's, on every rank (a collective)."""
+        if not self._recorded:
+            self._recorded = rank0_names(self.comm, self._first_pass)

@@ -55,7 +55,6 @@ from distconv.sync.mpi.comm import (
     check_poll_seconds,
     import_mpi,
     job_world,
-    rank0_names,
     thread_poll_seconds,
 )
 from distconv.sync.mpi.layout import BucketLayout, devices
@@ -367,21 +366,6 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._record_first_pass()
         self._watchdog.phase, self._open = f"after step {self.step - 1}", None  # then metrics
         self._changed_in = None  # every update made: a whole step
-
-    def _note_failed_step(self) -> None:
-        """finish_step failed on this rank alone, every collective of the step complete: the
-        other ranks may have finished it, so the next call this rank refuses tells them
-        (:meth:`_tell_failed_step`). A failure every rank shares (a mismatch, a refused 16-bit
-        wire, another rank's abandon) is not told: each rank knows it, and the setup they
-        then call, which the others may call first, must meet no FAILED."""
-        self._record_first_pass()  # the others, past the step, wait in that exchange
-        self._failed_finish = self.step
-
-    def _record_first_pass(self) -> None:
-        """After the first step's collectives, on every rank that got past them (finished, or
-        failed alone): rank 0's firing order, the next layout's, on every rank (a collective)."""
-        if not self._recorded:
-            self._recorded = rank0_names(self.comm, self._first_pass)
 
     def traffic(self) -> dict[str, float]:
         """Bytes given to the gradient collectives (sent and received alike), finish_step's time."""
