@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.used import UsedParams
 from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, run_two_ranks, script
 
 pytestmark = pytest.mark.timeout(120)
@@ -25,6 +27,34 @@ def test_a_pack_failing_on_one_rank_refuses_the_step_on_every_rank(tmp_path, ove
     assert said[0] == "RuntimeError: copying bucket 1 to the host failed", said
     assert said[1].startswith("SyncError: another rank's finish_step failed"), said
     assert_moved(tmp_path, 0.75)  # the last step alone: (1 + 2) / 2 examples * lr 0.5
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_an_interrupt_in_the_last_pack_is_raised_once_the_pieces_went(tmp_path, overlap):
+    """A KeyboardInterrupt (not an Exception) in that pack on rank 0 alone: rank 0 raises it
+    once its pieces and flags went, rank 1 refuses the step, and the refit trains on alike.
+    Before, rank 0 raised it at once and sent nothing: rank 1 waited in the gradients'
+    allreduce, rank 0 in the refit's setup, until the watchdog stopped the job."""
+    run_two_ranks("run_pack_failure.py", tmp_path, overlap, "--interrupt")
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said[0] == "KeyboardInterrupt: copying bucket 1 to the host failed", said
+    assert said[1].startswith("SyncError: another rank's finish_step failed"), said
+    assert_moved(tmp_path, 0.75)
+
+
+def test_an_interrupt_kept_wins_over_a_later_refusal():
+    """An interrupt kept from the last pack (:meth:`UsedParams.fail`) is not turned into a
+    note on a refusal raised first on every rank: it is raised, the refusal its context."""
+    used = UsedParams(None, 2, None)
+    used.fail(KeyboardInterrupt("stop"), world_size=2)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        try:
+            raise SyncError("bucket 0 (b) is not finite")
+        except SyncError as refusal:
+            used.note_unsaid(refusal)
+    assert isinstance(raised.value.__context__, SyncError)
 
 
 @NEEDS_MPIEXEC[0]

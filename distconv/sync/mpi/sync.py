@@ -346,7 +346,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._complete_check()  # a step without buckets
         try:  # before the flags: a bucket this rank fails to pack is said in them (fail)
             self._launch_ready(everything=True)
-        except Exception as exc:
+        except BaseException as exc:  # an interrupt too: raised here once the pieces went
             self._used.fail(exc, self.world_size)
         self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
         try:

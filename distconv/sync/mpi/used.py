@@ -52,7 +52,7 @@ class UsedParams:
         self._request: Any = None
         self._thread: CommThread | None = None
         self._posted = self._owed = False
-        self._failed: Exception | None = None  # this rank's error, said in its flags (fail)
+        self._failed: BaseException | None = None  # this rank's error, said in its flags (fail)
 
     def reset(self) -> None:
         """A new step: nothing has fired."""
@@ -74,13 +74,13 @@ class UsedParams:
             # the rank, and :meth:`drop` completes it on every rank before a new layout
             thread.call(lambda wait: self._start(), "start of the used-parameter flags", True)
 
-    def fail(self, error: Exception, world_size: int) -> None:
+    def fail(self, error: BaseException, world_size: int) -> None:
         """This rank's ``finish_step`` failed packing its last buckets (``error``, not a
-        SyncError), before it posted the flags. Among several ranks every flag says
-        :data:`FAILED`, its pieces go as they are, and :meth:`complete` refuses the step on
-        every rank, this one raising ``error``: no rank updates, none waits for pieces that
-        never come, and every rank counts the step (a setup meets them all). Else ``error`` is
-        raised at once.
+        SyncError; a KeyboardInterrupt too), before it posted the flags. Among several ranks
+        every flag says :data:`FAILED`, its pieces go as they are, and :meth:`complete` refuses
+        the step on every rank, this one raising ``error``: no rank updates, none waits for
+        pieces that never come, and every rank counts the step (a setup meets them all). Else
+        ``error`` is raised at once.
         """
         if world_size == 1 or isinstance(error, SyncError):  # nobody waits; every rank's
             raise error
@@ -90,9 +90,18 @@ class UsedParams:
     def note_unsaid(self, error: BaseException) -> None:
         """``error`` ends ``finish_step`` before :meth:`complete` raised this rank's own failure
         (:meth:`fail`): a later bucket's refusal or the thread's failure, raised alike on every
-        rank, goes on, with a note naming that failure (Python 3.11 on), which is not lost."""
-        if self._failed is not None and hasattr(error, "add_note"):
-            error.add_note(f"this rank had failed to pack a bucket before: {self._failed!r}")
+        rank, goes on, with a note naming that failure (Python 3.11 on), which is not lost.
+
+        Raises:
+            BaseException: that failure itself, where it was an interrupt (a KeyboardInterrupt:
+                not an Exception), ``error`` its context: what was asked is to stop.
+        """
+        failed = self._failed
+        if failed is not None and not isinstance(failed, Exception):
+            self._failed = None
+            raise failed
+        if failed is not None and hasattr(error, "add_note"):
+            error.add_note(f"this rank had failed to pack a bucket before: {failed!r}")
 
     def _start(self) -> None:
         self._request = self.comm.Iallreduce(self.local, self.anywhere, self.op)
