@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(30)
 class StubBucket:
     """A native-wire bucket (one piece, reduced elsewhere) whose unpack raises ``error``."""
 
-    def __init__(self, index: int, error: Exception | None = None) -> None:
+    def __init__(self, index: int, error: BaseException | None = None) -> None:
         self.index, self.error, self.unpacked = index, error, False
         self.pieces, self.compressed = [slice(0, 1)], False
 
@@ -84,3 +84,31 @@ def test_the_kept_copy_back_is_raised_after_failed_alone():
     with pytest.raises(RuntimeError, match="device copy") as caught:
         run([StubBucket(0, copy), StubBucket(1)], lambda: told.append(True))
     assert caught.value is copy and told == [True]
+
+
+class HandBucket(StubBucket):
+    """A 16-bit bucket without the thread: reduced by hand in reduce_all (a collective)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.pieces, self.reduced = [], False
+
+    def reduce(self, *args: Any) -> None:
+        self.reduced = True
+
+
+@pytest.mark.parametrize("later_refused", [False, True])
+def test_an_interrupt_in_a_copy_back_is_raised_once_the_collectives_are_in(later_refused):
+    """A KeyboardInterrupt in bucket 0's copy back on this rank alone: the later bucket is still
+    reduced (the other ranks wait in that collective) and ``failed_alone`` told, then the
+    interrupt is raised; a later refusal does not swallow it (it is the interrupt's context)."""
+    stop, told = KeyboardInterrupt("second Ctrl-C"), []
+    later = HandBucket(1)
+    later.error = SyncError("gradient bucket 1 is not finite") if later_refused else None
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run([StubBucket(0, stop), later], lambda: told.append(True))
+    assert caught.value is stop and later.reduced
+    if later_refused:  # every rank refuses alike: nothing to tell, but the interrupt goes on
+        assert isinstance(stop.__context__, SyncError) and not told
+    else:
+        assert later.unpacked and told == [True]

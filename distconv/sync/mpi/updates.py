@@ -91,8 +91,10 @@ def reduce_all(
     are in (the other ranks wait in those collectives, then finish the step), after
     ``failed_alone`` (whose own error, if any, is raised instead, with it as its context). Where
     a later bucket's error is raised instead (a SyncError, every rank's), a note there names it.
+    A KeyboardInterrupt in an unpack is kept the same way (the other ranks' collectives come
+    first), but wins over a later bucket's error, which is then its context.
     """
-    alone: list[Exception] = []
+    alone: list[BaseException] = []
     flags = None if thread is not None else used.complete()
     try:
         for bucket in buckets:
@@ -102,6 +104,8 @@ def reduce_all(
                 bucket.reduce(comm, lambda r: r.Wait(), None, None)
             _unpack(bucket, alone)
     except Exception as exc:  # a SyncError (every rank's), an MPI error: this rank's in a note
+        if alone and not isinstance(alone[0], Exception):  # an interrupt: asked to stop
+            raise alone[0] from exc
         if alone and hasattr(exc, "add_note"):  # Python 3.11 on
             exc.add_note(f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
         raise
@@ -110,20 +114,20 @@ def reduce_all(
     if alone:
         try:
             raise alone[0]
-        except Exception:  # as update_step: an error of failed_alone's is raised from it
+        except BaseException:  # as update_step: an error of failed_alone's is raised from it
             failed_alone()
             raise
     return flags
 
 
-def _unpack(bucket: Bucket, alone: list[Exception]) -> None:
+def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
     """Unpack ``bucket``; an error other than a SyncError (the 16-bit wire's check, made alike on
-    every rank) is kept in ``alone`` (the first only), not raised."""
+    every rank), a KeyboardInterrupt too, is kept in ``alone`` (the first only), not raised."""
     try:
         bucket.unpack()
     except SyncError:
         raise
-    except Exception as exc:  # this rank's alone: the other ranks' collectives come first
+    except BaseException as exc:  # this rank's alone: the other ranks' collectives come first
         if not alone:
             alone.append(exc)
 
