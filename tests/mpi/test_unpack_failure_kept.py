@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from distconv.sync.base import SyncError
-from distconv.sync.mpi.updates import reduce_all
+from distconv.sync.mpi.updates import reduce_all, update_step
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -112,3 +112,18 @@ def test_an_interrupt_in_a_copy_back_is_raised_once_the_collectives_are_in(later
         assert isinstance(stop.__context__, SyncError) and not told
     else:
         assert later.unpacked and told == [True]
+
+
+def test_an_interrupt_in_an_update_is_told_as_a_failure_of_this_rank_alone():
+    """Every collective is in when the optimizer runs: an interrupt there (a SIGINT reaching
+    this rank alone) is this rank's failure, told (``failed_alone``: on the first step, the
+    firing order's Allgather the other ranks wait in), then raised."""
+    bucket, told = StubBucket(0), []
+    bucket.to_update = lambda flags, slots: []  # type: ignore[attr-defined]
+
+    def update(*args: Any) -> None:
+        raise KeyboardInterrupt("second Ctrl-C")
+
+    with pytest.raises(KeyboardInterrupt):
+        update_step(None, None, 2, [bucket], StubUsed(), update, {}, lambda: told.append(True))
+    assert told == [True]

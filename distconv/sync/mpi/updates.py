@@ -70,7 +70,7 @@ def update_step(
         check_kept(buckets, flags, slots)
         for bucket in buckets:
             update(bucket, flags)
-    except Exception:
+    except BaseException:  # an interrupt in an update too: the others finished the step
         failed_alone()
         raise
 
