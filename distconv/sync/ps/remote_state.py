@@ -18,16 +18,15 @@ blocks since: the largest of a block's rows).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
-from distconv.sync.local import not_numbers, state_problems
+from distconv.sync.local import state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
-from distconv.sync.ps.row_counts import RUNS, count_of_rows, count_runs
+from distconv.sync.ps.row_counts import RUNS, block_count, count_runs, per_row_problems
 
 #: what a ``get_state`` reply without the values asked for says of its shard: one of a release
 #: before ``with_values``, which ignores the field (unknown fields are ignored)
@@ -216,7 +215,7 @@ class RemoteState:
         if not self.is_chief:
             return
         fresh = self._fresh_state()
-        problems = state_problems(fresh, state) or _per_row_problems(state)
+        problems = state_problems(fresh, state) or per_row_problems(state)
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         keys = set(self.optimizer.init_state(np.zeros(1)))
@@ -322,19 +321,6 @@ def _shard_keys(state: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in state if not k.endswith(PER_ROW))
 
 
-def _per_row_problems(state: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """What ``state``'s per-row counts (``K + PER_ROW``, ``K + RUNS``) hold that is no array
-    of numbers, each named by parameter and key: :func:`~distconv.sync.local.state_problems`
-    skips those keys (other syncs ignore them), and such a value reached ``np.unique`` or
-    ``np.array(..., int64)`` as a bare TypeError or ValueError naming neither."""
-    return [
-        f"{name}/{key}: {what} given, not an array of numbers"
-        for name, buffers in state.items()
-        for key, value in buffers.items()
-        if key.endswith(PER_ROW) and (what := not_numbers(value)) is not None
-    ]
-
-
 def _block_state(
     state: Mapping[str, Any],
     spec: ParamSpec,
@@ -345,47 +331,9 @@ def _block_state(
 ) -> np.ndarray:
     """One block's ``key``, C-contiguous and of ``dtype`` (the shards'), as ``set_state`` sends
     it: a ``(rows, row_len)`` slice when ``shaped`` (a 0-d parameter's moment too), else a
-    per-block scalar: its rows' count where the state has one (a dense parameter's ``key +
-    RUNS``, also for one saved dense and a table now; else ``key + PER_ROW``, a sparse table's,
-    also for a table saved sparse and dense now, or one count per element of a dense one, as
-    async checkpoints held before their runs, a table's now too), else ``key``.
+    per-block scalar, the count :func:`~distconv.sync.ps.row_counts.block_count` gives it.
     """
-    a = np.asarray(to_host(state[key]))
     if shaped:
+        a = np.asarray(to_host(state[key]))
         return np.array(rows_view(a, spec)[block.start : block.stop], dtype, order="C")
-    if not spec.sparse and key + RUNS in state:
-        return np.array(count_of_rows(state[key + RUNS], spec, block, key), dtype=dtype)
-    if spec.sparse and key + RUNS in state and key + PER_ROW not in state:
-        # saved dense (runs of its elements), a table now: the largest of its rows' elements
-        w = spec.row_len
-        elements = replace(block, start=block.start * w, stop=block.stop * w)
-        count = count_of_rows(state[key + RUNS], replace(spec, sparse=False), elements, key)
-        return np.array(count, dtype=dtype)
-    per_row = state.get(key + PER_ROW)
-    if per_row is None:
-        return np.array(a, dtype)
-    per_row = np.asarray(to_host(per_row))
-    if not spec.sparse and len(spec.shape) > 1 and per_row.shape == (spec.shape[0],):
-        # a table's, one count per row of it (``sparse_rows`` when saved, dense now): the
-        # largest of the table rows this block's elements lie in
-        width = spec.rows // spec.shape[0]
-        return np.array(per_row[block.start // width : -(-block.stop // width)].max(), dtype)
-    if spec.sparse and spec.row_len > 1 and per_row.shape == (spec.rows * spec.row_len,):
-        # one count per element (a dense parameter's, before runs), a table now: the largest
-        # of the elements its block's table rows hold
-        rows = per_row[block.start * spec.row_len : block.stop * spec.row_len]
-        return np.array(rows.max(), dtype)
-    if per_row.shape != (spec.rows,):
-        raise ValueError(
-            f"optimizer state {spec.name}/{key + PER_ROW} has shape {per_row.shape}, "
-            f"expected ({spec.rows},)"
-        )
-    counts = np.unique(per_row[block.start : block.stop])
-    if len(counts) != 1 and spec.sparse:
-        raise ValueError(
-            f"rows {block.start}:{block.stop} of {spec.name} hold different {key!r} counts "
-            f"{counts[:4].tolist()} but form one block here: resume with the block size and "
-            "shard count of the run that wrote the checkpoint"
-        )
-    # a dense parameter's block cut across blocks of another layout: the largest, as before
-    return np.array(counts[-1], dtype=dtype)
+    return np.array(block_count(state, spec, block, key), dtype=dtype)

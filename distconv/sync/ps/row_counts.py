@@ -15,13 +15,15 @@ sparse table's per-row counts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from distconv.backend import to_host
 from distconv.sync.base import PER_ROW
+from distconv.sync.local import not_numbers
 from distconv.sync.ps.blocks import Block, ParamSpec
 
 #: suffix of a dense parameter's counts as runs of rows (``step`` -> ``step_runs_per_row``)
@@ -62,3 +64,64 @@ def count_of_rows(runs: Any, spec: ParamSpec, block: Block, key: str) -> int:
     first = int(np.searchsorted(starts, block.start, side="right")) - 1
     last = max(int(np.searchsorted(starts, block.stop, side="left")), first + 1)
     return int(a[first:last, 1].max())
+
+
+def per_row_problems(state: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What ``state``'s per-row counts (``K + PER_ROW``, ``K + RUNS``) hold that is no array
+    of numbers, each named by parameter and key: :func:`~distconv.sync.local.state_problems`
+    skips those keys (other syncs ignore them), and such a value reached ``np.unique`` or
+    ``np.array(..., int64)`` as a bare TypeError or ValueError naming neither."""
+    return [
+        f"{name}/{key}: {what} given, not an array of numbers"
+        for name, buffers in state.items()
+        for key, value in buffers.items()
+        if key.endswith(PER_ROW) and (what := not_numbers(value)) is not None
+    ]
+
+
+def block_count(state: Mapping[str, Any], spec: ParamSpec, block: Block, key: str) -> Any:
+    """The count ``block`` of ``spec`` takes from ``state`` (a parameter's entry) for scalar
+    ``key``: its rows' count where the state has one (a dense parameter's ``key + RUNS``, also
+    for one saved dense and a table now; else ``key + PER_ROW``, a sparse table's, also for a
+    table saved sparse and dense now, or one count per element of a dense one, as async
+    checkpoints held before their runs, a table's now too), else ``key``.
+
+    Raises:
+        ValueError: the runs are not of their form, a per-row array has another shape, or a
+            sparse table's rows disagree within ``block`` (it was cut into other blocks).
+    """
+    if not spec.sparse and key + RUNS in state:
+        return count_of_rows(state[key + RUNS], spec, block, key)
+    if spec.sparse and key + RUNS in state and key + PER_ROW not in state:
+        # saved dense (runs of its elements), a table now: the largest of its rows' elements
+        w = spec.row_len
+        elements = replace(block, start=block.start * w, stop=block.stop * w)
+        return count_of_rows(state[key + RUNS], replace(spec, sparse=False), elements, key)
+    per_row = state.get(key + PER_ROW)
+    if per_row is None:
+        return to_host(state[key])
+    per_row = np.asarray(to_host(per_row))
+    if not spec.sparse and len(spec.shape) > 1 and per_row.shape == (spec.shape[0],):
+        # a table's, one count per row of it (``sparse_rows`` when saved, dense now): the
+        # largest of the table rows this block's elements lie in
+        width = spec.rows // spec.shape[0]
+        return per_row[block.start // width : -(-block.stop // width)].max()
+    if spec.sparse and spec.row_len > 1 and per_row.shape == (spec.rows * spec.row_len,):
+        # one count per element (a dense parameter's, before runs), a table now: the largest
+        # of the elements its block's table rows hold
+        rows = per_row[block.start * spec.row_len : block.stop * spec.row_len]
+        return rows.max()
+    if per_row.shape != (spec.rows,):
+        raise ValueError(
+            f"optimizer state {spec.name}/{key + PER_ROW} has shape {per_row.shape}, "
+            f"expected ({spec.rows},)"
+        )
+    counts = np.unique(per_row[block.start : block.stop])
+    if len(counts) != 1 and spec.sparse:
+        raise ValueError(
+            f"rows {block.start}:{block.stop} of {spec.name} hold different {key!r} counts "
+            f"{counts[:4].tolist()} but form one block here: resume with the block size and "
+            "shard count of the run that wrote the checkpoint"
+        )
+    # a dense parameter's block cut across blocks of another layout: the largest, as before
+    return counts[-1]
