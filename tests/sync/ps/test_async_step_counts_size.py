@@ -172,3 +172,39 @@ def test_one_count_per_element_resumes_as_a_table_taking_its_rows(shards):
     state = _roundtrip(shards, per_element, sparse=True)
     table_rows = SHAPE[0] // BLOCKS
     np.testing.assert_array_equal(state["step" + PER_ROW], np.repeat(COUNTS, table_rows))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "bad, sparse",
+    [(-1, False), (np.nan, False), (2.5, False), (-1, True), (np.inf, True)],
+    ids=["negative", "nan", "fraction", "negative-table", "inf-table"],
+)
+def test_per_row_counts_not_whole_and_positive_are_refused_naming_the_key(shards, bad, sparse):
+    """Runs refuse a negative count, but one count per row (or per element) took any number:
+    -1 went to the shards as a step count (Adam's bias correction of a step never taken), NaN
+    as -2**63 (numpy's cast), 2.5 as 2. A count is a whole number >= 0 in every form."""
+    rows = SHAPE[0] if sparse else SHAPE[0] * SHAPE[1]
+
+    def per_row(state):
+        counts = np.full(rows, 3, dtype=np.float64)
+        counts[-(rows // BLOCKS) :] = bad  # the last block's rows: taken as its count
+        without_runs = {k: v for k, v in state.items() if k != "step" + RUNS}
+        return {**without_runs, "step": np.int64(3), "step" + PER_ROW: counts}
+
+    with pytest.raises(ValueError, match=r"w/step_per_row: .*not a count"):
+        _roundtrip(shards, per_row, sparse=sparse)
+
+
+@pytest.mark.timeout(60)
+def test_whole_counts_given_as_floats_still_resume(shards):
+    """A count array of floats holding whole numbers (a checkpoint converted by another tool)
+    resumes as before: only what is no count is refused."""
+
+    def per_row(state):
+        counts = np.repeat(np.array(COUNTS, dtype=np.float64), PER_BLOCK)
+        without_runs = {k: v for k, v in state.items() if k != "step" + RUNS}
+        return {**without_runs, "step": np.int64(max(COUNTS)), "step" + PER_ROW: counts}
+
+    state = _roundtrip(shards, per_row)
+    np.testing.assert_array_equal(state["step" + RUNS], _runs(COUNTS))
