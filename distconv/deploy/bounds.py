@@ -12,7 +12,7 @@ import json
 import json.scanner
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,6 +28,8 @@ _FRAMES_PER_LEVEL = 4
 _JSON = json.JSONDecoder()
 _JSON_IN_PYTHON = json.JSONDecoder()
 _JSON_IN_PYTHON.scan_once = json.scanner.py_make_scanner(_JSON_IN_PYTHON)  # type: ignore[attr-defined]
+#: what libyaml says where it will nest no deeper (PyYAML 6.0.4's wheels: past 1000 levels)
+_LIBYAML_NESTING = "exceeded maximum nesting depth"
 #: a JSON string, or a bracket outside one, as :func:`json_depth_problem` reads them
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[][{}]')
 #: more values than aliases may add to a document: more than an object the API server stores
@@ -63,11 +65,27 @@ def decode_json(text: str, start: int) -> tuple[Any, int]:
         return _JSON_IN_PYTHON.raw_decode(text, start)
 
 
-def yaml_depth_problem(text: str, loader: Any) -> str | None:
-    """Which document of YAML ``text`` nests deeper than :data:`MAX_DEPTH`, before ``loader``
-    builds it (libyaml's composer recurses in C: ``[[[[...`` 100000 deep crashed the process):
-    the parser's events, read without recursion, say how deep each is. None where none does."""
+def yaml_depth_problem(text: str, loaders: Sequence[Any]) -> tuple[str | None, Any]:
+    """Which document of YAML ``text`` nests deeper than :data:`MAX_DEPTH`, before it is built
+    (libyaml's composer recurses in C: ``[[[[...`` 100000 deep crashed the process), or None;
+    and the first of ``loaders`` (libyaml's, then PyYAML's own) that nests it as deep as it
+    is, to build it with. The libyaml of PyYAML 6.0.4's wheels refuses past 1000 levels
+    ("exceeded maximum nesting depth"), a tenth of what kubectl reads; PyYAML's own reads it.
+    The parser's events, read without recursion, say how deep each document is."""
     import yaml  # only the command reads YAML text; the checks import this module too
+
+    *fast, last = loaders
+    for loader in fast:
+        try:
+            return _yaml_depth(text, loader), loader
+        except yaml.MarkedYAMLError as exc:
+            if exc.problem != _LIBYAML_NESTING:
+                raise
+    return _yaml_depth(text, last), last
+
+
+def _yaml_depth(text: str, loader: Any) -> str | None:
+    import yaml
 
     number = depth = line = 0
     for event in yaml.parse(text, Loader=loader):
@@ -102,6 +120,25 @@ def json_depth_problem(text: str) -> str | None:
 
 def _too_deep(number: int, line: int) -> str:
     return f"document {number} (line {line}) is nested deeper than {MAX_DEPTH} levels"
+
+
+def each_key_once(
+    pairs: list[tuple[Any, Any]], dict_key: Callable[[Any], Hashable]
+) -> list[tuple[Any, Any]]:
+    """``pairs`` (key node, value node) with one pair per key, as a dict keeps it: the first
+    key's place and node, the last value; ``dict_key`` says which keys a dict takes for one.
+    A merge key's pairs flattened so hold no more than the keys they have (``<<: [*m, *m]``
+    nine deep made 9**10 pairs)."""
+    kept: list[tuple[Any, Any]] = []
+    place: dict[Hashable, int] = {}
+    for key, value in pairs:
+        same = dict_key(key)
+        if same in place:
+            kept[place[same]] = (kept[place[same]][0], value)
+        else:
+            place[same] = len(kept)
+            kept.append((key, value))
+    return kept
 
 
 def refuse_unreadable(docs: Sequence[Any]) -> None:

@@ -21,7 +21,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import yaml
@@ -29,6 +29,7 @@ import yaml
 from distconv.deploy.bounds import (
     MAX_DEPTH,
     decode_json,
+    each_key_once,
     json_depth_problem,
     room_to_nest,
     shape_problem,
@@ -52,8 +53,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
-    """The safe loader, with each merged mapping (``<<: [*a, *a]``) holding each key once.
+class _EachKeyOnce:
+    """A safe loader's part that keeps each key of a merged mapping (``<<: [*a, *a]``) once.
 
     PyYAML's ``flatten_mapping`` appends every merged mapping's pairs, repeats and all, and
     the dict built from them keeps one of each key: nine levels of ``<<: [*m, *m, ...]`` (nine
@@ -65,7 +66,7 @@ class _Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         """Merge ``node``'s ``<<`` keys into it (PyYAML's way), then drop its repeated keys."""
         super().flatten_mapping(node)
-        node.value = _each_key_once(node.value, self._dict_key)
+        node.value = each_key_once(node.value, self._dict_key)
 
     def _dict_key(self, key: yaml.Node) -> Hashable:
         """What the dict built from ``node.value`` takes ``key`` for: its value (``1``, ``0x1``
@@ -78,21 +79,12 @@ class _Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
         return key
 
 
-def _each_key_once(
-    pairs: list[tuple[Any, Any]], dict_key: Callable[[Any], Hashable]
-) -> list[tuple[Any, Any]]:
-    """``pairs`` (key node, value node) with one pair per key, as a dict keeps it: the first
-    key's place and node, the last value; ``dict_key`` says which keys a dict takes for one."""
-    kept: list[tuple[Any, Any]] = []
-    place: dict[Hashable, int] = {}
-    for key, value in pairs:
-        same = dict_key(key)
-        if same in place:
-            kept[place[same]] = (kept[place[same]][0], value)
-        else:
-            place[same] = len(kept)
-            kept.append((key, value))
-    return kept
+class _Loader(_EachKeyOnce, _SAFE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader (libyaml's where PyYAML has it), each merged mapping's key once."""
+
+
+class _PyLoader(_EachKeyOnce, yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's own safe loader, each merged mapping's key once: for what libyaml won't nest."""
 
 
 #: what JSON takes for white space between documents (not str.isspace's)
@@ -296,9 +288,10 @@ def _yaml_documents(text: str) -> list[tuple[int, Any]]:
     docs: list[tuple[int, Any]] = []
     loader = None
     try:
-        if too_deep := yaml_depth_problem(text, _SAFE_LOADER):
+        too_deep, loader_class = yaml_depth_problem(text, (_Loader, _PyLoader))
+        if too_deep:
             raise ManifestReadError(too_deep)
-        loader = _Loader(text)
+        loader = loader_class(text)
         with room_to_nest():
             while loader.check_node():
                 node = loader.get_node()

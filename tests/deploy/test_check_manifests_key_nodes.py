@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from distconv.deploy.check_command import _each_key_once, _Loader
+from distconv.deploy.bounds import each_key_once
+from distconv.deploy.check_command import _Loader
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,12 +25,12 @@ def test_a_list_key_is_never_the_same_key_as_an_int():
     listed = yaml.SequenceNode("tag:yaml.org,2002:seq", [])
     number = node("int", str(id(listed)))
     pairs = [(number, node("str", "a")), (listed, node("str", "b"))]
-    assert _each_key_once(pairs, _Loader("")._dict_key) == pairs
+    assert each_key_once(pairs, _Loader("")._dict_key) == pairs
 
 
 def test_a_list_key_and_its_alias_are_one_key():
     """The same list key node twice (an alias) is one key, the last value kept."""
     listed = yaml.SequenceNode("tag:yaml.org,2002:seq", [])
     first, last = node("str", "a"), node("str", "b")
-    kept = _each_key_once([(listed, first), (listed, last)], _Loader("")._dict_key)
+    kept = each_key_once([(listed, first), (listed, last)], _Loader("")._dict_key)
     assert kept == [(listed, last)]
