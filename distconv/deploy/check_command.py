@@ -21,7 +21,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import yaml
@@ -29,7 +29,6 @@ import yaml
 from distconv.deploy.bounds import (
     MAX_DEPTH,
     decode_json,
-    each_key_once,
     json_depth_problem,
     room_to_nest,
     shape_problem,
@@ -37,6 +36,8 @@ from distconv.deploy.bounds import (
 )
 from distconv.deploy.located import Source, located_problems
 from distconv.deploy.templates import template_hint
+from distconv.deploy.yaml_loader import Loader as _Loader
+from distconv.deploy.yaml_loader import PyLoader as _PyLoader
 from distconv.files import describe_os_error
 from distconv.stdout_drop import drop_stdout, write_failure
 
@@ -49,44 +50,6 @@ STDIN = "-"
 MAX_BYTES = 64 << 20
 #: what may not stand in a line of output as it is (a line break, a tab, an escape)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-#: libyaml's loader where PyYAML has it (4 times as fast), safe in both
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _EachKeyOnce:
-    """A safe loader's part that keeps each key of a merged mapping (``<<: [*a, *a]``) once.
-
-    PyYAML's ``flatten_mapping`` appends every merged mapping's pairs, repeats and all, and
-    the dict built from them keeps one of each key: nine levels of ``<<: [*m, *m, ...]`` (nine
-    each) made lists of 9**10 pairs (5 GB, past a minute) before any check could measure the
-    document. Each level is flattened here with its repeats dropped as the dict would drop
-    them, so it holds no more pairs than the keys it has.
-    """
-
-    def flatten_mapping(self, node: yaml.MappingNode) -> None:
-        """Merge ``node``'s ``<<`` keys into it (PyYAML's way), then drop its repeated keys."""
-        super().flatten_mapping(node)
-        node.value = each_key_once(node.value, self._dict_key)
-
-    def _dict_key(self, key: yaml.Node) -> Hashable:
-        """What the dict built from ``node.value`` takes ``key`` for: its value (``1``, ``0x1``
-        are one key), or, where no dict can hold that (a list; the loader refuses it), the node
-        itself, equal to no value (its id is an int): its aliases are one key, no scalar is."""
-        if isinstance(key, yaml.ScalarNode):
-            value = self.construct_object(key)
-            if isinstance(value, Hashable):
-                return value
-        return key
-
-
-class _Loader(_EachKeyOnce, _SAFE_LOADER):  # type: ignore[misc,valid-type]
-    """The safe loader (libyaml's where PyYAML has it), each merged mapping's key once."""
-
-
-class _PyLoader(_EachKeyOnce, yaml.SafeLoader):  # type: ignore[misc]
-    """PyYAML's own safe loader, each merged mapping's key once: for what libyaml won't nest."""
-
-
 #: what JSON takes for white space between documents (not str.isspace's)
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
