@@ -32,14 +32,50 @@ def signal_name(number: int) -> str:
 def kept_line(line: bytes) -> str:
     """``line``, its newline stripped, as a child's tail keeps it: whole up to
     :data:`KEPT_LINE_BYTES`, else its start and its end (where a rank's reason says how it
-    ends the job) around ``[... N bytes cut ...]``."""
+    ends the job) around ``[... N bytes cut ...]``, neither cut inside a JSON string's escape
+    (a rank's reason under ``--log-format json`` is still a JSON object)."""
     line = line.rstrip(b"\n")
-    cut = len(line) - KEPT_LINE_BYTES
-    if cut <= 0:
+    if len(line) <= KEPT_LINE_BYTES:
         return line.decode(errors="replace")
-    half = KEPT_LINE_BYTES // 2
-    start, end = (part.decode(errors="replace") for part in (line[:half], line[-half:]))
-    return f"{start}[... {cut} bytes cut ...]{end}"
+    return _kept(line, line, len(line))
+
+
+_HALF = KEPT_LINE_BYTES // 2
+_BACKSLASH = ord("\\")
+
+
+def _kept(start: bytes, end: bytes, size: int) -> str:
+    """The first and last :data:`_HALF` bytes of a line of ``size`` bytes around the mark,
+    from its start and its end (the bytes before those last ones too, where there are any:
+    whether the cut falls inside an escape), a cut moved off an escape."""
+    head, tail = _HALF, len(end) - _HALF
+    while head > 0 and _in_escape(start, head):
+        head -= 1
+    while tail < len(end) and _in_escape(end, tail):
+        tail += 1
+    cut = size - head - (len(end) - tail)
+    start_text, end_text = (part.decode(errors="replace") for part in (start[:head], end[tail:]))
+    return f"{start_text}[... {cut} bytes cut ...]{end_text}"
+
+
+def _in_escape(data: bytes, at: int) -> bool:
+    """Whether a cut before ``data[at]`` falls inside a JSON escape (``\\"``, ``\\u00e9``):
+    after an escaping backslash, or within the four digits after its ``u``."""
+    for back in range(1, 6):
+        mark = at - back
+        if mark < 0:
+            return False
+        if data[mark] == _BACKSLASH and _escaping(data, mark):
+            return back == 1 or data[mark + 1] == ord("u")
+    return False
+
+
+def _escaping(data: bytes, at: int) -> bool:
+    """Whether the backslash ``data[at]`` begins an escape: it ends an odd run of them."""
+    first = at
+    while first > 0 and data[first - 1] == _BACKSLASH:
+        first -= 1
+    return (at - first) % 2 == 0
 
 
 @dataclass(frozen=True)

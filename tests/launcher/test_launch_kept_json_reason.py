@@ -1,0 +1,42 @@
+"""A long line's cut (:func:`launcher.failure.kept_line`) never falls inside a JSON string's
+escape: under ``--log-format json`` a rank's reason is a JSON object, and a reason over 64 KiB
+whose message escapes characters (``é`` as ``\\u00e9``, a quote, a backslash) was cut inside
+an escape often enough, which left the object unreadable and the reason out of the cause."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from distconv.logs import json_entry
+from launcher.failure import KEPT_LINE_BYTES, kept_line
+from launcher.rank_reason import rank_reason
+
+
+def _reason_line(fill: str, pad: int) -> bytes:
+    """A rank's reason line as ``--log-format json`` writes it, its message long."""
+    message = f"rank 1: SyncError: step 3 differs {'y' * pad}{fill * 100_000}; aborting the MPI job"
+    entry = json_entry(
+        message,
+        created=0.0,
+        level="error",
+        logger="distconv",
+        role="worker",
+        rank=1,
+        world_size=2,
+        job_id=None,
+        restart=0,
+    )
+    return b"[1] " + json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pad", range(6))
+@pytest.mark.parametrize("fill", ["é", '"', "a\\", "\\\\"], ids=["u-escape", "quote", "bs", "bs2"])
+def test_a_long_json_reason_is_still_read_from_its_kept_form(fill, pad):
+    kept = kept_line(_reason_line(fill, pad))
+    assert len(kept.encode()) < KEPT_LINE_BYTES + 40
+    said = rank_reason([kept])
+    assert said is not None and said[0] == 1, kept[-200:]
+    assert said[1].startswith("SyncError: step 3 differs") and "bytes cut ...]" in said[1]
