@@ -127,3 +127,35 @@ def test_an_interrupt_in_an_update_is_told_as_a_failure_of_this_rank_alone():
     with pytest.raises(KeyboardInterrupt):
         update_step(None, None, 2, [bucket], StubUsed(), update, {}, lambda: told.append(True))
     assert told == [True]
+
+
+class RefusingUsed:
+    """The flags' exchange, completed on the thread: another rank's pack failed (FAILED)."""
+
+    def complete(self) -> np.ndarray:
+        raise SyncError("another rank's finish_step failed (an error there, which it raised)")
+
+
+@pytest.mark.parametrize(
+    "kept", [KeyboardInterrupt("second Ctrl-C"), RuntimeError("device copy of bucket 0 failed")]
+)
+def test_the_flags_refusal_with_the_thread_does_not_swallow_a_kept_copy_back(kept):
+    """With the thread the flags are completed after every copy back: a refusal there, raised
+    on every rank alike, must not drop this rank's kept failure. An interrupt is raised (the
+    refusal its cause); another error goes as a note on the refusal (Python 3.11 on)."""
+    told: list[bool] = []
+    with pytest.raises(BaseException) as caught:
+        reduce_all(
+            [StubBucket(0, kept), StubBucket(1)],  # type: ignore[list-item]
+            StubThread(),  # type: ignore[arg-type]
+            None,
+            RefusingUsed(),  # type: ignore[arg-type]
+            lambda: told.append(True),
+        )
+    assert not told  # every rank refuses the step alike: nothing to tell
+    if isinstance(kept, KeyboardInterrupt):
+        assert caught.value is kept and isinstance(kept.__cause__, SyncError)
+    else:
+        assert isinstance(caught.value, SyncError)
+        if sys.version_info >= (3, 11):
+            assert any("device copy of bucket 0" in note for note in caught.value.__notes__)

@@ -90,7 +90,8 @@ def reduce_all(
     alone: it is raised once every later bucket is reduced, unpacked and checked and the flags
     are in (the other ranks wait in those collectives, then finish the step), after
     ``failed_alone`` (whose own error, if any, is raised instead, with it as its context). Where
-    a later bucket's error is raised instead (a SyncError, every rank's), a note there names it.
+    a later bucket's error or the flags' refusal is raised instead (a SyncError, every rank's:
+    with the thread, the flags are completed after the copies back), a note there names it.
     A KeyboardInterrupt in an unpack is kept the same way (the other ranks' collectives come
     first), but wins over a later bucket's error, which is then its context.
     """
@@ -103,14 +104,14 @@ def reduce_all(
             elif not bucket.pieces:  # a 16-bit wire, reduced by hand
                 bucket.reduce(comm, lambda r: r.Wait(), None, None)
             _unpack(bucket, alone)
+        if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
+            flags = used.complete()  # (another rank's failed pack) does not swallow what was kept
     except Exception as exc:  # a SyncError (every rank's), an MPI error: this rank's in a note
         if alone and not isinstance(alone[0], Exception):  # an interrupt: asked to stop
             raise alone[0] from exc
         if alone and hasattr(exc, "add_note"):  # Python 3.11 on
             exc.add_note(f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
         raise
-    if thread is not None:
-        flags = used.complete()  # on the thread, behind every piece
     if alone:
         try:
             raise alone[0]
