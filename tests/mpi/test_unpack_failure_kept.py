@@ -159,3 +159,15 @@ def test_the_flags_refusal_with_the_thread_does_not_swallow_a_kept_copy_back(kep
         assert isinstance(caught.value, SyncError)
         if sys.version_info >= (3, 11):
             assert any("device copy of bucket 0" in note for note in caught.value.__notes__)
+
+
+def test_an_interrupt_after_a_kept_copy_back_is_not_dropped():
+    """Bucket 0's copy back failed (kept), then a Ctrl-C reaches bucket 1's: the interrupt is
+    what is raised once the collectives are in and ``failed_alone`` told, the error its
+    context; before, only the first was kept and the interrupt was dropped."""
+    copy, stop, told = RuntimeError("device copy of bucket 0 failed"), KeyboardInterrupt(), []
+    later = StubBucket(2)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run([StubBucket(0, copy), StubBucket(1, stop), later], lambda: told.append(True))
+    assert caught.value is stop and stop.__context__ is copy
+    assert later.unpacked and told == [True]

@@ -123,7 +123,8 @@ def reduce_all(
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
     """Unpack ``bucket``; an error other than a SyncError (the 16-bit wire's check, made alike on
-    every rank), a KeyboardInterrupt too, is kept in ``alone`` (the first only), not raised."""
+    every rank), a KeyboardInterrupt too, is kept in ``alone`` (the first only, but an interrupt
+    after an error replaces it, that error its context: what was asked is to stop), not raised."""
     try:
         bucket.unpack()
     except SyncError:
@@ -131,6 +132,8 @@ def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
     except BaseException as exc:  # this rank's alone: the other ranks' collectives come first
         if not alone:
             alone.append(exc)
+        elif isinstance(alone[0], Exception) and not isinstance(exc, Exception):
+            exc.__context__, alone[0] = alone[0], exc
 
 
 def check_kept(
