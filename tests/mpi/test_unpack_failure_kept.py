@@ -171,3 +171,27 @@ def test_an_interrupt_after_a_kept_copy_back_is_not_dropped():
         run([StubBucket(0, copy), StubBucket(1, stop), later], lambda: told.append(True))
     assert caught.value is stop and stop.__context__ is copy
     assert later.unpacked and told == [True]
+
+
+def refuse_to_tell() -> None:
+    raise SyncError("waited 20.0 s in the Allgather of the firing order")
+
+
+@pytest.mark.parametrize("where", ["update", "copy back"])
+def test_an_error_of_failed_alone_does_not_replace_an_interrupt(where):
+    """``failed_alone`` raising (its Allgather on the first step) while an interrupt of this
+    rank alone is told: the interrupt is still raised, from that error; before, the error
+    replaced it and the rank, asked to stop, raised an Exception a caller may go on from."""
+    stop = KeyboardInterrupt("second Ctrl-C")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        if where == "copy back":
+            run([StubBucket(0, stop), StubBucket(1)], refuse_to_tell)
+        else:
+            bucket = StubBucket(0)
+            bucket.to_update = lambda flags, slots: []  # type: ignore[attr-defined]
+
+            def update(*args: Any) -> None:
+                raise stop
+
+            update_step(None, None, 2, [bucket], StubUsed(), update, {}, refuse_to_tell)
+    assert caught.value is stop and isinstance(stop.__cause__, SyncError)

@@ -70,8 +70,8 @@ def update_step(
         check_kept(buckets, flags, slots)
         for bucket in buckets:
             update(bucket, flags)
-    except BaseException:  # an interrupt in an update too: the others finished the step
-        failed_alone()
+    except BaseException as exc:  # an interrupt in an update too: the others finished the step
+        _tell(failed_alone, exc)
         raise
 
 
@@ -89,11 +89,12 @@ def reduce_all(
     every rank, at the same bucket. Any other error of an unpack (a device copy) is this rank's
     alone: it is raised once every later bucket is reduced, unpacked and checked and the flags
     are in (the other ranks wait in those collectives, then finish the step), after
-    ``failed_alone`` (whose own error, if any, is raised instead, with it as its context). Where
-    a later bucket's error or the flags' refusal is raised instead (a SyncError, every rank's:
-    with the thread, the flags are completed after the copies back), a note there names it.
-    A KeyboardInterrupt in an unpack is kept the same way (the other ranks' collectives come
-    first), but wins over a later bucket's error, which is then its context.
+    ``failed_alone`` (whose own error, if any, is raised instead, with it as its context; an
+    interrupt is raised from that error instead: :func:`_tell`). Where a later bucket's error
+    or the flags' refusal is raised instead (a SyncError, every rank's: with the thread, the
+    flags are completed after the copies back), a note there names it. A KeyboardInterrupt in
+    an unpack is kept the same way (the other ranks' collectives come first), but wins over a
+    kept error and over a later bucket's error or the flags' refusal, which is then its cause.
     """
     alone: list[BaseException] = []
     flags = None if thread is not None else used.complete()
@@ -115,10 +116,22 @@ def reduce_all(
     if alone:
         try:
             raise alone[0]
-        except BaseException:  # as update_step: an error of failed_alone's is raised from it
-            failed_alone()
+        except BaseException as exc:  # as update_step: an error of failed_alone's raised from it
+            _tell(failed_alone, exc)
             raise
     return flags
+
+
+def _tell(failed_alone: Callable[[], None], error: BaseException) -> None:
+    """Call ``failed_alone`` while ``error``, this rank's failure alone, is handled: an error of
+    its own is raised instead, ``error`` its context, but for an interrupt (not an Exception),
+    which is raised from that error: what was asked is to stop."""
+    try:
+        failed_alone()
+    except Exception as told:
+        if isinstance(error, Exception):
+            raise
+        raise error from told
 
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
