@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi import MPISync
 from distconv.sync.mpi.used import UsedParams
 from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, run_two_ranks, script
 
@@ -72,3 +73,37 @@ def test_a_later_refusal_on_every_rank_still_names_the_failed_pack(tmp_path):
     assert all("bucket 0 (b) is not finite" in lines[0] for lines in said), said
     assert "copying bucket 1 to the host failed" in "\n".join(said[0][1:]), said
     assert len(said[1]) == 1, said  # rank 1 packed its buckets
+
+
+class FailingStart(UsedParams):
+    """The flags' exchange, whose start (without the thread, on the main thread) raises."""
+
+    def _start(self) -> None:
+        raise RuntimeError("MPI_Iallreduce: an error of the library")
+
+
+class Interrupted:
+    """What MPISync.finish_step reads of its sync, up to the flags' start: a rank of two whose
+    last pack is interrupted."""
+
+    world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
+
+    def __init__(self) -> None:
+        self._used = FailingStart(None, 2, None)
+
+    def _complete_check(self) -> None:
+        pass
+
+    def _launch_ready(self, everything: bool = False) -> None:
+        raise KeyboardInterrupt("second Ctrl-C")
+
+
+def test_an_error_starting_the_flags_does_not_lose_an_interrupt_kept_from_the_pack():
+    """The interrupt kept from the last pack (:meth:`UsedParams.fail`) is raised even where
+    starting the flags' exchange raises first (an MPI error): before, that start was outside
+    the handler that raises it (``note_unsaid``), so the error went up and the interrupt was
+    dropped."""
+    sync = Interrupted()
+    with pytest.raises(KeyboardInterrupt) as raised:
+        MPISync.finish_step(sync)  # type: ignore[arg-type]
+    assert isinstance(raised.value.__context__, RuntimeError) and sync.step == 1

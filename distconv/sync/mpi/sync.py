@@ -348,8 +348,8 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             self._launch_ready(everything=True)
         except BaseException as exc:  # an interrupt too: raised here once the pieces went
             self._used.fail(exc, self.world_size)
-        self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
-        try:
+        try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
+            self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
             self._pump.finish()  # the pieces left: onto the wire, or to the thread
             # every piece queued before the flags' wait: else the thread, blocked there, would
             # never start a piece the other ranks wait for
