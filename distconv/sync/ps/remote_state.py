@@ -210,8 +210,8 @@ class RemoteState:
                 keys (a stateful optimizer needs them all), a sparse parameter's rows disagree
                 on a scalar within one block (the checkpoint was cut into other blocks), or a
                 per-row array has the wrong shape or holds what is no count (a whole number
-                >= 0), or a dense parameter's runs of counts (``K + RUNS``) are not of their
-                form. Nothing is sent then.
+                from 0 to int64's largest), or a dense parameter's runs of counts
+                (``K + RUNS``) are not of their form. Nothing is sent then.
         """
         if not self.is_chief:
             return

@@ -68,10 +68,11 @@ def count_of_rows(runs: Any, spec: ParamSpec, block: Block, key: str) -> int:
 
 def per_row_problems(state: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """What ``state``'s per-row counts (``K + PER_ROW``, ``K + RUNS``) hold that is no array
-    of counts (whole numbers >= 0), each named by parameter and key:
+    of counts (whole numbers from 0 to int64's largest), each named by parameter and key:
     :func:`~distconv.sync.local.state_problems` skips those keys (other syncs ignore them), and
     such a value reached ``np.unique`` or ``np.array(..., int64)`` as a bare TypeError or
-    ValueError naming neither, or went to the shards as a count (-1; NaN as -2**63; 2.5 as 2)."""
+    ValueError naming neither, or went to the shards as a count (-1; NaN and 2**63 as -2**63;
+    2.5 as 2)."""
     return [
         f"{name}/{key}: {what}"
         for name, buffers in state.items()
@@ -80,23 +81,28 @@ def per_row_problems(state: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
 
 
+#: what a count is: the shards keep it as int64, and a larger one went there as -2**63
+_A_COUNT = "a count (a whole number from 0 to 2**63 - 1, as int64 holds)"
+
+
 def _not_counts(value: Any) -> str | None:
     """Why ``value`` is no array of counts, or None where it is one (integers, or floats
-    holding whole numbers, >= 0; a runs key's first rows are checked alike, being rows)."""
+    holding whole numbers, from 0 to int64's largest; a runs key's first rows are checked
+    alike, being rows)."""
     if (what := not_numbers(value)) is not None:
         return f"{what} given, not an array of numbers"
     a = np.asarray(to_host(value))
     if a.dtype.kind == "c":
-        return f"complex {a.dtype} given, not a count (a whole number >= 0)"
+        return f"complex {a.dtype} given, not {_A_COUNT}"
     if a.dtype.kind in "biu":
-        bad = a < 0
+        bad = (a < 0) | (a > np.iinfo(np.int64).max)
     else:
         f = a.astype(np.float64)
         with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(f) | (f < 0) | (f != np.floor(f))
+            bad = ~np.isfinite(f) | (f < 0) | (f >= 2.0**63) | (f != np.floor(f))
     if not np.any(bad):
         return None
-    return f"holds {a[bad].ravel()[0].item()!r}, not a count (a whole number >= 0)"
+    return f"holds {a[bad].ravel()[0].item()!r}, not {_A_COUNT}"
 
 
 def block_count(state: Mapping[str, Any], spec: ParamSpec, block: Block, key: str) -> Any:

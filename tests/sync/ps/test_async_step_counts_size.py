@@ -184,16 +184,31 @@ def test_per_row_counts_not_whole_and_positive_are_refused_naming_the_key(shards
     """Runs refuse a negative count, but one count per row (or per element) took any number:
     -1 went to the shards as a step count (Adam's bias correction of a step never taken), NaN
     as -2**63 (numpy's cast), 2.5 as 2. A count is a whole number >= 0 in every form."""
+    with pytest.raises(ValueError, match=r"w/step_per_row: .*not a count"):
+        _roundtrip(shards, _last_block_counts(bad, np.float64, sparse), sparse=sparse)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bad", [2.0**63, np.uint64(2**63)], ids=["float", "uint64"])
+def test_per_row_counts_past_int64_are_refused_naming_the_key(shards, bad):
+    """The shards keep a count as int64: a whole number >= 0 past its largest went there as
+    -2**63 (numpy's cast), Adam's bias correction of a step count never taken."""
+    with pytest.raises(ValueError, match=r"w/step_per_row: holds 9\.?22.*not a count .*2\*\*63"):
+        _roundtrip(shards, _last_block_counts(bad, np.asarray(bad).dtype))
+
+
+def _last_block_counts(bad, dtype, sparse: bool = False):
+    """A ``state_of`` for :func:`_roundtrip`: one count per row (of ``dtype``), 3 but for the
+    last block's rows, ``bad`` (taken as that block's count), and no runs."""
     rows = SHAPE[0] if sparse else SHAPE[0] * SHAPE[1]
 
     def per_row(state):
-        counts = np.full(rows, 3, dtype=np.float64)
-        counts[-(rows // BLOCKS) :] = bad  # the last block's rows: taken as its count
+        counts = np.full(rows, 3, dtype=dtype)
+        counts[-(rows // BLOCKS) :] = bad
         without_runs = {k: v for k, v in state.items() if k != "step" + RUNS}
         return {**without_runs, "step": np.int64(3), "step" + PER_ROW: counts}
 
-    with pytest.raises(ValueError, match=r"w/step_per_row: .*not a count"):
-        _roundtrip(shards, per_row, sparse=sparse)
+    return per_row
 
 
 @pytest.mark.timeout(60)
