@@ -26,7 +26,7 @@ from distconv.backend import to_host
 from distconv.sync.base import PER_ROW, StateDict, SyncError
 from distconv.sync.local import state_problems
 from distconv.sync.ps.blocks import Block, ParamSpec, rows_view
-from distconv.sync.ps.row_counts import RUNS, block_count, count_runs, per_row_problems
+from distconv.sync.ps.row_counts import RUNS, block_count, count_problems, count_runs
 
 #: what a ``get_state`` reply without the values asked for says of its shard: one of a release
 #: before ``with_values``, which ignores the field (unknown fields are ignored)
@@ -208,15 +208,16 @@ class RemoteState:
                 a moment of a ``(3, 2)`` parameter went to a ``(2, 3)`` one, its rows cut
                 differently, without a word), a parameter's entry lacks one of the optimizer's
                 keys (a stateful optimizer needs them all), a sparse parameter's rows disagree
-                on a scalar within one block (the checkpoint was cut into other blocks), or a
-                per-row array has the wrong shape or holds what is no count (a whole number
-                from 0 to int64's largest), or a dense parameter's runs of counts
-                (``K + RUNS``) are not of their form. Nothing is sent then.
+                on a scalar within one block (the checkpoint was cut into other blocks), a
+                per-row array has the wrong shape, a count (a scalar key such as ``step``, or
+                a per-row one) holds what is no count (a whole number from 0 to int64's
+                largest), or a dense parameter's runs of counts (``K + RUNS``) are not of
+                their form. Nothing is sent then.
         """
         if not self.is_chief:
             return
         fresh = self._fresh_state()
-        problems = state_problems(fresh, state) or per_row_problems(state)
+        problems = state_problems(fresh, state) or count_problems(state, self.optimizer.buffers)
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         keys = set(self.optimizer.init_state(np.zeros(1)))

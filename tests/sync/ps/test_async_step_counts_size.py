@@ -223,3 +223,39 @@ def test_whole_counts_given_as_floats_still_resume(shards):
 
     state = _roundtrip(shards, per_row)
     np.testing.assert_array_equal(state["step" + RUNS], _runs(COUNTS))
+
+
+def _scalar_count(count):
+    """A ``state_of`` for :func:`_roundtrip`: ``step`` set to ``count``, no per-row key (a sync
+    run's checkpoint, or one before per-row counts), so every block takes ``step``."""
+
+    def scalar(state):
+        return {**{k: v for k, v in state.items() if not k.endswith(PER_ROW)}, "step": count}
+
+    return scalar
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "bad, sparse, mode",
+    [
+        (np.int64(-1), False, "sync"),
+        (np.float64(np.nan), False, "async"),
+        (np.float64(2.5), True, "sync"),
+        (np.float64(2.0**63), True, "async"),
+    ],
+    ids=["negative", "nan", "fraction-table", "past-int64-table"],
+)
+def test_a_scalar_count_that_is_no_count_is_refused_naming_the_key(shards, bad, sparse, mode):
+    """Without a per-row key every block takes ``step``: -1 went to the shards as a step
+    count, NaN and 2**63 as -2**63, 2.5 as 2, as the per-row forms' did."""
+    with pytest.raises(ValueError, match=r"w/step: holds .*not a count"):
+        _roundtrip(shards, _scalar_count(bad), mode=mode, sparse=sparse)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("count", [np.int64(4), np.float64(4.0), 4], ids=["int", "float", "py"])
+def test_a_scalar_count_resumes_every_block(shards, count):
+    """A count of any whole-number form without a per-row key: every block takes it."""
+    state = _roundtrip(shards, _scalar_count(count))
+    np.testing.assert_array_equal(state["step" + RUNS], [[0, 4]])
