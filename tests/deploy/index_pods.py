@@ -15,9 +15,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.deploy.child_env import child_path
+
 #: the path the rendered manifests start distconv by
 DISTCONV = "/opt/venv/bin/distconv"
-_ROOT = str(Path(__file__).resolve().parents[2])
 _PLACE = (
     "import sys; from distconv.train_args import train_parser as t; "
     "from distconv.runtime import detect_runtime as d, runtime_flags as f; "
@@ -52,7 +53,7 @@ def _stand_in(folder: Path) -> str:
     path = folder / "distconv"
     path.write_text(
         "#!/bin/sh\n"
-        f"PYTHONPATH={shlex.quote(_ROOT)} exec {shlex.quote(sys.executable)} "
+        f"PYTHONPATH={shlex.quote(child_path())} exec {shlex.quote(sys.executable)} "
         f'-c {shlex.quote(_PLACE)} "$@"\n'
     )
     path.chmod(0o755)

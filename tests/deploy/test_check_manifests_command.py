@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from distconv.deploy.bounds import MAX_DEPTH
+from tests.deploy.child_env import child_env
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,7 +36,7 @@ def in_a_child(
     """``python ARGS`` in a child process run from this checkout (``DISTCONV_DEBUG`` unset),
     its output captured, with at most ``memory`` bytes of address space where given, for
     ``timeout`` s; ``options`` go to :func:`subprocess.run` (``input``, ``text``, ``cwd``)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     env.pop("DISTCONV_DEBUG", None)
     limited = None if memory is None else functools.partial(_limit_memory, memory)
     return subprocess.run(
@@ -91,7 +92,7 @@ def test_the_shipped_files_pass_given_one_by_one_and_quiet_prints_nothing():
     assert check(*files) == (0, "no problems\n", "")
     assert check("-q", *files) == (0, "", "")
     assert check("--quiet", *files) == (0, "", "")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     argv = [sys.executable, "-m", "distconv", "-q", "check-manifests", *files]
     done = subprocess.run(argv, capture_output=True, env=env, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")  # distconv -q too
@@ -381,7 +382,7 @@ def test_a_helm_template_is_named_as_one(tmp_path, template, where):
 def test_a_result_that_cannot_be_written_is_exit_2_not_1(tmp_path):
     """Exit 1 says "the manifests have problems": a full disk or a closed stdout lost the
     result, manifests with no problem included, and must say so, with exit 2."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     argv = [sys.executable, "-m", "distconv", "check-manifests", str(EXAMPLES / "pserver")]
     prog = "distconv check-manifests: error: cannot write the result to stdout"
     with open("/dev/full", "wb") as full:
@@ -403,7 +404,7 @@ def test_a_result_that_cannot_be_written_is_exit_2_not_1(tmp_path):
 def test_quiet_with_no_problem_needs_no_stdout(stdout):
     """``--quiet`` and no problem: nothing is written, so a full or closed stdout loses no
     result, and the status is 0 (it was 2, "cannot write the result", for a write of '')."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     argv = [sys.executable, "-m", "distconv", "check-manifests", "-q", str(EXAMPLES / "pserver")]
     done = subprocess.run(
         ["sh", "-c", f'"$@" {stdout}', "sh", *argv], capture_output=True, env=env, timeout=60
@@ -415,7 +416,7 @@ def test_a_problem_stdout_cannot_encode_is_exit_2(pserver):
     """A problem naming ``digits-ps-wörker`` that an ASCII stdout cannot take is no result."""
     job = pserver / "job-digits-ps-worker.yaml"
     job.write_text(job.read_text().replace("name: digits-ps-worker", "name: digits-ps-wörker"))
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONIOENCODING": "ascii"}
+    env = child_env(PYTHONIOENCODING="ascii")
     argv = [sys.executable, "-m", "distconv", "check-manifests", str(job)]
     done = subprocess.run(argv, capture_output=True, env=env, timeout=60)
     assert (done.returncode, done.stdout) == (2, b"")
@@ -448,7 +449,7 @@ def test_merge_keys_repeated_through_aliases_load_at_once(tmp_path):
         "sys.argv[0] = 'distconv'; "
         "runpy.run_module('distconv', run_name='__main__')"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     argv = [sys.executable, "-c", code, "check-manifests", str(bomb)]
     done = subprocess.run(argv, capture_output=True, env=env, timeout=30)
     assert (done.returncode, done.stderr.decode()) == (1, "")
@@ -514,7 +515,7 @@ def test_declaring_the_command_imports_neither_yaml_nor_the_checks():
         "import sys; from distconv.cli import build_parser; build_parser(); "
         "print(sorted(m for m in ('yaml', 'distconv.deploy', 'json') if m in sys.modules))"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )

@@ -3,23 +3,22 @@ module of the package (``walk``, ``check_command``) imports in milliseconds, not
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.deploy.child_env import child_env
+
 pytestmark = pytest.mark.timeout(120)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("distconv.deploy.check", "distconv.deploy.render")
 
 
 def loaded_after(code: str) -> list[str]:
     """Which of :data:`HEAVY` a fresh interpreter holds after running ``code``."""
     probe = f"{code}\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60
     )

@@ -3,21 +3,19 @@ attributes as they were before its public names loaded lazily (f8cec31)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(120)
+from tests.deploy.child_env import child_env
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(120)
 
 
 def run_fresh(code: str) -> subprocess.CompletedProcess[str]:
     """``code`` run by a fresh interpreter that imports this checkout."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env()
     argv = [sys.executable, "-c", code]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
 

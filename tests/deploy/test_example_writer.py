@@ -14,17 +14,16 @@ import pytest
 
 from distconv import files
 from distconv.deploy import render_manifests, write_manifests
+from tests.deploy.child_env import child_env
 
 pytestmark = pytest.mark.timeout(60)
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "distconv.deploy", *args],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -105,7 +104,7 @@ def test_a_manifest_rewritten_on_a_full_disk_is_left_whole(tmp_path):
     def render(*limit: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-c", _WRITER, str(tmp_path), *limit],
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            env=child_env(),
             capture_output=True,
             text=True,
             timeout=60,
@@ -196,7 +195,7 @@ def test_a_stdout_that_cannot_take_the_output_is_one_error_line(tmp_path, args, 
         result = subprocess.run(
             [sys.executable, "-m", "distconv.deploy", *args],
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            env=child_env(),
             stdout=fd,
             stderr=subprocess.PIPE,
             text=True,
@@ -218,7 +217,7 @@ def test_a_folder_name_stdout_cannot_encode_is_one_error_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "distconv.deploy", "outé"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONIOENCODING": "ascii"},
+        env=child_env(PYTHONIOENCODING="ascii"),
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import os
 import re
 import shlex
 import shutil
@@ -24,6 +23,7 @@ from distconv.deploy import dump_yaml, manifest_problems, render_manifests, writ
 from distconv.deploy.check import _templates
 from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES, KEYS_DIR, WORK_DIR
 from distconv.service import ServiceEndpoints
+from tests.deploy.child_env import child_env
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
@@ -404,7 +404,7 @@ def test_the_checked_in_examples_equal_a_fresh_render(tmp_path):
     fresh = tmp_path / "k8s"
     result = subprocess.run(
         [sys.executable, "-m", "distconv.deploy", str(fresh)],
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,

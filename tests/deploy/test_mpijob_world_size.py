@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from distconv.deploy import manifest_problems
+from tests.deploy.child_env import child_path
 from tests.deploy.job_shapes import mpijob
 
 pytestmark = pytest.mark.timeout(120)
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("size", ["3", "8", "", "four"])
@@ -61,7 +60,7 @@ def _under_mpiexec(world_size: str, out: Path) -> subprocess.CompletedProcess:
         for k, v in os.environ.items()
         if k not in inherited and not k.startswith(("DISTCONV_", "OMPI_", "PMI_", "PMIX_"))
     }
-    env.update(DISTCONV_WORLD_SIZE=world_size, PYTHONPATH=str(REPO_ROOT))
+    env.update(DISTCONV_WORLD_SIZE=world_size, PYTHONPATH=child_path())
     return subprocess.run(
         ["mpiexec", "-n", "2", sys.executable, "-c", code, str(out)],
         env=env,

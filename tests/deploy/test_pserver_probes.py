@@ -4,7 +4,6 @@ failed (naming why) at once when its job fails."""
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.ps.cli import PROBE_HOST
 from distconv.sync.ps.client import PServerSync
 from launcher.ports import free_ports
+from tests.deploy.child_env import child_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def served_shard(health: int, workers: int, *flags: str) -> Iterator[str]:
          "--num-shards", "1", "--workers", str(workers), "--insecure",
          "--health-port", str(health), *flags],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+        env=child_env(OMP_NUM_THREADS="1"),
     )  # fmt: skip
     try:
         endpoint = shard.stdout.readline().split()[-1]

@@ -8,11 +8,11 @@ import copy
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from distconv.deploy import manifest_problems, render_manifests
+from tests.deploy.child_env import child_path
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,7 +53,7 @@ def test_a_server_list_from_either_source_passes(env_value, flag):
 
 def test_the_rank_refuses_to_start_so(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISTCONV_")}
-    env.update(DISTCONV_PSERVERS=" ", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env.update(DISTCONV_PSERVERS=" ", PYTHONPATH=child_path())
     run = subprocess.run(
         [sys.executable, "-m", "distconv", "train", "--sync", "pserver", "--insecure"],
         env=env,

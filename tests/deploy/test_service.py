@@ -13,6 +13,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from distconv.service import ServiceEndpoints
+from tests.deploy.child_env import child_env
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -465,16 +466,13 @@ def test_the_probes_port_is_logged_under_quiet_too(tmp_path):
     """``distconv -q train --health-port 0`` (warnings only) logged no line naming the port
     the kernel chose, and nothing else names it: its probes could not be found (review k174).
     A shard prints its own whatever the level; a worker's line now goes through in any case."""
-    import os
     import re
     import subprocess
     import sys
-    from pathlib import Path
 
     argv = [sys.executable, "-m", "distconv", "-q", "train", "--data", "synthetic", "--epochs",
             "1", "--no-progress", "--out", str(tmp_path / "run"), "--health-port", "0"]  # fmt: skip
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    env = child_env(OMP_NUM_THREADS="1")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=100, env=env)
     assert done.returncode == 0, done.stderr
     assert re.search(r"probes and metrics on port [1-9][0-9]*\n", done.stderr), done.stderr

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import itertools
-import os
 import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from distconv.service import ServiceEndpoints
+from tests.deploy.child_env import child_env
 from tests.probes import has_ipv6_loopback
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
 
@@ -81,7 +78,7 @@ def test_a_shard_on_ipv6_says_where_its_probes_and_socket_are_as_urls_write_them
          "--num-shards", "1", "--workers", "1", "--insecure", "--drain-seconds", "0",
          "--health-port", "0", "--health-host", "::1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+        env=child_env(OMP_NUM_THREADS="1"),
     )  # fmt: skip
     try:
         listening = shard.stdout.readline()

@@ -4,18 +4,16 @@ without a value into every rank's command, which ``distconv-launch k8s`` refuses
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from distconv.deploy import manifest_problems, render_manifests
+from tests.deploy.child_env import child_env
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: train arguments every rank would refuse, and the words both renderers refuse them with
 REFUSED = [
@@ -32,7 +30,7 @@ def _launch_k8s(train_args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "launcher", "k8s", "--workers", "2", "--image", "d:1", "--",
          *train_args],
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,
