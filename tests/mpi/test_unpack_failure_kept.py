@@ -195,3 +195,32 @@ def test_an_error_of_failed_alone_does_not_replace_an_interrupt(where):
 
             update_step(None, None, 2, [bucket], StubUsed(), update, {}, refuse_to_tell)
     assert caught.value is stop and isinstance(stop.__cause__, SyncError)
+
+
+def chain(error: BaseException | None) -> list[BaseException]:
+    """``error`` and every exception behind it (its cause, else its context), in turn."""
+    seen: list[BaseException] = []
+    while error is not None and error not in seen:
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    return seen
+
+
+@pytest.mark.parametrize("after", ["a later bucket's refusal", "failed_alone's error"])
+def test_the_error_an_interrupt_replaced_is_still_in_its_chain(after):
+    """An interrupt replaced a kept copy back's error (that error its context); raised from a
+    later refusal or from ``failed_alone``'s error, that error stays behind it, not dropped."""
+    copy, stop = RuntimeError("device copy of bucket 0 failed"), KeyboardInterrupt()
+    refused = SyncError("gradient bucket 2 is not finite after the float16 wire")
+    told = SyncError("waited 20.0 s in the Allgather of the firing order")
+    buckets = [StubBucket(0, copy), StubBucket(1, stop)]
+    buckets.append(StubBucket(2, refused if after.startswith("a later") else None))
+
+    def failed_alone() -> None:
+        raise told
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run(buckets, failed_alone)
+    assert caught.value is stop
+    assert chain(stop)[1] is (refused if after.startswith("a later") else told)
+    assert copy in chain(stop)

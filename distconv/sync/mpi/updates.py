@@ -25,7 +25,7 @@ sync aborts the job when it closes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -109,7 +109,7 @@ def reduce_all(
             flags = used.complete()  # (another rank's failed pack) does not swallow what was kept
     except Exception as exc:  # a SyncError (every rank's), an MPI error: this rank's in a note
         if alone and not isinstance(alone[0], Exception):  # an interrupt: asked to stop
-            raise alone[0] from exc
+            _raise_from(alone[0], exc)
         if alone and hasattr(exc, "add_note"):  # Python 3.11 on
             exc.add_note(f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
         raise
@@ -131,7 +131,17 @@ def _tell(failed_alone: Callable[[], None], error: BaseException) -> None:
     except Exception as told:
         if isinstance(error, Exception):
             raise
-        raise error from told
+        _raise_from(error, told)
+
+
+def _raise_from(interrupt: BaseException, error: BaseException) -> NoReturn:
+    """Raise ``interrupt`` from ``error``, raised while it was kept or handled. Raising it sets
+    its context to ``error``: a copy back's error it replaced (:func:`_unpack`: its context then)
+    goes behind ``error`` instead, so it is not dropped from what is shown."""
+    replaced = interrupt.__context__
+    if replaced is not None and error.__context__ in (None, interrupt):
+        error.__context__ = replaced
+    raise interrupt from error
 
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
