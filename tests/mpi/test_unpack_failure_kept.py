@@ -224,3 +224,30 @@ def test_the_error_an_interrupt_replaced_is_still_in_its_chain(after):
     assert caught.value is stop
     assert chain(stop)[1] is (refused if after.startswith("a later") else told)
     assert copy in chain(stop)
+
+
+class InterruptedUsed:
+    """The flags' exchange raising this rank's own kept pack failure, an interrupt."""
+
+    def __init__(self, stop: KeyboardInterrupt) -> None:
+        self.stop = stop
+
+    def complete(self) -> None:
+        raise self.stop
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
+def test_an_interrupt_completing_the_flags_with_the_thread_names_a_kept_copy_back():
+    """With the thread the flags are completed after every copy back; where they raise this
+    rank's interrupted pack (kept by UsedParams.fail), the interrupt goes up, and a copy back's
+    error kept before it goes as a note on it, not dropped."""
+    copy, stop = RuntimeError("device copy of bucket 0 failed"), KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt) as caught:
+        reduce_all(
+            [StubBucket(0, copy), StubBucket(1)],  # type: ignore[list-item]
+            StubThread(),  # type: ignore[arg-type]
+            None,
+            InterruptedUsed(stop),  # type: ignore[arg-type]
+        )
+    assert caught.value is stop
+    assert any("device copy of bucket 0 failed" in note for note in stop.__notes__)

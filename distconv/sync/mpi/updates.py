@@ -92,7 +92,8 @@ def reduce_all(
     ``failed_alone`` (whose own error, if any, is raised instead, with it as its context; an
     interrupt is raised from that error instead: :func:`_tell`). Where a later bucket's error
     or the flags' refusal is raised instead (a SyncError, every rank's: with the thread, the
-    flags are completed after the copies back), a note there names it. A KeyboardInterrupt in
+    flags are completed after the copies back; or an interrupt there: this rank's pack, kept by
+    :meth:`~.used.UsedParams.fail`), a note there names it. A KeyboardInterrupt in
     an unpack is kept the same way (the other ranks' collectives come first), but wins over a
     kept error and over a later bucket's error or the flags' refusal, which is then its cause.
     """
@@ -107,7 +108,8 @@ def reduce_all(
             _unpack(bucket, alone)
         if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
             flags = used.complete()  # (another rank's failed pack) does not swallow what was kept
-    except Exception as exc:  # a SyncError (every rank's), an MPI error: this rank's in a note
+    except BaseException as exc:  # a SyncError (every rank's), an MPI error, an interrupt (a wait,
+        # this rank's pack kept by UsedParams.fail): this rank's in a note
         if alone and not isinstance(alone[0], Exception):  # an interrupt: asked to stop
             _raise_from(alone[0], exc)
         if alone and hasattr(exc, "add_note"):  # Python 3.11 on
