@@ -107,3 +107,39 @@ def test_an_error_starting_the_flags_does_not_lose_an_interrupt_kept_from_the_pa
     with pytest.raises(KeyboardInterrupt) as raised:
         MPISync.finish_step(sync)  # type: ignore[arg-type]
     assert isinstance(raised.value.__context__, RuntimeError) and sync.step == 1
+
+
+class Quiet(UsedParams):
+    """The flags' exchange, whose start does nothing (no MPI)."""
+
+    def _start(self) -> None:
+        pass
+
+
+class InterruptedPump:
+    """The last pieces' hand-over, reached by a Ctrl-C."""
+
+    def finish(self) -> None:
+        raise KeyboardInterrupt("Ctrl-C")
+
+
+class FailedPack(Interrupted):
+    """A rank of two whose last pack fails with an error, then a Ctrl-C comes before the flags
+    raise it."""
+
+    def __init__(self) -> None:
+        self._used, self._pump = Quiet(None, 2, None), InterruptedPump()
+
+    def _launch_ready(self, everything: bool = False) -> None:
+        raise RuntimeError("copying bucket 1 to the host failed")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
+def test_an_interrupt_before_the_flags_names_an_error_kept_from_the_pack():
+    """A pack's error kept for the flags (:meth:`UsedParams.fail`), then a Ctrl-C before they
+    raise it: the interrupt goes up, the kept error named in a note on it, not dropped."""
+    sync = FailedPack()
+    with pytest.raises(KeyboardInterrupt) as raised:
+        MPISync.finish_step(sync)  # type: ignore[arg-type]
+    assert any("copying bucket 1 to the host failed" in n for n in raised.value.__notes__)
+    assert sync.step == 1

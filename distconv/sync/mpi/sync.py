@@ -357,7 +357,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             update = partial(update_step, self._thread, self._grad_comm, self.world_size)
             # all or none (updates); a failure of this rank alone is told at its next call
             update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
-        except Exception as exc:  # raised before the flags said this rank's failed pack
+        except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
             self._used.note_unsaid(exc)
             raise
         finally:

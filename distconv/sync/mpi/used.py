@@ -90,7 +90,8 @@ class UsedParams:
     def note_unsaid(self, error: BaseException) -> None:
         """``error`` ends ``finish_step`` before :meth:`complete` raised this rank's own failure
         (:meth:`fail`): a later bucket's refusal or the thread's failure, raised alike on every
-        rank, goes on, with a note naming that failure (Python 3.11 on), which is not lost.
+        rank, or an interrupt (a Ctrl-C in a wait), goes on, with a note naming that failure
+        (Python 3.11 on), which is not lost.
 
         Raises:
             BaseException: that failure itself, where it was an interrupt (a KeyboardInterrupt:
