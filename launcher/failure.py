@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,9 +59,19 @@ def _kept(start: bytes, end: bytes, size: int) -> str:
     return f"{start_text}[... {cut} bytes cut ...]{end_text}"
 
 
+#: a JSON escape of the first and of the second half of a surrogate pair (a character past
+#: U+FFFF, as an emoji, is the two: ``\\ud83d\\ude00``)
+_HIGH_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
+_LOW_SURROGATE = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
 def _in_escape(data: bytes, at: int) -> bool:
     """Whether a cut before ``data[at]`` falls inside a JSON escape (``\\"``, ``\\u00e9``):
-    after an escaping backslash, or within the four digits after its ``u``."""
+    after an escaping backslash, within the four digits after its ``u``, or between the two
+    escapes of a surrogate pair (either half alone decodes to a lone surrogate, which no
+    UTF-8 output can write)."""
+    if at >= 6 and _LOW_SURROGATE.match(data, at) and _HIGH_SURROGATE.fullmatch(data, at - 6, at):
+        return _escaping(data, at - 6)
     for back in range(1, 6):
         mark = at - back
         if mark < 0:

@@ -40,3 +40,17 @@ def test_a_long_json_reason_is_still_read_from_its_kept_form(fill, pad):
     said = rank_reason([kept])
     assert said is not None and said[0] == 1, kept[-200:]
     assert said[1].startswith("SyncError: step 3 differs") and "bytes cut ...]" in said[1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pad", range(12))
+def test_a_cut_never_splits_a_surrogate_pair(pad):
+    """A character past U+FFFF (an emoji) is two escapes, ``\\ud83d\\ude00``: a cut between
+    them left the kept reason's message a lone surrogate, which no UTF-8 output can encode
+    (the launcher's ``say`` raised UnicodeEncodeError writing the cause)."""
+    kept = kept_line(_reason_line("\U0001f600", pad))
+    assert len(kept.encode()) < KEPT_LINE_BYTES + 40
+    said = rank_reason([kept])
+    assert said is not None and said[0] == 1, kept[-200:]
+    said[1].encode()  # no lone surrogate at either end of the cut
+    assert said[1].endswith("\U0001f600") and "bytes cut ...]" in said[1]
