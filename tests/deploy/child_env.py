@@ -13,9 +13,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def child_path() -> str:
-    """``PYTHONPATH`` for a child: this checkout, then the parent's entries, each once."""
-    entries = [str(REPO_ROOT), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-    return os.pathsep.join(dict.fromkeys(entry for entry in entries if entry))
+    """``PYTHONPATH`` for a child: this checkout, then the parent's entries, each once, a
+    relative one made absolute from the parent's working directory (as the parent's
+    ``sys.path`` holds it), so that a child run from another folder reads the same ones."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    absolute = (os.path.abspath(entry) for entry in entries if entry)
+    return os.pathsep.join(dict.fromkeys([str(REPO_ROOT), *absolute]))
 
 
 def child_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:

@@ -58,3 +58,16 @@ def test_the_path_names_each_folder_once_and_no_empty_one(monkeypatch):
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), "/a", "/b"]),
         "X": "1",
     }
+
+
+def test_a_relative_entry_names_the_parents_folder_in_a_child_run_elsewhere(tmp_path, monkeypatch):
+    """``PYTHONPATH=repo:lib`` (relative, as CI may set it) names folders of the parent's
+    working directory; a child run from another (the check command's ``cwd``) read them from
+    its own, so it missed the parent's package, or took one of its folder's for it."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "placed.py").write_text("")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "lib")
+    done = in_a_child("-c", _WHERE, cwd=tmp_path / "elsewhere")
+    assert _where(done)[1] == str(tmp_path / "lib" / "placed.py")
