@@ -38,25 +38,23 @@ def kept_line(line: bytes) -> str:
     line = line.rstrip(b"\n")
     if len(line) <= KEPT_LINE_BYTES:
         return line.decode(errors="replace")
-    return _kept(line, line, len(line))
+    return _kept(line)
 
 
 _HALF = KEPT_LINE_BYTES // 2
 _BACKSLASH = ord("\\")
 
 
-def _kept(start: bytes, end: bytes, size: int) -> str:
-    """The first and last :data:`_HALF` bytes of a line of ``size`` bytes around the mark,
-    from its start and its end (the bytes before those last ones too, where there are any:
-    whether the cut falls inside an escape), a cut moved off an escape."""
-    head, tail = _HALF, len(end) - _HALF
-    while head > 0 and _in_escape(start, head):
+def _kept(line: bytes) -> str:
+    """The first and last :data:`_HALF` bytes of ``line`` around the mark of the bytes cut
+    between them, each cut moved off an escape (the start's back, the end's forward)."""
+    head, tail = _HALF, len(line) - _HALF
+    while head > 0 and _in_escape(line, head):
         head -= 1
-    while tail < len(end) and _in_escape(end, tail):
+    while tail < len(line) and _in_escape(line, tail):
         tail += 1
-    cut = size - head - (len(end) - tail)
-    start_text, end_text = (part.decode(errors="replace") for part in (start[:head], end[tail:]))
-    return f"{start_text}[... {cut} bytes cut ...]{end_text}"
+    start, end = (part.decode(errors="replace") for part in (line[:head], line[tail:]))
+    return f"{start}[... {tail - head} bytes cut ...]{end}"
 
 
 #: a JSON escape of the first and of the second half of a surrogate pair (a character past
