@@ -125,7 +125,7 @@ class Supervisor:
         if self.lines is not None:
             line = self.lines.message(message, self._restart, level)
         else:
-            line = f"distconv-launch: {message}\n".encode()
+            line = f"distconv-launch: {message}\n".encode(errors="backslashreplace")
         with self._err_lock:
             try:
                 self.err.write(line)
