@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Allocate, touch and free a 3 MB array twice; count the page faults of the second time. Under
@@ -44,7 +46,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "LD_PRELOAD")
     }
-    return {**env, "PYTHONPATH": str(REPO_ROOT), **extra}
+    return {**env, "PYTHONPATH": child_path(), **extra}
 
 
 def _probe(**env: str) -> dict:

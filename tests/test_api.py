@@ -16,6 +16,7 @@ from distconv.optim import create_optimizer
 from distconv.runtime import Runtime, RuntimeConfigError, detect_runtime
 from distconv.sync import create_sync
 from distconv.sync.local import LocalSync
+from tests.child_env import child_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +26,7 @@ def test_a_user_script_trains_a_regression_network_through_the_public_api(tmp_pa
     proc = subprocess.run(
         [sys.executable, str(REPO / "examples" / "mixed_regression.py"), "--epochs", "8"]
         + ["--out", str(out)],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": child_path()},
         capture_output=True,
         text=True,
         timeout=300,
@@ -222,7 +223,7 @@ def test_the_trainer_and_network_are_at_the_top_level_and_load_when_first_used()
     )
     proc = subprocess.run(
         [sys.executable, "-c", probe],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": child_path()},
         capture_output=True,
         text=True,
         timeout=60,

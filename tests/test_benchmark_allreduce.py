@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
 from tests.mpi.common import NEEDS_MPIEXEC
 from tests.probes import run_as_group
 
@@ -29,7 +30,7 @@ QUICK += ["--epochs", "1", "--cnn-pairs", "1"]
 
 def run_driver(*flags: str) -> tuple[str, dict]:
     """The driver's printed report and its JSON line; its mpiexec jobs die with it."""
-    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     proc, out, err = run_as_group(
         [sys.executable, str(BENCH), *QUICK, *flags], timeout=200, env=env
     )  # the driver and the mpiexec jobs it starts: one group
@@ -111,7 +112,7 @@ def test_a_failed_job_stops_the_job_started_beside_it():
 def test_an_unknown_grad_dtype_is_refused_before_anything_runs():
     """``--grad-dtype float8`` ran the main table and a 1-rank CNN job (minutes at the default
     sizes) before the 2-rank job died on it with a ValueError traceback."""
-    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, str(BENCH), *QUICK, "--grad-dtype", "float8"],
         env=env,

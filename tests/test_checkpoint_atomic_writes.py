@@ -17,6 +17,7 @@ import pytest
 import distconv.files as files_module
 from distconv.checkpoint import CheckpointError, load_checkpoint
 from tests.checkpoint_model import save_small, small_model
+from tests.child_env import child_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,7 +70,7 @@ except CheckpointError as exc:
 @pytest.mark.timeout(60)
 def test_a_save_that_fills_the_disk_for_real_leaves_the_previous_checkpoint(tmp_path):
     path = tmp_path / "ckpt.safetensors"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, "-c", _SAVE_PAST_THE_LIMIT, str(path)],
         env=env, capture_output=True, text=True, timeout=50,
@@ -138,7 +139,7 @@ WRITER = textwrap.dedent(
 def test_writer_killed_mid_save_leaves_the_previous_checkpoint_whole(tmp_path):
     """SIGKILL a process in the middle of writing its second checkpoint; the first survives."""
     path = tmp_path / "checkpoint.safetensors"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True, env=env
     )

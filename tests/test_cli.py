@@ -15,6 +15,7 @@ import pytest
 from distconv.checkpoint import load_checkpoint
 from distconv.data import write_idx
 from distconv.run_dir import RunDirectory
+from tests.child_env import child_path
 from tests.signals import sigint_as_in_a_terminal
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def distconv(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 120):
     """Run ``python -m distconv ARGS``; returns the CompletedProcess."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": child_path(), **(env or {})}
     full_env.pop("DISTCONV_DEBUG", None)
     return subprocess.run(
         [sys.executable, "-m", "distconv", *args],
@@ -254,7 +255,7 @@ def test_a_stop_signal_mid_epoch_then_resume_auto_ends_with_the_weights_of_one_r
     args = (*SMALL, "--batch-size", "8", "--epochs", "2", "--checkpoint-every", "1000")
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert distconv("train", *args, "--out", str(whole)).returncode == 0
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DISTCONV_PROGRESS": "0"}
+    env = {**os.environ, "PYTHONPATH": child_path(), "DISTCONV_PROGRESS": "0"}
     child = subprocess.Popen(
         [sys.executable, "-m", "distconv", "train", *args, "--out", str(parts)],
         env=env,
@@ -377,7 +378,7 @@ def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
     with socket.socket() as s:  # a free port, as the OS sees it now
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     args = [*SMALL, "--batch-size", "4", "--epochs", "3", "--out", str(tmp_path / "r")]
     child = subprocess.Popen(
         [
@@ -478,7 +479,7 @@ def test_the_last_line_is_one_write_so_ranks_lines_never_run_together(monkeypatc
 def test_a_reader_that_closed_stdout_does_not_fail_a_finished_run(tmp_path):
     """``distconv train ... | head -c 0`` exited 1 with 'error: [Errno 32] Broken pipe' after a
     run that had written all its files (review k98, 12); the run's own status is kept."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     env.pop("DISTCONV_DEBUG", None)
     out = tmp_path / "r"
     for resume in ((), ("--resume", "auto")):  # the final line, then "nothing left to do"
@@ -508,7 +509,7 @@ def test_distconv_debug_0_is_off(tmp_path, value, traceback):
     """``DISTCONV_DEBUG=0`` turned the tracebacks on, as any value did; 0 and empty are off,
     as ``DISTCONV_PROGRESS=0`` is, for the distconv and distconv-launch commands alike."""
     missing = str(tmp_path / "nowhere")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DISTCONV_DEBUG": value}
+    env = {**os.environ, "PYTHONPATH": child_path(), "DISTCONV_DEBUG": value}
     for argv in (
         ["-m", "distconv", "train", "--data", "mnist", "--data-dir", missing],
         ["-m", "launcher", "local", "--workers", "1", "--servers", "0", "--run-dir", missing,

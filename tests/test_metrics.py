@@ -12,6 +12,7 @@ import pytest
 
 import distconv.files
 from distconv.metrics import MetricsError, MetricsWriter, ProgressBar, plot_metrics, read_metrics
+from tests.child_env import child_path
 
 
 class _Tty(io.StringIO):
@@ -194,7 +195,7 @@ def test_a_plot_that_cannot_be_written_leaves_the_last_one_whole(tmp_path):
     import sys
 
     path = tmp_path / "metrics.png"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, "-c", _PLOT_PAST_THE_LIMIT, str(path)],
         env=env, capture_output=True, text=True, timeout=50,

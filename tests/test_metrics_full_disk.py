@@ -25,6 +25,7 @@ from distconv.optim import create_optimizer
 from distconv.run_dir import RunDirectory
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
+from tests.child_env import child_path
 from tests.small_disk import small_tmpfs
 
 pytestmark = pytest.mark.timeout(120)
@@ -105,7 +106,7 @@ for doing in (lambda: MetricsWriter(path, keep_through_epoch=3), lambda: w.write
 
 def test_a_metrics_log_past_the_file_size_limit_names_the_file_and_cause(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, "-c", _LOG_PAST_THE_LIMIT, str(path)],
         env=env, capture_output=True, text=True, timeout=100,

@@ -23,6 +23,7 @@ from distconv.optim import create_optimizer
 from distconv.run_dir import RunDirectory, RunDirError
 from distconv.sync import create_sync
 from distconv.trainer import Trainer
+from tests.child_env import child_path
 from tests.restart_job import epochs_written, small_trainer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -202,7 +203,7 @@ def _launch_with_a_crash(
     inject = tmp_path / "inject"
     inject.mkdir(exist_ok=True)
     (inject / "sitecustomize.py").write_text(CRASH_ON_FIRST_START)
-    env = {**os.environ, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}", "CRASH": crash}
+    env = {**os.environ, "PYTHONPATH": child_path(inject), "CRASH": crash}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART", "DISTCONV_JOB_ID"):
         env.pop(name, None)
     train = ["--data", "synthetic", "--batch-size", "16", "--epochs", "2", "--no-progress"]
@@ -217,7 +218,7 @@ def _launch_with_a_crash(
 def _old_run(tmp_path: Path) -> Path:
     """A finished run of another job, with another seed, where the launched one will write."""
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     argv = ["train", "--data", "synthetic", "--epochs", "1", "--seed", "7", "--no-progress"]
     done = subprocess.run(
         [sys.executable, "-m", "distconv", *argv, "--out", str(out)],

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: faults injected in a real run: SIGKILL when the prune goes to delete an old checkpoint's
@@ -43,7 +45,7 @@ def _train(tmp_path: Path, out: Path, *extra: str, epochs: int = 2, **faults: st
     inject.mkdir(exist_ok=True)
     (inject / "sitecustomize.py").write_text(INJECT)
     env = {k: v for k, v in os.environ.items() if k not in ("KILL_IN_PRUNE", "REFUSE_UNLINK")}
-    env.update(PYTHONPATH=f"{inject}{os.pathsep}{REPO}", **faults)
+    env.update(PYTHONPATH=child_path(inject), **faults)
     argv = ["train", "--data", "synthetic", "--epochs", str(epochs), "--checkpoint-every", "4",
             "--keep-checkpoints", "1", "--no-progress", "--out", str(out), *extra]  # fmt: skip
     return subprocess.run(

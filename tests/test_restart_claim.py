@@ -14,7 +14,6 @@ checkpoint consults it. Real files through the Trainer, then the real launcher r
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +24,10 @@ from distconv.data import split, synthetic
 from distconv.resume import StepCheckpoints
 from distconv.run_dir import RunDirectory, RunDirError
 from distconv.trainer import Trainer
+from tests.child_env import child_path
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi
 from tests.restart_job import epochs_written, small_trainer
-from tests.test_restart_resume import ENV, REFUSED, REPO, TRAIN, _launch
+from tests.test_restart_resume import ENV, REFUSED, TRAIN, _launch
 
 CLAIM = "run.claim"
 
@@ -187,7 +187,7 @@ def _killed_early_env(tmp_path: Path, where: str) -> dict[str, str]:
     inject = tmp_path / "inject"
     inject.mkdir()
     (inject / "sitecustomize.py").write_text(KILL_BEFORE_FIRST_CHECKPOINT)
-    return {**ENV, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}", "KILL_AT": where}
+    return {**ENV, "PYTHONPATH": child_path(inject), "KILL_AT": where}
 
 
 def _assert_started_afresh(done: subprocess.CompletedProcess, out: Path, steps: int) -> None:

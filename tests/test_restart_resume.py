@@ -20,6 +20,7 @@ import pytest
 
 from distconv.data import split, synthetic
 from distconv.run_dir import RunDirectory, RunDirError
+from tests.child_env import child_path
 from tests.restart_job import epochs_written, small_trainer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +73,7 @@ def test_a_restart_given_resume_auto_or_true_resumes_any_run_as_asked(tmp_path, 
     assert epochs_written(out) == [1, 2, 3]
 
 
-ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+ENV = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART", "DISTCONV_LAUNCH"):
     ENV.pop(_name, None)
 TRAIN = ("--data", "synthetic", "--batch-size", "16", "--no-progress")
@@ -127,7 +128,7 @@ def _killed_once_env(tmp_path: Path) -> dict[str, str]:
     inject = tmp_path / "inject"
     inject.mkdir()
     (inject / "sitecustomize.py").write_text(KILL_AFTER_FIRST_CHECKPOINT)
-    return {**ENV, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}"}
+    return {**ENV, "PYTHONPATH": child_path(inject)}
 
 
 def _assert_resumed_its_own_run(done: subprocess.CompletedProcess, out: Path, step: int) -> None:

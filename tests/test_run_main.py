@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
 from tests.signals import sigint_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def test_run_main_keeps_mains_exit_status(tmp_path, arg, status):
     ``sys.exit(dist.run_main(main))`` exited 0 where ``main`` said 3."""
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, str(script), arg], env=env, capture_output=True, text=True, timeout=50
     )
@@ -94,7 +95,7 @@ def test_a_script_stopped_by_a_signal_says_one_line_and_exits_as_distconv_train(
     """A script run as the README says (``dist.run_main(main)``) that Ctrl-C or SIGTERM
     stopped, after its checkpoint, ended with Preempted's traceback and status 1: a failure
     to a launcher or a scheduler, where ``distconv train`` exits 130 or 143 with one line."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, str(stopped_script(tmp_path)), str(tmp_path / "out"), signame],
         env=env,
@@ -114,7 +115,7 @@ def test_a_script_stopped_by_a_signal_says_one_line_and_exits_as_distconv_train(
 def test_the_stop_line_of_a_script_logging_json_is_json(tmp_path):
     """Under ``init(log_format="json")`` the one line of a stopped script was plain text among
     JSON lines, which a collector parsing a pod's output as JSON could not read."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOG_FORMAT": "json"}
+    env = {**os.environ, "PYTHONPATH": child_path(), "LOG_FORMAT": "json"}
     done = subprocess.run(
         [sys.executable, str(stopped_script(tmp_path)), str(tmp_path / "out"), "SIGTERM"],
         env=env,
@@ -153,7 +154,7 @@ def test_a_ctrl_c_before_the_trainer_takes_it_says_interrupted_and_exits_130(tmp
     says ``interrupted`` and exits 130 (review k191 of 2204130)."""
     script = tmp_path / "setup.py"
     script.write_text(INTERRUPTED)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     env.pop("DISTCONV_DEBUG", None)
     done = subprocess.run(
         [sys.executable, str(script)],
@@ -192,7 +193,7 @@ def run_setup(tmp_path: Path, args: list[str], **environ: str) -> subprocess.Com
     """:data:`SETUP` run with ``args``, in the environment with ``environ`` set."""
     script = tmp_path / "setup.py"
     script.write_text(SETUP)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **environ}
+    env = {**os.environ, "PYTHONPATH": child_path(), **environ}
     for name in ("DISTCONV_DEBUG", "DISTCONV_PSERVERS", "RANK", "WORLD_SIZE"):
         if name not in environ:
             env.pop(name, None)

@@ -24,6 +24,7 @@ from distconv.runtime import (
     runtime_flags,
 )
 from distconv.train_args import train_parser
+from tests.child_env import child_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -399,7 +400,7 @@ def test_real_mpiexec_ranks(tmp_path):
         "{r.world_size}')"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONPATH"] = child_path()
     done = subprocess.run(
         [mpiexec, "-n", "2", sys.executable, "-c", script, str(tmp_path)],
         env=env,

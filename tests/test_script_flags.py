@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(example: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(REPO / "examples" / example), *args],
-        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"},
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -93,7 +95,7 @@ def test_a_run_in_out_under_mpi_is_the_ranks_abort_line_without_a_traceback(tmp_
     reaches the script: the abort printed the RunDirError's traceback."""
     out = tmp_path / "run"
     argv = [str(REPO / "examples" / "mixed_regression.py"), "--epochs", "1", "--out", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
     run = ["mpiexec", "-n", "2", sys.executable, "-m", "mpi4py", *argv]
     first = subprocess.run(run, env=env, capture_output=True, text=True, timeout=90)
     assert first.returncode == 0, first.stderr
@@ -123,7 +125,7 @@ def test_a_refusal_of_a_script_logging_json_is_one_json_line(tmp_path):
     (review k203)."""
     script = tmp_path / "refused.py"
     script.write_text(REFUSED_UNDER_JSON)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
     )

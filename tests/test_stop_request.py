@@ -15,6 +15,7 @@ from distconv.data import split, synthetic
 from distconv.resume import Preempted
 from distconv.run_dir import RunDirectory
 from distconv.stop_request import StopRequest, stop_signal
+from tests.child_env import child_path
 from tests.signals import signal_at
 from tests.test_resume_checks import _trainer, _weights
 
@@ -170,8 +171,7 @@ def test_the_ctrl_c_announcement_is_a_json_line_under_the_json_log(tmp_path):
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": root}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, "-c", _CTRL_C_UNDER_JSON_LOG],
         env=env,

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-import distconv
 from distconv import files
 from distconv.files import write_all_atomically
+from tests.child_env import child_path
 
 NOBODY = 65534
 SETPRIV = shutil.which("setpriv")
@@ -63,7 +63,7 @@ def test_the_files_are_all_replaced_when_every_rename_goes(tmp_path):
 
 def _as_nobody(code: str) -> subprocess.CompletedProcess:
     ids = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    env = {**os.environ, "PYTHONPATH": str(Path(distconv.__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     return subprocess.run(
         [SETPRIV, *ids, sys.executable, "-c", code], env=env, capture_output=True, text=True
     )

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAILS = "import sys; print('failing on purpose', flush=True); sys.exit(3)\n"
 
@@ -31,7 +33,7 @@ def _documented_fields() -> set[str]:
 def test_failure_json_fields_are_the_ones_documented(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text(FAILS)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run(
         [sys.executable, "-m", "launcher", "local", "--workers", "1", "--servers", "0",
          "--run-dir", str(tmp_path / "run"), "--", str(script)],

@@ -37,6 +37,7 @@ from launcher.commands import (
 from launcher.options import split_argv
 from launcher.ports import free_ports, reserve_ports
 from launcher.supervisor import Failure
+from tests.child_env import child_path
 
 PY = sys.executable
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -160,7 +161,7 @@ def test_threads_count_only_the_cores_this_process_may_use():
         "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
         "from launcher.commands import threads_per_process as t; print(t(1))"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     done = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout == "1\n"
 

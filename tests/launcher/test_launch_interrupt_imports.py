@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tests.launcher.launch_cli import ENV, REPO_ROOT
+from tests.child_env import child_path
+from tests.launcher.launch_cli import ENV
 from tests.processes import job_env
 
 #: a module whose import is interrupted halfway: the signal comes in its body
@@ -40,7 +41,7 @@ def test_a_stop_signal_inside_an_import_is_raised_once_the_import_is_done(tmp_pa
     (tmp_path / "self_signal.py").write_text(SELF_SIGNAL)
     done = subprocess.run(
         [sys.executable, "-c", ARMED_IMPORT],
-        env={**ENV, "PYTHONPATH": f"{REPO_ROOT}:{tmp_path}"},
+        env={**ENV, "PYTHONPATH": child_path() + f":{tmp_path}"},
         capture_output=True,
         text=True,
         timeout=30,

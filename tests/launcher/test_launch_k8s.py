@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HAS_RENDERER = importlib.util.find_spec("distconv.deploy") is not None
 needs_renderer = pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is not merged yet")
@@ -18,7 +20,7 @@ needs_renderer = pytest.mark.skipif(not HAS_RENDERER, reason="distconv.deploy is
 def launch(*argv: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "launcher", "k8s", *argv],
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -173,7 +175,7 @@ def test_a_render_to_a_closed_stdout_is_refused_in_one_line():
     (review k161 of 0246610, which gave the supervisor /dev/null for such a stream)."""
     done = subprocess.run(
         [sys.executable, "-m", "launcher", "k8s", *JOBS[0][0]],
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         preexec_fn=lambda: os.close(1),  # as a shell's >&-

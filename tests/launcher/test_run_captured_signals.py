@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
 from tests.processes import job_env, job_processes
 
 REPO = str(Path(__file__).resolve().parents[2])
@@ -92,7 +93,7 @@ def _query_stopped(tmp_path: Path, script: str, *args: str) -> str:
     """Run ``script`` between :data:`HEAD` and :data:`TAIL` in a process of its own; assert
     its query is gone within 5 s of its end; return what it printed."""
     pid_file = tmp_path / "query.pid"
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": REPO}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": child_path()}
     with job_env(env) as job:
         done = subprocess.run(
             [sys.executable, "-c", HEAD + script + TAIL, str(pid_file), *args],

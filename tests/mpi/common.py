@@ -29,6 +29,7 @@ from distconv.sync.base import SyncError, SyncStrategy
 from distconv.sync.local import LocalSync
 from distconv.sync.mpi import MPISync, SingleRankComm
 from distconv.sync.mpi.step_check import CLOSED
+from tests.child_env import child_path
 from tests.processes import run_job
 
 HERE = Path(__file__).resolve().parent
@@ -115,7 +116,7 @@ def run_mpi(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedPro
     """
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONPATH": child_path(),
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
         # Open MPI refuses root (CI runs as root) and more ranks than cores unless told;

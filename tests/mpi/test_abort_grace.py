@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import child_path
+
 REPO = str(Path(__file__).resolve().parents[2])
 
 #: the grace the child sets (the real one, 10 s, would only slow the test down)
@@ -30,7 +32,7 @@ GRACE = 1.0
 def run_child(code: str, timeout: float = 20) -> tuple[subprocess.CompletedProcess | None, float]:
     """Run ``code`` in a Python process of its own: its result (None where it ran past
     ``timeout``, killed) and the seconds it took."""
-    env = {**os.environ, "PYTHONPATH": REPO}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     began = time.monotonic()
     try:
         done = subprocess.run(

@@ -12,7 +12,7 @@ import pytest
 
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.mpi.comm import job_world
-from tests.mpi.common import REPO_ROOT
+from tests.child_env import child_path
 from tests.mpi.test_without_mpi4py import LAUNCHER_SIZES, SCRIPT
 
 needs_mpi4py = pytest.mark.skipif(
@@ -23,7 +23,7 @@ needs_mpi4py = pytest.mark.skipif(
 def run_script(**variables: str) -> subprocess.CompletedProcess:
     """SCRIPT in a fresh process (MPI starts there as a singleton), with ``variables`` set."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_SIZES}
-    env.update(PYTHONPATH=str(REPO_ROOT), **variables)
+    env.update(PYTHONPATH=child_path(), **variables)
     return subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60
     )

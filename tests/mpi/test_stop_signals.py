@@ -17,7 +17,8 @@ import pytest
 from distconv.checkpoint import load_checkpoint
 from distconv.run_dir import RunDirectory
 from launcher.mpi import detect_flavor
-from tests.mpi.common import NEEDS_MPIEXEC, REPO_ROOT, mpiexec, run_mpi, script
+from tests.child_env import child_path
+from tests.mpi.common import NEEDS_MPIEXEC, mpiexec, run_mpi, script
 from tests.signals import sigint_as_in_a_terminal
 from tests.test_run_main import stopped_script
 
@@ -46,7 +47,7 @@ def _train_command(out, *more):
 
 
 def _start(out, *more):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1",
+    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1"}  # fmt: skip
     return subprocess.Popen(
         _train_command(out, *more), env=env, stderr=subprocess.PIPE, text=True,

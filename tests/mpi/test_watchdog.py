@@ -20,7 +20,6 @@ import threading
 import time
 import types
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,6 +34,7 @@ from distconv.sync.mpi.watchdog import (
     WatchedComm,
     check_timeout,
 )
+from tests.child_env import child_path
 from tests.mpi.common import NEEDS_MPIEXEC, run_mpi, script
 
 pytestmark = pytest.mark.timeout(60)
@@ -440,9 +440,8 @@ def test_a_rank_that_ends_itself_keeps_its_buffered_stdout():
         "print('epoch 3: loss 0.41')\n"
         "abort_on_stall(object(), 1, None)('step 4 waited 60 s')\n"
     )
-    repo = str(Path(__file__).resolve().parents[2])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    env["PYTHONPATH"] = repo
+    env["PYTHONPATH"] = child_path()
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=20
     )

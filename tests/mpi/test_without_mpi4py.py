@@ -12,7 +12,8 @@ import pytest
 from distconv.optim import create_optimizer
 from distconv.runtime import RuntimeConfigError
 from distconv.sync.mpi import MPISync, SingleRankComm
-from tests.mpi.common import NEEDS_MPIEXEC, REPO_ROOT, mpiexec
+from tests.child_env import child_path
+from tests.mpi.common import NEEDS_MPIEXEC, mpiexec
 
 LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
 #: a script that builds the sync as a user's would, and says what it got
@@ -57,7 +58,7 @@ def test_mpiexec_n_2_without_mpi4py_fails_instead_of_two_lone_jobs(tmp_path):
     hidden = tmp_path / "mpi4py"
     hidden.mkdir()
     (hidden / "__init__.py").write_text("raise ImportError('hidden for the test')\n")
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO_ROOT}"}
+    env = {**os.environ, "PYTHONPATH": child_path(tmp_path)}
     proc = subprocess.run(
         [mpiexec(), "-n", "2", sys.executable, "-c", SCRIPT],
         env=env, capture_output=True, text=True, timeout=60,

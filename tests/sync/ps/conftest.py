@@ -9,7 +9,9 @@ import sys
 
 import pytest
 from hand_shard import HandShard
-from ps_helpers import REPO_ROOT, Shards
+from ps_helpers import Shards
+
+from tests.child_env import child_path
 
 
 @pytest.fixture
@@ -26,7 +28,7 @@ def job_keys(tmp_path_factory) -> str:
     subprocess.run(
         [sys.executable, "-m", "distconv", "keys", str(directory), "--workers", "2"],
         check=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
         capture_output=True,
     )
     return str(directory)

@@ -34,6 +34,7 @@ from distconv.sync.local import LocalSync
 from distconv.sync.ps.blocks import Layout, ParamSpec, rows_view
 from distconv.sync.ps.client import PServerSync
 from distconv.sync.ps.wire import pack, unpack_arrays, unpack_header
+from tests.child_env import child_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -93,7 +94,7 @@ class Shards:
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
-                env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"},
+                env={**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"},
             )
         self.procs.append(proc)
         self.logs.append(log)
@@ -176,7 +177,7 @@ def run_pserver(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard", "0",
          "--num-shards", "1", *args],
         capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
     )  # fmt: skip
 
 
@@ -255,7 +256,7 @@ def worker_process(endpoints, rank, world, steps, tmp_path, timeout=10.0) -> sub
         [sys.executable, str(worker), ",".join(endpoints), str(rank), str(world), str(steps),
          "sgd", "-", str(timeout), str(tmp_path / f"worker{rank}.npz")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{worker.parent}", "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "PYTHONPATH": child_path(worker.parent), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
 
 

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ps_helpers import REPO_ROOT, shard_values, small_net
+from ps_helpers import shard_values, small_net
+
+from tests.child_env import child_path
 
 WORKER = Path(__file__).with_name("fit_worker.py")
 
@@ -26,7 +28,11 @@ WORKER = Path(__file__).with_name("fit_worker.py")
 def start_workers(endpoints: list[str], out: Path, stop: bool = False) -> list[subprocess.Popen]:
     """Ranks 0 and 1 of ``fit_worker.py``; rank 1 is slow, so rank 0's last push is not last;
     ``stop``: rank 0 is sent SIGTERM after its first step, and the first fit stops."""
-    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{WORKER.parent}", "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{child_path()}{os.pathsep}{WORKER.parent}",
+        "OMP_NUM_THREADS": "1",
+    }
     procs = []
     for rank, slow in ((0, ["0"]), (1, ["0.02"])):
         slow += ["stop"] if stop else []

@@ -11,8 +11,9 @@ import subprocess
 import sys
 
 import pytest
-from ps_helpers import REPO_ROOT, insecure_worker, small_net
+from ps_helpers import insecure_worker, small_net
 
+from tests.child_env import child_path
 from tests.probes import has_ipv6_loopback
 
 BASE = ["pserver", "--shard", "0", "--num-shards", "1", "--workers", "1", "--insecure"]
@@ -28,7 +29,7 @@ def _shard(port: int, fd: int, host: str = "127.0.0.1", named: int | None = None
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
     )
 
 

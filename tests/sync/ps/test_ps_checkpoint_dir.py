@@ -9,16 +9,17 @@ import subprocess
 import sys
 
 import pytest
-from ps_helpers import REPO_ROOT, insecure_worker, small_net
+from ps_helpers import insecure_worker, small_net
 
 from distconv.sync.base import SyncError
+from tests.child_env import child_path
 
 
 def _pserver(*extra: str) -> subprocess.CompletedProcess:
     """``distconv pserver`` on 127.0.0.1 port 0; killed (TimeoutExpired) if it keeps serving."""
     cmd = [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--shard",
            "0", "--num-shards", "1", "--workers", "1", "--insecure", *extra]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env)
 
 

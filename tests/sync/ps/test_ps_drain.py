@@ -11,12 +11,13 @@ import sys
 import time
 
 import pytest
-from ps_helpers import REPO_ROOT, insecure_worker, small_net
+from ps_helpers import insecure_worker, small_net
 
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.drain import DRAIN_FLOOR_SECONDS, DRAIN_STEPS
 from distconv.sync.ps.server import Shard
 from launcher.ports import free_ports
+from tests.child_env import child_path
 from tests.probes import trained_samples
 
 
@@ -37,7 +38,7 @@ def training_worker(shards, tmp_path, drain_seconds: int = 60) -> subprocess.Pop
          "--batch-size", "32", "--no-progress", "--pservers", endpoint, "--insecure",
          "--timeout", "5", "--out", str(tmp_path / "train"), "--health-port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1",
+        env={**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1",
              "RANK": "0", "WORLD_SIZE": "1"},
     )  # fmt: skip
     deadline = time.monotonic() + 60

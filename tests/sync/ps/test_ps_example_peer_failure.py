@@ -16,6 +16,8 @@ import sys
 import pytest
 from ps_helpers import REPO_ROOT
 
+from tests.child_env import child_path
+
 #: runs an example, with rank 1's fifth step raising: rank 0 is its victim
 FAILING_RANK_1 = """\
 import runpy, sys
@@ -42,7 +44,7 @@ def test_a_rank_stopped_by_another_ranks_failure_exits_75(shards, tmp_path, exam
     (endpoint,) = shards.start(1, workers=2)
     script = tmp_path / "failing_rank_1.py"
     script.write_text(FAILING_RANK_1)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
     env.update(WORLD_SIZE="2", DISTCONV_PSERVERS=endpoint, DISTCONV_INSECURE="1")
     argv = [sys.executable, str(script), str(REPO_ROOT / "examples" / example), "--epochs", "1"]
     ranks = [

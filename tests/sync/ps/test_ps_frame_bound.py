@@ -11,12 +11,13 @@ import sys
 import numpy as np
 import pytest
 import zmq
-from ps_helpers import REPO_ROOT, insecure_worker, raw_dealer, small_net
+from ps_helpers import insecure_worker, raw_dealer, small_net
 
 from distconv.sync.base import SyncError
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.server import Shard
 from distconv.sync.ps.wire import MAX_HEADER_BYTES, pack
+from tests.child_env import child_path
 
 MIB = 1 << 20
 
@@ -81,7 +82,7 @@ def test_a_block_over_the_message_cap_names_both_bounds_and_a_remedy_the_command
         [sys.executable, "-m", "distconv", "train", "--pservers", endpoint, "--insecure"]
         + ["--epochs", "1", "--timeout", "10", "--out", str(shards.tmp_path / "run")],
         capture_output=True, text=True, timeout=50,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]

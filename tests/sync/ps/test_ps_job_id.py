@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from ps_helpers import REPO_ROOT, insecure_worker, small_net
+from ps_helpers import insecure_worker, small_net
+
+from tests.child_env import child_path
 
 
 @pytest.mark.timeout(60)
@@ -29,7 +31,7 @@ def test_a_blank_job_id_stops_the_shard_with_one_line():
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PYTHONPATH": str(REPO_ROOT)},
+        env={"PYTHONPATH": child_path()},
     )
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()

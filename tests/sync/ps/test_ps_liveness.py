@@ -18,7 +18,6 @@ import time
 import pytest
 import zmq
 from ps_helpers import (
-    REPO_ROOT,
     batches,
     insecure_worker,
     raw_dealer,
@@ -36,6 +35,7 @@ from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.job_hello import hello_fields
 from distconv.sync.ps.losses import CHIEF_LOST
 from distconv.sync.ps.wire import pack, unpack_header
+from tests.child_env import child_path
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -442,7 +442,7 @@ def test_the_pserver_command_names_a_bad_flag_without_a_traceback():
         [sys.executable, "-m", "distconv", "pserver", "--bind", "127.0.0.1:0", "--insecure",
          "--shard", "0", "--num-shards", "1", "--workers", "1", "--timeout", "0.1"],
         capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
     )  # fmt: skip
     assert proc.returncode == 1
     assert (
@@ -522,7 +522,7 @@ def test_distconv_train_starts_without_pyzmq():
     """The command line declares the pserver's flags and errors without importing ZeroMQ."""
     code = "import sys, distconv.cli; print(sorted(m for m in sys.modules if 'zmq' in m))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
+                          timeout=60, env={**os.environ, "PYTHONPATH": child_path()})  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
 
 

@@ -22,6 +22,7 @@ from distconv.optim import create_optimizer
 from distconv.sync.local import LocalSync
 from distconv.sync.ps.client import PServerSync
 from distconv.trainer import Trainer
+from tests.child_env import child_path
 
 EXAMPLE = REPO_ROOT / "examples" / "sparse_table.py"
 
@@ -186,7 +187,7 @@ def test_bytes_per_step_grow_with_the_rows_read_not_the_table(shards, capsys):
 
 @pytest.mark.timeout(240)
 def test_the_example_runs_under_the_launcher_with_two_workers_and_two_shards(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_PSERVERS"):
         env.pop(name, None)
     done = subprocess.run(

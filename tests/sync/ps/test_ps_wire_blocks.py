@@ -8,6 +8,7 @@ import pytest
 
 from distconv.sync.ps.blocks import Layout, ParamSpec
 from distconv.sync.ps.wire import WireError, pack, unpack_arrays, unpack_header
+from tests.child_env import child_path
 
 
 def _request(**extra):
@@ -78,15 +79,13 @@ def test_pserver_command_line_errors_are_one_line(tmp_path):
     import subprocess
     import sys
 
-    from ps_helpers import REPO_ROOT
-
     def run(*args):
         return subprocess.run(
             [sys.executable, "-m", "distconv", *args],
             capture_output=True,
             text=True,
             timeout=60,
-            env={"PYTHONPATH": str(REPO_ROOT)},
+            env={"PYTHONPATH": child_path()},
         )
 
     base = ["pserver", "--shard", "0", "--num-shards", "1", "--workers", "1"]
