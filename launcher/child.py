@@ -2,33 +2,32 @@
 
 A child runs in its own session (so its own process group, signalled as a whole), asks the
 kernel for SIGTERM when the launcher dies (Linux), and has a thread copying each whole output
-line, prefixed, to the launcher's stdout and, bare, to its log. :meth:`Child.failure` says
-how it ended, for the report (:mod:`launcher.failure`; :mod:`launcher.supervisor` for the gang
-rules).
+line, prefixed, to the launcher's stdout and, bare, to its log (a line over :data:`READ_PIECE`
+a piece at a time, never held whole). :meth:`Child.failure` says how it ended, for the report
+(:mod:`launcher.failure`; :mod:`launcher.supervisor` for the gang rules).
 """
 
 from __future__ import annotations
 
 import collections
-import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
 from distconv.files import describe_os_error
-from distconv.procfs import stat_fields
 
 from .child_spec import ChildSpec
 from .commands import LaunchError
-from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_name
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, KeptEnds, kept_line, signal_name
 from .output_waits import WRITE_PIECE, OutputWaits
+from .process_group import parent_death_signal
+from .process_group import running_groups as running_groups  # still importable from here
 from .startable import not_started
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
@@ -46,32 +45,16 @@ WRAPUP_SECONDS = 10.0
 #: itself was not running (stopped by Ctrl-Z, a frozen container): nothing read the child's
 #: pipe meanwhile, so that time is not the child's own in its wrap-up
 LAUNCHER_GAP_SECONDS = 1.0
-_PR_SET_PDEATHSIG = 1
+#: bytes of a line the pump reads at once: a longer one (an array of gigabytes) goes in pieces
+READ_PIECE = 1 << 20
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking the kernel to SIGTERM the child when its parent dies (Linux).
-
-    Everything is looked up here, in the parent: between fork and exec the child only calls
-    the prepared function (the launcher has threads, so the child may not take their locks).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        # until exec the child keeps the launcher's Python handler (the supervisor's, which
-        # only records a signal): the death signal must end it, not be recorded and dropped
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM.value, 0, 0, 0)
-        if os.getppid() != parent:  # the launcher died before the prctl took hold
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
+def continued_prefix(prefix: bytes) -> bytes:
+    """The launcher's output's prefix of the pieces after the first of a line over
+    :data:`READ_PIECE`: ``prefix`` with a ``+`` before its space (``[worker 0]+ ``; ``+ `` for
+    mpiexec's empty one), telling a piece of the child's last line from a line of its own."""
+    bare = prefix.rstrip()
+    return bare + b"+" + (prefix[len(bare) :] or b" ")
 
 
 class Child:
@@ -117,7 +100,7 @@ class Child:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: we signal the group
                 pass_fds=spec.fds,
-                preexec_fn=_parent_death_signal(),
+                preexec_fn=parent_death_signal(),
             )
         except OSError as exc:  # ENOENT for a script that is there: a '#!/bin/sh\r' line
             self.log.close()
@@ -181,10 +164,13 @@ class Child:
         render: Callable[[bytes], bytes] | None,
         say: Callable[[str], None] | None,
     ) -> None:
-        prefix = self.spec.line_prefix
+        prefix, read = self.spec.line_prefix, self.proc.stdout.readline
         echo = to_log = True
-        for line in iter(self.proc.stdout.readline, b""):
+        for line in iter(partial(read, READ_PIECE), b""):  # C's loop: cheap per line
             if not line.endswith(b"\n"):
+                if len(line) == READ_PIECE:  # a longer line (else the last, cut by the end)
+                    echo, to_log = self._copy_long(line, read, out, lock, render, say, echo, to_log)
+                    continue
                 line += b"\n"
             if to_log:
                 to_log = self._log_line(line, say)
@@ -195,6 +181,44 @@ class Child:
                 continue
             shown = prefix + line if render is None else render(line)
             echo = self._write(out, lock, shown)  # False: keep draining into the log
+
+    def _copy_long(
+        self,
+        piece: bytes,
+        read: Callable[[int], bytes],
+        out: BinaryIO,
+        lock: threading.Lock,
+        render: Callable[[bytes], bytes] | None,
+        say: Callable[[str], None] | None,
+        echo: bool,
+        to_log: bool,
+    ) -> tuple[bool, bool]:
+        """A line over :data:`READ_PIECE` from ``piece``, its first: each piece whole to the log,
+        and to the output as a line of its own under the lock for it alone (a child stopped
+        inside its line holds up no other's), later ones behind :func:`continued_prefix`; the
+        tail keeps its :func:`kept_line`. Quiet or not by its first piece; under ``render``
+        (JSON lines need the whole line) the output gets the tail's form. Returns ``echo``,
+        ``to_log`` (:meth:`_copy`'s) as left."""
+        kept = KeptEnds()
+        shown = echo and (self.spec.quiet is None or not self.spec.quiet(kept_line(piece)))
+        streamed, prefix = shown and render is None, self.spec.line_prefix
+        while True:
+            if to_log:
+                to_log = self._log_line(piece, say)
+            kept.add(piece)
+            ended = piece.endswith(b"\n")
+            if streamed and piece != b"\n":  # a bare newline: the last piece ended its line
+                streamed = echo = self._write(out, lock, prefix + piece + (b"" if ended else b"\n"))
+                prefix = continued_prefix(self.spec.line_prefix)
+            if ended:
+                break
+            piece = read(READ_PIECE) or b"\n"  # the end of the output: its newline, as above
+        text = kept.text()
+        self.tail.append(text)
+        self._note_end(text)
+        if shown and echo and render is not None:
+            echo = self._write(out, lock, render(text.encode() + b"\n"))
+        return echo, to_log
 
     def _note_end(self, text: str) -> None:
         """Set :attr:`reported_end` at the first line reporting the child's end, and keep the
@@ -374,22 +398,3 @@ class Child:
                 for v in victims
             ],
         )
-
-
-def running_groups() -> set[int] | None:
-    """The process groups that have a process which is not a zombie (None without /proc)."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    groups = set()
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            fields = stat_fields(entry)
-        except OSError:
-            continue
-        if fields is not None and len(fields) > 2 and fields[0] != "Z":  # None: gone meanwhile
-            groups.add(int(fields[2]))
-    return groups

@@ -38,23 +38,60 @@ def kept_line(line: bytes) -> str:
     line = line.rstrip(b"\n")
     if len(line) <= KEPT_LINE_BYTES:
         return line.decode(errors="replace")
-    return _kept(line)
+    return _kept(line, line, len(line))
 
 
 _HALF = KEPT_LINE_BYTES // 2
 _BACKSLASH = ord("\\")
 
 
-def _kept(line: bytes) -> str:
-    """The first and last :data:`_HALF` bytes of ``line`` around the mark of the bytes cut
-    between them, each cut moved off an escape (the start's back, the end's forward)."""
-    head, tail = _HALF, len(line) - _HALF
-    while head > 0 and _in_escape(line, head):
+def _kept(start: bytes, end: bytes, size: int) -> str:
+    """The first and last :data:`_HALF` bytes of a line of ``size`` bytes around the mark of
+    the bytes cut between them, from its ``start`` and ``end`` (the whole line, or what
+    :class:`KeptEnds` keeps of it), each cut moved off an escape (the start's back, the
+    end's forward)."""
+    head, tail = _HALF, len(end) - _HALF
+    while head > 0 and _in_escape(start, head):
         head -= 1
-    while tail < len(line) and _in_escape(line, tail):
+    while tail < len(end) and _in_escape(end, tail):
         tail += 1
-    start, end = (part.decode(errors="replace") for part in (line[:head], line[tail:]))
-    return f"{start}[... {tail - head} bytes cut ...]{end}"
+    cut = size - head - (len(end) - tail)
+    first, last = (part.decode(errors="replace") for part in (start[:head], end[tail:]))
+    return f"{first}[... {cut} bytes cut ...]{last}"
+
+
+class KeptEnds:
+    """What :func:`kept_line` keeps of a line read in pieces (the pump never holds a line over
+    :data:`launcher.child.READ_PIECE` whole): its first and last bytes, and how many, with
+    the few bytes around each cut that say whether it falls inside an escape."""
+
+    #: bytes kept past each half: whether a cut falls inside an escape (6 bytes each way)
+    _AROUND = 64
+
+    def __init__(self) -> None:
+        self._start = self._end = b""
+        self._size = 0
+        self._run = 0  # backslashes ending what came before _end: whether its first escapes
+
+    def add(self, piece: bytes) -> None:
+        """The line's next piece (the last ends in its newline, or is the last read)."""
+        self._size += len(piece)
+        keep = _HALF + self._AROUND
+        if len(self._start) < keep:
+            self._start += piece[: keep - len(self._start)]
+        joined = self._end + piece  # a copy of the piece: cheap beside reading it
+        cut = len(joined) - keep - 1  # with the newline, stripped in text()
+        if cut > 0:
+            run = cut - len(joined[:cut].rstrip(b"\\"))
+            self._run = self._run + run if run == cut else run
+            joined = joined[cut:]
+        self._end = joined
+
+    def text(self) -> str:
+        """:func:`kept_line` of the whole line, which is over :data:`KEPT_LINE_BYTES`."""
+        end = self._end.rstrip(b"\n")
+        size = self._size - (len(self._end) - len(end))
+        return _kept(self._start, b"\\" * (self._run % 2) + end, size)  # the run's parity
 
 
 #: a JSON escape of the first and of the second half of a surrogate pair (a character past

@@ -631,11 +631,11 @@ def test_a_child_whose_launcher_died_before_its_exec_never_runs():
     supervisor's inherited handler, which only records it, and the program started orphaned."""
     script = """if True:
         import os, signal, subprocess
-        from launcher import child
+        from launcher import process_group
         signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as Supervisor._on_signal
         own = os.getpid
         os.getpid = lambda: 1  # the launcher the child checks for is not its parent: gone
-        preexec = child._parent_death_signal()
+        preexec = process_group.parent_death_signal()
         os.getpid = own
         done = subprocess.run(["sh", "-c", "echo started"], preexec_fn=preexec,
                               capture_output=True, text=True)

@@ -1,0 +1,59 @@
+"""The operating system's side of a launched child: the signal it gets when the launcher dies,
+and which process groups still have a running process (:mod:`launcher.child`)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+from distconv.procfs import stat_fields
+
+_PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking the kernel to SIGTERM the child when its parent dies (Linux).
+
+    Everything is looked up here, in the parent: between fork and exec the child only calls
+    the prepared function (the launcher has threads, so the child may not take their locks).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        # until exec the child keeps the launcher's Python handler (the supervisor's, which
+        # only records a signal): the death signal must end it, not be recorded and dropped
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM.value, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before the prctl took hold
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def running_groups() -> set[int] | None:
+    """The process groups that have a process which is not a zombie (None without /proc)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    groups = set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            fields = stat_fields(entry)
+        except OSError:
+            continue
+        if fields is not None and len(fields) > 2 and fields[0] != "Z":  # None: gone meanwhile
+            groups.add(int(fields[2]))
+    return groups
