@@ -102,6 +102,10 @@ class StepCheck:
         self._every = np.zeros((comm.Get_size(), 3), dtype=np.int64)
         self._step = 0
         self._layout: Mapping[str, Any] = {}
+        # a step's exchange posted but not yet checked: an interrupt raised once its Wait has
+        # returned (a SIGINT that came while this rank waited for a slower one) leaves it so,
+        # and the next complete() still checks it (the other ranks have passed it, or not)
+        self._unread = False
 
     @property
     def pending(self) -> bool:
@@ -111,7 +115,7 @@ class StepCheck:
     def post(self, step: int, layout: Mapping[str, Any], layout_hash: int, examples: int) -> None:
         """Start the exchange of this rank's step, layout hash and examples."""
         self._start([step, layout_hash, examples])
-        self._step, self._layout = step, layout
+        self._step, self._layout, self._unread = step, layout, True
 
     def _start(self, row: list[int]) -> None:
         if self._request is not None:  # MPI still owns the buffers: never post over them
@@ -122,16 +126,21 @@ class StepCheck:
     def complete(self) -> int | None:
         """Wait for the exchange and check it.
 
+        A call interrupted after the exchange's Wait returned (a KeyboardInterrupt) leaves the
+        step unchecked: the next call checks it, as this one would have.
+
         Returns:
-            The step's examples summed over the ranks, or None when nothing was pending.
+            The step's examples summed over the ranks, or None when it was checked already
+            (or none was posted).
 
         Raises:
             SyncError: the ranks are at different steps (or meetings), or lay out their buckets
                 differently.
         """
-        if not self.drain():
+        if not (self.drain() or self._unread):
             return None
         steps, hashes, examples = zip(*self._every.tolist())  # plain ints: a few rows
+        self._unread = False  # checked: said once, on every rank alike
         if len(set(steps)) > 1:
             self._raise_elsewhere()
         if len(set(hashes)) > 1:
@@ -165,8 +174,10 @@ class StepCheck:
         collective complete); whether one was pending."""
         if self._request is None:
             return False
-        request, self._request = self._request, None
-        request.Wait()
+        # cleared once waited for: an interrupt raised as the Wait returns leaves the request
+        # for the next call, where a Wait on a completed request returns at once
+        self._request.Wait()
+        self._request = None
         return True
 
     def _raise_elsewhere(self) -> None:

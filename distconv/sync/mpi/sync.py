@@ -343,11 +343,16 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             raise SyncError("finish_step without start_step")
         self._in_step = False
         began = time.perf_counter()
-        self._complete_check()  # a step without buckets
-        try:  # before the flags: a bucket this rank fails to pack is said in them (fail)
+        try:  # before the flags: a bucket this rank fails to pack is said in them (fail); the
+            # check too (no bucket went during backward), where a fast rank waits for a slow one
+            self._complete_check()
             self._launch_ready(everything=True)
         except BaseException as exc:  # an interrupt too: raised here once the pieces went
-            self._used.fail(exc, self.world_size)
+            try:  # one as the check's Wait returned left it unread: read it, as the others did
+                self._complete_check()  # (None where it was read: a pack failed, or a mismatch)
+            except SyncError as refused:  # on every rank: none sends a piece or counts the step
+                raise exc from refused
+            self._used.fail(exc, self.world_size)  # passed: the others wait for the pieces
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
             self._pump.finish()  # the pieces left: onto the wire, or to the thread
