@@ -8,10 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from distconv.backend import copy_into, is_float_dtype, is_gpu_array
+from distconv.backend import copy_into, is_float_dtype, is_gpu_array, to_host
 from distconv.optim import Optimizer, mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import PER_ROW, StateDict, SyncError, SyncStrategy, step_refusal
+
+#: suffix of a dense parameter's counts as runs of rows (``step`` -> ``step_runs_per_row``,
+#: see :mod:`distconv.sync.ps.row_counts`)
+RUNS = "_runs" + PER_ROW
 
 
 class LocalSync(SyncStrategy):
@@ -214,9 +218,10 @@ class LocalSync(SyncStrategy):
         A parameter or key ``state`` lacks keeps its state (a frozen parameter's is not saved).
 
         Raises:
-            ValueError: ``state`` names a parameter or key that has no buffer here, or gives
-                one of another shape or no numbers; the message lists each, and nothing is
-                copied.
+            ValueError: ``state`` names a parameter or key that has no buffer here (per-row
+                counts of a count this optimizer does not keep too), or gives one of another
+                shape or no numbers, or a count (Adam's ``step``) that is no whole number from
+                0 to int64's largest; the message lists each, and nothing is copied.
         """
         problems = state_problems(self.state, state)
         if problems:
@@ -273,8 +278,8 @@ def state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> 
             )
             continue
         for key, value in buffers.items():
-            if isinstance(key, str) and key.endswith(PER_ROW):
-                continue
+            if isinstance(key, str) and key.endswith(PER_ROW) and _counts_a_count(ours[name], key):
+                continue  # (each kept as ours[name]'s count: a parameter server's checks them)
             if not isinstance(key, str) or key not in ours[name]:
                 strings = "" if isinstance(key, str) else "state keys are strings: "
                 problems.append(
@@ -287,7 +292,24 @@ def state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> 
                     f"{name}/{key}: shape {tuple(np.shape(value))} given, "
                     f"{tuple(ours[name][key].shape)} here"
                 )
+            elif _is_count(ours[name][key]) and (what := not_counts(value)) is not None:
+                problems.append(f"{name}/{key}: {what}")
     return problems
+
+
+def _is_count(buffer: Any) -> bool:
+    """Whether ``buffer`` is a count (Adam's ``step``): a 0-d integer one. Every other state
+    buffer takes its parameter's float dtype and shape."""
+    dtype = getattr(buffer, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind in "iu" and np.ndim(buffer) == 0
+
+
+def _counts_a_count(ours: Mapping[str, Any], key: str) -> bool:
+    """Whether per-row ``key`` (``K + PER_ROW``, or ``K + RUNS``) holds the rows' values of a
+    count ``K`` of ``ours``: the parameter server writes them of its scalar counts only, so
+    another (``step_per_row`` to Momentum, which keeps no ``step``) is another setup's state."""
+    scalar = (key.removesuffix(RUNS), key.removesuffix(PER_ROW))
+    return any(k in ours and _is_count(ours[k]) for k in scalar)
 
 
 def _a(value: Any) -> str:
@@ -309,6 +331,31 @@ def not_numbers(value: Any) -> str | None:
         except (TypeError, ValueError):  # a ragged list
             return _a(value)
     return None if dtype.kind in "biufc" or is_float_dtype(dtype) else _a(value) + of
+
+
+#: what a count is: a buffer keeps it as int64, and a larger one went there as -2**63
+_A_COUNT = "a count (a whole number from 0 to 2**63 - 1, as int64 holds)"
+
+
+def not_counts(value: Any) -> str | None:
+    """Why ``value`` is no array of counts, or None where it is one: integers, or floats
+    holding whole numbers (PyTorch keeps Adam's ``step`` as a float), from 0 to int64's
+    largest (a runs key's first rows are checked alike, being rows). Numpy cast -1 to a count
+    of -1, NaN and 2**63 to -2**63, 2.5 to 2."""
+    if (what := not_numbers(value)) is not None:
+        return f"{what} given, not an array of numbers"
+    a = np.asarray(to_host(value))
+    if a.dtype.kind == "c":
+        return f"complex {a.dtype} given, not {_A_COUNT}"
+    if a.dtype.kind in "biu":
+        bad = (a < 0) | (a > np.iinfo(np.int64).max)
+    else:
+        f = a.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(f) | (f < 0) | (f >= 2.0**63) | (f != np.floor(f))
+    if not np.any(bad):
+        return None
+    return f"holds {a[bad].ravel()[0].item()!r}, not {_A_COUNT}"
 
 
 def _copy_state(fresh: Mapping[str, Any], old: Mapping[str, Any]) -> None:

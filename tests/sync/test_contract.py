@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from distconv.sync import create_sync
@@ -290,3 +291,71 @@ def test_local_sync_refuses_a_step_started_inside_another():
     sync.start_step(8)
     sync.finish_step()
     assert all((a == p.value).all() for a, p in zip(after_one, net.parameters()))
+
+
+def _adam_or_momentum_sync(transport: str, name: str, monkeypatch):
+    """A LocalSync or a one-rank MPISync (the stand-in of mpi4py) of ``name``, set up on one
+    4 x 4 parameter ``w``."""
+    import sys
+
+    import numpy as np
+
+    from distconv.optim import create_optimizer
+    from distconv.parameter import Parameter
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+    sync = create_sync(transport, optimizer=create_optimizer(name, lr=0.01))
+    sync.setup([Parameter("w", np.zeros((4, 4)))])
+    return sync
+
+
+@pytest.mark.parametrize("transport", ["local", "mpi"])
+@pytest.mark.parametrize("bad", [-1, float("nan"), 2.5, 2.0**63, np.uint64(2**63)])
+def test_a_step_that_is_no_count_is_refused_naming_it_and_nothing_is_loaded(
+    transport, bad, monkeypatch
+):
+    """Adam's ``step`` went into the int64 buffer as whatever numpy cast it to: -1 as -1 (a
+    bias correction of a step never taken), NaN and 2**63 as -2**63 with a RuntimeWarning at
+    most, 2.5 as 2. The parameter server refused them (row_counts); these syncs now do too,
+    before any key is copied. (The parameter server's own tests cover it there.)"""
+    sync = _adam_or_momentum_sync(transport, "adam", monkeypatch)
+    try:
+        given = {"m": np.ones((4, 4)), "v": np.ones((4, 4)), "step": bad}
+        with pytest.raises(ValueError, match=r"load_state_dict: w/step: holds .*not a count"):
+            sync.load_state_dict({"w": given})
+        state = sync.state_dict()["w"]
+        assert int(state["step"]) == 0 and not state["m"].any() and not state["v"].any()
+    finally:
+        sync.close()
+
+
+@pytest.mark.parametrize("transport", ["local", "mpi"])
+@pytest.mark.parametrize("count", [7, np.int64(7), np.uint8(7), 7.0, np.float32(7.0)])
+def test_a_step_of_any_whole_number_form_is_loaded(transport, count, monkeypatch):
+    """A count held as a float (PyTorch keeps Adam's ``step`` as a float tensor; a checkpoint
+    converted from one) is still a count: only what is no whole number >= 0 is refused."""
+    sync = _adam_or_momentum_sync(transport, "adam", monkeypatch)
+    try:
+        sync.load_state_dict({"w": {"step": count, "step_per_row": np.full(4, 7)}})
+        assert sync.state_dict()["w"]["step"] == 7
+        assert sync.state_dict()["w"]["step"].dtype == np.int64
+    finally:
+        sync.close()
+
+
+@pytest.mark.parametrize("transport", ["local", "mpi"])
+@pytest.mark.parametrize("key", ["step_per_row", "step_runs_per_row", "velocity_per_row"])
+def test_per_row_counts_of_a_count_the_optimizer_lacks_are_refused(transport, key, monkeypatch):
+    """Per-row counts are skipped by these syncs, which keep one count per parameter; those of
+    a count the optimizer does not keep (``step_per_row`` to Momentum, which has no ``step``;
+    no writer makes a ``K_per_row`` but of a scalar count ``K``) were skipped silently too:
+    state of another optimizer's run taken as this one's."""
+    sync = _adam_or_momentum_sync(transport, "momentum", monkeypatch)
+    try:
+        velocity = np.ones((4, 4))
+        with pytest.raises(ValueError, match=rf"'w' has no state '{key}' \(.*\['velocity'\]\)"):
+            sync.load_state_dict({"w": {"velocity": velocity, key: np.zeros(4, np.int64)}})
+        assert not sync.state_dict()["w"]["velocity"].any()
+    finally:
+        sync.close()

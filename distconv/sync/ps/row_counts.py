@@ -23,11 +23,8 @@ import numpy as np
 
 from distconv.backend import to_host
 from distconv.sync.base import PER_ROW
-from distconv.sync.local import not_numbers
+from distconv.sync.local import RUNS, not_counts
 from distconv.sync.ps.blocks import Block, ParamSpec
-
-#: suffix of a dense parameter's counts as runs of rows (``step`` -> ``step_runs_per_row``)
-RUNS = "_runs" + PER_ROW
 
 
 def count_runs(counts: Iterable[tuple[int, int]]) -> np.ndarray:
@@ -80,33 +77,8 @@ def count_problems(state: Mapping[str, Mapping[str, Any]], buffers: Collection[s
         f"{name}/{key}: {what}"
         for name, entry in state.items()
         for key, value in entry.items()
-        if (key.endswith(PER_ROW) or key not in buffers)
-        and (what := _not_counts(value)) is not None
+        if (key.endswith(PER_ROW) or key not in buffers) and (what := not_counts(value)) is not None
     ]
-
-
-#: what a count is: the shards keep it as int64, and a larger one went there as -2**63
-_A_COUNT = "a count (a whole number from 0 to 2**63 - 1, as int64 holds)"
-
-
-def _not_counts(value: Any) -> str | None:
-    """Why ``value`` is no array of counts, or None where it is one (integers, or floats
-    holding whole numbers, from 0 to int64's largest; a runs key's first rows are checked
-    alike, being rows)."""
-    if (what := not_numbers(value)) is not None:
-        return f"{what} given, not an array of numbers"
-    a = np.asarray(to_host(value))
-    if a.dtype.kind == "c":
-        return f"complex {a.dtype} given, not {_A_COUNT}"
-    if a.dtype.kind in "biu":
-        bad = (a < 0) | (a > np.iinfo(np.int64).max)
-    else:
-        f = a.astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(f) | (f < 0) | (f >= 2.0**63) | (f != np.floor(f))
-    if not np.any(bad):
-        return None
-    return f"holds {a[bad].ravel()[0].item()!r}, not {_A_COUNT}"
 
 
 def block_count(state: Mapping[str, Any], spec: ParamSpec, block: Block, key: str) -> Any:
