@@ -10,6 +10,7 @@ A save never leaves a half-written checkpoint behind: it writes a temporary file
 directory, flushes it to disk, renames it over the old one (atomic on POSIX) and syncs the
 directory (:mod:`distconv.files`). A SHA-256 over the metadata and the tensors, kept in the
 metadata, catches a file damaged later: a changed epoch fails the check like a changed weight.
+The same content is the same bytes (its metadata sorted), so checkpoints can be hashed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import copy_into, to_host
+from distconv.checkpoint_manifest import sorted_header
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
@@ -143,10 +145,9 @@ def save_tensors(
     from safetensors.numpy import save
 
     path = Path(path)
-    metadata = dict(metadata)
-    metadata[DIGEST_KEY] = _digest(tensors, metadata)
-    data = memoryview(save(dict(tensors), metadata=metadata))
-    chunks = (data[i : i + CHUNK] for i in range(0, len(data), CHUNK))
+    metadata = {**metadata, DIGEST_KEY: _digest(tensors, metadata)}
+    header, data = sorted_header(save(dict(tensors), metadata=metadata))
+    chunks = [header, *(data[i : i + CHUNK] for i in range(0, len(data), CHUNK))]
     try:
         write_atomically(path, chunks)
     except OSError as exc:

@@ -2,7 +2,9 @@
 
 :class:`~distconv.run_dir.RunDirectory` writes one when every part of a step is on disk,
 reads them to find where to resume, and sets one aside with its step directory when its part
-is damaged.
+is damaged. Both it and the parts it names are written in a fixed byte form: the same content,
+the same bytes (:func:`sorted_header` for the safetensors parts), so checkpoints can be hashed
+and diffed.
 """
 
 from __future__ import annotations
@@ -71,3 +73,18 @@ class Manifest:
             return str(PurePosixPath(to, *rest)) if top == folder and rest else part
 
         return replace(self, parts={k: where(v) for k, v in self.parts.items()})
+
+
+def sorted_header(raw: bytes) -> tuple[bytes, memoryview]:
+    """The header and the data of safetensors' file ``raw`` (a checkpoint's part), the
+    header's metadata in key order: safetensors 0.8 writes that map in a Rust HashMap's
+    order, random per process (its issue #584, no option sorts it), so two saves of one
+    checkpoint differed in bytes. Data offsets count from the data's start: the same JSON
+    entries, padded to 8 bytes with spaces as safetensors pads them, read alike (by
+    ``safetensors.torch`` too). Its tensors' entries are in a fixed order already."""
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text, memoryview(raw)[8 + n :]
