@@ -146,8 +146,7 @@ def save_tensors(
 
     path = Path(path)
     metadata = {**metadata, DIGEST_KEY: _digest(tensors, metadata)}
-    header, data = sorted_header(save(dict(tensors), metadata=metadata))
-    chunks = [header, *(data[i : i + CHUNK] for i in range(0, len(data), CHUNK))]
+    chunks = sorted_header(save(dict(tensors), metadata=metadata), CHUNK)
     try:
         write_atomically(path, chunks)
     except OSError as exc:
@@ -327,7 +326,7 @@ def check_fit(
     parameters of one name (both would get its array; one listed twice is one, as in setup).
 
     Raises:
-        CheckpointError: one line listing every mismatch.
+        CheckpointError: one line listing every mismatch, and each count (``step``) below 0.
     """
     named = Counter(p.name for p in {id(p): p for p in params}.values())
     problems = [f"{n} parameters are named {k!r}" for k, n in named.items() if n > 1]
@@ -337,6 +336,7 @@ def check_fit(
             _malformed(optim_state, ckpt.optim_state)
             or _mismatches("optimizer state", _flatten(optim_state), _flatten(ckpt.optim_state))
             or _read_otherwise(optim_state, ckpt.optim_state)
+            or [_optimizer(said) for said in state_problems(optim_state, ckpt.optim_state)]
         )
     if problems:
         listed = "; ".join(problems)

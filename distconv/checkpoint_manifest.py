@@ -75,16 +75,19 @@ class Manifest:
         return replace(self, parts={k: where(v) for k, v in self.parts.items()})
 
 
-def sorted_header(raw: bytes) -> tuple[bytes, memoryview]:
-    """The header and the data of safetensors' file ``raw`` (a checkpoint's part), the
-    header's metadata in key order: safetensors 0.8 writes that map in a Rust HashMap's
-    order, random per process (its issue #584, no option sorts it), so two saves of one
-    checkpoint differed in bytes. Data offsets count from the data's start: the same JSON
-    entries, padded to 8 bytes with spaces as safetensors pads them, read alike (by
-    ``safetensors.torch`` too). Its tensors' entries are in a fixed order already."""
+def sorted_header(raw: bytes, chunk: int) -> list[bytes | memoryview]:
+    """Safetensors' file ``raw`` (a checkpoint's part) as its header, then its data (views, no
+    copy) in pieces of at most ``chunk`` bytes; the header's metadata in key order:
+    safetensors 0.8 writes that map in a Rust HashMap's order, random per process (its issue
+    #584, no option sorts it), so two saves of one checkpoint differed in bytes. Data offsets
+    count from the data's start: the same JSON entries, padded to 8 bytes with spaces as
+    safetensors pads them, read alike (by ``safetensors.torch`` too). Its tensors' entries
+    are in a fixed order already."""
     n = int.from_bytes(raw[:8], "little")
     header = json.loads(raw[8 : 8 + n])
     header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     text += b" " * (-len(text) % 8)
-    return len(text).to_bytes(8, "little") + text, memoryview(raw)[8 + n :]
+    data = memoryview(raw)[8 + n :]
+    pieces = (data[i : i + chunk] for i in range(0, len(data), chunk))
+    return [len(text).to_bytes(8, "little") + text, *pieces]
