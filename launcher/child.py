@@ -25,7 +25,7 @@ from distconv.files import describe_os_error
 from .child_spec import ChildSpec
 from .commands import LaunchError
 from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, KeptEnds, kept_line, signal_name
-from .output_waits import WRITE_PIECE, OutputWaits
+from .output_waits import WRITE_PIECE, OutputWaits, split_chars
 from .process_group import parent_death_signal
 from .process_group import running_groups as running_groups  # still importable from here
 from .startable import not_started
@@ -193,22 +193,22 @@ class Child:
         echo: bool,
         to_log: bool,
     ) -> tuple[bool, bool]:
-        """A line over :data:`READ_PIECE` from ``piece``, its first: each piece whole to the log,
-        and to the output as a line of its own under the lock for it alone (a child stopped
-        inside its line holds up no other's), later ones behind :func:`continued_prefix`; the
-        tail keeps its :func:`kept_line`. Quiet or not by its first piece; under ``render``
-        (JSON lines need the whole line) the output gets the tail's form. Returns ``echo``,
-        ``to_log`` (:meth:`_copy`'s) as left."""
+        """A line over :data:`READ_PIECE` from ``piece``, its first: each piece to the log as read,
+        and to the output as a line of its own (whole characters, :func:`split_chars`) under the
+        lock for it alone, later ones behind :func:`continued_prefix`; the tail keeps its
+        :func:`kept_line`. Quiet or not by its first piece; under ``render`` the output gets
+        the tail's form (JSON lines need the whole line). Returns ``echo``, ``to_log`` as left."""
         kept = KeptEnds()
         shown = echo and (self.spec.quiet is None or not self.spec.quiet(kept_line(piece)))
-        streamed, prefix = shown and render is None, self.spec.line_prefix
+        streamed, prefix, held = shown and render is None, self.spec.line_prefix, b""
         while True:
             if to_log:
                 to_log = self._log_line(piece, say)
             kept.add(piece)
             ended = piece.endswith(b"\n")
-            if streamed and piece != b"\n":  # a bare newline: the last piece ended its line
-                streamed = echo = self._write(out, lock, prefix + piece + (b"" if ended else b"\n"))
+            whole, held = split_chars(held + piece)  # a character cut at its end: to the next
+            if streamed and whole not in (b"", b"\n"):  # b"\n": the last piece ended its line
+                streamed = echo = self._write(out, lock, prefix + whole + (b"" if ended else b"\n"))
                 prefix = continued_prefix(self.spec.line_prefix)
             if ended:
                 break

@@ -1,0 +1,68 @@
+"""A long line's pieces on the launcher's output (:func:`launcher.child.continued_prefix`) are
+cut between UTF-8 characters: a piece of :data:`launcher.child.READ_PIECE` bytes may end inside
+one, which cut there showed as two U+FFFD, one on each output line, and lost the character."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+from launcher.child import READ_PIECE, Child, ChildSpec, continued_prefix
+from launcher.failure import kept_line
+from launcher.output_waits import split_chars
+
+#: an odd ``a``, then 2-byte characters: every piece's end falls inside one; then a 3-byte and a
+#: 4-byte one across the next cuts, and the line ends mid-character as the child dies
+LINE = (
+    "a" + "é" * (READ_PIECE // 2) + "€" * (READ_PIECE // 3 + 1) + "😀" * (READ_PIECE // 4)
+).encode()
+
+
+def _run(tmp_path, code: str) -> tuple[list[bytes], Child]:
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", code])
+    with open(tmp_path / "out", "wb") as out:
+        child = Child(spec, tmp_path / "w.log", out, threading.Lock())
+        deadline = time.monotonic() + 20
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child.finish()
+    return (tmp_path / "out").read_bytes().splitlines(), child
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", [b"\n", b"\xf0\x9f"], ids=["newline", "dies-mid-character"])
+def test_each_piece_of_a_long_line_is_whole_characters(tmp_path, end):
+    line = LINE + end
+    (tmp_path / "line").write_bytes(line)
+    code = f"import os\nos.write(1, open({str(tmp_path / 'line')!r}, 'rb').read())\n"
+    lines, child = _run(tmp_path, code)
+    assert len(lines) >= 4  # 3 MiB and 3 bytes, and a character's start where it dies
+    assert lines[0].startswith(b"[worker 0] a")
+    assert all(later.startswith(continued_prefix(b"[worker 0] ")) for later in lines[1:])
+    pieces = [lines[0][len(b"[worker 0] ") :]]
+    pieces += [later[len(b"[worker 0]+ ") :] for later in lines[1:]]
+    assert b"".join(pieces) + b"\n" == line.rstrip(b"\n") + b"\n"
+    for piece in pieces[: -1 if end != b"\n" else None]:
+        piece.decode()  # strict: no character cut
+    assert (tmp_path / "w.log").read_bytes() == line.rstrip(b"\n") + b"\n"
+    assert list(child.tail) == [kept_line(line)]
+
+
+@pytest.mark.parametrize(
+    ("data", "kept"),
+    [
+        (b"ab\xc3", 2),
+        (b"ab\xe2\x82", 2),
+        (b"ab\xf0\x9f\x98", 2),
+        (b"ab\xf0\x9f\x98\x80", 6),
+        (b"ab\xc3\xa9", 4),
+        (b"\xff\xfe\xfd\xfc", 4),  # no UTF-8: passed on as it is
+        (b"ab\x80\x80\x80", 5),
+        (b"\xc3", 1),  # nothing whole before it: passed on
+    ],
+)
+def test_split_chars_holds_back_only_a_character_cut_at_the_end(data, kept):
+    assert split_chars(data) == (data[:kept], data[kept:])
