@@ -17,7 +17,8 @@ from distconv.deploy.walk import _where
 #: a document as read, and where it is: ``job.yaml:12`` (``<stdin>:1``)
 Source = tuple[str, Any]
 #: the places a line names at most; the rest are counted (``a.yaml:1, ..., e.yaml:1 and 1995
-#: more: ...``): 2000 unnamed ConfigMaps, each missing a label, would name 2000 files a line
+#: more documents: ...``): 2000 unnamed ConfigMaps, each missing a label, would name 2000 files a
+#: line. A place is a document (one file may hold many), so the count says documents
 MAX_PLACES = 5
 #: each word of a problem that may start an object's name: the first, or one after a space or
 #: ``(``, itself followed by a space (``Job a``, ``... but StatefulSet s serves``, ``(Job a)``)
@@ -86,10 +87,12 @@ def _located(problem: str, sources: Sequence[Source], index: _Index) -> str:
 
 
 def _places(places: list[str]) -> str:
-    """``places`` ``, ``-separated, the first :data:`MAX_PLACES` of them and a count of the rest."""
+    """``places`` ``, ``-separated, the first :data:`MAX_PLACES` of them and a count of the rest,
+    in documents: each place is one, and one file may hold many (``a.yaml:1, a.yaml:3``)."""
     if len(places) <= MAX_PLACES:
         return ", ".join(places)
-    return f"{', '.join(places[:MAX_PLACES])} and {len(places) - MAX_PLACES} more"
+    rest = len(places) - MAX_PLACES
+    return f"{', '.join(places[:MAX_PLACES])} and {rest} more document{'s' * (rest != 1)}"
 
 
 def _makers(problem: str, holders: list[int], index: _Index) -> list[int]:

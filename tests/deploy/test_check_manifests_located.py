@@ -85,7 +85,7 @@ def test_a_problem_many_files_make_is_printed_once_naming_a_few(tmp_path):
     ``MAX_PLACES`` files and counting the rest (review k372): 2000 unnamed ConfigMaps printed
     each of their 3 lines 2000 times, each naming all 2000 files (161 MB)."""
     sources = [(f"f{i}.yaml:1", {"kind": "ConfigMap"}) for i in range(2000)]
-    first = ", ".join(f"f{i}.yaml:1" for i in range(5)) + " and 1995 more"
+    first = ", ".join(f"f{i}.yaml:1" for i in range(5)) + " and 1995 more documents"
     assert located.MAX_PLACES == 5
     assert located.located_problems(sources) == [f"{first}: {line}" for line in unlabelled("?")]
 
