@@ -20,6 +20,8 @@ import codecs
 import json
 import os
 import re
+import select
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -48,6 +50,9 @@ STDIN = "-"
 #: the most bytes read of one input: a job's manifests are a few hundred kB (the API server takes
 #: 3 MiB an object), and a device (/dev/zero), a FIFO or stdin may never end
 MAX_BYTES = 64 << 20
+#: how long a FIFO named as a file is waited on for its first bytes (or its writer's close):
+#: ``<(helm template ...)`` writes within seconds, and a FIFO nothing writes to hung a CI step
+FIFO_WAIT_S = 30.0
 #: what may not stand in a line of output as it is (a line break, a tab, an escape)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: what JSON takes for white space between documents (not str.isspace's)
@@ -155,8 +160,7 @@ def _read(name: str) -> bytes:
                 raise OSError(0, "stdin is closed")
             data = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
-            with open(name, "rb") as file:
-                data = file.read(MAX_BYTES + 1)
+            data = _read_file(name)
     except OSError as exc:
         raise ManifestReadError(f"{_shown(name)}: {describe_os_error(exc)}") from exc
     if len(data) > MAX_BYTES:
@@ -164,6 +168,24 @@ def _read(name: str) -> bytes:
             f"{_shown(name)}: more than {MAX_BYTES >> 20} MiB, which no job's manifests need"
         )
     return data
+
+
+def _read_file(name: str) -> bytes:
+    """The first :data:`MAX_BYTES` + 1 bytes of file ``name``. Opened without blocking: opening
+    a FIFO blocks until something opens it to write, for ever where nothing does. A FIFO is
+    read once its first bytes, or its writer's close, come within :data:`FIFO_WAIT_S`; not
+    refused outright, as ``<(kubectl kustomize ...)`` is one (a pipe) and must be read."""
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as file:  # closes fd, whatever is raised
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(FIFO_WAIT_S * 1000):  # no POLLHUP before a writer has been
+                raise ManifestReadError(
+                    f"{_shown(name)}: a FIFO nothing wrote to in {FIFO_WAIT_S:g} s"
+                )
+        os.set_blocking(fd, True)  # a writer slow after its first bytes is read as stdin is
+        return file.read(MAX_BYTES + 1)
 
 
 def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
