@@ -23,6 +23,7 @@ import re
 import select
 import stat
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -53,6 +54,10 @@ MAX_BYTES = 64 << 20
 #: how long a FIFO named as a file is waited on for its first bytes (or its writer's close):
 #: ``<(helm template ...)`` writes within seconds, and a FIFO nothing writes to hung a CI step
 FIFO_WAIT_S = 30.0
+#: held while a reader runs in the raised recursion limit, which is the process's: two threads
+#: each raising it and restoring what they found left one reading in the limit the other had
+#: restored (its deep document refused) and the other's raised limit set for good
+_ONE_READER_AT_A_TIME = threading.Lock()
 #: what may not stand in a line of output as it is (a line break, a tab, an escape)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: what JSON takes for white space between documents (not str.isspace's)
@@ -253,7 +258,7 @@ def _json_documents(text: str) -> list[tuple[int, Any]]:
     if too_deep := json_depth_problem(text):
         raise ManifestReadError(too_deep)
     try:
-        with room_to_nest():
+        with _ONE_READER_AT_A_TIME, room_to_nest():
             while (start := _JSON_SPACE.match(text, end).end()) < len(text):
                 line += text.count("\n", end, start)  # counted on from the last, not from 0
                 doc, end = decode_json(text, start)
@@ -277,7 +282,7 @@ def _yaml_documents(text: str) -> list[tuple[int, Any]]:
         if too_deep:
             raise ManifestReadError(too_deep)
         loader = loader_class(text)
-        with room_to_nest():
+        with _ONE_READER_AT_A_TIME, room_to_nest():
             while loader.check_node():
                 node = loader.get_node()
                 docs.append((node.start_mark.line + 1, loader.construct_document(node)))
