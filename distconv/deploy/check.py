@@ -57,11 +57,11 @@ from distconv.endpoint import split_endpoint
 JOB_RESTART_POLICIES = ("Never", "OnFailure")
 #: SIGTERM -> checkpoint -> exit needs at least this long
 MIN_GRACE_SECONDS = 60
-REQUIRED_LABELS = (
-    "app.kubernetes.io/name",
-    "app.kubernetes.io/instance",
-    "app.kubernetes.io/component",
-)
+REQUIRED_LABELS = tuple(f"app.kubernetes.io/{part}" for part in ("name", "instance", "component"))
+#: the most shards whose DNS names are listed to compare a --pservers with: a list of more is
+#: longer than an object the API server stores may be (1.5 MiB, 7 bytes a name at least), and
+#: ``replicas: 1000000000`` listed a billion names, past the process's memory, before a check
+MAX_LISTED_SHARDS = 200_000
 
 
 def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
@@ -201,7 +201,8 @@ def _shard_names(
         except ValueError:
             return None, replicas, namespace
         name, service = metadata_of(sts).get("name"), spec.get("serviceName")
-        if not name:  # a generateName's random part: no address is known before it is made
+        # a generateName's random part: no address is known before it is made
+        if not name or replicas > MAX_LISTED_SHARDS:
             return None, replicas, namespace
         return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
     return None

@@ -5,6 +5,7 @@ recursion limit raised while reading."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from distconv.deploy import check_command, located
-from tests.deploy.test_check_manifests_command import in_a_child, one_error
+from tests.deploy.test_check_manifests_command import EXAMPLES, in_a_child, one_error
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -134,3 +135,16 @@ def test_two_threads_reading_at_once_keep_their_room_and_restore_the_limit(tmp_p
         thread.join(5)
     assert results == {"a": 1, "b": 1}
     assert sys.getrecursionlimit() == before
+
+
+def test_a_huge_replica_count_is_judged_without_listing_each_shard(tmp_path):
+    """``replicas: 1000000000`` (an int32 the API server takes) on the shards' StatefulSet is
+    judged within 1 GiB in a moment: each shard's DNS name was listed first, 1e9 strings, so
+    the command died of a MemoryError traceback (killed outright without a memory limit)."""
+    folder = Path(shutil.copytree(EXAMPLES / "pserver", tmp_path / "pserver"))
+    sts = folder / "statefulset-digits-ps-pserver.yaml"
+    sts.write_text(sts.read_text().replace("replicas: 2\n", "replicas: 1000000000\n", 1))
+    done = in_a_child("-m", "distconv", "check-manifests", str(folder), memory=1 << 30)
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert (done.returncode, err) == (1, "")
+    assert f"{sts}:2: StatefulSet digits-ps-pserver: --num-shards 2 but the StatefulSet" in out
