@@ -27,19 +27,26 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import copy_into, to_host
+from distconv.checkpoint_checks import (
+    OptimState,
+    flatten,
+    malformed,
+    mismatches,
+    native,
+    optimizer_words,
+    read_otherwise,
+)
 from distconv.checkpoint_manifest import sorted_header
 from distconv.files import describe_os_error, write_atomically
 from distconv.messages import exception_line
 from distconv.parameter import Parameter
-from distconv.sync.local import not_numbers, state_problems
+from distconv.sync.local import state_problems
 
 FORMAT = "distconv-checkpoint"
 VERSION = "2"  # 2: the digest covers the metadata as well as the tensors
 OPTIM_PREFIX = "optim/"
 DIGEST_KEY = "sha256"
 CHUNK = 8 << 20  # bytes per write, so a hook can stop a writer in the middle of a save
-
-OptimState = Mapping[str, Mapping[str, Any]]
 
 
 class CheckpointError(RuntimeError):
@@ -118,7 +125,7 @@ def save_checkpoint(
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
-    if problems := _malformed({} if optim_state is None else optim_state):
+    if problems := malformed({} if optim_state is None else optim_state):
         raise CheckpointError(f"cannot save checkpoint {path}: {'; '.join(problems)}")
     tensors = _tensors(params, optim_state or {})
     metadata = {
@@ -171,12 +178,7 @@ def _tensors(params: Sequence[Parameter], optim_state: OptimState) -> dict[str, 
 def _host(a: Any) -> np.ndarray:
     """A C-contiguous host array in native byte order, the bytes safetensors writes and the
     digest covers; 0-d stays 0-d (``ascontiguousarray`` would not)."""
-    return (host := np.asarray(to_host(a), order="C")).astype(_native(host.dtype), copy=False)
-
-
-def _native(dtype: Any) -> np.dtype:
-    """``dtype`` in this machine's byte order: ``>f8`` is float64, stored and compared alike."""
-    return np.dtype(dtype).newbyteorder("=")
+    return (host := np.asarray(to_host(a), order="C")).astype(native(host.dtype), copy=False)
 
 
 def _digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
@@ -330,71 +332,14 @@ def check_fit(
     """
     named = Counter(p.name for p in {id(p): p for p in params}.values())
     problems = [f"{n} parameters are named {k!r}" for k, n in named.items() if n > 1]
-    problems += _mismatches("parameter", {p.name: p.value for p in params}, ckpt.params)
+    problems += mismatches("parameter", {p.name: p.value for p in params}, ckpt.params)
     if optim_state is not None:  # by name, shape and dtype once every entry is a mapping
         problems += (
-            _malformed(optim_state, ckpt.optim_state)
-            or _mismatches("optimizer state", _flatten(optim_state), _flatten(ckpt.optim_state))
-            or _read_otherwise(optim_state, ckpt.optim_state)
-            or [_optimizer(said) for said in state_problems(optim_state, ckpt.optim_state)]
+            malformed(optim_state, ckpt.optim_state)
+            or mismatches("optimizer state", flatten(optim_state), flatten(ckpt.optim_state))
+            or read_otherwise(optim_state, ckpt.optim_state)
+            or [optimizer_words(said) for said in state_problems(optim_state, ckpt.optim_state)]
         )
     if problems:
         listed = "; ".join(problems)
         raise CheckpointError(f"checkpoint {ckpt.path} does not fit the model: {listed}")
-
-
-def _malformed(state: Any, keys: OptimState | None = None) -> list[str]:
-    """State, an entry (``{"w": array}``) or a value (``None``) that is no mapping or no numbers,
-    in the sync's words; at a restore (``keys``: the checkpoint's) a key that is no string."""
-    odd: dict[Any, Any] = {}
-    no_numbers: dict[Any, Any] = {}  # a bare error of safetensors at a save, of .shape here
-    for name, s in state.items() if isinstance(state, Mapping) else ():
-        if not isinstance(s, Mapping):
-            odd[name] = s
-            continue
-        if keys is not None and any(not isinstance(k, str) for k in s):
-            odd[name] = {k: v for k, v in s.items() if not isinstance(k, str)}
-        no_numbers[name] = {k: v for k, v in s.items() if isinstance(k, str) and not_numbers(v)}
-    ours = {name: (keys or {}).get(name, {}) for name in odd}
-    problems = state_problems(ours, odd if isinstance(state, Mapping) else state)
-    problems += state_problems({n: dict.fromkeys(b) for n, b in no_numbers.items()}, no_numbers)
-    return [_optimizer(said.removesuffix(" (it has [])")) for said in problems]
-
-
-def _optimizer(said: str) -> str:
-    """The sync's words of optimizer state (``state for 'w' is ...``, ``'w' has no state 1``)."""
-    return f"optimizer {said}" if said.startswith("state") else f"optimizer state {said}"
-
-
-def _read_otherwise(ours: OptimState, theirs: OptimState) -> list[str]:
-    """State whose ``name/key`` text the checkpoint has under another split: a name ``1`` (read
-    as ``"1"``), a key ``"a/b"`` of ``"w"`` (read as ``"b"`` of ``"w/a"``): a KeyError at copy."""
-    return [
-        f"optimizer state {name!r}/{key!r} is read back from a checkpoint as {read[0]!r}/"
-        f"{read[2]!r} (names and keys are strings, and keys hold no '/')"
-        for name, s in ours.items()
-        for key in s
-        if key not in theirs.get(name, {}) and (read := f"{name}/{key}".rpartition("/"))
-    ]
-
-
-def _flatten(state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    return {f"{name}/{key}": v for name, s in state.items() for key, v in s.items()}
-
-
-def _mismatches(kind: str, ours: Mapping[str, Any], theirs: Mapping[str, np.ndarray]) -> list[str]:
-    missing = sorted(set(ours) - set(theirs))
-    unexpected = sorted(set(theirs) - set(ours))
-    problems = [f"{kind} {n!r} is missing from the checkpoint" for n in missing]
-    problems += [f"{kind} {n!r} is in the checkpoint but not in the model" for n in unexpected]
-    for name in sorted(set(ours) & set(theirs)):
-        want, got = tuple(ours[name].shape), tuple(theirs[name].shape)
-        if want != got:
-            problems.append(f"{kind} {name!r}: model shape {want}, checkpoint shape {got}")
-        # a silent cast would resume another computation than the one checkpointed
-        want_type, got_type = _native(ours[name].dtype), _native(theirs[name].dtype)
-        if want_type != got_type:
-            problems.append(
-                f"{kind} {name!r}: model dtype {want_type}, checkpoint dtype {got_type}"
-            )
-    return problems

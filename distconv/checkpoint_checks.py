@@ -1,0 +1,80 @@
+"""Checks of parameters and optimizer state against a checkpoint, or against themselves
+before a save, each returning its problems as lines in the syncs' words
+(:func:`~distconv.sync.local.state_problems`): :mod:`distconv.checkpoint` raises them as one
+:class:`~distconv.checkpoint.CheckpointError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from distconv.sync.local import not_numbers, state_problems
+
+OptimState = Mapping[str, Mapping[str, Any]]
+
+
+def native(dtype: Any) -> np.dtype:
+    """``dtype`` in this machine's byte order: ``>f8`` is float64, stored and compared alike."""
+    return np.dtype(dtype).newbyteorder("=")
+
+
+def malformed(state: Any, keys: OptimState | None = None) -> list[str]:
+    """State, an entry (``{"w": array}``) or a value (``None``) that is no mapping or no numbers,
+    in the sync's words; at a restore (``keys``: the checkpoint's) a key that is no string."""
+    odd: dict[Any, Any] = {}
+    no_numbers: dict[Any, Any] = {}  # a bare error of safetensors at a save, of .shape here
+    for name, s in state.items() if isinstance(state, Mapping) else ():
+        if not isinstance(s, Mapping):
+            odd[name] = s
+            continue
+        if keys is not None and any(not isinstance(k, str) for k in s):
+            odd[name] = {k: v for k, v in s.items() if not isinstance(k, str)}
+        no_numbers[name] = {k: v for k, v in s.items() if isinstance(k, str) and not_numbers(v)}
+    ours = {name: (keys or {}).get(name, {}) for name in odd}
+    problems = state_problems(ours, odd if isinstance(state, Mapping) else state)
+    problems += state_problems({n: dict.fromkeys(b) for n, b in no_numbers.items()}, no_numbers)
+    return [optimizer_words(said.removesuffix(" (it has [])")) for said in problems]
+
+
+def optimizer_words(said: str) -> str:
+    """The sync's words of optimizer state (``state for 'w' is ...``, ``'w' has no state 1``)."""
+    return f"optimizer {said}" if said.startswith("state") else f"optimizer state {said}"
+
+
+def read_otherwise(ours: OptimState, theirs: OptimState) -> list[str]:
+    """State whose ``name/key`` text the checkpoint has under another split: a name ``1`` (read
+    as ``"1"``), a key ``"a/b"`` of ``"w"`` (read as ``"b"`` of ``"w/a"``): a KeyError at copy."""
+    return [
+        f"optimizer state {name!r}/{key!r} is read back from a checkpoint as {read[0]!r}/"
+        f"{read[2]!r} (names and keys are strings, and keys hold no '/')"
+        for name, s in ours.items()
+        for key in s
+        if key not in theirs.get(name, {}) and (read := f"{name}/{key}".rpartition("/"))
+    ]
+
+
+def flatten(state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``state`` by ``"name/key"``, as a checkpoint file names its tensors."""
+    return {f"{name}/{key}": v for name, s in state.items() for key, v in s.items()}
+
+
+def mismatches(kind: str, ours: Mapping[str, Any], theirs: Mapping[str, np.ndarray]) -> list[str]:
+    """Names of ``kind`` missing from ``theirs`` or only in it, and shapes or dtypes that differ."""
+    missing = sorted(set(ours) - set(theirs))
+    unexpected = sorted(set(theirs) - set(ours))
+    problems = [f"{kind} {n!r} is missing from the checkpoint" for n in missing]
+    problems += [f"{kind} {n!r} is in the checkpoint but not in the model" for n in unexpected]
+    for name in sorted(set(ours) & set(theirs)):
+        want, got = tuple(ours[name].shape), tuple(theirs[name].shape)
+        if want != got:
+            problems.append(f"{kind} {name!r}: model shape {want}, checkpoint shape {got}")
+        # a silent cast would resume another computation than the one checkpointed
+        want_type, got_type = native(ours[name].dtype), native(theirs[name].dtype)
+        if want_type != got_type:
+            problems.append(
+                f"{kind} {name!r}: model dtype {want_type}, checkpoint dtype {got_type}"
+            )
+    return problems
