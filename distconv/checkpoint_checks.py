@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from distconv.sync.local import not_numbers, state_problems
+from distconv.backend import to_host
+from distconv.sync.local import not_counts, not_numbers, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
 
@@ -19,6 +20,29 @@ OptimState = Mapping[str, Mapping[str, Any]]
 def native(dtype: Any) -> np.dtype:
     """``dtype`` in this machine's byte order: ``>f8`` is float64, stored and compared alike."""
     return np.dtype(dtype).newbyteorder("=")
+
+
+def save_problems(state: Any, step: Any) -> list[str]:
+    """What keeps ``state`` and ``step`` from being saved: :func:`malformed` state, then a
+    count of it (a 0-d integer value, Adam's ``step``) or a ``step`` that is no count (a whole
+    number from 0 to int64's largest), which a restore or a sync's ``load_state_dict`` would
+    refuse: refused at the save, a run keeps its checkpoint before instead of writing one it
+    cannot resume from."""
+    problems = malformed(state) or [
+        f"optimizer state {name}/{key}: {what}"
+        for name, entry in state.items()
+        for key, value in entry.items()
+        if _is_count(value) and (what := not_counts(value)) is not None
+    ]
+    if (what := not_counts(step)) is not None:
+        problems.append(f"step {step!r}: {what}")
+    return problems
+
+
+def _is_count(value: Any) -> bool:
+    """Whether state ``value`` is a count: a 0-d integer (every other buffer is a float)."""
+    a = np.asarray(to_host(value))
+    return a.ndim == 0 and a.dtype.kind in "iu"
 
 
 def malformed(state: Any, keys: OptimState | None = None) -> list[str]:

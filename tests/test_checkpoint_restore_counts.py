@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.checkpoint import CheckpointError, restore_checkpoint, save_checkpoint
+from distconv.checkpoint import (
+    DIGEST_KEY,
+    OPTIM_PREFIX,
+    CheckpointError,
+    restore_checkpoint,
+    save_checkpoint,
+    save_tensors,
+)
 from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.sync.local import LocalSync
@@ -20,11 +27,23 @@ def _adam(value: np.ndarray) -> tuple[list[Parameter], LocalSync]:
     return params, sync
 
 
+def _with_step(path, step: np.ndarray) -> None:
+    """Checkpoint ``path`` written again with optimizer state ``w/step`` = ``step``, its digest
+    intact: as a distconv before save_checkpoint refused such a step wrote it."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    with safe_open(str(path), "np") as f:
+        metadata = {k: v for k, v in f.metadata().items() if k != DIGEST_KEY}
+    save_tensors(path, {**load_file(path), f"{OPTIM_PREFIX}w/step": step}, metadata)
+
+
 def test_a_step_that_is_no_count_is_refused_at_restore_and_nothing_changes(tmp_path):
     """(A count past int64's largest is refused already: its file's dtype is not int64.)"""
     params, sync = _adam(np.ones((2, 2)))
     path = tmp_path / "c.safetensors"
-    save_checkpoint(path, params, {"w": {**sync.state["w"], "step": np.int64(-1)}})
+    save_checkpoint(path, params, sync.state)
+    _with_step(path, np.array(-1, np.int64))
     params, sync = _adam(np.zeros((2, 2)))
     sync.state["w"]["step"][...] = 3
     with pytest.raises(CheckpointError, match=r"optimizer state w/step: holds -1, not a count"):

@@ -1,0 +1,53 @@
+"""save_checkpoint refuses a step that is no count, of the state or of the run, as a restore
+refuses it: a run keeps its previous checkpoint rather than write one it cannot resume from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distconv.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from distconv.parameter import Parameter
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _params() -> list[Parameter]:
+    return [Parameter("w", np.ones(3, np.float32))]
+
+
+def _adam(step: object) -> dict[str, dict[str, object]]:
+    return {"w": {"m": np.zeros(3, np.float32), "v": np.zeros(3, np.float32), "step": step}}
+
+
+@pytest.mark.parametrize(
+    "step", [np.int64(-1), np.array(-3, np.int32)], ids=["int64 -1", "0-d int32 -3"]
+)
+def test_a_state_step_that_is_no_count_is_refused_and_nothing_is_written(tmp_path, step):
+    path = tmp_path / "c.safetensors"
+    with pytest.raises(CheckpointError, match=r"optimizer state w/step: holds -\d, not a count"):
+        save_checkpoint(path, _params(), _adam(step))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("step", [-1, 2.5, float("nan"), 2**63], ids=str)
+def test_a_run_step_that_is_no_count_is_refused_and_the_old_file_kept(tmp_path, step):
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, _params(), _adam(np.int64(4)), step=4)
+    before = path.read_bytes()
+    with pytest.raises(CheckpointError, match=r"step .*not a count"):
+        save_checkpoint(path, _params(), _adam(np.int64(5)), step=step)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "step",
+    [7, np.int64(7), np.array(7), 7.0, np.int64(2**63 - 1)],
+    ids=["int", "int64", "0-d array", "float 7.0", "int64 max"],
+)
+def test_a_whole_step_is_saved(tmp_path, step):
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, _params(), _adam(np.int64(step)), step=step)
+    ckpt = load_checkpoint(path)
+    assert ckpt.step == int(step)
+    assert ckpt.optim_state["w"]["step"] == int(step)
