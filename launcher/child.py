@@ -24,8 +24,11 @@ from distconv.files import describe_os_error
 
 from .child_spec import ChildSpec
 from .commands import LaunchError
-from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, KeptEnds, kept_line, signal_name
-from .output_waits import WRITE_PIECE, OutputWaits, split_chars
+from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_name
+from .long_line import READ_PIECE as READ_PIECE  # still importable from here
+from .long_line import LongLine
+from .long_line import continued_prefix as continued_prefix
+from .output_waits import WRITE_PIECE, OutputWaits
 from .process_group import parent_death_signal
 from .process_group import running_groups as running_groups  # still importable from here
 from .startable import not_started
@@ -45,16 +48,6 @@ WRAPUP_SECONDS = 10.0
 #: itself was not running (stopped by Ctrl-Z, a frozen container): nothing read the child's
 #: pipe meanwhile, so that time is not the child's own in its wrap-up
 LAUNCHER_GAP_SECONDS = 1.0
-#: bytes of a line the pump reads at once: a longer one (an array of gigabytes) goes in pieces
-READ_PIECE = 1 << 20
-
-
-def continued_prefix(prefix: bytes) -> bytes:
-    """The launcher's output's prefix of the pieces after the first of a line over
-    :data:`READ_PIECE`: ``prefix`` with a ``+`` before its space (``[worker 0]+ ``; ``+ `` for
-    mpiexec's empty one), telling a piece of the child's last line from a line of its own."""
-    bare = prefix.rstrip()
-    return bare + b"+" + (prefix[len(bare) :] or b" ")
 
 
 class Child:
@@ -193,27 +186,24 @@ class Child:
         echo: bool,
         to_log: bool,
     ) -> tuple[bool, bool]:
-        """A line over :data:`READ_PIECE` from ``piece``, its first: each piece to the log as read,
-        and to the output as a line of its own (whole characters, :func:`split_chars`) under the
-        lock for it alone, later ones behind :func:`continued_prefix`; the tail keeps its
-        :func:`kept_line`. Quiet or not by its first piece; under ``render`` the output gets
-        the tail's form (JSON lines need the whole line). Returns ``echo``, ``to_log`` as left."""
-        kept = KeptEnds()
+        """A line over :data:`READ_PIECE` from ``piece``, its first (:mod:`launcher.long_line`):
+        each piece to the log as read, and to the output as a line of its own under the lock for
+        it alone; the tail keeps its :func:`kept_line`. Quiet or not by its first piece; under
+        ``render`` the output gets the tail's form (JSON lines need the whole line). Returns
+        ``echo``, ``to_log`` as left."""
+        line = LongLine(self.spec.line_prefix)
         shown = echo and (self.spec.quiet is None or not self.spec.quiet(kept_line(piece)))
-        streamed, prefix, held = shown and render is None, self.spec.line_prefix, b""
+        streamed = shown and render is None
         while True:
             if to_log:
                 to_log = self._log_line(piece, say)
-            kept.add(piece)
-            ended = piece.endswith(b"\n")
-            whole, held = split_chars(held + piece)  # a character cut at its end: to the next
-            if streamed and whole not in (b"", b"\n"):  # b"\n": the last piece ended its line
-                streamed = echo = self._write(out, lock, prefix + whole + (b"" if ended else b"\n"))
-                prefix = continued_prefix(self.spec.line_prefix)
-            if ended:
+            output = line.add(piece)
+            if streamed and output:
+                streamed = echo = self._write(out, lock, output)
+            if piece.endswith(b"\n"):
                 break
             piece = read(READ_PIECE) or b"\n"  # the end of the output: its newline, as above
-        text = kept.text()
+        text = line.kept.text()
         self.tail.append(text)
         self._note_end(text)
         if shown and echo and render is not None:

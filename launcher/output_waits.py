@@ -2,9 +2,7 @@
 reader of its stdout): meanwhile nothing reads the child's pipe, which fills and blocks the
 child, so that time is not the child's own in its wrap-up (:meth:`launcher.child.Child.overdue`).
 Only bounded, though: a stuck child that keeps printing into a slow output would be waiting on it
-almost all the time, and never be stopped.
-
-And where a long line's pieces are cut on that output (:func:`split_chars`): between characters."""
+almost all the time, and never be stopped."""
 
 from __future__ import annotations
 
@@ -19,20 +17,6 @@ WRITE_PIECE = 4096
 #: paused, a reader stopped): a stall never counts in a child's wrap-up, while the shorter waits
 #: (an output that moves, if slowly) do not count only up to the wrap-up's own length in all
 OUTPUT_STALL_SECONDS = 1.0
-
-
-def split_chars(data: bytes) -> tuple[bytes, bytes]:
-    """``data`` as what ends on a whole UTF-8 character and the start of one that it cuts at
-    its end (up to 3 bytes, held for the next piece of the line): ``data`` and ``b""`` where
-    it ends on one, is not UTF-8 there, or is that start alone."""
-    for back in range(1, min(4, len(data) - 1) + 1):
-        byte = data[-back]
-        if byte < 0x80 or byte > 0xF4:  # ASCII, or no UTF-8: nothing to hold
-            break
-        if byte >= 0xC2:  # the character's first byte: whole if its length fits
-            size = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return (data[:-back], data[-back:]) if size > back else (data, b"")
-    return data, b""
 
 
 class OutputWaits:

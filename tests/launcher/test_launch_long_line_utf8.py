@@ -12,7 +12,7 @@ import pytest
 
 from launcher.child import READ_PIECE, Child, ChildSpec, continued_prefix
 from launcher.failure import kept_line
-from launcher.output_waits import split_chars
+from launcher.long_line import split_chars
 
 #: an odd ``a``, then 2-byte characters: every piece's end falls inside one; then a 3-byte and a
 #: 4-byte one across the next cuts, and the line ends mid-character as the child dies
