@@ -191,7 +191,7 @@ class Child:
         it alone; the tail keeps its :func:`kept_line`. Quiet or not by its first piece; under
         ``render`` the output gets the tail's form (JSON lines need the whole line). Returns
         ``echo``, ``to_log`` as left."""
-        line = LongLine(self.spec.line_prefix)
+        line = LongLine(self.spec.line_prefix, self.spec.role)
         shown = echo and (self.spec.quiet is None or not self.spec.quiet(kept_line(piece)))
         streamed = shown and render is None
         while True:

@@ -12,12 +12,14 @@ from .failure import KeptEnds
 READ_PIECE = 1 << 20
 
 
-def continued_prefix(prefix: bytes) -> bytes:
+def continued_prefix(prefix: bytes, role: str) -> bytes:
     """The launcher's output's prefix of the pieces after the first of a line over
-    :data:`READ_PIECE`: ``prefix`` with a ``+`` before its space (``[worker 0]+ ``; ``+ `` for
-    mpiexec's empty one), telling a piece of the child's last line from a line of its own."""
-    bare = prefix.rstrip()
-    return bare + b"+" + (prefix[len(bare) :] or b" ")
+    :data:`READ_PIECE`: ``prefix`` with a ``+`` before its space (``[worker 0]+ ``), telling a
+    piece of the child's last line from a line of its own. Where ``prefix`` is empty (mpiexec's)
+    the ``role`` is named, ``[mpiexec]+ ``: a bare ``+ `` is how a rank's own lines may begin
+    (a ``set -x`` trace), and could not be told from a piece."""
+    bare = prefix.rstrip() or f"[{role}]".encode()
+    return bare + b"+" + (prefix[len(prefix.rstrip()) :] or b" ")
 
 
 def split_chars(data: bytes) -> tuple[bytes, bytes]:
@@ -38,10 +40,11 @@ class LongLine:
     """One line over :data:`READ_PIECE`, given a piece at a time (:meth:`add`): what the
     report's tail keeps of it so far (:attr:`kept`) and each piece's line on the output."""
 
-    def __init__(self, prefix: bytes) -> None:
-        """``prefix``: the child's, before the first piece's output line."""
+    def __init__(self, prefix: bytes, role: str) -> None:
+        """``prefix``: the child's, before the first piece's output line; ``role``: the
+        child's, named in the later pieces' prefix where ``prefix`` is empty."""
         self.kept = KeptEnds()
-        self._prefix, self._continued = prefix, continued_prefix(prefix)
+        self._prefix, self._continued = prefix, continued_prefix(prefix, role)
         self._held = b""  # the start of a character the last piece's end cut
 
     def add(self, piece: bytes) -> bytes:

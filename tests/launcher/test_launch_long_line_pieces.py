@@ -63,8 +63,8 @@ def _joined(lines: list[bytes], prefix: bytes) -> list[bytes]:
     for line in lines:
         if line.startswith(prefix):
             joined.append([line[len(prefix) :]])
-        elif line.startswith(continued_prefix(prefix)):
-            joined[-1].append(line[len(continued_prefix(prefix)) :])
+        elif line.startswith(continued_prefix(prefix, "worker")):
+            joined[-1].append(line[len(continued_prefix(prefix, "worker")) :])
     return [b"".join(pieces) for pieces in joined]
 
 
@@ -182,9 +182,9 @@ def test_kept_ends_keeps_what_kept_line_keeps_of_the_whole_line(line):
 
 
 def test_continued_prefix_marks_the_prefix_before_its_space():
-    assert continued_prefix(b"[worker 0] ") == b"[worker 0]+ "
-    assert continued_prefix(b"") == b"+ "
-    assert continued_prefix(b"[ps 1]") == b"[ps 1]+ "
+    assert continued_prefix(b"[worker 0] ", "worker") == b"[worker 0]+ "
+    assert continued_prefix(b"", "mpiexec") == b"[mpiexec]+ "
+    assert continued_prefix(b"[ps 1]", "ps") == b"[ps 1]+ "
 
 
 def test_the_docs_say_how_a_long_line_appears():

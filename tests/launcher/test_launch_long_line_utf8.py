@@ -41,7 +41,7 @@ def test_each_piece_of_a_long_line_is_whole_characters(tmp_path, end):
     lines, child = _run(tmp_path, code)
     assert len(lines) >= 4  # 3 MiB and 3 bytes, and a character's start where it dies
     assert lines[0].startswith(b"[worker 0] a")
-    assert all(later.startswith(continued_prefix(b"[worker 0] ")) for later in lines[1:])
+    assert all(later.startswith(continued_prefix(b"[worker 0] ", "worker")) for later in lines[1:])
     pieces = [lines[0][len(b"[worker 0] ") :]]
     pieces += [later[len(b"[worker 0]+ ") :] for later in lines[1:]]
     assert b"".join(pieces) + b"\n" == line.rstrip(b"\n") + b"\n"

@@ -1,0 +1,53 @@
+"""Under ``launcher mpi`` mpiexec's lines have no prefix, so a long line's later pieces were
+marked by a bare ``+ `` (:func:`launcher.child.continued_prefix`): a rank's own line beginning
+with ``+ `` (a ``set -x`` trace, on stderr, which is merged) could not be told from a piece, and
+the join that docs/operations.md gives glued it to the line before. They now name the child:
+``[mpiexec]+ ``."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.child import READ_PIECE, Child, ChildSpec
+
+#: a line a piece and a bit long, then what ``bash -x`` prints of a command
+PRINTER = (
+    "import os\n"
+    f"os.write(1, b'a' * {READ_PIECE + 5} + b'\\n')\n"
+    "os.write(1, b'+ echo step 10\\n' + b'step 10\\n')\n"
+)
+
+
+def _joined(lines: list[bytes], marker: bytes) -> list[bytes]:
+    """The lines as docs/operations.md says to join them: a ``marker`` line to the one before."""
+    joined: list[bytes] = []
+    for line in lines:
+        if joined and line.startswith(marker):
+            joined[-1] += line[len(marker) :]
+        else:
+            joined.append(line)
+    return joined
+
+
+@pytest.mark.timeout(30)
+def test_an_mpiexec_long_lines_later_pieces_are_told_from_a_ranks_plus_lines(tmp_path):
+    spec = ChildSpec("mpiexec", 0, [sys.executable, "-c", PRINTER], prefix="")
+    with open(tmp_path / "out", "wb") as out:
+        child = Child(spec, tmp_path / "mpiexec.log", out, threading.Lock())
+        deadline = time.monotonic() + 20
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child.finish()
+    lines = (tmp_path / "out").read_bytes().splitlines()
+    assert lines == [b"a" * READ_PIECE, b"[mpiexec]+ aaaaa", b"+ echo step 10", b"step 10"]
+    assert _joined(lines, b"[mpiexec]+ ") == [b"a" * (READ_PIECE + 5), *lines[2:]]
+
+
+def test_the_docs_give_the_mpiexec_marker():
+    docs = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    assert "the later pieces begin with `[mpiexec]+ `" in docs
