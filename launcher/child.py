@@ -188,23 +188,27 @@ class Child:
     ) -> tuple[bool, bool]:
         """A line over :data:`READ_PIECE` from ``piece``, its first (:mod:`launcher.long_line`):
         each piece to the log as read, and to the output as a line of its own under the lock for
-        it alone; the tail keeps its :func:`kept_line`. Quiet or not by its first piece; under
-        ``render`` the output gets the tail's form (JSON lines need the whole line). Returns
-        ``echo``, ``to_log`` as left."""
+        it alone; the tail keeps its :func:`kept_line` (of the pieces so far, while they come).
+        Quiet or not by its first piece; under ``render`` the output gets the tail's form (JSON
+        lines need the whole line). Returns ``echo``, ``to_log`` as left."""
         line = LongLine(self.spec.line_prefix, self.spec.role)
         shown = echo and (self.spec.quiet is None or not self.spec.quiet(kept_line(piece)))
-        streamed = shown and render is None
+        streamed, in_tail = shown and render is None, False
         while True:
             if to_log:
                 to_log = self._log_line(piece, say)
             output = line.add(piece)
+            text = line.kept.text()  # in the tail so far: finish() may leave the pump mid-line
+            if in_tail:
+                self.tail[-1] = text
+            else:
+                self.tail.append(text)
+                in_tail = True
             if streamed and output:
                 streamed = echo = self._write(out, lock, output)
             if piece.endswith(b"\n"):
                 break
             piece = read(READ_PIECE) or b"\n"  # the end of the output: its newline, as above
-        text = line.kept.text()
-        self.tail.append(text)
         self._note_end(text)
         if shown and echo and render is not None:
             echo = self._write(out, lock, render(text.encode() + b"\n"))

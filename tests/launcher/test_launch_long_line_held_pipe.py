@@ -1,0 +1,71 @@
+"""A child that dies inside a long line while a process that left its group (setsid, a daemon)
+still holds its pipe: :meth:`launcher.child.Child.finish` stops waiting for the pump, which is
+still inside the line. Its pieces so far were on the output and in the log, but the report's
+tail had nothing of it (the tail took the line only at its end): it now has the line's
+:func:`~launcher.failure.kept_line` of what came so far."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+import launcher.child
+from launcher.child import READ_PIECE, Child, ChildSpec
+from launcher.failure import kept_line
+
+#: a stray leaves the group and keeps the pipe; then the leader prints two pieces and a bit of
+#: a line and dies inside it
+CHILD = f"""if True:
+    import os, sys, time
+    pid_file = sys.argv[1]
+    if os.fork() == 0:
+        os.setsid()
+        with open(pid_file + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(pid_file + ".tmp", pid_file)
+        time.sleep(20)
+        os._exit(0)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(pid_file) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.write(1, b"a" * {READ_PIECE} + b"b" * {READ_PIECE} + b"c" * 10)
+    os._exit(3)
+"""
+
+
+def _wait(condition, what: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+@pytest.mark.timeout(30)
+def test_a_line_cut_off_by_a_held_pipe_is_in_the_reports_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.2)  # the product's 5 s
+    pid_file = tmp_path / "stray.pid"
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", CHILD, str(pid_file)])
+    out_path = tmp_path / "out"
+    stray = None
+    try:
+        with open(out_path, "wb") as out:
+            child = Child(spec, tmp_path / "w.log", out, threading.Lock())
+            _wait(lambda: pid_file.exists(), "the stray did not start")
+            stray = int(pid_file.read_text())
+            # both pieces on the output (the tail is set before each piece's output)
+            _wait(lambda: out_path.stat().st_size >= 2 * READ_PIECE + 23, "no second piece")
+            _wait(lambda: child.poll() is not None, "the child did not exit")
+            child.finish()
+        assert child.output_held is not None  # the pump was left inside the line
+        report = child.failure(0)
+        assert report.exit_code == 3
+        assert report.tail == [kept_line(b"a" * READ_PIECE + b"b" * READ_PIECE)]
+        assert (tmp_path / "w.log").read_bytes() == b"a" * READ_PIECE + b"b" * READ_PIECE
+    finally:  # (then the pump reads the rest, and ends)
+        if stray is not None:
+            os.kill(stray, signal.SIGKILL)
