@@ -7,12 +7,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from launcher.child import READ_PIECE, Child, ChildSpec, continued_prefix
 from launcher.failure import kept_line
-from launcher.long_line import split_chars
+from launcher.long_line import LongLine, split_chars
 
 #: an odd ``a``, then 2-byte characters: every piece's end falls inside one; then a 3-byte and a
 #: 4-byte one across the next cuts, and the line ends mid-character as the child dies
@@ -66,3 +67,18 @@ def test_each_piece_of_a_long_line_is_whole_characters(tmp_path, end):
 )
 def test_split_chars_holds_back_only_a_character_cut_at_the_end(data, kept):
     assert split_chars(data) == (data[:kept], data[kept:])
+
+
+def test_a_piece_may_be_3_bytes_longer_than_read_piece_and_the_docs_say_so():
+    """The start of a character held back from one piece leads the next: a piece that then
+    ends on a character is longer than :data:`READ_PIECE` (the docs said only shorter)."""
+    line = b"a" * (READ_PIECE - 3) + "😀".encode() + b"b" * (READ_PIECE - 1) + b"c\n"
+    long_line = LongLine(b"[worker 0] ", "worker")
+    shown = [long_line.add(line[at : at + READ_PIECE]) for at in range(0, len(line), READ_PIECE)]
+    assert [len(piece) for piece in shown] == [
+        len(b"[worker 0] ") + READ_PIECE - 3 + 1,
+        len(b"[worker 0]+ ") + READ_PIECE + 3 + 1,
+        len(b"[worker 0]+ ") + 2,
+    ]
+    docs = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    assert "each 1 MiB piece (give or take 3 bytes, so that no UTF-8 character is\ncut" in docs
