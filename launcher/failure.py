@@ -34,7 +34,8 @@ def kept_line(line: bytes) -> str:
     """``line``, its newline stripped, as a child's tail keeps it: whole up to
     :data:`KEPT_LINE_BYTES`, else its start and its end (where a rank's reason says how it
     ends the job) around ``[... N bytes cut ...]``, neither cut inside a JSON string's escape
-    (a rank's reason under ``--log-format json`` is still a JSON object)."""
+    (a rank's reason under ``--log-format json`` is still a JSON object) nor inside a UTF-8
+    character (which would show as U+FFFD)."""
     line = line.rstrip(b"\n")
     if len(line) <= KEPT_LINE_BYTES:
         return line.decode(errors="replace")
@@ -48,9 +49,9 @@ _BACKSLASH = ord("\\")
 def _kept(start: bytes, end: bytes, size: int) -> str:
     """The first and last :data:`_HALF` bytes of a line of ``size`` bytes around the mark of
     the bytes cut between them, from its ``start`` and ``end`` (the whole line, or what
-    :class:`KeptEnds` keeps of it), each cut moved off an escape (the start's back, the
-    end's forward)."""
-    head, tail = _HALF, len(end) - _HALF
+    :class:`KeptEnds` keeps of it), each cut moved off a UTF-8 character and an escape (the
+    start's back, the end's forward)."""
+    head, tail = _char_start(start, _HALF, -1), _char_start(end, len(end) - _HALF, 1)
     while head > 0 and _in_escape(start, head):
         head -= 1
     while tail < len(end) and _in_escape(end, tail):
@@ -58,6 +59,16 @@ def _kept(start: bytes, end: bytes, size: int) -> str:
     cut = size - head - (len(end) - tail)
     first, last = (part.decode(errors="replace") for part in (start[:head], end[tail:]))
     return f"{first}[... {cut} bytes cut ...]{last}"
+
+
+def _char_start(data: bytes, at: int, step: int) -> int:
+    """``at``, or the nearest place ``step`` (-1 back, 1 forward) from it, up to 3 bytes, that
+    is no UTF-8 continuation byte (0x80-0xBF): a cut there splits no character."""
+    for moved in range(4):
+        place = at + step * moved
+        if not 0 <= place < len(data) or not 0x80 <= data[place] < 0xC0:
+            return max(place, 0)
+    return at  # no UTF-8 there: cut where it falls
 
 
 class KeptEnds:

@@ -4,6 +4,7 @@ one, which cut there showed as two U+FFFD, one on each output line, and lost the
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from launcher.child import READ_PIECE, Child, ChildSpec, continued_prefix
-from launcher.failure import kept_line
+from launcher.failure import KEPT_LINE_BYTES, KeptEnds, kept_line
 from launcher.long_line import LongLine, split_chars
 
 #: an odd ``a``, then 2-byte characters: every piece's end falls inside one; then a 3-byte and a
@@ -82,3 +83,24 @@ def test_a_piece_may_be_3_bytes_longer_than_read_piece_and_the_docs_say_so():
     ]
     docs = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
     assert "each 1 MiB piece (give or take 3 bytes, so that no UTF-8 character is\ncut" in docs
+
+
+#: the tail's mark of a cut, the count of its bytes in its group
+CUT_MARK = re.compile(r"\[\.\.\. (\d+) bytes cut \.\.\.\]")
+
+
+@pytest.mark.parametrize("char", ["é", "€", "😀"])
+@pytest.mark.parametrize("shift", range(4))
+def test_the_tails_kept_form_is_cut_between_characters(char, shift):
+    """The tail's first and last halves of a line over :data:`KEPT_LINE_BYTES` were cut at a
+    byte count: inside a character, which showed as U+FFFD at the mark, its bytes in no count."""
+    line = b"a" * shift + char.encode() * (KEPT_LINE_BYTES // 2) + b"b" * (3 - shift)
+    kept = kept_line(line + b"\n")
+    assert "\ufffd" not in kept
+    first, cut, last = (part.encode() for part in CUT_MARK.split(kept))
+    assert first + last == line[: len(first)] + line[len(line) - len(last) :]
+    assert len(first) + int(cut) + len(last) == len(line)
+    ends = KeptEnds()
+    for at in range(0, len(line) + 1, 4096):
+        ends.add((line + b"\n")[at : at + 4096])
+    assert ends.text() == kept
