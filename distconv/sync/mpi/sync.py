@@ -63,7 +63,7 @@ from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.shutdown import Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import drain_abandoned, update_step
+from distconv.sync.mpi.updates import drain_abandoned, to_the_end, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -353,15 +353,19 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             except SyncError as refused:  # on every rank: none sends a piece or counts the step
                 raise exc from refused
             self._used.fail(exc, self.world_size)  # passed: the others wait for the pieces
+        alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
-            self._pump.finish()  # the pieces left: onto the wire, or to the thread
+            if self._thread is None:  # the pieces left onto the wire, to the end (reduce_all)
+                to_the_end(self._pump.finish, alone)
+            else:  # or to the thread
+                self._pump.finish()
             # every piece queued before the flags' wait: else the thread, blocked there, would
             # never start a piece the other ranks wait for
             assert self._pump.done, "the flags' wait is queued before the step's last piece"
             update = partial(update_step, self._thread, self._grad_comm, self.world_size)
             # all or none (updates); a failure of this rank alone is told at its next call
-            update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step)
+            update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step, alone)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
             self._used.note_unsaid(exc)
             raise

@@ -25,7 +25,8 @@ sync aborts the job when it closes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from functools import partial
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from distconv.sync.mpi.used import UsedParams
 #: the optimizer on one reduced bucket, given the flags of the parameters that fired anywhere
 #: (None: every parameter of the bucket did)
 Update = Callable[[Bucket, np.ndarray | None], None]
+T = TypeVar("T")
 
 
 def update_step(
@@ -49,13 +51,14 @@ def update_step(
     update: Update,
     slots: Mapping[str, Any],
     failed_alone: Callable[[], None] = lambda: None,
+    alone: list[BaseException] | None = None,
 ) -> None:
     """Reduce every bucket (on ``thread`` if any, else on ``comm``) and ``update`` each: all of
     them or none (see above), except on one rank with the thread and no 16-bit bucket, where
     each is updated once reduced. ``failed_alone`` is called before an error raised once every
     bucket and the flags are in (a replaced gradient, an optimizer's error): a failure of this
-    rank alone, where every other rank may have finished the step (a bucket's copy back too:
-    :func:`reduce_all`).
+    rank alone, where every other rank may have finished the step (a bucket's copy back too,
+    and an interrupt kept in ``alone``: :func:`reduce_all`).
 
     Raises:
         SyncError: another rank abandoned the step, the thread failed (a 16-bit wire refused),
@@ -65,7 +68,7 @@ def update_step(
         check_kept(buckets, used.local, slots)  # one rank: what fired here fired anywhere
         update_as_reduced(buckets, thread, used, update)
         return
-    flags = reduce_all(buckets, thread, comm, used, failed_alone)
+    flags = reduce_all(buckets, thread, comm, used, failed_alone, alone)
     try:
         check_kept(buckets, flags, slots)
         for bucket in buckets:
@@ -81,9 +84,11 @@ def reduce_all(
     comm: Any,
     used: UsedParams,
     failed_alone: Callable[[], None] = lambda: None,
+    alone: list[BaseException] | None = None,
 ) -> np.ndarray | None:
     """Every bucket reduced and unpacked, the flags completed; the flags
-    (:meth:`~.used.UsedParams.complete`).
+    (:meth:`~.used.UsedParams.complete`). ``alone``: this rank's failure so far, kept (an
+    interrupt in the last pieces' wait: :func:`to_the_end`), treated as an unpack's below.
 
     A SyncError (another rank abandoned the step, a 16-bit wire refused) is raised alike on
     every rank, at the same bucket. Any other error of an unpack (a device copy) is this rank's
@@ -96,15 +101,19 @@ def reduce_all(
     :meth:`~.used.UsedParams.fail`), a note there names it. A KeyboardInterrupt in
     an unpack is kept the same way (the other ranks' collectives come first), but wins over a
     kept error and over a later bucket's error or the flags' refusal, which is then its cause.
+    So is one in the wait of the flags or of a reduction by hand, without the thread (a Ctrl-C
+    there, where a fast rank waits for a slow one): the wait is made again (:func:`to_the_end`),
+    so this rank ends the step's collectives as the others do, and fails the step alone.
     """
-    alone: list[BaseException] = []
-    flags = None if thread is not None else used.complete()
-    try:
+    alone = [] if alone is None else alone
+    kept = partial(to_the_end, kept=alone)  # a wait's interrupt: kept, the wait made again
+    try:  # the flags first without the thread (the others' FAILED wins over what was kept)
+        flags = None if thread is not None else kept(used.complete, pending=lambda: used.pending)
         for bucket in buckets:
             if thread is not None:
                 _wait(thread, bucket)
             elif not bucket.pieces:  # a 16-bit wire, reduced by hand
-                bucket.reduce(comm, lambda r: r.Wait(), None, None)
+                bucket.reduce(comm, lambda r: kept(r.Wait), None, None)
             _unpack(bucket, alone)
         if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
             flags = used.complete()  # (another rank's failed pack) does not swallow what was kept
@@ -146,19 +155,42 @@ def _raise_from(interrupt: BaseException, error: BaseException) -> NoReturn:
     raise interrupt from error
 
 
+def to_the_end(
+    call: Callable[[], T], kept: list[BaseException], pending: Callable[[], bool] | None = None
+) -> T:
+    """``call()``, made again until it returns: a KeyboardInterrupt raised there (a Ctrl-C in
+    a wait, raised once the wait returned) is kept in ``kept`` (:func:`_keep`), not raised,
+    unless ``kept`` holds one already (asked twice, this rank stops at once) or ``pending``
+    says the call has nothing left to wait for (the interrupt is no wait's: the flags raise
+    this rank's failed pack, :meth:`~.used.UsedParams.fail`). ``call`` must be safe to make
+    again: a wait on a completed request returns at once."""
+    while True:
+        try:
+            return call()
+        except KeyboardInterrupt as exc:  # this rank's alone: the others' collectives first
+            if (kept and not isinstance(kept[0], Exception)) or (pending and not pending()):
+                raise
+            _keep(kept, exc)
+
+
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
     """Unpack ``bucket``; an error other than a SyncError (the 16-bit wire's check, made alike on
-    every rank), a KeyboardInterrupt too, is kept in ``alone`` (the first only, but an interrupt
-    after an error replaces it, that error its context: what was asked is to stop), not raised."""
+    every rank), a KeyboardInterrupt too, is kept in ``alone`` (:func:`_keep`), not raised."""
     try:
         bucket.unpack()
     except SyncError:
         raise
     except BaseException as exc:  # this rank's alone: the other ranks' collectives come first
-        if not alone:
-            alone.append(exc)
-        elif isinstance(alone[0], Exception) and not isinstance(exc, Exception):
-            exc.__context__, alone[0] = alone[0], exc
+        _keep(alone, exc)
+
+
+def _keep(alone: list[BaseException], exc: BaseException) -> None:
+    """Keep ``exc`` in ``alone``: the first only, but an interrupt after an error replaces it,
+    that error its context (what was asked is to stop)."""
+    if not alone:
+        alone.append(exc)
+    elif isinstance(alone[0], Exception) and not isinstance(exc, Exception):
+        exc.__context__, alone[0] = alone[0], exc
 
 
 def check_kept(

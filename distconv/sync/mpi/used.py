@@ -74,6 +74,11 @@ class UsedParams:
             # the rank, and :meth:`drop` completes it on every rank before a new layout
             thread.call(lambda wait: self._start(), "start of the used-parameter flags", True)
 
+    @property
+    def pending(self) -> bool:
+        """Whether the exchange is posted and not yet read (:meth:`complete`)."""
+        return self._posted
+
     def fail(self, error: BaseException, world_size: int) -> None:
         """This rank's ``finish_step`` failed packing its last buckets (``error``, not a
         SyncError; a KeyboardInterrupt too), before it posted the flags. Among several ranks
@@ -112,15 +117,19 @@ class UsedParams:
         parameters that fired on some rank, or None when every parameter did (the common
         case: nothing to skip).
 
+        Without the thread, a call interrupted as the exchange's Wait returns (a
+        KeyboardInterrupt) leaves it :attr:`pending`, for the next call to read.
+
         Raises:
             SyncError: the communication thread failed.
         """
         if not self._posted:
             return None
-        self._posted = False
-        if self._thread is None:
-            self._request.Wait()
+        if self._thread is None:  # pending till its Wait returns: an interrupt raised as it
+            self._request.Wait()  # returns leaves it to the next call (updates.to_the_end)
+            self._posted = False
         else:  # on the thread too: while it reduces, it alone may call MPI
+            self._posted = False
             done = self._thread.call(lambda wait: wait(self._request), "used-parameter flags")
             self._thread.finish(done)
         self._request, failed, self._failed = None, self._failed, None

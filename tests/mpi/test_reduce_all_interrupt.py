@@ -1,0 +1,144 @@
+"""reduce_all without the communication thread: a KeyboardInterrupt raised as a wait returns (a
+Ctrl-C while this rank waited for a slower one), in the flags' Wait or a 16-bit bucket's
+reduction by hand, is kept until the step's collectives are in, then told (``failed_alone``)
+and raised, as an unpack's is; one kept from the last pieces' wait (``alone``) goes the same
+way. Before, it left at once, with later collectives unmade and nothing told."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.updates import reduce_all, to_the_end
+from distconv.sync.mpi.used import FAILED, UsedParams
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Request:
+    """A completed request whose first Wait raises ``interrupt`` once it has returned."""
+
+    def __init__(self, interrupt: BaseException | None = None) -> None:
+        self.interrupt, self.waits = interrupt, 0
+
+    def Wait(self) -> None:  # noqa: N802 - mpi4py's spelling
+        self.waits += 1
+        if self.waits == 1 and self.interrupt is not None:
+            raise self.interrupt
+
+
+class FlagsComm:
+    """The flags' communicator: the other rank's flags are ``theirs``; the exchange's request
+    raises ``interrupt`` as its first Wait returns."""
+
+    def __init__(self, theirs: int = 1, interrupt: BaseException | None = None) -> None:
+        self.theirs, self.request = theirs, Request(interrupt)
+
+    def Iallreduce(self, local: np.ndarray, anywhere: np.ndarray, op: Any) -> Request:  # noqa: N802
+        np.maximum(local, self.theirs, out=anywhere)
+        return self.request
+
+
+class HandBucket:
+    """A 16-bit bucket, reduced by hand in two requests (the first raising ``interrupt`` as its
+    Wait returns), then unpacked."""
+
+    def __init__(self, interrupt: BaseException | None = None) -> None:
+        self.pieces, self.compressed, self.unpacked = [], True, False
+        self.requests = [Request(interrupt), Request()]
+
+    def reduce(self, comm: Any, wait: Any, in_place: Any, op: Any) -> None:
+        for request in self.requests:
+            wait(request)
+
+    def unpack(self) -> None:
+        self.unpacked = True
+
+
+def posted(comm: FlagsComm) -> UsedParams:
+    """Flags every parameter of which fired here, posted."""
+    used = UsedParams(comm, 2, None)
+    used.local.fill(1)
+    used.post()
+    return used
+
+
+def test_an_interrupt_in_the_flags_wait_is_raised_once_every_bucket_is_in_and_told():
+    interrupt = KeyboardInterrupt("the Wait of an Iallreduce on the job communicator")
+    comm, buckets, told = FlagsComm(interrupt=interrupt), [HandBucket(), HandBucket()], []
+    with pytest.raises(KeyboardInterrupt) as caught:
+        reduce_all(buckets, None, None, posted(comm), lambda: told.append(True))
+    assert caught.value is interrupt
+    assert comm.request.waits == 2  # made again: the flags read, MPI sees them complete
+    assert all(b.unpacked and [r.waits for r in b.requests] == [1, 1] for b in buckets)
+    assert told == [True]  # the others finished the step: told at this rank's next call
+
+
+def test_an_interrupt_in_a_reduction_by_hand_finishes_it_and_the_later_buckets():
+    interrupt = KeyboardInterrupt("the Wait of an Ialltoall on the gradients communicator")
+    buckets, told = [HandBucket(interrupt), HandBucket()], []
+    with pytest.raises(KeyboardInterrupt) as caught:
+        reduce_all(buckets, None, None, posted(FlagsComm()), lambda: told.append(True))
+    assert caught.value is interrupt
+    assert [r.waits for r in buckets[0].requests] == [2, 1]  # its Iallgather too
+    assert all(b.unpacked for b in buckets) and told == [True]
+
+
+@pytest.mark.parametrize("theirs", [FAILED, 1])
+def test_a_kept_interrupt_goes_after_the_collectives_and_yields_to_every_ranks_refusal(theirs):
+    """One kept from the last pieces' wait (``alone``): raised from the refusal of the flags
+    where another rank said FAILED (every rank refuses: nothing told), else told and raised."""
+    interrupt, bucket, told = KeyboardInterrupt("the Wait of an Iallreduce"), HandBucket(), []
+    used = posted(FlagsComm(theirs))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        reduce_all([bucket], None, None, used, lambda: told.append(True), [interrupt])
+    assert caught.value is interrupt
+    refused = theirs == FAILED
+    assert isinstance(caught.value.__cause__, SyncError) == refused
+    assert told == ([] if refused else [True])
+    assert bucket.unpacked != refused
+
+
+def test_this_ranks_failed_pack_said_in_the_flags_is_raised_at_once_and_not_told():
+    """An interrupt :meth:`UsedParams.fail` kept (FAILED in the flags) is no wait's: every rank
+    refuses the step, so it is raised as the flags are read, nothing told (the others wait in
+    no collective of this rank's), no bucket unpacked, the flags' Wait made once."""
+    interrupt, comm, bucket, told = (
+        KeyboardInterrupt("in the last pack"),
+        FlagsComm(),
+        HandBucket(),
+        [],
+    )
+    used = UsedParams(comm, 2, None)
+    used.fail(interrupt, 2)
+    used.post()
+    with pytest.raises(KeyboardInterrupt) as caught:
+        reduce_all([bucket], None, None, used, lambda: told.append(True))
+    assert caught.value is interrupt
+    assert comm.request.waits == 1 and not told and not bucket.unpacked
+
+
+def test_to_the_end_keeps_the_first_interrupt_and_raises_a_second():
+    first, second, kept = KeyboardInterrupt("1"), KeyboardInterrupt("2"), []
+    raised = [first]
+
+    def call() -> int:
+        if raised:
+            raise raised.pop(0)
+        return 7
+
+    assert to_the_end(call, kept) == 7
+    assert kept == [first]
+    raised.append(second)  # asked twice: stop at once
+    with pytest.raises(KeyboardInterrupt) as caught:
+        to_the_end(call, kept)
+    assert caught.value is second and kept == [first]
+
+    def failing() -> None:
+        raise RuntimeError("an error, no interrupt: raised at once")
+
+    with pytest.raises(RuntimeError):
+        to_the_end(failing, [])
