@@ -24,6 +24,7 @@ import select
 import stat
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,9 +52,11 @@ STDIN = "-"
 #: the most bytes read of one input: a job's manifests are a few hundred kB (the API server takes
 #: 3 MiB an object), and a device (/dev/zero), a FIFO or stdin may never end
 MAX_BYTES = 64 << 20
-#: how long a FIFO named as a file is waited on for its first bytes (or its writer's close):
-#: ``<(helm template ...)`` writes within seconds, and a FIFO nothing writes to hung a CI step
+#: how long a FIFO named as a file is waited on for a writer to open it: a FIFO nothing opens
+#: hung a CI step; one a writer has open (``<(helm template ...)``) is read as stdin is
 FIFO_WAIT_S = 30.0
+#: how often a FIFO is looked at for a writer that has opened it but written nothing yet
+_FIFO_LOOK_S = 0.05
 #: held while a reader runs in the raised recursion limit, which is the process's: two threads
 #: each raising it and restoring what they found left one reading in the limit the other had
 #: restored (its deep document refused) and the other's raised limit set for good
@@ -178,19 +181,33 @@ def _read(name: str) -> bytes:
 def _read_file(name: str) -> bytes:
     """The first :data:`MAX_BYTES` + 1 bytes of file ``name``. Opened without blocking: opening
     a FIFO blocks until something opens it to write, for ever where nothing does. A FIFO is
-    read once its first bytes, or its writer's close, come within :data:`FIFO_WAIT_S`; not
-    refused outright, as ``<(kubectl kustomize ...)`` is one (a pipe) and must be read."""
+    read once a writer has it open (:func:`_fifo_head`); not refused outright, as
+    ``<(kubectl kustomize ...)`` is one (a pipe) and must be read."""
     fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with open(fd, "rb") as file:  # closes fd, whatever is raised
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            if not poller.poll(FIFO_WAIT_S * 1000):  # no POLLHUP before a writer has been
-                raise ManifestReadError(
-                    f"{_shown(name)}: a FIFO nothing wrote to in {FIFO_WAIT_S:g} s"
-                )
+        head = _fifo_head(fd, name) if stat.S_ISFIFO(os.fstat(fd).st_mode) else b""
         os.set_blocking(fd, True)  # a writer slow after its first bytes is read as stdin is
-        return file.read(MAX_BYTES + 1)
+        return head + file.read(MAX_BYTES + 1 - len(head))
+
+
+def _fifo_head(fd: int, name: str) -> bytes:
+    """What FIFO ``fd`` holds once a writer has opened it: its first bytes, or none where the
+    writer has it open and is still writing nothing (``<(helm template ...)`` rendering; it is
+    then waited for as stdin is), or where it came and closed without writing. Refused where
+    no writer opens it within :data:`FIFO_WAIT_S`: only that would be waited on for ever."""
+    deadline, wait = time.monotonic() + FIFO_WAIT_S, f"{FIFO_WAIT_S:g} s"
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while True:
+        try:
+            head = os.read(fd, 1 << 16)  # what a pipe holds, not a 64 MiB buffer each look
+        except BlockingIOError:  # a writer has it open (no writer: an empty read, not this)
+            return b""
+        if head or poller.poll(0):  # POLLHUP: a writer came and closed (Linux: none before)
+            return head
+        if (left := deadline - time.monotonic()) <= 0:
+            raise ManifestReadError(f"{_shown(name)}: a FIFO nothing opened to write in {wait}")
+        poller.poll(min(left, _FIFO_LOOK_S) * 1000)  # bytes or a close wake it; an open does not
 
 
 def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
