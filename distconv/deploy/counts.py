@@ -21,6 +21,10 @@ from typing import Any
 
 from distconv.deploy.walk import Manifest, _where, spec_of
 
+#: the largest count the API server takes: each count field is an int32 (``replicas:
+#: 3000000000`` is refused as a value out of range, however it is written)
+MAX_COUNT = 2**31 - 1
+
 
 def count(spec: Manifest, field: str, default: int) -> int:
     """``spec[field]`` where it is an integer (not a bool, which YAML's ``true`` gives), else
@@ -31,13 +35,14 @@ def count(spec: Manifest, field: str, default: int) -> int:
 
 
 def known_count(spec: Manifest, field: str, default: int | None) -> int | None:
-    """``spec[field]`` where it is an integer (``2.0`` as 2), ``default`` where it is absent,
-    None where it is no integer: :func:`count_problems` names that one, and a check that
-    compares a flag or a list of names with the count judges nothing by it (one problem, not
-    its echoes)."""
+    """``spec[field]`` where it is an integer (``2.0`` as 2) an int32 holds, ``default`` where
+    it is absent, None where it is neither: :func:`count_problems` names that one, and a check
+    that compares a flag or a list of names with the count judges nothing by it (one problem,
+    not its echoes)."""
     if field not in spec:
         return default
-    return int(spec[field]) if _is_count(spec[field]) else None
+    value = spec[field]
+    return int(value) if _is_count(value) and value <= MAX_COUNT else None
 
 
 def counted(spec: Manifest, field: str) -> bool:
@@ -72,7 +77,8 @@ def _count_fields(obj: Manifest) -> Iterator[tuple[str, Manifest, str, int]]:
 
 def count_problems(objs: Sequence[Manifest]) -> Iterator[str]:
     """Each count field present that is no integer, or below what the API server takes
-    (``slotsPerWorker`` of 0 gives no rank a slot; a negative number of replicas)."""
+    (``slotsPerWorker`` of 0 gives no rank a slot; a negative number of replicas), or above
+    (:data:`MAX_COUNT`)."""
     for obj in objs:
         for where, spec, field, least in _count_fields(obj):
             if field not in spec:
@@ -80,6 +86,8 @@ def count_problems(objs: Sequence[Manifest]) -> Iterator[str]:
             value = spec[field]
             if not _is_count(value) or value < least:
                 yield f"{where}: {field} must be an integer >= {least}, got {value!r}"
+            elif value > MAX_COUNT:
+                yield f"{where}: {field} must be at most {MAX_COUNT} (an int32), got {value!r}"
 
 
 #: a quantity as the API server reads it (resource.Quantity's parseQuantityString): a sign, a

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from distconv.deploy import check_command
+from tests.deploy.test_counts import PSERVER, _problems_with
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,3 +37,25 @@ def test_a_pipe_whose_writer_is_slow_to_start_is_read_not_refused(monkeypatch):
         late.join(5)
         os.close(reader)
     assert sources == [(f"/dev/fd/{reader}:1", {"kind": "ConfigMap", "metadata": {"name": "c"}})]
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"),
+    [("StatefulSet", "replicas"), ("Job", "completions"), ("Job", "parallelism")],
+)
+@pytest.mark.parametrize("value", [2**31, 10**26, 3e9])
+def test_a_count_past_int32_is_the_one_problem(kind, field, value):
+    """The API server stores each count as an int32 and refuses ``completions:
+    99999999999999999999999999``: it passed with no problem, and was compared with the flags
+    as if it were the count (``--num-shards 2 but the StatefulSet has ... replicas``)."""
+    name = {"StatefulSet": "ps-pserver", "Job": "ps-worker"}[kind]
+    problems = _problems_with(PSERVER, kind, (field,), value)
+    assert problems == [
+        f"{kind} {name}: {field} must be at most 2147483647 (an int32), got {value!r}"
+    ]
+
+
+def test_the_largest_int32_count_is_taken():
+    """2147483647 itself is a count the API server takes: no problem about its range."""
+    problems = _problems_with(PSERVER, "Job", ("parallelism",), 2**31 - 1)
+    assert not [p for p in problems if "int32" in p or "must be an integer" in p]
