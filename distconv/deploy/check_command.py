@@ -230,9 +230,10 @@ def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
 
 
 #: the byte order marks kubectl honours (golang.org/x/text's unicode.BOMOverride), each with
-#: the codec of the text after it and its name in an error; text without one (the empty mark,
-#: last, which every text starts with) is UTF-8
+#: the codec of the text after it and its name in an error; none (the empty mark, last) is UTF-8.
+#: UTF-32's, first (FF FE starts UTF-16's too), have no codec: kubectl reads no UTF-32
 _MARKS = (
+    *((mark, None, "UTF-32") for mark in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
     (codecs.BOM_UTF8, "utf-8", "UTF-8"),
     (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16 (little-endian, as its byte order mark says)"),
     (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16 (big-endian, as its byte order mark says)"),
@@ -243,8 +244,10 @@ _MARKS = (
 def _text(data: bytes) -> str:
     """``data`` as text, as kubectl reads a manifest: after a UTF-8 byte order mark, UTF-8;
     after a UTF-16 one (Windows' editors and PowerShell's ``>`` write it), UTF-16 in the
-    mark's byte order; else UTF-8."""
+    mark's byte order; else UTF-8. After a UTF-32 one, refused by that name."""
     mark, codec, shown = next(found for found in _MARKS if data.startswith(found[0]))
+    if codec is None:  # UTF-16 read its zeros: "YAML allows no character #x0000"
+        raise ManifestReadError(f"{shown} text (its byte order mark): kubectl reads no {shown}")
     try:
         return data[len(mark) :].decode(codec)
     except UnicodeDecodeError as exc:

@@ -3,6 +3,7 @@ before its fix."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import threading
 import time
@@ -59,3 +60,19 @@ def test_the_largest_int32_count_is_taken():
     """2147483647 itself is a count the API server takes: no problem about its range."""
     problems = _problems_with(PSERVER, "Job", ("parallelism",), 2**31 - 1)
     assert not [p for p in problems if "int32" in p or "must be an integer" in p]
+
+
+@pytest.mark.parametrize("codec", ["utf-32-le", "utf-32-be"])
+def test_utf32_text_is_refused_by_its_name(tmp_path, codec):
+    """A UTF-32 file (its byte order mark first) was read as UTF-16 (``FF FE`` starts both
+    marks) or as UTF-8, and refused as ``YAML allows no character #x0000``, which named no
+    encoding. kubectl reads no UTF-32: the line says that is what the file is."""
+    path = tmp_path / "job.yaml"
+    path.write_bytes(codecs.BOM_UTF32_LE if codec.endswith("le") else codecs.BOM_UTF32_BE)
+    with path.open("ab") as file:
+        file.write(CONFIG_MAP.decode().encode(codec))
+    with pytest.raises(check_command.ManifestReadError) as refused:
+        check_command.read_sources([str(path)])
+    assert (
+        str(refused.value) == f"{path}: UTF-32 text (its byte order mark): kubectl reads no UTF-32"
+    )
