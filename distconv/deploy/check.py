@@ -9,12 +9,12 @@ one line per problem in one job's objects (rendered or read back from YAML), non
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_cronjobs import overlapping_runs
 from distconv.deploy.check_mpi import _mpi_slots
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
+from distconv.deploy.check_pservers import _server_lists
 from distconv.deploy.check_ranks import _pod_settings, _rank_gpus, _train_runs
 from distconv.deploy.check_services import _services_named, _shards_start_together
 from distconv.deploy.check_shards import (
@@ -22,21 +22,18 @@ from distconv.deploy.check_shards import (
     _shard_args,
     env_as_seen,
     expand,
-    shard_flag,
 )
-from distconv.deploy.check_workers import _by_ordinal, _shard_setting, _worker_counts
-from distconv.deploy.counts import count_problems, counted, known_count
+from distconv.deploy.check_workers import _by_ordinal, _worker_counts
+from distconv.deploy.counts import count_problems, counted
 from distconv.deploy.programs import runs_the_jobs_processes
 from distconv.deploy.shapes import applied_objects
 from distconv.deploy.walk import (
     Manifest,
-    _any_runs,
     _argv,
     _containers,
     _flag,
     _here,
     _main_containers,
-    _namespace,
     _of_kind,
     _pod,
     _running,
@@ -49,19 +46,13 @@ from distconv.deploy.walk import (
     metadata_problem,
     object_name,
     pod_hostname,
-    spec_of,
 )
-from distconv.endpoint import split_endpoint
 
 #: a Job (or an MPIJob's launcher) that restarts forever never finishes
 JOB_RESTART_POLICIES = ("Never", "OnFailure")
 #: SIGTERM -> checkpoint -> exit needs at least this long
 MIN_GRACE_SECONDS = 60
 REQUIRED_LABELS = tuple(f"app.kubernetes.io/{part}" for part in ("name", "instance", "component"))
-#: the most shards whose DNS names are listed to compare a --pservers with: a list of more is
-#: longer than an object the API server stores may be (1.5 MiB, 7 bytes a name at least), and
-#: ``replicas: 1000000000`` listed a billion names, past the process's memory, before a check
-MAX_LISTED_SHARDS = 200_000
 
 
 def manifest_problems(objs: Sequence[Manifest]) -> list[str]:
@@ -174,125 +165,6 @@ def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
                 f"{' (unset)' if 'restartPolicy' not in spec else ''}: its rank would be "
                 "started again each time it finishes"
             )
-
-
-def _shard_names(
-    objs: Sequence[Manifest],
-) -> tuple[list[str] | None, int | None, str | None] | None:
-    """The shards' addresses in ordinal order, their count (None where it is no integer) and
-    their namespace (None where the manifest leaves it to ``kubectl -n``), from the
-    StatefulSet that runs ``distconv pserver``; None where the job has none. ``--bind`` is read
-    as the shard reads it (abbreviated, ``$(VAR)`` filled in from the container's literal
-    values); the addresses are
-    None where it is not written out (a value the cluster fills in, ``$(ARGS)``, may hold it),
-    only the cluster knows it, the shard refuses it, or a shell runs more than it."""
-    for sts in _of_kind(objs, "StatefulSet"):
-        spec, shard = spec_of(sts), next(_running([sts], "pserver"), None)
-        if shard is None and not _any_runs(sts, "pserver"):
-            continue
-        replicas, namespace = known_count(spec, "replicas", 1), _namespace(sts)
-        # a shard all the same: "the job has no shard StatefulSet" was false; replicas that
-        # are no integer (named by count_problems) give no names to compare with
-        if shard is None or replicas is None:
-            return None, replicas, namespace
-        container, args = shard[3], shard[4]
-        try:
-            port = split_endpoint(shard_flag(args, container, "bind")[1] or "")[1]
-        except ValueError:
-            return None, replicas, namespace
-        name, service = metadata_of(sts).get("name"), spec.get("serviceName")
-        # a generateName's random part: no address is known before it is made
-        if not name or replicas > MAX_LISTED_SHARDS:
-            return None, replicas, namespace
-        return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
-    return None
-
-
-#: what may follow a shard's ``<pod>.<service>`` in a name that reaches the same pod: its
-#: namespace, then ``svc`` and the cluster's domain (``.default.svc.cluster.local``)
-_QUALIFIED = re.compile(
-    r"\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.svc(\.[a-z0-9]([-.a-z0-9]*[a-z0-9])?)?)?"
-)
-
-
-def _same_shards(
-    given: list[str], names: list[str], namespace: str | None, reader: str | None = None
-) -> bool:
-    """Whether ``given`` addresses are the shards' ``names`` in order, each as written or
-    qualified with a namespace (theirs, where the manifest names it: another namespace's
-    shards of the same name are other shards) and the cluster's domain, on the same port.
-    A name as written resolves in the namespace of the pod that dials it (``reader``): where
-    both are written and differ, it names another namespace's pods too. A name may be absolute,
-    with a trailing dot (``....svc.cluster.local.``, which spares the resolver its search
-    list), where it goes down to the cluster's domain."""
-    if len(given) != len(names):
-        return False
-    short_ok = namespace is None or reader is None or reader == namespace
-    for address, name in zip(given, names):
-        # as the ranks read each entry: blanks around it stripped, the port a number (05555)
-        host, _, port = address.strip().rpartition(":")
-        port = str(int(port)) if port.isascii() and port.isdigit() else port
-        host, absolute = host.removesuffix("."), host.endswith(".")
-        short, _, want = name.rpartition(":")
-        rest = host[len(short) :] if host.startswith(short) else None
-        qualified = rest is not None and _QUALIFIED.fullmatch(rest) is not None
-        if qualified and namespace is not None:
-            qualified = rest.split(".")[1] == namespace
-        if absolute:  # no search list: only a name down to the cluster's domain resolves
-            qualified = qualified and len(rest.split(".")) > 3
-        if port != want or not ((host == short and short_ok and not absolute) or qualified):
-            return False
-    return True
-
-
-def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
-    shards = _shard_names(objs)
-    replicas = None if shards is None else shards[1]  # None too where it is no integer
-    for obj in objs:
-        for where, template in _templates(obj):
-            for container in _containers(template):
-                argv = _argv(container)
-                num_shards = _shard_setting(container, "num_shards")
-                if replicas is not None and num_shards not in (None, str(replicas)):
-                    yield (
-                        f"{where}: --num-shards {num_shards} but the "
-                        f"StatefulSet has {replicas} replicas"
-                    )
-                # as the kubelet passes them; a value only the cluster knows is not judged
-                flag = _flag(argv, "--pservers", last=True)
-                _, from_env = env_as_seen(container, "DISTCONV_PSERVERS")
-                for source, text in (
-                    ("--pservers", None if flag is None else expand(flag, container)),
-                    ("DISTCONV_PSERVERS", from_env),
-                ):
-                    # a blank DISTCONV_PSERVERS is unset, as the ranks read it
-                    if (
-                        text is None
-                        or _is_filled(text)
-                        or (source != "--pservers" and not text.strip())
-                    ):
-                        continue
-                    if shards is None:
-                        yield f"{where}: {source} is set but the job has no shard StatefulSet"
-                    elif shards[0] is not None and not _same_shards(
-                        text.split(","), shards[0], shards[2], _namespace(obj)
-                    ):
-                        yield (
-                            f"{where}: {source} {text!r} is not the shards' DNS names "
-                            f"{','.join(shards[0])!r}"
-                            + _other_namespace(text.split(","), shards, _namespace(obj))
-                        )
-
-
-def _other_namespace(given: list[str], shards: tuple, reader: str | None) -> str:
-    """Why ``given``, the shards' names as written, names other pods: a short name resolves in
-    the dialling pod's namespace (``reader``), not the shards'. Empty where they differ."""
-    names, namespace = shards[0], shards[2]
-    if reader in (None, namespace) or not _same_shards(given, names, namespace, namespace):
-        return ""
-    first = names[0].replace(":", f".{namespace}:", 1)
-    why = f"a short name resolves in the dialling pod's namespace, {reader}, not the shards'"
-    return f": {why}, {namespace}: qualify each name with theirs ({first})"
 
 
 def _conventions(objs: Sequence[Manifest]) -> Iterator[str]:
