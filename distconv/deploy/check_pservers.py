@@ -31,6 +31,9 @@ from distconv.endpoint import split_endpoint
 #: longer than an object the API server stores may be (1.5 MiB, 7 bytes a name at least), and
 #: ``replicas: 1000000000`` listed a billion names, past the process's memory, before a check
 MAX_LISTED_SHARDS = 200_000
+#: the most shard names a line shows, the rest counted (as located's places are): 200000 shards
+#: made a line of megabytes
+MAX_NAMED = 5
 
 
 def _shard_names(
@@ -135,10 +138,18 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
                         text.split(","), shards[0], shards[2], _namespace(obj)
                     ):
                         yield (
-                            f"{where}: {source} {text!r} is not the shards' DNS names "
-                            f"{','.join(shards[0])!r}"
+                            f"{where}: {source} {_listed(text.split(','))} is not the shards' "
+                            f"DNS names {_listed(shards[0])}"
                             + _other_namespace(text.split(","), shards, _namespace(obj))
                         )
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``names`` as a line shows them: the first :data:`MAX_NAMED` ``,``-joined and quoted, as
+    written (``'a-0.a:5555,a-1.a:5555'``), then how many more (``... and 995 more``)."""
+    shown = repr(",".join(names[:MAX_NAMED]))
+    rest = len(names) - MAX_NAMED
+    return f"{shown} and {rest} more" if rest > 0 else shown
 
 
 def _other_namespace(given: list[str], shards: tuple, reader: str | None) -> str:

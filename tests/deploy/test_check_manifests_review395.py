@@ -11,6 +11,8 @@ import time
 import pytest
 
 from distconv.deploy import check_command
+from distconv.deploy.check import manifest_problems
+from distconv.deploy.render import render_manifests
 from tests.deploy.test_counts import PSERVER, _problems_with
 
 pytestmark = pytest.mark.timeout(30)
@@ -76,3 +78,30 @@ def test_utf32_text_is_refused_by_its_name(tmp_path, codec):
     assert (
         str(refused.value) == f"{path}: UTF-32 text (its byte order mark): kubectl reads no UTF-32"
     )
+
+
+def _dns_lines(problems: list[str]) -> list[str]:
+    return [p for p in problems if "is not the shards' DNS names" in p]
+
+
+def test_the_shards_dns_names_a_line_shows_are_capped():
+    """A line that lists the shards' DNS names showed every one: 200000 shards made a line of
+    megabytes. It shows five and counts the rest, as a line's places are counted."""
+    problems = _problems_with(PSERVER, "StatefulSet", ("replicas",), 1000)
+    names = ",".join(f"ps-pserver-{i}.ps-pserver:5555" for i in range(5))
+    given = "'ps-pserver-0.ps-pserver:5555,ps-pserver-1.ps-pserver:5555'"
+    assert _dns_lines(problems) == [
+        f"Job ps-worker: {source} {given} is not the shards' DNS names '{names}' and 995 more"
+        for source in ("--pservers", "DISTCONV_PSERVERS")
+    ]
+
+
+def test_a_long_pservers_a_line_shows_is_capped_too():
+    """The ``--pservers`` a worker gives is shown the same way: six names, five shown."""
+    objs = render_manifests(**PSERVER, train_args=["--epochs", "2"])
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    given = ",".join(f"x-{i}:1" for i in range(6))
+    args[args.index("--pservers") + 1] = given
+    (line,) = [p for p in _dns_lines(manifest_problems(objs)) if "--pservers" in p]
+    assert line.startswith("Job ps-worker: --pservers 'x-0:1,x-1:1,x-2:1,x-3:1,x-4:1' and 1 more ")
