@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from typing import overload
 
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.check_workers import _shard_setting
@@ -27,18 +28,39 @@ from distconv.deploy.walk import (
 )
 from distconv.endpoint import split_endpoint
 
-#: the most shards whose DNS names are listed to compare a --pservers with: a list of more is
-#: longer than an object the API server stores may be (1.5 MiB, 7 bytes a name at least), and
-#: ``replicas: 1000000000`` listed a billion names, past the process's memory, before a check
-MAX_LISTED_SHARDS = 200_000
 #: the most shard names a line shows, the rest counted (as located's places are): 200000 shards
 #: made a line of megabytes
 MAX_NAMED = 5
 
 
+class ShardNames(Sequence[str]):
+    """The DNS names of ``count`` shards of StatefulSet ``name`` (``<name>-<i>.<service>:<port>``)
+    in ordinal order, each made as it is read: ``replicas: 1000000000`` (an int32 the API
+    server takes) listed at once was a billion strings, past the process's memory, and a
+    ``--pservers`` of another length is told apart by ``len`` alone."""
+
+    def __init__(self, name: str, service: object, port: object, count: int) -> None:
+        # not a format string: a name as written may hold braces
+        self._before, self._after, self._count = f"{name}-", f".{service}:{port}", count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return f"{self._before}{index % self._count}{self._after}"
+
+
 def _shard_names(
     objs: Sequence[Manifest],
-) -> tuple[list[str] | None, int | None, str | None] | None:
+) -> tuple[ShardNames | None, int | None, str | None] | None:
     """The shards' addresses in ordinal order, their count (None where it is no integer) and
     their namespace (None where the manifest leaves it to ``kubectl -n``), from the
     StatefulSet that runs ``distconv pserver``; None where the job has none. ``--bind`` is read
@@ -62,9 +84,9 @@ def _shard_names(
             return None, replicas, namespace
         name, service = metadata_of(sts).get("name"), spec.get("serviceName")
         # a generateName's random part: no address is known before it is made
-        if not name or replicas > MAX_LISTED_SHARDS:
+        if not name:
             return None, replicas, namespace
-        return [f"{name}-{i}.{service}:{port}" for i in range(replicas)], replicas, namespace
+        return ShardNames(name, service, port, replicas), replicas, namespace
     return None
 
 
@@ -76,7 +98,7 @@ _QUALIFIED = re.compile(
 
 
 def _same_shards(
-    given: list[str], names: list[str], namespace: str | None, reader: str | None = None
+    given: list[str], names: Sequence[str], namespace: str | None, reader: str | None = None
 ) -> bool:
     """Whether ``given`` addresses are the shards' ``names`` in order, each as written or
     qualified with a namespace (theirs, where the manifest names it: another namespace's

@@ -12,6 +12,7 @@ import pytest
 
 from distconv.deploy import check_command
 from distconv.deploy.check import manifest_problems
+from distconv.deploy.check_pservers import ShardNames
 from distconv.deploy.render import render_manifests
 from tests.deploy.test_counts import PSERVER, _problems_with
 
@@ -105,3 +106,26 @@ def test_a_long_pservers_a_line_shows_is_capped_too():
     args[args.index("--pservers") + 1] = given
     (line,) = [p for p in _dns_lines(manifest_problems(objs)) if "--pservers" in p]
     assert line.startswith("Job ps-worker: --pservers 'x-0:1,x-1:1,x-2:1,x-3:1,x-4:1' and 1 more ")
+
+
+def test_a_wrong_pservers_is_named_however_many_shards_there_are():
+    """Past 200000 replicas (MAX_LISTED_SHARDS), 55376cee compared no ``--pservers`` at all, so
+    a worker's list of two names for 300000 shards passed unnamed. The names are made as they
+    are compared: a list of another length is told apart by its length, at once."""
+    started = time.monotonic()
+    problems = _problems_with(PSERVER, "StatefulSet", ("replicas",), 300_000)
+    assert time.monotonic() - started < 5
+    names = ",".join(f"ps-pserver-{i}.ps-pserver:5555" for i in range(5))
+    assert [line.split(" DNS names ")[1] for line in _dns_lines(problems)] == [
+        f"'{names}' and 299995 more"
+    ] * 2
+
+
+def test_the_shards_names_are_made_as_written():
+    """Each name is the StatefulSet's name, ordinal, service and port as written, braces too
+    (no format string), by index, from the end and by slice."""
+    names = ShardNames("a{0}", "s", 5555, 3)
+    assert list(names) == ["a{0}-0.s:5555", "a{0}-1.s:5555", "a{0}-2.s:5555"]
+    assert (len(names), names[-1], names[1:]) == (3, "a{0}-2.s:5555", list(names)[1:])
+    with pytest.raises(IndexError):
+        names[3]
