@@ -51,14 +51,24 @@ def _kept(start: bytes, end: bytes, size: int) -> str:
     the bytes cut between them, from its ``start`` and ``end`` (the whole line, or what
     :class:`KeptEnds` keeps of it), each cut moved off a UTF-8 character and an escape (the
     start's back, the end's forward)."""
-    head, tail = _char_start(start, _HALF, -1), _char_start(end, len(end) - _HALF, 1)
-    while head > 0 and _in_escape(start, head):
-        head -= 1
-    while tail < len(end) and _in_escape(end, tail):
-        tail += 1
+    head, tail = _cut_place(start, _HALF, -1), _cut_place(end, len(end) - _HALF, 1)
     cut = size - head - (len(end) - tail)
     first, last = (part.decode(errors="replace") for part in (start[:head], end[tail:]))
     return f"{first}[... {cut} bytes cut ...]{last}"
+
+
+def _cut_place(data: bytes, at: int, step: int) -> int:
+    """``at``, or the nearest place ``step`` (-1 back, 1 forward) from it where a cut splits
+    neither a UTF-8 character nor a JSON escape. The two moves alternate until neither moves:
+    a move off an escape can land inside a character (``\\é``, a backslash in a Windows path
+    before an accented letter: the escape's end is the ``é``'s second byte)."""
+    while True:
+        place = _char_start(data, at, step)
+        while 0 < place < len(data) and _in_escape(data, place):
+            place += step
+        if place == at:
+            return at
+        at = place
 
 
 def _char_start(data: bytes, at: int, step: int) -> int:

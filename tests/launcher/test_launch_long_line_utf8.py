@@ -104,3 +104,21 @@ def test_the_tails_kept_form_is_cut_between_characters(char, shift):
     for at in range(0, len(line) + 1, 4096):
         ends.add((line + b"\n")[at : at + 4096])
     assert ends.text() == kept
+
+
+@pytest.mark.parametrize("char", ["é", "€", "😀"])
+@pytest.mark.parametrize("escape", [b"\\", b"\\u"])
+def test_a_cut_moved_off_an_escape_is_not_left_inside_a_character(char, escape):
+    """The end's cut was moved off a UTF-8 character, then off an escape: where a backslash
+    came just before a character (``C:\\été``), the move off the escape ended inside it."""
+    rest = char.encode() * 10
+    line = b"a" * 40000 + escape + rest + b"b" * (KEPT_LINE_BYTES // 2 - len(rest))
+    kept = kept_line(line + b"\n")
+    assert "\ufffd" not in kept
+    first, cut, last = (part.encode() for part in CUT_MARK.split(kept))
+    assert len(first) + int(cut) + len(last) == len(line)
+    assert last == line[len(line) - len(last) :]
+    ends = KeptEnds()
+    for at in range(0, len(line) + 1, 4096):
+        ends.add((line + b"\n")[at : at + 4096])
+    assert ends.text() == kept
