@@ -6,6 +6,7 @@ the join that docs/operations.md gives glued it to the line before. They now nam
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from launcher.child import READ_PIECE, Child, ChildSpec
+from tests.launcher.real_children import mpiexec_or_skip
 
 #: a line a piece and a bit long, then what ``bash -x`` prints of a command
 PRINTER = (
@@ -51,3 +53,28 @@ def test_an_mpiexec_long_lines_later_pieces_are_told_from_a_ranks_plus_lines(tmp
 def test_the_docs_give_the_mpiexec_marker():
     docs = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
     assert "the later pieces begin with `[mpiexec]+ `" in docs
+
+
+#: a rank's line of a few of Hydra's 64 KiB chunks
+RANK_LINE = "import os; os.write(1, b'a' * 200000 + b'\\n')"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(30)
+def test_the_docs_say_hydra_tags_a_ranks_long_line_again_inside_it(tmp_path):
+    """The docs said the join gives the line back under ``mpi`` too; it gives ``mpiexec``'s,
+    in which Hydra put the rank's tag again before each chunk of the rank's line."""
+    mpiexec = mpiexec_or_skip()
+    version = subprocess.run(
+        [mpiexec, "--version"], capture_output=True, text=True, timeout=10, check=False
+    )
+    if "HYDRA" not in version.stdout:
+        pytest.skip("mpiexec is not MPICH's Hydra")
+    printed = subprocess.run(
+        [mpiexec, "-n", "1", "-prepend-rank", sys.executable, "-c", RANK_LINE],
+        capture_output=True, timeout=20, check=True, cwd=tmp_path,
+    ).stdout  # fmt: skip
+    (line,) = printed.splitlines()
+    assert line.startswith(b"[0] a") and line.count(b"[0] ") > 1
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "operations.md").read_text().split())
+    assert "puts the rank's tag (`[0] `) again before each chunk of up to 64 KiB" in docs
