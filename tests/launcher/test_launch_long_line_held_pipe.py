@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,11 @@ def test_a_line_cut_off_by_a_held_pipe_is_in_the_reports_tail(tmp_path, monkeypa
     finally:  # (then the pump reads the rest, and ends)
         if stray is not None:
             os.kill(stray, signal.SIGKILL)
+
+
+def test_the_docs_say_what_a_held_pipe_leaves_out_of_the_tail():
+    """The docs said the tail has such a line "as far as it came"; the bytes after its last
+    whole piece (the ``c`` s above, which the child wrote) are in neither the tail nor the log."""
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "operations.md").read_text().split())
+    assert "the bytes after its last whole 1 MiB piece are in neither the tail nor the log" in docs
+    assert "as far as it came" not in docs
