@@ -25,11 +25,11 @@ from launcher.mpi import (
     parse_hostfile,
     parse_hosts,
 )
+from tests.child_env import child_path
 from tests.launcher.launch_cli import ENV as LAUNCH_ENV
 from tests.launcher.real_children import mpiexec_or_skip
 from tests.processes import run_job
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
 HYDRA = """HYDRA build details:
@@ -138,8 +138,9 @@ def test_more_ranks_than_slots_is_refused():
 
 
 def launch_env() -> dict[str, str]:
-    """The environment the tests run the launcher in."""
-    base = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT), "HOME": "/tmp"}
+    """The environment the tests run the launcher in: this checkout, then the parent's own
+    ``PYTHONPATH`` (:func:`tests.child_env.child_path`), for the launcher and its ranks."""
+    base = {"PATH": os.environ["PATH"], "PYTHONPATH": child_path(), "HOME": "/tmp"}
     # Open MPI's own settings (root in a container, oversubscription: .ci/openmpi) carry over
     base.update({k: v for k, v in os.environ.items() if k.startswith(("OMPI_", "PRTE_"))})
     return base
