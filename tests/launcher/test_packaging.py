@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,30 @@ tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Py
 
 def pyproject() -> dict:
     return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+
+
+def build_leftovers() -> dict[str, int]:
+    """What a build in the checkout leaves there (``build/``, ``*.egg-info``): each file's
+    path and modification time."""
+    found = [REPO_ROOT / "build", *REPO_ROOT.glob("*.egg-info")]
+    return {
+        str(path): path.stat().st_mtime_ns
+        for top in found
+        for path in [top, *top.rglob("*")]
+        if path.exists()
+    }
+
+
+def sources(into: Path) -> Path:
+    """The files a wheel is built from, copied to ``into``: pip builds in the tree it is
+    given, and in the checkout its ``build/`` outlived the run (another test's leftovers, or a
+    module deleted since, went into the next wheel) and was written by whatever ran beside."""
+    into.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO_ROOT / name, into / name)
+    for name in ("distconv", "launcher"):
+        shutil.copytree(REPO_ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return into
 
 
 def test_every_distconv_package_is_listed():
@@ -41,12 +66,14 @@ def test_console_scripts():
 @pytest.mark.timeout(300)
 def test_a_wheel_install_has_distconv_launch_and_no_launcher(tmp_path):
     target = tmp_path / "site"
+    left = build_leftovers()
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--no-cache-dir", "--target", str(target), str(REPO_ROOT)],
+         "--no-cache-dir", "--target", str(target), str(sources(tmp_path / "src"))],
         capture_output=True, text=True, timeout=280, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert build_leftovers() == left, "the build wrote into the checkout"
     assert (target / "distconv" / "launch" / "supervisor.py").is_file()
     assert not (target / "launcher").exists()
     assert (target / "bin" / "distconv-launch").is_file()
