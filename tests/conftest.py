@@ -1,9 +1,10 @@
-"""Shared fixtures: a seeded generator, the optional PyTorch reference, cupy on a device, the
-kernel pool's use, the convolution layout forced, a convolution's weight gradient by its
-definition."""
+"""Shared hooks and fixtures: ``-n logical``'s worker count, a seeded generator, the optional
+PyTorch reference, cupy on a device, the kernel pool's use, the convolution layout forced, a
+convolution's weight gradient by its definition."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 import numpy as np
@@ -18,6 +19,21 @@ def pytest_configure(config) -> None:
     ``.ci/run`` started with ``&``). A test of the ignored case sets it in its child itself."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """``-n logical`` (the README's and CI's command): one worker per CPU this process may run
+    on. pytest-xdist asks psutil first where it is installed, and psutil counts every CPU of
+    the host, past ``taskset`` and a container's ``--cpuset-cpus``: a job pinned to 2 of 64
+    started 64 workers there (2 where psutil is missing). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still decides where it is set; ``-n auto`` is left as pytest-xdist has it."""
+    if config.option.numprocesses != "logical" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    try:
+        return len(os.sched_getaffinity(0)) or None
+    except AttributeError:  # macOS, Windows: pytest-xdist's own count
+        return None
 
 
 @pytest.fixture
