@@ -73,14 +73,47 @@ def _bench_module():
 
 
 def _processes_naming(token: str) -> list[str]:
+    """The pids of processes whose arguments hold ``--rank TOKEN``: those two arguments, not
+    the token's digits anywhere in a command line, which a process of another test (a pid or
+    a random number among its arguments, in the other xdist worker) may hold too."""
+    mark = f"\0--rank\0{token}\0".encode()
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if token in cmdline.read_bytes().decode(errors="replace"):
+            if mark in b"\0" + cmdline.read_bytes():
                 found.append(cmdline.parent.name)
         except OSError:  # gone meanwhile
             pass
     return found
+
+
+def _started(*args: str) -> subprocess.Popen:
+    """A Python waiting on its stdin with ``args``, once ``/proc`` shows them (not yet the
+    fork's copy of this process's)."""
+    argv = [sys.executable, "-c", "import sys; sys.stdin.read()", *args]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE)
+    shown, deadline = b"\0".join(a.encode() for a in argv) + b"\0", time.monotonic() + 10
+    while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != shown:
+        assert time.monotonic() < deadline, "the process never showed its arguments"
+        time.sleep(0.01)
+    return proc
+
+
+@pytest.mark.timeout(30)
+def test_only_the_jobs_own_processes_are_named_by_its_token():
+    """The token's digits inside another process's argument (another test's pid or number)
+    are not the job's: the old substring match named that process, waited 10 s for it to end
+    and SIGKILLed it. A rank's ``--rank TOKEN`` still is."""
+    token = str(90000 + os.getpid() % 9999)
+    procs = []
+    try:
+        procs.append(_started(f"1{token}5", "--rank", token + "0"))
+        procs.append(_started("--sync", "local", "--rank", token))
+        assert _processes_naming(token) == [str(procs[1].pid)]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(10)
 
 
 @pytest.mark.timeout(120)
