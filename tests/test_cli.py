@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -367,18 +369,26 @@ def test_defaults_reach_98_percent_on_digits(tmp_path):
     assert last["test_acc"] >= 0.98, last
 
 
+def _served_port(child: subprocess.Popen, log: Path, timeout: float = 60) -> int:
+    """The port ``child`` (``--health-port 0``) says it serves probes and metrics on, from its
+    stderr in ``log``."""
+    deadline = time.monotonic() + timeout
+    while not (said := re.search(r"probes and metrics on port (\d+)", log.read_text())):
+        assert child.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the worker never said its port"
+        time.sleep(0.05)
+    return int(said.group(1))
+
+
 def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
-    import socket
-    import time
     import urllib.error
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    with socket.socket() as s:  # a free port, as the OS sees it now
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": child_path()}
+    log = tmp_path / "stderr"
+    err = log.open("w")  # the child's: a pipe nobody read would stall it
     args = [*SMALL, "--batch-size", "4", "--epochs", "3", "--out", str(tmp_path / "r")]
     child = subprocess.Popen(
         [
@@ -388,14 +398,16 @@ def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
             "train",
             *args,
             "--health-port",
-            str(port),
+            "0",  # the kernel's choice, read from the log: a port chosen here and bound
+            # later by the child could be taken meanwhile (the other xdist worker's tests)
             "--stall-seconds",
             "900",
         ],  # a checkpoint may take longer than the 300 s default
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=err,
     )
+    err.close()
 
     def get(path):
         try:
@@ -407,6 +419,7 @@ def test_a_worker_serves_probes_and_metrics_while_it_trains(tmp_path):
             return None, ""
 
     try:
+        port = _served_port(child, log)  # in the try: a child that never says it is killed
         deadline = time.monotonic() + 60
         while get("/readyz")[0] != 200 and time.monotonic() < deadline:
             time.sleep(0.05)
