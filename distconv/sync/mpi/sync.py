@@ -63,7 +63,7 @@ from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.shutdown import Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import drain_abandoned, to_the_end, update_step
+from distconv.sync.mpi.updates import drain_abandoned, finish_pieces, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -357,7 +357,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
             if self._thread is None:  # the pieces left onto the wire, to the end (reduce_all)
-                to_the_end(self._pump.finish, alone)
+                finish_pieces(self._pump, alone)
             else:  # or to the thread
                 self._pump.finish()
             # every piece queued before the flags' wait: else the thread, blocked there, would

@@ -173,6 +173,18 @@ def to_the_end(
             _keep(kept, exc)
 
 
+def finish_pieces(pump: PiecePump, alone: list[BaseException]) -> None:
+    """Without the thread, the step's last pieces onto the wire and waited for
+    (:meth:`~.pieces.PiecePump.finish`), to the end (:func:`to_the_end`, keeping an interrupt
+    in ``alone``): only while a piece is on the wire, its request held by ``pump``, so the
+    interrupt came from its Wait (made again, it returns at once). One raised with none there,
+    where a piece's Iallreduce may be made and its request lost (a Ctrl-C in the watchdog's
+    wrapper), is raised at once: made again, that start would put a collective on this rank
+    alone, which meets another piece of the other ranks'. (A stand-in pump with no ``request``
+    holds none.)"""
+    to_the_end(pump.finish, alone, pending=lambda: getattr(pump, "request", None) is not None)
+
+
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
     """Unpack ``bucket``; an error other than a SyncError (the 16-bit wire's check, made alike on
     every rank), a KeyboardInterrupt too, is kept in ``alone`` (:func:`_keep`), not raised."""

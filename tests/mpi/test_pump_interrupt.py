@@ -1,0 +1,70 @@
+"""finish_step's last pieces without the communication thread (updates.finish_pieces): a
+KeyboardInterrupt raised as a piece's Wait returns is kept and the Wait made again, so this rank
+ends the step's collectives; one raised while a piece starts (its Iallreduce made, its request
+not yet held by the pump: a SIGINT raised in the watchdog's wrapper of the request) is raised at
+once. Made again, that start put a second Iallreduce of the piece on this rank alone: it met the
+other ranks' next piece, whose sums it then mixed with this one's, and the last went unmatched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from distconv.sync.mpi.pieces import PiecePump
+from distconv.sync.mpi.updates import finish_pieces
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Request:
+    """A request that completes at its Wait, raising ``interrupt`` as its first returns."""
+
+    def __init__(self, interrupt: BaseException | None) -> None:
+        self.interrupt, self.waits = interrupt, 0
+
+    def Wait(self) -> None:  # noqa: N802 - mpi4py's spelling
+        self.waits += 1
+        if self.waits == 1 and self.interrupt is not None:
+            raise self.interrupt
+
+
+class Comm:
+    """Records each piece started; ``at``: ``("start", k)`` raises an interrupt once piece k's
+    Iallreduce is made, ``("wait", k)`` as its request's first Wait returns."""
+
+    def __init__(self, at: tuple[str, int]) -> None:
+        self.at, self.started, self.requests = at, [], []
+
+    def Iallreduce(self, in_place: Any, piece: int, op: Any) -> Request:  # noqa: N802
+        self.started.append(piece)
+        hit = self.started.count(piece) == 1 and self.at[1] == piece
+        request = Request(KeyboardInterrupt("wait") if hit and self.at[0] == "wait" else None)
+        self.requests.append(request)
+        if hit and self.at[0] == "start":
+            raise KeyboardInterrupt("start")
+        return request
+
+
+def pump(comm: Comm) -> PiecePump:
+    """Three pieces (piece k reduces ``k``), none arrived yet."""
+    return PiecePump(comm, None, None, [lambda k=k: k for k in range(3)], [1, 1, 1], lambda: None)
+
+
+@pytest.mark.parametrize("piece", [0, 1])
+def test_an_interrupt_in_a_pieces_wait_is_kept_and_every_piece_goes_once(piece):
+    comm, alone = Comm(("wait", piece)), []
+    pieces = pump(comm)
+    finish_pieces(pieces, alone)
+    assert comm.started == [0, 1, 2]
+    assert [str(e) for e in alone] == ["wait"]
+    assert pieces.done
+
+
+@pytest.mark.parametrize("piece", [0, 1])
+def test_an_interrupt_in_a_pieces_start_is_raised_and_the_piece_not_started_again(piece):
+    comm, alone = Comm(("start", piece)), []
+    with pytest.raises(KeyboardInterrupt, match="start"):
+        finish_pieces(pump(comm), alone)
+    assert comm.started == list(range(piece + 1))  # each once: no collective on this rank alone
+    assert alone == []
