@@ -4,7 +4,10 @@ SIGINT that arrived during that Wait is raised once Python runs again), inside s
 ``finish_step`` with no communication thread: ``WHAT`` is ``Iallreduce on the gradients`` (a
 gradient piece's blocking Wait, :meth:`~distconv.sync.mpi.pieces.PiecePump.finish`) or
 ``Iallreduce on the job`` (the used-parameter flags' Wait,
-:meth:`~distconv.sync.mpi.used.UsedParams.complete`).
+:meth:`~distconv.sync.mpi.used.UsedParams.complete`). With the communication thread (``WHAT``
+``thread wait`` or ``thread finish``), the main thread's first wait on the thread for a bucket
+(:meth:`~distconv.sync.mpi.thread.CommThread.wait`) or for the flags
+(:meth:`~distconv.sync.mpi.thread.CommThread.finish`) raises it instead, once it has returned.
 
 Only ``a`` fires, so both buckets go in ``finish_step``. Each rank writes what its step raised
 to ``OUT/said<rank>.txt`` (``nothing`` where nothing was), abandons the step, as ``Trainer.fit``
@@ -20,6 +23,7 @@ import sys
 from pathlib import Path
 
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.watchdog import WatchedRequest
 from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save
 from tests.mpi.run_check_interrupt import step, what_raises
@@ -27,10 +31,13 @@ from tests.mpi.run_check_interrupt import step, what_raises
 
 def main() -> None:
     out, what = Path(sys.argv[1]), sys.argv[2]
-    sync, params = bucket_sync(overlap=False, timeout=8), bucket_params()
+    on_thread = what.startswith("thread ")
+    sync, params = bucket_sync(overlap=on_thread, timeout=8), bucket_params()
     with recorded(sync, out):
         sync.setup(params, {})
-        if sync.rank == 0:
+        if sync.rank == 0 and on_thread:
+            interrupt_first_call(CommThread, what.removeprefix("thread "))
+        elif sync.rank == 0:
             interrupt_first_wait(what)
         sync.start_step(1)
         said = what_raises(lambda: step(sync, params[0]))
@@ -54,6 +61,20 @@ def interrupt_first_wait(what: str) -> None:
             raise KeyboardInterrupt(request._what)
 
     WatchedRequest.Wait = interrupted  # type: ignore[method-assign]
+
+
+def interrupt_first_call(owner: type, name: str) -> None:
+    """The next call (this process) of ``owner.name`` waits as usual, then raises a
+    KeyboardInterrupt naming it, as a SIGINT reaching the main thread there would."""
+    call, raised = getattr(owner, name), []
+
+    def interrupted(*args: object) -> None:
+        call(*args)
+        if not raised:
+            raised.append(True)
+            raise KeyboardInterrupt(f"CommThread.{name}")
+
+    setattr(owner, name, interrupted)
 
 
 if __name__ == "__main__":

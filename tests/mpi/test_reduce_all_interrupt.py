@@ -142,3 +142,37 @@ def test_to_the_end_keeps_the_first_interrupt_and_raises_a_second():
 
     with pytest.raises(RuntimeError):
         to_the_end(failing, [])
+
+
+class Thread:
+    """A communication thread that runs each call at once; its first ``finish`` raises an
+    interrupt as it returns (a Ctrl-C in the main thread's wait for the flags)."""
+
+    def __init__(self) -> None:
+        self.calls, self.finishes = 0, 0
+
+    def call(self, work: Any, what: str, always: bool = False) -> object:
+        self.calls += 1
+        work(lambda request: request.Wait())
+        return object()
+
+    def finish(self, done: object) -> None:
+        self.finishes += 1
+        if self.finishes == 1:
+            raise KeyboardInterrupt("CommThread.finish")
+
+
+def test_the_flags_wait_on_the_thread_made_again_is_queued_once_and_reads_the_flags():
+    """With the thread, an interrupt in the wait for the flags leaves them pending; the call
+    made again waits for the same queued wait (a second would wait on a request read already)
+    and reads them: another rank's FAILED is still refused."""
+    thread, comm = Thread(), FlagsComm(theirs=FAILED)
+    used = UsedParams(comm, 2, None)
+    used.post(thread)  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        used.complete()
+    assert used.pending
+    with pytest.raises(SyncError, match="another rank's finish_step failed"):
+        used.complete()
+    assert (thread.calls, thread.finishes, comm.request.waits) == (2, 2, 1)  # start, wait
+    assert not used.pending

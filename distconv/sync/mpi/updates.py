@@ -101,22 +101,26 @@ def reduce_all(
     :meth:`~.used.UsedParams.fail`), a note there names it. A KeyboardInterrupt in
     an unpack is kept the same way (the other ranks' collectives come first), but wins over a
     kept error and over a later bucket's error or the flags' refusal, which is then its cause.
-    So is one in the wait of the flags or of a reduction by hand, without the thread (a Ctrl-C
-    there, where a fast rank waits for a slow one): the wait is made again (:func:`to_the_end`),
-    so this rank ends the step's collectives as the others do, and fails the step alone.
+    So is one in the wait of the flags, of a reduction by hand, or, with the thread, of a
+    bucket's reduction there (a Ctrl-C where a fast rank waits for a slow one): the wait is
+    made again (:func:`to_the_end`), so this rank ends the step's collectives as the others do,
+    and fails the step alone.
     """
     alone = [] if alone is None else alone
     kept = partial(to_the_end, kept=alone)  # a wait's interrupt: kept, the wait made again
+    # the flags' own interrupt (this rank's pack, UsedParams.fail) is raised once not pending
+    # (a stand-in without ``pending``: never)
+    flagged = partial(kept, used.complete, pending=lambda: getattr(used, "pending", False))
     try:  # the flags first without the thread (the others' FAILED wins over what was kept)
-        flags = None if thread is not None else kept(used.complete, pending=lambda: used.pending)
+        flags = None if thread is not None else flagged()
         for bucket in buckets:
-            if thread is not None:
-                _wait(thread, bucket)
+            if thread is not None:  # waiting on an event: made again, it returns once set
+                kept(partial(_wait, thread, bucket))
             elif not bucket.pieces:  # a 16-bit wire, reduced by hand
                 bucket.reduce(comm, lambda r: kept(r.Wait), None, None)
             _unpack(bucket, alone)
         if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
-            flags = used.complete()  # (another rank's failed pack) does not swallow what was kept
+            flags = flagged()  # (another rank's failed pack) does not swallow what was kept
     except BaseException as exc:  # a SyncError (every rank's), an MPI error, an interrupt (a wait,
         # this rank's pack kept by UsedParams.fail): this rank's in a note
         if alone and not isinstance(alone[0], Exception):  # an interrupt: asked to stop

@@ -53,6 +53,7 @@ class UsedParams:
         self._thread: CommThread | None = None
         self._posted = self._owed = False
         self._failed: BaseException | None = None  # this rank's error, said in its flags (fail)
+        self._waited: Any = None  # with the thread, its wait for the flags, once queued
 
     def reset(self) -> None:
         """A new step: nothing has fired."""
@@ -117,22 +118,26 @@ class UsedParams:
         parameters that fired on some rank, or None when every parameter did (the common
         case: nothing to skip).
 
-        Without the thread, a call interrupted as the exchange's Wait returns (a
-        KeyboardInterrupt) leaves it :attr:`pending`, for the next call to read.
+        A call interrupted in its wait (a KeyboardInterrupt as the exchange's Wait returns, or,
+        with the thread, in the wait for the thread's) leaves it :attr:`pending`, for the next
+        call to read: that call waits for the same exchange, never queues a second wait.
 
         Raises:
             SyncError: the communication thread failed.
         """
         if not self._posted:
             return None
-        if self._thread is None:  # pending till its Wait returns: an interrupt raised as it
-            self._request.Wait()  # returns leaves it to the next call (updates.to_the_end)
-            self._posted = False
+        # pending till its wait returns: an interrupt there leaves it to the next call
+        # (updates.to_the_end)
+        if self._thread is None:
+            self._request.Wait()
         else:  # on the thread too: while it reduces, it alone may call MPI
-            self._posted = False
-            done = self._thread.call(lambda wait: wait(self._request), "used-parameter flags")
-            self._thread.finish(done)
-        self._request, failed, self._failed = None, self._failed, None
+            if self._waited is None:  # queued once: a call made again waits for the same
+                wait_flags = lambda wait: wait(self._request)  # noqa: E731 - started there
+                self._waited = self._thread.call(wait_flags, "used-parameter flags")
+            self._thread.finish(self._waited)
+        self._request, self._waited, self._posted = None, None, False
+        failed, self._failed = self._failed, None
         if failed is not None:  # FAILED, every flag: the others refuse the step too
             raise failed
         if self.anywhere.size and self.anywhere.max() == FAILED:
@@ -160,6 +165,7 @@ class UsedParams:
         if self._request is not None:
             self._request.Wait()
         self._request, self._posted, self._owed, self._failed = None, False, False, None
+        self._waited = None
 
     def abandoned(self) -> None:
         """This rank abandoned a step whose check passed, before its ``finish_step`` started
