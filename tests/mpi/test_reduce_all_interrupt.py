@@ -176,3 +176,28 @@ def test_the_flags_wait_on_the_thread_made_again_is_queued_once_and_reads_the_fl
         used.complete()
     assert (thread.calls, thread.finishes, comm.request.waits) == (2, 2, 1)  # start, wait
     assert not used.pending
+
+
+class InterruptedBucket(HandBucket):
+    """A native bucket (its pieces reduced already) whose copy back meets a Ctrl-C."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pieces, self.compressed = [slice(0, 1)], False
+
+    def unpack(self) -> None:
+        self.unpacked = True
+        raise KeyboardInterrupt("second Ctrl-C")
+
+
+def test_a_second_interrupt_in_a_copy_back_stops_at_once():
+    """An interrupt kept from a wait, then a second in a bucket's copy back: asked twice, the
+    rank stops there (as in a wait made again), the first raised from the second, nothing
+    told. Before, the second was dropped and the later buckets copied back."""
+    first, told = KeyboardInterrupt("the Wait of an Iallreduce"), []
+    buckets = [InterruptedBucket(), HandBucket()]
+    with pytest.raises(KeyboardInterrupt) as caught:
+        reduce_all(buckets, None, None, posted(FlagsComm()), lambda: told.append(True), [first])
+    assert caught.value is first
+    assert str(caught.value.__cause__) == "second Ctrl-C"
+    assert [b.unpacked for b in buckets] == [True, False] and told == []

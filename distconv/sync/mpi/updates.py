@@ -123,7 +123,7 @@ def reduce_all(
             flags = flagged()  # (another rank's failed pack) does not swallow what was kept
     except BaseException as exc:  # a SyncError (every rank's), an MPI error, an interrupt (a wait,
         # this rank's pack kept by UsedParams.fail): this rank's in a note
-        if alone and not isinstance(alone[0], Exception):  # an interrupt: asked to stop
+        if _stopping(alone):  # an interrupt: asked to stop
             _raise_from(alone[0], exc)
         if alone and hasattr(exc, "add_note"):  # Python 3.11 on
             exc.add_note(f"an earlier bucket's copy back failed on this rank too: {alone[0]!r}")
@@ -172,7 +172,7 @@ def to_the_end(
         try:
             return call()
         except KeyboardInterrupt as exc:  # this rank's alone: the others' collectives first
-            if (kept and not isinstance(kept[0], Exception)) or (pending and not pending()):
+            if _stopping(kept) or (pending and not pending()):
                 raise
             _keep(kept, exc)
 
@@ -191,13 +191,21 @@ def finish_pieces(pump: PiecePump, alone: list[BaseException]) -> None:
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
     """Unpack ``bucket``; an error other than a SyncError (the 16-bit wire's check, made alike on
-    every rank), a KeyboardInterrupt too, is kept in ``alone`` (:func:`_keep`), not raised."""
+    every rank), a KeyboardInterrupt too, is kept in ``alone`` (:func:`_keep`), not raised; but
+    an interrupt where one is kept already (asked twice: stop at once, as :func:`to_the_end`)."""
     try:
         bucket.unpack()
     except SyncError:
         raise
     except BaseException as exc:  # this rank's alone: the other ranks' collectives come first
+        if _stopping(alone) and not isinstance(exc, Exception):
+            raise
         _keep(alone, exc)
+
+
+def _stopping(alone: list[BaseException]) -> bool:
+    """Whether ``alone`` keeps an interrupt (not an Exception): this rank was asked to stop."""
+    return bool(alone) and not isinstance(alone[0], Exception)
 
 
 def _keep(alone: list[BaseException], exc: BaseException) -> None:
