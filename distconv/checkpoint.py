@@ -120,15 +120,16 @@ def save_checkpoint(
 
     Raises:
         CheckpointError: a parameter name clashes with the optimizer-state prefix or another
-            name, the optimizer state or an entry of it is no mapping, ``step`` or a count of
-            the state (Adam's ``step``) is no count (a whole number from 0 to int64's
+            name, the optimizer state or an entry of it is no mapping, ``step``, ``epoch`` or a
+            count of the state (Adam's ``step``) is no count (a whole number from 0 to int64's
             largest, which a restore would refuse), or the file cannot be written (the
             message names the file and the cause, such as "no space left on device"); the
             old checkpoint is left as it was.
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
-    if problems := save_problems({} if optim_state is None else optim_state, step):
+    state = {} if optim_state is None else optim_state
+    if problems := save_problems(state, {"step": step, "epoch": epoch}):
         raise CheckpointError(f"cannot save checkpoint {path}: {'; '.join(problems)}")
     tensors = _tensors(params, optim_state or {})
     metadata = {

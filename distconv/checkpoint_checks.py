@@ -22,20 +22,24 @@ def native(dtype: Any) -> np.dtype:
     return np.dtype(dtype).newbyteorder("=")
 
 
-def save_problems(state: Any, step: Any) -> list[str]:
-    """What keeps ``state`` and ``step`` from being saved: :func:`malformed` state, then a
-    count of it (a 0-d integer value, Adam's ``step``) or a ``step`` that is no count (a whole
-    number from 0 to int64's largest), which a restore or a sync's ``load_state_dict`` would
-    refuse: refused at the save, a run keeps its checkpoint before instead of writing one it
-    cannot resume from."""
+def save_problems(state: Any, counts: Mapping[str, Any]) -> list[str]:
+    """What keeps ``state`` and the run's ``counts`` (``{"step": 7, "epoch": 2}``) from being
+    saved: :func:`malformed` state, then a count of it (a 0-d integer value, Adam's ``step``)
+    or one of ``counts`` that is no count (a whole number from 0 to int64's largest), which a
+    restore or a sync's ``load_state_dict`` would refuse, or ``int()`` would cut (2.5 to 2):
+    refused at the save, a run keeps its checkpoint before instead of writing one it cannot
+    resume from."""
     problems = malformed(state) or [
         f"optimizer state {name}/{key}: {what}"
         for name, entry in state.items()
         for key, value in entry.items()
         if _is_count(value) and (what := not_counts(value)) is not None
     ]
-    if (what := not_counts(step)) is not None:
-        problems.append(f"step {step!r}: {what}")
+    problems += [
+        f"{name} {value!r}: {what}"
+        for name, value in counts.items()
+        if (what := not_counts(value)) is not None
+    ]
     return problems
 
 

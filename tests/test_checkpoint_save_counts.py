@@ -51,3 +51,26 @@ def test_a_whole_step_is_saved(tmp_path, step):
     ckpt = load_checkpoint(path)
     assert ckpt.step == int(step)
     assert ckpt.optim_state["w"]["step"] == int(step)
+
+
+@pytest.mark.parametrize("epoch", [-1, 2.5, float("nan"), 2**63], ids=str)
+def test_an_epoch_that_is_no_count_is_refused_and_the_old_file_kept(tmp_path, epoch):
+    """The epoch was saved as ``int(epoch)``: -1 as -1, 2.5 as 2, NaN a bare ValueError."""
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, _params(), _adam(np.int64(4)), step=4, epoch=1)
+    before = path.read_bytes()
+    with pytest.raises(CheckpointError, match=r"cannot save checkpoint .*: epoch .*not a count"):
+        save_checkpoint(path, _params(), _adam(np.int64(5)), step=5, epoch=epoch)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+@pytest.mark.parametrize(
+    "epoch",
+    [7, np.int64(7), np.array(7), 7.0, np.int64(2**63 - 1)],
+    ids=["int", "int64", "0-d array", "float 7.0", "int64 max"],
+)
+def test_a_whole_epoch_is_saved(tmp_path, epoch):
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, _params(), _adam(np.int64(1)), step=1, epoch=epoch)
+    assert load_checkpoint(path).epoch == int(epoch)
