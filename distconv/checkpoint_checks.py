@@ -38,9 +38,21 @@ def save_problems(state: Any, counts: Mapping[str, Any]) -> list[str]:
     problems += [
         f"{name} {value!r}: {what}"
         for name, value in counts.items()
-        if (what := not_counts(value)) is not None
+        if (what := _not_one_count(value)) is not None
     ]
     return problems
+
+
+def _not_one_count(value: Any) -> str | None:
+    """Why ``value`` is not one count (:func:`~distconv.sync.local.not_counts`), or None: an
+    array of counts (``[1, 2]``, ``np.array([5])``) passed that check and ``int()`` then raised
+    a bare TypeError, and a bool (``True``) was saved as 1."""
+    if (what := not_counts(value)) is not None:
+        return what
+    a = np.asarray(to_host(value))
+    if a.ndim != 0:
+        return f"shape {a.shape} given, not a count"
+    return "a bool given, not a count" if a.dtype.kind == "b" else None
 
 
 def _is_count(value: Any) -> bool:

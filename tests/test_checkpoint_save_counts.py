@@ -74,3 +74,18 @@ def test_a_whole_epoch_is_saved(tmp_path, epoch):
     path = tmp_path / "c.safetensors"
     save_checkpoint(path, _params(), _adam(np.int64(1)), step=1, epoch=epoch)
     assert load_checkpoint(path).epoch == int(epoch)
+
+
+@pytest.mark.parametrize("name", ["step", "epoch"])
+@pytest.mark.parametrize(
+    "value, said",
+    [([1, 2], r"shape \(2,\)"), (np.array([5]), r"shape \(1,\)"), (True, "a bool")],
+    ids=["list", "1-d array", "bool"],
+)
+def test_a_run_count_that_is_not_one_number_is_refused(tmp_path, name, value, said):
+    """An array of counts passed the count check and int() raised a bare TypeError; a bool
+    was saved as 1."""
+    path = tmp_path / "c.safetensors"
+    with pytest.raises(CheckpointError, match=rf"{name} .*: {said} given, not a count"):
+        save_checkpoint(path, _params(), _adam(np.int64(1)), **{name: value})
+    assert list(tmp_path.iterdir()) == []
