@@ -32,8 +32,7 @@ def save_problems(state: Any, counts: Mapping[str, Any]) -> list[str]:
     problems = malformed(state) or [
         f"optimizer state {name}/{key}: {what}"
         for name, entry in state.items()
-        for key, value in entry.items()
-        if _is_count(value) and (what := not_counts(value)) is not None
+        for key, what in bad_counts(entry).items()
     ]
     problems += [
         f"{name} {value!r}: {what}"
@@ -53,6 +52,17 @@ def _not_one_count(value: Any) -> str | None:
     if a.ndim != 0:
         return f"shape {a.shape} given, not a count"
     return "a bool given, not a count" if a.dtype.kind == "b" else None
+
+
+def bad_counts(entry: Mapping[str, Any]) -> dict[str, str]:
+    """The counts of one parameter's (or a shard's block's) optimizer state ``entry`` that are
+    no count (:func:`~distconv.sync.local.not_counts`), by key, each with what it holds; a
+    count is a 0-d integer value (Adam's ``step``), every other buffer a float."""
+    return {
+        key: what
+        for key, value in entry.items()
+        if _is_count(value) and (what := not_counts(value)) is not None
+    }
 
 
 def _is_count(value: Any) -> bool:

@@ -36,9 +36,20 @@ class CheckpointParts:
         Args:
             step: the checkpoint's step (digits), or ``"last"`` on SIGTERM.
             keep: parts to keep after a numbered step (None: ``--keep-parts``; 0: all).
+
+        Raises:
+            CheckpointError: a block's optimizer count holds what is no count (a shard bug;
+                nothing is written or pruned), or the part cannot be written.
         """
         from distconv.checkpoint import CheckpointError, save_tensors
 
+        directory = Path(self.config.checkpoint_dir)
+        path = directory / f"pserver-shard{self.index}-step{step}.safetensors"
+        if problems := self._bad_counts():
+            raise CheckpointError(
+                f"cannot save checkpoint {path}: shard {self.index} holds optimizer counts "
+                f"that are no count ({'; '.join(problems)}); the parts before are kept"
+            )
         tensors = {}
         for bid, b in self.blocks.items():
             tensors[f"block.{bid}.value"] = b.value
@@ -54,8 +65,6 @@ class CheckpointParts:
             "optimizer": json.dumps(self.optimizer.config() if self.optimizer else {}),
             "completed": json.dumps(self.completed),
         }
-        directory = Path(self.config.checkpoint_dir)
-        path = directory / f"pserver-shard{self.index}-step{step}.safetensors"
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # removed since the start, a file in its place, a full disk
@@ -69,6 +78,18 @@ class CheckpointParts:
             except OSError as exc:  # the part is written: its checkpoint stands, a later prunes
                 log.warning("shard %d: not pruning old checkpoint parts now: %s", self.index, exc)
         return path
+
+    def _bad_counts(self) -> list[str]:
+        """Each block's optimizer count (Adam's ``step``) that is no count, by block and
+        parameter: written, it went on into the chief's checkpoint (``get_state``) and was
+        refused only at the resume, after the checkpoints before could have been pruned."""
+        from distconv.checkpoint_checks import bad_counts
+
+        return [
+            f"block {bid} of {self.params[b.param].name!r}, state {key}: {what}"
+            for bid, b in self.blocks.items()
+            for key, what in bad_counts(b.state).items()
+        ]
 
     def save_requested_part(self, step: int, keep: int | None) -> Path:
         """:meth:`save_part` for the chief's ``checkpoint`` request. A write that fails (a full
