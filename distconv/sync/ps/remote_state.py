@@ -217,7 +217,7 @@ class RemoteState:
         if not self.is_chief:
             return
         fresh = self._fresh_state()
-        problems = state_problems(fresh, state) or count_problems(state, self.optimizer.buffers)
+        problems = state_problems(fresh, state) or count_problems(state)
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: {'; '.join(problems)}")
         keys = set(self.optimizer.init_state(np.zeros(1)))

@@ -15,7 +15,7 @@ sparse table's per-row counts.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -63,21 +63,22 @@ def count_of_rows(runs: Any, spec: ParamSpec, block: Block, key: str) -> int:
     return int(a[first:last, 1].max())
 
 
-def count_problems(state: Mapping[str, Mapping[str, Any]], buffers: Collection[str]) -> list[str]:
-    """What ``state``'s counts hold that is no count (a whole number from 0 to int64's
-    largest), each named by parameter and key: the per-row ones (``K + PER_ROW``,
-    ``K + RUNS``), which :func:`~distconv.sync.local.state_problems` skips (other syncs ignore
-    them), and each scalar key ``K`` (not among the optimizer's ``buffers``: Adam's ``step``),
-    which every block takes where no per-row key is given. Such a value reached ``np.unique``
-    or ``np.array(..., int64)`` as a bare TypeError or ValueError naming neither, or went to
-    the shards as a count (-1; NaN and 2**63 as -2**63; 2.5 as 2).
+def count_problems(state: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What ``state``'s per-row counts (``K + PER_ROW``, ``K + RUNS``) hold that is no count
+    (a whole number from 0 to int64's largest), each named by parameter and key: those are
+    the ones :func:`~distconv.sync.local.state_problems` skips (other syncs ignore them). Such
+    a value reached ``np.unique`` or ``np.array(..., int64)`` as a bare TypeError or
+    ValueError naming neither, or went to the shards as a count (-1; NaN and 2**63 as
+    -2**63; 2.5 as 2).
 
-    ``state`` is one :func:`~distconv.sync.local.state_problems` found nothing in."""
+    ``state`` is one :func:`~distconv.sync.local.state_problems` found nothing in: a scalar
+    count ``K`` (Adam's ``step``) is checked there already, as a 0-d integer of the shards'
+    state, and any other key there is no count."""
     return [
         f"{name}/{key}: {what}"
         for name, entry in state.items()
         for key, value in entry.items()
-        if (key.endswith(PER_ROW) or key not in buffers) and (what := not_counts(value)) is not None
+        if key.endswith(PER_ROW) and (what := not_counts(value)) is not None
     ]
 
 
