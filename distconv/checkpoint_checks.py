@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import to_host
+from distconv.sync.base import PER_ROW
 from distconv.sync.local import not_counts, not_numbers, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
@@ -57,18 +58,23 @@ def _not_one_count(value: Any) -> str | None:
 def bad_counts(entry: Mapping[str, Any]) -> dict[str, str]:
     """The counts of one parameter's (or a shard's block's) optimizer state ``entry`` that are
     no count (:func:`~distconv.sync.local.not_counts`), by key, each with what it holds; a
-    count is a 0-d integer value (Adam's ``step``), every other buffer a float."""
+    count is a 0-d integer value (Adam's ``step``), every other buffer a float, or a parameter
+    server's per-row counts (``K + PER_ROW``, ``K + RUNS``), which its resume checks alike."""
     return {
         key: what
         for key, value in entry.items()
-        if _is_count(value) and (what := not_counts(value)) is not None
+        if _is_count(key, value) and (what := not_counts(value)) is not None
     }
 
 
-def _is_count(value: Any) -> bool:
-    """Whether state ``value`` is a count: a 0-d integer (every other buffer is a float)."""
+def _is_count(key: Any, value: Any) -> bool:
+    """Whether state ``key`` holds counts: a per-row key (:data:`~distconv.sync.base.PER_ROW`,
+    which the syncs keep for counts alone) or a 0-d integer value (whatever its key: a save
+    takes keys that are no string)."""
     a = np.asarray(to_host(value))
-    return a.ndim == 0 and a.dtype.kind in "iu"
+    return (isinstance(key, str) and key.endswith(PER_ROW)) or (
+        a.ndim == 0 and a.dtype.kind in "iu"
+    )
 
 
 def malformed(state: Any, keys: OptimState | None = None) -> list[str]:

@@ -89,3 +89,29 @@ def test_a_run_count_that_is_not_one_number_is_refused(tmp_path, name, value, sa
     with pytest.raises(CheckpointError, match=rf"{name} .*: {said} given, not a count"):
         save_checkpoint(path, _params(), _adam(np.int64(1)), **{name: value})
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "key, counts, said",
+    [
+        ("step_per_row", np.array([3, -1, 3]), "holds -1"),
+        ("step_runs_per_row", np.array([[0, 3], [2, -1]]), "holds -1"),
+        ("step_per_row", np.array([3.0, 2.5, 3.0]), "holds 2.5"),
+    ],
+    ids=["per row", "runs", "per row 2.5"],
+)
+def test_per_row_counts_that_are_no_count_are_refused(tmp_path, key, counts, said):
+    """A parameter server's checkpoint holds its counts per row too (Adam's ``step`` of each
+    block): one of -1 was written, and refused only at the resume (row_counts.count_problems)."""
+    path = tmp_path / "c.safetensors"
+    with pytest.raises(CheckpointError, match=rf"optimizer state w/{key}: {said}, not a count"):
+        save_checkpoint(path, _params(), {"w": {**_adam(np.int64(3))["w"], key: counts}})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_per_row_counts_are_saved(tmp_path):
+    path = tmp_path / "c.safetensors"
+    rows = {"step_per_row": np.array([3, 0, 3]), "step_runs_per_row": np.array([[0, 3], [1, 0]])}
+    save_checkpoint(path, _params(), {"w": {**_adam(np.int64(3))["w"], **rows}})
+    saved = load_checkpoint(path).optim_state["w"]
+    assert all(np.array_equal(saved[k], v) for k, v in rows.items())
