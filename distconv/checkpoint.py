@@ -207,7 +207,9 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     Raises:
         CheckpointReadError: the file is missing or the OS cannot read it (its reason), or
             this host lacks what reading it takes (memory, ``ml_dtypes`` for bfloat16).
-        CheckpointDamaged: the file is truncated, corrupt, or not a distconv checkpoint.
+        CheckpointDamaged: the file is truncated, corrupt, or not a distconv checkpoint, or
+            its metadata is bad (a step or epoch that is no count, as an older distconv
+            could save).
         CheckpointVersionError: the file is a checkpoint of another format version.
 
     Each is a :class:`CheckpointError` with a one-line message that names the file.
@@ -233,8 +235,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         ckpt = Checkpoint(
             path=path,
             params={},
-            step=int(meta["step"]),
-            epoch=int(meta["epoch"]),
+            step=_count(meta, "step"),
+            epoch=_count(meta, "epoch"),
             seed=int(meta["seed"]) if meta["seed"] else None,
             optimizer=json.loads(meta["optimizer"]) if meta["optimizer"] else None,
             extra=json.loads(meta["extra"]),
@@ -248,6 +250,20 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         else:
             ckpt.params[name] = a
     return ckpt
+
+
+def _count(meta: Mapping[str, str], key: str) -> int:
+    """Metadata ``key`` (``step``, ``epoch``) as a count: a distconv before save_checkpoint
+    checked them saved ``int()`` of -1 as "-1" and of 2**63 past int64, digest intact.
+
+    Raises:
+        KeyError: it is missing. ValueError: it is no count (a whole number from 0 to
+            int64's largest).
+    """
+    value = int(meta[key])
+    if not 0 <= value <= np.iinfo(np.int64).max:
+        raise ValueError(f"{key} {meta[key]!r} is not a count (a whole number from 0 to 2**63 - 1)")
+    return value
 
 
 def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
