@@ -29,7 +29,7 @@ from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import LongLine
 from .long_line import continued_prefix as continued_prefix
 from .output_waits import WRITE_PIECE, OutputWaits
-from .process_group import parent_death_signal
+from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
 from .startable import not_started
 
@@ -306,10 +306,8 @@ class Child:
         return reader is not None and reader.succeeded(list(self.since_end))
 
     def signal_group(self, signum: int) -> None:
-        try:
-            os.killpg(self.proc.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass  # the whole group is gone already
+        """Send ``signum`` to the child's process group, if any of it is left."""
+        signal_group(self.proc.pid, signum)
 
     def group_alive(self, running: set[int] | None) -> bool:
         """Whether a process of the child's group still runs, given ``running``:
@@ -321,13 +319,7 @@ class Child:
             return self.proc.pid in running
         if self._leader_kept:  # no /proc, and the zombie leader would always answer killpg
             return False  # (Linux without /proc mounted): the group is known by its leader
-        try:  # no /proc (macOS, where the leader is reaped at once): any member at all
-            os.killpg(self.proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # a member that changed its user: still there
-            return True
-        return True
+        return group_has_member(self.proc.pid)  # no /proc (macOS, the leader reaped at once)
 
     def finish(self) -> None:
         """Kill whatever is left of the group, reap, drain the output, close the log.

@@ -1,5 +1,6 @@
 """The operating system's side of a launched child: the signal it gets when the launcher dies,
-and which process groups still have a running process (:mod:`launcher.child`)."""
+its process group's signals, and which process groups still have a running process
+(:mod:`launcher.child`)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,24 @@ def running_groups() -> set[int] | None:
         if fields is not None and len(fields) > 2 and fields[0] != "Z":  # None: gone meanwhile
             groups.add(int(fields[2]))
     return groups
+
+
+def signal_group(group: int, signum: int) -> None:
+    """Send ``signum`` to the process group ``group``; nothing where the whole group is gone
+    already (or its one member left is another user's)."""
+    try:
+        os.killpg(group, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def group_has_member(group: int) -> bool:
+    """Whether the process group ``group`` has a member, a zombie too, as the kernel says
+    (``killpg(group, 0)``): a member that changed its user counts."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member that changed its user: still there
+        return True
+    return True
