@@ -26,7 +26,7 @@ from .child_spec import ChildSpec
 from .commands import LaunchError
 from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_name
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
-from .long_line import LongLine
+from .long_line import LongLine, OutputPipe
 from .long_line import continued_prefix as continued_prefix
 from .output_waits import WRITE_PIECE, OutputWaits
 from .process_group import group_has_member, parent_death_signal, signal_group
@@ -110,7 +110,9 @@ class Child:
             target=self._copy, args=(out, lock, render, say), name=f"pump-{spec.name}", daemon=True
         )
         self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
+        self._output: OutputPipe | None = None  # what the pump reads (a pipe of its own)
         try:
+            self._output = OutputPipe(self.proc.stdout.fileno())
             self._pump.start()
             self._waiter.start()
         except BaseException as exc:  # nothing would hold it: killed, not left running
@@ -119,18 +121,31 @@ class Child:
                 raise LaunchError(
                     f"cannot start {spec.name}'s threads: {exc} (a limit on processes or threads?)"
                 ) from None
+            if isinstance(exc, OSError):  # no descriptor left for the pump's wake-up pipe
+                raise LaunchError(f"cannot start {spec.name}: {describe_os_error(exc)}") from None
             raise
 
     def _abandon(self) -> None:
-        """Kill the group of a child whose threads did not all start, reap it, and close its
-        pipe and log (once its pump, if it started, has drained them)."""
+        """Kill and reap the group of a child whose threads did not all start; drain it."""
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
+        self._drained()
+
+    def _drained(self) -> bool:
+        """Wait up to :data:`OUTPUT_DRAIN_SECONDS` for the pump (if started) to reach the
+        pipe's end, then close the pipe and log; False where it did not: then, unless it waits on
+        the launcher's output, it passes on the line under way (:meth:`OutputPipe.end_line`)."""
         if self._pump.is_alive():
             self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
-        if not self._pump.is_alive():  # else a process outside the group still holds it
-            self.proc.stdout.close()
-            self.log.close()
+        if self._pump.is_alive():  # a process outside the group holds the pipe
+            if self._waits.since is None and self._output is not None:
+                self._output.end_line(OUTPUT_DRAIN_SECONDS)
+            return False
+        self.proc.stdout.close()
+        if self._output is not None:
+            self._output.close()
+        self.log.close()
+        return True
 
     def _wait(self) -> None:
         """Record the exit, without reaping where the OS allows (``WNOWAIT``): the zombie
@@ -157,9 +172,11 @@ class Child:
         render: Callable[[bytes], bytes] | None,
         say: Callable[[str], None] | None,
     ) -> None:
-        prefix, read = self.spec.line_prefix, self.proc.stdout.readline
+        assert self._output is not None  # made before the pump starts
+        prefix, pieces = self.spec.line_prefix, self._output.pieces()
+        read = partial(next, pieces, b"")  # b"" at the pipe's end
         echo = to_log = True
-        for line in iter(partial(read, READ_PIECE), b""):  # C's loop: cheap per line
+        for line in pieces:
             if not line.endswith(b"\n"):
                 if len(line) == READ_PIECE:  # a longer line (else the last, cut by the end)
                     echo, to_log = self._copy_long(line, read, out, lock, render, say, echo, to_log)
@@ -178,7 +195,7 @@ class Child:
     def _copy_long(
         self,
         piece: bytes,
-        read: Callable[[int], bytes],
+        read: Callable[[], bytes],
         out: BinaryIO,
         lock: threading.Lock,
         render: Callable[[bytes], bytes] | None,
@@ -208,7 +225,7 @@ class Child:
                 streamed = echo = self._write(out, lock, output)
             if piece.endswith(b"\n"):
                 break
-            piece = read(READ_PIECE) or b"\n"  # the end of the output: its newline, as above
+            piece = read() or b"\n"  # the end of the output: its newline, as above
         self._note_end(text)
         if shown and echo and render is not None:
             echo = self._write(out, lock, render(text.encode() + b"\n"))
@@ -327,13 +344,13 @@ class Child:
         Output still flowing :data:`OUTPUT_DRAIN_SECONDS` after the group is gone comes from a
         process that left the group but kept the pipe, or waits on the launcher's own output,
         which nothing reads: it is not waited for (closing the pipe here would block until the
-        pump lets go), and :attr:`output_held` says which.
+        pump lets go), once what came of its last line is passed on, and :attr:`output_held`
+        says which.
         """
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
         self._waiter.join()
-        self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
-        if self._pump.is_alive():  # the daemon pump goes on into the log while it can
+        if not self._drained():  # the daemon pump goes on into the log while it can
             name = self.spec.name
             self.output_held = (
                 f"{name}: a process that left its process group (setsid, a daemon) still holds "
@@ -342,9 +359,6 @@ class Child:
                 else f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s "
                 f"last lines are missing from it and from {self.log_path}"
             )
-            return
-        self.proc.stdout.close()
-        self.log.close()
 
     @property
     def victim(self) -> bool:

@@ -2,14 +2,22 @@
 whole (:meth:`launcher.child.Child._copy_long` copies it): each piece is a line of its own on
 the launcher's output, cut between UTF-8 characters (:func:`split_chars`), the later ones behind
 :func:`continued_prefix`; the report's tail keeps its :func:`~launcher.failure.kept_line`
-(:class:`~launcher.failure.KeptEnds`)."""
+(:class:`~launcher.failure.KeptEnds`). :class:`OutputPipe` reads the child's pipe into such
+lines and pieces."""
 
 from __future__ import annotations
+
+import os
+import select
+import threading
+from collections.abc import Iterator
 
 from .failure import KeptEnds
 
 #: bytes of a line the pump reads at once: a longer one (an array of gigabytes) goes in pieces
 READ_PIECE = 1 << 20
+#: bytes the pump asks of the pipe at once (a pipe holds 64 KiB)
+_READ_CHUNK = 1 << 16
 
 
 def continued_prefix(prefix: bytes, role: str) -> bytes:
@@ -57,3 +65,91 @@ class LongLine:
         shown = self._prefix + whole + (b"" if piece.endswith(b"\n") else b"\n")
         self._prefix = self._continued
         return shown
+
+
+def _whole_pieces(line: bytes) -> Iterator[bytes]:
+    """Yield ``line``'s first :data:`READ_PIECE` bytes, its next, as long as it has as many;
+    return the rest."""
+    at = 0
+    while len(line) - at >= READ_PIECE:
+        yield line[at : at + READ_PIECE]
+        at += READ_PIECE
+    return line[at:]
+
+
+class OutputPipe:
+    """A child's output pipe as its pump reads it (:meth:`pieces`): whatever has come, never
+    waiting with bytes read and not given (``readline`` held a line's start until its newline
+    or the pipe's end), so that :meth:`end_line` can have the pump pass on the line under way
+    where the launcher stops waiting for the pipe's end (a process outside the child's group
+    holds it): the child's last words, printed without a newline as it died."""
+
+    def __init__(self, fd: int) -> None:
+        """``fd``: the pipe's read end, which only :meth:`pieces` reads."""
+        self._fd = fd
+        self._wake, self._waker = os.pipe()  # end_line's byte ends the pump's wait
+        self._poll = select.poll()
+        for each in (fd, self._wake):
+            self._poll.register(each, select.POLLIN)
+        self._ended = threading.Event()
+
+    def pieces(self) -> Iterator[bytes]:
+        """The output's lines, each with its newline, a line over :data:`READ_PIECE` in pieces
+        of that many bytes and its rest with the newline (as ``readline(READ_PIECE)`` gives
+        them); at the pipe's end, a last line without its newline. After :meth:`end_line`, the
+        line under way with a newline, however much of it came (its earlier pieces given, a
+        bare newline)."""
+        held: list[bytes] = []  # the line's start, read without its end: under READ_PIECE
+        size, inside = 0, False  # held's bytes; whether pieces of the line were given
+        while True:
+            chunk = self._read()
+            if chunk is None:  # end_line()
+                if held or inside:
+                    yield b"".join(held) + b"\n"
+                held, size, inside = [], 0, False
+                self._ended.set()  # the pump asks for more once it passed that on
+                continue
+            if not chunk:  # the pipe's end
+                if held:
+                    yield b"".join(held)
+                return
+            lines = chunk.split(b"\n")
+            rest = lines.pop()
+            if lines:
+                if held:
+                    lines[0], held, size = b"".join(held) + lines[0], [], 0
+                for line in lines:
+                    if len(line) >= READ_PIECE:
+                        line = yield from _whole_pieces(line)
+                    yield line + b"\n"
+                inside = False
+            if rest:
+                held.append(rest)
+                size += len(rest)
+            if size >= READ_PIECE:
+                rest = yield from _whole_pieces(b"".join(held))
+                held, size, inside = [rest] if rest else [], len(rest), True
+
+    def _read(self) -> bytes | None:
+        """The pipe's next bytes (``b""`` at its end) once it has some, or None where
+        :meth:`end_line` asks first (what the pipe has comes before)."""
+        while True:
+            ready = {fd for fd, _ in self._poll.poll()}
+            if self._fd in ready:
+                return os.read(self._fd, _READ_CHUNK)
+            if self._wake in ready:
+                os.read(self._wake, 1)
+                return None
+
+    def end_line(self, timeout: float) -> bool:
+        """From another thread: have the pump take what the pipe has, then pass on the line
+        under way as ended (as :meth:`pieces` says). Whether it did within ``timeout`` seconds
+        (not where it waits on the launcher's own output)."""
+        self._ended.clear()
+        os.write(self._waker, b"\0")
+        return self._ended.wait(timeout)
+
+    def close(self) -> None:
+        """Close what :meth:`end_line` wakes the pump by, once the pump has ended."""
+        os.close(self._wake)
+        os.close(self._waker)

@@ -2,7 +2,9 @@
 still holds its pipe: :meth:`launcher.child.Child.finish` stops waiting for the pump, which is
 still inside the line. Its pieces so far were on the output and in the log, but the report's
 tail had nothing of it (the tail took the line only at its end): it now has the line's
-:func:`~launcher.failure.kept_line` of what came so far."""
+:func:`~launcher.failure.kept_line`. The bytes after the last whole piece (the ``c`` s below)
+were in neither the tail, nor the log, nor the output (``readline`` held them, waiting for the
+rest of the piece): the pump now passes them on, the line ended, as the launcher gives up."""
 
 from __future__ import annotations
 
@@ -65,16 +67,18 @@ def test_a_line_cut_off_by_a_held_pipe_is_in_the_reports_tail(tmp_path, monkeypa
         assert child.output_held is not None  # the pump was left inside the line
         report = child.failure(0)
         assert report.exit_code == 3
-        assert report.tail == [kept_line(b"a" * READ_PIECE + b"b" * READ_PIECE)]
-        assert (tmp_path / "w.log").read_bytes() == b"a" * READ_PIECE + b"b" * READ_PIECE
+        line = b"a" * READ_PIECE + b"b" * READ_PIECE + b"c" * 10
+        assert report.tail == [kept_line(line)]
+        assert (tmp_path / "w.log").read_bytes() == line + b"\n"
+        assert out_path.read_bytes().endswith(b"\n[worker 0]+ " + b"c" * 10 + b"\n")
     finally:  # (then the pump reads the rest, and ends)
         if stray is not None:
             os.kill(stray, signal.SIGKILL)
 
 
-def test_the_docs_say_what_a_held_pipe_leaves_out_of_the_tail():
-    """The docs said the tail has such a line "as far as it came"; the bytes after its last
-    whole piece (the ``c`` s above, which the child wrote) are in neither the tail nor the log."""
+def test_the_docs_say_a_held_pipe_leaves_nothing_out():
+    """The docs said the bytes after such a line's last whole piece, and a last line without a
+    newline, are in neither the tail nor the log; they are now in both, and on the output."""
     docs = " ".join((Path(__file__).parents[2] / "docs" / "operations.md").read_text().split())
-    assert "the bytes after its last whole 1 MiB piece are in neither the tail nor the log" in docs
-    assert "as far as it came" not in docs
+    assert "the line under way, ended with a newline, as far as the child wrote it" in docs
+    assert "are in neither the tail nor the log" not in docs
