@@ -61,7 +61,8 @@ def _is_count(value: Any) -> bool:
 
 
 def _count_fields(obj: Manifest) -> Iterator[tuple[str, Manifest, str, int]]:
-    """(where, spec, field, least) for each count field ``obj``'s kind has."""
+    """(where, spec, field, least) for each count field ``obj``'s kind has; a StatefulSet's
+    ``spec.ordinals.start`` is one too (the checks read it with :func:`known_count`)."""
     spec = spec_of(obj)
     kind = obj.get("kind")
     if kind == "MPIJob":
@@ -70,6 +71,9 @@ def _count_fields(obj: Manifest) -> Iterator[tuple[str, Manifest, str, int]]:
             yield f"{_where(obj)} {role}", replica, "replicas", 0
     elif kind == "StatefulSet":
         yield _where(obj), spec, "replicas", 0
+        ordinals = spec.get("ordinals")
+        if isinstance(ordinals, dict):  # spec.ordinals.start: the first pod's ordinal, an int32
+            yield f"{_where(obj)} spec.ordinals", ordinals, "start", 0
     elif kind == "Job":
         yield _where(obj), spec, "completions", 0
         yield _where(obj), spec, "parallelism", 0
