@@ -63,23 +63,51 @@ def test_a_fifo_nobody_writes_to_is_refused_in_bounded_time(tmp_path):
     )
 
 
+def _write_when_read(fifo: Path, text: str, after_s: float, within_s: float) -> threading.Thread:
+    """A thread that, ``after_s`` from now, writes ``text`` to ``fifo`` once a reader has it
+    open, and gives up ``within_s`` from now where none does: a blocking ``open`` of a FIFO
+    whose reader died first waited for ever, a stuck thread left in the pytest worker."""
+    deadline = time.monotonic() + within_s
+
+    def write() -> None:
+        time.sleep(after_s)
+        while True:
+            try:  # ENXIO while no reader has it open: looked at again, not waited on for ever
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
+        os.set_blocking(fd, True)
+        with open(fd, "w") as writer:
+            writer.write(text)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_a_fifo_written_to_late_is_read(tmp_path):
     """A FIFO whose writer opens it a while after the command does (``<(helm template ...)``
     renders first) is read as a file is: its problem is named at ``FIFO:1``."""
     fifo = tmp_path / "rendered.yaml"
     os.mkfifo(fifo)
-
-    def write_late() -> None:
-        time.sleep(0.3)
-        with open(fifo, "w") as writer:  # opens once the command has it open to read
-            writer.write("kind: ConfigMap\nmetadata:\n  name: c\n")
-
-    writer = threading.Thread(target=write_late, daemon=True)
-    writer.start()
+    writer = _write_when_read(fifo, "kind: ConfigMap\nmetadata:\n  name: c\n", 0.3, 10)
     status, out, err = _check_waiting(fifo)
     writer.join(5)
     assert (status, err) == (1, "")
     assert out.splitlines()[0] == f"{fifo}:1: ConfigMap c: label app.kubernetes.io/name is missing"
+
+
+def test_the_late_writer_ends_where_no_reader_ever_comes(tmp_path):
+    """Where the child dies before it opens the FIFO, the writer gives up within its bound
+    instead of staying blocked in ``open`` for the rest of the pytest worker."""
+    fifo = tmp_path / "rendered.yaml"
+    os.mkfifo(fifo)
+    writer = _write_when_read(fifo, "kind: ConfigMap\n", 0, 0.2)
+    writer.join(3)
+    assert not writer.is_alive()
 
 
 def test_the_recursion_limit_is_restored_when_reading_raises(tmp_path):
