@@ -16,7 +16,6 @@ when it runs: importing it loads every check and PyYAML (its loader is subclasse
 from __future__ import annotations
 
 import argparse
-import codecs
 import json
 import os
 import re
@@ -39,6 +38,7 @@ from distconv.deploy.bounds import (
     yaml_depth_problem,
 )
 from distconv.deploy.located import Source, located_problems
+from distconv.deploy.manifest_text import ManifestReadError, manifest_text, unmarked_encoding
 from distconv.deploy.templates import template_hint
 from distconv.deploy.yaml_loader import Loader as _Loader
 from distconv.deploy.yaml_loader import PyLoader as _PyLoader
@@ -65,11 +65,6 @@ _ONE_READER_AT_A_TIME = threading.Lock()
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: what JSON takes for white space between documents (not str.isspace's)
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
-
-
-class ManifestReadError(Exception):
-    """A path the check cannot read, or that holds what kubectl apply refuses outright: the
-    command exits 2 with this line."""
 
 
 def run_check_manifests(args: argparse.Namespace) -> int:
@@ -217,42 +212,16 @@ def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
     ``1e3`` as a string, JSON (``kubectl get -o json | ...``) a number. Each document must be
     a mapping, or empty; none may hold itself. Each comes with the line it starts on."""
     try:
-        text = _text(data)
+        text = manifest_text(data)
         if name.endswith(".json") and _looks_json(text):
             docs = _json_documents(text)
         else:  # YAML that only looks like JSON, `{kind: Job}`, is read as YAML
             docs = _maybe_json(text) or _yaml_documents(text)
         for number, (line, doc) in enumerate(docs, 1):
             _refuse_shape(doc, f"document {number} (line {line})")
-    except ManifestReadError as exc:
-        raise ManifestReadError(f"{_shown(name)}: {exc}") from None
+    except ManifestReadError as exc:  # UTF-16 with no mark: its encoding guessed, before why
+        raise ManifestReadError(f"{_shown(name)}: {unmarked_encoding(data)}{exc}") from None
     return docs
-
-
-#: the byte order marks kubectl honours (golang.org/x/text's unicode.BOMOverride), each with
-#: the codec of the text after it and its name in an error; none (the empty mark, last) is UTF-8.
-#: UTF-32's, first (FF FE starts UTF-16's too), have no codec: kubectl reads no UTF-32
-_MARKS = (
-    *((mark, None, "UTF-32") for mark in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
-    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16 (little-endian, as its byte order mark says)"),
-    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16 (big-endian, as its byte order mark says)"),
-    (b"", "utf-8", "UTF-8"),
-)
-
-
-def _text(data: bytes) -> str:
-    """``data`` as text, as kubectl reads a manifest: after a UTF-8 byte order mark, UTF-8;
-    after a UTF-16 one (Windows' editors and PowerShell's ``>`` write it), UTF-16 in the
-    mark's byte order; else UTF-8. After a UTF-32 one, refused by that name."""
-    mark, codec, shown = next(found for found in _MARKS if data.startswith(found[0]))
-    if codec is None:  # UTF-16 read its zeros: "YAML allows no character #x0000"
-        raise ManifestReadError(f"{shown} text (its byte order mark): kubectl reads no {shown}")
-    try:
-        return data[len(mark) :].decode(codec)
-    except UnicodeDecodeError as exc:
-        at = len(mark) + exc.start + 1
-        raise ManifestReadError(f"byte {at} is no {shown} text: {exc.reason}") from None
 
 
 def _looks_json(text: str) -> bool:

@@ -3,8 +3,11 @@ before its fix."""
 
 from __future__ import annotations
 
+import codecs
+
 import pytest
 
+from distconv.deploy import check_command
 from tests.deploy.test_counts import PSERVER, _problems_with
 
 pytestmark = pytest.mark.timeout(30)
@@ -31,3 +34,43 @@ def test_ordinals_of_no_mapping_is_named_once_not_indexed():
     before the fix too.)"""
     problems = _problems_with(PSERVER, "StatefulSet", ("ordinals",), "restart")
     assert problems == ["StatefulSet ps-pserver: spec.ordinals must be a mapping, got 'restart'"]
+
+
+@pytest.mark.parametrize(
+    ("codec", "shown"),
+    [
+        ("utf-16-le", "UTF-16 (little-endian)"),
+        ("utf-16-be", "UTF-16 (big-endian)"),
+        ("utf-32-le", "UTF-32 (little-endian)"),
+        ("utf-32-be", "UTF-32 (big-endian)"),
+    ],
+)
+@pytest.mark.parametrize("text", ["kind: ConfigMap\n", '{"kind": "ConfigMap"}\n', "k: é\n"])
+def test_wide_text_without_a_mark_names_the_encoding_it_looks_like(tmp_path, codec, shown, text):
+    """UTF-16 or UTF-32 with no byte order mark is refused (kubectl reads it as UTF-8), but the
+    line said only ``YAML allows no character #x0000`` or ``invalid start byte``: it now says
+    first which encoding the first bytes show, then the error as before."""
+    path = tmp_path / "job.yaml"
+    path.write_bytes(text.encode(codec))
+    with pytest.raises(check_command.ManifestReadError) as refused:
+        check_command.read_sources([str(path)])
+    said = f"{path}: {shown} text with no byte order mark, by its first bytes, read as UTF-8: "
+    assert str(refused.value).startswith(said)
+    assert str(refused.value) != said  # the reader's own error follows
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"kind: ConfigMap\n\0",  # a NUL further on: no guess from the first bytes
+        b"\0\0\0\0kind: ConfigMap\n",
+        codecs.BOM_UTF16_LE + "kind: [\n".encode("utf-16-le"),  # a mark: its encoding is read
+    ],
+)
+def test_other_unreadable_text_gets_no_guess(tmp_path, data):
+    """Only where the first bytes look like a wide encoding and no mark says one is it named."""
+    path = tmp_path / "job.yaml"
+    path.write_bytes(data)
+    with pytest.raises(check_command.ManifestReadError) as refused:
+        check_command.read_sources([str(path)])
+    assert "no byte order mark" not in str(refused.value)
