@@ -161,7 +161,7 @@ def _read(name: str) -> bytes:
         if name == STDIN:
             if sys.stdin is None:
                 raise OSError(0, "stdin is closed")
-            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+            data = _read_stdin()
         else:
             data = _read_file(name)
     except OSError as exc:
@@ -171,6 +171,29 @@ def _read(name: str) -> bytes:
             f"{_shown(name)}: more than {MAX_BYTES >> 20} MiB, which no job's manifests need"
         )
     return data
+
+
+def _read_stdin() -> bytes:
+    """The first :data:`MAX_BYTES` + 1 bytes of stdin, however long its writer is silent. A
+    stdin left non-blocking (its file description shared with a process that set
+    ``O_NONBLOCK``) gave what had come so far, the rest of the manifests unread, or None (a
+    traceback): where nothing has come yet it is waited on, as a blocking stdin is."""
+    stream, chunks, size = sys.stdin.buffer, [], 0
+    poller = select.poll()  # not select.select: no limit on the descriptor's number
+    poller.register(stream, select.POLLIN)
+    while size <= MAX_BYTES:
+        try:
+            chunk = stream.read(MAX_BYTES + 1 - size)
+        except BlockingIOError:  # as BufferedReader may say "nothing yet", or by None
+            chunk = None
+        if chunk is None:
+            poller.poll()  # bytes or the writer's close wake it: no busy loop
+        elif not chunk:
+            break
+        else:
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)
 
 
 def _read_file(name: str) -> bytes:

@@ -4,6 +4,11 @@ before its fix."""
 from __future__ import annotations
 
 import codecs
+import io
+import os
+import sys
+import threading
+import time
 
 import pytest
 
@@ -74,3 +79,28 @@ def test_other_unreadable_text_gets_no_guess(tmp_path, data):
     with pytest.raises(check_command.ManifestReadError) as refused:
         check_command.read_sources([str(path)])
     assert "no byte order mark" not in str(refused.value)
+
+
+def test_a_non_blocking_stdin_is_read_to_its_end(monkeypatch):
+    """A stdin whose file description is non-blocking (shared with a parent that set
+    ``O_NONBLOCK``) gave what had come so far, the rest of the manifests silently unread, or
+    None where nothing had come (a TypeError traceback). It is read to the writer's close."""
+    reader, writer = os.pipe()
+    os.set_blocking(reader, False)
+    first, rest = b"kind: ConfigMap\n", b"metadata:\n  name: c\n"
+    os.write(writer, first)
+
+    def write_rest() -> None:
+        time.sleep(0.3)
+        os.write(writer, rest)
+        os.close(writer)
+
+    late = threading.Thread(target=write_rest, daemon=True)
+    late.start()
+    with io.TextIOWrapper(open(reader, "rb")) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        try:
+            data = check_command._read(check_command.STDIN)
+        finally:
+            late.join(5)
+    assert data == first + rest
