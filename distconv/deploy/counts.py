@@ -27,11 +27,12 @@ MAX_COUNT = 2**31 - 1
 
 
 def count(spec: Manifest, field: str, default: int) -> int:
-    """``spec[field]`` where it is an integer (not a bool, which YAML's ``true`` gives), else
-    ``default`` (also where it is absent): a field of another type is named by
-    :func:`count_problems`; the other checks read the default instead of stopping."""
+    """``spec[field]`` where it is an integer (not a bool, which YAML's ``true`` gives) an int32
+    holds, else ``default`` (also where it is absent): a field of another type, or past
+    :data:`MAX_COUNT`, is named by :func:`count_problems`; the other checks read the default
+    instead of stopping, or of echoing it (``ranks listen on 8080-100000000000000000000008079``)."""
     value = spec.get(field, default)
-    return int(value) if _is_count(value) else default
+    return int(value) if _is_int32_count(value) else default
 
 
 def known_count(spec: Manifest, field: str, default: int | None) -> int | None:
@@ -41,14 +42,19 @@ def known_count(spec: Manifest, field: str, default: int | None) -> int | None:
     not its echoes)."""
     if field not in spec:
         return default
-    value = spec[field]
-    return int(value) if _is_count(value) and value <= MAX_COUNT else None
+    return int(spec[field]) if _is_int32_count(spec[field]) else None
 
 
 def counted(spec: Manifest, field: str) -> bool:
-    """Whether ``spec[field]`` is absent (its default applies) or an integer: a check that
-    compares with the count judges nothing where it is not."""
-    return field not in spec or _is_count(spec[field])
+    """Whether ``spec[field]`` is absent (its default applies) or an integer an int32 holds: a
+    check that compares with the count judges nothing where it is not."""
+    return field not in spec or _is_int32_count(spec[field])
+
+
+def _is_int32_count(value: Any) -> bool:
+    """Whether ``value`` is an integer (:func:`_is_count`) the API server takes, not above
+    :data:`MAX_COUNT`; one past it is named once by :func:`count_problems`, not echoed."""
+    return _is_count(value) and value <= MAX_COUNT
 
 
 def _is_count(value: Any) -> bool:

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from distconv.deploy import check_command
-from tests.deploy.test_counts import PSERVER, _problems_with
+from tests.deploy.test_counts import MPI, PSERVER, _problems_with
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -104,3 +104,15 @@ def test_a_non_blocking_stdin_is_read_to_its_end(monkeypatch):
         finally:
             late.join(5)
     assert data == first + rest
+
+
+@pytest.mark.parametrize("value", [2**31, 10**26, 3e9])
+def test_a_slots_per_worker_past_int32_is_the_one_problem(value):
+    """68b02462 named a count past int32 and kept it from the checks that read it with
+    ``known_count``, but those that read it with ``count`` (the liveness probe's ports, the
+    ranks a pod runs) still echoed it: ``the ranks listen on 8080-100000000000000000000008079
+    (... 100000000000000000000000000 slots)``."""
+    problems = _problems_with(MPI, "MPIJob", ("slotsPerWorker",), value)
+    assert problems == [
+        f"MPIJob pairs: slotsPerWorker must be at most 2147483647 (an int32), got {value!r}"
+    ]
