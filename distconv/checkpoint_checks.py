@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import to_host
-from distconv.sync.base import PER_ROW
-from distconv.sync.local import not_counts, not_numbers, state_problems
+from distconv.sync.local import not_counts, not_numbers, per_row_count, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
 
@@ -59,22 +58,21 @@ def bad_counts(entry: Mapping[str, Any]) -> dict[str, str]:
     """The counts of one parameter's (or a shard's block's) optimizer state ``entry`` that are
     no count (:func:`~distconv.sync.local.not_counts`), by key, each with what it holds; a
     count is a 0-d integer value (Adam's ``step``), every other buffer a float, or a parameter
-    server's per-row counts (``K + PER_ROW``, ``K + RUNS``), which its resume checks alike."""
+    server's per-row copy of one (``step_per_row``, ``step_runs_per_row`` beside ``step``:
+    :func:`~distconv.sync.local.per_row_count`), which its resume checks alike."""
     return {
         key: what
         for key, value in entry.items()
-        if _is_count(key, value) and (what := not_counts(value)) is not None
+        if _is_count(entry, key) and (what := not_counts(value)) is not None
     }
 
 
-def _is_count(key: Any, value: Any) -> bool:
-    """Whether state ``key`` holds counts: a per-row key (:data:`~distconv.sync.base.PER_ROW`,
-    which the syncs keep for counts alone) or a 0-d integer value (whatever its key: a save
-    takes keys that are no string)."""
-    a = np.asarray(to_host(value))
-    return (isinstance(key, str) and key.endswith(PER_ROW)) or (
-        a.ndim == 0 and a.dtype.kind in "iu"
-    )
+def _is_count(entry: Mapping[str, Any], key: Any) -> bool:
+    """Whether ``entry[key]`` holds counts: a 0-d integer value (whatever its key: a save takes
+    keys that are no string) or a per-row copy of one. An optimizer's own buffer whose name
+    ends in ``_per_row`` (``v_per_row``, a float) is no count, as a restore takes it."""
+    a = np.asarray(to_host(entry[key]))
+    return per_row_count(entry, key) or (a.ndim == 0 and a.dtype.kind in "iu")
 
 
 def malformed(state: Any, keys: OptimState | None = None) -> list[str]:

@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distconv.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from distconv.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    restore_checkpoint,
+    save_checkpoint,
+)
 from distconv.parameter import Parameter
 
 pytestmark = pytest.mark.timeout(30)
@@ -115,3 +120,15 @@ def test_per_row_counts_are_saved(tmp_path):
     save_checkpoint(path, _params(), {"w": {**_adam(np.int64(3))["w"], **rows}})
     saved = load_checkpoint(path).optim_state["w"]
     assert all(np.array_equal(saved[k], v) for k, v in rows.items())
+
+
+def test_a_float_buffer_named_per_row_is_no_count_and_is_saved_and_restored(tmp_path):
+    """An optimizer's own buffer may end in ``_per_row`` (an Adafactor-like ``v_per_row``):
+    LocalSync and a restore take it as any float buffer, but the save took every such key
+    for a parameter server's per-row counts and refused its fractions as "not a count"."""
+    path = tmp_path / "c.safetensors"
+    state = {"w": {**_adam(np.int64(3))["w"], "v_per_row": np.array([0.5, 0.25, 1.0])}}
+    save_checkpoint(path, _params(), state, step=3)
+    fresh = {"w": {k: np.zeros_like(v) for k, v in state["w"].items()}}
+    restore_checkpoint(path, _params(), fresh)
+    assert np.array_equal(fresh["w"]["v_per_row"], state["w"]["v_per_row"])

@@ -278,7 +278,7 @@ def state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> 
             )
             continue
         for key, value in buffers.items():
-            if isinstance(key, str) and key.endswith(PER_ROW) and _counts_a_count(ours[name], key):
+            if per_row_count(ours[name], key):
                 continue  # (each kept as ours[name]'s count: a parameter server's checks them)
             if not isinstance(key, str) or key not in ours[name]:
                 strings = "" if isinstance(key, str) else "state keys are strings: "
@@ -304,10 +304,13 @@ def _is_count(buffer: Any) -> bool:
     return isinstance(dtype, np.dtype) and dtype.kind in "iu" and np.ndim(buffer) == 0
 
 
-def _counts_a_count(ours: Mapping[str, Any], key: str) -> bool:
-    """Whether per-row ``key`` (``K + PER_ROW``, or ``K + RUNS``) holds the rows' values of a
-    count ``K`` of ``ours``: the parameter server writes them of its scalar counts only, so
-    another (``step_per_row`` to Momentum, which keeps no ``step``) is another setup's state."""
+def per_row_count(ours: Mapping[str, Any], key: Any) -> bool:
+    """Whether ``key`` is a per-row key (``K + PER_ROW``, or ``K + RUNS``) holding the rows'
+    values of a count ``K`` of ``ours`` (a 0-d integer, Adam's ``step``): the parameter server
+    writes them of its scalar counts only, so another (``step_per_row`` to Momentum, which
+    keeps no ``step``; an optimizer's own float buffer named ``v_per_row``) is no such copy."""
+    if not isinstance(key, str) or not key.endswith(PER_ROW):
+        return False
     scalar = (key.removesuffix(RUNS), key.removesuffix(PER_ROW))
     return any(k in ours and _is_count(ours[k]) for k in scalar)
 
