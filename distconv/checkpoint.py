@@ -128,9 +128,7 @@ def save_checkpoint(
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
-    state = {} if optim_state is None else optim_state
-    if problems := save_problems(state, {"step": step, "epoch": epoch}):
-        raise CheckpointError(f"cannot save checkpoint {path}: {'; '.join(problems)}")
+    check_savable(path, optim_state, step=step, epoch=epoch)
     tensors = _tensors(params, optim_state or {})
     metadata = {
         "format": FORMAT,
@@ -142,6 +140,24 @@ def save_checkpoint(
         "extra": json.dumps(dict(extra or {})),
     }
     save_tensors(path, tensors, metadata)
+
+
+def check_savable(
+    where: str | os.PathLike, optim_state: OptimState | None = None, *, step: Any, epoch: Any
+) -> None:
+    """Refuse what :func:`save_checkpoint` would refuse of ``optim_state``, ``step`` and
+    ``epoch`` (see there), without writing anything: for a caller that writes other files of
+    the checkpoint first (a parameter server's parts), so that a refusal leaves none of them.
+
+    Args:
+        where: the checkpoint as the message names it (its path).
+
+    Raises:
+        CheckpointError: ``cannot save checkpoint <where>: <each problem>``.
+    """
+    state = {} if optim_state is None else optim_state
+    if problems := save_problems(state, {"step": step, "epoch": epoch}):
+        raise CheckpointError(f"cannot save checkpoint {where}: {'; '.join(problems)}")
 
 
 def save_tensors(

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distconv.backend import get_array_module
 from distconv.checkpoint import (
     Checkpoint,
     CheckpointDamaged,
@@ -37,9 +36,10 @@ from distconv.run_dir import (
     RunDirectory,
     RunDirError,
 )
+from distconv.step_guard import TrainingError as TrainingError  # defined there: epoch_tally's
+from distconv.step_guard import check_step_checkpoint
 from distconv.stop_request import Preempted as Preempted  # defined there: the syncs read it
 from distconv.sync import SyncError, SyncStrategy
-from distconv.sync.local import not_numbers
 
 log = logging.getLogger("distconv.resume")
 
@@ -80,10 +80,6 @@ def dtype_fact(params: Sequence[Parameter]) -> str:
     """The parameters' real dtypes, as a checkpoint records them: ``"float32"``, or
     ``"float16,float32"`` for a model that mixes them."""
     return ",".join(sorted({str(p.value.dtype) for p in params}))
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (the loss diverged); the message names the epoch and steps."""
 
 
 @dataclass
@@ -234,20 +230,26 @@ class StepCheckpoints:
 
         Raises:
             TrainingError: a parameter or its optimizer state holds NaN or infinity; no write.
+            CheckpointError: the step, epoch or a count of the state is no count, or a part
+                cannot be written (the chief's, then the shards'); no part of it is left on the
+                chief's disk, nor on a shard's where the chief's part was refused.
         """
         if self.run is not None:
             # the current parameters (an async server's moved by others) and their state
             state = _of_model(self.sync.checkpoint_state(), self.params)
-            self._check_finite(pos, state)
-            # shards prune before the manifest is committed: one part more keeps every part the
-            # kept manifests name, even if this process dies between the two
-            remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
+            where = f"of step {pos.step} in {self.run.checkpoint_root}"  # no step directory yet
+            check_step_checkpoint(self.params, state, step=pos.step, epoch=pos.epoch, where=where)
             part = self.run.step_dir(pos.step) / CHIEF_PART
             try:
+                # the chief's part first: what its save refuses (the state's counts, a full
+                # disk) leaves no part on a shard's disk either
                 self._write(part, pos, sums, state)
+                # shards prune before the manifest is committed: one part more keeps every part
+                # the kept manifests name, even if this process dies between the two
+                remote = self.sync.save_remote_parts(pos.step, keep=self.run.keep + 1)
                 job, launch = self.start.job_id, self.start.launch
                 self.run.commit(pos.step, {CHIEF: part}, remote, job=job, launch=launch)
-            except CheckpointError:  # a full disk: what it left would keep the disk full
+            except (CheckpointError, SyncError):  # a full disk: what it left keeps it full
                 self.run.discard(pos.step)
                 raise
         self.sync.barrier()  # nobody reads a checkpoint the chief is still writing
@@ -270,23 +272,6 @@ class StepCheckpoints:
                 "sums": {k: sums[k] for k in (*SUMS, RANK_LOSS) if k in sums},
             },
         )
-
-    def _check_finite(self, pos: Position, state: OptimState) -> None:
-        """Refuse a checkpoint of parameters, or of an optimizer state, holding NaN or inf."""
-        where = f"at step {pos.step} (epoch {pos.epoch + 1}); no checkpoint was written over the"
-        where += " last finite one"
-        todo = "lower the learning rate, train in a wider dtype, or check the data"
-        for p in self.params:
-            if not _finite(p.value):
-                raise TrainingError(f"parameter {p.name!r} holds NaN or infinity {where}; {todo}")
-        for name, entries in state.items():
-            for key, value in entries.items() if isinstance(entries, Mapping) else ():
-                if not _finite(value):
-                    raise TrainingError(
-                        f"optimizer state {key!r} of parameter {name!r} holds NaN or infinity "
-                        f"{where} (an update overflowed it, as a gradient too large for the "
-                        f"dtype does); {todo}"
-                    )
 
     def restore(self, source: str | Path | Checkpoint) -> tuple[OptimState, Position]:
         """Load a checkpoint into the parameters; returns its optimizer state and position.
@@ -329,12 +314,6 @@ class StepCheckpoints:
         pos = Position(ckpt.epoch, ckpt.step, in_epoch, sums)
         log.info("resumed from %s at epoch %d, step %d", path, ckpt.epoch, ckpt.step)
         return _without_frozen(ckpt.optim_state, self.params), pos
-
-
-def _finite(a: Any) -> bool:
-    """Whether the array (numpy or cupy) or number ``a`` holds no NaN nor infinity; True for
-    what holds no numbers (``None``, a string), which ``save_checkpoint`` refuses by name."""
-    return not_numbers(a) is not None or bool(get_array_module(a).isfinite(a).all())
 
 
 def _of_model(state: OptimState, params: Sequence[Parameter]) -> OptimState:
