@@ -122,13 +122,14 @@ def save_checkpoint(
         CheckpointError: a parameter name clashes with the optimizer-state prefix or another
             name, the optimizer state or an entry of it is no mapping, ``step``, ``epoch`` or a
             count of the state (Adam's ``step``) is no count (a whole number from 0 to int64's
-            largest, which a restore would refuse), or the file cannot be written (the
+            largest, which a restore would refuse), ``seed`` is no integer (a whole number:
+            2.5 was kept as 2, True as 1), or the file cannot be written (the
             message names the file and the cause, such as "no space left on device"); the
             old checkpoint is left as it was.
 
     Only one process may write a given path; it removes temporary files a killed save left.
     """
-    check_savable(path, optim_state, step=step, epoch=epoch)
+    check_savable(path, optim_state, step=step, epoch=epoch, seed=seed)
     tensors = _tensors(params, optim_state or {})
     metadata = {
         "format": FORMAT,
@@ -143,11 +144,16 @@ def save_checkpoint(
 
 
 def check_savable(
-    where: str | os.PathLike, optim_state: OptimState | None = None, *, step: Any, epoch: Any
+    where: str | os.PathLike,
+    optim_state: OptimState | None = None,
+    *,
+    step: Any,
+    epoch: Any,
+    seed: Any = None,
 ) -> None:
-    """Refuse what :func:`save_checkpoint` would refuse of ``optim_state``, ``step`` and
-    ``epoch`` (see there), without writing anything: for a caller that writes other files of
-    the checkpoint first (a parameter server's parts), so that a refusal leaves none of them.
+    """Refuse what :func:`save_checkpoint` would refuse of ``optim_state``, ``step``,
+    ``epoch`` and ``seed`` (see there), without writing anything: for a caller that checks a
+    checkpoint before it writes any of its files, so that a refusal leaves none of them.
 
     Args:
         where: the checkpoint as the message names it (its path).
@@ -156,7 +162,7 @@ def check_savable(
         CheckpointError: ``cannot save checkpoint <where>: <each problem>``.
     """
     state = {} if optim_state is None else optim_state
-    if problems := save_problems(state, {"step": step, "epoch": epoch}):
+    if problems := save_problems(state, {"step": step, "epoch": epoch}, seed):
         raise CheckpointError(f"cannot save checkpoint {where}: {'; '.join(problems)}")
 
 

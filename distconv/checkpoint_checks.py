@@ -22,13 +22,13 @@ def native(dtype: Any) -> np.dtype:
     return np.dtype(dtype).newbyteorder("=")
 
 
-def save_problems(state: Any, counts: Mapping[str, Any]) -> list[str]:
-    """What keeps ``state`` and the run's ``counts`` (``{"step": 7, "epoch": 2}``) from being
-    saved: :func:`malformed` state, then a count of it (a 0-d integer value, Adam's ``step``)
-    or one of ``counts`` that is no count (a whole number from 0 to int64's largest), which a
-    restore or a sync's ``load_state_dict`` would refuse, or ``int()`` would cut (2.5 to 2):
-    refused at the save, a run keeps its checkpoint before instead of writing one it cannot
-    resume from."""
+def save_problems(state: Any, counts: Mapping[str, Any], seed: Any = None) -> list[str]:
+    """What keeps ``state``, the run's ``counts`` (``{"step": 7, "epoch": 2}``) and ``seed``
+    from being saved: :func:`malformed` state, then a count of it (a 0-d integer value, Adam's
+    ``step``) or one of ``counts`` that is no count (a whole number from 0 to int64's largest),
+    which a restore or a sync's ``load_state_dict`` would refuse, or ``int()`` would cut (2.5
+    to 2), or a ``seed`` that is no integer (:func:`not_a_seed`): refused at the save, a run
+    keeps its checkpoint before instead of writing one it cannot resume from."""
     problems = malformed(state) or [
         f"optimizer state {name}/{key}: {what}"
         for name, entry in state.items()
@@ -39,7 +39,18 @@ def save_problems(state: Any, counts: Mapping[str, Any]) -> list[str]:
         for name, value in counts.items()
         if (what := _not_one_count(value)) is not None
     ]
+    if (what := not_a_seed(seed)) is not None:
+        problems.append(f"seed {seed!r}: {what}")
     return problems
+
+
+def _not_one(value: Any, what: str) -> str | None:
+    """Why numbers ``value`` are not one number, ``what`` (``"a count"``), or None: an array
+    (``[1, 2]``, ``np.array([5])``) or a bool (numpy counts it an integer)."""
+    a = np.asarray(to_host(value))
+    if a.ndim != 0:
+        return f"shape {a.shape} given, not {what}"
+    return f"a bool given, not {what}" if a.dtype.kind == "b" else None
 
 
 def _not_one_count(value: Any) -> str | None:
@@ -48,10 +59,26 @@ def _not_one_count(value: Any) -> str | None:
     a bare TypeError, and a bool (``True``) was saved as 1."""
     if (what := not_counts(value)) is not None:
         return what
-    a = np.asarray(to_host(value))
-    if a.ndim != 0:
-        return f"shape {a.shape} given, not a count"
-    return "a bool given, not a count" if a.dtype.kind == "b" else None
+    return _not_one(value, "a count")
+
+
+def not_a_seed(seed: Any) -> str | None:
+    """Why ``seed`` is no seed a checkpoint can keep, or None where it is one: None (no seed),
+    an int (numpy's too, of any size, as numpy's generators take), or one whole number (a 0-d
+    integer array, a float 7.0). A save kept ``int(seed)``: 2.5 as 2 and True as 1, which a
+    resume then compared with the run's seed, and NaN raised a bare ValueError."""
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
+        return None
+    if (what := not_numbers(seed)) is not None:
+        return f"{what} given, not an integer"
+    if (what := _not_one(seed, "an integer")) is not None:
+        return what
+    a = np.asarray(to_host(seed))
+    if a.dtype.kind in "iu":
+        return None
+    with np.errstate(invalid="ignore"):
+        whole = a.dtype.kind == "f" and bool(np.isfinite(a)) and bool(a == np.floor(a))
+    return None if whole else f"holds {a.item()!r}, not an integer"
 
 
 def bad_counts(entry: Mapping[str, Any]) -> dict[str, str]:

@@ -238,7 +238,10 @@ class StepCheckpoints:
             # the current parameters (an async server's moved by others) and their state
             state = _of_model(self.sync.checkpoint_state(), self.params)
             where = f"of step {pos.step} in {self.run.checkpoint_root}"  # no step directory yet
-            check_step_checkpoint(self.params, state, step=pos.step, epoch=pos.epoch, where=where)
+            seed = self.facts.get("seed")
+            check_step_checkpoint(
+                self.params, state, step=pos.step, epoch=pos.epoch, seed=seed, where=where
+            )
             part = self.run.step_dir(pos.step) / CHIEF_PART
             try:
                 # the chief's part first: what its save refuses (the state's counts, a full

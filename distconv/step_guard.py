@@ -1,10 +1,11 @@
 """What a step's checkpoint is checked for before any part of it is written.
 
 A step's checkpoint is several files (:class:`~distconv.resume.StepCheckpoints`): the chief's
-part, then each parameter-server shard's. Parameters or state holding NaN or infinity, and a
-step or epoch that is no count, are refused here, before the step's directory is made (its
-name is the step's digits); the chief's save then checks the state's counts before any shard
-writes its part, so a refused checkpoint leaves no part of its step on any disk.
+part, then each parameter-server shard's. Parameters or state holding NaN or infinity, a step
+or epoch that is no count and a seed that is no integer are refused here, before the step's
+directory is made (its name is the step's digits); the chief's save then checks the state's
+counts before any shard writes its part, so a refused checkpoint leaves no part of its step on
+any disk.
 """
 
 from __future__ import annotations
@@ -28,22 +29,23 @@ def check_step_checkpoint(
     *,
     step: Any,
     epoch: Any,
+    seed: Any = None,
     where: str,
 ) -> None:
     """Refuse a checkpoint of ``params`` and optimizer ``state`` at ``step`` and ``epoch``
-    before anything of it is written: values that are not finite, or a step or epoch that
-    the chief's save would refuse.
+    before anything of it is written: values that are not finite, or a step, epoch or
+    ``seed`` that the chief's save would refuse.
 
     Args:
         where: the checkpoint as a refusal names it (``"of step 7 in /run/checkpoints"``).
 
     Raises:
         TrainingError: a parameter or its optimizer state holds NaN or infinity.
-        CheckpointError: the step or epoch is one that
+        CheckpointError: the step, epoch or seed is one that
             :func:`~distconv.checkpoint.save_checkpoint` refuses.
     """
     _check_finite(params, state, step, epoch)
-    check_savable(where, step=step, epoch=epoch)
+    check_savable(where, step=step, epoch=epoch, seed=seed)
 
 
 def _check_finite(
