@@ -132,3 +132,16 @@ def test_a_float_buffer_named_per_row_is_no_count_and_is_saved_and_restored(tmp_
     fresh = {"w": {k: np.zeros_like(v) for k, v in state["w"].items()}}
     restore_checkpoint(path, _params(), fresh)
     assert np.array_equal(fresh["w"]["v_per_row"], state["w"]["v_per_row"])
+
+
+def test_the_count_check_copies_no_buffer_to_the_host(tmp_path, monkeypatch):
+    """Whether a state value is a count is told from its shape and dtype: each buffer went to
+    ``to_host`` for it, on a GPU run a copy of every moment (the model's size) beside the one
+    the save makes. Only the counts themselves (0-d) are read."""
+    import distconv.checkpoint_checks as checks
+
+    shapes = []
+    real = checks.to_host
+    monkeypatch.setattr(checks, "to_host", lambda a: shapes.append(np.shape(a)) or real(a))
+    save_checkpoint(tmp_path / "c.safetensors", _params(), _adam(np.int64(3)), step=3)
+    assert shapes and all(shape == () for shape in shapes), shapes
