@@ -117,7 +117,9 @@ class Quiet(UsedParams):
 
 
 class InterruptedPump:
-    """The last pieces' hand-over, reached by a Ctrl-C."""
+    """The last pieces' hand-over, reached by a Ctrl-C (no piece on the wire)."""
+
+    request = None
 
     def finish(self) -> None:
         raise KeyboardInterrupt("Ctrl-C")

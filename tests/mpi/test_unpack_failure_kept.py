@@ -32,6 +32,8 @@ class StubBucket:
 class StubUsed:
     """The flags' exchange, already complete."""
 
+    pending = False
+
     def complete(self) -> np.ndarray:
         return np.ones(2, dtype=np.uint8)
 
@@ -227,7 +229,10 @@ def test_the_error_an_interrupt_replaced_is_still_in_its_chain(after):
 
 
 class InterruptedUsed:
-    """The flags' exchange raising this rank's own kept pack failure, an interrupt."""
+    """The flags' exchange raising this rank's own kept pack failure, an interrupt (read: not
+    pending)."""
+
+    pending = False
 
     def __init__(self, stop: KeyboardInterrupt) -> None:
         self.stop = stop

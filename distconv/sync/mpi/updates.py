@@ -109,8 +109,7 @@ def reduce_all(
     alone = [] if alone is None else alone
     kept = partial(to_the_end, kept=alone)  # a wait's interrupt: kept, the wait made again
     # the flags' own interrupt (this rank's pack, UsedParams.fail) is raised once not pending
-    # (a stand-in without ``pending``: never)
-    flagged = partial(kept, used.complete, pending=lambda: getattr(used, "pending", False))
+    flagged = partial(kept, used.complete, pending=lambda: used.pending)
     try:  # the flags first without the thread (the others' FAILED wins over what was kept)
         flags = None if thread is not None else flagged()
         for bucket in buckets:
@@ -184,9 +183,8 @@ def finish_pieces(pump: PiecePump, alone: list[BaseException]) -> None:
     interrupt came from its Wait (made again, it returns at once). One raised with none there,
     where a piece's Iallreduce may be made and its request lost (a Ctrl-C in the watchdog's
     wrapper), is raised at once: made again, that start would put a collective on this rank
-    alone, which meets another piece of the other ranks'. (A stand-in pump with no ``request``
-    holds none.)"""
-    to_the_end(pump.finish, alone, pending=lambda: getattr(pump, "request", None) is not None)
+    alone, which meets another piece of the other ranks'."""
+    to_the_end(pump.finish, alone, pending=lambda: pump.request is not None)
 
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
