@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from distconv.sync.mpi import MPISync
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.updates import finish_pieces
+from distconv.sync.mpi.used import UsedParams
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -68,3 +70,44 @@ def test_an_interrupt_in_a_pieces_start_is_raised_and_the_piece_not_started_agai
         finish_pieces(pump(comm), alone)
     assert comm.started == list(range(piece + 1))  # each once: no collective on this rank alone
     assert alone == []
+
+
+class Quiet(UsedParams):
+    """The flags' exchange, complete at its start (no MPI)."""
+
+    def _start(self) -> None:
+        self._request = Request(None)
+
+
+class Finishing:
+    """What MPISync.finish_step reads of its sync without the thread, up to the last pieces: a
+    rank of two whose check passed and whose buckets packed, its pieces on ``comm``."""
+
+    world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
+    _grad_comm, buckets, _slot = None, (), {}
+
+    def __init__(self, comm: Comm) -> None:
+        self._used, self._pump, self.told = Quiet(None, 2, None), pump(comm), 0
+
+    def _complete_check(self) -> None:
+        pass
+
+    def _launch_ready(self, everything: bool = False) -> None:
+        pass
+
+    def _apply(self, bucket: Any, used: Any) -> None:
+        raise AssertionError("no bucket here")
+
+    def _note_failed_step(self) -> None:
+        self.told += 1
+
+
+def test_finish_step_raises_an_interrupt_in_a_pieces_start_and_starts_it_once():
+    """finish_step finishes its last pieces through finish_pieces: a Ctrl-C as piece 0 starts
+    is raised, piece 0 made once. (Without the thread through to_the_end alone, it was made
+    again: a collective on this rank alone.)"""
+    comm = Comm(("start", 0))
+    sync = Finishing(comm)
+    with pytest.raises(KeyboardInterrupt):
+        MPISync.finish_step(sync)  # type: ignore[arg-type]
+    assert (comm.started, sync.told, sync.step) == ([0], 0, 1)
