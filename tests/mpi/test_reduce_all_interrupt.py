@@ -146,10 +146,11 @@ def test_to_the_end_keeps_the_first_interrupt_and_raises_a_second():
 
 class Thread:
     """A communication thread that runs each call at once; its first ``finish`` raises an
-    interrupt as it returns (a Ctrl-C in the main thread's wait for the flags)."""
+    interrupt as it returns (a Ctrl-C in the main thread's wait for the flags), unless not
+    ``interrupted``."""
 
-    def __init__(self) -> None:
-        self.calls, self.finishes = 0, 0
+    def __init__(self, interrupted: bool = True) -> None:
+        self.calls, self.finishes = 0, 0 if interrupted else 1
 
     def call(self, work: Any, what: str, always: bool = False) -> object:
         self.calls += 1
@@ -201,3 +202,71 @@ def test_a_second_interrupt_in_a_copy_back_stops_at_once():
     assert caught.value is first
     assert str(caught.value.__cause__) == "second Ctrl-C"
     assert [b.unpacked for b in buckets] == [True, False] and told == []
+
+
+class StoreInterrupted(UsedParams):
+    """Flags whose ``at``-th attribute store, once set, meets a Ctrl-C first (a SIGINT raised
+    between two of complete's steps, as Python 3.10 may)."""
+
+    at: int | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        at = self.at
+        if at is not None:
+            object.__setattr__(self, "at", None if at == 0 else at - 1)
+            if at == 0:
+                raise KeyboardInterrupt(f"before {name}")
+        super().__setattr__(name, value)
+
+
+def completed(used: UsedParams, kept: list[BaseException]) -> BaseException:
+    """What reduce_all's wait for the flags raises (another rank's FAILED: a refusal)."""
+    with pytest.raises((SyncError, KeyboardInterrupt)) as caught:
+        to_the_end(used.complete, kept, pending=lambda: used.pending)
+    assert not used.pending
+    return caught.value
+
+
+@pytest.mark.parametrize("thread", [False, True], ids=["main", "thread"])
+@pytest.mark.parametrize("at", range(6))
+def test_an_interrupt_between_the_flags_stores_never_waits_on_a_request_dropped(thread, at):
+    """A Ctrl-C at any store of complete, once its wait returned: made again (pending), it
+    reads the same flags (another rank's FAILED refused, the interrupt kept), or, read already
+    (not pending), the interrupt is raised at once. Before, one after the request was dropped
+    and before the exchange stopped pending made the wait again on None: an AttributeError
+    without the thread, and with it a wait on None queued there (the thread's failure)."""
+    used, kept = StoreInterrupted(FlagsComm(theirs=FAILED), 2, None), []
+    used.post(Thread(interrupted=False) if thread else None)  # type: ignore[arg-type]
+    used.at = at
+    raised = completed(used, kept)
+    if isinstance(raised, SyncError):
+        assert "another rank's finish_step failed" in str(raised)
+        assert len(kept) <= 1 and all(isinstance(k, KeyboardInterrupt) for k in kept)
+    else:
+        assert kept == []
+
+
+class MaxInterrupted(np.ndarray):
+    """The flags as received; the first read of their largest meets a Ctrl-C."""
+
+    reads = 0
+
+    def max(self, *args: Any, **kwargs: Any) -> Any:
+        MaxInterrupted.reads += 1
+        if MaxInterrupted.reads == 1:
+            raise KeyboardInterrupt("reading the flags")
+        return super().max(*args, **kwargs)
+
+
+def test_an_interrupt_reading_the_flags_reads_them_again():
+    """A Ctrl-C as the flags are read, once their wait returned: they stay pending and are
+    read again (another rank's FAILED refused, the interrupt kept for reduce_all). Before, the
+    exchange had stopped pending at its wait's end: the interrupt was raised at once, the
+    refusal lost, and reduce_all left the step with its later buckets and its telling unmade."""
+    used, kept = UsedParams(FlagsComm(theirs=FAILED), 2, None), []
+    MaxInterrupted.reads = 0
+    used.anywhere = np.zeros(2, dtype=np.uint8).view(MaxInterrupted)
+    used.post()
+    raised = completed(used, kept)
+    assert isinstance(raised, SyncError), raised
+    assert [str(k) for k in kept] == ["reading the flags"]

@@ -66,7 +66,7 @@ class UsedParams:
         a parameter that fired on some ranks only puts its piece before this exchange on one
         rank and after it on another; waiting here would have each thread wait for the other.
         """
-        self._thread, self._posted = thread, True
+        self._thread, self._waited, self._posted = thread, None, True
         if thread is None:
             self._start()
         else:
@@ -119,16 +119,16 @@ class UsedParams:
         case: nothing to skip).
 
         A call interrupted in its wait (a KeyboardInterrupt as the exchange's Wait returns, or,
-        with the thread, in the wait for the thread's) leaves it :attr:`pending`, for the next
-        call to read: that call waits for the same exchange, never queues a second wait.
+        with the thread, in the wait for the thread's) or as it reads the flags leaves it
+        :attr:`pending`, for the next call to read: that call waits for the same exchange (at
+        once: it is complete), never queues a second wait, and reads the same flags. Once it
+        stops pending (one store), nothing is left to do again: an interrupt there is raised.
 
         Raises:
             SyncError: the communication thread failed.
         """
         if not self._posted:
             return None
-        # pending till its wait returns: an interrupt there leaves it to the next call
-        # (updates.to_the_end)
         if self._thread is None:
             self._request.Wait()
         else:  # on the thread too: while it reduces, it alone may call MPI
@@ -136,18 +136,26 @@ class UsedParams:
                 wait_flags = lambda wait: wait(self._request)  # noqa: E731 - started there
                 self._waited = self._thread.call(wait_flags, "used-parameter flags")
             self._thread.finish(self._waited)
-        self._request, self._waited, self._posted = None, None, False
-        failed, self._failed = self._failed, None
-        if failed is not None:  # FAILED, every flag: the others refuse the step too
-            raise failed
+        read = self._read()  # pending till read (updates.to_the_end makes the call again)
+        self._posted = False  # first: a request dropped while pending would be waited on again
+        self._request = self._waited = self._failed = None
+        if isinstance(read, BaseException):
+            raise read
+        return read
+
+    def _read(self) -> np.ndarray | BaseException | None:
+        """The completed exchange's outcome, read again alike: this rank's failed pack (its
+        error: :meth:`fail`), another rank's (a SyncError to raise), the flags, or None."""
+        if self._failed is not None:  # FAILED, every flag: the others refuse the step too
+            return self._failed
         if self.anywhere.size and self.anywhere.max() == FAILED:
-            raise SyncError(
+            return SyncError(
                 "another rank's finish_step failed (an error there, which it raised) before "
                 "its last gradients went: no rank updated this step; set up again on every rank "
                 "(a fit does), or close the sync (it ends the job)"
             )
         if self.anywhere.size and self.anywhere.max() == ABANDONED:
-            raise SyncError(
+            return SyncError(
                 "another rank abandoned the step (an error there) before it finished: its "
                 "gradients never came, and the ranks count this step differently, which a "
                 "second setup refuses: close the sync (it ends the job)"
