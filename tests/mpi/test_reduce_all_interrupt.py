@@ -270,3 +270,17 @@ def test_an_interrupt_reading_the_flags_reads_them_again():
     raised = completed(used, kept)
     assert isinstance(raised, SyncError), raised
     assert [str(k) for k in kept] == ["reading the flags"]
+
+
+def test_to_the_end_passes_its_arguments_to_each_call_made():
+    """reduce_all waits for a bucket as ``to_the_end(_wait, alone, thread, bucket)``: no object
+    made per bucket on the healthy path; the call made again gets the same arguments."""
+    got, kept = [], []
+
+    def wait(thread: str, bucket: int) -> None:
+        got.append((thread, bucket))
+        if len(got) == 1:
+            raise KeyboardInterrupt("CommThread.wait")
+
+    to_the_end(wait, kept, "thread", 3)
+    assert got == [("thread", 3), ("thread", 3)] and [str(k) for k in kept] == ["CommThread.wait"]

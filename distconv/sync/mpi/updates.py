@@ -25,7 +25,6 @@ sync aborts the job when it closes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 import numpy as np
@@ -107,19 +106,21 @@ def reduce_all(
     and fails the step alone.
     """
     alone = [] if alone is None else alone
-    kept = partial(to_the_end, kept=alone)  # a wait's interrupt: kept, the wait made again
-    # the flags' own interrupt (this rank's pack, UsedParams.fail) is raised once not pending
-    flagged = partial(kept, used.complete, pending=lambda: used.pending)
+    # a wait's interrupt: kept in alone, the wait made again (to_the_end); the flags' own (this
+    # rank's pack, UsedParams.fail) is raised once they are not pending. No object made per
+    # bucket: the healthy path pays one call per wait
+    pending = lambda: used.pending  # noqa: E731 - read after an interrupt only
     try:  # the flags first without the thread (the others' FAILED wins over what was kept)
-        flags = None if thread is not None else flagged()
+        flags = None if thread is not None else to_the_end(used.complete, alone, pending=pending)
         for bucket in buckets:
             if thread is not None:  # waiting on an event: made again, it returns once set
-                kept(partial(_wait, thread, bucket))
+                to_the_end(_wait, alone, thread, bucket)
             elif not bucket.pieces:  # a 16-bit wire, reduced by hand
-                bucket.reduce(comm, lambda r: kept(r.Wait), None, None)
+                bucket.reduce(comm, lambda r: to_the_end(r.Wait, alone), None, None)
             _unpack(bucket, alone)
         if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
-            flags = flagged()  # (another rank's failed pack) does not swallow what was kept
+            # (another rank's failed pack) does not swallow what was kept
+            flags = to_the_end(used.complete, alone, pending=pending)
     except BaseException as exc:  # a SyncError (every rank's), an MPI error, an interrupt (a wait,
         # this rank's pack kept by UsedParams.fail): this rank's in a note
         if _stopping(alone):  # an interrupt: asked to stop
@@ -159,9 +160,12 @@ def _raise_from(interrupt: BaseException, error: BaseException) -> NoReturn:
 
 
 def to_the_end(
-    call: Callable[[], T], kept: list[BaseException], pending: Callable[[], bool] | None = None
+    call: Callable[..., T],
+    kept: list[BaseException],
+    *args: Any,
+    pending: Callable[[], bool] | None = None,
 ) -> T:
-    """``call()``, made again until it returns: a KeyboardInterrupt raised there (a Ctrl-C in
+    """``call(*args)``, made again until it returns: a KeyboardInterrupt raised there (a Ctrl-C in
     a wait, raised once the wait returned) is kept in ``kept`` (:func:`_keep`), not raised,
     unless ``kept`` holds one already (asked twice, this rank stops at once) or ``pending``
     says the call has nothing left to wait for (the interrupt is no wait's: the flags raise
@@ -169,7 +173,7 @@ def to_the_end(
     again: a wait on a completed request returns at once."""
     while True:
         try:
-            return call()
+            return call(*args)
         except KeyboardInterrupt as exc:  # this rank's alone: the others' collectives first
             if _stopping(kept) or (pending and not pending()):
                 raise
