@@ -11,6 +11,7 @@ import pytest
 from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync
 from distconv.sync.mpi.used import UsedParams
+from distconv.sync.mpi.watchdog import Watchdog
 from tests.mpi.common import NEEDS_MPIEXEC, assert_moved, run_mpi, run_two_ranks, script
 
 pytestmark = pytest.mark.timeout(120)
@@ -87,6 +88,7 @@ class Interrupted:
     last pack is interrupted."""
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
+    _watchdog = Watchdog(None, print, 0)  # watches nothing
 
     def __init__(self) -> None:
         self._used = FailingStart(None, 2, None)

@@ -15,6 +15,7 @@ from distconv.sync.mpi import MPISync
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.updates import finish_pieces
 from distconv.sync.mpi.used import UsedParams
+from distconv.sync.mpi.watchdog import Watchdog, WatchedRequest
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -29,6 +30,9 @@ class Request:
         self.waits += 1
         if self.waits == 1 and self.interrupt is not None:
             raise self.interrupt
+
+    def Test(self) -> bool:  # noqa: N802
+        return self.waits > 0
 
 
 class Comm:
@@ -86,8 +90,9 @@ class Finishing:
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _grad_comm, buckets, _slot = None, (), {}
 
-    def __init__(self, comm: Comm) -> None:
+    def __init__(self, comm: Comm, watchdog: Watchdog | None = None) -> None:
         self._used, self._pump, self.told = Quiet(None, 2, None), pump(comm), 0
+        self._watchdog = watchdog or Watchdog(None, print, 0)
 
     def _complete_check(self) -> None:
         pass
@@ -111,3 +116,43 @@ def test_finish_step_raises_an_interrupt_in_a_pieces_start_and_starts_it_once():
     with pytest.raises(KeyboardInterrupt):
         MPISync.finish_step(sync)  # type: ignore[arg-type]
     assert (comm.started, sync.told, sync.step) == ([0], 0, 1)
+
+
+class InterruptedSignOff(Watchdog):
+    """A watchdog (watching nothing) whose first ``interrupts`` sign-offs each meet a Ctrl-C
+    before the entry goes (a SIGINT raised in the Wait wrapper's ``finally``)."""
+
+    def __init__(self, interrupts: int) -> None:
+        super().__init__(None, print, 0)
+        self.interrupts = interrupts
+
+    def leave(self) -> None:
+        if self.interrupts:
+            self.interrupts -= 1
+            raise KeyboardInterrupt("in the Wait's sign-off")
+        super().leave()
+
+
+class WatchedComm(Comm):
+    """Pieces whose requests are watched by ``watchdog``, as the sync's communicator's are."""
+
+    def __init__(self, watchdog: Watchdog) -> None:
+        super().__init__(("none", -1))
+        self.watchdog = watchdog
+
+    def Iallreduce(self, in_place: Any, piece: int, op: Any) -> Any:  # noqa: N802
+        request = super().Iallreduce(in_place, piece, op)
+        return WatchedRequest(request, self.watchdog, f"the Wait of piece {piece}")
+
+
+def test_a_second_interrupt_in_a_waits_sign_off_leaves_no_watchdog_entry():
+    """A Ctrl-C in piece 0's sign-off is kept (its Wait made again), a second one there stops
+    the rank: finish_step clears the main thread's entry as it fails. Before, the entry
+    stayed, and a rank that went on without a watched call (a checkpoint saved after the
+    interrupt) was stopped by the watchdog for a stall in a Wait long over."""
+    watchdog = InterruptedSignOff(2)
+    sync = Finishing(WatchedComm(watchdog), watchdog)
+    with pytest.raises(KeyboardInterrupt):
+        MPISync.finish_step(sync)  # type: ignore[arg-type]
+    assert sync._pump.request is not None  # piece 0's Wait was made twice, never ended
+    assert watchdog._waits == {}
