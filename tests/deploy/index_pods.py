@@ -80,9 +80,29 @@ def start_pod(job: dict, index: int, folder: Path) -> Started:
     return Started(out.returncode, placed, out.stderr)
 
 
-def trains(job: dict, folder: Path) -> bool:
-    """Whether every pod of ``job`` starts, each as its own rank of a world of completions."""
+@dataclass(frozen=True)
+class Training:
+    """Every pod of a Job started: true where each placed itself as its own rank of a world of
+    completions. Its repr names each pod's status and the end of its stderr, so a failed
+    ``assert trains(...)`` says why a pod did not start (seen once under load, unexplained)."""
+
+    pods: tuple[Started, ...]
+
+    def __bool__(self) -> bool:
+        placed = [pod.placed for pod in self.pods]
+        ranks = [(rank, len(self.pods)) for rank in range(len(self.pods))]
+        return None not in placed and sorted(placed) == ranks  # type: ignore[type-var]
+
+    def __repr__(self) -> str:
+        said = (
+            f"pod {i}: {p.returncode} {p.placed} {p.stderr[-800:]!r}"
+            for i, p in enumerate(self.pods)
+        )
+        return "Training(" + "; ".join(said) + ")"
+
+
+def trains(job: dict, folder: Path) -> Training:
+    """Every pod of ``job`` started; true where each starts as its own rank of a world of
+    completions."""
     completions = int(job["spec"].get("completions", 1))
-    placed = [start_pod(job, index, folder).placed for index in range(completions)]
-    ranks = [(rank, completions) for rank in range(completions)]
-    return None not in placed and sorted(placed) == ranks  # type: ignore[type-var]
+    return Training(tuple(start_pod(job, index, folder) for index in range(completions)))
