@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from distconv.checkpoint import load_checkpoint
+from tests.child_env import child_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +35,7 @@ def save(path):
 
 
 def _run(*argv: str, cwd: Path, hash_seed: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": hash_seed}
+    env = {**os.environ, "PYTHONPATH": child_path(), "PYTHONHASHSEED": hash_seed}
     env.pop("DISTCONV_DEBUG", None)
     return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stderr=subprocess.PIPE)
 

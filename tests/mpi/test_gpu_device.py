@@ -13,6 +13,7 @@ import pytest
 
 from distconv.backend import BackendError, gpu_index
 from distconv.runtime import detect_runtime
+from tests.child_env import child_path
 from tests.mpi.common import mpiexec, run_mpi
 
 #: what each rank writes to ``DIR/rank<r>`` (its own file: two ranks' stdout interleave under
@@ -168,8 +169,7 @@ def test_the_device_test_keeps_to_the_device_a_scheduler_named(tmp_path):
     (tmp_path / "cupy" / "__init__.py").write_text(_FOUR_DEVICE_CUPY)
     used = tmp_path / "used"
     root = Path(__file__).resolve().parents[2]
-    path = os.pathsep.join([str(tmp_path), str(root), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "2"}
+    env = {**os.environ, "PYTHONPATH": child_path(tmp_path), "CUDA_VISIBLE_DEVICES": "2"}
     test = f"{Path(__file__).resolve()}::test_set_device_makes_device_local_rank_current"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     proc = subprocess.run(
