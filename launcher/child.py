@@ -137,15 +137,15 @@ class Child:
         the launcher's output, it passes on the line under way (:meth:`OutputPipe.end_line`)."""
         if self._pump.is_alive():
             self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
-        if self._pump.is_alive():  # a process outside the group holds the pipe
-            if self._waits.since is None and self._output is not None:
-                self._output.end_line(OUTPUT_DRAIN_SECONDS)
-            return False
-        self.proc.stdout.close()
-        if self._output is not None:
+        held = self._pump.is_alive()  # a process outside the group holds the pipe
+        if held and self._waits.since is None and self._output is not None:
+            self._output.end_line(OUTPUT_DRAIN_SECONDS)
+        if self._output is not None:  # its wake-up pipe: now, or as the pump ends
             self._output.close()
-        self.log.close()
-        return True
+        if not held:
+            self.proc.stdout.close()
+            self.log.close()
+        return not held
 
     def _wait(self) -> None:
         """Record the exit, without reaping where the OS allows (``WNOWAIT``): the zombie

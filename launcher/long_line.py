@@ -92,13 +92,31 @@ class OutputPipe:
         for each in (fd, self._wake):
             self._poll.register(each, select.POLLIN)
         self._ended = threading.Event()
+        self._lock = threading.Lock()  # the wake-up pipe's state, between the two threads
+        self._reading = False  # pieces() began and has not ended
+        self._let_go = False  # close() was called: the last of the two closes the pipe
+        self._closed = False
 
     def pieces(self) -> Iterator[bytes]:
         """The output's lines, each with its newline, a line over :data:`READ_PIECE` in pieces
         of that many bytes and its rest with the newline (as ``readline(READ_PIECE)`` gives
         them); at the pipe's end, a last line without its newline. After :meth:`end_line`, the
         line under way with a newline, however much of it came (its earlier pieces given, a
-        bare newline)."""
+        bare newline). Nothing once :meth:`close` has closed the wake-up pipe."""
+        with self._lock:
+            if self._closed:
+                return
+            self._reading = True
+        try:
+            yield from self._lines()
+        finally:  # the end, or the pump let go of it: close() may have waited for this
+            with self._lock:
+                self._reading = False
+                if self._let_go:
+                    self._close_wake_pipe()
+
+    def _lines(self) -> Iterator[bytes]:
+        """:meth:`pieces`' lines and pieces."""
         held: list[bytes] = []  # the line's start, read without its end: under READ_PIECE
         size, inside = 0, False  # held's bytes; whether pieces of the line were given
         while True:
@@ -144,12 +162,26 @@ class OutputPipe:
     def end_line(self, timeout: float) -> bool:
         """From another thread: have the pump take what the pipe has, then pass on the line
         under way as ended (as :meth:`pieces` says). Whether it did within ``timeout`` seconds
-        (not where it waits on the launcher's own output)."""
-        self._ended.clear()
-        os.write(self._waker, b"\0")
+        (not where it waits on the launcher's own output, nor where :meth:`pieces` is not
+        reading: at the pipe's end, nobody would answer)."""
+        with self._lock:
+            if not self._reading:
+                return False
+            self._ended.clear()
+            os.write(self._waker, b"\0")
         return self._ended.wait(timeout)
 
     def close(self) -> None:
-        """Close what :meth:`end_line` wakes the pump by, once the pump has ended."""
-        os.close(self._wake)
-        os.close(self._waker)
+        """The owner lets go: close the wake-up pipe now, or, where :meth:`pieces` still reads
+        (a process outside the child's group holds its pipe), as soon as it ends."""
+        with self._lock:
+            self._let_go = True
+            if not self._reading:
+                self._close_wake_pipe()
+
+    def _close_wake_pipe(self) -> None:
+        """Close both ends of the wake-up pipe, once; call under the lock."""
+        if not self._closed:
+            self._closed = True
+            os.close(self._wake)
+            os.close(self._waker)
