@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from launcher.child import READ_PIECE, Child, ChildSpec
+from launcher.child import READ_PIECE, ChildSpec
+from tests.launcher.child_output import output_lines
 from tests.launcher.real_children import mpiexec_or_skip
 
 #: a line a piece and a bit long, then what ``bash -x`` prints of a command
@@ -39,13 +38,7 @@ def _joined(lines: list[bytes], marker: bytes) -> list[bytes]:
 @pytest.mark.timeout(30)
 def test_an_mpiexec_long_lines_later_pieces_are_told_from_a_ranks_plus_lines(tmp_path):
     spec = ChildSpec("mpiexec", 0, [sys.executable, "-c", PRINTER], prefix="")
-    with open(tmp_path / "out", "wb") as out:
-        child = Child(spec, tmp_path / "mpiexec.log", out, threading.Lock())
-        deadline = time.monotonic() + 20
-        while child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        child.finish()
-    lines = (tmp_path / "out").read_bytes().splitlines()
+    lines, _ = output_lines(tmp_path, spec, "mpiexec.log")
     assert lines == [b"a" * READ_PIECE, b"[mpiexec]+ aaaaa", b"+ echo step 10", b"step 10"]
     assert _joined(lines, b"[mpiexec]+ ") == [b"a" * (READ_PIECE + 5), *lines[2:]]
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from launcher.child import READ_PIECE, Child, ChildSpec, continued_prefix
+from launcher.child import READ_PIECE, ChildSpec, continued_prefix
 from launcher.failure import KEPT_LINE_BYTES, KeptEnds, kept_line
 from launcher.long_line import LongLine, split_chars
+from tests.launcher.child_output import output_lines
 
 #: an odd ``a``, then 2-byte characters: every piece's end falls inside one; then a 3-byte and a
 #: 4-byte one across the next cuts, and the line ends mid-character as the child dies
@@ -23,24 +22,14 @@ LINE = (
 ).encode()
 
 
-def _run(tmp_path, code: str) -> tuple[list[bytes], Child]:
-    spec = ChildSpec("worker", 0, [sys.executable, "-c", code])
-    with open(tmp_path / "out", "wb") as out:
-        child = Child(spec, tmp_path / "w.log", out, threading.Lock())
-        deadline = time.monotonic() + 20
-        while child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        child.finish()
-    return (tmp_path / "out").read_bytes().splitlines(), child
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("end", [b"\n", b"\xf0\x9f"], ids=["newline", "dies-mid-character"])
 def test_each_piece_of_a_long_line_is_whole_characters(tmp_path, end):
     line = LINE + end
     (tmp_path / "line").write_bytes(line)
     code = f"import os\nos.write(1, open({str(tmp_path / 'line')!r}, 'rb').read())\n"
-    lines, child = _run(tmp_path, code)
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", code])
+    lines, child = output_lines(tmp_path, spec, "w.log")
     assert len(lines) >= 4  # 3 MiB and 3 bytes, and a character's start where it dies
     assert lines[0].startswith(b"[worker 0] a")
     assert all(later.startswith(continued_prefix(b"[worker 0] ", "worker")) for later in lines[1:])
