@@ -7,8 +7,11 @@ lines and pieces."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
+import struct
+import termios
 import threading
 from collections.abc import Iterator
 
@@ -77,6 +80,11 @@ def _whole_pieces(line: bytes) -> Iterator[bytes]:
     return line[at:]
 
 
+def _pipe_holds(fd: int) -> int:
+    """The bytes the pipe ``fd`` holds unread at this moment (``FIONREAD``)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+
+
 class OutputPipe:
     """A child's output pipe as its pump reads it (:meth:`pieces`): whatever has come, never
     waiting with bytes read and not given (``readline`` held a line's start until its newline
@@ -92,6 +100,7 @@ class OutputPipe:
         for each in (fd, self._wake):
             self._poll.register(each, select.POLLIN)
         self._ended = threading.Event()
+        self._owed: int | None = None  # after end_line(): bytes to read before the line ends
         self._lock = threading.Lock()  # the wake-up pipe's state, between the two threads
         self._reading = False  # pieces() began and has not ended
         self._let_go = False  # close() was called: the last of the two closes the pipe
@@ -150,14 +159,21 @@ class OutputPipe:
 
     def _read(self) -> bytes | None:
         """The pipe's next bytes (``b""`` at its end) once it has some, or None where
-        :meth:`end_line` asks first (what the pipe has comes before)."""
-        while True:
+        :meth:`end_line` asks: once the bytes the pipe held as it asked are read, and no more
+        (a pipe that never runs dry, a stray printing without pause, kept the wake-up waiting)."""
+        while self._owed is None:
             ready = {fd for fd, _ in self._poll.poll()}
-            if self._fd in ready:
-                return os.read(self._fd, _READ_CHUNK)
             if self._wake in ready:
                 os.read(self._wake, 1)
-                return None
+                self._owed = _pipe_holds(self._fd)
+            elif self._fd in ready:
+                return os.read(self._fd, _READ_CHUNK)
+        if self._owed > 0:
+            chunk = os.read(self._fd, min(self._owed, _READ_CHUNK))
+            self._owed -= len(chunk)
+            return chunk
+        self._owed = None
+        return None
 
     def end_line(self, timeout: float) -> bool:
         """From another thread: have the pump take what the pipe has, then pass on the line
