@@ -28,7 +28,7 @@ from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import LongLine, OutputPipe
 from .long_line import continued_prefix as continued_prefix
-from .output_waits import WRITE_PIECE, OutputWaits
+from .output_waits import WRITE_PIECE, OutputWaits, held_output
 from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
 from .startable import not_started
@@ -133,19 +133,25 @@ class Child:
 
     def _drained(self) -> bool:
         """Wait up to :data:`OUTPUT_DRAIN_SECONDS` for the pump (if started) to reach the
-        pipe's end, then close the pipe and log; False where it did not: then, unless it waits on
-        the launcher's output, it passes on the line under way (:meth:`OutputPipe.end_line`)."""
+        pipe's end, then close the pipe and log; False where it did not (:attr:`output_held`
+        says why): then, unless a write to the launcher's output holds it up all along, it passes
+        on the line under way (:meth:`OutputPipe.end_line`)."""
+        since = time.monotonic()  # a write under way from before: the output holds the pump
         if self._pump.is_alive():
             self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
         held = self._pump.is_alive()  # a process outside the group holds the pipe
-        if held and self._waits.since is None and self._output is not None:
+        if held and not self._waits.waiting_since(since) and self._output is not None:
+            since = time.monotonic()
             self._output.end_line(OUTPUT_DRAIN_SECONDS)
         if self._output is not None:  # its wake-up pipe: now, or as the pump ends
             self._output.close()
-        if not held:
-            self.proc.stdout.close()
-            self.log.close()
-        return not held
+        if held:  # the daemon pump goes on into the log while it can
+            stalled = self._waits.waiting_since(since)
+            self.output_held = held_output(self.spec.name, self.log_path, stalled)
+            return False
+        self.proc.stdout.close()
+        self.log.close()
+        return True
 
     def _wait(self) -> None:
         """Record the exit, without reaping where the OS allows (``WNOWAIT``): the zombie
@@ -350,15 +356,7 @@ class Child:
         self.signal_group(signal.SIGKILL)
         self.proc.wait()
         self._waiter.join()
-        if not self._drained():  # the daemon pump goes on into the log while it can
-            name = self.spec.name
-            self.output_held = (
-                f"{name}: a process that left its process group (setsid, a daemon) still holds "
-                "its output; it was not stopped"
-                if self._waits.since is None
-                else f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s "
-                f"last lines are missing from it and from {self.log_path}"
-            )
+        self._drained()
 
     @property
     def victim(self) -> bool:

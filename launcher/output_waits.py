@@ -7,6 +7,7 @@ almost all the time, and never be stopped."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 #: bytes the pump writes to the launcher's output at once: a longer line goes in pieces, each
 #: its own wait, so a line that takes long on an output that moves (1 MB at 400 KB/s) is not
@@ -44,6 +45,13 @@ class OutputWaits:
                 self._slowed += wait
         self.since = None  # after the sum: held_up() sees the wait in one of them
 
+    def waiting_since(self, moment: float) -> bool:
+        """Whether the pump is inside a write that began at or before ``moment`` (monotonic):
+        the launcher's output has held it up since then at least (a stall), not a write of an
+        output that moves, which the pump happens to be in."""
+        since = self.since
+        return since is not None and since <= moment
+
     def held_up(self, now: float, bound: float) -> float:
         """The seconds of waiting, the wait under way up to ``now`` too, not to count in the
         wrap-up: every stall, and the shorter waits up to ``bound`` seconds in all."""
@@ -54,3 +62,18 @@ class OutputWaits:
         elif since is not None:
             slowed += max(now - since, 0.0)
         return stalled + min(slowed, bound)
+
+
+def held_output(name: str, log_path: Path, stalled: bool) -> str:
+    """What the launcher says of child ``name``'s output pipe that it stopped waiting for:
+    ``stalled``, its own output held the pump up (:meth:`OutputWaits.waiting_since`), else a
+    process outside the child's group holds the pipe."""
+    if stalled:
+        return (
+            f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s last "
+            f"lines are missing from it and from {log_path}"
+        )
+    return (
+        f"{name}: a process that left its process group (setsid, a daemon) still holds its "
+        "output; it was not stopped"
+    )
