@@ -209,7 +209,12 @@ class Shard(
         self._stop = True
 
     def serve(self) -> None:
-        """Answer requests until :meth:`stop`; write a checkpoint part on the way out."""
+        """Answer requests until :meth:`stop`; write a checkpoint part on the way out.
+
+        Raises:
+            CheckpointError: the part on the way out is refused or cannot be written; the
+                shard's stats are logged first.
+        """
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         next_stats = time.monotonic() + STATS_EVERY
@@ -224,9 +229,11 @@ class Shard(
             if now >= next_stats:
                 self.log_stats()
                 next_stats = now + STATS_EVERY
-        if self.config.checkpoint_dir and self.blocks:
-            log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
-        self.log_stats()
+        try:  # a refused or failed part still raises (the exit says so), after the stats
+            if self.config.checkpoint_dir and self.blocks:
+                log.info("shard %d: wrote %s on shutdown", self.index, self.save_part("last"))
+        finally:
+            self.log_stats()
 
     def _drain(self, until: float = 0.0) -> None:
         """Handle the requests already queued, up to ``BATCH``, or all that are there before the

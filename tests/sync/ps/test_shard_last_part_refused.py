@@ -1,0 +1,42 @@
+"""A shard whose "last" part (written on its way out) is refused still logs its stats, and the
+refusal still reaches its caller: the refusal raised out of ``serve`` before ``log_stats``, so
+the shutdown's stats line, the only record of the shard's counters, was lost."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from distconv.checkpoint import CheckpointError
+from distconv.optim import create_optimizer
+from distconv.sync.ps.blocks import ParamSpec
+from distconv.sync.ps.config import ShardConfig
+from distconv.sync.ps.server import Shard
+from distconv.sync.ps.state import _Block
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_a_refused_last_part_raises_after_the_stats_are_logged(tmp_path, caplog):
+    shard = Shard(
+        ShardConfig(
+            bind="127.0.0.1:0", insecure=True, shard=1, num_shards=2, checkpoint_dir=str(tmp_path)
+        )
+    )
+    try:
+        shard.bind()
+        shard.optimizer = create_optimizer("adam")
+        shard.params = [ParamSpec("w", (2,), "float32")]
+        value = np.ones((2, 1), np.float32)
+        shard.blocks[0] = _Block(0, 0, 2, value, shard.optimizer.init_state(value))
+        shard.blocks[0].state["step"][...] = -1  # a count that is no count: the part is refused
+        shard.stop()  # serve returns at once, to its shutdown
+        with caplog.at_level(logging.INFO, logger="distconv"):
+            with pytest.raises(CheckpointError, match=r"steplast.*shard 1 "):
+                shard.serve()
+        assert any(r.getMessage().startswith("shard 1 stats ") for r in caplog.records)
+        assert not list(tmp_path.iterdir())  # nothing of the refused part written
+    finally:
+        shard.close()
