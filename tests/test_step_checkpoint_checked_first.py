@@ -13,7 +13,7 @@ from distconv.optim import create_optimizer
 from distconv.parameter import Parameter
 from distconv.resume import Position, StepCheckpoints
 from distconv.run_dir import RunDirectory
-from distconv.sync import create_sync
+from distconv.sync import SyncError, create_sync
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -66,5 +66,26 @@ def test_a_state_count_refused_asks_no_shard_for_a_part(tmp_path, monkeypatch):
         with pytest.raises(CheckpointError, match=r"step-00000002/chief.safetensors: .*w/step"):
             ckpts.save(Position(0, 2, 2), {})
         _only_step_1_left(ckpts, asked)
+    finally:
+        ckpts.close()
+
+
+def test_a_shard_that_fails_its_part_leaves_no_chief_part_nor_manifest(tmp_path, monkeypatch):
+    """The chief's part is written before the shards are asked: a shard that fails (SyncError)
+    must take it away again, so no step directory outlives the refused checkpoint."""
+    ckpts, asked = _checkpoints(tmp_path, monkeypatch)
+
+    def shard_fails(step, keep):
+        asked.append(step)
+        raise SyncError("shard 0 cannot write its part")
+
+    monkeypatch.setattr(ckpts.sync, "save_remote_parts", shard_fails)
+    try:
+        with pytest.raises(SyncError, match="shard 0 cannot write"):
+            ckpts.save(Position(0, 2, 2), {})
+        assert asked == [1, 2]
+        assert [m.step for m in ckpts.run.manifests()] == [1]
+        root = ckpts.run.checkpoint_root
+        assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["step-00000001"]
     finally:
         ckpts.close()
