@@ -223,15 +223,20 @@ def _digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> s
     return h.hexdigest()
 
 
-def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+def load_checkpoint(path: str | os.PathLike, *, position: bool = True) -> Checkpoint:
     """Read and verify a checkpoint.
+
+    Args:
+        path: the checkpoint file.
+        position: refuse a step or epoch that is no count, which a run would go on from;
+            False reads them as the file holds them, for a caller that takes only the weights.
 
     Raises:
         CheckpointReadError: the file is missing or the OS cannot read it (its reason), or
             this host lacks what reading it takes (memory, ``ml_dtypes`` for bfloat16).
         CheckpointDamaged: the file is truncated, corrupt, or not a distconv checkpoint, or
-            its metadata is bad (a step or epoch that is no count, as an older distconv
-            could save).
+            its metadata is bad (a step or epoch that is no integer; with ``position``, one
+            that is no count, as an older distconv could save).
         CheckpointVersionError: the file is a checkpoint of another format version.
 
     Each is a :class:`CheckpointError` with a one-line message that names the file.
@@ -257,8 +262,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         ckpt = Checkpoint(
             path=path,
             params={},
-            step=_count(meta, "step"),
-            epoch=_count(meta, "epoch"),
+            step=_count(meta, "step", position),
+            epoch=_count(meta, "epoch", position),
             seed=int(meta["seed"]) if meta["seed"] else None,
             optimizer=json.loads(meta["optimizer"]) if meta["optimizer"] else None,
             extra=json.loads(meta["extra"]),
@@ -274,16 +279,16 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return ckpt
 
 
-def _count(meta: Mapping[str, str], key: str) -> int:
-    """Metadata ``key`` (``step``, ``epoch``) as a count: a distconv before save_checkpoint
-    checked them saved ``int()`` of -1 as "-1" and of 2**63 past int64, digest intact.
+def _count(meta: Mapping[str, str], key: str, checked: bool) -> int:
+    """Metadata ``key`` (``step``, ``epoch``) as a count where ``checked``: a distconv before
+    save_checkpoint checked them saved ``int()`` of -1 as "-1" and of 2**63 past int64.
 
     Raises:
-        KeyError: it is missing. ValueError: it is no count (a whole number from 0 to
-            int64's largest).
+        KeyError: it is missing. ValueError: it is no integer, or (``checked``) no count (a
+            whole number from 0 to int64's largest).
     """
     value = int(meta[key])
-    if not 0 <= value <= np.iinfo(np.int64).max:
+    if checked and not 0 <= value <= np.iinfo(np.int64).max:
         raise ValueError(f"{key} {meta[key]!r} is not a count (a whole number from 0 to 2**63 - 1)")
     return value
 
@@ -335,7 +340,9 @@ def restore_checkpoint(
     """Copy a checkpoint's arrays into ``params`` and ``optim_state``, in place, after checking.
 
     Everything is checked before anything is written, so a checkpoint that does not fit leaves
-    the model untouched. Arrays go to the device of the array they replace.
+    the model untouched. Arrays go to the device of the array they replace. A file's step and
+    epoch are checked only with ``optim_state`` (training goes on from them): its weights alone
+    (fine-tuning) load from a file whose step is no count, as an older distconv saved -1.
 
     Args:
         source: a checkpoint file or an already loaded :class:`Checkpoint`.
@@ -350,7 +357,8 @@ def restore_checkpoint(
         CheckpointError: unreadable file, or names, shapes, dtypes or state keys that differ
             from the model's; the message lists every mismatch.
     """
-    ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source)
+    position = optim_state is not None  # the state's training goes on from its step
+    ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source, position=position)
     check_fit(ckpt, params, optim_state)
     for p in params:
         copy_into(p.value, ckpt.params[p.name])
