@@ -33,8 +33,9 @@ def check_step_checkpoint(
     where: str,
 ) -> None:
     """Refuse a checkpoint of ``params`` and optimizer ``state`` at ``step`` and ``epoch``
-    before anything of it is written: values that are not finite, or a step, epoch or
-    ``seed`` that the chief's save would refuse.
+    before anything of it is written: a step, epoch or ``seed`` that the chief's save would
+    refuse (first: the finite check's message adds 1 to the epoch), or values that are not
+    finite.
 
     Args:
         where: the checkpoint as a refusal names it (``"of step 7 in /run/checkpoints"``).
@@ -44,8 +45,8 @@ def check_step_checkpoint(
         CheckpointError: the step, epoch or seed is one that
             :func:`~distconv.checkpoint.save_checkpoint` refuses.
     """
-    _check_finite(params, state, step, epoch)
     check_savable(where, step=step, epoch=epoch, seed=seed)
+    _check_finite(params, state, step, epoch)
 
 
 def _check_finite(

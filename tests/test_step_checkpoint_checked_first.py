@@ -44,8 +44,10 @@ def _only_step_1_left(ckpts: StepCheckpoints, asked: list[int]) -> None:
         (Position(epoch=0, step=-1), "step -1: holds -1"),
         (Position(epoch=0, step=2.5), "step 2.5: holds 2.5"),
         (Position(epoch=-1, step=3), "epoch -1: holds -1"),
+        (Position(epoch=None, step=3), "epoch None: a NoneType given"),
+        (Position(epoch="1", step=3), "epoch '1': a str given"),
     ],
-    ids=["step -1", "step 2.5", "epoch -1"],
+    ids=["step -1", "step 2.5", "epoch -1", "epoch None", "epoch str"],
 )
 def test_a_refused_count_asks_no_shard_for_a_part(tmp_path, monkeypatch, pos, said):
     ckpts, asked = _checkpoints(tmp_path, monkeypatch)
