@@ -298,8 +298,11 @@ def state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> 
 
 
 def _is_count(buffer: Any) -> bool:
-    """Whether ``buffer`` is a count (Adam's ``step``): a 0-d integer one. Every other state
-    buffer takes its parameter's float dtype and shape."""
+    """Whether ``buffer`` is a count (Adam's ``step``): a 0-d integer one, or a Python int (not
+    a bool), which a save takes as one. Every other state buffer takes its parameter's float
+    dtype and shape."""
+    if isinstance(buffer, int):
+        return not isinstance(buffer, bool)
     dtype = getattr(buffer, "dtype", None)
     return isinstance(dtype, np.dtype) and dtype.kind in "iu" and np.ndim(buffer) == 0
 
