@@ -16,6 +16,7 @@ from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.updates import finish_pieces
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import Watchdog, WatchedRequest
+from tests.mpi.sign_off import interrupting
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -118,26 +119,11 @@ def test_finish_step_raises_an_interrupt_in_a_pieces_start_and_starts_it_once():
     assert (comm.started, sync.told, sync.step) == ([0], 0, 1)
 
 
-class InterruptedSignOff(Watchdog):
-    """A watchdog (watching nothing) whose first ``interrupts`` sign-offs each meet a Ctrl-C
-    before the entry goes (a SIGINT raised in the Wait wrapper's ``finally``)."""
-
-    def __init__(self, interrupts: int) -> None:
-        super().__init__(None, print, 0)
-        self.interrupts = interrupts
-
-    def leave(self) -> None:
-        if self.interrupts:
-            self.interrupts -= 1
-            raise KeyboardInterrupt("in the Wait's sign-off")
-        super().leave()
-
-
 class WatchedComm(Comm):
     """Pieces whose requests are watched by ``watchdog``, as the sync's communicator's are."""
 
     def __init__(self, watchdog: Watchdog) -> None:
-        super().__init__(("none", -1))
+        super().__init__(("wait", 0))  # piece 0's first Wait meets a Ctrl-C
         self.watchdog = watchdog
 
     def Iallreduce(self, in_place: Any, piece: int, op: Any) -> Any:  # noqa: N802
@@ -146,13 +132,13 @@ class WatchedComm(Comm):
 
 
 def test_a_second_interrupt_in_a_waits_sign_off_leaves_no_watchdog_entry():
-    """A Ctrl-C in piece 0's sign-off is kept (its Wait made again), a second one there stops
-    the rank: finish_step clears the main thread's entry as it fails. Before, the entry
+    """A Ctrl-C in piece 0's Wait is kept (its Wait made again), a second one in its sign-off stops
+    the rank: the watchdog's sign-off pops the entry however it is left. Before, the entry
     stayed, and a rank that went on without a watched call (a checkpoint saved after the
     interrupt) was stopped by the watchdog for a stall in a Wait long over."""
-    watchdog = InterruptedSignOff(2)
+    watchdog = Watchdog(None, print, 0)  # watches nothing: no thread, the entries kept
     sync = Finishing(WatchedComm(watchdog), watchdog)
-    with pytest.raises(KeyboardInterrupt):
+    with interrupting(("Wait",), after=2), pytest.raises(KeyboardInterrupt):
         MPISync.finish_step(sync)  # type: ignore[arg-type]
     assert sync._pump.request is not None  # piece 0's Wait was made twice, never ended
     assert watchdog._waits == {}

@@ -367,7 +367,6 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             # all or none (updates); a failure of this rank alone is told at its next call
             update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step, alone)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
-            self._watchdog.leave()  # a Ctrl-C in a wait's sign-off, not made again, left its entry
             self._used.note_unsaid(exc)
             raise
         finally:

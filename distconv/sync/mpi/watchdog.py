@@ -172,6 +172,22 @@ class Watchdog:
         """The calling thread's blocking call returned (or raised)."""
         self._waits.pop(threading.get_ident(), None)
 
+    def call(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)``, watched as ``what``: the calling thread's entry is gone
+        however the call is left, a Ctrl-C raised in its sign-off included (a SIGINT's handler
+        runs between any two steps of the main thread: one raised before the pop, with no wait
+        made again, left an entry that had the watchdog stop the job for a stall in a call long
+        over, where the rank went on without another watched call for the timeout)."""
+        waits, ident = self._waits, threading.get_ident()
+        try:
+            try:
+                waits[ident] = (what, self.phase, time.monotonic())
+                return call(*args, **kwargs)
+            finally:
+                waits.pop(ident, None)
+        finally:  # the sign-off above interrupted before its pop: the pop, again
+            waits.pop(ident, None)
+
     def close(self) -> None:
         """Stop watching (the thread ends within a tick)."""
         self._closing.set()
@@ -248,11 +264,7 @@ class WatchedRequest:
 
     def Wait(self) -> None:  # noqa: N802 - mpi4py's spelling
         """Wait for the request, watched."""
-        self._watchdog.enter(self._what)
-        try:
-            self._request.Wait()
-        finally:
-            self._watchdog.leave()
+        self._watchdog.call(self._what, self._request.Wait)
 
 
 class WatchedComm:
@@ -287,11 +299,7 @@ class WatchedComm:
         what, watchdog = f"{name} on the {self.name} communicator", self.watchdog
 
         def watched(*args: Any, **kwargs: Any) -> Any:
-            watchdog.enter(what)
-            try:
-                return call(*args, **kwargs)
-            finally:
-                watchdog.leave()
+            return watchdog.call(what, call, *args, **kwargs)
 
         return watched
 
