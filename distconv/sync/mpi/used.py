@@ -129,6 +129,15 @@ class UsedParams:
         """
         if not self._posted:
             return None
+        self._wait()
+        read = self._read()  # pending till read (updates.to_the_end makes the call again)
+        self._done()
+        if isinstance(read, BaseException):
+            raise read
+        return read
+
+    def _wait(self) -> None:
+        """Wait for the posted exchange (made again, at once: it is complete)."""
         if self._thread is None:
             self._request.Wait()
         else:  # on the thread too: while it reduces, it alone may call MPI
@@ -136,12 +145,11 @@ class UsedParams:
                 wait_flags = lambda wait: wait(self._request)  # noqa: E731 - started there
                 self._waited = self._thread.call(wait_flags, "used-parameter flags")
             self._thread.finish(self._waited)
-        read = self._read()  # pending till read (updates.to_the_end makes the call again)
+
+    def _done(self) -> None:
+        """The exchange is over: nothing pending, nothing left to wait for or raise."""
         self._posted = False  # first: a request dropped while pending would be waited on again
         self._request = self._waited = self._failed = None
-        if isinstance(read, BaseException):
-            raise read
-        return read
 
     def _read(self) -> np.ndarray | BaseException | None:
         """The completed exchange's outcome, read again alike: this rank's failed pack (its
@@ -184,6 +192,13 @@ class UsedParams:
         self._owed = True
 
     def drain(self) -> None:
-        """Complete a posted exchange without looking at it (MPI must see it complete)."""
+        """Complete a posted exchange without looking at it (MPI must see it complete).
+
+        Left pending, it belongs to a step this rank's ``finish_step`` already failed (a
+        second Ctrl-C as the flags were waited for or read): what the flags say (another
+        rank's failed or abandoned step, this rank's failed pack) was that step's to raise,
+        and the rank raised its interrupt instead. Draining neither raises it nor, for it,
+        has a close abort the job (:func:`~.leaving.leave`)."""
         if self._posted:
-            self.complete()
+            self._wait()
+            self._done()
