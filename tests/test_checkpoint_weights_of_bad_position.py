@@ -51,3 +51,21 @@ def test_its_optimizer_state_and_a_plain_load_still_refuse_it(old_file):
     np.testing.assert_array_equal(w.value, np.zeros(3))  # untouched
     with pytest.raises(CheckpointDamaged, match=rf"{key} .*not a count"):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize("damage", ["a flipped byte", "step 'abc'"])
+def test_the_weights_alone_of_a_damaged_file_are_still_refused(tmp_path, damage):
+    """Lenient about the position only: the digest and the metadata's integers are still
+    checked where the weights alone are restored, and the model is left untouched."""
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, [Parameter("w", np.full(3, 2.0))], step=3, epoch=1)
+    if damage == "a flipped byte":
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 1  # the last weight's last byte: the digest no longer matches
+        path.write_bytes(bytes(data))
+    else:
+        _rewritten(path, step="abc")
+    w = Parameter("w", np.zeros(3))
+    with pytest.raises(CheckpointDamaged, match="fails its checksum|bad metadata: .*'abc'"):
+        restore_checkpoint(path, [w])
+    np.testing.assert_array_equal(w.value, np.zeros(3))
