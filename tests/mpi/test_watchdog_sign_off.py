@@ -80,3 +80,16 @@ def test_the_call_is_watched_while_it_waits() -> None:
     watchdog.call("the Wait of a test", lambda: inside.append(dict(watchdog._waits)))
     assert [what for (what, _, _) in inside[0].values()] == ["the Wait of a test"]
     assert watchdog._waits == {}
+
+
+def test_a_watched_call_takes_any_keyword() -> None:
+    """The wrapped call's keywords are its own, ``what`` and ``call`` too: the wrapper passed
+    every keyword through before ``Watchdog.call``, whose own parameters must not take them."""
+    watchdog = Watchdog(None, print, 0)
+    comm = WatchedComm(Comm(), watchdog, "job")
+    seen: list[dict[str, Any]] = []
+    watched = comm._blocking("Allreduce", lambda **kwargs: seen.append(kwargs))
+    watched(what="a keyword", call="another")
+    assert seen == [{"what": "a keyword", "call": "another"}]
+    assert watchdog.call("x", dict, what=1, call=2) == {"what": 1, "call": 2}
+    assert watchdog._waits == {}

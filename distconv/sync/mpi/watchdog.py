@@ -11,7 +11,7 @@ lasts ``timeout`` seconds stops the job with a message naming the call, its comm
 sync's phase (setup, step N, after step N, close) and this rank, on stderr and in the log.
 Half-way (a minute at most) a warning says the same, while there is still time to look.
 
-The watching costs two dictionary writes per blocking call (and a small request object per
+The watching costs three dictionary operations per blocking call (and a small request object per
 non-blocking one), and a thread that wakes once a second. The stop is ``MPI_Abort`` from the
 watchdog's thread, which the waiting thread cannot do itself; where MPI was initialised below
 ``MPI_THREAD_MULTIPLE`` that call is not allowed from a second thread, so the process kills
@@ -172,8 +172,9 @@ class Watchdog:
         """The calling thread's blocking call returned (or raised)."""
         self._waits.pop(threading.get_ident(), None)
 
-    def call(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``call(*args, **kwargs)``, watched as ``what``: the calling thread's entry is gone
+    def call(self, what: str, call: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)``, watched as ``what`` (both positional only: every keyword
+        is the call's own, ``what`` and ``call`` too): the calling thread's entry is gone
         however the call is left, a Ctrl-C raised in its sign-off included (a SIGINT's handler
         runs between any two steps of the main thread: one raised before the pop, with no wait
         made again, left an entry that had the watchdog stop the job for a stall in a call long
