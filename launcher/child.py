@@ -31,6 +31,7 @@ from .long_line import continued_prefix as continued_prefix
 from .output_waits import WRITE_PIECE, OutputWaits, held_output
 from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
+from .pump import log_line
 from .startable import not_started
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
@@ -271,18 +272,8 @@ class Child:
         return True
 
     def _log_line(self, line: bytes, say: Callable[[str], None] | None) -> bool:
-        """Write ``line`` to the log; False, said once, where it cannot be (a full disk): the
-        pump must go on draining the pipe, or the child blocks on its next write for good."""
-        try:
-            self.log.write(line)
-        except OSError as exc:
-            if say is not None:
-                say(
-                    f"cannot write {self.log_path}: {describe_os_error(exc)}; "
-                    f"{self.spec.name}'s later lines go to the launcher's output only"
-                )
-            return False
-        return True
+        """:func:`~launcher.pump.log_line` into this child's log."""
+        return log_line(self.log, line, self.log_path, self.spec.name, say)
 
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""
