@@ -31,7 +31,7 @@ from .long_line import continued_prefix as continued_prefix
 from .output_waits import WRITE_PIECE, OutputWaits, held_output
 from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
-from .pump import log_line
+from .pump import PumpFiles, log_line
 from .startable import not_started
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
@@ -107,8 +107,10 @@ class Child:
         self._leader_kept = False  # the exited leader left unreaped (see _wait)
         #: set by finish() where the output could not be drained: what the launcher says
         self.output_held: str | None = None
+        self._files = PumpFiles(self.proc.stdout, self.log)  # the pump's too: see _drained
+        pump = self._files.held_by(self._copy)
         self._pump = threading.Thread(
-            target=self._copy, args=(out, lock, render, say), name=f"pump-{spec.name}", daemon=True
+            target=pump, args=(out, lock, render, say), name=f"pump-{spec.name}", daemon=True
         )
         self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
         self._output: OutputPipe | None = None  # what the pump reads (a pipe of its own)
@@ -135,8 +137,9 @@ class Child:
     def _drained(self) -> bool:
         """Wait up to :data:`OUTPUT_DRAIN_SECONDS` for the pump (if started) to reach the
         pipe's end, then close the pipe and log; False where it did not (:attr:`output_held`
-        says why): then, unless a write to the launcher's output holds it up all along, it passes
-        on the line under way (:meth:`OutputPipe.end_line`)."""
+        says why; the pump closes them as it ends): then, unless a write to the launcher's
+        output holds it up all along, it passes on the line under way
+        (:meth:`OutputPipe.end_line`)."""
         since = time.monotonic()  # a write under way from before: the output holds the pump
         if self._pump.is_alive():
             self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
@@ -146,13 +149,12 @@ class Child:
             self._output.end_line(OUTPUT_DRAIN_SECONDS)
         if self._output is not None:  # its wake-up pipe: now, or as the pump ends
             self._output.close()
-        if held:  # the daemon pump goes on into the log while it can
+        # closed now, or by the daemon pump as it ends: it goes on into the log while it can
+        self._files.let_go(1 if self._pump.ident is not None else 2)  # 2: it never started
+        if held:
             stalled = self._waits.waiting_since(since)
             self.output_held = held_output(self.spec.name, self.log_path, stalled)
-            return False
-        self.proc.stdout.close()
-        self.log.close()
-        return True
+        return not held
 
     def _wait(self) -> None:
         """Record the exit, without reaping where the OS allows (``WNOWAIT``): the zombie

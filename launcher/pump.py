@@ -1,8 +1,10 @@
 """What a child's output pump (:meth:`launcher.child.Child._copy`) does beside reading the
-child's pipe and passing its lines on: the lines' copy in the child's log."""
+child's pipe and passing its lines on: the lines' copy in the child's log, and the files it
+shares with the launcher, closed once both let go (:class:`PumpFiles`)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -26,3 +28,37 @@ def log_line(
             )
         return False
     return True
+
+
+class PumpFiles:
+    """A child's files that its pump and the launcher both use (its pipe, its log): closed
+    once both let go (:meth:`let_go`), whichever is last. The launcher lets go as it stops
+    waiting for the pump, which may go on (a process outside the child's group holds the
+    pipe) till that process lets go: then the pump closes them as it ends."""
+
+    def __init__(self, *files: BinaryIO) -> None:
+        """``files``: closed in this order, once both have let go."""
+        self._files = files
+        self._holders = 2  # the launcher and the pump
+        self._lock = threading.Lock()
+
+    def let_go(self, holders: int = 1) -> None:
+        """``holders`` of the two let go (2: the launcher, for a pump that never started);
+        the last closes the files."""
+        with self._lock:
+            self._holders -= holders
+            if self._holders > 0:
+                return
+        for each in self._files:
+            each.close()
+
+    def held_by(self, pump: Callable[..., None]) -> Callable[..., None]:
+        """``pump``, letting go as it ends, however it ends: a thread's target."""
+
+        def run(*args: object) -> None:
+            try:
+                pump(*args)
+            finally:
+                self.let_go()
+
+        return run
