@@ -1,5 +1,5 @@
-"""What the launcher's tests of real children share: a real ``mpiexec`` (or a skip), and a
-:class:`~launcher.child.Child` run to its end."""
+"""What the launcher's tests of real children share: a real ``mpiexec`` (or a skip), a
+:class:`~launcher.child.Child` run to its end, and the lines it gave the launcher's output."""
 
 from __future__ import annotations
 
@@ -22,10 +22,14 @@ def mpiexec_or_skip() -> str:
     return mpiexec
 
 
+#: the file in ``tmp_path`` that :func:`run_to_exit` gives the launcher's output to
+OUTPUT_NAME = "out"
+
+
 def run_to_exit(tmp_path: Path, spec: ChildSpec, log_name: str | None = None) -> Child:
-    """``spec`` run as a real child, its output to a file in ``tmp_path`` and its log
-    ``log_name`` there (default ``<name>.log``), waited for (10 s at most) and finished."""
-    with open(tmp_path / "out", "wb") as out:
+    """``spec`` run as a real child, its output to :data:`OUTPUT_NAME` in ``tmp_path`` and its
+    log ``log_name`` there (default ``<name>.log``), waited for (10 s at most) and finished."""
+    with open(tmp_path / OUTPUT_NAME, "wb") as out:
         child = Child(spec, tmp_path / (log_name or f"{spec.name}.log"), out, threading.Lock())
         deadline = time.monotonic() + 10
         while child.poll() is None:
@@ -33,3 +37,12 @@ def run_to_exit(tmp_path: Path, spec: ChildSpec, log_name: str | None = None) ->
             time.sleep(0.02)
         child.finish()
     return child
+
+
+def output_lines(
+    tmp_path: Path, spec: ChildSpec, log_name: str | None = None
+) -> tuple[list[bytes], Child]:
+    """``spec`` run to its end (:func:`run_to_exit`, its log ``log_name`` in ``tmp_path``):
+    the lines of the launcher's output it gave, without their newlines, and the child."""
+    child = run_to_exit(tmp_path, spec, log_name)
+    return (tmp_path / OUTPUT_NAME).read_bytes().splitlines(), child

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from launcher.child import READ_PIECE, ChildSpec
-from tests.launcher.child_output import output_lines
-from tests.launcher.real_children import mpiexec_or_skip
+from tests.launcher.real_children import mpiexec_or_skip, output_lines
 
 #: a line a piece and a bit long, then what ``bash -x`` prints of a command
 PRINTER = (

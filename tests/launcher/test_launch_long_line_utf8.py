@@ -13,7 +13,7 @@ import pytest
 from launcher.child import READ_PIECE, ChildSpec, continued_prefix
 from launcher.failure import KEPT_LINE_BYTES, KeptEnds, kept_line
 from launcher.long_line import LongLine, split_chars
-from tests.launcher.child_output import output_lines
+from tests.launcher.real_children import output_lines
 
 #: an odd ``a``, then 2-byte characters: every piece's end falls inside one; then a 3-byte and a
 #: 4-byte one across the next cuts, and the line ends mid-character as the child dies
