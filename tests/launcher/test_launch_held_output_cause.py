@@ -34,9 +34,10 @@ CHILD = """if True:
         os.write(1, b"slow line\\nunder way")
         time.sleep(20)
         os._exit(0)
+    with open(sys.argv[1], "w") as named:  # for the test to end it, whatever happens
+        named.write(str(stray))
     while os.getsid(stray) == os.getsid(0):
         time.sleep(0.001)
-    print(stray, flush=True)
     os._exit(3)
 """
 
@@ -55,7 +56,8 @@ def test_a_stray_is_named_though_the_pump_was_writing_its_line_when_the_launcher
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.6)  # the product's 5 s
-    spec = ChildSpec("worker", 0, [sys.executable, "-c", CHILD])
+    stray_pid = tmp_path / "stray.pid"
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", CHILD, str(stray_pid)])
     out = SlowOutput()
     child = Child(spec, tmp_path / "w.log", out, threading.Lock())
     try:
@@ -66,6 +68,9 @@ def test_a_stray_is_named_though_the_pump_was_writing_its_line_when_the_launcher
         assert child.output_held is not None
         assert "still holds its output" in child.output_held, child.output_held
         assert (tmp_path / "w.log").read_bytes().endswith(b"slow line\nunder way\n")
-    finally:
-        stray = int(out.getvalue().split(b"\n")[0].split()[-1])
-        os.kill(stray, signal.SIGKILL)
+    finally:  # the stray outlives no test, though the child said nothing or failed first
+        if stray_pid.exists() and stray_pid.read_text():
+            try:
+                os.kill(int(stray_pid.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
