@@ -179,14 +179,14 @@ def _read_stdin() -> bytes:
     ``O_NONBLOCK``) gave what had come so far, the rest of the manifests unread, or None (a
     traceback): where nothing has come yet it is waited on, as a blocking stdin is."""
     stream, chunks, size = sys.stdin.buffer, [], 0
-    poller = select.poll()  # not select.select: no limit on the descriptor's number
-    poller.register(stream, select.POLLIN)
     while size <= MAX_BYTES:
         try:
             chunk = stream.read(MAX_BYTES + 1 - size)
         except BlockingIOError:  # as BufferedReader may say "nothing yet", or by None
             chunk = None
-        if chunk is None:
+        if chunk is None:  # only a descriptor is non-blocking: an in-memory stdin has none
+            poller = select.poll()  # not select.select: no limit on the descriptor's number
+            poller.register(stream, select.POLLIN)
             poller.poll()  # bytes or the writer's close wake it: no busy loop
         elif not chunk:
             break
