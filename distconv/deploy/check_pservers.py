@@ -12,7 +12,7 @@ from typing import overload
 
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
 from distconv.deploy.check_workers import _shard_setting
-from distconv.deploy.counts import known_count
+from distconv.deploy.counts import MAX_NAMED, and_more, known_count
 from distconv.deploy.walk import (
     Manifest,
     _any_runs,
@@ -27,10 +27,6 @@ from distconv.deploy.walk import (
     spec_of,
 )
 from distconv.endpoint import split_endpoint
-
-#: the most shard names a line shows, the rest counted (as located's places are): 200000 shards
-#: made a line of megabytes
-MAX_NAMED = 5
 
 
 class ShardNames(Sequence[str]):
@@ -169,9 +165,7 @@ def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
 def _listed(names: Sequence[str]) -> str:
     """``names`` as a line shows them: the first :data:`MAX_NAMED` ``,``-joined and quoted, as
     written (``'a-0.a:5555,a-1.a:5555'``), then how many more (``... and 995 more``)."""
-    shown = repr(",".join(names[:MAX_NAMED]))
-    rest = len(names) - MAX_NAMED
-    return f"{shown} and {rest} more" if rest > 0 else shown
+    return and_more(repr(",".join(names[:MAX_NAMED])), len(names) - MAX_NAMED)
 
 
 def _other_namespace(given: list[str], shards: tuple, reader: str | None) -> str:

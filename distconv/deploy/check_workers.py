@@ -28,7 +28,7 @@ from distconv.deploy.check_index import (
     why_left,
 )
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
-from distconv.deploy.counts import count, counted, known_count
+from distconv.deploy.counts import MAX_NAMED, and_more, count, counted, known_count
 from distconv.deploy.programs import trains_with_the_shards, unknown_transports
 from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
@@ -206,8 +206,9 @@ def _by_ordinal(container: Manifest, hosts: list[str]) -> str | None:
         return None
     shown = "; ".join(
         f"{host}: rank {r} of {w}{f', local rank {lr}' if lr else ''}"
-        for host, (r, w, lr) in zip(hosts, placed)
+        for host, (r, w, lr) in zip(hosts[:MAX_NAMED], placed)
     )
+    shown = and_more(shown, len(hosts) - MAX_NAMED)
     return f"the ranks would take ({shown}), not each pod its own of {len(hosts)}, local rank 0"
 
 
