@@ -156,7 +156,7 @@ def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
         spec = pod.get("spec") or {}
         ranks = [c for c in _main_containers({"spec": spec}) if _runs(c, "train")]
         host = str(spec.get("hostname") or pod_hostname(object_name(pod)))
-        for problem in filter(None, (_by_ordinal(container, [host]) for container in ranks)):
+        for problem in filter(None, (_by_ordinal(container, {0: host}, 1) for container in ranks)):
             yield f"{_where(pod)}: {problem} (a bare Pod runs one rank: rank 0 of 1)"
         policy = spec.get("restartPolicy", "Always")
         if ranks and policy not in JOB_RESTART_POLICIES:

@@ -28,7 +28,7 @@ from distconv.deploy.check_index import (
     why_left,
 )
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
-from distconv.deploy.counts import MAX_NAMED, and_more, count, counted, known_count
+from distconv.deploy.counts import MAX_NAMED, and_more, count, counted, judged_pods, known_count
 from distconv.deploy.programs import trains_with_the_shards, unknown_transports
 from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
@@ -177,8 +177,8 @@ def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
         first = known_count(spec.get("ordinals") or {}, "start", 0)  # spec.ordinals.start
         name = object_name(sts)
         for container in _main_containers(_template(sts)) if replicas and first is not None else ():
-            hosts = [pod_hostname(f"{name}-{first + n}") for n in range(replicas)]
-            problem = _runs(container, "train") and _by_ordinal(container, hosts)
+            hosts = {n: pod_hostname(f"{name}-{first + n}") for n in judged_pods(first, replicas)}
+            problem = _runs(container, "train") and _by_ordinal(container, hosts, replicas)
             if problem:
                 start = f"; spec.ordinals.start 0, not {first}" if first else ""
                 yield f"{_where(sts)}: {problem} ({fix}{start})"
@@ -189,27 +189,33 @@ _PLACEMENT_VARS = (ENV_ROLE, ENV_WORLD_SIZE, ENV_RANK_FROM_HOSTNAME, INDEX_NAME,
 _PLACEMENT_VARS += tuple(name for pair in PAIRS for name in pair)
 
 
-def _by_ordinal(container: Manifest, hosts: list[str]) -> str | None:
-    """Why the ranks ``container`` runs as the pods named ``hosts`` (a StatefulSet's, in
-    ordinal order) do not each take their own rank of as many, with local rank 0 (one rank a
-    pod: local rank R serves ``--health-port`` + R); None where they do, or where only the
-    cluster knows a value placement reads."""
-    placed = []
-    for host in hosts:
+def _by_ordinal(container: Manifest, hosts: dict[int, str], pods: int) -> str | None:
+    """Why the ranks ``container`` runs as ``pods`` pods (a StatefulSet's, in ordinal order) do
+    not each take their own rank of as many, with local rank 0 (one rank a pod: local rank R
+    serves ``--health-port`` + R), judged on those ``hosts`` names by index
+    (:func:`~distconv.deploy.counts.judged_pods`): pod N must take rank N, as its ordinal gives
+    it. None where they do, or where only the cluster knows a value placement reads. The line
+    shows five pods (the first, or from the first misplaced one where those are placed right),
+    then how many pods follow them."""
+    placed = {}
+    for index, host in hosts.items():
         where = _placed(container, host)
         if where is None:
             return None
         if isinstance(where, str):
             return f"pod {host}'s rank would refuse to start: {where}"
-        placed.append(where)
-    if sorted(placed) == [(rank, len(hosts), 0) for rank in range(len(hosts))]:
+        placed[index] = where
+    wrong = [index for index, where in placed.items() if where != (index, pods, 0)]
+    if not wrong:
         return None
+    start = wrong[0] if wrong[0] >= MAX_NAMED else 0  # the first five, or from the first wrong
+    listed = [index for index in placed if index >= start][:MAX_NAMED]
     shown = "; ".join(
-        f"{host}: rank {r} of {w}{f', local rank {lr}' if lr else ''}"
-        for host, (r, w, lr) in zip(hosts[:MAX_NAMED], placed)
+        f"{hosts[index]}: rank {r} of {w}{f', local rank {lr}' if lr else ''}"
+        for index, (r, w, lr) in ((index, placed[index]) for index in listed)
     )
-    shown = and_more(shown, len(hosts) - MAX_NAMED)
-    return f"the ranks would take ({shown}), not each pod its own of {len(hosts)}, local rank 0"
+    shown = and_more(shown, pods - 1 - listed[-1])
+    return f"the ranks would take ({shown}), not each pod its own of {pods}, local rank 0"
 
 
 def _placed(container: Manifest, host: str) -> tuple[int, int, int] | str | None:

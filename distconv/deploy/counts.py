@@ -35,6 +35,29 @@ def and_more(shown: str, rest: int) -> str:
     return f"{shown} and {rest} more" if rest > 0 else shown
 
 
+#: the most pods of a StatefulSet whose placement is each judged; of more, a sample is
+#: (:func:`judged_pods`)
+JUDGED_ALL = 1000
+
+
+def judged_pods(first: int, replicas: int) -> Sequence[int]:
+    """The pods (by index, ordinal ``first`` + index) of ``replicas`` whose rank's placement by
+    host name is judged: each of up to :data:`JUDGED_ALL`, else the first :data:`MAX_NAMED` + 1,
+    the last, and the first two and the last of each run of ordinals of as many digits
+    (``replicas: 100000000``, each pod judged, was minutes, and past the memory listed). That
+    is enough: the pods share one env, so a pod's placement differs from another's only by the
+    ordinal its host name ends in, and the host names of a run of ordinals of as many digits
+    are cut to 63 characters at one place (``pod_hostname``), so across the run a rank is its
+    ordinal (right at both ends of the run, so between them) or a prefix of it, which the
+    run's first two pods share."""
+    if replicas <= JUDGED_ALL:
+        return range(replicas)
+    runs = (10**digits - first for digits in range(1, 11))  # an ordinal is below 2**32
+    picked = {*range(MAX_NAMED + 1), replicas - 1}
+    picked.update(start + step for start in runs for step in (-1, 0, 1))
+    return sorted(index for index in picked if 0 <= index < replicas)
+
+
 def count(spec: Manifest, field: str, default: int) -> int:
     """``spec[field]`` where it is an integer (not a bool, which YAML's ``true`` gives) an int32
     holds, else ``default`` (also where it is absent): a field of another type, or past
