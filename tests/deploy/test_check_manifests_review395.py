@@ -13,6 +13,7 @@ import pytest
 from distconv.deploy import check_command
 from distconv.deploy.check import manifest_problems
 from distconv.deploy.check_pservers import ShardNames
+from distconv.deploy.counts import count, counted, known_count
 from distconv.deploy.render import render_manifests
 from tests.deploy.test_counts import PSERVER, _problems_with
 
@@ -59,10 +60,22 @@ def test_a_count_past_int32_is_the_one_problem(kind, field, value):
     ]
 
 
-def test_the_largest_int32_count_is_taken():
-    """2147483647 itself is a count the API server takes: no problem about its range."""
-    problems = _problems_with(PSERVER, "Job", ("parallelism",), 2**31 - 1)
-    assert not [p for p in problems if "int32" in p or "must be an integer" in p]
+_PAST_INT32 = "must be at most 2147483647 (an int32)"
+
+
+@pytest.mark.parametrize(("value", "taken"), [(2**31 - 1, True), (2**31, False)])
+def test_the_largest_int32_count_is_taken_and_the_next_by_no_check(value, taken):
+    """2147483647 itself is a count the API server takes: no problem about its range, and each
+    reader of a count (count, known_count, counted) takes it. 2147483648 is named once and
+    taken by none (count gave it to the probe-port check, which echoed it). It only guarded the
+    boundary before, passing whatever any reader took."""
+    problems = _problems_with(PSERVER, "Job", ("parallelism",), value)
+    ranged = [p for p in problems if "int32" in p or "must be an integer" in p]
+    assert ranged == ([] if taken else [f"Job ps-worker: parallelism {_PAST_INT32}, got {value}"])
+    spec = {"parallelism": value}
+    read = (count(spec, "parallelism", 1), known_count(spec, "parallelism", 1))
+    expected = ((value, value), True) if taken else ((1, None), False)
+    assert (read, counted(spec, "parallelism")) == expected
 
 
 @pytest.mark.parametrize("codec", ["utf-32-le", "utf-32-be"])

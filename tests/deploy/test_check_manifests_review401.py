@@ -13,6 +13,7 @@ import time
 import pytest
 
 from distconv.deploy import check_command
+from distconv.deploy.counts import count_problems
 from tests.deploy.test_counts import MPI, PSERVER, _problems_with
 
 pytestmark = pytest.mark.timeout(30)
@@ -35,10 +36,14 @@ def test_an_ordinals_start_the_api_server_refuses_is_named(start, problem):
 
 def test_ordinals_of_no_mapping_is_named_once_not_indexed():
     """``ordinals: restart`` holds no ``start`` ("start" is in the string, which is never
-    indexed as a mapping): one line, the shape's. (Guards the fix's own branch; it passed
-    before the fix too.)"""
+    indexed as a mapping): one line, the shape's. manifest_problems drops the field of the
+    wrong type before count_problems reads it, so only count_problems called on the object as
+    written (a public function) shows the guard: without it, ``"restart"["start"]`` raised
+    TypeError."""
     problems = _problems_with(PSERVER, "StatefulSet", ("ordinals",), "restart")
     assert problems == ["StatefulSet ps-pserver: spec.ordinals must be a mapping, got 'restart'"]
+    shards = {"kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"ordinals": "restart"}}
+    assert list(count_problems([shards])) == []
 
 
 @pytest.mark.parametrize(
