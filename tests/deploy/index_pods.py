@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.deploy.child_env import child_path
+from tests.child_env import child_path
 
 #: the path the rendered manifests start distconv by
 DISTCONV = "/opt/venv/bin/distconv"

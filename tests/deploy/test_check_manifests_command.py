@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from distconv.deploy.bounds import MAX_DEPTH
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from tests.deploy.child_env import REPO_ROOT, child_env
+from tests.child_env import REPO_ROOT, child_env
 from tests.deploy.test_check_manifests_command import in_a_child
 
 pytestmark = pytest.mark.timeout(120)

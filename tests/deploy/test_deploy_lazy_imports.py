@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 
 pytestmark = pytest.mark.timeout(120)
 

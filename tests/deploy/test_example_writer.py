@@ -14,7 +14,7 @@ import pytest
 
 from distconv import files
 from distconv.deploy import render_manifests, write_manifests
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 
 pytestmark = pytest.mark.timeout(60)
 

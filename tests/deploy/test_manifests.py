@@ -23,7 +23,7 @@ from distconv.deploy import dump_yaml, manifest_problems, render_manifests, writ
 from distconv.deploy.check import _templates
 from distconv.deploy.render import EXAMPLE_TRAIN_ARGS, EXAMPLES, KEYS_DIR, WORK_DIR
 from distconv.service import ServiceEndpoints
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from distconv.deploy import manifest_problems
-from tests.deploy.child_env import child_path
+from tests.child_env import child_path
 from tests.deploy.job_shapes import mpijob
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,7 +23,7 @@ from distconv.sync.base import SyncError
 from distconv.sync.ps.cli import PROBE_HOST
 from distconv.sync.ps.client import PServerSync
 from launcher.ports import free_ports
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems, render_manifests
-from tests.deploy.child_env import child_path
+from tests.child_env import child_path
 
 pytestmark = pytest.mark.timeout(120)
 

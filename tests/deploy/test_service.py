@@ -13,7 +13,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from distconv.service import ServiceEndpoints
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 
 
 def get(port: int, path: str) -> tuple[int, str]:

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from distconv.service import ServiceEndpoints
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 from tests.probes import has_ipv6_loopback
 
 needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from distconv.deploy import manifest_problems, render_manifests
-from tests.deploy.child_env import child_env
+from tests.child_env import child_env
 
 pytestmark = pytest.mark.timeout(60)
 
