@@ -46,3 +46,25 @@ def output_lines(
     the lines of the launcher's output it gave, without their newlines, and the child."""
     child = run_to_exit(tmp_path, spec, log_name)
     return (tmp_path / OUTPUT_NAME).read_bytes().splitlines(), child
+
+
+def stray_holding_the_pipe(then: str) -> str:
+    """A child's ``python -c`` program: a stray leaves the child's group holding its pipe (its
+    pid in the file ``sys.argv[1]``, for the test to end it) and sleeps 20 s; once the pid is
+    there, the child runs the statement ``then`` (its output) and dies with status 3."""
+    return f"""if True:
+    import os, sys, time
+    pid_file = sys.argv[1]
+    if os.fork() == 0:
+        os.setsid()
+        with open(pid_file + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(pid_file + ".tmp", pid_file)
+        time.sleep(20)
+        os._exit(0)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(pid_file) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    {then}
+    os._exit(3)
+"""

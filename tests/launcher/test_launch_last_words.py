@@ -22,26 +22,12 @@ import launcher.child
 from launcher.child import Child, ChildSpec, LaunchError
 from launcher.long_line import READ_PIECE, OutputPipe
 from tests.launcher.launch_cli import ENV, launcher_command
+from tests.launcher.real_children import stray_holding_the_pipe
 from tests.processes import run_job
 
 #: a stray leaves the group holding the pipe; then the child prints a line and its last words
 #: without a newline, and dies
-CHILD = """if True:
-    import os, sys, time
-    pid_file = sys.argv[1]
-    if os.fork() == 0:
-        os.setsid()
-        with open(pid_file + ".tmp", "w") as f:
-            f.write(str(os.getpid()))
-        os.rename(pid_file + ".tmp", pid_file)
-        time.sleep(20)
-        os._exit(0)
-    deadline = time.monotonic() + 10
-    while not os.path.exists(pid_file) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.write(1, b"step 1 ok\\nfatal: boom")
-    os._exit(3)
-"""
+CHILD = stray_holding_the_pipe('os.write(1, b"step 1 ok\\nfatal: boom")')
 
 
 @pytest.mark.timeout(30)

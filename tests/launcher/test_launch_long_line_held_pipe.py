@@ -20,25 +20,13 @@ import pytest
 import launcher.child
 from launcher.child import READ_PIECE, Child, ChildSpec
 from launcher.failure import kept_line
+from tests.launcher.real_children import stray_holding_the_pipe
 
 #: a stray leaves the group and keeps the pipe; then the leader prints two pieces and a bit of
 #: a line and dies inside it
-CHILD = f"""if True:
-    import os, sys, time
-    pid_file = sys.argv[1]
-    if os.fork() == 0:
-        os.setsid()
-        with open(pid_file + ".tmp", "w") as f:
-            f.write(str(os.getpid()))
-        os.rename(pid_file + ".tmp", pid_file)
-        time.sleep(20)
-        os._exit(0)
-    deadline = time.monotonic() + 10
-    while not os.path.exists(pid_file) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.write(1, b"a" * {READ_PIECE} + b"b" * {READ_PIECE} + b"c" * 10)
-    os._exit(3)
-"""
+CHILD = stray_holding_the_pipe(
+    f'os.write(1, b"a" * {READ_PIECE} + b"b" * {READ_PIECE} + b"c" * 10)'
+)
 
 
 def _wait(condition, what: str, seconds: float = 10) -> None:
