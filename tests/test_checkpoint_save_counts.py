@@ -17,6 +17,11 @@ from distconv.parameter import Parameter
 pytestmark = pytest.mark.timeout(30)
 
 
+#: the forms of a whole number a count is saved from
+WHOLE = [7, np.int64(7), np.array(7), 7.0, np.int64(2**63 - 1)]
+WHOLE_IDS = ["int", "int64", "0-d array", "float 7.0", "int64 max"]
+
+
 def _params() -> list[Parameter]:
     return [Parameter("w", np.ones(3, np.float32))]
 
@@ -45,11 +50,7 @@ def test_a_run_step_that_is_no_count_is_refused_and_the_old_file_kept(tmp_path, 
     assert path.read_bytes() == before
 
 
-@pytest.mark.parametrize(
-    "step",
-    [7, np.int64(7), np.array(7), 7.0, np.int64(2**63 - 1)],
-    ids=["int", "int64", "0-d array", "float 7.0", "int64 max"],
-)
+@pytest.mark.parametrize("step", WHOLE, ids=WHOLE_IDS)
 def test_a_whole_step_is_saved(tmp_path, step):
     path = tmp_path / "c.safetensors"
     save_checkpoint(path, _params(), _adam(np.int64(step)), step=step)
@@ -70,11 +71,7 @@ def test_an_epoch_that_is_no_count_is_refused_and_the_old_file_kept(tmp_path, ep
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 
 
-@pytest.mark.parametrize(
-    "epoch",
-    [7, np.int64(7), np.array(7), 7.0, np.int64(2**63 - 1)],
-    ids=["int", "int64", "0-d array", "float 7.0", "int64 max"],
-)
+@pytest.mark.parametrize("epoch", WHOLE, ids=WHOLE_IDS)
 def test_a_whole_epoch_is_saved(tmp_path, epoch):
     path = tmp_path / "c.safetensors"
     save_checkpoint(path, _params(), _adam(np.int64(1)), step=1, epoch=epoch)

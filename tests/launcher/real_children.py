@@ -68,3 +68,21 @@ def stray_holding_the_pipe(then: str) -> str:
     {then}
     os._exit(3)
 """
+
+
+def stray_for_a_while(hold: float, output: bytes) -> str:
+    """A child's ``python -c`` program: a stray leaves the child's group holding its pipe for
+    ``hold`` seconds; once it is out of the group, the child writes ``output`` and dies with
+    status 3."""
+    return f"""if True:
+    import os, time
+    stray = os.fork()
+    if stray == 0:
+        os.setsid()
+        time.sleep({hold})
+        os._exit(0)
+    while os.getsid(stray) == os.getsid(0):  # not yet out of the group
+        time.sleep(0.001)
+    os.write(1, {output!r})
+    os._exit(3)
+"""

@@ -14,21 +14,10 @@ import pytest
 
 import launcher.child
 from launcher.child import Child, ChildSpec
-from tests.launcher.real_children import run_to_exit
+from tests.launcher.real_children import run_to_exit, stray_for_a_while
 
 #: a stray leaves the group holding the pipe for a while; the child prints and dies
-CHILD = """if True:
-    import os, time
-    stray = os.fork()
-    if stray == 0:
-        os.setsid()
-        time.sleep(0.4)
-        os._exit(0)
-    while os.getsid(stray) == os.getsid(0):  # not yet out of the group
-        time.sleep(0.001)
-    os.write(1, b"fatal: boom\\n")
-    os._exit(3)
-"""
+CHILD = stray_for_a_while(0.4, b"fatal: boom\n")
 
 
 def _open_under(folder: Path) -> list[str]:

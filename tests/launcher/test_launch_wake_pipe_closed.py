@@ -14,21 +14,11 @@ import pytest
 
 import launcher.child
 from launcher.child import Child, ChildSpec
+from tests.launcher.real_children import stray_for_a_while
 
 #: a stray leaves the group holding the pipe for a while; the child prints its last words
 #: without a newline and dies
-CHILD = """if True:
-    import os, time
-    stray = os.fork()
-    if stray == 0:
-        os.setsid()
-        time.sleep(0.8)
-        os._exit(0)
-    while os.getsid(stray) == os.getsid(0):  # not yet out of the group
-        time.sleep(0.001)
-    os.write(1, b"fatal: boom")
-    os._exit(3)
-"""
+CHILD = stray_for_a_while(0.8, b"fatal: boom")
 
 
 def _same_file(fd: int, stat: os.stat_result) -> bool:
