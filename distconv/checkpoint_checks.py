@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import to_host
-from distconv.sync.local import not_counts, not_numbers, per_row_count, state_problems
+from distconv.sync.local import is_count, not_counts, not_numbers, per_row_count, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
 
@@ -96,16 +96,10 @@ def bad_counts(entry: Mapping[str, Any]) -> dict[str, str]:
 
 def _is_count(entry: Mapping[str, Any], key: Any) -> bool:
     """Whether ``entry[key]`` holds counts: a 0-d integer value (whatever its key: a save takes
-    keys that are no string) or a per-row copy of one. An optimizer's own buffer whose name
-    ends in ``_per_row`` (``v_per_row``, a float) is no count, as a restore takes it.
-
-    Told by the value's shape and dtype as it is, on its device: a copy to the host of each
-    buffer (a GPU run's moments, as large as the model) only to read those doubled what a save
-    copies."""
-    value = entry[key]
-    if not (hasattr(value, "ndim") and isinstance(getattr(value, "dtype", None), np.dtype)):
-        value = np.asarray(value)  # a number or a list: on the host already
-    return per_row_count(entry, key) or (value.ndim == 0 and value.dtype.kind in "iu")
+    keys that are no string; :func:`~distconv.sync.local.is_count`, told by dtype and shape on
+    its device, no copy to the host) or a per-row copy of one. An optimizer's own buffer whose
+    name ends in ``_per_row`` (``v_per_row``, a float) is no count, as a restore takes it."""
+    return per_row_count(entry, key) or is_count(entry[key])
 
 
 def malformed(state: Any, keys: OptimState | None = None) -> list[str]:

@@ -292,12 +292,12 @@ def state_problems(ours: StateDict, theirs: Mapping[str, Mapping[str, Any]]) -> 
                     f"{name}/{key}: shape {tuple(np.shape(value))} given, "
                     f"{tuple(ours[name][key].shape)} here"
                 )
-            elif _is_count(ours[name][key]) and (what := not_counts(value)) is not None:
+            elif is_count(ours[name][key]) and (what := not_counts(value)) is not None:
                 problems.append(f"{name}/{key}: {what}")
     return problems
 
 
-def _is_count(buffer: Any) -> bool:
+def is_count(buffer: Any) -> bool:
     """Whether ``buffer`` is a count (Adam's ``step``): a 0-d integer one, or a Python int (not
     a bool), which a save takes as one. Every other state buffer takes its parameter's float
     dtype and shape."""
@@ -315,7 +315,7 @@ def per_row_count(ours: Mapping[str, Any], key: Any) -> bool:
     if not isinstance(key, str) or not key.endswith(PER_ROW):
         return False
     scalar = (key.removesuffix(RUNS), key.removesuffix(PER_ROW))
-    return any(k in ours and _is_count(ours[k]) for k in scalar)
+    return any(k in ours and is_count(ours[k]) for k in scalar)
 
 
 def _a(value: Any) -> str:
