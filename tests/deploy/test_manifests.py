@@ -1005,6 +1005,8 @@ def test_yaml_output_reads_back_characters_past_the_basic_plane(tmp_path):
 
 #: a stand-in rank: on SIGTERM it takes a second to checkpoint, leaves a mark and exits 143;
 #: unasked it trains on for a minute
+# A stand-in rank: says "ready" once its SIGTERM handler is in place, and on SIGTERM takes a
+# second to "checkpoint" before it exits, so a preStop that did not wait would be seen.
 STAND_IN_RANK = """
 import pathlib, signal, sys, time
 def stop(*_):
@@ -1012,8 +1014,16 @@ def stop(*_):
     pathlib.Path(sys.argv[1]).write_text("checkpoint")
     sys.exit(143)
 signal.signal(signal.SIGTERM, stop)
+pathlib.Path(sys.argv[1]).write_text("ready")
 time.sleep(60)
 """
+
+# Shell lines for the scripts below. A rank started in the background is only looked for
+# once it says it is ready: before its exec the forked shell has no rank's command line, and
+# before its handler a SIGTERM would kill it with no checkpoint. A rank is judged gone by its
+# command line, not `kill -0`, which also succeeds on a zombie this shell has not yet reaped.
+WAIT_READY = 'i=0; until grep -qs ready "$1" || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done'
+RUNNING = 'grep -qs . /proc/"$1"/cmdline'
 
 
 def _worker_and_pre_stop() -> tuple[dict, str]:
@@ -1044,11 +1054,13 @@ def test_mpi_worker_pre_stop_asks_the_pods_ranks_to_stop(tmp_path):
     rank = f"{python} {tmp_path / 'rank.py'} {mark} -m mpi4py -m distconv train"
     sshd = f"{python} -c 'import time; time.sleep(40)' {shlex.join(worker['args'])}"
     script = f"""
+        wait_ready() {{ {WAIT_READY}; }}
+        running() {{ {RUNNING}; }}
         {sshd} & sshd=$!
         {rank} &
-        sleep 1
+        wait_ready {mark}
         timeout 15 {pre_stop} && echo stopped
-        if kill -0 $sshd 2>/dev/null; then echo sshd-serving; fi
+        if running $sshd; then echo sshd-serving; fi
     """
     file = tmp_path / "stop.sh"
     file.write_text(script)
@@ -1076,17 +1088,21 @@ def test_mpi_worker_pre_stop_waits_for_the_ranks_and_only_for_them(tmp_path):
     # per-connection one) says "distconv" but it is no rank
     sshd = f"{python} -c 'import time; time.sleep(40)' {shlex.join(worker['args'])}"
     session = f"{python} -c 'import time; time.sleep(40)' 'sshd: distconv@notty'"
-    # a stand-in rank with a rank's command line; it leaves a mark when it exits
-    rank = f"{python} -c 'import time; time.sleep(2)' -m mpi4py -m distconv train"
+    # a stand-in rank with a rank's command line, a second to stop once asked
+    (tmp_path / "rank.py").write_text(STAND_IN_RANK)
+    mark = tmp_path / "mark"
+    rank = f"{python} {tmp_path / 'rank.py'} {mark} -m mpi4py -m distconv train"
     script = f"""
+        wait_ready() {{ {WAIT_READY}; }}
+        running() {{ {RUNNING}; }}
         {sshd} &
         {session} &
         sleep 0.5
         timeout 5 {pre_stop} && echo alone
         {rank} & pid=$!
-        sleep 0.5
+        wait_ready {mark}
         timeout 15 {pre_stop} && echo waited
-        if kill -0 $pid 2>/dev/null; then echo rank-still-running; else echo rank-gone; fi
+        if running $pid; then echo rank-still-running; else echo rank-gone; fi
     """
     file = tmp_path / "stop.sh"  # from a file: the shell's own command line names no rank
     file.write_text(script)
