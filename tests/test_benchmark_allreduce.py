@@ -66,9 +66,18 @@ def test_the_report_names_the_sizes_that_ran():
 
 
 def _bench_module():
+    """benchmarks/allreduce.py as a module. Its import sets one-thread variables in the
+    environment and puts its folders on sys.path, as a script run alone should; both are put
+    back, or every later test in this worker (and each child it starts) would run with them."""
     spec = importlib.util.spec_from_file_location("allreduce_bench", BENCH)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    environ, path = dict(os.environ), list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.path[:] = path
     return module
 
 

@@ -5,7 +5,8 @@ fails midway in async mode fails the job. Real shards on 127.0.0.1 and raw DEALE
 
 from __future__ import annotations
 
-import socket
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass
 
@@ -28,23 +29,20 @@ from distconv.sync.ps.wire import pack, send, unpack_header
 STEPS, BATCH = 2, 8
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_tracked_message_ending_in_a_small_frame_is_not_done_until_it_has_left():
     ctx = zmq.Context()
-    port = _free_port()
+    # an IPC path of its own, not a TCP port: a port found free and bound later could be taken
+    # in between by another test's socket, which would then be sent this message
+    folder = tempfile.mkdtemp(prefix="dc", dir="/tmp")  # short: IPC paths hold ~100 bytes
+    address = f"ipc://{folder}/router"
     dealer, router = ctx.socket(zmq.DEALER), ctx.socket(zmq.ROUTER)
     dealer.linger = router.linger = 0
     try:
-        dealer.connect(f"tcp://127.0.0.1:{port}")  # nobody listens yet: the message waits
+        dealer.connect(address)  # nobody listens yet: the message waits
         # a bias-sized last frame, far under pyzmq's 64 KiB copy threshold
         tracker = send(dealer, pack({"op": "bye"}, [np.ones(4096), np.ones(3)]), track=True)
         assert not tracker.done
-        router.bind(f"tcp://127.0.0.1:{port}")  # ZeroMQ reconnects and the message leaves
+        router.bind(address)  # ZeroMQ reconnects and the message leaves
         assert router.poll(10_000)
         assert len(router.recv_multipart()) == 4  # identity, header, two arrays
         tracker.wait(10)
@@ -53,6 +51,7 @@ def test_a_tracked_message_ending_in_a_small_frame_is_not_done_until_it_has_left
         dealer.close()
         router.close()
         ctx.term()
+        shutil.rmtree(folder)
 
 
 def test_a_copied_message_cannot_be_tracked():
