@@ -135,11 +135,13 @@ class Child:
         self._drained()
 
     def _drained(self) -> bool:
-        """Wait up to :data:`OUTPUT_DRAIN_SECONDS` for the pump (if started) to reach the
-        pipe's end, then close the pipe and log; False where it did not (:attr:`output_held`
-        says why; the pump closes them as it ends): then, unless a write to the launcher's
-        output holds it up all along, it passes on the line under way
+        """Wait up to :data:`OUTPUT_DRAIN_SECONDS`, from when the pump (if started) reads, for
+        it to reach the pipe's end, then close the pipe and log; False where it did not
+        (:attr:`output_held` says why; the pump closes them as it ends): then, unless a write to
+        the launcher's output holds it up all along, it passes on the line under way
         (:meth:`OutputPipe.end_line`)."""
+        if self._output is not None:  # a pump that has read nothing yet would lose it all
+            self._output.await_reader(self._pump.is_alive)
         since = time.monotonic()  # a write under way from before: the output holds the pump
         if self._pump.is_alive():
             self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)

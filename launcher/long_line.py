@@ -13,7 +13,7 @@ import select
 import struct
 import termios
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .failure import KeptEnds
 
@@ -100,6 +100,7 @@ class OutputPipe:
         for each in (fd, self._wake):
             self._poll.register(each, select.POLLIN)
         self._ended = threading.Event()
+        self._began = threading.Event()  # pieces() was entered: it reads, or found close()'s
         self._owed: int | None = None  # after end_line(): bytes to read before the line ends
         self._lock = threading.Lock()  # the wake-up pipe's state, between the two threads
         self._reading = False  # pieces() began and has not ended
@@ -113,6 +114,7 @@ class OutputPipe:
         line under way with a newline, however much of it came (its earlier pieces given, a
         bare newline). Nothing once :meth:`close` has closed the wake-up pipe."""
         with self._lock:
+            self._began.set()
             if self._closed:
                 return
             self._reading = True
@@ -174,6 +176,14 @@ class OutputPipe:
             return chunk
         self._owed = None
         return None
+
+    def await_reader(self, alive: Callable[[], bool]) -> None:
+        """Wait until :meth:`pieces` has begun, while ``alive()`` (the pump's thread runs):
+        a pump not reading yet is a thread the host has not run yet (a loaded host), not one
+        that a process outside the child's group holds up, and after :meth:`close` it would
+        read nothing at all; the wait for the pipe's end may only start once it reads."""
+        while alive() and not self._began.wait(0.05):
+            continue
 
     def end_line(self, timeout: float) -> bool:
         """From another thread: have the pump take what the pipe has, then pass on the line
