@@ -31,7 +31,7 @@ from .long_line import continued_prefix as continued_prefix
 from .output_waits import WRITE_PIECE, OutputWaits, held_output
 from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
-from .pump import PumpFiles, log_line
+from .pump import ChildLog, PumpFiles
 from .startable import not_started
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
@@ -85,6 +85,7 @@ class Child:
         self._launcher_gaps = 0.0  # (summed apart from _waits: another thread adds to those)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
+        self._log_writes = ChildLog(self.log, log_path, spec.name, say)
         try:
             self.proc = subprocess.Popen(
                 list(spec.argv),
@@ -110,7 +111,7 @@ class Child:
         self._files = PumpFiles(self.proc.stdout, self.log)  # the pump's too: see _drained
         pump = self._files.held_by(self._copy)
         self._pump = threading.Thread(
-            target=pump, args=(out, lock, render, say), name=f"pump-{spec.name}", daemon=True
+            target=pump, args=(out, lock, render), name=f"pump-{spec.name}", daemon=True
         )
         self._waiter = threading.Thread(target=self._wait, name=f"wait-{spec.name}", daemon=True)
         self._output: OutputPipe | None = None  # what the pump reads (a pipe of its own)
@@ -148,7 +149,7 @@ class Child:
         held = self._pump.is_alive()  # a process outside the group holds the pipe
         if held and not self._waits.waiting_since(since) and self._output is not None:
             since = time.monotonic()
-            self._output.end_line(OUTPUT_DRAIN_SECONDS)
+            self._output.end_line(OUTPUT_DRAIN_SECONDS, self._pump_stuck)
         if self._output is not None:  # its wake-up pipe: now, or as the pump ends
             self._output.close()
         # closed now, or by the daemon pump as it ends: it goes on into the log while it can
@@ -177,11 +178,7 @@ class Child:
         self.exited_at = time.monotonic()
 
     def _copy(
-        self,
-        out: BinaryIO,
-        lock: threading.Lock,
-        render: Callable[[bytes], bytes] | None,
-        say: Callable[[str], None] | None,
+        self, out: BinaryIO, lock: threading.Lock, render: Callable[[bytes], bytes] | None
     ) -> None:
         assert self._output is not None  # made before the pump starts
         prefix, pieces = self.spec.line_prefix, self._output.pieces()
@@ -190,11 +187,11 @@ class Child:
         for line in pieces:
             if not line.endswith(b"\n"):
                 if len(line) == READ_PIECE:  # a longer line (else the last, cut by the end)
-                    echo, to_log = self._copy_long(line, read, out, lock, render, say, echo, to_log)
+                    echo, to_log = self._copy_long(line, read, out, lock, render, echo, to_log)
                     continue
                 line += b"\n"
             if to_log:
-                to_log = self._log_line(line, say)
+                to_log = self._log_writes.write(line)
             text = kept_line(line)  # bounded: the tail keeps up to 1,024 of them, three times
             self.tail.append(text)
             self._note_end(text)
@@ -210,7 +207,6 @@ class Child:
         out: BinaryIO,
         lock: threading.Lock,
         render: Callable[[bytes], bytes] | None,
-        say: Callable[[str], None] | None,
         echo: bool,
         to_log: bool,
     ) -> tuple[bool, bool]:
@@ -224,7 +220,7 @@ class Child:
         streamed, in_tail = shown and render is None, False
         while True:
             if to_log:
-                to_log = self._log_line(piece, say)
+                to_log = self._log_writes.write(piece)
             output = line.add(piece)
             text = line.kept.text()  # in the tail so far: finish() may leave the pump mid-line
             if in_tail:
@@ -275,9 +271,11 @@ class Child:
             waits.end(start, counted)
         return True
 
-    def _log_line(self, line: bytes, say: Callable[[str], None] | None) -> bool:
-        """:func:`~launcher.pump.log_line` into this child's log."""
-        return log_line(self.log, line, self.log_path, self.spec.name, say)
+    def _pump_stuck(self, since: float) -> bool:
+        """Whether the pump is inside a write (the launcher's output, the log) that began at or
+        before ``since`` (monotonic): what may hold it up for good, not a host running it late."""
+        log = self._log_writes.since
+        return self._waits.waiting_since(since) or (log is not None and log <= since)
 
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""

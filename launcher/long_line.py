@@ -13,6 +13,7 @@ import select
 import struct
 import termios
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from .failure import KeptEnds
@@ -185,17 +186,25 @@ class OutputPipe:
         while alive() and not self._began.wait(0.05):
             continue
 
-    def end_line(self, timeout: float) -> bool:
+    def end_line(self, timeout: float, stuck: Callable[[float], bool] | None = None) -> bool:
         """From another thread: have the pump take what the pipe has, then pass on the line
-        under way as ended (as :meth:`pieces` says). Whether it did within ``timeout`` seconds
-        (not where it waits on the launcher's own output, nor where :meth:`pieces` is not
-        reading: at the pipe's end, nobody would answer)."""
+        under way as ended (as :meth:`pieces` says). Whether it did within ``timeout`` seconds,
+        or each ``timeout`` more while it is not ``stuck(at)`` (a write of the pump's, begun at
+        or before the monotonic ``at`` of the last look, still waits): a pump that the host runs
+        late answers, and the report's tail must have what it passes on (not where it waits on
+        the launcher's own output, nor where :meth:`pieces` is not reading: at the pipe's end,
+        nobody would answer)."""
         with self._lock:
             if not self._reading:
                 return False
             self._ended.clear()
             os.write(self._waker, b"\0")
-        return self._ended.wait(timeout)
+        look = time.monotonic()
+        while not self._ended.wait(timeout):
+            if stuck is None or stuck(look) or not self._reading:
+                return False
+            look = time.monotonic()
+        return True
 
     def close(self) -> None:
         """The owner lets go: close the wake-up pipe now, or, where :meth:`pieces` still reads

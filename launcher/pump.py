@@ -5,6 +5,7 @@ shares with the launcher, closed once both let go (:class:`PumpFiles`)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -28,6 +29,29 @@ def log_line(
             )
         return False
     return True
+
+
+class ChildLog:
+    """A child's log as its pump writes it (:meth:`write`), and when the write under way began
+    (:attr:`since`): a log that blocks (a hung network file system) may hold the pump up for
+    good, unlike a host that runs the pump late."""
+
+    def __init__(
+        self, log: BinaryIO, log_path: Path, name: str, say: Callable[[str], None] | None
+    ) -> None:
+        """:func:`log_line`'s arguments but the line."""
+        self._args = (log_path, name, say)
+        self._log = log
+        #: monotonic time the write under way began, None while the pump does not write
+        self.since: float | None = None
+
+    def write(self, line: bytes) -> bool:
+        """:func:`log_line` of ``line``."""
+        self.since = time.monotonic()
+        try:
+            return log_line(self._log, line, *self._args)
+        finally:
+            self.since = None
 
 
 class PumpFiles:
