@@ -5,7 +5,7 @@ Two parameters in two buckets (``b``'s first). Both ranks fire ``b``; rank 1 fir
 while rank 0 replaces ``a``'s gradient (a new array) without firing it. Both call
 ``finish_step``: rank 0's raises (the optimizer would read its own array, not the sum of
 ``a``'s bucket). Rank 0 writes what it raised to ``OUT/finish0.txt`` and its values to
-``OUT/finish0.npz``, then closes (which aborts the job: its step failed).
+``OUT/finish0.npz``, then closes: cleanly, every collective of the step complete.
 """
 
 from __future__ import annotations

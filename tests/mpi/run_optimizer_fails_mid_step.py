@@ -4,7 +4,8 @@ optimizer raises on the second bucket of step 1, on every rank alike.
 Three parameters, a bucket each, laid out c, b, a. Each rank catches the error, then writes
 ``OUT/rank<r>.json``: the error, the parameters' values (c updated in steps 0 and 1, b and a
 in step 0 only: the buckets before a failed update are updated), and what ``start_step`` and
-``checkpoint_state`` then said; then closes its sync, which ends the job. With ``refit``, each
+``checkpoint_state`` then said; then closes its sync, which ends the job (cleanly: every
+collective of the step completed on both ranks). With ``refit``, each
 rank first sets up again (what a second fit does) and records what ``checkpoint_state`` and
 one more step then gave, and the job ends cleanly. With ``mismatch``, each rank sets up with a
 job that differs (every rank refuses it) and records what ``checkpoint_state`` and

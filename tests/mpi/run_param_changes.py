@@ -109,12 +109,12 @@ def go_wrong(sync: MPISync, mode: str) -> None:
     propagates): ``midstep``: rank 1 abandons step 1 after ``start_step``; ``thread``: rank
     1's communication thread's first allreduce of step 1 raises (``finish_step`` raises a
     ``SyncError``); ``optimizer``: rank 1's optimizer raises in the first ``finish_step``,
-    before that step's last collective; ``closed``: rank 1 closes after step 0, and rank 0's
-    step 1 fires nothing, so its ``finish_step`` is where it learns; ``setup``: rank 0's
-    checkpoint state names a parameter that does not exist, and its setup raises before the
-    broadcast. The other rank waits for collectives that never come: the job must end,
-    naming why. ``mismatch``: the ranks' seeds differ; every rank's setup raises alike, and
-    nobody waits, so every rank closes cleanly."""
+    once that step's collectives completed (rank 0 finishes it and goes on); ``closed``: rank
+    1 closes after step 0, and rank 0's step 1 fires nothing, so its ``finish_step`` is where
+    it learns; ``setup``: rank 0's checkpoint state names a parameter that does not exist, and
+    its setup raises before the broadcast. The other rank waits for collectives that never
+    come: the job must end, naming why. ``mismatch``: the ranks' seeds differ; every rank's
+    setup raises alike, and nobody waits, so every rank closes cleanly."""
     from distconv.sync.mpi.buckets import Bucket
 
     def fail(*args: object, **kwargs: object) -> None:

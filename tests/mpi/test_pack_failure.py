@@ -88,6 +88,7 @@ class Interrupted:
     last pack is interrupted."""
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
+    _failed_finish, _ended_alike = None, False
     _watchdog = Watchdog(None, print, 0)  # watches nothing
 
     def __init__(self) -> None:
@@ -109,6 +110,7 @@ def test_an_error_starting_the_flags_does_not_lose_an_interrupt_kept_from_the_pa
     with pytest.raises(KeyboardInterrupt) as raised:
         MPISync.finish_step(sync)  # type: ignore[arg-type]
     assert isinstance(raised.value.__context__, RuntimeError) and sync.step == 1
+    assert not sync._ended_alike  # the flags never went: close aborts the job
 
 
 class Quiet(UsedParams):
@@ -146,4 +148,4 @@ def test_an_interrupt_before_the_flags_names_an_error_kept_from_the_pack():
     with pytest.raises(KeyboardInterrupt) as raised:
         MPISync.finish_step(sync)  # type: ignore[arg-type]
     assert any("copying bucket 1 to the host failed" in n for n in raised.value.__notes__)
-    assert sync.step == 1
+    assert sync.step == 1 and not sync._ended_alike  # the flags never read: close aborts

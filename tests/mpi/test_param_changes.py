@@ -85,8 +85,12 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
     [
         ("midstep", ["rank 1: SyncError: sync closed in the middle of step 1 (no finish_step"]),
         ("thread", ["rank 1: SyncError: sync closed after allreduce of gradient bucket 0 failed"]),
-        # the first step's finish_step ends with a collective (rank 0's firing order)
-        ("optimizer", ["rank 1: SyncError: sync closed in the middle of step 0 (no finish_step"]),
+        # rank 1 failed step 0 alone, its collectives complete (rank 0's firing order too):
+        # it leaves, and its last exchange meets rank 0's next step (either rank says it)
+        (
+            "optimizer",
+            ["ranks are at different points of the job (rank 0: step 1, rank 1: closed after 1"],
+        ),
         ("setup", ["rank 0: SyncError: sync closed in the middle of setup (it failed)"]),
         (
             "closed",  # whichever rank notices first
@@ -99,9 +103,10 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
     ],
 )
 def test_a_rank_that_closes_after_a_caught_error_ends_the_job_naming_why(tmp_path, mode, causes):
-    """Mid-step, after its setup, its thread or its optimizer failed, or after the step check
-    named a rank that closed, a rank's close aborts the job (before, the job hung: the other rank
-    waited for its collectives)."""
+    """Mid-step, after its setup or its thread failed, or after the step check named a rank
+    that closed, a rank's close aborts the job (before, the job hung: the other rank waited for
+    its collectives). After its optimizer failed, every collective of the step complete, it
+    leaves; its last exchange finds the other rank at its next step, and the job ends there."""
     proc = run_mpi(
         ["-n", "2", *script("run_param_changes.py"), str(tmp_path), mode, "1"], timeout=30
     )

@@ -89,7 +89,7 @@ class Finishing:
     rank of two whose check passed and whose buckets packed, its pieces on ``comm``."""
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
-    _grad_comm, buckets, _slot = None, (), {}
+    _grad_comm, buckets, _slot, _failed_finish = None, (), {}, None
 
     def __init__(self, comm: Comm, watchdog: Watchdog | None = None) -> None:
         self._used, self._pump, self.told = Quiet(None, 2, None), pump(comm), 0
@@ -117,6 +117,7 @@ def test_finish_step_raises_an_interrupt_in_a_pieces_start_and_starts_it_once():
     with pytest.raises(KeyboardInterrupt):
         MPISync.finish_step(sync)  # type: ignore[arg-type]
     assert (comm.started, sync.told, sync.step) == ([0], 0, 1)
+    assert not sync._ended_alike  # a piece's start interrupted: close aborts the job
 
 
 class WatchedComm(Comm):
@@ -140,5 +141,6 @@ def test_a_second_interrupt_in_a_waits_sign_off_leaves_no_watchdog_entry():
     sync = Finishing(WatchedComm(watchdog), watchdog)
     with interrupting(("Wait",), after=2), pytest.raises(KeyboardInterrupt):
         MPISync.finish_step(sync)  # type: ignore[arg-type]
+    assert not sync._ended_alike  # a collective left pending: close aborts the job
     assert sync._pump.request is not None  # piece 0's Wait was made twice, never ended
     assert watchdog._waits == {}

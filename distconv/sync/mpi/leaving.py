@@ -25,7 +25,8 @@ from distconv.sync.mpi.used import UsedParams
 def why_not_leave(thread: CommThread | None, unfinished: str | None) -> SyncError | None:
     """Why a rank cannot just leave the others (None: it can). With a setup or a step
     ``unfinished`` (from ``setup`` or ``start_step`` until their last collective: a step
-    abandoned, or a setup or ``finish_step`` that raised), or after its thread skipped
+    abandoned, a setup that raised, or a ``finish_step`` that raised before every collective
+    of the step completed), or after its thread skipped
     collectives, it would leave them waiting in collectives it never starts: a caught error
     must not hang the job."""
     if thread is not None and thread.error is not None:

@@ -4,6 +4,11 @@
 a rank that fails, or cannot leave cleanly (a step or setup still open,
 :func:`~distconv.sync.mpi.leaving.why_not_leave`), aborts the job at once, since the other
 ranks may wait for it; else the ranks leave together (:func:`~distconv.sync.mpi.leaving.leave`).
+A step whose ``finish_step`` failed once every collective of it completed (``_ended_alike``:
+the flags refused it on every rank, or it failed on this rank alone after them: an optimizer's
+error, a Ctrl-C kept while the step's waits were made again) leaves no rank waiting in it, so
+close leaves: a rank that finished the step and went on learns at its next exchange that this
+one closed (:meth:`~distconv.sync.mpi.step_check.StepCheck.say_closed`), and is refused there.
 Either way the communication thread stops and the gradients' communicator is freed.
 """
 
@@ -26,7 +31,8 @@ class Shutdown:
     """The closing half of :class:`~distconv.sync.mpi.MPISync` (a mixin before its bases).
 
     It reads what the sync sets up: ``comm``, ``rank``, ``world_size``, ``_watchdog``,
-    ``_open`` (setup or the step under way; None between steps), ``_check``, ``_used``,
+    ``_open`` (setup or the step under way; None between steps), ``_ended_alike`` (that step
+    failed in ``finish_step`` with every collective of it complete), ``_check``, ``_used``,
     ``_thread``, ``_grad_comm``, ``steps_ended`` and ``_restore_hook``, and calls the sync's
     ``abandon_step``.
     """
@@ -36,6 +42,7 @@ class Shutdown:
     world_size: int
     _watchdog: Watchdog
     _open: str | None
+    _ended_alike: bool
     _check: StepCheck
     _used: UsedParams
     _thread: CommThread | None
@@ -54,7 +61,8 @@ class Shutdown:
             error = None  # raised alike on every rank, none waits: the caller's to report
         self._watchdog.phase = "close"
         if self.world_size > 1:
-            error = error or why_not_leave(self._thread, self._open)
+            unfinished = None if self._ended_alike else self._open
+            error = error or why_not_leave(self._thread, unfinished)
             if error is not None:  # before anything that may block
                 abort_job(self.comm, self.rank, error)
         try:

@@ -166,6 +166,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._recorded: tuple[str, ...] = ()  # the first pass's firing order
         self._next_launch, self._total, self._in_step, self._matched = 0, 0, False, False
         self._check_refused = False  # the step's check failed (abandon_step counts it not)
+        self._ended_alike = False  # the step failed, every collective of it in (Shutdown)
         self._abandoned: PiecePump | None = None  # its wire (and buckets), for setup
         #: setup or the step under way until its last collective (see leaving.why_not_leave)
         self._open: str | None = "the job's start (setup was never called)"
@@ -197,6 +198,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         # check) as they are: kept if the job check fails
         changed_in, kept = self._changed_in, self.params
         self._open = self._changed_in = "setup (it failed)"
+        self._ended_alike = False  # a failed step's: close after a failed setup aborts
         self._watchdog.phase = "setup"  # a second fit's too (it said "after step N" there)
         self._drain_abandoned()
         self._stop_thread()  # before the main thread calls MPI (MPI_THREAD_SERIALIZED)
@@ -247,7 +249,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         for b in self.buckets:
             b.reset()
         self._first_pass, self._next_launch, self._in_step = [], 0, True
-        self._matched = self._check_refused = False  # the step's check has not passed yet
+        self._matched = self._check_refused = self._ended_alike = False  # nothing met yet
         self._open = f"step {self.step} (no finish_step, or it failed)"
         self._watchdog.phase = f"step {self.step}"
         self._stamp += 1
@@ -369,7 +371,9 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
             self._used.note_unsaid(exc)
             raise
-        finally:
+        finally:  # failed once every collective of the step completed, alike on every rank
+            # (the flags' refusal, or this rank's failure alone): close may leave (Shutdown)
+            self._ended_alike = self._used.refused or self._failed_finish == self.step
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
         self._record_first_pass()

@@ -18,8 +18,8 @@ backward, and at ``finish_step`` only the last ones, small, are left. On one ran
 other can abandon the step, each bucket is updated as soon as the thread has reduced it, and
 the flags' wait, queued on the thread behind every piece, made at the first bucket holding a
 parameter that did not fire. Should an update fail, the buckets before it are updated already:
-the step cannot be finished, nor its optimizer state checkpointed, and among several ranks the
-sync aborts the job when it closes.
+the step cannot be finished, nor its optimizer state checkpointed; every collective of the step
+is complete, so closing the sync leaves the job cleanly (:mod:`~distconv.sync.mpi.shutdown`).
 """
 
 from __future__ import annotations

@@ -54,10 +54,14 @@ class UsedParams:
         self._posted = self._owed = False
         self._failed: BaseException | None = None  # this rank's error, said in its flags (fail)
         self._waited: Any = None  # with the thread, its wait for the flags, once queued
+        #: the step's exchange was read and refused the step (a failed pack or abandon, said
+        #: in every rank's flags alike): every rank raises, none waits in the step's collectives
+        self.refused = False
 
     def reset(self) -> None:
         """A new step: nothing has fired."""
         self.local.fill(0)
+        self.refused = False
 
     def post(self, thread: CommThread | None = None) -> None:
         """Start OR-ing the flags over the ranks, on ``thread`` where one reduces the pieces.
@@ -133,6 +137,7 @@ class UsedParams:
         read = self._read()  # pending till read (updates.to_the_end makes the call again)
         self._done()
         if isinstance(read, BaseException):
+            self.refused = True
             raise read
         return read
 
