@@ -208,7 +208,14 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     # one or the other, as distconv pserver takes them: given both, the keys were dropped
     # without a word and the worker talked to its shards unencrypted
     security = g.add_mutually_exclusive_group()
-    security.add_argument("--keys", dest="keys_dir", help="directory of the job's CURVE key files")
+    # not blank: an empty one (an unset variable) read as none given, so DISTCONV_KEYS won
+    # over the flag, or the worker asked for the --keys it had been given
+    security.add_argument(
+        "--keys",
+        dest="keys_dir",
+        type=not_blank,
+        help="directory of the job's CURVE key files",
+    )
     security.add_argument(
         "--insecure", action="store_true", help="parameter server without CURVE (experiments)"
     )

@@ -533,3 +533,19 @@ def test_distconv_debug_0_is_off(tmp_path, value, traceback):
         )
         assert done.returncode != 0
         assert ("Traceback (most recent call last)" in done.stderr) is traceback, done.stderr
+
+
+def test_a_blank_keys_flag_stops_before_the_environment_s_keys_stand_in(tmp_path):
+    """``--keys "$KEYS"`` with the variable unset: the worker took DISTCONV_KEYS's directory
+    instead, without a word, and failed naming a key file there (review k414)."""
+    env_keys = tmp_path / "keys-from-the-environment"
+    proc = distconv(
+        *("train", "--sync", "pserver", "--pservers", "127.0.0.1:9", "--keys", ""),
+        *("--out", str(tmp_path / "run")),
+        env={"DISTCONV_KEYS": str(env_keys)},
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "argument --keys: must not be empty" in proc.stderr
+    assert str(env_keys) not in proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -141,6 +141,18 @@ def test_a_blank_health_host_is_refused(capsys):
     assert "argument --health-host: must not be empty" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_keys_directory_is_refused(blank, capsys):
+    """``--keys ""`` (a variable that was not set) read as no --keys at all: DISTCONV_KEYS
+    won over the flag, or the worker asked for the --keys it had been given, and with local
+    sync it passed where ``--keys DIR`` is refused as unused (review k414)."""
+    with pytest.raises(SystemExit) as stopped:
+        train_parser().parse_args(["--sync", "pserver", "--keys", blank])
+    assert stopped.value.code == 2
+    assert "argument --keys: must not be empty" in capsys.readouterr().err
+    assert train_parser().parse_args(["--keys", "k"]).keys_dir == "k"
+
+
 @pytest.mark.parametrize(
     "argv, words",
     [
