@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -81,13 +82,27 @@ def test_a_rank_that_ends_itself_is_named_as_the_cause(tmp_path, fmt):
 
 
 def _json_reason(rank: int, error: BaseException, ending: str) -> str:
+    """:func:`reason`'s line under ``--log-format json``, the root logger left as it was: its
+    handlers, its level (the JSON configuration sets INFO) and Python's warnings (it captures
+    them into the log, where they stayed for the rest of the worker's tests)."""
     root = logging.getLogger()
-    handlers = root.handlers[:]
+    handlers, level, shown = root.handlers[:], root.level, warnings.showwarning
     try:
         configure_logging(Runtime(rank=rank, world_size=2), fmt="json")
         return reason(rank, error, ending).rstrip("\n")
     finally:
         root.handlers[:] = handlers
+        root.setLevel(level)
+        if warnings.showwarning is not shown:  # captured here, not before
+            logging.captureWarnings(False)
+
+
+def test_a_json_reason_leaves_the_root_logger_and_warnings_as_they_were():
+    root = logging.getLogger()
+    handlers, level, shown = root.handlers[:], root.level, warnings.showwarning
+    _json_reason(1, SyncError("stalled"), ENDINGS[0])
+    assert (root.handlers, root.level) == (handlers, level)  # the level was left at INFO
+    assert warnings.showwarning is shown  # was logging's: warnings captured into the log
 
 
 @pytest.mark.parametrize("ending", ENDINGS)
