@@ -137,22 +137,31 @@ def test_more_ranks_than_slots_is_refused():
         mpi_command("m", "lam", MpiOptions(1), ["w"], {})
 
 
-def launch_env() -> dict[str, str]:
+def launch_env(tmp_path: Path) -> dict[str, str]:
     """The environment the tests run the launcher in: this checkout, then the parent's own
-    ``PYTHONPATH`` (:func:`tests.child_env.child_path`), for the launcher and its ranks."""
-    base = {"PATH": os.environ["PATH"], "PYTHONPATH": child_path(), "HOME": "/tmp"}
+    ``PYTHONPATH`` (:func:`tests.child_env.child_path`), for the launcher and its ranks; a
+    ``HOME`` of the test's own in ``tmp_path`` (``/tmp`` was shared with the other xdist worker
+    and other users: MPI's and Python's files kept there)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    base = {"PATH": os.environ["PATH"], "PYTHONPATH": child_path(), "HOME": str(home)}
     # Open MPI's own settings (root in a container, oversubscription: .ci/openmpi) carry over
     base.update({k: v for k, v in os.environ.items() if k.startswith(("OMPI_", "PRTE_"))})
     return base
 
 
 def launch(
-    *argv: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60
+    *argv: str,
+    tmp_path: Path,
+    env: dict | None = None,
+    cwd: Path | None = None,
+    timeout: float = 60,
 ) -> subprocess.CompletedProcess:
-    """``distconv-launch mpi ARGV``, its output captured as text; where it hangs past
-    ``timeout``, it, ``mpiexec`` and every rank are killed (:func:`tests.processes.run_job`)."""
+    """``distconv-launch mpi ARGV`` in :func:`launch_env` (its ``HOME`` in ``tmp_path``), its
+    output captured as text; where it hangs past ``timeout``, it, ``mpiexec`` and every rank
+    are killed (:func:`tests.processes.run_job`)."""
     argv = [PY, "-m", "launcher", "mpi", *argv]
-    return run_job(argv, env={**launch_env(), **(env or {})}, timeout=timeout, cwd=cwd)
+    return run_job(argv, env={**launch_env(tmp_path), **(env or {})}, timeout=timeout, cwd=cwd)
 
 
 @pytest.mark.timeout(60)
@@ -161,7 +170,7 @@ def test_dry_run_prints_the_exact_command(tmp_path):
     hostfile.write_text("node-a slots=2\nnode-b slots=2\n")
     done = launch("-np", "4", "--hostfile", str(hostfile), "--mpiexec", "sh", "--mpi-flavor",
                   "openmpi", "--allow-run-as-root", "--job-id", "j9", "--threads", "3", "--dry-run",
-                  "--", "--epochs", "1", cwd=tmp_path)  # fmt: skip
+                  "--", "--epochs", "1", cwd=tmp_path, tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     exports = ["DISTCONV_JOB_ID", "DISTCONV_LAUNCH", "DISTCONV_NUM_THREADS", "DISTCONV_RESTART"]
     exports += ["MKL_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PYTHONPATH"]
@@ -196,10 +205,14 @@ def test_the_dry_runs_command_runs_as_the_launcher_would(tmp_path):
     script = rank_script(tmp_path)
     leftover = {"RANK": "5", "PYTHONUNBUFFERED": "1"}
     done = launch("-np", "2", "-H", "localhost:2", "--job-id", "d1", "--threads", "1",
-                  "--dry-run", "--", str(script), env=leftover, cwd=tmp_path)  # fmt: skip
+                  "--dry-run", "--", str(script), env=leftover, cwd=tmp_path,
+                  tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     ran = run_job(
-        shlex.split(done.stdout), env={**launch_env(), **leftover}, timeout=100, cwd=tmp_path
+        shlex.split(done.stdout),
+        env={**launch_env(tmp_path), **leftover},
+        timeout=100,
+        cwd=tmp_path,
     )
     assert ran.returncode == 0, ran.stderr
     rows = [json.loads(line[line.index("{") :]) for line in ran.stdout.splitlines() if "{" in line]
@@ -219,7 +232,9 @@ def test_dry_run_detects_the_installed_mpi(tmp_path):
         pytest.skip("mpiexec is not on PATH")
     version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
     flavor = flavor_from_version(version.stdout + version.stderr)
-    done = launch("-np", "2", "-H", "localhost:2", "--dry-run", "--", str(script))
+    done = launch(
+        "-np", "2", "-H", "localhost:2", "--dry-run", "--", str(script), tmp_path=tmp_path
+    )
     if flavor == "mpich":
         expected = [mpiexec, "-n", "2", "-hosts", "localhost:2", "-genvall", "-prepend-rank"]
         expected += ["-print-all-exitcodes"]
@@ -270,7 +285,7 @@ def test_mpiexec_really_runs_two_ranks_from_a_hostfile(tmp_path):
     hostfile.write_text("localhost:2\n")
     done = launch("-np", "2", "--hostfile", str(hostfile), "--job-id", "mpi1", "--threads", "1",
                   "--run-dir", str(tmp_path / "run"), "--", str(script), "--flag",
-                  timeout=100)  # fmt: skip
+                  timeout=100, tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     # every line carries its rank: "[1] ..." (MPICH) or "[1,1]<stdout>:..." (OpenMPI)
@@ -299,7 +314,8 @@ def test_without_threads_each_rank_sizes_its_kernel_threads_for_the_ranks_on_its
     by the ranks MPI started there (MPI_LOCALNRANKS, OMPI_COMM_WORLD_LOCAL_SIZE)."""
     script = rank_script(tmp_path)
     done = launch("-np", "2", "-H", "localhost:2", "--oversubscribe", "--job-id", "mpi2",
-                  "--run-dir", str(tmp_path / "run"), "--", str(script), timeout=100)  # fmt: skip
+                  "--run-dir", str(tmp_path / "run"), "--", str(script), timeout=100,
+                  tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line[line.index("{") :]) for line in done.stdout.splitlines()]
     assert len(rows) == 2
@@ -312,7 +328,8 @@ def test_without_threads_each_rank_sizes_its_kernel_threads_for_the_ranks_on_its
 @pytest.mark.timeout(60)
 def test_a_dry_run_without_threads_leaves_the_kernel_threads_to_each_rank(tmp_path):
     done = launch("-np", "2", "-H", "a:1,b:1", "--mpiexec", "sh", "--mpi-flavor", "openmpi",
-                  "--job-id", "j8", "--dry-run", "--", "--epochs", "1", cwd=tmp_path)  # fmt: skip
+                  "--job-id", "j8", "--dry-run", "--", "--epochs", "1", cwd=tmp_path,
+                  tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "DISTCONV_NUM_THREADS" not in done.stdout
     assert "OMP_NUM_THREADS=" in done.stdout and "-x OMP_NUM_THREADS" in done.stdout
@@ -325,7 +342,7 @@ def test_a_kernel_thread_count_inherited_from_the_shell_does_not_reach_the_ranks
     in the launching shell is removed (local mode overrides it too), not passed on."""
     done = launch("-np", "2", "-H", "a:1,b:1", "--mpiexec", "sh", "--mpi-flavor", flavor,
                   "--job-id", "j8", "--dry-run", "--", "--epochs", "1",
-                  env={"DISTCONV_NUM_THREADS": "7"}, cwd=tmp_path)  # fmt: skip
+                  env={"DISTCONV_NUM_THREADS": "7"}, cwd=tmp_path, tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "-u DISTCONV_NUM_THREADS" in done.stdout and "-x DISTCONV_NUM_THREADS" not in done.stdout
 
@@ -346,7 +363,8 @@ def test_every_start_of_an_mpi_job_carries_its_launchs_one_token(tmp_path):
     fake.chmod(0o755)
     done = launch("-np", "2", "--mpiexec", str(fake), "--mpi-flavor", "mpich",
                   "--max-restarts", "1", "--run-dir", str(tmp_path / "run"), "--", "--epochs", "1",
-                  env={"SEEN": str(seen), "DISTCONV_LAUNCH": "outer"}, cwd=tmp_path)  # fmt: skip
+                  env={"SEEN": str(seen), "DISTCONV_LAUNCH": "outer"}, cwd=tmp_path,
+                  tmp_path=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     starts = [line.split() for line in seen.read_text().splitlines()]
     assert [restart for restart, _ in starts] == ["0", "1"]
@@ -368,3 +386,17 @@ def test_a_dry_run_to_a_closed_stdout_is_refused_in_one_line(tmp_path):
     assert done.stderr == (
         "distconv-launch mpi: error: stdout is closed: --dry-run prints the command there\n"
     )
+
+
+@pytest.mark.timeout(60)
+def test_the_launcher_and_its_mpiexec_run_with_a_home_of_the_tests_own(tmp_path):
+    """``HOME`` was ``/tmp``, shared with the other xdist worker and other users: what MPI or
+    Python keep in it (``~/.cache``, Hydra's and Open MPI's files) crossed tests."""
+    fake, seen = tmp_path / "mpiexec", tmp_path / "seen"
+    fake.write_text('#!/bin/sh\necho "$HOME" > "$SEEN"\n')
+    fake.chmod(0o755)
+    done = launch("-np", "2", "--mpiexec", str(fake), "--mpi-flavor", "mpich",
+                  "--run-dir", str(tmp_path / "run"), "--", "--epochs", "1",
+                  env={"SEEN": str(seen)}, tmp_path=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert seen.read_text() == f"{tmp_path / 'home'}\n"  # was /tmp

@@ -23,7 +23,7 @@ def test_the_launch_environment_keeps_the_parents_path_after_the_checkout(tmp_pa
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), had]))
     done = subprocess.run(
         [sys.executable, "-c", _WHERE],
-        env=launch_env(),
+        env=launch_env(tmp_path),
         cwd=tmp_path.parent,  # not the checkout: the path alone must find it
         capture_output=True,
         text=True,
