@@ -149,7 +149,8 @@ class Child:
         held = self._pump.is_alive()  # a process outside the group holds the pipe
         if held and not self._waits.waiting_since(since) and self._output is not None:
             since = time.monotonic()
-            self._output.end_line(OUTPUT_DRAIN_SECONDS, self._pump_stuck)
+            stuck = partial(self._pump_stuck, self._writes_took())
+            self._output.end_line(OUTPUT_DRAIN_SECONDS, stuck)
         if self._output is not None:  # its wake-up pipe: now, or as the pump ends
             self._output.close()
         # closed now, or by the daemon pump as it ends: it goes on into the log while it can
@@ -271,11 +272,18 @@ class Child:
             waits.end(start, counted)
         return True
 
-    def _pump_stuck(self, since: float) -> bool:
-        """Whether the pump is inside a write (the launcher's output, the log) that began at or
-        before ``since`` (monotonic): what may hold it up for good, not a host running it late."""
+    def _pump_stuck(self, spent: float, since: float) -> bool:
+        """Whether its writes (the launcher's output, the log), not a host running it late, hold
+        the pump up: one that began at or before ``since`` (monotonic) still waits, or they took
+        over :data:`OUTPUT_DRAIN_SECONDS` in all since they had taken ``spent`` seconds."""
         log = self._log_writes.since
-        return self._waits.waiting_since(since) or (log is not None and log <= since)
+        if self._waits.waiting_since(since) or (log is not None and log <= since):
+            return True
+        return self._writes_took() - spent > OUTPUT_DRAIN_SECONDS
+
+    def _writes_took(self) -> float:
+        """Seconds the pump's ended writes (the launcher's output, the log) took in all."""
+        return self._waits.spent + self._log_writes.spent
 
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""

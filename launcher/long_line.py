@@ -189,11 +189,11 @@ class OutputPipe:
     def end_line(self, timeout: float, stuck: Callable[[float], bool] | None = None) -> bool:
         """From another thread: have the pump take what the pipe has, then pass on the line
         under way as ended (as :meth:`pieces` says). Whether it did within ``timeout`` seconds,
-        or each ``timeout`` more while it is not ``stuck(at)`` (a write of the pump's, begun at
-        or before the monotonic ``at`` of the last look, still waits): a pump that the host runs
-        late answers, and the report's tail must have what it passes on (not where it waits on
-        the launcher's own output, nor where :meth:`pieces` is not reading: at the pipe's end,
-        nobody would answer)."""
+        or each ``timeout`` more while it is not ``stuck(at)`` (its writes hold the pump up: one
+        begun at or before the monotonic ``at`` of the last look still waits, or they took too
+        long in all): a pump that the host runs late answers, and the report's tail must have
+        what it passes on (not where it waits on the launcher's own output, nor where
+        :meth:`pieces` is not reading: at the pipe's end, nobody would answer)."""
         with self._lock:
             if not self._reading:
                 return False

@@ -28,6 +28,8 @@ class OutputWaits:
         self.since: float | None = None
         self._stalled = 0.0  # the waits over OUTPUT_STALL_SECONDS, summed
         self._slowed = 0.0  # the shorter ones
+        #: seconds of every wait so far, counted or not (how long the output held the pump)
+        self.spent = 0.0
 
     def begin(self) -> float:
         """Note a wait that begins now (one write); its start, for :meth:`end`."""
@@ -37,8 +39,9 @@ class OutputWaits:
     def end(self, start: float, counted: bool) -> None:
         """Note that the wait begun at ``start`` is over; ``counted``: it is added in, as one
         after the report of the child's end."""
+        wait = time.monotonic() - start
+        self.spent += wait
         if counted:
-            wait = time.monotonic() - start
             if wait > OUTPUT_STALL_SECONDS:
                 self._stalled += wait
             else:

@@ -44,13 +44,16 @@ class ChildLog:
         self._log = log
         #: monotonic time the write under way began, None while the pump does not write
         self.since: float | None = None
+        #: seconds of the writes so far (how long the log held the pump)
+        self.spent = 0.0
 
     def write(self, line: bytes) -> bool:
         """:func:`log_line` of ``line``."""
-        self.since = time.monotonic()
+        self.since = since = time.monotonic()
         try:
             return log_line(self._log, line, *self._args)
         finally:
+            self.spent += time.monotonic() - since
             self.since = None
 
 

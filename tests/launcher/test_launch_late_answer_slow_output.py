@@ -1,0 +1,63 @@
+"""The launcher's wait for a late pump's answer (``OutputPipe.end_line``, where a process
+that left the child's group holds its pipe) is bounded where the launcher's own output moves,
+but slowly (a reader that takes a line at a time): each write then took under a wait's length,
+so the launcher went on waiting, a wait at a time, until the pump had written every line it
+held, however long that took (a pipe's 64 KiB of short lines at 100 bytes a second: 11
+minutes). Such a pump is held up by the output, not run late by the host."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+import launcher.child
+from launcher.child import Child, ChildSpec
+from tests.launcher.real_children import stray_for_a_while
+
+#: lines the child prints at once before its last words; one a write of the slow output
+LINES = 1000
+#: seconds each write of the slow output takes, until the test lets it move
+WRITE_SECONDS = 0.01
+
+
+class SlowOutput:
+    """The launcher's output, taking :data:`WRITE_SECONDS` a write until :attr:`fast` is set."""
+
+    def __init__(self) -> None:
+        self.fast = threading.Event()
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.fast.wait(WRITE_SECONDS)
+        self.written.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.timeout(60)
+def test_a_pump_held_up_by_a_slow_output_is_not_waited_for_line_by_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.05)  # the product's 5 s
+    printed = b"".join(b"line %d\n" % n for n in range(LINES)) + b"fatal: boom"
+    spec = ChildSpec("worker", 0, [sys.executable, "-c", stray_for_a_while(1.0, printed)])
+    out = SlowOutput()
+    child = Child(spec, tmp_path / "worker-0.log", out, threading.Lock())
+    try:
+        deadline = time.monotonic() + 10
+        while child.poll() is None:
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.02)
+        started = time.monotonic()
+        child.finish()
+        took = time.monotonic() - started
+    finally:
+        out.fast.set()
+        child._pump.join(10)  # the stray lets go after 1 s: the pump reads the end
+    assert took < LINES * WRITE_SECONDS / 4, took  # was LINES * WRITE_SECONDS and more
+    assert child.output_held is not None and "still holds its output" in child.output_held
+    assert child.log_path.read_bytes() == printed + b"\n"  # nothing lost, only not waited for
+    assert b"".join(out.written).endswith(b"[worker 0] fatal: boom\n")
