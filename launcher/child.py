@@ -156,8 +156,8 @@ class Child:
         # closed now, or by the daemon pump as it ends: it goes on into the log while it can
         self._files.let_go(1 if self._pump.ident is not None else 2)  # 2: it never started
         if held:
-            stalled = self._waits.waiting_since(since)
-            self.output_held = held_output(self.spec.name, self.log_path, stalled)
+            stalled, hung = self._waits.waiting_since(since), self._log_writes.writing_since(since)
+            self.output_held = held_output(self.spec.name, self.log_path, stalled, hung)
         return not held
 
     def _wait(self) -> None:
@@ -276,8 +276,7 @@ class Child:
         """Whether its writes (the launcher's output, the log), not a host running it late, hold
         the pump up: one that began at or before ``since`` (monotonic) still waits, or they took
         over :data:`OUTPUT_DRAIN_SECONDS` in all since they had taken ``spent`` seconds."""
-        log = self._log_writes.since
-        if self._waits.waiting_since(since) or (log is not None and log <= since):
+        if self._waits.waiting_since(since) or self._log_writes.writing_since(since):
             return True
         return self._writes_took() - spent > OUTPUT_DRAIN_SECONDS
 

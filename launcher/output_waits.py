@@ -67,10 +67,16 @@ class OutputWaits:
         return stalled + min(slowed, bound)
 
 
-def held_output(name: str, log_path: Path, stalled: bool) -> str:
+def held_output(name: str, log_path: Path, stalled: bool, log_hung: bool = False) -> str:
     """What the launcher says of child ``name``'s output pipe that it stopped waiting for:
-    ``stalled``, its own output held the pump up (:meth:`OutputWaits.waiting_since`), else a
+    ``stalled``, its own output held the pump up (:meth:`OutputWaits.waiting_since`);
+    ``log_hung``, a write to the child's log at ``log_path`` did (a hung file system); else a
     process outside the child's group holds the pipe."""
+    if log_hung:
+        return (
+            f"{name}: a write to {log_path} has not ended (a hung file system?), so {name}'s "
+            "last lines are missing from it, from the launcher's output and from failure.json"
+        )
     if stalled:
         return (
             f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s last "

@@ -56,6 +56,11 @@ class ChildLog:
             self.spent += time.monotonic() - since
             self.since = None
 
+    def writing_since(self, moment: float) -> bool:
+        """Whether the pump is inside a write that began at or before ``moment`` (monotonic)."""
+        since = self.since
+        return since is not None and since <= moment
+
 
 class PumpFiles:
     """A child's files that its pump and the launcher both use (its pipe, its log): closed
