@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from distconv.deploy.check_cronjobs import overlapping_runs
 from distconv.deploy.check_mpi import _mpi_slots
+from distconv.deploy.check_ordinals import by_ordinal
 from distconv.deploy.check_probes import _mpi_liveness_ports, _probe_problems
 from distconv.deploy.check_pservers import _server_lists
 from distconv.deploy.check_ranks import _pod_settings, _rank_gpus, _train_runs
@@ -23,7 +24,7 @@ from distconv.deploy.check_shards import (
     env_as_seen,
     expand,
 )
-from distconv.deploy.check_workers import _by_ordinal, _worker_counts
+from distconv.deploy.check_workers import _worker_counts
 from distconv.deploy.counts import count_problems, counted
 from distconv.deploy.programs import runs_the_jobs_processes
 from distconv.deploy.shapes import applied_objects
@@ -143,7 +144,7 @@ def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
     """Ranks run as a Deployment's (ReplicaSet's, ...) pods: no placement serves them. Their
     pods share one env and are named ``<name>-<hash>-<random>`` (no index, no ordinal), so
     every pod takes the same rank, and a rank that finishes is started again, for ever. A bare
-    Pod runs one rank: it must place itself as rank 0 of 1 (:func:`_by_ordinal`, by its host
+    Pod runs one rank: it must place itself as rank 0 of 1 (:func:`by_ordinal`, by its host
     name), and not be started again when it finishes (its restartPolicy, Always unset)."""
     for obj in {id(o): o for o, *_ in _running(objs, "train")}.values():  # once each
         if obj.get("kind") in RESTARTING_CONTROLLERS:
@@ -156,7 +157,9 @@ def _rank_controllers(objs: Sequence[Manifest]) -> Iterator[str]:
         spec = pod.get("spec") or {}
         ranks = [c for c in _main_containers({"spec": spec}) if _runs(c, "train")]
         host = str(spec.get("hostname") or pod_hostname(object_name(pod)))
-        for problem in filter(None, (_by_ordinal(container, {0: host}, 1) for container in ranks)):
+        for problem in filter(
+            None, (by_ordinal(c, lambda _, host=host: host, 1, range(1)) for c in ranks)
+        ):
             yield f"{_where(pod)}: {problem} (a bare Pod runs one rank: rank 0 of 1)"
         policy = spec.get("restartPolicy", "Always")
         if ranks and policy not in JOB_RESTART_POLICIES:

@@ -15,8 +15,6 @@ from distconv.deploy.check_index import (
     EACH_INDEX,
     INDEX,
     INDEX_NAME,
-    LOCALS,
-    PAIRS,
     _index_removed,
     _pair_problems,
     _pairs,
@@ -27,8 +25,9 @@ from distconv.deploy.check_index import (
     refused_alone,
     why_left,
 )
+from distconv.deploy.check_ordinals import by_ordinal, ordinal_hosts
 from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
-from distconv.deploy.counts import MAX_NAMED, and_more, count, counted, judged_pods, known_count
+from distconv.deploy.counts import count, counted, judged_pods, known_count
 from distconv.deploy.programs import trains_with_the_shards, unknown_transports
 from distconv.deploy.shell import KUBELET_REFERENCE
 from distconv.deploy.walk import (
@@ -45,11 +44,9 @@ from distconv.deploy.walk import (
     _templates,
     _where,
     object_name,
-    pod_hostname,
     spec_of,
 )
-from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE, RuntimeConfigError
-from distconv.runtime import ENV_ROLE, detect_runtime
+from distconv.placement import ENV_RANK_FROM_HOSTNAME, ENV_WORLD_SIZE
 
 
 def _shard_setting(container: Manifest, dest: str) -> str | None:
@@ -166,7 +163,8 @@ def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
     name's ordinal only with ``DISTCONV_RANK_FROM_HOSTNAME`` on, in a world of
     ``DISTCONV_WORLD_SIZE``, which must be its replicas; otherwise (or where a launcher's pair
     or a ``--rank`` written into every pod places it) every pod takes one rank. Each pod's
-    placement is worked out as it works it out at start (:func:`_placed`)."""
+    placement is worked out as it works it out at start
+    (:func:`~distconv.deploy.check_ordinals.by_ordinal`)."""
     fix = (
         f"set {ENV_RANK_FROM_HOSTNAME}=1 and {ENV_WORLD_SIZE} to the replicas, with no "
         "launcher's pair, --rank nor --world-size, or run the ranks as an Indexed Job"
@@ -177,71 +175,11 @@ def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
         first = known_count(spec.get("ordinals") or {}, "start", 0)  # spec.ordinals.start
         name = object_name(sts)
         for container in _main_containers(_template(sts)) if replicas and first is not None else ():
-            hosts = {n: pod_hostname(f"{name}-{first + n}") for n in judged_pods(first, replicas)}
-            problem = _runs(container, "train") and _by_ordinal(container, hosts, replicas)
+            hosts, judged = ordinal_hosts(name, first), judged_pods(first, replicas)
+            problem = _runs(container, "train") and by_ordinal(container, hosts, replicas, judged)
             if problem:
                 start = f"; spec.ordinals.start 0, not {first}" if first else ""
                 yield f"{_where(sts)}: {problem} ({fix}{start})"
-
-
-#: the variables a rank's placement reads (distconv.placement, distconv.runtime._role)
-_PLACEMENT_VARS = (ENV_ROLE, ENV_WORLD_SIZE, ENV_RANK_FROM_HOSTNAME, INDEX_NAME, *LOCALS.values())
-_PLACEMENT_VARS += tuple(name for pair in PAIRS for name in pair)
-
-
-def _by_ordinal(container: Manifest, hosts: dict[int, str], pods: int) -> str | None:
-    """Why the ranks ``container`` runs as ``pods`` pods (a StatefulSet's, in ordinal order) do
-    not each take their own rank of as many, with local rank 0 (one rank a pod: local rank R
-    serves ``--health-port`` + R), judged on those ``hosts`` names by index
-    (:func:`~distconv.deploy.counts.judged_pods`): pod N must take rank N, as its ordinal gives
-    it. None where they do, or where only the cluster knows a value placement reads. The line
-    shows five pods (the first, or from the first misplaced one where those are placed right),
-    then how many pods follow them."""
-    placed = {}
-    for index, host in hosts.items():
-        where = _placed(container, host)
-        if where is None:
-            return None
-        if isinstance(where, str):
-            return f"pod {host}'s rank would refuse to start: {where}"
-        placed[index] = where
-    wrong = [index for index, where in placed.items() if where != (index, pods, 0)]
-    if not wrong:
-        return None
-    start = wrong[0] if wrong[0] >= MAX_NAMED else 0  # the first five, or from the first wrong
-    listed = [index for index in placed if index >= start][:MAX_NAMED]
-    shown = "; ".join(
-        f"{hosts[index]}: rank {r} of {w}{f', local rank {lr}' if lr else ''}"
-        for index, (r, w, lr) in ((index, placed[index]) for index in listed)
-    )
-    shown = and_more(shown, pods - 1 - listed[-1])
-    return f"the ranks would take ({shown}), not each pod its own of {pods}, local rank 0"
-
-
-def _placed(container: Manifest, host: str) -> tuple[int, int, int] | str | None:
-    """(rank, world, local rank) the rank ``container`` runs takes at start in the pod whose
-    host name is ``host`` (:func:`distconv.runtime.detect_runtime`, on its env and its
-    ``--rank`` and ``--world-size`` as the kubelet passes them), why it refuses to start, or
-    None where only the cluster knows one of them."""
-    env = {}
-    for name in _PLACEMENT_VARS:
-        known, value = env_as_seen(container, name)
-        if not known:
-            return None
-        if value is not None:
-            env[name] = value
-    train, flags = _train_args(container), {}
-    for key in ("rank", "world_size"):
-        written = _flag(train, f"--{key.replace('_', '-')}", last=True)
-        value = None if written is None else expand(written, container)
-        if _is_filled(value):
-            return None
-        flags[key] = value
-    try:
-        runtime = detect_runtime(flags, env, host)
-    except RuntimeConfigError as error:
-        return str(error)
-    return runtime.rank, runtime.world_size, runtime.local_rank
 
 
 def _all_at_once(job: Manifest, completions: int | None) -> Iterator[str]:
