@@ -52,13 +52,20 @@ def by_ordinal(
     if not wrong:
         return None
     start = wrong[0] if wrong[0] >= MAX_NAMED else 0  # the first five, or from the first wrong
-    listed = [index for index in placed if index >= start][:MAX_NAMED]
+    # the pods in a row, as judging each gives: the sample may skip some (none refuses here)
+    listed = range(start, min(start + MAX_NAMED, pods))
     shown = "; ".join(
-        f"{host_of(index)}: rank {r} of {w}{f', local rank {lr}' if lr else ''}"
-        for index, (r, w, lr) in ((index, placed[index]) for index in listed)
+        _shown(host_of(i), placed.get(i) or _placed(container, host_of(i))) for i in listed
     )
-    shown = and_more(shown, pods - 1 - listed[-1])
+    shown = and_more(shown, pods - listed.stop)
     return f"the ranks would take ({shown}), not each pod its own of {pods}, local rank 0"
+
+
+def _shown(host: str, where: tuple[int, int, int] | str | None) -> str:
+    """How the line shows the placement ``where`` of the pod named ``host``, one that starts."""
+    assert isinstance(where, tuple), where  # none refuses, none is the cluster's: by_ordinal
+    rank, world, local = where
+    return f"{host}: rank {rank} of {world}{f', local rank {local}' if local else ''}"
 
 
 def _first_refusing(container: Manifest, host_of: HostOf, starts: int, refuses: int) -> int:

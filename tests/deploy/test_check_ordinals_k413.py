@@ -38,3 +38,17 @@ def test_the_first_pod_whose_rank_refuses_is_named(replicas, world, name, refusi
     1199, where judging every pod names 1100."""
     (line,) = _lines(replicas, {**_ON, "DISTCONV_WORLD_SIZE": str(world)}, name)
     assert f"pod {refusing}'s rank would refuse to start: rank {refusing.rsplit('-')[-1]} " in line
+
+
+@pytest.mark.parametrize(
+    ("name", "cut", "first_wrong"),
+    [("w" * 59, "-100", 1000), ("w" * 61, "-1", 10)],  # ordinals of 4 (of 2) digits lose one
+)
+def test_the_misplaced_pods_shown_are_five_in_a_row_then_counted(name, cut, first_wrong):
+    """Of more than 1000 pods, the line showed the judged pods from the first misplaced one,
+    skipping those not judged, and counted only the pods after the last shown: pods 1000, 1001
+    and 1199 of 1200 with nothing counted, where judging every pod shows pods 1000 to 1004
+    'and 195 more'. The five shown are the pods in a row, as for 1000 pods."""
+    (line,) = _lines(1200, {**_ON, "DISTCONV_WORLD_SIZE": "1200"}, name)
+    shown = "; ".join([f"{name}{cut}: rank {cut[1:]} of 1200"] * 5)
+    assert f"the ranks would take ({shown} and {1200 - first_wrong - 5} more), not" in line
