@@ -37,7 +37,7 @@ from distconv.deploy.bounds import (
     shape_problem,
     yaml_depth_problem,
 )
-from distconv.deploy.fifo_readers import other_holders
+from distconv.deploy.fifo_readers import other_readers
 from distconv.deploy.located import Source, located_problems
 from distconv.deploy.manifest_text import ManifestReadError, manifest_text, unmarked_encoding
 from distconv.deploy.templates import template_hint
@@ -56,7 +56,7 @@ MAX_BYTES = 64 << 20
 #: how long a FIFO named as a file is waited on for a writer to open it: a FIFO nothing opens
 #: hung a CI step; one a writer has open (``<(helm template ...)``) is read as stdin is
 FIFO_WAIT_S = 30.0
-#: why a FIFO with no writer that another process holds open is refused at once
+#: why a FIFO another process holds open to read is refused at once
 _HELD, _SPLIT = "a FIFO another process holds open to read", ": a writer's bytes could go to it"
 #: how often a FIFO is looked at for a writer that has opened it but written nothing yet
 _FIFO_LOOK_S = 0.05
@@ -216,11 +216,12 @@ def _fifo_head(fd: int, name: str) -> bytes:
     writer has it open and is still writing nothing (``<(helm template ...)`` rendering; it is
     then waited for as stdin is), or where it came and closed without writing. Refused where
     no writer opens it within :data:`FIFO_WAIT_S` (only that would be waited on for ever), at
-    once where, with none yet, another process holds it open to read (the holders named)."""
+    once where another process holds it open to read, or both ways (the holders named)."""
     deadline, wait = time.monotonic() + FIFO_WAIT_S, f"{FIFO_WAIT_S:g} s"
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    first_look = True
+    if readers := other_readers(name):  # each reader takes some of a writer's bytes
+        raise ManifestReadError(f"{_shown(name)}: {_HELD} ({'; '.join(readers)}){_SPLIT}")
     while True:
         try:
             head = os.read(fd, 1 << 16)  # what a pipe holds, not a 64 MiB buffer each look
@@ -228,9 +229,6 @@ def _fifo_head(fd: int, name: str) -> bytes:
             return b""
         if head or poller.poll(0):  # POLLHUP: a writer came and closed (Linux: none before)
             return head
-        if first_look and (readers := other_holders(name)):  # no writer: each holder reads
-            raise ManifestReadError(f"{_shown(name)}: {_HELD} ({'; '.join(readers)}){_SPLIT}")
-        first_look = False  # /proc is read once, not each look
         if (left := deadline - time.monotonic()) <= 0:
             raise ManifestReadError(f"{_shown(name)}: a FIFO nothing opened to write in {wait}")
         poller.poll(min(left, _FIFO_LOOK_S) * 1000)  # bytes or a close wake it; an open does not

@@ -1,8 +1,9 @@
-"""The other processes that hold a FIFO open (part of ``distconv check-manifests``,
-:mod:`distconv.deploy.check_command`): a FIFO named as a file that has no writer yet, but
-another reader, would give what a writer sends to either reader, so the check refuses it at
-once, naming them, rather than waiting for a writer. Read from ``/proc`` (Linux); elsewhere,
-or for the processes of other users, none is found.
+"""The other processes that hold a FIFO open to read (part of ``distconv check-manifests``,
+:mod:`distconv.deploy.check_command`): a FIFO named as a file that another process reads
+gives what a writer sends to either reader (the manifests read in part), and one held open
+both ways (``exec 3<>fifo``) looks like a writer that never ends, so the check refuses it at
+once, naming them. Read from ``/proc`` (Linux); elsewhere, or for the processes of other
+users, none is found.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import os
 _PROC = "/proc"
 
 
-def other_holders(path: str) -> list[str]:
-    """The processes other than this one that hold the FIFO at ``path`` open, each as
-    ``pid 1234, cat``, in pid order. A process that exits while it is looked at is skipped."""
+def other_readers(path: str) -> list[str]:
+    """The processes other than this one that hold the FIFO at ``path`` open to read (alone
+    or both ways; a writer is not one), each as ``pid 1234, cat``, in pid order. A process
+    that exits while it is looked at is skipped."""
     target = os.path.realpath(path)
     try:
         pids = sorted(int(entry) for entry in os.listdir(_PROC) if entry.isdigit())
@@ -25,12 +27,23 @@ def other_holders(path: str) -> list[str]:
 
 
 def _holds(pid: int, target: str) -> bool:
-    """Whether process ``pid`` has a descriptor open on ``target`` (an absolute path)."""
+    """Whether process ``pid`` has a descriptor open to read on ``target`` (an absolute path)."""
     try:
         with os.scandir(f"{_PROC}/{pid}/fd") as fds:
-            return any(_link(fd.path) == target for fd in fds)
+            return any(_link(fd.path) == target and _reads(pid, fd.name) for fd in fds)
     except OSError:  # gone, or another user's
         return False
+
+
+def _reads(pid: int, fd: str) -> bool:
+    """Whether descriptor ``fd`` of process ``pid`` was opened to read (``O_RDONLY`` or
+    ``O_RDWR``: its ``flags`` in ``fdinfo``, octal); where that is gone, no."""
+    try:
+        with open(f"{_PROC}/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+            flags = next(line for line in info if line.startswith("flags:")).split()[1]
+    except (OSError, StopIteration, IndexError):
+        return False
+    return int(flags, 8) & os.O_ACCMODE != os.O_WRONLY
 
 
 def _link(path: str) -> str | None:

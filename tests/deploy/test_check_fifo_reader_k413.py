@@ -39,3 +39,21 @@ def test_a_fifo_another_process_reads_is_refused_at_once_naming_it(tmp_path):
     assert (status, out) == (2, "")
     assert f"{fifo}: a FIFO another process holds open to read (pid {reader.pid}" in err
     assert took < 4  # the child's start, not the 5 s wait
+
+
+def test_a_fifo_another_process_holds_to_read_and_write_is_refused_at_once(tmp_path):
+    """A process that holds the FIFO open both ways (``exec 3<>fifo``, which keeps a FIFO
+    open) counts as a writer: the check took it for one still rendering and read for ever, the
+    bytes of any other writer shared with it. It is refused at once, naming it."""
+    fifo = tmp_path / "job.yaml"
+    os.mkfifo(fifo)
+    holder = _READER.replace("os.O_RDONLY | os.O_NONBLOCK", "os.O_RDWR")
+    reader = subprocess.Popen([sys.executable, "-c", holder, str(fifo)], stdout=subprocess.PIPE)
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == b"open\n"
+        status, out, err = _check_waiting(fifo, wait_s=5, timeout=8)
+    finally:
+        reader.kill()
+        reader.wait(timeout=10)
+    assert (status, out) == (2, "")
+    assert f"{fifo}: a FIFO another process holds open to read (pid {reader.pid}" in err
