@@ -1,4 +1,4 @@
-"""mpiexec -n 2 python -m mpi4py run_close_after_failed_step.py OUT KIND OVERLAP: step 0's
+"""mpiexec -n 2 python -m mpi4py run_close_after_failed_step.py OUT KIND OVERLAP [ON]: step 0's
 ``finish_step`` fails, each rank catches what it raised and closes its sync outside the
 ``except`` (no exception propagating), then writes ``OUT/closed<rank>.json``: what the step
 raised and the parameters' values. Only ``b`` fires, so ``a``'s bucket goes in ``finish_step``.
@@ -9,7 +9,8 @@ rank 0 as the flags' wait returns (with ``OVERLAP`` 1: as the main thread's wait
 thread's flags returns), kept while the waits are made again, raised once the step's collectives
 completed (rank 1 finishes the step); ``twice``: two interrupts on rank 0, as the first gradient
 piece's wait returns (with the thread: the first wait for a bucket): the second is raised with
-the step's collectives left pending, so rank 0's close aborts the job.
+the step's collectives left pending, so rank 0's close aborts the job. ``ON`` (optional):
+``barrier``: rank 1, where its step raised nothing, goes on to the barrier before it closes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from distconv.sync.base import SyncError
 from distconv.sync.mpi import MPISync
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.watchdog import WatchedRequest
@@ -57,6 +59,7 @@ def go_wrong(sync: MPISync, kind: str, overlap: bool) -> None:
 
 def main() -> None:
     out, kind, overlap = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+    went_on = sys.argv[4:] == ["barrier"]
     sync, params = bucket_sync(overlap=overlap, timeout=20), bucket_params()
     sync.setup(params, {})
     if sync.rank == 0:
@@ -70,6 +73,9 @@ def main() -> None:
         said = f"{type(exc).__name__}: {exc}"
     # outside the except: no error propagates; mpiexec may drop an aborting rank's stderr
     with open(out / f"rank{sync.rank}.err", "w") as err, contextlib.redirect_stderr(err):
+        if went_on and said == "nothing":
+            with contextlib.suppress(SyncError):  # refused: the other rank closed
+                sync.barrier()
         sync.close()
     values = {p.name: p.value.tolist() for p in params}
     (out / f"closed{sync.rank}.json").write_text(json.dumps({"said": said, "values": values}))

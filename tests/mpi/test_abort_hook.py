@@ -181,6 +181,7 @@ def test_a_meeting_passes_where_every_rank_says_the_same():
         ([BARRIER, 1, 0], "rank 1: at the barrier after 1 step"),
         ([SETUP, 0, 0], "rank 1: comparing the job (setup's check) after 0 steps"),
         ([CLOSED, 4, 0], "rank 1: closed after 4 steps"),
+        ([CLOSED, 4, 3], "rank 1: closed after 4 steps (its finish_step of step 2 failed)"),
         ([-9, 4, 0], "rank 1: unknown code -9"),
     ],
 )
@@ -192,6 +193,16 @@ def test_a_meeting_names_what_each_rank_is_doing_where_any_differs(theirs, named
     said = f"ranks are at different points of the job ({mine}, {named})"
     assert str(raised.value).startswith(said)
     assert ("a rank closed its sync" in str(raised.value)) == (theirs[0] == CLOSED)
+
+
+@pytest.mark.parametrize(("mine", "theirs"), [(2, 0), (None, 3), (2, 3)])
+def test_ranks_that_all_close_agree_whichever_says_a_step_failed_on_it_alone(mine, theirs):
+    """The closing rows' count column (1 + a step that failed on that rank alone) names it to a
+    rank that went on; ranks that all close after as many steps leave cleanly whatever each
+    says there."""
+    StepCheck(FakeGather([CLOSED, 4, theirs])).say_closed(4, failed=mine)
+    with pytest.raises(SyncError, match=r"rank 0: closed after 4 steps, rank 1: closed after 5"):
+        StepCheck(FakeGather([CLOSED, 5, theirs])).say_closed(4)
 
 
 def test_no_exchange_starts_while_one_is_pending():
@@ -328,7 +339,7 @@ def test_close_aborts_when_its_last_exchange_finds_a_rank_still_at_a_step(capsys
     sync.setup([Parameter("w", np.zeros(3))], {})
     sync.world_size = 2
 
-    def still_at_a_step(steps: int) -> None:
+    def still_at_a_step(steps: int, failed: int | None = None) -> None:
         raise SyncError(
             "ranks are at different points of the job "
             f"(rank 0: closed after {steps} steps, rank 1: step 3)"

@@ -22,10 +22,10 @@ START = {"a": [0.0, 1.0, 2.0], "b": [1.0, 2.0, 3.0]}
 STEPPED = {"a": [0.0, 1.0, 2.0], "b": [0.5, 1.5, 2.5]}
 
 
-def closed(tmp_path, kind: str, overlap: str):
+def closed(tmp_path, kind: str, overlap: str, *on: str):
     """Run the job; it and each rank's record (what its step raised, its values)."""
     proc = run_mpi(
-        ["-n", "2", *script("run_close_after_failed_step.py"), str(tmp_path), kind, overlap],
+        ["-n", "2", *script("run_close_after_failed_step.py"), str(tmp_path), kind, overlap, *on],
         timeout=60,
     )
     records = [tmp_path / f"closed{rank}.json" for rank in (0, 1)]
@@ -48,8 +48,21 @@ def test_an_interrupt_kept_till_the_steps_collectives_ended_closes_cleanly(tmp_p
     assert proc.returncode == 0, proc.stderr + (tmp_path / "rank0.err").read_text()
     assert rank0["said"].startswith("KeyboardInterrupt: "), rank0
     assert rank1["said"] == "nothing"
-    # rank 0 failed the step alone, rank 1 finished it: the job ends with them apart
+    # rank 0 failed the step alone, rank 1 finished it: the job ends with them apart (their
+    # last exchanges agree though rank 0's names the step that failed on it alone)
     assert (rank0["values"], rank1["values"]) == (START, STEPPED)
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_rank_that_went_on_learns_which_step_failed_on_the_closing_rank(tmp_path, overlap):
+    proc, (rank0, _) = closed(tmp_path, "kept", overlap, "barrier")
+    assert proc.returncode == 1, proc.stderr
+    said = (tmp_path / "rank0.err").read_text()
+    named = (
+        "(rank 0: closed after 1 step (its finish_step of step 0 failed), rank 1: at the barrier"
+    )
+    assert f"rank 0: SyncError: ranks are at different points of the job {named}" in said, said
+    assert rank0 is None  # rank 0's close aborted the job
 
 
 @pytest.mark.parametrize("overlap", ["0", "1"])

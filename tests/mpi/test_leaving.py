@@ -154,7 +154,7 @@ def test_anything_raised_in_the_last_exchange_aborts_the_job_first(fault):
     this rank go while the others wait for it."""
 
     class FailingCheck(StepCheck):
-        def say_closed(self, steps):
+        def say_closed(self, steps, failed=None):
             raise fault
 
     comm = RecordingComm()

@@ -86,10 +86,14 @@ def test_a_rank_that_stops_a_step_early_is_named_not_waited_for(tmp_path, overla
         ("midstep", ["rank 1: SyncError: sync closed in the middle of step 1 (no finish_step"]),
         ("thread", ["rank 1: SyncError: sync closed after allreduce of gradient bucket 0 failed"]),
         # rank 1 failed step 0 alone, its collectives complete (rank 0's firing order too):
-        # it leaves, and its last exchange meets rank 0's next step (either rank says it)
+        # it leaves, and its last exchange meets rank 0's next step, naming the step that
+        # failed (either rank says it)
         (
             "optimizer",
-            ["ranks are at different points of the job (rank 0: step 1, rank 1: closed after 1"],
+            [
+                "ranks are at different points of the job (rank 0: step 1, rank 1: closed after 1 "
+                "step (its finish_step of step 0 failed))"
+            ],
         ),
         ("setup", ["rank 0: SyncError: sync closed in the middle of setup (it failed)"]),
         (

@@ -42,11 +42,13 @@ def leave(
     thread: CommThread | None,
     steps: int,
     abort: Callable[[BaseException], None] | None = None,
+    failed_step: int | None = None,
 ) -> None:
     """Complete what is pending (a single rank may close mid-step), stop the thread, then the
     last exchange (:meth:`StepCheck.say_closed`, after ``steps`` steps: a rank still in a step,
-    or in another meeting, learns this one has gone), on the calling thread: it alone calls MPI
-    once the thread has stopped.
+    or in another meeting, learns this one has gone, and ``failed_step``, the step that failed
+    on this rank alone, if any), on the calling thread: it alone calls MPI once the thread has
+    stopped.
 
     Raises:
         SyncError: another rank is still at a step or another meeting; the thread did not
@@ -57,14 +59,16 @@ def leave(
             exchange).
     """
     try:
-        _leave(check, used, thread, steps)
+        _leave(check, used, thread, steps, failed_step)
     except BaseException as exc:
         if abort is not None:
             abort(exc)
         raise
 
 
-def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None, steps: int) -> None:
+def _leave(
+    check: StepCheck, used: UsedParams, thread: CommThread | None, steps: int, step: int | None
+) -> None:
     failed = thread is not None and thread.error is not None
     if not failed:  # a failed thread skipped the flags' exchange: nothing to wait for
         used.drain()
@@ -76,7 +80,7 @@ def _leave(check: StepCheck, used: UsedParams, thread: CommThread | None, steps:
             raise SyncError(f"sync closed after {thread.failure()}")
     check.drain()  # every rank posted it in start_step: MPI must see it
     if not failed:  # not after a failed reduction: the ranks' collectives differ
-        check.say_closed(steps)
+        check.say_closed(steps, step)
 
 
 #: how long a rank waits between its last words and ``Abort`` (see :func:`abort`)

@@ -8,7 +8,8 @@ A step whose ``finish_step`` failed once every collective of it completed (``_en
 the flags refused it on every rank, or it failed on this rank alone after them: an optimizer's
 error, a Ctrl-C kept while the step's waits were made again) leaves no rank waiting in it, so
 close leaves: a rank that finished the step and went on learns at its next exchange that this
-one closed (:meth:`~distconv.sync.mpi.step_check.StepCheck.say_closed`), and is refused there.
+one closed (:meth:`~distconv.sync.mpi.step_check.StepCheck.say_closed`), and is refused there,
+naming the step that failed here where it failed on this rank alone.
 Either way the communication thread stops and the gradients' communicator is freed.
 """
 
@@ -32,9 +33,9 @@ class Shutdown:
 
     It reads what the sync sets up: ``comm``, ``rank``, ``world_size``, ``_watchdog``,
     ``_open`` (setup or the step under way; None between steps), ``_ended_alike`` (that step
-    failed in ``finish_step`` with every collective of it complete), ``_check``, ``_used``,
-    ``_thread``, ``_grad_comm``, ``steps_ended`` and ``_restore_hook``, and calls the sync's
-    ``abandon_step``.
+    failed in ``finish_step`` with every collective of it complete), ``_failed_finish`` (that
+    step, where it failed on this rank alone, untold), ``_check``, ``_used``, ``_thread``,
+    ``_grad_comm``, ``steps_ended`` and ``_restore_hook``, and calls the sync's ``abandon_step``.
     """
 
     comm: Any
@@ -43,6 +44,7 @@ class Shutdown:
     _watchdog: Watchdog
     _open: str | None
     _ended_alike: bool
+    _failed_finish: int | None
     _check: StepCheck
     _used: UsedParams
     _thread: CommThread | None
@@ -69,7 +71,8 @@ class Shutdown:
             if error is None and self._grad_comm is not None:
                 # raised, a SyncError would leave the other ranks waiting: abort them first
                 abort = partial(abort_job, self.comm, self.rank) if self.world_size > 1 else None
-                leave(self._check, self._used, self._thread, self.steps_ended, abort)
+                steps, failed = self.steps_ended, self._failed_finish
+                leave(self._check, self._used, self._thread, steps, abort, failed)
         finally:
             self._release()
 

@@ -28,7 +28,8 @@ import numpy as np
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.comm import JobMismatch, difference_from
 
-#: in place of a step number: the rank closes its sync (then the steps it finished)
+#: in place of a step number: the rank closes its sync (then the steps it finished, and 1 + the
+#: step whose ``finish_step`` failed on it alone, untold, or 0: :meth:`StepCheck.say_closed`)
 CLOSED = -1
 #: in place of a step number: the rank sums metrics (then its steps, and how many values)
 SUMMING = -2
@@ -50,8 +51,9 @@ def where(row: Sequence[int]) -> str:
     if what >= 0:
         return f"step {what}"
     after = f"after {steps} step{'s' if steps != 1 else ''}"
-    if what == CLOSED:
-        return f"closed {after}"
+    if what == CLOSED:  # count: 1 + the step that failed on it alone (say_closed), or 0
+        failed = f" (its finish_step of step {count - 1} failed)" if count > 0 else ""
+        return f"closed {after}{failed}"
     if what == SUMMING:
         return f"summing {count} value{'s' if count != 1 else ''} {after}"
     if what == BARRIER:
@@ -154,20 +156,30 @@ class StepCheck:
         Raises:
             SyncError: naming what each rank is doing, where any differs.
         """
-        row = [what, steps, count]
-        self._start(row)
-        self.drain()
-        if self._every.tolist() != [row] * len(self._every):
-            self._raise_elsewhere()
+        self._exchange([what, steps, count], compared=3)
 
-    def say_closed(self, steps: int) -> None:
+    def say_closed(self, steps: int, failed: int | None = None) -> None:
         """The last exchange, when this rank closes after ``steps`` steps: every other rank
         closes too, or is named where it is (it would otherwise wait there forever).
+
+        ``failed``: the step whose ``finish_step`` failed on this rank alone, which no rank was
+        told yet (an optimizer's error, a Ctrl-C kept: ``_note_failed_step``). A rank that
+        finished that step and went on is refused naming it here, not only this rank's close;
+        ranks that all close agree whatever each says of it (the count column is not compared).
 
         Raises:
             SyncError: another rank is still at a step, or in another meeting.
         """
-        self.meet(CLOSED, steps)
+        said = 0 if failed is None else failed + 1
+        self._exchange([CLOSED, steps, said], compared=2)
+
+    def _exchange(self, row: list[int], compared: int) -> None:
+        """Say ``row`` to every rank; name what each is doing where a rank's row differs in
+        its first ``compared`` columns."""
+        self._start(row)
+        self.drain()
+        if any(other[:compared] != row[:compared] for other in self._every.tolist()):
+            self._raise_elsewhere()
 
     def drain(self) -> bool:
         """Wait for a pending exchange without checking it (MPI must see every posted
