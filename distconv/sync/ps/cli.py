@@ -99,7 +99,11 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         "SIGTERM again a second later, stops at once)",
     )
     security = p.add_mutually_exclusive_group()
-    security.add_argument("--keys", help="directory of the job's CURVE keys (distconv keys)")
+    # not blank, as distconv train's: an empty one (an unset variable) read as no --keys at
+    # all ('pass --keys DIR', of a --keys given), a blank one as the directory '  '
+    security.add_argument(
+        "--keys", type=not_blank, help="directory of the job's CURVE keys (distconv keys)"
+    )
     security.add_argument(
         "--insecure", action="store_true", help="no CURVE encryption or authentication"
     )
