@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from distconv.files import folder, folder_problem
@@ -214,11 +215,13 @@ def shard_config(args: argparse.Namespace, job_id: str) -> ShardConfig:
 
 
 def _check_checkpoint_dir(directory: str) -> None:
-    """Make ``--checkpoint-dir`` and check that this process may write there, now: the first
+    """Check that ``--checkpoint-dir`` can be made, or written where it is, now: the first
     checkpoint request (an epoch in, or hours) found it unusable, the shard refused the chief's
     request, and the chief, which asks the shards before it writes its own part, failed the
     job without any checkpoint (review k144). No probe file: the directory may be the chief's
-    run directory, whose checks refuse files that no run writes.
+    run directory, whose checks refuse files that no run writes. Not made here: the shard makes
+    it once bound (:func:`~distconv.sync.ps.server.run_shard`), so one that cannot start (its
+    port or its probes' taken, its keys missing) leaves no empty folder behind (review k414).
 
     Raises:
         PserverStartError: the directory cannot be made or written, naming it and why.
@@ -226,14 +229,20 @@ def _check_checkpoint_dir(directory: str) -> None:
     # a dangling link above it ('runs -> an unmounted scratch') made makedirs say 'File exists'
     if (problem := folder_problem(directory)) is not None:
         raise PserverStartError(f"--checkpoint-dir {directory}: cannot make it: {problem}")
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as exc:
-        raise PserverStartError(
-            f"--checkpoint-dir {directory}: cannot make it: {exc.strerror or exc}"
-        ) from exc
-    if not os.access(directory, os.W_OK | os.X_OK):  # a read-only mount too, for root
+    there = _first_folder_there(directory)
+    if os.access(there, os.W_OK | os.X_OK):  # a read-only mount too, for root
+        return
+    if there == Path(directory):
         raise PserverStartError(f"--checkpoint-dir {directory}: this process cannot write there")
+    raise PserverStartError(
+        f"--checkpoint-dir {directory}: cannot make it: this process cannot write in {there}"
+    )
+
+
+def _first_folder_there(directory: str) -> Path:
+    """``directory``, or the nearest folder above it that exists (where mkdir -p starts)."""
+    path = Path(directory)
+    return next((p for p in (path, *path.parents) if os.path.isdir(p)), Path.cwd())
 
 
 def _start_service(args: argparse.Namespace):

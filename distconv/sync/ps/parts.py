@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -29,6 +30,24 @@ log = logging.getLogger("distconv.pserver")
 
 class CheckpointParts:
     """The checkpoint side of :class:`~distconv.sync.ps.server.Shard`."""
+
+    def make_checkpoint_dir(self) -> None:
+        """Make ``--checkpoint-dir`` and the folders above it that are missing, if one is set.
+        ``distconv pserver`` checked before it started that they can be made, and
+        :func:`~distconv.sync.ps.server.run_shard` calls this once the shard is bound, so that
+        a shard that cannot start leaves nothing behind.
+
+        Raises:
+            OSError: it cannot be made after all, naming it and why in one line.
+        """
+        directory = self.config.checkpoint_dir
+        if not directory:
+            return
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            why = describe_os_error(exc)
+            raise OSError(f"--checkpoint-dir {directory}: cannot make it: {why}") from None
 
     def save_part(self, step: str, keep: int | None = None) -> Path:
         """Write this shard's blocks and optimizer state atomically; returns the file.

@@ -349,6 +349,7 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
     shard.service = service
     try:
         endpoint = shard.bind()
+        shard.make_checkpoint_dir()  # once bound: a shard that cannot start leaves no folder
         # before the line that says it is up; SIGTERM drains, SIGINT (Ctrl-C) stops at once
         signal.signal(signal.SIGTERM, lambda *_: shard.drain())
         signal.signal(signal.SIGINT, lambda *_: shard.stop())

@@ -5,6 +5,7 @@ shards before it writes its own part, failed the job with no checkpoint at all."
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -149,3 +150,64 @@ def test_a_blank_checkpoint_dir_is_a_usage_error_not_none(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert last == "distconv pserver: error: argument --checkpoint-dir: must not be empty", last
     assert "listening on" not in done.stdout
+
+
+def _held_port() -> socket.socket:
+    """A listening socket on 127.0.0.1 port 0: its port is taken while it is open."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    return held
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("taken", ["--bind", "--health-port"])
+def test_a_shard_that_cannot_start_leaves_no_checkpoint_dir_it_made(taken, tmp_path):
+    """A shard whose port (or probes' port) was taken made --checkpoint-dir and the folders
+    above it, then exited 1 and left them there, empty (review k414)."""
+    directory = tmp_path / "new" / "parts"
+    with _held_port() as held:
+        port = held.getsockname()[1]
+        flags = (
+            ("--bind", f"127.0.0.1:{port}") if taken == "--bind" else ("--health-port", f"{port}")
+        )
+        done = _pserver(*flags, "--checkpoint-dir", str(directory))
+    assert done.returncode == 1, done
+    assert f"127.0.0.1:{port}" in done.stderr and "ddress already in use" in done.stderr
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_that_cannot_start_keeps_a_checkpoint_dir_that_was_there(tmp_path):
+    directory = tmp_path / "parts"
+    directory.mkdir()
+    with _held_port() as held:
+        done = _pserver(
+            "--bind", f"127.0.0.1:{held.getsockname()[1]}", "--checkpoint-dir", str(directory)
+        )
+    assert done.returncode == 1, done
+    assert directory.is_dir()
+
+
+@pytest.mark.parametrize("there", [True, False])
+def test_a_checkpoint_dir_this_process_cannot_write_is_refused_and_not_made(
+    there, monkeypatch, tmp_path
+):
+    """Checked, not made, before the bind: a folder it cannot write in (mode 555, a read-only
+    mount; root writes through the mode, so access() is made to say no) is still refused at
+    start, naming the folder, and nothing is made."""
+    from distconv.sync.ps import cli
+
+    directory = tmp_path / "new" / "parts"
+    if there:
+        directory.mkdir(parents=True)
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: False)
+    with pytest.raises(cli.PserverStartError) as refused:
+        cli._check_checkpoint_dir(str(directory))
+    why = (
+        "this process cannot write there"
+        if there
+        else f"cannot make it: this process cannot write in {tmp_path}"
+    )
+    assert str(refused.value) == f"--checkpoint-dir {directory}: {why}"
+    assert (tmp_path / "new").exists() is there
