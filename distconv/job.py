@@ -19,7 +19,7 @@ from distconv.optim import create_optimizer
 from distconv.resume import JobStart, Preempted
 from distconv.runtime import Runtime, detect_runtime
 from distconv.sampler import check_seed
-from distconv.service import ServiceEndpoints
+from distconv.service import ServiceEndpoints, plain_os_error
 from distconv.trainer import Trainer
 
 log = logging.getLogger("distconv.job")
@@ -156,9 +156,8 @@ def _start_service(
         if not port or not runtime.local_rank:
             raise
         # the port this rank was given is not the one the user typed
-        raise OSError(
-            exc.errno, f"{exc.strerror} (--health-port {port} + local rank {runtime.local_rank})"
-        ) from None
+        typed = f"(--health-port {port} + local rank {runtime.local_rank})"
+        raise plain_os_error(exc.errno, f"{exc} {typed}") from None
     # said even under -q (warnings only): a port the kernel chose (0) is named nowhere else,
     # as a shard prints its own; through the log's handler, in its format (text or JSON)
     log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, SERVING, (bound,), None))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import math
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -42,6 +43,29 @@ NO_STEP = -1
 
 #: step and allreduce durations span milliseconds (tiny models) to minutes (large ones)
 _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+def plain_os_error(code: int | None, message: str) -> OSError:
+    """An ``OSError`` that reads ``message`` alone and keeps ``errno`` ``code`` for code that
+    asks: ``OSError(code, message)`` reads ``[Errno 98] message``, and a user's one error line
+    (``distconv train: error: ...``) began with the number."""
+    error = OSError(message)
+    error.errno = code
+    return error
+
+
+def _bind_error(code: int | None, host: str, port: int, cause: str, flag: str) -> OSError:
+    """Why the probes cannot serve on ``host:port``, naming ``flag``, as a shard's ``cannot
+    bind HOST:PORT: ...`` does."""
+    return plain_os_error(code, f"{flag}: cannot bind probes and metrics on {host}:{port}: {cause}")
+
+
+def _flag_at_fault(exc: OSError) -> str:
+    """The flag to change for a bind that failed: --health-host where the address is none of
+    this host's or no name it can look up, else --health-port (in use, privileged)."""
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return "--health-host"
+    return "--health-port"
 
 
 class _Metrics:
@@ -145,13 +169,12 @@ class ServiceEndpoints:
                 f"service endpoints already serve on port {self._server.server_address[1]}"
             )
         if not 0 <= port <= 65535:  # bind() raises an OverflowError that names no flag
-            raise OSError(errno.EINVAL, f"probes and metrics on {host}:{port}: a port is 0..65535")
+            raise _bind_error(errno.EINVAL, host, port, "a port is 0..65535", "--health-port")
         try:
             server = ProbeHTTPServer((host.strip("[]"), port), handler_for(self))
         except OSError as exc:  # "Address already in use" alone names no port
-            raise OSError(
-                exc.errno, f"probes and metrics on {host}:{port}: {exc.strerror or exc}"
-            ) from None
+            cause, flag = exc.strerror or str(exc), _flag_at_fault(exc)
+            raise _bind_error(exc.errno, host, port, cause, flag) from None
         self._server = server
         self._last_beat = time.monotonic()
         self._thread = threading.Thread(

@@ -1,0 +1,87 @@
+"""A port or interface the probes cannot bind is one plain line naming the flag and the cause,
+as ``distconv pserver``'s ``cannot bind HOST:PORT: ...``: it read ``[Errno 98] probes and
+metrics on ...``, the errno's number first (review k414)."""
+
+from __future__ import annotations
+
+import socket
+from types import SimpleNamespace
+
+import pytest
+
+from distconv.job import _start_service
+from distconv.service import ServiceEndpoints
+from tests.test_cli import distconv
+
+#: TEST-NET-1 (RFC 5737): an address of no interface here, refused without a DNS look-up
+NOT_HERE = "192.0.2.1"
+
+
+def _held_port() -> socket.socket:
+    """A listening socket on 127.0.0.1 port 0: its port is taken while it is open."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    return held
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "[Errno" not in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.timeout(60)
+def test_train_names_a_probe_port_in_use_in_one_plain_line(tmp_path):
+    with _held_port() as held:
+        port = held.getsockname()[1]
+        done = distconv(
+            "train", "--health-port", str(port), "--out", str(tmp_path / "r"), timeout=60
+        )
+    assert done.returncode == 1, done.stderr
+    said = "distconv train: error: --health-port: cannot bind probes and metrics on "
+    said += f"127.0.0.1:{port}: "
+    assert _one_line(done.stderr).startswith(said), done.stderr
+    assert "in use" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_pserver_names_a_probe_host_of_no_interface_here_in_one_plain_line():
+    done = distconv(
+        *("pserver", "--bind", "127.0.0.1:0", "--shard", "0", "--num-shards", "1"),
+        *("--workers", "1", "--insecure", "--health-host", NOT_HERE, "--health-port", "0"),
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    said = (
+        f"distconv pserver: error: --health-host: cannot bind probes and metrics on {NOT_HERE}:0: "
+    )
+    assert _one_line(done.stderr).startswith(said), done.stderr
+
+
+@pytest.mark.parametrize(
+    "port, local_rank, flag", [(65536, 0, "port"), (65535, 1, "port"), (None, 1, "host")]
+)
+def test_a_rank_s_probes_name_the_flag_and_keep_the_errno(port, local_rank, flag):
+    """Under MPI or the launcher, a rank binds --health-port + its local rank: said after the
+    cause, in the same plain line; the errno stays readable for code that asks."""
+    runtime = SimpleNamespace(role="worker", rank=local_rank, local_rank=local_rank)
+    host = NOT_HERE if flag == "host" else "127.0.0.1"
+    typed = port if port is not None else 8000
+    with pytest.raises(OSError) as caught:
+        _start_service(typed, host, runtime)
+    message, bound = str(caught.value), typed + local_rank
+    assert message.startswith(
+        f"--health-{flag}: cannot bind probes and metrics on {host}:{bound}: "
+    )
+    assert "[Errno" not in message
+    assert message.endswith(f" (--health-port {typed} + local rank 1)") is (local_rank == 1)
+    assert caught.value.errno is not None
+
+
+def test_the_service_s_own_error_is_plain_too():
+    with _held_port() as held, pytest.raises(OSError) as caught:
+        ServiceEndpoints().start("127.0.0.1", held.getsockname()[1])
+    assert str(caught.value).startswith("--health-port: cannot bind probes and metrics on ")
+    assert caught.value.errno == 98 and "[Errno" not in str(caught.value)
