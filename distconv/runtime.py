@@ -144,7 +144,12 @@ def detect_runtime(
 _FLAG_KEYS = {"rank", "world_size", "local_rank", "role", "job_id", "pservers", "keys_dir"}
 #: ``distconv train``'s flag for each key it has (:mod:`distconv.train_args`); messages name the
 #: others (``local_rank``, ``role``: only ``flags=`` takes them) as the key of ``flags``
-_TRAIN_FLAGS = {"rank": "--rank", "world_size": "--world-size", "pservers": "--pservers"}
+_TRAIN_FLAGS = {
+    "rank": "--rank",
+    "world_size": "--world-size",
+    "pservers": "--pservers",
+    "job_id": "--job-id",
+}
 
 
 def _flag_label(key: str) -> str:
@@ -227,10 +232,21 @@ def job_id_from(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
     Raises:
         RuntimeConfigError: an id that is blank or holds whitespace.
     """
-    job_id = str(flags.get("job_id") or env.get(ENV_JOB_ID) or DEFAULT_JOB_ID).strip()
+    given = str(flags.get("job_id") or env.get(ENV_JOB_ID) or DEFAULT_JOB_ID)
+    job_id = given.strip()
     if not job_id or any(c.isspace() for c in job_id):
-        raise RuntimeConfigError(f"job id must be a non-empty word, got {job_id!r}")
+        # the value as given, and whose: the stripped one read "got ''" of --job-id '   '
+        where = _flag_label("job_id") if flags.get("job_id") else ENV_JOB_ID
+        raise RuntimeConfigError(f"{where}: job id must be a non-empty word, got {_quoted(given)}")
     return job_id
+
+
+def _quoted(value: str) -> str:
+    """``value`` quoted as given, and a blank one's length too: an error line is one line with
+    each run of whitespace one space (messages.one_line), which turns ``'   '`` into ``' '``."""
+    if value.strip():
+        return repr(value)
+    return f"{value!r} (only whitespace, {len(value)} character{'s' * (len(value) != 1)})"
 
 
 def _pservers(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:

@@ -549,3 +549,12 @@ def test_a_blank_keys_flag_stops_before_the_environment_s_keys_stand_in(tmp_path
     assert "argument --keys: must not be empty" in proc.stderr
     assert str(env_keys) not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_blank_job_id_is_quoted_as_given(tmp_path):
+    """``distconv train --job-id '   '`` said ``got ''``, not what was typed (review k414)."""
+    proc = distconv("train", "--job-id", "   ", "--out", str(tmp_path / "run"), timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    said = "--job-id: job id must be a non-empty word, got ' ' (only whitespace, 3 characters)"
+    _assert_one_line_error(proc, said)
+    assert not (tmp_path / "run").exists()

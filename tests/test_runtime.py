@@ -494,3 +494,28 @@ def test_numpy_integers_as_rank_flags_are_taken_as_python_ints():
     assert {type(runtime.rank), type(runtime.world_size), type(runtime.local_rank)} == {int}
     with pytest.raises(RuntimeConfigError, match=r"--rank must be an integer, got"):
         detect({}, {"rank": np.bool_(True), "world_size": 2})
+
+
+@pytest.mark.parametrize(
+    "env, flags, said",
+    [
+        (
+            {},
+            {"job_id": "   "},
+            "--job-id: job id must be a non-empty word, got '   ' (only whitespace, 3 characters)",
+        ),
+        ({}, {"job_id": " a b "}, "--job-id: job id must be a non-empty word, got ' a b '"),
+        (
+            {"DISTCONV_JOB_ID": "\t"},
+            None,
+            "DISTCONV_JOB_ID: job id must be a non-empty word, "
+            "got '\\t' (only whitespace, 1 character)",
+        ),
+    ],
+)
+def test_a_bad_job_id_is_quoted_as_given_naming_where_it_came_from(env, flags, said):
+    """``--job-id '   '`` was reported as ``got ''``: the value after stripping, which is not
+    what the user typed and names no flag (review k414)."""
+    with pytest.raises(RuntimeConfigError) as err:
+        detect(env, flags=flags)
+    assert str(err.value) == said

@@ -168,8 +168,8 @@ def run_pserver(args: argparse.Namespace) -> int:
 
     try:  # as the workers read theirs: a padded id was kept here and stripped there
         job_id = job_id_from({"job_id": args.job_id}, os.environ)
-    except RuntimeConfigError as exc:
-        raise PserverStartError(f"--job-id: {exc}") from exc
+    except RuntimeConfigError as exc:  # it names the flag
+        raise PserverStartError(str(exc)) from exc
     config = shard_config(args, job_id)
     try:
         config.check()
