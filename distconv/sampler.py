@@ -66,6 +66,26 @@ class GlobalBatchSampler:
         return self.world_size * self.batch_size * self.accumulate
 
     @property
+    def examples_per_step(self) -> int:
+        """Examples a step trains on, summed over ranks and passes, but an epoch's last (which
+        may be short): the global batch, or the whole training set where that is smaller."""
+        return min(self.global_batch, self.num_examples)
+
+    def larger_than_the_data(self) -> str | None:
+        """What to tell the user where the global batch asked for exceeds the training set,
+        naming its factors, or None. It is accepted, as a data loader gives a short last batch:
+        each epoch is one step of every example, and :attr:`examples_per_step` (which the log
+        and metrics record) says so."""
+        if self.global_batch <= self.num_examples:
+            return None
+        return (
+            f"the global batch asked for ({self.global_batch}: {self.world_size} worker(s) x "
+            f"batch size {self.batch_size} x accumulate {self.accumulate}) exceeds the "
+            f"{self.num_examples} training examples: each epoch is one step of all "
+            f"{self.num_examples}, and the log and metrics record that global batch"
+        )
+
+    @property
     def steps_per_epoch(self) -> int:
         return -(-self.num_examples // self.global_batch)
 

@@ -307,13 +307,8 @@ class Trainer:
             self.accumulate,
             self.seed,
         )
-        if sampler.global_batch > sampler.num_examples and self.sync.is_chief:
-            log.warning(
-                "the global batch (%d) exceeds the %d training examples: each epoch is one "
-                "step of all of them",
-                sampler.global_batch,
-                sampler.num_examples,
-            )
+        if (too_large := sampler.larger_than_the_data()) and self.sync.is_chief:
+            log.warning("%s", too_large)
         # only the main thread may handle signals (a test can run ranks as threads)
         handles_signals = threading.current_thread() is threading.main_thread()
         restore_handlers = None
@@ -377,7 +372,8 @@ class Trainer:
         tally.fold(self.pos)  # a collective: every rank's steps of the epoch are in
         self.sync.refresh_parameters()  # so each rank holds what it trained (async shards)
         self.pos = Position(self.pos.epoch + 1, self.pos.step, 0, {})
-        record = tally.record(self.pos, sampler.global_batch, self.accuracy is not None)
+        # what a step trained on: the batch asked for claimed 100000 of a step of 1438
+        record = tally.record(self.pos, sampler.examples_per_step, self.accuracy is not None)
         if test is not None:
             record.update(self.evaluate(test))
         return record

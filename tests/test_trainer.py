@@ -723,8 +723,9 @@ def test_a_global_batch_larger_than_the_data_is_said(data, caplog, batch_size, a
     t = _trainer(batch_size=batch_size, accumulate=accumulate)
     with caplog.at_level(logging.WARNING, logger="distconv.trainer"):
         (record,) = t.fit(train, epochs=1)
-    assert record["step"] == 1
-    assert f"global batch ({batch_size * accumulate}) exceeds the 240 training" in caplog.text
+    assert record["step"] == 1 and record["global_batch"] == 240  # what the step trained on
+    assert f"asked for ({batch_size * accumulate}: 1 worker(s) x batch size" in caplog.text
+    assert "exceeds the 240 training examples: each epoch is one step of all 240" in caplog.text
 
 
 def test_an_integer_dtype_is_refused_before_any_weight_is_cast():
