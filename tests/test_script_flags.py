@@ -3,6 +3,7 @@ from deep in the Trainer, and a run in --out is refused in one line (review k195
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -31,7 +32,11 @@ def _run(example: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "example, args, said",
     [
-        ("mixed_regression.py", ["--epochs", "-1"], "argument --epochs: must be >= 0, got -1"),
+        ("mixed_regression.py", ["--epochs", "-1"], "argument --epochs: must be >= 1, got -1"),
+        # distconv train's type, as README says: 0 printed nothing, exited 0 and left --out
+        # holding an empty metrics.jsonl (review k414)
+        ("mixed_regression.py", ["--epochs", "0"], "argument --epochs: must be >= 1, got 0"),
+        ("sparse_table.py", ["--epochs", "0", "--out", "run"], "argument --epochs: must be >= 1"),
         ("mixed_regression.py", ["--batch-size", "0"], "argument --batch-size: must be >= 1"),
         (
             "mixed_regression.py",
@@ -133,3 +138,24 @@ def test_a_refusal_of_a_script_logging_json_is_one_json_line(tmp_path):
     line = json.loads(proc.stderr.splitlines()[-1])
     assert line["message"] == "refused.py: error: runs/x already holds a run"
     assert line["level"] == "error" and line["rank"] == 0
+
+
+def test_the_run_flags_read_epochs_as_distconv_train_does():
+    """README: the examples' flags use the types distconv train reads its own with."""
+    from distconv.script_flags import add_run_flags
+    from distconv.train_args import train_parser
+
+    script = argparse.ArgumentParser(exit_on_error=False)
+    add_run_flags(script, epochs=30, batch_size=32)
+    for value in ("0", "1", "7"):
+        ok = _parses(train_parser(), ["--epochs", value])
+        assert _parses(script, ["--epochs", value]) is ok, value
+    assert not _parses(script, ["--epochs", "0"])
+
+
+def _parses(parser, argv: list[str]) -> bool:
+    try:
+        parser.parse_args(argv)
+    except (SystemExit, argparse.ArgumentError):
+        return False
+    return True
