@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from distconv.files import folder_problem
+from distconv.files import describe_os_error, folder_problem
 from distconv.messages import debugging, exception_line
 from distconv.procfs import process_identity
 
@@ -50,6 +50,7 @@ from .json_lines import json_lines, last_line
 from .options import add_k8s_options, add_local_options, add_mpi_options, ignored_flag, split_argv
 from .owned import LOCAL_OWNED, MPI_OWNED
 from .ports import reserve_ports
+from .run_dir import run_dir_refused
 from .stdout import write_stdout
 from .supervisor import ChildSpec, Supervisor
 
@@ -71,10 +72,7 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
     run_dir = Path(args.run_dir or os.path.join("runs", job_id)).absolute()
     problem = folder_problem(run_dir)
     if problem is not None:
-        raise LaunchError(
-            f"the run directory {run_dir} cannot be made: {problem} (choose another --run-dir "
-            "or --job-id)"
-        )
+        raise run_dir_refused(run_dir, problem)
     return run_dir
 
 
@@ -341,6 +339,9 @@ def run_k8s(args: argparse.Namespace, rest: list[str]) -> int:
             render.write_manifests(objects, args.out)
         except ValueError as exc:  # the folder holds another job's manifests
             raise LaunchError(str(exc)) from None
+        except OSError as exc:  # it said '[Errno 2] No such file or directory: ...', no flag
+            why = describe_os_error(exc)
+            raise LaunchError(f"--out {args.out}: cannot write there: {why}") from None
         print(f"wrote {len(objects)} object(s) to {args.out}", file=sys.stderr)
     else:
         write_stdout(render.dump_yaml(objects), "the manifests", "pass --out DIR for the manifests")

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from distconv.files import describe_os_error
+
 from .commands import THREAD_VARS, LaunchError, Program, train_args
 from .interrupt import run_captured
 from .startable import not_started, start_problem
@@ -107,10 +109,14 @@ def read_hostfile(path: str) -> list[Host]:
     """Hosts from the hostfile at ``path`` (see :func:`parse_hostfile`).
 
     Raises:
-        LaunchError: the file is not UTF-8 text, or :func:`parse_hostfile` refuses it.
-        OSError: the file cannot be read (missing, a directory, no permission).
+        LaunchError: the file cannot be read (missing, a directory, no permission), naming
+            ``--hostfile`` and why (it said ``[Errno 2] No such file or directory: 'PATH'``),
+            is not UTF-8 text, or :func:`parse_hostfile` refuses it.
     """
-    data = Path(path).read_bytes()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise LaunchError(f"--hostfile {path}: cannot read it: {describe_os_error(exc)}") from None
     try:
         text = data.decode("utf-8-sig")  # a byte-order mark (a Windows editor's) dropped
     except UnicodeDecodeError as exc:

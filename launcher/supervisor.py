@@ -60,6 +60,7 @@ from .commands import LaunchError
 from .failure import Failure, signal_name
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
+from .run_dir import make_run_dir
 from .wrapup import first_overdue, reported_before
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
@@ -183,12 +184,12 @@ class Supervisor:
         ``failure.json`` or left its own there beside a job that succeeded. Idempotent.
 
         Raises:
-            LaunchError: another launch holds it, named; or the lock cannot be taken there
-                (a file system without ``flock``), naming the file.
+            LaunchError: it cannot be made (:func:`make_run_dir`); another launch holds it,
+                named; or the lock cannot be taken there (no ``flock``), naming the file.
         """
         if self._claim is not None:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        make_run_dir(self.run_dir)
         lock = self.run_dir / LAUNCH_LOCK
         try:
             self._claim = hold_lock(lock)
