@@ -1,15 +1,19 @@
 """What the launcher's tests of real children share: a real ``mpiexec`` (or a skip), a
-:class:`~launcher.child.Child` run to its end, and the lines it gave the launcher's output."""
+:class:`~launcher.child.Child` run to its end, the lines it gave the launcher's output, a wait
+for what it does, and a log write of its that does not end."""
 
 from __future__ import annotations
 
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+import launcher.pump
 from launcher.child import Child, ChildSpec
 
 
@@ -31,12 +35,38 @@ def run_to_exit(tmp_path: Path, spec: ChildSpec, log_name: str | None = None) ->
     log ``log_name`` there (default ``<name>.log``), waited for (10 s at most) and finished."""
     with open(tmp_path / OUTPUT_NAME, "wb") as out:
         child = Child(spec, tmp_path / (log_name or f"{spec.name}.log"), out, threading.Lock())
-        deadline = time.monotonic() + 10
-        while child.poll() is None:
-            assert time.monotonic() < deadline, "the child did not exit"
-            time.sleep(0.02)
+        wait_until(lambda: child.poll() is not None, "the child did not exit")
         child.finish()
     return child
+
+
+def wait_until(condition: Callable[[], object], what: str, seconds: float = 10) -> None:
+    """Wait until ``condition()`` holds, failing the test with ``what`` after ``seconds``: an
+    event, not a fixed pause."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+@contextmanager
+def log_write_hung(monkeypatch: pytest.MonkeyPatch, starting: bytes) -> Iterator[None]:
+    """Within the block, the pump's write to the child's log (:func:`launcher.pump.log_line`)
+    of a line that begins with ``starting`` does not end, as on a hung network file system; it
+    ends, the line logged, as the block is left (a block still running after 10 s fails the
+    test: the launcher waited for the write)."""
+    let_go, log_line = threading.Event(), launcher.pump.log_line
+
+    def hung_log_line(log, line, *args):
+        if line.startswith(starting):
+            assert let_go.wait(10), "the launcher waited for a hung log write"
+        return log_line(log, line, *args)
+
+    monkeypatch.setattr(launcher.pump, "log_line", hung_log_line)
+    try:
+        yield
+    finally:
+        let_go.set()
 
 
 def output_lines(

@@ -5,14 +5,12 @@ child's output, where no such process was, and the lines were missing for anothe
 from __future__ import annotations
 
 import sys
-import threading
 
 import pytest
 
 import launcher.child
-import launcher.pump
 from launcher.child import ChildSpec
-from tests.launcher.real_children import run_to_exit
+from tests.launcher.real_children import log_write_hung, run_to_exit
 
 #: a child with no stray: it prints a line and its last words, and dies
 CHILD = "import os; os.write(1, b'step 1\\nfatal: boom'); os._exit(3)"
@@ -21,20 +19,10 @@ CHILD = "import os; os.write(1, b'step 1\\nfatal: boom'); os._exit(3)"
 @pytest.mark.timeout(30)
 def test_a_log_write_that_does_not_end_is_named_not_a_stray(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.05)  # the product's 5 s
-    hung, log_line = threading.Event(), launcher.pump.log_line
-
-    def hung_log_line(log, line, *args):
-        if line.startswith(b"fatal"):
-            assert hung.wait(10), "the launcher waited for a hung log"
-        return log_line(log, line, *args)
-
-    monkeypatch.setattr(launcher.pump, "log_line", hung_log_line)
-    child = run_to_exit(tmp_path, ChildSpec("worker", 0, [sys.executable, "-c", CHILD]))
-    try:
+    with log_write_hung(monkeypatch, b"fatal"):
+        child = run_to_exit(tmp_path, ChildSpec("worker", 0, [sys.executable, "-c", CHILD]))
         said = child.output_held
-    finally:
-        hung.set()
-        child._pump.join(10)
+    child._pump.join(10)
     assert said == (
         f"worker-0: a write to {child.log_path} has not ended (a hung file system?), so "
         "worker-0's last lines are missing from it, from the launcher's output and from "

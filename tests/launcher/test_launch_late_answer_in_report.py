@@ -14,10 +14,9 @@ import threading
 import pytest
 
 import launcher.child
-import launcher.pump
 from launcher.child import ChildSpec
 from launcher.long_line import OutputPipe
-from tests.launcher.real_children import run_to_exit, stray_for_a_while
+from tests.launcher.real_children import log_write_hung, run_to_exit, stray_for_a_while
 
 #: a stray holds the pipe for a while; the child prints a line and its last words, and dies
 CHILD = stray_for_a_while(1.0, b"step 1\nfatal: boom")
@@ -73,18 +72,8 @@ def test_a_pump_held_in_a_log_write_is_not_waited_for(tmp_path, monkeypatch):
     """The wait on is bounded: a log that blocks (a hung network file system) on the last
     words holds the pump up for good, and the launcher gives up on it after two waits."""
     monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.05)
-    blocked, log_line = threading.Event(), launcher.pump.log_line
-
-    def hung_log_line(log, line, *args):
-        if line.startswith(b"fatal"):
-            assert blocked.wait(10), "the launcher waited for a hung log"
-        return log_line(log, line, *args)
-
-    monkeypatch.setattr(launcher.pump, "log_line", hung_log_line)
-    child = run_to_exit(tmp_path, ChildSpec("worker", 0, [sys.executable, "-c", CHILD]))
-    try:
+    with log_write_hung(monkeypatch, b"fatal"):
+        child = run_to_exit(tmp_path, ChildSpec("worker", 0, [sys.executable, "-c", CHILD]))
         assert child.output_held is not None
-    finally:
-        blocked.set()
-        child._pump.join(10)
+    child._pump.join(10)
     assert child.log_path.read_bytes() == b"step 1\nfatal: boom\n"

@@ -15,7 +15,7 @@ import pytest
 
 import launcher.child
 from launcher.child import Child, ChildSpec
-from tests.launcher.real_children import stray_for_a_while
+from tests.launcher.real_children import stray_for_a_while, wait_until
 
 #: lines the child prints at once before its last words; one a write of the slow output
 LINES = 1000
@@ -47,10 +47,7 @@ def test_a_pump_held_up_by_a_slow_output_is_not_waited_for_line_by_line(tmp_path
     out = SlowOutput()
     child = Child(spec, tmp_path / "worker-0.log", out, threading.Lock())
     try:
-        deadline = time.monotonic() + 10
-        while child.poll() is None:
-            assert time.monotonic() < deadline, "the child did not exit"
-            time.sleep(0.02)
+        wait_until(lambda: child.poll() is not None, "the child did not exit")
         started = time.monotonic()
         child.finish()
         took = time.monotonic() - started

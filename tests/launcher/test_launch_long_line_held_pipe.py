@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,13 @@ import pytest
 import launcher.child
 from launcher.child import READ_PIECE, Child, ChildSpec
 from launcher.failure import kept_line
-from tests.launcher.real_children import stray_holding_the_pipe
+from tests.launcher.real_children import stray_holding_the_pipe, wait_until
 
 #: a stray leaves the group and keeps the pipe; then the leader prints two pieces and a bit of
 #: a line and dies inside it
 CHILD = stray_holding_the_pipe(
     f'os.write(1, b"a" * {READ_PIECE} + b"b" * {READ_PIECE} + b"c" * 10)'
 )
-
-
-def _wait(condition, what: str, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
 
 
 @pytest.mark.timeout(30)
@@ -46,11 +38,11 @@ def test_a_line_cut_off_by_a_held_pipe_is_in_the_reports_tail(tmp_path, monkeypa
     try:
         with open(out_path, "wb") as out:
             child = Child(spec, tmp_path / "w.log", out, threading.Lock())
-            _wait(lambda: pid_file.exists(), "the stray did not start")
+            wait_until(lambda: pid_file.exists(), "the stray did not start")
             stray = int(pid_file.read_text())
             # both pieces on the output (the tail is set before each piece's output)
-            _wait(lambda: out_path.stat().st_size >= 2 * READ_PIECE + 23, "no second piece")
-            _wait(lambda: child.poll() is not None, "the child did not exit")
+            wait_until(lambda: out_path.stat().st_size >= 2 * READ_PIECE + 23, "no second piece")
+            wait_until(lambda: child.poll() is not None, "the child did not exit")
             child.finish()
         assert child.output_held is not None  # the pump was left inside the line
         report = child.failure(0)

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from test_supervision import ENV, launch_argv
 
 from launcher.child import READ_PIECE, Child, ChildSpec, continued_prefix
 from launcher.failure import KEPT_LINE_BYTES, KeptEnds, kept_line
+from tests.launcher.real_children import wait_until
 from tests.processes import job_env
 
 #: the long line: 67 writes of 1,000,003 bytes (pieces straddle them), each of its own letter,
@@ -100,13 +100,6 @@ def _stopped(pid: int) -> bool:
         return stat.read().rsplit(")", 1)[1].split()[0] == "T"
 
 
-def _wait(condition, what: str, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 @pytest.mark.timeout(60)
 def test_a_child_stopped_inside_a_long_line_holds_up_no_other_childs_output(tmp_path):
     stopper = (  # a piece and a half of its line, then stopped inside it
@@ -121,16 +114,16 @@ def test_a_child_stopped_inside_a_long_line_holds_up_no_other_childs_output(tmp_
         spec = ChildSpec("worker", 0, [sys.executable, "-c", stopper])
         first = Child(spec, tmp_path / "w0.log", out, lock)
         try:
-            _wait(lambda: _stopped(first.proc.pid), "the first child did not stop")
-            _wait(lambda: (tmp_path / "out").stat().st_size > READ_PIECE, "no first piece")
+            wait_until(lambda: _stopped(first.proc.pid), "the first child did not stop")
+            wait_until(lambda: (tmp_path / "out").stat().st_size > READ_PIECE, "no first piece")
             spec = ChildSpec("worker", 1, [sys.executable, "-c", chatty])
             second = Child(spec, tmp_path / "w1.log", out, lock)
-            _wait(lambda: second.poll() is not None, "the second child did not exit")
+            wait_until(lambda: second.poll() is not None, "the second child did not exit")
             second.finish()  # its output drained: its pump was not held up by the first's
             meanwhile = (tmp_path / "out").read_bytes().splitlines()
         finally:  # the first goes on, and ends
             os.kill(first.proc.pid, signal.SIGCONT)
-            _wait(lambda: first.poll() is not None, "the first child did not exit")
+            wait_until(lambda: first.poll() is not None, "the first child did not exit")
             first.finish()
     assert _joined(meanwhile, b"[worker 1] ") == [f"line {n}".encode() for n in range(20)]
     lines = (tmp_path / "out").read_bytes().splitlines()
@@ -153,7 +146,7 @@ def test_under_json_lines_a_long_line_is_one_json_object_of_its_kept_form(tmp_pa
     spec = ChildSpec("worker", 0, [sys.executable, "-c", printer])
     with open(tmp_path / "out", "wb") as out:
         child = Child(spec, tmp_path / "w.log", out, threading.Lock(), render)
-        _wait(lambda: child.poll() is not None, "the child did not exit")
+        wait_until(lambda: child.poll() is not None, "the child did not exit")
         child.finish()
     kept = kept_line(b"q" * (3 * READ_PIECE))
     assert rendered == [kept.encode() + b"\n"]
