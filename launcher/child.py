@@ -140,17 +140,18 @@ class Child:
         it to reach the pipe's end, then close the pipe and log; False where it did not
         (:attr:`output_held` says why; the pump closes them as it ends): then, unless a write to
         the launcher's output holds it up all along, it passes on the line under way
-        (:meth:`OutputPipe.end_line`)."""
+        (:meth:`OutputPipe.end_line`), and if no process holds the pipe, ends as late as that."""
         if self._output is not None:  # a pump that has read nothing yet would lose it all
             self._output.await_reader(self._pump.is_alive)
         since = time.monotonic()  # a write under way from before: the output holds the pump
         if self._pump.is_alive():
             self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
-        held = self._pump.is_alive()  # a process outside the group holds the pipe
-        if held and not self._waits.waiting_since(since) and self._output is not None:
-            since = time.monotonic()
+        if self._pump.is_alive() and not self._waits.waiting_since(since) and self._output:
+            since = time.monotonic()  # a stray holds the pipe, or the host runs the pump late
             stuck = partial(self._pump_stuck, self._writes_took())
-            self._output.end_line(OUTPUT_DRAIN_SECONDS, stuck)
+            if self._output.end_line(OUTPUT_DRAIN_SECONDS, stuck) and self._output.unheld():
+                self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)  # only late: it reads the end now
+        held = self._pump.is_alive()
         if self._output is not None:  # its wake-up pipe: now, or as the pump ends
             self._output.close()
         # closed now, or by the daemon pump as it ends: it goes on into the log while it can

@@ -206,6 +206,13 @@ class OutputPipe:
             look = time.monotonic()
         return True
 
+    def unheld(self) -> bool:
+        """Whether no process holds the pipe's write end any more (``POLLHUP``; a process that
+        left the child's group may): what the pipe holds is then all that it will."""
+        probe = select.poll()
+        probe.register(self._fd, 0)  # POLLHUP is reported whatever is asked for
+        return any(event & select.POLLHUP for _, event in probe.poll(0))
+
     def close(self) -> None:
         """The owner lets go: close the wake-up pipe now, or, where :meth:`pieces` still reads
         (a process outside the child's group holds its pipe), as soon as it ends."""

@@ -1,6 +1,7 @@
 """What the launcher's tests of real children share: a real ``mpiexec`` (or a skip), a
 :class:`~launcher.child.Child` run to its end, the lines it gave the launcher's output, a wait
-for what it does, and a log write of its that does not end."""
+for what it does, a log write of its that does not end, and the launcher's waits for its pump's
+answer (:meth:`~launcher.long_line.OutputPipe.end_line`) counted."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 import launcher.pump
 from launcher.child import Child, ChildSpec
+from launcher.long_line import OutputPipe
 
 
 def mpiexec_or_skip() -> str:
@@ -67,6 +69,29 @@ def log_write_hung(monkeypatch: pytest.MonkeyPatch, starting: bytes) -> Iterator
         yield
     finally:
         let_go.set()
+
+
+def after_unanswered_waits(monkeypatch: pytest.MonkeyPatch, count: int) -> threading.Event:
+    """An event set once ``count`` of the launcher's waits for its pumps' answers to
+    :meth:`~launcher.long_line.OutputPipe.end_line` have ended without one: a test holds a
+    pump up until it is set, as a host that runs the pump late would."""
+    unanswered, init = threading.Event(), OutputPipe.__init__
+    timed_out: list[bool] = []
+
+    class Answered(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            answered = super().wait(timeout)
+            timed_out.append(not answered)
+            if sum(timed_out) >= count:
+                unanswered.set()
+            return answered
+
+    def counting_init(self: OutputPipe, fd: int) -> None:
+        init(self, fd)
+        self._ended = Answered()
+
+    monkeypatch.setattr(OutputPipe, "__init__", counting_init)
+    return unanswered
 
 
 def output_lines(

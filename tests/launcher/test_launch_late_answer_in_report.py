@@ -9,14 +9,18 @@ Here the pump's answer is held until the launcher has waited twice for it."""
 from __future__ import annotations
 
 import sys
-import threading
 
 import pytest
 
 import launcher.child
 from launcher.child import ChildSpec
 from launcher.long_line import OutputPipe
-from tests.launcher.real_children import log_write_hung, run_to_exit, stray_for_a_while
+from tests.launcher.real_children import (
+    after_unanswered_waits,
+    log_write_hung,
+    run_to_exit,
+    stray_for_a_while,
+)
 
 #: a stray holds the pipe for a while; the child prints a line and its last words, and dies
 CHILD = stray_for_a_while(1.0, b"step 1\nfatal: boom")
@@ -26,20 +30,7 @@ CHILD = stray_for_a_while(1.0, b"step 1\nfatal: boom")
 def late_answer(monkeypatch):
     """The pump's answer to ``end_line`` held until the launcher's second wait for it ends
     without one (or the test lets it go): the first is all that the launcher waited before."""
-    go, timed_out = threading.Event(), []
-    init, read = OutputPipe.__init__, OutputPipe._read
-
-    class Answered(threading.Event):
-        def wait(self, timeout=None):
-            answered = super().wait(timeout)
-            timed_out.append(not answered)
-            if sum(timed_out) >= 2:
-                go.set()
-            return answered
-
-    def patient_init(self, fd):
-        init(self, fd)
-        self._ended = Answered()
+    go, read = after_unanswered_waits(monkeypatch, 2), OutputPipe._read
 
     def late_read(self):
         chunk = read(self)
@@ -47,7 +38,6 @@ def late_answer(monkeypatch):
             assert go.wait(10), "the launcher stopped waiting"
         return chunk
 
-    monkeypatch.setattr(OutputPipe, "__init__", patient_init)
     monkeypatch.setattr(OutputPipe, "_read", late_read)
     monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.05)  # the product's 5 s
     yield go
