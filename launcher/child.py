@@ -151,14 +151,15 @@ class Child:
             stuck = partial(self._pump_stuck, self._writes_took())
             if self._output.end_line(OUTPUT_DRAIN_SECONDS, stuck) and self._output.unheld():
                 self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)  # only late: it reads the end now
-        held = self._pump.is_alive()
+        held = self._pump.is_alive()  # unheld: no stray holds the pipe, its writes slowed it
+        unheld = held and self._output is not None and self._output.unheld()
         if self._output is not None:  # its wake-up pipe: now, or as the pump ends
             self._output.close()
         # closed now, or by the daemon pump as it ends: it goes on into the log while it can
         self._files.let_go(1 if self._pump.ident is not None else 2)  # 2: it never started
         if held:
             stalled, hung = self._waits.waiting_since(since), self._log_writes.writing_since(since)
-            self.output_held = held_output(self.spec.name, self.log_path, stalled, hung)
+            self.output_held = held_output(self.spec.name, self.log_path, stalled, hung, unheld)
         return not held
 
     def _wait(self) -> None:

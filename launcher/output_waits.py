@@ -67,11 +67,14 @@ class OutputWaits:
         return stalled + min(slowed, bound)
 
 
-def held_output(name: str, log_path: Path, stalled: bool, log_hung: bool = False) -> str:
+def held_output(
+    name: str, log_path: Path, stalled: bool, log_hung: bool = False, unheld: bool = False
+) -> str:
     """What the launcher says of child ``name``'s output pipe that it stopped waiting for:
     ``stalled``, its own output held the pump up (:meth:`OutputWaits.waiting_since`);
-    ``log_hung``, a write to the child's log at ``log_path`` did (a hung file system); else a
-    process outside the child's group holds the pipe."""
+    ``log_hung``, a write to the child's log at ``log_path`` did (a hung file system);
+    ``unheld``, no process holds the pipe, so slow writes (or a loaded host) held the pump up,
+    not one that will never end; else a process outside the child's group holds the pipe."""
     if log_hung:
         return (
             f"{name}: a write to {log_path} has not ended (a hung file system?), so {name}'s "
@@ -81,6 +84,12 @@ def held_output(name: str, log_path: Path, stalled: bool, log_hung: bool = False
         return (
             f"{name}: the launcher's output is stalled (nothing reads it), so {name}'s last "
             f"lines are missing from it and from {log_path}"
+        )
+    if unheld:
+        return (
+            f"{name}: its output is passed on slowly (a slow reader of the launcher's output, a "
+            f"slow file system for {log_path}, a loaded host), so {name}'s last lines are "
+            "missing from failure.json; they still reach the output and the log"
         )
     return (
         f"{name}: a process that left its process group (setsid, a daemon) still holds its "

@@ -58,3 +58,33 @@ def test_a_pump_held_up_by_a_slow_output_is_not_waited_for_line_by_line(tmp_path
     assert child.output_held is not None and "still holds its output" in child.output_held
     assert child.log_path.read_bytes() == printed + b"\n"  # nothing lost, only not waited for
     assert b"".join(out.written).endswith(b"[worker 0] fatal: boom\n")
+
+
+@pytest.mark.timeout(60)
+def test_a_slow_output_with_no_stray_is_named_not_blamed_on_one(tmp_path, monkeypatch):
+    """The same slow output, no process holding the child's pipe: the launcher stopped waiting
+    for the pump, and said that "a process that left its process group ... still holds its
+    output", where none was; it now says that the output is passed on slowly."""
+    monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.05)  # the product's 5 s
+    printed = b"".join(b"line %d\n" % n for n in range(LINES)) + b"fatal: boom"
+    program = f"import os; os.write(1, {printed!r}); os._exit(3)"
+    out = SlowOutput()
+    child = Child(
+        ChildSpec("worker", 0, [sys.executable, "-c", program]),
+        tmp_path / "w.log",
+        out,
+        threading.Lock(),
+    )
+    try:
+        wait_until(lambda: child.poll() is not None, "the child did not exit")
+        child.finish()
+    finally:
+        out.fast.set()
+        child._pump.join(10)
+    assert child.output_held == (
+        f"worker-0: its output is passed on slowly (a slow reader of the launcher's output, a "
+        f"slow file system for {tmp_path / 'w.log'}, a loaded host), so worker-0's last lines "
+        "are missing from failure.json; they still reach the output and the log"
+    )  # was "worker-0: a process that left its process group (setsid, a daemon) still ..."
+    assert child.log_path.read_bytes() == printed + b"\n"
+    assert b"".join(out.written).endswith(b"[worker 0] fatal: boom\n")
