@@ -67,6 +67,9 @@ class CommThread:
         self.patience = None if timeout is None else PATIENCE * timeout
         self.inside = ""  # what the thread is running now, for a wait that gives up
         self.moved = time.monotonic()  # when it last moved on (:meth:`_await`)
+        #: the event of a wait an interrupt left, and when that wait began: the wait made again
+        #: keeps its deadline (:meth:`_await`)
+        self._interrupted: tuple[threading.Event, float] | None = None
         self.hurry = threading.Event()
         #: the thread's first failure: every reduction after it is skipped, its bucket failed
         self.error: BaseException | None = None
@@ -209,7 +212,10 @@ class CommThread:
 
     def _await(self, event: threading.Event, what: str, failed: str = "") -> None:
         """Wait for ``event`` (set by the thread) until the thread has gone :attr:`patience`
-        seconds without moving on, counted from this wait's start at the earliest.
+        seconds without moving on, counted from this wait's start at the earliest: the start
+        of the wait an interrupt left, where this one waits for the same event next (a Ctrl-C
+        kept and the wait made again: :func:`~.updates.to_the_end`), else the patience began
+        anew there and a stuck thread was named after up to twice as long.
 
         Not :attr:`patience` in all: the event may come behind several live collectives (the
         flags behind every bucket still on the wire, a 16-bit bucket's two), each of which
@@ -220,16 +226,21 @@ class CommThread:
                 watchdog does not watch, stuck on a broken link), named with ``failed`` (the
                 thread's earlier failure) if any; the rank must abort (close does).
         """
-        began = time.monotonic()
-        while not event.wait(self._patience_left(began)):
-            if self._patience_left(began) <= 0:
-                before = f"{failed}; " if failed else ""
-                raise SyncError(
-                    f"{before}waited for {what}: the communication thread is still inside "
-                    f"{self.inside or 'nothing it named'}, {self.patience:g} s without moving "
-                    "on (another rank never joined it, or a link is broken); close the sync "
-                    "(it ends the job)"
-                )
+        left, self._interrupted = self._interrupted, None
+        began = left[1] if left is not None and left[0] is event else time.monotonic()
+        try:
+            while not event.wait(self._patience_left(began)):
+                if self._patience_left(began) <= 0:
+                    before = f"{failed}; " if failed else ""
+                    raise SyncError(
+                        f"{before}waited for {what}: the communication thread is still inside "
+                        f"{self.inside or 'nothing it named'}, {self.patience:g} s without "
+                        "moving on (another rank never joined it, or a link is broken); close "
+                        "the sync (it ends the job)"
+                    )
+        except KeyboardInterrupt:  # a Ctrl-C in the wait: made again, it keeps this deadline
+            self._interrupted = (event, began)
+            raise
 
     def _patience_left(self, began: float) -> float | None:
         """Seconds before the thread, quiet since it last moved on (or since ``began``), has

@@ -1,0 +1,77 @@
+"""A Ctrl-C kept while the main thread waits for the communication thread keeps that wait's
+deadline (``CommThread._await``).
+
+``reduce_all`` keeps an interrupt raised in a wait for the thread and makes the wait again
+(``to_the_end``), so this rank ends the step's collectives as the others do. The wait made
+again counted the thread's patience afresh from its own start: a thread stuck in a collective's
+start was named after up to twice ``PATIENCE x timeout`` (k402's finding 1). A real thread, its
+reduction blocked until released, stands in for one stuck on a broken link; a real signal
+(SIGUSR1, its handler raising the KeyboardInterrupt a SIGINT would) interrupts the main
+thread's wait.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.thread import PATIENCE, CommThread
+from distconv.sync.mpi.updates import to_the_end
+
+pytestmark = pytest.mark.timeout(30)
+
+#: the sync's timeout: the thread's patience is PATIENCE (1.5) times that
+TIMEOUT = 0.8
+
+
+class StuckBucket:
+    """What the thread and its waits read of a bucket: index, done, error, ends_with."""
+
+    index = 0
+
+    def __init__(self) -> None:
+        self.done, self.error = threading.Event(), None
+
+    def ends_with(self, piece: int | None) -> bool:
+        return True
+
+
+def interrupt_main_after(seconds: float) -> threading.Timer:
+    """A SIGUSR1 to the main thread after ``seconds`` (its handler raises KeyboardInterrupt)."""
+    main = threading.main_thread().ident
+    timer = threading.Timer(seconds, signal.pthread_kill, (main, signal.SIGUSR1))
+    timer.start()
+    return timer
+
+
+def ctrl_c(signum, frame):
+    raise KeyboardInterrupt("Ctrl-C")
+
+
+def test_a_wait_made_again_after_a_kept_interrupt_keeps_its_deadline():
+    release = threading.Event()
+    thread = CommThread(lambda bucket, wait, piece: release.wait(20), 0, TIMEOUT)
+    previous = signal.signal(signal.SIGUSR1, ctrl_c)
+    bucket, kept = StuckBucket(), []
+    try:
+        thread.submit(bucket)  # the thread enters the reduction and stays there
+        while not thread.inside:
+            time.sleep(0.01)
+        began = thread.moved  # its patience counts from here (and the wait's start)
+        timer = interrupt_main_after(0.6 * PATIENCE * TIMEOUT)
+        with pytest.raises(SyncError, match="still inside the allreduce of gradient bucket 0"):
+            to_the_end(thread.wait, kept, bucket)  # as reduce_all waits for a bucket
+        waited = time.monotonic() - began
+        timer.join()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        release.set()
+        thread.stop(5)
+    assert [type(k) for k in kept] == [KeyboardInterrupt]  # kept, the wait made again
+    # named once the thread has gone its patience without moving on, not that after the
+    # interrupt (1.6 x patience: 1.92 s)
+    assert PATIENCE * TIMEOUT - 0.05 < waited < 1.3 * PATIENCE * TIMEOUT, waited
