@@ -37,7 +37,7 @@ from distconv.deploy.bounds import (
     shape_problem,
     yaml_depth_problem,
 )
-from distconv.deploy.fifo_readers import other_readers
+from distconv.deploy.fifo_readers import why_held
 from distconv.deploy.located import Source, located_problems
 from distconv.deploy.manifest_text import ManifestReadError, manifest_text, unmarked_encoding
 from distconv.deploy.templates import template_hint
@@ -56,8 +56,6 @@ MAX_BYTES = 64 << 20
 #: how long a FIFO named as a file is waited on for a writer to open it: a FIFO nothing opens
 #: hung a CI step; one a writer has open (``<(helm template ...)``) is read as stdin is
 FIFO_WAIT_S = 30.0
-#: why a FIFO another process holds open to read is refused at once
-_HELD, _SPLIT = "a FIFO another process holds open to read", ": a writer's bytes could go to it"
 #: how often a FIFO is looked at for a writer that has opened it but written nothing yet
 _FIFO_LOOK_S = 0.05
 #: held while a reader runs in the raised recursion limit, which is the process's: two threads
@@ -216,12 +214,13 @@ def _fifo_head(fd: int, name: str) -> bytes:
     writer has it open and is still writing nothing (``<(helm template ...)`` rendering; it is
     then waited for as stdin is), or where it came and closed without writing. Refused where
     no writer opens it within :data:`FIFO_WAIT_S` (only that would be waited on for ever), at
-    once where another process holds it open to read, or both ways (the holders named)."""
+    once where another process holds it open to read, or both ways (the holders named), or
+    this one was handed it open to write (:func:`~distconv.deploy.fifo_readers.why_held`)."""
     deadline, wait = time.monotonic() + FIFO_WAIT_S, f"{FIFO_WAIT_S:g} s"
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    if readers := other_readers(name):  # each reader takes some of a writer's bytes
-        raise ManifestReadError(f"{_shown(name)}: {_HELD} ({'; '.join(readers)}){_SPLIT}")
+    if held := why_held(name, fd):  # another reader, or a writer that never closes: ours
+        raise ManifestReadError(f"{_shown(name)}: {held}")
     while True:
         try:
             head = os.read(fd, 1 << 16)  # what a pipe holds, not a 64 MiB buffer each look

@@ -5,7 +5,8 @@ both ways (``exec 3<>fifo``) looks like a writer that never ends, so the check r
 once, naming them. Read from ``/proc`` (Linux); elsewhere, or for the processes of other
 users, none is found. A process that started this one (``timeout``, ``uv run``, a shell)
 and holds the FIFO to read only, as the ``< fifo`` it handed down as ``/dev/stdin``, waits
-for this one and reads nothing: it is not one.
+for this one and reads nothing: it is not one. This process itself is looked at for a
+descriptor it was handed open to write, which would keep the FIFO open for ever.
 """
 
 from __future__ import annotations
@@ -14,6 +15,28 @@ import os
 
 #: where the processes are listed, each ``<pid>/fd/<n>`` a link to what descriptor n holds
 _PROC = "/proc"
+
+
+def why_held(path: str, fd: int) -> str | None:
+    """Why the FIFO at ``path``, which this process reads on descriptor ``fd``, is refused at
+    once: another process holds it open to read (:func:`other_readers`), or this process
+    holds it open to write on a descriptor it was handed (``exec 3<>fifo; exec distconv
+    ...``), so no writer's close ever ends it. None where neither is found."""
+    target = os.path.realpath(path)
+    if readers := other_readers(path):
+        return f"{_HELD} ({'; '.join(readers)}): a writer's bytes could go to it"
+    own, pid = _descriptors(os.getpid(), target), os.getpid()
+    if writes := [n for n in own if n != str(fd) and _handed_down(pid, n) in _WRITING]:
+        return f"a FIFO this check holds open to write too (fd {', '.join(writes)}): {_ENDLESS}"
+    return None
+
+
+#: why a FIFO another process reads is refused
+_HELD = "a FIFO another process holds open to read"
+#: why a FIFO this process was handed open to write is refused
+_ENDLESS = "it would be read for ever, a writer's close never ending it"
+#: the access modes (``O_ACCMODE`` of the open flags) a descriptor writes a FIFO with
+_WRITING = (os.O_WRONLY, os.O_RDWR)
 
 
 def other_readers(path: str) -> list[str]:
@@ -42,22 +65,42 @@ _READING = (os.O_RDONLY, os.O_RDWR)
 def _holds(pid: int, target: str, modes: tuple[int, ...]) -> bool:
     """Whether process ``pid`` has a descriptor open on ``target`` (an absolute path) with one
     of the access ``modes``."""
+    return any(_mode(pid, fd) in modes for fd in _descriptors(pid, target))
+
+
+def _descriptors(pid: int, target: str) -> list[str]:
+    """The descriptors (numbers, as named in ``/proc``) process ``pid`` holds ``target`` (an
+    absolute path) open on; none where it is gone, or another user's."""
     try:
         with os.scandir(f"{_PROC}/{pid}/fd") as fds:
-            return any(_link(fd.path) == target and _mode(pid, fd.name) in modes for fd in fds)
-    except OSError:  # gone, or another user's
-        return False
+            return [fd.name for fd in fds if _link(fd.path) == target]
+    except OSError:
+        return []
 
 
 def _mode(pid: int, fd: str) -> int | None:
     """The access mode descriptor ``fd`` of process ``pid`` was opened with (``O_RDONLY``,
-    ``O_WRONLY`` or ``O_RDWR``: its ``flags`` in ``fdinfo``, octal); None where that is gone."""
+    ``O_WRONLY`` or ``O_RDWR``); None where that is gone."""
+    flags = _flags(pid, fd)
+    return None if flags is None else flags & os.O_ACCMODE
+
+
+def _flags(pid: int, fd: str) -> int | None:
+    """The flags of descriptor ``fd`` of process ``pid`` (``flags`` in ``fdinfo``, octal); None
+    where that is gone."""
     try:
         with open(f"{_PROC}/{pid}/fdinfo/{fd}", encoding="ascii") as info:
-            flags = next(line for line in info if line.startswith("flags:")).split()[1]
-    except (OSError, StopIteration, IndexError):
+            return int(next(line for line in info if line.startswith("flags:")).split()[1], 8)
+    except (OSError, StopIteration, IndexError, ValueError):
         return None
-    return int(flags, 8) & os.O_ACCMODE
+
+
+def _handed_down(pid: int, fd: str) -> int | None:
+    """The access mode of descriptor ``fd`` of process ``pid`` (:func:`_mode`) where it was
+    handed down to it (not close-on-exec, as a shell's ``3<>fifo``), None where not: this
+    process opens its own close-on-exec (PEP 446), such as a thread's writer."""
+    flags = _flags(pid, fd)
+    return None if flags is None or flags & os.O_CLOEXEC else flags & os.O_ACCMODE
 
 
 def _ancestors() -> set[int]:

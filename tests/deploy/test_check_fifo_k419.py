@@ -4,9 +4,16 @@ hold a FIFO named as a file, each shown by a test that failed before its fix."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
+import yaml
 
+from distconv.deploy import check_command
+from tests.child_env import child_env
 from tests.deploy.test_check_manifests_command import in_a_child
 
 pytestmark = pytest.mark.timeout(30)
@@ -48,3 +55,48 @@ def test_a_fifo_handed_down_as_stdin_by_the_process_that_started_the_check_is_re
     assert "/dev/stdin:1: ConfigMap x: label app.kubernetes.io/name is missing" in (
         done.stdout.decode()
     )
+
+
+def test_a_fifo_the_check_itself_was_handed_open_to_write_is_refused_at_once(tmp_path):
+    """``exec 3<>fifo; exec distconv check-manifests fifo`` (or ``... fifo 3<>fifo``): the
+    check's own process holds the FIFO open to write on a descriptor it was handed, so no
+    writer's close ever ends what it reads. Its own process was not looked at, and it read for
+    ever; it is refused at once, naming the descriptor."""
+    fifo = str(tmp_path / "cm.yaml")
+    os.mkfifo(fifo)
+    shell = 'exec 3<>"$1"; exec "$2" -c "$3" "$1"'  # the shell's process becomes the check's
+    done = subprocess.run(
+        ["sh", "-c", shell, "sh", fifo, sys.executable, _CHECK],
+        capture_output=True,
+        env=child_env(),
+        timeout=8,
+    )
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert f"{fifo}: a FIFO this check holds open to write too (fd " in done.stderr.decode()
+
+
+def test_a_fifo_a_thread_of_the_reading_process_writes_is_read(tmp_path):
+    """A program that reads the manifests in its own process (``read_sources``) while a thread
+    of it writes the FIFO holds it open to write itself: that writer closes, so the FIFO ends.
+    Only a descriptor handed down (not close-on-exec) is one that never closes."""
+    fifo = str(tmp_path / "cm.yaml")
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that the writer's open returns
+    writer = os.open(fifo, os.O_WRONLY)  # close-on-exec, as this process opens each
+    os.close(held)
+    late = threading.Thread(target=_write_late, args=(writer,), daemon=True)
+    late.start()
+    try:
+        sources = check_command.read_sources([fifo])
+    finally:
+        late.join(5)
+    assert sources == [(f"{fifo}:1", yaml.safe_load(_CM))]
+
+
+def _write_late(writer: int) -> None:
+    """Write the ConfigMap on descriptor ``writer`` once the check reads it, then close it."""
+    time.sleep(0.3)
+    try:
+        os.write(writer, _CM)
+    finally:
+        os.close(writer)
