@@ -173,6 +173,7 @@ def _stateful_ranks(objs: Sequence[Manifest]) -> Iterator[str]:
         spec = spec_of(sts)
         replicas = known_count(spec, "replicas", 1) if sts.get("kind") == "StatefulSet" else None
         first = known_count(spec.get("ordinals") or {}, "start", 0)  # spec.ordinals.start
+        first = None if first is None or first < 0 else first  # below 0: named, no pod made
         name = object_name(sts)
         for container in _main_containers(_template(sts)) if replicas and first is not None else ():
             hosts, judged = ordinal_hosts(name, first), judged_pods(first, replicas)
