@@ -23,6 +23,7 @@ from distconv.deploy.walk import (
     _of_kind,
     _running,
     _templates,
+    _where,
     metadata_of,
     spec_of,
 )
@@ -70,8 +71,9 @@ def _shard_names(
             continue
         replicas, namespace = known_count(spec, "replicas", 1), _namespace(sts)
         # a shard all the same: "the job has no shard StatefulSet" was false; replicas that
-        # are no integer (named by count_problems) give no names to compare with
-        if shard is None or replicas is None:
+        # are no integer (named by count_problems) give no names to compare with, nor do
+        # ordinals from other than 0 (named by _shard_ordinals)
+        if shard is None or replicas is None or _first_ordinal(sts) != 0:
             return None, replicas, namespace
         container, args = shard[3], shard[4]
         try:
@@ -91,6 +93,28 @@ def _shard_names(
 _QUALIFIED = re.compile(
     r"\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.svc(\.[a-z0-9]([-.a-z0-9]*[a-z0-9])?)?)?"
 )
+
+
+def _first_ordinal(sts: Manifest) -> int | None:
+    """StatefulSet ``sts``'s first pod's ordinal (``spec.ordinals.start``, 0 unset), None where
+    it is no integer (named by ``count_problems``)."""
+    return known_count(spec_of(sts).get("ordinals") or {}, "start", 0)
+
+
+def _shard_ordinals(objs: Sequence[Manifest]) -> Iterator[str]:
+    """The shards are 0 to replicas - 1, each its pod's ordinal (``--shard $(DISTCONV_SHARD)``,
+    the pod-index label), dialled as ``<name>-0`` on: a StatefulSet that runs them with
+    ``spec.ordinals.start`` above 0 serves no shard 0 and a shard past the count, at names no
+    worker dials (one below 0 is named by ``count_problems``, and makes no pod)."""
+    for sts in _of_kind(objs, "StatefulSet"):
+        first = _first_ordinal(sts) if _any_runs(sts, "pserver") else None
+        if first is not None and first > 0:
+            name = metadata_of(sts).get("name")
+            yield (
+                f"{_where(sts)}: spec.ordinals.start {first} numbers the shards' pods from "
+                f"{name}-{first}, but a shard serves its pod's ordinal and the shards are 0 to "
+                f"replicas - 1, dialled as {name}-0 on (set spec.ordinals.start 0)"
+            )
 
 
 def _same_shards(
@@ -124,6 +148,7 @@ def _same_shards(
 
 
 def _server_lists(objs: Sequence[Manifest]) -> Iterator[str]:
+    yield from _shard_ordinals(objs)
     shards = _shard_names(objs)
     replicas = None if shards is None else shards[1]  # None too where it is no integer
     for obj in objs:

@@ -3,9 +3,11 @@ shown by a test that failed before its fix."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from distconv.deploy import manifest_problems
+from distconv.deploy import manifest_problems, render_manifests
 from tests.deploy.test_rank_checks_stateful_ranks import _sts
 
 pytestmark = pytest.mark.timeout(30)
@@ -22,4 +24,20 @@ def test_a_negative_ordinals_start_is_named_once_not_judged_as_pods(start):
     ]
     assert lines == [
         f"StatefulSet j-worker spec.ordinals: start must be an integer >= 0, got {start}"
+    ]
+
+
+@pytest.mark.parametrize("start", [1, 3])
+def test_shards_whose_ordinals_start_past_0_are_named(start):
+    """The shards' StatefulSet numbers its pods from ``spec.ordinals.start``; each serves its
+    pod's ordinal (the pod-index label) and the workers dial ``<name>-0`` on. From 1, no pod
+    serves shard 0 and one serves a shard past the count: the job never starts. The check
+    judged the shards' names as if they were numbered from 0 and said nothing."""
+    objs = copy.deepcopy(render_manifests(job_name="j", workers=2, servers=2, image="d:1"))
+    (shards,) = [o for o in objs if o["kind"] == "StatefulSet"]
+    shards["spec"]["ordinals"] = {"start": start}
+    assert manifest_problems(objs) == [
+        f"StatefulSet j-pserver: spec.ordinals.start {start} numbers the shards' pods from "
+        f"j-pserver-{start}, but a shard serves its pod's ordinal and the shards are 0 to "
+        "replicas - 1, dialled as j-pserver-0 on (set spec.ordinals.start 0)"
     ]
