@@ -219,7 +219,7 @@ def _fifo_head(fd: int, name: str) -> bytes:
     deadline, wait = time.monotonic() + FIFO_WAIT_S, f"{FIFO_WAIT_S:g} s"
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    if held := why_held(name, fd):  # another reader, or a writer that never closes: ours
+    if held := why_held(fd):  # another reader, or a writer that never closes: ours
         raise ManifestReadError(f"{_shown(name)}: {held}")
     while True:
         try:

@@ -12,20 +12,21 @@ descriptor it was handed open to write, which would keep the FIFO open for ever.
 from __future__ import annotations
 
 import os
+import stat
 
 #: where the processes are listed, each ``<pid>/fd/<n>`` a link to what descriptor n holds
 _PROC = "/proc"
 
 
-def why_held(path: str, fd: int) -> str | None:
-    """Why the FIFO at ``path``, which this process reads on descriptor ``fd``, is refused at
-    once: another process holds it open to read (:func:`other_readers`), or this process
-    holds it open to write on a descriptor it was handed (``exec 3<>fifo; exec distconv
-    ...``), so no writer's close ever ends it. None where neither is found."""
-    target = os.path.realpath(path)
-    if readers := other_readers(path):
+def why_held(fd: int) -> str | None:
+    """Why the FIFO this process reads on descriptor ``fd`` is refused at once: another
+    process holds it open to read (:func:`other_readers`), or this process holds it open to
+    write on a descriptor it was handed (``exec 3<>fifo; exec distconv ...``), so no writer's
+    close ever ends it. None where neither is found."""
+    if readers := other_readers(fd):
         return f"{_HELD} ({'; '.join(readers)}): a writer's bytes could go to it"
-    own, pid = _descriptors(os.getpid(), target), os.getpid()
+    target, pid = _identity(fd), os.getpid()
+    own = _descriptors(pid, target)
     if writes := [n for n in own if n != str(fd) and _handed_down(pid, n) in _WRITING]:
         return f"a FIFO this check holds open to write too (fd {', '.join(writes)}): {_ENDLESS}"
     return None
@@ -39,12 +40,14 @@ _ENDLESS = "it would be read for ever, a writer's close never ending it"
 _WRITING = (os.O_WRONLY, os.O_RDWR)
 
 
-def other_readers(path: str) -> list[str]:
-    """The processes other than this one that hold the FIFO at ``path`` open to read (alone
-    or both ways; a writer is not one), each as ``pid 1234, cat``, in pid order. A process
+def other_readers(fd: int) -> list[str]:
+    """The processes other than this one that hold the FIFO this one reads on descriptor
+    ``fd`` open to read (alone or both ways; a writer is not one), by whatever name (a hard
+    link, a bind mount; not another FIFO of its name, in another mount namespace), each as
+    ``pid 1234, cat``, in pid order. A process
     that exits while it is looked at is skipped, and so is one of this process's ancestors
     that holds it to read only (it waits for this one: see the module)."""
-    target = os.path.realpath(path)
+    target = _identity(fd)
     try:
         pids = sorted(int(entry) for entry in os.listdir(_PROC) if entry.isdigit())
     except OSError:  # no /proc: nothing to name
@@ -62,20 +65,34 @@ def other_readers(path: str) -> list[str]:
 _READING = (os.O_RDONLY, os.O_RDWR)
 
 
-def _holds(pid: int, target: str, modes: tuple[int, ...]) -> bool:
-    """Whether process ``pid`` has a descriptor open on ``target`` (an absolute path) with one
-    of the access ``modes``."""
+def _holds(pid: int, target: tuple[int, int], modes: tuple[int, ...]) -> bool:
+    """Whether process ``pid`` has a descriptor open on ``target`` (:func:`_identity`) with
+    one of the access ``modes``."""
     return any(_mode(pid, fd) in modes for fd in _descriptors(pid, target))
 
 
-def _descriptors(pid: int, target: str) -> list[str]:
-    """The descriptors (numbers, as named in ``/proc``) process ``pid`` holds ``target`` (an
-    absolute path) open on; none where it is gone, or another user's."""
+def _descriptors(pid: int, target: tuple[int, int]) -> list[str]:
+    """The descriptors (numbers, as named in ``/proc``) process ``pid`` holds ``target``
+    (:func:`_identity`) open on; none where it is gone, or another user's. Only a descriptor
+    of the FIFO's inode number (``ino`` in ``fdinfo``, Linux 5.14 on) is looked at further:
+    its ``stat`` reaches its file system, which may hang (an NFS server gone), the text of
+    ``fdinfo`` does not."""
     try:
         with os.scandir(f"{_PROC}/{pid}/fd") as fds:
-            return [fd.name for fd in fds if _link(fd.path) == target]
+            return [
+                fd.name
+                for fd in fds
+                if _fdinfo(pid, fd.name, "ino", 10) in (target[1], None)
+                and _linked(fd.path) == target
+            ]
     except OSError:
         return []
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    """What file descriptor ``fd`` holds, whatever its name: its device and inode."""
+    held = os.fstat(fd)
+    return held.st_dev, held.st_ino
 
 
 def _mode(pid: int, fd: str) -> int | None:
@@ -86,11 +103,18 @@ def _mode(pid: int, fd: str) -> int | None:
 
 
 def _flags(pid: int, fd: str) -> int | None:
-    """The flags of descriptor ``fd`` of process ``pid`` (``flags`` in ``fdinfo``, octal); None
-    where that is gone."""
+    """The flags of descriptor ``fd`` of process ``pid`` (``flags`` in ``fdinfo``); None where
+    that is gone."""
+    return _fdinfo(pid, fd, "flags", 8)
+
+
+def _fdinfo(pid: int, fd: str, field: str, base: int) -> int | None:
+    """The number ``field`` of ``/proc/PID/fdinfo/FD`` (written in ``base``), None where it is
+    gone or not given."""
     try:
         with open(f"{_PROC}/{pid}/fdinfo/{fd}", encoding="ascii") as info:
-            return int(next(line for line in info if line.startswith("flags:")).split()[1], 8)
+            line = next(line for line in info if line.startswith(f"{field}:"))
+        return int(line.split()[1], base)
     except (OSError, StopIteration, IndexError, ValueError):
         return None
 
@@ -117,12 +141,14 @@ def _ancestors() -> set[int]:
     return found
 
 
-def _link(path: str) -> str | None:
-    """Where the descriptor link ``path`` points, or None where it is gone."""
+def _linked(path: str) -> tuple[int, int] | None:
+    """What the descriptor link ``path`` holds where it is a FIFO or a pipe (device, inode),
+    or None (another kind, or gone)."""
     try:
-        return os.readlink(path)
+        held = os.stat(path)
     except OSError:
         return None
+    return (held.st_dev, held.st_ino) if stat.S_ISFIFO(held.st_mode) else None
 
 
 def _named(pid: int) -> str:
