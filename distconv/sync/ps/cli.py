@@ -120,10 +120,12 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         help="checkpoint parts kept when the chief does not say (%(default)s, as the trainer's "
         "--keep-checkpoints; 0: all)",
     )
+    # no default here: job_id_from reads DISTCONV_JOB_ID itself, so that a bad id from the
+    # environment is blamed on the variable, not on a --job-id that was never given
     p.add_argument(
         "--job-id",
-        default=os.environ.get(ENV_JOB_ID) or DEFAULT_JOB_ID,
-        help="the job id workers send (default: $DISTCONV_JOB_ID, else %(default)r, as workers)",
+        help=f"the job id workers send (default: ${ENV_JOB_ID}, else {DEFAULT_JOB_ID!r}, as "
+        "workers)",
     )
     p.add_argument(
         "--max-message-bytes",
@@ -168,7 +170,7 @@ def run_pserver(args: argparse.Namespace) -> int:
 
     try:  # as the workers read theirs: a padded id was kept here and stripped there
         job_id = job_id_from({"job_id": args.job_id}, os.environ)
-    except RuntimeConfigError as exc:  # it names the flag
+    except RuntimeConfigError as exc:  # it names the flag, or DISTCONV_JOB_ID
         raise PserverStartError(str(exc)) from exc
     config = shard_config(args, job_id)
     try:
