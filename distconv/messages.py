@@ -6,6 +6,7 @@ that breaks reads as two, or is cut apart by a log's prefixes.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 
@@ -25,10 +26,15 @@ def say(line: str) -> None:
         pass
 
 
+#: a run of whitespace that holds a line break (any that :meth:`str.splitlines` breaks on)
+_LINE_BREAK = re.compile(r"\s*[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]\s*")
+
+
 def one_line(text: str, limit: int | None = None) -> str:
-    """``text`` on one line (each run of whitespace one space), cut to ``limit`` characters
-    (None: whole)."""
-    said = " ".join(text.split())
+    """``text`` on one line (each run of whitespace that breaks a line one space, the ends
+    stripped), cut to ``limit`` characters (None: whole). Spaces within a line are kept: a
+    quoted value (``got 'a  b'``) reads as the user typed it, not as ``'a b'``."""
+    said = _LINE_BREAK.sub(" ", text.strip())
     return said if limit is None or len(said) <= limit else said[: limit - 3] + "..."
 
 

@@ -242,8 +242,8 @@ def job_id_from(flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
 
 
 def _quoted(value: str) -> str:
-    """``value`` quoted as given, and a blank one's length too: an error line is one line with
-    each run of whitespace one space (messages.one_line), which turns ``'   '`` into ``' '``."""
+    """``value`` quoted as given, and a blank one's length too: spaces are hard to count on a
+    terminal, and a line of them reads as nothing given."""
     if value.strip():
         return repr(value)
     return f"{value!r} (only whitespace, {len(value)} character{'s' * (len(value) != 1)})"

@@ -555,6 +555,15 @@ def test_a_blank_job_id_is_quoted_as_given(tmp_path):
     """``distconv train --job-id '   '`` said ``got ''``, not what was typed (review k414)."""
     proc = distconv("train", "--job-id", "   ", "--out", str(tmp_path / "run"), timeout=60)
     assert proc.returncode == 1, proc.stderr
-    said = "--job-id: job id must be a non-empty word, got ' ' (only whitespace, 3 characters)"
+    said = "--job-id: job id must be a non-empty word, got '   ' (only whitespace, 3 characters)"
     _assert_one_line_error(proc, said)
     assert not (tmp_path / "run").exists()
+
+
+def test_spaces_inside_a_quoted_value_are_printed_as_given(tmp_path):
+    """The error line made each run of whitespace one space, in the quoted value too:
+    ``DISTCONV_JOB_ID='a  b'`` was said as ``got 'a b'``, an id nobody typed (review k417)."""
+    out = tmp_path / "run"
+    proc = distconv("train", "--out", str(out), env={"DISTCONV_JOB_ID": "a  b"}, timeout=60)
+    _assert_one_line_error(proc, "DISTCONV_JOB_ID: job id must be a non-empty word, got 'a  b'")
+    assert not out.exists()
