@@ -14,6 +14,8 @@ optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import logging
 import os
@@ -26,6 +28,38 @@ from distconv.files import delete_files, describe_os_error
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
+
+
+def make_folders(directory: Path) -> None:
+    """``mkdir -p directory``, one level at a time, leaving nothing behind when it fails: the
+    folders above ``directory`` that this call made are removed again (while empty: one that
+    another process filled meanwhile stays). ``os.makedirs`` left them, so a last name too long
+    or a full disk left a shard that did not start with empty folders it had made.
+
+    A level that another process makes at the same moment is taken as there: theirs, not made
+    here, so never removed.
+
+    Raises:
+        OSError: a level cannot be made (a file in the way, no room, a name too long).
+    """
+    # os.path.isdir, not Path.is_dir: a name too long is no folder, not an error, in every Python
+    there = (directory, *directory.parents)
+    missing = list(itertools.takewhile(lambda p: not os.path.isdir(p), there))
+    made: list[Path] = []
+    try:
+        for folder in reversed(missing):  # from the top down
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                if not os.path.isdir(folder):  # a file, or a dangling link
+                    raise
+                continue
+            made.append(folder)
+    except OSError:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 class CheckpointParts:
@@ -44,7 +78,7 @@ class CheckpointParts:
         if not directory:
             return
         try:
-            os.makedirs(directory, exist_ok=True)
+            make_folders(Path(directory))
         except OSError as exc:
             why = describe_os_error(exc)
             raise OSError(f"--checkpoint-dir {directory}: cannot make it: {why}") from None

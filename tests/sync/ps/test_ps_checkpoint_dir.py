@@ -4,6 +4,7 @@ shards before it writes its own part, failed the job with no checkpoint at all."
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -211,3 +212,46 @@ def test_a_checkpoint_dir_this_process_cannot_write_is_refused_and_not_made(
     )
     assert str(refused.value) == f"--checkpoint-dir {directory}: {why}"
     assert (tmp_path / "new").exists() is there
+
+
+@pytest.mark.timeout(60)
+def test_a_checkpoint_dir_that_fails_after_the_bind_leaves_no_folder_above_it(tmp_path):
+    """A last name too long passes the start-up check (the nearest folder there is writable)
+    and fails once bound, after os.makedirs had made the folders above it: the shard exited 1
+    and left ``new/sub`` behind, empty (review k417)."""
+    directory = tmp_path / "new" / "sub" / ("x" * 300)
+    done = _pserver("--checkpoint-dir", str(directory))
+    assert done.returncode == 1, done
+    assert done.stderr.strip().splitlines()[-1].endswith("cannot make it: file name too long")
+    assert not (tmp_path / "new").exists()
+
+
+def test_folders_are_made_one_by_one_and_only_those_made_are_removed(monkeypatch, tmp_path):
+    """make_folders takes a level another shard makes at the same moment as there, not its
+    own, and on a failure removes only the folders it made that are still empty."""
+    from pathlib import Path
+
+    from distconv.sync.ps.parts import make_folders
+
+    mkdir, too_long = Path.mkdir, "x" * 300
+    theirs, filled = tmp_path / "a" / "theirs", tmp_path / "b" / "filled"
+
+    def racing_mkdir(path: Path, *args, **kwargs) -> None:
+        mkdir(path, *args, **kwargs)
+        if path == theirs:  # another shard made it first
+            raise FileExistsError(errno.EEXIST, "File exists", str(path))
+        if path == filled:  # another shard wrote in it before the next level failed
+            (path / "part").write_text("")
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    for made, kept in [(tmp_path / "c" / "d", None), (theirs, theirs), (filled, filled / "part")]:
+        with pytest.raises(OSError) as failed:
+            make_folders(made / too_long)
+        assert failed.value.errno == errno.ENAMETOOLONG
+        assert not os.path.lexists(made / too_long)
+        if kept is None:
+            assert not (tmp_path / "c").exists()  # all its own, all removed
+        else:
+            assert kept.exists()
+    make_folders(tmp_path / "e" / "f")  # and one that can be made is
+    assert (tmp_path / "e" / "f").is_dir()
