@@ -60,12 +60,18 @@ def _bind_error(code: int | None, host: str, port: int, cause: str, flag: str) -
     return plain_os_error(code, f"{flag}: cannot bind probes and metrics on {host}:{port}: {cause}")
 
 
+#: the bind errors that are the port's: taken, or privileged (below 1024, without the right)
+_PORT_ERRORS = (errno.EADDRINUSE, errno.EACCES)
+
+
 def _flag_at_fault(exc: OSError) -> str:
-    """The flag to change for a bind that failed: --health-host where the address is none of
-    this host's or no name it can look up, else --health-port (in use, privileged)."""
-    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
-        return "--health-host"
-    return "--health-port"
+    """The flag to change for a bind that failed: --health-port where the port is taken or
+    privileged, else --health-host: an address that is none of this host's, of a family it
+    lacks (IPv6 in a container without it), link-local without its interface (``fe80::1``:
+    EINVAL, with any port), or a name it cannot look up."""
+    if not isinstance(exc, socket.gaierror) and exc.errno in _PORT_ERRORS:
+        return "--health-port"
+    return "--health-host"
 
 
 class _Metrics:

@@ -4,11 +4,14 @@ metrics on ...``, the errno's number first (review k414)."""
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 from types import SimpleNamespace
 
 import pytest
 
+from distconv import service as service_module
 from distconv.job import _start_service
 from distconv.service import ServiceEndpoints
 from tests.test_cli import distconv
@@ -85,3 +88,39 @@ def test_the_service_s_own_error_is_plain_too():
         ServiceEndpoints().start("127.0.0.1", held.getsockname()[1])
     assert str(caught.value).startswith("--health-port: cannot bind probes and metrics on ")
     assert caught.value.errno == 98 and "[Errno" not in str(caught.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_probe_host_the_port_cannot_be_blamed_for_names_health_host():
+    """``--health-host fe80::1`` (link-local, no interface named) fails with EINVAL, or
+    EAFNOSUPPORT on a host without IPv6, whatever the port: both blamed --health-port, here
+    0, any port (review k420)."""
+    done = distconv(
+        *("pserver", "--bind", "127.0.0.1:0", "--shard", "0", "--num-shards", "1"),
+        *("--workers", "1", "--insecure", "--health-host", "fe80::1", "--health-port", "0"),
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    said = "distconv pserver: error: --health-host: cannot bind probes and metrics on "
+    assert _one_line(done.stderr).startswith(said), done.stderr
+
+
+@pytest.mark.parametrize(
+    "code, flag",
+    [
+        (errno.EADDRINUSE, "--health-port"),
+        (errno.EACCES, "--health-port"),
+        (errno.EADDRNOTAVAIL, "--health-host"),
+        (errno.EAFNOSUPPORT, "--health-host"),
+        (errno.EINVAL, "--health-host"),
+    ],
+)
+def test_the_flag_named_is_the_one_at_fault(code, flag, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(service_module, "ProbeHTTPServer", refuse)
+    with pytest.raises(OSError) as refused:
+        ServiceEndpoints(role="worker", rank=0).start("127.0.0.1", 8080)
+    assert str(refused.value).startswith(f"{flag}: cannot bind probes and metrics on "), refused
+    assert refused.value.errno == code
