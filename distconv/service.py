@@ -36,6 +36,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from distconv.endpoint import join_endpoint
 from distconv.probe_http import ProbeHTTPServer, handler_for
 
 #: what ``distconv_step`` says before the first step, and after ``forget_step``
@@ -57,7 +58,8 @@ def plain_os_error(code: int | None, message: str) -> OSError:
 def _bind_error(code: int | None, host: str, port: int, cause: str, flag: str) -> OSError:
     """Why the probes cannot serve on ``host:port``, naming ``flag``, as a shard's ``cannot
     bind HOST:PORT: ...`` does."""
-    return plain_os_error(code, f"{flag}: cannot bind probes and metrics on {host}:{port}: {cause}")
+    where = join_endpoint(host.strip("[]"), port)  # [fe80::1]:0, not fe80::1:0
+    return plain_os_error(code, f"{flag}: cannot bind probes and metrics on {where}: {cause}")
 
 
 #: the bind errors that are the port's: taken, or privileged (below 1024, without the right)
