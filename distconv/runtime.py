@@ -124,6 +124,10 @@ def detect_runtime(
         )
     role = _role(flags, env)
     placement = _placement(flags, env, hostname, role)
+    # a blank one names no directory, as an empty one: not '  /worker-0.key_secret', nor a
+    # clash with DISTCONV_INSECURE=1 (--keys '  ' is a usage error, train_args.not_blank)
+    env_keys = env.get(ENV_KEYS) or ""
+    env_keys = env_keys if env_keys.strip() else ""
     if placement.source == "default" and role == "worker" and ENV_WORLD_SIZE in env:
         refuse_world_size_alone(env)
     runtime = Runtime(
@@ -133,9 +137,9 @@ def detect_runtime(
         local_rank=placement.local_rank or 0,
         job_id=job_id_from(flags, env),
         pservers=_pservers(flags, env),
-        keys_dir=str(flags.get("keys_dir") or env.get(ENV_KEYS) or "") or None,
+        keys_dir=str(flags.get("keys_dir") or env_keys or "") or None,
         source=placement.source,
-        keys_from_env=not flags.get("keys_dir") and bool(env.get(ENV_KEYS)),
+        keys_from_env=not flags.get("keys_dir") and bool(env_keys),
     )
     _check_ranges(runtime, placement.describe())
     return runtime

@@ -567,3 +567,17 @@ def test_spaces_inside_a_quoted_value_are_printed_as_given(tmp_path):
     proc = distconv("train", "--out", str(out), env={"DISTCONV_JOB_ID": "a  b"}, timeout=60)
     _assert_one_line_error(proc, "DISTCONV_JOB_ID: job id must be a non-empty word, got 'a  b'")
     assert not out.exists()
+
+
+def test_a_blank_keys_variable_is_no_key_directory(tmp_path):
+    """``DISTCONV_KEYS='  '`` read as the directory ``'  '``: the worker failed naming the key
+    file ``  /worker-0.key_secret``, not the keys it lacks (review k420)."""
+    proc = distconv(
+        *("train", "--sync", "pserver", "--pservers", "127.0.0.1:9"),
+        *("--out", str(tmp_path / "run")),
+        env={"DISTCONV_KEYS": "  "},
+        timeout=60,
+    )
+    _assert_one_line_error(proc, "--sync pserver needs the job's CURVE keys: --keys DIR")
+    assert "key_secret" not in proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -519,3 +519,14 @@ def test_a_bad_job_id_is_quoted_as_given_naming_where_it_came_from(env, flags, s
     with pytest.raises(RuntimeConfigError) as err:
         detect(env, flags=flags)
     assert str(err.value) == said
+
+
+@pytest.mark.parametrize("value", ["", "  ", "\t"])
+def test_a_blank_keys_variable_names_no_directory(value):
+    """``DISTCONV_KEYS='  '`` was the key directory ``'  '``: a worker looked for
+    ``  /worker-0.key_secret``, and beside ``DISTCONV_INSECURE=1`` it was a clash of two
+    variables. Blank, as empty, it names none (``--keys '  '`` is a usage error)."""
+    rt = detect({"DISTCONV_KEYS": value})
+    assert (rt.keys_dir, rt.keys_from_env) == (None, False)
+    rt = detect({"DISTCONV_KEYS": " /run/keys"})  # a path is kept as given
+    assert (rt.keys_dir, rt.keys_from_env) == (" /run/keys", True)
