@@ -68,7 +68,7 @@ class CheckpointParts:
     def make_checkpoint_dir(self) -> None:
         """Make ``--checkpoint-dir`` and the folders above it that are missing, if one is set.
         ``distconv pserver`` checked before it started that they can be made, and
-        :func:`~distconv.sync.ps.server.run_shard` calls this once the shard is bound, so that
+        :meth:`~distconv.sync.ps.server.Shard.bind` calls this once the socket is bound, so that
         a shard that cannot start leaves nothing behind.
 
         Raises:

@@ -152,7 +152,8 @@ class Shard(
 
     # -- lifecycle ----------------------------------------------------------------------------
     def bind(self) -> str:
-        """Set up CURVE (unless insecure) and bind to the configured interface only."""
+        """Set up CURVE (unless insecure), bind to the configured interface only, then make
+        ``--checkpoint-dir`` (:meth:`make_checkpoint_dir`); returns the endpoint bound."""
         host, port = split_endpoint(self.config.bind)
         if self.config.insecure:
             log.warning("shard %d: --insecure: no encryption, no authentication", self.index)
@@ -173,6 +174,8 @@ class Shard(
         # ZeroMQ bound (lo: 127.0.0.1), as --pservers must name it
         shown = bound.strip("[]") if is_interface(host) else host
         self.endpoint = join_endpoint(shown, int(port))
+        self.make_checkpoint_dir()  # once bound, not before: a shard that cannot start leaves
+        # no folder; and before the line that says it listens, as it may still fail here
         log.info(
             "shard %d/%d listening on %s (%s mode, %d workers, %s)",
             self.index,
@@ -348,8 +351,7 @@ def run_shard(config: ShardConfig, service: Any = None) -> int:
     shard = Shard(config)
     shard.service = service
     try:
-        endpoint = shard.bind()
-        shard.make_checkpoint_dir()  # once bound: a shard that cannot start leaves no folder
+        endpoint = shard.bind()  # and makes --checkpoint-dir
         # before the line that says it is up; SIGTERM drains, SIGINT (Ctrl-C) stops at once
         signal.signal(signal.SIGTERM, lambda *_: shard.drain())
         signal.signal(signal.SIGINT, lambda *_: shard.stop())

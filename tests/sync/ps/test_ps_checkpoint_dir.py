@@ -224,6 +224,7 @@ def test_a_checkpoint_dir_that_fails_after_the_bind_leaves_no_folder_above_it(tm
     assert done.returncode == 1, done
     assert done.stderr.strip().splitlines()[-1].endswith("cannot make it: file name too long")
     assert not (tmp_path / "new").exists()
+    assert "listening on" not in done.stderr + done.stdout  # its log said so, then failed
 
 
 def test_folders_are_made_one_by_one_and_only_those_made_are_removed(monkeypatch, tmp_path):
