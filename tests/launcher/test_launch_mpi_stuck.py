@@ -164,6 +164,9 @@ def test_a_stop_signal_in_the_wrapup_keeps_the_end_mpiexec_reported(tmp_path, ra
     signal, before the launcher looks (that report was lost so still)."""
     fake = tmp_path / "mpiexec"
     end = FAILED if ranks == "failed" else 'echo "[mpiexec@vm] Exit codes: [vm] 0,0"'
+    # a line after the report: once it is in the log, the launcher's reader has taken in the
+    # report (it logs a line before it reads it), so the SIGTERM cannot come in between
+    end += '\necho "after the report"'
     pid = tmp_path / "mpiexec.pid"
     fake.write_text(STUCK_HYDRA.format(trap=f'echo $$ > "{pid}"', end=end))
     fake.chmod(0o755)
@@ -179,7 +182,7 @@ def test_a_stop_signal_in_the_wrapup_keeps_the_end_mpiexec_reported(tmp_path, ra
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            reported = lambda: log.exists() and "Exit codes:" in log.read_text()  # noqa: E731
+            reported = lambda: log.exists() and "after the report" in log.read_text()  # noqa: E731
             wait_while_running(reported, launcher, "mpiexec's report of the end")
             launcher.send_signal(signal.SIGTERM)
             if to == "everyone":  # the stand-in leads its own group (start_new_session)
