@@ -28,7 +28,7 @@ from .failure import PEER_FAILED_STATUS, TAIL_LINES, Failure, kept_line, signal_
 from .long_line import READ_PIECE as READ_PIECE  # still importable from here
 from .long_line import LongLine, OutputPipe
 from .long_line import continued_prefix as continued_prefix
-from .output_waits import WRITE_PIECE, OutputWaits, held_output
+from .output_waits import WRITE_PIECE, OutputWaits, PumpWrites, held_output
 from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
 from .pump import ChildLog, PumpFiles
@@ -86,6 +86,7 @@ class Child:
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
         self.log = open(log_path, "ab", buffering=0)
         self._log_writes = ChildLog(self.log, log_path, spec.name, say)
+        self._writes = PumpWrites(self._waits, self._log_writes)  # both: do they hold it up
         try:
             self.proc = subprocess.Popen(
                 list(spec.argv),
@@ -148,7 +149,7 @@ class Child:
             self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)
         if self._pump.is_alive() and not self._waits.waiting_since(since) and self._output:
             since = time.monotonic()  # a stray holds the pipe, or the host runs the pump late
-            stuck = partial(self._pump_stuck, self._writes_took())
+            stuck = self._writes.stuck_after(OUTPUT_DRAIN_SECONDS)
             if self._output.end_line(OUTPUT_DRAIN_SECONDS, stuck) and self._output.unheld():
                 self._pump.join(timeout=OUTPUT_DRAIN_SECONDS)  # only late: it reads the end now
         held = self._pump.is_alive()  # unheld: no stray holds the pipe, its writes slowed it
@@ -273,18 +274,6 @@ class Child:
         finally:
             waits.end(start, counted)
         return True
-
-    def _pump_stuck(self, spent: float, since: float) -> bool:
-        """Whether its writes (the launcher's output, the log), not a host running it late, hold
-        the pump up: one that began at or before ``since`` (monotonic) still waits, or they took
-        over :data:`OUTPUT_DRAIN_SECONDS` in all since they had taken ``spent`` seconds."""
-        if self._waits.waiting_since(since) or self._log_writes.writing_since(since):
-            return True
-        return self._writes_took() - spent > OUTPUT_DRAIN_SECONDS
-
-    def _writes_took(self) -> float:
-        """Seconds the pump's ended writes (the launcher's output, the log) took in all."""
-        return self._waits.spent + self._log_writes.spent
 
     def poll(self) -> int | None:
         """The exit status once the waiter has recorded the exit time, else None."""

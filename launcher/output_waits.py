@@ -7,7 +7,11 @@ almost all the time, and never be stopped."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+
+from .pump import ChildLog
 
 #: bytes the pump writes to the launcher's output at once: a longer line goes in pieces, each
 #: its own wait, so a line that takes long on an output that moves (1 MB at 400 KB/s) is not
@@ -65,6 +69,31 @@ class OutputWaits:
         elif since is not None:
             slowed += max(now - since, 0.0)
         return stalled + min(slowed, bound)
+
+
+class PumpWrites:
+    """A child's pump's writes, to the launcher's output (:class:`OutputWaits`) and to the
+    child's log (:class:`~launcher.pump.ChildLog`): whether they, not a host running the pump
+    late, hold it up (:meth:`stuck_after`)."""
+
+    def __init__(self, output: OutputWaits, log: ChildLog) -> None:
+        """``output``, ``log``: the pump's writes to each, as it notes them."""
+        self._output, self._log = output, log
+
+    def took(self) -> float:
+        """Seconds the pump's ended writes (the launcher's output, the log) took in all."""
+        return self._output.spent + self._log.spent
+
+    def stuck_after(self, bound: float) -> Callable[[float], bool]:
+        """From now on, whether the writes hold the pump up, given the monotonic moment of the
+        last look (:meth:`launcher.long_line.OutputPipe.end_line`'s ``stuck``): one that began
+        at or before it still waits, or they took over ``bound`` seconds in all from now."""
+        return partial(self._stuck, self.took(), bound)
+
+    def _stuck(self, spent: float, bound: float, look: float) -> bool:
+        if self._output.waiting_since(look) or self._log.writing_since(look):
+            return True
+        return self.took() - spent > bound
 
 
 def held_output(
