@@ -159,7 +159,7 @@ class Child:
         # closed now, or by the daemon pump as it ends: it goes on into the log while it can
         self._files.let_go(1 if self._pump.ident is not None else 2)  # 2: it never started
         if held:
-            stalled, hung = self._waits.waiting_since(since), self._log_writes.writing_since(since)
+            stalled, hung = self._writes.held_up(since)  # since the ask, or a later look
             self.output_held = held_output(self.spec.name, self.log_path, stalled, hung, unheld)
         return not held
 

@@ -79,6 +79,7 @@ class PumpWrites:
     def __init__(self, output: OutputWaits, log: ChildLog) -> None:
         """``output``, ``log``: the pump's writes to each, as it notes them."""
         self._output, self._log = output, log
+        self._stuck_look = float("-inf")  # the last look at which a write under way held it
 
     def took(self) -> float:
         """Seconds the pump's ended writes (the launcher's output, the log) took in all."""
@@ -92,8 +93,16 @@ class PumpWrites:
 
     def _stuck(self, spent: float, bound: float, look: float) -> bool:
         if self._output.waiting_since(look) or self._log.writing_since(look):
+            self._stuck_look = look  # for held_up: a write begun during the waits may hang
             return True
         return self.took() - spent > bound
+
+    def held_up(self, since: float) -> tuple[bool, bool]:
+        """Whether a write to the launcher's output (stalled), and one to the log (hung), is
+        under way that began at or before ``since`` (monotonic), or at or before the last look
+        at which one held the pump up (:meth:`stuck_after`): it outlasted a whole wait."""
+        moment = max(since, self._stuck_look)
+        return self._output.waiting_since(moment), self._log.writing_since(moment)
 
 
 def held_output(

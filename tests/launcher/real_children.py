@@ -94,6 +94,20 @@ def after_unanswered_waits(monkeypatch: pytest.MonkeyPatch, count: int) -> threa
     return unanswered
 
 
+def reading_after_unanswered_waits(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """The pump reads nothing of its pipe until ``count`` of the launcher's waits for its
+    answer to :meth:`~launcher.long_line.OutputPipe.end_line` ended without one
+    (:func:`after_unanswered_waits`): a pump that began reading and that a loaded host then
+    did not run; it reads the pipe, and writes what it holds, during the launcher's waits."""
+    run, read = after_unanswered_waits(monkeypatch, count), OutputPipe._read
+
+    def starved_read(self: OutputPipe) -> bytes | None:
+        assert run.wait(10), "the launcher did not ask the pump for the line under way"
+        return read(self)
+
+    monkeypatch.setattr(OutputPipe, "_read", starved_read)
+
+
 def output_lines(
     tmp_path: Path, spec: ChildSpec, log_name: str | None = None
 ) -> tuple[list[bytes], Child]:

@@ -15,7 +15,7 @@ import pytest
 import launcher.child
 from launcher.child import ChildSpec
 from launcher.long_line import OutputPipe
-from tests.launcher.real_children import after_unanswered_waits, run_to_exit
+from tests.launcher.real_children import reading_after_unanswered_waits, run_to_exit
 
 #: a child with no stray: it prints a line and its last words, and dies
 CHILD = "import os; os.write(1, b'step 1\\nfatal: boom'); os._exit(3)"
@@ -24,13 +24,7 @@ CHILD = "import os; os.write(1, b'step 1\\nfatal: boom'); os._exit(3)"
 @pytest.mark.timeout(30)
 def test_a_reader_run_late_with_nothing_holding_the_pipe_is_waited_for(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher.child, "OUTPUT_DRAIN_SECONDS", 0.05)  # the product's 5 s
-    run, read = after_unanswered_waits(monkeypatch, 1), OutputPipe._read
-
-    def starved_read(self: OutputPipe) -> bytes | None:  # until the launcher asked in vain
-        assert run.wait(10), "the launcher did not ask the pump for the line under way"
-        return read(self)
-
-    monkeypatch.setattr(OutputPipe, "_read", starved_read)
+    reading_after_unanswered_waits(monkeypatch, 1)  # until the launcher asked in vain
     child = run_to_exit(tmp_path, ChildSpec("worker", 0, [sys.executable, "-c", CHILD]))
     assert child.output_held is None  # was "... a process that left its process group ..."
     assert not child._pump.is_alive()
