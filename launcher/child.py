@@ -84,7 +84,11 @@ class Child:
         self._looked_at: float | None = None  # overdue()'s last look, and the launcher's gaps
         self._launcher_gaps = 0.0  # (summed apart from _waits: another thread adds to those)
         # first: a child never runs without its log; unbuffered, so it is whole at any moment
-        self.log = open(log_path, "ab", buffering=0)
+        try:
+            self.log = open(log_path, "ab", buffering=0)
+        except OSError as exc:  # it said '[Errno 21] Is a directory: PATH', naming no child
+            why = describe_os_error(exc)
+            raise LaunchError(f"cannot start {spec.name}: its log {log_path}: {why}") from None
         self._log_writes = ChildLog(self.log, log_path, spec.name, say)
         self._writes = PumpWrites(self._waits, self._log_writes)  # both: do they hold it up
         try:

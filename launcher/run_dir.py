@@ -1,11 +1,12 @@
-"""The run directory a job writes its logs, keys and ``failure.json`` in: a refusal of it is
-one line naming the flags that choose another, never Python's ``[Errno N] ...: 'PATH'``."""
+"""The run directory a job writes its logs, keys and ``failure.json`` in: a refusal of it, or
+of what the launcher makes in it, is one line naming the flags that choose another, never
+Python's ``[Errno N] ...: 'PATH'``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from distconv.files import describe_os_error
+from distconv.files import describe_os_error, folder_problem
 
 from .commands import LaunchError
 
@@ -30,3 +31,26 @@ def make_run_dir(run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise run_dir_refused(run_dir, describe_os_error(exc)) from None
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """Make ``run_dir``'s ``logs`` folder where missing and remove the ``failure.json`` of a
+    run before, in a run directory made already (:func:`make_run_dir`).
+
+    Raises:
+        LaunchError: one of them is in the way (``logs`` a file, ``failure.json`` a folder) or
+            out of reach, naming it and the cause: it said ``[Errno 17] File exists: 'PATH'``.
+    """
+    logs = run_dir / "logs"
+    try:
+        logs.mkdir(exist_ok=True)
+        (run_dir / "failure.json").unlink(missing_ok=True)
+    except OSError as exc:
+        path = Path(exc.filename) if exc.filename else run_dir
+        problem = (folder_problem(path) if path == logs else None) or (
+            f"{path}: {describe_os_error(exc)}"
+        )
+        raise LaunchError(
+            f"the run directory {run_dir} cannot be used: {problem} (move it away, or choose "
+            "another --run-dir or --job-id)"
+        ) from None

@@ -60,7 +60,7 @@ from .commands import LaunchError
 from .failure import Failure, signal_name
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
-from .run_dir import make_run_dir
+from .run_dir import clear_run_dir, make_run_dir
 from .wrapup import first_overdue, reported_before
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
@@ -148,10 +148,10 @@ class Supervisor:
             The launcher's exit status: 0, the failing child's status, or 128 + signal.
         """
         self.claim()
-        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "failure.json").unlink(missing_ok=True)  # a report of a run before
-        previous = self._install_handlers()
-        try:
+        previous: dict[int, object] = {}
+        try:  # a run directory refused here is let go as well
+            clear_run_dir(self.run_dir)  # logs/, and no failure.json of a run before
+            previous = self._install_handlers()
             for restart in range(max_restarts + 1):
                 self._restart = restart
                 failure = self._attempt(build(restart), restart)

@@ -354,7 +354,8 @@ def test_a_child_whose_log_cannot_be_opened_never_starts(tmp_path):
     done = launch_workers(run, 1, "sh", "-c", f"touch {started}; sleep 30")
     try:
         assert done.returncode == 1
-        assert "Is a directory" in done.stderr
+        log = run / "logs" / "worker-0.log"
+        assert f"cannot start worker-0: its log {log}: is a directory" in done.stderr
         # the launcher is gone: once no process of its job is left, none can start the child
         # any more (a fixed 0.5 s pause missed a child that started, or ran, late)
         assert job_left(done.env, 10) == {}
