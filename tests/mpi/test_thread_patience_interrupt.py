@@ -12,9 +12,11 @@ thread's wait.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -40,38 +42,74 @@ class StuckBucket:
         return True
 
 
-def interrupt_main_after(seconds: float) -> threading.Timer:
-    """A SIGUSR1 to the main thread after ``seconds`` (its handler raises KeyboardInterrupt)."""
+@contextlib.contextmanager
+def ctrl_c_after(seconds: float) -> Iterator[None]:
+    """A SIGUSR1 to the main thread ``seconds`` into the block, its handler raising the
+    KeyboardInterrupt a SIGINT would (no SIGALRM: pytest-timeout's timer is left alone)."""
+
+    def ctrl_c(signum, frame):
+        raise KeyboardInterrupt("Ctrl-C")
+
+    previous = signal.signal(signal.SIGUSR1, ctrl_c)
     main = threading.main_thread().ident
     timer = threading.Timer(seconds, signal.pthread_kill, (main, signal.SIGUSR1))
     timer.start()
-    return timer
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+        signal.signal(signal.SIGUSR1, previous)
 
 
-def ctrl_c(signum, frame):
-    raise KeyboardInterrupt("Ctrl-C")
+def assert_named_after_patience(waited: float, kept: list[BaseException]) -> None:
+    """The interrupt was kept, the wait made again; the thread named once it had gone its
+    patience without moving on, not that after the interrupt (1.6 x patience: 1.92 s)."""
+    assert [type(k) for k in kept] == [KeyboardInterrupt]
+    assert PATIENCE * TIMEOUT - 0.05 < waited < 1.3 * PATIENCE * TIMEOUT, waited
 
 
 def test_a_wait_made_again_after_a_kept_interrupt_keeps_its_deadline():
     release = threading.Event()
     thread = CommThread(lambda bucket, wait, piece: release.wait(20), 0, TIMEOUT)
-    previous = signal.signal(signal.SIGUSR1, ctrl_c)
     bucket, kept = StuckBucket(), []
     try:
         thread.submit(bucket)  # the thread enters the reduction and stays there
         while not thread.inside:
             time.sleep(0.01)
         began = thread.moved  # its patience counts from here (and the wait's start)
-        timer = interrupt_main_after(0.6 * PATIENCE * TIMEOUT)
-        with pytest.raises(SyncError, match="still inside the allreduce of gradient bucket 0"):
-            to_the_end(thread.wait, kept, bucket)  # as reduce_all waits for a bucket
+        with ctrl_c_after(0.6 * PATIENCE * TIMEOUT):
+            with pytest.raises(SyncError, match="still inside the allreduce of gradient bucket 0"):
+                to_the_end(thread.wait, kept, bucket)  # as reduce_all waits for a bucket
         waited = time.monotonic() - began
-        timer.join()
     finally:
-        signal.signal(signal.SIGUSR1, previous)
         release.set()
         thread.stop(5)
-    assert [type(k) for k in kept] == [KeyboardInterrupt]  # kept, the wait made again
-    # named once the thread has gone its patience without moving on, not that after the
-    # interrupt (1.6 x patience: 1.92 s)
-    assert PATIENCE * TIMEOUT - 0.05 < waited < 1.3 * PATIENCE * TIMEOUT, waited
+    assert_named_after_patience(waited, kept)
+
+
+def test_a_settling_made_again_after_a_kept_interrupt_keeps_its_deadline():
+    """After the thread's failure its report waits for the thread to settle (run what was
+    queued: the flags' start, which every rank makes, stuck here on a broken link). The wait
+    made again reported again, queuing a new settling whose patience began afresh."""
+
+    def broken(bucket, wait, piece):
+        raise RuntimeError("the link to rank 1 is broken")
+
+    release = threading.Event()
+    thread = CommThread(broken, 0, TIMEOUT)
+    bucket, kept = StuckBucket(), []
+    try:
+        thread.submit(bucket)
+        thread.call(lambda wait: release.wait(20), "start of the used-parameter flags", True)
+        while thread.inside != "the start of the used-parameter flags":
+            time.sleep(0.01)
+        began = time.monotonic()  # the thread moved on just now: its patience counts from here
+        with ctrl_c_after(0.6 * PATIENCE * TIMEOUT):
+            with pytest.raises(SyncError, match="link to rank 1 is broken; waited for the comm"):
+                to_the_end(thread.wait, kept, bucket)  # the bucket failed: the report settles
+        waited = time.monotonic() - began
+    finally:
+        release.set()
+        thread.stop(5)
+    assert_named_after_patience(waited, kept)

@@ -70,6 +70,8 @@ class CommThread:
         #: the event of a wait an interrupt left, and when that wait began: the wait made again
         #: keeps its deadline (:meth:`_await`)
         self._interrupted: tuple[threading.Event, float] | None = None
+        #: the settling an interrupt left unfinished, and when it began (:meth:`_report`)
+        self._settling: tuple[threading.Event, float] | None = None
         self.hurry = threading.Event()
         #: the thread's first failure: every reduction after it is skipped, its bucket failed
         self.error: BaseException | None = None
@@ -202,20 +204,37 @@ class CommThread:
         queued before: an ``always`` call queued after the failure (the flags' start) still
         calls MPI there, and the main thread, told of the failure, may call MPI at once (close's
         abort), two threads in MPI under ``MPI_THREAD_SERIALIZED``. After a failure every
-        queued reduction is skipped and an ``always`` call only starts a request: quick."""
+        queued reduction is skipped and an ``always`` call only starts a request: quick.
+
+        A report made again after a Ctrl-C kept in that wait (:func:`~.updates.to_the_end`
+        makes the bucket's or the flags' wait again, and so the report) waits for the same
+        settling from its start, as :meth:`_await` does for a wait made again (which it cannot
+        tell here: the bucket's wait comes between). A new settling, its patience counted
+        afresh, named a thread stuck in the flags' start after up to twice as long."""
         if not self._stopping:  # a stopped thread runs nothing more
-            settled = threading.Event()
-            self._queue.put(_Call(lambda wait: None, "", settled, False))
-            self._await(settled, "the communication thread to settle", self.failure())
+            if self._settling is None:
+                settled = threading.Event()
+                self._queue.put(_Call(lambda wait: None, "", settled, False))
+                self._settling = (settled, time.monotonic())
+            settled, began = self._settling
+            self._settling = None
+            try:
+                self._await(settled, "the communication thread to settle", self.failure(), began)
+            except KeyboardInterrupt:  # kept, the report made again: this settling, its deadline
+                self._settling = (settled, began)
+                raise
         self.reported = True
         raise SyncError(self.failure()) from error
 
-    def _await(self, event: threading.Event, what: str, failed: str = "") -> None:
+    def _await(
+        self, event: threading.Event, what: str, failed: str = "", began: float | None = None
+    ) -> None:
         """Wait for ``event`` (set by the thread) until the thread has gone :attr:`patience`
-        seconds without moving on, counted from this wait's start at the earliest: the start
-        of the wait an interrupt left, where this one waits for the same event next (a Ctrl-C
-        kept and the wait made again: :func:`~.updates.to_the_end`), else the patience began
-        anew there and a stuck thread was named after up to twice as long.
+        seconds without moving on, counted from this wait's start at the earliest: ``began``
+        if given (a wait its caller made before), else the start of the wait an interrupt
+        left, where this one waits for the same event next (a Ctrl-C kept and the wait made
+        again: :func:`~.updates.to_the_end`), else the patience began anew there and a stuck
+        thread was named after up to twice as long.
 
         Not :attr:`patience` in all: the event may come behind several live collectives (the
         flags behind every bucket still on the wire, a 16-bit bucket's two), each of which
@@ -227,7 +246,8 @@ class CommThread:
                 thread's earlier failure) if any; the rank must abort (close does).
         """
         left, self._interrupted = self._interrupted, None
-        began = left[1] if left is not None and left[0] is event else time.monotonic()
+        if began is None:
+            began = left[1] if left is not None and left[0] is event else time.monotonic()
         try:
             while not event.wait(self._patience_left(began)):
                 if self._patience_left(began) <= 0:
