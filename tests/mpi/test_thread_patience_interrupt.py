@@ -113,3 +113,26 @@ def test_a_settling_made_again_after_a_kept_interrupt_keeps_its_deadline():
         release.set()
         thread.stop(5)
     assert_named_after_patience(waited, kept)
+
+
+def test_a_stop_made_again_after_an_interrupt_waits_for_the_thread_with_its_deadline():
+    """A Ctrl-C in a stop's wait (a setup's, a close's: the thread still inside a reduction)
+    left the thread stopping: the stop made again (a second setup) returned at once, the thread
+    still inside, and the caller went on to call MPI beside it."""
+    release = threading.Event()
+    thread = CommThread(lambda bucket, wait, piece: release.wait(20), 0, TIMEOUT)
+    try:
+        thread.submit(StuckBucket())
+        while not thread.inside:
+            time.sleep(0.01)
+        began = thread.moved
+        with ctrl_c_after(0.6 * PATIENCE * TIMEOUT):
+            with pytest.raises(KeyboardInterrupt):
+                thread.stop()
+        with pytest.raises(SyncError, match="to stop: .* still inside the allreduce of gradient"):
+            thread.stop()  # made again: waits on, from the first stop's start
+        waited = time.monotonic() - began
+    finally:
+        release.set()
+        thread._thread.join(5)
+    assert PATIENCE * TIMEOUT - 0.05 < waited < 1.3 * PATIENCE * TIMEOUT, waited

@@ -81,6 +81,7 @@ class CommThread:
         self.reported = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = False
+        self._stop_cut = False  # a Ctrl-C cut the stop's wait short (:meth:`stop`)
         self._ended = threading.Event()  # set once the thread has run its last item
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
@@ -270,7 +271,9 @@ class CommThread:
         return self.patience - (time.monotonic() - max(began, self.moved))
 
     def stop(self, timeout: float | None = None) -> None:
-        """Let the thread finish what is queued, then end it (again: nothing to do).
+        """Let the thread finish what is queued, then end it (again: nothing to do, but after
+        a Ctrl-C in the stop's wait, which a stop made again makes again, with its deadline:
+        else the caller, told the thread had stopped, called MPI beside it).
 
         Args:
             timeout: seconds to wait in all; None (the sync's stops): as :meth:`wait` waits,
@@ -283,19 +286,25 @@ class CommThread:
                 another rank never joined a reduction; MPI must not be called from this
                 thread meanwhile.
         """
-        if self._stopping:
+        if self._stopping and not self._stop_cut:
             return
-        self._stopping = True
-        self.hurry.set()  # nothing left to overlap
-        self._queue.put(None)
-        if timeout is None:
-            self._await(self._ended, "the communication thread to stop")
-        elif not self._ended.wait(timeout):
-            raise SyncError(
-                f"the communication thread did not stop within {timeout:g} s: a reduction "
-                "still waits for another rank"
-            )
-        self._thread.join()
+        if not self._stopping:
+            self._stopping = True
+            self.hurry.set()  # nothing left to overlap
+            self._queue.put(None)
+        self._stop_cut = False
+        try:
+            if timeout is None:
+                self._await(self._ended, "the communication thread to stop")
+            elif not self._ended.wait(timeout):
+                raise SyncError(
+                    f"the communication thread did not stop within {timeout:g} s: a reduction "
+                    "still waits for another rank"
+                )
+            self._thread.join()
+        except KeyboardInterrupt:  # made again, the stop waits on (its deadline kept: _await)
+            self._stop_cut = True
+            raise
 
 
 class _Call:
