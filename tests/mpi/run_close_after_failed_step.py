@@ -10,7 +10,11 @@ thread's flags returns), kept while the waits are made again, raised once the st
 completed (rank 1 finishes the step); ``twice``: two interrupts on rank 0, as the first gradient
 piece's wait returns (with the thread: the first wait for a bucket): the second is raised with
 the step's collectives left pending, so rank 0's close aborts the job. ``ON`` (optional):
-``barrier``: rank 1, where its step raised nothing, goes on to the barrier before it closes.
+``barrier``: rank 1, where its step raised nothing, goes on to the barrier before it closes;
+``setup``: rank 1 goes on to step 1 while rank 0, whose step failed, sets up again (the way on
+after a failed step): each writes what that raised to ``OUT/went<rank>.txt`` and waits for the
+other's before it closes (its close aborts the job, which may end the other rank first);
+``setups``: as ``setup``, but rank 1 sets up too.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 
 from distconv.sync.base import SyncError
@@ -57,9 +62,28 @@ def go_wrong(sync: MPISync, kind: str, overlap: bool) -> None:
         interrupt(WatchedRequest, "Wait", "Iallreduce on the gradients", 2)
 
 
+def go_on(sync: MPISync, params: list, setup: bool, out: Path) -> None:
+    """``ON`` ``setup`` or ``setups``: a ``setup``, else step 1; what that raised written
+    down, then the other rank's word waited for (10 s at most)."""
+    try:
+        if setup:
+            sync.setup(params, {})
+        else:
+            sync.start_step(1)
+            fire(sync, params[1], 1.0)
+            sync.finish_step()
+        went = "nothing"
+    except SyncError as exc:
+        went = str(exc)
+    (out / f"went{sync.rank}.txt").write_text(went)
+    other, deadline = out / f"went{1 - sync.rank}.txt", time.monotonic() + 10
+    while not other.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def main() -> None:
     out, kind, overlap = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-    went_on = sys.argv[4:] == ["barrier"]
+    on = sys.argv[4] if len(sys.argv) > 4 else ""
     sync, params = bucket_sync(overlap=overlap, timeout=20), bucket_params()
     sync.setup(params, {})
     if sync.rank == 0:
@@ -73,9 +97,11 @@ def main() -> None:
         said = f"{type(exc).__name__}: {exc}"
     # outside the except: no error propagates; mpiexec may drop an aborting rank's stderr
     with open(out / f"rank{sync.rank}.err", "w") as err, contextlib.redirect_stderr(err):
-        if went_on and said == "nothing":
+        if on == "barrier" and said == "nothing":
             with contextlib.suppress(SyncError):  # refused: the other rank closed
                 sync.barrier()
+        elif on in ("setup", "setups"):
+            go_on(sync, params, on == "setups" or said != "nothing", out)
         sync.close()
     values = {p.name: p.value.tolist() for p in params}
     (out / f"closed{sync.rank}.json").write_text(json.dumps({"said": said, "values": values}))

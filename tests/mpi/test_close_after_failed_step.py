@@ -65,6 +65,29 @@ def test_a_rank_that_went_on_learns_which_step_failed_on_the_closing_rank(tmp_pa
     assert rank0 is None  # rank 0's close aborted the job
 
 
+def test_a_rank_that_went_on_learns_which_step_failed_on_the_rank_that_set_up(tmp_path):
+    """Rank 0 failed step 0 alone and sets up again; rank 1 finished it and starts step 1.
+    Setup's check said no failed step (it was dropped first): neither rank's error named
+    it, only "comparing the job (setup's check) after 1 step"."""
+    proc, _ = closed(tmp_path, "kept", "1", "setup")
+    assert proc.returncode == 1, proc.stderr  # rank 0's close, in a failed setup, aborts
+    named = (
+        "(rank 0: comparing the job (setup's check) after 1 step (its finish_step of step 0 "
+        "failed), rank 1: step 1)"
+    )
+    for rank in (0, 1):
+        said = (tmp_path / f"went{rank}.txt").read_text()
+        assert said == f"ranks are at different points of the job {named}", said
+
+
+def test_ranks_that_all_set_up_after_a_step_failed_on_one_go_on_whatever_it_says(tmp_path):
+    """The same, rank 1 setting up too: rank 0's check names its failed step, rank 1's not,
+    and they agree (the way on after a step that failed on one rank), then close cleanly."""
+    proc, _ = closed(tmp_path, "kept", "1", "setups")
+    assert proc.returncode == 0, proc.stderr
+    assert [(tmp_path / f"went{r}.txt").read_text() for r in (0, 1)] == ["nothing"] * 2
+
+
 @pytest.mark.parametrize("overlap", ["0", "1"])
 def test_a_second_interrupt_with_collectives_pending_aborts_naming_the_step(tmp_path, overlap):
     proc, (rank0, _) = closed(tmp_path, "twice", overlap)

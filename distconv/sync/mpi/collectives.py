@@ -71,7 +71,7 @@ class RankCollectives(LocalSync):
     #: them, so a rank that finished (counted) a step another abandoned is named as the cause
     abandoned_steps = 0
     #: the step whose ``finish_step`` raised here after its check passed, until the others are
-    #: told (:meth:`_tell_failed_step`) or a setup
+    #: told (:meth:`_tell_failed_step`, or a setup's check: :meth:`all_equal`)
     _failed_finish: int | None = None
     #: the names in the order the first step fired them, and rank 0's, once recorded
     _first_pass: list[str]
@@ -137,8 +137,9 @@ class RankCollectives(LocalSync):
                 key; or what each rank is doing, where a rank is not in setup; or, outside
                 setup, called inside a step or after one that failed (see :meth:`_meet`).
         """
-        if self._setting_up:
-            self._check.meet(SETUP, self.step, self.abandoned_steps)
+        if self._setting_up:  # the step that failed here alone, if untold, said (and so told)
+            failed, self._failed_finish = self._failed_finish, None
+            self._check.say_setup(self.step, self.abandoned_steps, failed)
         else:
             self._meet(SETUP)
         same_job(self.comm, self.rank, description)

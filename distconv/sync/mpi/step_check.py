@@ -20,7 +20,7 @@ the same order on every rank.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,8 @@ CLOSED = -1
 SUMMING = -2
 #: in place of a step number: the rank waits at the barrier (then its steps)
 BARRIER = -3
-#: in place of a step number: the rank compares the job, as setup does first (then its steps)
+#: in place of a step number: the rank compares the job, as setup does first (then its steps,
+#: and in setup the steps it abandoned, below :data:`FAILED_SHIFT`: :meth:`StepCheck.say_setup`)
 SETUP = -4
 #: in place of a step number: the rank broadcasts rank 0's parameters between steps (then its
 #: steps)
@@ -43,6 +44,9 @@ BROADCAST = -5
 #: in place of a step number: the rank's ``finish_step`` raised after the step's check passed
 #: (then its steps, and the step that failed): it refuses every step and meeting until a setup
 FAILED = -6
+#: setup's count holds, from this bit up, 1 + the step whose ``finish_step`` failed on the rank
+#: alone, untold, or 0 (:meth:`StepCheck.say_setup`); the steps it abandoned below it
+FAILED_SHIFT = 32
 
 
 def where(row: Sequence[int]) -> str:
@@ -52,15 +56,16 @@ def where(row: Sequence[int]) -> str:
         return f"step {what}"
     after = f"after {steps} step{'s' if steps != 1 else ''}"
     if what == CLOSED:  # count: 1 + the step that failed on it alone (say_closed), or 0
-        failed = f" (its finish_step of step {count - 1} failed)" if count > 0 else ""
-        return f"closed {after}{failed}"
+        return f"closed {after}{_failed_alone(count)}"
     if what == SUMMING:
         return f"summing {count} value{'s' if count != 1 else ''} {after}"
     if what == BARRIER:
         return f"at the barrier {after}"
-    if what == SETUP:  # count: the steps it abandoned (abandoned_hint)
-        abandoned = f" ({count} abandoned)" if count else ""
-        return f"comparing the job (setup's check) {after}{abandoned}"
+    if what == SETUP:  # count: the steps it abandoned (abandoned_hint), and (say_setup) 1 + the
+        # step that failed on it alone above them
+        abandoned = f" ({_abandoned(row)} abandoned)" if _abandoned(row) else ""
+        failed = _failed_alone(count >> FAILED_SHIFT)
+        return f"comparing the job (setup's check) {after}{abandoned}{failed}"
     if what == BROADCAST:
         return f"broadcasting rank 0's parameters {after}"
     if what == FAILED:
@@ -68,12 +73,28 @@ def where(row: Sequence[int]) -> str:
     return f"unknown code {what}"
 
 
+def _failed_alone(said: int) -> str:
+    """``said``: 1 + the step whose ``finish_step`` failed on the rank alone, or 0."""
+    return f" (its finish_step of step {said - 1} failed)" if said > 0 else ""
+
+
+def _abandoned(row: Sequence[int]) -> int:
+    """The steps a rank in setup's check abandoned (below :data:`FAILED_SHIFT`)."""
+    return row[2] & ((1 << FAILED_SHIFT) - 1)
+
+
+def _setup_compared(row: Sequence[int]) -> tuple[int, ...]:
+    """What ranks in setup's check (or at another :data:`SETUP` meeting) must agree on: all
+    but the step that failed alone (:meth:`StepCheck.say_setup`)."""
+    return (row[0], row[1], _abandoned(row))
+
+
 def abandoned_hint(rows: Sequence[Sequence[int]]) -> str:
     """Why ranks in setup's check counted different steps, where abandoned steps (the rows'
     third column) make up the difference: one rank abandoned a step another counted (its
     ``finish_step`` failed there, or completed)."""
     steps = [row[1] for row in rows]
-    if len({row[1] + row[2] for row in rows}) > 1 or len(set(steps)) == 1:
+    if len({row[1] + _abandoned(row) for row in rows}) > 1 or len(set(steps)) == 1:
         return ""
     most = max(steps)
     behind = [r for r, s in enumerate(steps) if s < most]
@@ -156,7 +177,23 @@ class StepCheck:
         Raises:
             SyncError: naming what each rank is doing, where any differs.
         """
-        self._exchange([what, steps, count], compared=3)
+        # SETUP outside setup (the Trainer compares its data so) meets setup's check alike
+        self._exchange([what, steps, count], _setup_compared if what == SETUP else list)
+
+    def say_setup(self, steps: int, abandoned: int, failed: int | None = None) -> None:
+        """Setup's exchange (a meeting, :data:`SETUP`), after ``steps`` steps and ``abandoned``
+        abandoned ones, which every rank must say alike.
+
+        ``failed``: the step whose ``finish_step`` failed on this rank alone, which no rank was
+        told yet (as :meth:`say_closed`'s): a rank that finished that step and went on is
+        refused naming it here; ranks that all set up agree whatever each says of it.
+
+        Raises:
+            SyncError: naming what each rank is doing, where any differs (a JobMismatch where
+                every rank is in setup's check).
+        """
+        said = abandoned + ((0 if failed is None else failed + 1) << FAILED_SHIFT)
+        self._exchange([SETUP, steps, said], _setup_compared)
 
     def say_closed(self, steps: int, failed: int | None = None) -> None:
         """The last exchange, when this rank closes after ``steps`` steps: every other rank
@@ -171,14 +208,14 @@ class StepCheck:
             SyncError: another rank is still at a step, or in another meeting.
         """
         said = 0 if failed is None else failed + 1
-        self._exchange([CLOSED, steps, said], compared=2)
+        self._exchange([CLOSED, steps, said], lambda row: row[:2])
 
-    def _exchange(self, row: list[int], compared: int) -> None:
-        """Say ``row`` to every rank; name what each is doing where a rank's row differs in
-        its first ``compared`` columns."""
+    def _exchange(self, row: list[int], compared: Callable[[list[int]], Sequence[int]]) -> None:
+        """Say ``row`` to every rank; name what each is doing where what is ``compared`` of a
+        rank's row differs from this one's."""
         self._start(row)
         self.drain()
-        if any(other[:compared] != row[:compared] for other in self._every.tolist()):
+        if any(compared(other) != compared(row) for other in self._every.tolist()):
             self._raise_elsewhere()
 
     def drain(self) -> bool:

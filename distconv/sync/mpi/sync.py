@@ -204,7 +204,6 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         self._stop_thread()  # before the main thread calls MPI (MPI_THREAD_SERIALIZED)
         self._check.drain()  # an abandoned step's, posted on every rank: setup meets after it
         self._used.drop()  # a failed finish_step's, started on every rank before it failed
-        self._failed_finish = None  # the others meet this setup instead: no FAILED to say
         try:
             super().setup(params, {**(config or {}), **wire}, state)
         except JobMismatch as exc:  # every rank alike, in the job check: nobody waits, and
