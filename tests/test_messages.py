@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from distconv.messages import described, exception_line, one_line
+from tests.child_env import child_env
 
 
 @pytest.mark.parametrize(
@@ -30,3 +34,19 @@ def test_the_functions_built_on_it_keep_a_quoted_value_too():
     assert exception_line(error) == "got 'x   y' next line"
     assert described(error) == "ValueError: got 'x   y' next line"
     assert one_line("abcdef  ghij", 10) == "abcdef ..."
+
+
+def test_a_long_run_of_spaces_takes_no_time():
+    """A regular expression for the whitespace around a break went back over every run of
+    spaces without one: a value of 120,000 spaces in an error (an environment variable can hold
+    that many) took minutes, where the old ``split`` took a millisecond (review k425). In a
+    child, so that a slow one is killed rather than left running."""
+    code = (
+        "from distconv.messages import one_line\n"
+        "said = one_line('got ' + repr('a' + ' ' * 120_000 + 'b'))\n"
+        "assert said == 'got ' + repr('a' + ' ' * 120_000 + 'b'), said[:40]\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=10
+    )
+    assert done.returncode == 0, done.stderr
