@@ -30,6 +30,10 @@ from distconv.sync.ps.state import _Refused
 log = logging.getLogger("distconv.pserver")
 
 
+#: how often :func:`make_folders` starts again when a level above vanishes as it makes one
+_FOLDER_TRIES = 3
+
+
 def make_folders(directory: Path) -> None:
     """``mkdir -p directory``, one level at a time, leaving nothing behind when it fails: the
     folders above ``directory`` that this call made are removed again (while empty: one that
@@ -37,29 +41,42 @@ def make_folders(directory: Path) -> None:
     or a full disk left a shard that did not start with empty folders it had made.
 
     A level that another process makes at the same moment is taken as there: theirs, not made
-    here, so never removed.
+    here, so never removed. That process may fail and remove it again before this call makes
+    the level below (its own undo, as here): the levels are then looked at and made afresh.
 
     Raises:
         OSError: a level cannot be made (a file in the way, no room, a name too long).
     """
-    # os.path.isdir, not Path.is_dir: a name too long is no folder, not an error, in every Python
-    there = (directory, *directory.parents)
-    missing = list(itertools.takewhile(lambda p: not os.path.isdir(p), there))
     made: list[Path] = []
     try:
-        for folder in reversed(missing):  # from the top down
+        for tries_left in reversed(range(_FOLDER_TRIES)):
             try:
-                folder.mkdir()
-            except FileExistsError:
-                if not os.path.isdir(folder):  # a file, or a dangling link
+                _make_missing(directory, made)
+                return
+            except FileNotFoundError:  # a level above vanished: another shard's undo
+                if not tries_left:
                     raise
-                continue
-            made.append(folder)
     except OSError:
         for folder in reversed(made):
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+
+
+def _make_missing(directory: Path, made: list[Path]) -> None:
+    """Make the levels of ``directory`` that are not folders, from the top down, adding each
+    made here to ``made``; one another process makes first is taken as there."""
+    # os.path.isdir, not Path.is_dir: a name too long is no folder, not an error, in every Python
+    there = (directory, *directory.parents)
+    missing = list(itertools.takewhile(lambda p: not os.path.isdir(p), there))
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            if not os.path.isdir(folder):  # a file, or a dangling link
+                raise
+            continue
+        made.append(folder)
 
 
 class CheckpointParts:

@@ -256,3 +256,31 @@ def test_folders_are_made_one_by_one_and_only_those_made_are_removed(monkeypatch
             assert kept.exists()
     make_folders(tmp_path / "e" / "f")  # and one that can be made is
     assert (tmp_path / "e" / "f").is_dir()
+
+
+def test_a_level_another_shard_made_and_removed_again_is_made_afresh(monkeypatch, tmp_path):
+    """Shard B takes ``new`` as there, made by shard A at the same moment; A then fails (its
+    own last name too long) and removes ``new``, its own, before B makes ``new/b``: B failed
+    with ``No such file or directory``, a shard that os.makedirs would have started, and must
+    start now, with its folder made (review k425)."""
+    from pathlib import Path
+
+    from distconv.sync.ps.parts import make_folders
+
+    mkdir, new = Path.mkdir, tmp_path / "new"
+    raced: list[Path] = []
+
+    def racing_mkdir(path: Path, *args, **kwargs) -> None:
+        if path == new and not raced:  # shard A made it first...
+            raced.append(path)
+            mkdir(path)
+            raise FileExistsError(errno.EEXIST, "File exists", str(path))
+        if path.parent == new and os.path.isdir(new) and raced == [new]:
+            raced.append(path)
+            new.rmdir()  # ...and removed it again as it failed
+        mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    make_folders(new / "b" / "parts")
+    assert (new / "b" / "parts").is_dir()
+    assert raced == [new, new / "b"]  # the race did happen
