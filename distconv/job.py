@@ -19,7 +19,7 @@ from distconv.optim import create_optimizer
 from distconv.resume import JobStart, Preempted
 from distconv.runtime import Runtime, detect_runtime
 from distconv.sampler import check_seed
-from distconv.service import ServiceEndpoints, plain_os_error
+from distconv.service import ServiceEndpoints
 from distconv.trainer import Trainer
 
 log = logging.getLogger("distconv.job")
@@ -150,14 +150,10 @@ def _start_service(
         return None
     service = ServiceEndpoints(role=runtime.role, rank=runtime.rank, stall_seconds=stall_seconds)
     service.set_restarts(restart_count())  # before the port is bound: a bad count leaks no server
-    try:
-        bound = service.start(host, port + runtime.local_rank if port else 0)
-    except OSError as exc:
-        if not port or not runtime.local_rank:
-            raise
-        # the port this rank was given is not the one the user typed
-        typed = f"(--health-port {port} + local rank {runtime.local_rank})"
-        raise plain_os_error(exc.errno, f"{exc} {typed}") from None
+    # the port this rank binds is not the one the user typed: an error about it says how
+    shifted = port and runtime.local_rank
+    port_from = f"--health-port {port} + local rank {runtime.local_rank}" if shifted else None
+    bound = service.start(host, port + runtime.local_rank if port else 0, port_from=port_from)
     # said even under -q (warnings only): a port the kernel chose (0) is named nowhere else,
     # as a shard prints its own; through the log's handler, in its format (text or JSON)
     log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, SERVING, (bound,), None))

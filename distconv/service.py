@@ -55,11 +55,17 @@ def plain_os_error(code: int | None, message: str) -> OSError:
     return error
 
 
-def _bind_error(code: int | None, host: str, port: int, cause: str, flag: str) -> OSError:
+def _bind_error(
+    code: int | None, host: str, port: int, cause: str, flag: str, port_from: str | None
+) -> OSError:
     """Why the probes cannot serve on ``host:port``, naming ``flag``, as a shard's ``cannot
-    bind HOST:PORT: ...`` does."""
+    bind HOST:PORT: ...`` does; then ``(port_from)`` where the port is at fault and was not
+    the one typed."""
     where = join_endpoint(host.strip("[]"), port)  # [fe80::1]:0, not fe80::1:0
-    return plain_os_error(code, f"{flag}: cannot bind probes and metrics on {where}: {cause}")
+    said = f"{flag}: cannot bind probes and metrics on {where}: {cause}"
+    if port_from and flag == "--health-port":  # not beside a --health-host at fault
+        said += f" ({port_from})"
+    return plain_os_error(code, said)
 
 
 #: the bind errors that are the port's: taken, or privileged (below 1024, without the right)
@@ -162,8 +168,10 @@ class ServiceEndpoints:
 
     # -- serving ------------------------------------------------------------------------------
 
-    def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+    def start(self, host: str = "127.0.0.1", port: int = 0, *, port_from: str | None = None) -> int:
         """Serve on ``host:port`` (0: a free port) from a daemon thread; return the bound port.
+        ``port_from`` says how ``port`` came from the one typed (a rank's ``--health-port P +
+        local rank R``): an error that blames the port says it after the cause.
 
         The stall clock starts here, so a rank that never reaches its first step also turns
         unhealthy after ``stall_seconds``.
@@ -177,12 +185,13 @@ class ServiceEndpoints:
                 f"service endpoints already serve on port {self._server.server_address[1]}"
             )
         if not 0 <= port <= 65535:  # bind() raises an OverflowError that names no flag
-            raise _bind_error(errno.EINVAL, host, port, "a port is 0..65535", "--health-port")
+            cause = "a port is 0..65535"
+            raise _bind_error(errno.EINVAL, host, port, cause, "--health-port", port_from)
         try:
             server = ProbeHTTPServer((host.strip("[]"), port), handler_for(self))
         except OSError as exc:  # "Address already in use" alone names no port
             cause, flag = exc.strerror or str(exc), _flag_at_fault(exc)
-            raise _bind_error(exc.errno, host, port, cause, flag) from None
+            raise _bind_error(exc.errno, host, port, cause, flag, port_from) from None
         self._server = server
         self._last_beat = time.monotonic()
         self._thread = threading.Thread(
