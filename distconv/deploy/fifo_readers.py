@@ -5,8 +5,11 @@ both ways (``exec 3<>fifo``) looks like a writer that never ends, so the check r
 once, naming them. Read from ``/proc`` (Linux); elsewhere, or for the processes of other
 users, none is found. A process that started this one (``timeout``, ``uv run``, a shell)
 and holds the FIFO to read only, as the ``< fifo`` it handed down as ``/dev/stdin``, waits
-for this one and reads nothing: it is not one. This process itself is looked at for a
-descriptor it was handed open to write, which would keep the FIFO open for ever.
+for this one and reads nothing: it is not one. Nor is any holder of an anonymous pipe
+(``<(render)``, a pipe on ``/dev/stdin``): no process can open one by name, so its other
+holders got it by inheritance and read nothing (bash hands the second ``<(...)`` of a command
+the first's pipe). This process itself is looked at for a descriptor it was handed open to
+write, which would keep the FIFO open for ever.
 """
 
 from __future__ import annotations
@@ -46,8 +49,11 @@ def other_readers(fd: int) -> list[str]:
     link, a bind mount; not another FIFO of its name, in another mount namespace), each as
     ``pid 1234, cat``, in pid order. A process
     that exits while it is looked at is skipped, and so is one of this process's ancestors
-    that holds it to read only (it waits for this one: see the module)."""
+    that holds it to read only (it waits for this one: see the module). None for an anonymous
+    pipe, whose other holders inherited it and read nothing (see the module)."""
     target = _identity(fd)
+    if _anonymous(target):
+        return []
     try:
         pids = sorted(int(entry) for entry in os.listdir(_PROC) if entry.isdigit())
     except OSError:  # no /proc: nothing to name
@@ -63,6 +69,17 @@ def other_readers(fd: int) -> list[str]:
 
 #: the access modes (``O_ACCMODE`` of the open flags) a descriptor reads a FIFO with
 _READING = (os.O_RDONLY, os.O_RDWR)
+
+
+def _anonymous(target: tuple[int, int]) -> bool:
+    """Whether ``target`` (:func:`_identity`) is an anonymous pipe, not a FIFO with a name: it
+    is on the file system every pipe is on."""
+    read, write = os.pipe()
+    try:
+        return os.fstat(read).st_dev == target[0]
+    finally:
+        os.close(read)
+        os.close(write)
 
 
 def _holds(pid: int, target: tuple[int, int], modes: tuple[int, ...]) -> bool:
