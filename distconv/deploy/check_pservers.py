@@ -10,9 +10,16 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from distconv.deploy.check_shards import _is_filled, env_as_seen, expand, shard_flag
+from distconv.deploy.check_shards import (
+    _defined_at,
+    _is_filled,
+    env_as_seen,
+    expand,
+    shard_flag,
+)
 from distconv.deploy.check_workers import _shard_setting
 from distconv.deploy.counts import MAX_NAMED, and_more, known_count
+from distconv.deploy.pserver import POD_INDEX_LABEL
 from distconv.deploy.walk import (
     Manifest,
     _any_runs,
@@ -32,13 +39,17 @@ from distconv.endpoint import split_endpoint
 
 class ShardNames(Sequence[str]):
     """The DNS names of ``count`` shards of StatefulSet ``name`` (``<name>-<i>.<service>:<port>``)
-    in ordinal order, each made as it is read: ``replicas: 1000000000`` (an int32 the API
-    server takes) listed at once was a billion strings, past the process's memory, and a
-    ``--pservers`` of another length is told apart by ``len`` alone."""
+    in ordinal order, from ordinal ``first`` (``spec.ordinals.start``), each made as it is
+    read: ``replicas: 1000000000`` (an int32 the API server takes) listed at once was a billion
+    strings, past the process's memory, and a ``--pservers`` of another length is told apart by
+    ``len`` alone."""
 
-    def __init__(self, name: str, service: object, port: object, count: int) -> None:
+    def __init__(
+        self, name: str, service: object, port: object, count: int, first: int = 0
+    ) -> None:
         # not a format string: a name as written may hold braces
         self._before, self._after, self._count = f"{name}-", f".{service}:{port}", count
+        self._first = first
 
     def __len__(self) -> int:
         return self._count
@@ -52,7 +63,7 @@ class ShardNames(Sequence[str]):
             return [self[i] for i in range(*index.indices(self._count))]
         if not -self._count <= index < self._count:
             raise IndexError(index)
-        return f"{self._before}{index % self._count}{self._after}"
+        return f"{self._before}{self._first + index % self._count}{self._after}"
 
 
 def _shard_names(
@@ -70,12 +81,16 @@ def _shard_names(
         if shard is None and not _any_runs(sts, "pserver"):
             continue
         replicas, namespace = known_count(spec, "replicas", 1), _namespace(sts)
-        # a shard all the same: "the job has no shard StatefulSet" was false; replicas that
-        # are no integer (named by count_problems) give no names to compare with, nor do
-        # ordinals from other than 0 (named by _shard_ordinals)
-        if shard is None or replicas is None or _first_ordinal(sts) != 0:
+        first = _first_ordinal(sts)
+        # a shard all the same: "the job has no shard StatefulSet" was false; replicas or a
+        # first ordinal that are no integer, or below 0 (named by count_problems), give no
+        # names to compare with, nor do shards that take their index from pods past 0 (named
+        # by _shard_ordinals)
+        if shard is None or replicas is None or first is None or first < 0:
             return None, replicas, namespace
         container, args = shard[3], shard[4]
+        if first and _index_from_pod(container, args):
+            return None, replicas, namespace
         try:
             port = split_endpoint(shard_flag(args, container, "bind")[1] or "")[1]
         except ValueError:
@@ -84,7 +99,7 @@ def _shard_names(
         # a generateName's random part: no address is known before it is made
         if not name:
             return None, replicas, namespace
-        return ShardNames(name, service, port, replicas), replicas, namespace
+        return ShardNames(name, service, port, replicas, first), replicas, namespace
     return None
 
 
@@ -101,14 +116,30 @@ def _first_ordinal(sts: Manifest) -> int | None:
     return known_count(spec_of(sts).get("ordinals") or {}, "start", 0)
 
 
+def _index_from_pod(container: Manifest, args: Sequence[str]) -> bool:
+    """Whether the shard that ``container`` runs with ``args`` takes its index from its pod's
+    ordinal: ``--shard $(VAR)``, the container's ``VAR`` the pod-index label, as rendered. A
+    ``--shard`` written out, or taken from elsewhere (a value only the cluster or a shell
+    knows), is not known to be."""
+    token = _flag(list(args), "--shard", last=True)
+    var = re.fullmatch(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)", token or "")
+    at = None if var is None else _defined_at(container, var[1])
+    source = {} if at is None else container["env"][at].get("valueFrom") or {}
+    field = (source.get("fieldRef") or {}).get("fieldPath")
+    return field == f"metadata.labels['{POD_INDEX_LABEL}']"
+
+
 def _shard_ordinals(objs: Sequence[Manifest]) -> Iterator[str]:
-    """The shards are 0 to replicas - 1, each its pod's ordinal (``--shard $(DISTCONV_SHARD)``,
-    the pod-index label), dialled as ``<name>-0`` on: a StatefulSet that runs them with
-    ``spec.ordinals.start`` above 0 serves no shard 0 and a shard past the count, at names no
-    worker dials (one below 0 is named by ``count_problems``, and makes no pod)."""
-    for sts in _of_kind(objs, "StatefulSet"):
-        first = _first_ordinal(sts) if _any_runs(sts, "pserver") else None
-        if first is not None and first > 0:
+    """The shards are 0 to replicas - 1, each its pod's ordinal where it takes its index from
+    its pod (:func:`_index_from_pod`), dialled as ``<name>-0`` on: a StatefulSet that runs them
+    so with ``spec.ordinals.start`` above 0 serves no shard 0 and a shard past the count, at
+    names no worker dials (one below 0 is named by ``count_problems``, and makes no pod). A
+    shard whose index is written out (``--shard 0`` of one) serves it from any ordinal."""
+    named = set()
+    for sts, _, _, container, args in _running(objs, "pserver"):
+        first = _first_ordinal(sts) if sts.get("kind") == "StatefulSet" else None
+        if first and first > 0 and id(sts) not in named and _index_from_pod(container, args):
+            named.add(id(sts))
             name = metadata_of(sts).get("name")
             yield (
                 f"{_where(sts)}: spec.ordinals.start {first} numbers the shards' pods from "
