@@ -5,11 +5,14 @@ both ways (``exec 3<>fifo``) looks like a writer that never ends, so the check r
 once, naming them. Read from ``/proc`` (Linux); elsewhere, or for the processes of other
 users, none is found. A process that started this one (``timeout``, ``uv run``, a shell)
 and holds the FIFO to read only, as the ``< fifo`` it handed down as ``/dev/stdin``, waits
-for this one and reads nothing: it is not one. Nor is any holder of an anonymous pipe
-(``<(render)``, a pipe on ``/dev/stdin``): no process can open one by name, so its other
-holders got it by inheritance and read nothing (bash hands the second ``<(...)`` of a command
-the first's pipe). This process itself is looked at for a descriptor it was handed open to
-write, which would keep the FIFO open for ever.
+for this one and reads nothing: it is not one, nor is a process that descends from it and
+got the FIFO from it (``bash ci.sh < fifo`` hands it to each ``<(...)`` in ``ci.sh``). Nor
+is any holder of an anonymous pipe (``<(render)``, a pipe on ``/dev/stdin``): no process can
+open one by name, so its other holders got it by inheritance and read nothing (bash hands
+the second ``<(...)`` of a command the first's pipe). The look cannot tell holding from
+reading: a reader such a process starts is missed, as is one that opens the FIFO after the
+look, and the FIFO is then read as before. This process itself is looked at for a
+descriptor it was handed open to write, which would keep the FIFO open for ever.
 """
 
 from __future__ import annotations
@@ -48,27 +51,44 @@ def other_readers(fd: int) -> list[str]:
     ``fd`` open to read (alone or both ways; a writer is not one), by whatever name (a hard
     link, a bind mount; not another FIFO of its name, in another mount namespace), each as
     ``pid 1234, cat``, in pid order. A process
-    that exits while it is looked at is skipped, and so is one of this process's ancestors
-    that holds it to read only (it waits for this one: see the module). None for an anonymous
-    pipe, whose other holders inherited it and read nothing (see the module)."""
-    target = _identity(fd)
+    that exits while it is looked at is skipped, and so is one that holds it to read only and
+    is one of this process's ancestors (it waits for this one: see the module) or descends
+    from one that handed it down so (see :func:`_handing`). None for an anonymous pipe, whose
+    other holders inherited it and read nothing (see the module)."""
+    target, me = _identity(fd), os.getpid()
     if _anonymous(target):
         return []
     try:
         pids = sorted(int(entry) for entry in os.listdir(_PROC) if entry.isdigit())
     except OSError:  # no /proc: nothing to name
         return []
-    ancestors = _ancestors()
+    held = {pid: modes for pid in pids if pid != me and (modes := _modes(pid, target))}
+    ancestors = _ancestors(me)
+    handing = _handing(fd, target, {pid: held[pid] for pid in ancestors if pid in held})
     return [
         _named(pid)
-        for pid in pids
-        if pid != os.getpid()
-        and _holds(pid, target, (os.O_RDWR,) if pid in ancestors else _READING)
+        for pid, modes in held.items()
+        if os.O_RDWR in modes
+        or (
+            os.O_RDONLY in modes
+            and pid not in ancestors
+            and not handing.intersection(_ancestors(pid))
+        )
     ]
 
 
-#: the access modes (``O_ACCMODE`` of the open flags) a descriptor reads a FIFO with
-_READING = (os.O_RDONLY, os.O_RDWR)
+def _handing(fd: int, target: tuple[int, int], ancestors: dict[int, set[int]]) -> set[int]:
+    """The processes that hand ``target`` (:func:`_identity`) down to read only: this
+    process's ``ancestors`` that hold it so (their access modes given), and this one where it
+    was handed it so on a descriptor other than ``fd``. A process that descends from one got
+    it from that one by inheritance (``bash ci.sh < fifo`` hands it to each ``<(...)`` of
+    ``ci.sh``, and to the check), where it waits for what it started, and reads nothing."""
+    handing = {pid for pid, modes in ancestors.items() if os.O_RDWR not in modes}
+    me = os.getpid()
+    own = _descriptors(me, target)
+    if any(n != str(fd) and _handed_down(me, n) == os.O_RDONLY for n in own):
+        handing.add(me)
+    return handing
 
 
 def _anonymous(target: tuple[int, int]) -> bool:
@@ -82,10 +102,11 @@ def _anonymous(target: tuple[int, int]) -> bool:
         os.close(write)
 
 
-def _holds(pid: int, target: tuple[int, int], modes: tuple[int, ...]) -> bool:
-    """Whether process ``pid`` has a descriptor open on ``target`` (:func:`_identity`) with
-    one of the access ``modes``."""
-    return any(_mode(pid, fd) in modes for fd in _descriptors(pid, target))
+def _modes(pid: int, target: tuple[int, int]) -> set[int]:
+    """The access modes (``O_RDONLY``, ``O_WRONLY``, ``O_RDWR``) of the descriptors process
+    ``pid`` holds ``target`` (:func:`_identity`) open on: none where it holds none."""
+    modes = {_mode(pid, fd) for fd in _descriptors(pid, target)}
+    return {mode for mode in modes if mode is not None}
 
 
 def _descriptors(pid: int, target: tuple[int, int]) -> list[str]:
@@ -144,18 +165,22 @@ def _handed_down(pid: int, fd: str) -> int | None:
     return None if flags is None or flags & os.O_CLOEXEC else flags & os.O_ACCMODE
 
 
-def _ancestors() -> set[int]:
-    """The ids of the processes that started this one, its parent's parent and so on (from
-    ``/proc/PID/stat``; the chain ends where one cannot be read)."""
-    found, pid = set(), os.getppid()
-    while pid > 0 and pid not in found:
+def _ancestors(pid: int) -> set[int]:
+    """The ids of the processes that started process ``pid``, its parent's parent and so on
+    (from ``/proc/PID/stat``; the chain ends where one cannot be read)."""
+    found = set()
+    while (pid := _parent(pid)) is not None and pid > 0 and pid not in found:
         found.add(pid)
-        try:
-            with open(f"{_PROC}/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-                pid = int(stat.read().rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
-        except (OSError, IndexError, ValueError):
-            break
     return found
+
+
+def _parent(pid: int) -> int | None:
+    """The id of process ``pid``'s parent (``PPid`` of ``/proc/PID/stat``), None where gone."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _linked(path: str) -> tuple[int, int] | None:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.deploy.test_check_fifo_k419 import _CHECK, _CM
+from tests.deploy.test_check_fifo_k419 import _CHECK, _CM, _written_fifo
 from tests.deploy.test_check_manifests_command import in_a_child
 
 pytestmark = pytest.mark.timeout(30)
@@ -34,6 +34,36 @@ def test_a_pipe_another_process_inherited_and_does_not_read_is_read():
         os.close(read)
         idle.kill()
         idle.wait(timeout=10)
+    assert "holds open" not in done.stderr.decode()
+    assert done.returncode == 1
+    assert "/dev/stdin:1: ConfigMap x: label app.kubernetes.io/name is missing" in (
+        done.stdout.decode()
+    )
+
+
+#: a program that starts, with the FIFO on its stdin, a child that inherits it and reads
+#: nothing, then the check of ``/dev/stdin`` (``bash ci.sh < fifo``, where ``ci.sh`` runs
+#: ``distconv check-manifests /dev/stdin <(render)``: bash hands its stdin to the ``<(...)``)
+_HANDS_DOWN = (
+    "import subprocess, sys; "
+    "idle = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+    "done = subprocess.run([sys.executable, '-c', sys.argv[1], '/dev/stdin']); "
+    "idle.kill(); idle.wait(); raise SystemExit(done.returncode)"
+)
+
+
+def test_a_fifo_a_sibling_inherited_from_the_check_s_parent_is_read(tmp_path):
+    """``bash ci.sh < fifo``, ``ci.sh`` running ``distconv check-manifests /dev/stdin
+    <(render)`` (or ``{ distconv check-manifests /dev/stdin <(render); } < fifo``): the
+    ``<(...)``'s process inherits the shell's stdin, the FIFO, to read only, and reads nothing.
+    Only the check's ancestors were skipped, so the FIFO was refused as 'a FIFO another
+    process holds open to read (pid N, bash)'. A process that descends from the ancestor that
+    handed the FIFO down to read only got it from that one; it is read."""
+    fifo, reader = _written_fifo(tmp_path)
+    try:
+        done = in_a_child("-c", _HANDS_DOWN, _CHECK, stdin=reader, timeout=10)
+    finally:
+        os.close(reader)
     assert "holds open" not in done.stderr.decode()
     assert done.returncode == 1
     assert "/dev/stdin:1: ConfigMap x: label app.kubernetes.io/name is missing" in (
