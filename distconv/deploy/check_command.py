@@ -37,7 +37,7 @@ from distconv.deploy.bounds import (
     shape_problem,
     yaml_depth_problem,
 )
-from distconv.deploy.fifo_readers import why_held
+from distconv.deploy.fifo_readers import stream_writers, why_held
 from distconv.deploy.located import Source, located_problems
 from distconv.deploy.manifest_text import ManifestReadError, manifest_text, unmarked_encoding
 from distconv.deploy.templates import template_hint
@@ -162,6 +162,8 @@ def _read(name: str) -> bytes:
         if name == STDIN:
             if sys.stdin is None:
                 raise OSError(0, "stdin is closed")
+            if held := stream_writers(sys.stdin):  # a writer of our own: it would never end
+                raise ManifestReadError(f"{_shown(name)}: {held}")
             data = _read_stdin()
         else:
             data = _read_file(name)

@@ -31,11 +31,31 @@ def why_held(fd: int) -> str | None:
     close ever ends it. None where neither is found."""
     if readers := other_readers(fd):
         return f"{_HELD} ({'; '.join(readers)}): a writer's bytes could go to it"
+    return own_writers(fd)
+
+
+def own_writers(fd: int) -> str | None:
+    """Why the FIFO or pipe this process reads on descriptor ``fd`` (stdin too) would be read
+    for ever: this process holds it open to write on another descriptor it was handed
+    (``exec 3<>fifo; exec distconv check-manifests - < fifo``), so no writer's close ever ends
+    it. None where it does not, or ``fd`` is no FIFO."""
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return None
     target, pid = _identity(fd), os.getpid()
     own = _descriptors(pid, target)
     if writes := [n for n in own if n != str(fd) and _handed_down(pid, n) in _WRITING]:
         return f"a FIFO this check holds open to write too (fd {', '.join(writes)}): {_ENDLESS}"
     return None
+
+
+def stream_writers(stream: object) -> str | None:
+    """:func:`own_writers` of the descriptor of ``stream`` (``sys.stdin``); None where it has
+    none (an in-memory stdin)."""
+    try:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    return own_writers(fd)
 
 
 #: why a FIFO another process reads is refused

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests.child_env import child_env
 from tests.deploy.test_check_fifo_k419 import _CHECK, _CM, _written_fifo
 from tests.deploy.test_check_manifests_command import in_a_child
 
@@ -69,3 +70,25 @@ def test_a_fifo_a_sibling_inherited_from_the_check_s_parent_is_read(tmp_path):
     assert "/dev/stdin:1: ConfigMap x: label app.kubernetes.io/name is missing" in (
         done.stdout.decode()
     )
+
+
+#: the check of stdin (``-``), in a child process
+_CHECK_STDIN = "from distconv.cli import main; raise SystemExit(main(['check-manifests', '-']))"
+
+
+def test_a_fifo_on_stdin_the_check_itself_holds_open_to_write_is_refused_at_once(tmp_path):
+    """``exec 3<>fifo; exec distconv check-manifests - < fifo``: as with the FIFO named as a
+    file (7cb7f1c2), the check's own descriptor 3 is a writer no one closes, so the manifests
+    a writer sends and closes never end. Stdin (``-``) was not looked at, and it read for ever;
+    it is refused at once, naming the descriptor."""
+    fifo = str(tmp_path / "cm.yaml")
+    os.mkfifo(fifo)
+    shell = 'exec 3<>"$1"; exec "$2" -c "$3" < "$1"'  # the shell's process becomes the check's
+    done = subprocess.run(
+        ["sh", "-c", shell, "sh", fifo, sys.executable, _CHECK_STDIN],
+        capture_output=True,
+        env=child_env(),
+        timeout=8,
+    )
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert "<stdin>: a FIFO this check holds open to write too (fd 3)" in done.stderr.decode()
