@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import NamedTuple
 
 #: where the processes are listed, each ``<pid>/fd/<n>`` a link to what descriptor n holds
 _PROC = "/proc"
@@ -69,15 +70,16 @@ _WRITING = (os.O_WRONLY, os.O_RDWR)
 def other_readers(fd: int) -> list[str]:
     """The processes other than this one that hold the FIFO this one reads on descriptor
     ``fd`` open to read (alone or both ways; a writer is not one), by whatever name (a hard
-    link, a bind mount; not another FIFO of its name, in another mount namespace), each as
-    ``pid 1234, cat``, in pid order. A process
+    link, a bind mount; not another FIFO of its name, in another mount namespace; before Linux
+    5.14, by its path only: see :class:`_Target`), each as ``pid 1234, cat``, in pid order,
+    told from ``/proc`` text alone, never from the file's own file system. A process
     that exits while it is looked at is skipped, and so is one that holds it to read only and
     is one of this process's ancestors (it waits for this one: see the module) or descends
     from one that handed it down so (see :func:`_handing`). None for an anonymous pipe, whose
     other holders inherited it and read nothing (see the module)."""
-    target, me = _identity(fd), os.getpid()
-    if _anonymous(target):
+    if _anonymous(fd):
         return []
+    target, me = _identity(fd), os.getpid()
     try:
         pids = sorted(int(entry) for entry in os.listdir(_PROC) if entry.isdigit())
     except OSError:  # no /proc: nothing to name
@@ -97,7 +99,7 @@ def other_readers(fd: int) -> list[str]:
     ]
 
 
-def _handing(fd: int, target: tuple[int, int], ancestors: dict[int, set[int]]) -> set[int]:
+def _handing(fd: int, target: _Target | None, ancestors: dict[int, set[int]]) -> set[int]:
     """The processes that hand ``target`` (:func:`_identity`) down to read only: this
     process's ``ancestors`` that hold it so (their access modes given), and this one where it
     was handed it so on a descriptor other than ``fd``. A process that descends from one got
@@ -111,46 +113,70 @@ def _handing(fd: int, target: tuple[int, int], ancestors: dict[int, set[int]]) -
     return handing
 
 
-def _anonymous(target: tuple[int, int]) -> bool:
-    """Whether ``target`` (:func:`_identity`) is an anonymous pipe, not a FIFO with a name: it
-    is on the file system every pipe is on."""
+def _anonymous(fd: int) -> bool:
+    """Whether this process's descriptor ``fd`` holds an anonymous pipe, not a FIFO with a
+    name: it is on the file system every pipe is on."""
     read, write = os.pipe()
     try:
-        return os.fstat(read).st_dev == target[0]
+        return os.fstat(read).st_dev == os.fstat(fd).st_dev
     finally:
         os.close(read)
         os.close(write)
 
 
-def _modes(pid: int, target: tuple[int, int]) -> set[int]:
+def _modes(pid: int, target: _Target | None) -> set[int]:
     """The access modes (``O_RDONLY``, ``O_WRONLY``, ``O_RDWR``) of the descriptors process
     ``pid`` holds ``target`` (:func:`_identity`) open on: none where it holds none."""
     modes = {_mode(pid, fd) for fd in _descriptors(pid, target)}
     return {mode for mode in modes if mode is not None}
 
 
-def _descriptors(pid: int, target: tuple[int, int]) -> list[str]:
+def _descriptors(pid: int, target: _Target | None) -> list[str]:
     """The descriptors (numbers, as named in ``/proc``) process ``pid`` holds ``target``
-    (:func:`_identity`) open on; none where it is gone, or another user's. Only a descriptor
-    of the FIFO's inode number (``ino`` in ``fdinfo``, Linux 5.14 on) is looked at further:
-    its ``stat`` reaches its file system, which may hang (an NFS server gone), the text of
-    ``fdinfo`` does not."""
+    (:func:`_identity`) open on; none where it is gone, or another user's."""
+    if target is None:  # this process's own cannot be read: nothing to compare with
+        return []
     try:
         with os.scandir(f"{_PROC}/{pid}/fd") as fds:
-            return [
-                fd.name
-                for fd in fds
-                if _fdinfo(pid, fd.name, "ino", 10) in (target[1], None)
-                and _linked(fd.path) == target
-            ]
+            return [fd.name for fd in fds if _identity(fd.name, pid, target.inode) == target]
     except OSError:
         return []
 
 
-def _identity(fd: int) -> tuple[int, int]:
-    """What file descriptor ``fd`` holds, whatever its name: its device and inode."""
-    held = os.fstat(fd)
-    return held.st_dev, held.st_ino
+class _Target(NamedTuple):
+    """What a descriptor holds, whatever its name, told from ``/proc`` text alone: a ``stat``
+    of another process's descriptor reaches its file system, and one whose server is gone
+    (FUSE, NFS) hangs it for ever, where the descriptor only shares the FIFO's inode
+    number, or is any file (a kernel before 5.14, whose ``fdinfo`` gives no ``ino``)."""
+
+    #: the device of its file system (``major:minor`` of its mount in ``mountinfo``)
+    device: str | None
+    #: its inode number (``ino`` in ``fdinfo``, Linux 5.14 on); where not given, the text
+    #: of its link (its path as its process sees it, a bind mount's or a hard link's missed)
+    inode: str | None
+
+
+def _identity(fd: int | str, pid: int | None = None, inode: str | None = None) -> _Target | None:
+    """What descriptor ``fd`` of process ``pid`` (this one where None) holds
+    (:class:`_Target`); None where it is gone, or where ``inode`` is given and it holds
+    another (its mount then not looked up: one look at ``mountinfo`` each FIFO's holder)."""
+    where = f"{_PROC}/{'self' if pid is None else pid}"
+    try:
+        with open(f"{where}/fdinfo/{fd}", encoding="ascii") as info:
+            fields = dict(line.split(":", 1) for line in info if ":" in line)
+        held = fields["ino"].strip() if "ino" in fields else os.readlink(f"{where}/fd/{fd}")
+        if inode is not None and held != inode:
+            return None
+        return _Target(_mount_device(where, fields["mnt_id"].strip()), held)
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _mount_device(where: str, mount: str) -> str | None:
+    """The device (``major:minor``) of mount ``mount`` (its id) as process ``where`` sees it
+    (``mountinfo``), None where it is none of them (a pipe's)."""
+    with open(f"{where}/mountinfo", encoding="utf-8", errors="replace") as mounts:
+        return next((f[2] for line in mounts if (f := line.split())[:1] == [mount]), None)
 
 
 def _mode(pid: int, fd: str) -> int | None:
@@ -201,16 +227,6 @@ def _parent(pid: int) -> int | None:
             return int(stat.read().rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
     except (OSError, IndexError, ValueError):
         return None
-
-
-def _linked(path: str) -> tuple[int, int] | None:
-    """What the descriptor link ``path`` holds where it is a FIFO or a pipe (device, inode),
-    or None (another kind, or gone)."""
-    try:
-        held = os.stat(path)
-    except OSError:
-        return None
-    return (held.st_dev, held.st_ino) if stat.S_ISFIFO(held.st_mode) else None
 
 
 def _named(pid: int) -> str:
