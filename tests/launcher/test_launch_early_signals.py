@@ -15,9 +15,23 @@ from tests.launcher.launch_cli import ENV, wait_while_running
 from tests.launcher.test_supervision import wait_gone
 from tests.processes import job_env
 
-#: ctypes' library, mapped as cli imports launcher.child (the distconv package's numpy
-#: imports it too, before the installed command's own modules, where numpy came with it)
-CLI_IMPORTING = b"/_ctypes."
+#: run before the launcher (``python -c``): the first import of ``_ctypes`` (cli's imports,
+#: after defer(): launcher.child's, or the installed command's numpy's) makes the file ``ready``,
+#: then waits until the file ``go`` exists (30 s at most) before it goes on: the test's signal
+#: lands inside the imports however loaded the host is (it was sent once ``_ctypes`` was seen
+#: mapped, and a launcher run on had sometimes finished its imports by then)
+PAUSE_IN_IMPORTS = """import os, runpy, sys, time
+class Pause:
+    def find_spec(self, name, path=None, target=None):
+        if name == "_ctypes":
+            sys.meta_path.remove(self)
+            open({ready!r}, "x").close()
+            deadline = time.monotonic() + 30
+            while not os.path.exists({go!r}) and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return None
+sys.meta_path.insert(0, Pause())
+"""
 #: the script pip writes for the console entry point `distconv-launch` (pyproject's)
 INSTALLED = """import re, sys
 from distconv.launch.cli import main
@@ -27,9 +41,12 @@ if __name__ == '__main__':
 """
 
 
-def _start(argv: list[str], cwd, env: dict[str, str], installed: bool = False) -> subprocess.Popen:
+def _start(
+    argv: list[str], cwd, env: dict[str, str], installed: bool = False, paused: bool = False
+) -> subprocess.Popen:
     """``python -m launcher ARGV`` run with ``env`` (a :func:`tests.processes.job_env`'s: a
-    launcher that hangs goes with all it started), or the installed ``distconv-launch ARGV``."""
+    launcher that hangs goes with all it started), or the installed ``distconv-launch ARGV``;
+    ``paused``: with :data:`PAUSE_IN_IMPORTS` (its files ``ready`` and ``go`` in ``cwd``)."""
     command = [sys.executable, "-m", "launcher"]
     if installed:
         if importlib.util.find_spec("distconv.launch") is None:
@@ -38,6 +55,14 @@ def _start(argv: list[str], cwd, env: dict[str, str], installed: bool = False) -
         script.parent.mkdir()
         script.write_text(INSTALLED)
         command = [sys.executable, str(script)]
+    if paused:  # the same program, run by runpy after the pause is set
+        pause = PAUSE_IN_IMPORTS.format(ready=str(cwd / "ready"), go=str(cwd / "go"))
+        run = (
+            f"runpy.run_path({str(script)!r}, run_name='__main__')"
+            if installed
+            else ("runpy.run_module('launcher', run_name='__main__', alter_sys=True)")
+        )
+        command = [sys.executable, "-c", pause + run]
     return subprocess.Popen(
         [*command, *argv],
         env=env,
@@ -48,15 +73,7 @@ def _start(argv: list[str], cwd, env: dict[str, str], installed: bool = False) -
     )
 
 
-def _maps(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/maps", "rb") as maps:
-            return maps.read()
-    except OSError:
-        return b""
-
-
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize(
     ("signum", "said"),
     [
@@ -71,12 +88,12 @@ def test_a_stop_signal_while_the_launcher_imports_is_one_line(tmp_path, signum, 
     The installed command imports the distconv package before its own: numpy came with it."""
     argv = ["local", "--workers", "1", "--servers", "0", "--run-dir", str(tmp_path / "run")]
     with job_env(ENV) as env:
-        launcher = _start([*argv, "--", "true"], tmp_path, env, installed)
+        launcher = _start([*argv, "--", "true"], tmp_path, env, installed, paused=True)
         try:
-            wait_while_running(
-                lambda: CLI_IMPORTING in _maps(launcher.pid), launcher, "cli's imports"
-            )
+            ready = (tmp_path / "ready").exists  # 60 s: a loaded host took over 30 to get there
+            wait_while_running(ready, launcher, "cli's imports", limit=60)
             launcher.send_signal(signum)
+            (tmp_path / "go").touch()  # after the signal: the imports go on once it has landed
             _, stderr = launcher.communicate(timeout=60)
         finally:
             launcher.kill()
