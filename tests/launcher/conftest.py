@@ -20,12 +20,14 @@ MATPLOTLIB = os.environ.get("MPLCONFIGDIR") or os.path.join(
 
 @pytest.fixture(autouse=True)
 def own_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new empty folder, ``HOME`` in :data:`tests.launcher.launch_cli.ENV` for the test: the
+    """A new empty folder, ``HOME`` for the test in :data:`tests.launcher.launch_cli.ENV` and in
+    every test module's own environment (:data:`~tests.launcher.launch_cli.LAUNCHER_ENVS`): the
     launcher, ``mpiexec`` and the ranks that :func:`~tests.launcher.launch_cli.launch` (or a
-    test with ``ENV``) starts keep their files there (``~/.cache``, MPI's), not in the user's
+    test with one of them) starts keep their files there (``~/.cache``, MPI's), not in the user's
     ``HOME``, which both xdist workers share; all but matplotlib's (:data:`MATPLOTLIB`). Beside
     ``tmp_path``, not in it: tests assert what the launcher left there."""
     home = tmp_path_factory.mktemp("home")
-    monkeypatch.setitem(launch_cli.ENV, "HOME", str(home))
-    monkeypatch.setitem(launch_cli.ENV, "MPLCONFIGDIR", MATPLOTLIB)
+    for env in launch_cli.LAUNCHER_ENVS:
+        monkeypatch.setitem(env, "HOME", str(home))
+        monkeypatch.setitem(env, "MPLCONFIGDIR", MATPLOTLIB)
     return home

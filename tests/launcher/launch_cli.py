@@ -14,7 +14,19 @@ from tests.child_env import child_path
 from tests.processes import run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": child_path()}
+#: the environments tests start launchers with: :data:`ENV`, and the test modules' own
+#: (:func:`launcher_env`); ``tests/launcher/conftest.py`` gives each a ``HOME`` of the test's own
+LAUNCHER_ENVS: list[dict[str, str]] = []
+
+
+def launcher_env(env: dict[str, str]) -> dict[str, str]:
+    """``env``, an environment a test module starts launchers with, noted in
+    :data:`LAUNCHER_ENVS` (its ``HOME`` is then each test's own); returned as it is."""
+    LAUNCHER_ENVS.append(env)
+    return env
+
+
+ENV = launcher_env({**os.environ, "PYTHONPATH": child_path()})
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_KEYS", "DISTCONV_PSERVERS"):
     ENV.pop(_name, None)
 

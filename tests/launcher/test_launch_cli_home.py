@@ -6,10 +6,12 @@ one test's run could read or break another's (review k418, finding 2)."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
+from tests.launcher import launch_cli
 from tests.launcher.launch_cli import ENV, launch
 
 
@@ -26,3 +28,21 @@ def test_a_launch_runs_with_a_home_of_the_tests_own(tmp_path, tmp_path_factory):
     assert home.is_dir() and home.is_relative_to(tmp_path_factory.getbasetemp())  # was ~
     assert ENV["HOME"] == str(home)  # the tests that start a launcher with ENV themselves
     assert sorted(tmp_path.iterdir()) == [fake, tmp_path / "run", seen]  # none in cwd
+
+
+#: the test modules that start launchers with an environment of their own (``ENV``), as pytest
+#: names them; imported here, at collection, as pytest would: the fixture gives the environments
+#: known as a test begins their ``HOME`` (these had the user's, review k422's finding 1)
+OWN_ENVS = {
+    name: importlib.import_module(name)
+    for name in (
+        "test_supervision", "test_launch_train", "test_launch_pserver", "test_launch_preempt",
+        "test_launch_lost_worker", "test_launch_train_flags", "test_launch_peer_failed",
+    )
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", OWN_ENVS)
+def test_a_test_modules_own_environment_has_the_tests_home(name, own_home):
+    assert OWN_ENVS[name].ENV["HOME"] == str(own_home)
+    assert OWN_ENVS[name].ENV["MPLCONFIGDIR"] == launch_cli.ENV["MPLCONFIGDIR"]

@@ -23,10 +23,12 @@ import pytest
 
 from distconv.sync.ps.channel import STOP_PATIENCE
 from tests.child_env import child_path
+from tests.launcher.launch_cli import launcher_env
 from tests.processes import job_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
+# launcher_env: its HOME is each test's own (conftest.py)
+ENV = launcher_env({**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"})
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
     ENV.pop(_name, None)
 #: far longer than the stop should take: a survivor that sits out the grace fails the test

@@ -19,12 +19,16 @@ import pytest
 from launcher.child import ChildSpec
 from launcher.supervisor import Supervisor
 from tests.child_env import child_path
+from tests.launcher.launch_cli import launcher_env
 from tests.processes import run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRASH_LATE = Path(__file__).with_name("ps_train_crash_late.py")
 EXITS_IN_ORDER = Path(__file__).with_name("exits_in_order.py")
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+# launcher_env: its HOME is each test's own (conftest.py)
+ENV = launcher_env(
+    {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+)
 ENV["PYTHONPATH"] = f"{child_path()}{os.pathsep}{Path(__file__).parent}"
 ENV.pop("DISTCONV_DEBUG", None)  # the one-line error, not a traceback
 

@@ -17,11 +17,13 @@ import pytest
 
 from launcher.ports import free_ports
 from tests.child_env import child_path
+from tests.launcher.launch_cli import launcher_env
 from tests.probes import trained_samples
 from tests.processes import job_env, job_left, run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"}
+# launcher_env: its HOME is each test's own (conftest.py)
+ENV = launcher_env({**os.environ, "PYTHONPATH": child_path(), "OMP_NUM_THREADS": "1"})
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
     ENV.pop(_name, None)
 #: many short epochs: the run is still training when the test's SIGTERM lands

@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 
 from tests.child_env import child_path
+from tests.launcher.launch_cli import launcher_env
 from tests.processes import run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("ps_launch_worker.py")
-ENV = {**os.environ, "PYTHONPATH": child_path()}
+# launcher_env: its HOME is each test's own (conftest.py)
+ENV = launcher_env({**os.environ, "PYTHONPATH": child_path()})
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
     ENV.pop(_name, None)
 

@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.child_env import child_path
+from tests.launcher.launch_cli import launcher_env
 from tests.processes import run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": child_path()}
+# launcher_env: its HOME is each test's own (conftest.py)
+ENV = launcher_env({**os.environ, "PYTHONPATH": child_path()})
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
     ENV.pop(_name, None)
 ACCURACY = re.compile(r"^\[worker 0\] .*test accuracy (\d\.\d+)", re.MULTILINE)

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.child_env import child_path
+from tests.launcher.launch_cli import launcher_env
 from tests.processes import CompletedJob, job_env, run_job
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHILD = str(Path(__file__).with_name("gang_child.py"))
-ENV = {**os.environ, "PYTHONPATH": child_path()}
+# launcher_env: its HOME is each test's own (conftest.py)
+ENV = launcher_env({**os.environ, "PYTHONPATH": child_path()})
 for _name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "DISTCONV_RESTART"):
     ENV.pop(_name, None)
 
