@@ -228,10 +228,15 @@ def test_inference_pads_uneven_selections(rng, dtype):
 
 
 def test_inference_pad_value_before_activation(rng):
-    layer = _layer(2, 5, rng, inference=True, pad_value=0.0)
+    # a sigmoid, so "before" shows: a padding of 0 comes out sigmoid(0) = 0.5, where one
+    # written after the activation stays 0 (with no activation the two were the same)
+    layer = _layer(2, 5, rng, inference=True, pad_value=0.0, act="sigmoid")
     sel = Arg(ids=np.array([4, 1, 3]), seq_starts=np.array([0, 1, 3]))
-    y = layer(Arg(rng.standard_normal((2, 2))), sel).value
-    assert y[0, 1] == 0.0 and y[1, 1] != 0.0
+    x = rng.standard_normal((2, 2))
+    y = layer(Arg(x), sel).value
+    z = x @ layer.weight.value.T + layer.bias.value
+    want = 1 / (1 + np.exp(-np.array([[z[0, 4], 0.0], [z[1, 1], z[1, 3]]])))
+    np.testing.assert_allclose(y, want, rtol=1e-12)
 
 
 # -- errors ---------------------------------------------------------------------------------------
