@@ -70,9 +70,12 @@ def test_both_layouts_give_the_same_gradients(rng, force_layout, case):
     (dx0, dw0), (dx1, dw1) = results
     np.testing.assert_allclose(dx0, dx1, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(dw0, dw1, rtol=1e-10, atol=1e-10)
-    # the weight gradient is the adjoint of the forward: <dy, conv(x, v)> == <dw, v>
-    v = rng.standard_normal(w.shape)
+    # each gradient is an adjoint of the forward, checked against the definition (the layouts
+    # share the flipped-kernel route, so agreeing with each other proves nothing about it):
+    # <dy, conv(x, v)> == <dw, v> and <dy, conv(u, w)> == <dx, u>
+    v, u = rng.standard_normal(w.shape), rng.standard_normal(x.shape)
     np.testing.assert_allclose((dy * _direct(x, v, geom)).sum(), (dw1 * v).sum(), rtol=1e-9)
+    np.testing.assert_allclose((dy * _direct(u, w, geom)).sum(), (dx1 * u).sum(), rtol=1e-9)
 
 
 WIDE = (2, 2, 8, (3, 40), 8, 3, 1, 1, 1, 1)  # 40 -> 42 wide: within WIDE_MAX_EXTRA
