@@ -330,3 +330,49 @@ def test_the_docstring_names_the_step_lost_in_rounding_and_the_rounded_step():
     args, raises = doc.split("Raises:")
     assert "``step`` lost rounding an entry to its array's dtype" in raises.split("TypeError")[0]
     assert "as rounded to its array's dtype" in args.split("tol:")[0]
+
+
+class ScaleLayer(Layer):
+    """``y = w * x``, one weight per column; ``wrong`` names what its backward gets wrong
+    while every gradient of a pass stays right."""
+
+    def __init__(self, width, wrong=None):
+        super().__init__()
+        self.w = self.new_param("w", np.linspace(0.5, 1.5, width))
+        self.wrong = wrong
+
+    def _forward(self, x):
+        return x.value * self.w.value
+
+    def _backward(self, dz, callback):
+        dx = grad_target(self.inputs[0])
+        if dx is not None and not (self.wrong == "drops dx when static" and self.w.static):
+            dx += dz * self.w.value
+        if not self.w.static:
+            self.w.grad += (dz * self.inputs[0].value).sum(axis=0)
+        if self.wrong != "never fires":
+            self.w.inc_update(callback)
+        if self.wrong == "fires twice":
+            callback(self.w)
+
+
+@pytest.mark.parametrize(
+    "wrong, said",
+    [
+        (None, None),
+        ("fires twice", r"parameter ScaleLayer.w fired its callback 2 times in 1 passes"),
+        ("never fires", r"parameter ScaleLayer.w fired its callback 0 times in 1 passes"),
+        ("drops dx when static", r"input 0 changed when the parameters were static"),
+    ],
+)
+def test_callback_counts_and_the_static_pass_are_checked(rng, wrong, said):
+    """The checker's points 3 and 4 (a callback once a pass; the same input gradients with
+    every parameter static) had no test: with either check gone every layer test still
+    passed, so a layer that fired twice, or never, or dropped its input gradient when its
+    weights were frozen passed them too."""
+    x = Arg(rng.standard_normal((3, 4)))
+    if said is None:
+        assert check_layer_grad(ScaleLayer(4), [x]).worst < 1e-6
+        return
+    with pytest.raises(AssertionError, match=said):
+        check_layer_grad(ScaleLayer(4, wrong), [x])
