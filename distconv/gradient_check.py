@@ -96,7 +96,8 @@ def _analytic(obj: _Objective, params: list[Parameter], passes: int) -> tuple[di
 
     def callback(p: Parameter) -> None:
         fired[p.name] = fired.get(p.name, 0) + 1
-        at_fire[p.name] = (p, p.grad.copy())
+        if p.grad is not None:  # a static one has none: _check_static names its firing
+            at_fire[p.name] = (p, p.grad.copy())
         kept.append((p, p.value.copy()))
         p.value[...] = np.nan  # in place, as an optimizer changes it: nothing may read it now
 
@@ -371,8 +372,7 @@ def _compare(
 
 def _check_fired(layer: Layer, params: list[Parameter], fired: dict[str, int], passes: int) -> None:
     """Each parameter fires once per pass, after all its uses inside ``layer``; a static one
-    never. That each fired with its gradient complete is checked as the passes run
-    (:func:`_analytic`)."""
+    never. That each fired with its gradient complete is checked in :func:`_analytic`."""
     for p in params:
         want = 0 if p.static else passes
         got = fired.get(p.name, 0)
