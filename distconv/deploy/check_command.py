@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from distconv.deploy import fifo_readers as fifo
 from distconv.deploy.bounds import (
     MAX_DEPTH,
     decode_json,
@@ -37,7 +38,6 @@ from distconv.deploy.bounds import (
     shape_problem,
     yaml_depth_problem,
 )
-from distconv.deploy.fifo_readers import stream_writers, why_held
 from distconv.deploy.located import Source, located_problems
 from distconv.deploy.manifest_text import ManifestReadError, manifest_text, unmarked_encoding
 from distconv.deploy.templates import template_hint
@@ -162,7 +162,7 @@ def _read(name: str) -> bytes:
         if name == STDIN:
             if sys.stdin is None:
                 raise OSError(0, "stdin is closed")
-            if held := stream_writers(sys.stdin):  # a writer of our own: it would never end
+            if held := fifo.stream_writers(sys.stdin):  # a writer of our own: never ends
                 raise ManifestReadError(f"{_shown(name)}: {held}")
             data = _read_stdin()
         else:
@@ -201,9 +201,8 @@ def _read_stdin() -> bytes:
 
 def _read_file(name: str) -> bytes:
     """The first :data:`MAX_BYTES` + 1 bytes of file ``name``. Opened without blocking: opening
-    a FIFO blocks until something opens it to write, for ever where nothing does. A FIFO is
-    read once a writer has it open (:func:`_fifo_head`); not refused outright, as
-    ``<(kubectl kustomize ...)`` is one (a pipe) and must be read."""
+    a FIFO blocks until something opens it to write, for ever where nothing does. A FIFO (a
+    pipe, ``<(kubectl kustomize ...)``) is read once a writer has it open (:func:`_fifo_head`)."""
     fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with open(fd, "rb") as file:  # closes fd, whatever is raised
         head = _fifo_head(fd, name) if stat.S_ISFIFO(os.fstat(fd).st_mode) else b""
@@ -212,26 +211,27 @@ def _read_file(name: str) -> bytes:
 
 
 def _fifo_head(fd: int, name: str) -> bytes:
-    """What FIFO ``fd`` holds once a writer has opened it: its first bytes, or none where the
-    writer has it open and is still writing nothing (``<(helm template ...)`` rendering; it is
-    then waited for as stdin is), or where it came and closed without writing. Refused where
-    no writer opens it within :data:`FIFO_WAIT_S` (only that would be waited on for ever), at
-    once where another process holds it open to read, or both ways (the holders named), or
-    this one was handed it open to write (:func:`~distconv.deploy.fifo_readers.why_held`)."""
-    deadline, wait = time.monotonic() + FIFO_WAIT_S, f"{FIFO_WAIT_S:g} s"
+    """The first bytes of FIFO ``fd``; none where a writer came and closed without writing, or
+    has it open and writes nothing in :data:`FIFO_WAIT_S` (then read as stdin is, after a note).
+    Refused where no writer opens it in :data:`FIFO_WAIT_S`, and at once where this process
+    was handed it open to write (:func:`~distconv.deploy.fifo_readers.own_writers`)."""
+    deadline = time.monotonic() + FIFO_WAIT_S
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    if held := why_held(fd):  # another reader, or a writer that never closes: ours
+    if held := fifo.own_writers(fd):  # a writer that never closes: ours
         raise ManifestReadError(f"{_shown(name)}: {held}")
     while True:
         try:
             head = os.read(fd, 1 << 16)  # what a pipe holds, not a 64 MiB buffer each look
         except BlockingIOError:  # a writer has it open (no writer: an empty read, not this)
-            return b""
-        if head or poller.poll(0):  # POLLHUP: a writer came and closed (Linux: none before)
+            head = None
+        if head or (head is not None and poller.poll(0)):  # POLLHUP: a writer came, closed
             return head
         if (left := deadline - time.monotonic()) <= 0:
-            raise ManifestReadError(f"{_shown(name)}: a FIFO nothing opened to write in {wait}")
+            if head is None:  # a render may take long: read as stdin is, never refused
+                print(f"{PROG}: note: {_shown(name)}: {fifo.SILENT_WRITER}", file=sys.stderr)
+                return b""
+            raise ManifestReadError(f"{_shown(name)}: {fifo.NO_WRITER.format(FIFO_WAIT_S)}")
         poller.poll(min(left, _FIFO_LOOK_S) * 1000)  # bytes or a close wake it; an open does not
 
 
@@ -250,7 +250,8 @@ def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
         for number, (line, doc) in enumerate(docs, 1):
             _refuse_shape(doc, f"document {number} (line {line})")
     except ManifestReadError as exc:  # UTF-16 with no mark: its encoding guessed, before why
-        raise ManifestReadError(f"{_shown(name)}: {unmarked_encoding(data)}{exc}") from None
+        shared = fifo.shared_hint(0 if name == STDIN else name)  # cut by a reader elsewhere?
+        raise ManifestReadError(f"{_shown(name)}: {unmarked_encoding(data)}{exc}{shared}") from None
     return docs
 
 

@@ -1,5 +1,6 @@
-"""``distconv check-manifests``: review k419's findings on the look for other processes that
-hold a FIFO named as a file, each shown by a test that failed before its fix."""
+"""``distconv check-manifests``: review k419's findings on a FIFO named as a file, each shown by
+a test that failed before its fix (its hard-link reader's test went with the look at other
+processes, k429)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ import yaml
 
 from distconv.deploy import check_command
 from tests.child_env import child_env
-from tests.deploy.test_check_fifo_reader_k413 import _READER
 from tests.deploy.test_check_manifests_command import in_a_child
-from tests.deploy.test_check_manifests_review390 import _check_waiting
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -102,23 +101,3 @@ def _write_late(writer: int) -> None:
         os.write(writer, _CM)
     finally:
         os.close(writer)
-
-
-def test_a_fifo_another_process_reads_by_another_name_is_refused(tmp_path):
-    """The holders were found by the text of their descriptors' links against the FIFO's
-    path: one that reads it by another name (a hard link, a bind mount) was not seen, and the
-    check waited ``FIFO_WAIT_S`` to say 'nothing opened to write' (and, by the same text,
-    another mount namespace's FIFO of the same path would have been taken for it). The FIFO
-    itself (its device and inode) is compared now."""
-    fifo, other = tmp_path / "job.yaml", tmp_path / "same.yaml"
-    os.mkfifo(fifo)
-    os.link(fifo, other)
-    reader = subprocess.Popen([sys.executable, "-c", _READER, str(other)], stdout=subprocess.PIPE)
-    try:
-        assert reader.stdout is not None and reader.stdout.readline() == b"open\n"
-        status, out, err = _check_waiting(fifo, wait_s=3)
-    finally:
-        reader.kill()
-        reader.wait(timeout=10)
-    assert (status, out) == (2, "")
-    assert f"{fifo}: a FIFO another process holds open to read (pid {reader.pid}" in err

@@ -108,11 +108,11 @@ _FUSE_STUB = str(Path(__file__).with_name("fuse_stub.py"))
     os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="mounting FUSE needs root"
 )
 def test_a_process_holding_a_file_on_a_stuck_fuse_mount_does_not_hang_the_check(tmp_path):
-    """216acd6c compares holders by ``stat`` of their descriptors' links where their inode
-    number is the FIFO's (on a kernel before 5.14, of every descriptor): a ``stat`` reaches
-    the file's file system, so a process holding a file of a FUSE (or NFS) server that is gone
-    hung the check for ever, uninterruptibly. Here the stuck file shares the FIFO's inode
-    number; the holders are compared by ``/proc`` text alone now."""
+    """216acd6c compared holders by ``stat`` of their descriptors' links where their inode
+    number is the FIFO's: a ``stat`` reaches the file's file system, so a process holding a
+    file of a FUSE (or NFS) server that is gone hung the check for ever, uninterruptibly.
+    Other processes are no longer looked at at all (k429); this keeps any look from coming
+    back that waits on them. Here the stuck file shares the FIFO's inode number."""
     fifo, mountpoint = tmp_path / "job.yaml", tmp_path / "mnt"
     os.mkfifo(fifo)
     mountpoint.mkdir()
