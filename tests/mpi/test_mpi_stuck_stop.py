@@ -36,3 +36,20 @@ def test_a_setup_after_an_abandoned_step_names_a_thread_stuck_in_a_start():
             sync.setup([param], {})  # stops the thread: was 30 s, "did not stop within 30 s"
         assert 1.4 < time.monotonic() - began < 10, raised.value
         np.testing.assert_array_equal(param.value, np.arange(3.0))
+
+
+def test_a_setup_made_again_after_the_stop_gave_up_is_refused_too():
+    """The stop that named the thread raised; the thread, still inside the start, was kept
+    (``_stop_thread``). A setup made again (a caller that caught the SyncError and fitted
+    again) stopped it again, which returned at once ("again: nothing to do"): the setup went
+    on to call MPI on the main thread beside the thread still in MPI, and made a new thread
+    over it. It is refused alike, at once: the thread has not moved on since."""
+    with stuck_step(fail=False) as (sync, param):
+        sync.abandon_step()
+        with pytest.raises(SyncError, match=SAID):
+            sync.setup([param], {})
+        began = time.monotonic()
+        with pytest.raises(SyncError, match=SAID):
+            sync.setup([param], {})  # was: went on, a new thread over the stuck one
+        assert time.monotonic() - began < 0.5
+        np.testing.assert_array_equal(param.value, np.arange(3.0))

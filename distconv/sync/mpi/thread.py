@@ -81,7 +81,7 @@ class CommThread:
         self.reported = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = False
-        self._stop_cut = False  # a Ctrl-C cut the stop's wait short (:meth:`stop`)
+        self._stop_began = 0.0  # when the first stop began: every stop waits to its deadline
         self._ended = threading.Event()  # set once the thread has run its last item
         self._thread = threading.Thread(target=self._run, name="distconv-allreduce", daemon=True)
         self._thread.start()
@@ -271,14 +271,19 @@ class CommThread:
         return self.patience - (time.monotonic() - max(began, self.moved))
 
     def stop(self, timeout: float | None = None) -> None:
-        """Let the thread finish what is queued, then end it (again: nothing to do, but after
-        a Ctrl-C in the stop's wait, which a stop made again makes again, with its deadline:
-        else the caller, told the thread had stopped, called MPI beside it).
+        """Let the thread finish what is queued, then end it (again, once it has ended: nothing
+        to do).
+
+        A stop made again while the thread has not ended (the first was cut short by a Ctrl-C,
+        or gave up: a second setup stops the thread it kept) waits on, to the first stop's
+        deadline, and names a thread that has not moved on since at once: it returned at once,
+        and the caller, told the thread had stopped, called MPI beside it.
 
         Args:
-            timeout: seconds to wait in all; None (the sync's stops): as :meth:`wait` waits,
-                not a fixed time, since what is queued may wait for a rank that is late but
-                alive (a setup's drained pieces wait for the rank still in the abandoned step).
+            timeout: seconds to wait; None (the sync's stops): as :meth:`wait` waits, from the
+                first stop's start, not a fixed time, since what is queued may wait for a rank
+                that is late but alive (a setup's drained pieces wait for the rank still in the
+                abandoned step).
 
         Raises:
             SyncError: the thread is still inside something after ``timeout`` seconds, or
@@ -286,25 +291,18 @@ class CommThread:
                 another rank never joined a reduction; MPI must not be called from this
                 thread meanwhile.
         """
-        if self._stopping and not self._stop_cut:
-            return
         if not self._stopping:
-            self._stopping = True
+            self._stopping, self._stop_began = True, time.monotonic()
             self.hurry.set()  # nothing left to overlap
             self._queue.put(None)
-        self._stop_cut = False
-        try:
-            if timeout is None:
-                self._await(self._ended, "the communication thread to stop")
-            elif not self._ended.wait(timeout):
-                raise SyncError(
-                    f"the communication thread did not stop within {timeout:g} s: a reduction "
-                    "still waits for another rank"
-                )
-            self._thread.join()
-        except KeyboardInterrupt:  # made again, the stop waits on (its deadline kept: _await)
-            self._stop_cut = True
-            raise
+        if timeout is None:
+            self._await(self._ended, "the communication thread to stop", began=self._stop_began)
+        elif not self._ended.wait(timeout):
+            raise SyncError(
+                f"the communication thread did not stop within {timeout:g} s: a reduction "
+                "still waits for another rank"
+            )
+        self._thread.join()
 
 
 class _Call:
