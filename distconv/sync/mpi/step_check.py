@@ -44,8 +44,9 @@ BROADCAST = -5
 #: in place of a step number: the rank's ``finish_step`` raised after the step's check passed
 #: (then its steps, and the step that failed): it refuses every step and meeting until a setup
 FAILED = -6
-#: setup's count holds, from this bit up, 1 + the step whose ``finish_step`` failed on the rank
-#: alone, untold, or 0 (:meth:`StepCheck.say_setup`); the steps it abandoned below it
+#: setup's count holds, from this bit up, how many steps back the step whose ``finish_step``
+#: failed on the rank alone, untold, is (1: the last), or 0 (:meth:`StepCheck.say_setup`); the
+#: steps it abandoned below it
 FAILED_SHIFT = 32
 
 
@@ -61,10 +62,11 @@ def where(row: Sequence[int]) -> str:
         return f"summing {count} value{'s' if count != 1 else ''} {after}"
     if what == BARRIER:
         return f"at the barrier {after}"
-    if what == SETUP:  # count: the steps it abandoned (abandoned_hint), and (say_setup) 1 + the
-        # step that failed on it alone above them
+    if what == SETUP:  # count: the steps it abandoned (abandoned_hint), and (say_setup) how
+        # far back the step that failed on it alone is, above them
         abandoned = f" ({_abandoned(row)} abandoned)" if _abandoned(row) else ""
-        failed = _failed_alone(count >> FAILED_SHIFT)
+        back = count >> FAILED_SHIFT
+        failed = _failed_alone(steps - back + 1 if back > 0 else 0)
         return f"comparing the job (setup's check) {after}{abandoned}{failed}"
     if what == BROADCAST:
         return f"broadcasting rank 0's parameters {after}"
@@ -186,13 +188,16 @@ class StepCheck:
 
         ``failed``: the step whose ``finish_step`` failed on this rank alone, which no rank was
         told yet (as :meth:`say_closed`'s): a rank that finished that step and went on is
-        refused naming it here; ranks that all set up agree whatever each says of it.
+        refused naming it here; ranks that all set up agree whatever each says of it. It is
+        said as how far back it is (``steps - failed``: 1, the last step, every later one
+        refused until a setup), not as its number, which from step 2**31 - 1 on overflowed the
+        exchange's int64 above the abandoned steps' 32 bits.
 
         Raises:
             SyncError: naming what each rank is doing, where any differs (a JobMismatch where
                 every rank is in setup's check).
         """
-        said = abandoned + ((0 if failed is None else failed + 1) << FAILED_SHIFT)
+        said = abandoned + ((0 if failed is None else steps - failed) << FAILED_SHIFT)
         self._exchange([SETUP, steps, said], _setup_compared)
 
     def say_closed(self, steps: int, failed: int | None = None) -> None:
