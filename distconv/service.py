@@ -56,13 +56,15 @@ def plain_os_error(code: int | None, message: str) -> OSError:
 
 
 def _bind_error(
-    code: int | None, host: str, port: int, cause: str, flag: str, port_from: str | None
+    code: int | None, host: str, port: int, cause: str, flag: str | None, port_from: str | None
 ) -> OSError:
-    """Why the probes cannot serve on ``host:port``, naming ``flag``, as a shard's ``cannot
-    bind HOST:PORT: ...`` does; then ``(port_from)`` where the port is at fault and was not
-    the one typed."""
+    """Why the probes cannot serve on ``host:port``, naming ``flag`` (None: no flag is at
+    fault), as a shard's ``cannot bind HOST:PORT: ...`` does; then ``(port_from)`` where the
+    port is at fault and was not the one typed."""
     where = join_endpoint(host.strip("[]"), port)  # [fe80::1]:0, not fe80::1:0
-    said = f"{flag}: cannot bind probes and metrics on {where}: {cause}"
+    said = f"cannot bind probes and metrics on {where}: {cause}"
+    if flag is not None:
+        said = f"{flag}: {said}"
     if port_from and flag == "--health-port":  # not beside a --health-host at fault
         said += f" ({port_from})"
     return plain_os_error(code, said)
@@ -70,15 +72,22 @@ def _bind_error(
 
 #: the bind errors that are the port's: taken, or privileged (below 1024, without the right)
 _PORT_ERRORS = (errno.EADDRINUSE, errno.EACCES)
+#: the errors that are no flag's: this process or host is out of files, buffers or memory
+_RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
-def _flag_at_fault(exc: OSError) -> str:
+def _flag_at_fault(exc: OSError) -> str | None:
     """The flag to change for a bind that failed: --health-port where the port is taken or
-    privileged, else --health-host: an address that is none of this host's, of a family it
-    lacks (IPv6 in a container without it), link-local without its interface (``fe80::1``:
-    EINVAL, with any port), or a name it cannot look up."""
-    if not isinstance(exc, socket.gaierror) and exc.errno in _PORT_ERRORS:
+    privileged; none where a resource ran out (no other host or port would help); else
+    --health-host: an address that is none of this host's, of a family it lacks (IPv6 in a
+    container without it), link-local without its interface (``fe80::1``: EINVAL, with any
+    port), or a name it cannot look up."""
+    if isinstance(exc, socket.gaierror):  # its errno is the resolver's (negative), no OS one
+        return "--health-host"
+    if exc.errno in _PORT_ERRORS:
         return "--health-port"
+    if exc.errno in _RESOURCE_ERRORS:
+        return None
     return "--health-host"
 
 

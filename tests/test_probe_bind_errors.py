@@ -128,3 +128,22 @@ def test_the_flag_named_is_the_one_at_fault(code, flag, monkeypatch):
         ServiceEndpoints(role="worker", rank=0).start("127.0.0.1", 8080)
     assert str(refused.value).startswith(f"{flag}: cannot bind probes and metrics on "), refused
     assert refused.value.errno == code
+
+
+@pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM])
+def test_a_resource_run_out_names_no_flag(code, monkeypatch):
+    """Out of file descriptors (or buffers, or memory), the probes cannot bind on any host or
+    port: the line said ``--health-host: ... Too many open files``, sending the user to
+    change a host that was right (review k430). No flag, and no ``--health-port + local
+    rank`` either, on a rank whose port was shifted."""
+
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(service_module, "ProbeHTTPServer", refuse)
+    runtime = SimpleNamespace(role="worker", rank=1, local_rank=1)
+    with pytest.raises(OSError) as refused:
+        _start_service(8000, "127.0.0.1", runtime)
+    said = f"cannot bind probes and metrics on 127.0.0.1:8001: {os.strerror(code)}"
+    assert str(refused.value) == said
+    assert refused.value.errno == code
