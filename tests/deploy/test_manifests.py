@@ -1059,12 +1059,12 @@ def test_mpi_worker_pre_stop_asks_the_pods_ranks_to_stop(tmp_path):
         {sshd} & sshd=$!
         {rank} &
         wait_ready {mark}
+        # the grace period is 120 s: "stopped" says the hook did not wait it out
         timeout 15 {pre_stop} && echo stopped
         if running $sshd; then echo sshd-serving; fi
     """
     file = tmp_path / "stop.sh"
     file.write_text(script)
-    started = time.monotonic()
     done = subprocess.run(
         ["unshare", "-pf", "--mount-proc", "sh", str(file)],
         capture_output=True,
@@ -1073,7 +1073,6 @@ def test_mpi_worker_pre_stop_asks_the_pods_ranks_to_stop(tmp_path):
     )
     assert done.stdout.split() == ["stopped", "sshd-serving"], done.stderr
     assert mark.read_text() == "checkpoint"
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.timeout(60)
