@@ -19,6 +19,25 @@ from launcher.child import Child, ChildSpec
 from launcher.long_line import OutputPipe
 
 
+class RecordingOutput:
+    """A stand-in for the launcher's output that keeps what is written to it; a test's
+    subclass makes a write slow or stall in :meth:`hold`, called before each is kept."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def hold(self, data: bytes) -> None:
+        """Called with each write before it is kept: returns at once here."""
+
+    def write(self, data: bytes) -> int:
+        self.hold(data)
+        self.written.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
 def mpiexec_or_skip() -> str:
     """The ``mpiexec`` on PATH; skips the test where there is none, or mpi4py is missing."""
     mpiexec = shutil.which("mpiexec")

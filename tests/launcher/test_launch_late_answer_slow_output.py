@@ -15,7 +15,7 @@ import pytest
 
 import launcher.child
 from launcher.child import Child, ChildSpec
-from tests.launcher.real_children import stray_for_a_while, wait_until
+from tests.launcher.real_children import RecordingOutput, stray_for_a_while, wait_until
 
 #: lines the child prints at once before its last words; one a write of the slow output
 LINES = 1000
@@ -23,20 +23,15 @@ LINES = 1000
 WRITE_SECONDS = 0.01
 
 
-class SlowOutput:
+class SlowOutput(RecordingOutput):
     """The launcher's output, taking :data:`WRITE_SECONDS` a write until :attr:`fast` is set."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.fast = threading.Event()
-        self.written: list[bytes] = []
 
-    def write(self, data: bytes) -> int:
+    def hold(self, data: bytes) -> None:
         self.fast.wait(WRITE_SECONDS)
-        self.written.append(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
 
 
 @pytest.mark.timeout(60)

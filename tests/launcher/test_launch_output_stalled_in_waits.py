@@ -14,29 +14,28 @@ import pytest
 
 import launcher.child
 from launcher.child import Child, ChildSpec
-from tests.launcher.real_children import reading_after_unanswered_waits, wait_until
+from tests.launcher.real_children import (
+    RecordingOutput,
+    reading_after_unanswered_waits,
+    wait_until,
+)
 
 #: a child with no stray: it prints a line and its last words, and dies
 CHILD = "import os; os.write(1, b'step 1\\nfatal: boom'); os._exit(3)"
 SPEC = ChildSpec("worker", 0, [sys.executable, "-c", CHILD])
 
 
-class StalledOutput:
+class StalledOutput(RecordingOutput):
     """The launcher's output, whose write of the child's first line does not end until
     :attr:`moves` is set (a pager left paused)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.moves = threading.Event()
-        self.written: list[bytes] = []
 
-    def write(self, data: bytes) -> int:
+    def hold(self, data: bytes) -> None:
         if data.startswith(b"[worker 0] step"):
             assert self.moves.wait(10), "the launcher waited for a stalled output"
-        self.written.append(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
 
 
 @pytest.mark.timeout(30)
