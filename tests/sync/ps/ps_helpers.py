@@ -490,3 +490,19 @@ def pull_refused(endpoint: str) -> tuple[SyncError, dict[str, np.ndarray], list[
         return refused.value, values, list(sync._versions)
     finally:
         sync.close()
+
+
+def small_block_sync(
+    endpoints: list[str], rank: int = 0, world: int = 1, optimizer: str = "sgd", timeout: float = 10
+) -> PServerSync:
+    """An insecure ``PServerSync`` (lr 0.05) with 64-byte blocks, so even ``small_net``'s
+    parameters span several blocks and shards."""
+    return PServerSync(
+        create_optimizer(optimizer, lr=0.05),
+        rank=rank,
+        world_size=world,
+        pservers=endpoints,
+        insecure=True,
+        timeout=timeout,
+        block_bytes=64,
+    )

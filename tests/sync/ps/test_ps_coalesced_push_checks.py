@@ -1,4 +1,4 @@
-"""Review of the coalesced pushes: the outbox holds gradients back while the previous push has
+"""Coalesced pushes: the outbox holds gradients back while the previous push has
 not left (a tracker that tells the truth for small frames too); a push is checked whole before
 any of it is kept, in sync and in async mode; stats count accepted pushes only; an update that
 fails midway in async mode fails the job. Real shards on 127.0.0.1 and raw DEALER sockets."""
