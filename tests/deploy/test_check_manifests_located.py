@@ -254,3 +254,20 @@ def test_an_object_a_line_only_mentions_names_no_file_where_another_makes_it_alo
     docs = [("a.yaml:1", {"kind": "ConfigMap", "metadata": {"name": "a"}})]
     docs.append(("b.yaml:1", {"kind": "ConfigMap", "metadata": {"name": "b"}}))
     assert "a.yaml:1: ConfigMap a: is not like ConfigMap b" in located.located_problems(docs)
+
+
+def _unlabelled_places(sources: list) -> set[str]:
+    """The places each line of the problems of ``sources`` names (all lines alike)."""
+    lines = located.located_problems(sources)
+    return {line.split(": ConfigMap", 1)[0] for line in lines}
+
+
+def test_the_count_after_the_places_names_what_it_counts():
+    """Seven unnamed ConfigMaps in one file are seven documents, not seven files: the line names
+    five and says ``2 more documents`` (it said ``2 more`` where the docs said files), and one
+    left over is ``1 more document``."""
+    many = [(f"all.yaml:{2 * i + 1}", {"kind": "ConfigMap"}) for i in range(7)]
+    named = ", ".join(f"all.yaml:{2 * i + 1}" for i in range(5))
+    assert _unlabelled_places(many) == {f"{named} and 2 more documents"}
+    assert _unlabelled_places(many[:6]) == {f"{named} and 1 more document"}
+    assert _unlabelled_places(many[:5]) == {named}
