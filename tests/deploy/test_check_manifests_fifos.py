@@ -10,17 +10,14 @@ process stuck on a FUSE mount does not hang the check. Real FIFOs and subprocess
 from __future__ import annotations
 
 import array
-import ctypes
 import fcntl
 import os
-import signal
 import subprocess
 import sys
 import termios
 import threading
 import time
 from pathlib import Path
-from subprocess import PIPE
 
 import pytest
 import yaml
@@ -300,45 +297,6 @@ def test_a_fifo_on_stdin_the_check_itself_holds_open_to_write_is_refused_at_once
     )
     assert (done.returncode, done.stdout) == (2, b"")
     assert "<stdin>: a FIFO this check holds open to write too (fd 3)" in done.stderr.decode()
-
-
-#: the FUSE file system a test mounts (root only)
-_FUSE_STUB = str(Path(__file__).with_name("fuse_stub.py"))
-
-
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="mounting FUSE needs root"
-)
-def test_a_process_holding_a_file_on_a_stuck_fuse_mount_does_not_hang_the_check(tmp_path):
-    """216acd6c compared holders by ``stat`` of their descriptors' links where their inode
-    number is the FIFO's: a ``stat`` reaches the file's file system, so a process holding a
-    file of a FUSE (or NFS) server that is gone hung the check for ever, uninterruptibly.
-    Other processes are no longer looked at at all (k429); this keeps any look from coming
-    back that waits on them. Here the stuck file shares the FIFO's inode number."""
-    fifo, mountpoint = tmp_path / "job.yaml", tmp_path / "mnt"
-    os.mkfifo(fifo)
-    mountpoint.mkdir()
-    inode = str(os.stat(fifo).st_ino)
-    stub = subprocess.Popen([sys.executable, _FUSE_STUB, str(mountpoint), inode], stdout=PIPE)
-    holder = None
-    try:
-        assert stub.stdout is not None
-        if stub.stdout.readline() != b"mounted\n":
-            pytest.skip("FUSE cannot be mounted here")
-        holder = subprocess.Popen(
-            [sys.executable, "-c", _READER, str(mountpoint / "x")], stdout=PIPE
-        )
-        assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
-        os.kill(stub.pid, signal.SIGSTOP)  # the server is gone: a stat of x waits for ever
-        status, out, err = _check_waiting(fifo, wait_s=0.5, timeout=8)
-    finally:  # the server first: the holder's close asks it, and waits for it
-        for child in (stub, holder):
-            if child is not None:
-                child.kill()
-                child.wait(timeout=10)
-        ctypes.CDLL(None).umount2(str(mountpoint).encode(), 2)  # MNT_DETACH
-    assert (status, out) == (2, "")
-    assert f"{fifo}: a FIFO nothing opened to write in 0.5 s" in err
 
 
 #: the line the check prints for the ConfigMap ``_CM`` read from FIFO ``{}``
