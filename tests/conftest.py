@@ -1,14 +1,25 @@
 """Shared hooks and fixtures: ``-n logical``'s worker count, a seeded generator, the optional
 PyTorch reference, cupy on a device, the kernel pool's use, the convolution layout forced, a
-convolution's weight gradient by its definition."""
+convolution's weight gradient by its definition; MPI shared-memory files the run's aborted jobs
+left, removed as it ends."""
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
+
+from distconv.sync.mpi.shared_memory import mapped_segments
+
+#: MPICH's shared-memory files in this node's /dev/shm (:mod:`distconv.sync.mpi.shared_memory`)
+MPICH_SEGMENTS = "/dev/shm/mpich_shm_*"
+#: those there when the run started: not the run's to remove
+_SEGMENTS_BEFORE: set[str] = set()
 
 
 def pytest_configure(config) -> None:
@@ -19,6 +30,29 @@ def pytest_configure(config) -> None:
     ``.ci/run`` started with ``&``). A test of the ignored case sets it in its child itself."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_sessionstart(session) -> None:
+    _SEGMENTS_BEFORE.update(glob.glob(MPICH_SEGMENTS))
+
+
+def pytest_sessionfinish(session) -> None:
+    """Once every test is done (in xdist's controller, or a run without it): remove the MPICH
+    shared-memory files made since the run started that no process maps. MPICH unlinks its
+    file in ``MPI_Finalize``; a job distconv aborts unlinks it first, but many tests end jobs
+    otherwise on purpose (``-m mpi4py``'s own abort, a rank killed), and each left 2 MiB of
+    memory in /dev/shm until the host rebooted: 23 GiB here after a few days of runs. One made
+    in the last second may be a job of another run starting: it is left."""
+    if hasattr(session.config, "workerinput"):  # a worker: the controller sweeps once, at the end
+        return
+    left = set(glob.glob(MPICH_SEGMENTS)) - _SEGMENTS_BEFORE
+    if not left:
+        return
+    mapped = {path for maps in glob.glob("/proc/[0-9]*/maps") for path in mapped_segments(maps)}
+    for path in sorted(left - mapped):
+        with contextlib.suppress(OSError):  # gone already, or not ours to remove
+            if time.time() - os.stat(path).st_mtime > 1:
+                os.unlink(path)
 
 
 @pytest.hookimpl(optionalhook=True)

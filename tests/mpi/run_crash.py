@@ -4,7 +4,8 @@
 Run under plain ``python`` (not ``-m mpi4py``): MPISync's exception hook alone must abort the
 job, while rank 0 waits in the step's allreduce. With ``ERRORS_DIR`` the failing rank also writes
 its error to ``ERRORS_DIR/rank<r>.err`` first: mpiexec may drop an aborting rank's stderr when it
-tears the job down.
+tears the job down; and after setup each rank lists the node's shared-memory files it maps in
+``ERRORS_DIR/rank<r>.shm``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from common import small_lenet, train  # noqa: E402
 
 from distconv.optim import create_optimizer  # noqa: E402
 from distconv.sync.mpi import MPISync  # noqa: E402
+from distconv.sync.mpi.shared_memory import mapped_segments  # noqa: E402
 
 
 class CrashingSync(MPISync):
@@ -37,6 +39,9 @@ def main() -> None:
     net = small_lenet(seed=0)
     try:  # as distconv.job.train does: close() runs before the exception reaches the hook
         sync.setup(net.parameters(), {})
+        if len(sys.argv) > 2:  # the node's shared-memory files, which the abort must not leave
+            segments = Path(sys.argv[2]) / f"rank{sync.rank}.shm"
+            segments.write_text("".join(f"{path}\n" for path in mapped_segments()))
         train(net, sync, sync.rank, sync.world_size)
     except Exception as error:
         if len(sys.argv) > 2:

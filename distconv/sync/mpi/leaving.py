@@ -17,6 +17,7 @@ from distconv.logs import as_log_line
 from distconv.messages import debugging
 from distconv.rank_endings import ABORTING_THE_JOB, reason_text
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.shared_memory import unlink_segments
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
@@ -228,6 +229,7 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
         guard = last_resort()
         if before is not None:
             before.cancel()
+        unlink_segments()  # MPI_Finalize would have; the abort never gets there
         let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
         try:
