@@ -276,11 +276,19 @@ def end_process() -> None:
     rank reaped before the closed connection is read counts as handled, yet only one killed by
     a signal was (its ``WIFSIGNALED`` check). A plain exit status that wins that race leaves
     the others running; a signal is answered on either path.
+
+    The node's MPICH shared-memory files this rank maps are unlinked first
+    (:func:`~.shared_memory.unlink_segments`), as before an ``Abort``: the watchdog's way of
+    ending the job below ``MPI_THREAD_MULTIPLE`` (or an ``Abort`` that hung or raised) skips
+    ``MPI_Finalize`` too, and left the file in memory until the host rebooted.
     """
-    kill = getattr(signal, "SIGKILL", None)
-    if kill is not None:
-        os.kill(os.getpid(), kill)
-    os._exit(1)
+    try:
+        unlink_segments()
+    finally:  # nothing raised there may keep the process alive
+        kill = getattr(signal, "SIGKILL", None)
+        if kill is not None:
+            os.kill(os.getpid(), kill)
+        os._exit(1)
 
 
 def let_forward() -> None:
