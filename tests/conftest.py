@@ -45,13 +45,24 @@ def pytest_sessionfinish(session) -> None:
     in the last second may be a job of another run starting: it is left."""
     if hasattr(session.config, "workerinput"):  # a worker: the controller sweeps once, at the end
         return
-    left = set(glob.glob(MPICH_SEGMENTS)) - _SEGMENTS_BEFORE
+    sweep_segments(MPICH_SEGMENTS, _SEGMENTS_BEFORE)
+
+
+def sweep_segments(pattern: str, before: set[str]) -> None:
+    """Remove the files ``pattern`` matches, but for those in ``before``, one another user
+    owns, one any process this user may read maps, and one changed in the last second.
+
+    Another user's is left whatever the maps say: their processes' ``/proc/<pid>/maps`` are
+    unreadable to this one (without ``CAP_SYS_PTRACE``, as in a container run as root), so
+    their live job's file looked unmapped, and root may unlink it from a sticky /dev/shm."""
+    left = set(glob.glob(pattern)) - before
     if not left:
         return
     mapped = {path for maps in glob.glob("/proc/[0-9]*/maps") for path in mapped_segments(maps)}
     for path in sorted(left - mapped):
         with contextlib.suppress(OSError):  # gone already, or not ours to remove
-            if time.time() - os.stat(path).st_mtime > 1:
+            made = os.stat(path)
+            if made.st_uid == os.getuid() and time.time() - made.st_mtime > 1:
                 os.unlink(path)
 
 
