@@ -229,8 +229,8 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
         guard = last_resort()
         if before is not None:
             before.cancel()
+        let_forward()  # first: what went wrong here must not cost the line that says why
         unlink_segments()  # MPI_Finalize would have; the abort never gets there
-        let_forward()
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
         try:
             comm.Abort(status)
