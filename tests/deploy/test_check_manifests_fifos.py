@@ -144,6 +144,17 @@ def test_a_fifo_handed_down_as_stdin_by_the_process_that_started_the_check_is_re
     )
 
 
+def _run_in_shell(shell: str, fifo: str, program: str) -> subprocess.CompletedProcess:
+    """``sh -c SHELL sh FIFO PYTHON PROGRAM``: a shell line that opens descriptors and then
+    ``exec``s the check, so the check's own process holds what the shell opened."""
+    return subprocess.run(
+        ["sh", "-c", shell, "sh", fifo, sys.executable, program],
+        capture_output=True,
+        env=child_env(),
+        timeout=8,
+    )
+
+
 def test_a_fifo_the_check_itself_was_handed_open_to_write_is_refused_at_once(tmp_path):
     """``exec 3<>fifo; exec distconv check-manifests fifo`` (or ``... fifo 3<>fifo``): the
     check's own process holds the FIFO open to write on a descriptor it was handed, so no
@@ -152,12 +163,7 @@ def test_a_fifo_the_check_itself_was_handed_open_to_write_is_refused_at_once(tmp
     fifo = str(tmp_path / "cm.yaml")
     os.mkfifo(fifo)
     shell = 'exec 3<>"$1"; exec "$2" -c "$3" "$1"'  # the shell's process becomes the check's
-    done = subprocess.run(
-        ["sh", "-c", shell, "sh", fifo, sys.executable, _CHECK],
-        capture_output=True,
-        env=child_env(),
-        timeout=8,
-    )
+    done = _run_in_shell(shell, fifo, _CHECK)
     assert (done.returncode, done.stdout) == (2, b"")
     assert f"{fifo}: a FIFO this check holds open to write too (fd " in done.stderr.decode()
 
@@ -289,12 +295,7 @@ def test_a_fifo_on_stdin_the_check_itself_holds_open_to_write_is_refused_at_once
     fifo = str(tmp_path / "cm.yaml")
     os.mkfifo(fifo)
     shell = 'exec 3<>"$1"; exec "$2" -c "$3" < "$1"'  # the shell's process becomes the check's
-    done = subprocess.run(
-        ["sh", "-c", shell, "sh", fifo, sys.executable, _CHECK_STDIN],
-        capture_output=True,
-        env=child_env(),
-        timeout=8,
-    )
+    done = _run_in_shell(shell, fifo, _CHECK_STDIN)
     assert (done.returncode, done.stdout) == (2, b"")
     assert "<stdin>: a FIFO this check holds open to write too (fd 3)" in done.stderr.decode()
 
