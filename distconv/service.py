@@ -74,6 +74,10 @@ def _bind_error(
 _PORT_ERRORS = (errno.EADDRINUSE, errno.EACCES)
 #: the errors that are no flag's: this process or host is out of files, buffers or memory
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+#: the resolver's errors (``socket.gaierror``) that are no flag's: out of memory as it looked
+#: the host up (out of files, it says ``EAI_SYSTEM``, which Python raises as the plain
+#: ``OSError`` of its errno: one of :data:`_RESOURCE_ERRORS`)
+_RESOLVER_RESOURCE_ERRORS = (socket.EAI_MEMORY,)
 
 
 def _flag_at_fault(exc: OSError) -> str | None:
@@ -83,7 +87,7 @@ def _flag_at_fault(exc: OSError) -> str | None:
     container without it), link-local without its interface (``fe80::1``: EINVAL, with any
     port), or a name it cannot look up."""
     if isinstance(exc, socket.gaierror):  # its errno is the resolver's (negative), no OS one
-        return "--health-host"
+        return None if exc.errno in _RESOLVER_RESOURCE_ERRORS else "--health-host"
     if exc.errno in _PORT_ERRORS:
         return "--health-port"
     if exc.errno in _RESOURCE_ERRORS:
