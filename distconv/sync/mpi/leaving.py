@@ -230,19 +230,27 @@ def _abort(comm: Any, status: int, before: threading.Timer | None = None) -> Non
         if before is not None:
             before.cancel()
         let_forward()  # first: what went wrong here must not cost the line that says why
-        unlink_segments()  # MPI_Finalize would have; the abort never gets there
     finally:  # a second Ctrl-C in the pause skipped the Abort: the others waited for ever
-        try:
-            comm.Abort(status)
-        except BaseException:  # no abort went out: a signal, which mpiexec always answers
-            end_process()
-        try:  # it returned: _exit ends the process (a test's stand-in does not); the
-            # caller's timer too, which a Ctrl-C as this one was armed left armed
-            for timer in (guard, before):
-                if timer is not None:
-                    timer.cancel()
-        finally:  # a Ctrl-C as it is disarmed must not skip the end: the process would go on
-            _exit(status)
+        try:  # here, after the pause: a Ctrl-C in it skipped the unlink, the file left for ever
+            unlink_segments()  # MPI_Finalize would have; the abort never gets there
+        finally:  # and nothing raised in the unlink may skip the Abort
+            _abort_now(comm, status, guard, before)
+
+
+def _abort_now(comm: Any, status: int, *timers: threading.Timer | None) -> None:
+    """``comm.Abort(status)``, then end the process: by SIGKILL where it raised, else by
+    :data:`_exit` once ``timers`` (the last resorts :func:`_abort` holds) are disarmed."""
+    try:
+        comm.Abort(status)
+    except BaseException:  # no abort went out: a signal, which mpiexec always answers
+        end_process()
+    try:  # it returned: _exit ends the process (a test's stand-in does not); the
+        # caller's timer too, which a Ctrl-C as this one was armed left armed
+        for timer in timers:
+            if timer is not None:
+                timer.cancel()
+    finally:  # a Ctrl-C as it is disarmed must not skip the end: the process would go on
+        _exit(status)
 
 
 def last_resort() -> threading.Timer:
