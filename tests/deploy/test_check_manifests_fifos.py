@@ -114,14 +114,14 @@ _CHECK = (
 )
 
 
-def _written_fifo(tmp_path) -> tuple[str, int]:
-    """A FIFO in ``tmp_path`` that holds a ConfigMap its writer wrote and closed, and a
-    descriptor of this process that holds it open to read only (so the bytes stay)."""
+def _written_fifo(tmp_path, text: bytes = _CM) -> tuple[str, int]:
+    """A FIFO in ``tmp_path`` that holds ``text`` (a ConfigMap) its writer wrote and closed,
+    and a descriptor of this process that holds it open to read only (so the bytes stay)."""
     fifo = str(tmp_path / "cm.yaml")
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     writer = os.open(fifo, os.O_WRONLY)
-    os.write(writer, _CM)
+    os.write(writer, text)
     os.close(writer)
     os.set_blocking(reader, True)
     return fifo, reader
@@ -432,12 +432,7 @@ def test_a_fifo_whose_text_cannot_be_read_names_another_reader_as_a_possibility(
     """Two readers of one FIFO each get part of what is written: the check's part may be cut
     anywhere. Its YAML error said only where the text broke; it names that possibility now
     (the other reader is not looked for: a holder is not a reader)."""
-    fifo = str(tmp_path / "cm.yaml")
-    os.mkfifo(fifo)
-    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    writer = os.open(fifo, os.O_WRONLY)
-    os.write(writer, _CUT)
-    os.close(writer)
+    fifo, keep = _written_fifo(tmp_path, _CUT)
     try:
         error = _cut_error(fifo)
     finally:
