@@ -70,13 +70,26 @@ def test_conv3d_gradients(rng, cls, k, s, p, g, bias):
 
 
 def test_input_without_gradient_is_left_alone(rng):
-    layer = Conv2D(2, 3, 3, dtype=F64)
-    x = Arg(rng.standard_normal((1, 2, 5, 5)), needs_grad=False)
-    layer(x)
-    layer.output.grad = np.ones(layer.output.shape)
-    layer.backward(lambda p: None)
-    assert not x.has_grad
-    assert np.abs(layer.weight.grad).sum() > 0
+    """An input that needs no gradient gets none, and the parameters' gradients are those of
+    the same layer whose input does need one: skipping the input's gradient skips nothing else."""
+    x_value = rng.standard_normal((1, 2, 5, 5))
+    out_grad = rng.standard_normal((1, 3, 3, 3))
+    layers = []
+    for needs_grad in (False, True):
+        layer = Conv2D(2, 3, 3, dtype=F64)
+        for mine, first in zip(layer.parameters(), layers[0].parameters() if layers else ()):
+            mine.value[...] = first.value
+        x = Arg(x_value.copy(), needs_grad=needs_grad)
+        layer(x)
+        layer.output.grad = out_grad.copy()
+        layer.backward(lambda p: None)
+        assert x.has_grad is needs_grad
+        layers.append(layer)
+    skipped, full = layers
+    assert np.abs(skipped.weight.grad).sum() > 0
+    np.testing.assert_array_equal(skipped.weight.grad, full.weight.grad)
+    for a, b in zip(skipped.parameters(), full.parameters(), strict=True):
+        np.testing.assert_array_equal(a.grad, b.grad)
 
 
 # -- errors -------------------------------------------------------------------------------------
