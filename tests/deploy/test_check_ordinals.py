@@ -22,15 +22,20 @@ pytestmark = pytest.mark.timeout(30)
 _ON = {"DISTCONV_RANK_FROM_HOSTNAME": "1"}
 
 
-def _lines(replicas: int, env: dict[str, str], name: str, first: int = 0) -> list[str]:
-    """The lines on the ranks of StatefulSet ``name`` of ``replicas`` pods, its ordinals from
-    ``first``, given ``env`` (rendered for 3, then grown: the shards serve at most 65536)."""
+def _grown_problems(replicas: int, env: dict[str, str], name: str, first: int = 0) -> list[str]:
+    """The problems of StatefulSet ``name`` of ``replicas`` pods, its ordinals from ``first``,
+    given ``env`` (rendered for 3, then grown: the shards serve at most 65536)."""
     objs = _sts(3, env)
     objs[-1]["metadata"]["name"] = name
     objs[-1]["spec"]["replicas"] = replicas
     if first:
         objs[-1]["spec"]["ordinals"] = {"start": first}
-    return [p for p in manifest_problems(objs) if "rank" in p and "would" in p]
+    return manifest_problems(objs)
+
+
+def _lines(replicas: int, env: dict[str, str], name: str, first: int = 0) -> list[str]:
+    """:func:`_grown_problems`' lines on the ranks."""
+    return [p for p in _grown_problems(replicas, env, name, first) if "rank" in p and "would" in p]
 
 
 @pytest.mark.parametrize(
@@ -142,12 +147,8 @@ def test_the_pods_placement_is_shown_for_five_then_counted():
 
 
 def _ranks_line(replicas: int, env: dict[str, str], name: str = "j-worker") -> list[str]:
-    """The lines on the placement of the ranks of StatefulSet ``name`` of ``replicas`` pods
-    (rendered for 3, then grown: the shards serve at most 65536), given ``env``."""
-    objs = _sts(3, env)
-    objs[-1]["metadata"]["name"] = name
-    objs[-1]["spec"]["replicas"] = replicas
-    return [p for p in manifest_problems(objs) if "ranks would take" in p]
+    """:func:`_grown_problems`' lines on the placement of the ranks."""
+    return [p for p in _grown_problems(replicas, env, name) if "ranks would take" in p]
 
 
 @pytest.mark.timeout(10)
