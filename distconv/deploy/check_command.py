@@ -114,7 +114,7 @@ def read_sources(paths: Sequence[str], recursive: bool = False) -> list[Source]:
         )
     if not sum(_object_count(doc) for _, doc in sources):
         folders = not recursive and any(p != STDIN and os.path.isdir(p) for p in paths)
-        hint = " (-r reads subfolders too)" if folders else ""
+        hint = " (-r reads subfolders too)" if folders else fifo.shared_hint(*paths)
         raise ManifestReadError(f"no manifests in {', '.join(map(_shown, paths))}{hint}")
     return sources
 
@@ -250,7 +250,7 @@ def _documents(name: str, data: bytes) -> list[tuple[int, Any]]:
         for number, (line, doc) in enumerate(docs, 1):
             _refuse_shape(doc, f"document {number} (line {line})")
     except ManifestReadError as exc:  # UTF-16 with no mark: its encoding guessed, before why
-        shared = fifo.shared_hint(0 if name == STDIN else name)  # cut by a reader elsewhere?
+        shared = fifo.shared_hint(name)  # cut by a reader elsewhere?
         raise ManifestReadError(f"{_shown(name)}: {unmarked_encoding(data)}{exc}{shared}") from None
     return docs
 

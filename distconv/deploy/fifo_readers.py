@@ -64,16 +64,19 @@ def stream_writers(stream: object) -> str | None:
     return own_writers(fd)
 
 
-def shared_hint(file: str | int) -> str:
-    """:data:`SHARED` where ``file`` (a path, or a descriptor: stdin) is a FIFO with a name,
-    which any process may open and read too; none for a file, or for an anonymous pipe
-    (``<(render)``), which no process can open by name. Told only after its text failed to be
-    read: a guess at the other reader, not looked for (see the module), is not made."""
-    try:
-        held = os.stat(file)
-    except OSError:  # gone since it was read: nothing to say of it
-        return ""
-    return SHARED if stat.S_ISFIFO(held.st_mode) and not _anonymous(held) else ""
+def shared_hint(*names: str) -> str:
+    """:data:`SHARED` where one of ``names`` (paths; ``-`` is stdin) is a FIFO with a name,
+    which any process may open and read too; none for files, or for an anonymous pipe
+    (``<(render)``), which no process can open by name. Told only after the text read failed
+    or held nothing: a guess at the other reader, not looked for (see the module), is not made."""
+    for name in names:
+        try:
+            held = os.stat(0 if name == "-" else name)
+        except OSError:  # gone since it was read: nothing to say of it
+            continue
+        if stat.S_ISFIFO(held.st_mode) and not _anonymous(held):
+            return SHARED
+    return ""
 
 
 def _anonymous(held: os.stat_result) -> bool:

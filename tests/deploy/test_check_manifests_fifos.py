@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distconv.deploy import check_command
+from distconv.deploy import check_command, fifo_readers
 from tests.child_env import child_env
 from tests.deploy.test_check_manifests_command import in_a_child, one_error
 
@@ -458,3 +458,18 @@ def test_a_pipe_or_file_whose_text_cannot_be_read_names_no_other_reader(tmp_path
         assert "another process" not in _cut_error(f"/dev/fd/{read}")
     finally:
         os.close(read)
+
+
+def test_a_fifo_that_gave_nothing_names_another_reader_as_a_possibility(tmp_path):
+    """A FIFO whose whole text another reader took gives the check nothing: its "no manifests"
+    named only the FIFO, as for an empty file. It names that possibility now; an empty file
+    keeps the line as it was."""
+    fifo = tmp_path / "rendered.yaml"
+    os.mkfifo(fifo)
+    writer = _write_when_read(fifo, "", 0.3, 10)  # opens once the check reads, writes nothing
+    status, out, err = _check_waiting(fifo)
+    writer.join(5)
+    assert (status, out) == (2, "")
+    assert err == f"{check_command.PROG}: error: no manifests in {fifo}{fifo_readers.SHARED}\n"
+    (tmp_path / "empty.yaml").write_bytes(b"")
+    assert _cut_error(str(tmp_path / "empty.yaml")) == f"no manifests in {tmp_path}/empty.yaml"
