@@ -86,7 +86,8 @@ class RequestHandlers:
             self._spoil_seed(header, sender)
             if isinstance(exc, WireError):
                 log.warning("shard %d: bad request from %s: %s", self.index, short(ident), exc)
-            self._reply(ident, header, error=str(exc), **getattr(exc, "fields", {}))
+            said = header or {"id": getattr(exc, "rid", -1)}  # a header refused: its id, if read
+            self._reply(ident, said, error=str(exc), **getattr(exc, "fields", {}))
         except Exception as exc:  # a request no check foresaw must not take the shard down
             self.stats.errors += 1
             self._spoil_seed(header, sender)

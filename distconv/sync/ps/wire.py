@@ -145,7 +145,10 @@ def short(value: Any) -> str:
 
 
 class WireError(ValueError):
-    """A message does not follow the protocol; the text names what is wrong."""
+    """A message does not follow the protocol; the text names what is wrong. ``rid``: the
+    ``id`` of the header refused, where it decoded to a map with an int ``id`` (else -1)."""
+
+    rid = -1
 
 
 def pack(header: Mapping[str, Any], arrays: Sequence[np.ndarray] = ()) -> list[Any]:
@@ -258,18 +261,24 @@ def unpack_header(frame: bytes | memoryview, *, request: bool = True) -> dict[st
         raise WireError(f"header is not msgpack: {type(exc).__name__}") from None
     if type(header) is not dict:
         raise WireError(f"header must be a map, got {type(header).__name__}")
-    if header.get("v") != PROTOCOL_VERSION or type(header.get("v")) is not int:
-        raise WireError(f"protocol version {short(header.get('v'))}, expected {PROTOCOL_VERSION}")
-    op = header.get("op")
-    if request and (type(op) is not str or op not in NEEDED):
-        raise WireError(f"unknown op {short(op)}; known: {sorted(REQUIRED)}")
-    for key in NEEDED[op] if request else ("v", "op", "arrays"):
-        if key not in header:
-            raise WireError(f"op {op!r}: header lacks {key!r}")
-    for key, value in header.items():
-        allowed = TYPES.get(key)
-        if allowed is not None and type(value) not in allowed:
-            raise WireError(f"header field {key!r} has type {type(value).__name__}")
+    try:
+        if header.get("v") != PROTOCOL_VERSION or type(header.get("v")) is not int:
+            raise WireError(
+                f"protocol version {short(header.get('v'))}, expected {PROTOCOL_VERSION}"
+            )
+        op = header.get("op")
+        if request and (type(op) is not str or op not in NEEDED):
+            raise WireError(f"unknown op {short(op)}; known: {sorted(REQUIRED)}")
+        for key in NEEDED[op] if request else ("v", "op", "arrays"):
+            if key not in header:
+                raise WireError(f"op {op!r}: header lacks {key!r}")
+        for key, value in header.items():
+            allowed = TYPES.get(key)
+            if allowed is not None and type(value) not in allowed:
+                raise WireError(f"header field {key!r} has type {type(value).__name__}")
+    except WireError as exc:  # the reply can still say which request it refuses
+        exc.rid = header["id"] if type(header.get("id")) is int else -1
+        raise
     return header
 
 
