@@ -192,13 +192,12 @@ class BlockUpdates:
             waiting = self.waiting.get(f"push:{p}")
             first = next(iter(waiting.by_rank.values()), None) if waiting else None
             if first is not None and first[1]["step"] != step:
-                raise WireError(
-                    f"push for step {step}, shard is collecting step {first[1]['step']}"
-                )
+                what = f"rank {rank} pushed {self.params[p].name} for step {step}"
+                raise WireError(f"{what}, shard is collecting step {first[1]['step']}")
             if first is not None and ("rows" in first[1]) != sparse:
                 raise WireError(f"rank {rank} pushed {self.params[p].name} dense and sparse mixed")
             if waiting is not None and rank in waiting.by_rank:
-                raise WireError(f"rank {rank} pushed parameter {p} twice in step {step}")
+                raise WireError(f"rank {rank} pushed {self.params[p].name} twice in step {step}")
         push = _Push(ident, header, len(params))
         complete, at = [], 0
         for p in params:
