@@ -187,8 +187,9 @@ class BlockUpdates:
         """
         step, rank, sparse = header["step"], header["rank"], "rows" in header
         for p in params:
-            if step <= self.completed.get(p, -1):
-                raise WireError(f"stale push: step {step} of parameter {self.params[p].name} done")
+            if step <= self.completed.get(p, -1):  # named as the refusals below: which rank
+                what = f"rank {rank} pushed {self.params[p].name} for step {step}"
+                raise WireError(f"stale push: {what}, done already")
             waiting = self.waiting.get(f"push:{p}")
             first = next(iter(waiting.by_rank.values()), None) if waiting else None
             if first is not None and first[1]["step"] != step:
