@@ -52,6 +52,9 @@ def test_a_refused_header_gets_its_own_id_back(shards):
         for number, (header, _) in enumerate(REFUSED, start=2):
             replies.append(_ask(raw, [msgpack.packb({**header, "id": number})]))
         no_id = _ask(raw, [msgpack.packb({**REFUSED[0][0], "id": "two"})])
+        # msgpack's true is a Python bool, an int to isinstance: echoed, it made a reply whose
+        # id no worker reads (a reply's id is an int, never a bool)
+        bool_id = _ask(raw, [msgpack.packb({**REFUSED[0][0], "id": True})])
         garbage = _ask(raw, [b"\xc1 not msgpack"])
     finally:
         raw.close(0)
@@ -60,4 +63,5 @@ def test_a_refused_header_gets_its_own_id_back(shards):
         assert reply["op"] == "error" and said in reply["error"], reply
         assert reply["id"] == number, f"{said}: answered with id {reply['id']}, not {number}"
     assert no_id["id"] == -1 and "protocol version" in no_id["error"], no_id
+    assert bool_id["id"] == -1 and "protocol version" in bool_id["error"], bool_id
     assert garbage["id"] == -1 and "not msgpack" in garbage["error"], garbage
