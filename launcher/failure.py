@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from distconv.files import describe_os_error
 
 #: lines of a child's end the report shows
 TAIL_LINES = 20
@@ -236,3 +242,28 @@ class Failure:
     @property
     def _victim(self) -> bool:
         return self.role == "worker" and self.exit_code == PEER_FAILED_STATUS
+
+
+def write_report(path: Path, failure: Failure, max_restarts: int, then: str | None) -> str:
+    """``failure`` as ``failure.json`` at ``path``, whole or not at all (written beside it,
+    then renamed); ``then``: what came after it (a signal, a restart that could not start).
+    Returns what the report's last line says: where it is, or why it was not written (a full
+    disk: the report on stderr is all there is, not lost)."""
+    entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
+    entry["then"] = then
+    tmp = path.with_suffix(".json.tmp")
+    try:
+        tmp.write_text(json.dumps(entry, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        return f"report not written: {tmp}: {describe_os_error(exc)}"
+    return f"report: {path}"
+
+
+def _remove(path: Path) -> None:
+    """Remove a half-written file, where it can be."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:  # a folder in its place, a read-only disk: nothing to clean up then
+        pass

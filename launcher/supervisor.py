@@ -41,14 +41,12 @@ The rules (issue 11, "Gang semantics"):
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -57,7 +55,7 @@ from distconv.files import LockTaken, describe_os_error, hold_lock
 
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
-from .failure import Failure, signal_name
+from .failure import Failure, signal_name, write_report
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
 from .run_dir import clear_run_dir, make_run_dir
@@ -154,7 +152,14 @@ class Supervisor:
             previous = self._install_handlers()
             for restart in range(max_restarts + 1):
                 self._restart = restart
-                failure = self._attempt(build(restart), restart)
+                try:
+                    failure = self._attempt(build(restart), restart)
+                except LaunchError as exc:  # a restart that cannot start (its log, its program)
+                    if restart == 0:  # nothing failed before: the error alone says it
+                        raise
+                    then = f"restart {restart} of {max_restarts} could not start: {exc}"
+                    self._report(failure, max_restarts, then=then)  # what the job died of
+                    return failure.status
                 if self._signals and self._finished:  # came while the servers were stopping
                     self.say(f"got {signal_name(self._signals[0])} after the job had finished")
                     return 0
@@ -322,20 +327,9 @@ class Supervisor:
             time.sleep(self.poll_interval)
 
     def _report(self, failure: Failure, max_restarts: int, then: str | None = None) -> None:
-        """The failure on stderr and in ``failure.json`` (``then``: the signal that came
-        after it, as ``stopped by SIGTERM``)."""
-        path = self.run_dir / "failure.json"
-        entry = {**asdict(failure), "max_restarts": max_restarts, "time": time.time()}
-        entry["then"] = then
-        tmp = path.with_suffix(".json.tmp")
-        try:
-            tmp.write_text(json.dumps(entry, indent=2) + "\n")
-            os.replace(tmp, path)
-        except OSError as exc:  # a full disk: the report on stderr is all there is, not lost
-            written = f"report not written: {tmp}: {describe_os_error(exc)}"
-            _remove(tmp)
-        else:
-            written = f"report: {path}"
+        """The failure on stderr and in ``failure.json`` (``then``: what came after it, as
+        ``stopped by SIGTERM``, or a restart that could not start)."""
+        written = write_report(self.run_dir / "failure.json", failure, max_restarts, then)
         tail = "\n".join(f"    {line}" for line in failure.tail) or "    (no output)"
         after = f"; then {then}" if then else ""
         self.say(
@@ -362,14 +356,6 @@ def _killed_at_the_end(
             "once the workers were gone, or the grace ran out)"
         )
     return ", ".join(said) + ": killed"
-
-
-def _remove(path: Path) -> None:
-    """Remove a half-written file, where it can be."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:  # a folder in its place, a read-only disk: nothing to clean up then
-        pass
 
 
 def _first_failed(children: list[Child], working: bool, victims: bool = True) -> Child | None:
