@@ -33,6 +33,7 @@ from .process_group import group_has_member, parent_death_signal, signal_group
 from .process_group import running_groups as running_groups  # still importable from here
 from .pump import ChildLog, PumpFiles
 from .startable import not_started
+from .terminal import Terminal
 
 #: seconds a child's output may still flow once its group is gone (then a process outside the
 #: group holds the pipe, and the launcher stops waiting for it)
@@ -259,14 +260,17 @@ class Child:
             self.since_end.append(text)
 
     def _write(self, out: BinaryIO, lock: threading.Lock, shown: bytes) -> bool:
-        """One whole line on ``out`` under ``lock`` (prefixes never split a line); False where
-        ``out`` is gone (``| head``) or closed. While it waits (a stalled reader of the
+        """One whole line on ``out`` under ``lock`` (prefixes never split a line), or queued
+        on it, a :class:`Terminal` (the supervisor's: a stall drops lines, counted, after
+        1 s); False where ``out`` is gone (``| head``) or closed. While it waits (a reader of the
         launcher's output, as a paused pager), nothing reads the child's pipe, which fills and
         blocks the child: that time is not the child's own in its wrap-up (:meth:`overdue`),
         each :data:`WRITE_PIECE` bytes a wait of its own (a long line is not a stall)."""
         counted, waits = self.reported_end is not None, self._waits
         start = waits.begin()  # for the lock: another pump's write holds it
         try:
+            if isinstance(out, Terminal):  # waits while it moves; a stall drops, counted
+                return out.put(self.spec.name, self.log_path, shown)
             with lock:
                 for at in range(0, len(shown), WRITE_PIECE):
                     waits.end(start, counted)  # the wait before: the lock's, or a piece's

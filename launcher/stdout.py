@@ -5,13 +5,15 @@ name='<stdout>'>`` and exit 120 from the flush at exit."""
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import BinaryIO
 
 from distconv.stdout_drop import drop_stdout, write_failure
 
 from .commands import LaunchError
 
-__all__ = ["write_stdout"]
+__all__ = ["binary_stream", "write_stdout"]
 
 
 def write_stdout(text: str, what: str, closed: str) -> None:
@@ -36,3 +38,12 @@ def write_stdout(text: str, what: str, closed: str) -> None:
     except (OSError, UnicodeEncodeError) as exc:  # a full disk; a path its encoding lacks
         drop_stdout()
         raise LaunchError(f"cannot write {what} to stdout: {write_failure(exc)}") from None
+
+
+def binary_stream(stream: object) -> BinaryIO:
+    """A text stream's bytes, or /dev/null's where Python left it None: a launcher started
+    with the descriptor closed (``>&-``, a daemon's start) stopped on ``None.buffer`` before
+    any child started; the children's logs in the run directory keep what it drops."""
+    if stream is None:
+        return open(os.devnull, "wb")  # open for the launcher's whole life
+    return stream.buffer  # type: ignore[attr-defined]

@@ -33,8 +33,9 @@ The rules (issue 11, "Gang semantics"):
   ``settle`` seconds (:data:`SETTLE_SECONDS`) after its exit, sending no signal yet, for a
   child that failed otherwise, and reports that one (its status, its log's tail), naming the
   victims; if none comes, the victim is reported.
-- Each line of output is written whole, behind its child's prefix, under one lock; the
-  child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix. With
+- Each line of output is written whole, behind its child's prefix, through one bounded queue
+  (:mod:`launcher.terminal`: a stalled stdout drops lines, counted, and never stalls the job);
+  the child's own log in ``<run_dir>/logs/`` gets the same lines without the prefix, all. With
   ``lines`` (``distconv train --log-format json``) every line, the launcher's own messages
   too, is a JSON object instead (:mod:`launcher.json_lines`).
 """
@@ -53,12 +54,15 @@ from typing import BinaryIO
 
 from distconv.files import LockTaken, describe_os_error, hold_lock
 
+from . import child as child_waits  # its waits, as set when used (tests cut them)
 from .child import Child, ChildSpec, running_groups
 from .commands import LaunchError
 from .failure import Failure, signal_name, write_report
 from .interrupt import STOP_SIGNALS, stop_signals_to_catch, taken_over
 from .json_lines import JsonLines
 from .run_dir import clear_run_dir, make_run_dir
+from .stdout import binary_stream
+from .terminal import Terminal
 from .wrapup import first_overdue, reported_before
 
 __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor"]
@@ -67,15 +71,6 @@ __all__ = ["SETTLE_SECONDS", "STOP_SIGNALS", "ChildSpec", "Failure", "Supervisor
 SETTLE_SECONDS = 2.0
 #: held (flock) by the launcher in its run directory while it runs a job
 LAUNCH_LOCK = "launch.lock"
-
-
-def _binary(stream: object) -> BinaryIO:
-    """A text stream's bytes, or /dev/null's where Python left it None: a launcher started
-    with the descriptor closed (``>&-``, a daemon's start) stopped on ``None.buffer`` before
-    any child started; the children's logs in the run directory keep what it drops."""
-    if stream is None:
-        return open(os.devnull, "wb")  # open for the launcher's whole life
-    return stream.buffer  # type: ignore[attr-defined]
 
 
 class Supervisor:
@@ -104,8 +99,8 @@ class Supervisor:
     ) -> None:
         self.run_dir = Path(run_dir)
         self.grace = grace
-        self.out = out if out is not None else _binary(sys.stdout)
-        self.err = err if err is not None else _binary(sys.stderr)
+        self.out = out if out is not None else binary_stream(sys.stdout)
+        self.err = err if err is not None else binary_stream(sys.stderr)
         self.poll_interval = poll
         self.settle = settle
         self.lines = lines
@@ -116,21 +111,26 @@ class Supervisor:
         self._first_signal_at = float("inf")  # monotonic time of the first signal
         self._finished = False  # the attempt's workers all exited 0 before any signal
         self._claim: int | None = None  # the run directory's lock (LAUNCH_LOCK), while held
+        #: the queue the children's lines go through to ``out`` while run() runs (never stalls)
+        self._terminal: Terminal | None = None
 
     def say(self, message: str, level: str = "info") -> None:
         """One launcher message on ``err``, never inside a child's line (dropped where ``err``
         is gone: a closed terminal must not keep the children from their SIGTERM); a JSON
         object of ``level`` under :attr:`lines`."""
-        if self.lines is not None:
-            line = self.lines.message(message, self._restart, level)
-        else:
-            line = f"distconv-launch: {message}\n".encode(errors="backslashreplace")
+        line = self._line(message, level)
         with self._err_lock:
             try:
                 self.err.write(line)
                 self.err.flush()
             except OSError:
                 pass
+
+    def _line(self, message: str, level: str = "info") -> bytes:
+        """A launcher message as a line: a JSON object under :attr:`lines`."""
+        if self.lines is not None:
+            return self.lines.message(message, self._restart, level)
+        return f"distconv-launch: {message}\n".encode(errors="backslashreplace")
 
     def run(self, build: Callable[[int], list[ChildSpec]], max_restarts: int = 0) -> int:
         """Run the job until it succeeds, runs out of restarts, or the launcher is signalled.
@@ -150,6 +150,7 @@ class Supervisor:
         try:  # a run directory refused here is let go as well
             clear_run_dir(self.run_dir)  # logs/, and no failure.json of a run before
             previous = self._install_handlers()
+            self._terminal = Terminal(self.out, partial(self._line, level="warning"))
             for restart in range(max_restarts + 1):
                 self._restart = restart
                 try:
@@ -178,6 +179,13 @@ class Supervisor:
             self._report(failure, max_restarts)
             return failure.status
         finally:
+            if self._terminal is not None:  # its last lines: a stalled output has its bound
+                unshown, self._terminal = (
+                    self._terminal.close(child_waits.OUTPUT_DRAIN_SECONDS),
+                    None,
+                )
+                if unshown:
+                    self.say(unshown, level="warning")
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.unclaim()
@@ -237,7 +245,8 @@ class Supervisor:
                     render = None
                     if self.lines is not None:
                         render = partial(self.lines.child_line, spec.role, spec.rank, restart)
-                    child = Child(spec, log_path, self.out, self._lock, render, self.say)
+                    out = self._terminal or self.out
+                    child = Child(spec, log_path, out, self._lock, render, self.say)
                     children.append(child)
                 failed = self._watch(children)
             finally:  # also when a later child cannot start: the others get their grace
@@ -245,6 +254,9 @@ class Supervisor:
         finally:
             for child in children:
                 child.finish()
+            if self._terminal is not None:  # their lines first, then what is said of them
+                self._terminal.written(child_waits.OUTPUT_DRAIN_SECONDS)
+            for child in children:
                 if child.output_held:  # a process outside its group, or a stalled output
                     self.say(child.output_held)
         if failed is None:

@@ -1,0 +1,179 @@
+"""The launcher's output as the children's pumps see it: a view that a stalled reader cannot
+make hold up the job.
+
+A pump writes each line to its child's log (the record), then hands it to :class:`Terminal`,
+which queues it, bounded (:data:`QUEUE_BYTES`), for one writer thread that writes the launcher's
+stdout. While that output moves, a full queue makes the pumps wait for room (a slow reader
+slows the job, as before); once one write has been under way for
+:data:`~launcher.output_waits.OUTPUT_STALL_SECONDS` (a paused pager, Ctrl-S, ``| (sleep
+1000)``), the lines for it are dropped at once, counted per child, and once a child's line fits
+again (the output moved) one line first says how many of that child's were not shown and where
+its log, which has them all, is. Each child's lines keep their order; a line is queued whole,
+or not at all. A stdout that is gone (``| head``: EPIPE) or closed takes no line more:
+:meth:`Terminal.put` answers False, as a write there did.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from .output_waits import OUTPUT_STALL_SECONDS
+
+#: bytes of lines queued for the launcher's output at most (the launcher's memory for a stalled
+#: output, whatever the number of children): a few seconds of any job's output
+QUEUE_BYTES = 4 * 1024 * 1024
+#: bytes the writer takes from the queue for one write: few system calls for many short lines
+BATCH_BYTES = 64 * 1024
+
+
+class Terminal:
+    """The launcher's output, written by a thread of its own from a bounded queue.
+
+    Args:
+        out: the launcher's stdout (bytes).
+        notice: the launcher's own line (its newline included) for a message, as the
+            launcher writes its messages (text or a JSON object).
+        bound: bytes queued at most (:data:`QUEUE_BYTES`).
+    """
+
+    def __init__(
+        self, out: BinaryIO, notice: Callable[[str], bytes], bound: int = QUEUE_BYTES
+    ) -> None:
+        self._out, self._notice, self._bound = out, notice, bound
+        self._ready = threading.Condition()
+        #: (child's name, its log, the line) in order, and their bytes, the write's included
+        self._queue: collections.deque[tuple[str, Path, bytes]] = collections.deque()
+        self._writing: list[tuple[str, Path, bytes]] = []  # taken for the write under way
+        self._size = 0
+        self._dropped: dict[str, tuple[int, Path]] = {}  # child: lines not shown, its log
+        self._gone = self._closing = False
+        self._write_since: float | None = None  # monotonic start of the write under way
+        self._writer = threading.Thread(target=self._drain, name="terminal", daemon=True)
+        self._writer.start()
+
+    def put(self, name: str, log: Path, line: bytes) -> bool:
+        """Queue ``line`` (whole lines) of child ``name``, whose log is ``log``. Where the
+        queue is full it waits for room while the output moves (a slow reader slows the job,
+        as a terminal does), but once a write has been under way for
+        :data:`~launcher.output_waits.OUTPUT_STALL_SECONDS` (a stall) the line is dropped and
+        counted, at once: so a stalled output holds a pump up a second at most. False where
+        the output is gone (then nothing more is queued)."""
+        with self._ready:
+            if self._gone:
+                return False
+            while self._size and self._size + len(line) > self._bound:  # one always fits
+                stalled = self._stalled_for()
+                if self._gone:
+                    return False
+                if stalled >= OUTPUT_STALL_SECONDS:  # dropped, counted: said once it moves
+                    count = self._dropped.get(name, (0, log))[0]
+                    self._dropped[name] = (count + 1, log)
+                    return True
+                self._ready.wait(OUTPUT_STALL_SECONDS - stalled)  # it moves: wait for room
+            self._say_dropped(name)  # before the line: the gap is said where it is
+            self._append(name, log, line)
+            return True
+
+    def _stalled_for(self) -> float:
+        """Seconds the write under way has taken so far (under the lock; 0 with none)."""
+        since = self._write_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def written(self, patience: float) -> bool:
+        """Wait until every line put so far is written (the launcher's messages on stderr, as
+        a failure's report, come after its children's lines), giving up after ``patience``
+        seconds or at a stall; whether they all were."""
+        deadline = time.monotonic() + patience
+        with self._ready:
+            while self._size and not self._gone:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stalled_for() >= OUTPUT_STALL_SECONDS:
+                    return False
+                self._ready.wait(min(left, OUTPUT_STALL_SECONDS))
+            return True
+
+    def pending(self) -> int:
+        """Bytes queued or being written: 0 once the output has taken every line put."""
+        with self._ready:
+            return self._size
+
+    def _say_dropped(self, name: str) -> None:
+        """Queue the line saying how many of ``name``'s lines were not shown, if any were
+        (beyond the bound: one per child at most, so still bounded)."""
+        if name in self._dropped:
+            count, log = self._dropped.pop(name)
+            said = (
+                f"{count} line(s) of {name} not shown: the launcher's output was stalled "
+                f"(nothing read it); {log} has them all"
+            )
+            self._append(name, log, self._notice(said))
+
+    def _append(self, name: str, log: Path, line: bytes) -> None:
+        self._queue.append((name, log, line))
+        self._size += len(line)
+        self._ready.notify_all()  # the writer (pumps waiting for room wake and wait again)
+
+    def _drain(self) -> None:
+        """The writer thread: the queued lines to the output, in order, till :meth:`close`."""
+        while True:
+            with self._ready:
+                while not self._queue and not self._closing:
+                    self._ready.wait()
+                if not self._queue:
+                    return
+                batch, size = self._writing, 0  # the write under way: not shown yet
+                batch.clear()
+                while self._queue and size < BATCH_BYTES:
+                    batch.append(self._queue.popleft())
+                    size += len(batch[-1][2])
+                self._write_since = time.monotonic()
+            try:  # outside the lock: a stalled write holds up no put()
+                self._out.write(b"".join(line for _name, _log, line in batch))
+                self._out.flush()
+            except (OSError, ValueError):  # gone (EPIPE) or closed: it takes nothing more
+                with self._ready:
+                    self._gone = True
+                    self._queue.clear()
+                    self._writing.clear()
+                    self._ready.notify_all()
+                    self._size = 0
+                return
+            with self._ready:
+                self._size -= size
+                batch.clear()
+                self._write_since = None
+                self._ready.notify_all()  # room: the pumps waiting for it
+
+    def close(self, patience: float) -> str | None:
+        """Say the drops not yet said, then wait up to ``patience`` seconds for the queue to
+        be written (the launcher's end must not hang on a view). Returns, where it was not,
+        what the launcher says of the lines it could not show (and where they are), else
+        None."""
+        with self._ready:
+            for name in list(self._dropped):
+                self._say_dropped(name)
+            self._closing = True
+            self._ready.notify_all()
+        self._writer.join(timeout=patience)
+        if not self._writer.is_alive():
+            return None
+        with self._ready:
+            return self._unshown(patience)
+
+    def _unshown(self, patience: float) -> str | None:
+        """What is still queued (under the lock), by child, as the launcher says it."""
+        counts: dict[str, tuple[int, Path]] = {}
+        for name, log, _line in [*self._writing, *self._queue]:
+            counts[name] = (counts.get(name, (0, log))[0] + 1, log)
+        if not counts:
+            return None
+        said = "; ".join(f"{n} line(s) of {name} ({log})" for name, (n, log) in counts.items())
+        return (
+            f"the launcher's output did not take its last lines within {patience:g} s (nothing "
+            f"reads it, or too slowly), so it lacks {said}: their logs have them"
+        )

@@ -1,0 +1,110 @@
+""":class:`launcher.terminal.Terminal` on real pipes (k434): a pipe nobody reads never holds
+up :meth:`~launcher.terminal.Terminal.put`; what did not fit is dropped whole, counted and
+said once the output moves, each child's lines in order; a reader that is gone ends the view."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from launcher.terminal import Terminal
+from tests.launcher.real_children import wait_until
+
+BOUND = 256 * 1024  # a small queue: the pipe's 64 KiB and it fill in a few thousand lines
+
+
+def _notice(message: str) -> bytes:
+    """The launcher's message as a JSON line, as under ``--log-format json``."""
+    return json.dumps({"source": "launcher", "message": message}).encode() + b"\n"
+
+
+@contextmanager
+def _pipe() -> Iterator[tuple[int, object]]:
+    """A real pipe: its read end's descriptor and its write end as a binary file."""
+    read, write = os.pipe()
+    out = os.fdopen(write, "wb")
+    try:
+        yield read, out
+    finally:
+        os.close(read)  # first: a write still under way ends (EPIPE), and so may the close
+        with contextlib.suppress(OSError):  # what a stalled write left: the reader is gone
+            out.close()
+
+
+def _read_all(fd: int, into: list[bytes]) -> threading.Thread:
+    """A thread that reads ``fd`` till its end into ``into``."""
+
+    def run() -> None:
+        while chunk := os.read(fd, 65536):
+            into.append(chunk)
+
+    reader = threading.Thread(target=run, daemon=True)
+    reader.start()
+    return reader
+
+
+@pytest.mark.timeout(30)
+def test_a_stalled_pipe_drops_whole_lines_and_says_so_in_order(tmp_path: Path):
+    logs = {name: tmp_path / f"{name}.log" for name in ("worker-0", "worker-1")}
+    with _pipe() as (read, out):
+        view = Terminal(out, _notice, bound=BOUND)
+        for i in range(3000):  # unread: every put returns at once, dropped or not
+            for name, log in logs.items():
+                line = json.dumps({"source": name, "i": i, "pad": "x" * 80}).encode() + b"\n"
+                assert view.put(name, log, line)
+        got: list[bytes] = []
+        reader = _read_all(read, got)  # the output moves again
+        wait_until(lambda: view.pending() == 0, "the queue written")
+        for name, log in logs.items():  # the next line of each says its gap first
+            assert view.put(name, log, json.dumps({"source": name, "i": 3000}).encode() + b"\n")
+        assert view.close(10) is None
+        out.close()
+        reader.join(10)
+    entries = [json.loads(line) for line in b"".join(got).splitlines()]  # every line whole
+    for name, log in logs.items():
+        shown = [e["i"] for e in entries if e.get("source") == name]
+        assert shown == sorted(shown) and shown[-1] == 3000 and len(shown) < 3001
+        said = [e["message"] for e in entries if e["source"] == "launcher" and name in e["message"]]
+        assert said == [
+            f"{3001 - len(shown)} line(s) of {name} not shown: the launcher's output was "
+            f"stalled (nothing read it); {log} has them all"
+        ]
+        place = entries.index({"source": "launcher", "message": said[0]})
+        assert entries[place + 1] == {"source": name, "i": 3000}  # just before its next line
+
+
+@pytest.mark.timeout(30)
+def test_a_pipe_stalled_at_the_end_is_given_up_naming_what_it_lacks(tmp_path: Path):
+    with _pipe() as (_read, out):
+        view = Terminal(out, _notice, bound=BOUND)
+        for i in range(5000):
+            view.put("worker-0", tmp_path / "w.log", b"%08d %s\n" % (i, b"x" * 90))
+        said = view.close(0.2)
+    assert said is not None and said.startswith(
+        "the launcher's output did not take its last lines within 0.2 s (nothing reads it, or "
+        "too slowly), so it lacks "
+    ), said
+    assert said.endswith(f" line(s) of worker-0 ({tmp_path / 'w.log'}): their logs have them")
+
+
+@pytest.mark.timeout(30)
+def test_an_epipe_makes_put_answer_false(tmp_path: Path):
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone (``| head``): writes fail with EPIPE
+    out = os.fdopen(write, "wb")
+    try:
+        view = Terminal(out, _notice)
+        answers = [view.put("worker-0", tmp_path / "w.log", b"line\n") for _ in range(1000)]
+        view.close(5)
+        assert view.put("worker-0", tmp_path / "w.log", b"line\n") is False
+    finally:
+        with contextlib.suppress(OSError):  # what the failed write left in the buffer
+            out.close()
+    assert answers[0] is True  # queued before the write found the reader gone
