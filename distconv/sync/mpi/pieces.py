@@ -32,6 +32,7 @@ from typing import Any
 
 from distconv.kernels.shape import is_int
 from distconv.sync.base import SyncError, step_refusal
+from distconv.sync.mpi.held import HeldInterrupt
 
 #: bytes of a full-size allreduce with the communication thread (a bucket's last piece may take
 #: up to 1.5x that, a sliver joining it): a default 4 MiB bucket goes as four
@@ -200,6 +201,7 @@ class PiecePump:
         self.comm, self.in_place, self.op = comm, in_place, op
         self.pieces, self.need, self.before_first = list(pieces), list(need), before_first
         self.hand_off = hand_off
+        self._held = HeldInterrupt()
         self.reset()
 
     def reset(self) -> None:
@@ -226,13 +228,17 @@ class PiecePump:
                 if not self.started:
                     self.started = True
                     self.before_first()
+                # a Ctrl-C is raised once the piece is recorded (held): started or handed over
+                # again, it would be one collective more on this rank alone
                 if self.hand_off is not None:  # the thread's now: no request to test here
-                    self.hand_off(k)
-                    self.cursor += 1
+                    with self._held:
+                        self.hand_off(k)
+                        self.cursor += 1
                     continue
-                request = self.request = self.comm.Iallreduce(
-                    self.in_place, self.pieces[k](), self.op
-                )
+                with self._held:
+                    request = self.request = self.comm.Iallreduce(
+                        self.in_place, self.pieces[k](), self.op
+                    )
             if block:
                 request.Wait()
             elif not request.Test():

@@ -1,0 +1,66 @@
+"""mpiexec -n 2 python -m mpi4py run_start_interrupt.py OUT WHERE [launch]: a SIGINT on rank 0
+alone (``os.kill`` of its own process: process-directed, as a terminal's Ctrl-C or
+``mpiexec``'s forward is) right after its first gradient piece's collective started, before
+the piece is recorded: ``WHERE`` is ``main`` (no communication thread: the piece's
+``Iallreduce`` returned, its request not yet stored) or ``thread`` (the piece handed to the
+communication thread, the hand-over not yet counted).
+
+Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
+fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
+abandons the step, as ``Trainer.fit`` does, and sets up again (its SyncError written to
+``OUT/setup<rank>.txt``). Each rank writes what its step raised to ``OUT/said<rank>.txt``
+(``nothing`` where nothing was), then closes its sync (:func:`~tests.mpi.common.recorded`): a
+close that aborts ends the job with a status not 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from distconv.sync.base import SyncError
+from distconv.sync.mpi.thread import CommThread
+from tests.mpi.common import bucket_params, bucket_sync, recorded, refit_and_save
+from tests.mpi.run_check_interrupt import step, what_raises
+
+
+def main() -> None:
+    out, where, launch = Path(sys.argv[1]), sys.argv[2], sys.argv[3:] == ["launch"]
+    sync, params = bucket_sync(overlap=where == "thread", timeout=3), bucket_params()
+    with recorded(sync, out):
+        sync.setup(params, {})
+        if sync.rank == 0 and where == "thread":
+            CommThread.submit = interrupted_after(CommThread.submit)  # type: ignore[method-assign]
+        elif sync.rank == 0:  # the watched gradient communicator's own start (an instance's)
+            sync._grad_comm.Iallreduce = interrupted_after(sync._grad_comm.Iallreduce)
+        sync.start_step(1)
+        said = what_raises(lambda: step(sync, params[launch]))
+        (out / f"said{sync.rank}.txt").write_text(said)
+        if launch:
+            sync.abandon_step()
+            try:
+                refit_and_save(sync, params, out)
+            except SyncError as exc:
+                (out / f"setup{sync.rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
+
+
+def interrupted_after(start: Callable[..., Any]) -> Callable[..., Any]:
+    """``start``, which sends this process a SIGINT once it returned, the first time only."""
+    sent: list[bool] = []
+
+    def interrupted(*args: Any) -> Any:
+        started = start(*args)
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # its handler runs at Python's next check
+        return started
+
+    return interrupted
+
+
+if __name__ == "__main__":
+    main()

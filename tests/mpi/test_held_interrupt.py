@@ -1,0 +1,89 @@
+"""HeldInterrupt (distconv.sync.mpi.held), the stretch in which a gradient piece is started and
+recorded: a SIGINT there is handled once it is left, by the handler it found, which it puts
+back; with another thread alive, as a process-directed SIGINT (``os.kill``) reaches one when
+the main thread blocks it. One process, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from distconv.sync.mpi.held import HeldInterrupt
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def sigint() -> Iterator[None]:
+    """Python's own SIGINT handler for the test (a runner may hold another), then put back;
+    and another thread alive for the test's length, SIGINT not blocked there."""
+    before, stop = signal.signal(signal.SIGINT, signal.default_int_handler), threading.Event()
+    other = threading.Thread(target=stop.wait, args=(30,), daemon=True)
+    other.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        other.join()
+        signal.signal(signal.SIGINT, before)
+
+
+def ctrl_c_then_finish(done: list[str]) -> None:
+    """A SIGINT to this process, then a sleep (its handler runs there, on EINTR), then the
+    stretch's last work: ``done`` says it."""
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    done.append("recorded")
+
+
+def test_a_ctrl_c_inside_is_raised_on_leaving_once_the_work_is_done(sigint):
+    held, done = HeldInterrupt(), []
+    with pytest.raises(KeyboardInterrupt):
+        with held:
+            ctrl_c_then_finish(done)
+    assert done == ["recorded"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with held:  # used again, no Ctrl-C: nothing raised, the handler back
+        done.append("again")
+    assert done == ["recorded", "again"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_handler_that_does_not_raise_is_called_once_after(sigint):
+    """As ``distconv.stop_request``'s first Ctrl-C: noted, the step goes on."""
+    calls: list[tuple[int, bool]] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: calls.append((signum, frame is not None)))
+    done: list[str] = []
+    with HeldInterrupt():
+        ctrl_c_then_finish(done)
+        assert calls == []
+    assert (done, calls) == (["recorded"], [(signal.SIGINT, True)])
+
+
+def test_ignored_sigint_stays_ignored(sigint):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    done: list[str] = []
+    with HeldInterrupt():
+        ctrl_c_then_finish(done)
+    assert done == ["recorded"]
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_off_the_main_thread_it_does_nothing(sigint):
+    """Python runs no SIGINT handler there (and may not set one): the communication thread's
+    starts need none."""
+    held, seen = HeldInterrupt(), []
+
+    def body() -> None:
+        with held:
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [signal.default_int_handler]

@@ -1,0 +1,47 @@
+"""A Ctrl-C on one rank that lands as a gradient piece's collective is started, between the
+start and its record (``run_start_interrupt.py``, real ``mpiexec -n 2``): the piece's
+``Iallreduce`` returned and its request not yet stored (no communication thread), or the piece
+handed to the thread and the hand-over not yet counted. Before, the interrupt lost the started
+collective: the step's last pieces then started (or handed over) that piece again, one
+collective more on that rank alone, and the job ended in an abort (the watchdog's, or close's)
+instead of a failed step that every rank leaves cleanly."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mpi.common import NEEDS_MPIEXEC, run_two_ranks
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_an_interrupt_as_a_piece_starts_fails_the_step_and_close_is_clean(tmp_path, where):
+    """The interrupt is raised once the piece is recorded: rank 0's finish_step raises it,
+    rank 1's refuses the step (its flags said rank 0 failed), every collective of the step
+    completes on both, and both close cleanly (the job exits 0)."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where)
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said[0] == "KeyboardInterrupt: ", said
+    assert said[1].startswith("SyncError: "), said
+    assert not list(tmp_path.glob("rank*.err"))
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_an_interrupt_as_a_piece_starts_in_backward_is_drained_by_the_next_setup(tmp_path, where):
+    """Bucket 0 launched from ``on_gradient``: rank 0 raises the interrupt there and abandons
+    the step; its next setup sends what the step left after the piece it recorded, so rank 1
+    refuses the step ("another rank abandoned the step") and both setups name the step one
+    abandoned and the other counted, then both close cleanly. Before, that setup started (or
+    handed over) the lost piece again: rank 1 waited for a piece rank 0 never sent."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, where, "launch")
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said[0] == "KeyboardInterrupt: ", said
+    assert said[1].startswith("SyncError: another rank abandoned the step"), said
+    for rank in (0, 1):
+        setup = (tmp_path / f"setup{rank}.txt").read_text()
+        assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
