@@ -72,7 +72,26 @@ def test_two_ranks_whose_float16_sum_overflows_stop_with_their_parameters_untouc
     assert proc.returncode != 0
     for rank in range(2):  # each rank's sum is finite alone: only the ranks' sum overflows
         record = (tmp_path / f"rank{rank}.err").read_text()
-        assert "SyncError" in record and "not finite" in record, record
+        said = record.split(": ")[0]  # the thread's failure, or the wire's (a SyncError)
+        assert said in ("SyncError", "WireRefused") and "not finite" in record, record
+        np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), START)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(mpiexec() is None, reason="mpiexec is not installed")
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_refused_float16_wire_caught_closes_cleanly_without_the_thread(overlap, tmp_path):
+    """The refusal caught, each rank closes its sync. Without the communication thread every
+    rank refused the step at the same bucket once every collective before it was complete, and
+    none starts a later one: the ranks leave together (the job exits 0; it aborted). With the
+    thread, the refusal stopped it, skipping what it still had queued: close aborts."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    command = [sys.executable, "-m", "mpi4py", str(HERE / "run_wire_overflow.py")]
+    proc = run_mpi(["-n", "2", *command, overlap, str(tmp_path), "caught"], timeout=45)
+    assert (proc.returncode == 0) == (overlap == "0"), proc.stderr
+    for rank in range(2):
+        assert "not finite" in (tmp_path / f"rank{rank}.err").read_text()
         np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), START)
 
 

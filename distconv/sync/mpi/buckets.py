@@ -14,6 +14,7 @@ from distconv.backend import all_finite, get_array_module, is_gpu_array, resolve
 from distconv.optim import mean_scale
 from distconv.parameter import Parameter
 from distconv.sync.base import SyncError
+from distconv.sync.mpi.comm import WireRefused
 from distconv.sync.mpi.pieces import FIRST_PIECE_BYTES, PIECE_BYTES, plan_pieces
 
 #: per-step checks over every parameter read these through map(), which loops in C
@@ -195,8 +196,7 @@ class Bucket:
 
     def unpack(self) -> None:
         """The reduced gradients back into the gradient buffer (once a step; no-ops where the
-        collective reduced the buffer itself); a SyncError where a 16-bit wire holds NaN or
-        infinity (:meth:`check_wire`)."""
+        collective reduced it itself); a 16-bit wire's :meth:`check_wire` first (WireRefused)."""
         if self.unpacked:
             return
         self.check_wire()
@@ -216,14 +216,14 @@ class Bucket:
         itself is checked (:func:`finite_16`); the native wires, as one process, are not.
 
         Raises:
-            SyncError: naming the bucket, its parameters and the way out.
+            WireRefused: naming the bucket, its parameters and the way out.
         """
         if not self.compressed or finite_16(self.target[: self.size], self.scratch):
             return
         dtype = self.target.dtype
         limit = " (65504)" if dtype == np.float16 else ""
         names = ", ".join(p.name for p in self.params)
-        raise SyncError(
+        raise WireRefused(
             f"gradient bucket {self.index} ({names}) is not finite after the {dtype} wire: an "
             f"average gradient, or the ranks' sum of them, past {dtype}'s range{limit}, or a "
             "NaN or infinite gradient; train with grad_dtype 'bfloat16' or 'float32'"

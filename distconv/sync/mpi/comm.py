@@ -203,6 +203,12 @@ class JobMismatch(SyncError):
     it are complete on all of them: none waits for another."""
 
 
+class WireRefused(SyncError):
+    """A reduced 16-bit wire holds NaN or infinity
+    (:meth:`~distconv.sync.mpi.buckets.Bucket.check_wire`). Every rank holds the same bits and
+    raises it alike, at the same bucket."""
+
+
 def same_job(comm: Any, rank: int, description: Mapping[str, Any]) -> None:
     """Compare a digest of ``description`` across ranks; on a mismatch, name the difference.
 

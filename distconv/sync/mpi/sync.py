@@ -63,7 +63,7 @@ from distconv.sync.mpi.pieces import PiecePump, Slot, check_sizes, refusal
 from distconv.sync.mpi.shutdown import Shutdown
 from distconv.sync.mpi.step_check import StepCheck
 from distconv.sync.mpi.thread import CommThread
-from distconv.sync.mpi.updates import drain_abandoned, finish_pieces, update_step
+from distconv.sync.mpi.updates import drain_abandoned, finish_pieces, refused_alike, update_step
 from distconv.sync.mpi.used import UsedParams
 from distconv.sync.mpi.watchdog import DEFAULT_TIMEOUT, check_timeout, duplicate, watch
 
@@ -355,6 +355,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
                 raise exc from refused
             self._used.fail(exc, self.world_size)  # passed: the others wait for the pieces
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
+        wire = False  # a 16-bit wire refused on every rank alike, every collective done
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
             if self._thread is None:  # the pieces left onto the wire, to the end (reduce_all)
@@ -368,11 +369,12 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             # all or none (updates); a failure of this rank alone is told at its next call
             update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step, alone)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
+            wire = refused_alike(exc, self._thread)
             self._used.note_unsaid(exc)
             raise
         finally:  # failed once every collective of the step completed, alike on every rank
             # (the flags' refusal, or this rank's failure alone): close may leave (Shutdown)
-            self._ended_alike = self._used.refused or self._failed_finish == self.step
+            self._ended_alike = self._used.refused or self._failed_finish == self.step or wire
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
         self._record_first_pass()

@@ -31,6 +31,7 @@ import numpy as np
 
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
+from distconv.sync.mpi.comm import WireRefused
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
@@ -189,6 +190,15 @@ def finish_pieces(pump: PiecePump, alone: list[BaseException]) -> None:
     wrapper), is raised at once: made again, that start would put a collective on this rank
     alone, which meets another piece of the other ranks'."""
     to_the_end(pump.finish, alone, pending=lambda: pump.request is not None)
+
+
+def refused_alike(error: BaseException, thread: CommThread | None) -> bool:
+    """Whether ``error``, raised by ``finish_step`` without a communication thread, is a 16-bit
+    wire's refusal (or an interrupt kept until then, raised from it: :func:`reduce_all`): every
+    rank refused the step at the same bucket once the flags and every earlier reduction were
+    complete, and no rank starts a later one, so nothing is left for a rank to wait for. With
+    the thread, the refusal stopped it: what it still had queued is skipped (close aborts)."""
+    return thread is None and WireRefused in (type(error), type(error.__cause__))
 
 
 def _unpack(bucket: Bucket, alone: list[BaseException]) -> None:
