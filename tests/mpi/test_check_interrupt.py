@@ -123,6 +123,7 @@ class RefusedAfterInterrupt:
     then fails (another rank is at another step)."""
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
+    _check_refused = _ended_alike = False
 
     def __init__(self) -> None:
         self._used = UsedParams(None, 2, None)
@@ -146,3 +147,4 @@ def test_an_interrupt_in_a_failing_check_is_raised_with_nothing_sent():
         MPISync.finish_step(sync)  # type: ignore[arg-type]
     assert isinstance(raised.value.__cause__, SyncError)
     assert sync.step == 0 and not sync._used.local.any()
+    assert sync._ended_alike  # every rank refused it at its first collective: close leaves

@@ -88,7 +88,7 @@ class Interrupted:
     last pack is interrupted."""
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
-    _failed_finish, _ended_alike = None, False
+    _failed_finish, _ended_alike, _check_refused = None, False, False
     _watchdog = Watchdog(None, print, 0)  # watches nothing
 
     def __init__(self) -> None:

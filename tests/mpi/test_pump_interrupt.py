@@ -90,6 +90,7 @@ class Finishing:
 
     world_size, step, sync_seconds, _thread, _in_step, closed = 2, 0, 0.0, None, True, False
     _grad_comm, buckets, _slot, _failed_finish = None, (), {}, None
+    _check_refused = _ended_alike = False
 
     def __init__(self, comm: Comm, watchdog: Watchdog | None = None) -> None:
         self._used, self._pump, self.told = Quiet(None, 2, None), pump(comm), 0

@@ -6,8 +6,9 @@ a rank that fails, or cannot leave cleanly (a step or setup still open,
 ranks may wait for it; else the ranks leave together (:func:`~distconv.sync.mpi.leaving.leave`).
 A step whose ``finish_step`` failed once every collective of it completed (``_ended_alike``:
 the flags refused it on every rank, or, without the communication thread, a 16-bit wire did
-(``WireRefused``); or it failed on this rank alone after them: an optimizer's error, a Ctrl-C
-kept while the step's waits were made again) leaves no rank waiting in it, so
+(``WireRefused``), or the step check did in ``finish_step``, at the step's first collective;
+or it failed on this rank alone after them: an optimizer's error, a Ctrl-C kept while the
+step's waits were made again) leaves no rank waiting in it, so
 close leaves: a rank that finished the step and went on learns at its next exchange that this
 one closed (:meth:`~distconv.sync.mpi.step_check.StepCheck.say_closed`), and is refused there,
 naming the step that failed here where it failed on this rank alone.

@@ -343,7 +343,7 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
         if not self._in_step:
             raise SyncError("finish_step without start_step")
         self._in_step = False
-        began = time.perf_counter()
+        began, checked = time.perf_counter(), self._check_refused  # (in backward: pieces went)
         try:  # before the flags: a bucket this rank fails to pack is said in them (fail); the
             # check too (no bucket went during backward), where a fast rank waits for a slow one
             self._complete_check()
@@ -352,10 +352,11 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             try:  # one as the check's Wait returned left it unread: read it, as the others did
                 self._complete_check()  # (None where it was read: a pack failed, or a mismatch)
             except SyncError as refused:  # on every rank: none sends a piece or counts the step
+                self._ended_alike = True  # refused at its first collective, all done: close leaves
                 raise exc from refused
+            self._ended_alike = self._check_refused > checked  # refused here, as just above
             self._used.fail(exc, self.world_size)  # passed: the others wait for the pieces
         alone: list[BaseException] = []  # an interrupt in a piece's wait: the step goes on
-        wire = False  # a 16-bit wire refused on every rank alike, every collective done
         try:  # the flags' start too: an error there must not lose a failed pack (note_unsaid)
             self._used.post(self._thread)  # which parameters fired anywhere, beside the last pieces
             if self._thread is None:  # the pieces left onto the wire, to the end (reduce_all)
@@ -369,12 +370,12 @@ class MPISync(Shutdown, BucketLayout, RankCollectives):
             # all or none (updates); a failure of this rank alone is told at its next call
             update(self.buckets, self._used, self._apply, self._slot, self._note_failed_step, alone)
         except BaseException as exc:  # before the flags said this rank's failed pack: a Ctrl-C too
-            wire = refused_alike(exc, self._thread)
+            self._ended_alike = refused_alike(exc, self._thread)  # a 16-bit wire, on every rank
             self._used.note_unsaid(exc)
             raise
         finally:  # failed once every collective of the step completed, alike on every rank
             # (the flags' refusal, or this rank's failure alone): close may leave (Shutdown)
-            self._ended_alike = self._used.refused or self._failed_finish == self.step or wire
+            self._ended_alike |= self._used.refused or self._failed_finish == self.step
             self.step += 1
             self.sync_seconds += time.perf_counter() - began
         self._record_first_pass()
