@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from distconv.backend import to_host
+from distconv.kernels.shape import is_int
 from distconv.sync.local import is_count, not_counts, not_numbers, per_row_count, state_problems
 
 OptimState = Mapping[str, Mapping[str, Any]]
@@ -159,3 +160,20 @@ def mismatches(kind: str, ours: Mapping[str, Any], theirs: Mapping[str, np.ndarr
                 f"{kind} {name!r}: model dtype {want_type}, checkpoint dtype {got_type}"
             )
     return problems
+
+
+def whole_set_each_step(theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint's facts (``theirs``) and a resuming run's (``ours``) both record a
+    ``global_batch`` that reaches the size of the same training set (``train_data``, its
+    :func:`~distconv.data.fingerprint`). Then each epoch is one step of every example, which a
+    synchronous step sums over ranks and divides by that size however the batch is split (as
+    for an equal global batch of another world size), so the two train the same. False where
+    either records no training set."""
+    sets = theirs.get("train_data"), ours.get("train_data")
+    if not all(isinstance(s, Mapping) for s in sets) or sets[0] != sets[1]:
+        return False
+    examples = sets[1].get("examples")
+    batches = theirs.get("global_batch"), ours.get("global_batch")
+    if not is_int(examples) or not all(is_int(b) for b in batches):
+        return False
+    return all(b >= examples for b in batches)

@@ -26,6 +26,7 @@ from distconv.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from distconv.checkpoint_checks import whole_set_each_step
 from distconv.job_start import JobStart as JobStart  # defined there: trainer, job read it
 from distconv.parameter import Parameter
 from distconv.run_dir import (
@@ -297,6 +298,15 @@ class StepCheckpoints:
             for k in MUST_MATCH
             if _known(theirs.get(k)) and _known(ours.get(k)) and theirs.get(k) != ours.get(k)
         ]
+        if "global_batch" in facts and whole_set_each_step(theirs, ours):
+            facts.remove("global_batch")  # each step trains on the whole set either way
+            log.info(
+                "resuming with global batch %s, the checkpoint's %s: both reach the %s training "
+                "examples, so each epoch is still one step of all of them",
+                ours["global_batch"],
+                theirs["global_batch"],
+                ours["train_data"]["examples"],
+            )
         if facts:
             differ = [said for k in facts for said in _differences(k, theirs[k], ours[k])]
             batch = (

@@ -748,3 +748,37 @@ def test_a_set_aside_that_cannot_replace_the_last_one_moves_nothing(data, tmp_pa
     _trainer(out, checkpoint_every=7).fit(train, test, epochs=1, resume="auto")  # now it can
     assert (ckpts / "step-00000015.unusable" / "chief.safetensors").read_bytes() == b"damaged again"
     assert RunDirectory(out).latest().step == 15
+
+
+def _batch_trainer(out_dir, batch_size):
+    sync = create_sync("local", optimizer=create_optimizer("adam", lr=0.01))
+    return Trainer(_net(), sync, batch_size, out_dir=out_dir, progress=False)
+
+
+def test_a_resume_with_another_global_batch_past_the_data_trains_as_the_same_run(
+    data, tmp_path, caplog
+):
+    """240 examples: batches of 300 and of 400 are both one step of all of them each epoch, so
+    one resumes the other and ends bit for bit where the first alone ends (k437)."""
+    train, test = data
+    whole = _batch_trainer(tmp_path / "whole", 300)
+    whole.fit(train, test, epochs=3)
+    _batch_trainer(tmp_path / "split", 300).fit(train, test, epochs=1)
+    resumed = _batch_trainer(tmp_path / "split", 400)
+    with caplog.at_level(logging.INFO, logger="distconv.resume"):
+        history = resumed.fit(train, test, epochs=3, resume=True)
+    assert [r["epoch"] for r in history] == [2, 3] and resumed.pos.step == 3
+    assert "global batch 400, the checkpoint's 300: both reach the 240" in caplog.text
+    for name, value in _weights(whole).items():
+        np.testing.assert_array_equal(_weights(resumed)[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize(("first", "second"), [(300, 200), (200, 300)])
+def test_a_resume_past_the_data_from_a_batch_within_it_is_still_refused(
+    data, tmp_path, first, second
+):
+    """One side smaller than the data (200 of 240) trains otherwise; either order is refused."""
+    train, test = data
+    _batch_trainer(tmp_path, first).fit(train, test, epochs=1)
+    with pytest.raises(CheckpointError, match=f"global_batch: checkpoint {first}, this run"):
+        _batch_trainer(tmp_path, second).fit(train, test, epochs=2, resume=True)
