@@ -27,7 +27,7 @@ from distconv.distributed import choose_transport
 from distconv.job import TrainConfig, train
 from distconv.layers.base import LayerError
 from distconv.logs import as_log_line, configure_logging, error_line
-from distconv.messages import debugging, say
+from distconv.messages import debugging, quote_in_errors, say
 from distconv.metrics import MetricsError
 from distconv.network import NetworkError
 from distconv.runtime import RuntimeConfigError, detect_runtime, runtime_flags
@@ -214,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    # a path given with a line break is shown quoted in the error line, not squeezed
+    quote_in_errors(v for v in vars(args).values() if isinstance(v, (str, os.PathLike)))
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(message)s",

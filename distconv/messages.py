@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 #: the most a worker's ``bye`` carries of the error it closes on (another process quotes it)
 SENT_ERROR_CHARS = 300
@@ -25,16 +25,84 @@ def say(line: str) -> None:
         pass
 
 
+#: values given with a line break in them (a path, ``--out $'a\nb'``), each with its
+#: :func:`shell_quoted` form: set by :func:`quote_in_errors`, read by :func:`one_line`
+_QUOTED: dict[str, str] = {}
+#: what a shell's ``$'...'`` writes by name
+_ESCAPES = {
+    "\\": "\\\\",
+    "'": "\\'",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\f": "\\f",
+}
+
+
+def breaks_lines(text: str) -> bool:
+    """Whether ``text`` holds a character :meth:`str.splitlines` breaks a line at."""
+    return "".join(text.splitlines()) != text
+
+
+def shell_quoted(text: str) -> str:
+    """``text`` as a shell's ``$'...'`` word: a line break, a quote or any other character
+    that does not print escaped (``$'a\\nb'``), so it reads unambiguously on one line and
+    pastes back into a shell as the same value."""
+    escaped = []
+    for ch in text:
+        if ch in _ESCAPES:
+            escaped.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            escaped.append(ch)
+        else:  # fixed widths: a hex digit after it is not read as part of the escape
+            code = ord(ch)
+            escaped.append(
+                f"\\x{code:02x}"
+                if code < 0x100
+                else f"\\u{code:04x}"
+                if code < 0x10000
+                else f"\\U{code:08x}"
+            )
+    return "$'" + "".join(escaped) + "'"
+
+
+def quote_in_errors(values: Iterable[str | os.PathLike[str]]) -> None:
+    """Have :func:`one_line` show each of ``values`` that breaks a line (a path the user gave)
+    :func:`shell_quoted`, as written or made absolute, and each folder above it that breaks
+    a line too, where an error quotes it: squeezed like the message's own breaks, ``x\\ny``
+    read as ``x y``, another path. Replaces the values of an earlier call; ordinary values
+    are shown as they are."""
+    _QUOTED.clear()
+    for value in values:
+        text = os.fspath(value)
+        if not text.strip():  # a bare break: the message's own breaks would be quoted
+            continue
+        for form in {text, os.path.abspath(text), os.path.realpath(text)}:
+            while breaks_lines(form):
+                _QUOTED[form] = shell_quoted(form)
+                form = os.path.dirname(form.rstrip(os.sep)) if os.sep in form else ""
+
+
+def _quoted(text: str) -> str:
+    """``text`` with each value of :func:`quote_in_errors` in it quoted, the longest first (an
+    absolute form holds the form as written)."""
+    for value in sorted(_QUOTED, key=len, reverse=True):
+        text = text.replace(value, _QUOTED[value])
+    return text
+
+
 def one_line(text: str, limit: int | None = None) -> str:
     """``text`` on one line (each run of whitespace that breaks a line one space, the ends
     stripped), cut to ``limit`` characters (None: whole). Spaces within a line are kept: a
-    quoted value (``got 'a  b'``) reads as the user typed it, not as ``'a b'``.
+    quoted value (``got 'a  b'``) reads as the user typed it, not as ``'a b'``. A value given
+    to :func:`quote_in_errors` is :func:`shell_quoted` in it instead (its breaks escaped).
 
     The lines are those :meth:`str.splitlines` breaks, each stripped, the blank ones left out:
     time linear in ``text``, as a message may quote a value of any length. (A regular
     expression for a run of whitespace around a break went back over every run without one,
     so a value of 100,000 spaces took minutes.)"""
-    said = " ".join(filter(None, (line.strip() for line in text.splitlines())))
+    said = " ".join(filter(None, (line.strip() for line in _quoted(text).splitlines())))
     return said if limit is None or len(said) <= limit else said[: limit - 3] + "..."
 
 

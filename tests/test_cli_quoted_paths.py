@@ -1,0 +1,57 @@
+"""A path given with a line break is shown quoted in the one error line, not squeezed into
+another path (review k437): ``--out $'x\\ny'`` read as ``x y``."""
+
+from __future__ import annotations
+
+import pytest
+
+from distconv import messages
+from distconv.messages import one_line, quote_in_errors, shell_quoted
+from tests.test_cli import SMALL, _assert_one_line_error, distconv
+
+
+@pytest.fixture(autouse=True)
+def _no_quoted_values():
+    """The values to quote are the process's: none before nor after each test."""
+    quote_in_errors(())
+    yield
+    quote_in_errors(())
+
+
+@pytest.mark.parametrize(
+    "text, word",
+    [
+        ("a\nb", r"$'a\nb'"),
+        ("it's\\here", r"$'it\'s\\here'"),
+        ("t\tr\rv\vf\f", r"$'t\tr\rv\vf\f'"),
+        ("\x1cA\u2028B\x85", r"$'\x1cA\u2028B\x85'"),  # fixed widths: A and B stay apart
+        ("\U0001f600ok", "$'\U0001f600ok'"),  # printable: as it is
+    ],
+)
+def test_shell_quoted_escapes_what_breaks_or_does_not_print(text, word):
+    assert shell_quoted(text) == word
+    assert len(word.splitlines()) == 1
+
+
+def test_a_quoted_path_and_the_folders_above_it_are_quoted_where_an_error_names_them(tmp_path):
+    out = tmp_path / "x\ny" / "run"
+    quote_in_errors([str(out), "plain"])
+    said = one_line(f"{out / 'checkpoints'} missing: {out.parent} is a file\nnext plain line")
+    above = shell_quoted(str(out.parent))
+    assert (
+        said == f"{shell_quoted(str(out))}/checkpoints missing: {above} is a file next plain line"
+    )
+
+
+def test_ordinary_values_and_a_bare_break_leave_the_message_as_it_was(tmp_path):
+    quote_in_errors([str(tmp_path / "plain"), "\n", "relative"])
+    assert not messages._QUOTED
+    assert one_line(f"{tmp_path / 'plain'} is\nmissing") == f"{tmp_path / 'plain'} is missing"
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_the_error_line_quotes_an_out_with_a_line_break(tmp_path, relative):
+    out = "x\ny" if relative else str(tmp_path / "x\ny")
+    proc = distconv("train", *SMALL, "--out", out, "--resume", cwd=tmp_path)
+    shown = shell_quoted(out)
+    _assert_one_line_error(proc, f"in {shown}/checkpoints: {shown} does not exist")
