@@ -36,7 +36,7 @@ from distconv.sync import SyncError
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 from distconv.sync.ps.cli import PserverStartError
-from distconv.train_args import add_train
+from distconv.train_args import add_quiet, add_train
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
 from distconv.transport_flags import (
     mpi_train_rank,
@@ -141,13 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="distconv", description="A hackable data-parallel training framework."
     )
     parser.add_argument("--version", action="version", version=f"distconv {__version__}")
-    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="log warnings only (or after the COMMAND)"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_train(subparsers).set_defaults(handler=run_train)
     from distconv.sync.ps.cli import add_keys, add_pserver  # declares flags only; no zmq import
 
-    add_pserver(subparsers)
+    add_quiet(add_pserver(subparsers))
     add_keys(subparsers)
+    add_quiet(subparsers.choices["keys"])  # add_keys returns no parser
     add_check_manifests(subparsers)
     return parser
 

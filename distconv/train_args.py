@@ -106,6 +106,19 @@ def add_resume_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    """Declare ``-q``/``--quiet`` on a subcommand's parser as well: ``distconv train -q`` means
+    ``distconv -q train``, where users put a flag, after the command. SUPPRESS: ``distconv -q
+    train`` sets it first, and the subcommand's default must not undo that."""
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log warnings only (as distconv -q)",
+    )
+
+
 def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``distconv train`` (train LeNet alone or as one worker of a job) to ``subparsers``;
     returns its parser."""
@@ -116,6 +129,7 @@ def add_train(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser
         description="Train LeNet on a data set, alone or as one worker of a distributed job; "
         "write metrics.jsonl, metrics.png and step checkpoints to --out.",
     )
+    add_quiet(p)
     p.add_argument("--data", choices=DATASETS, default=d.data, help="data set (%(default)s)")
     p.add_argument(
         "--data-dir", type=not_blank, help="directory of the MNIST IDX files (.gz or raw)"

@@ -51,7 +51,7 @@ def test_abbreviations_are_written_out_as_argparse_reads_them(argv, full):
         (["--d", "x"], "--d could be any of --data, --data-dir, --device, --dtype"),
         (["--bogus=1"], "distconv train takes no --bogus"),
         (["--epochs", "3", "--"], "distconv train takes no --"),
-        (["-q"], "distconv train takes no -q"),  # a short option, as unknown as a long one
+        (["-x"], "distconv train takes no -x"),  # a short option, as unknown as a long one
         (["--epochs", "3", "-e", "4"], "distconv train takes no -e"),
     ],
 )
