@@ -78,6 +78,12 @@ _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 #: the host up (out of files, it says ``EAI_SYSTEM``, which Python raises as the plain
 #: ``OSError`` of its errno: one of :data:`_RESOURCE_ERRORS`)
 _RESOLVER_RESOURCE_ERRORS = (socket.EAI_MEMORY,)
+#: what a temporary resolver failure (``EAI_AGAIN``: no DNS server answered now) adds to its
+#: ``Temporary failure in name resolution``: the host may be right, so no flag is named
+_RESOLVER_AGAIN = (
+    "the host name could not be looked up now, which says nothing of whether it is right; "
+    "retry once name resolution (DNS) answers"
+)
 
 
 def _flag_at_fault(exc: OSError) -> str | None:
@@ -85,9 +91,10 @@ def _flag_at_fault(exc: OSError) -> str | None:
     privileged; none where a resource ran out (no other host or port would help); else
     --health-host: an address that is none of this host's, of a family it lacks (IPv6 in a
     container without it), link-local without its interface (``fe80::1``: EINVAL, with any
-    port), or a name it cannot look up."""
+    port), or a name it cannot look up; none where the resolver failed for now (``EAI_AGAIN``)."""
     if isinstance(exc, socket.gaierror):  # its errno is the resolver's (negative), no OS one
-        return None if exc.errno in _RESOLVER_RESOURCE_ERRORS else "--health-host"
+        no_flag = (*_RESOLVER_RESOURCE_ERRORS, socket.EAI_AGAIN)
+        return None if exc.errno in no_flag else "--health-host"
     if exc.errno in _PORT_ERRORS:
         return "--health-port"
     if exc.errno in _RESOURCE_ERRORS:
@@ -204,6 +211,8 @@ class ServiceEndpoints:
             server = ProbeHTTPServer((host.strip("[]"), port), handler_for(self))
         except OSError as exc:  # "Address already in use" alone names no port
             cause, flag = exc.strerror or str(exc), _flag_at_fault(exc)
+            if isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_AGAIN:
+                cause = f"{cause} ({_RESOLVER_AGAIN})"
             raise _bind_error(exc.errno, host, port, cause, flag, port_from) from None
         self._server = server
         self._last_beat = time.monotonic()
