@@ -19,6 +19,7 @@ import socket
 import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 #: called after each chunk is written; tests set it to stop a writer provably mid-save
@@ -191,6 +192,52 @@ def folder_problem(path: str | os.PathLike) -> str | None:
             return f"{where} is a symlink to {_link_target(where)}, not there"
         return None if stat.S_ISDIR(mode) else f"{where} is a file, not a folder"
     return None
+
+
+@dataclass(frozen=True)
+class MadeFolder:
+    """A folder this process made, known by its device and inode: what it removes when it
+    undoes its work (a shard that cannot start) is that folder, not another one at the same
+    path. A user may delete it meanwhile and another shard make it again, empty, for its own
+    parts; an ``rmdir`` by path alone removed that one.
+
+    Attributes:
+        path: where it was made.
+        device: its ``st_dev`` when made.
+        inode: its ``st_ino`` when made.
+    """
+
+    path: Path
+    device: int
+    inode: int
+
+    @classmethod
+    def make(cls, path: Path) -> MadeFolder:
+        """``mkdir path``, remembered by what it made.
+
+        Raises:
+            OSError: as ``mkdir`` (``FileExistsError`` where something is there already).
+        """
+        path.mkdir()
+        made = os.lstat(path)
+        return cls(path, made.st_dev, made.st_ino)
+
+    def remove(self) -> bool:
+        """Remove the folder while it is the one made and empty; returns whether it did. One
+        of another device or inode at the path (made again by another process), one that is
+        not empty, or none at all, is left: it is not this process's to undo."""
+        try:
+            now = os.lstat(self.path)
+            if not self._is(now):
+                return False
+            os.rmdir(self.path)
+        except OSError:
+            return False
+        return True
+
+    def _is(self, now: os.stat_result) -> bool:
+        """Whether ``now`` (an lstat of the path) is the folder made."""
+        return stat.S_ISDIR(now.st_mode) and (now.st_dev, now.st_ino) == (self.device, self.inode)
 
 
 def _link_target(link: Path) -> str:

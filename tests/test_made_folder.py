@@ -1,0 +1,47 @@
+"""``distconv.files.MadeFolder``: an undo removes the folder this process made, never another
+made at the same path since (review k437): a shard's checkpoint folder deleted by a user and
+made again by another shard was removed, by path, by the first shard's failure."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from distconv.files import MadeFolder
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_the_folder_made_and_still_empty_is_removed(tmp_path):
+    made = MadeFolder.make(tmp_path / "parts")
+    assert made.remove() and not (tmp_path / "parts").exists()
+    assert not made.remove()  # gone: nothing to undo, no error
+
+
+def test_a_folder_made_again_by_another_process_is_left(tmp_path):
+    path = tmp_path / "parts"
+    made = MadeFolder.make(path)
+    # the user deletes it (a rename: its inode stays taken, so the new one's cannot be it)
+    path.rename(tmp_path / "deleted")
+    # another shard makes it again, in its own process, for its own parts
+    subprocess.run([sys.executable, "-c", f"import os; os.mkdir({str(path)!r})"], check=True)
+    assert not made.remove()
+    assert path.is_dir()
+
+
+def test_a_folder_filled_meanwhile_or_a_file_in_its_place_is_left(tmp_path):
+    made = MadeFolder.make(tmp_path / "parts")
+    (tmp_path / "parts" / "shard-0.safetensors").write_bytes(b"part")
+    assert not made.remove() and (tmp_path / "parts").is_dir()
+    other = MadeFolder.make(tmp_path / "other")
+    os.rmdir(other.path)
+    other.path.write_text("a file now")
+    assert not other.remove() and other.path.is_file()
+
+
+def test_making_a_folder_that_is_there_raises_as_mkdir(tmp_path):
+    with pytest.raises(FileExistsError):
+        MadeFolder.make(tmp_path)
