@@ -14,7 +14,6 @@ optimizer state (gathered with ``get_state``), and a resume reseeds fresh shards
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distconv.files import delete_files, describe_os_error
+from distconv.files import MadeFolder, delete_files, describe_os_error
 from distconv.sync.ps.state import _Refused
 
 log = logging.getLogger("distconv.pserver")
@@ -47,7 +46,7 @@ def make_folders(directory: Path) -> None:
     Raises:
         OSError: a level cannot be made (a file in the way, no room, a name too long).
     """
-    made: list[Path] = []
+    made: list[MadeFolder] = []
     try:
         for tries_left in reversed(range(_FOLDER_TRIES)):
             try:
@@ -57,13 +56,12 @@ def make_folders(directory: Path) -> None:
                 if not tries_left:
                     raise
     except OSError:
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        for folder in reversed(made):  # each only while it is the one made here, and empty
+            folder.remove()
         raise
 
 
-def _make_missing(directory: Path, made: list[Path]) -> None:
+def _make_missing(directory: Path, made: list[MadeFolder]) -> None:
     """Make the levels of ``directory`` that are not folders, from the top down, adding each
     made here to ``made``; one another process makes first is taken as there."""
     # os.path.isdir, not Path.is_dir: a name too long is no folder, not an error, in every Python
@@ -71,12 +69,10 @@ def _make_missing(directory: Path, made: list[Path]) -> None:
     missing = list(itertools.takewhile(lambda p: not os.path.isdir(p), there))
     for folder in reversed(missing):
         try:
-            folder.mkdir()
+            made.append(MadeFolder.make(folder))
         except FileExistsError:
             if not os.path.isdir(folder):  # a file, or a dangling link
                 raise
-            continue
-        made.append(folder)
 
 
 class CheckpointParts:

@@ -284,3 +284,27 @@ def test_a_level_another_shard_made_and_removed_again_is_made_afresh(monkeypatch
     make_folders(new / "b" / "parts")
     assert (new / "b" / "parts").is_dir()
     assert raced == [new, new / "b"]  # the race did happen
+
+
+def test_a_failed_make_leaves_the_folder_another_shard_made_again(tmp_path, monkeypatch):
+    """A level this shard made, deleted by a user and made again (empty) by another shard
+    before this one fails, is the other shard's: the undo removed it by its path alone."""
+    from distconv.files import MadeFolder
+    from distconv.sync.ps import parts
+
+    top, deep = tmp_path / "job", tmp_path / "job" / "shard-0" / ("x" * 300)
+    make = MadeFolder.make
+
+    def user_and_other_shard(path):
+        made = make(path)
+        if path == top:  # the user deletes it, another shard makes it again, empty
+            top.rename(tmp_path / "deleted")
+            top.mkdir()
+        return made
+
+    monkeypatch.setattr(parts.MadeFolder, "make", staticmethod(user_and_other_shard))
+    with pytest.raises(OSError) as failed:  # the last name is too long
+        parts.make_folders(deep)
+    assert failed.value.errno == errno.ENAMETOOLONG
+    assert top.is_dir()  # the other shard's
+    assert not (top / "shard-0").exists()  # this call's own, made in the other's, is undone
