@@ -36,7 +36,7 @@ from distconv.sync import SyncError
 from distconv.sync.mpi import leaving
 from distconv.sync.peers import PEER_FAILED_STATUS, peer_failure
 from distconv.sync.ps.cli import PserverStartError
-from distconv.train_args import add_quiet, add_train
+from distconv.train_args import add_train
 from distconv.trainer import METRICS, PLOT, Preempted, TrainingError
 from distconv.transport_flags import (
     mpi_train_rank,
@@ -148,9 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_train(subparsers).set_defaults(handler=run_train)
     from distconv.sync.ps.cli import add_keys, add_pserver  # declares flags only; no zmq import
 
-    add_quiet(add_pserver(subparsers))
+    add_pserver(subparsers)
     add_keys(subparsers)
-    add_quiet(subparsers.choices["keys"])  # add_keys returns no parser
     add_check_manifests(subparsers)
     return parser
 

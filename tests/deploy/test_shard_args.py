@@ -56,6 +56,13 @@ def test_a_rendered_shard_passes_and_a_flag_it_does_not_take_is_caught(name):
     ]
 
 
+@pytest.mark.parametrize("flag", ["-q", "--quiet"])
+def test_a_shard_told_to_be_quiet_after_the_command_passes(flag):
+    """``distconv pserver -q`` is what ``distconv -q pserver`` is: the check, which reads the
+    shard's argv with the pserver parser alone, refused it where the shard takes it."""
+    assert _problems_with("pserver", flag)[1] == []
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -88,8 +88,8 @@ def test_train_flags_are_told_from_values_as_argparse_tells_them():
     # -.5 is --lr's value, as argparse reads it (and then refuses: a rate is > 0)
     with pytest.raises(UsageError, match=r"^argument --lr: must lie in \(0.0, inf\), got -.5"):
         parse_program(["--lr", "-.5"])
-    with pytest.raises(LaunchError, match=r"^distconv train takes no -q \(the arguments"):
-        parse_program(["--epochs", "1", "-q"])
+    with pytest.raises(LaunchError, match=r"^distconv train takes no -x \(the arguments"):
+        parse_program(["--epochs", "1", "-x"])
 
 
 def test_options_in_argv():

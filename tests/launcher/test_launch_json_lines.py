@@ -78,7 +78,7 @@ def test_a_refusal_before_the_job_is_a_json_line(tmp_path: Path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("flag", ["--bogus", "-q", "--s"])  # unknown, short, ambiguous
+@pytest.mark.parametrize("flag", ["--bogus", "-x", "--s"])  # unknown, short, ambiguous
 def test_a_refusal_of_a_train_flag_is_a_json_line_too(tmp_path: Path, flag):
     """A flag distconv train does not take (or abbreviates several) hid the --log-format json
     beside it, and its refusal came as text, though the docs say only the launcher's own usage

@@ -16,7 +16,7 @@ from distconv.files import folder, folder_problem
 from distconv.job import TrainConfig
 from distconv.number_text import decimal, integer
 from distconv.runtime import DEFAULT_JOB_ID, ENV_JOB_ID, RuntimeConfigError, job_id_from
-from distconv.train_args import not_blank
+from distconv.train_args import add_quiet, not_blank
 from distconv.transport_flags import refuse_probe_flags_without_port
 
 if TYPE_CHECKING:
@@ -159,6 +159,7 @@ def add_pserver(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         type=seconds,
         help=f"/healthz turns 503 when the serving loop is stuck this long ({STALL_SECONDS:g})",
     )
+    add_quiet(p)
     p.set_defaults(handler=run_pserver)
     return p
 
@@ -275,6 +276,7 @@ def add_keys(subparsers: argparse._SubParsersAction) -> None:
         "dir", type=folder, help="directory to write (created; existing keys are never replaced)"
     )
     p.add_argument("--workers", type=integer, required=True, help="workers in the job")
+    add_quiet(p)
     p.set_defaults(handler=run_keys)
 
 
