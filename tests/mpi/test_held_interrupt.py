@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from distconv.stop_request import StopRequest
 from distconv.sync.mpi.held import HeldInterrupt
 
 pytestmark = pytest.mark.timeout(30)
@@ -87,3 +88,21 @@ def test_off_the_main_thread_it_does_nothing(sigint):
     thread.start()
     thread.join()
     assert seen == [signal.default_int_handler]
+
+
+def test_a_second_ctrl_c_inside_still_stops_at_once(sigint):
+    """``distconv.stop_request``'s handler takes a first Ctrl-C as "stop at the next agreed
+    step" and a second as "stop now" (KeyboardInterrupt): two inside the stretch are handled as
+    two on leaving, not folded into one request the user must repeat."""
+    stop = StopRequest(announce=False)
+    restore = stop.install()
+    try:
+        done: list[str] = []
+        with pytest.raises(KeyboardInterrupt):
+            with HeldInterrupt():
+                ctrl_c_then_finish(done)
+                ctrl_c_then_finish(done)
+        assert done == ["recorded", "recorded"]
+        assert stop.received == {signal.SIGINT}
+    finally:
+        restore()

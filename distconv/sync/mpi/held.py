@@ -34,9 +34,9 @@ SIGINT = int(_sig.SIGINT)
 class HeldInterrupt:
     """A reusable context manager: inside it, on the main thread, a SIGINT whose handler is a
     Python function (Python's own, raising KeyboardInterrupt, or ``distconv.stop_request``'s)
-    is noted, not handled; on leaving, that handler is put back and, if one came, called (it
-    raises there, once the body's work is recorded). Elsewhere (another thread, where Python
-    raises no KeyboardInterrupt; SIGINT ignored or left to the system) it does nothing.
+    is noted, not handled; on leaving, that handler is put back and called once for each that
+    came (it raises there, once the body's work is recorded). Elsewhere (another thread, where
+    Python raises no KeyboardInterrupt; SIGINT ignored or left to the system) it does nothing.
     Not reentrant: one stretch at a time, as the main thread starts one collective at a time.
     About 0.7 us a stretch (two ``sigaction`` calls), a piece's start.
     """
@@ -46,25 +46,25 @@ class HeldInterrupt:
     def __init__(self) -> None:
         self._main = threading.main_thread().ident
         self._previous: Any = None
-        self._came: tuple[FrameType | None] | None = None  # the frame a SIGINT came at
+        self._came: list[FrameType | None] = []  # the frames SIGINTs came at, in order
 
     def __enter__(self) -> None:
         if threading.get_ident() != self._main:
             return
         previous = _sig.getsignal(SIGINT)
         if callable(previous):  # SIG_IGN, SIG_DFL or none from Python: nothing raised here
-            self._came = None
+            self._came = []
             _sig.signal(SIGINT, self._note)  # a Ctrl-C before this: raised here, nothing begun
             self._previous = previous
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
-        self._came = (frame,)
+        self._came.append(frame)  # each one: a second Ctrl-C may mean "stop now" (stop_request)
 
     def __exit__(self, *exc: object) -> None:
         previous, self._previous = self._previous, None
         if previous is None:
             return
         _sig.signal(SIGINT, previous)  # a Ctrl-C from here on: raised by it, after the body
-        came, self._came = self._came, None
-        if came is not None:  # the one that came inside: handled now, as it would have been
-            previous(SIGINT, came[0])
+        came, self._came = self._came, []
+        for frame in came:  # those that came inside: handled now, each as it would have been
+            previous(SIGINT, frame)
