@@ -106,3 +106,49 @@ def test_a_second_ctrl_c_inside_still_stops_at_once(sigint):
         assert stop.received == {signal.SIGINT}
     finally:
         restore()
+
+
+class Raised(Exception):
+    """What another signal's handler raises (as a SIGTERM's ``sys.exit`` or a timeout's)."""
+
+
+def test_a_ctrl_c_after_another_handler_raised_during_a_stretch_is_handled(sigint):
+    """Another signal's handler that raises as a stretch begins or ends (``signal`` runs the
+    handlers pending before it swaps, and Python runs them as a call returns or a function
+    begins) must not leave the noting handler in place: every later Ctrl-C would be noted by
+    it and never raised. SIGPROF from an interval timer, at random points of the stretch."""
+    held, armed = HeldInterrupt(), [False]
+
+    def stretch() -> None:  # as the pump: the stretch's frame is left by the error
+        with held:
+            pass
+
+    def other(signum: int, frame: object) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise Raised
+
+    before = signal.signal(signal.SIGPROF, other)
+    hits = lost = 0
+    signal.setitimer(signal.ITIMER_PROF, 0.0002, 0.0002)
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            armed[0] = True
+            try:
+                while True:
+                    stretch()
+            except Raised:
+                hits += 1
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(3):
+                    time.sleep(0)
+                lost += 1
+            except KeyboardInterrupt:
+                pass
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, before)
+    assert hits > 20, hits
+    assert lost == 0, (lost, hits)

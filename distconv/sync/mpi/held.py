@@ -18,6 +18,7 @@ thread alone, whichever thread the signal reached, so swapping the handler close
 
 from __future__ import annotations
 
+import sys
 import threading
 from types import FrameType
 from typing import Any
@@ -38,33 +39,60 @@ class HeldInterrupt:
     came (it raises there, once the body's work is recorded). Elsewhere (another thread, where
     Python raises no KeyboardInterrupt; SIGINT ignored or left to the system) it does nothing.
     Not reentrant: one stretch at a time, as the main thread starts one collective at a time.
-    About 0.7 us a stretch (two ``sigaction`` calls), a piece's start.
+    About 1 us a stretch (two ``sigaction`` calls), a piece's start.
+
+    Another signal's handler that raises as the stretch ends, before ``__exit__`` could run a
+    line, leaves the noting handler in place: the next SIGINT, seeing no stretch under way in
+    its frames (the stretch's frame was left by that error), puts the previous one back and is
+    handled by it; a stretch begun meanwhile takes it back at once. ``signal.getsignal``
+    names the noting handler until then.
     """
 
-    __slots__ = ("_came", "_main", "_previous")
+    __slots__ = ("_came", "_main", "_owner", "_previous")
 
     def __init__(self) -> None:
         self._main = threading.main_thread().ident
         self._previous: Any = None
         self._came: list[FrameType | None] = []  # the frames SIGINTs came at, in order
+        self._owner: FrameType | None = None  # the frame the stretch runs in
 
     def __enter__(self) -> None:
         if threading.get_ident() != self._main:
             return
         previous = _sig.getsignal(SIGINT)
-        if callable(previous):  # SIG_IGN, SIG_DFL or none from Python: nothing raised here
+        if getattr(previous, "__self__", None) is self:  # ours, left by an error (see _note)
+            previous = self._previous
+        else:
             self._came = []
-            _sig.signal(SIGINT, self._note)  # a Ctrl-C before this: raised here, nothing begun
-            self._previous = previous
+        if callable(previous):  # SIG_IGN, SIG_DFL or none from Python: nothing raised here
+            self._previous, self._owner = previous, sys._getframe(1)  # before the swap
+            try:
+                _sig.signal(SIGINT, self._note)  # a Ctrl-C before this: raised here
+            except BaseException:  # another handler's (a SIGTERM's SystemExit): no body, no exit
+                self.__exit__()
+                raise
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         self._came.append(frame)  # each one: a second Ctrl-C may mean "stop now" (stop_request)
+        while frame is not None and frame is not self._owner:
+            frame = frame.f_back
+        if frame is None:  # no stretch runs: another handler raised as __exit__ began (its
+            self.__exit__()  # first instruction runs them), so ours stayed: handled now
 
     def __exit__(self, *exc: object) -> None:
-        previous, self._previous = self._previous, None
-        if previous is None:
+        if self._previous is None:
             return
-        _sig.signal(SIGINT, previous)  # a Ctrl-C from here on: raised by it, after the body
-        came, self._came = self._came, []
+        raised: BaseException | None = None
+        while True:  # the previous handler back, whatever another handler raises meanwhile:
+            try:  # signal first runs pending handlers (raising there, it swaps nothing), and
+                # Python runs them as it returns; left as ours, every later Ctrl-C is lost
+                _sig.signal(SIGINT, self._previous)
+                break
+            except BaseException as error:  # made again: those handlers ran
+                raised = raised or error
+        previous, came, self._came, self._previous = self._previous, self._came, [], None
+        self._owner = None
+        if raised is not None:  # such an error (a SIGTERM's SystemExit): raised, not the noted
+            raise raised
         for frame in came:  # those that came inside: handled now, each as it would have been
             previous(SIGINT, frame)
