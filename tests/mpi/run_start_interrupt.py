@@ -3,7 +3,8 @@ alone (``os.kill`` of its own process: process-directed, as a terminal's Ctrl-C 
 ``mpiexec``'s forward is) right after its first gradient piece's collective started, before
 the piece is recorded: ``WHERE`` is ``main`` (no communication thread: the piece's
 ``Iallreduce`` returned, its request not yet stored) or ``thread`` (the piece handed to the
-communication thread, the hand-over not yet counted).
+communication thread, the hand-over not yet counted) or ``wire`` (a 16-bit wire, no thread: a
+bucket's ``Ialltoall``, the first of its reduction by hand, returned, its wait not yet begun).
 
 Only ``a`` fires, so both buckets go in step 0's ``finish_step``; with ``launch`` only ``b``
 fires, launching bucket 0 from ``on_gradient``, where rank 0 is interrupted: every rank then
@@ -30,11 +31,15 @@ from tests.mpi.run_check_interrupt import step, what_raises
 
 def main() -> None:
     out, where, launch = Path(sys.argv[1]), sys.argv[2], sys.argv[3:] == ["launch"]
-    sync, params = bucket_sync(overlap=where == "thread", timeout=3), bucket_params()
+    wire = {"grad_dtype": "float16"} if where == "wire" else {}  # reduced by hand, no thread
+    sync = bucket_sync(overlap=where == "thread", timeout=3, **wire)
+    params = bucket_params()
     with recorded(sync, out):
         sync.setup(params, {})
         if sync.rank == 0 and where == "thread":
             CommThread.submit = interrupted_after(CommThread.submit)  # type: ignore[method-assign]
+        elif sync.rank == 0 and where == "wire":  # a 16-bit bucket's first start, by hand
+            sync._grad_comm.Ialltoall = interrupted_after(sync._grad_comm.Ialltoall)
         elif sync.rank == 0:  # the watched gradient communicator's own start (an instance's)
             sync._grad_comm.Iallreduce = interrupted_after(sync._grad_comm.Iallreduce)
         sync.start_step(1)

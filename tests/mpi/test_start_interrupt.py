@@ -45,3 +45,18 @@ def test_an_interrupt_as_a_piece_starts_in_backward_is_drained_by_the_next_setup
     for rank in (0, 1):
         setup = (tmp_path / f"setup{rank}.txt").read_text()
         assert "rank 0 abandoned 1 step that rank 1 counted" in setup, setup
+
+
+@NEEDS_MPIEXEC[0]
+@NEEDS_MPIEXEC[1]
+def test_an_interrupt_as_a_16_bit_bucket_starts_by_hand_fails_the_step_on_that_rank(tmp_path):
+    """A 16-bit wire without the thread: rank 0 interrupted as its first bucket's
+    ``Ialltoall`` (the reduction by hand's first collective) returned, before its wait. The
+    interrupt is kept as a wait's is: rank 0 ends the step's collectives as rank 1 does, then
+    raises it (the step failed there alone); rank 1 finishes the step; both close cleanly.
+    Before, rank 0 left that request behind and never started the bucket's ``Iallgather``,
+    which rank 1 waited in until the watchdog aborted the job."""
+    run_two_ranks("run_start_interrupt.py", tmp_path, "wire")
+    said = [(tmp_path / f"said{rank}.txt").read_text() for rank in (0, 1)]
+    assert said == ["KeyboardInterrupt: ", "nothing"], said
+    assert not list(tmp_path.glob("rank*.err"))

@@ -56,7 +56,10 @@ class HeldInterrupt:
         self._came: list[FrameType | None] = []  # the frames SIGINTs came at, in order
         self._owner: FrameType | None = None  # the frame the stretch runs in
 
-    def __enter__(self) -> None:
+    def __enter__(self, owner: FrameType | None = None) -> None:
+        """``owner``: the frame that runs the stretch to its end, where it is begun and left in
+        functions that frame calls (:func:`~.updates.reduce_all`'s 16-bit buckets); by default
+        the caller's."""
         if threading.get_ident() != self._main:
             return
         previous = _sig.getsignal(SIGINT)
@@ -65,7 +68,8 @@ class HeldInterrupt:
         else:
             self._came = []
         if callable(previous):  # SIG_IGN, SIG_DFL or none from Python: nothing raised here
-            self._previous, self._owner = previous, sys._getframe(1)  # before the swap
+            self._previous = previous  # before the swap, as the stretch's frame
+            self._owner = sys._getframe(1) if owner is None else owner
             try:
                 _sig.signal(SIGINT, self._note)  # a Ctrl-C before this: raised here
             except BaseException:  # another handler's (a SIGTERM's SystemExit): no body, no exit

@@ -24,6 +24,7 @@ is complete, so closing the sync leaves the job cleanly (:mod:`~distconv.sync.mp
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -32,6 +33,7 @@ import numpy as np
 from distconv.sync.base import SyncError
 from distconv.sync.mpi.buckets import Bucket
 from distconv.sync.mpi.comm import WireRefused
+from distconv.sync.mpi.held import HeldInterrupt
 from distconv.sync.mpi.pieces import PiecePump
 from distconv.sync.mpi.thread import CommThread
 from distconv.sync.mpi.used import UsedParams
@@ -117,7 +119,7 @@ def reduce_all(
             if thread is not None:  # waiting on an event: made again, it returns once set
                 to_the_end(_wait, alone, thread, bucket)
             elif not bucket.pieces:  # a 16-bit wire, reduced by hand
-                bucket.reduce(comm, lambda r: to_the_end(r.Wait, alone), None, None)
+                _by_hand(bucket, comm, alone)
             _unpack(bucket, alone)
         if thread is not None:  # on the thread, behind every piece; a refusal every rank shares
             # (another rank's failed pack) does not swallow what was kept
@@ -136,6 +138,33 @@ def reduce_all(
             _tell(failed_alone, exc)
             raise
     return flags
+
+
+def _by_hand(bucket: Bucket, comm: Any, alone: list[BaseException]) -> None:
+    """Reduce the 16-bit ``bucket`` by hand (:meth:`~.buckets.Bucket.reduce`), a Ctrl-C held
+    from each collective's start until its wait begins (:class:`~.held.HeldInterrupt`), then
+    kept in ``alone`` as one in that wait is (:func:`to_the_end`). Raised between, it lost the
+    started collective: this rank never started the next one, which the others wait in."""
+    held, here = HeldInterrupt(), sys._getframe()
+
+    def release() -> None:  # the held Ctrl-C, if one came: kept, unless asked twice
+        try:
+            held.__exit__()
+        except KeyboardInterrupt as exc:
+            if _stopping(alone):
+                raise
+            _keep(alone, exc)
+
+    def wait(request: Any) -> None:
+        release()
+        to_the_end(request.Wait, alone)
+        held.__enter__(here)  # the next start (after a local sum)
+
+    held.__enter__(here)
+    try:
+        bucket.reduce(comm, wait, None, None)
+    finally:
+        release()
 
 
 def _tell(failed_alone: Callable[[], None], error: BaseException) -> None:
