@@ -19,7 +19,7 @@ import socket
 import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: called after each chunk is written; tests set it to stop a writer provably mid-save
@@ -194,12 +194,16 @@ def folder_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class MadeFolder:
     """A folder this process made, known by its device and inode: what it removes when it
     undoes its work (a shard that cannot start) is that folder, not another one at the same
     path. A user may delete it meanwhile and another shard make it again, empty, for its own
     parts; an ``rmdir`` by path alone removed that one.
+
+    It holds the folder open until :meth:`remove` or :meth:`release`: a folder deleted while
+    open keeps its inode, so one made again cannot get the same number. Closed, ext4 hands
+    the freed number to the next folder made, and the one made again passed as this one.
 
     Attributes:
         path: where it was made.
@@ -210,22 +214,29 @@ class MadeFolder:
     path: Path
     device: int
     inode: int
+    _fd: int | None = field(default=None, repr=False)
 
     @classmethod
     def make(cls, path: Path) -> MadeFolder:
-        """``mkdir path``, remembered by what it made.
+        """``mkdir path``, remembered by what it made, and held open; call :meth:`remove`
+        or :meth:`release`.
 
         Raises:
-            OSError: as ``mkdir`` (``FileExistsError`` where something is there already).
+            OSError: as ``mkdir`` (``FileExistsError`` where something is there already), or
+                the folder made is gone, or no folder, when opened.
         """
         path.mkdir()
-        made = os.lstat(path)
-        return cls(path, made.st_dev, made.st_ino)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        made = os.fstat(fd)
+        return cls(path, made.st_dev, made.st_ino, fd)
 
     def remove(self) -> bool:
         """Remove the folder while it is the one made and empty; returns whether it did. One
         of another device or inode at the path (made again by another process), one that is
-        not empty, or none at all, is left: it is not this process's to undo."""
+        not empty, or none at all, is left: it is not this process's to undo. Released after
+        (an undo is done once: a second call removes nothing)."""
+        if self._fd is None:
+            return False
         try:
             now = os.lstat(self.path)
             if not self._is(now):
@@ -233,7 +244,15 @@ class MadeFolder:
             os.rmdir(self.path)
         except OSError:
             return False
+        finally:
+            self.release()
         return True
+
+    def release(self) -> None:
+        """Close the folder, leaving it: the work it was made for is done (or undone)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _is(self, now: os.stat_result) -> bool:
         """Whether ``now`` (an lstat of the path) is the folder made."""

@@ -32,6 +32,27 @@ def test_a_folder_made_again_by_another_process_is_left(tmp_path):
     assert path.is_dir()
 
 
+def test_a_folder_deleted_and_made_again_with_its_inode_number_free_is_left(tmp_path):
+    """Deleted by ``rmdir`` (``rm -r``), its inode number is free: ext4 gave it to the folder
+    made again next, which passed as the one made here and was removed (review k442)."""
+    path = tmp_path / "parts"
+    made = MadeFolder.make(path)
+    os.rmdir(path)  # the user deletes it; another shard makes it again, at once
+    os.mkdir(path)
+    assert not made.remove()
+    assert path.is_dir()
+
+
+def test_a_folder_made_is_held_open_until_removed_or_released(tmp_path):
+    made, kept = MadeFolder.make(tmp_path / "a"), MadeFolder.make(tmp_path / "b")
+    held = len(os.listdir("/proc/self/fd"))
+    assert made.remove() and not made.remove()
+    kept.release()
+    kept.release()  # once is enough; a second closes nothing (a number another file may hold)
+    assert len(os.listdir("/proc/self/fd")) == held - 2
+    assert not kept.remove() and kept.path.is_dir()  # released: its work is done
+
+
 def test_a_folder_filled_meanwhile_or_a_file_in_its_place_is_left(tmp_path):
     made = MadeFolder.make(tmp_path / "parts")
     (tmp_path / "parts" / "shard-0.safetensors").write_bytes(b"part")

@@ -59,6 +59,9 @@ def make_folders(directory: Path) -> None:
         for folder in reversed(made):  # each only while it is the one made here, and empty
             folder.remove()
         raise
+    finally:
+        for folder in made:  # held open until here: see MadeFolder
+            folder.release()
 
 
 def _make_missing(directory: Path, made: list[MadeFolder]) -> None:

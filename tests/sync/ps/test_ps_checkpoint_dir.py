@@ -286,9 +286,11 @@ def test_a_level_another_shard_made_and_removed_again_is_made_afresh(monkeypatch
     assert raced == [new, new / "b"]  # the race did happen
 
 
-def test_a_failed_make_leaves_the_folder_another_shard_made_again(tmp_path, monkeypatch):
+@pytest.mark.parametrize("delete", ["rename", "rmdir"])
+def test_a_failed_make_leaves_the_folder_another_shard_made_again(tmp_path, monkeypatch, delete):
     """A level this shard made, deleted by a user and made again (empty) by another shard
-    before this one fails, is the other shard's: the undo removed it by its path alone."""
+    before this one fails, is the other shard's: the undo removed it by its path alone, and
+    after an ``rmdir`` by its inode too, which ext4 gave the new folder (review k442)."""
     from distconv.files import MadeFolder
     from distconv.sync.ps import parts
 
@@ -298,7 +300,7 @@ def test_a_failed_make_leaves_the_folder_another_shard_made_again(tmp_path, monk
     def user_and_other_shard(path):
         made = make(path)
         if path == top:  # the user deletes it, another shard makes it again, empty
-            top.rename(tmp_path / "deleted")
+            top.rename(tmp_path / "deleted") if delete == "rename" else top.rmdir()
             top.mkdir()
         return made
 
