@@ -78,7 +78,9 @@ def quote_in_errors(values: Iterable[str | os.PathLike[str]]) -> None:
         text = os.fspath(value)
         if not text.strip():  # a bare break: the message's own breaks would be quoted
             continue
-        for form in {text, os.path.abspath(text), os.path.realpath(text)}:
+        # normpath: a message names Path(text), which drops a './' and a trailing '/'
+        forms = (text, os.path.normpath(text), os.path.abspath(text), os.path.realpath(text))
+        for form in set(forms):
             while breaks_lines(form):
                 _QUOTED[form] = shell_quoted(form)
                 form = os.path.dirname(form.rstrip(os.sep)) if os.sep in form else ""

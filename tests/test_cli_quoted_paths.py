@@ -55,3 +55,12 @@ def test_the_error_line_quotes_an_out_with_a_line_break(tmp_path, relative):
     proc = distconv("train", *SMALL, "--out", out, "--resume", cwd=tmp_path)
     shown = shell_quoted(out)
     _assert_one_line_error(proc, f"in {shown}/checkpoints: {shown} does not exist")
+
+
+@pytest.mark.parametrize("out", ["./x\ny", "x\ny/", "x\ny//"])
+def test_the_error_line_quotes_an_out_written_otherwise_than_it_is_named(tmp_path, out):
+    """A message names Path(out), without the './' or the trailing '/' given: that form was
+    squeezed to 'x y' (review k442)."""
+    proc = distconv("train", *SMALL, "--out", out, "--resume", cwd=tmp_path)
+    _assert_one_line_error(proc, f"{shell_quoted('x' + chr(10) + 'y')} does not exist")
+    assert "x y" not in proc.stderr.splitlines()[-1]
