@@ -55,16 +55,23 @@ def shell_quoted(text: str) -> str:
             escaped.append(_ESCAPES[ch])
         elif ch.isprintable():
             escaped.append(ch)
-        else:  # fixed widths: a hex digit after it is not read as part of the escape
-            code = ord(ch)
-            escaped.append(
-                f"\\x{code:02x}"
-                if code < 0x100
-                else f"\\u{code:04x}"
-                if code < 0x10000
-                else f"\\U{code:08x}"
-            )
+        else:
+            escaped.append(_escaped_bytes(ch))
     return "$'" + "".join(escaped) + "'"
+
+
+def _escaped_bytes(ch: str) -> str:
+    """A character that does not print as the bytes the file system names it by, each
+    ``\\xHH`` (two digits: a hex digit after it is not read as part of the escape): ``\\x85``
+    made the byte 0x85, not U+0085 (``\\xc2\\x85``), and a byte that is no UTF-8 (``\\xff``,
+    held as the surrogate ``\\udcff``) came back as ``\\udcff``, three other bytes. A character
+    the file system's encoding lacks is written as its code point (``\\u2028``)."""
+    try:
+        raw = os.fsencode(ch)
+    except UnicodeEncodeError:
+        code = ord(ch)
+        return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return "".join(f"\\x{byte:02x}" for byte in raw)
 
 
 def quote_in_errors(values: Iterable[str | os.PathLike[str]]) -> None:

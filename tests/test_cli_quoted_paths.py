@@ -3,6 +3,9 @@ another path (review k437): ``--out $'x\\ny'`` read as ``x y``."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 
 from distconv import messages
@@ -24,13 +27,24 @@ def _no_quoted_values():
         ("a\nb", r"$'a\nb'"),
         ("it's\\here", r"$'it\'s\\here'"),
         ("t\tr\rv\vf\f", r"$'t\tr\rv\vf\f'"),
-        ("\x1cA\u2028B\x85", r"$'\x1cA\u2028B\x85'"),  # fixed widths: A and B stay apart
+        # as the bytes that name it, two digits each: A and B stay apart
+        ("\x1cA\u2028B\x85", r"$'\x1cA\xe2\x80\xa8B\xc2\x85'"),
         ("\U0001f600ok", "$'\U0001f600ok'"),  # printable: as it is
     ],
 )
 def test_shell_quoted_escapes_what_breaks_or_does_not_print(text, word):
     assert shell_quoted(text) == word
     assert len(word.splitlines()) == 1
+
+
+def test_a_quoted_word_pastes_back_into_bash_as_the_same_bytes():
+    """``\\x85`` made the byte 0x85, not U+0085's two, and the surrogate a byte that is no
+    UTF-8 is held as (``\\udcff``) came back as three other bytes (review k442)."""
+    value = "x\n" + os.fsdecode(b"\xff\xc2\x85\x1b\xe2\x80\xa8") + "'\\\"$y"
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    script = f"printf %s {shell_quoted(value)}"
+    pasted = subprocess.run(["bash", "-c", script], capture_output=True, env=env, check=True)
+    assert pasted.stdout == os.fsencode(value)
 
 
 def test_a_quoted_path_and_the_folders_above_it_are_quoted_where_an_error_names_them(tmp_path):
