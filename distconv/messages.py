@@ -85,12 +85,24 @@ def quote_in_errors(values: Iterable[str | os.PathLike[str]]) -> None:
         text = os.fspath(value)
         if not text.strip():  # a bare break: the message's own breaks would be quoted
             continue
-        # normpath: a message names Path(text), which drops a './' and a trailing '/'
-        forms = (text, os.path.normpath(text), os.path.abspath(text), os.path.realpath(text))
-        for form in set(forms):
+        for form in _forms(text):
             while breaks_lines(form):
                 _QUOTED[form] = shell_quoted(form)
                 form = os.path.dirname(form.rstrip(os.sep)) if os.sep in form else ""
+
+
+def _forms(text: str) -> set[str]:
+    """The forms an error may name ``text`` by: as written, as ``Path(text)`` writes it (no
+    './' nor trailing '/': normpath), absolute, and with its links resolved, where it can be:
+    realpath raised on a link that refuses readlink (``--out /proc/1/cwd/run``), abspath
+    where the working directory is gone, and ``distconv train`` ended in a traceback."""
+    forms = {text, os.path.normpath(text)}
+    for absolute in (os.path.abspath, os.path.realpath):
+        try:
+            forms.add(absolute(text))
+        except OSError:
+            pass
+    return forms
 
 
 def _quoted(text: str) -> str:

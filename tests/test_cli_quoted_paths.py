@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
 from distconv import messages
 from distconv.messages import one_line, quote_in_errors, shell_quoted
+from tests.child_env import child_env
 from tests.test_cli import SMALL, _assert_one_line_error, distconv
 
 
@@ -78,3 +80,22 @@ def test_the_error_line_quotes_an_out_written_otherwise_than_it_is_named(tmp_pat
     proc = distconv("train", *SMALL, "--out", out, "--resume", cwd=tmp_path)
     _assert_one_line_error(proc, f"{shell_quoted('x' + chr(10) + 'y')} does not exist")
     assert "x y" not in proc.stderr.splitlines()[-1]
+
+
+def test_a_working_directory_gone_is_an_error_line_not_a_traceback(tmp_path):
+    """Each value's absolute form was taken for the quoting whether it breaks a line or not,
+    and abspath raised where the working directory is gone (realpath too, for a link that
+    refuses readlink: ``--out /proc/1/cwd/run``): a traceback (review k442)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    argv = [sys.executable, "-m", "distconv", "train", *SMALL, "--epochs", "1", "--out", "run"]
+    proc = subprocess.run(
+        argv,
+        cwd=gone,
+        preexec_fn=gone.rmdir,  # in the child, once in it
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _assert_one_line_error(proc, "output directory run cannot be made: no such file or directory")
