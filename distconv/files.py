@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distconv.messages import quoted_in
+
 #: called after each chunk is written; tests set it to stop a writer provably mid-save
 write_hook: Callable[[Path], None] | None = None
 
@@ -169,8 +171,8 @@ def folder(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     problem = folder_problem(text)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(problem)
+    if problem is not None:  # argparse prints it as it is: a line break in it quoted here
+        raise argparse.ArgumentTypeError(quoted_in(problem, [text]))
     return text
 
 

@@ -81,14 +81,28 @@ def quote_in_errors(values: Iterable[str | os.PathLike[str]]) -> None:
     read as ``x y``, another path. Replaces the values of an earlier call; ordinary values
     are shown as they are."""
     _QUOTED.clear()
+    _QUOTED.update(_quoted_forms(values))
+
+
+def quoted_in(text: str, values: Iterable[str | os.PathLike[str]]) -> str:
+    """``text`` with ``values`` quoted as :func:`quote_in_errors` has :func:`one_line` quote
+    them, for a message no ``one_line`` reads: an argparse type's, which argparse prints as
+    it is, before the command line has handed its values to :func:`quote_in_errors`."""
+    return _replaced(text, _quoted_forms(values))
+
+
+def _quoted_forms(values: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
+    """Each form of each of ``values`` that breaks a line, with its :func:`shell_quoted` one."""
+    quoted = {}
     for value in values:
         text = os.fspath(value)
         if not text.strip():  # a bare break: the message's own breaks would be quoted
             continue
         for form in _forms(text):
             while breaks_lines(form):
-                _QUOTED[form] = shell_quoted(form)
+                quoted[form] = shell_quoted(form)
                 form = os.path.dirname(form.rstrip(os.sep)) if os.sep in form else ""
+    return quoted
 
 
 def _forms(text: str) -> set[str]:
@@ -106,10 +120,15 @@ def _forms(text: str) -> set[str]:
 
 
 def _quoted(text: str) -> str:
-    """``text`` with each value of :func:`quote_in_errors` in it quoted, the longest first (an
+    """``text`` with each value of :func:`quote_in_errors` in it quoted."""
+    return _replaced(text, _QUOTED)
+
+
+def _replaced(text: str, quoted: Mapping[str, str]) -> str:
+    """``text`` with each key of ``quoted`` in it replaced by its value, the longest first (an
     absolute form holds the form as written)."""
-    for value in sorted(_QUOTED, key=len, reverse=True):
-        text = text.replace(value, _QUOTED[value])
+    for value in sorted(quoted, key=len, reverse=True):
+        text = text.replace(value, quoted[value])
     return text
 
 

@@ -99,3 +99,13 @@ def test_a_working_directory_gone_is_an_error_line_not_a_traceback(tmp_path):
         timeout=60,
     )
     _assert_one_line_error(proc, "output directory run cannot be made: no such file or directory")
+
+
+def test_an_argparse_type_quotes_a_path_with_a_line_break(tmp_path):
+    """``distconv keys DIR`` checks DIR as argparse reads it, before the command line hands its
+    values on: its error was printed as it was, on two lines (review k442)."""
+    (tmp_path / "f\ng").write_text("a file")
+    proc = distconv("keys", "f\ng/keys", "--workers", "1", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last == "distconv keys: error: argument dir: $'f\\ng' is a file, not a folder", last
