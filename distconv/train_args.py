@@ -306,7 +306,7 @@ _NUMBER = re.compile(r"-\.?\d")
 
 @functools.cache
 def train_options() -> frozenset[str]:
-    """Every option ``distconv train`` takes: the long ones (``--name``) and ``-h``."""
+    """Every option ``distconv train`` takes: the long ones (``--name``), ``-h`` and ``-q``."""
     actions = train_parser()._actions  # argparse lists its options nowhere public
     return frozenset(s for a in actions for s in a.option_strings)
 
@@ -354,7 +354,7 @@ def spelled_out(argv: Sequence[str]) -> list[str]:
     kept as they are (whether each flag has the values it needs is left to argparse).
 
     Raises:
-        FlagError: a flag the command does not take (``-q`` too), or one that abbreviates
+        FlagError: a flag the command does not take (``-x``), or one that abbreviates
             several.
     """
     out = []
