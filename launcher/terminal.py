@@ -30,6 +30,9 @@ QUEUE_BYTES = 4 * 1024 * 1024
 #: bytes the writer takes from the queue for one write: few system calls for many short lines
 BATCH_BYTES = 64 * 1024
 
+#: a queued line: its child's name, its log, the line, and the child's lines it stands for
+_Entry = tuple[str, Path, bytes, int]
+
 
 class Terminal:
     """The launcher's output, written by a thread of its own from a bounded queue.
@@ -46,9 +49,10 @@ class Terminal:
     ) -> None:
         self._out, self._notice, self._bound = out, notice, bound
         self._ready = threading.Condition()
-        #: (child's name, its log, the line) in order, and their bytes, the write's included
-        self._queue: collections.deque[tuple[str, Path, bytes]] = collections.deque()
-        self._writing: list[tuple[str, Path, bytes]] = []  # taken for the write under way
+        #: (child's name, its log, the line, the child's lines it stands for: 1, or a drop
+        #: notice's count) in order, and their bytes, the write's included
+        self._queue: collections.deque[_Entry] = collections.deque()
+        self._writing: list[_Entry] = []  # taken for the write under way
         self._size = 0
         self._dropped: dict[str, tuple[int, Path]] = {}  # child: lines not shown, its log
         self._gone = self._closing = False
@@ -76,7 +80,7 @@ class Terminal:
                     return True
                 self._ready.wait(OUTPUT_STALL_SECONDS - stalled)  # it moves: wait for room
             self._say_dropped(name)  # before the line: the gap is said where it is
-            self._append(name, log, line)
+            self._append((name, log, line, 1))
             return True
 
     def _stalled_for(self) -> float:
@@ -111,11 +115,11 @@ class Terminal:
                 f"{count} line(s) of {name} not shown: the launcher's output was stalled "
                 f"(nothing read it); {log} has them all"
             )
-            self._append(name, log, self._notice(said))
+            self._append((name, log, self._notice(said), count))  # unshown, it stands for them
 
-    def _append(self, name: str, log: Path, line: bytes) -> None:
-        self._queue.append((name, log, line))
-        self._size += len(line)
+    def _append(self, entry: _Entry) -> None:
+        self._queue.append(entry)
+        self._size += len(entry[2])
         self._ready.notify_all()  # the writer (pumps waiting for room wake and wait again)
 
     def _drain(self) -> None:
@@ -133,7 +137,7 @@ class Terminal:
                     size += len(batch[-1][2])
                 self._write_since = time.monotonic()
             try:  # outside the lock: a stalled write holds up no put()
-                self._out.write(b"".join(line for _name, _log, line in batch))
+                self._out.write(b"".join(entry[2] for entry in batch))
                 self._out.flush()
             except (OSError, ValueError):  # gone (EPIPE) or closed: it takes nothing more
                 with self._ready:
@@ -166,10 +170,11 @@ class Terminal:
             return self._unshown(patience)
 
     def _unshown(self, patience: float) -> str | None:
-        """What is still queued (under the lock), by child, as the launcher says it."""
+        """What is still queued (under the lock), by child, as the launcher says it: a drop
+        notice not written counts the lines it stands for, which the output lacks too."""
         counts: dict[str, tuple[int, Path]] = {}
-        for name, log, _line in [*self._writing, *self._queue]:
-            counts[name] = (counts.get(name, (0, log))[0] + 1, log)
+        for name, log, _line, lines in [*self._writing, *self._queue]:
+            counts[name] = (counts.get(name, (0, log))[0] + lines, log)
         if not counts:
             return None
         said = "; ".join(f"{n} line(s) of {name} ({log})" for name, (n, log) in counts.items())

@@ -5,8 +5,10 @@ said once the output moves, each child's lines in order; a reader that is gone e
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,3 +110,20 @@ def test_an_epipe_makes_put_answer_false(tmp_path: Path):
         with contextlib.suppress(OSError):  # what the failed write left in the buffer
             out.close()
     assert answers[0] is True  # queued before the write found the reader gone
+
+
+@pytest.mark.timeout(30)
+def test_the_end_counts_the_dropped_lines_among_those_the_output_lacks(tmp_path: Path):
+    """The end named only the lines still queued: the ones dropped before, whose notice was
+    queued (unwritten) at the end, were missing from the count, most of what the output lacked
+    (k440)."""
+    total = 10000
+    with _pipe() as (_read, out):
+        capacity = fcntl.fcntl(out.fileno(), fcntl.F_GETPIPE_SZ)  # what the output took at most
+        view = Terminal(out, _notice, bound=BOUND)
+        for i in range(total):  # unread: the pipe, the queue, then drops
+            view.put("worker-0", tmp_path / "w.log", b"%08d %s\n" % (i, b"x" * 90))
+        said = view.close(0.2)
+    assert said is not None
+    lacks = int(re.search(r"so it lacks (\d+) line\(s\) of worker-0 ", said)[1])
+    assert total - capacity // 99 <= lacks <= total, lacks
